@@ -1,0 +1,206 @@
+"""What a node sees while it runs: frozen run deps apart from mutable run state.
+
+- :class:`RunDeps` (frozen): settings, the event sink, the checkpoint hook - shared
+  by every node of a run, never mutated.
+- :class:`~schemas.run.RunState` (mutable): the variable pool and statuses.
+- :class:`NodeContext`: both, plus this node's record and the cancellation token,
+  handed to ``NodeExecutor.run``. Nothing is hidden in string-keyed dicts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping, TypeVar
+
+from schemas.events import NodeDelta
+from schemas.run import NodeRun, RunState
+from schemas.types import value_matches
+from schemas.values import InputBinding
+
+from .errors import ReferenceFailed, RunCancelled
+from .references import render_template, resolve_value
+from .settings import Settings, get_settings
+
+if TYPE_CHECKING:
+    from schemas.workflow import NodeBase
+
+    from .compiler import CompiledPlan
+
+__all__ = ["CancelToken", "Checkpoint", "EventSink", "NodeContext", "NodeResult", "RunDeps"]
+
+T = TypeVar("T")
+EventSink = Callable[[Any], None]
+Checkpoint = Callable[[RunState], Awaitable[None] | None]
+
+
+class CancelToken:
+    """Cooperative cancellation shared by a run and its nodes.
+
+    ``cancel(reason)`` sets the flag, wakes waiters and calls registered callbacks
+    (the scheduler registers one that cancels running node tasks, so a stop ends work
+    in progress, not only between nodes).
+    """
+
+    __slots__ = ("_reason", "_callbacks", "_event")
+
+    def __init__(self) -> None:
+        self._reason: str | None = None
+        self._callbacks: list[Callable[[str], None]] = []
+        self._event: asyncio.Event | None = None
+
+    @property
+    def cancelled(self) -> bool:
+        """True once :meth:`cancel` was called."""
+        return self._reason is not None
+
+    @property
+    def reason(self) -> str | None:
+        """The reason given to :meth:`cancel`."""
+        return self._reason
+
+    def cancel(self, reason: str = "cancelled") -> None:
+        """Fire the token (idempotent; the first reason wins)."""
+        if self._reason is not None:
+            return
+        self._reason = reason
+        if self._event is not None:
+            self._event.set()
+        for callback in list(self._callbacks):
+            callback(reason)
+
+    def on_cancel(self, callback: Callable[[str], None]) -> None:
+        """Call ``callback(reason)`` when the token fires (at once if it already has)."""
+        if self._reason is not None:
+            callback(self._reason)
+        else:
+            self._callbacks.append(callback)
+
+    def raise_if_cancelled(self, node_id: str | None = None) -> None:
+        """Raise :class:`RunCancelled` when fired."""
+        if self._reason is not None:
+            raise RunCancelled(f"run cancelled: {self._reason}", node_id=node_id)
+
+    async def wait(self) -> str:
+        """Wait until the token fires; returns the reason."""
+        if self._event is None:
+            self._event = asyncio.Event()
+            if self._reason is not None:
+                self._event.set()
+        await self._event.wait()
+        return self._reason or "cancelled"
+
+
+@dataclass(frozen=True, slots=True)
+class RunDeps:
+    """Frozen dependencies of a run.
+
+    ``on_event`` receives every event in order (sync; must not block).
+    ``checkpoint`` is awaited (when async) after every node resolves, with the state.
+    """
+
+    settings: Settings = field(default_factory=get_settings)
+    on_event: EventSink | None = None
+    checkpoint: Checkpoint | None = None
+
+
+@dataclass(slots=True)
+class NodeResult:
+    """What a node returns: its outputs and the handles it takes (default ``out``)."""
+
+    outputs: dict[str, Any]
+    handles: tuple[str, ...] = ("out",)
+
+
+class NodeContext:
+    """Per node run: node, plan, run state, deps, cancel token, and helpers.
+
+    Helpers record what they resolve in ``node_run.inputs`` so the node run keeps its
+    resolved inputs even when the node fails afterwards.
+    """
+
+    __slots__ = ("node", "plan", "state", "deps", "cancel", "node_run", "_emit")
+
+    def __init__(
+        self,
+        node: "NodeBase",
+        plan: "CompiledPlan",
+        state: RunState,
+        deps: RunDeps,
+        cancel: CancelToken,
+        node_run: NodeRun,
+        emit: Callable[[Any], None],
+    ) -> None:
+        self.node = node
+        self.plan = plan
+        self.state = state
+        self.deps = deps
+        self.cancel = cancel
+        self.node_run = node_run
+        self._emit = emit
+
+    @property
+    def node_id(self) -> str:
+        """This node's id."""
+        return self.node.id
+
+    def resolve(self, value: Any, *, record_as: str | None = None) -> Any:
+        """Resolve a literal-or-reference value (refs at any depth); record it under ``record_as``.
+
+        Raises:
+            ReferenceFailed: the reference cannot be resolved (names it).
+        """
+        resolved = resolve_value(self.state, value, node_id=self.node.id)
+        if record_as is not None:
+            self.node_run.inputs[record_as] = resolved
+        return resolved
+
+    def bind(self, bindings: list[InputBinding]) -> dict[str, Any]:
+        """Resolve :class:`InputBinding` s into ``{name: value}`` applying default/required/type.
+
+        Raises:
+            ReferenceFailed: unresolvable reference, a required binding that is null
+                (e.g. its source node was skipped), or a value of the wrong type.
+        """
+        values: dict[str, Any] = {}
+        for binding in bindings:
+            value = resolve_value(self.state, binding.value, node_id=self.node.id)
+            if value is None:
+                value = binding.default
+            if value is None and binding.required:
+                raise ReferenceFailed(
+                    f"input {binding.name!r} is required but resolved to null"
+                    + (f" (reference {binding.value.ref!r} - was its node skipped?)" if hasattr(binding.value, "ref") else ""),
+                    node_id=self.node.id,
+                )
+            if binding.type is not None and not value_matches(value, binding.type):
+                raise ReferenceFailed(
+                    f"input {binding.name!r} must be {binding.type.value}, got {type(value).__name__}: {value!r:.80}",
+                    node_id=self.node.id,
+                )
+            values[binding.name] = value
+            self.node_run.inputs[binding.name] = value
+        return values
+
+    def render(self, source: str, *, field: str = "template", extra: Mapping[str, Any] | None = None) -> str:
+        """Render a template field of this node (sandboxed; strict undefined).
+
+        Raises:
+            TemplateFailed: names this node and ``field``.
+        """
+        return render_template(self.state, source, extra=extra, node_id=self.node.id, field=field)
+
+    def delta(self, text: str, channel: str = "answer") -> None:
+        """Stream ``text`` to the user as a ``node_delta`` event."""
+        if text:
+            self._emit(
+                NodeDelta.model_construct(
+                    seq=0, run_id=self.state.run_id, ts=time.time(), node_id=self.node.id,
+                    node_run_id=self.node_run.id, channel=channel, text=text, type="node_delta",
+                )
+            )
+
+    async def run_blocking(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run blocking work in a thread so other nodes keep running."""
+        return await asyncio.to_thread(fn, *args)

@@ -1,0 +1,156 @@
+"""Flowloom's exceptions: one tree, definition errors apart from run errors.
+
+::
+
+    FlowloomError
+    ├── DefinitionError            the builder can fix the workflow
+    │   └── CompileError           every Problem found by the compiler, at once
+    └── RunError                   raised while a run executes; carries node_id
+        ├── NodeFailed             a node's own failure (bad input, HTTP error, ...)
+        │   ├── ReferenceFailed    a reference could not be resolved at run time
+        │   ├── TemplateFailed     a template could not be rendered
+        │   └── BlockedAddress     HTTP target refused by the address policy
+        ├── NodeTimeout            a node attempt exceeded its timeout
+        ├── RunLimitExceeded       max node executions / max wall time reached
+        └── RunCancelled           the cancellation token fired
+
+Every ``RunError`` has ``node_id`` (None when no node is to blame) and ``reason``, a
+short machine-readable code shown in ``run_failed`` events.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = [
+    "BlockedAddress",
+    "CompileError",
+    "DefinitionError",
+    "FlowloomError",
+    "InvalidInputs",
+    "NodeFailed",
+    "NodeTimeout",
+    "Problem",
+    "ReferenceFailed",
+    "RunCancelled",
+    "RunError",
+    "RunLimitExceeded",
+    "TemplateFailed",
+]
+
+
+class FlowloomError(Exception):
+    """Base of every error Flowloom raises on purpose."""
+
+
+class DefinitionError(FlowloomError):
+    """The workflow document is wrong; the message says where and how to fix it."""
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One compile finding. ``code`` is stable (tests and the canvas key on it).
+
+    ``node_id`` / ``edge_id`` / ``path`` locate it; ``path`` is a field path inside the
+    node (``config.cases[0].conditions[1].left``) or the document.
+    """
+
+    code: str
+    message: str
+    node_id: str | None = None
+    edge_id: str | None = None
+    path: str | None = None
+    severity: Literal["error", "warning"] = "error"
+
+    def __str__(self) -> str:
+        where = []
+        if self.node_id is not None:
+            where.append(f"node {self.node_id!r}")
+        if self.edge_id is not None:
+            where.append(f"edge {self.edge_id!r}")
+        if self.path:
+            where.append(self.path)
+        prefix = f"[{self.code}] " + (" ".join(where) + ": " if where else "")
+        return prefix + self.message
+
+    def to_dict(self) -> dict[str, str | None]:
+        """JSON form used by ``flowloom validate --json`` and the API."""
+        return {
+            "code": self.code,
+            "severity": self.severity,
+            "node_id": self.node_id,
+            "edge_id": self.edge_id,
+            "path": self.path,
+            "message": self.message,
+        }
+
+
+class CompileError(DefinitionError):
+    """The compiler found errors; ``problems`` lists all of them (warnings included)."""
+
+    def __init__(self, problems: list[Problem]):
+        self.problems = problems
+        errors = [p for p in problems if p.severity == "error"]
+        super().__init__(f"{len(errors)} problem(s) in workflow:\n" + "\n".join(f"  - {p}" for p in errors))
+
+
+class RunError(FlowloomError):
+    """An error during a run. ``reason`` is a stable code; ``node_id`` names the node."""
+
+    reason = "node_error"
+
+    def __init__(self, message: str, *, node_id: str | None = None, reason: str | None = None):
+        super().__init__(message)
+        self.node_id = node_id
+        if reason is not None:
+            self.reason = reason
+
+
+class NodeFailed(RunError):
+    """A node could not do its work (invalid input, remote error, ...)."""
+
+
+class ReferenceFailed(NodeFailed):
+    """A reference could not be resolved: unknown node/field, missing path, null required input."""
+
+    reason = "unresolved_reference"
+
+
+class TemplateFailed(NodeFailed):
+    """A template raised while rendering (undefined name, sandbox violation, ...)."""
+
+    reason = "template_error"
+
+
+class BlockedAddress(NodeFailed):
+    """The HTTP target resolves to an address the policy refuses (SSRF guard)."""
+
+    reason = "blocked_address"
+
+
+class NodeTimeout(RunError):
+    """A node attempt ran longer than its ``timeout``."""
+
+    reason = "node_timeout"
+
+
+class RunLimitExceeded(RunError):
+    """A per-run limit was hit: ``reason`` is ``max_node_executions`` or ``max_wall_time``."""
+
+
+class RunCancelled(RunError):
+    """The run's cancellation token fired."""
+
+    reason = "cancelled"
+
+
+class InvalidInputs(FlowloomError):
+    """The inputs given to a run do not match the workflow's declared inputs.
+
+    ``problems`` holds one message per input (missing, wrong type, undeclared).
+    """
+
+    def __init__(self, problems: list[str]):
+        self.problems = problems
+        super().__init__("invalid workflow inputs:\n" + "\n".join(f"  - {p}" for p in problems))

@@ -1,0 +1,184 @@
+"""The engine's public entry points: start a run, stream its events, continue a saved one.
+
+The CLI, the API and the workers all go through these functions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import uuid
+from datetime import datetime, timezone
+from typing import Any, AsyncIterator, Mapping
+
+from schemas.run import RunState
+from schemas.types import VarType, value_matches
+from schemas.workflow import InputVar
+
+from .compiler import CompiledPlan
+from .context import CancelToken, RunDeps
+from .errors import InvalidInputs
+from .scheduler import Scheduler
+
+__all__ = ["coerce_input", "new_run_state", "run_workflow", "resume_run", "stream_workflow"]
+
+
+def coerce_input(var: InputVar, text: str) -> Any:
+    """Convert a command-line string to ``var``'s declared type (explicit, documented rules).
+
+    string: as is. number: ``int`` when it is an integer literal, else ``float``.
+    boolean: ``true/false/1/0/yes/no`` (case-insensitive). object/array/file: JSON.
+
+    Raises:
+        ValueError: the text does not convert; the message names the input.
+    """
+    kind = var.type
+    try:
+        if kind is VarType.string:
+            return text
+        if kind is VarType.number:
+            try:
+                return int(text)
+            except ValueError:
+                value = float(text)
+                if value != value or value in (float("inf"), float("-inf")):
+                    raise ValueError("not a finite number") from None
+                return value
+        if kind is VarType.boolean:
+            lowered = text.strip().lower()
+            if lowered in ("true", "1", "yes"):
+                return True
+            if lowered in ("false", "0", "no"):
+                return False
+            raise ValueError("expected true/false")
+        return json.loads(text)
+    except (ValueError, json.JSONDecodeError) as exc:
+        raise ValueError(f"input {var.name!r}: cannot read {text!r} as {kind.value}: {exc}") from exc
+
+
+def new_run_state(
+    plan: CompiledPlan,
+    inputs: Mapping[str, Any],
+    *,
+    run_id: str | None = None,
+    chat_id: str | None = None,
+    query: str | None = None,
+    user_id: str | None = None,
+) -> RunState:
+    """A fresh :class:`RunState` with validated inputs, defaults applied and system variables set.
+
+    Raises:
+        InvalidInputs: every missing required input, wrongly typed or undeclared input.
+    """
+    wf = plan.workflow
+    problems: list[str] = []
+    values: dict[str, Any] = {}
+    declared = {v.name: v for v in wf.inputs}
+    for name in inputs:
+        if name not in declared:
+            problems.append(f"{name!r} is not an input of workflow {wf.id!r} (inputs: {sorted(declared)})")
+    for var in wf.inputs:
+        value = inputs.get(var.name, var.default)
+        if value is None and var.required:
+            problems.append(f"{var.name!r} is required ({var.type.value})")
+        elif not value_matches(value, var.type):
+            problems.append(f"{var.name!r} must be {var.type.value}, got {type(value).__name__}")
+        values[var.name] = value
+    if problems:
+        raise InvalidInputs(problems)
+    run_id = run_id or uuid.uuid4().hex
+    if query is None and isinstance(values.get("query"), str):
+        query = values["query"]
+    return RunState(
+        run_id=run_id,
+        workflow_id=wf.id,
+        workflow_hash=plan.content_hash,
+        inputs=values,
+        sys={
+            "run_id": run_id,
+            "chat_id": chat_id or run_id,
+            "workflow_id": wf.id,
+            "now": datetime.now(timezone.utc).isoformat(),
+            "query": query or "",
+            "user_id": user_id or "",
+        },
+        variables={v.name: v.default for v in wf.variables},
+    )
+
+
+async def run_workflow(
+    plan: CompiledPlan,
+    inputs: Mapping[str, Any] | RunState,
+    *,
+    deps: RunDeps | None = None,
+    cancel: CancelToken | None = None,
+    **sys: Any,
+) -> RunState:
+    """Run ``plan`` to the end and return its final state (status, outputs, node runs).
+
+    ``inputs`` is a mapping of global inputs or a prepared :class:`RunState`.
+    Run failures do not raise: see ``state.status`` and ``state.error``.
+
+    Raises:
+        InvalidInputs: from :func:`new_run_state`.
+    """
+    state = inputs if isinstance(inputs, RunState) else new_run_state(plan, inputs, **sys)
+    return await Scheduler(plan, state, deps or RunDeps(), cancel).run()
+
+
+async def resume_run(plan: CompiledPlan, state: RunState, *, deps: RunDeps | None = None,
+                     cancel: CancelToken | None = None) -> RunState:
+    """Continue a run from a checkpointed state (possibly from another process).
+
+    Finished nodes are not run again; nodes that were running when the checkpoint was
+    taken are run again from the start.
+
+    Raises:
+        ValueError: the state belongs to another version of the workflow.
+    """
+    if state.workflow_hash != plan.content_hash:
+        raise ValueError(
+            f"run {state.run_id} was started with workflow version {state.workflow_hash[:12]}, "
+            f"not {plan.content_hash[:12]}"
+        )
+    return await Scheduler(plan, state, deps or RunDeps(), cancel).run()
+
+
+async def stream_workflow(
+    plan: CompiledPlan,
+    inputs: Mapping[str, Any] | RunState,
+    *,
+    deps: RunDeps | None = None,
+    cancel: CancelToken | None = None,
+    **sys: Any,
+) -> AsyncIterator[Any]:
+    """Run ``plan`` and yield its events in order (the one stream the CLI/API consume).
+
+    Closing the iterator early cancels the run.
+    """
+    queue: asyncio.Queue[Any] = asyncio.Queue()
+    base = deps or RunDeps()
+    outer = base.on_event
+
+    def sink(event: Any) -> None:
+        if outer is not None:
+            outer(event)
+        queue.put_nowait(event)
+
+    token = cancel or CancelToken()
+    run_deps = dataclasses.replace(base, on_event=sink)
+    task = asyncio.ensure_future(run_workflow(plan, inputs, deps=run_deps, cancel=token, **sys))
+    done = object()
+    task.add_done_callback(lambda _t: queue.put_nowait(done))
+    try:
+        while True:
+            event = await queue.get()
+            if event is done:
+                break
+            yield event
+        task.result()  # re-raise engine bugs; run failures are events
+    finally:
+        if not task.done():
+            token.cancel("stream closed by consumer")
+            await asyncio.gather(task, return_exceptions=True)

@@ -1,0 +1,444 @@
+"""The scheduler: runs a :class:`~engine.compiler.CompiledPlan` on asyncio.
+
+Algorithm (the engine's contract; README "Scheduling rules"):
+
+1. Every edge starts ``pending``. The start node is ready; every other node waits
+   for all its incoming edges to resolve.
+2. A node that finishes takes some of its output handles (``NodeResult.handles``).
+   Each outgoing edge becomes ``taken`` when its ``sourceHandle`` was taken, else
+   ``skipped``. A skipped or cancelled node skips all its outgoing edges.
+3. When the last incoming edge of a node resolves: if at least one is ``taken`` the
+   node becomes ready and runs (exactly once - a join of an if and an else side runs
+   as soon as the taken side arrives and the other side is skipped); if all are
+   ``skipped`` the node is skipped and rule 2 propagates the skip at once.
+   A node with no incoming edges other than the start node is skipped
+   (it is unreachable; the compiler warns).
+4. Ready nodes run concurrently as asyncio tasks (bounded by ``max_concurrency``).
+   A task that finishes a node continues with one of the nodes it made ready and
+   spawns tasks for the others, so a chain costs no task creation per node.
+5. Each attempt of a node counts against ``max_node_executions``; every attempt is
+   bounded by the node's ``timeout`` and the run's deadline (``max_wall_time``),
+   enforced inside the node by cancelling it, not only between nodes. A failed
+   attempt is retried ``max_retries`` times after ``retry_interval`` seconds (an
+   asyncio sleep: other nodes keep running). Then the error strategy applies:
+   ``fail`` ends the run, ``error_branch`` takes the ``error`` handle with
+   ``{"error": {...}}`` as outputs, ``default_output`` succeeds with the configured
+   outputs.
+6. The run fails on the first node failure under ``fail`` and on a limit; running
+   nodes are then cancelled and recorded as ``cancelled``. Everything finished so
+   far stays in the state. The cancellation token cancels running nodes the same way.
+7. The run state is checkpointed (``RunDeps.checkpoint``) after every node resolves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+import uuid
+from typing import Any
+
+from schemas.events import (
+    NodeFinished,
+    NodeStarted,
+    RunCancelled as RunCancelledEvent,
+    RunFailed,
+    RunFinished,
+    RunStarted,
+)
+from schemas.run import EdgeStatus, NodeError, NodeRun, RunState
+from schemas.types import NodeRunStatus, RunStatus
+from schemas.workflow import ErrorStrategy
+
+from .compiler import CompiledPlan, NodePlan
+from .context import CancelToken, NodeContext, NodeResult, RunDeps
+from .errors import NodeTimeout, RunCancelled, RunError, RunLimitExceeded
+
+__all__ = ["Scheduler"]
+
+_TAKEN, _SKIPPED, _PENDING = EdgeStatus.taken, EdgeStatus.skipped, EdgeStatus.pending
+
+
+class _Stop(Exception):
+    """Internal: the run is ending (failure, limit or cancel); unwind node tasks."""
+
+
+class Scheduler:
+    """Executes one run of ``plan`` over ``state`` (fresh, or restored from a checkpoint).
+
+    Use :func:`engine.runner.run_workflow` rather than this class directly.
+    """
+
+    def __init__(self, plan: CompiledPlan, state: RunState, deps: RunDeps, cancel: CancelToken | None = None):
+        self.plan = plan
+        self.state = state
+        self.deps = deps
+        self.cancel = cancel or CancelToken()
+        self._emit_fn = deps.on_event
+        self._limits = plan.workflow.limits
+        # Derived from state.edges (rebuilt on restore): incoming edges still pending / taken.
+        self._remaining: dict[str, int] = {}
+        self._taken: dict[str, int] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._queue: list[str] = []  # ready but waiting for a concurrency slot
+        self._done: asyncio.Future[None] | None = None
+        self._ending: RunError | None = None
+        self._loop_deadline = 0.0
+
+    # ------------------------------------------------------------------ events
+
+    def _emit(self, event: Any) -> None:
+        self.state.seq += 1
+        event.seq = self.state.seq
+        if self._emit_fn is not None:
+            self._emit_fn(event)
+
+    def _now_elapsed_ms(self) -> float:
+        return (time.time() - (self.state.started_at or time.time())) * 1000.0
+
+    # ------------------------------------------------------------------- start
+
+    def _rebuild_counts(self) -> list[str]:
+        """Recompute derived counters from ``state.edges``; returns nodes to (re)start."""
+        edges = self.state.edges
+        for nid, node_plan in self.plan.nodes.items():
+            pending = taken = 0
+            for eid in node_plan.in_edges:
+                status = edges[eid]
+                if status is _PENDING:
+                    pending += 1
+                elif status is _TAKEN:
+                    taken += 1
+            self._remaining[nid] = pending
+            self._taken[nid] = taken
+        restart = list(self.state.ready)
+        for nid, run in self.state.node_runs.items():
+            if run.status is NodeRunStatus.running or run.status is NodeRunStatus.pending:
+                restart.append(nid)  # interrupted mid-flight by a process stop: run again
+        return list(dict.fromkeys(restart))
+
+    async def run(self) -> RunState:
+        """Run to the end; returns the final state. Never raises for run failures
+        (they are in ``state.status`` / ``state.error`` and the events)."""
+        state, loop = self.state, asyncio.get_running_loop()
+        fresh = state.status is RunStatus.pending
+        if fresh:
+            state.started_at = time.time()
+            state.deadline = state.started_at + self._limits.max_wall_time
+            state.edges = {eid: _PENDING for eid in (e.id for e in self.plan.workflow.edges)}
+            state.ready = [self.plan.start_id]
+        state.status = RunStatus.running
+        self._loop_deadline = loop.time() + max(0.0, (state.deadline or 0.0) - time.time())
+        self._done = loop.create_future()
+        self.cancel.on_cancel(self._on_cancel)
+        if fresh:
+            self._emit(RunStarted.model_construct(seq=0, run_id=state.run_id, ts=time.time(), type="run_started",
+                                                  workflow_id=state.workflow_id, inputs=state.inputs))
+        to_start = self._rebuild_counts()
+        if fresh:
+            # Rule 3: nodes with no incoming edges, other than start, can never run.
+            for nid, node_plan in self.plan.nodes.items():
+                if not node_plan.in_edges and nid != self.plan.start_id:
+                    self._skip(nid, to_start)
+        state.ready = []
+        timer = loop.call_at(self._loop_deadline, self._on_deadline)
+        try:
+            self._start(to_start)
+            if self._tasks and not self._done.done():
+                await self._done
+            elif not self._tasks and not self._done.done():
+                self._done.set_result(None)
+        finally:
+            timer.cancel()
+        return await self._finish()
+
+    # ---------------------------------------------------------------- spawning
+
+    def _start(self, node_ids: list[str]) -> None:
+        limit = self._limits.max_concurrency
+        for nid in node_ids:
+            if self._ending is not None:
+                return
+            if limit is not None and len(self._tasks) >= limit:
+                self._queue.append(nid)
+                self.state.ready.append(nid)
+                continue
+            task = asyncio.ensure_future(self._task(nid))
+            self._tasks.add(task)
+
+    async def _task(self, nid: str | None) -> None:
+        task = asyncio.current_task()
+        try:
+            while nid is not None and self._ending is None:
+                newly = await self._execute(nid)
+                if self._queue and self._limits.max_concurrency is not None:
+                    newly = self._queue + newly
+                    self._queue = []
+                    self.state.ready = []
+                if newly:
+                    nid = newly[0]
+                    if len(newly) > 1:
+                        self._start(newly[1:])
+                else:
+                    nid = None
+        except _Stop:
+            pass
+        finally:
+            self._tasks.discard(task)  # type: ignore[arg-type]
+            if not self._tasks and self._done is not None and not self._done.done():
+                self._done.set_result(None)
+
+    # ---------------------------------------------------------------- resolving
+
+    def _resolve_edges(self, node_plan: NodePlan, handles: tuple[str, ...] | list[str] | None, out: list[str]) -> None:
+        """Rule 2/3: mark outgoing edges; append nodes that became ready to ``out``."""
+        edges, remaining, taken = self.state.edges, self._remaining, self._taken
+        stack: list[tuple[NodePlan, Any]] = [(node_plan, handles)]
+        while stack:
+            current, current_handles = stack.pop()
+            for eid, handle, target in current.out_edges:
+                if current_handles is not None and handle in current_handles:
+                    edges[eid] = _TAKEN
+                    taken[target] += 1
+                else:
+                    edges[eid] = _SKIPPED
+                remaining[target] -= 1
+                if remaining[target] == 0:
+                    if taken[target]:
+                        out.append(target)
+                    else:
+                        self._mark_skipped(target)
+                        stack.append((self.plan.nodes[target], None))
+
+    def _mark_skipped(self, nid: str) -> None:
+        now = time.time()
+        run = NodeRun.model_construct(
+            id=uuid.uuid4().hex, node_id=nid, kind=self.plan.nodes[nid].node.type, status=NodeRunStatus.skipped,
+            inputs={}, outputs=None, handles=[], error=None, attempts=0, retries=0, started_at=now, finished_at=now,
+            usage=None, data={},
+        )
+        self.state.node_runs[nid] = run
+        self._emit(NodeFinished.model_construct(seq=0, run_id=self.state.run_id, ts=now, type="node_finished",
+                                                node_id=nid, node_run_id=run.id, kind=run.kind,
+                                                status=NodeRunStatus.skipped, handles=[], outputs=None, error=None,
+                                                elapsed_ms=0.0))
+
+    def _skip(self, nid: str, out: list[str]) -> None:
+        self._mark_skipped(nid)
+        self._resolve_edges(self.plan.nodes[nid], None, out)
+
+    # ---------------------------------------------------------------- executing
+
+    async def _execute(self, nid: str) -> list[str]:
+        """Run one node (all attempts, error strategy); returns nodes made ready."""
+        state, node_plan = self.state, self.plan.nodes[nid]
+        node = node_plan.node
+        started = time.time()
+        run = NodeRun.model_construct(
+            id=uuid.uuid4().hex, node_id=nid, kind=node.type, status=NodeRunStatus.running, inputs={}, outputs=None,
+            handles=[], error=None, attempts=0, retries=0, started_at=started, finished_at=None, usage=None, data={},
+        )
+        state.node_runs[nid] = run
+        self._emit(NodeStarted.model_construct(seq=0, run_id=state.run_id, ts=started, type="node_started",
+                                               node_id=nid, node_run_id=run.id, kind=node.type, attempt=1))
+        ctx = NodeContext(node, self.plan, state, self.deps, self.cancel, run, self._emit)
+        result: NodeResult | None = None
+        error: BaseException | None = None
+        attempts = 1 + node.max_retries
+        for attempt in range(attempts):
+            if self._ending is not None:
+                raise _Stop
+            state.node_executions += 1
+            if state.node_executions > self._limits.max_node_executions:
+                self._end(RunLimitExceeded(
+                    f"run reached max_node_executions={self._limits.max_node_executions} at node {nid!r}",
+                    node_id=nid, reason="max_node_executions"))
+                self._close(run, NodeRunStatus.cancelled, None)
+                raise _Stop
+            run.attempts = attempt + 1
+            run.retries = attempt
+            try:
+                result = await self._attempt(node_plan, ctx)
+                error = None
+                break
+            except asyncio.CancelledError:
+                # Cancelled by _end (failure elsewhere, limit, cancel token): record and unwind.
+                self._close(run, NodeRunStatus.cancelled, self._ending)
+                if self._ending is None:
+                    raise
+                raise _Stop from None
+            except RunLimitExceeded as exc:
+                self._end(exc)
+                self._close(run, NodeRunStatus.failed, exc)
+                raise _Stop from None
+            except Exception as exc:  # noqa: BLE001 - any node error goes through the strategy
+                error = exc
+                if isinstance(exc, RunCancelled):
+                    break
+            if attempt + 1 < attempts and node.retry_interval > 0:
+                try:
+                    await asyncio.sleep(node.retry_interval)
+                except asyncio.CancelledError:
+                    self._close(run, NodeRunStatus.cancelled, self._ending)
+                    raise _Stop from None
+        ready: list[str] = []
+        if error is None and result is not None:
+            run.outputs = result.outputs
+            run.handles = list(result.handles)
+            self._close(run, NodeRunStatus.succeeded, None)
+            self._resolve_edges(node_plan, result.handles, ready)
+        else:
+            assert error is not None
+            handles = self._apply_strategy(node_plan, run, error)
+            if handles is None:
+                cancelled = isinstance(error, RunCancelled)
+                self._close(run, NodeRunStatus.cancelled if cancelled else NodeRunStatus.failed, error)
+                self._end(error if isinstance(error, RunError) else _wrap(error, nid))
+                raise _Stop
+            self._resolve_edges(node_plan, handles, ready)
+        await self._checkpoint()
+        return ready
+
+    async def _attempt(self, node_plan: NodePlan, ctx: NodeContext) -> NodeResult:
+        node = node_plan.node
+        self.cancel.raise_if_cancelled(node.id)
+        loop_deadline = self._loop_deadline
+        node_deadline = None
+        if node.timeout is not None:
+            node_deadline = asyncio.get_running_loop().time() + node.timeout
+        deadline = loop_deadline if node_deadline is None else min(node_deadline, loop_deadline)
+        try:
+            async with asyncio.timeout_at(deadline):
+                return await node_plan.executor.run(ctx)
+        except TimeoutError:
+            if node_deadline is not None and node_deadline < loop_deadline:
+                raise NodeTimeout(f"node {node.id!r} timed out after {node.timeout}s", node_id=node.id) from None
+            raise RunLimitExceeded(
+                f"run reached max_wall_time={self._limits.max_wall_time}s while node {node.id!r} was running",
+                node_id=node.id, reason="max_wall_time") from None
+
+    def _apply_strategy(self, node_plan: NodePlan, run: NodeRun, error: BaseException) -> list[str] | None:
+        """Rule 5: returns the handles taken, or None when the run must fail."""
+        node = node_plan.node
+        run.error = _error_record(error, node.id)
+        if isinstance(error, RunCancelled):
+            return None
+        if node.error_strategy is ErrorStrategy.error_branch:
+            run.outputs = {"error": {"type": run.error.type, "message": run.error.message}}
+            run.handles = ["error"]
+            self._close(run, NodeRunStatus.failed, error, keep_error=True)
+            return ["error"]
+        if node.error_strategy is ErrorStrategy.default_output:
+            handle = node.default_handle or (node.handles() or ["out"])[0]
+            run.outputs = dict(node.default_output or {})
+            run.handles = [handle]
+            self._close(run, NodeRunStatus.succeeded, error, keep_error=True)
+            return [handle]
+        return None
+
+    def _close(self, run: NodeRun, status: NodeRunStatus, error: BaseException | None, keep_error: bool = False) -> None:
+        if run.finished_at is not None:
+            return
+        now = time.time()
+        run.status = status
+        run.finished_at = now
+        if error is not None and not keep_error:
+            run.error = _error_record(error, run.node_id)
+        self._emit(NodeFinished.model_construct(
+            seq=0, run_id=self.state.run_id, ts=now, type="node_finished", node_id=run.node_id, node_run_id=run.id,
+            kind=run.kind, status=status, handles=run.handles, outputs=run.outputs,
+            error=run.error.model_dump() if run.error is not None else None,
+            elapsed_ms=(now - (run.started_at or now)) * 1000.0,
+        ))
+
+    async def _checkpoint(self) -> None:
+        hook = self.deps.checkpoint
+        if hook is not None:
+            result = hook(self.state)
+            if inspect.isawaitable(result):
+                await result
+
+    # ---------------------------------------------------------------- ending
+
+    def _end(self, error: RunError) -> None:
+        """Rule 6: remember why the run ends and cancel every other running node."""
+        if self._ending is not None:
+            return
+        self._ending = error
+        current = asyncio.current_task()
+        for task in list(self._tasks):
+            if task is not current:
+                task.cancel()
+
+    def _on_cancel(self, reason: str) -> None:
+        self._end(RunCancelled(f"run cancelled: {reason}", reason="cancelled"))
+        if not self._tasks and self._done is not None and not self._done.done():
+            self._done.set_result(None)
+
+    def _on_deadline(self) -> None:
+        # Backstop for the in-node timeouts: also fires when no node is running.
+        self._end(RunLimitExceeded(f"run reached max_wall_time={self._limits.max_wall_time}s", reason="max_wall_time"))
+        if not self._tasks and self._done is not None and not self._done.done():
+            self._done.set_result(None)
+
+    async def _finish(self) -> RunState:
+        state = self.state
+        if self._tasks:  # wait for cancelled tasks to record themselves
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        state.finished_at = time.time()
+        elapsed = (state.finished_at - (state.started_at or state.finished_at)) * 1000.0
+        ending = self._ending
+        for run in state.node_runs.values():
+            if run.status is NodeRunStatus.running:
+                self._close(run, NodeRunStatus.cancelled, ending)
+        if ending is None:
+            pending = [nid for nid in self.plan.order if nid not in state.node_runs]
+            if pending:  # pragma: no cover - would be an engine bug; fail loudly, never silently
+                ending = RunError(f"scheduler stopped with unresolved nodes {pending}", reason="engine_error")
+        if isinstance(ending, RunCancelled):
+            state.status = RunStatus.cancelled
+            state.error = _error_record(ending, ending.node_id)
+            self._emit(RunCancelledEvent.model_construct(seq=0, run_id=state.run_id, ts=time.time(),
+                                                         type="run_cancelled", status=RunStatus.cancelled,
+                                                         reason=str(ending), elapsed_ms=elapsed))
+        elif ending is not None:
+            state.status = RunStatus.failed
+            state.error = _error_record(ending, ending.node_id)
+            self._emit(RunFailed.model_construct(seq=0, run_id=state.run_id, ts=time.time(), type="run_failed",
+                                                 status=RunStatus.failed, reason=ending.reason,
+                                                 error=state.error.model_dump(), elapsed_ms=elapsed))
+        else:
+            state.status = RunStatus.succeeded
+            self._collect_outputs()
+            self._emit(RunFinished.model_construct(seq=0, run_id=state.run_id, ts=time.time(), type="run_finished",
+                                                   status=RunStatus.succeeded, outputs=state.outputs,
+                                                   answer=state.answer, elapsed_ms=elapsed))
+        await self._checkpoint()
+        return state
+
+    def _collect_outputs(self) -> None:
+        state = self.state
+        answers: list[tuple[float, str]] = []
+        for nid in self.plan.order:
+            run = state.node_runs.get(nid)
+            if run is None or run.status is not NodeRunStatus.succeeded or run.outputs is None:
+                continue
+            if run.kind == "end":
+                state.outputs.update(run.outputs)
+            elif run.kind == "answer" and isinstance(run.outputs.get("answer"), str):
+                answers.append((run.finished_at or 0.0, run.outputs["answer"]))
+        state.answer = "".join(text for _, text in sorted(answers, key=lambda item: item[0]))
+
+
+def _wrap(error: BaseException, node_id: str) -> RunError:
+    wrapped = RunError(f"{type(error).__name__}: {error}", node_id=node_id)
+    wrapped.__cause__ = error
+    return wrapped
+
+
+def _error_record(error: BaseException, node_id: str | None) -> NodeError:
+    if isinstance(error, RunError):
+        return NodeError(type=type(error).__name__, message=str(error), node_id=error.node_id or node_id,
+                         reason=error.reason)
+    return NodeError(type=type(error).__name__, message=str(error) or type(error).__name__, node_id=node_id,
+                     reason="node_error")

@@ -1,0 +1,44 @@
+"""Operator settings, read from ``FLOWLOOM_*`` environment variables.
+
+Settings are the operator's, not the workflow's: a workflow can never widen what the
+HTTP node may reach.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from typing import Annotated
+
+__all__ = ["Settings", "get_settings"]
+
+
+class Settings(BaseSettings):
+    """Flowloom settings.
+
+    ``http_allow``: hosts, IPs or CIDR networks the HTTP node may reach even though
+    they are loopback/private/link-local (comma separated in ``FLOWLOOM_HTTP_ALLOW``,
+    e.g. ``127.0.0.1,10.0.0.0/8,intranet.example``). A host entry matches the URL's
+    host name; an IP/CIDR entry matches the resolved address.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="FLOWLOOM_", extra="ignore")
+
+    http_allow: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    http_max_response_bytes: int = Field(default=10 * 1024 * 1024, gt=0)
+    http_user_agent: str = "flowloom/0.1"
+
+    @field_validator("http_allow", mode="before")
+    @classmethod
+    def _split(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+
+@functools.cache
+def get_settings() -> Settings:
+    """Process-wide settings (read once). Tests pass their own :class:`Settings` instead."""
+    return Settings()

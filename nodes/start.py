@@ -1,0 +1,35 @@
+"""start / end / answer: the entry, the declared outputs and the streamed answer."""
+
+from __future__ import annotations
+
+from engine.context import NodeContext, NodeResult
+from schemas.nodes import AnswerConfig, EndConfig, StartConfig
+
+from .base import NodeExecutor
+
+__all__ = ["AnswerNode", "EndNode", "StartNode"]
+
+
+class StartNode(NodeExecutor[StartConfig], kind="start"):
+    """Outputs the run's global inputs (already validated by ``new_run_state``)."""
+
+    async def run(self, ctx: NodeContext) -> NodeResult:
+        outputs = dict(ctx.state.inputs)
+        ctx.node_run.inputs.update(outputs)
+        return NodeResult(outputs)
+
+
+class EndNode(NodeExecutor[EndConfig], kind="end"):
+    """Resolves its bindings into the workflow's outputs (``run.outputs``)."""
+
+    async def run(self, ctx: NodeContext) -> NodeResult:
+        return NodeResult(ctx.bind(self.config.outputs_), handles=())
+
+
+class AnswerNode(NodeExecutor[AnswerConfig], kind="answer"):
+    """Renders its template and streams it to the user as a ``node_delta``."""
+
+    async def run(self, ctx: NodeContext) -> NodeResult:
+        text = ctx.render(self.config.text, field="config.text")
+        ctx.delta(text)
+        return NodeResult({"answer": text})

@@ -1,0 +1,112 @@
+"""Run events: the one typed stream consumed by the CLI, the API (SSE) and workers.
+
+Every event has ``type``, ``seq`` (strictly increasing within a run, from 1),
+``run_id`` and ``ts`` (Unix seconds). Node events carry ``node_id`` and
+``node_run_id``. The engine builds events with ``model_construct`` on its hot path
+(the values are its own), so these models validate only input from outside.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from .types import NodeRunStatus, RunStatus
+
+__all__ = [
+    "Event",
+    "EventBase",
+    "NodeDelta",
+    "NodeFinished",
+    "NodeStarted",
+    "RunCancelled",
+    "RunFailed",
+    "RunFinished",
+    "RunStarted",
+    "event_adapter",
+]
+
+
+class EventBase(BaseModel):
+    """Fields shared by every event."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    seq: int
+    run_id: str
+    ts: float
+
+
+class RunStarted(EventBase):
+    type: Literal["run_started"] = "run_started"
+    workflow_id: str
+    inputs: dict[str, Any]
+
+
+class NodeStarted(EventBase):
+    type: Literal["node_started"] = "node_started"
+    node_id: str
+    node_run_id: str
+    kind: str
+    attempt: int = 1
+
+
+class NodeDelta(EventBase):
+    """Streamed text from a node: ``channel`` is ``answer`` or ``reasoning``."""
+
+    type: Literal["node_delta"] = "node_delta"
+    node_id: str
+    node_run_id: str
+    channel: Literal["answer", "reasoning"] = "answer"
+    text: str
+
+
+class NodeFinished(EventBase):
+    """A node run ended: succeeded, failed, skipped or cancelled."""
+
+    type: Literal["node_finished"] = "node_finished"
+    node_id: str
+    node_run_id: str
+    kind: str
+    status: NodeRunStatus
+    handles: list[str] = Field(default_factory=list)
+    outputs: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+    elapsed_ms: float = 0.0
+
+
+class RunFinished(EventBase):
+    type: Literal["run_finished"] = "run_finished"
+    status: Literal[RunStatus.succeeded] = RunStatus.succeeded
+    outputs: dict[str, Any]
+    answer: str = ""
+    elapsed_ms: float = 0.0
+
+
+class RunFailed(EventBase):
+    """The run failed; ``reason`` is machine-readable, ``error`` names the node where one is to blame."""
+
+    type: Literal["run_failed"] = "run_failed"
+    status: Literal[RunStatus.failed] = RunStatus.failed
+    reason: str
+    error: dict[str, Any]
+    elapsed_ms: float = 0.0
+
+
+class RunCancelled(EventBase):
+    type: Literal["run_cancelled"] = "run_cancelled"
+    status: Literal[RunStatus.cancelled] = RunStatus.cancelled
+    reason: str = "cancelled"
+    elapsed_ms: float = 0.0
+
+
+Event = Annotated[
+    Union[RunStarted, NodeStarted, NodeDelta, NodeFinished, RunFinished, RunFailed, RunCancelled],
+    Field(discriminator="type"),
+]
+
+
+def event_adapter() -> TypeAdapter[Any]:
+    """A TypeAdapter for :data:`Event` (parsing JSON lines, JSON Schema)."""
+    return TypeAdapter(Event)

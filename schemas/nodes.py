@@ -1,0 +1,331 @@
+"""The node catalog: one config model per node kind, registered in :data:`NODE_KINDS`.
+
+Each config class declares, next to its fields, what the compiler and the canvas
+need to know about the kind: its output handles (:meth:`NodeConfig.handles`), its
+outputs and their types (:meth:`NodeConfig.outputs`) and its template fields
+(:meth:`NodeConfig.templates`). Behaviour lives in ``nodes/<kind>.py``; this module is
+the single registry of kinds (issue 2: "one registry, not repeated lists").
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import TYPE_CHECKING, ClassVar, Iterator, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from .types import Ref, VarType
+from .values import InputBinding, Value
+
+if TYPE_CHECKING:
+    from .workflow import Workflow
+
+__all__ = [
+    "NODE_KINDS",
+    "AnswerConfig",
+    "Case",
+    "Condition",
+    "ConditionOp",
+    "EndConfig",
+    "HttpBody",
+    "HttpRequestConfig",
+    "IfElseConfig",
+    "NodeConfig",
+    "StartConfig",
+    "TemplateConfig",
+    "VariableAggregatorConfig",
+    "VariableUpdate",
+    "VariableUpdateConfig",
+    "node_kind",
+]
+
+#: kind -> config class. Filled by :func:`node_kind`; read by the compiler, the
+#: JSON Schema (``flowloom schema``) and ``nodes/`` (one executor per kind).
+NODE_KINDS: dict[str, type["NodeConfig"]] = {}
+
+
+class NodeConfig(BaseModel):
+    """Base of every node kind's config. Subclasses set ``kind`` via :func:`node_kind`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: ClassVar[str] = ""
+    title: ClassVar[str] = ""
+
+    def handles(self) -> list[str]:
+        """Output handles this node can take (the ``error`` handle is added by the node's error strategy)."""
+        return ["out"]
+
+    def outputs(self, workflow: "Workflow") -> dict[str, VarType]:
+        """Output names and types; references to other names are compile errors."""
+        return {}
+
+    def templates(self) -> Iterator[tuple[str, str]]:
+        """(field path, Jinja2 source) of every template field, for compile-time checks."""
+        return iter(())
+
+    def ref_type(self, field: str) -> VarType | None:
+        """Type expected for references found directly in ``field`` (None = any)."""
+        return None
+
+    def template_locals(self) -> set[str]:
+        """Names bound by the node itself in its templates (e.g. template variables)."""
+        return set()
+
+
+def node_kind(kind: str, title: str):
+    """Class decorator registering a config class as node kind ``kind``.
+
+    Raises:
+        ValueError: the kind is registered twice.
+    """
+
+    def register(cls: type[NodeConfig]) -> type[NodeConfig]:
+        if kind in NODE_KINDS:
+            raise ValueError(f"node kind {kind!r} registered twice")
+        cls.kind, cls.title = kind, title
+        NODE_KINDS[kind] = cls
+        return cls
+
+    return register
+
+
+# --------------------------------------------------------------------- start / end
+
+
+@node_kind("start", "Start")
+class StartConfig(NodeConfig):
+    """Entry of the workflow: exposes the workflow's global inputs as its outputs."""
+
+    def outputs(self, workflow: "Workflow") -> dict[str, VarType]:
+        return {var.name: var.type for var in workflow.inputs}
+
+
+@node_kind("end", "End")
+class EndConfig(NodeConfig):
+    """Declares the workflow's outputs: each binding becomes ``run.outputs[name]``."""
+
+    outputs_: list[InputBinding] = Field(default_factory=list, alias="outputs")
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    def outputs(self, workflow: "Workflow") -> dict[str, VarType]:
+        return {b.name: b.type or VarType.any for b in self.outputs_}
+
+    def handles(self) -> list[str]:
+        return []
+
+
+@node_kind("answer", "Answer")
+class AnswerConfig(NodeConfig):
+    """Streams a rendered template to the user; the text is also the ``answer`` output."""
+
+    text: str = Field(description="Jinja2 template")
+
+    def outputs(self, workflow: "Workflow") -> dict[str, VarType]:
+        return {"answer": VarType.string}
+
+    def templates(self) -> Iterator[tuple[str, str]]:
+        yield "text", self.text
+
+
+# ------------------------------------------------------------------------ if-else
+
+
+class ConditionOp(StrEnum):
+    """Comparison operators of an if-else condition."""
+
+    equals = "equals"
+    not_equals = "not_equals"
+    contains = "contains"
+    not_contains = "not_contains"
+    starts_with = "starts_with"
+    ends_with = "ends_with"
+    empty = "empty"
+    not_empty = "not_empty"
+    gt = "gt"
+    gte = "gte"
+    lt = "lt"
+    lte = "lte"
+    regex = "regex"
+    in_list = "in"
+    not_in_list = "not_in"
+
+
+#: Operators that take no right-hand operand.
+UNARY_OPS = frozenset({ConditionOp.empty, ConditionOp.not_empty})
+#: Operators that need numbers on both sides.
+ORDER_OPS = frozenset({ConditionOp.gt, ConditionOp.gte, ConditionOp.lt, ConditionOp.lte})
+
+
+class Condition(BaseModel):
+    """``left <operator> right``. ``left`` and ``right`` are literals or references.
+
+    Values keep their types: with ``type`` unset, ``5`` equals ``5`` but not ``"5"``
+    and an ordering operator on a non-number is a run error. With ``type`` set, both
+    operands are converted to it first by the documented rules of
+    :func:`nodes.if_else.coerce` (explicit, deterministic coercion).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    left: Value
+    operator: ConditionOp
+    right: Value = None
+    type: VarType | None = Field(default=None, description="coerce both operands to this type before comparing")
+
+    def ref_type(self, field: str) -> VarType | None:
+        if self.type is not None:
+            return None  # explicit coercion accepts any source type
+        return VarType.number if self.operator in ORDER_OPS else None
+
+    @model_validator(mode="after")
+    def _check_operands(self) -> "Condition":
+        if self.operator not in UNARY_OPS and self.right is None:
+            raise ValueError(f"operator {self.operator.value!r} needs a right operand")
+        if self.operator in (ConditionOp.in_list, ConditionOp.not_in_list) and not isinstance(self.right, (list, Ref)):
+            raise ValueError(f"operator {self.operator.value!r} needs a list (or a reference to one) as right operand")
+        return self
+
+
+class Case(BaseModel):
+    """One branch of an if-else: its ``id`` is the output handle taken when it matches."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(pattern=r"^[A-Za-z0-9_\-]+$")
+    logic: Literal["and", "or"] = "and"
+    conditions: list[Condition] = Field(min_length=1)
+
+
+@node_kind("if_else", "If / else")
+class IfElseConfig(NodeConfig):
+    """Cases checked in order; the first matching case's handle is taken, else ``else``."""
+
+    cases: list[Case] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _unique_case_ids(self) -> "IfElseConfig":
+        ids = [c.id for c in self.cases]
+        dupes = sorted({i for i in ids if ids.count(i) > 1} | ({"else"} & set(ids)))
+        if dupes:
+            raise ValueError(f"case ids must be unique and not 'else': {dupes}")
+        return self
+
+    def handles(self) -> list[str]:
+        return [c.id for c in self.cases] + ["else"]
+
+    def outputs(self, workflow: "Workflow") -> dict[str, VarType]:
+        return {"case": VarType.string}
+
+
+# ----------------------------------------------------------------------- template
+
+
+@node_kind("template", "Template")
+class TemplateConfig(NodeConfig):
+    """Renders a sandboxed Jinja2 template. ``variables`` are bound by name in the template."""
+
+    template: str
+    variables: list[InputBinding] = Field(default_factory=list)
+
+    def outputs(self, workflow: "Workflow") -> dict[str, VarType]:
+        return {"output": VarType.string}
+
+    def templates(self) -> Iterator[tuple[str, str]]:
+        yield "template", self.template
+
+    def template_locals(self) -> set[str]:
+        return {b.name for b in self.variables}
+
+
+# ------------------------------------------------------------------- HTTP request
+
+
+class HttpBody(BaseModel):
+    """Request body. ``json`` may hold references at any depth; strings in ``form`` and ``raw`` are templates."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    type: Literal["none", "json", "form", "raw"] = "none"
+    json_: Value = Field(default=None, alias="json")
+    form: dict[str, str] = Field(default_factory=dict)
+    raw: str = ""
+    content_type: str | None = None
+
+
+@node_kind("http_request", "HTTP request")
+class HttpRequestConfig(NodeConfig):
+    """An HTTP call with httpx. URL, headers, query values, form and raw body are templates.
+
+    Targets resolving to loopback/private/link-local/metadata addresses are refused
+    unless allowed by the ``FLOWLOOM_HTTP_ALLOW`` setting (see :mod:`nodes.http_request`).
+    """
+
+    method: Literal["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"] = "GET"
+    url: str
+    headers: dict[str, str] = Field(default_factory=dict)
+    query: dict[str, str] = Field(default_factory=dict)
+    body: HttpBody = Field(default_factory=HttpBody)
+    timeout: float = Field(default=30.0, gt=0, le=600, description="seconds, per request")
+    max_response_bytes: int = Field(default=10 * 1024 * 1024, gt=0)
+    follow_redirects: bool = True
+    raise_for_status: bool = Field(default=False, description="treat a 4xx/5xx status as a node error")
+
+    def outputs(self, workflow: "Workflow") -> dict[str, VarType]:
+        return {"status_code": VarType.number, "headers": VarType.object, "body": VarType.string, "json": VarType.any}
+
+    def templates(self) -> Iterator[tuple[str, str]]:
+        yield "url", self.url
+        for key, val in self.headers.items():
+            yield f"headers.{key}", val
+        for key, val in self.query.items():
+            yield f"query.{key}", val
+        for key, val in self.body.form.items():
+            yield f"body.form.{key}", val
+        if self.body.raw:
+            yield "body.raw", self.body.raw
+
+
+# -------------------------------------------------------------------- variables
+
+
+class VariableUpdate(BaseModel):
+    """One update of a run variable (declared in ``workflow.variables``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    variable: str
+    operation: Literal["set", "append", "extend", "add", "clear"] = "set"
+    value: Value = None
+
+
+@node_kind("variable_update", "Variable update")
+class VariableUpdateConfig(NodeConfig):
+    """Sets run variables (``vars.NAME``). Outputs the new value of each updated variable.
+
+    Ordering: a reader sees the update only when it is downstream of this node.
+    """
+
+    updates: list[VariableUpdate] = Field(min_length=1)
+
+    def outputs(self, workflow: "Workflow") -> dict[str, VarType]:
+        declared = {v.name: v.type for v in workflow.variables}
+        return {u.variable: declared.get(u.variable, VarType.any) for u in self.updates}
+
+
+@node_kind("variable_aggregator", "Variable aggregator")
+class VariableAggregatorConfig(NodeConfig):
+    """Outputs the first non-empty value among ``refs`` (branches meeting again).
+
+    Empty means null, ``""``, ``[]`` or ``{}``; ``0`` and ``false`` are values.
+    """
+
+    type: VarType = VarType.any
+    refs: list[Ref] = Field(min_length=1)
+
+    def outputs(self, workflow: "Workflow") -> dict[str, VarType]:
+        return {"output": self.type}
+
+    def ref_type(self, field: str) -> VarType | None:
+        return self.type if field == "refs" and self.type is not VarType.any else None

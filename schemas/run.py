@@ -1,0 +1,91 @@
+"""Run records: the node run and the run state (one plain, serialisable value).
+
+:class:`RunState` holds everything needed to continue a run in another process
+(issue 2): the variable pool (global inputs, system variables, run variables and
+node outputs inside node runs), node and edge statuses, the nodes ready to start,
+counters and the deadline. The engine keeps no run state anywhere else.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from .types import NodeRunStatus, RunStatus
+
+__all__ = ["EdgeStatus", "NodeError", "NodeRun", "RunState", "Usage"]
+
+
+class EdgeStatus(StrEnum):
+    """An edge is pending until its source resolves, then taken or skipped."""
+
+    pending = "pending"
+    taken = "taken"
+    skipped = "skipped"
+
+
+class Usage(BaseModel):
+    """Model usage and cost of a node run (filled by LLM nodes)."""
+
+    model: str | None = None
+    tokens_in: int = 0
+    tokens_out: int = 0
+    token_source: str = "provider"
+    cost: float = 0.0
+    latency_ms: float = 0.0
+    calls: int = 0
+
+
+class NodeError(BaseModel):
+    """An error attached to a node run or a failed run: ``type`` is the exception class name."""
+
+    type: str
+    message: str
+    node_id: str | None = None
+    reason: str | None = None
+    details: dict[str, Any] | None = None
+
+
+class NodeRun(BaseModel):
+    """One execution of a node (all its attempts). Times are Unix seconds."""
+
+    id: str
+    node_id: str
+    kind: str
+    status: NodeRunStatus = NodeRunStatus.pending
+    inputs: dict[str, Any] = Field(default_factory=dict)
+    outputs: dict[str, Any] | None = None
+    handles: list[str] = Field(default_factory=list)
+    error: NodeError | None = None
+    attempts: int = 0
+    retries: int = 0
+    started_at: float | None = None
+    finished_at: float | None = None
+    usage: Usage | None = None
+    data: dict[str, Any] = Field(default_factory=dict, description="kind-specific record (raw replies, traces)")
+
+
+class RunState(BaseModel):
+    """The whole mutable state of a run; ``model_dump_json`` checkpoints it."""
+
+    run_id: str
+    workflow_id: str
+    workflow_hash: str
+    status: RunStatus = RunStatus.pending
+    inputs: dict[str, Any] = Field(default_factory=dict)
+    sys: dict[str, Any] = Field(default_factory=dict)
+    variables: dict[str, Any] = Field(default_factory=dict)
+    node_runs: dict[str, NodeRun] = Field(default_factory=dict, description="node id -> its node run")
+    edges: dict[str, EdgeStatus] = Field(default_factory=dict)
+    ready: list[str] = Field(default_factory=list, description="nodes whose upstream resolved, not yet started")
+    running: list[str] = Field(default_factory=list, description="nodes started and not finished (re-run on restore)")
+    node_executions: int = 0
+    seq: int = 0
+    started_at: float | None = None
+    finished_at: float | None = None
+    deadline: float | None = Field(default=None, description="Unix seconds; max wall time")
+    outputs: dict[str, Any] = Field(default_factory=dict)
+    answer: str = ""
+    error: NodeError | None = None

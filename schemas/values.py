@@ -1,0 +1,76 @@
+"""Config building blocks shared by node kinds: literal-or-reference values and bindings."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Iterator
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+
+from .types import Ref, VarType
+
+__all__ = ["InputBinding", "RefFound", "Value", "walk_refs"]
+
+
+def _to_refs(value: Any) -> Any:
+    """Turn every ``{"ref": "..."}`` object (at any depth) into a :class:`Ref`.
+
+    A one-key object whose key is ``ref`` is always a reference, so a malformed one
+    fails validation loudly instead of passing as a literal dict.
+    """
+    if isinstance(value, dict):
+        if len(value) == 1 and "ref" in value and isinstance(value["ref"], str):
+            return Ref(ref=value["ref"])
+        return {k: _to_refs(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_to_refs(v) for v in value]
+    return value
+
+
+#: A literal JSON value, a reference, or a literal object/array containing references.
+Value = Annotated[Any, BeforeValidator(_to_refs)]
+
+
+class InputBinding(BaseModel):
+    """A named, typed input of a node: ``{"name", "value", "type", "required", "default"}``.
+
+    ``value`` is a literal or a reference. When the referenced node was skipped the
+    value is ``default`` (null when none); a ``required`` binding that ends up null is
+    a run error naming the node and the binding (issue 2, branching rules).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", description="identifier used in templates and code")
+    value: Value = None
+    type: VarType | None = Field(default=None, description="declared type; checked against the reference")
+    required: bool = False
+    default: Any = None
+
+
+class RefFound(BaseModel):
+    """One reference found in a node config: where it is, and the type expected there."""
+
+    path: str
+    ref: Ref
+    expected: VarType | None = None
+
+
+def walk_refs(obj: Any, path: str = "", expected: VarType | None = None) -> Iterator[RefFound]:
+    """Yield every :class:`Ref` inside ``obj`` (models, dicts, lists) with its field path.
+
+    The expected type comes from the closest enclosing declaration: an
+    :class:`InputBinding`'s ``type`` or a model's ``ref_type(field)`` hook.
+    """
+    if isinstance(obj, Ref):
+        yield RefFound(path=path or "value", ref=obj, expected=expected)
+    elif isinstance(obj, BaseModel):
+        hook = getattr(obj, "ref_type", None)
+        for name in type(obj).model_fields:
+            sub_expected = hook(name) if hook else (obj.type if isinstance(obj, InputBinding) and name == "value" else None)
+            yield from walk_refs(getattr(obj, name), f"{path}.{name}" if path else name, sub_expected)
+    elif isinstance(obj, dict):
+        for key, val in obj.items():
+            yield from walk_refs(val, f"{path}.{key}" if path else str(key), expected)
+    elif isinstance(obj, list):
+        for i, val in enumerate(obj):
+            yield from walk_refs(val, f"{path}[{i}]", expected)

@@ -1,0 +1,169 @@
+"""The workflow format: global inputs, run variables, nodes, edges and run limits.
+
+A node is ``{id, type, name, position, config, <execution policy>}``; ``config`` is
+validated by the kind's class in :data:`schemas.nodes.NODE_KINDS` (a discriminated
+union on ``type``). ``flowloom schema`` prints :func:`workflow_json_schema`.
+"""
+
+from __future__ import annotations
+
+import functools
+from enum import StrEnum
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, create_model
+
+from .nodes import NODE_KINDS, NodeConfig
+from .types import VarType
+
+__all__ = [
+    "Edge",
+    "ErrorStrategy",
+    "InputVar",
+    "Node",
+    "NodeBase",
+    "Position",
+    "RunLimits",
+    "Workflow",
+    "node_model",
+    "workflow_json_schema",
+]
+
+_ID = r"^[A-Za-z0-9_\-]+$"
+
+
+class InputVar(BaseModel):
+    """A global input (``inputs.NAME``) or a run variable (``vars.NAME``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    type: VarType = VarType.string
+    required: bool = False
+    default: Any = None
+    description: str = ""
+
+
+class Position(BaseModel):
+    """Canvas position in pixels."""
+
+    x: float = 0.0
+    y: float = 0.0
+
+
+class Edge(BaseModel):
+    """A connection from ``source``'s output handle ``sourceHandle`` to ``target``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(pattern=_ID)
+    source: str
+    sourceHandle: str = "out"
+    target: str
+    targetHandle: str = "in"
+
+
+class ErrorStrategy(StrEnum):
+    """What a node failure does (after its retries): seed 000 / Dify "error strategy".
+
+    - ``fail``: the run fails, naming the node.
+    - ``error_branch``: the node takes its ``error`` handle; its output is ``{"error": {"type", "message"}}``.
+    - ``default_output``: the node succeeds with ``default_output`` on its ``default_handle``.
+    """
+
+    fail = "fail"
+    error_branch = "error_branch"
+    default_output = "default_output"
+
+
+class NodeBase(BaseModel):
+    """Fields every node has: identity, canvas position and execution policy."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(pattern=_ID)
+    type: str
+    name: str = ""
+    description: str = ""
+    position: Position = Field(default_factory=Position)
+    timeout: float | None = Field(default=None, gt=0, description="seconds per attempt")
+    max_retries: int = Field(default=0, ge=0, le=10)
+    retry_interval: float = Field(default=1.0, ge=0, le=600, description="seconds between attempts")
+    error_strategy: ErrorStrategy = ErrorStrategy.fail
+    default_output: dict[str, Any] | None = None
+    default_handle: str | None = Field(default=None, description="handle taken with default_output (default: first)")
+    config: NodeConfig
+
+    def handles(self) -> list[str]:
+        """All output handles, including ``error`` under the error-branch strategy."""
+        handles = self.config.handles()
+        return handles + ["error"] if self.error_strategy is ErrorStrategy.error_branch else handles
+
+    def outputs(self, workflow: "Workflow") -> dict[str, VarType]:
+        """Declared outputs, plus ``error`` under the error-branch strategy."""
+        outs = self.config.outputs(workflow)
+        if self.error_strategy is ErrorStrategy.error_branch:
+            outs = {**outs, "error": VarType.object}
+        return outs
+
+
+@functools.cache
+def node_model(kind: str) -> type[NodeBase]:
+    """The pydantic model of a node of ``kind`` (``type`` literal + typed ``config``).
+
+    Raises:
+        KeyError: unknown kind.
+    """
+    config_cls = NODE_KINDS[kind]
+    try:
+        config_cls()
+        config_field: Any = (config_cls, Field(default_factory=config_cls))
+    except Exception:
+        config_field = (config_cls, ...)
+    return create_model(
+        f"{config_cls.__name__.removesuffix('Config')}Node",
+        __base__=NodeBase,
+        __doc__=config_cls.__doc__,
+        type=(Literal[kind], ...),  # type: ignore[valid-type]
+        config=config_field,
+    )
+
+
+def _node_union() -> Any:
+    models = tuple(node_model(kind) for kind in NODE_KINDS)
+    return Annotated[Union[models], Field(discriminator="type")]  # type: ignore[valid-type]
+
+
+#: Any node, discriminated by ``type``. Built from the catalog when this module loads.
+Node = _node_union()
+
+
+class RunLimits(BaseModel):
+    """Per-run limits; hitting one fails the run with an explicit reason (issue 2)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_node_executions: int = Field(default=10_000, ge=1, description="node attempts per run, retries included")
+    max_wall_time: float = Field(default=3600.0, gt=0, description="seconds from run start")
+    max_concurrency: int | None = Field(default=None, ge=1, description="nodes running at once (None: unlimited)")
+
+
+class Workflow(BaseModel):
+    """A workflow document (see README "Workflow format")."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(pattern=_ID)
+    name: str = ""
+    version: int | str = 1
+    description: str = ""
+    inputs: list[InputVar] = Field(default_factory=list)
+    variables: list[InputVar] = Field(default_factory=list, description="run variables, set by variable_update")
+    nodes: list[Node] = Field(default_factory=list)  # type: ignore[valid-type]
+    edges: list[Edge] = Field(default_factory=list)
+    limits: RunLimits = Field(default_factory=RunLimits)
+
+
+def workflow_json_schema() -> dict[str, Any]:
+    """JSON Schema (draft 2020-12) of the whole workflow format, for the canvas and importers."""
+    return TypeAdapter(Workflow).json_schema(by_alias=True)
