@@ -98,11 +98,16 @@ class RunDeps:
 
     ``on_event`` receives every event in order (sync; must not block).
     ``checkpoint`` is awaited (when async) after every node resolves, with the state.
+    ``models`` is the model registry used by LLM nodes (None: the process default,
+    ``nodes.model_registry.get_registry()``); ``memory`` is the node memory store
+    (None: the process default embedded store, ``workers.memory.default_store()``).
     """
 
     settings: Settings = field(default_factory=get_settings)
     on_event: EventSink | None = None
     checkpoint: Checkpoint | None = None
+    models: Any = None
+    memory: Any = None
 
 
 @dataclass(slots=True)

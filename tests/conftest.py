@@ -1,0 +1,8 @@
+"""Test configuration shared by every test package.
+
+Fixture modules live in ``tests/support/`` and are registered here once.
+"""
+
+pytest_plugins = [
+    "tests.support.workflows",
+]
