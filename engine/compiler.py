@@ -20,6 +20,7 @@ whole list at once. Rules, with the ``Problem.code`` each one reports:
    ``unknown_variable``, ``unknown_sys``, ``type_mismatch``, ``template_syntax``,
    ``unknown_template_name``.
 10. ``invalid_default_output`` / ``unknown_default_handle`` for the default-output strategy.
+    ``unknown_model``: a node names a model the model registry does not have.
 11. ``unreachable`` (warning): no path from the start node; such nodes are skipped.
 
 Plans are cached by the SHA-256 of the canonical JSON of the document.
@@ -98,34 +99,40 @@ def _as_document(source: Workflow | Mapping[str, Any] | str | bytes) -> dict[str
     return dict(source)
 
 
-def compile_workflow(source: Workflow | Mapping[str, Any] | str | bytes, *, use_cache: bool = True) -> CompiledPlan:
+def compile_workflow(
+    source: Workflow | Mapping[str, Any] | str | bytes, *, use_cache: bool = True, models: Any = None
+) -> CompiledPlan:
     """Compile a workflow (model, dict or JSON text).
+
+    ``models`` is the model registry to check model names against (None: the process
+    default); the cache is keyed by the document hash and the registry's fingerprint.
 
     Raises:
         CompileError: with every problem found (warnings included in ``problems``).
     """
     doc = _as_document(source)
     key = content_hash(doc)
-    if use_cache and key in _CACHE:
-        _CACHE.move_to_end(key)
-        return _CACHE[key]
-    plan, problems = _compile(doc, key)
+    cache_key = key if models is None else f"{key}:{models.fingerprint}"
+    if use_cache and cache_key in _CACHE:
+        _CACHE.move_to_end(cache_key)
+        return _CACHE[cache_key]
+    plan, problems = _compile(doc, key, models)
     if plan is None:
         raise CompileError(problems)
     if use_cache:
-        _CACHE[key] = plan
+        _CACHE[cache_key] = plan
         if len(_CACHE) > _CACHE_SIZE:
             _CACHE.popitem(last=False)
     return plan
 
 
-def check_workflow(source: Workflow | Mapping[str, Any] | str | bytes) -> list[Problem]:
+def check_workflow(source: Workflow | Mapping[str, Any] | str | bytes, *, models: Any = None) -> list[Problem]:
     """All problems (errors and warnings) of a workflow; empty when it is clean."""
     try:
         doc = _as_document(source)
     except CompileError as exc:
         return exc.problems
-    return _compile(doc, content_hash(doc))[1]
+    return _compile(doc, content_hash(doc), models)[1]
 
 
 # ------------------------------------------------------------------------ passes
@@ -380,7 +387,23 @@ def _check_error_policy(wf: Workflow, problems: list[Problem]) -> None:
                                     node_id=node.id, path="default_handle"))
 
 
-def _compile(doc: dict[str, Any], key: str) -> tuple[CompiledPlan | None, list[Problem]]:
+def _check_models(wf: Workflow, problems: list[Problem], models: Any) -> None:
+    """Rule 10 (models). The registry is loaded only when a node names a model."""
+    refs = [(node, path, name) for node in wf.nodes for path, name in node.config.model_refs()]
+    if not refs:
+        return
+    if models is None:
+        from nodes.model_registry import get_registry  # deferred: reads the model config file
+
+        models = get_registry()
+    for node, path, name in refs:
+        if not models.has(name):
+            problems.append(Problem("unknown_model", f"model {name!r} is not in the model registry "
+                                    f"(known: {', '.join(sorted(models.names()))})", node_id=node.id,
+                                    path=f"config.{path}"))
+
+
+def _compile(doc: dict[str, Any], key: str, models: Any = None) -> tuple[CompiledPlan | None, list[Problem]]:
     problems: list[Problem] = []
     wf = _parse_document(doc, problems)
     if wf is None:
@@ -394,6 +417,7 @@ def _compile(doc: dict[str, Any], key: str) -> tuple[CompiledPlan | None, list[P
     for node in wf.nodes:
         checker.check_node(node)
     _check_error_policy(wf, problems)
+    _check_models(wf, problems, models)
     if start_id is not None and acyclic:
         reachable = nx.descendants(graph, start_id) | {start_id}
         for node in wf.nodes:

@@ -65,8 +65,12 @@ def new_run_state(
     chat_id: str | None = None,
     query: str | None = None,
     user_id: str | None = None,
+    history: list[dict[str, Any]] | None = None,
 ) -> RunState:
     """A fresh :class:`RunState` with validated inputs, defaults applied and system variables set.
+
+    ``history`` is the chat so far, ``[{"role": "user"|"assistant", "content": str}, ...]``
+    oldest first (``sys.history``); ``query`` defaults to the ``query`` input when present.
 
     Raises:
         InvalidInputs: every missing required input, wrongly typed or undeclared input.
@@ -102,6 +106,7 @@ def new_run_state(
             "now": datetime.now(timezone.utc).isoformat(),
             "query": query or "",
             "user_id": user_id or "",
+            "history": list(history or []),
         },
         variables={v.name: v.default for v in wf.variables},
     )

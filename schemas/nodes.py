@@ -72,6 +72,10 @@ class NodeConfig(BaseModel):
         """Names bound by the node itself in its templates (e.g. template variables)."""
         return set()
 
+    def model_refs(self) -> Iterator[tuple[str, str]]:
+        """(field path, model name) of every model this node calls; unknown names are compile errors."""
+        return iter(())
+
 
 def node_kind(kind: str, title: str):
     """Class decorator registering a config class as node kind ``kind``.

@@ -119,6 +119,7 @@ SYS_VARIABLES: dict[str, VarType] = {
     "now": VarType.string,
     "query": VarType.string,
     "user_id": VarType.string,
+    "history": VarType.array,
 }
 
 _SEGMENT = re.compile(r"""\.([^.\[\]]+)|\[(-?\d+)\]|\[["']([^"']*)["']\]""")
