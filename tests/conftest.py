@@ -5,4 +5,5 @@ Fixture modules live in ``tests/support/`` and are registered here once.
 
 pytest_plugins = [
     "tests.support.workflows",
+    "tests.support.redis_server",
 ]

@@ -1,0 +1,257 @@
+"""One behaviour suite for every node memory store: the embedded files and a real Redis."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from typing import Any, Callable
+
+import pytest
+
+from engine import RunDeps
+from workers.memory import (
+    LocalMemoryStore,
+    MemoryStore,
+    RedisMemoryStore,
+    default_store,
+    node_memory_key,
+    store_for,
+)
+
+
+@pytest.fixture(params=["local", "redis"])
+def make_store(request: pytest.FixtureRequest, tmp_path) -> Callable[..., MemoryStore]:
+    """A factory of stores on ONE backend (same directory / same server): a new
+    instance stands for a restarted process."""
+    namespace = f"t{uuid.uuid4().hex[:8]}"
+    if request.param == "local":
+        directory = tmp_path / "memory"
+
+        def make(ns: str = namespace) -> MemoryStore:
+            return LocalMemoryStore(directory, namespace=ns)
+    else:
+        url = request.getfixturevalue("redis_url")
+
+        def make(ns: str = namespace) -> MemoryStore:
+            return RedisMemoryStore(url, namespace=ns)
+
+    make.backend = request.param  # type: ignore[attr-defined]
+    return make
+
+
+@pytest.fixture
+async def store(make_store):
+    s = make_store()
+    yield s
+    await s.close()
+
+
+VALUES: list[Any] = [
+    {"category": "billing", "turn": 3, "nested": {"ok": True, "list": [1, 2.5, None, "ü"]}},
+    ["a", 1, False, None],
+    "plain text with \"quotes\" and 中文",
+    42,
+    -0.125,
+    True,
+    {},
+    [],
+]
+
+
+async def test_missing_key_gives_default(store: MemoryStore):
+    assert await store.get("nope") is None
+    assert await store.get("nope", {"d": 1}) == {"d": 1}
+
+
+@pytest.mark.parametrize("value", VALUES, ids=lambda v: type(v).__name__)
+async def test_json_values_round_trip_with_their_types(store: MemoryStore, value: Any):
+    await store.set("k", value)
+    got = await store.get("k")
+    assert got == value and type(got) is type(value)
+
+
+async def test_get_returns_a_copy(store: MemoryStore):
+    await store.set("k", {"items": [1]})
+    first = await store.get("k")
+    first["items"].append(2)
+    assert await store.get("k") == {"items": [1]}
+
+
+async def test_overwrite_and_delete(store: MemoryStore):
+    await store.set("k", 1)
+    await store.set("k", {"v": 2})
+    assert await store.get("k") == {"v": 2}
+    assert await store.delete("k") is True
+    assert await store.get("k") is None
+    assert await store.delete("k") is False
+
+
+async def test_ttl_expires_value(store: MemoryStore):
+    await store.set("short", "x", ttl=0.3)
+    await store.set("long", "y", ttl=60)
+    await store.set("forever", "z")
+    assert await store.get("short") == "x"
+    await asyncio.sleep(0.45)
+    assert await store.get("short") is None
+    assert await store.delete("short") is False
+    assert await store.get("long") == "y"
+    assert await store.get("forever") == "z"
+
+
+async def test_set_without_ttl_clears_an_earlier_ttl(store: MemoryStore):
+    await store.set("k", 1, ttl=0.2)
+    await store.set("k", 2)
+    await asyncio.sleep(0.3)
+    assert await store.get("k") == 2
+
+
+@pytest.mark.parametrize("ttl", [0, -1, "10", True])
+async def test_invalid_ttl_is_refused(store: MemoryStore, ttl: Any):
+    with pytest.raises(ValueError, match="ttl"):
+        await store.set("k", 1, ttl=ttl)
+    assert await store.get("k") is None
+
+
+@pytest.mark.parametrize("value", [float("nan"), {1, 2}, object(), {"a": float("inf")}])
+async def test_non_json_values_are_refused_and_old_value_kept(store: MemoryStore, value: Any):
+    await store.set("k", "old")
+    with pytest.raises((TypeError, ValueError)):
+        await store.set("k", value)
+    assert await store.get("k") == "old"
+
+
+@pytest.mark.parametrize("key", ["", None, 5])
+async def test_invalid_keys_are_refused(store: MemoryStore, key: Any):
+    with pytest.raises(ValueError, match="key"):
+        await store.get(key)
+    with pytest.raises(ValueError, match="key"):
+        await store.set(key, 1)
+
+
+async def test_any_string_is_a_key(store: MemoryStore):
+    odd = ["a/b/../c", "with space", "colon:separated:key", "中文", "x" * 500]
+    for i, key in enumerate(odd):
+        await store.set(key, i)
+    assert [await store.get(key) for key in odd] == list(range(len(odd)))
+
+
+async def test_namespaces_do_not_see_each_other(make_store):
+    a, b = make_store("app_a"), make_store("app_b")
+    try:
+        await a.set("k", "from a")
+        assert await b.get("k") is None
+        await b.set("k", "from b")
+        assert await a.get("k") == "from a"
+        assert await b.delete("k") is True
+        assert await a.get("k") == "from a"
+    finally:
+        await a.close()
+        await b.close()
+
+
+async def test_values_survive_a_new_store_instance(make_store):
+    first = make_store()
+    await first.set(node_memory_key("chat-1", "classify"), {"category": "refund"}, ttl=60)
+    await first.close()
+    second = make_store()  # same directory / same server: a restarted process
+    try:
+        assert await second.get(node_memory_key("chat-1", "classify")) == {"category": "refund"}
+    finally:
+        await second.close()
+
+
+async def test_concurrent_writes_all_land(store: MemoryStore):
+    await asyncio.gather(*(store.set(f"k{i}", {"i": i}) for i in range(25)))
+    got = await asyncio.gather(*(store.get(f"k{i}") for i in range(25)))
+    assert got == [{"i": i} for i in range(25)]
+
+
+async def test_concurrent_writes_to_one_key_leave_one_whole_value(store: MemoryStore):
+    await asyncio.gather(*(store.set("same", {"writer": i, "pad": "x" * 2000}) for i in range(20)))
+    value = await store.get("same")
+    assert value["pad"] == "x" * 2000 and 0 <= value["writer"] < 20
+
+
+def test_node_memory_key_names_chat_and_node():
+    assert node_memory_key("c1", "n1") == "node:c1:n1:state"
+    assert node_memory_key("c1", "n1", "last") == "node:c1:n1:last"
+
+
+# ------------------------------------------------------------ backend specifics
+
+
+async def test_local_store_files_are_json_and_corrupt_files_count_as_missing(tmp_path):
+    store = LocalMemoryStore(tmp_path / "m", namespace="ns")
+    await store.set("k", {"a": 1}, ttl=30)
+    files = list((tmp_path / "m").glob("*.json"))
+    assert len(files) == 1
+    record = json.loads(files[0].read_text())
+    assert record["key"] == "ns:k" and record["value"] == {"a": 1} and record["expires_at"] > 0
+    files[0].write_text("{not json")
+    assert await store.get("k", "default") == "default"
+    assert not list((tmp_path / "m").glob(".tmp-*")), "temporary files are renamed or removed"
+
+
+async def test_local_store_purges_expired_files(tmp_path):
+    store = LocalMemoryStore(tmp_path / "m")
+    await store.set("a", 1, ttl=0.1)
+    await store.set("b", 2)
+    await asyncio.sleep(0.2)
+    assert await store.purge_expired() == 1
+    assert len(list((tmp_path / "m").glob("*.json"))) == 1
+    assert await LocalMemoryStore(tmp_path / "absent").purge_expired() == 0
+
+
+async def test_redis_store_uses_native_expiry_and_namespaced_keys(redis_url, flowloom_redis):
+    store = RedisMemoryStore(redis_url, namespace="ns")
+    try:
+        await store.set("k", {"a": 1}, ttl=30)
+        await store.set("plain", "v")
+        assert flowloom_redis.get("ns:k") == '{"a":1}'
+        assert 0 < flowloom_redis.pttl("ns:k") <= 30_000
+        assert flowloom_redis.ttl("ns:plain") == -1
+        flowloom_redis.set("ns:garbage", "not json")
+        assert await store.get("garbage", "d") == "d"
+    finally:
+        await store.close()
+
+
+def test_redis_store_works_across_event_loops(redis_url):
+    store = RedisMemoryStore(redis_url, namespace="loops")
+    asyncio.run(store.set("k", 1))
+    assert asyncio.run(store.get("k")) == 1  # a second loop gets its own client
+
+
+def test_redis_store_needs_a_url(monkeypatch):
+    monkeypatch.delenv("FLOWLOOM_REDIS_URL", raising=False)
+    with pytest.raises(ValueError, match="FLOWLOOM_REDIS_URL"):
+        RedisMemoryStore()
+
+
+def test_default_store_is_local_under_flowloom_home_or_cwd(monkeypatch, tmp_path):
+    monkeypatch.delenv("FLOWLOOM_REDIS_URL", raising=False)
+    monkeypatch.setenv("FLOWLOOM_HOME", str(tmp_path / "home"))
+    store = default_store()
+    assert isinstance(store, LocalMemoryStore) and store.directory == tmp_path / "home" / "memory"
+    assert default_store() is store
+    monkeypatch.delenv("FLOWLOOM_HOME")
+    monkeypatch.chdir(tmp_path)
+    cwd_store = default_store()
+    assert isinstance(cwd_store, LocalMemoryStore) and cwd_store.directory == tmp_path / ".flowloom" / "memory"
+
+
+def test_default_store_is_redis_when_url_set(monkeypatch, redis_url):
+    monkeypatch.setenv("FLOWLOOM_REDIS_URL", redis_url)
+    store = default_store()
+    assert isinstance(store, RedisMemoryStore) and store.url == redis_url
+    asyncio.run(store.set("via-env", 7))
+    assert asyncio.run(RedisMemoryStore(redis_url).get("via-env")) == 7
+
+
+def test_store_for_prefers_run_deps(monkeypatch, tmp_path):
+    monkeypatch.delenv("FLOWLOOM_REDIS_URL", raising=False)
+    monkeypatch.setenv("FLOWLOOM_HOME", str(tmp_path))
+    mine = LocalMemoryStore(tmp_path / "mine")
+    assert store_for(RunDeps(memory=mine)) is mine
+    assert store_for(RunDeps()) is default_store()
