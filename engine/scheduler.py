@@ -81,6 +81,7 @@ class Scheduler:
         self._taken: dict[str, int] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._queue: list[str] = []  # ready but waiting for a concurrency slot
+        self._ready: dict[str, None] = {}  # ready, not started; materialised as state.ready at checkpoints
         self._done: asyncio.Future[None] | None = None
         self._ending: RunError | None = None
         self._loop_deadline = 0.0
@@ -99,11 +100,14 @@ class Scheduler:
     # ------------------------------------------------------------------- start
 
     def _rebuild_counts(self) -> list[str]:
-        """Recompute derived counters from ``state.edges``; returns nodes to (re)start."""
-        edges = self.state.edges
-        for nid, node_plan in self.plan.nodes.items():
+        """Recompute derived counters from ``state.edges``; returns the nodes to (re)start:
+        every node whose upstream resolved with a taken edge but that has not finished
+        (ready, or running when the checkpoint was taken)."""
+        edges, runs = self.state.edges, self.state.node_runs
+        restart: list[str] = []
+        for nid in self.plan.order:
             pending = taken = 0
-            for eid in node_plan.in_edges:
+            for eid in self.plan.nodes[nid].in_edges:
                 status = edges[eid]
                 if status is _PENDING:
                     pending += 1
@@ -111,11 +115,11 @@ class Scheduler:
                     taken += 1
             self._remaining[nid] = pending
             self._taken[nid] = taken
-        restart = list(self.state.ready)
-        for nid, run in self.state.node_runs.items():
-            if run.status is NodeRunStatus.running or run.status is NodeRunStatus.pending:
-                restart.append(nid)  # interrupted mid-flight by a process stop: run again
-        return list(dict.fromkeys(restart))
+            run = runs.get(nid)
+            unfinished = run is None or run.status in (NodeRunStatus.running, NodeRunStatus.pending)
+            if unfinished and pending == 0 and (taken or nid == self.plan.start_id):
+                restart.append(nid)
+        return restart
 
     async def run(self) -> RunState:
         """Run to the end; returns the final state. Never raises for run failures
@@ -126,7 +130,6 @@ class Scheduler:
             state.started_at = time.time()
             state.deadline = state.started_at + self._limits.max_wall_time
             state.edges = {eid: _PENDING for eid in (e.id for e in self.plan.workflow.edges)}
-            state.ready = [self.plan.start_id]
         state.status = RunStatus.running
         self._loop_deadline = loop.time() + max(0.0, (state.deadline or 0.0) - time.time())
         self._done = loop.create_future()
@@ -140,7 +143,7 @@ class Scheduler:
             for nid, node_plan in self.plan.nodes.items():
                 if not node_plan.in_edges and nid != self.plan.start_id:
                     self._skip(nid, to_start)
-        state.ready = []
+        self._ready.update(dict.fromkeys(to_start))
         timer = loop.call_at(self._loop_deadline, self._on_deadline)
         try:
             self._start(to_start)
@@ -161,20 +164,24 @@ class Scheduler:
                 return
             if limit is not None and len(self._tasks) >= limit:
                 self._queue.append(nid)
-                self.state.ready.append(nid)
                 continue
             task = asyncio.ensure_future(self._task(nid))
             self._tasks.add(task)
+            # A done callback, not a finally: a task cancelled before its first step never runs its body.
+            task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: "asyncio.Task[None]") -> None:
+        self._tasks.discard(task)
+        if not self._tasks and self._done is not None and not self._done.done():
+            self._done.set_result(None)
 
     async def _task(self, nid: str | None) -> None:
-        task = asyncio.current_task()
         try:
             while nid is not None and self._ending is None:
                 newly = await self._execute(nid)
                 if self._queue and self._limits.max_concurrency is not None:
                     newly = self._queue + newly
                     self._queue = []
-                    self.state.ready = []
                 if newly:
                     nid = newly[0]
                     if len(newly) > 1:
@@ -183,10 +190,6 @@ class Scheduler:
                     nid = None
         except _Stop:
             pass
-        finally:
-            self._tasks.discard(task)  # type: ignore[arg-type]
-            if not self._tasks and self._done is not None and not self._done.done():
-                self._done.set_result(None)
 
     # ---------------------------------------------------------------- resolving
 
@@ -233,6 +236,7 @@ class Scheduler:
         """Run one node (all attempts, error strategy); returns nodes made ready."""
         state, node_plan = self.state, self.plan.nodes[nid]
         node = node_plan.node
+        self._ready.pop(nid, None)
         started = time.time()
         run = NodeRun.model_construct(
             id=uuid.uuid4().hex, node_id=nid, kind=node.type, status=NodeRunStatus.running, inputs={}, outputs=None,
@@ -296,6 +300,8 @@ class Scheduler:
                 self._end(error if isinstance(error, RunError) else _wrap(error, nid))
                 raise _Stop
             self._resolve_edges(node_plan, handles, ready)
+        if ready:
+            self._ready.update(dict.fromkeys(ready))
         await self._checkpoint()
         return ready
 
@@ -354,6 +360,7 @@ class Scheduler:
     async def _checkpoint(self) -> None:
         hook = self.deps.checkpoint
         if hook is not None:
+            self.state.ready = list(self._ready)
             result = hook(self.state)
             if inspect.isawaitable(result):
                 await result

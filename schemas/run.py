@@ -79,8 +79,11 @@ class RunState(BaseModel):
     variables: dict[str, Any] = Field(default_factory=dict)
     node_runs: dict[str, NodeRun] = Field(default_factory=dict, description="node id -> its node run")
     edges: dict[str, EdgeStatus] = Field(default_factory=dict)
-    ready: list[str] = Field(default_factory=list, description="nodes whose upstream resolved, not yet started")
-    running: list[str] = Field(default_factory=list, description="nodes started and not finished (re-run on restore)")
+    ready: list[str] = Field(
+        default_factory=list,
+        description="nodes whose upstream resolved, not yet started (written at each checkpoint; also derivable "
+        "from edges, which is what a restore uses)",
+    )
     node_executions: int = 0
     seq: int = 0
     started_at: float | None = None

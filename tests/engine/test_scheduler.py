@@ -1,0 +1,321 @@
+"""Scheduler contract (engine/scheduler.py docstring, README "Scheduling rules")."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import pytest
+
+from engine import CancelToken, RunDeps, compile_workflow, resume_run, run_workflow
+from schemas.run import RunState
+from tests.support import fake_nodes
+from tests.support.workflows import build, chain_edges, edge, node, run_sync
+
+S, F, K, C = "succeeded", "failed", "skipped", "cancelled"
+
+
+def probe(node_id: str, **config):
+    fields = {k: config.pop(k) for k in list(config) if k in ("timeout", "max_retries", "retry_interval",
+                                                              "error_strategy", "default_output", "default_handle")}
+    return node(node_id, "probe", config, **fields)
+
+
+def if_gt(node_id: str, ref: str, value: float):
+    return node(node_id, "if_else", {"cases": [{"id": "yes", "conditions": [
+        {"left": {"ref": ref}, "operator": "gt", "right": value}]}]})
+
+
+X_INPUT = [{"name": "x", "type": "number", "required": True}]
+
+# ------------------------------------------------------------------ table-driven graphs
+# Each case: nodes, edges, inputs, expected node statuses (others must be absent).
+GRAPH_CASES = {
+    "diamond_join": (
+        [probe("a"), probe("b"), probe("c"), probe("d")],
+        [edge("start", "a"), edge("a", "b"), edge("a", "c"), edge("b", "d"), edge("c", "d")],
+        {},
+        {"start": S, "a": S, "b": S, "c": S, "d": S},
+    ),
+    "exclusive_branches_rejoin_if_side": (
+        [if_gt("if", "start.x", 10), probe("big"), probe("small"), probe("join")],
+        [edge("start", "if"), edge("if", "big", "yes"), edge("if", "small", "else"),
+         edge("big", "join"), edge("small", "join")],
+        {"x": 50},
+        {"start": S, "if": S, "big": S, "small": K, "join": S},
+    ),
+    "exclusive_branches_rejoin_else_side": (
+        [if_gt("if", "start.x", 10), probe("big"), probe("small"), probe("join")],
+        [edge("start", "if"), edge("if", "big", "yes"), edge("if", "small", "else"),
+         edge("big", "join"), edge("small", "join")],
+        {"x": 1},
+        {"start": S, "if": S, "big": K, "small": S, "join": S},
+    ),
+    "skip_propagates_through_chain_and_join": (
+        [if_gt("if", "start.x", 10), probe("a1"), probe("a2"), probe("a3"), probe("b1"), probe("j1"), probe("tail")],
+        [edge("start", "if"), edge("if", "a1", "yes"), edge("a1", "a2"), edge("a2", "a3"),
+         edge("if", "b1", "yes"), edge("a3", "j1"), edge("b1", "j1"), edge("j1", "tail"),
+         edge("if", "tail", "else")],
+        {"x": 1},
+        {"start": S, "if": S, "a1": K, "a2": K, "a3": K, "b1": K, "j1": K, "tail": S},
+    ),
+    "all_inputs_skipped_skips_join": (
+        [if_gt("if", "start.x", 10), probe("a"), probe("b"), probe("j")],
+        [edge("start", "if"), edge("if", "a", "yes"), edge("if", "b", "yes"), edge("a", "j"), edge("b", "j")],
+        {"x": 1},
+        {"start": S, "if": S, "a": K, "b": K, "j": K},
+    ),
+    "nested_if_else": (
+        [if_gt("outer", "start.x", 10), if_gt("inner", "start.x", 100), probe("huge"), probe("big"), probe("small"),
+         probe("join")],
+        [edge("start", "outer"), edge("outer", "inner", "yes"), edge("outer", "small", "else"),
+         edge("inner", "huge", "yes"), edge("inner", "big", "else"),
+         edge("huge", "join"), edge("big", "join"), edge("small", "join")],
+        {"x": 50},
+        {"start": S, "outer": S, "inner": S, "huge": K, "big": S, "small": K, "join": S},
+    ),
+    "multi_handle_fanout_takes_two": (
+        [probe("m", handles=["p", "q", "r"], take=["p", "r"]), probe("p"), probe("q"), probe("r"), probe("j")],
+        [edge("start", "m"), edge("m", "p", "p"), edge("m", "q", "q"), edge("m", "r", "r"),
+         edge("p", "j"), edge("q", "j"), edge("r", "j")],
+        {},
+        {"start": S, "m": S, "p": S, "q": K, "r": S, "j": S},
+    ),
+    "unreachable_root_is_skipped": (
+        [probe("a"), probe("orphan"), probe("after_orphan")],
+        [edge("start", "a"), edge("orphan", "after_orphan")],
+        {},
+        {"start": S, "a": S, "orphan": K, "after_orphan": K},
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(GRAPH_CASES))
+def test_graph_shapes_resolve_each_node_exactly_once(case):
+    nodes, edges, inputs, expected = GRAPH_CASES[case]
+    top = {"inputs": X_INPUT} if "x" in inputs else {}
+    fake_nodes.CALLS.clear()
+    state, events = run_sync(build(nodes, edges, **top), inputs)
+    assert state.status == "succeeded", state.error
+    assert {nid: run.status.value for nid, run in state.node_runs.items()} == expected
+    finished = [e.node_id for e in events if e.type == "node_finished"]
+    assert sorted(finished) == sorted(expected), "every node finishes exactly once"
+    for nid, status in expected.items():
+        if nid.startswith(("a", "b", "j", "p", "q", "r", "m", "h", "s", "t", "d", "c", "o")) and status == S \
+                and nid not in ("start", "if", "outer", "inner"):
+            assert fake_nodes.CALLS.get(nid) == 1, f"{nid} ran {fake_nodes.CALLS.get(nid)} times"
+    seqs = [e.seq for e in events]
+    assert seqs == list(range(1, len(events) + 1))
+    assert events[0].type == "run_started" and events[-1].type == "run_finished"
+
+
+def test_fanout_of_200_parallel_nodes_runs_concurrently():
+    workers = [probe(f"w{i}", sleep=0.2, value=i) for i in range(200)]
+    nodes = workers + [node("join", "template", {"template": "{{ w0.value }}-{{ w199.value }}"})]
+    edges = [edge("start", f"w{i}") for i in range(200)] + [edge(f"w{i}", "join") for i in range(200)]
+    began = time.perf_counter()
+    state, _ = run_sync(build(nodes, edges))
+    elapsed = time.perf_counter() - began
+    assert state.status == "succeeded"
+    assert state.node_runs["join"].outputs == {"output": "0-199"}
+    assert elapsed < 5.0, f"200 x 0.2 s nodes took {elapsed:.1f}s: not concurrent"
+
+
+def test_max_concurrency_bounds_running_nodes():
+    workers = [probe(f"w{i}", sleep=0.05) for i in range(12)]
+    doc = build(workers + [probe("j")], [edge("start", f"w{i}") for i in range(12)] +
+                [edge(f"w{i}", "j") for i in range(12)], limits={"max_concurrency": 3})
+    running, peak = 0, 0
+
+    def sink(event):
+        nonlocal running, peak
+        if event.type == "node_started":
+            running += 1
+            peak = max(peak, running)
+        elif event.type == "node_finished" and event.status.value in ("succeeded", "failed", "cancelled"):
+            running -= 1
+
+    state = asyncio.run(run_workflow(compile_workflow(doc), {}, deps=RunDeps(on_event=sink)))
+    assert state.status == "succeeded"
+    assert peak == 3
+
+
+# ------------------------------------------------------------------- retries / timeouts
+
+
+def test_retries_then_success_runs_exactly_until_success():
+    fake_nodes.CALLS.clear()
+    state, events = run_sync(build([probe("f", fail_times=2, max_retries=3, retry_interval=0.01)], [edge("start", "f")]))
+    assert state.status == "succeeded"
+    run = state.node_runs["f"]
+    assert (run.attempts, run.retries, run.outputs["attempt"]) == (3, 2, 3)
+    assert fake_nodes.CALLS["f"] == 3
+
+
+def test_retries_exhausted_runs_one_plus_max_retries_times_and_fails_run():
+    fake_nodes.CALLS.clear()
+    state, events = run_sync(build([probe("f", fail_times=9, max_retries=2, retry_interval=0), probe("after")],
+                                   chain_edges("start", "f", "after")))
+    assert state.status == "failed"
+    assert fake_nodes.CALLS["f"] == 3
+    assert state.node_runs["f"].status == "failed"
+    assert state.error.node_id == "f" and "probe failure (attempt 3)" in state.error.message
+    assert "after" not in state.node_runs
+    assert events[-1].type == "run_failed" and events[-1].error["node_id"] == "f"
+
+
+def test_retry_wait_does_not_block_other_nodes():
+    nodes = [probe("flaky", fail_times=1, max_retries=1, retry_interval=0.5), probe("other", sleep=0.1)]
+    state, events = run_sync(build(nodes, [edge("start", "flaky"), edge("start", "other")]))
+    assert state.status == "succeeded"
+    assert state.node_runs["other"].finished_at < state.node_runs["flaky"].finished_at - 0.3
+
+
+def test_timeout_fails_node_with_reason():
+    state, events = run_sync(build([probe("slow", sleep=5, timeout=0.1)], [edge("start", "slow")]))
+    assert state.status == "failed"
+    assert state.error.reason == "node_timeout" and state.error.node_id == "slow"
+    assert "timed out after 0.1s" in state.error.message
+
+
+def test_timeout_cannot_be_swallowed_by_node_code():
+    state, _ = run_sync(build([probe("slow", sleep=5, swallow_cancel=True, timeout=0.1)], [edge("start", "slow")]))
+    assert state.status == "failed" and state.error.reason == "node_timeout"
+
+
+def test_timeout_is_retried():
+    fake_nodes.CALLS.clear()
+    state, _ = run_sync(build([probe("slow", sleep=5, timeout=0.05, max_retries=2, retry_interval=0)],
+                              [edge("start", "slow")]))
+    assert fake_nodes.CALLS["slow"] == 3 and state.error.reason == "node_timeout"
+
+
+# ------------------------------------------------------------------- error strategies
+
+
+def test_error_strategy_fail_keeps_partial_outputs():
+    nodes = [probe("ok", value="kept", sleep=0.05), probe("bad", fail_times=1), probe("slow", sleep=5)]
+    state, events = run_sync(build(nodes, [edge("start", "ok"), edge("ok", "bad"), edge("start", "slow")]))
+    assert state.status == "failed"
+    assert state.node_runs["ok"].outputs["value"] == "kept"
+    assert state.node_runs["bad"].status == "failed"
+    assert state.node_runs["slow"].status == "cancelled", "running siblings are cancelled, and recorded"
+    assert state.inputs == {} and state.node_runs["start"].status == "succeeded"
+
+
+def test_error_strategy_error_branch_takes_error_handle():
+    nodes = [probe("bad", fail_times=1, error_strategy="error_branch"), probe("normal"),
+             node("handler", "template", {"template": "caught: {{ bad.error.message }}"})]
+    edges = [edge("start", "bad"), edge("bad", "normal"), edge("bad", "handler", "error")]
+    state, _ = run_sync(build(nodes, edges))
+    assert state.status == "succeeded"
+    assert state.node_runs["bad"].status == "failed"
+    assert state.node_runs["bad"].handles == ["error"]
+    assert state.node_runs["normal"].status == "skipped"
+    assert state.node_runs["handler"].outputs["output"] == "caught: probe failure (attempt 1)"
+
+
+def test_error_strategy_default_output_succeeds_with_configured_value():
+    nodes = [probe("bad", fail_times=1, error_strategy="default_output", default_output={"value": "fallback"}),
+             node("t", "template", {"template": "{{ bad.value }}"})]
+    state, _ = run_sync(build(nodes, chain_edges("start", "bad", "t")))
+    assert state.status == "succeeded"
+    assert state.node_runs["bad"].status == "succeeded"
+    assert state.node_runs["bad"].error.message.startswith("probe failure")
+    assert state.node_runs["t"].outputs["output"] == "fallback"
+
+
+# ------------------------------------------------------------------- run limits / cancel
+
+
+def test_max_node_executions_fails_run_with_reason():
+    nodes = [probe(f"n{i}") for i in range(10)]
+    state, events = run_sync(build(nodes, chain_edges("start", *[f"n{i}" for i in range(10)]),
+                                   limits={"max_node_executions": 5}))
+    assert state.status == "failed"
+    assert state.error.reason == "max_node_executions"
+    assert events[-1].type == "run_failed" and events[-1].reason == "max_node_executions"
+    assert sum(1 for r in state.node_runs.values() if r.status == "succeeded") == 5
+
+
+def test_max_wall_time_is_enforced_inside_a_long_node():
+    state, events = run_sync(build([probe("slow", sleep=30)], [edge("start", "slow")],
+                                   limits={"max_wall_time": 0.3}))
+    assert state.status == "failed" and state.error.reason == "max_wall_time"
+    assert state.finished_at - state.started_at < 2.0
+    assert state.node_runs["slow"].status in ("failed", "cancelled")
+
+
+def test_max_wall_time_with_blocking_node_ends_run_on_time():
+    state, _ = run_sync(build([probe("blocker", block=1.5)], [edge("start", "blocker")], limits={"max_wall_time": 0.2}))
+    assert state.status == "failed" and state.error.reason == "max_wall_time"
+
+
+def test_cancellation_mid_run_cancels_work_in_progress():
+    doc = build([probe("slow", sleep=30), probe("after")], chain_edges("start", "slow", "after"))
+    events: list = []
+
+    async def main():
+        token = CancelToken()
+        asyncio.get_running_loop().call_later(0.2, token.cancel, "user pressed stop")
+        began = time.perf_counter()
+        state = await run_workflow(compile_workflow(doc), {}, deps=RunDeps(on_event=events.append), cancel=token)
+        return state, time.perf_counter() - began
+
+    state, elapsed = asyncio.run(main())
+    assert elapsed < 2.0
+    assert state.status == "cancelled"
+    assert state.node_runs["slow"].status == "cancelled"
+    assert "after" not in state.node_runs
+    assert events[-1].type == "run_cancelled" and "user pressed stop" in events[-1].reason
+
+
+def test_cancel_before_start_runs_nothing():
+    token = CancelToken()
+    token.cancel("early")
+    state = asyncio.run(run_workflow(compile_workflow(build([probe("a")], [edge("start", "a")])), {}, cancel=token))
+    assert state.status == "cancelled" and state.node_runs == {}
+
+
+# ------------------------------------------------------------------- state / checkpoint
+
+
+def test_state_checkpoints_after_each_node_and_resumes_in_fresh_scheduler():
+    doc = build([probe("a", value=1), probe("b", sleep=30), probe("c", value={"ref": "a.value"})],
+                chain_edges("start", "a", "b", "c"))
+    plan = compile_workflow(doc)
+    snapshots: list[str] = []
+
+    async def first():
+        token = CancelToken()
+
+        def checkpoint(state: RunState):
+            snapshots.append(state.model_dump_json())
+            if "a" in state.node_runs and state.node_runs["a"].status == "succeeded":
+                asyncio.get_running_loop().call_later(0.05, token.cancel, "process stopping")
+        await run_workflow(plan, {}, deps=RunDeps(checkpoint=checkpoint), cancel=token)
+
+    asyncio.run(first())
+    # Take the checkpoint made right after "a" (before the cancel) and continue it elsewhere.
+    after_a = next(s for s in snapshots if "a" in json.loads(s)["node_runs"] and "b" not in json.loads(s)["node_runs"])
+    restored = RunState.model_validate_json(after_a)
+    assert restored.status == "running" and restored.edges["a-out-b"] == "taken" and restored.ready == ["b"]
+    fake_nodes.CALLS.clear()
+    fast = compile_workflow(build([probe("a", value=1), probe("b"), probe("c", value={"ref": "a.value"})],
+                                  chain_edges("start", "a", "b", "c")))
+    with pytest.raises(ValueError, match="workflow version"):
+        asyncio.run(resume_run(fast, restored))
+    restored.workflow_hash = fast.content_hash  # same graph, b made fast for the test
+    seq_before = restored.seq
+    final = asyncio.run(resume_run(fast, restored))
+    assert final.status == "succeeded"
+    assert fake_nodes.CALLS == {"b": 1, "c": 1}, "finished nodes are not run again"
+    assert final.node_runs["c"].outputs["value"] == 1
+    assert final.seq > seq_before, "sequence numbers continue after a restore"
+
+
+def test_run_state_round_trips_through_json():
+    state, _ = run_sync(build([probe("a", value={"k": [1, 2]})], [edge("start", "a")]))
+    again = RunState.model_validate_json(state.model_dump_json())
+    assert again == state
