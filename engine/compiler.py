@@ -148,8 +148,12 @@ def _loc(loc: Iterable[int | str]) -> str:
     return out
 
 
-def _parse_document(doc: dict[str, Any], problems: list[Problem]) -> Workflow | None:
-    """Rules 1-3: validate the top level and each node on its own, so all errors surface."""
+def _parse_document(doc: dict[str, Any], problems: list[Problem], invalid: set[str]) -> Workflow | None:
+    """Rules 1-3: validate the top level and each node on its own, so all errors surface.
+
+    Ids of nodes that fail validation go to ``invalid``: later passes ignore edges and
+    references to them instead of reporting the same node again as missing.
+    """
     raw_nodes = doc.get("nodes", [])
     if not isinstance(raw_nodes, list):
         problems.append(Problem("invalid_document", "must be a list", path="nodes"))
@@ -175,10 +179,12 @@ def _parse_document(doc: dict[str, Any], problems: list[Problem]) -> Workflow | 
         if kind not in NODE_KINDS:
             known = ", ".join(sorted(NODE_KINDS))
             problems.append(Problem("unknown_kind", f"unknown node kind {kind!r} (known: {known})", node_id=node_id, path="type"))
+            invalid.add(node_id)
             continue
         try:
             nodes.append(node_model(kind).model_validate(raw))
         except ValidationError as exc:
+            invalid.add(node_id)
             for err in exc.errors():
                 code = "missing_config" if err["type"] == "missing" else "invalid_config"
                 msg = "required field is missing" if code == "missing_config" else err["msg"]
@@ -206,7 +212,7 @@ def _check_ids(wf: Workflow, problems: list[Problem]) -> None:
         seen_edges.add(edge.id)
 
 
-def _build_graph(wf: Workflow, problems: list[Problem]) -> tuple[nx.MultiDiGraph, str | None]:
+def _build_graph(wf: Workflow, problems: list[Problem], invalid: set[str]) -> tuple[nx.MultiDiGraph, str | None]:
     """Rules 5-7: the graph (one networkx edge per workflow edge, keyed by edge id)."""
     graph = nx.MultiDiGraph()
     by_id = {n.id: n for n in wf.nodes}
@@ -217,6 +223,8 @@ def _build_graph(wf: Workflow, problems: list[Problem]) -> tuple[nx.MultiDiGraph
     elif len(starts) > 1:
         problems.append(Problem("multiple_start", f"only one start node is allowed, found {starts}"))
     for edge in wf.edges:
+        if edge.source in invalid or edge.target in invalid:
+            continue  # the node's own problem is reported already
         bad = [end for end in (edge.source, edge.target) if end not in by_id]
         if bad:
             problems.append(
@@ -284,8 +292,10 @@ def _types_compatible(actual: VarType | None, expected: VarType | None) -> bool:
 class _RefChecker:
     """Rule 9, for one workflow (outputs computed once)."""
 
-    def __init__(self, wf: Workflow, graph: nx.MultiDiGraph, order: list[str] | None, problems: list[Problem]):
+    def __init__(self, wf: Workflow, graph: nx.MultiDiGraph, order: list[str] | None, problems: list[Problem],
+                 invalid: set[str]):
         self.wf = wf
+        self.invalid = invalid
         self.problems = problems
         self.outputs = {n.id: n.outputs(wf) for n in wf.nodes}
         self.inputs = {v.name: v.type for v in wf.inputs}
@@ -296,6 +306,8 @@ class _RefChecker:
             self.anc = _ancestor_sets(graph, order)
 
     def _target(self, reader: str, path: str, node_ref: str, field: str | None) -> VarType | None:
+        if node_ref in self.invalid:
+            return None
         if node_ref not in self.outputs:
             self.problems.append(Problem("unknown_node", f"reference to unknown node {node_ref!r}", node_id=reader, path=path))
             return None
@@ -352,15 +364,17 @@ class _RefChecker:
                     Problem("template_syntax", f"line {exc.lineno}: {exc.message}", node_id=node.id, path=path)
                 )
                 continue
+            unknown = set()
             for name in sorted(names - local_names - RESERVED_SCOPES):
-                if name not in self.outputs:
+                if name not in self.outputs and name not in self.invalid:
+                    unknown.add(name)
                     self.problems.append(
                         Problem("unknown_template_name",
                                 f"template uses {name!r}, which is not a node id, a bound variable or "
                                 "inputs/sys/vars/nodes", node_id=node.id, path=path)
                     )
             for head, field in selectors:
-                if head in local_names:
+                if head in local_names or head in unknown:
                     continue
                 if head in ("inputs", "sys", "vars"):
                     self._scoped(node.id, path, head, field)
@@ -405,15 +419,16 @@ def _check_models(wf: Workflow, problems: list[Problem], models: Any) -> None:
 
 def _compile(doc: dict[str, Any], key: str, models: Any = None) -> tuple[CompiledPlan | None, list[Problem]]:
     problems: list[Problem] = []
-    wf = _parse_document(doc, problems)
+    invalid: set[str] = set()
+    wf = _parse_document(doc, problems, invalid)
     if wf is None:
         # Top level invalid: still check node configs (done above); nothing else is safe.
         return None, problems
     _check_ids(wf, problems)
-    graph, start_id = _build_graph(wf, problems)
+    graph, start_id = _build_graph(wf, problems, invalid)
     acyclic = _check_cycles(graph, problems)
     order = list(nx.topological_sort(graph)) if acyclic else None
-    checker = _RefChecker(wf, graph, order, problems)
+    checker = _RefChecker(wf, graph, order, problems, invalid)
     for node in wf.nodes:
         checker.check_node(node)
     _check_error_policy(wf, problems)

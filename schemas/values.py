@@ -65,9 +65,10 @@ def walk_refs(obj: Any, path: str = "", expected: VarType | None = None) -> Iter
         yield RefFound(path=path or "value", ref=obj, expected=expected)
     elif isinstance(obj, BaseModel):
         hook = getattr(obj, "ref_type", None)
-        for name in type(obj).model_fields:
+        for name, info in type(obj).model_fields.items():
             sub_expected = hook(name) if hook else (obj.type if isinstance(obj, InputBinding) and name == "value" else None)
-            yield from walk_refs(getattr(obj, name), f"{path}.{name}" if path else name, sub_expected)
+            label = info.alias or name  # paths use the JSON names builders see
+            yield from walk_refs(getattr(obj, name), f"{path}.{label}" if path else label, sub_expected)
     elif isinstance(obj, dict):
         for key, val in obj.items():
             yield from walk_refs(val, f"{path}.{key}" if path else str(key), expected)

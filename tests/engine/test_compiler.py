@@ -1,0 +1,164 @@
+"""Compiler rules (engine/compiler.py docstring): every problem, at once, located precisely."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine import CompileError, check_workflow, compile_workflow
+from tests.support import fake_nodes  # noqa: F401  (registers the probe kind)
+from tests.support.workflows import build, chain_edges, edge, node
+
+
+def errors(doc):
+    return sorted(
+        ((p.code, p.node_id, p.edge_id, p.path) for p in check_workflow(doc) if p.severity == "error"),
+        key=lambda row: tuple(x or "" for x in row),
+    )
+
+
+def tpl(node_id, text, **fields):
+    return node(node_id, "template", {"template": text}, **fields)
+
+
+CASES = {
+    "unknown_kind": (
+        build([node("x", "teleport", {})], [edge("start", "x")]),
+        [("unknown_kind", "x", None, "type")],
+    ),
+    "missing_required_config": (
+        build([node("t", "template", {})], [edge("start", "t")]),
+        [("missing_config", "t", None, "config.template")],
+    ),
+    "invalid_config_deep_path": (
+        build([node("c", "if_else", {"cases": [{"id": "a", "conditions": [{"left": 1, "operator": "nope", "right": 2}]}]})],
+              [edge("start", "c")]),
+        [("invalid_config", "c", None, "config.cases[0].conditions[0].operator")],
+    ),
+    "malformed_reference": (
+        build([node("t", "template", {"template": "x", "variables": [{"name": "v", "value": {"ref": "t"}}]})],
+              [edge("start", "t")]),
+        [("invalid_config", "t", None, "config.variables[0].value")],
+    ),
+    "duplicate_ids": (
+        build([tpl("a", "1"), tpl("a", "2")], [edge("start", "a", edge_id="e"), edge("start", "a", edge_id="e")]),
+        [("duplicate_edge_id", None, "e", None), ("duplicate_node_id", "a", None, None)],
+    ),
+    "reserved_node_id": (
+        build([tpl("inputs", "x")], [edge("start", "inputs")]),
+        [("reserved_node_id", "inputs", None, None)],
+    ),
+    "dangling_edges": (
+        build([tpl("a", "x")], [edge("start", "a"), edge("a", "ghost", edge_id="e2"), edge("nobody", "a", edge_id="e3")]),
+        [("dangling_edge", None, "e2", "target"), ("dangling_edge", None, "e3", "source")],
+    ),
+    "unknown_handle": (
+        build([node("c", "if_else", {"cases": [{"id": "yes", "conditions": [{"left": 1, "operator": "equals", "right": 1}]}]}),
+               tpl("a", "x"), tpl("b", "y")],
+              [edge("start", "c"), edge("c", "a", "yes"), edge("c", "b", "maybe", edge_id="bad"),
+               edge("a", "b", "error", edge_id="bad2")]),
+        [("unknown_handle", "a", "bad2", "sourceHandle"), ("unknown_handle", "c", "bad", "sourceHandle")],
+    ),
+    "cycle": (
+        build([tpl("a", "1"), tpl("b", "2"), tpl("c", "3")], chain_edges("start", "a", "b", "c") + [edge("c", "a")]),
+        [("cycle", "a", None, None)],
+    ),
+    "self_loop": (
+        build([tpl("a", "1")], [edge("start", "a"), edge("a", "a")]),
+        [("cycle", "a", None, None)],
+    ),
+    "references": (
+        build([tpl("a", "1"), tpl("b", "2"),
+               node("t", "template", {"template": "{{ ghost.x }} {{ a.nothing }} {{ b.output }} {{ inputs.nope }}",
+                                      "variables": [{"name": "v", "value": {"ref": "sys.whatever"}},
+                                                    {"name": "w", "value": {"ref": "vars.undeclared"}}]})],
+              [edge("start", "a"), edge("a", "t"), edge("start", "b")]),
+        [("not_ancestor", "t", None, "config.template"), ("unknown_input", "t", None, "config.template"),
+         ("unknown_output", "t", None, "config.template"), ("unknown_sys", "t", None, "config.variables[0].value"),
+         ("unknown_template_name", "t", None, "config.template"),
+         ("unknown_variable", "t", None, "config.variables[1].value")],
+    ),
+    "structured_reference_to_unknown_node_and_non_ancestor": (
+        build([node("j", "variable_aggregator", {"refs": [{"ref": "ghost.output"}, {"ref": "side.output"}]}),
+               tpl("side", "s")],
+              [edge("start", "j"), edge("start", "side")]),
+        [("not_ancestor", "j", None, "config.refs[1]"), ("unknown_node", "j", None, "config.refs[0]")],
+    ),
+    "type_mismatch": (
+        build([tpl("t", "text"),
+               node("c", "if_else", {"cases": [{"id": "big", "conditions": [
+                   {"left": {"ref": "t.output"}, "operator": "gt", "right": 3}]}]}),
+               node("e", "end", {"outputs": [{"name": "n", "type": "number", "value": {"ref": "inputs.flag"}}]})],
+              chain_edges("start", "t", "c") + [edge("c", "e", "big")],
+              inputs=[{"name": "flag", "type": "boolean"}]),
+        [("type_mismatch", "c", None, "config.cases[0].conditions[0].left"),
+         ("type_mismatch", "e", None, "config.outputs[0].value")],
+    ),
+    "no_start": (
+        {"id": "wf", "nodes": [tpl("a", "x")], "edges": []},
+        [("no_start", None, None, None)],
+    ),
+    "multiple_start_and_edge_into_start": (
+        build([node("start", "start"), node("s2", "start"), tpl("a", "x")],
+              [edge("start", "a"), edge("a", "s2", edge_id="back")]),
+        [("edge_into_start", "s2", "back", None), ("multiple_start", None, None, None)],
+    ),
+    "template_syntax": (
+        build([tpl("t", "{{ unclosed ")], [edge("start", "t")]),
+        [("template_syntax", "t", None, "config.template")],
+    ),
+    "default_output_policy": (
+        build([tpl("t", "x", error_strategy="default_output", default_output={"nope": 1}, default_handle="zzz")],
+              [edge("start", "t")]),
+        [("invalid_default_output", "t", None, "default_output.nope"),
+         ("unknown_default_handle", "t", None, "default_handle")],
+    ),
+    "invalid_document_top_level": (
+        {"id": "has space", "nodes": [{"id": "start", "type": "start"}], "edges": [{"id": "e1", "source": "start"}]},
+        [("invalid_document", None, None, "id"), ("invalid_document", None, "e1", "edges[0].target")],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_compile_reports_exact_problem_list(case):
+    doc, expected = CASES[case]
+    assert errors(doc) == sorted(expected, key=lambda row: tuple(x or "" for x in row))
+    with pytest.raises(CompileError) as info:
+        compile_workflow(doc, use_cache=False)
+    assert {p.code for p in info.value.problems if p.severity == "error"} == {e[0] for e in expected}
+
+
+def test_all_problems_reported_at_once():
+    doc = build([node("x", "teleport"), node("t", "template", {}), tpl("a", "{{ ghost.out }}")],
+                [edge("start", "a"), edge("a", "nowhere", edge_id="dangle")])
+    codes = sorted(p.code for p in check_workflow(doc))
+    assert codes == ["dangling_edge", "missing_config", "unknown_kind", "unknown_template_name"]
+
+
+def test_unreachable_node_is_a_warning_not_an_error():
+    doc = build([tpl("a", "x"), tpl("island", "y")], [edge("start", "a")])
+    plan = compile_workflow(doc, use_cache=False)
+    assert [(w.code, w.node_id, w.severity) for w in plan.warnings] == [("unreachable", "island", "warning")]
+
+
+def test_problem_messages_say_how_to_fix():
+    doc = build([tpl("a", "{{ b.output }}"), tpl("b", "x")], [edge("start", "a"), edge("start", "b")])
+    (problem,) = check_workflow(doc)
+    assert "not upstream" in problem.message and "connect it upstream" in problem.message
+    assert str(problem).startswith("[not_ancestor] node 'a' config.template:")
+
+
+def test_compile_is_cached_by_content_hash():
+    doc = build([tpl("a", "x")], [edge("start", "a")])
+    first = compile_workflow(doc)
+    again = compile_workflow({**doc})  # equal content, different object
+    assert first is again
+    changed = compile_workflow(build([tpl("a", "y")], [edge("start", "a")]))
+    assert changed is not first and changed.content_hash != first.content_hash
+
+
+def test_reference_paths_and_nodes_scope_compile():
+    doc = build([node("p", "probe", {"value": {"items": [{"name": "n"}]}}),
+                 node("t", "template", {"template": "{{ nodes['p'].value['items'][0].name }} {{ p.value.items }}"})],
+                chain_edges("start", "p", "t"))
+    assert check_workflow(doc) == []

@@ -1,0 +1,130 @@
+"""References and templates (engine/references.py rules 1-5)."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.errors import ReferenceFailed, TemplateFailed
+from engine.references import render_template, resolve_selector
+from schemas.run import NodeRun, RunState
+from schemas.types import NodeRunStatus, parse_selector
+from tests.support import fake_nodes  # noqa: F401
+from tests.support.workflows import build, chain_edges, edge, node, run_sync
+
+
+def state_with(**outputs) -> RunState:
+    state = RunState(run_id="r", workflow_id="w", workflow_hash="h", inputs={"q": "hi", "n": 3},
+                     sys={"run_id": "r"}, variables={"count": 0})
+    for nid, out in outputs.items():
+        status = NodeRunStatus.skipped if out is None else NodeRunStatus.succeeded
+        state.node_runs[nid] = NodeRun(id=nid, node_id=nid, kind="probe", status=status, outputs=out)
+    return state
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("p.value", {"items": [{"name": "a", "n": 1}, {"name": "b", "n": 2.5}]}),
+    ("p.value.items[1].n", 2.5),
+    ("p.value.items[-1].name", "b"),
+    ('p.value["items"][0]["name"]', "a"),
+    ("nodes.p.value.items[0].n", 1),
+    ("inputs.n", 3),
+    ("sys.run_id", "r"),
+    ("vars.count", 0),
+    ("skipped.anything", None),
+    ("skipped.anything.deep[3]", None),
+])
+def test_resolve_keeps_types(text, expected):
+    state = state_with(p={"value": {"items": [{"name": "a", "n": 1}, {"name": "b", "n": 2.5}]}}, skipped=None)
+    assert resolve_selector(state, parse_selector(text)) == expected
+
+
+@pytest.mark.parametrize("text, message", [
+    ("ghost.value", "node 'ghost' has not run"),
+    ("p.nope", "node 'p' has no field 'nope' (has: value)"),
+    ("p.value.missing", "key 'missing' not found (keys: items)"),
+    ("p.value.items[5]", "index [5] out of range (length 2)"),
+    ("p.value.items.name", "cannot read key 'name' of list"),
+    ("p.value.items[0][1]", "cannot index dict with [1]"),
+    ("inputs.zzz", "the workflow inputs has no field 'zzz' (has: n, q)"),
+])
+def test_unresolvable_reference_is_loud_and_named(text, message):
+    state = state_with(p={"value": {"items": [{"name": "a"}, {"name": "b"}]}})
+    with pytest.raises(ReferenceFailed) as info:
+        resolve_selector(state, parse_selector(text), node_id="reader")
+    assert message in str(info.value) and text in str(info.value)
+    assert info.value.node_id == "reader"
+
+
+def test_template_is_sandboxed():
+    state = state_with()
+    with pytest.raises(TemplateFailed, match="sandbox|not allowed|unsafe"):
+        render_template(state, "{{ ''.__class__.__mro__[1].__subclasses__() }}", node_id="t")
+
+
+def test_template_undefined_attribute_is_an_error_not_empty():
+    state = state_with(p={"value": {"a": 1}})
+    with pytest.raises(TemplateFailed, match="undefined"):
+        render_template(state, "x{{ p.value.b }}y", node_id="t", field="config.template")
+
+
+def test_template_reads_skipped_node_as_none():
+    state = state_with(skipped=None)
+    assert render_template(state, "[{{ skipped.output }}]") == "[None]"
+    assert render_template(state, "{{ skipped.output or 'fallback' }}") == "fallback"
+
+
+def test_template_json_filter_does_not_html_escape():
+    state = state_with(p={"value": {"a": "<b>&"}})
+    assert render_template(state, "{{ p.value | json }}") == '{"a": "<b>&"}'
+
+
+# --------------------------------------------------- skipped references through the engine
+
+
+def branchy(binding: dict) -> dict:
+    return build(
+        [node("c", "if_else", {"cases": [{"id": "yes", "conditions": [{"left": {"ref": "inputs.go"}, "operator": "equals",
+                                                                           "right": True}]}]}),
+         node("a", "probe", {"value": "from a"}),
+         node("j", "template", {"template": "[{{ v }}]", "variables": [binding]})],
+        [edge("start", "c"), edge("c", "a", "yes"), edge("c", "j", "else"), edge("a", "j")],
+        inputs=[{"name": "go", "type": "boolean", "required": True}],
+    )
+
+
+def test_reference_to_skipped_node_resolves_to_null():
+    state, _ = run_sync(branchy({"name": "v", "value": {"ref": "a.value"}}), {"go": False})
+    assert state.status == "succeeded"
+    assert state.node_runs["j"].outputs == {"output": "[None]"}
+
+
+def test_reference_to_skipped_node_uses_the_input_default():
+    state, _ = run_sync(branchy({"name": "v", "value": {"ref": "a.value"}, "default": "dflt"}), {"go": False})
+    assert state.node_runs["j"].outputs == {"output": "[dflt]"}
+    assert state.node_runs["j"].inputs == {"v": "dflt"}
+
+
+def test_required_input_from_skipped_node_is_a_clear_error():
+    state, _ = run_sync(branchy({"name": "v", "value": {"ref": "a.value"}, "required": True}), {"go": False})
+    assert state.status == "failed"
+    assert state.error.node_id == "j"
+    assert "input 'v' is required but resolved to null (reference 'a.value' - was its node skipped?)" in state.error.message
+
+
+def test_binding_type_is_checked_at_run_time():
+    doc = build([node("p", "probe", {"value": "text"}),
+                 node("t", "template", {"template": "x", "variables": [{"name": "n", "type": "number",
+                                                                          "value": {"ref": "p.value"}}]})],
+                chain_edges("start", "p", "t"))
+    state, _ = run_sync(doc)
+    assert state.status == "failed" and "input 'n' must be number, got str" in state.error.message
+
+
+def test_numbers_stay_numbers_through_references():
+    doc = build([node("p", "probe", {"value": {"ref": "inputs.n"}}),
+                 node("e", "end", {"outputs": [{"name": "n", "value": {"ref": "p.value"}},
+                                               {"name": "nested", "value": {"k": [{"ref": "inputs.n"}]}}]})],
+                chain_edges("start", "p", "e"), inputs=[{"name": "n", "type": "number"}])
+    state, _ = run_sync(doc, {"n": 7})
+    assert state.outputs == {"n": 7, "nested": {"k": [7]}}
+    assert isinstance(state.outputs["n"], int)
