@@ -1,0 +1,355 @@
+"""The ``flowloom`` command line: check, run and describe workflow files.
+
+Commands:
+
+- ``flowloom validate FILE [--json]``: every compile problem, or a one-line summary.
+- ``flowloom run FILE --input NAME=VALUE ... [--json]``: run and stream progress; with
+  ``--json`` stdout carries exactly one JSON event per line and nothing else.
+- ``flowloom schema``: the JSON Schema of the workflow format.
+
+Exit codes: 0 success; 1 the run failed; 2 invalid workflow, inputs or usage;
+130 interrupted (Ctrl-C cancels the run through its :class:`~engine.CancelToken`).
+Run failures are events and messages, never tracebacks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import signal
+import sys
+from contextlib import aclosing
+from pathlib import Path
+from typing import Annotated, Any, NoReturn, Optional, Protocol
+
+import typer
+from rich.console import Console
+from rich.text import Text
+
+from schemas.run import RunState
+from schemas.types import RunStatus
+from schemas.workflow import workflow_json_schema
+
+from .compiler import CompiledPlan, check_workflow, compile_workflow
+from .context import CancelToken
+from .errors import CompileError, InvalidInputs, Problem
+from .runner import coerce_input, new_run_state, stream_workflow
+
+__all__ = ["app"]
+
+EXIT_OK, EXIT_RUN_FAILED, EXIT_INVALID, EXIT_INTERRUPTED = 0, 1, 2, 130
+_EXIT_FOR_STATUS = {RunStatus.succeeded: EXIT_OK, RunStatus.cancelled: EXIT_INTERRUPTED}
+
+app = typer.Typer(
+    name="flowloom",
+    help="Validate and run Flowloom workflow files.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_show_locals=False,
+)
+
+WorkflowFile = Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="workflow JSON file")]
+JsonFlag = Annotated[bool, typer.Option("--json", help="machine-readable output on stdout")]
+
+
+def _out() -> Console:
+    return Console(soft_wrap=True, highlight=False)
+
+
+def _err() -> Console:
+    return Console(stderr=True, soft_wrap=True, highlight=False)
+
+
+def _abort(title: str, lines: list[str]) -> NoReturn:
+    """Print ``title`` and ``lines`` on stderr, then exit 2."""
+    console = _err()
+    console.print(Text(title, style="bold red"))
+    for line in lines:
+        console.print(Text(f"  - {line}"))
+    raise typer.Exit(EXIT_INVALID)
+
+
+def _write_json(value: Any, indent: int | None = None) -> None:
+    sys.stdout.write(json.dumps(value, indent=indent) + "\n")
+    sys.stdout.flush()
+
+
+# ----------------------------------------------------------------- documents
+
+
+def _load(path: Path) -> tuple[dict[str, Any] | None, list[Problem]]:
+    """The workflow document in ``path``, or the problem that prevents reading it."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:  # ValueError: JSON or UTF-8 decoding
+        return None, [Problem("invalid_document", f"cannot read {path} as JSON: {exc}")]
+    if not isinstance(doc, dict):
+        return None, [Problem("invalid_document", "a workflow must be a JSON object")]
+    return doc, []
+
+
+def _problem_text(problem: Problem) -> Text:
+    """One problem on one line: severity, code, node, edge, field path, message."""
+    style = "red" if problem.severity == "error" else "yellow"
+    text = Text.assemble(("  " + problem.severity, style), " ", (problem.code, "bold"))
+    for label, value in (("node", problem.node_id), ("edge", problem.edge_id), ("path", problem.path)):
+        if value:
+            text.append(f"  {label}={value}")
+    return text.append(f"  {problem.message}")
+
+
+def _print_problems(problems: list[Problem], console: Console) -> None:
+    """Errors first, then warnings, each group under its own heading."""
+    for severity, heading in (("error", "error(s)"), ("warning", "warning(s)")):
+        group = [p for p in problems if p.severity == severity]
+        if group:
+            console.print(Text(f"{len(group)} {heading}:", style="bold"))
+            for problem in group:
+                console.print(_problem_text(problem))
+
+
+def _with_limits(doc: dict[str, Any], max_wall_time: float | None, max_node_executions: int | None) -> dict[str, Any]:
+    """A copy of ``doc`` whose ``limits`` carry the command-line overrides (``doc`` is untouched)."""
+    overrides = {k: v for k, v in (("max_wall_time", max_wall_time), ("max_node_executions", max_node_executions))
+                 if v is not None}
+    limits = doc.get("limits", {})
+    if not overrides or not isinstance(limits, dict):
+        return doc  # a malformed ``limits`` is reported by the compiler as it is
+    doc = copy.deepcopy(doc)
+    doc["limits"] = {**limits, **overrides}
+    return doc
+
+
+def _compile_or_exit(doc: dict[str, Any] | None, problems: list[Problem]) -> CompiledPlan:
+    """Compile ``doc``; on errors print every problem on stderr and exit 2. Warnings go to stderr."""
+    try:
+        plan = compile_workflow(doc) if doc is not None else None
+    except CompileError as exc:
+        plan, problems = None, exc.problems
+    if plan is None:
+        _err().print(Text("invalid workflow:", style="bold red"))
+        _print_problems(problems, _err())
+        raise typer.Exit(EXIT_INVALID)
+    _print_problems(list(plan.warnings), _err())
+    return plan
+
+
+# -------------------------------------------------------------------- inputs
+
+
+def _read_inputs_file(path: Path) -> dict[str, Any]:
+    """The JSON object in ``path`` (values taken as typed JSON, not converted)."""
+    try:
+        values = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        _abort("invalid inputs file:", [f"{path}: {exc}"])
+    if not isinstance(values, dict):
+        _abort("invalid inputs file:", [f"{path}: expected a JSON object of input values"])
+    return values
+
+
+def _gather_inputs(plan: CompiledPlan, pairs: list[str], inputs_file: Path | None) -> dict[str, Any]:
+    """Inputs from ``--inputs-file`` then ``--input NAME=VALUE`` (converted by declared type)."""
+    values = _read_inputs_file(inputs_file) if inputs_file is not None else {}
+    declared = {var.name: var for var in plan.workflow.inputs}
+    errors: list[str] = []
+    for pair in pairs:
+        name, sep, text = pair.partition("=")
+        name = name.strip()
+        if not sep or not name:
+            errors.append(f"--input {pair!r}: expected NAME=VALUE")
+        elif name not in declared:
+            values[name] = text  # reported with the other input problems below
+        else:
+            try:
+                values[name] = coerce_input(declared[name], text)
+            except ValueError as exc:
+                errors.append(str(exc))
+    if errors:
+        _abort("invalid input value(s):", errors)
+    return values
+
+
+def _prepare_state(plan: CompiledPlan, values: dict[str, Any]) -> RunState:
+    """A fresh run state; every input problem (unknown, missing, wrong type) ends with exit 2."""
+    try:
+        return new_run_state(plan, values)
+    except InvalidInputs as exc:
+        _abort("invalid inputs:", exc.problems)
+
+
+# --------------------------------------------------------------------- views
+
+
+class _View(Protocol):
+    def show(self, event: Any) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class _JsonView:
+    """``--json``: one event per line on stdout, nothing else."""
+
+    def show(self, event: Any) -> None:
+        _write_json(event.model_dump(mode="json"))
+
+    def close(self) -> None:
+        """Nothing to finish: the last event was the last line."""
+
+
+class _TerminalView:
+    """A line per node event, answer text streamed as it arrives, then the outputs."""
+
+    _STATUS_MARK = {"succeeded": ("✓", "green"), "failed": ("✗", "red"), "skipped": ("-", "dim"),
+                    "cancelled": ("!", "yellow")}
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self._mid_line = False  # streamed text left the cursor mid-line
+
+    def show(self, event: Any) -> None:
+        handler = getattr(self, f"_on_{event.type}", None)
+        if handler is not None:
+            handler(event)
+
+    def close(self) -> None:
+        self._newline()
+
+    def _newline(self) -> None:
+        if self._mid_line:
+            self.console.print()
+            self._mid_line = False
+
+    def _line(self, *parts: str | tuple[str, str]) -> None:
+        self._newline()
+        self.console.print(Text.assemble(*parts))
+
+    def _on_run_started(self, event: Any) -> None:
+        self._line(("run ", "bold"), event.run_id, f"  workflow {event.workflow_id}")
+
+    def _on_node_started(self, event: Any) -> None:
+        attempt = f" (attempt {event.attempt})" if event.attempt > 1 else ""
+        self._line(("  ▶ ", "cyan"), (event.node_id, "bold"), f" [{event.kind}] started{attempt}")
+
+    def _on_node_delta(self, event: Any) -> None:
+        self.console.print(Text(event.text, style="dim italic" if event.channel == "reasoning" else ""), end="")
+        self._mid_line = not event.text.endswith("\n")
+
+    def _on_node_finished(self, event: Any) -> None:
+        status = str(event.status)
+        mark, style = self._STATUS_MARK.get(status, ("?", ""))
+        detail = f"  {event.error.get('message', '')}" if event.error else ""
+        timing = "" if status == "skipped" else f" in {event.elapsed_ms:.1f} ms"
+        self._line((f"  {mark} ", style), (event.node_id, "bold"), f" [{event.kind}] ", (status, style),
+                   timing + detail)
+
+    def _on_run_finished(self, event: Any) -> None:
+        self._line(("run succeeded", "bold green"), f" in {event.elapsed_ms:.1f} ms")
+        if event.outputs:
+            self.console.print(Text("outputs:", style="bold"))
+            self.console.print_json(data=event.outputs)
+
+
+# ------------------------------------------------------------------- running
+
+
+def _on_sigint(token: CancelToken, task: asyncio.Task[Any]) -> None:
+    """First Ctrl-C cancels the run (it ends with ``run_cancelled``); a second one stops waiting."""
+    if token.cancelled:
+        task.cancel()
+    else:
+        token.cancel("interrupted by the user (SIGINT)")
+
+
+async def _drive(plan: CompiledPlan, state: RunState, token: CancelToken, view: _View) -> None:
+    """Stream the run's events into ``view``; SIGINT fires ``token``."""
+    loop, task = asyncio.get_running_loop(), asyncio.current_task()
+    try:
+        loop.add_signal_handler(signal.SIGINT, _on_sigint, token, task)
+    except (NotImplementedError, RuntimeError, ValueError):
+        pass  # no loop signal handlers here (Windows, not the main thread): Ctrl-C stops at once
+    async with aclosing(stream_workflow(plan, state, cancel=token)) as events:
+        async for event in events:
+            view.show(event)
+
+
+def _report_end(state: RunState) -> None:
+    """On stderr: why the run failed (node id and reason) or that it was cancelled."""
+    error = state.error
+    if state.status is RunStatus.failed and error is not None:
+        where = f" at node {error.node_id!r}" if error.node_id else ""
+        _err().print(Text.assemble((f"run failed{where}", "bold red"), f" ({error.reason}): {error.message}"))
+    elif state.status is RunStatus.cancelled:
+        _err().print(Text("run cancelled", style="bold yellow"))
+
+
+def _execute(plan: CompiledPlan, state: RunState, view: _View) -> int:
+    """Run to the end (or Ctrl-C) and return the exit code."""
+    try:
+        asyncio.run(_drive(plan, state, CancelToken(), view))
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        view.close()
+        _err().print(Text("interrupted", style="bold yellow"))
+        return EXIT_INTERRUPTED
+    view.close()
+    _report_end(state)
+    return _EXIT_FOR_STATUS.get(state.status, EXIT_RUN_FAILED)
+
+
+# ------------------------------------------------------------------ commands
+
+
+def _summary(file: Path, doc: dict[str, Any], warnings: int) -> Text:
+    """``FILE: valid workflow 'id' (N nodes, M edges)`` for a workflow without errors."""
+    counts = f"{len(doc.get('nodes', []))} nodes, {len(doc.get('edges', []))} edges"
+    counts += f", {warnings} warning(s)" if warnings else ""
+    return Text.assemble((f"{file}: valid", "bold green"), f" workflow {doc.get('id')!r} ({counts})")
+
+
+@app.command()
+def validate(file: WorkflowFile, as_json: JsonFlag = False) -> None:
+    """Compile FILE and list every problem; exit 2 when there are errors (warnings do not fail)."""
+    doc, problems = _load(file)
+    if doc is not None:
+        problems = check_workflow(doc)
+    errors = [p for p in problems if p.severity == "error"]
+    if as_json:
+        _write_json([p.to_dict() for p in problems], indent=2)
+    else:
+        _print_problems(problems, _out())
+        if doc is not None and not errors:
+            _out().print(_summary(file, doc, len(problems)))
+    if errors:
+        raise typer.Exit(EXIT_INVALID)
+
+
+@app.command()
+def run(
+    file: WorkflowFile,
+    inputs: Annotated[Optional[list[str]], typer.Option(
+        "--input", "-i", metavar="NAME=VALUE", help="an input, converted by its declared type (repeatable)")] = None,
+    inputs_file: Annotated[Optional[Path], typer.Option(
+        "--inputs-file", exists=True, dir_okay=False, help="JSON object of input values (--input wins)")] = None,
+    as_json: JsonFlag = False,
+    max_wall_time: Annotated[Optional[float], typer.Option(help="override limits.max_wall_time (seconds)")] = None,
+    max_node_executions: Annotated[Optional[int], typer.Option(help="override limits.max_node_executions")] = None,
+) -> None:
+    """Run FILE, streaming node progress and the answer (with --json: one event per line)."""
+    doc, problems = _load(file)
+    if doc is not None:
+        doc = _with_limits(doc, max_wall_time, max_node_executions)
+    plan = _compile_or_exit(doc, problems)
+    state = _prepare_state(plan, _gather_inputs(plan, inputs or [], inputs_file))
+    view: _View = _JsonView() if as_json else _TerminalView(_out())
+    raise typer.Exit(_execute(plan, state, view))
+
+
+@app.command()
+def schema() -> None:
+    """Print the JSON Schema of the workflow format."""
+    _write_json(workflow_json_schema(), indent=2)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    app()

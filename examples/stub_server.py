@@ -1,0 +1,93 @@
+"""A tiny local JSON API for the examples and the CLI tests (standard library only).
+
+Usage: ``python examples/stub_server.py [PORT]`` (0 or nothing: a free port). Listens on
+127.0.0.1 only and prints ``ready http://127.0.0.1:PORT`` once it accepts requests.
+
+Endpoints (GET):
+
+- ``/weather?city=NAME``: 200 ``{"city", "temp_c", "conditions", "humidity"}`` for a
+  known city, 404 ``{"error": "unknown city", "city": NAME}`` otherwise, 400 without ``city``.
+- ``/slow?seconds=N``: answers ``{"slept": N}`` after N seconds (at most 120), for
+  timeout and cancellation demos.
+- ``/health``: ``{"ok": true}``.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+WEATHER = {
+    "paris": {"city": "Paris", "temp_c": 18, "conditions": "partly cloudy", "humidity": 62},
+    "london": {"city": "London", "temp_c": 14, "conditions": "light rain", "humidity": 81},
+    "tokyo": {"city": "Tokyo", "temp_c": 23, "conditions": "sunny", "humidity": 55},
+    "oslo": {"city": "Oslo", "temp_c": 4, "conditions": "snow showers", "humidity": 74},
+}
+MAX_SLEEP_S = 120.0
+
+
+def weather(query: dict[str, list[str]]) -> tuple[int, dict[str, Any]]:
+    """Status and body of ``/weather``."""
+    city = (query.get("city") or [""])[0].strip()
+    if not city:
+        return 400, {"error": "missing query parameter 'city'"}
+    found = WEATHER.get(city.lower())
+    return (200, found) if found else (404, {"error": "unknown city", "city": city})
+
+
+def slow(query: dict[str, list[str]]) -> tuple[int, dict[str, Any]]:
+    """Sleep ``seconds`` (default 30), then answer."""
+    try:
+        seconds = min(float((query.get("seconds") or ["30"])[0]), MAX_SLEEP_S)
+    except ValueError:
+        return 400, {"error": "seconds must be a number"}
+    time.sleep(max(seconds, 0.0))
+    return 200, {"slept": seconds}
+
+
+ROUTES = {"/weather": weather, "/slow": slow, "/health": lambda _q: (200, {"ok": True})}
+
+
+class Handler(BaseHTTPRequestHandler):
+    """Routes GET requests to :data:`ROUTES`; everything else is a JSON 404."""
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server naming
+        url = urlsplit(self.path)
+        route = ROUTES.get(url.path)
+        status, body = route(parse_qs(url.query)) if route else (404, {"error": f"no route {url.path}"})
+        payload = json.dumps(body).encode()
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up (e.g. a cancelled run)
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - signature of the base class
+        sys.stderr.write("stub: " + (format % args) + "\n")
+
+
+def main(argv: list[str]) -> None:
+    """Serve on 127.0.0.1:PORT until SIGINT/SIGTERM."""
+    port = int(argv[1]) if len(argv) > 1 else 0
+    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    server.daemon_threads = True
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    print(f"ready http://127.0.0.1:{server.server_address[1]}", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+
+
+if __name__ == "__main__":
+    main(sys.argv)
