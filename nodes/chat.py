@@ -1,0 +1,352 @@
+"""chat: one model call with system prompt, history and knowledge quote, streamed (seed 000 §3.1).
+
+Request assembly, in order:
+
+1. **System prompt** = the model's ``default_system_prompt``, the node's rendered
+   ``system_prompt`` and (when the quote goes there) the rendered quote prompt,
+   joined by :data:`SYSTEM_SEPARATOR`; empty parts are skipped (seed 000 §3.1 ②,
+   ``concatenateSystemPrompt``). No system message at all when every part is empty.
+2. **Quote placement** (seed 000 §3.1 ①, ``getDatasetCiteData``): the quote goes
+   into the *user* message when ``quote_role`` is ``user`` or the quote template
+   uses ``{{ question }}``; otherwise into the system prompt. An empty quote adds
+   nothing anywhere. In the user message the rendered template replaces the
+   question when it contains it, else it is put before the question.
+3. **History**: the last ``history`` turns of ``history_source`` (a turn is a user
+   message and the messages after it up to the next user message; older turns are
+   dropped), then :func:`nodes.llm.fit_messages` drops the oldest messages that do
+   not fit ``max_context - max_tokens`` of the model (seed 000 §3.1 ②,
+   ``filterGPTMessageByMaxContext``).
+4. **Sampling** is explicit on every request (seed 001 §十): ``temperature`` is the
+   node's, else the model's ``default_temperature``; ``max_tokens`` is the node's
+   capped by the model's ``max_output_tokens``, else that maximum.
+
+The answer and reasoning stream as ``node_delta`` events on the ``answer`` and
+``reasoning`` channels (``stream`` / ``stream_reasoning`` switch them off, seed 000
+§3.1 ③). Outputs: ``answer``, ``reasoning``, ``history`` (the source history plus
+this turn: ``{"role": "user", "content": <question>}`` and the assistant answer) and
+``usage``; ``node_run.usage`` holds tokens in/out, token source, cost, model, latency.
+
+**As a tool** (seed 000 §3.1 "关键点": the answer doubles as a tool response): an
+agent loop that owns a chat node's executor gets an ``async (question: str) -> str``
+with :meth:`ChatNode.as_tool`; each call builds the same request with ``question``
+as the user message (quote, system prompt and history as configured), does not
+stream, and adds its usage to the calling node's ``node_run.usage``.
+
+This module also holds the helpers the other LLM nodes share (model lookup,
+explicit sampling parameters, history turns, usage records).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable
+
+from engine.context import NodeContext, NodeResult
+from engine.errors import NodeFailed
+from engine.references import template_names
+from schemas.nodes_llm import ChatConfig, LLMNodeConfig, TextValue
+from schemas.run import Usage
+from schemas.types import Ref
+
+from .base import NodeExecutor
+
+__all__ = [
+    "DEFAULT_QUOTE_TEMPLATES",
+    "SYSTEM_SEPARATOR",
+    "ChatNode",
+    "ChatTurn",
+    "add_usage",
+    "format_quote",
+    "history_as_text",
+    "model_spec",
+    "registry_of",
+    "recent_turns",
+    "render_text",
+    "resolve_history",
+    "sampling",
+]
+
+#: Joins the parts of the system prompt (seed 000 §3.1 ②).
+SYSTEM_SEPARATOR = "\n\n===---===---===\n\n"
+#: Separates quote items in the formatted quote text.
+QUOTE_ITEM_SEPARATOR = "\n\n"
+
+#: Built-in quote templates, per ``quote_role`` (the user one asks about ``question``).
+DEFAULT_QUOTE_TEMPLATES = {
+    "system": (
+        "Use the knowledge in <quote></quote> as your reference when answering.\n"
+        "If it does not cover the question, say so instead of guessing; do not mention the quote itself.\n"
+        "<quote>\n{{ quote }}\n</quote>"
+    ),
+    "user": (
+        "Use the knowledge in <quote></quote> to answer the question in <question></question>.\n"
+        "If it does not cover the question, say so instead of guessing; do not mention the quote itself.\n"
+        "<quote>\n{{ quote }}\n</quote>\n<question>\n{{ question }}\n</question>"
+    ),
+}
+
+_ROLES = frozenset({"user", "assistant", "system"})
+
+
+# ============================================================== shared LLM helpers
+
+
+def registry_of(ctx: NodeContext) -> Any:
+    """The run's model registry (``RunDeps.models``), else the process default."""
+    if ctx.deps.models is not None:
+        return ctx.deps.models
+    from .model_registry import get_registry
+
+    return get_registry()
+
+
+def model_spec(ctx: NodeContext, name: str) -> Any:
+    """The :class:`~nodes.model_registry.ModelSpec` called ``name``.
+
+    Raises:
+        NodeFailed: the run's registry does not have it (the compiler checked another
+            registry, or the file changed since); the message lists the known names.
+    """
+    registry = registry_of(ctx)
+    if not registry.has(name):
+        raise NodeFailed(f"config.model: model {name!r} is not in the model registry "
+                         f"(known: {', '.join(registry.names())})", node_id=ctx.node_id, reason="unknown_model")
+    return registry.get(name)
+
+
+def sampling(config: LLMNodeConfig, spec: Any, default_temperature: float | None) -> tuple[float, int]:
+    """(temperature, max_tokens) sent explicitly on every request.
+
+    temperature: the node's, else ``default_temperature`` (the kind's pinned value;
+    None means the model's ``default_temperature``). max_tokens: the node's capped by
+    the model's ``max_output_tokens``, else that maximum.
+    """
+    if config.temperature is not None:
+        temperature = config.temperature
+    elif default_temperature is not None:
+        temperature = default_temperature
+    else:
+        temperature = spec.default_temperature
+    max_tokens = spec.max_output_tokens if config.max_tokens is None else min(config.max_tokens, spec.max_output_tokens)
+    return float(temperature), int(max_tokens)
+
+
+def render_text(ctx: NodeContext, value: TextValue, field: str, extra: dict[str, Any] | None = None) -> str:
+    """A text field: a reference (must resolve to a string; null reads as ``""``) or a template.
+
+    Raises:
+        NodeFailed: the reference resolves to a non-string (the message names the field).
+        TemplateFailed / ReferenceFailed: from rendering / resolving.
+    """
+    if isinstance(value, Ref):
+        resolved = ctx.resolve(value, record_as=field)
+        if resolved is None:
+            return ""
+        if not isinstance(resolved, str):
+            raise NodeFailed(f"config.{field}: {value.ref} must be a string, got {type(resolved).__name__}",
+                             node_id=ctx.node_id)
+        return resolved
+    text = ctx.render(value, field=f"config.{field}", extra=extra)
+    ctx.node_run.inputs[field] = text
+    return text
+
+
+def resolve_history(ctx: NodeContext, config: LLMNodeConfig) -> list[dict[str, str]]:
+    """The whole ``history_source`` as validated ``{"role", "content"}`` messages (null: ``[]``).
+
+    Raises:
+        NodeFailed: not an array, or an item without a known role and string content.
+    """
+    value = ctx.resolve(config.history_source)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise NodeFailed(f"config.history_source: {config.history_source.ref} must be an array of "
+                         f"{{role, content}} messages, got {type(value).__name__}", node_id=ctx.node_id)
+    out: list[dict[str, str]] = []
+    for i, item in enumerate(value):
+        role = item.get("role") if isinstance(item, dict) else None
+        content = item.get("content") if isinstance(item, dict) else None
+        if role not in _ROLES or not isinstance(content, str):
+            raise NodeFailed(f"config.history_source: item [{i}] must be {{role: user|assistant|system, "
+                             f"content: string}}, got {json.dumps(item, default=str)[:80]}", node_id=ctx.node_id)
+        out.append({"role": role, "content": content})
+    return out
+
+
+def recent_turns(messages: list[dict[str, str]], turns: int) -> list[dict[str, str]]:
+    """The last ``turns`` turns of ``messages`` (oldest dropped); system messages are left out.
+
+    A turn starts at a user message and runs to the next one, so a turn's replies
+    stay with their question. Messages before the first user message (a greeting)
+    count with the first turn.
+    """
+    chat = [m for m in messages if m["role"] != "system"]
+    if turns <= 0 or not chat:
+        return []
+    starts = [i for i, m in enumerate(chat) if m["role"] == "user"]
+    if len(starts) <= turns:
+        return list(chat)
+    return chat[starts[-turns]:]
+
+
+def history_as_text(messages: list[dict[str, str]]) -> str:
+    """Turns as ``role: content`` lines, for prompts that show history as context."""
+    return "\n".join(f"{m['role']}: {m['content']}" for m in messages)
+
+
+def add_usage(ctx: NodeContext, usage: Usage) -> Usage:
+    """Add one call's usage to ``ctx.node_run.usage`` (calls priced one by one, then summed)."""
+    from .llm import sum_usage
+
+    current = ctx.node_run.usage
+    ctx.node_run.usage = usage if current is None else sum_usage([current, usage])
+    return ctx.node_run.usage
+
+
+def format_quote(value: Any) -> str:
+    """Knowledge text from the ``quote`` value.
+
+    - null / ``""`` / ``[]``: ``""`` (no quote).
+    - a string: itself.
+    - an array: items numbered ``[1] ...`` and separated by a blank line; an item is a
+      string, or an object read as ``content`` / ``text`` / ``q`` + ``a`` (in that
+      order of preference), else its JSON.
+    - anything else: its JSON.
+    """
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        parts = []
+        for item in value:
+            text = _quote_item(item).strip()
+            if text:
+                parts.append(f"[{len(parts) + 1}] {text}")
+        return QUOTE_ITEM_SEPARATOR.join(parts)
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _quote_item(item: Any) -> str:
+    if isinstance(item, str):
+        return item
+    if isinstance(item, dict):
+        for key in ("content", "text"):
+            if isinstance(item.get(key), str):
+                return item[key]
+        if isinstance(item.get("q"), str):
+            return item["q"] + (f"\n{item['a']}" if isinstance(item.get("a"), str) and item["a"] else "")
+    return json.dumps(item, ensure_ascii=False)
+
+
+# ==================================================================== chat node
+
+
+@dataclass(slots=True)
+class ChatTurn:
+    """One answered question: what was sent and what came back."""
+
+    question: str
+    answer: str
+    reasoning: str
+    usage: Usage
+    messages: list[dict[str, Any]]
+    quote_role: str | None
+    finish_reason: str | None
+    request: dict[str, Any]
+
+
+class ChatNode(NodeExecutor[ChatConfig], kind="chat"):
+    """Answers the rendered ``user_prompt`` with one streamed model call (module docstring)."""
+
+    def _quote_prompt(self, ctx: NodeContext, question: str) -> tuple[str, str | None, bool]:
+        """(rendered quote prompt, role it goes to, whether it holds the question).
+
+        ``("", None, False)`` when there is no quote text.
+        """
+        cfg = self.config
+        quote_text = format_quote(ctx.resolve(cfg.quote, record_as="quote"))
+        if not quote_text.strip():
+            return "", None, False
+        template = cfg.quote_template if cfg.quote_template is not None else DEFAULT_QUOTE_TEMPLATES[cfg.quote_role]
+        asks_question = "question" in template_names(template)
+        # seed 000 §3.1 ①: a template that asks for the question belongs to the user message.
+        role = "user" if cfg.quote_role == "user" or asks_question else "system"
+        rendered = ctx.render(template, field="config.quote_template", extra={"quote": quote_text, "question": question})
+        return rendered, role, asks_question
+
+    def build_messages(self, ctx: NodeContext, question: str, spec: Any, max_tokens: int,
+                       ) -> tuple[list[dict[str, Any]], str | None]:
+        """The request messages for ``question`` (system, fitted history, user) and the quote role."""
+        from .llm import fit_messages
+
+        cfg = self.config
+        quote_prompt, quote_role, holds_question = self._quote_prompt(ctx, question)
+        node_prompt = ctx.render(cfg.system_prompt, field="config.system_prompt",
+                                 extra={"quote": "", "question": question}) if cfg.system_prompt else ""
+        parts = [spec.default_system_prompt, node_prompt, quote_prompt if quote_role == "system" else ""]
+        system = SYSTEM_SEPARATOR.join(p for p in parts if p and p.strip())
+        if quote_role == "user":
+            user_content = quote_prompt if holds_question else f"{quote_prompt}\n\n{question}"
+        else:
+            user_content = question
+        history = recent_turns(resolve_history(ctx, cfg), cfg.history)
+        messages: list[dict[str, Any]] = ([{"role": "system", "content": system}] if system else [])
+        messages += history + [{"role": "user", "content": user_content}]
+        return fit_messages(messages, max_input_tokens=spec.max_context - max_tokens, node_id=ctx.node_id), quote_role
+
+    async def answer(self, ctx: NodeContext, question: str, *, stream: bool = False,
+                     stream_reasoning: bool = False) -> ChatTurn:
+        """Ask ``question`` with this node's configuration; the usage is added to ``ctx.node_run.usage``.
+
+        Raises:
+            NodeFailed: unknown model, bad history; ``LLMError`` subclasses for provider
+                failures (they name the node).
+        """
+        from .llm import LLMRequest, call_llm
+
+        cfg = self.config
+        spec = model_spec(ctx, cfg.model)
+        temperature, max_tokens = sampling(cfg, spec, None)
+        messages, quote_role = self.build_messages(ctx, question, spec, max_tokens)
+        request = LLMRequest(cfg.model, messages, temperature=temperature, max_tokens=max_tokens)
+        response = await call_llm(
+            request,
+            registry=registry_of(ctx),
+            on_answer=(lambda t: ctx.delta(t, "answer")) if stream else None,
+            on_reasoning=(lambda t: ctx.delta(t, "reasoning")) if stream_reasoning else None,
+            cancel=ctx.cancel,
+            node_id=ctx.node_id,
+        )
+        add_usage(ctx, response.usage)
+        return ChatTurn(question, response.text or "", response.reasoning or "", response.usage, messages,
+                        quote_role, response.finish_reason, response.request)
+
+    def as_tool(self, ctx: NodeContext) -> Callable[[str], Awaitable[str]]:
+        """``async (question) -> answer text`` for an agent loop running in ``ctx`` (no streaming)."""
+
+        async def ask(question: str) -> str:
+            return (await self.answer(ctx, question)).answer
+
+        ask.__name__ = f"chat_{ctx.node_id}"
+        ask.__doc__ = self.node.description or f"Ask the chat node {self.node.id!r} a question; returns its answer."
+        return ask
+
+    async def run(self, ctx: NodeContext) -> NodeResult:
+        cfg = self.config
+        question = render_text(ctx, cfg.user_prompt, "user_prompt",
+                               extra={"quote": "", "question": ctx.state.sys.get("query", "")})
+        turn = await self.answer(ctx, question, stream=cfg.stream, stream_reasoning=cfg.stream_reasoning)
+        source = resolve_history(ctx, cfg)
+        history = source + [{"role": "user", "content": question}, {"role": "assistant", "content": turn.answer}]
+        ctx.node_run.data["chat"] = {
+            "quote_role": turn.quote_role,
+            "messages": len(turn.messages),
+            "history_messages": sum(1 for m in turn.messages[:-1] if m["role"] != "system"),
+            "finish_reason": turn.finish_reason,
+        }
+        usage = ctx.node_run.usage or turn.usage
+        return NodeResult({"answer": turn.answer, "reasoning": turn.reasoning, "history": history,
+                           "usage": usage.model_dump()})

@@ -1,0 +1,239 @@
+"""classify_question: the model picks a category; its id is the handle taken (seed 000 §4 ①).
+
+Protocols:
+
+- **tool** (``mode: tool``, or ``auto`` with a model that has native tool calling):
+  one function :data:`TOOL_NAME` whose ``category`` parameter is an enum of the
+  category ids. With ``tool_choice`` support the call is forced
+  (``{"type": "function", "function": {"name": ...}}``); without it the tool is
+  offered and the prompt asks for it, and a plain-text reply is read with the prompt
+  protocol.
+- **prompt** (``mode: prompt``, or ``auto`` without native tools): the system
+  prompt lists the categories and asks for ``{"category": "<id>"}`` only.
+
+Reading the reply (never by substring - "billing" must not match "billing-dispute"):
+
+1. From tool arguments or the first JSON object of the text (:mod:`nodes.json_scan`),
+   the string under ``category`` (also ``category_id`` / ``id``); with no JSON at
+   all the whole reply is the answer (models often reply with the bare id).
+2. It matches a category when its :func:`~schemas.nodes_llm.normalise_label` form
+   equals that of the category's id, else of its name (case, whitespace,
+   punctuation, quotes and backticks do not matter). Ids win over names; the config
+   validator refuses categories that read alike, so a match is never ambiguous.
+3. Anything else takes the fallback category (``fallback: true``, else the last),
+   with ``data.classify.fallback_reason`` one of: ``empty_reply``, ``no_tool_call``
+   (a forced call did not come), ``malformed_reply`` (JSON that does not parse, or
+   without a ``category`` string), ``no_match``. ``data.classify.raw`` keeps the raw
+   reply (tool arguments or text). Provider errors still fail the node.
+
+Memory (``memory: true``): the result is stored under
+:func:`workers.memory.node_memory_key` (``sys.chat_id`` + node id, slot
+``classification``) in the run's memory store, for ``memory_ttl`` seconds, and the
+next turn's prompt shows it as context ("the previous question was classified as
+..."). A store failure is recorded in ``data.classify.memory_error`` and does not
+fail the classification: memory is a hint, not an input.
+
+Sampling: temperature 0 unless configured (seed 001 §十: intent classification is
+pinned to 0.0), ``max_tokens`` explicit (see :func:`nodes.chat.sampling`).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from engine.context import NodeContext, NodeResult
+from engine.errors import NodeFailed
+from schemas.nodes_llm import Category, ClassifyQuestionConfig, normalise_label
+from workers.memory import node_memory_key, store_for
+
+from .base import NodeExecutor
+from .chat import add_usage, history_as_text, model_spec, recent_turns, registry_of, render_text, resolve_history, sampling
+from .json_scan import JsonNotFound, find_json
+
+__all__ = ["CLASSIFY_TEMPERATURE", "TOOL_NAME", "ClassifyQuestionNode", "Verdict", "read_answer"]
+
+TOOL_NAME = "classify_question"
+CLASSIFY_TEMPERATURE = 0.0
+MEMORY_SLOT = "classification"
+_ANSWER_KEYS = ("category", "category_id", "id")
+
+
+class Verdict:
+    """The outcome of reading a reply: a category, or why there is none."""
+
+    __slots__ = ("category", "reason", "detail")
+
+    def __init__(self, category: Category | None, reason: str | None = None, detail: str = "") -> None:
+        self.category = category
+        self.reason = reason
+        self.detail = detail
+
+
+def _match(categories: list[Category], answer: str) -> Category | None:
+    wanted = normalise_label(answer)
+    if not wanted:
+        return None
+    for c in categories:
+        if normalise_label(c.id) == wanted:
+            return c
+    for c in categories:
+        if normalise_label(c.name) == wanted:
+            return c
+    return None
+
+
+def _from_object(categories: list[Category], value: dict[str, Any]) -> Verdict:
+    answer = next((value[k] for k in _ANSWER_KEYS if isinstance(value.get(k), str)), None)
+    if answer is None:
+        return Verdict(None, "malformed_reply", f"the JSON has no string 'category' (keys: {sorted(value)[:10]})")
+    found = _match(categories, answer)
+    if found is None:
+        return Verdict(None, "no_match", f"{answer!r} is not one of the category ids or names")
+    return Verdict(found)
+
+
+def read_answer(categories: list[Category], text: str) -> Verdict:
+    """Read a text reply of the prompt protocol (rules 1-3 of the module docstring)."""
+    if not text.strip():
+        return Verdict(None, "empty_reply", "the model replied with nothing")
+    try:
+        match = find_json(text, expect="object")
+    except JsonNotFound as exc:
+        if exc.reason in ("invalid_json", "unclosed"):
+            return Verdict(None, "malformed_reply", exc.hint(text))
+        found = _match(categories, text)  # a bare id or name, maybe quoted or fenced
+        if found is None:
+            return Verdict(None, "no_match", f"the reply {text.strip()[:80]!r} is not a category id or name")
+        return Verdict(found)
+    return _from_object(categories, match.value)
+
+
+def _read_arguments(categories: list[Category], arguments: str) -> Verdict:
+    try:
+        value = json.loads(arguments)
+    except ValueError:
+        try:
+            value = find_json(arguments, expect="object").value
+        except JsonNotFound as exc:
+            return Verdict(None, "malformed_reply", f"tool arguments are not JSON: {exc.hint(arguments)}")
+    if not isinstance(value, dict):
+        return Verdict(None, "malformed_reply", f"tool arguments must be an object, got {type(value).__name__}")
+    return _from_object(categories, value)
+
+
+class ClassifyQuestionNode(NodeExecutor[ClassifyQuestionConfig], kind="classify_question"):
+    """Classifies the question; takes the chosen category's handle (module docstring)."""
+
+    def _tool(self) -> dict[str, Any]:
+        cats = self.config.categories
+        return {
+            "type": "function",
+            "function": {
+                "name": TOOL_NAME,
+                "description": "Record the category of the user's question.",
+                "parameters": {
+                    "type": "object",
+                    "properties": {
+                        "category": {
+                            "type": "string",
+                            "enum": [c.id for c in cats],
+                            "description": "; ".join(f"{c.id}: {c.name}" for c in cats),
+                        }
+                    },
+                    "required": ["category"],
+                },
+            },
+        }
+
+    def _system_prompt(self, instructions: str, history: str, previous: dict[str, Any] | None, protocol: str) -> str:
+        lines = ["Classify the user's question into exactly one of these categories "
+                 "(id | name | description):"]
+        for c in self.config.categories:
+            lines.append(f"- {c.id} | {c.name}" + (f" | {c.description}" if c.description else ""))
+        if instructions.strip():
+            lines += ["", "Background:", instructions.strip()]
+        if history:
+            lines += ["", "Conversation so far (context only; classify the new question):", "<history>", history,
+                      "</history>"]
+        if previous:
+            lines += ["", f"The previous question in this conversation was classified as "
+                          f"{previous.get('name', previous['category'])!r} (id {previous['category']}). "
+                          "Use it only to resolve follow-ups; the new question may belong elsewhere."]
+        lines.append("")
+        if protocol == "tool":
+            lines.append(f"Call the function {TOOL_NAME} with the id of the category.")
+        else:
+            lines.append('Reply with only a JSON object {"category": "<id>"} using one of the ids above, '
+                         "and nothing else.")
+        return "\n".join(lines)
+
+    async def _recall(self, ctx: NodeContext, key: str, record: dict[str, Any]) -> dict[str, Any] | None:
+        try:
+            previous = await store_for(ctx.deps).get(key)
+        except Exception as exc:  # noqa: BLE001 - memory is a hint; an outage must not fail routing
+            record["memory_error"] = f"read: {type(exc).__name__}: {exc}"
+            return None
+        ids = {c.id for c in self.config.categories}
+        if isinstance(previous, dict) and previous.get("category") in ids:
+            return previous
+        return None  # absent, expired, or left by an older version of the categories
+
+    async def _remember(self, ctx: NodeContext, key: str, value: dict[str, Any], record: dict[str, Any]) -> None:
+        try:
+            await store_for(ctx.deps).set(key, value, ttl=self.config.memory_ttl)
+        except Exception as exc:  # noqa: BLE001 - see _recall
+            record["memory_error"] = f"write: {type(exc).__name__}: {exc}"
+
+    async def run(self, ctx: NodeContext) -> NodeResult:
+        from .llm import LLMRequest, call_llm
+
+        cfg = self.config
+        spec = model_spec(ctx, cfg.model)
+        caps = spec.capabilities
+        if cfg.mode == "tool" and not caps.tool_calling:
+            raise NodeFailed(f"config.mode: model {cfg.model!r} has no native tool calling; use mode 'auto' or "
+                             "'prompt'", node_id=ctx.node_id)
+        protocol = "tool" if cfg.mode == "tool" or (cfg.mode == "auto" and caps.tool_calling) else "prompt"
+        forced = protocol == "tool" and caps.tool_choice
+        question = render_text(ctx, cfg.question, "question")
+        instructions = ctx.render(cfg.instructions, field="config.instructions") if cfg.instructions else ""
+        history = history_as_text(recent_turns(resolve_history(ctx, cfg), cfg.history))
+        record: dict[str, Any] = {"protocol": protocol, "tool_choice_forced": forced}
+        key = node_memory_key(str(ctx.state.sys.get("chat_id") or ctx.state.run_id), ctx.node_id, MEMORY_SLOT)
+        previous = await self._recall(ctx, key, record) if cfg.memory else None
+        record["previous"] = previous["category"] if previous else None
+
+        temperature, max_tokens = sampling(cfg, spec, CLASSIFY_TEMPERATURE)
+        messages = [{"role": "system", "content": self._system_prompt(instructions, history, previous, protocol)},
+                    {"role": "user", "content": question}]
+        request = LLMRequest(
+            cfg.model, messages, temperature=temperature, max_tokens=max_tokens,
+            tools=[self._tool()] if protocol == "tool" else None,
+            tool_choice={"type": "function", "function": {"name": TOOL_NAME}} if forced else None,
+        )
+        response = await call_llm(request, registry=registry_of(ctx), cancel=ctx.cancel, node_id=ctx.node_id)
+        usage = add_usage(ctx, response.usage)
+
+        calls = [c for c in response.tool_calls if c.name == TOOL_NAME]
+        if protocol == "tool" and calls:
+            record["raw"] = calls[0].arguments
+            verdict = _read_arguments(cfg.categories, calls[0].arguments)
+        elif forced:
+            record["raw"] = response.text
+            other = [c.name for c in response.tool_calls]
+            verdict = Verdict(None, "no_tool_call", f"tool_choice required {TOOL_NAME}; got "
+                              + (f"calls to {other}" if other else "no tool call"))
+        else:
+            record["raw"] = response.text
+            verdict = read_answer(cfg.categories, response.text)
+
+        chosen = verdict.category or cfg.fallback_category
+        record.update(category=chosen.id, fallback_reason=verdict.reason, detail=verdict.detail or None)
+        ctx.node_run.data["classify"] = record
+        if cfg.memory:
+            await self._remember(ctx, key, {"category": chosen.id, "name": chosen.name, "question": question,
+                                            "fallback": verdict.category is None, "at": time.time()}, record)
+        return NodeResult({"category": chosen.id, "category_name": chosen.name, "usage": usage.model_dump()},
+                          handles=(chosen.id,))

@@ -1,0 +1,181 @@
+"""extract_fields: typed fields from text, as JSON (seed 000 §4 ②).
+
+The fields become one JSON Schema object (:meth:`ExtractFieldsConfig.json_schema`).
+Protocol (``mode: auto`` picks the first the model supports):
+
+1. ``structured``: ``response_format = {"type": "json_schema", ...}`` with that schema;
+   the reply text is the JSON.
+2. ``tool``: one function :data:`TOOL_NAME` whose parameters are the schema, forced
+   with ``tool_choice`` when the model accepts it; its arguments are the JSON (a
+   text reply instead is read as in 3).
+3. ``prompt``: the schema is in the system prompt, which asks for the JSON object only.
+
+Reading the JSON: the first JSON object of the reply (:mod:`nodes.json_scan`: code
+fences, prose before/after, trailing commas, single quotes are fine). A reply with
+no readable object gives ``fields = {}`` and ``success = false`` - never an
+exception (seed 000 §4 ②, "解析失败不报错，返回空对象兜底"); ``data.extract`` keeps the
+raw reply, the reason and a position hint. Provider errors still fail the node.
+
+Values are converted to the declared type by :func:`coerce_field`:
+
+- ``string``: strings as is; numbers as ``str()``; booleans ``true``/``false``;
+  objects/arrays as JSON text.
+- ``number``: numbers; numeric text (surrounding spaces allowed: ``" 42 "`` -> 42,
+  ``"3.5"`` -> 3.5). Booleans, ``"12 kg"``, ``"1,000"``, ``"1_000"``, NaN/Infinity are invalid.
+- ``boolean``: booleans; ``true/false/yes/no/1/0`` text (any case); numbers 0 and 1.
+- ``object`` / ``array``: that JSON shape, or JSON text of it.
+- ``null`` or an absent key is *missing*, not invalid.
+- ``enum``: after conversion the value must equal an enum value; a string that
+  equals one ignoring case and surrounding spaces takes the enum's spelling.
+
+Outputs: every field by name (null when missing or invalid), ``fields`` (only the
+valid values), ``success`` (every required field present and valid - an invalid
+optional field is dropped and recorded, it does not fail ``success``) and ``usage``.
+Keys the schema does not declare are ignored (listed in ``data.extract.ignored``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from engine.context import NodeContext, NodeResult
+from engine.errors import NodeFailed
+from schemas.nodes_llm import ExtractField, ExtractFieldsConfig
+from schemas.types import VarType
+
+from .base import NodeExecutor
+from .chat import add_usage, history_as_text, model_spec, recent_turns, registry_of, render_text, resolve_history, sampling
+from .if_else import coerce
+from .json_scan import JsonNotFound, find_json
+
+__all__ = ["EXTRACT_TEMPERATURE", "TOOL_NAME", "ExtractFieldsNode", "coerce_field", "validate_fields"]
+
+TOOL_NAME = "extract_fields"
+EXTRACT_TEMPERATURE = 0.0
+
+
+def coerce_field(field: ExtractField, value: Any) -> Any:
+    """``value`` converted to ``field``'s type with the enum enforced (rules in the module docstring).
+
+    Raises:
+        ValueError: the value does not convert or is not an enum value (message says why).
+    """
+    if field.type == "number" and isinstance(value, str) and "_" in value:
+        raise ValueError(f"{value!r} is not a number")  # Python's int() would read "1_000"
+    converted = coerce(value, VarType(field.type))
+    if isinstance(converted, float) and not math.isfinite(converted):
+        raise ValueError(f"{value!r} is not a finite number")
+    if field.enum is None:
+        return converted
+    for allowed in field.enum:
+        if type(allowed) is type(converted) and allowed == converted:
+            return allowed
+        if field.type == "number" and isinstance(allowed, (int, float)) and allowed == converted:
+            return allowed
+    if isinstance(converted, str):
+        folded = converted.strip().casefold()
+        for allowed in field.enum:
+            if isinstance(allowed, str) and allowed.strip().casefold() == folded:
+                return allowed
+    raise ValueError(f"{converted!r} is not one of {field.enum!r}")
+
+
+def validate_fields(fields: list[ExtractField], raw: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str], list[str]]:
+    """(valid values, {field: why invalid}, missing required field names) for a parsed object."""
+    valid: dict[str, Any] = {}
+    invalid: dict[str, str] = {}
+    for field in fields:
+        value = raw.get(field.name)
+        if value is None:
+            continue
+        try:
+            valid[field.name] = coerce_field(field, value)
+        except ValueError as exc:
+            invalid[field.name] = str(exc)
+    missing = [f.name for f in fields if f.required and f.name not in valid and f.name not in invalid]
+    return valid, invalid, missing
+
+
+class ExtractFieldsNode(NodeExecutor[ExtractFieldsConfig], kind="extract_fields"):
+    """Extracts the configured fields (module docstring)."""
+
+    def _protocol(self, ctx: NodeContext, caps: Any) -> str:
+        mode = self.config.mode
+        if mode == "auto":
+            return "structured" if caps.structured_output else "tool" if caps.tool_calling else "prompt"
+        needs = {"structured": caps.structured_output, "tool": caps.tool_calling, "prompt": True}[mode]
+        if not needs:
+            raise NodeFailed(f"config.mode: model {self.config.model!r} does not support {mode!r} extraction; "
+                             "use mode 'auto' or 'prompt'", node_id=ctx.node_id)
+        return mode
+
+    def _system_prompt(self, instructions: str, history: str, protocol: str) -> str:
+        schema = json.dumps(self.config.json_schema(), ensure_ascii=False, indent=2)
+        lines = ["Extract the fields described by this JSON Schema from the user's text.",
+                 "Leave out a field the text does not state; never invent values.",
+                 "<schema>", schema, "</schema>"]
+        if instructions.strip():
+            lines += ["", instructions.strip()]
+        if history:
+            lines += ["", "Conversation so far (context for references in the text):", "<history>", history,
+                      "</history>"]
+        lines.append("")
+        if protocol == "tool":
+            lines.append(f"Call the function {TOOL_NAME} with the extracted fields.")
+        else:
+            lines.append("Reply with only one JSON object that follows the schema, and nothing else.")
+        return "\n".join(lines)
+
+    async def run(self, ctx: NodeContext) -> NodeResult:
+        from .llm import LLMRequest, call_llm
+
+        cfg = self.config
+        spec = model_spec(ctx, cfg.model)
+        caps = spec.capabilities
+        protocol = self._protocol(ctx, caps)
+        forced = protocol == "tool" and caps.tool_choice
+        text = render_text(ctx, cfg.text, "text")
+        instructions = ctx.render(cfg.instructions, field="config.instructions") if cfg.instructions else ""
+        history = history_as_text(recent_turns(resolve_history(ctx, cfg), cfg.history))
+        temperature, max_tokens = sampling(cfg, spec, EXTRACT_TEMPERATURE)
+        schema = cfg.json_schema()
+        request = LLMRequest(
+            cfg.model,
+            [{"role": "system", "content": self._system_prompt(instructions, history, protocol)},
+             {"role": "user", "content": text}],
+            temperature=temperature, max_tokens=max_tokens,
+            tools=[{"type": "function", "function": {"name": TOOL_NAME, "description": "Return the extracted fields.",
+                                                     "parameters": schema}}] if protocol == "tool" else None,
+            tool_choice={"type": "function", "function": {"name": TOOL_NAME}} if forced else None,
+            response_format=({"type": "json_schema", "json_schema": {"name": TOOL_NAME, "schema": schema}}
+                             if protocol == "structured" else None),
+        )
+        response = await call_llm(request, registry=registry_of(ctx), cancel=ctx.cancel, node_id=ctx.node_id)
+        usage = add_usage(ctx, response.usage)
+
+        calls = [c for c in response.tool_calls if c.name == TOOL_NAME]
+        raw = calls[0].arguments if (protocol == "tool" and calls) else response.text
+        record: dict[str, Any] = {"protocol": protocol, "raw": raw}
+        parsed: dict[str, Any] | None = None
+        if protocol == "tool" and not calls and forced:
+            record.update(reason="no_tool_call", detail=f"tool_choice required {TOOL_NAME}; the model replied in text")
+        else:
+            try:
+                parsed = find_json(raw, expect="object").value
+            except JsonNotFound as exc:
+                record.update(reason=exc.reason, detail=exc.hint(raw))
+
+        if parsed is None:
+            valid, invalid, missing = {}, {}, [f.name for f in cfg.fields if f.required]
+        else:
+            valid, invalid, missing = validate_fields(cfg.fields, parsed)
+            declared = {f.name for f in cfg.fields}
+            record["ignored"] = sorted(k for k in parsed if k not in declared)
+        success = parsed is not None and not missing and not any(f.required and f.name in invalid for f in cfg.fields)
+        record.update(invalid=invalid, missing=missing, success=success)
+        ctx.node_run.data["extract"] = record
+        outputs: dict[str, Any] = {f.name: valid.get(f.name) for f in cfg.fields}
+        outputs.update(fields=valid, success=success, usage=usage.model_dump())
+        return NodeResult(outputs)

@@ -1,0 +1,43 @@
+"""Fixtures for the LLM node tests: the scripted OpenAI server, its registry, a memory
+store and ``llm_run`` - compile a workflow against that registry and run it through
+the real engine."""
+
+from __future__ import annotations
+
+from typing import Any, Awaitable, Callable
+
+import pytest
+
+import engine  # noqa: F401  - import order: engine before nodes
+import nodes.chat  # noqa: F401  - registers the LLM executors (see the report: nodes/__init__ should import them)
+import nodes.classify  # noqa: F401
+import nodes.extract  # noqa: F401
+import nodes.query_extension  # noqa: F401
+from engine import RunDeps, compile_workflow, run_workflow
+from schemas.run import RunState
+from tests.support.openai_server import openai_server, scripted_registry  # noqa: F401  (fixtures)
+from workers.memory import LocalMemoryStore
+
+LLMRun = Callable[..., Awaitable[tuple[RunState, list[Any]]]]
+
+
+@pytest.fixture
+def memory_store(tmp_path) -> LocalMemoryStore:
+    """An embedded store in the test's temporary directory."""
+    return LocalMemoryStore(tmp_path / "memory")
+
+
+@pytest.fixture
+def llm_run(scripted_registry, memory_store) -> LLMRun:
+    """``await llm_run(doc, inputs, memory=..., **sys)`` -> (final state, events)."""
+
+    async def run(doc: dict[str, Any], inputs: dict[str, Any] | None = None, *, memory: Any = None,
+                  **sys: Any) -> tuple[RunState, list[Any]]:
+        events: list[Any] = []
+        plan = compile_workflow(doc, models=scripted_registry)
+        deps = RunDeps(on_event=events.append, models=scripted_registry,
+                       memory=memory if memory is not None else memory_store)
+        state = await run_workflow(plan, inputs or {}, deps=deps, **sys)
+        return state, events
+
+    return run
