@@ -1,0 +1,594 @@
+"""http_request: one HTTP call with httpx, behind an SSRF guard.
+
+Request (:class:`~schemas.nodes.HttpRequestConfig`):
+
+- ``url``, header values, query values, form values and the raw body are Jinja
+  templates (rendered with field paths ``config.url``, ``config.headers.NAME``,
+  ``config.query.NAME``, ``config.body.form.NAME``, ``config.body.raw``); the JSON
+  body may hold references at any depth. ``query`` is merged into the URL's own query.
+- Body types: ``json`` (UTF-8, ``application/json``), ``form``
+  (``application/x-www-form-urlencoded``), ``raw`` (UTF-8, ``text/plain``); ``body.content_type``
+  replaces the default type and an explicit ``Content-Type`` header wins over both.
+  ``User-Agent`` defaults to ``Settings.http_user_agent``.
+- ``timeout`` (seconds) bounds the whole exchange: connect, every redirect hop and
+  reading the body. ``follow_redirects`` follows at most :data:`MAX_REDIRECTS` hops;
+  each hop opens its connection through the guard again. On a hop to another origin
+  httpx drops ``Authorization``; other configured headers are sent again.
+- The body is streamed and reading stops once more than
+  ``min(config.max_response_bytes, Settings.http_max_response_bytes)`` bytes
+  (after content decoding) arrive.
+
+Outputs: ``status_code`` (number), ``headers`` (object; lower-case names, repeated
+headers joined with ``", "``), ``body`` (string, decoded with the response charset,
+else UTF-8; undecodable bytes replaced), ``json`` (the parsed body when the response
+content type is ``application/json`` or ``*+json``, else null; an invalid JSON body
+gives null and ``data["json_error"]``).
+
+Record: ``node_run.data`` holds ``method``, ``url`` (final URL without credentials,
+query or fragment), ``status_code``, ``redirects`` (hop URLs, same redaction),
+``connections`` (host, address actually connected to, port) and ``response_bytes``;
+``node_run.inputs`` holds the redacted URL, query and header *names*, and the body.
+Header values are never recorded or put in error messages: they may be secrets.
+
+Errors (all :class:`~engine.errors.NodeFailed`, ``reason`` in brackets):
+:class:`~engine.errors.BlockedAddress` [``blocked_address``] for a refused target or
+scheme; a 4xx/5xx with ``raise_for_status`` [``http_status``]; the timeout
+[``http_timeout``]; an oversized response [``response_too_large``]; connection and
+protocol failures, too many redirects [``http_error``]; bad URL/header/body config
+[``node_error``].
+
+Address policy (the SSRF guard, always on):
+
+The guard is an httpcore network backend (:class:`GuardedBackend`). For every new
+connection it resolves the host itself, refuses the connection when *any* resolved
+address is blocked, then connects to one of the validated IPs - never to the
+name - so a DNS answer that changes between check and connect (rebinding) cannot
+slip through. TLS SNI and ``Host`` still carry the original host name (httpcore
+takes them from the URL, not from the connected address). Blocked
+(:func:`blocked_category`): loopback, private (10/8, 172.16/12, 192.168/16),
+link-local incl. cloud metadata (169.254/16), CGNAT 100.64/10, multicast, reserved
+and unspecified ranges of both families, IPv6 ULA fc00::/7 and link-local fe80::/10,
+and IPv6 forms embedding a blocked IPv4 (mapped, translated, compatible, 6to4, NAT64,
+Teredo). Integer/hex/octal/short IPv4 forms (``2130706433``, ``0x7f000001``,
+``0177.0.0.1``, ``127.1``) are read as the address they spell. Documentation
+ranges (192.0.2/24, 198.51.100/24, 203.0.113/24, 2001:db8::/32) are not blocked:
+they are not routed, and tests use them as stand-ins for public hosts.
+
+``Settings.http_allow`` (``FLOWLOOM_HTTP_ALLOW``, comma separated) lets targets
+through: a host entry matches the URL's host name exactly (case-insensitive), an
+IP or CIDR entry matches a resolved address (an IPv4 entry also matches its
+IPv4-mapped IPv6 form). Only ``http`` and ``https`` are allowed; environment proxies
+and ``.netrc`` are ignored (``trust_env=False``). Resolution uses the running asyncio
+loop, so the node runs under asyncio only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import functools
+import ipaddress
+import json
+import re
+import socket
+import ssl
+import typing
+import urllib.parse
+from dataclasses import dataclass
+from typing import Any
+
+import httpcore
+import httpx
+
+from engine.context import NodeContext, NodeResult
+from engine.errors import BlockedAddress, NodeFailed
+from engine.settings import Settings
+from schemas.nodes import HttpRequestConfig
+
+from .base import NodeExecutor
+
+__all__ = ["MAX_REDIRECTS", "AddressPolicy", "GuardedBackend", "HttpRequestNode", "blocked_category", "safe_url"]
+
+#: Redirect hops followed before the node fails (httpx's own default is 20).
+MAX_REDIRECTS = 10
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+# ------------------------------------------------------------------ address policy
+
+# Order matters: the first match names the category (metadata before link-local).
+_BLOCKED_V4: tuple[tuple[ipaddress.IPv4Network, str], ...] = tuple(
+    (ipaddress.IPv4Network(net), label)
+    for net, label in (
+        ("0.0.0.0/8", "unspecified ('this network')"),
+        ("127.0.0.0/8", "loopback"),
+        ("10.0.0.0/8", "private"),
+        ("172.16.0.0/12", "private"),
+        ("192.168.0.0/16", "private"),
+        ("100.64.0.0/10", "carrier-grade NAT"),
+        ("169.254.169.254/32", "cloud metadata (link-local)"),
+        ("169.254.0.0/16", "link-local"),
+        ("192.0.0.0/24", "reserved (IETF protocol assignments)"),
+        ("198.18.0.0/15", "reserved (benchmarking)"),
+        ("224.0.0.0/4", "multicast"),
+        ("240.0.0.0/4", "reserved"),  # includes the broadcast address 255.255.255.255
+    )
+)
+
+_BLOCKED_V6: tuple[tuple[ipaddress.IPv6Network, str], ...] = tuple(
+    (ipaddress.IPv6Network(net), label)
+    for net, label in (
+        ("::/128", "unspecified"),
+        ("::1/128", "loopback"),
+        ("fc00::/7", "unique local (private)"),
+        ("fe80::/10", "link-local"),
+        ("fec0::/10", "site-local (private)"),
+        ("ff00::/8", "multicast"),
+        ("64:ff9b:1::/48", "reserved (local-use NAT64)"),
+        ("100::/64", "reserved (discard-only)"),
+    )
+)
+
+_V4_COMPATIBLE = ipaddress.IPv6Network("::/96")
+_V4_TRANSLATED = ipaddress.IPv6Network("::ffff:0:0:0/96")
+_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+
+
+def _embedded_ipv4(ip: ipaddress.IPv6Address) -> list[tuple[ipaddress.IPv4Address, str]]:
+    """IPv4 addresses an IPv6 address carries, with the name of the form (may be empty)."""
+    low32 = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    if ip.ipv4_mapped is not None:
+        return [(ip.ipv4_mapped, "IPv4-mapped")]
+    if ip in _V4_TRANSLATED:
+        return [(low32, "IPv4-translated")]
+    if ip in _NAT64:
+        return [(low32, "NAT64")]
+    if ip in _V4_COMPATIBLE and int(ip) > 1:  # :: and ::1 are their own categories
+        return [(low32, "IPv4-compatible")]
+    if ip.sixtofour is not None:
+        return [(ip.sixtofour, "6to4")]
+    if ip.teredo is not None:
+        server, client = ip.teredo
+        return [(client, "Teredo client"), (server, "Teredo server")]
+    return []
+
+
+def blocked_category(ip: IPAddress) -> str | None:
+    """Why the guard refuses ``ip`` (e.g. ``"loopback"``), or None for an address it lets through.
+
+    An IPv6 address embedding an IPv4 address is judged by that IPv4 address only
+    (``::ffff:8.8.8.8`` and ``64:ff9b::808:808`` reach 8.8.8.8 and pass).
+    """
+    if isinstance(ip, ipaddress.IPv4Address):
+        for net, label in _BLOCKED_V4:
+            if ip in net:
+                return label
+        return None
+    embedded = _embedded_ipv4(ip)
+    if embedded:
+        for v4, form in embedded:
+            category = blocked_category(v4)
+            if category is not None:
+                return f"{category}, embedded as {form} {v4}"
+        return None
+    for net6, label in _BLOCKED_V6:
+        if ip in net6:
+            return label
+    # Python's list: everything outside the assigned unicast/ULA/link-local/multicast blocks.
+    return "reserved" if ip.is_reserved else None
+
+
+def _literal_ip(host: str) -> IPAddress | None:
+    """The address ``host`` spells, including inet_aton forms (``127.1``, ``0x7f000001``); else None.
+
+    Parsing only: no resolver is consulted.
+    """
+    try:
+        return ipaddress.ip_address(host)
+    except ValueError:
+        pass
+    # inet_aton also accepts trailing junk after a space; the character check rules that out.
+    if re.fullmatch(r"[0-9a-fA-FxX.]+", host) and any(c.isdigit() for c in host):
+        try:
+            return ipaddress.IPv4Address(socket.inet_aton(host))
+        except OSError:
+            return None
+    return None
+
+
+def _ip(text: str) -> IPAddress:
+    # getaddrinfo may append "%scope" to link-local IPv6 addresses
+    return ipaddress.ip_address(text.split("%", 1)[0])
+
+
+@dataclass(frozen=True, slots=True)
+class AddressPolicy:
+    """The operator's allow-list, split into host names and networks.
+
+    Build it with :meth:`from_settings`; :meth:`check` applies it.
+    """
+
+    hosts: frozenset[str]
+    networks: tuple[IPNetwork, ...]
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> "AddressPolicy":
+        """Read ``settings.http_allow``: entries that parse as an IP or CIDR are networks, the rest host names."""
+        hosts: set[str] = set()
+        networks: list[IPNetwork] = []
+        for entry in settings.http_allow:
+            text = entry.strip().replace("[", "").replace("]", "")  # "[::1]" or "[fd00::]/8" as written in URLs
+            try:
+                networks.append(ipaddress.ip_network(text, strict=False))
+            except ValueError:
+                hosts.add(_norm_host(text))
+        return cls(frozenset(hosts), tuple(networks))
+
+    def allows_host(self, host: str) -> bool:
+        """True when the host name itself is on the allow-list."""
+        return _norm_host(host) in self.hosts
+
+    def allows_address(self, ip: IPAddress) -> bool:
+        """True when ``ip`` (or the IPv4 address it maps) is inside an allowed network."""
+        candidates: list[IPAddress] = [ip]
+        if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+            candidates.append(ip.ipv4_mapped)
+        return any(c in net for c in candidates for net in self.networks)
+
+    def check(self, host: str, addresses: list[str], *, node_id: str | None = None) -> None:
+        """Refuse ``host`` unless it is allowed by name or every one of ``addresses`` passes.
+
+        Raises:
+            BlockedAddress: names the host, the refused address, its category and the setting to change.
+        """
+        if self.allows_host(host):
+            return
+        for text in addresses:
+            ip = _ip(text)
+            if self.allows_address(ip):
+                continue
+            category = blocked_category(ip)
+            if category is not None:
+                # Quote the address as given: Python prints ::ffff:127.0.0.1 as ::ffff:7f00:1.
+                where = f"{host!r} is" if _norm_host(host) == text.lower() else f"{host!r} resolves to {text},"
+                raise BlockedAddress(
+                    f"HTTP target refused: {where} a blocked address ({category}). The HTTP node does not reach internal "
+                    f"addresses unless the operator allows them: add the host name ({_norm_host(host)}), the address "
+                    f"({text}) or its network to FLOWLOOM_HTTP_ALLOW (Settings.http_allow)",
+                    node_id=node_id,
+                )
+
+
+def _norm_host(host: str) -> str:
+    return host.strip().lower().rstrip(".")
+
+
+# -------------------------------------------------------------------- transport
+
+
+class GuardedBackend(httpcore.AsyncNetworkBackend):
+    """httpcore backend that checks every connection against an :class:`AddressPolicy`.
+
+    ``connect_tcp(host, ...)`` resolves ``host`` (:meth:`resolve`), applies the policy
+    to all addresses, then asks the wrapped backend (``inner``, default
+    :class:`httpcore.AnyIOBackend`) to connect to a validated IP literal, trying each
+    in resolver order. ``connections`` lists what was connected to, for the record.
+
+    Raises (from ``connect_tcp``):
+        BlockedAddress: the policy refuses the host.
+        httpcore.ConnectError: the name does not resolve, or no address accepts the connection.
+    """
+
+    def __init__(self, policy: AddressPolicy, *, node_id: str | None = None,
+                 inner: httpcore.AsyncNetworkBackend | None = None) -> None:
+        self.policy = policy
+        self.node_id = node_id
+        self.inner = inner if inner is not None else httpcore.AnyIOBackend()
+        self.connections: list[dict[str, Any]] = []
+
+    async def resolve(self, host: str, port: int) -> list[str]:
+        """All addresses of ``host`` (IP text, resolver order, no duplicates).
+
+        Raises:
+            httpcore.ConnectError: the name does not resolve.
+        """
+        loop = asyncio.get_running_loop()
+        try:
+            infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        except socket.gaierror as exc:
+            raise httpcore.ConnectError(f"cannot resolve host {host!r}: {exc.strerror}") from None
+        return list(dict.fromkeys(str(info[4][0]) for info in infos))
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: typing.Iterable[httpcore.SOCKET_OPTION] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        addresses = await self.resolve(host, port)
+        if not addresses:
+            raise httpcore.ConnectError(f"host {host!r} resolved to no address")
+        self.policy.check(host, addresses, node_id=self.node_id)
+        last: Exception | None = None
+        for address in addresses:
+            try:
+                stream = await self.inner.connect_tcp(
+                    address, port, timeout=timeout, local_address=local_address, socket_options=socket_options
+                )
+            except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
+                last = exc
+                continue
+            self.connections.append({"host": host, "address": address, "port": port})
+            return stream
+        assert last is not None
+        raise last
+
+    async def connect_unix_socket(
+        self,
+        path: str,
+        timeout: float | None = None,
+        socket_options: typing.Iterable[httpcore.SOCKET_OPTION] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        raise BlockedAddress("HTTP target refused: Unix sockets are not allowed", node_id=self.node_id)
+
+    async def sleep(self, seconds: float) -> None:
+        await self.inner.sleep(seconds)
+
+
+@functools.cache
+def _ssl_context() -> ssl.SSLContext:
+    # Built once: loading the CA bundle costs milliseconds per client. SSL_CERT_FILE /
+    # SSL_CERT_DIR are still honoured; only proxies and .netrc are ignored.
+    return httpx.create_ssl_context()
+
+
+class _GuardedTransport(httpx.AsyncHTTPTransport):
+    """httpx's default transport with its connection pool built on a :class:`GuardedBackend`.
+
+    httpx 0.28 has no public parameter for the network backend (proposed upstream in
+    encode/httpx#3749), while httpcore's pool takes one (``network_backend``, public
+    API). So the pool httpx builds is replaced by an identical one using the guard.
+    """
+
+    def __init__(self, backend: GuardedBackend) -> None:
+        super().__init__(verify=_ssl_context(), trust_env=False)
+        if not isinstance(getattr(self, "_pool", None), httpcore.AsyncConnectionPool):
+            # Fail closed: without the replacement below, connections would bypass the guard.
+            raise RuntimeError("unsupported httpx version: cannot install the SSRF guard on AsyncHTTPTransport")
+        self._pool = httpcore.AsyncConnectionPool(ssl_context=_ssl_context(), network_backend=backend)
+
+
+# ------------------------------------------------------------------------ helpers
+
+
+def safe_url(url: httpx.URL) -> str:
+    """``url`` for records and messages: no user info, query or fragment (they may hold secrets)."""
+    host = f"[{url.host}]" if ":" in url.host else url.host
+    port = f":{url.port}" if url.port is not None else ""
+    path = url.raw_path.split(b"?", 1)[0].decode("ascii", errors="replace")
+    return f"{url.scheme}://{host}{port}{path}"
+
+
+def _precheck(scheme: str, host: str, policy: AddressPolicy, node_id: str) -> None:
+    """Refuse a non-http(s) scheme, and a literal blocked IP before anything is sent.
+
+    The connect-time check stays the authority; this gives IP forms that httpx cannot
+    even parse (``0177.0.0.1``) the same :class:`BlockedAddress` as the rest.
+    """
+    if scheme.lower() not in ("http", "https"):
+        raise BlockedAddress(f"HTTP target refused: scheme {scheme or '(none)'!r} is not allowed (only http and https)",
+                             node_id=node_id)
+    if not host:
+        raise NodeFailed("config.url: the URL has no host", node_id=node_id)
+    literal = _literal_ip(host)
+    if literal is not None:
+        # IPv6 literals as written; inet_aton forms (2130706433) as the dotted address they spell.
+        policy.check(host, [host if ":" in host else str(literal)], node_id=node_id)
+
+
+_TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
+
+
+def _is_json_type(content_type: str) -> bool:
+    media = content_type.split(";", 1)[0].strip().lower()
+    return media == "application/json" or media.endswith("+json")
+
+
+def _reject_constant(name: str) -> Any:
+    # NaN/Infinity are not JSON and would not survive the run state's JSON checkpoint.
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _charset(response: httpx.Response) -> str:
+    charset = response.charset_encoding
+    if charset:
+        try:
+            return codecs.lookup(charset).name
+        except LookupError:
+            pass
+    return "utf-8"
+
+
+# --------------------------------------------------------------------------- node
+
+
+class HttpRequestNode(NodeExecutor[HttpRequestConfig], kind="http_request"):
+    """Sends one HTTP request (following redirects if configured) and outputs the response.
+
+    See the module docstring for the request, outputs, record, errors and address policy.
+    """
+
+    async def run(self, ctx: NodeContext) -> NodeResult:
+        cfg, settings, node_id = self.config, ctx.deps.settings, ctx.node_id
+        policy = AddressPolicy.from_settings(settings)
+        limit = min(cfg.max_response_bytes, settings.http_max_response_bytes)
+
+        raw_url = ctx.render(cfg.url, field="config.url").strip()
+        try:
+            parts = urllib.parse.urlsplit(raw_url)
+            host = parts.hostname or ""
+        except ValueError as exc:
+            raise NodeFailed(f"config.url: invalid URL: {exc}", node_id=node_id) from None
+        _precheck(parts.scheme, host, policy, node_id)
+        try:
+            url = httpx.URL(raw_url)
+        except httpx.InvalidURL as exc:
+            raise NodeFailed(f"config.url: invalid URL: {exc}", node_id=node_id) from None
+        params = {name: ctx.render(value, field=f"config.query.{name}") for name, value in cfg.query.items()}
+        if params:
+            # httpx's params= would replace the URL's own query; the docs promise a merge.
+            url = url.copy_merge_params(params)
+        headers = self._headers(ctx, settings)
+        content, content_type = self._body(ctx)
+        if content_type is not None and "content-type" not in headers:
+            headers["Content-Type"] = content_type
+
+        ctx.node_run.inputs.update(url=safe_url(url), method=cfg.method, query=sorted(params),
+                                   headers=sorted(cfg.headers))
+        data = ctx.node_run.data
+        data.update(method=cfg.method, url=safe_url(url))
+        ctx.cancel.raise_if_cancelled(node_id)
+
+        backend = GuardedBackend(policy, node_id=node_id)
+        data["connections"] = backend.connections  # filled as connections open; kept when the node fails
+        try:
+            async with asyncio.timeout(cfg.timeout):
+                async with httpx.AsyncClient(transport=_GuardedTransport(backend), trust_env=False,
+                                             follow_redirects=False, timeout=cfg.timeout) as client:
+                    request = client.build_request(cfg.method, url, headers=headers, content=content)
+                    response = await self._send(ctx, client, request, policy)
+                    try:
+                        data["status_code"] = response.status_code
+                        body = await self._read(ctx, response, limit)
+                    finally:
+                        await response.aclose()
+        except TimeoutError:
+            raise NodeFailed(f"{cfg.method} {data['url']}: no complete response within {cfg.timeout}s (config.timeout)",
+                             node_id=node_id, reason="http_timeout") from None
+        except httpx.TimeoutException as exc:
+            raise NodeFailed(f"{cfg.method} {data['url']}: {type(exc).__name__} after config.timeout={cfg.timeout}s",
+                             node_id=node_id, reason="http_timeout") from None
+        except httpx.LocalProtocolError:
+            # h11's message may quote a header value: keep it out of the record.
+            raise NodeFailed(f"{cfg.method} {data['url']}: the request is not valid HTTP (check headers)",
+                             node_id=node_id, reason="http_error") from None
+        except httpx.HTTPError as exc:
+            raise NodeFailed(f"{cfg.method} {data['url']}: {type(exc).__name__}: {exc}",
+                             node_id=node_id, reason="http_error") from None
+        return self._result(ctx, response, body)
+
+    # ---------------------------------------------------------------- request parts
+
+    def _headers(self, ctx: NodeContext, settings: Settings) -> httpx.Headers:
+        headers = httpx.Headers({"User-Agent": settings.http_user_agent})
+        for name, template in self.config.headers.items():
+            if not _TOKEN.match(name):
+                raise NodeFailed(f"config.headers: {name!r} is not a valid header name", node_id=ctx.node_id)
+            value = ctx.render(template, field=f"config.headers.{name}")
+            if "\r" in value or "\n" in value or "\0" in value:
+                # Never quote the value: headers carry credentials.
+                raise NodeFailed(f"config.headers.{name}: the rendered value contains a line break or NUL",
+                                 node_id=ctx.node_id)
+            headers[name] = value
+        return headers
+
+    def _body(self, ctx: NodeContext) -> tuple[bytes | None, str | None]:
+        """(encoded body, its default content type); (None, None) for no body."""
+        body = self.config.body
+        if body.type == "json":
+            value = ctx.resolve(body.json_, record_as="body.json")
+            try:
+                text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+            except (TypeError, ValueError) as exc:
+                raise NodeFailed(f"config.body.json: cannot be sent as JSON: {exc}", node_id=ctx.node_id) from None
+            return text.encode("utf-8"), body.content_type or "application/json"
+        if body.type == "form":
+            fields = {name: ctx.render(value, field=f"config.body.form.{name}") for name, value in body.form.items()}
+            ctx.node_run.inputs["body.form"] = fields
+            return urllib.parse.urlencode(fields).encode("ascii"), body.content_type or "application/x-www-form-urlencoded"
+        if body.type == "raw":
+            text = ctx.render(body.raw, field="config.body.raw")
+            ctx.node_run.inputs["body.raw"] = text
+            return text.encode("utf-8"), body.content_type or "text/plain; charset=utf-8"
+        return None, None
+
+    # ---------------------------------------------------------------- exchange
+
+    async def _send(self, ctx: NodeContext, client: httpx.AsyncClient, request: httpx.Request,
+                    policy: AddressPolicy) -> httpx.Response:
+        """Send ``request``, following redirects by hand.
+
+        By hand rather than httpx's ``follow_redirects``: httpx reads every redirect
+        body in full (no size cap) and would not let the scheme be checked per hop.
+        """
+        redirects: list[str] = []
+        while True:
+            _precheck(request.url.scheme, request.url.host, policy, ctx.node_id)
+            response = await client.send(request, stream=True, follow_redirects=False)
+            ctx.node_run.data["url"] = safe_url(request.url)
+            if not self.config.follow_redirects or response.next_request is None:
+                return response
+            await response.aclose()
+            if len(redirects) >= MAX_REDIRECTS:
+                raise NodeFailed(f"{self.config.method} {redirects[0]}: more than {MAX_REDIRECTS} redirects",
+                                 node_id=ctx.node_id, reason="http_error")
+            redirects.append(safe_url(request.url))
+            ctx.node_run.data["redirects"] = redirects
+            request = response.next_request
+            ctx.cancel.raise_if_cancelled(ctx.node_id)
+
+    async def _read(self, ctx: NodeContext, response: httpx.Response, limit: int) -> bytes:
+        """The decoded body; at most ``limit`` bytes.
+
+        Raises:
+            NodeFailed: the body is larger than ``limit`` (reason ``response_too_large``).
+        """
+        settings = ctx.deps.settings
+
+        def too_large(seen: str) -> NodeFailed:
+            return NodeFailed(
+                f"{self.config.method} {ctx.node_run.data['url']}: response body {seen} exceeds the limit of "
+                f"{limit} bytes (the smaller of config.max_response_bytes={self.config.max_response_bytes} and "
+                f"FLOWLOOM_HTTP_MAX_RESPONSE_BYTES={settings.http_max_response_bytes}); stopped reading",
+                node_id=ctx.node_id, reason="response_too_large",
+            )
+
+        declared = response.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > limit and "content-encoding" not in response.headers:
+            raise too_large(f"of {declared} bytes (Content-Length)")
+        chunks: list[bytes] = []
+        total = 0
+        # aiter_bytes yields decompressed data, so a small compressed body cannot expand past the cap.
+        async for chunk in response.aiter_bytes():
+            total += len(chunk)
+            if total > limit:
+                raise too_large(f"of more than {limit} bytes")
+            chunks.append(chunk)
+        ctx.node_run.data["response_bytes"] = total
+        return b"".join(chunks)
+
+    def _result(self, ctx: NodeContext, response: httpx.Response, body: bytes) -> NodeResult:
+        status = response.status_code
+        headers: dict[str, str] = {}
+        for name, value in response.headers.multi_items():
+            name = name.lower()
+            headers[name] = f"{headers[name]}, {value}" if name in headers else value
+        text = body.decode(_charset(response), errors="replace")
+        parsed: Any = None
+        if _is_json_type(headers.get("content-type", "")) and text.strip():
+            try:
+                parsed = json.loads(text, parse_constant=_reject_constant)
+            except (ValueError, RecursionError) as exc:
+                ctx.node_run.data["json_error"] = (
+                    f"the response says {headers['content-type']!r} but its body is not valid JSON: {exc}")
+        if self.config.raise_for_status and status >= 400:
+            excerpt = " ".join(text[:200].split())
+            raise NodeFailed(
+                f"HTTP {status} {response.reason_phrase} from {self.config.method} {ctx.node_run.data['url']}"
+                + (f": {excerpt}" if excerpt else ""),
+                node_id=ctx.node_id, reason="http_status",
+            )
+        return NodeResult({"status_code": status, "headers": headers, "body": text, "json": parsed})
