@@ -28,18 +28,18 @@ Plans are cached by the SHA-256 of the canonical JSON of the document.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Annotated, Any, Iterable, Mapping, Union
 
 import jinja2
 import networkx as nx
-from pydantic import ValidationError
+from pydantic import Discriminator, Tag, TypeAdapter, ValidationError
 
-from nodes import EXECUTORS
-from nodes.base import NodeExecutor
+from nodes.base import EXECUTORS, NodeExecutor
 from schemas.nodes import NODE_KINDS
 from schemas.types import RESERVED_SCOPES, SYS_VARIABLES, VarType
 from schemas.values import walk_refs
@@ -148,6 +148,18 @@ def _loc(loc: Iterable[int | str]) -> str:
     return out
 
 
+@functools.lru_cache(maxsize=64)
+def _nodes_adapter(kinds: tuple[str, ...]) -> TypeAdapter[list[NodeBase]]:
+    """A validator for a list of nodes of ``kinds`` (built from the catalog as it is now,
+    so kinds registered at run time are included)."""
+    models = tuple(node_model(kind) for kind in kinds)
+    if len(models) == 1:
+        return TypeAdapter(list[Annotated[models[0], Tag(kinds[0])]])  # type: ignore[valid-type]
+    union = Annotated[Union[tuple(Annotated[m, Tag(k)] for m, k in zip(models, kinds))],  # type: ignore[misc]
+                      Discriminator("type")]
+    return TypeAdapter(list[union])  # type: ignore[valid-type]
+
+
 def _parse_document(doc: dict[str, Any], problems: list[Problem], invalid: set[str]) -> Workflow | None:
     """Rules 1-3: validate the top level and each node on its own, so all errors surface.
 
@@ -169,7 +181,7 @@ def _parse_document(doc: dict[str, Any], problems: list[Problem], invalid: set[s
                 edge_id = raw_edge.get("id") if isinstance(raw_edge, dict) else None
             problems.append(Problem("invalid_document", err["msg"], edge_id=edge_id, path=loc))
         shell = None
-    nodes: list[NodeBase] = []
+    known: list[tuple[str, dict[str, Any]]] = []  # (node id for messages, raw node) of known kinds
     for index, raw in enumerate(raw_nodes):
         if not isinstance(raw, dict):
             problems.append(Problem("invalid_document", "a node must be an object", path=f"nodes[{index}]"))
@@ -177,18 +189,29 @@ def _parse_document(doc: dict[str, Any], problems: list[Problem], invalid: set[s
         node_id = raw.get("id") if isinstance(raw.get("id"), str) else f"nodes[{index}]"
         kind = raw.get("type")
         if kind not in NODE_KINDS:
-            known = ", ".join(sorted(NODE_KINDS))
-            problems.append(Problem("unknown_kind", f"unknown node kind {kind!r} (known: {known})", node_id=node_id, path="type"))
+            names = ", ".join(sorted(NODE_KINDS))
+            problems.append(Problem("unknown_kind", f"unknown node kind {kind!r} (known: {names})", node_id=node_id, path="type"))
             invalid.add(node_id)
             continue
-        try:
-            nodes.append(node_model(kind).model_validate(raw))
-        except ValidationError as exc:
+        known.append((node_id, raw))
+    # One validation call for all nodes (the per-node Python overhead dominates otherwise);
+    # error locations are (index, kind tag, *field path).
+    kinds = tuple(sorted({raw["type"] for _, raw in known}))
+    adapter, skip = _nodes_adapter(kinds), (2 if len(kinds) > 1 else 1)
+    try:
+        nodes: list[NodeBase] = adapter.validate_python([raw for _, raw in known])
+    except ValidationError as exc:
+        bad: set[int] = set()
+        for err in exc.errors():
+            index, path = err["loc"][0], err["loc"][skip:]
+            node_id = known[index][0]  # type: ignore[index]
+            bad.add(index)  # type: ignore[arg-type]
             invalid.add(node_id)
-            for err in exc.errors():
-                code = "missing_config" if err["type"] == "missing" else "invalid_config"
-                msg = "required field is missing" if code == "missing_config" else err["msg"]
-                problems.append(Problem(code, msg, node_id=node_id, path=_loc(err["loc"])))
+            code = "missing_config" if err["type"] == "missing" else "invalid_config"
+            msg = "required field is missing" if code == "missing_config" else err["msg"]
+            problems.append(Problem(code, msg, node_id=node_id, path=_loc(path)))
+        good = [raw for i, (_, raw) in enumerate(known) if i not in bad]
+        nodes = adapter.validate_python(good)
     if shell is None:
         return None
     return shell.model_copy(update={"nodes": nodes})
@@ -212,13 +235,17 @@ def _check_ids(wf: Workflow, problems: list[Problem]) -> None:
         seen_edges.add(edge.id)
 
 
-def _build_graph(wf: Workflow, problems: list[Problem], invalid: set[str]) -> tuple[nx.MultiDiGraph, str | None]:
+def _build_graph(
+    wf: Workflow, problems: list[Problem], invalid: set[str], invalid_start: bool
+) -> tuple[nx.MultiDiGraph, str | None]:
     """Rules 5-7: the graph (one networkx edge per workflow edge, keyed by edge id)."""
     graph = nx.MultiDiGraph()
     by_id = {n.id: n for n in wf.nodes}
     graph.add_nodes_from(by_id)
+    handles_of: dict[str, list[str]] = {}
+    graph_edges: list[tuple[str, str, str, dict[str, str]]] = []
     starts = [n.id for n in wf.nodes if n.type == "start"]
-    if not starts:
+    if not starts and not invalid_start:
         problems.append(Problem("no_start", "the workflow has no start node; add one node of type 'start'"))
     elif len(starts) > 1:
         problems.append(Problem("multiple_start", f"only one start node is allowed, found {starts}"))
@@ -232,7 +259,9 @@ def _build_graph(wf: Workflow, problems: list[Problem], invalid: set[str]) -> tu
                         path="source" if edge.source in bad else "target")
             )
             continue
-        handles = by_id[edge.source].handles()
+        handles = handles_of.get(edge.source)
+        if handles is None:
+            handles = handles_of[edge.source] = by_id[edge.source].handles()
         if edge.sourceHandle not in handles:
             problems.append(
                 Problem("unknown_handle",
@@ -244,7 +273,8 @@ def _build_graph(wf: Workflow, problems: list[Problem], invalid: set[str]) -> tu
             problems.append(Problem("edge_into_start", "the start node cannot have incoming edges",
                                     node_id=edge.target, edge_id=edge.id))
             continue
-        graph.add_edge(edge.source, edge.target, key=edge.id, handle=edge.sourceHandle)
+        graph_edges.append((edge.source, edge.target, edge.id, {"handle": edge.sourceHandle}))
+    graph.add_edges_from(graph_edges)
     return graph, (starts[0] if len(starts) == 1 else None)
 
 
@@ -418,6 +448,8 @@ def _check_models(wf: Workflow, problems: list[Problem], models: Any) -> None:
 
 
 def _compile(doc: dict[str, Any], key: str, models: Any = None) -> tuple[CompiledPlan | None, list[Problem]]:
+    import nodes  # noqa: F401  - registers every executor; deferred because node modules import the engine
+
     problems: list[Problem] = []
     invalid: set[str] = set()
     wf = _parse_document(doc, problems, invalid)
@@ -425,7 +457,9 @@ def _compile(doc: dict[str, Any], key: str, models: Any = None) -> tuple[Compile
         # Top level invalid: still check node configs (done above); nothing else is safe.
         return None, problems
     _check_ids(wf, problems)
-    graph, start_id = _build_graph(wf, problems, invalid)
+    raw_nodes = doc.get("nodes") if isinstance(doc.get("nodes"), list) else []
+    invalid_start = any(isinstance(n, dict) and n.get("type") == "start" and n.get("id") in invalid for n in raw_nodes)
+    graph, start_id = _build_graph(wf, problems, invalid, invalid_start)
     acyclic = _check_cycles(graph, problems)
     order = list(nx.topological_sort(graph)) if acyclic else None
     checker = _RefChecker(wf, graph, order, problems, invalid)

@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping, TypeVar
 
@@ -135,7 +134,7 @@ class NodeContext:
         deps: RunDeps,
         cancel: CancelToken,
         node_run: NodeRun,
-        emit: Callable[[Any], None],
+        emit: Callable[..., None],
     ) -> None:
         self.node = node
         self.plan = plan
@@ -199,12 +198,7 @@ class NodeContext:
     def delta(self, text: str, channel: str = "answer") -> None:
         """Stream ``text`` to the user as a ``node_delta`` event."""
         if text:
-            self._emit(
-                NodeDelta.model_construct(
-                    seq=0, run_id=self.state.run_id, ts=time.time(), node_id=self.node.id,
-                    node_run_id=self.node_run.id, channel=channel, text=text, type="node_delta",
-                )
-            )
+            self._emit(NodeDelta, node_id=self.node.id, node_run_id=self.node_run.id, channel=channel, text=text)
 
     async def run_blocking(self, fn: Callable[..., T], *args: Any) -> T:
         """Run blocking work in a thread so other nodes keep running."""

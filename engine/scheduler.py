@@ -35,7 +35,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
-import uuid
 from typing import Any
 
 from schemas.events import (
@@ -88,11 +87,11 @@ class Scheduler:
 
     # ------------------------------------------------------------------ events
 
-    def _emit(self, event: Any) -> None:
+    def _emit(self, cls: type[Any], **fields: Any) -> None:
+        """Number and publish an event; without a sink only the sequence advances (hot path)."""
         self.state.seq += 1
-        event.seq = self.state.seq
         if self._emit_fn is not None:
-            self._emit_fn(event)
+            self._emit_fn(cls(seq=self.state.seq, run_id=self.state.run_id, ts=time.time(), **fields))
 
     def _now_elapsed_ms(self) -> float:
         return (time.time() - (self.state.started_at or time.time())) * 1000.0
@@ -135,8 +134,7 @@ class Scheduler:
         self._done = loop.create_future()
         self.cancel.on_cancel(self._on_cancel)
         if fresh:
-            self._emit(RunStarted.model_construct(seq=0, run_id=state.run_id, ts=time.time(), type="run_started",
-                                                  workflow_id=state.workflow_id, inputs=state.inputs))
+            self._emit(RunStarted, workflow_id=state.workflow_id, inputs=state.inputs)
         to_start = self._rebuild_counts()
         if fresh:
             # Rule 3: nodes with no incoming edges, other than start, can never run.
@@ -151,6 +149,12 @@ class Scheduler:
                 await self._done
             elif not self._tasks and not self._done.done():
                 self._done.set_result(None)
+        except asyncio.CancelledError:
+            # The task running the whole run was cancelled (e.g. a server shutting down):
+            # stop the nodes in progress too, record the run as cancelled, then re-raise.
+            self._end(RunCancelled("run cancelled: the task running it was cancelled", reason="cancelled"))
+            await self._finish()
+            raise
         finally:
             timer.cancel()
         return await self._finish()
@@ -215,16 +219,10 @@ class Scheduler:
 
     def _mark_skipped(self, nid: str) -> None:
         now = time.time()
-        run = NodeRun.model_construct(
-            id=uuid.uuid4().hex, node_id=nid, kind=self.plan.nodes[nid].node.type, status=NodeRunStatus.skipped,
-            inputs={}, outputs=None, handles=[], error=None, attempts=0, retries=0, started_at=now, finished_at=now,
-            usage=None, data={},
-        )
+        run = NodeRun(id=f"{self.state.run_id}:{nid}", node_id=nid, kind=self.plan.nodes[nid].node.type,
+                      status=NodeRunStatus.skipped, started_at=now, finished_at=now)
         self.state.node_runs[nid] = run
-        self._emit(NodeFinished.model_construct(seq=0, run_id=self.state.run_id, ts=now, type="node_finished",
-                                                node_id=nid, node_run_id=run.id, kind=run.kind,
-                                                status=NodeRunStatus.skipped, handles=[], outputs=None, error=None,
-                                                elapsed_ms=0.0))
+        self._emit(NodeFinished, node_id=nid, node_run_id=run.id, kind=run.kind, status=NodeRunStatus.skipped)
 
     def _skip(self, nid: str, out: list[str]) -> None:
         self._mark_skipped(nid)
@@ -238,13 +236,11 @@ class Scheduler:
         node = node_plan.node
         self._ready.pop(nid, None)
         started = time.time()
-        run = NodeRun.model_construct(
-            id=uuid.uuid4().hex, node_id=nid, kind=node.type, status=NodeRunStatus.running, inputs={}, outputs=None,
-            handles=[], error=None, attempts=0, retries=0, started_at=started, finished_at=None, usage=None, data={},
-        )
+        # Node run ids are unique per run: a node runs at most once in a run of a DAG.
+        run = NodeRun(id=f"{state.run_id}:{nid}", node_id=nid, kind=node.type, status=NodeRunStatus.running,
+                      started_at=started)
         state.node_runs[nid] = run
-        self._emit(NodeStarted.model_construct(seq=0, run_id=state.run_id, ts=started, type="node_started",
-                                               node_id=nid, node_run_id=run.id, kind=node.type, attempt=1))
+        self._emit(NodeStarted, node_id=nid, node_run_id=run.id, kind=node.type)
         ctx = NodeContext(node, self.plan, state, self.deps, self.cancel, run, self._emit)
         result: NodeResult | None = None
         error: BaseException | None = None
@@ -267,7 +263,9 @@ class Scheduler:
                 break
             except asyncio.CancelledError:
                 # Cancelled by _end (failure elsewhere, limit, cancel token): record and unwind.
-                self._close(run, NodeRunStatus.cancelled, self._ending)
+                # A node cut by the run's wall time failed because of it; others were cancelled.
+                cut = isinstance(self._ending, RunLimitExceeded) and self._ending.reason == "max_wall_time"
+                self._close(run, NodeRunStatus.failed if cut else NodeRunStatus.cancelled, self._ending)
                 if self._ending is None:
                     raise
                 raise _Stop from None
@@ -308,16 +306,17 @@ class Scheduler:
     async def _attempt(self, node_plan: NodePlan, ctx: NodeContext) -> NodeResult:
         node = node_plan.node
         self.cancel.raise_if_cancelled(node.id)
+        if node.timeout is None:
+            # The run's wall time is enforced by the deadline timer (_on_deadline), which
+            # cancels running nodes; no per-node timer needed on this hot path.
+            return await node_plan.executor.run(ctx)
         loop_deadline = self._loop_deadline
-        node_deadline = None
-        if node.timeout is not None:
-            node_deadline = asyncio.get_running_loop().time() + node.timeout
-        deadline = loop_deadline if node_deadline is None else min(node_deadline, loop_deadline)
+        node_deadline = asyncio.get_running_loop().time() + node.timeout
         try:
-            async with asyncio.timeout_at(deadline):
+            async with asyncio.timeout_at(min(node_deadline, loop_deadline)):
                 return await node_plan.executor.run(ctx)
         except TimeoutError:
-            if node_deadline is not None and node_deadline < loop_deadline:
+            if node_deadline < loop_deadline:
                 raise NodeTimeout(f"node {node.id!r} timed out after {node.timeout}s", node_id=node.id) from None
             raise RunLimitExceeded(
                 f"run reached max_wall_time={self._limits.max_wall_time}s while node {node.id!r} was running",
@@ -350,12 +349,13 @@ class Scheduler:
         run.finished_at = now
         if error is not None and not keep_error:
             run.error = _error_record(error, run.node_id)
-        self._emit(NodeFinished.model_construct(
-            seq=0, run_id=self.state.run_id, ts=now, type="node_finished", node_id=run.node_id, node_run_id=run.id,
-            kind=run.kind, status=status, handles=run.handles, outputs=run.outputs,
-            error=run.error.model_dump() if run.error is not None else None,
-            elapsed_ms=(now - (run.started_at or now)) * 1000.0,
-        ))
+        if self._emit_fn is None:
+            self.state.seq += 1
+            return
+        self._emit(NodeFinished, node_id=run.node_id, node_run_id=run.id, kind=run.kind, status=status,
+                   handles=run.handles, outputs=run.outputs,
+                   error=run.error.model_dump() if run.error is not None else None,
+                   elapsed_ms=(now - (run.started_at or now)) * 1000.0)
 
     async def _checkpoint(self) -> None:
         hook = self.deps.checkpoint
@@ -383,8 +383,12 @@ class Scheduler:
             self._done.set_result(None)
 
     def _on_deadline(self) -> None:
-        # Backstop for the in-node timeouts: also fires when no node is running.
-        self._end(RunLimitExceeded(f"run reached max_wall_time={self._limits.max_wall_time}s", reason="max_wall_time"))
+        # Ends the run at max_wall_time wherever it is: cancels running nodes (blocking
+        # ones stop being awaited) and names them in the error.
+        running = [nid for nid, run in self.state.node_runs.items() if run.status is NodeRunStatus.running]
+        where = f" while node(s) {', '.join(map(repr, running))} were running" if running else ""
+        self._end(RunLimitExceeded(f"run reached max_wall_time={self._limits.max_wall_time}s{where}",
+                                   node_id=running[0] if running else None, reason="max_wall_time"))
         if not self._tasks and self._done is not None and not self._done.done():
             self._done.set_result(None)
 
@@ -405,21 +409,15 @@ class Scheduler:
         if isinstance(ending, RunCancelled):
             state.status = RunStatus.cancelled
             state.error = _error_record(ending, ending.node_id)
-            self._emit(RunCancelledEvent.model_construct(seq=0, run_id=state.run_id, ts=time.time(),
-                                                         type="run_cancelled", status=RunStatus.cancelled,
-                                                         reason=str(ending), elapsed_ms=elapsed))
+            self._emit(RunCancelledEvent, reason=str(ending), elapsed_ms=elapsed)
         elif ending is not None:
             state.status = RunStatus.failed
             state.error = _error_record(ending, ending.node_id)
-            self._emit(RunFailed.model_construct(seq=0, run_id=state.run_id, ts=time.time(), type="run_failed",
-                                                 status=RunStatus.failed, reason=ending.reason,
-                                                 error=state.error.model_dump(), elapsed_ms=elapsed))
+            self._emit(RunFailed, reason=ending.reason, error=state.error.model_dump(), elapsed_ms=elapsed)
         else:
             state.status = RunStatus.succeeded
             self._collect_outputs()
-            self._emit(RunFinished.model_construct(seq=0, run_id=state.run_id, ts=time.time(), type="run_finished",
-                                                   status=RunStatus.succeeded, outputs=state.outputs,
-                                                   answer=state.answer, elapsed_ms=elapsed))
+            self._emit(RunFinished, outputs=state.outputs, answer=state.answer, elapsed_ms=elapsed)
         await self._checkpoint()
         return state
 

@@ -92,3 +92,9 @@ class RunState(BaseModel):
     outputs: dict[str, Any] = Field(default_factory=dict)
     answer: str = ""
     error: NodeError | None = None
+
+    def __repr__(self) -> str:
+        # Short on purpose: a state holds every node's outputs, and asyncio/loggers repr
+        # finished tasks (whose result is the state) - a full repr costs O(run size).
+        return (f"RunState(run_id={self.run_id!r}, workflow_id={self.workflow_id!r}, status={self.status.value!r}, "
+                f"node_runs={len(self.node_runs)}, seq={self.seq})")

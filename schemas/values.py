@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Iterator
+from typing import Annotated, Any, Iterator, NamedTuple
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
@@ -47,7 +47,7 @@ class InputBinding(BaseModel):
     default: Any = None
 
 
-class RefFound(BaseModel):
+class RefFound(NamedTuple):
     """One reference found in a node config: where it is, and the type expected there."""
 
     path: str
@@ -55,23 +55,35 @@ class RefFound(BaseModel):
     expected: VarType | None = None
 
 
+_SCALARS = (str, int, float, bool, type(None))
+
+
 def walk_refs(obj: Any, path: str = "", expected: VarType | None = None) -> Iterator[RefFound]:
     """Yield every :class:`Ref` inside ``obj`` (models, dicts, lists) with its field path.
 
     The expected type comes from the closest enclosing declaration: an
     :class:`InputBinding`'s ``type`` or a model's ``ref_type(field)`` hook.
+    Scalars are skipped without recursion (the compiler walks every node).
     """
+    if isinstance(obj, _SCALARS):
+        return
     if isinstance(obj, Ref):
-        yield RefFound(path=path or "value", ref=obj, expected=expected)
+        yield RefFound(path or "value", obj, expected)
     elif isinstance(obj, BaseModel):
         hook = getattr(obj, "ref_type", None)
+        binding = isinstance(obj, InputBinding)
         for name, info in type(obj).model_fields.items():
-            sub_expected = hook(name) if hook else (obj.type if isinstance(obj, InputBinding) and name == "value" else None)
+            value = getattr(obj, name)
+            if isinstance(value, _SCALARS):
+                continue
+            sub_expected = hook(name) if hook else (obj.type if binding and name == "value" else None)
             label = info.alias or name  # paths use the JSON names builders see
-            yield from walk_refs(getattr(obj, name), f"{path}.{label}" if path else label, sub_expected)
+            yield from walk_refs(value, f"{path}.{label}" if path else label, sub_expected)
     elif isinstance(obj, dict):
         for key, val in obj.items():
-            yield from walk_refs(val, f"{path}.{key}" if path else str(key), expected)
+            if not isinstance(val, _SCALARS):
+                yield from walk_refs(val, f"{path}.{key}" if path else str(key), expected)
     elif isinstance(obj, list):
         for i, val in enumerate(obj):
-            yield from walk_refs(val, f"{path}[{i}]", expected)
+            if not isinstance(val, _SCALARS):
+                yield from walk_refs(val, f"{path}[{i}]", expected)

@@ -352,8 +352,6 @@ def test_run_max_wall_time_override_stops_a_slow_node(tmp_path: Path, stub_url: 
     assert [e.status for e in wait] == ["cancelled"]
 
 
-@pytest.mark.xfail(strict=True, reason="engine bug: the run's max_wall_time backstop timer fires before the node's own "
-                                       "deadline, so the failure does not name the running node (engine/scheduler.py)")
 def test_run_max_wall_time_failure_names_the_running_node(tmp_path: Path, stub_url: str,
                                                           allow_loopback: None) -> None:
     result = invoke("run", write(tmp_path, slow_workflow(10)), "-i", f"base_url={stub_url}",

@@ -162,3 +162,16 @@ def test_reference_paths_and_nodes_scope_compile():
                  node("t", "template", {"template": "{{ nodes['p'].value['items'][0].name }} {{ p.value.items }}"})],
                 chain_edges("start", "p", "t"))
     assert check_workflow(doc) == []
+
+
+def test_invalid_start_node_is_not_also_reported_missing():
+    doc = {"id": "wf", "nodes": [{"id": "start", "type": "start", "timeout": -1}], "edges": []}
+    assert errors(doc) == [("invalid_config", "start", None, "timeout")]
+
+
+def test_nodes_package_imports_on_its_own():
+    import subprocess
+    import sys
+    result = subprocess.run([sys.executable, "-c", "import nodes, engine; print(sorted(nodes.EXECUTORS))"],
+                            capture_output=True, text=True, check=True)
+    assert "http_request" in result.stdout and "if_else" in result.stdout

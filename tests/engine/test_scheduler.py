@@ -319,3 +319,29 @@ def test_run_state_round_trips_through_json():
     state, _ = run_sync(build([probe("a", value={"k": [1, 2]})], [edge("start", "a")]))
     again = RunState.model_validate_json(state.model_dump_json())
     assert again == state
+
+
+def test_cancelling_the_task_running_the_run_stops_nodes_in_progress():
+    doc = build([probe("slow", sleep=30), probe("after")], chain_edges("start", "slow", "after"))
+    events: list = []
+
+    async def main():
+        task = asyncio.ensure_future(run_workflow(compile_workflow(doc), {}, deps=RunDeps(on_event=events.append)))
+        await asyncio.sleep(0.1)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    began = time.perf_counter()
+    asyncio.run(main())
+    assert time.perf_counter() - began < 2.0
+    slow = next(e for e in events if e.type == "node_finished" and e.node_id == "slow")
+    assert slow.status == "cancelled"
+    assert events[-1].type == "run_cancelled"
+
+
+def test_max_wall_time_failure_names_the_running_node():
+    state, events = run_sync(build([probe("slow", sleep=30)], [edge("start", "slow")], limits={"max_wall_time": 0.2}))
+    assert state.error.node_id == "slow" and "'slow'" in state.error.message
+    assert state.node_runs["slow"].status == "failed"
+    assert events[-1].error["node_id"] == "slow"
