@@ -8,8 +8,9 @@ Request assembly, in order:
    ``concatenateSystemPrompt``). No system message at all when every part is empty.
 2. **Quote placement** (seed 000 §3.1 ①, ``getDatasetCiteData``): the quote goes
    into the *user* message when ``quote_role`` is ``user`` or the quote template
-   uses ``{{ question }}``; otherwise into the system prompt. An empty quote adds
-   nothing anywhere. In the user message the rendered template replaces the
+   uses ``{{ question }}``; otherwise into the system prompt. An empty quote (or a
+   quote template that renders empty) adds nothing anywhere; ``system_prompt`` and
+   ``user_prompt`` may place the quote themselves with ``{{ quote }}``. In the user message the rendered template replaces the
    question when it contains it, else it is put before the question.
 3. **History**: the last ``history`` turns of ``history_source`` (a turn is a user
    message and the messages after it up to the next user message; older turns are
@@ -261,13 +262,15 @@ class ChatTurn:
 class ChatNode(NodeExecutor[ChatConfig], kind="chat"):
     """Answers the rendered ``user_prompt`` with one streamed model call (module docstring)."""
 
-    def _quote_prompt(self, ctx: NodeContext, question: str) -> tuple[str, str | None, bool]:
+    def _quote_text(self, ctx: NodeContext) -> str:
+        return format_quote(ctx.resolve(self.config.quote, record_as="quote"))
+
+    def _quote_prompt(self, ctx: NodeContext, question: str, quote_text: str) -> tuple[str, str | None, bool]:
         """(rendered quote prompt, role it goes to, whether it holds the question).
 
         ``("", None, False)`` when there is no quote text.
         """
         cfg = self.config
-        quote_text = format_quote(ctx.resolve(cfg.quote, record_as="quote"))
         if not quote_text.strip():
             return "", None, False
         template = cfg.quote_template if cfg.quote_template is not None else DEFAULT_QUOTE_TEMPLATES[cfg.quote_role]
@@ -275,6 +278,8 @@ class ChatNode(NodeExecutor[ChatConfig], kind="chat"):
         # seed 000 §3.1 ①: a template that asks for the question belongs to the user message.
         role = "user" if cfg.quote_role == "user" or asks_question else "system"
         rendered = ctx.render(template, field="config.quote_template", extra={"quote": quote_text, "question": question})
+        if not rendered.strip():  # quote_template "" : the quote is only used where a template names {{ quote }}
+            return "", None, False
         return rendered, role, asks_question
 
     def build_messages(self, ctx: NodeContext, question: str, spec: Any, max_tokens: int,
@@ -283,9 +288,10 @@ class ChatNode(NodeExecutor[ChatConfig], kind="chat"):
         from .llm import fit_messages
 
         cfg = self.config
-        quote_prompt, quote_role, holds_question = self._quote_prompt(ctx, question)
+        quote_text = self._quote_text(ctx)
+        quote_prompt, quote_role, holds_question = self._quote_prompt(ctx, question, quote_text)
         node_prompt = ctx.render(cfg.system_prompt, field="config.system_prompt",
-                                 extra={"quote": "", "question": question}) if cfg.system_prompt else ""
+                                 extra={"quote": quote_text, "question": question}) if cfg.system_prompt else ""
         parts = [spec.default_system_prompt, node_prompt, quote_prompt if quote_role == "system" else ""]
         system = SYSTEM_SEPARATOR.join(p for p in parts if p and p.strip())
         if quote_role == "user":
@@ -337,7 +343,7 @@ class ChatNode(NodeExecutor[ChatConfig], kind="chat"):
     async def run(self, ctx: NodeContext) -> NodeResult:
         cfg = self.config
         question = render_text(ctx, cfg.user_prompt, "user_prompt",
-                               extra={"quote": "", "question": ctx.state.sys.get("query", "")})
+                               extra={"quote": self._quote_text(ctx), "question": ctx.state.sys.get("query", "")})
         turn = await self.answer(ctx, question, stream=cfg.stream, stream_reasoning=cfg.stream_reasoning)
         source = resolve_history(ctx, cfg)
         history = source + [{"role": "user", "content": question}, {"role": "assistant", "content": turn.answer}]

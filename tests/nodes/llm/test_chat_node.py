@@ -294,3 +294,16 @@ def test_format_quote_rules():
     assert format_quote(["a", {"content": "b"}, {"text": "c"}, {"q": "d", "a": "e"}, {"x": 1}, "  "]) == (
         '[1] a\n\n[2] b\n\n[3] c\n\n[4] d\ne\n\n[5] {"x": 1}')
     assert format_quote({"k": "v"}) == '{"k": "v"}'
+
+
+async def test_prompts_can_place_the_quote_themselves(openai_server, llm_run):
+    openai_server.script(text_reply("ok"))
+    cfg = {"model": "tools-model", "quote": ["A", "B"], "quote_template": "",
+           "system_prompt": "Facts:\n{{ quote }}", "user_prompt": "{{ question }} (facts: {{ quote | length }} chars)"}
+    state, _ = await llm_run(chat_doc(cfg), {"query": Q})
+    assert state.status is RunStatus.succeeded, state.error
+    assert openai_server.bodies[0]["messages"] == [
+        {"role": "system", "content": "Facts:\n[1] A\n\n[2] B"},
+        {"role": "user", "content": f"{Q} (facts: 12 chars)"},
+    ]
+    assert state.node_runs["chat"].data["chat"]["quote_role"] is None
