@@ -6,7 +6,7 @@ Public surface: :func:`compile_workflow`, :func:`check_workflow`,
 """
 
 from .compiler import CompiledPlan, check_workflow, compile_workflow
-from .context import CancelToken, NodeContext, NodeResult, RunDeps
+from .context import CancelToken, InterruptRequested, NodeContext, NodeResult, RunDeps
 from .errors import (
     CompileError,
     DefinitionError,
@@ -19,7 +19,7 @@ from .errors import (
     RunError,
     RunLimitExceeded,
 )
-from .runner import coerce_input, new_run_state, resume_run, run_workflow, stream_workflow
+from .runner import answer_interrupts, coerce_input, new_run_state, resume_run, run_workflow, stream_workflow
 from .settings import Settings, get_settings
 
 __all__ = [
@@ -28,6 +28,7 @@ __all__ = [
     "CompiledPlan",
     "DefinitionError",
     "FlowloomError",
+    "InterruptRequested",
     "InvalidInputs",
     "NodeContext",
     "NodeFailed",
@@ -38,6 +39,7 @@ __all__ = [
     "RunDeps",
     "RunError",
     "RunLimitExceeded",
+    "answer_interrupts",
     "Settings",
     "check_workflow",
     "coerce_input",

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping, TypeVar
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping, NoReturn, TypeVar
 
 from schemas.events import NodeDelta
-from schemas.run import NodeRun, RunState
+from schemas.run import Interrupt, NodeRun, RunState
 from schemas.types import value_matches
 from schemas.values import InputBinding
 
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
     from .compiler import CompiledPlan
 
-__all__ = ["CancelToken", "Checkpoint", "EventSink", "NodeContext", "NodeResult", "RunDeps"]
+__all__ = ["CancelToken", "Checkpoint", "EventSink", "InterruptRequested", "NodeContext", "NodeResult", "RunDeps"]
 
 T = TypeVar("T")
 EventSink = Callable[[Any], None]
@@ -109,6 +109,19 @@ class RunDeps:
     memory: Any = None
 
 
+class InterruptRequested(Exception):
+    """Raised by :meth:`NodeContext.interrupt`: the node needs a person's answer.
+
+    Not an error: the scheduler records an :class:`~schemas.run.Interrupt`, emits an
+    ``interrupt`` event and pauses the run when nothing else can run (issue 5).
+    """
+
+    def __init__(self, kind: str, payload: dict[str, Any]):
+        super().__init__(f"{kind} interrupt")
+        self.kind = kind
+        self.payload = payload
+
+
 @dataclass(slots=True)
 class NodeResult:
     """What a node returns: its outputs and the handles it takes (default ``out``)."""
@@ -124,7 +137,7 @@ class NodeContext:
     resolved inputs even when the node fails afterwards.
     """
 
-    __slots__ = ("node", "plan", "state", "deps", "cancel", "node_run", "_emit")
+    __slots__ = ("node", "plan", "state", "deps", "cancel", "node_run", "_emit", "resume")
 
     def __init__(
         self,
@@ -135,6 +148,7 @@ class NodeContext:
         cancel: CancelToken,
         node_run: NodeRun,
         emit: Callable[..., None],
+        resume: Interrupt | None = None,
     ) -> None:
         self.node = node
         self.plan = plan
@@ -143,6 +157,8 @@ class NodeContext:
         self.cancel = cancel
         self.node_run = node_run
         self._emit = emit
+        #: the answered interrupt this run of the node resumes from (None on a first run)
+        self.resume = resume
 
     @property
     def node_id(self) -> str:
@@ -199,6 +215,17 @@ class NodeContext:
         """Stream ``text`` to the user as a ``node_delta`` event."""
         if text:
             self._emit(NodeDelta, node_id=self.node.id, node_run_id=self.node_run.id, channel=channel, text=text)
+
+    def interrupt(self, kind: str, payload: dict[str, Any]) -> NoReturn:
+        """Pause this node for a person's answer (``user_select``, ``form_input``, ``ask``, ...).
+
+        The node runs again, with :attr:`resume` set, once the run is resumed with an
+        answer to this interrupt.
+
+        Raises:
+            InterruptRequested: always.
+        """
+        raise InterruptRequested(kind, payload)
 
     async def run_blocking(self, fn: Callable[..., T], *args: Any) -> T:
         """Run blocking work in a thread so other nodes keep running."""

@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from typing import Any, AsyncIterator, Mapping
 
 from schemas.run import RunState
-from schemas.types import VarType, value_matches
+from schemas.types import RunStatus, VarType, value_matches
 from schemas.workflow import InputVar
 
 from .compiler import CompiledPlan
@@ -21,7 +21,7 @@ from .context import CancelToken, RunDeps
 from .errors import InvalidInputs
 from .scheduler import Scheduler
 
-__all__ = ["coerce_input", "new_run_state", "run_workflow", "resume_run", "stream_workflow"]
+__all__ = ["answer_interrupts", "coerce_input", "new_run_state", "run_workflow", "resume_run", "stream_workflow"]
 
 
 def coerce_input(var: InputVar, text: str) -> Any:
@@ -132,21 +132,40 @@ async def run_workflow(
     return await Scheduler(plan, state, deps or RunDeps(), cancel).run()
 
 
-async def resume_run(plan: CompiledPlan, state: RunState, *, deps: RunDeps | None = None,
-                     cancel: CancelToken | None = None) -> RunState:
-    """Continue a run from a checkpointed state (possibly from another process).
-
-    Finished nodes are not run again; nodes that were running when the checkpoint was
-    taken are run again from the start.
+def answer_interrupts(state: RunState, answers: Mapping[str, Any]) -> None:
+    """Bind ``answers`` (interrupt id -> answer) to the run's pending interrupts.
 
     Raises:
-        ValueError: the state belongs to another version of the workflow.
+        ValueError: an id is not a pending interrupt of this run (the message lists them).
+    """
+    unknown = [iid for iid in answers if iid not in state.interrupts]
+    if unknown:
+        pending = ", ".join(state.interrupts) or "none"
+        raise ValueError(f"run {state.run_id}: no pending interrupt {unknown} (pending: {pending})")
+    for iid, answer in answers.items():
+        interrupt = state.interrupts[iid]
+        interrupt.answered, interrupt.answer = True, answer
+
+
+async def resume_run(plan: CompiledPlan, state: RunState, *, answers: Mapping[str, Any] | None = None,
+                     deps: RunDeps | None = None, cancel: CancelToken | None = None) -> RunState:
+    """Continue a run from a checkpointed or paused state (possibly in another process).
+
+    Finished nodes are not run again; nodes that were running when the checkpoint was
+    taken are run again from the start; ``answers`` (interrupt id -> answer) resume the
+    waiting nodes they belong to, and interrupts left unanswered keep the run paused.
+
+    Raises:
+        ValueError: the state belongs to another version of the workflow, or an answer
+            names no pending interrupt.
     """
     if state.workflow_hash != plan.content_hash:
         raise ValueError(
             f"run {state.run_id} was started with workflow version {state.workflow_hash[:12]}, "
             f"not {plan.content_hash[:12]}"
         )
+    if answers:
+        answer_interrupts(state, answers)
     return await Scheduler(plan, state, deps or RunDeps(), cancel).run()
 
 
@@ -154,11 +173,13 @@ async def stream_workflow(
     plan: CompiledPlan,
     inputs: Mapping[str, Any] | RunState,
     *,
+    answers: Mapping[str, Any] | None = None,
     deps: RunDeps | None = None,
     cancel: CancelToken | None = None,
     **sys: Any,
 ) -> AsyncIterator[Any]:
-    """Run ``plan`` and yield its events in order (the one stream the CLI/API consume).
+    """Run ``plan`` - or continue a saved/paused :class:`RunState` with ``answers`` - and
+    yield its events in order (the one stream the CLI, API and workers consume).
 
     Closing the iterator early cancels the run.
     """
@@ -173,7 +194,11 @@ async def stream_workflow(
 
     token = cancel or CancelToken()
     run_deps = dataclasses.replace(base, on_event=sink)
-    task = asyncio.ensure_future(run_workflow(plan, inputs, deps=run_deps, cancel=token, **sys))
+    if isinstance(inputs, RunState) and inputs.status is not RunStatus.pending:
+        coro = resume_run(plan, inputs, answers=answers, deps=run_deps, cancel=token)
+    else:
+        coro = run_workflow(plan, inputs, deps=run_deps, cancel=token, **sys)
+    task = asyncio.ensure_future(coro)
     done = object()
     task.add_done_callback(lambda _t: queue.put_nowait(done))
     try:

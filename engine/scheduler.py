@@ -28,6 +28,11 @@ Algorithm (the engine's contract; README "Scheduling rules"):
    nodes are then cancelled and recorded as ``cancelled``. Everything finished so
    far stays in the state. The cancellation token cancels running nodes the same way.
 7. The run state is checkpointed (``RunDeps.checkpoint``) after every node resolves.
+8. A node may raise an interrupt (a question for a person): it waits, its outgoing
+   edges stay pending, other branches go on; when nothing can run the run is
+   ``paused``. :func:`engine.runner.resume_run` with an answer bound to the
+   interrupt id runs that node again (same node run) with ``ctx.answer``; each
+   answer is used once, and an interrupt left unanswered keeps the run paused.
 """
 
 from __future__ import annotations
@@ -38,19 +43,22 @@ import time
 from typing import Any
 
 from schemas.events import (
+    InterruptEvent,
     NodeFinished,
     NodeStarted,
     RunCancelled as RunCancelledEvent,
     RunFailed,
     RunFinished,
+    RunPaused,
+    RunResumed,
     RunStarted,
 )
-from schemas.run import EdgeStatus, NodeError, NodeRun, RunState
+from schemas.run import EdgeStatus, Interrupt, NodeError, NodeRun, RunState
 from schemas.types import NodeRunStatus, RunStatus
 from schemas.workflow import ErrorStrategy
 
 from .compiler import CompiledPlan, NodePlan
-from .context import CancelToken, NodeContext, NodeResult, RunDeps
+from .context import CancelToken, InterruptRequested, NodeContext, NodeResult, RunDeps
 from .errors import NodeTimeout, RunCancelled, RunError, RunLimitExceeded
 
 __all__ = ["Scheduler"]
@@ -81,6 +89,7 @@ class Scheduler:
         self._tasks: set[asyncio.Task[None]] = set()
         self._queue: list[str] = []  # ready but waiting for a concurrency slot
         self._ready: dict[str, None] = {}  # ready, not started; materialised as state.ready at checkpoints
+        self._answers: dict[str, Interrupt] = {}  # node id -> its answered interrupt (from state.interrupts)
         self._done: asyncio.Future[None] | None = None
         self._ending: RunError | None = None
         self._loop_deadline = 0.0
@@ -92,9 +101,6 @@ class Scheduler:
         self.state.seq += 1
         if self._emit_fn is not None:
             self._emit_fn(cls(seq=self.state.seq, run_id=self.state.run_id, ts=time.time(), **fields))
-
-    def _now_elapsed_ms(self) -> float:
-        return (time.time() - (self.state.started_at or time.time())) * 1000.0
 
     # ------------------------------------------------------------------- start
 
@@ -116,6 +122,8 @@ class Scheduler:
             self._taken[nid] = taken
             run = runs.get(nid)
             unfinished = run is None or run.status in (NodeRunStatus.running, NodeRunStatus.pending)
+            if run is not None and run.status is NodeRunStatus.waiting:
+                unfinished = nid in self._answers  # a waiting node runs again only once answered
             if unfinished and pending == 0 and (taken or nid == self.plan.start_id):
                 restart.append(nid)
         return restart
@@ -129,12 +137,19 @@ class Scheduler:
             state.started_at = time.time()
             state.deadline = state.started_at + self._limits.max_wall_time
             state.edges = {eid: _PENDING for eid in (e.id for e in self.plan.workflow.edges)}
+        elif state.status is RunStatus.paused:
+            # Time spent waiting for a person does not count against max_wall_time.
+            state.deadline = time.time() + (state.wall_time_left or 0.0)
+        self._answers = {i.node_id: i for i in state.interrupts.values() if i.answered}
+        resumed = state.status is RunStatus.paused and bool(self._answers)
         state.status = RunStatus.running
         self._loop_deadline = loop.time() + max(0.0, (state.deadline or 0.0) - time.time())
         self._done = loop.create_future()
         self.cancel.on_cancel(self._on_cancel)
         if fresh:
             self._emit(RunStarted, workflow_id=state.workflow_id, inputs=state.inputs)
+        elif resumed:
+            self._emit(RunResumed, answered=[i.id for i in self._answers.values()])
         to_start = self._rebuild_counts()
         if fresh:
             # Rule 3: nodes with no incoming edges, other than start, can never run.
@@ -236,12 +251,19 @@ class Scheduler:
         node = node_plan.node
         self._ready.pop(nid, None)
         started = time.time()
-        # Node run ids are unique per run: a node runs at most once in a run of a DAG.
-        run = NodeRun(id=f"{state.run_id}:{nid}", node_id=nid, kind=node.type, status=NodeRunStatus.running,
-                      started_at=started)
-        state.node_runs[nid] = run
+        answered = self._answers.pop(nid, None)
+        if answered is not None:
+            # Resuming: the same node run continues with its answer, which is used once.
+            run = state.node_runs[nid]
+            run.status = NodeRunStatus.running
+            state.interrupts.pop(answered.id, None)
+        else:
+            # Node run ids are unique per run: a node runs at most once in a run of a DAG.
+            run = NodeRun(id=f"{state.run_id}:{nid}", node_id=nid, kind=node.type, status=NodeRunStatus.running,
+                          started_at=started)
+            state.node_runs[nid] = run
         self._emit(NodeStarted, node_id=nid, node_run_id=run.id, kind=node.type)
-        ctx = NodeContext(node, self.plan, state, self.deps, self.cancel, run, self._emit)
+        ctx = NodeContext(node, self.plan, state, self.deps, self.cancel, run, self._emit, answered)
         result: NodeResult | None = None
         error: BaseException | None = None
         attempts = 1 + node.max_retries
@@ -273,6 +295,10 @@ class Scheduler:
                 self._end(exc)
                 self._close(run, NodeRunStatus.failed, exc)
                 raise _Stop from None
+            except InterruptRequested as request:
+                self._interrupt(run, request)
+                await self._checkpoint()
+                return []
             except Exception as exc:  # noqa: BLE001 - any node error goes through the strategy
                 error = exc
                 if isinstance(exc, RunCancelled):
@@ -321,6 +347,16 @@ class Scheduler:
             raise RunLimitExceeded(
                 f"run reached max_wall_time={self._limits.max_wall_time}s while node {node.id!r} was running",
                 node_id=node.id, reason="max_wall_time") from None
+
+    def _interrupt(self, run: NodeRun, request: InterruptRequested) -> None:
+        """Record a pending interrupt; the node waits and its outgoing edges stay pending."""
+        state = self.state
+        run.status = NodeRunStatus.waiting
+        interrupt = Interrupt(id=f"{run.id}:{run.attempts}:{state.seq + 1}", node_id=run.node_id,
+                              node_run_id=run.id, kind=request.kind, payload=request.payload, created_at=time.time())
+        state.interrupts[interrupt.id] = interrupt
+        self._emit(InterruptEvent, interrupt_id=interrupt.id, node_id=run.node_id, node_run_id=run.id,
+                   kind=interrupt.kind, payload=interrupt.payload)
 
     def _apply_strategy(self, node_plan: NodePlan, run: NodeRun, error: BaseException) -> list[str] | None:
         """Rule 5: returns the handles taken, or None when the run must fail."""
@@ -402,6 +438,13 @@ class Scheduler:
         for run in state.node_runs.values():
             if run.status is NodeRunStatus.running:
                 self._close(run, NodeRunStatus.cancelled, ending)
+        if ending is None and state.interrupts:
+            state.status = RunStatus.paused
+            state.wall_time_left = max(0.0, (state.deadline or 0.0) - time.time())
+            self._emit(RunPaused, interrupts=[i.model_dump(exclude={"answer", "answered"})
+                                              for i in state.interrupts.values()], elapsed_ms=elapsed)
+            await self._checkpoint()
+            return state
         if ending is None:
             pending = [nid for nid in self.plan.order if nid not in state.node_runs]
             if pending:  # pragma: no cover - would be an engine bug; fail loudly, never silently

@@ -4,7 +4,7 @@ Importing this package registers every executor; :func:`check_catalog` verifies 
 the executors and the catalog in :mod:`schemas.nodes` line up.
 """
 
-from . import if_else, start, template, variables  # noqa: F401  (registration)
+from . import if_else, interactive, start, template, variables  # noqa: F401  (registration)
 from .base import EXECUTORS, NodeExecutor, check_catalog, executor_for
 
 try:  # pragma: no cover - present once the HTTP node lands

@@ -2,8 +2,7 @@
 
 Every event has ``type``, ``seq`` (strictly increasing within a run, from 1),
 ``run_id`` and ``ts`` (Unix seconds). Node events carry ``node_id`` and
-``node_run_id``. The engine builds events with ``model_construct`` on its hot path
-(the values are its own), so these models validate only input from outside.
+``node_run_id``. The engine builds events only when someone listens.
 """
 
 from __future__ import annotations
@@ -17,12 +16,15 @@ from .types import NodeRunStatus, RunStatus
 __all__ = [
     "Event",
     "EventBase",
+    "InterruptEvent",
     "NodeDelta",
     "NodeFinished",
     "NodeStarted",
     "RunCancelled",
     "RunFailed",
     "RunFinished",
+    "RunPaused",
+    "RunResumed",
     "RunStarted",
     "event_adapter",
 ]
@@ -76,6 +78,33 @@ class NodeFinished(EventBase):
     elapsed_ms: float = 0.0
 
 
+class InterruptEvent(EventBase):
+    """A node asks a person something; the run pauses once nothing else can run."""
+
+    type: Literal["interrupt"] = "interrupt"
+    interrupt_id: str
+    node_id: str
+    node_run_id: str
+    kind: str
+    payload: dict[str, Any]
+
+
+class RunPaused(EventBase):
+    """The run waits for answers to ``interrupts`` (ids); resume it with ``flowloom resume``."""
+
+    type: Literal["run_paused"] = "run_paused"
+    status: Literal[RunStatus.paused] = RunStatus.paused
+    interrupts: list[dict[str, Any]]
+    elapsed_ms: float = 0.0
+
+
+class RunResumed(EventBase):
+    """A paused run continues; ``answered`` lists the interrupt ids answered."""
+
+    type: Literal["run_resumed"] = "run_resumed"
+    answered: list[str]
+
+
 class RunFinished(EventBase):
     type: Literal["run_finished"] = "run_finished"
     status: Literal[RunStatus.succeeded] = RunStatus.succeeded
@@ -102,7 +131,8 @@ class RunCancelled(EventBase):
 
 
 Event = Annotated[
-    Union[RunStarted, NodeStarted, NodeDelta, NodeFinished, RunFinished, RunFailed, RunCancelled],
+    Union[RunStarted, NodeStarted, NodeDelta, NodeFinished, InterruptEvent, RunPaused, RunResumed, RunFinished,
+          RunFailed, RunCancelled],
     Field(discriminator="type"),
 ]
 

@@ -37,6 +37,10 @@ __all__ = [
     "VariableUpdate",
     "VariableUpdateConfig",
     "node_kind",
+    "FormField",
+    "FormInputConfig",
+    "SelectOption",
+    "UserSelectConfig",
 ]
 
 #: kind -> config class. Filled by :func:`node_kind`; read by the compiler, the
@@ -333,3 +337,77 @@ class VariableAggregatorConfig(NodeConfig):
 
     def ref_type(self, field: str) -> VarType | None:
         return self.type if field == "refs" and self.type is not VarType.any else None
+
+
+
+# -------------------------------------------------------------------- interactive
+
+
+class SelectOption(BaseModel):
+    """One choice of a user select; its ``id`` is the output handle taken when chosen."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(pattern=r"^[A-Za-z0-9_\-]+$")
+    label: str
+
+
+@node_kind("user_select", "User select")
+class UserSelectConfig(NodeConfig):
+    """Pauses the run with ``description`` and ``options``; the chosen option's handle is taken.
+
+    The answer may be the option id or its label (case, spacing and surrounding quotes
+    ignored); anything else asks again with an error (issue 5).
+    """
+
+    description: str = Field(description="Jinja2 template shown to the person")
+    options: list[SelectOption] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _unique_ids(self) -> "UserSelectConfig":
+        ids = [o.id for o in self.options]
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"option ids must be unique: {ids}")
+        return self
+
+    def handles(self) -> list[str]:
+        return [o.id for o in self.options]
+
+    def outputs(self, workflow: "Workflow") -> dict[str, VarType]:
+        return {"selected": VarType.string, "label": VarType.string}
+
+    def templates(self) -> Iterator[tuple[str, str]]:
+        yield "description", self.description
+
+
+class FormField(BaseModel):
+    """A typed form field; ``enum`` restricts the accepted values."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    label: str = ""
+    type: VarType = VarType.string
+    required: bool = True
+    default: object = None
+    enum: list[object] | None = None
+    description: str = ""
+
+
+@node_kind("form_input", "Form input")
+class FormInputConfig(NodeConfig):
+    """Pauses the run with a form; outputs each field and ``form`` (all fields).
+
+    Answers are validated (required, type with :func:`nodes.if_else.coerce`, enum);
+    an invalid answer asks again listing the errors (issue 5).
+    """
+
+    description: str = Field(default="", description="Jinja2 template shown above the form")
+    fields: list[FormField] = Field(min_length=1)
+
+    def outputs(self, workflow: "Workflow") -> dict[str, VarType]:
+        return {**{f.name: f.type for f in self.fields}, "form": VarType.object}
+
+    def templates(self) -> Iterator[tuple[str, str]]:
+        if self.description:
+            yield "description", self.description

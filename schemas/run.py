@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field
 
 from .types import NodeRunStatus, RunStatus
 
-__all__ = ["EdgeStatus", "NodeError", "NodeRun", "RunState", "Usage"]
+__all__ = ["EdgeStatus", "Interrupt", "NodeError", "NodeRun", "RunState", "Usage"]
 
 
 class EdgeStatus(StrEnum):
@@ -46,6 +46,24 @@ class NodeError(BaseModel):
     node_id: str | None = None
     reason: str | None = None
     details: dict[str, Any] | None = None
+
+
+class Interrupt(BaseModel):
+    """A pause requested by a node: a question for a person (issue 5, seed 000 §3.3.4).
+
+    ``kind`` is ``user_select`` / ``form_input`` / ``ask`` / ``confirm``; ``payload`` is
+    what the person sees (question, options, form fields). The answer is bound to this
+    ``id`` and used once: the node runs again with it and the interrupt is removed.
+    """
+
+    id: str
+    node_id: str
+    node_run_id: str
+    kind: str
+    payload: dict[str, Any] = Field(default_factory=dict)
+    created_at: float = 0.0
+    answered: bool = False
+    answer: Any = None
 
 
 class NodeRun(BaseModel):
@@ -89,9 +107,11 @@ class RunState(BaseModel):
     started_at: float | None = None
     finished_at: float | None = None
     deadline: float | None = Field(default=None, description="Unix seconds; max wall time")
+    wall_time_left: float | None = Field(default=None, description="seconds of max_wall_time left when paused")
     outputs: dict[str, Any] = Field(default_factory=dict)
     answer: str = ""
     error: NodeError | None = None
+    interrupts: dict[str, Interrupt] = Field(default_factory=dict, description="pending interrupts by id")
 
     def __repr__(self) -> str:
         # Short on purpose: a state holds every node's outputs, and asyncio/loggers repr

@@ -63,10 +63,14 @@ class RunStatus(StrEnum):
 
 
 class NodeRunStatus(StrEnum):
-    """Lifecycle of one node run (issue 2: pending/running/succeeded/failed/skipped/cancelled)."""
+    """Lifecycle of one node run (issue 2: pending/running/succeeded/failed/skipped/cancelled).
+
+    ``waiting``: the node raised an interrupt and waits for an answer (issue 5).
+    """
 
     pending = "pending"
     running = "running"
+    waiting = "waiting"
     succeeded = "succeeded"
     failed = "failed"
     skipped = "skipped"
