@@ -307,3 +307,21 @@ async def test_prompts_can_place_the_quote_themselves(openai_server, llm_run):
         {"role": "user", "content": f"{Q} (facts: 12 chars)"},
     ]
     assert state.node_runs["chat"].data["chat"]["quote_role"] is None
+
+
+async def test_cancelling_the_run_stops_a_streaming_chat(openai_server, scripted_registry, memory_store):
+    from engine import CancelToken, RunDeps, run_workflow
+    from tests.support.openai_server import stalled_reply
+
+    openai_server.script(stalled_reply("Partial answer"))
+    token = CancelToken()
+
+    def on_event(event: Any) -> None:
+        if event.type == "node_delta":
+            token.cancel("user pressed stop")
+
+    plan = compile_workflow(chat_doc({}), models=scripted_registry)
+    state = await run_workflow(plan, {"query": Q}, cancel=token,
+                               deps=RunDeps(on_event=on_event, models=scripted_registry, memory=memory_store))
+    assert state.status is RunStatus.cancelled
+    assert state.node_runs["chat"].status is NodeRunStatus.cancelled

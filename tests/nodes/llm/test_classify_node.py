@@ -292,3 +292,10 @@ async def test_mode_tool_on_a_model_without_tools_fails_clearly(openai_server, l
     assert state.status is RunStatus.failed
     assert state.error.node_id == "cl" and "no native tool calling" in state.error.message
     assert openai_server.bodies == []
+
+
+async def test_a_call_to_another_function_counts_as_no_tool_call(openai_server, llm_run):
+    openai_server.script(tool_args_split_reply("lookup_order", '{"id": 1}'))
+    state, _ = await llm_run(classify_doc("tools-model"), {"query": "q"})
+    assert taken(state) == ["other"]
+    assert record(state)["fallback_reason"] == "no_tool_call" and "lookup_order" in record(state)["detail"]
