@@ -4,12 +4,18 @@ Importing this package registers every executor; :func:`check_catalog` verifies 
 the executors and the catalog in :mod:`schemas.nodes` line up.
 """
 
-from . import if_else, interactive, start, template, variables  # noqa: F401  (registration)
+from . import (  # noqa: F401  (registration)
+    chat,
+    classify,
+    extract,
+    http_request,
+    if_else,
+    interactive,
+    query_extension,
+    start,
+    template,
+    variables,
+)
 from .base import EXECUTORS, NodeExecutor, check_catalog, executor_for
-
-try:  # pragma: no cover - present once the HTTP node lands
-    from . import http_request  # noqa: F401
-except ImportError:
-    pass
 
 __all__ = ["EXECUTORS", "NodeExecutor", "check_catalog", "executor_for"]

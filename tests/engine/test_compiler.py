@@ -175,3 +175,9 @@ def test_nodes_package_imports_on_its_own():
     result = subprocess.run([sys.executable, "-c", "import nodes, engine; print(sorted(nodes.EXECUTORS))"],
                             capture_output=True, text=True, check=True)
     assert "http_request" in result.stdout and "if_else" in result.stdout
+
+
+def test_every_catalog_kind_has_one_executor():
+    import nodes
+
+    nodes.check_catalog()
