@@ -5,10 +5,18 @@ Commands:
 - ``flowloom validate FILE [--json]``: every compile problem, or a one-line summary.
 - ``flowloom run FILE --input NAME=VALUE ... [--json]``: run and stream progress; with
   ``--json`` stdout carries exactly one JSON event per line and nothing else.
+- ``flowloom resume RUN_ID --answer TEXT [--interrupt ID]``: continue a paused run
+  (saved in the run store) from any process.
 - ``flowloom schema``: the JSON Schema of the workflow format.
 
+When a node asks a person something (an interrupt), ``run`` and ``resume`` prompt on
+the terminal (stderr) and read the answer from stdin, then continue; with
+``--no-input``, or when stdin ends, the run stays paused in the run store
+(:mod:`workers.run_store`: local files, or Redis with ``FLOWLOOM_REDIS_URL``).
+
 Exit codes: 0 success; 1 the run failed; 2 invalid workflow, inputs or usage;
-130 interrupted (Ctrl-C cancels the run through its :class:`~engine.CancelToken`).
+3 paused, waiting for an answer; 130 interrupted (Ctrl-C cancels the run through its
+:class:`~engine.CancelToken`).
 Run failures are events and messages, never tracebacks.
 """
 
@@ -27,7 +35,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from schemas.run import RunState
+from schemas.run import Interrupt, RunState
 from schemas.types import RunStatus
 from schemas.workflow import workflow_json_schema
 
@@ -35,11 +43,12 @@ from .compiler import CompiledPlan, check_workflow, compile_workflow
 from .context import CancelToken
 from .errors import CompileError, InvalidInputs, Problem
 from .runner import coerce_input, new_run_state, stream_workflow
+from workers.run_store import RunNotFound, default_run_store
 
 __all__ = ["app"]
 
-EXIT_OK, EXIT_RUN_FAILED, EXIT_INVALID, EXIT_INTERRUPTED = 0, 1, 2, 130
-_EXIT_FOR_STATUS = {RunStatus.succeeded: EXIT_OK, RunStatus.cancelled: EXIT_INTERRUPTED}
+EXIT_OK, EXIT_RUN_FAILED, EXIT_INVALID, EXIT_PAUSED, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+_EXIT_FOR_STATUS = {RunStatus.succeeded: EXIT_OK, RunStatus.cancelled: EXIT_INTERRUPTED, RunStatus.paused: EXIT_PAUSED}
 
 app = typer.Typer(
     name="flowloom",
@@ -171,10 +180,10 @@ def _gather_inputs(plan: CompiledPlan, pairs: list[str], inputs_file: Path | Non
     return values
 
 
-def _prepare_state(plan: CompiledPlan, values: dict[str, Any]) -> RunState:
+def _prepare_state(plan: CompiledPlan, values: dict[str, Any], chat_id: str | None, message: str | None) -> RunState:
     """A fresh run state; every input problem (unknown, missing, wrong type) ends with exit 2."""
     try:
-        return new_run_state(plan, values)
+        return new_run_state(plan, values, chat_id=chat_id, query=message)
     except InvalidInputs as exc:
         _abort("invalid inputs:", exc.problems)
 
@@ -244,6 +253,12 @@ class _TerminalView:
         self._line((f"  {mark} ", style), (event.node_id, "bold"), f" [{event.kind}] ", (status, style),
                    timing + detail)
 
+    def _on_interrupt(self, event: Any) -> None:
+        self._line(("  ? ", "magenta"), (event.node_id, "bold"), f" [{event.kind}] waiting for an answer")
+
+    def _on_run_paused(self, event: Any) -> None:
+        self._line(("run paused", "bold magenta"), f": {len(event.interrupts)} question(s) waiting")
+
     def _on_run_finished(self, event: Any) -> None:
         self._line(("run succeeded", "bold green"), f" in {event.elapsed_ms:.1f} ms")
         if event.outputs:
@@ -262,39 +277,135 @@ def _on_sigint(token: CancelToken, task: asyncio.Task[Any]) -> None:
         token.cancel("interrupted by the user (SIGINT)")
 
 
-async def _drive(plan: CompiledPlan, state: RunState, token: CancelToken, view: _View) -> None:
-    """Stream the run's events into ``view``; SIGINT fires ``token``."""
+def _read_line(prompt: str) -> str | None:
+    """Show ``prompt`` on stderr and read one line from stdin; None at end of input."""
+    _err().print(Text(prompt, style="bold magenta"), end="")
+    line = sys.stdin.readline()
+    return None if line == "" else line.rstrip("\n")
+
+
+def _ask(interrupt: Interrupt) -> Any | None:
+    """Prompt for one interrupt's answer; None when stdin has ended (the run stays paused)."""
+    payload = interrupt.payload
+    console = _err()
+    if payload.get("description"):
+        console.print(Text(str(payload["description"]), style="bold"))
+    for key in ("error", "errors"):
+        if payload.get(key):
+            console.print(Text(f"  {payload[key]}", style="red"))
+    if interrupt.kind == "form_input":
+        answer: dict[str, Any] = {}
+        for field in payload.get("fields", []):
+            hint = f" {field['enum']}" if field.get("enum") else ""
+            line = _read_line(f"  {field.get('label') or field['name']} ({field['type']}){hint}: ")
+            if line is None:
+                return None
+            answer[field["name"]] = line
+        return answer
+    for option in payload.get("options", []):
+        console.print(Text(f"  [{option['id']}] {option['label']}"))
+    return _read_line("answer: ")
+
+
+async def _drive(plan: CompiledPlan, state: RunState, doc: dict[str, Any], view: _View,
+                 answers: dict[str, Any] | None, prompt: bool) -> None:
+    """Stream the run into ``view``; on a pause save it and, when allowed, prompt and go on."""
     loop, task = asyncio.get_running_loop(), asyncio.current_task()
+    token = CancelToken()
     try:
         loop.add_signal_handler(signal.SIGINT, _on_sigint, token, task)
     except (NotImplementedError, RuntimeError, ValueError):
         pass  # no loop signal handlers here (Windows, not the main thread): Ctrl-C stops at once
-    async with aclosing(stream_workflow(plan, state, cancel=token)) as events:
-        async for event in events:
-            view.show(event)
+    store = default_run_store()
+    try:
+        while True:
+            async with aclosing(stream_workflow(plan, state, answers=answers, cancel=token)) as events:
+                async for event in events:
+                    view.show(event)
+            await store.save(state, doc)
+            if state.status is not RunStatus.paused or not prompt:
+                return
+            answers = {}
+            for interrupt in list(state.interrupts.values()):
+                answer = await asyncio.to_thread(_ask, interrupt)
+                if answer is None:
+                    return
+                answers[interrupt.id] = answer
+    finally:
+        await store.close()
 
 
 def _report_end(state: RunState) -> None:
-    """On stderr: why the run failed (node id and reason) or that it was cancelled."""
+    """On stderr: why the run failed (node id and reason), that it was cancelled, or how to resume it."""
     error = state.error
     if state.status is RunStatus.failed and error is not None:
         where = f" at node {error.node_id!r}" if error.node_id else ""
         _err().print(Text.assemble((f"run failed{where}", "bold red"), f" ({error.reason}): {error.message}"))
     elif state.status is RunStatus.cancelled:
         _err().print(Text("run cancelled", style="bold yellow"))
+    elif state.status is RunStatus.paused:
+        ids = ", ".join(state.interrupts)
+        _err().print(Text.assemble(("run paused", "bold magenta"), f": {state.run_id} waits for interrupt(s) {ids}; "
+                                   f"continue with: flowloom resume {state.run_id} --answer TEXT"))
 
 
-def _execute(plan: CompiledPlan, state: RunState, view: _View) -> int:
-    """Run to the end (or Ctrl-C) and return the exit code."""
+def _execute(plan: CompiledPlan, state: RunState, doc: dict[str, Any], view: _View,
+             answers: dict[str, Any] | None = None, prompt: bool = True) -> int:
+    """Run (or continue) to the end, a pause, or Ctrl-C; return the exit code."""
     try:
-        asyncio.run(_drive(plan, state, CancelToken(), view))
+        asyncio.run(_drive(plan, state, doc, view, answers, prompt))
     except (KeyboardInterrupt, asyncio.CancelledError):
         view.close()
         _err().print(Text("interrupted", style="bold yellow"))
         return EXIT_INTERRUPTED
+    except ValueError as exc:  # an answer naming no pending interrupt
+        view.close()
+        _abort("cannot resume:", [str(exc)])
     view.close()
     _report_end(state)
     return _EXIT_FOR_STATUS.get(state.status, EXIT_RUN_FAILED)
+
+
+def _load_saved(run_id: str) -> tuple[RunState, dict[str, Any]]:
+    """A saved run and its workflow from the run store; exit 2 when unknown."""
+    async def load() -> tuple[RunState, dict[str, Any]]:
+        store = default_run_store()
+        try:
+            return await store.load(run_id)
+        finally:
+            await store.close()
+    try:
+        return asyncio.run(load())
+    except RunNotFound as exc:
+        _abort("cannot resume:", [str(exc)])
+
+
+def _bind_answer(state: RunState, answer: str, interrupt_id: str | None) -> dict[str, Any]:
+    """``{interrupt id: answer}`` for ``--answer``; the interrupt is the only one pending or ``--interrupt``."""
+    pending = list(state.interrupts)
+    if interrupt_id is None:
+        if len(pending) != 1:
+            _abort("cannot resume:", [f"run {state.run_id} has {len(pending)} pending interrupts "
+                                      f"({', '.join(pending) or 'none'}); name one with --interrupt ID"])
+        interrupt_id = pending[0]
+    return {interrupt_id: answer}
+
+
+def _chat_resume(chat_id: str, message: str) -> tuple[RunState, dict[str, Any], dict[str, Any]] | None:
+    """The chat's paused run answered by ``message`` (FastGPT: the next message answers), or None."""
+    async def find() -> str | None:
+        store = default_run_store()
+        try:
+            return await store.paused_run_for_chat(chat_id)
+        finally:
+            await store.close()
+    run_id = asyncio.run(find())
+    if run_id is None:
+        return None
+    state, doc = _load_saved(run_id)
+    if len(state.interrupts) != 1:
+        return None
+    return state, doc, _bind_answer(state, message, None)
 
 
 # ------------------------------------------------------------------ commands
@@ -324,6 +435,9 @@ def validate(file: WorkflowFile, as_json: JsonFlag = False) -> None:
         raise typer.Exit(EXIT_INVALID)
 
 
+NoInputFlag = Annotated[bool, typer.Option("--no-input", help="never prompt: leave the run paused on a question")]
+
+
 @app.command()
 def run(
     file: WorkflowFile,
@@ -334,15 +448,46 @@ def run(
     as_json: JsonFlag = False,
     max_wall_time: Annotated[Optional[float], typer.Option(help="override limits.max_wall_time (seconds)")] = None,
     max_node_executions: Annotated[Optional[int], typer.Option(help="override limits.max_node_executions")] = None,
+    chat_id: Annotated[Optional[str], typer.Option("--chat-id", help="conversation id (sys.chat_id)")] = None,
+    message: Annotated[Optional[str], typer.Option(
+        "--message", help="the user's message (sys.query); in a chat with a paused run it answers its question")] = None,
+    no_input: NoInputFlag = False,
 ) -> None:
     """Run FILE, streaming node progress and the answer (with --json: one event per line)."""
+    view: _View = _JsonView() if as_json else _TerminalView(_out())
+    if chat_id and message is not None:
+        waiting = _chat_resume(chat_id, message)
+        if waiting is not None:
+            state, doc, answers = waiting
+            plan = _compile_or_exit(doc, [])
+            raise typer.Exit(_execute(plan, state, doc, view, answers, prompt=not no_input))
     doc, problems = _load(file)
     if doc is not None:
         doc = _with_limits(doc, max_wall_time, max_node_executions)
     plan = _compile_or_exit(doc, problems)
-    state = _prepare_state(plan, _gather_inputs(plan, inputs or [], inputs_file))
+    assert doc is not None
+    state = _prepare_state(plan, _gather_inputs(plan, inputs or [], inputs_file), chat_id, message)
+    raise typer.Exit(_execute(plan, state, doc, view, prompt=not no_input))
+
+
+@app.command()
+def resume(
+    run_id: Annotated[str, typer.Argument(help="id of a paused run (printed when it paused)")],
+    answer: Annotated[str, typer.Option("--answer", "-a", help="the answer: an option id or label, or a JSON "
+                                        "object for a form")],
+    interrupt: Annotated[Optional[str], typer.Option("--interrupt", help="which pending interrupt to answer "
+                                                     "(needed when several are pending)")] = None,
+    as_json: JsonFlag = False,
+    no_input: NoInputFlag = False,
+) -> None:
+    """Continue a paused run saved in the run store, answering its pending question."""
+    state, doc = _load_saved(run_id)
+    if state.status is not RunStatus.paused:
+        _abort("cannot resume:", [f"run {run_id} is {state.status.value}, not paused"])
+    plan = _compile_or_exit(doc, [])
+    answers = _bind_answer(state, answer, interrupt)
     view: _View = _JsonView() if as_json else _TerminalView(_out())
-    raise typer.Exit(_execute(plan, state, view))
+    raise typer.Exit(_execute(plan, state, doc, view, answers, prompt=not no_input))
 
 
 @app.command()
