@@ -5,5 +5,6 @@ Fixture modules live in ``tests/support/`` and are registered here once.
 
 pytest_plugins = [
     "tests.support.workflows",
+    "tests.support.openai_server",
     "tests.support.redis_server",
 ]

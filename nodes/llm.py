@@ -1,0 +1,734 @@
+"""The LLM call: the one function every LLM node (and the agent loop) calls a model with.
+
+:func:`call_llm` sends one chat-completions request through the ``openai`` SDK and
+streams the reply:
+
+1. **Resolve** the model in the registry and refuse what it cannot do (tools without
+   native tool calling, ``tool_choice``, ``json_schema`` output, images) with
+   :class:`LLMBadRequest` - the caller picks the fallback (prompt-mode tools, ...).
+2. **Build** the body. ``temperature`` and ``max_tokens`` are ALWAYS sent: an unset
+   value silently falls to whatever the provider or model row says (seed 001 §十);
+   ``None`` in :class:`LLMRequest` means the model's ``default_temperature`` /
+   ``max_output_tokens`` (a larger ``max_tokens`` is clamped to the latter).
+3. **Stream** (``stream=True``, ``include_usage``): answer deltas go to
+   ``on_answer``, ``reasoning_content`` deltas (DeepSeek, Qwen) to ``on_reasoning``;
+   tool-call fragments are joined by ``index`` across chunks (parallel calls may
+   interleave). A stream that ends without a ``finish_reason`` was cut: it is an error,
+   never a short answer.
+4. **Idle timeout**: at most ``idle_timeout`` seconds between two chunks (and before
+   the first) - not a total: a slow model that keeps streaming never times out, a
+   stalled one fails with :class:`LLMStalled` (seed 001 坑 7).
+5. **Retries**: 429, 5xx, malformed frames and connection errors are retried with
+   exponential backoff (full jitter; ``Retry-After`` honoured) ONLY while nothing was
+   streamed. Once a token reached a callback, a failure is raised - a silent retry
+   would stream the answer twice. Stalls are not retried (the node's own retry policy
+   decides). The SDK's retries are off (``max_retries=0`` on the client).
+6. **Cancellation**: the :class:`~engine.context.CancelToken` (or cancelling the task)
+   closes the HTTP stream at once; a fired token raises ``RunCancelled``.
+7. **Usage**: the provider's usage, else an estimate (:func:`estimate_tokens`,
+   ``token_source="estimated"``). Cost is priced for this call alone with the model's
+   tiered table (0 with ``user_key``); sum calls with :func:`sum_usage`.
+
+Errors are :class:`LLMError` s (``NodeFailed``): each names the node and the model,
+has a stable ``reason``, and never contains the API key. openai exceptions are
+translated in one table, :data:`OPENAI_ERRORS`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import random
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable, Iterable, Mapping, Sequence
+
+import openai
+
+from engine.context import CancelToken
+from engine.errors import NodeFailed, RunCancelled
+from schemas.run import Usage
+
+from .model_registry import MissingAPIKey, ModelRegistry, ModelSpec, UnknownModel, price
+
+__all__ = [
+    "LLMAuthError",
+    "LLMBadRequest",
+    "LLMConnectionError",
+    "LLMError",
+    "LLMProviderError",
+    "LLMRateLimited",
+    "LLMRequest",
+    "LLMResponse",
+    "LLMStalled",
+    "OPENAI_ERRORS",
+    "ToolCall",
+    "build_request_body",
+    "call_llm",
+    "estimate_tokens",
+    "fit_messages",
+    "sum_usage",
+    "translate_error",
+]
+
+DeltaCallback = Callable[[str], Awaitable[None] | None]
+
+#: Longest wait a ``Retry-After`` header may impose (seconds).
+MAX_RETRY_AFTER = 30.0
+
+# ============================================================================ errors
+
+
+class LLMError(NodeFailed):
+    """A model call failed. ``model`` is the registry name; ``status_code`` the HTTP status
+    (None when there was none); ``attempts`` how many requests were sent; ``usage`` the
+    estimated usage of output already streamed (None when nothing was)."""
+
+    reason = "llm_error"
+    #: Retried by ``call_llm`` when nothing was streamed yet.
+    retryable = False
+
+    def __init__(self, message: str, *, node_id: str | None = None, reason: str | None = None,
+                 model: str | None = None, status_code: int | None = None) -> None:
+        super().__init__(message, node_id=node_id, reason=reason)
+        self.model = model
+        self.status_code = status_code
+        self.attempts = 1
+        self.usage: Usage | None = None
+
+
+class LLMRateLimited(LLMError):
+    """HTTP 429."""
+
+    reason = "rate_limited"
+    retryable = True
+
+
+class LLMProviderError(LLMError):
+    """The provider failed: 5xx, an error event inside the stream, a malformed frame."""
+
+    reason = "provider_error"
+    retryable = True
+
+
+class LLMConnectionError(LLMError):
+    """Could not connect, or the connection dropped mid-stream."""
+
+    reason = "connection_error"
+    retryable = True
+
+
+class LLMStalled(LLMError):
+    """No chunk arrived for ``idle_timeout`` seconds."""
+
+    reason = "stalled"
+
+
+class LLMBadRequest(LLMError):
+    """The request cannot succeed as is: other 4xx (context too long, unknown model id),
+    an unknown registry model, a capability the model lacks, messages that do not fit."""
+
+    reason = "bad_request"
+
+
+class LLMAuthError(LLMError):
+    """401/403, or the provider's API-key environment variable is not set."""
+
+    reason = "auth_failed"
+
+
+#: openai exception type -> (our type, reason, what it means). Looked up along the
+#: exception's MRO, so the most specific entry wins; every public openai exception type
+#: is listed (a test checks this against the installed SDK).
+OPENAI_ERRORS: dict[type[BaseException], tuple[type[LLMError], str, str]] = {
+    openai.AuthenticationError: (LLMAuthError, "auth_failed", "the provider rejected the API key"),
+    openai.OAuthError: (LLMAuthError, "auth_failed", "the provider rejected the credentials"),
+    openai.PermissionDeniedError: (LLMAuthError, "permission_denied", "the API key may not use this model"),
+    openai.RateLimitError: (LLMRateLimited, "rate_limited", "rate limited by the provider"),
+    openai.InternalServerError: (LLMProviderError, "provider_error", "the provider failed"),
+    openai.BadRequestError: (LLMBadRequest, "bad_request", "the provider refused the request"),
+    openai.NotFoundError: (LLMBadRequest, "not_found", "not found (check the provider base_url and the model id)"),
+    openai.ConflictError: (LLMBadRequest, "bad_request", "the provider refused the request (conflict)"),
+    openai.UnprocessableEntityError: (LLMBadRequest, "bad_request", "the provider could not process the request"),
+    openai.APIStatusError: (LLMBadRequest, "bad_request", "the provider refused the request"),
+    openai.APITimeoutError: (LLMConnectionError, "connection_timeout", "timed out reaching the provider"),
+    openai.APIConnectionError: (LLMConnectionError, "connection_error",
+                                "could not reach the provider or the connection dropped"),
+    openai.APIResponseValidationError: (LLMProviderError, "malformed_response",
+                                        "the provider sent a malformed response"),
+    openai.APIError: (LLMProviderError, "provider_error", "the provider reported an error in the stream"),
+    openai.LengthFinishReasonError: (LLMBadRequest, "output_truncated", "the output hit max_tokens"),
+    openai.ContentFilterFinishReasonError: (LLMBadRequest, "content_filtered",
+                                            "the provider's content filter stopped the reply"),
+    openai.WebSocketConnectionClosedError: (LLMConnectionError, "connection_error", "the connection closed"),
+    openai.WebSocketQueueFullError: (LLMConnectionError, "connection_error", "the connection's send queue is full"),
+    openai.OpenAIError: (LLMError, "llm_error", "the OpenAI SDK failed"),
+}
+
+_CONTEXT_CODES = {"context_length_exceeded", "string_above_max_length"}
+_SECRET_LIKE = re.compile(r"\b(?:sk|pk|rk|key|api[_-]?key)[-_][A-Za-z0-9*._\-]{6,}", re.IGNORECASE)
+
+
+def _redact(text: str, secret: str | None) -> str:
+    if secret:
+        text = text.replace(secret, "[redacted]")
+    return _SECRET_LIKE.sub("[redacted]", text)
+
+
+def _subject(node_id: str | None, model: str) -> str:
+    return f"LLM call of node {node_id!r} to model {model!r}" if node_id else f"LLM call to model {model!r}"
+
+
+def translate_error(exc: BaseException, *, model: str, node_id: str | None,
+                    secret: str | None = None) -> LLMError | None:
+    """The :class:`LLMError` for an openai exception (None when ``exc`` is not one)."""
+    entry = next((OPENAI_ERRORS[cls] for cls in type(exc).__mro__ if cls in OPENAI_ERRORS), None)
+    if entry is None:
+        return None
+    cls, reason, meaning = entry
+    status = getattr(exc, "status_code", None)
+    if type(exc) is openai.APIStatusError and status is not None and status >= 500:
+        cls, reason, meaning = LLMProviderError, "provider_error", "the provider failed"
+    code = getattr(exc, "code", None)
+    body = getattr(exc, "body", None)
+    if isinstance(body, Mapping) and code is None:
+        code = body.get("code")
+    if cls is LLMBadRequest and (code in _CONTEXT_CODES or status == 413):
+        reason, meaning = "context_length_exceeded", "the request is longer than the model's context window"
+    detail = getattr(exc, "message", None) or str(exc) or type(exc).__name__
+    cause = exc.__cause__
+    if isinstance(exc, openai.APIConnectionError) and cause is not None:
+        detail = f"{detail} ({type(cause).__name__}: {cause})"  # the SDK's own text is only "Connection error."
+    where = f"HTTP {status}" if status else type(exc).__name__
+    message = f"{_subject(node_id, model)} failed: {meaning} ({where}): {_redact(str(detail), secret)[:500]}"
+    return cls(message, node_id=node_id, reason=reason, model=model, status_code=status)
+
+
+# ============================================================================ request / response
+
+
+@dataclass
+class LLMRequest:
+    """One chat-completions request. ``model`` is a registry name; ``None`` temperature /
+    max_tokens mean the model's defaults (both are always sent)."""
+
+    model: str
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: str | dict[str, Any] | None = None
+    temperature: float | None = None
+    max_tokens: int | None = None
+    response_format: dict[str, Any] | None = None
+
+
+@dataclass
+class ToolCall:
+    """A tool call the model asked for; ``arguments`` is the raw JSON text ("{}" when empty)."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass
+class LLMResponse:
+    """The joined reply. ``request`` is the body that was sent (no key, no headers);
+    ``attempts`` counts the HTTP requests made (retries + 1)."""
+
+    text: str
+    reasoning: str
+    tool_calls: list[ToolCall]
+    finish_reason: str | None
+    usage: Usage
+    request: dict[str, Any]
+    attempts: int = 1
+
+
+def _has_image(messages: Sequence[Mapping[str, Any]]) -> bool:
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, list) and any(isinstance(p, Mapping) and p.get("type") == "image_url" for p in content):
+            return True
+    return False
+
+
+def build_request_body(spec: ModelSpec, request: LLMRequest, *, node_id: str | None = None) -> dict[str, Any]:
+    """The JSON body sent for ``request`` (steps 1-2 of the module docstring).
+
+    Raises:
+        LLMBadRequest: the model lacks a capability the request needs, or a value is out of range.
+    """
+    subject = _subject(node_id, spec.name)
+    caps = spec.capabilities
+
+    def refuse(why: str, reason: str = "unsupported_capability") -> LLMBadRequest:
+        return LLMBadRequest(f"{subject}: {why}", node_id=node_id, reason=reason, model=spec.name)
+
+    if request.tools and not caps.tool_calling:
+        raise refuse("the model has no native tool calling; use prompt-mode tools")
+    if request.tool_choice is not None and not caps.tool_choice:
+        raise refuse("the model does not accept tool_choice")
+    if (request.response_format or {}).get("type") == "json_schema" and not caps.structured_output:
+        raise refuse("the model has no structured output (json_schema); ask for JSON in the prompt")
+    if not caps.vision and _has_image(request.messages):
+        raise refuse("the model cannot read images")
+    if not request.messages:
+        raise refuse("no messages to send", "bad_request")
+    temperature = spec.default_temperature if request.temperature is None else request.temperature
+    if not 0 <= temperature <= 2:
+        raise refuse(f"temperature must be between 0 and 2, got {temperature}", "bad_request")
+    max_tokens = spec.max_output_tokens
+    if request.max_tokens is not None:
+        max_tokens = min(request.max_tokens, spec.max_output_tokens)
+    if max_tokens <= 0:
+        raise refuse(f"max_tokens must be positive, got {request.max_tokens}", "bad_request")
+    body: dict[str, Any] = {
+        "model": spec.model,
+        "messages": list(request.messages),
+        "temperature": temperature,
+        "max_tokens": max_tokens,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    if request.tools:
+        body["tools"] = list(request.tools)
+    if request.tool_choice is not None:
+        body["tool_choice"] = request.tool_choice
+    if request.response_format is not None:
+        body["response_format"] = request.response_format
+    return body
+
+
+# ============================================================================ streaming
+
+
+class _Stalled(Exception):
+    pass
+
+
+class _Malformed(Exception):
+    pass
+
+
+class _Incomplete(Exception):
+    pass
+
+
+@dataclass
+class _Reply:
+    """What one attempt accumulated."""
+
+    text: list[str] = field(default_factory=list)
+    reasoning: list[str] = field(default_factory=list)
+    calls: dict[int, list[Any]] = field(default_factory=dict)  # index -> [id, name, [fragments]]
+    finish_reason: str | None = None
+    usage: Any = None
+    streamed: bool = False
+    chunks: int = 0
+
+
+def _add_tool_delta(reply: _Reply, delta: Any) -> None:
+    index = delta.index
+    if index is None:  # some servers omit it for a single call: a new id starts a new call
+        index = len(reply.calls) if (delta.id or not reply.calls) else max(reply.calls)
+    slot = reply.calls.get(index)
+    if slot is None:
+        slot = reply.calls[index] = ["", "", []]
+    if delta.id and not slot[0]:
+        slot[0] = delta.id
+    fn = delta.function
+    if fn is not None:
+        if fn.name and not slot[1]:  # some servers repeat the full name on every delta
+            slot[1] = fn.name
+        if fn.arguments:
+            slot[2].append(fn.arguments)
+
+
+class _IdleWatchdog:
+    """Cancels the task when no chunk arrived for ``idle`` seconds.
+
+    A chunk only stores ``loop.time()`` in :attr:`last`; the one timer re-arms itself
+    for the remaining time when it fires early. (``asyncio.timeout().reschedule`` per
+    chunk would cancel and push a new timer handle for every chunk.)
+    """
+
+    __slots__ = ("loop", "task", "idle", "last", "handle", "expired")
+
+    def __init__(self, idle: float) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.task = asyncio.current_task()
+        self.idle = idle
+        self.last = self.loop.time()
+        self.expired = False
+        self.handle: asyncio.TimerHandle | None = self.loop.call_at(self.last + idle, self._check)
+
+    def _check(self) -> None:
+        due = self.last + self.idle
+        if self.loop.time() < due:
+            self.handle = self.loop.call_at(due, self._check)
+            return
+        self.handle = None
+        self.expired = True
+        if self.task is not None:
+            self.task.cancel()
+
+    def stop(self) -> None:
+        if self.handle is not None:
+            self.handle.cancel()
+            self.handle = None
+
+
+async def _attempt(client: openai.AsyncOpenAI, body: dict[str, Any], reply: _Reply, idle_timeout: float,
+                   on_answer: DeltaCallback | None, on_reasoning: DeltaCallback | None) -> None:
+    """One HTTP request, streamed into ``reply``. Raises openai errors, _Stalled, _Malformed, _Incomplete."""
+    watchdog = _IdleWatchdog(idle_timeout)
+    loop_time = watchdog.loop.time
+    try:
+        stream = await client.chat.completions.create(**body)
+        try:
+            next_chunk = stream.__anext__
+            while True:
+                watchdog.last = loop_time()
+                try:
+                    chunk = await next_chunk()
+                except StopAsyncIteration:
+                    break
+                except json.JSONDecodeError as exc:
+                    raise _Malformed(f"a stream frame is not valid JSON: {exc}") from None
+                reply.chunks += 1
+                if chunk.usage is not None:
+                    reply.usage = chunk.usage
+                if not chunk.choices:
+                    continue
+                choice = chunk.choices[0]
+                delta = choice.delta
+                if delta is not None:
+                    content = delta.content
+                    if content:
+                        reply.streamed = True
+                        reply.text.append(content)
+                        if on_answer is not None:
+                            result = on_answer(content)
+                            if result is not None and inspect.isawaitable(result):
+                                await result
+                    extra = delta.model_extra  # reasoning_content is not an SDK field: it lands here
+                    thought = extra.get("reasoning_content") if extra else None
+                    if thought:
+                        reply.streamed = True
+                        reply.reasoning.append(thought)
+                        if on_reasoning is not None:
+                            result = on_reasoning(thought)
+                            if result is not None and inspect.isawaitable(result):
+                                await result
+                    if delta.tool_calls:
+                        reply.streamed = True
+                        for tool_delta in delta.tool_calls:
+                            _add_tool_delta(reply, tool_delta)
+                if choice.finish_reason:
+                    reply.finish_reason = choice.finish_reason
+        finally:
+            watchdog.stop()
+            await stream.close()
+    except asyncio.CancelledError:
+        task = watchdog.task
+        if watchdog.expired and task is not None and task.uncancel() == 0:
+            raise _Stalled from None
+        raise
+    finally:
+        watchdog.stop()
+    if reply.finish_reason is None:
+        raise _Incomplete
+
+
+class _CancelWatch:
+    """Cancels the calling task when the token fires while the call is running."""
+
+    __slots__ = ("task", "fired", "active")
+
+    def __init__(self, token: CancelToken | None) -> None:
+        self.task = asyncio.current_task()
+        self.fired = False
+        self.active = True
+        if token is not None:
+            token.on_cancel(self._fire)
+
+    def _fire(self, reason: str) -> None:
+        if self.active and not self.fired and self.task is not None:
+            self.fired = True
+            self.task.cancel()
+
+
+def _retry_delay(error: BaseException, attempt: int, base: float) -> float:
+    response = getattr(error, "response", None)
+    header = response.headers.get("retry-after") if response is not None else None
+    if header is not None:
+        try:
+            return min(max(float(header), 0.0), MAX_RETRY_AFTER)
+        except ValueError:
+            pass
+    return base * (2 ** (attempt - 1)) * (0.5 + random.random() / 2)
+
+
+def _translate_attempt_error(exc: BaseException, reply: _Reply, *, spec: ModelSpec, node_id: str | None,
+                             secret: str | None, idle_timeout: float) -> LLMError | None:
+    subject = _subject(node_id, spec.name)
+    if isinstance(exc, _Stalled):
+        where = f"after {reply.chunks} chunk(s)" if reply.chunks else "before the first chunk"
+        return LLMStalled(f"{subject} stalled: no data for {idle_timeout:g}s {where}",
+                          node_id=node_id, model=spec.name)
+    if isinstance(exc, _Malformed):
+        return LLMProviderError(f"{subject} failed: the provider sent a malformed stream ({exc})",
+                                node_id=node_id, reason="malformed_response", model=spec.name)
+    if isinstance(exc, _Incomplete):
+        return LLMConnectionError(f"{subject} failed: the stream ended after {reply.chunks} chunk(s) without a "
+                                  "finish_reason (connection dropped?)", node_id=node_id,
+                                  reason="incomplete_stream", model=spec.name)
+    error = translate_error(exc, model=spec.name, node_id=node_id, secret=secret)
+    if reply.streamed and isinstance(error, LLMConnectionError):
+        error = LLMConnectionError(f"{subject} failed: the connection dropped mid-stream after {reply.chunks} "
+                                   f"chunk(s) ({type(exc).__name__})", node_id=node_id,
+                                   reason="stream_interrupted", model=spec.name)
+    return error
+
+
+# ============================================================================ the call
+
+
+async def call_llm(
+    request: LLMRequest,
+    *,
+    registry: ModelRegistry,
+    on_answer: DeltaCallback | None = None,
+    on_reasoning: DeltaCallback | None = None,
+    cancel: CancelToken | None = None,
+    user_key: bool = False,
+    idle_timeout: float = 60.0,
+    max_retries: int = 3,
+    retry_base_delay: float = 0.5,
+    node_id: str | None = None,
+) -> LLMResponse:
+    """Call a model once (with retries before the first token); see the module docstring.
+
+    ``on_answer`` / ``on_reasoning`` get each delta (sync or async callables).
+    ``user_key``: the user brings their own key, the call costs 0.
+
+    Raises:
+        LLMError: a subclass naming the node and model (never the key).
+        RunCancelled: ``cancel`` fired during the call.
+    """
+    try:
+        spec = registry.get(request.model)
+    except UnknownModel as exc:
+        raise LLMBadRequest(f"{_subject(node_id, request.model)}: {exc}", node_id=node_id,
+                            reason="unknown_model", model=request.model) from None
+    body = build_request_body(spec, request, node_id=node_id)
+    if cancel is not None:
+        cancel.raise_if_cancelled(node_id)
+    try:
+        secret = registry.api_key(spec)
+        client = registry.client_for(spec)
+    except MissingAPIKey as exc:
+        raise LLMAuthError(f"{_subject(node_id, spec.name)}: {exc}", node_id=node_id,
+                           reason="missing_api_key", model=spec.name) from None
+    started = time.perf_counter()
+    watch = _CancelWatch(cancel)
+    attempt = 0
+    try:
+        while True:
+            attempt += 1
+            reply = _Reply()
+            try:
+                await _attempt(client, body, reply, idle_timeout, on_answer, on_reasoning)
+                break
+            except (openai.OpenAIError, _Stalled, _Malformed, _Incomplete) as exc:
+                error = _translate_attempt_error(exc, reply, spec=spec, node_id=node_id, secret=secret,
+                                                 idle_timeout=idle_timeout)
+                assert error is not None
+                if error.retryable and not reply.streamed and attempt <= max_retries:
+                    await asyncio.sleep(_retry_delay(exc, attempt, retry_base_delay))
+                    continue
+                error.attempts = attempt
+                if attempt > 1:
+                    error.args = (f"{error.args[0]} [after {attempt} attempts]",)
+                if reply.streamed:
+                    error.usage = _usage(spec, body, reply, started, user_key)
+                # The message carries the provider's text (redacted); the openai exception is not
+                # chained: it holds the raw request, and tracebacks are logged.
+                raise error from None
+    except asyncio.CancelledError:
+        task = watch.task
+        if watch.fired and task is not None:
+            task.uncancel()
+            if task.cancelling() == 0:
+                reason = cancel.reason if cancel is not None else "cancelled"
+                raise RunCancelled(f"{_subject(node_id, spec.name)} cancelled: {reason}", node_id=node_id) from None
+        raise
+    finally:
+        watch.active = False
+    calls = [ToolCall(slot[0] or f"call_{index}", slot[1], "".join(slot[2]) or "{}")
+             for index, slot in sorted(reply.calls.items())]
+    return LLMResponse(
+        text="".join(reply.text),
+        reasoning="".join(reply.reasoning),
+        tool_calls=calls,
+        finish_reason=reply.finish_reason,
+        usage=_usage(spec, body, reply, started, user_key),
+        request=body,
+        attempts=attempt,
+    )
+
+
+def _usage(spec: ModelSpec, body: dict[str, Any], reply: _Reply, started: float, user_key: bool) -> Usage:
+    provided = reply.usage
+    if provided is not None and provided.prompt_tokens is not None and provided.completion_tokens is not None:
+        tokens_in, tokens_out, source = provided.prompt_tokens, provided.completion_tokens, "provider"
+    else:
+        tokens_in = estimate_tokens(body["messages"])
+        if body.get("tools"):
+            tokens_in += estimate_tokens(json.dumps(body["tools"]))
+        tokens_out = estimate_tokens("".join(reply.text)) + estimate_tokens("".join(reply.reasoning))
+        for call_id, name, fragments in reply.calls.values():
+            tokens_out += 3 + estimate_tokens(name) + estimate_tokens("".join(fragments))
+        source = "estimated"
+    return Usage(
+        model=spec.name,
+        tokens_in=tokens_in,
+        tokens_out=tokens_out,
+        token_source=source,
+        cost=0.0 if user_key else price(spec, tokens_in, tokens_out),
+        latency_ms=(time.perf_counter() - started) * 1000.0,
+        calls=1,
+    )
+
+
+def sum_usage(usages: Iterable[Usage | None]) -> Usage:
+    """Sum calls: tokens, costs (each already priced on its own), latency and call counts.
+
+    ``token_source`` is ``"estimated"`` when any call was; ``model`` joins the distinct names.
+    """
+    total = Usage(tokens_in=0, tokens_out=0, cost=0.0, latency_ms=0.0, calls=0)
+    models: list[str] = []
+    for u in usages:
+        if u is None:
+            continue
+        total.tokens_in += u.tokens_in
+        total.tokens_out += u.tokens_out
+        total.cost += u.cost
+        total.latency_ms += u.latency_ms
+        total.calls += u.calls
+        if u.token_source != "provider":
+            total.token_source = u.token_source
+        if u.model and u.model not in models:
+            models.append(u.model)
+    total.model = ", ".join(models) or None
+    return total
+
+
+# ============================================================================ token budget
+
+
+#: Tokens added per message for role and separators, per request for reply priming, per image.
+MESSAGE_OVERHEAD = 4
+REPLY_PRIMING = 3
+IMAGE_TOKENS = 85
+
+
+def _text_tokens(text: str) -> int:
+    ascii_chars = len(text.encode("ascii", "ignore"))
+    return (ascii_chars + 3) // 4 + (len(text) - ascii_chars)
+
+
+def _message_tokens(message: Mapping[str, Any]) -> int:
+    tokens = MESSAGE_OVERHEAD
+    content = message.get("content")
+    if isinstance(content, str):
+        tokens += _text_tokens(content)
+    elif isinstance(content, list):
+        for part in content:
+            if isinstance(part, Mapping):
+                if part.get("type") == "text":
+                    tokens += _text_tokens(str(part.get("text", "")))
+                elif part.get("type") == "image_url":
+                    tokens += IMAGE_TOKENS
+            else:
+                tokens += _text_tokens(str(part))
+    if message.get("name"):
+        tokens += 1 + _text_tokens(str(message["name"]))
+    for call in message.get("tool_calls") or ():
+        fn = call.get("function") or {}
+        tokens += 3 + _text_tokens(str(fn.get("name", ""))) + _text_tokens(str(fn.get("arguments", "")))
+    if message.get("tool_call_id"):
+        tokens += 2
+    return tokens
+
+
+def estimate_tokens(value: str | Mapping[str, Any] | Sequence[Mapping[str, Any]] | None) -> int:
+    """Rough token count without a tokenizer (tiktoken is not a dependency).
+
+    Text: ASCII characters count 1/4 token each (rounded up), every other character 1
+    token (CJK runs ~1 token per character in OpenAI's tokenizers; accented Latin is
+    over-counted, which errs on the safe side). A message adds 4 tokens (role,
+    separators), its tool calls' names and arguments, 85 per image part; a message list
+    adds 3 for the reply priming. Good for budgeting a window with margin, not billing.
+    """
+    if value is None:
+        return 0
+    if isinstance(value, str):
+        return _text_tokens(value)
+    if isinstance(value, Mapping):
+        return _message_tokens(value)
+    return sum(_message_tokens(m) for m in value) + REPLY_PRIMING
+
+
+def fit_messages(messages: Sequence[dict[str, Any]], *, max_input_tokens: int,
+                 node_id: str | None = None) -> list[dict[str, Any]]:
+    """Drop the oldest whole turns until ``messages`` fit in ``max_input_tokens``.
+
+    ``max_input_tokens`` is ``max_context - max_output_tokens`` (``ModelSpec.max_input_tokens``).
+    System (and developer) messages are always kept where they are. A turn is a user
+    message and everything after it up to the next user message, so a tool result never
+    loses the assistant message that called it; messages before the first user message
+    form a turn of their own. The newest turn is always kept; older turns are kept
+    newest first while they fit (the kept history is contiguous).
+
+    Raises:
+        LLMBadRequest: (``context_length_exceeded``) the system messages plus the newest turn
+            alone exceed the budget - shorten the prompt or pick a larger model.
+    """
+    system_roles = ("system", "developer")
+    fixed = [i for i, m in enumerate(messages) if m.get("role") in system_roles]
+    turns: list[list[int]] = []
+    for i, message in enumerate(messages):
+        if message.get("role") in system_roles:
+            continue
+        if message.get("role") == "user" or not turns:
+            turns.append([])
+        turns[-1].append(i)
+    sizes = [_message_tokens(m) for m in messages]
+    budget = max_input_tokens - REPLY_PRIMING - sum(sizes[i] for i in fixed)
+    if not turns:
+        if budget < 0:
+            raise _too_long(node_id, -budget + max_input_tokens, max_input_tokens)
+        return list(messages)
+    last = sum(sizes[i] for i in turns[-1])
+    if last > budget:
+        raise _too_long(node_id, max_input_tokens - budget + last, max_input_tokens)
+    remaining = budget - last
+    kept = list(fixed) + turns[-1]
+    for turn in reversed(turns[:-1]):
+        cost = sum(sizes[i] for i in turn)
+        if cost > remaining:
+            break
+        remaining -= cost
+        kept += turn
+    return [messages[i] for i in sorted(kept)]
+
+
+def _too_long(node_id: str | None, needed: int, budget: int) -> LLMBadRequest:
+    where = f"node {node_id!r}: " if node_id else ""
+    return LLMBadRequest(
+        f"{where}the system prompt and the latest turn alone need ~{needed} tokens but the model's input budget "
+        f"is {budget} (max_context - max_output_tokens); shorten the prompt or inputs, lower max_tokens, or use a "
+        "model with a larger context", node_id=node_id, reason="context_length_exceeded")

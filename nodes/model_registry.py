@@ -1,0 +1,405 @@
+"""The model registry: which models a workflow may name, how to reach them, what they cost.
+
+The registry is the operator's configuration, read from a TOML file (never from a
+workflow). Resolution order of :func:`load_registry`:
+
+1. an explicit ``path``;
+2. the file named by ``FLOWLOOM_MODELS``;
+3. the bundled ``nodes/models.toml``, whose ``default`` provider/model follow
+   ``FLOWLOOM_LLM_BASE_URL`` / ``FLOWLOOM_LLM_API_KEY`` / ``FLOWLOOM_LLM_MODEL``, so
+   ``flowloom run`` works against any OpenAI-compatible endpoint given by env.
+
+File format::
+
+    [providers.openai]
+    base_url = "${OPENAI_BASE_URL:-https://api.openai.com/v1}"   # ${VAR:-fallback} allowed
+    api_key_env = "OPENAI_API_KEY"        # omit for local providers without a key
+
+    [models.gpt-4o-mini]                  # the name workflows use
+    provider = "openai"
+    model = "gpt-4o-mini"                 # upstream id (default: the name); ${...} allowed
+    max_context = 128000
+    max_output_tokens = 16384
+    default_temperature = 0.7
+    capabilities = { tool_calling = true, vision = true, structured_output = true }
+    pricing = { input_per_1k = 0.00015, output_per_1k = 0.0006 }
+    # or tiers chosen by the call's input tokens:
+    # [[models.x.pricing.tiers]]  max_input_tokens = 128000, input_per_1k = ..., output_per_1k = ...
+
+API keys are never stored: a provider names the environment variable holding its key
+and :meth:`ModelRegistry.client_for` reads it when a call is made. Nothing here puts a
+key in a repr, a log line or an error message.
+
+Prices are per 1,000 tokens in one currency of the operator's choosing (the bundled
+file uses USD). :func:`price` prices *one call*; a node that makes several calls
+prices each and sums (tier pricing makes "sum tokens, price once" wrong).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import hashlib
+import json
+import os
+import re
+import tomllib
+import weakref
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from engine.errors import FlowloomError
+
+if TYPE_CHECKING:
+    import openai
+
+__all__ = [
+    "Capabilities",
+    "MissingAPIKey",
+    "ModelConfigError",
+    "ModelRegistry",
+    "ModelSpec",
+    "PriceTier",
+    "Pricing",
+    "ProviderSpec",
+    "UnknownModel",
+    "get_registry",
+    "load_registry",
+    "price",
+]
+
+#: Environment variable naming the registry file.
+MODELS_ENV = "FLOWLOOM_MODELS"
+#: Placeholder key sent to providers that need none (the SDK insists on a non-empty key).
+NO_KEY = "no-key"
+#: Connect timeout of provider clients (seconds). Stalls after connecting are caught by
+#: ``call_llm``'s idle timeout, not by the HTTP client.
+CONNECT_TIMEOUT = 10.0
+
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+class ModelConfigError(FlowloomError):
+    """The model configuration is wrong (bad file, unknown provider, missing env value)."""
+
+
+class MissingAPIKey(ModelConfigError):
+    """The provider names an API-key environment variable that is not set."""
+
+    def __init__(self, provider: str, env: str):
+        self.provider = provider
+        self.env = env
+        super().__init__(f"provider {provider!r} needs an API key: set the environment variable {env}")
+
+
+class UnknownModel(KeyError):
+    """``get(name)`` of a name the registry does not have; the message lists known names."""
+
+    def __init__(self, name: str, known: list[str]):
+        self.name = name
+        self.known = known
+        super().__init__(name)
+
+    def __str__(self) -> str:
+        return f"unknown model {self.name!r}; known models: {', '.join(self.known) or '(none)'}"
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class PriceTier(_Spec):
+    """One price step, applying to calls whose input tokens are ``<= max_input_tokens``.
+
+    ``max_input_tokens=None`` is the open-ended last step.
+    """
+
+    max_input_tokens: int | None = Field(default=None, gt=0)
+    input_per_1k: float = Field(ge=0)
+    output_per_1k: float = Field(ge=0)
+
+
+class Pricing(_Spec):
+    """Per-1k-token prices. With ``tiers`` the call's input size picks the tier; without, the flat prices apply."""
+
+    input_per_1k: float = Field(default=0.0, ge=0)
+    output_per_1k: float = Field(default=0.0, ge=0)
+    tiers: list[PriceTier] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _sorted_tiers(self) -> "Pricing":
+        bounded = [t.max_input_tokens for t in self.tiers if t.max_input_tokens is not None]
+        if bounded != sorted(bounded) or len(set(bounded)) != len(bounded):
+            raise ValueError("pricing tiers must be listed by increasing max_input_tokens")
+        if any(t.max_input_tokens is None for t in self.tiers[:-1]):
+            raise ValueError("only the last pricing tier may be open-ended (no max_input_tokens)")
+        return self
+
+    def tier_for(self, tokens_in: int) -> tuple[float, float]:
+        """(input_per_1k, output_per_1k) for a call with ``tokens_in`` input tokens."""
+        for tier in self.tiers:
+            if tier.max_input_tokens is None or tokens_in <= tier.max_input_tokens:
+                return tier.input_per_1k, tier.output_per_1k
+        if self.tiers:  # larger than every bounded tier: the last (most expensive) applies
+            return self.tiers[-1].input_per_1k, self.tiers[-1].output_per_1k
+        return self.input_per_1k, self.output_per_1k
+
+
+class Capabilities(_Spec):
+    """What the model supports natively; ``call_llm`` refuses requests that need more."""
+
+    tool_calling: bool = True
+    tool_choice: bool = True
+    vision: bool = False
+    reasoning: bool = False
+    structured_output: bool = False
+
+
+class ProviderSpec(_Spec):
+    """An OpenAI-compatible endpoint. ``api_key_env`` names the env var holding the key (None: no key)."""
+
+    name: str
+    base_url: str
+    api_key_env: str | None = None
+
+
+class ModelSpec(_Spec):
+    """A model workflows can name. ``model`` is the upstream id sent to the provider."""
+
+    name: str
+    provider: str
+    model: str = ""
+    max_context: int = Field(gt=0)
+    max_output_tokens: int = Field(gt=0)
+    capabilities: Capabilities = Field(default_factory=Capabilities)
+    default_system_prompt: str = ""
+    default_temperature: float = Field(default=0.7, ge=0, le=2)
+    pricing: Pricing = Field(default_factory=Pricing)
+
+    @model_validator(mode="after")
+    def _defaults(self) -> "ModelSpec":
+        if not self.model:
+            object.__setattr__(self, "model", self.name)
+        if self.max_output_tokens >= self.max_context:
+            raise ValueError(f"max_output_tokens ({self.max_output_tokens}) must be below "
+                             f"max_context ({self.max_context})")
+        return self
+
+    @property
+    def max_input_tokens(self) -> int:
+        """Prompt budget: ``max_context - max_output_tokens`` (history is trimmed to this)."""
+        return self.max_context - self.max_output_tokens
+
+
+def price(spec: ModelSpec, tokens_in: int, tokens_out: int) -> float:
+    """Cost of ONE call; the tier is chosen by this call's ``tokens_in``."""
+    per_in, per_out = spec.pricing.tier_for(tokens_in)
+    return (tokens_in * per_in + tokens_out * per_out) / 1000.0
+
+
+class ModelRegistry:
+    """Providers and models by name, plus cached SDK clients.
+
+    Clients are cached per (event loop, provider, key): an ``AsyncOpenAI`` client's
+    connection pool belongs to the loop that opened it, and the key is re-read from
+    the environment on every :meth:`client_for`, so rotating it takes effect.
+    """
+
+    def __init__(self, providers: list[ProviderSpec], models: list[ModelSpec]):
+        self._providers = {p.name: p for p in providers}
+        self._models = {m.name: m for m in models}
+        if len(self._providers) != len(providers):
+            raise ModelConfigError("duplicate provider names in the model registry")
+        if len(self._models) != len(models):
+            raise ModelConfigError("duplicate model names in the model registry")
+        for m in models:
+            if m.provider not in self._providers:
+                raise ModelConfigError(f"model {m.name!r} names unknown provider {m.provider!r} "
+                                       f"(providers: {', '.join(sorted(self._providers))})")
+        content = {
+            "providers": [p.model_dump() for p in sorted(providers, key=lambda p: p.name)],
+            "models": [m.model_dump() for m in sorted(models, key=lambda m: m.name)],
+        }
+        self._fingerprint = hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:16]
+        self._clients: weakref.WeakKeyDictionary[Any, dict[tuple[str, str], "openai.AsyncOpenAI"]] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._no_loop_clients: dict[tuple[str, str], "openai.AsyncOpenAI"] = {}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, env: Mapping[str, str] | None = None,
+                  source: str = "<dict>") -> "ModelRegistry":
+        """Build from the parsed TOML layout (``providers`` / ``models`` tables keyed by name).
+
+        ``${VAR}`` / ``${VAR:-fallback}`` in ``base_url`` and ``model`` are expanded from ``env``
+        (default ``os.environ``).
+
+        Raises:
+            ModelConfigError: naming ``source`` and the bad entry.
+        """
+        env = os.environ if env is None else env
+        providers: list[ProviderSpec] = []
+        models: list[ModelSpec] = []
+        try:
+            for name, raw in dict(data.get("providers") or {}).items():
+                fields = dict(raw)
+                if "base_url" in fields:
+                    fields["base_url"] = _expand(fields["base_url"], env, f"providers.{name}.base_url", source)
+                providers.append(ProviderSpec(name=name, **fields))
+            for name, raw in dict(data.get("models") or {}).items():
+                fields = dict(raw)
+                if "model" in fields:
+                    fields["model"] = _expand(fields["model"], env, f"models.{name}.model", source)
+                models.append(ModelSpec(name=name, **fields))
+        except ValidationError as exc:
+            raise ModelConfigError(f"invalid model registry {source}: {exc}") from None
+        except TypeError as exc:
+            raise ModelConfigError(f"invalid model registry {source}: {exc}") from None
+        unknown = set(data) - {"providers", "models"}
+        if unknown:
+            raise ModelConfigError(f"invalid model registry {source}: unknown top-level keys {sorted(unknown)}")
+        try:
+            return cls(providers, models)
+        except ModelConfigError as exc:
+            raise ModelConfigError(f"invalid model registry {source}: {exc}") from None
+
+    # ------------------------------------------------------------------ lookups
+
+    def get(self, name: str) -> ModelSpec:
+        """The model called ``name``.
+
+        Raises:
+            UnknownModel: a ``KeyError`` whose message lists the known names.
+        """
+        try:
+            return self._models[name]
+        except KeyError:
+            raise UnknownModel(name, self.names()) from None
+
+    def has(self, name: str) -> bool:
+        """True when ``name`` is a model of this registry."""
+        return name in self._models
+
+    def names(self) -> list[str]:
+        """Model names, sorted."""
+        return sorted(self._models)
+
+    def provider(self, spec: ModelSpec) -> ProviderSpec:
+        """The provider serving ``spec``."""
+        return self._providers[spec.provider]
+
+    @property
+    def providers(self) -> list[ProviderSpec]:
+        """Every provider, sorted by name."""
+        return [self._providers[n] for n in sorted(self._providers)]
+
+    @property
+    def fingerprint(self) -> str:
+        """Stable hash of the registry's content (compile cache key); equal content, equal hash."""
+        return self._fingerprint
+
+    def __repr__(self) -> str:
+        return f"ModelRegistry(models={self.names()}, fingerprint={self._fingerprint!r})"
+
+    # ------------------------------------------------------------------ clients
+
+    def api_key(self, spec: ModelSpec) -> str | None:
+        """The provider's key read from the environment now (None when it needs none).
+
+        Raises:
+            MissingAPIKey: the provider names an env var that is unset or empty.
+        """
+        provider = self.provider(spec)
+        if provider.api_key_env is None:
+            return None
+        key = os.environ.get(provider.api_key_env, "").strip()
+        if not key:
+            raise MissingAPIKey(provider.name, provider.api_key_env)
+        return key
+
+    def client_for(self, spec: ModelSpec) -> "openai.AsyncOpenAI":
+        """An ``AsyncOpenAI`` client for ``spec``'s provider (cached; SDK retries off).
+
+        Raises:
+            MissingAPIKey: the provider's ``api_key_env`` is set but not in the environment.
+        """
+        import openai  # deferred: compile-time users of the registry never need the SDK
+
+        provider = self.provider(spec)
+        key = self.api_key(spec) or NO_KEY
+        cache_key = (provider.name, hashlib.sha256(key.encode()).hexdigest())
+        try:
+            loop = asyncio.get_running_loop()
+            clients = self._clients.setdefault(loop, {})
+        except RuntimeError:
+            clients = self._no_loop_clients
+        client = clients.get(cache_key)
+        if client is None:
+            client = openai.AsyncOpenAI(
+                api_key=key,
+                base_url=provider.base_url,
+                max_retries=0,  # call_llm owns retries (only before any token was streamed)
+                timeout=openai.Timeout(None, connect=CONNECT_TIMEOUT),  # call_llm owns the idle timeout
+            )
+            clients[cache_key] = client
+        return client
+
+    async def aclose(self) -> None:
+        """Close the clients opened on the running loop (tests and shutdown)."""
+        try:
+            clients = self._clients.pop(asyncio.get_running_loop(), {})
+        except RuntimeError:
+            clients = {}
+        for client in clients.values():
+            await client.close()
+
+
+def _expand(value: Any, env: Mapping[str, str], where: str, source: str) -> Any:
+    """Expand ``${VAR}`` / ``${VAR:-fallback}`` (an empty VAR takes the fallback)."""
+    if not isinstance(value, str):
+        return value
+
+    def sub(match: re.Match[str]) -> str:
+        name, fallback = match.group(1), match.group(2)
+        found = env.get(name, "")
+        if found:
+            return found
+        if fallback is not None:
+            return fallback
+        raise ModelConfigError(f"{source}: {where} needs the environment variable {name} "
+                               f"(or write ${{{name}:-fallback}})")
+
+    return _ENV_REF.sub(sub, value)
+
+
+def load_registry(path: str | os.PathLike[str] | None = None) -> ModelRegistry:
+    """Read a registry: ``path``, else ``$FLOWLOOM_MODELS``, else the bundled ``models.toml``.
+
+    Raises:
+        ModelConfigError: unreadable file, invalid TOML or invalid entries (names the file).
+    """
+    if path is None and os.environ.get(MODELS_ENV):
+        path = os.environ[MODELS_ENV]
+    if path is None:
+        source = "bundled nodes/models.toml"
+        text = resources.files("nodes").joinpath("models.toml").read_text(encoding="utf-8")
+    else:
+        source = str(path)
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ModelConfigError(f"cannot read model registry {source}: {exc.strerror or exc}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ModelConfigError(f"model registry {source} is not valid TOML: {exc}") from None
+    return ModelRegistry.from_dict(data, source=source)
+
+
+@functools.cache
+def get_registry() -> ModelRegistry:
+    """The process default registry (loaded once; ``get_registry.cache_clear()`` reloads)."""
+    return load_registry()
