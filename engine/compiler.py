@@ -53,18 +53,27 @@ __all__ = ["CompiledPlan", "NodePlan", "check_workflow", "compile_workflow", "co
 
 @dataclass(frozen=True, slots=True)
 class NodePlan:
-    """A node as the scheduler needs it: executor and edge lists, precomputed."""
+    """A node as the scheduler needs it: executor and edge lists, precomputed.
+
+    ``body`` is the sub-plan a loop/iteration node runs per round/item, or, for a loop
+    region drawn with back-edges, the region's nodes (then ``members`` lists them and
+    the out-edges' "handles" are the exit edge ids).
+    """
 
     node: NodeBase
     executor: NodeExecutor[Any]
     in_edges: tuple[str, ...]
     #: (edge id, source handle, target node id)
     out_edges: tuple[tuple[str, str, str], ...]
+    body: "CompiledPlan | None" = None
+    members: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
 class CompiledPlan:
-    """An immutable, validated workflow ready to run (shared by every run of it)."""
+    """An immutable, validated workflow - or one scope of it (a loop body, a loop
+    region) - ready to run, shared by every run. ``roots`` are the nodes ready when
+    the scope starts (the start node at the top level)."""
 
     workflow: Workflow
     content_hash: str
@@ -73,6 +82,7 @@ class CompiledPlan:
     start_id: str
     order: tuple[str, ...]
     warnings: tuple[Problem, ...]
+    roots: tuple[str, ...] = ()
 
 
 _CACHE: OrderedDict[str, CompiledPlan] = OrderedDict()
@@ -483,5 +493,6 @@ def _compile(doc: dict[str, Any], key: str, models: Any = None) -> tuple[Compile
     plans = {
         n.id: NodePlan(n, EXECUTORS[n.type](n), tuple(in_edges[n.id]), tuple(out_edges[n.id])) for n in wf.nodes
     }
-    plan = CompiledPlan(wf, key, graph, plans, start_id, tuple(order), tuple(p for p in problems if p.severity == "warning"))
+    plan = CompiledPlan(wf, key, graph, plans, start_id, tuple(order), tuple(p for p in problems if p.severity == "warning"),
+                        roots=(start_id,))
     return plan, problems

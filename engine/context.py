@@ -137,7 +137,7 @@ class NodeContext:
     resolved inputs even when the node fails afterwards.
     """
 
-    __slots__ = ("node", "plan", "state", "deps", "cancel", "node_run", "_emit", "resume")
+    __slots__ = ("node", "plan", "state", "deps", "cancel", "node_run", "_emit", "resume", "scheduler")
 
     def __init__(
         self,
@@ -149,6 +149,7 @@ class NodeContext:
         node_run: NodeRun,
         emit: Callable[..., None],
         resume: Interrupt | None = None,
+        scheduler: Any = None,
     ) -> None:
         self.node = node
         self.plan = plan
@@ -159,6 +160,8 @@ class NodeContext:
         self._emit = emit
         #: the answered interrupt this run of the node resumes from (None on a first run)
         self.resume = resume
+        #: the scheduler running this node (loop nodes run their bodies through it)
+        self.scheduler = scheduler
 
     @property
     def node_id(self) -> str:

@@ -78,7 +78,7 @@ def resolve_selector(state: RunState, sel: Selector, *, node_id: str | None = No
         ReferenceFailed: rule 3.
     """
     if sel.scope == "node":
-        run = state.node_runs.get(sel.node or "")
+        run = state.find_node_run(sel.node or "")
         if run is None:
             raise ReferenceFailed(f"reference {str(sel)!r}: node {sel.node!r} has not run", node_id=node_id)
         if run.status is NodeRunStatus.skipped:
@@ -197,9 +197,11 @@ def template_context(state: RunState, names: frozenset[str], extra: Mapping[str,
         elif name == "vars":
             ctx[name] = state.variables
         elif name == "nodes":
-            ctx[name] = {nid: _node_view(run) for nid, run in state.node_runs.items()}
-        elif name in state.node_runs:
-            ctx[name] = _node_view(state.node_runs[name])
+            ctx[name] = _NodesView(state)
+        else:
+            run = state.find_node_run(name)
+            if run is not None:
+                ctx[name] = _node_view(run)
     return ctx
 
 
@@ -207,6 +209,25 @@ def _node_view(run: Any) -> Any:
     if run.status is NodeRunStatus.skipped:
         return _SkippedOutputs()
     return run.outputs if run.outputs is not None else {}
+
+
+class _NodesView(Mapping[str, Any]):
+    """``nodes['id']`` in templates: node outputs looked up lazily through the scopes."""
+
+    def __init__(self, state: RunState) -> None:
+        self._state = state
+
+    def __getitem__(self, key: str) -> Any:
+        run = self._state.find_node_run(key)
+        if run is None:
+            raise KeyError(key)
+        return _node_view(run)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._state.node_runs)
+
+    def __len__(self) -> int:
+        return len(self._state.node_runs)
 
 
 class _SkippedOutputs(dict):

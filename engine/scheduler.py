@@ -40,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from schemas.events import (
@@ -70,19 +71,37 @@ class _Stop(Exception):
     """Internal: the run is ending (failure, limit or cancel); unwind node tasks."""
 
 
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """A nested run inside a run: one round of a loop or one item of an iteration.
+
+    The nested scheduler runs a sub-plan over a child state whose references fall
+    back to the parent state; events, counters, limits, the deadline and the
+    cancellation token are the root run's. Node runs carry ``loop_id``/``iteration``.
+    """
+
+    root: "Scheduler"
+    loop_id: str
+    iteration: int
+
+
 class Scheduler:
     """Executes one run of ``plan`` over ``state`` (fresh, or restored from a checkpoint).
 
-    Use :func:`engine.runner.run_workflow` rather than this class directly.
+    Use :func:`engine.runner.run_workflow` rather than this class directly; loops use
+    :meth:`run_nested` to run their bodies.
     """
 
-    def __init__(self, plan: CompiledPlan, state: RunState, deps: RunDeps, cancel: CancelToken | None = None):
+    def __init__(self, plan: CompiledPlan, state: RunState, deps: RunDeps, cancel: CancelToken | None = None,
+                 scope: Scope | None = None):
         self.plan = plan
         self.state = state
         self.deps = deps
         self.cancel = cancel or CancelToken()
+        self.scope = scope
+        self.root: Scheduler = scope.root if scope is not None else self
         self._emit_fn = deps.on_event
-        self._limits = plan.workflow.limits
+        self._limits = self.root.plan.workflow.limits
         # Derived from state.edges (rebuilt on restore): incoming edges still pending / taken.
         self._remaining: dict[str, int] = {}
         self._taken: dict[str, int] = {}
@@ -92,12 +111,22 @@ class Scheduler:
         self._answers: dict[str, Interrupt] = {}  # node id -> its answered interrupt (from state.interrupts)
         self._done: asyncio.Future[None] | None = None
         self._ending: RunError | None = None
+        self.ending: RunError | None = None  # why a nested run ended (None: it succeeded)
         self._loop_deadline = 0.0
 
     # ------------------------------------------------------------------ events
 
     def _emit(self, cls: type[Any], **fields: Any) -> None:
-        """Number and publish an event; without a sink only the sequence advances (hot path)."""
+        """Number and publish an event; without a sink only the sequence advances (hot path).
+
+        Nested scopes number events in the root run's sequence and tag node events
+        with their loop id and iteration.
+        """
+        if self.scope is not None:
+            if "node_id" in fields:
+                fields["loop_id"], fields["iteration"] = self.scope.loop_id, self.scope.iteration
+            self.root._emit(cls, **fields)
+            return
         self.state.seq += 1
         if self._emit_fn is not None:
             self._emit_fn(cls(seq=self.state.seq, run_id=self.state.run_id, ts=time.time(), **fields))
@@ -124,7 +153,7 @@ class Scheduler:
             unfinished = run is None or run.status in (NodeRunStatus.running, NodeRunStatus.pending)
             if run is not None and run.status is NodeRunStatus.waiting:
                 unfinished = nid in self._answers  # a waiting node runs again only once answered
-            if unfinished and pending == 0 and (taken or nid == self.plan.start_id):
+            if unfinished and pending == 0 and (taken or nid in self.plan.roots):
                 restart.append(nid)
         return restart
 
@@ -132,32 +161,36 @@ class Scheduler:
         """Run to the end; returns the final state. Never raises for run failures
         (they are in ``state.status`` / ``state.error`` and the events)."""
         state, loop = self.state, asyncio.get_running_loop()
+        nested = self.scope is not None
         fresh = state.status is RunStatus.pending
         if fresh:
             state.started_at = time.time()
-            state.deadline = state.started_at + self._limits.max_wall_time
-            state.edges = {eid: _PENDING for eid in (e.id for e in self.plan.workflow.edges)}
+            state.edges = {eid: _PENDING for node_plan in self.plan.nodes.values() for eid in node_plan.in_edges}
+            if not nested:
+                state.deadline = state.started_at + self._limits.max_wall_time
         elif state.status is RunStatus.paused:
             # Time spent waiting for a person does not count against max_wall_time.
             state.deadline = time.time() + (state.wall_time_left or 0.0)
         self._answers = {i.node_id: i for i in state.interrupts.values() if i.answered}
         resumed = state.status is RunStatus.paused and bool(self._answers)
         state.status = RunStatus.running
-        self._loop_deadline = loop.time() + max(0.0, (state.deadline or 0.0) - time.time())
+        self._loop_deadline = (self.root._loop_deadline if nested
+                               else loop.time() + max(0.0, (state.deadline or 0.0) - time.time()))
         self._done = loop.create_future()
         self.cancel.on_cancel(self._on_cancel)
-        if fresh:
+        if fresh and not nested:
             self._emit(RunStarted, workflow_id=state.workflow_id, inputs=state.inputs)
         elif resumed:
             self._emit(RunResumed, answered=[i.id for i in self._answers.values()])
         to_start = self._rebuild_counts()
         if fresh:
-            # Rule 3: nodes with no incoming edges, other than start, can never run.
+            # Rule 3: nodes with no incoming edges, other than the roots, can never run.
             for nid, node_plan in self.plan.nodes.items():
-                if not node_plan.in_edges and nid != self.plan.start_id:
+                if not node_plan.in_edges and nid not in self.plan.roots:
                     self._skip(nid, to_start)
         self._ready.update(dict.fromkeys(to_start))
-        timer = loop.call_at(self._loop_deadline, self._on_deadline)
+        # Nested scopes rely on the root's deadline timer, which cancels the root's tasks.
+        timer = None if nested else loop.call_at(self._loop_deadline, self._on_deadline)
         try:
             self._start(to_start)
             if self._tasks and not self._done.done():
@@ -165,13 +198,15 @@ class Scheduler:
             elif not self._tasks and not self._done.done():
                 self._done.set_result(None)
         except asyncio.CancelledError:
-            # The task running the whole run was cancelled (e.g. a server shutting down):
-            # stop the nodes in progress too, record the run as cancelled, then re-raise.
+            # The task running this run was cancelled (a server shutting down, or the
+            # loop node around a nested run): stop the nodes in progress too, record
+            # the run as cancelled, then re-raise.
             self._end(RunCancelled("run cancelled: the task running it was cancelled", reason="cancelled"))
             await self._finish()
             raise
         finally:
-            timer.cancel()
+            if timer is not None:
+                timer.cancel()
         return await self._finish()
 
     # ---------------------------------------------------------------- spawning
@@ -232,12 +267,24 @@ class Scheduler:
                         self._mark_skipped(target)
                         stack.append((self.plan.nodes[target], None))
 
-    def _mark_skipped(self, nid: str) -> None:
+    def _mark_skipped(self, nid: str, plan: CompiledPlan | None = None) -> None:
+        node_plan = (plan or self.plan).nodes[nid]
         now = time.time()
-        run = NodeRun(id=f"{self.state.run_id}:{nid}", node_id=nid, kind=self.plan.nodes[nid].node.type,
+        run = NodeRun(id=self._node_run_id(nid), node_id=nid, kind=node_plan.node.type,
                       status=NodeRunStatus.skipped, started_at=now, finished_at=now)
+        if self.scope is not None:
+            run.loop_id, run.iteration = self.scope.loop_id, self.scope.iteration
+        if node_plan.members and node_plan.body is not None:  # a skipped loop region skips the nodes inside it
+            for member in node_plan.members:
+                self._mark_skipped(member, node_plan.body)
         self.state.node_runs[nid] = run
         self._emit(NodeFinished, node_id=nid, node_run_id=run.id, kind=run.kind, status=NodeRunStatus.skipped)
+
+    def _node_run_id(self, nid: str) -> str:
+        """Unique in the run: a node runs once per run of a DAG, once per round/item in a loop."""
+        if self.scope is None:
+            return f"{self.state.run_id}:{nid}"
+        return f"{self.root.state.run_id}:{self.scope.loop_id}#{self.scope.iteration}:{nid}"
 
     def _skip(self, nid: str, out: list[str]) -> None:
         self._mark_skipped(nid)
@@ -258,20 +305,22 @@ class Scheduler:
             run.status = NodeRunStatus.running
             state.interrupts.pop(answered.id, None)
         else:
-            # Node run ids are unique per run: a node runs at most once in a run of a DAG.
-            run = NodeRun(id=f"{state.run_id}:{nid}", node_id=nid, kind=node.type, status=NodeRunStatus.running,
+            run = NodeRun(id=self._node_run_id(nid), node_id=nid, kind=node.type, status=NodeRunStatus.running,
                           started_at=started)
+            if self.scope is not None:
+                run.loop_id, run.iteration = self.scope.loop_id, self.scope.iteration
             state.node_runs[nid] = run
         self._emit(NodeStarted, node_id=nid, node_run_id=run.id, kind=node.type)
-        ctx = NodeContext(node, self.plan, state, self.deps, self.cancel, run, self._emit, answered)
+        ctx = NodeContext(node, self.plan, state, self.deps, self.cancel, run, self._emit, answered, self)
         result: NodeResult | None = None
         error: BaseException | None = None
         attempts = 1 + node.max_retries
         for attempt in range(attempts):
             if self._ending is not None:
                 raise _Stop
-            state.node_executions += 1
-            if state.node_executions > self._limits.max_node_executions:
+            counters = self.root.state
+            counters.node_executions += 1
+            if counters.node_executions > self._limits.max_node_executions:
                 self._end(RunLimitExceeded(
                     f"run reached max_node_executions={self._limits.max_node_executions} at node {nid!r}",
                     node_id=nid, reason="max_node_executions"))
@@ -296,6 +345,11 @@ class Scheduler:
                 self._close(run, NodeRunStatus.failed, exc)
                 raise _Stop from None
             except InterruptRequested as request:
+                if self.scope is not None:
+                    error = RunError(f"node {nid!r} asks a question inside loop {self.scope.loop_id!r}: "
+                                     "interrupts are not supported inside loops", node_id=nid,
+                                     reason="interrupt_in_loop")
+                    break
                 self._interrupt(run, request)
                 await self._checkpoint()
                 return []
@@ -395,7 +449,7 @@ class Scheduler:
 
     async def _checkpoint(self) -> None:
         hook = self.deps.checkpoint
-        if hook is not None:
+        if hook is not None and self.scope is None:  # nested runs restart with their loop node
             self.state.ready = list(self._ready)
             result = hook(self.state)
             if inspect.isawaitable(result):
@@ -417,6 +471,17 @@ class Scheduler:
         self._end(RunCancelled(f"run cancelled: {reason}", reason="cancelled"))
         if not self._tasks and self._done is not None and not self._done.done():
             self._done.set_result(None)
+
+    async def run_nested(self, plan: CompiledPlan, state: RunState, loop_id: str, iteration: int) -> "Scheduler":
+        """Run ``plan`` (a loop body or a loop region) over ``state`` (a child state whose
+        references fall back to this run's) as round/item ``iteration`` of ``loop_id``.
+
+        Returns the nested scheduler: its ``state`` holds the node runs, its ``ending``
+        the error that stopped it (None when it succeeded).
+        """
+        nested = Scheduler(plan, state, self.deps, self.cancel, Scope(self.root, loop_id, iteration))
+        await nested.run()
+        return nested
 
     def _on_deadline(self) -> None:
         # Ends the run at max_wall_time wherever it is: cancels running nodes (blocking
@@ -449,6 +514,12 @@ class Scheduler:
             pending = [nid for nid in self.plan.order if nid not in state.node_runs]
             if pending:  # pragma: no cover - would be an engine bug; fail loudly, never silently
                 ending = RunError(f"scheduler stopped with unresolved nodes {pending}", reason="engine_error")
+        if self.scope is not None:  # a nested run reports to its loop node, not as run events
+            state.status = (RunStatus.succeeded if ending is None else
+                            RunStatus.cancelled if isinstance(ending, RunCancelled) else RunStatus.failed)
+            state.error = _error_record(ending, ending.node_id) if ending is not None else None
+            self.ending = ending
+            return state
         if isinstance(ending, RunCancelled):
             state.status = RunStatus.cancelled
             state.error = _error_record(ending, ending.node_id)
@@ -467,9 +538,8 @@ class Scheduler:
     def _collect_outputs(self) -> None:
         state = self.state
         answers: list[tuple[float, str]] = []
-        for nid in self.plan.order:
-            run = state.node_runs.get(nid)
-            if run is None or run.status is not NodeRunStatus.succeeded or run.outputs is None:
+        for run in state.node_runs.values():
+            if run.status is not NodeRunStatus.succeeded or run.outputs is None:
                 continue
             if run.kind == "end":
                 state.outputs.update(run.outputs)

@@ -52,6 +52,8 @@ class NodeStarted(EventBase):
     node_run_id: str
     kind: str
     attempt: int = 1
+    loop_id: str | None = None
+    iteration: int | None = None
 
 
 class NodeDelta(EventBase):
@@ -62,6 +64,8 @@ class NodeDelta(EventBase):
     node_run_id: str
     channel: Literal["answer", "reasoning"] = "answer"
     text: str
+    loop_id: str | None = None
+    iteration: int | None = None
 
 
 class NodeFinished(EventBase):
@@ -76,6 +80,8 @@ class NodeFinished(EventBase):
     outputs: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
     elapsed_ms: float = 0.0
+    loop_id: str | None = None
+    iteration: int | None = None
 
 
 class InterruptEvent(EventBase):

@@ -11,7 +11,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, PrivateAttr
 
 from .types import NodeRunStatus, RunStatus
 
@@ -83,6 +83,8 @@ class NodeRun(BaseModel):
     finished_at: float | None = None
     usage: Usage | None = None
     data: dict[str, Any] = Field(default_factory=dict, description="kind-specific record (raw replies, traces)")
+    loop_id: str | None = Field(default=None, description="loop node or loop region this run belongs to")
+    iteration: int | None = Field(default=None, description="round / item index inside loop_id (from 0)")
 
 
 class RunState(BaseModel):
@@ -112,6 +114,28 @@ class RunState(BaseModel):
     answer: str = ""
     error: NodeError | None = None
     interrupts: dict[str, Interrupt] = Field(default_factory=dict, description="pending interrupts by id")
+    history: list[NodeRun] = Field(default_factory=list, description="node runs of earlier loop rounds")
+
+    #: the state a nested run (loop round, iteration item) falls back to for references
+    _parent: "RunState | None" = PrivateAttr(default=None)
+
+    def child(self) -> "RunState":
+        """A state for a nested run: its own node runs and edges; inputs, system and run
+        variables shared with this one; references fall back to this state."""
+        child = RunState(run_id=self.run_id, workflow_id=self.workflow_id, workflow_hash=self.workflow_hash)
+        child.inputs, child.sys, child.variables = self.inputs, self.sys, self.variables
+        child._parent = self
+        return child
+
+    def find_node_run(self, node_id: str) -> NodeRun | None:
+        """The node run of ``node_id`` here or, failing that, in the enclosing states."""
+        state: RunState | None = self
+        while state is not None:
+            run = state.node_runs.get(node_id)
+            if run is not None:
+                return run
+            state = state._parent
+        return None
 
     def __repr__(self) -> str:
         # Short on purpose: a state holds every node's outputs, and asyncio/loggers repr

@@ -92,6 +92,9 @@ class NodeBase(BaseModel):
     error_strategy: ErrorStrategy = ErrorStrategy.fail
     default_output: dict[str, Any] | None = None
     default_handle: str | None = Field(default=None, description="handle taken with default_output (default: first)")
+    parent: str | None = Field(default=None, description="id of the loop/iteration node whose body holds this node")
+    max_iterations: int | None = Field(
+        default=None, ge=1, description="round limit when this node is the entry of a loop drawn with a back-edge")
     config: NodeConfig
 
     def handles(self) -> list[str]:
@@ -146,6 +149,7 @@ class RunLimits(BaseModel):
     max_node_executions: int = Field(default=10_000, ge=1, description="node attempts per run, retries included")
     max_wall_time: float = Field(default=3600.0, gt=0, description="seconds from run start")
     max_concurrency: int | None = Field(default=None, ge=1, description="nodes running at once (None: unlimited)")
+    max_loop_iterations: int = Field(default=1000, ge=1, description="rounds/items of any one loop, per run")
 
 
 class Workflow(BaseModel):
