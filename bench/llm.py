@@ -2,7 +2,7 @@
 
 Prints exactly one JSON line on stdout (progress, with ``-v``, goes to stderr)::
 
-    python bench/llm.py            # full run (~30 s on 2 cores)
+    python bench/llm.py            # full run (~40 s on 2 cores)
     python bench/llm.py --quick    # smoke run (a few seconds)
 
 Method. The scripted OpenAI server (``tests/support/openai_server.py``) runs in a

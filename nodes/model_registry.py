@@ -323,6 +323,9 @@ class ModelRegistry:
     def client_for(self, spec: ModelSpec) -> "openai.AsyncOpenAI":
         """An ``AsyncOpenAI`` client for ``spec``'s provider (cached; SDK retries off).
 
+        Its only HTTP timeout is the connect timeout: ``call_llm``'s idle timeout bounds
+        every read, so callers using the client directly must bound their own calls.
+
         Raises:
             MissingAPIKey: the provider's ``api_key_env`` is set but not in the environment.
         """
