@@ -14,7 +14,10 @@ whole list at once. Rules, with the ``Problem.code`` each one reports:
 6. ``dangling_edge``: an edge's source or target is not a node.
 7. ``unknown_handle``: an edge leaves a handle its source does not have
    (if-else: case ids + ``else``; ``error`` only under the error-branch strategy).
-8. ``cycle``: a strongly connected component (node ids listed in order).
+8. ``cycle``: a strongly connected component that is not a valid loop region
+   (engine/loops.py: one entry, back-edges to it, a conditional exit);
+   ``unknown_parent`` / ``edge_crosses_container`` / ``loop_break_outside_loop`` /
+   ``interrupt_in_loop`` for loop bodies.
 9. References (structured and in templates): ``unknown_node``, ``unknown_output``,
    ``not_ancestor`` (the node could never be ready first), ``unknown_input``,
    ``unknown_variable``, ``unknown_sys``, ``type_mismatch``, ``template_syntax``,
@@ -46,6 +49,7 @@ from schemas.values import walk_refs
 from schemas.workflow import ErrorStrategy, NodeBase, Workflow, node_model
 
 from .errors import CompileError, Problem
+from .loops import CONTAINER_KINDS, CycleRegion, RegionExecutor, check_scopes, find_cycle_regions, region_node
 from .references import template_names, template_selectors
 
 __all__ = ["CompiledPlan", "NodePlan", "check_workflow", "compile_workflow", "content_hash"]
@@ -246,7 +250,7 @@ def _check_ids(wf: Workflow, problems: list[Problem]) -> None:
 
 
 def _build_graph(
-    wf: Workflow, problems: list[Problem], invalid: set[str], invalid_start: bool
+    wf: Workflow, problems: list[Problem], invalid: set[str], invalid_start: bool, scope: dict[str, str | None]
 ) -> tuple[nx.MultiDiGraph, str | None]:
     """Rules 5-7: the graph (one networkx edge per workflow edge, keyed by edge id)."""
     graph = nx.MultiDiGraph()
@@ -269,6 +273,11 @@ def _build_graph(
                         path="source" if edge.source in bad else "target")
             )
             continue
+        if scope[edge.source] != scope[edge.target]:
+            problems.append(Problem("edge_crosses_container",
+                                    f"edge joins {edge.source!r} and {edge.target!r}, which are in different loop "
+                                    "bodies; connect the loop node itself instead", edge_id=edge.id))
+            continue
         handles = handles_of.get(edge.source)
         if handles is None:
             handles = handles_of[edge.source] = by_id[edge.source].handles()
@@ -286,27 +295,6 @@ def _build_graph(
         graph_edges.append((edge.source, edge.target, edge.id, {"handle": edge.sourceHandle}))
     graph.add_edges_from(graph_edges)
     return graph, (starts[0] if len(starts) == 1 else None)
-
-
-def _check_cycles(graph: nx.MultiDiGraph, problems: list[Problem]) -> bool:
-    """Rule 8. Returns True when the graph is a DAG."""
-    acyclic = True
-    for component in nx.strongly_connected_components(graph):
-        if len(component) == 1:
-            (only,) = component
-            if not graph.has_edge(only, only):
-                continue
-        acyclic = False
-        sub = graph.subgraph(component)
-        try:
-            cycle = [u for u, _v, *_ in nx.find_cycle(sub)]
-        except nx.NetworkXNoCycle:  # pragma: no cover - an SCC always has one
-            cycle = sorted(component)
-        problems.append(
-            Problem("cycle", f"cycle through nodes {' -> '.join(cycle + cycle[:1])}; loops need a loop node",
-                    node_id=cycle[0])
-        )
-    return acyclic
 
 
 def _ancestor_sets(graph: nx.MultiDiGraph, order: list[str]) -> dict[str, int]:
@@ -333,9 +321,10 @@ class _RefChecker:
     """Rule 9, for one workflow (outputs computed once)."""
 
     def __init__(self, wf: Workflow, graph: nx.MultiDiGraph, order: list[str] | None, problems: list[Problem],
-                 invalid: set[str]):
+                 invalid: set[str], scope: dict[str, str | None]):
         self.wf = wf
         self.invalid = invalid
+        self.scope = scope
         self.problems = problems
         self.outputs = {n.id: n.outputs(wf) for n in wf.nodes}
         self.inputs = {v.name: v.type for v in wf.inputs}
@@ -345,20 +334,30 @@ class _RefChecker:
             self.index = {nid: i for i, nid in enumerate(order)}
             self.anc = _ancestor_sets(graph, order)
 
-    def _target(self, reader: str, path: str, node_ref: str, field: str | None) -> VarType | None:
+    def _inside(self, node_id: str, container: str) -> bool:
+        parent = self.scope.get(node_id)
+        while parent is not None:
+            if parent == container:
+                return True
+            parent = self.scope.get(parent)
+        return False
+
+    def _target(self, reader: str, path: str, node_ref: str, field: str | None, body: bool = False) -> VarType | None:
         if node_ref in self.invalid:
             return None
         if node_ref not in self.outputs:
             self.problems.append(Problem("unknown_node", f"reference to unknown node {node_ref!r}", node_id=reader, path=path))
             return None
-        if self.order is not None and node_ref != reader and not (self.anc[reader] >> self.index[node_ref]) & 1:
+        if body and (node_ref == reader or self._inside(node_ref, reader)):
+            pass  # a loop node's body-scoped field reads itself and its body (engine/loops.py)
+        elif self.order is not None and node_ref != reader and not (self.anc[reader] >> self.index[node_ref]) & 1:
             self.problems.append(
                 Problem("not_ancestor",
                         f"reference to node {node_ref!r}, which is not upstream of {reader!r}: it may never run first; "
                         "connect it upstream", node_id=reader, path=path)
             )
             return None
-        if node_ref == reader:
+        elif node_ref == reader:
             self.problems.append(Problem("not_ancestor", "a node cannot reference its own outputs", node_id=reader, path=path))
             return None
         outs = self.outputs[node_ref]
@@ -381,10 +380,12 @@ class _RefChecker:
         return table.get(field) if field is not None else None
 
     def check_node(self, node: NodeBase) -> None:
+        body_fields = node.config.body_fields()
         for found in walk_refs(node.config, "config"):
             sel = found.ref.selector
             if sel.scope == "node":
-                actual = self._target(node.id, found.path, sel.node or "", sel.field)
+                in_body = bool(body_fields) and found.path.split(".")[1].split("[")[0] in body_fields
+                actual = self._target(node.id, found.path, sel.node or "", sel.field, in_body)
             else:
                 actual = self._scoped(node.id, found.path, sel.scope, sel.field)
             if not sel.path and not _types_compatible(actual, found.expected):
@@ -469,10 +470,19 @@ def _compile(doc: dict[str, Any], key: str, models: Any = None) -> tuple[Compile
     _check_ids(wf, problems)
     raw_nodes = doc.get("nodes") if isinstance(doc.get("nodes"), list) else []
     invalid_start = any(isinstance(n, dict) and n.get("type") == "start" and n.get("id") in invalid for n in raw_nodes)
-    graph, start_id = _build_graph(wf, problems, invalid, invalid_start)
-    acyclic = _check_cycles(graph, problems)
+    scope = check_scopes(wf, problems, invalid)
+    graph, start_id = _build_graph(wf, problems, invalid, invalid_start, scope)
+    regions = find_cycle_regions(graph, wf, problems)
+    for region in regions:  # the outside graph stays a DAG (engine/loops.py)
+        for edge_id in region.back_edges:
+            source = next(u for u, _v, k in graph.in_edges(region.entry, keys=True) if k == edge_id)
+            graph.remove_edge(source, region.entry, key=edge_id)
+    # A body runs after its container starts: for ancestry, the container precedes its body.
+    graph.add_edges_from((parent, nid, f"{parent}>{nid}", {"handle": None})
+                         for nid, parent in scope.items() if parent is not None)
+    acyclic = nx.is_directed_acyclic_graph(graph)
     order = list(nx.topological_sort(graph)) if acyclic else None
-    checker = _RefChecker(wf, graph, order, problems, invalid)
+    checker = _RefChecker(wf, graph, order, problems, invalid, scope)
     for node in wf.nodes:
         checker.check_node(node)
     _check_error_policy(wf, problems)
@@ -485,14 +495,78 @@ def _compile(doc: dict[str, Any], key: str, models: Any = None) -> tuple[Compile
                                         node_id=node.id, severity="warning"))
     if any(p.severity == "error" for p in problems) or start_id is None or order is None:
         return None, problems
-    in_edges: dict[str, list[str]] = {n.id: [] for n in wf.nodes}
-    out_edges: dict[str, list[tuple[str, str, str]]] = {n.id: [] for n in wf.nodes}
-    for edge in wf.edges:
-        in_edges[edge.target].append(edge.id)
-        out_edges[edge.source].append((edge.id, edge.sourceHandle, edge.target))
-    plans = {
-        n.id: NodePlan(n, EXECUTORS[n.type](n), tuple(in_edges[n.id]), tuple(out_edges[n.id])) for n in wf.nodes
-    }
-    plan = CompiledPlan(wf, key, graph, plans, start_id, tuple(order), tuple(p for p in problems if p.severity == "warning"),
-                        roots=(start_id,))
+    warnings = tuple(p for p in problems if p.severity == "warning")
+    plan = _PlanBuilder(wf, key, graph, order, regions, scope, warnings).scope_plan(None, (start_id,))
     return plan, problems
+
+
+class _PlanBuilder:
+    """Builds the plan of each scope: the top level, each loop body, each loop region."""
+
+    def __init__(self, wf: Workflow, key: str, graph: nx.MultiDiGraph, order: list[str],
+                 regions: list[CycleRegion], scope: dict[str, str | None], warnings: tuple[Problem, ...]):
+        self.wf, self.key, self.graph, self.order, self.warnings = wf, key, graph, order, warnings
+        self.scope = scope
+        self.by_id = {n.id: n for n in wf.nodes}
+        self.region_of = {m: r for r in regions for m in r.members}
+        self.regions = regions
+        back = {e for r in regions for e in r.back_edges}
+        self.in_edges: dict[str, list[str]] = {}
+        self.out_edges: dict[str, list[tuple[str, str, str]]] = {}
+        self.inner_in: dict[str, list[str]] = {}
+        self.inner_out: dict[str, list[tuple[str, str, str]]] = {}
+        self.ends: dict[str, tuple[str, str]] = {}  # back/exit edge id -> (source, handle)
+        for edge in wf.edges:
+            if edge.source not in self.by_id or edge.target not in self.by_id:
+                continue
+            source_region, target_region = self.region_of.get(edge.source), self.region_of.get(edge.target)
+            if edge.id in back:
+                self.ends[edge.id] = (edge.source, edge.sourceHandle)
+                continue
+            if source_region is not None and source_region is target_region:
+                self.inner_in.setdefault(edge.target, []).append(edge.id)
+                self.inner_out.setdefault(edge.source, []).append((edge.id, edge.sourceHandle, edge.target))
+                continue
+            # Seen from outside a region, its exit edges leave the pseudo-node, keyed by edge id.
+            source = source_region.id if source_region is not None else edge.source
+            target = target_region.id if target_region is not None else edge.target
+            handle = edge.id if source_region is not None else edge.sourceHandle
+            if source_region is not None:
+                self.ends[edge.id] = (edge.source, edge.sourceHandle)
+            self.out_edges.setdefault(source, []).append((edge.id, handle, target))
+            self.in_edges.setdefault(target, []).append(edge.id)
+
+    def _node_plan(self, node: NodeBase, in_edges: list[str], out_edges: list[tuple[str, str, str]]) -> NodePlan:
+        body = None
+        if node.type in CONTAINER_KINDS:
+            body = self.scope_plan(node.id, ())  # roots: the body nodes with no incoming edge
+        return NodePlan(node, EXECUTORS[node.type](node), tuple(in_edges), tuple(out_edges), body)
+
+    def _region_plan(self, region: CycleRegion) -> NodePlan:
+        members = {m: self._node_plan(self.by_id[m], self.inner_in.get(m, []), self.inner_out.get(m, []))
+                   for m in region.members}
+        body = CompiledPlan(self.wf, self.key, self.graph, members, "", region.members, (), roots=(region.entry,))
+        pseudo = region_node(region, self.by_id[region.entry])
+        executor = RegionExecutor(pseudo, region, self.ends)
+        return NodePlan(pseudo, executor, tuple(self.in_edges.get(region.id, [])),
+                        tuple(self.out_edges.get(region.id, [])), body, region.members)
+
+    def scope_plan(self, scope_id: str | None, roots: tuple[str, ...]) -> CompiledPlan:
+        plans: dict[str, NodePlan] = {}
+        order: list[str] = []
+        for nid in self.order:
+            if nid not in self.by_id or self.scope[nid] != scope_id:
+                continue
+            region = self.region_of.get(nid)
+            if region is not None:
+                if nid == region.entry:
+                    plans[region.id] = self._region_plan(region)
+                    order.append(region.id)
+                continue
+            plans[nid] = self._node_plan(self.by_id[nid], self.in_edges.get(nid, []), self.out_edges.get(nid, []))
+            order.append(nid)
+        if scope_id is not None:
+            roots = tuple(nid for nid in order if not plans[nid].in_edges)
+        start = roots[0] if scope_id is None else ""
+        return CompiledPlan(self.wf, self.key, self.graph, plans, start, tuple(order),
+                            self.warnings if scope_id is None else (), roots=roots)

@@ -11,6 +11,7 @@ from . import (  # noqa: F401  (registration)
     http_request,
     if_else,
     interactive,
+    loop,
     query_extension,
     start,
     template,

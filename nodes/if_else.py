@@ -24,13 +24,15 @@ import regex
 
 from engine.context import NodeContext, NodeResult
 from engine.errors import NodeFailed
+from engine.references import resolve_value
+from schemas.run import RunState
 from schemas.nodes import ORDER_OPS, Condition, ConditionOp, IfElseConfig
 from schemas.types import VarType, type_of_value
 
 from .base import NodeExecutor
 from .variables import is_empty
 
-__all__ = ["IfElseNode", "coerce", "evaluate"]
+__all__ = ["IfElseNode", "check_condition", "coerce", "evaluate"]
 
 REGEX_TIMEOUT_S = 1.0
 _TRUE = {"true", "1", "yes"}
@@ -160,25 +162,38 @@ def evaluate(op: ConditionOp, left: Any, right: Any) -> bool:
     raise ValueError(f"unknown operator {op!r}")  # pragma: no cover - enum is closed
 
 
+def check_condition(state: RunState, cond: Condition, path: str, node_id: str,
+                    record: dict[str, Any] | None = None) -> bool:
+    """Resolve a condition's operands in ``state`` and evaluate it (rules in the module docstring).
+
+    ``record`` receives the resolved operands under ``<path>.left`` / ``<path>.right``.
+
+    Raises:
+        ReferenceFailed: an operand reference cannot be resolved.
+        NodeFailed: operands the operator does not accept, naming ``config.<path>``.
+    """
+    left = resolve_value(state, cond.left, node_id=node_id)
+    right = resolve_value(state, cond.right, node_id=node_id)
+    if record is not None:
+        record[f"{path}.left"], record[f"{path}.right"] = left, right
+    try:
+        if cond.type is not None:
+            left, right = coerce(left, cond.type), coerce(right, cond.type)
+        return evaluate(cond.operator, left, right)
+    except ValueError as exc:
+        raise NodeFailed(f"config.{path}: {exc}", node_id=node_id) from None
+
+
 class IfElseNode(NodeExecutor[IfElseConfig], kind="if_else"):
     """Checks cases in order; takes the first matching case's handle, else ``else``.
 
     Output ``case``: the id of the case taken (``"else"`` when none matched).
     """
 
-    def _check(self, ctx: NodeContext, cond: Condition, path: str) -> bool:
-        left = ctx.resolve(cond.left, record_as=f"{path}.left")
-        right = ctx.resolve(cond.right, record_as=f"{path}.right")
-        try:
-            if cond.type is not None:
-                left, right = coerce(left, cond.type), coerce(right, cond.type)
-            return evaluate(cond.operator, left, right)
-        except ValueError as exc:
-            raise NodeFailed(f"config.{path}: {exc}", node_id=ctx.node_id) from None
-
     async def run(self, ctx: NodeContext) -> NodeResult:
         for ci, case in enumerate(self.config.cases):
-            checks = (self._check(ctx, c, f"cases[{ci}].conditions[{i}]") for i, c in enumerate(case.conditions))
+            checks = (check_condition(ctx.state, c, f"cases[{ci}].conditions[{i}]", ctx.node_id, ctx.node_run.inputs)
+                      for i, c in enumerate(case.conditions))
             matched = all(checks) if case.logic == "and" else any(checks)
             if matched:
                 return NodeResult({"case": case.id}, handles=(case.id,))

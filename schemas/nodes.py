@@ -41,6 +41,10 @@ __all__ = [
     "FormInputConfig",
     "SelectOption",
     "UserSelectConfig",
+    "IterationConfig",
+    "LoopBreakConfig",
+    "LoopConfig",
+    "LoopUpdate",
 ]
 
 #: kind -> config class. Filled by :func:`node_kind`; read by the compiler, the
@@ -55,6 +59,8 @@ class NodeConfig(BaseModel):
 
     kind: ClassVar[str] = ""
     title: ClassVar[str] = ""
+    #: True for kinds that pause the run to ask a person (not allowed inside loop bodies)
+    interactive: ClassVar[bool] = False
 
     def handles(self) -> list[str]:
         """Output handles this node can take (the ``error`` handle is added by the node's error strategy)."""
@@ -74,6 +80,11 @@ class NodeConfig(BaseModel):
 
     def template_locals(self) -> set[str]:
         """Names bound by the node itself in its templates (e.g. template variables)."""
+        return set()
+
+    def body_fields(self) -> set[str]:
+        """Config fields resolved inside the node's own body scope (loop nodes): their
+        references may read the node itself and its body nodes."""
         return set()
 
     def model_refs(self) -> Iterator[tuple[str, str]]:
@@ -360,6 +371,8 @@ class UserSelectConfig(NodeConfig):
     ignored); anything else asks again with an error (issue 5).
     """
 
+    interactive: ClassVar[bool] = True
+
     description: str = Field(description="Jinja2 template shown to the person")
     options: list[SelectOption] = Field(min_length=1)
 
@@ -402,6 +415,8 @@ class FormInputConfig(NodeConfig):
     an invalid answer asks again listing the errors (issue 5).
     """
 
+    interactive: ClassVar[bool] = True
+
     description: str = Field(default="", description="Jinja2 template shown above the form")
     fields: list[FormField] = Field(min_length=1)
 
@@ -411,3 +426,92 @@ class FormInputConfig(NodeConfig):
     def templates(self) -> Iterator[tuple[str, str]]:
         if self.description:
             yield "description", self.description
+
+
+
+# -------------------------------------------------------------------------- loops
+
+
+@node_kind("iteration", "Iteration")
+class IterationConfig(NodeConfig):
+    """Runs its body (nodes with ``parent`` = this node) once per item of ``items``.
+
+    Inside the body, ``THIS.item`` and ``THIS.index`` read the current item and its
+    index; ``collect`` (resolved in the item's scope after its body ran) is that
+    item's result. Items run in order, ``concurrency`` at a time; each item has its
+    own scope, so no node output leaks from one item into the next.
+
+    ``item_error``: ``fail`` - the first failing item fails the node (then the node's
+    error strategy applies); ``continue`` - the item's result is null and its status
+    failed; ``skip`` - the item is left out of ``results``.
+    """
+
+    items: Value
+    collect: Value
+    concurrency: int = Field(default=1, ge=1, le=32)
+    item_error: Literal["fail", "continue", "skip"] = "fail"
+    max_iterations: int | None = Field(default=None, ge=1, description="most items accepted (also limited per run)")
+
+    def outputs(self, workflow: "Workflow") -> dict[str, VarType]:
+        return {"results": VarType.array, "statuses": VarType.array, "count": VarType.number,
+                "item": VarType.any, "index": VarType.number}
+
+    def ref_type(self, field: str) -> VarType | None:
+        return VarType.array if field == "items" else None
+
+    def body_fields(self) -> set[str]:
+        return {"collect"}
+
+
+class LoopUpdate(BaseModel):
+    """After each round: ``variable`` = ``value`` (resolved in the round's scope)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    variable: str
+    value: Value
+
+
+@node_kind("loop", "Loop")
+class LoopConfig(NodeConfig):
+    """Repeats its body until ``break_when`` holds, a ``loop_break`` node runs, or the limit.
+
+    ``variables`` are the loop variables with their initial values; inside the body
+    ``THIS.<name>`` and ``THIS.index`` read them. After each round the ``update``
+    values (which may reference the round's nodes) become the next values.
+    ``break_when`` is checked before every round (``logic`` combines the conditions);
+    reaching ``max_iterations`` rounds fails the node with reason ``max_iterations``.
+    Outputs: every loop variable's final value and ``rounds``.
+    """
+
+    variables: list[InputBinding] = Field(default_factory=list)
+    update: list[LoopUpdate] = Field(default_factory=list)
+    break_when: list[Condition] = Field(default_factory=list)
+    logic: Literal["and", "or"] = "and"
+    max_iterations: int = Field(default=100, ge=1)
+
+    @model_validator(mode="after")
+    def _check_names(self) -> "LoopConfig":
+        names = [v.name for v in self.variables]
+        reserved = sorted({"index", "rounds"} & set(names))
+        if reserved:
+            raise ValueError(f"loop variables cannot be named {reserved}")
+        unknown = sorted({u.variable for u in self.update} - set(names))
+        if unknown:
+            raise ValueError(f"update names undeclared loop variables {unknown}; declare them in variables")
+        return self
+
+    def outputs(self, workflow: "Workflow") -> dict[str, VarType]:
+        return {**{v.name: v.type or VarType.any for v in self.variables}, "rounds": VarType.number,
+                "index": VarType.number}
+
+    def body_fields(self) -> set[str]:
+        return {"update", "break_when"}
+
+
+@node_kind("loop_break", "Loop break")
+class LoopBreakConfig(NodeConfig):
+    """Inside a loop body: when it runs, the loop ends after the current round."""
+
+    def handles(self) -> list[str]:
+        return []

@@ -169,5 +169,10 @@ class Workflow(BaseModel):
 
 
 def workflow_json_schema() -> dict[str, Any]:
-    """JSON Schema (draft 2020-12) of the whole workflow format, for the canvas and importers."""
-    return TypeAdapter(Workflow).json_schema(by_alias=True)
+    """JSON Schema (draft 2020-12) of the whole workflow format, for the canvas and importers.
+
+    Built from the catalog as it is now, so kinds registered after import are included.
+    """
+    current = create_model("Workflow", __base__=Workflow, __doc__=Workflow.__doc__,
+                           nodes=(list[_node_union()], Field(default_factory=list)))  # type: ignore[valid-type]
+    return TypeAdapter(current).json_schema(by_alias=True)

@@ -379,7 +379,7 @@ def test_schema_prints_the_workflow_json_schema() -> None:
     assert result.exit_code == 0
     schema = json.loads(result.stdout)
     assert {"nodes", "edges", "inputs", "variables", "limits"} <= set(schema["properties"])
-    assert set(NODE_KINDS) - {"probe"} <= set(_consts(schema))  # probe: a test-only kind registered later
+    assert set(NODE_KINDS) <= set(_consts(schema))
 
 
 # ------------------------------------------------------- examples, end to end

@@ -1,0 +1,236 @@
+"""Loops: container scopes (iteration / loop nodes) and loops drawn with back-edges.
+
+Two ways to repeat work (README "Loops"):
+
+1. Containers. A node with ``parent: C`` belongs to the body of the ``iteration`` or
+   ``loop`` node ``C``. Edges may not cross a container's boundary. The body is a
+   sub-plan the container runs once per item / round, each time in a fresh child
+   scope (:meth:`schemas.run.RunState.child`) whose references fall back to the
+   enclosing run; inside the body ``C.item`` / ``C.index`` / ``C.<loop variable>``
+   read the container's per-round values.
+2. Back-edges, as FastGPT builders draw them: a strongly connected component of the
+   graph becomes a *loop region* when it has exactly one entry (the only member with
+   edges coming from outside - the node the back-edges return to), its other edges
+   form a DAG once the back-edges are removed, and it has a conditional exit (an edge
+   leaving the region from a branching node's handle that does not lead back in).
+   The outside graph stays a DAG: the region is scheduled as one pseudo-node
+   (``<entry>~loop``) whose out-edges are the exit edges. Each round runs the region's
+   DAG from the entry; when a back-edge is taken another round starts, otherwise the
+   exit edges taken in that last round are taken. Node runs of earlier rounds move to
+   ``RunState.history``; the latest stay in ``node_runs`` for references downstream.
+
+Every loop has an iteration limit: the node's ``max_iterations`` (for a region: the
+entry node's) and the run's ``limits.max_loop_iterations``, the smaller wins.
+Reaching it fails with reason ``max_iterations`` - never a silent stop.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import networkx as nx
+
+from nodes.base import NodeExecutor
+from schemas.nodes import NodeConfig
+from schemas.run import NodeRun, RunState
+from schemas.types import NodeRunStatus
+from schemas.workflow import ErrorStrategy, NodeBase, Workflow
+
+from .context import NodeContext, NodeResult
+from .errors import Problem, RunError
+
+if TYPE_CHECKING:
+    from .compiler import CompiledPlan
+
+__all__ = [
+    "CONTAINER_KINDS",
+    "CycleRegion",
+    "LoopLimitExceeded",
+    "RegionExecutor",
+    "check_scopes",
+    "find_cycle_regions",
+    "loop_limit",
+    "move_round_runs",
+    "region_node",
+]
+
+#: node kinds whose children (``parent``) form a body run per item / round
+CONTAINER_KINDS = frozenset({"iteration", "loop"})
+
+
+class LoopLimitExceeded(RunError):
+    """A loop reached its iteration limit (node ``max_iterations`` or run ``max_loop_iterations``)."""
+
+    reason = "max_iterations"
+
+
+def loop_limit(node_limit: int | None, workflow: Workflow) -> int:
+    """The effective round/item limit of a loop: the smaller of the node's and the run's."""
+    run_limit = workflow.limits.max_loop_iterations
+    return min(node_limit, run_limit) if node_limit is not None else run_limit
+
+
+# ----------------------------------------------------------------- compile side
+
+
+def check_scopes(wf: Workflow, problems: list[Problem], invalid: set[str]) -> dict[str, str | None]:
+    """Validate ``parent`` fields; returns node id -> scope (container id, or None at top level).
+
+    Problems: ``unknown_parent`` (no such node / not a container), ``loop_break_outside_loop``,
+    ``interrupt_in_loop`` (questions to a person cannot pause inside a loop body).
+    """
+    by_id = {n.id: n for n in wf.nodes}
+    scope: dict[str, str | None] = {}
+    for node in wf.nodes:
+        parent = node.parent
+        if parent is not None and parent not in invalid:
+            owner = by_id.get(parent)
+            if owner is None or owner.type not in CONTAINER_KINDS:
+                problems.append(Problem("unknown_parent", f"parent {parent!r} is not an iteration or loop node",
+                                        node_id=node.id, path="parent"))
+                parent = None
+        scope[node.id] = parent
+    for node in wf.nodes:
+        if node.type == "loop_break" and not _inside(node.id, "loop", scope, by_id):
+            problems.append(Problem("loop_break_outside_loop", "a loop_break node must be inside a loop node's body",
+                                    node_id=node.id, path="parent"))
+        if getattr(node.config, "interactive", False) and scope[node.id] is not None:
+            problems.append(Problem("interrupt_in_loop", "nodes that ask a person cannot be inside a loop body; "
+                                    "ask before or after the loop", node_id=node.id, path="parent"))
+    return scope
+
+
+def _inside(node_id: str, kind: str, scope: dict[str, str | None], by_id: dict[str, NodeBase]) -> bool:
+    parent = scope.get(node_id)
+    return parent is not None and by_id[parent].type == kind
+
+
+@dataclass(frozen=True, slots=True)
+class CycleRegion:
+    """A loop drawn with back-edges (see module docstring, point 2)."""
+
+    entry: str
+    members: tuple[str, ...]
+    back_edges: frozenset[str]
+    exit_edges: tuple[str, ...]
+
+    @property
+    def id(self) -> str:
+        """Id of the region's pseudo-node (``~`` cannot appear in node ids, so no clash)."""
+        return f"{self.entry}~loop"
+
+
+def find_cycle_regions(graph: nx.MultiDiGraph, wf: Workflow, problems: list[Problem]) -> list[CycleRegion]:
+    """Turn each strongly connected component into a :class:`CycleRegion`, or report why not.
+
+    Every failure is a ``cycle`` problem naming the cycle's nodes and what is missing.
+    """
+    by_id = {n.id: n for n in wf.nodes}
+    regions: list[CycleRegion] = []
+    for component in nx.strongly_connected_components(graph):
+        if len(component) == 1:
+            (only,) = component
+            if not graph.has_edge(only, only):
+                continue
+        members = sorted(component)
+        names = ", ".join(members)
+        inner = [(u, v, k, d) for u, v, k, d in graph.edges(members, keys=True, data=True) if v in component]
+        entries = sorted({v for u, v, _k in graph.in_edges(members, keys=True) if u not in component})
+        if len(entries) != 1:
+            why = "nothing leads into it" if not entries else f"it is entered at several nodes {entries}"
+            problems.append(Problem("cycle", f"cycle through nodes {names}: {why}; a loop needs one entry node, "
+                                    "the one its back-edges return to", node_id=members[0]))
+            continue
+        entry = entries[0]
+        back = frozenset(k for _u, v, k, _d in inner if v == entry)
+        dag = nx.DiGraph((u, v) for u, v, k, _d in inner if k not in back)
+        dag.add_nodes_from(members)
+        if not nx.is_directed_acyclic_graph(dag):
+            inner_cycle = [u for u, _v in nx.find_cycle(dag)]
+            problems.append(Problem("cycle", f"cycle through nodes {names} has an inner cycle "
+                                    f"{' -> '.join(inner_cycle)} that does not return to the entry {entry!r}",
+                                    node_id=entry))
+            continue
+        exits = [(u, k, d["handle"]) for u, v, k, d in graph.out_edges(members, keys=True, data=True)
+                 if v not in component]
+        inner_handles = {(u, d["handle"]) for u, _v, _k, d in inner}
+        conditional = [k for u, k, handle in exits
+                       if len(by_id[u].handles()) > 1 and (u, handle) not in inner_handles]
+        if not conditional:
+            problems.append(Problem("cycle", f"cycle through nodes {' -> '.join(members)} has no conditional exit: "
+                                    "add a branch (if-else, classify, error branch) with a handle that leaves the "
+                                    "loop", node_id=entry))
+            continue
+        order = [n for n in nx.topological_sort(dag)]
+        regions.append(CycleRegion(entry, tuple(order), back, tuple(k for _u, k, _h in exits)))
+    return regions
+
+
+class _RegionConfig(NodeConfig):
+    """Config of a loop region's pseudo-node (internal; not a catalog kind)."""
+
+
+def region_node(region: CycleRegion, entry: NodeBase) -> NodeBase:
+    """The pseudo-node scheduled in place of ``region`` in its scope."""
+    return NodeBase.model_construct(
+        id=region.id, type="loop_region", name=f"loop at {region.entry}", description="", position=entry.position,
+        timeout=None, max_retries=0, retry_interval=0.0, error_strategy=ErrorStrategy.fail,
+        default_output=None, default_handle=None, parent=entry.parent, max_iterations=entry.max_iterations,
+        config=_RegionConfig(),
+    )
+
+
+# ------------------------------------------------------------------ run side
+
+
+def move_round_runs(round_state: RunState, target: RunState) -> None:
+    """Put a round's node runs into ``target`` (the latest per node); earlier ones go to history."""
+    for nid, run in round_state.node_runs.items():
+        previous = target.node_runs.get(nid)
+        if previous is not None:
+            target.history.append(previous)
+        target.node_runs[nid] = run
+    target.history.extend(round_state.history)
+
+
+def took(run: NodeRun | None, handle: str) -> bool:
+    """True when ``run`` ended taking ``handle`` (succeeded, or failed into its error branch)."""
+    return run is not None and run.status in (NodeRunStatus.succeeded, NodeRunStatus.failed) and handle in run.handles
+
+
+class RegionExecutor(NodeExecutor[_RegionConfig]):
+    """Runs a :class:`CycleRegion` round after round (module docstring, point 2).
+
+    Outputs ``rounds``; takes the exit edges (by id) taken in the last round.
+
+    Raises:
+        LoopLimitExceeded: the limit was reached while a back-edge still asked for more.
+        RunError: whatever stopped a round (names the member node that failed).
+    """
+
+    def __init__(self, node: NodeBase, region: CycleRegion, edges: dict[str, tuple[str, str]]):
+        super().__init__(node)
+        self.region = region
+        #: edge id -> (source node, source handle), for back and exit edges
+        self.edges = edges
+
+    async def run(self, ctx: NodeContext) -> NodeResult:
+        region, body = self.region, ctx.plan.nodes[self.node.id].body
+        assert body is not None
+        limit = loop_limit(self.node.max_iterations, ctx.plan.workflow)
+        for index in range(limit):
+            round_state = ctx.state.child()
+            nested = await ctx.scheduler.run_nested(body, round_state, region.id, index)
+            move_round_runs(round_state, ctx.state)
+            if nested.ending is not None:
+                raise nested.ending
+            again = any(took(round_state.node_runs.get(self.edges[e][0]), self.edges[e][1]) for e in region.back_edges)
+            ctx.node_run.data["rounds"] = index + 1
+            if not again:
+                taken = tuple(e for e in region.exit_edges
+                              if took(round_state.node_runs.get(self.edges[e][0]), self.edges[e][1]))
+                return NodeResult({"rounds": index + 1}, handles=taken)
+        raise LoopLimitExceeded(
+            f"loop at {region.entry!r} reached its limit of {limit} rounds (nodes {', '.join(region.members)}); "
+            "raise max_iterations on the entry node or limits.max_loop_iterations", node_id=region.entry)
