@@ -32,6 +32,7 @@ Plans are cached by the SHA-256 of the canonical JSON of the document.
 from __future__ import annotations
 
 import functools
+import gc
 import hashlib
 import json
 from collections import OrderedDict
@@ -43,7 +44,7 @@ import networkx as nx
 from pydantic import Discriminator, Tag, TypeAdapter, ValidationError
 
 from nodes.base import EXECUTORS, NodeExecutor
-from schemas.nodes import NODE_KINDS
+from schemas.nodes import NODE_KINDS, NodeConfig
 from schemas.types import RESERVED_SCOPES, SYS_VARIABLES, VarType
 from schemas.values import walk_refs
 from schemas.workflow import ErrorStrategy, NodeBase, Workflow, node_model
@@ -55,7 +56,7 @@ from .references import template_names, template_selectors
 __all__ = ["CompiledPlan", "NodePlan", "check_workflow", "compile_workflow", "content_hash"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: frozen dataclasses pay per field on every construction
 class NodePlan:
     """A node as the scheduler needs it: executor and edge lists, precomputed.
 
@@ -81,7 +82,7 @@ class CompiledPlan:
 
     workflow: Workflow
     content_hash: str
-    graph: nx.MultiDiGraph
+    graph: nx.DiGraph
     nodes: dict[str, NodePlan]
     start_id: str
     order: tuple[str, ...]
@@ -251,36 +252,38 @@ def _check_ids(wf: Workflow, problems: list[Problem]) -> None:
 
 def _build_graph(
     wf: Workflow, problems: list[Problem], invalid: set[str], invalid_start: bool, scope: dict[str, str | None]
-) -> tuple[nx.MultiDiGraph, str | None]:
-    """Rules 5-7: the graph (one networkx edge per workflow edge, keyed by edge id)."""
-    graph = nx.MultiDiGraph()
+) -> tuple[nx.DiGraph, str | None]:
+    """Rules 5-7: the graph. One networkx edge per connected node pair; its ``edges``
+    attribute lists the workflow edges between them as ``(edge id, source handle)``."""
+    graph = nx.DiGraph()
     by_id = {n.id: n for n in wf.nodes}
     graph.add_nodes_from(by_id)
     handles_of: dict[str, list[str]] = {}
-    graph_edges: list[tuple[str, str, str, dict[str, str]]] = []
+    pairs: dict[tuple[str, str], list[tuple[str, str]]] = {}
     starts = [n.id for n in wf.nodes if n.type == "start"]
     if not starts and not invalid_start:
         problems.append(Problem("no_start", "the workflow has no start node; add one node of type 'start'"))
     elif len(starts) > 1:
         problems.append(Problem("multiple_start", f"only one start node is allowed, found {starts}"))
     for edge in wf.edges:
-        if edge.source in invalid or edge.target in invalid:
+        source, target = edge.source, edge.target
+        if source in invalid or target in invalid:
             continue  # the node's own problem is reported already
-        bad = [end for end in (edge.source, edge.target) if end not in by_id]
-        if bad:
+        if source not in by_id or target not in by_id:
+            bad = [end for end in (source, target) if end not in by_id]
             problems.append(
                 Problem("dangling_edge", f"edge points to unknown node(s) {bad}", edge_id=edge.id,
-                        path="source" if edge.source in bad else "target")
+                        path="source" if source in bad else "target")
             )
             continue
-        if scope[edge.source] != scope[edge.target]:
+        if scope[source] is not scope[target] and scope[source] != scope[target]:
             problems.append(Problem("edge_crosses_container",
                                     f"edge joins {edge.source!r} and {edge.target!r}, which are in different loop "
                                     "bodies; connect the loop node itself instead", edge_id=edge.id))
             continue
-        handles = handles_of.get(edge.source)
+        handles = handles_of.get(source)
         if handles is None:
-            handles = handles_of[edge.source] = by_id[edge.source].handles()
+            handles = handles_of[source] = by_id[source].handles()
         if edge.sourceHandle not in handles:
             problems.append(
                 Problem("unknown_handle",
@@ -292,12 +295,16 @@ def _build_graph(
             problems.append(Problem("edge_into_start", "the start node cannot have incoming edges",
                                     node_id=edge.target, edge_id=edge.id))
             continue
-        graph_edges.append((edge.source, edge.target, edge.id, {"handle": edge.sourceHandle}))
-    graph.add_edges_from(graph_edges)
+        pair = pairs.get((source, target))
+        if pair is None:
+            pairs[(source, target)] = [(edge.id, edge.sourceHandle)]
+        else:
+            pair.append((edge.id, edge.sourceHandle))
+    graph.add_edges_from((u, v, {"edges": ids}) for (u, v), ids in pairs.items())
     return graph, (starts[0] if len(starts) == 1 else None)
 
 
-def _ancestor_sets(graph: nx.MultiDiGraph, order: list[str]) -> dict[str, int]:
+def _ancestor_sets(graph: nx.DiGraph, order: list[str]) -> dict[str, int]:
     """Ancestors of every node as bitsets (int), in one pass over the topological order."""
     index = {nid: i for i, nid in enumerate(order)}
     anc: dict[str, int] = {}
@@ -317,22 +324,56 @@ def _types_compatible(actual: VarType | None, expected: VarType | None) -> bool:
     return actual is expected
 
 
+class _LazyOutputs(dict):  # type: ignore[type-arg]
+    """node id -> declared outputs, computed for the nodes that are actually referenced."""
+
+    def __init__(self, wf: Workflow) -> None:
+        super().__init__()
+        self._wf = wf
+        self._nodes = {n.id: n for n in wf.nodes}
+
+    def __contains__(self, node_id: object) -> bool:
+        return node_id in self._nodes
+
+    def __missing__(self, node_id: str) -> dict[str, VarType]:
+        outs = self[node_id] = self._nodes[node_id].outputs(self._wf)
+        return outs
+
+
 class _RefChecker:
     """Rule 9, for one workflow (outputs computed once)."""
 
-    def __init__(self, wf: Workflow, graph: nx.MultiDiGraph, order: list[str] | None, problems: list[Problem],
+    def __init__(self, wf: Workflow, graph: nx.DiGraph, order: list[str] | None, problems: list[Problem],
                  invalid: set[str], scope: dict[str, str | None]):
         self.wf = wf
         self.invalid = invalid
         self.scope = scope
         self.problems = problems
-        self.outputs = {n.id: n.outputs(wf) for n in wf.nodes}
+        self.outputs = _LazyOutputs(wf)
         self.inputs = {v.name: v.type for v in wf.inputs}
         self.variables = {v.name: v.type for v in wf.variables}
         self.order = order
+        self.graph = graph
+        self._anc: dict[str, int] | None = None
         if order is not None:
             self.index = {nid: i for i, nid in enumerate(order)}
-            self.anc = _ancestor_sets(graph, order)
+
+    @property
+    def anc(self) -> dict[str, int]:
+        """Ancestor bitsets, built on first use (many workflows have no node references)."""
+        if self._anc is None:
+            assert self.order is not None
+            self._anc = _ancestor_sets(self.graph, self.order)
+        return self._anc
+
+    def reachable_from(self, start: str) -> set[str]:
+        """Nodes with a path from ``start`` (``start`` included): one pass in topological order."""
+        assert self.order is not None
+        reach, pred = {start}, self.graph.pred
+        for nid in self.order:
+            if nid not in reach and any(p in reach for p in pred[nid]):
+                reach.add(nid)
+        return reach
 
     def _inside(self, node_id: str, container: str) -> bool:
         parent = self.scope.get(node_id)
@@ -380,6 +421,8 @@ class _RefChecker:
         return table.get(field) if field is not None else None
 
     def check_node(self, node: NodeBase) -> None:
+        if _plain_config(type(node.config)):
+            return
         body_fields = node.config.body_fields()
         for found in walk_refs(node.config, "config"):
             sel = found.ref.selector
@@ -425,6 +468,12 @@ class _RefChecker:
                     self._target(node.id, path, head, field)
 
 
+@functools.cache
+def _plain_config(cls: type[NodeConfig]) -> bool:
+    """True for config classes with no fields and no templates: nothing to check."""
+    return not cls.model_fields and cls.templates is NodeConfig.templates
+
+
 def _check_error_policy(wf: Workflow, problems: list[Problem]) -> None:
     """Rule 10."""
     for node in wf.nodes:
@@ -461,6 +510,18 @@ def _check_models(wf: Workflow, problems: list[Problem], models: Any) -> None:
 def _compile(doc: dict[str, Any], key: str, models: Any = None) -> tuple[CompiledPlan | None, list[Problem]]:
     import nodes  # noqa: F401  - registers every executor; deferred because node modules import the engine
 
+    # Compiling allocates many small containers and frees few: the cyclic GC would
+    # walk the whole heap repeatedly for nothing (about half the time at 5000 nodes).
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _compile_passes(doc, key, models)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _compile_passes(doc: dict[str, Any], key: str, models: Any) -> tuple[CompiledPlan | None, list[Problem]]:
     problems: list[Problem] = []
     invalid: set[str] = set()
     wf = _parse_document(doc, problems, invalid)
@@ -472,23 +533,32 @@ def _compile(doc: dict[str, Any], key: str, models: Any = None) -> tuple[Compile
     invalid_start = any(isinstance(n, dict) and n.get("type") == "start" and n.get("id") in invalid for n in raw_nodes)
     scope = check_scopes(wf, problems, invalid)
     graph, start_id = _build_graph(wf, problems, invalid, invalid_start, scope)
-    regions = find_cycle_regions(graph, wf, problems)
-    for region in regions:  # the outside graph stays a DAG (engine/loops.py)
-        for edge_id in region.back_edges:
-            source = next(u for u, _v, k in graph.in_edges(region.entry, keys=True) if k == edge_id)
-            graph.remove_edge(source, region.entry, key=edge_id)
     # A body runs after its container starts: for ancestry, the container precedes its body.
-    graph.add_edges_from((parent, nid, f"{parent}>{nid}", {"handle": None})
-                         for nid, parent in scope.items() if parent is not None)
-    acyclic = nx.is_directed_acyclic_graph(graph)
-    order = list(nx.topological_sort(graph)) if acyclic else None
+    graph.add_edges_from((parent, nid, {"edges": []}) for nid, parent in scope.items() if parent is not None)
+    try:
+        order: list[str] | None = list(nx.topological_sort(graph))
+        regions: list[CycleRegion] = []
+    except nx.NetworkXUnfeasible:  # cycles: loop regions, or problems (engine/loops.py)
+        regions = find_cycle_regions(graph, wf, problems)
+        for region in regions:  # without its back-edges the graph around a region is a DAG
+            for source in list(graph.predecessors(region.entry)):
+                kept = [(e, h) for e, h in graph[source][region.entry]["edges"] if e not in region.back_edges]
+                if kept:
+                    graph[source][region.entry]["edges"] = kept
+                else:
+                    graph.remove_edge(source, region.entry)
+        try:
+            order = list(nx.topological_sort(graph))
+        except nx.NetworkXUnfeasible:  # a cycle that is not a loop region: reported by find_cycle_regions
+            order = None
+    acyclic = order is not None
     checker = _RefChecker(wf, graph, order, problems, invalid, scope)
     for node in wf.nodes:
         checker.check_node(node)
     _check_error_policy(wf, problems)
     _check_models(wf, problems, models)
     if start_id is not None and acyclic:
-        reachable = nx.descendants(graph, start_id) | {start_id}
+        reachable = checker.reachable_from(start_id)
         for node in wf.nodes:
             if node.id not in reachable:
                 problems.append(Problem("unreachable", "no path from the start node; this node will be skipped",
@@ -503,7 +573,7 @@ def _compile(doc: dict[str, Any], key: str, models: Any = None) -> tuple[Compile
 class _PlanBuilder:
     """Builds the plan of each scope: the top level, each loop body, each loop region."""
 
-    def __init__(self, wf: Workflow, key: str, graph: nx.MultiDiGraph, order: list[str],
+    def __init__(self, wf: Workflow, key: str, graph: nx.DiGraph, order: list[str],
                  regions: list[CycleRegion], scope: dict[str, str | None], warnings: tuple[Problem, ...]):
         self.wf, self.key, self.graph, self.order, self.warnings = wf, key, graph, order, warnings
         self.scope = scope
@@ -516,6 +586,13 @@ class _PlanBuilder:
         self.inner_in: dict[str, list[str]] = {}
         self.inner_out: dict[str, list[tuple[str, str, str]]] = {}
         self.ends: dict[str, tuple[str, str]] = {}  # back/exit edge id -> (source, handle)
+        if not regions:  # the common case: every edge is an ordinary edge of its scope
+            in_edges, out_edges = self.in_edges, self.out_edges
+            for source, target, data in graph.edges(data=True):
+                for edge_id, handle in data["edges"]:
+                    out_edges.setdefault(source, []).append((edge_id, handle, target))
+                    in_edges.setdefault(target, []).append(edge_id)
+            return
         for edge in wf.edges:
             if edge.source not in self.by_id or edge.target not in self.by_id:
                 continue
@@ -554,10 +631,18 @@ class _PlanBuilder:
     def scope_plan(self, scope_id: str | None, roots: tuple[str, ...]) -> CompiledPlan:
         plans: dict[str, NodePlan] = {}
         order: list[str] = []
+        by_id, scope, region_of = self.by_id, self.scope, self.region_of
+        in_edges, out_edges, empty = self.in_edges, self.out_edges, ()
         for nid in self.order:
-            if nid not in self.by_id or self.scope[nid] != scope_id:
+            node = by_id.get(nid)
+            if node is None or scope[nid] != scope_id:
                 continue
-            region = self.region_of.get(nid)
+            if not region_of and node.type not in CONTAINER_KINDS:  # fast path: an ordinary node
+                plans[nid] = NodePlan(node, EXECUTORS[node.type](node), tuple(in_edges.get(nid, empty)),
+                                      tuple(out_edges.get(nid, empty)))
+                order.append(nid)
+                continue
+            region = region_of.get(nid)
             if region is not None:
                 if nid == region.entry:
                     plans[region.id] = self._region_plan(region)

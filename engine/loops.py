@@ -121,7 +121,7 @@ class CycleRegion:
         return f"{self.entry}~loop"
 
 
-def find_cycle_regions(graph: nx.MultiDiGraph, wf: Workflow, problems: list[Problem]) -> list[CycleRegion]:
+def find_cycle_regions(graph: nx.DiGraph, wf: Workflow, problems: list[Problem]) -> list[CycleRegion]:
     """Turn each strongly connected component into a :class:`CycleRegion`, or report why not.
 
     Every failure is a ``cycle`` problem naming the cycle's nodes and what is missing.
@@ -135,16 +135,17 @@ def find_cycle_regions(graph: nx.MultiDiGraph, wf: Workflow, problems: list[Prob
                 continue
         members = sorted(component)
         names = ", ".join(members)
-        inner = [(u, v, k, d) for u, v, k, d in graph.edges(members, keys=True, data=True) if v in component]
-        entries = sorted({v for u, v, _k in graph.in_edges(members, keys=True) if u not in component})
+        # (source, target, edge id, handle) for every workflow edge inside the component
+        inner = [(u, v, e, h) for u, v, d in graph.edges(members, data=True) if v in component for e, h in d["edges"]]
+        entries = sorted({v for u, v in graph.in_edges(members) if u not in component})
         if len(entries) != 1:
             why = "nothing leads into it" if not entries else f"it is entered at several nodes {entries}"
             problems.append(Problem("cycle", f"cycle through nodes {names}: {why}; a loop needs one entry node, "
                                     "the one its back-edges return to", node_id=members[0]))
             continue
         entry = entries[0]
-        back = frozenset(k for _u, v, k, _d in inner if v == entry)
-        dag = nx.DiGraph((u, v) for u, v, k, _d in inner if k not in back)
+        back = frozenset(e for _u, v, e, _h in inner if v == entry)
+        dag = nx.DiGraph((u, v) for u, v, e, _h in inner if e not in back)
         dag.add_nodes_from(members)
         if not nx.is_directed_acyclic_graph(dag):
             inner_cycle = [u for u, _v in nx.find_cycle(dag)]
@@ -152,9 +153,9 @@ def find_cycle_regions(graph: nx.MultiDiGraph, wf: Workflow, problems: list[Prob
                                     f"{' -> '.join(inner_cycle)} that does not return to the entry {entry!r}",
                                     node_id=entry))
             continue
-        exits = [(u, k, d["handle"]) for u, v, k, d in graph.out_edges(members, keys=True, data=True)
-                 if v not in component]
-        inner_handles = {(u, d["handle"]) for u, _v, _k, d in inner}
+        exits = [(u, e, h) for u, v, d in graph.out_edges(members, data=True) if v not in component
+                 for e, h in d["edges"]]
+        inner_handles = {(u, h) for u, _v, _e, h in inner}
         conditional = [k for u, k, handle in exits
                        if len(by_id[u].handles()) > 1 and (u, handle) not in inner_handles]
         if not conditional:
