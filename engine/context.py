@@ -69,12 +69,24 @@ class CancelToken:
         for callback in list(self._callbacks):
             callback(reason)
 
-    def on_cancel(self, callback: Callable[[str], None]) -> None:
-        """Call ``callback(reason)`` when the token fires (at once if it already has)."""
+    def on_cancel(self, callback: Callable[[str], None]) -> Callable[[], None]:
+        """Call ``callback(reason)`` when the token fires (at once if it already has).
+
+        Returns a function that unregisters the callback (idempotent), so short-lived
+        watchers (one per model call, one per loop round) do not pile up on a long run.
+        """
         if self._reason is not None:
             callback(self._reason)
-        else:
-            self._callbacks.append(callback)
+            return lambda: None
+        self._callbacks.append(callback)
+
+        def unsubscribe() -> None:
+            try:
+                self._callbacks.remove(callback)
+            except ValueError:
+                pass
+
+        return unsubscribe
 
     def raise_if_cancelled(self, node_id: str | None = None) -> None:
         """Raise :class:`RunCancelled` when fired."""

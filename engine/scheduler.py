@@ -113,6 +113,7 @@ class Scheduler:
         self._ending: RunError | None = None
         self.ending: RunError | None = None  # why a nested run ended (None: it succeeded)
         self._loop_deadline = 0.0
+        self._unsubscribe: Any = lambda: None
 
     # ------------------------------------------------------------------ events
 
@@ -177,7 +178,7 @@ class Scheduler:
         self._loop_deadline = (self.root._loop_deadline if nested
                                else loop.time() + max(0.0, (state.deadline or 0.0) - time.time()))
         self._done = loop.create_future()
-        self.cancel.on_cancel(self._on_cancel)
+        self._unsubscribe = self.cancel.on_cancel(self._on_cancel)
         if fresh and not nested:
             self._emit(RunStarted, workflow_id=state.workflow_id, inputs=state.inputs)
         elif resumed:
@@ -494,6 +495,7 @@ class Scheduler:
             self._done.set_result(None)
 
     async def _finish(self) -> RunState:
+        self._unsubscribe()
         state = self.state
         if self._tasks:  # wait for cancelled tasks to record themselves
             await asyncio.gather(*self._tasks, return_exceptions=True)

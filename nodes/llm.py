@@ -445,14 +445,18 @@ async def _attempt(client: openai.AsyncOpenAI, body: dict[str, Any], reply: _Rep
 class _CancelWatch:
     """Cancels the calling task when the token fires while the call is running."""
 
-    __slots__ = ("task", "fired", "active")
+    __slots__ = ("task", "fired", "active", "unsubscribe")
 
     def __init__(self, token: CancelToken | None) -> None:
         self.task = asyncio.current_task()
         self.fired = False
         self.active = True
-        if token is not None:
-            token.on_cancel(self._fire)
+        self.unsubscribe = token.on_cancel(self._fire) if token is not None else (lambda: None)
+
+    def close(self) -> None:
+        """Stop watching: the call is over (and leave no callback on a long run's token)."""
+        self.active = False
+        self.unsubscribe()
 
     def _fire(self, reason: str) -> None:
         if self.active and not self.fired and self.task is not None:
@@ -566,7 +570,7 @@ async def call_llm(
                 raise RunCancelled(f"{_subject(node_id, spec.name)} cancelled: {reason}", node_id=node_id) from None
         raise
     finally:
-        watch.active = False
+        watch.close()
     calls = [ToolCall(slot[0] or f"call_{index}", slot[1], "".join(slot[2]) or "{}")
              for index, slot in sorted(reply.calls.items())]
     return LLMResponse(

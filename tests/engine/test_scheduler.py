@@ -345,3 +345,18 @@ def test_max_wall_time_failure_names_the_running_node():
     assert state.error.node_id == "slow" and "'slow'" in state.error.message
     assert state.node_runs["slow"].status == "failed"
     assert events[-1].error["node_id"] == "slow"
+
+
+def test_cancel_token_callbacks_do_not_pile_up():
+    token = CancelToken()
+    calls = []
+    off = token.on_cancel(calls.append)
+    off()
+    off()
+    doc = build([node("it", "iteration", {"items": list(range(20)), "collect": 1}),
+                 node("inner", "probe", {}, parent="it")], [edge("start", "it")])
+    state = asyncio.run(run_workflow(compile_workflow(doc), {}, cancel=token))
+    assert state.status == "succeeded"
+    assert token._callbacks == []  # every nested run unsubscribed when it ended
+    token.cancel("late")
+    assert calls == []
