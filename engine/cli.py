@@ -237,9 +237,14 @@ class _TerminalView:
     def _on_run_started(self, event: Any) -> None:
         self._line(("run ", "bold"), event.run_id, f"  workflow {event.workflow_id}")
 
+    @staticmethod
+    def _name(event: Any) -> str:
+        """``node`` or ``node#3`` for round/item 3 of a loop."""
+        return event.node_id if event.iteration is None else f"{event.node_id}#{event.iteration}"
+
     def _on_node_started(self, event: Any) -> None:
         attempt = f" (attempt {event.attempt})" if event.attempt > 1 else ""
-        self._line(("  ▶ ", "cyan"), (event.node_id, "bold"), f" [{event.kind}] started{attempt}")
+        self._line(("  ▶ ", "cyan"), (self._name(event), "bold"), f" [{event.kind}] started{attempt}")
 
     def _on_node_delta(self, event: Any) -> None:
         self.console.print(Text(event.text, style="dim italic" if event.channel == "reasoning" else ""), end="")
@@ -250,7 +255,7 @@ class _TerminalView:
         mark, style = self._STATUS_MARK.get(status, ("?", ""))
         detail = f"  {event.error.get('message', '')}" if event.error else ""
         timing = "" if status == "skipped" else f" in {event.elapsed_ms:.1f} ms"
-        self._line((f"  {mark} ", style), (event.node_id, "bold"), f" [{event.kind}] ", (status, style),
+        self._line((f"  {mark} ", style), (self._name(event), "bold"), f" [{event.kind}] ", (status, style),
                    timing + detail)
 
     def _on_interrupt(self, event: Any) -> None:

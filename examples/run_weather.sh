@@ -1,10 +1,7 @@
 #!/usr/bin/env bash
-# Run examples/weather_lookup.json against the local stub API (examples/stub_server.py).
-# Nothing leaves 127.0.0.1: the stub listens there on a free port, and only that address
-# is allowed to the HTTP node (FLOWLOOM_HTTP_ALLOW).
+# Run examples/weather_lookup.json against the local stub API (see with_stub.sh).
 #
 # Usage: examples/run_weather.sh [CITY] [more `flowloom run` options, e.g. --json]
-# Env:   PYTHON (default python3) runs the stub; FLOWLOOM (default flowloom) is the CLI.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -13,25 +10,4 @@ if [[ $# -gt 0 && "$1" != -* ]]; then
     city="$1"
     shift
 fi
-
-log="$(mktemp)"
-"${PYTHON:-python3}" "$here/stub_server.py" 0 >"$log" 2>/dev/null &
-server=$!
-cleanup() {
-    kill "$server" 2>/dev/null || true
-    wait "$server" 2>/dev/null || true
-    rm -f "$log"
-}
-trap cleanup EXIT
-
-port=""
-for _ in $(seq 100); do
-    port="$(sed -n 's#^ready http://127\.0\.0\.1:\([0-9][0-9]*\)$#\1#p' "$log")"
-    [[ -n "$port" ]] && break
-    kill -0 "$server" 2>/dev/null || { echo "stub server failed to start" >&2; exit 1; }
-    sleep 0.1
-done
-[[ -n "$port" ]] || { echo "stub server did not report ready" >&2; exit 1; }
-
-FLOWLOOM_HTTP_ALLOW=127.0.0.1 "${FLOWLOOM:-flowloom}" run "$here/weather_lookup.json" \
-    --input "city=$city" --input "base_url=http://127.0.0.1:$port" "$@"
+exec "$here/with_stub.sh" "$here/weather_lookup.json" --input "city=$city" "$@"

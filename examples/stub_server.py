@@ -9,6 +9,9 @@ Endpoints (GET):
   known city, 404 ``{"error": "unknown city", "city": NAME}`` otherwise, 400 without ``city``.
 - ``/slow?seconds=N``: answers ``{"slept": N}`` after N seconds (at most 120), for
   timeout and cancellation demos.
+- ``/job?id=ID&after=N``: a job that is ``{"id", "status": "running", "polls": k}`` for
+  the first N polls of that id (default 3), then ``{"id", "status": "done", "polls": k,
+  "result": ...}`` - for the polling (loop-back) example.
 - ``/health``: ``{"ok": true}``.
 """
 
@@ -17,6 +20,7 @@ from __future__ import annotations
 import json
 import signal
 import sys
+import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -50,7 +54,27 @@ def slow(query: dict[str, list[str]]) -> tuple[int, dict[str, Any]]:
     return 200, {"slept": seconds}
 
 
-ROUTES = {"/weather": weather, "/slow": slow, "/health": lambda _q: (200, {"ok": True})}
+_POLLS: dict[str, int] = {}
+_POLLS_LOCK = threading.Lock()
+
+
+def job(query: dict[str, list[str]]) -> tuple[int, dict[str, Any]]:
+    """A job that finishes after ``after`` polls (counted per id, for this server's lifetime)."""
+    job_id = (query.get("id") or [""])[0].strip()
+    if not job_id:
+        return 400, {"error": "missing query parameter 'id'"}
+    try:
+        after = int((query.get("after") or ["3"])[0])
+    except ValueError:
+        return 400, {"error": "after must be an integer"}
+    with _POLLS_LOCK:
+        polls = _POLLS[job_id] = _POLLS.get(job_id, 0) + 1
+    if polls <= after:
+        return 200, {"id": job_id, "status": "running", "polls": polls}
+    return 200, {"id": job_id, "status": "done", "polls": polls, "result": f"report for {job_id} is ready"}
+
+
+ROUTES = {"/weather": weather, "/slow": slow, "/job": job, "/health": lambda _q: (200, {"ok": True})}
 
 
 class Handler(BaseHTTPRequestHandler):

@@ -1,0 +1,35 @@
+"""examples/poll_job.json: a loop drawn with a back-edge, polling the local stub API."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_example(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLOWLOOM_")}
+    return subprocess.run([str(ROOT / "examples" / "with_stub.sh"), str(ROOT / "examples" / "poll_job.json"),
+                           "--json", *args], capture_output=True, text=True, timeout=60, env=env, cwd=ROOT)
+
+
+def test_poll_job_loops_until_the_job_is_done():
+    proc = run_example("--input", "after=6")
+    assert proc.returncode == 0, proc.stderr
+    events = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert events[-1]["type"] == "run_finished"
+    assert events[-1]["outputs"] == {"polls": 7, "result": "report for report-42 is ready"}
+    polls = [e for e in events if e["type"] == "node_finished" and e["node_id"] == "poll"]
+    assert [e["iteration"] for e in polls] == list(range(7))
+    assert all(e["loop_id"] == "poll~loop" for e in polls)
+
+
+def test_poll_job_stops_at_the_entry_limit_with_a_reason():
+    proc = run_example("--input", "after=50", "--input", "job_id=slow-job")
+    assert proc.returncode == 1
+    events = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert events[-1]["type"] == "run_failed" and events[-1]["reason"] == "max_iterations"
+    assert "reached its limit of 20 rounds" in events[-1]["error"]["message"]
