@@ -10,7 +10,7 @@ import functools
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
-from typing import Annotated
+from typing import Annotated, Literal
 
 __all__ = ["Settings", "get_settings"]
 
@@ -22,6 +22,12 @@ class Settings(BaseSettings):
     they are loopback/private/link-local (comma separated in ``FLOWLOOM_HTTP_ALLOW``,
     e.g. ``127.0.0.1,10.0.0.0/8,intranet.example``). A host entry matches the URL's
     host name; an IP/CIDR entry matches the resolved address.
+
+    Code node (:mod:`nodes.sandbox`): ``code_sandbox`` is ``bwrap`` (default: user code
+    runs in a bubblewrap sandbox) or ``none``. Without a working sandbox code nodes are
+    refused unless ``allow_unsandboxed_code`` (``FLOWLOOM_ALLOW_UNSANDBOXED_CODE=1``)
+    opts in to running code with only resource limits and a clean environment.
+    ``code_bwrap`` / ``code_node``: the bwrap and Node.js executables (name on PATH or path).
     """
 
     model_config = SettingsConfigDict(env_prefix="FLOWLOOM_", extra="ignore")
@@ -29,6 +35,10 @@ class Settings(BaseSettings):
     http_allow: Annotated[list[str], NoDecode] = Field(default_factory=list)
     http_max_response_bytes: int = Field(default=10 * 1024 * 1024, gt=0)
     http_user_agent: str = "flowloom/0.1"
+    code_sandbox: Literal["bwrap", "none"] = "bwrap"
+    allow_unsandboxed_code: bool = False
+    code_bwrap: str = "bwrap"
+    code_node: str = "node"
 
     @field_validator("http_allow", mode="before")
     @classmethod

@@ -7,6 +7,7 @@ the executors and the catalog in :mod:`schemas.nodes` line up.
 from . import (  # noqa: F401  (registration)
     chat,
     classify,
+    code,
     extract,
     http_request,
     if_else,

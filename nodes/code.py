@@ -1,0 +1,139 @@
+"""code: runs user Python / JavaScript in a sandboxed child process (:mod:`nodes.sandbox`).
+
+Config: :class:`~schemas.nodes_code.CodeConfig`. The bound ``inputs`` go to
+``main(**inputs)`` (Python) or ``main(inputs)`` (JavaScript, one object); the object
+``main`` returns must hold every declared output with a value of its declared type.
+Numbers stay numbers (JSON in and out). Python code gets the standard library only
+(``python -I -S``); JavaScript code runs as a script in Node with ``require`` for
+Node's built-in modules. What the code prints is recorded, never part of the result.
+
+The code never runs in the engine process: the sandbox is bubblewrap by default
+and a node is refused, not run unprotected, when it does not work - unless the
+operator opted in (``Settings.allow_unsandboxed_code``); see
+:func:`nodes.sandbox.choose_mode`.
+
+Record (``node_run.data``): ``language``, ``sandbox`` (``bwrap`` / ``none``),
+``sandbox_warning`` (why it ran without the sandbox), ``pid`` (the child process:
+bwrap's pid in the sandbox, set once it starts), ``exit_code``, ``elapsed_ms``,
+``stdout`` / ``stderr`` (the first 64 KiB each; ``logs_truncated``),
+``ignored_outputs`` (returned keys not declared), and ``error``
+(``{kind, type, message, traceback}``) when the code failed.
+
+Errors (all :class:`~engine.errors.NodeFailed`, ``reason`` in brackets):
+no usable sandbox and no opt-in, or no interpreter [``sandbox_unavailable``];
+syntax error, with the line [``code_syntax_error``]; exception while defining or
+running ``main``, with the user's traceback only [``code_error``]; a missing or
+mistyped output, a return value that is not an object or not JSON, an unreadable
+result [``code_output``];
+wall time [``code_timeout``]; returned JSON or printed output over
+``max_output_bytes`` [``output_too_large``]; killed without a result - memory, CPU
+time, crash [``code_killed``]. A Python ``MemoryError`` is a ``code_error`` whose
+message names the memory limit.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from engine.context import NodeContext, NodeResult
+from engine.errors import NodeFailed
+from schemas.nodes_code import CodeConfig
+from schemas.types import type_of_value, value_matches
+
+from .base import NodeExecutor
+from .sandbox import Limits, Outcome, SandboxUnavailable, choose_mode, run_code
+
+__all__ = ["CodeNode"]
+
+_LANG = {"python": "Python", "javascript": "JavaScript"}
+
+
+class CodeNode(NodeExecutor[CodeConfig], kind="code"):
+    """Binds ``inputs``, runs ``main`` in the sandbox, returns the declared outputs."""
+
+    def _fail(self, ctx: NodeContext, message: str, reason: str) -> NodeFailed:
+        return NodeFailed(message, node_id=ctx.node_id, reason=reason)
+
+    async def run(self, ctx: NodeContext) -> NodeResult:
+        cfg = self.config
+        values = ctx.bind(cfg.inputs)
+        data = ctx.node_run.data
+        data["language"] = cfg.language
+        try:
+            # Inputs go to the child as JSON; refuse what would not survive the trip.
+            json.dumps(values, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise self._fail(ctx, f"the inputs are not JSON-serialisable: {exc}", "node_error") from None
+        try:
+            mode, warning = await choose_mode(ctx.deps.settings)
+        except SandboxUnavailable as exc:
+            raise self._fail(ctx, str(exc), "sandbox_unavailable") from None
+        data["sandbox"] = mode
+        if warning is not None:
+            data["sandbox_warning"] = f"ran WITHOUT a sandbox (operator opt-in): {warning}"
+        ctx.cancel.raise_if_cancelled(ctx.node_id)
+        limits = Limits(timeout=cfg.timeout, memory_mb=cfg.memory_mb, max_output_bytes=cfg.max_output_bytes)
+        try:
+            outcome = await run_code(cfg.language, cfg.code, values, limits, ctx.deps.settings, mode=mode,
+                                     on_start=lambda pid: data.__setitem__("pid", pid))
+        except SandboxUnavailable as exc:
+            raise self._fail(ctx, str(exc), "sandbox_unavailable") from None
+        self._record(data, outcome)
+        return NodeResult(self._outputs(ctx, outcome))
+
+    @staticmethod
+    def _record(data: dict[str, Any], outcome: Outcome) -> None:
+        data.update(exit_code=outcome.exit_code, elapsed_ms=round(outcome.elapsed_s * 1000.0, 1),
+                    stdout=outcome.stdout, stderr=outcome.stderr, logs_truncated=outcome.logs_truncated)
+        if outcome.error is not None:
+            data["error"] = outcome.error
+
+    def _outputs(self, ctx: NodeContext, outcome: Outcome) -> dict[str, Any]:
+        """Turn the outcome into the declared outputs, or raise the matching node error."""
+        cfg, lang = self.config, _LANG[self.config.language]
+        if outcome.status == "timeout":
+            raise self._fail(ctx, f"{lang} code stopped: {outcome.detail}", "code_timeout")
+        if outcome.status == "output_too_large":
+            raise self._fail(ctx, f"{lang} code stopped: {outcome.detail}", "output_too_large")
+        if outcome.status == "killed":
+            tail = outcome.stderr.strip()[-500:]
+            raise self._fail(ctx, f"{lang} code stopped: {outcome.detail}" + (f"\n{tail}" if tail else ""),
+                             "code_killed")
+        if outcome.status == "bad_result":
+            raise self._fail(ctx, f"{lang} code: {outcome.detail}", "code_output")
+        if outcome.status == "error":
+            assert outcome.error is not None
+            raise self._error(ctx, outcome.error)
+        result = outcome.result or {}
+        outputs: dict[str, Any] = {}
+        for out in cfg.outputs_:
+            if out.name not in result:
+                returned = ", ".join(sorted(result)) or "nothing"
+                raise self._fail(ctx, f"output {out.name!r} is declared but main() did not return it "
+                                      f"(returned: {returned})", "code_output")
+            value = result[out.name]
+            if not value_matches(value, out.type):
+                actual = type_of_value(value)
+                raise self._fail(ctx, f"output {out.name!r} must be {out.type.value}, got {actual.value if actual else 'null'}: "
+                                      f"{json.dumps(value, ensure_ascii=False)[:80]}", "code_output")
+            outputs[out.name] = value
+        ignored = sorted(set(result) - set(outputs))
+        if ignored:
+            ctx.node_run.data["ignored_outputs"] = ignored
+        return outputs
+
+    def _error(self, ctx: NodeContext, error: dict[str, Any]) -> NodeFailed:
+        lang, kind = _LANG[self.config.language], error.get("kind")
+        trace = (error.get("traceback") or "").rstrip()
+        if kind == "syntax":
+            return self._fail(ctx, f"{lang} code has a syntax error:\n{trace or error.get('message')}",
+                              "code_syntax_error")
+        if kind == "output":
+            return self._fail(ctx, f"{lang} code returned bad outputs: {error.get('message')}", "code_output")
+        where = "while defining main" if kind == "definition" else "in main"
+        message = f"{lang} code raised {error.get('message') or error.get('type')} ({where})"
+        if error.get("type") == "MemoryError":
+            message += f" - the memory limit (memory_mb={self.config.memory_mb}) was reached"
+        return self._fail(ctx, message + (f"\n{trace}" if trace else ""), "code_error")
+

@@ -1,0 +1,850 @@
+"""Runs user code (Python or JavaScript) in a separate, isolated, resource-limited process.
+
+Used by the code node (:mod:`nodes.code`). User code never runs in the engine process:
+:func:`run_code` starts an interpreter in a child process, hands it the code and the
+inputs, and reads back one result.
+
+Protocol (parent <-> runner):
+
+- stdin: one JSON document ``{"code": str, "inputs": {...}}``, then EOF.
+- a dedicated pipe (its fd number is the runner's last argument): the result, one
+  message: ``R`` + the JSON of the object ``main`` returned, or ``E`` + the JSON
+  ``{"kind", "type", "message", "traceback"}`` of an error (``kind``: ``syntax``,
+  ``definition``, ``runtime``, ``output``). Nothing the user prints can reach it.
+- stdout / stderr: whatever the user code prints (kept for the record, capped).
+
+The runners are small scripts kept as text here (:data:`PYTHON_RUNNER`,
+:data:`JS_RUNNER`) and passed with ``-c`` / ``-e``; they compile the user code under
+the file name ``<code>`` and report only the frames of that file, so a traceback
+shows the user's line numbers and none of the runner's or the engine's internals.
+
+Isolation (``mode="bwrap"``, :func:`bwrap_argv`), with bubblewrap:
+
+- new network namespace (and a seccomp filter that refuses every socket family but
+  ``AF_UNIX``, so not even the sandbox's own loopback can be used), new PID, IPC,
+  UTS and (where possible) cgroup namespaces; ``--die-with-parent``, ``--new-session``.
+- filesystem: a read-only root made of read-only binds of ``/usr`` (plus the
+  ``/bin``, ``/lib*``, ``/sbin`` links or dirs), the dynamic loader cache and the
+  time zone from ``/etc``, the Python prefix (``sys.base_prefix``, e.g. a pyenv
+  install) and Node's prefix when they live outside ``/usr``; a fresh ``/proc`` and
+  minimal ``/dev``; a size-capped tmpfs at :data:`WORKDIR` (the working directory)
+  and at ``/tmp`` - the only writable paths, gone when the sandbox ends.
+- ``--clearenv`` and only ``PATH``, ``HOME`` (the working dir) and ``LANG``: no
+  inherited variable (secret) reaches the code.
+- the code runs as an unprivileged user with no capabilities and ``no_new_privs``.
+  When the engine runs as root, bwrap sets the sandbox up as root without a user
+  namespace (run as root, bwrap would leave the code every capability, and in a user
+  namespace the code would still be uid 0 on the host, which ``RLIMIT_NPROC`` never
+  limits), then ``setpriv`` drops to a throw-away uid from :data:`SANDBOX_UIDS` (one
+  per sandbox, so ``RLIMIT_NPROC`` counts that sandbox alone) with every capability
+  and the bounding set cleared. Otherwise bwrap uses a user namespace, where
+  ``RLIMIT_NPROC`` counts the namespace's processes.
+- the seccomp filter (:func:`seccomp_filter`) also refuses new namespaces
+  (``unshare``, ``setns``, ``clone`` with namespace flags; ``clone3`` reports
+  ``ENOSYS`` so libc falls back to ``clone``), io_uring, ``bpf``, ``perf_event_open``,
+  ``userfaultfd``, the kernel keyring and, on x86-64, the x32 and i386 syscall ABIs.
+
+Resource limits (``prlimit`` inside the sandbox, right before the interpreter):
+``RLIMIT_CPU`` (``ceil(timeout) + 1`` s soft, one more hard), memory (Python:
+``RLIMIT_AS`` = ``memory_mb``; Node: ``--max-old-space-size=memory_mb`` for the V8 heap
+and ``RLIMIT_DATA`` = ``memory_mb`` + :data:`NODE_RUNTIME_MB` for everything else -
+V8 reserves far more address space than it uses, so ``RLIMIT_AS`` would stop Node
+from starting), ``RLIMIT_NPROC`` (:data:`MAX_TASKS`, threads included),
+``RLIMIT_NOFILE``, ``RLIMIT_FSIZE`` and no core dumps. The wall time is enforced here:
+the parent SIGKILLs bwrap's whole process group, and the kernel then kills
+everything in the sandbox's PID namespace, so user code can neither catch nor
+outlive it. The same kill runs when the caller is cancelled. Output sizes are
+checked while reading: a result, or stdout + stderr, larger than
+``max_output_bytes`` kills the process (an error report has its own cap,
+:data:`ERROR_MAX_BYTES`). The JavaScript runner writes prints through at once:
+Node would otherwise queue pipe writes in memory until its event loop runs.
+
+``mode="none"`` (only with the operator's explicit opt-in, see
+:func:`choose_mode`): the same runner with the same rlimits (but no
+``RLIMIT_NPROC``, which would count every process of the engine's user), a clean
+environment, a new session and a temporary working directory - no filesystem,
+network or process isolation. A process the code detaches into a new session can
+survive the kill in this mode.
+
+Whether bwrap works is checked once per configuration (:func:`probe_bwrap`, cached)
+by running a trivial program through the full sandbox.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+import os
+import random
+import shutil
+import signal
+import struct
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Literal
+
+from engine.settings import Settings
+
+__all__ = [
+    "JS_RUNNER",
+    "MAX_TASKS",
+    "PYTHON_RUNNER",
+    "SANDBOX_UIDS",
+    "WORKDIR",
+    "Limits",
+    "Outcome",
+    "SandboxUnavailable",
+    "bwrap_argv",
+    "choose_mode",
+    "probe_bwrap",
+    "run_code",
+    "seccomp_filter",
+]
+
+log = logging.getLogger(__name__)
+
+Language = Literal["python", "javascript"]
+Mode = Literal["bwrap", "none"]
+
+#: The working directory inside the sandbox (a tmpfs; also ``HOME``).
+WORKDIR = "/sandbox"
+#: Size of each writable tmpfs (the working directory and ``/tmp``), and ``RLIMIT_FSIZE``.
+SCRATCH_BYTES = 64 * 1024 * 1024
+#: ``RLIMIT_NPROC``: processes *and threads* of the sandbox user (Node starts ~7 threads).
+MAX_TASKS = 32
+#: ``RLIMIT_NOFILE``.
+MAX_OPEN_FILES = 256
+#: Node: ``RLIMIT_DATA`` headroom over ``memory_mb`` for thread stacks, code and buffers.
+NODE_RUNTIME_MB = 64
+#: stdout and stderr are each kept up to this many bytes in the record.
+LOG_KEEP_BYTES = 64 * 1024
+#: Uids used when the engine is root (one drawn per sandbox; no passwd entry needed).
+SANDBOX_UIDS = range(900_000, 965_536)
+#: Cap on an error report (message + traceback) when max_output_bytes is smaller.
+ERROR_MAX_BYTES = 256 * 1024
+#: After the child ends, how long its pipes may take to drain.
+DRAIN_GRACE_S = 2.0
+#: How long the one-off check of the sandbox may take.
+PROBE_TIMEOUT_S = 20.0
+
+_MIB = 1024 * 1024
+
+# ---------------------------------------------------------------- runners (child side)
+
+#: Python runner: ``python -I -S -B -c PYTHON_RUNNER RESULT_FD``.
+PYTHON_RUNNER = r'''
+import json, linecache, os, sys, traceback
+
+def _runner():
+    out_fd = int(sys.argv[-1])
+    dumps = json.dumps
+
+    def send(tag, payload):
+        # A lone surrogate becomes its JSON escape (it only occurs inside strings).
+        data = tag + payload.encode("utf-8", "backslashreplace")
+        view = memoryview(data)
+        while view:
+            view = view[os.write(out_fd, view):]
+
+    def user_frames(te):
+        # Keep only the frames of the user's code, in the chain of causes too.
+        seen = set()
+        while te is not None and id(te) not in seen:
+            seen.add(id(te))
+            te.stack = traceback.StackSummary.from_list([f for f in te.stack if f.filename == "<code>"])
+            te = te.__cause__ or te.__context__
+
+    def fail(kind, exc):
+        try:
+            te = traceback.TracebackException.from_exception(exc)
+            user_frames(te)
+            text = "".join(te.format())
+            message = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+        except BaseException:  # e.g. an exception whose __str__ raises
+            text, message = "", type(exc).__name__
+        send(b"E", dumps({"kind": kind, "type": type(exc).__name__, "message": message, "traceback": text}))
+
+    request = json.loads(sys.stdin.buffer.read())
+    sys.stdin.close()
+    code = request["code"]
+    # Let tracebacks show the user's source lines for "<code>".
+    linecache.cache["<code>"] = (len(code), None, code.splitlines(True), "<code>")
+    try:
+        compiled = compile(code, "<code>", "exec")
+    except (SyntaxError, ValueError) as exc:
+        return fail("syntax", exc)
+    namespace = {"__name__": "__code__", "__builtins__": __builtins__}
+    try:
+        exec(compiled, namespace)
+        main = namespace.get("main")
+        if not callable(main):
+            raise NameError("the code must define a function main(**inputs)")
+    except BaseException as exc:
+        return fail("definition", exc)
+    try:
+        result = main(**request["inputs"])
+        if hasattr(result, "__await__"):
+            import asyncio
+            result = asyncio.run(result)
+    except BaseException as exc:
+        return fail("runtime", exc)
+    if not isinstance(result, dict):
+        return send(b"E", dumps({"kind": "output", "type": "TypeError", "traceback": "",
+                                 "message": "main() must return a dict of outputs, got " + type(result).__name__}))
+    try:
+        payload = dumps(result, allow_nan=False, ensure_ascii=False)
+    except (TypeError, ValueError) as exc:
+        return send(b"E", dumps({"kind": "output", "type": type(exc).__name__, "traceback": "",
+                                 "message": "the outputs are not JSON-serialisable: " + str(exc)}))
+    send(b"R", payload)
+
+try:
+    _runner()
+finally:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:
+            pass
+    os._exit(0)  # neither user threads nor atexit hooks may hold the process
+'''
+
+#: JavaScript runner: ``node --max-old-space-size=N -e JS_RUNNER RESULT_FD``.
+JS_RUNNER = r'''
+(function runner(require) {
+// Everything lives in this function: the user's script shares the global scope and
+// must be free to declare its own `fs`, `run`, ...
+'use strict';
+const fs = require('fs');
+const vm = require('vm');
+const outFd = Number(process.argv[process.argv.length - 1]);
+const stringify = JSON.stringify;
+const exit = process.exit.bind(process);
+
+function writeAll(fd, data) {
+  while (data.length) {
+    try {
+      data = data.subarray(fs.writeSync(fd, data));
+    } catch (e) {
+      if (e.code !== 'EAGAIN') throw e;
+    }
+  }
+}
+
+function send(tag, payload) {
+  writeAll(outFd, Buffer.from(tag + payload, 'utf8'));
+}
+
+// Node queues pipe writes until the event loop runs: a busy loop printing would only
+// fill memory. Write prints through at once, so the parent sees (and caps) them.
+for (const [stream, fd] of [[process.stdout, 1], [process.stderr, 2]]) {
+  stream.write = function write(chunk, encoding, callback) {
+    if (typeof encoding === 'function') { callback = encoding; encoding = undefined; }
+    writeAll(fd, typeof chunk === 'string' ? Buffer.from(chunk, encoding || 'utf8') : Buffer.from(chunk));
+    if (typeof callback === 'function') process.nextTick(callback);
+    return true;
+  };
+}
+
+function userStack(err) {
+  // The message lines, then only the frames in the user's code.
+  const text = (err && typeof err.stack === 'string') ? err.stack : String(err);
+  return text.split('\n').filter((line) => !/^\s+at /.test(line) || line.includes('<code>')).join('\n');
+}
+
+function fail(kind, err) {
+  const isError = err instanceof Error;
+  send('E', stringify({
+    kind,
+    type: isError ? err.name : typeof err,
+    message: isError ? `${err.name}: ${err.message}` : String(err),
+    traceback: userStack(err),
+  }));
+}
+
+function checkJson(key, value) {
+  // JSON.stringify would drop or rewrite these silently.
+  const t = typeof value;
+  if (t === 'undefined' || t === 'function' || t === 'symbol' || t === 'bigint') {
+    throw new TypeError(`${stringify(key)} is ${t === 'undefined' ? t : 'a ' + t}`);
+  }
+  if (t === 'number' && !Number.isFinite(value)) {
+    throw new TypeError(`${stringify(key)} is ${value}`);
+  }
+  return value;
+}
+
+async function run() {
+  const request = JSON.parse(fs.readFileSync(0, 'utf8'));
+  let main;
+  try {
+    const script = new vm.Script(request.code + '\n;typeof main === "function" ? main : undefined;', { filename: '<code>' });
+    try {
+      main = script.runInThisContext();
+    } catch (err) {
+      return fail('definition', err);
+    }
+  } catch (err) {
+    return fail('syntax', err);
+  }
+  if (typeof main !== 'function') {
+    return fail('definition', new ReferenceError('the code must define a function main(inputs)'));
+  }
+  let result;
+  try {
+    result = await main(request.inputs);
+  } catch (err) {
+    return fail('runtime', err);
+  }
+  if (result === null || typeof result !== 'object' || Array.isArray(result)) {
+    return send('E', stringify({ kind: 'output', type: 'TypeError', traceback: '',
+      message: `main() must return an object of outputs, got ${result === null ? 'null' : Array.isArray(result) ? 'array' : typeof result}` }));
+  }
+  let payload;
+  try {
+    payload = stringify(result, checkJson);
+  } catch (err) {
+    return send('E', stringify({ kind: 'output', type: 'TypeError', traceback: '',
+      message: `the outputs are not JSON-serialisable: ${err && err.message}` }));
+  }
+  send('R', payload);
+}
+
+run().then(() => exit(0), (err) => { fail('runtime', err); exit(0); });
+})(require);
+'''
+
+# ------------------------------------------------------------------------- seccomp
+
+_AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
+# name -> (x86_64, aarch64) syscall numbers
+_SYSCALLS = {
+    "socket": (41, 198),
+    "clone": (56, 220),
+    "clone3": (435, 435),
+    "unshare": (272, 97),
+    "setns": (308, 268),
+    "io_uring_setup": (425, 425),
+    "io_uring_enter": (426, 426),
+    "io_uring_register": (427, 427),
+    "bpf": (321, 280),
+    "perf_event_open": (298, 241),
+    "userfaultfd": (323, 282),
+    "keyctl": (250, 219),
+    "add_key": (248, 217),
+    "request_key": (249, 218),
+}
+_REFUSED = ("unshare", "setns", "io_uring_setup", "io_uring_enter", "io_uring_register", "bpf",
+            "perf_event_open", "userfaultfd", "keyctl", "add_key", "request_key")
+_CLONE_NEW_FLAGS = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000
+_AF_UNIX = 1
+_EPERM, _ENOSYS = 1, 38
+_RET_ALLOW, _RET_KILL_PROCESS, _RET_ERRNO = 0x7FFF0000, 0x80000000, 0x00050000
+_LD_ABS_W, _JEQ, _JGE, _JSET, _RET = 0x20, 0x15, 0x35, 0x45, 0x06
+
+
+def seccomp_filter(machine: str | None = None) -> bytes | None:
+    """The classic-BPF seccomp program bwrap loads (``--seccomp FD``); None on unknown machines.
+
+    Refuses (``EPERM``): sockets of any family but ``AF_UNIX``, new namespaces, io_uring,
+    bpf, perf events, userfaultfd and the keyring; ``clone3`` gets ``ENOSYS`` (its
+    flags live in memory a filter cannot read; libc then uses ``clone``). A syscall of
+    another architecture (e.g. i386 ``int 0x80`` on x86-64) kills the process.
+    """
+    machine = machine or os.uname().machine
+    if machine not in _AUDIT_ARCH:
+        return None
+    col = 0 if machine == "x86_64" else 1
+    nr = {name: nums[col] for name, nums in _SYSCALLS.items()}
+    # (code, k, jump-if-true label, jump-if-false label); a label resolves to a forward
+    # offset (classic BPF jumps forward only), None to the next instruction.
+    prog: list[tuple[int, int, str | None, str | None]] = []
+    labels: dict[str, int] = {}
+
+    def emit(code: int, k: int, jt: str | None = None, jf: str | None = None) -> None:
+        prog.append((code, k, jt, jf))
+
+    emit(_LD_ABS_W, 4)  # seccomp_data.arch
+    emit(_JEQ, _AUDIT_ARCH[machine], None, "kill")
+    emit(_LD_ABS_W, 0)  # seccomp_data.nr
+    if machine == "x86_64":
+        emit(_JGE, 0x40000000, "eperm", None)  # the x32 ABI
+    for name in _REFUSED:
+        emit(_JEQ, nr[name], "eperm", None)
+    emit(_JEQ, nr["clone3"], "enosys", None)
+    emit(_JEQ, nr["socket"], "socket", None)
+    emit(_JEQ, nr["clone"], "clone", None)
+    emit(_RET, _RET_ALLOW)
+    labels["socket"] = len(prog)
+    emit(_LD_ABS_W, 16)  # low 32 bits of args[0] (little-endian): the address family
+    emit(_JEQ, _AF_UNIX, None, "eperm")
+    emit(_RET, _RET_ALLOW)
+    labels["clone"] = len(prog)
+    emit(_LD_ABS_W, 16)  # clone flags
+    emit(_JSET, _CLONE_NEW_FLAGS, "eperm", None)
+    emit(_RET, _RET_ALLOW)
+    labels["eperm"] = len(prog)
+    emit(_RET, _RET_ERRNO | _EPERM)
+    labels["enosys"] = len(prog)
+    emit(_RET, _RET_ERRNO | _ENOSYS)
+    labels["kill"] = len(prog)
+    emit(_RET, _RET_KILL_PROCESS)
+
+    out = bytearray()
+    for i, (code, k, jt, jf) in enumerate(prog):
+        t = labels[jt] - i - 1 if jt else 0
+        f = labels[jf] - i - 1 if jf else 0
+        if code == _RET and (jt or jf):  # pragma: no cover - assembler misuse
+            raise AssertionError("return with jumps")
+        out += struct.pack("=HBBI", code, t, f, k)
+    return bytes(out)
+
+
+# ------------------------------------------------------------------- configuration
+
+
+class SandboxUnavailable(Exception):
+    """Code cannot run: no working sandbox and no opt-in to run without one (message says how to fix)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Per-run limits: wall ``timeout`` (s), ``memory_mb`` (MiB), ``max_output_bytes``."""
+
+    timeout: float = 10.0
+    memory_mb: int = 256
+    max_output_bytes: int = 1024 * 1024
+
+
+@dataclass(slots=True)
+class Outcome:
+    """What a run produced.
+
+    ``status``: ``ok`` (``result`` holds the returned object), ``error`` (``error``
+    holds ``{kind, type, message, traceback}``), ``timeout``, ``output_too_large``
+    (``detail`` says which stream), ``killed`` (died without a result: memory, CPU
+    limit, crash - ``detail`` explains, ``stderr`` has the interpreter's last words),
+    ``bad_result`` (the result channel held something unreadable).
+    """
+
+    status: Literal["ok", "error", "timeout", "output_too_large", "killed", "bad_result"]
+    result: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+    detail: str = ""
+    stdout: str = ""
+    stderr: str = ""
+    logs_truncated: bool = False
+    exit_code: int | None = None
+    elapsed_s: float = 0.0
+    mode: Mode = "bwrap"
+    pid: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Tools:
+    """Host binaries a run needs (absolute paths)."""
+
+    python: str
+    python_prefix: str
+    node: str | None
+    prlimit: str | None
+    setpriv: str | None
+
+
+def _which(name: str) -> str | None:
+    if os.sep in name:
+        return name if os.path.isfile(name) and os.access(name, os.X_OK) else None
+    found = shutil.which(name)
+    return os.path.realpath(found) if found else None
+
+
+def _tools(settings: Settings) -> _Tools:
+    # The base interpreter (a venv's python is a link to it), run with -I -S: stdlib only.
+    python = os.path.realpath(getattr(sys, "_base_executable", None) or sys.executable)
+    return _Tools(python=python, python_prefix=os.path.realpath(sys.base_prefix),
+                  node=_which(settings.code_node), prlimit=_which("prlimit"), setpriv=_which("setpriv"))
+
+
+def _prefix_of(binary: str) -> str:
+    """``/opt/node/bin/node`` -> ``/opt/node`` (the install prefix to bind)."""
+    return os.path.dirname(os.path.dirname(binary))
+
+
+def _under_usr(path: str) -> bool:
+    return path == "/usr" or path.startswith("/usr/")
+
+
+def interpreter_argv(language: Language, tools: _Tools, limits: Limits, result_fd: int) -> list[str]:
+    """The interpreter command line running the runner (no limits, no sandbox)."""
+    if language == "python":
+        return [tools.python, "-I", "-S", "-B", "-c", PYTHON_RUNNER, str(result_fd)]
+    assert tools.node is not None
+    return [tools.node, f"--max-old-space-size={limits.memory_mb}", "-e", JS_RUNNER, str(result_fd)]
+
+
+def prlimit_argv(language: Language, tools: _Tools, limits: Limits, *, nproc: bool) -> list[str]:
+    """``prlimit --cpu=... --as|--data=... ... --`` for ``limits`` (see the module doc)."""
+    assert tools.prlimit is not None
+    cpu = math.ceil(limits.timeout) + 1
+    memory = (f"--as={limits.memory_mb * _MIB}" if language == "python"
+              else f"--data={(limits.memory_mb + NODE_RUNTIME_MB) * _MIB}")
+    argv = [tools.prlimit, f"--cpu={cpu}:{cpu + 1}", memory, f"--nofile={MAX_OPEN_FILES}",
+            f"--fsize={SCRATCH_BYTES}", "--core=0"]
+    if nproc:
+        argv.append(f"--nproc={MAX_TASKS}")
+    return argv + ["--"]
+
+
+def bwrap_argv(bwrap: str, tools: _Tools, inner: list[str], *, seccomp_fd: int | None, as_root: bool,
+               uid: int) -> list[str]:
+    """The bubblewrap command line around ``inner`` (see the module doc for the design)."""
+    argv = [bwrap, "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+            "--hostname", "sandbox", "--die-with-parent", "--new-session",
+            "--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", WORKDIR,
+            "--setenv", "LANG", "C.UTF-8"]
+    if not as_root:
+        # Unprivileged: bwrap needs a user namespace (it drops every capability in it).
+        argv.append("--unshare-user")
+    argv += ["--ro-bind", "/usr", "/usr"]
+    for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
+        if os.path.islink(top):
+            argv += ["--symlink", os.readlink(top), top]
+        elif os.path.isdir(top):
+            argv += ["--ro-bind", top, top]
+    # bwrap creates missing parents of a mount point as 0700 root: make them traversable.
+    made: set[str] = set()
+
+    def parents(path: str) -> list[str]:
+        out: list[str] = []
+        parent = os.path.dirname(path)
+        while parent not in ("/", "") and parent not in made:
+            made.add(parent)
+            out = ["--perms", "0755", "--dir", parent] + out
+            parent = os.path.dirname(parent)
+        return out
+
+    for etc in ("/etc/ld.so.cache", "/etc/localtime"):
+        argv += parents(etc) + ["--ro-bind-try", etc, etc]
+    extra = {tools.python_prefix}
+    if tools.node:
+        extra.add(_prefix_of(tools.node))
+    for prefix in sorted(extra):
+        if not _under_usr(prefix) and prefix != "/":
+            argv += parents(prefix) + ["--ro-bind", prefix, prefix]
+    argv += ["--proc", "/proc", "--dev", "/dev",
+             "--perms", "1777", "--size", str(SCRATCH_BYTES), "--tmpfs", "/tmp",
+             "--perms", "0777", "--size", str(SCRATCH_BYTES), "--tmpfs", WORKDIR,
+             "--remount-ro", "/", "--chdir", WORKDIR]
+    if seccomp_fd is not None:
+        argv += ["--seccomp", str(seccomp_fd)]
+    argv.append("--")
+    if as_root:
+        # Root only sets the sandbox up: the code runs as a throw-away uid with no capabilities.
+        assert tools.setpriv is not None
+        argv += [tools.setpriv, "--reuid", str(uid), "--regid", str(uid), "--clear-groups",
+                 "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
+    return argv + inner
+
+
+# -------------------------------------------------------------------- probe / mode
+
+_PROBES: dict[tuple[str, ...], str | None] = {}
+
+
+async def probe_bwrap(settings: Settings) -> str | None:
+    """Why the bwrap sandbox cannot be used with ``settings`` (None: it works). Cached per configuration.
+
+    Runs a trivial Python program through the full sandbox (namespaces, seccomp,
+    uid drop, rlimits), so a kernel without user namespaces, a missing helper or an
+    old bwrap all show up here, once.
+    """
+    tools = _tools(settings)
+    bwrap = _which(settings.code_bwrap)
+    key = (settings.code_bwrap, str(bwrap), tools.python, str(tools.prlimit), str(tools.setpriv), str(os.geteuid()))
+    if key in _PROBES:
+        return _PROBES[key]
+    problem: str | None = None
+    if bwrap is None:
+        problem = f"bubblewrap ({settings.code_bwrap!r}) was not found"
+    elif tools.prlimit is None:
+        problem = "prlimit (util-linux) was not found"
+    elif os.geteuid() == 0 and tools.setpriv is None:
+        problem = "setpriv (util-linux) was not found"
+    else:
+        try:
+            outcome = await _run("python", "def main():\n    return {'ok': 1}\n", {},
+                                 Limits(timeout=PROBE_TIMEOUT_S, memory_mb=256, max_output_bytes=4096),
+                                 "bwrap", bwrap, tools)
+        except OSError as exc:
+            problem = f"{bwrap} could not start: {exc}"
+        else:
+            if outcome.status != "ok" or outcome.result != {"ok": 1}:
+                said = (outcome.stderr.strip() or outcome.detail or str(outcome.error))[-400:]
+                problem = f"{bwrap} failed a test run (exit code {outcome.exit_code}): {said}"
+    _PROBES[key] = problem
+    return problem
+
+
+async def choose_mode(settings: Settings) -> tuple[Mode, str | None]:
+    """The mode code runs in, and the reason when it runs without the sandbox.
+
+    ``code_sandbox="bwrap"`` (default): bwrap when it works; otherwise ``none`` if
+    ``allow_unsandboxed_code`` is set, else refused. ``code_sandbox="none"``: only with
+    ``allow_unsandboxed_code``.
+
+    Raises:
+        SandboxUnavailable: no sandbox and no opt-in; the message says how to fix it.
+    """
+    if settings.code_sandbox == "none":
+        if settings.allow_unsandboxed_code:
+            return "none", "FLOWLOOM_CODE_SANDBOX=none"
+        raise SandboxUnavailable(
+            "code nodes are refused: FLOWLOOM_CODE_SANDBOX=none runs code without isolation, which also needs "
+            "the explicit opt-in FLOWLOOM_ALLOW_UNSANDBOXED_CODE=1 (better: install bubblewrap and use the "
+            "default FLOWLOOM_CODE_SANDBOX=bwrap)")
+    problem = await probe_bwrap(settings)
+    if problem is None:
+        return "bwrap", None
+    if settings.allow_unsandboxed_code:
+        log.warning("code node running WITHOUT a sandbox (FLOWLOOM_ALLOW_UNSANDBOXED_CODE=1): %s", problem)
+        return "none", problem
+    raise SandboxUnavailable(
+        f"code nodes are refused: the bubblewrap sandbox does not work on this machine ({problem}). "
+        "Fix: install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; it needs root or unprivileged "
+        "user namespaces), or point FLOWLOOM_CODE_BWRAP at a working bwrap; or set "
+        "FLOWLOOM_ALLOW_UNSANDBOXED_CODE=1 to run code with only resource limits and a clean environment "
+        "(no filesystem, network or process isolation)")
+
+
+# ------------------------------------------------------------------------- running
+
+
+async def run_code(language: Language, code: str, inputs: dict[str, Any], limits: Limits, settings: Settings,
+                   *, mode: Mode, on_start: Callable[[int], None] | None = None) -> Outcome:
+    """Run ``main`` of ``code`` with ``inputs`` in a child process (``mode`` from :func:`choose_mode`).
+
+    ``on_start(pid)`` is called with the child's pid (bwrap's, in bwrap mode) once it runs.
+    Cancelling the caller SIGKILLs the child's process group before re-raising.
+
+    Raises:
+        SandboxUnavailable: the interpreter or a helper binary is missing.
+        ValueError: ``inputs`` are not JSON-serialisable.
+    """
+    tools = _tools(settings)
+    if language == "javascript" and tools.node is None:
+        raise SandboxUnavailable(f"JavaScript code needs Node.js: {settings.code_node!r} was not found "
+                                 "(install nodejs or set FLOWLOOM_CODE_NODE)")
+    if tools.prlimit is None:
+        raise SandboxUnavailable("prlimit (util-linux) was not found; it sets the code's resource limits")
+    bwrap = _which(settings.code_bwrap) if mode == "bwrap" else None
+    if mode == "bwrap" and bwrap is None:  # pragma: no cover - choose_mode checked it
+        raise SandboxUnavailable(f"bubblewrap ({settings.code_bwrap!r}) was not found")
+    return await _run(language, code, inputs, limits, mode, bwrap, tools, on_start)
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+class _Cap:
+    """Byte accounting across the output streams."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.logs = 0
+        self.exceeded = ""
+
+
+async def _pump_log(stream: asyncio.StreamReader, keep: bytearray, cap: _Cap,
+                    proc: asyncio.subprocess.Process) -> None:
+    while chunk := await stream.read(65536):
+        cap.logs += len(chunk)
+        room = LOG_KEEP_BYTES - len(keep)
+        if room > 0:
+            keep += chunk[:room]
+        if cap.logs > cap.limit and not cap.exceeded:
+            cap.exceeded = f"the code printed more than max_output_bytes={cap.limit} bytes (stdout + stderr)"
+            _kill_group(proc.pid)
+
+
+async def _pump_result(stream: asyncio.StreamReader, buf: bytearray, cap: _Cap,
+                       proc: asyncio.subprocess.Process) -> None:
+    while chunk := await stream.read(65536):
+        buf += chunk
+        # The outputs count against max_output_bytes; an error report (traceback) is not
+        # an output and has its own fixed cap, so a small limit still shows the error.
+        limit = cap.limit if buf[:1] == b"R" else max(cap.limit, ERROR_MAX_BYTES)
+        if len(buf) - 1 > limit and not cap.exceeded:
+            what = "the outputs are" if buf[:1] == b"R" else "the error report is"
+            cap.exceeded = f"{what} larger than max_output_bytes={limit} bytes"
+            _kill_group(proc.pid)
+            return
+
+
+async def _feed(proc: asyncio.subprocess.Process, data: bytes) -> None:
+    assert proc.stdin is not None
+    try:
+        proc.stdin.write(data)
+        await proc.stdin.drain()
+        proc.stdin.close()
+    except (BrokenPipeError, ConnectionResetError):
+        pass  # the child died early; its exit status tells why
+
+
+class _Protocol(asyncio.subprocess.SubprocessStreamProtocol):
+    """Adds ``exited``, done when the process ends.
+
+    ``Process.wait()`` (Python 3.11) also waits for every pipe to close, which a process
+    the code left behind could delay until the timeout.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(limit=2**16, loop=loop)
+        self.exited: asyncio.Future[None] = loop.create_future()
+
+    def process_exited(self) -> None:
+        super().process_exited()
+        if not self.exited.done():
+            self.exited.set_result(None)
+
+
+def _env() -> dict[str, str]:
+    return {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
+
+
+async def _run(language: Language, code: str, inputs: dict[str, Any], limits: Limits, mode: Mode,
+               bwrap: str | None, tools: _Tools, on_start: Callable[[int], None] | None = None) -> Outcome:
+    # ASCII JSON: a lone surrogate in the code or an input still travels (as an escape).
+    request = json.dumps({"code": code, "inputs": inputs}, allow_nan=False).encode("ascii")
+    as_root = os.geteuid() == 0
+    loop = asyncio.get_running_loop()
+    result_r, result_w = os.pipe()
+    pass_fds = [result_w]
+    seccomp_r: int | None = None
+    workdir: str | None = None
+    inner = interpreter_argv(language, tools, limits, result_w)
+    try:
+        if mode == "bwrap":
+            assert bwrap is not None
+            program = seccomp_filter()
+            if program is not None:
+                # The filter is small (< 1 KiB): it fits the pipe buffer before bwrap reads it.
+                seccomp_r, seccomp_w = os.pipe()
+                os.write(seccomp_w, program)
+                os.close(seccomp_w)
+                pass_fds.append(seccomp_r)
+            argv = bwrap_argv(bwrap, tools, prlimit_argv(language, tools, limits, nproc=True) + inner,
+                              seccomp_fd=seccomp_r, as_root=as_root, uid=random.choice(SANDBOX_UIDS))
+            cwd = "/"
+            env = _env()  # bwrap clears it again inside
+        else:
+            workdir = tempfile.mkdtemp(prefix="flowloom-code-")
+            argv = prlimit_argv(language, tools, limits, nproc=False) + inner
+            cwd = workdir
+            env = {**_env(), "HOME": workdir}
+        started = time.monotonic()
+        transport_, protocol = await loop.subprocess_exec(
+            lambda: _Protocol(loop), *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE, pass_fds=pass_fds, cwd=cwd, env=env, start_new_session=True)
+        proc = asyncio.subprocess.Process(transport_, protocol, loop)
+    except BaseException:
+        os.close(result_r)
+        if workdir:
+            shutil.rmtree(workdir, ignore_errors=True)
+        raise
+    finally:
+        os.close(result_w)
+        if seccomp_r is not None:
+            os.close(seccomp_r)
+
+    if on_start is not None:
+        on_start(proc.pid)
+    cap = _Cap(limits.max_output_bytes)
+    out_keep, err_keep, result_buf = bytearray(), bytearray(), bytearray()
+    result_file = os.fdopen(result_r, "rb", buffering=0)
+    transport: asyncio.BaseTransport | None = None
+    waiter: asyncio.Future[Any] | None = None
+    pumps: asyncio.Future[Any] | None = None
+    timed_out = False
+    try:
+        result_reader = asyncio.StreamReader(limit=2**31)
+        transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(result_reader), result_file)
+        assert proc.stdout is not None and proc.stderr is not None
+        pumps = asyncio.gather(
+            _pump_log(proc.stdout, out_keep, cap, proc),
+            _pump_log(proc.stderr, err_keep, cap, proc),
+            _pump_result(result_reader, result_buf, cap, proc),
+        )
+        waiter = asyncio.gather(_feed(proc, request), protocol.exited)
+        try:
+            await asyncio.wait_for(asyncio.shield(waiter), timeout=limits.timeout)
+        except TimeoutError:
+            timed_out = True
+    finally:
+        # Whatever happened (done, timeout, cancellation): nothing of the child survives.
+        # Without the sandbox, processes the code left in its group are killed too.
+        if proc.returncode is None or mode == "none":
+            _kill_group(proc.pid)
+        # Drain what the pipes still hold. A process that escaped the group (possible only
+        # without the sandbox) may keep them open: stop waiting after a grace period.
+        drain = [f for f in (waiter, pumps) if f is not None]
+        if drain:
+            try:
+                await asyncio.wait_for(asyncio.shield(asyncio.gather(*drain)), timeout=DRAIN_GRACE_S)
+            except BaseException:  # noqa: BLE001 - best effort; the kill is what matters
+                for f in drain:
+                    f.cancel()
+        if transport is not None:
+            transport.close()
+        else:
+            result_file.close()
+        transport_.close()  # our ends of stdin/stdout/stderr
+        if workdir:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+    outcome = Outcome(status="ok", stdout=out_keep.decode("utf-8", "replace"),
+                      stderr=err_keep.decode("utf-8", "replace"),
+                      logs_truncated=cap.logs > len(out_keep) + len(err_keep), exit_code=proc.returncode,
+                      elapsed_s=time.monotonic() - started, mode=mode, pid=proc.pid)
+    if timed_out:
+        outcome.status, outcome.detail = "timeout", f"the code ran longer than timeout={limits.timeout}s"
+    elif cap.exceeded:
+        outcome.status, outcome.detail = "output_too_large", cap.exceeded
+    elif result_buf[:1] in (b"R", b"E"):
+        try:
+            payload = json.loads(result_buf[1:])
+        except ValueError:
+            payload = None
+        if result_buf[:1] == b"R" and isinstance(payload, dict):
+            outcome.result = payload
+        elif result_buf[:1] == b"E" and isinstance(payload, dict):
+            outcome.status, outcome.error = "error", payload
+        else:
+            outcome.status = "bad_result"
+            outcome.detail = "the result channel held no valid result (did the code write to it?)"
+    else:
+        outcome.status, outcome.detail = "killed", _why_killed(language, proc.returncode, outcome.stderr, limits)
+    return outcome
+
+
+def _why_killed(language: Language, code: int | None, stderr: str, limits: Limits) -> str:
+    """Explain a child that ended without a result, from its exit status and last words."""
+    # bwrap reports a child killed by signal N as exit code 128 + N; a direct child gives -N.
+    sig = -code if code is not None and code < 0 else (code - 128 if code is not None and code > 128 else None)
+    if language == "javascript" and ("heap out of memory" in stderr or "Fatal process out of memory" in stderr
+                                     or "Array buffer allocation failed" in stderr):
+        return f"the code ran out of memory (memory_mb={limits.memory_mb})"
+    if sig == signal.SIGXCPU or (sig == signal.SIGKILL and "CPU" in stderr):
+        return f"the code used more CPU time than its limit ({math.ceil(limits.timeout) + 1}s)"
+    if language == "javascript" and sig in (signal.SIGABRT, signal.SIGTRAP, signal.SIGSEGV):
+        return f"the JavaScript runtime aborted, most likely out of memory (memory_mb={limits.memory_mb})"
+    if sig is not None and sig in signal.valid_signals():
+        return f"the code was killed by {signal.Signals(sig).name}"
+    return f"the code exited (exit code {code}) without returning a result"
