@@ -1,24 +1,32 @@
 """nodes/agent_plan.py: the plan model, atomic update batches, stop-gate rules, plan-request
-patterns (CN/EN) and ask_agent validation - pure functions, no engine."""
+patterns (CN/EN), ask_agent validation, and the pending context kept in node memory
+(one suite for the embedded store and Redis)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
 
 from nodes.agent_plan import (
     AskError,
+    PendingContext,
     Plan,
     PlanUpdateError,
     StepStatus,
     apply_plan_updates,
+    clear_pending,
     gate_feedback,
+    load_pending,
     parse_ask,
+    pending_key,
     plan_requested,
     resolve_answer,
+    save_pending,
     stop_gate,
 )
+from workers.memory import LocalMemoryStore, RedisMemoryStore
 
 
 def make_plan(*titles: str, goal: str = "trip") -> Plan:
@@ -226,3 +234,69 @@ def test_resolve_answer_maps_option_ids_and_labels():
 
 def test_step_status_values():
     assert [s.value for s in StepStatus] == ["pending", "in_progress", "done", "skipped", "blocked"]
+
+
+# ----------------------------------------------------------------------- pending context (both stores)
+
+
+@pytest.fixture(params=["embedded", "redis"])
+def make_store(request, tmp_path):
+    """Stores on ONE backend; a new instance stands for a restarted process."""
+    if request.param == "embedded":
+        return lambda: LocalMemoryStore(tmp_path / "memory")
+    url = request.getfixturevalue("redis_url")
+    return lambda: RedisMemoryStore(url)
+
+
+def sample_pending(**changes) -> PendingContext:
+    plan = make_plan("ask the city", "look up weather")
+    fields = dict(kind="ask", pending_id="p1", node_run_id="run1:agent", call_id="call_ask",
+                  tool="ask_agent", arguments='{"question": "Which city?"}',
+                  payload={"question": "Which city?", "options": [{"id": "1", "label": "Paris"}]},
+                  messages=[{"role": "user", "content": "天气?"},
+                            {"role": "assistant", "content": None, "tool_calls": [
+                                {"id": "call_ask", "type": "function",
+                                 "function": {"name": "ask_agent", "arguments": "{}"}}]}],
+                  loop_state={"round": 2, "pending_call_id": "call_ask"}, plan=plan.to_dict(),
+                  counters={"gate_refusals": 1, "tool_since_update": True}, created_at=1.5)
+    fields.update(changes)
+    return PendingContext(**fields)
+
+
+async def test_pending_context_survives_a_new_store_instance(make_store):
+    key = pending_key("chat1", "agent", "run1")
+    first = make_store()
+    await save_pending(first, key, sample_pending(), ttl=60)
+    await first.close()
+    second = make_store()  # another process
+    try:
+        loaded = await load_pending(second, key, "p1")
+        assert loaded == sample_pending()
+        assert Plan.from_dict(loaded.plan).steps[0].title == "ask the city"
+        assert await load_pending(second, key, "another-pause") is None, "a context saved for another pause"
+        assert await clear_pending(second, key) is True
+        assert await load_pending(second, key) is None
+    finally:
+        await second.close()
+
+
+async def test_pending_context_expires_and_refuses_non_json(make_store):
+    store = make_store()
+    try:
+        key = pending_key("chat1", "agent", "run2")
+        await save_pending(store, key, sample_pending(), ttl=0.05)
+        await asyncio.sleep(0.15)
+        assert await load_pending(store, key) is None
+        with pytest.raises((TypeError, ValueError)):
+            await save_pending(store, key, sample_pending(counters={"bad": {1, 2}}))
+        assert await load_pending(store, key) is None, "nothing was written"
+        await store.set(key, {"format": 99})
+        assert await load_pending(store, key) is None
+    finally:
+        await store.close()
+
+
+def test_pending_key_is_per_chat_node_and_run():
+    assert pending_key("c", "agent", "r1") == "node:c:agent:agent_pending:r1"
+    assert PendingContext.from_dict("garbage") is None
+    assert PendingContext.from_dict({"format": 1, "kind": "ask"}) is None
