@@ -97,7 +97,8 @@ _CACHE_SIZE = 256
 def content_hash(doc: Mapping[str, Any]) -> str:
     """SHA-256 hex digest of the canonical JSON (sorted keys, compact) of ``doc``."""
     text = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()
+    # surrogatepass: a lone surrogate (valid in JSON, not in UTF-8) must not crash hashing
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _as_document(source: Workflow | Mapping[str, Any] | str | bytes) -> dict[str, Any]:

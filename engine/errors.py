@@ -21,7 +21,7 @@ short machine-readable code shown in ``run_failed`` events.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 __all__ = [
     "BlockedAddress",
@@ -100,9 +100,12 @@ class RunError(FlowloomError):
 
     reason = "node_error"
 
-    def __init__(self, message: str, *, node_id: str | None = None, reason: str | None = None):
+    def __init__(self, message: str, *, node_id: str | None = None, reason: str | None = None,
+                 details: dict[str, Any] | None = None):
         super().__init__(message)
         self.node_id = node_id
+        #: structured extras kept in the node run's error record (e.g. a code traceback)
+        self.details = details
         if reason is not None:
             self.reason = reason
 

@@ -559,6 +559,6 @@ def _wrap(error: BaseException, node_id: str) -> RunError:
 def _error_record(error: BaseException, node_id: str | None) -> NodeError:
     if isinstance(error, RunError):
         return NodeError(type=type(error).__name__, message=str(error), node_id=error.node_id or node_id,
-                         reason=error.reason)
+                         reason=error.reason, details=error.details)
     return NodeError(type=type(error).__name__, message=str(error) or type(error).__name__, node_id=node_id,
                      reason="node_error")
