@@ -56,7 +56,7 @@ __all__ = [
 ]
 
 #: node kinds whose children (``parent``) form a body run per item / round
-CONTAINER_KINDS = frozenset({"iteration", "loop"})
+CONTAINER_KINDS = frozenset({"iteration", "loop", "tool_call"})
 
 
 class LoopLimitExceeded(RunError):

@@ -16,6 +16,7 @@ from . import (  # noqa: F401  (registration)
     query_extension,
     start,
     template,
+    tool_call,
     variables,
 )
 from .base import EXECUTORS, NodeExecutor, check_catalog, executor_for

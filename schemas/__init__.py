@@ -6,6 +6,7 @@ Import order matters: node config modules register their kinds in
 
 from . import nodes as nodes  # noqa: F401  (registers the node kinds)
 from . import nodes_llm as nodes_llm  # noqa: F401  (registers the LLM node kinds)
+from . import nodes_agent as nodes_agent  # noqa: F401  (registers the agent node kinds)
 from . import nodes_code as nodes_code  # noqa: F401  (registers the code node kind)
 from .events import Event, NodeDelta, NodeFinished, NodeStarted, RunCancelled, RunFailed, RunFinished, RunStarted
 from .nodes import NODE_KINDS, NodeConfig

@@ -1,0 +1,340 @@
+"""tool_call: a model calling tools in rounds until it answers (seed 000 §3.2).
+
+The loop itself is the shared kernel :func:`nodes.agent_loop.run_agent_loop` with the
+default :class:`~nodes.agent_loop.AgentHooks` (serial tools, stop when the model answers);
+this module only gathers the tools (config: :class:`~schemas.nodes_agent.ToolCallConfig`):
+
+- **Graph tools**: a nested run of the node's body with ``roots=(tool root,)`` (the
+  frozen body plan copied with :func:`dataclasses.replace`), in a child scope where
+  ``<this node>.args`` / ``.call_id`` / ``.tool`` / ``.round`` read the call. Each call is
+  iteration ``k`` of this node (node runs and events carry ``loop_id`` = this node), and
+  ``node_run.data["tool_runs"][call_id]`` keeps the sub-graph's node runs. The result is
+  the configured ``result`` (reference / object / template, resolved in the call's
+  scope), else the last node's outputs as JSON; a failing sub-graph is an error result
+  (the model may correct itself) - except cancellation and run limits, which end the run.
+  Costs of LLM nodes inside the sub-graph are the tool's cost.
+- **HTTP tools**: the HTTP request node's executor (its SSRF guard, redirects, size
+  cap, timeout - one HTTP stack) on a request built from the operation: path parameters
+  are percent-encoded into their ``{segment}`` (``/`` included, so no path traversal),
+  query parameters merged into the URL, header parameters sent as headers, ``body`` as
+  JSON. Model-provided values are passed to the request as data, never rendered as
+  templates. The result is ``{"status_code", "json"|"body"}``; a 4xx/5xx is an error result.
+- **Workflow tools**: :mod:`engine.workflow_store` finds the workflow, its declared
+  inputs are the parameters, and it runs as a child run sharing this run's settings,
+  models, memory and cancel token; its answer (else its outputs as JSON) is the result,
+  and its LLM costs the tool's cost. A failed or paused child is an error result.
+- **The stop tool**: returns ``ToolOutcome(stop=True)``.
+
+Messages: the model's default system prompt and the rendered ``system_prompt`` (the
+kernel appends the data-fence contract), the last ``history`` turns, then the task
+(``user_prompt``); fitted to the model's window before the first round.
+
+Outputs: ``answer``, ``messages`` (the assistant/tool trail), ``usage`` (summed model
+usage), ``cost`` (model + tools), ``trace``, ``stop_reason`` (``answer`` / ``stop_tool``
+/ ``max_rounds``), ``rounds``. ``node_run.data["agent"]`` keeps the trace, the full tool
+results by call id (:func:`nodes.agent_loop.get_tool_result`), notes and checkpoints.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+import urllib.parse
+from types import SimpleNamespace
+from typing import Any
+
+import httpx
+
+from engine.context import NodeContext, NodeResult
+from engine.errors import NodeFailed, ReferenceFailed, RunCancelled, RunError, RunLimitExceeded
+from engine.references import render_template, resolve_value
+from engine.workflow_store import WorkflowNotFound, WorkflowRecursion, default_store, run_child
+from schemas.nodes import HttpBody, HttpRequestConfig
+from schemas.nodes_agent import GraphTool, HttpTool, ToolCallConfig, WorkflowTool
+from schemas.run import NodeRun, RunState
+from schemas.types import NodeRunStatus, RunStatus, VarType
+
+from .agent_loop import AgentHooks, LoopSettings, ToolCallContext, ToolOutcome, ToolSpec, run_agent_loop
+from .base import NodeExecutor
+from .chat import SYSTEM_SEPARATOR, model_spec, recent_turns, render_text, resolve_history, sampling
+from .http_request import HttpRequestNode
+from .llm import fit_messages
+
+__all__ = ["ToolCallNode", "graph_tool_spec", "http_tool_spec", "stop_tool_spec", "workflow_tool_spec"]
+
+_JSON_TYPES = {VarType.string: "string", VarType.number: "number", VarType.boolean: "boolean",
+               VarType.object: "object", VarType.array: "array"}
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _cost_of(state: RunState) -> float:
+    return sum(run.usage.cost for run in state.node_runs.values() if run.usage is not None)
+
+
+# ----------------------------------------------------------------- graph tools
+
+
+def _call_scope(ctx: NodeContext, values: dict[str, Any]) -> RunState:
+    """A child scope in which ``<this node>.<name>`` reads ``values`` (the call's arguments)."""
+    state = ctx.state.child()
+    now = time.time()
+    state.node_runs[ctx.node_id] = NodeRun(id=ctx.node_run.id, node_id=ctx.node_id, kind=ctx.node.type,
+                                           status=NodeRunStatus.succeeded, outputs=values, started_at=now,
+                                           finished_at=now)
+    return state
+
+
+def graph_tool_spec(ctx: NodeContext, tool: GraphTool, default_timeout: float | None) -> ToolSpec:
+    """The :class:`ToolSpec` running body root ``tool.node`` and its descendants."""
+    node_id = ctx.node_id
+    body = ctx.plan.nodes[node_id].body
+    if body is None or tool.node not in body.nodes:
+        raise NodeFailed(f"config.tools: tool {tool.name!r} names node {tool.node!r}, which is not in this node's "
+                         f"body (set its parent to {node_id!r})", node_id=node_id)
+    if tool.node not in body.roots:
+        raise NodeFailed(f"config.tools: tool {tool.name!r} names node {tool.node!r}, which has incoming edges; a "
+                         "tool starts at a body root (a body node with no incoming edge)", node_id=node_id)
+    sub = dataclasses.replace(body, roots=(tool.node,))
+
+    async def run(args: dict[str, Any], call: ToolCallContext) -> ToolOutcome:
+        data = ctx.node_run.data
+        index = data.get("tool_run_count", 0)
+        data["tool_run_count"] = index + 1
+        state = _call_scope(ctx, {"args": args, "call_id": call.id, "tool": tool.name, "round": call.round})
+        nested = await ctx.scheduler.run_nested(sub, state, node_id, index)
+        runs = {nid: r for nid, r in state.node_runs.items() if nid != node_id}
+        record = {"index": index, "tool": tool.name, "node_runs": [r.model_dump(mode="json") for r in runs.values()]}
+        data.setdefault("tool_runs", {})[call.id] = record
+        cost = _cost_of(state)
+        error = nested.ending
+        if error is not None:
+            if isinstance(error, (RunCancelled, RunLimitExceeded)):
+                raise error
+            where = f" at node {error.node_id!r}" if error.node_id else ""
+            record["error"] = str(error)
+            return ToolOutcome(f"the tool failed{where}: {error}", is_error=True, cost=cost)
+        try:
+            if tool.result is None:
+                ran = [nid for nid in sub.order if nid in runs and runs[nid].status is NodeRunStatus.succeeded]
+                content = _json(runs[ran[-1]].outputs) if ran else "{}"
+            elif isinstance(tool.result, str):
+                content = render_template(state, tool.result, node_id=node_id, field=f"config.tools.{tool.name}.result")
+            else:
+                value = resolve_value(state, tool.result, node_id=node_id)
+                content = value if isinstance(value, str) else _json(value)
+        except (ReferenceFailed, RunError) as exc:
+            return ToolOutcome(f"the tool ran but its result could not be read: {exc}", is_error=True, cost=cost)
+        return ToolOutcome(content, cost=cost, data={"node_runs": len(runs)})
+
+    return ToolSpec(tool.name, tool.description, tool.json_schema(), run, risk=tool.risk,
+                    timeout=tool.timeout or default_timeout, meta={"kind": "graph", "node": tool.node})
+
+
+# ----------------------------------------------------------------- HTTP tools
+
+
+class _HttpToolContext(NodeContext):
+    """Context of the HTTP request executor run on a tool's behalf: templates get the
+    call's values as variables (never as template source)."""
+
+    __slots__ = ("tool_vars",)
+
+    def render(self, source: str, *, field: str = "template", extra: Any = None) -> str:
+        return render_template(self.state, source, extra={**self.tool_vars, **(extra or {})},
+                               node_id=self.node.id, field=field)
+
+
+def _query_value(value: Any) -> Any:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (dict, list)) and not (isinstance(value, list) and all(
+            isinstance(v, (str, int, float)) for v in value)):
+        return _json(value)
+    return value
+
+
+def http_tool_spec(ctx: NodeContext, op: HttpTool, default_timeout: float | None) -> ToolSpec:
+    """The :class:`ToolSpec` calling ``op`` through the HTTP request node's guarded client."""
+    header_params = [p for p in op.parameters if p.in_ == "header"]
+    headers = dict(op.headers)
+    for i, p in enumerate(header_params):
+        headers[p.name] = "{{ tool_h%d }}" % i
+    has_body = op.body_schema() is not None
+    config = HttpRequestConfig(
+        method=op.method, url="{{ tool_url }}", headers=headers,
+        body=HttpBody(type="raw", raw="{{ tool_body }}", content_type="application/json") if has_body else HttpBody(),
+        timeout=op.timeout, max_response_bytes=op.max_response_bytes, follow_redirects=True, raise_for_status=False,
+    )
+    executor = HttpRequestNode(SimpleNamespace(id=ctx.node_id, type="http_request", config=config))  # type: ignore[arg-type]
+
+    async def run(args: dict[str, Any], call: ToolCallContext) -> ToolOutcome:
+        base = ctx.render(op.base_url, field=f"config.http_tools.{op.operationId}.base_url").rstrip("/")
+        path = op.path
+        query: dict[str, Any] = {}
+        values: dict[str, Any] = {}
+        for p in op.parameters:
+            if p.name not in args:
+                continue
+            value = args[p.name]
+            if p.in_ == "path":
+                text = value if isinstance(value, str) else _json(value)
+                path = path.replace("{%s}" % p.name, urllib.parse.quote(text, safe=""))
+            elif p.in_ == "query":
+                query[p.name] = _query_value(value)
+        for i, p in enumerate(header_params):
+            value = args.get(p.name, "")
+            values[f"tool_h{i}"] = value if isinstance(value, str) else _json(value)
+        try:
+            url = httpx.URL(base + path)
+        except httpx.InvalidURL as exc:
+            return ToolOutcome(f"invalid URL for {op.operationId}: {exc}", is_error=True)
+        if query:
+            url = url.copy_merge_params({k: v for k, v in query.items() if v is not None})
+        values["tool_url"] = str(url)
+        values["tool_body"] = _json(args.get("body")) if has_body and "body" in args else ("{}" if has_body else "")
+        run_record = NodeRun(id=f"{ctx.node_run.id}:{call.id}", node_id=ctx.node_id, kind="http_request",
+                             status=NodeRunStatus.running, started_at=time.time())
+        sub = _HttpToolContext(executor.node, ctx.plan, ctx.state, ctx.deps, ctx.cancel, run_record,  # type: ignore[arg-type]
+                               ctx._emit, None, ctx.scheduler)
+        sub.tool_vars = values
+        result = await executor.run(sub)
+        out = result.outputs
+        status = out["status_code"]
+        content: dict[str, Any] = {"status_code": status}
+        if out.get("json") is not None:
+            content["json"] = out["json"]
+        else:
+            content["body"] = out.get("body", "")
+        record = {"method": op.method, "url": run_record.data.get("url"), "status_code": status,
+                  "response_bytes": run_record.data.get("response_bytes")}
+        return ToolOutcome(_json(content), is_error=status >= 400, data=record)
+
+    description = op.description or op.summary
+    return ToolSpec(op.operationId, description, op.json_schema(), run, risk=op.tool_risk,  # type: ignore[arg-type]
+                    timeout=op.timeout + 5 if default_timeout is None else max(default_timeout, op.timeout + 5),
+                    meta={"kind": "http", "method": op.method, "path": op.path})
+
+
+# ----------------------------------------------------------------- workflow tools
+
+
+def _inputs_schema(plan: Any) -> dict[str, Any]:
+    props: dict[str, Any] = {}
+    required: list[str] = []
+    for var in plan.workflow.inputs:
+        schema: dict[str, Any] = {}
+        if var.type in _JSON_TYPES:
+            schema["type"] = _JSON_TYPES[var.type]
+        if var.description:
+            schema["description"] = var.description
+        props[var.name] = schema
+        if var.required and var.default is None:
+            required.append(var.name)
+    return {"type": "object", "properties": props, "required": required, "additionalProperties": False}
+
+
+def workflow_tool_spec(ctx: NodeContext, tool: WorkflowTool, default_timeout: float | None) -> ToolSpec:
+    """The :class:`ToolSpec` running workflow ``tool.workflow`` from the store as a child run.
+
+    Raises:
+        NodeFailed: the workflow is not in the store or does not compile.
+    """
+    from engine.errors import CompileError
+
+    try:
+        plan = default_store().compile(tool.workflow, models=ctx.deps.models)
+    except (WorkflowNotFound, CompileError) as exc:
+        raise NodeFailed(f"config.workflow_tools: {exc}", node_id=ctx.node_id) from None
+
+    async def run(args: dict[str, Any], call: ToolCallContext) -> ToolOutcome:
+        try:
+            child = await run_child(plan, args, parent_deps=ctx.deps, cancel=ctx.cancel, caller=ctx.state.workflow_id,
+                                    run_id=f"{ctx.state.run_id}.{ctx.node_id}.{call.id}",
+                                    chat_id=ctx.state.sys.get("chat_id"), user_id=ctx.state.sys.get("user_id"))
+        except WorkflowRecursion as exc:
+            return ToolOutcome(str(exc), is_error=True)
+        cost = _cost_of(child)
+        record = {"workflow": tool.workflow, "run_id": child.run_id, "status": child.status.value}
+        ctx.node_run.data.setdefault("workflow_runs", {})[call.id] = record
+        if child.status is RunStatus.cancelled:
+            raise RunCancelled(f"workflow tool {tool.tool_name!r} was cancelled", node_id=ctx.node_id)
+        if child.status is not RunStatus.succeeded:
+            why = child.error.message if child.error is not None else f"it ended {child.status.value}"
+            if child.status is RunStatus.paused:
+                why = "it asks a person a question, which a workflow used as a tool cannot do"
+            record["error"] = why
+            return ToolOutcome(f"workflow {tool.workflow} failed: {why}", is_error=True, cost=cost, data=record)
+        content = child.answer if child.answer else _json(child.outputs)
+        return ToolOutcome(content, cost=cost, data=record)
+
+    description = tool.description or plan.workflow.description or plan.workflow.name or f"run workflow {tool.workflow}"
+    return ToolSpec(tool.tool_name, description, _inputs_schema(plan), run, risk=tool.risk,
+                    timeout=tool.timeout or default_timeout, meta={"kind": "workflow", "workflow": tool.workflow})
+
+
+# ----------------------------------------------------------------- stop tool
+
+
+def stop_tool_spec(name: str, description: str) -> ToolSpec:
+    """A tool that only signals: the loop ends after its round (seed 000 §3.2.4)."""
+
+    async def run(args: dict[str, Any], call: ToolCallContext) -> ToolOutcome:
+        return ToolOutcome("stopped", stop=True)
+
+    return ToolSpec(name, description, {"type": "object", "properties": {}, "additionalProperties": False}, run,
+                    risk="read", meta={"kind": "stop"})
+
+
+# ----------------------------------------------------------------- the node
+
+
+class ToolCallNode(NodeExecutor[ToolCallConfig], kind="tool_call"):
+    """Runs the tool loop (module docstring)."""
+
+    def build_tools(self, ctx: NodeContext) -> list[ToolSpec]:
+        """Every tool of this node for this run.
+
+        Raises:
+            NodeFailed: a graph tool's node is not a body root; a workflow tool cannot be found.
+        """
+        cfg = self.config
+        tools = [graph_tool_spec(ctx, t, cfg.tool_timeout) for t in cfg.tools]
+        tools += [http_tool_spec(ctx, op, cfg.tool_timeout) for op in cfg.http_operations()]
+        tools += [workflow_tool_spec(ctx, t, cfg.tool_timeout) for t in cfg.workflow_tools]
+        if cfg.stop_tool is not None:
+            tools.append(stop_tool_spec(cfg.stop_tool.name, cfg.stop_tool.description))
+        return tools
+
+    async def run(self, ctx: NodeContext) -> NodeResult:
+        cfg = self.config
+        spec = model_spec(ctx, cfg.model)
+        temperature, max_tokens = sampling(cfg, spec, None)
+        node_prompt = ctx.render(cfg.system_prompt, field="config.system_prompt") if cfg.system_prompt else ""
+        system = SYSTEM_SEPARATOR.join(p for p in (spec.default_system_prompt, node_prompt) if p and p.strip())
+        question = render_text(ctx, cfg.user_prompt, "user_prompt")
+        history = recent_turns(resolve_history(ctx, cfg), cfg.history)
+        messages: list[dict[str, Any]] = ([{"role": "system", "content": system}] if system else [])
+        messages += history + [{"role": "user", "content": question}]
+        messages = fit_messages(messages, max_input_tokens=spec.max_context - max_tokens, node_id=ctx.node_id)
+        tools = self.build_tools(ctx)
+        settings = LoopSettings(
+            model=cfg.model, max_rounds=cfg.max_rounds, tool_only_cap=cfg.tool_only_cap,
+            repeat_limit=cfg.repeat_limit, max_result_chars=cfg.max_result_chars, tool_timeout=cfg.tool_timeout,
+            max_parse_retries=cfg.max_parse_retries, protocol=cfg.mode, temperature=temperature,
+            max_tokens=max_tokens, stream=cfg.stream,
+        )
+        result = await run_agent_loop(ctx, settings=settings, messages=messages, tools=tools, hooks=AgentHooks())
+        ctx.node_run.data["tools"] = [{"name": t.name, **t.meta, "risk": t.risk} for t in tools]
+        return NodeResult({
+            "answer": result.answer,
+            "messages": result.trail,
+            "usage": result.usage.model_dump(),
+            "cost": result.cost,
+            "trace": result.trace,
+            "stop_reason": result.stop_reason,
+            "rounds": result.rounds,
+        })

@@ -1,0 +1,350 @@
+"""Config models of the agent node kinds (the tool-call node; the planning agent is added below).
+
+Behaviour lives in ``nodes/tool_call.py`` on the shared loop kernel ``nodes/agent_loop.py``.
+
+Tool-call node (seed 000 §3.2): a model loops over the tools it is given until it answers.
+Tools are, in one namespace of unique names:
+
+- **graph tools** (``tools``): the node's body. Nodes with ``parent: <this node>`` form
+  the body (like an ``iteration`` node's); each tool names one body *root* (a body node
+  with no incoming edge) and is that node plus its descendants in the body. Its
+  ``parameters`` become the JSON Schema the model fills; inside the sub-graph the
+  arguments are read as ``{"ref": "<this node>.args.<param>"}`` (also ``.call_id``).
+  ``result`` (resolved in the tool run's scope, so it may reference the sub-graph's
+  nodes) is what the model gets back: a reference, an object/array holding references,
+  or a Jinja2 template string; default: the outputs of the last node that ran, as JSON.
+- **HTTP tools** (``http_tools``, and ``openapi``): OpenAPI-style operations -
+  ``operationId``, ``method``, ``path`` with ``{param}`` segments, ``parameters`` (``in``:
+  ``path`` / ``query`` / ``header``, with a JSON ``schema``), ``requestBody`` (JSON schema)
+  - called through the HTTP request node's SSRF-guarded client. ``base_url`` and
+  ``headers`` are templates rendered with the run's values (credentials belong there,
+  never in what the model fills). ``openapi`` takes a whole document (``servers`` and
+  ``paths``) and adds one tool per operation.
+- **workflow tools** (``workflow_tools``): another workflow by id from the workflow store
+  (:mod:`engine.workflow_store`), run as a child run; its declared inputs are the
+  parameters; its answer (else its outputs as JSON) is the result.
+- the **stop tool** (``stop_tool``): calling it ends the loop after that round (seed 000 §3.2.4).
+
+Tools run one after another (seed 000 §3.2.2). Outputs: ``answer``, ``messages`` (the
+assistant/tool trail), ``usage`` (model tokens and cost, each call priced on its own),
+``cost`` (model + tools), ``trace`` (one entry per round), ``stop_reason``, ``rounds``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any, Iterator, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from .nodes import node_kind
+from .nodes_llm import LLMNodeConfig, TextValue
+from .types import VarType
+from .values import Value
+
+if TYPE_CHECKING:
+    from .workflow import Workflow
+
+__all__ = [
+    "GraphTool",
+    "HttpTool",
+    "HttpToolParam",
+    "StopTool",
+    "ToolCallConfig",
+    "ToolParam",
+    "WorkflowTool",
+    "openapi_operations",
+]
+
+TOOL_NAME = r"^[A-Za-z0-9_\-]{1,64}$"
+_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
+_PATH_PARAM = re.compile(r"\{([A-Za-z_][A-Za-z0-9_\-]*)\}")
+
+
+class ToolParam(BaseModel):
+    """One parameter of a graph tool; ``items`` is the JSON Schema of an array's items."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    type: Literal["string", "number", "integer", "boolean", "object", "array"] = "string"
+    description: str = ""
+    required: bool = False
+    enum: list[str | int | float | bool] | None = Field(default=None, min_length=1)
+    items: dict[str, Any] | None = None
+
+    def json_schema(self) -> dict[str, Any]:
+        """This parameter as a JSON Schema property."""
+        schema: dict[str, Any] = {"type": self.type}
+        if self.description:
+            schema["description"] = self.description
+        if self.enum is not None:
+            schema["enum"] = list(self.enum)
+        if self.items is not None and self.type == "array":
+            schema["items"] = self.items
+        return schema
+
+
+def params_schema(params: list[ToolParam]) -> dict[str, Any]:
+    """The JSON Schema object of a parameter list (no extra properties)."""
+    return {"type": "object", "properties": {p.name: p.json_schema() for p in params},
+            "required": [p.name for p in params if p.required], "additionalProperties": False}
+
+
+class GraphTool(BaseModel):
+    """A tool that runs a body root node and its descendants (module docstring)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    node: str = Field(description="id of a body root node (parent = this node, no incoming edge)")
+    name: str = Field(pattern=TOOL_NAME)
+    description: str = ""
+    parameters: list[ToolParam] = Field(default_factory=list)
+    result: Value = Field(default=None, description="reference / object with references / Jinja2 template; "
+                                                    "None: the last node's outputs as JSON")
+    timeout: float | None = Field(default=None, gt=0, le=3600, description="seconds per call; None: the node's")
+    risk: Literal["read", "write"] | None = None
+
+    def json_schema(self) -> dict[str, Any]:
+        return params_schema(self.parameters)
+
+    @model_validator(mode="after")
+    def _unique_params(self) -> "GraphTool":
+        names = [p.name for p in self.parameters]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"tool {self.name!r}: parameter names must be unique: {dupes}")
+        return self
+
+
+class HttpToolParam(BaseModel):
+    """An OpenAPI parameter object (``in``: path / query / header)."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    name: str = Field(min_length=1, max_length=128)
+    in_: Literal["path", "query", "header"] = Field(alias="in")
+    required: bool = False
+    description: str = ""
+    schema_: dict[str, Any] = Field(default_factory=lambda: {"type": "string"}, alias="schema")
+
+
+class HttpTool(BaseModel):
+    """An OpenAPI-style operation called through the guarded HTTP client."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    operationId: str = Field(pattern=TOOL_NAME)
+    summary: str = ""
+    description: str = ""
+    method: Literal["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"] = "GET"
+    base_url: str = Field(min_length=1, description="Jinja2 template, e.g. {{ inputs.api_base }}")
+    path: str = Field(default="", description="appended to base_url; {name} segments are path parameters")
+    parameters: list[HttpToolParam] = Field(default_factory=list)
+    requestBody: dict[str, Any] | None = Field(default=None, description="{required, schema} or the OpenAPI "
+                                               "{required, content: {application/json: {schema}}} form")
+    headers: dict[str, str] = Field(default_factory=dict, description="templates sent on every call (credentials)")
+    timeout: float = Field(default=30.0, gt=0, le=600)
+    max_response_bytes: int = Field(default=1024 * 1024, gt=0)
+    risk: Literal["read", "write"] | None = Field(default=None, description="None: read for GET/HEAD/OPTIONS, "
+                                                  "else write")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _upper_method(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("method"), str):
+            data = {**data, "method": data["method"].upper()}
+        return data
+
+    @model_validator(mode="after")
+    def _check(self) -> "HttpTool":
+        names = [(p.in_, p.name) for p in self.parameters]
+        if len(set(names)) != len(names):
+            raise ValueError(f"operation {self.operationId!r}: duplicate parameters")
+        declared = {p.name for p in self.parameters if p.in_ == "path"}
+        used = set(_PATH_PARAM.findall(self.path))
+        if used - declared:
+            raise ValueError(f"operation {self.operationId!r}: path parameters {sorted(used - declared)} are not "
+                             "declared in parameters (in: path)")
+        if declared - used:
+            raise ValueError(f"operation {self.operationId!r}: parameters {sorted(declared - used)} are declared "
+                             f"in: path but {self.path!r} has no such {{segment}}")
+        if self.body_schema() is not None and "body" in {p.name for p in self.parameters}:
+            raise ValueError(f"operation {self.operationId!r}: 'body' is reserved for the request body")
+        return self
+
+    @property
+    def tool_risk(self) -> str:
+        return self.risk or ("read" if self.method in ("GET", "HEAD", "OPTIONS") else "write")
+
+    def body_schema(self) -> dict[str, Any] | None:
+        """The request body's JSON Schema (None: no body)."""
+        body = self.requestBody
+        if body is None:
+            return None
+        if isinstance(body.get("schema"), dict):
+            return body["schema"]
+        content = body.get("content")
+        if isinstance(content, dict):
+            for media, entry in content.items():
+                if "json" in media and isinstance(entry, dict) and isinstance(entry.get("schema"), dict):
+                    return entry["schema"]
+        return {"type": "object"}
+
+    def json_schema(self) -> dict[str, Any]:
+        """The arguments the model fills: every parameter by name, plus ``body`` when there is one."""
+        props: dict[str, Any] = {}
+        required: list[str] = []
+        for p in self.parameters:
+            schema = dict(p.schema_)
+            if p.description and "description" not in schema:
+                schema["description"] = p.description
+            props[p.name] = schema
+            if p.required or p.in_ == "path":
+                required.append(p.name)
+        body = self.body_schema()
+        if body is not None:
+            props["body"] = body
+            if (self.requestBody or {}).get("required"):
+                required.append("body")
+        return {"type": "object", "properties": props, "required": required, "additionalProperties": False}
+
+
+def openapi_operations(doc: dict[str, Any]) -> list[HttpTool]:
+    """One :class:`HttpTool` per operation of an OpenAPI-style document.
+
+    Reads ``servers[0].url`` (a template; or ``x-base-url``), ``paths`` -> method ->
+    ``operationId``, ``summary``, ``description``, ``parameters`` (path-level ones
+    merged), ``requestBody``; ``x-headers`` (templates) go on every operation.
+
+    Raises:
+        ValueError: a missing ``operationId`` or server URL, or an invalid operation.
+    """
+    servers = doc.get("servers") or []
+    base = doc.get("x-base-url") or (servers[0].get("url") if servers and isinstance(servers[0], dict) else None)
+    if not base:
+        raise ValueError("openapi: needs servers[0].url (a template such as {{ inputs.api_base }})")
+    headers = doc.get("x-headers") or {}
+    out: list[HttpTool] = []
+    for path, item in (doc.get("paths") or {}).items():
+        if not isinstance(item, dict):
+            continue
+        shared = item.get("parameters") or []
+        for method, op in item.items():
+            if method.upper() not in _METHODS or not isinstance(op, dict):
+                continue
+            if not op.get("operationId"):
+                raise ValueError(f"openapi: {method.upper()} {path} has no operationId (the tool name)")
+            out.append(HttpTool.model_validate({
+                "operationId": op["operationId"], "summary": op.get("summary", ""),
+                "description": op.get("description", ""), "method": method, "base_url": base, "path": path,
+                "parameters": list(shared) + list(op.get("parameters") or []), "requestBody": op.get("requestBody"),
+                "headers": headers, **({"risk": op["x-risk"]} if op.get("x-risk") else {}),
+            }))
+    return out
+
+
+class WorkflowTool(BaseModel):
+    """Another workflow, by id from the workflow store, as a tool (run as a child run)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    workflow: str = Field(pattern=r"^[A-Za-z0-9_\-]+$")
+    name: str | None = Field(default=None, pattern=TOOL_NAME, description="default: the workflow id")
+    description: str = Field(default="", description="default: the workflow's description or name")
+    timeout: float | None = Field(default=None, gt=0, le=3600)
+    risk: Literal["read", "write"] | None = None
+
+    @property
+    def tool_name(self) -> str:
+        return self.name or self.workflow
+
+
+class StopTool(BaseModel):
+    """The stop tool: calling it ends the loop after the round (it only signals, seed 000 §3.2.4)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(default="stop", pattern=TOOL_NAME)
+    description: str = "Call this when the task is finished and nothing more should be done; the run ends here."
+
+
+@node_kind("tool_call", "Tool call")
+class ToolCallConfig(LLMNodeConfig):
+    """A model that calls tools in rounds until it answers (see the module docstring).
+
+    Loop limits (seed 000 §3.2, seed 001 §三): ``max_rounds`` model calls (the last one may
+    only answer); more than ``tool_only_cap`` rounds of tool calls in a row without answer
+    text force an answer; ``repeat_limit`` identical calls in a row are a loop; tool results
+    longer than ``max_result_chars`` are cut for the model (kept whole in the node run);
+    ``tool_timeout`` seconds per call; ``mode``: ``auto`` (native tool calling when the
+    model has it, else the JSON protocol), ``native``, ``json``; ``max_parse_retries``
+    unreadable JSON-protocol replies in a row are tolerated.
+    """
+
+    history: int = Field(default=6, ge=0, le=100, description="past turns of history_source put in the prompt")
+    system_prompt: str = Field(default="", description="Jinja2 template")
+    user_prompt: TextValue = Field(default="{{ sys.query }}", description="the task: template or reference")
+    tools: list[GraphTool] = Field(default_factory=list)
+    http_tools: list[HttpTool] = Field(default_factory=list)
+    openapi: dict[str, Any] | None = Field(default=None, description="OpenAPI-style document: one tool per operation")
+    workflow_tools: list[WorkflowTool] = Field(default_factory=list)
+    stop_tool: StopTool | None = None
+    max_rounds: int = Field(default=50, ge=1, le=500)
+    tool_only_cap: int = Field(default=5, ge=0, le=100, description="0: no cap")
+    repeat_limit: int = Field(default=3, ge=0, le=100, description="0: no loop detection")
+    max_result_chars: int = Field(default=8000, ge=100, le=1_000_000)
+    tool_timeout: float | None = Field(default=60.0, gt=0, le=3600)
+    max_parse_retries: int = Field(default=2, ge=0, le=10)
+    mode: Literal["auto", "native", "json"] = "auto"
+    stream: bool = Field(default=True, description="stream answer deltas (native tool calling only)")
+
+    @model_validator(mode="after")
+    def _check_tools(self) -> "ToolCallConfig":
+        if self.openapi is not None:
+            try:
+                openapi_operations(self.openapi)
+            except ValueError as exc:
+                raise ValueError(str(exc)) from None
+        names = self.tool_names()
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"tool names must be unique across tools, http_tools, openapi, workflow_tools and "
+                             f"stop_tool: {dupes}")
+        nodes = [t.node for t in self.tools]
+        dupes = sorted({n for n in nodes if nodes.count(n) > 1})
+        if dupes:
+            raise ValueError(f"a body node can be the root of one tool only: {dupes}")
+        return self
+
+    def http_operations(self) -> list[HttpTool]:
+        """``http_tools`` plus the operations of ``openapi``."""
+        return list(self.http_tools) + (openapi_operations(self.openapi) if self.openapi else [])
+
+    def tool_names(self) -> list[str]:
+        names = [t.name for t in self.tools] + [t.operationId for t in self.http_operations()]
+        names += [t.tool_name for t in self.workflow_tools]
+        if self.stop_tool is not None:
+            names.append(self.stop_tool.name)
+        return names
+
+    def outputs(self, workflow: "Workflow") -> dict[str, VarType]:
+        return {"answer": VarType.string, "messages": VarType.array, "usage": VarType.object, "cost": VarType.number,
+                "trace": VarType.array, "stop_reason": VarType.string, "rounds": VarType.number,
+                # read inside the body (the current call's scope), like an iteration's item
+                "args": VarType.object, "call_id": VarType.string}
+
+    def templates(self) -> Iterator[tuple[str, str]]:
+        yield from self._text_templates("system_prompt", "user_prompt")
+        for i, tool in enumerate(self.http_tools):
+            yield f"http_tools[{i}].base_url", tool.base_url
+            for key, value in tool.headers.items():
+                yield f"http_tools[{i}].headers.{key}", value
+        if self.openapi is not None:
+            for op in openapi_operations(self.openapi)[:1]:  # base URL and headers are shared
+                yield "openapi.servers[0].url", op.base_url
+                for key, value in op.headers.items():
+                    yield f"openapi.x-headers.{key}", value
+
+    def body_fields(self) -> set[str]:
+        return {"tools"}
