@@ -295,6 +295,8 @@ def _ask(interrupt: Interrupt) -> Any | None:
     console = _err()
     if payload.get("description"):
         console.print(Text(str(payload["description"]), style="bold"))
+    if payload.get("question"):  # agent interrupts (ask, confirm) carry a question
+        console.print(Text(str(payload["question"]), style="bold"))
     for key in ("error", "errors"):
         if payload.get(key):
             console.print(Text(f"  {payload[key]}", style="red"))
