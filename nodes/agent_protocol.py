@@ -94,7 +94,7 @@ FENCE_CONTRACT = (
 
 _RUNS = re.compile(r"<{3,}|>{3,}")
 _MARKER_WORD = re.compile(r"flowloom[\s_\-]*data", re.IGNORECASE)
-_SAFE_NAME = re.compile(r"[^A-Za-z0-9_.:\-]")
+_SAFE_NAME = re.compile(r"[^A-Za-z0-9_.\-]")
 
 
 def fence_contract(nonce: str) -> str:
@@ -120,7 +120,7 @@ def neutralize(text: str, nonce: str | None = None) -> str:
 def safe_name(name: Any, limit: int = 64) -> str:
     """A name (tool, call id) safe to print in a marker line or a platform message.
 
-    Keeps ``[A-Za-z0-9_.:-]``, replaces anything else with ``_``, cuts at ``limit``
+    Keeps ``[A-Za-z0-9_.-]``, replaces anything else with ``_``, cuts at ``limit``
     characters (``…`` marks the cut); ``(empty)`` for an empty name.
     """
     text = name if isinstance(name, str) else json.dumps(name, ensure_ascii=False, default=str)
