@@ -17,6 +17,7 @@ from . import (  # noqa: F401  (registration)
     start,
     template,
     tool_call,
+    unsupported,
     variables,
 )
 from .base import EXECUTORS, NodeExecutor, check_catalog, executor_for

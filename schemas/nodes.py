@@ -45,6 +45,7 @@ __all__ = [
     "LoopBreakConfig",
     "LoopConfig",
     "LoopUpdate",
+    "UnsupportedConfig",
 ]
 
 #: kind -> config class. Filled by :func:`node_kind`; read by the compiler, the
@@ -515,3 +516,29 @@ class LoopBreakConfig(NodeConfig):
 
     def handles(self) -> list[str]:
         return []
+
+
+# -------------------------------------------------------------------- unsupported
+
+
+@node_kind("unsupported", "Unsupported (imported)")
+class UnsupportedConfig(NodeConfig):
+    """Placeholder for a node an importer could not convert (``flowloom import --allow-partial``).
+
+    It keeps the original node's place in the graph: ``outputs`` and ``handles`` are
+    the outputs other nodes read and the handles edges leave from, so the workflow
+    compiles. Running it always fails, naming the original node kind and the reason.
+    """
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    original_type: str = Field(min_length=1, description="the node kind in the source file, e.g. datasetSearchNode")
+    reason: str = Field(min_length=1, description="why it was not converted")
+    outputs_: dict[str, VarType] = Field(default_factory=dict, alias="outputs")
+    handles_: list[str] = Field(default_factory=lambda: ["out"], alias="handles")
+
+    def handles(self) -> list[str]:
+        return list(self.handles_)
+
+    def outputs(self, workflow: "Workflow") -> dict[str, VarType]:
+        return dict(self.outputs_)
