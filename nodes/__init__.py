@@ -5,6 +5,7 @@ the executors and the catalog in :mod:`schemas.nodes` line up.
 """
 
 from . import (  # noqa: F401  (registration)
+    agent,
     chat,
     classify,
     code,

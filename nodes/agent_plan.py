@@ -546,9 +546,10 @@ def resolve_answer(answer: Any, options: Iterable[Mapping[str, Any]]) -> str:
 
 
 def _schema_steps() -> dict[str, Any]:
-    return {"type": "array", "maxItems": MAX_STEPS, "items": {
-        "type": "object", "properties": {"id": {"type": "string"}, "title": {"type": "string"},
-                                         "status": {"type": "string", "enum": [s.value for s in StepStatus]}},
+    return {"type": "array", "maxItems": MAX_STEPS, "description": "step titles, or {id, title, status}", "items": {
+        "type": ["string", "object"], "properties": {"id": {"type": ["string", "integer"]}, "title": {"type": "string"},
+                                                     "status": {"type": "string",
+                                                                "enum": [s.value for s in StepStatus]}},
         "required": ["title"]}}
 
 
@@ -561,7 +562,7 @@ PLAN_TOOL_SCHEMA: dict[str, Any] = {
             "operation": {"type": "string", "enum": list(_OPERATIONS)},
             "goal": {"type": "string"},
             "steps": _schema_steps(),
-            "step_id": {"type": "string"},
+            "step_id": {"type": ["string", "integer"]},
             "status": {"type": "string", "enum": [s.value for s in StepStatus]},
             "blocker": {"type": "string", "description": "what blocks the step (status blocked)"},
             "needs_replan": {"type": "boolean"},

@@ -33,7 +33,7 @@ assistant/tool trail), ``usage`` (model tokens and cost, each call priced on its
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any, Iterator, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Iterator, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -46,9 +46,12 @@ if TYPE_CHECKING:
     from .workflow import Workflow
 
 __all__ = [
+    "AgentConfig",
+    "FileReaderTool",
     "GraphTool",
     "HttpTool",
     "HttpToolParam",
+    "ModelAgentTool",
     "StopTool",
     "ToolCallConfig",
     "ToolParam",
@@ -345,6 +348,143 @@ class ToolCallConfig(LLMNodeConfig):
                 yield "openapi.servers[0].url", op.base_url
                 for key, value in op.headers.items():
                     yield f"openapi.x-headers.{key}", value
+
+    def body_fields(self) -> set[str]:
+        return {"tools"}
+
+
+# =========================================================================== planning agent
+
+
+class ModelAgentTool(BaseModel):
+    """A sub-agent that is one model call (no loop, no tools): the task in, the text out (seed 000 §3.3.5)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(pattern=TOOL_NAME)
+    description: str = ""
+    model: str | None = Field(default=None, description="registry name; None: the agent's model")
+    system_prompt: str = Field(default="", description="Jinja2 template")
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    max_tokens: int | None = Field(default=None, gt=0)
+
+
+class FileReaderTool(BaseModel):
+    """A sub-agent that reads the user's uploaded files (``file`` values ``{"name", "path"|"url"}``).
+
+    Only local paths under the upload directory are read (``FLOWLOOM_UPLOAD_DIR``, else
+    ``$FLOWLOOM_HOME/uploads``, else ``./.flowloom/uploads``; relative paths are taken
+    from there); text only, ``max_chars`` per call from ``offset``.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(default="read_file", pattern=TOOL_NAME)
+    description: str = "Read the text of a file the user uploaded."
+    files: Value = Field(description="a file value or an array of them, e.g. {\"ref\": \"inputs.report\"}")
+    max_chars: int = Field(default=20_000, ge=100, le=1_000_000)
+
+
+@node_kind("agent", "Planning agent")
+class AgentConfig(LLMNodeConfig):
+    """A tool loop with a plan, questions to the user and a stop gate (seed 000 §3.3).
+
+    Behaviour: ``nodes/agent.py``. Business tools are those of the tool-call node
+    (``tools`` - body graph tools -, ``http_tools``, ``openapi``, ``workflow_tools``) plus
+    single-call model sub-agents (``model_agents``) and the uploaded-file reader
+    (``file_reader``); the agent adds ``update_plan`` and ``ask_agent`` (business tools
+    with those names are dropped). ``plan``: ``auto`` requires a plan when the user's
+    message asks for one explicitly, ``required`` always. ``allow_write_tools``: write-level
+    tools (and tools of unknown level) run only after a ``confirm`` interrupt unless this
+    is true or names them. ``parallel_tools``: read-level tools of one round run
+    concurrently. ``ask``: offer ``ask_agent``. ``pending_ttl``: seconds a paused agent's
+    context is kept in node memory (None: no expiry). ``stream``: the accepted final
+    answer is sent as a ``node_delta`` (refused answers never are). Loop limits as for
+    ``tool_call``; at most 2 stop-gate refusals, then the node fails ("plan not complete").
+    """
+
+    interactive: ClassVar[bool] = True
+
+    history: int = Field(default=6, ge=0, le=100, description="past turns of history_source put in the prompt")
+    system_prompt: str = Field(default="", description="Jinja2 template")
+    user_prompt: TextValue = Field(default="{{ sys.query }}", description="the task: template or reference")
+    tools: list[GraphTool] = Field(default_factory=list)
+    http_tools: list[HttpTool] = Field(default_factory=list)
+    openapi: dict[str, Any] | None = Field(default=None, description="OpenAPI-style document: one tool per operation")
+    workflow_tools: list[WorkflowTool] = Field(default_factory=list)
+    model_agents: list[ModelAgentTool] = Field(default_factory=list)
+    file_reader: FileReaderTool | None = None
+    allow_write_tools: bool | list[str] = Field(default=False, description="true, or names of write tools that "
+                                                "run without confirmation")
+    parallel_tools: bool = True
+    plan: Literal["auto", "required"] = "auto"
+    ask: bool = True
+    max_rounds: int = Field(default=30, ge=2, le=500)
+    tool_only_cap: int = Field(default=8, ge=0, le=100, description="0: no cap")
+    repeat_limit: int = Field(default=3, ge=0, le=100, description="0: no loop detection")
+    max_result_chars: int = Field(default=8000, ge=100, le=1_000_000)
+    tool_timeout: float | None = Field(default=60.0, gt=0, le=3600)
+    max_parse_retries: int = Field(default=2, ge=0, le=10)
+    mode: Literal["auto", "native", "json"] = "auto"
+    stream: bool = True
+    pending_ttl: float | None = Field(default=7 * 24 * 3600.0, gt=0, description="seconds; None: no expiry")
+
+    @model_validator(mode="after")
+    def _check_tools(self) -> "AgentConfig":
+        if self.openapi is not None:
+            try:
+                openapi_operations(self.openapi)
+            except ValueError as exc:
+                raise ValueError(str(exc)) from None
+        names = self.tool_names()
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"tool names must be unique across tools, http_tools, openapi, workflow_tools, "
+                             f"model_agents and file_reader: {dupes}")
+        nodes = [t.node for t in self.tools]
+        dupes = sorted({n for n in nodes if nodes.count(n) > 1})
+        if dupes:
+            raise ValueError(f"a body node can be the root of one tool only: {dupes}")
+        return self
+
+    def http_operations(self) -> list[HttpTool]:
+        """``http_tools`` plus the operations of ``openapi``."""
+        return list(self.http_tools) + (openapi_operations(self.openapi) if self.openapi else [])
+
+    def tool_names(self) -> list[str]:
+        """Every business tool name (internal names included: they are dropped at run time)."""
+        names = [t.name for t in self.tools] + [t.operationId for t in self.http_operations()]
+        names += [t.tool_name for t in self.workflow_tools] + [a.name for a in self.model_agents]
+        if self.file_reader is not None:
+            names.append(self.file_reader.name)
+        return names
+
+    def model_refs(self) -> Iterator[tuple[str, str]]:
+        yield "model", self.model
+        for i, agent in enumerate(self.model_agents):
+            if agent.model is not None:
+                yield f"model_agents[{i}].model", agent.model
+
+    def outputs(self, workflow: "Workflow") -> dict[str, VarType]:
+        return {"answer": VarType.string, "plan": VarType.object, "history": VarType.array, "asks": VarType.array,
+                "messages": VarType.array, "usage": VarType.object, "cost": VarType.number, "trace": VarType.array,
+                "stop_reason": VarType.string, "rounds": VarType.number,
+                "args": VarType.object, "call_id": VarType.string}
+
+    def templates(self) -> Iterator[tuple[str, str]]:
+        yield from self._text_templates("system_prompt", "user_prompt")
+        for i, tool in enumerate(self.http_tools):
+            yield f"http_tools[{i}].base_url", tool.base_url
+            for key, value in tool.headers.items():
+                yield f"http_tools[{i}].headers.{key}", value
+        if self.openapi is not None:
+            for op in openapi_operations(self.openapi)[:1]:
+                yield "openapi.servers[0].url", op.base_url
+                for key, value in op.headers.items():
+                    yield f"openapi.x-headers.{key}", value
+        for i, agent in enumerate(self.model_agents):
+            if agent.system_prompt:
+                yield f"model_agents[{i}].system_prompt", agent.system_prompt
 
     def body_fields(self) -> set[str]:
         return {"tools"}
