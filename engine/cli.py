@@ -8,6 +8,8 @@ Commands:
 - ``flowloom resume RUN_ID --answer TEXT [--interrupt ID]``: continue a paused run
   (saved in the run store) from any process.
 - ``flowloom schema``: the JSON Schema of the workflow format.
+- ``flowloom import FILE [-o OUT] [--allow-partial] [--model SRC=NAME]``: convert a FastGPT
+  workflow (JSON) or a Dify DSL (YAML) into a Flowloom workflow (:mod:`engine.importers`).
 
 When a node asks a person something (an interrupt), ``run`` and ``resume`` prompt on
 the terminal (stderr) and read the answer from stdin, then continue; with
@@ -495,6 +497,89 @@ def resume(
     answers = _bind_answer(state, answer, interrupt)
     view: _View = _JsonView() if as_json else _TerminalView(_out())
     raise typer.Exit(_execute(plan, state, doc, view, answers, prompt=not no_input))
+
+
+def _issue_text(issue: Any) -> Text:
+    """One import finding on one line: severity, code, source node (kind), message."""
+    style = "red" if issue.severity == "error" else "yellow"
+    text = Text.assemble(("  " + issue.severity, style), " ", (issue.code, "bold"))
+    if issue.node_id:
+        kind = f" ({issue.source_type})" if issue.source_type else ""
+        renamed = f" -> {issue.flowloom_id}" if issue.flowloom_id else ""
+        text.append(f"  node={issue.node_id}{kind}{renamed}")
+    return text.append(f"  {issue.message}")
+
+
+def _print_issues(issues: list[Any], console: Console) -> None:
+    for severity, heading in (("error", "not converted"), ("warning", "converted with differences")):
+        group = [i for i in issues if i.severity == severity]
+        if group:
+            console.print(Text(f"{len(group)} {heading}:", style="bold"))
+            for issue in group:
+                console.print(_issue_text(issue))
+
+
+@app.command("import")
+def import_(
+    file: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="FastGPT workflow JSON or Dify DSL YAML")],
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", dir_okay=False,
+                                                   help="write the Flowloom workflow here (default: stdout)")] = None,
+    allow_partial: Annotated[bool, typer.Option(
+        "--allow-partial", help="replace what cannot be converted by failing 'unsupported' placeholders "
+        "(and unknown models by 'default') instead of failing")] = False,
+    model: Annotated[Optional[list[str]], typer.Option(
+        "--model", "-m", metavar="SOURCE=NAME", help="use registry model NAME for the file's model SOURCE "
+        "(repeatable; '*=NAME' for every unknown model)")] = None,
+    workflow_id: Annotated[Optional[str], typer.Option("--id", help="id of the imported workflow")] = None,
+) -> None:
+    """Convert FILE (FastGPT JSON or Dify YAML) into a Flowloom workflow; print what was not converted.
+
+    Exit 2 listing every problem when something cannot be converted (unless
+    --allow-partial) or the result would not compile. Nothing in FILE is executed.
+    """
+    from .importers import ImportFailed, import_workflow
+
+    mapping: dict[str, str] = {}
+    for pair in model or []:
+        source, sep, target = pair.partition("=")
+        if not sep or not source.strip() or not target.strip():
+            _abort("invalid --model:", [f"{pair!r}: expected SOURCE=NAME"])
+        mapping[source.strip()] = target.strip()
+    try:
+        data = file.read_bytes()
+    except OSError as exc:
+        _abort("cannot import:", [f"{file}: {exc}"])
+    try:
+        result = import_workflow(data, allow_partial=allow_partial, model_map=mapping,
+                                 workflow_id=workflow_id or file.stem)
+    except ImportFailed as exc:
+        console = _err()
+        fmt = f" ({exc.source_format})" if exc.source_format else ""
+        console.print(Text(f"cannot import {file}{fmt}:", style="bold red"))
+        _print_issues(exc.report, console)
+        if any(i.severity == "error" and i.code != "invalid_source" for i in exc.report) and not allow_partial:
+            console.print(Text("use --allow-partial to import anyway with failing placeholders, and --model "
+                               "SOURCE=NAME for unknown models", style="dim"))
+        raise typer.Exit(EXIT_INVALID) from None
+    text = json.dumps(result.workflow, indent=2, ensure_ascii=False) + "\n"
+    if output is None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    else:
+        try:
+            output.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            _abort("cannot write the workflow:", [f"{output}: {exc}"])
+    console = _err()
+    _print_issues(result.report, console)
+    wf = result.workflow
+    placeholders = sum(1 for n in wf["nodes"] if n.get("type") == "unsupported")
+    where = f" -> {output}" if output is not None else ""
+    summary = Text.assemble((f"{file}: imported", "bold green"), f" {result.source_format} workflow {wf['id']!r} "
+                            f"({len(wf['nodes'])} nodes, {len(wf['edges'])} edges){where}")
+    if placeholders:
+        summary.append(f"; {placeholders} unsupported placeholder(s) fail when run", style="yellow")
+    console.print(summary)
 
 
 @app.command()

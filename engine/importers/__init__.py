@@ -1,0 +1,158 @@
+"""Importers: FastGPT workflow JSON and Dify DSL YAML -> Flowloom workflows.
+
+One entry point, :func:`import_workflow`, used by ``flowloom import`` and (later) the
+API and the canvas::
+
+    result = import_workflow(path.read_bytes(), allow_partial=True, models=registry)
+    result.workflow      # a Flowloom workflow document that compiles
+    result.report        # ImportIssue per node / reference / setting not carried over
+    result.source_format # "fastgpt" | "dify" | "flowloom"
+
+The importer only reads the file: JSON is parsed with :mod:`json`, YAML with PyYAML's
+safe loader (no tags, no aliases), code stays text and templates are only parsed.
+Anything that cannot be converted is reported with the source node id and a reason;
+without ``allow_partial`` the import fails (:class:`ImportFailed`, every problem at
+once), with it those nodes become ``unsupported`` placeholders that fail when run.
+
+A Flowloom document is accepted too and returned in canonical form, so exporting an
+imported workflow and importing it again gives the same workflow.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Mapping
+
+from .base import normalise_workflow
+from .report import ImportFailed, ImportIssue, ImportResult
+
+__all__ = ["ImportFailed", "ImportIssue", "ImportResult", "MAX_SOURCE_BYTES", "detect_format", "import_workflow",
+           "parse_source"]
+
+#: Largest file accepted (bytes).
+MAX_SOURCE_BYTES = 20 * 1024 * 1024
+
+
+def _fail(message: str, fmt: str = "") -> ImportFailed:
+    return ImportFailed([ImportIssue("invalid_source", message)], fmt)
+
+
+def _yaml_loader() -> Any:
+    import yaml
+
+    class _NoAliasLoader(yaml.SafeLoader):
+        """Safe loading without anchors/aliases (exports never use them; they allow
+        exponential blow-up of a small file)."""
+
+        def compose_node(self, parent: Any, index: Any) -> Any:  # noqa: ANN401
+            if self.check_event(yaml.events.AliasEvent):
+                event = self.get_event()
+                raise yaml.composer.ComposerError(None, None, "YAML aliases are not accepted", event.start_mark)
+            return super().compose_node(parent, index)
+
+    return _NoAliasLoader
+
+
+def parse_source(data: bytes | str | Mapping[str, Any]) -> dict[str, Any]:
+    """The file's top-level object: JSON first, then YAML (safe, no aliases).
+
+    Raises:
+        ImportFailed: not JSON or YAML, too large, or not an object (``invalid_source``).
+    """
+    if isinstance(data, Mapping):
+        return dict(data)
+    if isinstance(data, bytes):
+        if len(data) > MAX_SOURCE_BYTES:
+            raise _fail(f"the file is larger than {MAX_SOURCE_BYTES} bytes")
+        try:
+            text = data.decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            raise _fail(f"the file is not UTF-8 text: {exc}") from None
+    else:
+        text = data
+        if len(text) > MAX_SOURCE_BYTES:
+            raise _fail(f"the file is larger than {MAX_SOURCE_BYTES} bytes")
+    try:
+        doc = json.loads(text)
+    except ValueError as json_error:
+        import yaml
+
+        try:
+            doc = yaml.load(text, Loader=_yaml_loader())  # noqa: S506 - a SafeLoader subclass
+        except yaml.YAMLError as exc:
+            raise _fail(f"the file is neither JSON ({json_error}) nor YAML ({exc})") from None
+    if not isinstance(doc, dict):
+        raise _fail("the file must hold an object (a FastGPT workflow, a Dify DSL or a Flowloom workflow)")
+    return doc
+
+
+def detect_format(doc: Mapping[str, Any]) -> str:
+    """``fastgpt``, ``dify`` or ``flowloom``.
+
+    Raises:
+        ImportFailed: none of them (``invalid_source``).
+    """
+    from .dify import looks_like_dify
+    from .fastgpt import looks_like_fastgpt
+
+    if looks_like_dify(doc):
+        return "dify"
+    if looks_like_fastgpt(doc):
+        return "fastgpt"
+    nodes = doc.get("nodes")
+    if isinstance(nodes, list) and all(isinstance(n, dict) and "type" in n and "id" in n for n in nodes) \
+            and "id" in doc:
+        return "flowloom"
+    raise _fail("not a FastGPT workflow (nodes with flowNodeType), a Dify DSL (workflow.graph) or a Flowloom "
+                "workflow (id, nodes with id/type)")
+
+
+def _registry(models: Any) -> Any:
+    if models is not None:
+        return models
+    from nodes.model_registry import get_registry
+
+    return get_registry()
+
+
+def import_workflow(data: bytes | str | Mapping[str, Any], *, allow_partial: bool = False, models: Any = None,
+                    model_map: Mapping[str, str] | None = None, workflow_id: str | None = None) -> ImportResult:
+    """Convert a FastGPT / Dify / Flowloom document into a Flowloom workflow that compiles.
+
+    ``models``: the model registry model names are checked against (None: the process
+    default). ``model_map``: source model name -> registry name, ``"*"`` for every
+    unknown model. ``workflow_id``: the id of the result (default: from the source's
+    name, else a hash of the source).
+
+    Raises:
+        ImportFailed: with every problem, when something cannot be converted and
+            ``allow_partial`` is False, or when the result does not compile.
+    """
+    import engine  # noqa: F401  - import order: the engine before the node modules
+
+    doc = parse_source(data)
+    fmt = detect_format(doc)
+    registry = _registry(models)
+    if fmt == "flowloom":
+        return _import_flowloom(doc, registry, workflow_id)
+    if fmt == "dify":
+        from .dify import DifyImporter as Importer
+    else:
+        from .fastgpt import FastGPTImporter as Importer  # type: ignore[assignment]
+    importer = Importer(doc, allow_partial=allow_partial, registry=registry, model_map=model_map,
+                        workflow_id=workflow_id)
+    return importer.run()
+
+
+def _import_flowloom(doc: dict[str, Any], registry: Any, workflow_id: str | None) -> ImportResult:
+    from ..compiler import check_workflow
+
+    out = normalise_workflow(doc)
+    if workflow_id:
+        out["id"] = workflow_id
+    problems = check_workflow(out, models=registry)
+    issues = [ImportIssue(f"compile_{p.code}", p.message + (f" (path {p.path})" if p.path else ""), p.node_id,
+                          None, p.severity) for p in problems]
+    if any(i.severity == "error" for i in issues):
+        raise ImportFailed(issues, "flowloom")
+    return ImportResult(out, issues, "flowloom")

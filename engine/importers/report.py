@@ -1,0 +1,81 @@
+"""What an import produces: the workflow, and a report of everything that did not carry over."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from ..errors import DefinitionError
+
+__all__ = ["ImportFailed", "ImportIssue", "ImportResult"]
+
+
+@dataclass(frozen=True, slots=True)
+class ImportIssue:
+    """One finding of an import, located by the node id *in the source file*.
+
+    ``severity``:
+
+    - ``error``: something could not be converted (an unsupported node kind, an
+      unknown model, a reference with no Flowloom equivalent, ...). The import fails
+      unless ``allow_partial`` is set; then the node is a failing ``unsupported``
+      placeholder (or, for an unknown model, the fallback model named in the message).
+    - ``warning``: converted, with a difference worth knowing (e.g. a loop limit that
+      fails instead of stopping silently).
+
+    ``code`` is stable (tests and the canvas key on it): ``unsupported_node``,
+    ``unsupported_reference``, ``unsupported_feature``, ``unknown_model``,
+    ``invalid_source``, ``compile_<compiler problem code>``, ``renamed_id``,
+    ``behaviour_difference``, ``dropped``.
+    """
+
+    code: str
+    message: str
+    node_id: str | None = None
+    source_type: str | None = None
+    severity: Literal["error", "warning"] = "error"
+    #: the node's id in the imported workflow when it differs from ``node_id``
+    flowloom_id: str | None = None
+
+    def __str__(self) -> str:
+        where = ""
+        if self.node_id is not None:
+            kind = f" ({self.source_type})" if self.source_type else ""
+            renamed = f" -> {self.flowloom_id}" if self.flowloom_id and self.flowloom_id != self.node_id else ""
+            where = f"node {self.node_id!r}{kind}{renamed}: "
+        return f"[{self.code}] {where}{self.message}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form (``flowloom import --json``, the API)."""
+        return asdict(self)
+
+
+@dataclass(slots=True)
+class ImportResult:
+    """A converted workflow (a Flowloom workflow document that compiles) and the report."""
+
+    workflow: dict[str, Any]
+    report: list[ImportIssue] = field(default_factory=list)
+    #: ``fastgpt``, ``dify`` or ``flowloom``
+    source_format: str = ""
+
+    @property
+    def errors(self) -> list[ImportIssue]:
+        """Issues of severity ``error`` (present only in a partial import)."""
+        return [i for i in self.report if i.severity == "error"]
+
+    @property
+    def partial(self) -> bool:
+        """True when something was replaced by a placeholder or a fallback."""
+        return bool(self.errors)
+
+
+class ImportFailed(DefinitionError):
+    """The file cannot be imported as it is; ``report`` lists every problem at once."""
+
+    def __init__(self, report: list[ImportIssue], source_format: str = ""):
+        self.report = report
+        self.source_format = source_format
+        errors = [i for i in report if i.severity == "error"]
+        super().__init__(f"{len(errors)} problem(s) importing the {source_format or 'file'}:\n"
+                         + "\n".join(f"  - {i}" for i in errors))

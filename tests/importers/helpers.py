@@ -1,0 +1,67 @@
+"""Shared helpers of the importer tests: where the corpus is, importing, running.
+
+The corpus (real FastGPT templates and Dify DSL files, read-only test data) lives next
+to the repository in ``../shared/corpus`` (``FLOWLOOM_IMPORT_CORPUS`` overrides it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import engine  # noqa: F401  - import order: engine before nodes
+from engine import RunDeps, compile_workflow, run_workflow
+from engine.importers import ImportResult, import_workflow
+from schemas.run import RunState
+from workers.memory import LocalMemoryStore
+
+ROOT = Path(__file__).resolve().parents[2]
+CORPUS = Path(os.environ.get("FLOWLOOM_IMPORT_CORPUS") or ROOT.parent / "shared" / "corpus")
+FASTGPT = CORPUS / "fastgpt"
+DIFY = CORPUS / "dify"
+
+needs_corpus = pytest.mark.skipif(not CORPUS.is_dir(), reason=f"corpus not found at {CORPUS}")
+
+
+def corpus_files() -> list[Path]:
+    """Every importable file of the corpus (notes excluded)."""
+    if not CORPUS.is_dir():
+        return []
+    return sorted(p for p in CORPUS.rglob("*") if p.suffix in (".json", ".yml", ".yaml"))
+
+
+def load(path: Path, **kw: Any) -> ImportResult:
+    return import_workflow(path.read_bytes(), **kw)
+
+
+def load_json(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+async def run(result: ImportResult | dict[str, Any], inputs: dict[str, Any] | None = None, *, registry: Any = None,
+              tmp_path: Path | None = None, settings: Any = None, **sys: Any) -> tuple[RunState, list[Any]]:
+    """Compile the imported workflow (against ``registry``) and run it through the real engine."""
+    doc = result.workflow if isinstance(result, ImportResult) else result
+    events: list[Any] = []
+    plan = compile_workflow(doc, models=registry, use_cache=False)
+    deps: dict[str, Any] = {"on_event": events.append, "models": registry}
+    if tmp_path is not None:
+        deps["memory"] = LocalMemoryStore(tmp_path / "memory")
+    if settings is not None:
+        deps["settings"] = settings
+    state = await run_workflow(plan, inputs or {}, deps=RunDeps(**deps), **sys)
+    return state, events
+
+
+def statuses(state: RunState) -> dict[str, str]:
+    """node id -> status of the latest run of each node."""
+    return {nid: run.status.value for nid, run in state.node_runs.items()}
+
+
+def answers(events: list[Any]) -> str:
+    """The streamed answer text (answer channel) in order."""
+    return "".join(e.text for e in events if e.type == "node_delta" and e.channel == "answer")
