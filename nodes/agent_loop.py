@@ -614,6 +614,10 @@ async def _run_calls(ctx: NodeContext, hooks: AgentHooks, calls: list[ToolCallCo
         if paused is not None and failure is not None:
             _set_pending(state, calls, done, paused)
             raise failure
+    for call in todo:  # a hook that left a call out of every group: the model still gets an answer for it
+        if call.index not in done:
+            done[call.index] = (ToolOutcome(f"tool {call.name} was not run (not scheduled by the loop's hooks)",
+                                            is_error=True), {**call.to_dict(), "status": "not_scheduled"})
 
 
 def _set_pending(state: LoopState, calls: list[ToolCallContext], done: dict[int, tuple[ToolOutcome, dict[str, Any]]],
