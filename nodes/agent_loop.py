@@ -109,6 +109,7 @@ __all__ = [
     "ToolOutcome",
     "ToolSpec",
     "batch_parallel_safe",
+    "fit_rounds",
     "get_tool_result",
     "run_agent_loop",
 ]

@@ -115,6 +115,15 @@ async def test_default_result_is_the_last_nodes_outputs_and_failures_are_fed_bac
     assert ran["c2"]["broken"] == "failed" and ran["c2"]["lookup"] == "skipped"
 
 
+async def test_a_template_result_is_rendered_in_the_calls_scope(openai_server, agent_run):
+    tool = {**CONVERT, "result": "{{ agent.args.celsius }} C = {{ to_f.output }} F (call {{ agent.call_id }})"}
+    openai_server.script(calls_reply(("c1", "to_fahrenheit", {"celsius": 10})), answer_reply("50 F"))
+    state, _ = await agent_run(workflow({"tools": [tool]}, [TO_F]))
+    assert state.status is RunStatus.succeeded, state.error
+    result = [m for m in openai_server.bodies[1]["messages"] if m["role"] == "tool"][0]["content"]
+    assert result.splitlines()[1] == "10 C = 50.0 F (call c1)"
+
+
 async def test_llm_costs_inside_a_tool_are_the_tools_cost(openai_server, agent_run):
     body = [node("ask", "chat", {"model": "tools-model", "user_prompt": "{{ agent.args.q }}", "stream": False,
                                  "history": 0}, parent="agent")]
