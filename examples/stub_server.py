@@ -13,6 +13,15 @@ Endpoints (GET):
   the first N polls of that id (default 3), then ``{"id", "status": "done", "polls": k,
   "result": ...}`` - for the polling (loop-back) example.
 - ``/health``: ``{"ok": true}``.
+- ``/places?city=NAME``: 200 ``{"city", "places": [{"name", "kind"}]}`` (parks and picnic
+  spots) for a known city, 404 ``{"error": "unknown city", "city": NAME}`` otherwise.
+- ``/notes``: 200 ``{"notes": [...]}``, the notes saved so far.
+
+Endpoints (POST, JSON body):
+
+- ``/notes`` with ``{"title", "text"}``: saves a note (kept in memory for the server's
+  lifetime), 201 ``{"id", "title"}``; 400 when the body is not such an object. The
+  research agent example's write tool.
 """
 
 from __future__ import annotations
@@ -74,16 +83,74 @@ def job(query: dict[str, list[str]]) -> tuple[int, dict[str, Any]]:
     return 200, {"id": job_id, "status": "done", "polls": polls, "result": f"report for {job_id} is ready"}
 
 
-ROUTES = {"/weather": weather, "/slow": slow, "/job": job, "/health": lambda _q: (200, {"ok": True})}
+PLACES = {
+    "paris": [{"name": "Parc des Buttes-Chaumont", "kind": "park"}, {"name": "Jardin du Luxembourg", "kind": "garden"}],
+    "london": [{"name": "Hyde Park", "kind": "park"}, {"name": "Primrose Hill", "kind": "hill"}],
+    "tokyo": [{"name": "Yoyogi Park", "kind": "park"}, {"name": "Shinjuku Gyoen", "kind": "garden"}],
+    "oslo": [{"name": "Frogner Park", "kind": "park"}, {"name": "Bygdøy beaches", "kind": "beach"}],
+}
+_NOTES: list[dict[str, Any]] = []
+_NOTES_LOCK = threading.Lock()
+
+
+def places(query: dict[str, list[str]]) -> tuple[int, dict[str, Any]]:
+    """Picnic spots of a known city."""
+    city = (query.get("city") or [""])[0].strip()
+    if not city:
+        return 400, {"error": "missing query parameter 'city'"}
+    found = PLACES.get(city.lower())
+    return (200, {"city": city, "places": found}) if found else (404, {"error": "unknown city", "city": city})
+
+
+def list_notes(_query: dict[str, list[str]]) -> tuple[int, dict[str, Any]]:
+    """Every note saved so far."""
+    with _NOTES_LOCK:
+        return 200, {"notes": list(_NOTES)}
+
+
+def save_note(body: Any) -> tuple[int, dict[str, Any]]:
+    """Save ``{"title", "text"}``."""
+    if not isinstance(body, dict) or not isinstance(body.get("title"), str) or not isinstance(body.get("text"), str):
+        return 400, {"error": "expected a JSON object with string fields title and text"}
+    with _NOTES_LOCK:
+        note = {"id": len(_NOTES) + 1, "title": body["title"], "text": body["text"]}
+        _NOTES.append(note)
+    return 201, {"id": note["id"], "title": note["title"]}
+
+
+ROUTES = {"/weather": weather, "/slow": slow, "/job": job, "/health": lambda _q: (200, {"ok": True}),
+          "/places": places, "/notes": list_notes}
+POST_ROUTES = {"/notes": save_note}
+MAX_BODY = 64 * 1024
 
 
 class Handler(BaseHTTPRequestHandler):
-    """Routes GET requests to :data:`ROUTES`; everything else is a JSON 404."""
+    """Routes GET requests to :data:`ROUTES` and POST requests to :data:`POST_ROUTES`;
+    everything else is a JSON 404."""
 
     def do_GET(self) -> None:  # noqa: N802 - http.server naming
         url = urlsplit(self.path)
         route = ROUTES.get(url.path)
         status, body = route(parse_qs(url.query)) if route else (404, {"error": f"no route {url.path}"})
+        self._reply(status, body)
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server naming
+        url = urlsplit(self.path)
+        route = POST_ROUTES.get(url.path)
+        length = int(self.headers.get("Content-Length") or 0)
+        if length > MAX_BODY:
+            self._reply(413, {"error": f"body larger than {MAX_BODY} bytes"})
+            return
+        raw = self.rfile.read(length) if length else b""
+        try:
+            data = json.loads(raw) if raw else None
+        except ValueError:
+            self._reply(400, {"error": "the body is not JSON"})
+            return
+        status, body = route(data) if route else (404, {"error": f"no route {url.path}"})
+        self._reply(status, body)
+
+    def _reply(self, status: int, body: Any) -> None:
         payload = json.dumps(body).encode()
         try:
             self.send_response(status)
