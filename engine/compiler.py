@@ -169,6 +169,8 @@ def _nodes_adapter(kinds: tuple[str, ...]) -> TypeAdapter[list[NodeBase]]:
     """A validator for a list of nodes of ``kinds`` (built from the catalog as it is now,
     so kinds registered at run time are included)."""
     models = tuple(node_model(kind) for kind in kinds)
+    if not models:  # every node was of an unknown kind (already reported)
+        return TypeAdapter(list[NodeBase])
     if len(models) == 1:
         return TypeAdapter(list[Annotated[models[0], Tag(kinds[0])]])  # type: ignore[valid-type]
     union = Annotated[Union[tuple(Annotated[m, Tag(k)] for m, k in zip(models, kinds))],  # type: ignore[misc]

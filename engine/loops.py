@@ -87,7 +87,8 @@ def check_scopes(wf: Workflow, problems: list[Problem], invalid: set[str]) -> di
         if parent is not None and parent not in invalid:
             owner = by_id.get(parent)
             if owner is None or owner.type not in CONTAINER_KINDS:
-                problems.append(Problem("unknown_parent", f"parent {parent!r} is not an iteration or loop node",
+                problems.append(Problem("unknown_parent", f"parent {parent!r} is not a container node "
+                                        f"({', '.join(sorted(CONTAINER_KINDS))})",
                                         node_id=node.id, path="parent"))
                 parent = None
         scope[node.id] = parent

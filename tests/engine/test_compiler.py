@@ -181,3 +181,8 @@ def test_every_catalog_kind_has_one_executor():
     import nodes
 
     nodes.check_catalog()
+
+
+def test_only_unknown_kinds_are_reported_not_crashed_on():
+    doc = {"id": "wf", "nodes": [{"id": "a", "type": "ghost"}], "edges": []}
+    assert [p.code for p in check_workflow(doc)] == ["unknown_kind"]

@@ -177,7 +177,7 @@ def test_loop_node_limit_fails_with_reason():
      [edge("start", "gate"), edge("gate", "a", "x"), edge("gate", "b", "else"), edge("a", "b"), edge("b", "a")],
      ("cycle", "a", "entered at several nodes")),
     ([node("t", "template", {"template": "x"}, parent="nowhere")], [edge("start", "t")],
-     ("unknown_parent", "t", "is not an iteration or loop node")),
+     ("unknown_parent", "t", "is not a container node")),
     ([node("it", "iteration", {"items": [1], "collect": 1}), node("in", "template", {"template": "x"}, parent="it")],
      [edge("start", "it"), edge("it", "in", edge_id="cross")],
      ("edge_crosses_container", None, "different loop bodies")),
