@@ -185,4 +185,4 @@ def test_every_catalog_kind_has_one_executor():
 
 def test_only_unknown_kinds_are_reported_not_crashed_on():
     doc = {"id": "wf", "nodes": [{"id": "a", "type": "ghost"}], "edges": []}
-    assert [p.code for p in check_workflow(doc)] == ["unknown_kind"]
+    assert [p.code for p in check_workflow(doc)] == ["unknown_kind", "no_start"]
