@@ -453,7 +453,11 @@ class AgentNode(NodeExecutor[AgentConfig], kind="agent"):
             result = await run_agent_loop(ctx, settings=settings, messages=messages, tools=tools, hooks=hooks,
                                           state=loop, tool_result=tool_result)
         except InterruptRequested as request:
-            await self._pause(ctx, store, key, request, status)
+            # Resuming, ``loop`` is the kernel's live state; the kernel refreshes
+            # data["agent_state"] only for pauses in its main loop, not for a second pause
+            # among the remaining calls of the resumed round.
+            raw = loop.to_dict() if loop is not None else dict(ctx.node_run.data.get("agent_state") or {})
+            await self._pause(ctx, store, key, request, status, raw)
             raise
         if ctx.resume is not None:
             await clear_pending(store, key)
@@ -462,9 +466,9 @@ class AgentNode(NodeExecutor[AgentConfig], kind="agent"):
     # ------------------------------------------------------------------ pause / resume
 
     async def _pause(self, ctx: NodeContext, store: Any, key: str, request: InterruptRequested,
-                     status: AgentStatus) -> None:
-        """Save the pending context in node memory and tag the interrupt with its id."""
-        raw = dict(ctx.node_run.data.get("agent_state") or {})
+                     status: AgentStatus, raw: dict[str, Any]) -> None:
+        """Save the pending context (``raw``: the loop state as a dict) in node memory and tag
+        the interrupt with its id."""
         paused = raw.get("pending") or {}
         call = next((c for c in paused.get("calls", []) if c.get("id") == paused.get("call_id")), {})
         pending = PendingContext(

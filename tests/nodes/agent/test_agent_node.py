@@ -435,3 +435,35 @@ async def test_file_reader_reads_uploads_only_under_the_upload_directory(
     assert "Picnic: bring bread." in results["r1"]
     assert "outside the upload directory" in results["r2"] and "top secret" not in results["r2"]
     assert "not a local upload" in results["r3"]
+
+
+async def test_two_write_calls_in_one_round_are_confirmed_one_by_one(openai_server, scripted_registry, memory, api):
+    openai_server.script(calls(("n1", "save_note", {"body": {"n": 1}}), ("n2", "save_note", {"body": {"n": 2}})),
+                         answer("Both saved."))
+    h = Harness(scripted_registry, memory, agent_flow(http_tools=http_tools(api.url)))
+    state = await h.start("save two notes")
+    assert next(iter(state.interrupts.values())).payload["arguments"] == '{"body": {"n": 1}}'
+    restored = RunState.model_validate_json((await h.answer(state, "approve")).model_dump_json())
+    (second,) = restored.interrupts.values()
+    assert second.kind == "confirm" and second.payload["arguments"] == '{"body": {"n": 2}}'
+    assert api.notes == [{"n": 1}]
+    final = await h.answer(restored, "approve")
+    assert final.status is RunStatus.succeeded, final.error
+    assert api.notes == [{"n": 1}, {"n": 2}]
+    results = tool_messages(openai_server.bodies[1])
+    assert '"saved": 1' in results["n1"] and '"saved": 2' in results["n2"]
+
+
+async def test_ask_and_resume_with_a_model_without_native_tools(openai_server, scripted_registry, memory):
+    ask = {"type": "tool_calls", "calls": [{"tool": ASK_TOOL, "params": ASK_ARGS}]}
+    openai_server.script(Reply([Text(json.dumps(ask)), Finish("stop"), Usage(20, 10)]),
+                         Reply([Text('{"type": "answer", "text": "Tokyo it is."}'), Finish("stop"), Usage(20, 10)]))
+    h = Harness(scripted_registry, memory, agent_flow(model="plain-model"))
+    state = await h.start("weather?")
+    (interrupt,) = state.interrupts.values()
+    assert interrupt.kind == "ask" and "tools" not in openai_server.bodies[0]
+    final = await h.answer(state, "Tokyo")
+    assert final.status is RunStatus.succeeded, final.error
+    assert final.answer == "Tokyo it is."
+    last = openai_server.bodies[1]["messages"][-1]
+    assert last["role"] == "user" and "The user answered: Tokyo" in last["content"]
