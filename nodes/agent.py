@@ -52,7 +52,6 @@ plan, gate refusals, questions and confirmations.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import time
 import uuid
@@ -106,7 +105,16 @@ from .agent_policy import (
     rejection_message,
 )
 from .base import NodeExecutor
-from .chat import SYSTEM_SEPARATOR, add_usage, model_spec, recent_turns, registry_of, render_text, resolve_history, sampling
+from .chat import (
+    SYSTEM_SEPARATOR,
+    add_usage,
+    model_spec,
+    recent_turns,
+    registry_of,
+    render_text,
+    resolve_history,
+    sampling,
+)
 from .llm import LLMRequest, call_llm, fit_messages
 from .tool_call import graph_tool_spec, http_tool_spec, workflow_tool_spec
 

@@ -20,7 +20,8 @@ from engine import RunDeps, Settings, compile_workflow, resume_run, run_workflow
 from nodes.agent_plan import ASK_TOOL, PLAN_TOOL, load_pending, pending_key
 from schemas.run import RunState
 from schemas.types import NodeRunStatus, RunStatus
-from tests.support.openai_server import Finish, Reply, Text, ToolDelta, Usage, openai_server, scripted_registry  # noqa: F401
+from tests.support.openai_server import Finish, Reply, Text, ToolDelta, Usage
+from tests.support.openai_server import openai_server, scripted_registry  # noqa: F401  (fixtures)
 from tests.support.workflows import build, edge, node
 from workers.memory import LocalMemoryStore, RedisMemoryStore
 
@@ -224,7 +225,8 @@ async def test_resume_without_the_pending_context_fails_clearly(openai_server, s
 async def test_malformed_ask_is_fed_back_without_pausing(openai_server, scripted_registry, memory):
     openai_server.script(
         calls(("c1", ASK_TOOL, {"question": "City?", "options": ["Paris", "Oslo"], "reason": "missing_input"})),
-        calls(("c2", ASK_TOOL, {"question": "City?", "options": ["Paris", "paris ", "Oslo"], "reason": "goal_unclear"})),
+        calls(("c2", ASK_TOOL, {"question": "City?", "options": ["Paris", "paris ", "Oslo"],
+                                "reason": "goal_unclear"})),
         answer("I will assume Paris."))
     state = await Harness(scripted_registry, memory, agent_flow()).start("weather?")
     assert state.status is RunStatus.succeeded
@@ -427,7 +429,8 @@ async def test_file_reader_reads_uploads_only_under_the_upload_directory(
     openai_server.script(calls(("r1", "read_file", {"file": "notes.txt"}), ("r2", "read_file", {"file": "secret.txt"}),
                                ("r3", "read_file", {"file": "remote.txt"})), answer("Bring bread."))
     doc = build([node("agent", "agent", {"model": "tools-model", "file_reader": {"files": {"ref": "inputs.files"}}})],
-                [edge("start", "agent")], inputs=[{"name": "query", "type": "string"}, {"name": "files", "type": "array"}])
+                [edge("start", "agent")],
+                inputs=[{"name": "query", "type": "string"}, {"name": "files", "type": "array"}])
     h = Harness(scripted_registry, memory, doc)
     state = await run_workflow(h.plan, {"query": "what to bring?", "files": files}, deps=h.deps())
     assert state.status is RunStatus.succeeded, state.error

@@ -42,7 +42,8 @@ def statuses(plan: Plan) -> list[tuple[str, str]]:
 
 def test_set_plan_numbers_steps_and_accepts_objects():
     plan = apply_plan_updates(None, json.dumps({"updates": [{"operation": "set_plan", "goal": "g", "steps": [
-        "look up weather", {"id": "book", "title": "book hotel"}, {"title": "write summary", "status": "in_progress"}]}]}))
+        "look up weather", {"id": "book", "title": "book hotel"},
+        {"title": "write summary", "status": "in_progress"}]}]}))
     assert statuses(plan) == [("1", "pending"), ("book", "pending"), ("2", "in_progress")]
     assert plan.goal == "g" and plan.version == 1
 
