@@ -470,3 +470,23 @@ async def test_ask_and_resume_with_a_model_without_native_tools(openai_server, s
     assert final.answer == "Tokyo it is."
     last = openai_server.bodies[1]["messages"][-1]
     assert last["role"] == "user" and "The user answered: Tokyo" in last["content"]
+
+
+# ----------------------------------------------------------------------------- compile checks
+
+
+def test_config_checks_at_compile_time(scripted_registry):
+    from engine import CompileError
+
+    def problems(doc: dict[str, Any]) -> set[tuple[str, str | None]]:
+        with pytest.raises(CompileError) as caught:
+            compile_workflow(doc, models=scripted_registry, use_cache=False)
+        return {(p.code, p.node_id) for p in caught.value.problems}
+
+    inside = build([node("iter", "iteration", {"items": [1, 2]}), node("agent", "agent", {"model": "tools-model"},
+                                                                       parent="iter")],
+                   [edge("start", "iter")])
+    assert ("interrupt_in_loop", "agent") in problems(inside), "an agent asks people: not inside a loop body"
+    dupes = agent_flow(model_agents=[{"name": "x"}], http_tools=[{"operationId": "x", "base_url": "http://h"}])
+    assert ("invalid_config", "agent") in problems(dupes)
+    assert ("unknown_model", "agent") in problems(agent_flow(model_agents=[{"name": "m", "model": "nope"}]))
