@@ -56,7 +56,7 @@ __all__ = [
 ]
 
 #: node kinds whose children (``parent``) form a body run per item / round
-CONTAINER_KINDS = frozenset({"iteration", "loop", "tool_call"})
+CONTAINER_KINDS = frozenset({"iteration", "loop", "tool_call", "agent"})
 
 
 class LoopLimitExceeded(RunError):

@@ -785,7 +785,12 @@ async def run_agent_loop(
             entry = {"round": pending["round"]}
             state.trace.append(entry)
         entry.pop("paused_on", None)
-        await _run_calls(ctx, hooks, calls, settings, state, done)
+        try:
+            await _run_calls(ctx, hooks, calls, settings, state, done)
+        except InterruptRequested:  # another call of the same round pauses: save the new pending call
+            entry["paused_on"] = (state.pending or {}).get("call_id")
+            data["agent_state"] = state.to_dict()
+            raise
         if _finish_round(ctx, state, settings, calls, done, entry):
             return _result(ctx, state, "stop_tool", entry.get("response", {}).get("text", ""))
 

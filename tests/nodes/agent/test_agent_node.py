@@ -490,3 +490,17 @@ def test_config_checks_at_compile_time(scripted_registry):
     dupes = agent_flow(model_agents=[{"name": "x"}], http_tools=[{"operationId": "x", "base_url": "http://h"}])
     assert ("invalid_config", "agent") in problems(dupes)
     assert ("unknown_model", "agent") in problems(agent_flow(model_agents=[{"name": "m", "model": "nope"}]))
+
+
+async def test_graph_tool_in_the_agent_body_runs_with_the_call_arguments(openai_server, scripted_registry, memory):
+    doc = agent_flow(tools=[{"node": "to_f", "name": "to_fahrenheit", "description": "Celsius to Fahrenheit",
+                             "parameters": [{"name": "celsius", "type": "number", "required": True}],
+                             "result": {"ref": "to_f.output"}}], allow_write_tools=True)
+    doc["nodes"].append(node("to_f", "template", {"template": "{{ agent.args.celsius * 9 / 5 + 32 }}"},
+                             parent="agent"))
+    openai_server.script(calls(("c1", "to_fahrenheit", {"celsius": 100})), answer("100 C is 212 F."))
+    harness = Harness(scripted_registry, memory, doc)
+    state = await harness.start("convert 100 C")
+    assert state.status == "succeeded", state.error
+    assert state.answer == "100 C is 212 F."
+    assert tool_messages(openai_server.bodies[1])["c1"].splitlines()[1] == "212.0"
