@@ -522,7 +522,14 @@ class BaseImporter:
         doc["edges"] = [e for e in self._edge_dicts() if e["source"] not in skipped and e["target"] not in skipped]
         return normalise_workflow(doc)
 
+    #: compile problems of a node on its own; others (e.g. a reader of an invalid node seen
+    #: as "not upstream") may only follow from them, so these are fixed first
+    _PRIMARY = frozenset({"invalid_config", "missing_config", "unknown_kind", "unknown_model"})
+
     def _finish(self) -> ImportResult:
+        """Compile; each node with an error becomes a placeholder and the document is
+        compiled again, so the report lists every problem once and no follow-up errors.
+        Without ``allow_partial`` any error fails the import at the end."""
         from ..compiler import check_workflow  # deferred: the compiler imports every node module
 
         for _ in range(_MAX_FIX_ROUNDS):
@@ -531,23 +538,22 @@ class BaseImporter:
             errors = [p for p in problems if p.severity == "error"]
             if not errors:
                 for problem in problems:
-                    p = self.by_fid.get(problem.node_id or "")
-                    self.warn(f"compile_{problem.code}", problem.message, p)
+                    self.warn(f"compile_{problem.code}", problem.message, self.by_fid.get(problem.node_id or ""))
                 break
+            primary = [p for p in errors if p.code in self._PRIMARY]
             fixable: dict[str, list[str]] = {}
-            for problem in errors:
+            for problem in primary or errors:
                 nid = problem.node_id or ""
                 p = self.by_fid.get(nid) or self.by_src.get(self.origin.get(nid, ""))
-                if p is not None and p.fid not in self.failed and self.allow_partial:
-                    fixable.setdefault(p.fid, []).append(f"{problem.code}: {problem.message}")
-                    continue
                 where = f" (path {problem.path})" if problem.path else ""
                 self.error(f"compile_{problem.code}", problem.message + where, p)
-            if not fixable or not self.allow_partial:
+                if p is not None and p.fid not in self.failed:
+                    fixable.setdefault(p.fid, []).append(f"{problem.code}: {problem.message}")
+            if not fixable:
                 raise ImportFailed(self.issues, self.source_format)
             for fid, messages in fixable.items():
-                self.fail(self.by_fid[fid], "the converted node does not compile: " + "; ".join(messages),
-                          "compile_error")
+                self.failed[fid] = ("compile_error", "the converted node does not compile: " + "; ".join(messages))
+                self.nodes.pop(fid, None)
         else:  # pragma: no cover - each round replaces at least one node
             raise ImportFailed(self.issues, self.source_format)
         if any(i.severity == "error" for i in self.issues) and not self.allow_partial:

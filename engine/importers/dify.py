@@ -242,11 +242,13 @@ class DifyImporter(BaseImporter):
             raise Unconvertible(f"system variable sys.{var} has no Flowloom equivalent", "unsupported_reference")
         if head == "env":
             if var in self.env:
-                return Target("inputs", self.env[var], None, path, None)
+                return Target("inputs", self.env[var], None, path, None if path else self._declared(
+                    self.inputs, self.env[var]))
             raise Unconvertible(f"environment variable {var!r} is not declared", "unsupported_reference")
         if head == "conversation":
             if var in self.conversation:
-                return Target("vars", self.conversation[var], None, path, None)
+                return Target("vars", self.conversation[var], None, path, None if path else self._declared(
+                    self.variables, self.conversation[var]))
             raise Unconvertible(f"conversation variable {var!r} is not declared", "unsupported_reference")
         if head == self.start_id:
             if var in self.start_vars:
@@ -273,18 +275,30 @@ class DifyImporter(BaseImporter):
             flat = self.flatten_id(p)
             if flat is not None:
                 return self.node_target(flat, "output", path, VarType.array if not path else None, what="output")
+        error_path = self.error_output(head, var)
+        if error_path is not None:
+            return self.node_target(p.fid, "error", error_path + path, VarType.string if not path else None,
+                                    what=var)
         field, vtype = self.output_of(head, var)
         return self.node_target(p.fid, field, path, vtype if not path else None, what=var)
+
+    def error_output(self, nid: str, var: str) -> tuple[str, ...] | None:
+        """The path in Flowloom's ``error`` output for Dify's ``error_message``/``error_type``."""
+        if var not in ("error_message", "error_type"):
+            return None
+        if self.data(self.src[nid]).get("error_strategy") != "fail-branch":
+            raise Unconvertible(f"it reads {var} of node {nid!r}, which has no fail branch", "unsupported_reference")
+        return ("message",) if var == "error_message" else ("type",)
+
+    @staticmethod
+    def _declared(declared: list[dict[str, Any]], name: str) -> VarType | None:
+        found = next((v for v in declared if v["name"] == name), None)
+        return VarType(found["type"]) if found is not None else None
 
     def output_of(self, nid: str, var: str) -> tuple[str, VarType | None]:
         """(Flowloom output, type) of output ``var`` of Dify node ``nid``."""
         kind = self.kind_of(nid)
         data = self.data(self.src[nid])
-        if var in ("error_message", "error_type"):
-            if data.get("error_strategy") != "fail-branch":
-                raise Unconvertible(f"it reads {var} of node {nid!r}, which has no fail branch",
-                                    "unsupported_reference")
-            return "error", None
         static: dict[str, dict[str, tuple[str, VarType | None]]] = {
             "llm": {"text": ("answer", VarType.string), "reasoning_content": ("reasoning", VarType.string),
                     "usage": ("usage", VarType.object)},

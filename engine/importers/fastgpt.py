@@ -51,7 +51,7 @@ UNSUPPORTED = {
     "agent": "FastGPT agent nodes are not supported",
 }
 _ENUM_PREFIX = re.compile(r"^[A-Za-z]+Enum\.")
-_NODE_VAR = r"\{\{\$([^.{}$]+)\.([^{}$]+?)\$\}\}"
+_NODE_VAR = r"\{\{\$([^{}$]+?\.[^{}$]+?)\$\}\}"
 _ANY_VAR = re.compile(_NODE_VAR + r"|\{\{([^{}\s]+?)\}\}")
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -320,7 +320,7 @@ class FastGPTImporter(BaseImporter):
                     yield from walk(item)
             elif isinstance(obj, str) and "{{$" in obj:
                 for m in re.finditer(_NODE_VAR, obj):
-                    yield m.group(1), m.group(2)
+                    yield self.split_var(m.group(1))
 
         for node in self.raw_nodes:
             for nid, oid in walk(node.get("inputs") or []):
@@ -378,6 +378,15 @@ class FastGPTImporter(BaseImporter):
             self.add_edge(self.by_src[s].fid, mapped, self.by_src[t].fid)
 
     # ------------------------------------------------------------------ references
+
+    def split_var(self, text: str) -> tuple[str, str]:
+        """``nodeId.outputId`` of a ``{{$...$}}`` reference: the first split whose left side
+        is a node of the file (ids may contain dots), else the first dot."""
+        for i, ch in enumerate(text):
+            if ch == "." and (text[:i] in self.src or text[:i] == VARIABLE_NODE_ID):
+                return text[:i], text[i + 1:]
+        head, _, tail = text.partition(".")
+        return head, tail
 
     def global_target(self, key: str) -> Target:
         if key in self.globals:
@@ -544,10 +553,10 @@ class FastGPTImporter(BaseImporter):
             inside = bool(in_string and in_string(m.start()))
             target: Target | str | None
             if m.group(1):
-                nid, oid = m.group(1), m.group(2)
+                nid, oid = self.split_var(m.group(1))
                 target = local.get(oid) if nid == current and oid in local else self.ref([nid, oid])
             else:
-                key = m.group(3)
+                key = m.group(2)
                 target = local.get(key)
                 if target is None:
                     try:

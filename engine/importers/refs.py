@@ -37,7 +37,9 @@ _JINJA_WORDS = frozenset({
     "raw", "include", "extends", "loop", "self", "varargs", "kwargs", "caller", "range", "dict", "lipsum",
     "cycler", "joiner", "namespace",
 })
-#: Keys that ``x.key`` would read as a method of the dict/list/str instead of the value.
+#: Keys that ``x.key`` would read as a method instead of the value: of a dict (node
+#: outputs, ``inputs``/``sys``/``vars``), and deeper in a path also of a list or string.
+_DICT_SHADOWED = frozenset(dir(dict))
 _SHADOWED = frozenset(n for t in (dict, list, str) for n in dir(t))
 _PATH_KEY = re.compile(r"^[^.\[\]]+$")
 
@@ -68,10 +70,10 @@ def identifier(text: str, taken: Iterable[str] = (), prefix: str = "v") -> str:
     return candidate
 
 
-def _accessor(key: str | int) -> str:
+def _accessor(key: str | int, shadowed: frozenset[str] = _SHADOWED) -> str:
     if isinstance(key, int):
         return f"[{key}]"
-    if _SIMPLE.match(key) and key not in _SHADOWED and key not in _JINJA_WORDS:
+    if _SIMPLE.match(key) and key not in shadowed and key not in _JINJA_WORDS:
         return f".{key}"
     return f"[{json.dumps(key, ensure_ascii=False)}]"
 
@@ -123,11 +125,11 @@ class Target:
         """The Jinja2 expression reading this target (``nodes['17a'].answer``, ``inputs.q``, ...)."""
         if self.scope == "node":
             head = self.name if is_simple_name(self.name) and self.name not in local_names else f"nodes['{self.name}']"
-            text = head + _accessor(self.field or "")
+            text = head + _accessor(self.field or "", _DICT_SHADOWED)
         elif self.scope == "local":
             text = self.name
         else:
-            text = self.scope + _accessor(self.name)
+            text = self.scope + _accessor(self.name, _DICT_SHADOWED)
         for seg in self.path:
             text += _accessor(seg)
         return text
