@@ -1,0 +1,104 @@
+"""``flowloom import``: the report, exit codes, --allow-partial, --model, and the README's
+main command (import a real Dify flow from examples/ and run it, no model, no network)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from engine.cli import app
+
+from .helpers import FASTGPT, ROOT, needs_corpus
+
+runner = CliRunner()
+_BIN = Path(sys.executable).parent / "flowloom"
+FLOWLOOM = str(_BIN) if _BIN.exists() else (shutil.which("flowloom") or "flowloom")
+EXAMPLE = ROOT / "examples" / "imported" / "dual_switch_variable_aggregator_workflow.yml"
+
+
+def invoke(*args: object):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def readme_main_command() -> str:
+    """The first command of the README's Quick start."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    quick = text.split("## Quick start", 1)[1]
+    return re.search(r"```bash\n(.+?)\n```", quick, re.S).group(1).strip()
+
+
+def test_readme_main_command_imports_a_real_flow_and_runs_it(tmp_path):
+    command = readme_main_command()
+    install, imported, ran = command.split(" && ")
+    assert install == "python3 -m pip install -e ."
+    assert imported.startswith("flowloom import examples/imported/") and ran.startswith("flowloom run ")
+    out = str(tmp_path / "switches.json")
+    imported, ran = imported.replace("/tmp/switches.json", out), ran.replace("/tmp/switches.json", out)
+    first = subprocess.run([FLOWLOOM, *imported.split()[1:]], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert first.returncode == 0, first.stderr
+    assert "imported dify workflow" in first.stderr and "variable_aggregator" in first.stderr
+    second = subprocess.run([FLOWLOOM, *ran.split()[1:], "--json"], cwd=ROOT, capture_output=True, text=True,
+                            timeout=60)
+    assert second.returncode == 0, second.stderr
+    events = [json.loads(line) for line in second.stdout.splitlines()]
+    assert events[-1]["type"] == "run_finished"
+    assert events[-1]["outputs"] == {"group1": "switch 1 on", "group2": "switch 2 off"}
+
+
+def test_the_example_is_the_unmodified_dify_fixture():
+    text = EXAMPLE.read_text(encoding="utf-8")
+    assert text.startswith("app:\n") and "variable-aggregator" in text
+    assert "langgenius/dify" in (EXAMPLE.parent / "SOURCES.md").read_text(encoding="utf-8")
+
+
+@needs_corpus
+def test_unsupported_nodes_fail_the_import_listing_every_problem(tmp_path):
+    out = tmp_path / "cq.json"
+    result = invoke("import", FASTGPT / "CQ_template.json", "-o", out)
+    assert result.exit_code == 2
+    assert "cannot import" in result.stderr and "(fastgpt)" in result.stderr
+    assert "unsupported_node  node=MNMMMIjjWyMU (datasetSearchNode)" in result.stderr
+    assert "--allow-partial" in result.stderr
+    assert not out.exists()
+
+
+@needs_corpus
+def test_allow_partial_writes_a_workflow_that_validates(tmp_path):
+    out = tmp_path / "cq.json"
+    result = invoke("import", FASTGPT / "CQ_template.json", "-o", out, "--allow-partial")
+    assert result.exit_code == 0, result.stderr
+    assert "1 unsupported placeholder(s) fail when run" in result.stderr
+    assert "MNMMMIjjWyMU" in result.stderr
+    doc = json.loads(out.read_text(encoding="utf-8"))
+    assert doc["id"] == "CQ_template"
+    assert invoke("validate", out).exit_code == 0
+
+
+@needs_corpus
+def test_model_mapping_and_stdout():
+    failed = invoke("import", FASTGPT / "TranslateRobot_template.json")
+    assert failed.exit_code == 2 and "unknown_model" in failed.stderr and "claude-3-5-sonnet-20240620" in failed.stderr
+    result = invoke("import", FASTGPT / "TranslateRobot_template.json", "--model",
+                    "claude-3-5-sonnet-20240620=gpt-4o", "--id", "translate")
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["id"] == "translate"
+    assert [n["config"]["model"] for n in doc["nodes"] if n["type"] == "chat"] == ["gpt-4o"]
+
+
+def test_bad_arguments_and_files(tmp_path):
+    assert invoke("import", EXAMPLE, "--model", "nothing").exit_code == 2
+    junk = tmp_path / "junk.txt"
+    junk.write_text("just: [text", encoding="utf-8")
+    result = invoke("import", junk)
+    assert result.exit_code == 2 and "invalid_source" in result.stderr
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"hello": "world"}), encoding="utf-8")
+    result = invoke("import", other)
+    assert result.exit_code == 2 and "not a FastGPT workflow" in result.stderr
