@@ -510,8 +510,10 @@ def _issue_text(issue: Any) -> Text:
     return text.append(f"  {issue.message}")
 
 
-def _print_issues(issues: list[Any], console: Console) -> None:
-    for severity, heading in (("error", "not converted"), ("warning", "converted with differences")):
+def _print_issues(issues: list[Any], console: Console, *, imported: bool = False) -> None:
+    """Errors (not converted; in a partial import: replaced) first, then warnings."""
+    not_converted = "not converted (replaced by failing placeholders or fallbacks)" if imported else "not converted"
+    for severity, heading in (("error", not_converted), ("warning", "converted with differences")):
         group = [i for i in issues if i.severity == severity]
         if group:
             console.print(Text(f"{len(group)} {heading}:", style="bold"))
@@ -571,7 +573,7 @@ def import_(
         except OSError as exc:
             _abort("cannot write the workflow:", [f"{output}: {exc}"])
     console = _err()
-    _print_issues(result.report, console)
+    _print_issues(result.report, console, imported=True)
     wf = result.workflow
     placeholders = sum(1 for n in wf["nodes"] if n.get("type") == "unsupported")
     where = f" -> {output}" if output is not None else ""

@@ -28,7 +28,7 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 import networkx as nx
 
@@ -80,15 +80,14 @@ def normalise_workflow(doc: dict[str, Any]) -> dict[str, Any]:
     top = {k: v for k, v in doc.items() if k not in ("nodes", "edges")}
     try:
         shell = Workflow.model_validate({**top, "nodes": [], "edges": doc.get("edges", [])})
+    except Exception:  # noqa: BLE001 - an invalid top level is reported by the compiler
+        out = {k: copy.deepcopy(v) for k, v in doc.items() if k != "nodes"}
+    else:
         out = shell.model_dump(mode="json", by_alias=True, exclude_defaults=True)
+        out.update(id=shell.id, name=shell.name, version=shell.version)  # always written
         out["edges"] = [{"id": e.id, "source": e.source, "sourceHandle": e.sourceHandle, "target": e.target,
                          **({"targetHandle": e.targetHandle} if e.targetHandle != "in" else {})}
                         for e in shell.edges]
-    except Exception:  # noqa: BLE001 - an invalid top level is reported by the compiler
-        out = {k: copy.deepcopy(v) for k, v in doc.items() if k != "nodes"}
-    for key in ("id", "name", "version"):
-        if key in doc:
-            out[key] = doc[key] if key != "version" else out.get("version", doc[key])
     nodes = []
     for raw in doc.get("nodes", []) if isinstance(doc.get("nodes"), list) else []:
         try:
@@ -587,5 +586,3 @@ def number(value: Any) -> float | int | None:
                 return None
     return None
 
-
-Converter = Callable[[Planned], dict[str, Any]]

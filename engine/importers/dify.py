@@ -19,7 +19,8 @@ from typing import Any
 from schemas.types import VarType
 
 from .base import BaseImporter, Planned, first, flowloom_ids, number
-from .refs import Target, Unconvertible, identifier, interpolation, join_template, literal, var_type
+from .refs import (Target, Unconvertible, identifier, interpolation, join_template, json_string_state,
+                   literal, var_type)
 from .report import ImportFailed, ImportIssue
 
 __all__ = ["DifyImporter", "looks_like_dify"]
@@ -369,7 +370,7 @@ class DifyImporter(BaseImporter):
         local = local or {}
         pieces: list[tuple[str, str]] = []
         pos = 0
-        in_string = _string_state(text) if json_body else None
+        in_string = json_string_state(text) if json_body else None
         for m in _TEMPLATE_REF.finditer(text):
             pieces.append(literal(text[pos:m.start()]))
             pos = m.end()
@@ -886,12 +887,6 @@ class DifyImporter(BaseImporter):
         if data.get("ssl_verify") is False:
             self.warn("behaviour_difference", "TLS certificates are verified (Dify's ssl_verify: false is ignored)", p)
         return {"type": "http_request", "config": cfg}
-
-def _string_state(text: str):  # noqa: ANN202
-    from .fastgpt import _string_state as state
-
-    return state(text)
-
 
 _SUPPORTED = {
     "start": "_start", "end": "_end", "answer": "_answer", "llm": "_llm",

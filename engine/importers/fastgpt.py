@@ -21,7 +21,8 @@ from typing import Any, Iterator
 from schemas.types import VarType
 
 from .base import BaseImporter, Planned, first, flowloom_ids, number
-from .refs import Target, Unconvertible, identifier, interpolation, join_template, literal, var_type
+from .refs import (Target, Unconvertible, identifier, interpolation, join_template, json_string_state,
+                   literal, var_type)
 from .report import ImportFailed, ImportIssue
 
 __all__ = ["FastGPTImporter", "looks_like_fastgpt"]
@@ -543,7 +544,7 @@ class FastGPTImporter(BaseImporter):
             return join_template([literal(str(text))])
         local = local or {}
         local_names = {t.name for t in local.values() if isinstance(t, Target) and t.scope == "local"}
-        in_string = _string_state(text) if json_body else None
+        in_string = json_string_state(text) if json_body else None
         pieces: list[tuple[str, str]] = []
         pos = 0
         current = str(self._current.get("nodeId", ""))
@@ -1059,21 +1060,3 @@ class FastGPTImporter(BaseImporter):
             self.warn("behaviour_difference", "the loop has no loop end node: every item's result is null", p)
         return {"type": "iteration", "config": cfg}
 
-
-def _string_state(text: str):  # noqa: ANN202 - returns a predicate
-    """``inside(pos)``: True when ``pos`` is inside a JSON string literal of ``text``."""
-    inside_at: list[bool] = []
-    inside = False
-    escaped = False
-    for ch in text:
-        inside_at.append(inside)
-        if inside:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                inside = False
-        elif ch == '"':
-            inside = True
-    return lambda pos: inside_at[pos] if pos < len(inside_at) else False

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Callable, Iterable
 
 from schemas.types import RESERVED_SCOPES, VarType
 
@@ -24,6 +24,7 @@ __all__ = [
     "interpolation",
     "is_simple_name",
     "join_template",
+    "json_string_state",
     "literal",
     "var_type",
 ]
@@ -73,7 +74,8 @@ def identifier(text: str, taken: Iterable[str] = (), prefix: str = "v") -> str:
 def _accessor(key: str | int, shadowed: frozenset[str] = _SHADOWED) -> str:
     if isinstance(key, int):
         return f"[{key}]"
-    if _SIMPLE.match(key) and key not in shadowed and key not in _JINJA_WORDS:
+    # the sandbox refuses attribute names starting with "_": read those as keys
+    if _SIMPLE.match(key) and not key.startswith("_") and key not in shadowed and key not in _JINJA_WORDS:
         return f".{key}"
     return f"[{json.dumps(key, ensure_ascii=False)}]"
 
@@ -177,6 +179,25 @@ def join_template(pieces: Iterable[tuple[str, str]]) -> str:
             nxt = text[j + 1] if j + 1 < len(text) else following
             out.append("{{ '{' }}" if ch == "{" and nxt in ("{", "%", "#") and nxt else ch)
     return "".join(out)
+
+
+def json_string_state(text: str) -> Callable[[int], bool]:
+    """``inside(pos)``: True when ``pos`` is inside a JSON string literal of ``text``
+    (a request body with references in it; the references contain no quotes)."""
+    inside_at: list[bool] = []
+    inside = escaped = False
+    for ch in text:
+        inside_at.append(inside)
+        if inside:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                inside = False
+        elif ch == '"':
+            inside = True
+    return lambda pos: inside_at[pos] if pos < len(inside_at) else False
 
 
 _TYPES = {

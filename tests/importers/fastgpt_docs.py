@@ -165,3 +165,17 @@ def plugin() -> dict[str, Any]:
                                   inp("k", ["pin", "n"], "number")], [out("system_text")]),
         node("pout", "pluginOutput", [inp("text", ["te", "system_text"]), inp("count", ["pin", "n"], "number")]),
     ], [edge("pin", "te"), edge("te", "pout")])
+
+
+def plugin_tool() -> dict[str, Any]:
+    """A tool call whose tool is a plugin (unsupported) followed by a stopTool node."""
+    return wrap([
+        start(),
+        node("tc", "tools", [inp("model", "gpt-4o-mini"), inp("userChatInput", ["start", "userChatInput"])],
+             [out("answerText")]),
+        node("plug", "pluginModule", [inp("city", None, "string", toolDescription="the city", required=True)],
+             [out("result")], intro="weather plugin"),
+        node("stop", "stopTool"),
+        node("ans", "answerNode", [inp("text", "{{$tc.answerText$}}")]),
+    ], [edge("start", "tc"), {"source": "tc", "target": "plug", "sourceHandle": "selectedTools",
+                              "targetHandle": "selectedTools"}, edge("plug", "stop"), edge("tc", "ans")])

@@ -92,6 +92,8 @@ def test_target_references_and_expressions():
     assert Target("vars", "count").expr() == "vars.count"
     assert Target("node", "n", "items").expr() == 'n["items"]'  # dict method name
     assert Target("inputs", "城市").expr() == 'inputs["城市"]'
+    assert Target("node", "n", "_private", ("_x",)).expr() == 'n["_private"]["_x"]'
+    assert render("{{ " + Target("node", "n", "_private").expr() + " }}", n={"_private": "ok"}) == "ok"
     with pytest.raises(Unconvertible):
         Target("node", "n", "json", ('a."b',)).ref()
     with pytest.raises(Unconvertible):

@@ -242,12 +242,35 @@ async def test_plugin_input_and_output():
     assert state.outputs == {"text": "tea x2", "count": 2}
 
 
+# ---------------------------------------------------------------- tool call with a plugin tool
+
+
+async def test_a_plugin_tool_is_a_placeholder_the_model_gets_an_error_from(openai_server, scripted_registry,
+                                                                           tmp_path):
+    result = import_workflow(fg.plugin_tool(), models=scripted_registry, model_map=MAP, allow_partial=True)
+    assert [(i.code, i.node_id) for i in result.errors] == [("unsupported_node", "plug")]
+    assert any(i.code == "behaviour_difference" and "stop" in i.message for i in result.report)
+    nodes = by_id(result)
+    assert nodes["tc"]["config"]["tools"] == [{"node": "plug", "name": "plug", "description": "weather plugin",
+                                              "parameters": [{"name": "city", "description": "the city",
+                                                              "required": True}]}]
+    assert nodes["tc"]["config"]["stop_tool"] == {} and "stop" not in nodes
+    assert nodes["plug"]["type"] == "unsupported" and nodes["plug"]["parent"] == "tc"
+    openai_server.script(tool_reply("plug", {"city": "Oslo"}),
+                         Reply([ToolDelta(0, "c2", "stop", "{}"), Finish("tool_calls"), Usage(5, 1)]))
+    state, _ = await run(result, registry=scripted_registry, tmp_path=tmp_path, query="Weather in Oslo?")
+    succeeded(state)
+    assert state.node_runs["tc"].outputs["stop_reason"] == "stop_tool"
+    observation = [m for m in openai_server.bodies[1]["messages"] if m["role"] == "tool"][0]["content"]
+    assert "pluginModule" in observation and "not converted" in observation
+
+
 # ---------------------------------------------------------------- compile everywhere
 
 
-@pytest.mark.parametrize("build", [fg.llm_kinds, fg.branches, fg.http_catch, fg.plugin])
+@pytest.mark.parametrize("build", [fg.llm_kinds, fg.branches, fg.http_catch, fg.plugin, fg.plugin_tool])
 def test_round_trip(build, scripted_registry):
-    first = import_workflow(build(), models=scripted_registry, model_map=MAP)
+    first = import_workflow(build(), models=scripted_registry, model_map=MAP, allow_partial=True)
     compile_workflow(first.workflow, models=scripted_registry, use_cache=False)
     again = import_workflow(json.dumps(first.workflow), models=scripted_registry)
     assert again.workflow == first.workflow
