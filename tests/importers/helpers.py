@@ -24,13 +24,29 @@ CORPUS = Path(os.environ.get("FLOWLOOM_IMPORT_CORPUS") or ROOT.parent / "shared"
 FASTGPT = CORPUS / "fastgpt"
 DIFY = CORPUS / "dify"
 
-needs_corpus = pytest.mark.skipif(not CORPUS.is_dir(), reason=f"corpus not found at {CORPUS}")
+_MISSING = (f"corpus not found at {CORPUS}: the workplace lays shared/ beside the checkout "
+            "(set FLOWLOOM_IMPORT_CORPUS to use another copy)")
+
+
+#: Marks tests that read the corpus; a missing corpus fails them (tests/importers/conftest.py),
+#: never a silent skip.
+needs_corpus = pytest.mark.usefixtures("require_corpus")
+
+
+def require_corpus_or_fail() -> None:
+    """Fail the current test when the corpus is missing."""
+    if not CORPUS.is_dir():
+        pytest.fail(_MISSING)
 
 
 def corpus_files() -> list[Path]:
-    """Every importable file of the corpus (notes excluded)."""
+    """Every importable file of the corpus (notes excluded).
+
+    Raises:
+        FileNotFoundError: no corpus (collection then fails loudly instead of skipping).
+    """
     if not CORPUS.is_dir():
-        return []
+        raise FileNotFoundError(_MISSING)
     return sorted(p for p in CORPUS.rglob("*") if p.suffix in (".json", ".yml", ".yaml"))
 
 
