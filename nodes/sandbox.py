@@ -13,10 +13,11 @@ Protocol (parent <-> runner):
   ``definition``, ``runtime``, ``output``). Nothing the user prints can reach it.
 - stdout / stderr: whatever the user code prints (kept for the record, capped).
 
-The runners are small scripts kept as text here (:data:`PYTHON_RUNNER`,
-:data:`JS_RUNNER`) and passed with ``-c`` / ``-e``; they compile the user code under
-the file name ``<code>`` and report only the frames of that file, so a traceback
-shows the user's line numbers and none of the runner's or the engine's internals.
+The runners are small scripts kept as text in :mod:`nodes.sandbox_runners`
+(:data:`PYTHON_RUNNER`, :data:`JS_RUNNER`, re-exported here) and passed with ``-c`` /
+``-e``; they compile the user code under the file name ``<code>`` and report only the
+frames of that file, so a traceback shows the user's line numbers and none of the
+runner's or the engine's internals.
 
 Isolation (``mode="bwrap"``, :func:`bwrap_argv`), with bubblewrap:
 
@@ -39,10 +40,11 @@ Isolation (``mode="bwrap"``, :func:`bwrap_argv`), with bubblewrap:
   per sandbox, so ``RLIMIT_NPROC`` counts that sandbox alone) with every capability
   and the bounding set cleared. Otherwise bwrap uses a user namespace, where
   ``RLIMIT_NPROC`` counts the namespace's processes.
-- the seccomp filter (:func:`seccomp_filter`) also refuses new namespaces
-  (``unshare``, ``setns``, ``clone`` with namespace flags; ``clone3`` reports
-  ``ENOSYS`` so libc falls back to ``clone``), io_uring, ``bpf``, ``perf_event_open``,
-  ``userfaultfd``, the kernel keyring and, on x86-64, the x32 and i386 syscall ABIs.
+- the seccomp filter (:func:`seccomp_filter`, built in :mod:`nodes.sandbox_seccomp`,
+  re-exported here) also refuses new namespaces (``unshare``, ``setns``, ``clone`` with
+  namespace flags; ``clone3`` reports ``ENOSYS`` so libc falls back to ``clone``),
+  io_uring, ``bpf``, ``perf_event_open``, ``userfaultfd``, the kernel keyring and, on
+  x86-64, the x32 and i386 syscall ABIs.
 
 Resource limits (``prlimit`` inside the sandbox, right before the interpreter):
 ``RLIMIT_CPU`` (``ceil(timeout) + 1`` s soft, one more hard), memory (Python:
@@ -80,7 +82,6 @@ import os
 import random
 import shutil
 import signal
-import struct
 import sys
 import tempfile
 import time
@@ -88,6 +89,9 @@ from dataclasses import dataclass
 from typing import Any, Callable, Literal
 
 from engine.settings import Settings
+
+from .sandbox_runners import JS_RUNNER, PYTHON_RUNNER
+from .sandbox_seccomp import seccomp_filter
 
 __all__ = [
     "JS_RUNNER",
@@ -132,277 +136,6 @@ DRAIN_GRACE_S = 2.0
 PROBE_TIMEOUT_S = 20.0
 
 _MIB = 1024 * 1024
-
-# ---------------------------------------------------------------- runners (child side)
-
-#: Python runner: ``python -I -S -B -c PYTHON_RUNNER RESULT_FD``.
-PYTHON_RUNNER = r'''
-import json, linecache, os, sys, traceback
-
-def _runner():
-    out_fd = int(sys.argv[-1])
-    dumps = json.dumps
-
-    def send(tag, payload):
-        # A lone surrogate becomes its JSON escape (it only occurs inside strings).
-        data = tag + payload.encode("utf-8", "backslashreplace")
-        view = memoryview(data)
-        while view:
-            view = view[os.write(out_fd, view):]
-
-    def user_frames(te):
-        # Keep only the frames of the user's code, in the chain of causes too.
-        seen = set()
-        while te is not None and id(te) not in seen:
-            seen.add(id(te))
-            te.stack = traceback.StackSummary.from_list([f for f in te.stack if f.filename == "<code>"])
-            te = te.__cause__ or te.__context__
-
-    def fail(kind, exc):
-        try:
-            te = traceback.TracebackException.from_exception(exc)
-            user_frames(te)
-            text = "".join(te.format())
-            message = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-        except BaseException:  # e.g. an exception whose __str__ raises
-            text, message = "", type(exc).__name__
-        send(b"E", dumps({"kind": kind, "type": type(exc).__name__, "message": message, "traceback": text}))
-
-    request = json.loads(sys.stdin.buffer.read())
-    sys.stdin.close()
-    code = request["code"]
-    # Let tracebacks show the user's source lines for "<code>".
-    linecache.cache["<code>"] = (len(code), None, code.splitlines(True), "<code>")
-    try:
-        compiled = compile(code, "<code>", "exec")
-    except (SyntaxError, ValueError) as exc:
-        return fail("syntax", exc)
-    namespace = {"__name__": "__code__", "__builtins__": __builtins__}
-    try:
-        exec(compiled, namespace)
-        main = namespace.get("main")
-        if not callable(main):
-            raise NameError("the code must define a function main(**inputs)")
-    except BaseException as exc:
-        return fail("definition", exc)
-    try:
-        result = main(**request["inputs"])
-        if hasattr(result, "__await__"):
-            import asyncio
-            result = asyncio.run(result)
-    except BaseException as exc:
-        return fail("runtime", exc)
-    if not isinstance(result, dict):
-        return send(b"E", dumps({"kind": "output", "type": "TypeError", "traceback": "",
-                                 "message": "main() must return a dict of outputs, got " + type(result).__name__}))
-    try:
-        payload = dumps(result, allow_nan=False, ensure_ascii=False)
-    except (TypeError, ValueError) as exc:
-        return send(b"E", dumps({"kind": "output", "type": type(exc).__name__, "traceback": "",
-                                 "message": "the outputs are not JSON-serialisable: " + str(exc)}))
-    send(b"R", payload)
-
-try:
-    _runner()
-finally:
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except BaseException:
-            pass
-    os._exit(0)  # neither user threads nor atexit hooks may hold the process
-'''
-
-#: JavaScript runner: ``node --max-old-space-size=N -e JS_RUNNER RESULT_FD``.
-JS_RUNNER = r'''
-(function runner(require) {
-// Everything lives in this function: the user's script shares the global scope and
-// must be free to declare its own `fs`, `run`, ...
-'use strict';
-const fs = require('fs');
-const vm = require('vm');
-const outFd = Number(process.argv[process.argv.length - 1]);
-const stringify = JSON.stringify;
-const exit = process.exit.bind(process);
-
-function writeAll(fd, data) {
-  while (data.length) {
-    try {
-      data = data.subarray(fs.writeSync(fd, data));
-    } catch (e) {
-      if (e.code !== 'EAGAIN') throw e;
-    }
-  }
-}
-
-function send(tag, payload) {
-  writeAll(outFd, Buffer.from(tag + payload, 'utf8'));
-}
-
-// Node queues pipe writes until the event loop runs: a busy loop printing would only
-// fill memory. Write prints through at once, so the parent sees (and caps) them.
-for (const [stream, fd] of [[process.stdout, 1], [process.stderr, 2]]) {
-  stream.write = function write(chunk, encoding, callback) {
-    if (typeof encoding === 'function') { callback = encoding; encoding = undefined; }
-    writeAll(fd, typeof chunk === 'string' ? Buffer.from(chunk, encoding || 'utf8') : Buffer.from(chunk));
-    if (typeof callback === 'function') process.nextTick(callback);
-    return true;
-  };
-}
-
-function userStack(err) {
-  // The message lines, then only the frames in the user's code.
-  const text = (err && typeof err.stack === 'string') ? err.stack : String(err);
-  return text.split('\n').filter((line) => !/^\s+at /.test(line) || line.includes('<code>')).join('\n');
-}
-
-function fail(kind, err) {
-  const isError = err instanceof Error;
-  send('E', stringify({
-    kind,
-    type: isError ? err.name : typeof err,
-    message: isError ? `${err.name}: ${err.message}` : String(err),
-    traceback: userStack(err),
-  }));
-}
-
-function checkJson(key, value) {
-  // JSON.stringify would drop or rewrite these silently.
-  const t = typeof value;
-  if (t === 'undefined' || t === 'function' || t === 'symbol' || t === 'bigint') {
-    throw new TypeError(`${stringify(key)} is ${t === 'undefined' ? t : 'a ' + t}`);
-  }
-  if (t === 'number' && !Number.isFinite(value)) {
-    throw new TypeError(`${stringify(key)} is ${value}`);
-  }
-  return value;
-}
-
-async function run() {
-  const request = JSON.parse(fs.readFileSync(0, 'utf8'));
-  let main;
-  try {
-    const script = new vm.Script(request.code + '\n;typeof main === "function" ? main : undefined;', { filename: '<code>' });
-    try {
-      main = script.runInThisContext();
-    } catch (err) {
-      return fail('definition', err);
-    }
-  } catch (err) {
-    return fail('syntax', err);
-  }
-  if (typeof main !== 'function') {
-    return fail('definition', new ReferenceError('the code must define a function main(inputs)'));
-  }
-  let result;
-  try {
-    result = await main(request.inputs);
-  } catch (err) {
-    return fail('runtime', err);
-  }
-  if (result === null || typeof result !== 'object' || Array.isArray(result)) {
-    return send('E', stringify({ kind: 'output', type: 'TypeError', traceback: '',
-      message: `main() must return an object of outputs, got ${result === null ? 'null' : Array.isArray(result) ? 'array' : typeof result}` }));
-  }
-  let payload;
-  try {
-    payload = stringify(result, checkJson);
-  } catch (err) {
-    return send('E', stringify({ kind: 'output', type: 'TypeError', traceback: '',
-      message: `the outputs are not JSON-serialisable: ${err && err.message}` }));
-  }
-  send('R', payload);
-}
-
-run().then(() => exit(0), (err) => { fail('runtime', err); exit(0); });
-})(require);
-'''
-
-# ------------------------------------------------------------------------- seccomp
-
-_AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
-# name -> (x86_64, aarch64) syscall numbers
-_SYSCALLS = {
-    "socket": (41, 198),
-    "clone": (56, 220),
-    "clone3": (435, 435),
-    "unshare": (272, 97),
-    "setns": (308, 268),
-    "io_uring_setup": (425, 425),
-    "io_uring_enter": (426, 426),
-    "io_uring_register": (427, 427),
-    "bpf": (321, 280),
-    "perf_event_open": (298, 241),
-    "userfaultfd": (323, 282),
-    "keyctl": (250, 219),
-    "add_key": (248, 217),
-    "request_key": (249, 218),
-}
-_REFUSED = ("unshare", "setns", "io_uring_setup", "io_uring_enter", "io_uring_register", "bpf",
-            "perf_event_open", "userfaultfd", "keyctl", "add_key", "request_key")
-_CLONE_NEW_FLAGS = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000
-_AF_UNIX = 1
-_EPERM, _ENOSYS = 1, 38
-_RET_ALLOW, _RET_KILL_PROCESS, _RET_ERRNO = 0x7FFF0000, 0x80000000, 0x00050000
-_LD_ABS_W, _JEQ, _JGE, _JSET, _RET = 0x20, 0x15, 0x35, 0x45, 0x06
-
-
-def seccomp_filter(machine: str | None = None) -> bytes | None:
-    """The classic-BPF seccomp program bwrap loads (``--seccomp FD``); None on unknown machines.
-
-    Refuses (``EPERM``): sockets of any family but ``AF_UNIX``, new namespaces, io_uring,
-    bpf, perf events, userfaultfd and the keyring; ``clone3`` gets ``ENOSYS`` (its
-    flags live in memory a filter cannot read; libc then uses ``clone``). A syscall of
-    another architecture (e.g. i386 ``int 0x80`` on x86-64) kills the process.
-    """
-    machine = machine or os.uname().machine
-    if machine not in _AUDIT_ARCH:
-        return None
-    col = 0 if machine == "x86_64" else 1
-    nr = {name: nums[col] for name, nums in _SYSCALLS.items()}
-    # (code, k, jump-if-true label, jump-if-false label); a label resolves to a forward
-    # offset (classic BPF jumps forward only), None to the next instruction.
-    prog: list[tuple[int, int, str | None, str | None]] = []
-    labels: dict[str, int] = {}
-
-    def emit(code: int, k: int, jt: str | None = None, jf: str | None = None) -> None:
-        prog.append((code, k, jt, jf))
-
-    emit(_LD_ABS_W, 4)  # seccomp_data.arch
-    emit(_JEQ, _AUDIT_ARCH[machine], None, "kill")
-    emit(_LD_ABS_W, 0)  # seccomp_data.nr
-    if machine == "x86_64":
-        emit(_JGE, 0x40000000, "eperm", None)  # the x32 ABI
-    for name in _REFUSED:
-        emit(_JEQ, nr[name], "eperm", None)
-    emit(_JEQ, nr["clone3"], "enosys", None)
-    emit(_JEQ, nr["socket"], "socket", None)
-    emit(_JEQ, nr["clone"], "clone", None)
-    emit(_RET, _RET_ALLOW)
-    labels["socket"] = len(prog)
-    emit(_LD_ABS_W, 16)  # low 32 bits of args[0] (little-endian): the address family
-    emit(_JEQ, _AF_UNIX, None, "eperm")
-    emit(_RET, _RET_ALLOW)
-    labels["clone"] = len(prog)
-    emit(_LD_ABS_W, 16)  # clone flags
-    emit(_JSET, _CLONE_NEW_FLAGS, "eperm", None)
-    emit(_RET, _RET_ALLOW)
-    labels["eperm"] = len(prog)
-    emit(_RET, _RET_ERRNO | _EPERM)
-    labels["enosys"] = len(prog)
-    emit(_RET, _RET_ERRNO | _ENOSYS)
-    labels["kill"] = len(prog)
-    emit(_RET, _RET_KILL_PROCESS)
-
-    out = bytearray()
-    for i, (code, k, jt, jf) in enumerate(prog):
-        t = labels[jt] - i - 1 if jt else 0
-        f = labels[jf] - i - 1 if jf else 0
-        if code == _RET and (jt or jf):  # pragma: no cover - assembler misuse
-            raise AssertionError("return with jumps")
-        out += struct.pack("=HBBI", code, t, f, k)
-    return bytes(out)
-
 
 # ------------------------------------------------------------------- configuration
 
@@ -721,8 +454,55 @@ def _env() -> dict[str, str]:
 
 async def _run(language: Language, code: str, inputs: dict[str, Any], limits: Limits, mode: Mode,
                bwrap: str | None, tools: _Tools, on_start: Callable[[int], None] | None = None) -> Outcome:
+    """One run, in three steps: start the child (:func:`_spawn`), feed and watch it until it
+    ends, times out or overflows (:func:`_supervise`), then read what it left (:func:`_outcome`).
+
+    Raises:
+        TypeError, ValueError: ``inputs`` cannot be sent as JSON.
+        OSError: the child could not start.
+    """
     # ASCII JSON: a lone surrogate in the code or an input still travels (as an escape).
     request = json.dumps({"code": code, "inputs": inputs}, allow_nan=False).encode("ascii")
+    child = await _spawn(language, limits, mode, bwrap, tools)
+    if on_start is not None:
+        on_start(child.proc.pid)
+    streams = await _supervise(child, request, limits, mode)
+    return _outcome(language, child, streams, limits, mode)
+
+
+@dataclass(slots=True)
+class _Child:
+    """A started child: ``proc`` (bwrap, or the interpreter in mode ``none``), its subprocess
+    ``transport`` and ``protocol``, ``result_r`` (our end of the result pipe), ``workdir``
+    (the temporary working directory of mode ``none``, else None) and ``started``
+    (``time.monotonic()`` right before it was started)."""
+
+    proc: asyncio.subprocess.Process
+    transport: asyncio.SubprocessTransport
+    protocol: _Protocol
+    result_r: int
+    workdir: str | None
+    started: float
+
+
+@dataclass(slots=True)
+class _Streams:
+    """What a finished child left: the kept ``stdout`` / ``stderr`` bytes (each up to
+    :data:`LOG_KEEP_BYTES`), the ``result`` message (``R``/``E`` + JSON), the byte
+    accounting ``cap`` and whether the wall timeout hit (``timed_out``)."""
+
+    stdout: bytearray
+    stderr: bytearray
+    result: bytearray
+    cap: _Cap
+    timed_out: bool
+
+
+async def _spawn(language: Language, limits: Limits, mode: Mode, bwrap: str | None, tools: _Tools) -> _Child:
+    """Start the runner: inside bwrap (seccomp program passed through a pipe, prlimit, uid
+    drop when root) or, in mode ``none``, under prlimit alone in a temporary working
+    directory. The result pipe's write end goes to the child; our copies of the child's fds
+    are closed whatever happens (and the read end and the directory too on failure)."""
     as_root = os.geteuid() == 0
     loop = asyncio.get_running_loop()
     result_r, result_w = os.pipe()
@@ -763,12 +543,18 @@ async def _run(language: Language, code: str, inputs: dict[str, Any], limits: Li
         os.close(result_w)
         if seccomp_r is not None:
             os.close(seccomp_r)
+    return _Child(proc, transport_, protocol, result_r, workdir, started)
 
-    if on_start is not None:
-        on_start(proc.pid)
+
+async def _supervise(child: _Child, request: bytes, limits: Limits, mode: Mode) -> _Streams:
+    """Feed ``request`` to the child's stdin and read its three pipes under the output caps
+    until it exits or ``limits.timeout`` passes. Whatever happens (done, timeout,
+    cancellation) nothing of the child survives: its process group is killed, the pipes
+    drained for at most :data:`DRAIN_GRACE_S`, our fds and the working directory released."""
+    proc, loop = child.proc, asyncio.get_running_loop()
     cap = _Cap(limits.max_output_bytes)
     out_keep, err_keep, result_buf = bytearray(), bytearray(), bytearray()
-    result_file = os.fdopen(result_r, "rb", buffering=0)
+    result_file = os.fdopen(child.result_r, "rb", buffering=0)
     transport: asyncio.BaseTransport | None = None
     waiter: asyncio.Future[Any] | None = None
     pumps: asyncio.Future[Any] | None = None
@@ -782,7 +568,7 @@ async def _run(language: Language, code: str, inputs: dict[str, Any], limits: Li
             _pump_log(proc.stderr, err_keep, cap, proc),
             _pump_result(result_reader, result_buf, cap, proc),
         )
-        waiter = asyncio.gather(_feed(proc, request), protocol.exited)
+        waiter = asyncio.gather(_feed(proc, request), child.protocol.exited)
         try:
             await asyncio.wait_for(asyncio.shield(waiter), timeout=limits.timeout)
         except TimeoutError:
@@ -805,15 +591,22 @@ async def _run(language: Language, code: str, inputs: dict[str, Any], limits: Li
             transport.close()
         else:
             result_file.close()
-        transport_.close()  # our ends of stdin/stdout/stderr
-        if workdir:
-            shutil.rmtree(workdir, ignore_errors=True)
+        child.transport.close()  # our ends of stdin/stdout/stderr
+        if child.workdir:
+            shutil.rmtree(child.workdir, ignore_errors=True)
+    return _Streams(out_keep, err_keep, result_buf, cap, timed_out)
 
-    outcome = Outcome(status="ok", stdout=out_keep.decode("utf-8", "replace"),
-                      stderr=err_keep.decode("utf-8", "replace"),
-                      logs_truncated=cap.logs > len(out_keep) + len(err_keep), exit_code=proc.returncode,
-                      elapsed_s=time.monotonic() - started, mode=mode, pid=proc.pid)
-    if timed_out:
+
+def _outcome(language: Language, child: _Child, streams: _Streams, limits: Limits, mode: Mode) -> Outcome:
+    """The :class:`Outcome` of a finished child: ``timeout``, ``output_too_large``, then what
+    the result pipe holds (``ok`` / ``error`` / ``bad_result``), else ``killed`` with the
+    reason read from its exit status and stderr (:func:`_why_killed`)."""
+    proc, cap, result_buf = child.proc, streams.cap, streams.result
+    outcome = Outcome(status="ok", stdout=streams.stdout.decode("utf-8", "replace"),
+                      stderr=streams.stderr.decode("utf-8", "replace"),
+                      logs_truncated=cap.logs > len(streams.stdout) + len(streams.stderr), exit_code=proc.returncode,
+                      elapsed_s=time.monotonic() - child.started, mode=mode, pid=proc.pid)
+    if streams.timed_out:
         outcome.status, outcome.detail = "timeout", f"the code ran longer than timeout={limits.timeout}s"
     elif cap.exceeded:
         outcome.status, outcome.detail = "output_too_large", cap.exceeded

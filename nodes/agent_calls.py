@@ -1,0 +1,243 @@
+"""A round's tool calls for the agent loop kernel (:mod:`nodes.agent_loop`): check, run, record.
+
+Step 3 of the loop (see :mod:`nodes.agent_loop`) and its pause bookkeeping:
+
+- :func:`prepare_call` parses and checks one requested call; an unknown or not-offered
+  tool, arguments that are not JSON or do not match the tool's schema become the call's
+  ``error`` (reported to the model, never raised). Empty arguments mean ``{}``.
+- :func:`run_calls` runs the calls in the groups of ``hooks.can_batch`` (a group
+  concurrently, groups in order; the default is serial, seed 000 §3.2.2) with the per-call
+  timeout; every tool error becomes an error outcome, only cancellation, run limits and
+  interrupts propagate. A call that pauses (``ctx.interrupt``) leaves ``LoopState.pending``
+  (seed 000 §3.3.4), which :func:`restore_calls` turns back into calls on resume.
+- :func:`finish_round` appends the results in call order, truncated then fenced (seed 001
+  §五), records them in the round's trace entry, adds tool costs and detects repeated
+  calls (a loop); it says whether a tool returned ``stop`` (seed 000 §3.2.4).
+- :func:`echo_arguments` is the arguments text echoed in the assistant message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any, Mapping
+
+from engine.context import InterruptRequested, NodeContext
+from engine.errors import RunCancelled, RunLimitExceeded
+
+from .agent_protocol import fence_observation, observations_message, safe_name, truncate_result, validate_args
+from .agent_types import AgentHooks, LoopSettings, LoopState, ToolCallContext, ToolOutcome, ToolSpec, maybe_await
+
+__all__ = [
+    "echo_arguments",
+    "finish_round",
+    "prepare_call",
+    "restore_calls",
+    "run_calls",
+]
+
+
+def _signature(call: ToolCallContext) -> str:
+    try:
+        args = json.dumps(call.args, sort_keys=True, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        args = call.arguments
+    return f"{call.name}\x00{args}"
+
+
+def prepare_call(ctx: NodeContext, state: LoopState, raw_id: str, name: Any, arguments: Any, round_: int,
+                 index: int, by_name: Mapping[str, ToolSpec], offered: set[str] | None,
+                 truncated: bool) -> ToolCallContext:
+    """Parse and check one requested call; errors are recorded on it, never raised."""
+    text_args = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False, default=str)
+    call = ToolCallContext(ctx, raw_id, name if isinstance(name, str) else safe_name(name), text_args, {},
+                           round_, index, state)
+    spec = by_name.get(call.name) if isinstance(name, str) else None
+    if spec is None or (offered is not None and call.name not in offered):
+        known = sorted(offered if offered is not None else by_name)
+        why = "is not available in this step" if spec is not None else "does not exist"
+        call.error = f"tool {safe_name(name)} {why}; available tools: {', '.join(known) or 'none'}"
+        call.status = "unknown_tool"
+        return call
+    call.spec = spec
+    if isinstance(arguments, dict):
+        args: Any = arguments
+    elif arguments is None or (isinstance(arguments, str) and not arguments.strip()):
+        args = {}
+    else:
+        try:
+            args = json.loads(arguments) if isinstance(arguments, str) else arguments
+        except ValueError as exc:
+            cut = " (the reply hit max_tokens and the arguments were cut: send shorter arguments)" if truncated else ""
+            call.error = f"arguments of {spec.name} are not valid JSON: {exc}{cut}"
+            call.status = "invalid_arguments"
+            return call
+    if args is None:
+        args = {}
+    if not isinstance(args, dict):
+        call.error = f"arguments of {spec.name} must be a JSON object, got {type(args).__name__}"
+        call.status = "invalid_arguments"
+        return call
+    call.args = args
+    problems = validate_args(spec.parameters, args)
+    if problems:
+        call.error = f"arguments of {spec.name} do not match its schema: " + "; ".join(problems[:10])
+        call.status = "invalid_arguments"
+    return call
+
+
+async def _run_one(ctx: NodeContext, hooks: AgentHooks, call: ToolCallContext, settings: LoopSettings,
+                   state: LoopState) -> tuple[ToolOutcome, dict[str, Any]]:
+    """Run one call; every failure except cancel/limits/interrupts becomes an error outcome."""
+    started = time.perf_counter()
+    record: dict[str, Any] = {"id": call.id, "name": call.name, "arguments": call.arguments, "args": call.args,
+                              "status": call.status, "started_at": time.time()}
+    if call.error is not None:
+        outcome = ToolOutcome(call.error, is_error=True)
+    else:
+        assert call.spec is not None
+        timeout = call.spec.timeout if call.spec.timeout is not None else settings.tool_timeout
+        try:
+            if timeout is None:
+                outcome = await hooks.run_tool(call, call.spec, state)
+            else:
+                async with asyncio.timeout(timeout):
+                    outcome = await hooks.run_tool(call, call.spec, state)
+            if not isinstance(outcome, ToolOutcome):
+                outcome = ToolOutcome(str(outcome))
+            record["status"] = "error" if outcome.is_error else "ok"
+        except (InterruptRequested, RunCancelled, RunLimitExceeded):
+            raise
+        except TimeoutError:
+            outcome = ToolOutcome(f"tool {call.name} timed out after {timeout:g}s", is_error=True)
+            record["status"] = "timeout"
+        except Exception as exc:  # noqa: BLE001 - a tool error is the model's input, never fatal by itself
+            outcome = ToolOutcome(f"tool {call.name} failed: {type(exc).__name__}: {exc}", is_error=True)
+            record["status"] = "exception"
+    record["elapsed_ms"] = (time.perf_counter() - started) * 1000.0
+    return outcome, record
+
+
+async def run_calls(ctx: NodeContext, hooks: AgentHooks, calls: list[ToolCallContext], settings: LoopSettings,
+                    state: LoopState, done: dict[int, tuple[ToolOutcome, dict[str, Any]]]) -> None:
+    """Run every call not in ``done`` (by index) group by group; fills ``done``.
+
+    Raises:
+        InterruptRequested: a call paused; ``done`` holds the calls that finished, and
+            ``state.pending`` names the one that paused.
+    """
+    todo = [c for c in calls if c.index not in done]
+    if not todo:
+        return
+    groups = await maybe_await(hooks.can_batch(todo, state))
+    for group in groups:
+        ctx.cancel.raise_if_cancelled(ctx.node_id)
+        if len(group) == 1:
+            call = group[0]
+            try:
+                done[call.index] = await _run_one(ctx, hooks, call, settings, state)
+            except InterruptRequested:
+                _set_pending(state, calls, done, call)
+                raise
+            continue
+        results = await asyncio.gather(*(_run_one(ctx, hooks, c, settings, state) for c in group),
+                                       return_exceptions=True)
+        paused: ToolCallContext | None = None
+        failure: BaseException | None = None
+        for call, result in zip(group, results):
+            if isinstance(result, InterruptRequested):
+                paused = paused or call
+                failure = failure or result
+            elif isinstance(result, BaseException):
+                raise result
+            else:
+                done[call.index] = result
+        if paused is not None and failure is not None:
+            _set_pending(state, calls, done, paused)
+            raise failure
+    for call in todo:  # a hook that left a call out of every group: the model still gets an answer for it
+        if call.index not in done:
+            done[call.index] = (ToolOutcome(f"tool {call.name} was not run (not scheduled by the loop's hooks)",
+                                            is_error=True), {**call.to_dict(), "status": "not_scheduled"})
+
+
+def _set_pending(state: LoopState, calls: list[ToolCallContext], done: dict[int, tuple[ToolOutcome, dict[str, Any]]],
+                 paused: ToolCallContext) -> None:
+    state.pending = {
+        "round": paused.round, "call_id": paused.id, "tool": paused.name,
+        "calls": [c.to_dict() for c in calls],
+        "done": {str(i): {"outcome": o.to_dict(), "record": r} for i, (o, r) in done.items()},
+    }
+
+
+def finish_round(ctx: NodeContext, state: LoopState, settings: LoopSettings, calls: list[ToolCallContext],
+                 done: dict[int, tuple[ToolOutcome, dict[str, Any]]], entry: dict[str, Any]) -> bool:
+    """Append the round's results in call order, record them, detect loops; True when a tool said stop."""
+    blocks: list[str] = []
+    stop = False
+    records = entry.setdefault("tools", [])
+    for call in calls:
+        outcome, record = done[call.index]
+        content = outcome.content if isinstance(outcome.content, str) else str(outcome.content)
+        state.results[call.id] = content
+        preview, note = truncate_result(content, settings.max_result_chars, call.id)
+        block = fence_observation(call.id, call.name, preview, state.nonce, is_error=outcome.is_error, note=note)
+        if state.mode == "native":
+            state.messages.append({"role": "tool", "tool_call_id": call.id, "content": block})
+        else:
+            blocks.append(f"- call {safe_name(call.id)} ({safe_name(call.name)}):\n{block}")
+        record.update(is_error=outcome.is_error, stop=outcome.stop, cost=outcome.cost, chars=len(content),
+                      truncated=bool(note), preview=preview[:500])
+        if outcome.data is not None:
+            record["data"] = outcome.data
+        records.append(record)
+        state.tool_cost += outcome.cost
+        state.counters["tool_calls"] += 1
+        if outcome.is_error:
+            state.counters["tool_errors"] += 1
+        stop = stop or outcome.stop
+        state.recent_calls.append(_signature(call))
+    if blocks:
+        state.messages.append({"role": "user", "content": observations_message(blocks)})
+    limit = settings.repeat_limit
+    if limit > 0:
+        del state.recent_calls[:-limit]
+        if len(state.recent_calls) == limit and len(set(state.recent_calls)) == 1:
+            name = state.recent_calls[-1].split("\x00", 1)[0]
+            note = {"round": state.round, "reason": "repeated_call", "tool": name,
+                    "message": f"tool {name} was called {limit} times in a row with the same arguments; "
+                               "the next round may only answer"}
+            state.notes.append(note)
+            entry["loop_detected"] = note["message"]
+            state.force = "repeated_call"
+            state.recent_calls.clear()
+    entry["tool_cost"] = sum(r.get("cost", 0.0) for r in records)
+    state.pending = None
+    return stop
+
+
+def restore_calls(ctx: NodeContext, state: LoopState, by_name: Mapping[str, ToolSpec]) -> list[ToolCallContext]:
+    """The paused round's calls (``state.pending["calls"]``) as call contexts again (seed 000
+    §3.3.4); a tool no longer offered makes its call an ``unknown_tool`` error call."""
+    calls = []
+    for raw in (state.pending or {}).get("calls", []):
+        call = ToolCallContext(ctx, raw["id"], raw["name"], raw.get("arguments", "{}"), raw.get("args") or {},
+                               raw.get("round", state.round), raw["index"], state, by_name.get(raw["name"]),
+                               raw.get("error"), raw.get("status", "ok"))
+        if call.spec is None and call.error is None:
+            call.error, call.status = f"tool {safe_name(call.name)} is no longer available", "unknown_tool"
+        calls.append(call)
+    return calls
+
+
+def echo_arguments(arguments: str) -> str:
+    """The arguments as echoed in the assistant message: valid JSON text, else ``{}`` (some
+    providers refuse a history with broken arguments; the error result quotes them)."""
+    if not arguments.strip():
+        return "{}"
+    try:
+        json.loads(arguments)
+    except ValueError:
+        return "{}"
+    return arguments
