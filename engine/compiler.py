@@ -257,10 +257,17 @@ def _build_graph(
     wf: Workflow, problems: list[Problem], invalid: set[str], invalid_start: bool, scope: dict[str, str | None]
 ) -> tuple[nx.DiGraph, str | None]:
     """Rules 5-7: the graph. One networkx edge per connected node pair; its ``edges``
-    attribute lists the workflow edges between them as ``(edge id, source handle)``."""
+    attribute lists the workflow edges between them as ``(edge id, source handle)``.
+
+    Edges of nodes that failed validation, and edges from an unknown handle, stay in
+    the graph: ancestry and reachability must not change because of one bad field, or
+    every reference across that edge would be reported again (the plan is not built
+    when there are errors, so such edges never run).
+    """
     graph = nx.DiGraph()
     by_id = {n.id: n for n in wf.nodes}
     graph.add_nodes_from(by_id)
+    graph.add_nodes_from(invalid)
     handles_of: dict[str, list[str]] = {}
     pairs: dict[tuple[str, str], list[tuple[str, str]]] = {}
     starts = [n.id for n in wf.nodes if n.type == "start"]
@@ -268,10 +275,19 @@ def _build_graph(
         problems.append(Problem("no_start", "the workflow has no start node; add one node of type 'start'"))
     elif len(starts) > 1:
         problems.append(Problem("multiple_start", f"only one start node is allowed, found {starts}"))
+    def keep(source: str, target: str, edge_id: str, handle: str) -> None:
+        pair = pairs.get((source, target))
+        if pair is None:
+            pairs[(source, target)] = [(edge_id, handle)]
+        else:
+            pair.append((edge_id, handle))
+
     for edge in wf.edges:
         source, target = edge.source, edge.target
         if source in invalid or target in invalid:
-            continue  # the node's own problem is reported already
+            if (source in by_id or source in invalid) and (target in by_id or target in invalid):
+                keep(source, target, edge.id, edge.sourceHandle)  # the node's own problem is reported already
+            continue
         if source not in by_id or target not in by_id:
             bad = [end for end in (source, target) if end not in by_id]
             problems.append(
@@ -293,16 +309,13 @@ def _build_graph(
                         f"node {edge.source!r} has no output handle {edge.sourceHandle!r} (handles: {handles})",
                         node_id=edge.source, edge_id=edge.id, path="sourceHandle")
             )
+            keep(source, target, edge.id, edge.sourceHandle)
             continue
         if by_id[edge.target].type == "start":
             problems.append(Problem("edge_into_start", "the start node cannot have incoming edges",
                                     node_id=edge.target, edge_id=edge.id))
             continue
-        pair = pairs.get((source, target))
-        if pair is None:
-            pairs[(source, target)] = [(edge.id, edge.sourceHandle)]
-        else:
-            pair.append((edge.id, edge.sourceHandle))
+        keep(source, target, edge.id, edge.sourceHandle)
     graph.add_edges_from((u, v, {"edges": ids}) for (u, v), ids in pairs.items())
     return graph, (starts[0] if len(starts) == 1 else None)
 

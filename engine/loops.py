@@ -136,6 +136,8 @@ def find_cycle_regions(graph: nx.DiGraph, wf: Workflow, problems: list[Problem])
                 continue
         members = sorted(component)
         names = ", ".join(members)
+        if any(m not in by_id for m in members):
+            continue  # a member failed validation (reported); its handles are unknown
         # (source, target, edge id, handle) for every workflow edge inside the component
         inner = [(u, v, e, h) for u, v, d in graph.edges(members, data=True) if v in component for e, h in d["edges"]]
         entries = sorted({v for u, v in graph.in_edges(members) if u not in component})

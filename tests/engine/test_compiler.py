@@ -186,3 +186,17 @@ def test_every_catalog_kind_has_one_executor():
 def test_only_unknown_kinds_are_reported_not_crashed_on():
     doc = {"id": "wf", "nodes": [{"id": "a", "type": "ghost"}], "edges": []}
     assert [p.code for p in check_workflow(doc)] == ["unknown_kind", "no_start"]
+
+
+def test_a_bad_handle_or_bad_node_does_not_hide_other_problems_or_add_knock_on_ones():
+    doc = build([tpl("greet", "hi"), tpl("ref", "{{ greet.nope }}"), tpl("tail", "x"),
+                 node("gate", "if_else", {"cases": [{"id": "big", "conditions": [
+                     {"left": 1, "operator": ">", "right": 0}]}]}), tpl("after_gate", "{{ greet.output }}")],
+                [edge("start", "greet"), edge("greet", "ref", "bogus", edge_id="e4"), edge("ref", "tail"),
+                 edge("greet", "gate"), edge("gate", "after_gate", "small", edge_id="e6")])
+    assert errors(doc) == sorted([
+        ("invalid_config", "gate", None, "config.cases[0].conditions[0].operator"),
+        ("unknown_handle", "greet", "e4", "sourceHandle"),
+        ("unknown_output", "ref", None, "config.template"),
+    ], key=lambda row: tuple(x or "" for x in row))
+    assert [p for p in check_workflow(doc) if p.severity == "warning"] == []
