@@ -7,12 +7,14 @@ HTTP node may reach.
 from __future__ import annotations
 
 import functools
+import os
+from pathlib import Path
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from typing import Annotated, Literal
 
-__all__ = ["Settings", "get_settings"]
+__all__ = ["Settings", "flowloom_home", "get_settings"]
 
 
 class Settings(BaseSettings):
@@ -46,6 +48,16 @@ class Settings(BaseSettings):
         if isinstance(value, str):
             return [part.strip() for part in value.split(",") if part.strip()]
         return value
+
+
+def flowloom_home() -> Path:
+    """Flowloom's data directory: ``$FLOWLOOM_HOME``, else ``~/.flowloom``.
+
+    Per user, not per working directory, so a paused run saved by one process is found
+    by ``flowloom resume`` started anywhere else. Read on every call (tests change it).
+    """
+    home = os.environ.get("FLOWLOOM_HOME")
+    return Path(home).expanduser() if home else Path.home() / ".flowloom"
 
 
 @functools.cache

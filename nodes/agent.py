@@ -61,6 +61,7 @@ from typing import Any
 
 from engine.context import InterruptRequested, NodeContext, NodeResult
 from engine.errors import NodeFailed, RunCancelled, RunLimitExceeded
+from engine.settings import flowloom_home
 from schemas.nodes_agent import AgentConfig, FileReaderTool, ModelAgentTool
 
 from .agent_loop import (
@@ -227,14 +228,12 @@ def model_agent_spec(ctx: NodeContext, agent: ModelAgentTool, default_model: str
 
 
 def upload_root() -> Path:
-    """Where uploaded files may be read: ``FLOWLOOM_UPLOAD_DIR``, else ``$FLOWLOOM_HOME/uploads``,
-    else ``./.flowloom/uploads`` (resolved)."""
+    """Where uploaded files may be read: ``FLOWLOOM_UPLOAD_DIR``, else ``<flowloom home>/uploads``
+    (``$FLOWLOOM_HOME`` or ``~/.flowloom``), resolved."""
     explicit = os.environ.get("FLOWLOOM_UPLOAD_DIR")
     if explicit:
         return Path(explicit).expanduser().resolve()
-    home = os.environ.get("FLOWLOOM_HOME")
-    base = Path(home).expanduser() if home else Path.cwd() / ".flowloom"
-    return (base / "uploads").resolve()
+    return (flowloom_home() / "uploads").resolve()
 
 
 def _read_text(path: Path, root: Path) -> str:

@@ -267,11 +267,10 @@ class RedisMemoryStore(MemoryStore):
 
 
 def default_directory() -> Path:
-    """``$FLOWLOOM_HOME/memory``, else ``./.flowloom/memory`` (resolved now, against the cwd)."""
-    home = os.environ.get("FLOWLOOM_HOME")
-    if home:
-        return Path(home).expanduser() / "memory"
-    return Path.cwd() / ".flowloom" / "memory"
+    """``<flowloom home>/memory``: ``$FLOWLOOM_HOME/memory``, else ``~/.flowloom/memory``."""
+    from engine.settings import flowloom_home  # deferred: the engine package imports the nodes, which import us
+
+    return flowloom_home() / "memory"
 
 
 _DEFAULTS: dict[tuple[str, str], MemoryStore] = {}

@@ -82,5 +82,5 @@ class RunStore:
 
 
 def default_run_store() -> RunStore:
-    """Redis when ``FLOWLOOM_REDIS_URL`` is set, else local files (``$FLOWLOOM_HOME`` or ``.flowloom``)."""
+    """Redis when ``FLOWLOOM_REDIS_URL`` is set, else local files (``$FLOWLOOM_HOME`` or ``~/.flowloom``)."""
     return RunStore(default_store())

@@ -229,16 +229,18 @@ def test_redis_store_needs_a_url(monkeypatch):
         RedisMemoryStore()
 
 
-def test_default_store_is_local_under_flowloom_home_or_cwd(monkeypatch, tmp_path):
+def test_default_store_is_local_under_flowloom_home_or_the_user_home(monkeypatch, tmp_path):
     monkeypatch.delenv("FLOWLOOM_REDIS_URL", raising=False)
     monkeypatch.setenv("FLOWLOOM_HOME", str(tmp_path / "home"))
     store = default_store()
     assert isinstance(store, LocalMemoryStore) and store.directory == tmp_path / "home" / "memory"
     assert default_store() is store
     monkeypatch.delenv("FLOWLOOM_HOME")
-    monkeypatch.chdir(tmp_path)
-    cwd_store = default_store()
-    assert isinstance(cwd_store, LocalMemoryStore) and cwd_store.directory == tmp_path / ".flowloom" / "memory"
+    monkeypatch.setenv("HOME", str(tmp_path / "user"))
+    monkeypatch.chdir(tmp_path)  # the working directory does not matter
+    user_store = default_store()
+    assert isinstance(user_store, LocalMemoryStore)
+    assert user_store.directory == tmp_path / "user" / ".flowloom" / "memory"
 
 
 def test_default_store_is_redis_when_url_set(monkeypatch, redis_url):
