@@ -34,6 +34,8 @@ from pathlib import Path
 from typing import Annotated, Any, NoReturn, Optional, Protocol
 
 import typer
+from pydantic import ValidationError
+from redis.exceptions import RedisError
 from rich.console import Console
 from rich.text import Text
 
@@ -43,11 +45,11 @@ from schemas.workflow import workflow_json_schema
 
 from .compiler import CompiledPlan, check_workflow, compile_workflow
 from .context import CancelToken
-from .errors import CompileError, InvalidInputs, Problem
+from .errors import CompileError, FlowloomError, InvalidInputs, Problem, UnknownInterrupt
 from .runner import coerce_input, new_run_state, stream_workflow
 from workers.run_store import RunNotFound, default_run_store
 
-__all__ = ["app"]
+__all__ = ["app", "main"]
 
 EXIT_OK, EXIT_RUN_FAILED, EXIT_INVALID, EXIT_PAUSED, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 _EXIT_FOR_STATUS = {RunStatus.succeeded: EXIT_OK, RunStatus.cancelled: EXIT_INTERRUPTED, RunStatus.paused: EXIT_PAUSED}
@@ -291,8 +293,8 @@ def _read_line(prompt: str) -> str | None:
     return None if line == "" else line.rstrip("\n")
 
 
-def _ask(interrupt: Interrupt) -> Any | None:
-    """Prompt for one interrupt's answer; None when stdin has ended (the run stays paused)."""
+def _show_question(interrupt: Interrupt, with_choices: bool = True) -> None:
+    """Print an interrupt's question on stderr: text, why the last answer was refused, choices."""
     payload = interrupt.payload
     console = _err()
     if payload.get("description"):
@@ -302,6 +304,32 @@ def _ask(interrupt: Interrupt) -> Any | None:
     for key in ("error", "errors"):
         if payload.get(key):
             console.print(Text(f"  {payload[key]}", style="red"))
+    if with_choices:
+        for option in payload.get("options", []):
+            console.print(Text(f"  [{option['id']}] {option['label']}"))
+        for field in payload.get("fields", []):
+            hint = f" one of {field['enum']}" if field.get("enum") else ""
+            console.print(Text(f"  {field['name']} ({field['type']}){hint}"))
+
+
+def _answer_hint(interrupt: Interrupt) -> str:
+    """How to write the answer to ``interrupt`` on the command line."""
+    fields = [f["name"] for f in interrupt.payload.get("fields", [])]
+    if interrupt.kind == "form_input" and fields:
+        return "--answer '{" + ", ".join(f'"{name}": ...' for name in fields) + "}'"
+    options = [o["id"] for o in interrupt.payload.get("options", [])]
+    if options:
+        return f"--answer {options[0]}  (one of: {', '.join(options)}, or a label)"
+    if interrupt.kind == "confirm":
+        return "--answer approve  (or reject)"
+    return "--answer TEXT"
+
+
+def _ask(interrupt: Interrupt) -> Any | None:
+    """Prompt for one interrupt's answer; None when stdin has ended (the run stays paused)."""
+    payload = interrupt.payload
+    console = _err()
+    _show_question(interrupt, with_choices=False)
     if interrupt.kind == "form_input":
         answer: dict[str, Any] = {}
         for field in payload.get("fields", []):
@@ -317,8 +345,11 @@ def _ask(interrupt: Interrupt) -> Any | None:
 
 
 async def _drive(plan: CompiledPlan, state: RunState, doc: dict[str, Any], view: _View,
-                 answers: dict[str, Any] | None, prompt: bool) -> None:
-    """Stream the run into ``view``; on a pause save it and, when allowed, prompt and go on."""
+                 answers: dict[str, Any] | None, prompt: bool) -> str | None:
+    """Stream the run into ``view``; on a pause save it and, when allowed, prompt and go on.
+
+    Returns why the run could not be saved in the run store, or None.
+    """
     loop, task = asyncio.get_running_loop(), asyncio.current_task()
     token = CancelToken()
     try:
@@ -331,21 +362,29 @@ async def _drive(plan: CompiledPlan, state: RunState, doc: dict[str, Any], view:
             async with aclosing(stream_workflow(plan, state, answers=answers, cancel=token)) as events:
                 async for event in events:
                     view.show(event)
-            await store.save(state, doc)
+            try:
+                await store.save(state, doc)
+            except Exception as exc:  # noqa: BLE001 - any store failure is reported, the run result stays
+                return f"could not save run {state.run_id} in the run store ({store.describe()}): " \
+                       f"{type(exc).__name__}: {exc}"
             if state.status is not RunStatus.paused or not prompt:
-                return
+                return None
             answers = {}
             for interrupt in list(state.interrupts.values()):
                 answer = await asyncio.to_thread(_ask, interrupt)
                 if answer is None:
-                    return
+                    return None
                 answers[interrupt.id] = answer
     finally:
-        await store.close()
+        try:
+            await store.close()
+        except Exception:  # noqa: BLE001 - closing a broken connection must not mask the run's result
+            pass
 
 
-def _report_end(state: RunState) -> None:
-    """On stderr: why the run failed (node id and reason), that it was cancelled, or how to resume it."""
+def _report_end(state: RunState, show_questions: bool) -> None:
+    """On stderr: why the run failed (node id and reason), that it was cancelled, or the
+    pending questions and how to answer them."""
     error = state.error
     if state.status is RunStatus.failed and error is not None:
         where = f" at node {error.node_id!r}" if error.node_id else ""
@@ -353,25 +392,35 @@ def _report_end(state: RunState) -> None:
     elif state.status is RunStatus.cancelled:
         _err().print(Text("run cancelled", style="bold yellow"))
     elif state.status is RunStatus.paused:
+        pending = list(state.interrupts.values())
+        for interrupt in pending if show_questions else []:
+            _show_question(interrupt)
         ids = ", ".join(state.interrupts)
+        which = f" --interrupt {pending[0].id}" if len(pending) > 1 else ""
         _err().print(Text.assemble(("run paused", "bold magenta"), f": {state.run_id} waits for interrupt(s) {ids}; "
-                                   f"continue with: flowloom resume {state.run_id} --answer TEXT"))
+                                   f"continue with: flowloom resume {state.run_id}{which} {_answer_hint(pending[0])}"))
 
 
 def _execute(plan: CompiledPlan, state: RunState, doc: dict[str, Any], view: _View,
              answers: dict[str, Any] | None = None, prompt: bool = True) -> int:
     """Run (or continue) to the end, a pause, or Ctrl-C; return the exit code."""
     try:
-        asyncio.run(_drive(plan, state, doc, view, answers, prompt))
+        store_error = asyncio.run(_drive(plan, state, doc, view, answers, prompt))
     except (KeyboardInterrupt, asyncio.CancelledError):
         view.close()
         _err().print(Text("interrupted", style="bold yellow"))
         return EXIT_INTERRUPTED
-    except ValueError as exc:  # an answer naming no pending interrupt
+    except UnknownInterrupt as exc:
         view.close()
         _abort("cannot resume:", [str(exc)])
     view.close()
-    _report_end(state)
+    _report_end(state, show_questions=not prompt)
+    if store_error is not None:
+        _err().print(Text(f"run store: {store_error}", style="bold red"))
+        if state.status is RunStatus.paused:
+            _err().print(Text("the paused run was not saved, so it cannot be resumed; check FLOWLOOM_HOME / "
+                              "FLOWLOOM_REDIS_URL", style="red"))
+            return EXIT_RUN_FAILED
     return _EXIT_FOR_STATUS.get(state.status, EXIT_RUN_FAILED)
 
 
@@ -387,6 +436,9 @@ def _load_saved(run_id: str) -> tuple[RunState, dict[str, Any]]:
         return asyncio.run(load())
     except RunNotFound as exc:
         _abort("cannot resume:", [str(exc)])
+    except Exception as exc:  # noqa: BLE001 - a broken store (bad URL, unreachable Redis, unreadable files)
+        _abort("cannot read the run store:", [f"{type(exc).__name__}: {exc}",
+                                              "check FLOWLOOM_HOME / FLOWLOOM_REDIS_URL"])
 
 
 def _bind_answer(state: RunState, answer: str, interrupt_id: str | None) -> dict[str, Any]:
@@ -408,7 +460,11 @@ def _chat_resume(chat_id: str, message: str) -> tuple[RunState, dict[str, Any], 
             return await store.paused_run_for_chat(chat_id)
         finally:
             await store.close()
-    run_id = asyncio.run(find())
+    try:
+        run_id = asyncio.run(find())
+    except Exception as exc:  # noqa: BLE001 - a broken store (bad URL, unreachable Redis, unreadable files)
+        _abort("cannot read the run store:", [f"{type(exc).__name__}: {exc}",
+                                              "check FLOWLOOM_HOME / FLOWLOOM_REDIS_URL"])
     if run_id is None:
         return None
     state, doc = _load_saved(run_id)
@@ -590,5 +646,26 @@ def schema() -> None:
     _write_json(workflow_json_schema(), indent=2)
 
 
+def main() -> None:
+    """Console entry point: :data:`app`, with configuration problems (a bad ``FLOWLOOM_*``
+    setting, an unreadable model registry, an unreachable store) reported as messages
+    with exit code 2 instead of tracebacks."""
+    try:
+        app()
+    except ValidationError as exc:  # a FLOWLOOM_* environment setting
+        _config_error("invalid setting:", [
+            f"FLOWLOOM_{'_'.join(str(part) for part in err['loc']).upper()}: {err['msg']}" for err in exc.errors()])
+    except (FlowloomError, OSError, RedisError) as exc:
+        _config_error("configuration problem:", [f"{type(exc).__name__}: {exc}"])
+
+
+def _config_error(title: str, lines: list[str]) -> NoReturn:
+    console = _err()
+    console.print(Text(title, style="bold red"))
+    for line in lines:
+        console.print(Text(f"  - {line}"))
+    raise SystemExit(EXIT_INVALID)
+
+
 if __name__ == "__main__":  # pragma: no cover
-    app()
+    main()

@@ -29,6 +29,7 @@ __all__ = [
     "DefinitionError",
     "FlowloomError",
     "InvalidInputs",
+    "UnknownInterrupt",
     "NodeFailed",
     "NodeTimeout",
     "Problem",
@@ -146,6 +147,10 @@ class RunCancelled(RunError):
     """The run's cancellation token fired."""
 
     reason = "cancelled"
+
+
+class UnknownInterrupt(FlowloomError, ValueError):
+    """An answer names an interrupt that is not pending in the run (the message lists those that are)."""
 
 
 class InvalidInputs(FlowloomError):

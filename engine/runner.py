@@ -18,7 +18,7 @@ from schemas.workflow import InputVar
 
 from .compiler import CompiledPlan
 from .context import CancelToken, RunDeps
-from .errors import InvalidInputs
+from .errors import InvalidInputs, UnknownInterrupt
 from .scheduler import Scheduler
 
 __all__ = ["answer_interrupts", "coerce_input", "new_run_state", "run_workflow", "resume_run", "stream_workflow"]
@@ -136,12 +136,12 @@ def answer_interrupts(state: RunState, answers: Mapping[str, Any]) -> None:
     """Bind ``answers`` (interrupt id -> answer) to the run's pending interrupts.
 
     Raises:
-        ValueError: an id is not a pending interrupt of this run (the message lists them).
+        UnknownInterrupt: an id is not a pending interrupt of this run (the message lists them).
     """
     unknown = [iid for iid in answers if iid not in state.interrupts]
     if unknown:
         pending = ", ".join(state.interrupts) or "none"
-        raise ValueError(f"run {state.run_id}: no pending interrupt {unknown} (pending: {pending})")
+        raise UnknownInterrupt(f"run {state.run_id}: no pending interrupt {unknown} (pending: {pending})")
     for iid, answer in answers.items():
         interrupt = state.interrupts[iid]
         interrupt.answered, interrupt.answer = True, answer

@@ -7,6 +7,7 @@ HTTP node may reach.
 from __future__ import annotations
 
 import functools
+import ipaddress
 import os
 from pathlib import Path
 
@@ -48,6 +49,18 @@ class Settings(BaseSettings):
         if isinstance(value, str):
             return [part.strip() for part in value.split(",") if part.strip()]
         return value
+
+    @field_validator("http_allow")
+    @classmethod
+    def _check_networks(cls, entries: list[str]) -> list[str]:
+        # A malformed network must be an error, not an entry that silently matches nothing.
+        for entry in entries:
+            if "/" in entry:
+                try:
+                    ipaddress.ip_network(entry, strict=False)
+                except ValueError as exc:
+                    raise ValueError(f"{entry!r} is not a valid network: {exc}") from None
+        return entries
 
 
 def flowloom_home() -> Path:

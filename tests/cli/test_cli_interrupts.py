@@ -94,3 +94,41 @@ def test_next_chat_message_answers_the_pending_question(store_env):
                      "--message", "new order", "--no-input")
     assert third.returncode == 3, third.stderr  # the chat had no paused run left: a fresh run, paused again
     assert paused_run_id(third.stderr) != paused_run_id(first.stderr)
+
+
+def test_no_input_pause_shows_the_question_and_how_to_answer(store_env):
+    proc = flowloom(store_env, "run", str(EXAMPLE), "--input", "item=tea", "--no-input")
+    assert proc.returncode == 3
+    assert "Order 1 x tea?" in proc.stderr and "[change] Change quantity" in proc.stderr
+    assert "--answer confirm  (one of: confirm, change, cancel, or a label)" in proc.stderr
+    run_id = paused_run_id(proc.stderr)
+    again = flowloom(store_env, "resume", run_id, "--answer", "change", "--no-input")
+    assert again.returncode == 3
+    assert "How many tea?" in again.stderr and "quantity (number)" in again.stderr
+    assert """--answer '{"quantity": ..., "note": ...}'""" in again.stderr
+    refused = flowloom(store_env, "resume", run_id, "--answer", '{"quantity": "lots"}', "--no-input")
+    assert refused.returncode == 3 and "quantity: 'lots' is not a number" in refused.stderr
+
+
+@pytest.mark.parametrize("env, expected", [
+    ({"FLOWLOOM_MODELS": "/nonexistent/models.toml"}, "cannot read model registry /nonexistent/models.toml"),
+    ({"FLOWLOOM_HTTP_MAX_RESPONSE_BYTES": "abc"}, "FLOWLOOM_HTTP_MAX_RESPONSE_BYTES: Input should be a valid integer"),
+    ({"FLOWLOOM_HTTP_ALLOW": "10.0.0.0/99"}, "'10.0.0.0/99' is not a valid network"),
+])
+def test_bad_configuration_is_a_message_not_a_traceback(tmp_path, env, expected):
+    base = {k: v for k, v in os.environ.items() if not k.startswith("FLOWLOOM_")}
+    base["FLOWLOOM_HOME"] = str(tmp_path)
+    workflow = ROOT / "examples" / ("support_triage.json" if "FLOWLOOM_MODELS" in env else "hello.json")
+    proc = flowloom({**base, **env}, "run", str(workflow), "--input", "name=Ada", "--message", "hi")
+    assert proc.returncode == 2, proc.stderr
+    assert expected in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_unreachable_run_store_is_reported_after_the_run(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLOWLOOM_")}
+    env["FLOWLOOM_REDIS_URL"] = "redis://127.0.0.1:1/0"
+    done = flowloom(env, "run", str(ROOT / "examples" / "hello.json"), "--input", "name=Ada")
+    assert done.returncode == 0 and "Hello, Ada!" in done.stdout
+    assert "could not save run" in done.stderr and "Traceback" not in done.stderr
+    paused = flowloom(env, "run", str(EXAMPLE), "--input", "item=tea", "--no-input")
+    assert paused.returncode == 1 and "the paused run was not saved" in paused.stderr
