@@ -124,10 +124,22 @@ def _tojson(value: Any, indent: int | None = None) -> str:
     return json.dumps(value, ensure_ascii=False, indent=indent, default=str)
 
 
+class _Undefined(jinja2.StrictUndefined):
+    """Strict undefined whose message says what *is* there (keys of the object read)."""
+
+    @property
+    def _undefined_message(self) -> str:
+        obj, name = self._undefined_obj, self._undefined_name
+        if isinstance(obj, dict) and name is not None:
+            keys = ", ".join(sorted(map(str, obj))[:10]) or "none"
+            return f"key {name!r} not found (keys: {keys})"
+        return super()._undefined_message
+
+
 @functools.cache
 def template_env() -> SandboxedEnvironment:
     """The one sandboxed Jinja2 environment (no autoescape, strict undefined)."""
-    env = SandboxedEnvironment(undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=True)
+    env = SandboxedEnvironment(undefined=_Undefined, autoescape=False, keep_trailing_newline=True)
     env.filters["json"] = _tojson
     return env
 
