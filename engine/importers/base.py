@@ -279,11 +279,14 @@ class BaseImporter:
                 if known_name.casefold() == folded or str(spec.model or "").casefold() == folded:
                     return known_name
         fallback = self.model_map.get("*")
-        if fallback is not None and reg.has(fallback):
-            return fallback
+        if fallback is not None:
+            if reg.has(fallback):
+                return fallback
+            raise Unconvertible(f"{where}: --model '*={fallback}' names {fallback!r}, which is not in the model "
+                                f"registry (known: {', '.join(known)})", "unknown_model")
         what = f"model {text!r} is not in the model registry" if text else "no model is set"
-        message = (f"{where}: {what} (known: {', '.join(known)}); map it with --model "
-                   f"'{text or 'SOURCE'}=NAME' (or '*=NAME' for every unknown model)")
+        how = f"--model '{text}=NAME' (or '*=NAME' for every unknown model)" if text else "--model '*=NAME'"
+        message = f"{where}: {what} (known: {', '.join(known)}); map it with {how}"
         if self.allow_partial and reg.has("default"):
             current = self.by_fid.get(self.reader or "")
             self.error("unknown_model", message + "; using 'default' instead", current)

@@ -102,3 +102,11 @@ def test_bad_arguments_and_files(tmp_path):
     other.write_text(json.dumps({"hello": "world"}), encoding="utf-8")
     result = invoke("import", other)
     assert result.exit_code == 2 and "not a FastGPT workflow" in result.stderr
+
+
+@needs_corpus
+def test_catch_all_model_mapping_to_an_unknown_name_names_it():
+    proc = subprocess.run(["flowloom", "import", str(FASTGPT / "TranslateRobot_template.json"), "--model", "*=nosuch"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert "--model '*=nosuch' names 'nosuch', which is not in the model registry" in proc.stderr
