@@ -54,6 +54,7 @@ __all__ = [
     "ModelAgentTool",
     "StopTool",
     "ToolCallConfig",
+    "ToolLoopConfig",
     "ToolParam",
     "WorkflowTool",
     "openapi_operations",
@@ -272,9 +273,9 @@ class StopTool(BaseModel):
     description: str = "Call this when the task is finished and nothing more should be done; the run ends here."
 
 
-@node_kind("tool_call", "Tool call")
-class ToolCallConfig(LLMNodeConfig):
-    """A model that calls tools in rounds until it answers (see the module docstring).
+class ToolLoopConfig(LLMNodeConfig):
+    """Fields and checks shared by the two kinds that run the tool loop (``tool_call``,
+    ``agent``): prompts, business tool sources and the loop limits.
 
     Loop limits (seed 000 §3.2, seed 001 §三): ``max_rounds`` model calls (the last one may
     only answer); more than ``tool_only_cap`` rounds of tool calls in a row without answer
@@ -292,7 +293,6 @@ class ToolCallConfig(LLMNodeConfig):
     http_tools: list[HttpTool] = Field(default_factory=list)
     openapi: dict[str, Any] | None = Field(default=None, description="OpenAPI-style document: one tool per operation")
     workflow_tools: list[WorkflowTool] = Field(default_factory=list)
-    stop_tool: StopTool | None = None
     max_rounds: int = Field(default=50, ge=1, le=500)
     tool_only_cap: int = Field(default=5, ge=0, le=100, description="0: no cap")
     repeat_limit: int = Field(default=3, ge=0, le=100, description="0: no loop detection")
@@ -303,7 +303,7 @@ class ToolCallConfig(LLMNodeConfig):
     stream: bool = Field(default=True, description="stream answer deltas (native tool calling only)")
 
     @model_validator(mode="after")
-    def _check_tools(self) -> "ToolCallConfig":
+    def _check_tools(self) -> "ToolLoopConfig":
         if self.openapi is not None:
             try:
                 openapi_operations(self.openapi)
@@ -312,8 +312,7 @@ class ToolCallConfig(LLMNodeConfig):
         names = self.tool_names()
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
-            raise ValueError(f"tool names must be unique across tools, http_tools, openapi, workflow_tools and "
-                             f"stop_tool: {dupes}")
+            raise ValueError(f"tool names must be unique across all of this node's tools: {dupes}")
         nodes = [t.node for t in self.tools]
         dupes = sorted({n for n in nodes if nodes.count(n) > 1})
         if dupes:
@@ -325,17 +324,9 @@ class ToolCallConfig(LLMNodeConfig):
         return list(self.http_tools) + (openapi_operations(self.openapi) if self.openapi else [])
 
     def tool_names(self) -> list[str]:
+        """Every business tool name."""
         names = [t.name for t in self.tools] + [t.operationId for t in self.http_operations()]
-        names += [t.tool_name for t in self.workflow_tools]
-        if self.stop_tool is not None:
-            names.append(self.stop_tool.name)
-        return names
-
-    def outputs(self, workflow: "Workflow") -> dict[str, VarType]:
-        return {"answer": VarType.string, "messages": VarType.array, "usage": VarType.object, "cost": VarType.number,
-                "trace": VarType.array, "stop_reason": VarType.string, "rounds": VarType.number,
-                # read inside the body (the current call's scope), like an iteration's item
-                "args": VarType.object, "call_id": VarType.string}
+        return names + [t.tool_name for t in self.workflow_tools]
 
     def templates(self) -> Iterator[tuple[str, str]]:
         yield from self._text_templates("system_prompt", "user_prompt")
@@ -351,6 +342,24 @@ class ToolCallConfig(LLMNodeConfig):
 
     def body_fields(self) -> set[str]:
         return {"tools"}
+
+
+@node_kind("tool_call", "Tool call")
+class ToolCallConfig(ToolLoopConfig):
+    """A model that calls tools in rounds until it answers (see the module docstring and
+    :class:`ToolLoopConfig` for the loop limits); ``stop_tool`` offers the stop tool."""
+
+    stop_tool: StopTool | None = None
+
+    def tool_names(self) -> list[str]:
+        names = super().tool_names()
+        return names + [self.stop_tool.name] if self.stop_tool is not None else names
+
+    def outputs(self, workflow: "Workflow") -> dict[str, VarType]:
+        return {"answer": VarType.string, "messages": VarType.array, "usage": VarType.object, "cost": VarType.number,
+                "trace": VarType.array, "stop_reason": VarType.string, "rounds": VarType.number,
+                # read inside the body (the current call's scope), like an iteration's item
+                "args": VarType.object, "call_id": VarType.string}
 
 
 # =========================================================================== planning agent
@@ -373,7 +382,7 @@ class FileReaderTool(BaseModel):
     """A sub-agent that reads the user's uploaded files (``file`` values ``{"name", "path"|"url"}``).
 
     Only local paths under the upload directory are read (``FLOWLOOM_UPLOAD_DIR``, else
-    ``$FLOWLOOM_HOME/uploads``, else ``./.flowloom/uploads``; relative paths are taken
+    ``$FLOWLOOM_HOME/uploads``, else ``~/.flowloom/uploads``; relative paths are taken
     from there); text only, ``max_chars`` per call from ``offset``.
     """
 
@@ -386,7 +395,7 @@ class FileReaderTool(BaseModel):
 
 
 @node_kind("agent", "Planning agent")
-class AgentConfig(LLMNodeConfig):
+class AgentConfig(ToolLoopConfig):
     """A tool loop with a plan, questions to the user and a stop gate (seed 000 §3.3).
 
     Behaviour: ``nodes/agent.py``. Business tools are those of the tool-call node
@@ -405,13 +414,6 @@ class AgentConfig(LLMNodeConfig):
 
     interactive: ClassVar[bool] = True
 
-    history: int = Field(default=6, ge=0, le=100, description="past turns of history_source put in the prompt")
-    system_prompt: str = Field(default="", description="Jinja2 template")
-    user_prompt: TextValue = Field(default="{{ sys.query }}", description="the task: template or reference")
-    tools: list[GraphTool] = Field(default_factory=list)
-    http_tools: list[HttpTool] = Field(default_factory=list)
-    openapi: dict[str, Any] | None = Field(default=None, description="OpenAPI-style document: one tool per operation")
-    workflow_tools: list[WorkflowTool] = Field(default_factory=list)
     model_agents: list[ModelAgentTool] = Field(default_factory=list)
     file_reader: FileReaderTool | None = None
     allow_write_tools: bool | list[str] = Field(default=False, description="true, or names of write tools that "
@@ -421,43 +423,13 @@ class AgentConfig(LLMNodeConfig):
     ask: bool = True
     max_rounds: int = Field(default=30, ge=2, le=500)
     tool_only_cap: int = Field(default=8, ge=0, le=100, description="0: no cap")
-    repeat_limit: int = Field(default=3, ge=0, le=100, description="0: no loop detection")
-    max_result_chars: int = Field(default=8000, ge=100, le=1_000_000)
-    tool_timeout: float | None = Field(default=60.0, gt=0, le=3600)
-    max_parse_retries: int = Field(default=2, ge=0, le=10)
-    mode: Literal["auto", "native", "json"] = "auto"
-    stream: bool = True
+    stream: bool = Field(default=True, description="send the accepted final answer as a node_delta")
     pending_ttl: float | None = Field(default=7 * 24 * 3600.0, gt=0, description="seconds; None: no expiry")
-
-    @model_validator(mode="after")
-    def _check_tools(self) -> "AgentConfig":
-        if self.openapi is not None:
-            try:
-                openapi_operations(self.openapi)
-            except ValueError as exc:
-                raise ValueError(str(exc)) from None
-        names = self.tool_names()
-        dupes = sorted({n for n in names if names.count(n) > 1})
-        if dupes:
-            raise ValueError(f"tool names must be unique across tools, http_tools, openapi, workflow_tools, "
-                             f"model_agents and file_reader: {dupes}")
-        nodes = [t.node for t in self.tools]
-        dupes = sorted({n for n in nodes if nodes.count(n) > 1})
-        if dupes:
-            raise ValueError(f"a body node can be the root of one tool only: {dupes}")
-        return self
-
-    def http_operations(self) -> list[HttpTool]:
-        """``http_tools`` plus the operations of ``openapi``."""
-        return list(self.http_tools) + (openapi_operations(self.openapi) if self.openapi else [])
 
     def tool_names(self) -> list[str]:
         """Every business tool name (internal names included: they are dropped at run time)."""
-        names = [t.name for t in self.tools] + [t.operationId for t in self.http_operations()]
-        names += [t.tool_name for t in self.workflow_tools] + [a.name for a in self.model_agents]
-        if self.file_reader is not None:
-            names.append(self.file_reader.name)
-        return names
+        names = super().tool_names() + [a.name for a in self.model_agents]
+        return names + [self.file_reader.name] if self.file_reader is not None else names
 
     def model_refs(self) -> Iterator[tuple[str, str]]:
         yield "model", self.model
@@ -472,19 +444,7 @@ class AgentConfig(LLMNodeConfig):
                 "args": VarType.object, "call_id": VarType.string}
 
     def templates(self) -> Iterator[tuple[str, str]]:
-        yield from self._text_templates("system_prompt", "user_prompt")
-        for i, tool in enumerate(self.http_tools):
-            yield f"http_tools[{i}].base_url", tool.base_url
-            for key, value in tool.headers.items():
-                yield f"http_tools[{i}].headers.{key}", value
-        if self.openapi is not None:
-            for op in openapi_operations(self.openapi)[:1]:
-                yield "openapi.servers[0].url", op.base_url
-                for key, value in op.headers.items():
-                    yield f"openapi.x-headers.{key}", value
+        yield from super().templates()
         for i, agent in enumerate(self.model_agents):
             if agent.system_prompt:
                 yield f"model_agents[{i}].system_prompt", agent.system_prompt
-
-    def body_fields(self) -> set[str]:
-        return {"tools"}
