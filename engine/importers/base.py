@@ -28,7 +28,7 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import networkx as nx
 
@@ -38,7 +38,7 @@ from schemas.workflow import Workflow, node_model
 from .refs import Target, Unconvertible, identifier
 from .report import ImportFailed, ImportIssue, ImportResult
 
-__all__ = ["BaseImporter", "Planned", "flowloom_ids", "normalise_workflow"]
+__all__ = ["BaseImporter", "Planned", "coerce_literal", "first", "flowloom_ids", "normalise_workflow", "number", "xy"]
 
 _VALID_ID = re.compile(r"^[A-Za-z0-9_\-]+$")
 _MAX_FIX_ROUNDS = 6
@@ -101,6 +101,15 @@ def normalise_workflow(doc: dict[str, Any]) -> dict[str, Any]:
     for key, value in out.items():
         ordered.setdefault(key, value)
     return ordered
+
+
+def _with_default(var: dict[str, Any], default: Any, description: str) -> dict[str, Any]:
+    """A declared input/variable with its ``default`` (unless None) and ``description`` (unless empty)."""
+    if default is not None:
+        var["default"] = default
+    if description:
+        var["description"] = description
+    return var
 
 
 @dataclass
@@ -203,6 +212,17 @@ class BaseImporter:
         self.by_src[p.src_id] = p
         self.by_fid[p.fid] = p
 
+    def place_nodes(self, keep: list[tuple[str, Any]], make: Callable[[str, str, Any], Planned]) -> None:
+        """Plan the source nodes ``keep`` (``(source id, node)``) under valid Flowloom ids
+        (:func:`flowloom_ids`); ``make(source id, Flowloom id, node)`` builds each one.
+        A node whose id had to change is reported."""
+        ids = flowloom_ids([nid for nid, _node in keep])
+        for nid, node in keep:
+            p = make(nid, ids[nid], node)
+            self.add_planned(p)
+            if p.fid != nid:
+                self.warn("renamed_id", f"node id {nid!r} is not a valid Flowloom id; it is {p.fid!r}", p)
+
     def add_edge(self, source: str, handle: str, target: str, edge_id: str | None = None) -> None:
         if any(e[:3] == (source, handle, target) for e in self.edges):
             return
@@ -213,21 +233,13 @@ class BaseImporter:
         if any(v["name"] == name for v in self.inputs):
             return
         var: dict[str, Any] = {"name": name, "type": (type_ or VarType.string).value, "required": required}
-        if default is not None:
-            var["default"] = default
-        if description:
-            var["description"] = description
-        self.inputs.append(var)
+        self.inputs.append(_with_default(var, default, description))
 
     def declare_variable(self, name: str, type_: VarType | None, default: Any = None, description: str = "") -> None:
         if any(v["name"] == name for v in self.variables):
             return
         var: dict[str, Any] = {"name": name, "type": (type_ or VarType.any).value}
-        if default is not None:
-            var["default"] = default
-        if description:
-            var["description"] = description
-        self.variables.append(var)
+        self.variables.append(_with_default(var, default, description))
 
     def insert_after(self, after: str, node: dict[str, Any], origin: str | None = None) -> None:
         """Queue ``node`` to run right after ``after`` (its ``out`` edges move to ``node``).
@@ -589,3 +601,19 @@ def number(value: Any) -> float | int | None:
                 return None
     return None
 
+
+
+def xy(pos: Any) -> dict[str, float]:
+    """A canvas position ``{"x", "y"}`` as floats (missing or invalid: 0)."""
+    pos = pos if isinstance(pos, dict) else {}
+    return {"x": float(number(pos.get("x")) or 0.0), "y": float(number(pos.get("y")) or 0.0)}
+
+
+def coerce_literal(value: Any, type_: VarType) -> Any:
+    """A literal typed in a source editor, as a value of ``type_``: numeric text for a
+    number, ``true``/``1``/``yes`` (any case) for a boolean; anything else unchanged."""
+    if type_ is VarType.number and number(value) is not None:
+        return number(value)
+    if type_ is VarType.boolean and isinstance(value, str):
+        return value.strip().lower() in ("true", "1", "yes")
+    return value

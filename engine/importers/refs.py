@@ -18,6 +18,7 @@ from typing import Callable, Iterable
 from schemas.types import RESERVED_SCOPES, VarType
 
 __all__ = [
+    "IDENT",
     "Target",
     "Unconvertible",
     "identifier",
@@ -29,8 +30,8 @@ __all__ = [
     "var_type",
 ]
 
-_SIMPLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+#: An ASCII identifier (input, variable, output and code parameter names).
+IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 #: Names a bare ``{{ name }}`` cannot use: Jinja2 keywords, constants and globals.
 _JINJA_WORDS = frozenset({
     "and", "or", "not", "in", "is", "if", "else", "elif", "for", "endfor", "true", "false", "none", "True",
@@ -56,13 +57,13 @@ class Unconvertible(Exception):
 
 def is_simple_name(name: str) -> bool:
     """True when ``{{ name }}`` reads the name (identifier, not a Jinja word or a reference scope)."""
-    return bool(_SIMPLE.match(name)) and name not in _JINJA_WORDS and name not in RESERVED_SCOPES
+    return bool(IDENT.match(name)) and name not in _JINJA_WORDS and name not in RESERVED_SCOPES
 
 
 def identifier(text: str, taken: Iterable[str] = (), prefix: str = "v") -> str:
     """A deterministic ASCII identifier for ``text`` (``[A-Za-z_][A-Za-z0-9_]*``) not in ``taken``."""
     base = re.sub(r"[^A-Za-z0-9_]+", "_", text).strip("_")
-    if not base or not _IDENT.match(base):
+    if not base or not IDENT.match(base):
         base = f"{prefix}_{base}" if base else prefix
     used = set(taken)
     candidate, n = base, 2
@@ -75,7 +76,7 @@ def _accessor(key: str | int, shadowed: frozenset[str] = _SHADOWED) -> str:
     if isinstance(key, int):
         return f"[{key}]"
     # the sandbox refuses attribute names starting with "_": read those as keys
-    if _SIMPLE.match(key) and not key.startswith("_") and key not in shadowed and key not in _JINJA_WORDS:
+    if IDENT.match(key) and not key.startswith("_") and key not in shadowed and key not in _JINJA_WORDS:
         return f".{key}"
     return f"[{json.dumps(key, ensure_ascii=False)}]"
 
