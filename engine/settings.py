@@ -55,9 +55,9 @@ class Settings(BaseSettings):
     def _check_networks(cls, entries: list[str]) -> list[str]:
         # A malformed network must be an error, not an entry that silently matches nothing.
         for entry in entries:
-            if "/" in entry:
+            if "/" in entry:  # host names have no "/": this is meant as a network
                 try:
-                    ipaddress.ip_network(entry, strict=False)
+                    ipaddress.ip_network(entry.replace("[", "").replace("]", ""), strict=False)
                 except ValueError as exc:
                     raise ValueError(f"{entry!r} is not a valid network: {exc}") from None
         return entries
