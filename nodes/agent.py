@@ -117,7 +117,7 @@ from .chat import (
     sampling,
 )
 from .llm import LLMRequest, call_llm, fit_messages
-from .tool_call import graph_tool_spec, http_tool_spec, workflow_tool_spec
+from .tool_call import loop_tool_specs
 
 __all__ = [
     "AgentNode",
@@ -396,9 +396,7 @@ class AgentNode(NodeExecutor[AgentConfig], kind="agent"):
             NodeFailed: a graph tool's node is not a body root; a workflow tool cannot be found.
         """
         cfg = self.config
-        specs = [graph_tool_spec(ctx, t, cfg.tool_timeout) for t in cfg.tools]
-        specs += [http_tool_spec(ctx, op, cfg.tool_timeout) for op in cfg.http_operations()]
-        specs += [workflow_tool_spec(ctx, t, cfg.tool_timeout) for t in cfg.workflow_tools]
+        specs = loop_tool_specs(ctx, cfg)
         specs += [model_agent_spec(ctx, a, cfg.model) for a in cfg.model_agents]
         if cfg.file_reader is not None:
             specs.append(file_reader_spec(ctx, cfg.file_reader))

@@ -51,7 +51,7 @@ from engine.errors import NodeFailed, ReferenceFailed, RunCancelled, RunError, R
 from engine.references import render_template, resolve_value
 from engine.workflow_store import WorkflowNotFound, WorkflowRecursion, default_store, run_child
 from schemas.nodes import HttpBody, HttpRequestConfig
-from schemas.nodes_agent import GraphTool, HttpTool, ToolCallConfig, WorkflowTool
+from schemas.nodes_agent import GraphTool, HttpTool, ToolCallConfig, ToolLoopConfig, WorkflowTool
 from schemas.run import NodeRun, RunState
 from schemas.types import NodeRunStatus, RunStatus, VarType
 
@@ -61,7 +61,7 @@ from .chat import SYSTEM_SEPARATOR, model_spec, recent_turns, render_text, resol
 from .http_request import HttpRequestNode
 from .llm import fit_messages
 
-__all__ = ["ToolCallNode", "graph_tool_spec", "http_tool_spec", "stop_tool_spec", "workflow_tool_spec"]
+__all__ = ["ToolCallNode", "graph_tool_spec", "http_tool_spec", "loop_tool_specs", "stop_tool_spec", "workflow_tool_spec"]
 
 _JSON_TYPES = {VarType.string: "string", VarType.number: "number", VarType.boolean: "boolean",
                VarType.object: "object", VarType.array: "array"}
@@ -292,6 +292,18 @@ def stop_tool_spec(name: str, description: str) -> ToolSpec:
 # ----------------------------------------------------------------- the node
 
 
+def loop_tool_specs(ctx: NodeContext, cfg: ToolLoopConfig) -> list[ToolSpec]:
+    """Specs of the business tools both tool-loop kinds have: graph tools (body roots),
+    HTTP/OpenAPI operations and workflows, each with the node's ``tool_timeout``.
+
+    Raises:
+        NodeFailed: a graph tool's node is not a body root; a workflow tool cannot be found.
+    """
+    specs = [graph_tool_spec(ctx, t, cfg.tool_timeout) for t in cfg.tools]
+    specs += [http_tool_spec(ctx, op, cfg.tool_timeout) for op in cfg.http_operations()]
+    return specs + [workflow_tool_spec(ctx, t, cfg.tool_timeout) for t in cfg.workflow_tools]
+
+
 class ToolCallNode(NodeExecutor[ToolCallConfig], kind="tool_call"):
     """Runs the tool loop (module docstring)."""
 
@@ -302,9 +314,7 @@ class ToolCallNode(NodeExecutor[ToolCallConfig], kind="tool_call"):
             NodeFailed: a graph tool's node is not a body root; a workflow tool cannot be found.
         """
         cfg = self.config
-        tools = [graph_tool_spec(ctx, t, cfg.tool_timeout) for t in cfg.tools]
-        tools += [http_tool_spec(ctx, op, cfg.tool_timeout) for op in cfg.http_operations()]
-        tools += [workflow_tool_spec(ctx, t, cfg.tool_timeout) for t in cfg.workflow_tools]
+        tools = loop_tool_specs(ctx, cfg)
         if cfg.stop_tool is not None:
             tools.append(stop_tool_spec(cfg.stop_tool.name, cfg.stop_tool.description))
         return tools
