@@ -8,9 +8,21 @@ from . import nodes as nodes  # noqa: F401  (registers the node kinds)
 from . import nodes_llm as nodes_llm  # noqa: F401  (registers the LLM node kinds)
 from . import nodes_agent as nodes_agent  # noqa: F401  (registers the agent node kinds)
 from . import nodes_code as nodes_code  # noqa: F401  (registers the code node kind)
-from .events import Event, NodeDelta, NodeFinished, NodeStarted, RunCancelled, RunFailed, RunFinished, RunStarted
+from .events import (
+    Event,
+    InterruptEvent,
+    NodeDelta,
+    NodeFinished,
+    NodeStarted,
+    RunCancelled,
+    RunFailed,
+    RunFinished,
+    RunPaused,
+    RunResumed,
+    RunStarted,
+)
 from .nodes import NODE_KINDS, NodeConfig
-from .run import EdgeStatus, NodeError, NodeRun, RunState, Usage
+from .run import EdgeStatus, Interrupt, NodeError, NodeRun, RunState, Usage
 from .types import NodeRunStatus, Ref, RunStatus, Selector, VarType, parse_selector
 from .values import InputBinding
 from .workflow import Edge, ErrorStrategy, InputVar, NodeBase, RunLimits, Workflow, node_model, workflow_json_schema
@@ -22,6 +34,8 @@ __all__ = [
     "ErrorStrategy",
     "Event",
     "InputBinding",
+    "Interrupt",
+    "InterruptEvent",
     "InputVar",
     "NodeBase",
     "NodeConfig",
@@ -36,6 +50,8 @@ __all__ = [
     "RunFailed",
     "RunFinished",
     "RunLimits",
+    "RunPaused",
+    "RunResumed",
     "RunStarted",
     "RunState",
     "RunStatus",
