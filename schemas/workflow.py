@@ -8,6 +8,7 @@ union on ``type``). ``flowloom schema`` prints :func:`workflow_json_schema`.
 from __future__ import annotations
 
 import functools
+import re
 from enum import StrEnum
 from typing import Annotated, Any, Literal, Union
 
@@ -175,4 +176,28 @@ def workflow_json_schema() -> dict[str, Any]:
     """
     current = create_model("Workflow", __base__=Workflow, __doc__=Workflow.__doc__,
                            nodes=(list[_node_union()], Field(default_factory=list)))  # type: ignore[valid-type]
-    return TypeAdapter(current).json_schema(by_alias=True)
+    return _public_descriptions(TypeAdapter(current).json_schema(by_alias=True))
+
+
+_SEED_CITATIONS = (
+    re.compile(r"\s*\((?:see )?seeds? \d{3}[^()]*\)"),  # " (seed 000 §4)"
+    re.compile(r"seeds? \d{3}(?: §[^\s/)]+)? / "),  # "seed 000 / Dify ..." -> "Dify ..."
+    re.compile(r",\s*seeds? \d{3}(?: §[^\s)]+)?(?=\))"),  # "(it only signals, seed 000 §3.2.4)"
+)
+
+
+def _strip_citations(text: str) -> str:
+    for pattern in _SEED_CITATIONS:
+        text = pattern.sub("", text)
+    return text
+
+
+def _public_descriptions(node: Any) -> Any:
+    """Drop the design-document citations (``(seed 000 §4)``) that docstrings carry for
+    developers from the descriptions builders see on the canvas."""
+    if isinstance(node, dict):
+        return {k: (_strip_citations(v) if k == "description" and isinstance(v, str) else _public_descriptions(v))
+                for k, v in node.items()}
+    if isinstance(node, list):
+        return [_public_descriptions(v) for v in node]
+    return node

@@ -486,3 +486,10 @@ def test_sigint_cancels_the_run_and_exits_130(tmp_path: Path, stub_url: str) -> 
     assert [e.status for e in wait] == ["cancelled"]
     assert "Traceback" not in err
     assert "run cancelled" in err
+
+
+def test_schema_descriptions_carry_no_design_document_citations() -> None:
+    result = invoke("schema")
+    assert result.exit_code == 0
+    assert "seed 0" not in result.stdout
+    assert "What a node failure does (after its retries): Dify" in json.dumps(json.loads(result.stdout))
