@@ -10,12 +10,13 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping, NoReturn, TypeVar
 
 from schemas.events import NodeDelta
 from schemas.run import Interrupt, NodeRun, RunState
-from schemas.types import value_matches
+from schemas.types import NodeRunStatus, value_matches
 from schemas.values import InputBinding
 
 from .errors import ReferenceFailed, RunCancelled
@@ -230,6 +231,17 @@ class NodeContext:
         """Stream ``text`` to the user as a ``node_delta`` event."""
         if text:
             self._emit(NodeDelta, node_id=self.node.id, node_run_id=self.node_run.id, channel=channel, text=text)
+
+    def child_scope(self, values: dict[str, Any]) -> RunState:
+        """A child state for a nested run of this node's body (a loop round, an iteration
+        item, a tool call) in which ``<this node>.<name>`` reads ``values``; other
+        references fall back to the enclosing run (engine/loops.py)."""
+        state = self.state.child()
+        now = time.time()
+        state.node_runs[self.node.id] = NodeRun(id=self.node_run.id, node_id=self.node.id, kind=self.node.type,
+                                                status=NodeRunStatus.succeeded, outputs=values, started_at=now,
+                                                finished_at=now)
+        return state
 
     def interrupt(self, kind: str, payload: dict[str, Any]) -> NoReturn:
         """Pause this node for a person's answer (``user_select``, ``form_input``, ``ask``, ...).

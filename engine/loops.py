@@ -27,8 +27,6 @@ Reaching it fails with reason ``max_iterations`` - never a silent stop.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
 import networkx as nx
 
 from nodes.base import NodeExecutor
@@ -39,9 +37,6 @@ from schemas.workflow import ErrorStrategy, NodeBase, Workflow
 
 from .context import NodeContext, NodeResult
 from .errors import Problem, RunError
-
-if TYPE_CHECKING:
-    from .compiler import CompiledPlan
 
 __all__ = [
     "CONTAINER_KINDS",

@@ -9,7 +9,6 @@ and the iteration index, and limits, cancellation and the run's deadline apply i
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Any
 
 from engine.context import NodeContext, NodeResult
@@ -17,23 +16,13 @@ from engine.errors import NodeFailed, ReferenceFailed, RunCancelled, RunError, R
 from engine.loops import LoopLimitExceeded, loop_limit
 from engine.references import resolve_value
 from schemas.nodes import IterationConfig, LoopBreakConfig, LoopConfig
-from schemas.run import NodeRun, RunState
+from schemas.run import RunState
 from schemas.types import NodeRunStatus, value_matches
 
 from .base import NodeExecutor
 from .if_else import check_condition
 
 __all__ = ["IterationNode", "LoopBreakNode", "LoopNode"]
-
-
-def _scope(ctx: NodeContext, values: dict[str, Any]) -> RunState:
-    """A child scope in which ``THIS.<name>`` reads ``values`` (the container's per-round outputs)."""
-    state = ctx.state.child()
-    now = time.time()
-    state.node_runs[ctx.node_id] = NodeRun(id=ctx.node_run.id, node_id=ctx.node_id, kind=ctx.node.type,
-                                           status=NodeRunStatus.succeeded, outputs=values, started_at=now,
-                                           finished_at=now)
-    return state
 
 
 def _body_record(state: RunState, container: str, index: int, error: RunError | None) -> dict[str, Any]:
@@ -79,7 +68,7 @@ class IterationNode(NodeExecutor[IterationConfig], kind="iteration"):
 
         async def one(index: int, item: Any) -> None:
             async with gate:
-                state = _scope(ctx, {"item": item, "index": index})
+                state = ctx.child_scope({"item": item, "index": index})
                 nested = await ctx.scheduler.run_nested(body, state, node_id, index)
                 error = nested.ending
                 if error is None:
@@ -139,7 +128,7 @@ class LoopNode(NodeExecutor[LoopConfig], kind="loop"):
         ctx.node_run.data["rounds"] = rounds
         index = 0
         while True:
-            state = _scope(ctx, {**values, "index": index, "rounds": index})
+            state = ctx.child_scope({**values, "index": index, "rounds": index})
             if self._done(state, node_id):
                 break
             if index == limit:

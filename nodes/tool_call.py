@@ -78,16 +78,6 @@ def _cost_of(state: RunState) -> float:
 # ----------------------------------------------------------------- graph tools
 
 
-def _call_scope(ctx: NodeContext, values: dict[str, Any]) -> RunState:
-    """A child scope in which ``<this node>.<name>`` reads ``values`` (the call's arguments)."""
-    state = ctx.state.child()
-    now = time.time()
-    state.node_runs[ctx.node_id] = NodeRun(id=ctx.node_run.id, node_id=ctx.node_id, kind=ctx.node.type,
-                                           status=NodeRunStatus.succeeded, outputs=values, started_at=now,
-                                           finished_at=now)
-    return state
-
-
 def graph_tool_spec(ctx: NodeContext, tool: GraphTool, default_timeout: float | None) -> ToolSpec:
     """The :class:`ToolSpec` running body root ``tool.node`` and its descendants."""
     node_id = ctx.node_id
@@ -104,7 +94,7 @@ def graph_tool_spec(ctx: NodeContext, tool: GraphTool, default_timeout: float | 
         data = ctx.node_run.data
         index = data.get("tool_run_count", 0)
         data["tool_run_count"] = index + 1
-        state = _call_scope(ctx, {"args": args, "call_id": call.id, "tool": tool.name, "round": call.round})
+        state = ctx.child_scope({"args": args, "call_id": call.id, "tool": tool.name, "round": call.round})
         nested = await ctx.scheduler.run_nested(sub, state, node_id, index)
         runs = {nid: r for nid, r in state.node_runs.items() if nid != node_id}
         record = {"index": index, "tool": tool.name, "node_runs": [r.model_dump(mode="json") for r in runs.values()]}
