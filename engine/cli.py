@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+import os
 import signal
 import sys
 from contextlib import aclosing
@@ -48,6 +49,8 @@ from .context import CancelToken
 from .errors import CompileError, FlowloomError, InvalidInputs, Problem, UnknownInterrupt
 from .runner import coerce_input, new_run_state, stream_workflow
 from workers.run_store import RunNotFound, default_run_store
+
+from .workflow_store import WORKFLOW_PATH_ENV
 
 __all__ = ["app", "main"]
 
@@ -515,11 +518,14 @@ def run(
     max_node_executions: Annotated[Optional[int], typer.Option(help="override limits.max_node_executions")] = None,
     chat_id: Annotated[Optional[str], typer.Option("--chat-id", help="conversation id (sys.chat_id)")] = None,
     message: Annotated[Optional[str], typer.Option(
-        "--message", help="the user's message (sys.query); in a chat with a paused run it answers its question")] = None,
+        "--message", help="the user's message (sys.query, and the `query` input when the workflow declares one); "
+                          "in a chat with a paused run it answers its question")] = None,
     no_input: NoInputFlag = False,
 ) -> None:
     """Run FILE, streaming node progress and the answer (with --json: one event per line)."""
     view: _View = _JsonView() if as_json else _TerminalView(_out())
+    # Workflows used as tools are looked up next to FILE too, wherever the command runs from.
+    os.environ.setdefault(WORKFLOW_PATH_ENV, os.pathsep.join([str(file.resolve().parent), "workflows", "examples"]))
     if chat_id and message is not None:
         waiting = _chat_resume(chat_id, message)
         if waiting is not None:
@@ -531,7 +537,10 @@ def run(
         doc = _with_limits(doc, max_wall_time, max_node_executions)
     plan = _compile_or_exit(doc, problems)
     assert doc is not None
-    state = _prepare_state(plan, _gather_inputs(plan, inputs or [], inputs_file), chat_id, message)
+    values = _gather_inputs(plan, inputs or [], inputs_file)
+    if message is not None and "query" not in values and any(v.name == "query" for v in plan.workflow.inputs):
+        values["query"] = message  # a chat flow's question input is the user's message
+    state = _prepare_state(plan, values, chat_id, message)
     raise typer.Exit(_execute(plan, state, doc, view, prompt=not no_input))
 
 

@@ -493,3 +493,11 @@ def test_schema_descriptions_carry_no_design_document_citations() -> None:
     assert result.exit_code == 0
     assert "seed 0" not in result.stdout
     assert "What a node failure does (after its retries): Dify" in json.dumps(json.loads(result.stdout))
+
+
+def test_message_fills_a_declared_query_input(tmp_path: Path) -> None:
+    doc = build([node("say", "answer", {"text": "you said {{ inputs.query }} / {{ sys.query }}"})],
+                [edge("start", "say")], inputs=[{"name": "query", "type": "string", "required": True}])
+    result = invoke("run", str(write(tmp_path, doc)), "--message", "hello there")
+    assert result.exit_code == 0, result.output
+    assert "you said hello there / hello there" in result.stdout
