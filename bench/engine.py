@@ -42,14 +42,7 @@ import time
 import tracemalloc
 from typing import Any, Awaitable, Callable, TypedDict
 
-# This file is bench/engine.py: with ``python bench/engine.py`` its folder comes first
-# on sys.path and would shadow the ``engine`` package. Import the checkout this file
-# lives in instead.
-_HERE = os.path.dirname(os.path.abspath(__file__))
-_ROOT = os.path.dirname(_HERE)
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
-if _ROOT not in sys.path:
-    sys.path.insert(0, _ROOT)
+from _checkout import ROOT as _ROOT  # noqa: E402  (first: import this checkout, not bench/engine.py)
 
 import engine  # noqa: E402  (first: older checkouts had a nodes -> engine -> nodes import cycle)
 from engine import NodeResult, RunDeps, compile_workflow, run_workflow  # noqa: E402

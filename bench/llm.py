@@ -41,13 +41,7 @@ import sys
 import time
 from typing import Any, Awaitable, Callable
 
-# ``python bench/llm.py`` puts bench/ first on sys.path, where bench/engine.py would
-# shadow the ``engine`` package: import the checkout this file lives in instead.
-_HERE = os.path.dirname(os.path.abspath(__file__))
-_ROOT = os.path.dirname(_HERE)
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
-if _ROOT not in sys.path:
-    sys.path.insert(0, _ROOT)
+from _checkout import ROOT as _ROOT  # noqa: E402  (first: import this checkout, not bench/engine.py)
 
 import engine  # noqa: E402,F401  (before nodes)
 from nodes.llm import LLMRequest, call_llm  # noqa: E402

@@ -23,6 +23,7 @@ from engine.cli import app
 from engine.settings import get_settings
 from schemas.events import event_adapter
 from schemas.nodes import NODE_KINDS
+from tests.support.stub_api import stub_api
 from tests.support.workflows import build, chain_edges, edge, node
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -118,15 +119,8 @@ BROKEN_ERRORS = {
 @pytest.fixture(scope="module")
 def stub_url() -> Iterator[str]:
     """The local stub API (examples/stub_server.py) on a free port of 127.0.0.1."""
-    proc = subprocess.Popen([sys.executable, str(EXAMPLES / "stub_server.py"), "0"],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    try:
-        line = proc.stdout.readline().strip()  # type: ignore[union-attr]
-        assert line.startswith("ready "), line
-        yield line.split()[1]
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+    with stub_api() as url:
+        yield url
 
 
 @pytest.fixture

@@ -34,6 +34,7 @@ from nodes.agent_plan import ASK_TOOL, PLAN_TOOL, load_pending, pending_key
 from nodes.model_registry import load_registry
 from schemas.run import Interrupt
 from tests.support.openai_server import Finish, Reply, Text, ToolDelta, Usage, openai_server  # noqa: F401
+from tests.support.stub_api import stub_api
 from workers.memory import LocalMemoryStore, RedisMemoryStore
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -77,15 +78,8 @@ def script(server: Any, stub: str) -> None:
 @pytest.fixture
 def stub() -> Iterator[str]:
     """A fresh stub API (its notes start empty) on a free port of 127.0.0.1."""
-    proc = subprocess.Popen([sys.executable, str(ROOT / "examples" / "stub_server.py"), "0"],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    try:
-        line = proc.stdout.readline().strip()  # type: ignore[union-attr]
-        assert line.startswith("ready "), line
-        yield line.split()[1]
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+    with stub_api() as url:
+        yield url
 
 
 @pytest.fixture(params=["embedded", "redis"])
