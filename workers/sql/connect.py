@@ -1,0 +1,108 @@
+"""Database URLs and async engines for the SQL store (SQLite and PostgreSQL).
+
+Plain URLs are mapped to the async drivers (``sqlite://`` -> ``sqlite+aiosqlite://``,
+``postgresql://`` / ``postgres://`` -> ``postgresql+asyncpg://``). SQLite connections
+run in WAL mode with ``synchronous=NORMAL`` (a commit does not wait for fsync; the WAL
+survives a process crash), a busy timeout (the CLI run and ``flowloom cancel`` write the
+same file from two processes) and foreign keys on (node runs, events and commands are
+deleted with their run). JSON is encoded by pydantic's serializer (fast, and it knows
+pydantic models) and decoded by its parser.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Any, Iterator
+
+from pydantic_core import from_json, to_json
+from sqlalchemy import event, exc
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from engine.ports import StoreError
+
+__all__ = ["BUSY_TIMEOUT_MS", "default_database_url", "make_engine", "mask_url", "normalize_url", "store_errors"]
+
+#: How long a SQLite writer waits for another process's write transaction (milliseconds).
+BUSY_TIMEOUT_MS = 30_000
+
+_ASYNC_DRIVERS = {
+    "sqlite": "sqlite+aiosqlite",
+    "postgresql": "postgresql+asyncpg",
+    "postgres": "postgresql+asyncpg",
+}
+
+
+def default_database_url(home: Path) -> str:
+    """``sqlite+aiosqlite:///<home>/flowloom.db``: the embedded database under ``FLOWLOOM_HOME``."""
+    return f"sqlite+aiosqlite:///{Path(home).expanduser().absolute() / 'flowloom.db'}"
+
+
+def normalize_url(url: str | URL) -> URL:
+    """The URL with an async driver (plain ``sqlite``/``postgresql`` mapped). Raises StoreError
+    for a URL that does not parse or names another database."""
+    try:
+        parsed = make_url(url) if isinstance(url, str) else url
+    except exc.ArgumentError as error:
+        raise StoreError(f"invalid database URL: {error}") from None
+    name = parsed.drivername
+    if name in _ASYNC_DRIVERS:
+        parsed = parsed.set(drivername=_ASYNC_DRIVERS[name])
+    elif parsed.get_backend_name() not in ("sqlite", "postgresql"):
+        raise StoreError(f"unsupported database {mask_url(parsed)}: use sqlite or postgresql")
+    return parsed
+
+
+def mask_url(url: str | URL) -> str:
+    """The URL as text with its password replaced by ``***`` (safe to log or show)."""
+    try:
+        parsed = make_url(url) if isinstance(url, str) else url
+    except exc.ArgumentError:
+        return "<unparsable database URL>"
+    return parsed.render_as_string(hide_password=True)
+
+
+def _json_dumps(value: Any) -> str:
+    return to_json(value).decode()
+
+
+def _json_loads(text: str | bytes) -> Any:
+    return from_json(text)
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.close()
+
+
+def make_engine(url: str | URL) -> AsyncEngine:
+    """An async engine for ``url`` (normalized); for a SQLite file, its parent directories
+    are created. Nothing connects until first use."""
+    parsed = normalize_url(url)
+    options: dict[str, Any] = {"json_serializer": _json_dumps, "json_deserializer": _json_loads}
+    if parsed.get_backend_name() == "sqlite":
+        database = parsed.database or ""
+        if database and database != ":memory:" and not database.startswith("file:"):
+            Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        options["connect_args"] = {"timeout": BUSY_TIMEOUT_MS / 1000}
+        engine = create_async_engine(parsed, **options)
+        event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
+        return engine
+    return create_async_engine(parsed, pool_pre_ping=True, **options)
+
+
+@contextlib.contextmanager
+def store_errors(url: str | URL) -> Iterator[None]:
+    """Turn driver and connection failures into :class:`StoreError` naming the masked URL."""
+    try:
+        yield
+    except exc.SQLAlchemyError as error:
+        detail = getattr(error, "orig", None) or error
+        raise StoreError(f"database {mask_url(url)}: {type(detail).__name__}: {detail}") from error
+    except OSError as error:
+        raise StoreError(f"cannot reach database {mask_url(url)}: {error}") from error

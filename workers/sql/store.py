@@ -1,0 +1,459 @@
+"""The SQL implementation of the engine's storage ports (SQLite and PostgreSQL).
+
+:class:`SqlStore` is a ``RunStore``, ``EventLog``, ``CommandChannel`` and ``ChatStore``
+(see :mod:`engine.ports` for each method's contract) on the tables of
+:mod:`workers.sql.tables`. It keeps one connection and serializes its use with an
+asyncio lock (a connection runs one statement at a time; SQLite has one writer anyway).
+
+Checkpoints are the hot path (one per finished node): one transaction of at most four
+prepared Core statements and no read before the write - update the run row (conditional
+on the owner), flip a node's previous latest run when a loop round replaced it, upsert
+the changed node runs and the new history rows in one batch. Which node run is the
+latest of each node is remembered per run after the first checkpoint (the store that
+writes a run owns it, so nobody else changes those rows meanwhile).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import OrderedDict
+from typing import Any, AsyncIterator, Sequence
+
+import sqlalchemy as sa
+from sqlalchemy import exc
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import URL
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from engine.compiler import content_hash
+from engine.ports import CheckpointDelta, LeaseLost, RunExists, RunNotFound, RunOwned, StoreError
+from schemas.records import ChatMessage, OwnerInfo, RunCommand, RunSummary
+from schemas.run import NodeRun, RunState
+from schemas.types import RunStatus
+
+from .connect import make_engine, mask_url, normalize_url, store_errors
+from .migrate import migrate_connection
+from .rows import (ENDED, message_from_row, message_row, node_run_from_row, node_run_row, owner_from_row,
+                   run_columns, state_from_row, summary_from_row)
+from .tables import ChatRow, MessageRow, NodeRunRow, RunCommandRow, RunEventRow, RunRow, WorkflowDocRow
+
+__all__ = ["SqlStore"]
+
+runs = RunRow.__table__
+node_runs = NodeRunRow.__table__
+run_events = RunEventRow.__table__
+run_commands = RunCommandRow.__table__
+chats = ChatRow.__table__
+messages_table = MessageRow.__table__
+workflow_docs = WorkflowDocRow.__table__
+
+#: Runs whose latest-node-run index a store keeps in memory (oldest dropped first).
+_INDEX_LIMIT = 1024
+
+_SUMMARY_COLUMNS = [runs.c[name] for name in (
+    "run_id", "tenant_id", "workflow_id", "workflow_version", "workflow_hash", "status", "chat_id", "user_id",
+    "created_at", "started_at", "finished_at", "waited_s", "tokens_in", "tokens_out", "cost", "error",
+    "owner_id", "owner_host", "owner_pid", "lease_until", "interrupts")]
+
+
+class _NodeIndex:
+    """The committed current node run of each node of one run, and each node's position
+    (insertion order of ``RunState.node_runs``)."""
+
+    __slots__ = ("current", "positions")
+
+    def __init__(self) -> None:
+        self.current: dict[str, str] = {}
+        self.positions: dict[str, int] = {}
+
+    def position(self, node_id: str) -> int:
+        return self.positions.get(node_id, len(self.positions))
+
+
+class _Statements:
+    """The prepared Core statements of the hot path, for one dialect."""
+
+    def __init__(self, backend: str) -> None:
+        self.insert = postgresql.insert if backend == "postgresql" else sqlite.insert
+        key = (runs.c.run_id == sa.bindparam("b_run_id")) & (runs.c.tenant_id == sa.bindparam("b_tenant_id"))
+        self.update_run = sa.update(runs).where(key)
+        self.update_owned_run = sa.update(runs).where(key & (runs.c.owner_id == sa.bindparam("b_owner_id")))
+        upsert = self.insert(node_runs)
+        self.upsert_node_runs = upsert.on_conflict_do_update(
+            index_elements=[node_runs.c.run_id, node_runs.c.node_run_id],
+            set_={c.name: upsert.excluded[c.name] for c in node_runs.c if c.name not in ("run_id", "node_run_id")})
+        self.flip_node_runs = sa.update(node_runs).where(
+            node_runs.c.run_id == sa.bindparam("b_run_id"), node_runs.c.tenant_id == sa.bindparam("b_tenant_id"),
+            node_runs.c.node_id == sa.bindparam("b_node_id"), node_runs.c.current.is_(sa.true()),
+            node_runs.c.node_run_id != sa.bindparam("b_keep")).values(current=False)
+        self.current_index = sa.select(node_runs.c.node_id, node_runs.c.node_run_id, node_runs.c.seq).where(
+            node_runs.c.run_id == sa.bindparam("b_run_id"), node_runs.c.current.is_(sa.true()))
+        self.append_events = self.insert(run_events).on_conflict_do_nothing(
+            index_elements=[run_events.c.run_id, run_events.c.seq])
+
+
+class SqlStore:
+    """Runs, node runs, events, commands and chats in SQLite or PostgreSQL.
+
+    Create with :meth:`open` (connects lazily, upgrades the schema to the newest
+    migration) or :meth:`from_url` (no migration). Every method is async; errors from the
+    database (unreachable, broken) surface as :class:`engine.ports.StoreError` naming the
+    URL with its password masked. Times are Unix seconds (``time.time()``).
+    """
+
+    def __init__(self, url: str | URL) -> None:
+        self.url: URL = normalize_url(url)
+        self.backend: str = self.url.get_backend_name()
+        self._engine = make_engine(self.url)
+        self._conn: AsyncConnection | None = None
+        self._lock = asyncio.Lock()
+        self._sql = _Statements(self.backend)
+        self._index: OrderedDict[str, _NodeIndex] = OrderedDict()
+
+    def __repr__(self) -> str:
+        return f"SqlStore({mask_url(self.url)!r})"
+
+    @classmethod
+    def from_url(cls, url: str | URL) -> "SqlStore":
+        """A store for ``url`` (``sqlite+aiosqlite:///path``, ``postgresql+asyncpg://...``;
+        plain ``sqlite://``/``postgresql://`` map to those drivers). Does not connect."""
+        return cls(url)
+
+    @classmethod
+    async def open(cls, url: str | URL) -> "SqlStore":
+        """A store for ``url`` whose database is created/upgraded to the newest schema."""
+        store = cls(url)
+        try:
+            await store.migrate()
+        except BaseException:
+            await store.close()
+            raise
+        return store
+
+    async def migrate(self, rev: str = "head") -> None:
+        """Upgrade the database to ``rev`` (no-op when it is there already)."""
+        async with self._lock:
+            with store_errors(self.url):
+                await migrate_connection(await self._connection(), rev)
+
+    async def close(self) -> None:
+        """Release the connection and the engine."""
+        async with self._lock:
+            if self._conn is not None:
+                with contextlib.suppress(exc.SQLAlchemyError, OSError):
+                    await self._conn.close()
+                self._conn = None
+            await self._engine.dispose()
+
+    async def _connection(self) -> AsyncConnection:
+        if self._conn is None:
+            self._conn = await self._engine.connect()
+        return self._conn
+
+    @contextlib.asynccontextmanager
+    async def _tx(self) -> AsyncIterator[AsyncConnection]:
+        """One transaction on the store's connection (committed on success)."""
+        async with self._lock:
+            with store_errors(self.url):
+                conn = await self._connection()
+                async with conn.begin():
+                    yield conn
+
+    # ----------------------------------------------------------------- workflow documents
+
+    async def put_workflow(self, tenant_id: str, doc: dict[str, Any]) -> str:
+        """Keep ``doc`` under its content hash (idempotent); returns the hash."""
+        digest = content_hash(doc)
+        stmt = self._sql.insert(workflow_docs).on_conflict_do_nothing(
+            index_elements=[workflow_docs.c.tenant_id, workflow_docs.c.content_hash])
+        async with self._tx() as conn:
+            await conn.execute(stmt, {"tenant_id": tenant_id, "content_hash": digest, "doc": doc,
+                                      "created_at": time.time()})
+        return digest
+
+    async def get_workflow(self, tenant_id: str, content_hash: str) -> dict[str, Any]:
+        """The document kept under ``content_hash``. Raises RunNotFound."""
+        stmt = sa.select(workflow_docs.c.doc).where(workflow_docs.c.tenant_id == tenant_id,
+                                                    workflow_docs.c.content_hash == content_hash)
+        async with self._tx() as conn:
+            doc = (await conn.execute(stmt)).scalar_one_or_none()
+        if doc is None:
+            raise RunNotFound(f"no workflow document {content_hash} for tenant {tenant_id!r}")
+        return doc
+
+    # ----------------------------------------------------------------------------- runs
+
+    async def create_run(self, state: RunState, *, owner: OwnerInfo | None = None) -> None:
+        """Insert a new run (with any node runs it already has) owned by ``owner``. Raises RunExists."""
+        row = {"run_id": state.run_id, "tenant_id": state.tenant_id, "workflow_id": state.workflow_id,
+               "workflow_version": state.workflow_version, "workflow_hash": state.workflow_hash,
+               "created_at": time.time(), **run_columns(state)}
+        row.setdefault("tokens_in", 0), row.setdefault("tokens_out", 0), row.setdefault("cost", 0.0)
+        row.update(owner_id=owner.id if owner else None, owner_host=owner.host if owner else None,
+                   owner_pid=owner.pid if owner else None, lease_until=owner.lease_until if owner else None)
+        index = _NodeIndex()
+        node_rows = self._node_rows(state, index, list(state.node_runs), 0)
+        async with self._tx() as conn:
+            try:
+                await conn.execute(sa.insert(runs), row)
+            except exc.IntegrityError:
+                raise RunExists(f"run {state.run_id} already exists") from None
+            if node_rows:
+                await conn.execute(self._sql.upsert_node_runs, node_rows)
+        self._remember(state.run_id, index)
+
+    async def checkpoint(self, state: RunState, delta: CheckpointDelta, *, owner_id: str | None) -> None:
+        """Commit the run row and the node runs named by ``delta`` in one transaction.
+
+        With ``owner_id`` the write happens only while that owner holds the run (the
+        lease itself is renewed by :meth:`renew`); raises LeaseLost otherwise. Without
+        it, raises RunNotFound when the run does not exist for the state's tenant.
+        """
+        params = run_columns(state)
+        params["b_run_id"], params["b_tenant_id"] = state.run_id, state.tenant_id
+        stmt = self._sql.update_run
+        if owner_id is not None:
+            params["b_owner_id"], stmt = owner_id, self._sql.update_owned_run
+        async with self._tx() as conn:
+            if (await conn.execute(stmt, params)).rowcount == 0:
+                if owner_id is not None:
+                    raise LeaseLost(f"run {state.run_id} is no longer owned by {owner_id}")
+                raise RunNotFound(f"no run {state.run_id} for tenant {state.tenant_id!r}")
+            index = self._index.get(state.run_id) or await self._load_index(conn, state.run_id)
+            staged = _NodeIndex()
+            staged.current, staged.positions = dict(index.current), dict(index.positions)
+            rows = self._node_rows(state, staged, delta.node_ids, delta.history_from)
+            flips = [{"b_run_id": state.run_id, "b_tenant_id": state.tenant_id, "b_node_id": node_id,
+                      "b_keep": staged.current[node_id]}
+                     for node_id in delta.node_ids if index.current.get(node_id, staged.current[node_id])
+                     != staged.current[node_id]]
+            if flips:
+                await conn.execute(self._sql.flip_node_runs, flips)
+            if rows:
+                await conn.execute(self._sql.upsert_node_runs, rows)
+        self._remember(state.run_id, staged, ended=state.status.value in ENDED)
+
+    def _node_rows(self, state: RunState, index: _NodeIndex, node_ids: Sequence[str],
+                   history_from: int) -> list[dict[str, Any]]:
+        """Rows of the current node runs ``node_ids`` (recorded in ``index``) and of the history
+        from ``history_from`` on."""
+        rows = []
+        for node_id in node_ids:
+            run = state.node_runs[node_id]
+            position = index.positions.setdefault(node_id, index.position(node_id))
+            index.current[node_id] = run.id
+            rows.append(node_run_row(state.run_id, state.tenant_id, run, current=True, position=position))
+        for offset, run in enumerate(state.history[history_from:]):
+            rows.append(node_run_row(state.run_id, state.tenant_id, run, current=False,
+                                     position=history_from + offset))
+        return rows
+
+    async def _load_index(self, conn: AsyncConnection, run_id: str) -> _NodeIndex:
+        """The committed current node runs of a run this store has not written yet (once per run)."""
+        index = _NodeIndex()
+        result = await conn.execute(self._sql.current_index, {"b_run_id": run_id})
+        for node_id, node_run_id, _position in sorted(result.all(), key=lambda r: (r[2], r[1])):
+            index.current[node_id] = node_run_id
+            index.positions[node_id] = len(index.positions)
+        return index
+
+    def _remember(self, run_id: str, index: _NodeIndex, *, ended: bool = False) -> None:
+        """Keep ``index`` as the committed state of the run's node runs (dropped once it ended)."""
+        self._index.pop(run_id, None)
+        if ended:
+            return
+        self._index[run_id] = index
+        while len(self._index) > _INDEX_LIMIT:
+            self._index.popitem(last=False)
+
+    async def load_run(self, tenant_id: str, run_id: str) -> RunState:
+        """The run as last checkpointed (node runs and history). Raises RunNotFound."""
+        async with self._tx() as conn:
+            row = (await conn.execute(sa.select(runs).where(runs.c.run_id == run_id, runs.c.tenant_id == tenant_id))
+                   ).mappings().one_or_none()
+            if row is None:
+                raise RunNotFound(f"no run {run_id} for tenant {tenant_id!r}")
+            node_rows = (await conn.execute(sa.select(node_runs).where(
+                node_runs.c.run_id == run_id, node_runs.c.tenant_id == tenant_id))).mappings().all()
+        state = state_from_row(row, list(node_rows))
+        index = _NodeIndex()
+        for node_id, run in state.node_runs.items():
+            index.current[node_id] = run.id
+            index.positions[node_id] = len(index.positions)
+        self._remember(run_id, index, ended=state.status.value in ENDED)
+        return state
+
+    async def get_run(self, tenant_id: str, run_id: str) -> RunSummary:
+        """The run's summary. Raises RunNotFound."""
+        stmt = sa.select(*_SUMMARY_COLUMNS).where(runs.c.run_id == run_id, runs.c.tenant_id == tenant_id)
+        async with self._tx() as conn:
+            row = (await conn.execute(stmt)).mappings().one_or_none()
+        if row is None:
+            raise RunNotFound(f"no run {run_id} for tenant {tenant_id!r}")
+        return summary_from_row(row)
+
+    async def list_runs(self, tenant_id: str, *, status: RunStatus | None = None, workflow_id: str | None = None,
+                        chat_id: str | None = None, limit: int = 50) -> list[RunSummary]:
+        """The tenant's runs, newest first, optionally filtered by status, workflow or chat."""
+        stmt = sa.select(*_SUMMARY_COLUMNS).where(runs.c.tenant_id == tenant_id)
+        if status is not None:
+            stmt = stmt.where(runs.c.status == RunStatus(status).value)
+        if workflow_id is not None:
+            stmt = stmt.where(runs.c.workflow_id == workflow_id)
+        if chat_id is not None:
+            stmt = stmt.where(runs.c.chat_id == chat_id)
+        stmt = stmt.order_by(runs.c.created_at.desc(), runs.c.run_id.desc()).limit(limit)
+        async with self._tx() as conn:
+            rows = (await conn.execute(stmt)).mappings().all()
+        return [summary_from_row(row) for row in rows]
+
+    async def list_node_runs(self, tenant_id: str, run_id: str) -> list[NodeRun]:
+        """Every saved node run of the run (earlier loop rounds included), in start order
+        (runs not started yet last). Empty for an unknown run or another tenant's run."""
+        stmt = sa.select(node_runs).where(node_runs.c.run_id == run_id, node_runs.c.tenant_id == tenant_id)
+        async with self._tx() as conn:
+            rows = (await conn.execute(stmt)).mappings().all()
+        ordered = sorted(rows, key=lambda r: (r["started_at"] is None, r["started_at"] or 0.0, r["current"],
+                                              r["seq"], r["node_run_id"]))
+        return [node_run_from_row(row) for row in ordered]
+
+    # --------------------------------------------------------------------------- leases
+
+    async def claim(self, tenant_id: str, run_id: str, owner: OwnerInfo, *, take_from: str | None = None) -> None:
+        """Become the run's owner until ``owner.lease_until`` with one conditional UPDATE:
+        allowed when nobody owns it, the lease expired, ``owner.id`` owns it already, or the
+        owner is ``take_from``. Raises RunOwned (``.owner``: the current owner), RunNotFound."""
+        allowed = runs.c.owner_id.is_(None) | (runs.c.lease_until < time.time()) | (runs.c.owner_id == owner.id)
+        if take_from is not None:
+            allowed = allowed | (runs.c.owner_id == take_from)
+        stmt = (sa.update(runs).where(runs.c.run_id == run_id, runs.c.tenant_id == tenant_id, allowed)
+                .values(owner_id=owner.id, owner_host=owner.host, owner_pid=owner.pid, lease_until=owner.lease_until))
+        async with self._tx() as conn:
+            if (await conn.execute(stmt)).rowcount == 1:
+                self._index.pop(run_id, None)  # another owner may have written since this store did
+                return
+            row = (await conn.execute(sa.select(runs.c.owner_id, runs.c.owner_host, runs.c.owner_pid,
+                                                runs.c.lease_until).where(
+                runs.c.run_id == run_id, runs.c.tenant_id == tenant_id))).mappings().one_or_none()
+        if row is None:
+            raise RunNotFound(f"no run {run_id} for tenant {tenant_id!r}")
+        current = owner_from_row(row)
+        assert current is not None
+        until = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(current.lease_until))
+        raise RunOwned(f"run {run_id} is owned by {current.id} (host {current.host or '?'}, pid {current.pid}) "
+                       f"until {until} ({current.lease_until - time.time():.0f}s from now)", current)
+
+    async def renew(self, run_id: str, owner_id: str, lease_until: float) -> None:
+        """Extend the lease to ``lease_until``. Raises LeaseLost when ``owner_id`` no longer owns the run."""
+        stmt = sa.update(runs).where(runs.c.run_id == run_id, runs.c.owner_id == owner_id).values(
+            lease_until=lease_until)
+        async with self._tx() as conn:
+            if (await conn.execute(stmt)).rowcount == 0:
+                raise LeaseLost(f"run {run_id} is no longer owned by {owner_id}")
+
+    async def release(self, run_id: str, owner_id: str) -> None:
+        """Give the run up (no-op when ``owner_id`` does not own it)."""
+        stmt = sa.update(runs).where(runs.c.run_id == run_id, runs.c.owner_id == owner_id).values(
+            owner_id=None, owner_host=None, owner_pid=None, lease_until=None)
+        async with self._tx() as conn:
+            await conn.execute(stmt)
+        self._index.pop(run_id, None)
+
+    async def prune(self, tenant_id: str, finished_before: float) -> int:
+        """Delete the tenant's runs that ended (succeeded, failed, cancelled) before
+        ``finished_before``, with their node runs, events and commands (cascade); returns
+        how many runs were deleted."""
+        stmt = sa.delete(runs).where(runs.c.tenant_id == tenant_id, runs.c.status.in_(ENDED),
+                                     runs.c.finished_at < finished_before)
+        async with self._tx() as conn:
+            return (await conn.execute(stmt)).rowcount
+
+    # --------------------------------------------------------------------------- events
+
+    async def append(self, tenant_id: str, run_id: str, events: Sequence[Any]) -> None:
+        """Store events (models with ``seq``/``type``/``ts``, or their JSON dicts) in one batch;
+        events already stored and ``node_delta`` events (broadcast only) are skipped."""
+        rows = []
+        for event in events:
+            payload = event if isinstance(event, dict) else event.model_dump(mode="json")
+            if payload.get("type") == "node_delta":
+                continue
+            rows.append({"run_id": run_id, "seq": payload["seq"], "tenant_id": tenant_id, "type": payload["type"],
+                         "node_id": payload.get("node_id"), "payload": payload,
+                         "ts": payload.get("ts") or time.time()})
+        if not rows:
+            return
+        async with self._tx() as conn:
+            await conn.execute(self._sql.append_events, rows)
+
+    async def read(self, tenant_id: str, run_id: str, after_seq: int = 0, limit: int = 1000) -> list[dict[str, Any]]:
+        """Events with ``seq > after_seq`` as JSON objects, oldest first (at most ``limit``)."""
+        stmt = (sa.select(run_events.c.payload)
+                .where(run_events.c.run_id == run_id, run_events.c.tenant_id == tenant_id,
+                       run_events.c.seq > after_seq)
+                .order_by(run_events.c.seq).limit(limit))
+        async with self._tx() as conn:
+            return list((await conn.execute(stmt)).scalars().all())
+
+    # ------------------------------------------------------------------------- commands
+
+    async def send(self, tenant_id: str, command: RunCommand) -> None:
+        """Deliver ``command`` to its run (one INSERT ... SELECT from the tenant's run).
+        Raises RunNotFound when the tenant has no such run."""
+        source = sa.select(runs.c.run_id, runs.c.tenant_id, sa.literal(command.kind.value, sa.Text()),
+                           sa.literal(command.reason, sa.Text()),
+                           sa.literal(command.created_at or time.time(), sa.Double())).where(
+            runs.c.run_id == command.run_id, runs.c.tenant_id == tenant_id)
+        stmt = sa.insert(run_commands).from_select(["run_id", "tenant_id", "kind", "reason", "created_at"], source)
+        async with self._tx() as conn:
+            if (await conn.execute(stmt)).rowcount == 0:
+                raise RunNotFound(f"no run {command.run_id} for tenant {tenant_id!r}")
+
+    async def poll(self, run_id: str, after_id: int = 0) -> list[RunCommand]:
+        """Commands for ``run_id`` with ``id > after_id``, oldest first."""
+        stmt = (sa.select(run_commands).where(run_commands.c.run_id == run_id, run_commands.c.id > after_id)
+                .order_by(run_commands.c.id))
+        async with self._tx() as conn:
+            rows = (await conn.execute(stmt)).mappings().all()
+        return [RunCommand(id=r["id"], run_id=r["run_id"], kind=r["kind"], reason=r["reason"],
+                           created_at=r["created_at"]) for r in rows]
+
+    # ---------------------------------------------------------------------------- chats
+
+    async def add_message(self, message: ChatMessage) -> None:
+        """Insert a message, creating its chat on the first one (the chat's ``updated_at``
+        follows its newest message). A zero ``created_at``/``updated_at`` is set to now.
+        Raises StoreError when the tenant already has a message with that id."""
+        now = time.time()
+        row = message_row(message)
+        row["created_at"] = row["created_at"] or now
+        row["updated_at"] = row["updated_at"] or row["created_at"]
+        chat = self._sql.insert(chats).values(tenant_id=message.tenant_id, chat_id=message.chat_id,
+                                              created_at=row["created_at"], updated_at=row["updated_at"])
+        chat = chat.on_conflict_do_update(index_elements=[chats.c.tenant_id, chats.c.chat_id],
+                                          set_={"updated_at": chat.excluded.updated_at})
+        async with self._tx() as conn:
+            await conn.execute(chat)
+            await conn.execute(sa.insert(messages_table), row)
+
+    async def update_message(self, message: ChatMessage) -> None:
+        """Replace a message's status and parts (``updated_at``: the message's, or now).
+        Raises StoreError when the tenant has no such message."""
+        stmt = (sa.update(messages_table)
+                .where(messages_table.c.tenant_id == message.tenant_id, messages_table.c.id == message.id)
+                .values(status=message.status.value, parts=message.parts,
+                        updated_at=message.updated_at or time.time()))
+        async with self._tx() as conn:
+            if (await conn.execute(stmt)).rowcount == 0:
+                raise StoreError(f"no message {message.id} for tenant {message.tenant_id!r}")
+
+    async def messages(self, tenant_id: str, chat_id: str, limit: int = 100) -> list[ChatMessage]:
+        """The chat's last ``limit`` messages, oldest first (by ``created_at``)."""
+        stmt = (sa.select(messages_table)
+                .where(messages_table.c.tenant_id == tenant_id, messages_table.c.chat_id == chat_id)
+                .order_by(messages_table.c.created_at.desc(), messages_table.c.id.desc()).limit(limit))
+        async with self._tx() as conn:
+            rows = (await conn.execute(stmt)).mappings().all()
+        return [message_from_row(row) for row in reversed(rows)]

@@ -1,0 +1,192 @@
+"""The SQL tables of the run store, as SQLModel classes on their own metadata.
+
+The migrations (``workers/sql/migrations``) create exactly these tables; a test checks
+that Alembic's autogenerate finds no difference between the two. Every row a tenant
+owns carries ``tenant_id``. Times are Unix seconds (double precision). JSON columns
+use the portable ``JSON`` type (plain ``json`` on PostgreSQL: it keeps the key order of
+objects, which JSONB does not, and inserts without re-encoding); ``None`` is stored as
+SQL NULL. Rows that belong to a run (node runs, events, commands) are deleted with it
+(``ON DELETE CASCADE``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.orm import registry
+from sqlmodel import Field, SQLModel
+
+__all__ = [
+    "ChatRow",
+    "MessageRow",
+    "NodeRunRow",
+    "RunCommandRow",
+    "RunEventRow",
+    "RunRow",
+    "WorkflowDocRow",
+    "metadata",
+]
+
+#: JSON value, NULL for None (both backends).
+JsonValue = sa.JSON(none_as_null=True)
+Seconds = sa.Double()
+Text = sa.Text()
+
+
+class _Table(SQLModel, registry=registry()):
+    """Base of the store's tables: a registry (and metadata) of their own, so other
+    SQLModel tables in the process never leak into these migrations."""
+
+
+metadata = _Table.metadata
+
+
+def _fk_run() -> Any:
+    return sa.ForeignKey("runs.run_id", ondelete="CASCADE")
+
+
+class WorkflowDocRow(_Table, table=True):
+    """A workflow document kept under its content hash (per tenant)."""
+
+    __tablename__ = "workflow_docs"
+
+    tenant_id: str = Field(sa_type=Text, primary_key=True)
+    content_hash: str = Field(sa_type=Text, primary_key=True)
+    doc: dict[str, Any] = Field(sa_column=sa.Column(JsonValue, nullable=False))
+    created_at: float = Field(sa_type=Seconds)
+
+
+class RunRow(_Table, table=True):
+    """A run: the scalar and JSON fields of ``RunState``, its usage totals and its owner lease."""
+
+    __tablename__ = "runs"
+    __table_args__ = (
+        sa.Index("ix_runs_tenant_status", "tenant_id", "status"),
+        sa.Index("ix_runs_tenant_chat", "tenant_id", "chat_id"),
+        sa.Index("ix_runs_tenant_workflow", "tenant_id", "workflow_id"),
+        sa.Index("ix_runs_created_at", "created_at"),
+    )
+
+    run_id: str = Field(sa_type=Text, primary_key=True)
+    tenant_id: str = Field(sa_type=Text)
+    workflow_id: str = Field(sa_type=Text)
+    workflow_version: str | None = Field(default=None, sa_type=Text)
+    workflow_hash: str = Field(sa_type=Text)
+    status: str = Field(sa_type=Text)
+    chat_id: str | None = Field(default=None, sa_type=Text)
+    user_id: str | None = Field(default=None, sa_type=Text)
+    inputs: Any = Field(default=None, sa_column=sa.Column(JsonValue))
+    sys: Any = Field(default=None, sa_column=sa.Column(JsonValue))
+    variables: Any = Field(default=None, sa_column=sa.Column(JsonValue))
+    interrupts: Any = Field(default=None, sa_column=sa.Column(JsonValue))
+    outputs: Any = Field(default=None, sa_column=sa.Column(JsonValue))
+    answer: str = Field(default="", sa_type=Text)
+    error: Any = Field(default=None, sa_column=sa.Column(JsonValue))
+    node_executions: int = Field(default=0)
+    seq: int = Field(default=0)
+    created_at: float = Field(sa_type=Seconds)
+    started_at: float | None = Field(default=None, sa_type=Seconds)
+    finished_at: float | None = Field(default=None, sa_type=Seconds)
+    deadline: float | None = Field(default=None, sa_type=Seconds)
+    wall_time_left: float | None = Field(default=None, sa_type=Seconds)
+    paused_at: float | None = Field(default=None, sa_type=Seconds)
+    waited_s: float = Field(default=0.0, sa_type=Seconds)
+    tokens_in: int = Field(default=0, sa_type=sa.BigInteger)
+    tokens_out: int = Field(default=0, sa_type=sa.BigInteger)
+    cost: float = Field(default=0.0, sa_type=Seconds)
+    owner_id: str | None = Field(default=None, sa_type=Text)
+    owner_host: str | None = Field(default=None, sa_type=Text)
+    owner_pid: int | None = Field(default=None)
+    lease_until: float | None = Field(default=None, sa_type=Seconds)
+
+
+class NodeRunRow(_Table, table=True):
+    """A node run. ``current``: the latest run of its node (``RunState.node_runs``);
+    false: an earlier loop round (``RunState.history``). ``seq`` orders rows within
+    each of the two groups; ``data`` holds the kind-specific record (agent rounds...)."""
+
+    __tablename__ = "node_runs"
+    __table_args__ = (sa.Index("ix_node_runs_run_node", "run_id", "node_id"),)
+
+    run_id: str = Field(sa_column=sa.Column(Text, _fk_run(), primary_key=True))
+    node_run_id: str = Field(sa_type=Text, primary_key=True)
+    tenant_id: str = Field(sa_type=Text)
+    node_id: str = Field(sa_type=Text)
+    kind: str = Field(sa_type=Text)
+    status: str = Field(sa_type=Text)
+    current: bool = Field(default=True)
+    seq: int = Field(default=0)
+    inputs: Any = Field(default=None, sa_column=sa.Column(JsonValue))
+    outputs: Any = Field(default=None, sa_column=sa.Column(JsonValue))
+    handles: Any = Field(default=None, sa_column=sa.Column(JsonValue))
+    error: Any = Field(default=None, sa_column=sa.Column(JsonValue))
+    attempts: int = Field(default=0)
+    retries: int = Field(default=0)
+    started_at: float | None = Field(default=None, sa_type=Seconds)
+    finished_at: float | None = Field(default=None, sa_type=Seconds)
+    waited_s: float = Field(default=0.0, sa_type=Seconds)
+    usage: Any = Field(default=None, sa_column=sa.Column(JsonValue))
+    data: Any = Field(default=None, sa_column=sa.Column(JsonValue))
+    loop_id: str | None = Field(default=None, sa_type=Text)
+    iteration: int | None = Field(default=None)
+
+
+class RunEventRow(_Table, table=True):
+    """A durable event of a run (``payload``: the event as JSON)."""
+
+    __tablename__ = "run_events"
+
+    run_id: str = Field(sa_column=sa.Column(Text, _fk_run(), primary_key=True))
+    seq: int = Field(primary_key=True, sa_column_kwargs={"autoincrement": False})
+    tenant_id: str = Field(sa_type=Text)
+    type: str = Field(sa_type=Text)
+    node_id: str | None = Field(default=None, sa_type=Text)
+    payload: Any = Field(sa_column=sa.Column(JsonValue, nullable=False))
+    ts: float = Field(sa_type=Seconds)
+
+
+class RunCommandRow(_Table, table=True):
+    """A command sent to a run (``id`` increases, so pollers read from the last id seen)."""
+
+    __tablename__ = "run_commands"
+    __table_args__ = (sa.Index("ix_run_commands_run_id", "run_id", "id"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(sa_column=sa.Column(Text, _fk_run(), nullable=False))
+    tenant_id: str = Field(sa_type=Text)
+    kind: str = Field(sa_type=Text)
+    reason: str = Field(default="", sa_type=Text)
+    created_at: float = Field(sa_type=Seconds)
+
+
+class ChatRow(_Table, table=True):
+    """A chat (created with its first message)."""
+
+    __tablename__ = "chats"
+
+    tenant_id: str = Field(sa_type=Text, primary_key=True)
+    chat_id: str = Field(sa_type=Text, primary_key=True)
+    created_at: float = Field(sa_type=Seconds)
+    updated_at: float = Field(sa_type=Seconds)
+    title: str | None = Field(default=None, sa_type=Text)
+
+
+class MessageRow(_Table, table=True):
+    """A chat message (key: tenant and message id); ``parts`` is the list of its parts as JSON."""
+
+    __tablename__ = "messages"
+    __table_args__ = (
+        sa.ForeignKeyConstraint(["tenant_id", "chat_id"], ["chats.tenant_id", "chats.chat_id"], ondelete="CASCADE"),
+        sa.Index("ix_messages_tenant_chat_created", "tenant_id", "chat_id", "created_at"),
+    )
+
+    tenant_id: str = Field(sa_type=Text, primary_key=True)
+    id: str = Field(sa_type=Text, primary_key=True)
+    chat_id: str = Field(sa_type=Text)
+    role: str = Field(sa_type=Text)
+    run_id: str | None = Field(default=None, sa_type=Text)
+    status: str = Field(sa_type=Text)
+    parts: Any = Field(sa_column=sa.Column(JsonValue, nullable=False))
+    created_at: float = Field(sa_type=Seconds)
+    updated_at: float = Field(sa_type=Seconds)
