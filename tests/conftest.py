@@ -7,4 +7,5 @@ pytest_plugins = [
     "tests.support.workflows",
     "tests.support.openai_server",
     "tests.support.redis_server",
+    "tests.support.postgres",
 ]
