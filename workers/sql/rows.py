@@ -35,14 +35,14 @@ def run_columns(state: RunState) -> dict[str, Any]:
     runs, edges, ready or history), plus usage totals once the run is no longer running."""
     sys = state.sys
     values: dict[str, Any] = {
-        "status": state.status.value, "chat_id": sys.get("chat_id"), "user_id": sys.get("user_id"),
+        "status": str(state.status), "chat_id": sys.get("chat_id"), "user_id": sys.get("user_id"),
         "inputs": state.inputs, "sys": sys, "variables": state.variables,
         "interrupts": state.interrupts, "outputs": state.outputs, "answer": state.answer,
         "error": state.error, "node_executions": state.node_executions, "seq": state.seq,
         "started_at": state.started_at, "finished_at": state.finished_at, "deadline": state.deadline,
         "wall_time_left": state.wall_time_left, "paused_at": state.paused_at, "waited_s": state.waited_s,
     }
-    if state.status is not RunStatus.running:
+    if state.status != RunStatus.running:
         values["tokens_in"], values["tokens_out"], values["cost"] = state.usage_totals()
     return values
 
@@ -51,7 +51,7 @@ def node_run_row(run_id: str, tenant_id: str, run: NodeRun, *, current: bool, po
     """The ``node_runs`` row of ``run`` (``position`` orders rows of the same ``current`` group)."""
     return {
         "run_id": run_id, "node_run_id": run.id, "tenant_id": tenant_id, "node_id": run.node_id,
-        "kind": run.kind, "status": run.status.value, "current": current, "seq": position,
+        "kind": run.kind, "status": str(run.status), "current": current, "seq": position,
         "inputs": run.inputs, "outputs": run.outputs, "handles": run.handles, "error": run.error,
         "attempts": run.attempts, "retries": run.retries, "started_at": run.started_at,
         "finished_at": run.finished_at, "waited_s": run.waited_s, "usage": run.usage, "data": run.data,
@@ -113,7 +113,7 @@ def summary_from_row(row: Mapping[str, Any]) -> RunSummary:
 def message_row(message: ChatMessage) -> dict[str, Any]:
     """The ``messages`` row of ``message``."""
     return {"id": message.id, "tenant_id": message.tenant_id, "chat_id": message.chat_id, "role": message.role,
-            "run_id": message.run_id, "status": message.status.value, "parts": message.parts,
+            "run_id": message.run_id, "status": str(message.status), "parts": message.parts,
             "created_at": message.created_at, "updated_at": message.updated_at}
 
 

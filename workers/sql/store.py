@@ -231,9 +231,9 @@ class SqlStore:
                      != staged.current[node_id]]
             if flips:
                 await conn.execute(self._sql.flip_node_runs, flips)
-            if rows:
-                await conn.execute(self._sql.upsert_node_runs, rows)
-        self._remember(state.run_id, staged, ended=state.status.value in ENDED)
+            if rows:  # one row: a plain execute (executemany costs more per call)
+                await conn.execute(self._sql.upsert_node_runs, rows[0] if len(rows) == 1 else rows)
+        self._remember(state.run_id, staged, ended=str(state.status) in ENDED)
 
     def _node_rows(self, state: RunState, index: _NodeIndex, node_ids: Sequence[str],
                    history_from: int) -> list[dict[str, Any]]:
@@ -282,7 +282,7 @@ class SqlStore:
         for node_id, run in state.node_runs.items():
             index.current[node_id] = run.id
             index.positions[node_id] = len(index.positions)
-        self._remember(run_id, index, ended=state.status.value in ENDED)
+        self._remember(run_id, index, ended=str(state.status) in ENDED)
         return state
 
     async def get_run(self, tenant_id: str, run_id: str) -> RunSummary:
@@ -402,7 +402,7 @@ class SqlStore:
     async def send(self, tenant_id: str, command: RunCommand) -> None:
         """Deliver ``command`` to its run (one INSERT ... SELECT from the tenant's run).
         Raises RunNotFound when the tenant has no such run."""
-        source = sa.select(runs.c.run_id, runs.c.tenant_id, sa.literal(command.kind.value, sa.Text()),
+        source = sa.select(runs.c.run_id, runs.c.tenant_id, sa.literal(str(command.kind), sa.Text()),
                            sa.literal(command.reason, sa.Text()),
                            sa.literal(command.created_at or time.time(), sa.Double())).where(
             runs.c.run_id == command.run_id, runs.c.tenant_id == tenant_id)
@@ -443,7 +443,7 @@ class SqlStore:
         Raises StoreError when the tenant has no such message."""
         stmt = (sa.update(messages_table)
                 .where(messages_table.c.tenant_id == message.tenant_id, messages_table.c.id == message.id)
-                .values(status=message.status.value, parts=message.parts,
+                .values(status=str(message.status), parts=message.parts,
                         updated_at=message.updated_at or time.time()))
         async with self._tx() as conn:
             if (await conn.execute(stmt)).rowcount == 0:
