@@ -27,7 +27,7 @@ from .base import normalise_workflow
 from .report import ImportFailed, ImportIssue, ImportResult
 
 __all__ = ["ImportFailed", "ImportIssue", "ImportResult", "MAX_SOURCE_BYTES", "detect_format", "import_workflow",
-           "parse_source"]
+           "parse_source", "unwrap_download"]
 
 #: Largest file accepted (bytes).
 MAX_SOURCE_BYTES = 20 * 1024 * 1024
@@ -86,6 +86,38 @@ def parse_source(data: bytes | str | Mapping[str, Any]) -> dict[str, Any]:
     return doc
 
 
+def unwrap_download(doc: dict[str, Any]) -> dict[str, Any]:
+    """The DSL inside Dify's API download format ``{"data": "<DSL YAML>"}``, else ``doc``.
+
+    Dify's console API returns an export as a JSON object whose ``data`` holds the YAML
+    text; saving that response is a common way to obtain a DSL file.
+
+    Raises:
+        ImportFailed: the wrapper's text is not a YAML/JSON object (``invalid_source``,
+            the message names the wrapper).
+    """
+    inner = doc.get("data")
+    if not isinstance(inner, str) or set(doc) - {"data"}:
+        return doc
+    try:
+        unwrapped = parse_source(inner)
+    except ImportFailed as exc:
+        reason = exc.report[0].message if exc.report else str(exc)
+        raise _fail(f'the file is a Dify API download {{"data": "<DSL YAML>"}}, but its "data" text is not a '
+                    f"DSL: {reason}") from None
+    if not looks_like_dsl(unwrapped):
+        raise _fail('the file is a Dify API download {"data": "<DSL YAML>"}, but its "data" text holds no '
+                    "Dify DSL (workflow.graph)", "dify")
+    return unwrapped
+
+
+def looks_like_dsl(doc: Mapping[str, Any]) -> bool:
+    """True for a Dify DSL (see :func:`engine.importers.dify.looks_like_dify`)."""
+    from .dify import looks_like_dify
+
+    return looks_like_dify(doc)
+
+
 def detect_format(doc: Mapping[str, Any]) -> str:
     """``fastgpt``, ``dify`` or ``flowloom``.
 
@@ -130,7 +162,7 @@ def import_workflow(data: bytes | str | Mapping[str, Any], *, allow_partial: boo
     """
     import engine  # noqa: F401  - import order: the engine before the node modules
 
-    doc = parse_source(data)
+    doc = unwrap_download(parse_source(data))
     fmt = detect_format(doc)
     registry = _registry(models)
     if fmt == "flowloom":

@@ -167,6 +167,7 @@ class BaseImporter:
         self.origin: dict[str, str] = {}  # synthetic node id -> source id
         self.inserts: list[_Insert] = []
         self._pending: list[_Insert] = []
+        self._deferred: list[Unconvertible] = []
         self._carries: dict[tuple[str, str], str] = {}
         self.reader: str | None = None
         self.body_scope: str | None = None
@@ -197,6 +198,12 @@ class BaseImporter:
 
     def error(self, code: str, message: str, p: Planned | None = None) -> None:
         self._issue(code, message, p, "error")
+
+    def renamed(self, what: str, old: str, new: str, p: Planned | None = None) -> None:
+        """Report that the key ``old`` (of ``what``: an input, a field, ...) is ``new`` in
+        Flowloom, which needs ASCII identifiers there (code ``renamed_key``)."""
+        if old != new:
+            self.warn("renamed_key", f"{what} {old!r} is {new!r} (Flowloom names here are ASCII identifiers)", p)
 
     def _issue(self, code: str, message: str, p: Planned | None, severity: str) -> None:
         issue = ImportIssue(code, message, p.src_id if p else None, p.src_type if p else None,
@@ -303,7 +310,27 @@ class BaseImporter:
             current = self.by_fid.get(self.reader or "")
             self.error("unknown_model", message + "; using 'default' instead", current)
             return "default"
-        raise Unconvertible(message, "unknown_model")
+        if self.reader is None:
+            raise Unconvertible(message, "unknown_model")
+        # the node fails, but the rest of it is still converted so every problem is listed
+        self.defer(Unconvertible(message, "unknown_model"))
+        return "default" if reg.has("default") else (known[0] if known else "default")
+
+    def defer(self, problem: Unconvertible) -> None:
+        """Record ``problem`` of the node being converted and go on converting it: the node
+        fails at the end with every problem listed, instead of only the first."""
+        self._deferred.append(problem)
+
+    def each(self, items: Any, convert: Callable[[Any], Any]) -> list[Any]:
+        """``convert(item)`` for each item; an item that raises :class:`Unconvertible` is
+        deferred (:meth:`defer`) and left out, so the other items' problems are found too."""
+        out = []
+        for item in items:
+            try:
+                out.append(convert(item))
+            except Unconvertible as exc:
+                self.defer(exc)
+        return out
 
     # ----------------------------------------------------------------- references
 
@@ -383,14 +410,20 @@ class BaseImporter:
 
     def _convert_all(self) -> None:
         for p in self.planned:
-            self.reader, self.body_scope, self._pending = p.fid, None, []
+            self.reader, self.body_scope, self._pending, self._deferred = p.fid, None, [], []
             try:
                 node = self.convert(p)
             except Unconvertible as exc:
-                self.fail(p, exc.reason, exc.code)
-                continue
+                self.defer(exc)
             finally:
                 self.reader, self.body_scope = None, None
+            if self._deferred:
+                problems, self._deferred = self._deferred, []
+                for problem in problems:
+                    self.error(problem.code, problem.reason, p)
+                self.failed[p.fid] = (problems[0].code, "; ".join(dict.fromkeys(x.reason for x in problems)))
+                self.nodes.pop(p.fid, None)
+                continue
             self.nodes[p.fid] = self._frame(p, node)
             self.inserts.extend(self._pending)
             self._pending = []

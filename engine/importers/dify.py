@@ -123,6 +123,7 @@ class DifyImporter(DifyNodes):
                 continue
             key = str(var["name"])
             name = identifier(key if key not in taken else f"env_{key}", taken, "env")
+            self.renamed("environment variable", key, name)
             taken.add(name)
             self.env[key] = name
             secret = var.get("value_type") == "secret"
@@ -136,6 +137,7 @@ class DifyImporter(DifyNodes):
                 continue
             key = str(var["name"])
             name = identifier(key, {v["name"] for v in self.variables}, "var")
+            self.renamed("conversation variable", key, name)
             self.conversation[key] = name
             self.declare_variable(name, var_type(var.get("value_type")) or VarType.any, default=var.get("value"),
                                   description=str(var.get("description") or ""))

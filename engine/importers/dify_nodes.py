@@ -13,7 +13,7 @@ from schemas.types import VarType
 
 from .base import Planned, coerce_literal, first, number
 from .dify_refs import TEMPLATE_REF, DifyRefs, handle_key
-from .refs import IDENT, Unconvertible, var_type
+from .refs import IDENT, Unconvertible, identifier, var_type
 
 __all__ = ["DifyNodes"]
 
@@ -79,8 +79,8 @@ class DifyNodes(DifyRefs):
         self._model(data, cfg)
         if (data.get("structured_output_enabled") or data.get("structured_output")) and \
                 data.get("structured_output_enabled") is not False:
-            raise Unconvertible("structured output of an LLM node is not supported (use a parameter extractor)",
-                                "unsupported_feature")
+            self.defer(Unconvertible("structured output of an LLM node is not supported (use a parameter "
+                                     "extractor)", "unsupported_feature"))
         context = data.get("context") if isinstance(data.get("context"), dict) else {}
         local: dict[str, str] = {}
         if context.get("enabled") and context.get("variable_selector"):
@@ -88,22 +88,13 @@ class DifyNodes(DifyRefs):
             local["context"] = "quote"
         prompts = data.get("prompt_template")
         messages = prompts if isinstance(prompts, list) else [prompts] if isinstance(prompts, dict) else []
-        system, user = [], []
+        messages = [m for m in messages if isinstance(m, dict)]
         for msg in messages:
-            if not isinstance(msg, dict):
-                continue
             if msg.get("edition_type") == "jinja2":
-                raise Unconvertible("Jinja2 prompt messages are not supported", "unsupported_feature")
-            role = str(msg.get("role") or "user")
-            text = self.template(msg.get("text") or "", local=local)
-            if role == "system":
-                system.append(text)
-            elif role == "user":
-                user.append(text)
-            else:
-                raise Unconvertible(f"prompt messages with role {role!r} (few-shot turns) are not supported",
-                                    "unsupported_feature")
+                self.defer(Unconvertible("Jinja2 prompt messages are not supported", "unsupported_feature"))
+                messages = []
         memory = self._memory(data, cfg, 50)
+        system, user = self._prompt_messages(p, messages, local, cfg, memory is not None)
         if memory is not None:
             query = memory.get("query_prompt_template")
             user.append(self.template(query if isinstance(query, str) and query.strip() else "{{#sys.query#}}",
@@ -120,6 +111,47 @@ class DifyNodes(DifyRefs):
             self.warn("behaviour_difference", "vision is on in Dify; Flowloom chats send text only", p)
         cfg["stream"] = False  # Dify shows an LLM's text through answer nodes
         return {"type": "chat", "config": cfg}
+
+    def _prompt_messages(self, p: Planned, messages: list[dict[str, Any]], local: dict[str, str],
+                         cfg: dict[str, Any], memory: bool) -> tuple[list[str], list[str]]:
+        """(system texts, user texts) of the prompt; few-shot turns (the user/assistant
+        messages before the last assistant message and the user messages after it) become
+        the chat's history: a run variable holding them, read through ``history_source``.
+
+        Few-shot turns are literal examples, so they may not read other nodes; together
+        with Dify's memory they would need two history sources (both unsupported)."""
+        roles = [str(m.get("role") or "user") for m in messages]
+        last_assistant = max((i for i, r in enumerate(roles) if r == "assistant"), default=-1)
+        system, user, shots = [], [], []
+        for i, (msg, role) in enumerate(zip(messages, roles)):
+            text = msg.get("text") or ""
+            if role == "system":
+                system.append(self.template(text, local=local))
+            elif i <= last_assistant and role in ("user", "assistant"):
+                shots.append({"role": role, "content": str(text)})
+            elif role == "user":
+                user.append(self.template(text, local=local))
+            else:
+                self.defer(Unconvertible(f"prompt messages with role {role!r} are not supported",
+                                         "unsupported_feature"))
+        if not shots:
+            return system, user
+        if any(TEMPLATE_REF.search(m["content"]) or "{{" in m["content"] for m in shots):
+            self.defer(Unconvertible("few-shot prompt turns that read variables are not supported (literal "
+                                     "examples are)", "unsupported_feature"))
+        elif memory:
+            self.defer(Unconvertible("few-shot prompt turns together with memory are not supported",
+                                     "unsupported_feature"))
+        else:
+            taken = {v["name"] for v in self.variables} | {v["name"] for v in self.inputs}
+            name = identifier(f"fewshot_{p.fid}", taken, "fewshot")
+            self.declare_variable(name, VarType.array, default=shots,
+                                  description=f"the few-shot turns of the prompt of node {p.src_id!r}")
+            cfg["history_source"] = {"ref": f"vars.{name}"}
+            cfg["history"] = max(1, min(100, sum(1 for m in shots if m["role"] == "user")))
+            self.warn("behaviour_difference", f"the prompt's few-shot turns are sent as chat history (run variable "
+                      f"{name!r}), between the system prompt and the user message", p)
+        return system, user
 
     def _question_classifier(self, p: Planned) -> dict[str, Any]:
         data = self.data(p.raw)
@@ -219,8 +251,9 @@ class DifyNodes(DifyRefs):
         for case in raw_cases:
             if not isinstance(case, dict):
                 continue
-            conditions = [self._condition(c) for c in case.get("conditions") or [] if isinstance(c, dict)]
-            if not conditions:
+            items = [c for c in case.get("conditions") or [] if isinstance(c, dict)]
+            conditions = self.each(items, self._condition)
+            if not items:
                 raise Unconvertible(f"case {case.get('case_id')!r} has no condition")
             cases.append({"id": handle_key(first(case, "case_id", "id", default="true")),
                           "logic": "or" if str(case.get("logical_operator")).lower() == "or" else "and",

@@ -14,7 +14,7 @@ from typing import Any
 
 from schemas.types import VarType
 
-from .base import BaseImporter, Planned
+from .base import BaseImporter, Planned, _Insert
 from .refs import Target, Unconvertible, interpolation, join_template, json_string_state, literal, var_type
 
 __all__ = ["CONVERTERS", "DifyRefs", "handle_key", "looks_like_dify"]
@@ -70,6 +70,8 @@ class DifyRefs(BaseImporter):
         self.conversation: dict[str, str] = {}  # conversation var -> run variable name
         #: loop id -> {loop variable: run variable name (the live value inside the body)}
         self.loop_vars: dict[str, dict[str, str]] = {}
+        self._files_input: str | None = None
+        self._dialogue_node: str | None = None
 
     @staticmethod
     def data(node: dict[str, Any]) -> dict[str, Any]:
@@ -87,11 +89,14 @@ class DifyRefs(BaseImporter):
         if not isinstance(sel, list) or len(sel) < 2 or not all(isinstance(s, (str, int)) for s in sel):
             raise Unconvertible(f"invalid variable selector {sel!r}", "unsupported_reference")
         head, var, path = str(sel[0]), str(sel[1]), tuple(sel[2:])
+        if head == self.start_id and var not in self.start_vars:
+            # legacy forms: [start node, "sys.query"], and {{#start.sys.query#}} in text
+            if var.startswith("sys."):
+                head, var = "sys", var[4:]
+            elif var == "sys" and path and isinstance(path[0], str):
+                head, var, path = "sys", path[0], path[1:]
         if head == "sys":
-            if var in SYS_VARS:
-                name, vtype = SYS_VARS[var]
-                return Target("sys", name, None, path, vtype)
-            raise Unconvertible(f"system variable sys.{var} has no Flowloom equivalent", "unsupported_reference")
+            return self.system_target(var, path)
         if head == "env":
             if var in self.env:
                 return Target("inputs", self.env[var], None, path, None if path else self._declared(
@@ -133,6 +138,56 @@ class DifyRefs(BaseImporter):
                                     what=var)
         field, vtype = self.output_of(head, var)
         return self.node_target(p.fid, field, path, vtype if not path else None, what=var)
+
+    def system_target(self, var: str, path: tuple[str | int, ...] = ()) -> Target:
+        """Dify's ``sys.<var>`` in Flowloom terms.
+
+        ``files`` is an optional workflow input (an empty list unless given: Flowloom runs
+        take no uploads, so conditions on files take their no-files branch);
+        ``dialogue_count`` is computed from ``sys.history`` by an inserted template node
+        (:meth:`dialogue_count`); the others are Flowloom system variables.
+
+        Raises:
+            Unconvertible: a system variable with no equivalent.
+        """
+        if var in SYS_VARS:
+            name, vtype = SYS_VARS[var]
+            return Target("sys", name, None, path, vtype)
+        if var == "files":
+            return Target("inputs", self.files_input(), None, path, None if path else VarType.array)
+        if var == "dialogue_count":
+            return self.node_target(self.dialogue_count(), "output", path, VarType.string, what="sys.dialogue_count")
+        raise Unconvertible(f"system variable sys.{var} has no Flowloom equivalent", "unsupported_reference")
+
+    def files_input(self) -> str:
+        """The optional input standing for ``sys.files`` (declared once, reported)."""
+        if self._files_input is None:
+            taken = {v["name"] for v in self.inputs}
+            self._files_input = "sys_files" if "sys_files" not in taken else f"sys_files_{len(taken)}"
+            self.declare_input(self._files_input, VarType.array, default=[],
+                               description="files sent with the message (Dify sys.files); empty unless given")
+            self.warn("behaviour_difference", f"sys.files is input {self._files_input!r}, an empty list unless the "
+                      "run is given one: Flowloom runs take no uploads, so conditions on files take their no-files "
+                      "branch")
+        return self._files_input
+
+    def dialogue_count(self) -> str:
+        """Id of the template node computing ``sys.dialogue_count`` (the number of this
+        turn in the conversation: the user messages of ``sys.history`` plus one), inserted
+        right after the start node the first time it is read."""
+        if self._dialogue_node is None:
+            start = self.by_src[self.start_id or ""]
+            node_id = self.synthetic_id(f"{start.fid}-dialogue-count")
+            self._dialogue_node = node_id
+            self.anchor[node_id] = start.fid
+            self.inserts.append(_Insert(start.fid, {
+                "id": node_id, "type": "template", "name": "sys.dialogue_count",
+                "position": {"x": start.position["x"] + 40, "y": start.position["y"] + 120},
+                "config": {"template": "{{ sys.history | selectattr('role', 'equalto', 'user') | list | length + 1 }}"},
+            }, start.src_id))
+            self.warn("behaviour_difference", f"sys.dialogue_count is computed by node {node_id!r} from the chat "
+                      "history (user turns + 1) as text", start)
+        return self._dialogue_node
 
     def error_output(self, nid: str, var: str) -> tuple[str, ...] | None:
         """The path in Flowloom's ``error`` output for Dify's ``error_message``/``error_type``."""

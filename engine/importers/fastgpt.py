@@ -148,8 +148,7 @@ class FastGPTImporter(FastGPTNodes):
                 default = None
             self.declare_input(name, vtype, required=bool(var.get("required")) and default is None,
                                default=default, description=desc)
-            if name != key:
-                self.warn("renamed_id", f"global variable {key!r} is input {name!r} (inputs need ASCII identifiers)")
+            self.renamed("global variable", key, name)
             if key in self.updated_globals:
                 self.declare_variable(name, vtype, description=f"global variable {key!r} (set from the input, "
                                       "then by variable updates)")

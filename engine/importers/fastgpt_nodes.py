@@ -13,7 +13,8 @@ from typing import Any
 from schemas.types import VarType
 
 from .base import Planned, coerce_literal, number
-from .fastgpt_refs import VARIABLE_NODE_ID, FastGPTRefs, enum_value, input_value, is_ref, node_outputs
+from .fastgpt_refs import (VARIABLE_NODE_ID, FastGPTRefs, enum_value, input_value, is_ref, is_ref_list,
+                           node_outputs)
 from .refs import IDENT, Target, Unconvertible, identifier, var_type
 
 __all__ = ["FastGPTNodes", "signature_defaults"]
@@ -115,6 +116,7 @@ class FastGPTNodes(FastGPTRefs):
             if not key:
                 continue
             name = key if IDENT.match(key) else identifier(key, [v["name"] for v in self.inputs], "input")
+            self.renamed("plugin input", key, name, p)
             vtype = var_type(inp.get("valueType")) or VarType.string
             vtype = VarType.string if vtype is VarType.any else vtype
             self.globals.setdefault(key, (name, vtype))
@@ -224,6 +226,7 @@ class FastGPTNodes(FastGPTRefs):
             desc = str(item.get("desc") or "")
             if names[key] != key:
                 desc = f"{key}: {desc}" if desc else key
+                self.renamed("extracted field", key, names[key], p)
             field: dict[str, Any] = {"name": names[key], "type": ftype, "required": bool(item.get("required"))}
             if desc:
                 field["description"] = desc
@@ -267,6 +270,7 @@ class FastGPTNodes(FastGPTRefs):
                 raise Unconvertible(f"input {key!r} is not an identifier, and the code reads it by that name")
             else:
                 name = identifier(key, taken, "var")
+                self.renamed("input", key, name, p)
             taken.add(name)
             raw_value = inp.get("value")
             binding: dict[str, Any] = {"name": name, "value": self.value(raw_value)}
@@ -278,7 +282,11 @@ class FastGPTNodes(FastGPTRefs):
         return variables, local
 
     def _node_answerNode(self, p: Planned) -> dict[str, Any]:
-        return {"type": "answer", "config": {"text": self.template(input_value(p.raw, "text", ""))}}
+        text = input_value(p.raw, "text", "")
+        if isinstance(text, str) and "\\n" in text:
+            # FastGPT shows the two characters backslash-n of an answer text as a line break
+            text = text.replace("\\n", "\n")
+        return {"type": "answer", "config": {"text": self.template(text)}}
 
     def _node_httpRequest468(self, p: Planned) -> dict[str, Any]:
         raw = p.raw
@@ -402,8 +410,9 @@ class FastGPTNodes(FastGPTRefs):
             groups = [{"condition": input_value(p.raw, "condition", "AND"), "list": items}]
         cases = []
         for index, group in enumerate(groups):
-            conditions = [self._condition(c) for c in group.get("list") or [] if isinstance(c, dict)]
-            if not conditions:
+            items = [c for c in group.get("list") or [] if isinstance(c, dict)]
+            conditions = self.each(items, self._condition)
+            if not items:
                 raise Unconvertible(f"branch {index + 1} has no condition")
             cases.append({"id": "IF" if index == 0 else f"ELSE_IF_{index}",
                           "logic": "or" if str(group.get("condition") or "AND").upper() == "OR" else "and",
@@ -462,6 +471,7 @@ class FastGPTNodes(FastGPTRefs):
             if kind not in self._FORM_TYPES:
                 raise Unconvertible(f"form field type {kind!r} is not supported (files are not)",
                                     "unsupported_feature")
+            self.renamed("form field", str(item["key"]), names[str(item["key"])], p)
             field: dict[str, Any] = {"name": names[str(item["key"])], "label": str(item.get("label") or item["key"]),
                                      "type": self._FORM_TYPES[kind], "required": bool(item.get("required"))}
             default = item.get("defaultValue")
@@ -498,7 +508,7 @@ class FastGPTNodes(FastGPTRefs):
 
     def _node_loop(self, p: Planned) -> dict[str, Any]:
         items = input_value(p.raw, "loopInputArray")
-        if not is_ref(items):
+        if not is_ref(items) and not is_ref_list(items):
             raise Unconvertible("the batch loop's input array is not a reference")
         end = self.loop_end.get(p.src_id)
         collect = input_value(end, "loopEndInput") if end else None

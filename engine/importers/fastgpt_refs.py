@@ -19,7 +19,7 @@ from .base import BaseImporter, first
 from .refs import (IDENT, Target, Unconvertible, identifier, interpolation, join_template, json_string_state,
                    literal, var_type)
 
-__all__ = ["FastGPTRefs", "looks_like_fastgpt"]
+__all__ = ["FastGPTRefs", "is_ref_list", "looks_like_fastgpt"]
 
 VARIABLE_NODE_ID = "VARIABLE_NODE_ID"
 #: stands for "the tool call's arguments" in the inputs of a node used as a tool
@@ -72,6 +72,12 @@ def is_ref(value: Any) -> bool:
             and bool(value[0]) and bool(value[1]))
 
 
+def is_ref_list(value: Any) -> bool:
+    """A list of references (``[[nodeId, outputId], ...]``): list-of-reference inputs,
+    e.g. a batch loop's input array in recent FastGPT versions."""
+    return isinstance(value, list) and bool(value) and all(is_ref(v) for v in value)
+
+
 def _field_names(items: Any, taken: set[str]) -> dict[str, str]:
     """Item key -> a Flowloom field name: the key when it is an identifier not ``taken``."""
     names: dict[str, str] = {}
@@ -96,6 +102,8 @@ class FastGPTRefs(BaseImporter):
         self.raw_edges = [e for e in self.wf.get("edges") or [] if isinstance(e, dict)]
         self.chat_config: dict[str, Any] = self.wf.get("chatConfig") or source.get("chatConfig") or {}
         self.src: dict[str, dict[str, Any]] = {str(n["nodeId"]): n for n in self.raw_nodes}
+        for node in self.raw_nodes:
+            self._unnest(node.get("inputs"))
         self.kind: dict[str, str] = {nid: str(enum_value(n.get("flowNodeType") or "")) for nid, n in self.src.items()}
         #: global variable key -> (Flowloom name, type)
         self.globals: dict[str, tuple[str, VarType]] = {}
@@ -108,6 +116,21 @@ class FastGPTRefs(BaseImporter):
         self.tool_roots: dict[str, list[str]] = {}  # tools node id -> its tools (body roots)
         self.stop_tools: dict[str, list[str]] = {}  # tools node id -> stopTool nodes in its body
         self._current: dict[str, Any] = {}
+
+    def _unnest(self, obj: Any) -> None:
+        """Rewrite, in place, a one-item list of references ``[[nodeId, outputId]]`` (FastGPT's
+        nested form) as the reference itself, where its node is in the file: FastGPT
+        reads it as that one value."""
+        if isinstance(obj, dict):
+            for key, item in obj.items():
+                if isinstance(item, list) and len(item) == 1 and is_ref(item[0]) and \
+                        (item[0][0] in self.src or item[0][0] == VARIABLE_NODE_ID):
+                    obj[key] = list(item[0])
+                else:
+                    self._unnest(item)
+        elif isinstance(obj, list):
+            for item in obj:
+                self._unnest(item)
 
     def meta(self) -> dict[str, Any]:
         src = self.source
@@ -158,6 +181,8 @@ class FastGPTRefs(BaseImporter):
             if oid == "userChatInput" and kind == "workflowStart":
                 return Target("sys", "query", type=VarType.string)
             key = (find_output(node, oid) or {}).get("key") or oid
+            if key == "userFiles" and kind == "workflowStart":
+                return Target("inputs", self.files_input(), type=VarType.array)
             if kind == "pluginInput" and key in self.globals:
                 return self.global_target(key)
             if key in self.globals:
@@ -176,6 +201,21 @@ class FastGPTRefs(BaseImporter):
                                 "unsupported_reference")
         field, path, vtype = self.output_of(node, oid)
         return self.node_target(self.by_src[nid].fid, field, path, vtype, what=oid)
+
+    def files_input(self) -> str:
+        """The optional input standing for the start node's ``userFiles`` (declared once,
+        reported): an empty list unless the run is given one, so conditions on files take
+        their no-files branch (Flowloom runs take no uploads)."""
+        taken = {v["name"] for v in self.inputs}
+        if "userFiles" not in self.globals:
+            name = identifier("userFiles", taken, "files")
+            self.globals["userFiles"] = (name, VarType.array)
+            self.declare_input(name, VarType.array, default=[],
+                               description="files sent with the message (FastGPT userFiles); empty unless given")
+            self.warn("behaviour_difference", f"the start node's userFiles is input {name!r}, an empty list unless "
+                      "the run is given one: Flowloom runs take no uploads, so conditions on files take their "
+                      "no-files branch")
+        return self.globals["userFiles"][0]
 
     def output_of(self, node: dict[str, Any], oid: str) -> tuple[str, tuple[str | int, ...], VarType | None]:
         """(Flowloom output, path, type) of a FastGPT output id of ``node``.
@@ -261,6 +301,13 @@ class FastGPTRefs(BaseImporter):
             if target.scope == "local":
                 raise Unconvertible("a local name cannot be a value", "unsupported_reference")
             return target.as_ref()
+        if is_ref_list(value) and all(v[0] in self.src or v[0] == VARIABLE_NODE_ID for v in value):
+            targets = [self.ref(v) for v in value]
+            if any(t.type in (None, VarType.any, VarType.array) or t.scope == "local" for t in targets):
+                raise Unconvertible("it joins several references into one list; FastGPT concatenates them when "
+                                    "they are lists, which Flowloom cannot express (read one list instead)",
+                                    "unsupported_reference")
+            return [t.as_ref() for t in targets]  # FastGPT's one-level flattening of single values
         return value
 
     def template(self, text: Any, local: dict[str, Target | str] | None = None, *, json_body: bool = False) -> str:

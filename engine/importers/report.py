@@ -25,7 +25,7 @@ class ImportIssue:
 
     ``code`` is stable (tests and the canvas key on it): ``unsupported_node``,
     ``unsupported_reference``, ``unsupported_feature``, ``unknown_model``,
-    ``invalid_source``, ``compile_<compiler problem code>``, ``renamed_id``,
+    ``invalid_source``, ``compile_<compiler problem code>``, ``renamed_id``, ``renamed_key``,
     ``behaviour_difference``, ``dropped``.
     """
 

@@ -1,0 +1,180 @@
+"""Shapes real FastGPT and Dify files use that the corpus does not show: the Dify API
+download wrapper, legacy ``[start, "sys.query"]`` selectors, ``sys.files`` /
+``userFiles`` conditions, ``sys.dialogue_count``, FastGPT's nested ``[[node, output]]``
+references, literal ``\\n`` in answers, renamed keys, few-shot prompt turns, and strict
+imports listing every problem of a node at once.
+
+Every document is synthetic (written here with the builders of ``fastgpt_docs`` /
+``dify_docs``), saved to a temporary file and imported from there.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from engine.importers import ImportFailed
+from engine.settings import Settings
+from tests.support.openai_server import text_reply
+
+from . import dify_docs as dd
+from . import fastgpt_docs as fd
+from .helpers import answers, load, run, statuses
+
+SETTINGS = Settings(http_allow=["127.0.0.1"], code_sandbox="bwrap", allow_unsandboxed_code=False)
+MAP = {"gpt-4o-mini": "tools-model"}
+
+
+def save(tmp_path: Path, doc: Any, name: str = "flow.json") -> Path:
+    path = tmp_path / name
+    path.write_text(doc if isinstance(doc, str) else json.dumps(doc, ensure_ascii=False), encoding="utf-8")
+    return path
+
+
+def by_id(result: Any) -> dict[str, Any]:
+    return {n["id"]: n for n in result.workflow["nodes"]}
+
+
+def succeeded(state: Any) -> None:
+    assert state.status == "succeeded", (state.error, {k: (v.status, v.error) for k, v in state.node_runs.items()})
+
+
+# ------------------------------------------------------------------ Dify shapes
+
+
+def dify_chat() -> dict[str, Any]:
+    """Chatflow: legacy sys selector, a files condition, sys.dialogue_count, a few-shot LLM."""
+    llm = dd.node("llm", "llm", model=dd.model(), context={"enabled": False},
+                  prompt_template=[{"role": "system", "text": "Answer in one word."},
+                                   {"role": "user", "text": "Capital of France?"},
+                                   {"role": "assistant", "text": "Paris"},
+                                   {"role": "user", "text": "{{#start.sys.query#}}"}])
+    return dd.app([
+        dd.node("start", "start", variables=[]),
+        dd.node("has_files", "if-else", cases=[{"case_id": "true", "logical_operator": "and", "conditions": [
+            {"variable_selector": ["sys", "files"], "comparison_operator": "not empty", "value": ""}]}]),
+        dd.node("with_files", "answer", answer="files"),
+        llm,
+        dd.node("say", "answer", answer="{{#llm.text#}} (turn {{#sys.dialogue_count#}}, "
+                                        "{{#start.sys.query#}})"),
+    ], [dd.edge("start", "has_files"), dd.edge("has_files", "with_files", "true"),
+        dd.edge("has_files", "llm", "false"), dd.edge("llm", "say")], mode="advanced-chat")
+
+
+async def test_dify_chat_shapes_run(tmp_path, openai_server, scripted_registry):
+    result = load(save(tmp_path, dify_chat()), models=scripted_registry, model_map=MAP)
+    assert not result.errors
+    nodes = by_id(result)
+    assert nodes["say"]["config"]["text"].count("sys.query") == 1  # [start, "sys.query"] is sys.query
+    assert nodes["llm"]["config"]["history_source"] == {"ref": "vars.fewshot_llm"}
+    assert {"name": "sys_files", "type": "array", "default": []}.items() <= \
+        next(i for i in result.workflow["inputs"] if i["name"] == "sys_files").items()
+    openai_server.script(text_reply("Berlin"))
+    state, events = await run(result, registry=scripted_registry, tmp_path=tmp_path, settings=SETTINGS,
+                              query="Capital of Germany?")
+    succeeded(state)
+    assert statuses(state)["with_files"] == "skipped"  # no files sent: the no-files branch runs
+    assert answers(events) == "Berlin (turn 1, Capital of Germany?)"
+    messages = openai_server.bodies[0]["messages"]
+    assert messages == [{"role": "system", "content": "Answer in one word."},
+                        {"role": "user", "content": "Capital of France?"}, {"role": "assistant", "content": "Paris"},
+                        {"role": "user", "content": "Capital of Germany?"}]
+
+
+def test_dify_api_download_wrapper_imports(tmp_path, scripted_registry):
+    dsl = yaml.safe_dump(dify_chat(), allow_unicode=True)
+    result = load(save(tmp_path, {"data": dsl}), models=scripted_registry, model_map=MAP)
+    assert result.source_format == "dify" and "llm" in by_id(result)
+
+
+def test_dify_api_download_wrapper_problems_name_it(tmp_path, scripted_registry):
+    with pytest.raises(ImportFailed) as failed:
+        load(save(tmp_path, {"data": "just: [text"}), models=scripted_registry)
+    assert 'Dify API download {"data": "<DSL YAML>"}' in str(failed.value)
+    with pytest.raises(ImportFailed) as failed:
+        load(save(tmp_path, {"data": "app: {name: x}"}), models=scripted_registry)
+    assert "holds no Dify DSL" in str(failed.value)
+
+
+def test_strict_import_lists_every_problem_of_a_node(tmp_path, scripted_registry):
+    doc = dify_chat()
+    llm = next(n for n in doc["workflow"]["graph"]["nodes"] if n["id"] == "llm")
+    llm["data"]["model"]["name"] = "no-such-model"
+    llm["data"]["prompt_template"].append({"role": "user", "text": "{{ x }}", "edition_type": "jinja2"})
+    llm["data"]["structured_output_enabled"] = True
+    with pytest.raises(ImportFailed) as failed:
+        load(save(tmp_path, doc), models=scripted_registry)
+    found = [(i.code, i.node_id) for i in failed.value.report if i.severity == "error"]
+    assert found == [("unknown_model", "llm"), ("unsupported_feature", "llm"), ("unsupported_feature", "llm")]
+    text = str(failed.value)
+    assert "no-such-model" in text and "structured output" in text and "Jinja2" in text
+
+
+def test_few_shot_turns_reading_variables_are_reported(tmp_path, scripted_registry):
+    doc = dify_chat()
+    llm = next(n for n in doc["workflow"]["graph"]["nodes"] if n["id"] == "llm")
+    llm["data"]["prompt_template"][2]["text"] = "{{#sys.query#}}"
+    with pytest.raises(ImportFailed) as failed:
+        load(save(tmp_path, doc), models=scripted_registry, model_map=MAP)
+    assert "few-shot prompt turns that read variables" in str(failed.value)
+
+
+def test_renamed_keys_are_reported(tmp_path, scripted_registry):
+    doc = dd.app([dd.node("start", "start", variables=[]), dd.node("end", "end", outputs=[])], [dd.edge("start", "end")],
+                 env=[{"name": "api-key", "value_type": "string", "value": "k"}],
+                 conversation=[{"name": "名字", "value_type": "string", "value": ""}])
+    result = load(save(tmp_path, doc), models=scripted_registry)
+    renamed = [i.message for i in result.report if i.code == "renamed_key"]
+    assert renamed == ["environment variable 'api-key' is 'api_key' (Flowloom names here are ASCII identifiers)",
+                       "conversation variable '名字' is 'var' (Flowloom names here are ASCII identifiers)"]
+
+
+# ------------------------------------------------------------------ FastGPT shapes
+
+
+def fastgpt_flow() -> dict[str, Any]:
+    """A code node making a list, a batch loop over ``[[code, list]]``, a userFiles
+    condition, an answer with literal ``\\n``, a plugin-style renamed extract key."""
+    code = "function main() { return {items: ['a', 'b']} }"
+    return fd.wrap([
+        fd.start(),
+        fd.node("files", "ifElseNode", [fd.inp("ifElseList", [{"condition": "AND", "list": [
+            {"variable": ["start", "userFiles"], "condition": "isNotEmpty"}]}], "any")]),
+        fd.node("hasfiles", "answerNode", [fd.inp("text", "files!", "any")]),
+        fd.node("make", "code", [fd.inp("codeType", "js"), fd.inp("code", code)],
+                [fd.out("items", value_type="arrayString", kind="dynamic")]),
+        fd.node("loop", "loop", [fd.inp("loopInputArray", [["make", "items"]], "arrayString")],
+                [fd.out("loopArray", value_type="arrayAny")]),
+        fd.node("ls", "loopStart", [], [fd.out("loopStartInput", value_type="any")], parentNodeId="loop"),
+        fd.node("up", "textEditor", [fd.inp("system_textareaInput", "<{{$ls.loopStartInput$}}>"),
+                                     fd.inp("值", ["ls", "loopStartInput"], "any")],
+                [fd.out("system_text")], parentNodeId="loop"),
+        fd.node("le", "loopEnd", [fd.inp("loopEndInput", ["up", "system_text"])], parentNodeId="loop"),
+        fd.node("say", "answerNode", [fd.inp("text", "line 1\\nline 2: {{$loop.loopArray$}}", "any")]),
+    ], [fd.edge("start", "files"), fd.edge("files", "hasfiles", "IF"), fd.edge("files", "make", "ELSE"),
+        fd.edge("make", "loop"), fd.edge("ls", "up"), fd.edge("up", "le"), fd.edge("loop", "say")])
+
+
+async def test_fastgpt_shapes_run(tmp_path, scripted_registry):
+    result = load(save(tmp_path, fastgpt_flow()), models=scripted_registry)
+    assert not result.errors
+    nodes = by_id(result)
+    assert nodes["loop"]["config"]["items"] == {"ref": "make.items"}  # [[node, output]] is that reference
+    assert ("renamed_key", "up") in [(i.code, i.node_id) for i in result.report]
+    state, events = await run(result, registry=scripted_registry, tmp_path=tmp_path, settings=SETTINGS)
+    succeeded(state)
+    assert statuses(state)["hasfiles"] == "skipped"
+    assert state.node_runs["say"].outputs["answer"] == 'line 1\nline 2: ["<a>", "<b>"]'
+
+
+def test_fastgpt_several_list_references(tmp_path, scripted_registry):
+    doc = fastgpt_flow()
+    loop = next(n for n in doc["workflow"]["nodes"] if n["nodeId"] == "loop")
+    loop["inputs"][0]["value"] = [["make", "items"], ["make", "items"]]
+    with pytest.raises(ImportFailed) as failed:
+        load(save(tmp_path, doc), models=scripted_registry)
+    assert "joins several references into one list" in str(failed.value)
