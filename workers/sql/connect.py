@@ -12,6 +12,7 @@ pydantic models) and decoded by its parser.
 from __future__ import annotations
 
 import contextlib
+import sqlite3
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -101,7 +102,7 @@ def store_errors(url: str | URL) -> Iterator[None]:
     """Turn driver and connection failures into :class:`StoreError` naming the masked URL."""
     try:
         yield
-    except exc.SQLAlchemyError as error:
+    except (exc.SQLAlchemyError, sqlite3.Error) as error:  # sqlite3: the checkpoint's direct path
         detail = getattr(error, "orig", None) or error
         raise StoreError(f"database {mask_url(url)}: {type(detail).__name__}: {detail}") from error
     except OSError as error:

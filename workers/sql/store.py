@@ -94,6 +94,45 @@ class _Statements:
             index_elements=[run_events.c.run_id, run_events.c.seq])
 
 
+class _SqliteDirect:
+    """Runs the checkpoint's Core statements on SQLite through the driver connection.
+
+    SQLAlchemy's aiosqlite adapter spends three thread hand-offs per statement (open a
+    cursor, execute, close it); the driver's own ``execute`` spends one. The statements
+    are the same Core statements, compiled once per set of parameter names; JSON
+    parameters are encoded with the engine's serializer. The transaction stays
+    SQLAlchemy's (the driver begins it implicitly; the connection commits it).
+    """
+
+    def __init__(self, dialect: sa.engine.Dialect, dumps: Any) -> None:
+        self._dialect = dialect
+        self._dumps = dumps
+        self._compiled: dict[tuple[int, tuple[str, ...]], tuple[Any, str, tuple[str, ...], frozenset[str]]] = {}
+
+    def _compile(self, stmt: Any, keys: tuple[str, ...]) -> tuple[Any, str, tuple[str, ...], frozenset[str]]:
+        hit = self._compiled.get((id(stmt), keys))
+        if hit is None:
+            compiled = stmt.compile(dialect=self._dialect, column_keys=list(keys))
+            json_names = frozenset(name for name, bind in compiled.binds.items() if isinstance(bind.type, sa.JSON))
+            hit = (compiled, str(compiled), tuple(compiled.positiontup or ()), json_names)
+            self._compiled[(id(stmt), keys)] = hit
+        return hit
+
+    async def execute(self, conn: AsyncConnection, stmt: Any, params: dict[str, Any] | list[dict[str, Any]]) -> int:
+        """Execute ``stmt`` once per parameter dict; returns the rows matched."""
+        rows = params if isinstance(params, list) else [params]
+        compiled, sql, order, json_names = self._compile(stmt, tuple(rows[0]))
+        dumps = self._dumps
+        args = []
+        for row in rows:
+            values = compiled.construct_params(row)
+            args.append(tuple(dumps(values[name]) if name in json_names and values[name] is not None
+                              else values[name] for name in order))
+        driver = (await conn.get_raw_connection()).driver_connection
+        cursor = await (driver.execute(sql, args[0]) if len(args) == 1 else driver.executemany(sql, args))
+        return cursor.rowcount
+
+
 class SqlStore:
     """Runs, node runs, events, commands and chats in SQLite or PostgreSQL.
 
@@ -110,6 +149,8 @@ class SqlStore:
         self._conn: AsyncConnection | None = None
         self._lock = asyncio.Lock()
         self._sql = _Statements(self.backend)
+        self._direct = (_SqliteDirect(self._engine.dialect, self._engine.dialect._json_serializer)
+                        if self.backend == "sqlite" else None)
         self._index: OrderedDict[str, _NodeIndex] = OrderedDict()
 
     def __repr__(self) -> str:
@@ -217,7 +258,7 @@ class SqlStore:
         if owner_id is not None:
             params["b_owner_id"], stmt = owner_id, self._sql.update_owned_run
         async with self._tx() as conn:
-            if (await conn.execute(stmt, params)).rowcount == 0:
+            if await self._execute(conn, stmt, params) == 0:
                 if owner_id is not None:
                     raise LeaseLost(f"run {state.run_id} is no longer owned by {owner_id}")
                 raise RunNotFound(f"no run {state.run_id} for tenant {state.tenant_id!r}")
@@ -230,10 +271,16 @@ class SqlStore:
                      for node_id in delta.node_ids if index.current.get(node_id, staged.current[node_id])
                      != staged.current[node_id]]
             if flips:
-                await conn.execute(self._sql.flip_node_runs, flips)
+                await self._execute(conn, self._sql.flip_node_runs, flips)
             if rows:  # one row: a plain execute (executemany costs more per call)
-                await conn.execute(self._sql.upsert_node_runs, rows[0] if len(rows) == 1 else rows)
+                await self._execute(conn, self._sql.upsert_node_runs, rows[0] if len(rows) == 1 else rows)
         self._remember(state.run_id, staged, ended=str(state.status) in ENDED)
+
+    async def _execute(self, conn: AsyncConnection, stmt: Any, params: Any) -> int:
+        """Execute a hot-path statement (directly on the SQLite driver); returns the rows matched."""
+        if self._direct is not None:
+            return await self._direct.execute(conn, stmt, params)
+        return (await conn.execute(stmt, params)).rowcount
 
     def _node_rows(self, state: RunState, index: _NodeIndex, node_ids: Sequence[str],
                    history_from: int) -> list[dict[str, Any]]:
