@@ -83,6 +83,7 @@ running and recording a round's tool calls (step 3, and the pending call of a pa
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from dataclasses import dataclass
@@ -119,8 +120,8 @@ from .agent_types import (  # every public name of agent_types stays importable 
     maybe_await,
     messages_tokens,
 )
-from .chat import add_usage, registry_of
-from .llm import LLMRequest, LLMResponse, estimate_tokens, sum_usage
+from .chat import add_usage, registry_of, stream_idle_timeout
+from .llm import LLMError, LLMRequest, LLMResponse, estimate_tokens, sum_usage
 
 if TYPE_CHECKING:
     from .model_registry import Capabilities
@@ -281,6 +282,7 @@ def _open_loop(ctx: NodeContext, settings: LoopSettings, messages: Sequence[Mapp
         raise NodeFailed(f"model {settings.model!r} is not in the model registry (known: "
                          f"{', '.join(registry.names())})", node_id=ctx.node_id, reason="unknown_model")
     caps = spec.capabilities
+    settings = dataclasses.replace(settings, idle_timeout=_idle_timeout(ctx, spec, settings))
     mode: Literal["native", "json"] = ("json" if settings.protocol == "json" or
                                        (settings.protocol == "auto" and not caps.tool_calling) else "native")
     by_name = {t.name: t for t in tools}
@@ -366,6 +368,16 @@ async def _one_round(deps: _LoopDeps, state: LoopState) -> LoopResult | None:
             f"agent loop of node {ctx.node_id!r} reached max_rounds={settings.max_rounds} and still calls tools",
             node_id=ctx.node_id, detail="max_rounds")
     return None
+
+
+def _idle_timeout(ctx: NodeContext, spec: Any, settings: LoopSettings) -> float:
+    """The loop's stream idle timeout: ``settings.idle_timeout`` when the caller set one, else
+    the node's / the model's (:func:`nodes.chat.stream_idle_timeout`); never more than the
+    node's ``timeout``."""
+    if settings.idle_timeout is None:
+        return stream_idle_timeout(ctx, spec)
+    node_timeout = getattr(ctx.node, "timeout", None)
+    return settings.idle_timeout if node_timeout is None else min(settings.idle_timeout, float(node_timeout))
 
 
 def _check_can_start(deps: _LoopDeps, state: LoopState) -> None:
@@ -455,7 +467,16 @@ async def _call_model(deps: _LoopDeps, state: LoopState, request: LLMRequest, en
     tool_calls}``, timing and cost; ``entry`` joins ``state.trace`` (seed 001 "tool_calls is a
     dead column", fixed)."""
     started = time.perf_counter()
-    response = await deps.hooks.call_model(deps.ctx, request, state, deps.on_answer, deps.settings)
+    try:
+        response = await deps.hooks.call_model(deps.ctx, request, state, deps.on_answer, deps.settings)
+    except LLMError as exc:
+        if exc.usage is not None:  # tokens streamed before the failure were spent: the node run keeps them
+            state.usage.append(exc.usage)
+            add_usage(deps.ctx, exc.usage)
+            entry["usage"], entry["cost"] = exc.usage.model_dump(), exc.usage.cost
+        entry["error"] = {"reason": exc.reason, "message": str(exc), "partial_text": exc.partial_text}
+        state.trace.append(entry)
+        raise
     state.counters["model_calls"] += 1
     state.usage.append(response.usage)
     add_usage(deps.ctx, response.usage)

@@ -187,7 +187,9 @@ class LoopSettings:
     unreadable JSON-protocol replies tolerated (seed 001 default 2). ``protocol``: ``auto``
     (native when the model has tool calling), ``native`` or ``json``. ``stream``: answer
     deltas of native rounds go to ``ctx.delta``. ``temperature``/``max_tokens``: None means
-    the model's defaults (both are always sent, see :mod:`nodes.llm`).
+    the model's defaults (both are always sent, see :mod:`nodes.llm`). ``idle_timeout``:
+    seconds a streamed reply may stay silent; None: the node's ``stream_idle_timeout``, else
+    the model registry's (:func:`nodes.chat.stream_idle_timeout`), bounded by the node's timeout.
     """
 
     model: str
@@ -202,7 +204,7 @@ class LoopSettings:
     temperature: float | None = None
     max_tokens: int | None = None
     stream: bool = False
-    idle_timeout: float = 60.0
+    idle_timeout: float | None = None
     max_retries: int = 3
     user_key: bool = False
 

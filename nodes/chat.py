@@ -39,8 +39,10 @@ explicit sampling parameters, history turns, usage records).
 
 from __future__ import annotations
 
+import asyncio
 import json
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
 from engine.context import NodeContext, NodeResult
@@ -57,6 +59,7 @@ __all__ = [
     "SYSTEM_SEPARATOR",
     "ChatNode",
     "ChatTurn",
+    "Received",
     "add_usage",
     "format_quote",
     "history_as_text",
@@ -66,6 +69,8 @@ __all__ = [
     "render_text",
     "resolve_history",
     "sampling",
+    "stream_idle_timeout",
+    "warn",
 ]
 
 #: Joins the parts of the system prompt (seed 000 §3.1 ②).
@@ -197,6 +202,35 @@ def history_as_text(messages: list[dict[str, str]]) -> str:
     return "\n".join(f"{m['role']}: {m['content']}" for m in messages)
 
 
+def stream_idle_timeout(ctx: NodeContext, spec: Any) -> float:
+    """Seconds a streamed reply of this node may stay silent before the call fails as stalled.
+
+    The node's ``stream_idle_timeout``, else the registry's value for ``spec`` (the model's,
+    else its provider's, else 60), never more than the node's ``timeout``: a stall
+    detected after the attempt's own deadline would never be reported as one.
+    """
+    config = getattr(ctx.node, "config", None)
+    value = getattr(config, "stream_idle_timeout", None)
+    if value is None:
+        value = registry_of(ctx).stream_idle_timeout(spec)
+    node_timeout = getattr(ctx.node, "timeout", None)
+    if node_timeout is not None:
+        value = min(value, float(node_timeout))
+    return float(value)
+
+
+def warn(ctx: NodeContext, code: str, message: str, **details: Any) -> None:
+    """Record a warning on this node run (``data.warnings``: ``{code, message, details}``) and
+    emit it as a ``node_warning`` event, so a degraded result (a classifier fallback, ...)
+    is visible where the run is watched, not only in the stored record."""
+    from schemas.events import NodeWarning
+
+    entry = {"code": code, "message": message, "details": details}
+    ctx.node_run.data.setdefault("warnings", []).append(entry)
+    ctx._emit(NodeWarning, node_id=ctx.node_id, node_run_id=ctx.node_run.id, kind=ctx.node.type, code=code,
+              message=message, details=details)
+
+
 def add_usage(ctx: NodeContext, usage: Usage) -> Usage:
     """Add one call's usage to ``ctx.node_run.usage`` (calls priced one by one, then summed)."""
     from .llm import sum_usage
@@ -243,6 +277,16 @@ def _quote_item(item: Any) -> str:
 
 
 # ==================================================================== chat node
+
+
+@dataclass(slots=True)
+class Received:
+    """What a call streamed so far (answer and reasoning deltas) and, after a failure, the
+    usage recorded for it."""
+
+    text: list[str] = field(default_factory=list)
+    reasoning: list[str] = field(default_factory=list)
+    usage: Usage | None = None
 
 
 @dataclass(slots=True)
@@ -304,31 +348,75 @@ class ChatNode(NodeExecutor[ChatConfig], kind="chat"):
         return fit_messages(messages, max_input_tokens=spec.max_context - max_tokens, node_id=ctx.node_id), quote_role
 
     async def answer(self, ctx: NodeContext, question: str, *, stream: bool = False,
-                     stream_reasoning: bool = False) -> ChatTurn:
+                     stream_reasoning: bool = False, received: "Received | None" = None) -> ChatTurn:
         """Ask ``question`` with this node's configuration; the usage is added to ``ctx.node_run.usage``.
+
+        ``received`` collects the streamed text and reasoning as they arrive (whether or
+        not they are streamed to the user). When the call fails after some of the reply
+        arrived - the stream stalled, dropped or reported an error, or the node timed out
+        or was cancelled - the tokens were spent: their usage (the provider's count when
+        the call had one, else an estimate) is still added to ``ctx.node_run.usage`` and
+        ``received`` keeps the partial text, so the caller can keep what was produced.
 
         Raises:
             NodeFailed: unknown model, bad history; ``LLMError`` subclasses for provider
                 failures (they name the node).
         """
-        from .llm import LLMRequest, call_llm
+        from .llm import LLMError, LLMRequest, call_llm, estimate_usage
 
         cfg = self.config
         spec = model_spec(ctx, cfg.model)
         temperature, max_tokens = sampling(cfg, spec, None)
         messages, quote_role = self.build_messages(ctx, question, spec, max_tokens)
         request = LLMRequest(cfg.model, messages, temperature=temperature, max_tokens=max_tokens)
-        response = await call_llm(
-            request,
-            registry=registry_of(ctx),
-            on_answer=(lambda t: ctx.delta(t, "answer")) if stream else None,
-            on_reasoning=(lambda t: ctx.delta(t, "reasoning")) if stream_reasoning else None,
-            cancel=ctx.cancel,
-            node_id=ctx.node_id,
-        )
+        got = received if received is not None else Received()
+        got.text.clear()
+        got.reasoning.clear()
+
+        def on_answer(text: str) -> None:
+            got.text.append(text)
+            if stream:
+                ctx.delta(text, "answer")
+
+        def on_reasoning(text: str) -> None:
+            got.reasoning.append(text)
+            if stream_reasoning:
+                ctx.delta(text, "reasoning")
+
+        started = time.perf_counter()
+        try:
+            response = await call_llm(request, registry=registry_of(ctx), on_answer=on_answer,
+                                      on_reasoning=on_reasoning, cancel=ctx.cancel, node_id=ctx.node_id,
+                                      idle_timeout=stream_idle_timeout(ctx, spec))
+        except BaseException as exc:
+            usage = exc.usage if isinstance(exc, LLMError) else None
+            if usage is None and (got.text or got.reasoning):  # cut by a timeout or a cancel mid-stream
+                usage = estimate_usage(spec, messages, "".join(got.text), "".join(got.reasoning),
+                                       latency_ms=(time.perf_counter() - started) * 1000.0)
+            if usage is not None:
+                got.usage = add_usage(ctx, usage)
+            raise
         add_usage(ctx, response.usage)
         return ChatTurn(question, response.text or "", response.reasoning or "", response.usage, messages,
                         quote_role, response.finish_reason, response.request)
+
+    @staticmethod
+    def _keep_partial(ctx: NodeContext, received: "Received", error: BaseException) -> None:
+        """A failed call keeps what it produced: the partial ``answer`` / ``reasoning`` and the
+        node's usage become the node run's outputs (the scheduler records a failed node's
+        outputs as they are), and ``data.chat.partial`` says how the reply ended. Nothing
+        is recorded when nothing arrived."""
+        if not (received.text or received.reasoning or received.usage is not None):
+            return
+        usage = ctx.node_run.usage
+        answer, reasoning = "".join(received.text), "".join(received.reasoning)
+        ctx.node_run.outputs = {"answer": answer, "reasoning": reasoning,
+                                "usage": usage.model_dump() if usage is not None else None}
+        reason = getattr(error, "reason", None) or ("cancelled" if isinstance(error, asyncio.CancelledError)
+                                                    else type(error).__name__)
+        ctx.node_run.data.setdefault("chat", {})["partial"] = {
+            "answer_chars": len(answer), "reasoning_chars": len(reasoning), "ended_by": reason,
+            "answer": answer, "reasoning": reasoning}
 
     def as_tool(self, ctx: NodeContext) -> Callable[[str], Awaitable[str]]:
         """``async (question) -> answer text`` for an agent loop running in ``ctx`` (no streaming)."""
@@ -344,7 +432,13 @@ class ChatNode(NodeExecutor[ChatConfig], kind="chat"):
         cfg = self.config
         question = render_text(ctx, cfg.user_prompt, "user_prompt",
                                extra={"quote": self._quote_text(ctx), "question": ctx.state.sys.get("query", "")})
-        turn = await self.answer(ctx, question, stream=cfg.stream, stream_reasoning=cfg.stream_reasoning)
+        received = Received()
+        try:
+            turn = await self.answer(ctx, question, stream=cfg.stream, stream_reasoning=cfg.stream_reasoning,
+                                     received=received)
+        except BaseException as exc:
+            self._keep_partial(ctx, received, exc)
+            raise
         source = resolve_history(ctx, cfg)
         history = source + [{"role": "user", "content": question}, {"role": "assistant", "content": turn.answer}]
         ctx.node_run.data["chat"] = {

@@ -129,6 +129,7 @@ class ExtractFieldsNode(NodeExecutor[ExtractFieldsConfig], kind="extract_fields"
         return "\n".join(lines)
 
     async def run(self, ctx: NodeContext) -> NodeResult:
+        from .chat import stream_idle_timeout
         from .llm import LLMRequest, call_llm
 
         cfg = self.config
@@ -152,7 +153,8 @@ class ExtractFieldsNode(NodeExecutor[ExtractFieldsConfig], kind="extract_fields"
             response_format=({"type": "json_schema", "json_schema": {"name": TOOL_NAME, "schema": schema}}
                              if protocol == "structured" else None),
         )
-        response = await call_llm(request, registry=registry_of(ctx), cancel=ctx.cancel, node_id=ctx.node_id)
+        response = await call_llm(request, registry=registry_of(ctx), cancel=ctx.cancel, node_id=ctx.node_id,
+                                  idle_timeout=stream_idle_timeout(ctx, spec))
         usage = add_usage(ctx, response.usage)
 
         calls = [c for c in response.tool_calls if c.name == TOOL_NAME]

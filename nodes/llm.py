@@ -13,11 +13,18 @@ streams the reply:
 3. **Stream** (``stream=True``, ``include_usage``): answer deltas go to
    ``on_answer``, ``reasoning_content`` deltas (DeepSeek, Qwen) to ``on_reasoning``;
    tool-call fragments are joined by ``index`` across chunks (parallel calls may
-   interleave). A stream that ends without a ``finish_reason`` was cut: it is an error,
-   never a short answer.
+   interleave). Some providers send each complete call in one chunk and reuse index 0
+   for every call: a chunk carrying a *new* ``id`` at an index already in use starts a
+   new call; a chunk without an id (or repeating the open call's id) continues the call
+   open at that index (a chunk without an index continues the last call). Calls are
+   returned in the order they started. A stream that ends without a ``finish_reason``
+   was cut: it is an error, never a short answer.
 4. **Idle timeout**: at most ``idle_timeout`` seconds between two chunks (and before
    the first) - not a total: a slow model that keeps streaming never times out, a
-   stalled one fails with :class:`LLMStalled` (seed 001 坑 7).
+   stalled one fails with :class:`LLMStalled` (seed 001 坑 7). ``None`` means the
+   registry's value for the model (:meth:`~nodes.model_registry.ModelRegistry.stream_idle_timeout`:
+   the model's, else its provider's, else 60 s); nodes pass their own bounded value
+   (:func:`nodes.chat.stream_idle_timeout`).
 5. **Retries**: 429, 5xx, malformed frames and connection errors are retried with
    exponential backoff (full jitter; ``Retry-After`` honoured) ONLY while nothing was
    streamed. Once a token reached a callback, a failure is raised - a silent retry
@@ -68,6 +75,7 @@ __all__ = [
     "build_request_body",
     "call_llm",
     "estimate_tokens",
+    "estimate_usage",
     "fit_messages",
     "sum_usage",
     "translate_error",
@@ -84,7 +92,9 @@ MAX_RETRY_AFTER = 30.0
 class LLMError(NodeFailed):
     """A model call failed. ``model`` is the registry name; ``status_code`` the HTTP status
     (None when there was none); ``attempts`` how many requests were sent; ``usage`` the
-    estimated usage of output already streamed (None when nothing was)."""
+    usage of output already streamed (None when nothing was); ``partial_text`` /
+    ``partial_reasoning`` what was streamed before the failure ("" when nothing was), so
+    a node can keep what it produced."""
 
     reason = "llm_error"
     #: Retried by ``call_llm`` when nothing was streamed yet.
@@ -97,6 +107,8 @@ class LLMError(NodeFailed):
         self.status_code = status_code
         self.attempts = 1
         self.usage: Usage | None = None
+        self.partial_text = ""
+        self.partial_reasoning = ""
 
 
 class LLMRateLimited(LLMError):
@@ -317,12 +329,25 @@ class _Incomplete(Exception):
 
 
 @dataclass
+class _CallSlot:
+    """One streamed tool call being joined: the stream ``index`` it arrived at, its id,
+    name and argument fragments."""
+
+    index: int
+    id: str = ""
+    name: str = ""
+    fragments: list[str] = field(default_factory=list)
+
+
+@dataclass
 class _Reply:
-    """What one attempt accumulated."""
+    """What one attempt accumulated. ``calls`` in the order they started; ``open_at`` maps
+    a stream index to the call currently open there."""
 
     text: list[str] = field(default_factory=list)
     reasoning: list[str] = field(default_factory=list)
-    calls: dict[int, list[Any]] = field(default_factory=dict)  # index -> [id, name, [fragments]]
+    calls: list[_CallSlot] = field(default_factory=list)
+    open_at: dict[int, _CallSlot] = field(default_factory=dict)
     finish_reason: str | None = None
     usage: Any = None
     streamed: bool = False
@@ -330,20 +355,30 @@ class _Reply:
 
 
 def _add_tool_delta(reply: _Reply, delta: Any) -> None:
+    """Join one tool-call delta (step 3 of the module docstring).
+
+    A new ``id`` at an index already in use starts a new call: providers that send each
+    complete call in one chunk reuse index 0 for all of them, and gluing them would
+    concatenate their arguments and lose every call but the first. A delta without an
+    id continues the call open at its index; a delta without an index continues the
+    last call (servers that omit it for a single call).
+    """
     index = delta.index
-    if index is None:  # some servers omit it for a single call: a new id starts a new call
-        index = len(reply.calls) if (delta.id or not reply.calls) else max(reply.calls)
-    slot = reply.calls.get(index)
-    if slot is None:
-        slot = reply.calls[index] = ["", "", []]
-    if delta.id and not slot[0]:
-        slot[0] = delta.id
+    if index is None:
+        index = reply.calls[-1].index if reply.calls else 0
+    slot = reply.open_at.get(index)
+    if slot is None or (delta.id and slot.id and delta.id != slot.id):
+        slot = _CallSlot(index)
+        reply.calls.append(slot)
+        reply.open_at[index] = slot
+    if delta.id and not slot.id:
+        slot.id = delta.id
     fn = delta.function
     if fn is not None:
-        if fn.name and not slot[1]:  # some servers repeat the full name on every delta
-            slot[1] = fn.name
+        if fn.name and not slot.name:  # some servers repeat the full name on every delta
+            slot.name = fn.name
         if fn.arguments:
-            slot[2].append(fn.arguments)
+            slot.fragments.append(fn.arguments)
 
 
 class _IdleWatchdog:
@@ -508,7 +543,7 @@ async def call_llm(
     on_reasoning: DeltaCallback | None = None,
     cancel: CancelToken | None = None,
     user_key: bool = False,
-    idle_timeout: float = 60.0,
+    idle_timeout: float | None = None,
     max_retries: int = 3,
     retry_base_delay: float = 0.5,
     node_id: str | None = None,
@@ -516,7 +551,8 @@ async def call_llm(
     """Call a model once (with retries before the first token); see the module docstring.
 
     ``on_answer`` / ``on_reasoning`` get each delta (sync or async callables).
-    ``user_key``: the user brings their own key, the call costs 0.
+    ``user_key``: the user brings their own key, the call costs 0. ``idle_timeout``:
+    seconds allowed between two chunks; None: the registry's value for the model.
 
     Raises:
         LLMError: a subclass naming the node and model (never the key).
@@ -528,6 +564,8 @@ async def call_llm(
         raise LLMBadRequest(f"{_subject(node_id, request.model)}: {exc}", node_id=node_id,
                             reason="unknown_model", model=request.model) from None
     body = build_request_body(spec, request, node_id=node_id)
+    if idle_timeout is None:
+        idle_timeout = registry.stream_idle_timeout(spec)
     if cancel is not None:
         cancel.raise_if_cancelled(node_id)
     try:
@@ -558,6 +596,8 @@ async def call_llm(
                     error.args = (f"{error.args[0]} [after {attempt} attempts]",)
                 if reply.streamed:
                     error.usage = _usage(spec, body, reply, started, user_key)
+                    error.partial_text = "".join(reply.text)
+                    error.partial_reasoning = "".join(reply.reasoning)
                 # The message carries the provider's text (redacted); the openai exception is not
                 # chained: it holds the raw request, and tracebacks are logged.
                 raise error from None
@@ -571,8 +611,8 @@ async def call_llm(
         raise
     finally:
         watch.close()
-    calls = [ToolCall(slot[0] or f"call_{index}", slot[1], "".join(slot[2]) or "{}")
-             for index, slot in sorted(reply.calls.items())]
+    calls = [ToolCall(slot.id or f"call_{position}", slot.name, "".join(slot.fragments) or "{}")
+             for position, slot in enumerate(reply.calls)]
     return LLMResponse(
         text="".join(reply.text),
         reasoning="".join(reply.reasoning),
@@ -593,8 +633,8 @@ def _usage(spec: ModelSpec, body: dict[str, Any], reply: _Reply, started: float,
         if body.get("tools"):
             tokens_in += estimate_tokens(json.dumps(body["tools"]))
         tokens_out = estimate_tokens("".join(reply.text)) + estimate_tokens("".join(reply.reasoning))
-        for call_id, name, fragments in reply.calls.values():
-            tokens_out += 3 + estimate_tokens(name) + estimate_tokens("".join(fragments))
+        for slot in reply.calls:
+            tokens_out += 3 + estimate_tokens(slot.name) + estimate_tokens("".join(slot.fragments))
         source = "estimated"
     return Usage(
         model=spec.name,
@@ -605,6 +645,18 @@ def _usage(spec: ModelSpec, body: dict[str, Any], reply: _Reply, started: float,
         latency_ms=(time.perf_counter() - started) * 1000.0,
         calls=1,
     )
+
+
+def estimate_usage(spec: ModelSpec, messages: Sequence[Mapping[str, Any]], text: str, reasoning: str = "", *,
+                   latency_ms: float = 0.0, user_key: bool = False) -> Usage:
+    """The estimated usage of a call whose reply was cut before the provider counted it
+    (the node was cancelled or timed out mid-stream): ``messages`` in, ``text`` +
+    ``reasoning`` out, priced like any call (0 with ``user_key``), ``token_source``
+    ``"estimated"``. The tokens were spent, so a failed node still records them."""
+    tokens_in = estimate_tokens(list(messages))
+    tokens_out = estimate_tokens(text) + estimate_tokens(reasoning)
+    return Usage(model=spec.name, tokens_in=tokens_in, tokens_out=tokens_out, token_source="estimated",
+                 cost=0.0 if user_key else price(spec, tokens_in, tokens_out), latency_ms=latency_ms, calls=1)
 
 
 def sum_usage(usages: Iterable[Usage | None]) -> Usage:

@@ -14,6 +14,7 @@ File format::
     [providers.openai]
     base_url = "${OPENAI_BASE_URL:-https://api.openai.com/v1}"   # ${VAR:-fallback} allowed
     api_key_env = "OPENAI_API_KEY"        # omit for local providers without a key
+    stream_idle_timeout = 60              # optional: seconds allowed between two streamed chunks
 
     [models.gpt-4o-mini]                  # the name workflows use
     provider = "openai"
@@ -23,12 +24,18 @@ File format::
     default_temperature = 0.7
     capabilities = { tool_calling = true, vision = true, structured_output = true }
     pricing = { input_per_1k = 0.00015, output_per_1k = 0.0006 }
+    stream_idle_timeout = 120             # optional: overrides the provider's (slow reasoning models)
     # or tiers chosen by the call's input tokens:
     # [[models.x.pricing.tiers]]  max_input_tokens = 128000, input_per_1k = ..., output_per_1k = ...
 
 API keys are never stored: a provider names the environment variable holding its key
 and :meth:`ModelRegistry.client_for` reads it when a call is made. Nothing here puts a
 key in a repr, a log line or an error message.
+
+The stream idle timeout (:meth:`ModelRegistry.stream_idle_timeout`) is the model's
+``stream_idle_timeout``, else its provider's, else :data:`DEFAULT_STREAM_IDLE_TIMEOUT`:
+a reasoning model may think silently for minutes where a small chat model that says
+nothing for a minute has stalled, so the operator sets it where they know the model.
 
 Prices are per 1,000 tokens in one currency of the operator's choosing (the bundled
 file uses USD). :func:`price` prices *one call*; a node that makes several calls
@@ -57,6 +64,7 @@ if TYPE_CHECKING:
     import openai
 
 __all__ = [
+    "DEFAULT_STREAM_IDLE_TIMEOUT",
     "Capabilities",
     "MissingAPIKey",
     "ModelConfigError",
@@ -78,6 +86,8 @@ NO_KEY = "no-key"
 #: Connect timeout of provider clients (seconds). Stalls after connecting are caught by
 #: ``call_llm``'s idle timeout, not by the HTTP client.
 CONNECT_TIMEOUT = 10.0
+#: Seconds allowed between two streamed chunks when neither the model nor its provider sets it.
+DEFAULT_STREAM_IDLE_TIMEOUT = 60.0
 
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
@@ -159,11 +169,13 @@ class Capabilities(_Spec):
 
 
 class ProviderSpec(_Spec):
-    """An OpenAI-compatible endpoint. ``api_key_env`` names the env var holding the key (None: no key)."""
+    """An OpenAI-compatible endpoint. ``api_key_env`` names the env var holding the key (None: no key);
+    ``stream_idle_timeout``: seconds allowed between two streamed chunks for its models (None: the default)."""
 
     name: str
     base_url: str
     api_key_env: str | None = None
+    stream_idle_timeout: float | None = Field(default=None, gt=0, le=3600)
 
 
 class ModelSpec(_Spec):
@@ -178,6 +190,8 @@ class ModelSpec(_Spec):
     default_system_prompt: str = ""
     default_temperature: float = Field(default=0.7, ge=0, le=2)
     pricing: Pricing = Field(default_factory=Pricing)
+    stream_idle_timeout: float | None = Field(default=None, gt=0, le=3600,
+                                              description="seconds between two streamed chunks; None: the provider's")
 
     @model_validator(mode="after")
     def _defaults(self) -> "ModelSpec":
@@ -290,6 +304,16 @@ class ModelRegistry:
     def provider(self, spec: ModelSpec) -> ProviderSpec:
         """The provider serving ``spec``."""
         return self._providers[spec.provider]
+
+    def stream_idle_timeout(self, spec: ModelSpec) -> float:
+        """Seconds allowed between two streamed chunks of ``spec``: the model's value, else its
+        provider's, else :data:`DEFAULT_STREAM_IDLE_TIMEOUT`."""
+        if spec.stream_idle_timeout is not None:
+            return spec.stream_idle_timeout
+        provider = self._providers.get(spec.provider)
+        if provider is not None and provider.stream_idle_timeout is not None:
+            return provider.stream_idle_timeout
+        return DEFAULT_STREAM_IDLE_TIMEOUT
 
     @property
     def providers(self) -> list[ProviderSpec]:

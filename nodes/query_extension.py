@@ -85,6 +85,7 @@ class QueryExtensionNode(NodeExecutor[QueryExtensionConfig], kind="query_extensi
         return "\n".join(lines)
 
     async def run(self, ctx: NodeContext) -> NodeResult:
+        from .chat import stream_idle_timeout
         from .llm import LLMRequest, call_llm
 
         cfg = self.config
@@ -103,7 +104,8 @@ class QueryExtensionNode(NodeExecutor[QueryExtensionConfig], kind="query_extensi
                              [{"role": "system", "content": self._system_prompt(instructions, history)},
                               {"role": "user", "content": question}],
                              temperature=temperature, max_tokens=max_tokens)
-        response = await call_llm(request, registry=registry_of(ctx), cancel=ctx.cancel, node_id=ctx.node_id)
+        response = await call_llm(request, registry=registry_of(ctx), cancel=ctx.cancel, node_id=ctx.node_id,
+                                  idle_timeout=stream_idle_timeout(ctx, spec))
         usage = add_usage(ctx, response.usage)
         raw = response.text
         record["raw"] = raw

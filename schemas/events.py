@@ -20,6 +20,7 @@ __all__ = [
     "NodeDelta",
     "NodeFinished",
     "NodeStarted",
+    "NodeWarning",
     "RunCancelled",
     "RunFailed",
     "RunFinished",
@@ -84,6 +85,27 @@ class NodeFinished(EventBase):
     iteration: int | None = None
 
 
+class NodeWarning(EventBase):
+    """A node went on with a degraded result and says so (it does not fail the node).
+
+    ``code`` is stable (``classify_fallback``: the classifier's reply named no single
+    category and the fallback branch was taken); ``message`` is for people (it names the
+    node and the reason); ``details`` holds the machine-readable parts (for
+    ``classify_fallback``: ``reason``, ``category``, ``detail``, ``raw``). The same entry
+    is kept in the node run's ``data.warnings``.
+    """
+
+    type: Literal["node_warning"] = "node_warning"
+    node_id: str
+    node_run_id: str
+    kind: str
+    code: str
+    message: str
+    details: dict[str, Any] = Field(default_factory=dict)
+    loop_id: str | None = None
+    iteration: int | None = None
+
+
 class InterruptEvent(EventBase):
     """A node asks a person something; the run pauses once nothing else can run."""
 
@@ -138,7 +160,7 @@ class RunCancelled(EventBase):
 
 Event = Annotated[
     Union[RunStarted, NodeStarted, NodeDelta, NodeFinished, InterruptEvent, RunPaused, RunResumed, RunFinished,
-          RunFailed, RunCancelled],
+          RunFailed, RunCancelled, NodeWarning],
     Field(discriminator="type"),
 ]
 

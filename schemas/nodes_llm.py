@@ -13,6 +13,10 @@ Behaviour lives in ``nodes/chat.py``, ``nodes/classify.py``, ``nodes/extract.py`
   unset max_tokens truncated replies that then looked like parse failures).
 - ``history``: how many past turns (a user message and the replies after it) of
   ``history_source`` (default ``sys.history``) go into the prompt, oldest dropped.
+- ``stream_idle_timeout``: seconds a streamed reply may stay silent before the call
+  fails as stalled; None: the model registry's value for the model (the model's, else
+  its provider's, else 60). The node's ``timeout`` bounds it: a stall can never outlive
+  the attempt it belongs to.
 """
 
 from __future__ import annotations
@@ -77,6 +81,9 @@ class LLMNodeConfig(NodeConfig):
     history: int = Field(default=0, ge=0, le=100, description="past turns of history_source put in the prompt")
     history_source: Ref = Field(default_factory=lambda: Ref(ref="sys.history"),
                                 description="array of {role, content} messages, oldest first")
+    stream_idle_timeout: float | None = Field(default=None, gt=0, le=3600,
+                                              description="seconds a streamed reply may stay silent; None: the "
+                                                          "model's (registry); bounded by the node's timeout")
 
     def model_refs(self) -> Iterator[tuple[str, str]]:
         yield "model", self.model

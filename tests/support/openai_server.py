@@ -81,6 +81,7 @@ __all__ = [
     "raw",
     "reasoning",
     "reasoning_reply",
+    "reused_index_tool_calls_reply",
     "registry_for",
     "reply",
     "scripted_registry",
@@ -286,6 +287,17 @@ def parallel_tool_calls_reply(calls: Sequence[tuple[str, str, str]], *, fragment
         for i, parts in enumerate(pieces):
             if round_ < len(parts):
                 steps.append(ToolDelta(i, arguments=parts[round_]))
+    steps.append(Finish("tool_calls"))
+    if usage is not None:
+        steps.append(Usage(*usage))
+    return Reply(steps)
+
+
+def reused_index_tool_calls_reply(calls: Sequence[tuple[str, str, str]], *,
+                                  usage: tuple[int, int] | None = (30, 20)) -> Reply:
+    """Several tool calls ``(id, name, arguments)``, each complete in one chunk, ALL at index 0
+    (providers that number every call 0 and tell them apart by ``id`` only)."""
+    steps: list[Step] = [ToolDelta(0, cid, name, args) for cid, name, args in calls]
     steps.append(Finish("tool_calls"))
     if usage is not None:
         steps.append(Usage(*usage))
