@@ -13,6 +13,19 @@ Rules (README "References"):
 4. A reference to a *skipped* node resolves to ``None`` (the branch was not taken).
 5. Templates are Jinja2 in a :class:`~jinja2.sandbox.SandboxedEnvironment` with
    ``StrictUndefined``: an undefined name or attribute is an error, not ``""``.
+6. In templates, ``x.key`` reads the data first: a key of an object wins over a
+   method of the same name (``{{ r.json.items }}`` is the ``items`` key, as
+   ``{"ref": "r.json.items"}`` is), for every method name. A method is only reached
+   when the data has no such key (``{% for k, v in obj.items() %}``), and printing one
+   is an error, never ``<built-in method ...>``.
+7. Values print the way builders read them: a string as is, null as empty text, a
+   boolean as ``true``/``false``, an object or a list as JSON - in ``{{ ... }}``, in
+   ``~`` concatenation and in the ``string`` and ``join`` filters. Never a Python repr
+   (``None``, ``{'a': 1}``).
+8. A template error names the node, the config path of the template and, when a
+   value is missing, the reference path that failed and why, in the words of rule 3
+   (``config.template: undefined value in template of node 't', reference
+   'search.json.items[0]': index [0] out of range (empty list)``).
 """
 
 from __future__ import annotations
@@ -23,6 +36,7 @@ from typing import Any, Iterator, Mapping
 
 import jinja2
 from jinja2 import meta, nodes as jnodes
+from jinja2.compiler import CodeGenerator
 from jinja2.sandbox import SandboxedEnvironment
 
 from schemas.run import RunState
@@ -136,11 +150,81 @@ class _Undefined(jinja2.StrictUndefined):
         return super()._undefined_message
 
 
+class _NotData(jinja2.exceptions.TemplateRuntimeError):
+    """A method was printed where a value was expected (rule 6)."""
+
+
+def to_text(value: Any) -> Any:
+    """How a value prints in a template (rule 7): a string as is, null as ``""``, a boolean
+    as ``true``/``false``, an object or a list as JSON; other values unchanged (numbers).
+    Undefined values pass through so that printing them still raises.
+
+    Raises:
+        jinja2.TemplateRuntimeError: the value is a method (a key that is not in the data).
+    """
+    if isinstance(value, str) or isinstance(value, jinja2.Undefined):
+        return value
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (Mapping, list, tuple)):
+        return json.dumps(value if isinstance(value, (dict, list)) else
+                          (dict(value) if isinstance(value, Mapping) else list(value)),
+                          ensure_ascii=False, default=str)
+    if callable(value):
+        owner = type(getattr(value, "__self__", None)).__name__
+        name = getattr(value, "__name__", "?")
+        raise _NotData(f"{name!r} is a method of {owner}, not a value: the data has no key {name!r}")
+    return value
+
+
+def _text_join(parts: Iterator[Any]) -> str:
+    return "".join(str(to_text(p)) for p in parts)
+
+
+def _join(value: Any, d: str = "", attribute: str | int | None = None) -> str:
+    items = list(value)
+    if attribute is not None:
+        env = template_env()
+        items = [env.getitem(item, attribute) for item in items]
+    return str(d).join(str(to_text(item)) for item in items)
+
+
+class _CodeGenerator(CodeGenerator):
+    """Compiles ``a ~ b`` with :func:`to_text` for each part (Jinja's own join uses ``str``)."""
+
+    def visit_Concat(self, node: jnodes.Concat, frame: Any) -> None:
+        self.write("environment.text_join((")
+        for arg in node.nodes:
+            self.visit(arg, frame)
+            self.write(", ")
+        self.write("))")
+
+
+class _Environment(SandboxedEnvironment):
+    """The sandbox with the data-first lookup of rule 6 and the printing of rule 7."""
+
+    code_generator_class = _CodeGenerator
+    text_join = staticmethod(_text_join)
+
+    def getattr(self, obj: Any, attribute: str) -> Any:
+        if isinstance(obj, Mapping):
+            try:
+                if attribute in obj:
+                    return obj[attribute]
+            except TypeError:
+                pass
+        return super().getattr(obj, attribute)
+
+
 @functools.cache
 def template_env() -> SandboxedEnvironment:
-    """The one sandboxed Jinja2 environment (no autoescape, strict undefined)."""
-    env = SandboxedEnvironment(undefined=_Undefined, autoescape=False, keep_trailing_newline=True)
+    """The one sandboxed Jinja2 environment (no autoescape, strict undefined, rules 6-7)."""
+    env = _Environment(undefined=_Undefined, autoescape=False, keep_trailing_newline=True, finalize=to_text)
     env.filters["json"] = _tojson
+    env.filters["string"] = lambda value: str(to_text(value))
+    env.filters["join"] = _join
     return env
 
 
@@ -260,22 +344,132 @@ def render_template(
     node_id: str | None = None,
     field: str = "template",
 ) -> str:
-    """Render ``source`` with the run's references and ``extra`` names.
+    """Render ``source`` with the run's references and ``extra`` names (rules 5-8).
 
     Raises:
-        TemplateFailed: syntax error, undefined name/attribute, sandbox violation;
-            the message names the node and field.
+        TemplateFailed: syntax error, undefined name/attribute (naming the reference path
+            that failed and why), a printed method, sandbox violation; the message names
+            the field (config path) and the node.
     """
+    of = f" of node {node_id!r}" if node_id else ""
     try:
         template, names = _compiled(source)
-        return template.render(template_context(state, names, extra))
     except jinja2.TemplateSyntaxError as exc:
-        raise TemplateFailed(f"{field}: template syntax error at line {exc.lineno}: {exc.message}", node_id=node_id) from exc
-    except jinja2.UndefinedError as exc:
-        raise TemplateFailed(f"{field}: undefined value in template: {exc.message}", node_id=node_id) from exc
+        raise TemplateFailed(f"{field}: template syntax error{of} at line {exc.lineno}: {exc.message}",
+                             node_id=node_id) from exc
+    context = template_context(state, names, extra)
+    try:
+        return template.render(context)
+    except (jinja2.UndefinedError, _NotData) as exc:
+        found = _diagnose(source, context, names)
+        where = f"{of}, reference {found[0]!r}: {found[1]}" if found else f"{of}: {exc.message}"
+        raise TemplateFailed(f"{field}: undefined value in template{where}", node_id=node_id) from None
     except jinja2.exceptions.SecurityError as exc:
-        raise TemplateFailed(f"{field}: template not allowed by the sandbox: {exc}", node_id=node_id) from exc
+        raise TemplateFailed(f"{field}: template{of} not allowed by the sandbox: {exc}", node_id=node_id) from None
     except TemplateFailed:
         raise
     except Exception as exc:  # noqa: BLE001 - any render failure is the template's
-        raise TemplateFailed(f"{field}: template failed: {type(exc).__name__}: {exc}", node_id=node_id) from exc
+        raise TemplateFailed(f"{field}: template{of} failed: {type(exc).__name__}: {exc}", node_id=node_id) from None
+
+
+# ----------------------------------------------------------------------- diagnosing a failed render
+
+_GUARDS = frozenset({"default", "d"})
+
+
+def _chain(node: jnodes.Node) -> tuple[str, list[tuple[str, Any]]] | None:
+    """``(root name, [("attr"|"item", key), ...])`` of a lookup chain with constant keys, cut
+    before the first dynamic key; None when it does not start at a name."""
+    steps: list[tuple[str, Any]] = []
+    while isinstance(node, (jnodes.Getattr, jnodes.Getitem)):
+        if isinstance(node, jnodes.Getattr):
+            steps.append(("attr", node.attr))
+        elif isinstance(node.arg, jnodes.Const) and isinstance(node.arg.value, (str, int)):
+            steps.append(("item", node.arg.value))
+        elif isinstance(node.arg, jnodes.Neg) and isinstance(getattr(node.arg.node, "value", None), int):
+            steps.append(("item", -node.arg.node.value))  # x[-1] parses as a negated constant
+        else:
+            steps.clear()  # a dynamic key: only the part before it can be checked
+        node = node.node
+    if not isinstance(node, jnodes.Name):
+        return None
+    return node.name, steps[::-1]
+
+
+def _path_text(root: str, steps: list[tuple[str, Any]]) -> str:
+    text = root
+    for _, key in steps:
+        if isinstance(key, int):
+            text += f"[{key}]"
+        elif key.isidentifier():
+            text += f".{key}"
+        else:
+            text += f"[{json.dumps(key, ensure_ascii=False)}]"
+    return text
+
+
+def _why(value: Any, key: Any) -> str:
+    """Why ``key`` cannot be read from ``value``, in the words of :func:`_walk_path`."""
+    if value is None:
+        return f"cannot read {key!r} of null"
+    if isinstance(value, Mapping) and not isinstance(key, int):
+        keys = ", ".join(sorted(map(str, value))[:10]) or "none"
+        return f"key {key!r} not found (keys: {keys})"
+    if isinstance(value, (list, tuple)) and isinstance(key, int):
+        return f"index [{key}] out of range ({f'length {len(value)}' if value else 'empty list'})"
+    if isinstance(key, int):
+        return f"cannot index {type(value).__name__} with [{key}]"
+    return f"cannot read key {key!r} of {type(value).__name__}"
+
+
+def _walk_chain(context: Mapping[str, Any], root: str, steps: list[tuple[str, Any]],
+                called: bool) -> tuple[str, str] | None:
+    """Follow one chain as the template does; ``(path so far, why)`` at the first step that fails."""
+    env = template_env()
+    value = context[root]
+    for i, (kind, key) in enumerate(steps):
+        nxt = env.getattr(value, key) if kind == "attr" and isinstance(key, str) else env.getitem(value, key)
+        if isinstance(nxt, jinja2.Undefined):
+            return _path_text(root, steps[:i + 1]), _why(value, key)
+        if callable(nxt) and isinstance(value, (Mapping, list, tuple)) and not (called and i == len(steps) - 1):
+            return _path_text(root, steps[:i + 1]), (f"{_why(value, key)}; {key!r} is a method of "
+                                                     f"{type(value).__name__}, not data")
+        value = nxt
+    return None
+
+
+def _diagnose(source: str, context: Mapping[str, Any], names: frozenset[str]) -> tuple[str, str] | None:
+    """The first reference of ``source`` that cannot be read, as ``(path, why)``; lookups guarded
+    by ``default`` or an ``is defined`` test are left out. None when no lookup explains the error."""
+    ast = template_env().parse(source)
+    parents: dict[int, jnodes.Node] = {}
+    for parent in ast.find_all(jnodes.Node):
+        for child in parent.iter_child_nodes():
+            parents[id(child)] = parent
+    for name in ast.find_all(jnodes.Name):
+        if name.ctx == "load" and name.name in names and name.name not in context:
+            return name.name, "no such name (not a node that has run, nor inputs, sys, vars or nodes)"
+    for node in ast.find_all((jnodes.Getattr, jnodes.Getitem)):
+        parent = parents.get(id(node))
+        if isinstance(parent, (jnodes.Getattr, jnodes.Getitem)) and parent.node is node:
+            continue  # not the whole chain
+        chain = _chain(node)
+        if chain is None or chain[0] not in context or _guarded(node, parents):
+            continue
+        found = _walk_chain(context, chain[0], chain[1], isinstance(parent, jnodes.Call) and parent.node is node)
+        if found is not None:
+            return found
+    return None
+
+
+def _guarded(node: jnodes.Node, parents: dict[int, jnodes.Node]) -> bool:
+    parent = parents.get(id(node))
+    while parent is not None:
+        if isinstance(parent, jnodes.Filter) and parent.name in _GUARDS and parent.node is node:
+            return True
+        if isinstance(parent, jnodes.Test) and parent.name in ("defined", "undefined", "none"):
+            return True
+        if not isinstance(parent, (jnodes.Getattr, jnodes.Getitem)):
+            return False
+        node, parent = parent, parents.get(id(parent))
+    return False

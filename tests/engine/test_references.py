@@ -63,13 +63,14 @@ def test_template_is_sandboxed():
 
 def test_template_undefined_attribute_is_an_error_not_empty():
     state = state_with(p={"value": {"a": 1}})
-    with pytest.raises(TemplateFailed, match=r"undefined value in template: key 'b' not found \(keys: a\)"):
+    with pytest.raises(TemplateFailed, match=r"undefined value in template of node 't', reference 'p.value.b': "
+                                             r"key 'b' not found \(keys: a\)"):
         render_template(state, "x{{ p.value.b }}y", node_id="t", field="config.template")
 
 
 def test_template_reads_skipped_node_as_none():
     state = state_with(skipped=None)
-    assert render_template(state, "[{{ skipped.output }}]") == "[None]"
+    assert render_template(state, "[{{ skipped.output }}]") == "[]"  # null prints as empty text
     assert render_template(state, "{{ skipped.output or 'fallback' }}") == "fallback"
 
 
@@ -95,7 +96,7 @@ def branchy(binding: dict) -> dict:
 def test_reference_to_skipped_node_resolves_to_null():
     state, _ = run_sync(branchy({"name": "v", "value": {"ref": "a.value"}}), {"go": False})
     assert state.status == "succeeded"
-    assert state.node_runs["j"].outputs == {"output": "[None]"}
+    assert state.node_runs["j"].outputs == {"output": "[]"}
 
 
 def test_reference_to_skipped_node_uses_the_input_default():
@@ -128,3 +129,93 @@ def test_numbers_stay_numbers_through_references():
     state, _ = run_sync(doc, {"n": 7})
     assert state.outputs == {"n": 7, "nested": {"k": [7]}}
     assert isinstance(state.outputs["n"], int)
+
+
+# --------------------------------------------------- data keys over methods; how values print
+
+DICT_METHODS = [m for m in dir(dict) if not m.startswith("_")]
+
+
+@pytest.mark.parametrize("name", DICT_METHODS)
+def test_a_data_key_named_like_a_dict_method_reads_the_data(name):
+    state = state_with(r={"json": {name: [1, {"a": None}], "other": 1}})
+    assert render_template(state, f"{{{{ r.json.{name} }}}}") == '[1, {"a": null}]'
+    assert render_template(state, f"{{{{ r.json.{name} }}}}") == render_template(state, f"{{{{ r.json['{name}'] }}}}")
+    assert resolve_selector(state, parse_selector(f"r.json.{name}")) == [1, {"a": None}]  # the ref form agrees
+
+
+@pytest.mark.parametrize("name", ["items", "keys", "values", "get", "count", "index", "copy"])
+def test_a_method_is_never_printed(name):
+    state = state_with(r={"obj": {"a": 1}, "list": [1, 2]})
+    for holder in ("obj", "list"):
+        with pytest.raises(TemplateFailed) as info:
+            render_template(state, f"{{{{ r.{holder}.{name} }}}}", node_id="t", field="config.template")
+        message = str(info.value)
+        assert f"reference 'r.{holder}.{name}'" in message and "node 't'" in message and "built-in" not in message
+
+
+def test_methods_still_work_when_the_data_has_no_such_key():
+    state = state_with(r={"obj": {"b": 2, "a": 1}})
+    assert render_template(state, "{% for k, v in r.obj.items() %}{{ k }}={{ v }};{% endfor %}") == "b=2;a=1;"
+    assert render_template(state, "{{ r.obj.get('a') }}|{{ r.obj.keys() | list | join(',') }}") == "1|b,a"
+
+
+@pytest.mark.parametrize(("value", "printed"), [
+    (None, ""),
+    ({"a": 1}, '{"a": 1}'),
+    ([1, "x", None], '[1, "x", null]'),
+    ({"k": [{"z": True}]}, '{"k": [{"z": true}]}'),
+    (True, "true"),
+    (False, "false"),
+    ("text", "text"),
+    (3, "3"),
+    (2.5, "2.5"),
+    ("中文", "中文"),
+])
+def test_values_print_as_builders_read_them(value, printed):
+    state = state_with(p={"v": value})
+    assert render_template(state, "{{ p.v }}") == printed
+    assert render_template(state, "<{{ 'x' ~ p.v ~ 'y' }}>") == f"<x{printed}y>"  # concatenation too
+    assert render_template(state, "{{ p.v | string }}") == printed
+    assert render_template(state, "{{ [p.v, p.v] | join('|') }}") == f"{printed}|{printed}"
+
+
+def test_no_python_repr_anywhere_in_a_mixed_template():
+    state = state_with(p={"v": {"a": None, "b": [True]}, "n": None})
+    out = render_template(state, "{{ p.v }} {{ p.n }} {{ p.v.a }} {{ p.v.b }} {{ p.v.b[0] }}")
+    assert out == '{"a": null, "b": [true]}   [true] true'
+    assert "None" not in out and "'" not in out
+
+
+# --------------------------------------------------- template errors name node, config path, reference path
+
+
+@pytest.mark.parametrize(("template", "path", "why"), [
+    ("{{ p.value.items[0] }}", "p.value.items[0]", "index [0] out of range (empty list)"),
+    ("{{ p.value.rows[5].name }}", "p.value.rows[5]", "index [5] out of range (length 2)"),
+    ("{{ p.value.rows[0].nope }}", "p.value.rows[0].nope", "key 'nope' not found (keys: name)"),
+    ("{{ p.value.missing }}", "p.value.missing", "key 'missing' not found (keys: items, label, rows)"),
+    ("{{ p.value.label.x }}", "p.value.label.x", "cannot read key 'x' of str"),
+    ("{{ p.value.rows.name }}", "p.value.rows.name", "cannot read key 'name' of list"),
+    ("{{ nodes['p'].value.items[-1] }}", "nodes.p.value.items[-1]", "index [-1] out of range (empty list)"),
+    ("{{ inputs.q.deep }}", "inputs.q.deep", "cannot read key 'deep' of str"),
+    ("a {{ p.value.label }} b {{ p.value['rows'][9] }}", 'p.value.rows[9]', "index [9] out of range (length 2)"),
+    ("{{ p.value.missing | default('x') }}{{ p.value.items[1] }}", "p.value.items[1]", "out of range"),
+])
+def test_template_errors_name_the_node_the_config_path_and_the_reference(template, path, why):
+    state = state_with(p={"value": {"items": [], "rows": [{"name": "a"}, {"name": "b"}], "label": "L"}})
+    with pytest.raises(TemplateFailed) as info:
+        render_template(state, template, node_id="reader", field="config.body.raw")
+    message = str(info.value)
+    assert message.startswith("config.body.raw: ") and "node 'reader'" in message
+    assert f"reference {path!r}: " in message and why in message, message
+    assert "has no element" not in message and info.value.node_id == "reader"
+
+
+def test_a_template_error_in_a_run_names_the_node_and_field():
+    doc = build([node("t", "template", {"template": "{{ inputs.rows[3].name }}"})], [edge("start", "t")],
+                inputs=[{"name": "rows", "type": "array"}])
+    state, _ = run_sync(doc, {"rows": [{"name": "a"}]})
+    assert state.status == "failed" and state.error.reason == "template_error" and state.error.node_id == "t"
+    assert state.error.message == ("config.template: undefined value in template of node 't', reference "
+                                   "'inputs.rows[3]': index [3] out of range (length 1)")
