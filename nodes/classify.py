@@ -20,11 +20,19 @@ Reading the reply (never by substring - "billing" must not match "billing-disput
    equals that of the category's id, else of its name (case, whitespace,
    punctuation, quotes and backticks do not matter). Ids win over names; the config
    validator refuses categories that read alike, so a match is never ambiguous.
+   Else, in an answer of at most :data:`MAX_PHRASE_WORDS` words, a category named
+   as whole words (``Category: refund.``, ``**Refund request**``, ``It is billing.``)
+   is the answer when it is the only one named and the answer does not negate or
+   doubt it (:func:`read_label`); a hyphenated word is one word, so
+   ``billing-dispute`` still names nothing.
 3. Anything else takes the fallback category (``fallback: true``, else the last),
    with ``data.classify.fallback_reason`` one of: ``empty_reply``, ``no_tool_call``
    (a forced call did not come), ``malformed_reply`` (JSON that does not parse, or
-   without a ``category`` string), ``no_match``. ``data.classify.raw`` keeps the raw
-   reply (tool arguments or text). Provider errors still fail the node.
+   without a ``category`` string), ``ambiguous_reply`` (two or more categories
+   named), ``no_match``. ``data.classify.raw`` keeps the raw reply (tool arguments or
+   text). A fallback is never silent: it is also a ``node_warning`` event (code
+   ``classify_fallback``, with the reason) and an entry of ``data.warnings``.
+   Provider errors still fail the node.
 
 Memory (``memory: true``): the result is stored under
 :func:`workers.memory.node_memory_key` (``sys.chat_id`` + node id, slot
@@ -40,7 +48,9 @@ pinned to 0.0), ``max_tokens`` explicit (see :func:`nodes.chat.sampling`).
 from __future__ import annotations
 
 import json
+import re
 import time
+import unicodedata
 from typing import Any
 
 from engine.context import NodeContext, NodeResult
@@ -50,14 +60,22 @@ from workers.memory import node_memory_key, store_for
 
 from .base import NodeExecutor
 from .chat import add_usage, history_as_text, model_spec, recent_turns, registry_of, render_text, resolve_history, sampling
+from .chat import stream_idle_timeout, warn
 from .json_scan import JsonNotFound, find_json
 
-__all__ = ["CLASSIFY_TEMPERATURE", "TOOL_NAME", "ClassifyQuestionNode", "Verdict", "read_answer"]
+__all__ = ["CLASSIFY_TEMPERATURE", "MAX_PHRASE_WORDS", "TOOL_NAME", "ClassifyQuestionNode", "Verdict", "read_answer",
+           "read_label"]
 
 TOOL_NAME = "classify_question"
 CLASSIFY_TEMPERATURE = 0.0
 MEMORY_SLOT = "classification"
 _ANSWER_KEYS = ("category", "category_id", "id")
+#: Longest reply (in words) in which a named category is read as the answer.
+MAX_PHRASE_WORDS = 12
+_WORD = re.compile(r"\w+(?:[-_]\w+)*")
+#: Words that turn "billing" into "not billing" / "maybe billing": such a reply is no answer.
+_NEGATIONS = frozenset({"not", "no", "never", "neither", "nor", "none", "isn't", "isnt", "maybe", "perhaps",
+                        "unsure", "unclear", "不", "不是", "非", "没有", "可能"})
 
 
 class Verdict:
@@ -84,14 +102,72 @@ def _match(categories: list[Category], answer: str) -> Category | None:
     return None
 
 
+def _words(text: str) -> list[str]:
+    """Words of ``text`` (NFKC, case-folded); a hyphen or underscore inside a word keeps it one
+    word, so ``billing-dispute`` never reads as ``billing``."""
+    return _WORD.findall(unicodedata.normalize("NFKC", text).casefold())
+
+
+def _forms(category: Category) -> list[tuple[str, ...]]:
+    """The word sequences that name ``category``: its id and its name, as written, split at
+    punctuation, and joined with ``-`` / ``_`` (``Billing issue`` also reads ``billing-issue``)."""
+    forms: set[tuple[str, ...]] = set()
+    for label in (category.id, category.name):
+        for words in (_words(label), normalise_label(label).split()):
+            if words:
+                forms.update({tuple(words), ("-".join(words),), ("_".join(words),)})
+    return sorted(forms, key=len, reverse=True)
+
+
+def _named(categories: list[Category], words: list[str]) -> list[tuple[Category, int, int]]:
+    """Every ``(category, start, end)`` whose id or name occurs as whole words in ``words``,
+    without the matches that lie inside a longer one (``refund request`` is not also ``refund``)."""
+    spans: list[tuple[Category, int, int]] = []
+    for c in categories:
+        for form in _forms(c):
+            n = len(form)
+            spans += [(c, i, i + n) for i in range(len(words) - n + 1) if tuple(words[i:i + n]) == form]
+    return [s for s in spans if not any(o[1] <= s[1] and s[2] <= o[2] and (o[2] - o[1]) > (s[2] - s[1])
+                                        for o in spans)]
+
+
+def read_label(categories: list[Category], answer: str) -> Verdict:
+    """One answer text (a reply, or the string under ``category``) as a category.
+
+    The whole answer equal to an id or a name (normalised: case, quotes, punctuation do
+    not matter) is that category. Else a short answer (at most :data:`MAX_PHRASE_WORDS`
+    words) that names exactly one category as whole words - ``Category: refund.``,
+    ``**Refund request**``, ``It is billing.`` - is that category: models wrap their
+    answer in a label or a sentence often enough that refusing it would send real
+    questions down the fallback branch. Everything else falls back with a reason:
+    ``ambiguous_reply`` when two categories are named (picking one would be a guess),
+    ``no_match`` when none is, when the answer is longer (prose that mentions a category
+    is not an answer), or when it negates (``not billing``).
+    """
+    found = _match(categories, answer)
+    if found is not None:
+        return Verdict(found)
+    words = _words(answer)
+    short = answer.strip()[:80]
+    if len(words) > MAX_PHRASE_WORDS:
+        return Verdict(None, "no_match", f"the reply is {len(words)} words and is not a category id or name "
+                                         f"(a category is read from a reply of at most {MAX_PHRASE_WORDS} words)")
+    named = list(dict.fromkeys(c.id for c, _, _ in _named(categories, words)))
+    if len(named) > 1:
+        return Verdict(None, "ambiguous_reply", f"the reply {short!r} names {len(named)} categories: "
+                                                f"{', '.join(named)}")
+    if not named:
+        return Verdict(None, "no_match", f"the reply {short!r} is not a category id or name")
+    if _NEGATIONS.intersection(words):
+        return Verdict(None, "no_match", f"the reply {short!r} names {named[0]!r} but negates or doubts it")
+    return Verdict(next(c for c in categories if c.id == named[0]))
+
+
 def _from_object(categories: list[Category], value: dict[str, Any]) -> Verdict:
     answer = next((value[k] for k in _ANSWER_KEYS if isinstance(value.get(k), str)), None)
     if answer is None:
         return Verdict(None, "malformed_reply", f"the JSON has no string 'category' (keys: {sorted(value)[:10]})")
-    found = _match(categories, answer)
-    if found is None:
-        return Verdict(None, "no_match", f"{answer!r} is not one of the category ids or names")
-    return Verdict(found)
+    return read_label(categories, answer)
 
 
 def read_answer(categories: list[Category], text: str) -> Verdict:
@@ -103,10 +179,7 @@ def read_answer(categories: list[Category], text: str) -> Verdict:
     except JsonNotFound as exc:
         if exc.reason in ("invalid_json", "unclosed"):
             return Verdict(None, "malformed_reply", exc.hint(text))
-        found = _match(categories, text)  # a bare id or name, maybe quoted or fenced
-        if found is None:
-            return Verdict(None, "no_match", f"the reply {text.strip()[:80]!r} is not a category id or name")
-        return Verdict(found)
+        return read_label(categories, text)  # a bare id or name, maybe quoted, fenced or in a short phrase
     return _from_object(categories, match.value)
 
 
@@ -213,7 +286,8 @@ class ClassifyQuestionNode(NodeExecutor[ClassifyQuestionConfig], kind="classify_
             tools=[self._tool()] if protocol == "tool" else None,
             tool_choice={"type": "function", "function": {"name": TOOL_NAME}} if forced else None,
         )
-        response = await call_llm(request, registry=registry_of(ctx), cancel=ctx.cancel, node_id=ctx.node_id)
+        response = await call_llm(request, registry=registry_of(ctx), cancel=ctx.cancel, node_id=ctx.node_id,
+                                  idle_timeout=stream_idle_timeout(ctx, spec))
         usage = add_usage(ctx, response.usage)
 
         calls = [c for c in response.tool_calls if c.name == TOOL_NAME]
@@ -232,6 +306,10 @@ class ClassifyQuestionNode(NodeExecutor[ClassifyQuestionConfig], kind="classify_
         chosen = verdict.category or cfg.fallback_category
         record.update(category=chosen.id, fallback_reason=verdict.reason, detail=verdict.detail or None)
         ctx.node_run.data["classify"] = record
+        if verdict.category is None:
+            warn(ctx, "classify_fallback", f"node {ctx.node_id!r} took the fallback category {chosen.id!r}: "
+                 f"{verdict.reason} ({verdict.detail})", reason=verdict.reason, category=chosen.id,
+                 detail=verdict.detail, raw=str(record.get("raw", ""))[:500])
         if cfg.memory:
             await self._remember(ctx, key, {"category": chosen.id, "name": chosen.name, "question": question,
                                             "fallback": verdict.category is None, "at": time.time()}, record)

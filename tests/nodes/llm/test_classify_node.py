@@ -104,6 +104,7 @@ async def test_prompt_protocol_request_has_no_tools_and_asks_for_json(openai_ser
     ('  "REFUND REQUEST"  ', "refund"),  # a bare name, quoted, shouted
     ('Per the policy (see [1]): {"category_id": "billing"}', "billing"),  # prose brackets before the JSON
     ('{"category": "  something-else! "}', "other"),  # name with punctuation and spaces
+    ("It is about billing, I think.", "billing"),  # one category named in a short phrase
 ])
 async def test_replies_match_by_id_or_normalised_name(openai_server, llm_run, reply, expected):
     openai_server.script(text_reply(reply))
@@ -115,7 +116,8 @@ async def test_replies_match_by_id_or_normalised_name(openai_server, llm_run, re
 @pytest.mark.parametrize(("reply", "reason"), [
     ('{"category": "billing-dispute"}', "no_match"),  # contains "billing": substring never matches
     ('{"category": "bill"}', "no_match"),
-    ("It is about billing, I think.", "no_match"),
+    ("It is not about billing.", "no_match"),  # names one category but negates it
+    ("billing or refund", "ambiguous_reply"),  # two categories named: a guess either way
     ('{"category": "billing"', "malformed_reply"),  # cut short
     ('{"label": "billing"}', "malformed_reply"),  # no category key
     ('{"category": 3}', "malformed_reply"),
