@@ -2,7 +2,10 @@
 
 Config: :class:`~schemas.nodes_code.CodeConfig`. The bound ``inputs`` go to
 ``main(**inputs)`` (Python) or ``main(inputs)`` (JavaScript, one object); the object
-``main`` returns must hold every declared output with a value of its declared type.
+``main`` returns must hold every declared output with a value of its declared type -
+unless ``semantics`` is ``fastgpt`` (imported FastGPT nodes: inputs converted to their
+``input_types``, outputs unchecked and null when missing, FastGPT's JavaScript globals;
+:mod:`nodes.sandbox_compat`).
 Numbers stay numbers (JSON in and out). Python code gets the standard library only
 (``python -I -S``); JavaScript code runs as a script in Node with ``require`` for
 Node's built-in modules. What the code prints is recorded, never part of the result.
@@ -43,6 +46,7 @@ from schemas.types import type_of_value, value_matches
 
 from .base import NodeExecutor
 from .sandbox import Limits, Outcome, SandboxUnavailable, choose_mode, run_code
+from .sandbox_compat import FASTGPT_JS_PRELUDE, fastgpt_inputs
 
 __all__ = ["CodeNode"]
 
@@ -58,6 +62,8 @@ class CodeNode(NodeExecutor[CodeConfig], kind="code"):
     async def run(self, ctx: NodeContext) -> NodeResult:
         cfg = self.config
         values = ctx.bind(cfg.inputs)
+        if cfg.semantics == "fastgpt":
+            values = fastgpt_inputs(values, cfg.input_types)
         data = ctx.node_run.data
         data["language"] = cfg.language
         try:
@@ -75,8 +81,9 @@ class CodeNode(NodeExecutor[CodeConfig], kind="code"):
         ctx.cancel.raise_if_cancelled(ctx.node_id)
         limits = Limits(timeout=cfg.timeout, memory_mb=cfg.memory_mb, max_output_bytes=cfg.max_output_bytes)
         try:
+            prelude = FASTGPT_JS_PRELUDE if cfg.semantics == "fastgpt" and cfg.language == "javascript" else ""
             outcome = await run_code(cfg.language, cfg.code, values, limits, ctx.deps.settings, mode=mode,
-                                     on_start=lambda pid: data.__setitem__("pid", pid))
+                                     on_start=lambda pid: data.__setitem__("pid", pid), prelude=prelude)
         except SandboxUnavailable as exc:
             raise self._fail(ctx, str(exc), "sandbox_unavailable") from None
         self._record(data, outcome)
@@ -107,7 +114,9 @@ class CodeNode(NodeExecutor[CodeConfig], kind="code"):
             raise self._error(ctx, outcome.error)
         result = outcome.result or {}
         outputs: dict[str, Any] = {}
-        for out in cfg.outputs_:
+        if cfg.semantics == "fastgpt":  # FastGPT checks nothing; a missing output is undefined (null)
+            outputs = {out.name: result.get(out.name) for out in cfg.outputs_}
+        for out in cfg.outputs_ if cfg.semantics == "strict" else ():
             if out.name not in result:
                 returned = ", ".join(sorted(result)) or "nothing"
                 raise self._fail(ctx, f"output {out.name!r} is declared but main() did not return it "

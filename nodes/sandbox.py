@@ -6,7 +6,8 @@ inputs, and reads back one result.
 
 Protocol (parent <-> runner):
 
-- stdin: one JSON document ``{"code": str, "inputs": {...}}``, then EOF.
+- stdin: one JSON document ``{"code": str, "inputs": {...}, "prelude": str}``, then EOF
+  (``prelude``: JavaScript run before the code, in the same global scope; may be empty).
 - a dedicated pipe (its fd number is the runner's last argument): the result, one
   message: ``R`` + the JSON of the object ``main`` returned, or ``E`` + the JSON
   ``{"kind", "type", "message", "traceback"}`` of an error (``kind``: ``syntax``,
@@ -357,10 +358,13 @@ async def choose_mode(settings: Settings) -> tuple[Mode, str | None]:
 
 
 async def run_code(language: Language, code: str, inputs: dict[str, Any], limits: Limits, settings: Settings,
-                   *, mode: Mode, on_start: Callable[[int], None] | None = None) -> Outcome:
+                   *, mode: Mode, on_start: Callable[[int], None] | None = None, prelude: str = "") -> Outcome:
     """Run ``main`` of ``code`` with ``inputs`` in a child process (``mode`` from :func:`choose_mode`).
 
     ``on_start(pid)`` is called with the child's pid (bwrap's, in bwrap mode) once it runs.
+    ``prelude`` (JavaScript only): a trusted script run first in the same global scope,
+    e.g. the helper globals of imported FastGPT code (:mod:`nodes.sandbox_compat`); it
+    runs inside the sandbox like the user's code.
     Cancelling the caller SIGKILLs the child's process group before re-raising.
 
     Raises:
@@ -376,7 +380,7 @@ async def run_code(language: Language, code: str, inputs: dict[str, Any], limits
     bwrap = _which(settings.code_bwrap) if mode == "bwrap" else None
     if mode == "bwrap" and bwrap is None:  # pragma: no cover - choose_mode checked it
         raise SandboxUnavailable(f"bubblewrap ({settings.code_bwrap!r}) was not found")
-    return await _run(language, code, inputs, limits, mode, bwrap, tools, on_start)
+    return await _run(language, code, inputs, limits, mode, bwrap, tools, on_start, prelude)
 
 
 def _kill_group(pid: int) -> None:
@@ -453,7 +457,8 @@ def _env() -> dict[str, str]:
 
 
 async def _run(language: Language, code: str, inputs: dict[str, Any], limits: Limits, mode: Mode,
-               bwrap: str | None, tools: _Tools, on_start: Callable[[int], None] | None = None) -> Outcome:
+               bwrap: str | None, tools: _Tools, on_start: Callable[[int], None] | None = None,
+               prelude: str = "") -> Outcome:
     """One run, in three steps: start the child (:func:`_spawn`), feed and watch it until it
     ends, times out or overflows (:func:`_supervise`), then read what it left (:func:`_outcome`).
 
@@ -462,7 +467,7 @@ async def _run(language: Language, code: str, inputs: dict[str, Any], limits: Li
         OSError: the child could not start.
     """
     # ASCII JSON: a lone surrogate in the code or an input still travels (as an escape).
-    request = json.dumps({"code": code, "inputs": inputs}, allow_nan=False).encode("ascii")
+    request = json.dumps({"code": code, "inputs": inputs, "prelude": prelude}, allow_nan=False).encode("ascii")
     child = await _spawn(language, limits, mode, bwrap, tools)
     if on_start is not None:
         on_start(child.proc.pid)

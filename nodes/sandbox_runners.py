@@ -158,6 +158,9 @@ function checkJson(key, value) {
 
 async function run() {
   const request = JSON.parse(fs.readFileSync(0, 'utf8'));
+  if (request.prelude) {
+    new vm.Script(request.prelude, { filename: '<prelude>' }).runInThisContext()(require);
+  }
   let main;
   try {
     const script = new vm.Script(request.code + '\n;typeof main === "function" ? main : undefined;', { filename: '<code>' });

@@ -23,11 +23,15 @@ __all__ = ["CodeConfig", "CodeOutput"]
 
 
 class CodeOutput(BaseModel):
-    """One declared output of the code: ``main`` must return this key with a value of ``type``."""
+    """One declared output of the code: ``main`` must return this key with a value of ``type``.
+
+    The name is any key ``main`` may return (``result``, ``结果``, ``a-b``), except quotes
+    and brackets, which a reference (``code["a-b"]``) could not spell.
+    """
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    name: str = Field(pattern=r"^[^\"'\[\]]+$")
     type: VarType = VarType.any
 
 
@@ -44,6 +48,20 @@ class CodeConfig(NodeConfig):
     of its type (null passes, as everywhere); other returned keys are ignored.
     ``timeout`` is the wall time in seconds, ``memory_mb`` the memory limit in MiB,
     ``max_output_bytes`` caps the returned JSON and, separately, what the code prints.
+
+    ``semantics`` (set by the FastGPT importer; native nodes keep ``strict``) makes an
+    imported node behave as it did at home:
+
+    - ``strict``: the rules above.
+    - ``fastgpt``: each input named in ``input_types`` is converted to that type the way
+      FastGPT converts inputs to their declared ``valueType`` (string: other values as
+      JSON text; number: numeric text as a number, else null; boolean: ``"true"`` /
+      truthiness; object/array: JSON text parsed when it holds one); outputs are not
+      type-checked and an output ``main`` leaves out is null (FastGPT leaves it
+      undefined); JavaScript code also gets FastGPT's sandbox globals ``delay(ms)``,
+      ``countToken(text)``, ``strToBase64(text, prefix)`` and ``createHmac(algorithm,
+      secret)``. The declared outputs are then of type ``any`` for the compiler, since
+      nothing checks them.
     """
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
@@ -56,6 +74,10 @@ class CodeConfig(NodeConfig):
     memory_mb: int = Field(default=256, ge=64, le=8192, description="memory limit in MiB")
     max_output_bytes: int = Field(default=1024 * 1024, gt=0, le=64 * 1024 * 1024,
                                   description="cap on the returned JSON and on printed output")
+    semantics: Literal["strict", "fastgpt"] = Field(
+        default="strict", description="strict typing, or FastGPT's (input conversion, unchecked outputs, globals)")
+    input_types: dict[str, VarType] = Field(
+        default_factory=dict, description="semantics fastgpt: input name -> type it is converted to")
 
     @model_validator(mode="after")
     def _unique_names(self) -> "CodeConfig":
@@ -63,7 +85,12 @@ class CodeConfig(NodeConfig):
             dupes = sorted({n for n in names if names.count(n) > 1})
             if dupes:
                 raise ValueError(f"{label} names must be unique: {dupes}")
+        unknown = sorted(set(self.input_types) - {b.name for b in self.inputs})
+        if unknown:
+            raise ValueError(f"input_types names inputs that are not bound: {unknown}")
         return self
 
     def outputs(self, workflow: "Workflow") -> dict[str, VarType]:
+        if self.semantics == "fastgpt":
+            return {o.name: VarType.any for o in self.outputs_}
         return {o.name: o.type for o in self.outputs_}

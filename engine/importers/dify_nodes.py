@@ -13,7 +13,8 @@ from schemas.types import VarType
 
 from .base import Planned, coerce_literal, first, number
 from .dify_refs import TEMPLATE_REF, DifyRefs, handle_key
-from .refs import IDENT, Unconvertible, identifier, var_type
+from .code_scan import check_code
+from .refs import CODE_OUTPUT, IDENT, Unconvertible, identifier, var_type
 
 __all__ = ["DifyNodes"]
 
@@ -270,12 +271,13 @@ class DifyNodes(DifyRefs):
         outputs = []
         for name, spec in (data.get("outputs") or {}).items():
             spec = spec if isinstance(spec, dict) else {}
-            if not IDENT.match(str(name)):
-                raise Unconvertible(f"output {name!r} is not an identifier")
+            if not CODE_OUTPUT.match(str(name)):
+                raise Unconvertible(f"output {name!r} has quotes or brackets, which a reference cannot spell")
             outputs.append({"name": str(name), "type": (var_type(spec.get("type")) or VarType.any).value})
         code = data.get("code")
         if not isinstance(code, str) or not code.strip():
             raise Unconvertible("the code node has no code")
+        check_code(self, p, language, code)
         return {"type": "code", "config": {"language": language, "code": code, "inputs": inputs, "outputs": outputs}}
 
     def _template_transform(self, p: Planned) -> dict[str, Any]:

@@ -10,12 +10,14 @@ import ast
 import re
 from typing import Any
 
+from nodes.sandbox_compat import FASTGPT_JS_GLOBALS
 from schemas.types import VarType
 
 from .base import Planned, coerce_literal, number
 from .fastgpt_refs import (VARIABLE_NODE_ID, FastGPTRefs, enum_value, input_value, is_ref, is_ref_list,
                            node_outputs)
-from .refs import IDENT, Target, Unconvertible, identifier, var_type
+from .code_scan import check_code
+from .refs import CODE_OUTPUT, IDENT, Target, Unconvertible, identifier, var_type
 
 __all__ = ["FastGPTNodes", "signature_defaults"]
 
@@ -344,6 +346,8 @@ class FastGPTNodes(FastGPTRefs):
         return {"type": "http_request", "config": cfg}
 
     def _node_code(self, p: Planned) -> dict[str, Any]:
+        """A code node with FastGPT's semantics (``semantics: fastgpt``): inputs converted
+        to their ``valueType``, outputs unchecked, FastGPT's JavaScript globals."""
         raw = p.raw
         language = {"js": "javascript", "javascript": "javascript", "py": "python", "python": "python",
                     "python3": "python"}.get(str(input_value(raw, "codeType", "js") or "js").lower())
@@ -353,24 +357,28 @@ class FastGPTNodes(FastGPTRefs):
         code = input_value(raw, "code", "")
         if not isinstance(code, str) or not code.strip():
             raise Unconvertible("the code node has no code")
+        check_code(self, p, language, code, FASTGPT_JS_GLOBALS)
         defaults = signature_defaults(language, code)
-        inputs, _local = self._bindings(p, self.dynamic_inputs(raw, skip=("codeType", "code")), exact=True,
-                                        defaults=defaults)
-        read = self.referenced.get(p.src_id, set())
-        outputs, unused = [], []
+        raw_inputs = self.dynamic_inputs(raw, skip=("codeType", "code"))
+        inputs, _local = self._bindings(p, raw_inputs, exact=True, defaults=defaults)
+        types = {}
+        for inp in raw_inputs:
+            vtype = var_type(inp.get("valueType"))
+            if vtype not in (None, VarType.any, VarType.file):
+                types[str(enum_value(inp["key"]))] = vtype.value
+        outputs = []
         for out in node_outputs(raw):
             if out.get("type") != "dynamic" or out["key"] == "system_addOutputParam":
                 continue
-            if out["id"] in read or out["key"] in read or p.src_id in self.tool_owner:
-                if not IDENT.match(out["key"]):
-                    raise Unconvertible(f"code output {out['key']!r} is not an identifier")
-                outputs.append({"name": out["key"], "type": (var_type(out.get("valueType")) or VarType.any).value})
-            else:
-                unused.append(out["key"])
-        if unused:
-            self.warn("dropped", f"outputs {', '.join(unused)} are read by no node and not declared (Flowloom "
-                      "requires main() to return every declared output; FastGPT does not)", p)
-        return {"type": "code", "config": {"language": language, "code": code, "inputs": inputs, "outputs": outputs}}
+            if not CODE_OUTPUT.match(out["key"]):
+                raise Unconvertible(f"code output {out['key']!r} has quotes or brackets, which a reference cannot "
+                                    "spell")
+            outputs.append({"name": out["key"], "type": (var_type(out.get("valueType")) or VarType.any).value})
+        cfg: dict[str, Any] = {"language": language, "code": code, "inputs": inputs, "outputs": outputs,
+                               "semantics": "fastgpt"}
+        if types:
+            cfg["input_types"] = types
+        return {"type": "code", "config": cfg}
 
     _CONDITIONS = {
         "isEmpty": ("empty", None), "isNotEmpty": ("not_empty", None),

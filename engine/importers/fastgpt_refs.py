@@ -263,10 +263,7 @@ class FastGPTRefs(BaseImporter):
             if key == "system_rawResponse":
                 raise Unconvertible(f"it reads the whole result (system_rawResponse) of code node {nid!r}; read the "
                                     "declared outputs instead", "unsupported_reference")
-            if not IDENT.match(key):
-                raise Unconvertible(f"code output {key!r} of node {nid!r} is not an identifier",
-                                    "unsupported_reference")
-            return key, (), vtype
+            return key, (), None  # FastGPT does not check code outputs: any value may arrive
         if kind in ("chatNode", "classifyQuestion", "contentExtract", "cfr", "queryExtension", "textEditor",
                     "ifElseNode", "userSelect", "formInput", "loop", "httpRequest468", "tools", "answerNode",
                     "variableUpdate", "stopTool"):

@@ -18,6 +18,7 @@ from typing import Callable, Iterable
 from schemas.types import RESERVED_SCOPES, VarType
 
 __all__ = [
+    "CODE_OUTPUT",
     "IDENT",
     "Target",
     "Unconvertible",
@@ -32,6 +33,8 @@ __all__ = [
 
 #: An ASCII identifier (input, variable, output and code parameter names).
 IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+#: A code output name (:class:`schemas.nodes_code.CodeOutput`): anything but quotes and brackets.
+CODE_OUTPUT = re.compile(r"^[^\"'\[\]]+$")
 #: Names a bare ``{{ name }}`` cannot use: Jinja2 keywords, constants and globals.
 _JINJA_WORDS = frozenset({
     "and", "or", "not", "in", "is", "if", "else", "elif", "for", "endfor", "true", "false", "none", "True",
@@ -108,7 +111,14 @@ class Target:
         """
         if self.scope == "local":
             raise Unconvertible(f"{self.name!r} can only be used in a template", "unsupported_reference")
-        text = f"{self.name}.{self.field}" if self.scope == "node" else f"{self.scope}.{self.name}"
+        head = self.field if self.scope == "node" else self.name
+        if not _PATH_KEY.match(head or ""):
+            if '"' in (head or "") or "'" in (head or ""):
+                raise Unconvertible(f"the name {head!r} cannot be written in a reference", "unsupported_reference")
+            head = f'["{head}"]'
+        else:
+            head = f".{head}"
+        text = (self.name if self.scope == "node" else self.scope) + head
         for seg in self.path:
             if isinstance(seg, int):
                 text += f"[{seg}]"

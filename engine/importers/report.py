@@ -24,7 +24,7 @@ class ImportIssue:
       fails instead of stopping silently).
 
     ``code`` is stable (tests and the canvas key on it): ``unsupported_node``,
-    ``unsupported_reference``, ``unsupported_feature``, ``unknown_model``,
+    ``unsupported_reference``, ``unsupported_feature``, ``missing_package``, ``unknown_model``,
     ``invalid_source``, ``compile_<compiler problem code>``, ``renamed_id``, ``renamed_key``,
     ``behaviour_difference``, ``dropped``.
     """

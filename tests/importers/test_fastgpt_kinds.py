@@ -188,7 +188,7 @@ def test_http_and_loop_convert():
     assert cfg["headers"] == {"X-Count": "{{ inputs.count | json }}"} and cfg["query"] == {"lang": "en"}
     assert cfg["body"] == {"type": "raw", "content_type": "application/json", "raw": (
         '{\n  "name": "{{ ((sys.query) | json)[1:-1] }}",\n  "count": {{ inputs.count | json }},\n'
-        '  "q": "{{ ((sys.query) | json)[1:-1] }}",\n  "tags": {{ mk.tags | json }}\n}')}
+        '  "q": "{{ ((sys.query) | json)[1:-1] }}",\n  "tags": {{ mk.tags if mk.tags is string else mk.tags | json }}\n}')}
     assert cfg["timeout"] == 5 and cfg["raise_for_status"] is True
     loop = nodes["loop"]
     assert loop["type"] == "iteration" and loop["config"] == {"items": {"ref": "http.json.data.items"},
@@ -198,7 +198,7 @@ def test_http_and_loop_convert():
     assert inner["config"]["inputs"] == [{"name": "item", "value": {"ref": "loop.item"}},
                                          {"name": "index", "value": {"ref": "loop.index"}}]
     assert nodes["mk"]["config"] == {"language": "python", "code": "def main(n=2):\n    return {'tags': ['a', 'b'][:n]}\n",
-                                     "outputs": [{"name": "tags", "type": "array"}]}
+                                     "outputs": [{"name": "tags", "type": "array"}], "semantics": "fastgpt"}
     assert nodes["err"]["config"]["text"] == "failed: {{ http.error.message }}"
     edges = {(e["source"], e["sourceHandle"], e["target"]) for e in result.workflow["edges"]}
     assert ("http", "error", "err") in edges and ("http", "out", "loop") in edges
