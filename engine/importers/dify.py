@@ -179,6 +179,8 @@ class DifyImporter(DifyNodes):
 
     def convert(self, p: Planned) -> dict[str, Any]:
         kind = p.src_type
+        if kind == "tool":
+            raise Unconvertible(self._tool_reason(self.data(p.raw)))
         if kind in UNSUPPORTED:
             raise Unconvertible(UNSUPPORTED[kind])
         handler = CONVERTERS.get(kind)
@@ -187,6 +189,24 @@ class DifyImporter(DifyNodes):
         node = getattr(self, handler)(p)
         node.update(self.policy(p, node))
         return node
+
+    @staticmethod
+    def _tool_reason(data: dict[str, Any]) -> str:
+        """Why a Dify tool node is a placeholder, naming the tool and where it comes from:
+        a builtin tool of Dify itself, a marketplace plugin, a custom API tool or a
+        workflow published as a tool."""
+        provider = str(data.get("provider_id") or data.get("provider_name") or "?")
+        tool = str(data.get("tool_name") or data.get("tool_label") or "?")
+        kind = str(data.get("provider_type") or "")
+        if kind in ("builtin", "") and provider.count("/") < 2:
+            return f"builtin tool {provider}/{tool} is not provided by Flowloom"
+        if kind in ("builtin", "plugin") or provider.count("/") >= 2:
+            return f"tool {tool} of marketplace plugin {provider} is not available in Flowloom"
+        if kind == "api":
+            return f"custom API tool {provider}/{tool} is not part of the file (its OpenAPI schema is not exported)"
+        if kind == "workflow":
+            return f"workflow tool {provider}/{tool} calls another Dify app, which is not part of the file"
+        return f"tool {provider}/{tool} ({kind or 'unknown provider type'}) has no Flowloom equivalent"
 
     def policy(self, p: Planned, node: dict[str, Any]) -> dict[str, Any]:
         data = self.data(p.raw)

@@ -274,7 +274,18 @@ class FastGPTRefs(BaseImporter):
 
     @staticmethod
     def json_path(key: str) -> tuple[str | int, ...]:
-        """``data.items[0].title`` / ``$.data.x`` -> a reference path."""
+        """``data.items[0].title`` / ``$.data.x`` -> a reference path.
+
+        Raises:
+            Unconvertible: a JSONPath that selects several values or filters
+                (``[*]``, ``..``, ``[?(...)]``, slices, unions): FastGPT returns the
+                matches, which a reference path cannot express, so the output is refused
+                at import time instead of failing when the flow runs.
+        """
+        if re.search(r"\*|\.\.|\[\s*\?|\[[^\]]*[:,][^\]]*\]|\[\s*\(", key):
+            raise Unconvertible(f"HTTP output {key!r} is a JSONPath with wildcards, filters, slices or recursive "
+                                "descent; Flowloom reads single values by path (e.g. $.data.items[0].url) only",
+                                "unsupported_reference")
         key = key[2:] if key.startswith("$.") else key.lstrip("$")
         path: list[str | int] = []
         for part in re.finditer(r"([^.\[\]]+)|\[(\d+)\]", key):

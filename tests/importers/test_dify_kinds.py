@@ -181,8 +181,8 @@ def test_loops_convert(scripted_registry):
     assert nodes["each"]["config"] == {"items": {"ref": "list.xs"}, "collect": {"ref": "say.answer"},
                                        "concurrency": 2, "item_error": "continue"}
     assert "each-flatten" not in nodes  # the items' results are strings: nothing to flatten
-    assert nodes["tool"]["config"] == {"original_type": "tool", "reason": "a Dify plugin/marketplace tool; Flowloom "
-                                       "has no equivalent", "outputs": {"text": "any"}}
+    assert nodes["tool"]["config"] == {"original_type": "tool", "reason": "builtin tool google/google_search is not "
+                                       "provided by Flowloom", "outputs": {"text": "any"}}
     assert nodes["end"]["config"]["outputs"][2] == {"name": "said", "value": {"ref": "each.results"}}
 
 

@@ -178,3 +178,35 @@ def test_fastgpt_several_list_references(tmp_path, scripted_registry):
     with pytest.raises(ImportFailed) as failed:
         load(save(tmp_path, doc), models=scripted_registry)
     assert "joins several references into one list" in str(failed.value)
+
+
+@pytest.mark.parametrize("data, reason", [
+    ({"provider_type": "builtin", "provider_id": "time", "tool_name": "current_time"},
+     "builtin tool time/current_time is not provided by Flowloom"),
+    ({"provider_type": "builtin", "provider_id": "langgenius/tavily/tavily", "tool_name": "tavily_search"},
+     "tool tavily_search of marketplace plugin langgenius/tavily/tavily is not available in Flowloom"),
+    ({"provider_type": "api", "provider_id": "abc", "tool_name": "getPets"},
+     "custom API tool abc/getPets is not part of the file (its OpenAPI schema is not exported)"),
+])
+def test_dify_tool_placeholders_say_where_the_tool_comes_from(tmp_path, scripted_registry, data, reason):
+    doc = dd.app([dd.node("start", "start", variables=[]), dd.node("t", "tool", tool_parameters={}, **data)],
+                 [dd.edge("start", "t")])
+    result = load(save(tmp_path, doc), models=scripted_registry, allow_partial=True)
+    assert [(i.code, i.message) for i in result.errors] == [("unsupported_node", reason)]
+
+
+def test_fastgpt_http_jsonpath_with_wildcards_is_refused_at_import(tmp_path, scripted_registry):
+    doc = fd.wrap([
+        fd.start(),
+        fd.node("http", "httpRequest468", [fd.inp("system_httpMethod", "GET"),
+                                           fd.inp("system_httpReqUrl", "https://example.com/images")],
+                [fd.out("first", "$.images[0].url", kind="dynamic"), fd.out("all", "$.images[*].url", kind="dynamic")]),
+        fd.node("say", "answerNode", [fd.inp("text", "{{$http.first$}} {{$http.all$}}", "any")]),
+    ], [fd.edge("start", "http"), fd.edge("http", "say")])
+    with pytest.raises(ImportFailed) as failed:
+        load(save(tmp_path, doc), models=scripted_registry)
+    assert [(i.code, i.node_id) for i in failed.value.report if i.severity == "error"] == \
+        [("unsupported_reference", "say")]
+    assert "'$.images[*].url' is a JSONPath with wildcards" in str(failed.value)
+    result = load(save(tmp_path, doc), models=scripted_registry, allow_partial=True)
+    assert next(n for n in result.workflow["nodes"] if n["id"] == "say")["type"] == "unsupported"
