@@ -14,6 +14,8 @@ Step 3 of the loop (see :mod:`nodes.agent_loop`) and its pause bookkeeping:
   §五), records them in the round's trace entry, adds tool costs and detects repeated
   calls (a loop); it says whether a tool returned ``stop`` (seed 000 §3.2.4).
 - :func:`echo_arguments` is the arguments text echoed in the assistant message.
+- :func:`run_approved` runs a call a person confirmed after a pause, as :func:`run_calls`
+  would have (timeout, failures as error results).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from .agent_types import AgentHooks, LoopSettings, LoopState, ToolCallContext, T
 
 __all__ = [
     "echo_arguments",
+    "run_approved",
     "finish_round",
     "prepare_call",
     "restore_calls",
@@ -229,6 +232,26 @@ def restore_calls(ctx: NodeContext, state: LoopState, by_name: Mapping[str, Tool
             call.error, call.status = f"tool {safe_name(call.name)} is no longer available", "unknown_tool"
         calls.append(call)
     return calls
+
+
+async def run_approved(call: ToolCallContext, spec: ToolSpec, settings: LoopSettings) -> ToolOutcome:
+    """Run a confirmed call: the tool's (else the loop's) timeout; an exception or a timeout
+    is the call's error result (the model's input, as in :func:`run_calls`); only
+    interrupts, cancellation and run limits propagate."""
+    timeout = spec.timeout if spec.timeout is not None else settings.tool_timeout
+    try:
+        if timeout is None:
+            outcome = await spec.run(call.args, call)
+        else:
+            async with asyncio.timeout(timeout):
+                outcome = await spec.run(call.args, call)
+    except (InterruptRequested, RunCancelled, RunLimitExceeded):
+        raise
+    except TimeoutError:
+        return ToolOutcome(f"tool {call.name} timed out after {timeout:g}s", is_error=True)
+    except Exception as exc:  # noqa: BLE001 - reported to the model, like run_calls does
+        return ToolOutcome(f"tool {call.name} failed: {type(exc).__name__}: {exc}", is_error=True)
+    return outcome if isinstance(outcome, ToolOutcome) else ToolOutcome(str(outcome))
 
 
 def echo_arguments(arguments: str) -> str:

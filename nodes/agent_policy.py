@@ -16,6 +16,13 @@ never a value the run could change; a level that cannot be read counts as HIGH
 - A refused call is not run: :func:`rejection_message` is the tool result the model
   gets instead, so the loop goes on with read-only tools (seed 001: "不执行 + 回灌拒绝
   消息让循环继续").
+- :class:`RiskGate` applies the policy in a running node: :meth:`RiskGate.check` pauses
+  before a call that needs a yes, :meth:`RiskGate.decide` reads the answer on resume.
+  Every kind that runs tools (``tool_call``, ``agent``) is gated the same way, on by
+  default: a model can be talked into calling a destructive tool by text it reads (a
+  tool result, a web page), so the node that runs the tool asks first, whichever it is.
+  A node inside a loop body cannot pause (a round cannot be checkpointed half-way): there
+  a call that needs a yes fails the node with reason ``interrupt_in_loop`` instead.
 """
 
 from __future__ import annotations
@@ -30,8 +37,10 @@ from typing import Any, Iterable
 __all__ = [
     "APPROVE",
     "CONFIRM_KIND",
+    "READ_LEVELS",
     "REJECT",
     "Risk",
+    "RiskGate",
     "RiskPolicy",
     "confirm_payload",
     "declared_risk",
@@ -43,7 +52,9 @@ __all__ = [
 CONFIRM_KIND = "confirm"
 APPROVE, REJECT = "approve", "reject"
 
-_READ = frozenset({"read", "readonly", "read_only", "read-only", "low"})
+#: Declared levels that mean read-only; every other value (None, a typo, "medium") is write.
+READ_LEVELS = frozenset({"read", "readonly", "read_only", "read-only", "low"})
+_READ = READ_LEVELS
 _YES = frozenset({APPROVE, "yes", "y", "allow", "ok", "okay", "confirm", "run", "run it", "allow this call",
                   "确认", "同意", "是", "好", "允许", "可以", "执行"})
 _NO = frozenset({REJECT, "no", "n", "deny", "refuse", "cancel", "stop", "do not run it", "don't run it",
@@ -132,6 +143,63 @@ def parse_confirmation(answer: Any) -> bool | None:
     if folded in _NO:
         return False
     return None
+
+
+class RiskGate:
+    """The policy applied in a running node (``ctx`` is its :class:`~engine.context.NodeContext`)."""
+
+    def __init__(self, policy: RiskPolicy) -> None:
+        self.policy = policy
+
+    def check_scope(self, ctx: Any, tools: Iterable[tuple[str, Any]]) -> None:
+        """Before the first round: a node inside a loop body whose tools (``(name, risk)``)
+        include one that would need a person's yes fails at once, before any model call,
+        whatever the model would have chosen (the rule does not depend on the model).
+
+        Raises:
+            NodeFailed: (``interrupt_in_loop``) naming the gated tools and the two ways out.
+        """
+        loop_id = getattr(ctx.node_run, "loop_id", None)
+        gated = [name for name, risk in tools if self.policy.needs_confirmation(name, risk)]
+        if loop_id is not None and gated:
+            from engine.errors import NodeFailed
+
+            raise NodeFailed(f"tools {', '.join(map(repr, gated))} are write-level and need a person's confirmation, "
+                             f"which cannot be asked inside loop {loop_id!r}; declare their risk as read, or allow "
+                             "them with allow_write_tools", node_id=ctx.node_id, reason="interrupt_in_loop")
+
+    def check(self, ctx: Any, tool: str, risk: Any, arguments: Any, description: str = "") -> None:
+        """Return when the call of ``tool`` may run now; else pause the node for a ``confirm``.
+
+        Raises:
+            InterruptRequested: the call needs a person's yes (the node resumes with the answer).
+            NodeFailed: (``interrupt_in_loop``) it needs one but the node runs inside a loop body.
+        """
+        if not self.policy.needs_confirmation(tool, risk):
+            return
+        loop_id = getattr(ctx.node_run, "loop_id", None)
+        if loop_id is not None:
+            from engine.errors import NodeFailed
+
+            raise NodeFailed(f"tool {tool!r} is write-level and needs a person's confirmation, which cannot be "
+                             f"asked inside loop {loop_id!r}; declare the tool's risk as read, or allow it with "
+                             "allow_write_tools", node_id=ctx.node_id, reason="interrupt_in_loop")
+        ctx.interrupt(CONFIRM_KIND, confirm_payload(tool, arguments, description))
+
+    @staticmethod
+    def decide(ctx: Any, payload: dict[str, Any]) -> bool:
+        """The resumed node's answer to its ``confirm`` (``payload``: the question asked):
+        True to run the call, False to refuse it.
+
+        Raises:
+            InterruptRequested: the answer is neither yes nor no: the same question again, with
+                an ``error`` saying why.
+        """
+        answer = ctx.resume.answer
+        decision = parse_confirmation(answer)
+        if decision is None:
+            ctx.interrupt(CONFIRM_KIND, {**payload, "error": f"{answer!r} is neither approve nor reject"})
+        return bool(decision)
 
 
 def rejection_message(tool: str) -> str:

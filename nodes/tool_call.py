@@ -25,6 +25,16 @@ this module only gathers the tools (config: :class:`~schemas.nodes_agent.ToolCal
   and its LLM costs the tool's cost. A failed or paused child is an error result.
 - **The stop tool**: returns ``ToolOutcome(stop=True)``.
 
+**Risk gate** (:class:`~nodes.agent_policy.RiskGate`, the planning agent's gate, on by
+default): before a write-level call runs, the node pauses with a ``confirm`` interrupt;
+on resume an approved call runs and its result goes back to the model, a refused one
+gets :func:`~nodes.agent_policy.rejection_message`, and the SAME message chain continues
+(the loop state is kept in ``node_run.data["agent_state"]``, part of the run state).
+``allow_write_tools: true`` opts out; a list allows the named tools. Levels: the
+declared ``risk``; an HTTP operation without one is read for GET/HEAD/OPTIONS; a graph
+tool without one is read when every node of its sub-graph only reads
+(:func:`graph_tool_risk`), else write; anything unknown is write.
+
 Messages: the model's default system prompt and the rendered ``system_prompt`` (the
 kernel appends the data-fence contract), the last ``history`` turns, then the task
 (``user_prompt``); fitted to the model's window before the first round.
@@ -55,13 +65,23 @@ from schemas.nodes_agent import GraphTool, HttpTool, ToolCallConfig, ToolLoopCon
 from schemas.run import NodeRun, RunState
 from schemas.types import NodeRunStatus, RunStatus, VarType
 
-from .agent_loop import AgentHooks, LoopSettings, ToolCallContext, ToolOutcome, ToolSpec, run_agent_loop
+from .agent_calls import restore_calls, run_approved
+from .agent_loop import AgentHooks, LoopSettings, LoopState, ToolCallContext, ToolOutcome, ToolSpec, run_agent_loop
+from .agent_policy import RiskGate, RiskPolicy, rejection_message
 from .base import NodeExecutor
 from .chat import SYSTEM_SEPARATOR, model_spec, recent_turns, render_text, resolve_history, sampling
 from .http_request import HttpRequestNode
 from .llm import fit_messages
 
-__all__ = ["ToolCallNode", "graph_tool_spec", "http_tool_spec", "loop_tool_specs", "stop_tool_spec", "workflow_tool_spec"]
+__all__ = ["GatedHooks", "ToolCallNode", "graph_tool_risk", "graph_tool_spec", "http_tool_spec", "loop_tool_specs",
+           "stop_tool_spec", "workflow_tool_spec"]
+
+#: Node kinds that only read: a graph tool made of them (and of GET/HEAD/OPTIONS HTTP
+#: requests) is read-level. Everything else - HTTP writes, run-variable updates, nested
+#: loops and agents, kinds added later - makes the tool write-level until declared.
+READ_ONLY_KINDS = frozenset({"template", "if_else", "variable_aggregator", "answer", "end", "chat",
+                             "classify_question", "extract_fields", "query_extension", "code", "loop_break"})
+_READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 _JSON_TYPES = {VarType.string: "string", VarType.number: "number", VarType.boolean: "boolean",
                VarType.object: "object", VarType.array: "array"}
@@ -76,6 +96,29 @@ def _cost_of(state: RunState) -> float:
 
 
 # ----------------------------------------------------------------- graph tools
+
+
+def graph_tool_risk(body: Any, root: str) -> tuple[str, str]:
+    """``(level, why)`` of the graph tool starting at ``root`` of ``body`` (a compiled body
+    plan): ``read`` when every node reachable from ``root`` is of a :data:`READ_ONLY_KINDS`
+    kind or an HTTP request with a read method, else ``write`` naming the first node that
+    writes. Read from the workflow's own config, so a run cannot change it."""
+    seen, todo = set(), [root]
+    while todo:
+        nid = todo.pop()
+        if nid in seen or nid not in body.nodes:
+            continue
+        seen.add(nid)
+        plan = body.nodes[nid]
+        kind = plan.node.type
+        if kind == "http_request":
+            method = str(getattr(plan.node.config, "method", "GET")).upper()
+            if method not in _READ_METHODS:
+                return "write", f"node {nid!r} sends an HTTP {method}"
+        elif kind not in READ_ONLY_KINDS:
+            return "write", f"node {nid!r} is a {kind} node"
+        todo += [target for _, _, target in plan.out_edges]
+    return "read", "every node of the sub-graph only reads"
 
 
 def graph_tool_spec(ctx: NodeContext, tool: GraphTool, default_timeout: float | None) -> ToolSpec:
@@ -120,8 +163,9 @@ def graph_tool_spec(ctx: NodeContext, tool: GraphTool, default_timeout: float | 
             return ToolOutcome(f"the tool ran but its result could not be read: {exc}", is_error=True, cost=cost)
         return ToolOutcome(content, cost=cost, data={"node_runs": len(runs)})
 
-    return ToolSpec(tool.name, tool.description, tool.json_schema(), run, risk=tool.risk,
-                    timeout=tool.timeout or default_timeout, meta={"kind": "graph", "node": tool.node})
+    risk, why = (tool.risk, "declared") if tool.risk is not None else graph_tool_risk(body, tool.node)
+    return ToolSpec(tool.name, tool.description, tool.json_schema(), run, risk=risk,
+                    timeout=tool.timeout or default_timeout, meta={"kind": "graph", "node": tool.node, "risk_why": why})
 
 
 # ----------------------------------------------------------------- HTTP tools
@@ -294,6 +338,18 @@ def loop_tool_specs(ctx: NodeContext, cfg: ToolLoopConfig) -> list[ToolSpec]:
     return specs + [workflow_tool_spec(ctx, t, cfg.tool_timeout) for t in cfg.workflow_tools]
 
 
+class GatedHooks(AgentHooks):
+    """The default hooks with the risk gate in front of every tool call (module docstring)."""
+
+    def __init__(self, ctx: NodeContext, gate: RiskGate) -> None:
+        self.ctx = ctx
+        self.gate = gate
+
+    async def run_tool(self, call: ToolCallContext, spec: ToolSpec, loop: LoopState) -> ToolOutcome:
+        self.gate.check(self.ctx, spec.name, spec.risk, call.arguments, spec.description)
+        return await super().run_tool(call, spec, loop)
+
+
 class ToolCallNode(NodeExecutor[ToolCallConfig], kind="tool_call"):
     """Runs the tool loop (module docstring)."""
 
@@ -309,26 +365,67 @@ class ToolCallNode(NodeExecutor[ToolCallConfig], kind="tool_call"):
             tools.append(stop_tool_spec(cfg.stop_tool.name, cfg.stop_tool.description))
         return tools
 
-    async def run(self, ctx: NodeContext) -> NodeResult:
+    def opening(self, ctx: NodeContext, spec: Any, max_tokens: int) -> list[dict[str, Any]]:
+        """System prompt (model default + node prompt), history turns, the task; fitted to the window."""
         cfg = self.config
-        spec = model_spec(ctx, cfg.model)
-        temperature, max_tokens = sampling(cfg, spec, None)
         node_prompt = ctx.render(cfg.system_prompt, field="config.system_prompt") if cfg.system_prompt else ""
         system = SYSTEM_SEPARATOR.join(p for p in (spec.default_system_prompt, node_prompt) if p and p.strip())
         question = render_text(ctx, cfg.user_prompt, "user_prompt")
         history = recent_turns(resolve_history(ctx, cfg), cfg.history)
         messages: list[dict[str, Any]] = ([{"role": "system", "content": system}] if system else [])
         messages += history + [{"role": "user", "content": question}]
-        messages = fit_messages(messages, max_input_tokens=spec.max_context - max_tokens, node_id=ctx.node_id)
+        return fit_messages(messages, max_input_tokens=spec.max_context - max_tokens, node_id=ctx.node_id)
+
+    async def resumed(self, ctx: NodeContext, gate: RiskGate, tools: list[ToolSpec],
+                      settings: LoopSettings) -> tuple[LoopState, ToolOutcome]:
+        """The paused loop and the result of its pending call, from the person's answer: the
+        tool's own result when approved, :func:`~nodes.agent_policy.rejection_message` when
+        refused. The loop state is the one the kernel saved in ``node_run.data["agent_state"]``.
+
+        Raises:
+            InterruptRequested: the answer is neither yes nor no (the question is asked again).
+            NodeFailed: (``pending_context_missing``) there is no paused call to resume.
+        """
+        raw = ctx.node_run.data.get("agent_state")
+        if not isinstance(raw, dict) or not raw.get("pending"):
+            raise NodeFailed("resumed, but the node run holds no paused tool call (data.agent_state)",
+                             node_id=ctx.node_id, reason="pending_context_missing")
+        state = LoopState.from_dict(raw)
+        pending = state.pending or {}
+        assert ctx.resume is not None
+        ctx.node_run.inputs.setdefault("answers", []).append(ctx.resume.answer)
+        approved = gate.decide(ctx, dict(ctx.resume.payload))
+        ctx.node_run.data.setdefault("confirmations", []).append(
+            {"tool": pending.get("tool"), "call_id": pending.get("call_id"), "approved": approved})
+        if not approved:
+            return state, ToolOutcome(rejection_message(str(pending.get("tool"))), is_error=True)
+        call = next((c for c in restore_calls(ctx, state, {t.name: t for t in tools})
+                     if c.id == pending.get("call_id")), None)
+        if call is None or call.spec is None:
+            return state, ToolOutcome(f"tool {pending.get('tool')} is no longer available", is_error=True)
+        return state, await run_approved(call, call.spec, settings)
+
+    async def run(self, ctx: NodeContext) -> NodeResult:
+        cfg = self.config
+        spec = model_spec(ctx, cfg.model)
+        temperature, max_tokens = sampling(cfg, spec, None)
         tools = self.build_tools(ctx)
+        ctx.node_run.data["tools"] = [{"name": t.name, **t.meta, "risk": t.risk} for t in tools]
         settings = LoopSettings(
             model=cfg.model, max_rounds=cfg.max_rounds, tool_only_cap=cfg.tool_only_cap,
             repeat_limit=cfg.repeat_limit, max_result_chars=cfg.max_result_chars, tool_timeout=cfg.tool_timeout,
             max_parse_retries=cfg.max_parse_retries, protocol=cfg.mode, temperature=temperature,
             max_tokens=max_tokens, stream=cfg.stream,
         )
-        result = await run_agent_loop(ctx, settings=settings, messages=messages, tools=tools, hooks=AgentHooks())
-        ctx.node_run.data["tools"] = [{"name": t.name, **t.meta, "risk": t.risk} for t in tools]
+        gate = RiskGate(RiskPolicy.from_config(cfg.allow_write_tools))
+        gate.check_scope(ctx, [(t.name, t.risk) for t in tools])
+        messages, state, tool_result = None, None, None
+        if ctx.resume is None:
+            messages = self.opening(ctx, spec, max_tokens)
+        else:
+            state, tool_result = await self.resumed(ctx, gate, tools, settings)
+        result = await run_agent_loop(ctx, settings=settings, messages=messages, tools=tools,
+                                      hooks=GatedHooks(ctx, gate), state=state, tool_result=tool_result)
         return NodeResult({
             "answer": result.answer,
             "messages": result.trail,

@@ -25,6 +25,14 @@ Tools are, in one namespace of unique names:
   parameters; its answer (else its outputs as JSON) is the result.
 - the **stop tool** (``stop_tool``): calling it ends the loop after that round (seed 000 §3.2.4).
 
+**Risk gate** (both kinds, on by default): a write-level tool - declared ``risk:
+write``, an HTTP operation other than GET/HEAD/OPTIONS without ``risk``, a workflow
+tool without ``risk``, a graph tool whose sub-graph writes (see
+:func:`nodes.tool_call.graph_tool_risk`) - runs only after a person confirms the call
+(a ``confirm`` interrupt). ``allow_write_tools: true`` opts the node out, a list of
+names allows those tools only. A model can be talked into calling a destructive tool by
+text it reads (a tool result, a web page), so the node that runs tools asks first.
+
 Tools run one after another (seed 000 §3.2.2). Outputs: ``answer``, ``messages`` (the
 assistant/tool trail), ``usage`` (model tokens and cost, each call priced on its own),
 ``cost`` (model + tools), ``trace`` (one entry per round), ``stop_reason``, ``rounds``.
@@ -283,7 +291,10 @@ class ToolLoopConfig(LLMNodeConfig):
     longer than ``max_result_chars`` are cut for the model (kept whole in the node run);
     ``tool_timeout`` seconds per call; ``mode``: ``auto`` (native tool calling when the
     model has it, else the JSON protocol), ``native``, ``json``; ``max_parse_retries``
-    unreadable JSON-protocol replies in a row are tolerated.
+    unreadable JSON-protocol replies in a row are tolerated. ``allow_write_tools``: the
+    risk gate's opt-out (module docstring): ``false`` (default) asks before every
+    write-level call, ``true`` runs them all, a list names the write tools that run
+    without asking.
     """
 
     history: int = Field(default=6, ge=0, le=100, description="past turns of history_source put in the prompt")
@@ -301,6 +312,29 @@ class ToolLoopConfig(LLMNodeConfig):
     max_parse_retries: int = Field(default=2, ge=0, le=10)
     mode: Literal["auto", "native", "json"] = "auto"
     stream: bool = Field(default=True, description="stream answer deltas (native tool calling only)")
+    allow_write_tools: bool | list[str] = Field(default=False, description="risk gate opt-out: true, or names of "
+                                                "write tools that run without a person's confirmation")
+
+    def declared_risks(self) -> dict[str, str | None]:
+        """Tool name -> the risk its config declares: ``read``/``write``; an HTTP operation
+        without ``risk`` is ``read`` for GET/HEAD/OPTIONS, else ``write``; None when only the
+        run can tell (a graph tool without ``risk``: its sub-graph decides) or nothing is
+        declared (a workflow tool without ``risk``: unknown, treated as write)."""
+        risks: dict[str, str | None] = {t.name: t.risk for t in self.tools}
+        risks.update({op.operationId: op.tool_risk for op in self.http_operations()})
+        risks.update({t.tool_name: t.risk for t in self.workflow_tools})
+        return risks
+
+    def asks_confirmation(self) -> bool:
+        """True when a tool known from the config alone may pause the node for a confirmation
+        (a write-level or undeclared non-graph tool the node does not allow); such a node
+        cannot sit inside a loop body. Graph tools without ``risk`` are judged at run time."""
+        if self.allow_write_tools is True:
+            return False
+        allowed = set(self.allow_write_tools) if isinstance(self.allow_write_tools, list) else set()
+        graph = {t.name for t in self.tools}
+        return any(name not in allowed and (risk == "write" or (risk is None and name not in graph))
+                   for name, risk in self.declared_risks().items())
 
     @model_validator(mode="after")
     def _check_tools(self) -> "ToolLoopConfig":
@@ -416,8 +450,6 @@ class AgentConfig(ToolLoopConfig):
 
     model_agents: list[ModelAgentTool] = Field(default_factory=list)
     file_reader: FileReaderTool | None = None
-    allow_write_tools: bool | list[str] = Field(default=False, description="true, or names of write tools that "
-                                                "run without confirmation")
     parallel_tools: bool = True
     plan: Literal["auto", "required"] = "auto"
     ask: bool = True

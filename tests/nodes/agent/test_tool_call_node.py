@@ -188,7 +188,7 @@ ECHO_OP = {
 
 
 def http_workflow(config: dict[str, Any]) -> dict[str, Any]:
-    doc = workflow(config)
+    doc = workflow({"allow_write_tools": True, **config})  # the risk gate has its own tests: test_risk_gate.py
     doc["inputs"] += [{"name": "api", "type": "string"}, {"name": "token", "type": "string", "default": "t0k"}]
     return doc
 
@@ -257,7 +257,7 @@ async def test_workflow_tool_runs_a_child_workflow(openai_server, agent_run, tmp
     monkeypatch.setenv(WORKFLOW_PATH_ENV, str(tmp_path))
     openai_server.script(calls_reply(("c1", "greeter", {"person": "Ada"}), ("c2", "greeter", {})),
                          answer_reply("I greeted Ada."))
-    state, _ = await agent_run(workflow({"workflow_tools": [{"workflow": "greeter"}]}))
+    state, _ = await agent_run(workflow({"workflow_tools": [{"workflow": "greeter", "risk": "read"}]}))
     assert state.status is RunStatus.succeeded, state.error
     tool = openai_server.bodies[0]["tools"][0]["function"]
     assert tool["description"] == "Greets a person by name."
@@ -270,7 +270,7 @@ async def test_workflow_tool_runs_a_child_workflow(openai_server, agent_run, tmp
 
 
 async def test_a_workflow_calling_itself_is_refused(openai_server, agent_run, tmp_path, monkeypatch):
-    selfish = workflow({"workflow_tools": [{"workflow": "selfish"}]}, id="selfish")
+    selfish = workflow({"workflow_tools": [{"workflow": "selfish", "risk": "read"}]}, id="selfish")
     (tmp_path / "selfish.json").write_text(json.dumps(selfish))
     monkeypatch.setenv(WORKFLOW_PATH_ENV, str(tmp_path))
     openai_server.script(calls_reply(("c1", "selfish", {"task": "again"})), answer_reply("stopped"))
