@@ -26,6 +26,12 @@ The answer and reasoning stream as ``node_delta`` events on the ``answer`` and
 §3.1 ③). Outputs: ``answer``, ``reasoning``, ``history`` (the source history plus
 this turn: ``{"role": "user", "content": <question>}`` and the assistant answer) and
 ``usage``; ``node_run.usage`` holds tokens in/out, token source, cost, model, latency.
+A call that fails after part of the reply arrived (stalled, dropped, an error in the
+stream, the node's timeout) still spent those tokens and produced that text: the
+partial ``answer``/``reasoning`` and the usage (estimated when the provider never
+counted it) stay in the failed node run, and ``data.chat.partial`` says how it ended.
+The stream idle timeout is :func:`stream_idle_timeout` (node, model, provider; bounded
+by the node's ``timeout``).
 
 **As a tool** (seed 000 §3.1 "关键点": the answer doubles as a tool response): an
 agent loop that owns a chat node's executor gets an ``async (question: str) -> str``
