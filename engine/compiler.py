@@ -43,14 +43,15 @@ import jinja2
 import networkx as nx
 from pydantic import Discriminator, Tag, TypeAdapter, ValidationError
 
-from nodes.base import EXECUTORS, NodeExecutor
-from schemas.nodes import NODE_KINDS, NodeConfig
+from schemas.nodes import NodeConfig
 from schemas.types import RESERVED_SCOPES, SYS_VARIABLES, VarType
 from schemas.values import walk_refs
-from schemas.workflow import ErrorStrategy, NodeBase, Workflow, node_model
+from schemas.workflow import ErrorStrategy, NodeBase, Workflow
 
+from .catalog import NodeCatalog, NodeExecutor
 from .errors import CompileError, Problem
-from .loops import CONTAINER_KINDS, CycleRegion, RegionExecutor, check_scopes, find_cycle_regions, region_node
+from .loops import CycleRegion, RegionExecutor, check_scopes, find_cycle_regions, region_node
+from .ports import ModelCatalog
 from .references import template_names, template_selectors
 
 __all__ = ["CompiledPlan", "NodePlan", "check_workflow", "compile_workflow", "content_hash"]
@@ -88,6 +89,8 @@ class CompiledPlan:
     order: tuple[str, ...]
     warnings: tuple[Problem, ...]
     roots: tuple[str, ...] = ()
+    #: the node catalog the plan was compiled with (the scheduler reads kind traits from it)
+    catalog: NodeCatalog | None = None
 
 
 _CACHE: OrderedDict[str, CompiledPlan] = OrderedDict()
@@ -116,23 +119,25 @@ def _as_document(source: Workflow | Mapping[str, Any] | str | bytes) -> dict[str
 
 
 def compile_workflow(
-    source: Workflow | Mapping[str, Any] | str | bytes, *, use_cache: bool = True, models: Any = None
+    source: Workflow | Mapping[str, Any] | str | bytes, *, catalog: NodeCatalog, models: ModelCatalog | None = None,
+    use_cache: bool = True,
 ) -> CompiledPlan:
-    """Compile a workflow (model, dict or JSON text).
+    """Compile a workflow (model, dict or JSON text) against ``catalog``'s node kinds.
 
-    ``models`` is the model registry to check model names against (None: the process
-    default); the cache is keyed by the document hash and the registry's fingerprint.
+    ``models``: the model names ``model`` fields are checked against (None: not
+    checked - the caller then owns that check). The plan cache is keyed by the
+    document hash, the catalog and the model registry's fingerprint.
 
     Raises:
         CompileError: with every problem found (warnings included in ``problems``).
     """
     doc = _as_document(source)
     key = content_hash(doc)
-    cache_key = key if models is None else f"{key}:{models.fingerprint}"
+    cache_key = f"{key}:{catalog.fingerprint}:{models.fingerprint if models is not None else '-'}"
     if use_cache and cache_key in _CACHE:
         _CACHE.move_to_end(cache_key)
         return _CACHE[cache_key]
-    plan, problems = _compile(doc, key, models)
+    plan, problems = _compile(doc, key, catalog, models)
     if plan is None:
         raise CompileError(problems)
     if use_cache:
@@ -142,13 +147,17 @@ def compile_workflow(
     return plan
 
 
-def check_workflow(source: Workflow | Mapping[str, Any] | str | bytes, *, models: Any = None) -> list[Problem]:
-    """All problems (errors and warnings) of a workflow; empty when it is clean."""
+def check_workflow(source: Workflow | Mapping[str, Any] | str | bytes, *, catalog: NodeCatalog,
+                   models: ModelCatalog | None = None) -> list[Problem]:
+    """All problems (errors and warnings) of a workflow; empty when it is clean.
+
+    Builds no plan, so no executor module is imported (checking stays fast).
+    """
     try:
         doc = _as_document(source)
     except CompileError as exc:
         return exc.problems
-    return _compile(doc, content_hash(doc), models)[1]
+    return _compile(doc, content_hash(doc), catalog, models, build=False)[1]
 
 
 # ------------------------------------------------------------------------ passes
@@ -165,10 +174,9 @@ def _loc(loc: Iterable[int | str]) -> str:
 
 
 @functools.lru_cache(maxsize=64)
-def _nodes_adapter(kinds: tuple[str, ...]) -> TypeAdapter[list[NodeBase]]:
-    """A validator for a list of nodes of ``kinds`` (built from the catalog as it is now,
-    so kinds registered at run time are included)."""
-    models = tuple(node_model(kind) for kind in kinds)
+def _nodes_adapter(catalog: NodeCatalog, kinds: tuple[str, ...]) -> TypeAdapter[list[NodeBase]]:
+    """A validator for a list of nodes of ``kinds`` of ``catalog``."""
+    models = tuple(catalog.node_model(kind) for kind in kinds)
     if not models:  # every node was of an unknown kind (already reported)
         return TypeAdapter(list[NodeBase])
     if len(models) == 1:
@@ -178,7 +186,8 @@ def _nodes_adapter(kinds: tuple[str, ...]) -> TypeAdapter[list[NodeBase]]:
     return TypeAdapter(list[union])  # type: ignore[valid-type]
 
 
-def _parse_document(doc: dict[str, Any], problems: list[Problem], invalid: set[str]) -> Workflow | None:
+def _parse_document(doc: dict[str, Any], problems: list[Problem], invalid: set[str],
+                    catalog: NodeCatalog) -> Workflow | None:
     """Rules 1-3: validate the top level and each node on its own, so all errors surface.
 
     Ids of nodes that fail validation go to ``invalid``: later passes ignore edges and
@@ -206,8 +215,8 @@ def _parse_document(doc: dict[str, Any], problems: list[Problem], invalid: set[s
             continue
         node_id = raw.get("id") if isinstance(raw.get("id"), str) else f"nodes[{index}]"
         kind = raw.get("type")
-        if kind not in NODE_KINDS:
-            names = ", ".join(sorted(NODE_KINDS))
+        if kind not in catalog:
+            names = ", ".join(catalog.kinds())
             problems.append(Problem("unknown_kind", f"unknown node kind {kind!r} (known: {names})", node_id=node_id, path="type"))
             invalid.add(node_id)
             continue
@@ -215,7 +224,7 @@ def _parse_document(doc: dict[str, Any], problems: list[Problem], invalid: set[s
     # One validation call for all nodes (the per-node Python overhead dominates otherwise);
     # error locations are (index, kind tag, *field path).
     kinds = tuple(sorted({raw["type"] for _, raw in known}))
-    adapter, skip = _nodes_adapter(kinds), (2 if len(kinds) > 1 else 1)
+    adapter, skip = _nodes_adapter(catalog, kinds), (2 if len(kinds) > 1 else 1)
     try:
         nodes: list[NodeBase] = adapter.validate_python([raw for _, raw in known])
     except ValidationError as exc:
@@ -254,7 +263,8 @@ def _check_ids(wf: Workflow, problems: list[Problem]) -> None:
 
 
 def _build_graph(
-    wf: Workflow, problems: list[Problem], invalid: set[str], invalid_start: bool, scope: dict[str, str | None]
+    wf: Workflow, problems: list[Problem], invalid: set[str], invalid_start: bool, scope: dict[str, str | None],
+    entry_kinds: frozenset[str],
 ) -> tuple[nx.DiGraph, str | None]:
     """Rules 5-7: the graph. One networkx edge per connected node pair; its ``edges``
     attribute lists the workflow edges between them as ``(edge id, source handle)``.
@@ -270,9 +280,10 @@ def _build_graph(
     graph.add_nodes_from(invalid)
     handles_of: dict[str, list[str]] = {}
     pairs: dict[tuple[str, str], list[tuple[str, str]]] = {}
-    starts = [n.id for n in wf.nodes if n.type == "start"]
+    starts = [n.id for n in wf.nodes if n.type in entry_kinds]
     if not starts and not invalid_start:
-        problems.append(Problem("no_start", "the workflow has no start node; add one node of type 'start'"))
+        kinds = " or ".join(repr(k) for k in sorted(entry_kinds))
+        problems.append(Problem("no_start", f"the workflow has no start node; add one node of type {kinds}"))
     elif len(starts) > 1:
         problems.append(Problem("multiple_start", f"only one start node is allowed, found {starts}"))
     def keep(source: str, target: str, edge_id: str, handle: str) -> None:
@@ -311,7 +322,7 @@ def _build_graph(
             )
             keep(source, target, edge.id, edge.sourceHandle)
             continue
-        if by_id[edge.target].type == "start":
+        if by_id[edge.target].type in entry_kinds:
             problems.append(Problem("edge_into_start", "the start node cannot have incoming edges",
                                     node_id=edge.target, edge_id=edge.id))
             continue
@@ -507,15 +518,11 @@ def _check_error_policy(wf: Workflow, problems: list[Problem]) -> None:
                                     node_id=node.id, path="default_handle"))
 
 
-def _check_models(wf: Workflow, problems: list[Problem], models: Any) -> None:
-    """Rule 10 (models). The registry is loaded only when a node names a model."""
+def _check_models(wf: Workflow, problems: list[Problem], models: ModelCatalog | None) -> None:
+    """Rule 10 (models); skipped without a model catalog."""
     refs = [(node, path, name) for node in wf.nodes for path, name in node.config.model_refs()]
-    if not refs:
+    if not refs or models is None:
         return
-    if models is None:
-        from nodes.model_registry import get_registry  # deferred: reads the model config file
-
-        models = get_registry()
     for node, path, name in refs:
         if not models.has(name):
             problems.append(Problem("unknown_model", f"model {name!r} is not in the model registry "
@@ -523,32 +530,34 @@ def _check_models(wf: Workflow, problems: list[Problem], models: Any) -> None:
                                     path=f"config.{path}"))
 
 
-def _compile(doc: dict[str, Any], key: str, models: Any = None) -> tuple[CompiledPlan | None, list[Problem]]:
-    import nodes  # noqa: F401  - registers every executor; deferred because node modules import the engine
-
+def _compile(doc: dict[str, Any], key: str, catalog: NodeCatalog, models: ModelCatalog | None,
+             build: bool = True) -> tuple[CompiledPlan | None, list[Problem]]:
     # Compiling allocates many small containers and frees few: the cyclic GC would
     # walk the whole heap repeatedly for nothing (about half the time at 5000 nodes).
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return _compile_passes(doc, key, models)
+        return _compile_passes(doc, key, catalog, models, build)
     finally:
         if enabled:
             gc.enable()
 
 
-def _compile_passes(doc: dict[str, Any], key: str, models: Any) -> tuple[CompiledPlan | None, list[Problem]]:
+def _compile_passes(doc: dict[str, Any], key: str, catalog: NodeCatalog, models: ModelCatalog | None,
+                    build: bool) -> tuple[CompiledPlan | None, list[Problem]]:
     problems: list[Problem] = []
     invalid: set[str] = set()
-    wf = _parse_document(doc, problems, invalid)
+    wf = _parse_document(doc, problems, invalid, catalog)
     if wf is None:
         # Top level invalid: still check node configs (done above); nothing else is safe.
         return None, problems
     _check_ids(wf, problems)
     raw_nodes = doc.get("nodes") if isinstance(doc.get("nodes"), list) else []
-    invalid_start = any(isinstance(n, dict) and n.get("type") == "start" and n.get("id") in invalid for n in raw_nodes)
-    scope = check_scopes(wf, problems, invalid)
-    graph, start_id = _build_graph(wf, problems, invalid, invalid_start, scope)
+    entry_kinds = frozenset(k for k in catalog if catalog[k].entry)
+    invalid_start = any(isinstance(n, dict) and n.get("type") in entry_kinds and n.get("id") in invalid
+                        for n in raw_nodes)
+    scope = check_scopes(wf, problems, invalid, catalog)
+    graph, start_id = _build_graph(wf, problems, invalid, invalid_start, scope, entry_kinds)
     # A body runs after its container starts: for ancestry, the container precedes its body.
     graph.add_edges_from((parent, nid, {"edges": []}) for nid, parent in scope.items() if parent is not None)
     try:
@@ -579,10 +588,10 @@ def _compile_passes(doc: dict[str, Any], key: str, models: Any) -> tuple[Compile
             if node.id not in reachable:
                 problems.append(Problem("unreachable", "no path from the start node; this node will be skipped",
                                         node_id=node.id, severity="warning"))
-    if any(p.severity == "error" for p in problems) or start_id is None or order is None:
+    if any(p.severity == "error" for p in problems) or start_id is None or order is None or not build:
         return None, problems
     warnings = tuple(p for p in problems if p.severity == "warning")
-    plan = _PlanBuilder(wf, key, graph, order, regions, scope, warnings).scope_plan(None, (start_id,))
+    plan = _PlanBuilder(wf, key, graph, order, regions, scope, warnings, catalog).scope_plan(None, (start_id,))
     return plan, problems
 
 
@@ -590,8 +599,13 @@ class _PlanBuilder:
     """Builds the plan of each scope: the top level, each loop body, each loop region."""
 
     def __init__(self, wf: Workflow, key: str, graph: nx.DiGraph, order: list[str],
-                 regions: list[CycleRegion], scope: dict[str, str | None], warnings: tuple[Problem, ...]):
+                 regions: list[CycleRegion], scope: dict[str, str | None], warnings: tuple[Problem, ...],
+                 catalog: NodeCatalog):
         self.wf, self.key, self.graph, self.order, self.warnings = wf, key, graph, order, warnings
+        self.catalog = catalog
+        self.containers = catalog.containers
+        # One executor class lookup per kind, not per node (5000-node plans).
+        self.executors = {k: catalog[k].executor_class() for k in {n.type for n in wf.nodes}}
         self.scope = scope
         self.by_id = {n.id: n for n in wf.nodes}
         self.region_of = {m: r for r in regions for m in r.members}
@@ -631,14 +645,15 @@ class _PlanBuilder:
 
     def _node_plan(self, node: NodeBase, in_edges: list[str], out_edges: list[tuple[str, str, str]]) -> NodePlan:
         body = None
-        if node.type in CONTAINER_KINDS:
+        if node.type in self.containers:
             body = self.scope_plan(node.id, ())  # roots: the body nodes with no incoming edge
-        return NodePlan(node, EXECUTORS[node.type](node), tuple(in_edges), tuple(out_edges), body)
+        return NodePlan(node, self.executors[node.type](node), tuple(in_edges), tuple(out_edges), body)
 
     def _region_plan(self, region: CycleRegion) -> NodePlan:
         members = {m: self._node_plan(self.by_id[m], self.inner_in.get(m, []), self.inner_out.get(m, []))
                    for m in region.members}
-        body = CompiledPlan(self.wf, self.key, self.graph, members, "", region.members, (), roots=(region.entry,))
+        body = CompiledPlan(self.wf, self.key, self.graph, members, "", region.members, (), roots=(region.entry,),
+                            catalog=self.catalog)
         pseudo = region_node(region, self.by_id[region.entry])
         executor = RegionExecutor(pseudo, region, self.ends)
         return NodePlan(pseudo, executor, tuple(self.in_edges.get(region.id, [])),
@@ -649,12 +664,13 @@ class _PlanBuilder:
         order: list[str] = []
         by_id, scope, region_of = self.by_id, self.scope, self.region_of
         in_edges, out_edges, empty = self.in_edges, self.out_edges, ()
+        containers, executors = self.containers, self.executors
         for nid in self.order:
             node = by_id.get(nid)
             if node is None or scope[nid] != scope_id:
                 continue
-            if not region_of and node.type not in CONTAINER_KINDS:  # fast path: an ordinary node
-                plans[nid] = NodePlan(node, EXECUTORS[node.type](node), tuple(in_edges.get(nid, empty)),
+            if not region_of and node.type not in containers:  # fast path: an ordinary node
+                plans[nid] = NodePlan(node, executors[node.type](node), tuple(in_edges.get(nid, empty)),
                                       tuple(out_edges.get(nid, empty)))
                 order.append(nid)
                 continue
@@ -670,4 +686,4 @@ class _PlanBuilder:
             roots = tuple(nid for nid in order if not plans[nid].in_edges)
         start = roots[0] if scope_id is None else ""
         return CompiledPlan(self.wf, self.key, self.graph, plans, start, tuple(order),
-                            self.warnings if scope_id is None else (), roots=roots)
+                            self.warnings if scope_id is None else (), roots=roots, catalog=self.catalog)

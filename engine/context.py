@@ -1,7 +1,8 @@
 """What a node sees while it runs: frozen run deps apart from mutable run state.
 
-- :class:`RunDeps` (frozen): settings, the event sink, the checkpoint hook - shared
-  by every node of a run, never mutated.
+- :class:`RunDeps` (frozen): settings, the event sink, the checkpoint hook and the
+  ports a node may use (model registry, node memory, workflow source) - shared by
+  every node of a run, never mutated.
 - :class:`~schemas.run.RunState` (mutable): the variable pool and statuses.
 - :class:`NodeContext`: both, plus this node's record and the cancellation token,
   handed to ``NodeExecutor.run``. Nothing is hidden in string-keyed dicts.
@@ -12,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping, NoReturn, Protocol, TypeVar
 
 from schemas.events import NodeDelta
 from schemas.run import Interrupt, NodeRun, RunState
@@ -20,6 +21,7 @@ from schemas.types import NodeRunStatus, value_matches
 from schemas.values import InputBinding
 
 from .errors import ReferenceFailed, RunCancelled
+from .ports import CheckpointDelta, MemoryStore, ModelCatalog
 from .references import render_template, resolve_value
 from .settings import Settings, get_settings
 
@@ -28,11 +30,22 @@ if TYPE_CHECKING:
 
     from .compiler import CompiledPlan
 
-__all__ = ["CancelToken", "Checkpoint", "EventSink", "InterruptRequested", "NodeContext", "NodeResult", "RunDeps"]
+__all__ = [
+    "CancelToken", "Checkpoint", "EventSink", "InterruptRequested", "NodeContext", "NodeResult", "RunDeps",
+    "WorkflowSource",
+]
 
 T = TypeVar("T")
 EventSink = Callable[[Any], None]
-Checkpoint = Callable[[RunState], Awaitable[None] | None]
+Checkpoint = Callable[[RunState, CheckpointDelta], Awaitable[None] | None]
+
+
+class WorkflowSource(Protocol):
+    """Where nodes that run other workflows (workflow tools) find them by id."""
+
+    def load(self, workflow_id: str) -> dict[str, Any]:
+        """The workflow document. Raises a DefinitionError subclass when there is none."""
+        ...
 
 
 class CancelToken:
@@ -106,20 +119,24 @@ class CancelToken:
 
 @dataclass(frozen=True, slots=True)
 class RunDeps:
-    """Frozen dependencies of a run.
+    """Frozen dependencies of a run, passed in by whoever starts it (CLI, API, worker).
 
-    ``on_event`` receives every event in order (sync; must not block).
-    ``checkpoint`` is awaited (when async) after every node resolves, with the state.
-    ``models`` is the model registry used by LLM nodes (None: the process default,
-    ``nodes.model_registry.get_registry()``); ``memory`` is the node memory store
-    (None: the process default embedded store, ``workers.memory.default_store()``).
+    - ``on_event`` receives every event in order (sync; must not block).
+    - ``checkpoint(state, delta)`` is awaited (when async) after every node resolves,
+      before its successors start.
+    - ``models``: the model registry LLM nodes call (None: the nodes' own default,
+      built from ``settings``).
+    - ``memory``: node memory for cross-run hints (None: nodes keep no memory).
+    - ``workflows``: where workflow tools are found (None: nodes that need one fail
+      with a clear error).
     """
 
     settings: Settings = field(default_factory=get_settings)
     on_event: EventSink | None = None
     checkpoint: Checkpoint | None = None
-    models: Any = None
-    memory: Any = None
+    models: ModelCatalog | None = None
+    memory: MemoryStore | None = None
+    workflows: WorkflowSource | None = None
 
 
 class InterruptRequested(Exception):

@@ -29,17 +29,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 import networkx as nx
 
-from nodes.base import NodeExecutor
 from schemas.nodes import NodeConfig
 from schemas.run import NodeRun, RunState
 from schemas.types import NodeRunStatus
 from schemas.workflow import ErrorStrategy, NodeBase, Workflow
 
+from .catalog import NodeCatalog, NodeExecutor
 from .context import NodeContext, NodeResult
 from .errors import Problem, RunError
 
 __all__ = [
-    "CONTAINER_KINDS",
     "CycleRegion",
     "LoopLimitExceeded",
     "RegionExecutor",
@@ -49,10 +48,6 @@ __all__ = [
     "move_round_runs",
     "region_node",
 ]
-
-#: node kinds whose children (``parent``) form a body run per item / round
-CONTAINER_KINDS = frozenset({"iteration", "loop", "tool_call", "agent"})
-
 
 class LoopLimitExceeded(RunError):
     """A loop reached its iteration limit (node ``max_iterations`` or run ``max_loop_iterations``)."""
@@ -69,37 +64,43 @@ def loop_limit(node_limit: int | None, workflow: Workflow) -> int:
 # ----------------------------------------------------------------- compile side
 
 
-def check_scopes(wf: Workflow, problems: list[Problem], invalid: set[str]) -> dict[str, str | None]:
+def check_scopes(wf: Workflow, problems: list[Problem], invalid: set[str], catalog: NodeCatalog) -> dict[str, str | None]:
     """Validate ``parent`` fields; returns node id -> scope (container id, or None at top level).
 
-    Problems: ``unknown_parent`` (no such node / not a container), ``loop_break_outside_loop``,
+    Problems: ``unknown_parent`` (no such node / not a container kind of ``catalog``),
+    ``loop_break_outside_loop`` (a kind with ``inside`` kinds placed elsewhere),
     ``interrupt_in_loop`` (questions to a person cannot pause inside a loop body).
     """
     by_id = {n.id: n for n in wf.nodes}
+    containers = catalog.containers
     scope: dict[str, str | None] = {}
     for node in wf.nodes:
         parent = node.parent
         if parent is not None and parent not in invalid:
             owner = by_id.get(parent)
-            if owner is None or owner.type not in CONTAINER_KINDS:
+            if owner is None or owner.type not in containers:
                 problems.append(Problem("unknown_parent", f"parent {parent!r} is not a container node "
-                                        f"({', '.join(sorted(CONTAINER_KINDS))})",
+                                        f"({', '.join(sorted(containers))})",
                                         node_id=node.id, path="parent"))
                 parent = None
         scope[node.id] = parent
     for node in wf.nodes:
-        if node.type == "loop_break" and not _inside(node.id, "loop", scope, by_id):
-            problems.append(Problem("loop_break_outside_loop", "a loop_break node must be inside a loop node's body",
+        spec = catalog.get(node.type)
+        if spec is None:
+            continue
+        if spec.inside and not _inside(node.id, spec.inside, scope, by_id):
+            where = " or ".join(sorted(spec.inside))
+            problems.append(Problem("loop_break_outside_loop", f"a {node.type} node must be inside a {where} node's body",
                                     node_id=node.id, path="parent"))
-        if getattr(node.config, "interactive", False) and scope[node.id] is not None:
+        if spec.interactive and scope[node.id] is not None:
             problems.append(Problem("interrupt_in_loop", "nodes that ask a person cannot be inside a loop body; "
                                     "ask before or after the loop", node_id=node.id, path="parent"))
     return scope
 
 
-def _inside(node_id: str, kind: str, scope: dict[str, str | None], by_id: dict[str, NodeBase]) -> bool:
+def _inside(node_id: str, kinds: frozenset[str], scope: dict[str, str | None], by_id: dict[str, NodeBase]) -> bool:
     parent = scope.get(node_id)
-    return parent is not None and by_id[parent].type == kind
+    return parent is not None and by_id[parent].type in kinds
 
 
 @dataclass(frozen=True, slots=True)

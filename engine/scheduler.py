@@ -27,7 +27,10 @@ Algorithm (the engine's contract; README "Scheduling rules"):
 6. The run fails on the first node failure under ``fail`` and on a limit; running
    nodes are then cancelled and recorded as ``cancelled``. Everything finished so
    far stays in the state. The cancellation token cancels running nodes the same way.
-7. The run state is checkpointed (``RunDeps.checkpoint``) after every node resolves.
+7. The run state is checkpointed (``RunDeps.checkpoint``) after every node resolves,
+   before its successors start, with the node runs changed since the previous
+   checkpoint (:class:`~engine.ports.CheckpointDelta`). Edge statuses are not part of
+   a checkpoint: a restored run derives them from its node runs (:func:`derive_edges`).
 8. A node may raise an interrupt (a question for a person): it waits, its outgoing
    edges stay pending, other branches go on; when nothing can run the run is
    ``paused``. :func:`engine.runner.resume_run` with an answer bound to the
@@ -61,8 +64,9 @@ from schemas.workflow import ErrorStrategy
 from .compiler import CompiledPlan, NodePlan
 from .context import CancelToken, InterruptRequested, NodeContext, NodeResult, RunDeps
 from .errors import NodeTimeout, RunCancelled, RunError, RunLimitExceeded
+from .ports import CheckpointDelta
 
-__all__ = ["Scheduler"]
+__all__ = ["Scheduler", "derive_edges"]
 
 _TAKEN, _SKIPPED, _PENDING = EdgeStatus.taken, EdgeStatus.skipped, EdgeStatus.pending
 
@@ -114,6 +118,9 @@ class Scheduler:
         self.ending: RunError | None = None  # why a nested run ended (None: it succeeded)
         self._loop_deadline = 0.0
         self._unsubscribe: Any = lambda: None
+        # Node runs changed since the last checkpoint (root scope only) and saved history length.
+        self._dirty: dict[str, None] = {}
+        self._history_saved = len(state.history)
 
     # ------------------------------------------------------------------ events
 
@@ -172,6 +179,11 @@ class Scheduler:
         elif state.status is RunStatus.paused:
             # Time spent waiting for a person does not count against max_wall_time.
             state.deadline = time.time() + (state.wall_time_left or 0.0)
+            if state.paused_at is not None:
+                state.waited_s += max(0.0, time.time() - state.paused_at)
+                state.paused_at = None
+        if not fresh and not nested and not state.edges:
+            derive_edges(self.plan, state)  # a run restored from storage: edges follow from node runs
         self._answers = {i.node_id: i for i in state.interrupts.values() if i.answered}
         resumed = state.status is RunStatus.paused and bool(self._answers)
         state.status = RunStatus.running
@@ -279,6 +291,8 @@ class Scheduler:
             for member in node_plan.members:
                 self._mark_skipped(member, node_plan.body)
         self.state.node_runs[nid] = run
+        if self.scope is None:
+            self._dirty[nid] = None
         self._emit(NodeFinished, node_id=nid, node_run_id=run.id, kind=run.kind, status=NodeRunStatus.skipped)
 
     def _node_run_id(self, nid: str) -> str:
@@ -304,6 +318,7 @@ class Scheduler:
             # Resuming: the same node run continues with its answer, which is used once.
             run = state.node_runs[nid]
             run.status = NodeRunStatus.running
+            run.waited_s += max(0.0, started - answered.created_at)
             state.interrupts.pop(answered.id, None)
         else:
             run = NodeRun(id=self._node_run_id(nid), node_id=nid, kind=node.type, status=NodeRunStatus.running,
@@ -365,6 +380,8 @@ class Scheduler:
                     self._close(run, NodeRunStatus.cancelled, self._ending)
                     raise _Stop from None
         ready: list[str] = []
+        if node_plan.members and self.scope is None:  # a loop region moved its rounds' node runs here
+            self._dirty.update(dict.fromkeys(node_plan.members))
         if error is None and result is not None:
             run.outputs = result.outputs
             run.handles = list(result.handles)
@@ -407,6 +424,8 @@ class Scheduler:
         """Record a pending interrupt; the node waits and its outgoing edges stay pending."""
         state = self.state
         run.status = NodeRunStatus.waiting
+        if self.scope is None:
+            self._dirty[run.node_id] = None
         interrupt = Interrupt(id=f"{run.id}:{run.attempts}:{state.seq + 1}", node_id=run.node_id,
                               node_run_id=run.id, kind=request.kind, payload=request.payload, created_at=time.time())
         state.interrupts[interrupt.id] = interrupt
@@ -438,6 +457,8 @@ class Scheduler:
         now = time.time()
         run.status = status
         run.finished_at = now
+        if self.scope is None:
+            self._dirty[run.node_id] = None
         if error is not None and not keep_error:
             run.error = _error_record(error, run.node_id)
         if self._emit_fn is None:
@@ -451,8 +472,12 @@ class Scheduler:
     async def _checkpoint(self) -> None:
         hook = self.deps.checkpoint
         if hook is not None and self.scope is None:  # nested runs restart with their loop node
-            self.state.ready = list(self._ready)
-            result = hook(self.state)
+            state = self.state
+            state.ready = list(self._ready)
+            delta = CheckpointDelta(list(self._dirty), self._history_saved)
+            self._dirty = {}
+            self._history_saved = len(state.history)
+            result = hook(state, delta)
             if inspect.isawaitable(result):
                 await result
 
@@ -507,6 +532,7 @@ class Scheduler:
                 self._close(run, NodeRunStatus.cancelled, ending)
         if ending is None and state.interrupts:
             state.status = RunStatus.paused
+            state.paused_at = time.time()
             state.wall_time_left = max(0.0, (state.deadline or 0.0) - time.time())
             self._emit(RunPaused, interrupts=[i.model_dump(exclude={"answer", "answered"})
                                               for i in state.interrupts.values()], elapsed_ms=elapsed)
@@ -538,14 +564,18 @@ class Scheduler:
         return state
 
     def _collect_outputs(self) -> None:
-        state = self.state
+        """The run's outputs and answer, from the node runs of kinds whose catalog entry
+        ``collects`` them (``outputs``: merged; ``answer``: joined in finishing order)."""
+        state, catalog = self.state, self.plan.catalog
+        collects = {k: catalog[k].collects for k in catalog if catalog[k].collects} if catalog is not None else {}
         answers: list[tuple[float, str]] = []
         for run in state.node_runs.values():
-            if run.status is not NodeRunStatus.succeeded or run.outputs is None:
+            what = collects.get(run.kind)
+            if what is None or run.status is not NodeRunStatus.succeeded or run.outputs is None:
                 continue
-            if run.kind == "end":
+            if what == "outputs":
                 state.outputs.update(run.outputs)
-            elif run.kind == "answer" and isinstance(run.outputs.get("answer"), str):
+            elif isinstance(run.outputs.get("answer"), str):
                 answers.append((run.finished_at or 0.0, run.outputs["answer"]))
         state.answer = "".join(text for _, text in sorted(answers, key=lambda item: item[0]))
 
@@ -562,3 +592,32 @@ def _error_record(error: BaseException, node_id: str | None) -> NodeError:
                          reason=error.reason, details=error.details)
     return NodeError(type=type(error).__name__, message=str(error) or type(error).__name__, node_id=node_id,
                      reason="node_error")
+
+
+_RESOLVED = (NodeRunStatus.succeeded, NodeRunStatus.skipped)
+
+
+def derive_edges(plan: CompiledPlan, state: RunState) -> None:
+    """Rebuild ``state.edges`` of the top-level scope from its node runs.
+
+    An edge is resolved exactly when its source node resolved: taken when the source
+    succeeded (or failed into its error branch) with the edge's handle among the
+    handles it took, skipped when it resolved otherwise (a skipped source skips all);
+    pending while the source has not resolved (absent, running, waiting, or failed or
+    cancelled without taking a handle). This is what the scheduler wrote while the run
+    was live, so checkpoints need not store edges.
+    """
+    edges: dict[str, EdgeStatus] = {}
+    runs = state.node_runs
+    for nid, node_plan in plan.nodes.items():
+        run = runs.get(nid)
+        resolved = run is not None and (run.status in _RESOLVED or (run.status is NodeRunStatus.failed and run.handles))
+        for eid, handle, _target in node_plan.out_edges:
+            if not resolved:
+                edges[eid] = _PENDING
+            else:
+                assert run is not None
+                edges[eid] = _TAKEN if run.status is not NodeRunStatus.skipped and handle in run.handles else _SKIPPED
+        for eid in node_plan.in_edges:
+            edges.setdefault(eid, _PENDING)
+    state.edges = edges

@@ -1,14 +1,14 @@
-"""Operator settings, read from ``FLOWLOOM_*`` environment variables.
+"""Operator settings: the one place that reads ``FLOWLOOM_*`` environment variables.
 
 Settings are the operator's, not the workflow's: a workflow can never widen what the
-HTTP node may reach.
+HTTP node may reach. Every other module receives a :class:`Settings` (in
+:class:`~engine.context.RunDeps` or as an argument) instead of reading the environment.
 """
 
 from __future__ import annotations
 
 import functools
 import ipaddress
-import os
 from pathlib import Path
 
 from pydantic import Field, field_validator
@@ -31,9 +31,26 @@ class Settings(BaseSettings):
     refused unless ``allow_unsandboxed_code`` (``FLOWLOOM_ALLOW_UNSANDBOXED_CODE=1``)
     opts in to running code with only resource limits and a clean environment.
     ``code_bwrap`` / ``code_node``: the bwrap and Node.js executables (name on PATH or path).
+
+    Storage: ``home`` (default ``~/.flowloom``) holds the embedded SQLite database
+    ``flowloom.db``, node memory files and uploads; ``database_url`` points the run
+    store at PostgreSQL (or another SQLite file) instead; ``redis_url`` keeps node
+    memory in Redis. ``lease_ttl``: seconds a process owns a run without renewing its
+    lease (a crashed owner's run becomes recoverable after it). ``workflow_path``:
+    directories searched for workflows used as tools. ``models``: the model registry
+    file (default: the bundled one). ``upload_dir``: the only directory the agent's file
+    reader may read (default ``<home>/uploads``).
     """
 
     model_config = SettingsConfigDict(env_prefix="FLOWLOOM_", extra="ignore")
+
+    home: Path = Field(default_factory=lambda: Path.home() / ".flowloom")
+    database_url: str | None = None
+    redis_url: str | None = None
+    lease_ttl: float = Field(default=30.0, gt=0, le=3600)
+    workflow_path: Annotated[list[Path], NoDecode] = Field(default_factory=list)
+    models: Path | None = None
+    upload_dir: Path | None = None
 
     http_allow: Annotated[list[str], NoDecode] = Field(default_factory=list)
     http_max_response_bytes: int = Field(default=10 * 1024 * 1024, gt=0)
@@ -50,6 +67,37 @@ class Settings(BaseSettings):
             return [part.strip() for part in value.split(",") if part.strip()]
         return value
 
+    @field_validator("workflow_path", mode="before")
+    @classmethod
+    def _split_paths(cls, value: object) -> object:
+        import os
+
+        if isinstance(value, str):  # os.pathsep-separated, like PATH
+            return [part for part in value.split(os.pathsep) if part.strip()]
+        return value
+
+    @field_validator("home", "models", "upload_dir", mode="after")
+    @classmethod
+    def _expand_user(cls, value: Path | None) -> Path | None:
+        return value.expanduser() if value is not None else None
+
+    @field_validator("redis_url", "database_url", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: object) -> object:
+        return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("redis_url")
+    @classmethod
+    def _check_redis_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError("must start with redis://, rediss:// or unix://")
+        return value
+
+    @property
+    def uploads(self) -> Path:
+        """The directory the agent's file reader may read, resolved."""
+        return (self.upload_dir or self.home / "uploads").resolve()
+
     @field_validator("http_allow")
     @classmethod
     def _check_networks(cls, entries: list[str]) -> list[str]:
@@ -64,13 +112,12 @@ class Settings(BaseSettings):
 
 
 def flowloom_home() -> Path:
-    """Flowloom's data directory: ``$FLOWLOOM_HOME``, else ``~/.flowloom``.
+    """Flowloom's data directory (``Settings.home``): ``$FLOWLOOM_HOME``, else ``~/.flowloom``.
 
     Per user, not per working directory, so a paused run saved by one process is found
     by ``flowloom resume`` started anywhere else. Read on every call (tests change it).
     """
-    home = os.environ.get("FLOWLOOM_HOME")
-    return Path(home).expanduser() if home else Path.home() / ".flowloom"
+    return Settings().home
 
 
 @functools.cache

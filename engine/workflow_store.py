@@ -6,9 +6,9 @@ agent and the API later). Lookup rules:
 - A workflow id is ``[A-Za-z0-9_-]+`` (the same rule as node ids); anything else - path
   separators, ``..``, an empty id - is refused before touching the file system.
 - The store searches its directories in order for ``<id>.json``; the first file found
-  wins. Directories come from ``FLOWLOOM_WORKFLOW_PATH`` (``os.pathsep``-separated, e.g.
-  ``/srv/flows:/opt/shared``), default: ``workflows/`` then ``examples/`` under the current
-  directory. Missing directories are skipped.
+  wins. Directories come from ``Settings.workflow_path`` (``FLOWLOOM_WORKFLOW_PATH``,
+  ``os.pathsep``-separated, e.g. ``/srv/flows:/opt/shared``), default: ``workflows/`` then
+  ``examples/`` under the current directory. Missing directories are skipped.
 - The document's own ``id`` must equal the id asked for (a renamed copy is refused).
 - Later, when published workflow versions exist, the API will put a store with the same
   interface in front of this one; callers only use :meth:`WorkflowStore.load` /
@@ -34,22 +34,21 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from .context import CancelToken, RunDeps
 from .errors import DefinitionError
+from .settings import Settings
 
-if TYPE_CHECKING:  # the compiler imports the node executors, which import this module
+if TYPE_CHECKING:
+    from .catalog import NodeCatalog
     from .compiler import CompiledPlan
+    from .ports import ModelCatalog
 
 __all__ = [
     "MAX_DEPTH",
-    "WORKFLOW_PATH_ENV",
     "WorkflowNotFound",
     "WorkflowRecursion",
     "WorkflowStore",
-    "default_store",
     "run_child",
 ]
 
-#: Environment variable listing the store's directories.
-WORKFLOW_PATH_ENV = "FLOWLOOM_WORKFLOW_PATH"
 #: Deepest chain of child runs (parent -> child -> grandchild ...).
 MAX_DEPTH = 4
 
@@ -68,12 +67,13 @@ class WorkflowRecursion(DefinitionError):
 class WorkflowStore:
     """Workflow documents by id from a list of directories (module docstring)."""
 
-    def __init__(self, paths: Sequence[str | os.PathLike[str]] | None = None):
-        if paths is None:
-            raw = os.environ.get(WORKFLOW_PATH_ENV, "")
-            entries = [p for p in raw.split(os.pathsep) if p.strip()]
-            paths = entries or [Path.cwd() / "workflows", Path.cwd() / "examples"]
+    def __init__(self, paths: Sequence[str | os.PathLike[str]]):
         self.paths = [Path(p) for p in paths]
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> "WorkflowStore":
+        """A store over ``settings.workflow_path``, else ``./workflows`` and ``./examples``."""
+        return cls(settings.workflow_path or [Path.cwd() / "workflows", Path.cwd() / "examples"])
 
     def find(self, workflow_id: str) -> Path:
         """The file of ``workflow_id``.
@@ -89,7 +89,7 @@ class WorkflowStore:
                 return candidate
         where = ", ".join(str(p) for p in self.paths) or "(no directories)"
         raise WorkflowNotFound(f"workflow {workflow_id!r} not found: no {workflow_id}.json in {where} "
-                               f"(set {WORKFLOW_PATH_ENV} to add directories)")
+                               "(set FLOWLOOM_WORKFLOW_PATH to add directories)")
 
     def load(self, workflow_id: str) -> dict[str, Any]:
         """The document of ``workflow_id`` as a dict.
@@ -108,7 +108,7 @@ class WorkflowStore:
             raise WorkflowNotFound(f"workflow {workflow_id!r}: {path} holds workflow id {doc.get('id')!r}")
         return doc
 
-    def compile(self, workflow_id: str, *, models: Any = None) -> "CompiledPlan":
+    def compile(self, workflow_id: str, *, catalog: "NodeCatalog", models: "ModelCatalog | None" = None) -> "CompiledPlan":
         """Load and compile ``workflow_id`` (compiled plans are cached by content).
 
         Raises:
@@ -117,7 +117,7 @@ class WorkflowStore:
         """
         from .compiler import compile_workflow
 
-        return compile_workflow(self.load(workflow_id), models=models)
+        return compile_workflow(self.load(workflow_id), catalog=catalog, models=models)
 
     def ids(self) -> list[str]:
         """Ids of every workflow file in the store (first directory wins), sorted."""
@@ -128,11 +128,6 @@ class WorkflowStore:
                     if _ID.match(path.stem):
                         seen.setdefault(path.stem, None)
         return sorted(seen)
-
-
-def default_store() -> WorkflowStore:
-    """A store over ``FLOWLOOM_WORKFLOW_PATH`` as set now (or the default directories)."""
-    return WorkflowStore()
 
 
 async def run_child(plan: "CompiledPlan", inputs: Mapping[str, Any], *, parent_deps: RunDeps,
@@ -158,7 +153,8 @@ async def run_child(plan: "CompiledPlan", inputs: Mapping[str, Any], *, parent_d
         raise WorkflowRecursion(f"child runs nest deeper than {MAX_DEPTH} ({' -> '.join(chain + (workflow_id,))})")
     from .runner import run_workflow
 
-    deps = RunDeps(settings=parent_deps.settings, models=parent_deps.models, memory=parent_deps.memory)
+    deps = RunDeps(settings=parent_deps.settings, models=parent_deps.models, memory=parent_deps.memory,
+                   workflows=parent_deps.workflows)
     token = _CHAIN.set(chain + (workflow_id,))
     try:
         return await run_workflow(plan, dict(inputs), deps=deps, cancel=cancel, run_id=run_id, **sys)

@@ -1,26 +1,9 @@
-"""Node behaviour: one module per node kind, registered in :data:`EXECUTORS`.
+"""Node behaviour: one module per node kind, listed in the built-in catalog.
 
-Importing this package registers every executor; :func:`check_catalog` verifies that
-the executors and the catalog in :mod:`schemas.nodes` line up.
+:func:`builtin_catalog` (:mod:`nodes.catalog`) is the list of kinds; executor modules
+are imported when a plan first needs them.
 """
 
-from . import (  # noqa: F401  (registration)
-    agent,
-    chat,
-    classify,
-    code,
-    extract,
-    http_request,
-    if_else,
-    interactive,
-    loop,
-    query_extension,
-    start,
-    template,
-    tool_call,
-    unsupported,
-    variables,
-)
-from .base import EXECUTORS, NodeExecutor, check_catalog, executor_for
+from .catalog import BUILTIN_KINDS, builtin_catalog
 
-__all__ = ["EXECUTORS", "NodeExecutor", "check_catalog", "executor_for"]
+__all__ = ["BUILTIN_KINDS", "builtin_catalog"]

@@ -27,13 +27,11 @@ refused reply as context, not as the result); a third refusal fails the node wit
 exists and passes the gate, the next round may only answer (``tool_choice: none``).
 
 **Pausing** (seed 000 §3.3.4): when a tool interrupts, the kernel records the paused
-round; this node saves a :class:`~nodes.agent_plan.PendingContext` - the full message
-list, the loop state, the pending call id, plan and counters - in node memory
-(:func:`workers.memory.store_for`: embedded files or Redis, under
-:func:`~nodes.agent_plan.pending_key`) and adds its ``pending_id`` to the interrupt
-payload. The scheduler keeps the node run waiting; the run state is saved by whoever
-runs it (the CLI's run store). **Resuming** (possibly in another process): the node
-runs again with ``ctx.resume``; it loads the context for that ``pending_id`` (missing
+round; this node keeps a :class:`~schemas.run.PendingContext` - the full message
+list, the loop state, the pending call id, plan and counters - on its waiting node
+run (so in the run state, checkpointed with the run; node memory is not involved) and
+adds its ``pending_id`` to the interrupt payload. **Resuming** (possibly in another
+process, after a crash): the node runs again with ``ctx.resume``; it loads the context for that ``pending_id`` (missing
 or expired: the node fails, naming the key), turns the answer into the pending call's
 result - for ``ask`` the chosen option's label or the free text; for ``confirm`` the
 tool's own result when approved, :func:`~nodes.agent_policy.rejection_message` when
@@ -52,7 +50,6 @@ plan, gate refusals, questions and confirmations.
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -61,8 +58,9 @@ from typing import Any
 
 from engine.context import InterruptRequested, NodeContext, NodeResult
 from engine.errors import NodeFailed, RunCancelled, RunLimitExceeded
-from engine.settings import flowloom_home
+from engine.settings import Settings
 from schemas.nodes_agent import AgentConfig, FileReaderTool, ModelAgentTool
+from schemas.run import PendingContext
 
 from .agent_loop import (
     AgentHooks,
@@ -82,18 +80,13 @@ from .agent_plan import (
     PLAN_TOOL,
     PLAN_TOOL_SCHEMA,
     AskError,
-    PendingContext,
     Plan,
     PlanUpdateError,
     apply_plan_updates,
-    clear_pending,
     gate_feedback,
-    load_pending,
     parse_ask,
-    pending_key,
     plan_requested,
     resolve_answer,
-    save_pending,
     stop_gate,
 )
 from .agent_policy import (
@@ -105,7 +98,7 @@ from .agent_policy import (
     parse_confirmation,
     rejection_message,
 )
-from .base import NodeExecutor
+from engine.catalog import NodeExecutor
 from .chat import (
     SYSTEM_SEPARATOR,
     add_usage,
@@ -227,13 +220,10 @@ def model_agent_spec(ctx: NodeContext, agent: ModelAgentTool, default_model: str
                     meta={"kind": "model_agent", "model": model})
 
 
-def upload_root() -> Path:
-    """Where uploaded files may be read: ``FLOWLOOM_UPLOAD_DIR``, else ``<flowloom home>/uploads``
-    (``$FLOWLOOM_HOME`` or ``~/.flowloom``), resolved."""
-    explicit = os.environ.get("FLOWLOOM_UPLOAD_DIR")
-    if explicit:
-        return Path(explicit).expanduser().resolve()
-    return (flowloom_home() / "uploads").resolve()
+def upload_root(settings: Settings) -> Path:
+    """Where uploaded files may be read: ``Settings.uploads`` (``FLOWLOOM_UPLOAD_DIR``, else
+    ``<home>/uploads``), resolved."""
+    return settings.uploads
 
 
 def _read_text(path: Path, root: Path) -> str:
@@ -266,7 +256,7 @@ def file_reader_spec(ctx: NodeContext, reader: FileReaderTool) -> ToolSpec:
         if not isinstance(chosen.get("path"), str):
             return ToolOutcome(f"file {chosen['name']!r} is not a local upload (only local uploads can be read)",
                                is_error=True)
-        root = upload_root()
+        root = upload_root(ctx.deps.settings)
         path = Path(chosen["path"]).expanduser()
         path = path if path.is_absolute() else root / path
         try:
@@ -435,8 +425,6 @@ class AgentNode(NodeExecutor[AgentConfig], kind="agent"):
 
     async def run(self, ctx: NodeContext) -> NodeResult:
         cfg = self.config
-        store = _memory(ctx)
-        key = pending_key(str(ctx.state.sys.get("chat_id") or ctx.state.run_id), ctx.node_id, ctx.state.run_id)
         settings, spec, max_tokens = self.settings(ctx)
         business, dropped = self.build_tools(ctx)
         tools = business + internal_specs(cfg.ask)
@@ -448,7 +436,7 @@ class AgentNode(NodeExecutor[AgentConfig], kind="agent"):
             status = AgentStatus()
             messages = self.opening(ctx, spec, max_tokens, status)
         else:
-            pending, loop, status = await self._restore(ctx, store, key)
+            pending, loop, status = self._restore(ctx)
             tool_result = await self._answer(ctx, pending, loop, status, {t.name: t for t in business}, settings)
         hooks = PlanningHooks(ctx, status, RiskPolicy.from_config(cfg.allow_write_tools), parallel=cfg.parallel_tools,
                               stream=cfg.stream)
@@ -462,18 +450,17 @@ class AgentNode(NodeExecutor[AgentConfig], kind="agent"):
             # data["agent_state"] only for pauses in its main loop, not for a second pause
             # among the remaining calls of the resumed round.
             raw = loop.to_dict() if loop is not None else dict(ctx.node_run.data.get("agent_state") or {})
-            await self._pause(ctx, store, key, request, status, raw)
+            self._pause(ctx, request, status, raw)
             raise
-        if ctx.resume is not None:
-            await clear_pending(store, key)
+        ctx.node_run.pending = None
         return self._result(ctx, result, status, tools)
 
     # ------------------------------------------------------------------ pause / resume
 
-    async def _pause(self, ctx: NodeContext, store: Any, key: str, request: InterruptRequested,
-                     status: AgentStatus, raw: dict[str, Any]) -> None:
-        """Save the pending context (``raw``: the loop state as a dict) in node memory and tag
-        the interrupt with its id."""
+    def _pause(self, ctx: NodeContext, request: InterruptRequested, status: AgentStatus,
+               raw: dict[str, Any]) -> None:
+        """Keep the pending context (``raw``: the loop state as a dict) on the waiting node run
+        and tag the interrupt with its id."""
         paused = raw.get("pending") or {}
         call = next((c for c in paused.get("calls", []) if c.get("id") == paused.get("call_id")), {})
         pending = PendingContext(
@@ -485,22 +472,22 @@ class AgentNode(NodeExecutor[AgentConfig], kind="agent"):
             asks=list(status.asks), created_at=time.time())
         request.payload["pending_id"] = pending.pending_id
         pending.payload = dict(request.payload)
-        await save_pending(store, key, pending, ttl=self.config.pending_ttl)
-        ctx.node_run.data.setdefault("planning", {})["pending_key"] = key
+        ctx.node_run.pending = pending
 
-    async def _restore(self, ctx: NodeContext, store: Any, key: str) -> tuple[PendingContext, LoopState, AgentStatus]:
-        """The context this run paused with, from node memory.
+    def _restore(self, ctx: NodeContext) -> tuple[PendingContext, LoopState, AgentStatus]:
+        """The context this node run paused with, from its node run.
 
         Raises:
-            NodeFailed: (``pending_context_missing``) not found - expired, or another store.
+            NodeFailed: (``pending_context_missing``) the node run holds no context for the
+                answered pause (a state edited by hand, or saved by an older version).
         """
         assert ctx.resume is not None
-        pending = await load_pending(store, key, ctx.resume.payload.get("pending_id"))
-        if pending is None or pending.node_run_id != ctx.node_run.id or pending.loop_state is None:
-            raise NodeFailed(f"the paused agent's context is not in node memory (key {key!r}); it expired after "
-                             "pending_ttl, or this process uses another memory store than the one that paused "
-                             "(set FLOWLOOM_REDIS_URL the same way)", node_id=ctx.node_id,
-                             reason="pending_context_missing")
+        pending = ctx.node_run.pending
+        wanted = ctx.resume.payload.get("pending_id")
+        if (pending is None or pending.node_run_id != ctx.node_run.id or pending.loop_state is None
+                or (wanted is not None and pending.pending_id != wanted)):
+            raise NodeFailed("the paused agent's context is not in its node run; the run cannot continue this "
+                             "pause", node_id=ctx.node_id, reason="pending_context_missing")
         loop = LoopState.from_dict({**pending.loop_state, "messages": pending.messages})
         status = AgentStatus.from_dict(loop.extra.get("planning") or {})
         return pending, loop, status
@@ -556,12 +543,6 @@ class AgentNode(NodeExecutor[AgentConfig], kind="agent"):
             "stop_reason": result.stop_reason,
             "rounds": result.rounds,
         })
-
-
-def _memory(ctx: NodeContext) -> Any:
-    from workers.memory import store_for
-
-    return store_for(ctx.deps)
 
 
 async def _run_approved(call: ToolCallContext, spec: ToolSpec, settings: LoopSettings) -> ToolOutcome:

@@ -43,12 +43,11 @@ block it is for (``missing_input``, ``tool_unavailable``, ``goal_unclear``);
 :func:`resolve_answer` maps the person's reply (option id or label, or free text) to
 the text the model receives.
 
-**Pending context** (:class:`PendingContext`): what a paused agent needs to go on
-from another process - the full message list, the loop state, the id of the tool
-call waiting for the person (the ask, or a write tool to confirm), the plan and the
-counters. :func:`save_pending` / :func:`load_pending` / :func:`clear_pending` keep it
-in a node memory store (:mod:`workers.memory`: embedded files or Redis) under
-:func:`pending_key`; the interrupt payload carries its ``pending_id`` so a resume
+**Pending context** (:class:`schemas.run.PendingContext`): what a paused agent needs
+to go on from another process - the full message list, the loop state, the id of the
+tool call waiting for the person (the ask, or a write tool to confirm), the plan and
+the counters. It is kept on the waiting node run, so it is part of the run state and
+checkpointed with it; the interrupt payload carries its ``pending_id`` so a resume
 only ever continues the context it paused with.
 """
 
@@ -62,7 +61,6 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Iterable, Mapping
 
-from workers.memory import MemoryStore, node_memory_key
 
 __all__ = [
     "ASK_REASONS",
@@ -77,14 +75,9 @@ __all__ = [
     "GateProblem",
     "Plan",
     "PlanStep",
-    "PendingContext",
     "PlanUpdateError",
     "StepStatus",
     "apply_plan_updates",
-    "clear_pending",
-    "load_pending",
-    "pending_key",
-    "save_pending",
     "gate_feedback",
     "parse_ask",
     "parse_arguments",
@@ -585,83 +578,4 @@ ASK_TOOL_SCHEMA: dict[str, Any] = {
 
 
 # ============================================================================ pending context
-
-PENDING_FORMAT = 1
-
-
-@dataclass
-class PendingContext:
-    """A paused agent: everything needed to continue the same message chain.
-
-    ``kind`` is the interrupt kind (``ask`` or ``confirm``); ``call_id`` / ``tool`` /
-    ``arguments`` the tool call waiting for the person; ``payload`` what they were shown;
-    ``messages`` the full message list up to and including the assistant message with
-    that call; ``loop_state`` the loop kernel's serialised state; ``plan`` the plan
-    (:meth:`Plan.to_dict`); ``counters`` the node's own counters (gate refusals, tool
-    runs since the last plan update, ...); ``asks`` the questions answered so far.
-    """
-
-    kind: str
-    pending_id: str
-    node_run_id: str
-    call_id: str
-    tool: str
-    arguments: str = "{}"
-    payload: dict[str, Any] = field(default_factory=dict)
-    messages: list[dict[str, Any]] = field(default_factory=list)
-    loop_state: dict[str, Any] | None = None
-    plan: dict[str, Any] | None = None
-    counters: dict[str, Any] = field(default_factory=dict)
-    asks: list[dict[str, Any]] = field(default_factory=list)
-    created_at: float = 0.0
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form (what the memory store keeps)."""
-        return {"format": PENDING_FORMAT, "kind": self.kind, "pending_id": self.pending_id,
-                "node_run_id": self.node_run_id, "call_id": self.call_id, "tool": self.tool,
-                "arguments": self.arguments, "payload": self.payload, "messages": self.messages,
-                "loop_state": self.loop_state, "plan": self.plan, "counters": self.counters, "asks": self.asks,
-                "created_at": self.created_at}
-
-    @classmethod
-    def from_dict(cls, data: Any) -> "PendingContext | None":
-        """The context saved by :meth:`to_dict`; None for anything else (another format, garbage)."""
-        if not isinstance(data, dict) or data.get("format") != PENDING_FORMAT:
-            return None
-        try:
-            return cls(kind=str(data["kind"]), pending_id=str(data["pending_id"]),
-                       node_run_id=str(data["node_run_id"]), call_id=str(data["call_id"]), tool=str(data["tool"]),
-                       arguments=str(data.get("arguments", "{}")), payload=dict(data.get("payload") or {}),
-                       messages=list(data.get("messages") or []), loop_state=data.get("loop_state"),
-                       plan=data.get("plan"), counters=dict(data.get("counters") or {}),
-                       asks=list(data.get("asks") or []), created_at=float(data.get("created_at", 0.0)))
-        except (KeyError, TypeError, ValueError):
-            return None
-
-
-def pending_key(chat_id: str, node_id: str, run_id: str) -> str:
-    """Memory key of a node's pending context in one run of one chat."""
-    return node_memory_key(chat_id, node_id, f"agent_pending:{run_id}")
-
-
-async def save_pending(store: MemoryStore, key: str, pending: PendingContext, *, ttl: float | None = None) -> None:
-    """Store ``pending`` under ``key`` (expiring after ``ttl`` seconds; None: never).
-
-    Raises:
-        TypeError / ValueError: something in the context is not JSON (nothing is written).
-    """
-    await store.set(key, pending.to_dict(), ttl=ttl)
-
-
-async def load_pending(store: MemoryStore, key: str, pending_id: str | None = None) -> PendingContext | None:
-    """The context under ``key``; None when missing, expired, unreadable or saved for another
-    pause (``pending_id`` given and different)."""
-    pending = PendingContext.from_dict(await store.get(key))
-    if pending is None or (pending_id is not None and pending.pending_id != pending_id):
-        return None
-    return pending
-
-
-async def clear_pending(store: MemoryStore, key: str) -> bool:
-    """Remove the context (the run went on); True when there was one."""
-    return await store.delete(key)
+# The pending context is :class:`schemas.run.PendingContext`, kept on the waiting node run.

@@ -58,7 +58,7 @@ from schemas.nodes_llm import ChatConfig, LLMNodeConfig, TextValue
 from schemas.run import Usage
 from schemas.types import Ref
 
-from .base import NodeExecutor
+from engine.catalog import NodeExecutor
 
 __all__ = [
     "DEFAULT_QUOTE_TEMPLATES",
@@ -105,12 +105,13 @@ _ROLES = frozenset({"user", "assistant", "system"})
 
 
 def registry_of(ctx: NodeContext) -> Any:
-    """The run's model registry (``RunDeps.models``), else the process default."""
+    """The run's model registry (``RunDeps.models``), else the registry ``Settings.models``
+    names (the bundled one by default)."""
     if ctx.deps.models is not None:
         return ctx.deps.models
     from .model_registry import get_registry
 
-    return get_registry()
+    return get_registry(ctx.deps.settings.models)
 
 
 def model_spec(ctx: NodeContext, name: str) -> Any:

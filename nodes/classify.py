@@ -35,8 +35,9 @@ Reading the reply (never by substring - "billing" must not match "billing-disput
    Provider errors still fail the node.
 
 Memory (``memory: true``): the result is stored under
-:func:`workers.memory.node_memory_key` (``sys.chat_id`` + node id, slot
-``classification``) in the run's memory store, for ``memory_ttl`` seconds, and the
+:func:`engine.ports.node_memory_key` (tenant, workflow, node id, ``sys.chat_id``, slot
+``classification``) in the run's memory store (``RunDeps.memory``; without one the
+node keeps no memory), for ``memory_ttl`` seconds, and the
 next turn's prompt shows it as context ("the previous question was classified as
 ..."). A store failure is recorded in ``data.classify.memory_error`` and does not
 fail the classification: memory is a hint, not an input.
@@ -56,9 +57,9 @@ from typing import Any
 from engine.context import NodeContext, NodeResult
 from engine.errors import NodeFailed
 from schemas.nodes_llm import Category, ClassifyQuestionConfig, normalise_label
-from workers.memory import node_memory_key, store_for
+from engine.ports import MemoryStore, node_memory_key
 
-from .base import NodeExecutor
+from engine.catalog import NodeExecutor
 from .chat import add_usage, history_as_text, model_spec, recent_turns, registry_of, render_text, resolve_history, sampling
 from .chat import stream_idle_timeout, warn
 from .json_scan import JsonNotFound, find_json
@@ -242,9 +243,9 @@ class ClassifyQuestionNode(NodeExecutor[ClassifyQuestionConfig], kind="classify_
                          "and nothing else.")
         return "\n".join(lines)
 
-    async def _recall(self, ctx: NodeContext, key: str, record: dict[str, Any]) -> dict[str, Any] | None:
+    async def _recall(self, store: MemoryStore, key: str, record: dict[str, Any]) -> dict[str, Any] | None:
         try:
-            previous = await store_for(ctx.deps).get(key)
+            previous = await store.get(key)
         except Exception as exc:  # noqa: BLE001 - memory is a hint; an outage must not fail routing
             record["memory_error"] = f"read: {type(exc).__name__}: {exc}"
             return None
@@ -253,9 +254,9 @@ class ClassifyQuestionNode(NodeExecutor[ClassifyQuestionConfig], kind="classify_
             return previous
         return None  # absent, expired, or left by an older version of the categories
 
-    async def _remember(self, ctx: NodeContext, key: str, value: dict[str, Any], record: dict[str, Any]) -> None:
+    async def _remember(self, store: MemoryStore, key: str, value: dict[str, Any], record: dict[str, Any]) -> None:
         try:
-            await store_for(ctx.deps).set(key, value, ttl=self.config.memory_ttl)
+            await store.set(key, value, ttl=self.config.memory_ttl)
         except Exception as exc:  # noqa: BLE001 - see _recall
             record["memory_error"] = f"write: {type(exc).__name__}: {exc}"
 
@@ -274,8 +275,11 @@ class ClassifyQuestionNode(NodeExecutor[ClassifyQuestionConfig], kind="classify_
         instructions = ctx.render(cfg.instructions, field="config.instructions") if cfg.instructions else ""
         history = history_as_text(recent_turns(resolve_history(ctx, cfg), cfg.history))
         record: dict[str, Any] = {"protocol": protocol, "tool_choice_forced": forced}
-        key = node_memory_key(str(ctx.state.sys.get("chat_id") or ctx.state.run_id), ctx.node_id, MEMORY_SLOT)
-        previous = await self._recall(ctx, key, record) if cfg.memory else None
+        state = ctx.state
+        key = node_memory_key(state.tenant_id, state.workflow_id, ctx.node_id,
+                              str(state.sys.get("chat_id") or state.run_id), MEMORY_SLOT)
+        store = ctx.deps.memory if cfg.memory else None  # no store configured: no memory, nothing fails
+        previous = await self._recall(store, key, record) if store is not None else None
         record["previous"] = previous["category"] if previous else None
 
         temperature, max_tokens = sampling(cfg, spec, CLASSIFY_TEMPERATURE)
@@ -310,8 +314,8 @@ class ClassifyQuestionNode(NodeExecutor[ClassifyQuestionConfig], kind="classify_
             warn(ctx, "classify_fallback", f"node {ctx.node_id!r} took the fallback category {chosen.id!r}: "
                  f"{verdict.reason} ({verdict.detail})", reason=verdict.reason, category=chosen.id,
                  detail=verdict.detail, raw=str(record.get("raw", ""))[:500])
-        if cfg.memory:
-            await self._remember(ctx, key, {"category": chosen.id, "name": chosen.name, "question": question,
+        if store is not None:
+            await self._remember(store, key, {"category": chosen.id, "name": chosen.name, "question": question,
                                             "fallback": verdict.category is None, "at": time.time()}, record)
         return NodeResult({"category": chosen.id, "category_name": chosen.name, "usage": usage.model_dump()},
                           handles=(chosen.id,))

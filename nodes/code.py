@@ -44,7 +44,7 @@ from engine.errors import NodeFailed
 from schemas.nodes_code import CodeConfig
 from schemas.types import type_of_value, value_matches
 
-from .base import NodeExecutor
+from engine.catalog import NodeExecutor
 from .sandbox import Limits, Outcome, SandboxUnavailable, choose_mode, run_code
 from .sandbox_compat import FASTGPT_JS_PRELUDE, fastgpt_inputs
 

@@ -45,7 +45,7 @@ from engine.errors import NodeFailed
 from schemas.nodes_llm import ExtractField, ExtractFieldsConfig
 from schemas.types import VarType
 
-from .base import NodeExecutor
+from engine.catalog import NodeExecutor
 from .chat import add_usage, history_as_text, model_spec, recent_turns, registry_of, render_text, resolve_history, sampling
 from .if_else import coerce
 from .json_scan import JsonNotFound, find_json

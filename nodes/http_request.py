@@ -85,7 +85,7 @@ from engine.errors import BlockedAddress, NodeFailed
 from engine.settings import Settings
 from schemas.nodes import HttpRequestConfig
 
-from .base import NodeExecutor
+from engine.catalog import NodeExecutor
 
 __all__ = ["MAX_REDIRECTS", "AddressPolicy", "GuardedBackend", "HttpRequestNode", "blocked_category", "safe_url"]
 

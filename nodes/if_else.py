@@ -29,7 +29,7 @@ from schemas.run import RunState
 from schemas.nodes import ORDER_OPS, Condition, ConditionOp, IfElseConfig
 from schemas.types import VarType, type_of_value
 
-from .base import NodeExecutor
+from engine.catalog import NodeExecutor
 from .variables import is_empty
 
 __all__ = ["IfElseNode", "check_condition", "coerce", "evaluate"]

@@ -14,7 +14,7 @@ from typing import Any
 from engine.context import NodeContext, NodeResult
 from schemas.nodes import FormInputConfig, UserSelectConfig
 
-from .base import NodeExecutor
+from engine.catalog import NodeExecutor
 from .if_else import coerce
 from .variables import is_empty
 

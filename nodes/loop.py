@@ -19,7 +19,7 @@ from schemas.nodes import IterationConfig, LoopBreakConfig, LoopConfig
 from schemas.run import RunState
 from schemas.types import NodeRunStatus, value_matches
 
-from .base import NodeExecutor
+from engine.catalog import NodeExecutor
 from .if_else import check_condition
 
 __all__ = ["IterationNode", "LoopBreakNode", "LoopNode"]

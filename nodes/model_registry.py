@@ -403,13 +403,12 @@ def _expand(value: Any, env: Mapping[str, str], where: str, source: str) -> Any:
 
 
 def load_registry(path: str | os.PathLike[str] | None = None) -> ModelRegistry:
-    """Read a registry: ``path``, else ``$FLOWLOOM_MODELS``, else the bundled ``models.toml``.
+    """Read a registry: ``path`` (``Settings.models``, from ``FLOWLOOM_MODELS``), else the
+    bundled ``models.toml``.
 
     Raises:
         ModelConfigError: unreadable file, invalid TOML or invalid entries (names the file).
     """
-    if path is None and os.environ.get(MODELS_ENV):
-        path = os.environ[MODELS_ENV]
     if path is None:
         source = "bundled nodes/models.toml"
         text = resources.files("nodes").joinpath("models.toml").read_text(encoding="utf-8")
@@ -426,7 +425,15 @@ def load_registry(path: str | os.PathLike[str] | None = None) -> ModelRegistry:
     return ModelRegistry.from_dict(data, source=source)
 
 
+def get_registry(path: str | os.PathLike[str] | None = None) -> ModelRegistry:
+    """The registry of ``path`` (None: the bundled one), loaded once per path per process
+    (``get_registry.cache_clear()`` reloads)."""
+    return _cached_registry(str(path) if path is not None else None)
+
+
 @functools.cache
-def get_registry() -> ModelRegistry:
-    """The process default registry (loaded once; ``get_registry.cache_clear()`` reloads)."""
-    return load_registry()
+def _cached_registry(path: str | None) -> ModelRegistry:
+    return load_registry(path)
+
+
+get_registry.cache_clear = _cached_registry.cache_clear  # type: ignore[attr-defined]

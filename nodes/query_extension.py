@@ -26,7 +26,7 @@ from typing import Any
 from engine.context import NodeContext, NodeResult
 from schemas.nodes_llm import QueryExtensionConfig, normalise_label
 
-from .base import NodeExecutor
+from engine.catalog import NodeExecutor
 from .chat import add_usage, history_as_text, model_spec, recent_turns, registry_of, render_text, resolve_history, sampling
 from .json_scan import JsonNotFound, find_json
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from engine.context import NodeContext, NodeResult
 from schemas.nodes import TemplateConfig
 
-from .base import NodeExecutor
+from engine.catalog import NodeExecutor
 
 __all__ = ["TemplateNode"]
 

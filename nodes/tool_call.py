@@ -59,7 +59,7 @@ import httpx
 from engine.context import NodeContext, NodeResult
 from engine.errors import NodeFailed, ReferenceFailed, RunCancelled, RunError, RunLimitExceeded
 from engine.references import render_template, resolve_value
-from engine.workflow_store import WorkflowNotFound, WorkflowRecursion, default_store, run_child
+from engine.workflow_store import WorkflowNotFound, WorkflowRecursion, WorkflowStore, run_child
 from schemas.nodes import HttpBody, HttpRequestConfig
 from schemas.nodes_agent import GraphTool, HttpTool, ToolCallConfig, ToolLoopConfig, WorkflowTool
 from schemas.run import NodeRun, RunState
@@ -68,7 +68,7 @@ from schemas.types import NodeRunStatus, RunStatus, VarType
 from .agent_calls import restore_calls, run_approved
 from .agent_loop import AgentHooks, LoopSettings, LoopState, ToolCallContext, ToolOutcome, ToolSpec, run_agent_loop
 from .agent_policy import RiskGate, RiskPolicy, rejection_message
-from .base import NodeExecutor
+from engine.catalog import NodeExecutor
 from .chat import SYSTEM_SEPARATOR, model_spec, recent_turns, render_text, resolve_history, sampling
 from .http_request import HttpRequestNode
 from .llm import fit_messages
@@ -277,11 +277,14 @@ def workflow_tool_spec(ctx: NodeContext, tool: WorkflowTool, default_timeout: fl
     Raises:
         NodeFailed: the workflow is not in the store or does not compile.
     """
-    from engine.errors import CompileError
+    from engine.compiler import compile_workflow
+    from engine.errors import CompileError, DefinitionError
 
+    source = ctx.deps.workflows or WorkflowStore.from_settings(ctx.deps.settings)
     try:
-        plan = default_store().compile(tool.workflow, models=ctx.deps.models)
-    except (WorkflowNotFound, CompileError) as exc:
+        assert ctx.plan.catalog is not None, "plans are compiled with a catalog"
+        plan = compile_workflow(source.load(tool.workflow), catalog=ctx.plan.catalog, models=ctx.deps.models)
+    except (WorkflowNotFound, DefinitionError, CompileError) as exc:
         raise NodeFailed(f"config.workflow_tools: {exc}", node_id=ctx.node_id) from None
 
     async def run(args: dict[str, Any], call: ToolCallContext) -> ToolOutcome:

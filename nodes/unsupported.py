@@ -10,7 +10,7 @@ from engine.context import NodeContext, NodeResult
 from engine.errors import NodeFailed
 from schemas.nodes import UnsupportedConfig
 
-from .base import NodeExecutor
+from engine.catalog import NodeExecutor
 
 __all__ = ["UnsupportedNode"]
 

@@ -9,7 +9,7 @@ from engine.errors import NodeFailed
 from schemas.nodes import VariableAggregatorConfig, VariableUpdateConfig
 from schemas.types import value_matches
 
-from .base import NodeExecutor
+from engine.catalog import NodeExecutor
 
 __all__ = ["VariableAggregatorNode", "VariableUpdateNode", "is_empty"]
 

@@ -1,13 +1,5 @@
-"""Pydantic models of workflows, nodes, events and run records.
+"""Pydantic models of workflows, node configs, events, run records and stored records."""
 
-Import order matters: node config modules register their kinds in
-:data:`schemas.nodes.NODE_KINDS` before :mod:`schemas.workflow` builds the node union.
-"""
-
-from . import nodes as nodes  # noqa: F401  (registers the node kinds)
-from . import nodes_llm as nodes_llm  # noqa: F401  (registers the LLM node kinds)
-from . import nodes_agent as nodes_agent  # noqa: F401  (registers the agent node kinds)
-from . import nodes_code as nodes_code  # noqa: F401  (registers the code node kind)
 from .events import (
     Event,
     InterruptEvent,
@@ -21,14 +13,21 @@ from .events import (
     RunResumed,
     RunStarted,
 )
-from .nodes import NODE_KINDS, NodeConfig
+from .nodes import NodeConfig
+from .records import DEFAULT_TENANT, ChatMessage, MessagePart, MessageStatus, OwnerInfo, RunCommand, RunSummary
 from .run import EdgeStatus, Interrupt, NodeError, NodeRun, RunState, Usage
 from .types import NodeRunStatus, Ref, RunStatus, Selector, VarType, parse_selector
 from .values import InputBinding
 from .workflow import Edge, ErrorStrategy, InputVar, NodeBase, RunLimits, Workflow, node_model, workflow_json_schema
 
 __all__ = [
-    "NODE_KINDS",
+    "DEFAULT_TENANT",
+    "ChatMessage",
+    "MessagePart",
+    "MessageStatus",
+    "OwnerInfo",
+    "RunCommand",
+    "RunSummary",
     "Edge",
     "EdgeStatus",
     "ErrorStrategy",

@@ -1,10 +1,11 @@
-"""The node catalog: one config model per node kind, registered in :data:`NODE_KINDS`.
+"""Node config models: one pydantic model per node kind.
 
 Each config class declares, next to its fields, what the compiler and the canvas
 need to know about the kind: its output handles (:meth:`NodeConfig.handles`), its
 outputs and their types (:meth:`NodeConfig.outputs`) and its template fields
-(:meth:`NodeConfig.templates`). Behaviour lives in ``nodes/<kind>.py``; this module is
-the single registry of kinds (issue 2: "one registry, not repeated lists").
+(:meth:`NodeConfig.templates`). Behaviour lives in ``nodes/<kind>.py``; which kinds
+exist is decided by the node catalog that ``nodes/`` builds (one list of kinds), not
+by these classes.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ if TYPE_CHECKING:
     from .workflow import Workflow
 
 __all__ = [
-    "NODE_KINDS",
     "AnswerConfig",
     "Case",
     "Condition",
@@ -48,11 +48,6 @@ __all__ = [
     "UnsupportedConfig",
 ]
 
-#: kind -> config class. Filled by :func:`node_kind`; read by the compiler, the
-#: JSON Schema (``flowloom schema``) and ``nodes/`` (one executor per kind).
-NODE_KINDS: dict[str, type["NodeConfig"]] = {}
-
-
 class NodeConfig(BaseModel):
     """Base of every node kind's config. Subclasses set ``kind`` via :func:`node_kind`."""
 
@@ -60,8 +55,6 @@ class NodeConfig(BaseModel):
 
     kind: ClassVar[str] = ""
     title: ClassVar[str] = ""
-    #: True for kinds that pause the run to ask a person (not allowed inside loop bodies)
-    interactive: ClassVar[bool] = False
 
     def handles(self) -> list[str]:
         """Output handles this node can take (the ``error`` handle is added by the node's error strategy)."""
@@ -94,20 +87,16 @@ class NodeConfig(BaseModel):
 
 
 def node_kind(kind: str, title: str):
-    """Class decorator registering a config class as node kind ``kind``.
+    """Class decorator naming the kind and display title a config class is for.
 
-    Raises:
-        ValueError: the kind is registered twice.
+    It registers nothing: a kind exists when a node catalog lists it.
     """
 
-    def register(cls: type[NodeConfig]) -> type[NodeConfig]:
-        if kind in NODE_KINDS:
-            raise ValueError(f"node kind {kind!r} registered twice")
+    def name(cls: type[NodeConfig]) -> type[NodeConfig]:
         cls.kind, cls.title = kind, title
-        NODE_KINDS[kind] = cls
         return cls
 
-    return register
+    return name
 
 
 # --------------------------------------------------------------------- start / end
@@ -372,7 +361,6 @@ class UserSelectConfig(NodeConfig):
     ignored); anything else asks again with an error (issue 5).
     """
 
-    interactive: ClassVar[bool] = True
 
     description: str = Field(description="Jinja2 template shown to the person")
     options: list[SelectOption] = Field(min_length=1)
@@ -416,7 +404,6 @@ class FormInputConfig(NodeConfig):
     an invalid answer asks again listing the errors (issue 5).
     """
 
-    interactive: ClassVar[bool] = True
 
     description: str = Field(default="", description="Jinja2 template shown above the form")
     fields: list[FormField] = Field(min_length=1)

@@ -440,13 +440,11 @@ class AgentConfig(ToolLoopConfig):
     message asks for one explicitly, ``required`` always. ``allow_write_tools``: write-level
     tools (and tools of unknown level) run only after a ``confirm`` interrupt unless this
     is true or names them. ``parallel_tools``: read-level tools of one round run
-    concurrently. ``ask``: offer ``ask_agent``. ``pending_ttl``: seconds a paused agent's
-    context is kept in node memory (None: no expiry). ``stream``: the accepted final
+    concurrently. ``ask``: offer ``ask_agent``. ``stream``: the accepted final
     answer is sent as a ``node_delta`` (refused answers never are). Loop limits as for
     ``tool_call``; at most 2 stop-gate refusals, then the node fails ("plan not complete").
     """
 
-    interactive: ClassVar[bool] = True
 
     model_agents: list[ModelAgentTool] = Field(default_factory=list)
     file_reader: FileReaderTool | None = None
@@ -456,7 +454,6 @@ class AgentConfig(ToolLoopConfig):
     max_rounds: int = Field(default=30, ge=2, le=500)
     tool_only_cap: int = Field(default=8, ge=0, le=100, description="0: no cap")
     stream: bool = Field(default=True, description="send the accepted final answer as a node_delta")
-    pending_ttl: float | None = Field(default=7 * 24 * 3600.0, gt=0, description="seconds; None: no expiry")
 
     def tool_names(self) -> list[str]:
         """Every business tool name (internal names included: they are dropped at run time)."""

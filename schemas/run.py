@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field, PrivateAttr
 
 from .types import NodeRunStatus, RunStatus
 
-__all__ = ["EdgeStatus", "Interrupt", "NodeError", "NodeRun", "RunState", "Usage"]
+__all__ = ["EdgeStatus", "Interrupt", "NodeError", "NodeRun", "PendingContext", "RunState", "Usage"]
 
 
 class EdgeStatus(StrEnum):
@@ -66,6 +66,35 @@ class Interrupt(BaseModel):
     answer: Any = None
 
 
+class PendingContext(BaseModel):
+    """What a node paused mid-way (a planning agent asking or asking to confirm) needs to
+    go on with the same message chain. It lives on the waiting node run, inside the run
+    state, so it is checkpointed with the run and survives any process; node memory is
+    never needed to resume.
+
+    ``kind``: the interrupt kind (``ask``/``confirm``); ``pending_id``: tags the interrupt
+    so an answer is matched to this pause; ``call_id``/``tool``/``arguments``: the tool
+    call waiting for the person; ``payload``: what they were shown; ``messages``: the
+    message list up to and including the assistant message with that call;
+    ``loop_state``: the agent loop's serialised state; ``plan``/``counters``/``asks``:
+    the node's plan, counters and questions answered so far.
+    """
+
+    kind: str
+    pending_id: str
+    node_run_id: str
+    call_id: str = ""
+    tool: str = ""
+    arguments: str = "{}"
+    payload: dict[str, Any] = Field(default_factory=dict)
+    messages: list[dict[str, Any]] = Field(default_factory=list)
+    loop_state: dict[str, Any] | None = None
+    plan: dict[str, Any] | None = None
+    counters: dict[str, Any] = Field(default_factory=dict)
+    asks: list[dict[str, Any]] = Field(default_factory=list)
+    created_at: float = 0.0
+
+
 class NodeRun(BaseModel):
     """One execution of a node (all its attempts). Times are Unix seconds."""
 
@@ -85,6 +114,8 @@ class NodeRun(BaseModel):
     data: dict[str, Any] = Field(default_factory=dict, description="kind-specific record (raw replies, traces)")
     loop_id: str | None = Field(default=None, description="loop node or loop region this run belongs to")
     iteration: int | None = Field(default=None, description="round / item index inside loop_id (from 0)")
+    waited_s: float = Field(default=0.0, description="seconds this node run spent paused, waiting for a person")
+    pending: PendingContext | None = Field(default=None, description="what the node needs to continue after a pause")
 
 
 class RunState(BaseModel):
@@ -93,6 +124,8 @@ class RunState(BaseModel):
     run_id: str
     workflow_id: str
     workflow_hash: str
+    tenant_id: str = "default"
+    workflow_version: str | None = Field(default=None, description="published version the run executes, if any")
     status: RunStatus = RunStatus.pending
     inputs: dict[str, Any] = Field(default_factory=dict)
     sys: dict[str, Any] = Field(default_factory=dict)
@@ -110,6 +143,8 @@ class RunState(BaseModel):
     finished_at: float | None = None
     deadline: float | None = Field(default=None, description="Unix seconds; max wall time")
     wall_time_left: float | None = Field(default=None, description="seconds of max_wall_time left when paused")
+    paused_at: float | None = Field(default=None, description="Unix seconds the run last paused")
+    waited_s: float = Field(default=0.0, description="seconds spent paused, waiting for a person")
     outputs: dict[str, Any] = Field(default_factory=dict)
     answer: str = ""
     error: NodeError | None = None
@@ -126,6 +161,17 @@ class RunState(BaseModel):
         child.inputs, child.sys, child.variables = self.inputs, self.sys, self.variables
         child._parent = self
         return child
+
+    def usage_totals(self) -> tuple[int, int, float]:
+        """(tokens in, tokens out, cost) summed over every node run, earlier loop rounds included."""
+        tokens_in = tokens_out = 0
+        cost = 0.0
+        for run in (*self.node_runs.values(), *self.history):
+            if run.usage is not None:
+                tokens_in += run.usage.tokens_in
+                tokens_out += run.usage.tokens_out
+                cost += run.usage.cost
+        return tokens_in, tokens_out, cost
 
     def find_node_run(self, node_id: str) -> NodeRun | None:
         """The node run of ``node_id`` here or, failing that, in the enclosing states."""

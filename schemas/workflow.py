@@ -1,8 +1,9 @@
 """The workflow format: global inputs, run variables, nodes, edges and run limits.
 
 A node is ``{id, type, name, position, config, <execution policy>}``; ``config`` is
-validated by the kind's class in :data:`schemas.nodes.NODE_KINDS` (a discriminated
-union on ``type``). ``flowloom schema`` prints :func:`workflow_json_schema`.
+validated by the config class the node catalog gives for the node's ``type`` (a
+discriminated union on ``type``, built per catalog). ``flowloom schema`` prints
+:func:`workflow_json_schema` for the built-in catalog.
 """
 
 from __future__ import annotations
@@ -10,18 +11,17 @@ from __future__ import annotations
 import functools
 import re
 from enum import StrEnum
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal, Mapping, Union
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, create_model
+from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, TypeAdapter, create_model
 
-from .nodes import NODE_KINDS, NodeConfig
+from .nodes import NodeConfig
 from .types import VarType
 
 __all__ = [
     "Edge",
     "ErrorStrategy",
     "InputVar",
-    "Node",
     "NodeBase",
     "Position",
     "RunLimits",
@@ -112,13 +112,10 @@ class NodeBase(BaseModel):
 
 
 @functools.cache
-def node_model(kind: str) -> type[NodeBase]:
-    """The pydantic model of a node of ``kind`` (``type`` literal + typed ``config``).
-
-    Raises:
-        KeyError: unknown kind.
-    """
-    config_cls = NODE_KINDS[kind]
+def node_model(config_cls: type[NodeConfig], kind: str | None = None) -> type[NodeBase]:
+    """The pydantic model of a node whose ``type`` is ``kind`` (default: ``config_cls.kind``)
+    and whose ``config`` is ``config_cls``."""
+    kind = kind or config_cls.kind
     try:
         config_cls()
         config_field: Any = (config_cls, Field(default_factory=config_cls))
@@ -133,13 +130,11 @@ def node_model(kind: str) -> type[NodeBase]:
     )
 
 
-def _node_union() -> Any:
-    models = tuple(node_model(kind) for kind in NODE_KINDS)
+def _node_union(configs: Mapping[str, type[NodeConfig]]) -> Any:
+    models = tuple(node_model(cls, kind) for kind, cls in configs.items())
+    if len(models) == 1:
+        return models[0]
     return Annotated[Union[models], Field(discriminator="type")]  # type: ignore[valid-type]
-
-
-#: Any node, discriminated by ``type``. Built from the catalog when this module loads.
-Node = _node_union()
 
 
 class RunLimits(BaseModel):
@@ -164,18 +159,17 @@ class Workflow(BaseModel):
     description: str = ""
     inputs: list[InputVar] = Field(default_factory=list)
     variables: list[InputVar] = Field(default_factory=list, description="run variables, set by variable_update")
-    nodes: list[Node] = Field(default_factory=list)  # type: ignore[valid-type]
+    nodes: list[SerializeAsAny[NodeBase]] = Field(
+        default_factory=list, description="validated per kind by the node catalog (the compiler), not here")
     edges: list[Edge] = Field(default_factory=list)
     limits: RunLimits = Field(default_factory=RunLimits)
 
 
-def workflow_json_schema() -> dict[str, Any]:
-    """JSON Schema (draft 2020-12) of the whole workflow format, for the canvas and importers.
-
-    Built from the catalog as it is now, so kinds registered after import are included.
-    """
+def workflow_json_schema(configs: Mapping[str, type[NodeConfig]]) -> dict[str, Any]:
+    """JSON Schema (draft 2020-12) of workflows whose nodes are of the kinds in ``configs``
+    (kind -> config class), for the canvas and importers."""
     current = create_model("Workflow", __base__=Workflow, __doc__=Workflow.__doc__,
-                           nodes=(list[_node_union()], Field(default_factory=list)))  # type: ignore[valid-type]
+                           nodes=(list[_node_union(configs)], Field(default_factory=list)))  # type: ignore[valid-type]
     return _public_descriptions(TypeAdapter(current).json_schema(by_alias=True))
 
 

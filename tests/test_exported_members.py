@@ -6,8 +6,8 @@ import importlib
 
 import pytest
 
-MODULES = ["engine", "schemas", "nodes", "workers.memory", "workers.run_store", "engine.importers",
-           "nodes.llm", "nodes.model_registry", "nodes.agent_loop", "nodes.sandbox", "engine.loops", "engine.cli"]
+MODULES = ["engine", "schemas", "nodes", "workers.memory", "workers.sql", "nodes.importers", "engine.service", "engine.ports", "engine.catalog",
+           "nodes.llm", "nodes.model_registry", "nodes.agent_loop", "nodes.sandbox", "engine.loops", "api.cli", "api.runtime"]
 
 
 @pytest.mark.parametrize("name", MODULES)

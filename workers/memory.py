@@ -16,21 +16,20 @@ Interface (:class:`MemoryStore`), every method async:
 
 Keys are plain strings; every store prefixes them with its ``namespace``
 (``flowloom`` by default) so several applications can share one Redis database or
-directory. :func:`node_memory_key` builds the key a node uses.
+directory. :func:`engine.ports.node_memory_key` builds the key a node uses.
 
 Implementations:
 
 - :class:`LocalMemoryStore` (the embedded default): one JSON file per key under a
-  directory - ``$FLOWLOOM_HOME/memory`` when ``FLOWLOOM_HOME`` is set, else
-  ``.flowloom/memory`` under the current directory. Files are written to a
+  directory - ``<Settings.home>/memory`` by default. Files are written to a
   temporary name and renamed, so a crash never leaves a torn value, and values
   survive restarts. Safe for one process; several processes writing the same key
   race (last writer wins) - use Redis for more than one process.
-- :class:`RedisMemoryStore`: ``redis.asyncio`` against ``FLOWLOOM_REDIS_URL``; expiry
+- :class:`RedisMemoryStore`: ``redis.asyncio`` against a Redis URL; expiry
   is Redis' own (``PX``), so it is shared by every process.
 
-:func:`default_store` picks Redis when ``FLOWLOOM_REDIS_URL`` is set, else the local
-store; nodes call :func:`store_for` with their run deps (``RunDeps.memory`` wins).
+:func:`memory_store_for` picks Redis when ``Settings.redis_url`` is set, else the local
+store; the driver (CLI, API, worker) passes it to runs as ``RunDeps.memory``.
 """
 
 from __future__ import annotations
@@ -46,15 +45,14 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any
 
+from engine.settings import Settings
+
 __all__ = [
     "DEFAULT_NAMESPACE",
     "LocalMemoryStore",
     "MemoryStore",
     "RedisMemoryStore",
-    "default_directory",
-    "default_store",
-    "node_memory_key",
-    "store_for",
+    "memory_store_for",
 ]
 
 DEFAULT_NAMESPACE = "flowloom"
@@ -73,13 +71,9 @@ def _check_ttl(ttl: float | None) -> float | None:
     return float(ttl)
 
 
-def node_memory_key(chat_id: str, node_id: str, slot: str = "state") -> str:
-    """Key of a node's memory in one chat: ``node:<chat id>:<node id>:<slot>``."""
-    return f"node:{chat_id}:{node_id}:{slot}"
-
-
 class MemoryStore(ABC):
-    """Async key -> JSON value store with optional per-key TTL (seconds)."""
+    """Async key -> JSON value store with optional per-key TTL (seconds); implements the
+    engine's :class:`~engine.ports.MemoryStore` port."""
 
     def __init__(self, namespace: str = DEFAULT_NAMESPACE) -> None:
         if not namespace:
@@ -125,9 +119,9 @@ class LocalMemoryStore(MemoryStore):
     A file that cannot be read as such a record counts as missing.
     """
 
-    def __init__(self, directory: str | os.PathLike[str] | None = None, namespace: str = DEFAULT_NAMESPACE) -> None:
+    def __init__(self, directory: str | os.PathLike[str], namespace: str = DEFAULT_NAMESPACE) -> None:
         super().__init__(namespace)
-        self.directory = Path(directory) if directory is not None else default_directory()
+        self.directory = Path(directory)
 
     def _path(self, full_key: str) -> Path:
         return self.directory / (hashlib.sha256(full_key.encode()).hexdigest() + ".json")
@@ -203,20 +197,20 @@ class LocalMemoryStore(MemoryStore):
 class RedisMemoryStore(MemoryStore):
     """Values as JSON strings in Redis; TTL via ``PX`` (millisecond precision).
 
-    ``url`` defaults to ``FLOWLOOM_REDIS_URL``. A ``redis.asyncio`` client is bound to
+    A ``redis.asyncio`` client is bound to
     the event loop it first connects on, so this store keeps one client per running
     loop (a process that calls ``asyncio.run`` twice still works); pass ``client``
     to use one you manage instead.
 
     Raises:
-        ValueError: neither ``url`` nor ``client`` given and ``FLOWLOOM_REDIS_URL`` unset.
+        ValueError: neither ``url`` nor ``client`` given.
     """
 
     def __init__(self, url: str | None = None, namespace: str = DEFAULT_NAMESPACE, *, client: Any = None) -> None:
         super().__init__(namespace)
-        self.url = url or os.environ.get("FLOWLOOM_REDIS_URL") or None
+        self.url = url or None
         if self.url is None and client is None:
-            raise ValueError("RedisMemoryStore needs a URL: pass url= or set FLOWLOOM_REDIS_URL")
+            raise ValueError("RedisMemoryStore needs a URL (FLOWLOOM_REDIS_URL) or a client")
         self._client = client
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
 
@@ -266,32 +260,9 @@ class RedisMemoryStore(MemoryStore):
             await client.aclose()
 
 
-def default_directory() -> Path:
-    """``<flowloom home>/memory``: ``$FLOWLOOM_HOME/memory``, else ``~/.flowloom/memory``."""
-    from engine.settings import flowloom_home  # deferred: the engine package imports the nodes, which import us
-
-    return flowloom_home() / "memory"
-
-
-_DEFAULTS: dict[tuple[str, str], MemoryStore] = {}
-
-
-def default_store() -> MemoryStore:
-    """The process default store: Redis when ``FLOWLOOM_REDIS_URL`` is set, else local files.
-
-    One instance per configuration (URL or directory), so changing the environment
-    (tests do) yields the matching store.
-    """
-    url = os.environ.get("FLOWLOOM_REDIS_URL")
-    config = ("redis", url) if url else ("local", str(default_directory()))
-    store = _DEFAULTS.get(config)
-    if store is None:
-        store = RedisMemoryStore(url) if url else LocalMemoryStore(config[1])
-        _DEFAULTS[config] = store
-    return store
-
-
-def store_for(deps: Any) -> MemoryStore:
-    """``deps.memory`` when set (a :class:`MemoryStore`), else :func:`default_store`."""
-    memory = getattr(deps, "memory", None)
-    return memory if memory is not None else default_store()
+def memory_store_for(settings: Settings) -> MemoryStore:
+    """The node memory store ``settings`` ask for: Redis at ``settings.redis_url`` when set,
+    else local files under ``<settings.home>/memory``."""
+    if settings.redis_url:
+        return RedisMemoryStore(settings.redis_url)
+    return LocalMemoryStore(settings.home / "memory")

@@ -19,10 +19,10 @@ from typing import Any, Iterator
 import pytest
 from typer.testing import CliRunner
 
-from engine.cli import app
+from api.cli import app
 from engine.settings import get_settings
 from schemas.events import event_adapter
-from schemas.nodes import NODE_KINDS
+from nodes import builtin_catalog
 from tests.support.stub_api import stub_api
 from tests.support.workflows import build, chain_edges, edge, node
 
@@ -373,7 +373,7 @@ def test_schema_prints_the_workflow_json_schema() -> None:
     assert result.exit_code == 0
     schema = json.loads(result.stdout)
     assert {"nodes", "edges", "inputs", "variables", "limits"} <= set(schema["properties"])
-    assert set(NODE_KINDS) <= set(_consts(schema))
+    assert set(builtin_catalog()) <= set(_consts(schema))
 
 
 # ------------------------------------------------------- examples, end to end

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine import check_workflow
+from tests.support.catalog import check_workflow
 from tests.support import fake_nodes  # noqa: F401  (probe kind)
 from tests.support.workflows import build, edge, node, run_sync
 

@@ -8,7 +8,9 @@ import time
 
 import pytest
 
-from engine import CancelToken, RunDeps, compile_workflow, resume_run, run_workflow
+from engine import CancelToken, RunDeps, resume_run, run_workflow
+
+from tests.support.catalog import compile_workflow
 from schemas.run import RunState
 from tests.support import fake_nodes
 from tests.support.workflows import build, chain_edges, edge, node, run_sync
@@ -290,7 +292,8 @@ def test_state_checkpoints_after_each_node_and_resumes_in_fresh_scheduler():
     async def first():
         token = CancelToken()
 
-        def checkpoint(state: RunState):
+        def checkpoint(state: RunState, delta):
+            assert delta.node_ids, "every checkpoint names the node runs it changed"
             snapshots.append(state.model_dump_json())
             if "a" in state.node_runs and state.node_runs["a"].status == "succeeded":
                 asyncio.get_running_loop().call_later(0.05, token.cancel, "process stopping")
@@ -307,6 +310,7 @@ def test_state_checkpoints_after_each_node_and_resumes_in_fresh_scheduler():
     with pytest.raises(ValueError, match="workflow version"):
         asyncio.run(resume_run(fast, restored))
     restored.workflow_hash = fast.content_hash  # same graph, b made fast for the test
+    restored.edges = {}  # stores do not keep edges: the scheduler derives them from the node runs
     seq_before = restored.seq
     final = asyncio.run(resume_run(fast, restored))
     assert final.status == "succeeded"
@@ -360,3 +364,33 @@ def test_cancel_token_callbacks_do_not_pile_up():
     assert token._callbacks == []  # every nested run unsubscribed when it ended
     token.cancel("late")
     assert calls == []
+
+
+def test_edges_derived_from_node_runs_equal_the_live_edges_at_every_checkpoint():
+    """Branches, skips, an error branch and a join: what a restored run derives is what
+    the live scheduler had written when the checkpoint was taken."""
+    from engine.scheduler import derive_edges
+
+    nodes = [node("if", "if_else", {"cases": [{"id": "yes", "conditions": [
+                 {"left": {"ref": "inputs.x"}, "operator": "gt", "right": 1}]}]}),
+             probe("a", value=1), probe("b", value=2),
+             {**probe("bad", fail_times=5), "error_strategy": "error_branch"},
+             probe("rescue", value=3), probe("join", value=4), probe("after", value=5)]
+    edges = [edge("start", "if"), edge("if", "a", "yes"), edge("if", "b", "else"), edge("a", "bad"),
+             edge("bad", "rescue", "error"), edge("bad", "join"), edge("b", "join"), edge("rescue", "after")]
+    doc = {**build(nodes, edges), "inputs": [{"name": "x", "type": "number"}]}
+    plan = compile_workflow(doc)
+    seen = 0
+
+    def checkpoint(state: RunState, delta) -> None:
+        nonlocal seen
+        copy = RunState.model_validate_json(state.model_dump_json())
+        copy.edges = {}
+        derive_edges(plan, copy)
+        assert copy.edges == state.edges
+        seen += 1
+
+    for x in (0, 5):
+        final = asyncio.run(run_workflow(plan, {"x": x}, deps=RunDeps(checkpoint=checkpoint)))
+        assert final.status == "succeeded"
+    assert seen >= 10

@@ -29,8 +29,8 @@ from typing import Any, Iterator
 import pytest
 
 import engine  # noqa: F401  - import order: engine before nodes
-from engine import compile_workflow
-from nodes.agent_plan import ASK_TOOL, PLAN_TOOL, load_pending, pending_key
+from tests.support.catalog import compile_workflow
+from nodes.agent_plan import ASK_TOOL, PLAN_TOOL
 from nodes.model_registry import load_registry
 from schemas.run import Interrupt
 from tests.support.openai_server import Finish, Reply, Text, ToolDelta, Usage, openai_server  # noqa: F401
@@ -168,16 +168,14 @@ def test_resume_from_other_processes_continues_the_same_run(store_env, openai_se
     assert ask["kind"] == "ask" and ask["payload"]["question"] == "Which city is the picnic in?"
     assert [o["label"] for o in ask["payload"]["options"]] == ["Paris", "Oslo", "Tokyo"]
 
-    # the pending context is in the node memory of the configured store, under the run's key
-    async def pending() -> Any:
-        store = (RedisMemoryStore(store_env["FLOWLOOM_REDIS_URL"]) if "FLOWLOOM_REDIS_URL" in store_env
-                 else LocalMemoryStore(Path(store_env["FLOWLOOM_HOME"]) / "memory"))
-        try:
-            return await load_pending(store, pending_key(run_id, "agent", run_id), ask["payload"]["pending_id"])
-        finally:
-            await store.close()
-    saved = asyncio.run(pending())
-    assert saved is not None and saved.call_id == "c_ask" and saved.plan["steps"][0]["title"] == "Find out the city"
+    # the pending context is in the run store, on the waiting node run
+    shown = flowloom(store_env, "show", run_id, "--node", "agent", "--json")
+    assert shown.returncode == 0, shown.stderr
+    record = json.loads(shown.stdout)
+    (agent_run,) = record["node_runs"]
+    assert agent_run["status"] == "waiting"
+    assert record["run"]["status"] == "paused"
+    assert record["run"]["pending_interrupts"][0]["payload"]["question"] == "Which city is the picnic in?"
 
     second = flowloom(store_env, "resume", run_id, "--answer", "1", "--no-input", "--json")
     assert second.returncode == 3, second.stdout[-3000:] + second.stderr[-3000:]
@@ -199,13 +197,13 @@ def test_resume_from_other_processes_continues_the_same_run(store_env, openai_se
 
 
 def test_cli_prompt_shows_the_agent_question_and_options(monkeypatch, capsys):
-    from engine import cli
+    from api.cli.questions import ask
 
     monkeypatch.setattr(sys, "stdin", io.StringIO("2\n"))
     interrupt = Interrupt(id="i1", node_id="agent", node_run_id="run:agent", kind="ask",
                           payload={"question": "Which city?", "reason": "missing_input",
                                    "options": [{"id": "1", "label": "Paris"}, {"id": "2", "label": "Oslo"},
                                                {"id": "3", "label": "Tokyo"}]})
-    assert cli._ask(interrupt) == "2"
+    assert ask(interrupt) == "2"
     err = capsys.readouterr().err
     assert "Which city?" in err and "[1] Paris" in err and "[3] Tokyo" in err

@@ -19,7 +19,8 @@ import nodes.chat  # noqa: F401  - registers the LLM executors
 import nodes.classify  # noqa: F401
 import nodes.extract  # noqa: F401
 import nodes.query_extension  # noqa: F401
-from engine import RunDeps, compile_workflow, run_workflow
+from engine import RunDeps, run_workflow
+from tests.support.catalog import compile_workflow
 from nodes.classify import TOOL_NAME as CLASSIFY_TOOL
 from nodes.extract import TOOL_NAME as EXTRACT_TOOL
 from nodes.model_registry import load_registry

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import engine  # noqa: F401  - import order: engine before nodes
-from engine import compile_workflow
+from tests.support.catalog import compile_workflow
 from nodes.model_registry import load_registry
 from tests.support.openai_server import Finish, Reply, Text, ToolDelta, Usage, openai_server  # noqa: F401
 

@@ -14,8 +14,10 @@ from typing import Any
 import pytest
 
 import engine  # noqa: F401  - import order: engine before nodes
-from engine import RunDeps, compile_workflow, run_workflow
-from engine.importers import ImportResult, import_workflow
+from engine import RunDeps, run_workflow
+from tests.support.catalog import compile_workflow
+from nodes.importers import ImportResult
+from tests.support.catalog import import_workflow
 from schemas.run import RunState
 from workers.memory import LocalMemoryStore
 

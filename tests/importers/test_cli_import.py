@@ -12,7 +12,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from engine.cli import app
+from api.cli import app
 
 from .helpers import FASTGPT, ROOT, needs_corpus
 

@@ -1,5 +1,5 @@
 """Unit tests of the conversion rules: ids, references, templates, handles, models,
-parsing and format detection (engine/importers)."""
+parsing and format detection (nodes/importers)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,13 @@ from typing import Any
 import jinja2
 import pytest
 
-from engine.importers import ImportFailed, detect_format, import_workflow, parse_source
-from engine.importers.base import flowloom_ids, normalise_workflow
-from engine.importers.fastgpt import FastGPTImporter, signature_defaults
-from engine.importers.refs import Target, Unconvertible, interpolation, join_template, literal
+from nodes.importers import ImportFailed, detect_format, parse_source
+
+from tests.support.catalog import import_workflow
+from nodes.importers.base import flowloom_ids, normalise_workflow
+from nodes import builtin_catalog
+from nodes.importers.fastgpt import FastGPTImporter, signature_defaults
+from nodes.importers.refs import Target, Unconvertible, interpolation, join_template, literal
 from engine.references import template_env
 from schemas.types import VarType
 
@@ -102,7 +105,7 @@ def test_target_references_and_expressions():
 
 def test_fastgpt_templates():
     doc = fg.branches()
-    importer = FastGPTImporter(doc)
+    importer = FastGPTImporter(doc, catalog=builtin_catalog())
     importer.plan()
     importer.map_edges()
     importer._analyse()  # noqa: SLF001
@@ -128,7 +131,7 @@ def test_fastgpt_templates():
     ("textEditor", "n-source-left", "out"),
 ])
 def test_fastgpt_handles(kind, raw, handle):
-    importer = FastGPTImporter(fg.wrap([fg.start(), fg.node("n", kind)], []))
+    importer = FastGPTImporter(fg.wrap([fg.start(), fg.node("n", kind)], []), catalog=builtin_catalog())
     assert importer._handle("n", raw) == handle  # noqa: SLF001
 
 
@@ -273,7 +276,7 @@ def test_a_flowloom_workflow_imports_as_itself():
                      {"id": "e2", "source": "greet", "sourceHandle": "out", "target": "say"}]}
     result = import_workflow(doc)
     assert result.source_format == "flowloom" and result.report == []
-    assert result.workflow == normalise_workflow(doc) == normalise_workflow(result.workflow)
+    assert result.workflow == normalise_workflow(doc, builtin_catalog()) == normalise_workflow(result.workflow, builtin_catalog())
     assert result.workflow["edges"][0]["sourceHandle"] == "out"
     bad = {**doc, "edges": [{"id": "e1", "source": "start", "sourceHandle": "nope", "target": "greet"}]}
     with pytest.raises(ImportFailed) as failed:

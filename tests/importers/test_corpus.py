@@ -12,8 +12,9 @@ import json
 
 import pytest
 
-from engine import compile_workflow
-from engine.importers import ImportFailed, import_workflow
+from tests.support.catalog import compile_workflow
+from nodes.importers import ImportFailed
+from tests.support.catalog import import_workflow
 from nodes.model_registry import load_registry
 
 from .helpers import CORPUS, corpus_files, load, needs_corpus

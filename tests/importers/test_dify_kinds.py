@@ -13,8 +13,9 @@ from typing import Any, Iterator
 
 import pytest
 
-from engine import compile_workflow
-from engine.importers import ImportFailed, import_workflow
+from tests.support.catalog import compile_workflow
+from nodes.importers import ImportFailed
+from tests.support.catalog import import_workflow
 from engine.settings import Settings
 from nodes.classify import TOOL_NAME as CLASSIFY_TOOL
 from tests.support.openai_server import Finish, Reply, ToolDelta, Usage, http_error, text_reply

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from engine.importers import ImportFailed
+from nodes.importers import ImportFailed
 from engine.settings import Settings
 from nodes.sandbox_compat import fastgpt_input
 from schemas.types import VarType

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from engine.importers import ImportFailed
+from nodes.importers import ImportFailed
 from engine.settings import Settings
 from tests.support.openai_server import text_reply
 

@@ -196,7 +196,7 @@ async def test_google_search_tool_call(openai_server, scripted_registry, tmp_pat
     url = next(i for i in http["inputs"] if i["key"] == "system_httpReqUrl")
     assert url["value"] == "https://www.googleapis.com/customsearch/v1"
     url["value"] = search_stub  # the only change: the search API is the local stub
-    from engine.importers import import_workflow
+    from tests.support.catalog import import_workflow
 
     result = import_workflow(doc, models=scripted_registry, model_map={"FastAI-plus": "tools-model"})
     assert not result.errors

@@ -21,7 +21,9 @@ from typing import Any
 import httpcore
 import pytest
 
-from engine import CancelToken, RunDeps, compile_workflow, run_workflow
+from engine import CancelToken, RunDeps, run_workflow
+
+from tests.support.catalog import compile_workflow
 from engine.context import NodeContext
 from engine.errors import BlockedAddress
 from engine.runner import new_run_state

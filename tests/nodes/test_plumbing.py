@@ -122,7 +122,7 @@ def test_if_else_first_matching_case_wins_with_and_or(score, name, answer):
 
 
 def test_if_else_declared_string_compared_as_number_is_a_compile_error():
-    from engine import check_workflow
+    from tests.support.catalog import check_workflow
     problems = check_workflow(grade_flow(score_type="string"))
     assert [(p.code, p.path) for p in problems][:1] == [("type_mismatch", "config.cases[0].conditions[0].left")]
 
@@ -150,7 +150,7 @@ def test_if_else_records_resolved_operands():
 
 
 def test_if_else_condition_needs_right_operand():
-    from engine import check_workflow
+    from tests.support.catalog import check_workflow
     doc = build([node("c", "if_else", {"cases": [{"id": "x", "conditions": [{"left": 1, "operator": "equals"}]}]})],
                 [edge("start", "c")])
     (problem,) = check_workflow(doc)
@@ -253,7 +253,8 @@ def test_variable_aggregator_type_is_enforced():
 
 
 def test_start_rejects_bad_inputs_listing_all():
-    from engine import InvalidInputs, compile_workflow, new_run_state
+    from engine import InvalidInputs, new_run_state
+    from tests.support.catalog import compile_workflow
     plan = compile_workflow(build([], [], inputs=[{"name": "a", "type": "number", "required": True},
                                                   {"name": "b", "type": "boolean"}]))
     with pytest.raises(InvalidInputs) as info:

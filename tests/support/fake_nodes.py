@@ -1,7 +1,7 @@
 """Test-only node kinds: a probe that can sleep, fail a number of times, or take a handle.
 
-Registered in the real catalog and executor registry when imported (the compiler
-reads the catalog at compile time), so they run through the real scheduler.
+Added to the built-in catalog in :data:`tests.support.catalog.TEST_CATALOG`, so they
+run through the real compiler and scheduler.
 """
 
 from __future__ import annotations
@@ -12,58 +12,55 @@ from typing import Any
 
 from pydantic import Field
 
+from engine.catalog import NodeExecutor
 from engine.context import NodeContext, NodeResult
 from engine.errors import NodeFailed
-from nodes.base import EXECUTORS, NodeExecutor
-from schemas.nodes import NODE_KINDS, NodeConfig, node_kind
+from schemas.nodes import NodeConfig, node_kind
 from schemas.types import VarType
 from schemas.values import Value
 
-__all__ = ["CALLS", "ProbeConfig"]
+__all__ = ["CALLS", "ProbeConfig", "ProbeNode"]
 
 #: node id -> number of attempts started, across runs (reset by tests)
 CALLS: dict[str, int] = {}
 
-if "probe" not in NODE_KINDS:
+@node_kind("probe", "Test probe")
+class ProbeConfig(NodeConfig):
+    """sleep (s, asyncio) / block (s, time.sleep in a thread) / fail_times / value / handles."""
 
-    @node_kind("probe", "Test probe")
-    class ProbeConfig(NodeConfig):
-        """sleep (s, asyncio) / block (s, time.sleep in a thread) / fail_times / value / handles."""
+    sleep: float = 0.0
+    block: float = 0.0
+    fail_times: int = 0
+    value: Value = None
+    handles_: list[str] = Field(default_factory=lambda: ["out"], alias="handles")
+    take: list[str] | None = None
+    error: str = "probe failure"
+    swallow_cancel: bool = False
 
-        sleep: float = 0.0
-        block: float = 0.0
-        fail_times: int = 0
-        value: Value = None
-        handles_: list[str] = Field(default_factory=lambda: ["out"], alias="handles")
-        take: list[str] | None = None
-        error: str = "probe failure"
-        swallow_cancel: bool = False
+    def handles(self) -> list[str]:
+        return list(self.handles_)
 
-        def handles(self) -> list[str]:
-            return list(self.handles_)
+    def outputs(self, workflow: Any) -> dict[str, VarType]:
+        return {"value": VarType.any, "attempt": VarType.number}
 
-        def outputs(self, workflow: Any) -> dict[str, VarType]:
-            return {"value": VarType.any, "attempt": VarType.number}
 
-    class ProbeNode(NodeExecutor[ProbeConfig], kind="probe"):
-        async def run(self, ctx: NodeContext) -> NodeResult:
-            CALLS[ctx.node_id] = CALLS.get(ctx.node_id, 0) + 1
-            cfg = self.config
-            if cfg.sleep:
-                if cfg.swallow_cancel:
-                    try:
-                        await asyncio.sleep(cfg.sleep)
-                    except Exception:  # noqa: BLE001 - CancelledError is not an Exception: it still ends
-                        pass
-                else:
+
+class ProbeNode(NodeExecutor[ProbeConfig], kind="probe"):
+    async def run(self, ctx: NodeContext) -> NodeResult:
+        CALLS[ctx.node_id] = CALLS.get(ctx.node_id, 0) + 1
+        cfg = self.config
+        if cfg.sleep:
+            if cfg.swallow_cancel:
+                try:
                     await asyncio.sleep(cfg.sleep)
-            if cfg.block:
-                await ctx.run_blocking(time.sleep, cfg.block)
-            if ctx.node_run.attempts <= cfg.fail_times:
-                raise NodeFailed(f"{cfg.error} (attempt {ctx.node_run.attempts})", node_id=ctx.node_id)
-            value = ctx.resolve(cfg.value, record_as="value")
-            return NodeResult({"value": value, "attempt": ctx.node_run.attempts},
-                              handles=tuple(cfg.take if cfg.take is not None else cfg.handles_[:1]))
-else:  # pragma: no cover - re-import
-    ProbeConfig = NODE_KINDS["probe"]  # type: ignore[misc]
-    assert "probe" in EXECUTORS
+                except Exception:  # noqa: BLE001 - CancelledError is not an Exception: it still ends
+                    pass
+            else:
+                await asyncio.sleep(cfg.sleep)
+        if cfg.block:
+            await ctx.run_blocking(time.sleep, cfg.block)
+        if ctx.node_run.attempts <= cfg.fail_times:
+            raise NodeFailed(f"{cfg.error} (attempt {ctx.node_run.attempts})", node_id=ctx.node_id)
+        value = ctx.resolve(cfg.value, record_as="value")
+        return NodeResult({"value": value, "attempt": ctx.node_run.attempts},
+                          handles=tuple(cfg.take if cfg.take is not None else cfg.handles_[:1]))

@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from engine import RunDeps, compile_workflow, run_workflow
+from engine import RunDeps, run_workflow
+
+from tests.support.catalog import compile_workflow
 from schemas.run import RunState
 
 __all__ = ["build", "chain_edges", "edge", "node", "run_sync"]

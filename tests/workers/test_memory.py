@@ -9,15 +9,10 @@ from typing import Any, Callable
 
 import pytest
 
-from engine import RunDeps
-from workers.memory import (
-    LocalMemoryStore,
-    MemoryStore,
-    RedisMemoryStore,
-    default_store,
-    node_memory_key,
-    store_for,
-)
+from engine import Settings
+from engine.ports import MemoryStore as MemoryPort
+from engine.ports import node_memory_key
+from workers.memory import LocalMemoryStore, MemoryStore, RedisMemoryStore, memory_store_for
 
 
 @pytest.fixture(params=["local", "redis"])
@@ -152,11 +147,11 @@ async def test_namespaces_do_not_see_each_other(make_store):
 
 async def test_values_survive_a_new_store_instance(make_store):
     first = make_store()
-    await first.set(node_memory_key("chat-1", "classify"), {"category": "refund"}, ttl=60)
+    await first.set(node_memory_key("t", "wf", "classify", "chat-1"), {"category": "refund"}, ttl=60)
     await first.close()
     second = make_store()  # same directory / same server: a restarted process
     try:
-        assert await second.get(node_memory_key("chat-1", "classify")) == {"category": "refund"}
+        assert await second.get(node_memory_key("t", "wf", "classify", "chat-1")) == {"category": "refund"}
     finally:
         await second.close()
 
@@ -173,9 +168,10 @@ async def test_concurrent_writes_to_one_key_leave_one_whole_value(store: MemoryS
     assert value["pad"] == "x" * 2000 and 0 <= value["writer"] < 20
 
 
-def test_node_memory_key_names_chat_and_node():
-    assert node_memory_key("c1", "n1") == "node:c1:n1:state"
-    assert node_memory_key("c1", "n1", "last") == "node:c1:n1:last"
+def test_node_memory_key_names_tenant_workflow_node_and_chat():
+    assert node_memory_key("t1", "wf", "n1", "c1") == "node:t1:wf:n1:c1:state"
+    assert node_memory_key("t1", "wf", "n1", "c1", "last") == "node:t1:wf:n1:c1:last"
+    assert node_memory_key("t2", "wf", "n1", "c1") != node_memory_key("t1", "wf", "n1", "c1")
 
 
 # ------------------------------------------------------------ backend specifics
@@ -223,37 +219,20 @@ def test_redis_store_works_across_event_loops(redis_url):
     assert asyncio.run(store.get("k")) == 1  # a second loop gets its own client
 
 
-def test_redis_store_needs_a_url(monkeypatch):
-    monkeypatch.delenv("FLOWLOOM_REDIS_URL", raising=False)
+def test_redis_store_needs_a_url():
     with pytest.raises(ValueError, match="FLOWLOOM_REDIS_URL"):
         RedisMemoryStore()
 
 
-def test_default_store_is_local_under_flowloom_home_or_the_user_home(monkeypatch, tmp_path):
-    monkeypatch.delenv("FLOWLOOM_REDIS_URL", raising=False)
-    monkeypatch.setenv("FLOWLOOM_HOME", str(tmp_path / "home"))
-    store = default_store()
-    assert isinstance(store, LocalMemoryStore) and store.directory == tmp_path / "home" / "memory"
-    assert default_store() is store
-    monkeypatch.delenv("FLOWLOOM_HOME")
-    monkeypatch.setenv("HOME", str(tmp_path / "user"))
-    monkeypatch.chdir(tmp_path)  # the working directory does not matter
-    user_store = default_store()
-    assert isinstance(user_store, LocalMemoryStore)
-    assert user_store.directory == tmp_path / "user" / ".flowloom" / "memory"
+def test_settings_pick_local_files_under_home_or_redis(tmp_path, redis_url):
+    local = memory_store_for(Settings(home=tmp_path / "home"))
+    assert isinstance(local, LocalMemoryStore) and local.directory == tmp_path / "home" / "memory"
+    remote = memory_store_for(Settings(home=tmp_path, redis_url=redis_url))
+    assert isinstance(remote, RedisMemoryStore) and remote.url == redis_url
+    asyncio.run(remote.set("via-settings", 7))
+    assert asyncio.run(RedisMemoryStore(redis_url).get("via-settings")) == 7
 
 
-def test_default_store_is_redis_when_url_set(monkeypatch, redis_url):
-    monkeypatch.setenv("FLOWLOOM_REDIS_URL", redis_url)
-    store = default_store()
-    assert isinstance(store, RedisMemoryStore) and store.url == redis_url
-    asyncio.run(store.set("via-env", 7))
-    assert asyncio.run(RedisMemoryStore(redis_url).get("via-env")) == 7
-
-
-def test_store_for_prefers_run_deps(monkeypatch, tmp_path):
-    monkeypatch.delenv("FLOWLOOM_REDIS_URL", raising=False)
-    monkeypatch.setenv("FLOWLOOM_HOME", str(tmp_path))
-    mine = LocalMemoryStore(tmp_path / "mine")
-    assert store_for(RunDeps(memory=mine)) is mine
-    assert store_for(RunDeps()) is default_store()
+def test_both_stores_implement_the_engine_port(tmp_path, redis_url):
+    assert isinstance(LocalMemoryStore(tmp_path), MemoryPort)
+    assert isinstance(RedisMemoryStore(redis_url), MemoryPort)

@@ -1,6 +1,6 @@
 """nodes/agent_plan.py: the plan model, atomic update batches, stop-gate rules, plan-request
-patterns (CN/EN), ask_agent validation, and the pending context kept in node memory
-(one suite for the embedded store and Redis)."""
+patterns (CN/EN), ask_agent validation, and the pending context kept in the run state
+"""
 
 from __future__ import annotations
 
@@ -9,24 +9,19 @@ import json
 
 import pytest
 
+from schemas.run import PendingContext
 from nodes.agent_plan import (
     AskError,
-    PendingContext,
     Plan,
     PlanUpdateError,
     StepStatus,
     apply_plan_updates,
-    clear_pending,
     gate_feedback,
-    load_pending,
     parse_ask,
-    pending_key,
     plan_requested,
     resolve_answer,
-    save_pending,
     stop_gate,
 )
-from workers.memory import LocalMemoryStore, RedisMemoryStore
 
 
 def make_plan(*titles: str, goal: str = "trip") -> Plan:
@@ -237,16 +232,7 @@ def test_step_status_values():
     assert [s.value for s in StepStatus] == ["pending", "in_progress", "done", "skipped", "blocked"]
 
 
-# ----------------------------------------------------------------------- pending context (both stores)
-
-
-@pytest.fixture(params=["embedded", "redis"])
-def make_store(request, tmp_path):
-    """Stores on ONE backend; a new instance stands for a restarted process."""
-    if request.param == "embedded":
-        return lambda: LocalMemoryStore(tmp_path / "memory")
-    url = request.getfixturevalue("redis_url")
-    return lambda: RedisMemoryStore(url)
+# ----------------------------------------------------------------------- pending context
 
 
 def sample_pending(**changes) -> PendingContext:
@@ -264,40 +250,12 @@ def sample_pending(**changes) -> PendingContext:
     return PendingContext(**fields)
 
 
-async def test_pending_context_survives_a_new_store_instance(make_store):
-    key = pending_key("chat1", "agent", "run1")
-    first = make_store()
-    await save_pending(first, key, sample_pending(), ttl=60)
-    await first.close()
-    second = make_store()  # another process
-    try:
-        loaded = await load_pending(second, key, "p1")
-        assert loaded == sample_pending()
-        assert Plan.from_dict(loaded.plan).steps[0].title == "ask the city"
-        assert await load_pending(second, key, "another-pause") is None, "a context saved for another pause"
-        assert await clear_pending(second, key) is True
-        assert await load_pending(second, key) is None
-    finally:
-        await second.close()
+def test_pending_context_round_trips_inside_the_run_state_json():
+    from schemas.run import NodeRun, RunState
 
-
-async def test_pending_context_expires_and_refuses_non_json(make_store):
-    store = make_store()
-    try:
-        key = pending_key("chat1", "agent", "run2")
-        await save_pending(store, key, sample_pending(), ttl=0.05)
-        await asyncio.sleep(0.15)
-        assert await load_pending(store, key) is None
-        with pytest.raises((TypeError, ValueError)):
-            await save_pending(store, key, sample_pending(counters={"bad": {1, 2}}))
-        assert await load_pending(store, key) is None, "nothing was written"
-        await store.set(key, {"format": 99})
-        assert await load_pending(store, key) is None
-    finally:
-        await store.close()
-
-
-def test_pending_key_is_per_chat_node_and_run():
-    assert pending_key("c", "agent", "r1") == "node:c:agent:agent_pending:r1"
-    assert PendingContext.from_dict("garbage") is None
-    assert PendingContext.from_dict({"format": 1, "kind": "ask"}) is None
+    state = RunState(run_id="run1", workflow_id="wf", workflow_hash="h")
+    state.node_runs["agent"] = NodeRun(id="run1:agent", node_id="agent", kind="agent", status="waiting",
+                                       pending=sample_pending())
+    loaded = RunState.model_validate_json(state.model_dump_json())
+    assert loaded.node_runs["agent"].pending == sample_pending()
+    assert Plan.from_dict(loaded.node_runs["agent"].pending.plan).steps[0].title == "ask the city"

@@ -13,10 +13,11 @@ from typing import Any
 import pytest
 
 import engine  # noqa: F401  - import order: engine before nodes
-from engine import RunDeps, check_workflow, compile_workflow, run_workflow
+from engine import RunDeps, run_workflow
+from tests.support.catalog import check_workflow, compile_workflow
 from engine.errors import CompileError
 from engine.settings import Settings
-from engine.workflow_store import WORKFLOW_PATH_ENV
+from engine.settings import get_settings
 from nodes.agent_loop import get_tool_result
 from schemas.types import NodeRunStatus, RunStatus
 from tests.nodes.agent.conftest import answer_reply, calls_reply
@@ -254,7 +255,8 @@ CHILD = {
 
 async def test_workflow_tool_runs_a_child_workflow(openai_server, agent_run, tmp_path, monkeypatch):
     (tmp_path / "greeter.json").write_text(json.dumps(CHILD))
-    monkeypatch.setenv(WORKFLOW_PATH_ENV, str(tmp_path))
+    monkeypatch.setenv("FLOWLOOM_WORKFLOW_PATH", str(tmp_path))
+    get_settings.cache_clear()
     openai_server.script(calls_reply(("c1", "greeter", {"person": "Ada"}), ("c2", "greeter", {})),
                          answer_reply("I greeted Ada."))
     state, _ = await agent_run(workflow({"workflow_tools": [{"workflow": "greeter", "risk": "read"}]}))
@@ -272,7 +274,8 @@ async def test_workflow_tool_runs_a_child_workflow(openai_server, agent_run, tmp
 async def test_a_workflow_calling_itself_is_refused(openai_server, agent_run, tmp_path, monkeypatch):
     selfish = workflow({"workflow_tools": [{"workflow": "selfish", "risk": "read"}]}, id="selfish")
     (tmp_path / "selfish.json").write_text(json.dumps(selfish))
-    monkeypatch.setenv(WORKFLOW_PATH_ENV, str(tmp_path))
+    monkeypatch.setenv("FLOWLOOM_WORKFLOW_PATH", str(tmp_path))
+    get_settings.cache_clear()
     openai_server.script(calls_reply(("c1", "selfish", {"task": "again"})), answer_reply("stopped"))
     state, _ = await agent_run(selfish)
     assert state.status is RunStatus.succeeded, state.error
@@ -281,7 +284,8 @@ async def test_a_workflow_calling_itself_is_refused(openai_server, agent_run, tm
 
 
 async def test_unknown_workflow_tool_fails_the_node_clearly(openai_server, agent_run, tmp_path, monkeypatch):
-    monkeypatch.setenv(WORKFLOW_PATH_ENV, str(tmp_path))
+    monkeypatch.setenv("FLOWLOOM_WORKFLOW_PATH", str(tmp_path))
+    get_settings.cache_clear()
     state, _ = await agent_run(workflow({"workflow_tools": [{"workflow": "nowhere"}]}))
     assert state.status is RunStatus.failed and "workflow 'nowhere' not found" in state.error.message
     assert openai_server.bodies == []

@@ -1,4 +1,4 @@
-"""engine/workflow_store.py: lookup by id over FLOWLOOM_WORKFLOW_PATH, compile, child runs."""
+"""engine/workflow_store.py: lookup by id over Settings.workflow_path, compile, child runs."""
 
 from __future__ import annotations
 
@@ -7,11 +7,10 @@ import os
 
 import pytest
 
-import engine  # noqa: F401
-from engine import RunDeps
+from engine import RunDeps, Settings
 from engine.errors import CompileError
-from engine.workflow_store import MAX_DEPTH, WORKFLOW_PATH_ENV, WorkflowNotFound, WorkflowRecursion, WorkflowStore, \
-    default_store, run_child
+from engine.workflow_store import MAX_DEPTH, WorkflowNotFound, WorkflowRecursion, WorkflowStore, run_child
+from tests.support.catalog import TEST_CATALOG
 from schemas.types import RunStatus
 
 HELLO = {"id": "hello2", "name": "Hello", "inputs": [{"name": "name", "type": "string", "required": True}],
@@ -31,19 +30,19 @@ def test_lookup_order_and_env(tmp_path, monkeypatch):
     write(first, {**HELLO, "name": "first"})
     write(second, {**HELLO, "name": "second"})
     write(second, {**HELLO, "id": "other"})
-    monkeypatch.setenv(WORKFLOW_PATH_ENV, os.pathsep.join([str(tmp_path / "missing"), str(first), str(second)]))
-    store = default_store()
+    monkeypatch.setenv("FLOWLOOM_WORKFLOW_PATH", os.pathsep.join([str(tmp_path / "missing"), str(first), str(second)]))
+    store = WorkflowStore.from_settings(Settings())
     assert store.load("hello2")["name"] == "first"
     assert store.ids() == ["hello2", "other"]
-    assert store.compile("hello2").workflow.id == "hello2"
+    assert store.compile("hello2", catalog=TEST_CATALOG).workflow.id == "hello2"
 
 
 def test_default_directories_are_workflows_then_examples(tmp_path, monkeypatch):
-    monkeypatch.delenv(WORKFLOW_PATH_ENV, raising=False)
+    monkeypatch.delenv("FLOWLOOM_WORKFLOW_PATH", raising=False)
     monkeypatch.chdir(tmp_path)
     write(tmp_path / "examples", HELLO)
-    assert WorkflowStore().paths == [tmp_path / "workflows", tmp_path / "examples"]
-    assert WorkflowStore().find("hello2") == tmp_path / "examples" / "hello2.json"
+    assert WorkflowStore.from_settings(Settings()).paths == [tmp_path / "workflows", tmp_path / "examples"]
+    assert WorkflowStore.from_settings(Settings()).find("hello2") == tmp_path / "examples" / "hello2.json"
 
 
 @pytest.mark.parametrize("bad", ["../hello2", "a/b", "", "x.json", "..", "a b"])
@@ -64,13 +63,13 @@ def test_not_found_mismatch_and_bad_files(tmp_path):
         store.load("broken")
     write(tmp_path, {**HELLO, "id": "invalid", "nodes": HELLO["nodes"] + [{"id": "x", "type": "answer", "config": {}}]})
     with pytest.raises(CompileError):
-        store.compile("invalid")
+        store.compile("invalid", catalog=TEST_CATALOG)
 
 
 async def test_child_run_and_recursion_guard(tmp_path):
     store = WorkflowStore([tmp_path])
     write(tmp_path, HELLO)
-    plan = store.compile("hello2")
+    plan = store.compile("hello2", catalog=TEST_CATALOG)
     state = await run_child(plan, {"name": "Ada"}, parent_deps=RunDeps(), run_id="parent.c1")
     assert state.status is RunStatus.succeeded and state.answer == "Hi Ada" and state.outputs == {"n": "Ada"}
     assert state.run_id == "parent.c1"

@@ -13,7 +13,8 @@ import nodes.chat  # noqa: F401  - registers the LLM executors (see the report: 
 import nodes.classify  # noqa: F401
 import nodes.extract  # noqa: F401
 import nodes.query_extension  # noqa: F401
-from engine import RunDeps, compile_workflow, run_workflow
+from engine import RunDeps, run_workflow
+from tests.support.catalog import compile_workflow
 from schemas.run import RunState
 from tests.support.openai_server import openai_server, scripted_registry  # noqa: F401  (fixtures)
 from workers.memory import LocalMemoryStore
@@ -32,9 +33,9 @@ def llm_run(scripted_registry, memory_store) -> LLMRun:
     """``await llm_run(doc, inputs, memory=..., **sys)`` -> (final state, events)."""
 
     async def run(doc: dict[str, Any], inputs: dict[str, Any] | None = None, *, memory: Any = None,
-                  **sys: Any) -> tuple[RunState, list[Any]]:
+                  catalog: Any = None, **sys: Any) -> tuple[RunState, list[Any]]:
         events: list[Any] = []
-        plan = compile_workflow(doc, models=scripted_registry)
+        plan = compile_workflow(doc, models=scripted_registry, catalog=catalog)
         deps = RunDeps(on_event=events.append, models=scripted_registry,
                        memory=memory if memory is not None else memory_store)
         state = await run_workflow(plan, inputs or {}, deps=deps, **sys)

@@ -6,12 +6,14 @@ from typing import Any
 
 import pytest
 
-from engine import CompileError, NodeContext, NodeResult, compile_workflow
+from engine import CompileError, NodeContext, NodeResult
+
+from tests.support.catalog import compile_workflow, with_kinds
 from engine.errors import NodeFailed
-from nodes.base import NodeExecutor
+from engine.catalog import KindSpec, NodeExecutor
 from nodes.chat import DEFAULT_QUOTE_TEMPLATES, SYSTEM_SEPARATOR, ChatNode, format_quote, recent_turns
 from nodes.model_registry import price
-from schemas.nodes import NODE_KINDS, NodeConfig, node_kind
+from schemas.nodes import NodeConfig, node_kind
 from schemas.types import NodeRunStatus, RunStatus, VarType
 from tests.support.openai_server import http_error, reasoning_reply, text_reply
 from tests.support.workflows import build, chain_edges, node
@@ -252,25 +254,30 @@ async def test_provider_error_fails_the_node_and_names_it(openai_server, llm_run
 
 # ---------------------------------------------------------------------- as a tool
 
-if "chat_tool_probe" not in NODE_KINDS:
+@node_kind("chat_tool_probe", "Test: asks a chat node through its tool interface")
+class ChatToolProbeConfig(NodeConfig):
+    chat_node: str
+    questions: list[str]
 
-    @node_kind("chat_tool_probe", "Test: asks a chat node through its tool interface")
-    class ChatToolProbeConfig(NodeConfig):
-        chat_node: str
-        questions: list[str]
+    def outputs(self, workflow: Any) -> dict[str, VarType]:
+        return {"answers": VarType.array}
 
-        def outputs(self, workflow: Any) -> dict[str, VarType]:
-            return {"answers": VarType.array}
 
-    class ChatToolProbe(NodeExecutor[ChatToolProbeConfig], kind="chat_tool_probe"):
-        """What the agent loop does: take the chat node's executor, call it as a tool."""
 
-        async def run(self, ctx: NodeContext) -> NodeResult:
-            chat = ctx.plan.nodes[self.config.chat_node].executor
-            if not isinstance(chat, ChatNode):
-                raise NodeFailed("not a chat node", node_id=ctx.node_id)
-            ask = chat.as_tool(ctx)
-            return NodeResult({"answers": [await ask(q) for q in self.config.questions]})
+class ChatToolProbe(NodeExecutor[ChatToolProbeConfig], kind="chat_tool_probe"):
+    """What the agent loop does: take the chat node's executor, call it as a tool."""
+
+    async def run(self, ctx: NodeContext) -> NodeResult:
+        chat = ctx.plan.nodes[self.config.chat_node].executor
+        if not isinstance(chat, ChatNode):
+            raise NodeFailed("not a chat node", node_id=ctx.node_id)
+        ask = chat.as_tool(ctx)
+        return NodeResult({"answers": [await ask(q) for q in self.config.questions]})
+
+
+
+
+PROBE_CATALOG = with_kinds(KindSpec("chat_tool_probe", ChatToolProbeConfig, ChatToolProbe))
 
 
 async def test_chat_node_answers_as_an_async_tool(openai_server, llm_run):
@@ -278,7 +285,7 @@ async def test_chat_node_answers_as_an_async_tool(openai_server, llm_run):
     doc = build([node("probe", "chat_tool_probe", {"chat_node": "helper", "questions": ["2+2?", "sky colour?"]}),
                  node("helper", "chat", {"model": "plain-model", "system_prompt": "Help.", "quote": "K"})],
                 chain_edges("start", "probe"))
-    state, events = await llm_run(doc, {})
+    state, events = await llm_run(doc, {}, catalog=PROBE_CATALOG)
     assert state.status is RunStatus.succeeded, state.error
     assert state.node_runs["probe"].outputs == {"answers": ["four", "blue"]}
     assert [b["messages"][-1]["content"] for b in openai_server.bodies] == ["2+2?", "sky colour?"]

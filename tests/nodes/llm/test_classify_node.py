@@ -8,7 +8,9 @@ from typing import Any
 
 import pytest
 
-from engine import CompileError, compile_workflow
+from engine import CompileError
+
+from tests.support.catalog import compile_workflow
 from nodes.classify import TOOL_NAME
 from nodes.model_registry import Capabilities, ModelRegistry, ModelSpec
 from schemas.types import NodeRunStatus, RunStatus
@@ -212,16 +214,16 @@ async def test_last_classification_is_remembered_per_chat_in_redis(openai_server
         first, _ = await llm_run(classify_doc(), {"query": "why was I charged?"}, memory=store, chat_id="chat-1")
         assert record(first)["previous"] is None
         assert "previous question" not in openai_server.bodies[0]["messages"][0]["content"]
-        stored = json.loads(flowloom_redis.get("flowloom:node:chat-1:cl:classification"))
+        stored = json.loads(flowloom_redis.get("flowloom:node:default:wf:cl:chat-1:classification"))
         assert stored["category"] == "billing" and stored["question"] == "why was I charged?"
-        assert 0 < flowloom_redis.ttl("flowloom:node:chat-1:cl:classification") <= 7 * 24 * 3600
+        assert 0 < flowloom_redis.ttl("flowloom:node:default:wf:cl:chat-1:classification") <= 7 * 24 * 3600
 
         second, _ = await llm_run(classify_doc(), {"query": "and can I get it back?"}, memory=store, chat_id="chat-1")
         assert record(second)["previous"] == "billing"
         system = openai_server.bodies[1]["messages"][0]["content"]
         assert "previous question in this conversation was classified as 'Billing' (id billing)" in system
         assert taken(second) == ["refund"]
-        assert json.loads(flowloom_redis.get("flowloom:node:chat-1:cl:classification"))["category"] == "refund"
+        assert json.loads(flowloom_redis.get("flowloom:node:default:wf:cl:chat-1:classification"))["category"] == "refund"
 
         other_chat, _ = await llm_run(classify_doc(), {"query": "hi"}, memory=store, chat_id="chat-2")
         assert record(other_chat)["previous"] is None

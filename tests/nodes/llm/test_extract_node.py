@@ -7,7 +7,9 @@ from typing import Any
 
 import pytest
 
-from engine import CompileError, compile_workflow
+from engine import CompileError
+
+from tests.support.catalog import compile_workflow
 from nodes.extract import TOOL_NAME, coerce_field
 from schemas.nodes_llm import ExtractField
 from schemas.types import RunStatus

@@ -143,7 +143,11 @@ def test_explicit_path_wins_over_env(tmp_path: Path, monkeypatch: pytest.MonkeyP
     monkeypatch.setenv("FLOWLOOM_MODELS", str(other))
 
     assert load_registry(explicit).names() == ["tiny"]
-    assert load_registry().names() == ["other"]
+    from engine.settings import Settings
+
+    assert load_registry(Settings().models).names() == ["other"], "FLOWLOOM_MODELS is read by Settings"
+    monkeypatch.delenv("FLOWLOOM_MODELS")
+    assert "tiny" not in load_registry(Settings().models).names(), "the bundled registry by default"
 
 
 def test_env_substitution_uses_the_variable_then_the_fallback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):

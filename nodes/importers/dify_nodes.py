@@ -1,8 +1,8 @@
 """Dify node kinds -> Flowloom node configs (one method a kind, listed in
-:data:`~engine.importers.dify_refs.CONVERTERS`).
+:data:`~nodes.importers.dify_refs.CONVERTERS`).
 
-The mapping rules are documented in :mod:`engine.importers.dify`; selectors and
-templates are resolved by :class:`~engine.importers.dify_refs.DifyRefs`.
+The mapping rules are documented in :mod:`nodes.importers.dify`; selectors and
+templates are resolved by :class:`~nodes.importers.dify_refs.DifyRefs`.
 """
 
 from __future__ import annotations

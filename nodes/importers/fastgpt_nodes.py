@@ -1,7 +1,7 @@
 """FastGPT node kinds -> Flowloom node configs (one ``_node_<flowNodeType>`` method a kind).
 
-The mapping rules are documented in :mod:`engine.importers.fastgpt`; references and
-templates are resolved by :class:`~engine.importers.fastgpt_refs.FastGPTRefs`.
+The mapping rules are documented in :mod:`nodes.importers.fastgpt`; references and
+templates are resolved by :class:`~nodes.importers.fastgpt_refs.FastGPTRefs`.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ optionally wrapped in ``workflow``): ``[nodeId, outputId]`` pairs and
 ``{{$nodeId.outputId$}}`` in text become Flowloom references, ``{{key}}`` reads a node's own
 dynamic inputs or a global variable (``chatConfig.variables``, read through
 ``VARIABLE_NODE_ID``), FastGPT's system variables become ``sys`` names. The mapping rules
-are documented in :mod:`engine.importers.fastgpt`.
+are documented in :mod:`nodes.importers.fastgpt`.
 """
 
 from __future__ import annotations

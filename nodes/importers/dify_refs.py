@@ -4,7 +4,7 @@ What :class:`DifyRefs` knows about a Dify DSL (``workflow.graph``): ``[node_id, 
 ...path]`` selectors and ``{{#node_id.var#}}`` in text become Flowloom references
 (``sys.*``, ``env.*`` -> inputs, ``conversation.*`` -> run variables, start variables ->
 inputs, loop variables inside a loop body -> run variables). The mapping rules are
-documented in :mod:`engine.importers.dify`.
+documented in :mod:`nodes.importers.dify`.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ SYS_VARS = {"query": ("query", VarType.string), "user_id": ("user_id", VarType.s
 #: selectors whose text rendering is dropped (no files in Flowloom; empty when no file is sent)
 FILE_SELECTORS = {("sys", "files"), ("userinput", "files")}
 TEMPLATE_REF = re.compile(r"\{\{#([^#{}]+?)#\}\}")
-#: Dify node kinds Flowloom converts -> the :class:`~engine.importers.dify_nodes.DifyNodes` method converting them
+#: Dify node kinds Flowloom converts -> the :class:`~nodes.importers.dify_nodes.DifyNodes` method converting them
 CONVERTERS = {
     "start": "_start", "end": "_end", "answer": "_answer", "llm": "_llm",
     "question-classifier": "_question_classifier", "parameter-extractor": "_parameter_extractor",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from ..errors import DefinitionError
+from engine.errors import DefinitionError
 
 __all__ = ["ImportFailed", "ImportIssue", "ImportResult"]
 

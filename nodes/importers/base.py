@@ -11,7 +11,7 @@
    a run variable (``vars.carry_...``) set by a ``variable_update`` node inserted right
    after the node it reads. Anywhere else it has no Flowloom meaning and fails the node.
 4. :meth:`BaseImporter.convert` (per format) for every node. A node that cannot be
-   converted raises :class:`~engine.importers.refs.Unconvertible`; it is reported and,
+   converted raises :class:`~nodes.importers.refs.Unconvertible`; it is reported and,
    in a partial import, replaced by an ``unsupported`` placeholder with the outputs
    other nodes read and the handles its edges leave from.
 5. The document is normalised (validated and dumped by the catalog models) and
@@ -33,7 +33,10 @@ from typing import Any, Callable, Mapping
 import networkx as nx
 
 from schemas.types import RESERVED_SCOPES, VarType
-from schemas.workflow import Workflow, node_model
+from schemas.workflow import Workflow
+
+from engine.catalog import NodeCatalog
+from engine.compiler import check_workflow
 
 from .refs import Target, Unconvertible, identifier
 from .report import ImportFailed, ImportIssue, ImportResult
@@ -70,7 +73,7 @@ def flowloom_ids(raw_ids: list[str], taken: set[str] | None = None) -> dict[str,
     return out
 
 
-def normalise_workflow(doc: dict[str, Any]) -> dict[str, Any]:
+def normalise_workflow(doc: dict[str, Any], catalog: NodeCatalog) -> dict[str, Any]:
     """The canonical form of a workflow document: every node validated by its kind's
     model and dumped without default values; edges with explicit source handles.
 
@@ -91,7 +94,7 @@ def normalise_workflow(doc: dict[str, Any]) -> dict[str, Any]:
     nodes = []
     for raw in doc.get("nodes", []) if isinstance(doc.get("nodes"), list) else []:
         try:
-            model = node_model(raw["type"])
+            model = catalog.node_model(raw["type"])
             nodes.append(model.model_validate(raw).model_dump(mode="json", by_alias=True, exclude_defaults=True))
         except Exception:  # noqa: BLE001 - reported by the compiler
             nodes.append(copy.deepcopy(raw))
@@ -142,11 +145,13 @@ class BaseImporter:
 
     source_format = ""
 
-    def __init__(self, source: dict[str, Any], *, allow_partial: bool = False, registry: Any = None,
+    def __init__(self, source: dict[str, Any], *, catalog: NodeCatalog, allow_partial: bool = False,
+                 registry: Any = None,
                  model_map: Mapping[str, str] | None = None, workflow_id: str | None = None):
         self.source = source
         self.allow_partial = allow_partial
         self.registry = registry
+        self.catalog = catalog
         self.model_map = dict(model_map or {})
         self.workflow_id = workflow_id
         self.issues: list[ImportIssue] = []
@@ -567,7 +572,7 @@ class BaseImporter:
         doc["variables"] = self.variables
         doc["nodes"] = nodes
         doc["edges"] = [e for e in self._edge_dicts() if e["source"] not in skipped and e["target"] not in skipped]
-        return normalise_workflow(doc)
+        return normalise_workflow(doc, self.catalog)
 
     #: compile problems of a node on its own; others (e.g. a reader of an invalid node seen
     #: as "not upstream") may only follow from them, so these are fixed first
@@ -577,11 +582,9 @@ class BaseImporter:
         """Compile; each node with an error becomes a placeholder and the document is
         compiled again, so the report lists every problem once and no follow-up errors.
         Without ``allow_partial`` any error fails the import at the end."""
-        from ..compiler import check_workflow  # deferred: the compiler imports every node module
-
         for _ in range(_MAX_FIX_ROUNDS):
             doc = self._assemble()
-            problems = check_workflow(doc, models=self.registry)
+            problems = check_workflow(doc, catalog=self.catalog, models=self.registry)
             errors = [p for p in problems if p.severity == "error"]
             if not errors:
                 for problem in problems:

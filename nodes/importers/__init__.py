@@ -3,7 +3,7 @@
 One entry point, :func:`import_workflow`, used by ``flowloom import`` and (later) the
 API and the canvas::
 
-    result = import_workflow(path.read_bytes(), allow_partial=True, models=registry)
+    result = import_workflow(path.read_bytes(), catalog=catalog, models=registry, allow_partial=True)
     result.workflow      # a Flowloom workflow document that compiles
     result.report        # ImportIssue per node / reference / setting not carried over
     result.source_format # "fastgpt" | "dify" | "flowloom"
@@ -23,6 +23,8 @@ from __future__ import annotations
 import json
 from typing import Any, Mapping
 
+from engine.catalog import NodeCatalog
+from engine.compiler import check_workflow
 from .base import normalise_workflow
 from .report import ImportFailed, ImportIssue, ImportResult
 
@@ -112,7 +114,7 @@ def unwrap_download(doc: dict[str, Any]) -> dict[str, Any]:
 
 
 def looks_like_dsl(doc: Mapping[str, Any]) -> bool:
-    """True for a Dify DSL (see :func:`engine.importers.dify.looks_like_dify`)."""
+    """True for a Dify DSL (see :func:`nodes.importers.dify.looks_like_dify`)."""
     from .dify import looks_like_dify
 
     return looks_like_dify(doc)
@@ -139,20 +141,14 @@ def detect_format(doc: Mapping[str, Any]) -> str:
                 "workflow (id, nodes with id/type)")
 
 
-def _registry(models: Any) -> Any:
-    if models is not None:
-        return models
-    from nodes.model_registry import get_registry
-
-    return get_registry()
-
-
-def import_workflow(data: bytes | str | Mapping[str, Any], *, allow_partial: bool = False, models: Any = None,
-                    model_map: Mapping[str, str] | None = None, workflow_id: str | None = None) -> ImportResult:
+def import_workflow(data: bytes | str | Mapping[str, Any], *, catalog: NodeCatalog, models: Any,
+                    allow_partial: bool = False, model_map: Mapping[str, str] | None = None,
+                    workflow_id: str | None = None) -> ImportResult:
     """Convert a FastGPT / Dify / Flowloom document into a Flowloom workflow that compiles.
 
-    ``models``: the model registry model names are checked against (None: the process
-    default). ``model_map``: source model name -> registry name, ``"*"`` for every
+    ``catalog``: the node kinds the result is checked against (the built-in catalog:
+    the importers produce built-in kinds). ``models``: the model registry model names
+    are mapped to and checked against. ``model_map``: source model name -> registry name, ``"*"`` for every
     unknown model. ``workflow_id``: the id of the result (default: from the source's
     name, else a hash of the source).
 
@@ -160,29 +156,25 @@ def import_workflow(data: bytes | str | Mapping[str, Any], *, allow_partial: boo
         ImportFailed: with every problem, when something cannot be converted and
             ``allow_partial`` is False, or when the result does not compile.
     """
-    import engine  # noqa: F401  - import order: the engine before the node modules
-
     doc = unwrap_download(parse_source(data))
     fmt = detect_format(doc)
-    registry = _registry(models)
+    registry = models
     if fmt == "flowloom":
-        return _import_flowloom(doc, registry, workflow_id)
+        return _import_flowloom(doc, catalog, registry, workflow_id)
     if fmt == "dify":
         from .dify import DifyImporter as Importer
     else:
         from .fastgpt import FastGPTImporter as Importer  # type: ignore[assignment]
-    importer = Importer(doc, allow_partial=allow_partial, registry=registry, model_map=model_map,
+    importer = Importer(doc, catalog=catalog, allow_partial=allow_partial, registry=registry, model_map=model_map,
                         workflow_id=workflow_id)
     return importer.run()
 
 
-def _import_flowloom(doc: dict[str, Any], registry: Any, workflow_id: str | None) -> ImportResult:
-    from ..compiler import check_workflow
-
-    out = normalise_workflow(doc)
+def _import_flowloom(doc: dict[str, Any], catalog: NodeCatalog, registry: Any, workflow_id: str | None) -> ImportResult:
+    out = normalise_workflow(doc, catalog)
     if workflow_id:
         out["id"] = workflow_id
-    problems = check_workflow(out, models=registry)
+    problems = check_workflow(out, catalog=catalog, models=registry)
     issues = [ImportIssue(f"compile_{p.code}", p.message + (f" (path {p.path})" if p.path else ""), p.node_id,
                           None, p.severity) for p in problems]
     if any(i.severity == "error" for i in issues):

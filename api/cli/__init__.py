@@ -1,0 +1,51 @@
+"""The ``flowloom`` command line.
+
+- ``validate FILE``, ``schema``, ``import FILE`` (:mod:`api.cli.files`): workflow files.
+- ``run FILE``, ``resume RUN_ID``, ``recover [RUN_ID]``, ``cancel RUN_ID``
+  (:mod:`api.cli.running`): executing runs, durably, through the run service.
+- ``runs``, ``runs prune``, ``show RUN_ID`` (:mod:`api.cli.inspect`): the run store.
+
+Exit codes: 0 success; 1 the run failed; 2 invalid workflow, inputs, usage or
+configuration; 3 paused, waiting for an answer; 130 interrupted or cancelled. Failures
+are messages, never tracebacks.
+"""
+
+from __future__ import annotations
+
+from typing import NoReturn
+
+from rich.text import Text
+
+from . import files, inspect, running  # noqa: F401  (each module adds its commands to the app)
+from .common import EXIT_INVALID, app, err
+
+__all__ = ["app", "main"]
+
+
+def main() -> None:
+    """Console entry point: :data:`app`, with configuration problems (a bad ``FLOWLOOM_*``
+    setting, an unreadable model registry, an unreachable store) reported as messages
+    with exit code 2 instead of tracebacks."""
+    try:
+        app()
+    except Exception as exc:
+        # Imported only on this path: engine.errors loads the whole engine package
+        # (networkx, jinja2, every schema), which --help does not need.
+        from pydantic import ValidationError
+
+        from engine.errors import FlowloomError
+
+        if isinstance(exc, ValidationError):  # a FLOWLOOM_* environment setting
+            _config_error("invalid setting:", [
+                f"FLOWLOOM_{'_'.join(str(part) for part in e['loc']).upper()}: {e['msg']}" for e in exc.errors()])
+        if isinstance(exc, (FlowloomError, OSError)):
+            _config_error("configuration problem:", [f"{type(exc).__name__}: {exc}"])
+        raise
+
+
+def _config_error(title: str, lines: list[str]) -> NoReturn:
+    console = err()
+    console.print(Text(title, style="bold red"))
+    for line in lines:
+        console.print(Text(f"  - {line}"))
+    raise SystemExit(EXIT_INVALID)

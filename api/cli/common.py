@@ -1,0 +1,187 @@
+"""Shared pieces of the ``flowloom`` command line: the Typer app, consoles, exit codes,
+problem printing, event views and settings.
+
+Imports here stay light (no SDKs, no database driver): ``flowloom --help`` and
+``flowloom validate`` load only what they use; commands import the rest when they run.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any, NoReturn, Protocol
+
+import typer
+from rich.console import Console
+from rich.text import Text
+
+__all__ = [
+    "EXIT_INTERRUPTED", "EXIT_INVALID", "EXIT_OK", "EXIT_PAUSED", "EXIT_RUN_FAILED", "JsonFlag", "JsonView",
+    "TerminalView", "View", "WorkflowFile", "abort", "app", "err", "node_titles", "out", "print_problems",
+    "settings", "write_json",
+]
+
+EXIT_OK, EXIT_RUN_FAILED, EXIT_INVALID, EXIT_PAUSED, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+app = typer.Typer(
+    name="flowloom",
+    help="Validate, run and manage Flowloom workflows and their runs.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_show_locals=False,
+)
+
+WorkflowFile = Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="workflow JSON file")]
+JsonFlag = Annotated[bool, typer.Option("--json", help="machine-readable output on stdout")]
+
+
+def out() -> Console:
+    """The console for results (stdout)."""
+    return Console(soft_wrap=True, highlight=False)
+
+
+def err() -> Console:
+    """The console for progress, questions and errors (stderr)."""
+    return Console(stderr=True, soft_wrap=True, highlight=False)
+
+
+def abort(title: str, lines: list[str]) -> NoReturn:
+    """Print ``title`` and ``lines`` on stderr, then exit 2."""
+    console = err()
+    console.print(Text(title, style="bold red"))
+    for line in lines:
+        console.print(Text(f"  - {line}"))
+    raise typer.Exit(EXIT_INVALID)
+
+
+def write_json(value: Any, indent: int | None = None) -> None:
+    """One JSON document on stdout."""
+    sys.stdout.write(json.dumps(value, indent=indent, ensure_ascii=False, default=str) + "\n")
+    sys.stdout.flush()
+
+
+def settings() -> Any:
+    """The process settings (``FLOWLOOM_*``); a bad value exits 2 naming the variable (see ``main``)."""
+    from engine.settings import get_settings
+
+    return get_settings()
+
+
+def node_titles(doc: dict[str, Any] | None) -> dict[str, str]:
+    """node id -> its title (``name``), for the nodes that have one."""
+    nodes = doc.get("nodes") if isinstance(doc, dict) else None
+    return {n["id"]: n["name"] for n in nodes or [] if isinstance(n, dict) and n.get("name") and isinstance(n.get("id"), str)}
+
+
+def named(node_id: str | None, titles: dict[str, str]) -> str:
+    """``title (id)`` when the node has a title, else the id: imported flows have opaque ids."""
+    if not node_id:
+        return ""
+    title = titles.get(node_id)
+    return f"{title} ({node_id})" if title and title != node_id else node_id
+
+
+def _problem_text(problem: Any, titles: dict[str, str] | None = None) -> Text:
+    """One problem on one line: severity, code, node, edge, field path, message."""
+    style = "red" if problem.severity == "error" else "yellow"
+    text = Text.assemble(("  " + problem.severity, style), " ", (problem.code, "bold"))
+    node = named(problem.node_id, titles or {})
+    for label, value in (("node", node), ("edge", problem.edge_id), ("path", problem.path)):
+        if value:
+            text.append(f"  {label}={value}")
+    return text.append(f"  {problem.message}")
+
+
+def print_problems(problems: list[Any], console: Console, titles: dict[str, str] | None = None) -> None:
+    """Errors first, then warnings, each group under its own heading."""
+    for severity, heading in (("error", "error(s)"), ("warning", "warning(s)")):
+        group = [p for p in problems if p.severity == severity]
+        if group:
+            console.print(Text(f"{len(group)} {heading}:", style="bold"))
+            for problem in group:
+                console.print(_problem_text(problem, titles))
+
+
+class View(Protocol):
+    """Shows a run's events as they come."""
+
+    def show(self, event: Any) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class JsonView:
+    """``--json``: one event per line on stdout, nothing else."""
+
+    def show(self, event: Any) -> None:
+        write_json(event.model_dump(mode="json"))
+
+    def close(self) -> None:
+        """Nothing to finish: the last event was the last line."""
+
+
+class TerminalView:
+    """A line per node event, answer text streamed as it arrives, then the outputs."""
+
+    _STATUS_MARK = {"succeeded": ("✓", "green"), "failed": ("✗", "red"), "skipped": ("-", "dim"),
+                    "cancelled": ("!", "yellow")}
+
+    def __init__(self, console: Console, titles: dict[str, str] | None = None) -> None:
+        self.console = console
+        self.titles = titles or {}
+        self._mid_line = False  # streamed text left the cursor mid-line
+
+    def show(self, event: Any) -> None:
+        handler = getattr(self, f"_on_{event.type}", None)
+        if handler is not None:
+            handler(event)
+
+    def close(self) -> None:
+        self._newline()
+
+    def _newline(self) -> None:
+        if self._mid_line:
+            self.console.print()
+            self._mid_line = False
+
+    def _line(self, *parts: str | tuple[str, str]) -> None:
+        self._newline()
+        self.console.print(Text.assemble(*parts))
+
+    def _on_run_started(self, event: Any) -> None:
+        self._line(("run ", "bold"), event.run_id, f"  workflow {event.workflow_id}")
+
+    def _name(self, event: Any) -> str:
+        """``title (node)`` or ``title (node#3)`` for round/item 3 of a loop."""
+        node = event.node_id if event.iteration is None else f"{event.node_id}#{event.iteration}"
+        title = self.titles.get(event.node_id)
+        return f"{title} ({node})" if title and title != event.node_id else node
+
+    def _on_node_started(self, event: Any) -> None:
+        attempt = f" (attempt {event.attempt})" if event.attempt > 1 else ""
+        self._line(("  ▶ ", "cyan"), (self._name(event), "bold"), f" [{event.kind}] started{attempt}")
+
+    def _on_node_delta(self, event: Any) -> None:
+        self.console.print(Text(event.text, style="dim italic" if event.channel == "reasoning" else ""), end="")
+        self._mid_line = not event.text.endswith("\n")
+
+    def _on_node_finished(self, event: Any) -> None:
+        status = str(event.status)
+        mark, style = self._STATUS_MARK.get(status, ("?", ""))
+        detail = f"  {event.error.get('message', '')}" if event.error else ""
+        timing = "" if status == "skipped" else f" in {event.elapsed_ms:.1f} ms"
+        self._line((f"  {mark} ", style), (self._name(event), "bold"), f" [{event.kind}] ", (status, style),
+                   timing + detail)
+
+    def _on_interrupt(self, event: Any) -> None:
+        self._line(("  ? ", "magenta"), (self._name(event), "bold"), f" [{event.kind}] waiting for an answer")
+
+    def _on_run_paused(self, event: Any) -> None:
+        self._line(("run paused", "bold magenta"), f": {len(event.interrupts)} question(s) waiting")
+
+    def _on_run_finished(self, event: Any) -> None:
+        self._line(("run succeeded", "bold green"), f" in {event.elapsed_ms:.1f} ms")
+        if event.outputs:
+            self.console.print(Text("outputs:", style="bold"))
+            self.console.print_json(data=event.outputs)

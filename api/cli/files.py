@@ -1,0 +1,142 @@
+"""``flowloom validate``, ``schema`` and ``import``: workflow files, no run store needed."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.console import Console
+from rich.text import Text
+
+from .common import EXIT_INVALID, JsonFlag, WorkflowFile, abort, app, err, node_titles, out, print_problems, settings, write_json
+from .running import load_workflow
+
+__all__ = ["import_", "schema", "validate"]
+
+
+def _summary(file: Path, doc: dict[str, Any], warnings: int) -> Text:
+    """``FILE: valid workflow 'id' (N nodes, M edges)`` for a workflow without errors."""
+    counts = f"{len(doc.get('nodes', []))} nodes, {len(doc.get('edges', []))} edges"
+    counts += f", {warnings} warning(s)" if warnings else ""
+    return Text.assemble((f"{file}: valid", "bold green"), f" workflow {doc.get('id')!r} ({counts})")
+
+
+@app.command()
+def validate(file: WorkflowFile, as_json: JsonFlag = False) -> None:
+    """Compile FILE and list every problem; exit 2 when there are errors (warnings do not fail)."""
+    from engine.compiler import check_workflow
+    from nodes import builtin_catalog
+    from nodes.model_registry import get_registry
+
+    doc, problems = load_workflow(file)
+    if doc is not None:
+        problems = check_workflow(doc, catalog=builtin_catalog(), models=get_registry(settings().models))
+    errors = [p for p in problems if p.severity == "error"]
+    if as_json:
+        write_json([p.to_dict() for p in problems], indent=2)
+    else:
+        print_problems(problems, out(), node_titles(doc))
+        if doc is not None and not errors:
+            out().print(_summary(file, doc, len(problems)))
+    if errors:
+        raise typer.Exit(EXIT_INVALID)
+
+
+def _issue_text(issue: Any, titles: dict[str, str] | None = None) -> Text:
+    """One import finding on one line: severity, code, source node (kind), message."""
+    style = "red" if issue.severity == "error" else "yellow"
+    text = Text.assemble(("  " + issue.severity, style), " ", (issue.code, "bold"))
+    if issue.node_id:
+        kind = f" ({issue.source_type})" if issue.source_type else ""
+        renamed = f" -> {issue.flowloom_id}" if issue.flowloom_id else ""
+        title = (titles or {}).get(issue.flowloom_id or issue.node_id)
+        text.append(f"  node={issue.node_id}{kind}{renamed}" + (f" {title!r}" if title else ""))
+    return text.append(f"  {issue.message}")
+
+
+def _print_issues(issues: list[Any], console: Console, *, imported: bool = False,
+                  titles: dict[str, str] | None = None) -> None:
+    """Errors (not converted; in a partial import: replaced) first, then warnings."""
+    not_converted = "not converted (replaced by failing placeholders or fallbacks)" if imported else "not converted"
+    for severity, heading in (("error", not_converted), ("warning", "converted with differences")):
+        group = [i for i in issues if i.severity == severity]
+        if group:
+            console.print(Text(f"{len(group)} {heading}:", style="bold"))
+            for issue in group:
+                console.print(_issue_text(issue, titles))
+
+
+@app.command("import")
+def import_(
+    file: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="FastGPT workflow JSON or Dify DSL YAML")],
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", dir_okay=False,
+                                                   help="write the Flowloom workflow here (default: stdout)")] = None,
+    allow_partial: Annotated[bool, typer.Option(
+        "--allow-partial", help="replace what cannot be converted by failing 'unsupported' placeholders "
+        "(and unknown models by 'default') instead of failing")] = False,
+    model: Annotated[Optional[list[str]], typer.Option(
+        "--model", "-m", metavar="SOURCE=NAME", help="use registry model NAME for the file's model SOURCE "
+        "(repeatable; '*=NAME' for every unknown model)")] = None,
+    workflow_id: Annotated[Optional[str], typer.Option("--id", help="id of the imported workflow")] = None,
+) -> None:
+    """Convert FILE (FastGPT JSON or Dify YAML) into a Flowloom workflow; print what was not converted.
+
+    Exit 2 listing every problem when something cannot be converted (unless
+    --allow-partial) or the result would not compile. Nothing in FILE is executed.
+    """
+    from nodes.importers import ImportFailed, import_workflow
+    from nodes import builtin_catalog
+    from nodes.model_registry import get_registry
+
+    mapping: dict[str, str] = {}
+    for pair in model or []:
+        source, sep, target = pair.partition("=")
+        if not sep or not source.strip() or not target.strip():
+            abort("invalid --model:", [f"{pair!r}: expected SOURCE=NAME"])
+        mapping[source.strip()] = target.strip()
+    try:
+        data = file.read_bytes()
+    except OSError as exc:
+        abort("cannot import:", [f"{file}: {exc}"])
+    try:
+        result = import_workflow(data, catalog=builtin_catalog(), models=get_registry(settings().models),
+                                 allow_partial=allow_partial, model_map=mapping, workflow_id=workflow_id or file.stem)
+    except ImportFailed as exc:
+        console = err()
+        fmt = f" ({exc.source_format})" if exc.source_format else ""
+        console.print(Text(f"cannot import {file}{fmt}:", style="bold red"))
+        _print_issues(exc.report, console)
+        if any(i.severity == "error" and i.code != "invalid_source" for i in exc.report) and not allow_partial:
+            console.print(Text("use --allow-partial to import anyway with failing placeholders, and --model "
+                               "SOURCE=NAME for unknown models", style="dim"))
+        raise typer.Exit(EXIT_INVALID) from None
+    text = json.dumps(result.workflow, indent=2, ensure_ascii=False) + "\n"
+    if output is None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    else:
+        try:
+            output.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            abort("cannot write the workflow:", [f"{output}: {exc}"])
+    console = err()
+    _print_issues(result.report, console, imported=True, titles=node_titles(result.workflow))
+    wf = result.workflow
+    placeholders = sum(1 for n in wf["nodes"] if n.get("type") == "unsupported")
+    where = f" -> {output}" if output is not None else ""
+    summary = Text.assemble((f"{file}: imported", "bold green"), f" {result.source_format} workflow {wf['id']!r} "
+                            f"({len(wf['nodes'])} nodes, {len(wf['edges'])} edges){where}")
+    if placeholders:
+        summary.append(f"; {placeholders} unsupported placeholder(s) fail when run", style="yellow")
+    console.print(summary)
+
+
+@app.command()
+def schema() -> None:
+    """Print the JSON Schema of the workflow format (every built-in node kind)."""
+    from nodes import builtin_catalog
+
+    write_json(builtin_catalog().json_schema(), indent=2)

@@ -1,0 +1,171 @@
+"""``flowloom runs``, ``runs prune`` and ``show``: reading the run store.
+
+Durations never include time spent waiting for a person; that time is shown apart
+(``waited``), as are tokens and cost.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.table import Table
+from rich.text import Text
+
+from .common import EXIT_OK, JsonFlag, abort, app, named, node_titles, out, write_json
+from .running import execute
+
+__all__ = ["prune", "runs", "show"]
+
+runs_app = typer.Typer(help="List runs (newest first); `flowloom runs prune` deletes old ones.",
+                       invoke_without_command=True, no_args_is_help=False)
+app.add_typer(runs_app, name="runs")
+
+
+def _when(ts: float | None) -> str:
+    return datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S") if ts else "-"
+
+
+def _seconds(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value * 1000:.0f} ms" if value < 1 else f"{value:.1f} s"
+
+
+def _questions(summary: Any) -> str:
+    texts = [str(i.get("payload", {}).get("description") or i.get("payload", {}).get("question") or i.get("kind"))
+             for i in summary.pending_interrupts]
+    return "; ".join(texts)
+
+
+@runs_app.callback()
+def runs(
+    ctx: typer.Context,
+    status: Annotated[Optional[str], typer.Option(help="only runs with this status (running, paused, succeeded, "
+                                                  "failed, cancelled, pending)")] = None,
+    workflow: Annotated[Optional[str], typer.Option(help="only runs of this workflow id")] = None,
+    chat: Annotated[Optional[str], typer.Option(help="only runs of this chat id")] = None,
+    limit: Annotated[int, typer.Option(min=1, max=10000, help="at most this many runs")] = 20,
+    as_json: JsonFlag = False,
+) -> None:
+    """List runs: id, workflow, status, started, duration, tokens, cost; paused runs with their questions."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from schemas.types import RunStatus
+
+    try:
+        wanted = RunStatus(status) if status else None
+    except ValueError:
+        abort("invalid --status:", [f"{status!r}: one of {', '.join(s.value for s in RunStatus)}"])
+
+    async def body(service: Any) -> int:
+        found = await service.list("default", status=wanted, workflow_id=workflow, chat_id=chat, limit=limit)
+        if as_json:
+            write_json([{**s.model_dump(mode="json"), "duration_s": s.duration_s} for s in found])
+            return EXIT_OK
+        if not found:
+            out().print("no runs")
+            return EXIT_OK
+        table = Table(show_edge=False, header_style="bold")
+        for column in ("run", "workflow", "status", "started", "duration", "waited", "tokens", "cost"):
+            table.add_column(column, no_wrap=column in ("run", "started"))
+        for s in found:
+            status_text = s.status.value + (f": {_questions(s)}" if s.pending_interrupts else "")
+            table.add_row(s.run_id, s.workflow_id, status_text, _when(s.started_at), _seconds(s.duration_s),
+                          _seconds(s.waited_s) if s.waited_s else "", str(s.tokens_in + s.tokens_out),
+                          f"{s.cost:.4f}" if s.cost else "")
+        out().print(table)
+        return EXIT_OK
+
+    raise typer.Exit(execute(body))
+
+
+@runs_app.command("prune")
+def prune(
+    older_than: Annotated[float, typer.Option("--older-than", min=0, help="delete runs that ended more than this "
+                                              "many days ago")],
+) -> None:
+    """Delete ended runs (with their node runs and events) older than --older-than days;
+    paused and running runs are kept."""
+
+    async def body(service: Any) -> int:
+        count = await service.prune("default", older_than)
+        out().print(f"deleted {count} run(s) that ended more than {older_than:g} day(s) ago")
+        return EXIT_OK
+
+    raise typer.Exit(execute(body))
+
+
+@app.command()
+def show(
+    run_id: Annotated[str, typer.Argument(help="the run to show")],
+    node: Annotated[Optional[str], typer.Option("--node", help="only the node runs of this node id")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Show a run and its node runs: titles, status, attempts, durations, waiting time, tokens,
+    cost, inputs, outputs, errors and agent rounds."""
+
+    async def body(service: Any) -> int:
+        summary = await service.get("default", run_id)
+        titles = node_titles(await service.workflow_of("default", run_id))
+        runs = [r for r in await service.node_runs("default", run_id) if node is None or r.node_id == node]
+        if as_json:
+            write_json({"run": {**summary.model_dump(mode="json"), "duration_s": summary.duration_s},
+                        "node_runs": [{**r.model_dump(mode="json", exclude={"pending"}),
+                                       "title": titles.get(r.node_id)} for r in runs]}, indent=2)
+            return EXIT_OK
+        _print_summary(summary)
+        for record in runs:
+            _print_node_run(record, titles)
+        return EXIT_OK
+
+    raise typer.Exit(execute(body))
+
+
+def _print_summary(summary: Any) -> None:
+    console = out()
+    console.print(Text.assemble(("run ", "bold"), summary.run_id, f"  workflow {summary.workflow_id}  ",
+                                (summary.status.value, "bold")))
+    console.print(f"  started {_when(summary.started_at)}  duration {_seconds(summary.duration_s)}"
+                  + (f"  waited for a person {_seconds(summary.waited_s)}" if summary.waited_s else "")
+                  + f"  tokens {summary.tokens_in}+{summary.tokens_out}  cost {summary.cost:.4f}")
+    if summary.error:
+        console.print(Text(f"  error: {summary.error.get('message')}", style="red"))
+    for interrupt in summary.pending_interrupts:
+        payload = interrupt.get("payload", {})
+        console.print(Text(f"  waiting: {payload.get('description') or payload.get('question') or interrupt['kind']}"
+                           f" (interrupt {interrupt['id']})", style="magenta"))
+
+
+def _print_node_run(record: Any, titles: dict[str, str]) -> None:
+    console = out()
+    where = f"#{record.iteration}" if record.iteration is not None else ""
+    took = (record.finished_at - record.started_at - record.waited_s
+            if record.finished_at and record.started_at else None)
+    usage = record.usage
+    line = Text.assemble(("• ", "cyan"), (named(record.node_id, titles) + where, "bold"), f" [{record.kind}] ",
+                         (record.status.value, "bold"), f"  attempts {record.attempts}  {_seconds(took)}")
+    if record.waited_s:
+        line.append(f"  waited {_seconds(record.waited_s)}")
+    if usage is not None and (usage.tokens_in or usage.tokens_out):
+        line.append(f"  tokens {usage.tokens_in}+{usage.tokens_out}  cost {usage.cost:.4f}")
+    console.print(line)
+    if record.inputs:
+        console.print(Text(f"    inputs: {_short(record.inputs)}", style="dim"))
+    if record.outputs is not None:
+        console.print(Text(f"    outputs: {_short(record.outputs)}"))
+    if record.error is not None:
+        console.print(Text(f"    error: {record.error.message}", style="red"))
+    for round_ in (record.data.get("agent_state") or {}).get("rounds", []) if isinstance(record.data, dict) else []:
+        console.print(Text(f"    round: {_short(round_)}", style="dim"))
+    for step in (record.outputs or {}).get("trace") or []:
+        console.print(Text(f"    tool call: {_short(step)}", style="dim"))
+
+
+def _short(value: Any, limit: int = 300) -> str:
+    import json
+
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= limit else text[:limit] + f"… ({len(text)} chars)"
+

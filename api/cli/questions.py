@@ -1,0 +1,74 @@
+"""Questions to a person on the terminal: show an interrupt, prompt for its answer, and
+say how to answer it later with ``flowloom resume``."""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Any
+
+from rich.text import Text
+
+from .common import err
+
+if TYPE_CHECKING:  # annotations only: importing schemas builds every pydantic model (not needed by --help)
+    from schemas.run import Interrupt
+
+__all__ = ["answer_hint", "ask", "show_question"]
+
+
+def _read_line(prompt: str) -> str | None:
+    """Show ``prompt`` on stderr and read one line from stdin; None at end of input."""
+    err().print(Text(prompt, style="bold magenta"), end="")
+    line = sys.stdin.readline()
+    return None if line == "" else line.rstrip("\n")
+
+
+def show_question(interrupt: Interrupt, with_choices: bool = True) -> None:
+    """Print an interrupt's question on stderr: text, why the last answer was refused, choices."""
+    payload = interrupt.payload
+    console = err()
+    if payload.get("description"):
+        console.print(Text(str(payload["description"]), style="bold"))
+    if payload.get("question"):  # agent interrupts (ask, confirm) carry a question
+        console.print(Text(str(payload["question"]), style="bold"))
+    for key in ("error", "errors"):
+        if payload.get(key):
+            console.print(Text(f"  {payload[key]}", style="red"))
+    if with_choices:
+        for option in payload.get("options", []):
+            console.print(Text(f"  [{option['id']}] {option['label']}"))
+        for field in payload.get("fields", []):
+            hint = f" one of {field['enum']}" if field.get("enum") else ""
+            console.print(Text(f"  {field['name']} ({field['type']}){hint}"))
+
+
+def answer_hint(interrupt: Interrupt) -> str:
+    """How to write the answer to ``interrupt`` on the command line."""
+    fields = [f["name"] for f in interrupt.payload.get("fields", [])]
+    if interrupt.kind == "form_input" and fields:
+        return "--answer '{" + ", ".join(f'"{name}": ...' for name in fields) + "}'"
+    options = [o["id"] for o in interrupt.payload.get("options", [])]
+    if options:
+        return f"--answer {options[0]}  (one of: {', '.join(options)}, or a label)"
+    if interrupt.kind == "confirm":
+        return "--answer approve  (or reject)"
+    return "--answer TEXT"
+
+
+def ask(interrupt: Interrupt) -> Any | None:
+    """Prompt for one interrupt's answer; None when stdin has ended (the run stays paused)."""
+    payload = interrupt.payload
+    console = err()
+    show_question(interrupt, with_choices=False)
+    if interrupt.kind == "form_input":
+        answer: dict[str, Any] = {}
+        for field in payload.get("fields", []):
+            hint = f" {field['enum']}" if field.get("enum") else ""
+            line = _read_line(f"  {field.get('label') or field['name']} ({field['type']}){hint}: ")
+            if line is None:
+                return None
+            answer[field["name"]] = line
+        return answer
+    for option in payload.get("options", []):
+        console.print(Text(f"  [{option['id']}] {option['label']}"))
+    return _read_line("answer: ")

@@ -1,0 +1,389 @@
+"""``flowloom run``, ``resume``, ``recover`` and ``cancel``: executing runs through the
+run service (durable: every node is checkpointed in the run store before the next).
+
+When a node asks a person something, ``run`` and ``resume`` prompt on the terminal
+(stderr) and read the answer from stdin, then continue; with ``--no-input``, or when
+stdin ends, the run stays paused in the run store. The first Ctrl-C cancels the run
+(it ends ``cancelled``, recorded), a second one stops waiting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import signal
+from contextlib import aclosing
+from pathlib import Path
+from typing import Annotated, Any, AsyncIterator, Callable, Optional
+
+import typer
+from rich.text import Text
+
+from .common import (
+    EXIT_INTERRUPTED,
+    EXIT_INVALID,
+    EXIT_OK,
+    EXIT_PAUSED,
+    EXIT_RUN_FAILED,
+    JsonFlag,
+    JsonView,
+    TerminalView,
+    View,
+    WorkflowFile,
+    abort,
+    app,
+    err,
+    named,
+    node_titles,
+    out,
+    print_problems,
+    settings,
+)
+from .questions import answer_hint, ask, show_question
+
+__all__ = ["cancel", "load_workflow", "recover", "resume", "run"]
+
+NoInputFlag = Annotated[bool, typer.Option("--no-input", help="never prompt: leave the run paused on a question")]
+_EXIT_FOR_STATUS = {"succeeded": EXIT_OK, "cancelled": EXIT_INTERRUPTED, "paused": EXIT_PAUSED}
+
+
+def load_workflow(path: Path) -> tuple[dict[str, Any] | None, list[Any]]:
+    """The workflow document in ``path``, or the problem that prevents reading it."""
+    from engine.errors import Problem
+
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:  # ValueError: JSON or UTF-8 decoding
+        return None, [Problem("invalid_document", f"cannot read {path} as JSON: {exc}")]
+    if not isinstance(doc, dict):
+        return None, [Problem("invalid_document", "a workflow must be a JSON object")]
+    return doc, []
+
+
+def _with_limits(doc: dict[str, Any], max_wall_time: float | None, max_node_executions: int | None) -> dict[str, Any]:
+    """A copy of ``doc`` whose ``limits`` carry the command-line overrides (``doc`` is untouched)."""
+    overrides = {k: v for k, v in (("max_wall_time", max_wall_time), ("max_node_executions", max_node_executions))
+                 if v is not None}
+    limits = doc.get("limits", {})
+    if not overrides or not isinstance(limits, dict):
+        return doc  # a malformed ``limits`` is reported by the compiler as it is
+    doc = copy.deepcopy(doc)
+    doc["limits"] = {**limits, **overrides}
+    return doc
+
+
+def compile_or_exit(doc: dict[str, Any] | None, problems: list[Any]) -> Any:
+    """Compile ``doc`` with the built-in catalog; on errors print every problem and exit 2."""
+    from engine.compiler import compile_workflow
+    from engine.errors import CompileError
+    from nodes import builtin_catalog
+    from nodes.model_registry import get_registry
+
+    try:
+        plan = (compile_workflow(doc, catalog=builtin_catalog(), models=get_registry(settings().models))
+                if doc is not None else None)
+    except CompileError as exc:
+        plan, problems = None, exc.problems
+    if plan is None:
+        err().print(Text("invalid workflow:", style="bold red"))
+        print_problems(problems, err(), node_titles(doc))
+        raise typer.Exit(EXIT_INVALID)
+    print_problems(list(plan.warnings), err(), node_titles(doc))
+    return plan
+
+
+def _read_inputs_file(path: Path) -> dict[str, Any]:
+    """The JSON object in ``path`` (values taken as typed JSON, not converted)."""
+    try:
+        values = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        abort("invalid inputs file:", [f"{path}: {exc}"])
+    if not isinstance(values, dict):
+        abort("invalid inputs file:", [f"{path}: expected a JSON object of input values"])
+    return values
+
+
+def _gather_inputs(plan: Any, pairs: list[str], inputs_file: Path | None) -> dict[str, Any]:
+    """Inputs from ``--inputs-file`` then ``--input NAME=VALUE`` (converted by declared type)."""
+    from engine.runner import coerce_input
+
+    values = _read_inputs_file(inputs_file) if inputs_file is not None else {}
+    declared = {var.name: var for var in plan.workflow.inputs}
+    errors: list[str] = []
+    for pair in pairs:
+        name, sep, text = pair.partition("=")
+        name = name.strip()
+        if not sep or not name:
+            errors.append(f"--input {pair!r}: expected NAME=VALUE")
+        elif name not in declared:
+            values[name] = text  # reported with the other input problems
+        else:
+            try:
+                values[name] = coerce_input(declared[name], text)
+            except ValueError as exc:
+                errors.append(str(exc))
+    if errors:
+        abort("invalid input value(s):", errors)
+    return values
+
+
+# ------------------------------------------------------------------- driving
+
+
+def _interrupts(summary: Any) -> list[Any]:
+    from schemas.run import Interrupt
+
+    return [Interrupt.model_validate(i) for i in summary.pending_interrupts]
+
+
+async def _stream(service: Any, events: AsyncIterator[Any], view: View) -> str | None:
+    """Show ``events``; Ctrl-C cancels the run through the service. Returns the run id seen."""
+    loop, task = asyncio.get_running_loop(), asyncio.current_task()
+    run_id: str | None = None
+    pending: list[asyncio.Task[Any]] = []
+
+    def on_sigint() -> None:
+        if pending:  # second Ctrl-C: stop waiting
+            assert task is not None
+            task.cancel()
+        elif run_id is not None:
+            pending.append(loop.create_task(service.cancel("default", run_id, "interrupted by the user (SIGINT)")))
+
+    try:
+        loop.add_signal_handler(signal.SIGINT, on_sigint)
+    except (NotImplementedError, RuntimeError, ValueError):
+        pass  # no loop signal handlers here (not the main thread): Ctrl-C stops at once
+    try:
+        async with aclosing(events) as stream:
+            async for event in stream:
+                run_id = event.run_id
+                view.show(event)
+    finally:
+        try:
+            loop.remove_signal_handler(signal.SIGINT)
+        except (NotImplementedError, RuntimeError, ValueError):
+            pass
+        await asyncio.gather(*pending, return_exceptions=True)
+    return run_id
+
+
+async def _drive(service: Any, run_id: str, first: Callable[[], AsyncIterator[Any]], view: View,
+                 prompt: bool) -> Any:
+    """Execute ``first()``'s events; on a pause prompt (when allowed) and resume. Returns the
+    run's final summary."""
+    events = first()
+    while True:
+        await _stream(service, events, view)
+        summary = await service.get("default", run_id)
+        if summary.status.value != "paused" or not prompt:
+            return summary
+        answers: dict[str, Any] = {}
+        for interrupt in _interrupts(summary):
+            answer = await asyncio.to_thread(ask, interrupt)
+            if answer is None:
+                return summary
+            answers[interrupt.id] = answer
+        events = service.resume("default", run_id, answers)
+
+
+def report_end(summary: Any, show_questions: bool, titles: dict[str, str]) -> int:
+    """On stderr: why the run failed (node and reason), that it was cancelled, or the
+    pending questions and how to answer them. Returns the exit code."""
+    status, error = summary.status.value, summary.error
+    if status == "failed" and error is not None:
+        where = f" at node {named(error.get('node_id'), titles)}" if error.get("node_id") else ""
+        err().print(Text.assemble((f"run failed{where}", "bold red"),
+                                  f" ({error.get('reason')}): {error.get('message')}"))
+    elif status == "cancelled":
+        err().print(Text("run cancelled", style="bold yellow"))
+    elif status == "paused":
+        pending = _interrupts(summary)
+        for interrupt in pending if show_questions else []:
+            show_question(interrupt)
+        ids = ", ".join(i.id for i in pending)
+        which = f" --interrupt {pending[0].id}" if len(pending) > 1 else ""
+        err().print(Text.assemble(("run paused", "bold magenta"), f": {summary.run_id} waits for interrupt(s) "
+                                  f"{ids}; continue with: flowloom resume {summary.run_id}{which} "
+                                  f"{answer_hint(pending[0])}"))
+    return _EXIT_FOR_STATUS.get(status, EXIT_RUN_FAILED)
+
+
+def execute(body: Callable[[Any], Any]) -> Any:
+    """Open the run service from the settings, run ``body(service)`` (a coroutine), close it.
+
+    Store and settings problems end the command with exit 2 and a message, never a
+    traceback; Ctrl-C while waiting ends it with 130.
+    """
+    from api.runtime import open_service
+    from engine.ports import RunNotFound, RunOwned, StoreError
+    from engine.service import RunNotResumable
+    from engine.errors import InvalidInputs, UnknownInterrupt
+
+    async def main() -> Any:
+        async with open_service(settings()) as service:
+            return await body(service)
+
+    try:
+        return asyncio.run(main())
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        err().print(Text("interrupted", style="bold yellow"))
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+    except InvalidInputs as exc:
+        abort("invalid inputs:", exc.problems)
+    except RunOwned as exc:
+        abort("run is owned by another process:", [str(exc)])
+    except (RunNotFound, RunNotResumable, UnknownInterrupt) as exc:
+        abort("cannot continue:", [str(exc)])
+    except StoreError as exc:
+        abort("run store problem:", [str(exc), "check FLOWLOOM_HOME / FLOWLOOM_DATABASE_URL"])
+
+
+# ------------------------------------------------------------------ commands
+
+
+@app.command()
+def run(
+    file: WorkflowFile,
+    inputs: Annotated[Optional[list[str]], typer.Option(
+        "--input", "-i", metavar="NAME=VALUE", help="an input, converted by its declared type (repeatable)")] = None,
+    inputs_file: Annotated[Optional[Path], typer.Option(
+        "--inputs-file", exists=True, dir_okay=False, help="JSON object of input values (--input wins)")] = None,
+    as_json: JsonFlag = False,
+    max_wall_time: Annotated[Optional[float], typer.Option(help="override limits.max_wall_time (seconds)")] = None,
+    max_node_executions: Annotated[Optional[int], typer.Option(help="override limits.max_node_executions")] = None,
+    chat_id: Annotated[Optional[str], typer.Option("--chat-id", help="conversation id (sys.chat_id); earlier "
+                                                   "turns of the chat become sys.history")] = None,
+    message: Annotated[Optional[str], typer.Option(
+        "--message", help="the user's message (sys.query, and the `query` input when the workflow declares one); "
+                          "in a chat with a paused run it answers its question")] = None,
+    no_input: NoInputFlag = False,
+) -> None:
+    """Run FILE, streaming node progress and the answer (with --json: one event per line).
+
+    The run is saved in the run store as it goes: `flowloom runs`, `show`, `cancel`."""
+    doc, problems = load_workflow(file)
+    if doc is not None:
+        doc = _with_limits(doc, max_wall_time, max_node_executions)
+    plan = compile_or_exit(doc, problems)
+    assert doc is not None
+    values = _gather_inputs(plan, inputs or [], inputs_file)
+    titles = node_titles(doc)
+    view: View = JsonView() if as_json else TerminalView(out(), titles)
+    # Workflows used as tools are looked up next to FILE too, wherever the command runs from.
+    current = settings()
+    if not current.workflow_path:
+        current.workflow_path = [file.resolve().parent, Path("workflows"), Path("examples")]
+
+    async def body(service: Any) -> int:
+        if chat_id and message is not None:
+            waiting = await service.answer_chat("default", chat_id, message)
+            if waiting is not None:
+                first = waiting
+                summary = await _drive(service, await _run_id_of(service, chat_id), lambda: first, view,
+                                       not no_input)
+                view.close()
+                return report_end(summary, no_input, titles)
+        state = await service.prepare(doc, values, chat_id=chat_id, message=message)
+        summary = await _drive(service, state.run_id, lambda: service.execute("default", state.run_id), view,
+                               not no_input)
+        view.close()
+        return report_end(summary, no_input, titles)
+
+    raise typer.Exit(execute(body))
+
+
+async def _run_id_of(service: Any, chat_id: str) -> str:
+    """The id of the chat's paused run (the one :meth:`answer_chat` resumes)."""
+    from schemas.types import RunStatus
+
+    (summary,) = await service.list("default", status=RunStatus.paused, chat_id=chat_id, limit=1)
+    return summary.run_id
+
+
+@app.command()
+def resume(
+    run_id: Annotated[str, typer.Argument(help="id of a paused run, or of a run whose process died")],
+    answer: Annotated[Optional[str], typer.Option("--answer", "-a", help="the answer to a paused run's question: "
+                                                  "an option id or label, or a JSON object for a form")] = None,
+    interrupt: Annotated[Optional[str], typer.Option("--interrupt", help="which pending interrupt to answer "
+                                                     "(needed when several are pending)")] = None,
+    as_json: JsonFlag = False,
+    no_input: NoInputFlag = False,
+) -> None:
+    """Continue a run from the run store: a paused run with --answer, or a run whose
+    process died (killed, crashed) from its last checkpoint."""
+    view_holder: list[View] = []
+
+    async def body(service: Any) -> int:
+        from engine.service import bind_single_answer
+
+        summary = await service.get("default", run_id)
+        titles = node_titles(await service.workflow_of("default", run_id))
+        view = JsonView() if as_json else TerminalView(out(), titles)
+        view_holder.append(view)
+        if summary.status.value == "paused":
+            if answer is None:
+                report_end(summary, True, titles)
+                abort("cannot resume:", [f"run {run_id} is paused: give the answer with --answer"])
+            answers = bind_single_answer(summary, answer, interrupt)
+            first = lambda: service.resume("default", run_id, answers)  # noqa: E731
+        elif summary.status.value in ("running", "pending"):
+            first = lambda: service.recover("default", run_id)  # noqa: E731
+        else:
+            abort("cannot resume:", [f"run {run_id} has already ended ({summary.status.value})"])
+        final = await _drive(service, run_id, first, view, not no_input)
+        view.close()
+        return report_end(final, no_input, titles)
+
+    raise typer.Exit(execute(body))
+
+
+@app.command()
+def recover(
+    run_id: Annotated[Optional[str], typer.Argument(help="the run to continue (default: list the runs that can be)")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Continue a run whose process died from its last checkpoint; without RUN_ID, list
+    the runs that are running or pending with no live owner."""
+    if run_id is not None:
+        resume(run_id, None, None, as_json, True)
+
+    async def body(service: Any) -> int:
+        found = await service.recoverable("default")
+        if as_json:
+            from .common import write_json
+
+            write_json([s.model_dump(mode="json") for s in found])
+        elif not found:
+            out().print("no run needs recovering")
+        for summary in [] if as_json else found:
+            out().print(Text.assemble((summary.run_id, "bold"), f"  {summary.workflow_id}  {summary.status.value}  "
+                                      f"continue with: flowloom resume {summary.run_id}"))
+        return EXIT_OK
+
+    raise typer.Exit(execute(body))
+
+
+@app.command()
+def cancel(
+    run_id: Annotated[str, typer.Argument(help="the run to stop")],
+    wait: Annotated[float, typer.Option(help="seconds to wait for a running run to end")] = 5.0,
+) -> None:
+    """Stop a run from any process: a running run ends `cancelled` within about a second
+    (its running nodes are recorded as cancelled); a paused or pending run ends at once."""
+
+    async def body(service: Any) -> int:
+        summary = await service.cancel("default", run_id, "cancelled with flowloom cancel")
+        deadline = asyncio.get_running_loop().time() + wait
+        while summary.status.value not in ("cancelled", "succeeded", "failed"):
+            if asyncio.get_running_loop().time() > deadline:
+                err().print(Text(f"cancel requested; run {run_id} is still {summary.status.value}", style="yellow"))
+                return EXIT_RUN_FAILED
+            await asyncio.sleep(0.1)
+            summary = await service.get("default", run_id)
+        style = "bold yellow" if summary.status.value == "cancelled" else "bold"
+        out().print(Text.assemble((f"run {run_id} {summary.status.value}", style)))
+        return EXIT_OK
+
+    raise typer.Exit(execute(body))

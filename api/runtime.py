@@ -1,0 +1,52 @@
+"""Wiring: the run service and its storage, built from :class:`~engine.settings.Settings`.
+
+The one place that picks implementations for the engine's ports: the SQL run store
+(``Settings.database_url``, else SQLite at ``<home>/flowloom.db``), node memory (Redis
+with ``Settings.redis_url``, else files under ``<home>/memory``), the model registry
+(``Settings.models``, else the bundled one), the built-in node catalog and the
+workflow directories for workflow tools. The CLI uses it now; the HTTP API and the
+queue workers use the same function.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import AsyncIterator
+
+from engine.service import RunService, Stores
+from engine.settings import Settings
+from engine.workflow_store import WorkflowStore
+from nodes import builtin_catalog
+from nodes.model_registry import get_registry
+from workers.memory import memory_store_for
+from workers.sql import SqlStore, default_database_url
+
+__all__ = ["database_url", "open_service"]
+
+
+def database_url(settings: Settings) -> str:
+    """``settings.database_url``, else the embedded SQLite file under ``settings.home``."""
+    return settings.database_url or default_database_url(settings.home)
+
+
+@contextlib.asynccontextmanager
+async def open_service(settings: Settings) -> AsyncIterator[RunService]:
+    """A :class:`RunService` over the stores ``settings`` name; closes them on exit.
+
+    The database is created and migrated on first use (no setup step).
+
+    Raises:
+        StoreError: the database cannot be reached or migrated (names the URL, password masked).
+        ModelConfigError: the model registry file is invalid.
+    """
+    registry = get_registry(settings.models)
+    store = await SqlStore.open(database_url(settings))
+    memory = memory_store_for(settings)
+    try:
+        yield RunService(catalog=builtin_catalog(), stores=Stores(runs=store, events=store, commands=store, chats=store),
+                         settings=settings, models=registry, memory=memory,
+                         workflows=WorkflowStore.from_settings(settings))
+    finally:
+        with contextlib.suppress(Exception):
+            await memory.close()
+        await store.close()

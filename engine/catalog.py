@@ -1,0 +1,213 @@
+"""The node catalog contract: what the engine needs to know about node kinds.
+
+The engine never names a node kind. It compiles and runs whatever catalog it is
+given: for each kind, a :class:`KindSpec` with the config model (fields, handles,
+outputs, templates), the executor class (behaviour) and the traits the compiler
+and the scheduler act on. ``nodes/`` builds the built-in catalog; tests and
+embedders build their own (``catalog.with_kinds(...)``).
+
+Executors are built once per compiled plan and shared by every run of that plan:
+they may precompute from their config but must keep no per-run state (that belongs
+in :class:`~schemas.run.RunState`).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Iterator, Literal, Mapping, TypeVar
+
+from pydantic import TypeAdapter
+
+from schemas.nodes import NodeConfig
+from schemas.workflow import NodeBase, node_model, workflow_json_schema
+
+if TYPE_CHECKING:
+    from .context import NodeContext, NodeResult
+
+__all__ = ["KindSpec", "NodeCatalog", "NodeExecutor"]
+
+C = TypeVar("C", bound=NodeConfig)
+
+
+class NodeExecutor(Generic[C]):
+    """Base of node behaviour: ``run(ctx)`` executes one attempt of one node.
+
+    Subclasses name their kind with ``class X(NodeExecutor[XConfig], kind="x")``
+    (informational: the catalog, not the class, decides which kinds exist).
+    ``run`` raises to fail the attempt and returns a :class:`~engine.context.NodeResult`
+    (outputs and the handles taken) to succeed.
+    """
+
+    kind: ClassVar[str] = ""
+
+    def __init_subclass__(cls, kind: str | None = None, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if kind is not None:
+            cls.kind = kind
+
+    def __init__(self, node: NodeBase) -> None:
+        self.node = node
+        self.config: C = node.config  # type: ignore[assignment]
+
+    async def run(self, ctx: "NodeContext") -> "NodeResult":
+        """Execute the node once (one attempt). Raise to fail; return outputs + handles."""
+        raise NotImplementedError
+
+
+Collects = Literal["outputs", "answer"]
+
+
+@dataclass(frozen=True, slots=True)
+class KindSpec:
+    """One node kind as the engine sees it.
+
+    - ``config``: the pydantic config model (its ``handles``/``outputs``/``templates``).
+    - ``executor``: the behaviour class, built per node with ``executor(node)``, or its
+      import path ``"package.module:Class"``, imported the first time a plan needs it
+      (checking a workflow then never imports the model SDKs behind the LLM nodes).
+    - ``entry``: the run starts here (exactly one node of such a kind per workflow).
+    - ``container``: nodes whose ``parent`` is such a node form a body it runs per
+      item / round / tool call.
+    - ``interactive``: it pauses the run to ask a person (not allowed inside loop bodies,
+      since a body round cannot be checkpointed half-way).
+    - ``collects``: ``"outputs"`` - its outputs become the run's outputs;
+      ``"answer"`` - its ``answer`` output joins the run's answer text.
+    - ``inside``: kinds of container this kind must be inside (empty: anywhere).
+    - ``icon``, ``category``: how the canvas and the catalog listing present it.
+    """
+
+    kind: str
+    config: type[NodeConfig]
+    executor: type[NodeExecutor[Any]] | str
+    entry: bool = False
+    container: bool = False
+    interactive: bool = False
+    collects: Collects | None = None
+    inside: frozenset[str] = frozenset()
+    icon: str = ""
+    category: str = ""
+
+    def executor_class(self) -> type[NodeExecutor[Any]]:
+        """The executor class (imported on first use when given as a path).
+
+        Raises:
+            ImportError: the path names no importable class.
+        """
+        if isinstance(self.executor, str):
+            return _load(self.executor)
+        return self.executor
+
+    @property
+    def executor_path(self) -> str:
+        """``module:Class`` of the executor."""
+        if isinstance(self.executor, str):
+            return self.executor
+        return f"{self.executor.__module__}:{self.executor.__qualname__}"
+
+    @property
+    def title(self) -> str:
+        """The kind's display name (the config class's ``title``)."""
+        return self.config.title or self.kind
+
+    @property
+    def description(self) -> str:
+        """The kind's description: the first paragraph of the config class's docstring."""
+        return (self.config.__doc__ or "").strip().split("\n\n")[0].replace("\n", " ")
+
+
+@dataclass(frozen=True, eq=False)  # compared and hashed by identity (the schema cache keys on it)
+class NodeCatalog:
+    """An immutable set of node kinds (kind -> :class:`KindSpec`).
+
+    Raises:
+        ValueError: on construction, when two specs share a kind or a spec's config
+            class declares another kind.
+    """
+
+    specs: Mapping[str, KindSpec]
+    containers: frozenset[str] = field(init=False)
+    fingerprint: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        for kind, spec in self.specs.items():
+            if spec.kind != kind:
+                raise ValueError(f"catalog entry {kind!r} holds the spec of kind {spec.kind!r}")
+            if spec.config.kind and spec.config.kind != kind:
+                raise ValueError(f"kind {kind!r}: config class {spec.config.__name__} declares kind {spec.config.kind!r}")
+        object.__setattr__(self, "specs", dict(self.specs))
+        object.__setattr__(self, "containers", frozenset(k for k, s in self.specs.items() if s.container))
+        # The plan cache keys on this: two catalogs with the same classes compile alike.
+        text = "|".join(f"{k}={s.config.__module__}.{s.config.__qualname__}/{s.executor_path}"
+                        for k, s in sorted(self.specs.items()))
+        object.__setattr__(self, "fingerprint", hashlib.sha256(text.encode()).hexdigest()[:16])
+
+    @classmethod
+    def of(cls, *specs: KindSpec) -> "NodeCatalog":
+        """A catalog of ``specs``.
+
+        Raises:
+            ValueError: a kind appears twice.
+        """
+        by_kind: dict[str, KindSpec] = {}
+        for spec in specs:
+            if spec.kind in by_kind:
+                raise ValueError(f"node kind {spec.kind!r} appears twice in the catalog")
+            by_kind[spec.kind] = spec
+        return cls(by_kind)
+
+    def with_kinds(self, *specs: KindSpec) -> "NodeCatalog":
+        """A new catalog with ``specs`` added (a spec replaces the kind of the same name)."""
+        return NodeCatalog({**self.specs, **{s.kind: s for s in specs}})
+
+    def __contains__(self, kind: object) -> bool:
+        return kind in self.specs
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.specs)
+
+    def __len__(self) -> int:
+        return len(self.specs)
+
+    def get(self, kind: str) -> KindSpec | None:
+        """The spec of ``kind``, or None when the catalog does not have it."""
+        return self.specs.get(kind)
+
+    def __getitem__(self, kind: str) -> KindSpec:
+        return self.specs[kind]
+
+    def kinds(self) -> list[str]:
+        """Every kind, sorted."""
+        return sorted(self.specs)
+
+    def node_model(self, kind: str) -> type[NodeBase]:
+        """The pydantic model of a node of ``kind``. Raises KeyError for an unknown kind."""
+        return node_model(self.specs[kind].config, kind)
+
+    def executor(self, node: NodeBase) -> NodeExecutor[Any]:
+        """Build the executor of ``node``. Raises KeyError for an unknown kind."""
+        return self.specs[node.type].executor_class()(node)
+
+    def json_schema(self) -> dict[str, Any]:
+        """JSON Schema (draft 2020-12) of workflows made of this catalog's kinds."""
+        return _schema(self)
+
+    def config_schema(self, kind: str) -> dict[str, Any]:
+        """JSON Schema of ``kind``'s config. Raises KeyError for an unknown kind."""
+        return TypeAdapter(self.specs[kind].config).json_schema(by_alias=True)
+
+
+@functools.cache
+def _load(path: str) -> type[NodeExecutor[Any]]:
+    module, _, name = path.partition(":")
+    cls = getattr(importlib.import_module(module), name, None)
+    if not (isinstance(cls, type) and issubclass(cls, NodeExecutor)):
+        raise ImportError(f"{path!r} is not a node executor class")
+    return cls
+
+
+@functools.lru_cache(maxsize=8)
+def _schema(catalog: NodeCatalog) -> dict[str, Any]:
+    return workflow_json_schema({k: s.config for k, s in catalog.specs.items()})

@@ -1,0 +1,244 @@
+"""The ports through which storage and control enter the engine.
+
+The engine owns the run lifecycle but stores nothing itself: it talks to these
+protocols, and implementations live outside it (``workers/``: SQL through SQLModel,
+node memory in local files or Redis). Every method is async; every query names its
+tenant, so one store serves many tenants without leaking rows between them.
+
+- :class:`RunStore`: runs, their node runs, the workflow documents they ran, owner
+  leases (one process executes a run at a time) and retention.
+- :class:`EventLog`: the durable events of a run (everything except text deltas),
+  readable from a sequence number, so a watcher can catch up on what it missed.
+- :class:`CommandChannel`: commands (cancel) sent to a run from any process.
+- :class:`ChatStore`: chats and their messages; the messages of a chat become the
+  ``sys.history`` of its next run.
+- :class:`MemoryStore`: node memory, small JSON values kept across runs (hints such as
+  a classifier's last category); never what a paused run needs to continue.
+- :class:`ModelCatalog`: the model names the compiler checks references against.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
+
+from schemas.records import ChatMessage, OwnerInfo, RunCommand, RunSummary
+from schemas.run import NodeRun, RunState
+from schemas.types import RunStatus
+
+from .errors import FlowloomError
+
+__all__ = [
+    "ChatStore",
+    "CheckpointDelta",
+    "CommandChannel",
+    "EventLog",
+    "MemoryStore",
+    "ModelCatalog",
+    "RunExists",
+    "RunNotFound",
+    "RunOwned",
+    "RunStore",
+    "LeaseLost",
+    "StoreError",
+    "node_memory_key",
+]
+
+
+class StoreError(FlowloomError):
+    """A storage problem a person can act on (unreachable database, missing record)."""
+
+
+class RunNotFound(StoreError, KeyError):
+    """No run (or workflow document) with that id for this tenant."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "run not found"
+
+
+class RunExists(StoreError):
+    """A run with that id already exists."""
+
+
+class RunOwned(StoreError):
+    """Another process owns the run (its lease has not expired); ``owner`` names it."""
+
+    def __init__(self, message: str, owner: OwnerInfo | None = None):
+        super().__init__(message)
+        self.owner = owner
+
+
+class LeaseLost(StoreError):
+    """This process no longer owns the run (its lease expired and another took it)."""
+
+
+@dataclass(slots=True)
+class CheckpointDelta:
+    """What changed since the previous checkpoint of a run.
+
+    ``node_ids``: keys of ``RunState.node_runs`` whose node run was created or changed;
+    ``history_from``: index into ``RunState.history`` of the first entry not saved yet.
+    Checkpoints carry a delta, not the whole state, so a run of N nodes costs O(N)
+    writes in total instead of O(N^2). Edge statuses and the ready list are not saved:
+    they follow from the node runs and the plan (the scheduler rebuilds them).
+    """
+
+    node_ids: list[str]
+    history_from: int = 0
+
+
+@runtime_checkable
+class RunStore(Protocol):
+    """Durable runs (see module docstring). ``LeaseLost``/``RunOwned``/``RunNotFound`` are
+    the only errors callers are expected to handle; others mean the store is broken."""
+
+    async def put_workflow(self, tenant_id: str, doc: Mapping[str, Any]) -> str:
+        """Keep ``doc`` under its content hash (idempotent); returns the hash."""
+        ...
+
+    async def get_workflow(self, tenant_id: str, content_hash: str) -> dict[str, Any]:
+        """The document kept under ``content_hash``. Raises RunNotFound."""
+        ...
+
+    async def create_run(self, state: RunState, *, owner: OwnerInfo | None = None) -> None:
+        """Insert a new run (inputs, system variables, status) owned by ``owner``. Raises RunExists."""
+        ...
+
+    async def checkpoint(self, state: RunState, delta: CheckpointDelta, *, owner_id: str | None) -> None:
+        """Commit the run's state and the node runs in ``delta`` in one transaction.
+
+        With ``owner_id`` the write happens only while that owner holds the run (the
+        lease is renewed by the same write). Raises LeaseLost otherwise.
+        """
+        ...
+
+    async def load_run(self, tenant_id: str, run_id: str) -> RunState:
+        """The run's state as last checkpointed (node runs and history included). Raises RunNotFound."""
+        ...
+
+    async def get_run(self, tenant_id: str, run_id: str) -> RunSummary:
+        """The run's summary. Raises RunNotFound."""
+        ...
+
+    async def list_runs(self, tenant_id: str, *, status: RunStatus | None = None, workflow_id: str | None = None,
+                        chat_id: str | None = None, limit: int = 50) -> list[RunSummary]:
+        """Newest first."""
+        ...
+
+    async def list_node_runs(self, tenant_id: str, run_id: str) -> list[NodeRun]:
+        """Every saved node run of the run (earlier loop rounds included), in start order."""
+        ...
+
+    async def claim(self, tenant_id: str, run_id: str, owner: OwnerInfo, *, take_from: str | None = None) -> None:
+        """Become the run's owner until ``owner.lease_until``: allowed when nobody owns it,
+        the lease expired, ``owner.id`` already owns it, or the owner is ``take_from``
+        (known to be gone). Raises RunOwned naming the current owner, RunNotFound."""
+        ...
+
+    async def renew(self, run_id: str, owner_id: str, lease_until: float) -> None:
+        """Extend the lease. Raises LeaseLost when ``owner_id`` no longer owns the run."""
+        ...
+
+    async def release(self, run_id: str, owner_id: str) -> None:
+        """Give the run up (no-op when ``owner_id`` does not own it)."""
+        ...
+
+    async def prune(self, tenant_id: str, finished_before: float) -> int:
+        """Delete runs that ended before ``finished_before`` with their node runs, events
+        and commands; returns how many runs were deleted. Paused and running runs stay."""
+        ...
+
+    async def close(self) -> None:
+        """Release connections."""
+        ...
+
+
+@runtime_checkable
+class EventLog(Protocol):
+    """Durable events of runs, ordered by their sequence number."""
+
+    async def append(self, tenant_id: str, run_id: str, events: Sequence[Any]) -> None:
+        """Append event models (each has ``seq``); an event already stored is ignored."""
+        ...
+
+    async def read(self, tenant_id: str, run_id: str, after_seq: int = 0, limit: int = 1000) -> list[dict[str, Any]]:
+        """Events with ``seq > after_seq`` as JSON objects, oldest first."""
+        ...
+
+
+@runtime_checkable
+class CommandChannel(Protocol):
+    """Commands to runs from any process; kept until the run ends (a late listener sees them)."""
+
+    async def send(self, tenant_id: str, command: RunCommand) -> None:
+        """Deliver ``command`` to its run. Raises RunNotFound."""
+        ...
+
+    async def poll(self, run_id: str, after_id: int = 0) -> list[RunCommand]:
+        """Commands for ``run_id`` with ``id > after_id``, oldest first."""
+        ...
+
+
+@runtime_checkable
+class ChatStore(Protocol):
+    """Chats and their messages."""
+
+    async def add_message(self, message: ChatMessage) -> None:
+        """Insert a message (the chat is created with its first message)."""
+        ...
+
+    async def update_message(self, message: ChatMessage) -> None:
+        """Replace a message's status and parts."""
+        ...
+
+    async def messages(self, tenant_id: str, chat_id: str, limit: int = 100) -> list[ChatMessage]:
+        """The chat's last ``limit`` messages, oldest first."""
+        ...
+
+
+@runtime_checkable
+class MemoryStore(Protocol):
+    """Node memory: JSON values under string keys, with an optional time to live (seconds)."""
+
+    async def get(self, key: str, default: Any = None) -> Any:
+        """The value, or ``default`` when missing or expired."""
+        ...
+
+    async def set(self, key: str, value: Any, *, ttl: float | None = None) -> None:
+        """Store a JSON value. Raises TypeError/ValueError for values that are not JSON."""
+        ...
+
+    async def delete(self, key: str) -> bool:
+        """True when a live value was removed."""
+        ...
+
+    async def close(self) -> None:
+        """Release connections."""
+        ...
+
+
+def node_memory_key(tenant_id: str, workflow_id: str, node_id: str, chat_id: str, slot: str = "state") -> str:
+    """Key of one node's memory in one chat: ``node:<tenant>:<workflow>:<node>:<chat>:<slot>``.
+
+    Namespaced by tenant and workflow so two tenants (or two workflows reusing a node id)
+    never read each other's hints.
+    """
+    return f"node:{tenant_id}:{workflow_id}:{node_id}:{chat_id}:{slot}"
+
+
+@runtime_checkable
+class ModelCatalog(Protocol):
+    """Model names the compiler checks ``model`` fields against."""
+
+    @property
+    def fingerprint(self) -> str:
+        """Changes whenever the set of models changes (part of the plan cache key)."""
+        ...
+
+    def has(self, name: str) -> bool:
+        """True when ``name`` is a model of the registry."""
+        ...
+
+    def names(self) -> list[str]:
+        """Every model name."""
+        ...

@@ -1,0 +1,519 @@
+"""The run lifecycle: the one implementation of start, resume, answer, cancel, recover,
+get, list and watch. The CLI calls it now; the API routes and queue jobs call the same
+functions with ids only.
+
+What it guarantees, whatever process calls it:
+
+- **Durable**: the workflow document, the inputs and every node's result are in the
+  run store before the node's successors start (one checkpoint per node). A process
+  killed at any point leaves a run that :meth:`RunService.recover` continues: finished
+  nodes never run again, the node that was running runs again.
+- **One owner at a time**: executing a run first claims it (a lease renewed while it
+  runs). A second process gets :class:`~engine.ports.RunOwned` naming the owner. A
+  lease expires after ``Settings.lease_ttl`` seconds without renewal, and at once when
+  its owner was a process of this host that no longer exists.
+- **Cancel from anywhere**: :meth:`RunService.cancel` sends a command; the executing
+  process polls for it every quarter second, cancels the node in progress and ends the
+  run ``cancelled`` exactly once. A paused run is cancelled directly.
+- **Chats**: a run with a chat id gets the chat's earlier messages as ``sys.history``;
+  every turn stores one user message and exactly one assistant message, with the
+  partial text and the status when the turn was stopped or failed.
+- **Events**: every event goes to the caller's iterator; every event but text deltas
+  is also appended to the durable event log, so a watcher can replay from any sequence
+  number (:meth:`RunService.watch`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator, Mapping
+
+from schemas.events import NodeDelta
+from schemas.records import (
+    DEFAULT_TENANT,
+    ChatMessage,
+    CommandKind,
+    MessagePart,
+    MessageStatus,
+    OwnerInfo,
+    RunCommand,
+    RunSummary,
+)
+from schemas.run import NodeError, NodeRun, RunState
+from schemas.types import NodeRunStatus, RunStatus
+
+from .catalog import NodeCatalog
+from .compiler import CompiledPlan, compile_workflow
+from .context import CancelToken, RunDeps, WorkflowSource
+from .errors import FlowloomError, UnknownInterrupt
+from .ports import (
+    ChatStore,
+    CheckpointDelta,
+    CommandChannel,
+    EventLog,
+    LeaseLost,
+    MemoryStore,
+    ModelCatalog,
+    RunOwned,
+    RunStore,
+)
+from .runner import answer_interrupts, new_run_state, stream_workflow
+from .settings import Settings
+
+__all__ = ["RunNotResumable", "RunService", "Stores", "bind_single_answer"]
+
+#: seconds between two polls for commands (cancel is seen within this plus one node step)
+COMMAND_POLL_S = 0.25
+#: seconds between two polls of the event log by a watcher in another process
+WATCH_POLL_S = 0.2
+_ENDED = frozenset({RunStatus.succeeded, RunStatus.failed, RunStatus.cancelled})
+
+
+class RunNotResumable(FlowloomError):
+    """The run is not in a state the request needs (e.g. resuming a finished run)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Stores:
+    """The storage ports a :class:`RunService` uses (one object may implement several)."""
+
+    runs: RunStore
+    events: EventLog
+    commands: CommandChannel
+    chats: ChatStore
+
+
+@dataclass(slots=True)
+class _Live:
+    """A run executing in this process: its cancel token and its live watchers."""
+
+    token: CancelToken
+    watchers: list[asyncio.Queue[Any]] = field(default_factory=list)
+
+
+class RunService:
+    """The run lifecycle over the storage ports (module docstring).
+
+    ``catalog`` compiles workflows; ``models``, ``memory`` and ``workflows`` go to every
+    run's :class:`RunDeps`. One service per process is enough; it is safe to use from
+    many tasks at once.
+    """
+
+    def __init__(self, *, catalog: NodeCatalog, stores: Stores, settings: Settings,
+                 models: ModelCatalog | None = None, memory: MemoryStore | None = None,
+                 workflows: WorkflowSource | None = None) -> None:
+        self.catalog = catalog
+        self.stores = stores
+        self.settings = settings
+        self.models = models
+        self.memory = memory
+        self.workflows = workflows
+        self._live: dict[str, _Live] = {}
+
+    # ------------------------------------------------------------------ plans
+
+    def compile(self, doc: Mapping[str, Any]) -> CompiledPlan:
+        """Compile ``doc`` with this service's catalog and models. Raises CompileError."""
+        return compile_workflow(doc, catalog=self.catalog, models=self.models)
+
+    async def _plan_of(self, state: RunState) -> CompiledPlan:
+        doc = await self.stores.runs.get_workflow(state.tenant_id, state.workflow_hash)
+        return self.compile(doc)
+
+    # ------------------------------------------------------------------ start
+
+    async def prepare(self, doc: Mapping[str, Any], inputs: Mapping[str, Any], *, tenant_id: str = DEFAULT_TENANT,
+                      chat_id: str | None = None, user_id: str | None = None, message: str | None = None,
+                      run_id: str | None = None, workflow_version: str | None = None) -> RunState:
+        """Create a run (status ``pending``) without executing it; returns its state.
+
+        Stores the workflow document under its hash, the run with its validated inputs
+        and, in a chat, the user's message and an empty assistant message (it exists
+        before the model streams). ``message`` is the user's text: ``sys.query``, and
+        the ``query`` input when the workflow declares one and it is not given.
+
+        Raises:
+            CompileError: the document does not compile.
+            InvalidInputs: the inputs do not fit the workflow's declared inputs.
+        """
+        plan = self.compile(doc)
+        values = dict(inputs)
+        if message is not None and "query" not in values and any(v.name == "query" for v in plan.workflow.inputs):
+            values["query"] = message
+        history = await self._history(tenant_id, chat_id) if chat_id else None
+        state = new_run_state(plan, values, run_id=run_id, chat_id=chat_id, query=message, user_id=user_id,
+                              history=history)
+        state.tenant_id, state.workflow_version = tenant_id, workflow_version
+        await self.stores.runs.put_workflow(tenant_id, doc)
+        await self.stores.runs.create_run(state)
+        if chat_id:
+            await self._open_turn(state, message)
+        return state
+
+    def start(self, doc: Mapping[str, Any], inputs: Mapping[str, Any], **kw: Any) -> AsyncIterator[Any]:
+        """:meth:`prepare` then :meth:`execute`: the run's events as it runs (same errors)."""
+
+        async def events() -> AsyncIterator[Any]:
+            state = await self.prepare(doc, inputs, **kw)
+            async for event in self.execute(state.tenant_id, state.run_id):
+                yield event
+
+        return events()
+
+    # ------------------------------------------------------------------ continue
+
+    def resume(self, tenant_id: str, run_id: str, answers: Mapping[str, Any],
+               message: str | None = None) -> AsyncIterator[Any]:
+        """Continue a paused run with ``answers`` (interrupt id -> answer); its events.
+
+        In a chat, ``message`` (the text the person sent) is stored as the next turn.
+
+        Raises (when iterated):
+            RunNotFound, RunNotResumable (not paused), UnknownInterrupt, RunOwned.
+        """
+        return self.execute(tenant_id, run_id, answers=answers, expect=RunStatus.paused, message=message)
+
+    async def answer_chat(self, tenant_id: str, chat_id: str, message: str) -> AsyncIterator[Any] | None:
+        """The chat's paused run answered by ``message`` (the next message answers the
+        pending question), or None when the chat has no run waiting for exactly one answer."""
+        paused = await self.stores.runs.list_runs(tenant_id, status=RunStatus.paused, chat_id=chat_id, limit=1)
+        if not paused or len(paused[0].pending_interrupts) != 1:
+            return None
+        interrupt_id = paused[0].pending_interrupts[0]["id"]
+        return self.resume(tenant_id, paused[0].run_id, {interrupt_id: message}, message=message)
+
+    def recover(self, tenant_id: str, run_id: str) -> AsyncIterator[Any]:
+        """Continue a run whose process died (status ``running`` or ``pending``, owner gone)
+        from its last checkpoint; its events.
+
+        Raises (when iterated):
+            RunNotFound, RunNotResumable (paused or ended), RunOwned (a live owner).
+        """
+        return self.execute(tenant_id, run_id, expect=None)
+
+    async def recoverable(self, tenant_id: str = DEFAULT_TENANT) -> list[RunSummary]:
+        """Runs that are ``running``/``pending`` with no live owner (lease expired, or the
+        owner was a process of this host that is gone)."""
+        found = []
+        for status in (RunStatus.running, RunStatus.pending):
+            for summary in await self.stores.runs.list_runs(tenant_id, status=status, limit=1000):
+                if _owner_gone(summary.owner):
+                    found.append(summary)
+        return found
+
+    # ------------------------------------------------------------------ execute
+
+    async def execute(self, tenant_id: str, run_id: str, *, answers: Mapping[str, Any] | None = None,
+                      expect: RunStatus | None = RunStatus.pending, message: str | None = None) -> AsyncIterator[Any]:
+        """Claim the run, execute it from its stored state and yield its events.
+
+        ``expect``: the status the run must have (``pending`` for a new run, ``paused`` to
+        resume); None accepts ``pending`` or ``running`` (recovery after a crash).
+        Closing the iterator early cancels the run (it ends ``cancelled``).
+
+        Raises:
+            RunNotFound, RunNotResumable, UnknownInterrupt, RunOwned, LeaseLost.
+        """
+        runs = self.stores.runs
+        # Claim first, then read: a state read before claiming may be stale by the time
+        # the claim succeeds (another process ran the run in between).
+        owner = await self._claim(tenant_id, run_id)
+        try:
+            state = await runs.load_run(tenant_id, run_id)
+            allowed = {expect} if expect is not None else {RunStatus.pending, RunStatus.running}
+            if state.status not in allowed:
+                raise RunNotResumable(f"run {run_id} is {state.status.value}; expected "
+                                      f"{' or '.join(sorted(s.value for s in allowed))}")
+            if answers:
+                answer_interrupts(state, answers)
+            plan = await self._plan_of(state)
+        except BaseException:
+            await runs.release(run_id, owner.id)
+            raise
+        if state.status is RunStatus.paused and state.sys.get("chat_id") and message is not None:
+            await self._open_turn(state, message)
+        token = CancelToken()
+        live = self._live[run_id] = _Live(token)
+        durable: list[Any] = []
+        text: list[str] = []
+        deps = RunDeps(settings=self.settings, models=self.models, memory=self.memory, workflows=self.workflows,
+                       on_event=lambda event: self._publish(live, durable, text, event),
+                       checkpoint=self._checkpointer(owner, durable))
+        helpers = [asyncio.create_task(self._heartbeat(run_id, owner, token)),
+                   asyncio.create_task(self._watch_commands(run_id, token))]
+        try:
+            async with contextlib.aclosing(stream_workflow(plan, state, deps=deps, cancel=token)) as events:
+                async for event in events:
+                    yield event
+        finally:
+            for task in helpers:
+                task.cancel()
+            await asyncio.gather(*helpers, return_exceptions=True)
+            del self._live[run_id]
+            for queue in live.watchers:
+                queue.put_nowait(None)
+            await self._close_turn(state, "".join(text))
+            await runs.release(run_id, owner.id)
+
+    def _publish(self, live: _Live, durable: list[Any], text: list[str], event: Any) -> None:
+        """Fan an event out: live watchers get everything; deltas are broadcast only (the
+        final text is stored with the node run), other events go to the durable log."""
+        if isinstance(event, NodeDelta):
+            if event.channel == "answer":
+                text.append(event.text)
+        else:
+            durable.append(event)
+        for queue in live.watchers:
+            queue.put_nowait(event)
+
+    def _checkpointer(self, owner: OwnerInfo, durable: list[Any]) -> Any:
+        runs, events = self.stores.runs, self.stores.events
+
+        async def checkpoint(state: RunState, delta: CheckpointDelta) -> None:
+            await runs.checkpoint(state, delta, owner_id=owner.id)
+            if durable:
+                batch = durable[:]
+                del durable[:]
+                await events.append(state.tenant_id, state.run_id, batch)
+
+        return checkpoint
+
+    async def _claim(self, tenant_id: str, run_id: str) -> OwnerInfo:
+        """Claim the run for this process; a dead owner on this host is taken over at once."""
+        owner = OwnerInfo(id=uuid.uuid4().hex, host=socket.gethostname(), pid=os.getpid(),
+                          lease_until=time.time() + self.settings.lease_ttl)
+        try:
+            await self.stores.runs.claim(tenant_id, run_id, owner)
+        except RunOwned as exc:
+            if exc.owner is None or not _owner_gone(exc.owner):
+                raise
+            await self.stores.runs.claim(tenant_id, run_id, owner, take_from=exc.owner.id)
+        return owner
+
+    async def _heartbeat(self, run_id: str, owner: OwnerInfo, token: CancelToken) -> None:
+        """Renew the lease every third of its length; losing it cancels the run here, since
+        another process now owns it and two executions must never interleave."""
+        ttl = self.settings.lease_ttl
+        while True:
+            await asyncio.sleep(ttl / 3)
+            try:
+                await self.stores.runs.renew(run_id, owner.id, time.time() + ttl)
+            except LeaseLost:
+                token.cancel("this process lost ownership of the run (its lease expired)")
+                return
+
+    async def _watch_commands(self, run_id: str, token: CancelToken) -> None:
+        """Poll the command channel; a cancel command fires the run's token."""
+        after = 0
+        while not token.cancelled:
+            for command in await self.stores.commands.poll(run_id, after):
+                after = max(after, command.id)
+                if command.kind is CommandKind.cancel:
+                    token.cancel(command.reason or "cancelled by request")
+            await asyncio.sleep(COMMAND_POLL_S)
+
+    # ------------------------------------------------------------------ cancel
+
+    async def cancel(self, tenant_id: str, run_id: str, reason: str = "cancelled by request") -> RunSummary:
+        """Stop a run from any process. A running run gets a cancel command (its owner ends
+        it ``cancelled`` within about a second); a pending or paused run is ended here.
+
+        Raises:
+            RunNotFound; RunNotResumable when the run has already ended.
+        """
+        summary = await self.stores.runs.get_run(tenant_id, run_id)
+        if summary.status in _ENDED:
+            raise RunNotResumable(f"run {run_id} has already ended ({summary.status.value})")
+        live = self._live.get(run_id)
+        if live is not None:
+            live.token.cancel(reason)
+            return summary
+        if summary.status is RunStatus.running or (summary.owner is not None and not _owner_gone(summary.owner)):
+            await self.stores.commands.send(tenant_id, RunCommand(run_id=run_id, kind=CommandKind.cancel,
+                                                                  reason=reason, created_at=time.time()))
+            return summary
+        return await self._cancel_idle(tenant_id, run_id, reason)
+
+    async def _cancel_idle(self, tenant_id: str, run_id: str, reason: str) -> RunSummary:
+        """End a pending or paused run that no process executes."""
+        owner = await self._claim(tenant_id, run_id)
+        try:
+            state = await self.stores.runs.load_run(tenant_id, run_id)
+            state.status = RunStatus.cancelled
+            state.finished_at = time.time()
+            state.error = NodeError(type="RunCancelled", message=f"run cancelled: {reason}", reason="cancelled")
+            waiting = [nid for nid, run in state.node_runs.items() if run.status is NodeRunStatus.waiting]
+            for nid in waiting:
+                state.node_runs[nid].status = NodeRunStatus.cancelled
+                state.node_runs[nid].finished_at = state.finished_at
+            state.interrupts = {}
+            await self.stores.runs.checkpoint(state, CheckpointDelta(waiting, len(state.history)), owner_id=owner.id)
+            await self._close_turn(state, "")
+        finally:
+            await self.stores.runs.release(run_id, owner.id)
+        return await self.stores.runs.get_run(tenant_id, run_id)
+
+    # ------------------------------------------------------------------ read
+
+    async def get(self, tenant_id: str, run_id: str) -> RunSummary:
+        """The run's summary. Raises RunNotFound."""
+        return await self.stores.runs.get_run(tenant_id, run_id)
+
+    async def list(self, tenant_id: str = DEFAULT_TENANT, **filters: Any) -> list[RunSummary]:
+        """Runs, newest first (filters: status, workflow_id, chat_id, limit)."""
+        return await self.stores.runs.list_runs(tenant_id, **filters)
+
+    async def node_runs(self, tenant_id: str, run_id: str) -> list[NodeRun]:
+        """Every node run of the run, in start order. Raises RunNotFound."""
+        await self.stores.runs.get_run(tenant_id, run_id)
+        return await self.stores.runs.list_node_runs(tenant_id, run_id)
+
+    async def workflow_of(self, tenant_id: str, run_id: str) -> dict[str, Any]:
+        """The workflow document the run executes. Raises RunNotFound."""
+        summary = await self.stores.runs.get_run(tenant_id, run_id)
+        return await self.stores.runs.get_workflow(tenant_id, summary.workflow_hash)
+
+    async def watch(self, tenant_id: str, run_id: str, after_seq: int = 0) -> AsyncIterator[dict[str, Any]]:
+        """The run's events after ``after_seq`` as JSON objects: first the stored ones it
+        missed, then live ones until the run ends or pauses. In the executing process live
+        events include text deltas; elsewhere they come from the durable log (no deltas)."""
+        await self.stores.runs.get_run(tenant_id, run_id)  # RunNotFound for another tenant's run
+        seen = after_seq
+        for event in await self.stores.events.read(tenant_id, run_id, seen):
+            seen = event["seq"]
+            yield event
+        live = self._live.get(run_id)
+        if live is not None:
+            async for event in self._watch_live(live, seen):
+                yield event
+            return
+        while True:
+            batch = await self.stores.events.read(tenant_id, run_id, seen)
+            for event in batch:
+                seen = event["seq"]
+                yield event
+            if not batch:
+                summary = await self.stores.runs.get_run(tenant_id, run_id)
+                if summary.status in _ENDED or summary.status is RunStatus.paused:
+                    return
+                await asyncio.sleep(WATCH_POLL_S)
+
+    async def _watch_live(self, live: _Live, seen: int) -> AsyncIterator[dict[str, Any]]:
+        queue: asyncio.Queue[Any] = asyncio.Queue()
+        live.watchers.append(queue)
+        try:
+            while (event := await queue.get()) is not None:
+                if event.seq > seen:
+                    seen = event.seq
+                    yield event.model_dump(mode="json")
+        finally:
+            if queue in live.watchers:
+                live.watchers.remove(queue)
+
+    async def prune(self, tenant_id: str, older_than_days: float) -> int:
+        """Delete runs that ended more than ``older_than_days`` days ago; returns how many."""
+        return await self.stores.runs.prune(tenant_id, time.time() - older_than_days * 86400.0)
+
+    # ------------------------------------------------------------------ chats
+
+    async def _history(self, tenant_id: str, chat_id: str) -> list[dict[str, Any]]:
+        """``sys.history``: the chat's messages with text, oldest first."""
+        messages = await self.stores.chats.messages(tenant_id, chat_id, limit=200)
+        return [{"role": m.role, "content": m.text} for m in messages if m.text]
+
+    async def _open_turn(self, state: RunState, text: str | None) -> None:
+        """A turn of a chat: the user's message, then the assistant message that the run fills."""
+        now = time.time()
+        chat_id = str(state.sys["chat_id"])
+        if text:
+            await self.stores.chats.add_message(ChatMessage(
+                id=uuid.uuid4().hex, tenant_id=state.tenant_id, chat_id=chat_id, role="user", run_id=state.run_id,
+                parts=[MessagePart(type="text", text=text)], created_at=now, updated_at=now))
+        await self.stores.chats.add_message(ChatMessage(
+            id=uuid.uuid4().hex, tenant_id=state.tenant_id, chat_id=chat_id, role="assistant", run_id=state.run_id,
+            status=MessageStatus.streaming, created_at=now + 1e-6, updated_at=now))
+
+    async def _close_turn(self, state: RunState, streamed: str) -> None:
+        """Finish the turn's one assistant message: the answer (or what was streamed before a
+        stop or failure), the reasoning, the tool calls, and a pending question."""
+        chat_id = state.sys.get("chat_id")
+        if not chat_id or state.sys.get("chat_id") == state.run_id:
+            return
+        messages = await self.stores.chats.messages(state.tenant_id, str(chat_id), limit=50)
+        open_ = [m for m in messages if m.role == "assistant" and m.run_id == state.run_id
+                 and m.status is MessageStatus.streaming]
+        if not open_:
+            return
+        message = open_[-1]
+        message.parts = _parts_of(state, streamed)
+        message.status = _MESSAGE_STATUS.get(state.status, MessageStatus.failed)
+        message.updated_at = time.time()
+        await self.stores.chats.update_message(message)
+
+
+_MESSAGE_STATUS = {RunStatus.succeeded: MessageStatus.done, RunStatus.paused: MessageStatus.paused,
+                   RunStatus.cancelled: MessageStatus.cancelled, RunStatus.failed: MessageStatus.failed,
+                   RunStatus.running: MessageStatus.failed}
+
+
+def _parts_of(state: RunState, streamed: str) -> list[MessagePart]:
+    """The assistant message's parts from the run: text, reasoning, tool calls, question."""
+    parts: list[MessagePart] = []
+    text = state.answer if state.status is RunStatus.succeeded else (state.answer or streamed)
+    for run in state.node_runs.values():
+        reasoning = (run.outputs or {}).get("reasoning")
+        if isinstance(reasoning, str) and reasoning:
+            parts.append(MessagePart(type="reasoning", text=reasoning))
+        for step in (run.outputs or {}).get("trace") or []:
+            if isinstance(step, dict) and step.get("tool"):
+                parts.append(MessagePart(type="tool_call", data=step))
+    if text:
+        parts.append(MessagePart(type="text", text=text))
+    for interrupt in state.interrupts.values():
+        parts.append(MessagePart(type="interrupt", data=interrupt.model_dump(mode="json", exclude={"answer"})))
+    if state.error is not None and state.status is not RunStatus.succeeded:
+        parts.append(MessagePart(type="text", text="", data={"error": state.error.model_dump(mode="json")}))
+    return parts
+
+
+def _owner_gone(owner: OwnerInfo | None) -> bool:
+    """True when nobody holds the run: no owner, an expired lease, or an owner process of
+    this host that no longer exists."""
+    if owner is None or owner.lease_until < time.time():
+        return True
+    if owner.host != socket.gethostname() or owner.pid <= 0:
+        return False
+    try:
+        os.kill(owner.pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def bind_single_answer(state_or_summary: Any, answer: Any, interrupt_id: str | None = None) -> dict[str, Any]:
+    """``{interrupt id: answer}`` for a run with pending interrupts; ``interrupt_id`` names
+    one when several are pending.
+
+    Raises:
+        UnknownInterrupt: none pending, several pending and none named, or an unknown id.
+    """
+    pending = ([i["id"] for i in state_or_summary.pending_interrupts]
+               if isinstance(state_or_summary, RunSummary) else list(state_or_summary.interrupts))
+    if interrupt_id is None:
+        if len(pending) != 1:
+            raise UnknownInterrupt(f"run {state_or_summary.run_id} has {len(pending)} pending interrupts "
+                                   f"({', '.join(pending) or 'none'}); name one with --interrupt ID")
+        interrupt_id = pending[0]
+    elif interrupt_id not in pending:
+        raise UnknownInterrupt(f"run {state_or_summary.run_id}: no pending interrupt {interrupt_id!r} "
+                               f"(pending: {', '.join(pending) or 'none'})")
+    return {interrupt_id: answer}
+

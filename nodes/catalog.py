@@ -1,0 +1,63 @@
+"""The built-in node catalog: the one place that lists Flowloom's node kinds.
+
+Each entry pairs a kind's config model (``schemas/``) with its executor (here, in
+``nodes/``, named by import path so checking a workflow does not import the model
+SDKs) and the traits the engine acts on. The compiler, the JSON Schema, the CLI and
+the API all read this catalog; nothing else lists kinds.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from engine.catalog import KindSpec, NodeCatalog
+from schemas import nodes as plumbing
+from schemas.nodes_agent import AgentConfig, ToolCallConfig
+from schemas.nodes_code import CodeConfig
+from schemas.nodes_llm import ChatConfig, ClassifyQuestionConfig, ExtractFieldsConfig, QueryExtensionConfig
+
+__all__ = ["BUILTIN_KINDS", "builtin_catalog"]
+
+#: Every built-in kind, in the order the canvas palette shows them.
+BUILTIN_KINDS: tuple[KindSpec, ...] = (
+    KindSpec("start", plumbing.StartConfig, "nodes.start:StartNode", entry=True, icon="play", category="flow"),
+    KindSpec("answer", plumbing.AnswerConfig, "nodes.start:AnswerNode", collects="answer", icon="message",
+             category="flow"),
+    KindSpec("end", plumbing.EndConfig, "nodes.start:EndNode", collects="outputs", icon="flag", category="flow"),
+    KindSpec("chat", ChatConfig, "nodes.chat:ChatNode", icon="sparkles", category="llm"),
+    KindSpec("classify_question", ClassifyQuestionConfig, "nodes.classify:ClassifyQuestionNode", icon="split",
+             category="llm"),
+    KindSpec("extract_fields", ExtractFieldsConfig, "nodes.extract:ExtractFieldsNode", icon="list", category="llm"),
+    KindSpec("query_extension", QueryExtensionConfig, "nodes.query_extension:QueryExtensionNode", icon="search",
+             category="llm"),
+    KindSpec("tool_call", ToolCallConfig, "nodes.tool_call:ToolCallNode", container=True, icon="wrench",
+             category="agent"),
+    KindSpec("agent", AgentConfig, "nodes.agent:AgentNode", container=True, interactive=True, icon="bot",
+             category="agent"),
+    KindSpec("if_else", plumbing.IfElseConfig, "nodes.if_else:IfElseNode", icon="git-branch", category="logic"),
+    KindSpec("iteration", plumbing.IterationConfig, "nodes.loop:IterationNode", container=True, icon="repeat",
+             category="logic"),
+    KindSpec("loop", plumbing.LoopConfig, "nodes.loop:LoopNode", container=True, icon="rotate", category="logic"),
+    KindSpec("loop_break", plumbing.LoopBreakConfig, "nodes.loop:LoopBreakNode", inside=frozenset({"loop"}),
+             icon="square", category="logic"),
+    KindSpec("template", plumbing.TemplateConfig, "nodes.template:TemplateNode", icon="braces", category="transform"),
+    KindSpec("code", CodeConfig, "nodes.code:CodeNode", icon="code", category="transform"),
+    KindSpec("variable_update", plumbing.VariableUpdateConfig, "nodes.variables:VariableUpdateNode", icon="pencil",
+             category="transform"),
+    KindSpec("variable_aggregator", plumbing.VariableAggregatorConfig, "nodes.variables:VariableAggregatorNode",
+             icon="merge", category="transform"),
+    KindSpec("http_request", plumbing.HttpRequestConfig, "nodes.http_request:HttpRequestNode", icon="globe",
+             category="integration"),
+    KindSpec("user_select", plumbing.UserSelectConfig, "nodes.interactive:UserSelectNode", interactive=True,
+             icon="pointer", category="human"),
+    KindSpec("form_input", plumbing.FormInputConfig, "nodes.interactive:FormInputNode", interactive=True,
+             icon="form", category="human"),
+    KindSpec("unsupported", plumbing.UnsupportedConfig, "nodes.unsupported:UnsupportedNode", icon="alert",
+             category="imported"),
+)
+
+
+@functools.cache
+def builtin_catalog() -> NodeCatalog:
+    """The catalog of every built-in kind (built once per process)."""
+    return NodeCatalog.of(*BUILTIN_KINDS)

@@ -1,0 +1,135 @@
+"""Durable records around a run: summaries, owners, commands, chats and their messages.
+
+These are what the run store keeps next to the :class:`~schemas.run.RunState` and what
+the CLI, the API and the canvas read back: a run summary per row of a run list, the
+lease that says which process executes a run, commands sent to a running run from
+another process, and the messages of a chat (each assistant message made of parts).
+Times are Unix seconds (float).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from .types import RunStatus
+
+__all__ = [
+    "DEFAULT_TENANT",
+    "ChatMessage",
+    "CommandKind",
+    "MessagePart",
+    "MessageStatus",
+    "OwnerInfo",
+    "RunCommand",
+    "RunSummary",
+]
+
+#: The tenant of everything created without one (the CLI, an embedded deployment).
+DEFAULT_TENANT = "default"
+
+
+class OwnerInfo(BaseModel):
+    """Who executes a run: a process on a host, holding a lease until ``lease_until``.
+
+    ``id`` is unique per process and run attempt; ``host`` and ``pid`` let a process on
+    the same host see at once that the owner is gone (its pid no longer exists) instead
+    of waiting for the lease to expire.
+    """
+
+    id: str
+    host: str = ""
+    pid: int = 0
+    lease_until: float = 0.0
+
+
+class RunSummary(BaseModel):
+    """One run as a list shows it (no node runs, no variable pool)."""
+
+    run_id: str
+    tenant_id: str = DEFAULT_TENANT
+    workflow_id: str
+    workflow_version: str | None = None
+    workflow_hash: str
+    status: RunStatus
+    chat_id: str | None = None
+    user_id: str | None = None
+    created_at: float = 0.0
+    started_at: float | None = None
+    finished_at: float | None = None
+    waited_s: float = Field(default=0.0, description="seconds spent paused, waiting for a person")
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost: float = 0.0
+    error: dict[str, Any] | None = None
+    owner: OwnerInfo | None = None
+    pending_interrupts: list[dict[str, Any]] = Field(default_factory=list)
+
+    @property
+    def duration_s(self) -> float | None:
+        """Wall time from start to end (or to now while it runs) minus time waiting for a person."""
+        if self.started_at is None:
+            return None
+        end = self.finished_at
+        if end is None:
+            import time
+
+            end = time.time()
+        return max(0.0, end - self.started_at - self.waited_s)
+
+
+class CommandKind(StrEnum):
+    """What another process asks of a running run."""
+
+    cancel = "cancel"
+
+
+class RunCommand(BaseModel):
+    """A command for one run, kept until the run ends so a late listener still sees it."""
+
+    id: int = 0
+    run_id: str
+    kind: CommandKind
+    reason: str = ""
+    created_at: float = 0.0
+
+
+class MessageStatus(StrEnum):
+    """Lifecycle of a chat message; an assistant message exists before the model streams."""
+
+    streaming = "streaming"
+    done = "done"
+    paused = "paused"
+    failed = "failed"
+    cancelled = "cancelled"
+
+
+class MessagePart(BaseModel):
+    """One part of a message: text, reasoning, a tool call, a tool result, or an interrupt."""
+
+    type: Literal["text", "reasoning", "tool_call", "tool_result", "interrupt"]
+    text: str = ""
+    data: dict[str, Any] = Field(default_factory=dict)
+
+
+class ChatMessage(BaseModel):
+    """A message of a chat. A user message has one text part; an assistant message is
+    the answer of one run (``run_id``) and ends with its status: one assistant message
+    per turn, also for a stopped or failed turn (then with the partial text)."""
+
+    id: str
+    tenant_id: str = DEFAULT_TENANT
+    chat_id: str
+    role: Literal["user", "assistant"]
+    run_id: str | None = None
+    status: MessageStatus = MessageStatus.done
+    parts: list[MessagePart] = Field(default_factory=list)
+    created_at: float = 0.0
+    updated_at: float = 0.0
+
+    @property
+    def text(self) -> str:
+        """The message's text parts joined (what ``sys.history`` carries)."""
+        return "".join(part.text for part in self.parts if part.type == "text")
