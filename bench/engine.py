@@ -14,7 +14,7 @@ What is measured (see bench/README.md for the numbers and how to read them):
   Flowloom runs twice per round: without an event sink (``RunDeps()``), the headline
   figure, and with a ``list.append`` sink so the cost of events shows. Runs of the two
   engines are interleaved round by round, so background load hits both alike.
-- ``compile``: Flowloom ``compile_workflow(doc, use_cache=False)`` from a dict
+- ``compile``: Flowloom ``compile_workflow(doc, catalog=BENCH_CATALOG, use_cache=False)`` from a dict
   (pydantic validation + graph build + all checks) vs LangGraph ``StateGraph`` build
   (``add_node``/``add_edge``) + ``.compile()``, chain shape.
 - ``memory``: tracemalloc peak minus the traced size just before one run of the
@@ -45,9 +45,9 @@ from typing import Any, Awaitable, Callable, TypedDict
 from _checkout import ROOT as _ROOT  # noqa: E402  (first: import this checkout, not bench/engine.py)
 
 import engine  # noqa: E402  (first: older checkouts had a nodes -> engine -> nodes import cycle)
-from engine import NodeResult, RunDeps, compile_workflow, run_workflow  # noqa: E402
-from nodes.base import EXECUTORS, NodeExecutor  # noqa: E402
-from schemas.nodes import NODE_KINDS, NodeConfig, node_kind  # noqa: E402
+from engine import KindSpec, NodeCatalog, NodeExecutor, NodeResult, RunDeps, compile_workflow, run_workflow  # noqa: E402
+from nodes import builtin_catalog  # noqa: E402
+from schemas.nodes import NodeConfig, node_kind  # noqa: E402
 
 from langgraph.graph import END, START, StateGraph  # noqa: E402
 
@@ -61,22 +61,27 @@ TARGETS = {
 
 # ----------------------------------------------------------------- bench-only kind
 
-if "noop" not in NODE_KINDS:
 
-    @node_kind("noop", "No-op")
-    class NoopConfig(NodeConfig):
-        """Bench-only node kind: no fields, no outputs."""
+@node_kind("noop", "No-op")
+class NoopConfig(NodeConfig):
+    """Bench-only node kind: no fields, no outputs."""
 
-else:  # pragma: no cover - imported twice in one process
-    NoopConfig = NODE_KINDS["noop"]  # type: ignore[misc]
 
-if "noop" not in EXECUTORS:
+class NoopNode(NodeExecutor[NoopConfig], kind="noop"):
+    """Does nothing; takes the ``out`` handle."""
 
-    class NoopNode(NodeExecutor[NoopConfig], kind="noop"):  # type: ignore[valid-type]
-        """Does nothing; takes the ``out`` handle."""
+    async def run(self, ctx: Any) -> NodeResult:
+        """Return no outputs (the ``out`` handle is taken)."""
+        return NodeResult({})
 
-        async def run(self, ctx: Any) -> NodeResult:
-            return NodeResult({})
+
+#: The built-in kinds plus the bench-only ``noop`` kind; every bench plan compiles against it.
+BENCH_CATALOG: NodeCatalog = builtin_catalog().with_kinds(KindSpec("noop", NoopConfig, NoopNode))
+
+
+def compile_bench(doc: dict[str, Any], *, use_cache: bool = False) -> Any:
+    """Compile a bench workflow against :data:`BENCH_CATALOG` (no model registry check)."""
+    return compile_workflow(doc, catalog=BENCH_CATALOG, models=None, use_cache=use_cache)
 
 
 # ------------------------------------------------------------------- graph shapes
@@ -93,6 +98,7 @@ def fanout_ids(n: int) -> tuple[list[str], str]:
 
 
 def flowloom_chain(n: int) -> dict[str, Any]:
+    """The n-node chain ``start -> n1 -> ... -> n{n-1}`` as a Flowloom workflow document."""
     ids = chain_ids(n)
     nodes = [{"id": "start", "type": "start"}] + [{"id": nid, "type": "noop"} for nid in ids[1:]]
     edges = [{"id": f"e{i}", "source": a, "target": b} for i, (a, b) in enumerate(zip(ids, ids[1:]))]
@@ -100,6 +106,7 @@ def flowloom_chain(n: int) -> dict[str, Any]:
 
 
 def flowloom_fanout(n: int) -> dict[str, Any]:
+    """The n-node fan-out ``start -> n-2 parallel noops -> join`` as a Flowloom workflow document."""
     mids, join = fanout_ids(n)
     nodes = [{"id": "start", "type": "start"}] + [{"id": m, "type": "noop"} for m in mids]
     nodes.append({"id": join, "type": "noop"})
@@ -115,6 +122,7 @@ class LGState(TypedDict, total=False):
 
 
 async def lg_noop(state: LGState) -> dict[str, Any]:
+    """LangGraph's no-op node: no state update."""
     return {}
 
 
@@ -198,8 +206,10 @@ async def _peak_mib(fn: Callable[[], Awaitable[Any]]) -> float:
 
 
 async def bench_overhead(shape: str, n: int, warmup: int, repeat: int, verbose: bool) -> dict[str, Any]:
+    """µs per node of one run of ``shape`` (chain/fanout) with n nodes: Flowloom (with and without an event
+    sink) and LangGraph interleaved round by round; medians and bests."""
     doc = flowloom_chain(n) if shape == "chain" else flowloom_fanout(n)
-    plan = compile_workflow(doc, use_cache=False)
+    plan = compile_bench(doc)
     graph = langgraph_chain(n) if shape == "chain" else langgraph_fanout(n)
     lg_config = {"recursion_limit": n + 10}
     events_per_run: list[int] = []
@@ -262,17 +272,18 @@ async def bench_overhead(shape: str, n: int, warmup: int, repeat: int, verbose: 
 
 
 def bench_compile(sizes: list[int], warmup: int, repeat: int, verbose: bool) -> dict[str, Any]:
+    """ms to compile the chain of each size: Flowloom (validation + checks) vs LangGraph build + compile."""
     fl: dict[str, dict[str, float | None]] = {}
     lg: dict[str, dict[str, float | None]] = {}
     for n in sizes:
         doc = flowloom_chain(n)
         for _ in range(warmup):
-            compile_workflow(doc, use_cache=False)
+            compile_bench(doc)
             langgraph_chain(n)
         fl_t: list[float] = []
         lg_t: list[float] = []
         for _ in range(repeat):
-            fl_t.append(_timed_sync(lambda: compile_workflow(doc, use_cache=False)) * 1e3)
+            fl_t.append(_timed_sync(lambda: compile_bench(doc)) * 1e3)
             lg_t.append(_timed_sync(lambda: langgraph_chain(n)) * 1e3)
         fl[str(n)] = {"median": _r(statistics.median(fl_t)), "best": _r(min(fl_t))}
         lg[str(n)] = {"median": _r(statistics.median(lg_t)), "best": _r(min(lg_t))}
@@ -291,7 +302,8 @@ def bench_compile(sizes: list[int], warmup: int, repeat: int, verbose: bool) -> 
 
 
 async def bench_memory(n: int, runs: int, verbose: bool) -> dict[str, Any]:
-    plan = compile_workflow(flowloom_fanout(n), use_cache=False)
+    """tracemalloc peak increase (MiB) of one fan-out run of n nodes, Flowloom vs LangGraph."""
+    plan = compile_bench(flowloom_fanout(n))
     graph = langgraph_fanout(n)
     lg_config = {"recursion_limit": n + 10}
 
@@ -377,6 +389,7 @@ def _machine() -> dict[str, Any]:
 
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
+    """Run every measure and return the JSON report (a dict)."""
     if args.quick:
         n_overhead, compile_sizes, warmup, repeat = 100, [50, 100, 200], 1, 2
     else:
@@ -435,6 +448,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Command-line entry: print the report as one JSON line on stdout."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes and 2 timed runs (smoke test)")
     parser.add_argument("--repeat", type=int, default=0, help="timed runs per measure (default 5, quick 2)")

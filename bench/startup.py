@@ -1,0 +1,255 @@
+"""Start-up benchmark: whole-process wall time of the ``flowloom`` command line.
+
+Prints exactly one JSON line on stdout (progress, with ``-v``, goes to stderr)::
+
+    python bench/startup.py            # full run: 15 timed runs per command
+    python bench/startup.py --quick    # smoke run: 2 timed runs, one import-time profile
+
+What is measured (see bench/README.md for the numbers and how to read them):
+
+- ``commands``: ``time.perf_counter`` around ``subprocess.run([python, ...])`` (output
+  captured, cwd = the checkout) for ``python -c pass`` (the interpreter's own start-up),
+  ``python -m api.cli --help``, ``python -m api.cli validate examples/hello.json`` and
+  ``python -m api.cli validate examples/research_agent.json``; one warm-up run each,
+  then the commands interleaved round by round; median and best per command, and the
+  median minus ``python -c pass`` (what Flowloom itself adds).
+- ``imports``: ``python -X importtime -m api.cli validate examples/research_agent.json``;
+  per top-level package, ``cumulative_ms`` = the import time of the package's modules
+  entered from outside it (the package with everything it pulled in that was not loaded
+  yet) and ``self_ms`` = the time spent in its own modules; the 10 biggest by
+  cumulative time (median over the profiled runs), the checkout's own packages included.
+- ``targets``: each command under 0.3 s (median).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as _dt
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from typing import Any
+
+from _checkout import ROOT  # noqa: E402  (first: import this checkout, not bench/engine.py)
+
+SCHEMA = "flowloom-bench-startup/1"
+TARGET_S = 0.3
+COMMANDS: dict[str, list[str]] = {
+    "python_pass": ["-c", "pass"],
+    "cli_help": ["-m", "api.cli", "--help"],
+    "validate_hello": ["-m", "api.cli", "validate", "examples/hello.json"],
+    "validate_research_agent": ["-m", "api.cli", "validate", "examples/research_agent.json"],
+}
+PROFILED = ["-m", "api.cli", "validate", "examples/research_agent.json"]
+#: The checkout's own top-level packages (marked in the import table).
+OWN_PACKAGES = {"api", "engine", "nodes", "schemas", "workers"}
+
+
+def _log(verbose: bool, msg: str) -> None:
+    if verbose:
+        print(msg, file=sys.stderr, flush=True)
+
+
+def _env() -> dict[str, str]:
+    """The environment of the measured processes: ours without ``FLOWLOOM_*`` settings
+    (no user configuration changes what is imported) and without ``PYTHON*`` overrides."""
+    return {k: v for k, v in os.environ.items()
+            if not k.startswith("FLOWLOOM_") and not k.startswith("PYTHON")}
+
+
+def run_once(args: list[str]) -> tuple[float, int]:
+    """(wall seconds, exit code) of one ``python <args>`` process, started from the checkout."""
+    env = _env()
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True, timeout=120)
+    return time.perf_counter() - t0, proc.returncode
+
+
+def bench_commands(warmup: int, repeat: int, verbose: bool) -> dict[str, Any]:
+    """Median/best wall time of each command, interleaved round by round after warm-ups."""
+    samples: dict[str, list[float]] = {name: [] for name in COMMANDS}
+    codes: dict[str, int] = {}
+    for _ in range(warmup):
+        for name, args in COMMANDS.items():
+            _, codes[name] = run_once(args)
+    for rnd in range(repeat):
+        for name, args in COMMANDS.items():
+            wall, code = run_once(args)
+            samples[name].append(wall)
+            codes[name] = code
+        _log(verbose, f"round {rnd + 1}: " + ", ".join(f"{n} {s[-1] * 1e3:.0f} ms" for n, s in samples.items()))
+    base = statistics.median(samples["python_pass"])
+    out: dict[str, Any] = {}
+    for name, values in samples.items():
+        med = statistics.median(values)
+        out[name] = {
+            "argv": ["python", *COMMANDS[name]],
+            "exit_code": codes[name],
+            "s_median": round(med, 4),
+            "s_best": round(min(values), 4),
+            "over_python_s_median": round(med - base, 4),
+            "samples_s": [round(v, 4) for v in values],
+        }
+    return out
+
+
+def parse_importtime(text: str) -> list[dict[str, Any]]:
+    """Rows ``{module, self_us, cumulative_us, level, parent}`` of ``-X importtime`` output
+    (``parent``: the index of the import that triggered it, None at the top)."""
+    rows: list[dict[str, Any]] = []
+    for line in text.splitlines():
+        if not line.startswith("import time:") or "cumulative" in line:
+            continue
+        try:
+            self_us, cum_us, name = line[len("import time:"):].split("|", 2)
+            rows.append({"module": name.strip(), "self_us": int(self_us), "cumulative_us": int(cum_us),
+                         "level": (len(name) - len(name.lstrip(" ")) - 1) // 2, "parent": None})
+        except ValueError:
+            continue
+    # A module is printed when its import ends, after everything it imported: walking
+    # backwards, the parent of a row is the last row seen one level up.
+    open_at: dict[int, int] = {}
+    for i in range(len(rows) - 1, -1, -1):
+        level = rows[i]["level"]
+        rows[i]["parent"] = open_at.get(level - 1)
+        open_at[level] = i
+    return rows
+
+
+def top_packages(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Per top-level package: ``cumulative_ms`` (imports of it entered from outside it,
+    with what they pulled in) and ``self_ms`` (its own modules only)."""
+    out: dict[str, dict[str, float]] = {}
+    for row in rows:
+        package = row["module"].split(".")[0]
+        entry = out.setdefault(package, {"cumulative_ms": 0.0, "self_ms": 0.0, "modules": 0})
+        entry["self_ms"] += row["self_us"] / 1000
+        entry["modules"] += 1
+        parent = row["parent"]
+        if parent is None or rows[parent]["module"].split(".")[0] != package:
+            entry["cumulative_ms"] += row["cumulative_us"] / 1000
+    return out
+
+
+def bench_imports(runs: int, verbose: bool) -> dict[str, Any]:
+    """The 10 top-level packages with the biggest cumulative import time (median over ``runs``)."""
+    per_run: list[dict[str, dict[str, float]]] = []
+    totals: list[float] = []
+    for _ in range(runs):
+        proc = subprocess.run([sys.executable, "-X", "importtime", *PROFILED], cwd=ROOT, env=_env(),
+                              capture_output=True, text=True, timeout=120)
+        rows = parse_importtime(proc.stderr)
+        per_run.append(top_packages(rows))
+        totals.append(sum(r["cumulative_us"] for r in rows if r["parent"] is None) / 1000)
+    names = set().union(*per_run)
+    merged = {}
+    for name in names:
+        cum = [run.get(name, {}).get("cumulative_ms", 0.0) for run in per_run]
+        own = [run.get(name, {}).get("self_ms", 0.0) for run in per_run]
+        mods = [run.get(name, {}).get("modules", 0) for run in per_run]
+        merged[name] = {"package": name, "cumulative_ms": round(statistics.median(cum), 1),
+                        "self_ms": round(statistics.median(own), 1), "modules": int(max(mods)),
+                        "own_package": name in OWN_PACKAGES}
+    ranked = sorted(merged.values(), key=lambda e: -e["cumulative_ms"])
+    _log(verbose, "imports: " + ", ".join(f"{e['package']} {e['cumulative_ms']} ms" for e in ranked[:10]))
+    third_party = [e for e in ranked if not e["own_package"] and e["package"] not in sys.stdlib_module_names]
+    stdlib = [e for e in ranked if e["package"] in sys.stdlib_module_names]
+    return {
+        "argv": ["python", "-X", "importtime", *PROFILED],
+        "runs": runs,
+        "total_import_ms_median": round(statistics.median(totals), 1),
+        "modules_imported": int(sum(e["modules"] for e in ranked)),
+        "top10_cumulative": ranked[:10],
+        "top10_third_party_cumulative": third_party[:10],
+        "stdlib_self_ms": round(sum(e["self_ms"] for e in stdlib), 1),
+        "note": "cumulative_ms overlaps between packages (a package's first import includes the packages it "
+                "pulls in); self_ms does not",
+    }
+
+
+def _checkout() -> dict[str, Any]:
+    """Which Flowloom code was measured: the commit, and whether api/engine/schemas/nodes differ from it."""
+    out: dict[str, Any] = {"root": ROOT}
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                              timeout=10)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "api", "engine", "schemas", "nodes"], cwd=ROOT,
+                               capture_output=True, text=True, timeout=10)
+        out["commit"] = head.stdout.strip() or None
+        out["dirty"] = bool(dirty.stdout.strip()) if dirty.returncode == 0 else None
+    except (OSError, subprocess.SubprocessError):
+        out["commit"], out["dirty"] = None, None
+    return out
+
+
+def _machine() -> dict[str, Any]:
+    try:
+        load = [round(x, 2) for x in os.getloadavg()]
+    except OSError:  # pragma: no cover
+        load = None
+    return {
+        "python": platform.python_version(),
+        "implementation": platform.python_implementation(),
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "loadavg_at_start": load,
+    }
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    """Run every measure and return the JSON report (a dict)."""
+    warmup, repeat, profiles = (1, 2, 1) if args.quick else (1, 15, 5)
+    if args.repeat:
+        repeat = args.repeat
+    machine = _machine()
+    started = time.perf_counter()
+    commands = bench_commands(warmup, repeat, args.verbose)
+    imports = bench_imports(profiles, args.verbose)
+    targets = {name: {"value": section["s_median"], "target": f"< {TARGET_S}",
+                      "met": section["s_median"] < TARGET_S}
+               for name, section in commands.items() if name != "python_pass"}
+    return {
+        "schema": SCHEMA,
+        "quick": bool(args.quick),
+        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "machine": machine,
+        "flowloom": _checkout(),
+        "method": {
+            "warmup_runs": warmup,
+            "timed_runs": repeat,
+            "timer": "time.perf_counter around subprocess.run([sys.executable, ...]), output captured, cwd = "
+                     "checkout, FLOWLOOM_*/PYTHON* variables removed; commands interleaved round by round",
+            "stat": "median of timed runs (best = min also reported)",
+            "imports": "python -X importtime; per top-level package, median over the profiled runs",
+        },
+        "commands": commands,
+        "imports": imports,
+        "targets": targets,
+        "all_targets_met": all(t["met"] for t in targets.values()),
+        "elapsed_s": round(time.perf_counter() - started, 1),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry: print the report as one JSON line on stdout."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="2 timed runs per command, one import profile")
+    parser.add_argument("--repeat", type=int, default=0, help="timed runs per command (default 15, quick 2)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="progress on stderr")
+    args = parser.parse_args(argv)
+    out = sys.stdout
+    with contextlib.redirect_stdout(sys.stderr):  # stdout carries the one JSON line only
+        result = run(args)
+    out.write(json.dumps(result, separators=(",", ":")) + "\n")
+    out.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
