@@ -10,6 +10,11 @@ Request (:class:`~schemas.nodes.HttpRequestConfig`):
   (``application/x-www-form-urlencoded``), ``raw`` (UTF-8, ``text/plain``); ``body.content_type``
   replaces the default type and an explicit ``Content-Type`` header wins over both.
   ``User-Agent`` defaults to ``Settings.http_user_agent``.
+- Requests with side effects (``POST``, ``PUT``, ``PATCH``, ``DELETE``) carry an
+  ``Idempotency-Key`` header (unless the node sets one): a hash of the node run's id,
+  which is made of the run id, the node id and its loop coordinates. It is the same on
+  every retry of the node and when a recovered run runs the node again after a crash,
+  so a receiver that honours the header applies the request once.
 - ``timeout`` (seconds) bounds the whole exchange: connect, every redirect hop and
   reading the body. ``follow_redirects`` follows at most :data:`MAX_REDIRECTS` hops;
   each hop opens its connection through the guard again. On a hop to another origin
@@ -87,7 +92,8 @@ from schemas.nodes import HttpRequestConfig
 
 from engine.catalog import NodeExecutor
 
-__all__ = ["MAX_REDIRECTS", "AddressPolicy", "GuardedBackend", "HttpRequestNode", "blocked_category", "safe_url"]
+__all__ = ["MAX_REDIRECTS", "AddressPolicy", "GuardedBackend", "HttpRequestNode", "blocked_category", "idempotency_key",
+           "safe_url"]
 
 #: Redirect hops followed before the node fails (httpx's own default is 20).
 MAX_REDIRECTS = 10
@@ -415,6 +421,17 @@ def _charset(response: httpx.Response) -> str:
 # --------------------------------------------------------------------------- node
 
 
+_SIDE_EFFECTS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
+def idempotency_key(node_run_id: str) -> str:
+    """The ``Idempotency-Key`` of a node run's requests: 32 hex digits of SHA-256 over its id
+    (run id + node id + loop coordinates), stable across retries and recovery."""
+    import hashlib
+
+    return hashlib.sha256(node_run_id.encode("utf-8")).hexdigest()[:32]
+
+
 class HttpRequestNode(NodeExecutor[HttpRequestConfig], kind="http_request"):
     """Sends one HTTP request (following redirects if configured) and outputs the response.
 
@@ -493,6 +510,8 @@ class HttpRequestNode(NodeExecutor[HttpRequestConfig], kind="http_request"):
                 raise NodeFailed(f"config.headers.{name}: the rendered value contains a line break or NUL",
                                  node_id=ctx.node_id)
             headers[name] = value
+        if self.config.method.upper() in _SIDE_EFFECTS and "idempotency-key" not in headers:
+            headers["Idempotency-Key"] = idempotency_key(ctx.node_run.id)
         return headers
 
     def _body(self, ctx: NodeContext) -> tuple[bytes | None, str | None]:

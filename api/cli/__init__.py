@@ -35,12 +35,15 @@ def main() -> None:
 
         from engine.errors import FlowloomError
 
-        if isinstance(exc, ValidationError):  # a FLOWLOOM_* environment setting
+        if isinstance(exc, ValidationError) and exc.title == "Settings":  # a FLOWLOOM_* environment setting
             _config_error("invalid setting:", [
                 f"FLOWLOOM_{'_'.join(str(part) for part in e['loc']).upper()}: {e['msg']}" for e in exc.errors()])
         if isinstance(exc, (FlowloomError, OSError)):
             _config_error("configuration problem:", [f"{type(exc).__name__}: {exc}"])
-        raise
+        # A bug of Flowloom's own: say so in one line, never with a traceback.
+        err().print(Text(f"internal error: {type(exc).__name__}: {exc}", style="bold red"))
+        err().print(Text("this is a bug in Flowloom; the run (if any) is kept in the run store", style="red"))
+        raise SystemExit(1) from None
 
 
 def _config_error(title: str, lines: list[str]) -> NoReturn:

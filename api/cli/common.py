@@ -74,12 +74,14 @@ def node_titles(doc: dict[str, Any] | None) -> dict[str, str]:
     return {n["id"]: n["name"] for n in nodes or [] if isinstance(n, dict) and n.get("name") and isinstance(n.get("id"), str)}
 
 
-def named(node_id: str | None, titles: dict[str, str]) -> str:
-    """``title (id)`` when the node has a title, else the id: imported flows have opaque ids."""
+def named(node_id: str | None, titles: dict[str, str], quote: bool = False) -> str:
+    """``title (id)`` when the node has a title, else the id (quoted with ``quote``):
+    imported flows have opaque ids, so people need the title to know the node."""
     if not node_id:
         return ""
     title = titles.get(node_id)
-    return f"{title} ({node_id})" if title and title != node_id else node_id
+    shown = repr(node_id) if quote else node_id
+    return f"{title} ({shown})" if title and title != node_id else shown
 
 
 def _problem_text(problem: Any, titles: dict[str, str] | None = None) -> Text:
@@ -154,7 +156,8 @@ class TerminalView:
 
     def _name(self, event: Any) -> str:
         """``title (node)`` or ``title (node#3)`` for round/item 3 of a loop."""
-        node = event.node_id if event.iteration is None else f"{event.node_id}#{event.iteration}"
+        iteration = getattr(event, "iteration", None)
+        node = event.node_id if iteration is None else f"{event.node_id}#{iteration}"
         title = self.titles.get(event.node_id)
         return f"{title} ({node})" if title and title != event.node_id else node
 

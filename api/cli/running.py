@@ -134,7 +134,8 @@ def _gather_inputs(plan: Any, pairs: list[str], inputs_file: Path | None) -> dic
 def _interrupts(summary: Any) -> list[Any]:
     from schemas.run import Interrupt
 
-    return [Interrupt.model_validate(i) for i in summary.pending_interrupts]
+    return [Interrupt(id=i["id"], node_id=i.get("node_id", ""), node_run_id=i.get("node_run_id", ""),
+                      kind=i.get("kind", ""), payload=i.get("payload") or {}) for i in summary.pending_interrupts]
 
 
 async def _stream(service: Any, events: AsyncIterator[Any], view: View) -> str | None:
@@ -192,7 +193,7 @@ def report_end(summary: Any, show_questions: bool, titles: dict[str, str]) -> in
     pending questions and how to answer them. Returns the exit code."""
     status, error = summary.status.value, summary.error
     if status == "failed" and error is not None:
-        where = f" at node {named(error.get('node_id'), titles)}" if error.get("node_id") else ""
+        where = f" at node {named(error.get('node_id'), titles, quote=True)}" if error.get("node_id") else ""
         err().print(Text.assemble((f"run failed{where}", "bold red"),
                                   f" ({error.get('reason')}): {error.get('message')}"))
     elif status == "cancelled":

@@ -19,12 +19,14 @@ _BIN = Path(sys.executable).parent / "flowloom"
 FLOWLOOM = str(_BIN) if _BIN.exists() else (shutil.which("flowloom") or "flowloom")
 
 
-@pytest.fixture(params=["embedded", "redis"])
+@pytest.fixture(params=["embedded", "postgres+redis"])
 def store_env(request, tmp_path):
-    """Environment for the CLI processes: FLOWLOOM_HOME (embedded store) or FLOWLOOM_REDIS_URL."""
+    """Environment for the CLI processes: the embedded defaults (SQLite and node memory files
+    under FLOWLOOM_HOME), or a PostgreSQL run store with node memory in Redis."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("FLOWLOOM_")}
     env["FLOWLOOM_HOME"] = str(tmp_path / "home")
-    if request.param == "redis":
+    if request.param == "postgres+redis":
+        env["FLOWLOOM_DATABASE_URL"] = request.getfixturevalue("make_postgres_database")()
         env["FLOWLOOM_REDIS_URL"] = request.getfixturevalue("redis_url")
     return env
 
@@ -74,12 +76,12 @@ def test_no_input_pauses_and_resume_continues_from_another_process(store_env):
     assert third.returncode == 0, third.stderr
     assert "Order placed: 3 x tea." in third.stdout
     again = flowloom(store_env, "resume", run_id, "--answer", "confirm")
-    assert again.returncode == 2 and "is succeeded, not paused" in again.stderr
+    assert again.returncode == 2 and "has already ended (succeeded)" in again.stderr
 
 
 def test_resume_unknown_run_is_a_clear_error(store_env):
     proc = flowloom(store_env, "resume", "does-not-exist", "--answer", "x")
-    assert proc.returncode == 2 and "no saved run 'does-not-exist'" in proc.stderr
+    assert proc.returncode == 2 and "no run does-not-exist" in proc.stderr
 
 
 def test_next_chat_message_answers_the_pending_question(store_env):
@@ -124,11 +126,11 @@ def test_bad_configuration_is_a_message_not_a_traceback(tmp_path, env, expected)
     assert expected in proc.stderr and "Traceback" not in proc.stderr
 
 
-def test_unreachable_run_store_is_reported_after_the_run(tmp_path):
+@pytest.mark.parametrize("url", ["postgresql://nobody:secret@127.0.0.1:1/flowloom", "mysql://127.0.0.1/x"])
+def test_unreachable_run_store_is_a_message_before_anything_runs(tmp_path, url):
     env = {k: v for k, v in os.environ.items() if not k.startswith("FLOWLOOM_")}
-    env["FLOWLOOM_REDIS_URL"] = "redis://127.0.0.1:1/0"
-    done = flowloom(env, "run", str(ROOT / "examples" / "hello.json"), "--input", "name=Ada")
-    assert done.returncode == 0 and "Hello, Ada!" in done.stdout
-    assert "could not save run" in done.stderr and "Traceback" not in done.stderr
-    paused = flowloom(env, "run", str(EXAMPLE), "--input", "item=tea", "--no-input")
-    assert paused.returncode == 1 and "the paused run was not saved" in paused.stderr
+    env.update(FLOWLOOM_HOME=str(tmp_path), FLOWLOOM_DATABASE_URL=url)
+    proc = flowloom(env, "run", str(ROOT / "examples" / "hello.json"), "--input", "name=Ada")
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr and "Hello, Ada!" not in proc.stdout
+    assert "secret" not in proc.stderr + proc.stdout, "the password is never printed"

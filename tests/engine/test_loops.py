@@ -122,7 +122,7 @@ def test_iteration_items_do_not_share_node_outputs():
                 [edge("start", "iter"), edge("first", "tag", "one"), edge("first", "mark", "else"),
                  edge("tag", "mark")])
     state, _ = run_sync(doc)
-    assert state.node_runs["iter"].outputs["results"] == ["1:only-for-1", "2:None", "3:None"]
+    assert state.node_runs["iter"].outputs["results"] == ["1:only-for-1", "2:", "3:"]
 
 
 def test_loop_node_carries_variables_until_break_condition():
