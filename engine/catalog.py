@@ -76,6 +76,10 @@ class KindSpec:
     - ``collects``: ``"outputs"`` - its outputs become the run's outputs;
       ``"answer"`` - its ``answer`` output joins the run's answer text.
     - ``inside``: kinds of container this kind must be inside (empty: anywhere).
+    - ``reads_only``: running it changes nothing outside the run unless its config says
+      so (:meth:`~schemas.nodes.NodeConfig.writes`); a graph tool made only of such nodes
+      needs no confirmation. False (the default) counts as writing, so a kind added
+      later is confirmed until its author says otherwise.
     - ``icon``, ``category``: how the canvas and the catalog listing present it.
     """
 
@@ -87,6 +91,7 @@ class KindSpec:
     interactive: bool = False
     collects: Collects | None = None
     inside: frozenset[str] = frozenset()
+    reads_only: bool = False
     icon: str = ""
     category: str = ""
 

@@ -76,12 +76,6 @@ from .llm import fit_messages
 __all__ = ["GatedHooks", "ToolCallNode", "graph_tool_risk", "graph_tool_spec", "http_tool_spec", "loop_tool_specs",
            "stop_tool_spec", "workflow_tool_spec"]
 
-#: Node kinds that only read: a graph tool made of them (and of GET/HEAD/OPTIONS HTTP
-#: requests) is read-level. Everything else - HTTP writes, run-variable updates, nested
-#: loops and agents, kinds added later - makes the tool write-level until declared.
-READ_ONLY_KINDS = frozenset({"template", "if_else", "variable_aggregator", "answer", "end", "chat",
-                             "classify_question", "extract_fields", "query_extension", "code", "loop_break"})
-_READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 _JSON_TYPES = {VarType.string: "string", VarType.number: "number", VarType.boolean: "boolean",
                VarType.object: "object", VarType.array: "array"}
@@ -100,9 +94,11 @@ def _cost_of(state: RunState) -> float:
 
 def graph_tool_risk(body: Any, root: str) -> tuple[str, str]:
     """``(level, why)`` of the graph tool starting at ``root`` of ``body`` (a compiled body
-    plan): ``read`` when every node reachable from ``root`` is of a :data:`READ_ONLY_KINDS`
-    kind or an HTTP request with a read method, else ``write`` naming the first node that
-    writes. Read from the workflow's own config, so a run cannot change it."""
+    plan): ``read`` when every node reachable from ``root`` is of a kind the catalog marks
+    ``reads_only`` and its config writes nothing (an HTTP request with a read method),
+    else ``write`` naming the first node that writes. Read from the workflow's own config,
+    so a run cannot change it; a kind the catalog does not mark counts as writing."""
+    catalog = body.catalog
     seen, todo = set(), [root]
     while todo:
         nid = todo.pop()
@@ -111,12 +107,12 @@ def graph_tool_risk(body: Any, root: str) -> tuple[str, str]:
         seen.add(nid)
         plan = body.nodes[nid]
         kind = plan.node.type
-        if kind == "http_request":
-            method = str(getattr(plan.node.config, "method", "GET")).upper()
-            if method not in _READ_METHODS:
-                return "write", f"node {nid!r} sends an HTTP {method}"
-        elif kind not in READ_ONLY_KINDS:
+        spec = catalog.get(kind) if catalog is not None else None
+        if spec is None or not spec.reads_only:
             return "write", f"node {nid!r} is a {kind} node"
+        reason = plan.node.config.writes()
+        if reason is not None:
+            return "write", f"node {nid!r} {reason}"
         todo += [target for _, _, target in plan.out_edges]
     return "read", "every node of the sub-graph only reads"
 

@@ -85,6 +85,12 @@ class NodeConfig(BaseModel):
         """(field path, model name) of every model this node calls; unknown names are compile errors."""
         return iter(())
 
+    def writes(self) -> str | None:
+        """Why this configured node changes something outside the run (None: it does not, as
+        far as its config says). Kinds whose catalog entry is not ``reads_only`` count as
+        writing whatever this says."""
+        return None
+
 
 def node_kind(kind: str, title: str):
     """Class decorator naming the kind and display title a config class is for.
@@ -283,6 +289,10 @@ class HttpRequestConfig(NodeConfig):
 
     def outputs(self, workflow: "Workflow") -> dict[str, VarType]:
         return {"status_code": VarType.number, "headers": VarType.object, "body": VarType.string, "json": VarType.any}
+
+    def writes(self) -> str | None:
+        """An HTTP request with a method other than GET/HEAD/OPTIONS has side effects."""
+        return None if self.method in ("GET", "HEAD", "OPTIONS") else f"sends an HTTP {self.method}"
 
     def templates(self) -> Iterator[tuple[str, str]]:
         yield "url", self.url

@@ -143,7 +143,9 @@ async def test_registry_file_from_flowloom_models_without_native_tools(openai_se
         "capabilities = { tool_calling = false, tool_choice = false }\n"
     )
     monkeypatch.setenv("FLOWLOOM_MODELS", str(registry_file))
-    registry = load_registry()
+    from engine.settings import Settings
+
+    registry = load_registry(Settings().models)  # FLOWLOOM_MODELS is read by Settings
     openai_server.script(
         text_reply('["where is order B-9"]'),
         text_reply('{"category": "order_issue"}'),

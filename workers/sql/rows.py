@@ -27,7 +27,7 @@ _STATE_COLUMNS = ("workflow_id", "workflow_hash", "workflow_version", "status", 
 
 #: ``node_runs`` columns that map one to one onto ``NodeRun`` fields.
 _NODE_COLUMNS = ("node_id", "kind", "status", "inputs", "outputs", "handles", "error", "attempts", "retries",
-                 "started_at", "finished_at", "waited_s", "usage", "data", "loop_id", "iteration")
+                 "started_at", "finished_at", "waited_s", "usage", "data", "loop_id", "iteration", "pending")
 
 
 def run_columns(state: RunState) -> dict[str, Any]:
@@ -55,7 +55,7 @@ def node_run_row(run_id: str, tenant_id: str, run: NodeRun, *, current: bool, po
         "inputs": run.inputs, "outputs": run.outputs, "handles": run.handles, "error": run.error,
         "attempts": run.attempts, "retries": run.retries, "started_at": run.started_at,
         "finished_at": run.finished_at, "waited_s": run.waited_s, "usage": run.usage, "data": run.data,
-        "loop_id": run.loop_id, "iteration": run.iteration,
+        "loop_id": run.loop_id, "iteration": run.iteration, "pending": run.pending,
     }
 
 

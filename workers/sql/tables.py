@@ -130,6 +130,7 @@ class NodeRunRow(_Table, table=True):
     data: Any = Field(default=None, sa_column=sa.Column(JsonValue))
     loop_id: str | None = Field(default=None, sa_type=Text)
     iteration: int | None = Field(default=None)
+    pending: Any = Field(default=None, sa_column=sa.Column(JsonValue))
 
 
 class RunEventRow(_Table, table=True):
