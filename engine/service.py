@@ -89,12 +89,19 @@ class Stores:
     chats: ChatStore
 
 
+#: durable events of a live execution kept in memory for watchers that join late
+_RECENT_MAX = 10_000
+
+
 @dataclass(slots=True)
 class _Live:
-    """A run executing in this process: its cancel token and its live watchers."""
+    """A run executing in this process: its cancel token, its live watchers, and its recent
+    durable events (a watcher that joins between two checkpoints finds there what the
+    event log does not hold yet)."""
 
     token: CancelToken
     watchers: list[asyncio.Queue[Any]] = field(default_factory=list)
+    recent: list[Any] = field(default_factory=list)
 
 
 class RunService:
@@ -269,18 +276,23 @@ class RunService:
                 text.append(event.text)
         else:
             durable.append(event)
+            live.recent.append(event)
+            if len(live.recent) > _RECENT_MAX:
+                del live.recent[: len(live.recent) - _RECENT_MAX]
         for queue in live.watchers:
             queue.put_nowait(event)
 
     def _checkpointer(self, owner: OwnerInfo, durable: list[Any]) -> Any:
-        runs, events = self.stores.runs, self.stores.events
+        runs = self.stores.runs
 
         async def checkpoint(state: RunState, delta: CheckpointDelta) -> None:
-            await runs.checkpoint(state, delta, owner_id=owner.id)
-            if durable:
-                batch = durable[:]
-                del durable[:]
-                await events.append(state.tenant_id, state.run_id, batch)
+            batch = durable[:]  # the events buffered since the last checkpoint commit with it
+            del durable[:]
+            try:
+                await runs.checkpoint(state, delta, owner_id=owner.id, events=batch)
+            except BaseException:
+                durable[:0] = batch  # not stored: the next checkpoint carries them
+                raise
 
         return checkpoint
 
@@ -334,7 +346,7 @@ class RunService:
         if live is not None:
             live.token.cancel(reason)
             return summary
-        if summary.status is RunStatus.running or (summary.owner is not None and not _owner_gone(summary.owner)):
+        if summary.owner is not None and not _owner_gone(summary.owner):
             await self.stores.commands.send(tenant_id, RunCommand(run_id=run_id, kind=CommandKind.cancel,
                                                                   reason=reason, created_at=time.time()))
             return summary
@@ -384,13 +396,16 @@ class RunService:
         missed, then live ones until the run ends or pauses. In the executing process live
         events include text deltas; elsewhere they come from the durable log (no deltas)."""
         await self.stores.runs.get_run(tenant_id, run_id)  # RunNotFound for another tenant's run
+        live = self._live.get(run_id)
+        queue: asyncio.Queue[Any] = asyncio.Queue()
+        if live is not None:  # subscribe before reading, so nothing published meanwhile is lost
+            live.watchers.append(queue)
         seen = after_seq
         for event in await self.stores.events.read(tenant_id, run_id, seen):
             seen = event["seq"]
             yield event
-        live = self._live.get(run_id)
         if live is not None:
-            async for event in self._watch_live(live, seen):
+            async for event in self._watch_live(live, queue, seen):
                 yield event
             return
         while True:
@@ -404,10 +419,12 @@ class RunService:
                     return
                 await asyncio.sleep(WATCH_POLL_S)
 
-    async def _watch_live(self, live: _Live, seen: int) -> AsyncIterator[dict[str, Any]]:
-        queue: asyncio.Queue[Any] = asyncio.Queue()
-        live.watchers.append(queue)
+    async def _watch_live(self, live: _Live, queue: asyncio.Queue[Any], seen: int) -> AsyncIterator[dict[str, Any]]:
         try:
+            for event in list(live.recent):  # durable events not in the log yet
+                if event.seq > seen:
+                    seen = event.seq
+                    yield event.model_dump(mode="json")
             while (event := await queue.get()) is not None:
                 if event.seq > seen:
                     seen = event.seq

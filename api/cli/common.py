@@ -177,6 +177,10 @@ class TerminalView:
         self._line((f"  {mark} ", style), (self._name(event), "bold"), f" [{event.kind}] ", (status, style),
                    timing + detail)
 
+    def _on_node_warning(self, event: Any) -> None:
+        self._line(("  ⚠ ", "yellow"), (self._name(event), "bold"), f" [{event.kind}] ", (event.code, "yellow"),
+                   f": {event.message}")
+
     def _on_interrupt(self, event: Any) -> None:
         self._line(("  ? ", "magenta"), (self._name(event), "bold"), f" [{event.kind}] waiting for an answer")
 

@@ -16,7 +16,7 @@ from rich.text import Text
 from .common import EXIT_OK, JsonFlag, abort, app, named, node_titles, out, write_json
 from .running import execute
 
-__all__ = ["prune", "runs", "show"]
+__all__ = ["prune", "runs", "show", "watch"]
 
 runs_app = typer.Typer(help="List runs (newest first); `flowloom runs prune` deletes old ones.",
                        invoke_without_command=True, no_args_is_help=False)
@@ -169,3 +169,36 @@ def _short(value: Any, limit: int = 300) -> str:
     text = json.dumps(value, ensure_ascii=False, default=str)
     return text if len(text) <= limit else text[:limit] + f"… ({len(text)} chars)"
 
+
+
+@app.command()
+def watch(
+    run_id: Annotated[str, typer.Argument(help="the run to follow")],
+    after: Annotated[int, typer.Option("--after", min=0, help="show events after this sequence number")] = 0,
+    as_json: JsonFlag = False,
+) -> None:
+    """Follow a run from any process: the events after --after that are stored, then new ones
+    until the run ends or pauses (text deltas are only streamed to the process running it)."""
+
+    async def body(service: Any) -> int:
+        from pydantic import TypeAdapter
+
+        from schemas.events import Event
+
+        titles = node_titles(await service.workflow_of("default", run_id))
+        view: Any = None
+        if not as_json:
+            from .common import TerminalView
+
+            view = TerminalView(out(), titles)
+        adapter = TypeAdapter(Event)
+        async for event in service.watch("default", run_id, after):
+            if as_json:
+                write_json(event)
+            else:
+                view.show(adapter.validate_python(event))
+        if view is not None:
+            view.close()
+        return EXIT_OK
+
+    raise typer.Exit(execute(body))

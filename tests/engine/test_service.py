@@ -1,0 +1,155 @@
+"""The run service over the real SQL store (SQLite file and PostgreSQL): leases and their
+expiry, the heartbeat, watching a run (replay, then live), cancelling runs nobody executes,
+chats, recovery listing and retention."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.ports import RunOwned
+from engine.service import RunNotResumable, RunService, Stores
+from engine.settings import Settings
+from nodes.model_registry import get_registry
+from schemas.records import OwnerInfo
+from schemas.types import RunStatus
+from tests.support.catalog import TEST_CATALOG
+from tests.support.workflows import build, chain_edges, node
+from workers.sql import SqlStore
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def database_url(request, tmp_path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite+aiosqlite:///{tmp_path / 'runs.db'}"
+    return request.getfixturevalue("make_postgres_database")()
+
+
+@pytest.fixture
+async def store(database_url) -> Any:
+    opened = await SqlStore.open(database_url)
+    yield opened
+    await opened.close()
+
+
+def service_of(store: SqlStore, tmp_path: Path, **settings: Any) -> RunService:
+    return RunService(catalog=TEST_CATALOG, stores=Stores(store, store, store, store),
+                      settings=Settings(home=tmp_path, **settings), models=get_registry())
+
+
+def probe(node_id: str, **config: Any) -> dict[str, Any]:
+    return node(node_id, "probe", config)
+
+
+SLOW = build([probe("a", value=1), probe("slow", sleep=1.2), probe("b", value=2)], chain_edges("start", "a", "slow", "b"))
+
+
+async def drain(events: Any) -> list[Any]:
+    return [event async for event in events]
+
+
+async def test_a_lease_held_by_another_host_expires_then_the_run_is_recoverable(store, tmp_path):
+    service = service_of(store, tmp_path)
+    state = await service.prepare(SLOW, {})
+    stranger = OwnerInfo(id="other", host="another-host", pid=1, lease_until=time.time() + 0.6)
+    await store.claim("default", state.run_id, stranger)
+    with pytest.raises(RunOwned) as owned:
+        await drain(service.recover("default", state.run_id))
+    assert owned.value.owner is not None and owned.value.owner.host == "another-host"
+    assert "another-host" in str(owned.value)
+    assert [s.run_id for s in await service.recoverable()] == []
+    await asyncio.sleep(0.7)
+    assert [s.run_id for s in await service.recoverable()] == [state.run_id]
+    events = await drain(service.recover("default", state.run_id))
+    assert events[-1].type == "run_finished"
+
+
+async def test_a_dead_process_of_this_host_is_taken_over_at_once(store, tmp_path):
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    service = service_of(store, tmp_path)
+    state = await service.prepare(SLOW, {})
+    await store.claim("default", state.run_id, OwnerInfo(id="dead", host=socket.gethostname(),
+                                                         pid=int(gone.stdout), lease_until=time.time() + 600))
+    assert os.getpid() != int(gone.stdout)
+    events = await drain(service.recover("default", state.run_id))
+    assert events[-1].type == "run_finished"
+
+
+async def test_the_heartbeat_keeps_a_long_node_owned_past_the_lease_length(store, tmp_path):
+    service = service_of(store, tmp_path, lease_ttl=0.3)
+    state = await service.prepare(SLOW, {})
+    events = await drain(service.execute("default", state.run_id))
+    assert events[-1].type == "run_finished", events[-1]
+    summary = await service.get("default", state.run_id)
+    assert summary.status is RunStatus.succeeded and summary.owner is None, "released at the end"
+
+
+async def test_watch_replays_what_was_missed_then_follows_live(store, tmp_path):
+    service = service_of(store, tmp_path)
+    state = await service.prepare(SLOW, {})
+    running = asyncio.ensure_future(drain(service.execute("default", state.run_id)))
+    await asyncio.sleep(0.6)  # a finished, slow running
+    seen = [event async for event in service.watch("default", state.run_id, after_seq=2)]
+    produced = await running
+    assert [e["seq"] for e in seen] == [e.seq for e in produced if e.seq > 2]
+    assert seen[-1]["type"] == "run_finished"
+    later = [event async for event in service.watch("default", state.run_id)]  # after the end: the durable log
+    assert [e["seq"] for e in later] == [e.seq for e in produced if e.type != "node_delta"]
+
+
+async def test_cancel_ends_a_pending_run_and_refuses_an_ended_one(store, tmp_path):
+    service = service_of(store, tmp_path)
+    state = await service.prepare(SLOW, {})
+    summary = await service.cancel("default", state.run_id)
+    assert summary.status is RunStatus.cancelled and summary.error["reason"] == "cancelled"
+    with pytest.raises(RunNotResumable, match="already ended"):
+        await service.cancel("default", state.run_id)
+    with pytest.raises(RunNotResumable):
+        await drain(service.execute("default", state.run_id))
+
+
+async def test_cancel_reaches_a_run_executing_elsewhere_through_the_command_channel(store, tmp_path):
+    runner, other = service_of(store, tmp_path), service_of(store, tmp_path)
+    state = await runner.prepare(build([probe("wait", sleep=30)], chain_edges("start", "wait")), {})
+    running = asyncio.ensure_future(drain(runner.execute("default", state.run_id)))
+    await asyncio.sleep(0.3)
+    other._live.clear()  # the other service knows the run only through the store
+    sent = time.monotonic()
+    await other.cancel("default", state.run_id, "stop from elsewhere")
+    events = await running
+    assert time.monotonic() - sent < 1.0
+    assert [e.type for e in events][-1] == "run_cancelled"
+    runs = {r.node_id: r.status.value for r in await other.node_runs("default", state.run_id)}
+    assert runs["wait"] == "cancelled"
+
+
+async def test_runs_of_another_tenant_are_invisible(store, tmp_path):
+    service = service_of(store, tmp_path)
+    state = await service.prepare(SLOW, {}, tenant_id="acme")
+    from engine.ports import RunNotFound
+
+    with pytest.raises(RunNotFound):
+        await service.get("default", state.run_id)
+    with pytest.raises(RunNotFound):
+        await service.cancel("default", state.run_id)
+    assert await service.list("default") == []
+    assert [s.run_id for s in await service.list("acme")] == [state.run_id]
+
+
+async def test_prune_deletes_only_ended_runs_older_than_the_cut(store, tmp_path):
+    service = service_of(store, tmp_path)
+    ended = await service.prepare(build([probe("a", value=1)], chain_edges("start", "a")), {})
+    await drain(service.execute("default", ended.run_id))
+    waiting = await service.prepare(SLOW, {})
+    assert await service.prune("default", older_than_days=1) == 0
+    assert await service.prune("default", older_than_days=0) == 1
+    assert [s.run_id for s in await service.list("default")] == [waiting.run_id]
