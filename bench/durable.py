@@ -41,7 +41,6 @@ import datetime as _dt
 import gc
 import json
 import os
-import platform
 import statistics
 import sys
 import tempfile
@@ -49,7 +48,7 @@ import time
 import uuid
 from typing import Any, Awaitable, Callable
 
-from _checkout import ROOT as _ROOT  # noqa: E402  (first: import this checkout, not bench/engine.py)
+from _checkout import ROOT as _ROOT, machine, provenance  # noqa: E402  (first: this checkout, not bench/engine.py)
 
 import engine  # noqa: E402
 from engine import (KindSpec, NodeCatalog, NodeExecutor, NodeResult, RunDeps, compile_workflow,  # noqa: E402
@@ -422,49 +421,15 @@ async def measure(backends: list[Backend], n: int, iterations: int, warmup: int,
     return out
 
 
-def _versions() -> dict[str, str]:
-    from importlib import metadata
-
-    out = {}
-    for dist in ("sqlalchemy", "aiosqlite", "asyncpg", "pydantic"):
-        try:
-            out[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:  # pragma: no cover
-            out[dist] = "?"
-    return out
-
-
 def _checkout() -> dict[str, Any]:
     """Which Flowloom code was measured: the commit, and whether engine/schemas/nodes/workers differ from it."""
-    import subprocess
-
-    out: dict[str, Any] = {"root": _ROOT, "engine_path": os.path.dirname(engine.__file__)}
-    try:
-        head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=_ROOT, capture_output=True, text=True,
-                              timeout=10)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "engine", "schemas", "nodes", "workers"],
-                               cwd=_ROOT, capture_output=True, text=True, timeout=10)
-        out["commit"] = head.stdout.strip() or None
-        out["engine_dirty"] = bool(dirty.stdout.strip()) if dirty.returncode == 0 else None
-    except (OSError, subprocess.SubprocessError):
-        out["commit"], out["engine_dirty"] = None, None
-    return out
+    found = provenance(("engine", "schemas", "nodes", "workers"))
+    return {"root": _ROOT, "engine_path": os.path.dirname(engine.__file__), "commit": found["commit"],
+            "engine_dirty": found["dirty"]}
 
 
 def _machine() -> dict[str, Any]:
-    try:
-        load = [round(x, 2) for x in os.getloadavg()]
-    except OSError:  # pragma: no cover
-        load = None
-    return {
-        "python": platform.python_version(),
-        "implementation": platform.python_implementation(),
-        "platform": platform.platform(),
-        "machine": platform.machine(),
-        "cpu_count": os.cpu_count(),
-        "loadavg_at_start": load,
-        "packages": _versions(),
-    }
+    return machine(("sqlalchemy", "aiosqlite", "asyncpg", "pydantic"))
 
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:

@@ -35,14 +35,13 @@ import datetime as _dt
 import gc
 import json
 import os
-import platform
 import statistics
 import sys
 import time
 import tracemalloc
 from typing import Any, Awaitable, Callable, TypedDict
 
-from _checkout import ROOT as _ROOT  # noqa: E402  (first: import this checkout, not bench/engine.py)
+from _checkout import ROOT as _ROOT, machine, provenance  # noqa: E402  (first: this checkout, not bench/engine.py)
 
 import engine  # noqa: E402  (first: older checkouts had a nodes -> engine -> nodes import cycle)
 from engine import KindSpec, NodeCatalog, NodeExecutor, NodeResult, RunDeps, compile_workflow, run_workflow  # noqa: E402
@@ -343,49 +342,15 @@ async def bench_memory(n: int, runs: int, verbose: bool) -> dict[str, Any]:
     }
 
 
-def _versions() -> dict[str, str]:
-    from importlib import metadata
-
-    out = {}
-    for dist in ("langgraph", "langchain-core", "pydantic", "networkx"):
-        try:
-            out[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:  # pragma: no cover
-            out[dist] = "?"
-    return out
-
-
 def _checkout() -> dict[str, Any]:
     """Which Flowloom code was measured: the commit, and whether engine/schemas/nodes differ from it."""
-    import subprocess
-
-    out: dict[str, Any] = {"root": _ROOT, "engine_path": os.path.dirname(engine.__file__)}
-    try:
-        head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=_ROOT, capture_output=True, text=True,
-                              timeout=10)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "engine", "schemas", "nodes"], cwd=_ROOT,
-                               capture_output=True, text=True, timeout=10)
-        out["commit"] = head.stdout.strip() or None
-        out["engine_dirty"] = bool(dirty.stdout.strip()) if dirty.returncode == 0 else None
-    except (OSError, subprocess.SubprocessError):
-        out["commit"], out["engine_dirty"] = None, None
-    return out
+    found = provenance(("engine", "schemas", "nodes"))
+    return {"root": _ROOT, "engine_path": os.path.dirname(engine.__file__), "commit": found["commit"],
+            "engine_dirty": found["dirty"]}
 
 
 def _machine() -> dict[str, Any]:
-    try:
-        load = [round(x, 2) for x in os.getloadavg()]
-    except OSError:  # pragma: no cover
-        load = None
-    return {
-        "python": platform.python_version(),
-        "implementation": platform.python_implementation(),
-        "platform": platform.platform(),
-        "machine": platform.machine(),
-        "cpu_count": os.cpu_count(),
-        "loadavg_at_start": load,
-        "packages": _versions(),
-    }
+    return machine(("langgraph", "langchain-core", "pydantic", "networkx"))
 
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:

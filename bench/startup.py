@@ -28,14 +28,13 @@ import contextlib
 import datetime as _dt
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
 import time
 from typing import Any
 
-from _checkout import ROOT  # noqa: E402  (first: import this checkout, not bench/engine.py)
+from _checkout import ROOT, machine, provenance  # noqa: E402  (first: import this checkout, not bench/engine.py)
 
 SCHEMA = "flowloom-bench-startup/1"
 TARGET_S = 0.3
@@ -174,32 +173,11 @@ def bench_imports(runs: int, verbose: bool) -> dict[str, Any]:
 
 def _checkout() -> dict[str, Any]:
     """Which Flowloom code was measured: the commit, and whether api/engine/schemas/nodes differ from it."""
-    out: dict[str, Any] = {"root": ROOT}
-    try:
-        head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                              timeout=10)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "api", "engine", "schemas", "nodes"], cwd=ROOT,
-                               capture_output=True, text=True, timeout=10)
-        out["commit"] = head.stdout.strip() or None
-        out["dirty"] = bool(dirty.stdout.strip()) if dirty.returncode == 0 else None
-    except (OSError, subprocess.SubprocessError):
-        out["commit"], out["dirty"] = None, None
-    return out
+    return {"root": ROOT, **provenance(("api", "engine", "schemas", "nodes"))}
 
 
 def _machine() -> dict[str, Any]:
-    try:
-        load = [round(x, 2) for x in os.getloadavg()]
-    except OSError:  # pragma: no cover
-        load = None
-    return {
-        "python": platform.python_version(),
-        "implementation": platform.python_implementation(),
-        "platform": platform.platform(),
-        "machine": platform.machine(),
-        "cpu_count": os.cpu_count(),
-        "loadavg_at_start": load,
-    }
+    return machine()
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:

@@ -49,7 +49,6 @@ plan, gate refusals, questions and confirmations.
 
 from __future__ import annotations
 
-import asyncio
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -57,7 +56,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.context import InterruptRequested, NodeContext, NodeResult
-from engine.errors import NodeFailed, RunCancelled, RunLimitExceeded
+from engine.errors import NodeFailed
 from engine.settings import Settings
 from schemas.nodes_agent import AgentConfig, FileReaderTool, ModelAgentTool
 from schemas.run import PendingContext
@@ -109,6 +108,7 @@ from .chat import (
     resolve_history,
     sampling,
 )
+from .agent_calls import run_approved
 from .llm import LLMRequest, call_llm, fit_messages
 from .tool_call import loop_tool_specs
 
@@ -518,7 +518,7 @@ class AgentNode(NodeExecutor[AgentConfig], kind="agent"):
         call = ToolCallContext(ctx, raw["id"], raw["name"], raw.get("arguments", "{}"), raw.get("args") or {},
                                raw.get("round", loop.round), raw["index"], loop, spec)
         status.tool_since_update = True
-        return await _run_approved(call, spec, settings)
+        return await run_approved(call, spec, settings)
 
     # ------------------------------------------------------------------ outputs
 
@@ -543,18 +543,3 @@ class AgentNode(NodeExecutor[AgentConfig], kind="agent"):
             "stop_reason": result.stop_reason,
             "rounds": result.rounds,
         })
-
-
-async def _run_approved(call: ToolCallContext, spec: ToolSpec, settings: LoopSettings) -> ToolOutcome:
-    """Run a confirmed call as the kernel would: timeout, and failures as error results."""
-    timeout = spec.timeout if spec.timeout is not None else settings.tool_timeout
-    try:
-        async with asyncio.timeout(timeout):
-            outcome = await spec.run(call.args, call)
-    except (InterruptRequested, RunCancelled, RunLimitExceeded):
-        raise
-    except TimeoutError:
-        return ToolOutcome(f"tool {call.name} timed out after {timeout:g}s", is_error=True)
-    except Exception as exc:  # noqa: BLE001 - reported to the model, like the kernel does
-        return ToolOutcome(f"tool {call.name} failed: {type(exc).__name__}: {exc}", is_error=True)
-    return outcome if isinstance(outcome, ToolOutcome) else ToolOutcome(str(outcome))
