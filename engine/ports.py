@@ -15,6 +15,7 @@ tenant, so one store serves many tenants without leaking rows between them.
 - :class:`MemoryStore`: node memory, small JSON values kept across runs (hints such as
   a classifier's last category); never what a paused run needs to continue.
 - :class:`ModelCatalog`: the model names the compiler checks references against.
+- :class:`KeyStore`: tenants and their API keys (stored hashed, shown once).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
 
-from schemas.records import ChatMessage, OwnerInfo, RunCommand, RunSummary
+from schemas.records import ApiKey, ChatMessage, OwnerInfo, RunCommand, RunSummary, Tenant
 from schemas.run import NodeRun, RunState
 from schemas.types import RunStatus
 
@@ -33,6 +34,8 @@ __all__ = [
     "CheckpointDelta",
     "CommandChannel",
     "EventLog",
+    "KeyNotFound",
+    "KeyStore",
     "MemoryStore",
     "ModelCatalog",
     "RunExists",
@@ -41,6 +44,7 @@ __all__ = [
     "RunStore",
     "LeaseLost",
     "StoreError",
+    "TenantNotFound",
     "node_memory_key",
 ]
 
@@ -241,4 +245,57 @@ class ModelCatalog(Protocol):
 
     def names(self) -> list[str]:
         """Every model name."""
+        ...
+
+
+class KeyNotFound(StoreError, KeyError):
+    """No API key with that id for this tenant."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "API key not found"
+
+
+class TenantNotFound(StoreError, KeyError):
+    """No tenant with that id."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "tenant not found"
+
+
+@runtime_checkable
+class KeyStore(Protocol):
+    """Tenants and their API keys.
+
+    A key's plaintext (``fl_<prefix>_<secret>``) exists only in the return value of
+    :meth:`create_key`; the store keeps its visible prefix and the SHA-256 of the
+    secret, so a leaked database does not leak usable keys.
+    """
+
+    async def ensure_tenant(self, tenant_id: str, name: str = "") -> tuple[Tenant, bool]:
+        """The tenant, created when missing; the flag is True when this call created it."""
+        ...
+
+    async def get_tenant(self, tenant_id: str) -> Tenant:
+        """The tenant. Raises TenantNotFound."""
+        ...
+
+    async def create_key(self, tenant_id: str, *, name: str = "", admin: bool = False,
+                         app_id: str | None = None) -> tuple[ApiKey, str]:
+        """A new key of the tenant: its record and its plaintext (shown once, never stored).
+        Raises TenantNotFound."""
+        ...
+
+    async def authenticate(self, plaintext: str) -> ApiKey | None:
+        """The active key whose plaintext this is (looked up by its prefix, the secret's
+        hash compared in constant time), its ``last_used_at`` set to now; None for a
+        malformed, unknown or revoked key."""
+        ...
+
+    async def list_keys(self, tenant_id: str) -> list[ApiKey]:
+        """The tenant's keys (revoked ones included), oldest first."""
+        ...
+
+    async def revoke_key(self, tenant_id: str, key_id: str) -> ApiKey:
+        """Revoke the tenant's key (idempotent: a revoked key keeps its first revocation
+        time). Raises KeyNotFound, also for another tenant's key."""
         ...

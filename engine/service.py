@@ -377,6 +377,10 @@ class RunService:
         """The run's summary. Raises RunNotFound."""
         return await self.stores.runs.get_run(tenant_id, run_id)
 
+    async def state(self, tenant_id: str, run_id: str) -> RunState:
+        """The run's state as last checkpointed (inputs, outputs, answer, node runs). Raises RunNotFound."""
+        return await self.stores.runs.load_run(tenant_id, run_id)
+
     async def list(self, tenant_id: str = DEFAULT_TENANT, **filters: Any) -> list[RunSummary]:
         """Runs, newest first (filters: status, workflow_id, chat_id, limit)."""
         return await self.stores.runs.list_runs(tenant_id, **filters)

@@ -18,6 +18,7 @@ from .types import RunStatus
 
 __all__ = [
     "DEFAULT_TENANT",
+    "ApiKey",
     "ChatMessage",
     "CommandKind",
     "MessagePart",
@@ -25,6 +26,7 @@ __all__ = [
     "OwnerInfo",
     "RunCommand",
     "RunSummary",
+    "Tenant",
 ]
 
 #: The tenant of everything created without one (the CLI, an embedded deployment).
@@ -133,3 +135,38 @@ class ChatMessage(BaseModel):
     def text(self) -> str:
         """The message's text parts joined (what ``sys.history`` carries)."""
         return "".join(part.text for part in self.parts if part.type == "text")
+
+
+class Tenant(BaseModel):
+    """A tenant: the owner of workflows, runs, chats and API keys. Every query of the
+    API is scoped to the tenant of the key that makes it."""
+
+    id: str
+    name: str = ""
+    created_at: float = 0.0
+
+
+class ApiKey(BaseModel):
+    """An API key as stored and listed: never its secret (only a SHA-256 hash of it is
+    kept, and the plaintext is shown once, when the key is created).
+
+    ``prefix`` is the visible part of the key (``fl_<prefix>_...``) that identifies it
+    in lists and logs. ``app_id`` scopes the key to one app (None: the whole tenant);
+    ``admin`` allows managing the tenant's keys. A key with ``revoked_at`` set no
+    longer authenticates.
+    """
+
+    id: str
+    tenant_id: str
+    name: str = ""
+    prefix: str
+    app_id: str | None = None
+    admin: bool = False
+    created_at: float = 0.0
+    last_used_at: float | None = None
+    revoked_at: float | None = None
+
+    @property
+    def active(self) -> bool:
+        """True while the key is not revoked."""
+        return self.revoked_at is None

@@ -16,7 +16,7 @@ from typing import NoReturn
 
 from rich.text import Text
 
-from . import files, inspect, running  # noqa: F401  (each module adds its commands to the app)
+from . import files, inspect, keys, running, serve  # noqa: F401  (each module adds its commands to the app)
 from .common import EXIT_INVALID, app, err
 
 __all__ = ["app", "main"]

@@ -18,12 +18,14 @@ from sqlalchemy.orm import registry
 from sqlmodel import Field, SQLModel
 
 __all__ = [
+    "ApiKeyRow",
     "ChatRow",
     "MessageRow",
     "NodeRunRow",
     "RunCommandRow",
     "RunEventRow",
     "RunRow",
+    "TenantRow",
     "WorkflowDocRow",
     "metadata",
 ]
@@ -191,3 +193,36 @@ class MessageRow(_Table, table=True):
     parts: Any = Field(sa_column=sa.Column(JsonValue, nullable=False))
     created_at: float = Field(sa_type=Seconds)
     updated_at: float = Field(sa_type=Seconds)
+
+
+class TenantRow(_Table, table=True):
+    """A tenant (the owner of the rows that carry its ``tenant_id``)."""
+
+    __tablename__ = "tenants"
+
+    tenant_id: str = Field(sa_type=Text, primary_key=True)
+    name: str = Field(default="", sa_type=Text)
+    created_at: float = Field(sa_type=Seconds)
+
+
+class ApiKeyRow(_Table, table=True):
+    """An API key: its visible ``prefix`` (unique, the lookup key) and the SHA-256 of its
+    secret (hex), never the secret itself."""
+
+    __tablename__ = "api_keys"
+    __table_args__ = (
+        sa.ForeignKeyConstraint(["tenant_id"], ["tenants.tenant_id"], ondelete="CASCADE"),
+        sa.Index("ix_api_keys_tenant", "tenant_id"),
+        sa.Index("ux_api_keys_prefix", "prefix", unique=True),
+    )
+
+    id: str = Field(sa_type=Text, primary_key=True)
+    tenant_id: str = Field(sa_type=Text)
+    name: str = Field(default="", sa_type=Text)
+    prefix: str = Field(sa_type=Text)
+    secret_hash: str = Field(sa_type=Text)
+    app_id: str | None = Field(default=None, sa_type=Text)
+    admin: bool = Field(default=False)
+    created_at: float = Field(sa_type=Seconds)
+    last_used_at: float | None = Field(default=None, sa_type=Seconds)
+    revoked_at: float | None = Field(default=None, sa_type=Seconds)

@@ -1,0 +1,89 @@
+"""The HTTP API as a FastAPI app: ``create_app(settings)``.
+
+The app's lifespan opens the run service of :func:`api.runtime.open_service` (the same
+stores and wiring as the CLI: SQLite under ``FLOWLOOM_HOME`` by default, or
+``FLOWLOOM_DATABASE_URL``), the key store on the same database, and the executor
+whose tasks run the runs; it creates the default tenant on first start. Every route
+goes through the run service (the one implementation of the run lifecycle).
+
+``/health`` and the OpenAPI document (``/openapi.json``, ``/docs``) are open; every
+other route needs an API key (:mod:`api.auth`). Errors are JSON with their real status
+(:mod:`api.errors`); no response ever carries a traceback.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from importlib import metadata
+from typing import AsyncIterator
+
+from fastapi import FastAPI
+
+from engine.ports import KeyStore
+from engine.service import RunService
+from engine.settings import Settings, get_settings
+from schemas.records import DEFAULT_TENANT
+from workers.sql import SqlStore
+from workers.sql.keys import SqlKeyStore
+
+from .errors import install_error_handlers
+from .executor import RunExecutor
+from .routes import routers
+from .runtime import open_service
+
+__all__ = ["HEARTBEAT_S", "create_app", "key_store_of"]
+
+#: seconds between two heartbeat comments of an idle SSE stream
+HEARTBEAT_S = 15.0
+
+
+def _version() -> str:
+    try:
+        return metadata.version("flowloom")
+    except metadata.PackageNotFoundError:  # pragma: no cover - running from a source tree
+        return "0.0.0"
+
+
+def key_store_of(service: RunService) -> KeyStore:
+    """The key store on the database of ``service``'s run store.
+
+    Raises:
+        TypeError: the run store is not the SQL store (the only one with keys today).
+    """
+    store = service.stores.runs
+    if not isinstance(store, SqlStore):
+        raise TypeError(f"API keys need the SQL run store, not {type(store).__name__}")
+    return SqlKeyStore(store)
+
+
+def create_app(settings: Settings | None = None, *, heartbeat_s: float = HEARTBEAT_S,
+               shutdown_grace_s: float = 5.0) -> FastAPI:
+    """The API app over the stores ``settings`` name (default: the process settings).
+
+    ``heartbeat_s``: seconds between heartbeat comments of idle SSE streams;
+    ``shutdown_grace_s``: how long a shutdown waits for executing runs before
+    cancelling them. ``app.state`` holds ``service``, ``keys``, ``executor`` and
+    ``first_start`` (True when this start created the default tenant) while the app runs.
+    """
+    chosen = settings or get_settings()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        async with open_service(chosen) as service:
+            keys = key_store_of(service)
+            _tenant, created = await keys.ensure_tenant(DEFAULT_TENANT, "Default tenant")
+            executor = RunExecutor()
+            app.state.service, app.state.keys, app.state.executor = service, keys, executor
+            app.state.first_start = created
+            try:
+                yield
+            finally:
+                await executor.close(shutdown_grace_s)
+
+    app = FastAPI(title="Flowloom", version=_version(), lifespan=lifespan, redoc_url=None,
+                  description="Run Flowloom workflows over HTTP: runs, their events (SSE), API keys.")
+    app.state.heartbeat_s = heartbeat_s
+    install_error_handlers(app)
+    for router in routers:
+        app.include_router(router)
+    return app

@@ -1,0 +1,106 @@
+"""``flowloom keys create | list | revoke``: API keys of the HTTP API.
+
+A key is shown once, by ``create`` (on stdout, alone on its line, so scripts can take
+it); the store keeps only its visible prefix and a hash of its secret. ``--tenant``
+names the tenant (default ``default``); ``create`` makes the tenant when it does not
+exist yet.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.table import Table
+from rich.text import Text
+
+from .common import EXIT_OK, JsonFlag, app, err, out, write_json
+from .running import execute
+
+__all__ = ["create", "list_keys", "revoke"]
+
+keys_app = typer.Typer(help="API keys of the HTTP API (`flowloom serve`): create (shown once), list, revoke.",
+                       no_args_is_help=True)
+app.add_typer(keys_app, name="keys")
+
+TenantOption = Annotated[str, typer.Option("--tenant", help="the tenant of the keys")]
+
+
+def _store(service: Any) -> Any:
+    from api.app import key_store_of
+
+    return key_store_of(service)
+
+
+def _when(seconds: float | None) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(seconds)) if seconds else "-"
+
+
+@keys_app.command()
+def create(
+    name: Annotated[str, typer.Option("--name", help="what the key is for (shown in lists)")] = "",
+    tenant: TenantOption = "default",
+    admin: Annotated[bool, typer.Option("--admin", help="may manage the tenant's keys through the API")] = False,
+    app_id: Annotated[Optional[str], typer.Option("--app", help="scope the key to one app (default: the whole "
+                                                  "tenant)")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Create a key and print it once (only a hash of it is kept)."""
+
+    async def body(service: Any) -> int:
+        keys = _store(service)
+        await keys.ensure_tenant(tenant)
+        record, plaintext = await keys.create_key(tenant, name=name, admin=admin, app_id=app_id)
+        if as_json:
+            write_json({"key": record.model_dump(mode="json"), "secret": plaintext})
+            return EXIT_OK
+        scope = f"app {app_id}" if app_id else f"tenant {tenant}"
+        err().print(Text.assemble(("API key created", "bold green"), f": {record.id} ({'admin, ' if admin else ''}"
+                                  f"{scope}); it is shown once, keep it now:"))
+        out().print(plaintext)
+        err().print(Text(f"use it as: curl -H 'Authorization: Bearer {plaintext[:12]}...' ...", style="dim"))
+        return EXIT_OK
+
+    raise typer.Exit(execute(body))
+
+
+@keys_app.command("list")
+def list_keys(tenant: TenantOption = "default", as_json: JsonFlag = False) -> None:
+    """The tenant's keys (prefix, scope, last use, revocation; never a secret)."""
+
+    async def body(service: Any) -> int:
+        found = await _store(service).list_keys(tenant)
+        if as_json:
+            write_json([k.model_dump(mode="json") for k in found])
+            return EXIT_OK
+        if not found:
+            out().print(f"no API key for tenant {tenant}; create one with: flowloom keys create --admin")
+            return EXIT_OK
+        table = Table("id", "key", "name", "scope", "admin", "created", "last used", "revoked", box=None)
+        for k in found:
+            table.add_row(k.id, f"fl_{k.prefix}_...", k.name, f"app {k.app_id}" if k.app_id else "tenant",
+                          "yes" if k.admin else "", _when(k.created_at), _when(k.last_used_at), _when(k.revoked_at))
+        out().print(table)
+        return EXIT_OK
+
+    raise typer.Exit(execute(body))
+
+
+@keys_app.command()
+def revoke(key_id: Annotated[str, typer.Argument(help="the key's id (`flowloom keys list`)")],
+           tenant: TenantOption = "default") -> None:
+    """Revoke a key: it no longer authenticates."""
+    from engine.ports import KeyNotFound
+
+    from .common import abort
+
+    async def body(service: Any) -> int:
+        try:
+            record = await _store(service).revoke_key(tenant, key_id)
+        except KeyNotFound as exc:
+            abort("cannot revoke:", [str(exc)])
+        out().print(Text.assemble((f"API key {record.id} revoked", "bold yellow"), f" ({_when(record.revoked_at)})"))
+        return EXIT_OK
+
+    raise typer.Exit(execute(body))

@@ -1,0 +1,145 @@
+"""Errors of the HTTP API: one JSON shape, the real status, never a traceback.
+
+Every error response is ``{"error": {"type", "message", "problems"?}}``
+(:class:`schemas.api.ErrorBody`); an error raised after an SSE stream started becomes
+an ``error`` event with the same data. :func:`describe` maps Flowloom's exceptions:
+
+=====================================================  ======  =====================
+exception                                              status  ``type``
+=====================================================  ======  =====================
+:class:`ApiError`                                      its     its
+``CompileError``                                       422     ``invalid_workflow``
+``InvalidInputs``                                      422     ``invalid_inputs``
+request validation                                     422     ``invalid_request``
+``RunNotFound``, ``KeyNotFound``, ``TenantNotFound``   404     ``not_found``
+``RunNotResumable``, ``UnknownInterrupt``, ``RunOwned`` 409    ``conflict``
+other ``StoreError``                                   503     ``store_error``
+anything else                                          500     ``internal_error``
+=====================================================  ======  =====================
+
+Another tenant's run or key is ``not_found``, exactly as a run that does not exist.
+An unexpected exception is logged (type, message and stack, never request headers,
+so never an API key) and answered with a generic message: its text may hold data the
+caller must not see.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from engine.errors import CompileError, FlowloomError, InvalidInputs, UnknownInterrupt
+from engine.ports import KeyNotFound, RunNotFound, RunOwned, StoreError, TenantNotFound
+from engine.service import RunNotResumable
+
+__all__ = ["ApiError", "describe", "error_body", "install_error_handlers", "logger"]
+
+logger = logging.getLogger("flowloom.api")
+
+_STATUS_TYPES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
+                 405: "method_not_allowed", 409: "conflict", 422: "invalid_request"}
+
+
+class ApiError(Exception):
+    """An error the API answers as it is: ``status``, ``type``, ``message`` and headers
+    (e.g. ``WWW-Authenticate`` on a 401)."""
+
+    def __init__(self, status: int, type: str, message: str, *, headers: dict[str, str] | None = None,  # noqa: A002
+                 problems: list[Any] | None = None) -> None:
+        super().__init__(message)
+        self.status, self.type, self.message = status, type, message
+        self.headers = headers or {}
+        self.problems = problems
+
+
+def error_body(type: str, message: str, problems: list[Any] | None = None) -> dict[str, Any]:  # noqa: A002
+    """``{"error": {...}}`` (``problems`` only when given)."""
+    detail: dict[str, Any] = {"type": type, "message": message}
+    if problems is not None:
+        detail["problems"] = problems
+    return {"error": detail}
+
+
+def describe(exc: BaseException) -> tuple[int, dict[str, Any], dict[str, str]]:
+    """``(status, body, headers)`` of the response for ``exc`` (table in the module docstring).
+    Logs unexpected exceptions."""
+    if isinstance(exc, ApiError):
+        return exc.status, error_body(exc.type, exc.message, exc.problems), exc.headers
+    if isinstance(exc, CompileError):
+        errors = [p for p in exc.problems if p.severity == "error"]
+        return 422, error_body("invalid_workflow", f"the workflow has {len(errors)} problem(s)",
+                               [p.to_dict() for p in exc.problems]), {}
+    if isinstance(exc, InvalidInputs):
+        return 422, error_body("invalid_inputs", "the inputs do not fit the workflow", list(exc.problems)), {}
+    if isinstance(exc, (RunNotFound, KeyNotFound, TenantNotFound)):
+        return 404, error_body("not_found", str(exc)), {}
+    if isinstance(exc, (RunNotResumable, UnknownInterrupt, RunOwned)):
+        return 409, error_body("conflict", str(exc)), {}
+    if isinstance(exc, StoreError):
+        logger.error("run store problem: %s", exc)
+        return 503, error_body("store_error", "the run store is not available; see the server log"), {}
+    logger.error("internal error: %s: %s", type(exc).__name__, exc, exc_info=exc)
+    return 500, error_body("internal_error", "internal error; the server log has the details"), {}
+
+
+def _validation_problems(exc: RequestValidationError) -> list[dict[str, Any]]:
+    """Where and what, without the input values (a body may hold secrets)."""
+    return [{"loc": [str(part) for part in error.get("loc", ())], "message": error.get("msg", ""),
+             "code": error.get("type", "")} for error in exc.errors()]
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Answer every exception of ``app`` with the JSON error shape."""
+
+    async def on_validation(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        return JSONResponse(error_body("invalid_request", "the request is not valid", _validation_problems(exc)),
+                            status_code=422)
+
+    async def on_http(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        kind = _STATUS_TYPES.get(exc.status_code, "http_error")
+        return JSONResponse(error_body(kind, str(exc.detail)), status_code=exc.status_code,
+                            headers=getattr(exc, "headers", None))
+
+    async def on_error(_request: Request, exc: Exception) -> JSONResponse:
+        status, body, headers = describe(exc)
+        return JSONResponse(body, status_code=status, headers=headers or None)
+
+    app.add_exception_handler(RequestValidationError, on_validation)  # type: ignore[arg-type]
+    app.add_exception_handler(StarletteHTTPException, on_http)  # type: ignore[arg-type]
+    for kind in (ApiError, FlowloomError):
+        app.add_exception_handler(kind, on_error)
+    app.add_middleware(_CatchAll)
+
+
+class _CatchAll:
+    """ASGI middleware: an exception no handler took becomes the JSON 500 (logged), not a
+    re-raised error with a bare text body; once a response has started (a stream), it
+    can only end the connection, so the routes turn their errors into SSE events first."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracking_send)
+        except Exception as exc:  # noqa: BLE001 - the last line of defence
+            status, body, headers = describe(exc)
+            if started:
+                return
+            await JSONResponse(body, status_code=status, headers=headers or None)(scope, receive, send)

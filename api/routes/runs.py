@@ -1,0 +1,227 @@
+"""``/v1/runs``: runs of the caller's tenant, through the run service only.
+
+- ``POST /v1/runs``: run a workflow document (``blocking``: the finished or paused run;
+  ``streaming``: SSE of its live events, text deltas included, after a ``meta`` event
+  naming the run; ``async``: 202 with the run id). The run executes in an app task
+  (:mod:`api.executor`): a client that disconnects never stops it.
+- ``GET /v1/runs`` (filters ``status``, ``workflow_id``, ``chat_id``, ``limit``) and
+  ``GET /v1/runs/{id}`` (with inputs, outputs, answer and node runs).
+- ``POST /v1/runs/{id}/stop``: the run ends ``cancelled`` within about a second.
+- ``POST /v1/runs/{id}/resume``: answer a paused run (202; it continues in an app task).
+- ``GET /v1/runs/{id}/events``: SSE of the run's events from the start, or after
+  ``Last-Event-ID`` (or ``?after=``), live until the run ends or pauses, then ``done``.
+
+A run of another tenant (or, for a key scoped to an app, of another app) is 404, as a
+run that does not exist. Errors before a stream starts are JSON with their status;
+after, an ``error`` event then the end of the stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from typing import Annotated, Any, AsyncIterator
+
+from fastapi import APIRouter, Header, Query, Request
+from fastapi.responses import JSONResponse, Response
+
+from engine.ports import RunNotFound
+from engine.service import RunNotResumable, RunService, bind_single_answer
+from schemas.api import ErrorBody, ResumeRequest, RunAccepted, RunCreate, RunDetail, RunList, RunOut
+from schemas.records import RunSummary
+from schemas.types import RunStatus
+
+from ..auth import Caller, Executor, Principal, Service
+from ..errors import ApiError
+from ..executor import END, Execution
+from ..sse import EventStreamResponse, Frame, event_stream
+
+__all__ = ["router"]
+
+#: how long ``stop`` waits for the run to end before answering with its current state
+STOP_WAIT_S = 2.0
+_ENDED = {RunStatus.succeeded, RunStatus.failed, RunStatus.cancelled}
+_SSE = {"description": "server-sent events", "content": {"text/event-stream": {"schema": {"type": "string"}}}}
+
+router = APIRouter(prefix="/v1/runs", tags=["runs"], responses={401: {"model": ErrorBody}})
+NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"model": ErrorBody}}
+
+
+def _heartbeat(request: Request) -> float:
+    return float(request.app.state.heartbeat_s)
+
+
+def _events_url(run_id: str) -> str:
+    return f"/v1/runs/{run_id}/events"
+
+
+async def _summary(service: RunService, caller: Principal, run_id: str) -> RunSummary:
+    """The caller's run. Raises RunNotFound for another tenant's run or another app's."""
+    summary = await service.get(caller.tenant_id, run_id)
+    if caller.app_id is not None and summary.workflow_id != caller.app_id:
+        raise RunNotFound(f"no run {run_id}")
+    return summary
+
+
+async def _detail(service: RunService, tenant_id: str, run_id: str) -> RunDetail:
+    summary = await service.get(tenant_id, run_id)
+    state = await service.state(tenant_id, run_id)
+    return RunDetail.build(summary, state, await service.node_runs(tenant_id, run_id))
+
+
+# --------------------------------------------------------------------------- start
+
+
+async def _open_run(service: RunService, caller: Principal, body: RunCreate) -> tuple[str, AsyncIterator[Any]]:
+    """The run to execute and its events: in a chat whose run waits for one answer, that
+    run answered by the message; else a new run of the document."""
+    tenant = caller.tenant_id
+    if body.chat_id and body.message is not None:
+        waiting = await service.answer_chat(tenant, body.chat_id, body.message)
+        if waiting is not None:
+            (paused,) = await service.list(tenant, status=RunStatus.paused, chat_id=body.chat_id, limit=1)
+            return paused.run_id, waiting
+    state = await service.prepare(body.workflow, body.inputs, tenant_id=tenant, chat_id=body.chat_id,
+                                  message=body.message)
+    return state.run_id, service.execute(tenant, state.run_id)
+
+
+@router.post("", response_model=RunDetail, summary="Run a workflow document",
+             responses={200: {"description": "blocking: the run; streaming: its events (SSE)",
+                              "content": {"text/event-stream": {"schema": {"type": "string"}}}},
+                        202: {"model": RunAccepted, "description": "async: the run executes"},
+                        403: {"model": ErrorBody}, 409: {"model": ErrorBody}, 422: {"model": ErrorBody}})
+async def start_run(body: RunCreate, caller: Caller, service: Service, executor: Executor,
+                    request: Request) -> Response | RunDetail:
+    """Compile, store and execute the document (422 with every problem when it does not
+    compile or the inputs do not fit). The answer depends on ``response_mode``."""
+    if caller.app_id is not None:
+        raise ApiError(403, "forbidden", f"this key is scoped to app {caller.app_id!r}; running a workflow "
+                                         f"document needs a key of the whole tenant")
+    run_id, events = await _open_run(service, caller, body)
+    listener: asyncio.Queue[Any] | None = asyncio.Queue() if body.response_mode == "streaming" else None
+    execution = await executor.launch(run_id, events, listener)
+    if body.response_mode == "async":
+        summary = await service.get(caller.tenant_id, run_id)
+        accepted = RunAccepted(run_id=run_id, chat_id=summary.chat_id, status=summary.status,
+                               events_url=_events_url(run_id))
+        return JSONResponse(accepted.model_dump(mode="json"), status_code=202)
+    if listener is not None:
+        frames = _relay(service, caller.tenant_id, execution, listener, body.chat_id)
+        return EventStreamResponse(event_stream(frames, _heartbeat(request)))
+    await execution.wait()  # shielded: a client that goes away leaves the run executing
+    if execution.error is not None:
+        raise execution.error
+    return await _detail(service, caller.tenant_id, run_id)
+
+
+async def _relay(service: RunService, tenant_id: str, execution: Execution, listener: asyncio.Queue[Any],
+                 chat_id: str | None) -> AsyncIterator[Frame]:
+    """``meta``, the execution's live events, then ``done`` (or the execution's error)."""
+    try:
+        yield "meta", None, {"run_id": execution.run_id, "chat_id": chat_id}
+        while (event := await listener.get()) is not END:
+            yield event.type, event.seq, event.model_dump(mode="json")
+    finally:
+        execution.unsubscribe(listener)
+    if execution.error is not None:
+        raise execution.error
+    summary = await service.get(tenant_id, execution.run_id)
+    yield "done", None, {"run_id": execution.run_id, "status": summary.status.value}
+
+
+# ---------------------------------------------------------------------------- read
+
+
+@router.get("", response_model=RunList, summary="List runs")
+async def list_runs(caller: Caller, service: Service, status: RunStatus | None = None,
+                    workflow_id: str | None = None, chat_id: str | None = None,
+                    limit: Annotated[int, Query(ge=1, le=500)] = 50) -> RunList:
+    """The tenant's runs, newest first (a key scoped to an app sees that app's runs)."""
+    if caller.app_id is not None:
+        if workflow_id not in (None, caller.app_id):
+            return RunList(runs=[])
+        workflow_id = caller.app_id
+    found = await service.list(caller.tenant_id, status=status, workflow_id=workflow_id, chat_id=chat_id,
+                               limit=limit)
+    return RunList(runs=[RunOut.of(summary) for summary in found])
+
+
+@router.get("/{run_id}", response_model=RunDetail, responses=NOT_FOUND, summary="A run with its node runs")
+async def get_run(run_id: str, caller: Caller, service: Service) -> RunDetail:
+    """The run, its inputs, outputs, answer and every node run (loop rounds included)."""
+    await _summary(service, caller, run_id)
+    return await _detail(service, caller.tenant_id, run_id)
+
+
+# ------------------------------------------------------------------------- control
+
+
+@router.post("/{run_id}/stop", response_model=RunOut, responses={**NOT_FOUND, 409: {"model": ErrorBody}},
+             summary="Stop a run")
+async def stop_run(run_id: str, caller: Caller, service: Service) -> RunOut:
+    """A running run ends ``cancelled`` within about a second (the node in progress is
+    stopped); a paused or pending run at once. Answers with the run once it ended (or,
+    after a short wait, as it is). 409 when it has already ended."""
+    await _summary(service, caller, run_id)
+    summary = await service.cancel(caller.tenant_id, run_id, "stopped through the API")
+    deadline = time.monotonic() + STOP_WAIT_S
+    while summary.status not in _ENDED and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+        summary = await service.get(caller.tenant_id, run_id)
+    return RunOut.of(summary)
+
+
+@router.post("/{run_id}/resume", status_code=202, response_model=RunAccepted,
+             responses={**NOT_FOUND, 409: {"model": ErrorBody}, 422: {"model": ErrorBody}},
+             summary="Answer a paused run")
+async def resume_run(run_id: str, body: ResumeRequest, caller: Caller, service: Service,
+                     executor: Executor) -> RunAccepted:
+    """The run continues in the server with the answers (follow it at ``events_url``).
+    409 when the run is not paused or an interrupt is not pending."""
+    summary = await _summary(service, caller, run_id)
+    if summary.status is not RunStatus.paused:
+        raise RunNotResumable(f"run {run_id} is {summary.status.value}, not paused")
+    answers = body.answers if body.answers is not None else bind_single_answer(summary, body.answer,
+                                                                               body.interrupt_id)
+    await executor.launch(run_id, service.resume(caller.tenant_id, run_id, answers, message=body.message))
+    current = await service.get(caller.tenant_id, run_id)
+    return RunAccepted(run_id=run_id, chat_id=current.chat_id, status=current.status, events_url=_events_url(run_id))
+
+
+# -------------------------------------------------------------------------- events
+
+
+def _resume_point(last_event_id: str | None, after: int | None) -> int:
+    """The sequence number to continue after: ``Last-Event-ID`` wins over ``?after=``."""
+    if last_event_id is not None and last_event_id.strip():
+        try:
+            value = int(last_event_id.strip())
+        except ValueError:
+            raise ApiError(422, "invalid_request", "Last-Event-ID must be an event id (an integer)") from None
+        if value < 0:
+            raise ApiError(422, "invalid_request", "Last-Event-ID must not be negative")
+        return value
+    return after or 0
+
+
+@router.get("/{run_id}/events", response_class=EventStreamResponse, responses={200: _SSE, **NOT_FOUND},
+            summary="The run's events (SSE)")
+async def run_events(run_id: str, caller: Caller, service: Service, request: Request,
+                     after: Annotated[int | None, Query(ge=0, description="continue after this event id")] = None,
+                     last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None) -> Response:
+    """Stored events after the resume point, then live ones until the run ends or
+    pauses, then ``done`` with its status. Ids are the events' ``seq``: a client that
+    reconnects with ``Last-Event-ID`` gets exactly what it missed."""
+    await _summary(service, caller, run_id)
+    start = _resume_point(last_event_id, after)
+    return EventStreamResponse(event_stream(_watch(service, caller.tenant_id, run_id, start), _heartbeat(request)))
+
+
+async def _watch(service: RunService, tenant_id: str, run_id: str, after: int) -> AsyncIterator[Frame]:
+    async with contextlib.aclosing(service.watch(tenant_id, run_id, after)) as events:  # type: ignore[type-var]
+        async for event in events:
+            yield event["type"], event["seq"], event
+    summary = await service.get(tenant_id, run_id)
+    yield "done", None, {"run_id": run_id, "status": summary.status.value}

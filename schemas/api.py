@@ -1,0 +1,237 @@
+"""Request and response bodies of the HTTP API (``/v1``).
+
+These models are the API's contract: FastAPI validates requests with them and
+publishes them in the OpenAPI document, from which the canvas generates its types.
+They carry no secrets: an API key's plaintext appears once, in :class:`KeyCreated`;
+run records leave out the owner lease (host and process of the executing server) and
+the internal continuation state of paused nodes. Times are Unix seconds (float).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from .records import ApiKey, RunSummary
+from .run import NodeError, NodeRun, RunState, Usage
+from .types import NodeRunStatus, RunStatus
+
+__all__ = [
+    "ErrorBody",
+    "ErrorDetail",
+    "Health",
+    "KeyCreate",
+    "KeyCreated",
+    "KeyList",
+    "KeyOut",
+    "NodeRunOut",
+    "ResumeRequest",
+    "RunAccepted",
+    "RunCreate",
+    "RunDetail",
+    "RunList",
+    "RunOut",
+]
+
+
+class ErrorDetail(BaseModel):
+    """What went wrong: a stable ``type`` (``unauthorized``, ``not_found``,
+    ``invalid_workflow``, ``invalid_inputs``, ``invalid_request``, ``conflict``,
+    ``forbidden``, ``store_error``, ``internal_error``), a readable ``message`` and, for
+    invalid workflows, inputs or requests, every ``problem``."""
+
+    type: str
+    message: str
+    problems: list[Any] | None = None
+
+
+class ErrorBody(BaseModel):
+    """The body of every error response, and the data of an SSE ``error`` event."""
+
+    error: ErrorDetail
+
+
+class Health(BaseModel):
+    """``GET /health``: the service answers."""
+
+    status: Literal["ok"] = "ok"
+    version: str
+
+
+# ---------------------------------------------------------------------------- runs
+
+
+class RunCreate(BaseModel):
+    """``POST /v1/runs``: run a workflow document (the builder's path).
+
+    ``response_mode``: ``blocking`` answers with the finished (or paused) run;
+    ``streaming`` answers with the run's events as SSE (a first ``meta`` event names the
+    run); ``async`` answers 202 with the run id at once. Either way the run executes in
+    the server, not in the request: a client that goes away does not stop it.
+    ``message`` is the user's text (``sys.query``, and the ``query`` input when the
+    workflow declares one); with ``chat_id`` it is the next turn of that chat, and when
+    the chat has a run waiting for one answer, it answers that run instead.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    workflow: dict[str, Any] = Field(description="the workflow document (JSON)")
+    inputs: dict[str, Any] = Field(default_factory=dict)
+    response_mode: Literal["blocking", "streaming", "async"] = "blocking"
+    chat_id: str | None = Field(default=None, min_length=1, max_length=200)
+    message: str | None = None
+
+
+class ResumeRequest(BaseModel):
+    """``POST /v1/runs/{id}/resume``: the answers of a paused run's questions.
+
+    Either ``answers`` (interrupt id -> answer) or ``answer`` (one answer; name its
+    interrupt with ``interrupt_id`` when several are pending). ``message`` is the text a
+    person sent in a chat (stored as the chat's next turn).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    answers: dict[str, Any] | None = None
+    answer: Any = None
+    interrupt_id: str | None = None
+    message: str | None = None
+
+    @model_validator(mode="after")
+    def _one_form(self) -> "ResumeRequest":
+        given = self.model_fields_set
+        if ("answers" in given) == ("answer" in given):
+            raise ValueError("give either `answers` (interrupt id -> answer) or `answer`")
+        if "answers" in given and (not self.answers or self.interrupt_id is not None):
+            raise ValueError("`answers` must name at least one interrupt, without `interrupt_id`")
+        return self
+
+
+class RunOut(BaseModel):
+    """A run as lists show it."""
+
+    run_id: str
+    workflow_id: str
+    workflow_version: str | None = None
+    workflow_hash: str
+    status: RunStatus
+    chat_id: str | None = None
+    user_id: str | None = None
+    created_at: float = 0.0
+    started_at: float | None = None
+    finished_at: float | None = None
+    duration_s: float | None = Field(default=None, description="wall time minus time waiting for a person")
+    waited_s: float = 0.0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost: float = 0.0
+    error: dict[str, Any] | None = None
+    pending_interrupts: list[dict[str, Any]] = Field(default_factory=list)
+
+    @classmethod
+    def of(cls, summary: RunSummary) -> "RunOut":
+        """From the store's summary (the owner lease left out)."""
+        return cls(**summary.model_dump(exclude={"owner", "tenant_id"}), duration_s=summary.duration_s)
+
+
+class NodeRunOut(BaseModel):
+    """One node run (loop rounds are separate node runs with ``loop_id``/``iteration``)."""
+
+    id: str
+    node_id: str
+    kind: str
+    status: NodeRunStatus
+    inputs: dict[str, Any] = Field(default_factory=dict)
+    outputs: dict[str, Any] | None = None
+    handles: list[str] = Field(default_factory=list)
+    error: NodeError | None = None
+    attempts: int = 0
+    retries: int = 0
+    started_at: float | None = None
+    finished_at: float | None = None
+    usage: Usage | None = None
+    data: dict[str, Any] = Field(default_factory=dict)
+    loop_id: str | None = None
+    iteration: int | None = None
+    waited_s: float = 0.0
+
+    @classmethod
+    def of(cls, run: NodeRun) -> "NodeRunOut":
+        """From the engine's node run (its internal continuation state left out)."""
+        return cls(**run.model_dump(exclude={"pending"}))
+
+
+class RunDetail(RunOut):
+    """A run with its inputs, outputs, answer and node runs."""
+
+    inputs: dict[str, Any] = Field(default_factory=dict)
+    outputs: dict[str, Any] = Field(default_factory=dict)
+    answer: str = ""
+    node_runs: list[NodeRunOut] = Field(default_factory=list)
+
+    @classmethod
+    def build(cls, summary: RunSummary, state: RunState, node_runs: list[NodeRun]) -> "RunDetail":
+        """From the summary, the checkpointed state and every node run."""
+        return cls(**RunOut.of(summary).model_dump(), inputs=state.inputs, outputs=state.outputs,
+                   answer=state.answer, node_runs=[NodeRunOut.of(run) for run in node_runs])
+
+
+class RunList(BaseModel):
+    """``GET /v1/runs``: newest first."""
+
+    runs: list[RunOut]
+
+
+class RunAccepted(BaseModel):
+    """202: the run executes in the server; follow it at ``events_url``."""
+
+    run_id: str
+    chat_id: str | None = None
+    status: RunStatus
+    events_url: str
+
+
+# ---------------------------------------------------------------------------- keys
+
+
+class KeyCreate(BaseModel):
+    """``POST /v1/keys``: a new key of the caller's tenant."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(default="", max_length=200)
+    admin: bool = False
+    app_id: str | None = Field(default=None, min_length=1, max_length=200,
+                               description="scope the key to one app (default: the whole tenant)")
+
+
+class KeyOut(BaseModel):
+    """An API key as listed (never its secret)."""
+
+    id: str
+    name: str
+    prefix: str = Field(description="the visible part of the key: fl_<prefix>_...")
+    app_id: str | None = None
+    admin: bool = False
+    created_at: float
+    last_used_at: float | None = None
+    revoked_at: float | None = None
+
+    @classmethod
+    def of(cls, key: ApiKey) -> "KeyOut":
+        """From the store's record."""
+        return cls(**key.model_dump(exclude={"tenant_id"}))
+
+
+class KeyCreated(BaseModel):
+    """201: the new key's record and its plaintext, shown this once (only a hash is kept)."""
+
+    key: KeyOut
+    secret: str = Field(description="the API key to send as `Authorization: Bearer <secret>`; not shown again")
+
+
+class KeyList(BaseModel):
+    """``GET /v1/keys``: the tenant's keys, oldest first (revoked ones included)."""
+
+    keys: list[KeyOut]

@@ -1,0 +1,75 @@
+"""``flowloom serve`` as a real process: first start hint, a key made with
+``flowloom keys create``, a run over HTTP, ``keys list``/``revoke`` from the CLI."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from .conftest import hello_workflow
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "api.cli", *args], capture_output=True, text=True, env=env,
+                          cwd=ROOT, timeout=60)
+
+
+def test_flowloom_serve_answers_over_http_with_a_key_from_the_cli(tmp_path):
+    env = {**os.environ, "FLOWLOOM_HOME": str(tmp_path / "home")}
+    port = _free_port()
+    server = subprocess.Popen([sys.executable, "-m", "api.cli", "serve", "--port", str(port)], cwd=ROOT, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            assert server.poll() is None, server.communicate()
+            try:
+                if httpx.get(f"{base}/health", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, "flowloom serve did not answer"
+            time.sleep(0.1)
+        assert httpx.get(f"{base}/v1/runs").status_code == 401
+        created = _cli(env, "keys", "create", "--admin", "--name", "admin")
+        assert created.returncode == 0, created.stderr
+        key = created.stdout.strip()
+        assert key.startswith("fl_") and "shown once" in created.stderr
+        response = httpx.post(f"{base}/v1/runs", json={"workflow": hello_workflow(), "inputs": {"name": "Ada"}},
+                              headers={"Authorization": f"Bearer {key}"}, timeout=30)
+        assert response.status_code == 200, response.text
+        assert response.json()["outputs"] == {"greeting": "Hello, Ada! Welcome to Flowloom."}
+        listed = _cli(env, "keys", "list", "--json")
+        assert listed.returncode == 0 and key not in listed.stdout
+        (record,) = __import__("json").loads(listed.stdout)
+        assert record["admin"] and record["last_used_at"] is not None
+        revoked = _cli(env, "keys", "revoke", record["id"])
+        assert revoked.returncode == 0, revoked.stderr
+        assert httpx.get(f"{base}/v1/runs", headers={"Authorization": f"Bearer {key}"}).status_code == 401
+    finally:
+        server.send_signal(signal.SIGINT)
+        try:
+            _out, err = server.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            _out, err = server.communicate()
+    assert f"http://127.0.0.1:{port}" in err
+    assert "no admin API key yet" in err and "flowloom keys create --admin" in err
+    assert key not in err and key not in _out
+    assert "Traceback" not in err

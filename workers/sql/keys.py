@@ -1,0 +1,159 @@
+"""Tenants and API keys in the SQL store (the engine's ``KeyStore`` port).
+
+A key reads ``fl_<prefix>_<secret>``: ``prefix`` is 8 lower-case letters and digits,
+unique, stored as it is and shown in lists; ``secret`` is 43 URL-safe random characters
+(256 bits) of which only the SHA-256 (hex) is stored. Authenticating looks the key up
+by its prefix and compares the hashes in constant time, so neither a timing nor a
+stolen database gives a usable key. The plaintext exists only in the return value of
+:meth:`SqlKeyStore.create_key`.
+
+:class:`SqlKeyStore` shares the connection (and its lock) of a :class:`SqlStore`::
+
+    keys = SqlKeyStore(store)
+    record, plaintext = await keys.create_key("default", name="ci", admin=True)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+import secrets
+import string
+import time
+import uuid
+from typing import Any, Mapping
+
+import sqlalchemy as sa
+from sqlalchemy import exc
+from sqlalchemy.dialects import postgresql, sqlite
+
+from engine.ports import KeyNotFound, StoreError, TenantNotFound
+from schemas.records import ApiKey, Tenant
+
+from .store import SqlStore
+from .tables import ApiKeyRow, TenantRow
+
+__all__ = ["KEY_PATTERN", "SqlKeyStore", "hash_secret", "parse_key"]
+
+tenants = TenantRow.__table__
+api_keys = ApiKeyRow.__table__
+
+#: The shape of a key's plaintext: ``fl_`` + 8-character prefix + ``_`` + the secret.
+KEY_PATTERN = re.compile(r"^fl_([a-z0-9]{8})_([A-Za-z0-9_-]{32,128})$")
+_PREFIX_ALPHABET = string.ascii_lowercase + string.digits
+_PREFIX_TRIES = 5
+
+
+def hash_secret(secret: str) -> str:
+    """SHA-256 of the secret as hex (what the store keeps)."""
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def parse_key(plaintext: str) -> tuple[str, str] | None:
+    """``(prefix, secret)`` of a well-formed key, else None."""
+    match = KEY_PATTERN.match(plaintext.strip())
+    return (match.group(1), match.group(2)) if match else None
+
+
+def _key_of(row: Mapping[str, Any]) -> ApiKey:
+    return ApiKey(id=row["id"], tenant_id=row["tenant_id"], name=row["name"], prefix=row["prefix"],
+                  app_id=row["app_id"], admin=bool(row["admin"]), created_at=row["created_at"],
+                  last_used_at=row["last_used_at"], revoked_at=row["revoked_at"])
+
+
+_KEY_COLUMNS = [api_keys.c[name] for name in ("id", "tenant_id", "name", "prefix", "app_id", "admin", "created_at",
+                                               "last_used_at", "revoked_at")]
+
+
+class SqlKeyStore:
+    """Tenants and API keys on the tables of :mod:`workers.sql.tables`, through the
+    connection of ``store`` (opened and migrated by :meth:`SqlStore.open`).
+
+    Errors of the database surface as :class:`engine.ports.StoreError` (URL masked).
+    """
+
+    def __init__(self, store: SqlStore) -> None:
+        self.store = store
+
+    # ------------------------------------------------------------------ tenants
+
+    async def ensure_tenant(self, tenant_id: str, name: str = "") -> tuple[Tenant, bool]:
+        """The tenant, created when missing; True when this call created it."""
+        insert = postgresql.insert if self.store.backend == "postgresql" else sqlite.insert
+        stmt = insert(tenants).on_conflict_do_nothing(index_elements=[tenants.c.tenant_id])
+        async with self.store._tx() as conn:
+            created = (await conn.execute(stmt, {"tenant_id": tenant_id, "name": name or tenant_id,
+                                                 "created_at": time.time()})).rowcount == 1
+            row = (await conn.execute(sa.select(tenants).where(tenants.c.tenant_id == tenant_id))).mappings().one()
+        return Tenant(id=row["tenant_id"], name=row["name"], created_at=row["created_at"]), created
+
+    async def get_tenant(self, tenant_id: str) -> Tenant:
+        """The tenant. Raises TenantNotFound."""
+        async with self.store._tx() as conn:
+            row = (await conn.execute(sa.select(tenants).where(tenants.c.tenant_id == tenant_id))).mappings().first()
+        if row is None:
+            raise TenantNotFound(f"no tenant {tenant_id!r}")
+        return Tenant(id=row["tenant_id"], name=row["name"], created_at=row["created_at"])
+
+    # --------------------------------------------------------------------- keys
+
+    async def create_key(self, tenant_id: str, *, name: str = "", admin: bool = False,
+                         app_id: str | None = None) -> tuple[ApiKey, str]:
+        """A new key of the tenant and its plaintext (shown once). Raises TenantNotFound."""
+        await self.get_tenant(tenant_id)
+        for _ in range(_PREFIX_TRIES):  # a prefix collision (1 in 36**8) gets a new prefix
+            prefix = "".join(secrets.choice(_PREFIX_ALPHABET) for _ in range(8))
+            secret = secrets.token_urlsafe(32)
+            key = ApiKey(id=f"key_{uuid.uuid4().hex[:16]}", tenant_id=tenant_id, name=name, prefix=prefix,
+                         app_id=app_id, admin=admin, created_at=time.time())
+            row = {**key.model_dump(exclude={"last_used_at", "revoked_at"}), "secret_hash": hash_secret(secret)}
+            try:
+                async with self.store._tx() as conn:
+                    await conn.execute(sa.insert(api_keys), row)
+            except StoreError as error:
+                if isinstance(error.__cause__, exc.IntegrityError):
+                    continue
+                raise
+            return key, f"fl_{prefix}_{secret}"
+        raise RuntimeError("could not find a free key prefix")  # pragma: no cover - astronomically unlikely
+
+    async def authenticate(self, plaintext: str) -> ApiKey | None:
+        """The active key of this plaintext, its ``last_used_at`` set to now; else None."""
+        parsed = parse_key(plaintext)
+        if parsed is None:
+            return None
+        prefix, secret = parsed
+        now = time.time()
+        async with self.store._tx() as conn:
+            row = (await conn.execute(sa.select(*_KEY_COLUMNS, api_keys.c.secret_hash)
+                                      .where(api_keys.c.prefix == prefix))).mappings().first()
+            if row is None or row["revoked_at"] is not None:
+                hmac.compare_digest(hash_secret(secret), "0" * 64)  # same work whether the prefix exists or not
+                return None
+            if not hmac.compare_digest(hash_secret(secret), row["secret_hash"]):
+                return None
+            await conn.execute(sa.update(api_keys).where(api_keys.c.id == row["id"]).values(last_used_at=now))
+        key = _key_of(row)
+        key.last_used_at = now
+        return key
+
+    async def list_keys(self, tenant_id: str) -> list[ApiKey]:
+        """The tenant's keys, revoked ones included, oldest first."""
+        stmt = sa.select(*_KEY_COLUMNS).where(api_keys.c.tenant_id == tenant_id).order_by(
+            api_keys.c.created_at, api_keys.c.id)
+        async with self.store._tx() as conn:
+            rows = (await conn.execute(stmt)).mappings().all()
+        return [_key_of(row) for row in rows]
+
+    async def revoke_key(self, tenant_id: str, key_id: str) -> ApiKey:
+        """Revoke the tenant's key (a revoked key keeps its first revocation time).
+        Raises KeyNotFound, also for another tenant's key."""
+        mine = sa.and_(api_keys.c.id == key_id, api_keys.c.tenant_id == tenant_id)
+        async with self.store._tx() as conn:
+            await conn.execute(sa.update(api_keys).where(mine, api_keys.c.revoked_at.is_(None))
+                               .values(revoked_at=time.time()))
+            row = (await conn.execute(sa.select(*_KEY_COLUMNS).where(mine))).mappings().first()
+        if row is None:
+            raise KeyNotFound(f"no API key {key_id} for tenant {tenant_id!r}")
+        return _key_of(row)
