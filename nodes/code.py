@@ -6,6 +6,9 @@ Config: :class:`~schemas.nodes_code.CodeConfig`. The bound ``inputs`` go to
 unless ``semantics`` is ``fastgpt`` (imported FastGPT nodes: inputs converted to their
 ``input_types``, outputs unchecked and null when missing, FastGPT's JavaScript globals;
 :mod:`nodes.sandbox_compat`).
+With ``tool`` set, the node runs that builtin tool (:mod:`nodes.builtin_tools`) on its
+inputs in the engine process instead: outputs ``text``, ``json``, ``files``; bad
+arguments fail it [``tool_error``].
 Numbers stay numbers (JSON in and out). Python code gets the standard library only
 (``python -I -S``); JavaScript code runs as a script in Node with ``require`` for
 Node's built-in modules. What the code prints is recorded, never part of the result.
@@ -62,6 +65,8 @@ class CodeNode(NodeExecutor[CodeConfig], kind="code"):
     async def run(self, ctx: NodeContext) -> NodeResult:
         cfg = self.config
         values = ctx.bind(cfg.inputs)
+        if cfg.tool is not None:
+            return self._builtin(ctx, cfg.tool, values)
         if cfg.semantics == "fastgpt":
             values = fastgpt_inputs(values, cfg.input_types)
         data = ctx.node_run.data
@@ -88,6 +93,22 @@ class CodeNode(NodeExecutor[CodeConfig], kind="code"):
             raise self._fail(ctx, str(exc), "sandbox_unavailable") from None
         self._record(data, outcome)
         return NodeResult(self._outputs(ctx, outcome))
+
+    def _builtin(self, ctx: NodeContext, name: str, values: dict[str, Any]) -> NodeResult:
+        """Run builtin tool ``name`` with the bound inputs (Dify's tool node outputs).
+
+        Raises:
+            NodeFailed: the arguments do not fit the tool (reason ``tool_error``).
+        """
+        from .builtin_tools import ToolArgumentError, run_builtin
+
+        ctx.node_run.data["tool"] = name
+        try:
+            text = run_builtin(name, {k: v for k, v in values.items() if v is not None})
+        except ToolArgumentError as exc:
+            raise self._fail(ctx, f"builtin tool {name}: {exc}", "tool_error") from None
+        # Dify's builtin tools answer with text messages only: its json and files outputs stay empty
+        return NodeResult({"text": text, "json": [], "files": []})
 
     @staticmethod
     def _record(data: dict[str, Any], outcome: Outcome) -> None:

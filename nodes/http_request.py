@@ -27,7 +27,8 @@ Outputs: ``status_code`` (number), ``headers`` (object; lower-case names, repeat
 headers joined with ``", "``), ``body`` (string, decoded with the response charset,
 else UTF-8; undecodable bytes replaced), ``json`` (the parsed body when the response
 content type is ``application/json`` or ``*+json``, else null; an invalid JSON body
-gives null and ``data["json_error"]``).
+gives null and ``data["json_error"]``), plus one output per entry of ``outputs`` (name ->
+JSONPath over the parsed body; :func:`path_outputs`).
 
 Record: ``node_run.data`` holds ``method``, ``url`` (final URL without credentials,
 query or fragment), ``status_code``, ``redirects`` (hop URLs, same redaction),
@@ -71,6 +72,7 @@ from __future__ import annotations
 
 import asyncio
 import codecs
+import copy
 import functools
 import ipaddress
 import json
@@ -88,12 +90,12 @@ import httpx
 from engine.context import NodeContext, NodeResult
 from engine.errors import BlockedAddress, NodeFailed
 from engine.settings import Settings
-from schemas.nodes import HttpRequestConfig
+from schemas.nodes import HttpRequestConfig, jsonpath_expression, jsonpath_many
 
 from engine.catalog import NodeExecutor
 
 __all__ = ["MAX_REDIRECTS", "AddressPolicy", "GuardedBackend", "HttpRequestNode", "blocked_category", "idempotency_key",
-           "safe_url"]
+           "path_outputs", "safe_url"]
 
 #: Redirect hops followed before the node fails (httpx's own default is 20).
 MAX_REDIRECTS = 10
@@ -610,4 +612,44 @@ class HttpRequestNode(NodeExecutor[HttpRequestConfig], kind="http_request"):
                 + (f": {excerpt}" if excerpt else ""),
                 node_id=ctx.node_id, reason="http_status",
             )
-        return NodeResult({"status_code": status, "headers": headers, "body": text, "json": parsed})
+        outputs: dict[str, Any] = {"status_code": status, "headers": headers, "body": text, "json": parsed}
+        if self.config.outputs_:
+            outputs.update(path_outputs(self.config.outputs_, parsed, text, ctx.node_run.data))
+        return NodeResult(outputs)
+
+
+def path_outputs(paths: dict[str, str], parsed: Any, text: str, data: dict[str, Any]) -> dict[str, Any]:
+    """The ``outputs`` of an HTTP node: name -> value of its JSONPath over the response.
+
+    The document is ``parsed`` (the ``json`` output), else ``text`` parsed as JSON (a JSON
+    body sent with another content type, which FastGPT parses too), else there is none
+    and every output is null. A path that may select several values gives the list of
+    matches, another path its first match, and no match gives null
+    (:func:`schemas.nodes.jsonpath_many`). Evaluation errors (a filter comparing a string
+    with a number) give null, noted in ``data["output_errors"]``: FastGPT's library yields
+    nothing there either.
+    """
+    from jsonpath_ng.ext import parse
+
+    doc = parsed
+    if doc is None and text.strip():
+        try:
+            doc = json.loads(text, parse_constant=_reject_constant)
+        except (ValueError, RecursionError):
+            doc = None
+    out: dict[str, Any] = {}
+    for name, path in paths.items():
+        out[name] = None
+        if doc is None:
+            continue
+        try:
+            # jsonpath-ng may rewrite the document it walks (chained filters): give it a copy
+            matches = [m.value for m in parse(jsonpath_expression(path)).find(copy.deepcopy(doc))]
+        except Exception as exc:  # noqa: BLE001 - a path that cannot be evaluated on this document
+            data.setdefault("output_errors", {})[name] = f"{path}: {type(exc).__name__}: {exc}"
+            continue
+        if jsonpath_many(path):
+            out[name] = matches or None
+        elif matches:
+            out[name] = matches[0]
+    return out

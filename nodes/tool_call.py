@@ -23,6 +23,8 @@ this module only gathers the tools (config: :class:`~schemas.nodes_agent.ToolCal
   inputs are the parameters, and it runs as a child run sharing this run's settings,
   models, memory and cancel token; its answer (else its outputs as JSON) is the result,
   and its LLM costs the tool's cost. A failed or paused child is an error result.
+- **Builtin tools** (:mod:`nodes.builtin_tools`): run in-process with the call's
+  arguments plus the fixed ``arguments`` of the config; bad arguments are an error result.
 - **The stop tool**: returns ``ToolOutcome(stop=True)``.
 
 **Risk gate** (:class:`~nodes.agent_policy.RiskGate`, the planning agent's gate, on by
@@ -61,7 +63,7 @@ from engine.errors import NodeFailed, ReferenceFailed, RunCancelled, RunError, R
 from engine.references import render_template, resolve_value
 from engine.workflow_store import WorkflowNotFound, WorkflowRecursion, WorkflowStore, run_child
 from schemas.nodes import HttpBody, HttpRequestConfig
-from schemas.nodes_agent import GraphTool, HttpTool, ToolCallConfig, ToolLoopConfig, WorkflowTool
+from schemas.nodes_agent import BuiltinToolRef, GraphTool, HttpTool, ToolCallConfig, ToolLoopConfig, WorkflowTool
 from schemas.run import NodeRun, RunState
 from schemas.types import NodeRunStatus, RunStatus, VarType
 
@@ -73,7 +75,8 @@ from .chat import SYSTEM_SEPARATOR, model_spec, recent_turns, render_text, resol
 from .http_request import HttpRequestNode
 from .llm import fit_messages
 
-__all__ = ["GatedHooks", "ToolCallNode", "graph_tool_risk", "graph_tool_spec", "http_tool_spec", "loop_tool_specs",
+__all__ = ["GatedHooks", "ToolCallNode", "builtin_tool_spec", "graph_tool_risk", "graph_tool_spec", "http_tool_spec",
+           "loop_tool_specs",
            "stop_tool_spec", "workflow_tool_spec"]
 
 
@@ -309,6 +312,30 @@ def workflow_tool_spec(ctx: NodeContext, tool: WorkflowTool, default_timeout: fl
                     timeout=tool.timeout or default_timeout, meta={"kind": "workflow", "workflow": tool.workflow})
 
 
+# ----------------------------------------------------------------- builtin tools
+
+
+def builtin_tool_spec(ref: BuiltinToolRef, default_timeout: float | None) -> ToolSpec:
+    """The :class:`ToolSpec` of a builtin tool (:mod:`nodes.builtin_tools`): its parameters
+    without the fixed ``arguments``, which are merged into every call; risk ``read``."""
+    from .builtin_tools import ToolArgumentError, builtin_tool
+
+    tool = builtin_tool(ref.name)
+    schema = dict(tool.parameters)
+    schema["properties"] = {k: v for k, v in tool.parameters["properties"].items() if k not in ref.arguments}
+    schema["required"] = [k for k in tool.parameters["required"] if k not in ref.arguments]
+
+    async def run(args: dict[str, Any], call: ToolCallContext) -> ToolOutcome:
+        try:
+            return ToolOutcome(tool.run({**args, **ref.arguments}))
+        except ToolArgumentError as exc:
+            return ToolOutcome(f"{ref.tool_name}: {exc}", is_error=True)
+
+    return ToolSpec(ref.tool_name, ref.description or tool.description, schema, run, parallel_safe=True,
+                    risk="read", timeout=ref.timeout or default_timeout,
+                    meta={"kind": "builtin", "tool": tool.name, "provider": tool.provider})
+
+
 # ----------------------------------------------------------------- stop tool
 
 
@@ -327,13 +354,14 @@ def stop_tool_spec(name: str, description: str) -> ToolSpec:
 
 def loop_tool_specs(ctx: NodeContext, cfg: ToolLoopConfig) -> list[ToolSpec]:
     """Specs of the business tools both tool-loop kinds have: graph tools (body roots),
-    HTTP/OpenAPI operations and workflows, each with the node's ``tool_timeout``.
+    HTTP/OpenAPI operations, builtin tools and workflows, each with the node's ``tool_timeout``.
 
     Raises:
         NodeFailed: a graph tool's node is not a body root; a workflow tool cannot be found.
     """
     specs = [graph_tool_spec(ctx, t, cfg.tool_timeout) for t in cfg.tools]
     specs += [http_tool_spec(ctx, op, cfg.tool_timeout) for op in cfg.http_operations()]
+    specs += [builtin_tool_spec(t, cfg.tool_timeout) for t in cfg.builtin_tools]
     return specs + [workflow_tool_spec(ctx, t, cfg.tool_timeout) for t in cfg.workflow_tools]
 
 

@@ -10,6 +10,7 @@ by these classes.
 
 from __future__ import annotations
 
+import re
 from enum import StrEnum
 from typing import TYPE_CHECKING, ClassVar, Iterator, Literal
 
@@ -27,6 +28,10 @@ __all__ = [
     "Condition",
     "ConditionOp",
     "EndConfig",
+    "OUTPUT_NAME",
+    "OutputBinding",
+    "jsonpath_expression",
+    "jsonpath_many",
     "HttpBody",
     "HttpRequestConfig",
     "IfElseConfig",
@@ -116,11 +121,29 @@ class StartConfig(NodeConfig):
         return {var.name: var.type for var in workflow.inputs}
 
 
+#: An output name: any non-empty key a reference can spell - a quoted key holds anything
+#: but its own quote (``x["it's"]``, ``x['say "hi"']``), so only a name with both quote
+#: kinds is refused. Imported flows name outputs ``"1"``, ``结果``, ``a b``, ``$.items[*].url``.
+OUTPUT_NAME = r"^(?:[^\"]+|[^']+)$"
+
+
+class OutputBinding(InputBinding):
+    """A binding whose name is an output name (:data:`OUTPUT_NAME`), not an identifier:
+    the End node's outputs are read by key (``run.outputs["1"]``, ``{"ref": "end['1']"}``),
+    never as template or code names."""
+
+    name: str = Field(pattern=OUTPUT_NAME, description="output name (any key without both quote kinds)")
+
+
 @node_kind("end", "End")
 class EndConfig(NodeConfig):
-    """Declares the workflow's outputs: each binding becomes ``run.outputs[name]``."""
+    """Declares the workflow's outputs: each binding becomes ``run.outputs[name]``.
 
-    outputs_: list[InputBinding] = Field(default_factory=list, alias="outputs")
+    Names are any keys (:data:`OUTPUT_NAME`): imported Dify/FastGPT flows name outputs
+    ``"1"``, ``结果`` or ``total price``.
+    """
+
+    outputs_: list[OutputBinding] = Field(default_factory=list, alias="outputs")
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
@@ -288,11 +311,14 @@ class HttpRequestConfig(NodeConfig):
     raise_for_status: bool = Field(default=False, description="treat a 4xx/5xx status as a node error")
 
     def outputs(self, workflow: "Workflow") -> dict[str, VarType]:
-        return {"status_code": VarType.number, "headers": VarType.object, "body": VarType.string, "json": VarType.any}
+        extra = {name: VarType.array if jsonpath_many(path) else VarType.any for name, path in self.outputs_.items()}
+        return {**_HTTP_OUTPUTS, **extra}
 
     def writes(self) -> str | None:
         """An HTTP request with a method other than GET/HEAD/OPTIONS has side effects."""
         return None if self.method in ("GET", "HEAD", "OPTIONS") else f"sends an HTTP {self.method}"
+
+_HTTP_OUTPUTS = {"status_code": VarType.number, "headers": VarType.object, "body": VarType.string, "json": VarType.any}
 
     def templates(self) -> Iterator[tuple[str, str]]:
         yield "url", self.url
@@ -307,12 +333,74 @@ class HttpRequestConfig(NodeConfig):
 
 
 # -------------------------------------------------------------------- variables
+_NON_IDENT_KEY = re.compile(r"(\.\.?|@\.)([^\s.\[\]()'\"*@$?&|<>=!,~^`]+)")
+_MANY = re.compile(r"\*|\[-?\d*:-?\d*(?::-?\d*)?\]|\[\s*\?|\.\.|,")
+
+
+def jsonpath_expression(path: str) -> str:
+    """``path`` in the syntax of jsonpath-ng's extended parser (what FastGPT users write).
+
+    A path not starting with ``$`` is read from the root (``data.items`` ->
+    ``$.data.items``, as FastGPT does); a key that is not an ASCII identifier after ``.``,
+    ``..`` or ``@.`` is quoted (``$.结果`` -> ``$."结果"``: the parser reads ASCII names
+    only); ``&&`` in a filter is jsonpath-ng's ``&``.
+
+    Raises:
+        ValueError: the path does not parse, or uses a feature that would be evaluated
+            differently (``||``, ``.length``, script expressions ``(...)``, ``@parent``,
+            ``~`` property names); the message quotes the path.
+    """
+    text = path.strip()
+    if not text:
+        raise ValueError("the JSONPath is empty")
+    if not text.startswith("$"):
+        text = "$." + text.lstrip(".")
+    for pattern, why in ((r"\|\|", "'||' in filters"), (r"\.length\b", "'.length'"),
+                         (r"(?<!\?)\(", "script expressions '(...)'"), (r"@(parent|property|path|root)\b", "'@parent'/'@property'"),
+                         (r"~", "'~' (property names)")):
+        if re.search(pattern, text):
+            raise ValueError(f"JSONPath {path!r} uses {why}, which Flowloom's JSONPath library (jsonpath-ng) "
+                             "does not evaluate")
+
+    def quote(m: re.Match[str]) -> str:
+        key = m.group(2)
+        return m.group(0) if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*|\d+", key) else f'{m.group(1)}"{key}"'
+
+    parts = re.split(r"(\"[^\"]*\"|'[^']*')", text)  # rewrite outside string literals only
+    text = "".join(part if i % 2 else _NON_IDENT_KEY.sub(quote, part).replace("&&", "&")
+                   for i, part in enumerate(parts))
+    from jsonpath_ng.exceptions import JsonPathLexerError, JsonPathParserError
+    from jsonpath_ng.ext import parse
+
+    try:
+        parse(text)
+    except (JsonPathLexerError, JsonPathParserError, ValueError, TypeError, AttributeError, IndexError) as exc:
+        raise ValueError(f"JSONPath {path!r} does not parse: {exc}") from None
+    return text
+
+
+def jsonpath_many(path: str) -> bool:
+    """True when ``path`` may select several values - a wildcard ``*``, a slice ``[a:b]``, a
+    filter ``[?(...)]``, recursive descent ``..`` or a union ``,`` - so its value is the list
+    of matches, else the first match. FastGPT decides the same way (its HTTP node runs
+    JSONPath-plus and returns the array for exactly these forms)."""
+    return bool(_MANY.search(path))
+
+
 
 
 class VariableUpdate(BaseModel):
     """One update of a run variable (declared in ``workflow.variables``)."""
 
     model_config = ConfigDict(extra="forbid")
+
+    ``outputs`` adds outputs read from the parsed response by JSONPath (name -> path,
+    e.g. ``{"urls": "$.images[*].url", "first": "$.data.items[0].title"}``), evaluated
+    with jsonpath-ng over the ``json`` output (else the body parsed as JSON): a path that
+    may select several values (:func:`jsonpath_many`) gives the list of its matches, any
+    other path its first match; nothing matched (or no JSON body) gives null. That is
+    what FastGPT's HTTP node gives for its custom outputs. A path that does not parse is a
+    validation error naming the output.
 
     variable: str
     operation: Literal["set", "append", "extend", "add", "clear"] = "set"
@@ -324,6 +412,23 @@ class VariableUpdateConfig(NodeConfig):
     """Sets run variables (``vars.NAME``). Outputs the new value of each updated variable.
 
     Ordering: a reader sees the update only when it is downstream of this node.
+    outputs_: dict[str, str] = Field(default_factory=dict, alias="outputs",
+                                     description="output name -> JSONPath over the parsed response")
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    @model_validator(mode="after")
+    def _check_outputs(self) -> "HttpRequestConfig":
+        for name, path in self.outputs_.items():
+            if name in _HTTP_OUTPUTS:
+                raise ValueError(f"outputs.{name}: {name!r} is a built-in output of the HTTP node; choose another name")
+            if not re.fullmatch(OUTPUT_NAME, name):
+                raise ValueError(f"outputs: name {name!r} holds both quote kinds, which a reference cannot spell")
+            try:
+                jsonpath_expression(path)
+            except ValueError as exc:
+                raise ValueError(f"outputs.{name}: {exc}") from None
+        return self
     """
 
     updates: list[VariableUpdate] = Field(min_length=1)

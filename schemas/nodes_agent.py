@@ -23,6 +23,9 @@ Tools are, in one namespace of unique names:
 - **workflow tools** (``workflow_tools``): another workflow by id from the workflow store
   (:mod:`engine.workflow_store`), run as a child run; its declared inputs are the
   parameters; its answer (else its outputs as JSON) is the result.
+- **builtin tools** (``builtin_tools``): account-free utilities of :mod:`nodes.builtin_tools`
+  (current time, weekday, JSON parse/replace/insert/delete, arithmetic), run in-process,
+  risk ``read``.
 - the **stop tool** (``stop_tool``): calling it ends the loop after that round (seed 000 §3.2.4).
 
 **Risk gate** (both kinds, on by default): a write-level tool - declared ``risk:
@@ -55,6 +58,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AgentConfig",
+    "BUILTIN_TOOL_NAMES",
+    "BuiltinToolRef",
     "FileReaderTool",
     "GraphTool",
     "HttpTool",
@@ -272,6 +277,43 @@ class WorkflowTool(BaseModel):
         return self.name or self.workflow
 
 
+#: The builtin tools (``nodes/builtin_tools.py``, which checks it lists the same names):
+#: checked here so that ``validate`` names an unknown tool before any run.
+BUILTIN_TOOL_NAMES = frozenset({
+    "current_time", "weekday", "timezone_conversion", "timestamp_to_localtime", "localtime_to_timestamp",
+    "json_parse", "json_replace", "json_insert", "json_delete", "eval_expression"})
+
+
+class BuiltinToolRef(BaseModel):
+    """A builtin tool offered to the model (:mod:`nodes.builtin_tools`): account-free
+    utilities (time, JSON processing, arithmetic) run in-process, risk ``read``.
+
+    ``name`` is the builtin tool; ``alias`` the name the model sees (default: ``name``);
+    ``description`` replaces the tool's own; ``arguments`` are fixed values (templates are
+    not rendered) merged into every call and left out of what the model fills - e.g. a
+    Dify agent's preset ``timezone``.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(description="the builtin tool, e.g. current_time")
+    alias: str | None = Field(default=None, pattern=TOOL_NAME)
+    description: str = ""
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    timeout: float | None = Field(default=None, gt=0, le=3600)
+
+    @model_validator(mode="after")
+    def _known(self) -> "BuiltinToolRef":
+        if self.name not in BUILTIN_TOOL_NAMES:
+            raise ValueError(f"{self.name!r} is not a builtin tool (builtin tools: {', '.join(sorted(BUILTIN_TOOL_NAMES))})")
+        return self
+
+    @property
+    def tool_name(self) -> str:
+        """The name the model calls it by."""
+        return self.alias or self.name
+
+
 class StopTool(BaseModel):
     """The stop tool: calling it ends the loop after the round (it only signals, seed 000 §3.2.4)."""
 
@@ -304,6 +346,7 @@ class ToolLoopConfig(LLMNodeConfig):
     http_tools: list[HttpTool] = Field(default_factory=list)
     openapi: dict[str, Any] | None = Field(default=None, description="OpenAPI-style document: one tool per operation")
     workflow_tools: list[WorkflowTool] = Field(default_factory=list)
+    builtin_tools: list[BuiltinToolRef] = Field(default_factory=list)
     max_rounds: int = Field(default=50, ge=1, le=500)
     tool_only_cap: int = Field(default=5, ge=0, le=100, description="0: no cap")
     repeat_limit: int = Field(default=3, ge=0, le=100, description="0: no loop detection")
@@ -323,6 +366,7 @@ class ToolLoopConfig(LLMNodeConfig):
         risks: dict[str, str | None] = {t.name: t.risk for t in self.tools}
         risks.update({op.operationId: op.tool_risk for op in self.http_operations()})
         risks.update({t.tool_name: t.risk for t in self.workflow_tools})
+        risks.update({t.tool_name: "read" for t in self.builtin_tools})
         return risks
 
     def asks_confirmation(self) -> bool:
@@ -360,7 +404,7 @@ class ToolLoopConfig(LLMNodeConfig):
     def tool_names(self) -> list[str]:
         """Every business tool name."""
         names = [t.name for t in self.tools] + [t.operationId for t in self.http_operations()]
-        return names + [t.tool_name for t in self.workflow_tools]
+        return names + [t.tool_name for t in self.workflow_tools] + [t.tool_name for t in self.builtin_tools]
 
     def templates(self) -> Iterator[tuple[str, str]]:
         yield from self._text_templates("system_prompt", "user_prompt")

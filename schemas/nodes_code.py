@@ -12,27 +12,38 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from .nodes import NodeConfig, node_kind
+from .nodes import OUTPUT_NAME, NodeConfig, node_kind
+from .nodes_agent import BUILTIN_TOOL_NAMES
 from .types import VarType
 from .values import InputBinding
 
 if TYPE_CHECKING:
     from .workflow import Workflow
 
-__all__ = ["CodeConfig", "CodeOutput"]
+__all__ = ["CodeConfig", "CodeInput", "CodeOutput"]
 
 
 class CodeOutput(BaseModel):
     """One declared output of the code: ``main`` must return this key with a value of ``type``.
 
-    The name is any key ``main`` may return (``result``, ``结果``, ``a-b``), except quotes
-    and brackets, which a reference (``code["a-b"]``) could not spell.
+    The name is any key ``main`` may return (``result``, ``结果``, ``a-b``, ``a.b``), read as
+    ``code["a-b"]`` / ``code['say "hi"']``; only a name holding both quote kinds, which no
+    reference could spell, is refused.
     """
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(pattern=r"^[^\"'\[\]]+$")
+    name: str = Field(pattern=OUTPUT_NAME)
     type: VarType = VarType.any
+
+
+class CodeInput(InputBinding):
+    """A bound input of the code. The name is any non-empty key: Python receives the inputs
+    as keyword arguments (``main(**inputs)``: ``def main(数据)`` or ``def main(**kw)`` reading
+    ``kw["a-b"]``), JavaScript as one object (``inputs["a-b"]``), so imported keys such as
+    ``数据`` or ``a-b`` arrive unchanged."""
+
+    name: str = Field(min_length=1, max_length=200, description="the key main() receives the value under")
 
 
 @node_kind("code", "Code")
@@ -48,6 +59,11 @@ class CodeConfig(NodeConfig):
     of its type (null passes, as everywhere); other returned keys are ignored.
     ``timeout`` is the wall time in seconds, ``memory_mb`` the memory limit in MiB,
     ``max_output_bytes`` caps the returned JSON and, separately, what the code prints.
+
+    ``tool`` runs a builtin tool (:mod:`nodes.builtin_tools`, Flowloom's own code, in the
+    engine process) instead of code: the inputs are its arguments and its outputs are
+    ``text`` (the tool's text), ``json`` and ``files`` (``[]``: these tools answer with
+    text only), as a Dify tool node gives; ``language`` and ``code`` stay unset.
 
     ``semantics`` (set by the FastGPT importer; native nodes keep ``strict``) makes an
     imported node behave as it did at home:
@@ -66,9 +82,10 @@ class CodeConfig(NodeConfig):
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
-    language: Literal["python", "javascript"]
-    code: str = Field(min_length=1, description="defines main(**inputs) (Python) / main(inputs) (JavaScript)")
-    inputs: list[InputBinding] = Field(default_factory=list)
+    language: Literal["python", "javascript"] | None = Field(default=None, description="required with code")
+    code: str = Field(default="", description="defines main(**inputs) (Python) / main(inputs) (JavaScript)")
+    tool: str | None = Field(default=None, description="a builtin tool run instead of code (imported Dify tool nodes)")
+    inputs: list[CodeInput] = Field(default_factory=list)
     outputs_: list[CodeOutput] = Field(default_factory=list, alias="outputs")
     timeout: float = Field(default=10.0, gt=0, le=300, description="wall time in seconds")
     memory_mb: int = Field(default=256, ge=64, le=8192, description="memory limit in MiB")
@@ -81,6 +98,14 @@ class CodeConfig(NodeConfig):
 
     @model_validator(mode="after")
     def _unique_names(self) -> "CodeConfig":
+        if self.tool is not None:
+            if self.tool not in BUILTIN_TOOL_NAMES:
+                raise ValueError(f"tool: {self.tool!r} is not a builtin tool (builtin tools: "
+                                 f"{', '.join(sorted(BUILTIN_TOOL_NAMES))})")
+            if self.code.strip():
+                raise ValueError("set either code or tool, not both")
+        elif not self.code.strip() or self.language is None:
+            raise ValueError("code and language are required (or tool, for a builtin tool)")
         for label, names in (("input", [b.name for b in self.inputs]), ("output", [o.name for o in self.outputs_])):
             dupes = sorted({n for n in names if names.count(n) > 1})
             if dupes:
@@ -91,6 +116,8 @@ class CodeConfig(NodeConfig):
         return self
 
     def outputs(self, workflow: "Workflow") -> dict[str, VarType]:
+        if self.tool is not None:
+            return {"text": VarType.string, "json": VarType.array, "files": VarType.array}
         if self.semantics == "fastgpt":
             return {o.name: VarType.any for o in self.outputs_}
         return {o.name: o.type for o in self.outputs_}

@@ -126,7 +126,17 @@ SYS_VARIABLES: dict[str, VarType] = {
     "history": VarType.array,
 }
 
-_SEGMENT = re.compile(r"""\.([^.\[\]]+)|\[(-?\d+)\]|\[["']([^"']*)["']\]""")
+#: ``.key``, ``[index]``, ``["key"]`` or ``['key']``: a quoted key may hold anything but its
+#: own quote, so any output name can be spelled (``["it's"]``, ``['say "hi"']``, ``["a.b[0]"]``).
+_SEGMENT = re.compile(r"""\.([^.\[\]]+)|\[(-?\d+)\]|\["([^"]*)"\]|\['([^']*)'\]""")
+_PLAIN_KEY = re.compile(r"[^.\[\]]+")
+
+
+def _key_text(key: str) -> str:
+    """``.key`` when the key reads plainly, else the quoted form ``["key"]`` / ``['key']``."""
+    if _PLAIN_KEY.fullmatch(key):
+        return f".{key}"
+    return f"['{key}']" if '"' in key else f'["{key}"]'
 _HEAD = re.compile(r"[^.\[\]]+")
 
 
@@ -147,9 +157,9 @@ class Selector(BaseModel):
 
     def __str__(self) -> str:
         head = self.node if self.scope == "node" else self.scope
-        text = f"{head}.{self.field}"
+        text = f"{head}{_key_text(self.field)}"
         for seg in self.path:
-            text += f"[{seg}]" if isinstance(seg, int) else f".{seg}"
+            text += f"[{seg}]" if isinstance(seg, int) else _key_text(seg)
         return text
 
 
@@ -170,8 +180,11 @@ def parse_selector(text: str) -> Selector:
         m = _SEGMENT.match(text, pos)
         if not m:
             raise ValueError(f"reference {text!r} has an invalid path at position {pos}: {text[pos:]!r}")
-        key, index, quoted = m.groups()
-        segments.append(int(index) if index is not None else (key if key is not None else quoted))
+        key, index, double, single = m.groups()
+        if index is not None:
+            segments.append(int(index))
+        else:
+            segments.append(next(k for k in (key, double, single) if k is not None))
         pos = m.end()
     if not segments or not isinstance(segments[0], str):
         raise ValueError(f"reference {text!r} must name a field after {head!r} (e.g. {head}.output)")

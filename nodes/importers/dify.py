@@ -32,8 +32,6 @@ __all__ = ["DifyImporter", "looks_like_dify"]
 
 UNSUPPORTED = {
     "knowledge-retrieval": "knowledge retrieval needs Dify's datasets; Flowloom has no knowledge-base search node",
-    "tool": "a Dify plugin/marketplace tool; Flowloom has no equivalent",
-    "agent": "Dify agent strategies (plugins) are not supported",
     "document-extractor": "document extraction: Flowloom does not handle uploaded files",
     "list-operator": "list operations (filter/sort/slice of files and arrays) are not supported",
     "datasource": "Dify data sources are not supported",
@@ -180,7 +178,13 @@ class DifyImporter(DifyNodes):
     def convert(self, p: Planned) -> dict[str, Any]:
         kind = p.src_type
         if kind == "tool":
-            raise Unconvertible(self._tool_reason(self.data(p.raw)))
+            node = self._tool(p, self._tool_reason(self.data(p.raw)))
+            node.update(self.policy(p, node))
+            return node
+        if kind == "agent":
+            node = self._agent(p)
+            node.update(self.policy(p, node))
+            return node
         if kind in UNSUPPORTED:
             raise Unconvertible(UNSUPPORTED[kind])
         handler = CONVERTERS.get(kind)

@@ -7,8 +7,10 @@ templates are resolved by :class:`~nodes.importers.dify_refs.DifyRefs`.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
+from schemas.nodes import OUTPUT_NAME
 from schemas.types import VarType
 
 from .base import Planned, coerce_literal, first, number
@@ -35,18 +37,20 @@ class DifyNodes(DifyRefs):
         return {"type": "start"}
 
     def _end(self, p: Planned) -> dict[str, Any]:
-        outputs = self._named_values(self.data(p.raw).get("outputs"), "output name")
+        outputs = self._named_values(self.data(p.raw).get("outputs"), "output name", names=OUTPUT_NAME)
         return {"type": "end", "config": {"outputs": outputs}}
 
-    def _named_values(self, items: Any, what: str, why: str = "") -> list[dict[str, Any]]:
+    def _named_values(self, items: Any, what: str, why: str = "", names: str = IDENT.pattern) -> list[dict[str, Any]]:
         """``[{variable, value_selector}]`` as ``[{name, value}]`` bindings; each name must
-        be an identifier (else ``<what> <name> is not an identifier<why>``)."""
+        match ``names`` (identifiers by default: template variables are read by name; End
+        outputs and code inputs take any key), else ``<what> <name> ...<why>``."""
         out = []
         for item in items or []:
             if isinstance(item, dict) and item.get("variable"):
                 name = str(item["variable"])
-                if not IDENT.match(name):
-                    raise Unconvertible(f"{what} {name!r} is not an identifier{why}")
+                if not re.fullmatch(names, name):
+                    why_not = "is not an identifier" if names == IDENT.pattern else "holds both quote kinds"
+                    raise Unconvertible(f"{what} {name!r} {why_not}{why}")
                 out.append({"name": name, "value": self.value(item.get("value_selector"))})
         return out
 
@@ -267,12 +271,12 @@ class DifyNodes(DifyRefs):
             str(data.get("code_language") or ""))
         if language is None:
             raise Unconvertible(f"code language {data.get('code_language')!r} is not supported")
-        inputs = self._named_values(data.get("variables"), "input", ", and the code reads it by that name")
+        inputs = self._named_values(data.get("variables"), "input", names=r".+")
         outputs = []
         for name, spec in (data.get("outputs") or {}).items():
             spec = spec if isinstance(spec, dict) else {}
             if not CODE_OUTPUT.match(str(name)):
-                raise Unconvertible(f"output {name!r} has quotes or brackets, which a reference cannot spell")
+                raise Unconvertible(f"output {name!r} holds both quote kinds, which no reference can spell")
             outputs.append({"name": str(name), "type": (var_type(spec.get("type")) or VarType.any).value})
         code = data.get("code")
         if not isinstance(code, str) or not code.strip():
@@ -512,3 +516,94 @@ class DifyNodes(DifyRefs):
         if btype == "binary":
             raise Unconvertible("the request sends a binary file", "unsupported_feature")
         return None
+
+    # ------------------------------------------------------------------ tools
+
+    @staticmethod
+    def builtin_of(provider: str, tool: str) -> Any:
+        """The Flowloom builtin tool for Dify's ``provider``/``tool`` (a builtin provider such
+        as ``time``, or Dify's own plugin ``langgenius/time/time``), or None."""
+        from nodes.builtin_tools import dify_builtin
+
+        if provider.count("/") and not provider.startswith("langgenius/"):
+            return None  # another author's plugin, whatever its tool is called
+        return dify_builtin(provider, tool)
+
+    def _tool_value(self, name: str, spec: Any) -> Any:
+        """A tool parameter (``{type: variable|constant|mixed, value}`` or a plain value) as a
+        binding value: a selector -> a reference, ``{{#x.y#}}`` alone -> a reference."""
+        kind, value = (spec.get("type"), spec.get("value")) if isinstance(spec, dict) and "value" in spec \
+            else ("constant", spec)
+        if kind == "variable":
+            return self.value(value)
+        if kind == "mixed" and isinstance(value, str) and TEMPLATE_REF.search(value):
+            whole = TEMPLATE_REF.fullmatch(value.strip())
+            if whole is None:
+                raise Unconvertible(f"tool parameter {name!r} mixes text and references ({value!r}); pass the "
+                                    "value from one reference", "unsupported_feature")
+            return self.selector(whole.group(1).split(".")).as_ref()
+        return value
+
+    def _tool(self, p: Planned, reason: str) -> dict[str, Any]:
+        """A Dify tool node of a provided builtin tool -> a ``code`` node running it (``tool``).
+
+        Raises:
+            Unconvertible: ``reason``, when Flowloom does not provide the tool.
+        """
+        data = self.data(p.raw)
+        tool = self.builtin_of(str(data.get("provider_id") or data.get("provider_name") or ""),
+                               str(data.get("tool_name") or ""))
+        if tool is None or str(data.get("provider_type") or "builtin") not in ("builtin", "plugin"):
+            raise Unconvertible(reason)
+        params: dict[str, Any] = {}
+        for source in ("tool_configurations", "tool_parameters"):
+            for name, spec in (data.get(source) or {}).items():
+                if spec not in (None, "") and not (isinstance(spec, dict) and spec.get("value") in (None, "")):
+                    params[str(name)] = self._tool_value(str(name), spec)
+        inputs = [{"name": name, "value": value} for name, value in params.items()]
+        self.warn("behaviour_difference", f"builtin tool {tool.provider}/{tool.name} runs as Flowloom's own "
+                  "implementation (a code node with tool), with Dify's parameters and text result", p)
+        return {"type": "code", "config": {"tool": tool.name, "inputs": inputs}}
+
+    def _agent(self, p: Planned) -> dict[str, Any]:
+        """A Dify agent node whose tools are all provided builtin tools -> a ``tool_call`` node
+        (model, instruction -> system prompt, query -> user prompt, maximum iterations ->
+        ``max_rounds``, tools -> ``builtin_tools`` with their preset parameters)."""
+        params = self.data(p.raw).get("agent_parameters") or {}
+
+        def value(key: str) -> Any:
+            item = params.get(key)
+            return item.get("value") if isinstance(item, dict) else item
+
+        cfg: dict[str, Any] = {}
+        model = value("model") if isinstance(value("model"), dict) else {}
+        self._model({"model": {**model, "name": model.get("model") or model.get("name")}}, cfg)
+        tools, missing = [], []
+        for item in value("tools") or []:
+            if not isinstance(item, dict) or item.get("enabled") is False:
+                continue
+            provider, name = str(item.get("provider_name") or ""), str(item.get("tool_name") or "")
+            found = self.builtin_of(provider, name)
+            if found is None:
+                missing.append(f"{provider}/{name}")
+                continue
+            preset = {}
+            for key, spec in (item.get("settings") or {}).items():
+                spec = spec.get("value") if isinstance(spec, dict) and "value" in spec else spec
+                if spec not in (None, "") and not isinstance(spec, dict):
+                    preset[str(key)] = spec
+            tools.append({"name": found.name, **({"arguments": preset} if preset else {})})
+        if missing:
+            raise Unconvertible(f"the agent uses tools Flowloom does not provide: {', '.join(missing)} (builtin "
+                                "tools it provides: time, json_process, maths)")
+        if value("instruction"):
+            cfg["system_prompt"] = self.template(value("instruction"))
+        cfg["user_prompt"] = self.template(value("query") or "{{#sys.query#}}")
+        rounds = number(value("maximum_iterations"))
+        if rounds:
+            cfg["max_rounds"] = max(1, min(500, int(rounds) + 1))
+        cfg["builtin_tools"] = tools
+        cfg["stream"] = False
+        self.warn("behaviour_difference", "the Dify agent runs as a tool_call node (Flowloom's tool loop, not "
+                  "the agent strategy plugin)", p)
+        return {"type": "tool_call", "config": cfg}

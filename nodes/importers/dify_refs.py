@@ -219,6 +219,7 @@ class DifyRefs(BaseImporter):
             "iteration": {"output": ("results", VarType.array), "item": ("item", None),
                           "index": ("index", VarType.number)},
             "loop": {"index": ("index", VarType.number)},
+            "agent": {"text": ("answer", VarType.string)},
             "variable-aggregator": {"output": ("output", var_type(data.get("output_type")))},
             "variable-assigner": {"output": ("output", var_type(data.get("output_type")))},
         }

@@ -11,6 +11,7 @@ import re
 from typing import Any
 
 from nodes.sandbox_compat import FASTGPT_JS_GLOBALS
+from schemas.nodes import OUTPUT_NAME
 from schemas.types import VarType
 
 from .base import Planned, coerce_literal, number
@@ -130,10 +131,10 @@ class FastGPTNodes(FastGPTRefs):
         outputs = []
         for inp in p.raw.get("inputs") or []:
             key = str(inp.get("key") or "")
-            if key and IDENT.match(key):
+            if key and re.fullmatch(OUTPUT_NAME, key):
                 outputs.append({"name": key, "value": self.value(inp.get("value"))})
             elif key:
-                raise Unconvertible(f"plugin output {key!r} is not an identifier")
+                raise Unconvertible(f"plugin output {key!r} holds both quote kinds, which no reference can spell")
         return {"type": "end", "config": {"outputs": outputs}}
 
     def _history(self, p: Planned, cfg: dict[str, Any]) -> None:
@@ -266,10 +267,8 @@ class FastGPTNodes(FastGPTRefs):
         taken: set[str] = set()
         for inp in inputs:
             key = str(enum_value(inp["key"]))
-            if IDENT.match(key) and key not in taken:
-                name = key
-            elif exact:
-                raise Unconvertible(f"input {key!r} is not an identifier, and the code reads it by that name")
+            if (IDENT.match(key) or exact) and key not in taken:
+                name = key  # code receives its inputs by key: any key arrives unchanged
             else:
                 name = identifier(key, taken, "var")
                 self.renamed("input", key, name, p)
@@ -340,6 +339,19 @@ class FastGPTNodes(FastGPTRefs):
         timeout = number(input_value(raw, "system_httpTimeout"))
         if timeout and timeout > 0:
             cfg["timeout"] = float(min(timeout, 600))
+        paths = self.http_outputs(raw)
+        outputs = {}
+        for key, name in paths.items():
+            try:
+                self.http_output_name(raw, key)
+            except Unconvertible as exc:
+                self.defer(exc)
+                continue
+            outputs[name] = key
+            if name != key:
+                self.renamed("HTTP output", key, name, p)
+        if outputs:
+            cfg["outputs"] = outputs
         if "httpRawResponse" in self.referenced.get(p.src_id, set()):
             self.warn("behaviour_difference", "httpRawResponse reads the parsed JSON response (`json`); a response "
                       "that is not JSON reads null there (its text is `body`)", p)
@@ -371,7 +383,7 @@ class FastGPTNodes(FastGPTRefs):
             if out.get("type") != "dynamic" or out["key"] == "system_addOutputParam":
                 continue
             if not CODE_OUTPUT.match(out["key"]):
-                raise Unconvertible(f"code output {out['key']!r} has quotes or brackets, which a reference cannot "
+                raise Unconvertible(f"code output {out['key']!r} holds both quote kinds, which no reference can "
                                     "spell")
             outputs.append({"name": out["key"], "type": (var_type(out.get("valueType")) or VarType.any).value})
         cfg: dict[str, Any] = {"language": language, "code": code, "inputs": inputs, "outputs": outputs,

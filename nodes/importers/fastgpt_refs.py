@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from schemas.nodes import OUTPUT_NAME, jsonpath_expression
 from schemas.types import VarType
 
 from .base import BaseImporter, first
@@ -258,7 +259,7 @@ class FastGPTRefs(BaseImporter):
             if key in names:
                 return names[key], (), vtype
         if kind == "httpRequest468" and out.get("type") == "dynamic":
-            return "json", self.json_path(key), vtype
+            return self.http_output_name(node, key), (), None
         if kind == "code":
             if key == "system_rawResponse":
                 raise Unconvertible(f"it reads the whole result (system_rawResponse) of code node {nid!r}; read the "
@@ -272,25 +273,34 @@ class FastGPTRefs(BaseImporter):
         # unsupported kinds keep their output names (the placeholder declares them)
         return re.sub(r"[.\[\]]+", "_", key) or "output", (), None
 
-    @staticmethod
-    def json_path(key: str) -> tuple[str | int, ...]:
-        """``data.items[0].title`` / ``$.data.x`` -> a reference path.
+    def http_outputs(self, node: dict[str, Any]) -> dict[str, str]:
+        """JSONPath of each custom output of an HTTP node -> its Flowloom output name: the
+        key itself (``data.items``, ``$.images[*].url``) unless it holds both quote kinds or
+        is a built-in output name (then an identifier, reported as renamed)."""
+        names: dict[str, str] = {}
+        taken = {"status_code", "headers", "body", "json", "error"}
+        for out in node_outputs(node):
+            key = str(out.get("key") or "")
+            if out.get("type") != "dynamic" or not key or key == "system_addOutputParam":
+                continue
+            name = key if re.fullmatch(OUTPUT_NAME, key) and key not in taken else identifier(key, taken, "output")
+            names[key] = name
+            taken.add(name)
+        return names
+
+    def http_output_name(self, node: dict[str, Any], key: str) -> str:
+        """The Flowloom output of custom output ``key`` of an HTTP node (:meth:`http_outputs`).
 
         Raises:
-            Unconvertible: a JSONPath that selects several values or filters
-                (``[*]``, ``..``, ``[?(...)]``, slices, unions): FastGPT returns the
-                matches, which a reference path cannot express, so the output is refused
-                at import time instead of failing when the flow runs.
+            Unconvertible: the key's JSONPath does not parse or uses a feature jsonpath-ng
+                does not evaluate (named in the message), found at import time instead of
+                failing when the flow runs.
         """
-        if re.search(r"\*|\.\.|\[\s*\?|\[[^\]]*[:,][^\]]*\]|\[\s*\(", key):
-            raise Unconvertible(f"HTTP output {key!r} is a JSONPath with wildcards, filters, slices or recursive "
-                                "descent; Flowloom reads single values by path (e.g. $.data.items[0].url) only",
-                                "unsupported_reference")
-        key = key[2:] if key.startswith("$.") else key.lstrip("$")
-        path: list[str | int] = []
-        for part in re.finditer(r"([^.\[\]]+)|\[(\d+)\]", key):
-            path.append(int(part.group(2)) if part.group(2) is not None else part.group(1))
-        return tuple(path)
+        try:
+            jsonpath_expression(key)
+        except ValueError as exc:
+            raise Unconvertible(f"HTTP output {key!r}: {exc}", "unsupported_feature") from None
+        return self.http_outputs(node).get(key) or identifier(key, (), "output")
 
     def extract_names(self, node: dict[str, Any]) -> dict[str, str]:
         """Extract key -> Flowloom field name (identifiers; ``fields``/``success``/``usage`` are reserved)."""

@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
+from schemas.nodes import OUTPUT_NAME
 from schemas.types import RESERVED_SCOPES, VarType
 
 __all__ = [
@@ -33,8 +34,8 @@ __all__ = [
 
 #: An ASCII identifier (input, variable, output and code parameter names).
 IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-#: A code output name (:class:`schemas.nodes_code.CodeOutput`): anything but quotes and brackets.
-CODE_OUTPUT = re.compile(r"^[^\"'\[\]]+$")
+#: A code output name (:class:`schemas.nodes_code.CodeOutput`): any key without both quote kinds.
+CODE_OUTPUT = re.compile(OUTPUT_NAME)
 #: Names a bare ``{{ name }}`` cannot use: Jinja2 keywords, constants and globals.
 _JINJA_WORDS = frozenset({
     "and", "or", "not", "in", "is", "if", "else", "elif", "for", "endfor", "true", "false", "none", "True",
@@ -84,6 +85,23 @@ def _accessor(key: str | int, shadowed: frozenset[str] = _SHADOWED) -> str:
     return f"[{json.dumps(key, ensure_ascii=False)}]"
 
 
+def _ref_key(key: str) -> str:
+    """``key`` in a reference: ``.key``, else ``["key"]`` / ``['key']`` (a quoted key holds
+    anything but its own quote).
+
+    Raises:
+        Unconvertible: the key holds both quote kinds.
+    """
+    if _PATH_KEY.match(key):
+        return f".{key}"
+    if '"' not in key:
+        return f'["{key}"]'
+    if "'" not in key:
+        return f"['{key}']"
+    raise Unconvertible(f"the name {key!r} holds both quote kinds and cannot be written in a reference",
+                        "unsupported_reference")
+
+
 @dataclass(frozen=True, slots=True)
 class Target:
     """What a source reference reads, in Flowloom terms.
@@ -112,22 +130,9 @@ class Target:
         if self.scope == "local":
             raise Unconvertible(f"{self.name!r} can only be used in a template", "unsupported_reference")
         head = self.field if self.scope == "node" else self.name
-        if not _PATH_KEY.match(head or ""):
-            if '"' in (head or "") or "'" in (head or ""):
-                raise Unconvertible(f"the name {head!r} cannot be written in a reference", "unsupported_reference")
-            head = f'["{head}"]'
-        else:
-            head = f".{head}"
-        text = (self.name if self.scope == "node" else self.scope) + head
+        text = (self.name if self.scope == "node" else self.scope) + _ref_key(head or "")
         for seg in self.path:
-            if isinstance(seg, int):
-                text += f"[{seg}]"
-            elif _PATH_KEY.match(seg):
-                text += f".{seg}"
-            elif '"' not in seg and "'" not in seg:
-                text += f'["{seg}"]'
-            else:
-                raise Unconvertible(f"the key {seg!r} cannot be written in a reference", "unsupported_reference")
+            text += f"[{seg}]" if isinstance(seg, int) else _ref_key(seg)
         return text
 
     def as_ref(self) -> dict[str, str]:

@@ -97,8 +97,9 @@ def test_target_references_and_expressions():
     assert Target("inputs", "城市").expr() == 'inputs["城市"]'
     assert Target("node", "n", "_private", ("_x",)).expr() == 'n["_private"]["_x"]'
     assert render("{{ " + Target("node", "n", "_private").expr() + " }}", n={"_private": "ok"}) == "ok"
-    with pytest.raises(Unconvertible):
-        Target("node", "n", "json", ('a."b',)).ref()
+    assert Target("node", "n", "json", ('a."b',)).ref() == """n.json['a."b']"""  # the other quote kind
+    with pytest.raises(Unconvertible, match="both quote kinds"):
+        Target("node", "n", "json", ('a."b\'',)).ref()
     with pytest.raises(Unconvertible):
         Target("local", "quote").ref()
 

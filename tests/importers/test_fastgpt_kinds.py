@@ -191,7 +191,7 @@ def test_http_and_loop_convert():
         '  "q": "{{ ((sys.query) | json)[1:-1] }}",\n  "tags": {{ mk.tags if mk.tags is string else mk.tags | json }}\n}')}
     assert cfg["timeout"] == 5 and cfg["raise_for_status"] is True
     loop = nodes["loop"]
-    assert loop["type"] == "iteration" and loop["config"] == {"items": {"ref": "http.json.data.items"},
+    assert loop["type"] == "iteration" and loop["config"] == {"items": {"ref": 'http["data.items"]'},
                                                               "collect": {"ref": "inner.value"}}
     inner = nodes["inner"]
     assert inner["parent"] == "loop"

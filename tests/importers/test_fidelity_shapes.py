@@ -181,8 +181,8 @@ def test_fastgpt_several_list_references(tmp_path, scripted_registry):
 
 
 @pytest.mark.parametrize("data, reason", [
-    ({"provider_type": "builtin", "provider_id": "time", "tool_name": "current_time"},
-     "builtin tool time/current_time is not provided by Flowloom"),
+    ({"provider_type": "builtin", "provider_id": "webscraper", "tool_name": "webscraper"},
+     "builtin tool webscraper/webscraper is not provided by Flowloom"),
     ({"provider_type": "builtin", "provider_id": "langgenius/tavily/tavily", "tool_name": "tavily_search"},
      "tool tavily_search of marketplace plugin langgenius/tavily/tavily is not available in Flowloom"),
     ({"provider_type": "api", "provider_id": "abc", "tool_name": "getPets"},
@@ -195,7 +195,7 @@ def test_dify_tool_placeholders_say_where_the_tool_comes_from(tmp_path, scripted
     assert [(i.code, i.message) for i in result.errors] == [("unsupported_node", reason)]
 
 
-def test_fastgpt_http_jsonpath_with_wildcards_is_refused_at_import(tmp_path, scripted_registry):
+def test_fastgpt_http_jsonpath_with_wildcards_imports_as_outputs(tmp_path, scripted_registry):
     doc = fd.wrap([
         fd.start(),
         fd.node("http", "httpRequest468", [fd.inp("system_httpMethod", "GET"),
@@ -203,10 +203,6 @@ def test_fastgpt_http_jsonpath_with_wildcards_is_refused_at_import(tmp_path, scr
                 [fd.out("first", "$.images[0].url", kind="dynamic"), fd.out("all", "$.images[*].url", kind="dynamic")]),
         fd.node("say", "answerNode", [fd.inp("text", "{{$http.first$}} {{$http.all$}}", "any")]),
     ], [fd.edge("start", "http"), fd.edge("http", "say")])
-    with pytest.raises(ImportFailed) as failed:
-        load(save(tmp_path, doc), models=scripted_registry)
-    assert [(i.code, i.node_id) for i in failed.value.report if i.severity == "error"] == \
-        [("unsupported_reference", "say")]
-    assert "'$.images[*].url' is a JSONPath with wildcards" in str(failed.value)
-    result = load(save(tmp_path, doc), models=scripted_registry, allow_partial=True)
-    assert next(n for n in result.workflow["nodes"] if n["id"] == "say")["type"] == "unsupported"
+    result = load(save(tmp_path, doc), models=scripted_registry)
+    http = next(n for n in result.workflow["nodes"] if n["id"] == "http")
+    assert http["config"]["outputs"] == {"$.images[0].url": "$.images[0].url", "$.images[*].url": "$.images[*].url"}
