@@ -3,7 +3,8 @@
 The one place that picks implementations for the engine's ports: the SQL run store
 (``Settings.database_url``, else SQLite at ``<home>/flowloom.db``), node memory (Redis
 with ``Settings.redis_url``, else files under ``<home>/memory``), the model registry
-(``Settings.models``, else the bundled one), the built-in node catalog and the
+(``Settings.models``, else the bundled one, with the settings' environment and
+base-URL override), the built-in node catalog and the
 workflow directories for workflow tools. The CLI uses it now; the HTTP API and the
 queue workers use the same function.
 """
@@ -17,7 +18,7 @@ from engine.service import RunService, Stores
 from engine.settings import Settings
 from engine.workflow_store import WorkflowStore
 from nodes import builtin_catalog
-from nodes.model_registry import get_registry
+from nodes.model_registry import registry_for
 from workers.memory import memory_store_for
 from workers.sql import SqlStore, default_database_url
 
@@ -39,7 +40,7 @@ async def open_service(settings: Settings) -> AsyncIterator[RunService]:
         StoreError: the database cannot be reached or migrated (names the URL, password masked).
         ModelConfigError: the model registry file is invalid.
     """
-    registry = get_registry(settings.models)
+    registry = registry_for(settings)
     store = await SqlStore.open(database_url(settings))
     memory = memory_store_for(settings)
     try:

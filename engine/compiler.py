@@ -50,6 +50,7 @@ from schemas.workflow import ErrorStrategy, NodeBase, Workflow
 
 from .catalog import NodeCatalog, NodeExecutor
 from .errors import CompileError, Problem
+from .plain_errors import did_you_mean, fields_at, plain_message
 from .loops import CycleRegion, RegionExecutor, check_scopes, find_cycle_regions, region_node
 from .ports import ModelCatalog
 from .references import template_names, template_selectors
@@ -206,7 +207,8 @@ def _parse_document(doc: dict[str, Any], problems: list[Problem], invalid: set[s
             if err["loc"][:1] == ("edges",) and len(err["loc"]) > 1 and isinstance(err["loc"][1], int):
                 raw_edge = (doc.get("edges") or [None])[err["loc"][1]] if err["loc"][1] < len(doc.get("edges") or []) else None
                 edge_id = raw_edge.get("id") if isinstance(raw_edge, dict) else None
-            problems.append(Problem("invalid_document", err["msg"], edge_id=edge_id, path=loc))
+            fields = fields_at(Workflow, err["loc"]) if err["type"] == "extra_forbidden" else ()
+            problems.append(Problem("invalid_document", plain_message(err, fields), edge_id=edge_id, path=loc))
         shell = None
     known: list[tuple[str, dict[str, Any]]] = []  # (node id for messages, raw node) of known kinds
     for index, raw in enumerate(raw_nodes):
@@ -217,7 +219,8 @@ def _parse_document(doc: dict[str, Any], problems: list[Problem], invalid: set[s
         kind = raw.get("type")
         if kind not in catalog:
             names = ", ".join(catalog.kinds())
-            problems.append(Problem("unknown_kind", f"unknown node kind {kind!r} (known: {names})", node_id=node_id, path="type"))
+            problems.append(Problem("unknown_kind", f"unknown node kind {kind!r}{did_you_mean(kind, catalog.kinds())} "
+                                    f"(known: {names})", node_id=node_id, path="type"))
             invalid.add(node_id)
             continue
         known.append((node_id, raw))
@@ -235,7 +238,9 @@ def _parse_document(doc: dict[str, Any], problems: list[Problem], invalid: set[s
             bad.add(index)  # type: ignore[arg-type]
             invalid.add(node_id)
             code = "missing_config" if err["type"] == "missing" else "invalid_config"
-            msg = "required field is missing" if code == "missing_config" else err["msg"]
+            fields = (fields_at(catalog.node_model(known[index][1]["type"]), path)  # type: ignore[index]
+                      if err["type"] == "extra_forbidden" else ())
+            msg = "required field is missing" if code == "missing_config" else plain_message(err, fields)
             problems.append(Problem(code, msg, node_id=node_id, path=_loc(path)))
         good = [raw for i, (_, raw) in enumerate(known) if i not in bad]
         nodes = adapter.validate_python(good)
@@ -301,8 +306,9 @@ def _build_graph(
             continue
         if source not in by_id or target not in by_id:
             bad = [end for end in (source, target) if end not in by_id]
+            named = ", ".join(f"{end!r}{did_you_mean(end, by_id)}" for end in bad)
             problems.append(
-                Problem("dangling_edge", f"edge points to unknown node(s) {bad}", edge_id=edge.id,
+                Problem("dangling_edge", f"edge points to unknown node(s) {named}", edge_id=edge.id,
                         path="source" if source in bad else "target")
             )
             continue
@@ -317,7 +323,8 @@ def _build_graph(
         if edge.sourceHandle not in handles:
             problems.append(
                 Problem("unknown_handle",
-                        f"node {edge.source!r} has no output handle {edge.sourceHandle!r} (handles: {handles})",
+                        f"node {edge.source!r} has no output handle {edge.sourceHandle!r}"
+                        f"{did_you_mean(edge.sourceHandle, handles)} (handles: {', '.join(handles)})",
                         node_id=edge.source, edge_id=edge.id, path="sourceHandle")
             )
             keep(source, target, edge.id, edge.sourceHandle)
@@ -365,6 +372,10 @@ class _LazyOutputs(dict):  # type: ignore[type-arg]
     def __missing__(self, node_id: str) -> dict[str, VarType]:
         outs = self[node_id] = self._nodes[node_id].outputs(self._wf)
         return outs
+
+    def ids(self) -> list[str]:
+        """Every node id (for "did you mean" suggestions)."""
+        return list(self._nodes)
 
 
 class _RefChecker:
@@ -414,7 +425,8 @@ class _RefChecker:
         if node_ref in self.invalid:
             return None
         if node_ref not in self.outputs:
-            self.problems.append(Problem("unknown_node", f"reference to unknown node {node_ref!r}", node_id=reader, path=path))
+            self.problems.append(Problem("unknown_node", f"reference to unknown node {node_ref!r}"
+                                         f"{did_you_mean(node_ref, self.outputs.ids())}", node_id=reader, path=path))
             return None
         if body and (node_ref == reader or self._inside(node_ref, reader)):
             pass  # a loop node's body-scoped field reads itself and its body (engine/loops.py)
@@ -431,7 +443,8 @@ class _RefChecker:
         outs = self.outputs[node_ref]
         if field is not None and field not in outs:
             self.problems.append(
-                Problem("unknown_output", f"node {node_ref!r} has no output {field!r} (outputs: {sorted(outs)})",
+                Problem("unknown_output", f"node {node_ref!r} has no output {field!r}{did_you_mean(field, outs)} "
+                        f"(outputs: {', '.join(sorted(outs)) or 'none'})",
                         node_id=reader, path=path)
             )
             return None
@@ -442,7 +455,8 @@ class _RefChecker:
         code = {"inputs": "unknown_input", "vars": "unknown_variable", "sys": "unknown_sys"}[scope]
         if field is not None and field not in table:
             self.problems.append(
-                Problem(code, f"{scope}.{field} is not declared (declared: {sorted(table)})", node_id=reader, path=path)
+                Problem(code, f"{scope}.{field} is not declared{did_you_mean(field, table)} "
+                        f"(declared: {', '.join(sorted(table)) or 'none'})", node_id=reader, path=path)
             )
             return None
         return table.get(field) if field is not None else None
@@ -482,7 +496,8 @@ class _RefChecker:
                     self.problems.append(
                         Problem("unknown_template_name",
                                 f"template uses {name!r}, which is not a node id, a bound variable or "
-                                "inputs/sys/vars/nodes", node_id=node.id, path=path)
+                                f"inputs/sys/vars/nodes{did_you_mean(name, [*self.outputs.ids(), *local_names])}",
+                                node_id=node.id, path=path)
                     )
             for head, field in selectors:
                 if head in local_names or head in unknown:
@@ -508,13 +523,16 @@ def _check_error_policy(wf: Workflow, problems: list[Problem]) -> None:
             continue
         outs = node.outputs(wf)
         for key in sorted(set(node.default_output or {}) - set(outs)):
-            problems.append(Problem("invalid_default_output", f"{key!r} is not an output of this node (outputs: {sorted(outs)})",
+            problems.append(Problem("invalid_default_output", f"{key!r} is not an output of this node"
+                                    f"{did_you_mean(key, outs)} (outputs: {', '.join(sorted(outs)) or 'none'})",
                                     node_id=node.id, path=f"default_output.{key}"))
         if node.default_output is None:
             problems.append(Problem("invalid_default_output", "the default_output strategy needs a default_output object",
                                     node_id=node.id, path="default_output"))
         if node.default_handle is not None and node.default_handle not in node.handles():
-            problems.append(Problem("unknown_default_handle", f"no handle {node.default_handle!r} (handles: {node.handles()})",
+            problems.append(Problem("unknown_default_handle", f"no handle {node.default_handle!r}"
+                                    f"{did_you_mean(node.default_handle, node.handles())} "
+                                    f"(handles: {', '.join(node.handles())})",
                                     node_id=node.id, path="default_handle"))
 
 
@@ -525,7 +543,8 @@ def _check_models(wf: Workflow, problems: list[Problem], models: ModelCatalog | 
         return
     for node, path, name in refs:
         if not models.has(name):
-            problems.append(Problem("unknown_model", f"model {name!r} is not in the model registry "
+            problems.append(Problem("unknown_model", f"model {name!r} is not in the model registry"
+                                    f"{did_you_mean(name, models.names())} "
                                     f"(known: {', '.join(sorted(models.names()))})", node_id=node.id,
                                     path=f"config.{path}"))
 

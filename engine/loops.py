@@ -118,10 +118,32 @@ class CycleRegion:
         return f"{self.entry}~loop"
 
 
+def _cycle_path(graph: nx.DiGraph, members: list[str], start: str) -> tuple[str, str | None]:
+    """One cycle among ``members`` as ``a -> b -> c -> a`` in the order its edges run,
+    beginning at ``start`` when the cycle passes through it, and the id of the edge
+    that closes it (``c -> a``): that edge is usually the one to remove or to turn into
+    a loop's back-edge, so the problem points at it."""
+    sub = graph.subgraph(members)
+    try:
+        cycle = nx.find_cycle(sub, source=start)
+    except nx.NetworkXNoCycle:
+        return ", ".join(members), None
+    nodes = [u for u, _v in cycle]
+    if start in nodes:  # rotate so the path starts (and ends) at ``start``
+        at = nodes.index(start)
+        cycle = cycle[at:] + cycle[:at]
+    path = " -> ".join([u for u, _v in cycle] + [cycle[-1][1]])
+    last_u, last_v = cycle[-1][:2]
+    ids = graph[last_u][last_v].get("edges") or []
+    closing = ids[0][0] if ids else None
+    return (f"{path} (closed by edge {closing!r})" if closing else path), closing
+
+
 def find_cycle_regions(graph: nx.DiGraph, wf: Workflow, problems: list[Problem]) -> list[CycleRegion]:
     """Turn each strongly connected component into a :class:`CycleRegion`, or report why not.
 
-    Every failure is a ``cycle`` problem naming the cycle's nodes and what is missing.
+    Every failure is a ``cycle`` problem naming the cycle's nodes in the order its edges
+    run and, as ``edge_id``, the edge that closes it.
     """
     by_id = {n.id: n for n in wf.nodes}
     regions: list[CycleRegion] = []
@@ -138,19 +160,20 @@ def find_cycle_regions(graph: nx.DiGraph, wf: Workflow, problems: list[Problem])
         inner = [(u, v, e, h) for u, v, d in graph.edges(members, data=True) if v in component for e, h in d["edges"]]
         entries = sorted({v for u, v in graph.in_edges(members) if u not in component})
         if len(entries) != 1:
-            why = "nothing leads into it" if not entries else f"it is entered at several nodes {entries}"
-            problems.append(Problem("cycle", f"cycle through nodes {names}: {why}; a loop needs one entry node, "
-                                    "the one its back-edges return to", node_id=members[0]))
+            why = "nothing leads into it" if not entries else f"it is entered at several nodes ({', '.join(entries)})"
+            path, closing = _cycle_path(graph, members, entries[0] if entries else members[0])
+            problems.append(Problem("cycle", f"cycle {path}: {why}; a loop needs one entry node, "
+                                    "the one its back-edges return to", node_id=members[0], edge_id=closing))
             continue
         entry = entries[0]
         back = frozenset(e for _u, v, e, _h in inner if v == entry)
         dag = nx.DiGraph((u, v) for u, v, e, _h in inner if e not in back)
         dag.add_nodes_from(members)
         if not nx.is_directed_acyclic_graph(dag):
-            inner_cycle = [u for u, _v in nx.find_cycle(dag)]
-            problems.append(Problem("cycle", f"cycle through nodes {names} has an inner cycle "
-                                    f"{' -> '.join(inner_cycle)} that does not return to the entry {entry!r}",
-                                    node_id=entry))
+            inner = [u for u, _v in nx.find_cycle(dag)]
+            path, closing = _cycle_path(graph.edge_subgraph(dag.edges), inner, inner[0])
+            problems.append(Problem("cycle", f"cycle through nodes {names} has an inner cycle {path} that does not "
+                                    f"return to the entry {entry!r}", node_id=entry, edge_id=closing))
             continue
         exits = [(u, e, h) for u, v, d in graph.out_edges(members, data=True) if v not in component
                  for e, h in d["edges"]]
@@ -158,9 +181,10 @@ def find_cycle_regions(graph: nx.DiGraph, wf: Workflow, problems: list[Problem])
         conditional = [k for u, k, handle in exits
                        if len(by_id[u].handles()) > 1 and (u, handle) not in inner_handles]
         if not conditional:
-            problems.append(Problem("cycle", f"cycle through nodes {' -> '.join(members)} has no conditional exit: "
-                                    "add a branch (if-else, classify, error branch) with a handle that leaves the "
-                                    "loop", node_id=entry))
+            path, closing = _cycle_path(graph, members, entry)
+            problems.append(Problem("cycle", f"cycle {path} has no conditional exit: add a branch (if-else, "
+                                    "classify, error branch) with a handle that leaves the loop", node_id=entry,
+                                    edge_id=closing))
             continue
         order = [n for n in nx.topological_sort(dag)]
         regions.append(CycleRegion(entry, tuple(order), back, tuple(k for _u, k, _h in exits)))

@@ -7,11 +7,14 @@ HTTP node may reach. Every other module receives a :class:`Settings` (in
 
 from __future__ import annotations
 
+import collections
 import functools
 import ipaddress
+import os
 from pathlib import Path
+from typing import Any, Mapping
 
-from pydantic import Field, field_validator
+from pydantic import Field, PrivateAttr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from typing import Annotated, Literal
 
@@ -40,9 +43,32 @@ class Settings(BaseSettings):
     directories searched for workflows used as tools. ``models``: the model registry
     file (default: the bundled one). ``upload_dir``: the only directory the agent's file
     reader may read (default ``<home>/uploads``).
+
+    Models: ``llm_base_url_override`` (``FLOWLOOM_LLM_BASE_URL_OVERRIDE``) sends every
+    registry model to one OpenAI-compatible endpoint (Ollama, llama.cpp, vLLM on this
+    machine) instead of its provider's URL, so an imported flow naming OpenAI or
+    DeepSeek models runs against a local server without editing the registry;
+    ``llm_model_override`` (``FLOWLOOM_LLM_MODEL_OVERRIDE``) also replaces every
+    model's upstream id, since a local server rarely serves the cloud model names.
+
+    ``.env``: a ``.env`` file in the working directory is read too (as Dify and
+    FastGPT users keep their keys), for ``FLOWLOOM_*`` settings and, through
+    :meth:`environ`, for the provider keys the model registry names; a variable set in
+    the real environment wins over the file.
+
+    Size and depth caps (README "Limits"): exceeding one fails the compile (document
+    caps) or the node (run caps) with a reason naming the cap, never a traceback or a
+    hang. ``max_document_bytes`` / ``max_document_depth``: a workflow document's JSON
+    size in bytes and nesting depth (objects and arrays); ``max_nodes``: nodes per
+    workflow; ``max_id_length`` / ``max_name_length``: characters of a node or edge id and
+    of a node's name (or description); ``max_template_output_bytes``: bytes one template
+    render may produce (also bounds ``'a' * n`` and ``x ** n`` inside it);
+    ``max_node_output_bytes``: the size (string bytes plus 8 per other value) of one node
+    run's outputs - which also bounds what a run record stores per node run.
     """
 
-    model_config = SettingsConfigDict(env_prefix="FLOWLOOM_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="FLOWLOOM_", extra="ignore", env_file=".env",
+                                      env_file_encoding="utf-8")
 
     home: Path = Field(default_factory=lambda: Path.home() / ".flowloom")
     database_url: str | None = None
@@ -60,6 +86,17 @@ class Settings(BaseSettings):
     code_bwrap: str = "bwrap"
     code_node: str = "node"
 
+    max_document_bytes: int = Field(default=8 * 1024 * 1024, gt=0)
+    max_document_depth: int = Field(default=64, ge=8, le=500)
+    max_nodes: int = Field(default=10_000, gt=0)
+    max_id_length: int = Field(default=128, gt=0)
+    max_name_length: int = Field(default=512, gt=0)
+    max_template_output_bytes: int = Field(default=4 * 1024 * 1024, gt=0)
+    max_node_output_bytes: int = Field(default=32 * 1024 * 1024, gt=0)
+    _dotenv: dict[str, str] | None = PrivateAttr(default=None)
+    llm_base_url_override: str | None = None
+    llm_model_override: str | None = None
+
     @field_validator("http_allow", mode="before")
     @classmethod
     def _split(cls, value: object) -> object:
@@ -70,8 +107,6 @@ class Settings(BaseSettings):
     @field_validator("workflow_path", mode="before")
     @classmethod
     def _split_paths(cls, value: object) -> object:
-        import os
-
         if isinstance(value, str):  # os.pathsep-separated, like PATH
             return [part for part in value.split(os.pathsep) if part.strip()]
         return value
@@ -81,10 +116,31 @@ class Settings(BaseSettings):
     def _expand_user(cls, value: Path | None) -> Path | None:
         return value.expanduser() if value is not None else None
 
-    @field_validator("redis_url", "database_url", mode="before")
+    @field_validator("redis_url", "database_url", "llm_base_url_override", "llm_model_override", "models",
+                     "upload_dir", mode="before")
     @classmethod
     def _empty_is_unset(cls, value: object) -> object:
         return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("database_url")
+    @classmethod
+    def _check_database_url(cls, value: str | None) -> str | None:
+        # Refused here, by name, rather than when the store first opens: a typo would
+        # otherwise surface as a driver error far from the setting that caused it.
+        # The value itself is never echoed: it may hold a password.
+        if value is None:
+            return value
+        scheme, sep, _rest = value.partition("://")
+        if not sep or scheme.split("+")[0].lower() not in ("sqlite", "postgresql", "postgres"):
+            raise ValueError("must be a sqlite:///PATH or postgresql://USER:PASSWORD@HOST/DB URL")
+        return value
+
+    @field_validator("llm_base_url_override")
+    @classmethod
+    def _check_base_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip().startswith(("http://", "https://")):
+            raise ValueError("must be an http:// or https:// URL (e.g. http://127.0.0.1:11434/v1)")
+        return value.strip().rstrip("/") if value is not None else None
 
     @field_validator("redis_url")
     @classmethod
@@ -92,6 +148,19 @@ class Settings(BaseSettings):
         if value is not None and not value.startswith(("redis://", "rediss://", "unix://")):
             raise ValueError("must start with redis://, rediss:// or unix://")
         return value
+
+    def environ(self) -> Mapping[str, str]:
+        """The process environment over the ``.env`` file: every variable, not only
+        ``FLOWLOOM_*`` (provider keys such as ``OPENAI_API_KEY`` are read from it).
+
+        The real environment wins over the file, as for the settings themselves. The
+        mapping is live for the real environment (a rotated key takes effect) and reads
+        the file once per :class:`Settings`. This is the one place besides the settings
+        fields that reads the environment: the model registry receives this mapping.
+        """
+        if self._dotenv is None:
+            self._dotenv = _read_env_file(self.model_config.get("env_file"))
+        return collections.ChainMap(os.environ, self._dotenv)  # type: ignore[arg-type]
 
     @property
     def uploads(self) -> Path:
@@ -109,6 +178,15 @@ class Settings(BaseSettings):
                 except ValueError as exc:
                     raise ValueError(f"{entry!r} is not a valid network: {exc}") from None
         return entries
+
+
+def _read_env_file(env_file: Any) -> dict[str, str]:
+    """The variables of ``env_file`` (a path, or None), empty when it does not exist."""
+    if env_file is None or not Path(env_file).is_file():
+        return {}
+    from dotenv import dotenv_values  # a dependency of pydantic-settings
+
+    return {k: v for k, v in dotenv_values(env_file, encoding="utf-8").items() if v is not None}
 
 
 def flowloom_home() -> Path:

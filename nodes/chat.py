@@ -105,13 +105,13 @@ _ROLES = frozenset({"user", "assistant", "system"})
 
 
 def registry_of(ctx: NodeContext) -> Any:
-    """The run's model registry (``RunDeps.models``), else the registry ``Settings.models``
-    names (the bundled one by default)."""
+    """The run's model registry (``RunDeps.models``), else the registry the run's settings
+    ask for (``Settings.models``, the bundled one by default, with the base-URL override)."""
     if ctx.deps.models is not None:
         return ctx.deps.models
-    from .model_registry import get_registry
+    from .model_registry import registry_for
 
-    return get_registry(ctx.deps.settings.models)
+    return registry_for(ctx.deps.settings)
 
 
 def model_spec(ctx: NodeContext, name: str) -> Any:

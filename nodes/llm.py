@@ -592,8 +592,11 @@ async def call_llm(
                     await asyncio.sleep(_retry_delay(exc, attempt, retry_base_delay))
                     continue
                 error.attempts = attempt
-                if attempt > 1:
-                    error.args = (f"{error.args[0]} [after {attempt} attempts]",)
+                # Connection problems name the URL: with local endpoints the usual cause is
+                # a server that is not running, or a base URL missing its /v1.
+                tried = f" (URL tried: {registry.base_url(spec)})" if isinstance(error, LLMConnectionError) else ""
+                retries = f" [after {attempt} attempts: {attempt - 1} retries]" if attempt > 1 else ""
+                error.args = (f"{error.args[0]}{tried}{retries}",)
                 if reply.streamed:
                     error.usage = _usage(spec, body, reply, started, user_key)
                     error.partial_text = "".join(reply.text)

@@ -9,6 +9,20 @@ workflow). Resolution order of :func:`load_registry`:
    ``FLOWLOOM_LLM_BASE_URL`` / ``FLOWLOOM_LLM_API_KEY`` / ``FLOWLOOM_LLM_MODEL``, so
    ``flowloom run`` works against any OpenAI-compatible endpoint given by env.
 
+The environment (``${VAR}`` in the file, the API keys) is the mapping
+:meth:`Settings.environ <engine.settings.Settings.environ>` gives: the process
+environment over the working directory's ``.env`` file. This module never reads
+``os.environ`` itself, so there is one place that decides where variables come from.
+:func:`registry_for` builds the registry a :class:`~engine.settings.Settings` asks for.
+
+Local endpoints: ``FLOWLOOM_LLM_BASE_URL_OVERRIDE`` points *every* provider at one
+URL (and ``FLOWLOOM_LLM_MODEL_OVERRIDE`` replaces every upstream model id); the key
+sent there is ``FLOWLOOM_LLM_API_KEY`` when set, else none - never a cloud provider's
+key, which would otherwise be handed to whatever server the URL names. A provider
+whose base URL comes from the environment (``${OPENAI_BASE_URL:-...}`` with the
+variable set) or from the override is a custom endpoint: its key is optional, since
+Ollama, llama.cpp and vLLM need none.
+
 File format::
 
     [providers.openai]
@@ -45,7 +59,6 @@ prices each and sums (tier pricing makes "sum tokens, price once" wrong).
 from __future__ import annotations
 
 import asyncio
-import functools
 import hashlib
 import json
 import os
@@ -81,6 +94,8 @@ __all__ = [
 
 #: Environment variable naming the registry file.
 MODELS_ENV = "FLOWLOOM_MODELS"
+#: The key sent to the endpoint of ``FLOWLOOM_LLM_BASE_URL_OVERRIDE`` (optional).
+OVERRIDE_KEY_ENV = "FLOWLOOM_LLM_API_KEY"
 #: Placeholder key sent to providers that need none (the SDK insists on a non-empty key).
 NO_KEY = "no-key"
 #: Connect timeout of provider clients (seconds). Stalls after connecting are caught by
@@ -170,11 +185,14 @@ class Capabilities(_Spec):
 
 class ProviderSpec(_Spec):
     """An OpenAI-compatible endpoint. ``api_key_env`` names the env var holding the key (None: no key);
+    ``api_key_optional``: an unset key is sent as no key instead of failing the call (set
+    for custom base URLs: local servers need no key);
     ``stream_idle_timeout``: seconds allowed between two streamed chunks for its models (None: the default)."""
 
     name: str
     base_url: str
     api_key_env: str | None = None
+    api_key_optional: bool = False
     stream_idle_timeout: float | None = Field(default=None, gt=0, le=3600)
 
 
@@ -222,7 +240,17 @@ class ModelRegistry:
     the environment on every :meth:`client_for`, so rotating it takes effect.
     """
 
-    def __init__(self, providers: list[ProviderSpec], models: list[ModelSpec]):
+    def __init__(self, providers: list[ProviderSpec], models: list[ModelSpec], *,
+                 env: Mapping[str, str] | None = None, url_vars: Mapping[str, str] | None = None):
+        """``env``: where API keys are read (None: ``Settings.environ()`` of the process
+        settings, read at call time); ``url_vars``: provider name -> the variable its
+        base URL comes from (shown by :meth:`describe`).
+
+        Raises:
+            ModelConfigError: duplicate names, or a model naming an unknown provider.
+        """
+        self._env = env
+        self._url_vars = dict(url_vars or {})
         self._providers = {p.name: p for p in providers}
         self._models = {m.name: m for m in models}
         if len(self._providers) != len(providers):
@@ -245,28 +273,44 @@ class ModelRegistry:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, env: Mapping[str, str] | None = None,
-                  source: str = "<dict>") -> "ModelRegistry":
+                  source: str = "<dict>", base_url_override: str | None = None,
+                  model_override: str | None = None) -> "ModelRegistry":
         """Build from the parsed TOML layout (``providers`` / ``models`` tables keyed by name).
 
         ``${VAR}`` / ``${VAR:-fallback}`` in ``base_url`` and ``model`` are expanded from ``env``
-        (default ``os.environ``).
+        (default: ``Settings.environ()`` of the process settings). ``base_url_override``
+        replaces every provider's URL (its key becomes ``FLOWLOOM_LLM_API_KEY``, optional);
+        ``model_override`` every model's upstream id. A base URL taken from the
+        environment or the override makes the provider's key optional.
 
         Raises:
             ModelConfigError: naming ``source`` and the bad entry.
         """
-        env = os.environ if env is None else env
+        env = _process_env() if env is None else env
         providers: list[ProviderSpec] = []
         models: list[ModelSpec] = []
+        url_vars: dict[str, str] = {}
         try:
             for name, raw in dict(data.get("providers") or {}).items():
                 fields = dict(raw)
-                if "base_url" in fields:
-                    fields["base_url"] = _expand(fields["base_url"], env, f"providers.{name}.base_url", source)
+                if isinstance(fields.get("base_url"), str):
+                    template = fields["base_url"]
+                    fields["base_url"] = _expand(template, env, f"providers.{name}.base_url", source)
+                    names = [m.group(1) for m in _ENV_REF.finditer(template)]
+                    if names:
+                        url_vars[name] = names[0]
+                    if any(env.get(n, "") for n in names):  # a custom endpoint chosen by the operator
+                        fields.setdefault("api_key_optional", True)
+                if base_url_override:
+                    fields.update(base_url=base_url_override, api_key_optional=True, api_key_env=OVERRIDE_KEY_ENV)
+                    url_vars[name] = "FLOWLOOM_LLM_BASE_URL_OVERRIDE"
                 providers.append(ProviderSpec(name=name, **fields))
             for name, raw in dict(data.get("models") or {}).items():
                 fields = dict(raw)
                 if "model" in fields:
                     fields["model"] = _expand(fields["model"], env, f"models.{name}.model", source)
+                if model_override:
+                    fields["model"] = model_override
                 models.append(ModelSpec(name=name, **fields))
         except ValidationError as exc:
             raise ModelConfigError(f"invalid model registry {source}: {exc}") from None
@@ -276,7 +320,7 @@ class ModelRegistry:
         if unknown:
             raise ModelConfigError(f"invalid model registry {source}: unknown top-level keys {sorted(unknown)}")
         try:
-            return cls(providers, models)
+            return cls(providers, models, env=env, url_vars=url_vars)
         except ModelConfigError as exc:
             raise ModelConfigError(f"invalid model registry {source}: {exc}") from None
 
@@ -334,15 +378,38 @@ class ModelRegistry:
         """The provider's key read from the environment now (None when it needs none).
 
         Raises:
-            MissingAPIKey: the provider names an env var that is unset or empty.
+            MissingAPIKey: the provider names an env var that is unset or empty and its
+                key is not optional (a custom base URL makes it optional).
         """
         provider = self.provider(spec)
         if provider.api_key_env is None:
             return None
-        key = os.environ.get(provider.api_key_env, "").strip()
+        env = self._env if self._env is not None else _process_env()
+        key = str(env.get(provider.api_key_env, "") or "").strip()
         if not key:
+            if provider.api_key_optional:
+                return None
             raise MissingAPIKey(provider.name, provider.api_key_env)
         return key
+
+    def base_url(self, spec: ModelSpec) -> str:
+        """The URL calls for ``spec`` are sent to (named in connection errors)."""
+        return self.provider(spec).base_url
+
+    def describe(self, name: str) -> dict[str, str | None]:
+        """Where model ``name`` is served: ``model`` (registry name), ``upstream`` (the id
+        sent), ``provider``, ``base_url``, ``base_url_env`` (the variable that sets the
+        URL, if any), ``api_key_env`` (the variable holding the key, if any) and
+        ``key`` (``required``, ``optional`` or ``none``). Never the key itself.
+
+        Raises:
+            UnknownModel: ``name`` is not in the registry.
+        """
+        spec = self.get(name)
+        provider = self.provider(spec)
+        key = "none" if provider.api_key_env is None else ("optional" if provider.api_key_optional else "required")
+        return {"model": spec.name, "upstream": spec.model, "provider": provider.name, "base_url": provider.base_url,
+                "base_url_env": self._url_vars.get(provider.name), "api_key_env": provider.api_key_env, "key": key}
 
     def client_for(self, spec: ModelSpec) -> "openai.AsyncOpenAI":
         """An ``AsyncOpenAI`` client for ``spec``'s provider (cached; SDK retries off).
@@ -402,9 +469,18 @@ def _expand(value: Any, env: Mapping[str, str], where: str, source: str) -> Any:
     return _ENV_REF.sub(sub, value)
 
 
-def load_registry(path: str | os.PathLike[str] | None = None) -> ModelRegistry:
+def _process_env() -> Mapping[str, str]:
+    """The process settings' environment (environment over ``.env``), for callers that
+    did not pass one."""
+    from engine.settings import get_settings
+
+    return get_settings().environ()
+
+
+def load_registry(path: str | os.PathLike[str] | None = None, *, env: Mapping[str, str] | None = None,
+                  base_url_override: str | None = None, model_override: str | None = None) -> ModelRegistry:
     """Read a registry: ``path`` (``Settings.models``, from ``FLOWLOOM_MODELS``), else the
-    bundled ``models.toml``.
+    bundled ``models.toml``. ``env`` and the overrides: see :meth:`ModelRegistry.from_dict`.
 
     Raises:
         ModelConfigError: unreadable file, invalid TOML or invalid entries (names the file).
@@ -422,18 +498,44 @@ def load_registry(path: str | os.PathLike[str] | None = None) -> ModelRegistry:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ModelConfigError(f"model registry {source} is not valid TOML: {exc}") from None
-    return ModelRegistry.from_dict(data, source=source)
+    return ModelRegistry.from_dict(data, source=source, env=env, base_url_override=base_url_override,
+                                   model_override=model_override)
 
 
 def get_registry(path: str | os.PathLike[str] | None = None) -> ModelRegistry:
     """The registry of ``path`` (None: the bundled one), loaded once per path per process
-    (``get_registry.cache_clear()`` reloads)."""
-    return _cached_registry(str(path) if path is not None else None)
+    (``get_registry.cache_clear()`` reloads), with the process settings' environment and
+    no overrides. Prefer :func:`registry_for`, which applies the settings' overrides."""
+    return _cached_registry(str(path) if path is not None else None, None, None)
 
 
-@functools.cache
-def _cached_registry(path: str | None) -> ModelRegistry:
-    return load_registry(path)
+def registry_for(settings: Any) -> ModelRegistry:
+    """The registry ``settings`` (an :class:`~engine.settings.Settings`) ask for: its
+    ``models`` file (else the bundled one), ``${VAR}`` and keys read from
+    ``settings.environ()`` (the environment over ``.env``), and its
+    ``llm_base_url_override`` / ``llm_model_override`` applied to every model.
+
+    Cached per (file, overrides) like :func:`get_registry`.
+
+    Raises:
+        ModelConfigError: the file is unreadable or invalid (names it).
+    """
+    path = str(settings.models) if settings.models is not None else None
+    return _cached_registry(path, settings.llm_base_url_override, settings.llm_model_override,
+                            env=settings.environ())
 
 
-get_registry.cache_clear = _cached_registry.cache_clear  # type: ignore[attr-defined]
+_REGISTRIES: dict[tuple[str | None, str | None, str | None], ModelRegistry] = {}
+
+
+def _cached_registry(path: str | None, base_url_override: str | None, model_override: str | None,
+                     env: Mapping[str, str] | None = None) -> ModelRegistry:
+    key = (path, base_url_override, model_override)
+    registry = _REGISTRIES.get(key)
+    if registry is None:
+        registry = _REGISTRIES[key] = load_registry(path, env=env, base_url_override=base_url_override,
+                                                    model_override=model_override)
+    return registry
+
+
+get_registry.cache_clear = _REGISTRIES.clear  # type: ignore[attr-defined]

@@ -223,7 +223,45 @@ class Condition(BaseModel):
             raise ValueError(f"operator {self.operator.value!r} needs a right operand")
         if self.operator in (ConditionOp.in_list, ConditionOp.not_in_list) and not isinstance(self.right, (list, Ref)):
             raise ValueError(f"operator {self.operator.value!r} needs a list (or a reference to one) as right operand")
+        self._check_literals()
         return self
+
+    def _check_literals(self) -> None:
+        """Literal operands the operator can never accept are refused when the workflow is
+        compiled, not when the branch first runs (a ``gt`` against the text ``"5"``
+        would otherwise fail only on the day that branch is reached).
+
+        Without ``type``: ordering operators need number literals. With ``type:
+        number``: text literals must read as numbers. ``regex``: a literal pattern must
+        compile.
+        """
+        op = self.operator.value
+        for side, operand in (("left", self.left), ("right", self.right)):
+            if isinstance(operand, Ref) or operand is None or (side == "right" and self.operator in UNARY_OPS):
+                continue
+            number = isinstance(operand, (int, float)) and not isinstance(operand, bool)
+            if self.type is None and self.operator in ORDER_OPS and not number:
+                shown = f"the text {operand!r}" if isinstance(operand, str) else f"{type(operand).__name__} {operand!r}"
+                raise ValueError(f"operator {op!r} compares numbers, but the {side} operand is {shown}: write it as "
+                                 "a number (5, not \"5\") or set type to number to convert it")
+            if self.type is VarType.number and isinstance(operand, str) and not _reads_as_number(operand):
+                raise ValueError(f"the {side} operand {operand!r} is not a number, but type is number")
+        if self.operator is ConditionOp.regex and isinstance(self.right, str):
+            import re as stdlib_re  # imported here: only conditions with a literal pattern need it
+
+            try:
+                stdlib_re.compile(self.right)
+            except stdlib_re.error as exc:
+                raise ValueError(f"the right operand {self.right!r} is not a valid regular expression: {exc}") from None
+
+
+def _reads_as_number(text: str) -> bool:
+    """True when ``text`` converts to a finite number (the if-else ``type: number`` rule)."""
+    try:
+        value = float(text.strip())
+    except ValueError:
+        return False
+    return value == value and value not in (float("inf"), float("-inf"))
 
 
 class Case(BaseModel):

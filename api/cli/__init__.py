@@ -34,10 +34,12 @@ def main() -> None:
         from pydantic import ValidationError
 
         from engine.errors import FlowloomError
+        from engine.plain_errors import plain_message
 
         if isinstance(exc, ValidationError) and exc.title == "Settings":  # a FLOWLOOM_* environment setting
             _config_error("invalid setting:", [
-                f"FLOWLOOM_{'_'.join(str(part) for part in e['loc']).upper()}: {e['msg']}" for e in exc.errors()])
+                f"FLOWLOOM_{str(e['loc'][0]).upper() if e['loc'] else '?'}: {plain_message(e)}"
+                for e in exc.errors()])
         if isinstance(exc, (FlowloomError, OSError)):
             _config_error("configuration problem:", [f"{type(exc).__name__}: {exc}"])
         # A bug of Flowloom's own: say so in one line, never with a traceback.

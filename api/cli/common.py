@@ -18,8 +18,8 @@ from rich.text import Text
 
 __all__ = [
     "EXIT_INTERRUPTED", "EXIT_INVALID", "EXIT_OK", "EXIT_PAUSED", "EXIT_RUN_FAILED", "JsonFlag", "JsonView",
-    "TerminalView", "View", "WorkflowFile", "abort", "app", "err", "node_titles", "out", "print_problems",
-    "settings", "write_json",
+    "TerminalView", "View", "WorkflowFile", "abort", "app", "err", "is_stdin", "node_titles", "out",
+    "print_problems", "read_source", "settings", "source_label", "terminal_view", "write_json",
 ]
 
 EXIT_OK, EXIT_RUN_FAILED, EXIT_INVALID, EXIT_PAUSED, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -32,8 +32,52 @@ app = typer.Typer(
     pretty_exceptions_show_locals=False,
 )
 
-WorkflowFile = Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="workflow JSON file")]
+# Not ``exists=True``: typer turns the value into a Path before its check, so ``-``
+# would be refused; a missing file is reported when it is read (exit 2, like Click's check).
+WorkflowFile = Annotated[Path, typer.Argument(dir_okay=False, allow_dash=True,
+                                              help="workflow JSON file, or - to read it from stdin")]
 JsonFlag = Annotated[bool, typer.Option("--json", help="machine-readable output on stdout")]
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            number = version("flowloom")
+        except PackageNotFoundError:  # run from a checkout that was never installed
+            number = "unknown (not installed)"
+        sys.stdout.write(f"flowloom {number}\n")
+        raise typer.Exit(EXIT_OK)
+
+
+@app.callback()
+def _root(
+    show_version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                               help="print the version and exit")] = False,
+) -> None:
+    """Validate, run and manage Flowloom workflows and their runs."""
+
+
+def is_stdin(path: Path) -> bool:
+    """True for ``-``: the workflow comes from stdin (``cat flow.json | flowloom run -``)."""
+    return str(path) == "-"
+
+
+def source_label(path: Path) -> str:
+    """How messages name the workflow file (``<stdin>`` for ``-``)."""
+    return "<stdin>" if is_stdin(path) else str(path)
+
+
+def read_source(path: Path) -> bytes:
+    """The bytes of ``path``, or of stdin for ``-`` (read once, to the end).
+
+    Raises:
+        OSError: the file cannot be read.
+    """
+    if is_stdin(path):
+        return sys.stdin.buffer.read()
+    return path.read_bytes()
 
 
 def out() -> Console:
@@ -129,9 +173,14 @@ class TerminalView:
     _STATUS_MARK = {"succeeded": ("✓", "green"), "failed": ("✗", "red"), "skipped": ("-", "dim"),
                     "cancelled": ("!", "yellow")}
 
-    def __init__(self, console: Console, titles: dict[str, str] | None = None) -> None:
+    def __init__(self, console: Console, titles: dict[str, str] | None = None,
+                 results: Any = None) -> None:
+        """``console``: where progress goes. ``results``: a text stream that gets only the
+        final answer and the outputs (JSON), for ``flowloom run ... > out.txt``; None:
+        everything goes to ``console``, answer text streamed as it arrives."""
         self.console = console
         self.titles = titles or {}
+        self.results = results
         self._mid_line = False  # streamed text left the cursor mid-line
 
     def show(self, event: Any) -> None:
@@ -189,6 +238,22 @@ class TerminalView:
 
     def _on_run_finished(self, event: Any) -> None:
         self._line(("run succeeded", "bold green"), f" in {event.elapsed_ms:.1f} ms")
+        if self.results is not None:
+            if event.answer:
+                self.results.write(event.answer + ("" if event.answer.endswith("\n") else "\n"))
+            if event.outputs:
+                self.results.write(json.dumps(event.outputs, indent=2, ensure_ascii=False, default=str) + "\n")
+            self.results.flush()
+            return
         if event.outputs:
             self.console.print(Text("outputs:", style="bold"))
             self.console.print_json(data=event.outputs)
+
+
+def terminal_view(titles: dict[str, str] | None = None) -> "TerminalView":
+    """The view of ``flowloom run`` without ``--json``: everything on stdout when it is a
+    terminal; otherwise progress on stderr and only the answer and the outputs on
+    stdout, so ``flowloom run FLOW > out.txt`` captures the result and nothing else."""
+    if sys.stdout.isatty():
+        return TerminalView(out(), titles)
+    return TerminalView(err(), titles, results=sys.stdout)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -11,7 +12,22 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from .common import EXIT_INVALID, JsonFlag, WorkflowFile, abort, app, err, node_titles, out, print_problems, settings, write_json
+from .common import (
+    EXIT_INVALID,
+    JsonFlag,
+    WorkflowFile,
+    abort,
+    app,
+    err,
+    is_stdin,
+    node_titles,
+    out,
+    print_problems,
+    read_source,
+    settings,
+    source_label,
+    write_json,
+)
 from .running import load_workflow
 
 __all__ = ["import_", "schema", "validate"]
@@ -21,7 +37,7 @@ def _summary(file: Path, doc: dict[str, Any], warnings: int) -> Text:
     """``FILE: valid workflow 'id' (N nodes, M edges)`` for a workflow without errors."""
     counts = f"{len(doc.get('nodes', []))} nodes, {len(doc.get('edges', []))} edges"
     counts += f", {warnings} warning(s)" if warnings else ""
-    return Text.assemble((f"{file}: valid", "bold green"), f" workflow {doc.get('id')!r} ({counts})")
+    return Text.assemble((f"{source_label(file)}: valid", "bold green"), f" workflow {doc.get('id')!r} ({counts})")
 
 
 @app.command()
@@ -29,11 +45,11 @@ def validate(file: WorkflowFile, as_json: JsonFlag = False) -> None:
     """Compile FILE and list every problem; exit 2 when there are errors (warnings do not fail)."""
     from engine.compiler import check_workflow
     from nodes import builtin_catalog
-    from nodes.model_registry import get_registry
+    from nodes.model_registry import registry_for
 
     doc, problems = load_workflow(file)
     if doc is not None:
-        problems = check_workflow(doc, catalog=builtin_catalog(), models=get_registry(settings().models))
+        problems = check_workflow(doc, catalog=builtin_catalog(), models=registry_for(settings()))
     errors = [p for p in problems if p.severity == "error"]
     if as_json:
         write_json([p.to_dict() for p in problems], indent=2)
@@ -71,7 +87,8 @@ def _print_issues(issues: list[Any], console: Console, *, imported: bool = False
 
 @app.command("import")
 def import_(
-    file: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="FastGPT workflow JSON or Dify DSL YAML")],
+    file: Annotated[Path, typer.Argument(dir_okay=False, allow_dash=True,
+                                         help="FastGPT workflow JSON or Dify DSL YAML (- for stdin)")],
     output: Annotated[Optional[Path], typer.Option("--output", "-o", dir_okay=False,
                                                    help="write the Flowloom workflow here (default: stdout)")] = None,
     allow_partial: Annotated[bool, typer.Option(
@@ -89,7 +106,7 @@ def import_(
     """
     from nodes.importers import ImportFailed, import_workflow
     from nodes import builtin_catalog
-    from nodes.model_registry import get_registry
+    from nodes.model_registry import registry_for
 
     mapping: dict[str, str] = {}
     for pair in model or []:
@@ -98,16 +115,18 @@ def import_(
             abort("invalid --model:", [f"{pair!r}: expected SOURCE=NAME"])
         mapping[source.strip()] = target.strip()
     try:
-        data = file.read_bytes()
+        data = read_source(file)
     except OSError as exc:
-        abort("cannot import:", [f"{file}: {exc}"])
+        abort("cannot import:", [f"{file}: {exc.strerror or exc}"])
+    registry = registry_for(settings())
     try:
-        result = import_workflow(data, catalog=builtin_catalog(), models=get_registry(settings().models),
-                                 allow_partial=allow_partial, model_map=mapping, workflow_id=workflow_id or file.stem)
+        result = import_workflow(data, catalog=builtin_catalog(), models=registry, allow_partial=allow_partial,
+                                 model_map=mapping,
+                                 workflow_id=workflow_id or (None if is_stdin(file) else file.stem))
     except ImportFailed as exc:
         console = err()
         fmt = f" ({exc.source_format})" if exc.source_format else ""
-        console.print(Text(f"cannot import {file}{fmt}:", style="bold red"))
+        console.print(Text(f"cannot import {source_label(file)}{fmt}:", style="bold red"))
         _print_issues(exc.report, console)
         if any(i.severity == "error" and i.code != "invalid_source" for i in exc.report) and not allow_partial:
             console.print(Text("use --allow-partial to import anyway with failing placeholders, and --model "
@@ -127,11 +146,61 @@ def import_(
     wf = result.workflow
     placeholders = sum(1 for n in wf["nodes"] if n.get("type") == "unsupported")
     where = f" -> {output}" if output is not None else ""
-    summary = Text.assemble((f"{file}: imported", "bold green"), f" {result.source_format} workflow {wf['id']!r} "
+    summary = Text.assemble((f"{source_label(file)}: imported", "bold green"),
+                            f" {result.source_format} workflow {wf['id']!r} "
                             f"({len(wf['nodes'])} nodes, {len(wf['edges'])} edges){where}")
     if placeholders:
         summary.append(f"; {placeholders} unsupported placeholder(s) fail when run", style="yellow")
     console.print(summary)
+    for line in model_lines(result, registry):
+        console.print(line)
+    console.print(Text.assemble(("run it with: ", "bold"),
+                                run_command(wf, output, f"flowloom import {shlex.quote(source_label(file))}")))
+
+
+def model_lines(result: Any, registry: Any) -> list[Text]:
+    """Where each source model went: the registry model, its provider and endpoint, and
+    the variables that hold its key and its base URL (names only, never values).
+
+    An imported flow names the models of the platform it came from; the person running
+    it needs to know which variable to set, and that a local endpoint is one setting
+    away (``FLOWLOOM_LLM_BASE_URL_OVERRIDE``)."""
+    models = getattr(result, "models", None) or {}
+    if not models:
+        return []
+    lines = [Text("models:", style="bold")]
+    for source, target in sorted(models.items()):
+        try:
+            where = registry.describe(target)
+        except KeyError:
+            continue
+        key = {"none": "no key", "optional": f"key in {where['api_key_env']} (optional)",
+               "required": f"key in {where['api_key_env']}"}[str(where["key"])]
+        url_var = f", URL set by {where['base_url_env']}" if where.get("base_url_env") else ""
+        shown = repr(source) if source else "(no model set)"
+        lines.append(Text(f"  {shown} -> {target} (provider {where['provider']}, upstream {where['upstream']!r} at "
+                          f"{where['base_url']}{url_var}; {key})"))
+    lines.append(Text("  a local OpenAI-compatible server (Ollama, llama.cpp, vLLM) for every model: set "
+                      "FLOWLOOM_LLM_BASE_URL_OVERRIDE (and FLOWLOOM_LLM_MODEL_OVERRIDE); no key needed", style="dim"))
+    return lines
+
+
+def run_command(workflow: dict[str, Any], output: Path | None, source: str = "flowloom import FILE") -> str:
+    """The ``flowloom run`` line for an imported workflow: ``--input NAME=...`` for each
+    required input, ``--message ...`` for a ``query`` input (the user's message, as in
+    Dify and FastGPT chat flows, also when it is read as ``sys.query``). Without ``-o`` the workflow went to stdout, so the
+    line pipes the import into ``flowloom run -``."""
+    parts = ["flowloom", "run", shlex.quote(str(output)) if output is not None else "-"]
+    names = [str(v.get("name", "")) for v in workflow.get("inputs") or [] if isinstance(v, dict)]
+    for var in workflow.get("inputs") or []:
+        name = str(var.get("name", "")) if isinstance(var, dict) else ""
+        if name and name != "query" and var.get("required", False):
+            parts.append(f"--input {shlex.quote(name + '=...')}")
+    # FastGPT and Dify chat flows read the user's message as sys.query rather than an input.
+    if "query" in names or "sys.query" in json.dumps(workflow, ensure_ascii=False):
+        parts.append("--message '...'")
+    line = " ".join(parts)
+    return line if output is not None else f"{source} | {line}"
 
 
 @app.command()

@@ -188,9 +188,9 @@ def watch(
         titles = node_titles(await service.workflow_of("default", run_id))
         view: Any = None
         if not as_json:
-            from .common import TerminalView
+            from .common import terminal_view
 
-            view = TerminalView(out(), titles)
+            view = terminal_view(titles)
         adapter = TypeAdapter(Event)
         async for event in service.watch("default", run_id, after):
             if as_json:

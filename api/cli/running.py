@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+import shlex
 import signal
 from contextlib import aclosing
 from pathlib import Path
@@ -28,7 +29,6 @@ from .common import (
     EXIT_RUN_FAILED,
     JsonFlag,
     JsonView,
-    TerminalView,
     View,
     WorkflowFile,
     abort,
@@ -36,9 +36,13 @@ from .common import (
     err,
     named,
     node_titles,
+    is_stdin,
     out,
     print_problems,
+    read_source,
     settings,
+    source_label,
+    terminal_view,
 )
 from .questions import answer_hint, ask, show_question
 
@@ -49,16 +53,57 @@ _EXIT_FOR_STATUS = {"succeeded": EXIT_OK, "cancelled": EXIT_INTERRUPTED, "paused
 
 
 def load_workflow(path: Path) -> tuple[dict[str, Any] | None, list[Any]]:
-    """The workflow document in ``path``, or the problem that prevents reading it."""
+    """The workflow document in ``path`` (``-``: stdin), or the problem that prevents reading it.
+
+    A Dify DSL or a FastGPT export is not a workflow: it is reported as
+    ``foreign_format``, naming what it is and the ``flowloom import`` command that
+    converts it (people try ``run`` on their export first).
+    """
     from engine.errors import Problem
 
+    label = source_label(path)
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:  # ValueError: JSON or UTF-8 decoding
-        return None, [Problem("invalid_document", f"cannot read {path} as JSON: {exc}")]
+        data = read_source(path)
+    except OSError as exc:
+        return None, [Problem("invalid_document", f"cannot read {label}: {exc.strerror or exc}")]
+    try:
+        doc = json.loads(data.decode("utf-8-sig"))
+    except ValueError as exc:  # JSON or UTF-8 decoding; a Dify DSL is YAML
+        foreign = _foreign_format(path, data)
+        return None, [foreign or Problem("invalid_document", f"cannot read {label} as JSON: {exc}")]
     if not isinstance(doc, dict):
         return None, [Problem("invalid_document", "a workflow must be a JSON object")]
+    if not _looks_native(doc):
+        foreign = _foreign_format(path, data)
+        if foreign is not None:
+            return None, [foreign]
     return doc, []
+
+
+def _looks_native(doc: dict[str, Any]) -> bool:
+    """Cheap test that spares ordinary workflows the importer's import time."""
+    nodes = doc.get("nodes")
+    return "id" in doc and isinstance(nodes, list) and all(isinstance(n, dict) and "id" in n for n in nodes)
+
+
+def _foreign_format(path: Path, data: bytes) -> Any:
+    """A ``foreign_format`` problem when ``data`` is a Dify DSL or a FastGPT workflow, else None."""
+    from engine.errors import Problem
+    from nodes.importers import ImportFailed, detect_format, parse_source, unwrap_download
+
+    try:
+        fmt = detect_format(unwrap_download(parse_source(data)))
+    except ImportFailed:
+        return None
+    if fmt not in ("dify", "fastgpt"):
+        return None
+    what = {"dify": "a Dify DSL (app export)", "fastgpt": "a FastGPT workflow export"}[fmt]
+    if is_stdin(path):
+        command = "flowloom import - -o flow.json"
+    else:
+        command = f"flowloom import {shlex.quote(str(path))} -o {shlex.quote(path.stem + '.json')}"
+    return Problem("foreign_format", f"{source_label(path)} is {what}, not a Flowloom workflow; convert it first "
+                   f"with: {command}")
 
 
 def _with_limits(doc: dict[str, Any], max_wall_time: float | None, max_node_executions: int | None) -> dict[str, Any]:
@@ -78,10 +123,10 @@ def compile_or_exit(doc: dict[str, Any] | None, problems: list[Any]) -> Any:
     from engine.compiler import compile_workflow
     from engine.errors import CompileError
     from nodes import builtin_catalog
-    from nodes.model_registry import get_registry
+    from nodes.model_registry import registry_for
 
     try:
-        plan = (compile_workflow(doc, catalog=builtin_catalog(), models=get_registry(settings().models))
+        plan = (compile_workflow(doc, catalog=builtin_catalog(), models=registry_for(settings()))
                 if doc is not None else None)
     except CompileError as exc:
         plan, problems = None, exc.problems
@@ -270,11 +315,12 @@ def run(
     assert doc is not None
     values = _gather_inputs(plan, inputs or [], inputs_file)
     titles = node_titles(doc)
-    view: View = JsonView() if as_json else TerminalView(out(), titles)
+    view: View = JsonView() if as_json else terminal_view(titles)
     # Workflows used as tools are looked up next to FILE too, wherever the command runs from.
     current = settings()
     if not current.workflow_path:
-        current.workflow_path = [file.resolve().parent, Path("workflows"), Path("examples")]
+        here = Path.cwd() if is_stdin(file) else file.resolve().parent
+        current.workflow_path = [here, Path("workflows"), Path("examples")]
 
     async def body(service: Any) -> int:
         if chat_id and message is not None:
@@ -321,7 +367,7 @@ def resume(
 
         summary = await service.get("default", run_id)
         titles = node_titles(await service.workflow_of("default", run_id))
-        view = JsonView() if as_json else TerminalView(out(), titles)
+        view = JsonView() if as_json else terminal_view(titles)
         view_holder.append(view)
         if summary.status.value == "paused":
             if answer is None:

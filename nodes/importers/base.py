@@ -155,6 +155,8 @@ class BaseImporter:
         self.model_map = dict(model_map or {})
         self.workflow_id = workflow_id
         self.issues: list[ImportIssue] = []
+        #: source model name -> registry model name, as chosen by :meth:`model_name`
+        self.models: dict[str, str] = {}
         self.planned: list[Planned] = []
         self.by_src: dict[str, Planned] = {}
         self.by_fid: dict[str, Planned] = {}
@@ -278,6 +280,13 @@ class BaseImporter:
     # ----------------------------------------------------------------- models
 
     def model_name(self, name: Any, where: str = "model") -> str:
+        """The registry name for a source model name, recorded in :attr:`models` so the
+        import report can say where each source model went (see :meth:`_model_name`)."""
+        target = self._model_name(name, where)
+        self.models[name.strip() if isinstance(name, str) else ""] = target
+        return target
+
+    def _model_name(self, name: Any, where: str = "model") -> str:
         """The registry name for a source model name.
 
         Order: ``model_map[name]``; the same name in the registry; a registry model
@@ -608,7 +617,7 @@ class BaseImporter:
             raise ImportFailed(self.issues, self.source_format)
         if any(i.severity == "error" for i in self.issues) and not self.allow_partial:
             raise ImportFailed(self.issues, self.source_format)
-        return ImportResult(doc, list(self.issues), self.source_format)
+        return ImportResult(doc, list(self.issues), self.source_format, dict(self.models))
 
 
 def first(mapping: Mapping[str, Any], *keys: str, default: Any = None) -> Any:

@@ -58,6 +58,8 @@ class ImportResult:
     report: list[ImportIssue] = field(default_factory=list)
     #: ``fastgpt``, ``dify`` or ``flowloom``
     source_format: str = ""
+    #: source model name (``""``: none set) -> the registry model it became
+    models: dict[str, str] = field(default_factory=dict)
 
     @property
     def errors(self) -> list[ImportIssue]:

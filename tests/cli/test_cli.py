@@ -212,22 +212,22 @@ def test_validate_path_uses_json_field_names(tmp_path: Path) -> None:
 
 
 def test_run_prints_progress_answer_and_outputs() -> None:
+    """stdout is not a terminal here: progress goes to stderr, the answer and outputs to stdout."""
     result = invoke("run", EXAMPLES / "hello.json", "--input", "name=Ada")
     assert result.exit_code == 0, result.output
-    out = result.stdout
+    progress, out = result.stderr, result.stdout
     assert "Hello, Ada! Welcome to Flowloom." in out
     for node_id in ("start", "reply", "finish"):
-        assert f"{node_id} [" in out
-    assert "Greeting (greet) [template] succeeded" in out, "a node's title is shown next to its id"
-    assert "succeeded" in out and " ms" in out
-    assert '"greeting": "Hello, Ada! Welcome to Flowloom."' in out  # the outputs, after the answer
-    assert out.index("outputs:") > out.index("Hello, Ada!")
+        assert f"{node_id} [" in progress and f"{node_id} [" not in out
+    assert "Greeting (greet) [template] succeeded" in progress, "a node's title is shown next to its id"
+    assert "succeeded" in progress and " ms" in progress
+    assert out.index('"greeting": "Hello, Ada! Welcome to Flowloom."') > out.index("Hello, Ada!")
 
 
 def test_run_terminal_shows_skipped_nodes() -> None:
     result = invoke("run", EXAMPLES / "grade_router.json", "-i", "score=95")
     assert result.exit_code == 0, result.output
-    assert "msg_fail [template] skipped" in result.stdout
+    assert "msg_fail [template] skipped" in result.stderr
     assert "Excellent work, Student: 95/100." in result.stdout
 
 
@@ -273,7 +273,8 @@ def test_run_failure_exits_1_naming_the_node(tmp_path: Path) -> None:
     result = invoke("run", write(tmp_path, failing_workflow()))
     assert result.exit_code == 1
     assert "run failed at node 'boom' (template_error)" in result.stderr
-    assert "boom [template] failed" in result.stdout
+    assert "boom [template] failed" in result.stderr
+    assert result.stdout == "", "a failed run prints no answer"
     assert "Traceback" not in result.output
 
 
@@ -395,7 +396,7 @@ def test_weather_example_runs_through_its_script() -> None:
                           env=subprocess_env())
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "Weather in Paris: 18 C, partly cloudy, humidity 62%." in proc.stdout
-    assert re.search(r"fetch\)? \[http_request\] succeeded", proc.stdout), proc.stdout
+    assert re.search(r"fetch\)? \[http_request\] succeeded", proc.stderr), proc.stderr
 
 
 def test_weather_example_script_passes_options() -> None:

@@ -114,7 +114,7 @@ def test_no_input_pause_shows_the_question_and_how_to_answer(store_env):
 
 @pytest.mark.parametrize("env, expected", [
     ({"FLOWLOOM_MODELS": "/nonexistent/models.toml"}, "cannot read model registry /nonexistent/models.toml"),
-    ({"FLOWLOOM_HTTP_MAX_RESPONSE_BYTES": "abc"}, "FLOWLOOM_HTTP_MAX_RESPONSE_BYTES: Input should be a valid integer"),
+    ({"FLOWLOOM_HTTP_MAX_RESPONSE_BYTES": "abc"}, "FLOWLOOM_HTTP_MAX_RESPONSE_BYTES: must be a whole number (got 'abc')"),
     ({"FLOWLOOM_HTTP_ALLOW": "10.0.0.0/99"}, "'10.0.0.0/99' is not a valid network"),
 ])
 def test_bad_configuration_is_a_message_not_a_traceback(tmp_path, env, expected):

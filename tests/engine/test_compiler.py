@@ -62,11 +62,11 @@ CASES = {
     ),
     "cycle": (
         build([tpl("a", "1"), tpl("b", "2"), tpl("c", "3")], chain_edges("start", "a", "b", "c") + [edge("c", "a")]),
-        [("cycle", "a", None, None)],
+        [("cycle", "a", "c-out-a", None)],
     ),
     "self_loop": (
         build([tpl("a", "1")], [edge("start", "a"), edge("a", "a")]),
-        [("cycle", "a", None, None)],
+        [("cycle", "a", "a-out-a", None)],
     ),
     "references": (
         build([tpl("a", "1"), tpl("b", "2"),
@@ -198,3 +198,143 @@ def test_a_bad_handle_or_bad_node_does_not_hide_other_problems_or_add_knock_on_o
         ("unknown_output", "ref", None, "config.template"),
     ], key=lambda row: tuple(x or "" for x in row))
     assert [p for p in check_workflow(doc) if p.severity == "warning"] == []
+
+
+# ------------------------------------------------------- messages a person reads
+
+
+def messages(doc, code):
+    return [p.message for p in check_workflow(doc) if p.code == code]
+
+
+@pytest.mark.parametrize("kind, suggestion", [("templat", "template"), ("If_Else", "if_else"), ("answr", "answer")])
+def test_unknown_kind_suggests_the_closest_kind(kind, suggestion):
+    (message,) = messages(build([node("x", kind, {})], [edge("start", "x")]), "unknown_kind")
+    assert f"did you mean {suggestion!r}?" in message and "(known: " in message
+
+
+def test_unknown_kind_far_from_every_kind_suggests_nothing():
+    (message,) = messages(build([node("x", "teleport", {})], [edge("start", "x")]), "unknown_kind")
+    assert "did you mean" not in message
+
+
+def test_dangling_edge_suggests_the_node_meant():
+    doc = build([tpl("greeting", "x")], [edge("start", "greeting"), edge("greeting", "greetng", edge_id="e2")])
+    (message,) = messages(doc, "dangling_edge")
+    assert message == "edge points to unknown node(s) 'greetng'; did you mean 'greeting'?"
+
+
+def test_unknown_handle_suggests_and_lists_handles_without_python_lists():
+    doc = build([node("c", "if_else", {"cases": [{"id": "yes", "conditions": [
+                    {"left": 1, "operator": "equals", "right": 1}]}]}), tpl("a", "x")],
+                [edge("start", "c"), edge("c", "a", "yse", edge_id="bad")])
+    (message,) = messages(doc, "unknown_handle")
+    assert "did you mean 'yes'?" in message and "(handles: yes, else)" in message and "[" not in message
+
+
+def test_unknown_reference_node_output_and_input_suggest_close_names():
+    doc = build([tpl("greet", "hi"),
+                 node("j", "variable_aggregator", {"refs": [{"ref": "gret.output"}]}),
+                 tpl("t", "{{ greet.outptu }} {{ inputs.nmae }}")],
+                chain_edges("start", "greet", "j", "t"), inputs=[{"name": "name", "type": "string"}])
+    assert messages(doc, "unknown_node") == ["reference to unknown node 'gret'; did you mean 'greet'?"]
+    assert messages(doc, "unknown_output") == ["node 'greet' has no output 'outptu'; did you mean 'output'? "
+                                               "(outputs: output)"]
+    assert messages(doc, "unknown_input") == ["inputs.nmae is not declared; did you mean 'name'? (declared: name)"]
+
+
+def test_unknown_template_name_suggests_a_node_id():
+    doc = build([tpl("greet", "hi"), tpl("t", "{{ gret.output }}")], chain_edges("start", "greet", "t"))
+    (message,) = messages(doc, "unknown_template_name")
+    assert "did you mean 'greet'?" in message
+
+
+def test_unknown_config_field_suggests_and_lists_the_valid_fields():
+    doc = build([node("t", "template", {"template": "x", "varibles": []})], [edge("start", "t")])
+    (problem,) = [p for p in check_workflow(doc) if p.code == "invalid_config"]
+    assert problem.path == "config.varibles"
+    assert problem.message == "unknown field 'varibles'; did you mean 'variables'? (fields: template, variables)"
+
+
+def test_unknown_field_deep_in_a_config_lists_that_objects_fields():
+    doc = build([node("c", "if_else", {"cases": [{"id": "a", "conditions": [
+        {"left": 1, "oprator": "equals", "right": 1}]}]})], [edge("start", "c")])
+    messages_ = [p.message for p in check_workflow(doc) if p.path == "config.cases[0].conditions[0].oprator"]
+    assert messages_ == ["unknown field 'oprator'; did you mean 'operator'? (fields: left, operator, right, type)"]
+
+
+@pytest.mark.parametrize("config, path, expected", [
+    ({"template": 5}, "config.template", "must be text (got '5')"),
+    ({"template": "x", "variables": "nope"}, "config.variables", "must be a list (got 'nope')"),
+])
+def test_config_errors_are_in_plain_words(config, path, expected):
+    doc = build([node("t", "template", config)], [edge("start", "t")])
+    found = {p.path: p.message for p in check_workflow(doc) if p.code == "invalid_config"}
+    assert found[path] == expected
+    assert not any("Input should" in m or "Value error" in m for m in found.values())
+
+
+def test_node_policy_errors_are_in_plain_words():
+    doc = build([tpl("t", "x", max_retries="many", timeout=-1)], [edge("start", "t")])
+    found = {p.path: p.message for p in check_workflow(doc) if p.code == "invalid_config"}
+    assert found["max_retries"] == "must be a whole number (got 'many')"
+    assert found["timeout"].startswith("must be greater than 0")
+
+
+def test_top_level_unknown_field_and_bad_limit_in_plain_words():
+    doc = build([], [], limits={"max_wall_tme": 5, "max_node_executions": "lots"})
+    found = {p.path: p.message for p in check_workflow(doc) if p.code == "invalid_document"}
+    assert "did you mean 'max_wall_time'?" in found["limits.max_wall_tme"]
+    assert found["limits.max_node_executions"] == "must be a whole number (got 'lots')"
+
+
+def test_cycle_is_named_in_edge_order_with_the_closing_edge():
+    doc = build([tpl("c", "3"), tpl("a", "1"), tpl("b", "2")],
+                chain_edges("start", "a", "b", "c") + [edge("c", "a", edge_id="back")])
+    (problem,) = [p for p in check_workflow(doc) if p.code == "cycle"]
+    assert problem.edge_id == "back" and problem.node_id == "a"
+    assert "cycle a -> b -> c -> a (closed by edge 'back')" in problem.message
+
+
+def test_cycle_entered_nowhere_names_its_closing_edge():
+    doc = build([tpl("a", "x"), tpl("b", "y")], [edge("a", "b", edge_id="ab"), edge("b", "a", edge_id="ba")])
+    (problem,) = [p for p in check_workflow(doc) if p.code == "cycle"]
+    assert "nothing leads into it" in problem.message
+    assert problem.edge_id in ("ab", "ba") and f"(closed by edge {problem.edge_id!r})" in problem.message
+
+
+def test_self_loop_is_named_with_its_edge():
+    doc = build([tpl("a", "1")], [edge("start", "a"), edge("a", "a", edge_id="again")])
+    (problem,) = [p for p in check_workflow(doc) if p.code == "cycle"]
+    assert "cycle a -> a (closed by edge 'again')" in problem.message and problem.edge_id == "again"
+
+
+def _gate(condition, inputs=None):
+    return build([node("g", "if_else", {"cases": [{"id": "yes", "conditions": [condition]}]}), tpl("y", "y")],
+                 [edge("start", "g"), edge("g", "y", "yes")],
+                 inputs=inputs or [{"name": "n", "type": "number"}])
+
+
+@pytest.mark.parametrize("condition, words", [
+    ({"left": {"ref": "inputs.n"}, "operator": "gt", "right": "5"}, "compares numbers, but the right operand is the text '5'"),
+    ({"left": "ten", "operator": "lte", "right": {"ref": "inputs.n"}}, "the left operand is the text 'ten'"),
+    ({"left": {"ref": "inputs.n"}, "operator": "lt", "right": True}, "the right operand is bool True"),
+    ({"left": {"ref": "inputs.n"}, "operator": "gt", "right": "five", "type": "number"}, "'five' is not a number"),
+    ({"left": {"ref": "inputs.n"}, "operator": "regex", "right": "(unclosed", "type": "string"},
+     "is not a valid regular expression"),
+])
+def test_literal_if_else_operands_are_checked_when_compiling(condition, words):
+    problems = [p for p in check_workflow(_gate(condition)) if p.severity == "error"]
+    assert [(p.code, p.node_id, p.path) for p in problems] == [("invalid_config", "g", "config.cases[0].conditions[0]")]
+    assert words in problems[0].message
+
+
+@pytest.mark.parametrize("condition", [
+    {"left": {"ref": "inputs.n"}, "operator": "gt", "right": 5},
+    {"left": {"ref": "inputs.n"}, "operator": "gte", "right": 2.5},
+    {"left": {"ref": "inputs.n"}, "operator": "gt", "right": " 5 ", "type": "number"},
+    {"left": {"ref": "inputs.n"}, "operator": "equals", "right": "5"},
+    {"left": {"ref": "inputs.n"}, "operator": "regex", "right": "^[0-9]+$", "type": "string"},
+])
+def test_literal_if_else_operands_that_fit_compile(condition):
+    assert [p for p in check_workflow(_gate(condition)) if p.severity == "error"] == []
