@@ -75,6 +75,11 @@ class KindSpec:
       since a body round cannot be checkpointed half-way).
     - ``collects``: ``"outputs"`` - its outputs become the run's outputs;
       ``"answer"`` - its ``answer`` output joins the run's answer text.
+    - ``streams``: the output whose text the node streams live while it runs
+      (``ctx.delta(text, "answer")``; e.g. an LLM's ``answer``). Its final value starts
+      with what it streamed, so an answer template referencing it sends the deltas live
+      and then only the rest (engine/answers.py); None: the node streams nothing the
+      answer stream uses (its deltas are not shown).
     - ``inside``: kinds of container this kind must be inside (empty: anywhere).
     - ``reads_only``: running it changes nothing outside the run unless its config says
       so (:meth:`~schemas.nodes.NodeConfig.writes`); a graph tool made only of such nodes
@@ -90,6 +95,7 @@ class KindSpec:
     container: bool = False
     interactive: bool = False
     collects: Collects | None = None
+    streams: str | None = None
     inside: frozenset[str] = frozenset()
     reads_only: bool = False
     icon: str = ""

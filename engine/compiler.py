@@ -48,11 +48,13 @@ from schemas.types import RESERVED_SCOPES, SYS_VARIABLES, VarType
 from schemas.values import walk_refs
 from schemas.workflow import ErrorStrategy, NodeBase, Workflow
 
+from .answers import StreamPlan, stream_plan
 from .catalog import NodeCatalog, NodeExecutor
 from .errors import CompileError, Problem
 from .plain_errors import did_you_mean, fields_at, plain_message
-from .loops import CycleRegion, RegionExecutor, check_scopes, find_cycle_regions, region_node
+from .loops import REGION_SUFFIX, CycleRegion, RegionExecutor, check_scopes, find_cycle_regions, region_node
 from .ports import ModelCatalog
+from .settings import Settings, get_settings
 from .references import template_names, template_selectors
 
 __all__ = ["CompiledPlan", "NodePlan", "check_workflow", "compile_workflow", "content_hash"]
@@ -92,6 +94,8 @@ class CompiledPlan:
     roots: tuple[str, ...] = ()
     #: the node catalog the plan was compiled with (the scheduler reads kind traits from it)
     catalog: NodeCatalog | None = None
+    #: the scope's answer stream (engine/answers.py); None when nothing in it is streamed
+    stream: StreamPlan | None = None
 
 
 _CACHE: OrderedDict[str, CompiledPlan] = OrderedDict()
@@ -106,17 +110,74 @@ def content_hash(doc: Mapping[str, Any]) -> str:
 
 
 def _as_document(source: Workflow | Mapping[str, Any] | str | bytes) -> dict[str, Any]:
+    """The document as a dict, within the document caps (:func:`check_document_limits`)."""
+    settings = get_settings()
     if isinstance(source, Workflow):
         return source.model_dump(mode="json", by_alias=True, exclude_none=True)
     if isinstance(source, (str, bytes)):
+        if len(source) > settings.max_document_bytes:
+            raise CompileError([Problem("document_too_large", f"the document is {len(source)} bytes; the cap "
+                                        f"max_document_bytes is {settings.max_document_bytes}")])
         try:
             doc = json.loads(source)
         except json.JSONDecodeError as exc:
             raise CompileError([Problem("invalid_document", f"not valid JSON: {exc}")]) from exc
+        except RecursionError:
+            raise CompileError([_too_deep(settings.max_document_depth)]) from None
         if not isinstance(doc, dict):
             raise CompileError([Problem("invalid_document", "a workflow must be a JSON object")])
-        return doc
-    return dict(source)
+        source = doc
+    doc = dict(source)
+    problems = check_document_limits(doc, settings)
+    if problems:
+        raise CompileError(problems)
+    return doc
+
+
+def _too_deep(cap: int, path: str | None = None) -> Problem:
+    return Problem("document_too_deep", f"objects and arrays are nested more than max_document_depth={cap} levels",
+                   path=path)
+
+
+def check_document_limits(doc: Mapping[str, Any], settings: Settings) -> list[Problem]:
+    """Problems of a document beyond the operator's caps (README "Limits"): nesting deeper
+    than ``max_document_depth``, more than ``max_nodes`` nodes, ids longer than
+    ``max_id_length``, names or descriptions longer than ``max_name_length``, ids that are
+    not printable text or that take a name the engine gives its own nodes. Checked before
+    anything else, so a hostile document costs one pass and is never echoed back whole.
+    """
+    depth_cap = settings.max_document_depth
+    stack: list[tuple[Any, int]] = [(doc, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > depth_cap:
+            return [_too_deep(depth_cap)]
+        items = value.values() if isinstance(value, dict) else value
+        for item in items:
+            if isinstance(item, (dict, list)) and item:
+                stack.append((item, depth + 1))
+    problems: list[Problem] = []
+    nodes, edges = doc.get("nodes"), doc.get("edges")
+    if isinstance(nodes, list) and len(nodes) > settings.max_nodes:
+        problems.append(Problem("too_many_nodes", f"{len(nodes)} nodes; the cap max_nodes is {settings.max_nodes}",
+                                path="nodes"))
+    for where, items in (("nodes", nodes), ("edges", edges)):
+        for index, item in enumerate(items if isinstance(items, list) else ()):
+            if isinstance(item, dict):
+                problems += _field_limits(item, f"{where}[{index}]", settings)
+    return problems
+
+
+def _field_limits(item: dict[str, Any], where: str, settings: Settings) -> list[Problem]:
+    out: list[Problem] = []
+    for key, cap, name in (("id", settings.max_id_length, "max_id_length"),
+                           ("name", settings.max_name_length, "max_name_length"),
+                           ("description", settings.max_name_length, "max_name_length")):
+        value = item.get(key)
+        if isinstance(value, str) and len(value) > cap:
+            out.append(Problem("too_long", f"{key} is {len(value)} characters ({value[:40]!r}...); the cap {name} "
+                               f"is {cap}", path=f"{where}.{key}"))
+    return out
 
 
 def compile_workflow(
@@ -260,6 +321,9 @@ def _check_ids(wf: Workflow, problems: list[Problem]) -> None:
             problems.append(
                 Problem("reserved_node_id", f"{node.id!r} is a reference scope; rename the node", node_id=node.id)
             )
+        elif node.id.endswith(REGION_SUFFIX):
+            problems.append(Problem("reserved_node_id", f"ids ending in {REGION_SUFFIX!r} name the engine's loop "
+                                    "regions; rename the node", node_id=node.id))
     seen_edges: set[str] = set()
     for edge in wf.edges:
         if edge.id in seen_edges:
@@ -627,6 +691,11 @@ class _PlanBuilder:
         self.executors = {k: catalog[k].executor_class() for k in {n.type for n in wf.nodes}}
         self.scope = scope
         self.by_id = {n.id: n for n in wf.nodes}
+        # Kinds that make a unit of the answer stream (engine/answers.py), and whether any
+        # node collects the answer (then output bindings are not streamed).
+        self.streaming = frozenset(k for k in catalog if catalog[k].collects is not None)
+        self.has_answers = any(catalog[n.type].collects == "answer" for n in wf.nodes if n.type in catalog)
+        self.rank: dict[str, int] | None = None
         self.region_of = {m: r for r in regions for m in r.members}
         self.regions = regions
         back = {e for r in regions for e in r.back_edges}
@@ -672,7 +741,7 @@ class _PlanBuilder:
         members = {m: self._node_plan(self.by_id[m], self.inner_in.get(m, []), self.inner_out.get(m, []))
                    for m in region.members}
         body = CompiledPlan(self.wf, self.key, self.graph, members, "", region.members, (), roots=(region.entry,),
-                            catalog=self.catalog)
+                            catalog=self.catalog, stream=self._stream(members, list(region.members)))
         pseudo = region_node(region, self.by_id[region.entry])
         executor = RegionExecutor(pseudo, region, self.ends)
         return NodePlan(pseudo, executor, tuple(self.in_edges.get(region.id, [])),
@@ -705,4 +774,45 @@ class _PlanBuilder:
             roots = tuple(nid for nid in order if not plans[nid].in_edges)
         start = roots[0] if scope_id is None else ""
         return CompiledPlan(self.wf, self.key, self.graph, plans, start, tuple(order),
-                            self.warnings if scope_id is None else (), roots=roots, catalog=self.catalog)
+                            self.warnings if scope_id is None else (), roots=roots, catalog=self.catalog,
+                            stream=self._stream(plans, order))
+
+    def _stream(self, plans: dict[str, NodePlan], order: list[str]) -> StreamPlan | None:
+        """The answer stream of one scope (engine/answers.py), units in stream order."""
+        streaming = self.streaming
+        units = [nid for nid in order
+                 if (plans[nid].body is not None and plans[nid].body.stream is not None)
+                 or (plans[nid].node.type in streaming)]
+        if not units:
+            return None
+        rank = self._rank()
+        entry = {r.id: r.entry for r in self.regions}
+        units.sort(key=lambda nid: rank[entry.get(nid, nid)])
+        candidates = [(nid, self.by_id.get(nid), plans[nid].body.stream if plans[nid].body is not None else None)
+                      for nid in units]
+
+        def kind_of(nid: str) -> str | None:
+            node = self.by_id.get(nid)
+            return node.type if node is not None else None
+
+        def gates_of(nid: str) -> frozenset[str]:
+            own = self.region_of.get(entry.get(nid, nid))
+            gates: set[str] = set()
+            for ancestor in nx.ancestors(self.graph, entry.get(nid, nid)):
+                region = self.region_of.get(ancestor)
+                if region is not None and region is not own and region.id in plans:
+                    gates.add(region.id)  # a loop region leaves by a branch
+                elif ancestor in plans and len(self.by_id[ancestor].handles()) > 1:
+                    gates.add(ancestor)
+            return frozenset(gates)
+
+        return stream_plan(candidates, catalog=self.catalog, kind_of=kind_of, gates_of=gates_of,
+                           answers=self.has_answers, local=set(plans))
+
+    def _rank(self) -> dict[str, int]:
+        """Stream order of nodes: topological, the earlier node of the document first."""
+        if self.rank is None:
+            index = {n.id: i for i, n in enumerate(self.wf.nodes)}
+            self.rank = {nid: i for i, nid in enumerate(
+                nx.lexicographical_topological_sort(self.graph, key=lambda n: index.get(n, -1)))}
+        return self.rank

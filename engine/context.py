@@ -242,12 +242,27 @@ class NodeContext:
         Raises:
             TemplateFailed: names this node and ``field``.
         """
-        return render_template(self.state, source, extra=extra, node_id=self.node.id, field=field)
+        return render_template(self.state, source, extra=extra, node_id=self.node.id, field=field,
+                               max_bytes=self.deps.settings.max_template_output_bytes)
 
     def delta(self, text: str, channel: str = "answer") -> None:
-        """Stream ``text`` to the user as a ``node_delta`` event."""
-        if text:
-            self._emit(NodeDelta, node_id=self.node.id, node_run_id=self.node_run.id, channel=channel, text=text)
+        """Stream ``text`` of this node while it runs.
+
+        ``reasoning``: sent at once as a ``node_delta`` event. ``answer``: live text of the
+        node's streamed output (its kind's ``streams`` trait), handed to the answer stream
+        (engine/answers.py), which sends it when an answer template reads that output and
+        it is the next segment, later when something before it is still pending, and not
+        at all when no answer reads it. Outside a scheduler (a node run on its own) it is
+        sent at once.
+        """
+        if not text:
+            return
+        if channel == "answer" and self.scheduler is not None:
+            stream = self.scheduler.answer_stream
+            if stream is not None:
+                stream.delta(self.node.id, text)
+            return
+        self._emit(NodeDelta, node_id=self.node.id, node_run_id=self.node_run.id, channel=channel, text=text)
 
     def child_scope(self, values: dict[str, Any]) -> RunState:
         """A child state for a nested run of this node's body (a loop round, an iteration

@@ -40,6 +40,7 @@ from .errors import Problem, RunError
 
 __all__ = [
     "CycleRegion",
+    "REGION_SUFFIX",
     "LoopLimitExceeded",
     "RegionExecutor",
     "check_scopes",
@@ -48,6 +49,10 @@ __all__ = [
     "move_round_runs",
     "region_node",
 ]
+
+#: Suffix of a loop region's pseudo-node id (``<entry>~loop``); reserved in node ids.
+REGION_SUFFIX = "~loop"
+
 
 class LoopLimitExceeded(RunError):
     """A loop reached its iteration limit (node ``max_iterations`` or run ``max_loop_iterations``)."""
@@ -114,8 +119,9 @@ class CycleRegion:
 
     @property
     def id(self) -> str:
-        """Id of the region's pseudo-node (``~`` cannot appear in node ids, so no clash)."""
-        return f"{self.entry}~loop"
+        """Id of the region's pseudo-node (node ids may not end in :data:`REGION_SUFFIX`,
+        so no clash)."""
+        return f"{self.entry}{REGION_SUFFIX}"
 
 
 def _cycle_path(graph: nx.DiGraph, members: list[str], start: str) -> tuple[str, str | None]:

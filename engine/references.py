@@ -30,6 +30,7 @@ Rules (README "References"):
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import json
 from typing import Any, Iterator, Mapping
@@ -43,6 +44,7 @@ from schemas.run import RunState
 from schemas.types import NodeRunStatus, Ref, Selector
 
 from .errors import ReferenceFailed, TemplateFailed
+from .settings import get_settings
 
 __all__ = [
     "render_template",
@@ -202,11 +204,37 @@ class _CodeGenerator(CodeGenerator):
         self.write("))")
 
 
+#: UTF-8 bytes the render in progress may produce (settings.max_template_output_bytes).
+_OUTPUT_CAP: contextvars.ContextVar[int] = contextvars.ContextVar("template_output_cap", default=4 * 1024 * 1024)
+
+
+class TemplateTooLarge(jinja2.exceptions.TemplateRuntimeError):
+    """A render (or a value built inside it) would exceed ``max_template_output_bytes``."""
+
+
+def _too_large(what: str, size: float, cap: int) -> TemplateTooLarge:
+    return TemplateTooLarge(f"{what} would be about {int(size)} bytes; the cap max_template_output_bytes is {cap}")
+
+
 class _Environment(SandboxedEnvironment):
-    """The sandbox with the data-first lookup of rule 6 and the printing of rule 7."""
+    """The sandbox with the data-first lookup of rule 6, the printing of rule 7 and the
+    size cap (``'a' * n`` and ``x ** n`` are checked before they are computed)."""
 
     code_generator_class = _CodeGenerator
     text_join = staticmethod(_text_join)
+    intercepted_binops = frozenset({"*", "**"})
+
+    def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
+        cap = _OUTPUT_CAP.get()
+        if operator == "*":
+            for seq, times in ((left, right), (right, left)):
+                if isinstance(seq, (str, list, tuple)) and isinstance(times, int) and len(seq) * times > cap:
+                    raise _too_large(f"repeating a {type(seq).__name__} {times} times", len(seq) * times, cap)
+        elif isinstance(left, int) and isinstance(right, int) and abs(left) > 1 and right > 0:
+            bits = right * abs(left).bit_length()
+            if bits > cap * 8:
+                raise _too_large(f"{left} ** {right}", bits / 8, cap)
+        return super().call_binop(context, operator, left, right)
 
     def getattr(self, obj: Any, attribute: str) -> Any:
         if isinstance(obj, Mapping):
@@ -297,11 +325,13 @@ def template_context(state: RunState, names: frozenset[str], extra: Mapping[str,
         else:
             run = state.find_node_run(name)
             if run is not None:
-                ctx[name] = _node_view(run)
+                ctx[name] = node_view(run)
     return ctx
 
 
-def _node_view(run: Any) -> Any:
+def node_view(run: Any) -> Any:
+    """A node run's outputs as templates read them: a skipped node's fields all read as
+    null (rule 4); a node with no outputs reads as an empty object."""
     if run.status is NodeRunStatus.skipped:
         return _SkippedOutputs()
     return run.outputs if run.outputs is not None else {}
@@ -317,7 +347,7 @@ class _NodesView(Mapping[str, Any]):
         run = self._state.find_node_run(key)
         if run is None:
             raise KeyError(key)
-        return _node_view(run)
+        return node_view(run)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._state.node_runs)
@@ -343,8 +373,12 @@ def render_template(
     extra: Mapping[str, Any] | None = None,
     node_id: str | None = None,
     field: str = "template",
+    max_bytes: int | None = None,
 ) -> str:
     """Render ``source`` with the run's references and ``extra`` names (rules 5-8).
+
+    ``max_bytes``: the output cap (default: the operator's ``max_template_output_bytes``);
+    rendering stops as soon as it is passed.
 
     Raises:
         TemplateFailed: syntax error, undefined name/attribute (naming the reference path
@@ -358,8 +392,13 @@ def render_template(
         raise TemplateFailed(f"{field}: template syntax error{of} at line {exc.lineno}: {exc.message}",
                              node_id=node_id) from exc
     context = template_context(state, names, extra)
+    cap = max_bytes if max_bytes is not None else get_settings().max_template_output_bytes
+    token = _OUTPUT_CAP.set(cap)
     try:
-        return template.render(context)
+        return _render_capped(template, context, cap)
+    except TemplateTooLarge as exc:
+        raise TemplateFailed(f"{field}: template{of} output too large: {exc.message}", node_id=node_id,
+                             reason="output_too_large") from None
     except (jinja2.UndefinedError, _NotData) as exc:
         found = _diagnose(source, context, names)
         where = f"{of}, reference {found[0]!r}: {found[1]}" if found else f"{of}: {exc.message}"
@@ -370,6 +409,21 @@ def render_template(
         raise
     except Exception as exc:  # noqa: BLE001 - any render failure is the template's
         raise TemplateFailed(f"{field}: template{of} failed: {type(exc).__name__}: {exc}", node_id=node_id) from None
+    finally:
+        _OUTPUT_CAP.reset(token)
+
+
+def _render_capped(template: jinja2.Template, context: dict[str, Any], cap: int) -> str:
+    """Render piece by piece, stopping once the output passes ``cap`` bytes (a loop that
+    prints forever, a huge value)."""
+    parts: list[str] = []
+    size = 0
+    for piece in template.generate(context):
+        parts.append(piece)
+        size += len(piece) if piece.isascii() else len(piece.encode("utf-8", "surrogatepass"))
+        if size > cap:
+            raise _too_large("the output", size, cap)
+    return "".join(parts)
 
 
 # ----------------------------------------------------------------------- diagnosing a failed render

@@ -61,9 +61,10 @@ from schemas.run import EdgeStatus, Interrupt, NodeError, NodeRun, RunState
 from schemas.types import NodeRunStatus, RunStatus
 from schemas.workflow import ErrorStrategy
 
+from .answers import AnswerStream
 from .compiler import CompiledPlan, NodePlan
 from .context import CancelToken, InterruptRequested, NodeContext, NodeResult, RunDeps
-from .errors import NodeTimeout, RunCancelled, RunError, RunLimitExceeded
+from .errors import NodeFailed, NodeTimeout, RunCancelled, RunError, RunLimitExceeded
 from .ports import CheckpointDelta
 
 __all__ = ["Scheduler", "derive_edges"]
@@ -121,6 +122,9 @@ class Scheduler:
         # Node runs changed since the last checkpoint (root scope only) and saved history length.
         self._dirty: dict[str, None] = {}
         self._history_saved = len(state.history)
+        #: the answer stream of this scope (engine/answers.py); None when nothing here is streamed
+        self.answer_stream: AnswerStream | None = None
+        self._parent_stream: AnswerStream | None = None  # the enclosing scope's, for a nested run
 
     # ------------------------------------------------------------------ events
 
@@ -195,6 +199,8 @@ class Scheduler:
             self._emit(RunStarted, workflow_id=state.workflow_id, inputs=state.inputs)
         elif resumed:
             self._emit(RunResumed, answered=[i.id for i in self._answers.values()])
+        if self.plan.stream is not None:
+            self._open_stream(fresh)
         to_start = self._rebuild_counts()
         if fresh:
             # Rule 3: nodes with no incoming edges, other than the roots, can never run.
@@ -221,6 +227,23 @@ class Scheduler:
             if timer is not None:
                 timer.cancel()
         return await self._finish()
+
+    def _open_stream(self, fresh: bool) -> None:
+        """Start this scope's answer stream; a restored run replays its resolved nodes
+        silently (their text is already in ``state.answer``)."""
+        stream_plan = self.plan.stream
+        assert stream_plan is not None
+        if self.scope is None:
+            stream = AnswerStream.top(stream_plan, self.state, self._emit, self._node_run_id)
+            resolved = None if fresh else [run for nid in self.plan.order
+                                         if (run := self.state.node_runs.get(nid)) is not None
+                                         and run.finished_at is not None]
+            stream.start(resolved)
+        else:
+            parent = self._parent_stream
+            stream = parent.nested(stream_plan, self.state, self.scope.loop_id, self.scope.iteration,
+                                   self._node_run_id) if parent is not None else None
+        self.answer_stream = stream
 
     # ---------------------------------------------------------------- spawning
 
@@ -279,6 +302,8 @@ class Scheduler:
                     else:
                         self._mark_skipped(target)
                         stack.append((self.plan.nodes[target], None))
+        if self.answer_stream is not None and self.answer_stream.opening:
+            self.answer_stream.settle()
 
     def _mark_skipped(self, nid: str, plan: CompiledPlan | None = None) -> None:
         node_plan = (plan or self.plan).nodes[nid]
@@ -294,12 +319,20 @@ class Scheduler:
         if self.scope is None:
             self._dirty[nid] = None
         self._emit(NodeFinished, node_id=nid, node_run_id=run.id, kind=run.kind, status=NodeRunStatus.skipped)
+        if self.answer_stream is not None and plan is None:
+            self.answer_stream.resolved(run)
 
     def _node_run_id(self, nid: str) -> str:
-        """Unique in the run: a node runs once per run of a DAG, once per round/item in a loop."""
+        """Unique in the run: a node runs once per run of a DAG, once per round/item in a loop.
+
+        ``<run id>:<node id>`` or ``<run id>:<loop id>#<iteration>:<node id>``, with ``%``,
+        ``:`` and ``#`` in ids written ``%25``, ``%3A``, ``%23``: ids are free text, and
+        interrupt ids and HTTP idempotency keys are built from node run ids, so two node
+        runs must never share one (node ``L#0:x`` vs node ``x`` in round 0 of ``L``).
+        """
         if self.scope is None:
-            return f"{self.state.run_id}:{nid}"
-        return f"{self.root.state.run_id}:{self.scope.loop_id}#{self.scope.iteration}:{nid}"
+            return f"{self.state.run_id}:{_id_part(nid)}"
+        return f"{self.root.state.run_id}:{_id_part(self.scope.loop_id)}#{self.scope.iteration}:{_id_part(nid)}"
 
     def _skip(self, nid: str, out: list[str]) -> None:
         self._mark_skipped(nid)
@@ -407,18 +440,37 @@ class Scheduler:
         if node.timeout is None:
             # The run's wall time is enforced by the deadline timer (_on_deadline), which
             # cancels running nodes; no per-node timer needed on this hot path.
-            return await node_plan.executor.run(ctx)
+            result = await node_plan.executor.run(ctx)
+            if result.outputs:
+                self._check_size(result.outputs, node.id)
+            return result
         loop_deadline = self._loop_deadline
         node_deadline = asyncio.get_running_loop().time() + node.timeout
         try:
             async with asyncio.timeout_at(min(node_deadline, loop_deadline)):
-                return await node_plan.executor.run(ctx)
+                result = await node_plan.executor.run(ctx)
+            if result.outputs:
+                self._check_size(result.outputs, node.id)
+            return result
         except TimeoutError:
             if node_deadline < loop_deadline:
                 raise NodeTimeout(f"node {node.id!r} timed out after {node.timeout}s", node_id=node.id) from None
             raise RunLimitExceeded(
                 f"run reached max_wall_time={self._limits.max_wall_time}s while node {node.id!r} was running",
                 node_id=node.id, reason="max_wall_time") from None
+
+    def _check_size(self, outputs: dict[str, Any], nid: str) -> None:
+        """Fail the attempt when the outputs pass ``max_node_output_bytes`` (what one node run
+        may hold in the run state and the run record).
+
+        Raises:
+            NodeFailed: reason ``output_too_large``, naming the cap.
+        """
+        cap = self.deps.settings.max_node_output_bytes
+        size = _size_over(outputs, cap)
+        if size > cap:
+            raise NodeFailed(f"node {nid!r} produced outputs of more than {cap} bytes; the cap "
+                             f"max_node_output_bytes is {cap}", node_id=nid, reason="output_too_large")
 
     def _interrupt(self, run: NodeRun, request: InterruptRequested) -> None:
         """Record a pending interrupt; the node waits and its outgoing edges stay pending."""
@@ -463,17 +515,21 @@ class Scheduler:
             run.error = _error_record(error, run.node_id)
         if self._emit_fn is None:
             self.state.seq += 1
-            return
-        self._emit(NodeFinished, node_id=run.node_id, node_run_id=run.id, kind=run.kind, status=status,
-                   handles=run.handles, outputs=run.outputs,
-                   error=run.error.model_dump() if run.error is not None else None,
-                   elapsed_ms=(now - (run.started_at or now)) * 1000.0)
+        else:
+            self._emit(NodeFinished, node_id=run.node_id, node_run_id=run.id, kind=run.kind, status=status,
+                       handles=run.handles, outputs=run.outputs,
+                       error=run.error.model_dump() if run.error is not None else None,
+                       elapsed_ms=(now - (run.started_at or now)) * 1000.0)
+        if self.answer_stream is not None:
+            self.answer_stream.resolved(run)
 
     async def _checkpoint(self) -> None:
         hook = self.deps.checkpoint
         if hook is not None and self.scope is None:  # nested runs restart with their loop node
             state = self.state
             state.ready = list(self._ready)
+            if self.answer_stream is not None and self.answer_stream.changed:
+                state.answer = self.answer_stream.saved()
             delta = CheckpointDelta(list(self._dirty), self._history_saved)
             self._dirty = {}
             self._history_saved = len(state.history)
@@ -506,6 +562,7 @@ class Scheduler:
         the error that stopped it (None when it succeeded).
         """
         nested = Scheduler(plan, state, self.deps, self.cancel, Scope(self.root, loop_id, iteration))
+        nested._parent_stream = self.answer_stream
         await nested.run()
         return nested
 
@@ -527,9 +584,14 @@ class Scheduler:
         state.finished_at = time.time()
         elapsed = (state.finished_at - (state.started_at or state.finished_at)) * 1000.0
         ending = self._ending
-        for run in state.node_runs.values():
+        for run in list(state.node_runs.values()):
             if run.status is NodeRunStatus.running:
                 self._close(run, NodeRunStatus.cancelled, ending)
+        if self.answer_stream is not None:
+            if ending is not None or not state.interrupts:
+                self.answer_stream.finish()
+            if self.scope is None:
+                state.answer = self.answer_stream.saved()
         if ending is None and state.interrupts:
             state.status = RunStatus.paused
             state.paused_at = time.time()
@@ -564,20 +626,48 @@ class Scheduler:
         return state
 
     def _collect_outputs(self) -> None:
-        """The run's outputs and answer, from the node runs of kinds whose catalog entry
-        ``collects`` them (``outputs``: merged; ``answer``: joined in finishing order)."""
+        """The run's outputs, from the node runs of kinds whose catalog entry ``collects``
+        them. The answer is what the answer stream sent (engine/answers.py), set by
+        :meth:`_finish`."""
         state, catalog = self.state, self.plan.catalog
-        collects = {k: catalog[k].collects for k in catalog if catalog[k].collects} if catalog is not None else {}
-        answers: list[tuple[float, str]] = []
+        collects = {k for k in catalog if catalog[k].collects == "outputs"} if catalog is not None else set()
         for run in state.node_runs.values():
-            what = collects.get(run.kind)
-            if what is None or run.status is not NodeRunStatus.succeeded or run.outputs is None:
-                continue
-            if what == "outputs":
+            if run.kind in collects and run.status is NodeRunStatus.succeeded and run.outputs is not None:
                 state.outputs.update(run.outputs)
-            elif isinstance(run.outputs.get("answer"), str):
-                answers.append((run.finished_at or 0.0, run.outputs["answer"]))
-        state.answer = "".join(text for _, text in sorted(answers, key=lambda item: item[0]))
+
+
+def _size_over(value: Any, cap: int) -> int:
+    """Approximate serialised size of ``value`` (string bytes, 8 per other scalar), walking
+    no further than ``cap``: the returned size is exact up to ``cap`` and > ``cap`` beyond."""
+    size = 0
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            size += len(item) if item.isascii() else len(item.encode("utf-8", "surrogatepass"))
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+            size += 8 + sum(len(k) if isinstance(k, str) else 8 for k in item)
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+            size += 8
+        elif isinstance(item, (bytes, bytearray)):
+            size += len(item)
+        else:
+            size += 8
+        if size > cap:
+            return size
+    return size
+
+
+_ESCAPES = str.maketrans({"%": "%25", ":": "%3A", "#": "%23"})
+
+
+def _id_part(node_id: str) -> str:
+    """``node_id`` as a part of a node run id (escaped only when it holds ``%``, ``:`` or ``#``)."""
+    if "%" in node_id or ":" in node_id or "#" in node_id:
+        return node_id.translate(_ESCAPES)
+    return node_id
 
 
 def _wrap(error: BaseException, node_id: str) -> RunError:

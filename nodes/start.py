@@ -27,9 +27,9 @@ class EndNode(NodeExecutor[EndConfig], kind="end"):
 
 
 class AnswerNode(NodeExecutor[AnswerConfig], kind="answer"):
-    """Renders its template and streams it to the user as a ``node_delta``."""
+    """Renders its template into ``answer``. The engine's answer stream sends it to the
+    user (engine/answers.py: the template's parts as soon as they are known, LLM tokens
+    live), so the node itself sends nothing."""
 
     async def run(self, ctx: NodeContext) -> NodeResult:
-        text = ctx.render(self.config.text, field="config.text")
-        ctx.delta(text)
-        return NodeResult({"answer": text})
+        return NodeResult({"answer": ctx.render(self.config.text, field="config.text")})

@@ -156,7 +156,12 @@ class Selector(BaseModel):
     path: tuple[str | int, ...] = ()
 
     def __str__(self) -> str:
-        head = self.node if self.scope == "node" else self.scope
+        if self.scope != "node":
+            head = self.scope
+        elif _PLAIN_KEY.fullmatch(self.node or "") and self.node not in RESERVED_SCOPES and " " not in (self.node or ""):
+            head = self.node or ""
+        else:  # an id that does not read plainly: the nodes["<id>"] form (module README "References")
+            head = "nodes" + _key_text(self.node or "")
         text = f"{head}{_key_text(self.field)}"
         for seg in self.path:
             text += f"[{seg}]" if isinstance(seg, int) else _key_text(seg)

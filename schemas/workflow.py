@@ -13,7 +13,7 @@ import re
 from enum import StrEnum
 from typing import Annotated, Any, Literal, Mapping, Union
 
-from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, TypeAdapter, create_model
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SerializeAsAny, TypeAdapter, create_model
 
 from .nodes import NodeConfig
 from .types import VarType
@@ -30,7 +30,20 @@ __all__ = [
     "workflow_json_schema",
 ]
 
-_ID = r"^[A-Za-z0-9_\-]+$"
+_ID = r"^[A-Za-z0-9_\-]+$"  # workflow ids: they name files (``<id>.json``)
+
+
+def _printable_id(value: str) -> str:
+    """Node and edge ids: any printable text (spaces and letters of any script included,
+    since builders name things in their language); no control characters, not empty,
+    no leading or trailing spaces. The length cap is the operator's ``max_id_length``
+    (checked by the compiler, which names the cap)."""
+    if not value or not value.isprintable() or value != value.strip():
+        raise ValueError("an id must be printable text without control characters or surrounding spaces")
+    return value
+
+
+NodeIdText = Annotated[str, AfterValidator(_printable_id)]
 
 
 class InputVar(BaseModel):
@@ -57,7 +70,7 @@ class Edge(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    id: str = Field(pattern=_ID)
+    id: NodeIdText
     source: str
     sourceHandle: str = "out"
     target: str
@@ -82,7 +95,7 @@ class NodeBase(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    id: str = Field(pattern=_ID)
+    id: NodeIdText
     type: str
     name: str = ""
     description: str = ""

@@ -1,0 +1,137 @@
+"""Free-text node ids (any printable text, reached with ``nodes["..."]``) and the size and
+depth caps: a clear error naming the cap, never a traceback or a hang."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from engine import CompileError, RunDeps, run_workflow
+from engine.settings import Settings
+from tests.support.catalog import check_workflow, compile_workflow
+from tests.support.workflows import build, chain_edges, edge, node, run_sync
+
+
+def ref_to(node_id: str) -> str:
+    """``nodes["<id>"].output`` (``nodes['<id>']`` when the id holds a double quote)."""
+    return f"nodes['{node_id}'].output" if '"' in node_id else f'nodes["{node_id}"].output'
+
+
+def codes(doc) -> list[str]:
+    return [p.code for p in check_workflow(doc)]
+
+
+@pytest.mark.parametrize("node_id", ["Résumé client", "étape 2", "提问", "a.b[0]", "say \"hi\"", "L#0:x", "50%"])
+def test_printable_ids_run_and_are_reached_with_the_nodes_form(node_id):
+    doc = build([node(node_id, "template", {"template": "v={{ inputs.q }}"}),
+                 node("out", "answer", {"text": "{{ nodes[%s].output }}" % json.dumps(node_id, ensure_ascii=False)}),
+                 node("end", "end", {"outputs": [{"name": "o", "value": {"ref": ref_to(node_id)}}]})],
+                chain_edges("start", node_id, "out", "end"), inputs=[{"name": "q"}])
+    state, _ = run_sync(doc, {"q": "1"})
+    assert state.status == "succeeded", state.error
+    assert state.answer == "v=1" and state.outputs == {"o": "v=1"}
+
+
+def test_node_run_ids_of_ids_with_separators_never_collide():
+    # top-level node "L#0:x" against node "x" in item 0 of iteration "L"
+    doc = build([node("L", "iteration", {"items": [1], "collect": {"ref": "x.output"}}),
+                 node("x", "template", {"template": "in"}, parent="L"),
+                 node("L#0:x", "template", {"template": "out"})],
+                [edge("start", "L"), edge("L", "L#0:x")])
+    state, events = run_sync(doc)
+    assert state.status == "succeeded", state.error
+    run_ids = [e.node_run_id for e in events if e.type == "node_started"]
+    assert len(run_ids) == len(set(run_ids))
+    assert state.node_runs["L#0:x"].id.endswith(":L%230%3Ax")
+
+
+@pytest.mark.parametrize("bad", ["", " padded ", "tab\there", "line\nbreak", "x~loop"])
+def test_ids_must_be_printable_and_not_reserved(bad):
+    doc = build([node(bad, "template", {"template": "x"})], [edge("start", bad)])
+    assert set(codes(doc)) & {"invalid_config", "invalid_document", "reserved_node_id"}
+
+
+@pytest.mark.parametrize("reserved", ["inputs", "sys", "vars", "nodes"])
+def test_ids_cannot_take_a_reference_scope(reserved):
+    doc = build([node(reserved, "template", {"template": "x"})], [edge("start", reserved)])
+    assert "reserved_node_id" in codes(doc)
+
+
+@pytest.mark.parametrize("field", ["id", "name", "description"])
+def test_megabyte_ids_and_names_are_refused_naming_the_cap(field):
+    doc = build([node("t", "template", {"template": "x"})], [edge("start", "t")])
+    doc["nodes"][1][field] = "n" * 2_000_000
+    (problem,) = [p for p in check_workflow(doc) if p.code == "too_long"]
+    assert "max_id_length" in problem.message or "max_name_length" in problem.message
+    assert len(problem.message) < 300, "the value is not echoed back"
+
+
+def test_edge_ids_are_capped_too():
+    doc = build([node("t", "template", {"template": "x"})], [edge("start", "t", edge_id="e" * 10_000)])
+    assert "too_long" in codes(doc)
+
+
+@pytest.mark.parametrize("depth", [100, 5000, 100_000])
+def test_deeply_nested_documents_are_refused_naming_the_cap(depth):
+    text = '{"id": "wf", "nodes": [], "edges": [], "x": ' + "[" * depth + "]" * depth + "}"
+    with pytest.raises(CompileError) as info:
+        compile_workflow(text)
+    assert info.value.problems[0].code == "document_too_deep"
+    assert "max_document_depth" in info.value.problems[0].message
+
+
+def test_deeply_nested_config_values_are_refused():
+    value: list = []
+    for _ in range(3000):
+        value = [value]
+    doc = build([node("t", "template", {"template": "x", "variables": [{"name": "v", "value": value}]})],
+                [edge("start", "t")])
+    assert codes(doc) == ["document_too_deep"]
+
+
+def test_too_many_nodes_and_too_large_documents_are_refused():
+    doc = build([node(f"n{i}", "template", {"template": "x"}) for i in range(10_001)], [])
+    assert "too_many_nodes" in codes(doc)
+    with pytest.raises(CompileError) as info:
+        compile_workflow("{" + " " * (9 * 1024 * 1024) + "}")
+    assert info.value.problems[0].code == "document_too_large"
+
+
+def test_thousands_of_nodes_within_the_cap_compile_and_run():
+    ids = [f"n{i}" for i in range(3000)]
+    doc = build([node(i, "template", {"template": "x"}) for i in ids], chain_edges("start", *ids))
+    state, _ = run_sync(doc)
+    assert state.status == "succeeded" and len(state.node_runs) == 3001
+
+
+@pytest.mark.parametrize("template", ["{{ 'a' * 100000000 }}", "{{ 100000000 * 'ab' }}", "{{ [1] * 10**9 }}",
+                                      "{{ 9 ** 999999999 }}", "{% for i in range(99999) %}{{ 'x' * 100 }}{% endfor %}"])
+def test_huge_template_output_fails_the_node_naming_the_cap(template):
+    doc = build([node("t", "template", {"template": template}), node("say", "answer", {"text": "{{ t.output }}"})],
+                chain_edges("start", "t", "say"))
+    events: list = []
+    plan = compile_workflow(doc)
+    settings = Settings(max_template_output_bytes=1_000_000)
+    state = asyncio.run(run_workflow(plan, {}, deps=RunDeps(on_event=events.append, settings=settings)))
+    assert state.status == "failed" and state.error.node_id == "t"
+    assert state.error.reason == "output_too_large" and "max_template_output_bytes" in state.error.message
+    assert len(state.model_dump_json()) < 100_000, "the run record stays small"
+
+
+@pytest.mark.parametrize("size", [2_000, 50_000])
+def test_node_outputs_over_the_cap_fail_the_node(size):
+    doc = build([node("t", "template", {"template": "{{ 'a' * %d }}" % size})], [edge("start", "t")])
+    plan = compile_workflow(doc)
+    state = asyncio.run(run_workflow(plan, {}, deps=RunDeps(settings=Settings(max_node_output_bytes=1_000))))
+    assert state.status == "failed" and state.error.reason == "output_too_large"
+    assert "max_node_output_bytes" in state.error.message
+
+
+def test_an_output_over_the_cap_takes_the_error_branch():
+    doc = build([node("t", "template", {"template": "{{ 'a' * 5000 }}"}, error_strategy="error_branch"),
+                 node("say", "answer", {"text": "too big"})], [edge("start", "t"), edge("t", "say", "error")])
+    plan = compile_workflow(doc)
+    state = asyncio.run(run_workflow(plan, {}, deps=RunDeps(settings=Settings(max_node_output_bytes=1_000))))
+    assert state.status == "succeeded" and state.answer == "too big"
