@@ -108,11 +108,17 @@ class RunStore(Protocol):
         """Insert a new run (inputs, system variables, status) owned by ``owner``. Raises RunExists."""
         ...
 
-    async def checkpoint(self, state: RunState, delta: CheckpointDelta, *, owner_id: str | None) -> None:
-        """Commit the run's state and the node runs in ``delta`` in one transaction.
+    async def checkpoint(self, state: RunState, delta: CheckpointDelta, *, owner_id: str | None,
+                         events: Sequence[Any] = ()) -> None:
+        """Commit the run's state, the node runs in ``delta`` and ``events`` (the durable
+        events of that step, as for :meth:`EventLog.append`: ``node_delta`` events are
+        skipped, an event already stored is ignored) in one transaction, so a watcher
+        never sees an event whose node run is not stored, and one commit per node is enough.
 
-        With ``owner_id`` the write happens only while that owner holds the run (the
-        lease is renewed by the same write). Raises LeaseLost otherwise.
+        With ``owner_id`` the write happens only while that owner holds the run; it does
+        not extend the lease (:meth:`renew` does, from the executing process's heartbeat).
+        Raises LeaseLost otherwise; without ``owner_id``, RunNotFound when the run does
+        not exist. Either way nothing of the checkpoint is written.
         """
         ...
 

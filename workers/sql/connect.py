@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
+import sys
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -97,12 +98,23 @@ def make_engine(url: str | URL) -> AsyncEngine:
     return create_async_engine(parsed, pool_pre_ping=True, **options)
 
 
+def _driver_errors() -> tuple[type[BaseException], ...]:
+    """Errors of the drivers used directly (the checkpoint's path): sqlite3, and asyncpg once loaded."""
+    asyncpg = sys.modules.get("asyncpg")
+    if asyncpg is None:
+        return (sqlite3.Error,)
+    return (sqlite3.Error, asyncpg.PostgresError, asyncpg.InterfaceError)
+
+
 @contextlib.contextmanager
 def store_errors(url: str | URL) -> Iterator[None]:
     """Turn driver and connection failures into :class:`StoreError` naming the masked URL."""
     try:
         yield
-    except (exc.SQLAlchemyError, sqlite3.Error) as error:  # sqlite3: the checkpoint's direct path
+    except exc.SQLAlchemyError as error:
+        detail = getattr(error, "orig", None) or error
+        raise StoreError(f"database {mask_url(url)}: {type(detail).__name__}: {detail}") from error
+    except _driver_errors() as error:
         detail = getattr(error, "orig", None) or error
         raise StoreError(f"database {mask_url(url)}: {type(detail).__name__}: {detail}") from error
     except OSError as error:

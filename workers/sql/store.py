@@ -5,12 +5,13 @@
 :mod:`workers.sql.tables`. It keeps one connection and serializes its use with an
 asyncio lock (a connection runs one statement at a time; SQLite has one writer anyway).
 
-Checkpoints are the hot path (one per finished node): one transaction of at most four
-prepared Core statements and no read before the write - update the run row (conditional
-on the owner), flip a node's previous latest run when a loop round replaced it, upsert
-the changed node runs and the new history rows in one batch. Which node run is the
-latest of each node is remembered per run after the first checkpoint (the store that
-writes a run owns it, so nobody else changes those rows meanwhile).
+Checkpoints are the hot path (one per finished node): the run row (conditional on the
+owner), the changed node runs, the flip of a node's previous latest run when a loop round
+replaced it, and the step's durable events commit in one transaction, written on the
+driver connection in one call (:mod:`workers.sql.checkpoint`), with no read before the
+write. Which node run is the latest of each node is remembered per run after the first
+checkpoint (the store that writes a run owns it, so nobody else changes those rows
+meanwhile).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from schemas.records import ChatMessage, OwnerInfo, RunCommand, RunSummary
 from schemas.run import NodeRun, RunState
 from schemas.types import RunStatus
 
+from .checkpoint import CheckpointWrite, PostgresCheckpointWriter, SqliteCheckpointWriter, event_rows
 from .connect import make_engine, mask_url, normalize_url, store_errors
 from .migrate import migrate_connection
 from .rows import (ENDED, message_from_row, message_row, node_run_from_row, node_run_row, owner_from_row,
@@ -58,79 +60,44 @@ _SUMMARY_COLUMNS = [runs.c[name] for name in (
     "owner_id", "owner_host", "owner_pid", "lease_until", "interrupts")]
 
 
-class _NodeIndex:
-    """The committed current node run of each node of one run, and each node's position
-    (insertion order of ``RunState.node_runs``)."""
+#: ``runs`` columns a checkpoint writes that are also in an index: left out of the UPDATE
+#: while they hold what this store last committed (rewriting an index entry with the
+#: same key still dirties its page, i.e. one more page per commit on SQLite).
+_INDEXED = ("status", "chat_id")
 
-    __slots__ = ("current", "positions")
+
+class _NodeIndex:
+    """The committed current node run of each node of one run, each node's position
+    (insertion order of ``RunState.node_runs``) and the committed values of the indexed
+    run columns (``_INDEXED``; None: not known)."""
+
+    __slots__ = ("current", "positions", "indexed")
 
     def __init__(self) -> None:
         self.current: dict[str, str] = {}
         self.positions: dict[str, int] = {}
+        self.indexed: tuple[Any, ...] | None = None
 
-    def position(self, node_id: str) -> int:
-        return self.positions.get(node_id, len(self.positions))
+    def apply(self, current: dict[str, str], added: dict[str, int]) -> None:
+        """Record committed node runs (``current``) and the positions of nodes new to the run."""
+        self.current.update(current)
+        self.positions.update(added)
 
 
 class _Statements:
-    """The prepared Core statements of the hot path, for one dialect."""
+    """The Core statements used more than once (creating runs, loading the node index,
+    appending events), for one dialect."""
 
     def __init__(self, backend: str) -> None:
         self.insert = postgresql.insert if backend == "postgresql" else sqlite.insert
-        key = (runs.c.run_id == sa.bindparam("b_run_id")) & (runs.c.tenant_id == sa.bindparam("b_tenant_id"))
-        self.update_run = sa.update(runs).where(key)
-        self.update_owned_run = sa.update(runs).where(key & (runs.c.owner_id == sa.bindparam("b_owner_id")))
         upsert = self.insert(node_runs)
         self.upsert_node_runs = upsert.on_conflict_do_update(
             index_elements=[node_runs.c.run_id, node_runs.c.node_run_id],
             set_={c.name: upsert.excluded[c.name] for c in node_runs.c if c.name not in ("run_id", "node_run_id")})
-        self.flip_node_runs = sa.update(node_runs).where(
-            node_runs.c.run_id == sa.bindparam("b_run_id"), node_runs.c.tenant_id == sa.bindparam("b_tenant_id"),
-            node_runs.c.node_id == sa.bindparam("b_node_id"), node_runs.c.current.is_(sa.true()),
-            node_runs.c.node_run_id != sa.bindparam("b_keep")).values(current=False)
         self.current_index = sa.select(node_runs.c.node_id, node_runs.c.node_run_id, node_runs.c.seq).where(
             node_runs.c.run_id == sa.bindparam("b_run_id"), node_runs.c.current.is_(sa.true()))
         self.append_events = self.insert(run_events).on_conflict_do_nothing(
             index_elements=[run_events.c.run_id, run_events.c.seq])
-
-
-class _SqliteDirect:
-    """Runs the checkpoint's Core statements on SQLite through the driver connection.
-
-    SQLAlchemy's aiosqlite adapter spends three thread hand-offs per statement (open a
-    cursor, execute, close it); the driver's own ``execute`` spends one. The statements
-    are the same Core statements, compiled once per set of parameter names; JSON
-    parameters are encoded with the engine's serializer. The transaction stays
-    SQLAlchemy's (the driver begins it implicitly; the connection commits it).
-    """
-
-    def __init__(self, dialect: sa.engine.Dialect, dumps: Any) -> None:
-        self._dialect = dialect
-        self._dumps = dumps
-        self._compiled: dict[tuple[int, tuple[str, ...]], tuple[Any, str, tuple[str, ...], frozenset[str]]] = {}
-
-    def _compile(self, stmt: Any, keys: tuple[str, ...]) -> tuple[Any, str, tuple[str, ...], frozenset[str]]:
-        hit = self._compiled.get((id(stmt), keys))
-        if hit is None:
-            compiled = stmt.compile(dialect=self._dialect, column_keys=list(keys))
-            json_names = frozenset(name for name, bind in compiled.binds.items() if isinstance(bind.type, sa.JSON))
-            hit = (compiled, str(compiled), tuple(compiled.positiontup or ()), json_names)
-            self._compiled[(id(stmt), keys)] = hit
-        return hit
-
-    async def execute(self, conn: AsyncConnection, stmt: Any, params: dict[str, Any] | list[dict[str, Any]]) -> int:
-        """Execute ``stmt`` once per parameter dict; returns the rows matched."""
-        rows = params if isinstance(params, list) else [params]
-        compiled, sql, order, json_names = self._compile(stmt, tuple(rows[0]))
-        dumps = self._dumps
-        args = []
-        for row in rows:
-            values = compiled.construct_params(row)
-            args.append(tuple(dumps(values[name]) if name in json_names and values[name] is not None
-                              else values[name] for name in order))
-        driver = (await conn.get_raw_connection()).driver_connection
-        cursor = await (driver.execute(sql, args[0]) if len(args) == 1 else driver.executemany(sql, args))
-        return cursor.rowcount
 
 
 class SqlStore:
@@ -149,8 +116,7 @@ class SqlStore:
         self._conn: AsyncConnection | None = None
         self._lock = asyncio.Lock()
         self._sql = _Statements(self.backend)
-        self._direct = (_SqliteDirect(self._engine.dialect, self._engine.dialect._json_serializer)
-                        if self.backend == "sqlite" else None)
+        self._writer = SqliteCheckpointWriter() if self.backend == "sqlite" else PostgresCheckpointWriter()
         self._index: OrderedDict[str, _NodeIndex] = OrderedDict()
 
     def __repr__(self) -> str:
@@ -235,7 +201,9 @@ class SqlStore:
         row.update(owner_id=owner.id if owner else None, owner_host=owner.host if owner else None,
                    owner_pid=owner.pid if owner else None, lease_until=owner.lease_until if owner else None)
         index = _NodeIndex()
-        node_rows = self._node_rows(state, index, list(state.node_runs), 0)
+        index.indexed = tuple(row[name] for name in _INDEXED)
+        node_rows, current, added = self._node_rows(state, index, list(state.node_runs), 0)
+        index.apply(current, added)
         async with self._tx() as conn:
             try:
                 await conn.execute(sa.insert(runs), row)
@@ -245,57 +213,68 @@ class SqlStore:
                 await conn.execute(self._sql.upsert_node_runs, node_rows)
         self._remember(state.run_id, index)
 
-    async def checkpoint(self, state: RunState, delta: CheckpointDelta, *, owner_id: str | None) -> None:
-        """Commit the run row and the node runs named by ``delta`` in one transaction.
+    async def checkpoint(self, state: RunState, delta: CheckpointDelta, *, owner_id: str | None,
+                         events: Sequence[Any] = ()) -> None:
+        """Commit the run row, the node runs named by ``delta`` and ``events`` (the step's
+        durable events; ``node_delta`` ones skipped, seqs already stored ignored) in one
+        transaction.
 
         With ``owner_id`` the write happens only while that owner holds the run (the
         lease itself is renewed by :meth:`renew`); raises LeaseLost otherwise. Without
-        it, raises RunNotFound when the run does not exist for the state's tenant.
+        it, raises RunNotFound when the run does not exist for the state's tenant. In
+        both cases nothing is written.
         """
-        params = run_columns(state)
-        params["b_run_id"], params["b_tenant_id"] = state.run_id, state.tenant_id
-        stmt = self._sql.update_run
-        if owner_id is not None:
-            params["b_owner_id"], stmt = owner_id, self._sql.update_owned_run
-        async with self._tx() as conn:
-            if await self._execute(conn, stmt, params) == 0:
-                if owner_id is not None:
-                    raise LeaseLost(f"run {state.run_id} is no longer owned by {owner_id}")
-                raise RunNotFound(f"no run {state.run_id} for tenant {state.tenant_id!r}")
-            index = self._index.get(state.run_id) or await self._load_index(conn, state.run_id)
-            staged = _NodeIndex()
-            staged.current, staged.positions = dict(index.current), dict(index.positions)
-            rows = self._node_rows(state, staged, delta.node_ids, delta.history_from)
-            flips = [{"b_run_id": state.run_id, "b_tenant_id": state.tenant_id, "b_node_id": node_id,
-                      "b_keep": staged.current[node_id]}
-                     for node_id in delta.node_ids if index.current.get(node_id, staged.current[node_id])
-                     != staged.current[node_id]]
-            if flips:
-                await self._execute(conn, self._sql.flip_node_runs, flips)
-            if rows:  # one row: a plain execute (executemany costs more per call)
-                await self._execute(conn, self._sql.upsert_node_runs, rows[0] if len(rows) == 1 else rows)
-        self._remember(state.run_id, staged, ended=str(state.status) in ENDED)
-
-    async def _execute(self, conn: AsyncConnection, stmt: Any, params: Any) -> int:
-        """Execute a hot-path statement (directly on the SQLite driver); returns the rows matched."""
-        if self._direct is not None:
-            return await self._direct.execute(conn, stmt, params)
-        return (await conn.execute(stmt, params)).rowcount
+        async with self._lock:
+            with store_errors(self.url):
+                conn = await self._connection()
+                index = self._index.get(state.run_id)
+                if index is None:
+                    async with conn.begin():
+                        index = await self._load_index(conn, state.run_id)
+                values = run_columns(state)
+                indexed = tuple(values[name] for name in _INDEXED)
+                if indexed == index.indexed:
+                    for name in _INDEXED:
+                        del values[name]
+                write = CheckpointWrite(state.run_id, state.tenant_id, owner_id, values)
+                write.node_rows, current, added = self._node_rows(state, index, delta.node_ids, delta.history_from)
+                write.flips = [(node_id, keep) for node_id, keep in current.items()
+                               if index.current.get(node_id, keep) != keep]
+                write.events = event_rows(state.tenant_id, state.run_id, events)
+                try:
+                    matched = await self._writer.write(conn, write)
+                except BaseException:  # committed or not: learn the latest runs from the rows next time
+                    self._index.pop(state.run_id, None)
+                    raise
+                if matched:
+                    index.apply(current, added)
+                    index.indexed = indexed
+                    self._remember(state.run_id, index, ended=str(state.status) in ENDED)
+        if not matched:
+            if owner_id is not None:
+                raise LeaseLost(f"run {state.run_id} is no longer owned by {owner_id}")
+            raise RunNotFound(f"no run {state.run_id} for tenant {state.tenant_id!r}")
 
     def _node_rows(self, state: RunState, index: _NodeIndex, node_ids: Sequence[str],
-                   history_from: int) -> list[dict[str, Any]]:
-        """Rows of the current node runs ``node_ids`` (recorded in ``index``) and of the history
-        from ``history_from`` on."""
+                   history_from: int) -> tuple[list[dict[str, Any]], dict[str, str], dict[str, int]]:
+        """Rows of the current node runs ``node_ids`` and of the history from ``history_from``
+        on; with the node run id of each node written and the positions of nodes new to
+        ``index`` (left unchanged: :meth:`_NodeIndex.apply` records both once committed)."""
         rows = []
+        current: dict[str, str] = {}
+        added: dict[str, int] = {}
+        positions = index.positions
         for node_id in node_ids:
             run = state.node_runs[node_id]
-            position = index.positions.setdefault(node_id, index.position(node_id))
-            index.current[node_id] = run.id
+            position = positions.get(node_id)
+            if position is None:
+                position = added.setdefault(node_id, len(positions) + len(added))
+            current[node_id] = run.id
             rows.append(node_run_row(state.run_id, state.tenant_id, run, current=True, position=position))
         for offset, run in enumerate(state.history[history_from:]):
             rows.append(node_run_row(state.run_id, state.tenant_id, run, current=False,
                                      position=history_from + offset))
-        return rows
+        return rows, current, added
 
     async def _load_index(self, conn: AsyncConnection, run_id: str) -> _NodeIndex:
         """The committed current node runs of a run this store has not written yet (once per run)."""
@@ -326,6 +305,7 @@ class SqlStore:
                 node_runs.c.run_id == run_id, node_runs.c.tenant_id == tenant_id))).mappings().all()
         state = state_from_row(row, list(node_rows))
         index = _NodeIndex()
+        index.indexed = tuple(row[name] for name in _INDEXED)
         for node_id, run in state.node_runs.items():
             index.current[node_id] = run.id
             index.positions[node_id] = len(index.positions)
@@ -422,14 +402,7 @@ class SqlStore:
     async def append(self, tenant_id: str, run_id: str, events: Sequence[Any]) -> None:
         """Store events (models with ``seq``/``type``/``ts``, or their JSON dicts) in one batch;
         events already stored and ``node_delta`` events (broadcast only) are skipped."""
-        rows = []
-        for event in events:
-            payload = event if isinstance(event, dict) else event.model_dump(mode="json")
-            if payload.get("type") == "node_delta":
-                continue
-            rows.append({"run_id": run_id, "seq": payload["seq"], "tenant_id": tenant_id, "type": payload["type"],
-                         "node_id": payload.get("node_id"), "payload": payload,
-                         "ts": payload.get("ts") or time.time()})
+        rows = event_rows(tenant_id, run_id, events)
         if not rows:
             return
         async with self._tx() as conn:

@@ -1,12 +1,15 @@
-"""SqlStore against SQLite and PostgreSQL: events, commands, chats and pruning."""
+"""SqlStore against SQLite and PostgreSQL: events (appended, and committed with a checkpoint),
+commands, chats and pruning."""
 
 from __future__ import annotations
 
 import time
 
-from engine.ports import CheckpointDelta
+import pytest
+
+from engine.ports import CheckpointDelta, LeaseLost, RunNotFound, StoreError
 from schemas.events import NodeDelta, NodeStarted, RunStarted
-from schemas.records import ChatMessage, MessagePart, RunCommand
+from schemas.records import ChatMessage, MessagePart, OwnerInfo, RunCommand
 from schemas.run import NodeRun
 
 from .conftest import new_state
@@ -76,3 +79,62 @@ async def test_prune_deletes_ended_runs_with_children(store):
     assert await store.list_node_runs(tenant, old.run_id) == []
     assert await store.read(tenant, old.run_id) == [] and await store.poll(old.run_id) == []
     assert len(await store.list_node_runs(tenant, paused.run_id)) == 1
+
+
+async def test_checkpoint_commits_events_with_node_runs(store):
+    state = new_state()
+    await store.create_run(state)
+    rid = state.run_id
+    state.node_runs["a"] = NodeRun(id="a-1", node_id="a", kind="template", status="succeeded")
+    events = [NodeStarted(seq=1, run_id=rid, ts=1.0, node_id="a", node_run_id="a-1", kind="template"),
+              NodeDelta(seq=2, run_id=rid, ts=2.0, node_id="a", node_run_id="a-1", text="x"),
+              {"type": "node_finished", "seq": 3, "run_id": rid, "ts": 3.0, "node_id": "a", "node_run_id": "a-1",
+               "kind": "template", "status": "succeeded"}]
+    await store.checkpoint(state, CheckpointDelta(["a"]), owner_id=None, events=events)
+    read = await store.read("default", rid)
+    assert [e["seq"] for e in read] == [1, 3]  # the delta is skipped, as by append
+    assert read == [events[0].model_dump(mode="json"), events[2]]
+    assert [r.id for r in await store.list_node_runs("default", rid)] == ["a-1"]
+    # an event already stored is ignored, new ones are added; several node runs and events at once
+    state.node_runs["b"] = NodeRun(id="b-1", node_id="b", kind="template")
+    state.node_runs["c"] = NodeRun(id="c-1", node_id="c", kind="template")
+    more = [RunStarted(seq=s, run_id=rid, ts=float(s), workflow_id="wf", inputs={"s": s}) for s in (3, 4, 5)]
+    await store.checkpoint(state, CheckpointDelta(["b", "c"]), owner_id=None, events=more)
+    read = await store.read("default", rid)
+    assert [e["seq"] for e in read] == [1, 3, 4, 5] and read[1]["type"] == "node_finished"
+    assert read[2]["inputs"] == {"s": 4}
+    assert sorted(r.id for r in await store.list_node_runs("default", rid)) == ["a-1", "b-1", "c-1"]
+
+
+async def test_checkpoint_events_roll_back_with_a_lost_lease(store):
+    state = new_state()
+    await store.create_run(state, owner=OwnerInfo(id="owner-1", host="h", pid=1, lease_until=time.time() - 1))
+    await store.claim("default", state.run_id, OwnerInfo(id="owner-2", host="h", pid=2,
+                                                         lease_until=time.time() + 60))
+    rid = state.run_id
+    state.node_runs["a"] = NodeRun(id="a-1", node_id="a", kind="template", status="succeeded")
+    state.seq = 9
+    events = [NodeStarted(seq=1, run_id=rid, ts=1.0, node_id="a", node_run_id="a-1", kind="template")]
+    with pytest.raises(LeaseLost):
+        await store.checkpoint(state, CheckpointDelta(["a"]), owner_id="owner-1", events=events)
+    assert await store.read("default", rid) == []  # nothing of the checkpoint was written
+    assert await store.list_node_runs("default", rid) == []
+    assert (await store.load_run("default", rid)).seq == 0
+    with pytest.raises(RunNotFound):
+        await store.checkpoint(new_state(), CheckpointDelta([]), owner_id=None, events=events)
+    await store.checkpoint(state, CheckpointDelta(["a"]), owner_id="owner-2", events=events)
+    assert [e["seq"] for e in await store.read("default", rid)] == [1]
+    assert (await store.load_run("default", rid)).seq == 9
+
+
+async def test_checkpoint_failing_in_the_database_writes_nothing(store):
+    state = new_state()
+    await store.create_run(state)
+    rid = state.run_id
+    state.node_runs["a"] = NodeRun(id="a-1", node_id="a", kind="template", status="succeeded")
+    bad = [{"type": "node_started", "seq": None, "run_id": rid, "ts": 1.0}]  # seq is NOT NULL
+    with pytest.raises(StoreError):
+        await store.checkpoint(state, CheckpointDelta(["a"]), owner_id=None, events=bad)
+    assert await store.list_node_runs("default", rid) == []  # rolled back with the event
+    await store.checkpoint(state, CheckpointDelta(["a"]), owner_id=None)  # the connection still works
+    assert [r.id for r in await store.list_node_runs("default", rid)] == ["a-1"]
