@@ -248,7 +248,8 @@ def test_flowloom_cancel_stops_a_running_run_and_a_paused_one(env, counter, tmp_
     paused = cli(env, "run", str(ROOT / "examples" / "order_confirm.json"), "--input", "item=tea", "--no-input")
     assert paused.returncode == 3
     paused_id = paused.stderr.split(" waits for interrupt")[0].split()[-1]
-    assert cli(env, "cancel", paused_id).returncode == 0
+    stopped_paused = cli(env, "cancel", paused_id)
+    assert stopped_paused.returncode == 0, stopped_paused.stdout + stopped_paused.stderr
     listed = json.loads(cli(env, "runs", "--json").stdout)
     assert {r["run_id"]: r["status"] for r in listed} == {run_id: "cancelled", paused_id: "cancelled"}
 
