@@ -6,7 +6,9 @@ Rules (README "The answer stream"):
    collect the run's answer (their template), the nodes whose outputs are the run's
    outputs when the workflow has no answer nodes (Dify-style workflows: their bindings
    to streamed outputs), and the containers (loops, iterations, loop regions) whose body
-   holds units (their items / rounds, in index order). Units are ordered upstream
+   holds units (their items / rounds, in index order), and the nodes with a streamed
+   output that nothing above reads (an LLM answering directly, as in FastGPT: its live
+   deltas only). Units are ordered upstream
    first, parallel ones in document order (a topological order preferring the earlier
    node of the document), so the text never depends on timing.
 2. A unit's template is split into segments: literal text and references to node
@@ -149,14 +151,15 @@ def split_template(source: str, is_node: Callable[[str], bool], streamed: Callab
 
 def stream_plan(units: Iterable[tuple[str, "NodeBase | None", Any]], *, catalog: "NodeCatalog",
                 kind_of: Callable[[str], str | None], gates_of: Callable[[str], frozenset[str]],
-                answers: bool, local: frozenset[str] | set[str]) -> StreamPlan | None:
+                answers: bool, local: frozenset[str] | set[str], own: frozenset[str] = frozenset()) -> StreamPlan | None:
     """The stream of one scope from its candidate units ``(id, node or None, body stream)``
     given in stream order; None when the scope has no unit.
 
     ``kind_of(id)``: the kind of a node of the workflow (None: not a node); ``gates_of``:
     rule 4; ``answers``: the workflow has answer nodes (then output bindings do not stream);
     ``local``: the node ids of the scope (a reference to another node reads a value that
-    exists before the scope starts).
+    exists before the scope starts); ``own``: nodes that stream on their own (their live
+    deltas are a unit).
     """
     def streamed(node_id: str) -> str | None:
         kind = kind_of(node_id)
@@ -168,6 +171,10 @@ def stream_plan(units: Iterable[tuple[str, "NodeBase | None", Any]], *, catalog:
         spec = catalog.get(node.type) if node is not None else None
         if body is not None:
             planned.append(UnitPlan(unit_id, "container", gates=gates_of(unit_id)))
+        elif unit_id in own and node is not None and streamed(unit_id):
+            field = streamed(unit_id)
+            planned.append(UnitPlan(unit_id, "own", (Segment(node=unit_id, steps=(("attr", field),), live=True,
+                                                             only_live=True),), gates_of(unit_id)))
         elif spec is not None and spec.collects == "answer":
             templates = list(node.config.templates())  # type: ignore[union-attr]
             segments = split_template(templates[0][1], lambda n: kind_of(n) is not None, streamed) \

@@ -696,6 +696,7 @@ class _PlanBuilder:
         self.streaming = frozenset(k for k in catalog if catalog[k].collects is not None)
         self.has_answers = any(catalog[n.type].collects == "answer" for n in wf.nodes if n.type in catalog)
         self.rank: dict[str, int] | None = None
+        self.own: frozenset[str] | None = None
         self.region_of = {m: r for r in regions for m in r.members}
         self.regions = regions
         back = {e for r in regions for e in r.back_edges}
@@ -780,9 +781,10 @@ class _PlanBuilder:
     def _stream(self, plans: dict[str, NodePlan], order: list[str]) -> StreamPlan | None:
         """The answer stream of one scope (engine/answers.py), units in stream order."""
         streaming = self.streaming
+        shown = self._shown()
         units = [nid for nid in order
                  if (plans[nid].body is not None and plans[nid].body.stream is not None)
-                 or (plans[nid].node.type in streaming)]
+                 or (plans[nid].node.type in streaming) or nid in shown]
         if not units:
             return None
         rank = self._rank()
@@ -807,7 +809,29 @@ class _PlanBuilder:
             return frozenset(gates)
 
         return stream_plan(candidates, catalog=self.catalog, kind_of=kind_of, gates_of=gates_of,
-                           answers=self.has_answers, local=set(plans))
+                           answers=self.has_answers, local=set(plans), own=shown)
+
+    def _shown(self) -> frozenset[str]:
+        """Nodes that stream to the person on their own: of a kind with a ``streams`` output
+        that no answer template (nor, without answers, an output binding) reads - as an
+        LLM node answers directly in FastGPT. Their live deltas only (none when the node's
+        streaming is off) form a unit of their own."""
+        if self.own is None:
+            catalog = self.catalog
+            streams = {k: catalog[k].streams for k in catalog if catalog[k].streams}
+            read: set[str] = set()
+            for node in self.wf.nodes:
+                spec = catalog.get(node.type)
+                if spec is None or spec.collects is None:
+                    continue
+                for _path, source in node.config.templates():
+                    try:
+                        read.update(h[6:] if h.startswith("nodes.") else h for h, _f in template_selectors(source))
+                    except jinja2.TemplateSyntaxError:
+                        continue
+                read.update(f.ref.selector.node or "" for f in walk_refs(node.config, "config"))
+            self.own = frozenset(n.id for n in self.wf.nodes if n.type in streams and n.id not in read)
+        return self.own
 
     def _rank(self) -> dict[str, int]:
         """Stream order of nodes: topological, the earlier node of the document first."""

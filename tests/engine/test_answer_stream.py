@@ -251,3 +251,17 @@ async def test_a_paused_run_resumed_elsewhere_sends_the_rest_once(openai_server,
     assert final.status is RunStatus.succeeded, final.error
     assert streamed(second) == "[Enjoy.]", "b's text, buffered before the pause, is sent once after it"
     assert final.answer == streamed(first) + streamed(second) == "Tea is ready. [Enjoy.]"
+
+
+async def test_an_llm_no_template_reads_answers_directly_then_the_answer_follows(openai_server, scripted_registry):
+    # FastGPT style: the chat node answers the person itself; the answer node adds text
+    openai_server.script(text_reply("Direct reply.", chunk_size=3), text_reply("silent"))
+    doc = build([chat("a", "q1"), chat("quiet", "q2", config_stream=False),
+                 node("say", "answer", {"text": " (from the bot)"})],
+                chain_edges("start", "a", "quiet", "say"))
+    doc["nodes"][2]["config"]["stream"] = False
+    doc["nodes"][2].pop("config_stream")
+    state, events = await run(doc, scripted_registry)
+    assert state.answer == "Direct reply. (from the bot)", "a node with streaming off shows nothing"
+    check_invariant(state, events)
+    assert len([e for e in answer_deltas(events) if e.node_id == "a"]) > 2
