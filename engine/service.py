@@ -13,7 +13,7 @@ What it guarantees, whatever process calls it:
   lease expires after ``Settings.lease_ttl`` seconds without renewal, and at once when
   its owner was a process of this host that no longer exists.
 - **Cancel from anywhere**: :meth:`RunService.cancel` sends a command; the executing
-  process polls for it every quarter second, cancels the node in progress and ends the
+  process polls for it every tenth of a second, cancels the node in progress and ends the
   run ``cancelled`` exactly once. A paused run is cancelled directly.
 - **Chats**: a run with a chat id gets the chat's earlier messages as ``sys.history``;
   every turn stores one user message and exactly one assistant message, with the
@@ -69,7 +69,7 @@ from .settings import Settings
 __all__ = ["RunNotResumable", "RunService", "Stores", "bind_single_answer"]
 
 #: seconds between two polls for commands (cancel is seen within this plus one node step)
-COMMAND_POLL_S = 0.25
+COMMAND_POLL_S = 0.1
 #: seconds between two polls of the event log by a watcher in another process
 WATCH_POLL_S = 0.2
 _ENDED = frozenset({RunStatus.succeeded, RunStatus.failed, RunStatus.cancelled})
