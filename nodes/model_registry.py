@@ -515,22 +515,27 @@ def registry_for(settings: Any) -> ModelRegistry:
     ``settings.environ()`` (the environment over ``.env``), and its
     ``llm_base_url_override`` / ``llm_model_override`` applied to every model.
 
-    Cached per (file, overrides) like :func:`get_registry`.
+    Cached per (file, overrides, ``.env`` content) like :func:`get_registry`: the
+    environment itself is read live for keys, but a different ``.env`` file is a
+    different registry.
 
     Raises:
         ModelConfigError: the file is unreadable or invalid (names it).
     """
     path = str(settings.models) if settings.models is not None else None
-    return _cached_registry(path, settings.llm_base_url_override, settings.llm_model_override,
-                            env=settings.environ())
+    env = settings.environ()
+    maps = getattr(env, "maps", None)
+    dotenv = frozenset(maps[-1].items()) if maps else frozenset()
+    return _cached_registry(path, settings.llm_base_url_override, settings.llm_model_override, env=env,
+                            dotenv=dotenv)
 
 
-_REGISTRIES: dict[tuple[str | None, str | None, str | None], ModelRegistry] = {}
+_REGISTRIES: dict[tuple[Any, ...], ModelRegistry] = {}
 
 
 def _cached_registry(path: str | None, base_url_override: str | None, model_override: str | None,
-                     env: Mapping[str, str] | None = None) -> ModelRegistry:
-    key = (path, base_url_override, model_override)
+                     env: Mapping[str, str] | None = None, dotenv: frozenset[Any] = frozenset()) -> ModelRegistry:
+    key = (path, base_url_override, model_override, dotenv)
     registry = _REGISTRIES.get(key)
     if registry is None:
         registry = _REGISTRIES[key] = load_registry(path, env=env, base_url_override=base_url_override,

@@ -93,9 +93,11 @@ def test_provider_keys_in_dot_env_reach_the_model_registry(tmp_path, monkeypatch
 
     monkeypatch.delenv("DEEPSEEK_API_KEY", raising=False)
     monkeypatch.delenv("FLOWLOOM_LLM_BASE_URL_OVERRIDE", raising=False)
-    (tmp_path / ".env").write_text("DEEPSEEK_API_KEY=sk-from-dotenv\nFLOWLOOM_MODELS=\n")
     monkeypatch.chdir(tmp_path)
+    before = registry_for(Settings())  # a registry cached before the .env existed
+    (tmp_path / ".env").write_text("DEEPSEEK_API_KEY=sk-from-dotenv\nFLOWLOOM_MODELS=\n")
     registry = registry_for(Settings())
+    assert registry is not before, "another .env is another registry"
     assert registry.api_key(registry.get("deepseek-chat")) == "sk-from-dotenv"
     monkeypatch.setenv("DEEPSEEK_API_KEY", "sk-from-env")
     assert registry.api_key(registry.get("deepseek-chat")) == "sk-from-env", "the environment wins, read live"
