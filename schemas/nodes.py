@@ -317,6 +317,8 @@ class TemplateConfig(NodeConfig):
 
 # ------------------------------------------------------------------- HTTP request
 
+_HTTP_OUTPUTS = {"status_code": VarType.number, "headers": VarType.object, "body": VarType.string, "json": VarType.any}
+
 
 class HttpBody(BaseModel):
     """Request body. ``json`` may hold references at any depth; strings in ``form`` and ``raw`` are templates."""
@@ -330,47 +332,6 @@ class HttpBody(BaseModel):
     content_type: str | None = None
 
 
-@node_kind("http_request", "HTTP request")
-class HttpRequestConfig(NodeConfig):
-    """An HTTP call with httpx. URL, headers, query values, form and raw body are templates.
-
-    Targets resolving to loopback/private/link-local/metadata addresses are refused
-    unless allowed by the ``FLOWLOOM_HTTP_ALLOW`` setting (see :mod:`nodes.http_request`).
-    """
-
-    method: Literal["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"] = "GET"
-    url: str
-    headers: dict[str, str] = Field(default_factory=dict)
-    query: dict[str, str] = Field(default_factory=dict)
-    body: HttpBody = Field(default_factory=HttpBody)
-    timeout: float = Field(default=30.0, gt=0, le=600, description="seconds, per request")
-    max_response_bytes: int = Field(default=10 * 1024 * 1024, gt=0)
-    follow_redirects: bool = True
-    raise_for_status: bool = Field(default=False, description="treat a 4xx/5xx status as a node error")
-
-    def outputs(self, workflow: "Workflow") -> dict[str, VarType]:
-        extra = {name: VarType.array if jsonpath_many(path) else VarType.any for name, path in self.outputs_.items()}
-        return {**_HTTP_OUTPUTS, **extra}
-
-    def writes(self) -> str | None:
-        """An HTTP request with a method other than GET/HEAD/OPTIONS has side effects."""
-        return None if self.method in ("GET", "HEAD", "OPTIONS") else f"sends an HTTP {self.method}"
-
-_HTTP_OUTPUTS = {"status_code": VarType.number, "headers": VarType.object, "body": VarType.string, "json": VarType.any}
-
-    def templates(self) -> Iterator[tuple[str, str]]:
-        yield "url", self.url
-        for key, val in self.headers.items():
-            yield f"headers.{key}", val
-        for key, val in self.query.items():
-            yield f"query.{key}", val
-        for key, val in self.body.form.items():
-            yield f"body.form.{key}", val
-        if self.body.raw:
-            yield "body.raw", self.body.raw
-
-
-# -------------------------------------------------------------------- variables
 _NON_IDENT_KEY = re.compile(r"(\.\.?|@\.)([^\s.\[\]()'\"*@$?&|<>=!,~^`]+)")
 _MANY = re.compile(r"\*|\[-?\d*:-?\d*(?::-?\d*)?\]|\[\s*\?|\.\.|,")
 
@@ -425,12 +386,12 @@ def jsonpath_many(path: str) -> bool:
     return bool(_MANY.search(path))
 
 
+@node_kind("http_request", "HTTP request")
+class HttpRequestConfig(NodeConfig):
+    """An HTTP call with httpx. URL, headers, query values, form and raw body are templates.
 
-
-class VariableUpdate(BaseModel):
-    """One update of a run variable (declared in ``workflow.variables``)."""
-
-    model_config = ConfigDict(extra="forbid")
+    Targets resolving to loopback/private/link-local/metadata addresses are refused
+    unless allowed by the ``FLOWLOOM_HTTP_ALLOW`` setting (see :mod:`nodes.http_request`).
 
     ``outputs`` adds outputs read from the parsed response by JSONPath (name -> path,
     e.g. ``{"urls": "$.images[*].url", "first": "$.data.items[0].title"}``), evaluated
@@ -439,17 +400,17 @@ class VariableUpdate(BaseModel):
     other path its first match; nothing matched (or no JSON body) gives null. That is
     what FastGPT's HTTP node gives for its custom outputs. A path that does not parse is a
     validation error naming the output.
+    """
 
-    variable: str
-    operation: Literal["set", "append", "extend", "add", "clear"] = "set"
-    value: Value = None
-
-
-@node_kind("variable_update", "Variable update")
-class VariableUpdateConfig(NodeConfig):
-    """Sets run variables (``vars.NAME``). Outputs the new value of each updated variable.
-
-    Ordering: a reader sees the update only when it is downstream of this node.
+    method: Literal["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"] = "GET"
+    url: str
+    headers: dict[str, str] = Field(default_factory=dict)
+    query: dict[str, str] = Field(default_factory=dict)
+    body: HttpBody = Field(default_factory=HttpBody)
+    timeout: float = Field(default=30.0, gt=0, le=600, description="seconds, per request")
+    max_response_bytes: int = Field(default=10 * 1024 * 1024, gt=0)
+    follow_redirects: bool = True
+    raise_for_status: bool = Field(default=False, description="treat a 4xx/5xx status as a node error")
     outputs_: dict[str, str] = Field(default_factory=dict, alias="outputs",
                                      description="output name -> JSONPath over the parsed response")
 
@@ -467,6 +428,45 @@ class VariableUpdateConfig(NodeConfig):
             except ValueError as exc:
                 raise ValueError(f"outputs.{name}: {exc}") from None
         return self
+
+    def outputs(self, workflow: "Workflow") -> dict[str, VarType]:
+        extra = {name: VarType.array if jsonpath_many(path) else VarType.any for name, path in self.outputs_.items()}
+        return {**_HTTP_OUTPUTS, **extra}
+
+    def writes(self) -> str | None:
+        """An HTTP request with a method other than GET/HEAD/OPTIONS has side effects."""
+        return None if self.method in ("GET", "HEAD", "OPTIONS") else f"sends an HTTP {self.method}"
+
+    def templates(self) -> Iterator[tuple[str, str]]:
+        yield "url", self.url
+        for key, val in self.headers.items():
+            yield f"headers.{key}", val
+        for key, val in self.query.items():
+            yield f"query.{key}", val
+        for key, val in self.body.form.items():
+            yield f"body.form.{key}", val
+        if self.body.raw:
+            yield "body.raw", self.body.raw
+
+
+# -------------------------------------------------------------------- variables
+
+
+class VariableUpdate(BaseModel):
+    """One update of a run variable (declared in ``workflow.variables``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    variable: str
+    operation: Literal["set", "append", "extend", "add", "clear"] = "set"
+    value: Value = None
+
+
+@node_kind("variable_update", "Variable update")
+class VariableUpdateConfig(NodeConfig):
+    """Sets run variables (``vars.NAME``). Outputs the new value of each updated variable.
+
+    Ordering: a reader sees the update only when it is downstream of this node.
     """
 
     updates: list[VariableUpdate] = Field(min_length=1)
