@@ -122,6 +122,7 @@ class Scheduler:
         # Node runs changed since the last checkpoint (root scope only) and saved history length.
         self._dirty: dict[str, None] = {}
         self._history_saved = len(state.history)
+        self._output_bytes = 0  # bytes of node outputs in this run so far (root scheduler only)
         #: the answer stream of this scope (engine/answers.py); None when nothing here is streamed
         self.answer_stream: AnswerStream | None = None
         self._parent_stream: AnswerStream | None = None  # the enclosing scope's, for a nested run
@@ -188,6 +189,10 @@ class Scheduler:
                 state.paused_at = None
         if not fresh and not nested and not state.edges:
             derive_edges(self.plan, state)  # a run restored from storage: edges follow from node runs
+        if not fresh and not nested:
+            cap = self.deps.settings.max_run_output_bytes
+            self._output_bytes = sum(_size_over(run.outputs or {}, cap)
+                                     for run in (*state.node_runs.values(), *state.history))
         self._answers = {i.node_id: i for i in state.interrupts.values() if i.answered}
         resumed = state.status is RunStatus.paused and bool(self._answers)
         state.status = RunStatus.running
@@ -466,11 +471,20 @@ class Scheduler:
         Raises:
             NodeFailed: reason ``output_too_large``, naming the cap.
         """
-        cap = self.deps.settings.max_node_output_bytes
+        settings = self.deps.settings
+        cap = settings.max_node_output_bytes
         size = _size_over(outputs, cap)
         if size > cap:
             raise NodeFailed(f"node {nid!r} produced outputs of more than {cap} bytes; the cap "
                              f"max_node_output_bytes is {cap}", node_id=nid, reason="output_too_large")
+        # The whole run record is bounded too: many nodes under the per-node cap (a loop of
+        # ten thousand rounds) must not grow one run without limit.
+        root = self.root
+        root._output_bytes += size
+        if root._output_bytes > settings.max_run_output_bytes:
+            raise NodeFailed(f"node {nid!r} would bring the run's outputs past {settings.max_run_output_bytes} "
+                             "bytes; the cap max_run_output_bytes bounds one run record", node_id=nid,
+                             reason="run_too_large")
 
     def _interrupt(self, run: NodeRun, request: InterruptRequested) -> None:
         """Record a pending interrupt; the node waits and its outgoing edges stay pending."""

@@ -64,7 +64,9 @@ class Settings(BaseSettings):
     of a node's name (or description); ``max_template_output_bytes``: bytes one template
     render may produce (also bounds ``'a' * n`` and ``x ** n`` inside it);
     ``max_node_output_bytes``: the size (string bytes plus 8 per other value) of one node
-    run's outputs - which also bounds what a run record stores per node run.
+    run's outputs - which also bounds what a run record stores per node run;
+    ``max_run_output_bytes``: the outputs of all node runs of one run together (loop rounds
+    included), so a run record stays bounded however many nodes or rounds it has.
     """
 
     model_config = SettingsConfigDict(env_prefix="FLOWLOOM_", extra="ignore", env_file=".env",
@@ -93,6 +95,7 @@ class Settings(BaseSettings):
     max_name_length: int = Field(default=512, gt=0)
     max_template_output_bytes: int = Field(default=4 * 1024 * 1024, gt=0)
     max_node_output_bytes: int = Field(default=32 * 1024 * 1024, gt=0)
+    max_run_output_bytes: int = Field(default=256 * 1024 * 1024, gt=0)
     _dotenv: dict[str, str] | None = PrivateAttr(default=None)
     llm_base_url_override: str | None = None
     llm_model_override: str | None = None

@@ -135,3 +135,22 @@ def test_an_output_over_the_cap_takes_the_error_branch():
     plan = compile_workflow(doc)
     state = asyncio.run(run_workflow(plan, {}, deps=RunDeps(settings=Settings(max_node_output_bytes=1_000))))
     assert state.status == "succeeded" and state.answer == "too big"
+
+
+def test_the_outputs_of_a_whole_run_are_capped_with_a_reason_naming_the_cap():
+    """Many nodes each under the per-node cap still cannot grow one run record without limit."""
+    import asyncio
+
+    from engine import RunDeps, Settings, run_workflow
+    from tests.support.catalog import compile_workflow
+    from tests.support.workflows import build, chain_edges, node
+
+    ids = [f"t{i}" for i in range(6)]
+    doc = build([node(i, "template", {"template": "{{ 'x' * 1000 }}"}) for i in ids], chain_edges("start", *ids))
+    settings = Settings(max_node_output_bytes=2000, max_run_output_bytes=3500)
+    state = asyncio.run(run_workflow(compile_workflow(doc), {}, deps=RunDeps(settings=settings)))
+    assert state.status == "failed" and state.error.reason == "run_too_large"
+    assert state.error.node_id == "t3" and "max_run_output_bytes" in state.error.message
+    assert [state.node_runs[i].status for i in ids[:3]] == ["succeeded"] * 3
+    roomy = asyncio.run(run_workflow(compile_workflow(doc), {}, deps=RunDeps(settings=Settings())))
+    assert roomy.status == "succeeded"
