@@ -1,4 +1,4 @@
-"""agent: the planning agent - a tool loop with a plan, questions and a stop gate (seed 000 §3.3).
+"""agent: the planning agent - a tool loop with a plan, questions and a stop gate.
 
 The loop is the shared kernel :func:`nodes.agent_loop.run_agent_loop`; this node is the
 :class:`PlanningHooks` it injects plus the tools it offers (config:
@@ -6,7 +6,7 @@ The loop is the shared kernel :func:`nodes.agent_loop.run_agent_loop`; this node
 :mod:`nodes.agent_plan` (plan, stop gate, plan requests, ask payloads, pending context)
 and :mod:`nodes.agent_policy` (risk gate).
 
-**Tools** (seed 000 §3.3.2, §3.3.5): the business tools - the tool-call node's graph,
+**Tools**: the business tools - the tool-call node's graph,
 HTTP/OpenAPI and workflow tools, single-call model sub-agents (:func:`model_agent_spec`)
 and the uploaded-file reader (:func:`file_reader_spec`) - plus ``update_plan`` and
 ``ask_agent``. A business tool named like an internal one is dropped (recorded in
@@ -26,7 +26,7 @@ refused reply as context, not as the result); a third refusal fails the node wit
 :class:`PlanNotComplete` (``plan not complete``). ``request_control``: once a plan
 exists and passes the gate, the next round may only answer (``tool_choice: none``).
 
-**Pausing** (seed 000 §3.3.4): when a tool interrupts, the kernel records the paused
+**Pausing**: when a tool interrupts, the kernel records the paused
 round; this node keeps a :class:`~schemas.run.PendingContext` - the full message
 list, the loop state, the pending call id, plan and counters - on its waiting node
 run (so in the run state, checkpointed with the run; node memory is not involved) and
@@ -123,7 +123,7 @@ __all__ = [
     "upload_root",
 ]
 
-#: Stop-gate refusals before the node fails (seed 000 §3.3.3, maxStopGateRejections).
+#: Stop-gate refusals before the node fails.
 MAX_STOP_GATE_REFUSALS = 2
 #: Largest uploaded file the reader opens (bytes).
 MAX_FILE_BYTES = 5 * 1024 * 1024

@@ -6,13 +6,13 @@ Step 3 of the loop (see :mod:`nodes.agent_loop`) and its pause bookkeeping:
   tool, arguments that are not JSON or do not match the tool's schema become the call's
   ``error`` (reported to the model, never raised). Empty arguments mean ``{}``.
 - :func:`run_calls` runs the calls in the groups of ``hooks.can_batch`` (a group
-  concurrently, groups in order; the default is serial, seed 000 §3.2.2) with the per-call
-  timeout; every tool error becomes an error outcome, only cancellation, run limits and
-  interrupts propagate. A call that pauses (``ctx.interrupt``) leaves ``LoopState.pending``
-  (seed 000 §3.3.4), which :func:`restore_calls` turns back into calls on resume.
-- :func:`finish_round` appends the results in call order, truncated then fenced (seed 001
-  §五), records them in the round's trace entry, adds tool costs and detects repeated
-  calls (a loop); it says whether a tool returned ``stop`` (seed 000 §3.2.4).
+  concurrently, groups in order; the default is one call per group, i.e. serial) with the
+  per-call timeout; every tool error becomes an error outcome, only cancellation, run limits
+  and interrupts propagate. A call that pauses (``ctx.interrupt``) leaves
+  ``LoopState.pending``, which :func:`restore_calls` turns back into calls on resume.
+- :func:`finish_round` appends the results in call order, each truncated then fenced on its
+  own, records them in the round's trace entry, adds tool costs and detects repeated calls
+  (a loop); it says whether a tool returned ``stop`` (the loop then ends after the round).
 - :func:`echo_arguments` is the arguments text echoed in the assistant message.
 - :func:`run_approved` runs a call a person confirmed after a pause, as :func:`run_calls`
   would have (timeout, failures as error results).
@@ -221,8 +221,8 @@ def finish_round(ctx: NodeContext, state: LoopState, settings: LoopSettings, cal
 
 
 def restore_calls(ctx: NodeContext, state: LoopState, by_name: Mapping[str, ToolSpec]) -> list[ToolCallContext]:
-    """The paused round's calls (``state.pending["calls"]``) as call contexts again (seed 000
-    §3.3.4); a tool no longer offered makes its call an ``unknown_tool`` error call."""
+    """The paused round's calls (``state.pending["calls"]``) as call contexts again; a tool
+    no longer offered makes its call an ``unknown_tool`` error call."""
     calls = []
     for raw in (state.pending or {}).get("calls", []):
         call = ToolCallContext(ctx, raw["id"], raw["name"], raw.get("arguments", "{}"), raw.get("args") or {},

@@ -1,67 +1,66 @@
 """The multi-round tool loop kernel shared by the tool-call node and the planning agent.
 
-Written once (seed 000 §2.1 ``runAgentLoop``, §3.2.3, §5 ①): the nodes differ only by
-the :class:`AgentHooks` they inject. :func:`run_agent_loop` runs rounds until a stop:
+Written once for both nodes, which differ only by the :class:`AgentHooks` they inject.
+:func:`run_agent_loop` runs rounds until a stop:
 
 1. **Fit the context** (``hooks.compress``): when the request would not fit the
    model's input budget the oldest tool rounds are dropped (the system prompt and the
    opening messages stay); what was dropped is kept as a checkpoint in
    ``LoopState.checkpoints`` (and the node run).
-2. **Ask the model** (``hooks.request_control`` picks the tools offered and
-   ``tool_choice``; ``hooks.call_model`` sends it, by default :func:`nodes.llm.call_llm`).
-   A round may be *answer-only*: the last allowed round (``max_rounds``), after more than
-   ``tool_only_cap`` consecutive rounds of tool calls without answer text (seed 000
-   §3.2.3: answer text resets the count), after ``repeat_limit`` identical calls in a row
-   (a loop; the reason is recorded in ``LoopState.notes``), or when the hook says
-   ``tool_choice="none"``. Native models get ``tool_choice: "none"`` (or no tools when the
-   model does not take ``tool_choice``) plus a one-round hint; JSON-protocol models get
-   :data:`~nodes.agent_protocol.LAST_ROUND_HINT` / ``FORCED_ANSWER_HINT``. A tool call on an
-   answer-only round, or raw tool-call markup as a forced final answer, ends the node with
-   :class:`AgentNotConverged` (reason ``not_converged``) - never a tool observation or markup
-   returned as the answer (seed 001 §三, fail-closed).
-3. **Run the tools** the model asked for. ``hooks.can_batch`` groups the calls: calls in
-   one group run concurrently, groups run one after another (the default - the tool-call
-   node's - is one call per group: serial, seed 000 §3.2.2). Results are appended in the
-   original call order. Every tool error - an exception, a timeout, arguments that are not
-   JSON or do not match the tool's schema, an unknown or not-offered tool - becomes that
-   call's result with ``is_error`` (paired with its call id, the model's input for
-   self-correction); only cancellation, run limits and interrupts propagate. Empty
-   arguments mean ``{}``. Results longer than ``max_result_chars`` are cut to a head
-   preview plus a platform note; the full text stays in ``LoopState.results`` (node run:
-   ``data.agent.tool_results``, :func:`get_tool_result`). Each observation/error is then
-   fenced on its own (truncate first, then fence; seed 001 §五).
-4. **Decide**: no tool requested -> ``hooks.may_stop`` may return feedback, which goes back
-   as a user message and the loop continues (seed 000 §3.3.3 stop gate), else the loop ends
-   with the answer. A tool returning ``ToolOutcome(stop=True)`` ends it after its round
-   (the stop tool, seed 000 §3.2.4). A tool or hook calling ``ctx.interrupt`` pauses it (see
-   *Pausing*). A fired cancel token raises ``RunCancelled``.
+2. **Ask the model** (``hooks.request_control`` picks the tools offered and ``tool_choice``;
+   ``hooks.call_model`` sends it, by default :func:`nodes.llm.call_llm`). A round may be
+   *answer-only*: the last allowed round (``max_rounds``), after more than ``tool_only_cap``
+   consecutive rounds of tool calls without answer text (answer text resets the count), after
+   ``repeat_limit`` identical calls in a row (a loop; the reason is recorded in
+   ``LoopState.notes``), or when the hook says ``tool_choice="none"``. Native models get
+   ``tool_choice: "none"`` (or no tools when the model does not take ``tool_choice``) plus a
+   one-round hint; JSON-protocol models get :data:`~nodes.agent_protocol.LAST_ROUND_HINT` /
+   ``FORCED_ANSWER_HINT``. A tool call on an answer-only round, or raw tool-call markup as a
+   forced final answer, ends the node with :class:`AgentNotConverged` (reason
+   ``not_converged``) - never a tool observation or markup returned as the answer
+   (fail-closed).
+3. **Run the tools** the model asked for. ``hooks.can_batch`` groups the calls: calls in one
+   group run concurrently, groups run one after another (the default - the tool-call node's -
+   is one call per group: serial). Results are appended in the original call order. Every tool
+   error - an exception, a timeout, arguments that are not JSON or do not match the tool's
+   schema, an unknown or not-offered tool - becomes that call's result with ``is_error``
+   (paired with its call id, the model's input for self-correction); only cancellation, run
+   limits and interrupts propagate. Empty arguments mean ``{}``. Results longer than
+   ``max_result_chars`` are cut to a head preview plus a platform note; the full text stays in
+   ``LoopState.results`` (node run: ``data.agent.tool_results``, :func:`get_tool_result`). Each
+   observation/error is then fenced on its own (truncate first, then fence, so the fence sees
+   the final text).
+4. **Decide**: no tool requested -> ``hooks.may_stop`` may return feedback, which goes back as
+   a user message and the loop continues (the planning agent's stop gate), else the loop ends
+   with the answer. A tool returning ``ToolOutcome(stop=True)`` ends it after its round (the
+   stop tool). A tool or hook calling ``ctx.interrupt`` pauses it (see *Pausing*). A fired
+   cancel token raises ``RunCancelled``.
 
 **Models without native function calling** (``capabilities.tool_calling`` false, or
-``LoopSettings.protocol="json"``) speak the JSON protocol of :mod:`nodes.agent_protocol`
-with the same rounds: the reply is parsed by bracket balancing, a parse failure sends a
-hint quoting the text around the error (or, for output cut by ``max_tokens``, asks for a
-shorter reply) and is *not* a step: ``LoopState.counters["parse_retries"]`` counts
-consecutive failures apart from rounds and more than ``max_parse_retries`` of them end the
-node with :class:`AgentNotConverged` (seed 001 §三). The model's JSON is kept as an
-assistant message and the fenced results go back as one user message (no ``tool`` role).
+``LoopSettings.protocol="json"``) speak the JSON protocol of :mod:`nodes.agent_protocol` with
+the same rounds: the reply is parsed by bracket balancing, a parse failure sends a hint quoting
+the text around the error (or, for output cut by ``max_tokens``, asks for a shorter reply) and
+is *not* a step: ``LoopState.counters["parse_retries"]`` counts consecutive failures apart from
+rounds and more than ``max_parse_retries`` of them end the node with
+:class:`AgentNotConverged`. The model's JSON is kept as an assistant message and the fenced
+results go back as one user message (no ``tool`` role).
 
-**Record** (seed 001 "tool_calls is a dead column", fixed): ``LoopState.trace`` has one
-entry per model call - the request summary (messages, estimated tokens, tools offered,
-tool_choice, why forced), the reply (text, finish reason, tool calls with arguments),
-every tool run (arguments, status, preview, size, truncation, timing, cost), usage and
-cost - and lives in ``ctx.node_run.data["agent"]`` while the loop runs, with the full tool
-results, notes and checkpoints. Every model call is priced on its own and summed
-(``sum_usage``; tiered prices make "sum tokens, price once" wrong, seed 000 §3.2.5);
-tool costs are added separately: ``LoopResult.cost = model_cost + tool_cost``.
+**Record**: ``LoopState.trace`` has one entry per model call - the request summary (messages,
+estimated tokens, tools offered, tool_choice, why forced), the reply (text, finish reason, tool
+calls with arguments), every tool run (arguments, status, preview, size, truncation, timing,
+cost), usage and cost - and lives in ``ctx.node_run.data["agent"]`` while the loop runs, with
+the full tool results, notes and checkpoints. Every model call is priced on its own and summed
+(``sum_usage``; tiered prices make "sum tokens, price once" wrong); tool costs are added
+separately: ``LoopResult.cost = model_cost + tool_cost``.
 
-**Pausing and resuming** (seed 000 §3.3.4). A tool (or ``hooks.run_tool``) pauses the loop
-by calling ``ctx.interrupt(kind, payload)``. The kernel lets the other calls of the same
-group finish, records ``LoopState.pending`` (the round, the pending call id, the round's
-calls and the outcomes already known), saves ``LoopState.to_dict()`` in
-``ctx.node_run.data["agent_state"]`` and re-raises, so the scheduler pauses the run. To
-continue the SAME message chain, restore the state (:meth:`LoopState.from_dict`) and call
-``run_agent_loop(..., state=restored, tool_result=answer)``: the answer becomes the
-pending call's tool result, the round's remaining calls run, and the loop goes on.
+**Pausing and resuming**. A tool (or ``hooks.run_tool``) pauses the loop by calling
+``ctx.interrupt(kind, payload)``. The kernel lets the other calls of the same group finish,
+records ``LoopState.pending`` (the round, the pending call id, the round's calls and the
+outcomes already known), saves ``LoopState.to_dict()`` in ``ctx.node_run.data["agent_state"]``
+and re-raises, so the scheduler pauses the run. To continue the SAME message chain, restore the
+state (:meth:`LoopState.from_dict`) and call
+``run_agent_loop(..., state=restored, tool_result=answer)``: the answer becomes the pending
+call's tool result, the round's remaining calls run, and the loop goes on.
 
 Errors: :class:`AgentNotConverged` (``NodeFailed``, reason ``not_converged``, ``detail``
 one of ``parse_failed``, ``tool_call_on_last_round``, ``tool_call_on_forced_round``,
@@ -163,7 +162,7 @@ def _setup_messages(messages: Sequence[Mapping[str, Any]], tools: Sequence[ToolS
 
 def _answer_only(state: LoopState, settings: LoopSettings, control: RequestControl) -> str | None:
     """Why the next round may only answer, a :data:`_WHY` key (None: tools are open): the last
-    allowed round, a forced round (tool-only cap, seed 000 §3.2.3; repeated calls) or the hook."""
+    allowed round, a forced round (tool-only cap; repeated calls) or the hook."""
     if settings.on_max_rounds == "answer" and state.round >= settings.max_rounds - 1:
         return "max_rounds"
     if state.force is not None:
@@ -265,7 +264,7 @@ async def run_agent_loop(
 
 def _open_loop(ctx: NodeContext, settings: LoopSettings, messages: Sequence[Mapping[str, Any]] | None,
                tools: Sequence[ToolSpec], hooks: AgentHooks, state: LoopState | None) -> tuple[_LoopDeps, LoopState]:
-    """Check the model and the tools, and set the loop up (seed 000 §2.1 ``runAgentLoop``).
+    """Check the model and the tools, and set the loop up.
 
     Returns the loop's deps and its state: ``state`` when given (a resume), else a new
     :class:`LoopState` in the model's mode (``json`` when it has no native tool calling or
@@ -306,12 +305,12 @@ def _open_loop(ctx: NodeContext, settings: LoopSettings, messages: Sequence[Mapp
 
 async def _resume_pending(deps: _LoopDeps, state: LoopState,
                           tool_result: ToolOutcome | str | None) -> LoopResult | None:
-    """Finish the paused round, ``tool_result`` answering its pending call (seed 000 §3.3.4).
+    """Finish the paused round, ``tool_result`` answering its pending call.
 
     ``state.pending`` is ``{"round", "call_id", "tool", "calls": [call dicts], "done":
     {"<index>": {"outcome", "record"}}}`` (see :mod:`nodes.agent_calls`). The round's calls not done
     yet run, all results are appended in call order and the round's trace entry loses its
-    ``paused_on``. Returns the result when a tool said stop (seed 000 §3.2.4), else None.
+    ``paused_on``. Returns the result when a tool said stop, else None.
 
     Raises:
         NodeFailed: no ``tool_result`` for the pending call.
@@ -339,11 +338,11 @@ async def _resume_pending(deps: _LoopDeps, state: LoopState,
 
 
 async def _one_round(deps: _LoopDeps, state: LoopState) -> LoopResult | None:
-    """One round, a checklist (seed 000 §2.1): may it start -> control and request -> call the
-    model -> read the reply -> answer or stop feedback / run the tools -> decide to stop.
+    """One round, a checklist: may it start -> control and request -> call the model -> read the
+    reply -> answer or stop feedback / run the tools -> decide to stop.
 
     Returns the loop's result when this round ends it, None when the loop goes on (also
-    after an unreadable JSON-protocol reply, which is not a step: seed 001 §三).
+    after an unreadable JSON-protocol reply, which is not a step).
 
     Raises:
         AgentNotConverged: see the module docstring (``on_max_rounds="error"`` here: the last
@@ -382,7 +381,7 @@ def _idle_timeout(ctx: NodeContext, spec: Any, settings: LoopSettings) -> float:
 
 def _check_can_start(deps: _LoopDeps, state: LoopState) -> None:
     """Before a round: a fired cancel token raises ``RunCancelled``; ``max_rounds`` rounds done
-    without an answer raise :class:`AgentNotConverged` (seed 000 §3.2.2; seed 001 §三)."""
+    without an answer raise :class:`AgentNotConverged`."""
     ctx, settings = deps.ctx, deps.settings
     ctx.cancel.raise_if_cancelled(ctx.node_id)
     if state.round >= settings.max_rounds:
@@ -393,9 +392,9 @@ def _check_can_start(deps: _LoopDeps, state: LoopState) -> None:
 
 async def _prepare_request(deps: _LoopDeps, state: LoopState) -> tuple[_Round, LLMRequest]:
     """Steps 1-2 up to the call: ``hooks.request_control`` says what to offer, :func:`_answer_only`
-    whether the round may only answer (seed 000 §3.2.3), ``hooks.compress`` fits the context,
-    and the request gets its tools, ``tool_choice`` and one-round hint (:func:`_native_offer`,
-    :func:`_json_hint`; seed 001 §三). Returns the round (its entry holds the request summary
+    whether the round may only answer, ``hooks.compress`` fits the context, and the request gets
+    its tools, ``tool_choice`` and one-round hint (:func:`_native_offer`, :func:`_json_hint`).
+    Returns the round (its entry holds the request summary
     ``{messages, tokens_est, tools, tool_choice, forced, hint}``) and the request."""
     settings = deps.settings
     control = await maybe_await(deps.hooks.request_control(state))
@@ -427,8 +426,8 @@ def _native_offer(deps: _LoopDeps, control: RequestControl, offered: list[ToolSp
                   forced: str | None) -> tuple[list[dict[str, Any]] | None, str | dict[str, Any] | None, str | None]:
     """``(tools entries, tool_choice, hint)`` of a native round. An answer-only round gets
     ``tool_choice: "none"`` (or no tools when the model does not take ``tool_choice``) and a
-    one-round hint (seed 000 §3.2.3, seed 001 §三); ``tool_choice`` is dropped when the
-    model does not take it or no tool is sent."""
+    one-round hint; ``tool_choice`` is dropped when the model does not take it or no tool is
+    sent."""
     hint, tool_choice = control.hint, control.tool_choice
     request_tools: list[dict[str, Any]] | None = None
     if offered:
@@ -463,9 +462,9 @@ def _json_hint(control: RequestControl, forced: str | None) -> str | None:
 
 async def _call_model(deps: _LoopDeps, state: LoopState, request: LLMRequest, entry: dict[str, Any]) -> LLMResponse:
     """Send ``request`` through ``hooks.call_model`` and record the call: usage priced per call
-    (seed 000 §3.2.5), and in ``entry`` the reply ``{text, finish_reason, reasoning_chars,
-    tool_calls}``, timing and cost; ``entry`` joins ``state.trace`` (seed 001 "tool_calls is a
-    dead column", fixed)."""
+    (tiered prices make one price for summed tokens wrong), and in ``entry`` the reply
+    ``{text, finish_reason, reasoning_chars, tool_calls}``, timing and cost; ``entry`` joins
+    ``state.trace``, so the requested tool calls are on record, not only the answer."""
     started = time.perf_counter()
     try:
         response = await deps.hooks.call_model(deps.ctx, request, state, deps.on_answer, deps.settings)
@@ -496,7 +495,7 @@ def _read_reply(deps: _LoopDeps, state: LoopState, response: LLMResponse, rnd: _
 
     Native: the provider's tool calls and text. JSON protocol (:mod:`nodes.agent_protocol`):
     the reply parsed by bracket balancing, its calls numbered ``call_<round>_<i>``; None when
-    it cannot be read (:func:`_parse_failed`: a hint goes back, not a step, seed 001 §三).
+    it cannot be read (:func:`_parse_failed`: a hint goes back, not a step).
     """
     text = response.text or ""
     if state.mode == "native":
@@ -514,7 +513,7 @@ def _read_reply(deps: _LoopDeps, state: LoopState, response: LLMResponse, rnd: _
 
 
 def _parse_failed(deps: _LoopDeps, state: LoopState, text: str, parsed: ProtocolReply, entry: dict[str, Any]) -> None:
-    """An unreadable JSON-protocol reply (seed 001 §三): counted apart from rounds, recorded as
+    """An unreadable JSON-protocol reply: counted apart from rounds, recorded as
     ``entry["parse_error"] = {diagnosis, error, retry}``, and the reply plus the parser's hint
     go back to the model.
 
@@ -538,7 +537,7 @@ def _parse_failed(deps: _LoopDeps, state: LoopState, text: str, parsed: Protocol
 
 async def _answer_or_feedback(deps: _LoopDeps, state: LoopState, response: LLMResponse, reply: _Reply,
                               rnd: _Round) -> LoopResult | None:
-    """Step 4 when no tool was requested: ``hooks.may_stop`` decides (seed 000 §3.3.3 stop gate).
+    """Step 4 when no tool was requested: ``hooks.may_stop`` decides (the agent's stop gate).
 
     Feedback goes back as a user message and tools open again (returns None: the loop goes
     on); else the loop ends with ``reply.answer`` (stop reason ``answer``, or ``max_rounds``
@@ -546,7 +545,7 @@ async def _answer_or_feedback(deps: _LoopDeps, state: LoopState, response: LLMRe
 
     Raises:
         AgentNotConverged: (``tool_markup_answer``) a forced native answer is raw tool-call
-            markup (fail-closed, seed 001 §三).
+            markup (fail-closed).
     """
     forced, ctx = rnd.forced, deps.ctx
     if forced is not None and state.mode == "native" and looks_like_tool_markup(reply.answer):
@@ -571,11 +570,11 @@ async def _answer_or_feedback(deps: _LoopDeps, state: LoopState, response: LLMRe
 def _count_tool_round(deps: _LoopDeps, state: LoopState, reply: _Reply, rnd: _Round) -> None:
     """A round that asks for tools: refused when it was answer-only, else tools open and the
     tool-only streak counted; more than ``tool_only_cap`` such rounds in a row make the next
-    round answer-only, with a note (seed 000 §3.2.3: answer text resets the count).
+    round answer-only, with a note (answer text resets the count).
 
     Raises:
         AgentNotConverged: (``tool_call_on_last_round`` / ``tool_call_on_forced_round``) tools
-            asked for on an answer-only round (fail-closed, seed 001 §三).
+            asked for on an answer-only round (fail-closed).
     """
     ctx, settings, forced = deps.ctx, deps.settings, rnd.forced
     if forced is not None:
@@ -602,8 +601,8 @@ def _count_tool_round(deps: _LoopDeps, state: LoopState, reply: _Reply, rnd: _Ro
 def _accept_calls(deps: _LoopDeps, state: LoopState, response: LLMResponse, reply: _Reply,
                   rnd: _Round) -> list[ToolCallContext]:
     """Check every requested call (:func:`prepare_call`: unknown or not-offered tools and bad
-    arguments become error calls, never exceptions; seed 000 §3.2.2) and keep the request in
-    the history: an assistant message with ``tool_calls`` (native) or the model's JSON."""
+    arguments become error calls, never exceptions) and keep the request in the history: an
+    assistant message with ``tool_calls`` (native) or the model's JSON."""
     offered = {t.name for t in rnd.offered}
     truncated = response.finish_reason == "length"
     calls = [prepare_call(deps.ctx, state, cid, name, args, rnd.index, i, deps.by_name, offered, truncated)
@@ -622,13 +621,13 @@ def _accept_calls(deps: _LoopDeps, state: LoopState, response: LLMResponse, repl
 
 async def _run_tools(deps: _LoopDeps, state: LoopState, calls: list[ToolCallContext],
                      done: dict[int, tuple[ToolOutcome, dict[str, Any]]], entry: dict[str, Any]) -> bool:
-    """Step 3 and the stop signal: run the calls not in ``done`` (index -> ``(outcome, trace
-    record)``) in ``hooks.can_batch`` groups (default serial, seed 000 §3.2.2), then append
-    every result in call order, truncated then fenced (seed 001 §五). True when a tool
-    returned ``stop`` (seed 000 §3.2.4).
+    """Step 3 and the stop signal: run the calls not in ``done`` (index ->
+    ``(outcome, trace record)``) in ``hooks.can_batch`` groups (default serial), then append every
+    result in call order, each truncated then fenced on its own. True when a tool returned
+    ``stop``.
 
     Raises:
-        InterruptRequested: a call paused the loop (seed 000 §3.3.4); ``entry["paused_on"]``
+        InterruptRequested: a call paused the loop; ``entry["paused_on"]``
             names it and ``node_run.data["agent_state"]`` holds the saved state.
     """
     try:

@@ -1,7 +1,6 @@
 """The planning agent's whiteboard: plan model, atomic updates, stop gate, ask payloads.
 
-Pure functions and values only (no I/O, no model calls), used by ``nodes/agent.py``
-(seed 000 §3.3.2-§3.3.4).
+Pure functions and values only (no I/O, no model calls), used by ``nodes/agent.py``.
 
 **Plan.** A :class:`Plan` is a goal and ordered :class:`PlanStep` s; a step is
 ``pending`` / ``in_progress`` / ``done`` / ``skipped`` / ``blocked`` (with a
@@ -11,8 +10,7 @@ is paused).
 
 **update_plan** (:func:`apply_plan_updates`) takes a batch ``{"updates": [...]}`` of
 operations, applied in order to a copy and returned only when every one succeeded -
-a failing operation leaves the plan exactly as it was (seed 000 §3.3.3,
-"批量里任一步失败则整批回滚"):
+a failing operation leaves the plan exactly as it was (the whole batch is rolled back):
 
 - ``set_plan`` ``{goal?, steps}``: creates the plan; refused when one exists (use
   ``replace_plan``, which keeps the finished work).

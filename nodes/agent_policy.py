@@ -1,6 +1,6 @@
 """The agent's risk gate: which tool calls run at once and which need a person's yes.
 
-Seed 001 §4: tools declare a risk level and the gate reads the *declared* level,
+Tools declare a risk level and the gate reads the *declared* level,
 never a value the run could change; a level that cannot be read counts as HIGH
 (write). Here:
 
@@ -14,8 +14,7 @@ never a value the run could change; a level that cannot be read counts as HIGH
   and the reading of the answer (``approve``/``reject`` by id or label, yes/no words
   in English and Chinese; anything else asks again).
 - A refused call is not run: :func:`rejection_message` is the tool result the model
-  gets instead, so the loop goes on with read-only tools (seed 001: "不执行 + 回灌拒绝
-  消息让循环继续").
+  gets instead, so the loop goes on with read-only tools.
 - :class:`RiskGate` applies the policy in a running node: :meth:`RiskGate.check` pauses
   before a call that needs a yes, :meth:`RiskGate.decide` reads the answer on resume.
   Every kind that runs tools (``tool_call``, ``agent``) is gated the same way, on by
@@ -69,7 +68,7 @@ class Risk(StrEnum):
 
 
 def declared_risk(value: Any) -> Risk:
-    """The declared level as a :class:`Risk`; unknown or missing counts as write (seed 001 §4)."""
+    """The declared level as a :class:`Risk`; unknown or missing counts as write."""
     if isinstance(value, Risk):
         return value
     if isinstance(value, str) and value.strip().casefold() in _READ:

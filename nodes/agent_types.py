@@ -2,15 +2,15 @@
 
 What a node hands the kernel and gets back, kept apart from the loop itself:
 
-- the error :class:`AgentNotConverged` (seed 001 NOT_CONVERGED, fail-closed, seed 001 §三);
+- the error :class:`AgentNotConverged` (fail-closed: a loop without a real answer fails the node);
 - tools: :class:`ToolSpec` (what is offered), :class:`ToolCallContext` (one requested
   call), :class:`ToolOutcome` (what a tool returns), :class:`RequestControl` (tools and
   ``tool_choice`` of the next request) and the batching rule :func:`batch_parallel_safe`;
-- settings and state: :class:`LoopSettings` (the knobs, seed 000 §3.2.2 / §3.2.3),
-  :class:`LoopState` (everything the loop knows; JSON round trip for pausing, seed 000
-  §3.3.4), :class:`LoopResult` and :func:`get_tool_result` (the full tool results);
-- :class:`AgentHooks`, what a node injects (seed 000 §2.1: the nodes differ only by
-  their hooks), with the default context fitting :func:`fit_rounds`.
+- settings and state: :class:`LoopSettings` (the knobs), :class:`LoopState` (everything the
+  loop knows; JSON round trip for pausing), :class:`LoopResult` and :func:`get_tool_result`
+  (the full tool results);
+- :class:`AgentHooks`, what a node injects (the nodes differ only by their hooks), with the
+  default context fitting :func:`fit_rounds`.
 
 Every public name here is re-exported by :mod:`nodes.agent_loop`; import them from there.
 """
@@ -55,7 +55,7 @@ Risk = Literal["read", "write"]
 
 
 class AgentNotConverged(NodeFailed):
-    """The loop could not end with a real answer (seed 001 NOT_CONVERGED); ``detail`` says how."""
+    """The loop could not end with a real answer; ``detail`` says how."""
 
     reason = "not_converged"
 
@@ -177,14 +177,14 @@ def batch_parallel_safe(calls: Sequence[ToolCallContext]) -> list[list[ToolCallC
 class LoopSettings:
     """Knobs of one loop. ``model`` is a registry name.
 
-    ``max_rounds``: model calls allowed (default 50, seed 000 §3.2.2); ``on_max_rounds``:
+    ``max_rounds``: model calls allowed (default 50); ``on_max_rounds``:
     ``answer`` makes the last round answer-only (a forced final answer), ``error`` lets it
     call tools and fails with ``not_converged`` if it does. ``tool_only_cap``: more than this
-    many consecutive tool-only rounds force an answer-only round (seed 000 §3.2.3).
+    many consecutive tool-only rounds force an answer-only round.
     ``repeat_limit``: that many identical calls (same tool, same arguments) in a row are a
     loop. ``max_result_chars``: tool results longer than this are cut for the model.
     ``tool_timeout``: seconds per tool call (None: none). ``max_parse_retries``: consecutive
-    unreadable JSON-protocol replies tolerated (seed 001 default 2). ``protocol``: ``auto``
+    unreadable JSON-protocol replies tolerated (default 2). ``protocol``: ``auto``
     (native when the model has tool calling), ``native`` or ``json``. ``stream``: answer
     deltas of native rounds go to ``ctx.delta``. ``temperature``/``max_tokens``: None means
     the model's defaults (both are always sent, see :mod:`nodes.llm`). ``idle_timeout``:

@@ -1,43 +1,42 @@
-"""chat: one model call with system prompt, history and knowledge quote, streamed (seed 000 §3.1).
+"""chat: one model call with system prompt, history and knowledge quote, streamed.
 
 Request assembly, in order:
 
 1. **System prompt** = the model's ``default_system_prompt``, the node's rendered
-   ``system_prompt`` and (when the quote goes there) the rendered quote prompt,
-   joined by :data:`SYSTEM_SEPARATOR`; empty parts are skipped (seed 000 §3.1 ②,
-   ``concatenateSystemPrompt``). No system message at all when every part is empty.
-2. **Quote placement** (seed 000 §3.1 ①, ``getDatasetCiteData``): the quote goes
-   into the *user* message when ``quote_role`` is ``user`` or the quote template
-   uses ``{{ question }}``; otherwise into the system prompt. An empty quote (or a
-   quote template that renders empty) adds nothing anywhere; ``system_prompt`` and
-   ``user_prompt`` may place the quote themselves with ``{{ quote }}``. In the user message the rendered template replaces the
-   question when it contains it, else it is put before the question.
+   ``system_prompt`` and (when the quote goes there) the rendered quote prompt, joined
+   by :data:`SYSTEM_SEPARATOR`; empty parts are skipped. No system message at all when
+   every part is empty.
+2. **Quote placement**: the quote goes into the *user* message when ``quote_role`` is
+   ``user`` or the quote template uses ``{{ question }}``; otherwise into the system
+   prompt. An empty quote (or a quote template that renders empty) adds nothing
+   anywhere; ``system_prompt`` and ``user_prompt`` may place the quote themselves with
+   ``{{ quote }}``. In the user message the rendered template replaces the question when
+   it contains it, else it is put before the question.
 3. **History**: the last ``history`` turns of ``history_source`` (a turn is a user
    message and the messages after it up to the next user message; older turns are
-   dropped), then :func:`nodes.llm.fit_messages` drops the oldest messages that do
-   not fit ``max_context - max_tokens`` of the model (seed 000 §3.1 ②,
-   ``filterGPTMessageByMaxContext``).
-4. **Sampling** is explicit on every request (seed 001 §十): ``temperature`` is the
-   node's, else the model's ``default_temperature``; ``max_tokens`` is the node's
-   capped by the model's ``max_output_tokens``, else that maximum.
+   dropped), then :func:`nodes.llm.fit_messages` drops the oldest messages that do not
+   fit ``max_context - max_tokens`` of the model.
+4. **Sampling** is explicit on every request, never left to the provider's defaults:
+   ``temperature`` is the node's, else the model's ``default_temperature``; ``max_tokens``
+   is the node's capped by the model's ``max_output_tokens``, else that maximum.
 
 The answer and reasoning stream as ``node_delta`` events on the ``answer`` and
-``reasoning`` channels (``stream`` / ``stream_reasoning`` switch them off, seed 000
-§3.1 ③). Outputs: ``answer``, ``reasoning``, ``history`` (the source history plus
-this turn: ``{"role": "user", "content": <question>}`` and the assistant answer) and
-``usage``; ``node_run.usage`` holds tokens in/out, token source, cost, model, latency.
-A call that fails after part of the reply arrived (stalled, dropped, an error in the
-stream, the node's timeout) still spent those tokens and produced that text: the
-partial ``answer``/``reasoning`` and the usage (estimated when the provider never
-counted it) stay in the failed node run, and ``data.chat.partial`` says how it ended.
-The stream idle timeout is :func:`stream_idle_timeout` (node, model, provider; bounded
-by the node's ``timeout``).
+``reasoning`` channels (``stream`` / ``stream_reasoning`` switch them off). Outputs:
+``answer``, ``reasoning``, ``history`` (the source history plus this turn:
+``{"role": "user", "content": <question>}`` and the assistant answer) and ``usage``;
+``node_run.usage`` holds tokens in/out, token source, cost, model, latency. A call that
+fails after part of the reply arrived (stalled, dropped, an error in the stream, the
+node's timeout) still spent those tokens and produced that text: the partial
+``answer``/``reasoning`` and the usage (estimated when the provider never counted it)
+stay in the failed node run, and ``data.chat.partial`` says how it ended. The stream
+idle timeout is :func:`stream_idle_timeout` (node, model, provider; bounded by the
+node's ``timeout``).
 
-**As a tool** (seed 000 §3.1 "关键点": the answer doubles as a tool response): an
-agent loop that owns a chat node's executor gets an ``async (question: str) -> str``
-with :meth:`ChatNode.as_tool`; each call builds the same request with ``question``
-as the user message (quote, system prompt and history as configured), does not
-stream, and adds its usage to the calling node's ``node_run.usage``.
+**As a tool** (the answer doubles as a tool response): an agent loop that owns a chat
+node's executor gets an ``async (question: str) -> str`` with :meth:`ChatNode.as_tool`;
+each call builds the same request with ``question`` as the user message (quote, system
+prompt and history as configured), does not stream, and adds its usage to the calling
+node's ``node_run.usage``.
 
 This module also holds the helpers the other LLM nodes share (model lookup,
 explicit sampling parameters, history turns, usage records).
@@ -79,7 +78,7 @@ __all__ = [
     "warn",
 ]
 
-#: Joins the parts of the system prompt (seed 000 §3.1 ②).
+#: Joins the parts of the system prompt.
 SYSTEM_SEPARATOR = "\n\n===---===---===\n\n"
 #: Separates quote items in the formatted quote text.
 QUOTE_ITEM_SEPARATOR = "\n\n"
@@ -326,7 +325,7 @@ class ChatNode(NodeExecutor[ChatConfig], kind="chat"):
             return "", None, False
         template = cfg.quote_template if cfg.quote_template is not None else DEFAULT_QUOTE_TEMPLATES[cfg.quote_role]
         asks_question = "question" in template_names(template)
-        # seed 000 §3.1 ①: a template that asks for the question belongs to the user message.
+        # A template that asks for the question belongs to the user message.
         role = "user" if cfg.quote_role == "user" or asks_question else "system"
         rendered = ctx.render(template, field="config.quote_template", extra={"quote": quote_text, "question": question})
         if not rendered.strip():  # quote_template "" : the quote is only used where a template names {{ quote }}

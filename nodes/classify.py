@@ -1,4 +1,4 @@
-"""classify_question: the model picks a category; its id is the handle taken (seed 000 §4 ①).
+"""classify_question: the model picks a category; its id is the handle taken.
 
 Protocols:
 
@@ -42,8 +42,8 @@ next turn's prompt shows it as context ("the previous question was classified as
 ..."). A store failure is recorded in ``data.classify.memory_error`` and does not
 fail the classification: memory is a hint, not an input.
 
-Sampling: temperature 0 unless configured (seed 001 §十: intent classification is
-pinned to 0.0), ``max_tokens`` explicit (see :func:`nodes.chat.sampling`).
+Sampling: temperature 0 unless configured (intent classification should be
+deterministic), ``max_tokens`` explicit (see :func:`nodes.chat.sampling`).
 """
 
 from __future__ import annotations

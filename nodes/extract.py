@@ -1,4 +1,4 @@
-"""extract_fields: typed fields from text, as JSON (seed 000 §4 ②).
+"""extract_fields: typed fields from text, as JSON.
 
 The fields become one JSON Schema object (:meth:`ExtractFieldsConfig.json_schema`).
 Protocol (``mode: auto`` picks the first the model supports):
@@ -13,7 +13,7 @@ Protocol (``mode: auto`` picks the first the model supports):
 Reading the JSON: the first JSON object of the reply (:mod:`nodes.json_scan`: code
 fences, prose before/after, trailing commas, single quotes are fine). A reply with
 no readable object gives ``fields = {}`` and ``success = false`` - never an
-exception (seed 000 §4 ②, "解析失败不报错，返回空对象兜底"); ``data.extract`` keeps the
+exception; ``data.extract`` keeps the
 raw reply, the reason and a position hint. Provider errors still fail the node.
 
 Values are converted to the declared type by :func:`coerce_field`:

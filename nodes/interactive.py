@@ -1,4 +1,4 @@
-"""user_select and form_input: nodes that pause the run for a person's answer (issue 5).
+"""user_select and form_input: nodes that pause the run for a person's answer.
 
 Both use :meth:`engine.context.NodeContext.interrupt`; when the run is resumed the
 node runs again with ``ctx.resume.answer``. An answer that does not fit asks again,

@@ -1,8 +1,8 @@
 """Finding one JSON value in a model's free-text reply.
 
 Models asked for JSON reply with prose around it, code fences, trailing commas,
-single quotes or comments. The rule (seed 000 §4②: "sliceJsonStr" then
-"json5.parse 容错解析"), made precise here:
+single quotes or comments. The rule - cut the JSON out of the text, then parse it
+tolerantly - made precise here:
 
 1. Candidates are the balanced ``{...}`` / ``[...]`` spans of the text, in order of
    their opening bracket. The scanner understands strings (double *and* single

@@ -7,7 +7,7 @@ streams the reply:
    native tool calling, ``tool_choice``, ``json_schema`` output, images) with
    :class:`LLMBadRequest` - the caller picks the fallback (prompt-mode tools, ...).
 2. **Build** the body. ``temperature`` and ``max_tokens`` are ALWAYS sent: an unset
-   value silently falls to whatever the provider or model row says (seed 001 §十);
+   value silently falls to whatever the provider or model row says;
    ``None`` in :class:`LLMRequest` means the model's ``default_temperature`` /
    ``max_output_tokens`` (a larger ``max_tokens`` is clamped to the latter).
 3. **Stream** (``stream=True``, ``include_usage``): answer deltas go to
@@ -21,7 +21,7 @@ streams the reply:
    was cut: it is an error, never a short answer.
 4. **Idle timeout**: at most ``idle_timeout`` seconds between two chunks (and before
    the first) - not a total: a slow model that keeps streaming never times out, a
-   stalled one fails with :class:`LLMStalled` (seed 001 坑 7). ``None`` means the
+   stalled one fails with :class:`LLMStalled` instead of hanging. ``None`` means the
    registry's value for the model (:meth:`~nodes.model_registry.ModelRegistry.stream_idle_timeout`:
    the model's, else its provider's, else 60 s); nodes pass their own bounded value
    (:func:`nodes.chat.stream_idle_timeout`).

@@ -1,4 +1,4 @@
-"""query_extension: one question -> up to ``count`` search queries (seed 000 §4 ③).
+"""query_extension: one question -> up to ``count`` search queries.
 
 The model sees the last ``history`` turns as context (so "how much is it?" after a
 turn about the Pro plan becomes "Pro plan price") and is asked for a JSON array of

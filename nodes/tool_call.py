@@ -1,4 +1,4 @@
-"""tool_call: a model calling tools in rounds until it answers (seed 000 §3.2).
+"""tool_call: a model calling tools in rounds until it answers.
 
 The loop itself is the shared kernel :func:`nodes.agent_loop.run_agent_loop` with the
 default :class:`~nodes.agent_loop.AgentHooks` (serial tools, stop when the model answers);
@@ -340,7 +340,7 @@ def builtin_tool_spec(ref: BuiltinToolRef, default_timeout: float | None) -> Too
 
 
 def stop_tool_spec(name: str, description: str) -> ToolSpec:
-    """A tool that only signals: the loop ends after its round (seed 000 §3.2.4)."""
+    """A tool that only signals: the loop ends after its round."""
 
     async def run(args: dict[str, Any], call: ToolCallContext) -> ToolOutcome:
         return ToolOutcome("stopped", stop=True)
