@@ -143,7 +143,7 @@ class InterruptRequested(Exception):
     """Raised by :meth:`NodeContext.interrupt`: the node needs a person's answer.
 
     Not an error: the scheduler records an :class:`~schemas.run.Interrupt`, emits an
-    ``interrupt`` event and pauses the run when nothing else can run (issue 5).
+    ``interrupt`` event and pauses the run when nothing else can run.
     """
 
     def __init__(self, kind: str, payload: dict[str, Any]):

@@ -511,7 +511,7 @@ class UserSelectConfig(NodeConfig):
     """Pauses the run with ``description`` and ``options``; the chosen option's handle is taken.
 
     The answer may be the option id or its label (case, spacing and surrounding quotes
-    ignored); anything else asks again with an error (issue 5).
+    ignored); anything else asks again with an error.
     """
 
 
@@ -554,7 +554,7 @@ class FormInputConfig(NodeConfig):
     """Pauses the run with a form; outputs each field and ``form`` (all fields).
 
     Answers are validated (required, type with :func:`nodes.if_else.coerce`, enum);
-    an invalid answer asks again listing the errors (issue 5).
+    an invalid answer asks again listing the errors.
     """
 
 

@@ -2,7 +2,7 @@
 
 Behaviour lives in ``nodes/tool_call.py`` on the shared loop kernel ``nodes/agent_loop.py``.
 
-Tool-call node (seed 000 §3.2): a model loops over the tools it is given until it answers.
+Tool-call node: a model loops over the tools it is given until it answers.
 Tools are, in one namespace of unique names:
 
 - **graph tools** (``tools``): the node's body. Nodes with ``parent: <this node>`` form
@@ -26,7 +26,7 @@ Tools are, in one namespace of unique names:
 - **builtin tools** (``builtin_tools``): account-free utilities of :mod:`nodes.builtin_tools`
   (current time, weekday, JSON parse/replace/insert/delete, arithmetic), run in-process,
   risk ``read``.
-- the **stop tool** (``stop_tool``): calling it ends the loop after that round (seed 000 §3.2.4).
+- the **stop tool** (``stop_tool``): calling it ends the loop after that round.
 
 **Risk gate** (both kinds, on by default): a write-level tool - declared ``risk:
 write``, an HTTP operation other than GET/HEAD/OPTIONS without ``risk``, a workflow
@@ -36,7 +36,7 @@ tool without ``risk``, a graph tool whose sub-graph writes (see
 names allows those tools only. A model can be talked into calling a destructive tool by
 text it reads (a tool result, a web page), so the node that runs tools asks first.
 
-Tools run one after another (seed 000 §3.2.2). Outputs: ``answer``, ``messages`` (the
+Tools run one after another. Outputs: ``answer``, ``messages`` (the
 assistant/tool trail), ``usage`` (model tokens and cost, each call priced on its own),
 ``cost`` (model + tools), ``trace`` (one entry per round), ``stop_reason``, ``rounds``.
 """
@@ -315,7 +315,7 @@ class BuiltinToolRef(BaseModel):
 
 
 class StopTool(BaseModel):
-    """The stop tool: calling it ends the loop after the round (it only signals, seed 000 §3.2.4)."""
+    """The stop tool: calling it ends the loop after the round (the tool itself does nothing)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -327,16 +327,15 @@ class ToolLoopConfig(LLMNodeConfig):
     """Fields and checks shared by the two kinds that run the tool loop (``tool_call``,
     ``agent``): prompts, business tool sources and the loop limits.
 
-    Loop limits (seed 000 §3.2, seed 001 §三): ``max_rounds`` model calls (the last one may
-    only answer); more than ``tool_only_cap`` rounds of tool calls in a row without answer
-    text force an answer; ``repeat_limit`` identical calls in a row are a loop; tool results
-    longer than ``max_result_chars`` are cut for the model (kept whole in the node run);
+    Loop limits: ``max_rounds`` model calls (the last one may only answer); more than
+    ``tool_only_cap`` rounds of tool calls in a row without answer text force an answer;
+    ``repeat_limit`` identical calls in a row are a loop; tool results longer than
+    ``max_result_chars`` are cut for the model (kept whole in the node run);
     ``tool_timeout`` seconds per call; ``mode``: ``auto`` (native tool calling when the
     model has it, else the JSON protocol), ``native``, ``json``; ``max_parse_retries``
-    unreadable JSON-protocol replies in a row are tolerated. ``allow_write_tools``: the
-    risk gate's opt-out (module docstring): ``false`` (default) asks before every
-    write-level call, ``true`` runs them all, a list names the write tools that run
-    without asking.
+    unreadable JSON-protocol replies in a row are tolerated. ``allow_write_tools``: the risk
+    gate's opt-out (module docstring): ``false`` (default) asks before every write-level
+    call, ``true`` runs them all, a list names the write tools that run without asking.
     """
 
     history: int = Field(default=6, ge=0, le=100, description="past turns of history_source put in the prompt")
@@ -444,7 +443,7 @@ class ToolCallConfig(ToolLoopConfig):
 
 
 class ModelAgentTool(BaseModel):
-    """A sub-agent that is one model call (no loop, no tools): the task in, the text out (seed 000 §3.3.5)."""
+    """A sub-agent that is one model call (no loop, no tools): the task in, the text out."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -474,7 +473,7 @@ class FileReaderTool(BaseModel):
 
 @node_kind("agent", "Planning agent")
 class AgentConfig(ToolLoopConfig):
-    """A tool loop with a plan, questions to the user and a stop gate (seed 000 §3.3).
+    """A tool loop with a plan, questions to the user and a stop gate.
 
     Behaviour: ``nodes/agent.py``. Business tools are those of the tool-call node
     (``tools`` - body graph tools -, ``http_tools``, ``openapi``, ``workflow_tools``) plus

@@ -9,8 +9,8 @@ Behaviour lives in ``nodes/chat.py``, ``nodes/classify.py``, ``nodes/extract.py`
   structured reference ``{"ref": "node.output"}`` to a string.
 - ``temperature`` / ``max_tokens``: None means "the kind's documented default",
   never "whatever the provider does" - every request carries both explicitly
-  (seed 001 §十: an unset temperature silently fell back to 1.0 upstream, and an
-  unset max_tokens truncated replies that then looked like parse failures).
+  (left unset, the temperature silently falls back to the provider's default, often 1.0,
+  and max_tokens to a limit that truncates replies, which then look like parse failures).
 - ``history``: how many past turns (a user message and the replies after it) of
   ``history_source`` (default ``sys.history``) go into the prompt, oldest dropped.
 - ``stream_idle_timeout``: seconds a streamed reply may stay silent before the call
@@ -109,7 +109,7 @@ class LLMNodeConfig(NodeConfig):
 class ChatConfig(LLMNodeConfig):
     """One model call: system prompt + history + (knowledge quote) + the user's message.
 
-    Seed 000 §3.1: the system prompt is the model's default prompt, this node's
+    The system prompt is the model's default prompt, this node's
     ``system_prompt`` and the quote prompt joined by ``"\\n\\n===---===---===\\n\\n"``;
     the quote goes into the user message when ``quote_role`` is ``user`` or the
     quote template uses ``{{ question }}``, else into the system prompt.
@@ -157,7 +157,7 @@ class Category(BaseModel):
 
 @node_kind("classify_question", "Question classifier")
 class ClassifyQuestionConfig(LLMNodeConfig):
-    """Routes the graph by the category the model picks (seed 000 §4 ①).
+    """Routes the graph by the category the model picks.
 
     Each category id is an output handle; exactly one is taken. A reply that
     matches no category goes to the fallback category (``fallback: true``, else
@@ -255,7 +255,7 @@ class ExtractField(BaseModel):
 
 @node_kind("extract_fields", "Field extractor")
 class ExtractFieldsConfig(LLMNodeConfig):
-    """Extracts typed fields from text (seed 000 §4 ②).
+    """Extracts typed fields from text.
 
     Outputs every field by name (null when missing or invalid), ``fields`` (the
     valid values as one object) and ``success`` (every required field present and
@@ -302,7 +302,7 @@ class ExtractFieldsConfig(LLMNodeConfig):
 
 @node_kind("query_extension", "Query extension")
 class QueryExtensionConfig(LLMNodeConfig):
-    """Rewrites the question into up to ``count`` search queries (seed 000 §4 ③).
+    """Rewrites the question into up to ``count`` search queries.
 
     The chat history is the context that resolves "it"/"that one"; output
     ``queries`` starts with the original question, has no duplicates (compared by

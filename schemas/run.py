@@ -1,9 +1,9 @@
 """Run records: the node run and the run state (one plain, serialisable value).
 
-:class:`RunState` holds everything needed to continue a run in another process
-(issue 2): the variable pool (global inputs, system variables, run variables and
-node outputs inside node runs), node and edge statuses, the nodes ready to start,
-counters and the deadline. The engine keeps no run state anywhere else.
+:class:`RunState` holds everything needed to continue a run in another process: the
+variable pool (global inputs, system variables, run variables and node outputs inside
+node runs), node and edge statuses, the nodes ready to start, counters and the
+deadline. The engine keeps no run state anywhere else.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ class NodeError(BaseModel):
 
 
 class Interrupt(BaseModel):
-    """A pause requested by a node: a question for a person (issue 5, seed 000 §3.3.4).
+    """A pause requested by a node: a question for a person.
 
     ``kind`` is ``user_select`` / ``form_input`` / ``ask`` / ``confirm``; ``payload`` is
     what the person sees (question, options, form fields). The answer is bound to this

@@ -63,9 +63,9 @@ class RunStatus(StrEnum):
 
 
 class NodeRunStatus(StrEnum):
-    """Lifecycle of one node run (issue 2: pending/running/succeeded/failed/skipped/cancelled).
+    """Lifecycle of one node run: pending, running, then succeeded, failed, skipped or cancelled.
 
-    ``waiting``: the node raised an interrupt and waits for an answer (issue 5).
+    ``waiting``: the node raised an interrupt and waits for an answer.
     """
 
     pending = "pending"
@@ -115,7 +115,7 @@ def value_matches(value: Any, declared: VarType | None) -> bool:
 
 #: Scopes that are not node ids. Node ids may not take these names (compile error).
 RESERVED_SCOPES = frozenset({"inputs", "sys", "vars", "nodes"})
-#: System variables (issue 2: run id, chat id, now, user query).
+#: System variables (``sys.<name>``) and their types.
 SYS_VARIABLES: dict[str, VarType] = {
     "run_id": VarType.string,
     "chat_id": VarType.string,

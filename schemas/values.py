@@ -35,7 +35,7 @@ class InputBinding(BaseModel):
 
     ``value`` is a literal or a reference. When the referenced node was skipped the
     value is ``default`` (null when none); a ``required`` binding that ends up null is
-    a run error naming the node and the binding (issue 2, branching rules).
+    a run error naming the node and the binding.
     """
 
     model_config = ConfigDict(extra="forbid")

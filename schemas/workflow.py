@@ -9,7 +9,6 @@ discriminated union on ``type``, built per catalog). ``flowloom schema`` prints
 from __future__ import annotations
 
 import functools
-import re
 from enum import StrEnum
 from typing import Annotated, Any, Literal, Mapping, Union
 
@@ -78,7 +77,7 @@ class Edge(BaseModel):
 
 
 class ErrorStrategy(StrEnum):
-    """What a node failure does (after its retries): seed 000 / Dify "error strategy".
+    """What a node failure does (after its retries), like Dify's "error strategy".
 
     - ``fail``: the run fails, naming the node.
     - ``error_branch``: the node takes its ``error`` handle; its output is ``{"error": {"type", "message"}}``.
@@ -151,7 +150,7 @@ def _node_union(configs: Mapping[str, type[NodeConfig]]) -> Any:
 
 
 class RunLimits(BaseModel):
-    """Per-run limits; hitting one fails the run with an explicit reason (issue 2)."""
+    """Per-run limits; hitting one fails the run with an explicit reason."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -183,28 +182,5 @@ def workflow_json_schema(configs: Mapping[str, type[NodeConfig]]) -> dict[str, A
     (kind -> config class), for the canvas and importers."""
     current = create_model("Workflow", __base__=Workflow, __doc__=Workflow.__doc__,
                            nodes=(list[_node_union(configs)], Field(default_factory=list)))  # type: ignore[valid-type]
-    return _public_descriptions(TypeAdapter(current).json_schema(by_alias=True))
+    return TypeAdapter(current).json_schema(by_alias=True)
 
-
-_SEED_CITATIONS = (
-    re.compile(r"\s*\((?:see )?seeds? \d{3}[^()]*\)"),  # " (seed 000 §4)"
-    re.compile(r"seeds? \d{3}(?: §[^\s/)]+)? / "),  # "seed 000 / Dify ..." -> "Dify ..."
-    re.compile(r",\s*seeds? \d{3}(?: §[^\s)]+)?(?=\))"),  # "(it only signals, seed 000 §3.2.4)"
-)
-
-
-def _strip_citations(text: str) -> str:
-    for pattern in _SEED_CITATIONS:
-        text = pattern.sub("", text)
-    return text
-
-
-def _public_descriptions(node: Any) -> Any:
-    """Drop the design-document citations (``(seed 000 §4)``) that docstrings carry for
-    developers from the descriptions builders see on the canvas."""
-    if isinstance(node, dict):
-        return {k: (_strip_citations(v) if k == "description" and isinstance(v, str) else _public_descriptions(v))
-                for k, v in node.items()}
-    if isinstance(node, list):
-        return [_public_descriptions(v) for v in node]
-    return node

@@ -1,8 +1,8 @@
 """Node memory: small JSON values a node keeps across runs of the same chat.
 
-Seed 000 §4 ①: the question classifier "把上次分类结果写进 memory 供多轮参考" - the
-last classification is stored under a key made of the chat id and the node id and
-read back on the next turn. This module is the store behind that.
+The question classifier keeps its last result in node memory, so that the next turn can
+show it to the model: the classification is stored under a key made of the chat id and
+the node id and read back on the next turn. This module is the store behind that.
 
 Interface (:class:`MemoryStore`), every method async:
 
