@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import pkgutil
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -107,3 +108,24 @@ def test_no_module_imports_against_the_direction(package, forbidden):
             offenders += [f"{path.relative_to(ROOT)}:{node.lineno} imports {n}" for n in names
                           if n.split(".")[0] in forbidden]
     assert not offenders, "\n".join(offenders)
+
+
+#: A citation of a design document ("seed 000 §3.1", "seed 001", "issue 5"): readers of the
+#: code and of the JSON Schema have neither, so rules are said in words instead.
+DESIGN_CITATION = re.compile(r"seed 0|seeds? [0-9]{3}|[Ii]ssue [0-9]|§")
+
+
+def test_no_code_or_schema_text_cites_a_design_document():
+    import json
+
+    from nodes import builtin_catalog
+
+    offenders = []
+    for package in ("engine", "nodes", "schemas", "workers", "api", "bench"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+                if DESIGN_CITATION.search(line):
+                    offenders.append(f"{path.relative_to(ROOT)}:{lineno}: {line.strip()}")
+    assert not offenders, "\n".join(offenders)
+    schema = json.dumps(builtin_catalog().json_schema(), ensure_ascii=False)
+    assert [m.group(0) for m in DESIGN_CITATION.finditer(schema)] == []

@@ -1,4 +1,4 @@
-"""Interrupts: pause, resume with an answer bound to one interrupt id, used once (issue 5)."""
+"""Interrupts: pause, resume with an answer bound to one interrupt id, used once."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Loops (issue 5): back-edge regions, iteration and loop containers, limits, scopes."""
+"""Loops: back-edge regions, iteration and loop containers, limits, scopes."""
 
 from __future__ import annotations
 
