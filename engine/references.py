@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import re
 import json
 from typing import Any, Iterator, Mapping
 
@@ -216,9 +217,53 @@ def _too_large(what: str, size: float, cap: int) -> TemplateTooLarge:
     return TemplateTooLarge(f"{what} would be about {int(size)} bytes; the cap max_template_output_bytes is {cap}")
 
 
+#: str methods and filters that pad or repeat: an integer argument is (about) the size of
+#: what they build, so one past the cap is refused before anything is allocated.
+_WIDTH_CALLS = frozenset({"center", "ljust", "rjust", "zfill", "expandtabs", "indent", "wordwrap"})
+#: widths inside printf-style (``%9999s``) and format-style (``{:9999}``) format strings
+_FORMAT_WIDTH = re.compile(r"%[-+ #0]*(\d+)|\{[^{}]*?:[^{}]*?(\d+)[^{}]*\}")
+
+
+def _check_expansion(name: str, target: Any, args: tuple[Any, ...], kwargs: dict[str, Any], cap: int) -> None:
+    """Refuse a call that would build a value larger than ``cap`` (``TemplateTooLarge``),
+    predicted from its arguments, before it runs: a template must not be able to make the
+    process allocate gigabytes on the way to an output that is then refused."""
+    values = [*args, *kwargs.values()]
+    if name in _WIDTH_CALLS:
+        for value in values:
+            if isinstance(value, int) and not isinstance(value, bool) and value > cap:
+                raise _too_large(f"{name}({value})", value, cap)
+    elif name == "replace" and isinstance(target, str) and len(values) >= 2:
+        old, new = str(values[0]), str(values[1])
+        count = values[2] if len(values) > 2 and isinstance(values[2], int) and values[2] >= 0 else None
+        hits = target.count(old) if old else len(target) + 1
+        size = len(target) + min(hits, count if count is not None else hits) * (len(new) - len(old))
+        if size > cap:
+            raise _too_large("replace(...)", size, cap)
+    elif name in ("format", "format_map") and isinstance(target, str):
+        for match in _FORMAT_WIDTH.finditer(target):
+            width = int(match.group(1) or match.group(2))
+            if width > cap:
+                raise _too_large(f"a format width of {width}", width, cap)
+
+
+def _guarded_filter(name: str, fn: Any) -> Any:
+    """``fn`` (a built-in filter) with :func:`_check_expansion` before it runs."""
+
+    @functools.wraps(fn)
+    def checked(*args: Any, **kwargs: Any) -> Any:
+        plain = [a for a in args if not isinstance(a, (jinja2.Environment, jinja2.nodes.EvalContext))]
+        if plain:
+            _check_expansion(name, plain[0], tuple(plain[1:]), kwargs, _OUTPUT_CAP.get())
+        return fn(*args, **kwargs)
+
+    return checked
+
+
 class _Environment(SandboxedEnvironment):
     """The sandbox with the data-first lookup of rule 6, the printing of rule 7 and the
-    size cap (``'a' * n`` and ``x ** n`` are checked before they are computed)."""
+    size cap (``'a' * n`` and ``x ** n`` are checked before they are computed, and so are
+    padding, replacing and formatting calls, as str methods or as filters)."""
 
     code_generator_class = _CodeGenerator
     text_join = staticmethod(_text_join)
@@ -235,6 +280,25 @@ class _Environment(SandboxedEnvironment):
             if bits > cap * 8:
                 raise _too_large(f"{left} ** {right}", bits / 8, cap)
         return super().call_binop(context, operator, left, right)
+
+    def wrap_str_format(self, value: Any) -> Any:
+        """Jinja's sandboxed ``str.format``/``format_map``, with the width check first."""
+        wrapped = super().wrap_str_format(value)
+        if wrapped is None:
+            return None
+        template, name = value.__self__, value.__name__
+
+        def checked(*args: Any, **kwargs: Any) -> Any:
+            _check_expansion(name, template, args, kwargs, _OUTPUT_CAP.get())
+            return wrapped(*args, **kwargs)
+
+        return checked
+
+    def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805 - jinja's names
+        owner = getattr(__obj, "__self__", None)
+        if isinstance(owner, str):
+            _check_expansion(getattr(__obj, "__name__", ""), owner, args, kwargs, _OUTPUT_CAP.get())
+        return super().call(__context, __obj, *args, **kwargs)
 
     def getattr(self, obj: Any, attribute: str) -> Any:
         if isinstance(obj, Mapping):
@@ -253,6 +317,8 @@ def template_env() -> SandboxedEnvironment:
     env.filters["json"] = _tojson
     env.filters["string"] = lambda value: str(to_text(value))
     env.filters["join"] = _join
+    for name in ("center", "indent", "wordwrap", "replace", "format"):
+        env.filters[name] = _guarded_filter(name, env.filters[name])
     return env
 
 

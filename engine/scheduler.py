@@ -533,7 +533,7 @@ class Scheduler:
             self._emit(NodeFinished, node_id=run.node_id, node_run_id=run.id, kind=run.kind, status=status,
                        handles=run.handles, outputs=run.outputs,
                        error=run.error.model_dump() if run.error is not None else None,
-                       elapsed_ms=(now - (run.started_at or now)) * 1000.0)
+                       elapsed_ms=max(0.0, now - (run.started_at or now) - run.waited_s) * 1000.0)
         if self.answer_stream is not None:
             self.answer_stream.resolved(run)
 
@@ -596,7 +596,8 @@ class Scheduler:
         if self._tasks:  # wait for cancelled tasks to record themselves
             await asyncio.gather(*self._tasks, return_exceptions=True)
         state.finished_at = time.time()
-        elapsed = (state.finished_at - (state.started_at or state.finished_at)) * 1000.0
+        # Time spent waiting for a person is reported apart (waited_s), not as run time.
+        elapsed = max(0.0, state.finished_at - (state.started_at or state.finished_at) - state.waited_s) * 1000.0
         ending = self._ending
         for run in list(state.node_runs.values()):
             if run.status is NodeRunStatus.running:

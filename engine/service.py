@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Mapping
 
 from schemas.events import NodeDelta
+from schemas.events import RunCancelled as RunCancelledEvent
 from schemas.records import (
     DEFAULT_TENANT,
     ChatMessage,
@@ -365,7 +366,12 @@ class RunService:
                 state.node_runs[nid].status = NodeRunStatus.cancelled
                 state.node_runs[nid].finished_at = state.finished_at
             state.interrupts = {}
-            await self.stores.runs.checkpoint(state, CheckpointDelta(waiting, len(state.history)), owner_id=owner.id)
+            # The event log ends with the run's end, as it does when a running run is stopped.
+            state.seq += 1
+            ended = RunCancelledEvent(seq=state.seq, run_id=run_id, ts=state.finished_at,
+                                      reason=f"run cancelled: {reason}")
+            await self.stores.runs.checkpoint(state, CheckpointDelta(waiting, len(state.history)), owner_id=owner.id,
+                                              events=[ended])
             await self._close_turn(state, "")
         finally:
             await self.stores.runs.release(run_id, owner.id)

@@ -70,7 +70,7 @@ class Settings(BaseSettings):
     """
 
     model_config = SettingsConfigDict(env_prefix="FLOWLOOM_", extra="ignore", env_file=".env",
-                                      env_file_encoding="utf-8")
+                                      env_file_encoding="utf-8", env_ignore_empty=True)
 
     home: Path = Field(default_factory=lambda: Path.home() / ".flowloom")
     database_url: str | None = None

@@ -119,6 +119,16 @@ def node_titles(doc: dict[str, Any] | None) -> dict[str, str]:
     return {n["id"]: n["name"] for n in nodes or [] if isinstance(n, dict) and n.get("name") and isinstance(n.get("id"), str)}
 
 
+def print_columns(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
+    """Rows as plain aligned columns on stdout, never cut: ids must stay copyable at any
+    terminal width and in a pipe (a long last column simply runs on)."""
+    widths = [max(len(cell) for cell in column) for column in zip(header, *rows)]
+    for index, row in enumerate((header, *rows)):
+        line = "  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip()
+        sys.stdout.write(("\033[1m" + line + "\033[0m" if index == 0 and sys.stdout.isatty() else line) + "\n")
+    sys.stdout.flush()
+
+
 def named(node_id: str | None, titles: dict[str, str], quote: bool = False) -> str:
     """``title (id)`` when the node has a title, else the id (quoted with ``quote``):
     imported flows have opaque ids, so people need the title to know the node."""

@@ -85,6 +85,22 @@ def _print_issues(issues: list[Any], console: Console, *, imported: bool = False
                 console.print(_issue_text(issue, titles))
 
 
+def _default_id(file: Path, data: bytes) -> str | None:
+    """The id of an imported workflow when ``--id`` is not given: a Flowloom document keeps its
+    own (importing an exported workflow gives the same workflow back); a FastGPT or Dify
+    export, whose ids mean nothing here, takes the file's name."""
+    from nodes.importers import ImportFailed, detect_format, parse_source, unwrap_download
+
+    if is_stdin(file):
+        return None
+    try:
+        if detect_format(unwrap_download(parse_source(data))) == "flowloom":
+            return None
+    except ImportFailed:
+        pass  # reported by the import itself
+    return file.stem
+
+
 @app.command("import")
 def import_(
     file: Annotated[Path, typer.Argument(dir_okay=False, allow_dash=True,
@@ -121,8 +137,7 @@ def import_(
     registry = registry_for(settings())
     try:
         result = import_workflow(data, catalog=builtin_catalog(), models=registry, allow_partial=allow_partial,
-                                 model_map=mapping,
-                                 workflow_id=workflow_id or (None if is_stdin(file) else file.stem))
+                                 model_map=mapping, workflow_id=workflow_id or _default_id(file, data))
     except ImportFailed as exc:
         console = err()
         fmt = f" ({exc.source_format})" if exc.source_format else ""

@@ -10,10 +10,9 @@ from datetime import datetime
 from typing import Annotated, Any, Optional
 
 import typer
-from rich.table import Table
 from rich.text import Text
 
-from .common import EXIT_OK, JsonFlag, abort, app, named, node_titles, out, write_json
+from .common import EXIT_OK, JsonFlag, abort, app, named, node_titles, out, print_columns, write_json
 from .running import execute
 
 __all__ = ["prune", "runs", "show", "watch"]
@@ -67,15 +66,12 @@ def runs(
         if not found:
             out().print("no runs")
             return EXIT_OK
-        table = Table(show_edge=False, header_style="bold")
-        for column in ("run", "workflow", "status", "started", "duration", "waited", "tokens", "cost"):
-            table.add_column(column, no_wrap=column in ("run", "started"))
-        for s in found:
-            status_text = s.status.value + (f": {_questions(s)}" if s.pending_interrupts else "")
-            table.add_row(s.run_id, s.workflow_id, status_text, _when(s.started_at), _seconds(s.duration_s),
-                          _seconds(s.waited_s) if s.waited_s else "", str(s.tokens_in + s.tokens_out),
-                          f"{s.cost:.4f}" if s.cost else "")
-        out().print(table)
+        rows = [(s.run_id, s.workflow_id, s.status.value, _when(s.started_at), _seconds(s.duration_s),
+                 _seconds(s.waited_s) if s.waited_s else "-", str(s.tokens_in + s.tokens_out),
+                 f"{s.cost:.4f}" if s.cost else "-", _questions(s) if s.pending_interrupts else "")
+                for s in found]
+        print_columns(("RUN", "WORKFLOW", "STATUS", "STARTED", "DURATION", "WAITED", "TOKENS", "COST", "WAITING FOR"),
+                      rows)
         return EXIT_OK
 
     raise typer.Exit(execute(body))
@@ -109,7 +105,12 @@ def show(
     async def body(service: Any) -> int:
         summary = await service.get("default", run_id)
         titles = node_titles(await service.workflow_of("default", run_id))
-        runs = [r for r in await service.node_runs("default", run_id) if node is None or r.node_id == node]
+        every = await service.node_runs("default", run_id)
+        runs = [r for r in every if node is None or r.node_id == node]
+        if node is not None and not runs:
+            known = sorted({r.node_id for r in every})
+            abort("cannot show:", [f"run {run_id} has no node run of node {node!r} (nodes that ran: "
+                                   f"{', '.join(known) or 'none'})"])
         if as_json:
             write_json({"run": {**summary.model_dump(mode="json"), "duration_s": summary.duration_s},
                         "node_runs": [{**r.model_dump(mode="json", exclude={"pending"}),

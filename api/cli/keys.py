@@ -12,10 +12,9 @@ import time
 from typing import Annotated, Any, Optional
 
 import typer
-from rich.table import Table
 from rich.text import Text
 
-from .common import EXIT_OK, JsonFlag, app, err, out, write_json
+from .common import EXIT_OK, JsonFlag, app, err, out, print_columns, write_json
 from .running import execute
 
 __all__ = ["create", "list_keys", "revoke"]
@@ -77,11 +76,10 @@ def list_keys(tenant: TenantOption = "default", as_json: JsonFlag = False) -> No
         if not found:
             out().print(f"no API key for tenant {tenant}; create one with: flowloom keys create --admin")
             return EXIT_OK
-        table = Table("id", "key", "name", "scope", "admin", "created", "last used", "revoked", box=None)
-        for k in found:
-            table.add_row(k.id, f"fl_{k.prefix}_...", k.name, f"app {k.app_id}" if k.app_id else "tenant",
-                          "yes" if k.admin else "", _when(k.created_at), _when(k.last_used_at), _when(k.revoked_at))
-        out().print(table)
+        rows = [(k.id, f"fl_{k.prefix}_...", k.name or "-", f"app {k.app_id}" if k.app_id else "tenant",
+                 "yes" if k.admin else "no", _when(k.created_at), _when(k.last_used_at), _when(k.revoked_at))
+                for k in found]
+        print_columns(("ID", "KEY", "NAME", "SCOPE", "ADMIN", "CREATED", "LAST USED", "REVOKED"), rows)
         return EXIT_OK
 
     raise typer.Exit(execute(body))

@@ -68,6 +68,9 @@ def load_workflow(path: Path) -> tuple[dict[str, Any] | None, list[Any]]:
         return None, [Problem("invalid_document", f"cannot read {label}: {exc.strerror or exc}")]
     try:
         doc = json.loads(data.decode("utf-8-sig"))
+    except RecursionError:  # the parser recurses per level; far past any cap it runs out of stack
+        return None, [Problem("document_too_deep", f"{label} nests objects or arrays too deeply to be read "
+                              "(the cap is FLOWLOOM_MAX_DOCUMENT_DEPTH levels)")]
     except ValueError as exc:  # JSON or UTF-8 decoding; a Dify DSL is YAML
         foreign = _foreign_format(path, data)
         return None, [foreign or Problem("invalid_document", f"cannot read {label} as JSON: {exc}")]

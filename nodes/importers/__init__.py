@@ -76,16 +76,25 @@ def parse_source(data: bytes | str | Mapping[str, Any]) -> dict[str, Any]:
             raise _fail(f"the file is larger than {MAX_SOURCE_BYTES} bytes")
     try:
         doc = json.loads(text)
+    except RecursionError:
+        raise _fail(_TOO_DEEP) from None
     except ValueError as json_error:
         import yaml
 
         try:
             doc = yaml.load(text, Loader=_yaml_loader())  # noqa: S506 - a SafeLoader subclass
+        except RecursionError:
+            raise _fail(_TOO_DEEP) from None
         except yaml.YAMLError as exc:
             raise _fail(f"the file is neither JSON ({json_error}) nor YAML ({exc})") from None
     if not isinstance(doc, dict):
         raise _fail("the file must hold an object (a FastGPT workflow, a Dify DSL or a Flowloom workflow)")
     return doc
+
+
+#: Python's parsers recurse once per level: far past any real document they run out of
+#: stack, which must read as a problem with the file, not as a crash.
+_TOO_DEEP = "the file nests objects or arrays too deeply to be read (far more than any workflow needs)"
 
 
 def unwrap_download(doc: dict[str, Any]) -> dict[str, Any]:

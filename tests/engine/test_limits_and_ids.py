@@ -154,3 +154,47 @@ def test_the_outputs_of_a_whole_run_are_capped_with_a_reason_naming_the_cap():
     assert [state.node_runs[i].status for i in ids[:3]] == ["succeeded"] * 3
     roomy = asyncio.run(run_workflow(compile_workflow(doc), {}, deps=RunDeps(settings=Settings())))
     assert roomy.status == "succeeded"
+
+
+@pytest.mark.parametrize("template", [
+    "{{ ('x' ~ 'y') | center(100000000) | length }}",
+    "{{ 'x'.center(3000000000) }}",
+    "{{ 'x'.ljust(100000000) | length }}",
+    "{{ 'x'.zfill(999999999) }}",
+    "{{ 'x' | indent(100000000) }}",
+    "{{ ('a' * 1000) | replace('a', 'bbbbbbbbbb' * 1000) | length }}",
+    "{{ ('a' * 1000).replace('a', 'b' * 100000) | length }}",
+    "{{ '%99999999s' | format('x') | length }}",
+    "{{ '{:>3999999999}'.format(1) }}",
+    "{{ '{a:>3999999999}'.format_map({'a': 1}) }}",
+])
+def test_padding_replacing_and_formatting_past_the_cap_are_refused_before_they_allocate(template):
+    """Filters and str methods that build large strings from small ones are checked from
+    their arguments; a node never allocates gigabytes to produce an output that is refused."""
+    import asyncio
+    import resource
+
+    from engine import RunDeps, run_workflow
+    from tests.support.catalog import compile_workflow
+    from tests.support.workflows import build, chain_edges, node
+
+    doc = build([node("t", "template", {"template": template})], chain_edges("start", "t"))
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    state = asyncio.run(run_workflow(compile_workflow(doc), {}, deps=RunDeps()))
+    grown_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+    assert state.status == "failed" and state.error.reason == "output_too_large", state.error
+    assert "max_template_output_bytes" in state.error.message
+    assert grown_kib < 64 * 1024, f"the process grew by {grown_kib} KiB"
+
+
+def test_ordinary_padding_replacing_and_formatting_still_work():
+    import asyncio
+
+    from engine import RunDeps, run_workflow
+    from tests.support.catalog import compile_workflow
+    from tests.support.workflows import build, chain_edges, node
+
+    template = "{{ 'ab' | center(6) }}|{{ 'a b' | replace(' ', '-') }}|{{ '%3d' | format(7) }}|{{ '{}!'.format('hi') }}"
+    doc = build([node("t", "template", {"template": template})], chain_edges("start", "t"))
+    state = asyncio.run(run_workflow(compile_workflow(doc), {}, deps=RunDeps()))
+    assert state.node_runs["t"].outputs == {"output": "  ab  |a-b|  7|hi!"}

@@ -111,6 +111,8 @@ async def test_cancel_ends_a_pending_run_and_refuses_an_ended_one(store, tmp_pat
     state = await service.prepare(SLOW, {})
     summary = await service.cancel("default", state.run_id)
     assert summary.status is RunStatus.cancelled and summary.error["reason"] == "cancelled"
+    events = [e async for e in service.watch("default", state.run_id)]
+    assert [e["type"] for e in events] == ["run_cancelled"], "the log ends with the run's end"
     with pytest.raises(RunNotResumable, match="already ended"):
         await service.cancel("default", state.run_id)
     with pytest.raises(RunNotResumable):
@@ -153,3 +155,19 @@ async def test_prune_deletes_only_ended_runs_older_than_the_cut(store, tmp_path)
     assert await service.prune("default", older_than_days=1) == 0
     assert await service.prune("default", older_than_days=0) == 1
     assert [s.run_id for s in await service.list("default")] == [waiting.run_id]
+
+
+async def test_cancelling_a_paused_run_ends_its_event_log_with_run_cancelled(store, tmp_path):
+    import json
+
+    service = service_of(store, tmp_path)
+    doc = json.loads((Path(__file__).resolve().parents[2] / "examples" / "order_confirm.json").read_text())
+    state = await service.prepare(doc, {"item": "tea"})
+    events = await drain(service.execute("default", state.run_id))
+    assert events[-1].type == "run_paused"
+    await service.cancel("default", state.run_id, "changed my mind")
+    logged = [e async for e in service.watch("default", state.run_id)]
+    assert logged[-1]["type"] == "run_cancelled" and logged[-1]["seq"] == events[-1].seq + 1
+    assert "changed my mind" in logged[-1]["reason"]
+    runs = {r.node_id: r.status.value for r in await service.node_runs("default", state.run_id)}
+    assert "cancelled" in runs.values() and "waiting" not in runs.values()
