@@ -232,7 +232,9 @@ async def test_a_paused_run_resumed_elsewhere_sends_the_rest_once(openai_server,
     from engine import resume_run
     from schemas.run import RunState
 
-    openai_server.script(text_reply("Tea is ready."), text_reply("Enjoy."))
+    # a and b run at the same time: answer by prompt, not by arrival order
+    replies = {"q1": "Tea is ready.", "q2": "Enjoy."}
+    openai_server.responder = lambda body: text_reply(replies[body["messages"][-1]["content"]])
     doc = build([chat("a", "q1"), node("intro", "answer", {"text": "{{ a.answer }} "}),
                  node("ask", "user_select", {"description": "More?", "options": [{"id": "yes", "label": "Yes"},
                                                                              {"id": "no", "label": "No"}]}),
