@@ -41,7 +41,10 @@ def coerce_input(var: InputVar, text: str) -> Any:
             try:
                 return int(text)
             except ValueError:
-                value = float(text)
+                try:
+                    value = float(text)
+                except ValueError:
+                    raise ValueError("expected a number such as 3 or 2.5") from None
                 if value != value or value in (float("inf"), float("-inf")):
                     raise ValueError("not a finite number") from None
                 return value
@@ -81,7 +84,7 @@ def new_run_state(
     declared = {v.name: v for v in wf.inputs}
     for name in inputs:
         if name not in declared:
-            problems.append(f"{name!r} is not an input of workflow {wf.id!r} (inputs: {sorted(declared)})")
+            problems.append(f"{name!r} is not an input of workflow {wf.id!r} (inputs: {', '.join(sorted(declared)) or 'none'})")
     for var in wf.inputs:
         value = inputs.get(var.name, var.default)
         if value is None and var.required:

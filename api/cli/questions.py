@@ -32,8 +32,9 @@ def show_question(interrupt: Interrupt, with_choices: bool = True) -> None:
     if payload.get("question"):  # agent interrupts (ask, confirm) carry a question
         console.print(Text(str(payload["question"]), style="bold"))
     for key in ("error", "errors"):
-        if payload.get(key):
-            console.print(Text(f"  {payload[key]}", style="red"))
+        found = payload.get(key)
+        for line in (found if isinstance(found, list) else [found] if found else []):
+            console.print(Text(f"  {line}", style="red"))
     if with_choices:
         for option in payload.get("options", []):
             console.print(Text(f"  [{option['id']}] {option['label']}"))

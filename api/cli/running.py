@@ -282,7 +282,9 @@ def execute(body: Callable[[Any], Any]) -> Any:
         abort("invalid inputs:", exc.problems)
     except RunOwned as exc:
         abort("run is owned by another process:", [str(exc)])
-    except (RunNotFound, RunNotResumable, UnknownInterrupt) as exc:
+    except RunNotFound as exc:
+        abort("no such run:", [str(exc), "list runs with: flowloom runs"])
+    except (RunNotResumable, UnknownInterrupt) as exc:
         abort("cannot continue:", [str(exc)])
     except StoreError as exc:
         abort("run store problem:", [str(exc), "check FLOWLOOM_HOME / FLOWLOOM_DATABASE_URL"])

@@ -259,5 +259,5 @@ def test_start_rejects_bad_inputs_listing_all():
                                                   {"name": "b", "type": "boolean"}]))
     with pytest.raises(InvalidInputs) as info:
         new_run_state(plan, {"b": "yes", "c": 1})
-    assert info.value.problems == ["'c' is not an input of workflow 'wf' (inputs: ['a', 'b'])",
+    assert info.value.problems == ["'c' is not an input of workflow 'wf' (inputs: a, b)",
                                    "'a' is required (number)", "'b' must be boolean, got str"]
