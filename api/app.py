@@ -25,6 +25,7 @@ from engine.settings import Settings, get_settings
 from schemas.records import DEFAULT_TENANT
 from workers.sql import SqlStore
 from workers.sql.keys import SqlKeyStore
+from workers.sql.workflows import SqlWorkflowStore
 
 from .errors import install_error_handlers
 from .executor import RunExecutor
@@ -62,7 +63,7 @@ def create_app(settings: Settings | None = None, *, heartbeat_s: float = HEARTBE
 
     ``heartbeat_s``: seconds between heartbeat comments of idle SSE streams;
     ``shutdown_grace_s``: how long a shutdown waits for executing runs before
-    cancelling them. ``app.state`` holds ``service``, ``keys``, ``executor`` and
+    cancelling them. ``app.state`` holds ``service``, ``keys``, ``executor``, ``workflows`` and
     ``first_start`` (True when this start created the default tenant) while the app runs.
     """
     chosen = settings or get_settings()
@@ -75,6 +76,7 @@ def create_app(settings: Settings | None = None, *, heartbeat_s: float = HEARTBE
             executor = RunExecutor()
             app.state.service, app.state.keys, app.state.executor = service, keys, executor
             app.state.first_start = created
+            app.state.workflows = SqlWorkflowStore(keys.store)  # type: ignore[attr-defined]
             try:
                 yield
             finally:

@@ -13,6 +13,8 @@ exception                                              status  ``type``
 request validation                                     422     ``invalid_request``
 ``RunNotFound``, ``KeyNotFound``, ``TenantNotFound``   404     ``not_found``
 ``RunNotResumable``, ``UnknownInterrupt``, ``RunOwned`` 409    ``conflict``
+``WorkflowNotFound``                                   404    ``not_found``
+``StaleVersion`` (+ ``current_version``), ``WorkflowExists`` 409 ``conflict``
 other ``StoreError``                                   503     ``store_error``
 anything else                                          500     ``internal_error``
 =====================================================  ======  =====================
@@ -36,6 +38,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from engine.errors import CompileError, FlowloomError, InvalidInputs, UnknownInterrupt
 from engine.ports import KeyNotFound, RunNotFound, RunOwned, StoreError, TenantNotFound
+from engine.ports import StaleVersion, WorkflowExists, WorkflowNotFound
 from engine.service import RunNotResumable
 
 __all__ = ["ApiError", "describe", "error_body", "install_error_handlers", "logger"]
@@ -79,6 +82,12 @@ def describe(exc: BaseException) -> tuple[int, dict[str, Any], dict[str, str]]:
         return 422, error_body("invalid_inputs", "the inputs do not fit the workflow", list(exc.problems)), {}
     if isinstance(exc, (RunNotFound, KeyNotFound, TenantNotFound)):
         return 404, error_body("not_found", str(exc)), {}
+    if isinstance(exc, WorkflowNotFound):
+        return 404, error_body("not_found", str(exc)), {}
+    if isinstance(exc, StaleVersion):
+        return 409, {**error_body("conflict", str(exc)), "current_version": exc.current_version}, {}
+    if isinstance(exc, WorkflowExists):
+        return 409, error_body("conflict", str(exc)), {}
     if isinstance(exc, (RunNotResumable, UnknownInterrupt, RunOwned)):
         return 409, error_body("conflict", str(exc)), {}
     if isinstance(exc, StoreError):

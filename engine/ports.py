@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
 
+from schemas.records import WorkflowRecord, WorkflowVersion
 from schemas.records import ApiKey, ChatMessage, OwnerInfo, RunCommand, RunSummary, Tenant
 from schemas.run import NodeRun, RunState
 from schemas.types import RunStatus
@@ -43,8 +44,12 @@ __all__ = [
     "RunOwned",
     "RunStore",
     "LeaseLost",
+    "StaleVersion",
     "StoreError",
     "TenantNotFound",
+    "WorkflowExists",
+    "WorkflowNotFound",
+    "WorkflowRepo",
     "node_memory_key",
 ]
 
@@ -304,4 +309,68 @@ class KeyStore(Protocol):
     async def revoke_key(self, tenant_id: str, key_id: str) -> ApiKey:
         """Revoke the tenant's key (idempotent: a revoked key keeps its first revocation
         time). Raises KeyNotFound, also for another tenant's key."""
+        ...
+
+
+class WorkflowNotFound(StoreError, KeyError):
+    """No saved workflow (or no version of it) with that id for this tenant."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "workflow not found"
+
+
+class WorkflowExists(StoreError):
+    """The tenant already has a workflow with that id."""
+
+
+class StaleVersion(StoreError):
+    """The draft changed since the caller read it: ``current_version`` is the draft's
+    version now (the caller reloads, merges and retries with it)."""
+
+    def __init__(self, message: str, current_version: int):
+        super().__init__(message)
+        self.current_version = current_version
+
+
+@runtime_checkable
+class WorkflowRepo(Protocol):
+    """Saved workflows of a tenant: an editable draft with a version counter (for
+    optimistic concurrency) and immutable published versions 1..n, the newest or a
+    rolled-back one being what apps and keys run. Every method is scoped by tenant: a
+    workflow of another tenant is :class:`WorkflowNotFound`, as one that does not exist.
+    """
+
+    async def create(self, tenant_id: str, doc: Mapping[str, Any]) -> WorkflowRecord:
+        """Save ``doc`` as the draft (version 1) of workflow ``doc["id"]``. Raises WorkflowExists."""
+        ...
+
+    async def list(self, tenant_id: str, workflow_id: str | None = None) -> list[WorkflowRecord]:
+        """The tenant's workflows (only ``workflow_id`` when given), by id."""
+        ...
+
+    async def get(self, tenant_id: str, workflow_id: str) -> WorkflowRecord:
+        """The workflow with its draft. Raises WorkflowNotFound."""
+        ...
+
+    async def update_draft(self, tenant_id: str, workflow_id: str, doc: Mapping[str, Any],
+                           draft_version: int) -> WorkflowRecord:
+        """Replace the draft when its version is still ``draft_version``; the version
+        goes up by one. Raises WorkflowNotFound, StaleVersion (naming the current version)."""
+        ...
+
+    async def delete(self, tenant_id: str, workflow_id: str) -> None:
+        """Delete the workflow and its versions (its runs stay). Raises WorkflowNotFound."""
+        ...
+
+    async def publish(self, tenant_id: str, workflow_id: str, doc: Mapping[str, Any], note: str = "") -> WorkflowVersion:
+        """Keep ``doc`` as the next version (1 for the first) and make it the published
+        one. Raises WorkflowNotFound."""
+        ...
+
+    async def versions(self, tenant_id: str, workflow_id: str) -> list[WorkflowVersion]:
+        """Every published version, oldest first, without documents. Raises WorkflowNotFound."""
+        ...
+
+    async def get_version(self, tenant_id: str, workflow_id: str, version: int) -> WorkflowVersion:
+        """One version with its document. Raises WorkflowNotFound (also for a missing version)."""
         ...

@@ -25,6 +25,8 @@ __all__ = [
     "KeyCreated",
     "KeyList",
     "KeyOut",
+    "NodeKindList",
+    "NodeKindOut",
     "NodeRunOut",
     "ResumeRequest",
     "RunAccepted",
@@ -32,6 +34,19 @@ __all__ = [
     "RunDetail",
     "RunList",
     "RunOut",
+    "WorkflowCreated",
+    "WorkflowDetail",
+    "WorkflowImport",
+    "WorkflowImported",
+    "WorkflowList",
+    "WorkflowOut",
+    "WorkflowProblems",
+    "WorkflowPublish",
+    "WorkflowRollback",
+    "WorkflowRunCreate",
+    "WorkflowUpdate",
+    "WorkflowVersionList",
+    "WorkflowVersionOut",
 ]
 
 
@@ -235,3 +250,156 @@ class KeyList(BaseModel):
     """``GET /v1/keys``: the tenant's keys, oldest first (revoked ones included)."""
 
     keys: list[KeyOut]
+
+
+# ----------------------------------------------------------------------- workflows
+
+
+class WorkflowOut(BaseModel):
+    """A saved workflow as lists show it (without its document)."""
+
+    id: str
+    name: str = ""
+    draft_version: int
+    published_version: int | None = Field(default=None, description="the version apps and keys run (None: none yet)")
+    created_at: float
+    updated_at: float
+
+
+class WorkflowDetail(WorkflowOut):
+    """``GET /v1/workflows/{id}``: the workflow with its draft document."""
+
+    draft: dict[str, Any]
+
+
+class WorkflowCreated(WorkflowDetail):
+    """201: the saved workflow (draft version 1)."""
+
+
+class WorkflowList(BaseModel):
+    """``GET /v1/workflows``: the tenant's workflows, by id."""
+
+    workflows: list[WorkflowOut]
+
+
+class WorkflowUpdate(BaseModel):
+    """``PUT /v1/workflows/{id}``: the new draft and the draft version it was edited
+    from; when the draft changed since, 409 with ``current_version``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    workflow: dict[str, Any] = Field(description="the draft document (its id must be the workflow's)")
+    draft_version: int = Field(ge=1)
+
+
+class WorkflowProblems(BaseModel):
+    """``POST .../validate``: every compile problem (errors and warnings), as
+    ``flowloom validate --json`` prints them; ``valid`` when none is an error."""
+
+    valid: bool
+    problems: list[dict[str, Any]]
+
+
+class WorkflowPublish(BaseModel):
+    """``POST /v1/workflows/{id}/publish``: publish the draft with a note."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    note: str = Field(default="", max_length=2000)
+
+
+class WorkflowRollback(BaseModel):
+    """``POST /v1/workflows/{id}/rollback``: publish version ``version`` again, as a new version."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    version: int = Field(ge=1)
+    note: str | None = Field(default=None, max_length=2000)
+
+
+class WorkflowVersionOut(BaseModel):
+    """A published version (immutable)."""
+
+    version: int
+    doc_hash: str
+    note: str = ""
+    created_at: float
+    published: bool = Field(default=False, description="the version apps and keys run now")
+
+
+class WorkflowVersionList(BaseModel):
+    """``GET /v1/workflows/{id}/versions``: oldest first."""
+
+    versions: list[WorkflowVersionOut]
+    published_version: int | None = None
+
+
+class WorkflowImport(BaseModel):
+    """``POST /v1/workflows/import`` as JSON: the file's text (FastGPT workflow JSON,
+    Dify DSL YAML or a Flowloom workflow). ``model_map``: source model name -> registry
+    model (``"*"`` for every unknown one); ``allow_partial``: replace what cannot be
+    converted by failing placeholders instead of refusing; ``workflow_id``: the id of
+    the result (default: a Flowloom document keeps its own, others take their name)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    source: str = Field(min_length=1)
+    model_map: dict[str, str] = Field(default_factory=dict)
+    allow_partial: bool = False
+    workflow_id: str | None = Field(default=None, min_length=1, max_length=200)
+
+
+class WorkflowImported(BaseModel):
+    """The converted workflow and the import report (``ImportIssue`` per node,
+    reference or setting not carried over as it was); ``saved`` with ``?save=true``."""
+
+    workflow: dict[str, Any]
+    report: list[dict[str, Any]]
+    source_format: str
+    partial: bool = Field(description="some nodes became failing `unsupported` placeholders")
+    models: dict[str, str] = Field(default_factory=dict, description="source model -> registry model used")
+    saved: WorkflowDetail | None = None
+
+
+class WorkflowRunCreate(BaseModel):
+    """``POST /v1/workflows/{id}/runs``: as ``POST /v1/runs`` without the document (the
+    published version runs; ``?draft=true`` runs the draft, for keys of the whole tenant)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    inputs: dict[str, Any] = Field(default_factory=dict)
+    response_mode: Literal["blocking", "streaming", "async"] = "blocking"
+    chat_id: str | None = Field(default=None, min_length=1, max_length=200)
+    message: str | None = None
+
+
+# ---------------------------------------------------------------------- node kinds
+
+
+class NodeKindOut(BaseModel):
+    """A node kind of the engine's catalog, for the canvas palette and forms.
+
+    ``config_schema`` is the JSON Schema of the kind's config. ``handles`` and
+    ``outputs`` are those of the kind's default config: static for most kinds; for kinds
+    whose handles or outputs follow from their config (an if/else's cases, a
+    classifier's categories, an HTTP request's extracted fields, the start node's
+    declared inputs) they show the default and ``config_dependent`` is true; None when
+    the kind has no default config (required fields). Every node may also take the
+    ``error`` handle, added by its error strategy."""
+
+    kind: str
+    title: str
+    description: str
+    category: str = ""
+    icon: str = ""
+    traits: dict[str, Any]
+    config_schema: dict[str, Any]
+    handles: list[str] | None = None
+    outputs: dict[str, str] | None = None
+    config_dependent: bool = True
+
+
+class NodeKindList(BaseModel):
+    """``GET /v1/node-kinds``: every kind of the catalog, in palette order."""
+
+    kinds: list[NodeKindOut]

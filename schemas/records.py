@@ -27,6 +27,8 @@ __all__ = [
     "RunCommand",
     "RunSummary",
     "Tenant",
+    "WorkflowRecord",
+    "WorkflowVersion",
 ]
 
 #: The tenant of everything created without one (the CLI, an embedded deployment).
@@ -170,3 +172,32 @@ class ApiKey(BaseModel):
     def active(self) -> bool:
         """True while the key is not revoked."""
         return self.revoked_at is None
+
+
+class WorkflowRecord(BaseModel):
+    """A saved workflow: its editable ``draft`` (any document with an ``id``, valid or
+    not), the draft's version (raised by one on every update; an update naming an older
+    one is refused) and the published version apps and keys run (None: none yet)."""
+
+    tenant_id: str = DEFAULT_TENANT
+    id: str
+    name: str = ""
+    draft: dict[str, Any]
+    draft_version: int = 1
+    published_version: int | None = None
+    created_at: float = 0.0
+    updated_at: float = 0.0
+
+
+class WorkflowVersion(BaseModel):
+    """A published, immutable version of a workflow: its number (1..n), the content
+    hash of its document (kept in the store's workflow documents), a note and, when
+    asked for one version, the document itself."""
+
+    tenant_id: str = DEFAULT_TENANT
+    workflow_id: str
+    version: int
+    doc_hash: str
+    note: str = ""
+    created_at: float = 0.0
+    doc: dict[str, Any] | None = None

@@ -4,13 +4,16 @@
 - :mod:`.runs`: ``/v1/runs``: start a run of a workflow document, list, get with node
   runs, stop, resume, and the SSE stream of a run's events.
 - :mod:`.keys`: ``/v1/keys``: the tenant's API keys (admin keys only).
+- :mod:`.workflows`: ``/v1/workflows``: saved workflows (drafts, published versions,
+  validate, import, export) and runs of them.
+- :mod:`.catalog`: ``GET /v1/node-kinds``: every node kind of the engine's catalog.
 """
 
 from __future__ import annotations
 
-from . import health, keys, runs
+from . import catalog, health, keys, runs, workflows
 
-__all__ = ["health", "keys", "routers", "runs"]
+__all__ = ["catalog", "health", "keys", "routers", "runs", "workflows"]
 
 #: Every router, in the order they appear in the OpenAPI document.
-routers = [health.router, runs.router, keys.router]
+routers = [health.router, runs.router, keys.router, workflows.router, catalog.router]

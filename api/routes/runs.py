@@ -28,16 +28,20 @@ from fastapi.responses import JSONResponse, Response
 
 from engine.ports import RunNotFound
 from engine.service import RunNotResumable, RunService, bind_single_answer
-from schemas.api import ErrorBody, ResumeRequest, RunAccepted, RunCreate, RunDetail, RunList, RunOut
+from schemas.api import (ErrorBody, ResumeRequest, RunAccepted, RunCreate, RunDetail, RunList, RunOut,
+                         WorkflowRunCreate)
 from schemas.records import RunSummary
 from schemas.types import RunStatus
 
 from ..auth import Caller, Executor, Principal, Service
 from ..errors import ApiError
-from ..executor import END, Execution
+from ..executor import END, Execution, RunExecutor
 from ..sse import EventStreamResponse, Frame, event_stream
 
-__all__ = ["router"]
+__all__ = ["RunStart", "router", "run_document"]
+
+#: the body fields of a run start (``RunCreate`` and ``WorkflowRunCreate`` both have them)
+RunStart = RunCreate | WorkflowRunCreate
 
 #: how long ``stop`` waits for the run to end before answering with its current state
 STOP_WAIT_S = 2.0
@@ -73,7 +77,8 @@ async def _detail(service: RunService, tenant_id: str, run_id: str) -> RunDetail
 # --------------------------------------------------------------------------- start
 
 
-async def _open_run(service: RunService, caller: Principal, body: RunCreate) -> tuple[str, AsyncIterator[Any]]:
+async def _open_run(service: RunService, caller: Principal, doc: dict[str, Any], body: RunStart,
+                    workflow_version: str | None) -> tuple[str, AsyncIterator[Any]]:
     """The run to execute and its events: in a chat whose run waits for one answer, that
     run answered by the message; else a new run of the document."""
     tenant = caller.tenant_id
@@ -82,24 +87,22 @@ async def _open_run(service: RunService, caller: Principal, body: RunCreate) -> 
         if waiting is not None:
             (paused,) = await service.list(tenant, status=RunStatus.paused, chat_id=body.chat_id, limit=1)
             return paused.run_id, waiting
-    state = await service.prepare(body.workflow, body.inputs, tenant_id=tenant, chat_id=body.chat_id,
-                                  message=body.message)
+    state = await service.prepare(doc, body.inputs, tenant_id=tenant, chat_id=body.chat_id, message=body.message,
+                                  workflow_version=workflow_version)
     return state.run_id, service.execute(tenant, state.run_id)
 
 
-@router.post("", response_model=RunDetail, summary="Run a workflow document",
-             responses={200: {"description": "blocking: the run; streaming: its events (SSE)",
-                              "content": {"text/event-stream": {"schema": {"type": "string"}}}},
-                        202: {"model": RunAccepted, "description": "async: the run executes"},
-                        403: {"model": ErrorBody}, 409: {"model": ErrorBody}, 422: {"model": ErrorBody}})
-async def start_run(body: RunCreate, caller: Caller, service: Service, executor: Executor,
-                    request: Request) -> Response | RunDetail:
-    """Compile, store and execute the document (422 with every problem when it does not
-    compile or the inputs do not fit). The answer depends on ``response_mode``."""
-    if caller.app_id is not None:
-        raise ApiError(403, "forbidden", f"this key is scoped to app {caller.app_id!r}; running a workflow "
-                                         f"document needs a key of the whole tenant")
-    run_id, events = await _open_run(service, caller, body)
+async def run_document(doc: dict[str, Any], body: RunStart, *, caller: Principal, service: RunService,
+                       executor: RunExecutor, request: Request, workflow_version: str | None = None
+                       ) -> Response | RunDetail:
+    """Start a run of ``doc`` (``body``: inputs, ``response_mode``, chat) and answer as
+    ``response_mode`` says: the finished or paused run, SSE of its events, or 202. The
+    one start path of ``POST /v1/runs`` and ``POST /v1/workflows/{id}/runs``.
+
+    Raises:
+        CompileError, InvalidInputs: the document does not compile, the inputs do not fit (422).
+    """
+    run_id, events = await _open_run(service, caller, doc, body, workflow_version)
     listener: asyncio.Queue[Any] | None = asyncio.Queue() if body.response_mode == "streaming" else None
     execution = await executor.launch(run_id, events, listener)
     if body.response_mode == "async":
@@ -114,6 +117,22 @@ async def start_run(body: RunCreate, caller: Caller, service: Service, executor:
     if execution.error is not None:
         raise execution.error
     return await _detail(service, caller.tenant_id, run_id)
+
+
+@router.post("", response_model=RunDetail, summary="Run a workflow document",
+             responses={200: {"description": "blocking: the run; streaming: its events (SSE)",
+                              "content": {"text/event-stream": {"schema": {"type": "string"}}}},
+                        202: {"model": RunAccepted, "description": "async: the run executes"},
+                        403: {"model": ErrorBody}, 409: {"model": ErrorBody}, 422: {"model": ErrorBody}})
+async def start_run(body: RunCreate, caller: Caller, service: Service, executor: Executor,
+                    request: Request) -> Response | RunDetail:
+    """Compile, store and execute the document (422 with every problem when it does not
+    compile or the inputs do not fit). The answer depends on ``response_mode``."""
+    if caller.app_id is not None:
+        raise ApiError(403, "forbidden", f"this key is scoped to app {caller.app_id!r}; running a workflow "
+                                         f"document needs a key of the whole tenant")
+    return await run_document(body.workflow, body, caller=caller, service=service, executor=executor,
+                              request=request)
 
 
 async def _relay(service: RunService, tenant_id: str, execution: Execution, listener: asyncio.Queue[Any],

@@ -27,6 +27,8 @@ __all__ = [
     "RunRow",
     "TenantRow",
     "WorkflowDocRow",
+    "WorkflowRow",
+    "WorkflowVersionRow",
     "metadata",
 ]
 
@@ -226,3 +228,37 @@ class ApiKeyRow(_Table, table=True):
     created_at: float = Field(sa_type=Seconds)
     last_used_at: float | None = Field(default=None, sa_type=Seconds)
     revoked_at: float | None = Field(default=None, sa_type=Seconds)
+
+
+class WorkflowRow(_Table, table=True):
+    """A saved workflow of a tenant: its draft (any document with an id) and the draft's
+    version (optimistic concurrency), and the number of its published version."""
+
+    __tablename__ = "workflows"
+
+    tenant_id: str = Field(sa_type=Text, primary_key=True)
+    workflow_id: str = Field(sa_type=Text, primary_key=True)
+    name: str = Field(default="", sa_type=Text)
+    draft: Any = Field(sa_column=sa.Column(JsonValue, nullable=False))
+    draft_version: int = Field(default=1)
+    published_version: int | None = Field(default=None)
+    created_at: float = Field(sa_type=Seconds)
+    updated_at: float = Field(sa_type=Seconds)
+
+
+class WorkflowVersionRow(_Table, table=True):
+    """A published version of a workflow: its document by content hash (a row of
+    ``workflow_docs``, which retention never deletes) and a note. Deleted with its workflow."""
+
+    __tablename__ = "workflow_versions"
+    __table_args__ = (
+        sa.ForeignKeyConstraint(["tenant_id", "workflow_id"], ["workflows.tenant_id", "workflows.workflow_id"],
+                                ondelete="CASCADE"),
+    )
+
+    tenant_id: str = Field(sa_type=Text, primary_key=True)
+    workflow_id: str = Field(sa_type=Text, primary_key=True)
+    version: int = Field(primary_key=True, sa_column_kwargs={"autoincrement": False})
+    doc_hash: str = Field(sa_type=Text)
+    note: str = Field(default="", sa_type=Text)
+    created_at: float = Field(sa_type=Seconds)

@@ -1,0 +1,72 @@
+"""``GET /v1/node-kinds``: every node kind of the app's catalog (the engine's
+``NodeCatalog`` that compiles the workflows), for the canvas palette and forms.
+
+Generated from the catalog, never listed here: title and description from the config
+class, category, icon and traits from the ``KindSpec``, the config JSON Schema from
+``NodeCatalog.config_schema``. Handles and outputs are those of the kind's default
+config (``config_dependent`` tells whether a configured node may differ); a kind
+without a default config (required fields) has ``handles``/``outputs`` None.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+from pydantic import ValidationError
+
+from engine.catalog import KindSpec, NodeCatalog
+from schemas.api import ErrorBody, NodeKindList, NodeKindOut
+from schemas.workflow import Workflow
+
+from ..auth import Caller, Service
+
+__all__ = ["node_kinds", "router"]
+
+router = APIRouter(prefix="/v1/node-kinds", tags=["catalog"], responses={401: {"model": ErrorBody}})
+
+
+def _overrides(config: type, name: str) -> bool:
+    """True when ``config`` defines ``name`` itself rather than inheriting the base's."""
+    from schemas.nodes import NodeConfig
+
+    return getattr(config, name) is not getattr(NodeConfig, name)
+
+
+def _defaults(spec: KindSpec) -> tuple[list[str] | None, dict[str, str] | None]:
+    """Handles and outputs of the kind's default config (None, None without one)."""
+    try:
+        config = spec.config()
+    except ValidationError:
+        return None, None
+    try:
+        outputs = {name: str(t) for name, t in config.outputs(Workflow(id="catalog")).items()}
+    except Exception:  # noqa: BLE001 - an output list that needs a real workflow: config-dependent
+        outputs = None
+    return list(config.handles()), outputs
+
+
+def _trait_map(spec: KindSpec) -> dict[str, Any]:
+    return {"entry": spec.entry, "container": spec.container, "interactive": spec.interactive,
+            "collects": spec.collects, "streams": spec.streams, "inside": sorted(spec.inside),
+            "reads_only": spec.reads_only}
+
+
+def node_kinds(catalog: NodeCatalog) -> list[NodeKindOut]:
+    """One entry per kind of ``catalog``, in catalog (palette) order."""
+    out = []
+    for kind in catalog:
+        spec = catalog[kind]
+        handles, outputs = _defaults(spec)
+        fields = [name for name, field in spec.config.model_fields.items() if field.is_required()]
+        dependent = bool(fields) or _overrides(spec.config, "handles") or _overrides(spec.config, "outputs")
+        out.append(NodeKindOut(kind=kind, title=spec.title, description=spec.description, category=spec.category,
+                               icon=spec.icon, traits=_trait_map(spec), config_schema=catalog.config_schema(kind),
+                               handles=handles, outputs=outputs, config_dependent=dependent))
+    return out
+
+
+@router.get("", response_model=NodeKindList, summary="Every node kind with its config schema")
+async def list_node_kinds(_caller: Caller, service: Service) -> NodeKindList:
+    """The kinds of the catalog workflows are compiled with (the same for every tenant)."""
+    return NodeKindList(kinds=node_kinds(service.catalog))

@@ -1,0 +1,310 @@
+"""``/v1/workflows``: saved workflows of the caller's tenant.
+
+- ``POST /v1/workflows`` (the document; its ``id`` names the workflow, 409 when taken),
+  ``GET /v1/workflows``, ``GET/PUT/DELETE /v1/workflows/{id}``: the draft. ``PUT`` takes
+  ``{workflow, draft_version}``; a draft changed since is 409 with ``current_version``.
+- ``POST /v1/workflows/validate`` (a document) and ``POST /v1/workflows/{id}/validate``
+  (the draft): every compile problem, as ``flowloom validate --json`` prints them.
+- ``POST .../publish`` (compiled first: 422 with the problems), ``GET .../versions``,
+  ``POST .../rollback`` (an old version published again as a new one).
+- ``POST /v1/workflows/import`` (multipart ``file`` or JSON ``{source, ...}``; the
+  converted workflow and the import report; ``?save=true`` saves it as a draft) and
+  ``GET .../export`` (the draft, or ``?version=N``).
+- ``POST .../runs``: run the published version (``?draft=true``: the draft), as
+  ``POST /v1/runs`` answers; the run records the version it ran.
+
+Who may do what: a key of the whole tenant does everything; a key scoped to an app
+reads and runs (published version only) the workflow whose id is its app id, and gets
+403 for changes to it. Another tenant's workflow, or another app's for an app key, is
+404 exactly as one that does not exist.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import PurePath
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import JSONResponse, Response
+
+from engine.compiler import check_workflow
+from engine.ports import WorkflowNotFound, WorkflowRepo
+from schemas.api import (ErrorBody, RunAccepted, RunDetail, WorkflowCreated, WorkflowDetail, WorkflowImport,
+                         WorkflowImported, WorkflowList, WorkflowOut, WorkflowProblems, WorkflowPublish,
+                         WorkflowRollback, WorkflowRunCreate, WorkflowUpdate, WorkflowVersionList, WorkflowVersionOut)
+from schemas.records import WorkflowRecord
+
+from ..auth import Caller, Executor, Principal, Service
+from ..errors import ApiError
+from .runs import run_document
+
+__all__ = ["router", "workflow_repo"]
+
+
+def workflow_repo(request: Request) -> WorkflowRepo:
+    """The app's workflow store (opened by the app's lifespan on the run store's database)."""
+    return request.app.state.workflows
+
+
+Repo = Annotated[WorkflowRepo, Depends(workflow_repo)]
+_E: dict[int | str, dict[str, Any]] = {code: {"model": ErrorBody} for code in (401, 403, 404, 409, 422)}
+router = APIRouter(prefix="/v1/workflows", tags=["workflows"], responses=_E)
+
+
+def _detail(record: WorkflowRecord, model: type[WorkflowDetail] = WorkflowDetail) -> WorkflowDetail:
+    return model(**record.model_dump(exclude={"tenant_id"}))
+
+
+def _readable(caller: Principal, workflow_id: str) -> None:
+    """An app key sees only its app's workflow. Raises WorkflowNotFound (404) otherwise."""
+    if caller.app_id is not None and caller.app_id != workflow_id:
+        raise WorkflowNotFound(f"no workflow {workflow_id!r}")
+
+
+def _writable(caller: Principal, workflow_id: str | None = None) -> None:
+    """Changes need a key of the whole tenant: 404 for another app's workflow, else 403."""
+    if workflow_id is not None:
+        _readable(caller, workflow_id)
+    if caller.app_id is not None:
+        raise ApiError(403, "forbidden", f"this key is scoped to app {caller.app_id!r}: changing workflows "
+                                         f"needs a key of the whole tenant")
+
+
+def _document_id(doc: dict[str, Any]) -> str:
+    """The document's id. Raises ApiError 422 when it has none usable."""
+    value = doc.get("id")
+    if not isinstance(value, str) or not value.strip() or len(value) > 200 or "/" in value:
+        raise ApiError(422, "invalid_workflow", "the workflow needs an `id` (a non-empty string without `/`, "
+                                                "at most 200 characters)")
+    return value
+
+
+def _problems(service: Any, doc: dict[str, Any]) -> list[dict[str, Any]]:
+    return [p.to_dict() for p in check_workflow(doc, catalog=service.catalog, models=service.models)]
+
+
+def _check(problems: list[dict[str, Any]]) -> WorkflowProblems:
+    return WorkflowProblems(valid=not any(p["severity"] == "error" for p in problems), problems=problems)
+
+
+# ---------------------------------------------------------------------- drafts
+
+
+@router.post("", status_code=201, response_model=WorkflowCreated, summary="Save a new workflow (its draft)")
+async def create_workflow(doc: dict[str, Any], caller: Caller, repo: Repo) -> WorkflowDetail:
+    """The document becomes the draft (version 1) of the workflow named by its ``id``;
+    it need not compile yet (``validate`` says what is wrong). 409 when the id is taken."""
+    _writable(caller)
+    return _detail(await repo.create(caller.tenant_id, {**doc, "id": _document_id(doc)}), WorkflowCreated)
+
+
+@router.get("", response_model=WorkflowList, summary="List the tenant's workflows")
+async def list_workflows(caller: Caller, repo: Repo) -> WorkflowList:
+    """By id, without documents (an app key sees its app's workflow only)."""
+    found = await repo.list(caller.tenant_id, caller.app_id)
+    return WorkflowList(workflows=[WorkflowOut(**r.model_dump(exclude={"tenant_id", "draft"})) for r in found])
+
+
+@router.post("/validate", response_model=WorkflowProblems, summary="Validate an unsaved document")
+async def validate_document(doc: dict[str, Any], _caller: Caller, service: Service) -> WorkflowProblems:
+    """Every compile problem of the document (errors and warnings)."""
+    return _check(_problems(service, doc))
+
+
+@router.get("/{workflow_id}", response_model=WorkflowDetail, summary="A workflow with its draft")
+async def get_workflow(workflow_id: str, caller: Caller, repo: Repo) -> WorkflowDetail:
+    """The draft, its version, and the published version (None: none yet)."""
+    _readable(caller, workflow_id)
+    return _detail(await repo.get(caller.tenant_id, workflow_id))
+
+
+@router.put("/{workflow_id}", response_model=WorkflowDetail, summary="Replace the draft")
+async def update_workflow(workflow_id: str, body: WorkflowUpdate, caller: Caller, repo: Repo) -> WorkflowDetail:
+    """The new draft when ``draft_version`` is still the draft's version (it goes up by
+    one); else 409 ``{"error", "current_version"}``. The document's id must stay."""
+    _writable(caller, workflow_id)
+    if body.workflow.get("id", workflow_id) != workflow_id:
+        raise ApiError(422, "invalid_workflow", f"the document's id must be {workflow_id!r} (ids do not change)")
+    doc = {**body.workflow, "id": workflow_id}
+    return _detail(await repo.update_draft(caller.tenant_id, workflow_id, doc, body.draft_version))
+
+
+@router.delete("/{workflow_id}", status_code=204, summary="Delete a workflow and its versions")
+async def delete_workflow(workflow_id: str, caller: Caller, repo: Repo) -> Response:
+    """Its runs stay (with their own retention)."""
+    _writable(caller, workflow_id)
+    await repo.delete(caller.tenant_id, workflow_id)
+    return Response(status_code=204)
+
+
+@router.post("/{workflow_id}/validate", response_model=WorkflowProblems, summary="Validate the draft")
+async def validate_workflow(workflow_id: str, caller: Caller, repo: Repo, service: Service) -> WorkflowProblems:
+    """Every compile problem of the draft, as ``flowloom validate --json`` prints them."""
+    _readable(caller, workflow_id)
+    return _check(_problems(service, (await repo.get(caller.tenant_id, workflow_id)).draft))
+
+
+# -------------------------------------------------------------------- versions
+
+
+def _version_out(version: Any, published: int | None) -> WorkflowVersionOut:
+    return WorkflowVersionOut(version=version.version, doc_hash=version.doc_hash, note=version.note,
+                              created_at=version.created_at, published=version.version == published)
+
+
+async def _publish(repo: WorkflowRepo, service: Any, caller: Principal, workflow_id: str, doc: dict[str, Any],
+                   note: str) -> WorkflowVersionOut:
+    """Compile ``doc`` (422 with every problem when it has errors), then publish it."""
+    problems = _problems(service, doc)
+    if not _check(problems).valid:
+        errors = sum(1 for p in problems if p["severity"] == "error")
+        raise ApiError(422, "invalid_workflow", f"the workflow has {errors} problem(s)", problems=problems)
+    version = await repo.publish(caller.tenant_id, workflow_id, doc, note)
+    return _version_out(version, version.version)
+
+
+@router.post("/{workflow_id}/publish", status_code=201, response_model=WorkflowVersionOut,
+             summary="Publish the draft as a new version")
+async def publish_workflow(workflow_id: str, body: WorkflowPublish, caller: Caller, repo: Repo,
+                           service: Service) -> WorkflowVersionOut:
+    """The draft, compiled, becomes version n+1 and what apps and keys run."""
+    _writable(caller, workflow_id)
+    record = await repo.get(caller.tenant_id, workflow_id)
+    return await _publish(repo, service, caller, workflow_id, record.draft, body.note)
+
+
+@router.get("/{workflow_id}/versions", response_model=WorkflowVersionList, summary="Published versions")
+async def list_versions(workflow_id: str, caller: Caller, repo: Repo) -> WorkflowVersionList:
+    """Oldest first; ``published`` marks the one that runs."""
+    _readable(caller, workflow_id)
+    record = await repo.get(caller.tenant_id, workflow_id)
+    found = await repo.versions(caller.tenant_id, workflow_id)
+    return WorkflowVersionList(versions=[_version_out(v, record.published_version) for v in found],
+                               published_version=record.published_version)
+
+
+@router.post("/{workflow_id}/rollback", status_code=201, response_model=WorkflowVersionOut,
+             summary="Publish an earlier version again")
+async def rollback_workflow(workflow_id: str, body: WorkflowRollback, caller: Caller, repo: Repo,
+                            service: Service) -> WorkflowVersionOut:
+    """Version ``version``'s document becomes a new version (the draft is unchanged)."""
+    _writable(caller, workflow_id)
+    old = await repo.get_version(caller.tenant_id, workflow_id, body.version)
+    note = body.note if body.note is not None else f"rollback to version {body.version}"
+    return await _publish(repo, service, caller, workflow_id, old.doc or {}, note)
+
+
+@router.get("/{workflow_id}/export", summary="The draft or a version as a workflow file",
+            responses={200: {"content": {"application/json": {"schema": {"type": "object"}}}}})
+async def export_workflow(workflow_id: str, caller: Caller, repo: Repo,
+                          version: Annotated[int | None, Query(ge=1)] = None) -> JSONResponse:
+    """The document (importable again as it is), as an attachment ``<id>.json``."""
+    _readable(caller, workflow_id)
+    if version is None:
+        doc = (await repo.get(caller.tenant_id, workflow_id)).draft
+    else:
+        doc = (await repo.get_version(caller.tenant_id, workflow_id, version)).doc or {}
+    return JSONResponse(doc, headers={"Content-Disposition": f'attachment; filename="{workflow_id}.json"'})
+
+
+# ---------------------------------------------------------------------- import
+
+_IMPORT_BODY = {"requestBody": {"required": True, "content": {
+    "application/json": {"schema": WorkflowImport.model_json_schema()},
+    "multipart/form-data": {"schema": {"type": "object", "required": ["file"], "properties": {
+        "file": {"type": "string", "format": "binary", "description": "FastGPT JSON, Dify YAML or Flowloom JSON"},
+        "model_map": {"type": "string", "description": "JSON object: source model -> registry model"},
+        "allow_partial": {"type": "boolean"}, "workflow_id": {"type": "string"}}}}}}}
+
+
+async def _import_request(request: Request) -> tuple[WorkflowImport, bytes | str, str | None]:
+    """The import parameters, the file's content and its name (for the default id).
+    Raises ApiError 422 for a body that is neither form."""
+    if request.headers.get("content-type", "").startswith("multipart/form-data"):
+        form = await request.form()
+        upload = form.get("file")
+        if upload is None or isinstance(upload, str):
+            raise ApiError(422, "invalid_request", "send the file in the form field `file`")
+        try:
+            mapping = json.loads(str(form.get("model_map") or "{}"))
+            params = WorkflowImport(source="-", model_map=mapping,
+                                    allow_partial=str(form.get("allow_partial", "")).lower() in ("1", "true", "on"),
+                                    workflow_id=form.get("workflow_id") or None)  # type: ignore[arg-type]
+        except ValueError as exc:
+            raise ApiError(422, "invalid_request", f"invalid import options: {exc}") from None
+        return params, await upload.read(), upload.filename
+    try:
+        params = WorkflowImport.model_validate_json(await request.body())
+    except ValueError as exc:
+        raise ApiError(422, "invalid_request", "send `{\"source\": \"<file text>\"}` as JSON or the file as "
+                                               f"multipart `file`: {str(exc).splitlines()[0]}") from None
+    return params, params.source, None
+
+
+def _default_id(data: bytes | str, filename: str | None) -> str | None:
+    """A Flowloom document keeps its id; another format takes the uploaded file's name."""
+    from nodes.importers import ImportFailed, detect_format, parse_source, unwrap_download
+
+    try:
+        if filename is None or detect_format(unwrap_download(parse_source(data))) == "flowloom":
+            return None
+    except ImportFailed:
+        return None
+    return PurePath(filename).stem or None
+
+
+@router.post("/import", response_model=WorkflowImported, openapi_extra=_IMPORT_BODY,
+             summary="Convert a FastGPT / Dify / Flowloom file (optionally save it)")
+async def import_file(request: Request, caller: Caller, repo: Repo, service: Service,
+                      save: bool = False) -> WorkflowImported:
+    """The converted workflow and its import report; 422 with the report as ``problems``
+    when it cannot be converted (see ``allow_partial``). Nothing in the file is run.
+    ``?save=true`` saves the result as a new draft (409 when its id is taken)."""
+    from nodes.importers import ImportFailed, import_workflow
+
+    if save:
+        _writable(caller)
+    params, data, filename = await _import_request(request)
+    try:
+        result = import_workflow(data, catalog=service.catalog, models=service.models,
+                                 allow_partial=params.allow_partial, model_map=params.model_map,
+                                 workflow_id=params.workflow_id or _default_id(data, filename))
+    except ImportFailed as exc:
+        raise ApiError(422, "invalid_import", f"the file cannot be imported ({exc.source_format or 'unknown format'})",
+                       problems=[i.to_dict() for i in exc.report]) from None
+    saved = _detail(await repo.create(caller.tenant_id, result.workflow)) if save else None
+    return WorkflowImported(workflow=result.workflow, report=[i.to_dict() for i in result.report],
+                            source_format=result.source_format, partial=result.partial, models=result.models,
+                            saved=saved)
+
+
+# ------------------------------------------------------------------------ runs
+
+
+@router.post("/{workflow_id}/runs", response_model=RunDetail, summary="Run the published version (or the draft)",
+             responses={200: {"description": "blocking: the run; streaming: its events (SSE)",
+                              "content": {"text/event-stream": {"schema": {"type": "string"}}}},
+                        202: {"model": RunAccepted, "description": "async: the run executes"}})
+async def run_workflow(workflow_id: str, body: WorkflowRunCreate, caller: Caller, repo: Repo, service: Service,
+                       executor: Executor, request: Request,
+                       draft: Annotated[bool, Query(description="run the draft (keys of the whole tenant)")] = False
+                       ) -> Response | RunDetail:
+    """As ``POST /v1/runs`` with the saved document: the published version (409 when
+    none is), or with ``?draft=true`` the draft. The run records ``workflow_version``
+    (the version number, or ``draft``)."""
+    _readable(caller, workflow_id)
+    record = await repo.get(caller.tenant_id, workflow_id)
+    if draft:
+        if caller.app_id is not None:
+            raise ApiError(403, "forbidden", "running a draft needs a key of the whole tenant; app keys run "
+                                             "the published version")
+        doc, version = record.draft, "draft"
+    elif record.published_version is None:
+        raise ApiError(409, "conflict", f"workflow {workflow_id!r} has no published version: publish it, or "
+                                        f"run the draft with ?draft=true")
+    else:
+        found = await repo.get_version(caller.tenant_id, workflow_id, record.published_version)
+        doc, version = found.doc or {}, str(found.version)
+    return await run_document(doc, body, caller=caller, service=service, executor=executor, request=request,
+                              workflow_version=version)
