@@ -29,7 +29,7 @@ from workers.sql.workflows import SqlWorkflowStore
 
 from .errors import install_error_handlers
 from .executor import RunExecutor
-from .routes import routers
+from .routes import chats as chat_routes, routers
 from .runtime import open_service
 
 __all__ = ["HEARTBEAT_S", "create_app", "key_store_of"]
@@ -88,4 +88,5 @@ def create_app(settings: Settings | None = None, *, heartbeat_s: float = HEARTBE
     install_error_handlers(app)
     for router in routers:
         app.include_router(router)
+    app.include_router(chat_routes.router)
     return app

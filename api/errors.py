@@ -37,7 +37,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from engine.errors import CompileError, FlowloomError, InvalidInputs, UnknownInterrupt
-from engine.ports import KeyNotFound, RunNotFound, RunOwned, StoreError, TenantNotFound
+from engine.ports import ChatNotFound, KeyNotFound, RunNotFound, RunOwned, StoreError, TenantNotFound
 from engine.ports import StaleVersion, WorkflowExists, WorkflowNotFound
 from engine.service import RunNotResumable
 
@@ -80,7 +80,7 @@ def describe(exc: BaseException) -> tuple[int, dict[str, Any], dict[str, str]]:
                                [p.to_dict() for p in exc.problems]), {}
     if isinstance(exc, InvalidInputs):
         return 422, error_body("invalid_inputs", "the inputs do not fit the workflow", list(exc.problems)), {}
-    if isinstance(exc, (RunNotFound, KeyNotFound, TenantNotFound)):
+    if isinstance(exc, (RunNotFound, KeyNotFound, TenantNotFound, ChatNotFound)):
         return 404, error_body("not_found", str(exc)), {}
     if isinstance(exc, WorkflowNotFound):
         return 404, error_body("not_found", str(exc)), {}

@@ -21,6 +21,7 @@ from nodes import builtin_catalog
 from nodes.model_registry import registry_for
 from workers.memory import memory_store_for
 from workers.sql import SqlStore, default_database_url
+from workers.sql.chats import SqlChatStore
 
 __all__ = ["database_url", "open_service"]
 
@@ -44,7 +45,8 @@ async def open_service(settings: Settings) -> AsyncIterator[RunService]:
     store = await SqlStore.open(database_url(settings))
     memory = memory_store_for(settings)
     try:
-        yield RunService(catalog=builtin_catalog(), stores=Stores(runs=store, events=store, commands=store, chats=store),
+        stores = Stores(runs=store, events=store, commands=store, chats=SqlChatStore(store))
+        yield RunService(catalog=builtin_catalog(), stores=stores,
                          settings=settings, models=registry, memory=memory,
                          workflows=WorkflowStore.from_settings(settings))
     finally:

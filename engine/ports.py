@@ -24,13 +24,14 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
 
 from schemas.records import WorkflowRecord, WorkflowVersion
-from schemas.records import ApiKey, ChatMessage, OwnerInfo, RunCommand, RunSummary, Tenant
+from schemas.records import ApiKey, Chat, ChatMessage, OwnerInfo, RunCommand, RunSummary, Tenant
 from schemas.run import NodeRun, RunState
 from schemas.types import RunStatus
 
 from .errors import FlowloomError
 
 __all__ = [
+    "ChatNotFound",
     "ChatStore",
     "CheckpointDelta",
     "CommandChannel",
@@ -209,6 +210,34 @@ class ChatStore(Protocol):
     async def messages(self, tenant_id: str, chat_id: str, limit: int = 100) -> list[ChatMessage]:
         """The chat's last ``limit`` messages, oldest first."""
         ...
+
+    async def list_chats(self, tenant_id: str, limit: int = 50, before: float | None = None) -> list[Chat]:
+        """The tenant's chats, most recently changed first (``before``: only chats last
+        changed before that time, the ``updated_at`` of the last chat of the previous page),
+        each with its title (set, or the first user message cut short) and a preview of
+        its newest message."""
+        ...
+
+    async def get_chat(self, tenant_id: str, chat_id: str) -> Chat:
+        """The tenant's chat. Raises ChatNotFound, also for another tenant's chat."""
+        ...
+
+    async def rename_chat(self, tenant_id: str, chat_id: str, title: str | None) -> Chat:
+        """Set the chat's title (None: back to the first user message); the chat as it is
+        now. Raises ChatNotFound."""
+        ...
+
+    async def delete_chat(self, tenant_id: str, chat_id: str) -> None:
+        """Delete the chat and its messages (its runs stay, with their own retention).
+        Raises ChatNotFound."""
+        ...
+
+
+class ChatNotFound(StoreError, KeyError):
+    """No chat with that id for this tenant."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "chat not found"
 
 
 @runtime_checkable

@@ -500,12 +500,30 @@ def _parts_of(state: RunState, streamed: str) -> list[MessagePart]:
         for step in (run.outputs or {}).get("trace") or []:
             if isinstance(step, dict) and step.get("tool"):
                 parts.append(MessagePart(type="tool_call", data=step))
+            elif isinstance(step, dict):
+                parts += _tool_parts(step.get("tools") or [])
     if text:
         parts.append(MessagePart(type="text", text=text))
     for interrupt in state.interrupts.values():
         parts.append(MessagePart(type="interrupt", data=interrupt.model_dump(mode="json", exclude={"answer"})))
     if state.error is not None and state.status is not RunStatus.succeeded:
         parts.append(MessagePart(type="text", text="", data={"error": state.error.model_dump(mode="json")}))
+    return parts
+
+
+def _tool_parts(records: list[Any]) -> list[MessagePart]:
+    """A ``tool_call`` and a ``tool_result`` part per call an agent round made (its trace
+    entry's ``tools``): the call's id, tool name and arguments, then the result's preview
+    (the first characters the model saw) with ``is_error``."""
+    parts: list[MessagePart] = []
+    for record in records:
+        if not isinstance(record, dict):
+            continue
+        ids = {"id": record.get("id"), "name": record.get("name")}
+        parts.append(MessagePart(type="tool_call", data={**ids, "arguments": record.get("arguments")}))
+        if "preview" in record or "is_error" in record:
+            parts.append(MessagePart(type="tool_result", text=str(record.get("preview") or ""),
+                                     data={**ids, "is_error": bool(record.get("is_error"))}))
     return parts
 
 

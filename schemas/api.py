@@ -13,11 +13,17 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from .records import ApiKey, RunSummary
+from .records import ApiKey, Chat, ChatMessage, MessagePart, MessageStatus, RunSummary
 from .run import NodeError, NodeRun, RunState, Usage
 from .types import NodeRunStatus, RunStatus
 
 __all__ = [
+    "ChatDetail",
+    "ChatList",
+    "ChatOut",
+    "ChatRename",
+    "MessageList",
+    "MessageOut",
     "ErrorBody",
     "ErrorDetail",
     "Health",
@@ -250,6 +256,85 @@ class KeyList(BaseModel):
     """``GET /v1/keys``: the tenant's keys, oldest first (revoked ones included)."""
 
     keys: list[KeyOut]
+
+
+# --------------------------------------------------------------------------- chats
+
+
+class ChatOut(BaseModel):
+    """A chat as listed: ``title`` is the one set with ``PATCH``, or else the first user
+    message cut short (``title_set`` says which; None before any user message);
+    ``preview`` is the newest message cut short (its text, or the question it asks)."""
+
+    id: str
+    title: str | None = None
+    title_set: bool = False
+    created_at: float
+    updated_at: float = Field(description="when the newest message was added")
+    preview: str = ""
+    preview_role: Literal["user", "assistant"] | None = None
+
+    @classmethod
+    def of(cls, chat: Chat) -> "ChatOut":
+        """From the store's record."""
+        return cls(**chat.model_dump(exclude={"tenant_id"}))
+
+
+class ChatList(BaseModel):
+    """``GET /v1/chats``: the tenant's chats, most recently changed first.
+    ``next_before``: pass it as ``before`` for the next page (None: this is the last)."""
+
+    chats: list[ChatOut]
+    next_before: float | None = None
+
+
+class MessageOut(BaseModel):
+    """A message of a chat. A user message has one ``text`` part. An assistant message is
+    the answer of one run (``run_id``): parts ``reasoning``, ``tool_call`` (``data``: the
+    call's ``id``, ``name``, ``arguments``) and ``tool_result`` (``text``: the start of the
+    result; ``data``: ``id``, ``name``, ``is_error``) of an agent, ``text`` (the answer, or
+    the partial text of a stopped or failed turn; a failed turn adds a part with
+    ``data.error``) and ``interrupt``
+    (``data``: the pending question: ``id``, ``kind``, ``payload``). ``status``:
+    ``streaming`` while the run executes, then ``done``, ``paused``, ``failed`` or
+    ``cancelled``."""
+
+    id: str
+    role: Literal["user", "assistant"]
+    run_id: str | None = None
+    status: MessageStatus
+    text: str = Field(description="the text parts joined")
+    parts: list[MessagePart]
+    created_at: float
+    updated_at: float
+
+    @classmethod
+    def of(cls, message: ChatMessage) -> "MessageOut":
+        """From the store's record."""
+        return cls(id=message.id, role=message.role, run_id=message.run_id, status=message.status,
+                   text=message.text, parts=message.parts, created_at=message.created_at,
+                   updated_at=message.updated_at)
+
+
+class MessageList(BaseModel):
+    """``GET /v1/chats/{id}/messages``: the chat's last ``limit`` messages, oldest first."""
+
+    messages: list[MessageOut]
+
+
+class ChatDetail(ChatOut):
+    """``GET /v1/chats/{id}``: the chat and its last messages, oldest first."""
+
+    messages: list[MessageOut]
+
+
+class ChatRename(BaseModel):
+    """``PATCH /v1/chats/{id}``: the chat's new title (null or blank: back to the first
+    user message)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    title: str | None = Field(max_length=200)
 
 
 # ----------------------------------------------------------------------- workflows

@@ -17,8 +17,11 @@ from pydantic import BaseModel, Field
 from .types import RunStatus
 
 __all__ = [
+    "CHAT_PREVIEW_CHARS",
+    "CHAT_TITLE_CHARS",
     "DEFAULT_TENANT",
     "ApiKey",
+    "Chat",
     "ChatMessage",
     "CommandKind",
     "MessagePart",
@@ -29,6 +32,7 @@ __all__ = [
     "Tenant",
     "WorkflowRecord",
     "WorkflowVersion",
+    "clip",
 ]
 
 #: The tenant of everything created without one (the CLI, an embedded deployment).
@@ -172,6 +176,38 @@ class ApiKey(BaseModel):
     def active(self) -> bool:
         """True while the key is not revoked."""
         return self.revoked_at is None
+
+
+class Chat(BaseModel):
+    """A chat as a list shows it: its title, when it started and last changed, and a
+    preview of its newest message.
+
+    ``title`` is the title set by a person, or else the first user message cut to
+    :data:`CHAT_TITLE_CHARS` characters (``title_set`` says which); None for a chat with
+    no user message yet. ``preview`` is the newest message's text cut to
+    :data:`CHAT_PREVIEW_CHARS` characters, ``preview_role`` its role.
+    """
+
+    id: str
+    tenant_id: str = DEFAULT_TENANT
+    title: str | None = None
+    title_set: bool = False
+    created_at: float = 0.0
+    updated_at: float = 0.0
+    preview: str = ""
+    preview_role: Literal["user", "assistant"] | None = None
+
+
+#: Longest title taken from a chat's first user message (longer ones are cut, with "...").
+CHAT_TITLE_CHARS = 80
+#: Longest preview of a chat's newest message.
+CHAT_PREVIEW_CHARS = 160
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` on one line, cut to ``limit`` characters (the last one an ellipsis when cut)."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "\u2026"
 
 
 class WorkflowRecord(BaseModel):
