@@ -138,13 +138,17 @@ class RunService:
 
     async def prepare(self, doc: Mapping[str, Any], inputs: Mapping[str, Any], *, tenant_id: str = DEFAULT_TENANT,
                       chat_id: str | None = None, user_id: str | None = None, message: str | None = None,
-                      run_id: str | None = None, workflow_version: str | None = None) -> RunState:
+                      run_id: str | None = None, workflow_version: str | None = None,
+                      history: list[dict[str, Any]] | None = None) -> RunState:
         """Create a run (status ``pending``) without executing it; returns its state.
 
         Stores the workflow document under its hash, the run with its validated inputs
         and, in a chat, the user's message and an empty assistant message (it exists
         before the model streams). ``message`` is the user's text: ``sys.query``, and
         the ``query`` input when the workflow declares one and it is not given.
+        ``history`` (``[{"role", "content"}]``, oldest first) is ``sys.history`` of a run
+        without a chat (a client that keeps the conversation itself, as OpenAI clients
+        do); in a chat the chat's stored messages are the history and ``history`` is ignored.
 
         Raises:
             CompileError: the document does not compile.
@@ -154,7 +158,7 @@ class RunService:
         values = dict(inputs)
         if message is not None and "query" not in values and any(v.name == "query" for v in plan.workflow.inputs):
             values["query"] = message
-        history = await self._history(tenant_id, chat_id) if chat_id else None
+        history = await self._history(tenant_id, chat_id) if chat_id else (list(history) if history else None)
         state = new_run_state(plan, values, run_id=run_id, chat_id=chat_id, query=message, user_id=user_id,
                               history=history)
         state.tenant_id, state.workflow_version = tenant_id, workflow_version

@@ -1,0 +1,326 @@
+"""The OpenAI-compatible endpoint: published workflows ("apps") as chat models, so the
+official ``openai`` SDK and the tools built on it are working clients.
+
+- ``POST /v1/chat/completions``: one turn of an app. ``model`` is the app's workflow
+  id (a key scoped to an app may leave it out, or must name its own app; a key of the
+  whole tenant must name one); the published version runs. The last ``user`` message
+  is the turn's message (``sys.query`` and the ``query`` input). Extra body fields:
+  ``chat_id`` (the stored conversation: its messages are ``sys.history`` and the
+  request's earlier messages are ignored; without it, the earlier ``user`` and
+  ``assistant`` messages are ``sys.history``), ``inputs`` (the workflow's inputs),
+  ``detail`` (node events in the stream). Not streaming: a ``chat.completion`` whose
+  content is the run's answer; streaming: ``chat.completion.chunk`` lines
+  (``data: {...}``) with the answer's deltas, a last chunk with ``finish_reason`` and
+  ``usage``, then ``data: [DONE]``. Every answer carries ``flowloom: {run_id, chat_id,
+  status, interrupts}`` (a field OpenAI clients ignore).
+- ``GET /v1/models``: the published apps the key may run, as an OpenAI model list.
+
+A run that pauses for a question answers with the question as its content
+(``finish_reason`` ``stop``, ``flowloom.status`` ``paused``); the next message to the
+same ``chat_id`` answers it (the paused run continues, no new run). Usage is the
+tokens of this turn (for a continued run, those since it continued).
+
+Errors are OpenAI's shape ``{"error": {"message", "type", "code", "param"}}`` with the
+status: 401 bad key, 404 unknown app (``model_not_found``), 422 bad inputs or request,
+409 a ``chat_id`` used by another app, 500 a failed run (``run_failed``, with the
+run's own message, never a traceback). Errors carry ``x-should-retry: false`` (the SDK
+would otherwise retry 409 and 5xx, running the turn again). An error after the stream
+started is a ``data: {"error": ...}`` line then ``data: [DONE]``. Runs execute in app
+tasks: a client that disconnects never stops one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any, AsyncIterator
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response
+from fastapi.security import HTTPAuthorizationCredentials
+from pydantic import ValidationError
+
+from engine.ports import WorkflowNotFound, WorkflowRepo
+from engine.service import RunService
+from schemas.events import NodeDelta
+from schemas.openai_compat import ChatCompletionRequest, message_text
+from schemas.types import RunStatus
+
+from ..auth import Principal, principal
+from ..errors import ApiError, describe
+from ..executor import END, Execution, RunExecutor
+from ..sse import HEARTBEAT, EventStreamResponse
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/v1", tags=["openai"])
+
+_OPENAI_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
+                 404: "invalid_request_error", 409: "invalid_request_error", 422: "invalid_request_error"}
+_CODES = {"unauthorized": "invalid_api_key", "not_found": "model_not_found"}
+_QUESTION_KEYS = ("question", "description", "prompt", "message", "title", "text")
+_BODY = {"requestBody": {"required": True, "content": {
+    "application/json": {"schema": ChatCompletionRequest.model_json_schema()}}}}
+
+
+# ------------------------------------------------------------------- errors
+
+
+def _error_payload(exc: BaseException) -> tuple[int, dict[str, Any], dict[str, str]]:
+    """``(status, {"error": {message, type, code, param}}, headers)`` for ``exc``, from
+    the API's own mapping (:func:`api.errors.describe`), so no traceback ever leaves."""
+    status, body, headers = describe(exc)
+    error = body.get("error", {})
+    code = error.get("code") or _CODES.get(error.get("type", ""), error.get("type"))
+    detail: dict[str, Any] = {"message": error.get("message", "error"),
+                              "type": _OPENAI_TYPES.get(status, "server_error" if status >= 500 else "api_error"),
+                              "code": code, "param": error.get("param")}
+    if error.get("problems") is not None:
+        detail["problems"] = error["problems"]
+    return status, {"error": detail}, {**headers, "x-should-retry": "false"}
+
+
+def _error_response(exc: BaseException) -> JSONResponse:
+    status, body, headers = _error_payload(exc)
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+class _RunFailed(ApiError):
+    """A run that ended failed or cancelled: 500 ``run_failed`` with the run's message."""
+
+    def __init__(self, run_id: str, status: str, message: str) -> None:
+        super().__init__(500, "run_failed", f"run {run_id} {status}: {message}")
+
+
+async def _caller(request: Request) -> Principal:
+    """The caller of the request (its Bearer key). Raises ApiError 401."""
+    scheme, _, value = request.headers.get("authorization", "").partition(" ")
+    credentials = (HTTPAuthorizationCredentials(scheme=scheme, credentials=value.strip())
+                   if scheme.lower() == "bearer" and value.strip() else None)
+    return await principal(request.app.state.keys, credentials)
+
+
+# --------------------------------------------------------------------- apps
+
+
+def _not_found(model: str) -> ApiError:
+    return ApiError(404, "model_not_found", f"The model {model!r} does not exist or you do not have access to it "
+                                            f"(a model is a published workflow's id; GET /v1/models lists them)")
+
+
+async def _app(repo: WorkflowRepo, caller: Principal, model: str | None) -> tuple[str, dict[str, Any], str]:
+    """``(workflow id, published document, version)`` of the app the request names.
+
+    Raises:
+        ApiError: 400 no model named by a key of the whole tenant; 404 an app of another
+        tenant, another app for an app key, unknown, or not published.
+    """
+    if caller.app_id is not None and model not in (None, "", caller.app_id):
+        raise _not_found(str(model))
+    workflow_id = model or caller.app_id
+    if not workflow_id:
+        raise ApiError(400, "model_required", "name the app in `model` (a published workflow's id; "
+                                              "GET /v1/models lists them)")
+    try:
+        record = await repo.get(caller.tenant_id, workflow_id)
+    except WorkflowNotFound:
+        raise _not_found(workflow_id) from None
+    if record.published_version is None:
+        raise _not_found(workflow_id)
+    found = await repo.get_version(caller.tenant_id, workflow_id, record.published_version)
+    return workflow_id, found.doc or {}, str(found.version)
+
+
+@router.get("/models", summary="The apps this key may call (OpenAI model list)")
+async def list_models(request: Request) -> Response:
+    """``{"object": "list", "data": [{"id", "object": "model", "created", "owned_by"}]}``:
+    the tenant's published workflows (a key scoped to an app: that app only)."""
+    try:
+        caller = await _caller(request)
+        found = await request.app.state.workflows.list(caller.tenant_id, caller.app_id)
+    except Exception as exc:  # noqa: BLE001 - answered in OpenAI's error shape
+        return _error_response(exc)
+    data = [{"id": r.id, "object": "model", "created": int(r.created_at), "owned_by": caller.tenant_id}
+            for r in found if r.published_version is not None]
+    return JSONResponse({"object": "list", "data": data})
+
+
+# -------------------------------------------------------------------- start
+
+
+def _turn(body: ChatCompletionRequest) -> tuple[str, list[dict[str, Any]]]:
+    """The turn's message (the last ``user`` message) and the history before it (its
+    ``user`` and ``assistant`` messages with text). Raises ApiError 422 without one."""
+    last = max((i for i, m in enumerate(body.messages) if m.role == "user"), default=None)
+    if last is None:
+        raise ApiError(422, "invalid_request", "`messages` needs a message with role `user`")
+    history = [{"role": m.role, "content": message_text(m)} for m in body.messages[:last]
+               if m.role in ("user", "assistant") and message_text(m)]
+    return message_text(body.messages[last]), history
+
+
+async def _chat_owner_check(service: RunService, tenant: str, chat_id: str, workflow_id: str) -> None:
+    """A chat belongs to the app of its runs: another app's chat is refused (409), so
+    one app never reads or answers another's conversation."""
+    newest = await service.list(tenant, chat_id=chat_id, limit=1)
+    if newest and newest[0].workflow_id != workflow_id:
+        raise ApiError(409, "chat_conflict", f"chat {chat_id!r} belongs to another app; use a new chat_id")
+
+
+async def _start(request: Request, caller: Principal, body: ChatCompletionRequest
+                 ) -> tuple[str, Execution, asyncio.Queue[Any], tuple[int, int, int]]:
+    """Open the turn and launch it in an app task: ``(app id, execution, listener,
+    (tokens in, tokens out, answer length) before this turn)``.
+
+    Raises:
+        ApiError, WorkflowNotFound, InvalidInputs, CompileError, RunNotResumable...
+    """
+    service: RunService = request.app.state.service
+    executor: RunExecutor = request.app.state.executor
+    workflow_id, doc, version = await _app(request.app.state.workflows, caller, body.model)
+    message, history = _turn(body)
+    tenant, before = caller.tenant_id, (0, 0, 0)
+    events: AsyncIterator[Any] | None = None
+    if body.chat_id:
+        await _chat_owner_check(service, tenant, body.chat_id, workflow_id)
+        events = await service.answer_chat(tenant, body.chat_id, message)
+    if events is not None:
+        (paused,) = await service.list(tenant, status=RunStatus.paused, chat_id=body.chat_id, limit=1)
+        run_id = paused.run_id
+        before = (paused.tokens_in, paused.tokens_out, len((await service.state(tenant, run_id)).answer))
+    else:
+        state = await service.prepare(doc, body.inputs, tenant_id=tenant, chat_id=body.chat_id, message=message,
+                                      user_id=body.user, workflow_version=version,
+                                      history=None if body.chat_id else history)
+        run_id, events = state.run_id, service.execute(tenant, state.run_id)
+    listener: asyncio.Queue[Any] = asyncio.Queue()
+    execution = await executor.launch(run_id, events, listener)
+    return workflow_id, execution, listener, before
+
+
+# ------------------------------------------------------------------ results
+
+
+def _question(interrupts: list[dict[str, Any]]) -> str:
+    """The pending questions as text: each payload's question (or description), with
+    its options' labels when it has some."""
+    lines = []
+    for interrupt in interrupts:
+        payload = interrupt.get("payload") or {}
+        text = next((str(payload[k]) for k in _QUESTION_KEYS if isinstance(payload.get(k), str) and payload[k]),
+                    f"({interrupt.get('kind', 'question')})")
+        options = [str(o.get("label") or o.get("id")) for o in payload.get("options") or [] if isinstance(o, dict)]
+        lines.append(text + (f" ({' / '.join(options)})" if options else ""))
+    return "\n".join(lines)
+
+
+async def _outcome(request: Request, caller: Principal, execution: Execution,
+                   before: tuple[int, int, int]) -> dict[str, Any]:
+    """The turn's end: ``{answer, question, usage, flowloom}`` from the stored run.
+
+    Raises:
+        the execution's error; _RunFailed for a run that failed or was cancelled.
+    """
+    if execution.error is not None:
+        raise execution.error
+    service: RunService = request.app.state.service
+    summary = await service.get(caller.tenant_id, execution.run_id)
+    state = await service.state(caller.tenant_id, execution.run_id)
+    if summary.status in (RunStatus.failed, RunStatus.cancelled):
+        message = state.error.message if state.error is not None else summary.status.value
+        raise _RunFailed(execution.run_id, summary.status.value, message)
+    prompt, completion = summary.tokens_in - before[0], summary.tokens_out - before[1]
+    interrupts = summary.pending_interrupts if summary.status is RunStatus.paused else []
+    return {"answer": state.answer[before[2]:], "question": _question(interrupts),
+            "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
+            "flowloom": {"run_id": execution.run_id, "chat_id": summary.chat_id, "status": summary.status.value,
+                         "interrupts": interrupts}}
+
+
+def _envelope(kind: str, run_id: str, model: str, created: int) -> dict[str, Any]:
+    return {"id": f"chatcmpl-{run_id}", "object": kind, "created": created, "model": model}
+
+
+# --------------------------------------------------------------- the route
+
+
+@router.post("/chat/completions", openapi_extra=_BODY, summary="A turn of an app (OpenAI chat completions)",
+             responses={200: {"description": "chat.completion, or chat.completion.chunk lines (SSE)",
+                              "content": {"text/event-stream": {"schema": {"type": "string"}}}}})
+async def chat_completions(request: Request) -> Response:
+    """One turn of the app ``model`` names (module docstring): a ``chat.completion``, or
+    with ``stream`` its chunks. Errors in OpenAI's shape with their status."""
+    try:
+        caller = await _caller(request)
+        try:
+            body = ChatCompletionRequest.model_validate(json.loads(await request.body() or b"null"))
+        except (ValueError, ValidationError) as exc:
+            first = str(exc).splitlines()[0] if isinstance(exc, ValidationError) else "the body is not JSON"
+            raise ApiError(422, "invalid_request", f"invalid request: {first}") from None
+        model, execution, listener, before = await _start(request, caller, body)
+    except Exception as exc:  # noqa: BLE001 - answered in OpenAI's error shape
+        return _error_response(exc)
+    created = int(time.time())
+    if body.stream:
+        chunks = _stream(request, caller, body, execution, listener, (model, created, before))
+        return EventStreamResponse(chunks)
+    execution.unsubscribe(listener)
+    await execution.wait()  # shielded: a client that goes away leaves the run executing
+    try:
+        outcome = await _outcome(request, caller, execution, before)
+    except Exception as exc:  # noqa: BLE001
+        return _error_response(exc)
+    content = "\n\n".join(part for part in (outcome["answer"], outcome["question"]) if part)
+    return JSONResponse({**_envelope("chat.completion", execution.run_id, model, created),
+                         "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
+                                      "finish_reason": "stop", "logprobs": None}],
+                         "usage": outcome["usage"], "flowloom": outcome["flowloom"]})
+
+
+def _data(payload: dict[str, Any] | str) -> str:
+    text = payload if isinstance(payload, str) else json.dumps(payload, ensure_ascii=False, separators=(",", ":"),
+                                                                 default=str)
+    return f"data: {text}\n\n"
+
+
+async def _stream(request: Request, caller: Principal, body: ChatCompletionRequest, execution: Execution,
+                  listener: asyncio.Queue[Any], meta: tuple[str, int, tuple[int, int, int]]) -> AsyncIterator[str]:
+    """The chunks of a turn: the role, the answer's deltas (``detail``: every other event
+    as a chunk with an empty delta and ``flowloom.event``), the question of a pause, a
+    last chunk with ``finish_reason``, ``usage`` and ``flowloom``, then ``[DONE]``; an
+    error ends it with an error line then ``[DONE]``. Closing it only stops listening."""
+    model, created, before = meta
+    head = _envelope("chat.completion.chunk", execution.run_id, model, created)
+    heartbeat = float(request.app.state.heartbeat_s)
+
+    def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> str:
+        return _data({**head, "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}],
+                      **extra})
+
+    try:
+        yield chunk({"role": "assistant", "content": ""})
+        while True:
+            try:
+                event = await asyncio.wait_for(listener.get(), heartbeat)
+            except asyncio.TimeoutError:
+                yield HEARTBEAT
+                continue
+            if event is END:
+                break
+            if isinstance(event, NodeDelta) and event.channel == "answer":
+                yield chunk({"content": event.text})
+            elif body.detail:
+                yield chunk({}, flowloom={"event": event.model_dump(mode="json")})
+        try:
+            outcome = await _outcome(request, caller, execution, before)
+        except Exception as exc:  # noqa: BLE001 - an error line, then the end
+            yield _data(_error_payload(exc)[1])
+            yield _data("[DONE]")
+            return
+        if outcome["question"]:
+            yield chunk({"content": ("\n\n" if outcome["answer"] else "") + outcome["question"]})
+        yield chunk({}, "stop", usage=outcome["usage"], flowloom=outcome["flowloom"])
+        yield _data("[DONE]")
+    finally:
+        execution.unsubscribe(listener)
