@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Callable
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -57,3 +58,32 @@ def machine(dists: tuple[str, ...] = ()) -> dict[str, object]:
     if dists:
         out["packages"] = packages
     return out
+
+
+def print_report(make: Callable[[], dict[str, object]]) -> int:
+    """Run ``make()`` with anything it prints sent to stderr, then print its report as the
+    one JSON line on stdout (what every bench script promises); returns exit status 0."""
+    import contextlib
+    import json
+
+    out = sys.stdout
+    with contextlib.redirect_stdout(sys.stderr):
+        result = make()
+    out.write(json.dumps(result, separators=(",", ":")) + "\n")
+    out.flush()
+    return 0
+
+
+def sibling(name: str) -> object:
+    """Import ``bench/<name>.py`` as module ``name``: ``bench/`` is off ``sys.path`` (see
+    above), so shared bench modules are loaded by file."""
+    import importlib.util
+
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, os.path.join(HERE, f"{name}.py"))
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module

@@ -39,7 +39,6 @@ import asyncio
 import contextlib
 import datetime as _dt
 import gc
-import json
 import os
 import statistics
 import sys
@@ -48,13 +47,14 @@ import time
 import uuid
 from typing import Any, Awaitable, Callable
 
-from _checkout import ROOT as _ROOT, machine, provenance  # noqa: E402  (first: this checkout, not bench/engine.py)
+from _checkout import ROOT as _ROOT, machine, print_report, provenance, sibling  # noqa: E402  (first: this checkout, not bench/engine.py)
 
 import engine  # noqa: E402
-from engine import (KindSpec, NodeCatalog, NodeExecutor, NodeResult, RunDeps, compile_workflow,  # noqa: E402
-                    new_run_state, run_workflow)
-from nodes import builtin_catalog  # noqa: E402
-from schemas.nodes import NodeConfig, node_kind  # noqa: E402
+from engine import RunDeps, compile_workflow, new_run_state, run_workflow  # noqa: E402
+
+_noop = sibling("_noop")  # the bench-only noop kind, shared with the other bench
+BENCH_CATALOG = _noop.BENCH_CATALOG  # type: ignore[attr-defined]
+flowloom_chain = _noop.flowloom_chain  # type: ignore[attr-defined]
 
 import sqlalchemy as sa  # noqa: E402
 from sqlalchemy.engine import make_url  # noqa: E402
@@ -70,33 +70,6 @@ US_PER_NODE_MAX = 1000.0
 #: The floor's row: about the size of a small node run.
 PAYLOAD = '{"node_id": "n1", "status": "succeeded", "outputs": {}, "handles": ["out"]}'
 
-
-# ----------------------------------------------------------------- bench-only kind
-
-
-@node_kind("noop", "No-op")
-class NoopConfig(NodeConfig):
-    """Bench-only node kind: no fields, no outputs."""
-
-
-class NoopNode(NodeExecutor[NoopConfig], kind="noop"):
-    """Does nothing; takes the ``out`` handle."""
-
-    async def run(self, ctx: Any) -> NodeResult:
-        """Return no outputs (the ``out`` handle is taken)."""
-        return NodeResult({})
-
-
-#: The built-in kinds plus the bench-only ``noop`` kind.
-BENCH_CATALOG: NodeCatalog = builtin_catalog().with_kinds(KindSpec("noop", NoopConfig, NoopNode))
-
-
-def flowloom_chain(n: int) -> dict[str, Any]:
-    """The n-node chain ``start -> n1 -> ... -> n{n-1}`` as a Flowloom workflow document."""
-    ids = ["start"] + [f"n{i}" for i in range(1, n)]
-    nodes = [{"id": "start", "type": "start"}] + [{"id": nid, "type": "noop"} for nid in ids[1:]]
-    edges = [{"id": f"e{i}", "source": a, "target": b} for i, (a, b) in enumerate(zip(ids, ids[1:]))]
-    return {"id": f"chain{n}", "name": "bench chain", "nodes": nodes, "edges": edges}
 
 
 # ------------------------------------------------------------------------ helpers
@@ -529,12 +502,7 @@ def main(argv: list[str] | None = None) -> int:
                              "dropped (default: $FLOWLOOM_TEST_POSTGRES_URL or %(default)s)")
     parser.add_argument("-v", "--verbose", action="store_true", help="progress on stderr")
     args = parser.parse_args(argv)
-    out = sys.stdout
-    with contextlib.redirect_stdout(sys.stderr):  # stdout carries the one JSON line only
-        result = asyncio.run(main_async(args))
-    out.write(json.dumps(result, separators=(",", ":")) + "\n")
-    out.flush()
-    return 0
+    return print_report(lambda: asyncio.run(main_async(args)))
 
 
 if __name__ == "__main__":

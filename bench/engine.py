@@ -30,10 +30,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import datetime as _dt
 import gc
-import json
 import os
 import statistics
 import sys
@@ -41,12 +39,15 @@ import time
 import tracemalloc
 from typing import Any, Awaitable, Callable, TypedDict
 
-from _checkout import ROOT as _ROOT, machine, provenance  # noqa: E402  (first: this checkout, not bench/engine.py)
+from _checkout import ROOT as _ROOT, machine, print_report, provenance, sibling  # noqa: E402  (first: this checkout, not bench/engine.py)
 
 import engine  # noqa: E402  (first: older checkouts had a nodes -> engine -> nodes import cycle)
-from engine import KindSpec, NodeCatalog, NodeExecutor, NodeResult, RunDeps, compile_workflow, run_workflow  # noqa: E402
-from nodes import builtin_catalog  # noqa: E402
-from schemas.nodes import NodeConfig, node_kind  # noqa: E402
+from engine import RunDeps, compile_workflow, run_workflow  # noqa: E402
+
+_noop = sibling("_noop")  # the bench-only noop kind, shared with the other bench
+BENCH_CATALOG = _noop.BENCH_CATALOG  # type: ignore[attr-defined]
+chain_ids = _noop.chain_ids  # type: ignore[attr-defined]
+flowloom_chain = _noop.flowloom_chain  # type: ignore[attr-defined]
 
 from langgraph.graph import END, START, StateGraph  # noqa: E402
 
@@ -58,25 +59,6 @@ TARGETS = {
     "fanout_memory_mib_max": 5.0,  # Flowloom run-time memory increase on the fan-out < 5 MiB
 }
 
-# ----------------------------------------------------------------- bench-only kind
-
-
-@node_kind("noop", "No-op")
-class NoopConfig(NodeConfig):
-    """Bench-only node kind: no fields, no outputs."""
-
-
-class NoopNode(NodeExecutor[NoopConfig], kind="noop"):
-    """Does nothing; takes the ``out`` handle."""
-
-    async def run(self, ctx: Any) -> NodeResult:
-        """Return no outputs (the ``out`` handle is taken)."""
-        return NodeResult({})
-
-
-#: The built-in kinds plus the bench-only ``noop`` kind; every bench plan compiles against it.
-BENCH_CATALOG: NodeCatalog = builtin_catalog().with_kinds(KindSpec("noop", NoopConfig, NoopNode))
-
 
 def compile_bench(doc: dict[str, Any], *, use_cache: bool = False) -> Any:
     """Compile a bench workflow against :data:`BENCH_CATALOG` (no model registry check)."""
@@ -86,22 +68,9 @@ def compile_bench(doc: dict[str, Any], *, use_cache: bool = False) -> Any:
 # ------------------------------------------------------------------- graph shapes
 
 
-def chain_ids(n: int) -> list[str]:
-    """``start, n1, ..., n{n-1}``: n nodes."""
-    return ["start"] + [f"n{i}" for i in range(1, n)]
-
-
 def fanout_ids(n: int) -> tuple[list[str], str]:
     """The n - 2 parallel node ids and the join id (plus ``start``: n nodes)."""
     return [f"p{i}" for i in range(1, n - 1)], "join"
-
-
-def flowloom_chain(n: int) -> dict[str, Any]:
-    """The n-node chain ``start -> n1 -> ... -> n{n-1}`` as a Flowloom workflow document."""
-    ids = chain_ids(n)
-    nodes = [{"id": "start", "type": "start"}] + [{"id": nid, "type": "noop"} for nid in ids[1:]]
-    edges = [{"id": f"e{i}", "source": a, "target": b} for i, (a, b) in enumerate(zip(ids, ids[1:]))]
-    return {"id": f"chain{n}", "name": "bench chain", "nodes": nodes, "edges": edges}
 
 
 def flowloom_fanout(n: int) -> dict[str, Any]:
@@ -419,12 +388,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=0, help="timed runs per measure (default 5, quick 2)")
     parser.add_argument("-v", "--verbose", action="store_true", help="progress on stderr")
     args = parser.parse_args(argv)
-    out = sys.stdout
-    with contextlib.redirect_stdout(sys.stderr):  # stdout carries the one JSON line only
-        result = asyncio.run(main_async(args))
-    out.write(json.dumps(result, separators=(",", ":")) + "\n")
-    out.flush()
-    return 0
+    return print_report(lambda: asyncio.run(main_async(args)))
 
 
 if __name__ == "__main__":

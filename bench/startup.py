@@ -24,9 +24,7 @@ What is measured (see bench/README.md for the numbers and how to read them):
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime as _dt
-import json
 import os
 import statistics
 import subprocess
@@ -34,7 +32,7 @@ import sys
 import time
 from typing import Any
 
-from _checkout import ROOT, machine, provenance  # noqa: E402  (first: import this checkout, not bench/engine.py)
+from _checkout import ROOT, machine, print_report, provenance  # noqa: E402  (first: import this checkout, not bench/engine.py)
 
 SCHEMA = "flowloom-bench-startup/1"
 TARGET_S = 0.3
@@ -221,12 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=0, help="timed runs per command (default 15, quick 2)")
     parser.add_argument("-v", "--verbose", action="store_true", help="progress on stderr")
     args = parser.parse_args(argv)
-    out = sys.stdout
-    with contextlib.redirect_stdout(sys.stderr):  # stdout carries the one JSON line only
-        result = run(args)
-    out.write(json.dumps(result, separators=(",", ":")) + "\n")
-    out.flush()
-    return 0
+    return print_report(lambda: run(args))
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ from pydantic import Field, PrivateAttr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from typing import Annotated, Literal
 
-__all__ = ["Settings", "flowloom_home", "get_settings"]
+__all__ = ["Settings", "get_settings"]
 
 
 class Settings(BaseSettings):
@@ -190,15 +190,6 @@ def _read_env_file(env_file: Any) -> dict[str, str]:
     from dotenv import dotenv_values  # a dependency of pydantic-settings
 
     return {k: v for k, v in dotenv_values(env_file, encoding="utf-8").items() if v is not None}
-
-
-def flowloom_home() -> Path:
-    """Flowloom's data directory (``Settings.home``): ``$FLOWLOOM_HOME``, else ``~/.flowloom``.
-
-    Per user, not per working directory, so a paused run saved by one process is found
-    by ``flowloom resume`` started anywhere else. Read on every call (tests change it).
-    """
-    return Settings().home
 
 
 @functools.cache

@@ -9,6 +9,7 @@ Times are Unix seconds (float).
 
 from __future__ import annotations
 
+import time
 from enum import StrEnum
 from typing import Any, Literal
 
@@ -80,11 +81,7 @@ class RunSummary(BaseModel):
         """Wall time from start to end (or to now while it runs) minus time waiting for a person."""
         if self.started_at is None:
             return None
-        end = self.finished_at
-        if end is None:
-            import time
-
-            end = time.time()
+        end = self.finished_at if self.finished_at is not None else time.time()
         return max(0.0, end - self.started_at - self.waited_s)
 
 
