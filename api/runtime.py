@@ -5,8 +5,10 @@ The one place that picks implementations for the engine's ports: the SQL run sto
 with ``Settings.redis_url``, else files under ``<home>/memory``), the model registry
 (``Settings.models``, else the bundled one, with the settings' environment and
 base-URL override), the built-in node catalog and the
-workflow directories for workflow tools. The CLI uses it now; the HTTP API and the
-queue workers use the same function.
+workflow directories for workflow tools. With ``Settings.redis_url`` the command
+channel is Redis (:class:`~workers.redis_bus.RedisCommandChannel`: a stop reaches a
+queued run's worker on any machine); without it, the SQL store. The CLI, the HTTP API
+and the queue workers (``flowloom worker``) all use this function.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from engine.workflow_store import WorkflowStore
 from nodes import builtin_catalog
 from nodes.model_registry import registry_for
 from workers.memory import memory_store_for
+from workers.redis_bus import RedisCommandChannel
 from workers.sql import SqlStore, default_database_url
 from workers.sql.chats import SqlChatStore
 
@@ -44,12 +47,16 @@ async def open_service(settings: Settings) -> AsyncIterator[RunService]:
     registry = registry_for(settings)
     store = await SqlStore.open(database_url(settings))
     memory = memory_store_for(settings)
+    commands = RedisCommandChannel(settings.redis_url) if settings.redis_url else store
     try:
-        stores = Stores(runs=store, events=store, commands=store, chats=SqlChatStore(store))
+        stores = Stores(runs=store, events=store, commands=commands, chats=SqlChatStore(store))
         yield RunService(catalog=builtin_catalog(), stores=stores,
                          settings=settings, models=registry, memory=memory,
                          workflows=WorkflowStore.from_settings(settings))
     finally:
         with contextlib.suppress(Exception):
             await memory.close()
+        if settings.redis_url:
+            with contextlib.suppress(Exception):
+                await commands.close()  # type: ignore[union-attr]
         await store.close()

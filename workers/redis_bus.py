@@ -1,0 +1,388 @@
+"""Runs over Redis: the live event bus and the command channel shared by API replicas and workers.
+
+**Event bus** (:class:`RedisEventBus`). The process that executes a run appends every
+event of it - text deltas included - to one Redis Stream per run
+(``<ns>:events:<tenant>:<run>``), capped with ``MAXLEN ~`` and given a time to live once
+the run ends. Each entry holds the event's ``seq`` (the same number the SQL event log
+stores), its ``type`` and its JSON. Any process follows a run from a sequence number
+(:meth:`RedisEventBus.follow`): entries with ``seq`` at or below what the reader has
+already delivered are skipped, so a client re-attaching with ``Last-Event-ID`` to another
+API replica gets no gap and no duplicate. When the stream does not reach back far enough
+(trimmed, or Redis lost it), the durable events come from the SQL log first; when Redis
+is unreachable the reader keeps going on the SQL log alone (no text deltas) until Redis is
+back. A run stopped while it was still queued ends in SQL only: a reader that sees no
+stream entry for a second looks at the SQL log and the run's status.
+
+Publishing never slows the run down: :class:`EventPublisher` buffers events and a
+background task sends whatever is pending in one pipeline; while Redis is down it keeps
+the events (in order) and retries with backoff, so nothing is lost across a Redis restart.
+
+**Command channel** (:class:`RedisCommandChannel`, the engine's ``CommandChannel`` port).
+A command is pushed onto a per-run list (``<ns>:cmd:<run>``, kept a day) *and*
+published on the channel of the same name. Every process keeps one pattern subscription
+(``<ns>:cmd:*``) fed into an in-memory cache, so the run service's poll every tenth of a
+second costs no round trip and sees a stop within that. The list is the persisted flag: a
+worker that starts polling after the command was sent reads it there, and after any
+reconnect the subscription is made again and every polled run's list is read again.
+
+Everything reconnects by itself: a failing call is retried with exponential backoff
+(0.1 s doubling to 5 s) and logged once per outage.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+import weakref
+from typing import Any, AsyncIterator, Awaitable, Callable
+
+from schemas.records import RunCommand
+
+__all__ = [
+    "DEFAULT_NAMESPACE",
+    "EventPublisher",
+    "RedisCommandChannel",
+    "RedisEventBus",
+    "TERMINAL_EVENTS",
+    "redis_client",
+]
+
+logger = logging.getLogger("flowloom.redis")
+
+DEFAULT_NAMESPACE = "flowloom"
+#: events after which a run executes no more (a follower stops there)
+TERMINAL_EVENTS = frozenset({"run_finished", "run_failed", "run_cancelled"})
+_BACKOFF_MIN_S, _BACKOFF_MAX_S = 0.1, 5.0
+
+_clients: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, Any]]" = weakref.WeakKeyDictionary()
+
+
+def redis_client(url: str) -> Any:
+    """The ``redis.asyncio.Redis`` client of ``url`` for the running event loop (a client is
+    bound to the loop it first connects on), with health checks and socket timeouts so a
+    dead server is noticed instead of hanging a call."""
+    loop = asyncio.get_running_loop()
+    per_loop = _clients.setdefault(loop, {})
+    client = per_loop.get(url)
+    if client is None:
+        from redis.asyncio import Redis
+
+        client = Redis.from_url(url, decode_responses=True, health_check_interval=5, socket_connect_timeout=2,
+                                socket_keepalive=True)
+        per_loop[url] = client
+    return client
+
+
+def _connection_errors() -> tuple[type[BaseException], ...]:
+    import redis.exceptions
+
+    return (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError)
+
+
+class _Backoff:
+    """Exponential backoff that logs the first failure of an outage and the recovery."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self.delay = 0.0
+
+    async def failed(self, exc: BaseException) -> None:
+        if self.delay == 0.0:
+            logger.warning("redis unreachable (%s): %s; retrying with backoff", self.what, exc)
+        self.delay = min(max(self.delay * 2, _BACKOFF_MIN_S), _BACKOFF_MAX_S)
+        await asyncio.sleep(self.delay)
+
+    def ok(self) -> None:
+        if self.delay:
+            logger.warning("redis reachable again (%s)", self.what)
+        self.delay = 0.0
+
+
+# ------------------------------------------------------------------ event bus
+
+
+class RedisEventBus:
+    """Per-run event streams (module docstring).
+
+    ``url``: the Redis URL; ``maxlen``: entries kept per stream (approximately: Redis
+    trims whole nodes); ``ttl_s``: seconds a stream lives after its run ended.
+    """
+
+    def __init__(self, url: str, *, namespace: str = DEFAULT_NAMESPACE, maxlen: int = 10_000,
+                 ttl_s: float = 3600.0) -> None:
+        self.url, self.namespace, self.maxlen, self.ttl_s = url, namespace, maxlen, ttl_s
+
+    def key(self, tenant_id: str, run_id: str) -> str:
+        """The stream's key: ``<ns>:events:<tenant>:<run>``."""
+        return f"{self.namespace}:events:{tenant_id}:{run_id}"
+
+    def publisher(self, tenant_id: str, run_id: str) -> "EventPublisher":
+        """A publisher for one execution of the run (call :meth:`EventPublisher.close` at its end)."""
+        return EventPublisher(self, tenant_id, run_id)
+
+    async def rewind(self, tenant_id: str, run_id: str, seq: int) -> int:
+        """Delete the stream's entries with ``seq`` above ``seq`` (what a crashed execution
+        published after its last checkpoint: the next execution publishes those numbers
+        again, with what really happened); returns how many were deleted."""
+        client = redis_client(self.url)
+        key = self.key(tenant_id, run_id)
+        stale = [entry_id for entry_id, fields in await client.xrange(key) if int(fields.get("seq", 0)) > seq]
+        if stale:
+            await client.xdel(key, *stale)
+        return len(stale)
+
+    async def follow(self, tenant_id: str, run_id: str, after_seq: int, *,
+                     durable: Callable[[int], Awaitable[list[dict[str, Any]]]],
+                     ended: Callable[[], Awaitable[bool]], block_ms: int = 1000) -> AsyncIterator[dict[str, Any]]:
+        """The run's events with ``seq > after_seq`` as JSON objects, in ``seq`` order,
+        until the run ends (or pauses).
+
+        ``durable(after)``: the SQL log's events after ``after``; ``ended()``: True when the
+        run has ended or is paused (the database's word). Used when the stream does not
+        reach back to ``after_seq``, when no entry came for ``block_ms``, and while Redis is
+        unreachable.
+        """
+        key, seen, last_id = self.key(tenant_id, run_id), after_seq, "0-0"
+        backoff = _Backoff(f"following run {run_id}")
+        errors = _connection_errors()
+        covered = False
+        while True:
+            try:
+                client = redis_client(self.url)
+                if not covered:  # the stream must reach back to seen + 1, else the SQL log fills the gap
+                    first = await client.xrange(key, count=1)
+                    if not first or int(first[0][1].get("seq", 0)) > seen + 1:
+                        for event in await durable(seen):
+                            seen = event["seq"]
+                            yield event
+                            if event["type"] in TERMINAL_EVENTS:
+                                return
+                    covered = True
+                reply = await client.xread({key: last_id}, count=500, block=block_ms)
+                backoff.ok()
+            except errors as exc:
+                covered = False
+                await backoff.failed(exc)
+                for event in await durable(seen):
+                    seen = event["seq"]
+                    yield event
+                    if event["type"] in TERMINAL_EVENTS:
+                        return
+                if await ended() and not await durable(seen):
+                    return
+                continue
+            if not reply:
+                # Nothing on the stream for a while: the run may execute where nothing
+                # publishes (an API replica's inline run) or have ended in SQL only (stopped
+                # while still queued), so the SQL log and the status have the last word.
+                done = await ended()
+                for event in await durable(seen):
+                    seen = event["seq"]
+                    yield event
+                    if event["type"] in TERMINAL_EVENTS:
+                        return
+                if done:
+                    return
+                continue
+            for entry_id, fields in reply[0][1]:
+                last_id = entry_id
+                seq = int(fields.get("seq", 0))
+                if seq <= seen:
+                    continue
+                seen = seq
+                event = json.loads(fields["data"])
+                yield event
+                if event["type"] in TERMINAL_EVENTS or (event["type"] == "run_paused" and await ended()):
+                    return
+
+
+class EventPublisher:
+    """Sends one execution's events to the run's stream in the background, in order.
+
+    :meth:`add` never blocks and never fails; :meth:`close` waits (up to ``flush_s``) for
+    what is pending, then sets the stream's time to live when the run has ended.
+    """
+
+    def __init__(self, bus: RedisEventBus, tenant_id: str, run_id: str, *, flush_s: float = 30.0) -> None:
+        self.bus, self.run_id, self.flush_s = bus, run_id, flush_s
+        self.key = bus.key(tenant_id, run_id)
+        self._pending: list[tuple[int, str, str]] = []
+        self._wake = asyncio.Event()
+        self._closing = False
+        self._task = asyncio.create_task(self._pump(), name=f"publish {run_id}")
+
+    def add(self, event: Any) -> None:
+        """Queue an event model (``seq``, ``type``, ``model_dump``) for the stream."""
+        data = event.model_dump_json() if hasattr(event, "model_dump_json") else json.dumps(event)
+        self._pending.append((event.seq, event.type, data))
+        self._wake.set()
+
+    async def _pump(self) -> None:
+        backoff = _Backoff(f"publishing run {self.run_id}")
+        errors = _connection_errors()
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            while self._pending:
+                batch = self._pending[:500]
+                try:
+                    pipe = redis_client(self.bus.url).pipeline(transaction=False)
+                    for seq, kind, data in batch:
+                        pipe.xadd(self.key, {"seq": seq, "type": kind, "data": data}, maxlen=self.bus.maxlen,
+                                  approximate=True)
+                    await pipe.execute()
+                    backoff.ok()
+                except errors as exc:
+                    await backoff.failed(exc)
+                    continue
+                del self._pending[: len(batch)]
+            if self._closing:
+                return
+
+    async def close(self, ended: bool) -> None:
+        """Flush, then (``ended``) let the stream expire after the bus's ``ttl_s``. Events
+        that could not be sent within ``flush_s`` (Redis down all that time) are dropped
+        with a warning: the durable ones are in the SQL log."""
+        self._closing = True
+        self._wake.set()
+        try:
+            await asyncio.wait_for(asyncio.shield(self._task), self.flush_s)
+        except asyncio.TimeoutError:
+            logger.warning("run %s: %d live events not delivered to redis (the durable ones are in the "
+                           "database)", self.run_id, len(self._pending))
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            return
+        if ended:
+            with contextlib.suppress(*_connection_errors()):
+                await redis_client(self.bus.url).expire(self.key, int(self.bus.ttl_s))
+
+
+# ------------------------------------------------------------------ commands
+
+
+class RedisCommandChannel:
+    """The engine's ``CommandChannel`` over Redis (module docstring).
+
+    ``ttl_s``: seconds a run's command list is kept (longer than any run);
+    ``resync_s``: seconds between two reads of a polled run's list besides the
+    subscription (a safety net; the subscription delivers within milliseconds).
+    """
+
+    def __init__(self, url: str, *, namespace: str = DEFAULT_NAMESPACE, ttl_s: float = 86400.0,
+                 resync_s: float = 2.0) -> None:
+        self.url, self.namespace, self.ttl_s, self.resync_s = url, namespace, ttl_s, resync_s
+        self._cache: dict[str, dict[int, RunCommand]] = {}
+        self._polled: dict[str, float] = {}  # run id -> monotonic time of the last list read
+        self._listener: asyncio.Task[None] | None = None
+        self._subscribed = asyncio.Event()
+
+    def key(self, run_id: str) -> str:
+        """The run's list and channel: ``<ns>:cmd:<run>``."""
+        return f"{self.namespace}:cmd:{run_id}"
+
+    async def send(self, tenant_id: str, command: RunCommand) -> None:
+        """Push ``command`` onto the run's list and publish it; its id is its position (1..n).
+        The caller has checked the run belongs to ``tenant_id`` (the run service does)."""
+        client = redis_client(self.url)
+        key = self.key(command.run_id)
+        payload = command.model_dump(mode="json")
+        position = await client.rpush(key, json.dumps({**payload, "tenant_id": tenant_id}))
+        payload["id"] = position
+        await client.expire(key, int(self.ttl_s))
+        await client.publish(key, json.dumps(payload))
+
+    async def poll(self, run_id: str, after_id: int = 0) -> list[RunCommand]:
+        """Commands for ``run_id`` with ``id > after_id``: from the subscription's cache,
+        reading the run's list on the first poll, every ``resync_s`` and after a reconnect."""
+        self._ensure_listener()
+        now = time.monotonic()
+        if now - self._polled.get(run_id, -1e9) >= self.resync_s:
+            self._polled[run_id] = now
+            try:
+                await self._read_list(run_id)
+            except _connection_errors():
+                self._polled[run_id] = -1e9  # read again as soon as Redis answers
+        return sorted((c for c in self._cache.get(run_id, {}).values() if c.id > after_id), key=lambda c: c.id)
+
+    async def _read_list(self, run_id: str) -> None:
+        raw = await redis_client(self.url).lrange(self.key(run_id), 0, -1)
+        cache = self._cache.setdefault(run_id, {})
+        for position, item in enumerate(raw, start=1):
+            data = json.loads(item)
+            data.pop("tenant_id", None)
+            cache[position] = RunCommand.model_validate({**data, "id": position})
+
+    async def send_answers(self, tenant_id: str, run_id: str, answers: dict[str, Any],
+                           message: str | None = None) -> None:
+        """Leave the answers to a paused run's questions (and the chat message that gave
+        them) for the worker that continues it: the queued job carries only ids, so what
+        the person answered travels here, kept ``ttl_s``. Read once with :meth:`take_answers`."""
+        client = redis_client(self.url)
+        key = f"{self.namespace}:answers:{run_id}"
+        await client.set(key, json.dumps({"tenant_id": tenant_id, "answers": answers, "message": message}),
+                         ex=int(self.ttl_s))
+
+    async def take_answers(self, tenant_id: str, run_id: str) -> tuple[dict[str, Any], str | None] | None:
+        """The answers left for the run by :meth:`send_answers` (removed as they are read),
+        or None when there are none for this tenant's run."""
+        raw = await redis_client(self.url).getdel(f"{self.namespace}:answers:{run_id}")
+        if raw is None:
+            return None
+        data = json.loads(raw)
+        if data.get("tenant_id") != tenant_id:
+            return None
+        return dict(data.get("answers") or {}), data.get("message")
+
+    def forget(self, run_id: str) -> None:
+        """Drop what is cached for a run that ended here."""
+        self._cache.pop(run_id, None)
+        self._polled.pop(run_id, None)
+
+    def _ensure_listener(self) -> None:
+        loop = asyncio.get_running_loop()
+        if self._listener is None or self._listener.done() or self._listener.get_loop() is not loop:
+            self._listener = asyncio.create_task(self._listen(), name="redis command listener")
+
+    async def _listen(self) -> None:
+        """Keep the pattern subscription alive: after a reconnect every polled run's list
+        is read again (a command sent while the connection was down is found there)."""
+        backoff = _Backoff("command subscription")
+        errors = _connection_errors()
+        prefix = f"{self.namespace}:cmd:"
+        while True:
+            pubsub = redis_client(self.url).pubsub(ignore_subscribe_messages=True)
+            try:
+                await pubsub.psubscribe(prefix + "*")
+                self._subscribed.set()
+                for run_id in list(self._polled):
+                    self._polled[run_id] = -1e9  # resync on the next poll
+                backoff.ok()
+                while True:
+                    message = await pubsub.get_message(timeout=1.0)
+                    if message and message.get("type") == "pmessage":
+                        self._deliver(str(message["channel"])[len(prefix):], message["data"])
+            except errors as exc:
+                self._subscribed.clear()
+                await backoff.failed(exc)
+            finally:
+                with contextlib.suppress(Exception):
+                    await pubsub.aclose()
+
+    def _deliver(self, run_id: str, data: str) -> None:
+        if run_id not in self._polled:
+            return  # not a run this process executes
+        with contextlib.suppress(ValueError, TypeError):
+            command = RunCommand.model_validate(json.loads(data))
+            self._cache.setdefault(run_id, {})[command.id] = command
+
+    async def close(self) -> None:
+        """Stop the subscription."""
+        if self._listener is not None:
+            self._listener.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._listener
