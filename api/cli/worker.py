@@ -1,0 +1,73 @@
+"""``flowloom worker``: an RQ worker that executes queued runs.
+
+Needs ``FLOWLOOM_REDIS_URL`` (the queues, live events, commands and node memory) and the
+same run store as the API (``FLOWLOOM_DATABASE_URL``, or SQLite under
+``FLOWLOOM_HOME`` for workers of one machine). Start as many as you like, on one
+machine or many: each takes one run at a time from its queues, most urgent first.
+Every log line starts with ``flowloom-worker <pid>``. SIGTERM (or Ctrl-C) finishes the
+current run and stops; a second one stops at once, leaving the run to be continued from
+its last checkpoint by another worker.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from typing import Annotated, Optional
+
+import typer
+from rich.text import Text
+
+from .common import EXIT_INVALID, app, err, settings
+
+__all__ = ["worker"]
+
+
+@app.command()
+def worker(
+    queues: Annotated[Optional[list[str]], typer.Option(
+        "--queues", "-q", metavar="QUEUES", help="priorities (high, default, low) or queue names to serve, most urgent first; "
+                               "repeat or separate with commas (default: all three)")] = None,
+    burst: Annotated[bool, typer.Option("--burst", help="quit once the queues are empty")] = False,
+    name: Annotated[Optional[str], typer.Option(help="the worker's name in `rq info` (default: host.pid)")] = None,
+    sweep: Annotated[float, typer.Option(min=0.1, help="seconds between two looks for runs whose worker "
+                                         "died")] = 1.0,
+) -> None:
+    """Execute queued runs (RQ); see `rq info` for queues, workers and jobs."""
+    current = settings()
+    if not current.redis_url:
+        err().print(Text("flowloom worker needs FLOWLOOM_REDIS_URL (e.g. redis://127.0.0.1:6379/0): "
+                         "the queues and the live events are in Redis", style="bold red"))
+        raise typer.Exit(EXIT_INVALID)
+    from redis import Redis
+    from rq.logutils import setup_loghandlers
+
+    from api.runtime import open_service
+    from workers.rq.queues import queue_names
+    from workers.rq.runtime import WorkerRuntime, install_runtime
+    from workers.rq.worker import LOG_FORMAT, FlowloomWorker
+
+    try:
+        names = queue_names([q.strip() for item in queues or [] for q in item.split(",") if q.strip()] or None)
+    except ValueError as exc:
+        err().print(Text(f"--queues: {exc}", style="bold red"))
+        raise typer.Exit(EXIT_INVALID) from None
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    log = logging.getLogger("flowloom")
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    log.propagate = False
+    setup_loghandlers("INFO", log_format=LOG_FORMAT, name="rq.worker")
+    connection = Redis.from_url(current.redis_url, socket_connect_timeout=2, health_check_interval=5)
+    rq_worker = FlowloomWorker(names, connection=connection, name=name or f"{socket.gethostname()}.{os.getpid()}")
+    rq_worker.wait_until_reachable()
+    runtime = WorkerRuntime(current, open_service, sweep_s=sweep, name=rq_worker.name)
+    runtime.start()
+    install_runtime(runtime)
+    try:
+        rq_worker.work(burst=burst, logging_level="INFO", log_format=LOG_FORMAT)
+    finally:
+        install_runtime(None)
+        runtime.stop()

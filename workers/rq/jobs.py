@@ -1,0 +1,27 @@
+"""The job function RQ calls: execute (or continue) one run in this worker process.
+
+It only hands the ids to the worker's runtime (:mod:`workers.rq.runtime`), which runs
+the run service on its event loop; a job outside a ``flowloom worker`` process fails
+with a message saying so.
+"""
+
+from __future__ import annotations
+
+__all__ = ["execute_run"]
+
+
+def execute_run(tenant_id: str, run_id: str) -> str:
+    """Execute the run ``run_id`` of ``tenant_id`` from its stored state; returns how it
+    ended (``succeeded``, ``failed``, ``cancelled``, ``paused``, or why nothing ran).
+
+    Raises:
+        RuntimeError: not called inside a ``flowloom worker`` process.
+    """
+    from rq import get_current_job
+
+    from .runtime import current_runtime
+
+    job = get_current_job()
+    queue = job.origin if job is not None else "flowloom-default"
+    timeout = float(job.timeout) if job is not None and job.timeout else 3600.0
+    return current_runtime().run_job(tenant_id, run_id, queue=queue, job_timeout=timeout)

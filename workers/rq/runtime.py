@@ -1,0 +1,333 @@
+"""The asyncio side of a worker process.
+
+RQ calls job functions synchronously in the worker's main thread. Runs are asyncio, and
+opening the run service (database pool, model registry, Redis clients) per job would cost
+more than most runs, so a :class:`WorkerRuntime` keeps one event loop in a thread of its
+own for the life of the process, with the run service opened once; a job hands its ids to
+it and waits (:meth:`WorkerRuntime.run_job`).
+
+What the runtime adds around the run service's :meth:`~engine.service.RunService.recover`
+(the one way a queued run is executed or continued):
+
+- **Live events** go to the run's Redis stream (:class:`~workers.redis_bus.EventPublisher`);
+  a continued run first removes what a crashed execution published past its last
+  checkpoint, since those sequence numbers are published again.
+- **Executing set**: while a run executes here it is in the sorted set
+  ``<ns>:executing`` (score: the lease deadline in Unix seconds, renewed every third of
+  ``Settings.lease_ttl``) with its tenant, queue, host, pid and job timeout in
+  ``<ns>:executing:info``.
+- **Sweeper**: every ``sweep_s`` seconds each worker looks at that set: a run whose
+  deadline passed, or whose worker was a process of this host that no longer exists, and
+  that the database still shows ``pending``/``running`` with no live owner, is enqueued
+  again (one sweeper wins a short lock per run). The worker that takes the new job claims
+  the run (the dead owner's lease is taken over) and continues it from its last checkpoint:
+  finished nodes never run again. A run the database shows ended - a stopped run among
+  them - is only dropped from the set: it never runs again.
+- **Answers**: a paused run's job continues it with the answers the API left in Redis
+  (:meth:`~workers.redis_bus.RedisCommandChannel.send_answers`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import socket
+import threading
+import time
+from typing import Any, AsyncContextManager, Callable
+
+from engine.ports import RunNotFound, RunOwned
+from engine.service import RunNotResumable, RunService
+from engine.settings import Settings
+from schemas.records import OwnerInfo
+from schemas.types import RunStatus
+
+from ..redis_bus import DEFAULT_NAMESPACE, RedisCommandChannel, RedisEventBus, redis_client
+from .queues import JOB_GRACE_S, enqueue_run
+
+__all__ = ["WorkerRuntime", "current_runtime", "install_runtime"]
+
+logger = logging.getLogger("flowloom.worker")
+
+_ENDED = frozenset({RunStatus.succeeded, RunStatus.failed, RunStatus.cancelled})
+_RUNTIME: "WorkerRuntime | None" = None
+
+ServiceFactory = Callable[[Settings], AsyncContextManager[RunService]]
+
+
+def install_runtime(runtime: "WorkerRuntime | None") -> None:
+    """Make ``runtime`` the one :func:`current_runtime` returns (the worker does this at start)."""
+    global _RUNTIME
+    _RUNTIME = runtime
+
+
+def current_runtime() -> "WorkerRuntime":
+    """The worker runtime of this process. Raises RuntimeError outside ``flowloom worker``."""
+    if _RUNTIME is None:
+        raise RuntimeError("flowloom jobs run only in a `flowloom worker` process")
+    return _RUNTIME
+
+
+def _pid_gone(host: str | None, pid: int | None) -> bool:
+    """True when ``pid`` names a process of this host that no longer exists."""
+    if host != socket.gethostname() or not pid or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def _owner_alive(owner: OwnerInfo | None) -> bool:
+    return owner is not None and owner.lease_until >= time.time() and not _pid_gone(owner.host, owner.pid)
+
+
+class WorkerRuntime:
+    """One event loop thread with the run service (module docstring).
+
+    ``open_service``: builds the run service from settings (the API's wiring, so workers
+    and API replicas use the same stores); ``settings.redis_url`` must be set;
+    ``sweep_s``: seconds between two looks for runs whose worker died.
+
+    Raises (from :meth:`start`): whatever opening the service raises (unreachable
+    database...), RuntimeError when it does not open within 60 s.
+    """
+
+    def __init__(self, settings: Settings, open_service: ServiceFactory, *, sweep_s: float = 1.0,
+                 namespace: str = DEFAULT_NAMESPACE, name: str = "") -> None:
+        if not settings.redis_url:
+            raise ValueError("a worker needs FLOWLOOM_REDIS_URL")
+        self.settings, self.sweep_s, self.namespace = settings, sweep_s, namespace
+        self.name = name or f"{socket.gethostname()}.{os.getpid()}"
+        self.bus = RedisEventBus(settings.redis_url, namespace=namespace)
+        self._open_service = open_service
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+        self._thread: threading.Thread | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.service: RunService | None = None
+        self._stop: asyncio.Event | None = None
+        self._executing: dict[str, dict[str, Any]] = {}
+        self._sync_redis: Any = None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> None:
+        """Open the run service in the runtime thread; returns when it is ready."""
+        self._thread = threading.Thread(target=lambda: asyncio.run(self._main()), name="flowloom-runtime",
+                                        daemon=True)
+        self._thread.start()
+        if not self._ready.wait(60):
+            raise RuntimeError("the worker runtime did not start within 60 s")
+        if self._error is not None:
+            raise self._error
+
+    async def _main(self) -> None:
+        try:
+            async with self._open_service(self.settings) as service:
+                self.service, self.loop, self._stop = service, asyncio.get_running_loop(), asyncio.Event()
+                helpers = [asyncio.create_task(self._sweep_forever()), asyncio.create_task(self._renew_forever())]
+                self._ready.set()
+                await self._stop.wait()
+                for task in helpers:
+                    task.cancel()
+                await asyncio.gather(*helpers, return_exceptions=True)
+        except BaseException as exc:  # noqa: BLE001 - reported to start()
+            self._error = exc
+        finally:
+            self._ready.set()
+
+    def stop(self) -> None:
+        """Close the service and end the thread (runs executing here are abandoned to the sweepers)."""
+        if self.loop is not None and self._stop is not None:
+            self.loop.call_soon_threadsafe(self._stop.set)
+        if self._thread is not None:
+            self._thread.join(15)
+
+    # ------------------------------------------------------------------ jobs
+
+    def run_job(self, tenant_id: str, run_id: str, *, queue: str, job_timeout: float) -> str:
+        """Execute the run on the runtime's loop and wait for it (called by the job, in
+        RQ's thread). When RQ's timeout fires (its exception arrives here), the run is
+        stopped (ends ``cancelled``) before the exception goes on to RQ. A cold shutdown
+        (SystemExit) leaves the run to the sweepers, which continue it elsewhere."""
+        assert self.loop is not None, "start() first"
+        done = threading.Event()
+        future = asyncio.run_coroutine_threadsafe(self._execute(tenant_id, run_id, queue, job_timeout, done),
+                                                  self.loop)
+        try:
+            return future.result()
+        except SystemExit:
+            raise
+        except BaseException:
+            if not future.done():
+                self.loop.call_soon_threadsafe(future.cancel)
+                done.wait(10)
+            raise
+
+    async def _execute(self, tenant_id: str, run_id: str, queue: str, job_timeout: float,
+                       done: threading.Event) -> str:
+        service = self.service
+        assert service is not None
+        try:
+            try:
+                summary = await service.get(tenant_id, run_id)
+            except RunNotFound:
+                return "unknown run"
+            if summary.status in _ENDED:
+                return f"already {summary.status.value}"
+            await self._track(tenant_id, run_id, queue, job_timeout)
+            try:
+                return await self._drive(service, tenant_id, run_id, summary.status)
+            except RunOwned as exc:
+                # Another process holds the run's lease: keep it in the executing set until
+                # that lease ends, so a sweeper looks again if that owner turns out dead.
+                await self._untrack(run_id, keep_until=exc.owner)
+                logger.info("run %s: owned by another process (%s); not executed here", run_id, exc)
+                return "owned by another process"
+        finally:
+            done.set()
+
+    async def _drive(self, service: RunService, tenant_id: str, run_id: str, status: RunStatus) -> str:
+        commands = service.stores.commands
+        if status is RunStatus.paused:
+            taken = (await commands.take_answers(tenant_id, run_id)
+                     if isinstance(commands, RedisCommandChannel) else None)
+            if taken is None:
+                await self._untrack(run_id)
+                return "paused (no answers left for it)"
+            events = service.resume(tenant_id, run_id, taken[0], message=taken[1])
+        else:
+            state = await service.state(tenant_id, run_id)
+            with contextlib.suppress(Exception):  # a stream Redis cannot trim now only holds superseded events
+                await self.bus.rewind(tenant_id, run_id, state.seq)
+            events = service.recover(tenant_id, run_id)
+        publisher = self.bus.publisher(tenant_id, run_id)
+        ended = False
+        try:
+            async with contextlib.aclosing(events) as stream:
+                async for event in stream:
+                    publisher.add(event)
+                    ended = ended or event.type in ("run_finished", "run_failed", "run_cancelled")
+        except RunNotResumable as exc:
+            await publisher.close(ended=False)
+            await self._untrack(run_id)
+            return f"not resumable: {exc}"
+        except RunOwned:
+            await publisher.close(ended=False)
+            raise
+        except BaseException:
+            await publisher.close(ended=False)
+            await self._untrack(run_id)
+            raise
+        await publisher.close(ended=ended)
+        await self._untrack(run_id)
+        if isinstance(commands, RedisCommandChannel):
+            commands.forget(run_id)
+        return (await service.get(tenant_id, run_id)).status.value
+
+    # ------------------------------------------------------------------ executing set
+
+    @property
+    def _set_key(self) -> str:
+        return f"{self.namespace}:executing"
+
+    async def _track(self, tenant_id: str, run_id: str, queue: str, job_timeout: float) -> None:
+        info = {"tenant": tenant_id, "queue": queue, "host": socket.gethostname(), "pid": os.getpid(),
+                "worker": self.name, "timeout": job_timeout}
+        self._executing[run_id] = info
+        await self._write_tracking(run_id, info, time.time() + self.settings.lease_ttl)
+
+    async def _write_tracking(self, run_id: str, info: dict[str, Any], deadline: float) -> None:
+        client = redis_client(self.bus.url)
+        with contextlib.suppress(Exception):  # Redis down: the next renewal writes it again
+            pipe = client.pipeline(transaction=True)
+            pipe.zadd(self._set_key, {run_id: deadline})
+            pipe.hset(f"{self._set_key}:info", run_id, json.dumps(info))
+            await pipe.execute()
+
+    async def _untrack(self, run_id: str, keep_until: OwnerInfo | None = None) -> None:
+        info = self._executing.pop(run_id, None)
+        client = redis_client(self.bus.url)
+        with contextlib.suppress(Exception):
+            if keep_until is not None and info is not None:
+                info = {**info, "host": keep_until.host, "pid": keep_until.pid, "worker": "?"}
+                await self._write_tracking(run_id, info, keep_until.lease_until + 0.5)
+                return
+            pipe = client.pipeline(transaction=True)
+            pipe.zrem(self._set_key, run_id)
+            pipe.hdel(f"{self._set_key}:info", run_id)
+            await pipe.execute()
+
+    async def _renew_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.lease_ttl / 3)
+            for run_id, info in list(self._executing.items()):
+                await self._write_tracking(run_id, info, time.time() + self.settings.lease_ttl)
+
+    # ------------------------------------------------------------------ sweeper
+
+    async def _sweep_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self.sweep_s)
+            try:
+                await self.sweep()
+            except Exception as exc:  # noqa: BLE001 - Redis or the database away: next round
+                logger.debug("sweep skipped: %s", exc)
+
+    async def sweep(self) -> list[str]:
+        """One look for runs whose worker died (module docstring); returns the ids of the
+        runs enqueued again."""
+        client = redis_client(self.bus.url)
+        now = time.time()
+        found: list[str] = []
+        for run_id, deadline in await client.zrange(self._set_key, 0, -1, withscores=True):
+            if run_id in self._executing:
+                continue
+            info = json.loads(await client.hget(f"{self._set_key}:info", run_id) or "{}")
+            if deadline >= now and not _pid_gone(info.get("host"), info.get("pid")):
+                continue
+            if not info.get("tenant") or not await client.set(f"{self.namespace}:recovering:{run_id}", self.name,
+                                                              nx=True, ex=10):
+                continue
+            if await self._requeue(run_id, info):
+                found.append(run_id)
+        return found
+
+    async def _requeue(self, run_id: str, info: dict[str, Any]) -> bool:
+        assert self.service is not None
+        client = redis_client(self.bus.url)
+        try:
+            summary = await self.service.get(info["tenant"], run_id)
+        except RunNotFound:
+            summary = None
+        if summary is None or summary.status not in (RunStatus.pending, RunStatus.running):
+            await client.zrem(self._set_key, run_id)  # ended (a stopped run among them): never again
+            await client.hdel(f"{self._set_key}:info", run_id)
+            return False
+        if _owner_alive(summary.owner):
+            await client.zadd(self._set_key, {run_id: summary.owner.lease_until + 0.5})  # type: ignore[union-attr]
+            return False
+        wall = max(1.0, float(info.get("timeout") or 3600.0) - JOB_GRACE_S)
+        await asyncio.to_thread(enqueue_run, self._sync(), info["tenant"], run_id, queue=info["queue"],
+                                max_wall_time=wall, first=False)
+        pipe = client.pipeline(transaction=True)
+        pipe.zrem(self._set_key, run_id)
+        pipe.hdel(f"{self._set_key}:info", run_id)
+        await pipe.execute()
+        logger.warning("run %s: its worker is gone (%s pid %s); enqueued again on %s to continue from its last "
+                       "checkpoint", run_id, info.get("host"), info.get("pid"), info["queue"])
+        return True
+
+    def _sync(self) -> Any:
+        if self._sync_redis is None:
+            from redis import Redis
+
+            self._sync_redis = Redis.from_url(self.bus.url, socket_connect_timeout=2)
+        return self._sync_redis
