@@ -27,6 +27,7 @@ from workers.sql import SqlStore
 from workers.sql.keys import SqlKeyStore
 from workers.sql.workflows import SqlWorkflowStore
 
+from .dispatch import open_dispatcher
 from .errors import install_error_handlers
 from .executor import RunExecutor
 from .routes import chats as chat_routes, routers
@@ -77,6 +78,7 @@ def create_app(settings: Settings | None = None, *, heartbeat_s: float = HEARTBE
             app.state.service, app.state.keys, app.state.executor = service, keys, executor
             app.state.first_start = created
             app.state.workflows = SqlWorkflowStore(keys.store)  # type: ignore[attr-defined]
+            app.state.dispatch = open_dispatcher(chosen, service)  # queued execution; None: all inline
             try:
                 yield
             finally:

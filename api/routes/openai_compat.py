@@ -48,6 +48,7 @@ from schemas.openai_compat import ChatCompletionRequest, message_text
 from schemas.types import RunStatus
 
 from ..auth import Principal, principal
+from ..dispatch import queued_or_inline
 from ..errors import ApiError, describe
 from ..executor import END, Execution, RunExecutor
 from ..sse import HEARTBEAT, EventStreamResponse
@@ -194,6 +195,8 @@ async def _start(request: Request, caller: Principal, body: ChatCompletionReques
                                       user_id=body.user, workflow_version=version,
                                       history=None if body.chat_id else history)
         run_id, events = state.run_id, service.execute(tenant, state.run_id)
+        events = await queued_or_inline(request, service, tenant, run_id, events, doc,
+                                        "streaming" if body.stream else "blocking")
     listener: asyncio.Queue[Any] = asyncio.Queue()
     execution = await executor.launch(run_id, events, listener)
     return workflow_id, execution, listener, before

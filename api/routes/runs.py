@@ -34,6 +34,7 @@ from schemas.records import RunSummary
 from schemas.types import RunStatus
 
 from ..auth import Caller, Executor, Principal, Service
+from ..dispatch import dispatcher, is_queued, queued_or_inline, watch_source
 from ..errors import ApiError
 from ..executor import END, Execution, RunExecutor
 from ..sse import EventStreamResponse, Frame, event_stream
@@ -103,13 +104,17 @@ async def run_document(doc: dict[str, Any], body: RunStart, *, caller: Principal
         CompileError, InvalidInputs: the document does not compile, the inputs do not fit (422).
     """
     run_id, events = await _open_run(service, caller, doc, body, workflow_version)
+    events = await queued_or_inline(request, service, caller.tenant_id, run_id, events, doc, body.response_mode)
     listener: asyncio.Queue[Any] | None = asyncio.Queue() if body.response_mode == "streaming" else None
-    execution = await executor.launch(run_id, events, listener)
+    # A queued run needs no follower when nobody waits for it (it executes on a worker).
+    execution = (None if body.response_mode == "async" and is_queued(events)
+                 else await executor.launch(run_id, events, listener))
     if body.response_mode == "async":
         summary = await service.get(caller.tenant_id, run_id)
         accepted = RunAccepted(run_id=run_id, chat_id=summary.chat_id, status=summary.status,
                                events_url=_events_url(run_id))
         return JSONResponse(accepted.model_dump(mode="json"), status_code=202)
+    assert execution is not None
     if listener is not None:
         frames = _relay(service, caller.tenant_id, execution, listener, body.chat_id)
         return EventStreamResponse(event_stream(frames, _heartbeat(request)))
@@ -196,7 +201,7 @@ async def stop_run(run_id: str, caller: Caller, service: Service) -> RunOut:
              responses={**NOT_FOUND, 409: {"model": ErrorBody}, 422: {"model": ErrorBody}},
              summary="Answer a paused run")
 async def resume_run(run_id: str, body: ResumeRequest, caller: Caller, service: Service,
-                     executor: Executor) -> RunAccepted:
+                     executor: Executor, request: Request) -> RunAccepted:
     """The run continues in the server with the answers (follow it at ``events_url``).
     409 when the run is not paused or an interrupt is not pending."""
     summary = await _summary(service, caller, run_id)
@@ -204,7 +209,10 @@ async def resume_run(run_id: str, body: ResumeRequest, caller: Caller, service: 
         raise RunNotResumable(f"run {run_id} is {summary.status.value}, not paused")
     answers = body.answers if body.answers is not None else bind_single_answer(summary, body.answer,
                                                                                body.interrupt_id)
-    await executor.launch(run_id, service.resume(caller.tenant_id, run_id, answers, message=body.message))
+    if (dispatch := dispatcher(request)) is not None:  # queued: a worker continues it
+        await dispatch.resume(caller.tenant_id, run_id, answers, body.message, request.headers)
+    else:
+        await executor.launch(run_id, service.resume(caller.tenant_id, run_id, answers, message=body.message))
     current = await service.get(caller.tenant_id, run_id)
     return RunAccepted(run_id=run_id, chat_id=current.chat_id, status=current.status, events_url=_events_url(run_id))
 
@@ -235,11 +243,13 @@ async def run_events(run_id: str, caller: Caller, service: Service, request: Req
     reconnects with ``Last-Event-ID`` gets exactly what it missed."""
     await _summary(service, caller, run_id)
     start = _resume_point(last_event_id, after)
-    return EventStreamResponse(event_stream(_watch(service, caller.tenant_id, run_id, start), _heartbeat(request)))
+    source = await watch_source(request, service, caller.tenant_id, run_id, start)
+    return EventStreamResponse(event_stream(_watch(service, caller.tenant_id, run_id, source), _heartbeat(request)))
 
 
-async def _watch(service: RunService, tenant_id: str, run_id: str, after: int) -> AsyncIterator[Frame]:
-    async with contextlib.aclosing(service.watch(tenant_id, run_id, after)) as events:  # type: ignore[type-var]
+async def _watch(service: RunService, tenant_id: str, run_id: str,
+                 source: AsyncIterator[dict[str, Any]]) -> AsyncIterator[Frame]:
+    async with contextlib.aclosing(source) as events:  # type: ignore[type-var]
         async for event in events:
             yield event["type"], event["seq"], event
     summary = await service.get(tenant_id, run_id)
