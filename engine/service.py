@@ -64,6 +64,7 @@ from .ports import (
     RunOwned,
     RunStore,
 )
+from .rerun import durable, seed_rerun
 from .runner import answer_interrupts, new_run_state, stream_workflow
 from .settings import Settings
 
@@ -177,6 +178,45 @@ class RunService:
                 yield event
 
         return events()
+
+    async def rerun_from(self, tenant_id: str, run_id: str, node_id: str, doc: Mapping[str, Any], *,
+                         workflow_version: str | None = None) -> tuple[RunState, AsyncIterator[Any]]:
+        """A new run of ``doc`` (the current draft) with the inputs of past run ``run_id``,
+        reusing the past run's node runs strictly upstream of ``node_id`` (not executed
+        again; marked in ``data["reused_from"]``, :mod:`engine.rerun`), executing
+        ``node_id`` and what follows it. The past run is only read.
+
+        Returns the new run's state (created, ``running``, its first events stored) and its
+        events: ``run_started`` and the reused nodes' ``node_finished`` first, then the
+        execution's. The state exists before the events are iterated, so a caller can
+        name the run at once; errors are raised here, before anything is stored.
+
+        Raises:
+            RunNotFound: no run ``run_id`` for the tenant.
+            RunNotResumable: the past run is still pending or running.
+            RerunRefused: ``node_id`` is unknown, inside a loop body, or not on the past run's path.
+            CompileError, InvalidInputs: ``doc`` does not compile, or the past inputs do not fit it.
+        """
+        old = await self.stores.runs.load_run(tenant_id, run_id)
+        if old.status in (RunStatus.pending, RunStatus.running):
+            raise RunNotResumable(f"run {run_id} is still {old.status.value}: rerun it once it has ended "
+                                  f"(or stop it first)")
+        plan = self.compile(doc)
+        state = new_run_state(plan, old.inputs, query=old.sys.get("query") or None,
+                              user_id=old.sys.get("user_id") or None, history=old.sys.get("history") or None)
+        state.tenant_id, state.workflow_version = tenant_id, workflow_version
+        first = seed_rerun(plan, old, state, node_id)
+        await self.stores.runs.put_workflow(tenant_id, doc)
+        await self.stores.runs.create_run(state)
+        await self.stores.events.append(tenant_id, state.run_id, durable(first))
+
+        async def events() -> AsyncIterator[Any]:
+            for event in first:
+                yield event
+            async for event in self.execute(tenant_id, state.run_id, expect=RunStatus.running):
+                yield event
+
+        return state, events()
 
     # ------------------------------------------------------------------ continue
 

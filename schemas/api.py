@@ -34,6 +34,7 @@ __all__ = [
     "NodeKindList",
     "NodeKindOut",
     "NodeRunOut",
+    "RerunRequest",
     "ResumeRequest",
     "RunAccepted",
     "RunCreate",
@@ -44,6 +45,7 @@ __all__ = [
     "WorkflowDetail",
     "WorkflowImport",
     "WorkflowImported",
+    "WorkflowInputOut",
     "WorkflowList",
     "WorkflowOut",
     "WorkflowProblems",
@@ -102,6 +104,20 @@ class RunCreate(BaseModel):
     response_mode: Literal["blocking", "streaming", "async"] = "blocking"
     chat_id: str | None = Field(default=None, min_length=1, max_length=200)
     message: str | None = None
+
+
+class RerunRequest(BaseModel):
+    """``POST /v1/runs/{id}/rerun``: a new run from node ``node_id`` of a past run, with
+    the same inputs. The node runs strictly before ``node_id`` are reused (not executed
+    again); ``node_id`` and what follows run with ``workflow`` when given, else the saved
+    workflow's current draft (the run's ``workflow_id``), else the past run's own document.
+    ``response_mode`` as for ``POST /v1/runs``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    node_id: str = Field(min_length=1, max_length=200)
+    response_mode: Literal["blocking", "streaming", "async"] = "blocking"
+    workflow: dict[str, Any] | None = Field(default=None, description="the document to run (default: the draft)")
 
 
 class ResumeRequest(BaseModel):
@@ -176,11 +192,16 @@ class NodeRunOut(BaseModel):
     loop_id: str | None = None
     iteration: int | None = None
     waited_s: float = 0.0
+    reused_from: str | None = Field(default=None, description="a rerun reused this result: the id of the past "
+                                    "run's node run it was copied from (not executed again; its usage, "
+                                    "timings and attempts are in `data.reused_from`)")
 
     @classmethod
     def of(cls, run: NodeRun) -> "NodeRunOut":
         """From the engine's node run (its internal continuation state left out)."""
-        return cls(**run.model_dump(exclude={"pending"}))
+        mark = run.data.get("reused_from")
+        return cls(**run.model_dump(exclude={"pending"}),
+                   reused_from=mark.get("node_run_id") if isinstance(mark, dict) else None)
 
 
 class RunDetail(RunOut):
@@ -377,12 +398,43 @@ class WorkflowUpdate(BaseModel):
     draft_version: int = Field(ge=1)
 
 
+class WorkflowInputOut(BaseModel):
+    """A declared input of a workflow (what a run form asks for): ``type`` is ``string``,
+    ``number``, ``boolean``, ``object`` or ``array``; ``default`` applies when the input is
+    left out (a required input without a default must be given)."""
+
+    name: str
+    type: str = "string"
+    required: bool = False
+    default: Any = None
+    description: str = ""
+
+    @classmethod
+    def of_document(cls, doc: dict[str, Any]) -> list["WorkflowInputOut"]:
+        """The document's well-formed inputs, in order (a malformed one is a validation
+        problem, left out here rather than guessed)."""
+        from .workflow import InputVar
+
+        declared = doc.get("inputs")
+        found = []
+        for item in declared if isinstance(declared, list) else []:
+            try:
+                var = InputVar.model_validate(item)
+            except ValueError:
+                continue
+            found.append(cls(name=var.name, type=var.type.value, required=var.required, default=var.default,
+                             description=var.description))
+        return found
+
+
 class WorkflowProblems(BaseModel):
     """``POST .../validate``: every compile problem (errors and warnings), as
-    ``flowloom validate --json`` prints them; ``valid`` when none is an error."""
+    ``flowloom validate --json`` prints them; ``valid`` when none is an error; ``inputs``:
+    the declared inputs, for a run form."""
 
     valid: bool
     problems: list[dict[str, Any]]
+    inputs: list[WorkflowInputOut] = Field(default_factory=list)
 
 
 class WorkflowPublish(BaseModel):

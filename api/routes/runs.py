@@ -8,6 +8,8 @@
   ``GET /v1/runs/{id}`` (with inputs, outputs, answer and node runs).
 - ``POST /v1/runs/{id}/stop``: the run ends ``cancelled`` within about a second.
 - ``POST /v1/runs/{id}/resume``: answer a paused run (202; it continues in an app task).
+- ``POST /v1/runs/{id}/rerun``: a new run from one node of a past run, with the current
+  draft; the nodes before it are reused, not executed again.
 - ``GET /v1/runs/{id}/events``: SSE of the run's events from the start, or after
   ``Last-Event-ID`` (or ``?after=``), live until the run ends or pauses, then ``done``.
 
@@ -26,9 +28,10 @@ from typing import Annotated, Any, AsyncIterator
 from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import JSONResponse, Response
 
-from engine.ports import RunNotFound
+from engine.ports import RunNotFound, WorkflowNotFound
+from engine.rerun import RerunRefused
 from engine.service import RunNotResumable, RunService, bind_single_answer
-from schemas.api import (ErrorBody, ResumeRequest, RunAccepted, RunCreate, RunDetail, RunList, RunOut,
+from schemas.api import (ErrorBody, RerunRequest, ResumeRequest, RunAccepted, RunCreate, RunDetail, RunList, RunOut,
                          WorkflowRunCreate)
 from schemas.records import RunSummary
 from schemas.types import RunStatus
@@ -105,18 +108,25 @@ async def run_document(doc: dict[str, Any], body: RunStart, *, caller: Principal
     """
     run_id, events = await _open_run(service, caller, doc, body, workflow_version)
     events = await queued_or_inline(request, service, caller.tenant_id, run_id, events, doc, body.response_mode)
-    listener: asyncio.Queue[Any] | None = asyncio.Queue() if body.response_mode == "streaming" else None
+    return await _respond(run_id, events, body.response_mode, body.chat_id, caller=caller, service=service,
+                          executor=executor, request=request)
+
+
+async def _respond(run_id: str, events: AsyncIterator[Any], mode: str, chat_id: str | None, *, caller: Principal,
+                   service: RunService, executor: RunExecutor, request: Request) -> Response | RunDetail:
+    """Execute ``events`` (run ``run_id``) in an app task and answer as ``mode`` says:
+    202 (``async``), SSE of its events (``streaming``), or the run once it ended or paused."""
+    listener: asyncio.Queue[Any] | None = asyncio.Queue() if mode == "streaming" else None
     # A queued run needs no follower when nobody waits for it (it executes on a worker).
-    execution = (None if body.response_mode == "async" and is_queued(events)
-                 else await executor.launch(run_id, events, listener))
-    if body.response_mode == "async":
+    execution = None if mode == "async" and is_queued(events) else await executor.launch(run_id, events, listener)
+    if mode == "async":
         summary = await service.get(caller.tenant_id, run_id)
         accepted = RunAccepted(run_id=run_id, chat_id=summary.chat_id, status=summary.status,
                                events_url=_events_url(run_id))
         return JSONResponse(accepted.model_dump(mode="json"), status_code=202)
     assert execution is not None
     if listener is not None:
-        frames = _relay(service, caller.tenant_id, execution, listener, body.chat_id)
+        frames = _relay(service, caller.tenant_id, execution, listener, chat_id)
         return EventStreamResponse(event_stream(frames, _heartbeat(request)))
     await execution.wait()  # shielded: a client that goes away leaves the run executing
     if execution.error is not None:
@@ -215,6 +225,35 @@ async def resume_run(run_id: str, body: ResumeRequest, caller: Caller, service: 
         await executor.launch(run_id, service.resume(caller.tenant_id, run_id, answers, message=body.message))
     current = await service.get(caller.tenant_id, run_id)
     return RunAccepted(run_id=run_id, chat_id=current.chat_id, status=current.status, events_url=_events_url(run_id))
+
+
+@router.post("/{run_id}/rerun", response_model=RunDetail, summary="Run again from a node of a past run",
+             responses={200: {"description": "blocking: the new run; streaming: its events (SSE)",
+                              "content": {"text/event-stream": {"schema": {"type": "string"}}}},
+                        202: {"model": RunAccepted, "description": "async: the new run executes"},
+                        **NOT_FOUND, 403: {"model": ErrorBody}, 409: {"model": ErrorBody}, 422: {"model": ErrorBody}})
+async def rerun_run(run_id: str, body: RerunRequest, caller: Caller, service: Service, executor: Executor,
+                    request: Request) -> Response | RunDetail:
+    """A new run with the past run's inputs: the node runs before ``node_id`` are reused
+    (not executed again; ``reused_from`` on each), ``node_id`` and what follows run with
+    ``workflow`` if given, else the saved workflow's current draft, else the past run's own
+    document. 422 names an unknown node or one the past run did not reach; 409 while the
+    past run executes. Answers as ``POST /v1/runs`` for ``response_mode``."""
+    if caller.app_id is not None:
+        raise ApiError(403, "forbidden", "rerunning with a draft needs a key of the whole tenant")
+    summary = await _summary(service, caller, run_id)
+    doc, version = body.workflow, "draft"
+    if doc is None:
+        try:
+            doc = (await request.app.state.workflows.get(caller.tenant_id, summary.workflow_id)).draft
+        except WorkflowNotFound:  # a run of an unsaved document: run its own document again
+            doc, version = await service.workflow_of(caller.tenant_id, run_id), summary.workflow_version
+    try:
+        state, events = await service.rerun_from(caller.tenant_id, run_id, body.node_id, doc, workflow_version=version)
+    except RerunRefused as exc:
+        raise ApiError(422, "invalid_request", str(exc)) from None
+    return await _respond(state.run_id, events, body.response_mode, None, caller=caller, service=service,
+                          executor=executor, request=request)
 
 
 # -------------------------------------------------------------------------- events

@@ -31,8 +31,9 @@ from fastapi.responses import JSONResponse, Response
 from engine.compiler import check_workflow
 from engine.ports import WorkflowNotFound, WorkflowRepo
 from schemas.api import (ErrorBody, RunAccepted, RunDetail, WorkflowCreated, WorkflowDetail, WorkflowImport,
-                         WorkflowImported, WorkflowList, WorkflowOut, WorkflowProblems, WorkflowPublish,
-                         WorkflowRollback, WorkflowRunCreate, WorkflowUpdate, WorkflowVersionList, WorkflowVersionOut)
+                         WorkflowImported, WorkflowInputOut, WorkflowList, WorkflowOut, WorkflowProblems,
+                         WorkflowPublish, WorkflowRollback, WorkflowRunCreate, WorkflowUpdate, WorkflowVersionList,
+                         WorkflowVersionOut)
 from schemas.records import WorkflowRecord
 
 from ..auth import Caller, Executor, Principal, Service
@@ -84,8 +85,9 @@ def _problems(service: Any, doc: dict[str, Any]) -> list[dict[str, Any]]:
     return [p.to_dict() for p in check_workflow(doc, catalog=service.catalog, models=service.models)]
 
 
-def _check(problems: list[dict[str, Any]]) -> WorkflowProblems:
-    return WorkflowProblems(valid=not any(p["severity"] == "error" for p in problems), problems=problems)
+def _check(problems: list[dict[str, Any]], doc: dict[str, Any] | None = None) -> WorkflowProblems:
+    return WorkflowProblems(valid=not any(p["severity"] == "error" for p in problems), problems=problems,
+                            inputs=WorkflowInputOut.of_document(doc or {}))
 
 
 # ---------------------------------------------------------------------- drafts
@@ -109,7 +111,7 @@ async def list_workflows(caller: Caller, repo: Repo) -> WorkflowList:
 @router.post("/validate", response_model=WorkflowProblems, summary="Validate an unsaved document")
 async def validate_document(doc: dict[str, Any], _caller: Caller, service: Service) -> WorkflowProblems:
     """Every compile problem of the document (errors and warnings)."""
-    return _check(_problems(service, doc))
+    return _check(_problems(service, doc), doc)
 
 
 @router.get("/{workflow_id}", response_model=WorkflowDetail, summary="A workflow with its draft")
@@ -142,7 +144,8 @@ async def delete_workflow(workflow_id: str, caller: Caller, repo: Repo) -> Respo
 async def validate_workflow(workflow_id: str, caller: Caller, repo: Repo, service: Service) -> WorkflowProblems:
     """Every compile problem of the draft, as ``flowloom validate --json`` prints them."""
     _readable(caller, workflow_id)
-    return _check(_problems(service, (await repo.get(caller.tenant_id, workflow_id)).draft))
+    draft = (await repo.get(caller.tenant_id, workflow_id)).draft
+    return _check(_problems(service, draft), draft)
 
 
 # -------------------------------------------------------------------- versions
