@@ -30,6 +30,8 @@ from workers.sql.workflows import SqlWorkflowStore
 from .dispatch import open_dispatcher
 from .errors import install_error_handlers
 from .executor import RunExecutor
+from .limits import BodyLimit
+from .quotas import Quotas, quota_store_of
 from .routes import chats as chat_routes, routers
 from .runtime import open_service
 
@@ -64,8 +66,10 @@ def create_app(settings: Settings | None = None, *, heartbeat_s: float = HEARTBE
 
     ``heartbeat_s``: seconds between heartbeat comments of idle SSE streams;
     ``shutdown_grace_s``: how long a shutdown waits for executing runs before
-    cancelling them. ``app.state`` holds ``service``, ``keys``, ``executor``, ``workflows`` and
-    ``first_start`` (True when this start created the default tenant) while the app runs.
+    cancelling them. ``app.state`` holds ``settings``, and while the app runs ``service``,
+    ``keys``, ``executor``, ``workflows``, ``quotas`` (:class:`api.quotas.Quotas`) and
+    ``first_start`` (True when this start created the default tenant). Request bodies
+    over ``settings.max_request_bytes`` get 413 unread (:mod:`api.limits`).
     """
     chosen = settings or get_settings()
 
@@ -79,6 +83,7 @@ def create_app(settings: Settings | None = None, *, heartbeat_s: float = HEARTBE
             app.state.first_start = created
             app.state.workflows = SqlWorkflowStore(keys.store)  # type: ignore[attr-defined]
             app.state.dispatch = open_dispatcher(chosen, service)  # queued execution; None: all inline
+            app.state.quotas = Quotas(quota_store_of(service.stores.runs), chosen)
             try:
                 yield
             finally:
@@ -87,7 +92,10 @@ def create_app(settings: Settings | None = None, *, heartbeat_s: float = HEARTBE
     app = FastAPI(title="Flowloom", version=_version(), lifespan=lifespan, redoc_url=None,
                   description="Run Flowloom workflows over HTTP: runs, their events (SSE), API keys.")
     app.state.heartbeat_s = heartbeat_s
+    app.state.settings = chosen
     install_error_handlers(app)
+    # Outermost: a body over the cap is refused before any other part of the app reads it.
+    app.add_middleware(BodyLimit, max_bytes=chosen.max_request_bytes)
     for router in routers:
         app.include_router(router)
     app.include_router(chat_routes.router)

@@ -11,6 +11,8 @@ exception                                              status  ``type``
 ``CompileError``                                       422     ``invalid_workflow``
 ``InvalidInputs``                                      422     ``invalid_inputs``
 request validation                                     422     ``invalid_request``
+a body over ``max_request_bytes``                      413     ``payload_too_large``
+a quota exceeded (:mod:`api.quotas`, ``Retry-After``)   429     ``quota_exceeded``
 ``RunNotFound``, ``KeyNotFound``, ``TenantNotFound``   404     ``not_found``
 ``RunNotResumable``, ``UnknownInterrupt``, ``RunOwned`` 409    ``conflict``
 ``WorkflowNotFound``                                   404    ``not_found``
@@ -46,7 +48,8 @@ __all__ = ["ApiError", "describe", "error_body", "install_error_handlers", "logg
 logger = logging.getLogger("flowloom.api")
 
 _STATUS_TYPES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
-                 405: "method_not_allowed", 409: "conflict", 422: "invalid_request"}
+                 405: "method_not_allowed", 409: "conflict", 413: "payload_too_large", 422: "invalid_request",
+                 429: "quota_exceeded"}
 
 
 class ApiError(Exception):
@@ -74,9 +77,11 @@ def describe(exc: BaseException) -> tuple[int, dict[str, Any], dict[str, str]]:
     Logs unexpected exceptions."""
     if isinstance(exc, ApiError):
         return exc.status, error_body(exc.type, exc.message, exc.problems), exc.headers
+    if isinstance(exc, StarletteHTTPException):  # raised where no handler answers it (a body over the cap)
+        return exc.status_code, error_body(_STATUS_TYPES.get(exc.status_code, "http_error"), str(exc.detail)), {}
     if isinstance(exc, CompileError):
         errors = [p for p in exc.problems if p.severity == "error"]
-        return 422, error_body("invalid_workflow", f"the workflow has {len(errors)} problem(s)",
+        return 422, error_body("invalid_workflow", _compile_message(errors),
                                [p.to_dict() for p in exc.problems]), {}
     if isinstance(exc, InvalidInputs):
         return 422, error_body("invalid_inputs", "the inputs do not fit the workflow", list(exc.problems)), {}
@@ -95,6 +100,15 @@ def describe(exc: BaseException) -> tuple[int, dict[str, Any], dict[str, str]]:
         return 503, error_body("store_error", "the run store is not available; see the server log"), {}
     logger.error("internal error: %s: %s", type(exc).__name__, exc, exc_info=exc)
     return 500, error_body("internal_error", "internal error; the server log has the details"), {}
+
+
+def _compile_message(errors: list[Any]) -> str:
+    """``the workflow has N problem(s)``, then the first one with its path (so a client
+    that shows only the message still learns where: ``nodes[3].name: ...``)."""
+    if not errors:
+        return "the workflow has 0 problem(s)"
+    first = str(errors[0])
+    return f"the workflow has {len(errors)} problem(s); first: {first if len(first) <= 300 else first[:300] + '...'}"
 
 
 def _validation_problems(exc: RequestValidationError) -> list[dict[str, Any]]:

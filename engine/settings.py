@@ -67,6 +67,17 @@ class Settings(BaseSettings):
     run's outputs - which also bounds what a run record stores per node run;
     ``max_run_output_bytes``: the outputs of all node runs of one run together (loop rounds
     included), so a run record stays bounded however many nodes or rounds it has.
+
+    HTTP API and run lifecycle: ``max_request_bytes`` (``FLOWLOOM_MAX_REQUEST_BYTES``):
+    the largest request body the API reads (a larger one is refused with 413 before it
+    is read); ``run_idle_timeout_s`` (``FLOWLOOM_RUN_IDLE_TIMEOUT_S``, 0: off): a run
+    that produces no event for this many seconds (a provider that sent its headers and
+    then nothing) fails with a reason naming the interval and the node, so no run and no
+    stream is held forever. Quotas (defaults of every tenant; 0: unlimited; a tenant or
+    an app may get its own through the API or ``flowloom quotas``):
+    ``quota_runs_per_minute`` (``FLOWLOOM_QUOTA_RUNS_PER_MINUTE``): run starts and
+    continuations admitted in any 60 seconds; ``quota_tokens_per_day``
+    (``FLOWLOOM_QUOTA_TOKENS_PER_DAY``): model tokens (in + out) per UTC day.
     """
 
     model_config = SettingsConfigDict(env_prefix="FLOWLOOM_", extra="ignore", env_file=".env",
@@ -99,6 +110,11 @@ class Settings(BaseSettings):
     _dotenv: dict[str, str] | None = PrivateAttr(default=None)
     llm_base_url_override: str | None = None
     llm_model_override: str | None = None
+
+    max_request_bytes: int = Field(default=16 * 1024 * 1024, gt=0)
+    run_idle_timeout_s: float = Field(default=300.0, ge=0)
+    quota_runs_per_minute: int = Field(default=0, ge=0)
+    quota_tokens_per_day: int = Field(default=0, ge=0)
 
     @field_validator("http_allow", mode="before")
     @classmethod

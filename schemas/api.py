@@ -34,6 +34,11 @@ __all__ = [
     "NodeKindList",
     "NodeKindOut",
     "NodeRunOut",
+    "QuotaEffective",
+    "QuotaList",
+    "QuotaOut",
+    "QuotaUpdate",
+    "QuotaUsageOut",
     "RerunRequest",
     "ResumeRequest",
     "RunAccepted",
@@ -540,3 +545,59 @@ class NodeKindList(BaseModel):
     """``GET /v1/node-kinds``: every kind of the catalog, in palette order."""
 
     kinds: list[NodeKindOut]
+
+
+# -------------------------------------------------------------------------- quotas
+
+
+class QuotaUpdate(BaseModel):
+    """``PUT /v1/quotas`` (the tenant) or ``PUT /v1/quotas/apps/{app_id}`` (one app):
+    the scope's own limits, replacing what was set. ``null`` (or absent): no limit of
+    its own (the tenant gets the operator's default; an app only the tenant's limit);
+    ``0``: unlimited. ``runs_per_minute`` counts run starts and continuations in any 60
+    seconds; ``tokens_per_day`` the model tokens (in + out) of the runs admitted since
+    00:00 UTC."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    runs_per_minute: int | None = Field(default=None, ge=0, le=1_000_000)
+    tokens_per_day: int | None = Field(default=None, ge=0, le=10**15)
+
+
+class QuotaEffective(BaseModel):
+    """The limits that hold (``null``: unlimited) and where each comes from: ``own``
+    (set for this scope), ``default`` (the operator's ``FLOWLOOM_QUOTA_*`` settings) or
+    ``none`` (an app without its own limit)."""
+
+    runs_per_minute: int | None
+    tokens_per_day: int | None
+    runs_per_minute_source: Literal["own", "default", "none"]
+    tokens_per_day_source: Literal["own", "default", "none"]
+
+
+class QuotaUsageOut(BaseModel):
+    """What the scope used: run starts and continuations in the last 60 seconds, and
+    tokens of the runs admitted since 00:00 UTC."""
+
+    runs_last_minute: int
+    tokens_today: int
+
+
+class QuotaOut(BaseModel):
+    """A scope's quota: the tenant's (``app_id`` null) or one app's. ``runs_per_minute``
+    / ``tokens_per_day``: its own limits (null: none set); ``effective``: what holds;
+    ``usage``: what was used; ``updated_at``: when its own limits were last set."""
+
+    app_id: str | None = None
+    runs_per_minute: int | None = None
+    tokens_per_day: int | None = None
+    updated_at: float | None = None
+    effective: QuotaEffective
+    usage: QuotaUsageOut
+
+
+class QuotaList(BaseModel):
+    """``GET /v1/quotas``: the tenant's quota and those of the apps that have their own."""
+
+    tenant: QuotaOut
+    apps: list[QuotaOut]

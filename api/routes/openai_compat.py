@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+import uuid
 from typing import Any, AsyncIterator
 
 from fastapi import APIRouter, Request
@@ -51,6 +52,7 @@ from ..auth import Principal, principal
 from ..dispatch import queued_or_inline
 from ..errors import ApiError, describe
 from ..executor import END, Execution, RunExecutor
+from ..quotas import Quotas
 from ..sse import HEARTBEAT, EventStreamResponse
 
 __all__ = ["router"]
@@ -58,7 +60,8 @@ __all__ = ["router"]
 router = APIRouter(prefix="/v1", tags=["openai"])
 
 _OPENAI_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
-                 404: "invalid_request_error", 409: "invalid_request_error", 422: "invalid_request_error"}
+                 404: "invalid_request_error", 409: "invalid_request_error", 413: "invalid_request_error",
+                 422: "invalid_request_error", 429: "rate_limit_error"}
 _CODES = {"unauthorized": "invalid_api_key", "not_found": "model_not_found"}
 _QUESTION_KEYS = ("question", "description", "prompt", "message", "title", "text")
 _BODY = {"requestBody": {"required": True, "content": {
@@ -175,7 +178,8 @@ async def _start(request: Request, caller: Principal, body: ChatCompletionReques
     (tokens in, tokens out, answer length) before this turn)``.
 
     Raises:
-        ApiError, WorkflowNotFound, InvalidInputs, CompileError, RunNotResumable...
+        ApiError, WorkflowNotFound, InvalidInputs, CompileError, RunNotResumable...;
+        QuotaExceeded (429) before the run is created or continued.
     """
     service: RunService = request.app.state.service
     executor: RunExecutor = request.app.state.executor
@@ -186,15 +190,23 @@ async def _start(request: Request, caller: Principal, body: ChatCompletionReques
     if body.chat_id:
         await _chat_owner_check(service, tenant, body.chat_id, workflow_id)
         events = await service.answer_chat(tenant, body.chat_id, message)
+    quotas: Quotas = request.app.state.quotas
     if events is not None:
         (paused,) = await service.list(tenant, status=RunStatus.paused, chat_id=body.chat_id, limit=1)
         run_id = paused.run_id
+        await quotas.admit(tenant, workflow_id, run_id)
         before = (paused.tokens_in, paused.tokens_out, len((await service.state(tenant, run_id)).answer))
     else:
-        state = await service.prepare(doc, body.inputs, tenant_id=tenant, chat_id=body.chat_id, message=message,
-                                      user_id=body.user, workflow_version=version,
-                                      history=None if body.chat_id else history)
-        run_id, events = state.run_id, service.execute(tenant, state.run_id)
+        run_id = uuid.uuid4().hex
+        admission = await quotas.admit(tenant, workflow_id, run_id)
+        try:
+            state = await service.prepare(doc, body.inputs, tenant_id=tenant, chat_id=body.chat_id, message=message,
+                                          user_id=body.user, workflow_version=version, run_id=run_id,
+                                          history=None if body.chat_id else history)
+        except BaseException:
+            await quotas.release(admission)
+            raise
+        events = service.execute(tenant, state.run_id)
         events = await queued_or_inline(request, service, tenant, run_id, events, doc,
                                         "streaming" if body.stream else "blocking")
     listener: asyncio.Queue[Any] = asyncio.Queue()

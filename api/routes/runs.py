@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+import uuid
 from typing import Annotated, Any, AsyncIterator
 
 from fastapi import APIRouter, Header, Query, Request
@@ -40,6 +41,8 @@ from ..auth import Caller, Executor, Principal, Service
 from ..dispatch import dispatcher, is_queued, queued_or_inline, watch_source
 from ..errors import ApiError
 from ..executor import END, Execution, RunExecutor
+from ..limits import check_document
+from ..quotas import Quotas
 from ..sse import EventStreamResponse, Frame, event_stream
 
 __all__ = ["RunStart", "router", "run_document"]
@@ -82,17 +85,30 @@ async def _detail(service: RunService, tenant_id: str, run_id: str) -> RunDetail
 
 
 async def _open_run(service: RunService, caller: Principal, doc: dict[str, Any], body: RunStart,
-                    workflow_version: str | None) -> tuple[str, AsyncIterator[Any]]:
+                    workflow_version: str | None, quotas: Quotas) -> tuple[str, AsyncIterator[Any]]:
     """The run to execute and its events: in a chat whose run waits for one answer, that
-    run answered by the message; else a new run of the document."""
+    run answered by the message; else a new run of the document. Either is admitted
+    under the quotas first (:mod:`api.quotas`), before the run is created or continued.
+
+    Raises:
+        QuotaExceeded (429), CompileError, InvalidInputs.
+    """
     tenant = caller.tenant_id
     if body.chat_id and body.message is not None:
         waiting = await service.answer_chat(tenant, body.chat_id, body.message)
         if waiting is not None:
             (paused,) = await service.list(tenant, status=RunStatus.paused, chat_id=body.chat_id, limit=1)
+            await quotas.admit(tenant, paused.workflow_id, paused.run_id)
             return paused.run_id, waiting
-    state = await service.prepare(doc, body.inputs, tenant_id=tenant, chat_id=body.chat_id, message=body.message,
-                                  workflow_version=workflow_version)
+    plan = service.compile(doc)  # a document that does not compile takes no quota slot
+    run_id = uuid.uuid4().hex
+    admission = await quotas.admit(tenant, plan.workflow.id, run_id)
+    try:
+        state = await service.prepare(doc, body.inputs, tenant_id=tenant, chat_id=body.chat_id,
+                                      message=body.message, workflow_version=workflow_version, run_id=run_id)
+    except BaseException:
+        await quotas.release(admission)
+        raise
     return state.run_id, service.execute(tenant, state.run_id)
 
 
@@ -104,9 +120,13 @@ async def run_document(doc: dict[str, Any], body: RunStart, *, caller: Principal
     one start path of ``POST /v1/runs`` and ``POST /v1/workflows/{id}/runs``.
 
     Raises:
-        CompileError, InvalidInputs: the document does not compile, the inputs do not fit (422).
+        CompileError, InvalidInputs: the document is over a size cap (:mod:`api.limits`),
+        does not compile, or the inputs do not fit (422).
+        QuotaExceeded: a quota of the tenant or of the app is used up (429, ``Retry-After``).
     """
-    run_id, events = await _open_run(service, caller, doc, body, workflow_version)
+    settings = request.app.state.settings
+    check_document(doc, settings)
+    run_id, events = await _open_run(service, caller, doc, body, workflow_version, request.app.state.quotas)
     events = await queued_or_inline(request, service, caller.tenant_id, run_id, events, doc, body.response_mode)
     return await _respond(run_id, events, body.response_mode, body.chat_id, caller=caller, service=service,
                           executor=executor, request=request)
@@ -138,7 +158,8 @@ async def _respond(run_id: str, events: AsyncIterator[Any], mode: str, chat_id: 
              responses={200: {"description": "blocking: the run; streaming: its events (SSE)",
                               "content": {"text/event-stream": {"schema": {"type": "string"}}}},
                         202: {"model": RunAccepted, "description": "async: the run executes"},
-                        403: {"model": ErrorBody}, 409: {"model": ErrorBody}, 422: {"model": ErrorBody}})
+                        403: {"model": ErrorBody}, 409: {"model": ErrorBody}, 422: {"model": ErrorBody},
+                        429: {"model": ErrorBody, "description": "a quota is used up (`Retry-After`)"}})
 async def start_run(body: RunCreate, caller: Caller, service: Service, executor: Executor,
                     request: Request) -> Response | RunDetail:
     """Compile, store and execute the document (422 with every problem when it does not
@@ -208,7 +229,8 @@ async def stop_run(run_id: str, caller: Caller, service: Service) -> RunOut:
 
 
 @router.post("/{run_id}/resume", status_code=202, response_model=RunAccepted,
-             responses={**NOT_FOUND, 409: {"model": ErrorBody}, 422: {"model": ErrorBody}},
+             responses={**NOT_FOUND, 409: {"model": ErrorBody}, 422: {"model": ErrorBody},
+                        429: {"model": ErrorBody, "description": "a quota is used up (`Retry-After`)"}},
              summary="Answer a paused run")
 async def resume_run(run_id: str, body: ResumeRequest, caller: Caller, service: Service,
                      executor: Executor, request: Request) -> RunAccepted:
@@ -219,6 +241,7 @@ async def resume_run(run_id: str, body: ResumeRequest, caller: Caller, service: 
         raise RunNotResumable(f"run {run_id} is {summary.status.value}, not paused")
     answers = body.answers if body.answers is not None else bind_single_answer(summary, body.answer,
                                                                                body.interrupt_id)
+    await request.app.state.quotas.admit(caller.tenant_id, summary.workflow_id, run_id)
     if (dispatch := dispatcher(request)) is not None:  # queued: a worker continues it
         await dispatch.resume(caller.tenant_id, run_id, answers, body.message, request.headers)
     else:

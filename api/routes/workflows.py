@@ -38,6 +38,7 @@ from schemas.records import WorkflowRecord
 
 from ..auth import Caller, Executor, Principal, Service
 from ..errors import ApiError
+from ..limits import check_document
 from .runs import run_document
 
 __all__ = ["router", "workflow_repo"]
@@ -94,10 +95,12 @@ def _check(problems: list[dict[str, Any]], doc: dict[str, Any] | None = None) ->
 
 
 @router.post("", status_code=201, response_model=WorkflowCreated, summary="Save a new workflow (its draft)")
-async def create_workflow(doc: dict[str, Any], caller: Caller, repo: Repo) -> WorkflowDetail:
+async def create_workflow(doc: dict[str, Any], caller: Caller, repo: Repo, request: Request) -> WorkflowDetail:
     """The document becomes the draft (version 1) of the workflow named by its ``id``;
-    it need not compile yet (``validate`` says what is wrong). 409 when the id is taken."""
+    it need not compile yet (``validate`` says what is wrong), but must be within the
+    size caps (422 naming the path). 409 when the id is taken."""
     _writable(caller)
+    check_document(doc, request.app.state.settings)
     return _detail(await repo.create(caller.tenant_id, {**doc, "id": _document_id(doc)}), WorkflowCreated)
 
 
@@ -122,10 +125,13 @@ async def get_workflow(workflow_id: str, caller: Caller, repo: Repo) -> Workflow
 
 
 @router.put("/{workflow_id}", response_model=WorkflowDetail, summary="Replace the draft")
-async def update_workflow(workflow_id: str, body: WorkflowUpdate, caller: Caller, repo: Repo) -> WorkflowDetail:
+async def update_workflow(workflow_id: str, body: WorkflowUpdate, caller: Caller, repo: Repo,
+                          request: Request) -> WorkflowDetail:
     """The new draft when ``draft_version`` is still the draft's version (it goes up by
-    one); else 409 ``{"error", "current_version"}``. The document's id must stay."""
+    one); else 409 ``{"error", "current_version"}``. The document's id must stay; the
+    document must be within the size caps (422 naming the path)."""
     _writable(caller, workflow_id)
+    check_document(body.workflow, request.app.state.settings)
     if body.workflow.get("id", workflow_id) != workflow_id:
         raise ApiError(422, "invalid_workflow", f"the document's id must be {workflow_id!r} (ids do not change)")
     doc = {**body.workflow, "id": workflow_id}
@@ -288,7 +294,8 @@ async def import_file(request: Request, caller: Caller, repo: Repo, service: Ser
 @router.post("/{workflow_id}/runs", response_model=RunDetail, summary="Run the published version (or the draft)",
              responses={200: {"description": "blocking: the run; streaming: its events (SSE)",
                               "content": {"text/event-stream": {"schema": {"type": "string"}}}},
-                        202: {"model": RunAccepted, "description": "async: the run executes"}})
+                        202: {"model": RunAccepted, "description": "async: the run executes"},
+                        429: {"model": ErrorBody, "description": "a quota is used up (`Retry-After`)"}})
 async def run_workflow(workflow_id: str, body: WorkflowRunCreate, caller: Caller, repo: Repo, service: Service,
                        executor: Executor, request: Request,
                        draft: Annotated[bool, Query(description="run the draft (keys of the whole tenant)")] = False

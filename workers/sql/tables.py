@@ -22,6 +22,8 @@ __all__ = [
     "ChatRow",
     "MessageRow",
     "NodeRunRow",
+    "QuotaAdmissionRow",
+    "QuotaLimitRow",
     "RunCommandRow",
     "RunEventRow",
     "RunRow",
@@ -262,3 +264,34 @@ class WorkflowVersionRow(_Table, table=True):
     doc_hash: str = Field(sa_type=Text)
     note: str = Field(default="", sa_type=Text)
     created_at: float = Field(sa_type=Seconds)
+
+
+class QuotaLimitRow(_Table, table=True):
+    """A tenant's own quota (``app_id`` empty) or one app's (``app_id``: the workflow id):
+    runs per minute and tokens per day; NULL keeps the default (0: unlimited)."""
+
+    __tablename__ = "quota_limits"
+    __table_args__ = (sa.ForeignKeyConstraint(["tenant_id"], ["tenants.tenant_id"], ondelete="CASCADE"),)
+
+    tenant_id: str = Field(sa_type=Text, primary_key=True)
+    app_id: str = Field(default="", sa_type=Text, primary_key=True)
+    runs_per_minute: int | None = Field(default=None)
+    tokens_per_day: int | None = Field(default=None, sa_type=sa.BigInteger)
+    updated_at: float = Field(sa_type=Seconds)
+
+
+class QuotaAdmissionRow(_Table, table=True):
+    """A run start or continuation admitted under the quotas (the runs-per-minute window
+    counts these rows; the tokens of the runs admitted since midnight make the day's use)."""
+
+    __tablename__ = "quota_admissions"
+    __table_args__ = (
+        sa.Index("ix_quota_admissions_tenant_at", "tenant_id", "admitted_at"),
+        sa.Index("ix_quota_admissions_tenant_app_at", "tenant_id", "app_id", "admitted_at"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    tenant_id: str = Field(sa_type=Text)
+    app_id: str = Field(sa_type=Text)
+    run_id: str = Field(sa_type=Text)
+    admitted_at: float = Field(sa_type=Seconds)

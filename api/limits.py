@@ -1,0 +1,113 @@
+"""Size limits of the HTTP API: request bodies and workflow documents.
+
+:class:`BodyLimit` is an ASGI middleware that refuses a request body larger than
+``Settings.max_request_bytes`` with 413, without reading it into memory: a
+``Content-Length`` over the cap is answered before the app runs (the body is never
+read); a body without one (chunked) is counted as its chunks arrive, and the chunk
+that crosses the cap ends the request with 413. A body is only ever held up to the
+cap, so a 50 MB upload costs the server at most the cap, and the next request is
+served as usual.
+
+:func:`check_document` applies the operator's document caps (``max_nodes``,
+``max_id_length``, ``max_name_length``, ``max_document_depth``) of the *app's*
+settings to a workflow document before anything else looks at it: 422 with one
+problem per field over a cap, each naming its path (``nodes[3].name``), never echoing
+the whole value back.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Mapping
+
+from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from engine.compiler import check_document_limits
+from engine.errors import CompileError
+from engine.settings import Settings
+
+__all__ = ["BodyLimit", "BodyTooLarge", "check_document"]
+
+
+class BodyTooLarge(HTTPException):
+    """413: the request body is over ``max_request_bytes`` (an HTTP exception, so the
+    app's error handlers answer it with the JSON error shape wherever it is raised)."""
+
+    def __init__(self, cap: int) -> None:
+        super().__init__(413, f"the request body is larger than the server's limit of {cap} bytes "
+                              f"(max_request_bytes)")
+
+
+def _too_large_body(cap: int) -> bytes:
+    return json.dumps({"error": {"type": "payload_too_large", "message": BodyTooLarge(cap).detail}}).encode()
+
+
+class BodyLimit:
+    """ASGI middleware refusing request bodies over ``max_bytes`` with 413 (module docstring)."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = _content_length(scope)
+        if declared is not None and declared > self.max_bytes:
+            await self._refuse(send)
+            return
+        seen = 0
+        started = False
+
+        async def counting_receive() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.max_bytes:
+                    raise BodyTooLarge(self.max_bytes)
+            return message
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, counting_receive, tracking_send)
+        except BodyTooLarge:
+            if not started:  # raised where no handler of the app could answer it
+                await self._refuse(send)
+
+    async def _refuse(self, send: Send) -> None:
+        body = _too_large_body(self.max_bytes)
+        # Connection: close - the rest of the body is never read, so the connection
+        # cannot carry another request.
+        await send({"type": "http.response.start", "status": 413,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                                (b"connection", b"close")]})
+        await send({"type": "http.response.body", "body": body})
+
+
+def _content_length(scope: Scope) -> int | None:
+    for name, value in scope.get("headers", ()):
+        if name == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None
+
+
+def check_document(doc: Mapping[str, Any], settings: Settings) -> None:
+    """Refuse a document over the caps of ``settings``.
+
+    Raises:
+        CompileError: with one problem per cap exceeded (``too_many_nodes`` at ``nodes``,
+        ``too_long`` at ``nodes[i].name``..., ``document_too_deep``); answered 422.
+    """
+    problems = check_document_limits(doc, settings)
+    if problems:
+        raise CompileError(problems)

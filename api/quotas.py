@@ -1,0 +1,138 @@
+"""Quotas of the HTTP API: runs per minute and tokens per day, per tenant and per app.
+
+Every route that makes a run do model work - a new run (``POST /v1/runs``,
+``POST /v1/workflows/{id}/runs``, ``POST /v1/chat/completions``), a chat message that
+answers a waiting run, ``POST /v1/runs/{id}/resume`` - asks :meth:`Quotas.admit`
+first, before the run is created or continued, so a refused request costs no token.
+A refusal is :class:`QuotaExceeded`: 429 naming the quota, its scope and its limit,
+with ``Retry-After`` (whole seconds until a slot frees: the oldest admission leaving
+the 60-second window, or 00:00 UTC for the day's tokens).
+
+Which limits hold for a run of app ``A`` by tenant ``T`` (0 or none: unlimited):
+
+- the tenant's: ``T``'s own limit when it set one, else the operator's default
+  (``Settings.quota_runs_per_minute`` / ``quota_tokens_per_day``); counted over every
+  run of the tenant;
+- the app's: ``A``'s own limit when the tenant set one (no default); counted over the
+  runs of ``A``. An app is the workflow the run executes (its id).
+
+The counting and its atomicity live in :mod:`workers.sql.quotas` (one transaction,
+locked per tenant, on SQLite and PostgreSQL).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import time
+from dataclasses import dataclass
+
+from engine.settings import Settings
+from workers.sql import SqlStore
+from workers.sql.quotas import QuotaCheck, QuotaLimits, QuotaRefusal, QuotaUsage, SqlQuotaStore
+
+from .errors import ApiError
+
+__all__ = ["Admission", "EffectiveQuota", "QuotaExceeded", "Quotas", "day_bounds", "quota_store_of"]
+
+
+class QuotaExceeded(ApiError):
+    """429: a quota is used up. ``Retry-After`` says when the next request may pass."""
+
+    def __init__(self, refusal: QuotaRefusal) -> None:
+        seconds = max(1, math.ceil(refusal.retry_after))
+        scope = f"app {refusal.app_id!r}" if refusal.app_id is not None else "the tenant"
+        used = (f"{refusal.used} runs in the last minute" if refusal.quota == "runs_per_minute"
+                else f"{refusal.used} tokens since 00:00 UTC")
+        super().__init__(429, "quota_exceeded",
+                         f"quota exceeded: {refusal.quota} of {scope} is {refusal.limit} ({used}); "
+                         f"retry after {seconds} s", headers={"Retry-After": str(seconds)})
+        self.refusal = refusal
+        self.retry_after = seconds
+
+
+@dataclass(frozen=True, slots=True)
+class EffectiveQuota:
+    """The limits that hold for a scope (0: unlimited) and where each comes from:
+    ``own`` (set for this tenant or app), ``default`` (the operator's settings) or
+    ``none`` (an app without its own limit: only the tenant's holds)."""
+
+    runs_per_minute: int
+    tokens_per_day: int
+    runs_per_minute_source: str
+    tokens_per_day_source: str
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """An admitted request: :meth:`Quotas.release` it when the run did not start after all."""
+
+    id: int
+
+
+def day_bounds(now: float) -> tuple[float, float]:
+    """``(00:00 UTC of today, 00:00 UTC of tomorrow)`` around ``now`` (Unix seconds)."""
+    day = dt.datetime.fromtimestamp(now, dt.timezone.utc).date()
+    start = dt.datetime(day.year, day.month, day.day, tzinfo=dt.timezone.utc).timestamp()
+    return start, start + 86400.0
+
+
+def quota_store_of(store: object) -> SqlQuotaStore:
+    """The quota store on the database of the run store ``store``.
+
+    Raises:
+        TypeError: the run store is not the SQL store (the only one with quotas).
+    """
+    if not isinstance(store, SqlStore):
+        raise TypeError(f"quotas need the SQL run store, not {type(store).__name__}")
+    return SqlQuotaStore(store)
+
+
+class Quotas:
+    """The quota policy over ``store`` with the operator's defaults from ``settings``."""
+
+    def __init__(self, store: SqlQuotaStore, settings: Settings) -> None:
+        self.store = store
+        self.settings = settings
+
+    def effective(self, own: QuotaLimits | None, *, app: bool) -> EffectiveQuota:
+        """The limits that hold given a scope's ``own`` limits (module docstring)."""
+        runs, runs_source = self._pick(own.runs_per_minute if own else None,
+                                       0 if app else self.settings.quota_runs_per_minute, app)
+        tokens, tokens_source = self._pick(own.tokens_per_day if own else None,
+                                           0 if app else self.settings.quota_tokens_per_day, app)
+        return EffectiveQuota(runs, tokens, runs_source, tokens_source)
+
+    @staticmethod
+    def _pick(own: int | None, default: int, app: bool) -> tuple[int, str]:
+        if own is not None:
+            return own, "own"
+        return default, "none" if app else "default"
+
+    async def usage(self, tenant_id: str, app_id: str | None) -> QuotaUsage:
+        """What the tenant (``app_id`` None) or the app used so far."""
+        now = time.time()
+        return await self.store.usage(tenant_id, app_id, now=now, day_start=day_bounds(now)[0])
+
+    async def admit(self, tenant_id: str, app_id: str, run_id: str) -> Admission:
+        """Admit a start or continuation of ``run_id``, a run of app ``app_id``.
+
+        Raises:
+            QuotaExceeded: the tenant's or the app's runs per minute or tokens per day are
+            used up (nothing was stored).
+        """
+        tenant = self.effective(await self.store.get(tenant_id), app=False)
+        own_app = await self.store.get(tenant_id, app_id)
+        app = self.effective(own_app, app=True)
+        checks = [QuotaCheck(None, tenant.runs_per_minute, tenant.tokens_per_day),
+                  QuotaCheck(app_id, app.runs_per_minute, app.tokens_per_day)]
+        now = time.time()
+        start, end = day_bounds(now)
+        outcome = await self.store.admit(tenant_id, app_id, run_id, checks, now=now, day_start=start, day_end=end)
+        if isinstance(outcome, QuotaRefusal):
+            raise QuotaExceeded(outcome)
+        return Admission(outcome)
+
+    async def release(self, admission: Admission) -> None:
+        """Give back the slot of an admission whose run never started."""
+        await self.store.release(admission.id)

@@ -1,0 +1,217 @@
+"""Quotas in the SQL store: a tenant's or an app's own limits, and admissions.
+
+Two tables (migration 0005):
+
+- ``quota_limits``: the limits a tenant (``app_id`` empty) or one of its apps set for
+  themselves; NULL keeps the default.
+- ``quota_admissions``: one row per run start or continuation admitted under the
+  quotas, with the tenant, the app (the workflow id) and the run.
+
+**Runs per minute** is a sliding window: the admissions of the scope in the last 60
+seconds. **Tokens per day** is the tokens (in + out, as the run store keeps them on
+``runs``, raised by every checkpoint) of the runs admitted since 00:00 UTC, so the
+count follows whatever process executes the run (API task, queue worker), and a run
+that is still going counts what it has spent so far.
+
+Correct under concurrency, in one process and across processes, on both backends:
+:meth:`SqlQuotaStore.admit` counts and inserts in one transaction that starts by
+writing the tenant's row (``UPDATE tenants SET name = name``). On SQLite that write
+takes the database's write lock before anything is read, so two admissions are
+serialised and the second one counts the first; on PostgreSQL it locks the tenant's
+row until commit, so concurrent admissions of one tenant queue behind each other
+while other tenants' do not. No two admissions can both take the last slot.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+
+from .store import SqlStore
+from .tables import QuotaAdmissionRow, QuotaLimitRow, RunRow, TenantRow
+
+__all__ = ["QuotaCheck", "QuotaLimits", "QuotaRefusal", "QuotaUsage", "SqlQuotaStore", "WINDOW_S"]
+
+limits_table = QuotaLimitRow.__table__
+admissions = QuotaAdmissionRow.__table__
+runs = RunRow.__table__
+tenants = TenantRow.__table__
+
+#: the runs-per-minute window, in seconds
+WINDOW_S = 60.0
+#: admissions older than this are deleted as new ones come in (they no longer count)
+_KEEP_S = 2 * 86400.0
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaLimits:
+    """The limits a tenant (``app_id`` None) or an app set: None keeps the default, 0 is unlimited."""
+
+    tenant_id: str
+    app_id: str | None
+    runs_per_minute: int | None
+    tokens_per_day: int | None
+    updated_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaCheck:
+    """The limits to enforce on one scope: the whole tenant (``app_id`` None) or one app;
+    0 means unlimited."""
+
+    app_id: str | None
+    runs_per_minute: int
+    tokens_per_day: int
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaRefusal:
+    """Why an admission was refused: the scope, the quota (``runs_per_minute`` or
+    ``tokens_per_day``), its limit, what is used, and the seconds until a slot frees."""
+
+    app_id: str | None
+    quota: str
+    limit: int
+    used: int
+    retry_after: float
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaUsage:
+    """What a scope used: admissions in the last minute, tokens since 00:00 UTC."""
+
+    runs_last_minute: int
+    tokens_today: int
+
+
+def _limits(row: Mapping[str, Any]) -> QuotaLimits:
+    return QuotaLimits(tenant_id=row["tenant_id"], app_id=row["app_id"] or None,
+                       runs_per_minute=row["runs_per_minute"], tokens_per_day=row["tokens_per_day"],
+                       updated_at=row["updated_at"])
+
+
+def _scope(tenant_id: str, app_id: str | None) -> Any:
+    where = admissions.c.tenant_id == tenant_id
+    return where if app_id is None else sa.and_(where, admissions.c.app_id == app_id)
+
+
+class SqlQuotaStore:
+    """Quota limits and admissions on the connection (and lock) of ``store``.
+
+    Database errors surface as :class:`engine.ports.StoreError` (URL masked).
+    """
+
+    def __init__(self, store: SqlStore) -> None:
+        self.store = store
+
+    # ------------------------------------------------------------------ limits
+
+    async def get(self, tenant_id: str, app_id: str | None = None) -> QuotaLimits | None:
+        """The tenant's (``app_id`` None) or the app's own limits; None when none were set."""
+        stmt = sa.select(limits_table).where(limits_table.c.tenant_id == tenant_id,
+                                             limits_table.c.app_id == (app_id or ""))
+        async with self.store._tx() as conn:
+            row = (await conn.execute(stmt)).mappings().first()
+        return _limits(row) if row is not None else None
+
+    async def list(self, tenant_id: str) -> list[QuotaLimits]:
+        """Every limit the tenant set: its own first, then its apps' by id."""
+        stmt = sa.select(limits_table).where(limits_table.c.tenant_id == tenant_id).order_by(limits_table.c.app_id)
+        async with self.store._tx() as conn:
+            rows = (await conn.execute(stmt)).mappings().all()
+        return [_limits(row) for row in rows]
+
+    async def put(self, tenant_id: str, app_id: str | None, *, runs_per_minute: int | None,
+                  tokens_per_day: int | None) -> QuotaLimits:
+        """Set (replace) the tenant's or the app's limits; returns them.
+        Raises StoreError when the tenant does not exist (foreign key)."""
+        now = time.time()
+        values = {"tenant_id": tenant_id, "app_id": app_id or "", "runs_per_minute": runs_per_minute,
+                  "tokens_per_day": tokens_per_day, "updated_at": now}
+        insert = postgresql.insert if self.store.backend == "postgresql" else sqlite.insert
+        stmt = insert(limits_table).values(values).on_conflict_do_update(
+            index_elements=[limits_table.c.tenant_id, limits_table.c.app_id],
+            set_={"runs_per_minute": runs_per_minute, "tokens_per_day": tokens_per_day, "updated_at": now})
+        async with self.store._tx() as conn:
+            await conn.execute(stmt)
+        return QuotaLimits(tenant_id, app_id or None, runs_per_minute, tokens_per_day, now)
+
+    async def delete(self, tenant_id: str, app_id: str | None) -> bool:
+        """Remove the tenant's or the app's own limits (back to the defaults); True when some were set."""
+        stmt = sa.delete(limits_table).where(limits_table.c.tenant_id == tenant_id,
+                                             limits_table.c.app_id == (app_id or ""))
+        async with self.store._tx() as conn:
+            return (await conn.execute(stmt)).rowcount > 0
+
+    # -------------------------------------------------------------- admissions
+
+    async def usage(self, tenant_id: str, app_id: str | None, *, now: float, day_start: float) -> QuotaUsage:
+        """What the tenant (``app_id`` None) or the app used (module docstring)."""
+        async with self.store._tx() as conn:
+            return QuotaUsage(await self._runs_in_window(conn, tenant_id, app_id, now),
+                              await self._tokens_since(conn, tenant_id, app_id, day_start))
+
+    async def admit(self, tenant_id: str, app_id: str, run_id: str, checks: Sequence[QuotaCheck], *,
+                    now: float, day_start: float, day_end: float) -> int | QuotaRefusal:
+        """Admit a start or continuation of ``run_id`` (a run of app ``app_id``) when every
+        check holds; returns the admission's id, or the first refusal (nothing stored).
+
+        A check's ``runs_per_minute`` holds while the scope has fewer admissions in the
+        last 60 seconds (refused: ``retry_after`` is when the oldest one that must leave
+        the window does); its ``tokens_per_day`` while the scope's runs admitted since
+        ``day_start`` spent fewer tokens (refused: until ``day_end``). Atomic with the
+        insert (module docstring).
+        """
+        async with self.store._tx() as conn:
+            # Write first: the lock that serialises admissions of this tenant (module docstring).
+            await conn.execute(sa.update(tenants).where(tenants.c.tenant_id == tenant_id)
+                               .values(name=tenants.c.name))
+            for check in checks:
+                refusal = await self._check(conn, tenant_id, check, now=now, day_start=day_start, day_end=day_end)
+                if refusal is not None:
+                    return refusal
+            await conn.execute(sa.delete(admissions).where(admissions.c.tenant_id == tenant_id,
+                                                           admissions.c.admitted_at < now - _KEEP_S))
+            result = await conn.execute(sa.insert(admissions).values(
+                tenant_id=tenant_id, app_id=app_id, run_id=run_id, admitted_at=now).returning(admissions.c.id))
+            return int(result.scalar_one())
+
+    async def release(self, admission_id: int) -> None:
+        """Forget an admission whose run never started (its request was refused after
+        admission, e.g. inputs that do not fit), so it does not take a slot."""
+        async with self.store._tx() as conn:
+            await conn.execute(sa.delete(admissions).where(admissions.c.id == admission_id))
+
+    async def _check(self, conn: Any, tenant_id: str, check: QuotaCheck, *, now: float, day_start: float,
+                     day_end: float) -> QuotaRefusal | None:
+        if check.runs_per_minute > 0:
+            used = await self._runs_in_window(conn, tenant_id, check.app_id, now)
+            if used >= check.runs_per_minute:
+                # The slot frees when the admission at position used - limit (oldest first) leaves the window.
+                oldest = (await conn.execute(
+                    sa.select(admissions.c.admitted_at).where(_scope(tenant_id, check.app_id),
+                                                              admissions.c.admitted_at > now - WINDOW_S)
+                    .order_by(admissions.c.admitted_at).offset(used - check.runs_per_minute).limit(1))).scalar()
+                frees = (oldest if oldest is not None else now) + WINDOW_S
+                return QuotaRefusal(check.app_id, "runs_per_minute", check.runs_per_minute, used, frees - now)
+        if check.tokens_per_day > 0:
+            used = await self._tokens_since(conn, tenant_id, check.app_id, day_start)
+            if used >= check.tokens_per_day:
+                return QuotaRefusal(check.app_id, "tokens_per_day", check.tokens_per_day, used, day_end - now)
+        return None
+
+    async def _runs_in_window(self, conn: Any, tenant_id: str, app_id: str | None, now: float) -> int:
+        stmt = sa.select(sa.func.count()).select_from(admissions).where(
+            _scope(tenant_id, app_id), admissions.c.admitted_at > now - WINDOW_S)
+        return int((await conn.execute(stmt)).scalar_one())
+
+    async def _tokens_since(self, conn: Any, tenant_id: str, app_id: str | None, day_start: float) -> int:
+        admitted = sa.select(admissions.c.run_id).where(_scope(tenant_id, app_id),
+                                                        admissions.c.admitted_at >= day_start)
+        stmt = sa.select(sa.func.coalesce(sa.func.sum(runs.c.tokens_in + runs.c.tokens_out), 0)).where(
+            runs.c.tenant_id == tenant_id, runs.c.run_id.in_(admitted))
+        return int((await conn.execute(stmt)).scalar_one())
