@@ -51,6 +51,15 @@ class Settings(BaseSettings):
     ``llm_model_override`` (``FLOWLOOM_LLM_MODEL_OVERRIDE``) also replaces every
     model's upstream id, since a local server rarely serves the cloud model names.
 
+    MCP tool sources (:mod:`nodes.mcp_tools`): ``mcp_allow_stdio``
+    (``FLOWLOOM_MCP_ALLOW_STDIO=1``) lets tool nodes start stdio MCP servers (a command the
+    workflow names runs on this machine, so it is off by default); HTTP MCP servers follow
+    ``http_allow``. A workflow's ``{{secret:NAME}}`` reads the variable
+    ``FLOWLOOM_SECRET_NAME`` through :meth:`environ` at run time.
+
+    Canvas: ``web_dist`` (``FLOWLOOM_WEB_DIST``): the built web app ``flowloom serve``
+    serves at ``/`` (default: ``web/dist`` of the source tree, :mod:`api.static`).
+
     ``.env``: a ``.env`` file in the working directory is read too (as Dify and
     FastGPT users keep their keys), for ``FLOWLOOM_*`` settings and, through
     :meth:`environ`, for the provider keys the model registry names; a variable set in
@@ -98,6 +107,7 @@ class Settings(BaseSettings):
     allow_unsandboxed_code: bool = False
     code_bwrap: str = "bwrap"
     code_node: str = "node"
+    mcp_allow_stdio: bool = False
 
     max_document_bytes: int = Field(default=8 * 1024 * 1024, gt=0)
     max_document_depth: int = Field(default=64, ge=8, le=500)
@@ -110,6 +120,7 @@ class Settings(BaseSettings):
     _dotenv: dict[str, str] | None = PrivateAttr(default=None)
     llm_base_url_override: str | None = None
     llm_model_override: str | None = None
+    web_dist: Path | None = None
 
     max_request_bytes: int = Field(default=16 * 1024 * 1024, gt=0)
     run_idle_timeout_s: float = Field(default=300.0, ge=0)

@@ -7,7 +7,7 @@ The loop is the shared kernel :func:`nodes.agent_loop.run_agent_loop`; this node
 and :mod:`nodes.agent_policy` (risk gate).
 
 **Tools**: the business tools - the tool-call node's graph,
-HTTP/OpenAPI and workflow tools, single-call model sub-agents (:func:`model_agent_spec`)
+HTTP/OpenAPI, workflow and MCP tools (open while the node runs), single-call model sub-agents (:func:`model_agent_spec`)
 and the uploaded-file reader (:func:`file_reader_spec`) - plus ``update_plan`` and
 ``ask_agent``. A business tool named like an internal one is dropped (recorded in
 ``node_run.data["planning"]["dropped_tools"]``). Read-level tools are parallel-safe
@@ -53,7 +53,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from engine.context import InterruptRequested, NodeContext, NodeResult
 from engine.errors import NodeFailed
@@ -110,7 +110,7 @@ from .chat import (
 )
 from .agent_calls import run_approved
 from .llm import LLMRequest, call_llm, fit_messages
-from .tool_call import loop_tool_specs
+from .tool_call import loop_tool_specs, mcp_tools
 
 __all__ = [
     "AgentNode",
@@ -377,8 +377,9 @@ class PlanningHooks(AgentHooks):
 class AgentNode(NodeExecutor[AgentConfig], kind="agent"):
     """Runs the planning agent (module docstring)."""
 
-    def build_tools(self, ctx: NodeContext) -> tuple[list[ToolSpec], list[str]]:
-        """(business tools, names dropped because they collide with internal tools).
+    def build_tools(self, ctx: NodeContext, mcp: Sequence[ToolSpec] = ()) -> tuple[list[ToolSpec], list[str]]:
+        """(business tools, names dropped because they collide with internal tools);
+        ``mcp``: the tools of the node's open MCP servers.
 
         Read-level tools are marked parallel-safe when ``parallel_tools`` is on.
 
@@ -386,7 +387,7 @@ class AgentNode(NodeExecutor[AgentConfig], kind="agent"):
             NodeFailed: a graph tool's node is not a body root; a workflow tool cannot be found.
         """
         cfg = self.config
-        specs = loop_tool_specs(ctx, cfg)
+        specs = loop_tool_specs(ctx, cfg) + list(mcp)
         specs += [model_agent_spec(ctx, a, cfg.model) for a in cfg.model_agents]
         if cfg.file_reader is not None:
             specs.append(file_reader_spec(ctx, cfg.file_reader))
@@ -424,9 +425,14 @@ class AgentNode(NodeExecutor[AgentConfig], kind="agent"):
         return fit_messages(messages, max_input_tokens=spec.max_context - max_tokens, node_id=ctx.node_id)
 
     async def run(self, ctx: NodeContext) -> NodeResult:
+        async with mcp_tools(ctx, self.config) as mcp:
+            return await self._run(ctx, mcp)
+
+    async def _run(self, ctx: NodeContext, mcp: list[ToolSpec]) -> NodeResult:
+        """The planning loop with the config's tools plus ``mcp`` (open while this runs)."""
         cfg = self.config
         settings, spec, max_tokens = self.settings(ctx)
-        business, dropped = self.build_tools(ctx)
+        business, dropped = self.build_tools(ctx, mcp)
         tools = business + internal_specs(cfg.ask)
         ctx.node_run.data.setdefault("planning", {})["dropped_tools"] = dropped
         messages: list[dict[str, Any]] | None = None

@@ -7,8 +7,9 @@ Step 3 of the loop (see :mod:`nodes.agent_loop`) and its pause bookkeeping:
   ``error`` (reported to the model, never raised). Empty arguments mean ``{}``.
 - :func:`run_calls` runs the calls in the groups of ``hooks.can_batch`` (a group
   concurrently, groups in order; the default is one call per group, i.e. serial) with the
-  per-call timeout; every tool error becomes an error outcome, only cancellation, run limits
-  and interrupts propagate. A call that pauses (``ctx.interrupt``) leaves
+  per-call timeout; every tool error becomes an error outcome, only cancellation, run limits,
+  interrupts and :class:`~nodes.agent_types.ToolSourceFailed` (the tool's server is gone)
+  propagate. A call that pauses (``ctx.interrupt``) leaves
   ``LoopState.pending``, which :func:`restore_calls` turns back into calls on resume.
 - :func:`finish_round` appends the results in call order, each truncated then fenced on its
   own, records them in the round's trace entry, adds tool costs and detects repeated calls
@@ -29,7 +30,8 @@ from engine.context import InterruptRequested, NodeContext
 from engine.errors import RunCancelled, RunLimitExceeded
 
 from .agent_protocol import fence_observation, observations_message, safe_name, truncate_result, validate_args
-from .agent_types import AgentHooks, LoopSettings, LoopState, ToolCallContext, ToolOutcome, ToolSpec, maybe_await
+from .agent_types import (AgentHooks, LoopSettings, LoopState, ToolCallContext, ToolOutcome, ToolSourceFailed, ToolSpec,
+                          maybe_await)
 
 __all__ = [
     "echo_arguments",
@@ -110,7 +112,7 @@ async def _run_one(ctx: NodeContext, hooks: AgentHooks, call: ToolCallContext, s
             if not isinstance(outcome, ToolOutcome):
                 outcome = ToolOutcome(str(outcome))
             record["status"] = "error" if outcome.is_error else "ok"
-        except (InterruptRequested, RunCancelled, RunLimitExceeded):
+        except (InterruptRequested, RunCancelled, RunLimitExceeded, ToolSourceFailed):
             raise
         except TimeoutError:
             outcome = ToolOutcome(f"tool {call.name} timed out after {timeout:g}s", is_error=True)
@@ -245,7 +247,7 @@ async def run_approved(call: ToolCallContext, spec: ToolSpec, settings: LoopSett
         else:
             async with asyncio.timeout(timeout):
                 outcome = await spec.run(call.args, call)
-    except (InterruptRequested, RunCancelled, RunLimitExceeded):
+    except (InterruptRequested, RunCancelled, RunLimitExceeded, ToolSourceFailed):
         raise
     except TimeoutError:
         return ToolOutcome(f"tool {call.name} timed out after {timeout:g}s", is_error=True)

@@ -25,7 +25,7 @@ Written once for both nodes, which differ only by the :class:`AgentHooks` they i
    error - an exception, a timeout, arguments that are not JSON or do not match the tool's
    schema, an unknown or not-offered tool - becomes that call's result with ``is_error``
    (paired with its call id, the model's input for self-correction); only cancellation, run
-   limits and interrupts propagate. Empty arguments mean ``{}``. Results longer than
+   limits, interrupts and ``ToolSourceFailed`` (the tool's server went away) propagate. Empty arguments mean ``{}``. Results longer than
    ``max_result_chars`` are cut to a head preview plus a platform note; the full text stays in
    ``LoopState.results`` (node run: ``data.agent.tool_results``, :func:`get_tool_result`). Each
    observation/error is then fenced on its own (truncate first, then fence, so the fence sees
@@ -112,6 +112,7 @@ from .agent_types import (  # every public name of agent_types stays importable 
     ToolCallContext,
     ToolOutcome,
     ToolRun,
+    ToolSourceFailed,
     ToolSpec,
     batch_parallel_safe,
     fit_rounds,
@@ -134,6 +135,7 @@ __all__ = [
     "RequestControl",
     "ToolCallContext",
     "ToolOutcome",
+    "ToolSourceFailed",
     "ToolSpec",
     "batch_parallel_safe",
     "fit_rounds",

@@ -2,7 +2,8 @@
 
 What a node hands the kernel and gets back, kept apart from the loop itself:
 
-- the error :class:`AgentNotConverged` (fail-closed: a loop without a real answer fails the node);
+- the errors :class:`AgentNotConverged` (fail-closed: a loop without a real answer fails the node)
+  and :class:`ToolSourceFailed` (a tool's source went away: the node fails, the model is not asked);
 - tools: :class:`ToolSpec` (what is offered), :class:`ToolCallContext` (one requested
   call), :class:`ToolOutcome` (what a tool returns), :class:`RequestControl` (tools and
   ``tool_choice`` of the next request) and the batching rule :func:`batch_parallel_safe`;
@@ -40,6 +41,7 @@ __all__ = [
     "ToolCallContext",
     "ToolOutcome",
     "ToolRun",
+    "ToolSourceFailed",
     "ToolSpec",
     "batch_parallel_safe",
     "fit_rounds",
@@ -62,6 +64,14 @@ class AgentNotConverged(NodeFailed):
     def __init__(self, message: str, *, node_id: str | None = None, detail: str = "") -> None:
         super().__init__(message, node_id=node_id)
         self.detail = detail
+
+
+class ToolSourceFailed(NodeFailed):
+    """Where a tool lives went away during a call (an MCP server's process exited, its
+    connection was lost): unlike a tool's error, nothing the model writes can fix it, so
+    the kernel lets it fail the node instead of feeding it back as a result."""
+
+    reason = "tool_source_failed"
 
 
 # ============================================================================ tools

@@ -25,6 +25,9 @@ this module only gathers the tools (config: :class:`~schemas.nodes_agent.ToolCal
   and its LLM costs the tool's cost. A failed or paused child is an error result.
 - **Builtin tools** (:mod:`nodes.builtin_tools`): run in-process with the call's
   arguments plus the fixed ``arguments`` of the config; bad arguments are an error result.
+- **MCP tools** (:mod:`nodes.mcp_tools`): the servers of ``mcp_servers`` are connected
+  and listed when the node starts (:func:`mcp_tools`) and closed when it ends, pauses or
+  is cancelled; their tools join the others.
 - **The stop tool**: returns ``ToolOutcome(stop=True)``.
 
 **Risk gate** (:class:`~nodes.agent_policy.RiskGate`, the planning agent's gate, on by
@@ -49,12 +52,13 @@ results by call id (:func:`nodes.agent_loop.get_tool_result`), notes and checkpo
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import time
 import urllib.parse
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, AsyncContextManager
 
 import httpx
 
@@ -76,7 +80,7 @@ from .http_request import HttpRequestNode
 from .llm import fit_messages
 
 __all__ = ["GatedHooks", "ToolCallNode", "builtin_tool_spec", "graph_tool_risk", "graph_tool_spec", "http_tool_spec",
-           "loop_tool_specs",
+           "loop_tool_specs", "mcp_tools",
            "stop_tool_spec", "workflow_tool_spec"]
 
 
@@ -365,6 +369,20 @@ def loop_tool_specs(ctx: NodeContext, cfg: ToolLoopConfig) -> list[ToolSpec]:
     return specs + [workflow_tool_spec(ctx, t, cfg.tool_timeout) for t in cfg.workflow_tools]
 
 
+def mcp_tools(ctx: NodeContext, cfg: ToolLoopConfig) -> AsyncContextManager[list[ToolSpec]]:
+    """The tools of the node's MCP servers, connected while the returned context is open
+    (:func:`nodes.mcp_tools.open_mcp_tools`; the SDK is imported only by nodes that use it).
+
+    Raises (on entering):
+        NodeFailed: a server is refused, unreachable, or lacks a tool the config names.
+    """
+    if not cfg.mcp_servers:
+        return contextlib.nullcontext([])
+    from .mcp_tools import open_mcp_tools
+
+    return open_mcp_tools(ctx, cfg.mcp_servers, cfg.tool_timeout)
+
+
 class GatedHooks(AgentHooks):
     """The default hooks with the risk gate in front of every tool call (module docstring)."""
 
@@ -433,10 +451,15 @@ class ToolCallNode(NodeExecutor[ToolCallConfig], kind="tool_call"):
         return state, await run_approved(call, call.spec, settings)
 
     async def run(self, ctx: NodeContext) -> NodeResult:
+        async with mcp_tools(ctx, self.config) as mcp:
+            return await self._run(ctx, mcp)
+
+    async def _run(self, ctx: NodeContext, mcp: list[ToolSpec]) -> NodeResult:
+        """The loop with the config's tools plus ``mcp`` (open while this runs)."""
         cfg = self.config
         spec = model_spec(ctx, cfg.model)
         temperature, max_tokens = sampling(cfg, spec, None)
-        tools = self.build_tools(ctx)
+        tools = self.build_tools(ctx) + mcp
         ctx.node_run.data["tools"] = [{"name": t.name, **t.meta, "risk": t.risk} for t in tools]
         settings = LoopSettings(
             model=cfg.model, max_rounds=cfg.max_rounds, tool_only_cap=cfg.tool_only_cap,

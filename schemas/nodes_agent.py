@@ -26,12 +26,16 @@ Tools are, in one namespace of unique names:
 - **builtin tools** (``builtin_tools``): account-free utilities of :mod:`nodes.builtin_tools`
   (current time, weekday, JSON parse/replace/insert/delete, arithmetic), run in-process,
   risk ``read``.
+- **MCP tools** (``mcp_servers``): the tools of Model Context Protocol servers, over
+  Streamable HTTP (``url`` + ``headers``) or stdio (``command`` + ``args``, only where the
+  operator enabled stdio servers); listed when the node starts, all of them or the
+  ``tools`` named (see :class:`McpServer`).
 - the **stop tool** (``stop_tool``): calling it ends the loop after that round.
 
 **Risk gate** (both kinds, on by default): a write-level tool - declared ``risk:
 write``, an HTTP operation other than GET/HEAD/OPTIONS without ``risk``, a workflow
 tool without ``risk``, a graph tool whose sub-graph writes (see
-:func:`nodes.tool_call.graph_tool_risk`) - runs only after a person confirms the call
+:func:`nodes.tool_call.graph_tool_risk`), an MCP tool not annotated ``readOnlyHint`` - runs only after a person confirms the call
 (a ``confirm`` interrupt). ``allow_write_tools: true`` opts the node out, a list of
 names allows those tools only. A model can be talked into calling a destructive tool by
 text it reads (a tool result, a web page), so the node that runs tools asks first.
@@ -64,13 +68,16 @@ __all__ = [
     "GraphTool",
     "HttpTool",
     "HttpToolParam",
+    "McpServer",
     "ModelAgentTool",
     "StopTool",
     "ToolCallConfig",
     "ToolLoopConfig",
     "ToolParam",
     "WorkflowTool",
+    "SECRET_REF",
     "openapi_operations",
+    "secret_names",
 ]
 
 TOOL_NAME = r"^[A-Za-z0-9_\-]{1,64}$"
@@ -314,6 +321,124 @@ class BuiltinToolRef(BaseModel):
         return self.alias or self.name
 
 
+#: ``{{secret:NAME}}`` in an MCP server's header or environment value: replaced at run time
+#: by the operator's secret ``NAME`` (``FLOWLOOM_SECRET_NAME``, :mod:`nodes.mcp_tools`).
+SECRET_REF = re.compile(r"\{\{\s*secret:([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
+_ANY_SECRET_REF = re.compile(r"\{\{\s*secret:(.*?)\}\}")
+_HEADER_NAME = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,128}$")
+#: Header names that carry credentials: their value must come from a secret reference.
+_CREDENTIAL_HEADER = re.compile(r"authorization|cookie|token|secret|password|passwd|credential|api[-_]?key|"
+                                r"(^|[-_])key($|[-_])", re.IGNORECASE)
+
+
+def secret_names(text: str) -> list[str]:
+    """The secret names ``text`` references (``{{secret:NAME}}``), in order.
+
+    Raises:
+        ValueError: a ``{{secret:...}}`` whose name is not a letter or ``_`` followed by
+            letters, digits and ``_``.
+    """
+    for found in _ANY_SECRET_REF.finditer(text):
+        if not SECRET_REF.fullmatch(found.group(0)):
+            raise ValueError(f"{found.group(0)!r} is not a secret reference: write {{{{secret:NAME}}}} with NAME "
+                             "made of letters, digits and _")
+    return SECRET_REF.findall(text)
+
+
+class McpServer(BaseModel):
+    """A Model Context Protocol server whose tools the model may call.
+
+    Transport: ``url`` (Streamable HTTP; reached through the HTTP node's address policy,
+    so private and loopback addresses need ``FLOWLOOM_HTTP_ALLOW``) with ``headers``, or
+    ``command`` + ``args`` (+ ``env``) started as a local process speaking stdio - only
+    where the operator enabled stdio servers (``FLOWLOOM_MCP_ALLOW_STDIO``), since the
+    workflow then chooses a program to run on the server's machine.
+
+    Credentials never sit in the workflow: header and ``env`` values are literal text in
+    which ``{{secret:NAME}}`` is replaced at run time by the operator's secret ``NAME``
+    (``FLOWLOOM_SECRET_NAME`` in the environment or ``.env``); a header that carries
+    credentials (``Authorization``, ``Cookie``, ``X-Api-Key``, ``*token*``...) must take
+    its value from one. The URL may not carry user info for the same reason.
+
+    ``tools``: the tools offered (None: every tool the server lists when the node
+    starts); a named tool the server no longer has fails the node, naming both.
+    ``prefix`` is put before each tool's name as the model sees it (two servers with a
+    tool of the same name). ``timeout``: seconds per call (None: the node's
+    ``tool_timeout``); ``connect_timeout``: seconds to connect and list the tools.
+    Risk: a tool annotated ``readOnlyHint`` (and not ``destructiveHint``) is read-level,
+    every other tool is write-level and asks for confirmation unless allowed by
+    ``allow_write_tools`` (by the name the model sees).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_\-]{1,64}$", description="the server's label in messages and records")
+    url: str | None = Field(default=None, description="Streamable HTTP endpoint, e.g. https://mcp.example.com/mcp")
+    headers: dict[str, str] = Field(default_factory=dict, description="sent with every request; values may hold "
+                                    "{{secret:NAME}} references (credentials must)")
+    command: str | None = Field(default=None, min_length=1, description="stdio server: the program to start")
+    args: list[str] = Field(default_factory=list, description="stdio server: its arguments")
+    env: dict[str, str] = Field(default_factory=dict, description="stdio server: environment variables; values may "
+                                "hold {{secret:NAME}} references")
+    tools: list[str] | None = Field(default=None, description="the tools offered; None: every tool it lists")
+    prefix: str = Field(default="", pattern=r"^[A-Za-z0-9_\-]{0,32}$", description="put before each tool name")
+    timeout: float | None = Field(default=None, gt=0, le=3600, description="seconds per call; None: the node's")
+    connect_timeout: float = Field(default=20.0, gt=0, le=300, description="seconds to connect and list the tools")
+
+    @property
+    def transport(self) -> Literal["http", "stdio"]:
+        """``http`` (``url``) or ``stdio`` (``command``)."""
+        return "http" if self.url is not None else "stdio"
+
+    def tool_name(self, tool: str) -> str:
+        """The name the model sees for the server's tool ``tool``."""
+        return self.prefix + tool
+
+    def secrets(self) -> list[str]:
+        """Every secret name the headers and environment reference."""
+        return [name for value in (*self.headers.values(), *self.env.values()) for name in secret_names(value)]
+
+    @model_validator(mode="after")
+    def _check(self) -> "McpServer":
+        if (self.url is None) == (self.command is None):
+            raise ValueError(f"MCP server {self.name!r}: give either url (Streamable HTTP) or command (stdio)")
+        if self.url is not None:
+            self._check_url(self.url)
+            if self.args or self.env:
+                raise ValueError(f"MCP server {self.name!r}: args and env are for stdio servers (command)")
+        elif self.headers:
+            raise ValueError(f"MCP server {self.name!r}: headers are for HTTP servers (url)")
+        for key, value in self.headers.items():
+            if not _HEADER_NAME.match(key):
+                raise ValueError(f"MCP server {self.name!r}: {key!r} is not a valid header name")
+            if _CREDENTIAL_HEADER.search(key) and not secret_names(value):
+                raise ValueError(f"MCP server {self.name!r}: header {key!r} carries credentials, which must not be "
+                                 "stored in the workflow: write its value with a secret reference, e.g. "
+                                 "'Bearer {{secret:MY_TOKEN}}' (the operator sets FLOWLOOM_SECRET_MY_TOKEN)")
+        self.secrets()  # a malformed reference is an error here, before any run
+        if self.tools is not None:
+            bad = [t for t in self.tools if not re.fullmatch(TOOL_NAME, self.tool_name(t))]
+            if bad:
+                raise ValueError(f"MCP server {self.name!r}: tool names must be 1-64 letters, digits, _ or - "
+                                 f"(with the prefix): {bad}")
+            dupes = sorted({t for t in self.tools if self.tools.count(t) > 1})
+            if dupes:
+                raise ValueError(f"MCP server {self.name!r}: tools named twice: {dupes}")
+        return self
+
+    def _check_url(self, url: str) -> None:
+        scheme, sep, rest = url.partition("://")
+        host = rest.split("/", 1)[0].split("?", 1)[0]
+        if not sep or scheme.lower() not in ("http", "https") or not host:
+            raise ValueError(f"MCP server {self.name!r}: url must be an http:// or https:// URL with a host "
+                             f"(got {url!r})")
+        if "@" in host:
+            raise ValueError(f"MCP server {self.name!r}: the url must not carry credentials (user:password@); send "
+                             "them in a header with a secret reference")
+        if "{{" in url or "{%" in url:
+            raise ValueError(f"MCP server {self.name!r}: the url is fixed text (no templates or secrets)")
+
+
 class StopTool(BaseModel):
     """The stop tool: calling it ends the loop after the round (the tool itself does nothing)."""
 
@@ -346,6 +471,7 @@ class ToolLoopConfig(LLMNodeConfig):
     openapi: dict[str, Any] | None = Field(default=None, description="OpenAPI-style document: one tool per operation")
     workflow_tools: list[WorkflowTool] = Field(default_factory=list)
     builtin_tools: list[BuiltinToolRef] = Field(default_factory=list)
+    mcp_servers: list[McpServer] = Field(default_factory=list, description="MCP servers whose tools are offered")
     max_rounds: int = Field(default=50, ge=1, le=500)
     tool_only_cap: int = Field(default=5, ge=0, le=100, description="0: no cap")
     repeat_limit: int = Field(default=3, ge=0, le=100, description="0: no loop detection")
@@ -366,6 +492,7 @@ class ToolLoopConfig(LLMNodeConfig):
         risks.update({op.operationId: op.tool_risk for op in self.http_operations()})
         risks.update({t.tool_name: t.risk for t in self.workflow_tools})
         risks.update({t.tool_name: "read" for t in self.builtin_tools})
+        risks.update({server.tool_name(t): None for server in self.mcp_servers for t in server.tools or ()})
         return risks
 
     def asks_confirmation(self) -> bool:
@@ -375,6 +502,8 @@ class ToolLoopConfig(LLMNodeConfig):
         if self.allow_write_tools is True:
             return False
         allowed = set(self.allow_write_tools) if isinstance(self.allow_write_tools, list) else set()
+        if any(server.tools is None for server in self.mcp_servers):
+            return True  # its tools (and their annotations) are known only once the node runs
         graph = {t.name for t in self.tools}
         return any(name not in allowed and (risk == "write" or (risk is None and name not in graph))
                    for name, risk in self.declared_risks().items())
@@ -390,6 +519,10 @@ class ToolLoopConfig(LLMNodeConfig):
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise ValueError(f"tool names must be unique across all of this node's tools: {dupes}")
+        servers = [server.name for server in self.mcp_servers]
+        dupes = sorted({n for n in servers if servers.count(n) > 1})
+        if dupes:
+            raise ValueError(f"MCP server names must be unique: {dupes}")
         nodes = [t.node for t in self.tools]
         dupes = sorted({n for n in nodes if nodes.count(n) > 1})
         if dupes:
@@ -401,8 +534,10 @@ class ToolLoopConfig(LLMNodeConfig):
         return list(self.http_tools) + (openapi_operations(self.openapi) if self.openapi else [])
 
     def tool_names(self) -> list[str]:
-        """Every business tool name."""
+        """Every business tool name known from the config (an MCP server's tools only when
+        ``tools`` names them; the others are known once the node lists them)."""
         names = [t.name for t in self.tools] + [t.operationId for t in self.http_operations()]
+        names += [server.tool_name(t) for server in self.mcp_servers for t in server.tools or ()]
         return names + [t.tool_name for t in self.workflow_tools] + [t.tool_name for t in self.builtin_tools]
 
     def templates(self) -> Iterator[tuple[str, str]]:

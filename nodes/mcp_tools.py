@@ -1,0 +1,382 @@
+"""MCP servers as tool sources of the tool-loop nodes (``tool_call``, ``agent``).
+
+A node's ``mcp_servers`` (:class:`~schemas.nodes_agent.McpServer`) are opened when the
+node starts, with the official ``mcp`` SDK's :class:`mcp.Client`, and stay open while
+its loop runs (:func:`open_mcp_tools`, an async context manager the node wraps around
+its loop; leaving it - answer, failure, pause, cancellation - closes every session, so a
+stdio server process ends with the node):
+
+- **Connect.** HTTP servers (Streamable HTTP) go through the HTTP node's address
+  policy (:class:`~nodes.http_request.AddressPolicy`, on every connection, after DNS
+  resolution): loopback and private targets are refused unless ``FLOWLOOM_HTTP_ALLOW``
+  allows them. Stdio servers start only when the operator set
+  ``FLOWLOOM_MCP_ALLOW_STDIO``; they get the SDK's small default environment plus the
+  config's ``env``, never the whole environment of the Flowloom process. Header and
+  ``env`` values have their ``{{secret:NAME}}`` references replaced by the variable
+  ``FLOWLOOM_SECRET_NAME`` (:meth:`engine.settings.Settings.environ`); a secret that is
+  not set fails the node naming it, and values are never recorded or put in messages.
+- **List.** Every tool the server lists, or those ``tools`` names (a name the server
+  no longer has fails the node, naming the server and the tool), becomes a
+  :class:`~nodes.agent_loop.ToolSpec`: the name (``prefix`` + the tool's name, other
+  characters than letters, digits, ``_`` and ``-`` replaced by ``_``), description and
+  input schema as listed, risk ``read`` for a tool annotated ``readOnlyHint`` and not
+  ``destructiveHint``, else ``write`` for ``destructiveHint``, else unknown (the risk gate
+  treats unknown as write). The kernel then does the rest as for any tool: argument
+  validation against the schema, the per-call timeout, errors back to the model,
+  results fenced as data, the confirmation gate.
+- **Call.** The result's content blocks become text (text as is; images and audio as
+  a note with their type and size; resources by text or URI; structured content as JSON
+  when there is no text); ``isError`` results and JSON-RPC errors are error results the
+  model may correct. A server that goes away (process exited, connection lost) is not
+  something the model can correct: the node fails with reason ``mcp_server_failed``
+  naming the server and the tool that was called (:class:`~nodes.agent_loop.ToolSourceFailed`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import tempfile
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator, Mapping, Sequence
+
+import httpcore2
+import httpx2
+from mcp import Client, MCPError, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+
+from engine.context import InterruptRequested, NodeContext
+from engine.errors import BlockedAddress, FlowloomError, NodeFailed
+from engine.settings import Settings
+from schemas.nodes_agent import SECRET_REF, McpServer
+
+from .agent_loop import ToolCallContext, ToolOutcome, ToolSourceFailed, ToolSpec
+from .http_request import AddressPolicy, GuardedBackend
+
+__all__ = ["SECRET_ENV_PREFIX", "McpConnection", "list_server_tools", "mcp_risk", "open_mcp_tools", "render_result",
+           "resolve_secrets"]
+
+#: ``{{secret:NAME}}`` reads the variable ``FLOWLOOM_SECRET_NAME``.
+SECRET_ENV_PREFIX = "FLOWLOOM_SECRET_"
+_UNSAFE = re.compile(r"[^A-Za-z0-9_\-]")
+_STDERR_TAIL = 400
+
+
+def resolve_secrets(text: str, environ: Mapping[str, str], *, where: str, node_id: str | None = None) -> str:
+    """``text`` with each ``{{secret:NAME}}`` replaced by ``environ["FLOWLOOM_SECRET_NAME"]``.
+
+    Raises:
+        NodeFailed: (``missing_secret``) a referenced secret is not set; the message names
+            the variable and ``where`` it is used, never a value.
+    """
+    def value(found: re.Match[str]) -> str:
+        name = SECRET_ENV_PREFIX + found.group(1)
+        secret = environ.get(name)
+        if not secret:
+            raise NodeFailed(f"{where} uses the secret {found.group(1)!r}, which is not set: the operator sets it "
+                             f"as {name} (environment or .env)", node_id=node_id, reason="missing_secret")
+        return secret
+
+    return SECRET_REF.sub(value, text)
+
+
+def mcp_risk(annotations: Any) -> str | None:
+    """The risk level of a listed tool from its annotations: ``read`` when ``readOnlyHint``
+    (and not ``destructiveHint``), ``write`` when ``destructiveHint``, else None (unknown:
+    the gate treats it as write, as the MCP spec's defaults assume a tool may destroy)."""
+    if annotations is None:
+        return None
+    if getattr(annotations, "destructive_hint", None) is True:
+        return "write"
+    if getattr(annotations, "read_only_hint", None) is True:
+        return "read"
+    return None
+
+
+def render_result(result: Any) -> str:
+    """The text the model gets for a ``CallToolResult``: its content blocks joined by
+    blank lines (text as is; other blocks as a short note), else its structured
+    content as JSON."""
+    parts: list[str] = []
+    for block in getattr(result, "content", None) or []:
+        kind = getattr(block, "type", "")
+        if kind == "text":
+            parts.append(block.text)
+        elif kind in ("image", "audio"):
+            parts.append(f"[{kind} {getattr(block, 'mime_type', '')}, {len(getattr(block, 'data', '') or '')} "
+                         "base64 characters]")
+        elif kind == "resource":
+            resource = block.resource
+            parts.append(getattr(resource, "text", None) or f"[resource {resource.uri}]")
+        elif kind == "resource_link":
+            parts.append(f"[resource link {block.uri}]")
+        else:
+            parts.append(f"[{kind or 'unknown'} content]")
+    structured = getattr(result, "structured_content", None)
+    if not parts and structured is not None:
+        return json.dumps(structured, ensure_ascii=False, default=str)
+    return "\n\n".join(parts)
+
+
+def _closed(exc: BaseException) -> bool:
+    """True when ``exc`` says the connection to the server is gone (not a tool's error)."""
+    if isinstance(exc, MCPError):
+        return exc.code == -32000 or "connection closed" in str(exc).lower()
+    return isinstance(exc, (httpx2.TransportError, httpcore2.NetworkError, OSError, EOFError))
+
+
+def _cause(exc: BaseException) -> str:
+    """One line saying why, from an exception or the first leaf of an exception group."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0]
+
+
+def _guarded_http_client(policy: AddressPolicy, headers: dict[str, str], node_id: str) -> httpx2.AsyncClient:
+    """An ``httpx2`` client (the transport library of the SDK) whose every connection
+    passes the HTTP node's address guard (:class:`GuardedBackend`, duck-typed onto
+    ``httpcore2``'s pool: same backend protocol). Proxies from the environment are
+    ignored, as the HTTP node ignores them."""
+    transport = httpx2.AsyncHTTPTransport(trust_env=False)
+    if not hasattr(transport, "_pool"):
+        # Fail closed: a client without the guard would reach any address.
+        raise NodeFailed("unsupported httpx2 version: cannot install the address guard", node_id=node_id)
+    transport._pool = httpcore2.AsyncConnectionPool(  # type: ignore[attr-defined]
+        network_backend=GuardedBackend(policy, node_id=node_id, inner=httpcore2.AnyIOBackend()))  # type: ignore[arg-type]
+    return httpx2.AsyncClient(transport=transport, headers=headers,
+                              timeout=httpx2.Timeout(30.0, read=300.0), trust_env=False)
+
+
+@dataclass
+class McpConnection:
+    """One open MCP server of a node: its client, the tools it listed and the calls in flight.
+
+    ``stderr`` holds a stdio server's error output (its last lines explain a crash).
+    """
+
+    server: McpServer
+    node_id: str
+    client: Client | None = None
+    listed: list[Any] = field(default_factory=list)
+    in_flight: list[str] = field(default_factory=list)
+    stderr: Any = None
+
+    def describe(self) -> str:
+        """``MCP server 'name' (url or command)`` for messages (no header or env values)."""
+        where = self.server.url if self.server.url is not None else self.server.command
+        return f"MCP server {self.server.name!r} ({where})"
+
+    def failure(self, exc: BaseException, tool: str | None = None) -> ToolSourceFailed:
+        """The node error for a server that went away during ``tool`` (or while connecting)."""
+        during = f" during a call of tool {tool!r}" if tool else ""
+        tail = ""
+        if self.stderr is not None:
+            with contextlib.suppress(OSError, ValueError):
+                self.stderr.seek(0)
+                text = self.stderr.read()[-_STDERR_TAIL:].strip()
+                tail = f"; its last error output: {text.splitlines()[-1]}" if text else ""
+        return ToolSourceFailed(f"{self.describe()} stopped answering{during}: {_cause(exc)}{tail}",
+                                node_id=self.node_id, reason="mcp_server_failed")
+
+    def transport(self, settings: Settings) -> Any:
+        """The SDK transport (an async context manager of streams) for this server.
+
+        Raises:
+            NodeFailed: stdio servers are not enabled; a secret is missing.
+        """
+        server, environ = self.server, settings.environ()
+        if server.url is not None:
+            headers = {key: resolve_secrets(value, environ, where=f"MCP server {server.name!r} header {key!r}",
+                                            node_id=self.node_id) for key, value in server.headers.items()}
+            headers.setdefault("User-Agent", settings.http_user_agent)
+            client = _guarded_http_client(AddressPolicy.from_settings(settings), headers, self.node_id)
+            return streamable_http_client(server.url, http_client=client), client
+        if not settings.mcp_allow_stdio:
+            raise NodeFailed(f"MCP server {server.name!r} is a stdio server (command {server.command!r}), and stdio "
+                             "servers are not enabled here: the operator enables them with FLOWLOOM_MCP_ALLOW_STDIO=1",
+                             node_id=self.node_id, reason="mcp_stdio_disabled")
+        env = {key: resolve_secrets(value, environ, where=f"MCP server {server.name!r} env {key!r}",
+                                    node_id=self.node_id) for key, value in server.env.items()}
+        self.stderr = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")
+        params = StdioServerParameters(command=server.command or "", args=list(server.args), env=env or None)
+        return stdio_client(params, errlog=self.stderr), None
+
+    def specs(self, default_timeout: float | None) -> list[ToolSpec]:
+        """The listed tools the node offers, as tool specs.
+
+        Raises:
+            NodeFailed: (``mcp_tool_missing``) a tool ``tools`` names is not listed.
+        """
+        by_name = {tool.name: tool for tool in self.listed}
+        wanted = self.server.tools if self.server.tools is not None else list(by_name)
+        missing = [name for name in wanted if name not in by_name]
+        if missing:
+            raise NodeFailed(f"{self.describe()} has no tool {', '.join(map(repr, missing))} (it lists: "
+                             f"{', '.join(sorted(by_name)) or 'no tools'}); update the node's mcp_servers.tools",
+                             node_id=self.node_id, reason="mcp_tool_missing")
+        return [self._spec(by_name[name], default_timeout) for name in wanted]
+
+    def _spec(self, tool: Any, default_timeout: float | None) -> ToolSpec:
+        exposed = _UNSAFE.sub("_", self.server.tool_name(tool.name))[:64]
+        schema = dict(tool.input_schema or {"type": "object", "properties": {}})
+        schema.pop("title", None)
+
+        async def run(args: dict[str, Any], call: ToolCallContext) -> ToolOutcome:
+            return await self.call(tool.name, args)
+
+        return ToolSpec(exposed, tool.description or tool.title or tool.name, schema, run,
+                        risk=mcp_risk(tool.annotations),  # type: ignore[arg-type]
+                        timeout=self.server.timeout or default_timeout,
+                        meta={"kind": "mcp", "server": self.server.name, "tool": tool.name,
+                              "transport": self.server.transport})
+
+    async def call(self, name: str, args: dict[str, Any]) -> ToolOutcome:
+        """Call tool ``name``: its result, or an error result for the model.
+
+        Raises:
+            ToolSourceFailed: the server went away (the node fails; the model cannot fix it).
+        """
+        assert self.client is not None, "the connection is open while its tools are offered"
+        self.in_flight.append(name)
+        try:
+            result = await self.client.call_tool(name, args)
+        except MCPError as exc:
+            self.in_flight.remove(name)
+            if _closed(exc):
+                raise self.failure(exc, name) from None
+            return ToolOutcome(f"MCP server {self.server.name} answered with an error: {exc}", is_error=True,
+                               data={"server": self.server.name, "tool": name, "code": exc.code})
+        except Exception as exc:
+            self.in_flight.remove(name)
+            if _closed(exc):
+                raise self.failure(exc, name) from None
+            raise
+        # A cancellation leaves the name in flight on purpose: when the transport's failure
+        # cancelled the call, the node error names it.
+        self.in_flight.remove(name)
+        return ToolOutcome(render_result(result), is_error=bool(result.is_error),
+                           data={"server": self.server.name, "tool": name})
+
+
+@contextlib.asynccontextmanager
+async def _session(conn: McpConnection, settings: Settings) -> AsyncIterator[McpConnection]:
+    """``conn`` connected and listed while the block runs; the server's failures, when
+    the block ends, as the node error naming the server (and the call in flight)."""
+    transport, http_client = conn.transport(settings)
+    async with contextlib.AsyncExitStack() as stack:
+        if http_client is not None:
+            await stack.enter_async_context(http_client)
+        if conn.stderr is not None:
+            stack.callback(conn.stderr.close)
+        try:
+            async with Client(transport, cache=None) as client:
+                conn.client = client
+                conn.listed = await _list_all(client)
+                yield conn
+        except _OURS:
+            raise
+        except BaseExceptionGroup as group:
+            # The SDK's task groups wrap what leaves the block: the node's own signals
+            # (a pause, a cancel, a node error) go on unwrapped; anything else is the
+            # transport failing (an HTTP server that went away), which cancelled the
+            # block: say which server and which call.
+            ours = group.subgroup(lambda e: isinstance(e, _OURS))
+            if ours is not None:
+                raise _first(ours) from None
+            if group.subgroup(lambda e: not isinstance(e, Exception)) is not None:
+                raise
+            raise conn.failure(group, conn.in_flight[-1] if conn.in_flight else None) from None
+        except Exception as exc:
+            if _closed(exc) or isinstance(exc, (MCPError, httpx2.HTTPError, TimeoutError)):
+                raise conn.failure(exc, conn.in_flight[-1] if conn.in_flight else None) from None
+            raise
+        finally:
+            conn.client = None
+
+
+#: Exceptions of the engine and the node that pass through a session unchanged.
+_OURS = (FlowloomError, InterruptRequested)
+
+
+def _first(group: BaseExceptionGroup) -> BaseException:
+    exc: BaseException = group
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
+async def _list_all(client: Client) -> list[Any]:
+    """Every tool the server lists (all pages)."""
+    tools: list[Any] = []
+    cursor: str | None = None
+    for _ in range(100):  # a server whose pages never end cannot hang the node
+        page = await client.list_tools(cursor=cursor)
+        tools += page.tools
+        cursor = page.next_cursor
+        if not cursor:
+            break
+    return tools
+
+
+@contextlib.asynccontextmanager
+async def open_mcp_tools(ctx: NodeContext, servers: Sequence[McpServer],
+                         default_timeout: float | None) -> AsyncIterator[list[ToolSpec]]:
+    """The tools of ``servers``, connected for as long as the block runs (module docstring).
+
+    Each server must connect and list its tools within its ``connect_timeout``. Leaving the
+    block closes every session (a stdio server's process ends).
+
+    Raises:
+        NodeFailed: a server is refused (``blocked_address``, ``mcp_stdio_disabled``,
+            ``missing_secret``), cannot be reached or listed in time (``mcp_server_failed``),
+            lacks a tool the config names (``mcp_tool_missing``), or went away during a
+            call (``mcp_server_failed``).
+    """
+    settings = ctx.deps.settings
+    specs: list[ToolSpec] = []
+    async with contextlib.AsyncExitStack() as stack:
+        for server in servers:
+            conn = McpConnection(server, ctx.node_id)
+            try:
+                async with _deadline(server.connect_timeout):
+                    await stack.enter_async_context(_session(conn, settings))
+            except TimeoutError:
+                raise conn.failure(TimeoutError(f"no answer within {server.connect_timeout:g}s "
+                                                "(connect_timeout)")) from None
+            except BlockedAddress as exc:
+                raise NodeFailed(f"{conn.describe()}: {exc}", node_id=ctx.node_id, reason="blocked_address") from None
+            specs += conn.specs(default_timeout)
+        ctx.node_run.data["mcp_servers"] = [
+            {"name": s.name, "transport": s.transport, "tools": [t.meta["tool"] for t in specs
+                                                                 if t.meta.get("server") == s.name]}
+            for s in servers]
+        yield specs
+
+
+@contextlib.asynccontextmanager
+async def _deadline(seconds: float) -> AsyncIterator[None]:
+    """``asyncio.timeout`` for the connect step only (entering the session)."""
+    import asyncio
+
+    async with asyncio.timeout(seconds):
+        yield
+
+
+async def list_server_tools(server: McpServer, settings: Settings) -> list[Any]:
+    """The tools ``server`` lists (``mcp.types.Tool``), for the ``flowloom mcp tools`` command.
+
+    Raises:
+        NodeFailed: as :func:`open_mcp_tools` when connecting.
+    """
+    conn = McpConnection(server, "mcp")
+    try:
+        async with _deadline(server.connect_timeout):
+            async with _session(conn, settings) as open_conn:
+                return list(open_conn.listed)
+    except TimeoutError:
+        raise conn.failure(TimeoutError(f"no answer within {server.connect_timeout:g}s")) from None
+    except BlockedAddress as exc:
+        raise NodeFailed(f"{conn.describe()}: {exc}", reason="blocked_address") from None
