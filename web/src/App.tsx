@@ -1,0 +1,58 @@
+/**
+ * The application shell: the API key gate, the header (language switch, key), and
+ * either the workflow list or the editor of one workflow (`#/w/<id>` in the address).
+ */
+import { useCallback, useEffect, useState } from 'react';
+import { getApiKey, setApiKey } from './api/client';
+import { Editor } from './canvas/Editor';
+import { languages, setLanguage, useLanguage, useT, type Language } from './i18n';
+import { KeyPrompt } from './panels/KeyPrompt';
+import { WorkflowList } from './panels/WorkflowList';
+import { useRoute } from './route';
+import { useCatalog } from './store/catalog';
+
+export function App() {
+  const t = useT();
+  const [key, setKey] = useState(getApiKey());
+  const lang = useLanguage((s) => s.lang);
+  const route = useRoute();
+  const catalogStatus = useCatalog((s) => s.status);
+  const catalogError = useCatalog((s) => s.error);
+  const loadCatalog = useCatalog((s) => s.load);
+
+  useEffect(() => {
+    document.documentElement.lang = lang;
+  }, [lang]);
+  useEffect(() => {
+    if (key) void loadCatalog();
+  }, [key, loadCatalog]);
+
+  const accept = useCallback((k: string) => {
+    setApiKey(k);
+    setKey(k);
+  }, []);
+
+  if (!key) return <KeyPrompt onKey={accept} />;
+  return (
+    <div className="app">
+      <header className="app-header">
+        <a className="brand" href="#/" data-testid="home-link">{t('app.title')}</a>
+        <span className="spacer" />
+        <label className="lang">
+          {t('app.language')}{' '}
+          <select data-testid="language-select" value={lang} onChange={(e) => setLanguage(e.target.value as Language)}>
+            {languages.map((l) => <option key={l.id} value={l.id}>{l.label}</option>)}
+          </select>
+        </label>
+        <button type="button" className="link" data-testid="change-key" onClick={() => { setApiKey(null); setKey(null); }}>
+          {t('key.change')}
+        </button>
+      </header>
+      <main className="app-main">
+        {catalogStatus === 'error' && <div className="banner error" role="alert">{t('common.error', { message: catalogError ?? '' })}</div>}
+        {catalogStatus !== 'ready' ? (catalogStatus !== 'error' && <div className="center muted">{t('common.loading')}</div>)
+          : route ? <Editor key={route} workflowId={route} /> : <WorkflowList />}
+      </main>
+    </div>
+  );
+}

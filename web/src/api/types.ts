@@ -1,0 +1,30 @@
+/** Names for the API's bodies, taken from the types generated from the OpenAPI document
+ * (`npm run gen:api` writes schema.d.ts from openapi.json). */
+import type { components } from './schema';
+
+type S = components['schemas'];
+export type NodeKind = S['NodeKindOut'];
+export type NodeKindList = S['NodeKindList'];
+export type WorkflowOut = S['WorkflowOut'];
+export type WorkflowDetail = S['WorkflowDetail'];
+export type WorkflowList = S['WorkflowList'];
+export type WorkflowProblems = S['WorkflowProblems'];
+export type WorkflowVersion = S['WorkflowVersionOut'];
+export type WorkflowVersionList = S['WorkflowVersionList'];
+export type WorkflowImported = S['WorkflowImported'];
+export type ErrorBody = S['ErrorBody'];
+export type RunDetail = S['RunDetail'];
+export type RunOut = S['RunOut'];
+export type RunList = S['RunList'];
+export type RunAccepted = S['RunAccepted'];
+export type WorkflowRunCreate = S['WorkflowRunCreate'];
+
+/** One compile problem, as `flowloom validate --json` prints it. */
+export interface Problem {
+  code: string;
+  severity: 'error' | 'warning';
+  node_id: string | null;
+  edge_id: string | null;
+  path: string | null;
+  message: string;
+}

@@ -1,0 +1,152 @@
+/**
+ * The React Flow canvas of the editor: nodes and edges from the editor store, drops
+ * from the palette (into a container's body when dropped on it), connections checked
+ * by lib/connect.ts, the quick-add menu of an output handle, minimap and controls.
+ */
+import {
+  Background, Controls, MiniMap, ReactFlow, useReactFlow, type Connection as RFConnection, type IsValidConnection,
+  type NodeTypes, type OnConnect,
+} from '@xyflow/react';
+import { useCallback, useMemo, type DragEvent } from 'react';
+import { checkConnection } from '../lib/connect';
+import { isFlowNode, NODE_WIDTH, type CanvasNode, type FlowEdge, type FlowNode } from '../lib/serialize';
+import { nodeHandles } from '../lib/shape';
+import type { Position } from '../lib/workflow';
+import { useCatalog } from '../store/catalog';
+import { useEditor } from '../store/editor';
+import { FlowNodeView } from './FlowNodeView';
+import { NoteNodeView } from './NoteNodeView';
+import { KIND_MIME, Palette } from './Palette';
+
+const nodeTypes: NodeTypes = { flow: FlowNodeView, note: NoteNodeView };
+
+/** Absolute canvas position of a node (sum of its parents' positions). */
+export function absolutePosition(node: CanvasNode, byId: Map<string, CanvasNode>): Position {
+  let x = node.position.x;
+  let y = node.position.y;
+  for (let p = node.parentId ? byId.get(node.parentId) : undefined, guard = 0; p && guard < 64;
+    p = p.parentId ? byId.get(p.parentId) : undefined, guard += 1) {
+    x += p.position.x;
+    y += p.position.y;
+  }
+  return { x, y };
+}
+
+/** The innermost container whose frame holds `point`, with the point relative to it. */
+export function containerAt(nodes: CanvasNode[], point: Position, containers: ReadonlySet<string>):
+  { id: string; position: Position } | null {
+  const byId = new Map(nodes.map((n) => [n.id, n]));
+  let best: { id: string; position: Position; depth: number } | null = null;
+  for (const n of nodes) {
+    if (!isFlowNode(n) || !containers.has(n.data.node.type)) continue;
+    const abs = absolutePosition(n, byId);
+    const w = n.measured?.width ?? n.width ?? 0;
+    const h = n.measured?.height ?? n.height ?? 0;
+    if (point.x < abs.x || point.y < abs.y || point.x > abs.x + w || point.y > abs.y + h) continue;
+    let depth = 0;
+    for (let p = n.parentId; p; p = byId.get(p)?.parentId) depth += 1;
+    if (!best || depth > best.depth) best = { id: n.id, position: { x: point.x - abs.x, y: point.y - abs.y }, depth };
+  }
+  return best && { id: best.id, position: best.position };
+}
+
+function QuickAdd() {
+  const quickAdd = useEditor((s) => s.quickAdd);
+  const setQuickAdd = useEditor((s) => s.setQuickAdd);
+  const addNode = useEditor((s) => s.addNode);
+  const exclude = useCallback((k: { traits: Record<string, unknown> }) => !!k.traits?.entry, []);
+  if (!quickAdd) return null;
+  const pick = (kind: string) => {
+    const { nodes } = useEditor.getState();
+    const from = nodes.find((n) => n.id === quickAdd.node);
+    const index = useEditor.getState().edges.filter((e) => e.source === quickAdd.node).length;
+    const pos = from ? { x: from.position.x + (from.measured?.width ?? NODE_WIDTH) + 80, y: from.position.y + index * 110 }
+      : { x: 0, y: 0 };
+    addNode(kind, pos, { from: { node: quickAdd.node, handle: quickAdd.handle } });
+    setQuickAdd(null);
+  };
+  return (
+    <div className="quick-add-backdrop" onMouseDown={(e) => { if (e.target === e.currentTarget) setQuickAdd(null); }}
+      onKeyDown={(e) => { if (e.key === 'Escape') setQuickAdd(null); }}>
+      <div className="quick-add" style={{ left: Math.min(quickAdd.x + 8, window.innerWidth - 280),
+        top: Math.min(quickAdd.y, window.innerHeight - 420) }}>
+        <Palette compact autoFocus onPick={pick} exclude={exclude} />
+      </div>
+    </div>
+  );
+}
+
+export function Canvas() {
+  const nodes = useEditor((s) => s.nodes);
+  const edges = useEditor((s) => s.edges);
+  const onNodesChange = useEditor((s) => s.onNodesChange);
+  const onEdgesChange = useEditor((s) => s.onEdgesChange);
+  const connect = useEditor((s) => s.connect);
+  const addNode = useEditor((s) => s.addNode);
+  const setMessage = useEditor((s) => s.setMessage);
+  const setPanel = useEditor((s) => s.setPanel);
+  const problems = useEditor((s) => s.problems);
+  const containers = useCatalog((s) => s.containers);
+  const { screenToFlowPosition } = useReactFlow();
+
+  const badEdges = useMemo(() => new Set(problems.filter((p) => p.edge_id && p.severity === 'error').map((p) => p.edge_id!)),
+    [problems]);
+  const shownEdges = useMemo<FlowEdge[]>(() => (badEdges.size === 0 ? edges
+    : edges.map((e) => (badEdges.has(e.id) ? { ...e, className: 'edge-error' } : e))), [edges, badEdges]);
+
+  const onConnect: OnConnect = useCallback((c: RFConnection) => {
+    const reason = connect({ source: c.source, target: c.target, sourceHandle: c.sourceHandle, targetHandle: c.targetHandle });
+    setMessage(reason);
+  }, [connect, setMessage]);
+
+  const isValidConnection: IsValidConnection = useCallback((c) => {
+    const { nodes: all, edges: es, shapes } = useEditor.getState();
+    const byKind = useCatalog.getState().byKind;
+    const graph = all.filter(isFlowNode).map((n: FlowNode) => ({ id: n.id, parent: n.parentId ?? null,
+      handles: nodeHandles(n.data.node, byKind[n.data.node.type], shapes) }));
+    return checkConnection({ source: c.source, target: c.target, sourceHandle: c.sourceHandle ?? null,
+      targetHandle: c.targetHandle ?? null }, graph, es).ok;
+  }, []);
+
+  const onDragOver = useCallback((e: DragEvent) => {
+    if (e.dataTransfer.types.includes(KIND_MIME)) {
+      e.preventDefault();
+      e.dataTransfer.dropEffect = 'move';
+    }
+  }, []);
+
+  const onDrop = useCallback((e: DragEvent) => {
+    const kind = e.dataTransfer.getData(KIND_MIME);
+    if (!kind) return;
+    e.preventDefault();
+    e.stopPropagation();
+    const point = screenToFlowPosition({ x: e.clientX, y: e.clientY });
+    const inside = containerAt(useEditor.getState().nodes, point, containers);
+    if (inside) addNode(kind, inside.position, { parent: inside.id });
+    else addNode(kind, point);
+  }, [screenToFlowPosition, containers, addNode]);
+
+  const onError = useCallback((code: string, message: string) => {
+    // An edge whose handle the config no longer has is the checklist's business
+    // (unknown_handle); React Flow would only log it.
+    if (code !== '008') setMessage(message);
+  }, [setMessage]);
+
+  return (
+    <div className="canvas" data-testid="canvas" onDragOver={onDragOver} onDrop={onDrop}>
+      <ReactFlow<CanvasNode, FlowEdge>
+        nodes={nodes} edges={shownEdges} nodeTypes={nodeTypes}
+        onNodesChange={onNodesChange} onEdgesChange={onEdgesChange} onConnect={onConnect}
+        isValidConnection={isValidConnection} deleteKeyCode={null} connectOnClick={false}
+        onNodeClick={() => setPanel('config')} onError={onError}
+        multiSelectionKeyCode={['Meta', 'Control', 'Shift']} selectionKeyCode="Shift"
+        fitView minZoom={0.1} maxZoom={2} onlyRenderVisibleElements={nodes.length > 120}
+        defaultEdgeOptions={{ type: 'smoothstep' }} proOptions={{ hideAttribution: true }}>
+        <Background gap={16} />
+        <MiniMap pannable zoomable data-testid="minimap" />
+        <Controls />
+      </ReactFlow>
+      <QuickAdd />
+    </div>
+  );
+}

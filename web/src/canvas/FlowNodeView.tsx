@@ -1,0 +1,130 @@
+/**
+ * A workflow node on the canvas: icon, title (double-click to rename), kind, a run
+ * status badge (written by the run panel), a validation badge, the input handle and
+ * one output handle per branch (from the node's config and the catalog, see
+ * lib/shape.ts). Nodes with graph tools get a handle per tool and one to attach a new
+ * tool; containers (iteration, loop, tool call, agent) draw their body as a frame.
+ *
+ * Memoised, and every store read is a narrow selector returning a primitive or a
+ * shared array, so moving one node re-renders only that node.
+ */
+import { Handle, NodeResizer, Position, type NodeProps } from '@xyflow/react';
+import { memo, useMemo, useState, type MouseEvent } from 'react';
+import { useT } from '../i18n';
+import { NEW_TOOL_HANDLE, TOOL_HANDLE_PREFIX } from '../lib/connect';
+import type { FlowNode } from '../lib/serialize';
+import { nodeHandles, toolField } from '../lib/shape';
+import type { JsonObject } from '../lib/workflow';
+import { useCatalog } from '../store/catalog';
+import { useEditor } from '../store/editor';
+import { useRunStatus } from '../store/runStatus';
+import { KindIcon } from './icons';
+
+const EMPTY: string[] = [];
+
+function Title({ id, name }: { id: string; name: string }) {
+  const t = useT();
+  const [editing, setEditing] = useState(false);
+  const [value, setValue] = useState(name);
+  const updateNode = useEditor((s) => s.updateNode);
+  if (editing) {
+    const done = () => {
+      setEditing(false);
+      if (value.trim() !== name) updateNode(id, { name: value.trim() });
+    };
+    return (
+      <input className="node-title-input nodrag" data-testid={`node-title-input-${id}`} autoFocus value={value}
+        onChange={(e) => setValue(e.target.value)} onBlur={done}
+        onKeyDown={(e) => {
+          if (e.key === 'Enter') done();
+          if (e.key === 'Escape') { setValue(name); setEditing(false); }
+          e.stopPropagation();
+        }} />
+    );
+  }
+  return (
+    <span className="node-title" title={t('node.renameHint')} data-testid={`node-title-${id}`}
+      onDoubleClick={(e) => { e.stopPropagation(); setValue(name); setEditing(true); }}>
+      {name || id}
+    </span>
+  );
+}
+
+function FlowNodeViewImpl({ id, data, selected }: NodeProps<FlowNode>) {
+  const t = useT();
+  const node = data.node;
+  const kind = useCatalog((s) => s.byKind[node.type]);
+  const shapeHandles = useEditor((s) => s.shapes.handles[id] ?? EMPTY);
+  const errors = useEditor((s) => s.problemIndex[id]?.errors ?? 0);
+  const warnings = useEditor((s) => s.problemIndex[id]?.warnings ?? 0);
+  const flagged = useEditor((s) => (s.flagged[id] ? s.flagged[id].join(', ') : ''));
+  const setQuickAdd = useEditor((s) => s.setQuickAdd);
+  const run = useRunStatus((s) => s.byNode[id]);
+  const handles = useMemo(() => nodeHandles(node, kind,
+    { handles: shapeHandles.length ? { [id]: shapeHandles } : {}, outputs: {} }), [node, kind, shapeHandles, id]);
+  const tools = useMemo(() => {
+    const field = toolField(kind);
+    const list = field ? node.config?.[field] : null;
+    return field ? (Array.isArray(list) ? (list as JsonObject[]).map((x) => String(x?.name ?? '')) : []) : null;
+  }, [kind, node.config]);
+  const container = !!kind?.traits?.container;
+  const entry = !!kind?.traits?.entry;
+  const branching = handles.length > 1;
+
+  const openQuickAdd = (e: MouseEvent, handle: string) => {
+    e.stopPropagation();
+    setQuickAdd({ node: id, handle, x: e.clientX, y: e.clientY });
+  };
+
+  return (
+    <div className={`flow-node${container ? ' container' : ''}${selected ? ' selected' : ''}${errors ? ' has-errors' : ''}`}
+      data-testid={`node-${id}`} data-kind={node.type}>
+      {container && selected && <NodeResizer minWidth={320} minHeight={200} />}
+      <div className="node-card">
+        {!entry && <Handle type="target" position={Position.Left} id="in" className="handle-in"
+          data-testid={`handle-${id}-in`} />}
+        <div className="node-head">
+          <KindIcon icon={kind?.icon ?? ''} title={kind?.title ?? node.type} />
+          <Title id={id} name={node.name ?? ''} />
+          {run && <span className={`badge run-${run.status}`} data-testid={`node-status-${id}`} title={run.detail}>{run.status}</span>}
+          {(errors > 0 || warnings > 0 || flagged) && (
+            <span className={`badge ${errors || flagged ? 'error' : 'warning'}`} data-testid={`node-badge-${id}`}
+              title={[errors ? t('node.errors', { count: errors }) : '', warnings ? t('node.warnings', { count: warnings }) : '',
+                flagged ? `${t('node.flagged')}: ${flagged}` : ''].filter(Boolean).join(' · ')}>
+              {errors || (flagged ? '!' : warnings)}
+            </span>
+          )}
+        </div>
+        <div className="node-kind">{kind?.title ?? node.type}<span className="node-id"> · {id}</span></div>
+        <div className={`node-handles${branching ? ' branching' : ''}`}>
+          {handles.map((h) => (
+            <div key={h} className={`handle-row${h === 'error' ? ' error-branch' : ''}`}>
+              {branching && <span className="handle-label">{h}</span>}
+              <Handle type="source" position={Position.Right} id={h} className="handle-out"
+                data-testid={`handle-${id}-${h}`} title={t('node.addNext')} onClick={(e) => openQuickAdd(e, h)} />
+            </div>
+          ))}
+        </div>
+        {tools && (
+          <div className="node-tools">
+            {tools.map((name) => (
+              <div key={name} className="handle-row tool">
+                <span className="handle-label">🔧 {name}</span>
+                <Handle type="source" position={Position.Bottom} id={`${TOOL_HANDLE_PREFIX}${name}`} className="handle-tool"
+                  data-testid={`handle-${id}-tool-${name}`} />
+              </div>
+            ))}
+            <div className="handle-row tool">
+              <span className="handle-label">+ tool</span>
+              <Handle type="source" position={Position.Bottom} id={NEW_TOOL_HANDLE} className="handle-tool"
+                data-testid={`handle-${id}-tool-new`} />
+            </div>
+          </div>
+        )}
+      </div>
+      {container && <div className="node-body" data-testid={`node-body-${id}`}>{t('node.body')}</div>}
+    </div>
+  );
+}
+
+export const FlowNodeView = memo(FlowNodeViewImpl);

@@ -1,0 +1,72 @@
+/**
+ * Every node kind of the catalog, grouped by category, with a search box. A kind is
+ * dragged onto the canvas (or clicked: added at the centre of the view). The same list
+ * serves the quick-add menu of an output handle (`onPick`).
+ */
+import { memo, useMemo, useState, type DragEvent } from 'react';
+import type { NodeKind } from '../api/types';
+import { useT, type MessageKey } from '../i18n';
+import { useCatalog } from '../store/catalog';
+import { KindIcon } from './icons';
+
+export const KIND_MIME = 'application/x-flowloom-kind';
+
+/** Kinds matching `query` (title, kind or description), grouped by category in catalog order. */
+export function groupKinds(kinds: readonly NodeKind[], query: string): [string, NodeKind[]][] {
+  const q = query.trim().toLowerCase();
+  const groups = new Map<string, NodeKind[]>();
+  for (const k of kinds) {
+    if (q && !`${k.title} ${k.kind} ${k.description}`.toLowerCase().includes(q)) continue;
+    const cat = k.category || 'other';
+    const list = groups.get(cat);
+    if (list) list.push(k);
+    else groups.set(cat, [k]);
+  }
+  return [...groups];
+}
+
+function firstLine(text: string): string {
+  return text.split(/\n\s*\n/)[0].replace(/\s+/g, ' ').replace(/``/g, '');
+}
+
+export const Palette = memo(function Palette({ onPick, compact, autoFocus, exclude }: {
+  onPick: (kind: string) => void; compact?: boolean; autoFocus?: boolean; exclude?: (k: NodeKind) => boolean }) {
+  const t = useT();
+  const kinds = useCatalog((s) => s.kinds);
+  const [query, setQuery] = useState('');
+  const groups = useMemo(() => groupKinds(exclude ? kinds.filter((k) => !exclude(k)) : kinds, query),
+    [kinds, query, exclude]);
+  const label = (cat: string) => {
+    const key = `palette.category.${cat}` as MessageKey;
+    const text = t(key);
+    return text === key ? cat : text;
+  };
+  const onDragStart = (e: DragEvent, kind: string) => {
+    e.dataTransfer.setData(KIND_MIME, kind);
+    e.dataTransfer.effectAllowed = 'move';
+  };
+  return (
+    <div className={`palette${compact ? ' compact' : ''}`} data-testid={compact ? 'quick-add' : 'palette'}>
+      {!compact && <h3>{t('palette.title')}</h3>}
+      <input className="palette-search" data-testid="palette-search" type="search" value={query} autoFocus={autoFocus}
+        placeholder={t('palette.search')} onChange={(e) => setQuery(e.target.value)} />
+      {groups.length === 0 && <p className="muted">{t('palette.empty')}</p>}
+      {groups.map(([cat, list]) => (
+        <section key={cat} className="palette-group">
+          <h4>{label(cat)}</h4>
+          {list.map((k) => (
+            <button type="button" key={k.kind} className="palette-item" data-testid={`palette-item-${k.kind}`}
+              draggable={!compact} onDragStart={(e) => onDragStart(e, k.kind)} onClick={() => onPick(k.kind)}
+              title={k.description}>
+              <KindIcon icon={k.icon} />
+              <span className="palette-text">
+                <span className="palette-title">{k.title}</span>
+                {!compact && <span className="palette-desc">{firstLine(k.description)}</span>}
+              </span>
+            </button>
+          ))}
+        </section>
+      ))}
+    </div>
+  );
+});

@@ -1,0 +1,61 @@
+/**
+ * UI strings: `t(key, params)` looks the key up in the current language's dictionary
+ * (`{name}` placeholders filled from params). The language is kept in localStorage and
+ * switched with {@link setLanguage}; components re-render through {@link useT}.
+ */
+import { create } from 'zustand';
+import { en, type MessageKey } from './en';
+import { zhCN } from './zh-CN';
+
+export type { MessageKey };
+export const dictionaries = { en, 'zh-CN': zhCN } as const;
+export type Language = keyof typeof dictionaries;
+export const languages: { id: Language; label: string }[] = [
+  { id: 'en', label: 'English' },
+  { id: 'zh-CN', label: '简体中文' },
+];
+
+const LANG_STORAGE = 'flowloom.lang';
+
+function initialLanguage(): Language {
+  try {
+    const saved = localStorage.getItem(LANG_STORAGE);
+    if (saved && saved in dictionaries) return saved as Language;
+    if (typeof navigator !== 'undefined' && navigator.language?.toLowerCase().startsWith('zh')) return 'zh-CN';
+  } catch {
+    /* no storage (tests): English */
+  }
+  return 'en';
+}
+
+export const useLanguage = create<{ lang: Language }>(() => ({ lang: initialLanguage() }));
+
+/** Switches the UI language (and remembers it). */
+export function setLanguage(lang: Language): void {
+  try {
+    localStorage.setItem(LANG_STORAGE, lang);
+  } catch {
+    /* ignore */
+  }
+  document.documentElement.lang = lang;
+  useLanguage.setState({ lang });
+}
+
+export type Params = Record<string, string | number>;
+
+/** The text of `key` in `lang`, placeholders filled; the English text when missing. */
+export function translate(lang: Language, key: MessageKey, params?: Params): string {
+  const text: string = dictionaries[lang][key] ?? en[key] ?? key;
+  return params ? text.replace(/\{(\w+)\}/g, (m, name: string) => (name in params ? String(params[name]) : m)) : text;
+}
+
+/** `t` for the current language, outside React (event handlers, stores). */
+export function t(key: MessageKey, params?: Params): string {
+  return translate(useLanguage.getState().lang, key, params);
+}
+
+/** `t` bound to the current language; components using it re-render on a switch. */
+export function useT(): (key: MessageKey, params?: Params) => string {
+  const lang = useLanguage((s) => s.lang);
+  return (key, params) => translate(lang, key, params);
+}

@@ -1,0 +1,99 @@
+/**
+ * Which connections the canvas accepts, as pure functions of the graph.
+ *
+ * Handle kinds: `flow` handles (a node's output handles, and the one input `in`) make
+ * edges of the document; `tool` handles (`tool:<name>` of a node with graph tools, and
+ * `tool:+` to add one) attach a body node as a tool, which is config, not an edge. A
+ * connection joins handles of the same kind.
+ *
+ * Flow edges: no self-links, no duplicates, both ends in the same body (edges may not
+ * cross a container's boundary), the source handle must exist on the source node, and
+ * no edge may close a cycle unless it leaves a branching node (a node with more than
+ * one handle): the engine runs such a back-edge as a loop region whose other handles
+ * are its exit. Whether the region is well formed (one entry, no other cycle inside)
+ * is then the compiler's verdict, shown in the checklist.
+ */
+
+export type HandleKind = 'flow' | 'tool';
+
+export const TOOL_HANDLE_PREFIX = 'tool:';
+export const NEW_TOOL_HANDLE = 'tool:+';
+
+/** The kind of a source handle id. */
+export function handleKind(handle: string | null | undefined): HandleKind {
+  return (handle ?? '').startsWith(TOOL_HANDLE_PREFIX) ? 'tool' : 'flow';
+}
+
+export interface GraphNode {
+  id: string;
+  parent?: string | null;
+  /** Output handles (flow), with `error` when the node has the error branch. */
+  handles: string[];
+}
+
+export interface GraphEdge {
+  source: string;
+  target: string;
+  sourceHandle?: string | null;
+}
+
+export interface Connection {
+  source: string;
+  target: string;
+  sourceHandle?: string | null;
+  targetHandle?: string | null;
+}
+
+export type Verdict = { ok: true; kind: HandleKind; loopBack?: boolean } | { ok: false; reason: string };
+
+/** True when `from` reaches `to` through `edges`. */
+export function reaches(edges: readonly GraphEdge[], from: string, to: string): boolean {
+  const out = new Map<string, string[]>();
+  for (const e of edges) {
+    const list = out.get(e.source);
+    if (list) list.push(e.target);
+    else out.set(e.source, [e.target]);
+  }
+  const seen = new Set<string>();
+  const stack = [from];
+  while (stack.length) {
+    const id = stack.pop()!;
+    if (id === to) return true;
+    if (seen.has(id)) continue;
+    seen.add(id);
+    stack.push(...(out.get(id) ?? []));
+  }
+  return false;
+}
+
+/** Whether `conn` may be added to the graph, with the reason when not. */
+export function checkConnection(conn: Connection, nodes: readonly GraphNode[], edges: readonly GraphEdge[]): Verdict {
+  const source = nodes.find((n) => n.id === conn.source);
+  const target = nodes.find((n) => n.id === conn.target);
+  if (!source || !target) return { ok: false, reason: 'unknown node' };
+  if (source.id === target.id) return { ok: false, reason: 'a node cannot connect to itself' };
+  const kind = handleKind(conn.sourceHandle);
+  const targetKind = handleKind(conn.targetHandle);
+  if (kind !== targetKind) return { ok: false, reason: `a ${kind} handle connects to a ${kind} input only` };
+  if (kind === 'tool') {
+    if ((target.parent ?? null) !== source.id) return { ok: false, reason: 'a tool is a node of this node\'s body' };
+    if (edges.some((e) => e.target === target.id)) {
+      return { ok: false, reason: 'a tool starts at a body node without incoming edges' };
+    }
+    return { ok: true, kind };
+  }
+  const handle = conn.sourceHandle ?? 'out';
+  if (!source.handles.includes(handle)) return { ok: false, reason: `node '${source.id}' has no handle '${handle}'` };
+  if ((conn.targetHandle ?? 'in') !== 'in') return { ok: false, reason: 'edges end at the input handle' };
+  if ((source.parent ?? null) !== (target.parent ?? null)) {
+    return { ok: false, reason: 'edges may not cross a container body\'s boundary' };
+  }
+  if (edges.some((e) => e.source === source.id && e.target === target.id && (e.sourceHandle ?? 'out') === handle)) {
+    return { ok: false, reason: 'these nodes are already connected' };
+  }
+  if (reaches(edges, target.id, source.id)) {
+    if (source.handles.length > 1) return { ok: true, kind, loopBack: true };
+    return { ok: false, reason: 'this edge closes a cycle; loop back only from a branch (if/else, classifier, error branch)' };
+  }
+  return { ok: true, kind };
+}

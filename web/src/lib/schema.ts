@@ -1,0 +1,107 @@
+/**
+ * Reading the config JSON Schemas of the catalog (GET /v1/node-kinds): resolving
+ * `$ref`s, telling what a field holds, and building a node's first config from the
+ * schema's defaults and required fields, so nothing about a kind is written here.
+ */
+import type { Json, JsonObject } from './workflow';
+
+export interface JSONSchema {
+  $ref?: string;
+  $defs?: Record<string, JSONSchema>;
+  type?: string | string[];
+  title?: string;
+  description?: string;
+  default?: Json;
+  enum?: Json[];
+  const?: Json;
+  properties?: Record<string, JSONSchema>;
+  required?: string[];
+  items?: JSONSchema;
+  additionalProperties?: boolean | JSONSchema;
+  anyOf?: JSONSchema[];
+  oneOf?: JSONSchema[];
+  allOf?: JSONSchema[];
+  minItems?: number;
+  minLength?: number;
+  minimum?: number;
+  maximum?: number;
+  exclusiveMinimum?: number;
+  pattern?: string;
+  [key: string]: unknown;
+}
+
+/** `schema` with its `$ref` (into `root.$defs`) followed, sibling keys kept. */
+export function resolve(schema: JSONSchema | undefined, root: JSONSchema): JSONSchema {
+  let cur = schema ?? {};
+  for (let guard = 0; cur.$ref && guard < 32; guard += 1) {
+    const name = cur.$ref.replace(/^#\/\$defs\//, '');
+    const { $ref: _ref, ...rest } = cur;
+    cur = { ...(root.$defs?.[name] ?? {}), ...rest };
+  }
+  return cur;
+}
+
+/** The non-null alternatives of `anyOf`/`oneOf` (a nullable field's real type), resolved. */
+export function alternatives(schema: JSONSchema, root: JSONSchema): JSONSchema[] {
+  const s = resolve(schema, root);
+  const alts = s.anyOf ?? s.oneOf;
+  if (!alts) return [s];
+  return alts.map((a) => resolve(a, root)).filter((a) => a.type !== 'null');
+}
+
+/** True when `schema` accepts null (an optional field whose "unset" is null). */
+export function nullable(schema: JSONSchema, root: JSONSchema): boolean {
+  const s = resolve(schema, root);
+  return (s.anyOf ?? s.oneOf ?? []).some((a) => resolve(a, root).type === 'null') || s.type === 'null';
+}
+
+/** True for the schema of a structured reference `{"ref": "..."}`. */
+export function isRefSchema(schema: JSONSchema, root: JSONSchema): boolean {
+  const s = resolve(schema, root);
+  const keys = Object.keys(s.properties ?? {});
+  return keys.length === 1 && keys[0] === 'ref' && (s.required ?? []).includes('ref');
+}
+
+/** The first value of a new field: its default, else an empty value of its type
+ * (required arrays get `minItems` items, each built from the item schema). */
+export function initialValue(schema: JSONSchema, root: JSONSchema, name = '', index = 0): Json {
+  const s = resolve(schema, root);
+  if (s.default !== undefined) return structuredClone(s.default);
+  const [first] = alternatives(s, root);
+  const t = Array.isArray(first?.type) ? first.type[0] : first?.type;
+  if (first?.enum?.length) return first.enum[0];
+  if (first && isRefSchema(first, root)) return { ref: '' };
+  switch (t) {
+    case 'object':
+      return initialObject(first, root);
+    case 'array': {
+      const n = first.minItems ?? 0;
+      return Array.from({ length: n }, (_, i) => initialValue(first.items ?? {}, root, name, i));
+    }
+    case 'string':
+      if (name === 'id' || first.pattern) return `${name || 'item'}_${index + 1}`;
+      return first.minLength ? `${name || 'item'} ${index + 1}` : '';
+    case 'number':
+    case 'integer':
+      return first.minimum ?? (first.exclusiveMinimum !== undefined ? first.exclusiveMinimum + 1 : 0);
+    case 'boolean':
+      return false;
+    default:
+      return null;
+  }
+}
+
+/** An object of `schema`'s required properties with their first values. */
+export function initialObject(schema: JSONSchema, root: JSONSchema, index = 0): JsonObject {
+  const s = resolve(schema, root);
+  const out: JsonObject = {};
+  for (const key of s.required ?? []) {
+    out[key] = initialValue(s.properties?.[key] ?? {}, root, key, index);
+  }
+  return out;
+}
+
+/** A readable label for a field: its title, else its name with spaces. */
+export function fieldLabel(name: string, schema: JSONSchema): string {
+  return schema.title ?? name.replace(/_+/g, ' ').replace(/^\w/, (c) => c.toUpperCase());
+}

@@ -1,0 +1,114 @@
+/**
+ * Importing a dropped file (FastGPT JSON, Dify YAML, Flowloom JSON) through
+ * POST /v1/workflows/import: the report is shown (what was not converted, where the
+ * models went), and the result is saved as a new workflow and opened on request.
+ */
+import { useCallback, useState, type DragEvent, type ReactNode } from 'react';
+import { api, ApiError } from '../api/client';
+import type { WorkflowImported } from '../api/types';
+import { useT } from '../i18n';
+import { freshId } from '../lib/serialize';
+import type { WorkflowDoc } from '../lib/workflow';
+import { Dialog } from './Dialog';
+
+interface ReportItem {
+  code: string;
+  message: string;
+  node_id?: string | null;
+  source_type?: string | null;
+  severity?: string;
+  flowloom_id?: string | null;
+}
+
+type ImportState =
+  | { phase: 'idle' }
+  | { phase: 'busy'; file: File }
+  | { phase: 'done'; file: File; result: WorkflowImported }
+  | { phase: 'failed'; file: File; message: string; report: ReportItem[] };
+
+function Report({ items }: { items: ReportItem[] }) {
+  if (!items.length) return null;
+  return (
+    <ul className="report" data-testid="import-report-items">
+      {items.map((r, i) => (
+        <li key={i} className={r.severity === 'warning' ? 'warning' : 'error'}>
+          <code>{r.code}</code>{' '}
+          {r.node_id && <strong>{r.node_id}{r.source_type ? ` (${r.source_type})` : ''}{r.flowloom_id && r.flowloom_id !== r.node_id ? ` → ${r.flowloom_id}` : ''}: </strong>}
+          {r.message}
+        </li>
+      ))}
+    </ul>
+  );
+}
+
+/** A drop zone around `children` that imports dropped files; `onOpen` gets the saved id. */
+export function ImportDropZone({ children, onOpen, className }: { children: ReactNode;
+  onOpen: (workflowId: string) => void; className?: string }) {
+  const t = useT();
+  const [state, setState] = useState<ImportState>({ phase: 'idle' });
+  const [over, setOver] = useState(false);
+  const [opening, setOpening] = useState<string | null>(null);
+
+  const run = useCallback(async (file: File, allowPartial = false) => {
+    setState({ phase: 'busy', file });
+    try {
+      setState({ phase: 'done', file, result: await api.importFile(file, { allowPartial }) });
+    } catch (e) {
+      const report = e instanceof ApiError && Array.isArray(e.problems) ? (e.problems as ReportItem[]) : [];
+      setState({ phase: 'failed', file, message: (e as Error).message, report });
+    }
+  }, []);
+
+  const onDrop = (e: DragEvent) => {
+    if (!e.dataTransfer.types.includes('Files')) return;
+    e.preventDefault();
+    setOver(false);
+    const file = e.dataTransfer.files[0];
+    if (file) void run(file);
+  };
+
+  const open = async (doc: WorkflowDoc) => {
+    setOpening(null);
+    try {
+      const taken = new Set((await api.listWorkflows()).workflows.map((w) => w.id));
+      const id = taken.has(doc.id) ? freshId(doc.id, taken).replace(/[^A-Za-z0-9_-]/g, '_') : doc.id;
+      const saved = await api.createWorkflow({ ...doc, id });
+      setState({ phase: 'idle' });
+      onOpen(saved.id);
+    } catch (e) {
+      setOpening((e as Error).message);
+    }
+  };
+
+  return (
+    <div className={`${className ?? ''} drop-zone${over ? ' over' : ''}`} data-testid="import-drop-zone"
+      onDragOver={(e) => { if (e.dataTransfer.types.includes('Files')) { e.preventDefault(); setOver(true); } }}
+      onDragLeave={() => setOver(false)} onDrop={onDrop}>
+      {children}
+      {over && <div className="drop-hint">{t('import.drop')}</div>}
+      {state.phase === 'busy' && <div className="drop-hint">{t('common.loading')}</div>}
+      {state.phase === 'done' && (
+        <Dialog title={t('import.title')} testId="import-report" onClose={() => setState({ phase: 'idle' })}
+          footer={<button type="button" data-testid="import-open"
+            onClick={() => void open(state.result.workflow as unknown as WorkflowDoc)}>{t('import.open')}</button>}>
+          <p>{t('import.format', { format: state.result.source_format })}</p>
+          <p>{state.result.partial ? t('import.partial') : t('import.clean')}</p>
+          {Object.keys(state.result.models ?? {}).length > 0 && (
+            <p>{t('import.models', { models: Object.entries(state.result.models ?? {}).map(([a, b]) => `${a} → ${b}`).join(', ') })}</p>
+          )}
+          <Report items={state.result.report as unknown as ReportItem[]} />
+          {opening && <div className="error" role="alert">{opening}</div>}
+        </Dialog>
+      )}
+      {state.phase === 'failed' && (
+        <Dialog title={t('import.title')} testId="import-report" onClose={() => setState({ phase: 'idle' })}
+          footer={state.report.length > 0 && (
+            <button type="button" data-testid="import-allow-partial" onClick={() => void run(state.file, true)}>
+              {t('import.allowPartial')}</button>)}>
+          <div className="error" role="alert">{t('import.failed', { message: state.message })}</div>
+          <Report items={state.report} />
+        </Dialog>
+      )}
+    </div>
+  );
+}
