@@ -34,6 +34,7 @@ from .limits import BodyLimit
 from .quotas import Quotas, quota_store_of
 from .routes import chats as chat_routes, routers
 from .runtime import open_service
+from .static import dist_of, install_canvas
 
 __all__ = ["HEARTBEAT_S", "create_app", "key_store_of"]
 
@@ -99,4 +100,5 @@ def create_app(settings: Settings | None = None, *, heartbeat_s: float = HEARTBE
     for router in routers:
         app.include_router(router)
     app.include_router(chat_routes.router)
+    install_canvas(app, dist_of(chosen))  # the web canvas at / (only where no route answers)
     return app

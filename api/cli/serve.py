@@ -1,14 +1,30 @@
-"""``flowloom serve``: the HTTP API (FastAPI on uvicorn) on the embedded defaults.
+"""``flowloom serve``: the HTTP API (FastAPI on uvicorn) and the web canvas on the
+embedded defaults.
 
 The same stores as the CLI (SQLite under ``FLOWLOOM_HOME`` unless
 ``FLOWLOOM_DATABASE_URL`` says otherwise), runs executed in the server process; no
-Redis or other service needed. On a first start (no admin key yet) it prints how to
-create one.
+Redis or other service needed. It prints:
+
+- the canvas URL (the built web app at ``/``, :mod:`api.static`);
+- a **login URL** ``http://HOST:PORT/#key=...`` when it listens on a loopback address
+  (or with ``--login-url``): the key is an admin key of tenant ``default`` named
+  ``canvas (flowloom serve)``, created once and stored hashed like every key; its plain
+  value is kept only in ``$FLOWLOOM_HOME/canvas-key`` (mode 0600), so every restart
+  prints the same URL. The key is in the URL's fragment, which browsers never send
+  to the server (it stays out of access logs); the canvas moves it to its local storage.
+  Revoking it (``flowloom keys revoke``) makes the next start create a new one;
+- on a first start (no admin key of your own yet) how to create one for API clients;
+- with ``--examples`` (by default on the start that creates the database's default
+  tenant) the bundled examples saved as workflows (:mod:`api.examples`).
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+import ipaddress
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Optional
 
 import typer
 from rich.text import Text
@@ -16,7 +32,91 @@ from rich.text import Text
 from .common import app, err, settings
 from .running import execute
 
-__all__ = ["serve"]
+__all__ = ["CANVAS_KEY_FILE", "CANVAS_KEY_NAME", "serve"]
+
+#: the name of the key behind the login URL
+CANVAS_KEY_NAME = "canvas (flowloom serve)"
+#: the file under FLOWLOOM_HOME keeping the login URL's key (mode 0600)
+CANVAS_KEY_FILE = "canvas-key"
+
+
+@dataclass
+class _Start:
+    """What the start found or did before serving."""
+
+    needs_admin_key: bool
+    login_key: str | None
+    examples: Any = None
+
+
+def _loopback(host: str) -> bool:
+    """True for an address only this machine reaches (127.0.0.0/8, ::1, ``localhost``)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` readable by this user only (created 0600, never wider)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text + "\n")
+    os.chmod(path, 0o600)  # an older file with wider rights is narrowed too
+
+
+async def _canvas_key(keys: Any, home: Path) -> str:
+    """The login key: the one kept in ``home/canvas-key`` while it is still an active admin
+    key of tenant ``default`` in this database, else a new one (kept there)."""
+    path = home / CANVAS_KEY_FILE
+    try:
+        kept = path.read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        kept = ""
+    if kept:
+        key = await keys.authenticate(kept)
+        if key is not None and key.tenant_id == "default" and key.admin and key.app_id is None:
+            return kept
+    _record, plaintext = await keys.create_key("default", name=CANVAS_KEY_NAME, admin=True)
+    _write_private(path, plaintext)
+    return plaintext
+
+
+def _url_host(host: str) -> str:
+    if host in ("0.0.0.0", "::", ""):
+        return "127.0.0.1"  # listening everywhere: this machine reaches it on loopback
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
+def _print_start(start: _Start, base: str, dist: Path, login_asked: bool | None, loopback: bool) -> None:
+    from api.static import BUILD_COMMAND
+
+    console = err()
+    built = (dist / "index.html").is_file()
+    hint = "" if built else f"  (not built yet: {BUILD_COMMAND})"
+    if start.login_key is not None:
+        console.print(Text.assemble(("canvas", "bold"), f": {base}/#key={start.login_key}{hint}"))
+        console.print(Text("  (logs the browser in as an admin of tenant default: keep this URL private; "
+                           "--no-login-url to leave it out)", style="dim"))
+    else:
+        why = ("--login-url prints a login link" if login_asked is None and not loopback
+               else "sign in with an API key")
+        console.print(Text.assemble(("canvas", "bold"), f": {base}/  ({why}){hint}"))
+    if start.needs_admin_key:
+        console.print(Text("no admin API key yet: create one with `flowloom keys create --admin --name admin` "
+                           "(printed once), then send it as `Authorization: Bearer <key>`", style="yellow"))
+    report = start.examples
+    if report is not None and (report.created or report.skipped):
+        free = f"; runnable without a model key: {', '.join(report.no_model_key)}" if report.no_model_key else ""
+        console.print(Text(f"examples: saved {len(report.created)} workflow(s) to tenant default "
+                           f"({', '.join(report.created) or 'none'}){free}"))
+        for problem in report.skipped:
+            console.print(Text(f"  - skipped {problem}", style="yellow"))
+    elif report is not None:
+        console.print(Text(f"examples: already saved ({len(report.kept)}), left as they are"))
 
 
 @app.command()
@@ -25,27 +125,42 @@ def serve(
     port: Annotated[int, typer.Option(min=0, max=65535, help="port to listen on")] = 8400,
     heartbeat: Annotated[float, typer.Option(min=0.05, help="seconds between heartbeats of idle event "
                                              "streams")] = 15.0,
+    login_url: Annotated[Optional[bool], typer.Option(
+        "--login-url/--no-login-url", help="print the canvas URL with a login key in its fragment (default: "
+                                           "only when listening on a loopback address)")] = None,
+    examples: Annotated[Optional[bool], typer.Option(
+        "--examples/--no-examples", help="save the bundled examples as workflows of tenant default, those not "
+                                         "saved yet (default: on the first start of a database)")] = None,
 ) -> None:
-    """Serve the HTTP API (/v1, OpenAPI at /docs); every call but /health needs an API key."""
+    """Serve the HTTP API (/v1, OpenAPI at /docs) and the web canvas (/); every API call
+    but /health needs an API key."""
     import uvicorn
 
     from api.app import create_app, key_store_of
+    from api.examples import import_examples
     from api.runtime import database_url
+    from api.static import dist_of
     from workers.sql import mask_url
+    from workers.sql.workflows import SqlWorkflowStore
 
     current = settings()
+    loopback = _loopback(host)
+    want_login = login_url if login_url is not None else loopback
 
-    async def body(service: Any) -> bool:
+    async def body(service: Any) -> _Start:
         keys = key_store_of(service)
-        await keys.ensure_tenant("default", "Default tenant")
-        return not any(k.admin and k.active for k in await keys.list_keys("default"))
+        _tenant, created = await keys.ensure_tenant("default", "Default tenant")
+        own = [k for k in await keys.list_keys("default") if k.name != CANVAS_KEY_NAME]
+        start = _Start(needs_admin_key=not any(k.admin and k.active for k in own),
+                       login_key=await _canvas_key(keys, current.home) if want_login else None)
+        if examples if examples is not None else created:
+            start.examples = await import_examples(SqlWorkflowStore(service.stores.runs), service, "default")
+        return start
 
-    needs_admin_key = execute(body)
-    console = err()
-    console.print(Text.assemble(("Flowloom API", "bold"), f" on http://{host}:{port}  (OpenAPI: /docs)  "
-                                f"run store: {mask_url(database_url(current))}"))
-    if needs_admin_key:
-        console.print(Text("no admin API key yet: create one with `flowloom keys create --admin --name admin` "
-                           "(printed once), then send it as `Authorization: Bearer <key>`", style="yellow"))
+    start = execute(body)
+    base = f"http://{_url_host(host)}:{port}"
+    err().print(Text.assemble(("Flowloom API", "bold"), f" on {base}  (OpenAPI: /docs)  "
+                              f"run store: {mask_url(database_url(current))}"))
+    _print_start(start, base, dist_of(current), login_url, loopback)
     uvicorn.run(create_app(current, heartbeat_s=heartbeat), host=host, port=port, http="httptools",
                 lifespan="on", log_level="info", timeout_graceful_shutdown=10)

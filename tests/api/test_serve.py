@@ -32,7 +32,8 @@ def _cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
 def test_flowloom_serve_answers_over_http_with_a_key_from_the_cli(tmp_path):
     env = {**os.environ, "FLOWLOOM_HOME": str(tmp_path / "home")}
     port = _free_port()
-    server = subprocess.Popen([sys.executable, "-m", "api.cli", "serve", "--port", str(port)], cwd=ROOT, env=env,
+    server = subprocess.Popen([sys.executable, "-m", "api.cli", "serve", "--port", str(port), "--no-login-url"],
+                              cwd=ROOT, env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     base = f"http://127.0.0.1:{port}"
     try:

@@ -1,0 +1,134 @@
+"""``flowloom serve`` as a real process: the canvas at ``/`` with its login URL (same URL
+after a restart, key file 0600, never printed for a non-loopback address unless asked),
+and the bundled examples saved once as workflows that run without a model key."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import threading
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[2]
+INDEX = "<!doctype html><title>canvas under test</title>"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class _Server:
+    """A running ``flowloom serve``: its stderr lines, collected as they come."""
+
+    def __init__(self, process: subprocess.Popen[str], port: int) -> None:
+        self.process, self.port, self.lines = process, port, []
+        self.base = f"http://127.0.0.1:{port}"
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            self.lines.append(line)
+
+    @property
+    def stderr(self) -> str:
+        return "".join(self.lines)
+
+
+@contextmanager
+def serve(env: dict[str, str], *args: str) -> Iterator[_Server]:
+    port = _free_port()
+    process = subprocess.Popen([sys.executable, "-m", "api.cli", "serve", "--port", str(port), *args], cwd=ROOT,
+                               env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    server = _Server(process, port)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            assert process.poll() is None, server.stderr
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, f"flowloom serve did not answer: {server.stderr}"
+            time.sleep(0.1)
+        yield server
+    finally:
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    assert "Traceback" not in server.stderr
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    dist = tmp_path / "dist"
+    dist.mkdir()
+    (dist / "index.html").write_text(INDEX)
+    return {**os.environ, "FLOWLOOM_HOME": str(tmp_path / "home"), "FLOWLOOM_WEB_DIST": str(dist)}
+
+
+def _login(server: _Server) -> tuple[str, str]:
+    match = re.search(r"canvas: (http://127\.0\.0\.1:\d+/)#key=(fl_\S+)", server.stderr)
+    assert match, server.stderr
+    return match.group(1), match.group(2)
+
+
+def test_serve_prints_a_stable_login_url_and_saves_the_examples_once(tmp_path):
+    env = _env(tmp_path)
+    with serve(env) as first:
+        url, key = _login(first)
+        auth = {"Authorization": f"Bearer {key}"}
+        assert url == first.base + "/"
+        assert httpx.get(url).text == INDEX
+        assert "examples: saved" in first.stderr and "runnable without a model key: " in first.stderr
+        listed = httpx.get(f"{first.base}/v1/workflows", headers=auth).json()["workflows"]
+        ids = {w["id"] for w in listed}
+        assert {"hello", "grade_router", "order_confirm", "word_stats", "support_triage"} <= ids
+        assert all(w["published_version"] == 1 for w in listed)
+        ran = httpx.post(f"{first.base}/v1/workflows/hello/runs", json={"inputs": {"name": "Ada"}}, headers=auth,
+                         timeout=30)
+        assert ran.status_code == 200 and ran.json()["outputs"] == {"greeting": "Hello, Ada! Welcome to Flowloom."}
+        draft = httpx.get(f"{first.base}/v1/workflows/hello", headers=auth).json()
+        edited = {**draft["draft"], "name": "Hello, edited"}
+        saved = httpx.put(f"{first.base}/v1/workflows/hello", headers=auth,
+                          json={"workflow": edited, "draft_version": draft["draft_version"]})
+        assert saved.status_code == 200
+    key_file = tmp_path / "home" / "canvas-key"
+    assert key_file.read_text().strip() == key and stat.S_IMODE(key_file.stat().st_mode) == 0o600
+
+    with serve(env, "--examples") as second:
+        assert _login(second)[1] == key  # the same URL after a restart
+        assert "examples: already saved" in second.stderr
+        after = httpx.get(f"{second.base}/v1/workflows", headers=auth).json()["workflows"]
+        assert sorted(w["id"] for w in after) == sorted(ids)  # no duplicates
+        assert httpx.get(f"{second.base}/v1/workflows/hello", headers=auth).json()["draft"]["name"] == "Hello, edited"
+    keys = subprocess.run([sys.executable, "-m", "api.cli", "keys", "list", "--json"], capture_output=True,
+                          text=True, env=env, cwd=ROOT, timeout=60)
+    records = json.loads(keys.stdout)
+    assert [r["name"] for r in records].count("canvas (flowloom serve)") == 1
+    assert key not in keys.stdout
+
+
+def test_serve_on_a_non_loopback_address_prints_no_key_unless_asked(tmp_path):
+    env = _env(tmp_path)
+    with serve(env, "--host", "0.0.0.0", "--no-examples") as server:
+        assert "#key=" not in server.stderr and "--login-url prints a login link" in server.stderr
+        assert "examples:" not in server.stderr
+        assert httpx.get(server.base + "/").text == INDEX
+    assert not (tmp_path / "home" / "canvas-key").exists()
