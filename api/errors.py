@@ -10,7 +10,7 @@ exception                                              status  ``type``
 :class:`ApiError`                                      its     its
 ``CompileError``                                       422     ``invalid_workflow``
 ``InvalidInputs``                                      422     ``invalid_inputs``
-request validation                                     422     ``invalid_request``
+request validation, a body that cannot be parsed       422     ``invalid_request``
 a body over ``max_request_bytes``                      413     ``payload_too_large``
 a quota exceeded (:mod:`api.quotas`, ``Retry-After``)   429     ``quota_exceeded``
 ``RunNotFound``, ``KeyNotFound``, ``TenantNotFound``   404     ``not_found``
@@ -78,7 +78,8 @@ def describe(exc: BaseException) -> tuple[int, dict[str, Any], dict[str, str]]:
     if isinstance(exc, ApiError):
         return exc.status, error_body(exc.type, exc.message, exc.problems), exc.headers
     if isinstance(exc, StarletteHTTPException):  # raised where no handler answers it (a body over the cap)
-        return exc.status_code, error_body(_STATUS_TYPES.get(exc.status_code, "http_error"), str(exc.detail)), {}
+        return (exc.status_code, error_body(_STATUS_TYPES.get(exc.status_code, "http_error"), str(exc.detail)),
+                dict(exc.headers or {}))
     if isinstance(exc, CompileError):
         errors = [p for p in exc.problems if p.severity == "error"]
         return 422, error_body("invalid_workflow", _compile_message(errors),
@@ -125,6 +126,11 @@ def install_error_handlers(app: FastAPI) -> None:
                             status_code=422)
 
     async def on_http(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 400:
+            # only the framework raises 400 (a body it cannot parse: bytes that are not
+            # UTF-8, broken multipart): an invalid request, answered as every other one
+            return JSONResponse(error_body("invalid_request", f"the request body cannot be read: {exc.detail}"),
+                                status_code=422)
         kind = _STATUS_TYPES.get(exc.status_code, "http_error")
         return JSONResponse(error_body(kind, str(exc.detail)), status_code=exc.status_code,
                             headers=getattr(exc, "headers", None))

@@ -3,10 +3,10 @@
 :class:`BodyLimit` is an ASGI middleware that refuses a request body larger than
 ``Settings.max_request_bytes`` with 413, without reading it into memory: a
 ``Content-Length`` over the cap is answered before the app runs (the body is never
-read); a body without one (chunked) is counted as its chunks arrive, and the chunk
-that crosses the cap ends the request with 413. A body is only ever held up to the
-cap, so a 50 MB upload costs the server at most the cap, and the next request is
-served as usual.
+read by the app); a body without one (chunked) is counted as its chunks arrive, and
+the chunk that crosses the cap ends the request with 413. What arrives after the
+response is dropped by the server (uvicorn), never kept: no part of the app ever holds
+more than the cap of a body, and the server goes on serving the next requests.
 
 :func:`check_document` applies the operator's document caps (``max_nodes``,
 ``max_id_length``, ``max_name_length``, ``max_document_depth``) of the *app's*
@@ -83,8 +83,6 @@ class BodyLimit:
 
     async def _refuse(self, send: Send) -> None:
         body = _too_large_body(self.max_bytes)
-        # Connection: close - the rest of the body is never read, so the connection
-        # cannot carry another request.
         await send({"type": "http.response.start", "status": 413,
                     "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
                                 (b"connection", b"close")]})
