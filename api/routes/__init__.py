@@ -9,15 +9,16 @@
 - :mod:`.catalog`: ``GET /v1/node-kinds``: every node kind of the engine's catalog.
 - :mod:`.openai_compat`: ``POST /v1/chat/completions`` and ``GET /v1/models``: published
   workflows as OpenAI chat models (the ``openai`` SDK is a client).
+- :mod:`.mcp`: ``/v1/mcp``: published workflows as the tools of an MCP server (Streamable HTTP).
 - :mod:`.quotas`: ``/v1/quotas``: the tenant's and its apps' quotas (admin keys).
 """
 
 from __future__ import annotations
 
-from . import catalog, health, keys, openai_compat, quotas, runs, workflows
+from . import catalog, health, keys, mcp, openai_compat, quotas, runs, workflows
 
-__all__ = ["catalog", "health", "keys", "openai_compat", "quotas", "routers", "runs", "workflows"]
+__all__ = ["catalog", "health", "keys", "mcp", "openai_compat", "quotas", "routers", "runs", "workflows"]
 
 #: Every router, in the order they appear in the OpenAPI document.
 routers = [health.router, runs.router, keys.router, workflows.router, catalog.router, openai_compat.router,
-           quotas.router]
+           quotas.router, mcp.router]

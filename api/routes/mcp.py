@@ -1,0 +1,361 @@
+"""The MCP endpoint: published workflows as the tools of a Model Context Protocol server.
+
+``/v1/mcp`` speaks MCP over Streamable HTTP (the official ``mcp`` SDK's low-level
+:class:`mcp.server.lowlevel.Server` behind its :class:`StreamableHTTPSessionManager`),
+so Claude Desktop, IDEs and the SDK's own :class:`mcp.Client` can call Flowloom apps.
+
+- **Keys.** Every request needs ``Authorization: Bearer <key>`` (the API's keys,
+  :mod:`api.auth`); without a valid key the answer is 401 before any MCP message is read.
+  A session belongs to the key that opened it (the SDK refuses it to another key).
+- **Tools.** ``tools/list``: each published workflow the key may run (the tenant's, or
+  the one app of a key scoped to an app) is a tool named by the workflow id, described
+  by its description (else its name); the input schema is made of the workflow's
+  declared inputs (type, description, required unless it has a default). A key of
+  another tenant sees none of them and cannot call them.
+- **Calls.** ``tools/call`` starts a run of the published version through the run
+  service - the same preparation, quotas, queueing and executor as every other route - and
+  answers when it ends: the answer (else the outputs as JSON) as text, and
+  ``structuredContent`` ``{run_id, status, outputs, answer}``. A failed run, or one that
+  paused to ask a person (the question is in the text; the run stays paused and is
+  answered through ``/v1/runs/{id}/resume``), is an ``isError`` result. A ``query``
+  argument is also the run's user message (``sys.query``).
+- **Progress.** With a progress token, each node event (started, finished, failed,
+  interrupts; not text deltas) is a ``notifications/progress`` whose message says what
+  happened (``node 'fetch' succeeded``); ``progress`` counts the events.
+- **Cancellation.** A client that cancels the call (``notifications/cancelled``, or a
+  request dropped by the client) stops the run as ``POST /v1/runs/{id}/stop`` does: the
+  run ends ``cancelled``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import uuid
+from typing import Any, AsyncIterator
+
+import anyio
+import mcp.types as mt
+from fastapi import APIRouter, FastAPI
+from fastapi.security import HTTPAuthorizationCredentials
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
+from mcp.server.lowlevel import Server
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from pydantic import ValidationError
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+from engine.errors import FlowloomError
+from engine.ports import WorkflowNotFound
+from engine.service import RunService
+from schemas.events import NodeDelta
+from schemas.types import RunStatus, VarType
+from schemas.workflow import InputVar
+
+from ..auth import Principal, principal
+from ..errors import ApiError, describe
+from ..executor import END, RunExecutor
+
+__all__ = ["MCP_PATH", "router"]
+
+MCP_PATH = "/v1/mcp"
+_CALLER = "flowloom_caller"
+_JSON_TYPES = {VarType.string: "string", VarType.number: "number", VarType.boolean: "boolean",
+               VarType.object: "object", VarType.array: "array"}
+_QUESTION_KEYS = ("question", "description", "prompt", "message", "title", "text")
+
+
+# --------------------------------------------------------------------- callers
+
+
+async def _authenticate(app: FastAPI, authorization: str) -> Principal:
+    """The key behind an ``Authorization`` header value. Raises ApiError 401."""
+    scheme, _, value = authorization.partition(" ")
+    credentials = (HTTPAuthorizationCredentials(scheme=scheme, credentials=value.strip())
+                   if scheme.lower() == "bearer" and value.strip() else None)
+    return await principal(app.state.keys, credentials)
+
+
+async def _caller_of(ctx: Any) -> tuple[FastAPI, Principal]:
+    """The app and the caller of an MCP request, from the HTTP request that carried it.
+
+    Raises:
+        mt.MCPError-like ValueError: no HTTP request (the endpoint only serves HTTP).
+    """
+    request: Request | None = getattr(ctx, "request", None)
+    if request is None:
+        raise ValueError("the Flowloom MCP endpoint serves HTTP requests only")
+    app: FastAPI = request.scope["app"]
+    caller = request.scope.get("state", {}).get(_CALLER)
+    if caller is None:  # a request framed without our wrapper's state: authenticate again
+        caller = await _authenticate(app, request.headers.get("authorization", ""))
+    return app, caller
+
+
+# ----------------------------------------------------------------------- tools
+
+
+def input_schema(doc: dict[str, Any]) -> dict[str, Any]:
+    """The JSON Schema of a workflow's declared inputs: one property per input (its
+    type when it has a JSON one, its description); required when declared required
+    without a default."""
+    props: dict[str, Any] = {}
+    required: list[str] = []
+    for raw in doc.get("inputs") or []:
+        try:
+            var = InputVar.model_validate(raw)
+        except ValidationError:
+            continue  # a published document compiled; an odd entry is left out, not fatal
+        schema: dict[str, Any] = {}
+        if var.type in _JSON_TYPES:
+            schema["type"] = _JSON_TYPES[var.type]
+        if var.description:
+            schema["description"] = var.description
+        if var.default is not None:
+            schema["default"] = var.default
+        props[var.name] = schema
+        if var.required and var.default is None:
+            required.append(var.name)
+    return {"type": "object", "properties": props, "required": required}
+
+
+async def _published(app: FastAPI, caller: Principal) -> list[tuple[str, dict[str, Any], str]]:
+    """``(workflow id, published document, version)`` of every app ``caller`` may run."""
+    repo = app.state.workflows
+    found = []
+    for record in await repo.list(caller.tenant_id, caller.app_id):
+        if record.published_version is None:
+            continue
+        version = await repo.get_version(caller.tenant_id, record.id, record.published_version)
+        found.append((record.id, version.doc or {}, str(version.version)))
+    return found
+
+
+async def _list_tools(ctx: Any, params: Any) -> mt.ListToolsResult:
+    app, caller = await _caller_of(ctx)
+    tools = []
+    for workflow_id, doc, _version in await _published(app, caller):
+        description = doc.get("description") or doc.get("name") or f"Run the Flowloom workflow {workflow_id}"
+        tools.append(mt.Tool(name=workflow_id, description=description, input_schema=input_schema(doc),
+                             annotations=mt.ToolAnnotations(title=doc.get("name") or workflow_id,
+                                                            open_world_hint=True)))
+    return mt.ListToolsResult(tools=tools)
+
+
+async def _app_of(app: FastAPI, caller: Principal, name: str) -> tuple[dict[str, Any], str]:
+    """The published document and version of app ``name`` for ``caller``.
+
+    Raises:
+        ApiError 404: not an app this key may run (another tenant's, another app for an
+        app key, unknown, or not published) - one answer for all, so nothing leaks.
+    """
+    missing = ApiError(404, "not_found", f"no tool {name!r} (tools/list names the published workflows this key "
+                                         "may run)")
+    if caller.app_id is not None and name != caller.app_id:
+        raise missing
+    repo = app.state.workflows
+    try:
+        record = await repo.get(caller.tenant_id, name)
+    except WorkflowNotFound:
+        raise missing from None
+    if record.published_version is None:
+        raise missing
+    version = await repo.get_version(caller.tenant_id, name, record.published_version)
+    return version.doc or {}, str(version.version)
+
+
+# ------------------------------------------------------------------------ calls
+
+
+def _error(message: str, **structured: Any) -> mt.CallToolResult:
+    return mt.CallToolResult(content=[mt.TextContent(type="text", text=message)], is_error=True,
+                             structured_content=structured or None)
+
+
+def _progress_text(event: Any) -> str | None:
+    """What a progress notification says about ``event`` (None: not worth one)."""
+    kind = getattr(event, "type", "")
+    node = getattr(event, "node_id", None)
+    if isinstance(event, NodeDelta) or not kind:
+        return None
+    if node:
+        verb = kind.removeprefix("node_")
+        return f"node {node!r} {verb}"
+    return kind.replace("_", " ")
+
+
+async def _start(app: FastAPI, caller: Principal, name: str, arguments: dict[str, Any]
+                 ) -> tuple[str, asyncio.Queue[Any]]:
+    """Prepare and launch a run of app ``name``: ``(run id, its event queue)``.
+
+    Raises:
+        ApiError (404, 429), InvalidInputs, CompileError: nothing was executed.
+    """
+    from ..dispatch import queued_or_inline
+
+    service: RunService = app.state.service
+    executor: RunExecutor = app.state.executor
+    doc, version = await _app_of(app, caller, name)
+    run_id = uuid.uuid4().hex
+    quotas = getattr(app.state, "quotas", None)
+    admission = await quotas.admit(caller.tenant_id, name, run_id) if quotas is not None else None
+    query = arguments.get("query")
+    try:
+        state = await service.prepare(doc, arguments, tenant_id=caller.tenant_id, run_id=run_id,
+                                      message=query if isinstance(query, str) else None, workflow_version=version)
+    except BaseException:
+        if admission is not None:
+            await quotas.release(admission)
+        raise
+    events = service.execute(caller.tenant_id, state.run_id)
+    events = await queued_or_inline(_CallRequest(app), service, caller.tenant_id, run_id, events, doc, "streaming")
+    listener: asyncio.Queue[Any] = asyncio.Queue()
+    await executor.launch(run_id, events, listener)
+    return run_id, listener
+
+
+class _CallRequest:
+    """What :func:`api.dispatch.queued_or_inline` reads of a request (``app`` and
+    ``headers``): an MCP call carries no execution headers, so the deployment decides."""
+
+    def __init__(self, app: FastAPI) -> None:
+        self.app = app
+        self.headers: dict[str, str] = {}
+
+
+def _question(interrupts: list[dict[str, Any]]) -> str:
+    lines = []
+    for interrupt in interrupts:
+        payload = interrupt.get("payload") or {}
+        lines.append(next((str(payload[k]) for k in _QUESTION_KEYS if isinstance(payload.get(k), str) and payload[k]),
+                          f"({interrupt.get('kind', 'question')})"))
+    return "\n".join(lines)
+
+
+async def _result(app: FastAPI, caller: Principal, run_id: str) -> mt.CallToolResult:
+    """The tool result of an ended (or paused) run."""
+    service: RunService = app.state.service
+    summary = await service.get(caller.tenant_id, run_id)
+    state = await service.state(caller.tenant_id, run_id)
+    status = summary.status
+    structured = {"run_id": run_id, "status": status.value, "outputs": state.outputs, "answer": state.answer}
+    if status is RunStatus.succeeded:
+        text = state.answer or json.dumps(state.outputs, ensure_ascii=False, default=str)
+        return mt.CallToolResult(content=[mt.TextContent(type="text", text=text)], structured_content=structured)
+    if status is RunStatus.paused:
+        question = _question(summary.pending_interrupts)
+        return _error(f"run {run_id} paused to ask a person: {question} (answer it with POST "
+                      f"/v1/runs/{run_id}/resume)", **structured)
+    message = state.error.message if state.error is not None else status.value
+    return _error(f"run {run_id} {status.value}: {message}", **structured)
+
+
+async def _follow(ctx: Any, listener: asyncio.Queue[Any]) -> None:
+    """Relay the run's events as progress notifications until it ends."""
+    count = 0
+    while True:
+        event = await listener.get()
+        if event is END:
+            return
+        text = _progress_text(event)
+        if text is not None:
+            count += 1
+            with contextlib.suppress(Exception):  # a client gone away only stops listening
+                await ctx.session.report_progress(count, None, text)
+
+
+async def _call_tool(ctx: Any, params: mt.CallToolRequestParams) -> mt.CallToolResult:
+    app, caller = await _caller_of(ctx)
+    arguments = dict(params.arguments or {})
+    try:
+        run_id, listener = await _start(app, caller, params.name, arguments)
+    except (ApiError, FlowloomError) as exc:
+        return _error(_refusal(exc))
+    try:
+        await _follow(ctx, listener)
+    except anyio.get_cancelled_exc_class():
+        with anyio.CancelScope(shield=True):
+            await _stop(app, caller, run_id)
+        raise
+    return await _result(app, caller, run_id)
+
+
+def _refusal(exc: BaseException) -> str:
+    """The API's own message for a call refused before it ran (bad inputs, quota...), with
+    each problem it lists, never a traceback."""
+    _status, body, _headers = describe(exc)
+    error = body.get("error", {})
+    problems = [p.get("message", str(p)) if isinstance(p, dict) else str(p) for p in error.get("problems") or []]
+    return "; ".join([error.get("message", "refused"), *problems])
+
+
+async def _stop(app: FastAPI, caller: Principal, run_id: str) -> None:
+    """Stop a run whose caller cancelled the call (as ``POST /v1/runs/{id}/stop``)."""
+    service: RunService = app.state.service
+    with contextlib.suppress(FlowloomError):  # it may have ended in between
+        await service.cancel(caller.tenant_id, run_id, "cancelled by the MCP client")
+
+
+def build_server() -> Server[Any]:
+    """The low-level MCP server of the endpoint (tools only)."""
+    return Server("flowloom", instructions="Each tool runs a published Flowloom workflow and returns its answer.",
+                  on_list_tools=_list_tools, on_call_tool=_call_tool)
+
+
+# ------------------------------------------------------------------------ HTTP
+
+
+class _Endpoint:
+    """The ASGI endpoint at ``/v1/mcp``: the key first (401 without one), then the SDK's
+    session manager with the key as the session's owner."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        app: FastAPI = scope["app"]
+        request = Request(scope, receive)
+        try:
+            caller = await _authenticate(app, request.headers.get("authorization", ""))
+        except ApiError as exc:
+            status, body, headers = describe(exc)
+            await JSONResponse(body, status_code=status, headers=headers)(scope, receive, send)
+            return
+        scope["user"] = AuthenticatedUser(AccessToken(token=caller.key_id, client_id=caller.key_id, scopes=[],
+                                                      subject=caller.tenant_id))
+        scope.setdefault("state", {})[_CALLER] = caller
+        await app.state.mcp.handle_request(scope, receive, send)
+
+
+@contextlib.asynccontextmanager
+async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
+    """Run the SDK's session manager while the app runs (after the app's own lifespan
+    opened the run service). Its task group lives in a task of its own: an anyio task
+    group must be left by the task that entered it, and a lifespan may be entered and
+    left by different tasks (test harnesses do)."""
+    manager = StreamableHTTPSessionManager(build_server())
+    ready, stop = asyncio.Event(), asyncio.Event()
+
+    async def hold() -> None:
+        async with manager.run():
+            app.state.mcp = manager
+            ready.set()
+            await stop.wait()
+
+    task = asyncio.create_task(hold(), name="mcp session manager")
+    waiter = asyncio.create_task(ready.wait())
+    await asyncio.wait([task, waiter], return_when=asyncio.FIRST_COMPLETED)
+    if not ready.is_set():
+        waiter.cancel()
+        await task  # raises what stopped it from starting
+    try:
+        yield
+    finally:
+        stop.set()
+        await task
+
+
+router = APIRouter(lifespan=_lifespan)
+router.routes.append(Route(MCP_PATH, endpoint=_Endpoint(), methods=["GET", "POST", "DELETE"],
+                           include_in_schema=False))

@@ -1,0 +1,123 @@
+"""Published workflows as MCP tools at ``/v1/mcp``, with the official ``mcp`` SDK's client
+against the app served over real HTTP (uvicorn in the test's loop), on SQLite and
+PostgreSQL: the tools a key may run with their input schemas, a call with progress
+notifications, a long call cancelled by the client (the run ends cancelled), a key of
+another tenant that sees and runs nothing, and a request without a valid key."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any, AsyncIterator
+
+import httpx2
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from schemas.types import RunStatus
+
+from .conftest import http_chain
+
+GREETER: dict[str, Any] = {
+    "id": "greeter", "name": "Greeter", "description": "Greets a person by name.",
+    "inputs": [{"name": "name", "type": "string", "required": True, "description": "who to greet"},
+               {"name": "times", "type": "number", "default": 1}],
+    "nodes": [{"id": "start", "type": "start"},
+              {"id": "hello", "type": "template", "config": {"template": "Hello {{ inputs.name }}!"}},
+              {"id": "say", "type": "answer", "config": {"text": "{{ hello.output }}"}}],
+    "edges": [{"id": "e1", "source": "start", "target": "hello"}, {"id": "e2", "source": "hello", "target": "say"}],
+}
+
+
+async def _publish(api, doc: dict[str, Any]) -> None:
+    created = await api.client.post("/v1/workflows", json=doc, headers=api.auth())
+    assert created.status_code == 201, created.text
+    published = await api.client.post(f"/v1/workflows/{doc['id']}/publish", json={"note": "v1"}, headers=api.auth())
+    assert published.status_code == 201, published.text
+
+
+@contextlib.asynccontextmanager
+async def _mcp(api, key: str | None = None) -> AsyncIterator[Client]:
+    await api.http()
+    http = httpx2.AsyncClient(headers=api.auth(key), timeout=httpx2.Timeout(20, read=60))
+    async with http, Client(streamable_http_client(api.live.url + "/v1/mcp", http_client=http)) as client:
+        yield client
+
+
+async def test_a_client_lists_and_calls_a_published_workflow_with_progress(api):
+    await _publish(api, GREETER)
+    async with _mcp(api) as client:
+        listed = (await client.list_tools()).tools
+        (tool,) = [t for t in listed if t.name == "greeter"]
+        assert tool.description == "Greets a person by name."
+        assert tool.input_schema["properties"]["name"] == {"type": "string", "description": "who to greet"}
+        assert tool.input_schema["required"] == ["name"]
+        progress: list[tuple[float, str | None]] = []
+
+        async def on_progress(value: float, total: float | None, message: str | None) -> None:
+            progress.append((value, message))
+
+        result = await client.call_tool("greeter", {"name": "Ada"}, progress_callback=on_progress)
+    assert not result.is_error
+    assert result.content[0].text == "Hello Ada!"
+    assert result.structured_content["status"] == "succeeded"
+    run_id = result.structured_content["run_id"]
+    assert (await api.service.get("default", run_id)).status is RunStatus.succeeded
+    messages = [m for _v, m in progress]
+    assert "node 'hello' finished" in messages and "node 'say' finished" in messages
+    assert [v for v, _m in progress] == sorted(v for v, _m in progress)
+
+
+async def test_bad_arguments_and_unknown_tools_are_error_results(api):
+    await _publish(api, GREETER)
+    async with _mcp(api) as client:
+        missing = await client.call_tool("greeter", {})
+        unknown = await client.call_tool("nope", {"name": "x"})
+    assert missing.is_error and "name" in missing.content[0].text
+    assert unknown.is_error and "no tool 'nope'" in unknown.content[0].text
+
+
+async def test_a_client_cancels_a_long_call_and_the_run_ends_cancelled(api, target):
+    await _publish(api, {**http_chain(target.url, 1, path="/slow"), "id": "slowpoke"})
+    started = asyncio.Event()
+
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        if message == "node 'h0' started":
+            started.set()
+
+    async with _mcp(api) as client:
+        call = asyncio.create_task(client.call_tool("slowpoke", {}, progress_callback=on_progress))
+        await asyncio.wait_for(started.wait(), 20)
+        assert await asyncio.to_thread(target.server.slow_started.wait, 10)
+        call.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await call
+        (run,) = await api.service.list("default", limit=1)
+        for _ in range(100):
+            run = await api.service.get("default", run.run_id)
+            if run.status is RunStatus.cancelled:
+                break
+            await asyncio.sleep(0.05)
+        assert run.status is RunStatus.cancelled, run.status
+        # the session is still usable after the cancelled call
+        assert any(t.name == "slowpoke" for t in (await client.list_tools()).tools)
+
+
+async def test_a_key_of_another_tenant_sees_no_tools_and_runs_nothing(api):
+    await _publish(api, GREETER)
+    async with _mcp(api, api.other_key) as client:
+        assert (await client.list_tools()).tools == []
+        result = await client.call_tool("greeter", {"name": "Eve"})
+    assert result.is_error and "no tool 'greeter'" in result.content[0].text
+    assert await api.service.list("tenant-b") == [] and await api.service.list("default") == []
+
+
+async def test_a_request_without_a_valid_key_is_refused(api):
+    await api.http()
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    async with httpx2.AsyncClient() as http:
+        for headers in ({}, {"Authorization": "Bearer fl_nope_nope"}):
+            response = await http.post(api.live.url + "/v1/mcp", json=body,
+                                       headers={**headers, "Accept": "application/json, text/event-stream"})
+            assert response.status_code == 401 and response.headers["www-authenticate"].startswith("Bearer")
+            assert "fl_nope_nope" not in response.text
