@@ -15,7 +15,6 @@ export default defineConfig({
     rollupOptions: {
       output: {
         manualChunks(id: string) {
-          if (id.includes('node_modules/@codemirror') || id.includes('node_modules/@uiw') || id.includes('node_modules/@lezer')) return 'codemirror';
           if (id.includes('node_modules/@xyflow') || id.includes('node_modules/d3-')) return 'xyflow';
           if (id.includes('node_modules/react')) return 'react';
           return undefined;

@@ -5,9 +5,9 @@
 import { memo } from 'react';
 
 const GLYPHS: Record<string, string> = {
-  play: '▶', message: '💬', flag: '⚑', sparkles: '✨', split: '⑂', list: '☰', search: '🔍', wrench: '🔧',
-  bot: '🤖', 'git-branch': '⎇', repeat: '🔁', rotate: '↻', square: '■', braces: '{}', code: '</>', pencil: '✎',
-  merge: '⇉', globe: '🌐', pointer: '👆', form: '📝', alert: '⚠',
+  play: '▶', message: '✉', flag: '⚑', sparkles: '✦', split: '⑂', list: '☰', search: '⌕', wrench: '⚒',
+  bot: '☺', 'git-branch': '⎇', repeat: '⟳', rotate: '↻', square: '■', braces: '{}', code: '</>', pencil: '✎',
+  merge: '⇉', globe: '◍', pointer: '☝', form: '▤', alert: '⚠',
 };
 
 export const KindIcon = memo(function KindIcon({ icon, title }: { icon: string; title?: string }) {

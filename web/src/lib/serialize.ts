@@ -34,7 +34,7 @@ export type FlowEdge = Edge;
 /** The document without nodes and edges (id, name, inputs, variables, limits, ...). */
 export type WorkflowMeta = Omit<WorkflowDoc, 'nodes' | 'edges'>;
 
-export const NODE_WIDTH = 240;
+export const NODE_WIDTH = 200;
 export const NODE_HEIGHT = 90;
 const BODY_PAD = 40;
 const BODY_HEADER = 70;

@@ -1,12 +1,167 @@
-/** The selected node's settings (placeholder until the schema form lands). */
+/**
+ * The selected node's settings: id (renaming rewrites every reference to it), title,
+ * description, the config form generated from the kind's JSON Schema, and the
+ * execution policy every node has (timeout, retries, error strategy).
+ */
+import { memo, useCallback, useMemo, useState } from 'react';
 import { useT } from '../i18n';
-import { selectedFlowNodes, useEditor } from '../store/editor';
+import { readableNodes } from '../lib/scope';
+import type { JSONSchema } from '../lib/schema';
+import { isFlowNode, type FlowNode } from '../lib/serialize';
+import { nodeHandles } from '../lib/shape';
+import type { JsonObject, WorkflowNode } from '../lib/workflow';
+import { useCatalog } from '../store/catalog';
+import { currentDoc, useEditor } from '../store/editor';
+import { KindIcon } from '../canvas/icons';
+import { SchemaForm } from './SchemaForm';
+
+const ERROR_STRATEGIES = ['fail', 'error_branch', 'default_output'] as const;
+
+function IdField({ id }: { id: string }) {
+  const t = useT();
+  const renameNode = useEditor((s) => s.renameNode);
+  const [value, setValue] = useState(id);
+  const [error, setError] = useState<string | null>(null);
+  const [last, setLast] = useState(id);
+  if (last !== id) {
+    setLast(id);
+    setValue(id);
+  }
+  const commit = () => {
+    const result = renameNode(id, value);
+    setError(result === 'taken' ? t('config.idTaken') : null);
+    if (result) setValue(id);
+  };
+  return (
+    <div className="field">
+      <label className="field-label" htmlFor="node-id">{t('config.id')}</label>
+      <input id="node-id" data-testid="config-node-id" value={value} onChange={(e) => setValue(e.target.value)}
+        onBlur={commit} onKeyDown={(e) => { if (e.key === 'Enter') commit(); }} />
+      {error && <div className="error small">{error}</div>}
+    </div>
+  );
+}
+
+function modelsInUse(nodes: FlowNode[]): string[] {
+  const out = new Set<string>();
+  for (const n of nodes) {
+    const m = n.data.node.config?.model;
+    if (typeof m === 'string' && m) out.add(m);
+  }
+  return [...out].sort();
+}
+
+const NodeConfig = memo(function NodeConfig({ node }: { node: Omit<WorkflowNode, 'position'> }) {
+  const t = useT();
+  const kind = useCatalog((s) => s.byKind[node.type]);
+  const setConfig = useEditor((s) => s.setConfig);
+  const updateNode = useEditor((s) => s.updateNode);
+  const shapes = useEditor((s) => s.shapes);
+  const nodeCount = useEditor((s) => s.nodes.length);
+  const edges = useEditor((s) => s.edges);
+  const onChange = useCallback((config: JsonObject) => setConfig(node.id, config), [setConfig, node.id]);
+  const models = useMemo(() => modelsInUse(useEditor.getState().nodes.filter(isFlowNode)),
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+    [nodeCount]);
+  const readable = useMemo(() => new Set(readableNodes(currentDoc(), node.id)),
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+    [edges, nodeCount, node.id]);
+  const handles = nodeHandles(node, kind, shapes);
+  return (
+    <div className="config-panel" data-testid="config-panel" data-node={node.id}>
+      <div className="config-head">
+        <KindIcon icon={kind?.icon ?? ''} />
+        <div>
+          <strong>{kind?.title ?? node.type}</strong>
+          <div className="field-help">{(kind?.description ?? '').split(/\n\s*\n/)[0].replace(/``/g, '')}</div>
+        </div>
+      </div>
+      <IdField id={node.id} />
+      <div className="field">
+        <label className="field-label" htmlFor="node-name">{t('config.name')}</label>
+        <input id="node-name" data-testid="config-node-name" value={node.name ?? ''}
+          onChange={(e) => updateNode(node.id, { name: e.target.value })} />
+      </div>
+      <div className="field">
+        <label className="field-label" htmlFor="node-description">{t('config.description')}</label>
+        <input id="node-description" data-testid="config-node-description" value={node.description ?? ''}
+          onChange={(e) => updateNode(node.id, { description: e.target.value || undefined })} />
+      </div>
+      {kind && Object.keys((kind.config_schema as JSONSchema).properties ?? {}).length > 0 && (
+        <>
+          <h4>{t('config.settings')}</h4>
+          <SchemaForm schema={kind.config_schema as JSONSchema} value={node.config ?? {}} onChange={onChange}
+            nodeId={node.id} models={models} readable={readable} />
+        </>
+      )}
+      <details className="advanced" data-testid="config-policy">
+        <summary>{t('config.policy')}</summary>
+        <div className="field">
+          <label className="field-label">timeout (s)</label>
+          <input type="number" data-testid="config-policy-timeout" value={node.timeout ?? ''} min={0}
+            onChange={(e) => updateNode(node.id, { timeout: e.target.value === '' ? undefined : Number(e.target.value) })} />
+        </div>
+        <div className="field">
+          <label className="field-label">max_retries</label>
+          <input type="number" data-testid="config-policy-max_retries" value={node.max_retries ?? 0} min={0} max={10}
+            onChange={(e) => updateNode(node.id, { max_retries: Number(e.target.value) || undefined })} />
+        </div>
+        <div className="field">
+          <label className="field-label">retry_interval (s)</label>
+          <input type="number" data-testid="config-policy-retry_interval" value={node.retry_interval ?? 1} min={0}
+            onChange={(e) => updateNode(node.id, { retry_interval: e.target.value === '' ? undefined : Number(e.target.value) })} />
+        </div>
+        <div className="field">
+          <label className="field-label">error_strategy</label>
+          <select data-testid="config-policy-error_strategy" value={node.error_strategy ?? 'fail'}
+            onChange={(e) => updateNode(node.id, { error_strategy: e.target.value === 'fail' ? undefined
+              : e.target.value as WorkflowNode['error_strategy'] })}>
+            {ERROR_STRATEGIES.map((s) => <option key={s} value={s}>{s}</option>)}
+          </select>
+        </div>
+        {node.error_strategy === 'default_output' && (
+          <>
+            <div className="field">
+              <label className="field-label">default_output (JSON)</label>
+              <textarea className="json" data-testid="config-policy-default_output"
+                defaultValue={JSON.stringify(node.default_output ?? {}, null, 2)}
+                onBlur={(e) => {
+                  try {
+                    updateNode(node.id, { default_output: JSON.parse(e.target.value) as JsonObject });
+                  } catch {
+                    /* left as typed; the checklist shows nothing until it parses */
+                  }
+                }} />
+            </div>
+            <div className="field">
+              <label className="field-label">default_handle</label>
+              <select data-testid="config-policy-default_handle" value={node.default_handle ?? ''}
+                onChange={(e) => updateNode(node.id, { default_handle: e.target.value || undefined })}>
+                <option value="">{t('config.unset')}</option>
+                {handles.filter((h) => h !== 'error').map((h) => <option key={h} value={h}>{h}</option>)}
+              </select>
+            </div>
+          </>
+        )}
+      </details>
+    </div>
+  );
+});
 
 export function ConfigPanel() {
   const t = useT();
-  const selected = useEditor((s) => selectedFlowNodes(s.nodes).map((n) => n.id).join('\u0000'));
-  const ids = selected ? selected.split('\u0000') : [];
-  if (!ids.length) return <p className="muted">{t('config.empty')}</p>;
-  if (ids.length > 1) return <p className="muted">{t('config.multi', { count: ids.length })}</p>;
-  return <div data-testid="config-panel">{ids[0]}</div>;
+  const selected = useEditor((s) => {
+    let first: FlowNode | null = null;
+    let count = 0;
+    for (const n of s.nodes) {
+      if (n.selected && isFlowNode(n)) {
+        count += 1;
+        first ??= n;
+      }
+    }
+    return count === 1 ? first!.data.node : count;
+  });
+  if (selected === 0) return <p className="muted" data-testid="config-empty">{t('config.empty')}</p>;
+  if (typeof selected === 'number') return <p className="muted">{t('config.multi', { count: selected })}</p>;
+  return <NodeConfig key={selected.id} node={selected} />;
 }
