@@ -180,7 +180,8 @@ class RunService:
         return events()
 
     async def rerun_from(self, tenant_id: str, run_id: str, node_id: str, doc: Mapping[str, Any], *,
-                         workflow_version: str | None = None) -> tuple[RunState, AsyncIterator[Any]]:
+                         workflow_version: str | None = None,
+                         new_run_id: str | None = None) -> tuple[RunState, AsyncIterator[Any]]:
         """A new run of ``doc`` (the current draft) with the inputs of past run ``run_id``,
         reusing the past run's node runs strictly upstream of ``node_id`` (not executed
         again; marked in ``data["reused_from"]``, :mod:`engine.rerun`), executing
@@ -190,6 +191,7 @@ class RunService:
         events: ``run_started`` and the reused nodes' ``node_finished`` first, then the
         execution's. The state exists before the events are iterated, so a caller can
         name the run at once; errors are raised here, before anything is stored.
+        ``new_run_id``: the new run's id (default: a fresh one).
 
         Raises:
             RunNotFound: no run ``run_id`` for the tenant.
@@ -202,7 +204,7 @@ class RunService:
             raise RunNotResumable(f"run {run_id} is still {old.status.value}: rerun it once it has ended "
                                   f"(or stop it first)")
         plan = self.compile(doc)
-        state = new_run_state(plan, old.inputs, query=old.sys.get("query") or None,
+        state = new_run_state(plan, old.inputs, run_id=new_run_id, query=old.sys.get("query") or None,
                               user_id=old.sys.get("user_id") or None, history=old.sys.get("history") or None)
         state.tenant_id, state.workflow_version = tenant_id, workflow_version
         first = seed_rerun(plan, old, state, node_id)

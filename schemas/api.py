@@ -197,6 +197,8 @@ class NodeRunOut(BaseModel):
     loop_id: str | None = None
     iteration: int | None = None
     waited_s: float = 0.0
+    duration_s: float | None = Field(default=None, description="seconds from start to end minus the time waiting "
+                                     "for a person (None until it ends)")
     reused_from: str | None = Field(default=None, description="a rerun reused this result: the id of the past "
                                     "run's node run it was copied from (not executed again; its usage, "
                                     "timings and attempts are in `data.reused_from`)")
@@ -205,7 +207,9 @@ class NodeRunOut(BaseModel):
     def of(cls, run: NodeRun) -> "NodeRunOut":
         """From the engine's node run (its internal continuation state left out)."""
         mark = run.data.get("reused_from")
-        return cls(**run.model_dump(exclude={"pending"}),
+        duration = (max(0.0, run.finished_at - run.started_at - run.waited_s)
+                    if run.started_at is not None and run.finished_at is not None else None)
+        return cls(**run.model_dump(exclude={"pending"}), duration_s=duration,
                    reused_from=mark.get("node_run_id") if isinstance(mark, dict) else None)
 
 

@@ -254,14 +254,16 @@ async def resume_run(run_id: str, body: ResumeRequest, caller: Caller, service: 
              responses={200: {"description": "blocking: the new run; streaming: its events (SSE)",
                               "content": {"text/event-stream": {"schema": {"type": "string"}}}},
                         202: {"model": RunAccepted, "description": "async: the new run executes"},
-                        **NOT_FOUND, 403: {"model": ErrorBody}, 409: {"model": ErrorBody}, 422: {"model": ErrorBody}})
+                        **NOT_FOUND, 403: {"model": ErrorBody}, 409: {"model": ErrorBody}, 422: {"model": ErrorBody},
+                        429: {"model": ErrorBody, "description": "a quota is used up (`Retry-After`)"}})
 async def rerun_run(run_id: str, body: RerunRequest, caller: Caller, service: Service, executor: Executor,
                     request: Request) -> Response | RunDetail:
     """A new run with the past run's inputs: the node runs before ``node_id`` are reused
     (not executed again; ``reused_from`` on each), ``node_id`` and what follows run with
     ``workflow`` if given, else the saved workflow's current draft, else the past run's own
     document. 422 names an unknown node or one the past run did not reach; 409 while the
-    past run executes. Answers as ``POST /v1/runs`` for ``response_mode``."""
+    past run executes; the new run is admitted under the quotas as any run start (429).
+    Answers as ``POST /v1/runs`` for ``response_mode``."""
     if caller.app_id is not None:
         raise ApiError(403, "forbidden", "rerunning with a draft needs a key of the whole tenant")
     summary = await _summary(service, caller, run_id)
@@ -271,10 +273,18 @@ async def rerun_run(run_id: str, body: RerunRequest, caller: Caller, service: Se
             doc = (await request.app.state.workflows.get(caller.tenant_id, summary.workflow_id)).draft
         except WorkflowNotFound:  # a run of an unsaved document: run its own document again
             doc, version = await service.workflow_of(caller.tenant_id, run_id), summary.workflow_version
+    check_document(doc, request.app.state.settings)
+    new_id = uuid.uuid4().hex
+    quotas = request.app.state.quotas
+    admission = await quotas.admit(caller.tenant_id, str(doc.get("id") or summary.workflow_id), new_id)
     try:
-        state, events = await service.rerun_from(caller.tenant_id, run_id, body.node_id, doc, workflow_version=version)
-    except RerunRefused as exc:
-        raise ApiError(422, "invalid_request", str(exc)) from None
+        state, events = await service.rerun_from(caller.tenant_id, run_id, body.node_id, doc,
+                                                 workflow_version=version, new_run_id=new_id)
+    except BaseException as exc:
+        await quotas.release(admission)  # no run was created: the slot is not used
+        if isinstance(exc, RerunRefused):
+            raise ApiError(422, "invalid_request", str(exc)) from None
+        raise
     return await _respond(state.run_id, events, body.response_mode, None, caller=caller, service=service,
                           executor=executor, request=request)
 

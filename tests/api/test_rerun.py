@@ -124,6 +124,7 @@ async def test_rerun_from_a_node_reuses_upstream_and_runs_the_new_draft(api, cou
     assert runs["one"]["data"]["reused_from"]["run_id"] == old["run_id"]
     assert runs["one"]["id"].startswith(new["run_id"])
     assert all(runs[n]["reused_from"] is None and runs[n]["attempts"] == 1 for n in ("two", "say", "end"))
+    assert runs["one"]["duration_s"] == 0 and runs["two"]["duration_s"] is not None
     assert json.loads(new["outputs"]["second"])["path"] == "/two?v=2"
 
     again = (await api.client.get(f"/v1/runs/{old['run_id']}", headers=api.auth())).json()
@@ -262,3 +263,13 @@ async def test_rerun_after_a_branch_keeps_the_branch_decided_and_the_answer_sent
     assert {n for n, r in runs.items() if r["status"] == "skipped"} == {"msg_invalid", "msg_perfect", "msg_excellent",
                                                                          "msg_fail"}
     assert rerun.json()["answer"] == old["answer"]
+
+
+async def test_rerun_is_admitted_under_the_run_quota(api, counter):
+    old = await _first_run(api, chain(counter.url))
+    limited = await api.client.put("/v1/quotas", json={"runs_per_minute": 1}, headers=api.auth())
+    assert limited.status_code == 200, limited.text
+    response = await api.client.post(f"/v1/runs/{old['run_id']}/rerun", json={"node_id": "two"}, headers=api.auth())
+    assert response.status_code == 429 and "Retry-After" in response.headers
+    assert counter.hits == {"/one": 1, "/two": 1}
+    assert len((await api.client.get("/v1/runs", headers=api.auth())).json()["runs"]) == 1
