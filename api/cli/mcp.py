@@ -1,0 +1,95 @@
+"""``flowloom mcp tools SERVER``: the tools an MCP server lists, as a tool node would see them.
+
+``SERVER`` is a Streamable HTTP endpoint (``https://host/mcp``; reached through the
+same address policy as the HTTP node, so loopback and private hosts need
+``FLOWLOOM_HTTP_ALLOW``) or, with ``--stdio``, a command started as a stdio server
+(``flowloom mcp tools --stdio -- python server.py``; the person at the terminal chose
+it, so ``FLOWLOOM_MCP_ALLOW_STDIO`` - which guards commands named by workflows - is not
+needed here). ``--header 'Name: value'`` is sent with every request; values take
+``{{secret:NAME}}`` references (``FLOWLOOM_SECRET_NAME``) and credential headers must,
+as in a workflow. Each tool is printed with the risk a node gives it (``read`` for
+``readOnlyHint``, ``write`` for ``destructiveHint``, else ``unknown``, confirmed as a
+write) and its description; ``--json`` prints name, description, input schema,
+annotations and risk. Exit codes: 0 listed, 2 the server was refused or did not answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated, Any, Optional
+
+import typer
+
+from .common import EXIT_OK, JsonFlag, abort, app, out, print_columns, settings, write_json
+
+__all__ = ["tools"]
+
+mcp_app = typer.Typer(help="MCP servers: list the tools a server offers to tool and agent nodes.",
+                      no_args_is_help=True)
+app.add_typer(mcp_app, name="mcp")
+
+
+def _server(target: list[str], headers: list[str], stdio: bool) -> Any:
+    """The :class:`~schemas.nodes_agent.McpServer` the command line describes (exits 2 when invalid)."""
+    from pydantic import ValidationError
+
+    from schemas.nodes_agent import McpServer
+
+    parsed: dict[str, str] = {}
+    for header in headers:
+        name, sep, value = header.partition(":")
+        if not sep or not name.strip():
+            abort("invalid header:", [f"{header!r}: write it as 'Name: value'"])
+        parsed[name.strip()] = value.strip()
+    config: dict[str, Any] = {"name": "cli"}
+    if stdio:
+        config.update(command=target[0], args=target[1:])
+        if parsed:
+            abort("invalid options:", ["--header is for HTTP servers, not --stdio"])
+    else:
+        if len(target) != 1:
+            abort("invalid arguments:", ["give one URL (or --stdio -- COMMAND ARGS...)"])
+        config.update(url=target[0], headers=parsed)
+    try:
+        return McpServer.model_validate(config)
+    except ValidationError as exc:
+        abort("invalid MCP server:", [e["msg"].removeprefix("Value error, ") for e in exc.errors()])
+
+
+def _row(tool: Any) -> tuple[str, str, str]:
+    from nodes.mcp_tools import mcp_risk
+
+    description = (tool.description or tool.title or "").strip().splitlines()
+    return tool.name, mcp_risk(tool.annotations) or "unknown", description[0] if description else "-"
+
+
+@mcp_app.command("tools")
+def tools(
+    target: Annotated[list[str], typer.Argument(help="the server's URL, or with --stdio its command and arguments")],
+    header: Annotated[Optional[list[str]], typer.Option("--header", "-H", help="'Name: value' sent with every "
+                                                        "request ({{secret:NAME}} references allowed)")] = None,
+    stdio: Annotated[bool, typer.Option("--stdio", help="start TARGET as a stdio server")] = False,
+    timeout: Annotated[float, typer.Option("--timeout", help="seconds to connect and list")] = 20.0,
+    as_json: JsonFlag = False,
+) -> None:
+    """List the tools an MCP server offers (name, risk, description)."""
+    import engine  # noqa: F401  - import order: engine before nodes
+    from engine.errors import NodeFailed
+    from nodes.mcp_tools import list_server_tools, mcp_risk
+
+    server = _server(target, header or [], stdio).model_copy(update={"connect_timeout": timeout})
+    chosen = settings().model_copy(update={"mcp_allow_stdio": True}) if stdio else settings()
+    try:
+        found = asyncio.run(list_server_tools(server, chosen))
+    except NodeFailed as exc:
+        abort("cannot list the tools:", [str(exc)])
+    if as_json:
+        write_json([{"name": t.name, "description": t.description or "", "input_schema": t.input_schema,
+                     "annotations": t.annotations.model_dump(mode="json", by_alias=True, exclude_none=True) if t.annotations else None,
+                     "risk": mcp_risk(t.annotations) or "unknown"} for t in found])
+        raise typer.Exit(EXIT_OK)
+    if not found:
+        out().print("the server lists no tools")
+        raise typer.Exit(EXIT_OK)
+    print_columns(("TOOL", "RISK", "DESCRIPTION"), [_row(t) for t in found])
+    raise typer.Exit(EXIT_OK)

@@ -1,0 +1,55 @@
+"""``flowloom mcp tools``: a real MCP server (``tests/support/mcp_server.py``) listed over
+HTTP and over stdio by the command line run as a process."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.support.mcp_server import SCRIPT, start_http
+
+
+def flowloom(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "api.cli", "mcp", "tools", *args], capture_output=True, text=True,
+                          timeout=60, env={**os.environ, **env})
+
+
+@pytest.fixture
+def http_url():
+    proc, url = start_http()
+    try:
+        yield url
+    finally:
+        proc.kill()
+        proc.wait(5)
+
+
+def test_tools_of_an_http_server_are_listed_with_their_risk(http_url):
+    proc = flowloom(http_url, FLOWLOOM_HTTP_ALLOW="127.0.0.1")
+    assert proc.returncode == 0, proc.stderr
+    rows = {line.split()[0]: line.split()[1] for line in proc.stdout.splitlines()[1:] if line.strip()}
+    assert rows["lookup"] == "read" and rows["delete_item"] == "write"
+    assert "The weather in a city." in proc.stdout
+
+
+def test_json_gives_the_input_schemas_of_a_stdio_server():
+    proc = flowloom("--json", "--stdio", "--", sys.executable, str(SCRIPT))
+    assert proc.returncode == 0, proc.stderr
+    tools = {t["name"]: t for t in json.loads(proc.stdout)}
+    assert tools["lookup"]["input_schema"]["required"] == ["city"]
+    assert tools["delete_item"]["annotations"]["destructiveHint"] is True
+
+
+def test_a_loopback_server_is_refused_without_the_allow_setting(http_url):
+    proc = flowloom(http_url, FLOWLOOM_HTTP_ALLOW="")
+    assert proc.returncode == 2
+    assert "FLOWLOOM_HTTP_ALLOW" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_credential_header_in_clear_is_refused():
+    proc = flowloom("https://mcp.example.com/mcp", "--header", "Authorization: Bearer abc123")
+    assert proc.returncode == 2 and "secret reference" in proc.stderr and "Traceback" not in proc.stderr
