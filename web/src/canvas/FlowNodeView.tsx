@@ -11,7 +11,7 @@
 import { Handle, NodeResizer, Position, type NodeProps } from '@xyflow/react';
 import { memo, useMemo, useState, type MouseEvent } from 'react';
 import { useT } from '../i18n';
-import { NEW_TOOL_HANDLE, TOOL_HANDLE_PREFIX } from '../lib/connect';
+import { NEW_TOOL_HANDLE, TOOL_HANDLE_PREFIX, TOOL_TARGET_HANDLE } from '../lib/connect';
 import type { FlowNode } from '../lib/serialize';
 import { nodeHandles, toolField } from '../lib/shape';
 import type { JsonObject } from '../lib/workflow';
@@ -50,7 +50,7 @@ function Title({ id, name }: { id: string; name: string }) {
   );
 }
 
-function FlowNodeViewImpl({ id, data, selected }: NodeProps<FlowNode>) {
+function FlowNodeViewImpl({ id, data, selected, parentId }: NodeProps<FlowNode>) {
   const t = useT();
   const node = data.node;
   const kind = useCatalog((s) => s.byKind[node.type]);
@@ -83,6 +83,8 @@ function FlowNodeViewImpl({ id, data, selected }: NodeProps<FlowNode>) {
       <div className="node-card">
         {!entry && <Handle type="target" position={Position.Left} id="in" className="handle-in"
           data-testid={`handle-${id}-in`} />}
+        {parentId && <Handle type="target" position={Position.Top} id={TOOL_TARGET_HANDLE} className="handle-tool-in"
+          data-testid={`handle-${id}-tool-in`} />}
         <div className="node-head">
           <KindIcon icon={kind?.icon ?? ''} title={kind?.title ?? node.type} />
           <Title id={id} name={node.name ?? ''} />

@@ -18,6 +18,8 @@ export type HandleKind = 'flow' | 'tool';
 
 export const TOOL_HANDLE_PREFIX = 'tool:';
 export const NEW_TOOL_HANDLE = 'tool:+';
+/** The input of a body node that a tool handle attaches to. */
+export const TOOL_TARGET_HANDLE = 'tool:in';
 
 /** The kind of a source handle id. */
 export function handleKind(handle: string | null | undefined): HandleKind {

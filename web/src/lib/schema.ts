@@ -68,7 +68,7 @@ export function initialValue(schema: JSONSchema, root: JSONSchema, name = '', in
   const s = resolve(schema, root);
   if (s.default !== undefined) return structuredClone(s.default);
   const [first] = alternatives(s, root);
-  const t = Array.isArray(first?.type) ? first.type[0] : first?.type;
+  const t = (Array.isArray(first?.type) ? first.type[0] : first?.type) ?? (first?.properties ? 'object' : undefined);
   if (first?.enum?.length) return first.enum[0];
   if (first && isRefSchema(first, root)) return { ref: '' };
   switch (t) {

@@ -147,6 +147,7 @@ export function freshId(base: string, taken: ReadonlySet<string>): string {
 export function makeNode(id: string, kind: string, config: JsonObject, name = ''): Omit<WorkflowNode, 'position'> {
   const node: Omit<WorkflowNode, 'position'> = { id, type: kind };
   if (name) node.name = name;
-  if (Object.keys(config).length) node.config = config;
+  // Always present: a kind whose config cannot be built from defaults alone needs the key.
+  node.config = config;
   return node;
 }

@@ -272,6 +272,9 @@ export const useEditor = create<EditorState>()(temporal((set, get) => ({
     const { nodes, edges } = get();
     const id = freshId(kind, takenIds(nodes));
     const config = initialObject(spec.config_schema as JSONSchema, spec.config_schema as JSONSchema);
+    // A new LLM node starts on the model the workflow already uses, if any.
+    const used = flowNodes(nodes).map((n) => n.data.node.config?.model).find((m) => typeof m === 'string' && m);
+    if (typeof config.model === 'string' && used) config.model = used;
     const seq = flowNodes(nodes).reduce((m, n) => Math.max(m, n.data.seq + 1), 0);
     const node: FlowNode = { id, type: 'flow', position, data: { node: makeNode(id, kind, config), seq },
       selected: true };

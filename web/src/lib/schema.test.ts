@@ -1,0 +1,39 @@
+import { describe, expect, it } from 'vitest';
+import { alternatives, initialObject, isRefSchema, nullable, resolve, type JSONSchema } from './schema';
+
+const root: JSONSchema = {
+  $defs: {
+    Ref: { properties: { ref: { type: 'string' } }, required: ['ref'] },
+    Case: { properties: { id: { type: 'string', pattern: '^x' }, logic: { enum: ['and', 'or'], default: 'and' },
+      conditions: { type: 'array', minItems: 1, items: { $ref: '#/$defs/Cond' } } }, required: ['id', 'conditions'] },
+    Cond: { properties: { left: {}, operator: { enum: ['equals', 'gt'] } }, required: ['left', 'operator'] },
+  },
+  properties: {
+    cases: { type: 'array', minItems: 1, items: { $ref: '#/$defs/Case' } },
+    model: { type: 'string', minLength: 1 },
+    temperature: { anyOf: [{ type: 'number' }, { type: 'null' }], default: null },
+    question: { anyOf: [{ type: 'string' }, { $ref: '#/$defs/Ref' }], default: '{{ sys.query }}' },
+  },
+  required: ['cases', 'model'],
+};
+
+describe('JSON Schema helpers', () => {
+  it('test_initial_object_fills_required_fields', () => {
+    expect(initialObject(root, root)).toEqual({
+      cases: [{ id: 'id_1', conditions: [{ left: null, operator: 'equals' }] }],
+      model: 'model 1',
+    });
+  });
+
+  it('test_resolve_follows_refs', () => {
+    expect(resolve({ $ref: '#/$defs/Ref' }, root).required).toEqual(['ref']);
+  });
+
+  it('test_alternatives_drop_null_and_detect_refs', () => {
+    const alts = alternatives(root.properties!.question, root);
+    expect(alts).toHaveLength(2);
+    expect(alts.some((a) => isRefSchema(a, root))).toBe(true);
+    expect(nullable(root.properties!.temperature, root)).toBe(true);
+    expect(nullable(root.properties!.model, root)).toBe(false);
+  });
+});
