@@ -88,7 +88,7 @@ function FlowNodeViewImpl({ id, data, selected, parentId }: NodeProps<FlowNode>)
         <div className="node-head">
           <KindIcon icon={kind?.icon ?? ''} title={kind?.title ?? node.type} />
           <Title id={id} name={node.name ?? ''} />
-          {run && <span className={`badge run-${run.status}`} data-testid={`node-status-${id}`} title={run.detail}>{run.status}</span>}
+          {run && <span className={`badge run-${run.status}`} data-testid={`node-status-${id}`} title={run.detail}>{run.label ?? run.status}</span>}
           {(errors > 0 || warnings > 0 || flagged) && (
             <span className={`badge ${errors || flagged ? 'error' : 'warning'}`} data-testid={`node-badge-${id}`}
               title={[errors ? t('node.errors', { count: errors }) : '', warnings ? t('node.warnings', { count: warnings }) : '',

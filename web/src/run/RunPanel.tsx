@@ -1,15 +1,26 @@
 /**
- * RESERVED for the run panel (run with inputs, chat preview, trace, run history,
- * re-run from a node). A placeholder until it is built; the editor renders it in the
- * bottom slot when the Run button is pressed.
+ * The run panel, in the editor's bottom slot: run the draft with the declared inputs
+ * and follow it live (node badges on the canvas, the streamed answer, questions answered
+ * in place, Stop), the chat preview of chat flows, the run history with trace replay
+ * (selecting a past run shows its statuses on the canvas and its trace), and re-run
+ * from a node of a past run with the current draft.
  *
- * What the editor offers it: `props.workflowId`, `props.getDocument()` (the current
- * draft document), `props.canRun` (false while the checklist has errors), `onClose`,
- * `api` from src/api/client.ts, and `useRunStatus` (src/store/runStatus.ts) to show
- * each node's run status as a badge on the canvas.
+ * What the editor gives it: `workflowId`, `getDocument()` (the current draft document),
+ * `canRun` (false while the checklist has errors) and `onClose`. The draft is saved
+ * before every run, since the server runs the saved draft.
  */
-import type { WorkflowDoc } from '../lib/workflow';
+import { useCallback, useEffect, useState } from 'react';
 import { useT } from '../i18n';
+import type { WorkflowDoc } from '../lib/workflow';
+import { useEditor } from '../store/editor';
+import { saveNow } from '../store/persistence';
+import { useRunStatus } from '../store/runStatus';
+import { InputsForm, inputValues, useDeclaredInputs, type InputDraft } from './Inputs';
+import { InterruptCard } from './Interrupt';
+import { ChatPreview } from './Chat';
+import { useRunPanel, statusLabel } from './store';
+import { Trace } from './Trace';
+import './run.css';
 
 export interface RunPanelProps {
   workflowId: string;
@@ -18,12 +29,129 @@ export interface RunPanelProps {
   onClose: () => void;
 }
 
+type Tab = 'run' | 'chat' | 'history';
+
+/** A chat flow reads the user's message (`sys.query` or an input named `query`). */
+function isChatFlow(doc: WorkflowDoc): boolean {
+  const text = JSON.stringify(doc.nodes ?? []);
+  return /sys\.query|sys\.history|"history":\s*(true|\{)/.test(text)
+    || (doc.inputs ?? []).some((i) => (i as { name?: string }).name === 'query');
+}
+
+function History() {
+  const t = useT();
+  const history = useRunPanel((s) => s.history);
+  const replayId = useRunPanel((s) => s.replayId);
+  const replay = useRunPanel((s) => s.replay);
+  const load = useRunPanel((s) => s.loadHistory);
+  useEffect(() => { void load(); }, [load]);
+  return (
+    <div className="run-history" data-testid="run-history">
+      <div className="history-head">
+        <button type="button" className="link" data-testid="history-refresh" onClick={() => void load()}>{t('run.history.refresh')}</button>
+        {replayId && <button type="button" className="link" data-testid="history-live" onClick={() => void replay(null)}>{t('run.history.live')}</button>}
+      </div>
+      {history.length === 0 && <div className="muted">{t('run.history.empty')}</div>}
+      <ul>
+        {history.map((r) => (
+          <li key={r.run_id}>
+            <button type="button" className={`history-item${replayId === r.run_id ? ' selected' : ''}`}
+              data-testid={`history-run-${r.run_id}`} data-status={r.status} onClick={() => void replay(r.run_id)}>
+              <span className={`badge run-${r.status}`}>{statusLabel(r.status)}</span>{' '}
+              <span>{new Date((r.created_at ?? 0) * 1000).toLocaleTimeString()}</span>{' '}
+              <span className="muted">{r.workflow_version ?? ''} · {r.run_id.slice(0, 8)}{r.chat_id ? ' · 💬' : ''}</span>
+            </button>
+          </li>
+        ))}
+      </ul>
+    </div>
+  );
+}
+
 export function RunPanel(props: RunPanelProps) {
   const t = useT();
+  const { workflowId, getDocument } = props;
+  const savedJson = useEditor((s) => s.savedJson);
+  const inputs = useDeclaredInputs(getDocument, savedJson);
+  const [draft, setDraft] = useState<InputDraft>({});
+  const [formError, setFormError] = useState<string | null>(null);
+  const [tab, setTab] = useState<Tab>(() => (isChatFlow(getDocument()) ? 'chat' : 'run'));
+  const s = useRunPanel();
+
+  useEffect(() => {
+    if (useRunPanel.getState().workflowId !== workflowId) useRunPanel.getState().reset(workflowId);
+  }, [workflowId]);
+  // the badges belong to the open panel: closing it (or leaving the editor) clears them
+  useEffect(() => () => useRunStatus.getState().clear(), []);
+
+  const values = useCallback((): Record<string, unknown> | null => {
+    try {
+      setFormError(null);
+      return inputValues(inputs, draft);
+    } catch (e) {
+      setFormError((e as Error).message);
+      return null;
+    }
+  }, [inputs, draft]);
+
+  const run = async () => {
+    const v = values();
+    if (v === null) return;
+    await saveNow();
+    await s.start(v);
+  };
+  const running = s.busy && (s.live.status === 'running' || s.live.status === 'starting');
+  const trace = s.trace;
+
   return (
     <div className="run-panel" data-testid="run-panel">
-      <strong>{t('run.placeholder')}</strong> <span className="muted">{props.workflowId}</span>
-      <button type="button" className="link" onClick={props.onClose}>{t('common.close')}</button>
+      <div className="run-bar">
+        <div className="tabs" role="tablist">
+          {(['run', 'chat', 'history'] as Tab[]).map((id) => (
+            <button key={id} type="button" role="tab" aria-selected={tab === id} data-testid={`run-tab-${id}`}
+              onClick={() => setTab(id)}>{t(`run.tab.${id}`)}</button>
+          ))}
+        </div>
+        <span className={`badge run-${s.replayId ? 'replay' : s.live.status}`} data-testid="run-status"
+          data-status={s.replayId ? 'replay' : s.live.runId ? s.live.status : 'idle'}>
+          {s.replayId ? t('run.replaying') : s.live.runId || s.busy ? statusLabel(s.live.status) : t('run.idle')}</span>
+        <span className="spacer" />
+        {tab === 'run' && (
+          <button type="button" className="primary" data-testid="run-start" disabled={!props.canRun || s.busy}
+            title={props.canRun ? undefined : t('toolbar.blocked')} onClick={() => void run()}>{t('run.start')}</button>
+        )}
+        <button type="button" data-testid="run-stop" disabled={!running || !s.live.runId} onClick={() => void s.stop()}>
+          {t('run.stop')}</button>
+        <button type="button" className="link" data-testid="run-close" onClick={props.onClose}>{t('common.close')}</button>
+      </div>
+      {(s.error || formError) && <div className="banner error" role="alert" data-testid="run-error">{formError ?? s.error}</div>}
+      <div className="run-body">
+        <div className="run-main">
+          {tab === 'history' ? <History /> : (
+            <>
+              <InputsForm inputs={inputs} draft={draft} onChange={setDraft} skip={tab === 'chat' ? ['query'] : []} />
+              {tab === 'chat' ? <ChatPreview inputs={values} /> : (
+                <>
+                  {s.live.reasoning && (
+                    <details className="reasoning" data-testid="run-reasoning"><summary>{t('run.reasoning')}</summary>
+                      <div>{s.live.reasoning}</div></details>
+                  )}
+                  <div className="run-answer" data-testid="run-answer">{s.live.answer}</div>
+                  {s.live.error && <div className="banner error" data-testid="run-failure">{s.live.error}</div>}
+                  {s.live.warnings.map((w) => <div key={w} className="banner warning">{w}</div>)}
+                  {s.live.status === 'paused' && !s.chatTurn && s.live.interrupts.map((i) => (
+                    <InterruptCard key={i.id} interrupt={i} disabled={s.busy} onAnswer={(a) => void s.answer(i.id, a)} />
+                  ))}
+                </>
+              )}
+            </>
+          )}
+        </div>
+        <div className="run-side">
+          {trace ? <Trace run={trace} busy={s.busy} onRerun={(nodeId) => void saveNow().then(() => s.rerun(trace.run_id, nodeId))} />
+            : <div className="muted">{s.busy ? t('run.following') : t('run.trace.none')}</div>}
+        </div>
+      </div>
     </div>
   );
 }

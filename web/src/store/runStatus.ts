@@ -1,7 +1,7 @@
 /**
  * The status slot of each node on the canvas. The run panel (src/run/) writes the
  * status of the node runs it follows (`running`, `succeeded`, `failed`, `skipped`,
- * `paused`, `cancelled`); the node components only read it.
+ * `waiting` for a person, `cancelled`); the node components only read it.
  */
 import { create } from 'zustand';
 
@@ -9,6 +9,8 @@ export interface NodeRunBadge {
   status: string;
   /** Optional short text shown on hover (an error message, a duration). */
   detail?: string;
+  /** The status in the UI language (the badge shows it instead of `status`). */
+  label?: string;
 }
 
 interface RunStatusState {

@@ -1,0 +1,99 @@
+/**
+ * The chat preview of a chat flow: the conversation (kept under one `chat_id` across
+ * turns and reloaded from `GET /v1/chats/{id}/messages` after each), the assistant's
+ * live answer while it streams, reasoning collapsed, and a pending question answered in
+ * place (its options or form; or simply the next message, which answers it as in
+ * FastGPT).
+ */
+import { useEffect, useRef, useState } from 'react';
+import { useT } from '../i18n';
+import type { PendingInterrupt } from './events';
+import { InterruptCard } from './Interrupt';
+import { useRunPanel, type ChatMessage } from './store';
+
+function interruptsOf(message: ChatMessage): PendingInterrupt[] {
+  if (message.status !== 'paused') return [];
+  return message.parts.filter((p) => p.type === 'interrupt' && p.data).map((p) => {
+    const d = p.data as { id?: string; node_id?: string; kind?: string; payload?: Record<string, unknown> };
+    return { id: String(d.id), nodeId: String(d.node_id), kind: String(d.kind), payload: d.payload ?? {} };
+  });
+}
+
+function Message({ message, last }: { message: ChatMessage; last: boolean }) {
+  const t = useT();
+  const busy = useRunPanel((s) => s.busy);
+  const answer = useRunPanel((s) => s.answer);
+  const reasoning = message.parts.filter((p) => p.type === 'reasoning').map((p) => p.text ?? '').join('');
+  const tools = message.parts.filter((p) => p.type === 'tool_call');
+  return (
+    <div className={`chat-message ${message.role}`} data-testid={`chat-message-${message.role}`} data-status={message.status}>
+      {reasoning && (
+        <details className="reasoning" data-testid="chat-reasoning">
+          <summary>{t('run.reasoning')}</summary><div>{reasoning}</div>
+        </details>
+      )}
+      {tools.map((p, i) => <div key={i} className="tool-call">🔧 {String(p.data?.name ?? p.text ?? '')}</div>)}
+      {message.text && <div className="chat-text">{message.text}</div>}
+      {message.status === 'failed' || message.status === 'cancelled'
+        ? <div className="muted">{t(message.status === 'failed' ? 'run.chat.failed' : 'run.chat.cancelled')}</div> : null}
+      {last && interruptsOf(message).map((i) => (
+        <InterruptCard key={i.id} interrupt={i} disabled={busy} onAnswer={(a) => void answer(i.id, a, message.run_id)} />
+      ))}
+    </div>
+  );
+}
+
+export function ChatPreview({ inputs }: { inputs: () => Record<string, unknown> | null }) {
+  const t = useT();
+  const messages = useRunPanel((s) => s.messages);
+  const live = useRunPanel((s) => s.live);
+  const busy = useRunPanel((s) => s.busy);
+  const chatTurn = useRunPanel((s) => s.chatTurn);
+  const chatId = useRunPanel((s) => s.chatId);
+  const send = useRunPanel((s) => s.sendChat);
+  const newChat = useRunPanel((s) => s.newChat);
+  const answer = useRunPanel((s) => s.answer);
+  const [text, setText] = useState('');
+  const end = useRef<HTMLDivElement>(null);
+  useEffect(() => { end.current?.scrollIntoView?.({ block: 'end' }); }, [messages, live.answer]);
+
+  const submit = () => {
+    const values = inputs();
+    if (!text.trim() || values === null) return;
+    void send(text.trim(), values);
+    setText('');
+  };
+  const streaming = busy && chatTurn;
+  // a live question not yet in the stored messages (the stream just paused)
+  const lastStored = messages[messages.length - 1];
+  const liveQuestions = chatTurn && live.status === 'paused' && !(lastStored && lastStored.role === 'assistant'
+    && lastStored.status === 'paused' && lastStored.run_id === live.runId) ? live.interrupts : [];
+
+  return (
+    <div className="chat-preview" data-testid="chat-preview">
+      <div className="chat-head">
+        <span className="muted" data-testid="chat-id">{chatId ? t('run.chat.id', { id: chatId }) : t('run.chat.new')}</span>
+        <button type="button" className="link" data-testid="chat-new" onClick={newChat}>{t('run.chat.reset')}</button>
+      </div>
+      <div className="chat-log" data-testid="chat-log">
+        {messages.map((m, i) => <Message key={m.id} message={m} last={i === messages.length - 1 && !streaming} />)}
+        {streaming && (
+          <div className="chat-message assistant streaming" data-testid="chat-streaming">
+            {live.reasoning && <details className="reasoning"><summary>{t('run.reasoning')}</summary><div>{live.reasoning}</div></details>}
+            <div className="chat-text">{live.answer || '…'}</div>
+          </div>
+        )}
+        {liveQuestions.map((i) => (
+          <InterruptCard key={i.id} interrupt={i} disabled={busy} onAnswer={(a) => void answer(i.id, a, live.runId)} />
+        ))}
+        <div ref={end} />
+      </div>
+      <form className="chat-form" onSubmit={(e) => { e.preventDefault(); submit(); }}>
+        <textarea data-testid="chat-input" rows={2} value={text} placeholder={t('run.chat.placeholder')}
+          onChange={(e) => setText(e.target.value)}
+          onKeyDown={(e) => { if (e.key === 'Enter' && !e.shiftKey) { e.preventDefault(); submit(); } }} />
+        <button type="submit" className="primary" data-testid="chat-send" disabled={busy || !text.trim()}>{t('run.chat.send')}</button>
+      </form>
+    </div>
+  );
+}

@@ -1,0 +1,260 @@
+/**
+ * The run panel's state and the API calls behind it: a run of the draft streamed over
+ * SSE (`POST /v1/workflows/{id}/runs?draft=true`, `response_mode: "streaming"`), stop,
+ * answers to interrupts (`POST /v1/runs/{id}/resume`, then the run's events followed
+ * again after the last seen `seq`), run history and trace replay (`GET /v1/runs`,
+ * `GET /v1/runs/{id}`), re-run from a node (`POST /v1/runs/{id}/rerun`), and the chat
+ * preview (turns with a `chat_id` kept across them; messages from
+ * `GET /v1/chats/{id}/messages`).
+ *
+ * Every node status it learns is mirrored into `useRunStatus` (the canvas badges).
+ * Only one stream is followed at a time: starting another aborts the previous one
+ * (the server run goes on; only Stop stops it).
+ */
+import { create } from 'zustand';
+import { api, ApiError, request } from '../api/client';
+import type { RunDetail, RunOut } from '../api/types';
+import { t } from '../i18n';
+import { useRunStatus, type NodeRunBadge } from '../store/runStatus';
+import { emptyRun, reduceFrame, statusesFromDetail, type LiveRun, type NodeState } from './events';
+import { streamFrames, type SseFrame } from './sse';
+
+export interface ChatPart { type: string; text?: string; data?: Record<string, unknown> }
+export interface ChatMessage {
+  id: string;
+  role: 'user' | 'assistant';
+  run_id?: string | null;
+  status: string;
+  text: string;
+  parts: ChatPart[];
+}
+
+export interface RunPanelState {
+  workflowId: string | null;
+  live: LiveRun;
+  busy: boolean;
+  /** The run whose trace is shown (live run once it ended, or a past one). */
+  trace: RunDetail | null;
+  /** A past run selected in the history (replay), or null for the live one. */
+  replayId: string | null;
+  history: RunOut[];
+  error: string | null;
+  chatId: string | null;
+  messages: ChatMessage[];
+  /** True while the live run belongs to the chat preview. */
+  chatTurn: boolean;
+
+  reset: (workflowId: string) => void;
+  start: (inputs: Record<string, unknown>) => Promise<void>;
+  stop: () => Promise<void>;
+  answer: (interruptId: string, answer: unknown, runId?: string | null) => Promise<void>;
+  loadHistory: () => Promise<void>;
+  replay: (runId: string | null) => Promise<void>;
+  rerun: (runId: string, nodeId: string) => Promise<void>;
+  sendChat: (message: string, inputs: Record<string, unknown>) => Promise<void>;
+  newChat: () => void;
+  loadMessages: () => Promise<void>;
+}
+
+let abort: AbortController | null = null;
+
+function label(status: string): string {
+  const key = `run.node.${status}` as Parameters<typeof t>[0];
+  const text = t(key);
+  return text === key ? status : text;
+}
+
+/** Writes node statuses into the canvas badges (translated labels). */
+export function showStatuses(nodes: Record<string, NodeState>): void {
+  const byNode: Record<string, NodeRunBadge> = {};
+  for (const [id, s] of Object.entries(nodes)) byNode[id] = { status: s.status, detail: s.detail, label: label(s.status) };
+  useRunStatus.getState().setAll(byNode);
+}
+
+function newChatId(): string {
+  const bytes = new Uint8Array(8);
+  crypto.getRandomValues(bytes);
+  return `web-${[...bytes].map((b) => b.toString(16).padStart(2, '0')).join('')}`;
+}
+
+function message(e: unknown): string {
+  if (e instanceof ApiError) {
+    const problems = (e.problems ?? []) as { message?: string }[];
+    return problems.length ? `${e.message}: ${problems.map((p) => p.message).filter(Boolean).join('; ')}` : e.message;
+  }
+  return (e as Error).message;
+}
+
+export const useRunPanel = create<RunPanelState>((set, get) => {
+  /** Follows `frames` into `live` (and the badges) until the stream ends. */
+  const follow = async (frames: AsyncGenerator<SseFrame>, controller: AbortController) => {
+    try {
+      for await (const frame of frames) {
+        if (controller.signal.aborted) return;
+        const live = reduceFrame(get().live, frame);
+        set({ live });
+        showStatuses(live.nodes);
+      }
+    } catch (e) {
+      if ((e as Error).name === 'AbortError' || controller.signal.aborted) return;
+      set((s) => ({ live: { ...s.live, status: s.live.runId ? s.live.status : 'failed' }, error: message(e) }));
+    } finally {
+      if (abort === controller) {
+        abort = null;
+        set({ busy: false });
+        await afterStream();
+      }
+    }
+  };
+
+  /** Once a stream ended: the stored trace, the history, the chat's messages. */
+  const afterStream = async () => {
+    const { live, chatTurn } = get();
+    if (live.runId && live.status !== 'running') {
+      try {
+        const detail = await api.getRun(live.runId);
+        if (get().live.runId === live.runId && !get().replayId) set({ trace: detail });
+      } catch { /* the trace stays empty; the error shows on the next action */ }
+    }
+    void get().loadHistory();
+    if (chatTurn) await get().loadMessages();
+  };
+
+  const begin = (): AbortController => {
+    abort?.abort();
+    const controller = new AbortController();
+    abort = controller;
+    return controller;
+  };
+
+  return {
+    workflowId: null,
+    live: emptyRun(),
+    busy: false,
+    trace: null,
+    replayId: null,
+    history: [],
+    error: null,
+    chatId: null,
+    messages: [],
+    chatTurn: false,
+
+    reset: (workflowId) => {
+      abort?.abort();
+      abort = null;
+      useRunStatus.getState().clear();
+      set({ workflowId, live: emptyRun(), busy: false, trace: null, replayId: null, history: [], error: null,
+        chatId: null, messages: [], chatTurn: false });
+    },
+
+    start: async (inputs) => {
+      const { workflowId } = get();
+      if (!workflowId) return;
+      const controller = begin();
+      useRunStatus.getState().clear();
+      set({ live: emptyRun(), busy: true, trace: null, replayId: null, error: null, chatTurn: false });
+      const frames = streamFrames('POST', `/v1/workflows/${encodeURIComponent(workflowId)}/runs?draft=true`,
+        { inputs, response_mode: 'streaming' }, controller.signal);
+      await follow(frames, controller);
+    },
+
+    stop: async () => {
+      const { live } = get();
+      if (!live.runId) return;
+      try {
+        await request('POST', `/v1/runs/${encodeURIComponent(live.runId)}/stop`);
+      } catch (e) {
+        set({ error: message(e) });
+      }
+    },
+
+    answer: async (interruptId, answer, runIdGiven) => {
+      const runId = runIdGiven ?? get().live.runId;
+      if (!runId) return;
+      // answering a question of another run than the one followed (a chat message
+      // loaded from the store): follow that run from its first event
+      if (get().live.runId !== runId) set({ live: { ...emptyRun(), runId, chatId: get().chatId } });
+      try {
+        await request('POST', `/v1/runs/${encodeURIComponent(runId)}/resume`, { body: { answers: { [interruptId]: answer } } });
+      } catch (e) {
+        set({ error: message(e) });
+        return;
+      }
+      const controller = begin();
+      set({ busy: true, error: null, trace: null, live: { ...get().live, status: 'running',
+        interrupts: get().live.interrupts.filter((i) => i.id !== interruptId) } });
+      const frames = streamFrames('GET', `/v1/runs/${encodeURIComponent(runId)}/events?after=${get().live.lastSeq}`,
+        undefined, controller.signal);
+      await follow(frames, controller);
+    },
+
+    loadHistory: async () => {
+      const { workflowId } = get();
+      if (!workflowId) return;
+      try {
+        const list = await api.listRuns({ workflow_id: workflowId, limit: 20 });
+        if (get().workflowId === workflowId) set({ history: list.runs });
+      } catch (e) {
+        set({ error: message(e) });
+      }
+    },
+
+    replay: async (runId) => {
+      if (!runId) {
+        set({ replayId: null });
+        showStatuses(get().live.nodes);
+        return;
+      }
+      try {
+        const detail = await api.getRun(runId);
+        set({ replayId: runId, trace: detail, error: null });
+        showStatuses(statusesFromDetail(detail.node_runs));
+      } catch (e) {
+        set({ error: message(e) });
+      }
+    },
+
+    rerun: async (runId, nodeId) => {
+      const controller = begin();
+      useRunStatus.getState().clear();
+      set({ live: emptyRun(), busy: true, trace: null, replayId: null, error: null, chatTurn: false });
+      const frames = streamFrames('POST', `/v1/runs/${encodeURIComponent(runId)}/rerun`,
+        { node_id: nodeId, response_mode: 'streaming' }, controller.signal);
+      await follow(frames, controller);
+    },
+
+    sendChat: async (text, inputs) => {
+      const { workflowId } = get();
+      if (!workflowId) return;
+      const chatId = get().chatId ?? newChatId();
+      const controller = begin();
+      useRunStatus.getState().clear();
+      const pending: ChatMessage = { id: `local-${Date.now()}`, role: 'user', status: 'done', text, parts: [{ type: 'text', text }] };
+      set({ chatId, chatTurn: true, busy: true, error: null, trace: null, replayId: null,
+        live: { ...emptyRun(), chatId }, messages: [...get().messages, pending] });
+      const frames = streamFrames('POST', `/v1/workflows/${encodeURIComponent(workflowId)}/runs?draft=true`,
+        { inputs, chat_id: chatId, message: text, response_mode: 'streaming' }, controller.signal);
+      await follow(frames, controller);
+    },
+
+    newChat: () => {
+      abort?.abort();
+      abort = null;
+      useRunStatus.getState().clear();
+      set({ chatId: null, messages: [], live: emptyRun(), busy: false, trace: null, chatTurn: true });
+    },
+
+    loadMessages: async () => {
+      const { chatId } = get();
+      if (!chatId) return;
+      try {
+        const list = await request<{ messages: ChatMessage[] }>('GET', `/v1/chats/${encodeURIComponent(chatId)}/messages`);
+        if (get().chatId === chatId) set({ messages: list.messages });
+      } catch (e) {
+        set({ error: message(e) });
+      }
+    },
+  };
+});
+
+export { label as statusLabel };
