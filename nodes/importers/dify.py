@@ -25,6 +25,7 @@ from schemas.types import VarType
 from .base import Planned, first, number, xy
 from .dify_nodes import DifyNodes
 from .dify_refs import CONVERTERS, handle_key, looks_like_dify
+from .mcp import dify_reason
 from .refs import IDENT, Unconvertible, identifier, var_type
 from .report import ImportFailed, ImportIssue
 
@@ -197,8 +198,11 @@ class DifyImporter(DifyNodes):
     @staticmethod
     def _tool_reason(data: dict[str, Any]) -> str:
         """Why a Dify tool node is a placeholder, naming the tool and where it comes from:
-        a builtin tool of Dify itself, a marketplace plugin, a custom API tool or a
-        workflow published as a tool."""
+        a builtin tool of Dify itself, a marketplace plugin, a custom API tool, a
+        workflow published as a tool, or an MCP server's tool (:func:`.mcp.dify_reason`)."""
+        mcp = dify_reason(data)
+        if mcp is not None:
+            return mcp
         provider = str(data.get("provider_id") or data.get("provider_name") or "?")
         tool = str(data.get("tool_name") or data.get("tool_label") or "?")
         kind = str(data.get("provider_type") or "")

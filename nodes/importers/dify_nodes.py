@@ -16,6 +16,7 @@ from schemas.types import VarType
 from .base import Planned, coerce_literal, first, number
 from .dify_refs import TEMPLATE_REF, DifyRefs, handle_key
 from .code_scan import check_code
+from .mcp import dify_reason
 from .refs import CODE_OUTPUT, IDENT, Unconvertible, identifier, var_type
 
 __all__ = ["DifyNodes"]
@@ -582,6 +583,9 @@ class DifyNodes(DifyRefs):
         for item in value("tools") or []:
             if not isinstance(item, dict) or item.get("enabled") is False:
                 continue
+            mcp = dify_reason(item)
+            if mcp is not None:
+                raise Unconvertible(f"the agent uses {mcp}")
             provider, name = str(item.get("provider_name") or ""), str(item.get("tool_name") or "")
             found = self.builtin_of(provider, name)
             if found is None:

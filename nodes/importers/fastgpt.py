@@ -7,7 +7,8 @@ text, ``{{key}}`` for a node's own dynamic inputs, the global variables
 variables. Handles: ``<id>-source-right`` (``out``), ``<id>-source-IF`` /
 ``-source-ELSE IF n`` / ``-source-ELSE`` (if-else cases), ``<id>-source-<key>``
 (classify categories, user-select options), ``<id>-source_catch-right`` (``error``),
-``selectedTools`` (tools attached to a tool call).
+``selectedTools`` (tools attached to a tool call; MCP tool sets and MCP tools attached
+there become the tool call's ``mcp_servers``, :mod:`.mcp`).
 
 The mapping table is in the README ("Importing from FastGPT or Dify").
 
@@ -28,6 +29,7 @@ from .base import Planned, first, xy
 from .fastgpt_nodes import FastGPTNodes, signature_defaults  # noqa: F401 - signature_defaults: re-exported
 from .fastgpt_refs import (NODE_VAR, TOOL_ARGS, VARIABLE_NODE_ID, enum_value, find_output, input_value, is_ref,
                            looks_like_fastgpt)
+from .mcp import fastgpt_mcp_kind, fastgpt_source
 from .refs import IDENT, Unconvertible, identifier, var_type
 from .report import ImportFailed, ImportIssue
 
@@ -80,6 +82,8 @@ class FastGPTImporter(FastGPTNodes):
             if kind == "loopEnd":
                 self.loop_end[str(node.get("parentNodeId") or "")] = node
                 continue
+            if any(nid in roots for roots in self.mcp_roots.values()):
+                continue  # an MCP server of its tool call's config, not a node
             if kind == "stopTool":
                 if nid not in self.tool_owner:
                     self.warn("dropped", "a stopTool node outside a tool call does nothing",
@@ -165,6 +169,10 @@ class FastGPTImporter(FastGPTNodes):
                 continue
             after.setdefault(s, []).append(t)
         for owner, roots in self.tool_roots.items():
+            mcp = [r for r in roots if fastgpt_source(self.src[r]) is not None]
+            if mcp:  # servers of the tool call (their tools are listed at run time), not body nodes
+                self.mcp_roots[owner] = mcp
+                roots[:] = [r for r in roots if r not in mcp]
             todo = list(roots)
             while todo:
                 nid = todo.pop()
@@ -247,6 +255,17 @@ class FastGPTImporter(FastGPTNodes):
         owner = self.tool_owner.get(p.src_id)
         return owner is not None and p.src_id in self.tool_roots.get(owner, [])
 
+    def _mcp_reason(self, p: Planned) -> str:
+        """Why a FastGPT MCP node that is not an attached server with its URL stays behind."""
+        what = "MCP tool set" if p.src_type == "toolSet" else "MCP tool"
+        if fastgpt_source(p.raw) is None:
+            tool_id = ((p.raw.get("toolConfig") or {}).get("mcpTool") or {}).get("toolId") or p.raw.get("pluginId")
+            where = f" (FastGPT MCP app {tool_id})" if tool_id else ""
+            return (f"{what} {p.name or p.src_id!r}: the server's URL is not in the file{where}; give a tool_call "
+                    "node an mcp_servers entry with it")
+        return (f"{what} {p.name or p.src_id!r} is not attached to a tool call; Flowloom calls MCP tools from "
+                "tool_call and agent nodes (mcp_servers)")
+
     def convert(self, p: Planned) -> dict[str, Any]:
         self._current = p.raw
         if self._is_tool_root(p):
@@ -256,6 +275,8 @@ class FastGPTImporter(FastGPTNodes):
                 else i for i in p.raw.get("inputs") or []]}
             p = Planned(p.src_id, p.fid, p.src_type, self._current, p.name, p.description, p.position, p.parent)
         kind = p.src_type
+        if kind in ("tool", "toolSet") and fastgpt_mcp_kind(p.raw):
+            raise Unconvertible(self._mcp_reason(p))
         if kind in UNSUPPORTED:
             raise Unconvertible(UNSUPPORTED[kind])
         handler = getattr(self, f"_node_{kind}", None)

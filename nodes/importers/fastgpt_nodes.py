@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import re
 from typing import Any
+from urllib.parse import urlsplit
 
 from nodes.sandbox_compat import FASTGPT_JS_GLOBALS
 from schemas.nodes import OUTPUT_NAME
@@ -18,6 +19,7 @@ from .base import Planned, coerce_literal, number
 from .fastgpt_refs import (VARIABLE_NODE_ID, FastGPTRefs, enum_value, input_value, is_ref, is_ref_list,
                            node_outputs)
 from .code_scan import check_code
+from .mcp import fastgpt_server, fastgpt_source, merge_servers
 from .refs import CODE_OUTPUT, IDENT, Target, Unconvertible, identifier, var_type
 
 __all__ = ["FastGPTNodes", "signature_defaults"]
@@ -519,12 +521,38 @@ class FastGPTNodes(FastGPTRefs):
             tools.append({"node": tool.fid, "name": tool.fid[:64], "description": description,
                           "parameters": self.tool_params(tool.raw)})
         cfg["tools"] = tools
+        servers = self._mcp_servers(p)
+        if servers:
+            cfg["mcp_servers"] = servers
         if self.stop_tools.get(p.src_id):
             cfg["stop_tool"] = {}
             self.warn("behaviour_difference", "FastGPT ends the tool loop when a tool run reaches its stopTool node "
                       f"({', '.join(self.stop_tools[p.src_id])}); Flowloom gives the model a 'stop' tool to call "
                       "instead, and the stopTool node is left out", p)
         return {"type": "tool_call", "config": cfg}
+
+    def _mcp_servers(self, p: Planned) -> list[dict[str, Any]]:
+        """The ``mcp_servers`` of tool call ``p`` from its attached MCP nodes (:mod:`.mcp`),
+        with the secrets and differences reported."""
+        entries, taken = [], set()
+        for root in self.mcp_roots.get(p.src_id, []):
+            raw = self.src[root]
+            source = fastgpt_source(raw)
+            if source is None:
+                continue
+            entry, secrets = fastgpt_server(str(raw.get("name") or root), source, taken)
+            entries.append(entry)
+            if secrets:
+                self.warn("behaviour_difference", f"MCP server {entry['name']!r}: FastGPT exports its header secrets "
+                          f"without values; set {', '.join(secrets)} (environment or .env) for "
+                          f"{', '.join(entry['headers'])}", p)
+            if urlsplit(source["url"]).path.rstrip("/").endswith("/sse"):
+                self.warn("behaviour_difference", f"MCP server {entry['name']!r} ({source['url']}) looks like an SSE "
+                          "endpoint; Flowloom speaks Streamable HTTP (the server's /mcp endpoint)", p)
+        if entries:
+            self.warn("behaviour_difference", "MCP tools run without confirmation in FastGPT; in Flowloom a tool "
+                      "not annotated read-only asks a person first (allow_write_tools opts out)", p)
+        return merge_servers(entries)
 
     def _node_loop(self, p: Planned) -> dict[str, Any]:
         items = input_value(p.raw, "loopInputArray")

@@ -116,6 +116,7 @@ class FastGPTRefs(BaseImporter):
         self.tool_owner: dict[str, str] = {}  # node id -> the tools node whose body holds it
         self.tool_roots: dict[str, list[str]] = {}  # tools node id -> its tools (body roots)
         self.stop_tools: dict[str, list[str]] = {}  # tools node id -> stopTool nodes in its body
+        self.mcp_roots: dict[str, list[str]] = {}  # tools node id -> attached MCP nodes (its mcp_servers)
         self._current: dict[str, Any] = {}
 
     def _unnest(self, obj: Any) -> None:
