@@ -104,6 +104,10 @@ def test_serve_prints_a_stable_login_url_and_saves_the_examples_once(tmp_path):
         ran = httpx.post(f"{first.base}/v1/workflows/hello/runs", json={"inputs": {"name": "Ada"}}, headers=auth,
                          timeout=30)
         assert ran.status_code == 200 and ran.json()["outputs"] == {"greeting": "Hello, Ada! Welcome to Flowloom."}
+        checked = httpx.post(f"{first.base}/v1/workflows/grade_router/validate", headers=auth).json()
+        assert checked["valid"] and [(i["name"], i["type"], i["required"]) for i in checked["inputs"]] == [
+            ("score", "number", True), ("student", "string", False)]
+        assert checked["inputs"][1]["default"] == "Student"
         draft = httpx.get(f"{first.base}/v1/workflows/hello", headers=auth).json()
         edited = {**draft["draft"], "name": "Hello, edited"}
         saved = httpx.put(f"{first.base}/v1/workflows/hello", headers=auth,
