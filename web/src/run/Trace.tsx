@@ -7,11 +7,11 @@
  */
 import { useMemo } from 'react';
 import { useT } from '../i18n';
-import type { RunDetail } from '../api/types';
 import { useEditor } from '../store/editor';
 import { statusLabel } from './store';
+import type { NodeRunTrace, RunTrace } from './types';
 
-type NodeRun = RunDetail['node_runs'][number];
+type NodeRun = NodeRunTrace;
 
 function Json({ value, testId }: { value: unknown; testId?: string }) {
   return <pre className="json" data-testid={testId}>{JSON.stringify(value, null, 2)}</pre>;
@@ -53,7 +53,7 @@ function seconds(s: number | null | undefined): string {
   return s < 1 ? `${Math.round(s * 1000)} ms` : `${s.toFixed(2)} s`;
 }
 
-export function Trace({ run, onRerun, busy }: { run: RunDetail; onRerun: (nodeId: string) => void; busy: boolean }) {
+export function Trace({ run, onRerun, busy }: { run: RunTrace; onRerun: (nodeId: string) => void; busy: boolean }) {
   const t = useT();
   const select = useEditor((s) => s.select);
   const nodes = useEditor((s) => s.nodes);

@@ -146,10 +146,12 @@ export interface NodeRunLike {
  * when a back-edge loop ran it several times); nodes inside loop bodies by their last round. */
 export function statusesFromDetail(nodeRuns: NodeRunLike[]): Record<string, NodeState> {
   const out: Record<string, NodeState> = {};
+  const topLevel = new Set<string>();
   for (const nr of nodeRuns) {
-    if (out[nr.node_id] && nr.loop_id) continue;
+    if (nr.loop_id && topLevel.has(nr.node_id)) continue;
     const status = NODE_END[nr.status] ?? (nr.status === 'pending' ? null : 'succeeded');
     if (!status) continue;
+    if (!nr.loop_id) topLevel.add(nr.node_id);
     const detail = nr.error?.message ?? (nr.duration_s != null ? `${Math.round(nr.duration_s * 1000)} ms` : undefined);
     out[nr.node_id] = { status, detail };
   }

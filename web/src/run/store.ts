@@ -13,11 +13,12 @@
  */
 import { create } from 'zustand';
 import { api, ApiError, request } from '../api/client';
-import type { RunDetail, RunOut } from '../api/types';
+import type { RunOut } from '../api/types';
 import { t } from '../i18n';
 import { useRunStatus, type NodeRunBadge } from '../store/runStatus';
 import { emptyRun, reduceFrame, statusesFromDetail, type LiveRun, type NodeState } from './events';
 import { streamFrames, type SseFrame } from './sse';
+import type { RunTrace } from './types';
 
 export interface ChatPart { type: string; text?: string; data?: Record<string, unknown> }
 export interface ChatMessage {
@@ -34,7 +35,7 @@ export interface RunPanelState {
   live: LiveRun;
   busy: boolean;
   /** The run whose trace is shown (live run once it ended, or a past one). */
-  trace: RunDetail | null;
+  trace: RunTrace | null;
   /** A past run selected in the history (replay), or null for the live one. */
   replayId: string | null;
   history: RunOut[];
@@ -112,7 +113,7 @@ export const useRunPanel = create<RunPanelState>((set, get) => {
     const { live, chatTurn } = get();
     if (live.runId && live.status !== 'running') {
       try {
-        const detail = await api.getRun(live.runId);
+        const detail = await api.getRun(live.runId) as unknown as RunTrace;
         if (get().live.runId === live.runId && !get().replayId) set({ trace: detail });
       } catch { /* the trace stays empty; the error shows on the next action */ }
     }
@@ -206,7 +207,7 @@ export const useRunPanel = create<RunPanelState>((set, get) => {
         return;
       }
       try {
-        const detail = await api.getRun(runId);
+        const detail = await api.getRun(runId) as unknown as RunTrace;
         set({ replayId: runId, trace: detail, error: null });
         showStatuses(statusesFromDetail(detail.node_runs));
       } catch (e) {

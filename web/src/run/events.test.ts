@@ -1,0 +1,80 @@
+import { describe, expect, it } from 'vitest';
+import { emptyRun, reduceFrame, statusesFromDetail } from './events';
+import { SseParser, type SseFrame } from './sse';
+
+const ev = (type: string, seq: number, extra: Record<string, unknown> = {}): SseFrame =>
+  ({ event: type, id: seq, data: { type, seq, run_id: 'r1', ts: 0, ...extra } });
+
+describe('SseParser', () => {
+  it('test_frames_split_across_chunks_are_joined', () => {
+    const p = new SseParser();
+    expect(p.push('event: meta\ndata: {"run_id":')).toEqual([]);
+    const frames = p.push('"r1","chat_id":null}\n\n: keep-alive\n\nevent: node_started\nid: 2\r\ndata: {"a":1}\n\n');
+    expect(frames).toEqual([
+      { event: 'meta', id: null, data: { run_id: 'r1', chat_id: null } },
+      { event: 'node_started', id: 2, data: { a: 1 } },
+    ]);
+  });
+
+  it('test_comment_only_blocks_give_no_frame', () => {
+    expect(new SseParser().push(': keep-alive\n\n: keep-alive\n\n')).toEqual([]);
+  });
+});
+
+describe('reduceFrame', () => {
+  it('test_node_statuses_follow_the_events', () => {
+    let run = reduceFrame(emptyRun(), { event: 'meta', id: null, data: { run_id: 'r1', chat_id: null } });
+    run = reduceFrame(run, ev('node_started', 1, { node_id: 'a' }));
+    expect(run.nodes.a.status).toBe('running');
+    run = reduceFrame(run, ev('node_delta', 2, { node_id: 'a', text: 'Hel', channel: 'answer' }));
+    run = reduceFrame(run, ev('node_delta', 3, { node_id: 'a', text: 'lo', channel: 'answer' }));
+    run = reduceFrame(run, ev('node_delta', 4, { node_id: 'a', text: 'hmm', channel: 'reasoning' }));
+    run = reduceFrame(run, ev('node_finished', 5, { node_id: 'a', status: 'succeeded', elapsed_ms: 12 }));
+    run = reduceFrame(run, ev('node_finished', 6, { node_id: 'b', status: 'skipped' }));
+    expect(run.answer).toBe('Hello');
+    expect(run.reasoning).toBe('hmm');
+    expect(run.nodes).toEqual({ a: { status: 'succeeded', detail: '12 ms' }, b: { status: 'skipped', detail: '0 ms' } });
+    expect(run.lastSeq).toBe(6);
+    run = reduceFrame(run, ev('run_finished', 7, { answer: 'Hello', outputs: {} }));
+    expect(run.status).toBe('succeeded');
+  });
+
+  it('test_interrupt_marks_node_waiting_and_resume_clears_it', () => {
+    let run = reduceFrame(emptyRun(), ev('interrupt', 1, { interrupt_id: 'i1', node_id: 'ask', kind: 'user_select',
+      payload: { options: [{ id: 'x' }] } }));
+    run = reduceFrame(run, ev('run_paused', 2, { interrupts: [] }));
+    expect(run.status).toBe('paused');
+    expect(run.nodes.ask.status).toBe('waiting');
+    expect(run.interrupts.map((i) => i.id)).toEqual(['i1']);
+    run = reduceFrame(run, ev('run_resumed', 3, { answered: ['i1'] }));
+    expect(run.interrupts).toEqual([]);
+    expect(run.status).toBe('running');
+  });
+
+  it('test_cancel_marks_running_nodes_cancelled', () => {
+    let run = reduceFrame(emptyRun(), ev('node_started', 1, { node_id: 'slow' }));
+    run = reduceFrame(run, ev('run_cancelled', 2));
+    expect(run.nodes.slow.status).toBe('cancelled');
+    expect(run.status).toBe('cancelled');
+  });
+
+  it('test_error_frame_fails_a_running_stream', () => {
+    const run = reduceFrame({ ...emptyRun(), status: 'running' }, { event: 'error', id: null,
+      data: { error: { type: 'run_idle_timeout', message: 'idle' } } });
+    expect(run.status).toBe('failed');
+    expect(run.error).toBe('idle');
+  });
+});
+
+describe('statusesFromDetail', () => {
+  it('test_last_round_of_a_loop_body_node_is_shown', () => {
+    expect(statusesFromDetail([
+      { node_id: 'a', status: 'succeeded', duration_s: 0.5 },
+      { node_id: 'b', status: 'failed', error: { message: 'boom' } },
+      { node_id: 'c', status: 'succeeded', loop_id: 'L' },
+      { node_id: 'c', status: 'failed', loop_id: 'L' },
+      { node_id: 'd', status: 'pending' },
+    ])).toEqual({ a: { status: 'succeeded', detail: '500 ms' }, b: { status: 'failed', detail: 'boom' },
+      c: { status: 'failed', detail: undefined } });
+  });
+});
