@@ -26,7 +26,9 @@ Implementations:
   survive restarts. Safe for one process; several processes writing the same key
   race (last writer wins) - use Redis for more than one process.
 - :class:`RedisMemoryStore`: ``redis.asyncio`` against a Redis URL; expiry
-  is Redis' own (``PX``), so it is shared by every process.
+  is Redis' own (``PX``), so it is shared by every process. A command runs to its end
+  even when the node that called it is cancelled (a stopped run), since a command
+  cancelled half-way can leave a pooled connection unusable.
 
 :func:`memory_store_for` picks Redis when ``Settings.redis_url`` is set, else the local
 store; the driver (CLI, API, worker) passes it to runs as ``RunDeps.memory``.
@@ -46,6 +48,8 @@ from pathlib import Path
 from typing import Any
 
 from engine.settings import Settings
+
+from .redis_bus import shielded
 
 __all__ = [
     "DEFAULT_NAMESPACE",
@@ -228,7 +232,7 @@ class RedisMemoryStore(MemoryStore):
         return client
 
     async def get(self, key: str, default: Any = None) -> Any:
-        raw = await self.client().get(self.full_key(key))
+        raw = await shielded(self.client().get(self.full_key(key)))
         if raw is None:
             return default
         try:
@@ -241,10 +245,10 @@ class RedisMemoryStore(MemoryStore):
         ttl = _check_ttl(ttl)
         encoded = _encode(value)
         px = None if ttl is None else max(1, int(round(ttl * 1000)))
-        await self.client().set(full, encoded, px=px)
+        await shielded(self.client().set(full, encoded, px=px))
 
     async def delete(self, key: str) -> bool:
-        return bool(await self.client().delete(self.full_key(key)))
+        return bool(await shielded(self.client().delete(self.full_key(key))))
 
     async def close(self) -> None:
         clients = [self._client] if self._client is not None else []

@@ -48,6 +48,7 @@ __all__ = [
     "RedisEventBus",
     "TERMINAL_EVENTS",
     "redis_client",
+    "shielded",
 ]
 
 logger = logging.getLogger("flowloom.redis")
@@ -82,6 +83,33 @@ def _connection_errors() -> tuple[type[BaseException], ...]:
     return (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError)
 
 
+def _retrieve(task: "asyncio.Future[Any]") -> None:
+    if not task.cancelled():
+        task.exception()  # retrieved: a command whose caller went away may fail unseen
+
+
+async def shielded(command: Awaitable[Any]) -> Any:
+    """Await a Redis command that runs to its end even when the caller is cancelled.
+
+    redis-py's asyncio client can leave a pooled connection unusable when a command is
+    cancelled half-way (the next command on it never returns), and runs are cancelled at
+    any point (a stop, a client going away). So every command runs in a task of its own;
+    a cancelled caller stops waiting for it, the command itself completes.
+    """
+    task = asyncio.ensure_future(command)
+    task.add_done_callback(_retrieve)
+    return await asyncio.shield(task)
+
+
+def _cancelling() -> None:
+    """Raise CancelledError when the current task is being cancelled: redis-py turns a
+    cancellation in the middle of a command into a connection error, which the retry
+    loops here would otherwise take for an outage and go on."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
+
+
 class _Backoff:
     """Exponential backoff that logs the first failure of an outage and the recovery."""
 
@@ -90,6 +118,7 @@ class _Backoff:
         self.delay = 0.0
 
     async def failed(self, exc: BaseException) -> None:
+        _cancelling()
         if self.delay == 0.0:
             logger.warning("redis unreachable (%s): %s; retrying with backoff", self.what, exc)
         self.delay = min(max(self.delay * 2, _BACKOFF_MIN_S), _BACKOFF_MAX_S)
@@ -129,9 +158,9 @@ class RedisEventBus:
         again, with what really happened); returns how many were deleted."""
         client = redis_client(self.url)
         key = self.key(tenant_id, run_id)
-        stale = [entry_id for entry_id, fields in await client.xrange(key) if int(fields.get("seq", 0)) > seq]
+        stale = [entry_id for entry_id, fields in await shielded(client.xrange(key)) if int(fields.get("seq", 0)) > seq]
         if stale:
-            await client.xdel(key, *stale)
+            await shielded(client.xdel(key, *stale))
         return len(stale)
 
     async def follow(self, tenant_id: str, run_id: str, after_seq: int, *,
@@ -153,7 +182,7 @@ class RedisEventBus:
             try:
                 client = redis_client(self.url)
                 if not covered:  # the stream must reach back to seen + 1, else the SQL log fills the gap
-                    first = await client.xrange(key, count=1)
+                    first = await shielded(client.xrange(key, count=1))
                     if not first or int(first[0][1].get("seq", 0)) > seen + 1:
                         for event in await durable(seen):
                             seen = event["seq"]
@@ -161,7 +190,7 @@ class RedisEventBus:
                             if event["type"] in TERMINAL_EVENTS:
                                 return
                     covered = True
-                reply = await client.xread({key: last_id}, count=500, block=block_ms)
+                reply = await shielded(client.xread({key: last_id}, count=500, block=block_ms))
                 backoff.ok()
             except errors as exc:
                 covered = False
@@ -233,7 +262,7 @@ class EventPublisher:
                     for seq, kind, data in batch:
                         pipe.xadd(self.key, {"seq": seq, "type": kind, "data": data}, maxlen=self.bus.maxlen,
                                   approximate=True)
-                    await pipe.execute()
+                    await shielded(pipe.execute())
                     backoff.ok()
                 except errors as exc:
                     await backoff.failed(exc)
@@ -259,7 +288,7 @@ class EventPublisher:
             return
         if ended:
             with contextlib.suppress(*_connection_errors()):
-                await redis_client(self.bus.url).expire(self.key, int(self.bus.ttl_s))
+                await shielded(redis_client(self.bus.url).expire(self.key, int(self.bus.ttl_s)))
 
 
 # ------------------------------------------------------------------ commands
@@ -291,10 +320,10 @@ class RedisCommandChannel:
         client = redis_client(self.url)
         key = self.key(command.run_id)
         payload = command.model_dump(mode="json")
-        position = await client.rpush(key, json.dumps({**payload, "tenant_id": tenant_id}))
+        position = await shielded(client.rpush(key, json.dumps({**payload, "tenant_id": tenant_id})))
         payload["id"] = position
-        await client.expire(key, int(self.ttl_s))
-        await client.publish(key, json.dumps(payload))
+        await shielded(client.expire(key, int(self.ttl_s)))
+        await shielded(client.publish(key, json.dumps(payload)))
 
     async def poll(self, run_id: str, after_id: int = 0) -> list[RunCommand]:
         """Commands for ``run_id`` with ``id > after_id``: from the subscription's cache,
@@ -306,11 +335,12 @@ class RedisCommandChannel:
             try:
                 await self._read_list(run_id)
             except _connection_errors():
+                _cancelling()
                 self._polled[run_id] = -1e9  # read again as soon as Redis answers
         return sorted((c for c in self._cache.get(run_id, {}).values() if c.id > after_id), key=lambda c: c.id)
 
     async def _read_list(self, run_id: str) -> None:
-        raw = await redis_client(self.url).lrange(self.key(run_id), 0, -1)
+        raw = await shielded(redis_client(self.url).lrange(self.key(run_id), 0, -1))
         cache = self._cache.setdefault(run_id, {})
         for position, item in enumerate(raw, start=1):
             data = json.loads(item)
@@ -324,13 +354,13 @@ class RedisCommandChannel:
         the person answered travels here, kept ``ttl_s``. Read once with :meth:`take_answers`."""
         client = redis_client(self.url)
         key = f"{self.namespace}:answers:{run_id}"
-        await client.set(key, json.dumps({"tenant_id": tenant_id, "answers": answers, "message": message}),
-                         ex=int(self.ttl_s))
+        await shielded(client.set(key, json.dumps({"tenant_id": tenant_id, "answers": answers, "message": message}),
+                                  ex=int(self.ttl_s)))
 
     async def take_answers(self, tenant_id: str, run_id: str) -> tuple[dict[str, Any], str | None] | None:
         """The answers left for the run by :meth:`send_answers` (removed as they are read),
         or None when there are none for this tenant's run."""
-        raw = await redis_client(self.url).getdel(f"{self.namespace}:answers:{run_id}")
+        raw = await shielded(redis_client(self.url).getdel(f"{self.namespace}:answers:{run_id}"))
         if raw is None:
             return None
         data = json.loads(raw)
@@ -357,13 +387,13 @@ class RedisCommandChannel:
         while True:
             pubsub = redis_client(self.url).pubsub(ignore_subscribe_messages=True)
             try:
-                await pubsub.psubscribe(prefix + "*")
+                await shielded(pubsub.psubscribe(prefix + "*"))
                 self._subscribed.set()
                 for run_id in list(self._polled):
                     self._polled[run_id] = -1e9  # resync on the next poll
                 backoff.ok()
                 while True:
-                    message = await pubsub.get_message(timeout=1.0)
+                    message = await shielded(pubsub.get_message(timeout=1.0))
                     if message and message.get("type") == "pmessage":
                         self._deliver(str(message["channel"])[len(prefix):], message["data"])
             except errors as exc:

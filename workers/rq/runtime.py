@@ -45,7 +45,7 @@ from engine.settings import Settings
 from schemas.records import OwnerInfo
 from schemas.types import RunStatus
 
-from ..redis_bus import DEFAULT_NAMESPACE, RedisCommandChannel, RedisEventBus, redis_client
+from ..redis_bus import DEFAULT_NAMESPACE, RedisCommandChannel, RedisEventBus, redis_client, shielded
 from .queues import JOB_GRACE_S, enqueue_run
 
 __all__ = ["WorkerRuntime", "current_runtime", "install_runtime"]
@@ -250,7 +250,7 @@ class WorkerRuntime:
             pipe = client.pipeline(transaction=True)
             pipe.zadd(self._set_key, {run_id: deadline})
             pipe.hset(f"{self._set_key}:info", run_id, json.dumps(info))
-            await pipe.execute()
+            await shielded(pipe.execute())
 
     async def _untrack(self, run_id: str, keep_until: OwnerInfo | None = None) -> None:
         info = self._executing.pop(run_id, None)
@@ -263,7 +263,7 @@ class WorkerRuntime:
             pipe = client.pipeline(transaction=True)
             pipe.zrem(self._set_key, run_id)
             pipe.hdel(f"{self._set_key}:info", run_id)
-            await pipe.execute()
+            await shielded(pipe.execute())
 
     async def _renew_forever(self) -> None:
         while True:
@@ -287,14 +287,14 @@ class WorkerRuntime:
         client = redis_client(self.bus.url)
         now = time.time()
         found: list[str] = []
-        for run_id, deadline in await client.zrange(self._set_key, 0, -1, withscores=True):
+        for run_id, deadline in await shielded(client.zrange(self._set_key, 0, -1, withscores=True)):
             if run_id in self._executing:
                 continue
-            info = json.loads(await client.hget(f"{self._set_key}:info", run_id) or "{}")
+            info = json.loads(await shielded(client.hget(f"{self._set_key}:info", run_id)) or "{}")
             if deadline >= now and not _pid_gone(info.get("host"), info.get("pid")):
                 continue
-            if not info.get("tenant") or not await client.set(f"{self.namespace}:recovering:{run_id}", self.name,
-                                                              nx=True, ex=10):
+            if not info.get("tenant") or not await shielded(client.set(
+                    f"{self.namespace}:recovering:{run_id}", self.name, nx=True, ex=10)):
                 continue
             if await self._requeue(run_id, info):
                 found.append(run_id)
@@ -308,11 +308,11 @@ class WorkerRuntime:
         except RunNotFound:
             summary = None
         if summary is None or summary.status not in (RunStatus.pending, RunStatus.running):
-            await client.zrem(self._set_key, run_id)  # ended (a stopped run among them): never again
-            await client.hdel(f"{self._set_key}:info", run_id)
+            await shielded(client.zrem(self._set_key, run_id))  # ended (a stopped run among them): never again
+            await shielded(client.hdel(f"{self._set_key}:info", run_id))
             return False
         if _owner_alive(summary.owner):
-            await client.zadd(self._set_key, {run_id: summary.owner.lease_until + 0.5})  # type: ignore[union-attr]
+            await shielded(client.zadd(self._set_key, {run_id: summary.owner.lease_until + 0.5}))  # type: ignore[union-attr]
             return False
         wall = max(1.0, float(info.get("timeout") or 3600.0) - JOB_GRACE_S)
         await asyncio.to_thread(enqueue_run, self._sync(), info["tenant"], run_id, queue=info["queue"],
@@ -320,7 +320,7 @@ class WorkerRuntime:
         pipe = client.pipeline(transaction=True)
         pipe.zrem(self._set_key, run_id)
         pipe.hdel(f"{self._set_key}:info", run_id)
-        await pipe.execute()
+        await shielded(pipe.execute())
         logger.warning("run %s: its worker is gone (%s pid %s); enqueued again on %s to continue from its last "
                        "checkpoint", run_id, info.get("host"), info.get("pid"), info["queue"])
         return True

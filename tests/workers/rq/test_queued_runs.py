@@ -1,0 +1,87 @@
+"""Queued runs on real worker processes: many runs over two workers, each executed exactly
+once; the execution mode chosen per deployment and per run; queues, workers and jobs
+visible to RQ."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+
+from redis import Redis
+from rq import Queue, Worker
+
+from tests.workers.rq.conftest import ROOT, chain, post
+
+RUNS = 50
+
+
+async def test_two_workers_process_fifty_queued_runs_each_exactly_once(deployment, api, counter):
+    deployment.start_worker("w1")
+    deployment.start_worker("w2")
+    doc = chain("count", [post("hit", f"{counter.url}/hit/h"),
+                          {"id": "say", "type": "template", "config": {"template": "{{ hit.json.node }}"}}],
+                {"said": "say.output"})
+    deployment.wait_for_workers("w1", "w2")
+    answers = await asyncio.gather(*(api.start(doc, {}) for _ in range(RUNS)))
+    assert {r.status_code for r in answers} == {202}, answers[0].text
+    run_ids = [r.json()["run_id"] for r in answers]
+    assert len(set(run_ids)) == RUNS
+    for run_id in run_ids:
+        assert await api.wait_status(run_id, {"succeeded", "failed", "cancelled"}, timeout=60) == "succeeded"
+
+    keys = counter.keys("h")
+    assert len(keys) == RUNS and len(set(keys)) == RUNS, "each run's POST was sent exactly once"
+    for run_id in run_ids:
+        node_runs = await api.service.node_runs("default", run_id)
+        assert [(n.node_id, n.attempts) for n in node_runs] == [("start", 1), ("hit", 1), ("say", 1), ("end", 1)]
+        events = await api.service.stores.events.read("default", run_id)
+        assert [e["type"] for e in events].count("run_started") == 1
+        assert (await api.service.state("default", run_id)).outputs == {"said": "h"}
+
+    connection = Redis.from_url(deployment.redis_url)
+    workers = {w.name: w for w in Worker.all(connection=connection)}
+    assert set(workers) == {"w1", "w2"}
+    done = {name: w.successful_job_count for name, w in workers.items()}
+    assert sum(done.values()) == RUNS and all(done.values()), f"both workers took jobs: {done}"
+    assert Queue("flowloom-default", connection=connection).count == 0
+    info = subprocess.run([sys.executable, "-m", "rq.cli", "info", "--url", deployment.redis_url],
+                          capture_output=True, text=True, cwd=ROOT, timeout=30)
+    assert "flowloom-default" in info.stdout and "w1" in info.stdout and "w2" in info.stdout, info.stdout + info.stderr
+    assert "flowloom-worker" in deployment.log("w1"), "worker log lines carry the fixed prefix"
+
+
+async def test_a_blocking_plumbing_run_stays_inline_unless_the_caller_asks_for_the_queue(deployment, api):
+    doc = chain("plain", [{"id": "say", "type": "template", "config": {"template": "hi"}}], {"said": "say.output"})
+    inline = await api.start(doc, mode="blocking")
+    assert inline.status_code == 200, inline.text
+    assert inline.json()["status"] == "succeeded"
+    assert Queue("flowloom-default", connection=Redis.from_url(deployment.redis_url)).count == 0
+
+    queued = asyncio.create_task(api.start(doc, mode="blocking", **{"X-Flowloom-Execution": "queued",
+                                                                    "X-Flowloom-Priority": "high"}))
+    connection = Redis.from_url(deployment.redis_url)
+    for _ in range(100):
+        if Queue("flowloom-high", connection=connection).count == 1:
+            break
+        await asyncio.sleep(0.05)
+    assert Queue("flowloom-high", connection=connection).count == 1, "a blocking run asked to queue waits in the queue"
+    job = Queue("flowloom-high", connection=connection).jobs[0]
+    assert job.args[0] == "default" and len(job.args) == 2 and not job.kwargs, "jobs carry only ids"
+    assert job.timeout == 3600 + 60, "the job's timeout follows the run's max_wall_time"
+    deployment.start_worker("w1", "--queues", "high")
+    answer = await asyncio.wait_for(queued, 30)
+    assert answer.status_code == 200 and answer.json()["status"] == "succeeded", answer.text
+
+    bad = await api.start(doc, **{"X-Flowloom-Execution": "elsewhere"})
+    assert bad.status_code == 422 and "inline or queued" in bad.json()["error"]["message"]
+
+
+def test_worker_without_redis_url_exits_2_with_a_message(tmp_path):
+    import os
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLOWLOOM_")}
+    env["FLOWLOOM_HOME"] = str(tmp_path)
+    proc = subprocess.run([sys.executable, "-m", "api.cli", "worker", "--burst"], capture_output=True, text=True,
+                          env=env, cwd=ROOT, timeout=30)
+    assert proc.returncode == 2 and "FLOWLOOM_REDIS_URL" in proc.stderr and "Traceback" not in proc.stderr
