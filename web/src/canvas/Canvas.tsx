@@ -8,9 +8,10 @@ import {
   type NodeTypes, type OnConnect,
 } from '@xyflow/react';
 import { useCallback, useMemo, type DragEvent } from 'react';
-import { checkConnection } from '../lib/connect';
+import type { NodeKind } from '../api/types';
+import { checkConnection, TOOL_HANDLE_PREFIX, TOOL_TARGET_HANDLE } from '../lib/connect';
 import { isFlowNode, NODE_WIDTH, type CanvasNode, type FlowEdge, type FlowNode } from '../lib/serialize';
-import { nodeHandles } from '../lib/shape';
+import { nodeHandles, toolField } from '../lib/shape';
 import type { Position } from '../lib/workflow';
 import { useCatalog } from '../store/catalog';
 import { useEditor } from '../store/editor';
@@ -48,6 +49,25 @@ export function containerAt(nodes: CanvasNode[], point: Position, containers: Re
     if (!best || depth > best.depth) best = { id: n.id, position: { x: point.x - abs.x, y: point.y - abs.y }, depth };
   }
   return best && { id: best.id, position: best.position };
+}
+
+/** [tool node, tool name, body node] of every graph tool attached to an existing body node:
+ * drawn as edges from the tool's handle (they are config, not edges of the document). */
+export function toolAttachments(nodes: CanvasNode[], byKind: Record<string, NodeKind>): [string, string, string][] {
+  const ids = new Set(nodes.map((n) => n.id));
+  const out: [string, string, string][] = [];
+  for (const n of nodes) {
+    if (!isFlowNode(n)) continue;
+    const field = toolField(byKind[n.data.node.type]);
+    const list = field ? n.data.node.config?.[field] : null;
+    if (!Array.isArray(list)) continue;
+    for (const tool of list) {
+      if (tool && typeof tool === 'object' && !Array.isArray(tool) && typeof tool.node === 'string' && ids.has(tool.node)) {
+        out.push([n.id, String(tool.name ?? ''), tool.node]);
+      }
+    }
+  }
+  return out;
 }
 
 function QuickAdd() {
@@ -89,10 +109,19 @@ export function Canvas() {
   const containers = useCatalog((s) => s.containers);
   const { screenToFlowPosition } = useReactFlow();
 
+  const attachKey = useMemo(() => toolAttachments(nodes, useCatalog.getState().byKind).map((a) => a.join('\u0001')).join('\u0000'),
+    [nodes]);
+  const attachEdges = useMemo<FlowEdge[]>(() => (attachKey ? attachKey.split('\u0000') : []).map((k) => {
+    const [source, name, target] = k.split('\u0001');
+    return { id: `attach:${source}:${name}`, source, target, sourceHandle: `${TOOL_HANDLE_PREFIX}${name}`,
+      targetHandle: TOOL_TARGET_HANDLE, className: 'edge-tool', deletable: false, selectable: false, animated: true };
+  }), [attachKey]);
   const badEdges = useMemo(() => new Set(problems.filter((p) => p.edge_id && p.severity === 'error').map((p) => p.edge_id!)),
     [problems]);
-  const shownEdges = useMemo<FlowEdge[]>(() => (badEdges.size === 0 ? edges
-    : edges.map((e) => (badEdges.has(e.id) ? { ...e, className: 'edge-error' } : e))), [edges, badEdges]);
+  const shownEdges = useMemo<FlowEdge[]>(() => {
+    const flow = badEdges.size === 0 ? edges : edges.map((e) => (badEdges.has(e.id) ? { ...e, className: 'edge-error' } : e));
+    return attachEdges.length ? [...flow, ...attachEdges] : flow;
+  }, [edges, badEdges, attachEdges]);
 
   const onConnect: OnConnect = useCallback((c: RFConnection) => {
     const reason = connect({ source: c.source, target: c.target, sourceHandle: c.sourceHandle, targetHandle: c.targetHandle });
@@ -126,6 +155,26 @@ export function Canvas() {
     else addNode(kind, point);
   }, [screenToFlowPosition, containers, addNode]);
 
+  const reparent = useEditor((s) => s.reparent);
+  const onNodeDragStop = useCallback((_e: unknown, dragged: CanvasNode) => {
+    if (!isFlowNode(dragged)) return;
+    const all = useEditor.getState().nodes;
+    const byId = new Map(all.map((n) => [n.id, n]));
+    const abs = absolutePosition(dragged, byId);
+    const centre = { x: abs.x + (dragged.measured?.width ?? NODE_WIDTH) / 2, y: abs.y + 20 };
+    // Never into itself or its own body.
+    const inside = (id: string) => {
+      for (let p: string | undefined = id; p; p = byId.get(p)?.parentId) if (p === dragged.id) return true;
+      return false;
+    };
+    const candidates = all.filter((n) => !inside(n.id));
+    const target = containerAt(candidates, centre, containers);
+    const current = dragged.parentId ?? null;
+    if ((target?.id ?? null) === current) return;
+    const parentAbs = target ? absolutePosition(byId.get(target.id)!, byId) : { x: 0, y: 0 };
+    reparent(dragged.id, target?.id ?? null, { x: abs.x - parentAbs.x, y: abs.y - parentAbs.y });
+  }, [containers, reparent]);
+
   const onError = useCallback((code: string, message: string) => {
     // An edge whose handle the config no longer has is the checklist's business
     // (unknown_handle); React Flow would only log it.
@@ -138,7 +187,7 @@ export function Canvas() {
         nodes={nodes} edges={shownEdges} nodeTypes={nodeTypes}
         onNodesChange={onNodesChange} onEdgesChange={onEdgesChange} onConnect={onConnect}
         isValidConnection={isValidConnection} deleteKeyCode={null} connectOnClick={false}
-        onNodeClick={() => setPanel('config')} onError={onError}
+        onNodeClick={() => setPanel('config')} onError={onError} onNodeDragStop={onNodeDragStop}
         multiSelectionKeyCode={['Meta', 'Control', 'Shift']} selectionKeyCode="Shift"
         fitView minZoom={0.1} maxZoom={2} onlyRenderVisibleElements={nodes.length > 120}
         defaultEdgeOptions={{ type: 'smoothstep' }} proOptions={{ hideAttribution: true }}>

@@ -111,7 +111,7 @@ function FlowNodeViewImpl({ id, data, selected, parentId }: NodeProps<FlowNode>)
           <div className="node-tools">
             {tools.map((name) => (
               <div key={name} className="handle-row tool">
-                <span className="handle-label">🔧 {name}</span>
+                <span className="handle-label">⚒ {name}</span>
                 <Handle type="source" position={Position.Bottom} id={`${TOOL_HANDLE_PREFIX}${name}`} className="handle-tool"
                   data-testid={`handle-${id}-tool-${name}`} />
               </div>

@@ -41,7 +41,7 @@ export function Toolbar() {
   const status = saveStatus === 'saving' ? t('toolbar.saving')
     : saveStatus === 'saved' ? t('toolbar.saved', { version: draftVersion ?? 0 })
       : saveStatus === 'error' ? t('toolbar.saveError', { message: saveError ?? '' })
-        : saveStatus === 'dirty' ? t('toolbar.unsaved') : '';
+        : saveStatus === 'dirty' || saveStatus === 'conflict' ? t('toolbar.unsaved') : '';
 
   const exportDoc = async () => {
     if (!workflowId) return;

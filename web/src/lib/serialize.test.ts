@@ -66,3 +66,11 @@ describe('workflow JSON <-> React Flow', () => {
     expect(freshId('9 lives', new Set())).toBe('n_9_lives');
   });
 });
+
+describe('parents before children', () => {
+  it('test_parents_first_moves_containers_ahead_stably', async () => {
+    const { parentsFirst } = await import('./serialize');
+    const out = parentsFirst([{ id: 'a', parentId: 'c' }, { id: 'b' }, { id: 'c' }, { id: 'd', parentId: 'a' }]);
+    expect(out.map((n) => n.id)).toEqual(['b', 'c', 'a', 'd']);
+  });
+});

@@ -94,8 +94,8 @@ export function docToFlow(doc: WorkflowDoc, containers: ReadonlySet<string> = ne
 /** The frame of a container: its body's bounding box plus a margin (a minimum when empty). */
 export function bodySize(container: WorkflowNode, all: WorkflowNode[]): { width: number; height: number } {
   const origin = absolute(container);
-  let width = NODE_WIDTH + 2 * BODY_PAD + 160;
-  let height = NODE_HEIGHT + BODY_HEADER + 2 * BODY_PAD + 40;
+  let width = NODE_WIDTH + 2 * BODY_PAD + 40;
+  let height = NODE_HEIGHT + BODY_HEADER + 2 * BODY_PAD;
   for (const child of all) {
     if (child.parent !== container.id) continue;
     const p = absolute(child);
@@ -150,4 +150,16 @@ export function makeNode(id: string, kind: string, config: JsonObject, name = ''
   // Always present: a kind whose config cannot be built from defaults alone needs the key.
   node.config = config;
   return node;
+}
+
+/** `nodes` with every container before the nodes of its body (React Flow draws a child
+ * only after its parent), otherwise in their current order. */
+export function parentsFirst<T extends { id: string; parentId?: string }>(nodes: readonly T[]): T[] {
+  const byId = new Map(nodes.map((n) => [n.id, n]));
+  const depth = (n: T): number => {
+    let d = 0;
+    for (let p = n.parentId ? byId.get(n.parentId) : undefined; p && d < 64; p = p.parentId ? byId.get(p.parentId) : undefined) d += 1;
+    return d;
+  };
+  return nodes.map((n, i) => ({ n, i, d: depth(n) })).sort((a, b) => a.d - b.d || a.i - b.i).map((x) => x.n);
 }

@@ -18,7 +18,7 @@ import { layoutGraph } from '../lib/layout';
 import { nodeReads, renameNodeInConfig, renameOutputInConfig } from '../lib/refs';
 import { initialObject, type JSONSchema } from '../lib/schema';
 import {
-  docToFlow, flowToDoc, freshId, isFlowNode, makeNode, NODE_HEIGHT, NODE_WIDTH,
+  docToFlow, flowToDoc, freshId, isFlowNode, makeNode, NODE_HEIGHT, NODE_WIDTH, parentsFirst,
   type CanvasNode, type FlowEdge, type FlowNode, type NoteNode, type WorkflowMeta,
 } from '../lib/serialize';
 import { configHandles, emptyShapes, nodeHandles, type Shapes } from '../lib/shape';
@@ -65,6 +65,8 @@ export interface EditorState {
   setConfig: (id: string, config: JsonObject) => void;
   renameNode: (oldId: string, newId: string) => string | null;
   deleteNodes: (ids: string[]) => void;
+  /** Moves a node into a container's body (or out of it, with null) keeping its place. */
+  reparent: (id: string, parent: string | null, position: Position) => void;
   deleteSelection: () => void;
   setMeta: (patch: Partial<WorkflowMeta>) => void;
   addNote: (position: Position) => void;
@@ -374,6 +376,24 @@ export const useEditor = create<EditorState>()(temporal((set, get) => ({
       if (all.length) nextFlagged[n.id] = all;
     }
     set({ nodes: kept, edges: edges.filter((e) => !gone.has(e.source) && !gone.has(e.target)), flagged: nextFlagged });
+  },
+
+  reparent: (id, parent, position) => {
+    const { nodes } = get();
+    const moved = nodes.map((n) => {
+      if (n.id !== id) return n;
+      const out = { ...n, position } as CanvasNode;
+      if (parent) out.parentId = parent;
+      else delete out.parentId;
+      if (isFlowNode(out)) {
+        const node = { ...out.data.node };
+        if (parent) node.parent = parent;
+        else delete node.parent;
+        return { ...out, data: { ...out.data, node } };
+      }
+      return out;
+    });
+    set({ nodes: parentsFirst(moved) });
   },
 
   deleteSelection: () => {
