@@ -246,6 +246,12 @@ def pg_deployment(tmp_path: Path, redis_url: str, make_postgres_database: Any) -
         found.stop()
 
 
+@pytest.fixture(params=["postgres", "sqlite"])
+def any_deployment(request: pytest.FixtureRequest) -> Deployment:
+    """:func:`pg_deployment`, then :func:`deployment` (a sync fixture: the database is made here)."""
+    return request.getfixturevalue("pg_deployment" if request.param == "postgres" else "deployment")
+
+
 # --------------------------------------------------------------------------- API in-process
 
 

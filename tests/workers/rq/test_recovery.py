@@ -1,0 +1,70 @@
+"""Durability of queued runs: a worker SIGKILLed mid-run is noticed, the run is enqueued
+again and another worker continues it from its last checkpoint (finished nodes are never
+executed again); a stopped run never runs again. On PostgreSQL and SQLite."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+
+from redis import Redis
+from rq.job import Job
+
+from tests.workers.rq.conftest import chain, open_api, post
+
+
+def five_nodes(counter) -> dict:
+    """start -> a (POST, counted) -> gate (POST, held) -> c (POST) -> end: node 3 is the gate."""
+    return chain("durable", [post("a", f"{counter.url}/hit/a"), post("gate", f"{counter.url}/gate/g"),
+                             post("c", f"{counter.url}/hit/c")],
+                 {"a": "a.json.node", "g": "gate.json.node", "c": "c.json.node"})
+
+
+async def test_worker_killed_during_node_three_the_other_worker_completes_the_run_once(any_deployment, counter):
+    deployment = any_deployment
+    deployment.start_worker("w1")
+    deployment.start_worker("w2")
+    deployment.wait_for_workers("w1", "w2")
+    async for api in open_api(deployment):
+        started = await api.start(five_nodes(counter))
+        assert started.status_code == 202, started.text
+        run_id = started.json()["run_id"]
+        await asyncio.to_thread(counter.wait_for, "g")  # a finished (checkpointed), the gate is running
+        owner = (await api.service.get("default", run_id)).owner
+        victim = next(name for name, proc in deployment.workers.items() if proc.pid == owner.pid)
+        deployment.workers[victim].send_signal(signal.SIGKILL)
+        deployment.workers[victim].wait(10)
+        counter.gate.set()
+        assert await api.wait_status(run_id, {"succeeded", "failed", "cancelled"}, timeout=30) == "succeeded"
+
+        survivor = next(name for name in deployment.workers if name != victim)
+        assert f"run {run_id}: its worker is gone" in deployment.log(survivor)
+        node_runs = {n.node_id: n for n in await api.service.node_runs("default", run_id)}
+        assert {k: (n.status.value, n.attempts) for k, n in node_runs.items()} == {
+            "start": ("succeeded", 1), "a": ("succeeded", 1), "gate": ("succeeded", 1), "c": ("succeeded", 1),
+            "end": ("succeeded", 1)}
+        assert counter.names().count("a") == 1 and counter.names().count("c") == 1, counter.names()
+        gate_keys = counter.keys("g")
+        assert len(gate_keys) == 2 and gate_keys[0] == gate_keys[1], \
+            "only the node that was running runs again, with the same idempotency key"
+        state = await api.service.state("default", run_id)
+        assert state.outputs == {"a": "a", "g": "g", "c": "c"}
+        events = await api.service.stores.events.read("default", run_id)
+        seqs = [e["seq"] for e in events]
+        assert seqs == sorted(set(seqs)), "one durable event per seq"
+        assert [e["node_id"] for e in events if e["type"] == "node_started"].count("a") == 1
+
+
+async def test_a_stopped_queued_run_never_runs_even_when_a_worker_takes_its_job(deployment, api, counter):
+    doc = chain("stopped", [post("a", f"{counter.url}/hit/a")])
+    started = await api.start(doc)
+    run_id = started.json()["run_id"]
+    stopped = await api.client.post(f"/v1/runs/{run_id}/stop", headers=api.auth)
+    assert stopped.status_code == 200 and stopped.json()["status"] == "cancelled", stopped.text
+    deployment.start_worker("w1", "--burst")
+    code = await asyncio.to_thread(deployment.workers["w1"].wait, 30)
+    assert code == 0, deployment.log("w1")
+    job = Job.fetch(f"run-{run_id}", connection=Redis.from_url(deployment.redis_url))
+    assert job.return_value() == "already cancelled"
+    assert counter.names() == [], "a stopped run's nodes never execute"
+    assert (await api.service.get("default", run_id)).status.value == "cancelled"
