@@ -273,3 +273,23 @@ async def test_rerun_is_admitted_under_the_run_quota(api, counter):
     assert response.status_code == 429 and "Retry-After" in response.headers
     assert counter.hits == {"/one": 1, "/two": 1}
     assert len((await api.client.get("/v1/runs", headers=api.auth())).json()["runs"]) == 1
+
+
+async def test_rerun_from_a_node_inside_a_loop_body_names_the_loop(api):
+    doc = json.loads((ROOT / "examples" / "word_stats.json").read_text())
+    response = await api.client.post("/v1/runs", json={"workflow": doc, "inputs": {"sentences": ["One two."]}},
+                                     headers=api.auth())
+    assert response.status_code == 200, response.text
+    refused = await api.client.post(f"/v1/runs/{response.json()['run_id']}/rerun", json={"node_id": "stats"},
+                                    headers=api.auth())
+    assert refused.status_code == 422
+    assert refused.json()["error"]["message"].startswith("node 'stats' is inside 'each'")
+
+
+async def test_rerun_with_a_key_scoped_to_an_app_is_forbidden(api, counter):
+    old = await _first_run(api, chain(counter.url))
+    _record, app_key = await api.keys.create_key("default", name="app", app_id="rerun_chain")
+    response = await api.client.post(f"/v1/runs/{old['run_id']}/rerun", json={"node_id": "two"},
+                                     headers=api.auth(app_key))
+    assert response.status_code == 403 and "whole tenant" in response.json()["error"]["message"]
+    assert counter.hits == {"/one": 1, "/two": 1}
