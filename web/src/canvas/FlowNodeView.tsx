@@ -117,7 +117,7 @@ function FlowNodeViewImpl({ id, data, selected, parentId }: NodeProps<FlowNode>)
               </div>
             ))}
             <div className="handle-row tool">
-              <span className="handle-label">+ tool</span>
+              <span className="handle-label">+ {t('node.addTool')}</span>
               <Handle type="source" position={Position.Bottom} id={NEW_TOOL_HANDLE} className="handle-tool"
                 data-testid={`handle-${id}-tool-new`} />
             </div>

@@ -1,5 +1,6 @@
 /** The compiler's messages for the current document (errors first); clicking one selects
  * its node. Also lists nodes still reading deleted nodes. */
+import { useReactFlow } from '@xyflow/react';
 import { useT } from '../i18n';
 import { useEditor } from '../store/editor';
 
@@ -11,6 +12,12 @@ export function Checklist() {
   const flagged = useEditor((s) => s.flagged);
   const select = useEditor((s) => s.select);
   const setPanel = useEditor((s) => s.setPanel);
+  const { fitView } = useReactFlow();
+  const focus = (id: string) => {
+    select([id]);
+    setPanel('config');
+    void fitView({ nodes: [{ id }], duration: 300, maxZoom: 1.2 });
+  };
   const errors = problems.filter((p) => p.severity === 'error');
   const warnings = problems.filter((p) => p.severity !== 'error');
   const flaggedList = Object.entries(flagged);
@@ -29,7 +36,7 @@ export function Checklist() {
         {[...errors, ...warnings].map((p, i) => (
           <li key={i} className={p.severity} data-testid="checklist-item" data-code={p.code} data-node={p.node_id ?? ''}>
             <button type="button" className="link" disabled={!p.node_id}
-              onClick={() => { if (p.node_id) { select([p.node_id]); setPanel('config'); } }}>
+              onClick={() => { if (p.node_id) focus(p.node_id); }}>
               {p.node_id && <strong>{p.node_id}: </strong>}
               {p.message}
               {p.path && <span className="muted"> ({p.path})</span>}
@@ -38,7 +45,7 @@ export function Checklist() {
         ))}
         {flaggedList.map(([id, refs]) => (
           <li key={`flag-${id}`} className="error" data-testid="checklist-flagged" data-node={id}>
-            <button type="button" className="link" onClick={() => { select([id]); setPanel('config'); }}>
+            <button type="button" className="link" onClick={() => focus(id)}>
               <strong>{id}: </strong>{t('checklist.refsFlagged', { refs: refs.join(', ') })}
             </button>
           </li>

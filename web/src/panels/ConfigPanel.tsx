@@ -97,32 +97,32 @@ const NodeConfig = memo(function NodeConfig({ node }: { node: Omit<WorkflowNode,
       <details className="advanced" data-testid="config-policy">
         <summary>{t('config.policy')}</summary>
         <div className="field">
-          <label className="field-label">timeout (s)</label>
+          <label className="field-label">{t('config.policyTimeout')}</label>
           <input type="number" data-testid="config-policy-timeout" value={node.timeout ?? ''} min={0}
             onChange={(e) => updateNode(node.id, { timeout: e.target.value === '' ? undefined : Number(e.target.value) })} />
         </div>
         <div className="field">
-          <label className="field-label">max_retries</label>
+          <label className="field-label">{t('config.policyRetries')}</label>
           <input type="number" data-testid="config-policy-max_retries" value={node.max_retries ?? 0} min={0} max={10}
             onChange={(e) => updateNode(node.id, { max_retries: Number(e.target.value) || undefined })} />
         </div>
         <div className="field">
-          <label className="field-label">retry_interval (s)</label>
+          <label className="field-label">{t('config.policyRetryInterval')}</label>
           <input type="number" data-testid="config-policy-retry_interval" value={node.retry_interval ?? 1} min={0}
             onChange={(e) => updateNode(node.id, { retry_interval: e.target.value === '' ? undefined : Number(e.target.value) })} />
         </div>
         <div className="field">
-          <label className="field-label">error_strategy</label>
+          <label className="field-label">{t('config.policyErrorStrategy')}</label>
           <select data-testid="config-policy-error_strategy" value={node.error_strategy ?? 'fail'}
             onChange={(e) => updateNode(node.id, { error_strategy: e.target.value === 'fail' ? undefined
               : e.target.value as WorkflowNode['error_strategy'] })}>
-            {ERROR_STRATEGIES.map((s) => <option key={s} value={s}>{s}</option>)}
+            {ERROR_STRATEGIES.map((s) => <option key={s} value={s}>{t(`config.strategy.${s}`)}</option>)}
           </select>
         </div>
         {node.error_strategy === 'default_output' && (
           <>
             <div className="field">
-              <label className="field-label">default_output (JSON)</label>
+              <label className="field-label">{t('config.policyDefaultOutput')}</label>
               <textarea className="json" data-testid="config-policy-default_output"
                 defaultValue={JSON.stringify(node.default_output ?? {}, null, 2)}
                 onBlur={(e) => {
@@ -134,7 +134,7 @@ const NodeConfig = memo(function NodeConfig({ node }: { node: Omit<WorkflowNode,
                 }} />
             </div>
             <div className="field">
-              <label className="field-label">default_handle</label>
+              <label className="field-label">{t('config.policyDefaultHandle')}</label>
               <select data-testid="config-policy-default_handle" value={node.default_handle ?? ''}
                 onChange={(e) => updateNode(node.id, { default_handle: e.target.value || undefined })}>
                 <option value="">{t('config.unset')}</option>

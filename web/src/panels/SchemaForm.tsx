@@ -101,7 +101,7 @@ function RefInput({ value, onChange, testId }: { value: string; onChange: (path:
   return (
     <div className="ref-field">
       <div className="row">
-        <span className="ref-prefix">ref</span>
+        <span className="ref-prefix">{t('config.modeRef')}</span>
         <input data-testid={testId} value={value} placeholder="node.output" onChange={(e) => onChange(e.target.value)} />
         <button type="button" data-testid={`${testId}-pick`} title={t('config.pickVariable')} onClick={() => setPicking(!picking)}>{'{x}'}</button>
       </div>
@@ -152,11 +152,11 @@ function ValueInput({ value, onChange, testId, textFirst }: { value: Json | unde
     <div className="value-field">
       <div className="mode-switch" role="group">
         <button type="button" aria-pressed={mode === 'ref'} data-testid={`${testId}-mode-ref`} title={t('config.useReference')}
-          onClick={() => mode !== 'ref' && onChange({ ref: '' })}>ref</button>
+          onClick={() => mode !== 'ref' && onChange({ ref: '' })}>{t('config.modeRef')}</button>
         <button type="button" aria-pressed={mode === 'text'} data-testid={`${testId}-mode-text`} title={t('config.useLiteral')}
-          onClick={() => mode !== 'text' && onChange('')}>abc</button>
+          onClick={() => mode !== 'text' && onChange('')}>{t('config.modeText')}</button>
         <button type="button" aria-pressed={mode === 'json'} data-testid={`${testId}-mode-json`} title={t('config.json')}
-          onClick={() => mode !== 'json' && onChange(null)}>{'{}'}</button>
+          onClick={() => mode !== 'json' && onChange(null)}>{t('config.modeJson')}</button>
       </div>
       {mode === 'ref' && <RefInput value={isRef(value) ? value.ref : ''} onChange={(p) => onChange({ ref: p })} testId={testId} />}
       {mode === 'text' && <input data-testid={testId} value={typeof value === 'string' ? value : ''}

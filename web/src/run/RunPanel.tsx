@@ -75,6 +75,7 @@ export function RunPanel(props: RunPanelProps) {
   const inputs = useDeclaredInputs(getDocument, savedJson);
   const [draft, setDraft] = useState<InputDraft>({});
   const [formError, setFormError] = useState<string | null>(null);
+  const [message, setMessage] = useState('');
   const [tab, setTab] = useState<Tab>(() => (isChatFlow(getDocument()) ? 'chat' : 'run'));
   const s = useRunPanel();
 
@@ -98,7 +99,7 @@ export function RunPanel(props: RunPanelProps) {
     const v = values();
     if (v === null) return;
     await saveNow();
-    await s.start(v);
+    await s.start(v, message.trim() || undefined);
   };
   const running = s.busy && (s.live.status === 'running' || s.live.status === 'starting');
   const trace = s.trace;
@@ -132,6 +133,10 @@ export function RunPanel(props: RunPanelProps) {
               <InputsForm inputs={inputs} draft={draft} onChange={setDraft} skip={tab === 'chat' ? ['query'] : []} />
               {tab === 'chat' ? <ChatPreview inputs={values} /> : (
                 <>
+                  <label className="field run-message" title={t('run.messageHint')}>
+                    <span>{t('run.message')} <span className="muted">sys.query</span></span>
+                    <input data-testid="run-message" value={message} onChange={(e) => setMessage(e.target.value)} />
+                  </label>
                   {s.live.reasoning && (
                     <details className="reasoning" data-testid="run-reasoning"><summary>{t('run.reasoning')}</summary>
                       <div>{s.live.reasoning}</div></details>

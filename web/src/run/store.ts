@@ -46,7 +46,7 @@ export interface RunPanelState {
   chatTurn: boolean;
 
   reset: (workflowId: string) => void;
-  start: (inputs: Record<string, unknown>) => Promise<void>;
+  start: (inputs: Record<string, unknown>, message?: string) => Promise<void>;
   stop: () => Promise<void>;
   answer: (interruptId: string, answer: unknown, runId?: string | null) => Promise<void>;
   loadHistory: () => Promise<void>;
@@ -148,14 +148,14 @@ export const useRunPanel = create<RunPanelState>((set, get) => {
         chatId: null, messages: [], chatTurn: false });
     },
 
-    start: async (inputs) => {
+    start: async (inputs, message) => {
       const { workflowId } = get();
       if (!workflowId) return;
       const controller = begin();
       useRunStatus.getState().clear();
       set({ live: emptyRun(), busy: true, trace: null, replayId: null, error: null, chatTurn: false });
       const frames = streamFrames('POST', `/v1/workflows/${encodeURIComponent(workflowId)}/runs?draft=true`,
-        { inputs, response_mode: 'streaming' }, controller.signal);
+        { inputs, message, response_mode: 'streaming' }, controller.signal);
       await follow(frames, controller);
     },
 

@@ -1,4 +1,4 @@
-import { beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { NodeKind } from '../api/types';
 import { isFlowNode, type FlowNode } from '../lib/serialize';
 import type { WorkflowDoc } from '../lib/workflow';
@@ -40,7 +40,29 @@ beforeEach(() => {
   useEditor.getState().load('w', structuredClone(doc), 1, null);
 });
 
+afterEach(() => {
+  vi.useRealTimers();
+});
+
 describe('editor store', () => {
+  it('test_typing_bursts_are_one_undo_step', () => {
+    vi.useFakeTimers();
+    vi.setSystemTime(10_000);
+    const s = useEditor.getState();
+    s.setConfig('llm', { template: 'h' });
+    vi.setSystemTime(10_200);
+    s.setConfig('llm', { template: 'he' });
+    vi.setSystemTime(10_400);
+    s.setConfig('llm', { template: 'hey' });
+    expect(useEditor.temporal.getState().pastStates).toHaveLength(1);
+    vi.setSystemTime(20_000);
+    s.setConfig('llm', { template: 'hey!' });
+    expect(useEditor.temporal.getState().pastStates).toHaveLength(2);
+    useEditor.temporal.getState().undo();
+    useEditor.temporal.getState().undo();
+    expect(currentDoc()).toEqual(doc);
+  });
+
   it('test_load_then_current_doc_round_trips', () => {
     expect(currentDoc()).toEqual(doc);
   });

@@ -147,6 +147,23 @@ export function currentDoc(state: Pick<EditorState, 'meta' | 'nodes' | 'edges'> 
 }
 
 let clipboard: { nodes: FlowNode[]; edges: FlowEdge[] } | null = null;
+
+/** Edits made by typing (config fields, titles, settings, notes) within this many ms of
+ * the previous one of the same kind are one undo step, not one step per keystroke. */
+const TYPING_MERGE_MS = 800;
+let typingEdit = false;
+let lastTypingRecord = 0;
+
+function typed<A extends unknown[]>(fn: (...args: A) => void): (...args: A) => void {
+  return (...args: A) => {
+    typingEdit = true;
+    try {
+      fn(...args);
+    } finally {
+      typingEdit = false;
+    }
+  };
+}
 let dragSnapshot: History | null = null;
 
 function flowNodes(nodes: CanvasNode[]): FlowNode[] {
@@ -296,12 +313,12 @@ export const useEditor = create<EditorState>()(temporal((set, get) => ({
     return id;
   },
 
-  updateNode: (id, patch) => set({
+  updateNode: typed((id, patch) => set({
     nodes: get().nodes.map((n) => (n.id === id && isFlowNode(n)
       ? { ...n, data: { ...n.data, node: { ...n.data.node, ...patch } } } : n)),
-  }),
+  })),
 
-  setConfig: (id, config) => {
+  setConfig: typed((id: string, config: JsonObject) => {
     const { nodes, edges } = get();
     const target = flowNodes(nodes).find((n) => n.id === id);
     if (!target) return;
@@ -319,7 +336,7 @@ export const useEditor = create<EditorState>()(temporal((set, get) => ({
         config } } } : n)),
       edges: nextEdges,
     });
-  },
+  }),
 
   renameNode: (oldId, newId) => {
     const { nodes, edges, flagged } = get();
@@ -407,7 +424,7 @@ export const useEditor = create<EditorState>()(temporal((set, get) => ({
     }
   },
 
-  setMeta: (patch) => set({ meta: { ...get().meta, ...patch } }),
+  setMeta: typed((patch: Partial<WorkflowMeta>) => set({ meta: { ...get().meta, ...patch } })),
 
   addNote: (position) => {
     const id = freshId('note', takenIds(get().nodes));
@@ -415,9 +432,9 @@ export const useEditor = create<EditorState>()(temporal((set, get) => ({
     set({ nodes: [...get().nodes, note] });
   },
 
-  updateNote: (id, text) => set({
+  updateNote: typed((id: string, text: string) => set({
     nodes: get().nodes.map((n) => (n.id === id && n.type === 'note' ? { ...n, data: { ...n.data, text } } : n)),
-  }),
+  })),
 
   copySelection: () => {
     const { nodes, edges } = get();
@@ -513,6 +530,15 @@ export const useEditor = create<EditorState>()(temporal((set, get) => ({
   partialize: (s): History => ({ meta: s.meta, nodes: strip(s.nodes), edges: s.edges.map(({ selected: _s, ...e }) => e) }),
   equality: sameHistory,
   limit: 200,
+  handleSet: (record) => (pastState, replace, currentState, deltaState) => {
+    const now = Date.now();
+    if (typingEdit && now - lastTypingRecord < TYPING_MERGE_MS) {
+      lastTypingRecord = now;
+      return;
+    }
+    lastTypingRecord = typingEdit ? now : 0;
+    (record as unknown as (...a: unknown[]) => void)(pastState, replace, currentState, deltaState);
+  },
 }));
 
 /** `next` with the lists equal to `prev`'s kept as the same arrays, so node components

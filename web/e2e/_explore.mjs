@@ -1,0 +1,16 @@
+import { launch, openApp, byTestId, shot, dragFromPalette, connect, apiCall } from './lib.mjs';
+const browser = await launch();
+const page = await openApp(browser);
+await byTestId(page, 'new-workflow-id').fill('explore1');
+await byTestId(page, 'new-workflow').click();
+await byTestId(page, 'canvas').waitFor();
+await page.waitForTimeout(1000);
+console.log(await shot(page, 'explore-empty'));
+const id = await dragFromPalette(page, 'classify_question', 450, 200);
+console.log('new node', id);
+await page.waitForTimeout(1500);
+console.log(await shot(page, 'explore-classify'));
+const ids = await page.locator('[data-testid]').evaluateAll((els) => els.map((e) => e.dataset.testid));
+console.log(ids.filter(x => x.startsWith('config') || x.startsWith('handle') || x.startsWith('node')).join('\n'));
+console.log(page.errors);
+await browser.close();

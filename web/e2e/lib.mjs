@@ -1,0 +1,103 @@
+/**
+ * Shared helpers of the browser tests: the headless Chromium of the machine (never a
+ * downloaded browser), a page logged in with the key from the environment, the API
+ * called directly (for checks and set-up the scenarios are not about), screenshots into
+ * `E2E_SHOTS`, and canvas gestures (drag from the palette, connect two handles).
+ *
+ * Environment: `BASE_URL` (the running `flowloom serve`), `FLOWLOOM_KEY` (an admin key),
+ * `E2E_SHOTS` (folder for screenshots; default a temporary folder).
+ */
+import { mkdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { chromium } from 'playwright-core';
+
+export const BASE_URL = process.env.BASE_URL ?? 'http://127.0.0.1:8400';
+export const KEY = process.env.FLOWLOOM_KEY ?? '';
+export const SHOTS = process.env.E2E_SHOTS ?? join(tmpdir(), 'flowloom-e2e-shots');
+mkdirSync(SHOTS, { recursive: true });
+
+export const CHROMIUM_ARGS = ['--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking',
+  '--disable-component-update', '--disable-sync', '--disable-quic'];
+
+/** Headless Chromium from /usr/bin/chromium. */
+export function launch() {
+  return chromium.launch({ executablePath: '/usr/bin/chromium', headless: true, args: CHROMIUM_ARGS });
+}
+
+/** A new page of a fresh context, logged in (the key through the login URL's fragment), English UI. */
+export async function openApp(browser, path = '/') {
+  const context = await browser.newContext({ viewport: { width: 1500, height: 950 }, acceptDownloads: true });
+  await context.addInitScript(() => localStorage.setItem('flowloom.lang', 'en'));
+  const page = await context.newPage();
+  page.setDefaultTimeout(15000);
+  const errors = [];
+  page.on('pageerror', (e) => errors.push(String(e)));
+  page.errors = errors;
+  await page.goto(`${BASE_URL}${path}#key=${encodeURIComponent(KEY)}`);
+  return page;
+}
+
+/** Calls the API with the key; throws with the server's answer on a non-2xx. */
+export async function apiCall(method, path, body) {
+  const res = await fetch(BASE_URL + path, { method, headers: { Authorization: `Bearer ${KEY}`,
+    ...(body === undefined ? {} : { 'Content-Type': 'application/json' }) },
+  body: body === undefined ? undefined : JSON.stringify(body) });
+  const text = await res.text();
+  if (!res.ok) throw new Error(`${method} ${path}: ${res.status} ${text}`);
+  return text ? JSON.parse(text) : null;
+}
+
+/** Saves a PNG of the page (or of `locator`) as SHOTS/<name>.png and returns its path. */
+export async function shot(page, name, locator = null) {
+  const path = join(SHOTS, `${name}.png`);
+  await (locator ?? page).screenshot({ path });
+  return path;
+}
+
+export const byTestId = (page, id) => page.locator(`[data-testid="${id}"]`);
+
+/** Opens workflow `id` in the editor and waits for its canvas. */
+export async function openWorkflow(page, id) {
+  await page.goto(`${BASE_URL}/#/w/${encodeURIComponent(id)}`);
+  await byTestId(page, 'canvas').waitFor();
+  await page.locator('.react-flow__node').first().waitFor();
+}
+
+/** Drags the palette item of `kind` onto the canvas at (x, y) relative to the canvas box;
+ * returns the id of the node that appeared. */
+export async function dragFromPalette(page, kind, x, y) {
+  const before = new Set(await page.locator('.react-flow__node').evaluateAll((els) => els.map((e) => e.dataset.id)));
+  const canvas = byTestId(page, 'canvas');
+  await byTestId(page, `palette-item-${kind}`).dragTo(canvas, { targetPosition: { x, y } });
+  const handle = await page.waitForFunction((known) => {
+    const ids = [...document.querySelectorAll('.react-flow__node')].map((e) => e.dataset.id);
+    return ids.find((id) => !known.includes(id)) ?? null;
+  }, [...before]);
+  return handle.jsonValue();
+}
+
+/** Connects two handles with the mouse (press on one, move, release on the other). */
+export async function connect(page, fromTestId, toTestId) {
+  const from = await byTestId(page, fromTestId).boundingBox();
+  const to = await byTestId(page, toTestId).boundingBox();
+  if (!from || !to) throw new Error(`handle not visible: ${!from ? fromTestId : toTestId}`);
+  await page.mouse.move(from.x + from.width / 2, from.y + from.height / 2);
+  await page.mouse.down();
+  await page.mouse.move((from.x + to.x) / 2, (from.y + to.y) / 2, { steps: 5 });
+  await page.mouse.move(to.x + to.width / 2, to.y + to.height / 2, { steps: 5 });
+  await page.mouse.up();
+}
+
+/** Waits until the draft is saved (the toolbar's save status says so). */
+export async function waitSaved(page) {
+  await page.waitForFunction(() => {
+    const el = document.querySelector('[data-testid="save-status"]');
+    return el && el.classList.contains('saved');
+  }, null, { timeout: 15000 });
+}
+
+/** The current draft of workflow `id` from the API. */
+export async function draftOf(id) {
+  return (await apiCall('GET', `/v1/workflows/${encodeURIComponent(id)}`)).draft;
+}
