@@ -157,6 +157,9 @@ async def test_rerun_async_answers_202_and_the_run_finishes(api, counter):
     events = await api.client.get(response.json()["events_url"], headers=api.auth())
     assert parse_sse(events.text)[-1]["data"]["status"] == "succeeded"
     assert counter.hits == {"/one": 2, "/two": 2}
+    whole = await api.client.post(f"/v1/runs/{old['run_id']}/rerun", json={"node_id": "start"}, headers=api.auth())
+    assert whole.json()["status"] == "succeeded" and counter.hits == {"/one": 3, "/two": 3}
+    assert all(r["reused_from"] is None for r in whole.json()["node_runs"])
 
 
 async def test_rerun_of_an_unknown_node_names_it(api, counter):
