@@ -12,6 +12,8 @@ What it guarantees, whatever process calls it:
   runs). A second process gets :class:`~engine.ports.RunOwned` naming the owner. A
   lease expires after ``Settings.lease_ttl`` seconds without renewal, and at once when
   its owner was a process of this host that no longer exists.
+- **Never idle forever**: a run that produces no event for ``Settings.run_idle_timeout_s``
+  fails with reason ``idle_timeout`` naming the interval and the node (:class:`_IdleWatch`).
 - **Cancel from anywhere**: :meth:`RunService.cancel` sends a command; the executing
   process polls for it every tenth of a second, cancels the node in progress and ends the
   run ``cancelled`` exactly once. A paused run is cancelled directly.
@@ -34,8 +36,9 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Mapping
 
-from schemas.events import NodeDelta
+from schemas.events import NodeDelta, NodeFinished
 from schemas.events import RunCancelled as RunCancelledEvent
+from schemas.events import RunFailed as RunFailedEvent
 from schemas.records import (
     DEFAULT_TENANT,
     ChatMessage,
@@ -296,15 +299,17 @@ class RunService:
         live = self._live[run_id] = _Live(token)
         durable: list[Any] = []
         text: list[str] = []
+        idle = _IdleWatch(self.settings.run_idle_timeout_s, state, token)
         deps = RunDeps(settings=self.settings, models=self.models, memory=self.memory, workflows=self.workflows,
-                       on_event=lambda event: self._publish(live, durable, text, event),
-                       checkpoint=self._checkpointer(owner, durable))
+                       on_event=lambda event: self._publish(live, durable, text, idle.seen(event)),
+                       checkpoint=self._checkpointer(owner, durable, idle))
         helpers = [asyncio.create_task(self._heartbeat(run_id, owner, token)),
-                   asyncio.create_task(self._watch_commands(run_id, token))]
+                   asyncio.create_task(self._watch_commands(run_id, token)),
+                   asyncio.create_task(idle.watch())]
         try:
             async with contextlib.aclosing(stream_workflow(plan, state, deps=deps, cancel=token)) as events:
                 async for event in events:
-                    yield event
+                    yield idle.seen(event)
         finally:
             for task in helpers:
                 task.cancel()
@@ -329,10 +334,11 @@ class RunService:
         for queue in live.watchers:
             queue.put_nowait(event)
 
-    def _checkpointer(self, owner: OwnerInfo, durable: list[Any]) -> Any:
+    def _checkpointer(self, owner: OwnerInfo, durable: list[Any], idle: "_IdleWatch") -> Any:
         runs = self.stores.runs
 
         async def checkpoint(state: RunState, delta: CheckpointDelta) -> None:
+            idle.amend(state)
             batch = durable[:]  # the events buffered since the last checkpoint commit with it
             del durable[:]
             try:
@@ -528,6 +534,80 @@ class RunService:
         message.status = _MESSAGE_STATUS.get(state.status, MessageStatus.failed)
         message.updated_at = time.time()
         await self.stores.chats.update_message(message)
+
+
+class _IdleWatch:
+    """The run's idle watchdog: a run that produces no event (text deltas included) for
+    ``seconds`` (``Settings.run_idle_timeout_s``; 0: off) is ended *failed*, with reason
+    ``idle_timeout`` and a message naming the interval and the node(s) then running - a
+    model provider that sent its headers and then nothing must not hold the run, its
+    lease or a client's stream forever.
+
+    It stops the run through the run's cancel token (the scheduler then cancels the
+    node in progress, closes the node runs and checkpoints, exactly as for a stop) and
+    turns that cancellation into the failure it is, at the two boundaries the service
+    owns: every event passes :meth:`seen` (``run_cancelled`` becomes ``run_failed``, the
+    stopped nodes' ``node_finished`` says ``failed`` with the idle error) and every
+    checkpoint passes :meth:`amend` (the run and those node runs are stored ``failed``).
+    """
+
+    __slots__ = ("seconds", "state", "token", "last", "error", "nodes", "_changed")
+
+    def __init__(self, seconds: float, state: RunState, token: CancelToken) -> None:
+        self.seconds, self.state, self.token = seconds, state, token
+        self.last = time.monotonic()
+        self.error: NodeError | None = None
+        self.nodes: list[str] = []
+        self._changed: dict[int, Any] = {}
+
+    async def watch(self) -> None:
+        """Until the run produced nothing for ``seconds``; then fail it (class docstring)."""
+        if self.seconds <= 0:
+            return
+        while not self.token.cancelled:
+            left = self.last + self.seconds - time.monotonic()
+            if left > 0:
+                await asyncio.sleep(left)
+                continue
+            self.nodes = [nid for nid, run in self.state.node_runs.items() if run.status is NodeRunStatus.running]
+            where = f" while node(s) {', '.join(map(repr, self.nodes))} were running" if self.nodes else ""
+            message = (f"run produced no event for {self.seconds:g}s (run_idle_timeout_s={self.seconds:g}){where}; "
+                       f"it was stopped")
+            self.error = NodeError(type="RunIdleTimeout", message=message, reason="idle_timeout",
+                                   node_id=self.nodes[0] if self.nodes else None)
+            self.token.cancel(message)
+            return
+
+    def seen(self, event: Any) -> Any:
+        """``event``, noted as activity; after an idle stop, as the failure it reports (the
+        same object whichever path asks, so the log and the live stream agree)."""
+        self.last = time.monotonic()
+        if self.error is None:
+            return event
+        seq = getattr(event, "seq", None)
+        if seq in self._changed:
+            return self._changed[seq]
+        changed = event
+        if isinstance(event, RunCancelledEvent):
+            changed = RunFailedEvent(seq=event.seq, run_id=event.run_id, ts=event.ts, reason="idle_timeout",
+                                     error=self.error.model_dump(), elapsed_ms=event.elapsed_ms)
+        elif (isinstance(event, NodeFinished) and event.status is NodeRunStatus.cancelled and event.loop_id is None
+              and event.node_id in self.nodes):
+            changed = event.model_copy(update={"status": NodeRunStatus.failed, "error": self.error.model_dump()})
+        if changed is not event:
+            self._changed[event.seq] = changed
+        return changed
+
+    def amend(self, state: RunState) -> None:
+        """After an idle stop: the run and the node runs it stopped are ``failed`` with the idle error."""
+        if self.error is None:
+            return
+        if state.status is RunStatus.cancelled:
+            state.status, state.error = RunStatus.failed, self.error
+        for nid in self.nodes:
+            run = state.node_runs.get(nid)
+            if run is not None and run.status is NodeRunStatus.cancelled:
+                run.status, run.error = NodeRunStatus.failed, self.error
 
 
 _MESSAGE_STATUS = {RunStatus.succeeded: MessageStatus.done, RunStatus.paused: MessageStatus.paused,

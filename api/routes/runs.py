@@ -39,7 +39,7 @@ from schemas.types import RunStatus
 
 from ..auth import Caller, Executor, Principal, Service
 from ..dispatch import dispatcher, is_queued, queued_or_inline, watch_source
-from ..errors import ApiError
+from ..errors import ApiError, error_body
 from ..executor import END, Execution, RunExecutor
 from ..limits import check_document
 from ..quotas import Quotas
@@ -182,8 +182,17 @@ async def _relay(service: RunService, tenant_id: str, execution: Execution, list
         execution.unsubscribe(listener)
     if execution.error is not None:
         raise execution.error
-    summary = await service.get(tenant_id, execution.run_id)
-    yield "done", None, {"run_id": execution.run_id, "status": summary.status.value}
+    yield _end_frame(await service.get(tenant_id, execution.run_id))
+
+
+def _end_frame(summary: RunSummary) -> Frame:
+    """The last frame of a run's stream: ``done`` with its status; for a run the idle
+    watchdog ended, an ``error`` frame naming the idle interval and the node, so the
+    client learns the stream ended because nothing came (and the connection is not held)."""
+    error = summary.error or {}
+    if summary.status is RunStatus.failed and error.get("reason") == "idle_timeout":
+        return "error", None, error_body("run_idle_timeout", str(error.get("message", "the run was idle too long")))
+    return "done", None, {"run_id": summary.run_id, "status": summary.status.value}
 
 
 # ---------------------------------------------------------------------------- read
@@ -324,5 +333,4 @@ async def _watch(service: RunService, tenant_id: str, run_id: str,
     async with contextlib.aclosing(source) as events:  # type: ignore[type-var]
         async for event in events:
             yield event["type"], event["seq"], event
-    summary = await service.get(tenant_id, run_id)
-    yield "done", None, {"run_id": run_id, "status": summary.status.value}
+    yield _end_frame(await service.get(tenant_id, run_id))
