@@ -35,14 +35,11 @@ import json
 import uuid
 from typing import Any, AsyncIterator
 
+from typing import TYPE_CHECKING
+
 import anyio
-import mcp.types as mt
 from fastapi import APIRouter, FastAPI
 from fastapi.security import HTTPAuthorizationCredentials
-from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
-from mcp.server.auth.provider import AccessToken
-from mcp.server.lowlevel import Server
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -60,7 +57,11 @@ from ..auth import Principal, principal
 from ..errors import ApiError, describe
 from ..executor import END, RunExecutor
 
-__all__ = ["MCP_PATH", "router"]
+if TYPE_CHECKING:  # the SDK is imported when the endpoint is first used (about a second of start-up)
+    import mcp.types as mt
+    from mcp.server.lowlevel import Server
+
+__all__ = ["MCP_PATH", "build_server", "input_schema", "router"]
 
 MCP_PATH = "/v1/mcp"
 _CALLER = "flowloom_caller"
@@ -84,7 +85,7 @@ async def _caller_of(ctx: Any) -> tuple[FastAPI, Principal]:
     """The app and the caller of an MCP request, from the HTTP request that carried it.
 
     Raises:
-        mt.MCPError-like ValueError: no HTTP request (the endpoint only serves HTTP).
+        ValueError: no HTTP request (the endpoint serves HTTP only).
     """
     request: Request | None = getattr(ctx, "request", None)
     if request is None:
@@ -136,6 +137,8 @@ async def _published(app: FastAPI, caller: Principal) -> list[tuple[str, dict[st
 
 
 async def _list_tools(ctx: Any, params: Any) -> mt.ListToolsResult:
+    import mcp.types as mt
+
     app, caller = await _caller_of(ctx)
     tools = []
     for workflow_id, doc, _version in await _published(app, caller):
@@ -172,6 +175,8 @@ async def _app_of(app: FastAPI, caller: Principal, name: str) -> tuple[dict[str,
 
 
 def _error(message: str, **structured: Any) -> mt.CallToolResult:
+    import mcp.types as mt
+
     return mt.CallToolResult(content=[mt.TextContent(type="text", text=message)], is_error=True,
                              structured_content=structured or None)
 
@@ -238,6 +243,8 @@ def _question(interrupts: list[dict[str, Any]]) -> str:
 
 async def _result(app: FastAPI, caller: Principal, run_id: str) -> mt.CallToolResult:
     """The tool result of an ended (or paused) run."""
+    import mcp.types as mt
+
     service: RunService = app.state.service
     summary = await service.get(caller.tenant_id, run_id)
     state = await service.state(caller.tenant_id, run_id)
@@ -302,11 +309,59 @@ async def _stop(app: FastAPI, caller: Principal, run_id: str) -> None:
 
 def build_server() -> Server[Any]:
     """The low-level MCP server of the endpoint (tools only)."""
+    from mcp.server.lowlevel import Server
+
     return Server("flowloom", instructions="Each tool runs a published Flowloom workflow and returns its answer.",
                   on_list_tools=_list_tools, on_call_tool=_call_tool)
 
 
 # ------------------------------------------------------------------------ HTTP
+
+
+class _Sessions:
+    """The SDK's session manager of one app, started by the first MCP request (apps that
+    never serve MCP never import the SDK) and stopped with the app. Its task group lives
+    in a task of its own: an anyio task group must be left by the task that entered it."""
+
+    def __init__(self) -> None:
+        self.manager: Any = None
+        self.task: asyncio.Task[None] | None = None
+        self.stop = asyncio.Event()
+        self.lock = asyncio.Lock()
+
+    async def get(self) -> Any:
+        """The running session manager.
+
+        Raises:
+            whatever stopped the manager from starting.
+        """
+        async with self.lock:
+            if self.manager is None:
+                from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+
+                manager = StreamableHTTPSessionManager(build_server())
+                ready = asyncio.Event()
+
+                async def hold() -> None:
+                    async with manager.run():
+                        ready.set()
+                        await self.stop.wait()
+
+                self.task = asyncio.create_task(hold(), name="mcp session manager")
+                waiter = asyncio.create_task(ready.wait())
+                await asyncio.wait([self.task, waiter], return_when=asyncio.FIRST_COMPLETED)
+                if not ready.is_set():
+                    waiter.cancel()
+                    task, self.task = self.task, None
+                    await task  # raises what stopped it
+                self.manager = manager
+        return self.manager
+
+    async def close(self) -> None:
+        """Stop the manager (its sessions end) if it was started."""
+        if self.task is not None:
+            self.stop.set()
+            await self.task
 
 
 class _Endpoint:
@@ -322,38 +377,25 @@ class _Endpoint:
             status, body, headers = describe(exc)
             await JSONResponse(body, status_code=status, headers=headers)(scope, receive, send)
             return
+        from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+        from mcp.server.auth.provider import AccessToken
+
         scope["user"] = AuthenticatedUser(AccessToken(token=caller.key_id, client_id=caller.key_id, scopes=[],
                                                       subject=caller.tenant_id))
         scope.setdefault("state", {})[_CALLER] = caller
-        await app.state.mcp.handle_request(scope, receive, send)
+        manager = await app.state.mcp.get()
+        await manager.handle_request(scope, receive, send)
 
 
 @contextlib.asynccontextmanager
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
-    """Run the SDK's session manager while the app runs (after the app's own lifespan
-    opened the run service). Its task group lives in a task of its own: an anyio task
-    group must be left by the task that entered it, and a lifespan may be entered and
-    left by different tasks (test harnesses do)."""
-    manager = StreamableHTTPSessionManager(build_server())
-    ready, stop = asyncio.Event(), asyncio.Event()
-
-    async def hold() -> None:
-        async with manager.run():
-            app.state.mcp = manager
-            ready.set()
-            await stop.wait()
-
-    task = asyncio.create_task(hold(), name="mcp session manager")
-    waiter = asyncio.create_task(ready.wait())
-    await asyncio.wait([task, waiter], return_when=asyncio.FIRST_COMPLETED)
-    if not ready.is_set():
-        waiter.cancel()
-        await task  # raises what stopped it from starting
+    """The app's MCP sessions (:class:`_Sessions`), closed when the app stops."""
+    sessions = _Sessions()
+    app.state.mcp = sessions
     try:
         yield
     finally:
-        stop.set()
-        await task
+        await sessions.close()
 
 
 router = APIRouter(lifespan=_lifespan)

@@ -2,12 +2,14 @@
 against the app served over real HTTP (uvicorn in the test's loop), on SQLite and
 PostgreSQL: the tools a key may run with their input schemas, a call with progress
 notifications, a long call cancelled by the client (the run ends cancelled), a key of
-another tenant that sees and runs nothing, and a request without a valid key."""
+another tenant that sees and runs nothing, a request without a valid key; and the node
+catalog showing the MCP tool source fields of the tool nodes."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from typing import Any, AsyncIterator
 
 import httpx2
@@ -121,3 +123,16 @@ async def test_a_request_without_a_valid_key_is_refused(api):
                                        headers={**headers, "Accept": "application/json, text/event-stream"})
             assert response.status_code == 401 and response.headers["www-authenticate"].startswith("Bearer")
             assert "fl_nope_nope" not in response.text
+
+
+async def test_the_node_catalog_shows_the_mcp_tool_source_fields(api):
+    response = await api.client.get("/v1/node-kinds", headers=api.auth())
+    assert response.status_code == 200, response.text
+    kinds = {k["kind"]: k for k in response.json()["kinds"]}
+    for kind in ("tool_call", "agent"):
+        schema = kinds[kind]["config_schema"]
+        assert "mcp_servers" in schema["properties"], kind
+        text = json.dumps(schema)
+        for field in ("url", "headers", "command", "args", "env", "tools", "prefix", "connect_timeout"):
+            assert f'"{field}"' in text, (kind, field)
+        assert "FLOWLOOM_MCP_ALLOW_STDIO" in text and "{{secret:NAME}}" in text
