@@ -115,8 +115,12 @@ def _print_start(start: _Start, base: str, dist: Path, login_asked: bool | None,
                            f"({', '.join(report.created) or 'none'}){free}"))
         for problem in report.skipped:
             console.print(Text(f"  - skipped {problem}", style="yellow"))
-    elif report is not None:
+    elif report is not None and report.kept:
         console.print(Text(f"examples: already saved ({len(report.kept)}), left as they are"))
+    elif report is not None:
+        from api.examples import EXAMPLES_DIR
+
+        console.print(Text(f"examples: none found in {EXAMPLES_DIR}", style="yellow"))
 
 
 @app.command()
