@@ -214,18 +214,23 @@ class NodeRunOut(BaseModel):
 
 
 class RunDetail(RunOut):
-    """A run with its inputs, outputs, answer and node runs."""
+    """A run with its inputs, outputs, answer and node runs; for a rerun
+    (``POST /v1/runs/{id}/rerun``), ``rerun_of`` names the past run and ``rerun_from``
+    the node it ran again from."""
 
     inputs: dict[str, Any] = Field(default_factory=dict)
     outputs: dict[str, Any] = Field(default_factory=dict)
     answer: str = ""
     node_runs: list[NodeRunOut] = Field(default_factory=list)
+    rerun_of: str | None = None
+    rerun_from: str | None = None
 
     @classmethod
     def build(cls, summary: RunSummary, state: RunState, node_runs: list[NodeRun]) -> "RunDetail":
         """From the summary, the checkpointed state and every node run."""
         return cls(**RunOut.of(summary).model_dump(), inputs=state.inputs, outputs=state.outputs,
-                   answer=state.answer, node_runs=[NodeRunOut.of(run) for run in node_runs])
+                   answer=state.answer, node_runs=[NodeRunOut.of(run) for run in node_runs],
+                   rerun_of=state.sys.get("rerun_of"), rerun_from=state.sys.get("rerun_from"))
 
 
 class RunList(BaseModel):

@@ -115,6 +115,7 @@ async def test_rerun_from_a_node_reuses_upstream_and_runs_the_new_draft(api, cou
     assert new["status"] == "succeeded" and new["run_id"] != old["run_id"]
     assert counter.hits == {"/one": 1, "/two": 1, "/two?v=2": 1}  # the first request was not made again
     assert new["inputs"] == {"who": "Ada"} and new["workflow_version"] == "draft"
+    assert (new["rerun_of"], new["rerun_from"]) == (old["run_id"], "two") and old["rerun_of"] is None
     assert new["answer"].startswith("v2 Ada 200 ") and '"/two?v=2"' in new["answer"]
     runs = {r["node_id"]: r for r in new["node_runs"]}
     old_runs = {r["node_id"]: r for r in old["node_runs"]}
