@@ -26,6 +26,8 @@ from workers.redis_bus import RedisCommandChannel
 from workers.sql import SqlStore, default_database_url
 from workers.sql.chats import SqlChatStore
 
+from .redaction import install as install_log_redaction
+
 __all__ = ["database_url", "open_service"]
 
 
@@ -44,6 +46,7 @@ async def open_service(settings: Settings) -> AsyncIterator[RunService]:
         StoreError: the database cannot be reached or migrated (names the URL, password masked).
         ModelConfigError: the model registry file is invalid.
     """
+    install_log_redaction()  # the HTTP clients' request logs name URLs, which may hold keys
     registry = registry_for(settings)
     store = await SqlStore.open(database_url(settings))
     memory = memory_store_for(settings)
