@@ -34,6 +34,7 @@ stdio server process ends with the node):
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import re
@@ -181,8 +182,10 @@ class McpConnection:
         return ToolSourceFailed(f"{self.describe()} stopped answering{during}: {_cause(exc)}{tail}",
                                 node_id=self.node_id, reason="mcp_server_failed")
 
-    def transport(self, settings: Settings) -> Any:
-        """The SDK transport (an async context manager of streams) for this server.
+    def transport(self, settings: Settings) -> tuple[Any, httpx2.AsyncClient | None]:
+        """``(SDK transport, its HTTP client or None)`` for this server: the transport is an
+        async context manager of the message streams; the HTTP client (HTTP servers only)
+        must be open while it is used.
 
         Raises:
             NodeFailed: stdio servers are not enabled; a secret is missing.
@@ -341,7 +344,7 @@ async def open_mcp_tools(ctx: NodeContext, servers: Sequence[McpServer],
         for server in servers:
             conn = McpConnection(server, ctx.node_id)
             try:
-                async with _deadline(server.connect_timeout):
+                async with asyncio.timeout(server.connect_timeout):
                     await stack.enter_async_context(_session(conn, settings))
             except TimeoutError:
                 raise conn.failure(TimeoutError(f"no answer within {server.connect_timeout:g}s "
@@ -356,15 +359,6 @@ async def open_mcp_tools(ctx: NodeContext, servers: Sequence[McpServer],
         yield specs
 
 
-@contextlib.asynccontextmanager
-async def _deadline(seconds: float) -> AsyncIterator[None]:
-    """``asyncio.timeout`` for the connect step only (entering the session)."""
-    import asyncio
-
-    async with asyncio.timeout(seconds):
-        yield
-
-
 async def list_server_tools(server: McpServer, settings: Settings) -> list[Any]:
     """The tools ``server`` lists (``mcp.types.Tool``), for the ``flowloom mcp tools`` command.
 
@@ -373,7 +367,7 @@ async def list_server_tools(server: McpServer, settings: Settings) -> list[Any]:
     """
     conn = McpConnection(server, "mcp")
     try:
-        async with _deadline(server.connect_timeout):
+        async with asyncio.timeout(server.connect_timeout):
             async with _session(conn, settings) as open_conn:
                 return list(open_conn.listed)
     except TimeoutError:

@@ -64,13 +64,14 @@ def http_server(tmp_path):
         proc.wait(5)
 
 
-async def test_a_tool_call_node_calls_tools_of_a_stdio_server(openai_server, scripted_registry, tmp_path,
-                                                               monkeypatch):
+@pytest.mark.parametrize("kind", ["tool_call", "agent"])
+async def test_a_tool_node_calls_tools_of_a_stdio_server(openai_server, scripted_registry, tmp_path, monkeypatch,
+                                                         kind):
     monkeypatch.setenv("FLOWLOOM_SECRET_DEMO_TOKEN", "tok-7f3a")
     server = stdio_server(tmp_path, env={"MCP_TEST_TOKEN": "{{secret:DEMO_TOKEN}}"})
     openai_server.script(calls_reply(("c1", "lookup", {"city": "Paris"}), ("c2", "whoami", {})),
                          answer_reply("Sunny in Paris."))
-    _plan, _deps, state = await run(scripted_registry, flow(mcp_servers=[server]), STDIO_OK)
+    _plan, _deps, state = await run(scripted_registry, flow(kind, mcp_servers=[server]), STDIO_OK)
     assert state.status is RunStatus.succeeded, state.error
     assert state.outputs["answer"] == "Sunny in Paris."
     tools = offered(openai_server.bodies[0])
@@ -115,11 +116,12 @@ async def test_a_loopback_http_server_is_refused_unless_the_operator_allows_it(o
     assert "remote" in state.error.message and openai_server.bodies == []
 
 
+@pytest.mark.parametrize("kind", ["tool_call", "agent"])
 async def test_a_destructive_tool_asks_first_and_runs_only_after_approval(openai_server, scripted_registry,
-                                                                        tmp_path):
+                                                                        tmp_path, kind):
     log = tmp_path / "calls.log"
     openai_server.script(calls_reply(("c1", "delete_item", {"item_id": "42"})))
-    plan, deps, state = await run(scripted_registry, flow(mcp_servers=[stdio_server(tmp_path)]), STDIO_OK)
+    plan, deps, state = await run(scripted_registry, flow(kind, mcp_servers=[stdio_server(tmp_path)]), STDIO_OK)
     assert state.status is RunStatus.paused, state.error
     (interrupt,) = state.interrupts.values()
     assert interrupt.kind == "confirm" and interrupt.payload["tool"] == "delete_item"
@@ -241,3 +243,19 @@ def test_the_compiler_checks_the_source_without_connecting(scripted_registry, se
         compile_workflow(flow(mcp_servers=[server]), models=scripted_registry, use_cache=False)
     (found,) = caught.value.problems
     assert found.node_id == "agent" and problem in found.message and found.path == "config.mcp_servers[0]"
+
+
+async def test_a_server_that_never_answers_fails_after_its_connect_timeout(openai_server, scripted_registry):
+    import socket
+
+    with socket.socket() as silent:  # accepts connections (backlog), never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}/mcp"
+        started = time.monotonic()
+        _plan, _deps, state = await run(
+            scripted_registry, flow(mcp_servers=[{"name": "mute", "url": url, "connect_timeout": 1}]),
+            Settings(http_allow=["127.0.0.1"]))
+    assert state.status is RunStatus.failed and state.error.reason == "mcp_server_failed"
+    assert "MCP server 'mute'" in state.error.message and "connect_timeout" in state.error.message
+    assert time.monotonic() - started < 15 and openai_server.bodies == []
