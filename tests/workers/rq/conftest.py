@@ -164,7 +164,7 @@ class Deployment:
             connection.close()
 
     def start_server(self) -> str:
-        """``flowloom serve`` on a free port; its base URL once it answers."""
+        """``flowloom serve`` on a free port; its base URL (call :meth:`wait_server` before using it)."""
         sock = socket.socket()
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
@@ -173,13 +173,17 @@ class Deployment:
         proc = subprocess.Popen([*FLOWLOOM, "serve", "--port", str(port), "--heartbeat", "0.2"], env=self.env,
                                 cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
         self.servers.append(proc)
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 30
+        return f"http://127.0.0.1:{port}"
+
+    def wait_server(self, url: str, timeout: float = 30.0) -> None:
+        """Until the server at ``url`` answers ``/health``."""
+        proc = self.servers[[f"http://127.0.0.1:{p.args[-3]}" for p in self.servers].index(url)]
+        deadline = time.monotonic() + timeout
         while True:
-            assert proc.poll() is None, (self.tmp / f"serve-{port}.log").read_text()
+            assert proc.poll() is None, (self.tmp / f"serve-{url.rsplit(':', 1)[1]}.log").read_text()
             try:
                 if httpx.get(url + "/health", timeout=1).status_code == 200:
-                    return url
+                    return
             except httpx.HTTPError:
                 pass
             assert time.monotonic() < deadline, "flowloom serve did not start"
