@@ -42,6 +42,7 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Mapping, Sequence
 
+import httpcore
 import httpcore2
 import httpx2
 from mcp import Client, MCPError, StdioServerParameters
@@ -125,7 +126,7 @@ def _closed(exc: BaseException) -> bool:
     """True when ``exc`` says the connection to the server is gone (not a tool's error)."""
     if isinstance(exc, MCPError):
         return exc.code == -32000 or "connection closed" in str(exc).lower()
-    return isinstance(exc, (httpx2.TransportError, httpcore2.NetworkError, OSError, EOFError))
+    return isinstance(exc, (httpx2.TransportError, httpcore2.NetworkError, httpcore.NetworkError, OSError, EOFError))
 
 
 def _cause(exc: BaseException) -> str:
@@ -134,6 +135,20 @@ def _cause(exc: BaseException) -> str:
         exc = exc.exceptions[0]
     text = str(exc).strip() or type(exc).__name__
     return text.splitlines()[0]
+
+
+class _Inner(httpcore2.AnyIOBackend):
+    """``httpcore2``'s backend with its connect errors as ``httpcore``'s, which the guard's
+    loop over the resolved addresses expects (so ``localhost`` falls back from ``::1`` to
+    ``127.0.0.1`` as it does for the HTTP node)."""
+
+    async def connect_tcp(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await super().connect_tcp(*args, **kwargs)
+        except httpcore2.ConnectTimeout as exc:
+            raise httpcore.ConnectTimeout(str(exc)) from exc
+        except httpcore2.ConnectError as exc:
+            raise httpcore.ConnectError(str(exc)) from exc
 
 
 def _guarded_http_client(policy: AddressPolicy, headers: dict[str, str], node_id: str) -> httpx2.AsyncClient:
@@ -146,7 +161,7 @@ def _guarded_http_client(policy: AddressPolicy, headers: dict[str, str], node_id
         # Fail closed: a client without the guard would reach any address.
         raise NodeFailed("unsupported httpx2 version: cannot install the address guard", node_id=node_id)
     transport._pool = httpcore2.AsyncConnectionPool(  # type: ignore[attr-defined]
-        network_backend=GuardedBackend(policy, node_id=node_id, inner=httpcore2.AnyIOBackend()))  # type: ignore[arg-type]
+        network_backend=GuardedBackend(policy, node_id=node_id, inner=_Inner()))  # type: ignore[arg-type]
     return httpx2.AsyncClient(transport=transport, headers=headers,
                               timeout=httpx2.Timeout(30.0, read=300.0), trust_env=False)
 
@@ -164,6 +179,7 @@ class McpConnection:
     listed: list[Any] = field(default_factory=list)
     in_flight: list[str] = field(default_factory=list)
     stderr: Any = None
+    connected: bool = False
 
     def describe(self) -> str:
         """``MCP server 'name' (url or command)`` for messages (no header or env values)."""
@@ -179,7 +195,8 @@ class McpConnection:
                 self.stderr.seek(0)
                 text = self.stderr.read()[-_STDERR_TAIL:].strip()
                 tail = f"; its last error output: {text.splitlines()[-1]}" if text else ""
-        return ToolSourceFailed(f"{self.describe()} stopped answering{during}: {_cause(exc)}{tail}",
+        what = "stopped answering" if self.connected else "could not be reached"
+        return ToolSourceFailed(f"{self.describe()} {what}{during}: {_cause(exc)}{tail}",
                                 node_id=self.node_id, reason="mcp_server_failed")
 
     def transport(self, settings: Settings) -> tuple[Any, httpx2.AsyncClient | None]:
@@ -278,6 +295,7 @@ async def _session(conn: McpConnection, settings: Settings) -> AsyncIterator[Mcp
             async with Client(transport, cache=None) as client:
                 conn.client = client
                 conn.listed = await _list_all(client)
+                conn.connected = True
                 yield conn
         except _OURS:
             raise

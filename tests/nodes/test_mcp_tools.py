@@ -92,12 +92,14 @@ async def test_an_agent_node_calls_tools_of_an_http_server_with_a_secret_header(
         openai_server, scripted_registry, http_server, monkeypatch):
     _proc, url = http_server
     monkeypatch.setenv("FLOWLOOM_SECRET_MCP_TOKEN", "s3cret-9d")
-    server = {"name": "remote", "url": url, "headers": {"Authorization": "Bearer {{secret:MCP_TOKEN}}"},
-              "tools": ["lookup", "whoami"], "prefix": "r_"}
+    # by name: localhost may resolve to ::1 first, where nothing listens; the next address is tried
+    server = {"name": "remote", "url": url.replace("127.0.0.1", "localhost"),
+              "headers": {"Authorization": "Bearer {{secret:MCP_TOKEN}}"}, "tools": ["lookup", "whoami"],
+              "prefix": "r_"}
     openai_server.script(calls_reply(("c1", "r_lookup", {"city": "Oslo"})),
                          calls_reply(("c2", "r_whoami", {})), answer_reply("Oslo is sunny."))
     _plan, _deps, state = await run(scripted_registry, flow("agent", mcp_servers=[server]),
-                                    Settings(http_allow=["127.0.0.1"]))
+                                    Settings(http_allow=["localhost"]))
     assert state.status is RunStatus.succeeded, state.error
     assert state.outputs["answer"] == "Oslo is sunny."
     assert {"r_lookup", "r_whoami"} <= set(offered(openai_server.bodies[0]))
