@@ -77,16 +77,35 @@ export async function dragFromPalette(page, kind, x, y) {
   return handle.jsonValue();
 }
 
-/** Connects two handles with the mouse (press on one, move, release on the other). */
+/** Connects two handles with the mouse (press on one, move, release on the other) and
+ * waits for the new edge. A node re-rendered by a validation answer mid-gesture drops
+ * the connection being drawn, so the gesture is tried again once, as a person would. */
 export async function connect(page, fromTestId, toTestId) {
-  const from = await byTestId(page, fromTestId).boundingBox();
-  const to = await byTestId(page, toTestId).boundingBox();
-  if (!from || !to) throw new Error(`handle not visible: ${!from ? fromTestId : toTestId}`);
-  await page.mouse.move(from.x + from.width / 2, from.y + from.height / 2);
-  await page.mouse.down();
-  await page.mouse.move((from.x + to.x) / 2, (from.y + to.y) / 2, { steps: 5 });
-  await page.mouse.move(to.x + to.width / 2, to.y + to.height / 2, { steps: 5 });
-  await page.mouse.up();
+  const edges = page.locator('.react-flow__edge');
+  const before = await edges.count();
+  for (let attempt = 0; attempt < 3; attempt += 1) {
+    const from = await byTestId(page, fromTestId).boundingBox();
+    const to = await byTestId(page, toTestId).boundingBox();
+    if (!from || !to) throw new Error(`handle not visible: ${!from ? fromTestId : toTestId}`);
+    await page.mouse.move(from.x + from.width / 2, from.y + from.height / 2);
+    await page.mouse.down();
+    await page.mouse.move(to.x + to.width / 2, to.y + to.height / 2, { steps: 10 });
+    await page.mouse.up();
+    try {
+      await page.waitForFunction((n) => document.querySelectorAll('.react-flow__edge').length > n, before,
+        { timeout: 1500 });
+      return;
+    } catch {
+      await page.waitForTimeout(500);
+    }
+  }
+  const path = await shot(page, `connect-failed-${fromTestId}`);
+  const box = await byTestId(page, fromTestId).boundingBox();
+  console.log('TOAST', await page.locator('[data-testid="toast"]').allInnerTexts());
+  const tbox = await byTestId(page, toTestId).boundingBox();
+  console.log('TTOP', await page.evaluate(([x, y]) => { const e = document.elementFromPoint(x, y); return e?.outerHTML.slice(0, 200); }, [tbox.x + tbox.width / 2, tbox.y + tbox.height / 2]));
+  console.log('TOP', await page.evaluate(([x, y]) => { const e = document.elementFromPoint(x, y); return e?.outerHTML.slice(0, 300); }, [box.x + box.width / 2, box.y + box.height / 2]));
+  throw new Error(`could not connect ${fromTestId} to ${toTestId} (screenshot: ${path})`);
 }
 
 /** Waits until the draft is saved (the toolbar's save status says so). */

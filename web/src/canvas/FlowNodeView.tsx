@@ -60,8 +60,10 @@ function FlowNodeViewImpl({ id, data, selected, parentId }: NodeProps<FlowNode>)
   const flagged = useEditor((s) => (s.flagged[id] ? s.flagged[id].join(', ') : ''));
   const setQuickAdd = useEditor((s) => s.setQuickAdd);
   const run = useRunStatus((s) => s.byNode[id]);
-  const handles = useMemo(() => nodeHandles(node, kind,
-    { handles: shapeHandles.length ? { [id]: shapeHandles } : {}, outputs: {} }), [node, kind, shapeHandles, id]);
+  // unique: while two categories share an id the compiler lists it twice, and a
+  // repeated React key would leave a stale handle on the node after the fix
+  const handles = useMemo(() => [...new Set(nodeHandles(node, kind,
+    { handles: shapeHandles.length ? { [id]: shapeHandles } : {}, outputs: {} }))], [node, kind, shapeHandles, id]);
   const tools = useMemo(() => {
     const field = toolField(kind);
     const list = field ? node.config?.[field] : null;
