@@ -137,6 +137,7 @@ async def _published(app: FastAPI, caller: Principal) -> list[tuple[str, dict[st
 
 
 async def _list_tools(ctx: Any, params: Any) -> mt.ListToolsResult:
+    """``tools/list``: the published workflows the caller may run (module docstring)."""
     import mcp.types as mt
 
     app, caller = await _caller_of(ctx)
@@ -182,14 +183,16 @@ def _error(message: str, **structured: Any) -> mt.CallToolResult:
 
 
 def _progress_text(event: Any) -> str | None:
-    """What a progress notification says about ``event`` (None: not worth one)."""
+    """What a progress notification says about ``event`` (None: not worth one): ``node
+    'fetch' started``, ``run <id> started``..."""
     kind = getattr(event, "type", "")
     node = getattr(event, "node_id", None)
     if isinstance(event, NodeDelta) or not kind:
         return None
     if node:
-        verb = kind.removeprefix("node_")
-        return f"node {node!r} {verb}"
+        return f"node {node!r} {kind.removeprefix('node_')}"
+    if kind.startswith("run_") and getattr(event, "run_id", None):
+        return f"run {event.run_id} {kind.removeprefix('run_').replace('_', ' ')}"
     return kind.replace("_", " ")
 
 
@@ -233,6 +236,7 @@ class _CallRequest:
 
 
 def _question(interrupts: list[dict[str, Any]]) -> str:
+    """The pending questions of a paused run, one per line."""
     lines = []
     for interrupt in interrupts:
         payload = interrupt.get("payload") or {}
@@ -276,6 +280,8 @@ async def _follow(ctx: Any, listener: asyncio.Queue[Any]) -> None:
 
 
 async def _call_tool(ctx: Any, params: mt.CallToolRequestParams) -> mt.CallToolResult:
+    """``tools/call``: run the workflow, relay progress, answer with its result; a call
+    the client cancels stops the run (shielded, so the stop is sent even while cancelled)."""
     app, caller = await _caller_of(ctx)
     arguments = dict(params.arguments or {})
     try:

@@ -66,6 +66,7 @@ async def test_a_client_lists_and_calls_a_published_workflow_with_progress(api):
     run_id = result.structured_content["run_id"]
     assert (await api.service.get("default", run_id)).status is RunStatus.succeeded
     messages = [m for _v, m in progress]
+    assert messages[0] == f"run {run_id} started"
     assert "node 'hello' finished" in messages and "node 'say' finished" in messages
     assert [v for v, _m in progress] == sorted(v for v, _m in progress)
 
