@@ -8,8 +8,8 @@
  * Memoised, and every store read is a narrow selector returning a primitive or a
  * shared array, so moving one node re-renders only that node.
  */
-import { Handle, NodeResizer, Position, type NodeProps } from '@xyflow/react';
-import { memo, useMemo, useState, type MouseEvent } from 'react';
+import { Handle, NodeResizer, Position, useUpdateNodeInternals, type NodeProps } from '@xyflow/react';
+import { memo, useEffect, useMemo, useState, type MouseEvent } from 'react';
 import { useT } from '../i18n';
 import { NEW_TOOL_HANDLE, TOOL_HANDLE_PREFIX, TOOL_TARGET_HANDLE } from '../lib/connect';
 import type { FlowNode } from '../lib/serialize';
@@ -64,6 +64,11 @@ function FlowNodeViewImpl({ id, data, selected, parentId }: NodeProps<FlowNode>)
   // repeated React key would leave a stale handle on the node after the fix
   const handles = useMemo(() => [...new Set(nodeHandles(node, kind,
     { handles: shapeHandles.length ? { [id]: shapeHandles } : {}, outputs: {} }))], [node, kind, shapeHandles, id]);
+  // React Flow measures handle positions once per node size; handles renamed or added
+  // in place (a category id edited) must be measured again or they cannot be connected
+  const updateNodeInternals = useUpdateNodeInternals();
+  const handleKey = handles.join('\u0000');
+  useEffect(() => updateNodeInternals(id), [handleKey, id, updateNodeInternals]);
   const tools = useMemo(() => {
     const field = toolField(kind);
     const list = field ? node.config?.[field] : null;
