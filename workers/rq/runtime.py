@@ -52,7 +52,9 @@ __all__ = ["WorkerRuntime", "current_runtime", "install_runtime"]
 
 logger = logging.getLogger("flowloom.worker")
 
-_ENDED = frozenset({RunStatus.succeeded, RunStatus.failed, RunStatus.cancelled})
+#: the run's status once an event of this type was published
+_STATUS_AFTER = {"run_finished": "succeeded", "run_failed": "failed", "run_cancelled": "cancelled",
+                 "run_paused": "paused"}
 _RUNTIME: "WorkerRuntime | None" = None
 
 ServiceFactory = Callable[[Settings], AsyncContextManager[RunService]]
@@ -173,64 +175,59 @@ class WorkerRuntime:
 
     async def _execute(self, tenant_id: str, run_id: str, queue: str, job_timeout: float,
                        done: threading.Event) -> str:
+        """Execute the run; how it ended. No read precedes the run service's own (claim,
+        then load): a job costs what the run costs plus a few Redis round trips."""
         service = self.service
         assert service is not None
         try:
-            try:
-                summary = await service.get(tenant_id, run_id)
-            except RunNotFound:
-                return "unknown run"
-            if summary.status in _ENDED:
-                return f"already {summary.status.value}"
             await self._track(tenant_id, run_id, queue, job_timeout)
             try:
-                return await self._drive(service, tenant_id, run_id, summary.status)
+                return await self._drive(service, tenant_id, run_id)
             except RunOwned as exc:
                 # Another process holds the run's lease: keep it in the executing set until
                 # that lease ends, so a sweeper looks again if that owner turns out dead.
                 await self._untrack(run_id, keep_until=exc.owner)
                 logger.info("run %s: owned by another process (%s); not executed here", run_id, exc)
                 return "owned by another process"
+            except (RunNotResumable, RunNotFound) as exc:
+                await self._untrack(run_id)
+                try:  # ended (a stopped run among them) or paused with no answer: nothing to do
+                    return f"already {(await service.get(tenant_id, run_id)).status.value}"
+                except RunNotFound:
+                    return f"unknown run ({exc})"
+            except BaseException:
+                await asyncio.shield(self._untrack(run_id))
+                raise
         finally:
             done.set()
 
-    async def _drive(self, service: RunService, tenant_id: str, run_id: str, status: RunStatus) -> str:
+    async def _drive(self, service: RunService, tenant_id: str, run_id: str) -> str:
         commands = service.stores.commands
-        if status is RunStatus.paused:
-            taken = (await commands.take_answers(tenant_id, run_id)
-                     if isinstance(commands, RedisCommandChannel) else None)
-            if taken is None:
-                await self._untrack(run_id)
-                return "paused (no answers left for it)"
-            events = service.resume(tenant_id, run_id, taken[0], message=taken[1])
-        else:
-            state = await service.state(tenant_id, run_id)
-            with contextlib.suppress(Exception):  # a stream Redis cannot trim now only holds superseded events
-                await self.bus.rewind(tenant_id, run_id, state.seq)
-            events = service.recover(tenant_id, run_id)
+        taken = (await commands.take_answers(tenant_id, run_id)
+                 if isinstance(commands, RedisCommandChannel) else None)
+        events = (service.resume(tenant_id, run_id, taken[0], message=taken[1]) if taken is not None
+                  else service.recover(tenant_id, run_id))
         publisher = self.bus.publisher(tenant_id, run_id)
-        ended = False
+        status, first = "running", True
         try:
             async with contextlib.aclosing(events) as stream:
                 async for event in stream:
+                    if first and event.seq > 1:
+                        # The run had events before (continued after a crash, or resumed):
+                        # what a crashed execution published past the checkpoint goes.
+                        with contextlib.suppress(Exception):
+                            await self.bus.rewind(tenant_id, run_id, event.seq - 1)
+                    first = False
                     publisher.add(event)
-                    ended = ended or event.type in ("run_finished", "run_failed", "run_cancelled")
-        except RunNotResumable as exc:
-            await publisher.close(ended=False)
-            await self._untrack(run_id)
-            return f"not resumable: {exc}"
-        except RunOwned:
-            await publisher.close(ended=False)
-            raise
+                    status = _STATUS_AFTER.get(event.type, status)
         except BaseException:
             await publisher.close(ended=False)
-            await self._untrack(run_id)
             raise
-        await publisher.close(ended=ended)
+        await publisher.close(ended=status in ("succeeded", "failed", "cancelled"))
         await self._untrack(run_id)
         if isinstance(commands, RedisCommandChannel):
             commands.forget(run_id)
-        return (await service.get(tenant_id, run_id)).status.value
+        return status
 
     # ------------------------------------------------------------------ executing set
 
