@@ -26,6 +26,8 @@ __all__ = [
     "MessageOut",
     "ErrorBody",
     "ErrorDetail",
+    "OpenAIErrorBody",
+    "OpenAIErrorDetail",
     "Health",
     "KeyCreate",
     "KeyCreated",
@@ -610,3 +612,25 @@ class QuotaList(BaseModel):
 
     tenant: QuotaOut
     apps: list[QuotaOut]
+
+
+# ------------------------------------------------------------ OpenAI-compatible
+
+
+class OpenAIErrorDetail(BaseModel):
+    """An error of ``/v1/chat/completions`` and ``/v1/models`` in OpenAI's shape:
+    ``type`` (``authentication_error``, ``invalid_request_error``, ``rate_limit_error``,
+    ``server_error``...), ``code`` (``invalid_api_key``, ``model_not_found``,
+    ``invalid_request``, ``chat_conflict``, ``quota_exceeded``, ``run_failed``...)."""
+
+    message: str
+    type: str
+    code: str | None = None
+    param: str | None = None
+    problems: list[Any] | None = None
+
+
+class OpenAIErrorBody(BaseModel):
+    """The body of an error of the OpenAI-compatible routes (the ``openai`` SDK reads it)."""
+
+    error: OpenAIErrorDetail

@@ -16,6 +16,7 @@ from schemas.api import ErrorBody, KeyCreate, KeyCreated, KeyList, KeyOut
 
 from ..auth import Admin, Keys
 from ..errors import ApiError
+from .runs import link
 
 __all__ = ["router"]
 
@@ -23,7 +24,9 @@ router = APIRouter(prefix="/v1/keys", tags=["keys"],
                    responses={401: {"model": ErrorBody}, 403: {"model": ErrorBody}})
 
 
-@router.post("", status_code=201, response_model=KeyCreated, summary="Create an API key (shown once)")
+@router.post("", status_code=201, response_model=KeyCreated, summary="Create an API key (shown once)",
+             responses={201: {"links": {"RevokeKey": link("revoke_key_v1_keys__key_id__delete", "revoke the key",
+                                                          key_id="$response.body#/key/id")}}})
 async def create_key(body: KeyCreate, caller: Admin, keys: Keys) -> KeyCreated:
     """A new key of the caller's tenant; ``secret`` is the key, not shown again."""
     if caller.app_id is not None and body.app_id != caller.app_id:

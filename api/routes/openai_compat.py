@@ -44,6 +44,7 @@ from pydantic import ValidationError
 
 from engine.ports import WorkflowNotFound, WorkflowRepo
 from engine.service import RunService
+from schemas.api import OpenAIErrorBody
 from schemas.events import NodeDelta
 from schemas.openai_compat import ChatCompletionRequest, message_text
 from schemas.types import RunStatus
@@ -64,8 +65,36 @@ _OPENAI_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403:
                  422: "invalid_request_error", 429: "rate_limit_error"}
 _CODES = {"unauthorized": "invalid_api_key", "not_found": "model_not_found"}
 _QUESTION_KEYS = ("question", "description", "prompt", "message", "title", "text")
-_BODY = {"requestBody": {"required": True, "content": {
-    "application/json": {"schema": ChatCompletionRequest.model_json_schema()}}}}
+
+
+def _inline_defs(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` with its ``#/$defs/...`` references replaced by the definitions: inside
+    the OpenAPI document such a reference would point at the document's root."""
+    defs = schema.pop("$defs", {})
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#/$defs/"):
+                return walk(dict(defs[ref.removeprefix("#/$defs/")]))
+            return {key: walk(value) for key, value in node.items()}
+        if isinstance(node, list):
+            return [walk(item) for item in node]
+        return node
+
+    return walk(schema)
+
+
+#: the key is read by hand (errors in OpenAI's shape), so the scheme is declared here
+_SECURITY = {"security": [{"ApiKey": []}]}
+_BODY = {**_SECURITY, "requestBody": {"required": True, "content": {
+    "application/json": {"schema": _inline_defs(ChatCompletionRequest.model_json_schema())}}}}
+_OPENAI_ERRORS: dict[int | str, dict[str, Any]] = {
+    status: {"model": OpenAIErrorBody, "description": text} for status, text in (
+        (400, "no `model` named by a key of the whole tenant"), (401, "a missing, invalid or revoked key"),
+        (404, "`model_not_found`: unknown, unpublished, or not this key's"), (409, "`chat_conflict`"),
+        (422, "an invalid request or inputs"), (429, "a quota is used up (`Retry-After`)"),
+        (500, "`run_failed`: the run failed or was cancelled"), (503, "the run store is not available"))}
 
 
 # ------------------------------------------------------------------- errors
@@ -136,7 +165,8 @@ async def _app(repo: WorkflowRepo, caller: Principal, model: str | None) -> tupl
     return workflow_id, found.doc or {}, str(found.version)
 
 
-@router.get("/models", summary="The apps this key may call (OpenAI model list)")
+@router.get("/models", summary="The apps this key may call (OpenAI model list)", openapi_extra=_SECURITY,
+            responses={k: v for k, v in _OPENAI_ERRORS.items() if k in (401, 503)})
 async def list_models(request: Request) -> Response:
     """``{"object": "list", "data": [{"id", "object": "model", "created", "owned_by"}]}``:
     the tenant's published workflows (a key scoped to an app: that app only)."""
@@ -262,7 +292,11 @@ def _envelope(kind: str, run_id: str, model: str, created: int) -> dict[str, Any
 
 @router.post("/chat/completions", openapi_extra=_BODY, summary="A turn of an app (OpenAI chat completions)",
              responses={200: {"description": "chat.completion, or chat.completion.chunk lines (SSE)",
-                              "content": {"text/event-stream": {"schema": {"type": "string"}}}}})
+                              "content": {"text/event-stream": {"schema": {"type": "string"}, "itemSchema": {
+                                  "type": "object", "required": ["data"],
+                                  "properties": {"data": {"type": "string",
+                                                          "description": "a chunk as JSON, or [DONE]"}}}}}},
+                        **_OPENAI_ERRORS})
 async def chat_completions(request: Request) -> Response:
     """One turn of the app ``model`` names (module docstring): a ``chat.completion``, or
     with ``stream`` its chunks. Errors in OpenAI's shape with their status."""

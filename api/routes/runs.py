@@ -45,7 +45,7 @@ from ..limits import check_document
 from ..quotas import Quotas
 from ..sse import EventStreamResponse, Frame, event_stream
 
-__all__ = ["RunStart", "router", "run_document"]
+__all__ = ["RUN_LINKS", "SSE_CONTENT", "RunStart", "link", "router", "run_document"]
 
 #: the body fields of a run start (``RunCreate`` and ``WorkflowRunCreate`` both have them)
 RunStart = RunCreate | WorkflowRunCreate
@@ -53,10 +53,31 @@ RunStart = RunCreate | WorkflowRunCreate
 #: how long ``stop`` waits for the run to end before answering with its current state
 STOP_WAIT_S = 2.0
 _ENDED = {RunStatus.succeeded, RunStatus.failed, RunStatus.cancelled}
-_SSE = {"description": "server-sent events", "content": {"text/event-stream": {"schema": {"type": "string"}}}}
+#: a stream of server-sent events: ``schema`` is the whole body, ``itemSchema`` one event
+#: (``event``: the type; ``id``: the run event's ``seq``; ``data``: one JSON object)
+SSE_CONTENT = {"text/event-stream": {"schema": {"type": "string"}, "itemSchema": {
+    "type": "object", "required": ["data"],
+    "properties": {"event": {"type": "string"}, "id": {"type": "string"},
+                   "data": {"type": "string", "contentMediaType": "application/json"}}}}}
+_SSE = {"description": "server-sent events", "content": SSE_CONTENT}
 
 router = APIRouter(prefix="/v1/runs", tags=["runs"], responses={401: {"model": ErrorBody}})
 NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"model": ErrorBody}}
+
+
+def link(operation_id: str, description: str, **parameters: Any) -> dict[str, Any]:
+    """An OpenAPI link: the operation a client may call next, with parameters taken
+    from this call (runtime expressions such as ``$response.body#/run_id``)."""
+    return {"operationId": operation_id, "description": description, "parameters": parameters}
+
+
+#: what a client does next with a run it started (clients and the property tests follow them)
+RUN_LINKS = {
+    "GetRun": link("get_run_v1_runs__run_id__get", "the run with its node runs", run_id="$response.body#/run_id"),
+    "RunEvents": link("run_events_v1_runs__run_id__events_get", "the run's events (SSE)",
+                      run_id="$response.body#/run_id"),
+    "StopRun": link("stop_run_v1_runs__run_id__stop_post", "stop the run", run_id="$response.body#/run_id"),
+}
 
 
 def _heartbeat(request: Request) -> float:
@@ -156,8 +177,8 @@ async def _respond(run_id: str, events: AsyncIterator[Any], mode: str, chat_id: 
 
 @router.post("", response_model=RunDetail, summary="Run a workflow document",
              responses={200: {"description": "blocking: the run; streaming: its events (SSE)",
-                              "content": {"text/event-stream": {"schema": {"type": "string"}}}},
-                        202: {"model": RunAccepted, "description": "async: the run executes"},
+                              "content": SSE_CONTENT, "links": RUN_LINKS},
+                        202: {"model": RunAccepted, "description": "async: the run executes", "links": RUN_LINKS},
                         403: {"model": ErrorBody}, 409: {"model": ErrorBody}, 422: {"model": ErrorBody},
                         429: {"model": ErrorBody, "description": "a quota is used up (`Retry-After`)"}})
 async def start_run(body: RunCreate, caller: Caller, service: Service, executor: Executor,
@@ -261,7 +282,7 @@ async def resume_run(run_id: str, body: ResumeRequest, caller: Caller, service: 
 
 @router.post("/{run_id}/rerun", response_model=RunDetail, summary="Run again from a node of a past run",
              responses={200: {"description": "blocking: the new run; streaming: its events (SSE)",
-                              "content": {"text/event-stream": {"schema": {"type": "string"}}}},
+                              "content": SSE_CONTENT},
                         202: {"model": RunAccepted, "description": "async: the new run executes"},
                         **NOT_FOUND, 403: {"model": ErrorBody}, 409: {"model": ErrorBody}, 422: {"model": ErrorBody},
                         429: {"model": ErrorBody, "description": "a quota is used up (`Retry-After`)"}})
@@ -314,7 +335,10 @@ def _resume_point(last_event_id: str | None, after: int | None) -> int:
     return after or 0
 
 
-@router.get("/{run_id}/events", response_class=EventStreamResponse, responses={200: _SSE, **NOT_FOUND},
+# a plain response class: FastAPI documents every declared response with the route class's
+# media type, and the errors before a stream starts are JSON
+@router.get("/{run_id}/events", response_class=Response,
+            responses={200: _SSE, **NOT_FOUND, 422: {"model": ErrorBody}},
             summary="The run's events (SSE)")
 async def run_events(run_id: str, caller: Caller, service: Service, request: Request,
                      after: Annotated[int | None, Query(ge=0, description="continue after this event id")] = None,

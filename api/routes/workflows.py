@@ -39,7 +39,7 @@ from schemas.records import WorkflowRecord
 from ..auth import Caller, Executor, Principal, Service
 from ..errors import ApiError
 from ..limits import check_document
-from .runs import run_document
+from .runs import RUN_LINKS, SSE_CONTENT, link, run_document
 
 __all__ = ["router", "workflow_repo"]
 
@@ -52,6 +52,43 @@ def workflow_repo(request: Request) -> WorkflowRepo:
 Repo = Annotated[WorkflowRepo, Depends(workflow_repo)]
 _E: dict[int | str, dict[str, Any]] = {code: {"model": ErrorBody} for code in (401, 403, 404, 409, 422)}
 router = APIRouter(prefix="/v1/workflows", tags=["workflows"], responses=_E)
+
+#: the body of a new draft: any document with a usable ``id`` (it need not compile yet)
+_DOCUMENT_BODY = {"requestBody": {"content": {"application/json": {"schema": {
+    "type": "object", "required": ["id"], "additionalProperties": True,
+    "properties": {"id": {"type": "string", "minLength": 1, "maxLength": 200, "pattern": "^[^/]*[^/\\s][^/]*$",
+                          "description": "names the workflow (no `/`)"},
+                   "name": {"type": "string"}, "nodes": {"type": "array", "items": {"type": "object"}},
+                   "edges": {"type": "array", "items": {"type": "object"}}}}}}}}
+_SAVED = "$response.body#/id"
+_PATH = "$request.path.workflow_id"
+#: what a client does next with a workflow it saved or published (OpenAPI links)
+_CREATED_LINKS = {
+    "GetWorkflow": link("get_workflow_v1_workflows__workflow_id__get", "the draft", workflow_id=_SAVED),
+    "ValidateWorkflow": link("validate_workflow_v1_workflows__workflow_id__validate_post", "check the draft",
+                             workflow_id=_SAVED),
+    "UpdateWorkflow": {**link("update_workflow_v1_workflows__workflow_id__put", "replace the draft",
+                              workflow_id=_SAVED),
+                       "requestBody": {"workflow": "$response.body#/draft",
+                                       "draft_version": "$response.body#/draft_version"}},
+    "PublishWorkflow": link("publish_workflow_v1_workflows__workflow_id__publish_post", "publish the draft",
+                            workflow_id=_SAVED),
+    "RunDraft": link("run_workflow_v1_workflows__workflow_id__runs_post", "run the draft", workflow_id=_SAVED,
+                     draft=True),
+    "ExportWorkflow": link("export_workflow_v1_workflows__workflow_id__export_get", "the draft as a file",
+                           workflow_id=_SAVED),
+    "DeleteWorkflow": link("delete_workflow_v1_workflows__workflow_id__delete", "delete it", workflow_id=_SAVED),
+}
+_PUBLISHED_LINKS = {
+    "RunPublished": link("run_workflow_v1_workflows__workflow_id__runs_post", "run the published version",
+                         workflow_id=_PATH),
+    "ListVersions": link("list_versions_v1_workflows__workflow_id__versions_get", "the published versions",
+                         workflow_id=_PATH),
+    "Rollback": {**link("rollback_workflow_v1_workflows__workflow_id__rollback_post", "publish it again",
+                        workflow_id=_PATH), "requestBody": {"version": "$response.body#/version"}},
+    "ExportVersion": link("export_workflow_v1_workflows__workflow_id__export_get", "the version as a file",
+                          workflow_id=_PATH, version="$response.body#/version"),
+}
 
 
 def _detail(record: WorkflowRecord, model: type[WorkflowDetail] = WorkflowDetail) -> WorkflowDetail:
@@ -94,7 +131,8 @@ def _check(problems: list[dict[str, Any]], doc: dict[str, Any] | None = None) ->
 # ---------------------------------------------------------------------- drafts
 
 
-@router.post("", status_code=201, response_model=WorkflowCreated, summary="Save a new workflow (its draft)")
+@router.post("", status_code=201, response_model=WorkflowCreated, summary="Save a new workflow (its draft)",
+             openapi_extra=_DOCUMENT_BODY, responses={201: {"links": _CREATED_LINKS}})
 async def create_workflow(doc: dict[str, Any], caller: Caller, repo: Repo, request: Request) -> WorkflowDetail:
     """The document becomes the draft (version 1) of the workflow named by its ``id``;
     it need not compile yet (``validate`` says what is wrong), but must be within the
@@ -174,7 +212,7 @@ async def _publish(repo: WorkflowRepo, service: Any, caller: Principal, workflow
 
 
 @router.post("/{workflow_id}/publish", status_code=201, response_model=WorkflowVersionOut,
-             summary="Publish the draft as a new version")
+             summary="Publish the draft as a new version", responses={201: {"links": _PUBLISHED_LINKS}})
 async def publish_workflow(workflow_id: str, body: WorkflowPublish, caller: Caller, repo: Repo,
                            service: Service) -> WorkflowVersionOut:
     """The draft, compiled, becomes version n+1 and what apps and keys run."""
@@ -293,8 +331,8 @@ async def import_file(request: Request, caller: Caller, repo: Repo, service: Ser
 
 @router.post("/{workflow_id}/runs", response_model=RunDetail, summary="Run the published version (or the draft)",
              responses={200: {"description": "blocking: the run; streaming: its events (SSE)",
-                              "content": {"text/event-stream": {"schema": {"type": "string"}}}},
-                        202: {"model": RunAccepted, "description": "async: the run executes"},
+                              "content": SSE_CONTENT, "links": RUN_LINKS},
+                        202: {"model": RunAccepted, "description": "async: the run executes", "links": RUN_LINKS},
                         429: {"model": ErrorBody, "description": "a quota is used up (`Retry-After`)"}})
 async def run_workflow(workflow_id: str, body: WorkflowRunCreate, caller: Caller, repo: Repo, service: Service,
                        executor: Executor, request: Request,
