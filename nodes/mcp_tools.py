@@ -40,7 +40,7 @@ import json
 import re
 import tempfile
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Mapping, Sequence
+from typing import Any, AsyncIterator, Collection, Mapping, Sequence
 
 import httpcore
 import httpcore2
@@ -180,6 +180,14 @@ class McpConnection:
     in_flight: list[str] = field(default_factory=list)
     stderr: Any = None
     connected: bool = False
+    secrets: list[str] = field(default_factory=list, repr=False)
+
+    def redact(self, text: str) -> str:
+        """``text`` without the secret values this server was given (a server's error output
+        or message may echo them, and messages are recorded)."""
+        for value in self.secrets:
+            text = text.replace(value, "***")
+        return text
 
     def describe(self) -> str:
         """``MCP server 'name' (url or command)`` for messages (no header or env values)."""
@@ -196,7 +204,7 @@ class McpConnection:
                 text = self.stderr.read()[-_STDERR_TAIL:].strip()
                 tail = f"; its last error output: {text.splitlines()[-1]}" if text else ""
         what = "stopped answering" if self.connected else "could not be reached"
-        return ToolSourceFailed(f"{self.describe()} {what}{during}: {_cause(exc)}{tail}",
+        return ToolSourceFailed(self.redact(f"{self.describe()} {what}{during}: {_cause(exc)}{tail}"),
                                 node_id=self.node_id, reason="mcp_server_failed")
 
     def transport(self, settings: Settings) -> tuple[Any, httpx2.AsyncClient | None]:
@@ -208,6 +216,7 @@ class McpConnection:
             NodeFailed: stdio servers are not enabled; a secret is missing.
         """
         server, environ = self.server, settings.environ()
+        self.secrets = [value for name in server.secrets() if (value := environ.get(SECRET_ENV_PREFIX + name))]
         if server.url is not None:
             headers = {key: resolve_secrets(value, environ, where=f"MCP server {server.name!r} header {key!r}",
                                             node_id=self.node_id) for key, value in server.headers.items()}
@@ -267,7 +276,8 @@ class McpConnection:
             self.in_flight.remove(name)
             if _closed(exc):
                 raise self.failure(exc, name) from None
-            return ToolOutcome(f"MCP server {self.server.name} answered with an error: {exc}", is_error=True,
+            return ToolOutcome(self.redact(f"MCP server {self.server.name} answered with an error: {exc}"),
+                               is_error=True,
                                data={"server": self.server.name, "tool": name, "code": exc.code})
         except Exception as exc:
             self.in_flight.remove(name)
@@ -277,7 +287,7 @@ class McpConnection:
         # A cancellation leaves the name in flight on purpose: when the transport's failure
         # cancelled the call, the node error names it.
         self.in_flight.remove(name)
-        return ToolOutcome(render_result(result), is_error=bool(result.is_error),
+        return ToolOutcome(self.redact(render_result(result)), is_error=bool(result.is_error),
                            data={"server": self.server.name, "tool": name})
 
 
@@ -343,17 +353,19 @@ async def _list_all(client: Client) -> list[Any]:
 
 
 @contextlib.asynccontextmanager
-async def open_mcp_tools(ctx: NodeContext, servers: Sequence[McpServer],
-                         default_timeout: float | None) -> AsyncIterator[list[ToolSpec]]:
+async def open_mcp_tools(ctx: NodeContext, servers: Sequence[McpServer], default_timeout: float | None,
+                         taken: Collection[str] = ()) -> AsyncIterator[list[ToolSpec]]:
     """The tools of ``servers``, connected for as long as the block runs (module docstring).
 
     Each server must connect and list its tools within its ``connect_timeout``. Leaving the
-    block closes every session (a stdio server's process ends).
+    block closes every session (a stdio server's process ends). ``taken``: the names of the
+    node's other tools, which a listed tool may not take.
 
     Raises:
         NodeFailed: a server is refused (``blocked_address``, ``mcp_stdio_disabled``,
             ``missing_secret``), cannot be reached or listed in time (``mcp_server_failed``),
-            lacks a tool the config names (``mcp_tool_missing``), or went away during a
+            lacks a tool the config names (``mcp_tool_missing``), lists a tool whose name
+            another tool of the node has (``mcp_tool_name_taken``), or went away during a
             call (``mcp_server_failed``).
     """
     settings = ctx.deps.settings
@@ -369,12 +381,29 @@ async def open_mcp_tools(ctx: NodeContext, servers: Sequence[McpServer],
                                                 "(connect_timeout)")) from None
             except BlockedAddress as exc:
                 raise NodeFailed(f"{conn.describe()}: {exc}", node_id=ctx.node_id, reason="blocked_address") from None
-            specs += conn.specs(default_timeout)
+            specs += _unique(conn.specs(default_timeout), specs, taken, ctx.node_id)
         ctx.node_run.data["mcp_servers"] = [
             {"name": s.name, "transport": s.transport, "tools": [t.meta["tool"] for t in specs
                                                                  if t.meta.get("server") == s.name]}
             for s in servers]
         yield specs
+
+
+def _unique(new: list[ToolSpec], have: list[ToolSpec], taken: Collection[str], node_id: str) -> list[ToolSpec]:
+    """``new``, when none of its names is one of ``have`` (earlier servers) or ``taken``.
+
+    Raises:
+        NodeFailed: (``mcp_tool_name_taken``) naming the tool, both owners and the way out.
+    """
+    owners = {spec.name: f"MCP server {spec.meta['server']!r}" for spec in have}
+    owners.update({name: "another tool of the node" for name in taken})
+    for spec in new:
+        if spec.name in owners:
+            raise NodeFailed(f"MCP server {spec.meta['server']!r} lists a tool {spec.name!r}, a name "
+                             f"{owners[spec.name]} already has; give the server a prefix (mcp_servers.prefix) or "
+                             "name the tools to offer (mcp_servers.tools)", node_id=node_id,
+                             reason="mcp_tool_name_taken")
+    return new
 
 
 async def list_server_tools(server: McpServer, settings: Settings) -> list[Any]:

@@ -380,7 +380,8 @@ def mcp_tools(ctx: NodeContext, cfg: ToolLoopConfig) -> AsyncContextManager[list
         return contextlib.nullcontext([])
     from .mcp_tools import open_mcp_tools
 
-    return open_mcp_tools(ctx, cfg.mcp_servers, cfg.tool_timeout)
+    named = {server.tool_name(t) for server in cfg.mcp_servers for t in server.tools or ()}
+    return open_mcp_tools(ctx, cfg.mcp_servers, cfg.tool_timeout, set(cfg.tool_names()) - named)
 
 
 class GatedHooks(AgentHooks):

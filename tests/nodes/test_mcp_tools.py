@@ -21,7 +21,7 @@ from engine.errors import CompileError
 from schemas.types import NodeRunStatus, RunStatus
 from tests.nodes.agent.conftest import answer_reply, calls_reply
 from tests.support.catalog import compile_workflow
-from tests.support.mcp_server import SCRIPT, start_http
+from tests.support.mcp_server import SCRIPT, sha, start_http
 from tests.support.openai_server import openai_server, scripted_registry  # noqa: F401  (fixtures)
 from tests.support.workflows import build, edge, node
 
@@ -79,7 +79,10 @@ async def test_a_tool_node_calls_tools_of_a_stdio_server(openai_server, scripted
     assert tools["lookup"]["description"] == "The weather in a city."
     assert tools["lookup"]["parameters"]["properties"]["city"]["type"] == "string"
     results = tool_results(openai_server.bodies[1])
-    assert "weather in Paris: sunny" in results["c1"] and "token=tok-7f3a" in results["c2"]
+    assert "weather in Paris: sunny" in results["c1"]
+    # the server got the secret; its echo of it is redacted before the model or the record sees it
+    assert f"token_sha={sha('tok-7f3a')}" in results["c2"] and "token=***" in results["c2"]
+    assert "tok-7f3a" not in json.dumps(state.model_dump(mode="json"))
     assert "tool_observation" in results["c1"]  # fenced as data, like every tool result
     run_data = state.node_runs["agent"].data
     assert run_data["mcp_servers"][0]["name"] == "demo" and "lookup" in run_data["mcp_servers"][0]["tools"]
@@ -105,7 +108,8 @@ async def test_an_agent_node_calls_tools_of_an_http_server_with_a_secret_header(
     assert {"r_lookup", "r_whoami"} <= set(offered(openai_server.bodies[0]))
     assert "r_delete_item" not in offered(openai_server.bodies[0])  # only the tools named
     assert "weather in Oslo: sunny" in tool_results(openai_server.bodies[1])["c1"]
-    assert "auth=Bearer s3cret-9d" in tool_results(openai_server.bodies[2])["c2"]
+    whoami = tool_results(openai_server.bodies[2])["c2"]
+    assert f"auth_sha={sha('Bearer s3cret-9d')}" in whoami and "auth=Bearer ***" in whoami
 
 
 async def test_a_loopback_http_server_is_refused_unless_the_operator_allows_it(openai_server, scripted_registry,
@@ -261,3 +265,15 @@ async def test_a_server_that_never_answers_fails_after_its_connect_timeout(opena
     assert state.status is RunStatus.failed and state.error.reason == "mcp_server_failed"
     assert "MCP server 'mute'" in state.error.message and "connect_timeout" in state.error.message
     assert time.monotonic() - started < 15 and openai_server.bodies == []
+
+
+async def test_two_servers_listing_the_same_tool_name_need_a_prefix(openai_server, scripted_registry, tmp_path):
+    first, second = stdio_server(tmp_path), {**stdio_server(tmp_path), "name": "again"}
+    _plan, _deps, state = await run(scripted_registry, flow(mcp_servers=[first, second]), STDIO_OK)
+    assert state.status is RunStatus.failed and state.error.reason == "mcp_tool_name_taken"
+    assert "MCP server 'again'" in state.error.message and "prefix" in state.error.message
+    openai_server.script(answer_reply("ok"))
+    _plan, _deps, state = await run(scripted_registry, flow(mcp_servers=[first, {**second, "prefix": "b_"}],
+                                                            stop_tool={}), STDIO_OK)
+    assert state.status is RunStatus.succeeded, state.error
+    assert {"lookup", "b_lookup", "stop"} <= set(offered(openai_server.bodies[0]))

@@ -8,8 +8,9 @@ Streamable HTTP on 127.0.0.1:PORT at ``/mcp``. Tools:
   named by ``MCP_TEST_LOG`` (so a test sees whether it ran) and answers ``"deleted <id>"``;
 - ``crash()``: read-only; the process exits at once, mid-call;
 - ``slow(seconds)``: read-only; writes ``slow <pid>`` to ``MCP_TEST_LOG``, answers after ``seconds``;
-- ``whoami()``: read-only; the ``Authorization`` header it got over HTTP (``"none"`` on stdio),
-  and the value of ``MCP_TEST_TOKEN`` in its environment.
+- ``whoami()``: read-only; the ``Authorization`` header it got over HTTP (``"none"`` on stdio)
+  and the value of ``MCP_TEST_TOKEN`` in its environment, each with the first 12 hex digits
+  of its SHA-256 (:func:`sha`), so a test sees the value arrived even where it is redacted.
 
 :func:`start_http` starts it over HTTP for a test and waits until it accepts connections.
 """
@@ -17,6 +18,7 @@ Streamable HTTP on 127.0.0.1:PORT at ``/mcp``. Tools:
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 import socket
 import subprocess
@@ -68,9 +70,15 @@ def _build() -> MCPServer:
         """The credentials this server received."""
         request = ctx.request_context.request
         header = request.headers.get("authorization", "none") if request is not None else "none"
-        return f"auth={header} token={os.environ.get('MCP_TEST_TOKEN', 'none')}"
+        token = os.environ.get("MCP_TEST_TOKEN", "none")
+        return f"auth={header} auth_sha={sha(header)} token={token} token_sha={sha(token)}"
 
     return server
+
+
+def sha(text: str) -> str:
+    """The first 12 hex digits of the SHA-256 of ``text``."""
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
 def free_port() -> int:
