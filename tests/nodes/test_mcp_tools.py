@@ -277,3 +277,16 @@ async def test_two_servers_listing_the_same_tool_name_need_a_prefix(openai_serve
                                                             stop_tool={}), STDIO_OK)
     assert state.status is RunStatus.succeeded, state.error
     assert {"lookup", "b_lookup", "stop"} <= set(offered(openai_server.bodies[0]))
+
+
+async def test_a_call_over_its_timeout_is_an_error_for_the_model_and_the_session_goes_on(
+        openai_server, scripted_registry, tmp_path):
+    server = stdio_server(tmp_path, timeout=1)
+    openai_server.script(calls_reply(("c1", "slow", {"seconds": 30})), calls_reply(("c2", "lookup", {"city": "Oslo"})),
+                         answer_reply("done"))
+    started = time.monotonic()
+    _plan, _deps, state = await run(scripted_registry, flow(mcp_servers=[server]), STDIO_OK)
+    assert state.status is RunStatus.succeeded, state.error
+    assert time.monotonic() - started < 20
+    assert "timed out after 1s" in tool_results(openai_server.bodies[1])["c1"]
+    assert "weather in Oslo: sunny" in tool_results(openai_server.bodies[2])["c2"]
