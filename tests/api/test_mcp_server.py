@@ -137,3 +137,15 @@ async def test_the_node_catalog_shows_the_mcp_tool_source_fields(api):
         for field in ("url", "headers", "command", "args", "env", "tools", "prefix", "connect_timeout"):
             assert f'"{field}"' in text, (kind, field)
         assert "FLOWLOOM_MCP_ALLOW_STDIO" in text and "{{secret:NAME}}" in text
+
+
+async def test_a_key_scoped_to_an_app_sees_and_runs_that_app_only(api):
+    await _publish(api, GREETER)
+    await _publish(api, {**GREETER, "id": "other", "name": "Other"})
+    _record, app_key = await api.keys.create_key("default", name="greeter only", app_id="greeter")
+    async with _mcp(api, app_key) as client:
+        assert [t.name for t in (await client.list_tools()).tools] == ["greeter"]
+        refused = await client.call_tool("other", {"name": "Eve"})
+        allowed = await client.call_tool("greeter", {"name": "Eve"})
+    assert refused.is_error and "no tool 'other'" in refused.content[0].text
+    assert not allowed.is_error and allowed.content[0].text == "Hello Eve!"
