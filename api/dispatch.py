@@ -32,7 +32,6 @@ from engine.errors import UnknownInterrupt
 from engine.service import RunService
 from engine.settings import Settings
 from schemas.events import event_adapter
-from schemas.run import RunState
 from schemas.types import RunStatus
 from workers.redis_bus import RedisCommandChannel, RedisEventBus
 from workers.rq.queues import enqueue_run, queue_name
@@ -116,18 +115,17 @@ class Dispatcher:
 
     # ------------------------------------------------------------------ start, resume
 
-    async def enqueue(self, state: RunState, headers: Mapping[str, str]) -> QueuedEvents:
-        """Queue the prepared run; its events, followed on the bus from the first.
+    async def enqueue(self, tenant_id: str, run_id: str, doc: Mapping[str, Any],
+                      headers: Mapping[str, str]) -> QueuedEvents:
+        """Queue the prepared run of ``doc``; its events, followed on the bus from the first.
 
         Raises:
             ApiError 422 (bad priority), redis errors when Redis cannot be reached (500).
         """
         queue = self._queue(headers)
-        doc = await self.service.workflow_of(state.tenant_id, state.run_id)
-        wall = self.service.compile(doc).workflow.limits.max_wall_time
-        await asyncio.to_thread(enqueue_run, self._redis, state.tenant_id, state.run_id, queue=queue,
-                                max_wall_time=wall)
-        return self.events(state.tenant_id, state.run_id)
+        wall = self.service.compile(doc).workflow.limits.max_wall_time  # the plan cache has it
+        await asyncio.to_thread(enqueue_run, self._redis, tenant_id, run_id, queue=queue, max_wall_time=wall)
+        return self.events(tenant_id, run_id)
 
     async def resume(self, tenant_id: str, run_id: str, answers: dict[str, Any], message: str | None,
                      headers: Mapping[str, str]) -> None:
@@ -197,11 +195,10 @@ async def queued_or_inline(request: Any, service: RunService, tenant_id: str, ru
     dispatch = dispatcher(request)
     if dispatch is None or not dispatch.should_queue(doc, response_mode, request.headers):
         return events
-    state = await service.state(tenant_id, run_id)
-    if state.status is not RunStatus.pending:
+    if (await service.get(tenant_id, run_id)).status is not RunStatus.pending:
         return events
     await events.aclose()  # type: ignore[attr-defined]
-    return await dispatch.enqueue(state, request.headers)
+    return await dispatch.enqueue(tenant_id, run_id, doc, request.headers)
 
 
 def is_queued(events: Any) -> bool:

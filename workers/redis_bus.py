@@ -272,7 +272,9 @@ class EventPublisher:
                 return
 
     async def close(self, ended: bool) -> None:
-        """Flush, then (``ended``) let the stream expire after the bus's ``ttl_s``. Events
+        """Flush, then (``ended``) let the stream expire after the bus's ``ttl_s`` (a caller
+        that sends its own pipeline afterwards passes ``ended=False`` and adds
+        ``EXPIRE key ttl_s`` to it). Events
         that could not be sent within ``flush_s`` (Redis down all that time) are dropped
         with a warning: the durable ones are in the SQL log."""
         self._closing = True
@@ -353,14 +355,23 @@ class RedisCommandChannel:
         them) for the worker that continues it: the queued job carries only ids, so what
         the person answered travels here, kept ``ttl_s``. Read once with :meth:`take_answers`."""
         client = redis_client(self.url)
-        key = f"{self.namespace}:answers:{run_id}"
+        key = self.answers_key(run_id)
         await shielded(client.set(key, json.dumps({"tenant_id": tenant_id, "answers": answers, "message": message}),
                                   ex=int(self.ttl_s)))
+
+    def answers_key(self, run_id: str) -> str:
+        """Where :meth:`send_answers` leaves a run's answers: ``<ns>:answers:<run>``."""
+        return f"{self.namespace}:answers:{run_id}"
 
     async def take_answers(self, tenant_id: str, run_id: str) -> tuple[dict[str, Any], str | None] | None:
         """The answers left for the run by :meth:`send_answers` (removed as they are read),
         or None when there are none for this tenant's run."""
-        raw = await shielded(redis_client(self.url).getdel(f"{self.namespace}:answers:{run_id}"))
+        return self.parse_answers(await shielded(redis_client(self.url).getdel(self.answers_key(run_id))), tenant_id)
+
+    @staticmethod
+    def parse_answers(raw: str | bytes | None, tenant_id: str) -> tuple[dict[str, Any], str | None] | None:
+        """``(answers, message)`` of a value of :meth:`answers_key`; None when there is none
+        or it was left for another tenant's run of that id."""
         if raw is None:
             return None
         data = json.loads(raw)

@@ -180,9 +180,9 @@ class WorkerRuntime:
         service = self.service
         assert service is not None
         try:
-            await self._track(tenant_id, run_id, queue, job_timeout)
+            taken = await self._track(tenant_id, run_id, queue, job_timeout)
             try:
-                return await self._drive(service, tenant_id, run_id)
+                return await self._drive(service, tenant_id, run_id, taken)
             except RunOwned as exc:
                 # Another process holds the run's lease: keep it in the executing set until
                 # that lease ends, so a sweeper looks again if that owner turns out dead.
@@ -201,10 +201,9 @@ class WorkerRuntime:
         finally:
             done.set()
 
-    async def _drive(self, service: RunService, tenant_id: str, run_id: str) -> str:
+    async def _drive(self, service: RunService, tenant_id: str, run_id: str,
+                     taken: tuple[dict[str, Any], str | None] | None) -> str:
         commands = service.stores.commands
-        taken = (await commands.take_answers(tenant_id, run_id)
-                 if isinstance(commands, RedisCommandChannel) else None)
         events = (service.resume(tenant_id, run_id, taken[0], message=taken[1]) if taken is not None
                   else service.recover(tenant_id, run_id))
         publisher = self.bus.publisher(tenant_id, run_id)
@@ -223,8 +222,9 @@ class WorkerRuntime:
         except BaseException:
             await publisher.close(ended=False)
             raise
-        await publisher.close(ended=status in ("succeeded", "failed", "cancelled"))
-        await self._untrack(run_id)
+        await publisher.close(ended=False)
+        await self._untrack(run_id, expire_stream=publisher.key if status in ("succeeded", "failed", "cancelled")
+                            else None)
         if isinstance(commands, RedisCommandChannel):
             commands.forget(run_id)
         return status
@@ -235,11 +235,23 @@ class WorkerRuntime:
     def _set_key(self) -> str:
         return f"{self.namespace}:executing"
 
-    async def _track(self, tenant_id: str, run_id: str, queue: str, job_timeout: float) -> None:
+    async def _track(self, tenant_id: str, run_id: str, queue: str,
+                     job_timeout: float) -> tuple[dict[str, Any], str | None] | None:
+        """Enter the executing set and take the answers left for the run (one round trip)."""
         info = {"tenant": tenant_id, "queue": queue, "host": socket.gethostname(), "pid": os.getpid(),
                 "worker": self.name, "timeout": job_timeout}
         self._executing[run_id] = info
-        await self._write_tracking(run_id, info, time.time() + self.settings.lease_ttl)
+        commands = self.service.stores.commands if self.service is not None else None
+        pipe = redis_client(self.bus.url).pipeline(transaction=False)
+        pipe.zadd(self._set_key, {run_id: time.time() + self.settings.lease_ttl})
+        pipe.hset(f"{self._set_key}:info", run_id, json.dumps(info))
+        if isinstance(commands, RedisCommandChannel):
+            pipe.getdel(commands.answers_key(run_id))
+        try:
+            results = await shielded(pipe.execute())
+        except Exception:  # noqa: BLE001 - Redis down: the renewal writes the set; answers wait
+            return None
+        return RedisCommandChannel.parse_answers(results[2], tenant_id) if len(results) > 2 else None
 
     async def _write_tracking(self, run_id: str, info: dict[str, Any], deadline: float) -> None:
         client = redis_client(self.bus.url)
@@ -249,7 +261,8 @@ class WorkerRuntime:
             pipe.hset(f"{self._set_key}:info", run_id, json.dumps(info))
             await shielded(pipe.execute())
 
-    async def _untrack(self, run_id: str, keep_until: OwnerInfo | None = None) -> None:
+    async def _untrack(self, run_id: str, keep_until: OwnerInfo | None = None,
+                       expire_stream: str | None = None) -> None:
         info = self._executing.pop(run_id, None)
         client = redis_client(self.bus.url)
         with contextlib.suppress(Exception):
@@ -257,9 +270,11 @@ class WorkerRuntime:
                 info = {**info, "host": keep_until.host, "pid": keep_until.pid, "worker": "?"}
                 await self._write_tracking(run_id, info, keep_until.lease_until + 0.5)
                 return
-            pipe = client.pipeline(transaction=True)
+            pipe = client.pipeline(transaction=False)
             pipe.zrem(self._set_key, run_id)
             pipe.hdel(f"{self._set_key}:info", run_id)
+            if expire_stream is not None:  # the run ended: its stream lives on for the bus's ttl
+                pipe.expire(expire_stream, int(self.bus.ttl_s))
             await shielded(pipe.execute())
 
     async def _renew_forever(self) -> None:
