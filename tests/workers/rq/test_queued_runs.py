@@ -5,6 +5,8 @@ visible to RQ."""
 from __future__ import annotations
 
 import asyncio
+import json
+import re
 import subprocess
 import sys
 
@@ -85,3 +87,19 @@ def test_worker_without_redis_url_exits_2_with_a_message(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "api.cli", "worker", "--burst"], capture_output=True, text=True,
                           env=env, cwd=ROOT, timeout=30)
     assert proc.returncode == 2 and "FLOWLOOM_REDIS_URL" in proc.stderr and "Traceback" not in proc.stderr
+
+
+async def test_a_paused_queued_run_is_answered_and_continued_by_a_worker(deployment, api):
+    doc = json.loads((ROOT / "examples" / "order_confirm.json").read_text())
+    deployment.start_worker("w1")
+    run_id = (await api.start(doc, {"item": "tea"})).json()["run_id"]
+    assert await api.wait_status(run_id, {"paused", "failed", "succeeded"}) == "paused"
+    wrong = await api.client.post(f"/v1/runs/{run_id}/resume", headers=api.auth,
+                                  json={"answers": {"no-such-question": "confirm"}})
+    assert wrong.status_code == 409, wrong.text
+    answered = await api.client.post(f"/v1/runs/{run_id}/resume", headers=api.auth, json={"answer": "confirm"})
+    assert answered.status_code == 202, answered.text
+    assert await api.wait_status(run_id, {"succeeded", "failed", "cancelled"}) == "succeeded"
+    state = await api.service.state("default", run_id)
+    assert state.outputs["choice"] == "confirm" and state.answer.startswith("Order placed: ")
+    assert re.search(f"run-{run_id}-[0-9a-f]{{8}}", deployment.log("w1")), "a second job of the worker continued it"
