@@ -12,7 +12,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import {
-  apiCall, byTestId, connect, draftOf, dragFromPalette, launch, openApp, openWorkflow, shot, SHOTS, waitSaved,
+  apiCall, byTestId, connect, draftOf, dragFromPalette, waitDraft, launch, openApp, openWorkflow, shot, SHOTS, waitSaved,
 } from './lib.mjs';
 
 const TRIAGE = process.env.E2E_TRIAGE_ID ?? 'e2e_triage';
@@ -47,6 +47,12 @@ async function waitRunStatus(page, status, timeout = 30000) {
 /** Zooms the canvas out with its own control, `times` steps. */
 async function zoomOut(page, times) {
   for (let i = 0; i < times; i += 1) await page.locator('.react-flow__controls-zoomout').click();
+}
+
+/** Model tokens spent by all runs so far (a reused node run spends none). */
+async function tokensSpent() {
+  const runs = (await apiCall('GET', '/v1/runs?limit=500')).runs;
+  return runs.reduce((sum, r) => sum + (r.tokens_in ?? 0), 0);
 }
 
 async function nodeStatus(page, id) {
@@ -102,6 +108,8 @@ test('build a classify flow by drag and connect, fix its validation error, run i
   assert.match(await nodeStatus(page, classify), /run-succeeded/);
   assert.match(await nodeStatus(page, billing), /run-succeeded/);
   assert.match(await nodeStatus(page, other), /run-skipped/);
+  await byTestId(page, 'fit-button').click();
+  await page.waitForTimeout(400);
   await shot(page, 'triage-canvas-after-run', byTestId(page, 'canvas'));
   await shot(page, 'triage-run-panel', byTestId(page, 'run-panel'));
   await byTestId(page, `trace-node-${classify}`).locator('summary').click();
@@ -109,5 +117,198 @@ test('build a classify flow by drag and connect, fix its validation error, run i
   assert.match(await byTestId(page, `trace-outputs-${classify}`).innerText(), /billing/);
   await shot(page, 'triage-trace', byTestId(page, 'trace'));
   assert.deepEqual(page.errors, []);
+  await page.context().close();
+});
+
+test('re-run from a node of a past run with the edited draft', async () => {
+  const page = await openApp(browser);
+  await openWorkflow(page, TRIAGE);
+  await selectNode(page, 'answer');
+  await fill(page, 'config-text', 'Billing team (v2): refund approved.');
+  await waitDraft(TRIAGE, (d) => d.nodes.some((n) => n.config?.text?.includes('(v2)')));
+  await openRunPanel(page);
+  await byTestId(page, 'run-tab-history').click();
+  const past = page.locator('[data-testid^="history-run-"]').first();
+  await past.click();
+  // the past run's statuses are replayed on the canvas and its trace is shown
+  await waitRunStatus(page, 'replay');
+  await byTestId(page, 'trace').waitFor();
+  assert.match(await nodeStatus(page, 'answer_2'), /run-skipped/);
+  assert.match(await nodeStatus(page, 'classify_question'), /run-succeeded/);
+  const calls = await tokensSpent();
+  await byTestId(page, 'trace-node-answer').locator('summary').click();
+  await byTestId(page, 'rerun-answer').click();
+  await waitRunStatus(page, 'succeeded');
+  assert.match(await byTestId(page, 'run-answer').innerText(), /Billing team \(v2\): refund approved\./);
+  await byTestId(page, 'trace-node-classify_question').waitFor();
+  assert.match(await byTestId(page, 'trace-node-classify_question').innerText(), /reused/);
+  assert.equal(await tokensSpent(), calls, 'the classifier was reused, not asked again');
+  await shot(page, 'rerun-trace', byTestId(page, 'run-panel'));
+  const runs = (await apiCall('GET', `/v1/runs?workflow_id=${TRIAGE}`)).runs;
+  assert.ok(runs.length >= 2);
+  assert.deepEqual(page.errors, []);
+  await page.context().close();
+});
+
+test('publish the triage flow (pytest then calls it through /v1/chat/completions)', async () => {
+  const page = await openApp(browser);
+  await openWorkflow(page, TRIAGE);
+  await page.waitForFunction(() => !document.querySelector('[data-testid="publish-button"]')?.hasAttribute('disabled'));
+  await byTestId(page, 'publish-button').click();
+  await byTestId(page, 'publish-note').fill('first release from the browser');
+  await byTestId(page, 'publish-submit').click();
+  await page.waitForFunction(() => !document.querySelector('[data-testid="publish-note"]'));
+  const saved = await apiCall('GET', `/v1/workflows/${TRIAGE}`);
+  assert.equal(saved.published_version, 1);
+  await page.context().close();
+});
+
+test('stop a slow run', async () => {
+  await apiCall('POST', '/v1/workflows', {
+    id: 'e2e_slow', name: 'Slow model', version: 1, inputs: [], variables: [],
+    nodes: [
+      { id: 'start', type: 'start', position: { x: 0, y: 0 } },
+      { id: 'llm', type: 'chat', position: { x: 300, y: 0 }, config: { model: 'default', user_prompt: '{{ sys.query }}' } },
+      { id: 'say', type: 'answer', position: { x: 600, y: 0 }, config: { text: '{{ llm.answer }}' } },
+    ],
+    edges: [{ id: 'e1', source: 'start', target: 'llm' }, { id: 'e2', source: 'llm', target: 'say' }],
+  });
+  const page = await openApp(browser);
+  await openWorkflow(page, 'e2e_slow');
+  await openRunPanel(page);
+  await byTestId(page, 'run-tab-run').click();
+  await fill(page, 'run-message', 'answer slowly please');
+  await byTestId(page, 'run-start').click();
+  await page.waitForFunction(() => /word1 /.test(document.querySelector('[data-testid="run-answer"]')?.textContent ?? ''));
+  assert.match(await nodeStatus(page, 'llm'), /run-running/);
+  await shot(page, 'slow-running', byTestId(page, 'run-panel'));
+  const asked = Date.now();
+  await byTestId(page, 'run-stop').click();
+  await waitRunStatus(page, 'cancelled', 5000);
+  assert.ok(Date.now() - asked < 5000);
+  assert.match(await nodeStatus(page, 'llm'), /run-cancelled/);
+  const answer = await byTestId(page, 'run-answer').innerText();
+  assert.ok(!/word59/.test(answer), 'the stream stopped before the model finished');
+  await shot(page, 'slow-stopped', byTestId(page, 'canvas'));
+  await page.context().close();
+});
+
+test('answer a question in the chat preview', async () => {
+  const page = await openApp(browser);
+  await openWorkflow(page, 'order_confirm');
+  await openRunPanel(page);
+  await byTestId(page, 'run-tab-chat').click();
+  await fill(page, 'run-input-item', 'tea');
+  await byTestId(page, 'chat-input').fill('I would like to order tea');
+  await byTestId(page, 'chat-send').click();
+  const confirm = byTestId(page, 'interrupt-confirm');
+  await confirm.waitFor();
+  assert.match(await confirm.innerText(), /Order 1 x tea\?/);
+  assert.match(await nodeStatus(page, 'confirm'), /run-waiting/);
+  await shot(page, 'chat-question', byTestId(page, 'run-panel'));
+  await byTestId(page, 'interrupt-option-change').click();
+  await byTestId(page, 'interrupt-details').waitFor();
+  await byTestId(page, 'interrupt-field-quantity').fill('3');
+  await byTestId(page, 'interrupt-submit').click();
+  await page.locator('[data-testid="chat-message-assistant"]', { hasText: 'Order placed: 3 x tea.' }).waitFor();
+  assert.match(await nodeStatus(page, 'placed'), /run-succeeded/);
+  assert.match(await nodeStatus(page, 'cancelled'), /run-skipped/);
+  const chatId = (await byTestId(page, 'chat-id').innerText()).replace(/^Chat /, '');
+  // each answer is a turn of the conversation: what was chosen, then what came back
+  const stored = (await apiCall('GET', `/v1/chats/${chatId}/messages`)).messages;
+  assert.deepEqual(stored.map((m) => `${m.role}:${m.status}`), ['user:done', 'assistant:paused', 'user:done',
+    'assistant:paused', 'user:done', 'assistant:done']);
+  assert.equal(stored[2].text, 'Change quantity');
+  assert.match(stored[5].text, /Order placed: 3 x tea\./);
+  await shot(page, 'chat-answered', byTestId(page, 'run-panel'));
+  // the same chat goes on: a second turn is sent with the same chat id
+  await byTestId(page, 'chat-input').fill('one more please');
+  await byTestId(page, 'chat-send').click();
+  await byTestId(page, 'interrupt-confirm').waitFor();
+  await byTestId(page, 'interrupt-option-cancel').click();
+  await page.locator('[data-testid="chat-message-assistant"]', { hasText: 'Order cancelled.' }).waitFor();
+  const after = (await apiCall('GET', `/v1/chats/${chatId}/messages`)).messages;
+  assert.equal(after.length, 10);
+  assert.match(after[9].text, /Order cancelled\./);
+  await page.context().close();
+});
+
+test('undo and redo', async () => {
+  const page = await openApp(browser);
+  await byTestId(page, 'new-workflow-id').fill('e2e_undo');
+  await byTestId(page, 'new-workflow').click();
+  await byTestId(page, 'node-start').waitFor();
+  const nodes = page.locator('.react-flow__node');
+  assert.equal(await nodes.count(), 1);
+  const added = await dragFromPalette(page, 'answer', 500, 300);
+  assert.equal(await nodes.count(), 2);
+  await byTestId(page, 'undo-button').click();
+  await byTestId(page, `node-${added}`).waitFor({ state: 'detached' });
+  assert.equal(await nodes.count(), 1);
+  await byTestId(page, 'redo-button').click();
+  await byTestId(page, `node-${added}`).waitFor();
+  // and from the keyboard
+  await byTestId(page, 'canvas').click({ position: { x: 30, y: 30 } });
+  await page.keyboard.press('Control+z');
+  await byTestId(page, `node-${added}`).waitFor({ state: 'detached' });
+  await page.keyboard.press('Control+y');
+  await byTestId(page, `node-${added}`).waitFor();
+  await waitDraft('e2e_undo', (d) => d.nodes.length === 2);
+  await page.context().close();
+});
+
+/** Drops a file on the drop zone `testId`, as a person dragging it from the desktop. */
+async function dropFile(page, testId, name, content) {
+  const transfer = await page.evaluateHandle(([n, c]) => {
+    const dt = new DataTransfer();
+    dt.items.add(new File([c], n, { type: n.endsWith('.json') ? 'application/json' : 'application/x-yaml' }));
+    return dt;
+  }, [name, content]);
+  const zone = byTestId(page, testId).first();
+  await zone.dispatchEvent('dragover', { dataTransfer: transfer });
+  await zone.dispatchEvent('drop', { dataTransfer: transfer });
+}
+
+test('export a workflow and import the file again', async () => {
+  const page = await openApp(browser);
+  await openWorkflow(page, TRIAGE);
+  const [download] = await Promise.all([page.waitForEvent('download'), byTestId(page, 'export-button').click()]);
+  const file = join(SHOTS, `${TRIAGE}.export.json`);
+  await download.saveAs(file);
+  const exported = JSON.parse(readFileSync(file, 'utf8'));
+  assert.equal(exported.id, TRIAGE);
+  assert.deepEqual(exported.nodes.map((n) => n.id).sort(), ['answer', 'answer_2', 'classify_question', 'start']);
+  await byTestId(page, 'back-button').click();
+  await byTestId(page, 'workflow-list').waitFor();
+  await dropFile(page, 'import-drop-zone', `${TRIAGE}.json`, readFileSync(file, 'utf8'));
+  await byTestId(page, 'import-report').waitFor();
+  await shot(page, 'reimport-report');
+  await byTestId(page, 'import-open').click();
+  await page.waitForFunction((id) => location.hash.startsWith('#/w/') && location.hash !== `#/w/${id}`, TRIAGE);
+  const copyId = decodeURIComponent(await page.evaluate(() => location.hash.slice(4)));
+  await byTestId(page, 'node-classify_question').waitFor();
+  const copy = await draftOf(copyId);
+  assert.deepEqual(copy.nodes.map((n) => n.id).sort(), exported.nodes.map((n) => n.id).sort());
+  assert.equal(copy.edges.length, exported.edges.length);
+  await page.context().close();
+});
+
+test('import a Dify file and chat with it', { skip: DIFY_FILE ? false : 'E2E_DIFY_FILE is not set' }, async () => {
+  const page = await openApp(browser);
+  await byTestId(page, 'workflow-list').waitFor();
+  await dropFile(page, 'import-drop-zone', 'basic_chatflow.yml', readFileSync(DIFY_FILE, 'utf8'));
+  await byTestId(page, 'import-report').waitFor();
+  // no model is named in the file: the report says so and offers a partial import
+  assert.match(await byTestId(page, 'import-report').innerText(), /model/);
+  await byTestId(page, 'import-allow-partial').click();
+  await byTestId(page, 'import-open').click();
+  await byTestId(page, 'node-llm').waitFor();
+  await shot(page, 'dify-imported');
+  await openRunPanel(page);
+  await byTestId(page, 'chat-input').waitFor();  // a chat flow opens on the chat preview
+  await byTestId(page, 'chat-input').fill('hello from Dify');
+  await byTestId(page, 'chat-send').click();
+  await page.locator('[data-testid="chat-message-assistant"]', { hasText: 'Scripted answer to: hello from Dify' }).waitFor();
+  assert.match(await nodeStatus(page, 'llm'), /run-succeeded/);
   await page.context().close();
 });

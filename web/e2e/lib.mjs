@@ -62,6 +62,8 @@ export async function openWorkflow(page, id) {
   await page.goto(`${BASE_URL}/#/w/${encodeURIComponent(id)}`);
   await byTestId(page, 'canvas').waitFor();
   await page.locator('.react-flow__node').first().waitFor();
+  await byTestId(page, 'fit-button').click();
+  await page.waitForTimeout(300);
 }
 
 /** Drags the palette item of `kind` onto the canvas at (x, y) relative to the canvas box;
@@ -114,6 +116,17 @@ export async function waitSaved(page) {
     const el = document.querySelector('[data-testid="save-status"]');
     return el && el.classList.contains('saved');
   }, null, { timeout: 15000 });
+}
+
+/** Waits until the saved draft of `id` satisfies `check(draft)` (autosave is debounced). */
+export async function waitDraft(id, check, timeoutMs = 15000) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const draft = await draftOf(id);
+    if (check(draft)) return draft;
+    if (Date.now() > deadline) throw new Error(`the draft of ${id} never matched: ${JSON.stringify(draft).slice(0, 500)}`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
 }
 
 /** The current draft of workflow `id` from the API. */

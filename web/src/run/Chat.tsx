@@ -23,6 +23,9 @@ function Message({ message, last }: { message: ChatMessage; last: boolean }) {
   const t = useT();
   const busy = useRunPanel((s) => s.busy);
   const answer = useRunPanel((s) => s.answer);
+  // the run followed live knows its current question; a stored message keeps the one it
+  // paused on first, so it is only read for a run not followed here
+  const live = useRunPanel((s) => s.live);
   const reasoning = message.parts.filter((p) => p.type === 'reasoning').map((p) => p.text ?? '').join('');
   const tools = message.parts.filter((p) => p.type === 'tool_call');
   return (
@@ -36,8 +39,8 @@ function Message({ message, last }: { message: ChatMessage; last: boolean }) {
       {message.text && <div className="chat-text">{message.text}</div>}
       {message.status === 'failed' || message.status === 'cancelled'
         ? <div className="muted">{t(message.status === 'failed' ? 'run.chat.failed' : 'run.chat.cancelled')}</div> : null}
-      {last && interruptsOf(message).map((i) => (
-        <InterruptCard key={i.id} interrupt={i} disabled={busy} onAnswer={(a) => void answer(i.id, a, message.run_id)} />
+      {last && (live.runId === message.run_id && live.status === 'paused' ? live.interrupts : interruptsOf(message)).map((i) => (
+        <InterruptCard key={i.id} interrupt={i} disabled={busy} onAnswer={(a, text) => void answer(i.id, a, message.run_id, text)} />
       ))}
     </div>
   );
@@ -84,7 +87,7 @@ export function ChatPreview({ inputs }: { inputs: () => Record<string, unknown> 
           </div>
         )}
         {liveQuestions.map((i) => (
-          <InterruptCard key={i.id} interrupt={i} disabled={busy} onAnswer={(a) => void answer(i.id, a, live.runId)} />
+          <InterruptCard key={i.id} interrupt={i} disabled={busy} onAnswer={(a, text) => void answer(i.id, a, live.runId, text)} />
         ))}
         <div ref={end} />
       </div>

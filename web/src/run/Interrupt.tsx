@@ -2,7 +2,9 @@
  * A question a paused run asks, answered in place: a `user_select` (one button per
  * option), a `form_input` (a form of its fields), an agent's `ask` (its options, or a
  * free-text answer) or `confirm` (approve / reject). The answer is given to `onAnswer`
- * as the resume endpoint takes it: an option id, or the form's object.
+ * as the resume endpoint takes it (an option id, or the form's object), with the text a
+ * person would have typed for it (the option's label, the form as `name: value` lines),
+ * which the chat preview stores as the user's turn.
  */
 import { useState } from 'react';
 import { useT } from '../i18n';
@@ -11,7 +13,9 @@ import type { PendingInterrupt } from './events';
 interface Option { id: string; label?: string }
 interface Field { name: string; label?: string; type?: string; required?: boolean; default?: unknown; enum?: unknown[] | null }
 
-function FormAnswer({ fields, onAnswer, disabled }: { fields: Field[]; onAnswer: (a: unknown) => void; disabled: boolean }) {
+type OnAnswer = (answer: unknown, text: string) => void;
+
+function FormAnswer({ fields, onAnswer, disabled }: { fields: Field[]; onAnswer: OnAnswer; disabled: boolean }) {
   const t = useT();
   const [values, setValues] = useState<Record<string, string | boolean>>(() => Object.fromEntries(
     fields.map((f) => [f.name, f.type === 'boolean' ? Boolean(f.default) : f.default == null ? '' : String(f.default)])));
@@ -23,7 +27,7 @@ function FormAnswer({ fields, onAnswer, disabled }: { fields: Field[]; onAnswer:
       else if (f.type === 'boolean') out[f.name] = Boolean(v);
       else out[f.name] = v;
     }
-    onAnswer(out);
+    onAnswer(out, Object.entries(out).map(([k, v]) => `${k}: ${String(v)}`).join('\n'));
   };
   return (
     <form className="interrupt-form" onSubmit={(e) => { e.preventDefault(); submit(); }}>
@@ -51,7 +55,7 @@ function FormAnswer({ fields, onAnswer, disabled }: { fields: Field[]; onAnswer:
 }
 
 export function InterruptCard({ interrupt, onAnswer, disabled = false }: {
-  interrupt: PendingInterrupt; onAnswer: (answer: unknown) => void; disabled?: boolean }) {
+  interrupt: PendingInterrupt; onAnswer: OnAnswer; disabled?: boolean }) {
   const t = useT();
   const [text, setText] = useState('');
   const p = interrupt.payload;
@@ -71,12 +75,12 @@ export function InterruptCard({ interrupt, onAnswer, disabled = false }: {
         <div className="interrupt-options">
           {options.map((o) => (
             <button key={o.id} type="button" data-testid={`interrupt-option-${o.id}`} disabled={disabled}
-              onClick={() => onAnswer(o.id)}>{o.label || o.id}</button>
+              onClick={() => onAnswer(o.id, o.label || o.id)}>{o.label || o.id}</button>
           ))}
         </div>
       )}
       {interrupt.kind === 'ask' && (
-        <form className="interrupt-free" onSubmit={(e) => { e.preventDefault(); if (text.trim()) onAnswer(text.trim()); }}>
+        <form className="interrupt-free" onSubmit={(e) => { e.preventDefault(); if (text.trim()) onAnswer(text.trim(), text.trim()); }}>
           <input data-testid="interrupt-text" value={text} placeholder={t('run.interrupt.freeText')}
             onChange={(e) => setText(e.target.value)} />
           <button type="submit" disabled={disabled || !text.trim()}>{t('run.interrupt.submit')}</button>

@@ -153,7 +153,7 @@ export function RunPanel(props: RunPanelProps) {
           )}
         </div>
         <div className="run-side">
-          {trace ? <Trace run={trace} busy={s.busy} onRerun={(nodeId) => void saveNow().then(() => s.rerun(trace.run_id, nodeId))} />
+          {trace ? <Trace run={trace} busy={s.busy} onRerun={(nodeId) => { setTab('run'); void saveNow().then(() => s.rerun(trace.run_id, nodeId)); }} />
             : <div className="muted">{s.busy ? t('run.following') : t('run.trace.none')}</div>}
         </div>
       </div>

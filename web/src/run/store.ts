@@ -48,7 +48,9 @@ export interface RunPanelState {
   reset: (workflowId: string) => void;
   start: (inputs: Record<string, unknown>, message?: string) => Promise<void>;
   stop: () => Promise<void>;
-  answer: (interruptId: string, answer: unknown, runId?: string | null) => Promise<void>;
+  /** Answers a pending question; in a chat, `message` (the answer as text) is stored as
+   * the user's next turn, so the conversation shows what was answered. */
+  answer: (interruptId: string, answer: unknown, runId?: string | null, message?: string) => Promise<void>;
   loadHistory: () => Promise<void>;
   replay: (runId: string | null) => Promise<void>;
   rerun: (runId: string, nodeId: string) => Promise<void>;
@@ -169,21 +171,24 @@ export const useRunPanel = create<RunPanelState>((set, get) => {
       }
     },
 
-    answer: async (interruptId, answer, runIdGiven) => {
+    answer: async (interruptId, answer, runIdGiven, text) => {
       const runId = runIdGiven ?? get().live.runId;
       if (!runId) return;
       // answering a question of another run than the one followed (a chat message
       // loaded from the store): follow that run from its first event
       if (get().live.runId !== runId) set({ live: { ...emptyRun(), runId, chatId: get().chatId } });
       try {
-        await request('POST', `/v1/runs/${encodeURIComponent(runId)}/resume`, { body: { answers: { [interruptId]: answer } } });
+        await request('POST', `/v1/runs/${encodeURIComponent(runId)}/resume`,
+          { body: { answers: { [interruptId]: answer }, message: get().chatTurn ? text : undefined } });
       } catch (e) {
         set({ error: message(e) });
         return;
       }
       const controller = begin();
-      set({ busy: true, error: null, trace: null, live: { ...get().live, status: 'running',
-        interrupts: get().live.interrupts.filter((i) => i.id !== interruptId) } });
+      const shown: ChatMessage[] = get().chatTurn && text ? [...get().messages,
+        { id: `local-${Date.now()}`, role: 'user', status: 'done', text, parts: [{ type: 'text', text }] }] : get().messages;
+      set({ busy: true, error: null, trace: null, messages: shown, live: { ...get().live, status: 'running', answer: '',
+        reasoning: '', interrupts: get().live.interrupts.filter((i) => i.id !== interruptId) } });
       const frames = streamFrames('GET', `/v1/runs/${encodeURIComponent(runId)}/events?after=${get().live.lastSeq}`,
         undefined, controller.signal);
       await follow(frames, controller);
