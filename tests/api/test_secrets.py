@@ -83,3 +83,15 @@ async def test_no_credential_appears_in_logs_events_responses_or_stored_runs(
     for secret in (PROVIDER_KEY, api.key, BEARER, URL_KEY, SECRET_HEADER_VALUE):
         leaks = [t[max(0, t.find(secret) - 120): t.find(secret) + 60] for t in texts if secret in t]
         assert not leaks, f"{secret!r} leaked: {leaks[:2]}"
+
+
+def test_the_http_client_logs_mask_credential_query_values_and_url_passwords(caplog):
+    from api.redaction import install
+
+    install()
+    caplog.set_level(logging.INFO, logger="httpx")
+    url = f"https://ada:pw-{URL_KEY}@api.example/v1/items?q=tea&access_token={BEARER}&Key={URL_KEY}#top"
+    logging.getLogger("httpx").info('HTTP Request: %s %s "%s"', "GET", url, "HTTP/1.1 200 OK")
+    (record,) = [r for r in caplog.records if r.name == "httpx"]
+    assert record.getMessage() == ('HTTP Request: GET https://ada:***@api.example/v1/items?q=tea&access_token=***'
+                                   '&Key=***#top "HTTP/1.1 200 OK"')
