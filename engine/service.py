@@ -299,7 +299,7 @@ class RunService:
         live = self._live[run_id] = _Live(token)
         durable: list[Any] = []
         text: list[str] = []
-        idle = _IdleWatch(self.settings.run_idle_timeout_s, state, token)
+        idle = _IdleWatch(self.settings.run_idle_timeout_s, state, token, plan.catalog)
         deps = RunDeps(settings=self.settings, models=self.models, memory=self.memory, workflows=self.workflows,
                        on_event=lambda event: self._publish(live, durable, text, idle.seen(event)),
                        checkpoint=self._checkpointer(owner, durable, idle))
@@ -543,6 +543,11 @@ class _IdleWatch:
     model provider that sent its headers and then nothing must not hold the run, its
     lease or a client's stream forever.
 
+    Only silence while nothing but *streaming* work runs counts: a node whose kind streams
+    nothing (a code node computing for minutes, an HTTP call, a sleep) is quiet by nature
+    and bounded by its own timeout, so while one runs the watchdog waits (``catalog``'s
+    ``streams`` trait tells the kinds apart; containers are judged by what runs inside).
+
     It stops the run through the run's cancel token (the scheduler then cancels the
     node in progress, closes the node runs and checkpoints, exactly as for a stop) and
     turns that cancellation into the failure it is, at the two boundaries the service
@@ -551,10 +556,11 @@ class _IdleWatch:
     checkpoint passes :meth:`amend` (the run and those node runs are stored ``failed``).
     """
 
-    __slots__ = ("seconds", "state", "token", "last", "error", "nodes", "_changed")
+    __slots__ = ("seconds", "state", "token", "catalog", "last", "error", "nodes", "_changed")
 
-    def __init__(self, seconds: float, state: RunState, token: CancelToken) -> None:
-        self.seconds, self.state, self.token = seconds, state, token
+    def __init__(self, seconds: float, state: RunState, token: CancelToken,
+                 catalog: NodeCatalog | None = None) -> None:
+        self.seconds, self.state, self.token, self.catalog = seconds, state, token, catalog
         self.last = time.monotonic()
         self.error: NodeError | None = None
         self.nodes: list[str] = []
@@ -569,7 +575,11 @@ class _IdleWatch:
             if left > 0:
                 await asyncio.sleep(left)
                 continue
-            self.nodes = [nid for nid, run in self.state.node_runs.items() if run.status is NodeRunStatus.running]
+            running = {nid: run for nid, run in self.state.node_runs.items() if run.status is NodeRunStatus.running}
+            if any(self._quiet_by_nature(run.kind) for run in running.values()):
+                self.last = time.monotonic()
+                continue
+            self.nodes = list(running)
             where = f" while node(s) {', '.join(map(repr, self.nodes))} were running" if self.nodes else ""
             message = (f"run produced no event for {self.seconds:g}s (run_idle_timeout_s={self.seconds:g}){where}; "
                        f"it was stopped")
@@ -577,6 +587,11 @@ class _IdleWatch:
                                    node_id=self.nodes[0] if self.nodes else None)
             self.token.cancel(message)
             return
+
+    def _quiet_by_nature(self, kind: str) -> bool:
+        """True for a leaf kind that streams nothing (class docstring); unknown kinds are not."""
+        spec = self.catalog.get(kind) if self.catalog is not None else None
+        return spec is not None and spec.streams is None and not spec.container
 
     def seen(self, event: Any) -> Any:
         """``event``, noted as activity; after an idle stop, as the failure it reports (the

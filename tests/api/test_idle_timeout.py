@@ -1,8 +1,8 @@
 """The run idle watchdog (``FLOWLOOM_RUN_IDLE_TIMEOUT_S``) on SQLite and PostgreSQL, with
 the scripted model server made to hang after its headers: the run fails naming the
 interval and the node, the SSE stream gets an ``error`` event and ends, the provider's
-connection is closed; a slow stream that keeps producing is not idle; the CLI gets the
-same watchdog."""
+connection is closed; a slow stream that keeps producing is not idle, nor is a node that
+streams nothing by nature (a code node computing); the CLI gets the same watchdog."""
 
 from __future__ import annotations
 
@@ -75,6 +75,26 @@ async def test_a_slow_stream_that_keeps_producing_is_not_idle(idle_one_second, a
     ran = await api.client.post("/v1/runs", json={"workflow": CHAT_FLOW, "message": "count"}, headers=api.auth())
     run = ran.json()
     assert run["status"] == "succeeded" and run["answer"] == "one two three four ", run.get("error")
+
+
+SLOW_CODE_FLOW = {
+    "id": "slow-code", "name": "Slow code",
+    "nodes": [{"id": "start", "type": "start"},
+              {"id": "crunch", "type": "code", "config": {
+                  "language": "python", "timeout": 10, "outputs": [{"name": "done", "type": "boolean"}],
+                  "code": "import time\n\ndef main():\n    time.sleep(2.2)\n    return {'done': True}\n"}},
+              {"id": "say", "type": "answer", "config": {"text": "{{ crunch.done }}"}}],
+    "edges": [{"id": "e1", "source": "start", "target": "crunch"}, {"id": "e2", "source": "crunch", "target": "say"}],
+}
+
+
+async def test_a_quiet_node_longer_than_the_interval_is_not_idle(idle_one_second, api):
+    # A code node streams nothing by nature and has its own timeout: silence while it
+    # computes is not a hung provider.
+    ran = await api.client.post("/v1/runs", json={"workflow": SLOW_CODE_FLOW, "inputs": {}}, headers=api.auth())
+    run = ran.json()
+    assert run["status"] == "succeeded", run.get("error")
+    assert run["answer"] == "true"
 
 
 def test_the_cli_run_gets_the_same_watchdog(openai_server, models_file, tmp_path, api_database_url):
