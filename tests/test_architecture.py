@@ -80,6 +80,7 @@ def _import_alone(module: str) -> tuple[str, int, str]:
     return module, result.returncode, result.stderr[-2000:]
 
 
+@pytest.mark.timeout(480)  # one interpreter per module (~170 of them) on a 2-core machine
 def test_every_module_imports_first_in_a_fresh_interpreter():
     modules = _modules()
     assert len(modules) > 40
