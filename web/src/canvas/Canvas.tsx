@@ -5,9 +5,9 @@
  */
 import {
   Background, Controls, MiniMap, ReactFlow, useReactFlow, type Connection as RFConnection, type IsValidConnection,
-  type NodeTypes, type OnConnect,
+  type NodeTypes, type OnConnect, useNodesInitialized,
 } from '@xyflow/react';
-import { useCallback, useMemo, type DragEvent } from 'react';
+import { useCallback, useEffect, useMemo, useRef, type DragEvent } from 'react';
 import type { NodeKind } from '../api/types';
 import { checkConnection, TOOL_HANDLE_PREFIX, TOOL_TARGET_HANDLE } from '../lib/connect';
 import { isFlowNode, NODE_WIDTH, type CanvasNode, type FlowEdge, type FlowNode } from '../lib/serialize';
@@ -94,6 +94,21 @@ function QuickAdd() {
       </div>
     </div>
   );
+}
+
+/** Fits the view once every node of the opened workflow has been measured (React Flow's
+ * own `fitView` prop may run when only some are). */
+function FitOnOpen() {
+  const initialised = useNodesInitialized();
+  const { fitView } = useReactFlow();
+  const done = useRef(false);
+  useEffect(() => {
+    if (initialised && !done.current) {
+      done.current = true;
+      void fitView({ maxZoom: 1, padding: 0.1 });
+    }
+  }, [initialised, fitView]);
+  return null;
 }
 
 export function Canvas() {
@@ -189,11 +204,12 @@ export function Canvas() {
         isValidConnection={isValidConnection} deleteKeyCode={null} connectOnClick={false}
         onNodeClick={() => setPanel('config')} onError={onError} onNodeDragStop={onNodeDragStop}
         multiSelectionKeyCode={['Meta', 'Control', 'Shift']} selectionKeyCode="Shift"
-        fitView minZoom={0.1} maxZoom={2} onlyRenderVisibleElements={nodes.length > 120}
+        minZoom={0.1} maxZoom={2} onlyRenderVisibleElements={nodes.length > 120}
         defaultEdgeOptions={{ type: 'smoothstep' }} proOptions={{ hideAttribution: true }}>
         <Background gap={16} />
         <MiniMap pannable zoomable data-testid="minimap" />
         <Controls />
+        <FitOnOpen />
       </ReactFlow>
       <QuickAdd />
     </div>

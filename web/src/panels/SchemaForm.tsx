@@ -146,8 +146,7 @@ function JsonInput({ value, onChange, testId }: { value: Json | undefined; onCha
 function ValueInput({ value, onChange, testId, textFirst }: { value: Json | undefined; onChange: Change; testId: string;
   textFirst?: boolean }) {
   const t = useT();
-  const mode = isRef(value) ? 'ref' : typeof value === 'string' || (value === undefined && textFirst) ? 'text'
-    : value === undefined || value === null ? 'ref' : 'json';
+  const mode = isRef(value) ? 'ref' : typeof value === 'string' || (value === undefined && textFirst) ? 'text' : 'json';
   return (
     <div className="value-field">
       <div className="mode-switch" role="group">
@@ -161,7 +160,7 @@ function ValueInput({ value, onChange, testId, textFirst }: { value: Json | unde
       {mode === 'ref' && <RefInput value={isRef(value) ? value.ref : ''} onChange={(p) => onChange({ ref: p })} testId={testId} />}
       {mode === 'text' && <input data-testid={testId} value={typeof value === 'string' ? value : ''}
         onChange={(e) => onChange(e.target.value)} />}
-      {mode === 'json' && <JsonInput value={value ?? null} onChange={onChange} testId={testId} />}
+      {mode === 'json' && <JsonInput value={value === null ? undefined : value} onChange={onChange} testId={testId} />}
     </div>
   );
 }
@@ -266,8 +265,14 @@ function KeyValue({ schema, value, onChange, path }: { schema: JSONSchema; value
           <input className="kv-key" aria-label={t('config.key')} value={k} data-testid={`config-kv-key-${path}.${i}`}
             onChange={(e) => rebuild(entries.map((x, j) => (j === i ? [e.target.value, x[1]] : x)))} />
           <div className="kv-value">
-            <Field name={k} path={`${path}.${k}`} schema={valueSchema} value={v} compact
-              onChange={(nv) => rebuild(entries.map((x, j) => (j === i ? [x[0], nv ?? ''] : x)))} />
+            {valueSchema.type === 'string' && !valueSchema.enum ? (
+              // Map values of text are templates (headers, query, form) or paths: text with insert-variable.
+              <TemplateText value={typeof v === 'string' ? v : ''} long={false} testId={`config-${path}.${i}`}
+                onChange={(nv) => rebuild(entries.map((x, j) => (j === i ? [x[0], nv] : x)))} />
+            ) : (
+              <Field name="" path={`${path}.${k}`} schema={valueSchema} value={v} compact
+                onChange={(nv) => rebuild(entries.map((x, j) => (j === i ? [x[0], nv ?? ''] : x)))} />
+            )}
           </div>
           <button type="button" className="icon small" onClick={() => rebuild(entries.filter((_, j) => j !== i))}>×</button>
         </div>
@@ -388,7 +393,7 @@ function advanced(key: string, prop: JSONSchema, root: JSONSchema, required: Set
   if (s.default === undefined) return false;
   const [a] = alternatives(s, root);
   const type = Array.isArray(a?.type) ? a.type[0] : a?.type;
-  return !!a && (type === 'number' || type === 'integer' || type === 'boolean' || !!a.enum || isRefSchema(a, root));
+  return !!a && !a.enum && (type === 'number' || type === 'integer' || type === 'boolean' || isRefSchema(a, root));
 }
 
 /** The form of one node's config. `onChange` gets the whole new config. */

@@ -37,6 +37,9 @@ function Message({ message, last }: { message: ChatMessage; last: boolean }) {
       )}
       {tools.map((p, i) => <div key={i} className="tool-call">🔧 {String(p.data?.name ?? p.text ?? '')}</div>)}
       {message.text && <div className="chat-text">{message.text}</div>}
+      {!last && interruptsOf(message).map((i) => (
+        <div key={i.id} className="muted chat-question">❓ {String(i.payload.description ?? i.payload.question ?? '')}</div>
+      ))}
       {message.status === 'failed' || message.status === 'cancelled'
         ? <div className="muted">{t(message.status === 'failed' ? 'run.chat.failed' : 'run.chat.cancelled')}</div> : null}
       {last && (live.runId === message.run_id && live.status === 'paused' ? live.interrupts : interruptsOf(message)).map((i) => (

@@ -67,6 +67,12 @@ describe('editor store', () => {
     expect(currentDoc()).toEqual(doc);
   });
 
+  it('test_opening_a_workflow_is_not_a_change_to_save', () => {
+    const reordered = { ...structuredClone(doc), nodes: doc.nodes.map(({ position, ...rest }) => ({ ...rest, position })) };
+    useEditor.getState().load('w', reordered as WorkflowDoc, 3, null);
+    expect(JSON.stringify(currentDoc())).toBe(useEditor.getState().savedJson);
+  });
+
   it('test_rename_node_rewrites_readers_and_edges', () => {
     expect(useEditor.getState().renameNode('llm', 'writer')).toBeNull();
     const d = currentDoc();

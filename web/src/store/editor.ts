@@ -228,7 +228,9 @@ export const useEditor = create<EditorState>()(temporal((set, get) => ({
     }
     set({
       workflowId: id, meta, nodes: [...placed, ...loadNotes(id)], edges, draftVersion, publishedVersion,
-      savedJson: JSON.stringify(doc), saveStatus: draftVersion === null ? 'dirty' : 'saved', saveError: null,
+      // The canvas's own form of the document (key order, explicit defaults): opening a
+      // workflow must not count as a change to save.
+      savedJson: JSON.stringify(flowToDoc(meta, placed, edges)), saveStatus: draftVersion === null ? 'dirty' : 'saved', saveError: null,
       conflictVersion: null, problems: [], problemIndex: {}, quickAdd: null, validating: true, validateError: null, shapes: emptyShapes, flagged: {},
       panel: 'config', message: null,
     });
