@@ -4,9 +4,12 @@ on the same worker class, in the same run. Prints exactly one JSON line on stdou
     python bench/workers.py            # full run
     python bench/workers.py --quick    # smoke run (few runs, 1 worker only)
     python bench/workers.py -v         # progress on stderr
+    python bench/workers.py --database postgresql   # the run store in a scratch PostgreSQL database
 
-Set-up (all on this machine): a ``redis-server`` on a free port, a SQLite run store in a
-temporary directory, the scripted OpenAI-compatible server (``tests/support/openai_server.py``,
+Set-up (all on this machine): a ``redis-server`` on a free port, the run store (a SQLite
+file in a temporary directory, or with ``--database postgresql`` a scratch database on the
+server of ``FLOWLOOM_TEST_POSTGRES_URL``, default ``postgresql://postgres@127.0.0.1:5432/postgres``,
+dropped at the end), the scripted OpenAI-compatible server (``tests/support/openai_server.py``,
 zero delay) in a child process, and 1 then 2 ``flowloom worker`` processes
 (``python -m api.cli worker``, the RQ ``SimpleWorker`` subclass of ``workers/rq/worker.py``).
 Runs are prepared (stored) by this process first, untimed; only the queue part is timed.
@@ -84,18 +87,44 @@ def _pct(values: list[float], q: float) -> float:
 class Bench:
     """The services of one benchmark run and the timed phases."""
 
-    def __init__(self, tmp: Path, quick: bool) -> None:
-        self.tmp, self.quick = tmp, quick
+    def __init__(self, tmp: Path, quick: bool, database: str) -> None:
+        self.tmp, self.quick, self.database = tmp, quick, database
         self.redis_port = _free_port()
         self.redis_url = f"redis://127.0.0.1:{self.redis_port}/0"
         self.db_url = f"sqlite:///{tmp / 'flowloom.db'}"
+        self.pg_name: str | None = None
         self.procs: list[subprocess.Popen[Any]] = []
         self.workers: list[subprocess.Popen[Any]] = []
 
     # ------------------------------------------------------------------ services
 
+    def _pg_admin(self, statement: str) -> None:
+        import asyncpg
+        from sqlalchemy.engine import make_url
+
+        server = make_url(os.environ.get("FLOWLOOM_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"))
+
+        async def run() -> None:
+            conn = await asyncpg.connect(host=server.host or "127.0.0.1", port=server.port or 5432,
+                                         user=server.username or "postgres", password=server.password,
+                                         database=server.database or "postgres", timeout=10)
+            try:
+                await conn.execute(statement)
+            finally:
+                await conn.close()
+
+        asyncio.run(run())
+        if self.pg_name and "CREATE" in statement:
+            self.db_url = server.set(database=self.pg_name).render_as_string(hide_password=False)
+
     def start(self) -> None:
         from redis import Redis
+
+        if self.database == "postgresql":
+            import uuid
+
+            self.pg_name = f"flowloom_bench_{uuid.uuid4().hex[:10]}"
+            self._pg_admin(f'CREATE DATABASE "{self.pg_name}"')
 
         self.procs.append(subprocess.Popen([shutil.which("redis-server") or "redis-server", "--port",
                                             str(self.redis_port), "--bind", "127.0.0.1", "--save", "",
@@ -144,6 +173,8 @@ class Bench:
                 proc.wait(10)
             except subprocess.TimeoutExpired:
                 proc.kill()
+        if self.pg_name:
+            self._pg_admin(f'DROP DATABASE IF EXISTS "{self.pg_name}" WITH (FORCE)')
 
     # ------------------------------------------------------------------ phases
 
@@ -260,19 +291,21 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="smoke run: 1 worker, few runs")
     parser.add_argument("-v", "--verbose", action="store_true", help="progress on stderr")
+    parser.add_argument("--database", choices=("sqlite", "postgresql"), default="sqlite",
+                        help="the run store: a SQLite file (default) or a scratch PostgreSQL database")
     args = parser.parse_args()
     VERBOSE = args.verbose
 
     def make() -> dict[str, Any]:
         with tempfile.TemporaryDirectory(prefix="flowloom-bench-workers-") as tmp:
-            bench = Bench(Path(tmp), args.quick)
+            bench = Bench(Path(tmp), args.quick, args.database)
             try:
                 bench.start()
                 results = asyncio.run(_measure(bench, args.quick))
             finally:
                 bench.stop()
         targets = [t["met"] for row in results.values() for t in row["targets"].values()]
-        return {"bench": "workers", "quick": args.quick, "provenance": provenance(("workers", "api", "engine")),
+        return {"bench": "workers", "quick": args.quick, "database": args.database, "provenance": provenance(("workers", "api", "engine")),
                 "machine": machine(("rq", "redis")), "worker_class": "workers.rq.worker.FlowloomWorker (rq SimpleWorker)",
                 "results": results, "all_targets_met": all(targets)}
 
