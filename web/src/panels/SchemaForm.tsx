@@ -67,8 +67,8 @@ function Row({ label, path, description, required, children, compact }: { label:
 }
 
 /** Inserts `{{ path }}` into template text at the cursor. */
-function TemplateText({ value, onChange, long, testId }: { value: string; onChange: (v: string) => void; long: boolean;
-  testId: string }) {
+function TemplateText({ value, onChange, long, testId, plain }: { value: string; onChange: (v: string) => void; long: boolean;
+  testId: string; plain?: boolean }) {
   const t = useT();
   const { nodeId } = useContext(Ctx);
   const ref = useRef<HTMLTextAreaElement & HTMLInputElement>(null);
@@ -83,8 +83,8 @@ function TemplateText({ value, onChange, long, testId }: { value: string; onChan
     <div className="template-field">
       {long ? <textarea ref={ref} data-testid={testId} value={value} rows={3} onChange={(e) => onChange(e.target.value)} />
         : <input ref={ref} data-testid={testId} value={value} onChange={(e) => onChange(e.target.value)} />}
-      <button type="button" className="link small" data-testid={`${testId}-insert`} onClick={() => setPicking(!picking)}>
-        {`{x} ${t('config.insertVariable')}`}</button>
+      {!plain && <button type="button" className="link small" data-testid={`${testId}-insert`} onClick={() => setPicking(!picking)}>
+        {`{x} ${t('config.insertVariable')}`}</button>}
       {picking && <VariablePicker nodeId={nodeId} onPick={insert} onClose={() => setPicking(false)} />}
     </div>
   );
@@ -346,7 +346,8 @@ function Field({ name, path, schema, value, onChange, required, compact }: Field
         );
       }
       if (isTemplateText(name, s) || isLongText(name, s)) {
-        return row(<TemplateText value={text} onChange={onChange} long={isLongText(name, s)} testId={testId} />);
+        return row(<TemplateText value={text} onChange={onChange} long={isLongText(name, s)} testId={testId}
+          plain={!isTemplateText(name, s) && !/prompt|template/i.test(name)} />);
       }
       return row(<input data-testid={testId} value={text} pattern={a.pattern}
         onChange={(e) => onChange(e.target.value === '' && canNull ? undefined : e.target.value)} />);
@@ -390,6 +391,7 @@ function Field({ name, path, schema, value, onChange, required, compact }: Field
 function advanced(key: string, prop: JSONSchema, root: JSONSchema, required: Set<string>): boolean {
   if (required.has(key)) return false;
   const s = resolve(prop, root);
+  if (isRefSchema(s, root)) return true;
   if (s.default === undefined) return false;
   const [a] = alternatives(s, root);
   const type = Array.isArray(a?.type) ? a.type[0] : a?.type;
