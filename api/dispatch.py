@@ -22,6 +22,7 @@ a bad request is still a 422 here and the job carries only ``(tenant_id, run_id)
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import socket
 from typing import Any, AsyncIterator, Mapping
@@ -120,11 +121,18 @@ class Dispatcher:
         """Queue the prepared run of ``doc``; its events, followed on the bus from the first.
 
         Raises:
-            ApiError 422 (bad priority), redis errors when Redis cannot be reached (500).
+            ApiError 422 (bad priority); ApiError 503 when Redis cannot be reached (the stored
+            run is then ended ``cancelled``: nothing would execute it).
         """
         queue = self._queue(headers)
         wall = self.service.compile(doc).workflow.limits.max_wall_time  # the plan cache has it
-        await asyncio.to_thread(enqueue_run, self._redis, tenant_id, run_id, queue=queue, max_wall_time=wall)
+        try:
+            await asyncio.to_thread(enqueue_run, self._redis, tenant_id, run_id, queue=queue, max_wall_time=wall)
+        except _redis_errors() as exc:
+            # Nothing will execute it: end the stored run rather than leave it pending forever.
+            with contextlib.suppress(Exception):
+                await self.service.cancel(tenant_id, run_id, "the run queue (Redis) was unreachable")
+            raise _unavailable(exc) from None
         return self.events(tenant_id, run_id)
 
     async def resume(self, tenant_id: str, run_id: str, answers: dict[str, Any], message: str | None,
@@ -133,6 +141,7 @@ class Dispatcher:
 
         Raises:
             UnknownInterrupt: an answer to an interrupt the run is not waiting for (409).
+            ApiError 503: Redis cannot be reached (the run stays paused).
         """
         summary = await self.service.get(tenant_id, run_id)
         pending = {i["id"] for i in summary.pending_interrupts}
@@ -143,11 +152,14 @@ class Dispatcher:
         commands = self.service.stores.commands
         if not isinstance(commands, RedisCommandChannel):
             raise ApiError(500, "internal", "queued execution needs the Redis command channel")
-        await commands.send_answers(tenant_id, run_id, answers, message)
         doc = await self.service.workflow_of(tenant_id, run_id)
         wall = self.service.compile(doc).workflow.limits.max_wall_time
-        await asyncio.to_thread(enqueue_run, self._redis, tenant_id, run_id, queue=self._queue(headers),
-                                max_wall_time=wall, first=False)
+        try:
+            await commands.send_answers(tenant_id, run_id, answers, message)
+            await asyncio.to_thread(enqueue_run, self._redis, tenant_id, run_id, queue=self._queue(headers),
+                                    max_wall_time=wall, first=False)
+        except _redis_errors() as exc:
+            raise _unavailable(exc) from None  # the run stays paused: the same answer may be sent again
 
     # ------------------------------------------------------------------ follow
 
@@ -167,6 +179,18 @@ class Dispatcher:
             return (await service.get(tenant_id, run_id)).status in _ENDED_OR_PAUSED
 
         return self.bus.follow(tenant_id, run_id, after_seq, durable=durable, ended=ended)
+
+
+def _redis_errors() -> tuple[type[BaseException], ...]:
+    import redis.exceptions
+
+    return (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
+
+
+def _unavailable(exc: BaseException) -> ApiError:
+    """503: the queue cannot be reached (no address or password in the message)."""
+    return ApiError(503, "queue_unavailable", f"the run queue (Redis) is unreachable ({type(exc).__name__}); "
+                                              f"retry later", headers={"Retry-After": "5"})
 
 
 def dispatcher(request: Any) -> Dispatcher | None:
@@ -190,7 +214,7 @@ async def queued_or_inline(request: Any, service: RunService, tenant_id: str, ru
     (nothing was claimed), so dropping it for the queued path does nothing.
 
     Raises:
-        ApiError 422 (a bad execution or priority header); Redis errors when Redis is away.
+        ApiError 422 (a bad execution or priority header), 503 when Redis is away.
     """
     dispatch = dispatcher(request)
     if dispatch is None or not dispatch.should_queue(doc, response_mode, request.headers):

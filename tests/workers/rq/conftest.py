@@ -133,8 +133,9 @@ class Deployment:
     def settings(self, **extra: Any) -> Any:
         from engine.settings import Settings
 
-        return Settings(home=Path(self.env["FLOWLOOM_HOME"]), database_url=self.database_url,
-                        redis_url=self.redis_url, http_allow=["127.0.0.1"], lease_ttl=3, **extra)
+        values: dict[str, Any] = {"home": Path(self.env["FLOWLOOM_HOME"]), "database_url": self.database_url,
+                                  "redis_url": self.redis_url, "http_allow": ["127.0.0.1"], "lease_ttl": 3}
+        return Settings(**{**values, **extra})
 
     def start_worker(self, name: str, *args: str) -> subprocess.Popen[bytes]:
         """``flowloom worker --name NAME ARGS`` logging to ``<tmp>/NAME.log``."""

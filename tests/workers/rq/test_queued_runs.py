@@ -7,13 +7,14 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import socket
 import subprocess
 import sys
 
 from redis import Redis
 from rq import Queue, Worker
 
-from tests.workers.rq.conftest import ROOT, chain, post
+from tests.workers.rq.conftest import ROOT, chain, open_api, post
 
 RUNS = 50
 
@@ -103,3 +104,20 @@ async def test_a_paused_queued_run_is_answered_and_continued_by_a_worker(deploym
     state = await api.service.state("default", run_id)
     assert state.outputs["choice"] == "confirm" and state.answer.startswith("Order placed: ")
     assert re.search(f"run-{run_id}-[0-9a-f]{{8}}", deployment.log("w1")), "a second job of the worker continued it"
+
+
+async def test_an_unreachable_queue_is_a_503_and_the_stored_run_does_not_stay_pending(deployment):
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    dead = f"redis://127.0.0.1:{sock.getsockname()[1]}/0"  # bound, never listening: refused
+    try:
+        async for api in open_api(deployment, redis_url=dead):
+            doc = chain("plain", [{"id": "say", "type": "template", "config": {"template": "hi"}}])
+            answer = await api.start(doc)
+            assert answer.status_code == 503, answer.text
+            assert answer.json()["error"]["type"] == "queue_unavailable" and answer.headers["Retry-After"] == "5"
+            assert "127.0.0.1" not in answer.text
+            (run,) = await api.service.list("default")
+            assert run.status.value == "cancelled", "a run nothing will execute is ended, not left pending"
+    finally:
+        sock.close()
