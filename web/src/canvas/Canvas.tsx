@@ -205,7 +205,7 @@ export function Canvas() {
         onNodeClick={() => setPanel('config')} onError={onError} onNodeDragStop={onNodeDragStop}
         multiSelectionKeyCode={['Meta', 'Control', 'Shift']} selectionKeyCode="Shift"
         minZoom={0.1} maxZoom={2} onlyRenderVisibleElements={nodes.length > 120}
-        defaultEdgeOptions={{ type: 'smoothstep' }} proOptions={{ hideAttribution: true }}>
+        defaultEdgeOptions={{ type: 'smoothstep' }}>
         <Background gap={16} />
         <MiniMap pannable zoomable data-testid="minimap" />
         <Controls />

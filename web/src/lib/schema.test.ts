@@ -20,9 +20,17 @@ const root: JSONSchema = {
 describe('JSON Schema helpers', () => {
   it('test_initial_object_fills_required_fields', () => {
     expect(initialObject(root, root)).toEqual({
-      cases: [{ id: 'id_1', conditions: [{ left: null, operator: 'equals' }] }],
+      cases: [{ id: 'case_1', conditions: [{ left: { ref: '' }, operator: 'equals' }] }],
       model: 'model 1',
     });
+  });
+
+  it('test_singular_names_list_items', async () => {
+    const { singular } = await import('./schema');
+    expect(singular('cases')).toBe('case');
+    expect(singular('categories')).toBe('category');
+    expect(singular('options')).toBe('option');
+    expect(singular('class')).toBe('class');
   });
 
   it('test_resolve_follows_refs', () => {

@@ -62,9 +62,20 @@ export function isRefSchema(schema: JSONSchema, root: JSONSchema): boolean {
   return keys.length === 1 && keys[0] === 'ref' && (s.required ?? []).includes('ref');
 }
 
-/** The first value of a new field: its default, else an empty value of its type
- * (required arrays get `minItems` items, each built from the item schema). */
-export function initialValue(schema: JSONSchema, root: JSONSchema, name = '', index = 0): Json {
+/** `cases` -> `case`, `categories` -> `category`: what one item of a list is called. */
+export function singular(name: string): string {
+  if (name.endsWith('ies')) return `${name.slice(0, -3)}y`;
+  if (name.endsWith('s') && !name.endsWith('ss')) return name.slice(0, -1);
+  return name || 'item';
+}
+
+/**
+ * The first value of a new field: its default, else an empty value of its type
+ * (required arrays get `minItems` items, each built from the item schema; an item's
+ * `id` is `<item name>_<n>`, e.g. `case_1`). A value of any type (a literal or a
+ * reference) starts as an empty reference, which the variable picker fills.
+ */
+export function initialValue(schema: JSONSchema, root: JSONSchema, name = '', index = 0, owner = ''): Json {
   const s = resolve(schema, root);
   if (s.default !== undefined) return structuredClone(s.default);
   const [first] = alternatives(s, root);
@@ -73,30 +84,31 @@ export function initialValue(schema: JSONSchema, root: JSONSchema, name = '', in
   if (first && isRefSchema(first, root)) return { ref: '' };
   switch (t) {
     case 'object':
-      return initialObject(first, root);
+      return initialObject(first, root, index, owner || name);
     case 'array': {
       const n = first.minItems ?? 0;
-      return Array.from({ length: n }, (_, i) => initialValue(first.items ?? {}, root, name, i));
+      return Array.from({ length: n }, (_, i) => initialValue(first.items ?? {}, root, singular(name), i, singular(name)));
     }
     case 'string':
-      if (name === 'id' || first.pattern) return `${name || 'item'}_${index + 1}`;
-      return first.minLength ? `${name || 'item'} ${index + 1}` : '';
+      if (name === 'id' || first.pattern) return `${owner || name || 'item'}_${index + 1}`;
+      return first.minLength ? `${owner || name || 'item'} ${index + 1}` : '';
     case 'number':
     case 'integer':
       return first.minimum ?? (first.exclusiveMinimum !== undefined ? first.exclusiveMinimum + 1 : 0);
     case 'boolean':
       return false;
     default:
-      return null;
+      return first && !first.properties && !first.items && !first.enum ? { ref: '' } : null;
   }
 }
 
-/** An object of `schema`'s required properties with their first values. */
-export function initialObject(schema: JSONSchema, root: JSONSchema, index = 0): JsonObject {
+/** An object of `schema`'s required properties with their first values (`owner`: what
+ * the object is, for its id). */
+export function initialObject(schema: JSONSchema, root: JSONSchema, index = 0, owner = ''): JsonObject {
   const s = resolve(schema, root);
   const out: JsonObject = {};
   for (const key of s.required ?? []) {
-    out[key] = initialValue(s.properties?.[key] ?? {}, root, key, index);
+    out[key] = initialValue(s.properties?.[key] ?? {}, root, key, index, owner);
   }
   return out;
 }

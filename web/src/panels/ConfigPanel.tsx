@@ -56,6 +56,7 @@ const NodeConfig = memo(function NodeConfig({ node }: { node: Omit<WorkflowNode,
   const kind = useCatalog((s) => s.byKind[node.type]);
   const setConfig = useEditor((s) => s.setConfig);
   const updateNode = useEditor((s) => s.updateNode);
+  const setPanel = useEditor((s) => s.setPanel);
   const shapes = useEditor((s) => s.shapes);
   const nodeCount = useEditor((s) => s.nodes.length);
   const edges = useEditor((s) => s.edges);
@@ -87,6 +88,10 @@ const NodeConfig = memo(function NodeConfig({ node }: { node: Omit<WorkflowNode,
         <input id="node-description" data-testid="config-node-description" value={node.description ?? ''}
           onChange={(e) => updateNode(node.id, { description: e.target.value || undefined })} />
       </div>
+      {kind?.traits?.entry && (
+        <button type="button" className="small" data-testid="config-edit-inputs" onClick={() => setPanel('workflow')}>
+          {t('workflow.inputs')} →</button>
+      )}
       {kind && Object.keys((kind.config_schema as JSONSchema).properties ?? {}).length > 0 && (
         <>
           <h4>{t('config.settings')}</h4>

@@ -12,7 +12,7 @@ import { createContext, lazy, memo, Suspense, useContext, useRef, useState, type
 import { useT } from '../i18n';
 import { refNode } from '../lib/refs';
 import {
-  alternatives, fieldLabel, initialObject, initialValue, isRefSchema, nullable, resolve, type JSONSchema,
+  alternatives, fieldLabel, initialObject, initialValue, isRefSchema, nullable, resolve, singular, type JSONSchema,
 } from '../lib/schema';
 import { isRef, type Json, type JsonObject } from '../lib/workflow';
 import { VariablePicker } from './VariablePicker';
@@ -143,10 +143,9 @@ function JsonInput({ value, onChange, testId }: { value: Json | undefined; onCha
 }
 
 /** A value that is a literal (text or JSON) or a reference. */
-function ValueInput({ value, onChange, testId, textFirst }: { value: Json | undefined; onChange: Change; testId: string;
-  textFirst?: boolean }) {
+function ValueInput({ value, onChange, testId }: { value: Json | undefined; onChange: Change; testId: string }) {
   const t = useT();
-  const mode = isRef(value) ? 'ref' : typeof value === 'string' || (value === undefined && textFirst) ? 'text' : 'json';
+  const mode = isRef(value) ? 'ref' : typeof value === 'string' || value === undefined ? 'text' : 'json';
   return (
     <div className="value-field">
       <div className="mode-switch" role="group">
@@ -207,12 +206,13 @@ function ItemList({ schema, value, onChange, path }: { schema: JSONSchema; value
   const isObject = !!item.properties;
   const compact = !!item.properties?.operator;
   const add = () => {
-    let fresh = isObject ? initialObject(item, root, value.length) : initialValue(item, root, 'item', value.length);
+    const owner = singular(path.split('.').pop() ?? '');
+    let fresh = isObject ? initialObject(item, root, value.length, owner) : initialValue(item, root, owner, value.length);
     if (isObject && item.properties?.id && fresh && typeof fresh === 'object' && !Array.isArray(fresh)) {
       const ids = new Set(value.map((v) => (v && typeof v === 'object' && !Array.isArray(v) ? v.id : null)));
       let n = value.length + 1;
-      while (ids.has(`${path.split('.').pop()?.replace(/s$/, '') ?? 'item'}_${n}`)) n += 1;
-      fresh = { ...fresh, id: `${path.split('.').pop()?.replace(/s$/, '') ?? 'item'}_${n}` };
+      while (ids.has(`${owner}_${n}`)) n += 1;
+      fresh = { ...fresh, id: `${owner}_${n}` };
     }
     if (compact && fresh && typeof fresh === 'object' && !Array.isArray(fresh) && !('right' in fresh)) {
       fresh = { ...fresh, right: '' };
@@ -302,7 +302,7 @@ function Field({ name, path, schema, value, onChange, required, compact }: Field
     const refAlt = alts.some((a) => isRefSchema(a, root));
     const textAlt = alts.some((a) => a.type === 'string');
     if (refAlt && textAlt) {
-      if (isRef(shown)) return row(<ValueInput value={shown} onChange={onChange} testId={testId} textFirst />);
+      if (isRef(shown)) return row(<ValueInput value={shown} onChange={onChange} testId={testId} />);
       return row(
         <div>
           <TemplateText value={typeof shown === 'string' ? shown : ''} onChange={onChange} long={isLongText(name, s)} testId={testId} />
