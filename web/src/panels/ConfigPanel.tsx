@@ -88,7 +88,7 @@ const NodeConfig = memo(function NodeConfig({ node }: { node: Omit<WorkflowNode,
         <input id="node-description" data-testid="config-node-description" value={node.description ?? ''}
           onChange={(e) => updateNode(node.id, { description: e.target.value || undefined })} />
       </div>
-      {kind?.traits?.entry && (
+      {!!kind?.traits?.entry && (
         <button type="button" className="small" data-testid="config-edit-inputs" onClick={() => setPanel('workflow')}>
           {t('workflow.inputs')} →</button>
       )}
