@@ -43,6 +43,9 @@ api_keys = ApiKeyRow.__table__
 KEY_PATTERN = re.compile(r"^fl_([a-z0-9]{8})_([A-Za-z0-9_-]{32,128})$")
 _PREFIX_ALPHABET = string.ascii_lowercase + string.digits
 _PREFIX_TRIES = 5
+#: ``last_used_at`` is rewritten at most this often (seconds): a write per request would make
+#: every authenticated request a write transaction (on SQLite, serialized with the runs' writes)
+LAST_USED_RESOLUTION_S = 60.0
 
 
 def hash_secret(secret: str) -> str:
@@ -119,7 +122,8 @@ class SqlKeyStore:
         raise RuntimeError("could not find a free key prefix")  # pragma: no cover - astronomically unlikely
 
     async def authenticate(self, plaintext: str) -> ApiKey | None:
-        """The active key of this plaintext, its ``last_used_at`` set to now; else None."""
+        """The active key of this plaintext, its ``last_used_at`` set to now when it was
+        older than :data:`LAST_USED_RESOLUTION_S` (or never set); else None."""
         parsed = parse_key(plaintext)
         if parsed is None:
             return None
@@ -133,9 +137,12 @@ class SqlKeyStore:
                 return None
             if not hmac.compare_digest(hash_secret(secret), row["secret_hash"]):
                 return None
-            await conn.execute(sa.update(api_keys).where(api_keys.c.id == row["id"]).values(last_used_at=now))
+            last = row["last_used_at"]
+            if last is None or now - last >= LAST_USED_RESOLUTION_S:
+                await conn.execute(sa.update(api_keys).where(api_keys.c.id == row["id"]).values(last_used_at=now))
+                last = now
         key = _key_of(row)
-        key.last_used_at = now
+        key.last_used_at = last
         return key
 
     async def list_keys(self, tenant_id: str) -> list[ApiKey]:
