@@ -121,6 +121,8 @@ export const en = {
   'versions.diff': 'Compare with draft',
   'versions.restore': 'Restore (publish again)',
   'versions.restored': 'Version {version} published again as {newVersion}',
+  'versions.load': 'Load into the draft',
+  'versions.loaded': 'Version {version} loaded into the draft (Ctrl+Z undoes it)',
   'diff.title': 'Version {version} → draft',
   'diff.none': 'No difference.',
   'diff.nodesAdded': 'Nodes added',

@@ -123,6 +123,8 @@ export const zhCN: Record<MessageKey, string> = {
   'versions.diff': '与草稿对比',
   'versions.restore': '恢复（重新发布）',
   'versions.restored': '版本 {version} 已重新发布为 {newVersion}',
+  'versions.load': '载入草稿',
+  'versions.loaded': '已把版本 {version} 载入草稿（Ctrl+Z 可撤销）',
   'diff.title': '版本 {version} → 草稿',
   'diff.none': '没有差异。',
   'diff.nodesAdded': '新增节点',

@@ -54,6 +54,16 @@ export function VersionsPanel() {
     }
   };
 
+  const loadIntoDraft = async (version: number) => {
+    if (!workflowId) return;
+    try {
+      useEditor.getState().replaceDocument(await api.exportWorkflow(workflowId, version) as WorkflowDoc);
+      useEditor.setState({ message: t('versions.loaded', { version }) });
+    } catch (e) {
+      setError((e as Error).message);
+    }
+  };
+
   const restore = async (version: number) => {
     if (!workflowId) return;
     try {
@@ -79,6 +89,8 @@ export function VersionsPanel() {
             {v.note && <div className="note-text">{v.note}</div>}
             <div className="row">
               <button type="button" data-testid={`version-diff-${v.version}`} onClick={() => void showDiff(v.version)}>{t('versions.diff')}</button>
+              <button type="button" data-testid={`version-load-${v.version}`} onClick={() => void loadIntoDraft(v.version)}>
+                {t('versions.load')}</button>
               {!v.published && <button type="button" data-testid={`version-restore-${v.version}`}
                 onClick={() => void restore(v.version)}>{t('versions.restore')}</button>}
             </div>

@@ -136,6 +136,14 @@ describe('editor store', () => {
     expect(currentDoc().edges).toHaveLength(4);
   });
 
+  it('test_replace_document_is_one_undoable_change', () => {
+    const other: WorkflowDoc = { id: 'other', nodes: [{ id: 'start', type: 'start', position: { x: 0, y: 0 } }], edges: [] };
+    useEditor.getState().replaceDocument(other);
+    expect(currentDoc()).toMatchObject({ id: 'w', nodes: [{ id: 'start' }], edges: [] });
+    useEditor.temporal.getState().undo();
+    expect(currentDoc()).toEqual(doc);
+  });
+
   it('test_add_node_from_handle_connects_it', () => {
     const id = useEditor.getState().addNode('answer', { x: 800, y: 0 }, { from: { node: 'say', handle: 'out' } });
     expect(id).toBe('answer');

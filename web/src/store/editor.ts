@@ -56,6 +56,8 @@ export interface EditorState {
   message: string | null;
 
   load: (id: string, doc: WorkflowDoc, draftVersion: number | null, publishedVersion: number | null) => void;
+  /** Puts `doc` on the canvas as the draft (one undoable change; notes stay). */
+  replaceDocument: (doc: WorkflowDoc) => void;
   onNodesChange: (changes: NodeChange<CanvasNode>[]) => void;
   onEdgesChange: (changes: EdgeChange<FlowEdge>[]) => void;
   connect: (conn: Connection) => string | null;
@@ -235,6 +237,12 @@ export const useEditor = create<EditorState>()(temporal((set, get) => ({
       panel: 'config', message: null,
     });
     useEditor.temporal.getState().clear();
+  },
+
+  replaceDocument: (doc) => {
+    const { meta, nodes, edges } = docToFlow({ ...doc, id: get().meta.id }, useCatalog.getState().containers);
+    const notes = get().nodes.filter((n) => n.type === 'note');
+    set({ meta, nodes: [...nodes, ...notes], edges, flagged: {} });
   },
 
   onNodesChange: (changes) => {
