@@ -3,7 +3,8 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { NodeKind, Problem } from '../api/types';
 import {
-  configHandles, nodeHandles, nodeOutputs, parseProbe, PROBE_HANDLE, PROBE_NODE, PROBE_OUTPUT, probeDocument,
+  configHandles, MODEL_PROBE_NODE, modelProbeNode, nodeHandles, nodeOutputs, parseProbe, PROBE_HANDLE, PROBE_MODEL, PROBE_NODE,
+  PROBE_OUTPUT, probeDocument,
   problemIndex, toolField, withoutProbe,
 } from './shape';
 import type { WorkflowDoc } from './workflow';
@@ -44,6 +45,21 @@ describe('node shapes', () => {
     expect(shapes.handles.finish).toEqual([]);
     expect(shapes.outputs.ticket).toEqual(['email', 'fields', 'order_id', 'problem', 'success', 'usage']);
     expect(shapes.outputs.x).toBeUndefined();
+  });
+
+  it('test_model_probe_reads_the_registry_names', () => {
+    const chat = kind({ kind: 'chat', config_schema: { properties: { model: { type: 'string', description: 'model name in the model registry' },
+      prompt: { type: 'string', default: 'hi' } }, required: ['model'] } });
+    const classify = kind({ kind: 'classify', config_schema: { properties: { model: { type: 'string', description: 'model name in the model registry' },
+      categories: { type: 'array', minItems: 2, items: { type: 'string' } } }, required: ['model', 'categories'] } });
+    const probe = modelProbeNode([kind({ kind: 'template' }), classify, chat]);
+    expect(probe).toEqual({ id: MODEL_PROBE_NODE, type: 'chat', config: { model: PROBE_MODEL } });
+    expect(modelProbeNode([kind({})])).toBeNull();
+    const shapes = parseProbe([{ code: 'unknown_model', severity: 'error', node_id: MODEL_PROBE_NODE, edge_id: null,
+      path: 'config.model', message: `model '${PROBE_MODEL}' is not in the model registry; did you mean 'x'? (known: default, gpt-4o, qwen-plus)` }]);
+    expect(shapes.models).toEqual(['default', 'gpt-4o', 'qwen-plus']);
+    expect(withoutProbe([{ code: 'unknown_model', severity: 'error', node_id: MODEL_PROBE_NODE, edge_id: null, path: null, message: '' }]))
+      .toEqual([]);
   });
 
   it('test_without_probe_keeps_real_problems_only', () => {

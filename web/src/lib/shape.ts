@@ -15,27 +15,49 @@
  * categories, options), plus `else` when the kind's schema says the node takes it.
  */
 import type { NodeKind, Problem } from '../api/types';
-import { resolve, type JSONSchema } from './schema';
+import { initialObject, resolve, type JSONSchema } from './schema';
 import type { WorkflowDoc, WorkflowNode } from './workflow';
 
 export const PROBE_NODE = '__flowloom_shape_probe__';
 export const PROBE_HANDLE = '__flowloom_no_such_handle__';
 export const PROBE_OUTPUT = '__flowloom_no_such_output__';
+export const MODEL_PROBE_NODE = `${PROBE_NODE}model`;
+export const PROBE_MODEL = '__flowloom_no_such_model__';
 
 export interface Shapes {
   handles: Record<string, string[]>;
   outputs: Record<string, string[]>;
+  /** The model registry's names (the compiler lists them when a model is unknown). */
+  models?: string[];
 }
 
 export const emptyShapes: Shapes = { handles: {}, outputs: {} };
 
-/** A copy of `doc` with the probe edges and the probe template node added. */
-export function probeDocument(doc: WorkflowDoc): WorkflowDoc {
+/** A node that names an unknown model, so the compiler lists the registry's models: of
+ * the catalog kind with a `model` field and the fewest required fields, its config built
+ * from its schema. Null when no kind calls a model. */
+export function modelProbeNode(kinds: readonly NodeKind[]): WorkflowNode | null {
+  let best: { kind: NodeKind; required: number } | null = null;
+  for (const k of kinds) {
+    const root = k.config_schema as JSONSchema;
+    if (!root.properties?.model || !/model registry/i.test(resolve(root.properties.model, root).description ?? '')) continue;
+    const required = (root.required ?? []).length;
+    if (!best || required < best.required) best = { kind: k, required };
+  }
+  if (!best) return null;
+  const root = best.kind.config_schema as JSONSchema;
+  return { id: MODEL_PROBE_NODE, type: best.kind.kind, config: { ...initialObject(root, root), model: PROBE_MODEL } };
+}
+
+/** A copy of `doc` with the probe edges, the probe template node and (given) the model
+ * probe node added. */
+export function probeDocument(doc: WorkflowDoc, modelProbe: WorkflowNode | null = null): WorkflowDoc {
   const ids = doc.nodes.map((n) => n.id);
   const reads = ids.map((id) => `{{ nodes[${JSON.stringify(id)}].${PROBE_OUTPUT} }}`).join(' ');
   return {
     ...doc,
-    nodes: [...doc.nodes, { id: PROBE_NODE, type: 'template', config: { template: reads } }],
+    nodes: [...doc.nodes, { id: PROBE_NODE, type: 'template', config: { template: reads } },
+      ...(modelProbe ? [modelProbe] : [])],
     edges: [...doc.edges, ...ids.map((id, i) => ({ id: `${PROBE_NODE}${i}`, source: id, sourceHandle: PROBE_HANDLE,
       target: PROBE_NODE }))],
   };
@@ -59,6 +81,9 @@ export function parseProbe(problems: readonly Problem[]): Shapes {
     if (p.code === 'unknown_handle' && p.node_id && p.edge_id?.startsWith(PROBE_NODE)) {
       const list = listIn(p.message, 'handles');
       if (list) shapes.handles[p.node_id] = list;
+    } else if (p.code === 'unknown_model' && p.node_id === MODEL_PROBE_NODE) {
+      const list = listIn(p.message, 'known');
+      if (list) shapes.models = list;
     } else if (p.code === 'unknown_output' && p.node_id === PROBE_NODE && p.message.includes(PROBE_OUTPUT)) {
       const node = quotedNode(p.message);
       const list = listIn(p.message, 'outputs');
@@ -70,7 +95,7 @@ export function parseProbe(problems: readonly Problem[]): Shapes {
 
 /** The problems of the real document: the probe's own findings left out. */
 export function withoutProbe(problems: readonly Problem[]): Problem[] {
-  return problems.filter((p) => p.node_id !== PROBE_NODE && !(p.edge_id ?? '').startsWith(PROBE_NODE)
+  return problems.filter((p) => !(p.node_id ?? '').startsWith(PROBE_NODE) && !(p.edge_id ?? '').startsWith(PROBE_NODE)
     && !p.message.includes(PROBE_OUTPUT) && !p.message.includes(PROBE_HANDLE));
 }
 

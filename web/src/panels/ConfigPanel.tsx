@@ -61,9 +61,10 @@ const NodeConfig = memo(function NodeConfig({ node }: { node: Omit<WorkflowNode,
   const nodeCount = useEditor((s) => s.nodes.length);
   const edges = useEditor((s) => s.edges);
   const onChange = useCallback((config: JsonObject) => setConfig(node.id, config), [setConfig, node.id]);
-  const models = useMemo(() => modelsInUse(useEditor.getState().nodes.filter(isFlowNode)),
+  const registry = useEditor((s) => s.shapes.models);
+  const models = useMemo(() => [...new Set([...(registry ?? []), ...modelsInUse(useEditor.getState().nodes.filter(isFlowNode))])],
     // eslint-disable-next-line react-hooks/exhaustive-deps
-    [nodeCount]);
+    [nodeCount, registry]);
   const readable = useMemo(() => new Set(readableNodes(currentDoc(), node.id)),
     // eslint-disable-next-line react-hooks/exhaustive-deps
     [edges, nodeCount, node.id]);

@@ -13,7 +13,8 @@
 import { api, ApiError } from '../api/client';
 import type { Problem } from '../api/types';
 import { nodeReads } from '../lib/refs';
-import { parseProbe, probeDocument, problemIndex, withoutProbe } from '../lib/shape';
+import { modelProbeNode, parseProbe, probeDocument, problemIndex, withoutProbe } from '../lib/shape';
+import { useCatalog } from './catalog';
 import { isFlowNode } from '../lib/serialize';
 import { currentDoc, saveNotes, useEditor, type EditorState } from './editor';
 
@@ -34,7 +35,7 @@ export async function validateNow(): Promise<void> {
   useEditor.setState({ validating: true });
   try {
     const [real, probe] = await Promise.all([api.validate(doc, abort.signal),
-      api.validate(probeDocument(doc), abort.signal)]);
+      api.validate(probeDocument(doc, modelProbeNode(useCatalog.getState().kinds)), abort.signal)]);
     if (abort.signal.aborted) return;
     const state = useEditor.getState();
     state.applyShapes(parseProbe(probe.problems as unknown as Problem[]));
