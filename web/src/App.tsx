@@ -19,6 +19,7 @@ export function App() {
   const catalogStatus = useCatalog((s) => s.status);
   const catalogError = useCatalog((s) => s.error);
   const loadCatalog = useCatalog((s) => s.load);
+  const refused = useCatalog((s) => s.errorStatus === 401);
 
   useEffect(() => {
     document.documentElement.lang = lang;
@@ -32,7 +33,16 @@ export function App() {
     setKey(k);
   }, []);
 
-  if (!key) return <KeyPrompt onKey={accept} />;
+  useEffect(() => {
+    // A revoked or mistyped key: forget it and ask again (with the server's message).
+    if (refused && key) {
+      setApiKey(null);
+      setKey(null);
+    }
+  }, [refused, key]);
+
+  if (!key) return <KeyPrompt onKey={(k) => { useCatalog.setState({ status: 'idle', errorStatus: null }); accept(k); }}
+    refusedMessage={refused ? catalogError : null} />;
   return (
     <div className="app">
       <header className="app-header">

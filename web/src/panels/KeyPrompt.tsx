@@ -3,10 +3,10 @@ import { useState, type FormEvent } from 'react';
 import { api, setApiKey } from '../api/client';
 import { useT } from '../i18n';
 
-export function KeyPrompt({ onKey }: { onKey: (key: string) => void }) {
+export function KeyPrompt({ onKey, refusedMessage }: { onKey: (key: string) => void; refusedMessage?: string | null }) {
   const t = useT();
   const [value, setValue] = useState('');
-  const [error, setError] = useState<string | null>(null);
+  const [error, setError] = useState<string | null>(refusedMessage ? t('key.invalid', { message: refusedMessage }) : null);
   const [busy, setBusy] = useState(false);
 
   const submit = async (e: FormEvent) => {

@@ -3,7 +3,7 @@
  * config forms, the handles and the container kinds all read it from here.
  */
 import { create } from 'zustand';
-import { api } from '../api/client';
+import { api, ApiError } from '../api/client';
 import type { NodeKind } from '../api/types';
 
 interface CatalogState {
@@ -12,6 +12,8 @@ interface CatalogState {
   containers: Set<string>;
   status: 'idle' | 'loading' | 'ready' | 'error';
   error: string | null;
+  /** HTTP status of the failed load (401: the key was refused). */
+  errorStatus: number | null;
   load: () => Promise<void>;
   setKinds: (kinds: NodeKind[]) => void;
 }
@@ -22,12 +24,14 @@ export const useCatalog = create<CatalogState>((set, get) => ({
   containers: new Set(),
   status: 'idle',
   error: null,
+  errorStatus: null,
   setKinds: (kinds) => set({
     kinds,
     byKind: Object.fromEntries(kinds.map((k) => [k.kind, k])),
     containers: new Set(kinds.filter((k) => k.traits?.container).map((k) => k.kind)),
     status: 'ready',
     error: null,
+    errorStatus: null,
   }),
   load: async () => {
     if (get().status === 'loading') return;
@@ -35,7 +39,7 @@ export const useCatalog = create<CatalogState>((set, get) => ({
     try {
       get().setKinds((await api.nodeKinds()).kinds);
     } catch (e) {
-      set({ status: 'error', error: (e as Error).message });
+      set({ status: 'error', error: (e as Error).message, errorStatus: e instanceof ApiError ? e.status : null });
     }
   },
 }));
