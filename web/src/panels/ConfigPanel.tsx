@@ -62,12 +62,17 @@ const NodeConfig = memo(function NodeConfig({ node }: { node: Omit<WorkflowNode,
   const edges = useEditor((s) => s.edges);
   const onChange = useCallback((config: JsonObject) => setConfig(node.id, config), [setConfig, node.id]);
   const registry = useEditor((s) => s.shapes.models);
-  const models = useMemo(() => [...new Set([...(registry ?? []), ...modelsInUse(useEditor.getState().nodes.filter(isFlowNode))])],
-    // eslint-disable-next-line react-hooks/exhaustive-deps
-    [nodeCount, registry]);
-  const readable = useMemo(() => new Set(readableNodes(currentDoc(), node.id)),
-    // eslint-disable-next-line react-hooks/exhaustive-deps
-    [edges, nodeCount, node.id]);
+  // Recomputed when nodes are added or removed or edges change (not on every keystroke
+  // or drag): the store is read directly inside, the counts and edges are the triggers.
+  const models = useMemo(() => {
+    void nodeCount;
+    return [...new Set([...(registry ?? []), ...modelsInUse(useEditor.getState().nodes.filter(isFlowNode))])];
+  }, [nodeCount, registry]);
+  const readable = useMemo(() => {
+    void edges;
+    void nodeCount;
+    return new Set(readableNodes(currentDoc(), node.id));
+  }, [edges, nodeCount, node.id]);
   const handles = nodeHandles(node, kind, shapes);
   return (
     <div className="config-panel" data-testid="config-panel" data-node={node.id}>
