@@ -9,7 +9,7 @@ import {
 } from '@xyflow/react';
 import { useCallback, useEffect, useMemo, useRef, type DragEvent } from 'react';
 import type { NodeKind } from '../api/types';
-import { checkConnection, TOOL_HANDLE_PREFIX, TOOL_TARGET_HANDLE } from '../lib/connect';
+import { backEdges, checkConnection, TOOL_HANDLE_PREFIX, TOOL_TARGET_HANDLE } from '../lib/connect';
 import { isFlowNode, NODE_WIDTH, type CanvasNode, type FlowEdge, type FlowNode } from '../lib/serialize';
 import { nodeHandles, toolField } from '../lib/shape';
 import type { Position } from '../lib/workflow';
@@ -133,10 +133,12 @@ export function Canvas() {
   }), [attachKey]);
   const badEdges = useMemo(() => new Set(problems.filter((p) => p.edge_id && p.severity === 'error').map((p) => p.edge_id!)),
     [problems]);
+  const loopEdges = useMemo(() => backEdges(edges), [edges]);
   const shownEdges = useMemo<FlowEdge[]>(() => {
-    const flow = badEdges.size === 0 ? edges : edges.map((e) => (badEdges.has(e.id) ? { ...e, className: 'edge-error' } : e));
+    const flow = badEdges.size === 0 && loopEdges.size === 0 ? edges : edges.map((e) => (badEdges.has(e.id)
+      ? { ...e, className: 'edge-error' } : loopEdges.has(e.id) ? { ...e, className: 'edge-loop' } : e));
     return attachEdges.length ? [...flow, ...attachEdges] : flow;
-  }, [edges, badEdges, attachEdges]);
+  }, [edges, badEdges, loopEdges, attachEdges]);
 
   const onConnect: OnConnect = useCallback((c: RFConnection) => {
     const reason = connect({ source: c.source, target: c.target, sourceHandle: c.sourceHandle, targetHandle: c.targetHandle });

@@ -87,7 +87,7 @@ function FlowNodeViewImpl({ id, data, selected, parentId }: NodeProps<FlowNode>)
     <div className={`flow-node${container ? ' container' : ''}${selected ? ' selected' : ''}${errors ? ' has-errors' : ''}`}
       data-testid={`node-${id}`} data-kind={node.type}>
       {container && selected && <NodeResizer minWidth={320} minHeight={200} />}
-      <div className="node-card">
+      <div className="node-card" title={node.description || undefined}>
         {!entry && <Handle type="target" position={Position.Left} id="in" className="handle-in"
           data-testid={`handle-${id}-in`} />}
         {parentId && <Handle type="target" position={Position.Top} id={TOOL_TARGET_HANDLE} className="handle-tool-in"

@@ -75,6 +75,13 @@ describe('connection rules', () => {
     expect(handleKind(null)).toBe('flow');
   });
 
+  it('test_back_edges_are_the_edges_on_a_cycle', async () => {
+    const { backEdges } = await import('./connect');
+    const loop = [{ id: 'a', source: 'start', target: 'poll' }, { id: 'b', source: 'poll', target: 'check' },
+      { id: 'c', source: 'check', target: 'poll', sourceHandle: 'else' }, { id: 'd', source: 'check', target: 'report' }];
+    expect([...backEdges(loop)].sort()).toEqual(['b', 'c']);
+  });
+
   it('test_reaches_follows_edges', () => {
     expect(reaches(edges, 'start', 'report')).toBe(true);
     expect(reaches(edges, 'report', 'start')).toBe(false);

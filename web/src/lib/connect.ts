@@ -99,3 +99,11 @@ export function checkConnection(conn: Connection, nodes: readonly GraphNode[], e
   }
   return { ok: true, kind };
 }
+
+/** Ids of the edges on a cycle (their target reaches their source): the loops drawn
+ * with a back-edge, which the engine runs as loop regions; the canvas marks them. */
+export function backEdges(edges: readonly (GraphEdge & { id: string })[]): Set<string> {
+  const out = new Set<string>();
+  for (const e of edges) if (e.source === e.target || reaches(edges, e.target, e.source)) out.add(e.id);
+  return out;
+}
