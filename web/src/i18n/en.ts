@@ -89,6 +89,7 @@ export const en = {
   'config.value': 'Value',
   'config.unset': '(default)',
   'config.modelHint': 'A model name of the registry',
+  'config.refPlaceholder': 'node.output',
   'config.danglingRef': 'reads {ref}, which is not available here',
   'vars.inputs': 'Inputs',
   'vars.variables': 'Run variables',

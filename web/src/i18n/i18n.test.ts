@@ -46,3 +46,20 @@ describe('every UI string goes through the dictionaries', () => {
     for (const key of used) expect(Object.keys(en), key).toContain(key);
   });
 });
+
+describe('no UI text outside the dictionaries', () => {
+  it('test_editor_components_have_no_literal_jsx_text', async () => {
+    const { readdirSync, readFileSync } = await import('node:fs');
+    const { join } = await import('node:path');
+    const src = join(__dirname, '..');
+    const files = [join(src, 'App.tsx'), ...['canvas', 'panels'].flatMap((dir) => readdirSync(join(src, dir))
+      .filter((f) => f.endsWith('.tsx')).map((f) => join(src, dir, f)))];
+    for (const file of files) {
+      const code = readFileSync(file, 'utf8').replace(/\/\*[\s\S]*?\*\//g, '').replace(/^\s*\/\/.*$/gm, '');
+      // Text between tags made of words (three letters or more), e.g. <b>Save</b>.
+      const literal = code.match(/>\s*[A-Za-z][A-Za-z ,.'!?-]{2,}\s*</g) ?? [];
+      const attrs = code.match(/(?:title|placeholder|aria-label)="[^"]*[A-Za-z]{3,}[^"]*"/g) ?? [];
+      expect([...literal, ...attrs], file).toEqual([]);
+    }
+  });
+});

@@ -91,6 +91,7 @@ export const zhCN: Record<MessageKey, string> = {
   'config.value': '值',
   'config.unset': '（默认）',
   'config.modelHint': '模型注册表中的模型名称',
+  'config.refPlaceholder': '节点ID.输出名',
   'config.danglingRef': '引用了 {ref}，此处不可用',
   'vars.inputs': '输入',
   'vars.variables': '运行变量',

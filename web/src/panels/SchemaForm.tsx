@@ -102,7 +102,7 @@ function RefInput({ value, onChange, testId }: { value: string; onChange: (path:
     <div className="ref-field">
       <div className="row">
         <span className="ref-prefix">{t('config.modeRef')}</span>
-        <input data-testid={testId} value={value} placeholder="node.output" onChange={(e) => onChange(e.target.value)} />
+        <input data-testid={testId} value={value} placeholder={t('config.refPlaceholder')} onChange={(e) => onChange(e.target.value)} />
         <button type="button" data-testid={`${testId}-pick`} title={t('config.pickVariable')} onClick={() => setPicking(!picking)}>{'{x}'}</button>
       </div>
       {dangling && <div className="error small">{t('config.danglingRef', { ref: value })}</div>}
