@@ -6,7 +6,7 @@ same run store as the API (``FLOWLOOM_DATABASE_URL``, or SQLite under
 machine or many: each takes one run at a time from its queues, most urgent first.
 Every log line starts with ``flowloom-worker <pid>``. SIGTERM (or Ctrl-C) finishes the
 current run and stops; a second one stops at once, leaving the run to be continued from
-its last checkpoint by another worker.
+its last checkpoint by another worker (exit code 1).
 """
 
 from __future__ import annotations
@@ -70,4 +70,12 @@ def worker(
         rq_worker.work(burst=burst, logging_level="INFO", log_format=LOG_FORMAT)
     finally:
         install_runtime(None)
+        if runtime.executing:
+            # A cold shutdown: closing the service would end those runs cancelled, and the
+            # runtime's threads are mid-run. Leave at once, as a crash would: the lease and
+            # the executing set name a process that is gone, so another worker continues.
+            log.warning("stopping with run(s) %s in progress: another worker continues them from their last "
+                        "checkpoint", ", ".join(runtime.executing))
+            handler.flush()
+            os._exit(1)
         runtime.stop()

@@ -145,6 +145,11 @@ class WorkerRuntime:
         finally:
             self._ready.set()
 
+    @property
+    def executing(self) -> list[str]:
+        """Ids of the runs executing in this process now."""
+        return list(self._executing)
+
     def stop(self) -> None:
         """Close the service and end the thread (runs executing here are abandoned to the sweepers)."""
         if self.loop is not None and self._stop is not None:

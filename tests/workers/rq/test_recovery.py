@@ -68,3 +68,21 @@ async def test_a_stopped_queued_run_never_runs_even_when_a_worker_takes_its_job(
     assert job.return_value() == "already cancelled"
     assert counter.names() == [], "a stopped run's nodes never execute"
     assert (await api.service.get("default", run_id)).status.value == "cancelled"
+
+
+async def test_a_worker_stopped_twice_mid_run_leaves_the_run_to_another_worker(deployment, api, counter):
+    deployment.start_worker("w1")
+    deployment.wait_for_workers("w1")
+    run_id = (await api.start(five_nodes(counter))).json()["run_id"]
+    await asyncio.to_thread(counter.wait_for, "g")
+    first = deployment.workers["w1"]
+    first.send_signal(signal.SIGINT)  # warm: would finish the run first
+    await asyncio.sleep(1.2)  # RQ takes a second signal within a second for the same one
+    first.send_signal(signal.SIGINT)  # cold: stop now
+    assert await asyncio.to_thread(first.wait, 20) == 1
+    assert "another worker continues them" in deployment.log("w1")
+    assert (await api.service.get("default", run_id)).status.value == "running", "not ended by the shutdown"
+    deployment.start_worker("w2")
+    counter.gate.set()
+    assert await api.wait_status(run_id, {"succeeded", "failed", "cancelled"}, timeout=30) == "succeeded"
+    assert counter.names().count("a") == 1 and counter.names().count("c") == 1
