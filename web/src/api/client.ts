@@ -125,9 +125,11 @@ export const api = {
   exportWorkflow: (id: string, version?: number) =>
     request<WorkflowDoc>('GET', `${wf(id)}/export`, { query: { version } }),
   /** Converts a FastGPT / Dify / Flowloom file; `save` stores it as a new draft. */
-  importFile: (file: File, opts: { save?: boolean; allowPartial?: boolean; workflowId?: string } = {}) => {
+  importFile: (file: File, opts: { save?: boolean; allowPartial?: boolean; workflowId?: string;
+    modelMap?: Record<string, string> } = {}) => {
     const form = new FormData();
     form.set('file', file);
+    if (opts.modelMap && Object.keys(opts.modelMap).length) form.set('model_map', JSON.stringify(opts.modelMap));
     if (opts.allowPartial) form.set('allow_partial', 'true');
     if (opts.workflowId) form.set('workflow_id', opts.workflowId);
     return request<WorkflowImported>('POST', '/v1/workflows/import', { form, query: { save: opts.save || undefined } });

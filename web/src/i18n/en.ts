@@ -144,6 +144,8 @@ export const en = {
   'import.clean': 'Everything was converted.',
   'import.failed': 'The file cannot be imported: {message}',
   'import.allowPartial': 'Import anyway with placeholders',
+  'import.modelMap': 'These models are not in the model registry; choose one for each:',
+  'import.retry': 'Import with these models',
   'import.open': 'Open the imported workflow',
   'import.models': 'Models: {models}',
   'shortcuts.copied': 'Copied {count} node(s)',

@@ -41,6 +41,42 @@ function Report({ items }: { items: ReportItem[] }) {
   );
 }
 
+/** The source models the registry lacks, with the registry's names, read from the
+ * report's `unknown_model` messages ("model 'X' is not in the model registry (known: a, b)"). */
+export function unknownModels(report: ReportItem[]): { source: string; known: string[] }[] {
+  const out = new Map<string, string[]>();
+  for (const r of report) {
+    if (r.code !== 'unknown_model') continue;
+    const source = r.message.match(/model '([^']+)' is not in the model registry/)?.[1];
+    const known = r.message.match(/\(known: ([^)]*)\)/)?.[1]?.split(',').map((x) => x.trim()).filter(Boolean) ?? [];
+    if (source && !out.has(source)) out.set(source, known);
+  }
+  return [...out].map(([source, known]) => ({ source, known }));
+}
+
+function ModelMap({ models, onImport }: { models: { source: string; known: string[] }[];
+  onImport: (map: Record<string, string>) => void }) {
+  const t = useT();
+  const [map, setMap] = useState<Record<string, string>>(
+    () => Object.fromEntries(models.map((m) => [m.source, m.known.includes('default') ? 'default' : m.known[0] ?? ''])));
+  return (
+    <div className="model-map" data-testid="import-model-map">
+      <p>{t('import.modelMap')}</p>
+      {models.map((m) => (
+        <div key={m.source} className="row">
+          <code>{m.source}</code> →
+          <select data-testid={`import-model-${m.source}`} value={map[m.source] ?? ''}
+            onChange={(e) => setMap({ ...map, [m.source]: e.target.value })}>
+            {m.known.map((k) => <option key={k} value={k}>{k}</option>)}
+          </select>
+        </div>
+      ))}
+      <button type="button" className="primary" data-testid="import-with-models" onClick={() => onImport(map)}>
+        {t('import.retry')}</button>
+    </div>
+  );
+}
+
 /** A drop zone around `children` that imports dropped files; `onOpen` gets the saved id. */
 export function ImportDropZone({ children, onOpen, className }: { children: ReactNode;
   onOpen: (workflowId: string) => void; className?: string }) {
@@ -49,10 +85,10 @@ export function ImportDropZone({ children, onOpen, className }: { children: Reac
   const [over, setOver] = useState(false);
   const [opening, setOpening] = useState<string | null>(null);
 
-  const run = useCallback(async (file: File, allowPartial = false) => {
+  const run = useCallback(async (file: File, allowPartial = false, modelMap?: Record<string, string>) => {
     setState({ phase: 'busy', file });
     try {
-      setState({ phase: 'done', file, result: await api.importFile(file, { allowPartial }) });
+      setState({ phase: 'done', file, result: await api.importFile(file, { allowPartial, modelMap }) });
     } catch (e) {
       const report = e instanceof ApiError && Array.isArray(e.problems) ? (e.problems as ReportItem[]) : [];
       setState({ phase: 'failed', file, message: (e as Error).message, report });
@@ -107,6 +143,9 @@ export function ImportDropZone({ children, onOpen, className }: { children: Reac
               {t('import.allowPartial')}</button>)}>
           <div className="error" role="alert">{t('import.failed', { message: state.message })}</div>
           <Report items={state.report} />
+          {unknownModels(state.report).length > 0 && (
+            <ModelMap models={unknownModels(state.report)} onImport={(map) => void run(state.file, false, map)} />
+          )}
         </Dialog>
       )}
     </div>
