@@ -57,6 +57,7 @@ function FlowNodeViewImpl({ id, data, selected, parentId }: NodeProps<FlowNode>)
   const shapeHandles = useEditor((s) => s.shapes.handles[id] ?? EMPTY);
   const errors = useEditor((s) => s.problemIndex[id]?.errors ?? 0);
   const warnings = useEditor((s) => s.problemIndex[id]?.warnings ?? 0);
+  const problemText = useEditor((s) => s.problemIndex[id]?.text ?? '');
   const flagged = useEditor((s) => (s.flagged[id] ? s.flagged[id].join(', ') : ''));
   const setQuickAdd = useEditor((s) => s.setQuickAdd);
   const run = useRunStatus((s) => s.byNode[id]);
@@ -99,7 +100,7 @@ function FlowNodeViewImpl({ id, data, selected, parentId }: NodeProps<FlowNode>)
           {(errors > 0 || warnings > 0 || flagged) && (
             <span className={`badge ${errors || flagged ? 'error' : 'warning'}`} data-testid={`node-badge-${id}`}
               title={[errors ? t('node.errors', { count: errors }) : '', warnings ? t('node.warnings', { count: warnings }) : '',
-                flagged ? `${t('node.flagged')}: ${flagged}` : ''].filter(Boolean).join(' · ')}>
+                flagged ? `${t('node.flagged')}: ${flagged}` : '', problemText].filter(Boolean).join('\n')}>
               {errors || (flagged ? '!' : warnings)}
             </span>
           )}

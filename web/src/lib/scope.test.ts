@@ -59,5 +59,7 @@ describe('variable scope', () => {
     expect(paths).toContain('a.output');
     expect(paths).toContain('start.q');
     expect(paths).not.toContain('side.output');
+    const typed = availableVariables(doc, 'b', (id) => (id === 'a' ? ['output'] : []), (_id, out) => (out === 'output' ? 'string' : undefined));
+    expect(typed.find((v) => v.path === 'a.output')?.type).toBe('string');
   });
 });

@@ -73,13 +73,16 @@ export function readableNodes(graph: Graph, nodeId: string): string[] {
 /** Everything the variable picker offers to `nodeId`: inputs, run variables, system
  * variables and the outputs of the readable nodes (`outputsOf` gives a node's outputs). */
 export function availableVariables(doc: WorkflowDoc, nodeId: string,
-  outputsOf: (id: string) => string[]): ScopeEntry[] {
+  outputsOf: (id: string) => string[], typeOf: (id: string, output: string) => string | undefined = () => undefined):
+  ScopeEntry[] {
   const out: ScopeEntry[] = [];
   for (const v of doc.inputs ?? []) out.push({ path: `inputs.${v.name}`, group: 'inputs', type: v.type });
   for (const v of doc.variables ?? []) out.push({ path: `vars.${v.name}`, group: 'vars', type: v.type });
   for (const name of SYSTEM_VARIABLES) out.push({ path: `sys.${name}`, group: 'sys' });
   for (const id of readableNodes(doc, nodeId)) {
-    for (const output of outputsOf(id)) out.push({ path: refPath(id, output), group: 'node', nodeId: id, output });
+    for (const output of outputsOf(id)) {
+      out.push({ path: refPath(id, output), group: 'node', nodeId: id, output, type: typeOf(id, output) });
+    }
   }
   return out;
 }

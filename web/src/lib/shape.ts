@@ -157,14 +157,23 @@ export function toolField(kind: NodeKind | undefined): string | null {
   return null;
 }
 
-/** Count of errors and warnings per node id (problems without a node are left out). */
-export function problemIndex(problems: readonly Problem[]): Record<string, { errors: number; warnings: number }> {
-  const out: Record<string, { errors: number; warnings: number }> = {};
-  for (const p of problems) {
+export interface NodeProblems {
+  errors: number;
+  warnings: number;
+  /** The messages, errors first, one per line (the badge's tooltip). */
+  text: string;
+}
+
+/** Errors, warnings and their messages per node id (problems without a node are left out). */
+export function problemIndex(problems: readonly Problem[]): Record<string, NodeProblems> {
+  const out: Record<string, NodeProblems> = {};
+  const ordered = [...problems].sort((a, b) => Number(b.severity === 'error') - Number(a.severity === 'error'));
+  for (const p of ordered) {
     if (!p.node_id) continue;
-    const entry = out[p.node_id] ?? (out[p.node_id] = { errors: 0, warnings: 0 });
+    const entry = out[p.node_id] ?? (out[p.node_id] = { errors: 0, warnings: 0, text: '' });
     if (p.severity === 'error') entry.errors += 1;
     else entry.warnings += 1;
+    entry.text += `${entry.text ? '\n' : ''}${p.message}`;
   }
   return out;
 }

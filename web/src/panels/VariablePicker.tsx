@@ -16,9 +16,16 @@ export function variablesFor(nodeId: string): ScopeEntry[] {
   const state = useEditor.getState();
   const byKind = useCatalog.getState().byKind;
   const nodes = new Map(state.nodes.filter(isFlowNode).map((n) => [n.id, n.data.node]));
-  return availableVariables(currentDoc(), nodeId, (id) => {
+  const doc = currentDoc();
+  const inputTypes = new Map((doc.inputs ?? []).map((v) => [v.name, v.type ?? 'string']));
+  return availableVariables(doc, nodeId, (id) => {
     const node = nodes.get(id);
     return node ? nodeOutputs(node, byKind[node.type], state.shapes) : [];
+  }, (id, output) => {
+    // Types the catalog states (a kind's fixed outputs) and the entry node's inputs.
+    const kind = byKind[nodes.get(id)?.type ?? ''];
+    if (kind?.traits?.entry) return inputTypes.get(output);
+    return kind?.outputs?.[output];
   });
 }
 

@@ -21,7 +21,7 @@ import {
   docToFlow, flowToDoc, freshId, isFlowNode, makeNode, NODE_HEIGHT, NODE_WIDTH, parentsFirst,
   type CanvasNode, type FlowEdge, type FlowNode, type NoteNode, type WorkflowMeta,
 } from '../lib/serialize';
-import { configHandles, emptyShapes, nodeHandles, type Shapes } from '../lib/shape';
+import { configHandles, emptyShapes, nodeHandles, type NodeProblems, type Shapes } from '../lib/shape';
 import type { Json, JsonObject, Position, WorkflowDoc, WorkflowNode } from '../lib/workflow';
 import { useCatalog } from './catalog';
 
@@ -41,7 +41,7 @@ export interface EditorState {
   conflictVersion: number | null;
   problems: Problem[];
   /** Errors and warnings per node id, for the badges. */
-  problemIndex: Record<string, { errors: number; warnings: number }>;
+  problemIndex: Record<string, NodeProblems>;
   /** The output handle whose quick-add menu is open (screen position of the menu). */
   quickAdd: { node: string; handle: string; x: number; y: number } | null;
   /** True while the current document has not been validated yet. */
