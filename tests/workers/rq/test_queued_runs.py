@@ -121,3 +121,34 @@ async def test_an_unreachable_queue_is_a_503_and_the_stored_run_does_not_stay_pe
             assert run.status.value == "cancelled", "a run nothing will execute is ended, not left pending"
     finally:
         sock.close()
+
+
+async def test_agent_and_tool_call_workflows_are_queued_whatever_the_response_mode(deployment, api):
+    dispatch = api.app.state.dispatch
+    for name in ("tool_agent", "research_agent"):
+        doc = json.loads((ROOT / "examples" / f"{name}.json").read_text())
+        assert dispatch.should_queue(doc, "blocking", {}) and dispatch.should_queue(doc, "streaming", {})
+        assert not dispatch.should_queue(doc, "blocking", {"X-Flowloom-Execution": "inline"})
+    hello = json.loads((ROOT / "examples" / "hello.json").read_text())
+    assert not dispatch.should_queue(hello, "blocking", {}) and not dispatch.should_queue(hello, "streaming", {})
+    assert dispatch.should_queue(hello, "async", {})
+
+
+async def test_a_streaming_request_for_a_queued_run_relays_its_events_from_the_bus(deployment, api, openai_server):
+    from tests.support.openai_server import text_reply
+    from tests.workers.rq.test_stop import CHAT
+
+    deployment.env.update(FLOWLOOM_LLM_BASE_URL=openai_server.base_url, FLOWLOOM_LLM_API_KEY="test",
+                          FLOWLOOM_LLM_MODEL="scripted-upstream")
+    openai_server.script(text_reply("Streamed from a worker.", chunk_size=3))
+    deployment.start_worker("w1")
+    answer = await api.client.post("/v1/runs", headers={**api.auth, "X-Flowloom-Execution": "queued"},
+                                   json={"workflow": CHAT, "message": "hi", "response_mode": "streaming"})
+    assert answer.status_code == 200 and answer.headers["content-type"].startswith("text/event-stream")
+    frames = [block for block in answer.text.split("\n\n") if block.startswith("event: ")]
+    kinds = [block.split("\n")[0][len("event: "):] for block in frames]
+    assert kinds[0] == "meta" and kinds[-1] == "done" and '"status":"succeeded"' in frames[-1]
+    ids = [int(line[4:]) for block in frames for line in block.split("\n") if line.startswith("id: ")]
+    assert ids == list(range(1, len(ids) + 1)), ids
+    deltas = [json.loads(block.split("data: ", 1)[1])["text"] for block in frames if block.startswith("event: node_delta")]
+    assert "".join(deltas) == "Streamed from a worker."
