@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { ancestors, availableVariables, readableNodes, SYSTEM_VARIABLES } from './scope';
+import { ancestors, availableVariables, readableNodes } from './scope';
+
+const SYSTEM = ['query', 'history', 'now'];
 import type { WorkflowDoc } from './workflow';
 
 const doc: WorkflowDoc = {
@@ -51,15 +53,15 @@ describe('variable scope', () => {
   });
 
   it('test_available_variables_include_globals_and_outputs', () => {
-    const vars = availableVariables(doc, 'b', (id) => (id === 'a' ? ['output'] : id === 'start' ? ['q'] : []));
+    const vars = availableVariables(doc, 'b', SYSTEM, (id) => (id === 'a' ? ['output'] : id === 'start' ? ['q'] : []));
     const paths = vars.map((v) => v.path);
     expect(paths).toContain('inputs.q');
     expect(paths).toContain('vars.count');
-    for (const s of SYSTEM_VARIABLES) expect(paths).toContain(`sys.${s}`);
+    for (const s of SYSTEM) expect(paths).toContain(`sys.${s}`);
     expect(paths).toContain('a.output');
     expect(paths).toContain('start.q');
     expect(paths).not.toContain('side.output');
-    const typed = availableVariables(doc, 'b', (id) => (id === 'a' ? ['output'] : []), (_id, out) => (out === 'output' ? 'string' : undefined));
+    const typed = availableVariables(doc, 'b', SYSTEM, (id) => (id === 'a' ? ['output'] : []), (_id, out) => (out === 'output' ? 'string' : undefined));
     expect(typed.find((v) => v.path === 'a.output')?.type).toBe('string');
   });
 });

@@ -4,15 +4,10 @@
  * variables - and what is upstream of the container), the global inputs, the run
  * variables and the system variables. The variable picker offers exactly these; the
  * compiler remains the judge (a read of a node that is not upstream is its error).
+ * The system variables are the compiler's list (lib/shape.ts reads it from the validator).
  */
 import { refPath } from './refs';
 import type { WorkflowDoc } from './workflow';
-
-/**
- * System variables (`sys.NAME`), as the README's reference table lists them. The
- * catalog does not expose them yet; this is the one place they are named.
- */
-export const SYSTEM_VARIABLES = ['query', 'history', 'now', 'run_id', 'chat_id', 'workflow_id', 'user_id'] as const;
 
 export interface ScopeEntry {
   /** The reference path to store: `{"ref": path}` or `{{ path }}`. */
@@ -72,13 +67,13 @@ export function readableNodes(graph: Graph, nodeId: string): string[] {
 
 /** Everything the variable picker offers to `nodeId`: inputs, run variables, system
  * variables and the outputs of the readable nodes (`outputsOf` gives a node's outputs). */
-export function availableVariables(doc: WorkflowDoc, nodeId: string,
+export function availableVariables(doc: WorkflowDoc, nodeId: string, system: readonly string[],
   outputsOf: (id: string) => string[], typeOf: (id: string, output: string) => string | undefined = () => undefined):
   ScopeEntry[] {
   const out: ScopeEntry[] = [];
   for (const v of doc.inputs ?? []) out.push({ path: `inputs.${v.name}`, group: 'inputs', type: v.type });
   for (const v of doc.variables ?? []) out.push({ path: `vars.${v.name}`, group: 'vars', type: v.type });
-  for (const name of SYSTEM_VARIABLES) out.push({ path: `sys.${name}`, group: 'sys' });
+  for (const name of system) out.push({ path: `sys.${name}`, group: 'sys' });
   for (const id of readableNodes(doc, nodeId)) {
     for (const output of outputsOf(id)) {
       out.push({ path: refPath(id, output), group: 'node', nodeId: id, output, type: typeOf(id, output) });

@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import type { NodeKind, Problem } from '../api/types';
 import {
   configHandles, MODEL_PROBE_NODE, modelProbeNode, nodeHandles, nodeOutputs, parseProbe, PROBE_HANDLE, PROBE_MODEL, PROBE_NODE,
-  PROBE_OUTPUT, probeDocument,
+  PROBE_OUTPUT, PROBE_SYS, probeDocument, varTypes,
   problemIndex, toolField, withoutProbe,
 } from './shape';
 import type { WorkflowDoc } from './workflow';
@@ -60,6 +60,19 @@ describe('node shapes', () => {
     expect(shapes.models).toEqual(['default', 'gpt-4o', 'qwen-plus']);
     expect(withoutProbe([{ code: 'unknown_model', severity: 'error', node_id: MODEL_PROBE_NODE, edge_id: null, path: null, message: '' }]))
       .toEqual([]);
+  });
+
+  it('test_probe_reads_declared_system_variables', () => {
+    expect(String(probeDocument(doc).nodes.at(-1)?.config?.template)).toContain(`sys.${PROBE_SYS}`);
+    const shapes = parseProbe([{ code: 'unknown_sys', severity: 'error', node_id: PROBE_NODE, edge_id: null, path: 'config.template',
+      message: `sys.${PROBE_SYS} is not declared (declared: chat_id, history, now, query)` }]);
+    expect(shapes.system).toEqual(['chat_id', 'history', 'now', 'query']);
+  });
+
+  it('test_var_types_come_from_the_catalog_schemas', () => {
+    const k = kind({ config_schema: { $defs: { VarType: { title: 'VarType', enum: ['string', 'number'] } } } });
+    expect(varTypes([kind({}), k])).toEqual(['string', 'number']);
+    expect(varTypes([])).toEqual([]);
   });
 
   it('test_without_probe_keeps_real_problems_only', () => {

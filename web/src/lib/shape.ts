@@ -23,12 +23,15 @@ export const PROBE_HANDLE = '__flowloom_no_such_handle__';
 export const PROBE_OUTPUT = '__flowloom_no_such_output__';
 export const MODEL_PROBE_NODE = `${PROBE_NODE}model`;
 export const PROBE_MODEL = '__flowloom_no_such_model__';
+export const PROBE_SYS = '__flowloom_no_such_sys__';
 
 export interface Shapes {
   handles: Record<string, string[]>;
   outputs: Record<string, string[]>;
   /** The model registry's names (the compiler lists them when a model is unknown). */
   models?: string[];
+  /** The system variables (`sys.NAME`) the compiler declares. */
+  system?: string[];
 }
 
 export const emptyShapes: Shapes = { handles: {}, outputs: {} };
@@ -53,7 +56,7 @@ export function modelProbeNode(kinds: readonly NodeKind[]): WorkflowNode | null 
  * probe node added. */
 export function probeDocument(doc: WorkflowDoc, modelProbe: WorkflowNode | null = null): WorkflowDoc {
   const ids = doc.nodes.map((n) => n.id);
-  const reads = ids.map((id) => `{{ nodes[${JSON.stringify(id)}].${PROBE_OUTPUT} }}`).join(' ');
+  const reads = [...ids.map((id) => `{{ nodes[${JSON.stringify(id)}].${PROBE_OUTPUT} }}`), `{{ sys.${PROBE_SYS} }}`].join(' ');
   return {
     ...doc,
     nodes: [...doc.nodes, { id: PROBE_NODE, type: 'template', config: { template: reads } },
@@ -81,6 +84,9 @@ export function parseProbe(problems: readonly Problem[]): Shapes {
     if (p.code === 'unknown_handle' && p.node_id && p.edge_id?.startsWith(PROBE_NODE)) {
       const list = listIn(p.message, 'handles');
       if (list) shapes.handles[p.node_id] = list;
+    } else if (p.code === 'unknown_sys' && p.node_id === PROBE_NODE && p.message.includes(PROBE_SYS)) {
+      const list = listIn(p.message, 'declared');
+      if (list) shapes.system = list;
     } else if (p.code === 'unknown_model' && p.node_id === MODEL_PROBE_NODE) {
       const list = listIn(p.message, 'known');
       if (list) shapes.models = list;
@@ -96,7 +102,7 @@ export function parseProbe(problems: readonly Problem[]): Shapes {
 /** The problems of the real document: the probe's own findings left out. */
 export function withoutProbe(problems: readonly Problem[]): Problem[] {
   return problems.filter((p) => !(p.node_id ?? '').startsWith(PROBE_NODE) && !(p.edge_id ?? '').startsWith(PROBE_NODE)
-    && !p.message.includes(PROBE_OUTPUT) && !p.message.includes(PROBE_HANDLE));
+    && ![PROBE_OUTPUT, PROBE_HANDLE, PROBE_MODEL, PROBE_SYS].some((marker) => p.message.includes(marker)));
 }
 
 /** Handles named by the config itself (see the module docstring). */
@@ -176,4 +182,16 @@ export function problemIndex(problems: readonly Problem[]): Record<string, NodeP
     entry.text += `${entry.text ? '\n' : ''}${p.message}`;
   }
   return out;
+}
+
+/** The value types of the workflow format (`VarType`), as the catalog's schemas define
+ * them; empty until the catalog is loaded. */
+export function varTypes(kinds: readonly NodeKind[]): string[] {
+  for (const k of kinds) {
+    const defs = (k.config_schema as JSONSchema).$defs ?? {};
+    for (const def of Object.values(defs)) {
+      if (def.title === 'VarType' && Array.isArray(def.enum)) return def.enum.map(String);
+    }
+  }
+  return [];
 }

@@ -18,7 +18,7 @@ export function variablesFor(nodeId: string): ScopeEntry[] {
   const nodes = new Map(state.nodes.filter(isFlowNode).map((n) => [n.id, n.data.node]));
   const doc = currentDoc();
   const inputTypes = new Map((doc.inputs ?? []).map((v) => [v.name, v.type ?? 'string']));
-  return availableVariables(doc, nodeId, (id) => {
+  return availableVariables(doc, nodeId, state.shapes.system ?? [], (id) => {
     const node = nodes.get(id);
     return node ? nodeOutputs(node, byKind[node.type], state.shapes) : [];
   }, (id, output) => {

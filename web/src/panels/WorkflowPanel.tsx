@@ -1,15 +1,17 @@
 /** The workflow's own settings: name, description, global inputs and run variables. */
+import { useMemo } from 'react';
 import { useT } from '../i18n';
+import { varTypes } from '../lib/shape';
+import { useCatalog } from '../store/catalog';
 import type { VarDecl } from '../lib/workflow';
 import { useEditor } from '../store/editor';
-
-/** The input types of the workflow format (README "Workflow format"). */
-const VAR_TYPES = ['string', 'number', 'boolean', 'object', 'array', 'file', 'any'];
 
 function VarList({ field, testId }: { field: 'inputs' | 'variables'; testId: string }) {
   const t = useT();
   const list = useEditor((s) => s.meta[field]) ?? [];
   const setMeta = useEditor((s) => s.setMeta);
+  const kinds = useCatalog((s) => s.kinds);
+  const types = useMemo(() => varTypes(kinds), [kinds]);
   const set = (next: VarDecl[]) => setMeta({ [field]: next });
   const update = (i: number, patch: Partial<VarDecl>) => set(list.map((v, j) => (j === i ? { ...v, ...patch } : v)));
   return (
@@ -19,7 +21,7 @@ function VarList({ field, testId }: { field: 'inputs' | 'variables'; testId: str
           <input aria-label={t('workflow.varName')} data-testid={`${testId}-name-${i}`} value={v.name}
             onChange={(e) => update(i, { name: e.target.value })} />
           <select aria-label={t('workflow.varType')} value={v.type ?? 'string'} onChange={(e) => update(i, { type: e.target.value })}>
-            {VAR_TYPES.map((ty) => <option key={ty} value={ty}>{ty}</option>)}
+            {(types.includes(v.type ?? 'string') ? types : [v.type ?? 'string', ...types]).map((ty) => <option key={ty} value={ty}>{ty}</option>)}
           </select>
           {field === 'inputs' && (
             <label className="small"><input type="checkbox" checked={!!v.required}

@@ -556,9 +556,9 @@ export const useEditor = create<EditorState>()(temporal((set, get) => ({
 function shareShapes(prev: Shapes, next: Shapes): Shapes {
   const share = (a: Record<string, string[]>, b: Record<string, string[]>) => Object.fromEntries(
     Object.entries(b).map(([id, list]) => [id, a[id] && a[id].join('\u0000') === list.join('\u0000') ? a[id] : list]));
-  const models = prev.models && next.models && prev.models.join('\u0000') === next.models.join('\u0000') ? prev.models
-    : next.models ?? prev.models;
-  return { handles: share(prev.handles, next.handles), outputs: share(prev.outputs, next.outputs), models };
+  const keep = (a?: string[], b?: string[]) => (a && b && a.join('\u0000') === b.join('\u0000') ? a : b ?? a);
+  return { handles: share(prev.handles, next.handles), outputs: share(prev.outputs, next.outputs),
+    models: keep(prev.models, next.models), system: keep(prev.system, next.system) };
 }
 
 /** The selected workflow nodes. */
