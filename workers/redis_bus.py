@@ -174,58 +174,60 @@ class RedisEventBus:
         reach back to ``after_seq``, when no entry came for ``block_ms``, and while Redis is
         unreachable.
         """
-        key, seen, last_id = self.key(tenant_id, run_id), after_seq, "0-0"
+        key, last_id, cursor = self.key(tenant_id, run_id), "0-0", _Cursor(after_seq)
         backoff = _Backoff(f"following run {run_id}")
         errors = _connection_errors()
-        covered = False
-        while True:
+        covered = False  # the stream reaches back to what the reader has (else the SQL log fills in)
+        while not cursor.done:
             try:
                 client = redis_client(self.url)
-                if not covered:  # the stream must reach back to seen + 1, else the SQL log fills the gap
+                if not covered:
                     first = await shielded(client.xrange(key, count=1))
-                    if not first or int(first[0][1].get("seq", 0)) > seen + 1:
-                        for event in await durable(seen):
-                            seen = event["seq"]
+                    if not first or int(first[0][1].get("seq", 0)) > cursor.seen + 1:
+                        for event in cursor.take(await durable(cursor.seen)):
                             yield event
-                            if event["type"] in TERMINAL_EVENTS:
-                                return
                     covered = True
                 reply = await shielded(client.xread({key: last_id}, count=500, block=block_ms))
                 backoff.ok()
             except errors as exc:
                 covered = False
                 await backoff.failed(exc)
-                for event in await durable(seen):
-                    seen = event["seq"]
-                    yield event
-                    if event["type"] in TERMINAL_EVENTS:
-                        return
-                if await ended() and not await durable(seen):
-                    return
-                continue
+                reply = None
             if not reply:
-                # Nothing on the stream for a while: the run may execute where nothing
-                # publishes (an API replica's inline run) or have ended in SQL only (stopped
-                # while still queued), so the SQL log and the status have the last word.
+                # Nothing on the stream for a while (or Redis away): the run may execute where
+                # nothing publishes (an API replica's inline run) or have ended in SQL only
+                # (stopped while still queued), so the SQL log and the status have the last word.
                 done = await ended()
-                for event in await durable(seen):
-                    seen = event["seq"]
+                for event in cursor.take(await durable(cursor.seen)):
                     yield event
-                    if event["type"] in TERMINAL_EVENTS:
-                        return
                 if done:
                     return
                 continue
-            for entry_id, fields in reply[0][1]:
-                last_id = entry_id
-                seq = int(fields.get("seq", 0))
-                if seq <= seen:
-                    continue
-                seen = seq
-                event = json.loads(fields["data"])
+            last_id = reply[0][1][-1][0]
+            for event in cursor.take(json.loads(fields["data"]) for _, fields in reply[0][1]):
                 yield event
-                if event["type"] in TERMINAL_EVENTS or (event["type"] == "run_paused" and await ended()):
+                if event["type"] == "run_paused" and await ended():
                     return
+
+
+class _Cursor:
+    """What a follower has delivered: the last ``seq`` and whether the run's end was among it."""
+
+    def __init__(self, seen: int) -> None:
+        self.seen, self.done = seen, False
+
+    def take(self, events: Any) -> list[dict[str, Any]]:
+        """The events past :attr:`seen`, in order, up to the run's end (then :attr:`done`)."""
+        fresh: list[dict[str, Any]] = []
+        for event in events:
+            if self.done:
+                break
+            if event["seq"] <= self.seen:
+                continue
+            self.seen = event["seq"]
+            fresh.append(event)
+            self.done = event["type"] in TERMINAL_EVENTS
+        return fresh
 
 
 class EventPublisher:
