@@ -6,7 +6,8 @@ Three queues, served in this order by a worker listening on all of them:
 input or a secret (those stay in the database, where every read is scoped by tenant).
 The job's timeout follows the run's ``max_wall_time`` plus a grace period: the engine
 ends a run that runs out of wall time itself (``max_wall_time`` failure), RQ's timeout is
-only the backstop for a worker that hangs.
+only the backstop for a worker that hangs. Jobs are retried by RQ (:data:`JOB_RETRIES`),
+RQ's abandoned-job handling being the backstop of the workers' own crash detection.
 """
 
 from __future__ import annotations
@@ -15,13 +16,17 @@ import math
 import uuid
 from typing import Any
 
-__all__ = ["JOB_FUNCTION", "JOB_GRACE_S", "PRIORITIES", "enqueue_run", "job_timeout", "queue_name", "queue_names"]
+__all__ = ["JOB_FUNCTION", "JOB_GRACE_S", "JOB_RETRIES", "PRIORITIES", "enqueue_run", "job_timeout", "queue_name", "queue_names"]
 
 #: priorities, most urgent first (the order a worker serves its queues in)
 PRIORITIES = ("high", "default", "low")
 #: seconds a job may run beyond its run's max_wall_time before RQ stops it
 JOB_GRACE_S = 60
 JOB_FUNCTION = "workers.rq.jobs.execute_run"
+#: times RQ enqueues a job again that failed or was abandoned (its worker died without the
+#: sweepers of :mod:`workers.rq.runtime` noticing, e.g. before the run was tracked); the
+#: run's lease makes a second execution continue the first, never run beside it
+JOB_RETRIES = 2
 #: seconds RQ keeps a finished job's result / a failed job (for `rq info` and dashboards)
 RESULT_TTL_S, FAILURE_TTL_S = 3600, 7 * 86400
 
@@ -56,10 +61,11 @@ def enqueue_run(connection: Any, tenant_id: str, run_id: str, *, queue: str, max
     ``run-<run_id>`` (enqueueing it twice is refused by Redis key, so a retried request
     cannot queue a run twice); later ones (recovery, answers) get a unique suffix.
     """
-    from rq import Queue
+    from rq import Queue, Retry
 
     job_id = f"run-{run_id}" if first else f"run-{run_id}-{uuid.uuid4().hex[:8]}"
     job = Queue(queue, connection=connection).enqueue(
         JOB_FUNCTION, tenant_id, run_id, job_id=job_id, job_timeout=job_timeout(max_wall_time),
-        result_ttl=RESULT_TTL_S, failure_ttl=FAILURE_TTL_S, description=f"flowloom run {run_id} ({tenant_id})")
+        result_ttl=RESULT_TTL_S, failure_ttl=FAILURE_TTL_S, description=f"flowloom run {run_id} ({tenant_id})",
+        retry=Retry(max=JOB_RETRIES))
     return job.id

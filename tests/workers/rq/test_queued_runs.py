@@ -72,6 +72,7 @@ async def test_a_blocking_plumbing_run_stays_inline_unless_the_caller_asks_for_t
     job = Queue("flowloom-high", connection=connection).jobs[0]
     assert job.args[0] == "default" and len(job.args) == 2 and not job.kwargs, "jobs carry only ids"
     assert job.timeout == 3600 + 60, "the job's timeout follows the run's max_wall_time"
+    assert job.retries_left == 2, "RQ's abandoned-job handling is the backstop of the crash detection"
     deployment.start_worker("w1", "--queues", "high")
     answer = await asyncio.wait_for(queued, 30)
     assert answer.status_code == 200 and answer.json()["status"] == "succeeded", answer.text
