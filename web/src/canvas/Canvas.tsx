@@ -9,7 +9,7 @@ import {
 } from '@xyflow/react';
 import { useCallback, useEffect, useMemo, useRef, type DragEvent } from 'react';
 import type { NodeKind } from '../api/types';
-import { backEdges, checkConnection, TOOL_HANDLE_PREFIX, TOOL_TARGET_HANDLE } from '../lib/connect';
+import { backEdges, BODY_HANDLE, checkConnection, TOOL_HANDLE_PREFIX, TOOL_TARGET_HANDLE } from '../lib/connect';
 import { isFlowNode, NODE_WIDTH, type CanvasNode, type FlowEdge, type FlowNode } from '../lib/serialize';
 import { nodeHandles, toolField } from '../lib/shape';
 import type { Position } from '../lib/workflow';
@@ -70,6 +70,22 @@ export function toolAttachments(nodes: CanvasNode[], byKind: Record<string, Node
   return out;
 }
 
+/** [container, node] for each body node without incoming edges of a container that has
+ * a body handle (iteration, loop): where each round of the body starts. */
+export function bodyRoots(nodes: CanvasNode[], edges: FlowEdge[], containers: ReadonlySet<string>): [string, string][] {
+  const hasInput = new Set(edges.map((e) => e.target));
+  const byId = new Map(nodes.map((n) => [n.id, n]));
+  const byKind = useCatalog.getState().byKind;
+  const out: [string, string][] = [];
+  for (const n of nodes) {
+    const parent = n.parentId ? byId.get(n.parentId) : undefined;
+    if (!parent || !isFlowNode(parent) || !isFlowNode(n) || hasInput.has(n.id)) continue;
+    if (!containers.has(parent.data.node.type) || toolField(byKind[parent.data.node.type])) continue;
+    out.push([parent.id, n.id]);
+  }
+  return out;
+}
+
 function QuickAdd() {
   const quickAdd = useEditor((s) => s.quickAdd);
   const setQuickAdd = useEditor((s) => s.setQuickAdd);
@@ -77,6 +93,13 @@ function QuickAdd() {
   const exclude = useCallback((k: { traits: Record<string, unknown> }) => !!k.traits?.entry, []);
   if (!quickAdd) return null;
   const pick = (kind: string) => {
+    setQuickAdd(null);
+    if (quickAdd.handle === BODY_HANDLE) {
+      // Into the body, below the ones already there.
+      const inBody = useEditor.getState().nodes.filter((n) => n.parentId === quickAdd.node).length;
+      addNode(kind, { x: 40 + inBody * 30, y: 100 + inBody * 30 }, { parent: quickAdd.node });
+      return;
+    }
     const { nodes } = useEditor.getState();
     const from = nodes.find((n) => n.id === quickAdd.node);
     const index = useEditor.getState().edges.filter((e) => e.source === quickAdd.node).length;
@@ -131,14 +154,21 @@ export function Canvas() {
     return { id: `attach:${source}:${name}`, source, target, sourceHandle: `${TOOL_HANDLE_PREFIX}${name}`,
       targetHandle: TOOL_TARGET_HANDLE, className: 'edge-tool', deletable: false, selectable: false, animated: true };
   }), [attachKey]);
+  const bodyKey = useMemo(() => bodyRoots(nodes, edges, containers).map((a) => a.join('\u0001')).join('\u0000'),
+    [nodes, edges, containers]);
+  const bodyEdges = useMemo<FlowEdge[]>(() => (bodyKey ? bodyKey.split('\u0000') : []).map((k) => {
+    const [source, target] = k.split('\u0001');
+    return { id: `body:${source}:${target}`, source, target, sourceHandle: BODY_HANDLE, targetHandle: 'in',
+      className: 'edge-body', deletable: false, selectable: false };
+  }), [bodyKey]);
   const badEdges = useMemo(() => new Set(problems.filter((p) => p.edge_id && p.severity === 'error').map((p) => p.edge_id!)),
     [problems]);
   const loopEdges = useMemo(() => backEdges(edges), [edges]);
   const shownEdges = useMemo<FlowEdge[]>(() => {
     const flow = badEdges.size === 0 && loopEdges.size === 0 ? edges : edges.map((e) => (badEdges.has(e.id)
       ? { ...e, className: 'edge-error' } : loopEdges.has(e.id) ? { ...e, className: 'edge-loop' } : e));
-    return attachEdges.length ? [...flow, ...attachEdges] : flow;
-  }, [edges, badEdges, loopEdges, attachEdges]);
+    return attachEdges.length || bodyEdges.length ? [...flow, ...attachEdges, ...bodyEdges] : flow;
+  }, [edges, badEdges, loopEdges, attachEdges, bodyEdges]);
 
   const onConnect: OnConnect = useCallback((c: RFConnection) => {
     const reason = connect({ source: c.source, target: c.target, sourceHandle: c.sourceHandle, targetHandle: c.targetHandle });

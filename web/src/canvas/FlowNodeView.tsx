@@ -11,7 +11,7 @@
 import { Handle, NodeResizer, Position, useUpdateNodeInternals, type NodeProps } from '@xyflow/react';
 import { memo, useEffect, useMemo, useState, type MouseEvent } from 'react';
 import { useT } from '../i18n';
-import { NEW_TOOL_HANDLE, TOOL_HANDLE_PREFIX, TOOL_TARGET_HANDLE } from '../lib/connect';
+import { BODY_HANDLE, NEW_TOOL_HANDLE, TOOL_HANDLE_PREFIX, TOOL_TARGET_HANDLE } from '../lib/connect';
 import type { FlowNode } from '../lib/serialize';
 import { nodeHandles, toolField } from '../lib/shape';
 import type { JsonObject } from '../lib/workflow';
@@ -60,6 +60,13 @@ function FlowNodeViewImpl({ id, data, selected, parentId }: NodeProps<FlowNode>)
   const problemText = useEditor((s) => s.problemIndex[id]?.text ?? '');
   const flagged = useEditor((s) => (s.flagged[id] ? s.flagged[id].join(', ') : ''));
   const setQuickAdd = useEditor((s) => s.setQuickAdd);
+  // Only body nodes look up their container (a find over the nodes; top-level nodes skip it).
+  const parentType = useEditor((s) => {
+    if (!parentId) return '';
+    const parent = s.nodes.find((n) => n.id === parentId);
+    return parent && parent.type === 'flow' ? (parent.data as FlowNode['data']).node.type : '';
+  });
+  const toolHost = useCatalog((s) => !!parentType && !!toolField(s.byKind[parentType]));
   const run = useRunStatus((s) => s.byNode[id]);
   // unique: while two categories share an id the compiler lists it twice, and a
   // repeated React key would leave a stale handle on the node after the fix
@@ -91,7 +98,7 @@ function FlowNodeViewImpl({ id, data, selected, parentId }: NodeProps<FlowNode>)
       <div className="node-card" title={node.description || undefined}>
         {!entry && <Handle type="target" position={Position.Left} id="in" className="handle-in"
           data-testid={`handle-${id}-in`} />}
-        {parentId && <Handle type="target" position={Position.Top} id={TOOL_TARGET_HANDLE} className="handle-tool-in"
+        {toolHost && <Handle type="target" position={Position.Top} id={TOOL_TARGET_HANDLE} className="handle-tool-in"
           data-testid={`handle-${id}-tool-in`} />}
         <div className="node-head">
           <KindIcon icon={kind?.icon ?? ''} title={kind?.title ?? node.type} />
@@ -132,6 +139,10 @@ function FlowNodeViewImpl({ id, data, selected, parentId }: NodeProps<FlowNode>)
           </div>
         )}
       </div>
+      {container && !tools && (
+        <Handle type="source" position={Position.Left} id={BODY_HANDLE} className="handle-body"
+          data-testid={`handle-${id}-body`} title={t('node.addNext')} onClick={(e) => openQuickAdd(e, BODY_HANDLE)} />
+      )}
       {container && <div className="node-body" data-testid={`node-body-${id}`}>{t('node.body')}</div>}
     </div>
   );

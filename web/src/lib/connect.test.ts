@@ -69,10 +69,22 @@ describe('connection rules', () => {
       withIncoming).ok).toBe(false);
   });
 
+  it('test_body_handle_moves_unconnected_nodes_into_the_body', () => {
+    const graph: GraphNode[] = [...nodes, { id: 'lonely', handles: ['out'] }];
+    expect(checkConnection({ source: 'loop', target: 'lonely', sourceHandle: 'body', targetHandle: 'in' }, graph, edges))
+      .toEqual({ ok: true, kind: 'body' });
+    expect(checkConnection({ source: 'loop', target: 'body1', sourceHandle: 'body', targetHandle: 'in' }, graph, edges).ok).toBe(true);
+    expect(checkConnection({ source: 'loop', target: 'poll', sourceHandle: 'body', targetHandle: 'in' }, graph, edges))
+      .toMatchObject({ ok: false, reason: expect.stringContaining('disconnect') });
+    const nested: GraphNode[] = [...graph, { id: 'inner', parent: 'loop', handles: ['out'] }];
+    expect(checkConnection({ source: 'inner', target: 'loop', sourceHandle: 'body', targetHandle: 'in' }, nested, edges).ok).toBe(false);
+  });
+
   it('test_handle_kind_by_prefix', () => {
     expect(handleKind('out')).toBe('flow');
     expect(handleKind('tool:search')).toBe('tool');
     expect(handleKind(null)).toBe('flow');
+    expect(handleKind('body')).toBe('body');
   });
 
   it('test_back_edges_are_the_edges_on_a_cycle', async () => {

@@ -3,8 +3,13 @@
  *
  * Handle kinds: `flow` handles (a node's output handles, and the one input `in`) make
  * edges of the document; `tool` handles (`tool:<name>` of a node with graph tools, and
- * `tool:+` to add one) attach a body node as a tool, which is config, not an edge. A
- * connection joins handles of the same kind.
+ * `tool:+` to add one) attach a body node as a tool, which is config, not an edge; the
+ * `body` handle of a container (iteration, loop) puts a node into its body (the node's
+ * `parent`), also no edge. Tool handles join `tool:in`; flow and body handles join `in`.
+ *
+ * Body: the target must already be in this body, or be a node without edges that is not
+ * the container or a container around it (moving a connected node would leave its
+ * edges crossing the boundary).
  *
  * Flow edges: no self-links, no duplicates, both ends in the same body (edges may not
  * cross a container's boundary), the source handle must exist on the source node, and
@@ -14,15 +19,19 @@
  * is then the compiler's verdict, shown in the checklist.
  */
 
-export type HandleKind = 'flow' | 'tool';
+export type HandleKind = 'flow' | 'tool' | 'body';
 
 export const TOOL_HANDLE_PREFIX = 'tool:';
 export const NEW_TOOL_HANDLE = 'tool:+';
 /** The input of a body node that a tool handle attaches to. */
 export const TOOL_TARGET_HANDLE = 'tool:in';
 
-/** The kind of a source handle id. */
+/** The handle of a container that its body starts from. */
+export const BODY_HANDLE = 'body';
+
+/** The kind of a handle id. */
 export function handleKind(handle: string | null | undefined): HandleKind {
+  if (handle === BODY_HANDLE) return 'body';
   return (handle ?? '').startsWith(TOOL_HANDLE_PREFIX) ? 'tool' : 'flow';
 }
 
@@ -76,7 +85,20 @@ export function checkConnection(conn: Connection, nodes: readonly GraphNode[], e
   if (source.id === target.id) return { ok: false, reason: 'a node cannot connect to itself' };
   const kind = handleKind(conn.sourceHandle);
   const targetKind = handleKind(conn.targetHandle);
-  if (kind !== targetKind) return { ok: false, reason: `a ${kind} handle connects to a ${kind} input only` };
+  if (kind !== targetKind && !(kind === 'body' && targetKind === 'flow')) {
+    return { ok: false, reason: `a ${kind} handle connects to a ${kind} input only` };
+  }
+  if (kind === 'body') {
+    if ((conn.targetHandle ?? 'in') !== 'in') return { ok: false, reason: 'a body starts at a node\'s input' };
+    if ((target.parent ?? null) === source.id) return { ok: true, kind };
+    for (let p: string | null | undefined = source.id; p; p = nodes.find((n) => n.id === p)?.parent) {
+      if (p === target.id) return { ok: false, reason: 'a container cannot hold itself or a container around it' };
+    }
+    if (edges.some((e) => e.source === target.id || e.target === target.id)) {
+      return { ok: false, reason: 'disconnect the node before moving it into the body' };
+    }
+    return { ok: true, kind };
+  }
   if (kind === 'tool') {
     if ((target.parent ?? null) !== source.id) return { ok: false, reason: 'a tool is a node of this node\'s body' };
     if (edges.some((e) => e.target === target.id)) {

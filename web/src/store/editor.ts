@@ -274,6 +274,11 @@ export const useEditor = create<EditorState>()(temporal((set, get) => ({
       handles: nodeHandles(n.data.node, kindOf(n.data.node.type), shapes) }));
     const verdict = checkConnection(conn, graphNodes, edges);
     if (!verdict.ok) return verdict.reason;
+    if (verdict.kind === 'body') {
+      const target = flowNodes(nodes).find((n) => n.id === conn.target)!;
+      if (target.parentId !== conn.source) get().reparent(conn.target, conn.source, { x: 40, y: 100 });
+      return null;
+    }
     if (handleKind(conn.sourceHandle) === 'tool') {
       const source = flowNodes(nodes).find((n) => n.id === conn.source)!;
       const config = { ...(source.data.node.config ?? {}) };
