@@ -2,9 +2,9 @@
 
 Prints exactly one JSON line on stdout (progress, with ``-v``, goes to stderr)::
 
-    python bench/api.py                 # full run (~3 min on 2 cores)
-    python bench/api.py --quick         # smoke run with a tiny load (~20 s)
-    python bench/api.py --quick --skip-peer   # without LangGraph (what the smoke test runs)
+    python bench/api.py                 # full run (~4-5 min on 2 cores)
+    python bench/api.py --quick         # smoke run with a tiny load (~40 s with LangGraph)
+    python bench/api.py --quick --skip-peer   # without LangGraph (~10 s; what the smoke test runs)
 
 Servers, each its own process on 127.0.0.1, started and stopped by this script:
 
