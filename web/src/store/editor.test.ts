@@ -152,3 +152,27 @@ describe('editor store', () => {
     expect(d.nodes.at(-1)).toMatchObject({ id: 'answer', type: 'answer', config: {} });
   });
 });
+
+describe('auto-layout of bodies', () => {
+  it('test_layout_grows_container_frames_to_hold_their_body', () => {
+    useCatalog.getState().setKinds([kind('start', { traits: { entry: true }, handles: ['out'] }), kind('template'),
+      kind('iteration', { traits: { container: true } })]);
+    const body: WorkflowDoc = {
+      id: 'w',
+      nodes: [
+        { id: 'start', type: 'start', position: { x: 0, y: 0 } },
+        { id: 'it', type: 'iteration', position: { x: 300, y: 0 }, config: {} },
+        ...['a', 'b', 'c', 'd'].map((id) => ({ id, type: 'template', parent: 'it', position: { x: 300, y: 0 }, config: {} })),
+      ],
+      edges: [{ id: 'e0', source: 'start', target: 'it' }, { id: 'e1', source: 'a', target: 'b' },
+        { id: 'e2', source: 'b', target: 'c' }, { id: 'e3', source: 'c', target: 'd' }],
+    };
+    useEditor.getState().load('w', body, 1, null);
+    useEditor.getState().autoLayout();
+    const nodes = useEditor.getState().nodes;
+    const frame = nodes.find((n) => n.id === 'it')!;
+    const last = nodes.find((n) => n.id === 'd')!;
+    expect(frame.width!).toBeGreaterThanOrEqual(last.position.x + 200);
+    expect(nodes.find((n) => n.id === 'start')!.position.x + 200).toBeLessThanOrEqual(frame.position.x);
+  });
+});

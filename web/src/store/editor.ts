@@ -506,9 +506,43 @@ export const useEditor = create<EditorState>()(temporal((set, get) => ({
   autoLayout: () => {
     const { nodes, edges } = get();
     const flows = flowNodes(nodes);
-    const pos = layoutGraph(flows.map((n) => ({ id: n.id, parent: n.parentId,
-      width: n.measured?.width ?? n.width ?? NODE_WIDTH, height: n.measured?.height ?? n.height ?? NODE_HEIGHT })), edges);
-    set({ nodes: nodes.map((n) => (pos.has(n.id) ? { ...n, position: pos.get(n.id)! } : n)) });
+    const size = new Map(flows.map((n) => [n.id, { width: n.measured?.width ?? n.width ?? NODE_WIDTH,
+      height: n.measured?.height ?? n.height ?? NODE_HEIGHT }]));
+    const containers = new Set(flows.filter((n) => n.width !== undefined && flows.some((c) => c.parentId === n.id))
+      .map((n) => n.id));
+    let pos = new Map<string, Position>();
+    // Bodies first: a frame grows to hold its laid-out body, then the level around it is laid
+    // out with the frame's new size (once per nesting level).
+    for (let round = 0; round < 4; round += 1) {
+      pos = layoutGraph(flows.map((n) => ({ id: n.id, parent: n.parentId, ...size.get(n.id)! })), edges);
+      let grew = false;
+      for (const id of containers) {
+        let width = 0;
+        let height = 0;
+        for (const child of flows) {
+          if (child.parentId !== id) continue;
+          const p = pos.get(child.id)!;
+          const s = size.get(child.id)!;
+          width = Math.max(width, p.x + s.width + 40);
+          height = Math.max(height, p.y + s.height + 40);
+        }
+        const cur = size.get(id)!;
+        if (width > cur.width || height > cur.height) {
+          size.set(id, { width: Math.max(width, cur.width), height: Math.max(height, cur.height) });
+          grew = true;
+        }
+      }
+      if (!grew) break;
+    }
+    set({ nodes: nodes.map((n) => {
+      if (!pos.has(n.id)) return n;
+      const moved = { ...n, position: pos.get(n.id)! };
+      if (containers.has(n.id)) {
+        moved.width = size.get(n.id)!.width;
+        moved.height = size.get(n.id)!.height;
+      }
+      return moved;
+    }) });
   },
 
   applyShapes: (shapes) => {
