@@ -443,14 +443,26 @@ class WorkflowInputOut(BaseModel):
         return found
 
 
+class NodeShapeOut(BaseModel):
+    """What a node offers downstream: its output ``handles`` in order (``error`` included
+    under the error-branch strategy) and its ``outputs`` (name -> type name); ``outputs``
+    is None when they follow from an invalid part of the document."""
+
+    handles: list[str]
+    outputs: dict[str, str] | None = None
+
+
 class WorkflowProblems(BaseModel):
     """``POST .../validate``: every compile problem (errors and warnings), as
     ``flowloom validate --json`` prints them; ``valid`` when none is an error; ``inputs``:
-    the declared inputs, for a run form."""
+    the declared inputs, for a run form; ``nodes``: node id -> its handles and outputs,
+    for every node whose own fields are valid (an editor offers edges and references
+    from these even while other parts of the document are wrong)."""
 
     valid: bool
     problems: list[dict[str, Any]]
     inputs: list[WorkflowInputOut] = Field(default_factory=list)
+    nodes: dict[str, NodeShapeOut] = Field(default_factory=dict)
 
 
 class WorkflowPublish(BaseModel):
@@ -553,9 +565,16 @@ class NodeKindOut(BaseModel):
 
 
 class NodeKindList(BaseModel):
-    """``GET /v1/node-kinds``: every kind of the catalog, in palette order."""
+    """``GET /v1/node-kinds``: every kind of the catalog, in palette order; ``models``:
+    the names of the model registry that ``model`` fields accept; ``system_variables``:
+    the ``sys`` names a reference may read (name -> type name); ``node_fields_schema``:
+    the JSON Schema of the fields every node has besides its config (name, description,
+    timeout, retries, error strategy, default output...)."""
 
     kinds: list[NodeKindOut]
+    models: list[str] = Field(default_factory=list)
+    system_variables: dict[str, str] = Field(default_factory=dict)
+    node_fields_schema: dict[str, Any] = Field(default_factory=dict)
 
 
 # -------------------------------------------------------------------------- quotas

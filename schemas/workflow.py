@@ -22,6 +22,7 @@ __all__ = [
     "ErrorStrategy",
     "InputVar",
     "NodeBase",
+    "Note",
     "Position",
     "RunLimits",
     "Workflow",
@@ -149,6 +150,20 @@ def _node_union(configs: Mapping[str, type[NodeConfig]]) -> Any:
     return Annotated[Union[models], Field(discriminator="type")]  # type: ignore[valid-type]
 
 
+class Note(BaseModel):
+    """A sticky note on the canvas: text for the people who read the workflow; the engine
+    ignores it. ``position``/``width``/``height`` in pixels."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(pattern=_ID)
+    text: str = Field(default="", max_length=20_000)
+    position: Position = Field(default_factory=Position)
+    width: float = Field(default=240.0, gt=0, le=10_000)
+    height: float = Field(default=160.0, gt=0, le=10_000)
+    color: str = Field(default="", max_length=32, description="a CSS colour name or #rrggbb; empty: the default")
+
+
 class RunLimits(BaseModel):
     """Per-run limits; hitting one fails the run with an explicit reason."""
 
@@ -175,6 +190,7 @@ class Workflow(BaseModel):
         default_factory=list, description="validated per kind by the node catalog (the compiler), not here")
     edges: list[Edge] = Field(default_factory=list)
     limits: RunLimits = Field(default_factory=RunLimits)
+    notes: list[Note] = Field(default_factory=list, description="sticky notes of the canvas (not executed)")
 
 
 def workflow_json_schema(configs: Mapping[str, type[NodeConfig]]) -> dict[str, Any]:

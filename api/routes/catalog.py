@@ -10,6 +10,7 @@ without a default config (required fields) has ``handles``/``outputs`` None.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from fastapi import APIRouter
@@ -17,11 +18,12 @@ from pydantic import ValidationError
 
 from engine.catalog import KindSpec, NodeCatalog
 from schemas.api import ErrorBody, NodeKindList, NodeKindOut
-from schemas.workflow import Workflow
+from schemas.types import SYS_VARIABLES
+from schemas.workflow import NodeBase, Workflow
 
 from ..auth import Caller, Service
 
-__all__ = ["node_kinds", "router"]
+__all__ = ["node_fields_schema", "node_kinds", "router"]
 
 router = APIRouter(prefix="/v1/node-kinds", tags=["catalog"], responses={401: {"model": ErrorBody}})
 
@@ -52,6 +54,16 @@ def _trait_map(spec: KindSpec) -> dict[str, Any]:
             "reads_only": spec.reads_only}
 
 
+@functools.cache
+def node_fields_schema() -> dict[str, Any]:
+    """JSON Schema of the fields every node has besides ``id``, ``type`` and ``config``
+    (the execution policy and canvas fields), from the node model itself."""
+    schema = NodeBase.model_json_schema()
+    props = {k: v for k, v in schema.get("properties", {}).items() if k not in ("id", "type", "config")}
+    defs = {k: v for k, v in schema.get("$defs", {}).items() if k != "NodeConfig"}
+    return {**schema, "$defs": defs, "properties": props, "required": []}
+
+
 def node_kinds(catalog: NodeCatalog) -> list[NodeKindOut]:
     """One entry per kind of ``catalog``, in catalog (palette) order."""
     out = []
@@ -69,4 +81,7 @@ def node_kinds(catalog: NodeCatalog) -> list[NodeKindOut]:
 @router.get("", response_model=NodeKindList, summary="Every node kind with its config schema")
 async def list_node_kinds(_caller: Caller, service: Service) -> NodeKindList:
     """The kinds of the catalog workflows are compiled with (the same for every tenant)."""
-    return NodeKindList(kinds=node_kinds(service.catalog))
+    models = service.models.names() if service.models is not None else []
+    return NodeKindList(kinds=node_kinds(service.catalog), models=sorted(models),
+                        system_variables={name: str(t) for name, t in SYS_VARIABLES.items()},
+                        node_fields_schema=node_fields_schema())

@@ -28,9 +28,11 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response
 
+from engine.catalog import NodeCatalog
 from engine.compiler import check_workflow
+from engine.shapes import node_shapes
 from engine.ports import WorkflowNotFound, WorkflowRepo
-from schemas.api import (ErrorBody, RunAccepted, RunDetail, WorkflowCreated, WorkflowDetail, WorkflowImport,
+from schemas.api import (ErrorBody, NodeShapeOut, RunAccepted, RunDetail, WorkflowCreated, WorkflowDetail, WorkflowImport,
                          WorkflowImported, WorkflowInputOut, WorkflowList, WorkflowOut, WorkflowProblems,
                          WorkflowPublish, WorkflowRollback, WorkflowRunCreate, WorkflowUpdate, WorkflowVersionList,
                          WorkflowVersionOut)
@@ -123,9 +125,12 @@ def _problems(service: Any, doc: dict[str, Any]) -> list[dict[str, Any]]:
     return [p.to_dict() for p in check_workflow(doc, catalog=service.catalog, models=service.models)]
 
 
-def _check(problems: list[dict[str, Any]], doc: dict[str, Any] | None = None) -> WorkflowProblems:
+def _check(problems: list[dict[str, Any]], doc: dict[str, Any] | None = None,
+           catalog: NodeCatalog | None = None) -> WorkflowProblems:
+    shapes = node_shapes(doc, catalog=catalog) if doc is not None and catalog is not None else {}
     return WorkflowProblems(valid=not any(p["severity"] == "error" for p in problems), problems=problems,
-                            inputs=WorkflowInputOut.of_document(doc or {}))
+                            inputs=WorkflowInputOut.of_document(doc or {}),
+                            nodes={nid: NodeShapeOut(handles=s.handles, outputs=s.outputs) for nid, s in shapes.items()})
 
 
 # ---------------------------------------------------------------------- drafts
@@ -152,7 +157,7 @@ async def list_workflows(caller: Caller, repo: Repo) -> WorkflowList:
 @router.post("/validate", response_model=WorkflowProblems, summary="Validate an unsaved document")
 async def validate_document(doc: dict[str, Any], _caller: Caller, service: Service) -> WorkflowProblems:
     """Every compile problem of the document (errors and warnings)."""
-    return _check(_problems(service, doc), doc)
+    return _check(_problems(service, doc), doc, service.catalog)
 
 
 @router.get("/{workflow_id}", response_model=WorkflowDetail, summary="A workflow with its draft")
@@ -189,7 +194,7 @@ async def validate_workflow(workflow_id: str, caller: Caller, repo: Repo, servic
     """Every compile problem of the draft, as ``flowloom validate --json`` prints them."""
     _readable(caller, workflow_id)
     draft = (await repo.get(caller.tenant_id, workflow_id)).draft
-    return _check(_problems(service, draft), draft)
+    return _check(_problems(service, draft), draft, service.catalog)
 
 
 # -------------------------------------------------------------------- versions
