@@ -86,6 +86,7 @@ function EditorBody({ workflowId }: { workflowId: string }) {
   const message = useEditor((s) => s.message);
   const setMessage = useEditor((s) => s.setMessage);
   const addNode = useEditor((s) => s.addNode);
+  const replaceDocument = useEditor((s) => s.replaceDocument);
   const { screenToFlowPosition } = useReactFlow();
   useShortcuts();
 
@@ -108,7 +109,7 @@ function EditorBody({ workflowId }: { workflowId: string }) {
       <Toolbar />
       <div className="editor-main">
         <div className="left-panel"><Palette onPick={addAtCentre} /></div>
-        <ImportDropZone className="canvas-wrap" onOpen={navigate}>
+        <ImportDropZone className="canvas-wrap" onOpen={navigate} onReplace={replaceDocument}>
           <Canvas />
           {message && <div className="toast" role="status" data-testid="toast">{message}</div>}
         </ImportDropZone>

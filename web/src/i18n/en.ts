@@ -146,6 +146,7 @@ export const en = {
   'import.allowPartial': 'Import anyway with placeholders',
   'import.modelMap': 'These models are not in the model registry; choose one for each:',
   'import.retry': 'Import with these models',
+  'import.replace': 'Replace this draft with it (Ctrl+Z undoes it)',
   'import.open': 'Open the imported workflow',
   'import.models': 'Models: {models}',
   'shortcuts.copied': 'Copied {count} node(s)',

@@ -148,6 +148,7 @@ export const zhCN: Record<MessageKey, string> = {
   'import.allowPartial': '仍然导入（使用占位节点）',
   'import.modelMap': '这些模型不在模型注册表中，请为每个选择一个：',
   'import.retry': '用这些模型导入',
+  'import.replace': '用它替换当前草稿（Ctrl+Z 可撤销）',
   'import.open': '打开导入的工作流',
   'import.models': '模型：{models}',
   'shortcuts.copied': '已复制 {count} 个节点',

@@ -78,8 +78,8 @@ function ModelMap({ models, onImport }: { models: { source: string; known: strin
 }
 
 /** A drop zone around `children` that imports dropped files; `onOpen` gets the saved id. */
-export function ImportDropZone({ children, onOpen, className }: { children: ReactNode;
-  onOpen: (workflowId: string) => void; className?: string }) {
+export function ImportDropZone({ children, onOpen, onReplace, className }: { children: ReactNode;
+  onOpen: (workflowId: string) => void; onReplace?: (doc: WorkflowDoc) => void; className?: string }) {
   const t = useT();
   const [state, setState] = useState<ImportState>({ phase: 'idle' });
   const [over, setOver] = useState(false);
@@ -125,8 +125,14 @@ export function ImportDropZone({ children, onOpen, className }: { children: Reac
       {state.phase === 'busy' && <div className="drop-hint">{t('common.loading')}</div>}
       {state.phase === 'done' && (
         <Dialog title={t('import.title')} testId="import-report" onClose={() => setState({ phase: 'idle' })}
-          footer={<button type="button" data-testid="import-open"
-            onClick={() => void open(state.result.workflow as unknown as WorkflowDoc)}>{t('import.open')}</button>}>
+          footer={<>
+            {onReplace && <button type="button" data-testid="import-replace" onClick={() => {
+              onReplace(state.result.workflow as unknown as WorkflowDoc);
+              setState({ phase: 'idle' });
+            }}>{t('import.replace')}</button>}
+            <button type="button" className="primary" data-testid="import-open"
+              onClick={() => void open(state.result.workflow as unknown as WorkflowDoc)}>{t('import.open')}</button>
+          </>}>
           <p>{t('import.format', { format: state.result.source_format })}</p>
           <p>{state.result.partial ? t('import.partial') : t('import.clean')}</p>
           {Object.keys(state.result.models ?? {}).length > 0 && (
