@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -91,6 +92,22 @@ def e2e_responder(body: dict[str, Any]) -> Reply:
     return text_reply(f"Scripted answer to: {question}", chunk_size=5, usage=(12, 6))
 
 
+def _copy_dist(target: Path) -> Path:
+    """A copy of ``web/dist`` at ``target`` (tried again while a build is rewriting it).
+
+    Raises:
+        RuntimeError: no complete copy (with ``index.html``) after a few tries.
+    """
+    for _ in range(10):
+        shutil.rmtree(target, ignore_errors=True)
+        with contextlib.suppress(OSError, shutil.Error):
+            shutil.copytree(WEB / "dist", target)
+            if (target / "index.html").is_file() and any((target / "assets").glob("*.js")):
+                return target
+        time.sleep(1.0)
+    raise RuntimeError("web/dist could not be copied (is a build running?): run `npm --prefix web run build`")
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -112,16 +129,21 @@ class CanvasServer:
 def canvas_server(home: Path, *, log: Path | None = None, startup_s: float = 60.0) -> Iterator[CanvasServer]:
     """Start the scripted model and ``flowloom serve`` over ``home``; stop both after.
 
+    The server serves a copy of ``web/dist`` made under ``home``, so a rebuild of the
+    checkout's ``web/dist`` during the run (vite empties it first) cannot pull the page
+    away from the browser.
+
     Raises:
         RuntimeError: the server did not answer ``/health`` within ``startup_s`` (its
         log is in the message), or the key could not be created.
     """
     home.mkdir(parents=True, exist_ok=True)
     log = log or home / "serve.log"
+    dist = _copy_dist(home / "web-dist")
     model = ScriptedOpenAIServer(responder=e2e_responder).start()
     port = _free_port()
     env = {**os.environ, "FLOWLOOM_HOME": str(home), "FLOWLOOM_LLM_BASE_URL_OVERRIDE": model.base_url,
-           "FLOWLOOM_LLM_API_KEY": "sk-scripted-e2e", "FLOWLOOM_WEB_DIST": str(WEB / "dist"),
+           "FLOWLOOM_LLM_API_KEY": "sk-scripted-e2e", "FLOWLOOM_WEB_DIST": str(dist),
            "PYTHONUNBUFFERED": "1"}
     for name in ("FLOWLOOM_DATABASE_URL", "FLOWLOOM_REDIS_URL", "FLOWLOOM_LLM_MODEL_OVERRIDE"):
         env.pop(name, None)

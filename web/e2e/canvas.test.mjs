@@ -22,6 +22,23 @@ let browser;
 before(async () => { browser = await launch(); });
 after(async () => { await browser?.close(); });
 
+/** A test with a fresh logged-in page; on failure a screenshot `FAILED-<name>.png` is
+ * saved; the page's uncaught errors fail the scenario too. */
+function scenario(name, fn) {
+  test(name, async () => {
+    const page = await openApp(browser);
+    try {
+      await fn(page);
+      assert.deepEqual(page.errors, [], 'uncaught errors in the page');
+    } catch (e) {
+      await shot(page, `FAILED-${name.replace(/[^a-z0-9]+/gi, '-')}`).catch(() => undefined);
+      throw e;
+    } finally {
+      await page.context().close();
+    }
+  });
+}
+
 async function fill(page, testId, value) {
   const el = byTestId(page, testId);
   await el.fill(value);
@@ -59,8 +76,7 @@ async function nodeStatus(page, id) {
   return byTestId(page, `node-status-${id}`).getAttribute('class');
 }
 
-test('build a classify flow by drag and connect, fix its validation error, run it', async () => {
-  const page = await openApp(browser);
+scenario('build a classify flow by drag and connect, fix its validation error, run it', async (page) => {
   await byTestId(page, 'new-workflow-id').fill(TRIAGE);
   await byTestId(page, 'new-workflow').click();
   await byTestId(page, 'canvas').waitFor();
@@ -69,21 +85,22 @@ test('build a classify flow by drag and connect, fix its validation error, run i
 
   const classify = await dragFromPalette(page, 'classify_question', 420, 250);
   await connect(page, 'handle-start-out', `handle-${classify}-in`);
-  // a new classifier's two categories share an id: the checklist says so
-  await page.locator('[data-testid="checklist-item"]', { hasText: 'unique' }).waitFor();
-  assert.ok(await byTestId(page, 'run-button').isDisabled(), 'Run is blocked while the checklist has errors');
-  await shot(page, 'triage-validation-error');
-
   await selectNode(page, classify);
   await fill(page, 'config-model', 'default');
   await fill(page, 'config-categories.0.id', 'billing');
   await fill(page, 'config-categories.0.name', 'Billing');
-  await fill(page, 'config-categories.1.id', 'other');
+  // two categories with one id: the checklist names the problem and Run is blocked
+  await fill(page, 'config-categories.1.id', 'billing');
   await fill(page, 'config-categories.1.name', 'Other');
+  const problem = page.locator('[data-testid="checklist-item"]', { hasText: 'unique' });
+  await problem.first().waitFor();
+  assert.match(await problem.first().innerText(), new RegExp(classify));
+  assert.ok(await byTestId(page, 'run-button').isDisabled(), 'Run is blocked while the checklist has errors');
+  await shot(page, 'triage-validation-error');
+  await fill(page, 'config-categories.1.id', 'other');
+  await problem.first().waitFor({ state: 'detached' });
   await byTestId(page, `handle-${classify}-billing`).waitFor();
   await byTestId(page, `handle-${classify}-other`).waitFor();
-  await byTestId(page, `handle-${classify}-id_1`).waitFor({ state: 'detached' });
-  await page.locator('[data-testid="checklist-item"]', { hasText: 'unique' }).waitFor({ state: 'detached' });
 
   const billing = await dragFromPalette(page, 'answer', 700, 80);
   await selectNode(page, billing);
@@ -116,12 +133,9 @@ test('build a classify flow by drag and connect, fix its validation error, run i
   await byTestId(page, `trace-outputs-${classify}`).waitFor();
   assert.match(await byTestId(page, `trace-outputs-${classify}`).innerText(), /billing/);
   await shot(page, 'triage-trace', byTestId(page, 'trace'));
-  assert.deepEqual(page.errors, []);
-  await page.context().close();
 });
 
-test('re-run from a node of a past run with the edited draft', async () => {
-  const page = await openApp(browser);
+scenario('re-run from a node of a past run with the edited draft', async (page) => {
   await openWorkflow(page, TRIAGE);
   await selectNode(page, 'answer');
   await fill(page, 'config-text', 'Billing team (v2): refund approved.');
@@ -146,12 +160,9 @@ test('re-run from a node of a past run with the edited draft', async () => {
   await shot(page, 'rerun-trace', byTestId(page, 'run-panel'));
   const runs = (await apiCall('GET', `/v1/runs?workflow_id=${TRIAGE}`)).runs;
   assert.ok(runs.length >= 2);
-  assert.deepEqual(page.errors, []);
-  await page.context().close();
 });
 
-test('publish the triage flow (pytest then calls it through /v1/chat/completions)', async () => {
-  const page = await openApp(browser);
+scenario('publish the triage flow (pytest then calls it through /v1/chat/completions)', async (page) => {
   await openWorkflow(page, TRIAGE);
   await page.waitForFunction(() => !document.querySelector('[data-testid="publish-button"]')?.hasAttribute('disabled'));
   await byTestId(page, 'publish-button').click();
@@ -160,10 +171,9 @@ test('publish the triage flow (pytest then calls it through /v1/chat/completions
   await page.waitForFunction(() => !document.querySelector('[data-testid="publish-note"]'));
   const saved = await apiCall('GET', `/v1/workflows/${TRIAGE}`);
   assert.equal(saved.published_version, 1);
-  await page.context().close();
 });
 
-test('stop a slow run', async () => {
+scenario('stop a slow run', async (page) => {
   await apiCall('POST', '/v1/workflows', {
     id: 'e2e_slow', name: 'Slow model', version: 1, inputs: [], variables: [],
     nodes: [
@@ -173,7 +183,6 @@ test('stop a slow run', async () => {
     ],
     edges: [{ id: 'e1', source: 'start', target: 'llm' }, { id: 'e2', source: 'llm', target: 'say' }],
   });
-  const page = await openApp(browser);
   await openWorkflow(page, 'e2e_slow');
   await openRunPanel(page);
   await byTestId(page, 'run-tab-run').click();
@@ -190,11 +199,9 @@ test('stop a slow run', async () => {
   const answer = await byTestId(page, 'run-answer').innerText();
   assert.ok(!/word59/.test(answer), 'the stream stopped before the model finished');
   await shot(page, 'slow-stopped', byTestId(page, 'canvas'));
-  await page.context().close();
 });
 
-test('answer a question in the chat preview', async () => {
-  const page = await openApp(browser);
+scenario('answer a question in the chat preview', async (page) => {
   await openWorkflow(page, 'order_confirm');
   await openRunPanel(page);
   await byTestId(page, 'run-tab-chat').click();
@@ -230,11 +237,9 @@ test('answer a question in the chat preview', async () => {
   const after = (await apiCall('GET', `/v1/chats/${chatId}/messages`)).messages;
   assert.equal(after.length, 10);
   assert.match(after[9].text, /Order cancelled\./);
-  await page.context().close();
 });
 
-test('undo and redo', async () => {
-  const page = await openApp(browser);
+scenario('undo and redo', async (page) => {
   await byTestId(page, 'new-workflow-id').fill('e2e_undo');
   await byTestId(page, 'new-workflow').click();
   await byTestId(page, 'node-start').waitFor();
@@ -254,7 +259,6 @@ test('undo and redo', async () => {
   await page.keyboard.press('Control+y');
   await byTestId(page, `node-${added}`).waitFor();
   await waitDraft('e2e_undo', (d) => d.nodes.length === 2);
-  await page.context().close();
 });
 
 /** Drops a file on the drop zone `testId`, as a person dragging it from the desktop. */
@@ -269,8 +273,7 @@ async function dropFile(page, testId, name, content) {
   await zone.dispatchEvent('drop', { dataTransfer: transfer });
 }
 
-test('export a workflow and import the file again', async () => {
-  const page = await openApp(browser);
+scenario('export a workflow and import the file again', async (page) => {
   await openWorkflow(page, TRIAGE);
   const [download] = await Promise.all([page.waitForEvent('download'), byTestId(page, 'export-button').click()]);
   const file = join(SHOTS, `${TRIAGE}.export.json`);
@@ -290,12 +293,10 @@ test('export a workflow and import the file again', async () => {
   const copy = await draftOf(copyId);
   assert.deepEqual(copy.nodes.map((n) => n.id).sort(), exported.nodes.map((n) => n.id).sort());
   assert.equal(copy.edges.length, exported.edges.length);
-  await page.context().close();
 });
 
-test('import a Dify file and chat with it', async () => {
+scenario('import a Dify file and chat with it', async (page) => {
   assert.ok(DIFY_FILE, 'E2E_DIFY_FILE must name a Dify export (the pytest driver passes one from shared/corpus)');
-  const page = await openApp(browser);
   await byTestId(page, 'workflow-list').waitFor();
   await dropFile(page, 'import-drop-zone', 'basic_chatflow.yml', readFileSync(DIFY_FILE, 'utf8'));
   await byTestId(page, 'import-report').waitFor();
@@ -311,5 +312,4 @@ test('import a Dify file and chat with it', async () => {
   await byTestId(page, 'chat-send').click();
   await page.locator('[data-testid="chat-message-assistant"]', { hasText: 'Scripted answer to: hello from Dify' }).waitFor();
   assert.match(await nodeStatus(page, 'llm'), /run-succeeded/);
-  await page.context().close();
 });

@@ -21,11 +21,6 @@ function interruptsOf(message: ChatMessage): PendingInterrupt[] {
 
 function Message({ message, last }: { message: ChatMessage; last: boolean }) {
   const t = useT();
-  const busy = useRunPanel((s) => s.busy);
-  const answer = useRunPanel((s) => s.answer);
-  // the run followed live knows its current question; a stored message keeps the one it
-  // paused on first, so it is only read for a run not followed here
-  const live = useRunPanel((s) => s.live);
   const reasoning = message.parts.filter((p) => p.type === 'reasoning').map((p) => p.text ?? '').join('');
   const tools = message.parts.filter((p) => p.type === 'tool_call');
   return (
@@ -42,9 +37,6 @@ function Message({ message, last }: { message: ChatMessage; last: boolean }) {
       ))}
       {message.status === 'failed' || message.status === 'cancelled'
         ? <div className="muted">{t(message.status === 'failed' ? 'run.chat.failed' : 'run.chat.cancelled')}</div> : null}
-      {last && (live.runId === message.run_id && live.status === 'paused' ? live.interrupts : interruptsOf(message)).map((i) => (
-        <InterruptCard key={i.id} interrupt={i} disabled={busy} onAnswer={(a, text) => void answer(i.id, a, message.run_id, text)} />
-      ))}
     </div>
   );
 }
@@ -70,10 +62,14 @@ export function ChatPreview({ inputs }: { inputs: () => Record<string, unknown> 
     setText('');
   };
   const streaming = busy && chatTurn;
-  // a live question not yet in the stored messages (the stream just paused)
+  // The pending question, answered in one place at the end of the log (so its form
+  // keeps what was typed while the messages are reloaded): the followed run's own, else
+  // the one the last stored message paused on (a chat opened without following its run).
   const lastStored = messages[messages.length - 1];
-  const liveQuestions = chatTurn && live.status === 'paused' && !(lastStored && lastStored.role === 'assistant'
-    && lastStored.status === 'paused' && lastStored.run_id === live.runId) ? live.interrupts : [];
+  const followed = chatTurn && live.status === 'paused' && live.runId;
+  const questions = followed ? live.interrupts
+    : !busy && lastStored?.role === 'assistant' ? interruptsOf(lastStored) : [];
+  const questionRun = followed ? live.runId : lastStored?.run_id ?? null;
 
   return (
     <div className="chat-preview" data-testid="chat-preview">
@@ -82,15 +78,15 @@ export function ChatPreview({ inputs }: { inputs: () => Record<string, unknown> 
         <button type="button" className="link" data-testid="chat-new" onClick={newChat}>{t('run.chat.reset')}</button>
       </div>
       <div className="chat-log" data-testid="chat-log">
-        {messages.map((m, i) => <Message key={m.id} message={m} last={i === messages.length - 1 && !streaming} />)}
+        {messages.map((m, i) => <Message key={m.id} message={m} last={i === messages.length - 1} />)}
         {streaming && (
           <div className="chat-message assistant streaming" data-testid="chat-streaming">
             {live.reasoning && <details className="reasoning"><summary>{t('run.reasoning')}</summary><div>{live.reasoning}</div></details>}
             <div className="chat-text">{live.answer || '…'}</div>
           </div>
         )}
-        {liveQuestions.map((i) => (
-          <InterruptCard key={i.id} interrupt={i} disabled={busy} onAnswer={(a, text) => void answer(i.id, a, live.runId, text)} />
+        {questions.map((i) => (
+          <InterruptCard key={i.id} interrupt={i} disabled={busy} onAnswer={(a, text) => void answer(i.id, a, questionRun, text)} />
         ))}
         <div ref={end} />
       </div>

@@ -120,7 +120,19 @@ export const useRunPanel = create<RunPanelState>((set, get) => {
       } catch { /* the trace stays empty; the error shows on the next action */ }
     }
     void get().loadHistory();
-    if (chatTurn) await get().loadMessages();
+    if (chatTurn) await settledMessages();
+  };
+
+  /** The chat's messages once the turn's assistant message is closed: the server closes
+   * it right after the run's last event, so a read at the end of the stream may still
+   * see it `streaming`; it is read again a few times. */
+  const settledMessages = async () => {
+    for (let i = 0; i < 20; i += 1) {
+      await get().loadMessages();
+      const last = get().messages[get().messages.length - 1];
+      if (!last || last.role !== 'assistant' || last.status !== 'streaming' || get().busy) return;
+      await new Promise((r) => setTimeout(r, 250));
+    }
   };
 
   const begin = (): AbortController => {
