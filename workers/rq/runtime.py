@@ -181,57 +181,81 @@ class WorkerRuntime:
     async def _execute(self, tenant_id: str, run_id: str, queue: str, job_timeout: float,
                        done: threading.Event) -> str:
         """Execute the run; how it ended. No read precedes the run service's own (claim,
-        then load): a job costs what the run costs plus a few Redis round trips."""
+        then load), and the run enters the executing set while the service claims it: a
+        job costs what the run costs plus a few Redis round trips, none before its first event."""
         service = self.service
         assert service is not None
+        track = asyncio.ensure_future(self._track(tenant_id, run_id, queue, job_timeout))
         try:
-            taken = await self._track(tenant_id, run_id, queue, job_timeout)
             try:
-                return await self._drive(service, tenant_id, run_id, taken)
+                status, stream_key = await self._drive(service, tenant_id, run_id, track)
             except RunOwned as exc:
                 # Another process holds the run's lease: keep it in the executing set until
                 # that lease ends, so a sweeper looks again if that owner turns out dead.
+                await track
                 await self._untrack(run_id, keep_until=exc.owner)
                 logger.info("run %s: owned by another process (%s); not executed here", run_id, exc)
                 return "owned by another process"
             except (RunNotResumable, RunNotFound) as exc:
+                await track
                 await self._untrack(run_id)
                 try:  # ended (a stopped run among them) or paused with no answer: nothing to do
                     return f"already {(await service.get(tenant_id, run_id)).status.value}"
                 except RunNotFound:
                     return f"unknown run ({exc})"
             except BaseException:
-                await asyncio.shield(self._untrack(run_id))
+                await asyncio.shield(self._leave(track, run_id))
                 raise
+            await track
+            await self._untrack(run_id, expire_stream=stream_key)  # the stream lives on for the bus's ttl
+            return status
         finally:
             done.set()
 
+    async def _leave(self, track: "asyncio.Future[Any]", run_id: str) -> None:
+        with contextlib.suppress(BaseException):
+            await track
+        await self._untrack(run_id)
+
     async def _drive(self, service: RunService, tenant_id: str, run_id: str,
-                     taken: tuple[dict[str, Any], str | None] | None) -> str:
+                     track: "asyncio.Future[tuple[dict[str, Any], str | None] | None]") -> tuple[str, str | None]:
+        """Run it: ``(status, the stream's key when the run ended, else None)``. A new or
+        crashed run is recovered; a paused one is resumed with the answers the API left
+        (known once ``track`` is done, which only a paused run waits for)."""
+        try:
+            status = await self._publish(service.recover(tenant_id, run_id), tenant_id, run_id)
+        except RunNotResumable:
+            taken = await track
+            if taken is None:
+                raise
+            status = await self._publish(service.resume(tenant_id, run_id, taken[0], message=taken[1]),
+                                         tenant_id, run_id)
         commands = service.stores.commands
-        events = (service.resume(tenant_id, run_id, taken[0], message=taken[1]) if taken is not None
-                  else service.recover(tenant_id, run_id))
-        publisher = self.bus.publisher(tenant_id, run_id)
-        status, first = "running", True
+        if isinstance(commands, RedisCommandChannel):
+            commands.forget(run_id)
+        ended = status in ("succeeded", "failed", "cancelled")
+        return status, (self.bus.key(tenant_id, run_id) if ended else None)
+
+    async def _publish(self, events: Any, tenant_id: str, run_id: str) -> str:
+        """Drive the run service's ``events`` to the run's stream; the status they end with.
+        Raises what the run service raises before the first event (nothing was executed)."""
+        publisher: Any = None
+        status = "running"
         try:
             async with contextlib.aclosing(events) as stream:
                 async for event in stream:
-                    if first and event.seq > 1:
-                        # The run had events before (continued after a crash, or resumed):
-                        # what a crashed execution published past the checkpoint goes.
-                        with contextlib.suppress(Exception):
-                            await self.bus.rewind(tenant_id, run_id, event.seq - 1)
-                    first = False
+                    if publisher is None:
+                        publisher = self.bus.publisher(tenant_id, run_id)
+                        if event.seq > 1:
+                            # The run had events before (continued after a crash, or resumed):
+                            # what a crashed execution published past the checkpoint goes.
+                            with contextlib.suppress(Exception):
+                                await self.bus.rewind(tenant_id, run_id, event.seq - 1)
                     publisher.add(event)
                     status = _STATUS_AFTER.get(event.type, status)
-        except BaseException:
-            await publisher.close(ended=False)
-            raise
-        await publisher.close(ended=False)
-        await self._untrack(run_id, expire_stream=publisher.key if status in ("succeeded", "failed", "cancelled")
-                            else None)
-        if isinstance(commands, RedisCommandChannel):
-            commands.forget(run_id)
+        finally:
+            if publisher is not None:
+                await publisher.close(ended=False)
         return status
 
     # ------------------------------------------------------------------ executing set
