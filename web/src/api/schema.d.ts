@@ -199,6 +199,58 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/quotas": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The tenant's quotas
+         * @description The tenant's quota and those of its apps with limits of their own.
+         */
+        get: operations["get_quotas_v1_quotas_get"];
+        /**
+         * Set the tenant's own limits
+         * @description Replace the tenant's own limits (``null``: the operator's default; ``0``: unlimited).
+         */
+        put: operations["put_tenant_quota_v1_quotas_put"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/quotas/apps/{app_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * An app's quota
+         * @description The app's own limits (none set: only the tenant's hold), what holds and what it used.
+         */
+        get: operations["get_app_quota_v1_quotas_apps__app_id__get"];
+        /**
+         * Set an app's own limits
+         * @description Replace the app's own limits (``null``: none, only the tenant's hold; ``0``: unlimited).
+         */
+        put: operations["put_app_quota_v1_quotas_apps__app_id__put"];
+        post?: never;
+        /**
+         * Remove an app's own limits
+         * @description The app keeps only the tenant's limits (204 also when it had none of its own).
+         */
+        delete: operations["delete_app_quota_v1_quotas_apps__app_id__delete"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/runs": {
         parameters: {
             query?: never;
@@ -266,6 +318,31 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/runs/{run_id}/rerun": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Run again from a node of a past run
+         * @description A new run with the past run's inputs: the node runs before ``node_id`` are reused
+         *     (not executed again; ``reused_from`` on each), ``node_id`` and what follows run with
+         *     ``workflow`` if given, else the saved workflow's current draft, else the past run's own
+         *     document. 422 names an unknown node or one the past run did not reach; 409 while the
+         *     past run executes; the new run is admitted under the quotas as any run start (429).
+         *     Answers as ``POST /v1/runs`` for ``response_mode``.
+         */
+        post: operations["rerun_run_v1_runs__run_id__rerun_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/runs/{run_id}/resume": {
         parameters: {
             query?: never;
@@ -325,7 +402,8 @@ export interface paths {
         /**
          * Save a new workflow (its draft)
          * @description The document becomes the draft (version 1) of the workflow named by its ``id``;
-         *     it need not compile yet (``validate`` says what is wrong). 409 when the id is taken.
+         *     it need not compile yet (``validate`` says what is wrong), but must be within the
+         *     size caps (422 naming the path). 409 when the id is taken.
          */
         post: operations["create_workflow_v1_workflows_post"];
         delete?: never;
@@ -391,7 +469,8 @@ export interface paths {
         /**
          * Replace the draft
          * @description The new draft when ``draft_version`` is still the draft's version (it goes up by
-         *     one); else 409 ``{"error", "current_version"}``. The document's id must stay.
+         *     one); else 409 ``{"error", "current_version"}``. The document's id must stay; the
+         *     document must be within the size caps (422 naming the path).
          */
         put: operations["update_workflow_v1_workflows__workflow_id__put"];
         post?: never;
@@ -572,21 +651,6 @@ export interface components {
             chats: components["schemas"]["ChatOut"][];
             /** Next Before */
             next_before?: number | null;
-        };
-        /**
-         * ChatMessageIn
-         * @description One message: ``role`` (``system``/``user``/``assistant``/``tool``...) and
-         *     ``content``, a string or a list of parts (only ``text`` parts are read).
-         */
-        ChatMessageIn: {
-            /** Content */
-            content?: string | {
-                [key: string]: unknown;
-            }[] | null;
-            /** Role */
-            role: string;
-        } & {
-            [key: string]: unknown;
         };
         /**
          * ChatOut
@@ -827,11 +891,25 @@ export interface components {
         };
         /**
          * NodeKindList
-         * @description ``GET /v1/node-kinds``: every kind of the catalog, in palette order.
+         * @description ``GET /v1/node-kinds``: every kind of the catalog, in palette order; ``models``:
+         *     the names of the model registry that ``model`` fields accept; ``system_variables``:
+         *     the ``sys`` names a reference may read (name -> type name); ``node_fields_schema``:
+         *     the JSON Schema of the fields every node has besides its config (name, description,
+         *     timeout, retries, error strategy, default output...).
          */
         NodeKindList: {
             /** Kinds */
             kinds: components["schemas"]["NodeKindOut"][];
+            /** Models */
+            models?: string[];
+            /** Node Fields Schema */
+            node_fields_schema?: {
+                [key: string]: unknown;
+            };
+            /** System Variables */
+            system_variables?: {
+                [key: string]: string;
+            };
         };
         /**
          * NodeKindOut
@@ -896,6 +974,11 @@ export interface components {
             data?: {
                 [key: string]: unknown;
             };
+            /**
+             * Duration S
+             * @description seconds from start to end minus the time waiting for a person (None until it ends)
+             */
+            duration_s?: number | null;
             error?: components["schemas"]["NodeError"] | null;
             /** Finished At */
             finished_at?: number | null;
@@ -924,6 +1007,11 @@ export interface components {
              * @default 0
              */
             retries: number;
+            /**
+             * Reused From
+             * @description a rerun reused this result: the id of the past run's node run it was copied from (not executed again; its usage, timings and attempts are in `data.reused_from`)
+             */
+            reused_from?: string | null;
             /** Started At */
             started_at?: number | null;
             status: components["schemas"]["NodeRunStatus"];
@@ -942,6 +1030,146 @@ export interface components {
          * @enum {string}
          */
         NodeRunStatus: "pending" | "running" | "waiting" | "succeeded" | "failed" | "skipped" | "cancelled";
+        /**
+         * NodeShapeOut
+         * @description What a node offers downstream: its output ``handles`` in order (``error`` included
+         *     under the error-branch strategy) and its ``outputs`` (name -> type name); ``outputs``
+         *     is None when they follow from an invalid part of the document.
+         */
+        NodeShapeOut: {
+            /** Handles */
+            handles: string[];
+            /** Outputs */
+            outputs?: {
+                [key: string]: string;
+            } | null;
+        };
+        /**
+         * OpenAIErrorBody
+         * @description The body of an error of the OpenAI-compatible routes (the ``openai`` SDK reads it).
+         */
+        OpenAIErrorBody: {
+            error: components["schemas"]["OpenAIErrorDetail"];
+        };
+        /**
+         * OpenAIErrorDetail
+         * @description An error of ``/v1/chat/completions`` and ``/v1/models`` in OpenAI's shape:
+         *     ``type`` (``authentication_error``, ``invalid_request_error``, ``rate_limit_error``,
+         *     ``server_error``...), ``code`` (``invalid_api_key``, ``model_not_found``,
+         *     ``invalid_request``, ``chat_conflict``, ``quota_exceeded``, ``run_failed``...).
+         */
+        OpenAIErrorDetail: {
+            /** Code */
+            code?: string | null;
+            /** Message */
+            message: string;
+            /** Param */
+            param?: string | null;
+            /** Problems */
+            problems?: unknown[] | null;
+            /** Type */
+            type: string;
+        };
+        /**
+         * QuotaEffective
+         * @description The limits that hold (``null``: unlimited) and where each comes from: ``own``
+         *     (set for this scope), ``default`` (the operator's ``FLOWLOOM_QUOTA_*`` settings) or
+         *     ``none`` (an app without its own limit).
+         */
+        QuotaEffective: {
+            /** Runs Per Minute */
+            runs_per_minute: number | null;
+            /**
+             * Runs Per Minute Source
+             * @enum {string}
+             */
+            runs_per_minute_source: "own" | "default" | "none";
+            /** Tokens Per Day */
+            tokens_per_day: number | null;
+            /**
+             * Tokens Per Day Source
+             * @enum {string}
+             */
+            tokens_per_day_source: "own" | "default" | "none";
+        };
+        /**
+         * QuotaList
+         * @description ``GET /v1/quotas``: the tenant's quota and those of the apps that have their own.
+         */
+        QuotaList: {
+            /** Apps */
+            apps: components["schemas"]["QuotaOut"][];
+            tenant: components["schemas"]["QuotaOut"];
+        };
+        /**
+         * QuotaOut
+         * @description A scope's quota: the tenant's (``app_id`` null) or one app's. ``runs_per_minute``
+         *     / ``tokens_per_day``: its own limits (null: none set); ``effective``: what holds;
+         *     ``usage``: what was used; ``updated_at``: when its own limits were last set.
+         */
+        QuotaOut: {
+            /** App Id */
+            app_id?: string | null;
+            effective: components["schemas"]["QuotaEffective"];
+            /** Runs Per Minute */
+            runs_per_minute?: number | null;
+            /** Tokens Per Day */
+            tokens_per_day?: number | null;
+            /** Updated At */
+            updated_at?: number | null;
+            usage: components["schemas"]["QuotaUsageOut"];
+        };
+        /**
+         * QuotaUpdate
+         * @description ``PUT /v1/quotas`` (the tenant) or ``PUT /v1/quotas/apps/{app_id}`` (one app):
+         *     the scope's own limits, replacing what was set. ``null`` (or absent): no limit of
+         *     its own (the tenant gets the operator's default; an app only the tenant's limit);
+         *     ``0``: unlimited. ``runs_per_minute`` counts run starts and continuations in any 60
+         *     seconds; ``tokens_per_day`` the model tokens (in + out) of the runs admitted since
+         *     00:00 UTC.
+         */
+        QuotaUpdate: {
+            /** Runs Per Minute */
+            runs_per_minute?: number | null;
+            /** Tokens Per Day */
+            tokens_per_day?: number | null;
+        };
+        /**
+         * QuotaUsageOut
+         * @description What the scope used: run starts and continuations in the last 60 seconds, and
+         *     tokens of the runs admitted since 00:00 UTC.
+         */
+        QuotaUsageOut: {
+            /** Runs Last Minute */
+            runs_last_minute: number;
+            /** Tokens Today */
+            tokens_today: number;
+        };
+        /**
+         * RerunRequest
+         * @description ``POST /v1/runs/{id}/rerun``: a new run from node ``node_id`` of a past run, with
+         *     the same inputs. The node runs strictly before ``node_id`` are reused (not executed
+         *     again); ``node_id`` and what follows run with ``workflow`` when given, else the saved
+         *     workflow's current draft (the run's ``workflow_id``), else the past run's own document.
+         *     ``response_mode`` as for ``POST /v1/runs``.
+         */
+        RerunRequest: {
+            /** Node Id */
+            node_id: string;
+            /**
+             * Response Mode
+             * @default blocking
+             * @enum {string}
+             */
+            response_mode: "blocking" | "streaming" | "async";
+            /**
+             * Workflow
+             * @description the document to run (default: the draft)
+             */
+            workflow?: {
+                [key: string]: unknown;
+            } | null;
+        };
         /**
          * ResumeRequest
          * @description ``POST /v1/runs/{id}/resume``: the answers of a paused run's questions.
@@ -1012,7 +1240,9 @@ export interface components {
         };
         /**
          * RunDetail
-         * @description A run with its inputs, outputs, answer and node runs.
+         * @description A run with its inputs, outputs, answer and node runs; for a rerun
+         *     (``POST /v1/runs/{id}/rerun``), ``rerun_of`` names the past run and ``rerun_from``
+         *     the node it ran again from.
          */
         RunDetail: {
             /**
@@ -1057,6 +1287,10 @@ export interface components {
             pending_interrupts?: {
                 [key: string]: unknown;
             }[];
+            /** Rerun From */
+            rerun_from?: string | null;
+            /** Rerun Of */
+            rerun_of?: string | null;
             /** Run Id */
             run_id: string;
             /** Started At */
@@ -1299,6 +1533,33 @@ export interface components {
             };
         };
         /**
+         * WorkflowInputOut
+         * @description A declared input of a workflow (what a run form asks for): ``type`` is ``string``,
+         *     ``number``, ``boolean``, ``object`` or ``array``; ``default`` applies when the input is
+         *     left out (a required input without a default must be given).
+         */
+        WorkflowInputOut: {
+            /** Default */
+            default?: unknown;
+            /**
+             * Description
+             * @default
+             */
+            description: string;
+            /** Name */
+            name: string;
+            /**
+             * Required
+             * @default false
+             */
+            required: boolean;
+            /**
+             * Type
+             * @default string
+             */
+            type: string;
+        };
+        /**
          * WorkflowList
          * @description ``GET /v1/workflows``: the tenant's workflows, by id.
          */
@@ -1333,9 +1594,18 @@ export interface components {
         /**
          * WorkflowProblems
          * @description ``POST .../validate``: every compile problem (errors and warnings), as
-         *     ``flowloom validate --json`` prints them; ``valid`` when none is an error.
+         *     ``flowloom validate --json`` prints them; ``valid`` when none is an error; ``inputs``:
+         *     the declared inputs, for a run form; ``nodes``: node id -> its handles and outputs,
+         *     for every node whose own fields are valid (an editor offers edges and references
+         *     from these even while other parts of the document are wrong).
          */
         WorkflowProblems: {
+            /** Inputs */
+            inputs?: components["schemas"]["WorkflowInputOut"][];
+            /** Nodes */
+            nodes?: {
+                [key: string]: components["schemas"]["NodeShapeOut"];
+            };
             /** Problems */
             problems: {
                 [key: string]: unknown;
@@ -1485,7 +1755,16 @@ export interface operations {
                         [key: string]: unknown;
                     };
                     /** Messages */
-                    messages: components["schemas"]["ChatMessageIn"][];
+                    messages: ({
+                        /** Content */
+                        content?: string | {
+                            [key: string]: unknown;
+                        }[] | null;
+                        /** Role */
+                        role: string;
+                    } & {
+                        [key: string]: unknown;
+                    })[];
                     /** Model */
                     model?: string | null;
                     /**
@@ -1513,6 +1792,78 @@ export interface operations {
                 content: {
                     "application/json": unknown;
                     "text/event-stream": string;
+                };
+            };
+            /** @description no `model` named by a key of the whole tenant */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAIErrorBody"];
+                };
+            };
+            /** @description a missing, invalid or revoked key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAIErrorBody"];
+                };
+            };
+            /** @description `model_not_found`: unknown, unpublished, or not this key's */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAIErrorBody"];
+                };
+            };
+            /** @description `chat_conflict` */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAIErrorBody"];
+                };
+            };
+            /** @description an invalid request or inputs */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAIErrorBody"];
+                };
+            };
+            /** @description a quota is used up (`Retry-After`) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAIErrorBody"];
+                };
+            };
+            /** @description `run_failed`: the run failed or was cancelled */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAIErrorBody"];
+                };
+            };
+            /** @description the run store is not available */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAIErrorBody"];
                 };
             };
         };
@@ -1982,6 +2333,24 @@ export interface operations {
                     "application/json": unknown;
                 };
             };
+            /** @description a missing, invalid or revoked key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAIErrorBody"];
+                };
+            };
+            /** @description the run store is not available */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAIErrorBody"];
+                };
+            };
         };
     };
     list_node_kinds_v1_node_kinds_get: {
@@ -2004,6 +2373,256 @@ export interface operations {
             };
             /** @description Unauthorized */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_quotas_v1_quotas_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["QuotaList"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    put_tenant_quota_v1_quotas_put: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["QuotaUpdate"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["QuotaOut"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_app_quota_v1_quotas_apps__app_id__get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the app (a workflow id) */
+                app_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["QuotaOut"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    put_app_quota_v1_quotas_apps__app_id__put: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the app (a workflow id) */
+                app_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["QuotaUpdate"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["QuotaOut"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    delete_app_quota_v1_quotas_apps__app_id__delete: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the app (a workflow id) */
+                app_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2124,6 +2743,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description a quota is used up (`Retry-After`) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     get_run_v1_runs__run_id__get: {
@@ -2206,7 +2834,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "text/event-stream": components["schemas"]["ErrorBody"];
+                    "application/json": components["schemas"]["ErrorBody"];
                 };
             };
             /** @description Not Found */
@@ -2215,16 +2843,106 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "text/event-stream": components["schemas"]["ErrorBody"];
+                    "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Validation Error */
+            /** @description Unprocessable Entity */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["HTTPValidationError"];
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    rerun_run_v1_runs__run_id__rerun_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                run_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RerunRequest"];
+            };
+        };
+        responses: {
+            /** @description blocking: the new run; streaming: its events (SSE) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RunDetail"];
+                    "text/event-stream": string;
+                };
+            };
+            /** @description async: the new run executes */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RunAccepted"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a quota is used up (`Retry-After`) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
                 };
             };
         };
@@ -2282,6 +3000,15 @@ export interface operations {
             };
             /** @description Unprocessable Entity */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a quota is used up (`Retry-After`) */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2424,6 +3151,12 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": {
+                    edges?: Record<string, never>[];
+                    /** @description names the workflow (no `/`) */
+                    id: string;
+                    name?: string;
+                    nodes?: Record<string, never>[];
+                } & {
                     [key: string]: unknown;
                 };
             };
@@ -3141,6 +3874,15 @@ export interface operations {
             };
             /** @description Unprocessable Entity */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a quota is used up (`Retry-After`) */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -54,10 +54,13 @@ describe('workflow JSON <-> React Flow', () => {
     expect(back.nodes[0]).toMatchObject({ id: 'child', parent: 'loop', position: { x: 50, y: 60 } });
   });
 
-  it('test_notes_never_reach_the_document', () => {
-    const { meta, nodes, edges } = docToFlow({ id: 'w', nodes: [{ id: 'start', type: 'start' }], edges: [] });
-    const back = flowToDoc(meta, [...nodes, { id: 'note', type: 'note', position: { x: 1, y: 1 }, data: { text: 'hi' } }], edges);
-    expect(back.nodes.map((n) => n.id)).toEqual(['start']);
+  it('test_notes_round_trip_with_their_own_ids', () => {
+    const doc: WorkflowDoc = { id: 'w', nodes: [{ id: 'note', type: 'start', position: { x: 0, y: 0 } }], edges: [],
+      notes: [{ id: 'note', text: 'hi', position: { x: 5, y: 6 }, width: 300, height: 100, color: '#ffee00' }] };
+    const { meta, nodes, notes, edges } = docToFlow(doc);
+    expect(notes.map((n) => n.id)).toEqual(['note:note']);
+    expect(flowToDoc(meta, [...nodes, ...notes], edges)).toEqual(doc);
+    expect(flowToDoc(meta, nodes, edges).notes).toBeUndefined();
   });
 
   it('test_fresh_id_skips_taken_ids', () => {

@@ -8,11 +8,11 @@
  *   answers stream in - is kept in `data.seq` and restored by {@link flowToDoc}.
  * - Edges keep their handles; the one target handle is `in` (the engine's default,
  *   left out of the document again when it is the default).
- * - Sticky notes are canvas-only nodes (`type: 'note'`): the document has no place
- *   for them, so they never reach it.
+ * - Sticky notes (the document's `notes`) are canvas nodes of type `note` whose canvas
+ *   id is `note:<id>`, so a note and a node may share an id.
  */
 import type { Edge, Node } from '@xyflow/react';
-import type { JsonObject, Position, WorkflowDoc, WorkflowEdge, WorkflowNode } from './workflow';
+import type { JsonObject, NoteDecl, Position, WorkflowDoc, WorkflowEdge, WorkflowNode } from './workflow';
 
 /** What a workflow node carries on the canvas: the node without its position. */
 export interface FlowNodeData extends Record<string, unknown> {
@@ -26,13 +26,16 @@ export interface NoteData extends Record<string, unknown> {
   color?: string;
 }
 
+/** Canvas id of the note `id`. */
+export const NOTE_PREFIX = 'note:';
+
 export type FlowNode = Node<FlowNodeData, 'flow'>;
 export type NoteNode = Node<NoteData, 'note'>;
 export type CanvasNode = FlowNode | NoteNode;
 export type FlowEdge = Edge;
 
 /** The document without nodes and edges (id, name, inputs, variables, limits, ...). */
-export type WorkflowMeta = Omit<WorkflowDoc, 'nodes' | 'edges'>;
+export type WorkflowMeta = Omit<WorkflowDoc, 'nodes' | 'edges' | 'notes'>;
 
 export const NODE_WIDTH = 200;
 export const NODE_HEIGHT = 90;
@@ -64,8 +67,8 @@ function absolute(node: WorkflowNode): Position {
  * parent, is drawn as a frame sized to its body.
  */
 export function docToFlow(doc: WorkflowDoc, containers: ReadonlySet<string> = new Set()):
-  { meta: WorkflowMeta; nodes: FlowNode[]; edges: FlowEdge[] } {
-  const { nodes: docNodes, edges: docEdges, ...meta } = doc;
+  { meta: WorkflowMeta; nodes: FlowNode[]; notes: NoteNode[]; edges: FlowEdge[] } {
+  const { nodes: docNodes, edges: docEdges, notes: docNotes, ...meta } = doc;
   const byId = new Map(docNodes.map((n) => [n.id, n]));
   const parents = new Set(docNodes.map((n) => n.parent).filter((p): p is string => !!p && byId.has(p)));
   const order = docNodes.map((n, seq) => ({ n, seq, d: depth(n.id, byId) }));
@@ -88,7 +91,13 @@ export function docToFlow(doc: WorkflowDoc, containers: ReadonlySet<string> = ne
     id: e.id, source: e.source, target: e.target,
     sourceHandle: e.sourceHandle ?? 'out', targetHandle: e.targetHandle ?? 'in',
   }));
-  return { meta, nodes, edges };
+  const notes: NoteNode[] = (docNotes ?? []).map((n) => {
+    const data: NoteData = { text: n.text ?? '' };
+    if (n.color) data.color = n.color;
+    return { id: NOTE_PREFIX + n.id, type: 'note', position: { x: n.position?.x ?? 0, y: n.position?.y ?? 0 },
+      width: n.width ?? 240, height: n.height ?? 160, data };
+  });
+  return { meta, nodes, notes, edges };
 }
 
 /** The frame of a container: its body's bounding box plus a margin (a minimum when empty). */
@@ -105,7 +114,7 @@ export function bodySize(container: WorkflowNode, all: WorkflowNode[]): { width:
   return { width, height };
 }
 
-/** The document of the canvas (notes left out), nodes in document order. */
+/** The document of the canvas, nodes in document order (`notes` only when there are some). */
 export function flowToDoc(meta: WorkflowMeta, nodes: readonly CanvasNode[], edges: readonly FlowEdge[]): WorkflowDoc {
   const flows = nodes.filter(isFlowNode);
   const byId = new Map(flows.map((n) => [n.id, n]));
@@ -132,7 +141,16 @@ export function flowToDoc(meta: WorkflowMeta, nodes: readonly CanvasNode[], edge
     if (e.targetHandle && e.targetHandle !== 'in') out.targetHandle = e.targetHandle;
     return out;
   });
-  return { ...meta, nodes: docNodes, edges: docEdges } as WorkflowDoc;
+  const notes: NoteDecl[] = nodes.filter((n): n is NoteNode => n.type === 'note').map((n) => {
+    const note: NoteDecl = { id: n.id.startsWith(NOTE_PREFIX) ? n.id.slice(NOTE_PREFIX.length) : n.id, text: n.data.text,
+      position: { x: n.position.x, y: n.position.y }, width: n.measured?.width ?? n.width ?? 240,
+      height: n.measured?.height ?? n.height ?? 160 };
+    if (n.data.color) note.color = n.data.color;
+    return note;
+  });
+  const doc = { ...meta, nodes: docNodes, edges: docEdges } as WorkflowDoc;
+  if (notes.length) doc.notes = notes;
+  return doc;
 }
 
 /** A fresh id `base`, `base_2`, `base_3`, ... not in `taken`. */

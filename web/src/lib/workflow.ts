@@ -50,6 +50,16 @@ export interface VarDecl {
   description?: string;
 }
 
+/** A sticky note of the canvas (the engine ignores it). */
+export interface NoteDecl {
+  id: string;
+  text?: string;
+  position?: Position;
+  width?: number;
+  height?: number;
+  color?: string;
+}
+
 export interface WorkflowDoc {
   id: string;
   name?: string;
@@ -60,6 +70,7 @@ export interface WorkflowDoc {
   nodes: WorkflowNode[];
   edges: WorkflowEdge[];
   limits?: JsonObject;
+  notes?: NoteDecl[];
 }
 
 /** True for `{"ref": "..."}` (exactly one key). */

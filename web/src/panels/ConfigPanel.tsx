@@ -8,14 +8,20 @@ import { useT } from '../i18n';
 import { readableNodes } from '../lib/scope';
 import type { JSONSchema } from '../lib/schema';
 import { isFlowNode, type FlowNode } from '../lib/serialize';
-import { nodeHandles } from '../lib/shape';
 import type { JsonObject, WorkflowNode } from '../lib/workflow';
 import { useCatalog } from '../store/catalog';
 import { currentDoc, useEditor } from '../store/editor';
 import { KindIcon } from '../canvas/icons';
 import { SchemaForm } from './SchemaForm';
 
-const ERROR_STRATEGIES = ['fail', 'error_branch', 'default_output'] as const;
+/** The fields of the node-level schema the policy form edits: all but those the panel
+ * or the canvas edit themselves (title, description, position, body membership). */
+const OWN_FIELDS = new Set(['name', 'description', 'position', 'parent']);
+
+function policyOf(schema: JSONSchema): JSONSchema | null {
+  const props = Object.entries(schema.properties ?? {}).filter(([k]) => !OWN_FIELDS.has(k));
+  return props.length ? { ...schema, properties: Object.fromEntries(props), required: [] } : null;
+}
 
 function IdField({ id }: { id: string }) {
   const t = useT();
@@ -57,11 +63,10 @@ const NodeConfig = memo(function NodeConfig({ node }: { node: Omit<WorkflowNode,
   const setConfig = useEditor((s) => s.setConfig);
   const updateNode = useEditor((s) => s.updateNode);
   const setPanel = useEditor((s) => s.setPanel);
-  const shapes = useEditor((s) => s.shapes);
   const nodeCount = useEditor((s) => s.nodes.length);
   const edges = useEditor((s) => s.edges);
   const onChange = useCallback((config: JsonObject) => setConfig(node.id, config), [setConfig, node.id]);
-  const registry = useEditor((s) => s.shapes.models);
+  const registry = useCatalog((s) => s.models);
   // Recomputed when nodes are added or removed or edges change (not on every keystroke
   // or drag): the store is read directly inside, the counts and edges are the triggers.
   const models = useMemo(() => {
@@ -73,7 +78,13 @@ const NodeConfig = memo(function NodeConfig({ node }: { node: Omit<WorkflowNode,
     void nodeCount;
     return new Set(readableNodes(currentDoc(), node.id));
   }, [edges, nodeCount, node.id]);
-  const handles = nodeHandles(node, kind, shapes);
+  const nodeFields = useCatalog((s) => s.nodeFieldsSchema);
+  const policySchema = useMemo(() => policyOf(nodeFields), [nodeFields]);
+  const onPolicy = useCallback((next: JsonObject) => {
+    const patch: Record<string, unknown> = {};
+    for (const key of Object.keys(policySchema?.properties ?? {})) patch[key] = next[key];
+    updateNode(node.id, patch as Partial<WorkflowNode>);
+  }, [policySchema, updateNode, node.id]);
   return (
     <div className="config-panel" data-testid="config-panel" data-node={node.id}>
       <div className="config-head">
@@ -105,56 +116,13 @@ const NodeConfig = memo(function NodeConfig({ node }: { node: Omit<WorkflowNode,
             nodeId={node.id} models={models} readable={readable} />
         </>
       )}
-      <details className="advanced" data-testid="config-policy">
-        <summary>{t('config.policy')}</summary>
-        <div className="field">
-          <label className="field-label">{t('config.policyTimeout')}</label>
-          <input type="number" data-testid="config-policy-timeout" value={node.timeout ?? ''} min={0}
-            onChange={(e) => updateNode(node.id, { timeout: e.target.value === '' ? undefined : Number(e.target.value) })} />
-        </div>
-        <div className="field">
-          <label className="field-label">{t('config.policyRetries')}</label>
-          <input type="number" data-testid="config-policy-max_retries" value={node.max_retries ?? 0} min={0} max={10}
-            onChange={(e) => updateNode(node.id, { max_retries: Number(e.target.value) || undefined })} />
-        </div>
-        <div className="field">
-          <label className="field-label">{t('config.policyRetryInterval')}</label>
-          <input type="number" data-testid="config-policy-retry_interval" value={node.retry_interval ?? 1} min={0}
-            onChange={(e) => updateNode(node.id, { retry_interval: e.target.value === '' ? undefined : Number(e.target.value) })} />
-        </div>
-        <div className="field">
-          <label className="field-label">{t('config.policyErrorStrategy')}</label>
-          <select data-testid="config-policy-error_strategy" value={node.error_strategy ?? 'fail'}
-            onChange={(e) => updateNode(node.id, { error_strategy: e.target.value === 'fail' ? undefined
-              : e.target.value as WorkflowNode['error_strategy'] })}>
-            {ERROR_STRATEGIES.map((s) => <option key={s} value={s}>{t(`config.strategy.${s}`)}</option>)}
-          </select>
-        </div>
-        {node.error_strategy === 'default_output' && (
-          <>
-            <div className="field">
-              <label className="field-label">{t('config.policyDefaultOutput')}</label>
-              <textarea className="json" data-testid="config-policy-default_output"
-                defaultValue={JSON.stringify(node.default_output ?? {}, null, 2)}
-                onBlur={(e) => {
-                  try {
-                    updateNode(node.id, { default_output: JSON.parse(e.target.value) as JsonObject });
-                  } catch {
-                    /* left as typed; the checklist shows nothing until it parses */
-                  }
-                }} />
-            </div>
-            <div className="field">
-              <label className="field-label">{t('config.policyDefaultHandle')}</label>
-              <select data-testid="config-policy-default_handle" value={node.default_handle ?? ''}
-                onChange={(e) => updateNode(node.id, { default_handle: e.target.value || undefined })}>
-                <option value="">{t('config.unset')}</option>
-                {handles.filter((h) => h !== 'error').map((h) => <option key={h} value={h}>{h}</option>)}
-              </select>
-            </div>
-          </>
-        )}
-      </details>
+      {policySchema && (
+        <details className="advanced" data-testid="config-policy">
+          <summary>{t('config.policy')}</summary>
+          <SchemaForm schema={policySchema} value={node as unknown as JsonObject} onChange={onPolicy} nodeId={node.id}
+            models={models} readable={readable} flat testId="config-policy-form" />
+        </details>
+      )}
     </div>
   );
 });

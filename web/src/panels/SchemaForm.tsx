@@ -399,14 +399,14 @@ function advanced(key: string, prop: JSONSchema, root: JSONSchema, required: Set
 }
 
 /** The form of one node's config. `onChange` gets the whole new config. */
-export const SchemaForm = memo(function SchemaForm({ schema, value, onChange, nodeId, models, readable }: {
+export const SchemaForm = memo(function SchemaForm({ schema, value, onChange, nodeId, models, readable, flat, testId }: {
   schema: JSONSchema; value: JsonObject; onChange: (config: JsonObject) => void; nodeId: string; models: string[];
-  readable: ReadonlySet<string> | null }) {
+  readable: ReadonlySet<string> | null; flat?: boolean; testId?: string }) {
   const t = useT();
   const required = new Set(schema.required ?? []);
   const entries = Object.entries(schema.properties ?? {});
-  const main = entries.filter(([k, p]) => !advanced(k, p, schema, required));
-  const more = entries.filter(([k, p]) => advanced(k, p, schema, required));
+  const main = flat ? entries : entries.filter(([k, p]) => !advanced(k, p, schema, required));
+  const more = flat ? [] : entries.filter(([k, p]) => advanced(k, p, schema, required));
   const field = ([key, prop]: [string, JSONSchema]) => (
     <Field key={key} name={key} path={key} schema={prop} value={value[key]} required={required.has(key)}
       onChange={(v) => {
@@ -418,7 +418,7 @@ export const SchemaForm = memo(function SchemaForm({ schema, value, onChange, no
   );
   return (
     <Ctx.Provider value={{ root: schema, nodeId, config: value, models, readable }}>
-      <div className="schema-form" data-testid="config-form">
+      <div className="schema-form" data-testid={testId ?? 'config-form'}>
         {main.map(field)}
         {more.length > 0 && (
           <details className="advanced">

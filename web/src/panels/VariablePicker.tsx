@@ -18,15 +18,16 @@ export function variablesFor(nodeId: string): ScopeEntry[] {
   const nodes = new Map(state.nodes.filter(isFlowNode).map((n) => [n.id, n.data.node]));
   const doc = currentDoc();
   const inputTypes = new Map((doc.inputs ?? []).map((v) => [v.name, v.type ?? 'string']));
-  return availableVariables(doc, nodeId, state.shapes.system ?? [], (id) => {
+  const system = useCatalog.getState().systemVariables;
+  const entries = availableVariables(doc, nodeId, Object.keys(system), (id) => {
     const node = nodes.get(id);
     return node ? nodeOutputs(node, byKind[node.type], state.shapes) : [];
   }, (id, output) => {
-    // Types the catalog states (a kind's fixed outputs) and the entry node's inputs.
+    // The server's types for this node, else the kind's fixed outputs or the workflow's inputs.
     const kind = byKind[nodes.get(id)?.type ?? ''];
-    if (kind?.traits?.entry) return inputTypes.get(output);
-    return kind?.outputs?.[output];
+    return state.shapes.types?.[id]?.[output] ?? (kind?.traits?.entry ? inputTypes.get(output) : kind?.outputs?.[output]);
   });
+  return entries.map((e) => (e.group === 'sys' ? { ...e, type: system[e.path.slice(4)] } : e));
 }
 
 const GROUPS: [ScopeEntry['group'], MessageKey][] = [

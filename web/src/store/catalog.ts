@@ -4,10 +4,17 @@
  */
 import { create } from 'zustand';
 import { api, ApiError } from '../api/client';
-import type { NodeKind } from '../api/types';
+import type { NodeKind, NodeKindList } from '../api/types';
+import type { JSONSchema } from '../lib/schema';
 
 interface CatalogState {
   kinds: NodeKind[];
+  /** The model registry's names (what `model` fields accept). */
+  models: string[];
+  /** `sys` names a reference may read -> type name. */
+  systemVariables: Record<string, string>;
+  /** JSON Schema of the fields every node has besides its config (execution policy...). */
+  nodeFieldsSchema: JSONSchema;
   byKind: Record<string, NodeKind>;
   containers: Set<string>;
   status: 'idle' | 'loading' | 'ready' | 'error';
@@ -15,18 +22,24 @@ interface CatalogState {
   /** HTTP status of the failed load (401: the key was refused). */
   errorStatus: number | null;
   load: () => Promise<void>;
-  setKinds: (kinds: NodeKind[]) => void;
+  setKinds: (kinds: NodeKind[], extra?: Omit<NodeKindList, 'kinds'>) => void;
 }
 
 export const useCatalog = create<CatalogState>((set, get) => ({
   kinds: [],
+  models: [],
+  systemVariables: {},
+  nodeFieldsSchema: {},
   byKind: {},
   containers: new Set(),
   status: 'idle',
   error: null,
   errorStatus: null,
-  setKinds: (kinds) => set({
+  setKinds: (kinds, extra = {}) => set({
     kinds,
+    models: extra.models ?? [],
+    systemVariables: extra.system_variables ?? {},
+    nodeFieldsSchema: (extra.node_fields_schema ?? {}) as JSONSchema,
     byKind: Object.fromEntries(kinds.map((k) => [k.kind, k])),
     containers: new Set(kinds.filter((k) => k.traits?.container).map((k) => k.kind)),
     status: 'ready',
@@ -37,7 +50,8 @@ export const useCatalog = create<CatalogState>((set, get) => ({
     if (get().status === 'loading') return;
     set({ status: 'loading', error: null });
     try {
-      get().setKinds((await api.nodeKinds()).kinds);
+      const { kinds, ...extra } = await api.nodeKinds();
+      get().setKinds(kinds, extra);
     } catch (e) {
       set({ status: 'error', error: (e as Error).message, errorStatus: e instanceof ApiError ? e.status : null });
     }

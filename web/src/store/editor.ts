@@ -18,7 +18,7 @@ import { layoutGraph } from '../lib/layout';
 import { nodeReads, renameNodeInConfig, renameOutputInConfig } from '../lib/refs';
 import { initialObject, type JSONSchema } from '../lib/schema';
 import {
-  docToFlow, flowToDoc, freshId, isFlowNode, makeNode, NODE_HEIGHT, NODE_WIDTH, parentsFirst,
+  docToFlow, flowToDoc, freshId, isFlowNode, makeNode, NODE_HEIGHT, NODE_WIDTH, NOTE_PREFIX, parentsFirst,
   type CanvasNode, type FlowEdge, type FlowNode, type NoteNode, type WorkflowMeta,
 } from '../lib/serialize';
 import { configHandles, emptyShapes, nodeHandles, type NodeProblems, type Shapes } from '../lib/shape';
@@ -113,29 +113,6 @@ function sameHistory(a: History, b: History): boolean {
   return true;
 }
 
-const NOTES_PREFIX = 'flowloom.notes.';
-
-function loadNotes(workflowId: string): NoteNode[] {
-  try {
-    const raw = localStorage.getItem(NOTES_PREFIX + workflowId);
-    return raw ? (JSON.parse(raw) as NoteNode[]).map((n) => ({ ...n, type: 'note' as const })) : [];
-  } catch {
-    return [];
-  }
-}
-
-/** Sticky notes are kept in this browser (the workflow format has no field for them). */
-export function saveNotes(workflowId: string, nodes: CanvasNode[]): void {
-  const notes = nodes.filter((n): n is NoteNode => n.type === 'note')
-    .map(({ id, position, data, width, height }) => ({ id, type: 'note', position, data, width, height }));
-  try {
-    if (notes.length) localStorage.setItem(NOTES_PREFIX + workflowId, JSON.stringify(notes));
-    else localStorage.removeItem(NOTES_PREFIX + workflowId);
-  } catch {
-    /* storage full or unavailable: notes stay for this session */
-  }
-}
-
 let docCache: { meta: WorkflowMeta; nodes: CanvasNode[]; edges: FlowEdge[]; doc: WorkflowDoc } | null = null;
 
 /** The workflow document of the canvas (cached while the canvas is unchanged). */
@@ -220,7 +197,7 @@ export const useEditor = create<EditorState>()(temporal((set, get) => ({
   message: null,
 
   load: (id, doc, draftVersion, publishedVersion) => {
-    const { meta, nodes, edges } = docToFlow(doc, useCatalog.getState().containers);
+    const { meta, nodes, notes, edges } = docToFlow(doc, useCatalog.getState().containers);
     let placed: CanvasNode[] = nodes;
     const unplaced = doc.nodes.filter((n) => !n.position).length;
     if (doc.nodes.length > 1 && unplaced === doc.nodes.length) {
@@ -229,10 +206,10 @@ export const useEditor = create<EditorState>()(temporal((set, get) => ({
       placed = nodes.map((n) => ({ ...n, position: pos.get(n.id) ?? n.position }));
     }
     set({
-      workflowId: id, meta, nodes: [...placed, ...loadNotes(id)], edges, draftVersion, publishedVersion,
+      workflowId: id, meta, nodes: [...placed, ...notes], edges, draftVersion, publishedVersion,
       // The canvas's own form of the document (key order, explicit defaults): opening a
       // workflow must not count as a change to save.
-      savedJson: JSON.stringify(flowToDoc(meta, placed, edges)), saveStatus: draftVersion === null ? 'dirty' : 'saved', saveError: null,
+      savedJson: JSON.stringify(flowToDoc(meta, [...placed, ...notes], edges)), saveStatus: draftVersion === null ? 'dirty' : 'saved', saveError: null,
       conflictVersion: null, problems: [], problemIndex: {}, quickAdd: null, validating: true, validateError: null, shapes: emptyShapes, flagged: {},
       panel: 'config', message: null,
     });
@@ -240,8 +217,7 @@ export const useEditor = create<EditorState>()(temporal((set, get) => ({
   },
 
   replaceDocument: (doc) => {
-    const { meta, nodes, edges } = docToFlow({ ...doc, id: get().meta.id }, useCatalog.getState().containers);
-    const notes = get().nodes.filter((n) => n.type === 'note');
+    const { meta, nodes, notes, edges } = docToFlow({ ...doc, id: get().meta.id }, useCatalog.getState().containers);
     set({ meta, nodes: [...nodes, ...notes], edges, flagged: {} });
   },
 
@@ -442,8 +418,9 @@ export const useEditor = create<EditorState>()(temporal((set, get) => ({
   setMeta: typed((patch: Partial<WorkflowMeta>) => set({ meta: { ...get().meta, ...patch } })),
 
   addNote: (position) => {
-    const id = freshId('note', takenIds(get().nodes));
-    const note: NoteNode = { id, type: 'note', position, data: { text: '' }, width: 200, height: 120 };
+    const noteIds = new Set(get().nodes.filter((n) => n.type === 'note').map((n) => n.id.slice(NOTE_PREFIX.length)));
+    const id = NOTE_PREFIX + freshId('note', noteIds);
+    const note: NoteNode = { id, type: 'note', position, data: { text: '' }, width: 240, height: 160 };
     set({ nodes: [...get().nodes, note] });
   },
 
@@ -595,9 +572,7 @@ export const useEditor = create<EditorState>()(temporal((set, get) => ({
 function shareShapes(prev: Shapes, next: Shapes): Shapes {
   const share = (a: Record<string, string[]>, b: Record<string, string[]>) => Object.fromEntries(
     Object.entries(b).map(([id, list]) => [id, a[id] && a[id].join('\u0000') === list.join('\u0000') ? a[id] : list]));
-  const keep = (a?: string[], b?: string[]) => (a && b && a.join('\u0000') === b.join('\u0000') ? a : b ?? a);
-  return { handles: share(prev.handles, next.handles), outputs: share(prev.outputs, next.outputs),
-    models: keep(prev.models, next.models), system: keep(prev.system, next.system) };
+  return { handles: share(prev.handles, next.handles), outputs: share(prev.outputs, next.outputs), types: next.types };
 }
 
 /** The selected workflow nodes. */

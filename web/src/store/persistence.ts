@@ -2,10 +2,10 @@
  * Background work on the open workflow: validation and autosave, both debounced on
  * every change of the canvas.
  *
- * - Validation: POST /v1/workflows/validate with the document (its problems feed the
- *   node badges and the checklist), and once more with the shape probe (lib/shape.ts)
- *   for the handles and outputs of configured nodes. A newer change aborts the older
- *   request, so an old answer never overwrites a newer one.
+ * - Validation: POST /v1/workflows/validate with the document: its problems feed the
+ *   node badges and the checklist, its node shapes the handles, outputs and the
+ *   variable picker. A newer change aborts the older request, so an old answer never
+ *   overwrites a newer one.
  * - Autosave: PUT the draft with the draft version it was loaded or last saved as. A
  *   409 means another tab saved a newer draft: the editor shows the conflict dialog and
  *   saves nothing until the person chooses; nothing is ever overwritten silently.
@@ -13,10 +13,9 @@
 import { api, ApiError } from '../api/client';
 import type { Problem } from '../api/types';
 import { nodeReads } from '../lib/refs';
-import { modelProbeNode, parseProbe, probeDocument, problemIndex, withoutProbe } from '../lib/shape';
-import { useCatalog } from './catalog';
+import { problemIndex, shapesOf } from '../lib/shape';
 import { isFlowNode } from '../lib/serialize';
-import { currentDoc, saveNotes, useEditor, type EditorState } from './editor';
+import { currentDoc, useEditor, type EditorState } from './editor';
 
 const VALIDATE_MS = 400;
 const SAVE_MS = 1200;
@@ -34,12 +33,10 @@ export async function validateNow(): Promise<void> {
   const doc = currentDoc();
   useEditor.setState({ validating: true });
   try {
-    const [real, probe] = await Promise.all([api.validate(doc, abort.signal),
-      api.validate(probeDocument(doc, modelProbeNode(useCatalog.getState().kinds)), abort.signal)]);
+    const answer = await api.validate(doc, abort.signal);
     if (abort.signal.aborted) return;
-    const state = useEditor.getState();
-    state.applyShapes(parseProbe(probe.problems as unknown as Problem[]));
-    const problems = withoutProbe(real.problems as unknown as Problem[]);
+    useEditor.getState().applyShapes(shapesOf(answer));
+    const problems = answer.problems as unknown as Problem[];
     useEditor.setState({ problems, problemIndex: problemIndex(problems), validating: false,
       validateError: null, flagged: stillFlagged(useEditor.getState()) });
   } catch (e) {
@@ -109,7 +106,6 @@ let changeTimer: ReturnType<typeof setTimeout> | undefined;
  * the selection or a measurement), validate soon and save a little later. */
 function documentMaybeChanged(): void {
   const s = useEditor.getState();
-  if (s.workflowId) saveNotes(s.workflowId, s.nodes);
   const json = JSON.stringify(currentDoc());
   if (json === lastJson) return;
   lastJson = json;
