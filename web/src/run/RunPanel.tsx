@@ -18,7 +18,7 @@ import { useRunStatus } from '../store/runStatus';
 import { InputsForm, inputValues, useDeclaredInputs, type InputDraft } from './Inputs';
 import { InterruptCard } from './Interrupt';
 import { ChatPreview } from './Chat';
-import { useRunPanel, statusLabel } from './store';
+import { showStatuses, useRunPanel, statusLabel } from './store';
 import { Trace } from './Trace';
 import './run.css';
 
@@ -80,7 +80,10 @@ export function RunPanel(props: RunPanelProps) {
   const s = useRunPanel();
 
   useEffect(() => {
-    if (useRunPanel.getState().workflowId !== workflowId) useRunPanel.getState().reset(workflowId);
+    const panel = useRunPanel.getState();
+    if (panel.workflowId !== workflowId) panel.reset(workflowId);
+    else if (!panel.replayId) showStatuses(panel.live.nodes);  // reopened: the last run's badges again
+    else void panel.replay(panel.replayId);
   }, [workflowId]);
   // the badges belong to the open panel: closing it (or leaving the editor) clears them
   useEffect(() => () => useRunStatus.getState().clear(), []);
