@@ -5,7 +5,7 @@
  */
 import {
   Background, Controls, MiniMap, ReactFlow, useReactFlow, type Connection as RFConnection, type IsValidConnection,
-  type NodeTypes, type OnConnect, useNodesInitialized,
+  type FinalConnectionState, type NodeTypes, type OnConnect, useNodesInitialized,
 } from '@xyflow/react';
 import { useCallback, useEffect, useMemo, useRef, type DragEvent } from 'react';
 import type { NodeKind } from '../api/types';
@@ -184,6 +184,23 @@ export function Canvas() {
       targetHandle: c.targetHandle ?? null }, graph, es).ok;
   }, []);
 
+  // A refused connection says why (the same rules that refused it).
+  const onConnectEnd = useCallback((_e: unknown, state: FinalConnectionState) => {
+    if (state.isValid !== false || !state.fromNode || !state.toHandle) return;
+    const { nodes: all, edges: es, shapes } = useEditor.getState();
+    const byKind = useCatalog.getState().byKind;
+    const graph = all.filter(isFlowNode).map((n: FlowNode) => ({ id: n.id, parent: n.parentId ?? null,
+      handles: nodeHandles(n.data.node, byKind[n.data.node.type], shapes) }));
+    const from = state.fromHandle;
+    const source = from?.type === 'source' ? { node: state.fromNode.id, handle: from.id }
+      : { node: state.toHandle.nodeId, handle: state.toHandle.id };
+    const target = from?.type === 'source' ? { node: state.toHandle.nodeId, handle: state.toHandle.id }
+      : { node: state.fromNode.id, handle: from?.id };
+    const verdict = checkConnection({ source: source.node, target: target.node, sourceHandle: source.handle ?? null,
+      targetHandle: target.handle ?? null }, graph, es);
+    if (!verdict.ok) setMessage(verdict.reason);
+  }, [setMessage]);
+
   const onDragOver = useCallback((e: DragEvent) => {
     if (e.dataTransfer.types.includes(KIND_MIME)) {
       e.preventDefault();
@@ -233,7 +250,7 @@ export function Canvas() {
       <ReactFlow<CanvasNode, FlowEdge>
         nodes={nodes} edges={shownEdges} nodeTypes={nodeTypes}
         onNodesChange={onNodesChange} onEdgesChange={onEdgesChange} onConnect={onConnect}
-        isValidConnection={isValidConnection} deleteKeyCode={null} connectOnClick={false}
+        isValidConnection={isValidConnection} onConnectEnd={onConnectEnd} deleteKeyCode={null} connectOnClick={false}
         onNodeClick={() => setPanel('config')} onError={onError} onNodeDragStop={onNodeDragStop}
         multiSelectionKeyCode={['Meta', 'Control', 'Shift']} selectionKeyCode="Shift"
         minZoom={0.1} maxZoom={2} onlyRenderVisibleElements={nodes.length > 120}
