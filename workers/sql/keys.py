@@ -7,6 +7,13 @@ by its prefix and compares the hashes in constant time, so neither a timing nor 
 stolen database gives a usable key. The plaintext exists only in the return value of
 :meth:`SqlKeyStore.create_key`.
 
+Authenticating is on every request, so a key found active is remembered in the process
+for :data:`KEY_CACHE_TTL_S` seconds, under the SHA-256 of the whole plaintext (never the
+plaintext itself). Revoking a key through any :class:`SqlKeyStore` of this process forgets
+it at once; a key revoked by another process (``flowloom keys revoke``) stops working here
+within :data:`KEY_CACHE_TTL_S` seconds. Unknown, malformed and revoked keys are never
+remembered, so a key created elsewhere works at once.
+
 :class:`SqlKeyStore` shares the connection (and its lock) of a :class:`SqlStore`::
 
     keys = SqlKeyStore(store)
@@ -22,6 +29,7 @@ import secrets
 import string
 import time
 import uuid
+from collections import OrderedDict
 from typing import Any, Mapping
 
 import sqlalchemy as sa
@@ -46,6 +54,14 @@ _PREFIX_TRIES = 5
 #: ``last_used_at`` is rewritten at most this often (seconds): a write per request would make
 #: every authenticated request a write transaction (on SQLite, serialized with the runs' writes)
 LAST_USED_RESOLUTION_S = 60.0
+#: seconds an active key stays remembered in the process (module docstring): the longest a key
+#: revoked by another process keeps working here; short, since a lookup is cheap next to a run
+KEY_CACHE_TTL_S = 1.0
+#: keys remembered at most (oldest dropped first)
+_KEY_CACHE_MAX = 1024
+#: (database URL, SHA-256 of the plaintext) -> (time remembered until, the key); shared by
+#: every store of the process, so a revocation through one is seen by all
+_active: OrderedDict[tuple[str, str], tuple[float, ApiKey]] = OrderedDict()
 
 
 def hash_secret(secret: str) -> str:
@@ -78,6 +94,7 @@ class SqlKeyStore:
 
     def __init__(self, store: SqlStore) -> None:
         self.store = store
+        self._url = str(store.url)
 
     # ------------------------------------------------------------------ tenants
 
@@ -129,6 +146,12 @@ class SqlKeyStore:
             return None
         prefix, secret = parsed
         now = time.time()
+        cache_key = (self._url, hash_secret(plaintext.strip()))
+        cached = _active.get(cache_key)
+        if cached is not None:
+            if cached[0] > time.monotonic():
+                return cached[1].model_copy()
+            del _active[cache_key]
         async with self.store._tx() as conn:
             row = (await conn.execute(sa.select(*_KEY_COLUMNS, api_keys.c.secret_hash)
                                       .where(api_keys.c.prefix == prefix))).mappings().first()
@@ -143,6 +166,9 @@ class SqlKeyStore:
                 last = now
         key = _key_of(row)
         key.last_used_at = last
+        _active[cache_key] = (time.monotonic() + KEY_CACHE_TTL_S, key.model_copy())
+        while len(_active) > _KEY_CACHE_MAX:
+            _active.popitem(last=False)
         return key
 
     async def list_keys(self, tenant_id: str) -> list[ApiKey]:
@@ -157,10 +183,18 @@ class SqlKeyStore:
         """Revoke the tenant's key (a revoked key keeps its first revocation time).
         Raises KeyNotFound, also for another tenant's key."""
         mine = sa.and_(api_keys.c.id == key_id, api_keys.c.tenant_id == tenant_id)
+        self._forget(key_id)
         async with self.store._tx() as conn:
             await conn.execute(sa.update(api_keys).where(mine, api_keys.c.revoked_at.is_(None))
                                .values(revoked_at=time.time()))
             row = (await conn.execute(sa.select(*_KEY_COLUMNS).where(mine))).mappings().first()
+        self._forget(key_id)  # also a lookup that raced the UPDATE and remembered the key
         if row is None:
             raise KeyNotFound(f"no API key {key_id} for tenant {tenant_id!r}")
         return _key_of(row)
+
+    @staticmethod
+    def _forget(key_id: str) -> None:
+        """Drop ``key_id`` from the process's remembered keys (whatever database)."""
+        for cache_key in [k for k, (_until, key) in _active.items() if key.id == key_id]:
+            _active.pop(cache_key, None)
