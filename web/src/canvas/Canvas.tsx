@@ -9,7 +9,8 @@ import {
 } from '@xyflow/react';
 import { useCallback, useEffect, useMemo, useRef, type DragEvent } from 'react';
 import type { NodeKind } from '../api/types';
-import { backEdges, BODY_HANDLE, checkConnection, TOOL_HANDLE_PREFIX, TOOL_TARGET_HANDLE } from '../lib/connect';
+import { backEdges, BODY_HANDLE, checkConnection, TOOL_HANDLE_PREFIX, TOOL_TARGET_HANDLE, type Refusal } from '../lib/connect';
+import { t, type MessageKey } from '../i18n';
 import { isFlowNode, NODE_WIDTH, type CanvasNode, type FlowEdge, type FlowNode } from '../lib/serialize';
 import { nodeHandles, toolField } from '../lib/shape';
 import type { Position } from '../lib/workflow';
@@ -20,6 +21,11 @@ import { NoteNodeView } from './NoteNodeView';
 import { KIND_MIME, Palette } from './Palette';
 
 const nodeTypes: NodeTypes = { flow: FlowNodeView, note: NoteNodeView };
+
+/** A refused connection's reason in the UI language. */
+function refusalText(reason: Refusal): string {
+  return t(`connect.${reason.code}` as MessageKey, reason.params);
+}
 
 /** Absolute canvas position of a node (sum of its parents' positions). */
 export function absolutePosition(node: CanvasNode, byId: Map<string, CanvasNode>): Position {
@@ -172,7 +178,7 @@ export function Canvas() {
 
   const onConnect: OnConnect = useCallback((c: RFConnection) => {
     const reason = connect({ source: c.source, target: c.target, sourceHandle: c.sourceHandle, targetHandle: c.targetHandle });
-    setMessage(reason);
+    setMessage(reason ? refusalText(reason) : null);
   }, [connect, setMessage]);
 
   const isValidConnection: IsValidConnection = useCallback((c) => {
@@ -198,7 +204,7 @@ export function Canvas() {
       : { node: state.fromNode.id, handle: from?.id };
     const verdict = checkConnection({ source: source.node, target: target.node, sourceHandle: source.handle ?? null,
       targetHandle: target.handle ?? null }, graph, es);
-    if (!verdict.ok) setMessage(verdict.reason);
+    if (!verdict.ok) setMessage(refusalText(verdict.reason));
   }, [setMessage]);
 
   const onDragOver = useCallback((e: DragEvent) => {

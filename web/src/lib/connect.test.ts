@@ -31,7 +31,7 @@ describe('connection rules', () => {
 
   it('test_unknown_source_handle_is_refused', () => {
     const v = checkConnection({ source: 'check', target: 'loop', sourceHandle: 'maybe' }, nodes, edges);
-    expect(v).toMatchObject({ ok: false, reason: expect.stringContaining("no handle 'maybe'") });
+    expect(v).toMatchObject({ ok: false, reason: { code: 'no_handle', params: { node: 'check', handle: 'maybe' } } });
   });
 
   it('test_duplicate_edge_is_refused', () => {
@@ -40,7 +40,7 @@ describe('connection rules', () => {
 
   it('test_cycle_from_single_handle_node_is_refused', () => {
     const v = checkConnection({ source: 'report', target: 'poll', sourceHandle: 'out' }, nodes, edges);
-    expect(v).toMatchObject({ ok: false, reason: expect.stringContaining('cycle') });
+    expect(v).toMatchObject({ ok: false, reason: { code: 'cycle' } });
   });
 
   it('test_loop_back_from_branch_is_accepted', () => {
@@ -50,7 +50,7 @@ describe('connection rules', () => {
 
   it('test_edge_crossing_container_boundary_is_refused', () => {
     const v = checkConnection({ source: 'report', target: 'body1', sourceHandle: 'out' }, nodes, edges);
-    expect(v).toMatchObject({ ok: false, reason: expect.stringContaining('boundary') });
+    expect(v).toMatchObject({ ok: false, reason: { code: 'crosses_body' } });
     expect(checkConnection({ source: 'body1', target: 'body2', sourceHandle: 'out' }, nodes, edges).ok).toBe(true);
   });
 
@@ -75,7 +75,7 @@ describe('connection rules', () => {
       .toEqual({ ok: true, kind: 'body' });
     expect(checkConnection({ source: 'loop', target: 'body1', sourceHandle: 'body', targetHandle: 'in' }, graph, edges).ok).toBe(true);
     expect(checkConnection({ source: 'loop', target: 'poll', sourceHandle: 'body', targetHandle: 'in' }, graph, edges))
-      .toMatchObject({ ok: false, reason: expect.stringContaining('disconnect') });
+      .toMatchObject({ ok: false, reason: { code: 'body_connected' } });
     const nested: GraphNode[] = [...graph, { id: 'inner', parent: 'loop', handles: ['out'] }];
     expect(checkConnection({ source: 'inner', target: 'loop', sourceHandle: 'body', targetHandle: 'in' }, nested, edges).ok).toBe(false);
   });

@@ -55,7 +55,21 @@ export interface Connection {
   targetHandle?: string | null;
 }
 
-export type Verdict = { ok: true; kind: HandleKind; loopBack?: boolean } | { ok: false; reason: string };
+/** Why a connection is refused: a code the UI words in the person's language
+ * (`connect.<code>` in the dictionaries), with the names it mentions. */
+export type RefusalCode = 'unknown_node' | 'self_link' | 'kind_mismatch' | 'body_input' | 'body_self' | 'body_connected'
+  | 'tool_not_body' | 'tool_not_root' | 'no_handle' | 'target_not_input' | 'crosses_body' | 'duplicate' | 'cycle';
+
+export interface Refusal {
+  code: RefusalCode;
+  params?: Record<string, string>;
+}
+
+export type Verdict = { ok: true; kind: HandleKind; loopBack?: boolean } | { ok: false; reason: Refusal };
+
+function refuse(code: RefusalCode, params?: Record<string, string>): Verdict {
+  return { ok: false, reason: params ? { code, params } : { code } };
+}
 
 /** True when `from` reaches `to` through `edges`. */
 export function reaches(edges: readonly GraphEdge[], from: string, to: string): boolean {
@@ -81,43 +95,43 @@ export function reaches(edges: readonly GraphEdge[], from: string, to: string): 
 export function checkConnection(conn: Connection, nodes: readonly GraphNode[], edges: readonly GraphEdge[]): Verdict {
   const source = nodes.find((n) => n.id === conn.source);
   const target = nodes.find((n) => n.id === conn.target);
-  if (!source || !target) return { ok: false, reason: 'unknown node' };
-  if (source.id === target.id) return { ok: false, reason: 'a node cannot connect to itself' };
+  if (!source || !target) return refuse('unknown_node');
+  if (source.id === target.id) return refuse('self_link');
   const kind = handleKind(conn.sourceHandle);
   const targetKind = handleKind(conn.targetHandle);
   if (kind !== targetKind && !(kind === 'body' && targetKind === 'flow')) {
-    return { ok: false, reason: `a ${kind} handle connects to a ${kind} input only` };
+    return refuse('kind_mismatch', { kind });
   }
   if (kind === 'body') {
-    if ((conn.targetHandle ?? 'in') !== 'in') return { ok: false, reason: 'a body starts at a node\'s input' };
+    if ((conn.targetHandle ?? 'in') !== 'in') return refuse('body_input');
     if ((target.parent ?? null) === source.id) return { ok: true, kind };
     for (let p: string | null | undefined = source.id; p; p = nodes.find((n) => n.id === p)?.parent) {
-      if (p === target.id) return { ok: false, reason: 'a container cannot hold itself or a container around it' };
+      if (p === target.id) return refuse('body_self');
     }
     if (edges.some((e) => e.source === target.id || e.target === target.id)) {
-      return { ok: false, reason: 'disconnect the node before moving it into the body' };
+      return refuse('body_connected');
     }
     return { ok: true, kind };
   }
   if (kind === 'tool') {
-    if ((target.parent ?? null) !== source.id) return { ok: false, reason: 'a tool is a node of this node\'s body' };
+    if ((target.parent ?? null) !== source.id) return refuse('tool_not_body');
     if (edges.some((e) => e.target === target.id)) {
-      return { ok: false, reason: 'a tool starts at a body node without incoming edges' };
+      return refuse('tool_not_root');
     }
     return { ok: true, kind };
   }
   const handle = conn.sourceHandle ?? 'out';
-  if (!source.handles.includes(handle)) return { ok: false, reason: `node '${source.id}' has no handle '${handle}'` };
-  if ((conn.targetHandle ?? 'in') !== 'in') return { ok: false, reason: 'edges end at the input handle' };
+  if (!source.handles.includes(handle)) return refuse('no_handle', { node: source.id, handle });
+  if ((conn.targetHandle ?? 'in') !== 'in') return refuse('target_not_input');
   if ((source.parent ?? null) !== (target.parent ?? null)) {
-    return { ok: false, reason: 'edges may not cross a container body\'s boundary' };
+    return refuse('crosses_body');
   }
   if (edges.some((e) => e.source === source.id && e.target === target.id && (e.sourceHandle ?? 'out') === handle)) {
-    return { ok: false, reason: 'these nodes are already connected' };
+    return refuse('duplicate');
   }
   if (reaches(edges, target.id, source.id)) {
     if (source.handles.length > 1) return { ok: true, kind, loopBack: true };
-    return { ok: false, reason: 'this edge closes a cycle; loop back only from a branch (if/else, classifier, error branch)' };
+    return refuse('cycle');
   }
   return { ok: true, kind };
 }

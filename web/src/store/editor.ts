@@ -13,7 +13,7 @@ import { applyEdgeChanges, applyNodeChanges, type EdgeChange, type NodeChange } 
 import { temporal } from 'zundo';
 import { create } from 'zustand';
 import type { NodeKind, Problem } from '../api/types';
-import { checkConnection, handleKind, NEW_TOOL_HANDLE, type Connection } from '../lib/connect';
+import { checkConnection, handleKind, NEW_TOOL_HANDLE, type Connection, type Refusal } from '../lib/connect';
 import { layoutGraph } from '../lib/layout';
 import { nodeReads, renameNodeInConfig, renameOutputInConfig } from '../lib/refs';
 import { initialObject, type JSONSchema } from '../lib/schema';
@@ -60,7 +60,8 @@ export interface EditorState {
   replaceDocument: (doc: WorkflowDoc) => void;
   onNodesChange: (changes: NodeChange<CanvasNode>[]) => void;
   onEdgesChange: (changes: EdgeChange<FlowEdge>[]) => void;
-  connect: (conn: Connection) => string | null;
+  /** Adds the connection; returns why it was refused (null: added). */
+  connect: (conn: Connection) => Refusal | null;
   addNode: (kind: string, position: Position, opts?: { parent?: string | null; from?: { node: string;
     handle: string } }) => string | null;
   updateNode: (id: string, patch: Partial<Omit<WorkflowNode, 'id' | 'position'>>) => void;
