@@ -9,6 +9,7 @@ import type {
   WorkflowProblems, WorkflowRunCreate, WorkflowVersion, WorkflowVersionList,
 } from './types';
 import type { WorkflowDoc } from '../lib/workflow';
+import { t } from '../i18n';
 
 const KEY_STORAGE = 'flowloom.apiKey';
 
@@ -97,7 +98,7 @@ export async function request<T>(method: string, path: string, opts: { body?: un
     res = await fetch(url, { method, headers, body, signal: opts.signal });
   } catch (e) {
     if ((e as Error).name === 'AbortError') throw e;
-    throw new ApiError(0, 'network_error', `the server could not be reached (${(e as Error).message})`);
+    throw new ApiError(0, 'network_error', t('common.unreachable', { message: (e as Error).message }));
   }
   if (!res.ok) throw await errorFrom(res);
   if (res.status === 204) return undefined as T;

@@ -16,6 +16,7 @@ export const en = {
   'common.remove': 'Remove',
   'common.loading': 'Loading…',
   'common.error': 'Error: {message}',
+  'common.unreachable': 'The server could not be reached ({message}).',
   'common.none': 'none',
   'workflows.title': 'Workflows',
   'workflows.open': 'Open',

@@ -18,6 +18,7 @@ export const zhCN: Record<MessageKey, string> = {
   'common.remove': '移除',
   'common.loading': '加载中…',
   'common.error': '错误：{message}',
+  'common.unreachable': '无法连接服务器（{message}）。',
   'common.none': '无',
   'workflows.title': '工作流',
   'workflows.open': '打开',
