@@ -18,6 +18,12 @@ Which limits hold for a run of app ``A`` by tenant ``T`` (0 or none: unlimited):
 
 The counting and its atomicity live in :mod:`workers.sql.quotas` (one transaction,
 locked per tenant, on SQLite and PostgreSQL).
+
+A run start or continuation for which no limit holds (the tenant's, the app's and the
+defaults all 0 or unset: the embedded default) is admitted without writing anything, so
+it costs no store transaction (the limits are remembered for a second,
+:data:`workers.sql.quotas.LIMITS_CACHE_TTL_S`). Usage therefore counts the runs admitted
+while a limit held: a limit set now counts from now on.
 """
 
 from __future__ import annotations
@@ -65,9 +71,10 @@ class EffectiveQuota:
 
 @dataclass(frozen=True, slots=True)
 class Admission:
-    """An admitted request: :meth:`Quotas.release` it when the run did not start after all."""
+    """An admitted request: :meth:`Quotas.release` it when the run did not start after all.
+    ``id`` is None when no limit held (nothing was recorded)."""
 
-    id: int
+    id: int | None
 
 
 def day_bounds(now: float) -> tuple[float, float]:
@@ -121,9 +128,11 @@ class Quotas:
             QuotaExceeded: the tenant's or the app's runs per minute or tokens per day are
             used up (nothing was stored).
         """
-        tenant = self.effective(await self.store.get(tenant_id), app=False)
-        own_app = await self.store.get(tenant_id, app_id)
+        own_tenant, own_app = await self.store.limits(tenant_id, app_id)
+        tenant = self.effective(own_tenant, app=False)
         app = self.effective(own_app, app=True)
+        if not (tenant.runs_per_minute or tenant.tokens_per_day or app.runs_per_minute or app.tokens_per_day):
+            return Admission(None)  # nothing to enforce: nothing to count (module docstring)
         checks = [QuotaCheck(None, tenant.runs_per_minute, tenant.tokens_per_day),
                   QuotaCheck(app_id, app.runs_per_minute, app.tokens_per_day)]
         now = time.time()
@@ -135,4 +144,5 @@ class Quotas:
 
     async def release(self, admission: Admission) -> None:
         """Give back the slot of an admission whose run never started."""
-        await self.store.release(admission.id)
+        if admission.id is not None:
+            await self.store.release(admission.id)

@@ -20,11 +20,18 @@ takes the database's write lock before anything is read, so two admissions are
 serialised and the second one counts the first; on PostgreSQL it locks the tenant's
 row until commit, so concurrent admissions of one tenant queue behind each other
 while other tenants' do not. No two admissions can both take the last slot.
+
+Admitting asks for a scope's limits on every run start, so :meth:`SqlQuotaStore.limits`
+reads the tenant's and the app's in one query and remembers them in the process for
+:data:`LIMITS_CACHE_TTL_S` seconds. Setting or removing limits through any quota store of
+the process forgets them at once; limits changed by another process (``flowloom quotas
+set``) hold here within that bound. The counting itself is never cached.
 """
 
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
@@ -45,6 +52,12 @@ tenants = TenantRow.__table__
 WINDOW_S = 60.0
 #: admissions older than this are deleted as new ones come in (they no longer count)
 _KEEP_S = 2 * 86400.0
+#: seconds a scope's limits stay remembered in the process (module docstring)
+LIMITS_CACHE_TTL_S = 1.0
+_LIMITS_CACHE_MAX = 4096
+#: (database URL, tenant, app) -> (time remembered until, tenant's own limits, app's own limits)
+_remembered: OrderedDict[tuple[str, str, str], tuple[float, "QuotaLimits | None", "QuotaLimits | None"]] = (
+    OrderedDict())
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,8 +120,34 @@ class SqlQuotaStore:
 
     def __init__(self, store: SqlStore) -> None:
         self.store = store
+        self._url = str(store.url)
 
     # ------------------------------------------------------------------ limits
+
+    async def limits(self, tenant_id: str, app_id: str) -> tuple[QuotaLimits | None, QuotaLimits | None]:
+        """``(the tenant's own limits, the app's own limits)``, None where none were set;
+        one query, remembered for :data:`LIMITS_CACHE_TTL_S` seconds (module docstring)."""
+        key = (self._url, tenant_id, app_id)
+        cached = _remembered.get(key)
+        if cached is not None and cached[0] > time.monotonic():
+            return cached[1], cached[2]
+        stmt = sa.select(limits_table).where(limits_table.c.tenant_id == tenant_id,
+                                             limits_table.c.app_id.in_(("", app_id)))
+        async with self.store._tx() as conn:
+            rows = (await conn.execute(stmt)).mappings().all()
+        found = {row["app_id"]: _limits(row) for row in rows}
+        tenant, app = found.get(""), found.get(app_id) if app_id else None
+        _remembered[key] = (time.monotonic() + LIMITS_CACHE_TTL_S, tenant, app)
+        _remembered.move_to_end(key)
+        while len(_remembered) > _LIMITS_CACHE_MAX:
+            _remembered.popitem(last=False)
+        return tenant, app
+
+    @staticmethod
+    def _forget(tenant_id: str) -> None:
+        """Drop the tenant's remembered limits (they changed)."""
+        for key in [k for k in _remembered if k[1] == tenant_id]:
+            _remembered.pop(key, None)
 
     async def get(self, tenant_id: str, app_id: str | None = None) -> QuotaLimits | None:
         """The tenant's (``app_id`` None) or the app's own limits; None when none were set."""
@@ -136,16 +175,21 @@ class SqlQuotaStore:
         stmt = insert(limits_table).values(values).on_conflict_do_update(
             index_elements=[limits_table.c.tenant_id, limits_table.c.app_id],
             set_={"runs_per_minute": runs_per_minute, "tokens_per_day": tokens_per_day, "updated_at": now})
+        self._forget(tenant_id)
         async with self.store._tx() as conn:
             await conn.execute(stmt)
+        self._forget(tenant_id)  # also what a read that raced the write remembered
         return QuotaLimits(tenant_id, app_id or None, runs_per_minute, tokens_per_day, now)
 
     async def delete(self, tenant_id: str, app_id: str | None) -> bool:
         """Remove the tenant's or the app's own limits (back to the defaults); True when some were set."""
         stmt = sa.delete(limits_table).where(limits_table.c.tenant_id == tenant_id,
                                              limits_table.c.app_id == (app_id or ""))
+        self._forget(tenant_id)
         async with self.store._tx() as conn:
-            return (await conn.execute(stmt)).rowcount > 0
+            removed = (await conn.execute(stmt)).rowcount > 0
+        self._forget(tenant_id)
+        return removed
 
     # -------------------------------------------------------------- admissions
 
