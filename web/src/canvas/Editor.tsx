@@ -131,6 +131,19 @@ export function Editor({ workflowId }: { workflowId: string }) {
   const loaded = useEditor((s) => s.workflowId === workflowId);
 
   useEffect(() => {
+    // Leaving with changes not saved yet: save now and let the browser ask first.
+    const onLeave = (e: BeforeUnloadEvent) => {
+      const status = useEditor.getState().saveStatus;
+      if (status === 'dirty' || status === 'saving' || status === 'conflict' || status === 'error') {
+        void saveNow();
+        e.preventDefault();
+      }
+    };
+    window.addEventListener('beforeunload', onLeave);
+    return () => window.removeEventListener('beforeunload', onLeave);
+  }, []);
+
+  useEffect(() => {
     const stop = startBackgroundWork();
     let cancelled = false;
     api.getWorkflow(workflowId).then((detail) => {
