@@ -131,13 +131,12 @@ export function Editor({ workflowId }: { workflowId: string }) {
   const loaded = useEditor((s) => s.workflowId === workflowId);
 
   useEffect(() => {
-    // Leaving with changes not saved yet: save now and let the browser ask first.
+    // Leaving with changes not saved yet: a pending save is sent at once; changes that
+    // cannot be saved (a conflict, a refused save) make the browser ask first.
     const onLeave = (e: BeforeUnloadEvent) => {
       const status = useEditor.getState().saveStatus;
-      if (status === 'dirty' || status === 'saving' || status === 'conflict' || status === 'error') {
-        void saveNow();
-        e.preventDefault();
-      }
+      if (status === 'dirty') void saveNow();
+      if (status === 'conflict' || status === 'error') e.preventDefault();
     };
     window.addEventListener('beforeunload', onLeave);
     return () => window.removeEventListener('beforeunload', onLeave);
