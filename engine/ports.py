@@ -132,6 +132,12 @@ class RunStore(Protocol):
         """The run's state as last checkpointed (node runs and history included). Raises RunNotFound."""
         ...
 
+    async def load_detail(self, tenant_id: str, run_id: str) -> tuple[RunSummary, RunState, list[NodeRun]]:
+        """The run's summary, its state and every node run in start order (earlier loop
+        rounds included), read together: what an answer about a finished run needs, in one
+        read. Raises RunNotFound."""
+        ...
+
     async def get_run(self, tenant_id: str, run_id: str) -> RunSummary:
         """The run's summary. Raises RunNotFound."""
         ...

@@ -439,6 +439,10 @@ class RunService:
         """The run's state as last checkpointed (inputs, outputs, answer, node runs). Raises RunNotFound."""
         return await self.stores.runs.load_run(tenant_id, run_id)
 
+    async def detail(self, tenant_id: str, run_id: str) -> tuple[RunSummary, RunState, list[NodeRun]]:
+        """The run's summary, state and every node run in start order, read together. Raises RunNotFound."""
+        return await self.stores.runs.load_detail(tenant_id, run_id)
+
     async def list(self, tenant_id: str = DEFAULT_TENANT, **filters: Any) -> list[RunSummary]:
         """Runs, newest first (filters: status, workflow_id, chat_id, limit)."""
         return await self.stores.runs.list_runs(tenant_id, **filters)

@@ -97,9 +97,7 @@ async def _summary(service: RunService, caller: Principal, run_id: str) -> RunSu
 
 
 async def _detail(service: RunService, tenant_id: str, run_id: str) -> RunDetail:
-    summary = await service.get(tenant_id, run_id)
-    state = await service.state(tenant_id, run_id)
-    return RunDetail.build(summary, state, await service.node_runs(tenant_id, run_id))
+    return RunDetail.build(*await service.detail(tenant_id, run_id))
 
 
 # --------------------------------------------------------------------------- start

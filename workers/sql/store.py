@@ -100,6 +100,13 @@ class _Statements:
             index_elements=[run_events.c.run_id, run_events.c.seq])
 
 
+def _ordered_node_runs(rows: Sequence[Any]) -> list[NodeRun]:
+    """Node runs of ``rows`` in start order (runs not started yet last)."""
+    ordered = sorted(rows, key=lambda r: (r["started_at"] is None, r["started_at"] or 0.0, r["current"],
+                                          r["seq"], r["node_run_id"]))
+    return [node_run_from_row(row) for row in ordered]
+
+
 class SqlStore:
     """Runs, node runs, events, commands and chats in SQLite or PostgreSQL.
 
@@ -294,8 +301,8 @@ class SqlStore:
         while len(self._index) > _INDEX_LIMIT:
             self._index.popitem(last=False)
 
-    async def load_run(self, tenant_id: str, run_id: str) -> RunState:
-        """The run as last checkpointed (node runs and history). Raises RunNotFound."""
+    async def _read_run(self, tenant_id: str, run_id: str) -> tuple[Any, list[Any]]:
+        """The run's row and all its node-run rows, in one transaction. Raises RunNotFound."""
         async with self._tx() as conn:
             row = (await conn.execute(sa.select(runs).where(runs.c.run_id == run_id, runs.c.tenant_id == tenant_id))
                    ).mappings().one_or_none()
@@ -303,7 +310,18 @@ class SqlStore:
                 raise RunNotFound(f"no run {run_id} for tenant {tenant_id!r}")
             node_rows = (await conn.execute(sa.select(node_runs).where(
                 node_runs.c.run_id == run_id, node_runs.c.tenant_id == tenant_id))).mappings().all()
-        state = state_from_row(row, list(node_rows))
+        return row, list(node_rows)
+
+    async def load_detail(self, tenant_id: str, run_id: str) -> tuple[RunSummary, RunState, list[NodeRun]]:
+        """The run's summary, its state and every node run (as :meth:`list_node_runs`
+        orders them), read in one transaction. Raises RunNotFound."""
+        row, node_rows = await self._read_run(tenant_id, run_id)
+        return summary_from_row(row), state_from_row(row, node_rows), _ordered_node_runs(node_rows)
+
+    async def load_run(self, tenant_id: str, run_id: str) -> RunState:
+        """The run as last checkpointed (node runs and history). Raises RunNotFound."""
+        row, node_rows = await self._read_run(tenant_id, run_id)
+        state = state_from_row(row, node_rows)
         index = _NodeIndex()
         index.indexed = tuple(row[name] for name in _INDEXED)
         for node_id, run in state.node_runs.items():
@@ -342,9 +360,7 @@ class SqlStore:
         stmt = sa.select(node_runs).where(node_runs.c.run_id == run_id, node_runs.c.tenant_id == tenant_id)
         async with self._tx() as conn:
             rows = (await conn.execute(stmt)).mappings().all()
-        ordered = sorted(rows, key=lambda r: (r["started_at"] is None, r["started_at"] or 0.0, r["current"],
-                                              r["seq"], r["node_run_id"]))
-        return [node_run_from_row(row) for row in ordered]
+        return _ordered_node_runs(rows)
 
     # --------------------------------------------------------------------------- leases
 

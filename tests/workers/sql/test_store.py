@@ -64,6 +64,9 @@ async def test_loop_rounds_replace_latest_run_and_fill_history(store):
     assert [run.id for run in loaded.history] == ["body-r0", "body-r1"]
     assert [run.id for run in await store.list_node_runs("default", state.run_id)] == ["body-r0", "body-r1",
                                                                                         "body-r2"]
+    summary, detailed, every = await store.load_detail("default", state.run_id)
+    assert summary == await store.get_run("default", state.run_id) and detailed == loaded
+    assert [run.id for run in every] == ["body-r0", "body-r1", "body-r2"]
     # a fresh store (another process) continues the run: it learns the latest runs from the rows
     other = SqlStore.from_url(store.url)
     try:
@@ -166,7 +169,7 @@ async def test_tenant_isolation(store):
     await store.create_run(state)
     await store.append("tenant-a", state.run_id, [{"type": "run_started", "seq": 1, "run_id": state.run_id, "ts": 1.0}])
     for call in (store.get_run("tenant-b", state.run_id), store.load_run("tenant-b", state.run_id),
-                 store.claim("tenant-b", state.run_id, owner())):
+                 store.load_detail("tenant-b", state.run_id), store.claim("tenant-b", state.run_id, owner())):
         with pytest.raises(RunNotFound):
             await call
     with pytest.raises(RunNotFound):
