@@ -66,19 +66,21 @@ def _last_user_text(body: dict[str, Any]) -> str:
 def e2e_responder(body: dict[str, Any]) -> Reply:
     """The scripted model of the browser tests, deterministic on the request:
 
-    - a request offering tools (the classifier's tool protocol): a call of the first
-      tool with ``{"category": "billing"}`` when the question names a refund, a bill,
-      an invoice or a charge, else ``{"category": "other"}``;
+    - a request offering ``ask_agent`` (a planning agent): :func:`_agent_reply`;
+    - a request offering other tools (the classifier's tool protocol): a call of the
+      first tool with ``{"category": "billing"}`` when the question names a refund, a
+      bill, an invoice or a charge, else ``{"category": "other"}``;
     - a prompt saying ``slow``: :data:`SLOW_CHUNKS` words, one every
       :data:`SLOW_DELAY_S` seconds (a run long enough to be stopped);
     - anything else: ``Scripted answer to: <the user's text>`` in small chunks.
     """
     question = _last_user_text(body)
-    tools = body.get("tools") or []
-    if tools:
-        name = tools[0].get("function", {}).get("name", "classify")
+    names = [t.get("function", {}).get("name", "") for t in body.get("tools") or []]
+    if "ask_agent" in names:
+        return _agent_reply(body)
+    if names:
         category = "billing" if any(w in question.lower() for w in BILLING_WORDS) else "other"
-        return reply(tool_delta(0, id="call_1", name=name, arguments=json.dumps({"category": category})),
+        return reply(tool_delta(0, id="call_1", name=names[0], arguments=json.dumps({"category": category})),
                      usage(20, 5), finish("tool_calls"))
     system = " ".join(str(m.get("content", "")) for m in body.get("messages") or [] if m.get("role") == "system")
     if "categor" in system.lower() and "category" in system:  # the classifier's prompt protocol
@@ -106,6 +108,19 @@ def _copy_dist(target: Path) -> Path:
                 return target
         time.sleep(1.0)
     raise RuntimeError("web/dist could not be copied (is a build running?): run `npm --prefix web run build`")
+
+
+def _agent_reply(body: dict[str, Any]) -> Reply:
+    """The agent's rounds: first it asks the person (``ask_agent``: which city, Paris, Rome
+    or Oslo), then, with the answer among the tool results, it answers naming it."""
+    results = [str(m.get("content", "")) for m in body.get("messages") or [] if m.get("role") == "tool"]
+    if not results:
+        args = {"question": "Which city should I look at?", "options": ["Paris", "Rome", "Oslo"],
+                "reason": "missing_input"}
+        return reply(tool_delta(0, id="call_ask", name="ask_agent", arguments=json.dumps(args)),
+                     usage(30, 10), finish("tool_calls"))
+    city = "Rome" if "Rome" in results[-1] else "Paris" if "Paris" in results[-1] else "?"
+    return text_reply(f"The weather in {city} is sunny.", chunk_size=6, usage=(40, 8))
 
 
 def _free_port() -> int:

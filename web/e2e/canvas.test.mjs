@@ -239,6 +239,36 @@ scenario('answer a question in the chat preview', async (page) => {
   assert.match(after[9].text, /Order cancelled\./);
 });
 
+scenario('an agent asks in the chat preview and its rounds show in the trace', async (page) => {
+  await apiCall('POST', '/v1/workflows', {
+    id: 'e2e_agent', name: 'Asking agent', version: 1, inputs: [], variables: [],
+    nodes: [
+      { id: 'start', type: 'start', position: { x: 0, y: 0 } },
+      { id: 'agent', type: 'agent', position: { x: 300, y: 0 }, config: { model: 'default', user_prompt: '{{ sys.query }}' } },
+      { id: 'say', type: 'answer', position: { x: 600, y: 0 }, config: { text: '{{ agent.answer }}' } },
+    ],
+    edges: [{ id: 'e1', source: 'start', target: 'agent' }, { id: 'e2', source: 'agent', target: 'say' }],
+  });
+  await openWorkflow(page, 'e2e_agent');
+  await openRunPanel(page);
+  await byTestId(page, 'chat-input').fill('How is the weather?');
+  await byTestId(page, 'chat-send').click();
+  const ask = byTestId(page, 'interrupt-agent');
+  await ask.waitFor();
+  assert.equal(await ask.getAttribute('data-kind'), 'ask');
+  assert.match(await ask.innerText(), /Which city should I look at\?/);
+  assert.match(await nodeStatus(page, 'agent'), /run-waiting/);
+  await ask.getByRole('button', { name: 'Rome' }).click();
+  await page.locator('[data-testid="chat-message-assistant"]', { hasText: 'The weather in Rome is sunny.' }).waitFor();
+  assert.match(await nodeStatus(page, 'agent'), /run-succeeded/);
+  await byTestId(page, 'trace-node-agent').locator('summary').click();
+  const rounds = page.locator('[data-testid^="trace-round-agent-"]');
+  await rounds.first().waitFor();
+  assert.ok(await rounds.count() >= 2, 'one round asked, the next answered');
+  assert.match(await rounds.first().innerText(), /ask_agent/);
+  await shot(page, 'agent-trace', byTestId(page, 'run-panel'));
+});
+
 scenario('undo and redo', async (page) => {
   await byTestId(page, 'new-workflow-id').fill('e2e_undo');
   await byTestId(page, 'new-workflow').click();
