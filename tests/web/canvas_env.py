@@ -26,8 +26,8 @@ from typing import Any, Iterator
 
 import httpx
 
-from tests.support.openai_server import Reply, ScriptedOpenAIServer, delay, finish, reply, text, text_reply, \
-    tool_delta, usage
+from tests.support.openai_server import Reply, ScriptedOpenAIServer, delay, finish, reasoning_reply, reply, text, \
+    text_reply, tool_delta, usage
 
 __all__ = ["CanvasServer", "ROOT", "WEB", "canvas_server", "e2e_responder", "web_prerequisites"]
 
@@ -72,6 +72,7 @@ def e2e_responder(body: dict[str, Any]) -> Reply:
       bill, an invoice or a charge, else ``{"category": "other"}``;
     - a prompt saying ``slow``: :data:`SLOW_CHUNKS` words, one every
       :data:`SLOW_DELAY_S` seconds (a run long enough to be stopped);
+    - a question saying ``think``: reasoning (``reasoning_content``) first, then the answer;
     - anything else: ``Scripted answer to: <the user's text>`` in small chunks.
     """
     question = _last_user_text(body)
@@ -91,6 +92,8 @@ def e2e_responder(body: dict[str, Any]) -> Reply:
         for i in range(SLOW_CHUNKS):
             steps += [text(f"word{i} "), delay(SLOW_DELAY_S)]
         return reply(*steps, usage(10, SLOW_CHUNKS), finish())
+    if "think" in question.lower():
+        return reasoning_reply("First I weigh the question.", f"Scripted answer to: {question}", usage=(12, 20))
     return text_reply(f"Scripted answer to: {question}", chunk_size=5, usage=(12, 6))
 
 

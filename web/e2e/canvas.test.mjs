@@ -338,8 +338,22 @@ scenario('import a Dify file and chat with it', async (page) => {
   await shot(page, 'dify-imported');
   await openRunPanel(page);
   await byTestId(page, 'chat-input').waitFor();  // a chat flow opens on the chat preview
-  await byTestId(page, 'chat-input').fill('hello from Dify');
+  await byTestId(page, 'chat-input').fill('think about hello from Dify');
   await byTestId(page, 'chat-send').click();
-  await page.locator('[data-testid="chat-message-assistant"]', { hasText: 'Scripted answer to: hello from Dify' }).waitFor();
+  const reply = page.locator('[data-testid="chat-message-assistant"]', { hasText: 'Scripted answer to: think about hello from Dify' });
+  await reply.waitFor();
   assert.match(await nodeStatus(page, 'llm'), /run-succeeded/);
+  // the model's reasoning is kept, collapsed under the answer
+  const reasoning = reply.locator('[data-testid="chat-reasoning"]');
+  assert.equal(await reasoning.getAttribute('open'), null);
+  assert.ok(!(await reasoning.locator('div').isVisible()), 'reasoning starts collapsed');
+  await reasoning.locator('summary').click();
+  assert.match(await reasoning.innerText(), /First I weigh the question\./);
+  // the next turn keeps the chat id: the stored conversation has both turns
+  const chatId = (await byTestId(page, 'chat-id').innerText()).replace(/^Chat /, '');
+  await byTestId(page, 'chat-input').fill('and again');
+  await byTestId(page, 'chat-send').click();
+  await page.locator('[data-testid="chat-message-assistant"]', { hasText: 'Scripted answer to: and again' }).waitFor();
+  assert.equal((await byTestId(page, 'chat-id').innerText()).replace(/^Chat /, ''), chatId);
+  assert.equal((await apiCall('GET', `/v1/chats/${chatId}/messages`)).messages.length, 4);
 });
