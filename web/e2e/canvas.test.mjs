@@ -198,6 +198,8 @@ scenario('stop a slow run', async (page) => {
   assert.match(await nodeStatus(page, 'llm'), /run-cancelled/);
   const answer = await byTestId(page, 'run-answer').innerText();
   assert.ok(!/word59/.test(answer), 'the stream stopped before the model finished');
+  await byTestId(page, 'fit-button').click();
+  await page.waitForTimeout(300);
   await shot(page, 'slow-stopped', byTestId(page, 'canvas'));
 });
 
