@@ -5,7 +5,7 @@
 import { memo } from 'react';
 
 const GLYPHS: Record<string, string> = {
-  play: '▶', message: '✉', flag: '⚑', sparkles: '✦', split: '⑂', list: '☰', search: '⌕', wrench: '⚒',
+  play: '▶', message: '✉', flag: '⚑', sparkles: '✦', split: '⋔', list: '☰', search: '⌕', wrench: '⚒',
   bot: '☺', 'git-branch': '⎇', repeat: '⟳', rotate: '↻', square: '■', braces: '{}', code: '</>', pencil: '✎',
   merge: '⇉', globe: '◍', pointer: '☝', form: '▤', alert: '⚠',
 };
