@@ -88,191 +88,193 @@ function message(e: unknown): string {
   return (e as Error).message;
 }
 
-export const useRunPanel = create<RunPanelState>((set, get) => {
-  /** Follows `frames` into `live` (and the badges) until the stream ends. */
-  const follow = async (frames: AsyncGenerator<SseFrame>, controller: AbortController) => {
+const get = () => useRunPanel.getState();
+const set = (patch: Partial<RunPanelState> | ((s: RunPanelState) => Partial<RunPanelState>)) => useRunPanel.setState(patch);
+
+/** Aborts the stream followed so far and returns the controller of the next one. */
+function begin(): AbortController {
+  abort?.abort();
+  const controller = new AbortController();
+  abort = controller;
+  return controller;
+}
+
+/** Follows `frames` into `live` (and the badges) until the stream ends. */
+async function follow(frames: AsyncGenerator<SseFrame>, controller: AbortController): Promise<void> {
+  try {
+    for await (const frame of frames) {
+      if (controller.signal.aborted) return;
+      const live = reduceFrame(get().live, frame);
+      set({ live });
+      showStatuses(live.nodes);
+    }
+  } catch (e) {
+    if ((e as Error).name === 'AbortError' || controller.signal.aborted) return;
+    set((s) => ({ live: { ...s.live, status: s.live.runId ? s.live.status : 'failed' }, error: message(e) }));
+  } finally {
+    if (abort === controller) {
+      abort = null;
+      set({ busy: false });
+      await afterStream();
+    }
+  }
+}
+
+/** Once a stream ended: the stored trace, the history, the chat's messages. */
+async function afterStream(): Promise<void> {
+  const { live, chatTurn } = get();
+  if (live.runId && live.status !== 'running') {
     try {
-      for await (const frame of frames) {
-        if (controller.signal.aborted) return;
-        const live = reduceFrame(get().live, frame);
-        set({ live });
-        showStatuses(live.nodes);
-      }
-    } catch (e) {
-      if ((e as Error).name === 'AbortError' || controller.signal.aborted) return;
-      set((s) => ({ live: { ...s.live, status: s.live.runId ? s.live.status : 'failed' }, error: message(e) }));
-    } finally {
-      if (abort === controller) {
-        abort = null;
-        set({ busy: false });
-        await afterStream();
-      }
-    }
-  };
+      const detail = await api.getRun(live.runId) as unknown as RunTrace;
+      if (get().live.runId === live.runId && !get().replayId) set({ trace: detail });
+    } catch { /* the trace stays empty; the error shows on the next action */ }
+  }
+  void get().loadHistory();
+  if (chatTurn) await settledMessages();
+}
 
-  /** Once a stream ended: the stored trace, the history, the chat's messages. */
-  const afterStream = async () => {
-    const { live, chatTurn } = get();
-    if (live.runId && live.status !== 'running') {
-      try {
-        const detail = await api.getRun(live.runId) as unknown as RunTrace;
-        if (get().live.runId === live.runId && !get().replayId) set({ trace: detail });
-      } catch { /* the trace stays empty; the error shows on the next action */ }
-    }
-    void get().loadHistory();
-    if (chatTurn) await settledMessages();
-  };
+/** The chat's messages once the turn's assistant message is closed: the server closes
+ * it right after the run's last event, so a read at the end of the stream may still
+ * see it `streaming`; it is read again a few times. */
+async function settledMessages(): Promise<void> {
+  for (let i = 0; i < 20; i += 1) {
+    await get().loadMessages();
+    const last = get().messages[get().messages.length - 1];
+    if (!last || last.role !== 'assistant' || last.status !== 'streaming' || get().busy) return;
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
 
-  /** The chat's messages once the turn's assistant message is closed: the server closes
-   * it right after the run's last event, so a read at the end of the stream may still
-   * see it `streaming`; it is read again a few times. */
-  const settledMessages = async () => {
-    for (let i = 0; i < 20; i += 1) {
-      await get().loadMessages();
-      const last = get().messages[get().messages.length - 1];
-      if (!last || last.role !== 'assistant' || last.status !== 'streaming' || get().busy) return;
-      await new Promise((r) => setTimeout(r, 250));
-    }
-  };
+export const useRunPanel = create<RunPanelState>(() => ({
+  workflowId: null,
+  live: emptyRun(),
+  busy: false,
+  trace: null,
+  replayId: null,
+  history: [],
+  error: null,
+  chatId: null,
+  messages: [],
+  chatTurn: false,
 
-  const begin = (): AbortController => {
+  reset: (workflowId) => {
     abort?.abort();
-    const controller = new AbortController();
-    abort = controller;
-    return controller;
-  };
+    abort = null;
+    useRunStatus.getState().clear();
+    set({ workflowId, live: emptyRun(), busy: false, trace: null, replayId: null, history: [], error: null,
+      chatId: null, messages: [], chatTurn: false });
+  },
 
-  return {
-    workflowId: null,
-    live: emptyRun(),
-    busy: false,
-    trace: null,
-    replayId: null,
-    history: [],
-    error: null,
-    chatId: null,
-    messages: [],
-    chatTurn: false,
+  start: async (inputs, message) => {
+    const { workflowId } = get();
+    if (!workflowId) return;
+    const controller = begin();
+    useRunStatus.getState().clear();
+    set({ live: emptyRun(), busy: true, trace: null, replayId: null, error: null, chatTurn: false });
+    const frames = streamFrames('POST', `/v1/workflows/${encodeURIComponent(workflowId)}/runs?draft=true`,
+      { inputs, message, response_mode: 'streaming' }, controller.signal);
+    await follow(frames, controller);
+  },
 
-    reset: (workflowId) => {
-      abort?.abort();
-      abort = null;
-      useRunStatus.getState().clear();
-      set({ workflowId, live: emptyRun(), busy: false, trace: null, replayId: null, history: [], error: null,
-        chatId: null, messages: [], chatTurn: false });
-    },
+  stop: async () => {
+    const { live } = get();
+    if (!live.runId) return;
+    try {
+      await request('POST', `/v1/runs/${encodeURIComponent(live.runId)}/stop`);
+    } catch (e) {
+      set({ error: message(e) });
+    }
+  },
 
-    start: async (inputs, message) => {
-      const { workflowId } = get();
-      if (!workflowId) return;
-      const controller = begin();
-      useRunStatus.getState().clear();
-      set({ live: emptyRun(), busy: true, trace: null, replayId: null, error: null, chatTurn: false });
-      const frames = streamFrames('POST', `/v1/workflows/${encodeURIComponent(workflowId)}/runs?draft=true`,
-        { inputs, message, response_mode: 'streaming' }, controller.signal);
-      await follow(frames, controller);
-    },
+  answer: async (interruptId, answer, runIdGiven, text) => {
+    const runId = runIdGiven ?? get().live.runId;
+    if (!runId) return;
+    // answering a question of another run than the one followed (a chat message
+    // loaded from the store): follow that run from its first event
+    if (get().live.runId !== runId) set({ live: { ...emptyRun(), runId, chatId: get().chatId } });
+    try {
+      await request('POST', `/v1/runs/${encodeURIComponent(runId)}/resume`,
+        { body: { answers: { [interruptId]: answer }, message: get().chatTurn ? text : undefined } });
+    } catch (e) {
+      set({ error: message(e) });
+      return;
+    }
+    const controller = begin();
+    const shown: ChatMessage[] = get().chatTurn && text ? [...get().messages,
+      { id: `local-${Date.now()}`, role: 'user', status: 'done', text, parts: [{ type: 'text', text }] }] : get().messages;
+    set({ busy: true, error: null, trace: null, messages: shown, live: { ...get().live, status: 'running', answer: '',
+      reasoning: '', interrupts: get().live.interrupts.filter((i) => i.id !== interruptId) } });
+    const frames = streamFrames('GET', `/v1/runs/${encodeURIComponent(runId)}/events?after=${get().live.lastSeq}`,
+      undefined, controller.signal);
+    await follow(frames, controller);
+  },
 
-    stop: async () => {
-      const { live } = get();
-      if (!live.runId) return;
-      try {
-        await request('POST', `/v1/runs/${encodeURIComponent(live.runId)}/stop`);
-      } catch (e) {
-        set({ error: message(e) });
-      }
-    },
+  loadHistory: async () => {
+    const { workflowId } = get();
+    if (!workflowId) return;
+    try {
+      const list = await api.listRuns({ workflow_id: workflowId, limit: 20 });
+      if (get().workflowId === workflowId) set({ history: list.runs });
+    } catch (e) {
+      set({ error: message(e) });
+    }
+  },
 
-    answer: async (interruptId, answer, runIdGiven, text) => {
-      const runId = runIdGiven ?? get().live.runId;
-      if (!runId) return;
-      // answering a question of another run than the one followed (a chat message
-      // loaded from the store): follow that run from its first event
-      if (get().live.runId !== runId) set({ live: { ...emptyRun(), runId, chatId: get().chatId } });
-      try {
-        await request('POST', `/v1/runs/${encodeURIComponent(runId)}/resume`,
-          { body: { answers: { [interruptId]: answer }, message: get().chatTurn ? text : undefined } });
-      } catch (e) {
-        set({ error: message(e) });
-        return;
-      }
-      const controller = begin();
-      const shown: ChatMessage[] = get().chatTurn && text ? [...get().messages,
-        { id: `local-${Date.now()}`, role: 'user', status: 'done', text, parts: [{ type: 'text', text }] }] : get().messages;
-      set({ busy: true, error: null, trace: null, messages: shown, live: { ...get().live, status: 'running', answer: '',
-        reasoning: '', interrupts: get().live.interrupts.filter((i) => i.id !== interruptId) } });
-      const frames = streamFrames('GET', `/v1/runs/${encodeURIComponent(runId)}/events?after=${get().live.lastSeq}`,
-        undefined, controller.signal);
-      await follow(frames, controller);
-    },
+  replay: async (runId) => {
+    if (!runId) {
+      set({ replayId: null });
+      showStatuses(get().live.nodes);
+      return;
+    }
+    try {
+      const detail = await api.getRun(runId) as unknown as RunTrace;
+      set({ replayId: runId, trace: detail, error: null });
+      showStatuses(statusesFromDetail(detail.node_runs));
+    } catch (e) {
+      set({ error: message(e) });
+    }
+  },
 
-    loadHistory: async () => {
-      const { workflowId } = get();
-      if (!workflowId) return;
-      try {
-        const list = await api.listRuns({ workflow_id: workflowId, limit: 20 });
-        if (get().workflowId === workflowId) set({ history: list.runs });
-      } catch (e) {
-        set({ error: message(e) });
-      }
-    },
+  rerun: async (runId, nodeId) => {
+    const controller = begin();
+    useRunStatus.getState().clear();
+    set({ live: emptyRun(), busy: true, trace: null, replayId: null, error: null, chatTurn: false });
+    const frames = streamFrames('POST', `/v1/runs/${encodeURIComponent(runId)}/rerun`,
+      { node_id: nodeId, response_mode: 'streaming' }, controller.signal);
+    await follow(frames, controller);
+  },
 
-    replay: async (runId) => {
-      if (!runId) {
-        set({ replayId: null });
-        showStatuses(get().live.nodes);
-        return;
-      }
-      try {
-        const detail = await api.getRun(runId) as unknown as RunTrace;
-        set({ replayId: runId, trace: detail, error: null });
-        showStatuses(statusesFromDetail(detail.node_runs));
-      } catch (e) {
-        set({ error: message(e) });
-      }
-    },
+  sendChat: async (text, inputs) => {
+    const { workflowId } = get();
+    if (!workflowId) return;
+    const chatId = get().chatId ?? newChatId();
+    const controller = begin();
+    useRunStatus.getState().clear();
+    const pending: ChatMessage = { id: `local-${Date.now()}`, role: 'user', status: 'done', text, parts: [{ type: 'text', text }] };
+    set({ chatId, chatTurn: true, busy: true, error: null, trace: null, replayId: null,
+      live: { ...emptyRun(), chatId }, messages: [...get().messages, pending] });
+    const frames = streamFrames('POST', `/v1/workflows/${encodeURIComponent(workflowId)}/runs?draft=true`,
+      { inputs, chat_id: chatId, message: text, response_mode: 'streaming' }, controller.signal);
+    await follow(frames, controller);
+  },
 
-    rerun: async (runId, nodeId) => {
-      const controller = begin();
-      useRunStatus.getState().clear();
-      set({ live: emptyRun(), busy: true, trace: null, replayId: null, error: null, chatTurn: false });
-      const frames = streamFrames('POST', `/v1/runs/${encodeURIComponent(runId)}/rerun`,
-        { node_id: nodeId, response_mode: 'streaming' }, controller.signal);
-      await follow(frames, controller);
-    },
+  newChat: () => {
+    abort?.abort();
+    abort = null;
+    useRunStatus.getState().clear();
+    set({ chatId: null, messages: [], live: emptyRun(), busy: false, trace: null, chatTurn: true });
+  },
 
-    sendChat: async (text, inputs) => {
-      const { workflowId } = get();
-      if (!workflowId) return;
-      const chatId = get().chatId ?? newChatId();
-      const controller = begin();
-      useRunStatus.getState().clear();
-      const pending: ChatMessage = { id: `local-${Date.now()}`, role: 'user', status: 'done', text, parts: [{ type: 'text', text }] };
-      set({ chatId, chatTurn: true, busy: true, error: null, trace: null, replayId: null,
-        live: { ...emptyRun(), chatId }, messages: [...get().messages, pending] });
-      const frames = streamFrames('POST', `/v1/workflows/${encodeURIComponent(workflowId)}/runs?draft=true`,
-        { inputs, chat_id: chatId, message: text, response_mode: 'streaming' }, controller.signal);
-      await follow(frames, controller);
-    },
-
-    newChat: () => {
-      abort?.abort();
-      abort = null;
-      useRunStatus.getState().clear();
-      set({ chatId: null, messages: [], live: emptyRun(), busy: false, trace: null, chatTurn: true });
-    },
-
-    loadMessages: async () => {
-      const { chatId } = get();
-      if (!chatId) return;
-      try {
-        const list = await request<{ messages: ChatMessage[] }>('GET', `/v1/chats/${encodeURIComponent(chatId)}/messages`);
-        if (get().chatId === chatId) set({ messages: list.messages });
-      } catch (e) {
-        set({ error: message(e) });
-      }
-    },
-  };
-});
+  loadMessages: async () => {
+    const { chatId } = get();
+    if (!chatId) return;
+    try {
+      const list = await request<{ messages: ChatMessage[] }>('GET', `/v1/chats/${encodeURIComponent(chatId)}/messages`);
+      if (get().chatId === chatId) set({ messages: list.messages });
+    } catch (e) {
+      set({ error: message(e) });
+    }
+  },
+}));
 
 export { label as statusLabel };
