@@ -23,6 +23,9 @@ function Message({ message, last }: { message: ChatMessage; last: boolean }) {
   const t = useT();
   const reasoning = message.parts.filter((p) => p.type === 'reasoning').map((p) => p.text ?? '').join('');
   const tools = message.parts.filter((p) => p.type === 'tool_call');
+  const ended = message.status === 'failed' || message.status === 'cancelled';
+  // a turn paused on its first question before any text: the question card says it all
+  if (last && !message.text && !reasoning && !tools.length && !ended) return null;
   return (
     <div className={`chat-message ${message.role}`} data-testid={`chat-message-${message.role}`} data-status={message.status}>
       {reasoning && (
