@@ -33,6 +33,7 @@ import os
 import socket
 import time
 import uuid
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Mapping
 
@@ -78,6 +79,8 @@ COMMAND_POLL_S = 0.1
 #: seconds between two polls of the event log by a watcher in another process
 WATCH_POLL_S = 0.2
 _ENDED = frozenset({RunStatus.succeeded, RunStatus.failed, RunStatus.cancelled})
+#: workflow documents a service remembers by content hash (oldest dropped first)
+_DOCS_MAX = 256
 
 
 class RunNotResumable(FlowloomError):
@@ -127,6 +130,7 @@ class RunService:
         self.memory = memory
         self.workflows = workflows
         self._live: dict[str, _Live] = {}
+        self._docs: OrderedDict[tuple[str, str], Mapping[str, Any]] = OrderedDict()
 
     # ------------------------------------------------------------------ plans
 
@@ -135,8 +139,20 @@ class RunService:
         return compile_workflow(doc, catalog=self.catalog, models=self.models)
 
     async def _plan_of(self, state: RunState) -> CompiledPlan:
-        doc = await self.stores.runs.get_workflow(state.tenant_id, state.workflow_hash)
+        key = (state.tenant_id, state.workflow_hash)
+        doc = self._docs.get(key)
+        if doc is None:
+            doc = await self.stores.runs.get_workflow(state.tenant_id, state.workflow_hash)
+            self._keep_doc(key, doc)
         return self.compile(doc)
+
+    def _keep_doc(self, key: tuple[str, str], doc: Mapping[str, Any]) -> None:
+        """Remember a stored document by ``(tenant, content hash)``: a hash names one
+        document for good, so a run started here needs no read of it to execute."""
+        self._docs[key] = doc
+        self._docs.move_to_end(key)
+        while len(self._docs) > _DOCS_MAX:
+            self._docs.popitem(last=False)
 
     # ------------------------------------------------------------------ start
 
@@ -167,6 +183,7 @@ class RunService:
                               history=history)
         state.tenant_id, state.workflow_version = tenant_id, workflow_version
         await self.stores.runs.put_workflow(tenant_id, doc)
+        self._keep_doc((tenant_id, state.workflow_hash), doc)
         await self.stores.runs.create_run(state)
         if chat_id:
             await self._open_turn(state, message)
@@ -278,11 +295,8 @@ class RunService:
             RunNotFound, RunNotResumable, UnknownInterrupt, RunOwned, LeaseLost.
         """
         runs = self.stores.runs
-        # Claim first, then read: a state read before claiming may be stale by the time
-        # the claim succeeds (another process ran the run in between).
-        owner = await self._claim(tenant_id, run_id)
+        owner, state = await self._claim(tenant_id, run_id)  # the state as of the claim
         try:
-            state = await runs.load_run(tenant_id, run_id)
             allowed = {expect} if expect is not None else {RunStatus.pending, RunStatus.running}
             if state.status not in allowed:
                 raise RunNotResumable(f"run {run_id} is {state.status.value}; expected "
@@ -293,16 +307,21 @@ class RunService:
         except BaseException:
             await runs.release(run_id, owner.id)
             raise
-        if state.status is RunStatus.paused and state.sys.get("chat_id") and message is not None:
-            await self._open_turn(state, message)
+        chat_id = state.sys.get("chat_id")
+        if state.status is RunStatus.paused and chat_id and (message is not None or (answers and chat_id != run_id)):
+            # An answer given through resume (an option, a form) is the person's next turn
+            # in the chat, as a typed message would be: the paused turn's message keeps
+            # its question, and the continuation gets its own assistant message.
+            await self._open_turn(state, message if message is not None else answer_text(answers or {}))
         token = CancelToken()
         live = self._live[run_id] = _Live(token)
         durable: list[Any] = []
         text: list[str] = []
+        released: list[bool] = []  # the last checkpoint of an ended run gave the lease up
         idle = _IdleWatch(self.settings.run_idle_timeout_s, state, token, plan.catalog)
         deps = RunDeps(settings=self.settings, models=self.models, memory=self.memory, workflows=self.workflows,
                        on_event=lambda event: self._publish(live, durable, text, idle.seen(event)),
-                       checkpoint=self._checkpointer(owner, durable, idle))
+                       checkpoint=self._checkpointer(owner, durable, idle, released))
         helpers = [asyncio.create_task(self._heartbeat(run_id, owner, token)),
                    asyncio.create_task(self._watch_commands(run_id, token)),
                    asyncio.create_task(idle.watch())]
@@ -318,7 +337,8 @@ class RunService:
             for queue in live.watchers:
                 queue.put_nowait(None)
             await self._close_turn(state, "".join(text))
-            await runs.release(run_id, owner.id)
+            if not released:
+                await runs.release(run_id, owner.id)
 
     def _publish(self, live: _Live, durable: list[Any], text: list[str], event: Any) -> None:
         """Fan an event out: live watchers get everything; deltas are broadcast only (the
@@ -334,32 +354,39 @@ class RunService:
         for queue in live.watchers:
             queue.put_nowait(event)
 
-    def _checkpointer(self, owner: OwnerInfo, durable: list[Any], idle: "_IdleWatch") -> Any:
+    def _checkpointer(self, owner: OwnerInfo, durable: list[Any], idle: "_IdleWatch", released: list[bool]) -> Any:
+        """The run's checkpoint hook. The checkpoint of a run that ended is its last (nothing
+        can continue an ended run), so it also gives the lease up, in the same transaction;
+        a paused run keeps its lease until its turn is closed (a resume waits for that)."""
         runs = self.stores.runs
 
         async def checkpoint(state: RunState, delta: CheckpointDelta) -> None:
             idle.amend(state)
             batch = durable[:]  # the events buffered since the last checkpoint commit with it
             del durable[:]
+            ended = state.status in _ENDED
             try:
-                await runs.checkpoint(state, delta, owner_id=owner.id, events=batch)
+                await runs.checkpoint(state, delta, owner_id=owner.id, events=batch, release=ended)
             except BaseException:
                 durable[:0] = batch  # not stored: the next checkpoint carries them
                 raise
+            if ended:
+                released.append(True)
 
         return checkpoint
 
-    async def _claim(self, tenant_id: str, run_id: str) -> OwnerInfo:
-        """Claim the run for this process; a dead owner on this host is taken over at once."""
+    async def _claim(self, tenant_id: str, run_id: str) -> tuple[OwnerInfo, RunState]:
+        """Claim the run for this process and read its state in the same transaction (a
+        state read before claiming may be stale by the time the claim succeeds: another
+        process ran the run in between); a dead owner on this host is taken over at once."""
         owner = OwnerInfo(id=uuid.uuid4().hex, host=socket.gethostname(), pid=os.getpid(),
                           lease_until=time.time() + self.settings.lease_ttl)
         try:
-            await self.stores.runs.claim(tenant_id, run_id, owner)
+            return owner, await self.stores.runs.claim_and_load(tenant_id, run_id, owner)
         except RunOwned as exc:
             if exc.owner is None or not _owner_gone(exc.owner):
                 raise
-            await self.stores.runs.claim(tenant_id, run_id, owner, take_from=exc.owner.id)
-        return owner
+            return owner, await self.stores.runs.claim_and_load(tenant_id, run_id, owner, take_from=exc.owner.id)
 
     async def _heartbeat(self, run_id: str, owner: OwnerInfo, token: CancelToken) -> None:
         """Renew the lease every third of its length; losing it cancels the run here, since
@@ -377,11 +404,13 @@ class RunService:
         """Poll the command channel; a cancel command fires the run's token."""
         after = 0
         while not token.cancelled:
+            # Wait first: a command is seen within a poll interval either way, and a run that
+            # ends within one (most runs without a model) never reads the channel.
+            await asyncio.sleep(COMMAND_POLL_S)
             for command in await self.stores.commands.poll(run_id, after):
                 after = max(after, command.id)
                 if command.kind is CommandKind.cancel:
                     token.cancel(command.reason or "cancelled by request")
-            await asyncio.sleep(COMMAND_POLL_S)
 
     # ------------------------------------------------------------------ cancel
 
@@ -407,9 +436,8 @@ class RunService:
 
     async def _cancel_idle(self, tenant_id: str, run_id: str, reason: str) -> RunSummary:
         """End a pending or paused run that no process executes."""
-        owner = await self._claim(tenant_id, run_id)
+        owner, state = await self._claim(tenant_id, run_id)
         try:
-            state = await self.stores.runs.load_run(tenant_id, run_id)
             state.status = RunStatus.cancelled
             state.finished_at = time.time()
             state.error = NodeError(type="RunCancelled", message=f"run cancelled: {reason}", reason="cancelled")
@@ -627,6 +655,21 @@ class _IdleWatch:
             run = state.node_runs.get(nid)
             if run is not None and run.status is NodeRunStatus.cancelled:
                 run.status, run.error = NodeRunStatus.failed, self.error
+
+
+def answer_text(answers: Mapping[str, Any]) -> str:
+    """The answers to a run's interrupts as a chat message's text: a plain value as it is,
+    a form's fields one ``name: value`` line each, a list comma-separated (several
+    interrupts answered at once: their texts one per line)."""
+
+    def one(value: Any) -> str:
+        if isinstance(value, Mapping):
+            return "\n".join(f"{k}: {one(v)}" for k, v in value.items())
+        if isinstance(value, (list, tuple)):
+            return ", ".join(one(v) for v in value)
+        return "" if value is None else str(value)
+
+    return "\n".join(one(value) for value in answers.values())
 
 
 _MESSAGE_STATUS = {RunStatus.succeeded: MessageStatus.done, RunStatus.paused: MessageStatus.paused,

@@ -145,6 +145,25 @@ async def test_a_paused_turn_has_an_interrupt_part_and_the_next_message_answers_
         ("assistant", "done", "Order placed: 1 x tea.")]
 
 
+async def test_an_answer_given_through_resume_is_the_next_turn_of_the_chat(api):
+    paused = await _turn(api, "order-2", "I want tea", order_workflow(), {"item": "tea"})
+    interrupt_id = paused["pending_interrupts"][0]["id"]
+    resumed = await api.client.post(f"/v1/runs/{paused['run_id']}/resume",
+                                    json={"answers": {interrupt_id: "confirm"}}, headers=api.auth())
+    assert resumed.status_code == 202, resumed.text
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        run = (await api.client.get(f"/v1/runs/{paused['run_id']}", headers=api.auth())).json()
+        if run["status"] not in ("paused", "running", "pending"):
+            break
+        await asyncio.sleep(0.05)
+    assert run["status"] == "succeeded", run
+    messages = (await api.client.get("/v1/chats/order-2/messages", headers=api.auth())).json()["messages"]
+    assert [(m["role"], m["status"], m["text"]) for m in messages] == [
+        ("user", "done", "I want tea"), ("assistant", "paused", ""), ("user", "done", "confirm"),
+        ("assistant", "done", "Order placed: 1 x tea.")]
+
+
 async def test_deleting_a_chat_cancels_its_waiting_run_so_the_chat_id_starts_afresh(api):
     paused = await _turn(api, "gone", "I want tea", order_workflow(), {"item": "tea"})
     assert (await api.client.delete("/v1/chats/gone", headers=api.auth())).status_code == 204

@@ -171,3 +171,11 @@ async def test_cancelling_a_paused_run_ends_its_event_log_with_run_cancelled(sto
     assert "changed my mind" in logged[-1]["reason"]
     runs = {r.node_id: r.status.value for r in await service.node_runs("default", state.run_id)}
     assert "cancelled" in runs.values() and "waiting" not in runs.values()
+
+
+def test_answer_text_renders_options_forms_and_lists_as_a_chat_message():
+    from engine.service import answer_text
+
+    assert answer_text({"i1": "confirm"}) == "confirm"
+    assert answer_text({"i1": {"name": "Ada", "tags": ["a", "b"], "note": None}}) == "name: Ada\ntags: a, b\nnote: "
+    assert answer_text({"i1": "yes", "i2": 3}) == "yes\n3"
