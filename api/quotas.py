@@ -20,10 +20,9 @@ The counting and its atomicity live in :mod:`workers.sql.quotas` (one transactio
 locked per tenant, on SQLite and PostgreSQL).
 
 A run start or continuation for which no limit holds (the tenant's, the app's and the
-defaults all 0 or unset: the embedded default) is admitted without writing anything, so
-it costs no store transaction (the limits are remembered for a second,
-:data:`workers.sql.quotas.LIMITS_CACHE_TTL_S`). Usage therefore counts the runs admitted
-while a limit held: a limit set now counts from now on.
+defaults all 0 or unset: the embedded default) cannot be refused, so it is only recorded
+(one INSERT, without the per-tenant lock or the counting): a limit set later still counts
+it. The limits are remembered for a second (:data:`workers.sql.quotas.LIMITS_CACHE_TTL_S`).
 """
 
 from __future__ import annotations
@@ -71,10 +70,9 @@ class EffectiveQuota:
 
 @dataclass(frozen=True, slots=True)
 class Admission:
-    """An admitted request: :meth:`Quotas.release` it when the run did not start after all.
-    ``id`` is None when no limit held (nothing was recorded)."""
+    """An admitted request: :meth:`Quotas.release` it when the run did not start after all."""
 
-    id: int | None
+    id: int
 
 
 def day_bounds(now: float) -> tuple[float, float]:
@@ -131,11 +129,11 @@ class Quotas:
         own_tenant, own_app = await self.store.limits(tenant_id, app_id)
         tenant = self.effective(own_tenant, app=False)
         app = self.effective(own_app, app=True)
+        now = time.time()
         if not (tenant.runs_per_minute or tenant.tokens_per_day or app.runs_per_minute or app.tokens_per_day):
-            return Admission(None)  # nothing to enforce: nothing to count (module docstring)
+            return Admission(await self.store.record(tenant_id, app_id, run_id, now=now))  # module docstring
         checks = [QuotaCheck(None, tenant.runs_per_minute, tenant.tokens_per_day),
                   QuotaCheck(app_id, app.runs_per_minute, app.tokens_per_day)]
-        now = time.time()
         start, end = day_bounds(now)
         outcome = await self.store.admit(tenant_id, app_id, run_id, checks, now=now, day_start=start, day_end=end)
         if isinstance(outcome, QuotaRefusal):
@@ -144,5 +142,4 @@ class Quotas:
 
     async def release(self, admission: Admission) -> None:
         """Give back the slot of an admission whose run never started."""
-        if admission.id is not None:
-            await self.store.release(admission.id)
+        await self.store.release(admission.id)

@@ -104,11 +104,10 @@ async def test_an_app_quota_of_tokens_per_day_refuses_the_next_turn_before_the_m
 
 async def test_answering_or_resuming_a_paused_run_is_refused_when_the_quota_is_used_up(api):
     body = {"workflow": order_workflow(), "inputs": {"item": "tea"}, "chat_id": "q-1", "message": "tea"}
-    # counted from when the limit holds: the paused run's start takes the one slot
-    await api.client.put("/v1/quotas", json={"runs_per_minute": 1}, headers=api.auth())
     paused = await api.client.post("/v1/runs", json=body, headers=api.auth())
     assert paused.json()["status"] == "paused"
     run_id = paused.json()["run_id"]
+    await api.client.put("/v1/quotas", json={"runs_per_minute": 1}, headers=api.auth())
     answered = await api.client.post("/v1/runs", json={**body, "message": "confirm"}, headers=api.auth())
     assert answered.status_code == 429, answered.text
     resumed = await api.client.post(f"/v1/runs/{run_id}/resume", json={"answer": "confirm"}, headers=api.auth())
@@ -190,10 +189,10 @@ def test_flowloom_quotas_sets_and_shows_the_limits(api_database_url, tmp_path):
     assert json.loads(cli("show", "--tenant", "acme", "--json").stdout)[0]["runs_per_minute"] is None
 
 
-async def test_a_start_without_any_limit_records_nothing_and_a_limit_counts_from_then_on(api):
+async def test_starts_without_any_limit_are_counted_once_a_limit_is_set(api):
     assert (await _run(api)).status_code == 200
     shown = (await api.client.get("/v1/quotas", headers=api.auth())).json()["tenant"]
-    assert shown["usage"]["runs_last_minute"] == 0
-    await api.client.put("/v1/quotas", json={"runs_per_minute": 1}, headers=api.auth())
+    assert shown["usage"]["runs_last_minute"] == 1
+    await api.client.put("/v1/quotas", json={"runs_per_minute": 2}, headers=api.auth())
     assert (await _run(api)).status_code == 200
     assert (await _run(api)).status_code == 429

@@ -55,6 +55,8 @@ _KEEP_S = 2 * 86400.0
 #: seconds a scope's limits stay remembered in the process (module docstring)
 LIMITS_CACHE_TTL_S = 1.0
 _LIMITS_CACHE_MAX = 4096
+#: (database URL, tenant) -> when :meth:`SqlQuotaStore.record` last deleted the tenant's old admissions
+_pruned: dict[tuple[str, str], float] = {}
 #: (database URL, tenant, app) -> (time remembered until, tenant's own limits, app's own limits)
 _remembered: OrderedDict[tuple[str, str, str], tuple[float, "QuotaLimits | None", "QuotaLimits | None"]] = (
     OrderedDict())
@@ -220,6 +222,20 @@ class SqlQuotaStore:
                     return refusal
             await conn.execute(sa.delete(admissions).where(admissions.c.tenant_id == tenant_id,
                                                            admissions.c.admitted_at < now - _KEEP_S))
+            result = await conn.execute(sa.insert(admissions).values(
+                tenant_id=tenant_id, app_id=app_id, run_id=run_id, admitted_at=now).returning(admissions.c.id))
+            return int(result.scalar_one())
+
+    async def record(self, tenant_id: str, app_id: str, run_id: str, *, now: float) -> int:
+        """Record an admission that no limit can refuse (no check holds a limit): the INSERT
+        alone, without the tenant's lock or any counting, so it is counted should a limit
+        be set later; returns its id. Old admissions are deleted at most once a minute per
+        tenant and process (they only take space)."""
+        async with self.store._tx() as conn:
+            if now - _pruned.get((self._url, tenant_id), 0.0) >= WINDOW_S:
+                _pruned[(self._url, tenant_id)] = now
+                await conn.execute(sa.delete(admissions).where(admissions.c.tenant_id == tenant_id,
+                                                               admissions.c.admitted_at < now - _KEEP_S))
             result = await conn.execute(sa.insert(admissions).values(
                 tenant_id=tenant_id, app_id=app_id, run_id=run_id, admitted_at=now).returning(admissions.c.id))
             return int(result.scalar_one())
