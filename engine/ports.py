@@ -115,11 +115,13 @@ class RunStore(Protocol):
         ...
 
     async def checkpoint(self, state: RunState, delta: CheckpointDelta, *, owner_id: str | None,
-                         events: Sequence[Any] = ()) -> None:
+                         events: Sequence[Any] = (), release: bool = False) -> None:
         """Commit the run's state, the node runs in ``delta`` and ``events`` (the durable
         events of that step, as for :meth:`EventLog.append`: ``node_delta`` events are
         skipped, an event already stored is ignored) in one transaction, so a watcher
         never sees an event whose node run is not stored, and one commit per node is enough.
+        ``release``: the same transaction gives the run up (:meth:`release`), for the last
+        checkpoint of a run that ended.
 
         With ``owner_id`` the write happens only while that owner holds the run; it does
         not extend the lease (:meth:`renew` does, from the executing process's heartbeat).
@@ -155,6 +157,12 @@ class RunStore(Protocol):
         """Become the run's owner until ``owner.lease_until``: allowed when nobody owns it,
         the lease expired, ``owner.id`` already owns it, or the owner is ``take_from``
         (known to be gone). Raises RunOwned naming the current owner, RunNotFound."""
+        ...
+
+    async def claim_and_load(self, tenant_id: str, run_id: str, owner: OwnerInfo, *,
+                             take_from: str | None = None) -> RunState:
+        """:meth:`claim`, then the run's state as :meth:`load_run` gives it, read in the
+        same transaction (what the new owner continues from). Same errors as :meth:`claim`."""
         ...
 
     async def renew(self, run_id: str, owner_id: str, lease_until: float) -> None:

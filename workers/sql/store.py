@@ -64,6 +64,10 @@ _SUMMARY_COLUMNS = [runs.c[name] for name in (
 #: while they hold what this store last committed (rewriting an index entry with the
 #: same key still dirties its page, i.e. one more page per commit on SQLite).
 _INDEXED = ("status", "chat_id")
+#: the owner columns of a run nobody holds
+_RELEASED = {"owner_id": None, "owner_host": None, "owner_pid": None, "lease_until": None}
+#: workflow documents a store remembers having stored (oldest dropped first)
+_DOCS_LIMIT = 4096
 
 
 class _NodeIndex:
@@ -125,6 +129,7 @@ class SqlStore:
         self._sql = _Statements(self.backend)
         self._writer = SqliteCheckpointWriter() if self.backend == "sqlite" else PostgresCheckpointWriter()
         self._index: OrderedDict[str, _NodeIndex] = OrderedDict()
+        self._docs: OrderedDict[tuple[str, str], None] = OrderedDict()  # (tenant, hash) stored by this store
 
     def __repr__(self) -> str:
         return f"SqlStore({mask_url(self.url)!r})"
@@ -180,11 +185,16 @@ class SqlStore:
     async def put_workflow(self, tenant_id: str, doc: dict[str, Any]) -> str:
         """Keep ``doc`` under its content hash (idempotent); returns the hash."""
         digest = content_hash(doc)
+        if (tenant_id, digest) in self._docs:  # documents are never deleted: stored once is stored
+            return digest
         stmt = self._sql.insert(workflow_docs).on_conflict_do_nothing(
             index_elements=[workflow_docs.c.tenant_id, workflow_docs.c.content_hash])
         async with self._tx() as conn:
             await conn.execute(stmt, {"tenant_id": tenant_id, "content_hash": digest, "doc": doc,
                                       "created_at": time.time()})
+        self._docs[(tenant_id, digest)] = None
+        while len(self._docs) > _DOCS_LIMIT:
+            self._docs.popitem(last=False)
         return digest
 
     async def get_workflow(self, tenant_id: str, content_hash: str) -> dict[str, Any]:
@@ -221,10 +231,10 @@ class SqlStore:
         self._remember(state.run_id, index)
 
     async def checkpoint(self, state: RunState, delta: CheckpointDelta, *, owner_id: str | None,
-                         events: Sequence[Any] = ()) -> None:
+                         events: Sequence[Any] = (), release: bool = False) -> None:
         """Commit the run row, the node runs named by ``delta`` and ``events`` (the step's
         durable events; ``node_delta`` ones skipped, seqs already stored ignored) in one
-        transaction.
+        transaction; with ``release`` the same UPDATE gives the run up (as :meth:`release`).
 
         With ``owner_id`` the write happens only while that owner holds the run (the
         lease itself is renewed by :meth:`renew`); raises LeaseLost otherwise. Without
@@ -243,6 +253,8 @@ class SqlStore:
                 if indexed == index.indexed:
                     for name in _INDEXED:
                         del values[name]
+                if release:
+                    values.update(_RELEASED)
                 write = CheckpointWrite(state.run_id, state.tenant_id, owner_id, values)
                 write.node_rows, current, added = self._node_rows(state, index, delta.node_ids, delta.history_from)
                 write.flips = [(node_id, keep) for node_id, keep in current.items()
@@ -256,7 +268,7 @@ class SqlStore:
                 if matched:
                     index.apply(current, added)
                     index.indexed = indexed
-                    self._remember(state.run_id, index, ended=str(state.status) in ENDED)
+                    self._remember(state.run_id, index, ended=release or str(state.status) in ENDED)
         if not matched:
             if owner_id is not None:
                 raise LeaseLost(f"run {state.run_id} is no longer owned by {owner_id}")
@@ -304,12 +316,16 @@ class SqlStore:
     async def _read_run(self, tenant_id: str, run_id: str) -> tuple[Any, list[Any]]:
         """The run's row and all its node-run rows, in one transaction. Raises RunNotFound."""
         async with self._tx() as conn:
-            row = (await conn.execute(sa.select(runs).where(runs.c.run_id == run_id, runs.c.tenant_id == tenant_id))
-                   ).mappings().one_or_none()
-            if row is None:
-                raise RunNotFound(f"no run {run_id} for tenant {tenant_id!r}")
-            node_rows = (await conn.execute(sa.select(node_runs).where(
-                node_runs.c.run_id == run_id, node_runs.c.tenant_id == tenant_id))).mappings().all()
+            return await self._run_rows(conn, tenant_id, run_id)
+
+    @staticmethod
+    async def _run_rows(conn: AsyncConnection, tenant_id: str, run_id: str) -> tuple[Any, list[Any]]:
+        row = (await conn.execute(sa.select(runs).where(runs.c.run_id == run_id, runs.c.tenant_id == tenant_id))
+               ).mappings().one_or_none()
+        if row is None:
+            raise RunNotFound(f"no run {run_id} for tenant {tenant_id!r}")
+        node_rows = (await conn.execute(sa.select(node_runs).where(
+            node_runs.c.run_id == run_id, node_runs.c.tenant_id == tenant_id))).mappings().all()
         return row, list(node_rows)
 
     async def load_detail(self, tenant_id: str, run_id: str) -> tuple[RunSummary, RunState, list[NodeRun]]:
@@ -320,7 +336,11 @@ class SqlStore:
 
     async def load_run(self, tenant_id: str, run_id: str) -> RunState:
         """The run as last checkpointed (node runs and history). Raises RunNotFound."""
-        row, node_rows = await self._read_run(tenant_id, run_id)
+        return self._loaded(*await self._read_run(tenant_id, run_id))
+
+    def _loaded(self, row: Any, node_rows: list[Any]) -> RunState:
+        """The state of a run's rows, its node index remembered for the next checkpoint."""
+        run_id = row["run_id"]
         state = state_from_row(row, node_rows)
         index = _NodeIndex()
         index.indexed = tuple(row[name] for name in _INDEXED)
@@ -368,6 +388,18 @@ class SqlStore:
         """Become the run's owner until ``owner.lease_until`` with one conditional UPDATE:
         allowed when nobody owns it, the lease expired, ``owner.id`` owns it already, or the
         owner is ``take_from``. Raises RunOwned (``.owner``: the current owner), RunNotFound."""
+        await self._claim(tenant_id, run_id, owner, take_from, load=False)
+
+    async def claim_and_load(self, tenant_id: str, run_id: str, owner: OwnerInfo, *,
+                             take_from: str | None = None) -> RunState:
+        """:meth:`claim`, then the run's state as :meth:`load_run` reads it, in the same
+        transaction (so the state is the one the new owner continues). Same errors as :meth:`claim`."""
+        loaded = await self._claim(tenant_id, run_id, owner, take_from, load=True)
+        assert loaded is not None
+        return self._loaded(*loaded)
+
+    async def _claim(self, tenant_id: str, run_id: str, owner: OwnerInfo, take_from: str | None, *,
+                     load: bool) -> tuple[Any, list[Any]] | None:
         allowed = runs.c.owner_id.is_(None) | (runs.c.lease_until < time.time()) | (runs.c.owner_id == owner.id)
         if take_from is not None:
             allowed = allowed | (runs.c.owner_id == take_from)
@@ -376,7 +408,7 @@ class SqlStore:
         async with self._tx() as conn:
             if (await conn.execute(stmt)).rowcount == 1:
                 self._index.pop(run_id, None)  # another owner may have written since this store did
-                return
+                return await self._run_rows(conn, tenant_id, run_id) if load else None
             row = (await conn.execute(sa.select(runs.c.owner_id, runs.c.owner_host, runs.c.owner_pid,
                                                 runs.c.lease_until).where(
                 runs.c.run_id == run_id, runs.c.tenant_id == tenant_id))).mappings().one_or_none()
@@ -398,8 +430,7 @@ class SqlStore:
 
     async def release(self, run_id: str, owner_id: str) -> None:
         """Give the run up (no-op when ``owner_id`` does not own it)."""
-        stmt = sa.update(runs).where(runs.c.run_id == run_id, runs.c.owner_id == owner_id).values(
-            owner_id=None, owner_host=None, owner_pid=None, lease_until=None)
+        stmt = sa.update(runs).where(runs.c.run_id == run_id, runs.c.owner_id == owner_id).values(_RELEASED)
         async with self._tx() as conn:
             await conn.execute(stmt)
         self._index.pop(run_id, None)
