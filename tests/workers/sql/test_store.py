@@ -149,6 +149,26 @@ async def test_claim_renew_release_take_from(store):
     await store.claim("default", state.run_id, owner("owner-3"))
 
 
+async def test_claim_and_load_then_a_last_checkpoint_that_releases(store):
+    state = new_state()
+    await store.create_run(state)
+    with pytest.raises(RunNotFound):
+        await store.claim_and_load("other-tenant", state.run_id, owner("owner-1"))
+    loaded = await store.claim_and_load("default", state.run_id, owner("owner-1"))
+    assert loaded.run_id == state.run_id and loaded.status == state.status
+    with pytest.raises(RunOwned):
+        await store.claim_and_load("default", state.run_id, owner("owner-2"))
+    loaded.node_runs["a"] = node("a", "a-1", status="succeeded")
+    loaded.status = "succeeded"
+    with pytest.raises(LeaseLost):  # another owner's release-checkpoint writes nothing
+        await store.checkpoint(loaded, CheckpointDelta(["a"]), owner_id="owner-2", release=True)
+    assert (await store.get_run("default", state.run_id)).owner.id == "owner-1"
+    await store.checkpoint(loaded, CheckpointDelta(["a"]), owner_id="owner-1", release=True)
+    summary = await store.get_run("default", state.run_id)
+    assert summary.owner is None and summary.status == "succeeded"
+    assert (await store.load_run("default", state.run_id)).node_runs["a"].id == "a-1"
+
+
 async def test_two_concurrent_claims_one_wins(store):
     state = new_state()
     await store.create_run(state)
