@@ -165,6 +165,11 @@ class RunStore(Protocol):
         same transaction (what the new owner continues from). Same errors as :meth:`claim`."""
         ...
 
+    async def claim_if_pending(self, tenant_id: str, run_id: str, owner: OwnerInfo) -> bool:
+        """Claim the run only while it is ``pending`` (never checkpointed) and nobody holds
+        it; False when it is not, and then nothing changed. Raises nothing else."""
+        ...
+
     async def renew(self, run_id: str, owner_id: str, lease_until: float) -> None:
         """Extend the lease. Raises LeaseLost when ``owner_id`` no longer owns the run."""
         ...

@@ -131,6 +131,8 @@ class RunService:
         self.workflows = workflows
         self._live: dict[str, _Live] = {}
         self._docs: OrderedDict[tuple[str, str], Mapping[str, Any]] = OrderedDict()
+        #: states of runs prepared here and not executed yet (executing one needs no read of it)
+        self._prepared: OrderedDict[str, RunState] = OrderedDict()
 
     # ------------------------------------------------------------------ plans
 
@@ -187,6 +189,9 @@ class RunService:
         await self.stores.runs.create_run(state)
         if chat_id:
             await self._open_turn(state, message)
+        self._prepared[state.run_id] = state
+        while len(self._prepared) > _DOCS_MAX:  # runs executed elsewhere (queued) leave theirs behind
+            self._prepared.popitem(last=False)
         return state
 
     def start(self, doc: Mapping[str, Any], inputs: Mapping[str, Any], **kw: Any) -> AsyncIterator[Any]:
@@ -295,7 +300,8 @@ class RunService:
             RunNotFound, RunNotResumable, UnknownInterrupt, RunOwned, LeaseLost.
         """
         runs = self.stores.runs
-        owner, state = await self._claim(tenant_id, run_id)  # the state as of the claim
+        prepared = self._prepared.pop(run_id, None) if expect is RunStatus.pending else None
+        owner, state = await self._claim(tenant_id, run_id, prepared)  # the state as of the claim
         try:
             allowed = {expect} if expect is not None else {RunStatus.pending, RunStatus.running}
             if state.status not in allowed:
@@ -375,12 +381,18 @@ class RunService:
 
         return checkpoint
 
-    async def _claim(self, tenant_id: str, run_id: str) -> tuple[OwnerInfo, RunState]:
+    async def _claim(self, tenant_id: str, run_id: str,
+                     prepared: RunState | None = None) -> tuple[OwnerInfo, RunState]:
         """Claim the run for this process and read its state in the same transaction (a
         state read before claiming may be stale by the time the claim succeeds: another
-        process ran the run in between); a dead owner on this host is taken over at once."""
+        process ran the run in between); a dead owner on this host is taken over at once.
+        ``prepared``: the state :meth:`prepare` created here, used as it is when the run is
+        still pending and unowned (then the stored state is that one: nothing to read)."""
         owner = OwnerInfo(id=uuid.uuid4().hex, host=socket.gethostname(), pid=os.getpid(),
                           lease_until=time.time() + self.settings.lease_ttl)
+        if (prepared is not None and prepared.tenant_id == tenant_id
+                and await self.stores.runs.claim_if_pending(tenant_id, run_id, owner)):
+            return owner, prepared
         try:
             return owner, await self.stores.runs.claim_and_load(tenant_id, run_id, owner)
         except RunOwned as exc:

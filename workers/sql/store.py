@@ -398,6 +398,16 @@ class SqlStore:
         assert loaded is not None
         return self._loaded(*loaded)
 
+    async def claim_if_pending(self, tenant_id: str, run_id: str, owner: OwnerInfo) -> bool:
+        """Claim the run only while it is ``pending`` and nobody holds it (one UPDATE); False
+        when it is not (nothing changed). A pending run has never been checkpointed (the
+        first checkpoint records it running), so its stored state is still the one created."""
+        stmt = (sa.update(runs).where(runs.c.run_id == run_id, runs.c.tenant_id == tenant_id,
+                                      runs.c.status == RunStatus.pending.value, runs.c.owner_id.is_(None))
+                .values(owner_id=owner.id, owner_host=owner.host, owner_pid=owner.pid, lease_until=owner.lease_until))
+        async with self._tx() as conn:
+            return (await conn.execute(stmt)).rowcount == 1
+
     async def _claim(self, tenant_id: str, run_id: str, owner: OwnerInfo, take_from: str | None, *,
                      load: bool) -> tuple[Any, list[Any]] | None:
         allowed = runs.c.owner_id.is_(None) | (runs.c.lease_until < time.time()) | (runs.c.owner_id == owner.id)

@@ -169,6 +169,20 @@ async def test_claim_and_load_then_a_last_checkpoint_that_releases(store):
     assert (await store.load_run("default", state.run_id)).node_runs["a"].id == "a-1"
 
 
+async def test_claim_if_pending_only_claims_a_pending_unowned_run(store):
+    state = new_state(status="pending")
+    await store.create_run(state)
+    assert not await store.claim_if_pending("other-tenant", state.run_id, owner("owner-1"))
+    assert await store.claim_if_pending("default", state.run_id, owner("owner-1"))
+    assert not await store.claim_if_pending("default", state.run_id, owner("owner-2"))  # owned
+    assert (await store.get_run("default", state.run_id)).owner.id == "owner-1"
+    await store.release(state.run_id, "owner-1")
+    running = new_state()
+    await store.create_run(running)
+    assert not await store.claim_if_pending("default", running.run_id, owner("owner-1"))  # not pending
+    assert (await store.get_run("default", running.run_id)).owner is None
+
+
 async def test_two_concurrent_claims_one_wins(store):
     state = new_state()
     await store.create_run(state)
