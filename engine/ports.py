@@ -422,3 +422,8 @@ class WorkflowRepo(Protocol):
     async def get_version(self, tenant_id: str, workflow_id: str, version: int) -> WorkflowVersion:
         """One version with its document. Raises WorkflowNotFound (also for a missing version)."""
         ...
+
+    async def published(self, tenant_id: str, workflow_id: str) -> WorkflowVersion | None:
+        """The published version with its document, read in one go (what a run of the
+        workflow needs); None when no version is published. Raises WorkflowNotFound."""
+        ...

@@ -347,17 +347,16 @@ async def run_workflow(workflow_id: str, body: WorkflowRunCreate, caller: Caller
     none is), or with ``?draft=true`` the draft. The run records ``workflow_version``
     (the version number, or ``draft``)."""
     _readable(caller, workflow_id)
-    record = await repo.get(caller.tenant_id, workflow_id)
     if draft:
+        record = await repo.get(caller.tenant_id, workflow_id)
         if caller.app_id is not None:
             raise ApiError(403, "forbidden", "running a draft needs a key of the whole tenant; app keys run "
                                              "the published version")
         doc, version = record.draft, "draft"
-    elif record.published_version is None:
+    elif (found := await repo.published(caller.tenant_id, workflow_id)) is None:
         raise ApiError(409, "conflict", f"workflow {workflow_id!r} has no published version: publish it, or "
                                         f"run the draft with ?draft=true")
     else:
-        found = await repo.get_version(caller.tenant_id, workflow_id, record.published_version)
         doc, version = found.doc or {}, str(found.version)
     return await run_document(doc, body, caller=caller, service=service, executor=executor, request=request,
                               workflow_version=version)

@@ -152,6 +152,27 @@ class SqlWorkflowStore:
             rows = (await conn.execute(stmt)).mappings().all()
         return [_version(row) for row in rows]
 
+    async def published(self, tenant_id: str, workflow_id: str) -> WorkflowVersion | None:
+        """The published version with its document (one query); None when none is
+        published. Raises WorkflowNotFound."""
+        stmt = (sa.select(workflows.c.published_version, *_VERSION_COLUMNS, docs.c.doc)
+                .select_from(workflows)
+                .outerjoin(versions, sa.and_(versions.c.tenant_id == workflows.c.tenant_id,
+                                             versions.c.workflow_id == workflows.c.workflow_id,
+                                             versions.c.version == workflows.c.published_version))
+                .outerjoin(docs, sa.and_(docs.c.tenant_id == versions.c.tenant_id,
+                                         docs.c.content_hash == versions.c.doc_hash))
+                .where(self._mine(tenant_id, workflow_id)))
+        async with self.store._tx() as conn:
+            row = (await conn.execute(stmt)).mappings().first()
+        if row is None:
+            raise WorkflowNotFound(f"no workflow {workflow_id!r}")
+        if row["published_version"] is None:
+            return None
+        if row["version"] is None:  # pragma: no cover - a published version is never deleted alone
+            raise WorkflowNotFound(f"workflow {workflow_id!r} has no version {row['published_version']}")
+        return _version(row, row["doc"])
+
     async def get_version(self, tenant_id: str, workflow_id: str, version: int) -> WorkflowVersion:
         """One version with its document. Raises WorkflowNotFound (also for a missing version)."""
         stmt = (sa.select(*_VERSION_COLUMNS, docs.c.doc)
