@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sqlite3
 import time
 from collections import OrderedDict
 from typing import Any, AsyncIterator, Sequence
 
 import sqlalchemy as sa
+from pydantic_core import from_json
 from sqlalchemy import exc
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL
@@ -34,7 +36,7 @@ from schemas.records import ChatMessage, OwnerInfo, RunCommand, RunSummary
 from schemas.run import NodeRun, RunState
 from schemas.types import RunStatus
 
-from .checkpoint import CheckpointWrite, PostgresCheckpointWriter, SqliteCheckpointWriter, event_rows
+from .checkpoint import CheckpointWrite, PostgresCheckpointWriter, SqliteCheckpointWriter, _raw_connection, event_rows
 from .connect import make_engine, mask_url, normalize_url, store_errors
 from .migrate import migrate_connection
 from .rows import (ENDED, message_from_row, message_row, node_run_from_row, node_run_row, owner_from_row,
@@ -102,6 +104,32 @@ class _Statements:
             node_runs.c.run_id == sa.bindparam("b_run_id"), node_runs.c.current.is_(sa.true()))
         self.append_events = self.insert(run_events).on_conflict_do_nothing(
             index_elements=[run_events.c.run_id, run_events.c.seq])
+
+
+#: JSON columns of ``runs`` and ``node_runs`` (decoded after a raw read)
+_RUN_JSON = tuple(c.name for c in runs.c if isinstance(c.type, sa.JSON))
+_NODE_RUN_JSON = tuple(c.name for c in node_runs.c if isinstance(c.type, sa.JSON))
+
+
+def _sqlite_reads(db: sqlite3.Connection, queries: list[tuple[str, tuple[Any, ...]]]) -> list[list[dict[str, Any]]]:
+    """Runs in aiosqlite's worker thread: the SELECTs in one read transaction, rows as dicts."""
+    db.execute("BEGIN")
+    try:
+        results = []
+        for sql, params in queries:
+            cursor = db.execute(sql, params)
+            names = [d[0] for d in cursor.description]
+            results.append([dict(zip(names, row)) for row in cursor.fetchall()])
+    finally:
+        db.rollback()  # read only: nothing to keep
+    return results
+
+
+def _decoded(row: dict[str, Any], json_columns: Sequence[str]) -> dict[str, Any]:
+    for name in json_columns:
+        if row[name] is not None:
+            row[name] = from_json(row[name])
+    return row
 
 
 def _ordered_node_runs(rows: Sequence[Any]) -> list[NodeRun]:
@@ -314,9 +342,23 @@ class SqlStore:
             self._index.popitem(last=False)
 
     async def _read_run(self, tenant_id: str, run_id: str) -> tuple[Any, list[Any]]:
-        """The run's row and all its node-run rows, in one transaction. Raises RunNotFound."""
-        async with self._tx() as conn:
-            return await self._run_rows(conn, tenant_id, run_id)
+        """The run's row and all its node-run rows, in one transaction. Raises RunNotFound.
+
+        On SQLite both SELECTs run in one call in aiosqlite's worker thread (one hand-off
+        instead of one per cursor step, as the checkpoint does); the JSON columns are
+        decoded as SQLAlchemy's JSON type would."""
+        if self.backend != "sqlite":
+            async with self._tx() as conn:
+                return await self._run_rows(conn, tenant_id, run_id)
+        async with self._lock:
+            with store_errors(self.url):
+                driver = (await _raw_connection(await self._connection())).driver_connection
+                run_rows, node_rows = await driver._execute(_sqlite_reads, driver._conn, [
+                    ("SELECT * FROM runs WHERE run_id = ? AND tenant_id = ?", (run_id, tenant_id)),
+                    ("SELECT * FROM node_runs WHERE run_id = ? AND tenant_id = ?", (run_id, tenant_id))])
+        if not run_rows:
+            raise RunNotFound(f"no run {run_id} for tenant {tenant_id!r}")
+        return _decoded(run_rows[0], _RUN_JSON), [_decoded(row, _NODE_RUN_JSON) for row in node_rows]
 
     @staticmethod
     async def _run_rows(conn: AsyncConnection, tenant_id: str, run_id: str) -> tuple[Any, list[Any]]:
