@@ -18,7 +18,11 @@ from pydantic import Field, PrivateAttr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from typing import Annotated, Literal
 
-__all__ = ["Settings", "get_settings"]
+__all__ = ["SECRET_ENV_PREFIX", "Settings", "get_settings"]
+
+#: A workflow's ``{{secret:NAME}}`` reads the environment variable ``FLOWLOOM_SECRET_NAME``
+#: (or the ``.env`` file): secrets live with the deployment, never in a workflow.
+SECRET_ENV_PREFIX = "FLOWLOOM_SECRET_"
 
 
 class Settings(BaseSettings):

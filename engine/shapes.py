@@ -1,5 +1,6 @@
 """What each node of a workflow document offers downstream, for editors: its output
-handles and its outputs with their types (:func:`node_shapes`).
+handles and its outputs with their types (:func:`node_shapes`); and what it needs from
+the deployment it would run on (:func:`deployment_problems`).
 
 An editor needs these while the document is still being written, so nothing here
 requires the whole document to compile: every node whose own fields are valid gets its
@@ -17,9 +18,13 @@ from pydantic import ValidationError
 
 from schemas.workflow import Workflow
 
-from .catalog import NodeCatalog
+from schemas.nodes import NodeConfig
 
-__all__ = ["NodeShape", "node_shapes"]
+from .catalog import NodeCatalog
+from .errors import Problem
+from .settings import SECRET_ENV_PREFIX, Settings
+
+__all__ = ["NodeShape", "deployment_problems", "node_shapes"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,27 +46,64 @@ def _shell(doc: Mapping[str, Any]) -> Workflow:
         return Workflow(id="draft")
 
 
+def _valid_nodes(doc: Mapping[str, Any], catalog: NodeCatalog) -> list[Any]:
+    """The nodes of ``doc`` that are objects of a known kind whose own fields validate."""
+    raw_nodes = doc.get("nodes")
+    if not isinstance(raw_nodes, list):
+        return []
+    nodes = []
+    for raw in raw_nodes:
+        if not isinstance(raw, dict) or raw.get("type") not in catalog or not isinstance(raw.get("id"), str):
+            continue
+        try:
+            nodes.append(catalog.node_model(raw["type"]).model_validate(raw))
+        except ValidationError:
+            continue
+    return nodes
+
+
 def node_shapes(doc: Mapping[str, Any], *, catalog: NodeCatalog) -> dict[str, NodeShape]:
     """Node id -> :class:`NodeShape` for every node of ``doc`` (a workflow document as a
     mapping) that is an object of a known kind whose fields validate; others are left out.
 
     Raises nothing for bad input: what cannot be shaped is simply absent.
     """
-    raw_nodes = doc.get("nodes")
-    if not isinstance(raw_nodes, list):
-        return {}
     shell = _shell(doc)
     shapes: dict[str, NodeShape] = {}
-    for raw in raw_nodes:
-        if not isinstance(raw, dict) or raw.get("type") not in catalog or not isinstance(raw.get("id"), str):
-            continue
-        try:
-            node = catalog.node_model(raw["type"]).model_validate(raw)
-        except ValidationError:
-            continue
+    for node in _valid_nodes(doc, catalog):
         try:
             outputs: dict[str, str] | None = {name: str(t) for name, t in node.outputs(shell).items()}
         except Exception:  # noqa: BLE001 - an output list that needs a valid part of the document
             outputs = None
         shapes[node.id] = NodeShape(handles=node.handles(), outputs=outputs)
     return shapes
+
+
+def deployment_problems(doc: Mapping[str, Any], *, catalog: NodeCatalog, settings: Settings) -> list[Problem]:
+    """What the nodes of ``doc`` need that this deployment lacks (``NodeConfig.requirements``):
+    a boolean operator setting that is off (``disabled_by_operator``) or a secret that is not
+    set (``missing_secret``), one error each, naming the node, the field and the variable to
+    set. Validation reports these so a builder learns before publishing what would make a
+    run fail here; a workflow is still portable (another deployment may have them).
+
+    Raises nothing for bad input: nodes whose fields are invalid are the compiler's to report.
+    """
+    problems: list[Problem] = []
+    environ: Mapping[str, str] | None = None
+    for node in _valid_nodes(doc, catalog):
+        config: NodeConfig = node.config
+        for need in config.requirements():
+            if need.kind == "setting":
+                if getattr(settings, need.name, False):
+                    continue
+                variable = f"FLOWLOOM_{need.name.upper()}"
+                problems.append(Problem("disabled_by_operator", f"{need.why}, which this deployment does not allow: "
+                                        f"the operator must set {variable}=1", node_id=node.id, path=need.path))
+            else:
+                environ = settings.environ() if environ is None else environ
+                variable = SECRET_ENV_PREFIX + need.name
+                if environ.get(variable):
+                    continue
+                problems.append(Problem("missing_secret", f"secret {need.name!r} is not set ({need.why}): set "
+                                        f"{variable} in the environment or .env", node_id=node.id, path=need.path))
+    return problems

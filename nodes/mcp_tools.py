@@ -51,7 +51,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from engine.context import InterruptRequested, NodeContext
 from engine.errors import BlockedAddress, FlowloomError, NodeFailed
-from engine.settings import Settings
+from engine.settings import SECRET_ENV_PREFIX, Settings
 from schemas.nodes_agent import SECRET_REF, McpServer
 
 from .agent_loop import ToolCallContext, ToolOutcome, ToolSourceFailed, ToolSpec
@@ -60,8 +60,7 @@ from .http_request import AddressPolicy, GuardedBackend
 __all__ = ["SECRET_ENV_PREFIX", "McpConnection", "list_server_tools", "mcp_risk", "open_mcp_tools", "render_result",
            "resolve_secrets"]
 
-#: ``{{secret:NAME}}`` reads the variable ``FLOWLOOM_SECRET_NAME``.
-SECRET_ENV_PREFIX = "FLOWLOOM_SECRET_"
+
 _UNSAFE = re.compile(r"[^A-Za-z0-9_\-]")
 _STDERR_TAIL = 400
 

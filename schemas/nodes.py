@@ -36,6 +36,7 @@ __all__ = [
     "HttpRequestConfig",
     "IfElseConfig",
     "NodeConfig",
+    "Requirement",
     "StartConfig",
     "TemplateConfig",
     "VariableAggregatorConfig",
@@ -52,6 +53,18 @@ __all__ = [
     "LoopUpdate",
     "UnsupportedConfig",
 ]
+
+
+class Requirement(BaseModel):
+    """A need of a node from its deployment: ``kind`` ``setting`` (the boolean operator
+    setting ``name`` must be on) or ``secret`` (the secret ``name`` must be set);
+    ``path``: the config field that needs it; ``why``: the reason, for the message."""
+
+    kind: Literal["setting", "secret"]
+    name: str
+    path: str
+    why: str
+
 
 class NodeConfig(BaseModel):
     """Base of every node kind's config. Subclasses set ``kind`` via :func:`node_kind`."""
@@ -72,6 +85,12 @@ class NodeConfig(BaseModel):
     def templates(self) -> Iterator[tuple[str, str]]:
         """(field path, Jinja2 source) of every template field, for compile-time checks."""
         return iter(())
+
+    def requirements(self) -> Iterator["Requirement"]:
+        """What this node needs from the deployment it runs on (an operator setting turned
+        on, a secret set), so validation can say so before a run fails on it."""
+        return iter(())
+
 
     def ref_type(self, field: str) -> VarType | None:
         """Type expected for references found directly in ``field`` (None = any)."""

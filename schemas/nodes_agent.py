@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Iterator, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from .nodes import node_kind
+from .nodes import Requirement, node_kind
 from .nodes_llm import LLMNodeConfig, TextValue
 from .types import VarType
 from .values import Value
@@ -507,6 +507,18 @@ class ToolLoopConfig(LLMNodeConfig):
         graph = {t.name for t in self.tools}
         return any(name not in allowed and (risk == "write" or (risk is None and name not in graph))
                    for name, risk in self.declared_risks().items())
+
+    def requirements(self) -> Iterator[Requirement]:
+        """Stdio MCP servers need the operator's ``mcp_allow_stdio``; every
+        ``{{secret:NAME}}`` of a server's headers or environment needs its secret."""
+        for index, server in enumerate(self.mcp_servers):
+            where = f"config.mcp_servers[{index}]"
+            if server.transport == "stdio":
+                yield Requirement(kind="setting", name="mcp_allow_stdio", path=f"{where}.command",
+                                  why=f"MCP server {server.name!r} starts a local process (stdio)")
+            for name in dict.fromkeys(server.secrets()):
+                yield Requirement(kind="secret", name=name, path=where,
+                                  why=f"MCP server {server.name!r} sends it")
 
     @model_validator(mode="after")
     def _check_tools(self) -> "ToolLoopConfig":

@@ -44,12 +44,15 @@ def _summary(file: Path, doc: dict[str, Any], warnings: int) -> Text:
 def validate(file: WorkflowFile, as_json: JsonFlag = False) -> None:
     """Compile FILE and list every problem; exit 2 when there are errors (warnings do not fail)."""
     from engine.compiler import check_workflow
+    from engine.shapes import deployment_problems
     from nodes import builtin_catalog
     from nodes.model_registry import registry_for
 
     doc, problems = load_workflow(file)
     if doc is not None:
-        problems = check_workflow(doc, catalog=builtin_catalog(), models=registry_for(settings()))
+        catalog = builtin_catalog()
+        problems = [*check_workflow(doc, catalog=catalog, models=registry_for(settings())),
+                    *deployment_problems(doc, catalog=catalog, settings=settings())]
     errors = [p for p in problems if p.severity == "error"]
     if as_json:
         write_json([p.to_dict() for p in problems], indent=2)

@@ -30,7 +30,7 @@ from fastapi.responses import JSONResponse, Response
 
 from engine.catalog import NodeCatalog
 from engine.compiler import check_workflow
-from engine.shapes import node_shapes
+from engine.shapes import deployment_problems, node_shapes
 from engine.ports import WorkflowNotFound, WorkflowRepo
 from schemas.api import (ErrorBody, NodeShapeOut, RunAccepted, RunDetail, WorkflowCreated, WorkflowDetail, WorkflowImport,
                          WorkflowImported, WorkflowInputOut, WorkflowList, WorkflowOut, WorkflowProblems,
@@ -122,7 +122,9 @@ def _document_id(doc: dict[str, Any]) -> str:
 
 
 def _problems(service: Any, doc: dict[str, Any]) -> list[dict[str, Any]]:
-    return [p.to_dict() for p in check_workflow(doc, catalog=service.catalog, models=service.models)]
+    problems = [*check_workflow(doc, catalog=service.catalog, models=service.models),
+                *deployment_problems(doc, catalog=service.catalog, settings=service.settings)]
+    return [p.to_dict() for p in problems]
 
 
 def _check(problems: list[dict[str, Any]], doc: dict[str, Any] | None = None,

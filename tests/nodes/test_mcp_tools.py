@@ -290,3 +290,23 @@ async def test_a_call_over_its_timeout_is_an_error_for_the_model_and_the_session
     assert time.monotonic() - started < 20
     assert "timed out after 1s" in tool_results(openai_server.bodies[1])["c1"]
     assert "weather in Oslo: sunny" in tool_results(openai_server.bodies[2])["c2"]
+
+
+def test_validation_names_what_the_deployment_lacks_for_mcp_servers():
+    from engine.shapes import deployment_problems
+    from nodes import builtin_catalog
+
+    doc = flow(mcp_servers=[{"name": "local", "command": "server"},
+                            {"name": "team", "url": "https://example.com/mcp",
+                             "headers": {"Authorization": "Bearer {{secret:TEAM_TOKEN}}"}}])
+    closed = Settings(mcp_allow_stdio=False)
+    found = {p.code: p for p in deployment_problems(doc, catalog=builtin_catalog(), settings=closed)}
+    assert set(found) == {"disabled_by_operator", "missing_secret"}
+    assert found["disabled_by_operator"].path == "config.mcp_servers[0].command"
+    assert "FLOWLOOM_MCP_ALLOW_STDIO=1" in found["disabled_by_operator"].message
+    assert found["missing_secret"].node_id == "agent" and "FLOWLOOM_SECRET_TEAM_TOKEN" in found["missing_secret"].message
+    os.environ["FLOWLOOM_SECRET_TEAM_TOKEN"] = "t0k3n"
+    try:
+        assert deployment_problems(doc, catalog=builtin_catalog(), settings=Settings(mcp_allow_stdio=True)) == []
+    finally:
+        del os.environ["FLOWLOOM_SECRET_TEAM_TOKEN"]
