@@ -36,7 +36,8 @@ from schemas.records import ChatMessage, OwnerInfo, RunCommand, RunSummary
 from schemas.run import NodeRun, RunState
 from schemas.types import RunStatus
 
-from .checkpoint import CheckpointWrite, PostgresCheckpointWriter, SqliteCheckpointWriter, _raw_connection, event_rows
+from .checkpoint import (CheckpointWrite, PostgresCheckpointWriter, SqliteCheckpointWriter, _dumps, _raw_connection,
+                         event_rows)
 from .connect import make_engine, mask_url, normalize_url, store_errors
 from .migrate import migrate_connection
 from .rows import (ENDED, message_from_row, message_row, node_run_from_row, node_run_row, owner_from_row,
@@ -123,6 +124,18 @@ def _sqlite_reads(db: sqlite3.Connection, queries: list[tuple[str, tuple[Any, ..
     finally:
         db.rollback()  # read only: nothing to keep
     return results
+
+
+def _sqlite_writes(db: sqlite3.Connection, statements: list[tuple[str, tuple[Any, ...]]]) -> list[int]:
+    """Runs in aiosqlite's worker thread: the statements in one write transaction; their row counts."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        counts = [db.execute(sql, params).rowcount for sql, params in statements]
+        db.commit()
+    except BaseException:
+        db.rollback()
+        raise
+    return counts
 
 
 def _decoded(row: dict[str, Any], json_columns: Sequence[str]) -> dict[str, Any]:
@@ -249,6 +262,18 @@ class SqlStore:
         index.indexed = tuple(row[name] for name in _INDEXED)
         node_rows, current, added = self._node_rows(state, index, list(state.node_runs), 0)
         index.apply(current, added)
+        if self.backend == "sqlite" and not node_rows:  # a new run: one INSERT, one hand-off
+            names = tuple(row)
+            sql = f"INSERT INTO runs ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})"
+            params = tuple(_dumps(row[n]) if n in _RUN_JSON else row[n] for n in names)
+            try:
+                await self._sqlite_write([(sql, params)])
+            except StoreError as error:
+                if isinstance(error.__cause__, sqlite3.IntegrityError):
+                    raise RunExists(f"run {state.run_id} already exists") from None
+                raise
+            self._remember(state.run_id, index)
+            return
         async with self._tx() as conn:
             try:
                 await conn.execute(sa.insert(runs), row)
@@ -257,6 +282,15 @@ class SqlStore:
             if node_rows:
                 await conn.execute(self._sql.upsert_node_runs, node_rows)
         self._remember(state.run_id, index)
+
+    async def _sqlite_write(self, statements: list[tuple[str, tuple[Any, ...]]]) -> list[int]:
+        """SQLite only: ``statements`` (SQL text with ``?`` parameters) in one write
+        transaction, run in one call in aiosqlite's worker thread; their row counts.
+        Errors are StoreError (the driver's error as its cause)."""
+        async with self._lock:
+            with store_errors(self.url):
+                driver = (await _raw_connection(await self._connection())).driver_connection
+                return await driver._execute(_sqlite_writes, driver._conn, statements)
 
     async def checkpoint(self, state: RunState, delta: CheckpointDelta, *, owner_id: str | None,
                          events: Sequence[Any] = (), release: bool = False) -> None:
@@ -444,6 +478,12 @@ class SqlStore:
         """Claim the run only while it is ``pending`` and nobody holds it (one UPDATE); False
         when it is not (nothing changed). A pending run has never been checkpointed (the
         first checkpoint records it running), so its stored state is still the one created."""
+        if self.backend == "sqlite":
+            (count,) = await self._sqlite_write([(
+                "UPDATE runs SET owner_id = ?, owner_host = ?, owner_pid = ?, lease_until = ? "
+                "WHERE run_id = ? AND tenant_id = ? AND status = ? AND owner_id IS NULL",
+                (owner.id, owner.host, owner.pid, owner.lease_until, run_id, tenant_id, RunStatus.pending.value))])
+            return count == 1
         stmt = (sa.update(runs).where(runs.c.run_id == run_id, runs.c.tenant_id == tenant_id,
                                       runs.c.status == RunStatus.pending.value, runs.c.owner_id.is_(None))
                 .values(owner_id=owner.id, owner_host=owner.host, owner_pid=owner.pid, lease_until=owner.lease_until))
