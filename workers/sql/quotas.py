@@ -231,9 +231,17 @@ class SqlQuotaStore:
         alone, without the tenant's lock or any counting, so it is counted should a limit
         be set later; returns its id. Old admissions are deleted at most once a minute per
         tenant and process (they only take space)."""
+        prune = now - _pruned.get((self._url, tenant_id), 0.0) >= WINDOW_S
+        if prune:
+            _pruned[(self._url, tenant_id)] = now
+        if self.store.backend == "sqlite":  # one call in the driver's thread (SqlStore._sqlite_write)
+            statements = [("DELETE FROM quota_admissions WHERE tenant_id = ? AND admitted_at < ?",
+                           (tenant_id, now - _KEEP_S))] if prune else []
+            statements.append(("INSERT INTO quota_admissions (tenant_id, app_id, run_id, admitted_at) "
+                               "VALUES (?, ?, ?, ?)", (tenant_id, app_id, run_id, now)))
+            return (await self.store._sqlite_write(statements))[-1]
         async with self.store._tx() as conn:
-            if now - _pruned.get((self._url, tenant_id), 0.0) >= WINDOW_S:
-                _pruned[(self._url, tenant_id)] = now
+            if prune:
                 await conn.execute(sa.delete(admissions).where(admissions.c.tenant_id == tenant_id,
                                                                admissions.c.admitted_at < now - _KEEP_S))
             result = await conn.execute(sa.insert(admissions).values(

@@ -130,7 +130,10 @@ def _sqlite_writes(db: sqlite3.Connection, statements: list[tuple[str, tuple[Any
     """Runs in aiosqlite's worker thread: the statements in one write transaction; their row counts."""
     db.execute("BEGIN IMMEDIATE")
     try:
-        counts = [db.execute(sql, params).rowcount for sql, params in statements]
+        counts = []
+        for sql, params in statements:
+            cursor = db.execute(sql, params)
+            counts.append(cursor.lastrowid if sql.startswith("INSERT") and cursor.rowcount == 1 else cursor.rowcount)
         db.commit()
     except BaseException:
         db.rollback()
@@ -285,12 +288,21 @@ class SqlStore:
 
     async def _sqlite_write(self, statements: list[tuple[str, tuple[Any, ...]]]) -> list[int]:
         """SQLite only: ``statements`` (SQL text with ``?`` parameters) in one write
-        transaction, run in one call in aiosqlite's worker thread; their row counts.
-        Errors are StoreError (the driver's error as its cause)."""
+        transaction, run in one call in aiosqlite's worker thread; each one's row count,
+        or for an INSERT of one row its rowid. Errors are StoreError (the driver's error
+        as its cause)."""
         async with self._lock:
             with store_errors(self.url):
                 driver = (await _raw_connection(await self._connection())).driver_connection
                 return await driver._execute(_sqlite_writes, driver._conn, statements)
+
+    async def _sqlite_read(self, queries: list[tuple[str, tuple[Any, ...]]]) -> list[list[dict[str, Any]]]:
+        """SQLite only: the SELECTs ``queries`` in one read transaction in one call in
+        aiosqlite's worker thread; rows as dicts (JSON columns still text)."""
+        async with self._lock:
+            with store_errors(self.url):
+                driver = (await _raw_connection(await self._connection())).driver_connection
+                return await driver._execute(_sqlite_reads, driver._conn, queries)
 
     async def checkpoint(self, state: RunState, delta: CheckpointDelta, *, owner_id: str | None,
                          events: Sequence[Any] = (), release: bool = False) -> None:
@@ -384,12 +396,9 @@ class SqlStore:
         if self.backend != "sqlite":
             async with self._tx() as conn:
                 return await self._run_rows(conn, tenant_id, run_id)
-        async with self._lock:
-            with store_errors(self.url):
-                driver = (await _raw_connection(await self._connection())).driver_connection
-                run_rows, node_rows = await driver._execute(_sqlite_reads, driver._conn, [
-                    ("SELECT * FROM runs WHERE run_id = ? AND tenant_id = ?", (run_id, tenant_id)),
-                    ("SELECT * FROM node_runs WHERE run_id = ? AND tenant_id = ?", (run_id, tenant_id))])
+        run_rows, node_rows = await self._sqlite_read([
+            ("SELECT * FROM runs WHERE run_id = ? AND tenant_id = ?", (run_id, tenant_id)),
+            ("SELECT * FROM node_runs WHERE run_id = ? AND tenant_id = ?", (run_id, tenant_id))])
         if not run_rows:
             raise RunNotFound(f"no run {run_id} for tenant {tenant_id!r}")
         return _decoded(run_rows[0], _RUN_JSON), [_decoded(row, _NODE_RUN_JSON) for row in node_rows]

@@ -20,6 +20,7 @@ import time
 from typing import Any, Mapping
 
 import sqlalchemy as sa
+from pydantic_core import from_json
 from sqlalchemy.dialects import postgresql, sqlite
 
 from engine.compiler import content_hash
@@ -36,6 +37,13 @@ versions = WorkflowVersionRow.__table__
 docs = WorkflowDocRow.__table__
 
 _VERSION_COLUMNS = [versions.c[n] for n in ("tenant_id", "workflow_id", "version", "doc_hash", "note", "created_at")]
+#: :meth:`SqlWorkflowStore.published` on SQLite, as plain SQL (parameters: tenant, workflow)
+_PUBLISHED_SQL = (
+    "SELECT w.published_version, v.tenant_id, v.workflow_id, v.version, v.doc_hash, v.note, v.created_at, d.doc "
+    "FROM workflows AS w LEFT OUTER JOIN workflow_versions AS v ON v.tenant_id = w.tenant_id "
+    "AND v.workflow_id = w.workflow_id AND v.version = w.published_version "
+    "LEFT OUTER JOIN workflow_docs AS d ON d.tenant_id = v.tenant_id AND d.content_hash = v.doc_hash "
+    "WHERE w.tenant_id = ? AND w.workflow_id = ?")
 
 
 def _record(row: Mapping[str, Any]) -> WorkflowRecord:
@@ -155,16 +163,22 @@ class SqlWorkflowStore:
     async def published(self, tenant_id: str, workflow_id: str) -> WorkflowVersion | None:
         """The published version with its document (one query); None when none is
         published. Raises WorkflowNotFound."""
-        stmt = (sa.select(workflows.c.published_version, *_VERSION_COLUMNS, docs.c.doc)
-                .select_from(workflows)
-                .outerjoin(versions, sa.and_(versions.c.tenant_id == workflows.c.tenant_id,
-                                             versions.c.workflow_id == workflows.c.workflow_id,
-                                             versions.c.version == workflows.c.published_version))
-                .outerjoin(docs, sa.and_(docs.c.tenant_id == versions.c.tenant_id,
-                                         docs.c.content_hash == versions.c.doc_hash))
-                .where(self._mine(tenant_id, workflow_id)))
-        async with self.store._tx() as conn:
-            row = (await conn.execute(stmt)).mappings().first()
+        if self.store.backend == "sqlite":  # one call in the driver's thread (SqlStore._sqlite_read)
+            (rows,) = await self.store._sqlite_read([(_PUBLISHED_SQL, (tenant_id, workflow_id))])
+            row: Any = rows[0] if rows else None
+            if row is not None and row["doc"] is not None:
+                row["doc"] = from_json(row["doc"])
+        else:
+            stmt = (sa.select(workflows.c.published_version, *_VERSION_COLUMNS, docs.c.doc)
+                    .select_from(workflows)
+                    .outerjoin(versions, sa.and_(versions.c.tenant_id == workflows.c.tenant_id,
+                                                 versions.c.workflow_id == workflows.c.workflow_id,
+                                                 versions.c.version == workflows.c.published_version))
+                    .outerjoin(docs, sa.and_(docs.c.tenant_id == versions.c.tenant_id,
+                                             docs.c.content_hash == versions.c.doc_hash))
+                    .where(self._mine(tenant_id, workflow_id)))
+            async with self.store._tx() as conn:
+                row = (await conn.execute(stmt)).mappings().first()
         if row is None:
             raise WorkflowNotFound(f"no workflow {workflow_id!r}")
         if row["published_version"] is None:
