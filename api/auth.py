@@ -40,17 +40,21 @@ class Principal:
     admin: bool = False
 
 
-def run_service(request: Request) -> RunService:
+# The app's parts are ``async`` dependencies: FastAPI runs a plain ``def`` dependency in its
+# thread pool, a thread hand-off per dependency per request for a mere attribute read.
+
+
+async def run_service(request: Request) -> RunService:
     """The app's run service (opened by the app's lifespan)."""
     return request.app.state.service
 
 
-def key_store(request: Request) -> KeyStore:
+async def key_store(request: Request) -> KeyStore:
     """The app's key store."""
     return request.app.state.keys
 
 
-def run_executor(request: Request) -> RunExecutor:
+async def run_executor(request: Request) -> RunExecutor:
     """The app's executor: the tasks that execute runs, owned by the app, not by requests."""
     return request.app.state.executor
 

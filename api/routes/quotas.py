@@ -31,7 +31,7 @@ router = APIRouter(prefix="/v1/quotas", tags=["quotas"], responses=_E)
 AppId = Annotated[str, Path(min_length=1, max_length=200, description="the app (a workflow id)")]
 
 
-def quotas_of(request: Request) -> Quotas:
+async def quotas_of(request: Request) -> Quotas:
     """The app's quota policy (opened by the app's lifespan)."""
     return request.app.state.quotas
 

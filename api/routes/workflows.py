@@ -46,7 +46,7 @@ from .runs import RUN_LINKS, SSE_CONTENT, link, run_document
 __all__ = ["router", "workflow_repo"]
 
 
-def workflow_repo(request: Request) -> WorkflowRepo:
+async def workflow_repo(request: Request) -> WorkflowRepo:
     """The app's workflow store (opened by the app's lifespan on the run store's database)."""
     return request.app.state.workflows
 
