@@ -86,6 +86,9 @@ class KindSpec:
       needs no confirmation. False (the default) counts as writing, so a kind added
       later is confirmed until its author says otherwise.
     - ``icon``, ``category``: how the canvas and the catalog listing present it.
+    - ``labels``: the title and description in other languages, as ``(language tag,
+      title, description)`` triples (``zh-CN``...): editors show kinds in the builder's
+      language, and the catalog stays the one place that describes kinds.
     """
 
     kind: str
@@ -100,6 +103,7 @@ class KindSpec:
     reads_only: bool = False
     icon: str = ""
     category: str = ""
+    labels: tuple[tuple[str, str, str], ...] = ()
 
     def executor_class(self) -> type[NodeExecutor[Any]]:
         """The executor class (imported on first use when given as a path).

@@ -34,6 +34,7 @@ __all__ = [
     "KeyList",
     "KeyOut",
     "NodeKindList",
+    "KindLabel",
     "NodeKindOut",
     "NodeRunOut",
     "QuotaEffective",
@@ -541,6 +542,13 @@ class WorkflowRunCreate(BaseModel):
 # ---------------------------------------------------------------------- node kinds
 
 
+class KindLabel(BaseModel):
+    """A node kind's title and description in one language."""
+
+    title: str
+    description: str
+
+
 class NodeKindOut(BaseModel):
     """A node kind of the engine's catalog, for the canvas palette and forms.
 
@@ -562,6 +570,8 @@ class NodeKindOut(BaseModel):
     handles: list[str] | None = None
     outputs: dict[str, str] | None = None
     config_dependent: bool = True
+    labels: dict[str, KindLabel] = Field(default_factory=dict, description="language tag (zh-CN...) -> title and "
+                                         "description in that language; English is title/description")
 
 
 class NodeKindList(BaseModel):

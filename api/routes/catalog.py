@@ -17,7 +17,7 @@ from fastapi import APIRouter
 from pydantic import ValidationError
 
 from engine.catalog import KindSpec, NodeCatalog
-from schemas.api import ErrorBody, NodeKindList, NodeKindOut
+from schemas.api import ErrorBody, KindLabel, NodeKindList, NodeKindOut
 from schemas.types import SYS_VARIABLES
 from schemas.workflow import NodeBase, Workflow
 
@@ -74,7 +74,9 @@ def node_kinds(catalog: NodeCatalog) -> list[NodeKindOut]:
         dependent = bool(fields) or _overrides(spec.config, "handles") or _overrides(spec.config, "outputs")
         out.append(NodeKindOut(kind=kind, title=spec.title, description=spec.description, category=spec.category,
                                icon=spec.icon, traits=_trait_map(spec), config_schema=catalog.config_schema(kind),
-                               handles=handles, outputs=outputs, config_dependent=dependent))
+                               handles=handles, outputs=outputs, config_dependent=dependent,
+                               labels={lang: KindLabel(title=title, description=text)
+                                       for lang, title, text in spec.labels}))
     return out
 
 

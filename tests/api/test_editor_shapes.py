@@ -2,7 +2,8 @@
 PostgreSQL: validate answers each node's handles and typed outputs even when other parts
 of the document are wrong; the node-kind catalog carries the model registry's names, the
 ``sys`` variables and the schema of the fields every node has; sticky notes travel with
-the workflow and are not executed."""
+the workflow and are not executed; every kind has its title and description in
+Simplified Chinese."""
 
 from __future__ import annotations
 
@@ -63,3 +64,10 @@ async def test_sticky_notes_are_saved_exported_and_not_executed(api):
     bad = {**hello_workflow(), "notes": [{"id": "n 1", "text": "x"}]}
     checked = (await api.client.post("/v1/workflows/validate", json=bad, headers=api.auth())).json()
     assert any(p["path"].startswith("notes[0]") for p in checked["problems"]), checked["problems"]
+
+
+async def test_node_kinds_carry_their_simplified_chinese_labels(api):
+    kinds = (await api.client.get("/v1/node-kinds", headers=api.auth())).json()["kinds"]
+    assert all(k["labels"]["zh-CN"]["title"] and k["labels"]["zh-CN"]["description"] for k in kinds)
+    by_kind = {k["kind"]: k for k in kinds}
+    assert by_kind["classify_question"]["labels"]["zh-CN"]["title"] == "问题分类"
