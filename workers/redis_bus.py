@@ -47,6 +47,7 @@ __all__ = [
     "RedisCommandChannel",
     "RedisEventBus",
     "TERMINAL_EVENTS",
+    "mask_redis_url",
     "redis_client",
     "shielded",
 ]
@@ -59,6 +60,22 @@ TERMINAL_EVENTS = frozenset({"run_finished", "run_failed", "run_cancelled"})
 _BACKOFF_MIN_S, _BACKOFF_MAX_S = 0.1, 5.0
 
 _clients: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, Any]]" = weakref.WeakKeyDictionary()
+
+
+def mask_redis_url(url: str) -> str:
+    """``url`` with its password (and a user given without one) replaced by ``***``, safe
+    to print: a Redis URL may carry ``redis://:password@host``."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(url)
+        if "@" not in parts.netloc:
+            return url
+        credentials, host = parts.netloc.rsplit("@", 1)
+        user = credentials.split(":", 1)[0] if ":" in credentials else ""
+        return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+    except ValueError:
+        return "<unparsable Redis URL>"
 
 
 def redis_client(url: str) -> Any:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import NoReturn
 
+import typer
 from rich.text import Text
 
 from . import files, inspect, keys, mcp, quotas, rerun, running, serve, worker  # noqa: F401  (each module adds its commands to the app)
@@ -44,12 +45,28 @@ def main() -> None:
             _config_error("invalid setting:", [
                 f"FLOWLOOM_{str(e['loc'][0]).upper() if e['loc'] else '?'}: {plain_message(e)}"
                 for e in exc.errors()])
+        if _is_redis_outage(exc):
+            from .common import redis_unreachable, settings
+
+            try:
+                redis_unreachable(settings().redis_url or "", exc)
+            except typer.Exit as stop:
+                raise SystemExit(stop.exit_code) from None
         if isinstance(exc, (FlowloomError, OSError)):
             _config_error("configuration problem:", [f"{type(exc).__name__}: {exc}"])
         # A bug of Flowloom's own: say so in one line, never with a traceback.
         err().print(Text(f"internal error: {type(exc).__name__}: {exc}", style="bold red"))
         err().print(Text("this is a bug in Flowloom; the run (if any) is kept in the run store", style="red"))
         raise SystemExit(1) from None
+
+
+def _is_redis_outage(exc: BaseException) -> bool:
+    """True for redis-py's connection and timeout errors (redis is imported only when a
+    command used it, so its absence from ``sys.modules`` means it was not the cause)."""
+    import sys
+
+    module = sys.modules.get("redis.exceptions")
+    return module is not None and isinstance(exc, (module.ConnectionError, module.TimeoutError))
 
 
 def _config_error(title: str, lines: list[str]) -> NoReturn:

@@ -19,7 +19,7 @@ from rich.text import Text
 __all__ = [
     "EXIT_INTERRUPTED", "EXIT_INVALID", "EXIT_OK", "EXIT_PAUSED", "EXIT_RUN_FAILED", "JsonFlag", "JsonView",
     "TerminalView", "View", "WorkflowFile", "abort", "app", "err", "is_stdin", "node_titles", "out",
-    "print_problems", "read_source", "settings", "source_label", "terminal_view", "write_json",
+    "print_problems", "read_source", "redis_unreachable", "settings", "source_label", "terminal_view", "write_json",
 ]
 
 EXIT_OK, EXIT_RUN_FAILED, EXIT_INVALID, EXIT_PAUSED, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -97,6 +97,16 @@ def abort(title: str, lines: list[str]) -> NoReturn:
     console.print(Text(title, style="bold red"))
     for line in lines:
         console.print(Text(f"  - {line}"))
+    raise typer.Exit(EXIT_INVALID)
+
+
+def redis_unreachable(url: str, exc: BaseException) -> NoReturn:
+    """One line on stderr naming the Redis URL (password masked) and why, then exit 2: an
+    unreachable Redis is a deployment problem to fix, not a bug."""
+    from workers.redis_bus import mask_redis_url
+
+    err().print(Text(f"Redis at {mask_redis_url(url)} is unreachable ({exc}); start it or fix FLOWLOOM_REDIS_URL",
+                     style="bold red"))
     raise typer.Exit(EXIT_INVALID)
 
 

@@ -123,6 +123,33 @@ def _print_start(start: _Start, base: str, dist: Path, login_asked: bool | None,
         console.print(Text(f"examples: none found in {EXAMPLES_DIR}", style="yellow"))
 
 
+def _print_execution(redis_url: str | None) -> None:
+    """Where runs execute: in this process, or (with Redis) queued for ``flowloom worker``
+    processes - with a warning when that Redis does not answer now, since queued runs then
+    fail (503) until it does."""
+    console = err()
+    if not redis_url:
+        console.print(Text("runs: executed in this process (FLOWLOOM_REDIS_URL unset)", style="dim"))
+        return
+    from redis import Redis
+    from redis.exceptions import ConnectionError as RedisConnectionError
+    from redis.exceptions import TimeoutError as RedisTimeoutError
+
+    from workers.redis_bus import mask_redis_url
+
+    where = mask_redis_url(redis_url)
+    console.print(Text(f"runs: async runs, agent/tool runs and resumes are queued at Redis {where} for "
+                       "`flowloom worker` processes (start at least one); the others run in this process"))
+    client = Redis.from_url(redis_url, socket_connect_timeout=2, socket_timeout=2)
+    try:
+        client.ping()
+    except (RedisConnectionError, RedisTimeoutError) as exc:
+        console.print(Text(f"warning: Redis at {where} is unreachable ({exc}): queued runs are refused (503) "
+                           "until it answers", style="yellow"))
+    finally:
+        client.close()
+
+
 @app.command()
 def serve(
     host: Annotated[str, typer.Option(help="address to listen on")] = "127.0.0.1",
@@ -165,6 +192,7 @@ def serve(
     base = f"http://{_url_host(host)}:{port}"
     err().print(Text.assemble(("Flowloom API", "bold"), f" on {base}  (OpenAPI: /docs)  "
                               f"run store: {mask_url(database_url(current))}"))
+    _print_execution(current.redis_url)
     _print_start(start, base, dist_of(current), login_url, loopback)
     uvicorn.run(create_app(current, heartbeat_s=heartbeat), host=host, port=port, http="httptools",
                 lifespan="on", log_level="info", timeout_graceful_shutdown=10)

@@ -19,7 +19,7 @@ from typing import Annotated, Optional
 import typer
 from rich.text import Text
 
-from .common import EXIT_INVALID, app, err, settings
+from .common import EXIT_INVALID, app, err, redis_unreachable, settings
 
 __all__ = ["worker"]
 
@@ -41,6 +41,8 @@ def worker(
                          "the queues and the live events are in Redis", style="bold red"))
         raise typer.Exit(EXIT_INVALID)
     from redis import Redis
+    from redis.exceptions import ConnectionError as RedisConnectionError
+    from redis.exceptions import TimeoutError as RedisTimeoutError
     from rq.logutils import setup_loghandlers
 
     from api.runtime import open_service
@@ -61,6 +63,11 @@ def worker(
     log.propagate = False
     setup_loghandlers("INFO", log_format=LOG_FORMAT, name="rq.worker")
     connection = Redis.from_url(current.redis_url, socket_connect_timeout=2, health_check_interval=5)
+    try:
+        connection.ping()  # RQ's worker talks to Redis as it is made: a dead URL is a message, not a traceback
+    except (RedisConnectionError, RedisTimeoutError) as exc:
+        connection.close()
+        redis_unreachable(current.redis_url, exc)
     rq_worker = FlowloomWorker(names, connection=connection, name=name or f"{socket.gethostname()}.{os.getpid()}")
     rq_worker.wait_until_reachable()
     runtime = WorkerRuntime(current, open_service, sweep_s=sweep, name=rq_worker.name)
