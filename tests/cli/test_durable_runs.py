@@ -15,81 +15,17 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
+from tests.support.counting_server import Counter, counter  # noqa: F401  (fixture)
 from tests.support.openai_server import error_after_tokens, text_reply
 
 ROOT = Path(__file__).resolve().parents[2]
 FLOWLOOM = [sys.executable, "-m", "api.cli"]
-
-
-class Counter:
-    """POST /hit/NAME answers at once; POST /gate/NAME waits until :attr:`gate` is set.
-    Every request is recorded as (name, Idempotency-Key)."""
-
-    def __init__(self) -> None:
-        self.requests: list[tuple[str, str | None]] = []
-        self.gate = threading.Event()
-        self.lock = threading.Lock()
-        counter = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:  # noqa: N802
-                length = int(self.headers.get("Content-Length") or 0)
-                self.rfile.read(length)
-                _, kind, name = self.path.split("/")[:3]
-                with counter.lock:
-                    counter.requests.append((name, self.headers.get("Idempotency-Key")))
-                if kind == "gate":
-                    counter.gate.wait(60)
-                body = json.dumps({"node": name}).encode()
-                try:
-                    self.send_response(200)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(body)))
-                    self.end_headers()
-                    self.wfile.write(body)
-                except OSError:
-                    pass  # the client (a killed or cancelled run) is gone
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def names(self) -> list[str]:
-        with self.lock:
-            return [name for name, _ in self.requests]
-
-    def keys(self, name: str) -> list[str | None]:
-        with self.lock:
-            return [key for n, key in self.requests if n == name]
-
-    def wait_for(self, name: str, timeout: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout
-        while name not in self.names():
-            assert time.monotonic() < deadline, f"no request for {name!r}; got {self.names()}"
-            time.sleep(0.02)
-
-
-@pytest.fixture
-def counter() -> Iterator[Counter]:
-    server = Counter()
-    yield server
-    server.gate.set()
-    server.server.shutdown()
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
