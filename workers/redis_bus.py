@@ -423,7 +423,10 @@ class RedisCommandChannel:
                     self._polled[run_id] = -1e9  # resync on the next poll
                 backoff.ok()
                 while True:
-                    message = await shielded(pubsub.get_message(timeout=1.0))
+                    # Not shielded: this connection is the subscription's own (closed below when
+                    # listening ends), and a shielded read left pending when the process closes
+                    # the channel would fail after its loop stopped, logged as a traceback.
+                    message = await pubsub.get_message(timeout=1.0)
                     if message and message.get("type") == "pmessage":
                         self._deliver(str(message["channel"])[len(prefix):], message["data"])
             except errors as exc:

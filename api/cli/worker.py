@@ -48,7 +48,7 @@ def worker(
     from api.runtime import open_service
     from workers.rq.queues import queue_names
     from workers.rq.runtime import WorkerRuntime, install_runtime
-    from workers.rq.worker import LOG_FORMAT, FlowloomWorker
+    from workers.rq.worker import LOG_DATE_FORMAT, LOG_FORMAT, FlowloomWorker
 
     try:
         names = queue_names([q.strip() for item in queues or [] for q in item.split(",") if q.strip()] or None)
@@ -56,12 +56,12 @@ def worker(
         err().print(Text(f"--queues: {exc}", style="bold red"))
         raise typer.Exit(EXIT_INVALID) from None
     handler = logging.StreamHandler()
-    handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    handler.setFormatter(logging.Formatter(LOG_FORMAT, LOG_DATE_FORMAT))
     log = logging.getLogger("flowloom")
     log.addHandler(handler)
     log.setLevel(logging.INFO)
     log.propagate = False
-    setup_loghandlers("INFO", log_format=LOG_FORMAT, name="rq.worker")
+    setup_loghandlers("INFO", date_format=LOG_DATE_FORMAT, log_format=LOG_FORMAT, name="rq.worker")
     connection = Redis.from_url(current.redis_url, socket_connect_timeout=2, health_check_interval=5)
     try:
         connection.ping()  # RQ's worker talks to Redis as it is made: a dead URL is a message, not a traceback
@@ -74,7 +74,7 @@ def worker(
     runtime.start()
     install_runtime(runtime)
     try:
-        rq_worker.work(burst=burst, logging_level="INFO", log_format=LOG_FORMAT)
+        rq_worker.work(burst=burst, logging_level="INFO", date_format=LOG_DATE_FORMAT, log_format=LOG_FORMAT)
     finally:
         install_runtime(None)
         if runtime.executing:

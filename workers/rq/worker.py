@@ -27,10 +27,12 @@ from typing import Any, Callable, TypeVar
 
 from rq.worker import SimpleWorker
 
-__all__ = ["FlowloomWorker", "LOG_FORMAT"]
+__all__ = ["FlowloomWorker", "LOG_DATE_FORMAT", "LOG_FORMAT"]
 
-#: every line a worker logs starts with this prefix (then the pid)
+#: every line a worker logs starts with this prefix (then the pid) - RQ's own lines and ours
 LOG_FORMAT = "flowloom-worker %(process)d %(asctime)s %(levelname)s %(message)s"
+#: the one timestamp format of those lines (local time, to the second, as RQ's default but with the date)
+LOG_DATE_FORMAT = "%Y-%m-%d %H:%M:%S"
 
 F = TypeVar("F", bound=Callable[..., Any])
 
