@@ -3,7 +3,8 @@ embedded defaults.
 
 The same stores as the CLI (SQLite under ``FLOWLOOM_HOME`` unless
 ``FLOWLOOM_DATABASE_URL`` says otherwise), runs executed in the server process; no
-Redis or other service needed. It prints:
+Redis or other service needed. A port it cannot listen on is one line and exit 2, before
+anything else is printed. It prints:
 
 - the canvas URL (the built web app at ``/``, :mod:`api.static`);
 - a **login URL** ``http://HOST:PORT/#key=...`` when it listens on a loopback address
@@ -29,7 +30,7 @@ from typing import Annotated, Any, Optional
 import typer
 from rich.text import Text
 
-from .common import app, err, settings
+from .common import EXIT_INVALID, app, err, settings
 from .running import execute
 
 __all__ = ["CANVAS_KEY_FILE", "CANVAS_KEY_NAME", "serve"]
@@ -106,8 +107,9 @@ def _print_start(start: _Start, base: str, dist: Path, login_asked: bool | None,
                else "sign in with an API key")
         console.print(Text.assemble(("canvas", "bold"), f": {base}/  ({why}){hint}"))
     if start.needs_admin_key:
-        console.print(Text("no admin API key yet: create one with `flowloom keys create --admin --name admin` "
-                           "(printed once), then send it as `Authorization: Bearer <key>`", style="yellow"))
+        lead = "the canvas key is for the browser; scripts" if start.login_key is not None else "API clients"
+        console.print(Text(f"{lead} should use a key of their own: `flowloom keys create --admin --name admin` "
+                           "(printed once), sent as `Authorization: Bearer <key>`", style="yellow"))
     report = start.examples
     if report is not None and (report.created or report.skipped):
         free = f"; runnable without a model key: {', '.join(report.no_model_key)}" if report.no_model_key else ""
@@ -121,6 +123,27 @@ def _print_start(start: _Start, base: str, dist: Path, login_asked: bool | None,
         from api.examples import EXAMPLES_DIR
 
         console.print(Text(f"examples: none found in {EXAMPLES_DIR}", style="yellow"))
+
+
+def _check_port_free(host: str, port: int) -> None:
+    """Exit 2 with one line naming ``host:port`` when it cannot be listened on (in use,
+    not an address of this machine). Binds and releases it the way uvicorn will bind it
+    (``SO_REUSEADDR``), so a port in TIME_WAIT is not refused."""
+    import socket
+
+    if port == 0:
+        return  # any free port
+    try:
+        family, kind, proto, _name, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind(address)
+    except OSError as exc:
+        import errno
+
+        hint = " (another server listens there: stop it or pick another --port)" if exc.errno == errno.EADDRINUSE else ""
+        err().print(Text(f"cannot listen on {host}:{port}: {exc.strerror or exc}{hint}", style="bold red"))
+        raise typer.Exit(EXIT_INVALID) from None
 
 
 def _print_execution(redis_url: str | None) -> None:
@@ -175,6 +198,7 @@ def serve(
     from workers.sql.workflows import SqlWorkflowStore
 
     current = settings()
+    _check_port_free(host, port)  # before anything is printed: a banner for a server that never starts misleads
     loopback = _loopback(host)
     want_login = login_url if login_url is not None else loopback
 
