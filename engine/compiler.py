@@ -175,8 +175,9 @@ def _field_limits(item: dict[str, Any], where: str, settings: Settings) -> list[
                            ("description", settings.max_name_length, "max_name_length")):
         value = item.get(key)
         if isinstance(value, str) and len(value) > cap:
-            out.append(Problem("too_long", f"{key} is {len(value)} characters ({value[:40]!r}...); the cap {name} "
-                               f"is {cap}", path=f"{where}.{key}"))
+            # Never the value, not even its start: it may be anything a client sent (README "Size limits").
+            out.append(Problem("too_long", f"{where}.{key} is {len(value)} characters; the cap {name} is {cap}",
+                               path=f"{where}.{key}"))
     return out
 
 

@@ -68,6 +68,14 @@ def test_megabyte_ids_and_names_are_refused_naming_the_cap(field):
     assert len(problem.message) < 300, "the value is not echoed back"
 
 
+def test_a_long_name_is_refused_naming_path_length_and_cap_without_its_text():
+    doc = build([node("t", "template", {"template": "x"})], [edge("start", "t")])
+    doc["nodes"][1]["name"] = "N" * 600
+    (problem,) = [p for p in check_workflow(doc) if p.code == "too_long"]
+    assert problem.message == "nodes[1].name is 600 characters; the cap max_name_length is 512"
+    assert problem.path == "nodes[1].name" and "NNN" not in problem.message
+
+
 def test_edge_ids_are_capped_too():
     doc = build([node("t", "template", {"template": "x"})], [edge("start", "t", edge_id="e" * 10_000)])
     assert "too_long" in codes(doc)
