@@ -99,11 +99,14 @@ def pending_interrupts(interrupts: Mapping[str, Any] | None) -> list[dict[str, A
 
 
 def summary_from_row(row: Mapping[str, Any]) -> RunSummary:
-    """The ``RunSummary`` of a ``runs`` row."""
+    """The ``RunSummary`` of a ``runs`` row. A run without a chat has ``chat_id`` None: inside
+    the run ``sys.chat_id`` is the run id (so templates always have one), and the column
+    keeps that, but what a record shows is whether the run belongs to a chat."""
+    chat_id = row["chat_id"] if row["chat_id"] != row["run_id"] else None
     return RunSummary(
         run_id=row["run_id"], tenant_id=row["tenant_id"], workflow_id=row["workflow_id"],
         workflow_version=row["workflow_version"], workflow_hash=row["workflow_hash"], status=row["status"],
-        chat_id=row["chat_id"], user_id=row["user_id"], created_at=row["created_at"],
+        chat_id=chat_id, user_id=row["user_id"], created_at=row["created_at"],
         started_at=row["started_at"], finished_at=row["finished_at"], waited_s=row["waited_s"],
         tokens_in=row["tokens_in"], tokens_out=row["tokens_out"], cost=row["cost"], error=row["error"],
         owner=owner_from_row(row), pending_interrupts=pending_interrupts(row["interrupts"]),
