@@ -131,8 +131,8 @@ class RunService:
         self.workflows = workflows
         self._live: dict[str, _Live] = {}
         self._docs: OrderedDict[tuple[str, str], Mapping[str, Any]] = OrderedDict()
-        #: states of runs prepared here and not executed yet (executing one needs no read of it)
-        self._prepared: OrderedDict[str, RunState] = OrderedDict()
+        #: states and plans of runs prepared here and not executed yet (executing one needs no read of them)
+        self._prepared: OrderedDict[str, tuple[RunState, CompiledPlan]] = OrderedDict()
 
     # ------------------------------------------------------------------ plans
 
@@ -161,8 +161,9 @@ class RunService:
     async def prepare(self, doc: Mapping[str, Any], inputs: Mapping[str, Any], *, tenant_id: str = DEFAULT_TENANT,
                       chat_id: str | None = None, user_id: str | None = None, message: str | None = None,
                       run_id: str | None = None, workflow_version: str | None = None,
-                      history: list[dict[str, Any]] | None = None) -> RunState:
+                      history: list[dict[str, Any]] | None = None, plan: CompiledPlan | None = None) -> RunState:
         """Create a run (status ``pending``) without executing it; returns its state.
+        ``plan``: the plan of ``doc`` when the caller compiled it already (:meth:`compile`).
 
         Stores the workflow document under its hash, the run with its validated inputs
         and, in a chat, the user's message and an empty assistant message (it exists
@@ -176,7 +177,7 @@ class RunService:
             CompileError: the document does not compile.
             InvalidInputs: the inputs do not fit the workflow's declared inputs.
         """
-        plan = self.compile(doc)
+        plan = plan if plan is not None else self.compile(doc)
         values = dict(inputs)
         if message is not None and "query" not in values and any(v.name == "query" for v in plan.workflow.inputs):
             values["query"] = message
@@ -184,12 +185,13 @@ class RunService:
         state = new_run_state(plan, values, run_id=run_id, chat_id=chat_id, query=message, user_id=user_id,
                               history=history)
         state.tenant_id, state.workflow_version = tenant_id, workflow_version
-        await self.stores.runs.put_workflow(tenant_id, doc)
-        self._keep_doc((tenant_id, state.workflow_hash), doc)
+        if (tenant_id, state.workflow_hash) not in self._docs:  # else stored already (documents stay)
+            await self.stores.runs.put_workflow(tenant_id, doc)
+            self._keep_doc((tenant_id, state.workflow_hash), doc)
         await self.stores.runs.create_run(state)
         if chat_id:
             await self._open_turn(state, message)
-        self._prepared[state.run_id] = state
+        self._prepared[state.run_id] = (state, plan)
         while len(self._prepared) > _DOCS_MAX:  # runs executed elsewhere (queued) leave theirs behind
             self._prepared.popitem(last=False)
         return state
@@ -300,7 +302,7 @@ class RunService:
             RunNotFound, RunNotResumable, UnknownInterrupt, RunOwned, LeaseLost.
         """
         runs = self.stores.runs
-        prepared = self._prepared.pop(run_id, None) if expect is RunStatus.pending else None
+        prepared, plan = self._prepared.pop(run_id, (None, None)) if expect is RunStatus.pending else (None, None)
         owner, state = await self._claim(tenant_id, run_id, prepared)  # the state as of the claim
         try:
             allowed = {expect} if expect is not None else {RunStatus.pending, RunStatus.running}
@@ -309,7 +311,8 @@ class RunService:
                                       f"{' or '.join(sorted(s.value for s in allowed))}")
             if answers:
                 answer_interrupts(state, answers)
-            plan = await self._plan_of(state)
+            if state is not prepared or plan is None:
+                plan = await self._plan_of(state)
         except BaseException:
             await runs.release(run_id, owner.id)
             raise

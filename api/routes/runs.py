@@ -124,7 +124,8 @@ async def _open_run(service: RunService, caller: Principal, doc: dict[str, Any],
     admission = await quotas.admit(tenant, plan.workflow.id, run_id)
     try:
         state = await service.prepare(doc, body.inputs, tenant_id=tenant, chat_id=body.chat_id,
-                                      message=body.message, workflow_version=workflow_version, run_id=run_id)
+                                      message=body.message, workflow_version=workflow_version, run_id=run_id,
+                                      plan=plan)
     except BaseException:
         await quotas.release(admission)
         raise
