@@ -47,8 +47,9 @@ class QuotaExceeded(ApiError):
     def __init__(self, refusal: QuotaRefusal) -> None:
         seconds = max(1, math.ceil(refusal.retry_after))
         scope = f"app {refusal.app_id!r}" if refusal.app_id is not None else "the tenant"
-        used = (f"{refusal.used} runs in the last minute" if refusal.quota == "runs_per_minute"
-                else f"{refusal.used} tokens since 00:00 UTC")
+        used = (f"{refusal.used} run{'' if refusal.used == 1 else 's'} in the last minute"
+                if refusal.quota == "runs_per_minute"
+                else f"{refusal.used} token{'' if refusal.used == 1 else 's'} since 00:00 UTC")
         super().__init__(429, "quota_exceeded",
                          f"quota exceeded: {refusal.quota} of {scope} is {refusal.limit} ({used}); "
                          f"retry after {seconds} s", headers={"Retry-After": str(seconds)})

@@ -3,7 +3,8 @@
 The same limits as ``GET/PUT /v1/quotas`` (:mod:`api.quotas`): runs per minute (run
 starts and continuations in any 60 seconds) and tokens per day (model tokens of the
 runs admitted since 00:00 UTC). ``--tenant`` names the tenant (default ``default``);
-``--app`` one of its apps (a workflow id). A limit given as ``default`` drops the
+``--app`` one of its apps (a workflow id: ``set`` refuses an id of which the tenant has
+neither a saved workflow nor a run). A limit given as ``default`` drops the
 scope's own limit (the tenant then gets the operator's ``FLOWLOOM_QUOTA_*`` default, an
 app only the tenant's limit); ``0`` is unlimited. The CLI is the operator's: its own
 runs are not counted against the quotas.
@@ -66,14 +67,26 @@ async def _describe(policy: Any, tenant: str, app_id: str | None) -> dict[str, A
             "usage": {"runs_last_minute": usage.runs_last_minute, "tokens_today": usage.tokens_today}}
 
 
-def _print(rows: list[dict[str, Any]]) -> None:
-    def limit(value: int | None, source: str) -> str:
-        return f"{value if value else 'unlimited'} ({source})"
+def _source(source: str, quota: str) -> str:
+    """How a limit's source reads: ``own limit``, or the operator's variable that set it."""
+    return "own limit" if source == "own" else f"default: FLOWLOOM_QUOTA_{quota.upper()}" if source == "default" else source
+
+
+def _print(rows: list[dict[str, Any]], tenant: dict[str, Any]) -> None:
+    """The rows as columns, each limit with where it comes from. An app without a limit
+    of its own shows the tenant's, which is what holds for its runs (``tenant``: the
+    tenant's row), never a bare "unlimited" while the tenant's limit applies."""
+
+    def limit(row: dict[str, Any], quota: str) -> str:
+        value, source = row["effective"][quota], row["effective"][f"{quota}_source"]
+        if row["app_id"] is not None and source == "none":
+            value, source = tenant["effective"][quota], tenant["effective"][f"{quota}_source"]
+            return f"{value or 'unlimited'} (the tenant's {_source(source, quota)})"
+        return f"{value or 'unlimited'} ({_source(source, quota)})"
 
     print_columns(("SCOPE", "RUNS/MINUTE", "TOKENS/DAY", "RUNS LAST MINUTE", "TOKENS TODAY"),
                   [(f"app {r['app_id']}" if r["app_id"] else f"tenant {r['tenant_id']}",
-                    limit(r["effective"]["runs_per_minute"], r["effective"]["runs_per_minute_source"]),
-                    limit(r["effective"]["tokens_per_day"], r["effective"]["tokens_per_day_source"]),
+                    limit(r, "runs_per_minute"), limit(r, "tokens_per_day"),
                     str(r["usage"]["runs_last_minute"]), str(r["usage"]["tokens_today"])) for r in rows])
 
 
@@ -92,7 +105,7 @@ def show(tenant: TenantOption = "default", app_id: AppOption = None, as_json: Js
         if as_json:
             write_json(rows if app_id is None else rows[0])
         else:
-            _print(rows)
+            _print(rows, rows[0] if app_id is None else await _describe(policy, tenant, None))
         return EXIT_OK
 
     raise typer.Exit(execute(body))
@@ -117,6 +130,10 @@ def set_limits(
         from api.app import key_store_of
 
         policy = _policy(service)
+        if app_id is not None and not await _app_exists(service, tenant, app_id):
+            err().print(Text(f"tenant {tenant!r} has no workflow {app_id!r} (saved or run): an app is a workflow's "
+                             "id (GET /v1/workflows, the canvas's list); nothing was set", style="bold red"))
+            return EXIT_INVALID
         await key_store_of(service).ensure_tenant(tenant)
         current = await policy.store.get(tenant, app_id)
         await policy.store.put(tenant, app_id,
@@ -126,10 +143,21 @@ def set_limits(
         if as_json:
             write_json(row)
         else:
-            _print([row])
+            _print([row], row if app_id is None else await _describe(policy, tenant, None))
         return EXIT_OK
 
     raise typer.Exit(execute(body))
+
+
+async def _app_exists(service: Any, tenant: str, app_id: str) -> bool:
+    """True when ``tenant`` has a saved workflow ``app_id`` or a run of a workflow of that id
+    (runs of a posted document count under its id too). A limit on any other id would
+    hold for nothing: most likely a misspelt app."""
+    from workers.sql.workflows import SqlWorkflowStore
+
+    if await SqlWorkflowStore(service.stores.runs).list(tenant, app_id):
+        return True
+    return bool(await service.list(tenant, workflow_id=app_id, limit=1))
 
 
 @quotas_app.command()

@@ -177,16 +177,41 @@ def test_flowloom_quotas_sets_and_shows_the_limits(api_database_url, tmp_path):
     done = cli("set", "--tenant", "acme", "--runs-per-minute", "5", "--tokens-per-day", "1000", "--json")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["effective"]["runs_per_minute"] == 5
+    unknown = cli("set", "--tenant", "acme", "--app", "chatbot", "--tokens-per-day", "0")
+    assert unknown.returncode == 2 and "has no workflow 'chatbot'" in unknown.stderr, unknown.stderr
+    asyncio.run(_save_workflow(api_database_url, "acme", {**hello_workflow(), "id": "chatbot"}))
     assert cli("set", "--tenant", "acme", "--app", "chatbot", "--tokens-per-day", "0").returncode == 0
     shown = cli("show", "--tenant", "acme", "--json")
     rows = json.loads(shown.stdout)
     assert [(r["app_id"], r["runs_per_minute"], r["tokens_per_day"]) for r in rows] == [
         (None, 5, 1000), ("chatbot", None, 0)]
-    assert "unlimited (own)" in cli("show", "--tenant", "acme", "--app", "chatbot").stdout
+    app_row = cli("show", "--tenant", "acme", "--app", "chatbot").stdout
+    assert "unlimited (own limit)" in app_row and "5 (the tenant's own limit)" in app_row, app_row
     refused = cli("set", "--tenant", "acme", "--runs-per-minute", "-3")
     assert refused.returncode == 2 and "whole number" in refused.stderr and "Traceback" not in refused.stderr
     assert cli("reset", "--tenant", "acme").returncode == 0
     assert json.loads(cli("show", "--tenant", "acme", "--json").stdout)[0]["runs_per_minute"] is None
+
+
+async def _save_workflow(database_url: str, tenant: str, doc: dict[str, Any]) -> None:
+    from workers.sql import SqlStore
+    from workers.sql.workflows import SqlWorkflowStore
+
+    store = await SqlStore.open(database_url)
+    try:
+        await SqlWorkflowStore(store).create(tenant, doc)
+    finally:
+        await store.close()
+
+
+def test_a_refusal_counts_runs_and_tokens_in_the_right_number():
+    from api.quotas import QuotaExceeded
+    from workers.sql.quotas import QuotaRefusal
+
+    one = QuotaExceeded(QuotaRefusal(None, "runs_per_minute", 1, 1, 30.0))
+    assert "(1 run in the last minute)" in one.message, one.message
+    assert "(2 runs in the last minute)" in QuotaExceeded(QuotaRefusal("a", "runs_per_minute", 2, 2, 5.0)).message
+    assert "(1 token since 00:00 UTC)" in QuotaExceeded(QuotaRefusal(None, "tokens_per_day", 1, 1, 5.0)).message
 
 
 async def test_starts_without_any_limit_are_counted_once_a_limit_is_set(api):
