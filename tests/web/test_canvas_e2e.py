@@ -4,8 +4,9 @@ serve`` whose models are the scripted OpenAI-compatible server.
 
 The browser suite builds a classify flow by drag and connect, fixes its validation
 error and runs it, re-runs from a node, publishes it, stops a slow run, answers a
-question in the chat preview, lets an agent ask a question and shows its rounds,
-undoes and redoes, exports and re-imports, and imports a
+question in the chat preview, shows why a run or a chat turn was refused or failed
+(the inputs' problems, the run's error), lets an agent ask a question and shows its
+rounds, undoes and redoes, exports and re-imports, and imports a
 Dify file; then this test calls the flow the browser published through
 ``/v1/chat/completions`` with the openai SDK. Screenshots of the canvas, the run panel
 and the trace are saved under the test's tmp folder (the path is printed).
@@ -27,7 +28,7 @@ from openai import OpenAI
 from tests.web.canvas_env import ROOT, WEB, canvas_server, web_prerequisites
 
 DIFY_FILE = ROOT.parent / "shared" / "corpus" / "dify" / "basic_chatflow.yml"
-SCENARIOS = 9
+SCENARIOS = 10
 SUITE_TIMEOUT_S = 300
 
 

@@ -241,6 +241,48 @@ scenario('answer a question in the chat preview', async (page) => {
   assert.match(after[9].text, /Order cancelled\./);
 });
 
+scenario('refused runs and a failed chat turn say why', async (page) => {
+  const logged = [];
+  page.on('console', (m) => {
+    if ((m.type() === 'error' || m.type() === 'warning') && !/Failed to load resource/.test(m.text())) logged.push(m.text());
+  });
+  // a chat flow with a required input whose HTTP call cannot succeed (a loopback target)
+  await apiCall('POST', '/v1/workflows', {
+    id: 'e2e_failing_chat', name: 'Failing chat', version: 1, variables: [],
+    inputs: [{ name: 'city', type: 'string', required: true }],
+    nodes: [
+      { id: 'start', type: 'start', position: { x: 0, y: 0 } },
+      { id: 'fetch', type: 'http_request', position: { x: 300, y: 0 }, config: { url: 'http://127.0.0.1:9/{{ inputs.city }}' } },
+      { id: 'say', type: 'answer', position: { x: 600, y: 0 }, config: { text: '{{ sys.query }} {{ fetch.body }}' } },
+    ],
+    edges: [{ id: 'e1', source: 'start', target: 'fetch' }, { id: 'e2', source: 'fetch', target: 'say' }],
+  });
+  await openWorkflow(page, 'e2e_failing_chat');
+  await openRunPanel(page);
+  // the run tab with the required input empty: the 422's problem is shown
+  await byTestId(page, 'run-tab-run').click();
+  await byTestId(page, 'run-start').click();
+  await page.waitForFunction(() => /'city' is required/.test(document.querySelector('[data-testid="run-error"]')?.textContent ?? ''));
+  assert.match(await byTestId(page, 'run-error').innerText(), /the inputs do not fit the workflow: 'city' is required/);
+  // the chat preview: the start's own error, no follow-up read, the message kept to send again
+  await byTestId(page, 'run-tab-chat').click();
+  await byTestId(page, 'chat-input').fill('weather please');
+  await byTestId(page, 'chat-send').click();
+  await page.waitForFunction(() => /'city' is required/.test(document.querySelector('[data-testid="run-error"]')?.textContent ?? ''));
+  await page.waitForTimeout(300);
+  assert.doesNotMatch(await byTestId(page, 'run-error').innerText(), /no chat/);
+  assert.equal(await byTestId(page, 'chat-input').inputValue(), 'weather please');
+  assert.equal(await page.locator('[data-testid="chat-message-user"]').count(), 0);
+  // a turn that fails: its bubble gives the run's error
+  await fill(page, 'run-input-city', 'rome');
+  await byTestId(page, 'chat-send').click();
+  const failure = byTestId(page, 'chat-error');
+  await failure.waitFor();
+  assert.match(await failure.innerText(), /This turn failed: .*127\.0\.0\.1/);
+  await shot(page, 'chat-failed-turn', byTestId(page, 'run-panel'));
+  assert.deepEqual(logged, [], 'console errors or warnings');
+});
+
 scenario('an agent asks in the chat preview and its rounds show in the trace', async (page) => {
   await apiCall('POST', '/v1/workflows', {
     id: 'e2e_agent', name: 'Asking agent', version: 1, inputs: [], variables: [],

@@ -10,6 +10,7 @@ import type {
 } from './types';
 import type { WorkflowDoc } from '../lib/workflow';
 import { t } from '../i18n';
+import { withProblems } from '../lib/errors';
 
 const KEY_STORAGE = 'flowloom.apiKey';
 
@@ -45,8 +46,13 @@ export function takeKeyFromLocation(loc: Location = window.location): boolean {
 }
 
 /** A failed API call: HTTP status, the server's error type and message, and its
- * compile problems or current draft version when it sent them. */
+ * problems or current draft version when it sent them. `message` is the server's
+ * message followed by every problem's text (strings or problem objects alike, see
+ * lib/errors.ts), so wherever an error is shown the reasons come with it; `summary` is
+ * the server's message alone (for views that list `problems` themselves). */
 export class ApiError extends Error {
+  readonly summary: string;
+
   constructor(
     readonly status: number,
     readonly type: string,
@@ -54,7 +60,8 @@ export class ApiError extends Error {
     readonly problems: Problem[] | unknown[] | null = null,
     readonly currentVersion: number | null = null,
   ) {
-    super(message);
+    super(withProblems(message, problems));
+    this.summary = message;
     this.name = 'ApiError';
   }
 }

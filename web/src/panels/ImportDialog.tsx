@@ -91,7 +91,8 @@ export function ImportDropZone({ children, onOpen, onReplace, className }: { chi
       setState({ phase: 'done', file, result: await api.importFile(file, { allowPartial, modelMap }) });
     } catch (e) {
       const report = e instanceof ApiError && Array.isArray(e.problems) ? (e.problems as ReportItem[]) : [];
-      setState({ phase: 'failed', file, message: (e as Error).message, report });
+      // the report lists the problems below: the server's message alone above it
+      setState({ phase: 'failed', file, message: report.length ? (e as ApiError).summary : (e as Error).message, report });
     }
   }, []);
 

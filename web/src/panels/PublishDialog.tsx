@@ -2,6 +2,7 @@
 import { useState } from 'react';
 import { api, ApiError } from '../api/client';
 import { useT } from '../i18n';
+import { problemText } from '../lib/errors';
 import { useEditor } from '../store/editor';
 import { saveNow } from '../store/persistence';
 import { Dialog } from './Dialog';
@@ -25,10 +26,10 @@ export function PublishDialog({ onClose }: { onClose: () => void }) {
       useEditor.setState({ publishedVersion: version.version, message: t('publish.done', { version: version.version }) });
       onClose();
     } catch (e) {
-      setError((e as Error).message);
-      if (e instanceof ApiError && Array.isArray(e.problems)) {
-        setProblems((e.problems as { message?: string }[]).map((p) => p.message ?? JSON.stringify(p)));
-      }
+      const listed = e instanceof ApiError && Array.isArray(e.problems) && e.problems.length > 0;
+      // the problems are listed below the message, one a line
+      setError(listed ? (e as ApiError).summary : (e as Error).message);
+      if (listed) setProblems((e as ApiError).problems!.map(problemText));
     } finally {
       setBusy(false);
     }

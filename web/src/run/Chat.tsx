@@ -9,7 +9,7 @@ import { useEffect, useRef, useState } from 'react';
 import { useT } from '../i18n';
 import type { PendingInterrupt } from './events';
 import { InterruptCard } from './Interrupt';
-import { useRunPanel, type ChatMessage } from './store';
+import { runErrorText, useRunPanel, type ChatMessage } from './store';
 
 function interruptsOf(message: ChatMessage): PendingInterrupt[] {
   if (message.status !== 'paused') return [];
@@ -19,8 +19,26 @@ function interruptsOf(message: ChatMessage): PendingInterrupt[] {
   });
 }
 
+/** The error a failed turn's stored message carries (a part's `data.error`), or ''. */
+export function messageError(message: ChatMessage): string {
+  for (const p of message.parts) {
+    const text = runErrorText(p.data?.error);
+    if (text) return text;
+  }
+  return '';
+}
+
 function Message({ message, last }: { message: ChatMessage; last: boolean }) {
   const t = useT();
+  const failed = message.status === 'failed';
+  const stored = failed ? messageError(message) : '';
+  const known = useRunPanel((s) => (failed && message.run_id ? s.runErrors[message.run_id] ?? '' : ''));
+  const loadRunError = useRunPanel((s) => s.loadRunError);
+  // neither the message nor the followed run said why: the run's record does
+  useEffect(() => {
+    if (failed && !stored && !known && message.run_id) void loadRunError(message.run_id);
+  }, [failed, stored, known, message.run_id, loadRunError]);
+  const reason = stored || known;
   const reasoning = message.parts.filter((p) => p.type === 'reasoning').map((p) => p.text ?? '').join('');
   const tools = message.parts.filter((p) => p.type === 'tool_call');
   const ended = message.status === 'failed' || message.status === 'cancelled';
@@ -38,8 +56,9 @@ function Message({ message, last }: { message: ChatMessage; last: boolean }) {
       {!last && interruptsOf(message).map((i) => (
         <div key={i.id} className="muted chat-question">❓ {String(i.payload.description ?? i.payload.question ?? '')}</div>
       ))}
-      {message.status === 'failed' || message.status === 'cancelled'
-        ? <div className="muted">{t(message.status === 'failed' ? 'run.chat.failed' : 'run.chat.cancelled')}</div> : null}
+      {failed && <div className="chat-error" data-testid="chat-error">{reason
+        ? t('run.chat.failedBecause', { message: reason }) : t('run.chat.failed')}</div>}
+      {message.status === 'cancelled' && <div className="muted">{t('run.chat.cancelled')}</div>}
     </div>
   );
 }
@@ -61,8 +80,10 @@ export function ChatPreview({ inputs }: { inputs: () => Record<string, unknown> 
   const submit = () => {
     const values = inputs();
     if (!text.trim() || values === null) return;
-    void send(text.trim(), values);
+    const sent = text.trim();
     setText('');
+    // a turn the server refused to start: the message comes back to be sent again
+    void send(sent, values).then((ok) => { if (!ok) setText((now) => now || sent); });
   };
   const streaming = busy && chatTurn;
   // The pending question, answered in one place at the end of the log (so its form

@@ -67,6 +67,13 @@ describe('reduceFrame', () => {
 });
 
 describe('statusesFromDetail', () => {
+  it('test_error_frame_shows_every_problem_whatever_its_shape', () => {
+    const run = reduceFrame(emptyRun(), { event: 'error', id: null, data: { error: { type: 'invalid_inputs',
+      message: 'the inputs do not fit the workflow', problems: ["'name' is required (string)", { node_id: 'llm', message: 'no model' }] } } });
+    expect(run.status).toBe('failed');
+    expect(run.error).toBe("the inputs do not fit the workflow: 'name' is required (string); llm: no model");
+  });
+
   it('test_last_round_of_a_loop_body_node_is_shown', () => {
     expect(statusesFromDetail([
       { node_id: 'a', status: 'succeeded', duration_s: 0.5 },

@@ -7,6 +7,7 @@
  * Node statuses are the badge vocabulary of the canvas: `running`, `succeeded`,
  * `failed`, `skipped`, `waiting` (an interrupt waits for a person), `cancelled`.
  */
+import { withProblems } from '../lib/errors';
 import type { SseFrame } from './sse';
 
 export type NodeStatus = 'running' | 'succeeded' | 'failed' | 'skipped' | 'waiting' | 'cancelled';
@@ -66,9 +67,9 @@ export function reduceFrame(run: LiveRun, frame: SseFrame): LiveRun {
     return { ...run, runId: String(d.run_id ?? ''), chatId: (d.chat_id as string | null) ?? run.chatId, status: 'running' };
   }
   if (frame.event === 'error') {
-    const err = (d.error ?? d) as { message?: string };
+    const err = (d.error ?? d) as { message?: string; problems?: unknown };
     return { ...run, status: run.status === 'running' || run.status === 'starting' ? 'failed' : run.status,
-      error: err.message ?? JSON.stringify(d) };
+      error: err.message != null ? withProblems(err.message, err.problems) : JSON.stringify(d) };
   }
   if (frame.event === 'done') {
     const status = String(d.status ?? '');

@@ -12,7 +12,7 @@
  * (the server run goes on; only Stop stops it).
  */
 import { create } from 'zustand';
-import { api, ApiError, request } from '../api/client';
+import { api, request } from '../api/client';
 import type { RunOut } from '../api/types';
 import { t } from '../i18n';
 import { useRunStatus, type NodeRunBadge } from '../store/runStatus';
@@ -44,6 +44,8 @@ export interface RunPanelState {
   messages: ChatMessage[];
   /** True while the live run belongs to the chat preview. */
   chatTurn: boolean;
+  /** Error messages of failed runs by run id (a failed chat turn shows its run's). */
+  runErrors: Record<string, string>;
 
   reset: (workflowId: string) => void;
   start: (inputs: Record<string, unknown>, message?: string) => Promise<void>;
@@ -54,7 +56,11 @@ export interface RunPanelState {
   loadHistory: () => Promise<void>;
   replay: (runId: string | null) => Promise<void>;
   rerun: (runId: string, nodeId: string) => Promise<void>;
-  sendChat: (message: string, inputs: Record<string, unknown>) => Promise<void>;
+  /** Sends a chat turn; false when the server refused to start it (the error is shown,
+   * the message is taken back so it can be sent again). */
+  sendChat: (message: string, inputs: Record<string, unknown>) => Promise<boolean>;
+  /** Reads the error of failed run `runId` (GET /v1/runs/{id}) into `runErrors`. */
+  loadRunError: (runId: string) => Promise<void>;
   newChat: () => void;
   loadMessages: () => Promise<void>;
 }
@@ -80,12 +86,17 @@ function newChatId(): string {
   return `web-${[...bytes].map((b) => b.toString(16).padStart(2, '0')).join('')}`;
 }
 
+/** An error as the panel shows it (an ApiError's message already lists its problems). */
 function message(e: unknown): string {
-  if (e instanceof ApiError) {
-    const problems = (e.problems ?? []) as { message?: string }[];
-    return problems.length ? `${e.message}: ${problems.map((p) => p.message).filter(Boolean).join('; ')}` : e.message;
-  }
   return (e as Error).message;
+}
+
+/** The text of a run's stored `error` (`{type, message, node_id, ...}`), '' when none. */
+export function runErrorText(error: unknown): string {
+  if (!error) return '';
+  if (typeof error === 'string') return error;
+  const e = error as { message?: unknown };
+  return typeof e.message === 'string' ? e.message : JSON.stringify(error);
 }
 
 const get = () => useRunPanel.getState();
@@ -123,6 +134,7 @@ async function follow(frames: AsyncGenerator<SseFrame>, controller: AbortControl
 /** Once a stream ended: the stored trace, the history, the chat's messages. */
 async function afterStream(): Promise<void> {
   const { live, chatTurn } = get();
+  if (live.runId && live.status === 'failed' && live.error) set((s) => ({ runErrors: { ...s.runErrors, [live.runId!]: live.error! } }));
   if (live.runId && live.status !== 'running') {
     try {
       const detail = await api.getRun(live.runId) as unknown as RunTrace;
@@ -130,7 +142,9 @@ async function afterStream(): Promise<void> {
     } catch { /* the trace stays empty; the error shows on the next action */ }
   }
   void get().loadHistory();
-  if (chatTurn) await settledMessages();
+  // no run id: the start request itself was refused (its error is shown), so there is
+  // no turn stored to read back - a read would only answer 404 for a new chat
+  if (chatTurn && live.runId) await settledMessages();
 }
 
 /** The chat's messages once the turn's assistant message is closed: the server closes
@@ -156,6 +170,7 @@ export const useRunPanel = create<RunPanelState>(() => ({
   chatId: null,
   messages: [],
   chatTurn: false,
+  runErrors: {},
 
   reset: (workflowId) => {
     abort?.abort();
@@ -246,8 +261,9 @@ export const useRunPanel = create<RunPanelState>(() => ({
 
   sendChat: async (text, inputs) => {
     const { workflowId } = get();
-    if (!workflowId) return;
-    const chatId = get().chatId ?? newChatId();
+    if (!workflowId) return false;
+    const before = { chatId: get().chatId, messages: get().messages };
+    const chatId = before.chatId ?? newChatId();
     const controller = begin();
     useRunStatus.getState().clear();
     const pending: ChatMessage = { id: `local-${Date.now()}`, role: 'user', status: 'done', text, parts: [{ type: 'text', text }] };
@@ -256,6 +272,18 @@ export const useRunPanel = create<RunPanelState>(() => ({
     const frames = streamFrames('POST', `/v1/workflows/${encodeURIComponent(workflowId)}/runs?draft=true`,
       { inputs, chat_id: chatId, message: text, response_mode: 'streaming' }, controller.signal);
     await follow(frames, controller);
+    if (get().live.runId || !get().error || get().chatId !== chatId) return true;
+    set({ chatId: before.chatId, messages: before.messages });
+    return false;
+  },
+
+  loadRunError: async (runId) => {
+    if (get().runErrors[runId]) return;
+    try {
+      const detail = await api.getRun(runId) as unknown as { error?: unknown };
+      const text = runErrorText(detail.error);
+      if (text) set((s) => ({ runErrors: { ...s.runErrors, [runId]: text } }));
+    } catch { /* the bubble keeps its generic text */ }
   },
 
   newChat: () => {
