@@ -263,7 +263,7 @@ class AddressPolicy:
                 raise BlockedAddress(
                     f"HTTP target refused: {where} a blocked address ({category}). The HTTP node does not reach internal "
                     f"addresses unless the operator allows them: add the host name ({_norm_host(host)}), the address "
-                    f"({text}) or its network to FLOWLOOM_HTTP_ALLOW (Settings.http_allow)",
+                    f"({text}) or its network to FLOWLOOM_HTTP_ALLOW (comma separated)",
                     node_id=node_id,
                 )
 

@@ -5,9 +5,9 @@ same address policy as the HTTP node, so loopback and private hosts need
 ``FLOWLOOM_HTTP_ALLOW``) or, with ``--stdio``, a command started as a stdio server
 (``flowloom mcp tools --stdio -- python server.py``; the person at the terminal chose
 it, so ``FLOWLOOM_MCP_ALLOW_STDIO`` - which guards commands named by workflows - is not
-needed here). ``--header 'Name: value'`` is sent with every request; values take
-``{{secret:NAME}}`` references (``FLOWLOOM_SECRET_NAME``) and credential headers must,
-as in a workflow. Each tool is printed with the risk a node gives it (``read`` for
+needed here). ``--header 'Name: value'`` is sent with every request: a literal value
+(``-H 'Authorization: Bearer fl_...'``: typed here, stored nowhere) or
+``{{secret:NAME}}`` references (``FLOWLOOM_SECRET_NAME``); values are never printed back. Each tool is printed with the risk a node gives it (``read`` for
 ``readOnlyHint``, ``write`` for ``destructiveHint``, else ``unknown``, confirmed as a
 write) and its description; ``--json`` prints name, description, input schema,
 annotations and risk. Exit codes: 0 listed, 2 the server was refused or did not answer.
@@ -36,11 +36,12 @@ def _server(target: list[str], headers: list[str], stdio: bool) -> Any:
     from schemas.nodes_agent import McpServer
 
     parsed: dict[str, str] = {}
-    for header in headers:
+    for index, header in enumerate(headers, start=1):
         name, sep, value = header.partition(":")
         if not sep or not name.strip():
-            abort("invalid header:", [f"{header!r}: write it as 'Name: value'"])
-        parsed[name.strip()] = value.strip()
+            # Not echoed: a header typed without its name may be a bare credential.
+            abort("invalid header:", [f"--header number {index} has no 'Name:' part: write it as 'Name: value'"])
+        parsed[name.strip()] = _as_secret(value.strip(), index)
     config: dict[str, Any] = {"name": "cli"}
     if stdio:
         config.update(command=target[0], args=target[1:])
@@ -56,6 +57,24 @@ def _server(target: list[str], headers: list[str], stdio: bool) -> Any:
         abort("invalid MCP server:", [e["msg"].removeprefix("Value error, ") for e in exc.errors()])
 
 
+def _as_secret(value: str, index: int) -> str:
+    """A literal header value typed on the command line, as a secret reference to a
+    variable of this process only. A workflow may not hold a credential, but nothing is
+    stored here; going through a secret keeps the node's rule that secret values are
+    masked (``***``) wherever the server's answers would show them. A value that already
+    uses ``{{secret:NAME}}`` is left as it is."""
+    import os
+
+    from nodes.mcp_tools import SECRET_ENV_PREFIX
+    from schemas.nodes_agent import SECRET_REF
+
+    if not value or SECRET_REF.search(value) or "{{" in value:
+        return value
+    name = f"CLI_HEADER_{index}"
+    os.environ[SECRET_ENV_PREFIX + name] = value
+    return f"{{{{secret:{name}}}}}"
+
+
 def _row(tool: Any) -> tuple[str, str, str]:
     from nodes.mcp_tools import mcp_risk
 
@@ -67,7 +86,7 @@ def _row(tool: Any) -> tuple[str, str, str]:
 def tools(
     target: Annotated[list[str], typer.Argument(help="the server's URL, or with --stdio its command and arguments")],
     header: Annotated[Optional[list[str]], typer.Option("--header", "-H", help="'Name: value' sent with every "
-                                                        "request ({{secret:NAME}} references allowed)")] = None,
+                                                        "request (a literal value or {{secret:NAME}} references; never printed)")] = None,
     stdio: Annotated[bool, typer.Option("--stdio", help="start TARGET as a stdio server")] = False,
     timeout: Annotated[float, typer.Option("--timeout", help="seconds to connect and list")] = 20.0,
     as_json: JsonFlag = False,

@@ -314,10 +314,18 @@ async def _stop(app: FastAPI, caller: Principal, run_id: str) -> None:
 
 
 def build_server() -> Server[Any]:
-    """The low-level MCP server of the endpoint (tools only)."""
+    """The low-level MCP server of the endpoint (tools only), announcing Flowloom's
+    package version in ``serverInfo`` (as the OpenAPI document does)."""
+    from importlib import metadata
+
     from mcp.server.lowlevel import Server
 
-    return Server("flowloom", instructions="Each tool runs a published Flowloom workflow and returns its answer.",
+    try:
+        version = metadata.version("flowloom")
+    except metadata.PackageNotFoundError:  # a source tree that was never installed
+        version = "0.0.0"
+    return Server("flowloom", version=version,
+                  instructions="Each tool runs a published Flowloom workflow and returns its answer.",
                   on_list_tools=_list_tools, on_call_tool=_call_tool)
 
 

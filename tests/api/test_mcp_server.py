@@ -71,6 +71,14 @@ async def test_a_client_lists_and_calls_a_published_workflow_with_progress(api):
     assert [v for v, _m in progress] == sorted(v for v, _m in progress)
 
 
+async def test_the_server_announces_flowloom_and_its_package_version(api):
+    from importlib import metadata
+
+    async with _mcp(api) as client:
+        info = client.server_info
+    assert info.name == "flowloom" and info.version == metadata.version("flowloom") and info.version
+
+
 async def test_bad_arguments_and_unknown_tools_are_error_results(api):
     await _publish(api, GREETER)
     async with _mcp(api) as client:

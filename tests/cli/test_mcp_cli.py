@@ -48,8 +48,16 @@ def test_a_loopback_server_is_refused_without_the_allow_setting(http_url):
     proc = flowloom(http_url, FLOWLOOM_HTTP_ALLOW="")
     assert proc.returncode == 2
     assert "FLOWLOOM_HTTP_ALLOW" in proc.stderr and "Traceback" not in proc.stderr
+    assert "Settings." not in proc.stderr, "messages name the environment variable, not the code"
 
 
-def test_a_credential_header_in_clear_is_refused():
-    proc = flowloom("https://mcp.example.com/mcp", "--header", "Authorization: Bearer abc123")
-    assert proc.returncode == 2 and "secret reference" in proc.stderr and "Traceback" not in proc.stderr
+def test_a_literal_credential_header_typed_on_the_command_line_is_sent_and_never_printed(http_url):
+    proc = flowloom(http_url, "-H", "Authorization: Bearer abc123-literal", FLOWLOOM_HTTP_ALLOW="127.0.0.1")
+    assert proc.returncode == 0, proc.stderr
+    assert "lookup" in proc.stdout and "abc123-literal" not in proc.stdout + proc.stderr
+
+
+def test_a_malformed_header_is_refused_without_echoing_its_value():
+    proc = flowloom("https://mcp.example.com/mcp", "--header", "Bearer abc123-literal")
+    assert proc.returncode == 2 and "Name: value" in proc.stderr and "Traceback" not in proc.stderr
+    assert "abc123" not in proc.stderr
