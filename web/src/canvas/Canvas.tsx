@@ -7,10 +7,10 @@ import {
   Background, Controls, MiniMap, ReactFlow, useReactFlow, type Connection as RFConnection, type IsValidConnection,
   type FinalConnectionState, type NodeTypes, type OnConnect, useNodesInitialized,
 } from '@xyflow/react';
-import { useCallback, useEffect, useMemo, useRef, type DragEvent } from 'react';
+import { useCallback, useEffect, useMemo, useRef, useState, type DragEvent, type RefObject } from 'react';
 import type { NodeKind } from '../api/types';
 import { backEdges, BODY_HANDLE, checkConnection, TOOL_HANDLE_PREFIX, TOOL_TARGET_HANDLE, type Refusal } from '../lib/connect';
-import { t, type MessageKey } from '../i18n';
+import { t, useT, type MessageKey } from '../i18n';
 import { isFlowNode, NODE_WIDTH, type CanvasNode, type FlowEdge, type FlowNode } from '../lib/serialize';
 import { nodeHandles, toolField } from '../lib/shape';
 import type { Position } from '../lib/workflow';
@@ -125,6 +125,25 @@ function QuickAdd() {
   );
 }
 
+/** The canvas view follows the canvas's size (fitted again when the run panel opens
+ * or the window is resized) until the person pans or zooms; Zoom to fit and
+ * Auto-layout make it follow again. Shared with the toolbar. */
+const view = { follow: true, bottom: 24 };
+
+type FitView = ReturnType<typeof useReactFlow>['fitView'];
+
+/** Margins of a fitted view: room on the left for the zoom controls and at the bottom
+ * for the minimap, so neither covers a node. */
+function fitOptions() {
+  return { maxZoom: 1, padding: { top: '24px', right: '24px', left: '64px', bottom: `${view.bottom}px` } } as const;
+}
+
+/** Fits the view with the canvas's margins and makes it follow resizes again. */
+export function fitCanvas(fitView: FitView): void {
+  view.follow = true;
+  void fitView(fitOptions());
+}
+
 /** Fits the view once every node of the opened workflow has been measured (React Flow's
  * own `fitView` prop may run when only some are). */
 function FitOnOpen() {
@@ -134,10 +153,47 @@ function FitOnOpen() {
   useEffect(() => {
     if (initialised && !done.current) {
       done.current = true;
-      void fitView({ maxZoom: 1, padding: 0.1 });
+      fitCanvas(fitView);
     }
   }, [initialised, fitView]);
   return null;
+}
+
+/** Minimap size for a canvas box: about a sixth of its width (120-190 px), hidden
+ * when the canvas is too small for it to help. */
+export function minimapSize(width: number, height: number): { width: number; height: number } | null {
+  if (width < 480 || height < 260) return null;
+  const w = Math.round(Math.min(190, Math.max(120, width / 6)));
+  return { width: w, height: Math.round(w * 0.62) };
+}
+
+const MINIMAP_KEY = 'flowloom.minimap';
+
+/** The canvas box's size, and the view fitted again when it changes while it follows. */
+function useCanvasSize(ref: RefObject<HTMLDivElement | null>): { width: number; height: number } {
+  const [size, setSize] = useState({ width: 0, height: 0 });
+  const { fitView } = useReactFlow();
+  useEffect(() => {
+    const el = ref.current;
+    if (!el || typeof ResizeObserver === 'undefined') return undefined;
+    let frame = 0;
+    let last = '';
+    const observer = new ResizeObserver(() => {
+      cancelAnimationFrame(frame);
+      frame = requestAnimationFrame(() => {
+        const box = { width: Math.round(el.clientWidth), height: Math.round(el.clientHeight) };
+        const key = `${box.width}x${box.height}`;
+        if (key === last) return;
+        const first = !last;
+        last = key;
+        setSize(box);
+        if (!first && view.follow && useEditor.getState().nodes.length) void fitView(fitOptions());
+      });
+    });
+    observer.observe(el);
+    return () => { cancelAnimationFrame(frame); observer.disconnect(); };
+  }, [ref, fitView]);
+  return size;
 }
 
 export function Canvas() {
@@ -152,6 +208,22 @@ export function Canvas() {
   const problems = useEditor((s) => s.problems);
   const containers = useCatalog((s) => s.containers);
   const { screenToFlowPosition } = useReactFlow();
+  const tr = useT();
+  const box = useRef<HTMLDivElement>(null);
+  const size = useCanvasSize(box);
+  const [minimapOn, setMinimapOn] = useState(() => {
+    try { return localStorage.getItem(MINIMAP_KEY) !== 'off'; } catch { return true; }
+  });
+  const toggleMinimap = () => {
+    setMinimapOn((on) => {
+      try { localStorage.setItem(MINIMAP_KEY, on ? 'off' : 'on'); } catch { /* private mode: not kept */ }
+      return !on;
+    });
+  };
+  const mini = minimapOn ? minimapSize(size.width, size.height) : null;
+  view.bottom = mini ? mini.height + 24 : 24;
+  // a pan or zoom by the person (React Flow passes the event; a fitView passes none)
+  const onMoveStart = useCallback((event: unknown) => { if (event) view.follow = false; }, []);
 
   const attachKey = useMemo(() => toolAttachments(nodes, useCatalog.getState().byKind).map((a) => a.join('\u0001')).join('\u0000'),
     [nodes]);
@@ -252,7 +324,7 @@ export function Canvas() {
   }, [setMessage]);
 
   return (
-    <div className="canvas" data-testid="canvas" onDragOver={onDragOver} onDrop={onDrop}>
+    <div className="canvas" data-testid="canvas" ref={box} onDragOver={onDragOver} onDrop={onDrop}>
       <ReactFlow<CanvasNode, FlowEdge>
         nodes={nodes} edges={shownEdges} nodeTypes={nodeTypes}
         onNodesChange={onNodesChange} onEdgesChange={onEdgesChange} onConnect={onConnect}
@@ -260,10 +332,15 @@ export function Canvas() {
         onNodeClick={() => setPanel('config')} onError={onError} onNodeDragStop={onNodeDragStop}
         multiSelectionKeyCode={['Meta', 'Control', 'Shift']} selectionKeyCode="Shift"
         minZoom={0.1} maxZoom={2} onlyRenderVisibleElements={nodes.length > 120}
-        defaultEdgeOptions={{ type: 'smoothstep' }}>
+        defaultEdgeOptions={{ type: 'smoothstep' }} onMoveStart={onMoveStart}>
         <Background gap={16} />
-        <MiniMap pannable zoomable data-testid="minimap" />
-        <Controls />
+        {mini && <MiniMap pannable zoomable data-testid="minimap" style={mini} />}
+        {minimapSize(size.width, size.height) && (
+          <button type="button" className="minimap-toggle" data-testid="minimap-toggle" aria-pressed={minimapOn}
+            title={tr(minimapOn ? 'canvas.minimapHide' : 'canvas.minimapShow')}
+            style={{ bottom: mini ? mini.height + 18 : 12 }} onClick={toggleMinimap}>{minimapOn ? '▾' : '▴'}</button>
+        )}
+        <Controls showInteractive={false} />
         <FitOnOpen />
       </ReactFlow>
       <QuickAdd />

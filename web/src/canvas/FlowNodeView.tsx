@@ -43,7 +43,7 @@ function Title({ id, name }: { id: string; name: string }) {
     );
   }
   return (
-    <span className="node-title" title={t('node.renameHint')} data-testid={`node-title-${id}`}
+    <span className="node-title" title={`${name || id}\n${t('node.renameHint')}`} data-testid={`node-title-${id}`}
       onDoubleClick={(e) => { e.stopPropagation(); setValue(name); setEditing(true); }}>
       {name || id}
     </span>
@@ -100,10 +100,11 @@ function FlowNodeViewImpl({ id, data, selected, parentId }: NodeProps<FlowNode>)
           data-testid={`handle-${id}-in`} />}
         {toolHost && <Handle type="target" position={Position.Top} id={TOOL_TARGET_HANDLE} className="handle-tool-in"
           data-testid={`handle-${id}-tool-in`} />}
+        {/* on the card's top edge, so the title keeps the card's width */}
+        {run && <span className={`badge run-badge run-${run.status}`} data-testid={`node-status-${id}`} title={run.detail}>{run.label ?? run.status}</span>}
         <div className="node-head">
           <KindIcon icon={kind?.icon ?? ''} title={kind?.title ?? node.type} />
           <Title id={id} name={node.name ?? ''} />
-          {run && <span className={`badge run-${run.status}`} data-testid={`node-status-${id}`} title={run.detail}>{run.label ?? run.status}</span>}
           {(errors > 0 || warnings > 0 || flagged) && (
             <span className={`badge ${errors || flagged ? 'error' : 'warning'}`} data-testid={`node-badge-${id}`}
               title={[errors ? t('node.errors', { count: errors }) : '', warnings ? t('node.warnings', { count: warnings }) : '',

@@ -33,9 +33,10 @@ export function WorkflowList() {
       <h1>{t('workflows.title')}</h1>
       <form className="row" onSubmit={create}>
         <input data-testid="new-workflow-id" value={id} placeholder={t('workflows.newId')} pattern="[A-Za-z0-9_\-]+"
-          onChange={(e) => setId(e.target.value)} />
+          aria-describedby="new-workflow-hint" title={t('workflows.newIdHint')} onChange={(e) => setId(e.target.value)} />
         <button type="submit" data-testid="new-workflow" disabled={!/^[A-Za-z0-9_-]+$/.test(id.trim())}>{t('workflows.create')}</button>
       </form>
+      <div id="new-workflow-hint" className="field-help" data-testid="new-workflow-hint">{t('workflows.newIdHint')}</div>
       {error && <div className="error" role="alert">{error}</div>}
       {items === null && !error && <p className="muted">{t('common.loading')}</p>}
       {items?.length === 0 && <p className="muted">{t('workflows.empty')}</p>}

@@ -6,7 +6,7 @@
  * person would have typed for it (the option's label, the form as `name: value` lines),
  * which the chat preview stores as the user's turn.
  */
-import { useState } from 'react';
+import { useEffect, useRef, useState } from 'react';
 import { useT } from '../i18n';
 import type { PendingInterrupt } from './events';
 
@@ -63,8 +63,11 @@ export function InterruptCard({ interrupt, onAnswer, disabled = false }: {
   const options = (Array.isArray(p.options) ? p.options : []) as Option[];
   const fields = (Array.isArray(p.fields) ? p.fields : []) as Field[];
   const errors = [p.error, ...(Array.isArray(p.errors) ? p.errors : [])].filter(Boolean).map(String);
+  // a question that appears below the fold of the run panel is brought into view
+  const card = useRef<HTMLDivElement>(null);
+  useEffect(() => { card.current?.scrollIntoView?.({ block: 'nearest' }); }, [interrupt.id]);
   return (
-    <div className="interrupt" data-testid={`interrupt-${interrupt.nodeId}`} data-kind={interrupt.kind}>
+    <div ref={card} className="interrupt" data-testid={`interrupt-${interrupt.nodeId}`} data-kind={interrupt.kind}>
       <div className="interrupt-head">
         <span className="badge run-waiting">{t('run.node.waiting')}</span> <strong>{interrupt.nodeId}</strong>
       </div>
