@@ -214,7 +214,7 @@ def serve(
 
     start = execute(body)
     base = f"http://{_url_host(host)}:{port}"
-    err().print(Text.assemble(("Flowloom API", "bold"), f" on {base}  (OpenAPI: /docs)  "
+    err().print(Text.assemble(("Flowloom API", "bold"), f" on {base}  (OpenAPI: /openapi.json; /docs needs internet access)  "
                               f"run store: {mask_url(database_url(current))}"))
     _print_execution(current.redis_url)
     _print_start(start, base, dist_of(current), login_url, loopback)
