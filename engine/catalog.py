@@ -129,8 +129,10 @@ class KindSpec:
 
     @property
     def description(self) -> str:
-        """The kind's description: the first paragraph of the config class's docstring."""
-        return (self.config.__doc__ or "").strip().split("\n\n")[0].replace("\n", " ")
+        """The kind's description: the first paragraph of the config class's docstring, on one
+        line (its line breaks and their indentation become single spaces). Editors show it to
+        builders, so that paragraph is written for them (tests/api/test_node_kinds.py)."""
+        return " ".join((self.config.__doc__ or "").strip().split("\n\n")[0].split())
 
 
 @dataclass(frozen=True, eq=False)  # compared and hashed by identity (the schema cache keys on it)

@@ -156,7 +156,7 @@ class OutputBinding(InputBinding):
 
 @node_kind("end", "End")
 class EndConfig(NodeConfig):
-    """Declares the workflow's outputs: each binding becomes ``run.outputs[name]``.
+    """Declares the workflow's outputs: each binding becomes an output of the run.
 
     Names are any keys (:data:`OUTPUT_NAME`): imported Dify/FastGPT flows name outputs
     ``"1"``, ``结果`` or ``total price``.
@@ -175,7 +175,7 @@ class EndConfig(NodeConfig):
 
 @node_kind("answer", "Answer")
 class AnswerConfig(NodeConfig):
-    """Streams a rendered template to the user; the text is also the ``answer`` output."""
+    """Streams a rendered template to the user; the text is also the node's answer output."""
 
     text: str = Field(description="Jinja2 template")
 
@@ -295,7 +295,12 @@ class Case(BaseModel):
 
 @node_kind("if_else", "If / else")
 class IfElseConfig(NodeConfig):
-    """Cases checked in order; the first matching case's handle is taken, else ``else``."""
+    """Checks the cases in order and takes the branch of the first one that matches; when none
+    matches, the Else branch.
+
+    Handles: each case's ``id``, then ``else`` (editors read this paragraph for the handles
+    a configured node has).
+    """
 
     cases: list[Case] = Field(min_length=1)
 
@@ -319,7 +324,7 @@ class IfElseConfig(NodeConfig):
 
 @node_kind("template", "Template")
 class TemplateConfig(NodeConfig):
-    """Renders a sandboxed Jinja2 template. ``variables`` are bound by name in the template."""
+    """Renders a sandboxed Jinja2 template; its variables are bound by name in the template."""
 
     template: str
     variables: list[InputBinding] = Field(default_factory=list)
@@ -407,7 +412,7 @@ def jsonpath_many(path: str) -> bool:
 
 @node_kind("http_request", "HTTP request")
 class HttpRequestConfig(NodeConfig):
-    """An HTTP call with httpx. URL, headers, query values, form and raw body are templates.
+    """Makes an HTTP request; the URL, headers, query values, form and raw body are templates.
 
     Targets resolving to loopback/private/link-local/metadata addresses are refused
     unless allowed by the ``FLOWLOOM_HTTP_ALLOW`` setting (see :mod:`nodes.http_request`).
@@ -483,7 +488,7 @@ class VariableUpdate(BaseModel):
 
 @node_kind("variable_update", "Variable update")
 class VariableUpdateConfig(NodeConfig):
-    """Sets run variables (``vars.NAME``). Outputs the new value of each updated variable.
+    """Sets run variables (vars.NAME) and outputs the new value of each updated variable.
 
     Ordering: a reader sees the update only when it is downstream of this node.
     """
@@ -497,7 +502,7 @@ class VariableUpdateConfig(NodeConfig):
 
 @node_kind("variable_aggregator", "Variable aggregator")
 class VariableAggregatorConfig(NodeConfig):
-    """Outputs the first non-empty value among ``refs`` (branches meeting again).
+    """Outputs the first non-empty value among its references (for branches meeting again).
 
     Empty means null, ``""``, ``[]`` or ``{}``; ``0`` and ``false`` are values.
     """
@@ -527,7 +532,8 @@ class SelectOption(BaseModel):
 
 @node_kind("user_select", "User select")
 class UserSelectConfig(NodeConfig):
-    """Pauses the run with ``description`` and ``options``; the chosen option's handle is taken.
+    """Pauses the run with a question and options; the branch of the option the person picks is
+    taken.
 
     The answer may be the option id or its label (case, spacing and surrounding quotes
     ignored); anything else asks again with an error.
@@ -570,7 +576,7 @@ class FormField(BaseModel):
 
 @node_kind("form_input", "Form input")
 class FormInputConfig(NodeConfig):
-    """Pauses the run with a form; outputs each field and ``form`` (all fields).
+    """Pauses the run with a form; outputs each field, and all of them together as form.
 
     Answers are validated (required, type with :func:`nodes.if_else.coerce`, enum);
     an invalid answer asks again listing the errors.
@@ -594,7 +600,7 @@ class FormInputConfig(NodeConfig):
 
 @node_kind("iteration", "Iteration")
 class IterationConfig(NodeConfig):
-    """Runs its body (nodes with ``parent`` = this node) once per item of ``items``.
+    """Runs its body (the nodes inside it) once per item of a list.
 
     Inside the body, ``THIS.item`` and ``THIS.index`` read the current item and its
     index; ``collect`` (resolved in the item's scope after its body ran) is that
@@ -634,7 +640,8 @@ class LoopUpdate(BaseModel):
 
 @node_kind("loop", "Loop")
 class LoopConfig(NodeConfig):
-    """Repeats its body until ``break_when`` holds, a ``loop_break`` node runs, or the limit.
+    """Repeats its body until its break condition holds, a Loop break node runs, or the iteration
+    limit is reached.
 
     ``variables`` are the loop variables with their initial values; inside the body
     ``THIS.<name>`` and ``THIS.index`` read them. After each round the ``update``
@@ -682,7 +689,7 @@ class LoopBreakConfig(NodeConfig):
 
 @node_kind("unsupported", "Unsupported (imported)")
 class UnsupportedConfig(NodeConfig):
-    """Placeholder for a node an importer could not convert (``flowloom import --allow-partial``).
+    """Placeholder for a node an importer could not convert (flowloom import --allow-partial).
 
     It keeps the original node's place in the graph: ``outputs`` and ``handles`` are
     the outputs other nodes read and the handles edges leave from, so the workflow

@@ -570,8 +570,11 @@ class ToolLoopConfig(LLMNodeConfig):
 
 @node_kind("tool_call", "Tool call")
 class ToolCallConfig(ToolLoopConfig):
-    """A model that calls tools in rounds until it answers (see the module docstring and
-    :class:`ToolLoopConfig` for the loop limits); ``stop_tool`` offers the stop tool."""
+    """A model that calls tools in rounds until it answers, within its round and time limits; a
+    stop tool can end the loop early.
+
+    The loop limits are those of :class:`ToolLoopConfig` (see the module docstring);
+    ``stop_tool`` offers the stop tool."""
 
     stop_tool: StopTool | None = None
 

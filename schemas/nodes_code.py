@@ -48,7 +48,7 @@ class CodeInput(InputBinding):
 
 @node_kind("code", "Code")
 class CodeConfig(NodeConfig):
-    """Runs ``main`` of ``code`` in a separate, sandboxed process.
+    """Runs the main function of its code in a separate, sandboxed process.
 
     - Python: ``def main(**inputs)`` (or named parameters), returning a dict.
     - JavaScript: ``function main(inputs)`` / ``async function main(inputs)`` receiving

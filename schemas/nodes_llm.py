@@ -107,7 +107,7 @@ class LLMNodeConfig(NodeConfig):
 
 @node_kind("chat", "LLM chat")
 class ChatConfig(LLMNodeConfig):
-    """One model call: system prompt + history + (knowledge quote) + the user's message.
+    """One model call: system prompt, history, an optional knowledge quote and the user's message.
 
     The system prompt is the model's default prompt, this node's
     ``system_prompt`` and the quote prompt joined by ``"\\n\\n===---===---===\\n\\n"``;
@@ -302,7 +302,7 @@ class ExtractFieldsConfig(LLMNodeConfig):
 
 @node_kind("query_extension", "Query extension")
 class QueryExtensionConfig(LLMNodeConfig):
-    """Rewrites the question into up to ``count`` search queries.
+    """Rewrites the question into several search queries (up to the count you set).
 
     The chat history is the context that resolves "it"/"that one"; output
     ``queries`` starts with the original question, has no duplicates (compared by
