@@ -34,6 +34,13 @@ export async function openApp(browser, path = '/') {
   const errors = [];
   page.on('pageerror', (e) => errors.push(String(e)));
   page.errors = errors;
+  // console errors and warnings besides the browser's own line for a failed request
+  // (an expected 409 or 422 logs "Failed to load resource")
+  const logged = [];
+  page.on('console', (m) => {
+    if ((m.type() === 'error' || m.type() === 'warning') && !/Failed to load resource/.test(m.text())) logged.push(m.text());
+  });
+  page.consoleProblems = logged;
   await page.goto(`${BASE_URL}${path}#key=${encodeURIComponent(KEY)}`);
   return page;
 }

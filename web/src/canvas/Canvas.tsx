@@ -224,6 +224,8 @@ export function Canvas() {
   view.bottom = mini ? mini.height + 24 : 24;
   // a pan or zoom by the person (React Flow passes the event; a fitView passes none)
   const onMoveStart = useCallback((event: unknown) => { if (event) view.follow = false; }, []);
+  const stopFollowing = useCallback(() => { view.follow = false; }, []);
+  const follow = useCallback(() => { view.follow = true; }, []);
 
   const attachKey = useMemo(() => toolAttachments(nodes, useCatalog.getState().byKind).map((a) => a.join('\u0001')).join('\u0000'),
     [nodes]);
@@ -332,7 +334,7 @@ export function Canvas() {
         onNodeClick={() => setPanel('config')} onError={onError} onNodeDragStop={onNodeDragStop}
         multiSelectionKeyCode={['Meta', 'Control', 'Shift']} selectionKeyCode="Shift"
         minZoom={0.1} maxZoom={2} onlyRenderVisibleElements={nodes.length > 120}
-        defaultEdgeOptions={{ type: 'smoothstep' }} onMoveStart={onMoveStart}>
+        defaultEdgeOptions={{ type: 'smoothstep' }} onMoveStart={onMoveStart} fitViewOptions={fitOptions()}>
         <Background gap={16} />
         {mini && <MiniMap pannable zoomable data-testid="minimap" style={mini} />}
         {minimapSize(size.width, size.height) && (
@@ -340,7 +342,7 @@ export function Canvas() {
             title={tr(minimapOn ? 'canvas.minimapHide' : 'canvas.minimapShow')}
             style={{ bottom: mini ? mini.height + 18 : 12 }} onClick={toggleMinimap}>{minimapOn ? '▾' : '▴'}</button>
         )}
-        <Controls showInteractive={false} />
+        <Controls showInteractive={false} onZoomIn={stopFollowing} onZoomOut={stopFollowing} onFitView={follow} />
         <FitOnOpen />
       </ReactFlow>
       <QuickAdd />
