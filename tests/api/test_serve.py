@@ -71,6 +71,6 @@ def test_flowloom_serve_answers_over_http_with_a_key_from_the_cli(tmp_path):
             server.kill()
             _out, err = server.communicate()
     assert f"http://127.0.0.1:{port}" in err
-    assert "no admin API key yet" in err and "flowloom keys create --admin" in err
+    assert "API clients should use a key of their own" in err and "flowloom keys create --admin" in err
     assert key not in err and key not in _out
     assert "Traceback" not in err
