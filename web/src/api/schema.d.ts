@@ -803,6 +803,16 @@ export interface components {
             revoked_at?: number | null;
         };
         /**
+         * KindLabel
+         * @description A node kind's title and description in one language.
+         */
+        KindLabel: {
+            /** Description */
+            description: string;
+            /** Title */
+            title: string;
+        };
+        /**
          * MessageList
          * @description ``GET /v1/chats/{id}/messages``: the chat's last ``limit`` messages, oldest first.
          */
@@ -949,6 +959,13 @@ export interface components {
             icon: string;
             /** Kind */
             kind: string;
+            /**
+             * Labels
+             * @description language tag (zh-CN...) -> title and description in that language; English is title/description
+             */
+            labels?: {
+                [key: string]: components["schemas"]["KindLabel"];
+            };
             /** Outputs */
             outputs?: {
                 [key: string]: string;

@@ -10,8 +10,9 @@
  */
 import { Handle, NodeResizer, Position, useUpdateNodeInternals, type NodeProps } from '@xyflow/react';
 import { memo, useEffect, useMemo, useState, type MouseEvent } from 'react';
-import { useT } from '../i18n';
+import { useLanguage, useT } from '../i18n';
 import { BODY_HANDLE, NEW_TOOL_HANDLE, TOOL_HANDLE_PREFIX, TOOL_TARGET_HANDLE } from '../lib/connect';
+import { kindText } from '../lib/kindLabel';
 import type { FlowNode } from '../lib/serialize';
 import { nodeHandles, toolField } from '../lib/shape';
 import type { JsonObject } from '../lib/workflow';
@@ -54,6 +55,8 @@ function FlowNodeViewImpl({ id, data, selected, parentId }: NodeProps<FlowNode>)
   const t = useT();
   const node = data.node;
   const kind = useCatalog((s) => s.byKind[node.type]);
+  const lang = useLanguage((s) => s.lang);
+  const kindTitle = kind ? kindText(kind, lang).title : node.type;
   const shapeHandles = useEditor((s) => s.shapes.handles[id] ?? EMPTY);
   const errors = useEditor((s) => s.problemIndex[id]?.errors ?? 0);
   const warnings = useEditor((s) => s.problemIndex[id]?.warnings ?? 0);
@@ -103,7 +106,7 @@ function FlowNodeViewImpl({ id, data, selected, parentId }: NodeProps<FlowNode>)
         {/* on the card's top edge, so the title keeps the card's width */}
         {run && <span className={`badge run-badge run-${run.status}`} data-testid={`node-status-${id}`} title={run.detail}>{run.label ?? run.status}</span>}
         <div className="node-head">
-          <KindIcon icon={kind?.icon ?? ''} title={kind?.title ?? node.type} />
+          <KindIcon icon={kind?.icon ?? ''} title={kindTitle} />
           <Title id={id} name={node.name ?? ''} />
           {(errors > 0 || warnings > 0 || flagged) && (
             <span className={`badge ${errors || flagged ? 'error' : 'warning'}`} data-testid={`node-badge-${id}`}
@@ -113,7 +116,7 @@ function FlowNodeViewImpl({ id, data, selected, parentId }: NodeProps<FlowNode>)
             </span>
           )}
         </div>
-        <div className="node-kind">{kind?.title ?? node.type}<span className="node-id"> · {id}</span></div>
+        <div className="node-kind">{kindTitle}<span className="node-id"> · {id}</span></div>
         <div className={`node-handles${branching ? ' branching' : ''}`}>
           {handles.map((h) => (
             <div key={h} className={`handle-row${h === 'error' ? ' error-branch' : ''}`}>

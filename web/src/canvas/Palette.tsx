@@ -5,18 +5,20 @@
  */
 import { memo, useMemo, useState, type DragEvent } from 'react';
 import type { NodeKind } from '../api/types';
-import { useT, type MessageKey } from '../i18n';
+import { useLanguage, useT, type MessageKey } from '../i18n';
+import { kindText } from '../lib/kindLabel';
 import { useCatalog } from '../store/catalog';
 import { KindIcon } from './icons';
 
 export const KIND_MIME = 'application/x-flowloom-kind';
 
 /** Kinds matching `query` (title, kind or description), grouped by category in catalog order. */
-export function groupKinds(kinds: readonly NodeKind[], query: string): [string, NodeKind[]][] {
+export function groupKinds(kinds: readonly NodeKind[], query: string, lang = 'en'): [string, NodeKind[]][] {
   const q = query.trim().toLowerCase();
   const groups = new Map<string, NodeKind[]>();
   for (const k of kinds) {
-    if (q && !`${k.title} ${k.kind} ${k.description}`.toLowerCase().includes(q)) continue;
+    const text = kindText(k, lang);
+    if (q && !`${text.title} ${k.title} ${k.kind} ${text.description}`.toLowerCase().includes(q)) continue;
     const cat = k.category || 'other';
     const list = groups.get(cat);
     if (list) list.push(k);
@@ -32,10 +34,11 @@ function firstLine(text: string): string {
 export const Palette = memo(function Palette({ onPick, compact, autoFocus, exclude }: {
   onPick: (kind: string) => void; compact?: boolean; autoFocus?: boolean; exclude?: (k: NodeKind) => boolean }) {
   const t = useT();
+  const lang = useLanguage((s) => s.lang);
   const kinds = useCatalog((s) => s.kinds);
   const [query, setQuery] = useState('');
-  const groups = useMemo(() => groupKinds(exclude ? kinds.filter((k) => !exclude(k)) : kinds, query),
-    [kinds, query, exclude]);
+  const groups = useMemo(() => groupKinds(exclude ? kinds.filter((k) => !exclude(k)) : kinds, query, lang),
+    [kinds, query, exclude, lang]);
   const label = (cat: string) => {
     const key = `palette.category.${cat}` as MessageKey;
     const text = t(key);
@@ -54,17 +57,20 @@ export const Palette = memo(function Palette({ onPick, compact, autoFocus, exclu
       {groups.map(([cat, list]) => (
         <section key={cat} className="palette-group">
           <h4>{label(cat)}</h4>
-          {list.map((k) => (
-            <button type="button" key={k.kind} className="palette-item" data-testid={`palette-item-${k.kind}`}
-              draggable={!compact} onDragStart={(e) => onDragStart(e, k.kind)} onClick={() => onPick(k.kind)}
-              title={k.description}>
-              <KindIcon icon={k.icon} />
-              <span className="palette-text">
-                <span className="palette-title">{k.title}</span>
-                {!compact && <span className="palette-desc">{firstLine(k.description)}</span>}
-              </span>
-            </button>
-          ))}
+          {list.map((k) => {
+            const text = kindText(k, lang);
+            return (
+              <button type="button" key={k.kind} className="palette-item" data-testid={`palette-item-${k.kind}`}
+                draggable={!compact} onDragStart={(e) => onDragStart(e, k.kind)} onClick={() => onPick(k.kind)}
+                title={text.description}>
+                <KindIcon icon={k.icon} />
+                <span className="palette-text">
+                  <span className="palette-title">{text.title}</span>
+                  {!compact && <span className="palette-desc">{firstLine(text.description)}</span>}
+                </span>
+              </button>
+            );
+          })}
         </section>
       ))}
     </div>

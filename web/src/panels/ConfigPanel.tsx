@@ -4,7 +4,8 @@
  * execution policy every node has (timeout, retries, error strategy).
  */
 import { memo, useCallback, useMemo, useState } from 'react';
-import { useT } from '../i18n';
+import { useLanguage, useT } from '../i18n';
+import { kindText } from '../lib/kindLabel';
 import { readableNodes } from '../lib/scope';
 import type { JSONSchema } from '../lib/schema';
 import { isFlowNode, type FlowNode } from '../lib/serialize';
@@ -60,6 +61,8 @@ function modelsInUse(nodes: FlowNode[]): string[] {
 const NodeConfig = memo(function NodeConfig({ node }: { node: Omit<WorkflowNode, 'position'> }) {
   const t = useT();
   const kind = useCatalog((s) => s.byKind[node.type]);
+  const lang = useLanguage((s) => s.lang);
+  const kindLabel = kind ? kindText(kind, lang) : undefined;
   const setConfig = useEditor((s) => s.setConfig);
   const updateNode = useEditor((s) => s.updateNode);
   const setPanel = useEditor((s) => s.setPanel);
@@ -90,8 +93,8 @@ const NodeConfig = memo(function NodeConfig({ node }: { node: Omit<WorkflowNode,
       <div className="config-head">
         <KindIcon icon={kind?.icon ?? ''} />
         <div>
-          <strong>{kind?.title ?? node.type}</strong>
-          <div className="field-help">{(kind?.description ?? '').split(/\n\s*\n/)[0].replace(/``/g, '')}</div>
+          <strong>{kindLabel?.title ?? node.type}</strong>
+          <div className="field-help">{(kindLabel?.description ?? '').split(/\n\s*\n/)[0].replace(/``/g, '')}</div>
         </div>
       </div>
       <IdField id={node.id} />
