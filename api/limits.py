@@ -23,7 +23,7 @@ from typing import Any, Mapping
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from engine.compiler import check_document_limits
+from engine.documents import check_document_limits
 from engine.errors import CompileError
 from engine.settings import Settings
 

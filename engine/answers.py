@@ -20,7 +20,9 @@ Rules (README "The answer stream"):
    any other reference is sent when its node finishes. Deltas and values that are not
    next are buffered, and sent the moment everything before them is complete.
 4. A unit is *open* once every branching node upstream of it in its scope has resolved
-   (so text of a branch that will not run is not sent); a unit whose node is skipped or
+   (so text of a branch that will not run is not sent), and every node upstream that asks
+   a person and streams nothing (a form) has been answered (so no text that follows a
+   question is shown before the question is answered); a unit whose node is skipped or
    fails drops what it had buffered. What was sent stays sent.
 5. Nothing is sent twice: when a streamed node finishes, only the part of its final
    value beyond what it streamed is sent (nothing when the two differ - a retried or

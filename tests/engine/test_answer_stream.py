@@ -255,6 +255,36 @@ async def test_a_paused_run_resumed_elsewhere_sends_the_rest_once(openai_server,
     assert final.answer == streamed(first) + streamed(second) == "Tea is ready. [Enjoy.]"
 
 
+async def test_text_after_a_form_waits_for_its_answer(scripted_registry):
+    from engine import resume_run
+
+    # The answer is reachable without the form too (the other branch), so only the form
+    # itself can hold its literal prefix back until the person has answered.
+    doc = build([node("ask", "user_select", {"description": "Ok?", "options": [{"id": "ok", "label": "Ok"},
+                                                                           {"id": "change", "label": "Change"}]}),
+                 node("details", "form_input", {"description": "How many?",
+                                                "fields": [{"name": "n", "label": "N", "type": "number"}]}),
+                 node("pick", "variable_aggregator", {"type": "number",
+                                                      "refs": [{"ref": "details.n"}, {"ref": "inputs.n"}]}),
+                 node("placed", "answer", {"text": "Placed: {{ pick.output }}."})],
+                [edge("start", "ask"), edge("ask", "pick", "ok"), edge("ask", "details", "change"),
+                 edge("details", "pick"), edge("pick", "placed")], inputs=[{"name": "n", "type": "number", "default": 1}])
+    plan = compile_workflow(doc, models=scripted_registry, use_cache=False)
+    first: list[Any] = []
+    state = await run_workflow(plan, {}, deps=RunDeps(on_event=first.append, models=scripted_registry))
+    (iid,) = state.interrupts
+    second: list[Any] = []
+    state = await resume_run(plan, state, answers={iid: "change"},
+                             deps=RunDeps(on_event=second.append, models=scripted_registry))
+    assert state.status is RunStatus.paused
+    assert streamed(second) == "", "nothing after the form is shown before the form is answered"
+    (iid,) = state.interrupts
+    third: list[Any] = []
+    final = await resume_run(plan, state, answers={iid: {"n": 3}},
+                             deps=RunDeps(on_event=third.append, models=scripted_registry))
+    assert final.status is RunStatus.succeeded and streamed(third) == "Placed: 3." == final.answer
+
+
 async def test_an_llm_no_template_reads_answers_directly_then_the_answer_follows(openai_server, scripted_registry):
     # FastGPT style: the chat node answers the person itself; the answer node adds text
     openai_server.script(text_reply("Direct reply.", chunk_size=3), text_reply("silent"))
