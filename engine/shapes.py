@@ -24,7 +24,7 @@ from .catalog import NodeCatalog
 from .errors import Problem
 from .settings import SECRET_ENV_PREFIX, Settings
 
-__all__ = ["NodeShape", "deployment_problems", "node_shapes"]
+__all__ = ["NodeShape", "deployment_problems", "node_shapes", "workflow_writes"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,3 +107,23 @@ def deployment_problems(doc: Mapping[str, Any], *, catalog: NodeCatalog, setting
                 problems.append(Problem("missing_secret", f"secret {need.name!r} is not set ({need.why}): set "
                                         f"{variable} in the environment or .env", node_id=node.id, path=need.path))
     return problems
+
+
+def workflow_writes(doc: Mapping[str, Any], *, catalog: NodeCatalog) -> str | None:
+    """Why running ``doc`` may change something outside the run (the first node that may),
+    or None when every node is of a kind the catalog marks ``reads_only`` and its config
+    writes nothing - what a client offering the workflow as a tool may call freely. A node
+    that does not validate, or of a kind the catalog does not know, counts as writing.
+    """
+    raw_nodes = doc.get("nodes")
+    nodes = _valid_nodes(doc, catalog)
+    if not isinstance(raw_nodes, list) or len(nodes) != len(raw_nodes):
+        return "the workflow has nodes that do not validate"
+    for node in nodes:
+        spec = catalog.get(node.type)
+        if spec is None or not spec.reads_only:
+            return f"node {node.id!r} is a {node.type} node"
+        reason = node.config.writes()
+        if reason is not None:
+            return f"node {node.id!r} {reason}"
+    return None

@@ -49,6 +49,7 @@ from starlette.types import Receive, Scope, Send
 from engine.errors import FlowloomError
 from engine.ports import WorkflowNotFound
 from engine.service import RunService
+from engine.shapes import workflow_writes
 from schemas.events import NodeDelta
 from schemas.types import RunStatus, VarType
 from schemas.workflow import InputVar
@@ -144,9 +145,12 @@ async def _list_tools(ctx: Any, params: Any) -> mt.ListToolsResult:
     tools = []
     for workflow_id, doc, _version in await _published(app, caller):
         description = doc.get("description") or doc.get("name") or f"Run the Flowloom workflow {workflow_id}"
+        # Read-only when no node of it can change anything outside the run, so a client
+        # (a Flowloom agent among them) may call it without asking first.
+        read_only = workflow_writes(doc, catalog=app.state.service.catalog) is None
         tools.append(mt.Tool(name=workflow_id, description=description, input_schema=input_schema(doc),
                              annotations=mt.ToolAnnotations(title=doc.get("name") or workflow_id,
-                                                            open_world_hint=True)))
+                                                            read_only_hint=read_only, open_world_hint=True)))
     return mt.ListToolsResult(tools=tools)
 
 

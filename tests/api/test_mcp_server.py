@@ -54,6 +54,7 @@ async def test_a_client_lists_and_calls_a_published_workflow_with_progress(api):
         assert tool.description == "Greets a person by name."
         assert tool.input_schema["properties"]["name"] == {"type": "string", "description": "who to greet"}
         assert tool.input_schema["required"] == ["name"]
+        assert tool.annotations.read_only_hint is True, "templates and answers only read"
         progress: list[tuple[float, str | None]] = []
 
         async def on_progress(value: float, total: float | None, message: str | None) -> None:
@@ -86,6 +87,16 @@ async def test_bad_arguments_and_unknown_tools_are_error_results(api):
         unknown = await client.call_tool("nope", {"name": "x"})
     assert missing.is_error and "name" in missing.content[0].text
     assert unknown.is_error and "no tool 'nope'" in unknown.content[0].text
+
+
+async def test_a_workflow_that_may_write_is_not_offered_as_read_only(api, target):
+    doc = http_chain(target.url, 1)
+    doc["nodes"][1]["config"]["method"] = "POST"
+    await _publish(api, {**doc, "id": "poster"})
+    await _publish(api, {**http_chain(target.url, 1), "id": "getter"})
+    async with _mcp(api) as client:
+        hints = {t.name: t.annotations.read_only_hint for t in (await client.list_tools()).tools}
+    assert hints["poster"] is False and hints["getter"] is True
 
 
 async def test_a_client_cancels_a_long_call_and_the_run_ends_cancelled(api, target):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -12,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_word_stats_runs_code_per_item_and_sums_in_javascript():
     sentences = ["The quick brown fox jumps.", "Sandboxes keep secrets safe!", "", "Loops run per item."]
-    proc = subprocess.run(["flowloom", "run", str(ROOT / "examples" / "word_stats.json"), "--json",
+    proc = subprocess.run([sys.executable, "-m", "api.cli", "run", str(ROOT / "examples" / "word_stats.json"), "--json",
                            "--input", f"sentences={json.dumps(sentences)}"],
                           capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr

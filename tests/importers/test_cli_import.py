@@ -1,14 +1,13 @@
 """``flowloom import``: the report, exit codes, --allow-partial, --model, and the README's
-main command (import a real Dify flow from examples/ and run it, no model, no network)."""
+Quick start (its first command sets up and serves the canvas; its command-line example
+imports a real Dify flow from examples/ and runs it, no model, no network)."""
 
 from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 from typer.testing import CliRunner
 
@@ -17,8 +16,7 @@ from api.cli import app
 from .helpers import FASTGPT, ROOT, needs_corpus
 
 runner = CliRunner()
-_BIN = Path(sys.executable).parent / "flowloom"
-FLOWLOOM = str(_BIN) if _BIN.exists() else (shutil.which("flowloom") or "flowloom")
+FLOWLOOM = [sys.executable, "-m", "api.cli"]
 EXAMPLE = ROOT / "examples" / "imported" / "dual_switch_variable_aggregator_workflow.yml"
 
 
@@ -26,24 +24,30 @@ def invoke(*args: object):
     return runner.invoke(app, [str(a) for a in args])
 
 
-def readme_main_command() -> str:
-    """The first command of the README's Quick start."""
+def readme_quick_start_commands() -> list[str]:
+    """The commands of the README's Quick start, in order (one per ```bash block)."""
     text = (ROOT / "README.md").read_text(encoding="utf-8")
-    quick = text.split("## Quick start", 1)[1]
-    return re.search(r"```bash\n(.+?)\n```", quick, re.S).group(1).strip()
+    quick = text.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    return [block.strip() for block in re.findall(r"```bash\n(.+?)\n```", quick, re.S)]
 
 
-def test_readme_main_command_imports_a_real_flow_and_runs_it(tmp_path):
-    command = readme_main_command()
-    install, imported, ran = command.split(" && ")
-    assert install == "python3 -m pip install -e ."
+def test_readme_main_command_sets_up_and_serves_the_canvas():
+    # What serve does with it (the examples saved, the canvas served) is tested with the
+    # real server in tests/cli/test_serve_examples.py and tests/web/.
+    main = readme_quick_start_commands()[0]
+    assert main.split(" && ") == ["python3 -m pip install -e .", "npm --prefix web ci", "npm --prefix web run build",
+                                  "flowloom serve"]
+
+
+def test_readme_command_line_example_imports_a_real_flow_and_runs_it(tmp_path):
+    imported, ran = readme_quick_start_commands()[1].split(" && ")
     assert imported.startswith("flowloom import examples/imported/") and ran.startswith("flowloom run ")
     out = str(tmp_path / "switches.json")
     imported, ran = imported.replace("/tmp/switches.json", out), ran.replace("/tmp/switches.json", out)
-    first = subprocess.run([FLOWLOOM, *imported.split()[1:]], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    first = subprocess.run([*FLOWLOOM, *imported.split()[1:]], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert first.returncode == 0, first.stderr
     assert "imported dify workflow" in first.stderr and "variable_aggregator" in first.stderr
-    second = subprocess.run([FLOWLOOM, *ran.split()[1:], "--json"], cwd=ROOT, capture_output=True, text=True,
+    second = subprocess.run([*FLOWLOOM, *ran.split()[1:], "--json"], cwd=ROOT, capture_output=True, text=True,
                             timeout=60)
     assert second.returncode == 0, second.stderr
     events = [json.loads(line) for line in second.stdout.splitlines()]
@@ -106,7 +110,7 @@ def test_bad_arguments_and_files(tmp_path):
 
 @needs_corpus
 def test_catch_all_model_mapping_to_an_unknown_name_names_it():
-    proc = subprocess.run(["flowloom", "import", str(FASTGPT / "TranslateRobot_template.json"), "--model", "*=nosuch"],
+    proc = subprocess.run([sys.executable, "-m", "api.cli", "import", str(FASTGPT / "TranslateRobot_template.json"), "--model", "*=nosuch"],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert "--model '*=nosuch' names 'nosuch', which is not in the model registry" in proc.stderr
