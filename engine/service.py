@@ -454,17 +454,26 @@ class RunService:
         owner, state = await self._claim(tenant_id, run_id)
         try:
             state.status = RunStatus.cancelled
-            state.finished_at = time.time()
+            now = state.finished_at = time.time()
             state.error = NodeError(type="RunCancelled", message=f"run cancelled: {reason}", reason="cancelled")
+            # The time a paused run waited for a person until this stop is waiting time, as
+            # it is when the person answers: reported apart, never as run time.
+            if state.paused_at is not None:
+                state.waited_s += max(0.0, now - state.paused_at)
+                state.paused_at = None
+            asked = {i.node_run_id: i.created_at for i in state.interrupts.values()}
             waiting = [nid for nid, run in state.node_runs.items() if run.status is NodeRunStatus.waiting]
             for nid in waiting:
-                state.node_runs[nid].status = NodeRunStatus.cancelled
-                state.node_runs[nid].finished_at = state.finished_at
+                run = state.node_runs[nid]
+                run.status, run.finished_at = NodeRunStatus.cancelled, now
+                if run.id in asked:
+                    run.waited_s += max(0.0, now - asked[run.id])
             state.interrupts = {}
             # The event log ends with the run's end, as it does when a running run is stopped.
             state.seq += 1
-            ended = RunCancelledEvent(seq=state.seq, run_id=run_id, ts=state.finished_at,
-                                      reason=f"run cancelled: {reason}")
+            elapsed = max(0.0, now - (state.started_at or now) - state.waited_s) * 1000.0
+            ended = RunCancelledEvent(seq=state.seq, run_id=run_id, ts=now, reason=f"run cancelled: {reason}",
+                                      elapsed_ms=elapsed)
             await self.stores.runs.checkpoint(state, CheckpointDelta(waiting, len(state.history)), owner_id=owner.id,
                                               events=[ended])
             await self._close_turn(state, "")

@@ -165,12 +165,19 @@ async def test_cancelling_a_paused_run_ends_its_event_log_with_run_cancelled(sto
     state = await service.prepare(doc, {"item": "tea"})
     events = await drain(service.execute("default", state.run_id))
     assert events[-1].type == "run_paused"
+    await asyncio.sleep(0.3)  # the person does not answer for a while
     await service.cancel("default", state.run_id, "changed my mind")
     logged = [e async for e in service.watch("default", state.run_id)]
     assert logged[-1]["type"] == "run_cancelled" and logged[-1]["seq"] == events[-1].seq + 1
     assert "changed my mind" in logged[-1]["reason"]
-    runs = {r.node_id: r.status.value for r in await service.node_runs("default", state.run_id)}
+    node_runs = await service.node_runs("default", state.run_id)
+    runs = {r.node_id: r.status.value for r in node_runs}
     assert "cancelled" in runs.values() and "waiting" not in runs.values()
+    asked = next(r for r in node_runs if r.status.value == "cancelled")
+    assert asked.waited_s >= 0.3, "the wait until the stop is waiting time"
+    ended = await service.state("default", state.run_id)
+    assert ended.waited_s >= 0.3 and ended.paused_at is None
+    assert logged[-1]["elapsed_ms"] < 300, "the wait is not run time"
 
 
 def test_answer_text_renders_options_forms_and_lists_as_a_chat_message():
