@@ -141,6 +141,30 @@ def _sqlite_writes(db: sqlite3.Connection, statements: list[tuple[str, tuple[Any
     return counts
 
 
+def _sqlite_claim(db: sqlite3.Connection, update: tuple[str, tuple[Any, ...]],
+                  reads: list[tuple[str, tuple[Any, ...]]], owner_read: tuple[str, tuple[Any, ...]],
+                  ) -> tuple[bool, list[list[dict[str, Any]]]]:
+    """Runs in aiosqlite's worker thread: the claim's conditional UPDATE and, when it
+    matched, the ``reads`` in the same write transaction (committed); when it did not,
+    the ``owner_read`` alone (nothing written). ``(matched, rows of each read)``."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        matched = db.execute(*update).rowcount == 1
+        results = []
+        for sql, params in reads if matched else [owner_read]:
+            cursor = db.execute(sql, params)
+            names = [d[0] for d in cursor.description]
+            results.append([dict(zip(names, row)) for row in cursor.fetchall()])
+        if matched:
+            db.commit()
+        else:
+            db.rollback()
+    except BaseException:
+        db.rollback()
+        raise
+    return matched, results
+
+
 def _decoded(row: dict[str, Any], json_columns: Sequence[str]) -> dict[str, Any]:
     for name in json_columns:
         if row[name] is not None:
@@ -501,6 +525,8 @@ class SqlStore:
 
     async def _claim(self, tenant_id: str, run_id: str, owner: OwnerInfo, take_from: str | None, *,
                      load: bool) -> tuple[Any, list[Any]] | None:
+        if self.backend == "sqlite":
+            return await self._sqlite_claim(tenant_id, run_id, owner, take_from, load=load)
         allowed = runs.c.owner_id.is_(None) | (runs.c.lease_until < time.time()) | (runs.c.owner_id == owner.id)
         if take_from is not None:
             allowed = allowed | (runs.c.owner_id == take_from)
@@ -513,13 +539,44 @@ class SqlStore:
             row = (await conn.execute(sa.select(runs.c.owner_id, runs.c.owner_host, runs.c.owner_pid,
                                                 runs.c.lease_until).where(
                 runs.c.run_id == run_id, runs.c.tenant_id == tenant_id))).mappings().one_or_none()
+        raise self._owned_error(tenant_id, run_id, row)
+
+    async def _sqlite_claim(self, tenant_id: str, run_id: str, owner: OwnerInfo, take_from: str | None, *,
+                            load: bool) -> tuple[Any, list[Any]] | None:
+        """:meth:`_claim` on SQLite: the UPDATE and the reads of the run's rows in one
+        transaction in one call in aiosqlite's worker thread (a queued run's claim is one
+        hand-off, not one per statement and cursor step)."""
+        allowed = "owner_id IS NULL OR lease_until < ? OR owner_id = ?" + (" OR owner_id = ?" if take_from else "")
+        params = (owner.id, owner.host, owner.pid, owner.lease_until, run_id, tenant_id, time.time(), owner.id,
+                  *((take_from,) if take_from else ()))
+        update = ("UPDATE runs SET owner_id = ?, owner_host = ?, owner_pid = ?, lease_until = ? "
+                  f"WHERE run_id = ? AND tenant_id = ? AND ({allowed})", params)
+        key = (run_id, tenant_id)
+        reads = [("SELECT * FROM runs WHERE run_id = ? AND tenant_id = ?", key),
+                 ("SELECT * FROM node_runs WHERE run_id = ? AND tenant_id = ?", key)] if load else []
+        owner_read = ("SELECT owner_id, owner_host, owner_pid, lease_until FROM runs "
+                      "WHERE run_id = ? AND tenant_id = ?", key)
+        async with self._lock:
+            with store_errors(self.url):
+                driver = (await _raw_connection(await self._connection())).driver_connection
+                matched, rows = await driver._execute(_sqlite_claim, driver._conn, update, reads, owner_read)
+        if not matched:
+            raise self._owned_error(tenant_id, run_id, rows[0][0] if rows[0] else None)
+        self._index.pop(run_id, None)  # another owner may have written since this store did
+        if not load:
+            return None
+        return _decoded(rows[0][0], _RUN_JSON), [_decoded(row, _NODE_RUN_JSON) for row in rows[1]]
+
+    @staticmethod
+    def _owned_error(tenant_id: str, run_id: str, row: Any) -> Exception:
+        """RunOwned naming the owner of the run's ``row`` (None: RunNotFound)."""
         if row is None:
-            raise RunNotFound(f"no run {run_id} for tenant {tenant_id!r}")
+            return RunNotFound(f"no run {run_id} for tenant {tenant_id!r}")
         current = owner_from_row(row)
         assert current is not None
         until = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(current.lease_until))
-        raise RunOwned(f"run {run_id} is owned by {current.id} (host {current.host or '?'}, pid {current.pid}) "
-                       f"until {until} ({current.lease_until - time.time():.0f}s from now)", current)
+        return RunOwned(f"run {run_id} is owned by {current.id} (host {current.host or '?'}, pid {current.pid}) "
+                        f"until {until} ({current.lease_until - time.time():.0f}s from now)", current)
 
     async def renew(self, run_id: str, owner_id: str, lease_until: float) -> None:
         """Extend the lease to ``lease_until``. Raises LeaseLost when ``owner_id`` no longer owns the run."""

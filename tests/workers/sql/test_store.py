@@ -169,6 +169,24 @@ async def test_claim_and_load_then_a_last_checkpoint_that_releases(store):
     assert (await store.load_run("default", state.run_id)).node_runs["a"].id == "a-1"
 
 
+async def test_claim_and_load_takes_an_expired_lease_with_the_checkpointed_state(store):
+    state = new_state(inputs={"q": "hi"}, variables={"count": 1})
+    await store.create_run(state, owner=OwnerInfo(id="dead", host="host-a", pid=4242, lease_until=time.time() - 1))
+    state.node_runs["a"] = node("a", status="succeeded", outputs={"answer": "yo"}, data={"k": [1]}, started_at=1.0)
+    state.seq = 3
+    await store.checkpoint(state, CheckpointDelta(["a"]), owner_id="dead")
+    loaded = await store.claim_and_load("default", state.run_id, owner("owner-1"))
+    assert loaded.node_runs == state.node_runs and loaded.inputs == {"q": "hi"} and loaded.seq == 3
+    assert loaded.variables == {"count": 1}
+    assert (await store.get_run("default", state.run_id)).owner.id == "owner-1"
+    with pytest.raises(RunOwned) as raised:  # a live lease: nothing changes
+        await store.claim_and_load("default", state.run_id, owner("owner-2"))
+    assert raised.value.owner.id == "owner-1"
+    taken = await store.claim_and_load("default", state.run_id, owner("owner-2"), take_from="owner-1")
+    assert taken.node_runs == state.node_runs
+    assert (await store.get_run("default", state.run_id)).owner.id == "owner-2"
+
+
 async def test_claim_if_pending_only_claims_a_pending_unowned_run(store):
     state = new_state(status="pending")
     await store.create_run(state)
