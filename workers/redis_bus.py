@@ -260,6 +260,7 @@ class EventPublisher:
         self._pending: list[tuple[int, str, str]] = []
         self._wake = asyncio.Event()
         self._closing = False
+        self._also: Callable[[Any], None] | None = None
         self._task = asyncio.create_task(self._pump(), name=f"publish {run_id}")
 
     def add(self, event: Any) -> None:
@@ -274,28 +275,35 @@ class EventPublisher:
         while True:
             await self._wake.wait()
             self._wake.clear()
-            while self._pending:
+            while self._pending or (self._closing and self._also is not None):
                 batch = self._pending[:500]
+                last = self._closing and len(self._pending) <= 500  # the close's commands ride along
                 try:
                     pipe = redis_client(self.bus.url).pipeline(transaction=False)
                     for seq, kind, data in batch:
                         pipe.xadd(self.key, {"seq": seq, "type": kind, "data": data}, maxlen=self.bus.maxlen,
                                   approximate=True)
+                    if last and self._also is not None:
+                        self._also(pipe)
                     await shielded(pipe.execute())
                     backoff.ok()
                 except errors as exc:
                     await backoff.failed(exc)
                     continue
                 del self._pending[: len(batch)]
+                if last:
+                    self._also = None
             if self._closing:
                 return
 
-    async def close(self, ended: bool) -> None:
+    async def close(self, ended: bool, *, also: Callable[[Any], None] | None = None) -> None:
         """Flush, then (``ended``) let the stream expire after the bus's ``ttl_s`` (a caller
-        that sends its own pipeline afterwards passes ``ended=False`` and adds
-        ``EXPIRE key ttl_s`` to it). Events
+        that has commands of its own passes ``ended=False`` and ``also``, which adds them -
+        ``EXPIRE key ttl_s`` among them - to the pipeline that carries the last events, or
+        to one of their own when none are pending: one round trip for both). Events
         that could not be sent within ``flush_s`` (Redis down all that time) are dropped
-        with a warning: the durable ones are in the SQL log."""
+        with a warning, with ``also``'s commands: the durable ones are in the SQL log."""
+        self._also = also
         self._closing = True
         self._wake.set()
         try:

@@ -45,7 +45,7 @@ from engine.settings import Settings
 from schemas.records import OwnerInfo
 from schemas.types import RunStatus
 
-from ..redis_bus import DEFAULT_NAMESPACE, RedisCommandChannel, RedisEventBus, redis_client, shielded
+from ..redis_bus import DEFAULT_NAMESPACE, EventPublisher, RedisCommandChannel, RedisEventBus, redis_client, shielded
 from .queues import JOB_GRACE_S, enqueue_run
 
 __all__ = ["WorkerRuntime", "current_runtime", "install_runtime"]
@@ -188,7 +188,7 @@ class WorkerRuntime:
         track = asyncio.ensure_future(self._track(tenant_id, run_id, queue, job_timeout))
         try:
             try:
-                status, stream_key = await self._drive(service, tenant_id, run_id, track)
+                status, stream_key, publisher, held = await self._drive(service, tenant_id, run_id, track)
             except RunOwned as exc:
                 # Another process holds the run's lease: keep it in the executing set until
                 # that lease ends, so a sweeper looks again if that owner turns out dead.
@@ -206,11 +206,34 @@ class WorkerRuntime:
             except BaseException:
                 await asyncio.shield(self._leave(track, run_id))
                 raise
-            await track
-            await self._untrack(run_id, expire_stream=stream_key)  # the stream lives on for the bus's ttl
+            try:
+                await track
+            finally:
+                await self._finish(run_id, publisher, held, stream_key)
             return status
         finally:
             done.set()
+
+    async def _finish(self, run_id: str, publisher: EventPublisher | None, held: list[Any],
+                      stream_key: str | None) -> None:
+        """After the run service is done with the run: the events held back (its end) and
+        leaving the executing set (with the stream's expiry when the run ended: the stream
+        lives on for the bus's ttl) in one Redis round trip."""
+        if publisher is None:
+            await self._untrack(run_id, expire_stream=stream_key)
+            return
+        self._executing.pop(run_id, None)
+        set_key, ttl = self._set_key, int(self.bus.ttl_s)
+
+        def leave(pipe: Any) -> None:
+            pipe.zrem(set_key, run_id)
+            pipe.hdel(f"{set_key}:info", run_id)
+            if stream_key is not None:
+                pipe.expire(stream_key, ttl)
+
+        for event in held:
+            publisher.add(event)
+        await publisher.close(ended=False, also=leave)
 
     async def _leave(self, track: "asyncio.Future[Any]", run_id: str) -> None:
         with contextlib.suppress(BaseException):
@@ -218,28 +241,38 @@ class WorkerRuntime:
         await self._untrack(run_id)
 
     async def _drive(self, service: RunService, tenant_id: str, run_id: str,
-                     track: "asyncio.Future[tuple[dict[str, Any], str | None] | None]") -> tuple[str, str | None]:
-        """Run it: ``(status, the stream's key when the run ended, else None)``. A new or
-        crashed run is recovered; a paused one is resumed with the answers the API left
-        (known once ``track`` is done, which only a paused run waits for)."""
+                     track: "asyncio.Future[tuple[dict[str, Any], str | None] | None]",
+                     ) -> tuple[str, str | None, EventPublisher | None, list[Any]]:
+        """Run it: ``(status, the stream's key when the run ended else None, the open
+        publisher, the events held back)`` (:meth:`_publish`). A new or crashed run is
+        recovered; a paused one is resumed with the answers the API left (known once
+        ``track`` is done, which only a paused run waits for)."""
         try:
-            status = await self._publish(service.recover(tenant_id, run_id), tenant_id, run_id)
+            status, publisher, held = await self._publish(service.recover(tenant_id, run_id), tenant_id, run_id)
         except RunNotResumable:
             taken = await track
             if taken is None:
                 raise
-            status = await self._publish(service.resume(tenant_id, run_id, taken[0], message=taken[1]),
-                                         tenant_id, run_id)
+            status, publisher, held = await self._publish(
+                service.resume(tenant_id, run_id, taken[0], message=taken[1]), tenant_id, run_id)
         commands = service.stores.commands
         if isinstance(commands, RedisCommandChannel):
             commands.forget(run_id)
         ended = status in ("succeeded", "failed", "cancelled")
-        return status, (self.bus.key(tenant_id, run_id) if ended else None)
+        return status, (self.bus.key(tenant_id, run_id) if ended else None), publisher, held
 
-    async def _publish(self, events: Any, tenant_id: str, run_id: str) -> str:
-        """Drive the run service's ``events`` to the run's stream; the status they end with.
-        Raises what the run service raises before the first event (nothing was executed)."""
-        publisher: Any = None
+    async def _publish(self, events: Any, tenant_id: str,
+                       run_id: str) -> tuple[str, EventPublisher | None, list[Any]]:
+        """Drive the run service's ``events`` to the run's stream: ``(the status they end
+        with, the publisher - still open - or None when there was no event, the events
+        held back)``. The event that ends or pauses the run (and anything after it) is held
+        back until the run service is done with the run - its last checkpoint committed,
+        its lease given up - because a reader that sees it on the stream reads the run next
+        (a blocking request's answer, a follower's ended-or-paused check) and must find it
+        ended or paused. Raises what the run service raises before the first event
+        (nothing was executed); on any error the publisher is closed, held events sent."""
+        publisher: EventPublisher | None = None
+        held: list[Any] = []
         status = "running"
         try:
             async with contextlib.aclosing(events) as stream:
@@ -251,12 +284,18 @@ class WorkerRuntime:
                             # what a crashed execution published past the checkpoint goes.
                             with contextlib.suppress(Exception):
                                 await self.bus.rewind(tenant_id, run_id, event.seq - 1)
-                    publisher.add(event)
+                    if held or event.type in _STATUS_AFTER:
+                        held.append(event)
+                    else:
+                        publisher.add(event)
                     status = _STATUS_AFTER.get(event.type, status)
-        finally:
+        except BaseException:
             if publisher is not None:
+                for event in held:
+                    publisher.add(event)
                 await publisher.close(ended=False)
-        return status
+            raise
+        return status, publisher, held
 
     # ------------------------------------------------------------------ executing set
 

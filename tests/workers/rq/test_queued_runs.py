@@ -153,3 +153,48 @@ async def test_a_streaming_request_for_a_queued_run_relays_its_events_from_the_b
     assert ids == list(range(1, len(ids) + 1)), ids
     deltas = [json.loads(block.split("data: ", 1)[1])["text"] for block in frames if block.startswith("event: node_delta")]
     assert "".join(deltas) == "Streamed from a worker."
+
+
+
+async def test_a_run_end_reaches_the_stream_only_once_the_database_has_it(deployment):
+    import contextlib
+
+    from api.runtime import open_service
+    from workers.redis_bus import redis_client
+    from workers.rq.runtime import WorkerRuntime
+
+    @contextlib.asynccontextmanager
+    async def slow_last_checkpoint(settings):
+        async with open_service(settings) as service:
+            store, write = service.stores.runs, service.stores.runs.checkpoint
+
+            async def checkpoint(state, delta, **kw):
+                if state.status.value == "succeeded":
+                    await asyncio.sleep(0.3)  # the run's end is emitted; its commit is late
+                await write(state, delta, **kw)
+
+            store.checkpoint = checkpoint
+            yield service
+
+    runtime = WorkerRuntime(deployment.settings(), slow_last_checkpoint, name="in-process")
+    runtime.start()
+    doc = chain("ends", [{"id": "say", "type": "template", "config": {"template": "hi"}}], {"said": "say.output"})
+    try:
+        async with open_service(deployment.settings()) as service:
+            run_id = (await service.prepare(doc, {})).run_id
+            job = asyncio.create_task(asyncio.to_thread(runtime.run_job, "default", run_id, queue="flowloom-default",
+                                                        job_timeout=60))
+            key, last, seen = f"flowloom:events:default:{run_id}", "0-0", {}
+            while "run_finished" not in seen:
+                reply = await redis_client(deployment.redis_url).xread({key: last}, block=10_000)
+                assert reply, f"run {run_id}: no event for 10 s"
+                for entry_id, fields in reply[0][1]:
+                    last = entry_id
+                    seen[fields["type"]] = (await service.get("default", run_id)).status.value
+            assert seen["run_finished"] == "succeeded", seen
+            assert seen["run_started"] == "running", "the other events are not held back"
+            assert await asyncio.wait_for(job, 10) == "succeeded"
+            assert await redis_client(deployment.redis_url).zrange("flowloom:executing", 0, -1) == []
+            assert 0 < await redis_client(deployment.redis_url).ttl(key) <= 3600, "the ended run's stream expires"
+    finally:
+        runtime.stop()
