@@ -274,6 +274,7 @@ class EventPublisher:
         errors = _connection_errors()
         while True:
             await self._wake.wait()
+            await asyncio.sleep(0)  # one loop pass: the events the run emits in this pass go in one pipeline
             self._wake.clear()
             while self._pending or (self._closing and self._also is not None):
                 batch = self._pending[:500]
