@@ -6,6 +6,7 @@ from the developer's shell), so no test reads or writes the user's ``~/.flowloom
 """
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -31,3 +32,23 @@ def _flowloom_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest
     get_settings.cache_clear()
     yield
     get_settings.cache_clear()
+
+
+def _user_home_state() -> list[tuple[str, int, float]]:
+    """What ``~/.flowloom`` holds now: (name, size, mtime) of each file, [] when absent."""
+    home = Path.home() / ".flowloom"
+    if not home.is_dir():
+        return []
+    return sorted((p.name, p.stat().st_size, p.stat().st_mtime) for p in home.iterdir() if p.is_file())
+
+
+_USER_HOME_AT_START = _user_home_state()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fail the run when any test (or a process it started) wrote into ``~/.flowloom``:
+    tests use their own ``FLOWLOOM_HOME``, and a subprocess whose environment dropped it
+    would otherwise write into the user's real run store unnoticed."""
+    if _user_home_state() != _USER_HOME_AT_START:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        print(f"\nerror: the tests wrote into {Path.home() / '.flowloom'} (a subprocess lost FLOWLOOM_HOME)")
