@@ -192,7 +192,8 @@ async def test_a_run_end_reaches_the_stream_only_once_the_database_has_it(deploy
                     last = entry_id
                     seen[fields["type"]] = (await service.get("default", run_id)).status.value
             assert seen["run_finished"] == "succeeded", seen
-            assert seen["run_started"] == "running", "the other events are not held back"
+            # Read as the run starts (its claim may not be checkpointed as running yet): not held back.
+            assert seen["run_started"] in ("pending", "running"), "the other events are not held back"
             assert await asyncio.wait_for(job, 10) == "succeeded"
             assert await redis_client(deployment.redis_url).zrange("flowloom:executing", 0, -1) == []
             assert 0 < await redis_client(deployment.redis_url).ttl(key) <= 3600, "the ended run's stream expires"
