@@ -24,7 +24,7 @@ from .catalog import NodeCatalog
 from .errors import Problem
 from .settings import SECRET_ENV_PREFIX, Settings
 
-__all__ = ["NodeShape", "deployment_problems", "node_shapes", "workflow_writes"]
+__all__ = ["NodeShape", "deployment_problems", "node_shapes", "valid_nodes", "workflow_writes"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,8 +46,10 @@ def _shell(doc: Mapping[str, Any]) -> Workflow:
         return Workflow(id="draft")
 
 
-def _valid_nodes(doc: Mapping[str, Any], catalog: NodeCatalog) -> list[Any]:
-    """The nodes of ``doc`` that are objects of a known kind whose own fields validate."""
+def valid_nodes(doc: Mapping[str, Any], catalog: NodeCatalog) -> list[Any]:
+    """The nodes of ``doc`` that are objects of a known kind whose own fields validate, as
+    node models. The functions below take them as ``nodes`` so a caller asking several
+    questions of one document validates its nodes once."""
     raw_nodes = doc.get("nodes")
     if not isinstance(raw_nodes, list):
         return []
@@ -62,7 +64,8 @@ def _valid_nodes(doc: Mapping[str, Any], catalog: NodeCatalog) -> list[Any]:
     return nodes
 
 
-def node_shapes(doc: Mapping[str, Any], *, catalog: NodeCatalog) -> dict[str, NodeShape]:
+def node_shapes(doc: Mapping[str, Any], *, catalog: NodeCatalog,
+                nodes: list[Any] | None = None) -> dict[str, NodeShape]:
     """Node id -> :class:`NodeShape` for every node of ``doc`` (a workflow document as a
     mapping) that is an object of a known kind whose fields validate; others are left out.
 
@@ -70,7 +73,7 @@ def node_shapes(doc: Mapping[str, Any], *, catalog: NodeCatalog) -> dict[str, No
     """
     shell = _shell(doc)
     shapes: dict[str, NodeShape] = {}
-    for node in _valid_nodes(doc, catalog):
+    for node in valid_nodes(doc, catalog) if nodes is None else nodes:
         try:
             outputs: dict[str, str] | None = {name: str(t) for name, t in node.outputs(shell).items()}
         except Exception:  # noqa: BLE001 - an output list that needs a valid part of the document
@@ -79,7 +82,8 @@ def node_shapes(doc: Mapping[str, Any], *, catalog: NodeCatalog) -> dict[str, No
     return shapes
 
 
-def deployment_problems(doc: Mapping[str, Any], *, catalog: NodeCatalog, settings: Settings) -> list[Problem]:
+def deployment_problems(doc: Mapping[str, Any], *, catalog: NodeCatalog, settings: Settings,
+                        nodes: list[Any] | None = None) -> list[Problem]:
     """What the nodes of ``doc`` need that this deployment lacks (``NodeConfig.requirements``):
     a boolean operator setting that is off (``disabled_by_operator``) or a secret that is not
     set (``missing_secret``), one error each, naming the node, the field and the variable to
@@ -90,7 +94,7 @@ def deployment_problems(doc: Mapping[str, Any], *, catalog: NodeCatalog, setting
     """
     problems: list[Problem] = []
     environ: Mapping[str, str] | None = None
-    for node in _valid_nodes(doc, catalog):
+    for node in valid_nodes(doc, catalog) if nodes is None else nodes:
         config: NodeConfig = node.config
         for need in config.requirements():
             if need.kind == "setting":
@@ -116,7 +120,7 @@ def workflow_writes(doc: Mapping[str, Any], *, catalog: NodeCatalog) -> str | No
     that does not validate, or of a kind the catalog does not know, counts as writing.
     """
     raw_nodes = doc.get("nodes")
-    nodes = _valid_nodes(doc, catalog)
+    nodes = valid_nodes(doc, catalog)
     if not isinstance(raw_nodes, list) or len(nodes) != len(raw_nodes):
         return "the workflow has nodes that do not validate"
     for node in nodes:

@@ -28,9 +28,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response
 
-from engine.catalog import NodeCatalog
 from engine.compiler import check_workflow
-from engine.shapes import deployment_problems, node_shapes
+from engine.shapes import deployment_problems, node_shapes, valid_nodes
 from engine.ports import WorkflowNotFound, WorkflowRepo
 from schemas.api import (ErrorBody, NodeShapeOut, RunAccepted, RunDetail, WorkflowCreated, WorkflowDetail, WorkflowImport,
                          WorkflowImported, WorkflowInputOut, WorkflowList, WorkflowOut, WorkflowProblems,
@@ -121,17 +120,24 @@ def _document_id(doc: dict[str, Any]) -> str:
     return value
 
 
-def _problems(service: Any, doc: dict[str, Any]) -> list[dict[str, Any]]:
+def _problems(service: Any, doc: dict[str, Any], nodes: list[Any] | None = None) -> list[dict[str, Any]]:
+    """The compiler's problems of ``doc`` and what this deployment lacks for it."""
     problems = [*check_workflow(doc, catalog=service.catalog, models=service.models),
-                *deployment_problems(doc, catalog=service.catalog, settings=service.settings)]
+                *deployment_problems(doc, catalog=service.catalog, settings=service.settings, nodes=nodes)]
     return [p.to_dict() for p in problems]
 
 
-def _check(problems: list[dict[str, Any]], doc: dict[str, Any] | None = None,
-           catalog: NodeCatalog | None = None) -> WorkflowProblems:
-    shapes = node_shapes(doc, catalog=catalog) if doc is not None and catalog is not None else {}
-    return WorkflowProblems(valid=not any(p["severity"] == "error" for p in problems), problems=problems,
-                            inputs=WorkflowInputOut.of_document(doc or {}),
+def _valid(problems: list[dict[str, Any]]) -> bool:
+    return not any(p["severity"] == "error" for p in problems)
+
+
+def _validate(service: Any, doc: dict[str, Any]) -> WorkflowProblems:
+    """The validate answer for ``doc``: its problems, declared inputs and node shapes (its
+    nodes validated once for both)."""
+    nodes = valid_nodes(doc, service.catalog)
+    problems = _problems(service, doc, nodes)
+    shapes = node_shapes(doc, catalog=service.catalog, nodes=nodes)
+    return WorkflowProblems(valid=_valid(problems), problems=problems, inputs=WorkflowInputOut.of_document(doc),
                             nodes={nid: NodeShapeOut(handles=s.handles, outputs=s.outputs) for nid, s in shapes.items()})
 
 
@@ -159,7 +165,7 @@ async def list_workflows(caller: Caller, repo: Repo) -> WorkflowList:
 @router.post("/validate", response_model=WorkflowProblems, summary="Validate an unsaved document")
 async def validate_document(doc: dict[str, Any], _caller: Caller, service: Service) -> WorkflowProblems:
     """Every compile problem of the document (errors and warnings)."""
-    return _check(_problems(service, doc), doc, service.catalog)
+    return _validate(service, doc)
 
 
 @router.get("/{workflow_id}", response_model=WorkflowDetail, summary="A workflow with its draft")
@@ -196,7 +202,7 @@ async def validate_workflow(workflow_id: str, caller: Caller, repo: Repo, servic
     """Every compile problem of the draft, as ``flowloom validate --json`` prints them."""
     _readable(caller, workflow_id)
     draft = (await repo.get(caller.tenant_id, workflow_id)).draft
-    return _check(_problems(service, draft), draft, service.catalog)
+    return _validate(service, draft)
 
 
 # -------------------------------------------------------------------- versions
@@ -211,7 +217,7 @@ async def _publish(repo: WorkflowRepo, service: Any, caller: Principal, workflow
                    note: str) -> WorkflowVersionOut:
     """Compile ``doc`` (422 with every problem when it has errors), then publish it."""
     problems = _problems(service, doc)
-    if not _check(problems).valid:
+    if not _valid(problems):
         errors = sum(1 for p in problems if p["severity"] == "error")
         raise ApiError(422, "invalid_workflow", f"the workflow has {errors} problem(s)", problems=problems)
     version = await repo.publish(caller.tenant_id, workflow_id, doc, note)
