@@ -30,7 +30,7 @@ from starlette.types import Receive, Scope, Send
 
 from .errors import describe
 
-__all__ = ["EventStreamResponse", "Frame", "HEARTBEAT", "event_stream", "format_frame"]
+__all__ = ["EventStreamResponse", "Frame", "HEARTBEAT", "event_stream", "format_frame", "with_heartbeats"]
 
 Frame = tuple[str, "int | None", dict[str, Any]]
 HEARTBEAT = ": keep-alive\n\n"
@@ -52,16 +52,26 @@ async def _pump(frames: AsyncIterator[Frame], queue: asyncio.Queue[Any]) -> None
         await queue.put(exc)
 
 
+async def with_heartbeats(queue: asyncio.Queue[Any], seconds: float) -> AsyncIterator[Any]:
+    """The items of ``queue`` as they arrive, and :data:`HEARTBEAT` after every ``seconds``
+    of silence (an idle stream must still show proxies and clients it is alive); endless:
+    the reader stops when it has what it waits for."""
+    while True:
+        try:
+            item = await asyncio.wait_for(queue.get(), seconds)
+        except asyncio.TimeoutError:
+            item = HEARTBEAT
+        yield item
+
+
 async def event_stream(frames: AsyncIterator[Frame], heartbeat_s: float) -> AsyncIterator[str]:
     """The text of the stream of ``frames`` with heartbeats; an error ends it with an
     ``error`` frame. Closing this iterator closes ``frames``."""
     queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=1000)
     pump = asyncio.create_task(_pump(frames, queue))
     try:
-        while True:
-            try:
-                item = await asyncio.wait_for(queue.get(), heartbeat_s)
-            except asyncio.TimeoutError:
+        async for item in with_heartbeats(queue, heartbeat_s):
+            if item is HEARTBEAT:
                 yield HEARTBEAT
                 continue
             if item is _DONE:

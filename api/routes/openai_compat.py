@@ -54,7 +54,7 @@ from ..dispatch import queued_or_inline
 from ..errors import ApiError, describe
 from ..executor import END, Execution, RunExecutor
 from ..quotas import Quotas
-from ..sse import HEARTBEAT, EventStreamResponse
+from ..sse import HEARTBEAT, EventStreamResponse, with_heartbeats
 
 __all__ = ["router"]
 
@@ -349,10 +349,8 @@ async def _stream(request: Request, caller: Principal, body: ChatCompletionReque
 
     try:
         yield chunk({"role": "assistant", "content": ""})
-        while True:
-            try:
-                event = await asyncio.wait_for(listener.get(), heartbeat)
-            except asyncio.TimeoutError:
+        async for event in with_heartbeats(listener, heartbeat):
+            if event is HEARTBEAT:
                 yield HEARTBEAT
                 continue
             if event is END:
