@@ -53,14 +53,13 @@ import os
 import shutil
 import signal
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.error
 import urllib.request
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
 from _checkout import HERE, ROOT, machine, print_report, provenance  # noqa: E402  (first: this checkout)

@@ -48,7 +48,7 @@ assistant/tool trail), ``usage`` (model tokens and cost, each call priced on its
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any, ClassVar, Iterator, Literal
+from typing import TYPE_CHECKING, Any, Iterator, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
