@@ -102,9 +102,14 @@ class _Served:
         self.thread.join(15)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
-    """``(base url, admin key)`` of the app on a fresh SQLite database."""
+    """``(base url, admin key)`` of the app on a fresh SQLite database, one per test.
+
+    Not shared between the tests: the stateless cases leave whatever they were allowed
+    to set (a tenant quota of 0 runs per minute, revoked keys, stored workflows), and
+    the scenarios of the stateful test must start from the same state wherever they run.
+    """
     home = tmp_path_factory.mktemp("schemathesis-home")
     settings = Settings(home=home, database_url=f"sqlite:///{Path(home) / 'flowloom.db'}",
                         http_allow=["127.0.0.1"])
@@ -113,7 +118,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]
         yield server.url, key
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def api_schema(served: tuple[str, str]) -> Any:
     url, key = served
     config = schemathesis.Config.from_dict({
@@ -172,7 +177,7 @@ def _digest(value: object) -> int:
     return int(hashlib.sha256(repr(value).encode()).hexdigest(), 16)
 
 
-def _seed(case: schemathesis.Case, fresh_id: str) -> None:
+def _seed(case: schemathesis.Case, fresh_id: str, salt: int = 0) -> None:
     """Half the created or run documents become the plumbing workflow (module docstring).
 
     A created workflow gets ``fresh_id``: the server keeps what earlier scenarios made,
@@ -183,21 +188,30 @@ def _seed(case: schemathesis.Case, fresh_id: str) -> None:
     if body is None:
         return
     if (method, path) == ("POST", "/v1/workflows") and isinstance(body.get("id"), str):
-        case.body = plumbing(fresh_id) if _digest(body["id"]) % 2 == 0 else {**body, "id": fresh_id}
+        case.body = plumbing(fresh_id) if _digest((salt, body["id"])) % 2 == 0 else {**body, "id": fresh_id}
     elif (method, path) == ("POST", "/v1/runs") and isinstance(body.get("workflow"), dict):
-        if _digest(sorted(body)) % 2 == 0:
+        if _digest((salt, sorted(body))) % 2 == 0:
             case.body = {**body, "workflow": plumbing("adhoc"), "inputs": {"name": "Ada"}}
 
 
-def test_linked_requests_get_documented_answers(api_schema: Any) -> None:
+#: rounds of scenarios at most: a round whose scenarios missed a link chain is followed by
+#: one with other documents seeded, so the check never rests on one lucky draw
+STATEFUL_ROUNDS = 3
+#: the chains the scenarios must follow with real data: a saved workflow published, a run read back
+REACHED = {("POST /v1/workflows", 201), ("POST /v1/workflows/{workflow_id}/publish", 201),
+           ("PUT /v1/workflows/{workflow_id}", 200), ("GET /v1/runs/{run_id}", 200),
+           ("GET /v1/runs/{run_id}/events", 200), ("DELETE /v1/keys/{key_id}", 200)}
+
+
+def _run_scenarios(api_schema: Any, salt: int, seen: set[tuple[str, int]]) -> None:
+    """One round of derandomized scenarios; every answer checked, its (operation, status) kept."""
     machine = api_schema.as_state_machine()
-    seen: set[tuple[str, int]] = set()
     problems: list[str] = []
     made = itertools.count()
 
     class Machine(machine):  # type: ignore[misc, valid-type]
         def before_call(self, case: schemathesis.Case) -> None:
-            _seed(case, f"scenario-{next(made)}")
+            _seed(case, f"scenario-{salt}-{next(made)}", salt)
 
         def after_call(self, response: Any, case: schemathesis.Case) -> None:
             super().after_call(response, case)
@@ -219,8 +233,12 @@ def test_linked_requests_get_documented_answers(api_schema: Any) -> None:
         if problems:  # the checks' own report, not hypothesis's replay of the scenario
             raise AssertionError("\n\n".join(problems)) from exc
         raise
-    # the links were followed with real data: a saved workflow published, a run read back
-    reached = {("POST /v1/workflows", 201), ("POST /v1/workflows/{workflow_id}/publish", 201),
-               ("PUT /v1/workflows/{workflow_id}", 200), ("GET /v1/runs/{run_id}", 200),
-               ("GET /v1/runs/{run_id}/events", 200), ("DELETE /v1/keys/{key_id}", 200)}
-    assert reached <= seen, sorted(reached - seen)
+
+
+def test_linked_requests_get_documented_answers(api_schema: Any) -> None:
+    seen: set[tuple[str, int]] = set()
+    for salt in range(STATEFUL_ROUNDS):
+        _run_scenarios(api_schema, salt, seen)
+        if REACHED <= seen:
+            break
+    assert REACHED <= seen, sorted(REACHED - seen)
