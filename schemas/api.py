@@ -543,10 +543,15 @@ class WorkflowRunCreate(BaseModel):
 
 
 class KindLabel(BaseModel):
-    """A node kind's title and description in one language."""
+    """A node kind's title and description in one language, and the titles of its config
+    fields in that language (property name -> title, for the names the kind's config
+    schema uses at its root or in its ``$defs``; a name without one keeps its English
+    title)."""
 
     title: str
     description: str
+    fields: dict[str, str] = Field(default_factory=dict, description="config property name (root or $defs) -> "
+                                   "its title in this language")
 
 
 class NodeKindOut(BaseModel):

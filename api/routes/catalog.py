@@ -3,7 +3,9 @@
 
 Generated from the catalog, never listed here: title and description from the config
 class, category, icon and traits from the ``KindSpec``, the config JSON Schema from
-``NodeCatalog.config_schema``. Handles and outputs are those of the kind's default
+``NodeCatalog.config_schema``, the labels in other languages from ``KindSpec.labels``
+with the field titles (``nodes.catalog.FIELD_LABELS``) of the property names the
+kind's schema uses. Handles and outputs are those of the kind's default
 config (``config_dependent`` tells whether a configured node may differ); a kind
 without a default config (required fields) has ``handles``/``outputs`` None.
 """
@@ -17,13 +19,14 @@ from fastapi import APIRouter
 from pydantic import ValidationError
 
 from engine.catalog import KindSpec, NodeCatalog
+from nodes.catalog import FIELD_LABELS
 from schemas.api import ErrorBody, KindLabel, NodeKindList, NodeKindOut
 from schemas.types import SYS_VARIABLES
 from schemas.workflow import NodeBase, Workflow
 
 from ..auth import Caller, Service
 
-__all__ = ["node_fields_schema", "node_kinds", "router"]
+__all__ = ["node_fields_schema", "node_kinds", "property_names", "router"]
 
 router = APIRouter(prefix="/v1/node-kinds", tags=["catalog"], responses={401: {"model": ErrorBody}})
 
@@ -64,6 +67,27 @@ def node_fields_schema() -> dict[str, Any]:
     return {**schema, "$defs": defs, "properties": props, "required": []}
 
 
+def property_names(schema: dict[str, Any]) -> list[str]:
+    """The property names of a config JSON Schema: its root's, then each ``$defs``
+    entry's (the nested objects the config form shows: cases, categories, tools...),
+    each once, in schema order."""
+    names: dict[str, None] = {}
+    for part in (schema, *schema.get("$defs", {}).values()):
+        names.update(dict.fromkeys(part.get("properties", {})))
+    return list(names)
+
+
+def _labels(spec: KindSpec, schema: dict[str, Any]) -> dict[str, KindLabel]:
+    """The kind's labels per language, each with the field titles its schema uses."""
+    names = property_names(schema)
+    out = {}
+    for lang, title, text in spec.labels:
+        titles = FIELD_LABELS.get(lang, {})
+        out[lang] = KindLabel(title=title, description=text,
+                              fields={name: titles[name] for name in names if name in titles})
+    return out
+
+
 def node_kinds(catalog: NodeCatalog) -> list[NodeKindOut]:
     """One entry per kind of ``catalog``, in catalog (palette) order."""
     out = []
@@ -72,11 +96,11 @@ def node_kinds(catalog: NodeCatalog) -> list[NodeKindOut]:
         handles, outputs = _defaults(spec)
         fields = [name for name, field in spec.config.model_fields.items() if field.is_required()]
         dependent = bool(fields) or _overrides(spec.config, "handles") or _overrides(spec.config, "outputs")
+        schema = catalog.config_schema(kind)
         out.append(NodeKindOut(kind=kind, title=spec.title, description=spec.description, category=spec.category,
-                               icon=spec.icon, traits=_trait_map(spec), config_schema=catalog.config_schema(kind),
+                               icon=spec.icon, traits=_trait_map(spec), config_schema=schema,
                                handles=handles, outputs=outputs, config_dependent=dependent,
-                               labels={lang: KindLabel(title=title, description=text)
-                                       for lang, title, text in spec.labels}))
+                               labels=_labels(spec, schema)))
     return out
 
 
