@@ -804,11 +804,21 @@ export interface components {
         };
         /**
          * KindLabel
-         * @description A node kind's title and description in one language.
+         * @description A node kind's title and description in one language, and the titles of its config
+         *     fields in that language (property name -> title, for the names the kind's config
+         *     schema uses at its root or in its ``$defs``; a name without one keeps its English
+         *     title).
          */
         KindLabel: {
             /** Description */
             description: string;
+            /**
+             * Fields
+             * @description config property name (root or $defs) -> its title in this language
+             */
+            fields?: {
+                [key: string]: string;
+            };
             /** Title */
             title: string;
         };

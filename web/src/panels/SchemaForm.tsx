@@ -6,15 +6,18 @@
  * values the variable picker, literal-or-reference values a switch between the two,
  * template text an editor with "insert variable", `code` a code editor, `model` a text
  * field with suggestions. Anything else is edited as JSON. Unset fields show the
- * schema's default and stay out of the document until changed.
+ * schema's default and stay out of the document until changed. Field labels are in the
+ * UI language when the catalog has titles for the kind's fields in it, else English.
  */
-import { createContext, lazy, memo, Suspense, useContext, useRef, useState, type ReactNode } from 'react';
-import { useT } from '../i18n';
+import { createContext, lazy, memo, Suspense, useContext, useMemo, useRef, useState, type ReactNode } from 'react';
+import { useLanguage, useT } from '../i18n';
+import { kindFieldTitles, localFieldLabel, type FieldTitles } from '../lib/fieldLabel';
 import { refNode } from '../lib/refs';
 import {
-  alternatives, fieldLabel, initialObject, initialValue, isRefSchema, nullable, resolve, singular, type JSONSchema,
+  alternatives, initialObject, initialValue, isRefSchema, nullable, resolve, singular, type JSONSchema,
 } from '../lib/schema';
 import { isRef, type Json, type JsonObject } from '../lib/workflow';
+import { useCatalog } from '../store/catalog';
 import { VariablePicker } from './VariablePicker';
 
 const CodeField = lazy(() => import('./CodeField'));
@@ -26,9 +29,11 @@ interface FormContext {
   models: string[];
   /** Node ids this node may read (null: unknown, nothing flagged). */
   readable: ReadonlySet<string> | null;
+  /** Field titles in the UI language (property name -> title); English when missing. */
+  titles: FieldTitles;
 }
 
-const Ctx = createContext<FormContext>({ root: {}, nodeId: '', config: {}, models: [], readable: null });
+const Ctx = createContext<FormContext>({ root: {}, nodeId: '', config: {}, models: [], readable: null, titles: {} });
 
 type Change = (value: Json | undefined) => void;
 
@@ -288,9 +293,9 @@ function KeyValue({ schema, value, onChange, path }: { schema: JSONSchema; value
 
 function Field({ name, path, schema, value, onChange, required, compact }: FieldProps) {
   const t = useT();
-  const { root, config, models } = useContext(Ctx);
+  const { root, config, models, titles } = useContext(Ctx);
   const s = resolve(schema, root);
-  const label = name ? fieldLabel(name, schema.$ref ? { title: schema.title } : s) : '';
+  const label = name ? localFieldLabel(name, schema.$ref ? { title: schema.title } : s, titles) : '';
   const alts = alternatives(s, root);
   const testId = `config-${path}`;
   const shown = value === undefined ? s.default : value;
@@ -403,6 +408,9 @@ export const SchemaForm = memo(function SchemaForm({ schema, value, onChange, no
   schema: JSONSchema; value: JsonObject; onChange: (config: JsonObject) => void; nodeId: string; models: string[];
   readable: ReadonlySet<string> | null; flat?: boolean; testId?: string }) {
   const t = useT();
+  const lang = useLanguage((s) => s.lang);
+  const kinds = useCatalog((s) => s.kinds);
+  const titles = useMemo(() => kindFieldTitles(kinds, schema, lang), [kinds, schema, lang]);
   const required = new Set(schema.required ?? []);
   const entries = Object.entries(schema.properties ?? {});
   const main = flat ? entries : entries.filter(([k, p]) => !advanced(k, p, schema, required));
@@ -417,7 +425,7 @@ export const SchemaForm = memo(function SchemaForm({ schema, value, onChange, no
       }} />
   );
   return (
-    <Ctx.Provider value={{ root: schema, nodeId, config: value, models, readable }}>
+    <Ctx.Provider value={{ root: schema, nodeId, config: value, models, readable, titles }}>
       <div className="schema-form" data-testid={testId ?? 'config-form'}>
         {main.map(field)}
         {more.length > 0 && (
