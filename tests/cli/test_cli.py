@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import re
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -25,13 +24,12 @@ from engine.settings import get_settings
 from schemas.events import event_adapter
 from nodes import builtin_catalog
 from tests.support.stub_api import stub_api
+from tests.support.cli import FLOWLOOM
 from tests.support.workflows import build, chain_edges, edge, node
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 EXAMPLE_FILES = sorted(EXAMPLES.glob("*.json"))
-_BIN = Path(sys.executable).parent / "flowloom"
-FLOWLOOM = str(_BIN) if _BIN.exists() else (shutil.which("flowloom") or "flowloom")
 
 runner = CliRunner()
 

@@ -5,7 +5,10 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
+
+from tests.support.cli import FLOWLOOM
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -13,6 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def run_example(*args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("FLOWLOOM_")}
     env["FLOWLOOM_HOME"] = os.environ["FLOWLOOM_HOME"]  # the test's own folder, never ~/.flowloom
+    env.update(FLOWLOOM=FLOWLOOM, PYTHON=sys.executable)  # the script's CLI and stub: never from PATH
     return subprocess.run([str(ROOT / "examples" / "with_stub.sh"), str(ROOT / "examples" / "poll_job.json"),
                            "--json", *args], capture_output=True, text=True, timeout=60, env=env, cwd=ROOT)
 

@@ -19,7 +19,6 @@ import io
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import urllib.request
@@ -34,13 +33,12 @@ from nodes.agent_plan import ASK_TOOL, PLAN_TOOL
 from nodes.model_registry import load_registry
 from schemas.run import Interrupt
 from tests.support.openai_server import Finish, Reply, Text, ToolDelta, Usage, openai_server  # noqa: F401
+from tests.support.cli import FLOWLOOM
 from tests.support.stub_api import stub_api
 from workers.memory import LocalMemoryStore, RedisMemoryStore
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "research_agent.json"
-_BIN = Path(sys.executable).parent / "flowloom"
-FLOWLOOM = str(_BIN) if _BIN.exists() else (shutil.which("flowloom") or "flowloom")
 QUESTION = "Plan a picnic for tomorrow"
 ANSWER = "Picnic in Paris at Parc des Buttes-Chaumont: 18 C and partly cloudy. I saved a note of the plan."
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,13 +14,12 @@ from pathlib import Path
 import engine  # noqa: F401  - import order: engine before nodes
 from tests.support.catalog import compile_workflow
 from nodes.model_registry import load_registry
+from tests.support.cli import FLOWLOOM
 from tests.support.openai_server import Finish, Reply, Text, ToolDelta, Usage, openai_server  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "tool_agent.json"
 RUNNER = ROOT / "examples" / "run_tool_agent.sh"
-_BIN = Path(sys.executable).parent / "flowloom"
-FLOWLOOM = str(_BIN) if _BIN.exists() else (shutil.which("flowloom") or "flowloom")
 
 
 def call(call_id: str, name: str, args: dict) -> Reply:
