@@ -9,7 +9,9 @@ UIs use (模型, 系统提示词, 温度, 最大输出 tokens, 问题分类...).
   kind: a name means the same thing in every kind that uses it (``model``, ``timeout``,
   ``name``...), so a kind's field titles are this dictionary restricted to the names its
   config schema (root and ``$defs``) holds. Names are the schema's (by alias:
-  ``operationId``, ``in``...), since that is what the config form shows.
+  ``operationId``, ``in``...), since that is what the config form shows. The fields
+  every node has besides its config (name, timeout, retries, error strategy, position)
+  are titled here too, for the node's policy form.
 """
 
 from __future__ import annotations
@@ -166,4 +168,14 @@ FIELD_ZH_CN: dict[str, str] = {
     "original_type": "原节点类型",
     "reason": "原因",
     "handles": "连接点",
+    # Fields every node has besides its config (execution policy, canvas position)
+    "position": "位置",
+    "x": "X",
+    "y": "Y",
+    "max_retries": "最大重试次数",
+    "retry_interval": "重试间隔（秒）",
+    "error_strategy": "异常处理",
+    "default_output": "异常时的默认输出",
+    "default_handle": "异常时的分支",
+    "parent": "所属循环节点",
 }

@@ -584,12 +584,16 @@ class NodeKindList(BaseModel):
     the names of the model registry that ``model`` fields accept; ``system_variables``:
     the ``sys`` names a reference may read (name -> type name); ``node_fields_schema``:
     the JSON Schema of the fields every node has besides its config (name, description,
-    timeout, retries, error strategy, default output...)."""
+    timeout, retries, error strategy, default output...); ``node_field_labels``: their
+    titles per language."""
 
     kinds: list[NodeKindOut]
     models: list[str] = Field(default_factory=list)
     system_variables: dict[str, str] = Field(default_factory=dict)
     node_fields_schema: dict[str, Any] = Field(default_factory=dict)
+    node_field_labels: dict[str, dict[str, str]] = Field(
+        default_factory=dict, description="language tag (zh-CN...) -> title of each property name of "
+                                          "node_fields_schema (root and $defs); English is the schema's own")
 
 
 # -------------------------------------------------------------------------- quotas

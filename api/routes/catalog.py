@@ -26,7 +26,7 @@ from schemas.workflow import NodeBase, Workflow
 
 from ..auth import Caller, Service
 
-__all__ = ["node_fields_schema", "node_kinds", "property_names", "router"]
+__all__ = ["node_field_labels", "node_fields_schema", "node_kinds", "property_names", "router"]
 
 router = APIRouter(prefix="/v1/node-kinds", tags=["catalog"], responses={401: {"model": ErrorBody}})
 
@@ -65,6 +65,13 @@ def node_fields_schema() -> dict[str, Any]:
     props = {k: v for k, v in schema.get("properties", {}).items() if k not in ("id", "type", "config")}
     defs = {k: v for k, v in schema.get("$defs", {}).items() if k != "NodeConfig"}
     return {**schema, "$defs": defs, "properties": props, "required": []}
+
+
+@functools.cache
+def node_field_labels() -> dict[str, dict[str, str]]:
+    """Per language, the titles of the property names of :func:`node_fields_schema`."""
+    names = property_names(node_fields_schema())
+    return {lang: {name: titles[name] for name in names if name in titles} for lang, titles in FIELD_LABELS.items()}
 
 
 def property_names(schema: dict[str, Any]) -> list[str]:
@@ -110,4 +117,4 @@ async def list_node_kinds(_caller: Caller, service: Service) -> NodeKindList:
     models = service.models.names() if service.models is not None else []
     return NodeKindList(kinds=node_kinds(service.catalog), models=sorted(models),
                         system_variables={name: str(t) for name, t in SYS_VARIABLES.items()},
-                        node_fields_schema=node_fields_schema())
+                        node_fields_schema=node_fields_schema(), node_field_labels=node_field_labels())

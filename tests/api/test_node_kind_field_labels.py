@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from api.routes.catalog import property_names
+from api.routes.catalog import node_fields_schema, property_names
 from nodes import builtin_catalog
 from nodes.labels_zh import FIELD_ZH_CN
 
@@ -30,6 +30,10 @@ def test_every_config_property_of_every_kind_has_a_zh_cn_title():
                 used.add(name)
                 if not FIELD_ZH_CN.get(name, "").strip():
                     missing.add((kind, name))
+    for name in sorted(_names(node_fields_schema())):  # the policy form every node has
+        used.add(name)
+        if not FIELD_ZH_CN.get(name, "").strip():
+            missing.add(("(every node)", name))
     assert not missing, f"config properties without a zh-CN title: {sorted(missing)}"
     assert len(used) >= 100
     # Titles of names no kind uses any more would rot unseen.
@@ -70,3 +74,11 @@ async def test_node_kinds_serve_each_kind_the_zh_cn_titles_of_its_own_fields(api
     # Names found only in $defs (an if/else condition's operands) are there too.
     if_else = kinds["if_else"]["labels"]["zh-CN"]["fields"]
     assert {"cases", "conditions", "operator", "left", "right"} <= set(if_else)
+
+
+async def test_node_kinds_serve_the_titles_of_the_fields_every_node_has(api):
+    body = (await api.client.get("/v1/node-kinds", headers=api.auth())).json()
+    names = _names(body["node_fields_schema"])
+    assert {"timeout", "max_retries", "error_strategy", "x"} <= names
+    assert body["node_field_labels"]["zh-CN"] == {name: FIELD_ZH_CN[name] for name in names}
+    assert body["node_field_labels"]["zh-CN"]["max_retries"] == "最大重试次数"

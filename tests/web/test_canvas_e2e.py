@@ -28,7 +28,7 @@ from openai import OpenAI
 from tests.web.canvas_env import ROOT, WEB, canvas_server, web_prerequisites
 
 DIFY_FILE = ROOT.parent / "shared" / "corpus" / "dify" / "basic_chatflow.yml"
-SCENARIOS = 10
+SCENARIOS = 11
 SUITE_TIMEOUT_S = 300
 
 

@@ -332,6 +332,25 @@ scenario('undo and redo', async (page) => {
   await waitDraft('e2e_undo', (d) => d.nodes.length === 2);
 });
 
+scenario('the config panel follows the UI language', async (page) => {
+  await byTestId(page, 'new-workflow-id').fill('e2e_lang');
+  await byTestId(page, 'new-workflow').click();
+  await byTestId(page, 'node-start').waitFor();
+  const chat = await dragFromPalette(page, 'chat', 500, 300);
+  await selectNode(page, chat);
+  const label = (path) => byTestId(page, `config-field-${path}`).locator('.field-label').first();
+  assert.match(await label('system_prompt').textContent(), /^System prompt/i);
+  await byTestId(page, 'language-select').selectOption('zh-CN');
+  // the catalog's titles: the kind's config fields and the policy fields every node has
+  await page.waitForFunction(() => document.querySelector('[data-testid="config-field-system_prompt"] .field-label')
+    ?.textContent?.startsWith('系统提示词'));
+  await byTestId(page, 'config-policy').locator('summary').click();
+  assert.match(await label('max_retries').textContent(), /^最大重试次数/);
+  await shot(page, 'config-zh-CN', byTestId(page, 'config-panel'));
+  await byTestId(page, 'language-select').selectOption('en');
+  assert.match(await label('system_prompt').textContent(), /^System prompt/i);
+});
+
 /** Drops a file on the drop zone `testId`, as a person dragging it from the desktop. */
 async function dropFile(page, testId, name, content) {
   const transfer = await page.evaluateHandle(([n, c]) => {

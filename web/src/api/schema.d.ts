@@ -915,13 +915,23 @@ export interface components {
          *     the names of the model registry that ``model`` fields accept; ``system_variables``:
          *     the ``sys`` names a reference may read (name -> type name); ``node_fields_schema``:
          *     the JSON Schema of the fields every node has besides its config (name, description,
-         *     timeout, retries, error strategy, default output...).
+         *     timeout, retries, error strategy, default output...); ``node_field_labels``: their
+         *     titles per language.
          */
         NodeKindList: {
             /** Kinds */
             kinds: components["schemas"]["NodeKindOut"][];
             /** Models */
             models?: string[];
+            /**
+             * Node Field Labels
+             * @description language tag (zh-CN...) -> title of each property name of node_fields_schema (root and $defs); English is the schema's own
+             */
+            node_field_labels?: {
+                [key: string]: {
+                    [key: string]: string;
+                };
+            };
             /** Node Fields Schema */
             node_fields_schema?: {
                 [key: string]: unknown;

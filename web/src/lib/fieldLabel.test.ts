@@ -1,25 +1,26 @@
 import { describe, expect, it } from 'vitest';
-import { kindFieldTitles, localFieldLabel } from './fieldLabel';
-import type { JSONSchema } from './schema';
+import { kindFieldTitles, localFieldLabel, nodeFieldTitles } from './fieldLabel';
 
-const chatSchema: JSONSchema = { properties: { system_prompt: { title: 'System Prompt' }, model: { title: 'Model' } } };
-const httpSchema: JSONSchema = { properties: { url: { title: 'Url' } } };
-const kinds = [
-  { config_schema: chatSchema, labels: { 'zh-CN': { title: 'AI 对话', description: '一次模型调用。',
-    fields: { system_prompt: '系统提示词', model: '模型' } } } },
-  { config_schema: httpSchema, labels: { 'zh-CN': { title: 'HTTP 请求', description: '发送请求。' } } },
-];
+const chat = { labels: { 'zh-CN': { title: 'AI 对话', description: '一次模型调用。',
+  fields: { system_prompt: '系统提示词', model: '模型' } } } };
+const http = { labels: { 'zh-CN': { title: 'HTTP 请求', description: '发送请求。' } } };
 
 describe('kindFieldTitles', () => {
-  it("gives the titles of the kind whose config schema the form shows, in the language", () => {
-    expect(kindFieldTitles(kinds, chatSchema, 'zh-CN')).toEqual({ system_prompt: '系统提示词', model: '模型' });
+  it("gives the titles of the kind's fields in the language", () => {
+    expect(kindFieldTitles(chat, 'zh-CN')).toEqual({ system_prompt: '系统提示词', model: '模型' });
   });
-  it('gives none for another language, a label without fields, or a schema of no kind', () => {
-    expect(kindFieldTitles(kinds, chatSchema, 'en')).toEqual({});
-    expect(kindFieldTitles(kinds, httpSchema, 'zh-CN')).toEqual({});
-    // An equal copy is not the kind's schema (the policy form is built from another schema).
-    expect(kindFieldTitles(kinds, { ...chatSchema }, 'zh-CN')).toEqual({});
-    expect(kindFieldTitles([], chatSchema, 'zh-CN')).toEqual({});
+  it('gives none for another language, a label without fields, or no kind', () => {
+    expect(kindFieldTitles(chat, 'en')).toEqual({});
+    expect(kindFieldTitles(http, 'zh-CN')).toEqual({});
+    expect(kindFieldTitles(undefined, 'zh-CN')).toEqual({});
+  });
+});
+
+describe('nodeFieldTitles', () => {
+  it('gives the titles of the fields every node has in the language, none for another', () => {
+    const labels = { 'zh-CN': { max_retries: '最大重试次数' } };
+    expect(nodeFieldTitles(labels, 'zh-CN')).toEqual({ max_retries: '最大重试次数' });
+    expect(nodeFieldTitles(labels, 'en')).toEqual({});
   });
 });
 

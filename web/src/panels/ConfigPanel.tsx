@@ -5,6 +5,7 @@
  */
 import { memo, useCallback, useMemo, useState } from 'react';
 import { useLanguage, useT } from '../i18n';
+import { kindFieldTitles, nodeFieldTitles } from '../lib/fieldLabel';
 import { kindText } from '../lib/kindLabel';
 import { readableNodes } from '../lib/scope';
 import type { JSONSchema } from '../lib/schema';
@@ -82,6 +83,7 @@ const NodeConfig = memo(function NodeConfig({ node }: { node: Omit<WorkflowNode,
     return new Set(readableNodes(currentDoc(), node.id));
   }, [edges, nodeCount, node.id]);
   const nodeFields = useCatalog((s) => s.nodeFieldsSchema);
+  const nodeFieldLabels = useCatalog((s) => s.nodeFieldLabels);
   const policySchema = useMemo(() => policyOf(nodeFields), [nodeFields]);
   const onPolicy = useCallback((next: JsonObject) => {
     const patch: Record<string, unknown> = {};
@@ -116,14 +118,15 @@ const NodeConfig = memo(function NodeConfig({ node }: { node: Omit<WorkflowNode,
         <>
           <h4>{t('config.settings')}</h4>
           <SchemaForm schema={kind.config_schema as JSONSchema} value={node.config ?? {}} onChange={onChange}
-            nodeId={node.id} models={models} readable={readable} />
+            nodeId={node.id} models={models} readable={readable} titles={kindFieldTitles(kind, lang)} />
         </>
       )}
       {policySchema && (
         <details className="advanced" data-testid="config-policy">
           <summary>{t('config.policy')}</summary>
           <SchemaForm schema={policySchema} value={node as unknown as JsonObject} onChange={onPolicy} nodeId={node.id}
-            models={models} readable={readable} flat testId="config-policy-form" />
+            models={models} readable={readable} flat testId="config-policy-form"
+            titles={nodeFieldTitles(nodeFieldLabels, lang)} />
         </details>
       )}
     </div>

@@ -6,18 +6,17 @@
  * values the variable picker, literal-or-reference values a switch between the two,
  * template text an editor with "insert variable", `code` a code editor, `model` a text
  * field with suggestions. Anything else is edited as JSON. Unset fields show the
- * schema's default and stay out of the document until changed. Field labels are in the
- * UI language when the catalog has titles for the kind's fields in it, else English.
+ * schema's default and stay out of the document until changed. Field labels are the
+ * `titles` the caller gives (the catalog's titles in the UI language), else English.
  */
-import { createContext, lazy, memo, Suspense, useContext, useMemo, useRef, useState, type ReactNode } from 'react';
-import { useLanguage, useT } from '../i18n';
-import { kindFieldTitles, localFieldLabel, type FieldTitles } from '../lib/fieldLabel';
+import { createContext, lazy, memo, Suspense, useContext, useRef, useState, type ReactNode } from 'react';
+import { useT } from '../i18n';
+import { localFieldLabel, type FieldTitles } from '../lib/fieldLabel';
 import { refNode } from '../lib/refs';
 import {
   alternatives, initialObject, initialValue, isRefSchema, nullable, resolve, singular, type JSONSchema,
 } from '../lib/schema';
 import { isRef, type Json, type JsonObject } from '../lib/workflow';
-import { useCatalog } from '../store/catalog';
 import { VariablePicker } from './VariablePicker';
 
 const CodeField = lazy(() => import('./CodeField'));
@@ -33,6 +32,7 @@ interface FormContext {
   titles: FieldTitles;
 }
 
+const NO_TITLES: FieldTitles = Object.freeze({});
 const Ctx = createContext<FormContext>({ root: {}, nodeId: '', config: {}, models: [], readable: null, titles: {} });
 
 type Change = (value: Json | undefined) => void;
@@ -404,13 +404,13 @@ function advanced(key: string, prop: JSONSchema, root: JSONSchema, required: Set
 }
 
 /** The form of one node's config. `onChange` gets the whole new config. */
-export const SchemaForm = memo(function SchemaForm({ schema, value, onChange, nodeId, models, readable, flat, testId }: {
+export const SchemaForm = memo(function SchemaForm({ schema, value, onChange, nodeId, models, readable, flat, testId,
+  titles = NO_TITLES }: {
   schema: JSONSchema; value: JsonObject; onChange: (config: JsonObject) => void; nodeId: string; models: string[];
-  readable: ReadonlySet<string> | null; flat?: boolean; testId?: string }) {
+  readable: ReadonlySet<string> | null; flat?: boolean; testId?: string;
+  /** Field titles in the UI language (property name -> title); English where missing. */
+  titles?: FieldTitles }) {
   const t = useT();
-  const lang = useLanguage((s) => s.lang);
-  const kinds = useCatalog((s) => s.kinds);
-  const titles = useMemo(() => kindFieldTitles(kinds, schema, lang), [kinds, schema, lang]);
   const required = new Set(schema.required ?? []);
   const entries = Object.entries(schema.properties ?? {});
   const main = flat ? entries : entries.filter(([k, p]) => !advanced(k, p, schema, required));

@@ -15,6 +15,8 @@ interface CatalogState {
   systemVariables: Record<string, string>;
   /** JSON Schema of the fields every node has besides its config (execution policy...). */
   nodeFieldsSchema: JSONSchema;
+  /** Language tag -> title of each field of `nodeFieldsSchema` (English: the schema's own). */
+  nodeFieldLabels: Record<string, Record<string, string>>;
   byKind: Record<string, NodeKind>;
   containers: Set<string>;
   status: 'idle' | 'loading' | 'ready' | 'error';
@@ -30,6 +32,7 @@ export const useCatalog = create<CatalogState>((set, get) => ({
   models: [],
   systemVariables: {},
   nodeFieldsSchema: {},
+  nodeFieldLabels: {},
   byKind: {},
   containers: new Set(),
   status: 'idle',
@@ -40,6 +43,7 @@ export const useCatalog = create<CatalogState>((set, get) => ({
     models: extra.models ?? [],
     systemVariables: extra.system_variables ?? {},
     nodeFieldsSchema: (extra.node_fields_schema ?? {}) as JSONSchema,
+    nodeFieldLabels: extra.node_field_labels ?? {},
     byKind: Object.fromEntries(kinds.map((k) => [k.kind, k])),
     containers: new Set(kinds.filter((k) => k.traits?.container).map((k) => k.kind)),
     status: 'ready',
