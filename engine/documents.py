@@ -24,8 +24,7 @@ def as_document(source: Workflow | Mapping[str, Any] | str | bytes) -> dict[str,
         return source.model_dump(mode="json", by_alias=True, exclude_none=True)
     if isinstance(source, (str, bytes)):
         if len(source) > settings.max_document_bytes:
-            raise CompileError([Problem("document_too_large", f"the document is {len(source)} bytes; the cap "
-                                        f"max_document_bytes is {settings.max_document_bytes}")])
+            raise CompileError([_too_large(len(source), settings.max_document_bytes)])
         try:
             doc = json.loads(source)
         except json.JSONDecodeError as exc:
@@ -47,23 +46,62 @@ def _too_deep(cap: int, path: str | None = None) -> Problem:
                    path=path)
 
 
+def _too_large(size: int, cap: int) -> Problem:
+    return Problem("document_too_large", f"the document is at least {size} bytes as JSON; the cap "
+                                         f"max_document_bytes is {cap}")
+
+
+def _path_of(link: tuple[Any, Any] | None) -> str:
+    """``nodes[3].config.x`` from the chain of (parent link, key) pairs of a container."""
+    keys: list[Any] = []
+    while link is not None:
+        link, key = link
+        keys.append(key)
+    return "".join(f"[{key}]" if isinstance(key, int) else f".{key}" for key in reversed(keys)).lstrip(".")
+
+
+def _shape_problem(doc: Mapping[str, Any], settings: Settings) -> Problem | None:
+    """The first cap of the document's shape it exceeds: nesting deeper than
+    ``max_document_depth`` (with the path where it does), or a JSON size over
+    ``max_document_bytes``. The size is counted from the parsed values (string lengths,
+    keys, punctuation), a lower bound of the text's size, because a document handed over
+    already parsed (an API body, a CLI file) must meet the same cap as JSON text."""
+    depth_cap, size_cap = settings.max_document_depth, settings.max_document_bytes
+    size = 0
+    stack: list[tuple[Any, int, tuple[Any, Any] | None]] = [(doc, 1, None)]
+    while stack:
+        value, depth, link = stack.pop()
+        if depth > depth_cap:
+            return _too_deep(depth_cap, _path_of(link) or None)
+        pairs = value.items() if isinstance(value, dict) else enumerate(value)
+        size += 1 + len(value)  # brackets and commas
+        for key, item in pairs:
+            if not isinstance(key, int):
+                size += len(key) + 3  # quotes and colon
+            if isinstance(item, str):
+                size += len(item) + 2
+            elif isinstance(item, (dict, list)):
+                if item:
+                    stack.append((item, depth + 1, (link, key)))
+                else:
+                    size += 2
+            else:
+                size += 4 if item is None or item is True else 5 if item is False else 1
+        if size > size_cap:
+            return _too_large(size, size_cap)
+    return None
+
+
 def check_document_limits(doc: Mapping[str, Any], settings: Settings) -> list[Problem]:
     """Problems of a document beyond the operator's caps (README "Limits"): nesting deeper
-    than ``max_document_depth``, more than ``max_nodes`` nodes, ids longer than
-    ``max_id_length``, names or descriptions longer than ``max_name_length``, ids that are
-    not printable text or that take a name the engine gives its own nodes. Checked before
-    anything else, so a hostile document costs one pass and is never echoed back whole.
+    than ``max_document_depth``, a JSON size over ``max_document_bytes``, more than
+    ``max_nodes`` nodes, ids longer than ``max_id_length``, names or descriptions longer
+    than ``max_name_length``. Checked before anything else, so a hostile document costs
+    one pass and is never echoed back whole.
     """
-    depth_cap = settings.max_document_depth
-    stack: list[tuple[Any, int]] = [(doc, 1)]
-    while stack:
-        value, depth = stack.pop()
-        if depth > depth_cap:
-            return [_too_deep(depth_cap)]
-        items = value.values() if isinstance(value, dict) else value
-        for item in items:
-            if isinstance(item, (dict, list)) and item:
-                stack.append((item, depth + 1))
+    shape = _shape_problem(doc, settings)
+    if shape is not None:
+        return [shape]
     problems: list[Problem] = []
     nodes, edges = doc.get("nodes"), doc.get("edges")
     if isinstance(nodes, list) and len(nodes) > settings.max_nodes:

@@ -130,3 +130,19 @@ async def test_a_megabyte_long_node_name_is_422_naming_its_path_without_echoing_
     assert updated.status_code == 422 and updated.json()["error"]["problems"][0]["path"] == "nodes[1].name"
     await _still_serving(api, http)
     assert json.loads((await http.get("/v1/workflows/big", headers=api.auth())).text)["draft_version"] == 1
+
+
+async def test_a_workflow_over_the_document_size_cap_is_422_though_the_body_fits(api):
+    # 9 MiB of template text: under the 16 MiB body cap, over the 8 MiB document cap.
+    http = await api.http()
+    doc = _chain(3)
+    doc["nodes"][1]["config"]["template"] = "x" * (9 * MB)
+    for method, url, body in (("POST", "/v1/runs", {"workflow": doc}), ("POST", "/v1/workflows", doc)):
+        refused = await http.request(method, url, json=body, headers=api.auth())
+        assert refused.status_code == 422, (url, refused.text[:300])
+        error = refused.json()["error"]
+        assert [p["code"] for p in error["problems"]] == ["document_too_large"], url
+        assert "max_document_bytes" in error["message"] and len(refused.content) < 4096
+    checked = (await http.post("/v1/workflows/validate", json=doc, headers=api.auth())).json()
+    assert checked["valid"] is False and [p["code"] for p in checked["problems"]] == ["document_too_large"]
+    await _still_serving(api, http)

@@ -5,13 +5,18 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 
 import pytest
 
 from engine import CompileError, RunDeps, run_workflow
+from engine.documents import check_document_limits
 from engine.settings import Settings
 from tests.support.catalog import check_workflow, compile_workflow
 from tests.support.workflows import build, chain_edges, edge, node, run_sync
+
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def ref_to(node_id: str) -> str:
@@ -105,6 +110,34 @@ def test_too_many_nodes_and_too_large_documents_are_refused():
     with pytest.raises(CompileError) as info:
         compile_workflow("{" + " " * (9 * 1024 * 1024) + "}")
     assert info.value.problems[0].code == "document_too_large"
+
+
+def test_a_parsed_document_over_the_size_cap_is_refused_like_its_text():
+    # A document handed over as a dict (an API body, a file the CLI parsed) meets the same cap.
+    doc = build([node("t", "template", {"template": "x" * (9 * 1024 * 1024)})], [edge("start", "t")])
+    assert codes(doc) == ["document_too_large"]
+    problems = check_document_limits(doc, Settings(max_document_bytes=1_000))
+    assert [p.code for p in problems] == ["document_too_large"] and "max_document_bytes" in problems[0].message
+
+
+def test_the_size_of_a_parsed_document_is_never_counted_above_its_json_text():
+    # The count from parsed values is a lower bound: a document exactly at the cap as text passes.
+    for path in sorted((ROOT / "examples").glob("*.json")):
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        size = len(json.dumps(doc, separators=(",", ":"), ensure_ascii=False))
+        assert check_document_limits(doc, Settings(max_document_bytes=size)) == [], path.name
+        assert check_document_limits(doc, Settings(max_document_bytes=size // 3)) != [], path.name
+
+
+def test_a_document_nested_too_deep_names_where():
+    value: list = ["leaf"]
+    for _ in range(40):
+        value = [value]
+    doc = build([node("t", "template", {"template": "x", "variables": [{"name": "v", "value": value}]})],
+                [edge("start", "t")])
+    (problem,) = check_document_limits(doc, Settings(max_document_depth=20))
+    assert problem.code == "document_too_deep"
+    assert problem.path is not None and problem.path.startswith("nodes[1].config.variables[0].value[0][0]"), problem
 
 
 def test_thousands_of_nodes_within_the_cap_compile_and_run():
