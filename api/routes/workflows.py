@@ -321,7 +321,7 @@ async def import_file(request: Request, caller: Caller, repo: Repo, service: Ser
     """The converted workflow and its import report; 422 with the report as ``problems``
     when it cannot be converted (see ``allow_partial``). Nothing in the file is run.
     ``?save=true`` saves the result as a new draft (409 when its id is taken)."""
-    from nodes.importers import ImportFailed, import_workflow
+    from nodes.importers import API_MODEL_HINTS, ImportFailed, import_workflow
 
     if save:
         _writable(caller)
@@ -329,7 +329,7 @@ async def import_file(request: Request, caller: Caller, repo: Repo, service: Ser
     try:
         result = import_workflow(data, catalog=service.catalog, models=service.models,
                                  allow_partial=params.allow_partial, model_map=params.model_map,
-                                 workflow_id=params.workflow_id or _default_id(data, filename))
+                                 workflow_id=params.workflow_id or _default_id(data, filename), hints=API_MODEL_HINTS)
     except ImportFailed as exc:
         raise ApiError(422, "invalid_import", f"the file cannot be imported ({exc.source_format or 'unknown format'})",
                        problems=[i.to_dict() for i in exc.report]) from None

@@ -26,10 +26,10 @@ from typing import Any, Mapping
 from engine.catalog import NodeCatalog
 from engine.compiler import check_workflow
 from .base import normalise_workflow
-from .report import ImportFailed, ImportIssue, ImportResult
+from .report import API_MODEL_HINTS, CLI_MODEL_HINTS, ImportFailed, ImportIssue, ImportResult, ModelHints
 
-__all__ = ["ImportFailed", "ImportIssue", "ImportResult", "MAX_SOURCE_BYTES", "detect_format", "import_workflow",
-           "parse_source", "unwrap_download"]
+__all__ = ["API_MODEL_HINTS", "CLI_MODEL_HINTS", "ImportFailed", "ImportIssue", "ImportResult", "MAX_SOURCE_BYTES",
+           "ModelHints", "detect_format", "import_workflow", "parse_source", "unwrap_download"]
 
 #: Largest file accepted (bytes).
 MAX_SOURCE_BYTES = 20 * 1024 * 1024
@@ -152,14 +152,15 @@ def detect_format(doc: Mapping[str, Any]) -> str:
 
 def import_workflow(data: bytes | str | Mapping[str, Any], *, catalog: NodeCatalog, models: Any,
                     allow_partial: bool = False, model_map: Mapping[str, str] | None = None,
-                    workflow_id: str | None = None) -> ImportResult:
+                    workflow_id: str | None = None, hints: ModelHints = CLI_MODEL_HINTS) -> ImportResult:
     """Convert a FastGPT / Dify / Flowloom document into a Flowloom workflow that compiles.
 
     ``catalog``: the node kinds the result is checked against (the built-in catalog:
     the importers produce built-in kinds). ``models``: the model registry model names
     are mapped to and checked against. ``model_map``: source model name -> registry name, ``"*"`` for every
     unknown model. ``workflow_id``: the id of the result (default: from the source's
-    name, else a hash of the source).
+    name, else a hash of the source). ``hints``: how the report advises mapping a model
+    (:data:`CLI_MODEL_HINTS`, ``--model``; the API passes :data:`API_MODEL_HINTS`, ``model_map``).
 
     Raises:
         ImportFailed: with every problem, when something cannot be converted and
@@ -175,7 +176,7 @@ def import_workflow(data: bytes | str | Mapping[str, Any], *, catalog: NodeCatal
     else:
         from .fastgpt import FastGPTImporter as Importer  # type: ignore[assignment]
     importer = Importer(doc, catalog=catalog, allow_partial=allow_partial, registry=registry, model_map=model_map,
-                        workflow_id=workflow_id)
+                        workflow_id=workflow_id, hints=hints)
     return importer.run()
 
 

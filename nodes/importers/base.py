@@ -39,7 +39,7 @@ from engine.catalog import NodeCatalog
 from engine.compiler import check_workflow
 
 from .refs import Target, Unconvertible, identifier
-from .report import ImportFailed, ImportIssue, ImportResult
+from .report import CLI_MODEL_HINTS, ImportFailed, ImportIssue, ImportResult, ModelHints
 
 __all__ = ["BaseImporter", "Planned", "coerce_literal", "first", "flowloom_ids", "normalise_workflow", "number", "xy"]
 
@@ -147,8 +147,11 @@ class BaseImporter:
 
     def __init__(self, source: dict[str, Any], *, catalog: NodeCatalog, allow_partial: bool = False,
                  registry: Any = None,
-                 model_map: Mapping[str, str] | None = None, workflow_id: str | None = None):
+                 model_map: Mapping[str, str] | None = None, workflow_id: str | None = None,
+                 hints: ModelHints = CLI_MODEL_HINTS):
         self.source = source
+        #: how messages advise mapping a model (the CLI's flag or the API's field)
+        self.hints = hints
         self.allow_partial = allow_partial
         self.registry = registry
         self.catalog = catalog
@@ -315,11 +318,10 @@ class BaseImporter:
         if fallback is not None:
             if reg.has(fallback):
                 return fallback
-            raise Unconvertible(f"{where}: --model '*={fallback}' names {fallback!r}, which is not in the model "
-                                f"registry (known: {', '.join(known)})", "unknown_model")
+            raise Unconvertible(f"{where}: {self.hints.mapping('*', fallback)} names {fallback!r}, which is not in "
+                                f"the model registry (known: {', '.join(known)})", "unknown_model")
         what = f"model {text!r} is not in the model registry" if text else "no model is set"
-        how = f"--model '{text}=NAME' (or '*=NAME' for every unknown model)" if text else "--model '*=NAME'"
-        message = f"{where}: {what} (known: {', '.join(known)}); map it with {how}"
+        message = f"{where}: {what} (known: {', '.join(known)}); map it with {self.hints.map_unknown(text)}"
         if self.allow_partial and reg.has("default"):
             current = self.by_fid.get(self.reader or "")
             self.error("unknown_model", message + "; using 'default' instead", current)

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from engine.errors import DefinitionError
 
-__all__ = ["ImportFailed", "ImportIssue", "ImportResult"]
+__all__ = ["API_MODEL_HINTS", "CLI_MODEL_HINTS", "ImportFailed", "ImportIssue", "ImportResult", "ModelHints"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +49,34 @@ class ImportIssue:
     def to_dict(self) -> dict[str, Any]:
         """JSON form (``flowloom import --json``, the API)."""
         return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class ModelHints:
+    """How a report message tells the user to map a model, in the caller's own terms:
+    ``flowloom import`` has a ``--model SOURCE=NAME`` flag, the HTTP API a ``model_map``
+    field. The importer decides *when* to advise a mapping; the caller only how it reads,
+    so the import logic exists once. ``style``: ``"cli"`` or ``"api"``."""
+
+    style: Literal["cli", "api"]
+
+    def mapping(self, source: str, target: str = "NAME") -> str:
+        """The mapping ``source`` -> ``target``: ``--model 'a=NAME'`` or ``"model_map": {"a": "NAME"}``."""
+        if self.style == "cli":
+            return f"--model '{source}={target}'"
+        return f'"model_map": {{{json.dumps(source, ensure_ascii=False)}: {json.dumps(target, ensure_ascii=False)}}}'
+
+    def map_unknown(self, source: str) -> str:
+        """The advice for an unknown model ``source`` (``""``: a node without a model)."""
+        if not source:
+            return self.mapping("*")
+        return f"{self.mapping(source)} (or {self.mapping('*')} for every unknown model)"
+
+
+#: ``flowloom import``'s advice: its ``--model`` flag
+CLI_MODEL_HINTS = ModelHints("cli")
+#: the HTTP API's advice: the ``model_map`` field of ``POST /v1/workflows/import``
+API_MODEL_HINTS = ModelHints("api")
 
 
 @dataclass(slots=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from nodes import builtin_catalog
+from tests.importers.helpers import FASTGPT, require_corpus_or_fail
 
 from .conftest import hello_workflow
 
@@ -136,3 +137,19 @@ async def test_another_tenant_gets_404_everywhere_and_an_app_key_sees_only_its_a
     assert (await api.client.put("/v1/workflows/hello", json={"workflow": hello_workflow(), "draft_version": 1},
                                  headers=app)).status_code == 403
     assert (await api.client.delete("/v1/workflows/other", headers=app)).status_code == 404
+
+
+async def test_import_advises_model_map_not_the_cli_flag_for_an_unknown_model(api):
+    require_corpus_or_fail()
+    source = (FASTGPT / "TranslateRobot_template.json").read_text(encoding="utf-8")
+    refused = await api.client.post("/v1/workflows/import", json={"source": source}, headers=api.auth())
+    assert refused.status_code == 422, refused.text
+    message = next(p["message"] for p in refused.json()["error"]["problems"] if p["code"] == "unknown_model")
+    assert '"model_map": {"claude-3-5-sonnet-20240620": "NAME"}' in message and '"model_map": {"*": "NAME"}' in message
+    assert "--model" not in refused.text
+    wildcard = await api.client.post("/v1/workflows/import", json={"source": source, "model_map": {"*": "nosuch"}},
+                                     headers=api.auth())
+    assert wildcard.status_code == 422
+    messages = [p["message"] for p in wildcard.json()["error"]["problems"]]
+    assert any('"model_map": {"*": "nosuch"} names \'nosuch\'' in m for m in messages), messages
+    assert not any("--model" in m for m in messages)
