@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 from rich.text import Text
@@ -48,7 +48,7 @@ def worker(
     from api.runtime import open_service
     from workers.rq.queues import queue_names
     from workers.rq.runtime import WorkerRuntime, install_runtime
-    from workers.rq.worker import LOG_DATE_FORMAT, LOG_FORMAT, FlowloomWorker
+    from workers.rq.worker import LOG_DATE_FORMAT, LOG_FORMAT, FlowloomWorker, WorkerNameTaken
 
     try:
         names = queue_names([q.strip() for item in queues or [] for q in item.split(",") if q.strip()] or None)
@@ -73,6 +73,19 @@ def worker(
     runtime = WorkerRuntime(current, open_service, sweep_s=sweep, name=rq_worker.name)
     runtime.start()
     install_runtime(runtime)
+    try:
+        _work(rq_worker, runtime, burst, log, handler)
+    except WorkerNameTaken as exc:
+        # a live worker holds the name: the operator picks another, nothing is broken
+        err().print(Text(str(exc), style="bold red"))
+        raise typer.Exit(EXIT_INVALID) from None
+
+
+def _work(rq_worker: Any, runtime: Any, burst: bool, log: logging.Logger, handler: logging.Handler) -> None:
+    """Serve the queues until told to stop; a cold stop with runs in progress leaves at once."""
+    from workers.rq.runtime import install_runtime
+    from workers.rq.worker import LOG_DATE_FORMAT, LOG_FORMAT
+
     try:
         rq_worker.work(burst=burst, logging_level="INFO", date_format=LOG_DATE_FORMAT, log_format=LOG_FORMAT)
     finally:

@@ -17,17 +17,30 @@ Redis outages: RQ already retries its dequeue with backoff; this class also surv
 an outage during its other calls (heartbeat, suspension check, maintenance, a job's
 bookkeeping), waiting with backoff until Redis answers, and registers itself again when
 Redis came back without its registration, so ``rq info`` keeps listing it.
+
+Names: operators restart a worker under the name it had. A worker killed with SIGKILL
+(or by a crash of its machine) never registers its death, and RQ keeps its registration
+until the key's TTL runs out - up to its job timeout, an hour by default - refusing the
+name meanwhile. So before registering, a registration under the same name is looked at
+(:func:`namesake_dead`): when its process is gone it is cleaned as RQ cleans a worker
+that stops (:meth:`~rq.worker.BaseWorker.register_death`); when it is alive the start
+fails with :class:`WorkerNameTaken`. The dead worker's run is not touched here: the
+sweeper of :mod:`workers.rq.runtime` tracks runs by host and pid, not by worker name, and
+enqueues it again.
 """
 
 from __future__ import annotations
 
 import functools
+import os
+import socket
 import time
+from datetime import datetime, timezone
 from typing import Any, Callable, TypeVar
 
-from rq.worker import SimpleWorker
+from rq.worker import SimpleWorker, Worker
 
-__all__ = ["FlowloomWorker", "LOG_DATE_FORMAT", "LOG_FORMAT"]
+__all__ = ["FlowloomWorker", "LOG_DATE_FORMAT", "LOG_FORMAT", "WorkerNameTaken", "namesake_dead"]
 
 #: every line a worker logs starts with this prefix (then the pid) - RQ's own lines and ours
 LOG_FORMAT = "flowloom-worker %(process)d %(asctime)s %(levelname)s %(message)s"
@@ -55,6 +68,50 @@ def _surviving_redis(method: F) -> F:
             return None
 
     return wrapper  # type: ignore[return-value]
+
+
+class WorkerNameTaken(Exception):
+    """A live worker holds the name this one was given (``host``, ``pid``: that worker's)."""
+
+    def __init__(self, name: str, host: str | None, pid: int | None) -> None:
+        super().__init__(f"a worker named {name} is already running ({host or 'unknown host'}, "
+                         f"pid {pid if pid else '?'}); pick another --name")
+        self.name, self.host, self.pid = name, host, pid
+
+
+def _pid_alive(pid: int | None) -> bool:
+    """Whether ``pid`` is a process of this host other than this one.
+
+    This process's own pid counts as gone: a restarted container often gives the new
+    worker the pid its dead predecessor had, on the same hostname."""
+    if not pid or pid <= 0 or pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # exists, owned by someone else
+    return True
+
+
+def namesake_dead(old: Worker, ttl_s: float | None, *, stale_after_s: float) -> bool:
+    """Whether the registered worker ``old`` (of the name a new worker wants) is gone.
+
+    ``ttl_s``: the seconds its key has left (Redis ``TTL``; None when it has no expiry).
+    A worker of this host is gone when its pid is. A worker of another host is judged by
+    its heartbeat alone: each heartbeat pushes the key's expiry past the next one (past
+    the job timeout while it runs a job), so a key that still exists is a live worker;
+    only a key without expiry whose last heartbeat is older than ``stale_after_s`` is
+    taken for dead (nothing would ever expire it)."""
+    if old.hostname == socket.gethostname():
+        return not _pid_alive(old.pid)
+    if ttl_s is not None:
+        return False
+    if old.last_heartbeat is None:
+        return True
+    beat = old.last_heartbeat if old.last_heartbeat.tzinfo else old.last_heartbeat.replace(tzinfo=timezone.utc)
+    return (datetime.now(timezone.utc) - beat).total_seconds() > stale_after_s
 
 
 class FlowloomWorker(SimpleWorker):
@@ -87,6 +144,25 @@ class FlowloomWorker(SimpleWorker):
         self.log.warning("Worker %s: redis reachable again", self.name)
         if register:
             self._register_again()
+
+    def register_birth(self) -> None:
+        """RQ's registration, after cleaning a dead worker's registration under this name
+        (module docstring). Raises :class:`WorkerNameTaken` when a live worker has it."""
+        key = self.key
+        if self.connection.exists(key) and not self.connection.hexists(key, "death"):
+            old = Worker.find_by_key(key, connection=self.connection)
+            if old is not None:
+                ttl = self.connection.ttl(key)
+                if not namesake_dead(old, ttl if ttl >= 0 else None, stale_after_s=self.worker_ttl + 60):
+                    raise WorkerNameTaken(self.name, old.hostname, old.pid)
+                self.log.warning("Worker %s: the worker of that name before (%s pid %s) is gone; cleaning its "
+                                 "registration", self.name, old.hostname, old.pid)
+                old.register_death()
+        try:
+            super().register_birth()
+        except ValueError as exc:  # another worker of this name registered meanwhile
+            old = Worker.find_by_key(key, connection=self.connection)
+            raise WorkerNameTaken(self.name, old and old.hostname, old and old.pid) from exc
 
     def _register_again(self) -> None:
         try:
