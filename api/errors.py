@@ -30,11 +30,12 @@ caller must not see.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Sequence
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -43,7 +44,8 @@ from engine.ports import ChatNotFound, KeyNotFound, RunNotFound, RunOwned, Store
 from engine.ports import StaleVersion, WorkflowExists, WorkflowNotFound
 from engine.service import RunNotResumable
 
-__all__ = ["ApiError", "describe", "error_body", "install_error_handlers", "logger"]
+__all__ = ["ApiError", "describe", "error_body", "field_path", "install_error_handlers", "invalid_body", "logger",
+           "validation_message"]
 
 logger = logging.getLogger("flowloom.api")
 
@@ -112,18 +114,57 @@ def _compile_message(errors: list[Any]) -> str:
     return f"the workflow has {len(errors)} problem(s); first: {first if len(first) <= 300 else first[:300] + '...'}"
 
 
-def _validation_problems(exc: RequestValidationError) -> list[dict[str, Any]]:
-    """Where and what, without the input values (a body may hold secrets)."""
-    return [{"loc": [str(part) for part in error.get("loc", ())], "message": error.get("msg", ""),
+def _validation_problems(exc: RequestValidationError | ValidationError, prefix: tuple[str, ...] = ()
+                         ) -> list[dict[str, Any]]:
+    """Where and what, without the input values (a body may hold secrets). ``prefix``:
+    ``("body",)`` for a body a route validated itself, so its ``loc`` reads as FastAPI's."""
+    return [{"loc": [*prefix, *(str(part) for part in error.get("loc", ()))], "message": error.get("msg", ""),
              "code": error.get("type", "")} for error in exc.errors()]
+
+
+def field_path(loc: Sequence[Any]) -> str:
+    """The field a validation error is about, as a client names it: ``messages``,
+    ``messages[0].content``, ``query.limit``, ``body`` for the body as a whole (the
+    ``body`` of a body field is left out: the body is the request's main part, its
+    fields need no prefix)."""
+    parts = list(loc[1:] if len(loc) > 1 and loc[0] == "body" else loc)
+    text = ""
+    for part in parts:
+        if isinstance(part, int) or (isinstance(part, str) and part.isdigit()):
+            text += f"[{part}]"
+        else:
+            text += f".{part}" if text else str(part)
+    return text
+
+
+def validation_message(problems: list[dict[str, Any]], limit: int = 3) -> str:
+    """``field: what is wrong`` for the first ``limit`` problems (``_validation_problems``
+    items), ``; ``-separated, then ``(+N more)``: the message alone says which field and
+    why, instead of pydantic's ``1 validation error for <model>`` (a class the client
+    never sees)."""
+    parts = []
+    for problem in problems[:limit]:
+        text = str(problem.get("message") or problem.get("code") or "invalid")
+        text = text[:1].lower() + text[1:]
+        where = field_path(problem.get("loc") or [])
+        parts.append(f"{where}: {text}" if where else text)
+    more = f" (+{len(problems) - limit} more)" if len(problems) > limit else ""
+    return "; ".join(parts) + more if parts else "the request is not valid"
+
+
+def invalid_body(exc: ValidationError, lead: str = "") -> ApiError:
+    """422 ``invalid_request`` for a body a route validated itself: ``lead`` then the
+    fields at fault (:func:`validation_message`), with every problem."""
+    problems = _validation_problems(exc, ("body",))
+    return ApiError(422, "invalid_request", lead + validation_message(problems), problems=problems)
 
 
 def install_error_handlers(app: FastAPI) -> None:
     """Answer every exception of ``app`` with the JSON error shape."""
 
     async def on_validation(_request: Request, exc: RequestValidationError) -> JSONResponse:
-        return JSONResponse(error_body("invalid_request", "the request is not valid", _validation_problems(exc)),
-                            status_code=422)
+        problems = _validation_problems(exc)
+        return JSONResponse(error_body("invalid_request", validation_message(problems), problems), status_code=422)
 
     async def on_http(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
         if exc.status_code == 400:

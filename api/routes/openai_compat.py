@@ -51,7 +51,7 @@ from schemas.types import RunStatus
 
 from ..auth import Principal, principal
 from ..dispatch import queued_or_inline
-from ..errors import ApiError, describe
+from ..errors import ApiError, describe, field_path, invalid_body
 from ..executor import END, Execution, RunExecutor
 from ..quotas import Quotas
 from ..sse import HEARTBEAT, EventStreamResponse, with_heartbeats
@@ -108,10 +108,17 @@ def _error_payload(exc: BaseException) -> tuple[int, dict[str, Any], dict[str, s
     code = error.get("code") or _CODES.get(error.get("type", ""), error.get("type"))
     detail: dict[str, Any] = {"message": error.get("message", "error"),
                               "type": _OPENAI_TYPES.get(status, "server_error" if status >= 500 else "api_error"),
-                              "code": code, "param": error.get("param")}
+                              "code": code, "param": _param(error.get("problems"))}
     if error.get("problems") is not None:
         detail["problems"] = error["problems"]
     return status, {"error": detail}, {**headers, "x-should-retry": "false"}
+
+
+def _param(problems: Any) -> str | None:
+    """OpenAI's ``param``: the request field of the first validation problem (``messages``)."""
+    if isinstance(problems, list) and problems and isinstance(problems[0], dict) and problems[0].get("loc"):
+        return field_path(problems[0]["loc"]) or None
+    return None
 
 
 def _error_response(exc: BaseException) -> JSONResponse:
@@ -304,9 +311,10 @@ async def chat_completions(request: Request) -> Response:
         caller = await _caller(request)
         try:
             body = ChatCompletionRequest.model_validate(json.loads(await request.body() or b"null"))
-        except (ValueError, ValidationError) as exc:
-            first = str(exc).splitlines()[0] if isinstance(exc, ValidationError) else "the body is not JSON"
-            raise ApiError(422, "invalid_request", f"invalid request: {first}") from None
+        except ValidationError as exc:
+            raise invalid_body(exc, "invalid request: ") from None
+        except ValueError:
+            raise ApiError(422, "invalid_request", "invalid request: the body is not JSON") from None
         model, execution, listener, before = await _start(request, caller, body)
     except Exception as exc:  # noqa: BLE001 - answered in OpenAI's error shape
         return _error_response(exc)

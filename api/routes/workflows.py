@@ -27,6 +27,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response
+from pydantic import ValidationError
 
 from engine.compiler import check_workflow
 from engine.shapes import deployment_problems, node_shapes, valid_nodes
@@ -38,7 +39,7 @@ from schemas.api import (ErrorBody, NodeShapeOut, RunAccepted, RunDetail, Workfl
 from schemas.records import WorkflowRecord
 
 from ..auth import Caller, Executor, Principal, Service
-from ..errors import ApiError
+from ..errors import ApiError, invalid_body
 from ..limits import check_document
 from .runs import RUN_LINKS, SSE_CONTENT, link, run_document
 
@@ -296,9 +297,9 @@ async def _import_request(request: Request) -> tuple[WorkflowImport, bytes | str
         return params, await upload.read(), upload.filename
     try:
         params = WorkflowImport.model_validate_json(await request.body())
-    except ValueError as exc:
-        raise ApiError(422, "invalid_request", "send `{\"source\": \"<file text>\"}` as JSON or the file as "
-                                               f"multipart `file`: {str(exc).splitlines()[0]}") from None
+    except ValidationError as exc:
+        raise invalid_body(exc, "send `{\"source\": \"<the file's text>\"}` as JSON or the file as multipart "
+                                "`file`: ") from None
     return params, params.source, None
 
 

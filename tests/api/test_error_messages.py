@@ -1,0 +1,36 @@
+"""Error messages a client can act on, on SQLite and PostgreSQL: a request that fails
+validation names the field and what is wrong (never pydantic's ``1 validation error
+for <model>``), in the endpoint's own error shape - Flowloom's ``{"error": {type,
+message, problems}}``, or OpenAI's ``{"error": {message, type, code, param}}`` on
+``/v1/chat/completions`` with ``param`` the field."""
+
+from __future__ import annotations
+
+
+async def test_import_without_source_or_with_an_object_names_the_field(api):
+    for body, what in (({}, "source: field required"), ({"source": {"a": 1}}, "source: input should be a valid string")):
+        refused = await api.client.post("/v1/workflows/import", json=body, headers=api.auth())
+        assert refused.status_code == 422, refused.text
+        error = refused.json()["error"]
+        assert error["type"] == "invalid_request" and what in error["message"], error
+        assert "validation error for" not in error["message"] and "WorkflowImport" not in error["message"]
+        assert error["problems"][0]["loc"] == ["body", "source"]
+
+
+async def test_chat_completions_without_messages_names_the_field_as_openai_param(api):
+    refused = await api.client.post("/v1/chat/completions", json={"model": "echo_chat"}, headers=api.auth())
+    assert refused.status_code == 422, refused.text
+    error = refused.json()["error"]
+    assert error["message"] == "invalid request: messages: field required", error
+    assert (error["type"], error["code"], error["param"]) == ("invalid_request_error", "invalid_request", "messages")
+    wrong = await api.client.post("/v1/chat/completions", json={"model": "x", "messages": [{"role": "user"}],
+                                                                  "stream": "often"}, headers=api.auth())
+    error = wrong.json()["error"]
+    assert wrong.status_code == 422 and "stream: input should be a valid boolean" in error["message"], error
+    assert error["param"] == "stream"
+
+
+async def test_a_body_fastapi_validates_names_the_field_too(api):
+    refused = await api.client.post("/v1/workflows/hello/rollback", json={"version": "latest"}, headers=api.auth())
+    error = refused.json()["error"]
+    assert refused.status_code == 422 and error["message"].startswith("version: input should be a valid integer"), error
