@@ -21,6 +21,11 @@ other ``StoreError``                                   503     ``store_error``
 anything else                                          500     ``internal_error``
 =====================================================  ======  =====================
 
+An invalid request's message names each field at fault and what is wrong
+(``messages: field required``, :func:`validation_message`), never pydantic's model
+names; a JSON body sent as ``text/plain`` is told to send ``Content-Type:
+application/json``, bytes that are not UTF-8 are said to be so.
+
 Another tenant's run or key is ``not_found``, exactly as a run that does not exist.
 An unexpected exception is logged (type, message and stack, never request headers,
 so never an API key) and answered with a generic message: its text may hold data the
@@ -29,13 +34,14 @@ caller must not see.
 
 from __future__ import annotations
 
+import json
 import logging
-from typing import Any, Sequence
+from typing import Any, Sequence, TypeVar
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -44,10 +50,12 @@ from engine.ports import ChatNotFound, KeyNotFound, RunNotFound, RunOwned, Store
 from engine.ports import StaleVersion, WorkflowExists, WorkflowNotFound
 from engine.service import RunNotResumable
 
-__all__ = ["ApiError", "describe", "error_body", "field_path", "install_error_handlers", "invalid_body", "logger",
-           "validation_message"]
+__all__ = ["ApiError", "body_message", "describe", "error_body", "field_path", "install_error_handlers",
+           "logger", "parse_body", "validation_message"]
 
 logger = logging.getLogger("flowloom.api")
+
+_Model = TypeVar("_Model", bound=BaseModel)
 
 _STATUS_TYPES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
                  405: "method_not_allowed", 409: "conflict", 413: "payload_too_large", 422: "invalid_request",
@@ -114,11 +122,17 @@ def _compile_message(errors: list[Any]) -> str:
     return f"the workflow has {len(errors)} problem(s); first: {first if len(first) <= 300 else first[:300] + '...'}"
 
 
+#: pydantic's codes for "the value is not an object": pydantic's message may
+#: name the model class, which the client never sees
+_NOT_AN_OBJECT = frozenset({"dict_type", "model_type", "model_attributes_type"})
+
+
 def _validation_problems(exc: RequestValidationError | ValidationError, prefix: tuple[str, ...] = ()
                          ) -> list[dict[str, Any]]:
     """Where and what, without the input values (a body may hold secrets). ``prefix``:
     ``("body",)`` for a body a route validated itself, so its ``loc`` reads as FastAPI's."""
-    return [{"loc": [*prefix, *(str(part) for part in error.get("loc", ()))], "message": error.get("msg", ""),
+    return [{"loc": [*prefix, *(str(part) for part in error.get("loc", ()))],
+             "message": "Input should be a JSON object" if error.get("type") in _NOT_AN_OBJECT else error.get("msg", ""),
              "code": error.get("type", "")} for error in exc.errors()]
 
 
@@ -152,26 +166,66 @@ def validation_message(problems: list[dict[str, Any]], limit: int = 3) -> str:
     return "; ".join(parts) + more if parts else "the request is not valid"
 
 
-def invalid_body(exc: ValidationError, lead: str = "") -> ApiError:
-    """422 ``invalid_request`` for a body a route validated itself: ``lead`` then the
-    fields at fault (:func:`validation_message`), with every problem."""
-    problems = _validation_problems(exc, ("body",))
-    return ApiError(422, "invalid_request", lead + validation_message(problems), problems=problems)
+def _is_json(content_type: str) -> bool:
+    """``application/json`` or a ``+json`` type (what FastAPI parses as JSON); no type
+    at all counts too (FastAPI then reads the body as JSON)."""
+    media = content_type.split(";", 1)[0].strip().lower()
+    return not media or media == "application/json" or media.endswith("+json")
+
+
+def _body_not_an_object(problems: list[dict[str, Any]]) -> bool:
+    return any(p.get("loc") == ["body"] and p.get("code") in _NOT_AN_OBJECT for p in problems)
+
+
+def body_message(problems: list[dict[str, Any]], content_type: str | None = None) -> str:
+    """:func:`validation_message`, except for a body that is not an object because it
+    was sent with a type that is not JSON (``text/plain``): FastAPI never parsed it,
+    so the fix is the header, not the body."""
+    if content_type is not None and not _is_json(content_type) and _body_not_an_object(problems):
+        media = content_type.split(";", 1)[0].strip()
+        return f"send the body as JSON with `Content-Type: application/json` (this request's is `{media}`)"
+    return validation_message(problems)
+
+
+def parse_body(raw: bytes, model: type[_Model], lead: str = "") -> _Model:
+    """``raw`` as UTF-8 JSON validated by ``model``, for a route that reads its body
+    itself (to answer in its own terms or shape).
+
+    Raises:
+        ApiError: 422 ``invalid_request``, ``lead`` then what is wrong: not UTF-8, not
+        JSON, or the fields at fault (with every problem).
+    """
+    try:
+        data = json.loads(raw.decode("utf-8") or "null")
+    except UnicodeDecodeError as exc:
+        raise ApiError(422, "invalid_request", f"{lead}the body is not UTF-8 JSON (byte {exc.start} is not "
+                                               "UTF-8; send the text encoded as UTF-8)") from None
+    except ValueError as exc:
+        raise ApiError(422, "invalid_request", f"{lead}the body is not JSON ({exc})") from None
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        problems = _validation_problems(exc, ("body",))
+        raise ApiError(422, "invalid_request", lead + body_message(problems), problems=problems) from None
 
 
 def install_error_handlers(app: FastAPI) -> None:
     """Answer every exception of ``app`` with the JSON error shape."""
 
-    async def on_validation(_request: Request, exc: RequestValidationError) -> JSONResponse:
+    async def on_validation(request: Request, exc: RequestValidationError) -> JSONResponse:
         problems = _validation_problems(exc)
-        return JSONResponse(error_body("invalid_request", validation_message(problems), problems), status_code=422)
+        message = body_message(problems, request.headers.get("content-type", ""))
+        return JSONResponse(error_body("invalid_request", message, problems), status_code=422)
 
-    async def on_http(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def on_http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         if exc.status_code == 400:
             # only the framework raises 400 (a body it cannot parse: bytes that are not
-            # UTF-8, broken multipart): an invalid request, answered as every other one
-            return JSONResponse(error_body("invalid_request", f"the request body cannot be read: {exc.detail}"),
-                                status_code=422)
+            # UTF-8 for a JSON body, broken multipart): an invalid request, answered as
+            # every other one
+            content_type = request.headers.get("content-type", "")
+            message = ("the request body is not UTF-8 JSON (send the text encoded as UTF-8)" if _is_json(content_type)
+                       else f"the request body cannot be read: {exc.detail}")
+            return JSONResponse(error_body("invalid_request", message), status_code=422)
         kind = _STATUS_TYPES.get(exc.status_code, "http_error")
         return JSONResponse(error_body(kind, str(exc.detail)), status_code=exc.status_code,
                             headers=getattr(exc, "headers", None))

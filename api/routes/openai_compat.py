@@ -40,7 +40,6 @@ from typing import Any, AsyncIterator
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials
-from pydantic import ValidationError
 
 from engine.ports import WorkflowNotFound, WorkflowRepo
 from engine.service import RunService
@@ -51,7 +50,7 @@ from schemas.types import RunStatus
 
 from ..auth import Principal, principal
 from ..dispatch import queued_or_inline
-from ..errors import ApiError, describe, field_path, invalid_body
+from ..errors import ApiError, describe, field_path, parse_body
 from ..executor import END, Execution, RunExecutor
 from ..quotas import Quotas
 from ..sse import HEARTBEAT, EventStreamResponse, with_heartbeats
@@ -117,7 +116,8 @@ def _error_payload(exc: BaseException) -> tuple[int, dict[str, Any], dict[str, s
 def _param(problems: Any) -> str | None:
     """OpenAI's ``param``: the request field of the first validation problem (``messages``)."""
     if isinstance(problems, list) and problems and isinstance(problems[0], dict) and problems[0].get("loc"):
-        return field_path(problems[0]["loc"]) or None
+        path = field_path(problems[0]["loc"])
+        return path if path and path != "body" else None  # the body as a whole is no parameter
     return None
 
 
@@ -309,12 +309,7 @@ async def chat_completions(request: Request) -> Response:
     with ``stream`` its chunks. Errors in OpenAI's shape with their status."""
     try:
         caller = await _caller(request)
-        try:
-            body = ChatCompletionRequest.model_validate(json.loads(await request.body() or b"null"))
-        except ValidationError as exc:
-            raise invalid_body(exc, "invalid request: ") from None
-        except ValueError:
-            raise ApiError(422, "invalid_request", "invalid request: the body is not JSON") from None
+        body = parse_body(await request.body(), ChatCompletionRequest, "invalid request: ")
         model, execution, listener, before = await _start(request, caller, body)
     except Exception as exc:  # noqa: BLE001 - answered in OpenAI's error shape
         return _error_response(exc)

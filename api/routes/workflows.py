@@ -27,7 +27,6 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response
-from pydantic import ValidationError
 
 from engine.compiler import check_workflow
 from engine.shapes import deployment_problems, node_shapes, valid_nodes
@@ -39,7 +38,7 @@ from schemas.api import (ErrorBody, NodeShapeOut, RunAccepted, RunDetail, Workfl
 from schemas.records import WorkflowRecord
 
 from ..auth import Caller, Executor, Principal, Service
-from ..errors import ApiError, invalid_body
+from ..errors import ApiError, parse_body
 from ..limits import check_document
 from .runs import RUN_LINKS, SSE_CONTENT, link, run_document
 
@@ -295,11 +294,8 @@ async def _import_request(request: Request) -> tuple[WorkflowImport, bytes | str
         except ValueError as exc:
             raise ApiError(422, "invalid_request", f"invalid import options: {exc}") from None
         return params, await upload.read(), upload.filename
-    try:
-        params = WorkflowImport.model_validate_json(await request.body())
-    except ValidationError as exc:
-        raise invalid_body(exc, "send `{\"source\": \"<the file's text>\"}` as JSON or the file as multipart "
-                                "`file`: ") from None
+    params = parse_body(await request.body(), WorkflowImport,
+                        "send `{\"source\": \"<the file's text>\"}` as JSON or the file as multipart `file`: ")
     return params, params.source, None
 
 

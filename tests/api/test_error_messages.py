@@ -34,3 +34,21 @@ async def test_a_body_fastapi_validates_names_the_field_too(api):
     refused = await api.client.post("/v1/workflows/hello/rollback", json={"version": "latest"}, headers=api.auth())
     error = refused.json()["error"]
     assert refused.status_code == 422 and error["message"].startswith("version: input should be a valid integer"), error
+
+
+async def test_a_json_body_sent_as_text_plain_is_told_to_send_the_json_content_type(api):
+    for url, body in (("/v1/workflows", b'{"id": "a", "nodes": [], "edges": []}'),
+                      ("/v1/workflows/hello/rollback", b'{"version": 1}')):
+        refused = await api.client.post(url, content=body, headers={**api.auth(), "Content-Type": "text/plain"})
+        error = refused.json()["error"]
+        assert refused.status_code == 422 and "Content-Type: application/json" in error["message"], (url, error)
+        assert "text/plain" in error["message"] and "extract fields from" not in refused.text
+
+
+async def test_a_body_that_is_not_utf8_is_said_to_be_not_utf8_json(api):
+    latin1 = '{"id": "caf\u00e9", "nodes": [], "edges": []}'.encode("latin-1")
+    for url in ("/v1/workflows", "/v1/workflows/import", "/v1/chat/completions"):
+        refused = await api.client.post(url, content=latin1, headers={**api.auth(), "Content-Type": "application/json"})
+        error = refused.json()["error"]
+        assert refused.status_code == 422 and "not UTF-8 JSON" in error["message"], (url, error)
+        assert "error parsing the body" not in error["message"]
