@@ -30,6 +30,11 @@ stdio server process ends with the node):
   model may correct. A server that goes away (process exited, connection lost) is not
   something the model can correct: the node fails with reason ``mcp_server_failed``
   naming the server and the tool that was called (:class:`~nodes.agent_loop.ToolSourceFailed`).
+- **Refusals.** An HTTP server that answers a request with an error status (a 401 for a
+  wrong key, a 403, a 5xx) reaches the SDK, which replaces it with a generic JSON-RPC
+  error ("Server returned an error response"). The HTTP client records the last such
+  status and the server's message (:func:`http_refusal`), and the node error (or the
+  error result of a call) says ``refused the request: 401 unauthorized: <message>``.
 """
 
 from __future__ import annotations
@@ -121,6 +126,39 @@ def render_result(result: Any) -> str:
     return "\n\n".join(parts)
 
 
+#: the SDK's stand-in messages for a non-2xx answer whose body is not a JSON-RPC error
+_SDK_STAND_INS = frozenset({"Server returned an error response", "Not Found", "Session terminated"})
+_REFUSAL_CHARS = 300
+
+
+def http_refusal(status: int, reason: str, body: bytes, content_type: str) -> str:
+    """``401 unauthorized: invalid or missing API key``: the status and what the server
+    said, from a JSON error (``{"error": {"type", "message"}}`` as Flowloom's API answers,
+    ``{"error": "..."}``, ``{"message"|"detail": "..."}``) or the body's first line, else
+    the status's reason phrase. At most ``_REFUSAL_CHARS`` characters of the body's words."""
+    text = body.decode("utf-8", errors="replace").strip()
+    said = ""
+    if "json" in content_type.lower():
+        with contextlib.suppress(ValueError):
+            found = json.loads(text)
+            if isinstance(found, dict):
+                error = found.get("error")
+                if isinstance(error, dict):
+                    kind, message = error.get("type") or error.get("code"), error.get("message")
+                    said = ": ".join(str(v) for v in (kind, message) if v)
+                else:
+                    said = next((str(v) for v in (error, found.get("message"), found.get("detail"))
+                                 if isinstance(v, str) and v), "")
+    elif text and not text.lstrip().startswith("<"):  # an HTML error page says nothing a line could
+        said = text.splitlines()[0]
+    said = said.strip()[:_REFUSAL_CHARS] or reason or "error"
+    return f"{status} {said}"
+
+
+def _refusal_of(response: httpx2.Response, body: bytes) -> str:
+    return http_refusal(response.status_code, response.reason_phrase, body, response.headers.get("content-type", ""))
+
+
 def _closed(exc: BaseException) -> bool:
     """True when ``exc`` says the connection to the server is gone (not a tool's error)."""
     if isinstance(exc, MCPError):
@@ -150,11 +188,13 @@ class _Inner(httpcore2.AnyIOBackend):
             raise httpcore.ConnectError(str(exc)) from exc
 
 
-def _guarded_http_client(policy: AddressPolicy, headers: dict[str, str], node_id: str) -> httpx2.AsyncClient:
+def _guarded_http_client(policy: AddressPolicy, headers: dict[str, str], node_id: str,
+                         on_response: Any = None) -> httpx2.AsyncClient:
     """An ``httpx2`` client (the transport library of the SDK) whose every connection
     passes the HTTP node's address guard (:class:`GuardedBackend`, duck-typed onto
     ``httpcore2``'s pool: same backend protocol). Proxies from the environment are
-    ignored, as the HTTP node ignores them."""
+    ignored, as the HTTP node ignores them. ``on_response``: an async hook given every
+    response before the SDK reads it."""
     transport = httpx2.AsyncHTTPTransport(trust_env=False)
     if not hasattr(transport, "_pool"):
         # Fail closed: a client without the guard would reach any address.
@@ -162,14 +202,16 @@ def _guarded_http_client(policy: AddressPolicy, headers: dict[str, str], node_id
     transport._pool = httpcore2.AsyncConnectionPool(  # type: ignore[attr-defined]
         network_backend=GuardedBackend(policy, node_id=node_id, inner=_Inner()))  # type: ignore[arg-type]
     return httpx2.AsyncClient(transport=transport, headers=headers,
-                              timeout=httpx2.Timeout(30.0, read=300.0), trust_env=False)
+                              timeout=httpx2.Timeout(30.0, read=300.0), trust_env=False,
+                              event_hooks={"response": [on_response]} if on_response else None)
 
 
 @dataclass
 class McpConnection:
     """One open MCP server of a node: its client, the tools it listed and the calls in flight.
 
-    ``stderr`` holds a stdio server's error output (its last lines explain a crash).
+    ``stderr`` holds a stdio server's error output (its last lines explain a crash);
+    ``refused`` the last error status of an HTTP server and its message (:func:`http_refusal`).
     """
 
     server: McpServer
@@ -180,6 +222,29 @@ class McpConnection:
     stderr: Any = None
     connected: bool = False
     secrets: list[str] = field(default_factory=list, repr=False)
+    refused: str | None = None
+
+    async def _on_response(self, response: httpx2.Response) -> None:
+        """Record the error status of a POST (the requests that carry messages) and the
+        server's message: the SDK keeps neither. The body read here stays readable for
+        the SDK (which looks for a JSON-RPC error in it)."""
+        if response.status_code < 400 or response.request.method != "POST":
+            return
+        try:
+            body = await response.aread()
+        except (httpx2.HTTPError, httpx2.StreamError):
+            body = b""
+        self.refused = self.redact(_refusal_of(response, body))
+
+    def refusal(self, exc: BaseException) -> str | None:
+        """What the server said when ``exc`` (or an exception group's first leaf) is the
+        SDK's stand-in for a recorded error status, or an HTTP status error; else None."""
+        leaf = _first(exc) if isinstance(exc, BaseExceptionGroup) else exc
+        if isinstance(leaf, httpx2.HTTPStatusError):
+            return self.redact(_refusal_of(leaf.response, b""))
+        if self.refused is not None and isinstance(leaf, MCPError) and leaf.error.message in _SDK_STAND_INS:
+            return self.refused
+        return None
 
     def redact(self, text: str) -> str:
         """``text`` without the secret values this server was given (a server's error output
@@ -202,8 +267,10 @@ class McpConnection:
                 self.stderr.seek(0)
                 text = self.stderr.read()[-_STDERR_TAIL:].strip()
                 tail = f"; its last error output: {text.splitlines()[-1]}" if text else ""
+        refused = self.refusal(exc)
         what = "stopped answering" if self.connected else "could not be reached"
-        return ToolSourceFailed(self.redact(f"{self.describe()} {what}{during}: {_cause(exc)}{tail}"),
+        why = f"refused the request{during}: {refused}" if refused else f"{what}{during}: {_cause(exc)}{tail}"
+        return ToolSourceFailed(self.redact(f"{self.describe()} {why}"),
                                 node_id=self.node_id, reason="mcp_server_failed")
 
     def transport(self, settings: Settings) -> tuple[Any, httpx2.AsyncClient | None]:
@@ -220,7 +287,8 @@ class McpConnection:
             headers = {key: resolve_secrets(value, environ, where=f"MCP server {server.name!r} header {key!r}",
                                             node_id=self.node_id) for key, value in server.headers.items()}
             headers.setdefault("User-Agent", settings.http_user_agent)
-            client = _guarded_http_client(AddressPolicy.from_settings(settings), headers, self.node_id)
+            client = _guarded_http_client(AddressPolicy.from_settings(settings), headers, self.node_id,
+                                          self._on_response)
             return streamable_http_client(server.url, http_client=client), client
         if not settings.mcp_allow_stdio:
             raise NodeFailed(f"MCP server {server.name!r} is a stdio server (command {server.command!r}), and stdio "
@@ -269,13 +337,16 @@ class McpConnection:
         """
         assert self.client is not None, "the connection is open while its tools are offered"
         self.in_flight.append(name)
+        self.refused = None
         try:
             result = await self.client.call_tool(name, args)
         except MCPError as exc:
             self.in_flight.remove(name)
             if _closed(exc):
                 raise self.failure(exc, name) from None
-            return ToolOutcome(self.redact(f"MCP server {self.server.name} answered with an error: {exc}"),
+            refused = self.refusal(exc)
+            said = f"refused the request: {refused}" if refused else f"answered with an error: {exc}"
+            return ToolOutcome(self.redact(f"MCP server {self.server.name} {said}"),
                                is_error=True,
                                data={"server": self.server.name, "tool": name, "code": exc.code})
         except Exception as exc:

@@ -10,7 +10,9 @@ needed here). ``--header 'Name: value'`` is sent with every request: a literal v
 ``{{secret:NAME}}`` references (``FLOWLOOM_SECRET_NAME``); values are never printed back. Each tool is printed with the risk a node gives it (``read`` for
 ``readOnlyHint``, ``write`` for ``destructiveHint``, else ``unknown``, confirmed as a
 write) and its description; ``--json`` prints name, description, input schema,
-annotations and risk. Exit codes: 0 listed, 2 the server was refused or did not answer.
+annotations and risk. A server that answers with an error status is reported with the
+status and its own message (``refused the request: 401 unauthorized: invalid or revoked
+API key``). Exit codes: 0 listed, 2 the server was refused or did not answer.
 """
 
 from __future__ import annotations

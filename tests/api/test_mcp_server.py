@@ -2,7 +2,8 @@
 against the app served over real HTTP (uvicorn in the test's loop), on SQLite and
 PostgreSQL: the tools a key may run with their input schemas, a call with progress
 notifications, a long call cancelled by the client (the run ends cancelled), a key of
-another tenant that sees and runs nothing, a request without a valid key; and the node
+another tenant that sees and runs nothing, a request without a valid key (and a tool
+node it refuses, whose error names the status and the server's message); and the node
 catalog showing the MCP tool source fields of the tool nodes."""
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from schemas.types import RunStatus
+from tests.support.openai_server import openai_server, scripted_registry  # noqa: F401  (fixtures)
 
 from .conftest import http_chain
 
@@ -168,3 +170,23 @@ async def test_a_key_scoped_to_an_app_sees_and_runs_that_app_only(api):
         allowed = await client.call_tool("greeter", {"name": "Eve"})
     assert refused.is_error and "no tool 'other'" in refused.content[0].text
     assert not allowed.is_error and allowed.content[0].text == "Hello Eve!"
+
+
+async def test_a_tool_node_refused_by_the_server_fails_naming_the_status_and_the_servers_message(
+        api, openai_server, scripted_registry, monkeypatch):
+    from engine import Settings
+    from tests.nodes.test_mcp_tools import flow, run
+
+    await api.http()
+    monkeypatch.setenv("FLOWLOOM_SECRET_FLOWLOOM_KEY", "fl_wrong_wrong")
+    url = api.live.url + "/v1/mcp"
+    for headers, said in (({"Authorization": "Bearer {{secret:FLOWLOOM_KEY}}"}, "invalid or revoked API key"),
+                          ({}, "missing API key")):
+        _plan, _deps, state = await run(
+            scripted_registry, flow(mcp_servers=[{"name": "flowloom", "url": url, "headers": headers}]),
+            Settings(http_allow=["127.0.0.1"]))
+        assert state.status is RunStatus.failed and state.error.reason == "mcp_server_failed", state.error
+        assert state.error.message.startswith(
+            f"MCP server 'flowloom' ({url}) refused the request: 401 unauthorized: {said}"), state.error.message
+        assert "fl_wrong_wrong" not in state.error.message
+    assert openai_server.bodies == [], "the node fails before asking the model"

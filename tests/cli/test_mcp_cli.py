@@ -61,3 +61,47 @@ def test_a_malformed_header_is_refused_without_echoing_its_value():
     proc = flowloom("https://mcp.example.com/mcp", "--header", "Bearer abc123-literal")
     assert proc.returncode == 2 and "Name: value" in proc.stderr and "Traceback" not in proc.stderr
     assert "abc123" not in proc.stderr
+
+
+@pytest.fixture
+def flowloom_server(tmp_path):
+    """``flowloom serve`` (in-process runs, no examples) on a free port; its base URL."""
+    import socket
+    import time
+    from pathlib import Path
+
+    import httpx
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLOWLOOM_")}
+    env["FLOWLOOM_HOME"] = str(tmp_path / "home")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    server = subprocess.Popen([sys.executable, "-m", "api.cli", "serve", "--port", str(port), "--no-examples"],
+                              cwd=Path(__file__).resolve().parents[2], env=env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            assert server.poll() is None and time.monotonic() < deadline, "flowloom serve did not start"
+            try:
+                if httpx.get(url + "/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        yield url
+    finally:
+        server.terminate()
+        server.wait(30)
+
+
+def test_a_server_refusing_the_key_is_named_with_the_status_and_its_message(flowloom_server):
+    url = flowloom_server + "/v1/mcp"
+    for args, said in ((["-H", "Authorization: Bearer wrong"], "invalid or revoked API key"),
+                       ([], "missing API key")):
+        proc = flowloom(url, *args, FLOWLOOM_HTTP_ALLOW="127.0.0.1")
+        assert proc.returncode == 2, proc.stderr
+        assert f"MCP server 'cli' ({url}) refused the request: 401 unauthorized: {said}" in proc.stderr, proc.stderr
+        assert "could not be reached" not in proc.stderr and "Traceback" not in proc.stderr
+        assert "wrong" not in proc.stderr, "the typed credential is never printed"
