@@ -195,13 +195,16 @@ class TerminalView:
                     "cancelled": ("!", "yellow")}
 
     def __init__(self, console: Console, titles: dict[str, str] | None = None,
-                 results: Any = None) -> None:
+                 results: Any = None, *, endings: bool = False) -> None:
         """``console``: where progress goes. ``results``: a text stream that gets only the
         final answer and the outputs (JSON), for ``flowloom run ... > out.txt``; None:
-        everything goes to ``console``, answer text streamed as it arrives."""
+        everything goes to ``console``, answer text streamed as it arrives. ``endings``:
+        also print the line of a failed or cancelled run (``flowloom watch``; the commands
+        that drive a run say how it ended from its summary instead, with what to do next)."""
         self.console = console
         self.titles = titles or {}
         self.results = results
+        self.endings = endings
         self._mid_line = False  # streamed text left the cursor mid-line
 
     def show(self, event: Any) -> None:
@@ -257,6 +260,18 @@ class TerminalView:
     def _on_run_paused(self, event: Any) -> None:
         self._line(("run paused", "bold magenta"), f": {len(event.interrupts)} question(s) waiting")
 
+    def _on_run_failed(self, event: Any) -> None:
+        if self.endings:
+            node_id = event.error.get("node_id")
+            where = f" at node {named(node_id, self.titles, quote=True)}" if node_id else ""
+            self._line((f"run failed{where}", "bold red"), f" ({event.reason}): {event.error.get('message', '')}")
+
+    def _on_run_cancelled(self, event: Any) -> None:
+        if self.endings:
+            # the engine's reasons already read "run cancelled: stopped by ..."
+            reason = event.reason.removeprefix("run cancelled").lstrip(": ")
+            self._line(("run cancelled", "bold yellow"), f": {reason}" if reason and reason != "cancelled" else "")
+
     def _on_run_finished(self, event: Any) -> None:
         self._line(("run succeeded", "bold green"), f" in {event.elapsed_ms:.1f} ms")
         if self.results is not None:
@@ -271,10 +286,11 @@ class TerminalView:
             self.console.print_json(data=event.outputs)
 
 
-def terminal_view(titles: dict[str, str] | None = None) -> "TerminalView":
+def terminal_view(titles: dict[str, str] | None = None, *, endings: bool = False) -> "TerminalView":
     """The view of ``flowloom run`` without ``--json``: everything on stdout when it is a
     terminal; otherwise progress on stderr and only the answer and the outputs on
-    stdout, so ``flowloom run FLOW > out.txt`` captures the result and nothing else."""
+    stdout, so ``flowloom run FLOW > out.txt`` captures the result and nothing else.
+    ``endings``: as :class:`TerminalView`."""
     if sys.stdout.isatty():
-        return TerminalView(out(), titles)
-    return TerminalView(err(), titles, results=sys.stdout)
+        return TerminalView(out(), titles, endings=endings)
+    return TerminalView(err(), titles, results=sys.stdout, endings=endings)

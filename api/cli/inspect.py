@@ -191,7 +191,7 @@ def watch(
         if not as_json:
             from .common import terminal_view
 
-            view = terminal_view(titles)
+            view = terminal_view(titles, endings=True)
         adapter = TypeAdapter(Event)
         async for event in service.watch("default", run_id, after):
             if as_json:
