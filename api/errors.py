@@ -26,6 +26,10 @@ An invalid request's message names each field at fault and what is wrong
 names; a JSON body sent as ``text/plain`` is told to send ``Content-Type:
 application/json``, bytes that are not UTF-8 are said to be so.
 
+On the OpenAI-compatible paths (``/v1/chat/completions``, ``/v1/models``) every
+error, whoever raises it, is OpenAI's ``{"error": {message, type, code, param}}``
+(:func:`openai_error`); the body-size middleware answers there the same way.
+
 Another tenant's run or key is ``not_found``, exactly as a run that does not exist.
 An unexpected exception is logged (type, message and stack, never request headers,
 so never an API key) and answered with a generic message: its text may hold data the
@@ -50,8 +54,9 @@ from engine.ports import ChatNotFound, KeyNotFound, RunNotFound, RunOwned, Store
 from engine.ports import StaleVersion, WorkflowExists, WorkflowNotFound
 from engine.service import RunNotResumable
 
-__all__ = ["ApiError", "body_message", "describe", "error_body", "field_path", "install_error_handlers",
-           "logger", "parse_body", "validation_message"]
+__all__ = ["OPENAI_PATHS", "ApiError", "body_message", "describe", "error_body", "field_path",
+           "install_error_handlers", "is_openai_path", "logger", "openai_error", "parse_body", "shaped_error",
+           "validation_message"]
 
 logger = logging.getLogger("flowloom.api")
 
@@ -111,6 +116,60 @@ def describe(exc: BaseException) -> tuple[int, dict[str, Any], dict[str, str]]:
         return 503, error_body("store_error", "the run store is not available; see the server log"), {}
     logger.error("internal error: %s: %s", type(exc).__name__, exc, exc_info=exc)
     return 500, error_body("internal_error", "internal error; the server log has the details"), {}
+
+
+#: the OpenAI-compatible paths: every error of theirs is in OpenAI's shape (the
+#: ``openai`` SDK and the tools built on it read ``error.code`` and ``error.param``)
+OPENAI_PATHS = frozenset({"/v1/chat/completions", "/v1/models"})
+_OPENAI_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
+                 404: "invalid_request_error", 405: "invalid_request_error", 409: "invalid_request_error",
+                 413: "invalid_request_error", 422: "invalid_request_error", 429: "rate_limit_error"}
+_OPENAI_CODES = {"unauthorized": "invalid_api_key", "not_found": "model_not_found"}
+
+
+def is_openai_path(path: str) -> bool:
+    """True for a path whose errors are OpenAI-shaped (:data:`OPENAI_PATHS`)."""
+    return (path.rstrip("/") or "/") in OPENAI_PATHS
+
+
+def openai_error(status: int, body: dict[str, Any], headers: dict[str, str]
+                 ) -> tuple[int, dict[str, Any], dict[str, str]]:
+    """``(status, body, headers)`` of an error (:func:`describe`) in OpenAI's shape:
+    ``{"error": {message, type, code, param, problems?}}``. ``code`` is Flowloom's
+    ``type`` (``model_not_found``, ``payload_too_large``...), ``param`` the field of the
+    first validation problem. Adds ``x-should-retry: false``: the SDK would otherwise
+    retry 409 and 5xx, running a turn again."""
+    error = body.get("error", {})
+    code = error.get("code") or _OPENAI_CODES.get(error.get("type", ""), error.get("type"))
+    detail: dict[str, Any] = {"message": error.get("message", "error"),
+                              "type": _OPENAI_TYPES.get(status, "server_error" if status >= 500 else "api_error"),
+                              "code": code, "param": _param(error.get("problems"))}
+    if error.get("problems") is not None:
+        detail["problems"] = error["problems"]
+    return status, {"error": detail}, {**headers, "x-should-retry": "false"}
+
+
+def _param(problems: Any) -> str | None:
+    """OpenAI's ``param``: the request field of the first validation problem (``messages``)."""
+    if isinstance(problems, list) and problems and isinstance(problems[0], dict) and problems[0].get("loc"):
+        path = field_path(problems[0]["loc"])
+        return path if path and path != "body" else None  # the body as a whole is no parameter
+    return None
+
+
+def shaped_error(path: str, status: int, body: dict[str, Any], headers: dict[str, str] | None = None
+                 ) -> tuple[int, dict[str, Any], dict[str, str]]:
+    """The error as the endpoint at ``path`` answers it: OpenAI's shape on
+    :data:`OPENAI_PATHS`, the API's own elsewhere."""
+    if is_openai_path(path):
+        return openai_error(status, body, dict(headers or {}))
+    return status, body, dict(headers or {})
+
+
+def _respond(request: Request, status: int, body: dict[str, Any], headers: dict[str, str] | None = None
+             ) -> JSONResponse:
+    status, body, headers = shaped_error(request.url.path, status, body, headers)
+    return JSONResponse(body, status_code=status, headers=headers or None)
 
 
 def _compile_message(errors: list[Any]) -> str:
@@ -215,7 +274,7 @@ def install_error_handlers(app: FastAPI) -> None:
     async def on_validation(request: Request, exc: RequestValidationError) -> JSONResponse:
         problems = _validation_problems(exc)
         message = body_message(problems, request.headers.get("content-type", ""))
-        return JSONResponse(error_body("invalid_request", message, problems), status_code=422)
+        return _respond(request, 422, error_body("invalid_request", message, problems))
 
     async def on_http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         if exc.status_code == 400:
@@ -225,14 +284,12 @@ def install_error_handlers(app: FastAPI) -> None:
             content_type = request.headers.get("content-type", "")
             message = ("the request body is not UTF-8 JSON (send the text encoded as UTF-8)" if _is_json(content_type)
                        else f"the request body cannot be read: {exc.detail}")
-            return JSONResponse(error_body("invalid_request", message), status_code=422)
+            return _respond(request, 422, error_body("invalid_request", message))
         kind = _STATUS_TYPES.get(exc.status_code, "http_error")
-        return JSONResponse(error_body(kind, str(exc.detail)), status_code=exc.status_code,
-                            headers=getattr(exc, "headers", None))
+        return _respond(request, exc.status_code, error_body(kind, str(exc.detail)), getattr(exc, "headers", None))
 
-    async def on_error(_request: Request, exc: Exception) -> JSONResponse:
-        status, body, headers = describe(exc)
-        return JSONResponse(body, status_code=status, headers=headers or None)
+    async def on_error(request: Request, exc: Exception) -> JSONResponse:
+        return _respond(request, *describe(exc))
 
     app.add_exception_handler(RequestValidationError, on_validation)  # type: ignore[arg-type]
     app.add_exception_handler(StarletteHTTPException, on_http)  # type: ignore[arg-type]
@@ -263,7 +320,7 @@ class _CatchAll:
         try:
             await self.app(scope, receive, tracking_send)
         except Exception as exc:  # noqa: BLE001 - the last line of defence
-            status, body, headers = describe(exc)
+            status, body, headers = shaped_error(scope.get("path", ""), *describe(exc))
             if started:
                 return
             await JSONResponse(body, status_code=status, headers=headers or None)(scope, receive, send)

@@ -27,6 +27,8 @@ from engine.documents import check_document_limits
 from engine.errors import CompileError
 from engine.settings import Settings
 
+from .errors import error_body, shaped_error
+
 __all__ = ["BodyLimit", "BodyTooLarge", "check_document"]
 
 
@@ -36,11 +38,7 @@ class BodyTooLarge(HTTPException):
 
     def __init__(self, cap: int) -> None:
         super().__init__(413, f"the request body is larger than the server's limit of {cap} bytes "
-                              f"(max_request_bytes)")
-
-
-def _too_large_body(cap: int) -> bytes:
-    return json.dumps({"error": {"type": "payload_too_large", "message": BodyTooLarge(cap).detail}}).encode()
+                              f"(FLOWLOOM_MAX_REQUEST_BYTES)")
 
 
 class BodyLimit:
@@ -56,7 +54,7 @@ class BodyLimit:
             return
         declared = _content_length(scope)
         if declared is not None and declared > self.max_bytes:
-            await self._refuse(send)
+            await self._refuse(scope, send)
             return
         seen = 0
         started = False
@@ -79,13 +77,17 @@ class BodyLimit:
             await self.app(scope, counting_receive, tracking_send)
         except BodyTooLarge:
             if not started:  # raised where no handler of the app could answer it
-                await self._refuse(send)
+                await self._refuse(scope, send)
 
-    async def _refuse(self, send: Send) -> None:
-        body = _too_large_body(self.max_bytes)
-        await send({"type": "http.response.start", "status": 413,
-                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-                                (b"connection", b"close")]})
+    async def _refuse(self, scope: Scope, send: Send) -> None:
+        """413 in the error shape of the path's endpoint (OpenAI's on the OpenAI-compatible
+        paths), as the app's own handlers would answer it."""
+        status, error, extra = shaped_error(scope.get("path", ""), 413,
+                                            error_body("payload_too_large", BodyTooLarge(self.max_bytes).detail))
+        body = json.dumps(error).encode()
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                   (b"connection", b"close"), *((k.encode(), v.encode()) for k, v in extra.items())]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body})
 
 

@@ -21,7 +21,10 @@ same ``chat_id`` answers it (the paused run continues, no new run). Usage is the
 tokens of this turn (for a continued run, those since it continued).
 
 Errors are OpenAI's shape ``{"error": {"message", "type", "code", "param"}}`` with the
-status: 401 bad key, 404 unknown app (``model_not_found``), 422 bad inputs or request,
+status (every error of these paths, a 413 of the body-size middleware too:
+:func:`api.errors.openai_error`): 400 no model named by a tenant-wide key
+(``model_required``), 401 bad key, 404 unknown app (``model_not_found``), 413 a body
+over ``FLOWLOOM_MAX_REQUEST_BYTES``, 422 bad inputs or request (``param`` the field),
 409 a ``chat_id`` used by another app, 500 a failed run (``run_failed``, with the
 run's own message, never a traceback). Errors carry ``x-should-retry: false`` (the SDK
 would otherwise retry 409 and 5xx, running the turn again). An error after the stream
@@ -50,7 +53,7 @@ from schemas.types import RunStatus
 
 from ..auth import Principal, principal
 from ..dispatch import queued_or_inline
-from ..errors import ApiError, describe, field_path, parse_body
+from ..errors import ApiError, describe, openai_error, parse_body
 from ..executor import END, Execution, RunExecutor
 from ..quotas import Quotas
 from ..sse import HEARTBEAT, EventStreamResponse, with_heartbeats
@@ -59,10 +62,6 @@ __all__ = ["router"]
 
 router = APIRouter(prefix="/v1", tags=["openai"])
 
-_OPENAI_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
-                 404: "invalid_request_error", 409: "invalid_request_error", 413: "invalid_request_error",
-                 422: "invalid_request_error", 429: "rate_limit_error"}
-_CODES = {"unauthorized": "invalid_api_key", "not_found": "model_not_found"}
 _QUESTION_KEYS = ("question", "description", "prompt", "message", "title", "text")
 
 
@@ -102,23 +101,7 @@ _OPENAI_ERRORS: dict[int | str, dict[str, Any]] = {
 def _error_payload(exc: BaseException) -> tuple[int, dict[str, Any], dict[str, str]]:
     """``(status, {"error": {message, type, code, param}}, headers)`` for ``exc``, from
     the API's own mapping (:func:`api.errors.describe`), so no traceback ever leaves."""
-    status, body, headers = describe(exc)
-    error = body.get("error", {})
-    code = error.get("code") or _CODES.get(error.get("type", ""), error.get("type"))
-    detail: dict[str, Any] = {"message": error.get("message", "error"),
-                              "type": _OPENAI_TYPES.get(status, "server_error" if status >= 500 else "api_error"),
-                              "code": code, "param": _param(error.get("problems"))}
-    if error.get("problems") is not None:
-        detail["problems"] = error["problems"]
-    return status, {"error": detail}, {**headers, "x-should-retry": "false"}
-
-
-def _param(problems: Any) -> str | None:
-    """OpenAI's ``param``: the request field of the first validation problem (``messages``)."""
-    if isinstance(problems, list) and problems and isinstance(problems[0], dict) and problems[0].get("loc"):
-        path = field_path(problems[0]["loc"])
-        return path if path and path != "body" else None  # the body as a whole is no parameter
-    return None
+    return openai_error(*describe(exc))
 
 
 def _error_response(exc: BaseException) -> JSONResponse:

@@ -52,3 +52,25 @@ async def test_a_body_that_is_not_utf8_is_said_to_be_not_utf8_json(api):
         error = refused.json()["error"]
         assert refused.status_code == 422 and "not UTF-8 JSON" in error["message"], (url, error)
         assert "error parsing the body" not in error["message"]
+
+
+async def test_every_error_of_the_openai_paths_is_openai_shaped_even_413_from_the_body_limit(api):
+    over = b"x" * (api.settings.max_request_bytes + 1)  # Content-Length declared: refused before the app runs
+    refused = await api.client.post("/v1/chat/completions", content=over,
+                                    headers={**api.auth(), "Content-Type": "application/json"})
+    assert refused.status_code == 413
+    error = refused.json()["error"]
+    assert set(error) == {"message", "type", "code", "param"}, error
+    assert (error["type"], error["code"], error["param"]) == ("invalid_request_error", "payload_too_large", None)
+    assert "FLOWLOOM_MAX_REQUEST_BYTES" in error["message"] and str(api.settings.max_request_bytes) in error["message"]
+    assert refused.headers["x-should-retry"] == "false"
+    for method, url in (("GET", "/v1/models"), ("POST", "/v1/models")):
+        answer = await api.client.request(method, url, content=over, headers=api.auth())
+        assert answer.status_code == 413 and answer.json()["error"]["code"] == "payload_too_large", answer.text
+    wrong_method = await api.client.post("/v1/models", headers=api.auth())
+    error = wrong_method.json()["error"]
+    assert wrong_method.status_code == 405 and set(error) == {"message", "type", "code", "param"}, error
+    elsewhere = await api.client.post("/v1/runs", content=over, headers={**api.auth(), "Content-Type": "application/json"})
+    error = elsewhere.json()["error"]  # the API's own shape outside the OpenAI paths
+    assert elsewhere.status_code == 413 and error["type"] == "payload_too_large" and "code" not in error
+    assert "FLOWLOOM_MAX_REQUEST_BYTES" in error["message"]

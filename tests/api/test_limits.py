@@ -94,7 +94,7 @@ async def test_a_chunked_body_over_the_cap_gets_413_in_the_openai_shape(api):
 
     refused = await http.post("/v1/chat/completions", content=chunks(), headers=api.auth())
     assert refused.status_code == 413
-    assert refused.json()["error"]["type"] == "invalid_request_error" and "max_request_bytes" in refused.text
+    assert refused.json()["error"]["type"] == "invalid_request_error" and "FLOWLOOM_MAX_REQUEST_BYTES" in refused.text
     await _still_serving(api, http)
 
 
