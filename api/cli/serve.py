@@ -146,6 +146,22 @@ def _check_port_free(host: str, port: int) -> None:
         raise typer.Exit(EXIT_INVALID) from None
 
 
+def store_label(url: str) -> str:
+    """The run store's URL as the banner shows it: the way a user writes it, without the
+    async driver the server adds (``sqlite:///...``, not ``sqlite+aiosqlite:///...``),
+    so the default store and a ``FLOWLOOM_DATABASE_URL`` read alike; password masked."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    from workers.sql import mask_url
+
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        return mask_url(url)  # names it unparsable, never echoes it
+    return mask_url(parsed.set(drivername=parsed.get_backend_name()))
+
+
 def _print_execution(redis_url: str | None) -> None:
     """Where runs execute: in this process, or (with Redis) queued for ``flowloom worker``
     processes - with a warning when that Redis does not answer now, since queued runs then
@@ -194,7 +210,6 @@ def serve(
     from api.examples import import_examples
     from api.runtime import database_url
     from api.static import dist_of
-    from workers.sql import mask_url
     from workers.sql.workflows import SqlWorkflowStore
 
     current = settings()
@@ -215,7 +230,7 @@ def serve(
     start = execute(body)
     base = f"http://{_url_host(host)}:{port}"
     err().print(Text.assemble(("Flowloom API", "bold"), f" on {base}  (OpenAPI: /openapi.json; /docs needs internet access)  "
-                              f"run store: {mask_url(database_url(current))}"))
+                              f"run store: {store_label(database_url(current))}"))
     _print_execution(current.redis_url)
     _print_start(start, base, dist_of(current), login_url, loopback)
     uvicorn.run(create_app(current, heartbeat_s=heartbeat), host=host, port=port, http="httptools",

@@ -74,3 +74,34 @@ def test_flowloom_serve_answers_over_http_with_a_key_from_the_cli(tmp_path):
     assert "API clients should use a key of their own" in err and "flowloom keys create --admin" in err
     assert key not in err and key not in _out
     assert "Traceback" not in err
+
+
+def _banner_store(env: dict[str, str]) -> str:
+    """The ``run store:`` part of the banner of ``flowloom serve`` started with ``env``."""
+    server = subprocess.Popen([sys.executable, "-m", "api.cli", "serve", "--port", str(_free_port()),
+                               "--no-login-url", "--no-examples"],
+                              cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        assert server.stderr is not None
+        for line in server.stderr:
+            if "run store:" in line:
+                return line.partition("run store:")[2].strip()
+        raise AssertionError(f"no banner (exit {server.wait()})")
+    finally:
+        server.send_signal(signal.SIGINT)
+        try:
+            server.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.communicate()
+
+
+def test_the_banner_shows_the_run_store_url_as_a_user_writes_it_default_or_set(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("FLOWLOOM_DATABASE_URL", "FLOWLOOM_REDIS_URL")}
+    home = (tmp_path / "home").absolute()
+    assert _banner_store({**env, "FLOWLOOM_HOME": str(home)}) == f"sqlite:///{home / 'flowloom.db'}"
+    given = f"sqlite:///{tmp_path.absolute() / 'chosen.db'}"
+    assert _banner_store({**env, "FLOWLOOM_HOME": str(home), "FLOWLOOM_DATABASE_URL": given}) == given
+    from api.cli.serve import store_label  # a PostgreSQL URL: no server needed to see the masking
+
+    assert store_label("postgresql+asyncpg://flow:s3cret@db:5432/flowloom") == "postgresql://flow:***@db:5432/flowloom"
