@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -66,6 +67,8 @@ from .compiler import CompiledPlan, NodePlan
 from .context import CancelToken, InterruptRequested, NodeContext, NodeResult, RunDeps
 from .errors import NodeFailed, NodeTimeout, RunCancelled, RunError, RunLimitExceeded
 from .ports import CheckpointDelta
+
+_log = logging.getLogger("flowloom.engine")
 
 __all__ = ["Scheduler", "derive_edges"]
 
@@ -285,6 +288,13 @@ class Scheduler:
                     nid = None
         except _Stop:
             pass
+        except Exception as exc:  # noqa: BLE001 - a fault of the engine or of a store, not of a node
+            # Node errors never get here (the node's strategy took them). Swallowed, it
+            # would let the run end as if nothing happened with a node run not stored;
+            # the run fails instead, naming the fault's type, and the log keeps the rest.
+            _log.exception("run %s: internal error after node %r", self.state.run_id, nid)
+            self._end(RunError(f"the run stopped on an internal error ({type(exc).__name__}) after node {nid!r}; "
+                               "the server log has the details", node_id=nid, reason="engine_error"))
 
     # ---------------------------------------------------------------- resolving
 
@@ -419,7 +429,9 @@ class Scheduler:
                     raise _Stop from None
         ready: list[str] = []
         if node_plan.members and self.scope is None:  # a loop region moved its rounds' node runs here
-            self._dirty.update(dict.fromkeys(node_plan.members))
+            # only those that ran: a round that failed early never reached the later members
+            runs = self.state.node_runs
+            self._dirty.update(dict.fromkeys(m for m in node_plan.members if m in runs))
         if error is None and result is not None:
             run.outputs = result.outputs
             run.handles = list(result.handles)
@@ -547,9 +559,15 @@ class Scheduler:
             delta = CheckpointDelta(list(self._dirty), self._history_saved)
             self._dirty = {}
             self._history_saved = len(state.history)
-            result = hook(state, delta)
-            if inspect.isawaitable(result):
-                await result
+            try:
+                result = hook(state, delta)
+                if inspect.isawaitable(result):
+                    await result
+            except BaseException:
+                # Not stored: the next checkpoint carries these node runs again.
+                self._dirty = {**dict.fromkeys(delta.node_ids), **self._dirty}
+                self._history_saved = min(self._history_saved, delta.history_from)
+                raise
 
     # ---------------------------------------------------------------- ending
 

@@ -338,6 +338,13 @@ class RunService:
             async with contextlib.aclosing(stream_workflow(plan, state, deps=deps, cancel=token)) as events:
                 async for event in events:
                     yield idle.seen(event)
+        except (LeaseLost, RunOwned):
+            raise  # another process owns the run now: nothing may be written for it here
+        except Exception as exc:
+            if await self._salvage(state, owner, exc, lambda event: self._publish(live, durable, text, event),
+                                   durable):
+                released.append(True)
+            raise
         finally:
             for task in helpers:
                 task.cancel()
@@ -348,6 +355,30 @@ class RunService:
             await self._close_turn(state, "".join(text))
             if not released:
                 await runs.release(run_id, owner.id)
+
+    async def _salvage(self, state: RunState, owner: OwnerInfo, exc: BaseException, publish: Any,
+                       durable: list[Any]) -> bool:
+        """Store a run whose execution stopped on an unexpected error (a fault of the engine
+        or of a store, not of a node) as failed, with ``engine_error``, so it never stays
+        ``running`` with nobody executing it. Only the run's row and its pending events are
+        written (the fault may lie in writing node runs); the node runs keep their last
+        checkpoint. Returns True when stored (the lease then went with it); a store that
+        fails again is left as it is for recovery, which finds the run unowned.
+        """
+        if state.status not in _ENDED:
+            state.status, state.finished_at = RunStatus.failed, time.time()
+            state.error = NodeError(type=type(exc).__name__, message=f"the run stopped on an internal error "
+                                    f"({type(exc).__name__}); the server log has the details", reason="engine_error")
+            state.seq += 1
+            publish(RunFailedEvent(seq=state.seq, run_id=state.run_id, ts=time.time(), reason="engine_error",
+                                   error=state.error.model_dump()))
+        batch, durable[:] = durable[:], []
+        try:
+            await self.stores.runs.checkpoint(state, CheckpointDelta([], len(state.history)), owner_id=owner.id,
+                                              events=batch, release=True)
+        except Exception:  # noqa: BLE001 - the original error is what the caller gets
+            return False
+        return True
 
     def _publish(self, live: _Live, durable: list[Any], text: list[str], event: Any) -> None:
         """Fan an event out: live watchers get everything; deltas are broadcast only (the

@@ -186,3 +186,60 @@ def test_answer_text_renders_options_forms_and_lists_as_a_chat_message():
     assert answer_text({"i1": "confirm"}) == "confirm"
     assert answer_text({"i1": {"name": "Ada", "tags": ["a", "b"], "note": None}}) == "name: Ada\ntags: a, b\nnote: "
     assert answer_text({"i1": "yes", "i2": 3}) == "yes\n3"
+
+
+class _FaultyStore:
+    """The real store, except that writing a checkpoint that carries node ``b`` fails
+    ``times`` times, as a fault of the engine or of the database would (not a node's error)."""
+
+    def __init__(self, store: SqlStore, times: int) -> None:
+        self._store, self.left = store, times
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    async def checkpoint(self, state: Any, delta: Any, **kwargs: Any) -> None:
+        if "b" in delta.node_ids and self.left > 0:
+            self.left -= 1
+            raise KeyError("b")
+        await self._store.checkpoint(state, delta, **kwargs)
+
+
+def _faulty_service(store: SqlStore, tmp_path: Path, times: int) -> tuple[RunService, _FaultyStore]:
+    faulty = _FaultyStore(store, times)
+    return RunService(catalog=TEST_CATALOG, stores=Stores(faulty, store, store, store),
+                      settings=Settings(home=tmp_path), models=get_registry()), faulty
+
+
+TWO = build([probe("a", value=1), probe("b", value=2)], chain_edges("start", "a", "b"))
+
+
+async def _stored_failure(store: SqlStore, run_id: str) -> tuple[Any, list[Any], list[dict[str, Any]]]:
+    summary, stored, node_runs = await store.load_detail("default", run_id)
+    assert summary.status is RunStatus.failed and summary.owner is None, "ended, and nobody holds it"
+    assert stored.error is not None and stored.error.reason == "engine_error"
+    assert "KeyError" in stored.error.message and "server log" in stored.error.message
+    events = await store.read("default", run_id)
+    assert events[-1]["type"] == "run_failed" and events[-1]["reason"] == "engine_error"
+    assert [e["seq"] for e in events] == sorted({e["seq"] for e in events}), "no seq twice"
+    return stored, node_runs, events
+
+
+async def test_a_checkpoint_that_fails_after_a_node_fails_the_run_and_keeps_the_node_run(store, tmp_path):
+    service, faulty = _faulty_service(store, tmp_path, times=1)
+    state = await service.prepare(TWO, {})
+    events = await drain(service.execute("default", state.run_id))
+    assert faulty.left == 0 and events[-1].type == "run_failed"
+    _stored, node_runs, _events = await _stored_failure(store, state.run_id)
+    # b's node run, not stored by the checkpoint that failed, went with the next one
+    assert {r.node_id: r.status.value for r in node_runs} == {"start": "succeeded", "a": "succeeded",
+                                                               "b": "succeeded"}
+
+
+async def test_a_run_whose_last_checkpoint_keeps_failing_is_stored_failed_not_left_running(store, tmp_path):
+    service, _faulty = _faulty_service(store, tmp_path, times=10)
+    state = await service.prepare(TWO, {})
+    with pytest.raises(KeyError):
+        await drain(service.execute("default", state.run_id))
+    _stored, node_runs, _events = await _stored_failure(store, state.run_id)
+    assert [r.node_id for r in node_runs if r.status.value == "succeeded"] == ["start", "a"], "kept as checkpointed"

@@ -38,3 +38,17 @@ def test_poll_job_stops_at_the_entry_limit_with_a_reason():
     events = [json.loads(line) for line in proc.stdout.splitlines()]
     assert events[-1]["type"] == "run_failed" and events[-1]["reason"] == "max_iterations"
     assert "reached its limit of 20 rounds" in events[-1]["error"]["message"]
+
+
+def test_a_poll_that_fails_in_its_first_round_fails_the_run_naming_the_node(tmp_path):
+    # The loop's later members never ran: the run is stored failed, not an internal error.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLOWLOOM_")}
+    env["FLOWLOOM_HOME"] = str(tmp_path / "home")
+    proc = subprocess.run([FLOWLOOM, "run", str(ROOT / "examples" / "poll_job.json"), "--json",
+                           "--input", "base_url=http://127.0.0.1:9"], capture_output=True, text=True, timeout=60,
+                          env=env, cwd=ROOT)
+    assert "internal error" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    events = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert events[-1]["type"] == "run_failed" and events[-1]["error"]["node_id"] == "poll"
+    shown = subprocess.run([FLOWLOOM, "runs", "--json"], capture_output=True, text=True, timeout=60, env=env, cwd=ROOT)
+    assert json.loads(shown.stdout)[0]["status"] == "failed", shown.stdout
