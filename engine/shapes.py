@@ -1,6 +1,7 @@
 """What each node of a workflow document offers downstream, for editors: its output
-handles and its outputs with their types (:func:`node_shapes`); and what it needs from
-the deployment it would run on (:func:`deployment_problems`).
+handles and its outputs with their types (:func:`node_shapes`); what it needs from
+the deployment it would run on (:func:`deployment_problems`); and which system variables
+it reads (:func:`system_reads`), so a run form asks for a message only when one is read.
 
 An editor needs these while the document is still being written, so nothing here
 requires the whole document to compile: every node whose own fields are valid gets its
@@ -14,17 +15,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+import jinja2
 from pydantic import ValidationError
 
-from schemas.workflow import Workflow
-
 from schemas.nodes import NodeConfig
+from schemas.nodes_llm import ChatConfig
+from schemas.types import SYS_VARIABLES
+from schemas.values import walk_refs
+from schemas.workflow import Workflow
 
 from .catalog import NodeCatalog
 from .errors import Problem
+from .references import template_names, template_selectors
 from .settings import SECRET_ENV_PREFIX, Settings
 
-__all__ = ["NodeShape", "deployment_problems", "node_shapes", "valid_nodes", "workflow_writes"]
+__all__ = ["NodeShape", "deployment_problems", "node_shapes", "system_reads", "valid_nodes", "workflow_writes"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,3 +136,61 @@ def workflow_writes(doc: Mapping[str, Any], *, catalog: NodeCatalog) -> str | No
         if reason is not None:
             return f"node {node.id!r} {reason}"
     return None
+
+
+def system_reads(doc: Mapping[str, Any], *, catalog: NodeCatalog, nodes: list[Any] | None = None) -> list[str]:
+    """The ``sys`` names (``query``, ``history``, ``chat_id``...) the valid nodes of ``doc``
+    read, sorted: in ``{"ref": "sys.NAME"}`` values and in templates (``{{ sys.NAME }}``,
+    ``{{ sys["NAME"] }}``), config defaults included - a chat, classifier, extractor or
+    agent node left at its default reads ``sys.query``. References are found the way the
+    compiler finds them (``walk_refs`` over the config, ``template_selectors`` over its
+    templates); nodes that do not validate are skipped, like :func:`node_shapes` does, and
+    a template that does not parse adds nothing (the compiler reports it).
+
+    A run form uses this to ask for the user's message only when ``query`` is read.
+    Rules beyond plain references, with why:
+
+    - ``history``: a model node's ``history_source`` (``sys.history`` by default) counts
+      only when its ``history`` puts at least one past turn in the prompt; with 0 the
+      conversation is never shown to the model, so the node does not depend on it.
+    - A chat node's ``user_prompt`` may say ``{{ question }}``, which is ``sys.query``
+      there (the chat node binds it so), so it counts as reading ``query``.
+    - ``{{ sys }}`` read whole names no variable and adds nothing; a name that is not a
+      system variable (``sys.querry``) is left out too - the compiler reports it
+      (``unknown_sys``) and no run can read it.
+
+    A workflow that reads ``query`` or ``history`` is a chat flow: its answer depends on
+    the conversation (the user's message, or the earlier turns only a chat has), so a
+    client's chat preview is where it is meant to run.
+
+    Raises nothing for bad input.
+    """
+    names: set[str] = set()
+    for node in valid_nodes(doc, catalog) if nodes is None else nodes:
+        config: NodeConfig = node.config
+        for found in walk_refs(config, "config"):
+            sel = found.ref.selector
+            if sel.scope != "sys" or not sel.field:
+                continue
+            if found.path == "config.history_source" and getattr(config, "history", 1) <= 0:
+                continue
+            names.add(sel.field)
+        names.update(_template_sys_reads(config))
+    return sorted(names & SYS_VARIABLES.keys())
+
+
+def _template_sys_reads(config: NodeConfig) -> set[str]:
+    """The ``sys`` names the templates of ``config`` read (see :func:`system_reads`)."""
+    names: set[str] = set()
+    local_names = config.template_locals()
+    for field_path, source in config.templates():
+        try:
+            selectors = list(template_selectors(source))
+            if isinstance(config, ChatConfig) and field_path == "user_prompt" and "question" in template_names(source):
+                names.add("query")
+        except jinja2.TemplateSyntaxError:
+            continue
+        if "sys" in local_names:
+            continue  # a name the node binds itself shadows the scope, as the compiler reads it
+        names.update(field for head, field in selectors if head == "sys" and field)
+    return names

@@ -29,7 +29,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response
 
 from engine.compiler import check_workflow
-from engine.shapes import deployment_problems, node_shapes, valid_nodes
+from engine.shapes import deployment_problems, node_shapes, system_reads, valid_nodes
 from engine.ports import WorkflowNotFound, WorkflowRepo
 from schemas.api import (ErrorBody, NodeShapeOut, RunAccepted, RunDetail, WorkflowCreated, WorkflowDetail, WorkflowImport,
                          WorkflowImported, WorkflowInputOut, WorkflowList, WorkflowOut, WorkflowProblems,
@@ -132,13 +132,14 @@ def _valid(problems: list[dict[str, Any]]) -> bool:
 
 
 def _validate(service: Any, doc: dict[str, Any]) -> WorkflowProblems:
-    """The validate answer for ``doc``: its problems, declared inputs and node shapes (its
-    nodes validated once for both)."""
+    """The validate answer for ``doc``: its problems, declared inputs, node shapes and the
+    ``sys`` variables it reads (its nodes validated once for all of them)."""
     nodes = valid_nodes(doc, service.catalog)
     problems = _problems(service, doc, nodes)
     shapes = node_shapes(doc, catalog=service.catalog, nodes=nodes)
     return WorkflowProblems(valid=_valid(problems), problems=problems, inputs=WorkflowInputOut.of_document(doc),
-                            nodes={nid: NodeShapeOut(handles=s.handles, outputs=s.outputs) for nid, s in shapes.items()})
+                            nodes={nid: NodeShapeOut(handles=s.handles, outputs=s.outputs) for nid, s in shapes.items()},
+                            system_reads=system_reads(doc, catalog=service.catalog, nodes=nodes))
 
 
 # ---------------------------------------------------------------------- drafts

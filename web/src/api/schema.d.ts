@@ -1634,7 +1634,9 @@ export interface components {
          *     ``flowloom validate --json`` prints them; ``valid`` when none is an error; ``inputs``:
          *     the declared inputs, for a run form; ``nodes``: node id -> its handles and outputs,
          *     for every node whose own fields are valid (an editor offers edges and references
-         *     from these even while other parts of the document are wrong).
+         *     from these even while other parts of the document are wrong); ``system_reads``: the
+         *     ``sys`` names those nodes read (a run form asks for a message only when ``query`` is
+         *     one).
          */
         WorkflowProblems: {
             /** Inputs */
@@ -1647,6 +1649,11 @@ export interface components {
             problems: {
                 [key: string]: unknown;
             }[];
+            /**
+             * System Reads
+             * @description the sys variables the valid nodes read, sorted (query, history, chat_id...), config defaults included: a client shows a message box only for workflows that read sys.query, and treats one that reads query or history as a chat flow
+             */
+            system_reads?: string[];
             /** Valid */
             valid: boolean;
         };
