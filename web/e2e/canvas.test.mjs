@@ -120,6 +120,10 @@ scenario('build a classify flow by drag and connect, fix its validation error, r
     [`${classify}:billing>${billing}`, `${classify}:other>${other}`, `start:out>${classify}`].sort());
 
   await openRunPanel(page);
+  // the classifier reads the message (its question defaults to sys.query): a chat flow,
+  // so the panel opens on the chat preview; this run is a one-off from the Run tab
+  await byTestId(page, 'chat-input').waitFor();
+  await byTestId(page, 'run-tab-run').click();
   await fill(page, 'run-message', 'I want a refund for my last bill');
   await byTestId(page, 'run-start').click();
   await waitRunStatus(page, 'succeeded');
@@ -330,6 +334,11 @@ scenario('undo and redo', async (page) => {
   await page.keyboard.press('Control+y');
   await byTestId(page, `node-${added}`).waitFor();
   await waitDraft('e2e_undo', (d) => d.nodes.length === 2);
+  // start -> answer reads no message: once validated, the run panel asks for none and
+  // opens on the Run tab
+  await openRunPanel(page);
+  await byTestId(page, 'run-message').waitFor({ state: 'detached' });
+  assert.equal(await byTestId(page, 'run-tab-run').getAttribute('aria-selected'), 'true');
 });
 
 scenario('the config panel follows the UI language', async (page) => {

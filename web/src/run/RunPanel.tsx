@@ -8,6 +8,10 @@
  * What the editor gives it: `workflowId`, `getDocument()` (the current draft document),
  * `canRun` (false while the checklist has errors) and `onClose`. The draft is saved
  * before every run, since the server runs the saved draft.
+ *
+ * The Run tab's message field (sys.query) shows only for workflows the server says read
+ * `sys.query`, and chat flows open on the Chat tab (`runMode`, from the editor's last
+ * validate answer); until that answer arrives the field shows.
  */
 import { useCallback, useEffect, useState } from 'react';
 import { useT } from '../i18n';
@@ -18,6 +22,7 @@ import { useRunStatus } from '../store/runStatus';
 import { InputsForm, inputValues, useDeclaredInputs, type InputDraft } from './Inputs';
 import { InterruptCard } from './Interrupt';
 import { ChatPreview } from './Chat';
+import { runMode } from './runMode';
 import { showStatuses, useRunPanel, statusLabel } from './store';
 import { Trace } from './Trace';
 import './run.css';
@@ -30,13 +35,6 @@ export interface RunPanelProps {
 }
 
 type Tab = 'run' | 'chat' | 'history';
-
-/** A chat flow reads the user's message (`sys.query` or an input named `query`). */
-function isChatFlow(doc: WorkflowDoc): boolean {
-  const text = JSON.stringify(doc.nodes ?? []);
-  return /sys\.query|sys\.history|"history":\s*(true|\{)/.test(text)
-    || (doc.inputs ?? []).some((i) => (i as { name?: string }).name === 'query');
-}
 
 function History() {
   const t = useT();
@@ -76,7 +74,18 @@ export function RunPanel(props: RunPanelProps) {
   const [draft, setDraft] = useState<InputDraft>({});
   const [formError, setFormError] = useState<string | null>(null);
   const [message, setMessage] = useState('');
-  const [tab, setTab] = useState<Tab>(() => (isChatFlow(getDocument()) ? 'chat' : 'run'));
+  // what the canvas's document reads, as the last validate answer says (null: none yet),
+  // and its declared inputs (the canvas's, so both describe the same document)
+  const systemReads = useEditor((st) => st.systemReads);
+  const declared = useEditor((st) => st.meta.inputs);
+  const mode = runMode(systemReads, (declared ?? []).map((i) => (i as { name?: string }).name ?? ''));
+  // The tab shown: the person's choice, else the default - set once the first validate
+  // answer is in, so later edits of the document do not move the panel under them.
+  const [picked, setTab] = useState<Tab | null>(null);
+  const tab: Tab = picked ?? (mode.chatFlow ? 'chat' : 'run');
+  useEffect(() => {
+    if (picked === null && systemReads !== null) setTab(mode.chatFlow ? 'chat' : 'run');
+  }, [picked, systemReads, mode.chatFlow]);
   const s = useRunPanel();
 
   useEffect(() => {
@@ -102,7 +111,8 @@ export function RunPanel(props: RunPanelProps) {
     const v = values();
     if (v === null) return;
     await saveNow();
-    await s.start(v, message.trim() || undefined);
+    // a message typed while the field showed is not sent once the workflow no longer reads it
+    await s.start(v, mode.showMessage ? message.trim() || undefined : undefined);
   };
   const running = s.busy && (s.live.status === 'running' || s.live.status === 'starting');
   const trace = s.trace;
@@ -136,10 +146,12 @@ export function RunPanel(props: RunPanelProps) {
               <InputsForm inputs={inputs} draft={draft} onChange={setDraft} skip={tab === 'chat' ? ['query'] : []} />
               {tab === 'chat' ? <ChatPreview inputs={values} /> : (
                 <>
-                  <label className="field run-message" title={t('run.messageHint')}>
-                    <span>{t('run.message')} <span className="muted">sys.query</span></span>
-                    <input data-testid="run-message" value={message} onChange={(e) => setMessage(e.target.value)} />
-                  </label>
+                  {mode.showMessage && (
+                    <label className="field run-message" title={t('run.messageHint')}>
+                      <span>{t('run.message')} <span className="muted">sys.query</span></span>
+                      <input data-testid="run-message" value={message} onChange={(e) => setMessage(e.target.value)} />
+                    </label>
+                  )}
                   {s.live.reasoning && (
                     <details className="reasoning" data-testid="run-reasoning"><summary>{t('run.reasoning')}</summary>
                       <div>{s.live.reasoning}</div></details>

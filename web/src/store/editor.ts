@@ -48,6 +48,10 @@ export interface EditorState {
   validating: boolean;
   validateError: string | null;
   shapes: Shapes;
+  /** The `sys` names the document reads, from the last validate answer (`system_reads`);
+   * null until one arrives for the loaded workflow, so the run panel hides nothing on a
+   * guess. */
+  systemReads: string[] | null;
   /** Node id -> deleted node ids it still reads. */
   flagged: Record<string, string[]>;
   /** Pane the side panel shows. */
@@ -192,6 +196,7 @@ export const useEditor = create<EditorState>()(temporal((set, get) => ({
   validating: false,
   validateError: null,
   shapes: emptyShapes,
+  systemReads: null,
   flagged: {},
   panel: 'config',
   runPanelOpen: false,
@@ -211,7 +216,7 @@ export const useEditor = create<EditorState>()(temporal((set, get) => ({
       // The canvas's own form of the document (key order, explicit defaults): opening a
       // workflow must not count as a change to save.
       savedJson: JSON.stringify(flowToDoc(meta, [...placed, ...notes], edges)), saveStatus: draftVersion === null ? 'dirty' : 'saved', saveError: null,
-      conflictVersion: null, problems: [], problemIndex: {}, quickAdd: null, validating: true, validateError: null, shapes: emptyShapes, flagged: {},
+      conflictVersion: null, problems: [], problemIndex: {}, quickAdd: null, validating: true, validateError: null, shapes: emptyShapes, systemReads: null, flagged: {},
       panel: 'config', message: null,
     });
     useEditor.temporal.getState().clear();

@@ -4,8 +4,8 @@
  *
  * - Validation: POST /v1/workflows/validate with the document: its problems feed the
  *   node badges and the checklist, its node shapes the handles, outputs and the
- *   variable picker. A newer change aborts the older request, so an old answer never
- *   overwrites a newer one.
+ *   variable picker, its `system_reads` the run panel (message field, chat tab). A newer
+ *   change aborts the older request, so an old answer never overwrites a newer one.
  * - Autosave: PUT the draft with the draft version it was loaded or last saved as. A
  *   409 means another tab saved a newer draft: the editor shows the conflict dialog and
  *   saves nothing until the person chooses; nothing is ever overwritten silently.
@@ -38,7 +38,7 @@ export async function validateNow(): Promise<void> {
     useEditor.getState().applyShapes(shapesOf(answer));
     const problems = answer.problems as unknown as Problem[];
     useEditor.setState({ problems, problemIndex: problemIndex(problems), validating: false,
-      validateError: null, flagged: stillFlagged(useEditor.getState()) });
+      validateError: null, systemReads: answer.system_reads ?? [], flagged: stillFlagged(useEditor.getState()) });
   } catch (e) {
     if ((e as Error).name === 'AbortError') return;
     useEditor.setState({ validating: false, validateError: (e as Error).message });
