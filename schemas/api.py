@@ -17,7 +17,12 @@ from .records import ApiKey, Chat, ChatMessage, MessagePart, MessageStatus, RunS
 from .run import NodeError, NodeRun, RunState, Usage
 from .types import NodeRunStatus, RunStatus
 
+#: the largest version or event number a request may name: the stores keep them in 32-bit
+#: integer columns, so a larger number could name nothing and is refused as invalid (422)
+MAX_NUMBER = 2**31 - 1
+
 __all__ = [
+    "MAX_NUMBER",
     "ChatDetail",
     "ChatList",
     "ChatOut",
@@ -412,7 +417,7 @@ class WorkflowUpdate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     workflow: dict[str, Any] = Field(description="the draft document (its id must be the workflow's)")
-    draft_version: int = Field(ge=1)
+    draft_version: int = Field(ge=1, le=MAX_NUMBER)
 
 
 class WorkflowInputOut(BaseModel):
@@ -486,7 +491,7 @@ class WorkflowRollback(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    version: int = Field(ge=1)
+    version: int = Field(ge=1, le=MAX_NUMBER)
     note: str | None = Field(default=None, max_length=2000)
 
 

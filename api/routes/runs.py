@@ -32,7 +32,7 @@ from fastapi.responses import JSONResponse, Response
 from engine.ports import RunNotFound, WorkflowNotFound
 from engine.rerun import RerunRefused
 from engine.service import RunNotResumable, RunService, bind_single_answer
-from schemas.api import (ErrorBody, RerunRequest, ResumeRequest, RunAccepted, RunCreate, RunDetail, RunList, RunOut,
+from schemas.api import (MAX_NUMBER, ErrorBody, RerunRequest, ResumeRequest, RunAccepted, RunCreate, RunDetail, RunList, RunOut,
                          WorkflowRunCreate)
 from schemas.records import RunSummary
 from schemas.types import RunStatus
@@ -328,8 +328,8 @@ def _resume_point(last_event_id: str | None, after: int | None) -> int:
             value = int(last_event_id.strip())
         except ValueError:
             raise ApiError(422, "invalid_request", "Last-Event-ID must be an event id (an integer)") from None
-        if value < 0:
-            raise ApiError(422, "invalid_request", "Last-Event-ID must not be negative")
+        if not 0 <= value <= MAX_NUMBER:
+            raise ApiError(422, "invalid_request", f"Last-Event-ID must be an event id from 0 to {MAX_NUMBER}")
         return value
     return after or 0
 
@@ -340,7 +340,7 @@ def _resume_point(last_event_id: str | None, after: int | None) -> int:
             responses={200: _SSE, **NOT_FOUND, 422: {"model": ErrorBody}},
             summary="The run's events (SSE)")
 async def run_events(run_id: str, caller: Caller, service: Service, request: Request,
-                     after: Annotated[int | None, Query(ge=0, description="continue after this event id")] = None,
+                     after: Annotated[int | None, Query(ge=0, le=MAX_NUMBER, description="continue after this event id")] = None,
                      last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None) -> Response:
     """Stored events after the resume point, then live ones until the run ends or
     pauses, then ``done`` with its status. Ids are the events' ``seq``: a client that

@@ -31,8 +31,8 @@ from fastapi.responses import JSONResponse, Response
 from engine.compiler import check_workflow
 from engine.shapes import deployment_problems, node_shapes, system_reads, valid_nodes
 from engine.ports import WorkflowNotFound, WorkflowRepo
-from schemas.api import (ErrorBody, NodeShapeOut, RunAccepted, RunDetail, WorkflowCreated, WorkflowDetail, WorkflowImport,
-                         WorkflowImported, WorkflowInputOut, WorkflowList, WorkflowOut, WorkflowProblems,
+from schemas.api import (MAX_NUMBER, ErrorBody, NodeShapeOut, RunAccepted, RunDetail, WorkflowCreated, WorkflowDetail,
+                         WorkflowImport, WorkflowImported, WorkflowInputOut, WorkflowList, WorkflowOut, WorkflowProblems,
                          WorkflowPublish, WorkflowRollback, WorkflowRunCreate, WorkflowUpdate, WorkflowVersionList,
                          WorkflowVersionOut)
 from schemas.records import WorkflowRecord
@@ -259,7 +259,7 @@ async def rollback_workflow(workflow_id: str, body: WorkflowRollback, caller: Ca
 @router.get("/{workflow_id}/export", summary="The draft or a version as a workflow file",
             responses={200: {"content": {"application/json": {"schema": {"type": "object"}}}}})
 async def export_workflow(workflow_id: str, caller: Caller, repo: Repo,
-                          version: Annotated[int | None, Query(ge=1)] = None) -> JSONResponse:
+                          version: Annotated[int | None, Query(ge=1, le=MAX_NUMBER)] = None) -> JSONResponse:
     """The document (importable again as it is), as an attachment ``<id>.json``."""
     _readable(caller, workflow_id)
     if version is None:

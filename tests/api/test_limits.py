@@ -146,3 +146,22 @@ async def test_a_workflow_over_the_document_size_cap_is_422_though_the_body_fits
     checked = (await http.post("/v1/workflows/validate", json=doc, headers=api.auth())).json()
     assert checked["valid"] is False and [p["code"] for p in checked["problems"]] == ["document_too_large"]
     await _still_serving(api, http)
+
+
+async def test_numbers_beyond_what_the_store_keeps_are_422_not_a_server_error(api):
+    # Versions and event ids live in 32-bit integer columns; 2**40 must never reach them.
+    http = await api.http()
+    assert (await http.post("/v1/workflows", json=_chain(3), headers=api.auth())).status_code == 201
+    huge = 2**40
+    answers = [await http.get(f"/v1/workflows/big/export?version={huge}", headers=api.auth()),
+               await http.post("/v1/workflows/big/rollback", json={"version": huge}, headers=api.auth()),
+               await http.put("/v1/workflows/big", json={"workflow": _chain(3), "draft_version": huge},
+                              headers=api.auth())]
+    ran = await http.post("/v1/runs", json={"workflow": hello_workflow(), "inputs": {"name": "Ada"}},
+                          headers=api.auth())
+    run_id = ran.json()["run_id"]
+    answers.append(await http.get(f"/v1/runs/{run_id}/events?after={huge}", headers=api.auth()))
+    answers.append(await http.get(f"/v1/runs/{run_id}/events", headers={**api.auth(), "Last-Event-ID": str(huge)}))
+    assert [a.status_code for a in answers] == [422] * 5, [a.text[:200] for a in answers]
+    at_most = await http.get(f"/v1/runs/{run_id}/events?after={2**31 - 1}", headers=api.auth())
+    assert at_most.status_code == 200  # the largest number is still an answer: no event after it

@@ -48,10 +48,10 @@ async def test_the_chat_completions_errors_the_readme_lists_are_those_it_answers
 
 async def test_validate_answers_the_readme_shape_whose_problems_are_what_the_cli_prints(api, tmp_path):
     row = _row("POST /v1/workflows/validate")
-    assert "`{valid, problems, inputs, nodes}`" in row and "`problems`: the list `flowloom validate --json` prints" in row
+    assert "`{valid, problems, inputs, nodes, system_reads}`" in row and "`problems`: the list `flowloom validate --json` prints" in row
     assert "as `flowloom validate --json` prints them" not in row
     answer = (await api.client.post("/v1/workflows/validate", json=BROKEN, headers=api.auth())).json()
-    assert set(answer) == {"valid", "problems", "inputs", "nodes"}
+    assert set(answer) == {"valid", "problems", "inputs", "nodes", "system_reads"}
     path = tmp_path / "broken.json"
     path.write_text(json.dumps(BROKEN), encoding="utf-8")
     env = {**os.environ, "FLOWLOOM_HOME": str(tmp_path / "home")}
