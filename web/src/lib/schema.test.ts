@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { alternatives, initialObject, isRefSchema, nullable, resolve, type JSONSchema } from './schema';
+import { alternatives, initialObject, isRefSchema, nullable, resolve, startingModel, type JSONSchema } from './schema';
 
 const root: JSONSchema = {
   $defs: {
@@ -43,5 +43,18 @@ describe('JSON Schema helpers', () => {
     expect(alts.some((a) => isRefSchema(a, root))).toBe(true);
     expect(nullable(root.properties!.temperature, root)).toBe(true);
     expect(nullable(root.properties!.model, root)).toBe(false);
+  });
+});
+
+describe('startingModel', () => {
+  it('test_prefers_default_then_first_registry_name', () => {
+    expect(startingModel(['gpt', 'default', 'z'])).toBe('default');
+    expect(startingModel(['gpt', 'z'])).toBe('gpt');
+    expect(startingModel([])).toBe('');
+  });
+
+  it('test_keeps_the_workflows_model_only_when_registered', () => {
+    expect(startingModel(['a', 'b'], ['', 'b'])).toBe('b');
+    expect(startingModel(['a', 'b'], ['model 1'])).toBe('a');
   });
 });

@@ -113,6 +113,19 @@ export function initialObject(schema: JSONSchema, root: JSONSchema, index = 0, o
   return out;
 }
 
+/**
+ * The model a new node's `model` field starts on: the one the workflow already uses when
+ * the registry has it (one workflow usually runs on one model), else the registry's
+ * `default`, else its first name; '' when the registry is empty (an honest "unset",
+ * which validation flags, rather than a made-up name that looks chosen).
+ */
+export function startingModel(registry: string[], used: string[] = []): string {
+  const known = used.find((m) => m && (registry.length === 0 || registry.includes(m)));
+  if (known) return known;
+  if (registry.includes('default')) return 'default';
+  return registry[0] ?? '';
+}
+
 /** A readable label for a field: its title, else its name with spaces. */
 export function fieldLabel(name: string, schema: JSONSchema): string {
   return schema.title ?? name.replace(/_+/g, ' ').replace(/^\w/, (c) => c.toUpperCase());

@@ -45,6 +45,14 @@ afterEach(() => {
 });
 
 describe('editor store', () => {
+  it('test_new_model_node_starts_on_a_registry_model', () => {
+    const chat = kind('chat', { config_schema: { properties: { model: { type: 'string', minLength: 1 } },
+      required: ['model'] } });
+    useCatalog.getState().setKinds([...useCatalog.getState().kinds, chat], { models: ['fast', 'default'] });
+    const id = useEditor.getState().addNode('chat', { x: 0, y: 300 })!;
+    expect(node(id).data.node.config?.model).toBe('default');
+  });
+
   it('test_typing_bursts_are_one_undo_step', () => {
     vi.useFakeTimers();
     vi.setSystemTime(10_000);

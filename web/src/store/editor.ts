@@ -16,7 +16,7 @@ import type { NodeKind, Problem } from '../api/types';
 import { checkConnection, handleKind, NEW_TOOL_HANDLE, type Connection, type Refusal } from '../lib/connect';
 import { layoutGraph } from '../lib/layout';
 import { nodeReads, renameNodeInConfig, renameOutputInConfig } from '../lib/refs';
-import { initialObject, type JSONSchema } from '../lib/schema';
+import { initialObject, startingModel, type JSONSchema } from '../lib/schema';
 import {
   docToFlow, flowToDoc, freshId, isFlowNode, makeNode, NODE_HEIGHT, NODE_WIDTH, NOTE_PREFIX, parentsFirst,
   type CanvasNode, type FlowEdge, type FlowNode, type NoteNode, type WorkflowMeta,
@@ -288,9 +288,12 @@ export const useEditor = create<EditorState>()(temporal((set, get) => ({
     const { nodes, edges } = get();
     const id = freshId(kind, takenIds(nodes));
     const config = initialObject(spec.config_schema as JSONSchema, spec.config_schema as JSONSchema);
-    // A new LLM node starts on the model the workflow already uses, if any.
-    const used = flowNodes(nodes).map((n) => n.data.node.config?.model).find((m) => typeof m === 'string' && m);
-    if (typeof config.model === 'string' && used) config.model = used;
+    // A model field's schema only says "a non-empty string": its first value comes from
+    // the registry (or the model the workflow already uses), never from the schema.
+    if (typeof config.model === 'string') {
+      const used = flowNodes(nodes).map((n) => n.data.node.config?.model).filter((m): m is string => typeof m === 'string');
+      config.model = startingModel(useCatalog.getState().models, used);
+    }
     const seq = flowNodes(nodes).reduce((m, n) => Math.max(m, n.data.seq + 1), 0);
     const node: FlowNode = { id, type: 'flow', position, data: { node: makeNode(id, kind, config), seq },
       selected: true };
