@@ -294,7 +294,7 @@ class Scheduler:
             # the run fails instead, naming the fault's type, and the log keeps the rest.
             _log.exception("run %s: internal error after node %r", self.state.run_id, nid)
             self._end(RunError(f"the run stopped on an internal error ({type(exc).__name__}) after node {nid!r}; "
-                               "the server log has the details", node_id=nid, reason="engine_error"))
+                               "the log has the details", node_id=nid, reason="engine_error"))
 
     # ---------------------------------------------------------------- resolving
 

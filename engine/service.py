@@ -368,7 +368,7 @@ class RunService:
         if state.status not in _ENDED:
             state.status, state.finished_at = RunStatus.failed, time.time()
             state.error = NodeError(type=type(exc).__name__, message=f"the run stopped on an internal error "
-                                    f"({type(exc).__name__}); the server log has the details", reason="engine_error")
+                                    f"({type(exc).__name__}); the log has the details", reason="engine_error")
             state.seq += 1
             publish(RunFailedEvent(seq=state.seq, run_id=state.run_id, ts=time.time(), reason="engine_error",
                                    error=state.error.model_dump()))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+import logging
 import shlex
 import signal
 from contextlib import aclosing
@@ -258,6 +259,20 @@ def report_end(summary: Any, show_questions: bool, titles: dict[str, str]) -> in
     return _EXIT_FOR_STATUS.get(status, EXIT_RUN_FAILED)
 
 
+def log_to_home(home: Path) -> Path:
+    """Send Flowloom's own log records (``flowloom.*``: an internal error's traceback) to
+    ``home/flowloom.log`` instead of the terminal, where a command prints one plain line
+    per problem and never a traceback. Returns the log's path; installed once per process."""
+    path = Path(home) / "flowloom.log"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    logger = logging.getLogger("flowloom")
+    if not any(getattr(h, "baseFilename", None) == str(path.resolve()) for h in logger.handlers):
+        handler = logging.FileHandler(path, delay=True, encoding="utf-8")  # created on the first record only
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+        logger.addHandler(handler)
+    return path
+
+
 def execute(body: Callable[[Any], Any]) -> Any:
     """Open the run service from the settings, run ``body(service)`` (a coroutine), close it.
 
@@ -272,6 +287,8 @@ def execute(body: Callable[[Any], Any]) -> Any:
     async def main() -> Any:
         async with open_service(settings()) as service:
             return await body(service)
+
+    log_to_home(settings().home)
 
     try:
         return asyncio.run(main())

@@ -497,3 +497,29 @@ def test_message_fills_a_declared_query_input(tmp_path: Path) -> None:
     result = invoke("run", str(write(tmp_path, doc)), "--message", "hello there")
     assert result.exit_code == 0, result.output
     assert "you said hello there / hello there" in result.stdout
+
+
+def test_internal_error_details_go_to_the_home_log_not_the_terminal(tmp_path, capfd):
+    import logging
+
+    from api.cli.running import log_to_home
+
+    logger = logging.getLogger("flowloom")
+    before = list(logger.handlers)
+    try:
+        path = log_to_home(tmp_path)
+        assert log_to_home(tmp_path) == path and len(logger.handlers) == len(before) + 1, "installed once"
+        try:
+            raise KeyError("b")
+        except KeyError:
+            logging.getLogger("flowloom.engine").exception("run r1: internal error after node 'b'")
+        for handler in logger.handlers:
+            handler.flush()
+        text = path.read_text(encoding="utf-8")
+        assert "internal error after node 'b'" in text and "Traceback" in text and "KeyError: 'b'" in text
+        captured = capfd.readouterr()
+        assert "Traceback" not in captured.err and "internal error" not in captured.err
+    finally:
+        for handler in logger.handlers[len(before):]:
+            logger.removeHandler(handler)
+            handler.close()

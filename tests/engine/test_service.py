@@ -218,7 +218,7 @@ async def _stored_failure(store: SqlStore, run_id: str) -> tuple[Any, list[Any],
     summary, stored, node_runs = await store.load_detail("default", run_id)
     assert summary.status is RunStatus.failed and summary.owner is None, "ended, and nobody holds it"
     assert stored.error is not None and stored.error.reason == "engine_error"
-    assert "KeyError" in stored.error.message and "server log" in stored.error.message
+    assert "KeyError" in stored.error.message and "the log has the details" in stored.error.message
     events = await store.read("default", run_id)
     assert events[-1]["type"] == "run_failed" and events[-1]["reason"] == "engine_error"
     assert [e["seq"] for e in events] == sorted({e["seq"] for e in events}), "no seq twice"
