@@ -245,6 +245,10 @@ scenario('answer a question in the chat preview', async (page) => {
   const after = (await apiCall('GET', `/v1/chats/${chatId}/messages`)).messages;
   assert.equal(after.length, 10);
   assert.match(after[9].text, /Order cancelled\./);
+  // however long the conversation, the log scrolls and the message box stays in the panel
+  const slot = await byTestId(page, 'run-slot').boundingBox();
+  const send = await byTestId(page, 'chat-send').boundingBox();
+  assert.ok(send.y + send.height <= slot.y + slot.height + 1, 'the Send button stays inside the run panel');
 });
 
 scenario('refused runs and a failed chat turn say why', async (page) => {

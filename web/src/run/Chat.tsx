@@ -74,8 +74,10 @@ export function ChatPreview({ inputs }: { inputs: () => Record<string, unknown> 
   const newChat = useRunPanel((s) => s.newChat);
   const answer = useRunPanel((s) => s.answer);
   const [text, setText] = useState('');
-  const end = useRef<HTMLDivElement>(null);
-  useEffect(() => { end.current?.scrollIntoView?.({ block: 'end' }); }, [messages, live.answer]);
+  const log = useRef<HTMLDivElement>(null);
+  // Scroll the log itself, not with scrollIntoView, which also scrolls every ancestor
+  // (the run slot) and would move the message box out of view.
+  useEffect(() => { if (log.current) log.current.scrollTop = log.current.scrollHeight; }, [messages, live.answer]);
 
   const submit = () => {
     const values = inputs();
@@ -101,7 +103,7 @@ export function ChatPreview({ inputs }: { inputs: () => Record<string, unknown> 
         <span className="muted" data-testid="chat-id">{chatId ? t('run.chat.id', { id: chatId }) : t('run.chat.new')}</span>
         <button type="button" className="link" data-testid="chat-new" onClick={newChat}>{t('run.chat.reset')}</button>
       </div>
-      <div className="chat-log" data-testid="chat-log">
+      <div className="chat-log" data-testid="chat-log" ref={log}>
         {messages.map((m, i) => <Message key={m.id} message={m} last={i === messages.length - 1} />)}
         {streaming && (
           <div className="chat-message assistant streaming" data-testid="chat-streaming">
@@ -112,7 +114,6 @@ export function ChatPreview({ inputs }: { inputs: () => Record<string, unknown> 
         {questions.map((i) => (
           <InterruptCard key={i.id} interrupt={i} disabled={busy} onAnswer={(a, text) => void answer(i.id, a, questionRun, text)} />
         ))}
-        <div ref={end} />
       </div>
       <form className="chat-form" onSubmit={(e) => { e.preventDefault(); submit(); }}>
         <textarea data-testid="chat-input" rows={2} value={text} placeholder={t('run.chat.placeholder')}

@@ -140,7 +140,7 @@ export function RunPanel(props: RunPanelProps) {
       </div>
       {(s.error || formError) && <div className="banner error" role="alert" data-testid="run-error">{formError ?? s.error}</div>}
       <div className="run-body">
-        <div className="run-main">
+        <div className={tab === 'chat' ? 'run-main chat-mode' : 'run-main'}>
           {tab === 'history' ? <History /> : (
             <>
               <InputsForm inputs={inputs} draft={draft} onChange={setDraft} skip={tab === 'chat' ? ['query'] : []} />
