@@ -360,6 +360,14 @@ scenario('the config panel follows the UI language', async (page) => {
   await byTestId(page, 'config-policy').locator('summary').click();
   assert.match(await label('max_retries').textContent(), /^最大重试次数/);
   await shot(page, 'config-zh-CN', byTestId(page, 'config-panel'));
+  // a refused connection (here a node dropped on itself) says why, in the UI language
+  const out = await byTestId(page, `handle-${chat}-out`).boundingBox();
+  const body = await byTestId(page, `node-${chat}`).boundingBox();
+  await page.mouse.move(out.x + out.width / 2, out.y + out.height / 2);
+  await page.mouse.down();
+  await page.mouse.move(body.x + body.width / 2, body.y + body.height / 2, { steps: 10 });
+  await page.mouse.up();
+  await page.locator('[data-testid="toast"]', { hasText: '节点不能连接到自身' }).waitFor();
   await byTestId(page, 'language-select').selectOption('en');
   assert.match(await label('system_prompt').textContent(), /^System prompt/i);
 });

@@ -9,7 +9,7 @@ import {
 } from '@xyflow/react';
 import { useCallback, useEffect, useMemo, useRef, useState, type DragEvent, type RefObject } from 'react';
 import type { NodeKind } from '../api/types';
-import { backEdges, BODY_HANDLE, checkConnection, TOOL_HANDLE_PREFIX, TOOL_TARGET_HANDLE, type Refusal } from '../lib/connect';
+import { backEdges, BODY_HANDLE, checkConnection, connectionToNode, TOOL_HANDLE_PREFIX, TOOL_TARGET_HANDLE, type Refusal } from '../lib/connect';
 import { t, useT, type MessageKey } from '../i18n';
 import { isFlowNode, NODE_WIDTH, type CanvasNode, type FlowEdge, type FlowNode } from '../lib/serialize';
 import { nodeHandles, toolField } from '../lib/shape';
@@ -265,7 +265,21 @@ export function Canvas() {
   }, []);
 
   // A refused connection says why (the same rules that refused it).
-  const onConnectEnd = useCallback((_e: unknown, state: FinalConnectionState) => {
+  const onConnectEnd = useCallback((e: MouseEvent | TouchEvent, state: FinalConnectionState) => {
+    if (state.isValid === null && state.fromNode && state.fromHandle) {
+      // Dropped on a node's body, away from its handles: connect to its input, or say
+      // why not, instead of dropping the gesture without a word.
+      const point = 'changedTouches' in e ? e.changedTouches[0] : e;
+      const under = point && document.elementFromPoint(point.clientX, point.clientY)?.closest('.react-flow__node');
+      const nodeId = under?.getAttribute('data-id');
+      const conn = nodeId ? connectionToNode({ node: state.fromNode.id, handle: state.fromHandle.id ?? null,
+        type: state.fromHandle.type }, nodeId) : null;
+      if (conn) {
+        const reason = connect(conn);
+        setMessage(reason ? refusalText(reason) : null);
+      }
+      return;
+    }
     if (state.isValid !== false || !state.fromNode || !state.toHandle) return;
     const { nodes: all, edges: es, shapes } = useEditor.getState();
     const byKind = useCatalog.getState().byKind;
@@ -279,7 +293,7 @@ export function Canvas() {
     const verdict = checkConnection({ source: source.node, target: target.node, sourceHandle: source.handle ?? null,
       targetHandle: target.handle ?? null }, graph, es);
     if (!verdict.ok) setMessage(refusalText(verdict.reason));
-  }, [setMessage]);
+  }, [connect, setMessage]);
 
   const onDragOver = useCallback((e: DragEvent) => {
     if (e.dataTransfer.types.includes(KIND_MIME)) {

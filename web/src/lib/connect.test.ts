@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { checkConnection, handleKind, reaches, type GraphEdge, type GraphNode } from './connect';
+import {
+  checkConnection, connectionToNode, handleKind, reaches, TOOL_TARGET_HANDLE, type GraphEdge, type GraphNode,
+} from './connect';
 
 const nodes: GraphNode[] = [
   { id: 'start', handles: ['out'] },
@@ -97,5 +99,20 @@ describe('connection rules', () => {
   it('test_reaches_follows_edges', () => {
     expect(reaches(edges, 'start', 'report')).toBe(true);
     expect(reaches(edges, 'report', 'start')).toBe(false);
+  });
+});
+
+describe('connectionToNode', () => {
+  it('test_a_drop_on_a_body_targets_its_matching_input', () => {
+    expect(connectionToNode({ node: 'a', handle: 'out', type: 'source' }, 'b'))
+      .toEqual({ source: 'a', sourceHandle: 'out', target: 'b', targetHandle: 'in' });
+    expect(connectionToNode({ node: 'a', handle: 'tool:+', type: 'source' }, 'b')?.targetHandle).toBe(TOOL_TARGET_HANDLE);
+    expect(connectionToNode({ node: 'a', handle: 'in', type: 'target' }, 'b')).toBeNull();
+  });
+
+  it('test_a_drop_on_its_own_body_is_a_refused_self_link', () => {
+    const conn = connectionToNode({ node: 'a', handle: 'out', type: 'source' }, 'a')!;
+    const verdict = checkConnection(conn, [{ id: 'a', handles: ['out'] }], []);
+    expect(verdict).toEqual({ ok: false, reason: { code: 'self_link' } });
   });
 });

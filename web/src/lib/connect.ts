@@ -143,3 +143,17 @@ export function backEdges(edges: readonly (GraphEdge & { id: string })[]): Set<s
   for (const e of edges) if (e.source === e.target || reaches(edges, e.target, e.source)) out.add(e.id);
   return out;
 }
+
+/**
+ * The connection meant by a drag dropped on a node's body rather than on a handle: from
+ * the dragged output (or tool) handle to the node's matching input, so the drop is
+ * checked, and refused with a reason, like one on the handle. Null when the drag started
+ * at an input (a drop on a body names no output of it).
+ */
+export function connectionToNode(from: { node: string; handle: string | null; type: 'source' | 'target' },
+  nodeId: string): Connection | null {
+  if (from.type !== 'source') return null;
+  const kind = handleKind(from.handle);
+  return { source: from.node, sourceHandle: from.handle, target: nodeId,
+    targetHandle: kind === 'tool' ? TOOL_TARGET_HANDLE : 'in' };
+}
