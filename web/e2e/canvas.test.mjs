@@ -368,6 +368,13 @@ scenario('the config panel follows the UI language', async (page) => {
   await page.mouse.move(body.x + body.width / 2, body.y + body.height / 2, { steps: 10 });
   await page.mouse.up();
   await page.locator('[data-testid="toast"]', { hasText: '节点不能连接到自身' }).waitFor();
+  // the config panel of another node opens at its top, wherever the last one was scrolled
+  await page.locator('.side-body').evaluate((el) => { el.scrollTop = el.scrollHeight; });
+  assert.ok(await page.locator('.side-body').evaluate((el) => el.scrollTop) > 0);
+  await byTestId(page, 'node-title-start').click();
+  await page.locator('[data-testid="config-panel"][data-node="start"]').waitFor();
+  assert.equal(await page.locator('.side-body').evaluate((el) => el.scrollTop), 0);
+  await selectNode(page, chat);
   await byTestId(page, 'language-select').selectOption('en');
   assert.match(await label('system_prompt').textContent(), /^System prompt/i);
 });

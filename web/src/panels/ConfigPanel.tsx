@@ -3,7 +3,7 @@
  * description, the config form generated from the kind's JSON Schema, and the
  * execution policy every node has (timeout, retries, error strategy).
  */
-import { memo, useCallback, useMemo, useState } from 'react';
+import { memo, useCallback, useLayoutEffect, useMemo, useRef, useState } from 'react';
 import { useLanguage, useT } from '../i18n';
 import { kindFieldTitles, nodeFieldTitles } from '../lib/fieldLabel';
 import { kindText } from '../lib/kindLabel';
@@ -90,8 +90,15 @@ const NodeConfig = memo(function NodeConfig({ node }: { node: Omit<WorkflowNode,
     for (const key of Object.keys(policySchema?.properties ?? {})) patch[key] = next[key];
     updateNode(node.id, patch as Partial<WorkflowNode>);
   }, [policySchema, updateNode, node.id]);
+  // Another node's form starts at its top (id, title), not at the scroll position the
+  // previous, perhaps longer, form was left at: the side panel scrolls, not this form.
+  const panelRef = useRef<HTMLDivElement>(null);
+  useLayoutEffect(() => {
+    const scroller = panelRef.current?.closest('.side-body');
+    if (scroller) scroller.scrollTop = 0;
+  }, [node.id]);
   return (
-    <div className="config-panel" data-testid="config-panel" data-node={node.id}>
+    <div className="config-panel" data-testid="config-panel" data-node={node.id} ref={panelRef}>
       <div className="config-head">
         <KindIcon icon={kind?.icon ?? ''} />
         <div>
