@@ -7,7 +7,9 @@ whole list at once. Rules, with the ``Problem.code`` each one reports:
 1. ``invalid_document``: the top level (id, inputs, edges, limits) does not validate.
 2. ``unknown_kind``: a node's ``type`` is not in the catalog.
 3. ``missing_config`` / ``invalid_config``: a node's fields fail validation
-   (``path`` is the field path, e.g. ``config.cases[0].conditions[0].right``).
+   (``path`` is the field path, e.g. ``config.cases[0].conditions[0].right``);
+   ``empty_required``: a required config field (no default) holds an empty or
+   whitespace-only string (an answer with no text, a request with no URL).
 4. ``duplicate_node_id`` / ``duplicate_edge_id`` / ``reserved_node_id``
    (``inputs``, ``sys``, ``vars``, ``nodes`` are reference scopes).
 5. ``no_start`` / ``multiple_start`` / ``edge_into_start``.
@@ -234,9 +236,29 @@ def _parse_document(doc: dict[str, Any], problems: list[Problem], invalid: set[s
             problems.append(Problem(code, msg, node_id=node_id, path=_loc(path)))
         good = [raw for i, (_, raw) in enumerate(known) if i not in bad]
         nodes = adapter.validate_python(good)
+    _check_empty_required(nodes, problems)
     if shell is None:
         return None
     return shell.model_copy(update={"nodes": nodes})
+
+
+@functools.cache
+def _required_fields(cls: type[NodeConfig]) -> tuple[tuple[str, str], ...]:
+    """(attribute, name in the document) of the config fields of ``cls`` without a default."""
+    return tuple((name, field.alias or name) for name, field in cls.model_fields.items() if field.is_required())
+
+
+def _check_empty_required(nodes: list[NodeBase], problems: list[Problem]) -> None:
+    """Rule 3 (``empty_required``): a field without a default is one the node cannot do
+    without, yet its schema takes any string, so an answer with no text would pass and
+    mislead only at run time. The node stays (its outputs and references are checked)."""
+    for node in nodes:
+        config = node.config
+        for attr, name in _required_fields(type(config)):
+            value = getattr(config, attr)
+            if isinstance(value, str) and not value.strip():
+                problems.append(Problem("empty_required", f"{name} is required and empty", node_id=node.id,
+                                        path=f"config.{name}"))
 
 
 def _check_ids(wf: Workflow, problems: list[Problem]) -> None:
@@ -534,8 +556,9 @@ def _check_models(wf: Workflow, problems: list[Problem], models: ModelCatalog | 
     refs = [(node, path, name) for node in wf.nodes for path, name in node.config.model_refs()]
     if not refs or models is None:
         return
+    reported = {(p.node_id, p.path) for p in problems}  # a blank model is empty_required already
     for node, path, name in refs:
-        if not models.has(name):
+        if not models.has(name) and (node.id, f"config.{path}") not in reported:
             problems.append(Problem("unknown_model", f"model {name!r} is not in the model registry"
                                     f"{did_you_mean(name, models.names())} "
                                     f"(known: {', '.join(sorted(models.names()))})", node_id=node.id,
