@@ -14,7 +14,8 @@ tenant, so one store serves many tenants without leaking rows between them.
   ``sys.history`` of its next run.
 - :class:`MemoryStore`: node memory, small JSON values kept across runs (hints such as
   a classifier's last category); never what a paused run needs to continue.
-- :class:`ModelCatalog`: the model names the compiler checks references against.
+- :class:`ModelCatalog`: the model names the compiler checks references against, and
+  the key variable each model's provider needs (validation warns when it is unset).
 - :class:`KeyStore`: tenants and their API keys (stored hashed, shown once).
 """
 
@@ -291,7 +292,8 @@ def node_memory_key(tenant_id: str, workflow_id: str, node_id: str, chat_id: str
 
 @runtime_checkable
 class ModelCatalog(Protocol):
-    """Model names the compiler checks ``model`` fields against."""
+    """Model names the compiler checks ``model`` fields against, and what calling them
+    needs from the environment (validation warns before a run fails on it)."""
 
     @property
     def fingerprint(self) -> str:
@@ -304,6 +306,12 @@ class ModelCatalog(Protocol):
 
     def names(self) -> list[str]:
         """Every model name."""
+        ...
+
+    def required_key_env(self, name: str) -> str | None:
+        """The environment variable that must hold an API key for a call to model ``name``
+        to be sent, or None when none must (an unknown name, a provider that needs no key,
+        or one whose key is optional, such as a local endpoint). Never the key itself."""
         ...
 
 

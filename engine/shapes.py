@@ -26,6 +26,7 @@ from schemas.workflow import Workflow
 
 from .catalog import NodeCatalog
 from .errors import Problem
+from .ports import ModelCatalog
 from .references import template_names, template_selectors
 from .settings import SECRET_ENV_PREFIX, Settings
 
@@ -88,17 +89,25 @@ def node_shapes(doc: Mapping[str, Any], *, catalog: NodeCatalog,
 
 
 def deployment_problems(doc: Mapping[str, Any], *, catalog: NodeCatalog, settings: Settings,
-                        nodes: list[Any] | None = None) -> list[Problem]:
-    """What the nodes of ``doc`` need that this deployment lacks (``NodeConfig.requirements``):
-    a boolean operator setting that is off (``disabled_by_operator``) or a secret that is not
-    set (``missing_secret``), one error each, naming the node, the field and the variable to
-    set. Validation reports these so a builder learns before publishing what would make a
-    run fail here; a workflow is still portable (another deployment may have them).
+                        models: ModelCatalog | None = None, nodes: list[Any] | None = None) -> list[Problem]:
+    """What the nodes of ``doc`` need that this deployment lacks, naming the node, the field
+    and the variable to set:
+
+    - ``disabled_by_operator`` (error): a boolean operator setting a node needs is off;
+    - ``missing_secret`` (error): a secret a node reads is not set;
+    - ``missing_api_key`` (warning): a node calls a model (``models``; None: not checked)
+      whose provider needs an API key in a variable that is not set in ``settings.environ()``
+      (the process environment over ``.env``, where the registry reads keys).
+
+    Validation reports these so a builder learns before publishing what would make a run
+    fail here; a workflow is still portable (another deployment may have them). A missing
+    key only warns: the operator may set it before anyone runs the workflow, and Run and
+    Publish must not wait for that. Never a secret's or a key's value.
 
     Raises nothing for bad input: nodes whose fields are invalid are the compiler's to report.
     """
     problems: list[Problem] = []
-    environ: Mapping[str, str] | None = None
+    environ = settings.environ()  # the .env file is read once per Settings, the environment live
     for node in valid_nodes(doc, catalog) if nodes is None else nodes:
         config: NodeConfig = node.config
         for need in config.requirements():
@@ -109,13 +118,28 @@ def deployment_problems(doc: Mapping[str, Any], *, catalog: NodeCatalog, setting
                 problems.append(Problem("disabled_by_operator", f"{need.why}, which this deployment does not allow: "
                                         f"the operator must set {variable}=1", node_id=node.id, path=need.path))
             else:
-                environ = settings.environ() if environ is None else environ
                 variable = SECRET_ENV_PREFIX + need.name
                 if environ.get(variable):
                     continue
                 problems.append(Problem("missing_secret", f"secret {need.name!r} is not set ({need.why}): set "
                                         f"{variable} in the environment or .env", node_id=node.id, path=need.path))
+        if models is not None:
+            problems.extend(_missing_keys(node, models, environ))
     return problems
+
+
+def _missing_keys(node: Any, models: ModelCatalog, environ: Mapping[str, str]) -> list[Problem]:
+    """``missing_api_key`` warnings of ``node``: one per model field whose provider's key
+    variable is unset or blank (the registry strips it the same way before sending it)."""
+    found = []
+    for path, name in node.config.model_refs():
+        variable = models.required_key_env(name)
+        if variable is None or str(environ.get(variable, "") or "").strip():
+            continue
+        found.append(Problem("missing_api_key", f"model {name!r} needs an API key in {variable}, which is not set "
+                             f"in this deployment: set {variable} in the environment or .env before running",
+                             node_id=node.id, path=f"config.{path}", severity="warning"))
+    return found
 
 
 def workflow_writes(doc: Mapping[str, Any], *, catalog: NodeCatalog) -> str | None:

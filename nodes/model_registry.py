@@ -392,6 +392,16 @@ class ModelRegistry:
             raise MissingAPIKey(provider.name, provider.api_key_env)
         return key
 
+    def required_key_env(self, name: str) -> str | None:
+        """The variable :meth:`api_key` raises :class:`MissingAPIKey` for when it is unset:
+        the provider's ``api_key_env`` unless the key is optional; None for an unknown
+        ``name`` (the compiler reports that) or a provider that needs no key."""
+        spec = self._models.get(name)
+        if spec is None:
+            return None
+        provider = self.provider(spec)
+        return None if provider.api_key_optional else provider.api_key_env
+
     def base_url(self, spec: ModelSpec) -> str:
         """The URL calls for ``spec`` are sent to (named in connection errors)."""
         return self.provider(spec).base_url

@@ -50,9 +50,9 @@ def validate(file: WorkflowFile, as_json: JsonFlag = False) -> None:
 
     doc, problems = load_workflow(file)
     if doc is not None:
-        catalog = builtin_catalog()
-        problems = [*check_workflow(doc, catalog=catalog, models=registry_for(settings())),
-                    *deployment_problems(doc, catalog=catalog, settings=settings())]
+        catalog, models = builtin_catalog(), registry_for(settings())
+        problems = [*check_workflow(doc, catalog=catalog, models=models),
+                    *deployment_problems(doc, catalog=catalog, settings=settings(), models=models)]
     errors = [p for p in problems if p.severity == "error"]
     if as_json:
         write_json([p.to_dict() for p in problems], indent=2)

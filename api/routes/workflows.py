@@ -123,7 +123,8 @@ def _document_id(doc: dict[str, Any]) -> str:
 def _problems(service: Any, doc: dict[str, Any], nodes: list[Any] | None = None) -> list[dict[str, Any]]:
     """The compiler's problems of ``doc`` and what this deployment lacks for it."""
     problems = [*check_workflow(doc, catalog=service.catalog, models=service.models),
-                *deployment_problems(doc, catalog=service.catalog, settings=service.settings, nodes=nodes)]
+                *deployment_problems(doc, catalog=service.catalog, settings=service.settings, models=service.models,
+                                     nodes=nodes)]
     return [p.to_dict() for p in problems]
 
 

@@ -1,0 +1,67 @@
+"""Validate warns, on SQLite and PostgreSQL, about a chat node whose model needs an API
+key this deployment has not set: the workflow stays valid and publishable (the key may be
+set before it runs), and the warning goes once the key is set; a model on a local endpoint
+that needs no key gets no warning."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+CLOUD_KEY_ENV = "FLOWLOOM_TEST_CLOUD_KEY"
+
+
+@pytest.fixture
+def models_file(tmp_path, monkeypatch) -> Path:
+    """A registry with a cloud model whose key is in CLOUD_KEY_ENV and a model on a
+    loopback endpoint without a key (the ``api`` fixture picks this file up)."""
+    monkeypatch.delenv(CLOUD_KEY_ENV, raising=False)
+    path = tmp_path / "models.toml"
+    path.write_text(f'''
+[providers.cloud]
+base_url = "https://llm.example.com/v1"
+api_key_env = "{CLOUD_KEY_ENV}"
+
+[providers.local]
+base_url = "http://127.0.0.1:11434/v1"
+
+[models.cloud-model]
+provider = "cloud"
+max_context = 8192
+max_output_tokens = 512
+
+[models.local-model]
+provider = "local"
+max_context = 8192
+max_output_tokens = 512
+''', encoding="utf-8")
+    return path
+
+
+def chat_flow(model: str) -> dict:
+    return {"id": "chatty", "name": "Chatty", "nodes": [
+        {"id": "start", "type": "start"},
+        {"id": "chat", "type": "chat", "config": {"model": model}},
+        {"id": "say", "type": "answer", "config": {"text": "{{ chat.answer }}"}}],
+        "edges": [{"id": "e1", "source": "start", "target": "chat"}, {"id": "e2", "source": "chat", "target": "say"}]}
+
+
+async def test_a_model_whose_key_is_not_set_warns_without_blocking(api, models_file, monkeypatch):
+    checked = (await api.client.post("/v1/workflows/validate", json=chat_flow("cloud-model"), headers=api.auth())).json()
+    assert checked["valid"] is True
+    [warning] = checked["problems"]
+    assert (warning["code"], warning["severity"], warning["node_id"], warning["path"]) == (
+        "missing_api_key", "warning", "chat", "config.model")
+    assert "'cloud-model'" in warning["message"] and CLOUD_KEY_ENV in warning["message"]
+    assert (await api.client.post("/v1/workflows", json=chat_flow("cloud-model"), headers=api.auth())).status_code == 201
+    published = await api.client.post("/v1/workflows/chatty/publish", json={}, headers=api.auth())
+    assert published.status_code == 201, published.text
+    monkeypatch.setenv(CLOUD_KEY_ENV, "sk-value-never-shown")
+    keyed = (await api.client.post("/v1/workflows/chatty/validate", headers=api.auth())).json()
+    assert (keyed["valid"], keyed["problems"]) == (True, [])
+
+
+async def test_a_local_model_without_a_key_does_not_warn(api, models_file):
+    checked = (await api.client.post("/v1/workflows/validate", json=chat_flow("local-model"), headers=api.auth())).json()
+    assert (checked["valid"], checked["problems"]) == (True, [])
