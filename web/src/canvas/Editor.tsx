@@ -29,6 +29,9 @@ function typing(target: EventTarget | null): boolean {
     || !!el.closest?.('.cm-editor'));
 }
 
+/** How long a notice shows (its CSS fade-out ends with it). */
+const NOTICE_MS = 3000;
+
 function useShortcuts() {
   const t = useT();
   useEffect(() => {
@@ -46,7 +49,7 @@ function useShortcuts() {
       if (mod && key === 'z' && !e.shiftKey) { e.preventDefault(); history.undo(); }
       else if (mod && (key === 'y' || (key === 'z' && e.shiftKey))) { e.preventDefault(); history.redo(); }
       else if (mod && key === 'c') { const n = s.copySelection(); if (n) s.setMessage(t('shortcuts.copied', { count: n })); }
-      else if (mod && key === 'v') { e.preventDefault(); s.paste(); }
+      else if (mod && key === 'v') { e.preventDefault(); const n = s.paste(); if (n) s.setMessage(t('shortcuts.pasted', { count: n })); }
       else if (mod && key === 'd') { e.preventDefault(); s.duplicateSelection(); }
       else if (key === 'delete' || key === 'backspace') { e.preventDefault(); s.deleteSelection(); }
     };
@@ -92,7 +95,7 @@ function EditorBody({ workflowId }: { workflowId: string }) {
 
   useEffect(() => {
     if (!message) return undefined;
-    const timer = setTimeout(() => setMessage(null), 4000);
+    const timer = setTimeout(() => setMessage(null), NOTICE_MS);
     return () => clearTimeout(timer);
   }, [message, setMessage]);
 
@@ -111,7 +114,7 @@ function EditorBody({ workflowId }: { workflowId: string }) {
         <div className="left-panel"><Palette onPick={addAtCentre} /></div>
         <ImportDropZone className="canvas-wrap" onOpen={navigate} onReplace={replaceDocument}>
           <Canvas />
-          {message && <div className="toast" role="status" data-testid="toast">{message}</div>}
+          {message && <div key={message} className="toast" role="status" data-testid="toast">{message}</div>}
         </ImportDropZone>
         <SidePanel />
       </div>

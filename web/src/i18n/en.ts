@@ -156,6 +156,7 @@ export const en = {
   'import.open': 'Open the imported workflow',
   'import.models': 'Models: {models}',
   'shortcuts.copied': 'Copied {count} node(s)',
+  'shortcuts.pasted': 'Pasted {count} node(s)',
   'node.addTool': 'tool',
   'config.modeRef': 'ref',
   'config.modeText': 'text',

@@ -158,6 +158,7 @@ export const zhCN: Record<MessageKey, string> = {
   'import.open': '打开导入的工作流',
   'import.models': '模型：{models}',
   'shortcuts.copied': '已复制 {count} 个节点',
+  'shortcuts.pasted': '已粘贴 {count} 个节点',
   'node.addTool': '工具',
   'config.modeRef': '引用',
   'config.modeText': '文本',

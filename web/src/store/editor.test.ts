@@ -137,6 +137,15 @@ describe('editor store', () => {
     expect(d.nodes[4].position).toEqual({ x: 240, y: 40 });
   });
 
+  it('test_each_paste_lands_further_on_and_counts_its_nodes', () => {
+    useEditor.getState().select(['llm']);
+    useEditor.getState().copySelection();
+    expect(useEditor.getState().paste()).toBe(1);
+    expect(useEditor.getState().paste()).toBe(1);
+    const positions = currentDoc().nodes.filter((n) => n.id.startsWith('llm')).map((n) => n.position);
+    expect(positions).toEqual([{ x: 200, y: 0 }, { x: 240, y: 40 }, { x: 280, y: 80 }]);
+  });
+
   it('test_connect_refuses_cycle_and_adds_valid_edge', () => {
     const s = useEditor.getState();
     expect(s.connect({ source: 'say', target: 'llm', sourceHandle: 'out', targetHandle: 'in' })).toEqual({ code: 'cycle' });

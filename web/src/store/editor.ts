@@ -79,7 +79,8 @@ export interface EditorState {
   addNote: (position: Position) => void;
   updateNote: (id: string, text: string) => void;
   copySelection: () => number;
-  paste: () => void;
+  /** Pastes the copied nodes 40px right of and below the last copy; the number pasted. */
+  paste: () => number;
   duplicateSelection: () => void;
   autoLayout: () => void;
   applyShapes: (shapes: Shapes) => void;
@@ -456,7 +457,7 @@ export const useEditor = create<EditorState>()(temporal((set, get) => ({
   },
 
   paste: () => {
-    if (!clipboard?.nodes.length) return;
+    if (!clipboard?.nodes.length) return 0;
     const { nodes, edges } = get();
     const taken = takenIds(nodes);
     const rename = new Map<string, string>();
@@ -482,7 +483,9 @@ export const useEditor = create<EditorState>()(temporal((set, get) => ({
       source: rename.get(e.source)!, target: rename.get(e.target)! }));
     set({ nodes: [...nodes.map((n) => (n.selected ? { ...n, selected: false } : n)), ...pasted],
       edges: [...edges, ...newEdges] });
+    // the next paste lands 40px further on, never on this copy
     clipboard = { nodes: strip(pasted).filter(isFlowNode), edges: newEdges };
+    return pasted.length;
   },
 
   duplicateSelection: () => {
