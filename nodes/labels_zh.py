@@ -12,11 +12,15 @@ UIs use (模型, 系统提示词, 温度, 最大输出 tokens, 问题分类...).
   ``operationId``, ``in``...), since that is what the config form shows. The fields
   every node has besides its config (name, timeout, retries, error strategy, position)
   are titled here too, for the node's policy form.
+- ``VALUE_ZH_CN``: enum value -> label, for the options of the config form's selects (the
+  stored value stays the enum's own). Also one entry per value: ``auto``, ``fail`` or
+  ``string`` mean the same in every field that offers them. Values that are names in
+  their own right (HTTP methods, ``python``, ``javascript``) are labelled as themselves.
 """
 
 from __future__ import annotations
 
-__all__ = ["FIELD_ZH_CN", "KIND_ZH_CN"]
+__all__ = ["FIELD_ZH_CN", "KIND_ZH_CN", "VALUE_ZH_CN"]
 
 KIND_ZH_CN: dict[str, tuple[str, str]] = {
     "start": ("开始", "工作流的入口：把工作流的全局输入作为输出提供给后续节点。"),
@@ -178,4 +182,77 @@ FIELD_ZH_CN: dict[str, str] = {
     "default_output": "异常时的默认输出",
     "default_handle": "异常时的分支",
     "parent": "所属循环节点",
+}
+
+VALUE_ZH_CN: dict[str, str] = {
+    # Condition operators (条件分支, 循环)
+    "equals": "等于",
+    "not_equals": "不等于",
+    "contains": "包含",
+    "not_contains": "不包含",
+    "starts_with": "开头是",
+    "ends_with": "结尾是",
+    "empty": "为空",
+    "not_empty": "不为空",
+    "gt": "大于",
+    "gte": "大于等于",
+    "lt": "小于",
+    "lte": "小于等于",
+    "regex": "匹配正则",
+    "in": "属于",
+    "not_in": "不属于",
+    "and": "且",
+    "or": "或",
+    # Variable types
+    "string": "字符串",
+    "number": "数字",
+    "integer": "整数",
+    "boolean": "布尔值",
+    "object": "对象",
+    "array": "数组",
+    "file": "文件",
+    "any": "任意",
+    # Model call modes
+    "auto": "自动",
+    "tool": "工具调用",
+    "prompt": "提示词",
+    "structured": "结构化输出",
+    "native": "原生工具调用",
+    "json": "JSON",
+    "required": "必须先制定计划",
+    # Roles, risks, errors
+    "system": "系统",
+    "user": "用户",
+    "read": "只读",
+    "write": "写入",
+    "fail": "报错并停止",
+    "continue": "继续（结果记为空）",
+    "skip": "跳过",
+    "error_branch": "走异常分支",
+    "default_output": "输出默认值",
+    # Code
+    "python": "Python",
+    "javascript": "JavaScript",
+    "strict": "严格",
+    "fastgpt": "FastGPT 兼容",
+    # Variable updates
+    "set": "设置",
+    "append": "追加",
+    "extend": "追加多项",
+    "add": "加上",
+    "clear": "清空",
+    # HTTP
+    "none": "无",
+    "form": "表单",
+    "raw": "原始文本",
+    "path": "路径参数",
+    "query": "查询参数",
+    "header": "请求头",
+    "GET": "GET",
+    "POST": "POST",
+    "PUT": "PUT",
+    "PATCH": "PATCH",
+    "DELETE": "DELETE",
+    "HEAD": "HEAD",
+    "OPTIONS": "OPTIONS",
 }

@@ -558,12 +558,15 @@ class KindLabel(BaseModel):
     """A node kind's title and description in one language, and the titles of its config
     fields in that language (property name -> title, for the names the kind's config
     schema uses at its root or in its ``$defs``; a name without one keeps its English
-    title)."""
+    title), and the labels of the enum values its selects offer (value -> label)."""
 
     title: str
     description: str
     fields: dict[str, str] = Field(default_factory=dict, description="config property name (root or $defs) -> "
                                    "its title in this language")
+    values: dict[str, str] = Field(default_factory=dict, description="enum value offered by the kind's config "
+                                   "schema (root or $defs) -> its label in this language; the stored value stays "
+                                   "the enum's own")
 
 
 class NodeKindOut(BaseModel):
@@ -597,7 +600,8 @@ class NodeKindList(BaseModel):
     the ``sys`` names a reference may read (name -> type name); ``node_fields_schema``:
     the JSON Schema of the fields every node has besides its config (name, description,
     timeout, retries, error strategy, default output...); ``node_field_labels``: their
-    titles per language."""
+    titles per language; ``node_value_labels``: the labels of their enum values per
+    language."""
 
     kinds: list[NodeKindOut]
     models: list[str] = Field(default_factory=list)
@@ -606,6 +610,9 @@ class NodeKindList(BaseModel):
     node_field_labels: dict[str, dict[str, str]] = Field(
         default_factory=dict, description="language tag (zh-CN...) -> title of each property name of "
                                           "node_fields_schema (root and $defs); English is the schema's own")
+    node_value_labels: dict[str, dict[str, str]] = Field(
+        default_factory=dict, description="language tag (zh-CN...) -> label of each enum value of "
+                                          "node_fields_schema (error strategy...); English is the value itself")
 
 
 # -------------------------------------------------------------------------- quotas

@@ -5,7 +5,8 @@ Generated from the catalog, never listed here: title and description from the co
 class, category, icon and traits from the ``KindSpec``, the config JSON Schema from
 ``NodeCatalog.config_schema``, the labels in other languages from ``KindSpec.labels``
 with the field titles (``nodes.catalog.FIELD_LABELS``) of the property names the
-kind's schema uses. Handles and outputs are those of the kind's default
+kind's schema uses, and the labels of its enum values (``nodes.labels_zh.VALUE_ZH_CN``
+for zh-CN). Handles and outputs are those of the kind's default
 config (``config_dependent`` tells whether a configured node may differ); a kind
 without a default config (required fields) has ``handles``/``outputs`` None.
 """
@@ -20,13 +21,18 @@ from pydantic import ValidationError
 
 from engine.catalog import KindSpec, NodeCatalog
 from nodes.catalog import FIELD_LABELS
+from nodes.labels_zh import VALUE_ZH_CN
 from schemas.api import ErrorBody, KindLabel, NodeKindList, NodeKindOut
 from schemas.types import SYS_VARIABLES
 from schemas.workflow import NodeBase, Workflow
 
 from ..auth import Caller, Service
 
-__all__ = ["node_field_labels", "node_fields_schema", "node_kinds", "property_names", "router"]
+__all__ = ["VALUE_LABELS", "enum_values", "node_field_labels", "node_fields_schema", "node_kinds",
+           "node_value_labels", "property_names", "router"]
+
+# Per language, enum value -> label (English shows the value itself).
+VALUE_LABELS: dict[str, dict[str, str]] = {"zh-CN": VALUE_ZH_CN}
 
 router = APIRouter(prefix="/v1/node-kinds", tags=["catalog"], responses={401: {"model": ErrorBody}})
 
@@ -74,6 +80,35 @@ def node_field_labels() -> dict[str, dict[str, str]]:
     return {lang: {name: titles[name] for name in names if name in titles} for lang, titles in FIELD_LABELS.items()}
 
 
+@functools.cache
+def node_value_labels() -> dict[str, dict[str, str]]:
+    """Per language, the labels of the enum values of :func:`node_fields_schema`."""
+    values = enum_values(node_fields_schema())
+    return {lang: {v: labels[v] for v in values if v in labels} for lang, labels in VALUE_LABELS.items()}
+
+
+def enum_values(schema: Any) -> list[str]:
+    """The string values of every ``enum`` in a JSON Schema (root, ``$defs``, nested
+    ``anyOf``...), each once, in schema order: what the config form's selects offer.
+    A property *named* ``enum`` (a user's list of allowed values) is a schema, not a
+    list, and is walked like any other."""
+    found: dict[str, None] = {}
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            values = node.get("enum")
+            if isinstance(values, list):
+                found.update(dict.fromkeys(v for v in values if isinstance(v, str)))
+            for child in node.values():
+                walk(child)
+        elif isinstance(node, list):
+            for child in node:
+                walk(child)
+
+    walk(schema)
+    return list(found)
+
+
 def property_names(schema: dict[str, Any]) -> list[str]:
     """The property names of a config JSON Schema: its root's, then each ``$defs``
     entry's (the nested objects the config form shows: cases, categories, tools...),
@@ -85,13 +120,17 @@ def property_names(schema: dict[str, Any]) -> list[str]:
 
 
 def _labels(spec: KindSpec, schema: dict[str, Any]) -> dict[str, KindLabel]:
-    """The kind's labels per language, each with the field titles its schema uses."""
+    """The kind's labels per language, each with the field titles and enum value labels
+    its schema uses."""
     names = property_names(schema)
+    values = enum_values(schema)
     out = {}
     for lang, title, text in spec.labels:
         titles = FIELD_LABELS.get(lang, {})
+        labels = VALUE_LABELS.get(lang, {})
         out[lang] = KindLabel(title=title, description=text,
-                              fields={name: titles[name] for name in names if name in titles})
+                              fields={name: titles[name] for name in names if name in titles},
+                              values={v: labels[v] for v in values if v in labels})
     return out
 
 
@@ -117,4 +156,5 @@ async def list_node_kinds(_caller: Caller, service: Service) -> NodeKindList:
     models = service.models.names() if service.models is not None else []
     return NodeKindList(kinds=node_kinds(service.catalog), models=sorted(models),
                         system_variables={name: str(t) for name, t in SYS_VARIABLES.items()},
-                        node_fields_schema=node_fields_schema(), node_field_labels=node_field_labels())
+                        node_fields_schema=node_fields_schema(), node_field_labels=node_field_labels(),
+                        node_value_labels=node_value_labels())

@@ -10,7 +10,7 @@ from pydantic import BaseModel
 
 from api.routes.catalog import node_fields_schema, property_names
 from nodes import builtin_catalog
-from nodes.labels_zh import FIELD_ZH_CN
+from nodes.labels_zh import FIELD_ZH_CN, VALUE_ZH_CN
 
 
 def _names(schema: dict[str, Any]) -> set[str]:
@@ -82,3 +82,46 @@ async def test_node_kinds_serve_the_titles_of_the_fields_every_node_has(api):
     assert {"timeout", "max_retries", "error_strategy", "x"} <= names
     assert body["node_field_labels"]["zh-CN"] == {name: FIELD_ZH_CN[name] for name in names}
     assert body["node_field_labels"]["zh-CN"]["max_retries"] == "最大重试次数"
+
+
+def _enums(node: Any) -> set[str]:
+    """String values of every ``enum`` list anywhere in a schema (written out here rather
+    than reusing the route's helper, so a helper that skipped nested enums would fail)."""
+    if isinstance(node, dict):
+        own = {v for v in node.get("enum", []) if isinstance(v, str)} if isinstance(node.get("enum"), list) else set()
+        return own.union(*(_enums(v) for v in node.values()))
+    if isinstance(node, list):
+        return set().union(*(_enums(v) for v in node))
+    return set()
+
+
+def test_every_enum_value_of_every_kind_has_a_zh_cn_label():
+    catalog = builtin_catalog()
+    used: set[str] = set()
+    missing: set[tuple[str, str]] = set()
+    for kind in catalog.specs:
+        for value in sorted(_enums(catalog.config_schema(kind))):
+            used.add(value)
+            if not VALUE_ZH_CN.get(value, "").strip():
+                missing.add((kind, value))
+    for value in sorted(_enums(node_fields_schema())):
+        used.add(value)
+        if not VALUE_ZH_CN.get(value, "").strip():
+            missing.add(("(every node)", value))
+    assert not missing, f"enum values without a zh-CN label: {sorted(missing)}"
+    assert {"equals", "regex", "and", "error_branch"} <= used
+    assert not set(VALUE_ZH_CN) - used, sorted(set(VALUE_ZH_CN) - used)
+
+
+async def test_node_kinds_serve_each_kind_the_zh_cn_labels_of_its_enum_values(api):
+    body = (await api.client.get("/v1/node-kinds", headers=api.auth())).json()
+    kinds = {k["kind"]: k for k in body["kinds"]}
+    for kind, out in kinds.items():
+        values = _enums(out["config_schema"])
+        assert out["labels"]["zh-CN"]["values"] == {v: VALUE_ZH_CN[v] for v in values}, kind
+    if_else = kinds["if_else"]["labels"]["zh-CN"]["values"]
+    assert if_else["not_equals"] == "不等于" and if_else["or"] == "或"
+    assert kinds["start"]["labels"]["zh-CN"]["values"] == {}
+    policy = body["node_value_labels"]["zh-CN"]
+    assert policy == {v: VALUE_ZH_CN[v] for v in _enums(body["node_fields_schema"])}
+    assert policy["error_branch"] == "走异常分支"

@@ -359,6 +359,9 @@ scenario('the config panel follows the UI language', async (page) => {
     ?.textContent?.startsWith('系统提示词'));
   await byTestId(page, 'config-policy').locator('summary').click();
   assert.match(await label('max_retries').textContent(), /^最大重试次数/);
+  // enum values too: the options show the labels, the stored value stays the raw one
+  const strategies = await byTestId(page, 'config-error_strategy').locator('option').allTextContents();
+  assert.ok(strategies.includes('走异常分支'), strategies.join(', '));
   await shot(page, 'config-zh-CN', byTestId(page, 'config-panel'));
   // a refused connection (here a node dropped on itself) says why, in the UI language
   const out = await byTestId(page, `handle-${chat}-out`).boundingBox();

@@ -807,7 +807,7 @@ export interface components {
          * @description A node kind's title and description in one language, and the titles of its config
          *     fields in that language (property name -> title, for the names the kind's config
          *     schema uses at its root or in its ``$defs``; a name without one keeps its English
-         *     title).
+         *     title), and the labels of the enum values its selects offer (value -> label).
          */
         KindLabel: {
             /** Description */
@@ -821,6 +821,13 @@ export interface components {
             };
             /** Title */
             title: string;
+            /**
+             * Values
+             * @description enum value offered by the kind's config schema (root or $defs) -> its label in this language; the stored value stays the enum's own
+             */
+            values?: {
+                [key: string]: string;
+            };
         };
         /**
          * MessageList
@@ -916,7 +923,8 @@ export interface components {
          *     the ``sys`` names a reference may read (name -> type name); ``node_fields_schema``:
          *     the JSON Schema of the fields every node has besides its config (name, description,
          *     timeout, retries, error strategy, default output...); ``node_field_labels``: their
-         *     titles per language.
+         *     titles per language; ``node_value_labels``: the labels of their enum values per
+         *     language.
          */
         NodeKindList: {
             /** Kinds */
@@ -935,6 +943,15 @@ export interface components {
             /** Node Fields Schema */
             node_fields_schema?: {
                 [key: string]: unknown;
+            };
+            /**
+             * Node Value Labels
+             * @description language tag (zh-CN...) -> label of each enum value of node_fields_schema (error strategy...); English is the value itself
+             */
+            node_value_labels?: {
+                [key: string]: {
+                    [key: string]: string;
+                };
             };
             /** System Variables */
             system_variables?: {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { kindFieldTitles, localFieldLabel, nodeFieldTitles } from './fieldLabel';
+import { kindFieldTitles, kindValueLabels, localFieldLabel, localValueLabel, nodeFieldTitles } from './fieldLabel';
 
 const chat = { labels: { 'zh-CN': { title: 'AI 对话', description: '一次模型调用。',
   fields: { system_prompt: '系统提示词', model: '模型' } } } };
@@ -33,5 +33,21 @@ describe('localFieldLabel', () => {
     expect(localFieldLabel('max_tokens', { title: 'Max Tokens' }, titles)).toBe('Max Tokens');
     expect(localFieldLabel('base_url', {}, titles)).toBe('Base url');
     expect(localFieldLabel('toString', {}, {})).toBe('ToString');
+  });
+});
+
+describe('enum value labels', () => {
+  const ifElse = { labels: { 'zh-CN': { title: '条件分支', description: '', values: { equals: '等于', or: '或' } } } };
+  it("gives the kind's value labels in the language, none elsewhere", () => {
+    expect(kindValueLabels(ifElse, 'zh-CN')).toEqual({ equals: '等于', or: '或' });
+    expect(kindValueLabels(ifElse, 'en')).toEqual({});
+    expect(kindValueLabels(http, 'zh-CN')).toEqual({});
+  });
+  it('shows the label, else the raw value (numbers, unknown or inherited names)', () => {
+    const labels = kindValueLabels(ifElse, 'zh-CN');
+    expect(localValueLabel('equals', labels)).toBe('等于');
+    expect(localValueLabel('regex', labels)).toBe('regex');
+    expect(localValueLabel(3, labels)).toBe('3');
+    expect(localValueLabel('toString', labels)).toBe('toString');
   });
 });

@@ -11,7 +11,7 @@
  */
 import { createContext, lazy, memo, Suspense, useContext, useRef, useState, type ReactNode } from 'react';
 import { useT } from '../i18n';
-import { localFieldLabel, type FieldTitles } from '../lib/fieldLabel';
+import { localFieldLabel, localValueLabel, type FieldTitles } from '../lib/fieldLabel';
 import { refNode } from '../lib/refs';
 import {
   alternatives, initialObject, initialValue, isRefSchema, nullable, resolve, singular, type JSONSchema,
@@ -30,10 +30,13 @@ interface FormContext {
   readable: ReadonlySet<string> | null;
   /** Field titles in the UI language (property name -> title); English when missing. */
   titles: FieldTitles;
+  /** Enum value labels in the UI language (value -> label); the value itself when missing. */
+  values: FieldTitles;
 }
 
 const NO_TITLES: FieldTitles = Object.freeze({});
-const Ctx = createContext<FormContext>({ root: {}, nodeId: '', config: {}, models: [], readable: null, titles: {} });
+const Ctx = createContext<FormContext>({ root: {}, nodeId: '', config: {}, models: [], readable: null, titles: {},
+  values: {} });
 
 type Change = (value: Json | undefined) => void;
 
@@ -172,12 +175,13 @@ function ValueInput({ value, onChange, testId }: { value: Json | undefined; onCh
 function Select({ options, value, onChange, testId, allowUnset }: { options: Json[]; value: Json | undefined;
   onChange: Change; testId: string; allowUnset?: boolean }) {
   const t = useT();
+  const { values } = useContext(Ctx);
   const index = options.findIndex((o) => JSON.stringify(o) === JSON.stringify(value));
   return (
     <select data-testid={testId} value={index < 0 ? '' : String(index)}
       onChange={(e) => onChange(e.target.value === '' ? undefined : options[Number(e.target.value)])}>
       {(allowUnset || index < 0) && <option value="">{t('config.unset')}</option>}
-      {options.map((o, i) => <option key={i} value={String(i)}>{String(o)}</option>)}
+      {options.map((o, i) => <option key={i} value={String(i)}>{localValueLabel(o, values)}</option>)}
     </select>
   );
 }
@@ -405,11 +409,13 @@ function advanced(key: string, prop: JSONSchema, root: JSONSchema, required: Set
 
 /** The form of one node's config. `onChange` gets the whole new config. */
 export const SchemaForm = memo(function SchemaForm({ schema, value, onChange, nodeId, models, readable, flat, testId,
-  titles = NO_TITLES }: {
+  titles = NO_TITLES, values = NO_TITLES }: {
   schema: JSONSchema; value: JsonObject; onChange: (config: JsonObject) => void; nodeId: string; models: string[];
   readable: ReadonlySet<string> | null; flat?: boolean; testId?: string;
   /** Field titles in the UI language (property name -> title); English where missing. */
-  titles?: FieldTitles }) {
+  titles?: FieldTitles;
+  /** Enum value labels in the UI language (value -> label); the value itself where missing. */
+  values?: FieldTitles }) {
   const t = useT();
   const required = new Set(schema.required ?? []);
   const entries = Object.entries(schema.properties ?? {});
@@ -425,7 +431,7 @@ export const SchemaForm = memo(function SchemaForm({ schema, value, onChange, no
       }} />
   );
   return (
-    <Ctx.Provider value={{ root: schema, nodeId, config: value, models, readable, titles }}>
+    <Ctx.Provider value={{ root: schema, nodeId, config: value, models, readable, titles, values }}>
       <div className="schema-form" data-testid={testId ?? 'config-form'}>
         {main.map(field)}
         {more.length > 0 && (
