@@ -10,7 +10,7 @@ import {
 import { useCallback, useEffect, useMemo, useRef, useState, type DragEvent, type RefObject } from 'react';
 import type { NodeKind } from '../api/types';
 import { backEdges, BODY_HANDLE, checkConnection, connectionToNode, TOOL_HANDLE_PREFIX, TOOL_TARGET_HANDLE, type Refusal } from '../lib/connect';
-import { t, useT, type MessageKey } from '../i18n';
+import { flowLabels, t, useLanguage, useT, type MessageKey } from '../i18n';
 import { isFlowNode, NODE_WIDTH, type CanvasNode, type FlowEdge, type FlowNode } from '../lib/serialize';
 import { nodeHandles, toolField } from '../lib/shape';
 import type { Position } from '../lib/workflow';
@@ -209,6 +209,8 @@ export function Canvas() {
   const containers = useCatalog((s) => s.containers);
   const { screenToFlowPosition } = useReactFlow();
   const tr = useT();
+  const lang = useLanguage((s) => s.lang);
+  const ariaLabels = useMemo(() => flowLabels(lang), [lang]);
   const box = useRef<HTMLDivElement>(null);
   const size = useCanvasSize(box);
   const [minimapOn, setMinimapOn] = useState(() => {
@@ -344,7 +346,7 @@ export function Canvas() {
       <ReactFlow<CanvasNode, FlowEdge>
         nodes={nodes} edges={shownEdges} nodeTypes={nodeTypes}
         onNodesChange={onNodesChange} onEdgesChange={onEdgesChange} onConnect={onConnect}
-        isValidConnection={isValidConnection} onConnectEnd={onConnectEnd} deleteKeyCode={null} connectOnClick={false}
+        isValidConnection={isValidConnection} onConnectEnd={onConnectEnd} ariaLabelConfig={ariaLabels} deleteKeyCode={null} connectOnClick={false}
         onNodeClick={() => setPanel('config')} onError={onError} onNodeDragStop={onNodeDragStop}
         multiSelectionKeyCode={['Meta', 'Control', 'Shift']} selectionKeyCode="Shift"
         minZoom={0.1} maxZoom={2} onlyRenderVisibleElements={nodes.length > 120}

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { en } from './en';
 import { zhCN } from './zh-CN';
-import { translate } from './index';
+import { flowLabels, translate } from './index';
 
 describe('dictionaries', () => {
   it('test_keys_same_in_every_language', () => {
@@ -61,5 +61,12 @@ describe('no UI text outside the dictionaries', () => {
       const attrs = code.match(/(?:title|placeholder|aria-label)="[^"]*[A-Za-z]{3,}[^"]*"/g) ?? [];
       expect([...literal, ...attrs], file).toEqual([]);
     }
+  });
+});
+
+describe('flowLabels', () => {
+  it('test_zoom_buttons_are_titled_in_the_language', () => {
+    expect(flowLabels('zh-CN')['controls.zoomIn.ariaLabel']).toBe('放大');
+    expect(flowLabels('en')['controls.fitView.ariaLabel']).toBe('Fit the view');
   });
 });

@@ -6,6 +6,7 @@
 import { create } from 'zustand';
 import { en, type MessageKey } from './en';
 import { zhCN } from './zh-CN';
+import type { AriaLabelConfig } from '@xyflow/react';
 
 export type { MessageKey };
 export const dictionaries = { en, 'zh-CN': zhCN } as const;
@@ -58,4 +59,16 @@ export function t(key: MessageKey, params?: Params): string {
 export function useT(): (key: MessageKey, params?: Params) => string {
   const lang = useLanguage((s) => s.lang);
   return (key, params) => translate(lang, key, params);
+}
+
+/** React Flow's own labels (the zoom buttons' tooltips, the minimap...) in `lang`, for
+ * its `ariaLabelConfig`; the library's English texts stay for what is not listed. */
+export function flowLabels(lang: Language): Partial<AriaLabelConfig> {
+  return {
+    'controls.ariaLabel': translate(lang, 'canvas.controls'),
+    'controls.zoomIn.ariaLabel': translate(lang, 'canvas.zoomIn'),
+    'controls.zoomOut.ariaLabel': translate(lang, 'canvas.zoomOut'),
+    'controls.fitView.ariaLabel': translate(lang, 'canvas.fitView'),
+    'minimap.ariaLabel': translate(lang, 'canvas.minimap'),
+  };
 }
