@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { en } from './en';
 import { zhCN } from './zh-CN';
-import { flowLabels, translate } from './index';
+import { flowLabels, formatTime, translate } from './index';
 
 describe('dictionaries', () => {
   it('test_keys_same_in_every_language', () => {
@@ -68,5 +68,15 @@ describe('flowLabels', () => {
   it('test_zoom_buttons_are_titled_in_the_language', () => {
     expect(flowLabels('zh-CN')['controls.zoomIn.ariaLabel']).toBe('放大');
     expect(flowLabels('en')['controls.fitView.ariaLabel']).toBe('Fit the view');
+  });
+});
+
+describe('formatTime', () => {
+  it('test_dates_follow_the_ui_language', () => {
+    const at = Date.UTC(2026, 0, 2, 15, 4, 5) / 1000;
+    expect(formatTime(at, 'en')).toBe(new Date(at * 1000).toLocaleString('en'));
+    expect(formatTime(at, 'zh-CN')).toBe(new Date(at * 1000).toLocaleString('zh-CN'));
+    expect(formatTime(at, 'zh-CN')).toMatch(/^2026\/1\/[23]/);
+    expect(formatTime(at, 'en', true)).toBe(new Date(at * 1000).toLocaleTimeString('en'));
   });
 });

@@ -72,3 +72,10 @@ export function flowLabels(lang: Language): Partial<AriaLabelConfig> {
     'minimap.ariaLabel': translate(lang, 'canvas.minimap'),
   };
 }
+
+/** A time stamp (seconds since the epoch, as the API gives them) as date and time in
+ * `lang`'s conventions, not the browser's; `timeOnly` for today's lists. */
+export function formatTime(seconds: number, lang: Language, timeOnly = false): string {
+  const date = new Date(seconds * 1000);
+  return timeOnly ? date.toLocaleTimeString(lang) : date.toLocaleString(lang);
+}

@@ -3,7 +3,7 @@
 import { useCallback, useEffect, useState } from 'react';
 import { api } from '../api/client';
 import type { WorkflowVersion } from '../api/types';
-import { useT } from '../i18n';
+import { formatTime, useLanguage, useT } from '../i18n';
 import { diffWorkflows, isEmptyDiff, type WorkflowDiff } from '../lib/diff';
 import type { WorkflowDoc } from '../lib/workflow';
 import { currentDoc, useEditor } from '../store/editor';
@@ -32,6 +32,7 @@ function DiffView({ diff }: { diff: WorkflowDiff }) {
 
 export function VersionsPanel() {
   const t = useT();
+  const lang = useLanguage((st) => st.lang);
   const workflowId = useEditor((s) => s.workflowId);
   const published = useEditor((s) => s.publishedVersion);
   const [versions, setVersions] = useState<WorkflowVersion[] | null>(null);
@@ -84,7 +85,7 @@ export function VersionsPanel() {
           <li key={v.version} data-testid={`version-${v.version}`}>
             <div>
               <strong>v{v.version}</strong>{v.published && <span className="badge ok"> {t('versions.current')}</span>}{' '}
-              <span className="muted">{new Date(v.created_at * 1000).toLocaleString()}</span>
+              <span className="muted">{formatTime(v.created_at, lang)}</span>
             </div>
             {v.note && <div className="note-text">{v.note}</div>}
             <div className="row">

@@ -14,7 +14,7 @@
  * validate answer); until that answer arrives the field shows.
  */
 import { useCallback, useEffect, useState } from 'react';
-import { useT } from '../i18n';
+import { formatTime, useLanguage, useT } from '../i18n';
 import type { WorkflowDoc } from '../lib/workflow';
 import { useEditor } from '../store/editor';
 import { saveNow } from '../store/persistence';
@@ -38,6 +38,7 @@ type Tab = 'run' | 'chat' | 'history';
 
 function History() {
   const t = useT();
+  const lang = useLanguage((st) => st.lang);
   const history = useRunPanel((s) => s.history);
   const replayId = useRunPanel((s) => s.replayId);
   const replay = useRunPanel((s) => s.replay);
@@ -56,7 +57,7 @@ function History() {
             <button type="button" className={`history-item${replayId === r.run_id ? ' selected' : ''}`}
               data-testid={`history-run-${r.run_id}`} data-status={r.status} onClick={() => void replay(r.run_id)}>
               <span className={`badge run-${r.status}`}>{statusLabel(r.status)}</span>{' '}
-              <span>{new Date((r.created_at ?? 0) * 1000).toLocaleTimeString()}</span>{' '}
+              <span>{formatTime(r.created_at ?? 0, lang, true)}</span>{' '}
               <span className="muted">{r.workflow_version ?? ''} · {r.run_id.slice(0, 8)}{r.chat_id ? ' · 💬' : ''}</span>
             </button>
           </li>
