@@ -338,6 +338,10 @@ scenario('undo and redo', async (page) => {
   await page.keyboard.press('Control+y');
   await byTestId(page, `node-${added}`).waitFor();
   await waitDraft('e2e_undo', (d) => d.nodes.length === 2);
+  // an answer with no text is an error, so it says something before the flow runs
+  await selectNode(page, added);
+  await fill(page, 'config-text', 'Hello');
+  await waitDraft('e2e_undo', (d) => d.nodes.some((n) => n.config?.text === 'Hello'));
   // start -> answer reads no message: once validated, the run panel asks for none and
   // opens on the Run tab
   await openRunPanel(page);
