@@ -177,6 +177,22 @@ scenario('publish the triage flow (pytest then calls it through /v1/chat/complet
   await page.waitForFunction(() => !document.querySelector('[data-testid="publish-note"]'));
   const saved = await apiCall('GET', `/v1/workflows/${TRIAGE}`);
   assert.equal(saved.published_version, 1);
+
+  // the draft edited after publishing (version 1 keeps running): comparing names the
+  // changed field with its published and its new value
+  await selectNode(page, 'answer');
+  await fill(page, 'config-text', 'Billing team (v3): refund approved.');
+  await waitDraft(TRIAGE, (d) => d.nodes.some((n) => n.config?.text?.includes('(v3)')));
+  await byTestId(page, 'tab-versions').click();
+  await byTestId(page, 'version-diff-1').click();
+  const field = page.locator('[data-testid="diff-node-answer"] [data-testid="diff-field"][data-path="config.text"]');
+  await field.waitFor();
+  assert.equal(await field.locator('[data-testid="diff-before"]').innerText(), 'Billing team (v2): refund approved.');
+  assert.equal(await field.locator('[data-testid="diff-after"]').innerText(), 'Billing team (v3): refund approved.');
+  await shot(page, 'version-diff', byTestId(page, 'diff-dialog'));
+  // the other side can be a version too: version 1 against itself differs in nothing
+  await byTestId(page, 'diff-to').selectOption('1');
+  await byTestId(page, 'diff-empty').waitFor();
 });
 
 scenario('stop a slow run', async (page) => {
