@@ -15,6 +15,7 @@ import { BODY_HANDLE, NEW_TOOL_HANDLE, TOOL_HANDLE_PREFIX, TOOL_TARGET_HANDLE } 
 import { kindText } from '../lib/kindLabel';
 import type { FlowNode } from '../lib/serialize';
 import { nodeHandles, toolField } from '../lib/shape';
+import { nodeSummary } from '../lib/summary';
 import type { JsonObject } from '../lib/workflow';
 import { useCatalog } from '../store/catalog';
 import { useEditor } from '../store/editor';
@@ -85,6 +86,8 @@ function FlowNodeViewImpl({ id, data, selected, parentId }: NodeProps<FlowNode>)
     const list = field ? node.config?.[field] : null;
     return field ? (Array.isArray(list) ? (list as JsonObject[]).map((x) => String(x?.name ?? '')) : []) : null;
   }, [kind, node.config]);
+  // what the node does (model, request, branch count): one muted line, see lib/summary.ts
+  const summary = useMemo(() => nodeSummary(node.config, kind, lang, t), [node.config, kind, lang]); // t follows lang
   const container = !!kind?.traits?.container;
   const entry = !!kind?.traits?.entry;
   const branching = handles.length > 1;
@@ -116,6 +119,7 @@ function FlowNodeViewImpl({ id, data, selected, parentId }: NodeProps<FlowNode>)
             </span>
           )}
         </div>
+        {summary && <div className="node-summary" data-testid={`node-summary-${id}`} title={summary}>{summary}</div>}
         <div className="node-kind">{kindTitle}<span className="node-id"> · {id}</span></div>
         <div className={`node-handles${branching ? ' branching' : ''}`}>
           {handles.map((h) => (

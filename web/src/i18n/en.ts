@@ -71,6 +71,7 @@ export const en = {
   'node.renameHint': 'Double-click to rename',
   'node.addNext': 'Click to add the next node',
   'node.flagged': 'Reads a node that no longer exists',
+  'node.summary.count': '{count} {field}',
   'note.placeholder': 'Write a note…',
   'config.title': 'Configure',
   'config.empty': 'Select a node to configure it.',

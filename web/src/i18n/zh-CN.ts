@@ -73,6 +73,7 @@ export const zhCN: Record<MessageKey, string> = {
   'node.renameHint': '双击重命名',
   'node.addNext': '点击添加下一个节点',
   'node.flagged': '引用了已不存在的节点',
+  'node.summary.count': '{count} 个{field}',
   'note.placeholder': '写点备注…',
   'config.title': '配置',
   'config.empty': '选择一个节点进行配置。',
