@@ -5,26 +5,34 @@
  */
 import { memo, useMemo, useState, type DragEvent } from 'react';
 import type { NodeKind } from '../api/types';
-import { useLanguage, useT, type MessageKey } from '../i18n';
+import { translate, useLanguage, useT, type Language, type MessageKey } from '../i18n';
 import { kindText } from '../lib/kindLabel';
+import { kindMatches } from '../lib/kindSearch';
 import { useCatalog } from '../store/catalog';
 import { KindIcon } from './icons';
 
 export const KIND_MIME = 'application/x-flowloom-kind';
 
-/** Kinds matching `query` (title, kind or description), grouped by category in catalog order. */
-export function groupKinds(kinds: readonly NodeKind[], query: string, lang = 'en'): [string, NodeKind[]][] {
-  const q = query.trim().toLowerCase();
+/** Kinds matching `query` (see lib/kindSearch.ts), grouped by category in catalog order;
+ * `categoryLabel` names a category in the UI language (it is searched too). */
+export function groupKinds(kinds: readonly NodeKind[], query: string, lang = 'en',
+  categoryLabel: (cat: string) => string = () => ''): [string, NodeKind[]][] {
   const groups = new Map<string, NodeKind[]>();
   for (const k of kinds) {
-    const text = kindText(k, lang);
-    if (q && !`${text.title} ${k.title} ${k.kind} ${text.description}`.toLowerCase().includes(q)) continue;
     const cat = k.category || 'other';
+    if (!kindMatches(k, query, lang, categoryLabel(cat))) continue;
     const list = groups.get(cat);
     if (list) list.push(k);
     else groups.set(cat, [k]);
   }
   return [...groups];
+}
+
+/** A category's name in `lang` (its id when the UI strings have none). */
+function categoryLabel(lang: Language, cat: string): string {
+  const key = `palette.category.${cat}` as MessageKey;
+  const text = translate(lang, key);
+  return text === key ? cat : text;
 }
 
 function firstLine(text: string): string {
@@ -37,13 +45,10 @@ export const Palette = memo(function Palette({ onPick, compact, autoFocus, exclu
   const lang = useLanguage((s) => s.lang);
   const kinds = useCatalog((s) => s.kinds);
   const [query, setQuery] = useState('');
-  const groups = useMemo(() => groupKinds(exclude ? kinds.filter((k) => !exclude(k)) : kinds, query, lang),
-    [kinds, query, exclude, lang]);
-  const label = (cat: string) => {
-    const key = `palette.category.${cat}` as MessageKey;
-    const text = t(key);
-    return text === key ? cat : text;
-  };
+  const label = (cat: string) => categoryLabel(lang, cat);
+  const groups = useMemo(() => groupKinds(exclude ? kinds.filter((k) => !exclude(k)) : kinds, query, lang,
+    // the category's name is found in English too (a builder may think of "human input")
+    (cat) => `${categoryLabel('en', cat)}\n${categoryLabel(lang, cat)}`), [kinds, query, exclude, lang]);
   const onDragStart = (e: DragEvent, kind: string) => {
     e.dataTransfer.setData(KIND_MIME, kind);
     e.dataTransfer.effectAllowed = 'move';
