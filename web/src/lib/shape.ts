@@ -33,17 +33,26 @@ export function shapesOf(answer: Pick<WorkflowProblems, 'nodes'>): Shapes {
   return shapes;
 }
 
+/** The array fields of a config schema whose items are the node's branches: items with
+ * an `id` described as a handle (cases, categories, options), as `[name, resolved schema]`. */
+export function branchFields(root: JSONSchema): [string, JSONSchema][] {
+  const out: [string, JSONSchema][] = [];
+  for (const [key, prop] of Object.entries(root.properties ?? {})) {
+    const p = resolve(prop, root);
+    const item = p.type === 'array' ? resolve(p.items, root) : null;
+    if (item?.properties?.id && /handle/i.test(`${item.description ?? ''} ${p.description ?? ''}`)) out.push([key, p]);
+  }
+  return out;
+}
+
 /** Handles named by the config itself (see the module docstring). */
 export function configHandles(node: Pick<WorkflowNode, 'config'>, kind: NodeKind | undefined): string[] | null {
   const root = (kind?.config_schema ?? {}) as JSONSchema;
   const config = node.config ?? {};
   const found: string[] = [];
-  let named = false;
-  for (const [key, prop] of Object.entries(root.properties ?? {})) {
-    const p = resolve(prop, root);
-    const item = p.type === 'array' ? resolve(p.items, root) : null;
-    if (!item?.properties?.id || !/handle/i.test(`${item.description ?? ''} ${p.description ?? ''}`)) continue;
-    named = true;
+  const branches = branchFields(root);
+  const named = branches.length > 0;
+  for (const [key] of branches) {
     const values = config[key];
     if (!Array.isArray(values)) continue;
     for (const v of values) {

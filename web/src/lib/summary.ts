@@ -14,6 +14,7 @@
  */
 import type { NodeKind } from '../api/types';
 import { resolve, singular, type JSONSchema } from './schema';
+import { branchFields } from './shape';
 import type { JsonObject } from './workflow';
 
 /** Longest summary (characters, the ellipsis included): one line of a 200px node. */
@@ -33,17 +34,6 @@ function shown(value: unknown): string | null {
 /** `url` without scheme, user info and query string/fragment (they may carry credentials). */
 function shortUrl(url: string): string {
   return url.replace(/^[a-z][a-z0-9+.-]*:\/\//i, '').replace(/^[^/@]*@/, '').replace(/[?#].*$/, '');
-}
-
-/** The array fields whose items are the node's branches (items with an `id` described as a handle). */
-function branchFields(root: JSONSchema): [string, JSONSchema][] {
-  const out: [string, JSONSchema][] = [];
-  for (const [key, prop] of Object.entries(root.properties ?? {})) {
-    const p = resolve(prop, root);
-    const item = p.type === 'array' ? resolve(p.items, root) : null;
-    if (item?.properties?.id && /handle/i.test(`${item.description ?? ''} ${p.description ?? ''}`)) out.push([key, p]);
-  }
-  return out;
 }
 
 /** What `key` is called in `lang`: the catalog's label, else its English title (singular for one). */
