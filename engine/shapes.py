@@ -19,7 +19,6 @@ import jinja2
 from pydantic import ValidationError
 
 from schemas.nodes import NodeConfig
-from schemas.nodes_llm import ChatConfig
 from schemas.types import SYS_VARIABLES
 from schemas.values import walk_refs
 from schemas.workflow import Workflow
@@ -177,8 +176,9 @@ def system_reads(doc: Mapping[str, Any], *, catalog: NodeCatalog, nodes: list[An
     - ``history``: a model node's ``history_source`` (``sys.history`` by default) counts
       only when its ``history`` puts at least one past turn in the prompt; with 0 the
       conversation is never shown to the model, so the node does not depend on it.
-    - A chat node's ``user_prompt`` may say ``{{ question }}``, which is ``sys.query``
-      there (the chat node binds it so), so it counts as reading ``query``.
+    - A template local that stands for a reference (``NodeConfig.template_local_refs``:
+      a chat node's ``{{ question }}`` in its ``user_prompt`` is ``sys.query``) counts as
+      reading that reference.
     - ``{{ sys }}`` read whole names no variable and adds nothing; a name that is not a
       system variable (``sys.querry``) is left out too - the compiler reports it
       (``unknown_sys``) and no run can read it.
@@ -208,12 +208,16 @@ def _template_sys_reads(config: NodeConfig) -> set[str]:
     names: set[str] = set()
     local_names = config.template_locals()
     for field_path, source in config.templates():
+        bound = config.template_local_refs(field_path)
         try:
             selectors = list(template_selectors(source))
-            if isinstance(config, ChatConfig) and field_path == "user_prompt" and "question" in template_names(source):
-                names.add("query")
+            used = template_names(source) if bound else set()
         except jinja2.TemplateSyntaxError:
             continue
+        for local, ref in bound.items():
+            scope, _, name = ref.partition(".")
+            if local in used and scope == "sys":
+                names.add(name)
         if "sys" in local_names:
             continue  # a name the node binds itself shadows the scope, as the compiler reads it
         names.update(field for head, field in selectors if head == "sys" and field)

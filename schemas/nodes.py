@@ -100,6 +100,13 @@ class NodeConfig(BaseModel):
         """Names bound by the node itself in its templates (e.g. template variables)."""
         return set()
 
+    def template_local_refs(self, field: str) -> dict[str, str]:
+        """Locals of the template in ``field`` that stand for a reference the node resolves
+        itself (local name -> ``scope.name``, e.g. a chat prompt's ``question`` for
+        ``sys.query``), so a reader asking what the node depends on counts a template
+        that uses the local as reading that reference. Empty by default."""
+        return {}
+
     def body_fields(self) -> set[str]:
         """Config fields resolved inside the node's own body scope (loop nodes): their
         references may read the node itself and its body nodes."""

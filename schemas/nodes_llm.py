@@ -140,6 +140,11 @@ class ChatConfig(LLMNodeConfig):
     def template_locals(self) -> set[str]:
         return {"quote", "question"}
 
+    def template_local_refs(self, field: str) -> dict[str, str]:
+        # In user_prompt, question is the user's message itself; elsewhere it is the
+        # rendered user_prompt, whose own reads count where they are written.
+        return {"question": "sys.query"} if field == "user_prompt" else {}
+
 
 # ----------------------------------------------------------------------- classify
 
