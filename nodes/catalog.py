@@ -12,13 +12,13 @@ import dataclasses
 import functools
 
 from engine.catalog import KindSpec, NodeCatalog
-from nodes.labels_zh import FIELD_ZH_CN, KIND_ZH_CN
+from nodes.labels_zh import FIELD_ZH_CN, KIND_ZH_CN, VALUE_ZH_CN
 from schemas import nodes as plumbing
 from schemas.nodes_agent import AgentConfig, ToolCallConfig
 from schemas.nodes_code import CodeConfig
 from schemas.nodes_llm import ChatConfig, ClassifyQuestionConfig, ExtractFieldsConfig, QueryExtensionConfig
 
-__all__ = ["BUILTIN_KINDS", "FIELD_LABELS", "builtin_catalog"]
+__all__ = ["BUILTIN_KINDS", "FIELD_LABELS", "VALUE_LABELS", "builtin_catalog"]
 
 #: Every built-in kind, in the order the canvas palette shows them (labels added below).
 _KINDS: tuple[KindSpec, ...] = (
@@ -66,6 +66,10 @@ BUILTIN_KINDS: tuple[KindSpec, ...] = tuple(
 #: by property name rather than by kind (a name means the same in every kind), so a kind's
 #: titles are the entries its config schema uses; English is the schema's own title.
 FIELD_LABELS: dict[str, dict[str, str]] = {"zh-CN": FIELD_ZH_CN}
+
+#: Labels of enum values (what the config form's selects offer) in other languages:
+#: language tag -> value -> label; English shows the value itself.
+VALUE_LABELS: dict[str, dict[str, str]] = {"zh-CN": VALUE_ZH_CN}
 
 
 @functools.cache

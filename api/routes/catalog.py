@@ -5,10 +5,10 @@ Generated from the catalog, never listed here: title and description from the co
 class, category, icon and traits from the ``KindSpec``, the config JSON Schema from
 ``NodeCatalog.config_schema``, the labels in other languages from ``KindSpec.labels``
 with the field titles (``nodes.catalog.FIELD_LABELS``) of the property names the
-kind's schema uses, and the labels of its enum values (``nodes.labels_zh.VALUE_ZH_CN``
-for zh-CN). Handles and outputs are those of the kind's default
-config (``config_dependent`` tells whether a configured node may differ); a kind
-without a default config (required fields) has ``handles``/``outputs`` None.
+kind's schema uses and the labels (``nodes.catalog.VALUE_LABELS``) of its enum values.
+Handles and outputs are those of the kind's default config (``config_dependent`` tells
+whether a configured node may differ); a kind without a default config (required
+fields) has ``handles``/``outputs`` None.
 """
 
 from __future__ import annotations
@@ -20,19 +20,15 @@ from fastapi import APIRouter
 from pydantic import ValidationError
 
 from engine.catalog import KindSpec, NodeCatalog
-from nodes.catalog import FIELD_LABELS
-from nodes.labels_zh import VALUE_ZH_CN
+from nodes.catalog import FIELD_LABELS, VALUE_LABELS
 from schemas.api import ErrorBody, KindLabel, NodeKindList, NodeKindOut
 from schemas.types import SYS_VARIABLES
 from schemas.workflow import NodeBase, Workflow
 
 from ..auth import Caller, Service
 
-__all__ = ["VALUE_LABELS", "enum_values", "node_field_labels", "node_fields_schema", "node_kinds",
+__all__ = ["enum_values", "node_field_labels", "node_fields_schema", "node_kinds",
            "node_value_labels", "property_names", "router"]
-
-# Per language, enum value -> label (English shows the value itself).
-VALUE_LABELS: dict[str, dict[str, str]] = {"zh-CN": VALUE_ZH_CN}
 
 router = APIRouter(prefix="/v1/node-kinds", tags=["catalog"], responses={401: {"model": ErrorBody}})
 
@@ -77,14 +73,19 @@ def node_fields_schema() -> dict[str, Any]:
 def node_field_labels() -> dict[str, dict[str, str]]:
     """Per language, the titles of the property names of :func:`node_fields_schema`."""
     names = property_names(node_fields_schema())
-    return {lang: {name: titles[name] for name in names if name in titles} for lang, titles in FIELD_LABELS.items()}
+    return {lang: _used(titles, names) for lang, titles in FIELD_LABELS.items()}
 
 
 @functools.cache
 def node_value_labels() -> dict[str, dict[str, str]]:
     """Per language, the labels of the enum values of :func:`node_fields_schema`."""
     values = enum_values(node_fields_schema())
-    return {lang: {v: labels[v] for v in values if v in labels} for lang, labels in VALUE_LABELS.items()}
+    return {lang: _used(labels, values) for lang, labels in VALUE_LABELS.items()}
+
+
+def _used(labels: dict[str, str], keys: list[str]) -> dict[str, str]:
+    """The entries of ``labels`` for ``keys`` (a schema's property names or enum values), in their order."""
+    return {key: labels[key] for key in keys if key in labels}
 
 
 def enum_values(schema: Any) -> list[str]:
@@ -126,11 +127,8 @@ def _labels(spec: KindSpec, schema: dict[str, Any]) -> dict[str, KindLabel]:
     values = enum_values(schema)
     out = {}
     for lang, title, text in spec.labels:
-        titles = FIELD_LABELS.get(lang, {})
-        labels = VALUE_LABELS.get(lang, {})
-        out[lang] = KindLabel(title=title, description=text,
-                              fields={name: titles[name] for name in names if name in titles},
-                              values={v: labels[v] for v in values if v in labels})
+        out[lang] = KindLabel(title=title, description=text, fields=_used(FIELD_LABELS.get(lang, {}), names),
+                              values=_used(VALUE_LABELS.get(lang, {}), values))
     return out
 
 
