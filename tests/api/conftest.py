@@ -22,6 +22,7 @@ import pytest
 
 from api.app import create_app
 from engine.settings import Settings
+from tests.support.http_reply import reply_json
 
 SECRET_HEADER_VALUE = "hdr-secret-5f1c9a7e2d"
 SCRIPTED_KEY_ENV = "FLOWLOOM_API_TEST_LLM_KEY"
@@ -39,14 +40,7 @@ class _Handler(BaseHTTPRequestHandler):
         elif self.path.startswith("/delay"):
             server.stopping.wait(0.15)
         body = b'{"ok": true}'
-        try:
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-        except OSError:
-            pass
+        reply_json(self, body)
 
 
 class _Server(ThreadingHTTPServer):

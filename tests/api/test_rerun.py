@@ -16,6 +16,8 @@ from typing import Any, Iterator
 
 import pytest
 
+from tests.support.http_reply import reply_json
+
 from .conftest import parse_sse
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,14 +46,7 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path.startswith("/slow"):
             server.release.wait(20)
         body = json.dumps({"path": self.path, "n": server.hits[self.path]}).encode()
-        try:
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-        except OSError:
-            pass
+        reply_json(self, body)
 
 
 @pytest.fixture

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import httpx
 
+from tests.support.cli import serve_banner
+
 from .conftest import hello_workflow
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -78,22 +80,8 @@ def test_flowloom_serve_answers_over_http_with_a_key_from_the_cli(tmp_path):
 
 def _banner_store(env: dict[str, str]) -> str:
     """The ``run store:`` part of the banner of ``flowloom serve`` started with ``env``."""
-    server = subprocess.Popen([sys.executable, "-m", "api.cli", "serve", "--port", str(_free_port()),
-                               "--no-login-url", "--no-examples"],
-                              cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        assert server.stderr is not None
-        for line in server.stderr:
-            if "run store:" in line:
-                return line.partition("run store:")[2].strip()
-        raise AssertionError(f"no banner (exit {server.wait()})")
-    finally:
-        server.send_signal(signal.SIGINT)
-        try:
-            server.communicate(timeout=20)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.communicate()
+    banner = serve_banner(env, "run store:", "--no-login-url", "--no-examples")
+    return banner.partition("run store:")[2].splitlines()[0].strip()
 
 
 def test_the_banner_shows_the_run_store_url_as_a_user_writes_it_default_or_set(tmp_path):

@@ -7,8 +7,9 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
+
+from tests.support.cli import serve_banner
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -46,21 +47,6 @@ def test_run_succeeds_without_a_bug_message_when_redis_is_unreachable(tmp_path):
 
 def test_serve_warns_at_start_when_redis_is_unreachable(tmp_path):
     env = {**os.environ, "FLOWLOOM_HOME": str(tmp_path / "home"), "FLOWLOOM_REDIS_URL": _dead_redis_url()}
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    server = subprocess.Popen([sys.executable, "-m", "api.cli", "serve", "--port", str(port), "--no-login-url",
-                               "--no-examples"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.PIPE, text=True)
-    seen: list[str] = []
-    try:
-        deadline = time.monotonic() + 30
-        while not any("unreachable" in line for line in seen):
-            assert time.monotonic() < deadline and server.poll() is None, seen
-            seen.append(server.stderr.readline())
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
-    text = "".join(seen)
+    text = serve_banner(env, "unreachable", "--no-login-url", "--no-examples")
     assert "queued" in text and "flowloom worker" in text
     assert "redis://:***@127.0.0.1:" in text and "s3cret-pw" not in text

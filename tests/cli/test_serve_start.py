@@ -8,8 +8,9 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
+
+from tests.support.cli import serve_banner
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -32,21 +33,7 @@ def test_serve_on_a_port_in_use_exits_2_with_one_line_and_no_banner(tmp_path):
 def test_serve_first_start_says_where_runs_execute_and_how_scripts_get_a_key(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "FLOWLOOM_REDIS_URL"}
     env["FLOWLOOM_HOME"] = str(tmp_path / "home")
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    server = subprocess.Popen([sys.executable, "-m", "api.cli", "serve", "--port", str(port), "--no-examples"],
-                              cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    seen: list[str] = []
-    try:
-        deadline = time.monotonic() + 30
-        while not any("keys create" in line for line in seen):
-            assert time.monotonic() < deadline and server.poll() is None, seen
-            seen.append(server.stderr.readline())
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
-    text = "".join(seen)
+    text = serve_banner(env, "keys create", "--no-examples")
     assert "runs: executed in this process" in text
     assert "the canvas key is for the browser; scripts should use a key of their own" in text
     assert "no admin API key yet" not in text

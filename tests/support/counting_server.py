@@ -16,6 +16,8 @@ from typing import Any, Iterator
 
 import pytest
 
+from tests.support.http_reply import reply_json
+
 __all__ = ["Counter", "counter"]
 
 
@@ -40,14 +42,7 @@ class Counter:
                 if kind == "gate":
                     counter.gate.wait(60)
                 body = json.dumps({"node": name}).encode()
-                try:
-                    self.send_response(200)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(body)))
-                    self.end_headers()
-                    self.wfile.write(body)
-                except OSError:
-                    pass  # the client (a killed or stopped run) is gone
+                reply_json(self, body)
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
