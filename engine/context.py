@@ -28,6 +28,8 @@ from .settings import Settings, get_settings
 if TYPE_CHECKING:
     from schemas.workflow import NodeBase
 
+    from .knowledge.ports import KnowledgeSearch
+
     from .compiler import CompiledPlan
 
 __all__ = [
@@ -129,6 +131,8 @@ class RunDeps:
     - ``memory``: node memory for cross-run hints (None: nodes keep no memory).
     - ``workflows``: where workflow tools are found (None: nodes that need one fail
       with a clear error).
+    - ``knowledge``: the tenant's knowledge bases, searched by retrieval nodes and
+      dataset tools (None: those nodes fail naming the missing knowledge service).
     """
 
     settings: Settings = field(default_factory=get_settings)
@@ -137,6 +141,7 @@ class RunDeps:
     models: ModelCatalog | None = None
     memory: MemoryStore | None = None
     workflows: WorkflowSource | None = None
+    knowledge: "KnowledgeSearch | None" = None
 
 
 class InterruptRequested(Exception):

@@ -122,13 +122,15 @@ class RunService:
 
     def __init__(self, *, catalog: NodeCatalog, stores: Stores, settings: Settings,
                  models: ModelCatalog | None = None, memory: MemoryStore | None = None,
-                 workflows: WorkflowSource | None = None) -> None:
+                 workflows: WorkflowSource | None = None, knowledge: Any = None) -> None:
         self.catalog = catalog
         self.stores = stores
         self.settings = settings
         self.models = models
         self.memory = memory
         self.workflows = workflows
+        #: the knowledge search nodes get (``RunDeps.knowledge``; an ``engine.knowledge`` KnowledgeSearch)
+        self.knowledge = knowledge
         self._live: dict[str, _Live] = {}
         self._docs: OrderedDict[tuple[str, str], Mapping[str, Any]] = OrderedDict()
         #: states and plans of runs prepared here and not executed yet (executing one needs no read of them)
@@ -329,7 +331,7 @@ class RunService:
         released: list[bool] = []  # the last checkpoint of an ended run gave the lease up
         idle = _IdleWatch(self.settings.run_idle_timeout_s, state, token, plan.catalog)
         deps = RunDeps(settings=self.settings, models=self.models, memory=self.memory, workflows=self.workflows,
-                       on_event=lambda event: self._publish(live, durable, text, idle.seen(event)),
+                       knowledge=self.knowledge, on_event=lambda event: self._publish(live, durable, text, idle.seen(event)),
                        checkpoint=self._checkpointer(owner, durable, idle, released))
         helpers = [asyncio.create_task(self._heartbeat(run_id, owner, token)),
                    asyncio.create_task(self._watch_commands(run_id, token)),

@@ -1,0 +1,334 @@
+"""The ports of knowledge bases: where datasets are stored, how text becomes vectors,
+how documents are read and split, and how ingestion is scheduled.
+
+The engine owns the algorithms (ingestion's diff-and-resume, retrieval's recall passes,
+fusion, rerank and quote budget); these protocols are what they run on. Implementations:
+``workers/knowledge`` (SQLite with sqlite-vec and FTS5; PostgreSQL with pgvector and
+``tsvector``), ``nodes/knowledge`` (parsers, the splitter, the embeddings and rerank
+clients of the model registry), and the ingestion queues (in-process tasks, or RQ).
+
+Every store method names its tenant: a dataset, document or chunk of another tenant is
+:class:`DatasetNotFound` / :class:`DocumentNotFound`, as one that does not exist.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol, Sequence, runtime_checkable
+
+from schemas.knowledge import (
+    Chunk,
+    ChunkDraft,
+    ChunkingSettings,
+    Dataset,
+    Document,
+    IndexInfo,
+    MetadataFilter,
+    SearchRequest,
+    SearchResult,
+)
+
+from ..errors import FlowloomError
+from ..ports import StoreError
+
+__all__ = [
+    "Chunker",
+    "DatasetExists",
+    "DatasetNotFound",
+    "DimensionMismatch",
+    "DocumentNotFound",
+    "DocumentRejected",
+    "Embedder",
+    "EmbeddingBatch",
+    "EmbeddingError",
+    "IngestionQueue",
+    "KnowledgeSearch",
+    "KnowledgeStore",
+    "ParsedDocument",
+    "Parser",
+    "RelevanceJudge",
+    "Reranker",
+    "ScoredChunk",
+    "VectorSearchUnavailable",
+]
+
+
+class DatasetNotFound(StoreError, KeyError):
+    """No dataset with that id for this tenant."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "dataset not found"
+
+
+class DatasetExists(StoreError):
+    """The tenant already has a dataset with that id."""
+
+
+class DocumentNotFound(StoreError, KeyError):
+    """No document with that id in that dataset of this tenant."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "document not found"
+
+
+class VectorSearchUnavailable(StoreError):
+    """The store cannot hold or search vectors (PostgreSQL without the ``vector``
+    extension): embedding datasets and semantic/hybrid search need it; full-text
+    datasets and full-text search still work. The message names the extension."""
+
+
+class DocumentRejected(FlowloomError):
+    """A document that cannot be ingested: ``status`` 413 (over the size cap) or 422
+    (a type that does not match its content, an encrypted or corrupt PDF, an empty
+    document, an unsupported format); ``reason`` is a short code (``too_large``,
+    ``type_mismatch``, ``encrypted``, ``corrupt``, ``empty``, ``unsupported``)."""
+
+    def __init__(self, message: str, *, reason: str, status: int = 422):
+        super().__init__(message)
+        self.reason, self.status = reason, status
+
+
+class EmbeddingError(FlowloomError):
+    """An embeddings (or rerank) endpoint failed after its retries, or answered
+    something that is not a vector per input; the message names the model."""
+
+
+class DimensionMismatch(EmbeddingError):
+    """The model answered vectors of another dimension than the index holds (the model
+    behind the name changed): the index must be rebuilt (update the dataset's model)."""
+
+
+# ----------------------------------------------------------------------------- store
+
+
+@dataclass(slots=True)
+class ScoredChunk:
+    """A chunk found by one recall pass, with that pass's score (higher is better:
+    cosine similarity in [-1, 1] for vectors, a BM25-based score for full text)."""
+
+    chunk: Chunk
+    score: float
+
+
+@runtime_checkable
+class KnowledgeStore(Protocol):
+    """Datasets, documents, chunks and vectors of every tenant (module docstring).
+
+    Raises VectorSearchUnavailable from the vector methods when the store has no vector
+    support; StoreError subclasses otherwise.
+    """
+
+    vector_support: bool
+    """False when vectors cannot be stored here (see :class:`VectorSearchUnavailable`)."""
+
+    # datasets ------------------------------------------------------------------------
+    async def create_dataset(self, dataset: Dataset) -> Dataset:
+        """Insert ``dataset`` (its id and tenant set). Raises DatasetExists."""
+        ...
+
+    async def list_datasets(self, tenant_id: str) -> list[Dataset]:
+        """The tenant's datasets by name, with document and chunk counts."""
+        ...
+
+    async def get_dataset(self, tenant_id: str, dataset_id: str) -> Dataset:
+        """Raises DatasetNotFound."""
+        ...
+
+    async def update_dataset(self, tenant_id: str, dataset_id: str, changes: dict[str, Any]) -> Dataset:
+        """Set the given fields (``name``, ``description``, ``embedding_model``,
+        ``chunking``, ``metadata_fields``); the dataset as it is now. Raises DatasetNotFound."""
+        ...
+
+    async def delete_dataset(self, tenant_id: str, dataset_id: str) -> None:
+        """Delete the dataset with its documents, chunks, indexes and vectors. Raises DatasetNotFound."""
+        ...
+
+    # indexes -------------------------------------------------------------------------
+    async def create_index(self, tenant_id: str, dataset_id: str, embedding_model: str) -> IndexInfo:
+        """A new ``building`` index of the dataset for ``embedding_model`` (a building
+        index that existed is retired with its vectors). Raises DatasetNotFound."""
+        ...
+
+    async def set_index_dimension(self, tenant_id: str, index_id: str, dimension: int) -> None:
+        """Record the dimension of the index's vectors (set once, by the first batch)."""
+        ...
+
+    async def activate_index(self, tenant_id: str, dataset_id: str, index_id: str) -> None:
+        """Make ``index_id`` the dataset's active index in one transaction; the previous
+        active index is retired and its vectors deleted."""
+        ...
+
+    # documents -----------------------------------------------------------------------
+    async def put_document(self, document: Document) -> tuple[Document, bool]:
+        """Add a document, or return the one there: a document of the dataset with the
+        same ``source_name`` and ``content_hash`` is returned unchanged (False); one with
+        the same source name and another hash is updated to this hash, size, type and
+        metadata, status ``queued`` (True: it must be ingested again, keeping its id and
+        the chunks whose text did not change); else inserted (True)."""
+        ...
+
+    async def save_content(self, tenant_id: str, document_id: str, parsed: "ParsedDocument") -> None:
+        """Keep the document's parsed text (what ingestion splits, on any worker). Raises DocumentNotFound."""
+        ...
+
+    async def load_content(self, tenant_id: str, document_id: str) -> "ParsedDocument":
+        """The parsed text :meth:`save_content` kept. Raises DocumentNotFound."""
+        ...
+
+    async def get_document(self, tenant_id: str, document_id: str) -> Document:
+        """Raises DocumentNotFound."""
+        ...
+
+    async def list_documents(self, tenant_id: str, dataset_id: str, *, limit: int = 1000) -> list[Document]:
+        """The dataset's documents, oldest first. Raises DatasetNotFound."""
+        ...
+
+    async def update_document(self, tenant_id: str, document_id: str, **fields: Any) -> Document:
+        """Set ``status``, ``error``, ``chunk_count``, ``chunks_done`` or ``metadata``. Raises DocumentNotFound."""
+        ...
+
+    async def delete_document(self, tenant_id: str, document_id: str) -> None:
+        """Delete the document with its chunks and vectors. Raises DocumentNotFound."""
+        ...
+
+    async def claim_document(self, tenant_id: str, document_id: str, owner_id: str, lease_until: float) -> bool:
+        """Become the document's ingester until ``lease_until`` (Unix seconds): allowed
+        when nobody holds it, its lease expired, or ``owner_id`` holds it. False otherwise."""
+        ...
+
+    async def release_document(self, tenant_id: str, document_id: str, owner_id: str) -> None:
+        """Give the document up (no-op when ``owner_id`` does not hold it)."""
+        ...
+
+    async def unfinished_documents(self, *, limit: int = 100) -> list[Document]:
+        """Documents of any tenant that are not ``ready`` or ``failed`` and whose lease
+        expired or was never taken (what a sweeper gives to ingestion again)."""
+        ...
+
+    # chunks and vectors ----------------------------------------------------------------
+    async def replace_chunks(self, tenant_id: str, document_id: str, drafts: Sequence[ChunkDraft]) -> list[Chunk]:
+        """Make ``drafts`` the document's chunks in one transaction. A stored chunk whose
+        ``text_hash`` and kind equal a draft's keeps its id and its vectors (it needs no
+        new embedding); the others are deleted with their vectors. Returns the chunks in
+        position order."""
+        ...
+
+    async def get_chunks(self, tenant_id: str, chunk_ids: Sequence[str]) -> list[Chunk]:
+        """The chunks with those ids (missing ones left out), with their document's
+        source name and metadata."""
+        ...
+
+    async def chunks_without_vector(self, tenant_id: str, index_id: str, document_id: str | None = None, *,
+                                    limit: int = 1000) -> list[Chunk]:
+        """Searchable chunks (not parents) of the index's dataset (or of one document)
+        that have no vector in ``index_id`` yet, in position order."""
+        ...
+
+    async def put_vectors(self, tenant_id: str, index_id: str, vectors: Sequence[tuple[str, Sequence[float]]]) -> None:
+        """Store ``(chunk id, vector)`` pairs in the index, in one transaction (a chunk
+        that has one already keeps the new one)."""
+        ...
+
+    async def search_vectors(self, tenant_id: str, index_id: str, vector: Sequence[float], k: int,
+                             filters: Sequence[MetadataFilter] = ()) -> list[ScoredChunk]:
+        """The ``k`` chunks of the index nearest to ``vector`` (cosine similarity, best
+        first) whose document metadata passes ``filters``."""
+        ...
+
+    async def search_full_text(self, tenant_id: str, dataset_ids: Sequence[str], query: str, k: int,
+                               filters: Sequence[MetadataFilter] = ()) -> list[ScoredChunk]:
+        """The ``k`` best chunks of the datasets for ``query`` by full text (BM25-based,
+        best first; CJK text is matched too) whose document metadata passes ``filters``."""
+        ...
+
+    async def close(self) -> None:
+        """Release connections and indexes."""
+        ...
+
+
+# ------------------------------------------------------------------------- processing
+
+
+@dataclass(slots=True)
+class ParsedDocument:
+    """A document's text as a parser reads it. ``content_type``: the detected format;
+    ``text``: Markdown-flavoured text (headings as ``#`` lines where the format has
+    them); ``qa_pairs``: for a QA file, the ``(question, answer)`` pairs instead."""
+
+    content_type: str
+    text: str = ""
+    qa_pairs: list[tuple[str, str]] | None = None
+
+
+class Parser(Protocol):
+    """Reads an uploaded file with the library for its format."""
+
+    def parse(self, data: bytes, filename: str) -> ParsedDocument:
+        """The document's text. Raises DocumentRejected (type mismatch, encrypted or
+        corrupt file, empty document, unsupported format)."""
+        ...
+
+
+class Chunker(Protocol):
+    """Splits a parsed document into chunks by a dataset's settings."""
+
+    def split(self, document: ParsedDocument, settings: ChunkingSettings) -> list[ChunkDraft]:
+        """The chunks in position order (QA pairs: one ``qa`` chunk per pair; parent-child:
+        each parent followed by its children)."""
+        ...
+
+
+@dataclass(slots=True)
+class EmbeddingBatch:
+    """Vectors for a batch of texts, in input order, and what they cost."""
+
+    vectors: list[list[float]]
+    tokens: int = 0
+    cost: float = 0.0
+
+
+class Embedder(Protocol):
+    """Turns texts into vectors with an embedding model of the registry."""
+
+    def has_model(self, model: str) -> bool:
+        """True when ``model`` is a registry model with an embeddings endpoint."""
+        ...
+
+    async def embed(self, model: str, texts: Sequence[str]) -> EmbeddingBatch:
+        """Vectors for ``texts`` (batched and retried inside). Raises EmbeddingError."""
+        ...
+
+
+class Reranker(Protocol):
+    """Scores documents against a query with a rerank model of the registry."""
+
+    async def rerank(self, model: str, query: str, documents: Sequence[str],
+                     top_n: int | None = None) -> tuple[list[tuple[int, float]], int]:
+        """``([(input index, relevance in [0, 1])...] best first, tokens)``. Raises EmbeddingError."""
+        ...
+
+
+class RelevanceJudge(Protocol):
+    """Asks a chat model which chunks are relevant to a question (the LLM pass)."""
+
+    async def select(self, model: str, question: str, texts: Sequence[str]) -> tuple[list[int], dict[str, Any]]:
+        """``(indexes of the relevant texts, usage {"tokens_in", "tokens_out", "cost"})``."""
+        ...
+
+
+class IngestionQueue(Protocol):
+    """Where ingestion of documents runs: tasks of this process, or RQ jobs."""
+
+    async def submit(self, tenant_id: str, dataset_id: str, document_ids: Sequence[str]) -> None:
+        """Schedule the documents' ingestion (each at most once at a time)."""
+        ...
+
+
+@runtime_checkable
+class KnowledgeSearch(Protocol):
+    """What nodes see of knowledge bases (``RunDeps.knowledge``): search only."""
+
+    async def search(self, tenant_id: str, request: SearchRequest) -> SearchResult:
+        """Search the tenant's datasets. Raises DatasetNotFound, EmbeddingError."""
+        ...
+
