@@ -67,7 +67,7 @@ import tomllib
 import weakref
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -87,6 +87,7 @@ __all__ = [
     "Pricing",
     "ProviderSpec",
     "UnknownModel",
+    "WrongModelType",
     "get_registry",
     "load_registry",
     "price",
@@ -130,6 +131,26 @@ class UnknownModel(KeyError):
 
     def __str__(self) -> str:
         return f"unknown model {self.name!r}; known models: {', '.join(self.known) or '(none)'}"
+
+
+class WrongModelType(UnknownModel):
+    """A model of another type than the caller needs (an embedding model named as a chat
+    model, a chat model named as an embedding model...). Still an :class:`UnknownModel`:
+    to the caller it is not one of the models it may use; the message says why."""
+
+    def __init__(self, name: str, kind: str, wanted: str, known: list[str]):
+        self.kind, self.wanted = kind, wanted
+        super().__init__(name, known)
+
+    def __str__(self) -> str:
+        return (f"model {self.name!r} is {_TYPE_NAMES[self.kind]}, not {_TYPE_NAMES[self.wanted]}; "
+                f"known {self.wanted} models: {', '.join(self.known) or '(none)'}")
+
+
+#: the model types of the registry: ``chat`` (chat completions, what workflows name),
+#: ``embedding`` (``/embeddings``: datasets' vectors), ``rerank`` (``/rerank``: search)
+MODEL_TYPES = ("chat", "embedding", "rerank")
+_TYPE_NAMES = {"chat": "a chat model", "embedding": "an embedding model", "rerank": "a rerank model"}
 
 
 class _Spec(BaseModel):
@@ -197,13 +218,25 @@ class ProviderSpec(_Spec):
 
 
 class ModelSpec(_Spec):
-    """A model workflows can name. ``model`` is the upstream id sent to the provider."""
+    """A model of the registry. ``model`` is the upstream id sent to the provider.
+
+    ``type``: ``chat`` (the default: chat completions, the models workflows name),
+    ``embedding`` (an OpenAI-compatible ``/embeddings`` endpoint: OpenAI, Ollama, vLLM,
+    llama.cpp, TEI) or ``rerank`` (a Jina/Cohere-style ``/rerank`` endpoint). Lookups
+    name the type they need, so a chat node cannot name an embedding model nor a
+    dataset a chat model. ``max_output_tokens`` is required for chat models only;
+    ``dimension`` (embedding models): the vectors' expected length (None: whatever the
+    model answers first); ``max_batch``: texts per embeddings request.
+    """
 
     name: str
     provider: str
+    type: Literal["chat", "embedding", "rerank"] = "chat"
     model: str = ""
     max_context: int = Field(gt=0)
-    max_output_tokens: int = Field(gt=0)
+    max_output_tokens: int = Field(default=0, ge=0)
+    dimension: int | None = Field(default=None, gt=0, le=65536)
+    max_batch: int = Field(default=64, gt=0, le=2048)
     capabilities: Capabilities = Field(default_factory=Capabilities)
     default_system_prompt: str = ""
     default_temperature: float = Field(default=0.7, ge=0, le=2)
@@ -215,6 +248,8 @@ class ModelSpec(_Spec):
     def _defaults(self) -> "ModelSpec":
         if not self.model:
             object.__setattr__(self, "model", self.name)
+        if self.type == "chat" and self.max_output_tokens <= 0:
+            raise ValueError("max_output_tokens is required for a chat model (and must be above 0)")
         if self.max_output_tokens >= self.max_context:
             raise ValueError(f"max_output_tokens ({self.max_output_tokens}) must be below "
                              f"max_context ({self.max_context})")
@@ -326,24 +361,29 @@ class ModelRegistry:
 
     # ------------------------------------------------------------------ lookups
 
-    def get(self, name: str) -> ModelSpec:
-        """The model called ``name``.
+    def get(self, name: str, kind: str | None = "chat") -> ModelSpec:
+        """The model called ``name``, of type ``kind`` (None: any type).
 
         Raises:
-            UnknownModel: a ``KeyError`` whose message lists the known names.
+            UnknownModel: a ``KeyError`` whose message lists the known names of that type
+                (:class:`WrongModelType` when the model exists with another type).
         """
-        try:
-            return self._models[name]
-        except KeyError:
-            raise UnknownModel(name, self.names()) from None
+        spec = self._models.get(name)
+        if spec is None:
+            raise UnknownModel(name, self.names(kind))
+        if kind is not None and spec.type != kind:
+            raise WrongModelType(name, spec.type, kind, self.names(kind))
+        return spec
 
-    def has(self, name: str) -> bool:
-        """True when ``name`` is a model of this registry."""
-        return name in self._models
+    def has(self, name: str, kind: str | None = "chat") -> bool:
+        """True when ``name`` is a model of this registry of type ``kind`` (None: any)."""
+        spec = self._models.get(name)
+        return spec is not None and (kind is None or spec.type == kind)
 
-    def names(self) -> list[str]:
-        """Model names, sorted."""
-        return sorted(self._models)
+    def names(self, kind: str | None = "chat") -> list[str]:
+        """Names of the models of type ``kind`` (default: chat models, what workflows may
+        name; None: every model), sorted."""
+        return sorted(n for n, m in self._models.items() if kind is None or m.type == kind)
 
     def provider(self, spec: ModelSpec) -> ProviderSpec:
         """The provider serving ``spec``."""
@@ -415,7 +455,7 @@ class ModelRegistry:
         Raises:
             UnknownModel: ``name`` is not in the registry.
         """
-        spec = self.get(name)
+        spec = self.get(name, None)
         provider = self.provider(spec)
         key = "none" if provider.api_key_env is None else ("optional" if provider.api_key_optional else "required")
         return {"model": spec.name, "upstream": spec.model, "provider": provider.name, "base_url": provider.base_url,

@@ -36,6 +36,18 @@ ends with ``stall()`` / ``disconnect()``. Non-streaming requests get one
 The named scripts (``utf8_split_reply``, ``parallel_tool_calls_reply``, ...) are the
 failure modes the LLM layer must survive; tests of LLM nodes reuse them.
 
+Embeddings and rerank (knowledge bases): ``POST /v1/embeddings`` answers deterministic
+vectors, a hashed bag of words (:func:`embed_text`: texts sharing words are near, so
+searches find what they should), of the dimension the model name gives (``...-dim32``)
+or :attr:`ScriptedOpenAIServer.embedding_dims` maps, else 64; ``POST /v1/rerank``
+answers Jina/Cohere-style results scored by word overlap (:func:`rerank_score`). Both
+answer at once unless ``embedding_latency`` (seconds) is set. The server counts every
+text whose vector it returned (:attr:`~ScriptedOpenAIServer.embedded`, a Counter: "no
+chunk embedded twice"), queues scripted errors for them (:meth:`script_embeddings`), and
+can hold embeddings requests (:meth:`hold_embeddings`, :meth:`wait_held`,
+:meth:`release_embeddings`, :meth:`drop_embeddings`): a held request whose client died
+(a worker SIGKILLed meanwhile) never counts its texts, since no vector reached anyone.
+
 Fixtures: ``openai_server`` (a started server, stopped after the test) and
 ``scripted_registry`` (a :class:`~nodes.model_registry.ModelRegistry` pointing at it
 with the key :data:`TEST_API_KEY` set in the environment). :func:`registry_for`
@@ -44,8 +56,13 @@ builds such a registry for any server.
 
 from __future__ import annotations
 
+import base64
 import collections
+import hashlib
 import json
+import math
+import re
+import struct
 import select
 import socket
 import threading
@@ -69,6 +86,7 @@ __all__ = [
     "delay",
     "disconnect",
     "disconnect_reply",
+    "embed_text",
     "error_after_tokens",
     "fenced_json_reply",
     "finish",
@@ -84,6 +102,7 @@ __all__ = [
     "reused_index_tool_calls_reply",
     "registry_for",
     "reply",
+    "rerank_score",
     "scripted_registry",
     "stall",
     "stalled_reply",
@@ -418,7 +437,17 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("content-length") or 0)
         raw_body = self.rfile.read(length) if length else b""
         recorded = self._record(raw_body)
-        if self.path.rstrip("/") != "/v1/chat/completions":
+        route = self.path.rstrip("/")
+        if route in ("/v1/embeddings", "/v1/rerank"):
+            body = recorded.body if isinstance(recorded.body, dict) else {}
+            if self.server.owner.embedding_latency:
+                time.sleep(self.server.owner.embedding_latency)
+            if route == "/v1/embeddings":
+                self._embeddings(body, recorded)
+            else:
+                self._rerank(body)
+            return
+        if route != "/v1/chat/completions":
             self._send_json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
             return
         body = recorded.body if isinstance(recorded.body, dict) else {}
@@ -441,6 +470,99 @@ class _Handler(BaseHTTPRequestHandler):
         with self.server.owner._lock:
             self.server.owner.requests.append(recorded)
         return recorded
+
+    # ------------------------------------------------------------------ embeddings, rerank
+
+    def _embeddings(self, body: dict[str, Any], recorded: RecordedRequest) -> None:
+        owner = self.server.owner
+        texts = body.get("input")
+        texts = [texts] if isinstance(texts, str) else texts
+        if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts) or not texts:
+            self._send_json(400, {"error": {"message": "input must be a string or a list of strings",
+                                            "type": "invalid_request_error"}})
+            return
+        with owner._lock:
+            owner.embedding_texts.extend(texts)
+            scripted = owner._embedding_replies.popleft() if owner._embedding_replies else None
+        if scripted is not None and scripted.status != 200:
+            self._send_json(scripted.status, {"error": scripted.error or {"message": "error"}}, scripted.headers)
+            return
+        if not self._wait_if_held(recorded):
+            return
+        model = str(body.get("model", ""))
+        dim = owner.dimension_of(model)
+        data = []
+        for i, t in enumerate(texts):
+            vector = embed_text(t, dim)
+            if body.get("encoding_format") == "base64":
+                encoded: Any = base64.b64encode(struct.pack(f"<{dim}f", *vector)).decode()
+            else:
+                encoded = vector
+            data.append({"object": "embedding", "index": i, "embedding": encoded})
+        tokens = sum(len(_words(t)) or 1 for t in texts)
+        try:
+            self._send_json(200, {"object": "list", "model": model, "data": data,
+                                  "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})
+            self.wfile.flush()
+        except OSError:
+            recorded.client_closed_at = time.monotonic()
+            return
+        with owner._lock:
+            owner.embedded.update(texts)
+
+    def _wait_if_held(self, recorded: RecordedRequest) -> bool:
+        """While embeddings are held: wait for a release (True), a drop or the client
+        going away (False: the connection is closed, no vector is returned)."""
+        owner = self.server.owner
+        with owner._lock:
+            if not owner._holding:
+                return True
+            slot = _Held()
+            owner._held.append(slot)
+        try:
+            while not owner._stopping.is_set():
+                if slot.released.wait(0.02):
+                    break
+                readable, _, _ = select.select([self.connection], [], [], 0)
+                if readable:
+                    try:
+                        gone = self.connection.recv(1, socket.MSG_PEEK) == b""
+                    except OSError:
+                        gone = True
+                    if gone:
+                        recorded.client_closed_at = time.monotonic()
+                        self.close_connection = True
+                        return False
+            if slot.dropped or owner._stopping.is_set():
+                self._drop()
+                return False
+            return True
+        finally:
+            with owner._lock:
+                if slot in owner._held:
+                    owner._held.remove(slot)
+
+    def _rerank(self, body: dict[str, Any]) -> None:
+        owner = self.server.owner
+        query, documents = body.get("query"), body.get("documents")
+        if not isinstance(query, str) or not isinstance(documents, list):
+            self._send_json(400, {"error": {"message": "query (a string) and documents (a list) are required",
+                                            "type": "invalid_request_error"}})
+            return
+        with owner._lock:
+            scripted = owner._embedding_replies.popleft() if owner._embedding_replies else None
+            owner.rerank_calls += 1
+        if scripted is not None and scripted.status != 200:
+            self._send_json(scripted.status, {"error": scripted.error or {"message": "error"}}, scripted.headers)
+            return
+        texts = [d if isinstance(d, str) else str((d or {}).get("text", "")) for d in documents]
+        scored = sorted(((i, rerank_score(query, t)) for i, t in enumerate(texts)), key=lambda p: (-p[1], p[0]))
+        top_n = body.get("top_n")
+        if isinstance(top_n, int) and top_n > 0:
+            scored = scored[:top_n]
+        tokens = len(_words(query)) * len(texts) + sum(len(_words(t)) for t in texts)
+        self._send_json(200, {"model": body.get("model", ""), "usage": {"total_tokens": tokens},
+                              "results": [{"index": i, "relevance_score": s} for i, s in scored]})
 
     # ------------------------------------------------------------------ writing
 
@@ -610,6 +732,40 @@ class _Handler(BaseHTTPRequestHandler):
         self._send_json(200, payload, scripted.headers)
 
 
+_CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
+
+
+def _words(text: str) -> list[str]:
+    """Lower-cased words, and every CJK character as a word of its own."""
+    return [w for w in re.findall(r"\w+", text.lower()) if not _CJK.search(w)] + _CJK.findall(text)
+
+
+def embed_text(text: str, dim: int) -> list[float]:
+    """The scripted server's vector of ``text``: a unit-length hashed bag of words of
+    ``dim`` dimensions (each word adds +-1 at a position its SHA-256 picks), so texts
+    sharing words have a high cosine similarity and the same text always the same vector."""
+    vector = [0.0] * dim
+    for word in _words(text):
+        digest = hashlib.sha256(word.encode()).digest()
+        vector[int.from_bytes(digest[:4], "big") % dim] += 1.0 if digest[4] & 1 else -1.0
+    norm = math.sqrt(sum(x * x for x in vector))
+    if norm == 0:
+        vector[0], norm = 1.0, 1.0
+    return [x / norm for x in vector]
+
+
+def rerank_score(query: str, document: str) -> float:
+    """The scripted rerank score: the share of the query's distinct words found in the document."""
+    wanted = set(_words(query))
+    return round(len(wanted & set(_words(document))) / len(wanted), 6) if wanted else 0.0
+
+
+@dataclass
+class _Held:
+    released: threading.Event = field(default_factory=threading.Event)
+    dropped: bool = False
+
+
 class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
@@ -630,6 +786,18 @@ class ScriptedOpenAIServer:
         self._stopping = threading.Event()
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
+        #: model name -> dimension of its vectors (else a ``dimNN`` in the name, else 64)
+        self.embedding_dims: dict[str, int] = {}
+        #: seconds every embeddings / rerank request waits before its answer (0: none)
+        self.embedding_latency = 0.0
+        #: text -> times its vector was returned (only answers that reached the client)
+        self.embedded: collections.Counter[str] = collections.Counter()
+        #: every text received by /v1/embeddings, answered or not, in order
+        self.embedding_texts: list[str] = []
+        self.rerank_calls = 0
+        self._embedding_replies: collections.deque[Reply] = collections.deque()
+        self._holding = False
+        self._held: list[_Held] = []
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -694,6 +862,63 @@ class ScriptedOpenAIServer:
         with self._lock:
             return [r.body for r in self.requests if r.path.rstrip("/").endswith("/chat/completions")]
 
+    # ------------------------------------------------------------------ embeddings
+
+    def dimension_of(self, model: str) -> int:
+        """The dimension of ``model``'s vectors: :attr:`embedding_dims`, else the number
+        after ``dim`` in the name (``embed-dim32``), else 64."""
+        if model in self.embedding_dims:
+            return self.embedding_dims[model]
+        match = re.search(r"dim(\d+)", model)
+        return int(match.group(1)) if match else 64
+
+    @property
+    def embedding_calls(self) -> int:
+        """``/v1/embeddings`` requests received."""
+        with self._lock:
+            return sum(1 for r in self.requests if r.path.rstrip("/") == "/v1/embeddings")
+
+    def script_embeddings(self, *replies: Reply) -> "ScriptedOpenAIServer":
+        """Queue replies (``http_error(...)``, ``rate_limited()``) for the next embeddings
+        or rerank requests; a 200 ``reply()`` answers normally."""
+        with self._lock:
+            self._embedding_replies.extend(replies)
+        return self
+
+    def hold_embeddings(self) -> None:
+        """Make the next embeddings requests wait (sending nothing) until released or dropped."""
+        with self._lock:
+            self._holding = True
+
+    @property
+    def held(self) -> int:
+        """Embeddings requests waiting now."""
+        with self._lock:
+            return len(self._held)
+
+    def wait_held(self, count: int = 1, timeout: float = 30.0) -> None:
+        """Return once ``count`` embeddings requests are held. Raises TimeoutError."""
+        deadline = time.monotonic() + timeout
+        while self.held < count:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{self.held} embeddings request(s) held after {timeout} s, wanted {count}")
+            time.sleep(0.01)
+
+    def release_embeddings(self) -> None:
+        """Stop holding: the held requests are answered (if their client is still there)."""
+        with self._lock:
+            self._holding = False
+            for slot in self._held:
+                slot.released.set()
+
+    def drop_embeddings(self) -> None:
+        """Stop holding: the held requests' connections are closed with no answer."""
+        with self._lock:
+            self._holding = False
+            for slot in self._held:
+                slot.dropped = True
+                slot.released.set()
+
     def _next_reply(self, body: dict[str, Any]) -> Reply:
         with self._lock:
             if self._queue:
@@ -714,6 +939,9 @@ def registry_for(server: ScriptedOpenAIServer, *, api_key_env: str | None = TEST
       (input <= 1000 tokens: 0.001 / 0.002 per 1k; larger: 0.002 / 0.004).
     - ``plain-model``: no native tools, no tool_choice, reasoning; context 4096 /
       output 512; default temperature 0.7; flat 0.0005 / 0.0015; a default system prompt.
+    - ``embed-model`` (embedding, upstream ``embed-dim32``: 32 dimensions, 0.0001 per 1k),
+      ``embed-model-2`` (embedding, ``embed2-dim48``: 48 dimensions, 0.0002 per 1k),
+      ``rerank-model`` (rerank).
     """
     provider = ProviderSpec(name="scripted", base_url=server.base_url, api_key_env=api_key_env)
     models = [
@@ -730,6 +958,11 @@ def registry_for(server: ScriptedOpenAIServer, *, api_key_env: str | None = TEST
             default_system_prompt="You are a terse assistant.",
             pricing=Pricing(input_per_1k=0.0005, output_per_1k=0.0015),
         ),
+        ModelSpec(name="embed-model", provider="scripted", type="embedding", model="embed-dim32", max_context=8192,
+                  dimension=32, pricing=Pricing(input_per_1k=0.0001)),
+        ModelSpec(name="embed-model-2", provider="scripted", type="embedding", model="embed2-dim48",
+                  max_context=8192, dimension=48, pricing=Pricing(input_per_1k=0.0002)),
+        ModelSpec(name="rerank-model", provider="scripted", type="rerank", model="rerank-v1", max_context=8192),
     ]
     return ModelRegistry([provider], models)
 

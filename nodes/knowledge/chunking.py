@@ -1,0 +1,150 @@
+"""Splitting parsed documents into chunks: the engine's :class:`~engine.knowledge.ports.Chunker`.
+
+Sizes are tokens of OpenAI's cl100k tokenizer, counted by ``semantic-text-splitter``
+(its tokenizer is compiled in: nothing is downloaded). The splitter fills each chunk
+with the largest semantic units that fit - sections, paragraphs, lines, sentences,
+words - so a chunk breaks a sentence only when one sentence alone is too large.
+
+The steps, by :class:`~schemas.knowledge.ChunkingSettings`:
+
+1. ``split_headings``: the text is cut into sections at its Markdown headings (found by
+   markdown-it, so a ``#`` inside a code block is not a heading); each section keeps
+   its heading path (``["Install", "Linux"]``), which is put before the chunk's
+   ``search_text`` ("Install > Linux") so a chunk that never names its subject is still
+   found by it.
+2. ``separators``: each section is cut at every separator given, in order, before the
+   splitter's own split points (a ``"\\n---\\n"`` between FAQ entries, say).
+3. The splitter cuts each piece to ``chunk_tokens`` with ``overlap_tokens`` shared.
+4. ``parent_child``: those chunks are parents (returned by a search); each is split
+   again to ``child_tokens`` (searched). A parent is followed by its children, which
+   name its position.
+
+QA documents (CSV/JSONL pairs) become one ``qa`` chunk per pair, searched by the
+question and returned as ``Q: question`` / ``A: answer``.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any
+
+from engine.knowledge.ports import ParsedDocument
+from schemas.knowledge import ChunkDraft, ChunkingSettings, ChunkKind
+
+__all__ = ["HEADING_SEPARATOR", "TextChunker", "qa_text", "sections"]
+
+#: what joins a heading path in ``search_text``
+HEADING_SEPARATOR = " > "
+#: the tokenizer model named to semantic-text-splitter (cl100k)
+TOKENIZER_MODEL = "gpt-3.5-turbo"
+_MARKDOWN_TYPES = frozenset({"markdown", "html", "docx"})
+
+
+@dataclass(slots=True)
+class Section:
+    """Text under one heading path (the text before the first heading has an empty path)."""
+
+    heading_path: list[str]
+    text: str
+
+
+def qa_text(question: str, answer: str) -> str:
+    """How a QA chunk reads when returned: ``Q: ...`` then ``A: ...`` on the next line."""
+    return f"Q: {question}\nA: {answer}" if answer else f"Q: {question}"
+
+
+@functools.lru_cache(maxsize=32)
+def _splitter(markdown: bool, capacity: int, overlap: int) -> Any:
+    """A splitter of ``capacity`` tokens (cached: building one loads the tokenizer)."""
+    from semantic_text_splitter import MarkdownSplitter, TextSplitter
+
+    cls = MarkdownSplitter if markdown else TextSplitter
+    return cls.from_tiktoken_model(TOKENIZER_MODEL, capacity, overlap=min(overlap, capacity - 1))
+
+
+def _tokens(text: str) -> int:
+    from nodes.llm import estimate_tokens
+
+    return estimate_tokens(text)
+
+
+def sections(text: str) -> list[Section]:
+    """``text`` cut at its Markdown headings (ATX and setext; not inside code blocks),
+    each section with its heading path; sections with no text of their own are left out."""
+    from markdown_it import MarkdownIt
+
+    lines = text.split("\n")
+    tokens = MarkdownIt("commonmark").parse(text)
+    headings: list[tuple[int, int, int, str]] = []  # (first line, end line, level, title)
+    for i, token in enumerate(tokens):
+        if token.type == "heading_open" and token.map is not None:
+            title = tokens[i + 1].content.strip() if i + 1 < len(tokens) else ""
+            headings.append((token.map[0], token.map[1], int(token.tag[1:]), title))
+    found: list[Section] = []
+    path: list[tuple[int, str]] = []
+    start = 0
+    for first, end, level, title in headings:
+        body = "\n".join(lines[start:first]).strip()
+        if body:
+            found.append(Section([t for _, t in path], body))
+        while path and path[-1][0] >= level:
+            path.pop()
+        path.append((level, title))
+        start = end
+    body = "\n".join(lines[start:]).strip()
+    if body:
+        found.append(Section([t for _, t in path], body))
+    return found
+
+
+def _cut(text: str, separators: list[str]) -> list[str]:
+    """``text`` cut at every separator, in the order given (empty pieces dropped)."""
+    pieces = [text]
+    for sep in separators:
+        if sep:
+            pieces = [part for piece in pieces for part in piece.split(sep)]
+    return [p.strip() for p in pieces if p.strip()]
+
+
+class TextChunker:
+    """The chunker of every parsed type (module docstring). Thread-safe."""
+
+    def split(self, document: ParsedDocument, settings: ChunkingSettings) -> list[ChunkDraft]:
+        """The chunks in position order (see the module docstring)."""
+        if document.qa_pairs is not None:
+            return [ChunkDraft(position=i, kind=ChunkKind.qa, text=qa_text(q, a), search_text=q,
+                               tokens=_tokens(qa_text(q, a)))
+                    for i, (q, a) in enumerate(document.qa_pairs)]
+        markdown = document.content_type in _MARKDOWN_TYPES
+        parts = sections(document.text) if settings.split_headings else [Section([], document.text.strip())]
+        drafts: list[ChunkDraft] = []
+        splitter = _splitter(markdown, settings.chunk_tokens, settings.overlap_tokens)
+        for section in parts:
+            prefix = HEADING_SEPARATOR.join(section.heading_path)
+            for piece in _cut(section.text, settings.separators):
+                for text in splitter.chunks(piece):
+                    if text.strip():
+                        self._add(drafts, text, prefix, section.heading_path, markdown, settings)
+        return drafts
+
+    def _add(self, drafts: list[ChunkDraft], text: str, prefix: str, path: list[str], markdown: bool,
+             settings: ChunkingSettings) -> None:
+        """Append the chunk ``text`` (a parent and its children under ``parent_child``)."""
+        def search(t: str) -> str:
+            return f"{prefix}\n{t}" if prefix else t
+
+        pc = settings.parent_child
+        if pc is None:
+            drafts.append(ChunkDraft(position=len(drafts), text=text, search_text=search(text),
+                                     heading_path=list(path), tokens=_tokens(text)))
+            return
+        parent = len(drafts)
+        drafts.append(ChunkDraft(position=parent, kind=ChunkKind.parent, text=text, search_text=search(text),
+                                 heading_path=list(path), tokens=_tokens(text)))
+        child_splitter = _splitter(markdown, pc.child_tokens, min(pc.child_overlap_tokens, pc.child_tokens // 2))
+        for child in child_splitter.chunks(text):
+            if child.strip():
+                drafts.append(ChunkDraft(position=len(drafts), kind=ChunkKind.child, text=child,
+                                         search_text=search(child), heading_path=list(path), parent=parent,
+                                         tokens=_tokens(child)))

@@ -1,0 +1,257 @@
+"""Embeddings and rerank clients over the model registry: the engine's
+:class:`~engine.knowledge.ports.Embedder` and :class:`~engine.knowledge.ports.Reranker`.
+
+Embeddings go to the model's provider with the real ``openai`` SDK
+(``POST {base_url}/embeddings``, ``encoding_format="float"``), which OpenAI, Ollama,
+vLLM, llama.cpp and TEI all answer. Rerank goes to ``POST {base_url}/rerank`` with the
+Jina/Cohere body ``{model, query, documents, top_n}``, answered by
+``{"results": [{"index", "relevance_score"}], "usage": {...}}``.
+
+Requests are batched (the model's ``max_batch`` texts, and at most
+:data:`BATCH_TOKEN_BUDGET` estimated tokens per request, since servers refuse oversized
+bodies) and each is retried with exponential backoff (:data:`RETRIES` times, from
+:data:`BACKOFF_S`, honouring a short ``Retry-After``) on 429, 5xx, timeouts and
+connection errors - the failures that pass. Anything else, or the last retry failing,
+is one :class:`~engine.knowledge.ports.EmbeddingError` naming the model (never the
+key). A model answering vectors of another length than its registry ``dimension`` is
+:class:`~engine.knowledge.ports.DimensionMismatch`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import random
+from typing import Any, Awaitable, Callable, Sequence, TypeVar
+
+from engine.knowledge.ports import DimensionMismatch, EmbeddingBatch, EmbeddingError
+
+from ..model_registry import ModelRegistry, ModelSpec, UnknownModel, price
+
+__all__ = ["BACKOFF_S", "BATCH_TOKEN_BUDGET", "REQUEST_TIMEOUT_S", "RETRIES", "RegistryEmbedder",
+           "RegistryReranker"]
+
+logger = logging.getLogger("flowloom.knowledge")
+
+#: attempts after the first one, per request
+RETRIES = 4
+#: the first backoff (seconds); doubled at each retry, with jitter, at most 20 s
+BACKOFF_S = 0.5
+#: estimated tokens of one embeddings request at most (a lone larger text goes alone)
+BATCH_TOKEN_BUDGET = 100_000
+#: seconds one request may take (the SDK clients of the registry have no read timeout)
+REQUEST_TIMEOUT_S = 120.0
+
+T = TypeVar("T")
+
+
+def _estimate(text: str) -> int:
+    from ..llm import estimate_tokens
+
+    return estimate_tokens(text)
+
+
+def _transient(exc: BaseException) -> bool:
+    """Whether retrying may help: 429, 5xx, timeouts, connection errors."""
+    import httpx
+    import openai
+
+    if isinstance(exc, (openai.APIConnectionError, openai.APITimeoutError, asyncio.TimeoutError,
+                        httpx.TransportError)):
+        return True
+    status = getattr(exc, "status_code", None)
+    if status is None and isinstance(exc, httpx.HTTPStatusError):
+        status = exc.response.status_code
+    return status is not None and (status == 429 or status >= 500)
+
+
+def _retry_after(exc: BaseException) -> float | None:
+    response = getattr(exc, "response", None)
+    value = response.headers.get("retry-after") if response is not None else None
+    try:
+        return min(float(value), 20.0) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _describe(exc: BaseException) -> str:
+    status = getattr(exc, "status_code", None)
+    body = getattr(exc, "body", None)
+    message = body.get("message") if isinstance(body, dict) else None
+    if status is not None:
+        return f"HTTP {status}" + (f": {str(message)[:300]}" if message else "")
+    return f"{type(exc).__name__}: {str(exc)[:300]}"
+
+
+async def _with_retries(what: str, model: str, call: Callable[[], Awaitable[T]], *, retries: int,
+                        backoff_s: float) -> T:
+    """``call()`` retried on transient failures (module docstring). Raises EmbeddingError."""
+    attempt = 0
+    while True:
+        try:
+            return await asyncio.wait_for(call(), REQUEST_TIMEOUT_S)
+        except EmbeddingError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - classified below; never leaks a traceback
+            if not _transient(exc) or attempt >= retries:
+                tried = f" after {attempt + 1} attempts" if attempt else ""
+                raise EmbeddingError(f"{what} model {model!r} failed{tried}: {_describe(exc)}") from None
+            wait = _retry_after(exc)
+            if wait is None:
+                wait = min(backoff_s * (2 ** attempt), 20.0) * (0.75 + random.random() / 2)
+            logger.info("%s model %s: %s; retrying in %.2f s", what, model, _describe(exc), wait)
+            await asyncio.sleep(wait)
+            attempt += 1
+
+
+def _batches(texts: Sequence[str], max_texts: int, budget: int) -> list[tuple[int, int]]:
+    """``[(start, end)...]`` covering ``texts`` with at most ``max_texts`` texts and
+    ``budget`` estimated tokens each (a larger text alone)."""
+    spans: list[tuple[int, int]] = []
+    start, used = 0, 0
+    for i, text in enumerate(texts):
+        cost = _estimate(text)
+        if i > start and (i - start >= max_texts or used + cost > budget):
+            spans.append((start, i))
+            start, used = i, 0
+        used += cost
+    if start < len(texts):
+        spans.append((start, len(texts)))
+    return spans
+
+
+class RegistryEmbedder:
+    """Embeddings with the registry's ``embedding`` models (module docstring).
+
+    ``retries`` / ``backoff_s``: see :data:`RETRIES`, :data:`BACKOFF_S` (tests lower them).
+    """
+
+    def __init__(self, registry: ModelRegistry, *, retries: int = RETRIES, backoff_s: float = BACKOFF_S,
+                 token_budget: int = BATCH_TOKEN_BUDGET) -> None:
+        self.registry, self.retries, self.backoff_s, self.token_budget = registry, retries, backoff_s, token_budget
+
+    def has_model(self, model: str) -> bool:
+        """True when ``model`` is a registry model of type ``embedding``."""
+        return self.registry.has(model, "embedding")
+
+    def names(self) -> list[str]:
+        """The embedding models a dataset may name."""
+        return self.registry.names("embedding")
+
+    def spec(self, model: str) -> ModelSpec:
+        """The registry entry of embedding model ``model``. Raises EmbeddingError (naming
+        the model and the known embedding models)."""
+        try:
+            return self.registry.get(model, "embedding")
+        except UnknownModel as exc:
+            raise EmbeddingError(str(exc)) from None
+
+    async def embed(self, model: str, texts: Sequence[str]) -> EmbeddingBatch:
+        """Vectors for ``texts`` in input order, with the tokens the endpoint counted (an
+        estimate when it reports none) and their cost. Raises EmbeddingError,
+        DimensionMismatch (vectors of another length than the model's ``dimension``, or
+        of different lengths)."""
+        spec = self.spec(model)
+        out = EmbeddingBatch(vectors=[])
+        for start, end in _batches(texts, spec.max_batch, self.token_budget):
+            vectors, tokens = await self._request(spec, list(texts[start:end]))
+            out.vectors.extend(vectors)
+            out.tokens += tokens
+            out.cost += price(spec, tokens, 0)
+        dims = {len(v) for v in out.vectors}
+        expected = spec.dimension
+        if len(dims) > 1 or (expected is not None and dims and dims != {expected}):
+            raise DimensionMismatch(f"embedding model {model!r} answered vectors of {sorted(dims)} dimensions; "
+                                    f"expected {expected if expected is not None else 'one length'}")
+        return out
+
+    async def _request(self, spec: ModelSpec, texts: list[str]) -> tuple[list[list[float]], int]:
+        try:
+            client = self.registry.client_for(spec)
+        except Exception as exc:  # noqa: BLE001 - MissingAPIKey and config errors, by message
+            raise EmbeddingError(f"embedding model {spec.name!r}: {exc}") from None
+
+        async def call() -> Any:
+            return await client.embeddings.create(model=spec.model, input=texts, encoding_format="float")
+
+        response = await _with_retries("embedding", spec.name, call, retries=self.retries, backoff_s=self.backoff_s)
+        data = sorted(getattr(response, "data", None) or [], key=lambda d: d.index)
+        if len(data) != len(texts):
+            raise EmbeddingError(f"embedding model {spec.name!r} answered {len(data)} vectors for {len(texts)} texts")
+        vectors: list[list[float]] = []
+        for item in data:
+            vector = [float(x) for x in (item.embedding or [])]
+            if not vector or not all(math.isfinite(x) for x in vector):
+                raise EmbeddingError(f"embedding model {spec.name!r} answered an empty or non-finite vector")
+            vectors.append(vector)
+        usage = getattr(response, "usage", None)
+        tokens = int(getattr(usage, "prompt_tokens", 0) or getattr(usage, "total_tokens", 0) or 0)
+        return vectors, tokens or sum(_estimate(t) for t in texts)
+
+
+class RegistryReranker:
+    """Rerank with the registry's ``rerank`` models (module docstring)."""
+
+    def __init__(self, registry: ModelRegistry, *, retries: int = RETRIES, backoff_s: float = BACKOFF_S) -> None:
+        self.registry, self.retries, self.backoff_s = registry, retries, backoff_s
+
+    def has_model(self, model: str) -> bool:
+        """True when ``model`` is a registry model of type ``rerank``."""
+        return self.registry.has(model, "rerank")
+
+    async def rerank(self, model: str, query: str, documents: Sequence[str],
+                     top_n: int | None = None) -> tuple[list[tuple[int, float]], int]:
+        """``([(input index, relevance in [0, 1])...] best first, tokens)``. Raises
+        EmbeddingError (unknown model, failed endpoint, an answer naming no document)."""
+        import httpx
+
+        try:
+            spec = self.registry.get(model, "rerank")
+            key = self.registry.api_key(spec)
+        except Exception as exc:  # noqa: BLE001 - UnknownModel, MissingAPIKey: by message
+            raise EmbeddingError(str(exc)) from None
+        if not documents:
+            return [], 0
+        base = self.registry.base_url(spec).rstrip("/")
+        body: dict[str, Any] = {"model": spec.model, "query": query, "documents": list(documents)}
+        if top_n is not None:
+            body["top_n"] = top_n
+        headers = {"authorization": f"Bearer {key}"} if key else {}
+
+        async def call() -> Any:
+            async with httpx.AsyncClient(timeout=httpx.Timeout(REQUEST_TIMEOUT_S, connect=10.0)) as client:
+                response = await client.post(f"{base}/rerank", json=body, headers=headers)
+                response.raise_for_status()
+                return response.json()
+
+        payload = await _with_retries("rerank", spec.name, call, retries=self.retries, backoff_s=self.backoff_s)
+        return _rerank_results(spec.name, payload, len(documents)), _rerank_tokens(payload, query, documents)
+
+
+def _rerank_results(model: str, payload: Any, count: int) -> list[tuple[int, float]]:
+    results = payload.get("results") if isinstance(payload, dict) else None
+    if not isinstance(results, list):
+        raise EmbeddingError(f"rerank model {model!r} answered no results list")
+    found: list[tuple[int, float]] = []
+    for item in results:
+        try:
+            index = int(item["index"])
+            score = float(item.get("relevance_score", item.get("score")))
+        except (KeyError, TypeError, ValueError):
+            raise EmbeddingError(f"rerank model {model!r} answered a result without index and "
+                                 f"relevance_score") from None
+        if not 0 <= index < count:
+            raise EmbeddingError(f"rerank model {model!r} answered index {index} for {count} documents")
+        found.append((index, min(1.0, max(0.0, score))))
+    found.sort(key=lambda pair: -pair[1])
+    return found
+
+
+def _rerank_tokens(payload: dict[str, Any], query: str, documents: Sequence[str]) -> int:
+    usage = payload.get("usage") or payload.get("meta", {}).get("billed_units") or {}
+    tokens = usage.get("total_tokens") or usage.get("prompt_tokens") or usage.get("search_units")
+    try:
+        return int(tokens) if tokens else _estimate(query) * len(documents) + sum(_estimate(d) for d in documents)
+    except (TypeError, ValueError):
+        return 0
