@@ -316,5 +316,10 @@ class SearchResult(_Model):
     queries: list[str] = Field(default_factory=list)
     mode: SearchMode = SearchMode.hybrid
     embedding_tokens: int = 0
+    rerank_tokens: int = 0
+    llm_tokens_in: int = Field(default=0, description="the LLM relevance pass's prompt tokens")
+    llm_tokens_out: int = 0
+    cost: float = Field(default=0.0, description="what the search's model calls cost (embeddings, relevance pass)")
+    passes: dict[str, int] = Field(default_factory=dict, description="each recall pass's name -> chunks it found")
     notes: list[str] = Field(default_factory=list, description="what the search could not do as asked (e.g. a "
                                                                "dataset without an index searched by full text)")

@@ -1,0 +1,172 @@
+"""Pure parts of retrieval ranking: recall lists, their fusion, the quote budget.
+
+A *recall pass* is one ranked list of chunk keys with that pass's own scores, named
+``semantic`` or ``full_text`` (its *kind*) - one per query, per dataset index for
+vectors. Fusion merges the passes into one ranking:
+
+- **RRF** (reciprocal rank fusion, as FastGPT merges its recalls): for each kind, a
+  chunk's best (lowest) rank over that kind's passes ``r`` counts ``1 / (k + r)``,
+  ``k = 60``, ranks from 1; the fused score is the sum over kinds divided by the most a
+  chunk can get (``kinds / (k + 1)``), so it lies in (0, 1]: ``1.0`` is first in every
+  kind, ``~0.5`` first in one of two. Taking the best rank per kind (not the sum over
+  queries) keeps ten phrasings of one question from outvoting the other kind.
+- **weighted** (as Dify's hybrid search): per kind the chunk's best score, normalised
+  (semantic: the cosine similarity clamped to [0, 1]; full text: divided by the best
+  full-text score of its pass, since BM25 has no fixed scale), then
+  ``semantic_weight * semantic + (1 - semantic_weight) * full_text``; a kind that did
+  not find the chunk counts 0. One kind alone (semantic or full-text search): its
+  normalised score.
+
+Ties keep the order the chunks were first seen in (stable sorts), so results are
+deterministic for a deterministic store.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+__all__ = [
+    "RRF_K",
+    "Fused",
+    "RecallPass",
+    "estimate_tokens",
+    "fit_budget",
+    "fuse_rrf",
+    "fuse_weighted",
+    "truncate_to_tokens",
+]
+
+#: The RRF constant (Cormack et al.; FastGPT uses 60 too): large enough that rank 1 and
+#: rank 2 of one list differ little, so agreement between lists decides.
+RRF_K = 60
+
+
+@dataclass(slots=True)
+class RecallPass:
+    """One ranked recall list: ``kind`` (``semantic`` or ``full_text``), a ``name`` that
+    says where it came from (shown in notes and records), and ``(key, score)`` best
+    first. Keys are the returned chunk ids (a child already resolved to its parent);
+    a key appears at most once (:meth:`dedupe` keeps its best-ranked occurrence)."""
+
+    kind: str
+    name: str
+    items: list[tuple[str, float]] = field(default_factory=list)
+
+    def dedupe(self) -> "RecallPass":
+        seen: set[str] = set()
+        kept: list[tuple[str, float]] = []
+        for key, score in self.items:
+            if key not in seen:
+                seen.add(key)
+                kept.append((key, score))
+        self.items = kept
+        return self
+
+
+@dataclass(slots=True)
+class Fused:
+    """A chunk after fusion: its fused ``score`` in [0, 1] and each kind's best own
+    score (``scores``: ``semantic`` cosine, ``full_text`` normalised to its pass)."""
+
+    key: str
+    score: float
+    scores: dict[str, float] = field(default_factory=dict)
+
+
+def _best_per_kind(passes: Sequence[RecallPass]) -> tuple[list[str], dict[str, dict[str, int]], dict[str, dict[str, float]]]:
+    """(keys in first-seen order, kind -> key -> best rank, kind -> key -> best normalised score)."""
+    order: list[str] = []
+    seen: set[str] = set()
+    ranks: dict[str, dict[str, int]] = {}
+    scores: dict[str, dict[str, float]] = {}
+    for p in passes:
+        top = max((s for _, s in p.items), default=0.0)
+        kind_ranks = ranks.setdefault(p.kind, {})
+        kind_scores = scores.setdefault(p.kind, {})
+        for rank, (key, raw) in enumerate(p.items, start=1):
+            if key not in seen:
+                seen.add(key)
+                order.append(key)
+            norm = _normalise(p.kind, raw, top)
+            kind_ranks[key] = min(rank, kind_ranks.get(key, rank))
+            kind_scores[key] = max(norm, kind_scores.get(key, norm))
+    return order, ranks, scores
+
+
+def _normalise(kind: str, raw: float, top: float) -> float:
+    if kind == "semantic":
+        return min(1.0, max(0.0, float(raw)))
+    return min(1.0, max(0.0, float(raw) / top)) if top > 0 else 0.0
+
+
+def fuse_rrf(passes: Sequence[RecallPass], k: int = RRF_K) -> list[Fused]:
+    """Reciprocal rank fusion of ``passes`` (module docstring), best first."""
+    order, ranks, scores = _best_per_kind(passes)
+    kinds = [kind for kind in ranks if ranks[kind]]
+    if not kinds:
+        return []
+    best = len(kinds) / (k + 1)
+    fused = []
+    for key in order:
+        total = sum(1.0 / (k + ranks[kind][key]) for kind in kinds if key in ranks[kind])
+        fused.append(Fused(key, total / best, {kind: scores[kind][key] for kind in kinds if key in scores[kind]}))
+    fused.sort(key=lambda f: -f.score)
+    return fused
+
+
+def fuse_weighted(passes: Sequence[RecallPass], semantic_weight: float) -> list[Fused]:
+    """Weighted sum of normalised scores (module docstring), best first. With one kind
+    only, its normalised score alone (the weight of an absent kind is not a penalty)."""
+    order, _, scores = _best_per_kind(passes)
+    kinds = [kind for kind in scores if scores[kind]]
+    weights = {"semantic": semantic_weight, "full_text": 1.0 - semantic_weight} if len(kinds) > 1 else {kinds[0]: 1.0} \
+        if kinds else {}
+    fused = []
+    for key in order:
+        own = {kind: scores[kind][key] for kind in kinds if key in scores[kind]}
+        total = sum(weights.get(kind, 0.0) * value for kind, value in own.items())
+        fused.append(Fused(key, min(1.0, total), own))
+    fused.sort(key=lambda f: -f.score)
+    return fused
+
+
+def estimate_tokens(text: str) -> int:
+    """Rough token count of ``text`` without a tokenizer: an ASCII character is a quarter
+    token (rounded up), any other character one (CJK is about one token a character in
+    common tokenizers; erring high keeps a budget safe)."""
+    ascii_chars = sum(1 for ch in text if ord(ch) < 128)
+    return (ascii_chars + 3) // 4 + (len(text) - ascii_chars)
+
+
+def truncate_to_tokens(text: str, tokens: int) -> str:
+    """The longest prefix of ``text`` whose :func:`estimate_tokens` is at most ``tokens``."""
+    if estimate_tokens(text) <= tokens:
+        return text
+    lo, hi = 0, len(text)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if estimate_tokens(text[:mid]) <= tokens:
+            lo = mid
+        else:
+            hi = mid - 1
+    return text[:lo]
+
+
+def fit_budget(sizes: Iterable[int], budget: int) -> tuple[int, bool]:
+    """How many of the leading items (token ``sizes``, best first) fit in ``budget``:
+    ``(count, first_cut)``. Items are taken in order until the next one would overflow
+    (a smaller one further down is not taken instead: the order is the ranking). The
+    first item is always taken; ``first_cut`` says it alone is over the budget and must
+    be cut to it. ``budget`` 0 means no budget (every item)."""
+    sizes = list(sizes)
+    if budget <= 0:
+        return len(sizes), False
+    used = 0
+    for i, size in enumerate(sizes):
+        if used + size > budget:
+            if i == 0:
+                return 1, True
+            return i, False
+        used += size
+    return len(sizes), False

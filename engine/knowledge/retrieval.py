@@ -1,0 +1,309 @@
+"""Retrieval: recall passes over a tenant's datasets, fusion, rerank, quote budget, citations.
+
+:meth:`Retriever.search` runs, in order:
+
+1. **Plan.** Each dataset is searched semantically (``semantic`` / ``hybrid`` mode) in
+   its *active index* when it has one, the store holds vectors and the embedder knows
+   the index's model; otherwise by full text, and a note names the dataset and why.
+2. **Recall passes.** One query embedding per distinct embedding model (all queries in
+   one batch), then per query: a vector pass per semantic dataset's index, and one
+   full-text pass over the full-text datasets. Each pass fetches ``recall_k`` chunks.
+   A *child* chunk (parent-child datasets) stands for its parent: the parent is what
+   is returned, once, at the best rank any of its children reached.
+3. **Threshold on recall.** Without a rerank model, ``score_threshold`` is the minimum
+   cosine similarity of a semantic candidate (as FastGPT filters its embedding recall);
+   full-text scores have no absolute scale and are not thresholded (a note says so in
+   full-text mode). With weighted fusion it is the minimum fused score instead.
+4. **Fusion** (:mod:`engine.knowledge.fusion`): RRF (k = 60) or weighted normalised scores.
+5. **Rerank** with the request's rerank ``model`` (the score becomes the model's
+   relevance, thresholded by ``score_threshold``, at most ``top_n`` kept), then the
+   **LLM relevance pass** (``rerank.llm``: a chat model keeps only relevant chunks,
+   order unchanged).
+6. ``top_k``, then the **quote budget**: hits in rank order while their tokens fit
+   ``max_quote_tokens`` (the first is always kept, cut to the budget when alone too big).
+7. **Citations**: ids ``"1"``..``"n"`` in rank order, and the ``quote`` text: each hit as
+   ``[n] source: <source name> > <heading path>`` then its text, blank-line separated.
+
+A QA chunk is returned as its question and answer. Nothing here raises for a degraded
+search (a missing index, a store without vectors, a rerank model not configured, an
+embedding failure in hybrid mode): the search answers with what it could do and
+``notes`` say what it could not. Raised: ``EmbeddingError`` when semantic mode cannot
+embed the query; store errors.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from schemas.knowledge import Chunk, ChunkKind, Dataset, FusionMode, SearchHit, SearchMode, SearchRequest, SearchResult
+
+from .fusion import RecallPass, estimate_tokens, fit_budget, fuse_rrf, fuse_weighted, truncate_to_tokens
+from .ports import (
+    Embedder,
+    EmbeddingError,
+    KnowledgeStore,
+    RelevanceJudge,
+    Reranker,
+    ScoredChunk,
+    VectorSearchUnavailable,
+)
+
+__all__ = ["Retriever", "format_quote", "hit_text", "recall_size"]
+
+#: Most candidates a rerank model or the LLM pass sees (bounds their cost).
+MAX_RERANK_CANDIDATES = 100
+MAX_JUDGE_CANDIDATES = 40
+
+
+def recall_size(request: SearchRequest) -> int:
+    """Chunks each recall pass fetches: enough for fusion and rerank to choose from
+    (four times ``top_k``, at least 20, at most 200)."""
+    wanted = request.top_k * 4
+    if request.rerank is not None and request.rerank.top_n:
+        wanted = max(wanted, request.rerank.top_n * 2)
+    return max(20, min(200, wanted))
+
+
+def hit_text(chunk: Chunk) -> str:
+    """What a hit quotes: a QA chunk's question and answer (its ``search_text`` is the
+    question; the stored text is the pair, or the answer alone); any other chunk's text."""
+    if chunk.kind == ChunkKind.qa and chunk.search_text and chunk.search_text.strip() not in chunk.text:
+        return f"{chunk.search_text.strip()}\n{chunk.text}"
+    return chunk.text
+
+
+def format_quote(hits: Sequence[SearchHit]) -> str:
+    """The quote text of ``hits`` (module docstring, step 7)."""
+    parts = []
+    for hit in hits:
+        where = " > ".join([hit.source_name or hit.document_id, *hit.heading_path])
+        parts.append(f"[{hit.citation_id}] source: {where}\n{hit.text.strip()}")
+    return "\n\n".join(parts)
+
+
+@dataclass(slots=True)
+class _Recall:
+    """What recall gathered: passes, the chunks their keys name, notes, usage."""
+
+    passes: list[RecallPass] = field(default_factory=list)
+    chunks: dict[str, Chunk] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    embedding_tokens: int = 0
+    cost: float = 0.0
+
+
+def _label(dataset: Dataset) -> str:
+    return f"{dataset.id!r} ({dataset.name})" if dataset.name and dataset.name != dataset.id else repr(dataset.id)
+
+
+class Retriever:
+    """Searches datasets through the ports (module docstring). ``embedder`` None: only
+    full-text search; ``reranker`` / ``judge`` None: a request asking for them gets a note."""
+
+    def __init__(self, *, store: KnowledgeStore, embedder: Embedder | None = None, reranker: Reranker | None = None,
+                 judge: RelevanceJudge | None = None):
+        self.store, self.embedder, self.reranker, self.judge = store, embedder, reranker, judge
+
+    async def search(self, tenant_id: str, request: SearchRequest, datasets: Sequence[Dataset]) -> SearchResult:
+        """Search ``datasets`` (the request's, already loaded for ``tenant_id``)."""
+        queries = request.all_queries()
+        result = SearchResult(queries=queries, mode=request.mode)
+        if not queries:
+            result.notes.append("no query: nothing was searched")
+            return result
+        recall = await self._recall(tenant_id, request, list(datasets), queries)
+        result.notes += recall.notes
+        result.embedding_tokens, result.cost = recall.embedding_tokens, recall.cost
+        result.passes = {p.name: len(p.items) for p in recall.passes}
+        reranking = request.rerank is not None and request.rerank.model is not None and self.reranker is not None
+        if not reranking:
+            self._threshold_recall(request, recall.passes, result.notes)
+        if request.fusion == FusionMode.weighted:
+            fused = fuse_weighted(recall.passes, request.semantic_weight)
+            if not reranking and request.score_threshold > 0:
+                fused = [f for f in fused if f.score >= request.score_threshold]
+        else:
+            fused = fuse_rrf(recall.passes)
+        hits = [self._hit(recall.chunks[f.key], f.score, f.scores) for f in fused]
+        hits = await self._rerank(request, queries[0], hits, result)
+        hits = await self._judge(request, queries[0], hits[: max(request.top_k, 1) * 2], result) \
+            if request.rerank is not None and request.rerank.llm else hits
+        hits = self._budget(hits[: request.top_k], request.max_quote_tokens, result.notes)
+        for n, hit in enumerate(hits, start=1):
+            hit.citation_id = str(n)
+        result.hits, result.quote = hits, format_quote(hits)
+        return result
+
+    # ------------------------------------------------------------------ recall
+
+    def _semantic_plan(self, request: SearchRequest, datasets: list[Dataset],
+                       notes: list[str]) -> tuple[dict[str, list[Dataset]], list[Dataset]]:
+        """(embedding model -> datasets searched by vector, datasets searched by full text)."""
+        if request.mode == SearchMode.full_text:
+            return {}, datasets
+        by_model: dict[str, list[Dataset]] = {}
+        full_text: list[Dataset] = []
+        for ds in datasets:
+            index = ds.active_index
+            why = None
+            if index is None:
+                why = ("has no embedding model" if not ds.embedding_model
+                       else "has no ready index yet (its documents are still being embedded)")
+            elif not getattr(self.store, "vector_support", True):
+                why = "is in a store without vector search"
+            elif self.embedder is None or not self.embedder.has_model(index.embedding_model):
+                why = f"needs embedding model {index.embedding_model!r}, which is not configured"
+            if why is None:
+                by_model.setdefault(index.embedding_model, []).append(ds)
+            else:
+                full_text.append(ds)
+                notes.append(f"dataset {_label(ds)} {why}: searched by full text instead of semantically")
+        if request.mode == SearchMode.hybrid:
+            full_text = datasets
+        return by_model, full_text
+
+    async def _recall(self, tenant_id: str, request: SearchRequest, datasets: list[Dataset],
+                      queries: list[str]) -> _Recall:
+        recall = _Recall()
+        by_model, full_text = self._semantic_plan(request, datasets, recall.notes)
+        k = recall_size(request)
+        for model, group in by_model.items():
+            vectors = await self._embed(model, queries, group, request, recall, full_text)
+            for ds in group if vectors is not None else []:
+                assert ds.active_index is not None
+                for qi, vector in enumerate(vectors):
+                    name = f"semantic[{ds.id}, q{qi + 1}]"
+                    try:
+                        found = await self.store.search_vectors(tenant_id, ds.active_index.id, vector, k, request.filters)
+                    except VectorSearchUnavailable as exc:
+                        recall.notes.append(f"dataset {_label(ds)}: {exc}; searched by full text instead")
+                        if ds not in full_text:
+                            full_text.append(ds)
+                        break
+                    recall.passes.append(await self._pass("semantic", name, found, tenant_id, recall))
+        if full_text:
+            ids = [ds.id for ds in full_text]
+            for qi, query in enumerate(queries):
+                found = await self.store.search_full_text(tenant_id, ids, query, k, request.filters)
+                recall.passes.append(await self._pass("full_text", f"full_text[q{qi + 1}]", found, tenant_id, recall))
+        return recall
+
+    async def _embed(self, model: str, queries: list[str], group: list[Dataset], request: SearchRequest,
+                     recall: _Recall, full_text: list[Dataset]) -> list[list[float]] | None:
+        """The queries' vectors for ``model``. A failure fails a semantic search; in hybrid
+        mode it is a note, and full text answers for ``group``."""
+        assert self.embedder is not None
+        try:
+            batch = await self.embedder.embed(model, queries)
+        except EmbeddingError as exc:
+            if request.mode == SearchMode.semantic:
+                raise
+            names = ", ".join(_label(ds) for ds in group)
+            recall.notes.append(f"embedding the query with {model!r} failed ({exc}); dataset(s) {names} "
+                                f"searched by full text instead")
+            for ds in group:
+                if ds not in full_text:
+                    full_text.append(ds)
+            return None
+        recall.embedding_tokens += batch.tokens
+        recall.cost += batch.cost
+        return batch.vectors
+
+    async def _pass(self, kind: str, name: str, found: Sequence[ScoredChunk], tenant_id: str,
+                    recall: _Recall) -> RecallPass:
+        """A recall pass of ``found``: children replaced by their parents (fetched once)."""
+        missing = {sc.chunk.parent_id for sc in found
+                   if sc.chunk.kind == ChunkKind.child and sc.chunk.parent_id and sc.chunk.parent_id not in recall.chunks}
+        if missing:
+            for parent in await self.store.get_chunks(tenant_id, sorted(missing)):
+                recall.chunks[parent.id] = parent
+        items: list[tuple[str, float]] = []
+        for sc in found:
+            chunk = sc.chunk
+            key = chunk.id
+            if chunk.kind == ChunkKind.child and chunk.parent_id and chunk.parent_id in recall.chunks:
+                key = chunk.parent_id  # a child whose parent is gone is returned itself
+            else:
+                recall.chunks.setdefault(key, chunk)
+            items.append((key, sc.score))
+        return RecallPass(kind, name, items).dedupe()
+
+    @staticmethod
+    def _threshold_recall(request: SearchRequest, passes: list[RecallPass], notes: list[str]) -> None:
+        if request.score_threshold <= 0 or request.fusion == FusionMode.weighted:
+            return
+        for p in passes:
+            if p.kind == "semantic":
+                p.items = [(key, score) for key, score in p.items if score >= request.score_threshold]
+        if all(p.kind != "semantic" for p in passes) and passes:
+            notes.append(f"score_threshold {request.score_threshold} not applied: full-text scores have no absolute "
+                         "scale (it applies to semantic similarity, a rerank score or a weighted fused score)")
+
+    @staticmethod
+    def _hit(chunk: Chunk, score: float, scores: dict[str, float]) -> SearchHit:
+        text = hit_text(chunk)
+        tokens = chunk.tokens if chunk.tokens > 0 and chunk.kind != ChunkKind.qa else estimate_tokens(text)
+        return SearchHit(chunk_id=chunk.id, dataset_id=chunk.dataset_id, document_id=chunk.document_id,
+                         source_name=chunk.source_name, position=chunk.position, text=text, score=round(score, 6),
+                         scores={k: round(v, 6) for k, v in scores.items()}, heading_path=list(chunk.heading_path),
+                         metadata=dict(chunk.metadata), tokens=tokens)
+
+    # ------------------------------------------------------------ rerank and judge
+
+    async def _rerank(self, request: SearchRequest, query: str, hits: list[SearchHit],
+                      result: SearchResult) -> list[SearchHit]:
+        settings = request.rerank
+        if settings is None or settings.model is None or not hits:
+            return hits
+        if self.reranker is None:
+            result.notes.append(f"rerank model {settings.model!r} is not configured here: results are in fused order")
+            return hits
+        candidates = hits[:MAX_RERANK_CANDIDATES]
+        ranked, tokens = await self.reranker.rerank(settings.model, query, [h.text for h in candidates],
+                                                    top_n=settings.top_n)
+        result.rerank_tokens += tokens
+        out: list[SearchHit] = []
+        for index, relevance in ranked:
+            if not 0 <= index < len(candidates) or any(h is candidates[index] for h in out):
+                continue  # an index the model made up, or one it named twice
+            if relevance < request.score_threshold:
+                continue
+            hit = candidates[index]
+            hit.scores["rerank"] = round(float(relevance), 6)
+            hit.score = round(min(1.0, max(0.0, float(relevance))), 6)
+            out.append(hit)
+        out.sort(key=lambda h: -h.score)
+        return out[: settings.top_n] if settings.top_n else out
+
+    async def _judge(self, request: SearchRequest, question: str, hits: list[SearchHit],
+                     result: SearchResult) -> list[SearchHit]:
+        assert request.rerank is not None and request.rerank.llm is not None
+        if not hits:
+            return hits
+        if self.judge is None:
+            result.notes.append(f"the LLM relevance pass ({request.rerank.llm!r}) is not available here: "
+                                "chunks were not filtered by relevance")
+            return hits
+        candidates = hits[:MAX_JUDGE_CANDIDATES]
+        keep, usage = await self.judge.select(request.rerank.llm, question, [h.text for h in candidates])
+        result.llm_tokens_in += int(usage.get("tokens_in", 0) or 0)
+        result.llm_tokens_out += int(usage.get("tokens_out", 0) or 0)
+        result.cost += float(usage.get("cost", 0.0) or 0.0)
+        chosen = {i for i in keep if 0 <= i < len(candidates)}
+        dropped = len(candidates) - len(chosen)
+        if dropped:
+            result.notes.append(f"the LLM relevance pass kept {len(chosen)} of {len(candidates)} chunks")
+        return [h for i, h in enumerate(candidates) if i in chosen]
+
+    @staticmethod
+    def _budget(hits: list[SearchHit], budget: int, notes: list[str]) -> list[SearchHit]:
+        count, cut = fit_budget([h.tokens for h in hits], budget)
+        kept = hits[:count]
+        if cut:
+            kept[0].text = truncate_to_tokens(kept[0].text, budget)
+            kept[0].tokens = estimate_tokens(kept[0].text)
+            notes.append(f"the best chunk alone exceeds max_quote_tokens ({budget}): it was cut to fit")
+        if count < len(hits):
+            notes.append(f"{len(hits) - count} more chunk(s) left out by max_quote_tokens ({budget})")
+        return kept

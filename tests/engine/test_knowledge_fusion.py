@@ -1,0 +1,81 @@
+"""Pure ranking functions of retrieval: RRF, weighted fusion, the token budget."""
+
+import pytest
+
+from engine.knowledge.fusion import (
+    RRF_K,
+    RecallPass,
+    estimate_tokens,
+    fit_budget,
+    fuse_rrf,
+    fuse_weighted,
+    truncate_to_tokens,
+)
+
+
+def test_rrf_agreement_between_kinds_beats_a_single_first_place():
+    semantic = RecallPass("semantic", "s", [("a", 0.9), ("b", 0.8), ("c", 0.7)])
+    full_text = RecallPass("full_text", "f", [("c", 12.0), ("d", 9.0), ("b", 3.0)])
+    fused = fuse_rrf([semantic, full_text])
+    order = [f.key for f in fused]
+    # c: ranks 3 and 1; b: ranks 2 and 3; a: rank 1 in one kind only.
+    assert order == ["c", "b", "a", "d"]
+    best = 2 / (RRF_K + 1)
+    assert fused[0].score == pytest.approx((1 / (RRF_K + 3) + 1 / (RRF_K + 1)) / best)
+    assert fused[2].score == pytest.approx((1 / (RRF_K + 1)) / best)
+    assert fused[0].scores == {"semantic": 0.7, "full_text": 1.0}
+
+
+def test_rrf_first_everywhere_scores_one_and_queries_do_not_outvote_a_kind():
+    # Three phrasings all put "x" first semantically; full text puts "y" first once.
+    passes = [RecallPass("semantic", f"s{i}", [("x", 0.9), ("y", 0.5)]) for i in range(3)]
+    passes.append(RecallPass("full_text", "f", [("y", 5.0), ("x", 1.0)]))
+    fused = fuse_rrf(passes)
+    assert fused[0].score == pytest.approx((1 / 61 + 1 / 62) / (2 / 61))
+    assert fused[0].score == pytest.approx(fused[1].score)  # symmetric: best rank per kind
+    only = fuse_rrf([RecallPass("semantic", "s", [("x", 0.9)])])
+    assert only[0].score == pytest.approx(1.0)
+
+
+def test_rrf_of_nothing_is_empty():
+    assert fuse_rrf([]) == []
+    assert fuse_rrf([RecallPass("semantic", "s", [])]) == []
+
+
+def test_weighted_normalises_full_text_by_its_pass_and_weights_kinds():
+    semantic = RecallPass("semantic", "s", [("a", 0.8), ("b", 0.2), ("c", -0.3)])
+    full_text = RecallPass("full_text", "f", [("b", 10.0), ("c", 5.0)])
+    fused = {f.key: f for f in fuse_weighted([semantic, full_text], 0.7)}
+    assert fused["a"].score == pytest.approx(0.7 * 0.8)
+    assert fused["b"].score == pytest.approx(0.7 * 0.2 + 0.3 * 1.0)
+    assert fused["c"].score == pytest.approx(0.3 * 0.5)  # negative cosine clamps to 0
+    assert [f.key for f in fuse_weighted([semantic, full_text], 0.7)] == ["a", "b", "c"]
+    assert [f.key for f in fuse_weighted([semantic, full_text], 0.1)] == ["b", "c", "a"]
+
+
+def test_weighted_with_one_kind_is_that_kinds_score():
+    fused = fuse_weighted([RecallPass("full_text", "f", [("a", 4.0), ("b", 2.0)])], 0.9)
+    assert [(f.key, f.score) for f in fused] == [("a", 1.0), ("b", 0.5)]
+
+
+def test_recall_pass_dedupe_keeps_the_best_ranked_occurrence():
+    p = RecallPass("semantic", "s", [("parent", 0.9), ("x", 0.8), ("parent", 0.7)]).dedupe()
+    assert p.items == [("parent", 0.9), ("x", 0.8)]
+
+
+def test_fit_budget_stops_at_the_first_item_that_overflows():
+    assert fit_budget([100, 200, 50], 320) == (2, False)  # 50 would fit but comes after the overflow
+    assert fit_budget([100, 200], 300) == (2, False)
+    assert fit_budget([500, 10], 300) == (1, True)
+    assert fit_budget([500, 10], 0) == (2, False)
+    assert fit_budget([], 100) == (0, False)
+
+
+def test_token_estimate_and_truncation():
+    assert estimate_tokens("abcd") == 1
+    assert estimate_tokens("abcde") == 2
+    assert estimate_tokens("退款政策") == 4
+    text = "word " * 100
+    cut = truncate_to_tokens(text, 10)
+    assert estimate_tokens(cut) <= 10 and text.startswith(cut) and len(cut) > 30
+    assert truncate_to_tokens("short", 10) == "short"
