@@ -7,7 +7,8 @@ words - so a chunk breaks a sentence only when one sentence alone is too large.
 
 The steps, by :class:`~schemas.knowledge.ChunkingSettings`:
 
-1. ``split_headings``: the text is cut into sections at its Markdown headings (found by
+1. ``split_headings`` (Markdown, HTML, DOCX and raw text; not .txt files or PDFs,
+   whose ``#`` lines are text): the text is cut into sections at its Markdown headings (found by
    markdown-it, so a ``#`` inside a code block is not a heading); each section keeps
    its heading path (``["Install", "Linux"]``), which is put before the chunk's
    ``search_text`` ("Install > Linux") so a chunk that never names its subject is still
@@ -39,6 +40,9 @@ HEADING_SEPARATOR = " > "
 #: the tokenizer model named to semantic-text-splitter (cl100k)
 TOKENIZER_MODEL = "gpt-3.5-turbo"
 _MARKDOWN_TYPES = frozenset({"markdown", "html", "docx"})
+#: types whose ``#`` lines are headings (HTML and DOCX headings were made Markdown; raw
+#: text is often Markdown); a .txt or a PDF's "# 3" is just text
+_HEADED_TYPES = _MARKDOWN_TYPES | {"text"}
 
 
 @dataclass(slots=True)
@@ -117,7 +121,8 @@ class TextChunker:
                                tokens=_tokens(qa_text(q, a)))
                     for i, (q, a) in enumerate(document.qa_pairs)]
         markdown = document.content_type in _MARKDOWN_TYPES
-        parts = sections(document.text) if settings.split_headings else [Section([], document.text.strip())]
+        headed = settings.split_headings and document.content_type in _HEADED_TYPES
+        parts = sections(document.text) if headed else [Section([], document.text.strip())]
         drafts: list[ChunkDraft] = []
         splitter = _splitter(markdown, settings.chunk_tokens, settings.overlap_tokens)
         for section in parts:

@@ -1,0 +1,124 @@
+"""The document parser: every format read with its library, and every refusal with its reason."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+
+from engine.knowledge.ports import DocumentRejected
+from nodes.knowledge.parsing import DocumentParser
+
+
+def pdf_bytes(*paragraphs: str, password: str | None = None) -> bytes:
+    from fpdf import FPDF
+
+    pdf = FPDF()
+    pdf.add_page()
+    pdf.set_font("helvetica", size=11)
+    for paragraph in paragraphs:
+        pdf.multi_cell(0, 6, paragraph)
+        pdf.ln(4)
+    data = bytes(pdf.output())
+    if password is None:
+        return data
+    from pypdf import PdfReader, PdfWriter
+
+    writer = PdfWriter(clone_from=PdfReader(io.BytesIO(data)))
+    writer.encrypt(user_password=password, owner_password=password + "-owner")
+    out = io.BytesIO()
+    writer.write(out)
+    return out.getvalue()
+
+
+def docx_bytes() -> bytes:
+    import docx
+
+    document = docx.Document()
+    document.add_heading("Cheese", level=1)
+    document.add_paragraph("Cheese makers curdle milk with rennet.")
+    document.add_heading("Ageing", level=2)
+    document.add_paragraph("Aged cheese ripens in cool cellars.")
+    table = document.add_table(rows=2, cols=2)
+    table.cell(0, 0).text, table.cell(0, 1).text = "kind", "months"
+    table.cell(1, 0).text, table.cell(1, 1).text = "cheddar", "12"
+    buffer = io.BytesIO()
+    document.save(buffer)
+    return buffer.getvalue()
+
+
+parser = DocumentParser()
+
+
+def rejected(data: bytes, name: str) -> DocumentRejected:
+    with pytest.raises(DocumentRejected) as info:
+        parser.parse(data, name)
+    assert info.value.status == 422 and name in str(info.value)
+    return info.value
+
+
+def test_plain_text_and_markdown_are_read_as_they_are():
+    assert parser.parse("Héllo wörld\r\nsecond line\n".encode(), "a.txt").text == "Héllo wörld\nsecond line"
+    md = parser.parse(b"# Title\n\nSome *text*.\n", "notes.md")
+    assert (md.content_type, md.text) == ("markdown", "# Title\n\nSome *text*.")
+    assert parser.parse("中文文本".encode("gb18030"), "zh.txt").text == "中文文本"
+    assert parser.parse("raw".encode(), "README").content_type == "text"
+
+
+def test_html_drops_scripts_and_styles_and_keeps_headings_as_markdown():
+    html = (b"<html><head><title>t</title><style>p{color:red}</style></head><body><h1>Volcanoes</h1>"
+            b"<p>Magma <b>rises</b>.</p><script>alert('x')</script><h2>Lava</h2><ul><li>hot</li></ul></body></html>")
+    parsed = parser.parse(html, "v.html")
+    assert parsed.content_type == "html"
+    assert parsed.text == "# Volcanoes\n\nMagma rises.\n\n## Lava\n\n- hot"
+
+
+def test_pdf_made_with_fpdf2_is_read_page_text():
+    parsed = parser.parse(pdf_bytes("Suspension bridges hang the deck from steel cables.", "Towers hold cables."),
+                          "bridges.pdf")
+    assert parsed.content_type == "pdf"
+    assert "Suspension bridges hang the deck from steel cables." in parsed.text and "Towers" in parsed.text
+
+
+def test_encrypted_pdf_is_rejected_as_encrypted_and_corrupt_as_corrupt():
+    assert rejected(pdf_bytes("secret text", password="hunter2"), "locked.pdf").reason == "encrypted"
+    good = pdf_bytes("some text here")
+    assert rejected(good[:200] + b"\x00garbage" * 20, "broken.pdf").reason in ("corrupt", "empty")
+    assert rejected(b"%PDF-1.7\n" + b"\x13\x37" * 500, "noise.pdf").reason == "corrupt"
+
+
+def test_docx_headings_become_markdown_headings_and_tables_rows():
+    parsed = parser.parse(docx_bytes(), "cheese.docx")
+    assert parsed.content_type == "docx"
+    assert parsed.text.split("\n\n")[:4] == ["# Cheese", "Cheese makers curdle milk with rennet.", "## Ageing",
+                                            "Aged cheese ripens in cool cellars."]
+    assert "cheddar | 12" in parsed.text
+
+
+def test_csv_and_jsonl_question_answer_pairs():
+    csv_data = 'q,a\nHow long do pandas sleep?,"Ten hours, a day."\n,skipped\nWhat do pandas eat?,Bamboo.\n'
+    parsed = parser.parse(csv_data.encode(), "qa.csv")
+    assert parsed.content_type == "csv_qa"
+    assert parsed.qa_pairs == [("How long do pandas sleep?", "Ten hours, a day."), ("What do pandas eat?", "Bamboo.")]
+    lines = "\n".join(json.dumps(r) for r in ({"question": "Q1?", "answer": "A1"}, {"q": "Q2?", "a": "A2"}))
+    assert parser.parse(lines.encode(), "qa.jsonl").qa_pairs == [("Q1?", "A1"), ("Q2?", "A2")]
+    assert rejected(b"name,value\nx,1\n", "table.csv").reason == "unsupported"
+    assert rejected(b'{"q": "x", "a": "y"}\nnot json\n', "bad.jsonl").reason == "corrupt"
+
+
+def test_an_extension_that_does_not_match_the_content_is_a_type_mismatch():
+    assert rejected(b"just some text", "x.pdf").reason == "type_mismatch"
+    assert rejected(pdf_bytes("a pdf"), "x.docx").reason == "type_mismatch"
+    assert rejected(pdf_bytes("a pdf"), "x.txt").reason == "type_mismatch"
+    assert rejected(docx_bytes(), "x.md").reason == "type_mismatch"
+
+
+def test_empty_and_unsupported_files():
+    assert rejected(b"", "empty.txt").reason == "empty"
+    assert rejected(b"  \n\n ", "blank.md").reason == "empty"
+    assert rejected(b"<html><script>x()</script></html>", "only-script.html").reason == "empty"
+    assert rejected(pdf_bytes(), "blank.pdf").reason == "empty"
+    assert rejected(b"\x89PNG\r\n\x1a\n" + b"\x00" * 100, "image.txt").reason in ("unsupported", "type_mismatch")
+    assert rejected(b"data", "sheet.xlsx").reason == "unsupported"
+    assert rejected(b"\x00\x01\x02binary", "blob.txt").reason == "unsupported"
