@@ -514,8 +514,12 @@ class _Handler(BaseHTTPRequestHandler):
         """While embeddings are held: wait for a release (True), a drop or the client
         going away (False: the connection is closed, no vector is returned)."""
         owner = self.server.owner
+        model = str((recorded.body or {}).get("model", ""))
         with owner._lock:
-            if not owner._holding:
+            if not owner._holding or (owner._hold_models and model not in owner._hold_models):
+                return True
+            if owner._hold_skip > 0:
+                owner._hold_skip -= 1
                 return True
             slot = _Held()
             owner._held.append(slot)
@@ -797,6 +801,8 @@ class ScriptedOpenAIServer:
         self.rerank_calls = 0
         self._embedding_replies: collections.deque[Reply] = collections.deque()
         self._holding = False
+        self._hold_models: set[str] = set()
+        self._hold_skip = 0
         self._held: list[_Held] = []
 
     # ------------------------------------------------------------------ lifecycle
@@ -885,10 +891,12 @@ class ScriptedOpenAIServer:
             self._embedding_replies.extend(replies)
         return self
 
-    def hold_embeddings(self) -> None:
-        """Make the next embeddings requests wait (sending nothing) until released or dropped."""
+    def hold_embeddings(self, *models: str, skip: int = 0) -> None:
+        """Make the next embeddings requests (for those upstream ``models`` only, when
+        named; after letting ``skip`` of them through) wait, sending nothing, until
+        released or dropped."""
         with self._lock:
-            self._holding = True
+            self._holding, self._hold_models, self._hold_skip = True, set(models), skip
 
     @property
     def held(self) -> int:

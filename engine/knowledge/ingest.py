@@ -1,0 +1,211 @@
+"""Ingestion of one document: split its parsed text, keep what did not change, embed the rest.
+
+:class:`Ingestor` runs on the ports only (store, chunker, embedder), anywhere a queue
+puts it - a task of the API process or an RQ job on another machine - and can be run
+again at any point after a crash:
+
+1. **Lease**: the document is claimed (:meth:`KnowledgeStore.claim_document`) for
+   ``lease_s`` seconds and the claim renewed every third of that while working; a
+   document someone else holds is left alone. A worker that dies stops renewing; the
+   sweeper gives the document to another once the lease ran out.
+2. **Split** (status ``parsing``): the text saved at upload is split by the dataset's
+   chunking settings and :meth:`~KnowledgeStore.replace_chunks` makes the drafts the
+   document's chunks - a chunk whose text did not change keeps its id and its vectors.
+3. **Embed** (status ``embedding``): for each index of the dataset (the active one, and
+   the one being built after a change of embedding model, each with its own model),
+   the chunks without a vector there are embedded in batches of :attr:`batch_size`, and
+   each batch is stored (:meth:`~KnowledgeStore.put_vectors`) before the next is asked
+   for. So a crash loses at most the batch in flight, and a chunk whose vector is stored
+   is never embedded again. ``chunks_done`` of ``chunk_count`` counts the vectors of the
+   index being filled (the building one when there is one).
+4. ``ready`` - or ``failed`` with the reason (an embedding error, a dimension mismatch).
+   A full-text dataset (no embedding model) is ready after step 2.
+
+When every chunk of a dataset has a vector in its building index, that index is
+activated (searches switch to the new model at once; until then they use the old one).
+Usage (tokens and cost of each batch) goes to ``on_usage(tenant_id, tokens, cost)``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import time
+import uuid
+from typing import Any, Callable, Sequence
+
+from schemas.knowledge import Chunk, ChunkKind, Dataset, Document, DocumentStatus, IndexInfo
+
+from .ports import (
+    Chunker,
+    DatasetNotFound,
+    DimensionMismatch,
+    DocumentNotFound,
+    DocumentRejected,
+    Embedder,
+    EmbeddingError,
+    KnowledgeStore,
+)
+
+__all__ = ["DEFAULT_BATCH_SIZE", "DEFAULT_LEASE_S", "Ingestor", "UsageSink"]
+
+logger = logging.getLogger("flowloom.knowledge")
+
+#: chunks embedded (and stored) per round: what a crash can lose at most
+DEFAULT_BATCH_SIZE = 32
+#: seconds a worker holds a document without renewing (renewed every third)
+DEFAULT_LEASE_S = 30.0
+
+UsageSink = Callable[[str, int, float], Any]
+_ENDED = (DocumentStatus.ready, DocumentStatus.failed)
+
+
+class Ingestor:
+    """Ingests documents (module docstring). ``owner_id``: who holds the leases (default:
+    ``host.pid.random``, unique per process)."""
+
+    def __init__(self, *, store: KnowledgeStore, chunker: Chunker, embedder: Embedder | None = None,
+                 on_usage: UsageSink | None = None, lease_s: float = DEFAULT_LEASE_S,
+                 batch_size: int = DEFAULT_BATCH_SIZE, owner_id: str | None = None) -> None:
+        self.store, self.chunker, self.embedder, self.on_usage = store, chunker, embedder, on_usage
+        self.lease_s, self.batch_size = lease_s, batch_size
+        self.owner_id = owner_id or f"{socket.gethostname()}.{os.getpid()}.{uuid.uuid4().hex[:8]}"
+        self._activating = asyncio.Lock()
+
+    async def ingest(self, tenant_id: str, document_id: str) -> Document:
+        """Ingest the document (or continue a crashed ingestion); the document as it ends
+        (``ready`` or ``failed``), or as it is when another worker holds it. Raises
+        DocumentNotFound (the document was deleted)."""
+        if not await self.store.claim_document(tenant_id, document_id, self.owner_id, time.time() + self.lease_s):
+            return await self.store.get_document(tenant_id, document_id)
+        renewal = asyncio.ensure_future(self._renew(tenant_id, document_id))
+        try:
+            return await self._ingest(tenant_id, document_id)
+        finally:
+            renewal.cancel()
+            with contextlib.suppress(BaseException):
+                await renewal
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self.store.release_document(tenant_id, document_id, self.owner_id))
+
+    async def _renew(self, tenant_id: str, document_id: str) -> None:
+        while True:
+            await asyncio.sleep(self.lease_s / 3)
+            with contextlib.suppress(Exception):  # the store away a moment: the next renewal tries again
+                await self.store.claim_document(tenant_id, document_id, self.owner_id, time.time() + self.lease_s)
+
+    async def _ingest(self, tenant_id: str, document_id: str) -> Document:
+        store = self.store
+        try:
+            document = await store.get_document(tenant_id, document_id)
+            dataset = await store.get_dataset(tenant_id, document.dataset_id)
+            parsed = await store.load_content(tenant_id, document_id)
+            await store.update_document(tenant_id, document_id, status=DocumentStatus.parsing, error=None)
+            drafts = await asyncio.to_thread(self.chunker.split, parsed, dataset.chunking)
+            if not drafts:
+                raise DocumentRejected(f"{document.source_name}: no text to index", reason="empty")
+            chunks = await store.replace_chunks(tenant_id, document_id, drafts)
+            searchable = sum(1 for c in chunks if c.kind != ChunkKind.parent)
+            indexes = self._indexes(dataset)
+            if not indexes:
+                return await store.update_document(tenant_id, document_id, status=DocumentStatus.ready,
+                                                   chunk_count=searchable, chunks_done=searchable)
+            for i, index in enumerate(indexes):
+                tracked = i == len(indexes) - 1  # progress follows the index being filled
+                await self._embed_index(tenant_id, document_id, index, searchable, tracked)
+            document = await store.update_document(tenant_id, document_id, status=DocumentStatus.ready,
+                                                   chunks_done=searchable, error=None)
+        except (DocumentNotFound, DatasetNotFound):
+            raise DocumentNotFound(f"document {document_id!r} was deleted during its ingestion") from None
+        except (EmbeddingError, DocumentRejected) as exc:
+            logger.warning("document %s (tenant %s): ingestion failed: %s", document_id, tenant_id, exc)
+            return await store.update_document(tenant_id, document_id, status=DocumentStatus.failed, error=str(exc))
+        if dataset.building_index is not None:
+            await self._activate_if_built(tenant_id, dataset.id)
+        return document
+
+    @staticmethod
+    def _indexes(dataset: Dataset) -> list[IndexInfo]:
+        """The indexes to fill: the active one, then the building one (none: full text only)."""
+        if dataset.embedding_model is None and dataset.building_index is None:
+            return []
+        return [i for i in (dataset.active_index, dataset.building_index) if i is not None]
+
+    async def _embed_index(self, tenant_id: str, document_id: str, index: IndexInfo, total: int,
+                           tracked: bool) -> None:
+        """Embed the document's chunks that have no vector in ``index``, batch by batch."""
+        if self.embedder is None:
+            raise EmbeddingError(f"no embedder is configured for embedding model {index.embedding_model!r}")
+        store = self.store
+        missing = len(await store.chunks_without_vector(tenant_id, index.id, document_id, limit=total + 1))
+        done = total - missing
+        if tracked:
+            await store.update_document(tenant_id, document_id, status=DocumentStatus.embedding, chunk_count=total,
+                                        chunks_done=done)
+        dimension = index.dimension
+        previous: set[str] = set()
+        while True:
+            batch = await store.chunks_without_vector(tenant_id, index.id, document_id, limit=self.batch_size)
+            if not batch:
+                return
+            ids = {c.id for c in batch}
+            if ids == previous:  # the store kept none of the last batch: stop instead of paying again
+                raise EmbeddingError(f"the vectors of embedding model {index.embedding_model!r} were not stored")
+            previous = ids
+            dimension = await self._embed_batch(tenant_id, index, batch, dimension)
+            done += len(batch)
+            if tracked:
+                await store.update_document(tenant_id, document_id, chunks_done=min(done, total))
+
+    async def _embed_batch(self, tenant_id: str, index: IndexInfo, batch: Sequence[Chunk],
+                           dimension: int | None) -> int:
+        """Embed and store one batch; the index's dimension. Raises DimensionMismatch."""
+        assert self.embedder is not None
+        result = await self.embedder.embed(index.embedding_model, [c.search_text for c in batch])
+        if len(result.vectors) != len(batch):
+            raise EmbeddingError(f"embedding model {index.embedding_model!r} answered {len(result.vectors)} "
+                                 f"vectors for {len(batch)} texts")
+        got = {len(v) for v in result.vectors}
+        if dimension is None:
+            if len(got) != 1:
+                raise DimensionMismatch(f"embedding model {index.embedding_model!r} answered vectors of "
+                                        f"{sorted(got)} dimensions in one batch")
+            dimension = got.pop()
+            await self.store.set_index_dimension(tenant_id, index.id, dimension)
+        elif got != {dimension}:
+            raise DimensionMismatch(f"embedding model {index.embedding_model!r} answered vectors of {sorted(got)} "
+                                    f"dimensions; the index holds {dimension}: change the dataset's embedding "
+                                    f"model to rebuild it")
+        await self.store.put_vectors(tenant_id, index.id, [(c.id, v) for c, v in zip(batch, result.vectors)])
+        if self.on_usage is not None:
+            with contextlib.suppress(Exception):  # accounting must not fail an ingestion
+                outcome = self.on_usage(tenant_id, result.tokens, result.cost)
+                if asyncio.iscoroutine(outcome):
+                    await outcome
+        return dimension
+
+    async def _activate_if_built(self, tenant_id: str, dataset_id: str) -> bool:
+        """Activate the dataset's building index once every document is ingested and every
+        searchable chunk has a vector there; True when it was activated here."""
+        async with self._activating:
+            dataset = await self.store.get_dataset(tenant_id, dataset_id)
+            building = dataset.building_index
+            if building is None:
+                return False
+            documents = await self.store.list_documents(tenant_id, dataset_id, limit=100_000)
+            if any(d.status not in _ENDED for d in documents):
+                return False
+            if await self.store.chunks_without_vector(tenant_id, building.id, None, limit=1):
+                return False
+            await self.store.activate_index(tenant_id, dataset_id, building.id)
+            logger.info("dataset %s (tenant %s): index %s of %s is active", dataset_id, tenant_id, building.id,
+                        building.embedding_model)
+            return True
+
+    async def activate_if_built(self, tenant_id: str, dataset_id: str) -> bool:
+        """See :meth:`_activate_if_built` (the service calls it after a change of model
+        on a dataset with nothing to embed)."""
+        return await self._activate_if_built(tenant_id, dataset_id)

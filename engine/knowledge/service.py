@@ -1,0 +1,385 @@
+"""The knowledge-base facade the API, the CLI and nodes use: :class:`KnowledgeService`.
+
+It owns the rules around the store: a dataset names an embedding model of the registry
+(or none: full-text search only); an upload is capped in size, parsed once (in a
+thread), stored with its parsed text and handed to the ingestion queue; the same bytes
+under the same name again change nothing (no ingestion, no embedding call); changing a
+dataset's embedding model builds a new index while searches keep using the old one.
+
+Ingestion runs where the queue puts it: :class:`LocalIngestionQueue` (tasks of this
+process, at most ``concurrency`` at a time; the default) or the RQ queue of
+``workers.rq`` (jobs carrying ids only, run by ``flowloom worker`` processes, which call
+:meth:`KnowledgeService.ingest`). Search delegates to
+:class:`engine.knowledge.retrieval.Retriever`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator, Awaitable, Callable, Sequence
+
+from schemas.knowledge import (
+    Dataset,
+    DatasetCreate,
+    DatasetUpdate,
+    Document,
+    DocumentStatus,
+    SearchRequest,
+    SearchResult,
+)
+
+from ..errors import FlowloomError
+from .ingest import DEFAULT_LEASE_S, Ingestor, UsageSink
+from .ports import (
+    Chunker,
+    DocumentNotFound,
+    DocumentRejected,
+    Embedder,
+    IngestionQueue,
+    KnowledgeStore,
+    ParsedDocument,
+    Parser,
+    RelevanceJudge,
+    Reranker,
+)
+
+__all__ = ["DEFAULT_MAX_DOCUMENT_BYTES", "DocumentOutcome", "InvalidDataset", "KnowledgeService",
+           "LocalIngestionQueue", "Upload"]
+
+logger = logging.getLogger("flowloom.knowledge")
+
+#: the largest upload accepted by default (bytes)
+DEFAULT_MAX_DOCUMENT_BYTES = 20 * 1024 * 1024
+_ENDED = (DocumentStatus.ready, DocumentStatus.failed)
+
+
+class InvalidDataset(FlowloomError, ValueError):
+    """A dataset's settings that cannot be used (an embedding model that is not one);
+    ``field`` names the field (``embedding_model``)."""
+
+    def __init__(self, message: str, *, field: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+@dataclass
+class Upload:
+    """A file to add: its name (the extension must match the content), bytes and metadata."""
+
+    name: str
+    data: bytes
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class DocumentOutcome:
+    """What became of one upload: the document (None when rejected), whether it is new or
+    changed (``created``: it will be ingested), or why it was rejected."""
+
+    source_name: str
+    document: Document | None
+    created: bool
+    error: DocumentRejected | None = None
+
+
+class LocalIngestionQueue:
+    """Ingestion as asyncio tasks of this process, ``concurrency`` documents at a time.
+
+    A document submitted while it is being ingested is ingested once more after (its
+    content may have changed since the running one loaded it). Errors are logged; the
+    document itself records how it ended.
+    """
+
+    def __init__(self, ingest: Callable[[str, str], Awaitable[Any]], *, concurrency: int = 2) -> None:
+        self._ingest = ingest
+        self._slots = asyncio.Semaphore(concurrency)
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._again: set[str] = set()
+
+    async def submit(self, tenant_id: str, dataset_id: str, document_ids: Sequence[str]) -> None:
+        """Schedule the documents' ingestion (returns at once)."""
+        for document_id in document_ids:
+            key = f"{tenant_id}/{document_id}"
+            if key in self._tasks:
+                self._again.add(key)
+                continue
+            self._tasks[key] = asyncio.get_running_loop().create_task(self._run(key, tenant_id, document_id))
+
+    async def _run(self, key: str, tenant_id: str, document_id: str) -> None:
+        try:
+            while True:
+                self._again.discard(key)
+                async with self._slots:
+                    try:
+                        await self._ingest(tenant_id, document_id)
+                    except DocumentNotFound:
+                        return
+                    except Exception:  # noqa: BLE001 - logged; the document says how it ended
+                        logger.exception("ingestion of document %s (tenant %s) failed", document_id, tenant_id)
+                if key not in self._again:
+                    return
+        finally:
+            self._tasks.pop(key, None)
+
+    @property
+    def pending(self) -> int:
+        """Documents being (or waiting to be) ingested."""
+        return len(self._tasks)
+
+    async def join(self) -> None:
+        """Wait until nothing is being ingested (tests, shutdown)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks.values()), return_exceptions=True)
+
+    async def aclose(self) -> None:
+        """Cancel what runs (its documents stay unfinished: a sweeper or a re-index continues them)."""
+        tasks = list(self._tasks.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+class KnowledgeService:
+    """Datasets, documents and search of every tenant (module docstring). Implements
+    :class:`~engine.knowledge.ports.KnowledgeSearch`.
+
+    ``embedder``: None allows only full-text datasets; ``queue``: None runs ingestion as
+    tasks of this process (:class:`LocalIngestionQueue`); ``max_document_bytes``: the
+    upload cap (413 ``too_large`` above it); ``on_usage(tenant_id, tokens, cost)``: told
+    the embedding usage of each ingestion batch; ``lease_s``: how long an ingesting
+    worker holds a document without renewing (a dead worker's documents go to another
+    after it).
+    """
+
+    def __init__(self, *, store: KnowledgeStore, parser: Parser, chunker: Chunker, embedder: Embedder | None = None,
+                 reranker: Reranker | None = None, judge: RelevanceJudge | None = None,
+                 queue: IngestionQueue | None = None, max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES,
+                 on_usage: UsageSink | None = None, lease_s: float = DEFAULT_LEASE_S,
+                 batch_size: int | None = None) -> None:
+        self.store, self.parser, self.chunker = store, parser, chunker
+        self.embedder, self.reranker, self.judge = embedder, reranker, judge
+        self.max_document_bytes, self.on_usage = max_document_bytes, on_usage
+        extra = {"batch_size": batch_size} if batch_size else {}
+        self.ingestor = Ingestor(store=store, chunker=chunker, embedder=embedder, on_usage=on_usage,
+                                 lease_s=lease_s, **extra)
+        self.queue: IngestionQueue = queue if queue is not None else LocalIngestionQueue(self.ingest)
+        self._retriever: Any = None
+
+    async def aclose(self) -> None:
+        """Stop in-process ingestion tasks (the store is the caller's to close)."""
+        if isinstance(self.queue, LocalIngestionQueue):
+            await self.queue.aclose()
+
+    # ------------------------------------------------------------------ datasets
+
+    def _check_model(self, model: str | None) -> None:
+        if model is None:
+            return
+        if self.embedder is None or not self.embedder.has_model(model):
+            names = getattr(self.embedder, "names", None)
+            known = ", ".join(names()) if callable(names) else ""
+            raise InvalidDataset(f"embedding_model: {model!r} is not an embedding model of the model registry"
+                                 f" (embedding models: {known or 'none'})", field="embedding_model")
+        if not self.store.vector_support:
+            raise InvalidDataset("embedding_model: this database cannot store vectors (PostgreSQL needs the "
+                                 "vector extension); create the dataset without an embedding model for full-text "
+                                 "search", field="embedding_model")
+
+    async def create_dataset(self, tenant_id: str, request: DatasetCreate) -> Dataset:
+        """Create a dataset. Raises InvalidDataset (an embedding model that is not one),
+        DatasetExists."""
+        self._check_model(request.embedding_model)
+        now = time.time()
+        dataset = Dataset(id=request.id or uuid.uuid4().hex, tenant_id=tenant_id, name=request.name,
+                          description=request.description, embedding_model=request.embedding_model,
+                          chunking=request.chunking, metadata_fields=request.metadata_fields,
+                          created_at=now, updated_at=now)
+        dataset = await self.store.create_dataset(dataset)
+        if dataset.embedding_model is not None and dataset.active_index is None:
+            index = dataset.building_index or await self.store.create_index(tenant_id, dataset.id,
+                                                                            dataset.embedding_model)
+            await self.store.activate_index(tenant_id, dataset.id, index.id)  # empty: complete already
+            dataset = await self.store.get_dataset(tenant_id, dataset.id)
+        return dataset
+
+    async def list_datasets(self, tenant_id: str) -> list[Dataset]:
+        """The tenant's datasets by name."""
+        return await self.store.list_datasets(tenant_id)
+
+    async def get_dataset(self, tenant_id: str, dataset_id: str) -> Dataset:
+        """Raises DatasetNotFound."""
+        return await self.store.get_dataset(tenant_id, dataset_id)
+
+    async def update_dataset(self, tenant_id: str, dataset_id: str, update: DatasetUpdate) -> Dataset:
+        """Change the fields given. A new ``embedding_model`` builds a new index from every
+        chunk of the dataset, activated when complete (searches use the old one meanwhile);
+        ``clear_embedding_model`` makes the dataset full-text only. Raises
+        DatasetNotFound, InvalidDataset."""
+        current = await self.store.get_dataset(tenant_id, dataset_id)
+        changes: dict[str, Any] = update.model_dump(exclude_unset=True, exclude_none=True,
+                                                    exclude={"clear_embedding_model", "embedding_model"})
+        if "chunking" in changes:
+            changes["chunking"] = update.chunking
+        if "metadata_fields" in changes:
+            changes["metadata_fields"] = update.metadata_fields
+        model = None if update.clear_embedding_model else (update.embedding_model or current.embedding_model)
+        rebuild = model is not None and model != current.embedding_model
+        if rebuild:
+            self._check_model(model)
+        if model != current.embedding_model:
+            changes["embedding_model"] = model
+        dataset = await self.store.update_dataset(tenant_id, dataset_id, changes) if changes else current
+        if rebuild:
+            assert model is not None
+            await self.store.create_index(tenant_id, dataset_id, model)
+            documents = await self.store.list_documents(tenant_id, dataset_id, limit=100_000)
+            if not await self.ingestor.activate_if_built(tenant_id, dataset_id) and documents:
+                await self.queue.submit(tenant_id, dataset_id, [d.id for d in documents])
+            dataset = await self.store.get_dataset(tenant_id, dataset_id)
+        return dataset
+
+    async def delete_dataset(self, tenant_id: str, dataset_id: str) -> None:
+        """Delete the dataset with everything in it. Raises DatasetNotFound."""
+        await self.store.delete_dataset(tenant_id, dataset_id)
+
+    # ------------------------------------------------------------------ documents
+
+    def _too_large(self, upload: Upload) -> DocumentRejected | None:
+        if len(upload.data) <= self.max_document_bytes:
+            return None
+        mib = 1024 * 1024
+        return DocumentRejected(f"{upload.name}: {len(upload.data) / mib:.1f} MiB is over the limit of "
+                                f"{self.max_document_bytes / mib:.1f} MiB per document", reason="too_large",
+                                status=413)
+
+    async def add_documents(self, tenant_id: str, dataset_id: str, uploads: Sequence[Upload]) -> list[DocumentOutcome]:
+        """Add files to a dataset; one outcome per upload, in order (a rejected file does
+        not stop the others). New or changed documents are queued for ingestion; the same
+        bytes under the same name again are returned with ``created`` False. Raises
+        DatasetNotFound."""
+        await self.store.get_dataset(tenant_id, dataset_id)
+        outcomes: list[DocumentOutcome] = []
+        for upload in uploads:
+            rejected = self._too_large(upload)
+            if rejected is None:
+                try:
+                    parsed = await asyncio.to_thread(self.parser.parse, upload.data, upload.name)
+                except DocumentRejected as exc:
+                    rejected = exc
+            if rejected is not None:
+                outcomes.append(DocumentOutcome(upload.name, None, False, rejected))
+                continue
+            outcomes.append(await self._put(tenant_id, dataset_id, upload.name, upload.data, parsed,
+                                            upload.metadata))
+        queued = [o.document.id for o in outcomes if o.created and o.document is not None]
+        if queued:
+            await self.queue.submit(tenant_id, dataset_id, queued)
+        return outcomes
+
+    async def _put(self, tenant_id: str, dataset_id: str, name: str, data: bytes, parsed: ParsedDocument,
+                   metadata: dict[str, Any] | None) -> DocumentOutcome:
+        now = time.time()
+        draft = Document(id=uuid.uuid4().hex, tenant_id=tenant_id, dataset_id=dataset_id, source_name=name,
+                         content_type=parsed.content_type, content_hash=hashlib.sha256(data).hexdigest(),
+                         size_bytes=len(data), metadata=dict(metadata or {}), created_at=now, updated_at=now)
+        document, created = await self.store.put_document(draft)
+        if created:
+            await self.store.save_content(tenant_id, document.id, parsed)
+        return DocumentOutcome(name, document, created)
+
+    async def add_text(self, tenant_id: str, dataset_id: str, name: str, text: str,
+                       metadata: dict[str, Any] | None = None) -> DocumentOutcome:
+        """Add raw text as a document called ``name`` (type ``text``); an outcome as
+        :meth:`add_documents` gives (``error``: empty or too large). Raises DatasetNotFound."""
+        await self.store.get_dataset(tenant_id, dataset_id)
+        data = text.encode("utf-8", "surrogatepass")
+        rejected = self._too_large(Upload(name, data))
+        if rejected is None and not text.strip():
+            rejected = DocumentRejected(f"{name}: the text is empty", reason="empty")
+        if rejected is not None:
+            return DocumentOutcome(name, None, False, rejected)
+        parsed = ParsedDocument("text", text.replace("\r\n", "\n").strip("\n"))
+        outcome = await self._put(tenant_id, dataset_id, name, data, parsed, metadata)
+        if outcome.created and outcome.document is not None:
+            await self.queue.submit(tenant_id, dataset_id, [outcome.document.id])
+        return outcome
+
+    async def list_documents(self, tenant_id: str, dataset_id: str) -> list[Document]:
+        """The dataset's documents, oldest first. Raises DatasetNotFound."""
+        return await self.store.list_documents(tenant_id, dataset_id)
+
+    async def get_document(self, tenant_id: str, dataset_id: str, document_id: str) -> Document:
+        """Raises DocumentNotFound (also for a document of another dataset)."""
+        document = await self.store.get_document(tenant_id, document_id)
+        if document.dataset_id != dataset_id:
+            raise DocumentNotFound(f"document {document_id!r} not found in dataset {dataset_id!r}")
+        return document
+
+    async def delete_document(self, tenant_id: str, dataset_id: str, document_id: str) -> None:
+        """Delete the document with its chunks and vectors. Raises DocumentNotFound."""
+        await self.get_document(tenant_id, dataset_id, document_id)
+        await self.store.delete_document(tenant_id, document_id)
+
+    async def reindex_document(self, tenant_id: str, dataset_id: str, document_id: str) -> Document:
+        """Ingest the document again (by the dataset's current chunking settings; a failed
+        one retried). Chunks that did not change keep their vectors. Raises DocumentNotFound."""
+        await self.get_document(tenant_id, dataset_id, document_id)
+        document = await self.store.update_document(tenant_id, document_id, status=DocumentStatus.queued,
+                                                    error=None)
+        await self.queue.submit(tenant_id, dataset_id, [document_id])
+        return document
+
+    async def ingest(self, tenant_id: str, document_id: str) -> Document:
+        """Ingest one document now (what a queue job runs; resumable, see
+        :class:`~engine.knowledge.ingest.Ingestor`). Raises DocumentNotFound."""
+        return await self.ingestor.ingest(tenant_id, document_id)
+
+    async def resubmit_unfinished(self, *, limit: int = 100) -> list[Document]:
+        """Give documents whose ingestion stopped (their worker died: lease expired) to the
+        queue again; the documents submitted. What a sweeper calls."""
+        found = await self.store.unfinished_documents(limit=limit)
+        by_dataset: dict[tuple[str, str], list[str]] = {}
+        for document in found:
+            by_dataset.setdefault((document.tenant_id, document.dataset_id), []).append(document.id)
+        for (tenant_id, dataset_id), ids in by_dataset.items():
+            await self.queue.submit(tenant_id, dataset_id, ids)
+        return found
+
+    async def follow(self, tenant_id: str, dataset_id: str, document_ids: Sequence[str] | None = None,
+                     poll_s: float = 0.2) -> AsyncIterator[Document]:
+        """Yield each document (of ``document_ids``, default all of the dataset) whenever
+        its status or progress changes, until every one is ``ready`` or ``failed``.
+        Raises DatasetNotFound."""
+        seen: dict[str, tuple[Any, ...]] = {}
+        wanted = set(document_ids) if document_ids is not None else None
+        while True:
+            documents = await self.store.list_documents(tenant_id, dataset_id, limit=100_000)
+            if wanted is not None:
+                documents = [d for d in documents if d.id in wanted]
+            for document in documents:
+                state = (document.status, document.chunks_done, document.chunk_count, document.error)
+                if seen.get(document.id) != state:
+                    seen[document.id] = state
+                    yield document
+            if all(d.status in _ENDED for d in documents):
+                return
+            await asyncio.sleep(poll_s)
+
+    # ------------------------------------------------------------------ search
+
+    async def search(self, tenant_id: str, request: SearchRequest) -> SearchResult:
+        """Search the tenant's datasets (:class:`engine.knowledge.retrieval.Retriever`).
+        Raises DatasetNotFound, EmbeddingError."""
+        from .retrieval import Retriever  # the retrieval module is its own concern
+
+        datasets = [await self.store.get_dataset(tenant_id, d) for d in request.dataset_ids]
+        if self._retriever is None:
+            self._retriever = Retriever(store=self.store, embedder=self.embedder, reranker=self.reranker,
+                                        judge=self.judge)
+        return await self._retriever.search(tenant_id, request, datasets)
+

@@ -1,0 +1,63 @@
+"""Fixtures of the knowledge service tests: the real SQLite knowledge store (a file in the
+test's folder), the real parser, chunker and registry clients against the scripted server."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any, AsyncIterator, Callable
+
+import pytest
+
+from engine.knowledge.service import KnowledgeService
+from nodes.knowledge.chunking import TextChunker
+from nodes.knowledge.embeddings import RegistryEmbedder, RegistryReranker
+from nodes.knowledge.parsing import DocumentParser
+
+
+@pytest.fixture
+async def knowledge_store(tmp_path: Path) -> AsyncIterator[Any]:
+    from workers.knowledge import open_knowledge_store
+
+    store = await open_knowledge_store(f"sqlite:///{tmp_path / 'knowledge.db'}", tmp_path)
+    try:
+        yield store
+    finally:
+        await store.close()
+
+
+@pytest.fixture
+async def make_service(knowledge_store: Any, scripted_registry: Any) -> AsyncIterator[Callable[..., KnowledgeService]]:
+    made: list[KnowledgeService] = []
+
+    def make(**options: Any) -> KnowledgeService:
+        values: dict[str, Any] = dict(store=knowledge_store, parser=DocumentParser(), chunker=TextChunker(),
+                                      embedder=RegistryEmbedder(scripted_registry, retries=1, backoff_s=0.01),
+                                      reranker=RegistryReranker(scripted_registry, backoff_s=0.01), batch_size=4)
+        service = KnowledgeService(**{**values, **options})
+        made.append(service)
+        return service
+
+    try:
+        yield make
+    finally:
+        for service in made:
+            await service.aclose()
+
+
+@pytest.fixture
+def service(make_service: Callable[..., KnowledgeService]) -> KnowledgeService:
+    return make_service()
+
+
+async def wait_ended(service: KnowledgeService, tenant: str, dataset_id: str, timeout: float = 30.0) -> list[Any]:
+    """The dataset's documents once every one is ready or failed (their ingestion tasks done)."""
+    await service.queue.join()  # type: ignore[attr-defined]
+    deadline = time.monotonic() + timeout
+    while True:
+        documents = await service.list_documents(tenant, dataset_id)
+        if all(d.status.value in ("ready", "failed") for d in documents):
+            return documents
+        assert time.monotonic() < deadline, [(d.source_name, d.status) for d in documents]
+        await asyncio.sleep(0.02)
