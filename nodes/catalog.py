@@ -16,6 +16,7 @@ from nodes.labels_zh import FIELD_ZH_CN, KIND_ZH_CN, VALUE_ZH_CN
 from schemas import nodes as plumbing
 from schemas.nodes_agent import AgentConfig, ToolCallConfig
 from schemas.nodes_code import CodeConfig
+from schemas.nodes_knowledge import KnowledgeRetrievalConfig
 from schemas.nodes_llm import ChatConfig, ClassifyQuestionConfig, ExtractFieldsConfig, QueryExtensionConfig
 
 __all__ = ["BUILTIN_KINDS", "FIELD_LABELS", "VALUE_LABELS", "builtin_catalog"]
@@ -32,6 +33,8 @@ _KINDS: tuple[KindSpec, ...] = (
     KindSpec("extract_fields", ExtractFieldsConfig, "nodes.extract:ExtractFieldsNode", reads_only=True, icon="list", category="llm"),
     KindSpec("query_extension", QueryExtensionConfig, "nodes.query_extension:QueryExtensionNode", reads_only=True, icon="search",
              category="llm"),
+    KindSpec("knowledge_retrieval", KnowledgeRetrievalConfig, "nodes.knowledge.retrieval_node:KnowledgeRetrievalNode",
+             reads_only=True, icon="search", category="llm"),
     KindSpec("tool_call", ToolCallConfig, "nodes.tool_call:ToolCallNode", container=True, streams="answer", icon="wrench",
              category="agent"),
     KindSpec("agent", AgentConfig, "nodes.agent:AgentNode", container=True, streams="answer", interactive=True, icon="bot",

@@ -23,7 +23,10 @@ Request assembly, in order:
 The answer and reasoning stream as ``node_delta`` events on the ``answer`` and
 ``reasoning`` channels (``stream`` / ``stream_reasoning`` switch them off). Outputs:
 ``answer``, ``reasoning``, ``history`` (the source history plus this turn:
-``{"role": "user", "content": <question>}`` and the assistant answer) and ``usage``;
+``{"role": "user", "content": <question>}`` and the assistant answer), ``usage`` and
+``citations`` (QuotePiece dicts: the numbered quote items the answer cites as ``[n]``,
+in citation order; when it cites none, every quote item given, and ``data.chat.cited``
+is empty - see :mod:`nodes.knowledge.quotes`);
 ``node_run.usage`` holds tokens in/out, token source, cost, model, latency. A call that
 fails after part of the reply arrived (stalled, dropped, an error in the stream, the
 node's timeout) still spent those tokens and produced that text: the partial
@@ -83,17 +86,29 @@ SYSTEM_SEPARATOR = "\n\n===---===---===\n\n"
 #: Separates quote items in the formatted quote text.
 QUOTE_ITEM_SEPARATOR = "\n\n"
 
-#: Built-in quote templates, per ``quote_role`` (the user one asks about ``question``).
+#: Built-in quote templates, per ``quote_role`` (FastGPT's defaults: the user one restates
+#: the question). Both ask the model to cite the numbered items it uses as ``[n]``.
 DEFAULT_QUOTE_TEMPLATES = {
     "system": (
-        "Use the knowledge in <quote></quote> as your reference when answering.\n"
-        "If it does not cover the question, say so instead of guessing; do not mention the quote itself.\n"
-        "<quote>\n{{ quote }}\n</quote>"
+        "Use the knowledge in <Reference></Reference> as your reference for this conversation.\n"
+        "<Reference>\n{{ quote }}\n</Reference>\n\n"
+        "Answer requirements:\n"
+        "- If the reference does not cover the question, say so instead of guessing.\n"
+        "- Do not mention that the knowledge comes from the reference.\n"
+        "- Keep the answer consistent with the reference.\n"
+        "- Cite the reference items you use by their number in square brackets, e.g. [1].\n"
+        "- Answer in the language of the question."
     ),
     "user": (
-        "Use the knowledge in <quote></quote> to answer the question in <question></question>.\n"
-        "If it does not cover the question, say so instead of guessing; do not mention the quote itself.\n"
-        "<quote>\n{{ quote }}\n</quote>\n<question>\n{{ question }}\n</question>"
+        "Use the knowledge in <Reference></Reference> as your reference for this conversation.\n"
+        "<Reference>\n{{ quote }}\n</Reference>\n\n"
+        "Answer requirements:\n"
+        "- If the reference does not cover the question, say so instead of guessing.\n"
+        "- Do not mention that the knowledge comes from the reference.\n"
+        "- Keep the answer consistent with the reference.\n"
+        "- Cite the reference items you use by their number in square brackets, e.g. [1].\n"
+        "- Answer in the language of the question.\n\n"
+        'Question: """{{ question }}"""'
     ),
 }
 
@@ -250,36 +265,23 @@ def format_quote(value: Any) -> str:
     """Knowledge text from the ``quote`` value.
 
     - null / ``""`` / ``[]``: ``""`` (no quote).
-    - a string: itself.
-    - an array: items numbered ``[1] ...`` and separated by a blank line; an item is a
-      string, or an object read as ``content`` / ``text`` / ``q`` + ``a`` (in that
+    - a string: itself (a retrieval node's ``quote`` is already numbered with sources).
+    - an array (:func:`nodes.knowledge.quotes.quote_items`: nested arrays flattened, a
+      chunk repeated by two searches once): items numbered ``[1] ...`` and separated by a
+      blank line; a retrieval chunk as ``[n] source: <name>`` then its text; another item
+      is a string, or an object read as ``content`` / ``text`` / ``q`` + ``a`` (in that
       order of preference), else its JSON.
     - anything else: its JSON.
     """
+    from .knowledge.quotes import quote_items, render_items
+
     if value is None:
         return ""
     if isinstance(value, str):
         return value
     if isinstance(value, list):
-        parts = []
-        for item in value:
-            text = _quote_item(item).strip()
-            if text:
-                parts.append(f"[{len(parts) + 1}] {text}")
-        return QUOTE_ITEM_SEPARATOR.join(parts)
+        return render_items(quote_items(value))
     return json.dumps(value, ensure_ascii=False)
-
-
-def _quote_item(item: Any) -> str:
-    if isinstance(item, str):
-        return item
-    if isinstance(item, dict):
-        for key in ("content", "text"):
-            if isinstance(item.get(key), str):
-                return item[key]
-        if isinstance(item.get("q"), str):
-            return item["q"] + (f"\n{item['a']}" if isinstance(item.get("a"), str) and item["a"] else "")
-    return json.dumps(item, ensure_ascii=False)
 
 
 # ==================================================================== chat node
@@ -312,25 +314,41 @@ class ChatTurn:
 class ChatNode(NodeExecutor[ChatConfig], kind="chat"):
     """Answers the rendered ``user_prompt`` with one streamed model call (module docstring)."""
 
+    def _quote(self, ctx: NodeContext) -> tuple[str, list[Any]]:
+        """(quote text, its numbered items for citations). A reference to a retrieval
+        node's ``quote`` text is read with that node's ``chunks`` (same numbering)."""
+        from .knowledge.quotes import quote_items
+
+        value = ctx.resolve(self.config.quote, record_as="quote")
+        items = quote_items(value)
+        ref = self.config.quote
+        if isinstance(value, str) and isinstance(ref, Ref) and ref.ref.endswith(".quote"):
+            source = ctx.state.node_runs.get(ref.ref.rsplit(".", 1)[0])
+            chunks = source.outputs.get("chunks") if source is not None and source.outputs else None
+            if isinstance(chunks, list):
+                items = quote_items(chunks)
+        return format_quote(value), items
+
     def _quote_text(self, ctx: NodeContext) -> str:
-        return format_quote(ctx.resolve(self.config.quote, record_as="quote"))
+        return self._quote(ctx)[0]
 
     def _quote_prompt(self, ctx: NodeContext, question: str, quote_text: str) -> tuple[str, str | None, bool]:
         """(rendered quote prompt, role it goes to, whether it holds the question).
 
         ``("", None, False)`` when there is no quote text.
         """
+        from .knowledge.quotes import quote_role
+
         cfg = self.config
         if not quote_text.strip():
             return "", None, False
         template = cfg.quote_template if cfg.quote_template is not None else DEFAULT_QUOTE_TEMPLATES[cfg.quote_role]
-        asks_question = "question" in template_names(template)
-        # A template that asks for the question belongs to the user message.
-        role = "user" if cfg.quote_role == "user" or asks_question else "system"
+        names = template_names(template)
+        role = quote_role(cfg.quote_role, template, names)
         rendered = ctx.render(template, field="config.quote_template", extra={"quote": quote_text, "question": question})
         if not rendered.strip():  # quote_template "" : the quote is only used where a template names {{ quote }}
             return "", None, False
-        return rendered, role, asks_question
+        return rendered, role, "question" in names
 
     def build_messages(self, ctx: NodeContext, question: str, spec: Any, max_tokens: int,
                        ) -> tuple[list[dict[str, Any]], str | None]:
@@ -447,12 +465,24 @@ class ChatNode(NodeExecutor[ChatConfig], kind="chat"):
             raise
         source = resolve_history(ctx, cfg)
         history = source + [{"role": "user", "content": question}, {"role": "assistant", "content": turn.answer}]
+        citations, cited = self._citations(ctx, turn.answer)
         ctx.node_run.data["chat"] = {
             "quote_role": turn.quote_role,
             "messages": len(turn.messages),
             "history_messages": sum(1 for m in turn.messages[:-1] if m["role"] != "system"),
             "finish_reason": turn.finish_reason,
+            "cited": cited,
         }
         usage = ctx.node_run.usage or turn.usage
         return NodeResult({"answer": turn.answer, "reasoning": turn.reasoning, "history": history,
-                           "usage": usage.model_dump()})
+                           "usage": usage.model_dump(), "citations": citations})
+
+    def _citations(self, ctx: NodeContext, answer: str) -> tuple[list[dict[str, Any]], list[str]]:
+        """(the ``citations`` output, the ids the answer cited): see
+        :func:`nodes.knowledge.quotes.answer_citations` - the cited quote items, or all of
+        them when the answer cites none (``cited`` is then empty)."""
+        from .knowledge.quotes import answer_citations
+
+        items = self._quote(ctx)[1]
+        pieces, was_cited = answer_citations(answer, items)
+        return [p.model_dump() for p in pieces], [p.citation_id for p in pieces] if was_cited else []

@@ -117,14 +117,19 @@ class ChatConfig(LLMNodeConfig):
     Templates may use ``quote`` (the formatted knowledge text) and ``question`` (the
     rendered user prompt; in ``user_prompt`` itself, ``sys.query``).
 
+    ``quote`` may reference a knowledge retrieval node's ``chunks`` or ``quote``: its items
+    are numbered ``[n]`` and the default templates ask the model to cite them.
+
     Outputs: ``answer``, ``reasoning``, ``history`` (the source history plus this
-    turn) and ``usage`` (tokens, cost, latency).
+    turn), ``usage`` (tokens, cost, latency) and ``citations`` (the quote items the
+    answer cites, else all quote items given).
     """
 
     history: int = Field(default=6, ge=0, le=100, description="past turns of history_source put in the prompt")
     system_prompt: str = Field(default="", description="Jinja2 template")
     user_prompt: TextValue = Field(default="{{ sys.query }}", description="the user's message: template or reference")
-    quote: Value = Field(default=None, description="knowledge text: string, array of strings or of {content|q/a|text}")
+    quote: Value = Field(default=None, description="knowledge text: string, array of strings or of {content|q/a|text}, "
+                                                   "or a retrieval node's chunks / quote")
     quote_role: Literal["system", "user"] = "system"
     quote_template: str | None = Field(default=None, description="Jinja2 with quote/question; None: built-in per role")
     stream: bool = Field(default=True, description="stream answer deltas as node_delta (channel answer)")
@@ -132,7 +137,7 @@ class ChatConfig(LLMNodeConfig):
 
     def outputs(self, workflow: "Workflow") -> dict[str, VarType]:
         return {"answer": VarType.string, "reasoning": VarType.string, "history": VarType.array,
-                "usage": VarType.object}
+                "usage": VarType.object, "citations": VarType.array}
 
     def templates(self) -> Iterator[tuple[str, str]]:
         yield from self._text_templates("system_prompt", "user_prompt", "quote_template")

@@ -146,3 +146,26 @@ class KeywordJudge:
         self.calls.append((model, question, len(texts)))
         keep = [i for i, t in enumerate(texts) if self.keyword in t]
         return keep, {"tokens_in": 100, "tokens_out": 5, "cost": 0.01}
+
+
+class FakeKnowledge:
+    """A :class:`~engine.knowledge.ports.KnowledgeSearch` over a :class:`FakeStore`: the
+    real Retriever on the datasets given (another tenant's dataset is not found)."""
+
+    def __init__(self, store: FakeStore, datasets: Sequence[Dataset], embedder: Any = None, **ports: Any):
+        from engine.knowledge.retrieval import Retriever
+
+        self.retriever = Retriever(store=store, embedder=embedder, **ports)
+        self.datasets = {(ds.tenant_id, ds.id): ds for ds in datasets}
+        self.requests: list[tuple[str, Any]] = []
+
+    async def search(self, tenant_id: str, request: Any) -> Any:
+        from engine.knowledge.ports import DatasetNotFound
+
+        self.requests.append((tenant_id, request))
+        found = []
+        for ds_id in request.dataset_ids:
+            if (tenant_id, ds_id) not in self.datasets:
+                raise DatasetNotFound(f"dataset {ds_id!r} not found")
+            found.append(self.datasets[(tenant_id, ds_id)])
+        return await self.retriever.search(tenant_id, request, found)

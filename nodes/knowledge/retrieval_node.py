@@ -1,0 +1,110 @@
+"""knowledge_retrieval: search the tenant's datasets for the question.
+
+The node renders ``question`` (and resolves ``queries``, an array of extra phrasings such
+as a query extension node's output), searches through ``ctx.deps.knowledge`` (the
+run's :class:`~engine.knowledge.ports.KnowledgeSearch`, tenant ``ctx.state.tenant_id``)
+and outputs ``chunks``, ``quote``, ``queries`` and ``usage`` (see
+:class:`~schemas.nodes_knowledge.KnowledgeRetrievalConfig`). The search's usage
+(embedding, rerank and relevance-pass tokens and their cost) counts in the node run's
+usage like a model call's; ``data.retrieval`` keeps the passes, the notes and the hit
+count, and each note is also a ``node_warning`` (``retrieval_degraded``) so a search
+that fell back (no index, no vectors) is visible where the run is watched.
+
+Errors (a failed node run naming the node and field): no knowledge service in this
+deployment (``knowledge_unavailable``), a dataset id the tenant does not have
+(``unknown_dataset``), an embedding / rerank endpoint that failed (``embedding_failed``),
+``queries`` that is not an array of strings.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.catalog import NodeExecutor
+from engine.context import NodeContext, NodeResult
+from engine.errors import NodeFailed
+from engine.knowledge.ports import DatasetNotFound, EmbeddingError
+from schemas.knowledge import SearchHit, SearchResult
+from schemas.nodes_knowledge import DatasetSearchOptions, KnowledgeRetrievalConfig
+from schemas.run import Usage
+
+from ..chat import add_usage, render_text, warn
+
+__all__ = ["KnowledgeRetrievalNode", "chunk_output", "search_datasets", "search_usage"]
+
+
+def chunk_output(hit: SearchHit) -> dict[str, Any]:
+    """One item of the ``chunks`` output (:data:`~schemas.nodes_knowledge.CHUNK_FIELDS`)."""
+    return {"citation_id": hit.citation_id, "text": hit.text, "score": hit.score, "dataset_id": hit.dataset_id,
+            "document_id": hit.document_id, "chunk_id": hit.chunk_id, "source_name": hit.source_name,
+            "position": hit.position, "heading_path": list(hit.heading_path), "metadata": dict(hit.metadata)}
+
+
+def search_usage(result: SearchResult) -> Usage | None:
+    """The search's model usage as a node usage record (None when it called no model).
+    Embedding and rerank tokens count as input tokens; the relevance pass's in and out."""
+    tokens_in = result.embedding_tokens + result.rerank_tokens + result.llm_tokens_in
+    if not tokens_in and not result.llm_tokens_out and not result.cost:
+        return None
+    calls = (1 if result.embedding_tokens else 0) + (1 if result.rerank_tokens else 0) + \
+        (1 if result.llm_tokens_in else 0)
+    return Usage(model=None, tokens_in=tokens_in, tokens_out=result.llm_tokens_out, cost=result.cost, calls=calls)
+
+
+async def search_datasets(ctx: NodeContext, options: DatasetSearchOptions, query: str,
+                          queries: list[str] | None = None, *, field: str = "config.datasets") -> SearchResult:
+    """Search with ``options`` for this run's tenant; the usage is added to the node run.
+
+    Raises:
+        NodeFailed: no knowledge service, an unknown dataset, a failed embedding or
+            rerank endpoint (the message names the node and ``field``).
+    """
+    knowledge = ctx.deps.knowledge
+    if knowledge is None:
+        raise NodeFailed(f"{field}: knowledge bases are not available in this deployment (no knowledge service is "
+                         "configured), so datasets cannot be searched", node_id=ctx.node_id,
+                         reason="knowledge_unavailable")
+    request = options.search_request(query, queries)
+    try:
+        result = await knowledge.search(ctx.state.tenant_id, request)
+    except DatasetNotFound as exc:
+        raise NodeFailed(f"{field}: {exc} (datasets searched: {', '.join(request.dataset_ids)})",
+                         node_id=ctx.node_id, reason="unknown_dataset") from None
+    except EmbeddingError as exc:
+        raise NodeFailed(f"{field}: the search could not embed or rerank the query: {exc}", node_id=ctx.node_id,
+                         reason="embedding_failed") from None
+    usage = search_usage(result)
+    if usage is not None:
+        add_usage(ctx, usage)
+    return result
+
+
+def _queries(ctx: NodeContext, cfg: KnowledgeRetrievalConfig) -> list[str]:
+    if cfg.queries is None:
+        return []
+    value = ctx.resolve(cfg.queries, record_as="queries")
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    if not isinstance(value, list) or not all(isinstance(q, str) for q in value):
+        raise NodeFailed(f"config.queries: {cfg.queries.ref} must be an array of strings, got "
+                         f"{type(value).__name__}", node_id=ctx.node_id)
+    return value
+
+
+class KnowledgeRetrievalNode(NodeExecutor[KnowledgeRetrievalConfig], kind="knowledge_retrieval"):
+    """Searches datasets for the question (module docstring)."""
+
+    async def run(self, ctx: NodeContext) -> NodeResult:
+        cfg = self.config
+        query = render_text(ctx, cfg.question, "question").strip()
+        queries = _queries(ctx, cfg)
+        result = await search_datasets(ctx, cfg, query, queries)
+        ctx.node_run.data["retrieval"] = {"passes": result.passes, "notes": result.notes, "hits": len(result.hits),
+                                          "mode": result.mode.value}
+        for note in result.notes:
+            warn(ctx, "retrieval_degraded", note)
+        usage = ctx.node_run.usage
+        return NodeResult({"chunks": [chunk_output(h) for h in result.hits], "quote": result.quote,
+                           "queries": result.queries, "usage": usage.model_dump() if usage is not None else None})
