@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from .knowledge import QuotePiece, run_citations
 from .records import ApiKey, Chat, ChatMessage, MessagePart, MessageStatus, RunSummary
 from .run import NodeError, NodeRun, RunState, Usage
 from .types import NodeRunStatus, RunStatus
@@ -232,13 +233,16 @@ class RunDetail(RunOut):
     node_runs: list[NodeRunOut] = Field(default_factory=list)
     rerun_of: str | None = None
     rerun_from: str | None = None
+    citations: list[QuotePiece] = Field(default_factory=list, description="the sources the answer cites "
+                                        "(chat nodes' citations outputs, in run order)")
 
     @classmethod
     def build(cls, summary: RunSummary, state: RunState, node_runs: list[NodeRun]) -> "RunDetail":
         """From the summary, the checkpointed state and every node run."""
         return cls(**RunOut.of(summary).model_dump(), inputs=state.inputs, outputs=state.outputs,
                    answer=state.answer, node_runs=[NodeRunOut.of(run) for run in node_runs],
-                   rerun_of=state.sys.get("rerun_of"), rerun_from=state.sys.get("rerun_from"))
+                   rerun_of=state.sys.get("rerun_of"), rerun_from=state.sys.get("rerun_from"),
+                   citations=run_citations(node_runs))
 
 
 class RunList(BaseModel):

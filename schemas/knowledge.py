@@ -36,6 +36,7 @@ __all__ = [
     "SearchMode",
     "SearchRequest",
     "SearchResult",
+    "run_citations",
 ]
 
 
@@ -323,3 +324,25 @@ class SearchResult(_Model):
     passes: dict[str, int] = Field(default_factory=dict, description="each recall pass's name -> chunks it found")
     notes: list[str] = Field(default_factory=list, description="what the search could not do as asked (e.g. a "
                                                                "dataset without an index searched by full text)")
+
+
+def run_citations(node_runs: "Any") -> list[QuotePiece]:
+    """The citations of a run's answers: the ``citations`` output of every succeeded node
+    run that has one (chat nodes), in the order the node runs started, each piece once.
+    ``node_runs``: NodeRun records (anything with ``status``, ``outputs``, ``started_at``)."""
+    runs = sorted((r for r in node_runs if str(getattr(r, "status", "")) == "succeeded"
+                   and isinstance((getattr(r, "outputs", None) or {}).get("citations"), list)),
+                  key=lambda r: getattr(r, "started_at", None) or 0.0)
+    out: list[QuotePiece] = []
+    seen: set[tuple[str, str, str]] = set()
+    for run in runs:
+        for item in run.outputs["citations"]:
+            try:
+                piece = QuotePiece.model_validate(item)
+            except ValueError:
+                continue  # a node's own output that only shares the name
+            key = (piece.citation_id, piece.chunk_id, piece.text)
+            if key not in seen:
+                seen.add(key)
+                out.append(piece)
+    return out

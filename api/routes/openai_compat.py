@@ -12,7 +12,8 @@ official ``openai`` SDK and the tools built on it are working clients.
   content is the run's answer; streaming: ``chat.completion.chunk`` lines
   (``data: {...}``) with the answer's deltas, a last chunk with ``finish_reason`` and
   ``usage``, then ``data: [DONE]``. Every answer carries ``flowloom: {run_id, chat_id,
-  status, interrupts}`` (a field OpenAI clients ignore).
+  status, interrupts}`` and ``citations`` (on the message, or on the last chunk: the
+  sources the answer cites, QuotePiece objects) - fields OpenAI clients ignore.
 - ``GET /v1/models``: the published apps the key may run, as an OpenAI model list.
 
 A run that pauses for a question answers with the question as its content
@@ -48,6 +49,7 @@ from engine.ports import WorkflowNotFound, WorkflowRepo
 from engine.service import RunService
 from schemas.api import OpenAIErrorBody
 from schemas.events import NodeDelta
+from schemas.knowledge import run_citations
 from schemas.openai_compat import ChatCompletionRequest, message_text
 from schemas.types import RunStatus
 
@@ -252,7 +254,8 @@ def _question(interrupts: list[dict[str, Any]]) -> str:
 
 async def _outcome(request: Request, caller: Principal, execution: Execution,
                    before: tuple[int, int, int]) -> dict[str, Any]:
-    """The turn's end: ``{answer, question, usage, flowloom}`` from the stored run.
+    """The turn's end: ``{answer, question, citations, usage, flowloom}`` from the stored run
+    (``citations``: :func:`~schemas.knowledge.run_citations` of the run's node runs).
 
     Raises:
         the execution's error; _RunFailed for a run that failed or was cancelled.
@@ -267,7 +270,8 @@ async def _outcome(request: Request, caller: Principal, execution: Execution,
         raise _RunFailed(execution.run_id, summary.status.value, message)
     prompt, completion = summary.tokens_in - before[0], summary.tokens_out - before[1]
     interrupts = summary.pending_interrupts if summary.status is RunStatus.paused else []
-    return {"answer": state.answer[before[2]:], "question": _question(interrupts),
+    citations = [p.model_dump(mode="json") for p in run_citations(state.node_runs.values())]
+    return {"answer": state.answer[before[2]:], "question": _question(interrupts), "citations": citations,
             "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
             "flowloom": {"run_id": execution.run_id, "chat_id": summary.chat_id, "status": summary.status.value,
                          "interrupts": interrupts}}
@@ -308,7 +312,8 @@ async def chat_completions(request: Request) -> Response:
         return _error_response(exc)
     content = "\n\n".join(part for part in (outcome["answer"], outcome["question"]) if part)
     return JSONResponse({**_envelope("chat.completion", execution.run_id, model, created),
-                         "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
+                         "choices": [{"index": 0, "message": {"role": "assistant", "content": content,
+                                                              "citations": outcome["citations"]},
                                       "finish_reason": "stop", "logprobs": None}],
                          "usage": outcome["usage"], "flowloom": outcome["flowloom"]})
 
@@ -353,7 +358,7 @@ async def _stream(request: Request, caller: Principal, body: ChatCompletionReque
             return
         if outcome["question"]:
             yield chunk({"content": ("\n\n" if outcome["answer"] else "") + outcome["question"]})
-        yield chunk({}, "stop", usage=outcome["usage"], flowloom=outcome["flowloom"])
+        yield chunk({}, "stop", usage=outcome["usage"], flowloom=outcome["flowloom"], citations=outcome["citations"])
         yield _data("[DONE]")
     finally:
         execution.unsubscribe(listener)
