@@ -525,10 +525,9 @@ class _Handler(BaseHTTPRequestHandler):
             owner._held.append(slot)
         try:
             while not owner._stopping.is_set():
-                if slot.released.wait(0.02):
-                    break
+                released = slot.released.wait(0.02)
                 readable, _, _ = select.select([self.connection], [], [], 0)
-                if readable:
+                if readable:  # looked at after a release too: a dead client gets no vector
                     try:
                         gone = self.connection.recv(1, socket.MSG_PEEK) == b""
                     except OSError:
@@ -537,6 +536,8 @@ class _Handler(BaseHTTPRequestHandler):
                         recorded.client_closed_at = time.monotonic()
                         self.close_connection = True
                         return False
+                if released:
+                    break
             if slot.dropped or owner._stopping.is_set():
                 self._drop()
                 return False

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 
-__all__ = ["execute_run"]
+__all__ = ["execute_run", "ingest_document"]
 
 
 def execute_run(tenant_id: str, run_id: str) -> str:
@@ -31,3 +31,21 @@ def execute_run(tenant_id: str, run_id: str) -> str:
     level = logging.WARNING if ended in ("failed", "cancelled") else logging.INFO
     logging.getLogger("flowloom.worker").log(level, "run %s (tenant %s, %s): %s", run_id, tenant_id, queue, ended)
     return ended
+
+
+def ingest_document(tenant_id: str, dataset_id: str, document_id: str) -> str:
+    """Ingest (or continue ingesting) one document of a knowledge base in this worker
+    process; returns its status after (``ready``, ``failed``, or as another worker that
+    holds it left it), or ``deleted``.
+
+    Raises:
+        RuntimeError: not called inside a ``flowloom worker`` process, or the worker has
+            no knowledge service.
+    """
+    from .runtime import current_runtime
+
+    status = current_runtime().ingest_job(tenant_id, document_id)
+    level = logging.WARNING if status == "failed" else logging.INFO
+    logging.getLogger("flowloom.worker").log(level, "document %s of dataset %s (tenant %s): %s", document_id,
+                                             dataset_id, tenant_id, status)
+    return status

@@ -25,6 +25,9 @@ What the runtime adds around the run service's :meth:`~engine.service.RunService
   them - is only dropped from the set: it never runs again.
 - **Answers**: a paused run's job continues it with the answers the API left in Redis
   (:meth:`~workers.redis_bus.RedisCommandChannel.send_answers`).
+- **Knowledge bases**: ingestion jobs (:mod:`workers.rq.knowledge`) run the run
+  service's knowledge service (:meth:`ingest_job`), and the sweeper also gives documents
+  whose ingestion stopped to the queue again (at start, then every round).
 """
 
 from __future__ import annotations
@@ -135,6 +138,8 @@ class WorkerRuntime:
             async with self._open_service(self.settings) as service:
                 self.service, self.loop, self._stop = service, asyncio.get_running_loop(), asyncio.Event()
                 helpers = [asyncio.create_task(self._sweep_forever()), asyncio.create_task(self._renew_forever())]
+                with contextlib.suppress(Exception):  # the database or Redis away: the next round
+                    await self.sweep_documents()
                 self._ready.set()
                 await self._stop.wait()
                 for task in helpers:
@@ -358,8 +363,54 @@ class WorkerRuntime:
             await asyncio.sleep(self.sweep_s)
             try:
                 await self.sweep()
+                await self.sweep_documents()
             except Exception as exc:  # noqa: BLE001 - Redis or the database away: next round
                 logger.debug("sweep skipped: %s", exc)
+
+    # ------------------------------------------------------------------ knowledge bases
+
+    @property
+    def knowledge(self) -> Any:
+        """The run service's knowledge service (None when this deployment has none)."""
+        knowledge = getattr(self.service, "knowledge", None)
+        return knowledge if hasattr(knowledge, "ingest") else None
+
+    def ingest_job(self, tenant_id: str, document_id: str) -> str:
+        """Ingest the document on the runtime's loop and wait (called by the job, in RQ's
+        thread); its status after, or ``deleted``. Raises RuntimeError without a
+        knowledge service."""
+        assert self.loop is not None, "start() first"
+        if self.knowledge is None:
+            raise RuntimeError("this worker has no knowledge service: ingestion jobs need the knowledge store")
+        future = asyncio.run_coroutine_threadsafe(self._ingest(tenant_id, document_id), self.loop)
+        try:
+            return future.result()
+        except SystemExit:
+            raise
+        except BaseException:
+            if not future.done():
+                self.loop.call_soon_threadsafe(future.cancel)
+            raise
+
+    async def _ingest(self, tenant_id: str, document_id: str) -> str:
+        from engine.knowledge.ports import DocumentNotFound
+
+        try:
+            return (await self.knowledge.ingest(tenant_id, document_id)).status.value
+        except DocumentNotFound:
+            return "deleted"
+
+    async def sweep_documents(self) -> list[str]:
+        """Give documents whose ingestion stopped to the queue again
+        (:func:`workers.rq.knowledge.sweep_unfinished`); their ids."""
+        from .knowledge import sweep_unfinished
+
+        knowledge = self.knowledge
+        if knowledge is None:
+            return []
+        lease_s = float(getattr(getattr(knowledge, "ingestor", None), "lease_s", self.settings.lease_ttl))
+        return await sweep_unfinished(knowledge, redis_client(self.bus.url), lease_s=lease_s,
+                                      namespace=self.namespace)
 
     async def sweep(self) -> list[str]:
         """One look for runs whose worker died (module docstring); returns the ids of the
