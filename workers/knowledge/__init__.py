@@ -1,0 +1,47 @@
+"""Knowledge stores: datasets, documents, chunks and vectors in SQLite or PostgreSQL.
+
+:func:`open_knowledge_store` picks the store by the database URL (the run store's):
+SQLite (the default ``$FLOWLOOM_HOME/flowloom.db``) -> :class:`SqliteKnowledgeStore`
+(sqlite-vec, FTS5, in-memory HNSW graphs); PostgreSQL -> :class:`PostgresKnowledgeStore`
+(pgvector when the server has it, ``tsvector``). The schema is migrated first (the
+Alembic migrations of :mod:`workers.sql`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from engine.knowledge.ports import KnowledgeStore
+from engine.ports import StoreError
+from workers.sql.connect import normalize_url
+from workers.sql.migrate import upgrade
+
+from .sqlite import SqliteKnowledgeStore
+
+__all__ = ["SqliteKnowledgeStore", "open_knowledge_store", "vector_support_warning"]
+
+
+async def open_knowledge_store(database_url: str, home: Path) -> KnowledgeStore:
+    """The knowledge store of the database at ``database_url`` (migrated to the newest
+    schema first). ``home``: ``FLOWLOOM_HOME``. Raises StoreError when the database
+    cannot be reached or the URL names another database."""
+    url = normalize_url(database_url)
+    await upgrade(url)
+    if url.get_backend_name() == "sqlite":
+        database = url.database or ""
+        if not database or database == ":memory:" or database.startswith("file:"):
+            raise StoreError("the knowledge store needs a SQLite file (not an in-memory database)")
+        return await SqliteKnowledgeStore.open(Path(database).expanduser())
+    from .postgres import PostgresKnowledgeStore
+
+    return await PostgresKnowledgeStore.open(url)
+
+
+def vector_support_warning(store: KnowledgeStore) -> str | None:
+    """The start-up warning for a store without vector support (None when it has it):
+    what is missing (the ``vector`` extension) and what needs it."""
+    if store.vector_support:
+        return None
+    return ("warning: the PostgreSQL server has no 'vector' extension (pgvector): datasets with an "
+            "embedding model and semantic or hybrid search are unavailable; full-text datasets and "
+            "full-text search work. Install pgvector on the server to enable them.")
