@@ -18,6 +18,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "bench" / "knowledge.py"
 
+pytestmark = pytest.mark.slow  # ~30 s: a pgserver start, Chroma, two Flowloom stores
+
 
 @pytest.fixture(scope="module")
 def report() -> dict:
