@@ -245,3 +245,46 @@ async def test_a_document_held_by_another_worker_is_left_alone(make_service, kno
     await knowledge_store.claim_document(T, outcome.document.id, "other-worker", time.time() - 1)
     assert [d.id for d in await service.resubmit_unfinished()] == [outcome.document.id]
     assert (await service.ingest(T, outcome.document.id)).status == DocumentStatus.ready
+
+
+async def test_parent_child_embeds_children_and_search_returns_the_parent(service, openai_server):
+    from schemas.knowledge import ParentChildSettings
+
+    dataset = await semantic_dataset(service, chunk_tokens=64, overlap_tokens=0,
+                                     parent_child=ParentChildSettings(child_tokens=16, child_overlap_tokens=0))
+    text = ("Rocket engines burn liquid oxygen and kerosene in a chamber. The nozzle expands the hot gas. "
+            "Thrust lifts the rocket off the pad. Stages drop away when their fuel is spent.")
+    await service.add_text(T, dataset.id, "rockets", text)
+    [document] = await wait_ended(service, T, dataset.id)
+    assert document.status == DocumentStatus.ready and document.chunk_count == document.chunks_done > 1
+    embedded = set(openai_server.embedded)
+    assert len(embedded) == document.chunk_count and text not in embedded  # children only
+    result = await service.search(T, SearchRequest(dataset_ids=[dataset.id], query="nozzle expands hot gas",
+                                                   mode="semantic", top_k=1))
+    assert result.hits[0].text == text  # the parent, not the child that matched
+
+
+async def test_new_chunking_applies_when_a_document_is_reindexed(service, openai_server):
+    dataset = await semantic_dataset(service)
+    [outcome] = await service.add_documents(T, dataset.id, [Upload("faq.txt", b"alpha one\n===\nbeta two")])
+    [document] = await wait_ended(service, T, dataset.id)
+    assert document.chunk_count == 1
+    await service.update_dataset(T, dataset.id, DatasetUpdate(chunking=ChunkingSettings(separators=["\n===\n"])))
+    assert (await service.get_dataset(T, dataset.id)).chunking.separators == ["\n===\n"]
+    queued = await service.reindex_document(T, dataset.id, outcome.document.id)
+    assert queued.status == DocumentStatus.queued
+    [document] = await wait_ended(service, T, dataset.id)
+    assert document.status == DocumentStatus.ready and document.chunk_count == 2
+    assert {"alpha one", "beta two"} <= set(openai_server.embedded)
+
+
+async def test_a_model_answering_another_dimension_fails_the_document(service, openai_server):
+    dataset = await semantic_dataset(service)
+    await service.add_text(T, dataset.id, "first", "Green tea leaves are steamed.")
+    await wait_ended(service, T, dataset.id)
+    openai_server.embedding_dims["embed-dim32"] = 16  # the model behind the name changed
+    await service.add_text(T, dataset.id, "second", "Black tea leaves are oxidised.")
+    documents = {d.source_name: d for d in await wait_ended(service, T, dataset.id)}
+    assert documents["second"].status == DocumentStatus.failed
+    assert "embedding model 'embed-model' answered vectors of [16] dimensions" in documents["second"].error
+    assert documents["first"].status == DocumentStatus.ready

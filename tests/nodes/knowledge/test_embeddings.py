@@ -99,3 +99,19 @@ async def test_rerank_scores_best_first_and_honours_top_n(openai_server, scripte
     assert (await reranker.rerank("rerank-model", "a", ["a"]))[0] == [(0, 1.0)]
     with pytest.raises(EmbeddingError, match="'embed-model' is an embedding model, not a rerank model"):
         await reranker.rerank("embed-model", "q", ["d"])
+
+
+def test_a_chat_node_naming_an_embedding_model_does_not_compile(scripted_registry):
+    from engine import compile_workflow
+    from engine.errors import CompileError
+    from nodes import builtin_catalog
+
+    doc = {"id": "wf", "nodes": [{"id": "start", "type": "start"},
+                                 {"id": "chat", "type": "chat", "config": {"model": "embed-model", "user_prompt": "hi"}},
+                                 {"id": "answer", "type": "answer", "config": {"text": "{{ chat.text }}"}}],
+           "edges": [{"id": "e1", "source": "start", "target": "chat"}, {"id": "e2", "source": "chat", "target": "answer"}]}
+    with pytest.raises(CompileError) as info:
+        compile_workflow(doc, catalog=builtin_catalog(), models=scripted_registry, use_cache=False)
+    [problem] = [p for p in info.value.problems if p.code == "unknown_model"]
+    assert problem.node_id == "chat" and problem.path == "config.model" and "'embed-model'" in problem.message
+    assert "embed-model," not in problem.message  # the known models listed are chat models
