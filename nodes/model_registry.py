@@ -42,6 +42,18 @@ File format::
     # or tiers chosen by the call's input tokens:
     # [[models.x.pricing.tiers]]  max_input_tokens = 128000, input_per_1k = ..., output_per_1k = ...
 
+    [models.text-embedding-3-small]       # an embedding model (datasets' vectors)
+    provider = "openai"
+    type = "embedding"                    # chat (default), embedding or rerank
+    max_context = 8191                    # max_output_tokens: chat models only
+    dimension = 1536                      # optional: the vectors' expected length
+    max_batch = 64                        # optional: texts per /embeddings request
+    pricing = { input_per_1k = 0.00002 }
+
+Lookups name the type they need (:meth:`ModelRegistry.get`, ``has``, ``names``; chat by
+default): a workflow's chat node cannot name an embedding model, nor a dataset a chat
+model (:class:`WrongModelType` says which type the model is).
+
 API keys are never stored: a provider names the environment variable holding its key
 and :meth:`ModelRegistry.client_for` reads it when a call is made. Nothing here puts a
 key in a repr, a log line or an error message.

@@ -77,6 +77,9 @@ def _retry_after(exc: BaseException) -> float | None:
 
 def _describe(exc: BaseException) -> str:
     status = getattr(exc, "status_code", None)
+    response = getattr(exc, "response", None)
+    if status is None and response is not None and not hasattr(exc, "body"):  # httpx.HTTPStatusError
+        return f"HTTP {response.status_code}: {response.text[:300]}"
     body = getattr(exc, "body", None)
     message = body.get("message") if isinstance(body, dict) else None
     if status is not None:
