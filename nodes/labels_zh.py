@@ -74,6 +74,8 @@ FIELD_ZH_CN: dict[str, str] = {
     # Knowledge bases (知识库搜索, 知识库工具)
     "datasets": "知识库",
     "queries": "扩展查询",
+    "dataset_tools": "知识库搜索工具",
+    "relevance_model": "相关性筛选模型",
     "fusion": "混合检索合并方式",
     "semantic_weight": "语义检索权重",
     "top_k": "最多返回分段数",

@@ -358,7 +358,8 @@ def stop_tool_spec(name: str, description: str) -> ToolSpec:
 
 def loop_tool_specs(ctx: NodeContext, cfg: ToolLoopConfig) -> list[ToolSpec]:
     """Specs of the business tools both tool-loop kinds have: graph tools (body roots),
-    HTTP/OpenAPI operations, builtin tools and workflows, each with the node's ``tool_timeout``.
+    HTTP/OpenAPI operations, builtin tools, dataset searches and workflows, each with the
+    node's ``tool_timeout``.
 
     Raises:
         NodeFailed: a graph tool's node is not a body root; a workflow tool cannot be found.
@@ -366,6 +367,10 @@ def loop_tool_specs(ctx: NodeContext, cfg: ToolLoopConfig) -> list[ToolSpec]:
     specs = [graph_tool_spec(ctx, t, cfg.tool_timeout) for t in cfg.tools]
     specs += [http_tool_spec(ctx, op, cfg.tool_timeout) for op in cfg.http_operations()]
     specs += [builtin_tool_spec(t, cfg.tool_timeout) for t in cfg.builtin_tools]
+    if cfg.dataset_tools:
+        from .knowledge.dataset_tool import dataset_tool_spec
+
+        specs += [dataset_tool_spec(ctx, t, i, cfg.tool_timeout) for i, t in enumerate(cfg.dataset_tools)]
     return specs + [workflow_tool_spec(ctx, t, cfg.tool_timeout) for t in cfg.workflow_tools]
 
 

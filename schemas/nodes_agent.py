@@ -30,6 +30,10 @@ Tools are, in one namespace of unique names:
   Streamable HTTP (``url`` + ``headers``) or stdio (``command`` + ``args``, only where the
   operator enabled stdio servers); listed when the node starts, all of them or the
   ``tools`` named (see :class:`McpServer`).
+- **dataset tools** (``dataset_tools``): search the tenant's datasets (the knowledge
+  retrieval node's options) for the query the model writes; the result is the numbered
+  quote with sources, risk ``read``. ``relevance_model``: a chat model that keeps only the
+  chunks relevant to the query before the model sees them (FastGPT's dataset tool).
 - the **stop tool** (``stop_tool``): calling it ends the loop after that round.
 
 **Risk gate** (both kinds, on by default): a write-level tool - declared ``risk:
@@ -53,6 +57,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .nodes import Requirement, node_kind
+from .nodes_knowledge import DatasetSearchOptions
 from .nodes_llm import LLMNodeConfig, TextValue
 from .types import VarType
 from .values import Value
@@ -64,6 +69,7 @@ __all__ = [
     "AgentConfig",
     "BUILTIN_TOOL_NAMES",
     "BuiltinToolRef",
+    "DatasetTool",
     "FileReaderTool",
     "GraphTool",
     "HttpTool",
@@ -321,6 +327,19 @@ class BuiltinToolRef(BaseModel):
         return self.alias or self.name
 
 
+class DatasetTool(DatasetSearchOptions):
+    """The tenant's datasets as a search tool: the model writes ``query``, the tool answers
+    the chunks found as a numbered quote with their sources (the knowledge retrieval
+    node's search options). ``relevance_model``: a chat model that keeps only the chunks
+    relevant to the query (an LLM pass before the model sees them). Risk ``read``."""
+
+    name: str = Field(default="search_knowledge", pattern=TOOL_NAME)
+    description: str = Field(default="", description="default: names the datasets searched")
+    relevance_model: str | None = Field(default=None, min_length=1,
+                                        description="chat model of the relevance pass; None: no pass")
+    timeout: float | None = Field(default=None, gt=0, le=3600)
+
+
 #: ``{{secret:NAME}}`` in an MCP server's header or environment value: replaced at run time
 #: by the operator's secret ``NAME`` (``FLOWLOOM_SECRET_NAME``, :mod:`nodes.mcp_tools`).
 SECRET_REF = re.compile(r"\{\{\s*secret:([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
@@ -471,6 +490,7 @@ class ToolLoopConfig(LLMNodeConfig):
     openapi: dict[str, Any] | None = Field(default=None, description="OpenAPI-style document: one tool per operation")
     workflow_tools: list[WorkflowTool] = Field(default_factory=list)
     builtin_tools: list[BuiltinToolRef] = Field(default_factory=list)
+    dataset_tools: list[DatasetTool] = Field(default_factory=list, description="searches of the tenant's datasets")
     mcp_servers: list[McpServer] = Field(default_factory=list, description="MCP servers whose tools are offered")
     max_rounds: int = Field(default=50, ge=1, le=500)
     tool_only_cap: int = Field(default=5, ge=0, le=100, description="0: no cap")
@@ -492,6 +512,7 @@ class ToolLoopConfig(LLMNodeConfig):
         risks.update({op.operationId: op.tool_risk for op in self.http_operations()})
         risks.update({t.tool_name: t.risk for t in self.workflow_tools})
         risks.update({t.tool_name: "read" for t in self.builtin_tools})
+        risks.update({t.name: "read" for t in self.dataset_tools})
         risks.update({server.tool_name(t): None for server in self.mcp_servers for t in server.tools or ()})
         return risks
 
@@ -550,7 +571,19 @@ class ToolLoopConfig(LLMNodeConfig):
         ``tools`` names them; the others are known once the node lists them)."""
         names = [t.name for t in self.tools] + [t.operationId for t in self.http_operations()]
         names += [server.tool_name(t) for server in self.mcp_servers for t in server.tools or ()]
+        names += [t.name for t in self.dataset_tools]
         return names + [t.tool_name for t in self.workflow_tools] + [t.tool_name for t in self.builtin_tools]
+
+    def dataset_model_refs(self) -> Iterator[tuple[str, str]]:
+        """The rerank and relevance models of the dataset tools."""
+        for i, tool in enumerate(self.dataset_tools):
+            yield from tool.search_model_refs(f"dataset_tools[{i}].")
+            if tool.relevance_model:
+                yield f"dataset_tools[{i}].relevance_model", tool.relevance_model
+
+    def model_refs(self) -> Iterator[tuple[str, str]]:
+        yield "model", self.model
+        yield from self.dataset_model_refs()
 
     def templates(self) -> Iterator[tuple[str, str]]:
         yield from self._text_templates("system_prompt", "user_prompt")
@@ -658,6 +691,7 @@ class AgentConfig(ToolLoopConfig):
         for i, agent in enumerate(self.model_agents):
             if agent.model is not None:
                 yield f"model_agents[{i}].model", agent.model
+        yield from self.dataset_model_refs()
 
     def outputs(self, workflow: "Workflow") -> dict[str, VarType]:
         return {"answer": VarType.string, "plan": VarType.object, "history": VarType.array, "asks": VarType.array,

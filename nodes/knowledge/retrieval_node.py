@@ -65,6 +65,9 @@ async def search_datasets(ctx: NodeContext, options: DatasetSearchOptions, query
                          "configured), so datasets cannot be searched", node_id=ctx.node_id,
                          reason="knowledge_unavailable")
     request = options.search_request(query, queries)
+    relevance_model = request.rerank.llm if request.rerank is not None else None
+    if relevance_model:  # run here, with the run's registry, cancel token and usage record
+        request.rerank = request.rerank.model_copy(update={"llm": None}) if request.rerank.model else None
     try:
         result = await knowledge.search(ctx.state.tenant_id, request)
     except DatasetNotFound as exc:
@@ -76,7 +79,29 @@ async def search_datasets(ctx: NodeContext, options: DatasetSearchOptions, query
     usage = search_usage(result)
     if usage is not None:
         add_usage(ctx, usage)
+    if relevance_model and result.hits:
+        await _relevance_pass(ctx, relevance_model, query or (queries or [""])[0], result)
     return result
+
+
+async def _relevance_pass(ctx: NodeContext, model: str, question: str, result: SearchResult) -> None:
+    """Keep the hits a chat model judges relevant (:class:`~nodes.knowledge.relevance.LLMRelevanceJudge`),
+    in their order; citation ids and the quote are made again for those kept."""
+    from engine.knowledge.retrieval import MAX_JUDGE_CANDIDATES, format_quote
+
+    from ..chat import registry_of
+    from .relevance import LLMRelevanceJudge
+
+    judge = LLMRelevanceJudge(registry_of(ctx), cancel=ctx.cancel, node_id=ctx.node_id)
+    candidates = result.hits[:MAX_JUDGE_CANDIDATES]
+    keep, usage = await judge.select(model, question, [h.text for h in candidates])
+    add_usage(ctx, Usage(model=model, tokens_in=int(usage["tokens_in"]), tokens_out=int(usage["tokens_out"]),
+                         cost=float(usage["cost"]), calls=1))
+    kept = [h for i, h in enumerate(candidates) if i in set(keep)]
+    ctx.node_run.data.setdefault("relevance", []).append({"model": model, "kept": len(kept), "of": len(result.hits)})
+    for n, hit in enumerate(kept, start=1):
+        hit.citation_id = str(n)
+    result.hits, result.quote = kept, format_quote(kept)
 
 
 def _queries(ctx: NodeContext, cfg: KnowledgeRetrievalConfig) -> list[str]:

@@ -1,0 +1,172 @@
+"""Knowledge retrieval in workflows over the real parts: the SQLite knowledge store, the
+KnowledgeService ingesting a document through the scripted server's /v1/embeddings, the
+real engine. Query extension -> retrieval -> chat answering with citations; the planning
+agent and the tool-call node answering from a dataset tool (with the LLM relevance pass)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+from typing import Any, AsyncIterator
+
+import pytest
+
+import engine  # noqa: F401  - import order: engine before nodes
+import nodes  # noqa: F401  - registers the executors
+from engine import RunDeps, run_workflow
+from engine.knowledge.service import KnowledgeService
+from engine.runner import new_run_state
+from nodes.knowledge.chunking import TextChunker
+from nodes.knowledge.embeddings import RegistryEmbedder, RegistryReranker
+from nodes.knowledge.parsing import DocumentParser
+from schemas.knowledge import DatasetCreate
+from schemas.types import RunStatus
+from tests.support.catalog import compile_workflow
+from tests.support.openai_server import Finish, Reply, Text, ToolDelta, Usage, text_reply
+from tests.support.openai_server import openai_server, scripted_registry  # noqa: F401  (fixtures)
+from tests.support.workflows import build, chain_edges, edge, node
+
+POLICY = """# Returns policy
+
+## Refunds
+Refunds are paid to the original card within 14 days after the returned item arrives.
+A refund needs the original receipt.
+
+## Shipping
+Parcels to Europe take five working days. Express shipping takes two days.
+
+## Opening hours
+The shop opens at nine and closes at six, Monday to Saturday.
+"""
+
+
+async def wait_ready(service: KnowledgeService, tenant: str, dataset_id: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        documents = await service.list_documents(tenant, dataset_id)
+        if documents and all(d.status.value in ("ready", "failed") for d in documents):
+            assert all(d.status.value == "ready" for d in documents), [(d.source_name, d.error) for d in documents]
+            return
+        assert time.monotonic() < deadline, [(d.source_name, d.status) for d in documents]
+        await asyncio.sleep(0.02)
+
+
+@pytest.fixture
+async def knowledge(tmp_path: Path, scripted_registry: Any) -> AsyncIterator[KnowledgeService]:
+    """A KnowledgeService on a SQLite file with dataset ``policies`` of tenant ``t1``
+    (embedding model ``embed-model``) holding the returns policy, ingested."""
+    from workers.knowledge import open_knowledge_store
+
+    store = await open_knowledge_store(f"sqlite:///{tmp_path / 'knowledge.db'}", tmp_path)
+    service = KnowledgeService(store=store, parser=DocumentParser(), chunker=TextChunker(),
+                               embedder=RegistryEmbedder(scripted_registry, retries=1, backoff_s=0.01),
+                               reranker=RegistryReranker(scripted_registry, backoff_s=0.01))
+    try:
+        chunking = {"chunk_tokens": 40, "overlap_tokens": 0}
+        await service.create_dataset("t1", DatasetCreate(id="policies", name="Policies", embedding_model="embed-model",
+                                                         chunking=chunking))
+        await service.add_text("t1", "policies", "returns.md", POLICY)
+        await wait_ready(service, "t1", "policies")
+        yield service
+    finally:
+        await service.aclose()
+        await store.close()
+
+
+async def run(doc: dict[str, Any], registry: Any, know: Any, *, query: str, tenant: str = "t1",
+              inputs: dict[str, Any] | None = None) -> tuple[Any, list[Any]]:
+    events: list[Any] = []
+    plan = compile_workflow(doc, models=registry)
+    state = new_run_state(plan, inputs or {}, query=query)
+    state.tenant_id = tenant
+    return await run_workflow(plan, state, deps=RunDeps(on_event=events.append, models=registry,
+                                                        knowledge=know)), events
+
+
+def rag_flow(**retrieval: Any) -> dict[str, Any]:
+    return build([
+        node("qe", "query_extension", {"model": "tools-model", "count": 2}),
+        node("kr", "knowledge_retrieval", {"datasets": ["policies"], "queries": {"ref": "qe.queries"},
+                                           "top_k": 2, **retrieval}),
+        node("chat", "chat", {"model": "tools-model", "quote": {"ref": "kr.quote"}}),
+        node("a", "answer", {"text": "{{ chat.answer }}"}),
+    ], chain_edges("start", "qe", "kr", "chat", "a"))
+
+
+async def test_extension_retrieval_chat_cites_the_ingested_document(openai_server, scripted_registry, knowledge):
+    openai_server.script(text_reply('["refund receipt card"]'),
+                         text_reply("Refunds reach your card within 14 days [1]."))
+    embedded_before = openai_server.embedding_calls
+    state, events = await run(rag_flow(), scripted_registry, knowledge, query="How long does a refund take?")
+    assert state.status is RunStatus.succeeded, state.error
+    kr = state.node_runs["kr"]
+    chunks = kr.outputs["chunks"]
+    assert chunks and chunks[0]["source_name"] == "returns.md" and "14 days" in chunks[0]["text"]
+    assert chunks[0]["heading_path"][-1] == "Refunds" and chunks[0]["dataset_id"] == "policies"
+    assert kr.outputs["quote"].startswith("[1] source: returns.md > Returns policy > Refunds\n")
+    assert openai_server.embedding_calls == embedded_before + 1, "one embedding call for both queries"
+    assert kr.usage is not None and kr.usage.tokens_in > 0 and kr.usage.cost > 0
+    assert set(kr.data["retrieval"]["passes"]) == {"semantic[policies, q1]", "semantic[policies, q2]",
+                                                   "full_text[q1]", "full_text[q2]"}
+    chat = state.node_runs["chat"].outputs
+    assert [c["citation_id"] for c in chat["citations"]] == ["1"]
+    assert chat["citations"][0]["chunk_id"] == chunks[0]["chunk_id"]
+    assert state.answer == "Refunds reach your card within 14 days [1]."
+    assert kr.outputs["quote"] in openai_server.bodies[1]["messages"][0]["content"]
+
+
+async def test_retrieval_filters_by_threshold_and_tenant(openai_server, scripted_registry, knowledge):
+    doc = build([node("kr", "knowledge_retrieval", {"datasets": ["policies"], "mode": "full_text", "top_k": 5})],
+                chain_edges("start", "kr"))
+    state, _ = await run(doc, scripted_registry, knowledge, query="express shipping")
+    assert state.status is RunStatus.succeeded, state.error
+    assert "Express shipping" in state.node_runs["kr"].outputs["chunks"][0]["text"]
+    other, _ = await run(doc, scripted_registry, knowledge, query="express shipping", tenant="t2")
+    assert other.status is RunStatus.failed and other.error.reason == "unknown_dataset"
+
+
+def calls(*items: tuple[str, str, Any]) -> Reply:
+    steps: list[Any] = [ToolDelta(i, cid, name, json.dumps(args)) for i, (cid, name, args) in enumerate(items)]
+    return Reply(steps + [Finish("tool_calls"), Usage(20, 10)])
+
+
+def answer(text: str) -> Reply:
+    return Reply([Text(text), Finish("stop"), Usage(30, 5)])
+
+
+@pytest.mark.parametrize("kind", ["agent", "tool_call"])
+async def test_agents_answer_from_a_dataset_tool_with_the_relevance_pass(openai_server, scripted_registry, knowledge,
+                                                                          kind):
+    tool = {"datasets": ["policies"], "name": "search_policies", "relevance_model": "plain-model", "top_k": 3,
+            "mode": "full_text"}
+    doc = build([node("agent", kind, {"model": "tools-model", "dataset_tools": [tool]}),
+                 node("say", "answer", {"text": "{{ agent.answer }}"})],
+                [edge("start", "agent"), edge("agent", "say")])
+    openai_server.script(calls(("c1", "search_policies", {"query": "refund receipt"})),
+                         text_reply("[1]"),  # the relevance pass keeps the first passage only
+                         answer("You need the original receipt [1]."))
+    state, _ = await run(doc, scripted_registry, knowledge, query="What do I need for a refund?")
+    assert state.status is RunStatus.succeeded, state.error
+    assert state.answer == "You need the original receipt [1]."
+    judge_body, final_body = openai_server.bodies[1], openai_server.bodies[2]
+    assert judge_body["model"] != final_body["model"] and "<passage 1>" in judge_body["messages"][1]["content"]
+    tool_result = next(m["content"] for m in final_body["messages"] if m["role"] == "tool")
+    assert "[1] source: returns.md" in tool_result and "original receipt" in tool_result
+    assert "tool_observation" in tool_result, "fenced like every tool result"
+    assert "[2]" not in tool_result, "the relevance pass dropped the other passages"
+    agent = state.node_runs["agent"]
+    assert agent.data["relevance"][0]["kept"] == 1
+    assert "plain-model" in (agent.usage.model or "")
+
+
+async def test_dataset_tool_on_an_unknown_dataset_is_a_failed_call_the_model_sees(openai_server, scripted_registry,
+                                                                                  knowledge):
+    doc = build([node("agent", "tool_call", {"model": "tools-model", "dataset_tools": [{"datasets": ["ghost"]}]})],
+                chain_edges("start", "agent"))
+    openai_server.script(calls(("c1", "search_knowledge", {"query": "x"})), answer("I cannot search that."))
+    state, _ = await run(doc, scripted_registry, knowledge, query="?")
+    assert state.status is RunStatus.succeeded, state.error
+    tool_result = next(m["content"] for m in openai_server.bodies[1]["messages"] if m["role"] == "tool")
+    assert "config.dataset_tools[0]" in tool_result and "ghost" in tool_result
