@@ -45,6 +45,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Sequence
 
@@ -119,7 +120,9 @@ class PgServer:
         import pgserver
 
         self.folder = tempfile.mkdtemp(prefix="flowloom-bench-knowledge-pg-")
-        self.server = pgserver.get_server(os.path.join(self.folder, "pgdata"), cleanup_mode="delete")
+        with warnings.catch_warnings():  # platformdirs: no XDG_RUNTIME_DIR under root (harmless)
+            warnings.simplefilter("ignore")
+            self.server = pgserver.get_server(os.path.join(self.folder, "pgdata"), cleanup_mode="delete")
         self.url = self.server.get_uri()
 
     async def new_database(self, name: str) -> str:
@@ -471,6 +474,14 @@ class FlowloomSide:
                                                              max_quote_tokens=200_000))
         return [self.position[hit.chunk_id] for hit in result.hits]
 
+    async def search_full_text(self, text: str) -> list[int]:
+        from engine.knowledge.retrieval import recall_size
+        from schemas.knowledge import SearchRequest
+
+        k = recall_size(SearchRequest(dataset_ids=[self.dataset_id], top_k=TOP_K))  # what hybrid's pass asks
+        found = await self.store.search_full_text(TENANT, [self.dataset_id], text, k)
+        return [self.position[s.chunk.id] for s in found]
+
     async def search_vector(self, vector: np.ndarray) -> list[int]:
         found = await self.store.search_vectors(TENANT, self.index_id, vector.tolist(), TOP_K)
         return [self.position[s.chunk.id] for s in found]
@@ -479,7 +490,8 @@ class FlowloomSide:
 async def measure_search(data: SearchSet, chroma: ChromaSide, sides: dict[str, FlowloomSide],
                          warmup: int = 5) -> dict[str, Any]:
     """Per query, in turn: Chroma by text and by vector, then each Flowloom store by
-    semantic, hybrid and vector; latency p50/p99 and semantic recall@10."""
+    semantic and hybrid search, and its store port's vector and full-text passes (as
+    hybrid runs them); latency p50/p99 and semantic recall@10."""
     out: dict[str, Any] = {}
     first = {}
     for name, side in sides.items():  # the first search of a store may build its in-memory graph
@@ -517,8 +529,9 @@ async def measure_search(data: SearchSet, chroma: ChromaSide, sides: dict[str, F
             recalls.setdefault(name, []).append(data.recall(q, found))
             await atimed(f"{name}.hybrid", lambda: side.search(text, "hybrid"))
             await atimed(f"{name}.vector", lambda: side.search_vector(qvec))
+            await atimed(f"{name}.full_text", lambda: side.search_full_text(text))
     for key, values in samples.items():
-        who, what = key.split(".")
+        who, what = key.split(".", 1)
         row = out.setdefault(who, {})
         stats = percentiles(values)
         row[f"{what}_ms_p50"], row[f"{what}_ms_p99"] = stats["p50"], stats["p99"]

@@ -59,7 +59,8 @@ def test_smoke_run_reports_search_latency_and_recall_against_chroma(report: dict
     for kind in ("sqlite", "postgresql"):
         side = row[f"flowloom_{kind}"]
         assert {"semantic_ms_p50", "semantic_ms_p99", "hybrid_ms_p50", "hybrid_ms_p99", "vector_ms_p50",
-                "vector_ms_p99", "recall_at_10", "first_search_ms", "insert_s"} <= set(side)
+                "vector_ms_p99", "full_text_ms_p50", "full_text_ms_p99", "recall_at_10", "first_search_ms",
+                "insert_s"} <= set(side)
         assert side["semantic_ms_p50"] > 0 and 0 <= side["recall_at_10"] <= 1
 
 
