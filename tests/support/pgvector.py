@@ -18,6 +18,7 @@ import asyncio
 import shutil
 import tempfile
 import uuid
+import warnings
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -41,7 +42,9 @@ async def _execute(url: str, *statements: str) -> None:
 def pgvector_server_url() -> Iterator[str]:
     """``postgresql://postgres:@/postgres?host=<socket folder>`` of a session-private server
     with the ``vector`` extension (stopped and deleted at the end of the session)."""
-    import pgserver
+    with warnings.catch_warnings():  # platformdirs: no XDG_RUNTIME_DIR, /tmp/runtime-<uid> is used
+        warnings.simplefilter("ignore")
+        import pgserver
 
     folder = Path(tempfile.mkdtemp(prefix="flowloom-pgvector-"))
     server = pgserver.get_server(folder / "pgdata", cleanup_mode="delete")

@@ -1,0 +1,83 @@
+"""The PostgreSQL knowledge store's own behaviour: without pgvector (Debian's server) it
+serves full text and says what vectors need; with pgvector its HNSW index is what
+answers, with the results of exact search."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import asyncpg
+import numpy as np
+import pytest
+
+from engine.knowledge.ports import VectorSearchUnavailable
+from workers.knowledge import open_knowledge_store, vector_support_warning
+from workers.knowledge.postgres import nearest_query, nearest_settings
+
+from .conftest import dataset, document, drafts
+
+
+@pytest.fixture
+def plain_postgres_url(make_postgres_database) -> str:
+    """A fresh database on Debian's PostgreSQL (no pgvector)."""
+    return make_postgres_database()
+
+
+async def test_without_pgvector_full_text_works_and_vectors_say_what_is_missing(plain_postgres_url, tenant):
+    url = plain_postgres_url
+    store = await open_knowledge_store(url, Path(os.environ["FLOWLOOM_HOME"]))
+    try:
+        assert store.vector_support is False
+        warning = vector_support_warning(store)
+        assert "'vector' extension" in warning and "full-text" in warning and "semantic" in warning
+        await store.create_dataset(dataset(tenant))
+        doc, _ = await store.put_document(document(tenant, "ds", "a.txt"))
+        chunks = await store.replace_chunks(tenant, doc.id, drafts("向量数据库的扩展", "plain words"))
+        hits = await store.search_full_text(tenant, ["ds"], "数据库", 5)
+        assert [h.chunk.id for h in hits] == [chunks[0].id]
+        with pytest.raises(VectorSearchUnavailable) as error:
+            await store.create_dataset(dataset(tenant, "emb", embedding_model="text-embedding-3-small"))
+        assert "'vector' extension" in str(error.value) and "semantic search" in str(error.value)
+        assert "password" not in str(error.value)
+        for call in (store.create_index(tenant, "ds", "m"), store.search_vectors(tenant, "0" * 32, [1.0], 3),
+                     store.put_vectors(tenant, "0" * 32, [(chunks[0].id, [1.0])]),
+                     store.chunks_without_vector(tenant, "0" * 32)):
+            with pytest.raises(VectorSearchUnavailable, match="hybrid search"):
+                await call
+        with pytest.raises(VectorSearchUnavailable):
+            await store.update_dataset(tenant, "ds", {"embedding_model": "m"})
+    finally:
+        await store.close()
+
+
+async def test_pgvector_hnsw_index_answers_like_exact_search(pgvector_database_url, tenant):
+    store = await open_knowledge_store(pgvector_database_url, Path(os.environ["FLOWLOOM_HOME"]))
+    try:
+        assert store.vector_support is True and vector_support_warning(store) is None
+        rng = np.random.default_rng(3)
+        await store.create_dataset(dataset(tenant))
+        index = await store.create_index(tenant, "ds", "emb")
+        doc, _ = await store.put_document(document(tenant, "ds", "a.txt"))
+        vectors = rng.normal(size=(2000, 24)).astype(np.float32)
+        chunks = await store.replace_chunks(tenant, doc.id, drafts(*[f"chunk {i}" for i in range(len(vectors))]))
+        await store.put_vectors(tenant, index.id, [(c.id, v) for c, v in zip(chunks, vectors)])
+        conn = await asyncpg.connect(pgvector_database_url)
+        try:
+            async with conn.transaction():  # the store's own query and settings
+                for setting in nearest_settings(10):
+                    await conn.execute(setting)
+                plan = "\n".join(r[0] for r in await conn.fetch(
+                    f"EXPLAIN {nearest_query(index.id, 24)}", str(vectors[0].tolist()), tenant, 10))
+        finally:
+            await conn.close()
+        assert f"kb_vectors_hnsw_{index.id}" in plan
+        normed = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+        found = 0
+        for query in rng.normal(size=(20, 24)).astype(np.float32):
+            truth = {chunks[i].id for i in np.argsort(-(normed @ (query / np.linalg.norm(query))))[:10]}
+            hits = await store.search_vectors(tenant, index.id, query.tolist(), 10)
+            found += len({h.chunk.id for h in hits} & truth)
+        assert found / 200 >= 0.95
+    finally:
+        await store.close()

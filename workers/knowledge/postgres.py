@@ -1,0 +1,555 @@
+"""The knowledge store on PostgreSQL: ``tsvector`` full text, and pgvector when the
+server has it.
+
+Full text: each chunk's ``search_vector`` is a ``tsvector`` built from the terms of
+:mod:`workers.knowledge.text` (with positions, no stemming), searched with a GIN index
+and ranked by ``ts_rank_cd`` (normalised to ``r / (1 + r)``), so matches are the same as
+on SQLite, CJK included.
+
+Vectors: ``kb_vectors.embedding`` is a ``vector`` column without a fixed dimension (each
+index has its own); when an index's dimension becomes known, a partial HNSW index over
+``embedding::vector(N)`` (``vector_cosine_ops``) is created for that index id alone, and
+nearest-neighbour queries order by that same expression, with the index id as a literal
+so the planner can use the partial index. A search with metadata filters is exact (the
+HNSW scan of this pgvector filters after the scan and would return fewer than ``k``).
+
+Without the ``vector`` extension the store still serves full-text datasets;
+``vector_support`` is False and the vector methods raise VectorSearchUnavailable.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from typing import Any, AsyncIterator, Sequence
+
+import asyncpg
+import numpy as np
+from sqlalchemy.engine import URL
+
+from engine.knowledge.ports import (
+    DatasetExists,
+    DatasetNotFound,
+    DimensionMismatch,
+    DocumentNotFound,
+    ParsedDocument,
+    ScoredChunk,
+    VectorSearchUnavailable,
+)
+from engine.ports import StoreError
+from schemas.knowledge import Chunk, ChunkDraft, ChunkKind, Dataset, Document, IndexInfo, MetadataFilter
+from workers.sql.connect import mask_url
+
+from .filters import postgres_filters
+from .rows import (
+    UPDATABLE_DATASET_FIELDS,
+    UPDATABLE_DOCUMENT_FIELDS,
+    check_index_id,
+    chunk_from_row,
+    dataset_from_row,
+    document_from_row,
+    dumps,
+    index_from_row,
+    new_id,
+    parsed_from_row,
+    qa_json,
+)
+from .text import tsquery_literal, tsvector_literal
+
+__all__ = ["PostgresKnowledgeStore", "nearest_query", "nearest_settings"]
+
+_CHUNK_COLUMNS = ("c.id, c.tenant_id, c.dataset_id, c.document_id, c.position, c.kind, c.text, c.search_text, "
+                  "c.text_hash, c.heading_path, c.parent_id, c.tokens, d.source_name, d.metadata AS doc_metadata")
+_DATASET_SELECT = (
+    "SELECT s.*, (SELECT count(*) FROM kb_documents WHERE tenant_id = s.tenant_id AND dataset_id = s.id) "
+    "AS document_count, (SELECT count(*) FROM kb_chunks WHERE tenant_id = s.tenant_id AND dataset_id = s.id) "
+    "AS chunk_count FROM kb_datasets s")
+
+
+def _hnsw_name(index_id: str) -> str:
+    return f"kb_vectors_hnsw_{index_id}"
+
+
+class PostgresKnowledgeStore:
+    """Knowledge bases in a (migrated) PostgreSQL database (module docstring). Create with :meth:`open`."""
+
+    def __init__(self, pool: asyncpg.Pool, url: URL, vector_support: bool):
+        self._pool, self._url, self.vector_support = pool, url, vector_support
+
+    @classmethod
+    async def open(cls, url: URL) -> "PostgresKnowledgeStore":
+        """A store on the database at ``url``: adds the ``vector`` column when the server
+        offers the extension and the migration ran without it. Raises StoreError."""
+        dsn = url.set(drivername="postgresql").render_as_string(hide_password=False)
+        with _errors(url):
+            conn = await asyncpg.connect(dsn, timeout=30)
+            try:
+                support = await _ensure_vector_column(conn)
+            finally:
+                await conn.close()
+
+            async def init(connection: asyncpg.Connection) -> None:
+                if support:
+                    from pgvector.asyncpg import register_vector
+
+                    await register_vector(connection)
+
+            pool = await asyncpg.create_pool(dsn, min_size=1, max_size=8, init=init, timeout=30)
+        return cls(pool, url, support)
+
+    async def close(self) -> None:
+        """Close the connection pool."""
+        await self._pool.close()
+
+    # -------------------------------------------------------------------- plumbing
+
+    @contextlib.asynccontextmanager
+    async def _tx(self) -> AsyncIterator[asyncpg.Connection]:
+        with _errors(self._url):
+            async with self._pool.acquire() as conn, conn.transaction():
+                yield conn
+
+    def _need_vectors(self) -> None:
+        if not self.vector_support:
+            raise VectorSearchUnavailable(
+                f"PostgreSQL at {mask_url(self._url)} has no 'vector' extension (pgvector): datasets with an "
+                "embedding model, semantic search and hybrid search need it; full-text datasets and full-text "
+                "search work without it")
+
+    # -------------------------------------------------------------------- datasets
+
+    async def create_dataset(self, dataset: Dataset) -> Dataset:
+        """Insert ``dataset``. Raises DatasetExists; VectorSearchUnavailable for an
+        embedding model without vector support."""
+        if dataset.embedding_model:
+            self._need_vectors()
+        now = time.time()
+        try:
+            async with self._tx() as c:
+                await c.execute(
+                    "INSERT INTO kb_datasets (tenant_id, id, name, description, embedding_model, chunking, "
+                    "metadata_fields, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7::jsonb, $8, $9)",
+                    dataset.tenant_id, dataset.id, dataset.name, dataset.description, dataset.embedding_model,
+                    dumps(dataset.chunking), dumps(dataset.metadata_fields), dataset.created_at or now,
+                    dataset.updated_at or now)
+        except StoreError as error:
+            if isinstance(error.__cause__, asyncpg.UniqueViolationError):
+                raise DatasetExists(f"dataset {dataset.id!r} already exists") from None
+            raise
+        return await self.get_dataset(dataset.tenant_id, dataset.id)
+
+    async def list_datasets(self, tenant_id: str) -> list[Dataset]:
+        """The tenant's datasets by name, with counts and indexes."""
+        async with self._tx() as c:
+            return await self._datasets(c, tenant_id)
+
+    async def _datasets(self, c: asyncpg.Connection, tenant_id: str, dataset_id: str | None = None) -> list[Dataset]:
+        where, params = "s.tenant_id = $1", [tenant_id]
+        if dataset_id is not None:
+            where, params = where + " AND s.id = $2", params + [dataset_id]
+        rows = await c.fetch(f"{_DATASET_SELECT} WHERE {where} ORDER BY s.name, s.id", *params)
+        indexes: dict[str, list[IndexInfo]] = {}
+        for row in await c.fetch("SELECT * FROM kb_indexes WHERE tenant_id = $1 AND state != 'retired'", tenant_id):
+            indexes.setdefault(row["dataset_id"], []).append(index_from_row(row))
+        return [dataset_from_row(row, indexes.get(row["id"], [])) for row in rows]
+
+    async def get_dataset(self, tenant_id: str, dataset_id: str) -> Dataset:
+        """Raises DatasetNotFound."""
+        async with self._tx() as c:
+            found = await self._datasets(c, tenant_id, dataset_id)
+        if not found:
+            raise DatasetNotFound(f"dataset {dataset_id!r} not found")
+        return found[0]
+
+    async def update_dataset(self, tenant_id: str, dataset_id: str, changes: dict[str, Any]) -> Dataset:
+        """Set the given fields. Raises DatasetNotFound; StoreError for another field."""
+        unknown = set(changes) - UPDATABLE_DATASET_FIELDS
+        if unknown:
+            raise StoreError(f"dataset fields that can not be updated: {', '.join(sorted(unknown))}")
+        if changes.get("embedding_model"):
+            self._need_vectors()
+        values = {k: dumps(v) if k in ("chunking", "metadata_fields") else v for k, v in changes.items()}
+        sets = "".join(f", {name} = ${i}" + ("::jsonb" if name in ("chunking", "metadata_fields") else "")
+                       for i, name in enumerate(values, start=4))
+        async with self._tx() as c:
+            done = await c.execute(f"UPDATE kb_datasets SET updated_at = $3{sets} WHERE tenant_id = $1 AND id = $2",
+                                   tenant_id, dataset_id, time.time(), *values.values())
+        if done.endswith(" 0"):
+            raise DatasetNotFound(f"dataset {dataset_id!r} not found")
+        return await self.get_dataset(tenant_id, dataset_id)
+
+    async def delete_dataset(self, tenant_id: str, dataset_id: str) -> None:
+        """Delete the dataset and everything in it. Raises DatasetNotFound."""
+        async with self._tx() as c:
+            index_ids = [r["id"] for r in await c.fetch(
+                "SELECT id FROM kb_indexes WHERE tenant_id = $1 AND dataset_id = $2", tenant_id, dataset_id)]
+            if await c.execute("DELETE FROM kb_datasets WHERE tenant_id = $1 AND id = $2",
+                               tenant_id, dataset_id) == "DELETE 0":
+                raise DatasetNotFound(f"dataset {dataset_id!r} not found")
+            for index_id in index_ids:
+                await _drop_hnsw(c, index_id)
+
+    # --------------------------------------------------------------------- indexes
+
+    async def _index_row(self, c: asyncpg.Connection, tenant_id: str, index_id: str, *, lock: bool = False) -> Any:
+        row = await c.fetchrow("SELECT * FROM kb_indexes WHERE tenant_id = $1 AND id = $2"
+                               + (" FOR UPDATE" if lock else ""), tenant_id, index_id)
+        if row is None or not check_index_id(index_id):
+            raise DatasetNotFound(f"index {index_id!r} not found")
+        return row
+
+    async def create_index(self, tenant_id: str, dataset_id: str, embedding_model: str) -> IndexInfo:
+        """A new building index (the building one before it retired). Raises DatasetNotFound;
+        VectorSearchUnavailable."""
+        self._need_vectors()
+        index = IndexInfo(id=new_id(), embedding_model=embedding_model, state="building", created_at=time.time())
+        async with self._tx() as c:
+            if await c.fetchrow("SELECT 1 FROM kb_datasets WHERE tenant_id = $1 AND id = $2 FOR UPDATE",
+                                tenant_id, dataset_id) is None:
+                raise DatasetNotFound(f"dataset {dataset_id!r} not found")
+            await _retire(c, tenant_id, dataset_id, "building")
+            await c.execute("INSERT INTO kb_indexes (id, tenant_id, dataset_id, embedding_model, dimension, state, "
+                            "generation, created_at) VALUES ($1, $2, $3, $4, NULL, 'building', 0, $5)",
+                            index.id, tenant_id, dataset_id, embedding_model, index.created_at)
+        return index
+
+    async def set_index_dimension(self, tenant_id: str, index_id: str, dimension: int) -> None:
+        """Record the dimension (once) and create the index's HNSW index. Raises
+        DatasetNotFound; DimensionMismatch; VectorSearchUnavailable."""
+        self._need_vectors()
+        async with self._tx() as c:
+            await self._set_dimension(c, await self._index_row(c, tenant_id, index_id, lock=True), dimension)
+
+    @staticmethod
+    async def _set_dimension(c: asyncpg.Connection, index: Any, dimension: int) -> None:
+        if dimension < 1 or dimension > 16000:
+            raise StoreError(f"index {index['id']!r}: dimension must be in 1..16000, got {dimension}")
+        if index["dimension"] is None:
+            await c.execute("UPDATE kb_indexes SET dimension = $1 WHERE id = $2", dimension, index["id"])
+            # the id is 32 hex digits (checked) and the dimension an int: safe in SQL text
+            await c.execute(f"CREATE INDEX IF NOT EXISTS {_hnsw_name(index['id'])} ON kb_vectors USING hnsw "
+                            f"((embedding::vector({int(dimension)})) vector_cosine_ops) "
+                            f"WHERE index_id = '{index['id']}'")
+        elif index["dimension"] != dimension:
+            raise DimensionMismatch(f"index {index['id']!r} holds {index['dimension']}-dimensional vectors, "
+                                    f"not {dimension}")
+
+    async def activate_index(self, tenant_id: str, dataset_id: str, index_id: str) -> None:
+        """Make the index active; the previous active one retires with its vectors."""
+        self._need_vectors()
+        async with self._tx() as c:
+            row = await self._index_row(c, tenant_id, index_id, lock=True)
+            if row["dataset_id"] != dataset_id or row["state"] == "retired":
+                raise DatasetNotFound(f"index {index_id!r} of dataset {dataset_id!r} not found")
+            await _retire(c, tenant_id, dataset_id, "active", keep=index_id)
+            await c.execute("UPDATE kb_indexes SET state = 'active' WHERE id = $1", index_id)
+
+    # ------------------------------------------------------------------- documents
+
+    @staticmethod
+    async def _document_row(c: asyncpg.Connection, tenant_id: str, document_id: str, *, lock: bool = False) -> Any:
+        row = await c.fetchrow("SELECT * FROM kb_documents WHERE tenant_id = $1 AND id = $2"
+                               + (" FOR UPDATE" if lock else ""), tenant_id, document_id)
+        if row is None:
+            raise DocumentNotFound(f"document {document_id!r} not found")
+        return row
+
+    async def put_document(self, document: Document) -> tuple[Document, bool]:
+        """Add the document, or keep/update the one with its source name (see the port)."""
+        doc, now = document, time.time()
+        async with self._tx() as c:
+            if await c.fetchrow("SELECT 1 FROM kb_datasets WHERE tenant_id = $1 AND id = $2",
+                                doc.tenant_id, doc.dataset_id) is None:
+                raise DatasetNotFound(f"dataset {doc.dataset_id!r} not found")
+            inserted = await c.fetchval(
+                "INSERT INTO kb_documents (id, tenant_id, dataset_id, source_name, content_type, content_hash, "
+                "size_bytes, status, error, chunk_count, chunks_done, metadata, created_at, updated_at) VALUES "
+                "($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::jsonb, $13, $14) "
+                "ON CONFLICT (tenant_id, dataset_id, source_name) DO NOTHING RETURNING id",
+                doc.id, doc.tenant_id, doc.dataset_id, doc.source_name, doc.content_type, doc.content_hash,
+                doc.size_bytes, str(doc.status), doc.error, doc.chunk_count, doc.chunks_done, dumps(doc.metadata),
+                doc.created_at or now, now)
+            if inserted is not None:
+                return document_from_row(await self._document_row(c, doc.tenant_id, inserted)), True
+            old = await c.fetchrow("SELECT * FROM kb_documents WHERE tenant_id = $1 AND dataset_id = $2 AND "
+                                   "source_name = $3 FOR UPDATE", doc.tenant_id, doc.dataset_id, doc.source_name)
+            if old["content_hash"] == doc.content_hash:
+                return document_from_row(old), False
+            row = await c.fetchrow(
+                "UPDATE kb_documents SET content_hash = $1, size_bytes = $2, content_type = $3, metadata = $4::jsonb, "
+                "status = 'queued', error = NULL, chunks_done = 0, updated_at = $5 WHERE id = $6 RETURNING *",
+                doc.content_hash, doc.size_bytes, doc.content_type, dumps(doc.metadata), now, old["id"])
+            return document_from_row(row), True
+
+    async def save_content(self, tenant_id: str, document_id: str, parsed: ParsedDocument) -> None:
+        """Keep the parsed text. Raises DocumentNotFound."""
+        async with self._tx() as c:
+            if await c.execute("UPDATE kb_documents SET parsed_type = $1, parsed_text = $2, parsed_qa = $3::jsonb "
+                               "WHERE tenant_id = $4 AND id = $5", parsed.content_type, parsed.text, qa_json(parsed),
+                               tenant_id, document_id) == "UPDATE 0":
+                raise DocumentNotFound(f"document {document_id!r} not found")
+
+    async def load_content(self, tenant_id: str, document_id: str) -> ParsedDocument:
+        """The parsed text kept. Raises DocumentNotFound."""
+        async with self._tx() as c:
+            return parsed_from_row(await self._document_row(c, tenant_id, document_id))
+
+    async def get_document(self, tenant_id: str, document_id: str) -> Document:
+        """Raises DocumentNotFound."""
+        async with self._tx() as c:
+            return document_from_row(await self._document_row(c, tenant_id, document_id))
+
+    async def list_documents(self, tenant_id: str, dataset_id: str, *, limit: int = 1000) -> list[Document]:
+        """The dataset's documents, oldest first. Raises DatasetNotFound."""
+        async with self._tx() as c:
+            if await c.fetchrow("SELECT 1 FROM kb_datasets WHERE tenant_id = $1 AND id = $2",
+                                tenant_id, dataset_id) is None:
+                raise DatasetNotFound(f"dataset {dataset_id!r} not found")
+            rows = await c.fetch("SELECT * FROM kb_documents WHERE tenant_id = $1 AND dataset_id = $2 "
+                                 "ORDER BY created_at, id LIMIT $3", tenant_id, dataset_id, limit)
+        return [document_from_row(r) for r in rows]
+
+    async def update_document(self, tenant_id: str, document_id: str, **fields: Any) -> Document:
+        """Set status, error, chunk counts or metadata. Raises DocumentNotFound."""
+        unknown = set(fields) - UPDATABLE_DOCUMENT_FIELDS
+        if unknown:
+            raise StoreError(f"document fields that can not be updated: {', '.join(sorted(unknown))}")
+        values = {k: dumps(v) if k == "metadata" else (str(v) if k == "status" else v) for k, v in fields.items()}
+        sets = "".join(f", {name} = ${i}" + ("::jsonb" if name == "metadata" else "")
+                       for i, name in enumerate(values, start=4))
+        async with self._tx() as c:
+            row = await c.fetchrow(f"UPDATE kb_documents SET updated_at = $3{sets} WHERE tenant_id = $1 AND id = $2 "
+                                   "RETURNING *", tenant_id, document_id, time.time(), *values.values())
+        if row is None:
+            raise DocumentNotFound(f"document {document_id!r} not found")
+        return document_from_row(row)
+
+    async def delete_document(self, tenant_id: str, document_id: str) -> None:
+        """Delete the document with its chunks and vectors. Raises DocumentNotFound."""
+        async with self._tx() as c:
+            if await c.execute("DELETE FROM kb_documents WHERE tenant_id = $1 AND id = $2",
+                               tenant_id, document_id) == "DELETE 0":
+                raise DocumentNotFound(f"document {document_id!r} not found")
+
+    async def claim_document(self, tenant_id: str, document_id: str, owner_id: str, lease_until: float) -> bool:
+        """Take the document's lease when free, expired or already ours. Raises DocumentNotFound."""
+        async with self._tx() as c:
+            done = await c.execute(
+                "UPDATE kb_documents SET lease_owner = $1, lease_until = $2 WHERE tenant_id = $3 AND id = $4 AND "
+                "(lease_owner IS NULL OR lease_until < $5 OR lease_owner = $1)",
+                owner_id, lease_until, tenant_id, document_id, time.time())
+            if done == "UPDATE 0":
+                await self._document_row(c, tenant_id, document_id)
+                return False
+        return True
+
+    async def release_document(self, tenant_id: str, document_id: str, owner_id: str) -> None:
+        """Give the lease up (nothing when ``owner_id`` does not hold it)."""
+        async with self._tx() as c:
+            await c.execute("UPDATE kb_documents SET lease_owner = NULL, lease_until = NULL WHERE tenant_id = $1 "
+                            "AND id = $2 AND lease_owner = $3", tenant_id, document_id, owner_id)
+
+    async def unfinished_documents(self, *, limit: int = 100) -> list[Document]:
+        """Documents of any tenant not ready or failed, whose lease expired or was never taken."""
+        async with self._tx() as c:
+            rows = await c.fetch("SELECT * FROM kb_documents WHERE status NOT IN ('ready', 'failed') AND "
+                                 "(lease_owner IS NULL OR lease_until < $1) ORDER BY updated_at, id LIMIT $2",
+                                 time.time(), limit)
+        return [document_from_row(r) for r in rows]
+
+    # ---------------------------------------------------------------------- chunks
+
+    async def replace_chunks(self, tenant_id: str, document_id: str, drafts: Sequence[ChunkDraft]) -> list[Chunk]:
+        """Make ``drafts`` the document's chunks, keeping unchanged ones (see the port)."""
+        drafts = list(drafts)
+        async with self._tx() as c:
+            doc = await self._document_row(c, tenant_id, document_id, lock=True)
+            kept: dict[tuple[str, str], list[str]] = {}
+            for row in await c.fetch("SELECT id, text_hash, kind FROM kb_chunks WHERE document_id = $1 "
+                                     "ORDER BY position", document_id):
+                kept.setdefault((row["text_hash"], row["kind"]), []).append(row["id"])
+            ids, fresh = [], set()
+            for draft in drafts:
+                same = kept.get((draft.text_hash, str(draft.kind)))
+                if same:
+                    ids.append(same.pop(0))
+                else:
+                    ids.append(new_id())
+                    fresh.add(ids[-1])
+            dropped = [i for group in kept.values() for i in group]
+            await c.execute("DELETE FROM kb_chunks WHERE id = ANY($1::text[])", dropped)
+            by_position = {draft.position: chunk_id for draft, chunk_id in zip(drafts, ids)}
+            updates, inserts = [], []
+            for draft, chunk_id in zip(drafts, ids):
+                parent_id = by_position.get(draft.parent) if draft.parent is not None else None
+                common = (draft.position, draft.text, dumps(draft.heading_path), parent_id, draft.tokens)
+                if chunk_id not in fresh:
+                    updates.append((*common, chunk_id))
+                    continue
+                searchable = draft.kind != ChunkKind.parent
+                inserts.append((chunk_id, tenant_id, doc["dataset_id"], document_id, str(draft.kind),
+                                draft.search_text, draft.text_hash,
+                                tsvector_literal(draft.search_text) if searchable else None, *common))
+            await c.executemany("UPDATE kb_chunks SET position = $1, text = $2, heading_path = $3::jsonb, "
+                                "parent_id = $4, tokens = $5 WHERE id = $6", updates)
+            await c.executemany(
+                "INSERT INTO kb_chunks (id, tenant_id, dataset_id, document_id, kind, search_text, text_hash, "
+                "search_vector, position, text, heading_path, parent_id, tokens) VALUES "
+                "($1, $2, $3, $4, $5, $6, $7, $8::tsvector, $9, $10, $11::jsonb, $12, $13)", inserts)
+            rows = await c.fetch(f"SELECT {_CHUNK_COLUMNS} FROM kb_chunks c JOIN kb_documents d ON d.id = "
+                                 "c.document_id WHERE c.tenant_id = $1 AND c.document_id = $2 ORDER BY c.position",
+                                 tenant_id, document_id)
+        return [chunk_from_row(r) for r in rows]
+
+    async def get_chunks(self, tenant_id: str, chunk_ids: Sequence[str]) -> list[Chunk]:
+        """The tenant's chunks with those ids, in the order asked (missing ones left out)."""
+        ids = list(dict.fromkeys(chunk_ids))
+        async with self._tx() as c:
+            rows = await c.fetch(f"SELECT {_CHUNK_COLUMNS} FROM kb_chunks c JOIN kb_documents d ON d.id = "
+                                 "c.document_id WHERE c.tenant_id = $1 AND c.id = ANY($2::text[])", tenant_id, ids)
+        found = {r["id"]: chunk_from_row(r) for r in rows}
+        return [found[i] for i in ids if i in found]
+
+    async def chunks_without_vector(self, tenant_id: str, index_id: str, document_id: str | None = None, *,
+                                    limit: int = 1000) -> list[Chunk]:
+        """Searchable chunks of the index's dataset (or one document) with no vector in it yet."""
+        self._need_vectors()
+        async with self._tx() as c:
+            index = await self._index_row(c, tenant_id, index_id)
+            rows = await c.fetch(
+                f"SELECT {_CHUNK_COLUMNS} FROM kb_chunks c JOIN kb_documents d ON d.id = c.document_id "
+                "WHERE c.tenant_id = $1 AND c.dataset_id = $2 AND c.kind != 'parent' AND "
+                "($3::text IS NULL OR c.document_id = $3) AND NOT EXISTS (SELECT 1 FROM kb_vectors v WHERE "
+                "v.index_id = $4 AND v.chunk_id = c.id) ORDER BY c.document_id, c.position LIMIT $5",
+                tenant_id, index["dataset_id"], document_id, index_id, limit)
+        return [chunk_from_row(r) for r in rows]
+
+    # --------------------------------------------------------------------- vectors
+
+    async def put_vectors(self, tenant_id: str, index_id: str, vectors: Sequence[tuple[str, Sequence[float]]]) -> None:
+        """Store ``(chunk id, vector)`` pairs (chunks of the index's dataset only; a chunk's
+        earlier vector is replaced). Raises DatasetNotFound; DimensionMismatch; VectorSearchUnavailable."""
+        self._need_vectors()
+        if not vectors:
+            return
+        matrix = np.asarray([v for _, v in vectors], dtype=np.float32)
+        if matrix.ndim != 2:
+            raise DimensionMismatch(f"index {index_id!r}: vectors of different lengths in one batch")
+        async with self._tx() as c:
+            index = await self._index_row(c, tenant_id, index_id, lock=True)
+            if index["state"] == "retired":
+                raise DatasetNotFound(f"index {index_id!r} is retired")
+            await self._set_dimension(c, index, matrix.shape[1])
+            # INSERT ... SELECT: a chunk of another tenant or dataset is silently not stored
+            await c.executemany(
+                "INSERT INTO kb_vectors (tenant_id, index_id, chunk_id, embedding) SELECT $1, $2, id, $3 "
+                "FROM kb_chunks WHERE id = $4 AND tenant_id = $1 AND dataset_id = $5 "
+                "ON CONFLICT (index_id, chunk_id) DO UPDATE SET embedding = excluded.embedding",
+                [(tenant_id, index_id, row, chunk_id, index["dataset_id"])
+                 for (chunk_id, _), row in zip(vectors, matrix)])
+
+    async def search_vectors(self, tenant_id: str, index_id: str, vector: Sequence[float], k: int,
+                             filters: Sequence[MetadataFilter] = ()) -> list[ScoredChunk]:
+        """The ``k`` nearest chunks by cosine similarity (best first) passing ``filters``
+        (HNSW without filters, exact with them). Raises DatasetNotFound; DimensionMismatch;
+        VectorSearchUnavailable."""
+        self._need_vectors()
+        query = np.asarray(vector, dtype=np.float32)
+        async with self._tx() as c:
+            index = await self._index_row(c, tenant_id, index_id)
+            dim = index["dimension"]
+            if k < 1 or index["state"] == "retired" or dim is None:
+                return []
+            if query.shape != (dim,):
+                raise DimensionMismatch(f"index {index_id!r} holds {dim}-dimensional vectors, not {query.size}")
+            if filters:
+                where, params = postgres_filters(filters, 5)
+                rows = await c.fetch(
+                    f"SELECT v.embedding <=> $1 AS distance, {_CHUNK_COLUMNS} FROM kb_vectors v JOIN kb_chunks c "
+                    "ON c.id = v.chunk_id JOIN kb_documents d ON d.id = c.document_id WHERE v.index_id = $2 AND "
+                    f"v.tenant_id = $3 AND {where} ORDER BY distance LIMIT $4", query, index_id, tenant_id, k, *params)
+            else:
+                for setting in nearest_settings(k):
+                    await c.execute(setting)
+                rows = await c.fetch(nearest_query(index_id, dim), query, tenant_id, k)
+        return [ScoredChunk(chunk_from_row(r), 1.0 - float(r["distance"])) for r in rows]
+
+    # ------------------------------------------------------------------- full text
+
+    async def search_full_text(self, tenant_id: str, dataset_ids: Sequence[str], query: str, k: int,
+                               filters: Sequence[MetadataFilter] = ()) -> list[ScoredChunk]:
+        """The ``k`` best chunks of the tenant's datasets for the query's terms, ranked by
+        ``ts_rank_cd`` normalised to ``r / (1 + r)`` (in [0, 1), higher is better)."""
+        tsquery = tsquery_literal(query)
+        if tsquery is None or not dataset_ids or k < 1:
+            return []
+        where, params = postgres_filters(filters, 5)
+        async with self._tx() as c:
+            rows = await c.fetch(
+                f"SELECT ts_rank_cd(c.search_vector, q.query, 32) AS rank, {_CHUNK_COLUMNS} FROM "
+                "(SELECT $1::tsquery AS query) q, kb_chunks c JOIN kb_documents d ON d.id = c.document_id "
+                "WHERE c.search_vector @@ q.query AND c.tenant_id = $2 AND c.dataset_id = ANY($3::text[]) "
+                f"AND {where} ORDER BY rank DESC, c.id LIMIT $4", tsquery, tenant_id, list(dataset_ids), k, *params)
+        return [ScoredChunk(chunk_from_row(r), float(r["rank"])) for r in rows]
+
+
+# ------------------------------------------------------------------------- helpers
+
+
+def nearest_settings(k: int) -> list[str]:
+    """Statements run in a nearest-neighbour search's transaction: a search breadth for
+    ``k`` results, and no sort plan (the planner, with few rows or stale statistics,
+    would otherwise rank every vector of the index instead of walking the graph)."""
+    return [f"SET LOCAL hnsw.ef_search = {max(64, min(1000, 2 * int(k)))}", "SET LOCAL enable_sort = off"]
+
+
+def nearest_query(index_id: str, dimension: int) -> str:
+    """The nearest-neighbour query of an index (``$1`` vector, ``$2`` tenant, ``$3`` k):
+    the ``ORDER BY`` expression and the literal index id match the index's partial HNSW
+    index. The id must be one :func:`check_index_id` accepts."""
+    if not check_index_id(index_id):
+        raise StoreError(f"invalid index id {index_id!r}")
+    near = f"v.embedding::vector({int(dimension)}) <=> $1::vector({int(dimension)})"
+    return (f"WITH nn AS (SELECT v.chunk_id, {near} AS distance FROM kb_vectors v WHERE v.index_id = '{index_id}' "
+            f"AND v.tenant_id = $2 ORDER BY {near} LIMIT $3) SELECT nn.distance, {_CHUNK_COLUMNS} FROM nn "
+            "JOIN kb_chunks c ON c.id = nn.chunk_id JOIN kb_documents d ON d.id = c.document_id ORDER BY nn.distance")
+
+
+@contextlib.contextmanager
+def _errors(url: URL):
+    """Driver and connection failures as StoreError naming the masked URL."""
+    try:
+        yield
+    except (asyncpg.PostgresError, asyncpg.InterfaceError) as error:
+        raise StoreError(f"database {mask_url(url)}: {type(error).__name__}: {error}") from error
+    except OSError as error:
+        raise StoreError(f"cannot reach database {mask_url(url)}: {error}") from error
+
+
+async def _ensure_vector_column(conn: asyncpg.Connection) -> bool:
+    """True when ``kb_vectors.embedding`` exists; adds it (with the extension) when the
+    server offers ``vector`` now but did not when the schema was migrated."""
+    column = "SELECT 1 FROM information_schema.columns WHERE table_name = 'kb_vectors' AND column_name = 'embedding'"
+    if await conn.fetchval(column):
+        return True
+    if not await conn.fetchval("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'"):
+        return False
+    async with conn.transaction():
+        await conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        await conn.execute("LOCK TABLE kb_vectors IN ACCESS EXCLUSIVE MODE")
+        await conn.execute("ALTER TABLE kb_vectors ADD COLUMN IF NOT EXISTS embedding vector NOT NULL")
+    return True
+
+
+async def _drop_hnsw(c: asyncpg.Connection, index_id: str) -> None:
+    if check_index_id(index_id):
+        await c.execute(f"DROP INDEX IF EXISTS {_hnsw_name(index_id)}")
+
+
+async def _retire(c: asyncpg.Connection, tenant_id: str, dataset_id: str, state: str, keep: str = "") -> None:
+    """Retire the dataset's indexes in ``state`` (but ``keep``): their vectors and HNSW indexes go."""
+    for row in await c.fetch("SELECT id FROM kb_indexes WHERE tenant_id = $1 AND dataset_id = $2 AND state = $3 "
+                             "AND id != $4", tenant_id, dataset_id, state, keep):
+        await c.execute("DELETE FROM kb_vectors WHERE index_id = $1", row["id"])
+        await c.execute("UPDATE kb_indexes SET state = 'retired' WHERE id = $1", row["id"])
+        await _drop_hnsw(c, row["id"])
