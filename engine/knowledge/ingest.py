@@ -5,9 +5,12 @@ puts it - a task of the API process or an RQ job on another machine - and can be
 again at any point after a crash:
 
 1. **Lease**: the document is claimed (:meth:`KnowledgeStore.claim_document`) for
-   ``lease_s`` seconds and the claim renewed every third of that while working; a
-   document someone else holds is left alone. A worker that dies stops renewing; the
-   sweeper gives the document to another once the lease ran out.
+   ``lease_s`` seconds and the claim renewed every third of that while working. A
+   document someone else holds is waited for (claimed again every third of a lease, at
+   most every second):
+   that ingestion may have loaded the content before a new version was uploaded, so
+   this one must run after it, never instead of it. A worker that dies stops renewing;
+   its lease runs out and the waiting (or the sweeper's) ingestion takes over.
 2. **Split** (status ``parsing``): the text saved at upload is split by the dataset's
    chunking settings and :meth:`~KnowledgeStore.replace_chunks` makes the drafts the
    document's chunks - a chunk whose text did not change keeps its id and its vectors.
@@ -19,7 +22,8 @@ again at any point after a crash:
    is never embedded again. ``chunks_done`` of ``chunk_count`` counts the vectors of the
    index being filled (the building one when there is one).
 4. ``ready`` - or ``failed`` with the reason (an embedding error, a dimension mismatch).
-   A full-text dataset (no embedding model) is ready after step 2.
+   A full-text dataset (no embedding model) is ready after step 2. When the document's
+   content hash changed meanwhile (a new version uploaded), steps 2-3 run again first.
 
 When every chunk of a dataset has a vector in its building index, that index is
 activated (searches switch to the new model at once; until then they use the old one).
@@ -61,6 +65,8 @@ DEFAULT_LEASE_S = 30.0
 
 UsageSink = Callable[[str, int, float], Any]
 _ENDED = (DocumentStatus.ready, DocumentStatus.failed)
+#: passes of one ingestion at most when new versions keep arriving (the next job takes over)
+_MAX_PASSES = 3
 
 
 class Ingestor:
@@ -79,8 +85,10 @@ class Ingestor:
         """Ingest the document (or continue a crashed ingestion); the document as it ends
         (``ready`` or ``failed``), or as it is when another worker holds it. Raises
         DocumentNotFound (the document was deleted)."""
-        if not await self.store.claim_document(tenant_id, document_id, self.owner_id, time.time() + self.lease_s):
-            return await self.store.get_document(tenant_id, document_id)
+        while not await self.store.claim_document(tenant_id, document_id, self.owner_id,
+                                                  time.time() + self.lease_s):
+            await self.store.get_document(tenant_id, document_id)  # DocumentNotFound ends the wait
+            await asyncio.sleep(min(self.lease_s / 3, 1.0))
         renewal = asyncio.ensure_future(self._renew(tenant_id, document_id))
         try:
             return await self._ingest(tenant_id, document_id)
@@ -98,9 +106,28 @@ class Ingestor:
                 await self.store.claim_document(tenant_id, document_id, self.owner_id, time.time() + self.lease_s)
 
     async def _ingest(self, tenant_id: str, document_id: str) -> Document:
+        for _ in range(_MAX_PASSES):
+            document, started_hash = await self._pass(tenant_id, document_id)
+            if document.status == DocumentStatus.failed:
+                return document
+            if (await self.store.get_document(tenant_id, document_id)).content_hash == started_hash:
+                break
+            logger.info("document %s (tenant %s): a new version arrived during its ingestion; again",
+                        document_id, tenant_id)
+        dataset = await self.store.get_dataset(tenant_id, document.dataset_id)
+        document = await self.store.update_document(tenant_id, document_id, status=DocumentStatus.ready, error=None)
+        if dataset.building_index is not None:
+            await self._activate_if_built(tenant_id, dataset.id)
+        return document
+
+    async def _pass(self, tenant_id: str, document_id: str) -> tuple[Document, str]:
+        """Split and embed once: ``(the document, the content hash it started from)``;
+        a failed document is returned failed, else with its status still ``embedding``."""
         store = self.store
+        started_hash = ""
         try:
             document = await store.get_document(tenant_id, document_id)
+            started_hash = document.content_hash
             dataset = await store.get_dataset(tenant_id, document.dataset_id)
             parsed = await store.load_content(tenant_id, document_id)
             await store.update_document(tenant_id, document_id, status=DocumentStatus.parsing, error=None)
@@ -110,22 +137,18 @@ class Ingestor:
             chunks = await store.replace_chunks(tenant_id, document_id, drafts)
             searchable = sum(1 for c in chunks if c.kind != ChunkKind.parent)
             indexes = self._indexes(dataset)
-            if not indexes:
-                return await store.update_document(tenant_id, document_id, status=DocumentStatus.ready,
-                                                   chunk_count=searchable, chunks_done=searchable)
             for i, index in enumerate(indexes):
                 tracked = i == len(indexes) - 1  # progress follows the index being filled
                 await self._embed_index(tenant_id, document_id, index, searchable, tracked)
-            document = await store.update_document(tenant_id, document_id, status=DocumentStatus.ready,
-                                                   chunks_done=searchable, error=None)
+            document = await store.update_document(tenant_id, document_id, chunk_count=searchable,
+                                                   chunks_done=searchable)
         except (DocumentNotFound, DatasetNotFound):
             raise DocumentNotFound(f"document {document_id!r} was deleted during its ingestion") from None
         except (EmbeddingError, DocumentRejected) as exc:
             logger.warning("document %s (tenant %s): ingestion failed: %s", document_id, tenant_id, exc)
-            return await store.update_document(tenant_id, document_id, status=DocumentStatus.failed, error=str(exc))
-        if dataset.building_index is not None:
-            await self._activate_if_built(tenant_id, dataset.id)
-        return document
+            failed = await store.update_document(tenant_id, document_id, status=DocumentStatus.failed, error=str(exc))
+            return failed, started_hash
+        return document, started_hash
 
     @staticmethod
     def _indexes(dataset: Dataset) -> list[IndexInfo]:

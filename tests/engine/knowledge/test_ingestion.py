@@ -232,19 +232,52 @@ async def test_an_interrupted_ingestion_resumes_without_embedding_a_chunk_twice(
     assert len(openai_server.embedding_texts) == 12  # 4 + 4 (held, lost) + 4 again
 
 
-async def test_a_document_held_by_another_worker_is_left_alone(make_service, knowledge_store, openai_server):
+async def test_a_document_held_by_another_worker_is_ingested_after_its_lease(make_service, knowledge_store,
+                                                                           openai_server):
     import time
 
     service = make_service(queue=RecordingQueue())
     dataset = await semantic_dataset(service)
     [outcome] = await service.add_documents(T, dataset.id, [Upload("tea.md", corpus()["tea.md"])])
-    assert await knowledge_store.claim_document(T, outcome.document.id, "other-worker", time.time() + 60)
-    document = await service.ingest(T, outcome.document.id)
-    assert document.status == DocumentStatus.queued and openai_server.embedding_calls == 0
+    held_until = time.time() + 1.5
+    assert await knowledge_store.claim_document(T, outcome.document.id, "other-worker", held_until)
     assert await service.resubmit_unfinished() == []  # its lease has not expired
-    await knowledge_store.claim_document(T, outcome.document.id, "other-worker", time.time() - 1)
+    document = await service.ingest(T, outcome.document.id)
+    assert document.status == DocumentStatus.ready
+    assert openai_server.requests[0].received_at - time.monotonic() + time.time() >= held_until - 0.05
+
+
+async def test_a_new_version_uploaded_during_an_ingestion_is_ingested_by_it(make_service, openai_server):
+    service = make_service(queue=RecordingQueue())
+    dataset = await semantic_dataset(service)
+    [first] = await service.add_documents(T, dataset.id, [Upload("guide.md", "\n\n".join(SECTIONS).encode())])
+    openai_server.hold_embeddings()
+    task = asyncio.create_task(service.ingest(T, first.document.id))
+    await asyncio.to_thread(openai_server.wait_held, 1)
+    changed = "\n\n".join(SECTIONS[:2] + ["# Part 2\n\nA brand new second part."])
+    [second] = await service.add_documents(T, dataset.id, [Upload("guide.md", changed.encode())])
+    assert second.created and second.document.id == first.document.id
+    openai_server.release_embeddings()
+    document = await asyncio.wait_for(task, 30)
+    assert document.status == DocumentStatus.ready and document.chunk_count == 3
+    result = await service.search(T, SearchRequest(dataset_ids=[dataset.id], query="brand new second part",
+                                                   mode="full_text"))
+    assert result.hits[0].text == "A brand new second part."
+    assert {h.text for h in result.hits} <= {"A brand new second part.", *(s.split("\n\n")[1] for s in SECTIONS[:2])}
+
+
+async def test_sweeping_gives_a_stopped_ingestion_to_the_queue_again(make_service, knowledge_store):
+    import time
+
+    queue = RecordingQueue()
+    service = make_service(queue=queue)
+    dataset = await semantic_dataset(service)
+    [outcome] = await service.add_documents(T, dataset.id, [Upload("tea.md", corpus()["tea.md"])])
+    assert await knowledge_store.claim_document(T, outcome.document.id, "dead-worker", time.time() + 60)
+    assert await service.resubmit_unfinished() == []
+    await knowledge_store.claim_document(T, outcome.document.id, "dead-worker", time.time() - 1)
     assert [d.id for d in await service.resubmit_unfinished()] == [outcome.document.id]
-    assert (await service.ingest(T, outcome.document.id)).status == DocumentStatus.ready
+    assert queue.submitted == [outcome.document.id, outcome.document.id]
 
 
 async def test_parent_child_embeds_children_and_search_returns_the_parent(service, openai_server):
