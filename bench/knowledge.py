@@ -71,7 +71,7 @@ DOC_CHUNKS = 1000  # chunks per document when a search set is inserted through t
 MODES: dict[str, dict[str, Any]] = {
     "smoke": {"documents": "smoke", "sizes": [1000], "queries": 20},
     "quick": {"documents": "topics", "sizes": [10_000], "queries": 100},
-    "full": {"documents": "all", "sizes": [10_000, 100_000], "queries": 200},
+    "full": {"documents": "all", "sizes": [10_000, 100_000], "queries": 100},
 }
 VERBOSE = False
 
@@ -633,7 +633,8 @@ async def run(mode: str, databases: list[str]) -> dict[str, Any]:
         "machine": machine(("chromadb", "langchain-text-splitters", "semantic-text-splitter", "sqlite-vec",
                             "usearch", "pgvector", "pgserver", "openai", "numpy")),
         "settings": {"chunk_tokens": CHUNK_TOKENS, "overlap_tokens": OVERLAP_TOKENS, "dimension": DIM,
-                     "embedding_batch": EMBED_BATCH, "top_k": TOP_K},
+                     "embedding_batch": EMBED_BATCH, "top_k": TOP_K, "sizes": cfg["sizes"],
+                     "queries": cfg["queries"]},
         "corpus": {}, "ingest": {}, "full_text": {}, "search": {}, "errors": [],
     }
     folder = tempfile.mkdtemp(prefix="flowloom-bench-knowledge-")
@@ -689,13 +690,20 @@ def main(argv: list[str] | None = None) -> int:
     global VERBOSE
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     size = parser.add_mutually_exclusive_group()
-    size.add_argument("--quick", action="store_true", help="topics only, 10k chunks (about a minute)")
+    size.add_argument("--quick", action="store_true", help="topics only, 10k chunks (a few minutes with PostgreSQL)")
     size.add_argument("--smoke", action="store_true", help="8 documents, 1k chunks (the test's run)")
     parser.add_argument("--database", choices=("sqlite", "postgresql", "both"), default="both")
+    parser.add_argument("--sizes", help="search set sizes, comma-separated (default by mode: 1000 / 10000 / "
+                                        "10000,100000)")
+    parser.add_argument("--queries", type=int, help="timed queries per search set (default by mode: 20 / 100 / 100)")
     parser.add_argument("-v", "--verbose", action="store_true", help="progress on stderr")
     args = parser.parse_args(argv)
     VERBOSE = args.verbose
     mode = "smoke" if args.smoke else "quick" if args.quick else "full"
+    if args.sizes:
+        MODES[mode]["sizes"] = [int(x) for x in args.sizes.split(",") if x.strip()]
+    if args.queries:
+        MODES[mode]["queries"] = max(1, args.queries)
     databases = ["sqlite", "postgresql"] if args.database == "both" else [args.database]
     return print_report(lambda: asyncio.run(run(mode, databases)))
 
