@@ -527,6 +527,8 @@ class WorkflowImport(BaseModel):
 
     source: str = Field(min_length=1)
     model_map: dict[str, str] = Field(default_factory=dict)
+    dataset_map: dict[str, str] = Field(default_factory=dict, description="source dataset id -> dataset id of this "
+                                        "tenant (\"*\" for every unmapped one and for searches with none selected)")
     allow_partial: bool = False
     workflow_id: str | None = Field(default=None, min_length=1, max_length=200)
 
@@ -540,6 +542,7 @@ class WorkflowImported(BaseModel):
     source_format: str
     partial: bool = Field(description="some nodes became failing `unsupported` placeholders")
     models: dict[str, str] = Field(default_factory=dict, description="source model -> registry model used")
+    datasets: dict[str, str] = Field(default_factory=dict, description="source dataset id -> dataset id searched")
     saved: WorkflowDetail | None = None
 
 

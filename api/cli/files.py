@@ -104,6 +104,17 @@ def _default_id(file: Path, data: bytes) -> str | None:
     return file.stem
 
 
+def _pairs(values: list[str] | None, flag: str, shape: str) -> dict[str, str]:
+    """``SOURCE=TARGET`` options as a mapping (exit 2 naming a malformed one)."""
+    mapping: dict[str, str] = {}
+    for pair in values or []:
+        source, sep, target = pair.partition("=")
+        if not sep or not source.strip() or not target.strip():
+            abort(f"invalid {flag}:", [f"{pair!r}: expected {shape}"])
+        mapping[source.strip()] = target.strip()
+    return mapping
+
+
 @app.command("import")
 def import_(
     file: Annotated[Path, typer.Argument(dir_okay=False, allow_dash=True,
@@ -116,6 +127,9 @@ def import_(
     model: Annotated[Optional[list[str]], typer.Option(
         "--model", "-m", metavar="SOURCE=NAME", help="use registry model NAME for the file's model SOURCE "
         "(repeatable; '*=NAME' for every unknown model)")] = None,
+    dataset: Annotated[Optional[list[str]], typer.Option(
+        "--dataset", "-d", metavar="SOURCE=ID", help="search dataset ID where the file's search nodes name dataset "
+        "SOURCE (repeatable; '*=ID' for every unmapped one and for searches with none selected)")] = None,
     workflow_id: Annotated[Optional[str], typer.Option("--id", help="id of the imported workflow")] = None,
 ) -> None:
     """Convert FILE (FastGPT JSON or Dify YAML) into a Flowloom workflow; print what was not converted.
@@ -127,12 +141,8 @@ def import_(
     from nodes import builtin_catalog
     from nodes.model_registry import registry_for
 
-    mapping: dict[str, str] = {}
-    for pair in model or []:
-        source, sep, target = pair.partition("=")
-        if not sep or not source.strip() or not target.strip():
-            abort("invalid --model:", [f"{pair!r}: expected SOURCE=NAME"])
-        mapping[source.strip()] = target.strip()
+    mapping = _pairs(model, "--model", "SOURCE=NAME")
+    datasets = _pairs(dataset, "--dataset", "SOURCE=ID")
     try:
         data = read_source(file)
     except OSError as exc:
@@ -140,15 +150,16 @@ def import_(
     registry = registry_for(settings())
     try:
         result = import_workflow(data, catalog=builtin_catalog(), models=registry, allow_partial=allow_partial,
-                                 model_map=mapping, workflow_id=workflow_id or _default_id(file, data))
+                                 model_map=mapping, workflow_id=workflow_id or _default_id(file, data),
+                                 dataset_map=datasets)
     except ImportFailed as exc:
         console = err()
         fmt = f" ({exc.source_format})" if exc.source_format else ""
         console.print(Text(f"cannot import {source_label(file)}{fmt}:", style="bold red"))
         _print_issues(exc.report, console)
         if any(i.severity == "error" and i.code != "invalid_source" for i in exc.report) and not allow_partial:
-            console.print(Text("use --allow-partial to import anyway with failing placeholders, and --model "
-                               "SOURCE=NAME for unknown models", style="dim"))
+            console.print(Text("use --allow-partial to import anyway with failing placeholders, --model "
+                               "SOURCE=NAME for unknown models and --dataset SOURCE=ID for datasets", style="dim"))
         raise typer.Exit(EXIT_INVALID) from None
     text = json.dumps(result.workflow, indent=2, ensure_ascii=False) + "\n"
     if output is None:

@@ -277,6 +277,7 @@ _IMPORT_BODY = {"requestBody": {"required": True, "content": {
     "multipart/form-data": {"schema": {"type": "object", "required": ["file"], "properties": {
         "file": {"type": "string", "format": "binary", "description": "FastGPT JSON, Dify YAML or Flowloom JSON"},
         "model_map": {"type": "string", "description": "JSON object: source model -> registry model"},
+        "dataset_map": {"type": "string", "description": "JSON object: source dataset id -> dataset id"},
         "allow_partial": {"type": "boolean"}, "workflow_id": {"type": "string"}}}}}}}
 
 
@@ -290,7 +291,8 @@ async def _import_request(request: Request) -> tuple[WorkflowImport, bytes | str
             raise ApiError(422, "invalid_request", "send the file in the form field `file`")
         try:
             mapping = json.loads(str(form.get("model_map") or "{}"))
-            params = WorkflowImport(source="-", model_map=mapping,
+            datasets = json.loads(str(form.get("dataset_map") or "{}"))
+            params = WorkflowImport(source="-", model_map=mapping, dataset_map=datasets,
                                     allow_partial=str(form.get("allow_partial", "")).lower() in ("1", "true", "on"),
                                     workflow_id=form.get("workflow_id") or None)  # type: ignore[arg-type]
         except ValueError as exc:
@@ -328,14 +330,15 @@ async def import_file(request: Request, caller: Caller, repo: Repo, service: Ser
     try:
         result = import_workflow(data, catalog=service.catalog, models=service.models,
                                  allow_partial=params.allow_partial, model_map=params.model_map,
-                                 workflow_id=params.workflow_id or _default_id(data, filename), hints=API_MODEL_HINTS)
+                                 workflow_id=params.workflow_id or _default_id(data, filename), hints=API_MODEL_HINTS,
+                                 dataset_map=params.dataset_map)
     except ImportFailed as exc:
         raise ApiError(422, "invalid_import", f"the file cannot be imported ({exc.source_format or 'unknown format'})",
                        problems=[i.to_dict() for i in exc.report]) from None
     saved = _detail(await repo.create(caller.tenant_id, result.workflow)) if save else None
     return WorkflowImported(workflow=result.workflow, report=[i.to_dict() for i in result.report],
                             source_format=result.source_format, partial=result.partial, models=result.models,
-                            saved=saved)
+                            datasets=result.datasets, saved=saved)
 
 
 # ------------------------------------------------------------------------ runs

@@ -152,7 +152,8 @@ def detect_format(doc: Mapping[str, Any]) -> str:
 
 def import_workflow(data: bytes | str | Mapping[str, Any], *, catalog: NodeCatalog, models: Any,
                     allow_partial: bool = False, model_map: Mapping[str, str] | None = None,
-                    workflow_id: str | None = None, hints: ModelHints = CLI_MODEL_HINTS) -> ImportResult:
+                    workflow_id: str | None = None, hints: ModelHints = CLI_MODEL_HINTS,
+                    dataset_map: Mapping[str, str] | None = None) -> ImportResult:
     """Convert a FastGPT / Dify / Flowloom document into a Flowloom workflow that compiles.
 
     ``catalog``: the node kinds the result is checked against (the built-in catalog:
@@ -161,6 +162,8 @@ def import_workflow(data: bytes | str | Mapping[str, Any], *, catalog: NodeCatal
     unknown model. ``workflow_id``: the id of the result (default: from the source's
     name, else a hash of the source). ``hints``: how the report advises mapping a model
     (:data:`CLI_MODEL_HINTS`, ``--model``; the API passes :data:`API_MODEL_HINTS`, ``model_map``).
+    ``dataset_map``: source dataset id -> Flowloom dataset id, ``"*"`` for every unmapped
+    one (:mod:`nodes.importers.datasets`).
 
     Raises:
         ImportFailed: with every problem, when something cannot be converted and
@@ -176,7 +179,7 @@ def import_workflow(data: bytes | str | Mapping[str, Any], *, catalog: NodeCatal
     else:
         from .fastgpt import FastGPTImporter as Importer  # type: ignore[assignment]
     importer = Importer(doc, catalog=catalog, allow_partial=allow_partial, registry=registry, model_map=model_map,
-                        workflow_id=workflow_id, hints=hints)
+                        workflow_id=workflow_id, hints=hints, dataset_map=dataset_map)
     return importer.run()
 
 

@@ -148,7 +148,7 @@ class BaseImporter:
     def __init__(self, source: dict[str, Any], *, catalog: NodeCatalog, allow_partial: bool = False,
                  registry: Any = None,
                  model_map: Mapping[str, str] | None = None, workflow_id: str | None = None,
-                 hints: ModelHints = CLI_MODEL_HINTS):
+                 hints: ModelHints = CLI_MODEL_HINTS, dataset_map: Mapping[str, str] | None = None):
         self.source = source
         #: how messages advise mapping a model (the CLI's flag or the API's field)
         self.hints = hints
@@ -156,6 +156,8 @@ class BaseImporter:
         self.registry = registry
         self.catalog = catalog
         self.model_map = dict(model_map or {})
+        #: source dataset id (``"*"``: any unmapped one) -> Flowloom dataset id (:mod:`.datasets`)
+        self.dataset_map = dict(dataset_map or {})
         self.workflow_id = workflow_id
         self.issues: list[ImportIssue] = []
         #: source model name -> registry model name, as chosen by :meth:`model_name`
@@ -619,7 +621,8 @@ class BaseImporter:
             raise ImportFailed(self.issues, self.source_format)
         if any(i.severity == "error" for i in self.issues) and not self.allow_partial:
             raise ImportFailed(self.issues, self.source_format)
-        return ImportResult(doc, list(self.issues), self.source_format, dict(self.models))
+        return ImportResult(doc, list(self.issues), self.source_format, dict(self.models),
+                            dict(getattr(self, "_datasets_mapped", {})))
 
 
 def first(mapping: Mapping[str, Any], *keys: str, default: Any = None) -> Any:

@@ -32,7 +32,6 @@ from .report import ImportFailed, ImportIssue
 __all__ = ["DifyImporter", "looks_like_dify"]
 
 UNSUPPORTED = {
-    "knowledge-retrieval": "knowledge retrieval needs Dify's datasets; Flowloom has no knowledge-base search node",
     "document-extractor": "document extraction: Flowloom does not handle uploaded files",
     "list-operator": "list operations (filter/sort/slice of files and arrays) are not supported",
     "datasource": "Dify data sources are not supported",

@@ -16,6 +16,7 @@ from schemas.types import VarType
 from .base import Planned, coerce_literal, first, number
 from .dify_refs import TEMPLATE_REF, DifyRefs, handle_key
 from .code_scan import check_code
+from .datasets import DatasetImport
 from .mcp import dify_reason
 from .refs import CODE_OUTPUT, IDENT, Unconvertible, identifier, var_type
 
@@ -31,7 +32,7 @@ _FLATTEN_CODE = (
 
 
 
-class DifyNodes(DifyRefs):
+class DifyNodes(DifyRefs, DatasetImport):
     """The per-kind converters; :meth:`DifyImporter.convert` picks one from ``CONVERTERS``."""
 
     def _start(self, p: Planned) -> dict[str, Any]:
@@ -78,6 +79,42 @@ class DifyNodes(DifyRefs):
         size = number(window.get("size")) if window.get("enabled") else None
         cfg["history"] = max(0, min(100, int(size))) if size is not None else default
         return memory
+
+    def _knowledge_retrieval(self, p: Planned) -> dict[str, Any]:
+        """Dify's knowledge retrieval (:mod:`.datasets`): its datasets, query, top_k, score
+        threshold, rerank model or weighted scores. Single-dataset routing (an LLM picks
+        one dataset) and metadata filters are not carried over: every dataset is searched."""
+        data = self.data(p.raw)
+        sources = [str(d) for d in data.get("dataset_ids") or [] if d]
+        cfg: dict[str, Any] = {"datasets": self.dataset_ids(sources, p)}
+        selector = data.get("query_variable_selector")
+        cfg["question"] = self.text_value(selector) if selector else "{{ sys.query }}"
+        if data.get("retrieval_mode") == "single":
+            self.warn("not_carried_over", "single-dataset routing (a model picks one dataset) is not carried over: "
+                      "every dataset is searched and the results merged", p)
+        multi = data.get("multiple_retrieval_config") if isinstance(data.get("multiple_retrieval_config"), dict) \
+            else {}
+        top_k = number(multi.get("top_k"))
+        if top_k is not None and 1 <= top_k <= 200:
+            cfg["top_k"] = int(top_k)
+        threshold = self.threshold(multi.get("score_threshold")) if multi.get("score_threshold_enabled", True) \
+            else None
+        if threshold is not None:
+            cfg["score_threshold"] = threshold
+        if multi.get("reranking_enable") and multi.get("reranking_mode", "reranking_model") == "reranking_model":
+            model = multi.get("reranking_model") if isinstance(multi.get("reranking_model"), dict) else {}
+            rerank = self.rerank_settings(model.get("model"), p)
+            if rerank is not None:
+                cfg["rerank"] = rerank
+        elif multi.get("reranking_mode") == "weighted_score" and isinstance(multi.get("weights"), dict):
+            vector = multi["weights"].get("vector_setting") or {}
+            weight = number(vector.get("vector_weight")) if isinstance(vector, dict) else None
+            cfg["fusion"] = "weighted"
+            if weight is not None and 0 <= weight <= 1:
+                cfg["semantic_weight"] = float(weight)
+        if data.get("metadata_filtering_mode") not in (None, "disabled"):
+            self.warn("not_carried_over", "metadata filtering is not carried over; set the node's filters", p)
+        return {"type": "knowledge_retrieval", "config": cfg}
 
     def _llm(self, p: Planned) -> dict[str, Any]:
         data = self.data(p.raw)

@@ -32,6 +32,7 @@ CONVERTERS = {
     "if-else": "_if_else", "code": "_code", "template-transform": "_template_transform",
     "variable-aggregator": "_aggregator", "variable-assigner": "_variable_assigner", "assigner": "_assigner",
     "iteration": "_iteration", "loop": "_loop", "loop-end": "_loop_break", "http-request": "_http",
+    "knowledge-retrieval": "_knowledge_retrieval",
 }
 
 
@@ -222,6 +223,7 @@ class DifyRefs(BaseImporter):
             "agent": {"text": ("answer", VarType.string)},
             "variable-aggregator": {"output": ("output", var_type(data.get("output_type")))},
             "variable-assigner": {"output": ("output", var_type(data.get("output_type")))},
+            "knowledge-retrieval": {"result": ("chunks", VarType.array)},
         }
         if var in static.get(kind, {}):
             return static[kind][var]

@@ -19,6 +19,7 @@ from .base import Planned, coerce_literal, number
 from .fastgpt_refs import (VARIABLE_NODE_ID, FastGPTRefs, enum_value, input_value, is_ref, is_ref_list,
                            node_outputs)
 from .code_scan import check_code
+from .datasets import FASTGPT_MODES, DatasetImport
 from .mcp import fastgpt_server, fastgpt_source, merge_servers
 from .refs import CODE_OUTPUT, IDENT, Target, Unconvertible, identifier, var_type
 
@@ -85,7 +86,7 @@ def signature_defaults(language: str, code: str) -> dict[str, Any]:
     return out
 
 
-class FastGPTNodes(FastGPTRefs):
+class FastGPTNodes(FastGPTRefs, DatasetImport):
     """The per-kind converters; :meth:`FastGPTImporter.convert` picks one by ``flowNodeType``."""
 
     def tool_params(self, node: dict[str, Any]) -> list[dict[str, Any]]:
@@ -196,14 +197,86 @@ class FastGPTNodes(FastGPTRefs):
         role = input_value(raw, "aiChatQuoteRole")
         if role in ("system", "user"):
             cfg["quote_role"] = role
-        if input_value(raw, "quoteTemplate") or input_value(raw, "quotePrompt"):
-            self.warn("behaviour_difference", "the custom quote template/prompt uses FastGPT's quote variables; the "
-                      "built-in Flowloom quote template is used instead", p)
+        self._quote_prompt(p, cfg)
         files = input_value(raw, "fileUrlList")
         if files:
             raise Unconvertible("the chat reads files (fileUrlList); Flowloom chats take text only",
                                 "unsupported_feature")
         return {"type": "chat", "config": cfg}
+
+    def _quote_prompt(self, p: Planned, cfg: dict[str, Any]) -> None:
+        """FastGPT's ``quotePrompt`` (the prompt around the quote, with ``{{quote}}`` and
+        ``{{question}}``) becomes ``quote_template``; its ``quoteTemplate`` (how each item is
+        written: ``{{q}}``, ``{{a}}``, ``{{source}}``...) has no equivalent: Flowloom writes
+        each item as ``[n] source: <name>`` and its text, which the answer cites."""
+        prompt = input_value(p.raw, "quotePrompt")
+        if isinstance(prompt, str) and prompt.strip():
+            text = re.sub(r"\{\{\s*(quote|question)\s*\}\}", r"{{ \1 }}", prompt)
+            if re.search(r"\{\{(?!\s*(quote|question)\s*\}\})", text):
+                self.warn("not_carried_over", "the quote prompt uses FastGPT variables other than {{quote}} and "
+                          "{{question}}; the built-in quote template is used instead", p)
+            else:
+                cfg["quote_template"] = text
+        if input_value(p.raw, "quoteTemplate"):
+            self.warn("not_carried_over", "the quote item template (quoteTemplate) is not carried over: each quote "
+                      "item is written as '[n] source: <name>' and its text, which the answer cites as [n]", p)
+
+    def _node_datasetSearchNode(self, p: Planned) -> dict[str, Any]:
+        """A knowledge-base search (:mod:`.datasets`); with ``datasetSearchUsingExtensionQuery``
+        a query extension node is put before it and its queries searched too."""
+        raw = p.raw
+        chosen = input_value(raw, "datasets", []) or []
+        if is_ref(chosen):
+            raise Unconvertible("the datasets are chosen at run time (a reference)", "unsupported_feature")
+        sources, names = [], {}
+        for item in chosen if isinstance(chosen, list) else []:
+            ds_id = item.get("datasetId") or item.get("id") if isinstance(item, dict) else item
+            if ds_id:
+                sources.append(str(ds_id))
+                if isinstance(item, dict) and item.get("name"):
+                    names[str(ds_id)] = str(item["name"])
+        cfg: dict[str, Any] = {"datasets": self.dataset_ids(sources, p, names),
+                               "question": self.text_value(input_value(raw, "userChatInput"))}
+        mode = input_value(raw, "searchMode")
+        if mode in FASTGPT_MODES:
+            cfg["mode"] = FASTGPT_MODES[mode]
+        threshold = self.threshold(input_value(raw, "similarity"))
+        if threshold is not None:
+            cfg["score_threshold"] = threshold
+        limit = number(input_value(raw, "limit"))
+        if limit is not None and 0 < limit <= 200_000:
+            cfg["max_quote_tokens"] = int(limit)
+            cfg["top_k"] = 200  # FastGPT bounds the quotes by tokens only
+        if input_value(raw, "usingReRank"):
+            rerank = self.rerank_settings(input_value(raw, "rerankModel"), p)
+            if rerank is not None:
+                cfg["rerank"] = rerank
+        if input_value(raw, "datasetSearchUsingExtensionQuery"):
+            self._search_extension(p, cfg)
+        for key in ("collectionFilterMatch", "authTmbId"):
+            if input_value(raw, key):
+                self.warn("not_carried_over", f"{key} is not carried over (metadata filters are set on the node's "
+                          "filters)", p)
+        return {"type": "knowledge_retrieval", "config": cfg}
+
+    def _search_extension(self, p: Planned, cfg: dict[str, Any]) -> None:
+        """FastGPT's built-in query extension as a ``query_extension`` node before the search."""
+        model = input_value(p.raw, "datasetSearchExtensionModel")
+        if not model:
+            self.warn("not_carried_over", "query extension (datasetSearchUsingExtensionQuery) has no model in the "
+                      "source: the question is searched as it is; add a query extension node to search rewritten "
+                      "queries too", p)
+            return
+        qe_id = self.synthetic_id(f"{p.fid}-extension")
+        qe_cfg: dict[str, Any] = {"model": self.model_name(model, "datasetSearchExtensionModel"),
+                                  "question": cfg["question"], "count": 4}
+        background = input_value(p.raw, "datasetSearchExtensionBg")
+        if background:
+            qe_cfg["instructions"] = self.template(background)
+        self.insert_before(p.fid, {"id": qe_id, "type": "query_extension", "name": "query extension",
+                                   "position": {"x": p.position["x"] - 40, "y": p.position["y"] + 120},
+                                   "config": qe_cfg})
+        cfg["queries"] = {"ref": f"{qe_id}.queries"}
 
     def _node_classifyQuestion(self, p: Planned) -> dict[str, Any]:
         categories = []

@@ -89,6 +89,8 @@ class ImportResult:
     source_format: str = ""
     #: source model name (``""``: none set) -> the registry model it became
     models: dict[str, str] = field(default_factory=dict)
+    #: source dataset id (``"*"``: a search with none selected) -> the dataset id it became
+    datasets: dict[str, str] = field(default_factory=dict)
 
     @property
     def errors(self) -> list[ImportIssue]:

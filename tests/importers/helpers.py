@@ -61,8 +61,10 @@ def load_json(path: Path) -> dict[str, Any]:
 
 
 async def run(result: ImportResult | dict[str, Any], inputs: dict[str, Any] | None = None, *, registry: Any = None,
-              tmp_path: Path | None = None, settings: Any = None, **sys: Any) -> tuple[RunState, list[Any]]:
-    """Compile the imported workflow (against ``registry``) and run it through the real engine."""
+              tmp_path: Path | None = None, settings: Any = None, knowledge: Any = None,
+              **sys: Any) -> tuple[RunState, list[Any]]:
+    """Compile the imported workflow (against ``registry``) and run it through the real engine
+    (``knowledge``: the run's knowledge search, for imported knowledge-base searches)."""
     doc = result.workflow if isinstance(result, ImportResult) else result
     events: list[Any] = []
     plan = compile_workflow(doc, models=registry, use_cache=False)
@@ -71,6 +73,8 @@ async def run(result: ImportResult | dict[str, Any], inputs: dict[str, Any] | No
         deps["memory"] = LocalMemoryStore(tmp_path / "memory")
     if settings is not None:
         deps["settings"] = settings
+    if knowledge is not None:
+        deps["knowledge"] = knowledge
     state = await run_workflow(plan, inputs or {}, deps=RunDeps(**deps), **sys)
     return state, events
 

@@ -67,8 +67,8 @@ def test_unsupported_nodes_fail_the_import_listing_every_problem(tmp_path):
     result = invoke("import", FASTGPT / "CQ_template.json", "-o", out)
     assert result.exit_code == 2
     assert "cannot import" in result.stderr and "(fastgpt)" in result.stderr
-    assert "unsupported_node  node=MNMMMIjjWyMU (datasetSearchNode)" in result.stderr
-    assert "--allow-partial" in result.stderr
+    assert "unmapped_dataset  node=MNMMMIjjWyMU (datasetSearchNode)" in result.stderr
+    assert "--allow-partial" in result.stderr and "--dataset SOURCE=ID" in result.stderr
     assert not out.exists()
 
 

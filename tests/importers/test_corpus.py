@@ -23,17 +23,20 @@ pytestmark = needs_corpus
 
 #: file -> the problems of a plain import: (code, source node id)
 EXPECTED_ERRORS: dict[str, list[tuple[str, str]]] = {
-    "fastgpt/CQ_template.json": [("unsupported_node", "MNMMMIjjWyMU")],
+    "fastgpt/CQ_template.json": [("unmapped_dataset", "MNMMMIjjWyMU")],
     "fastgpt/TranslateRobot_template.json": [("unknown_model", "loOvhld2ZTKa")],
     "fastgpt/google_template.json": [("unknown_model", "NOgbnBzUwDgT")],
-    "fastgpt/simpleDatasetChat_template.json": [("unsupported_node", "iKBoX2vIzETU")],
+    "fastgpt/simpleDatasetChat_template.json": [("unmapped_dataset", "iKBoX2vIzETU")],
     "fastgpt/srt-translate_template.json": [],
     "dify/basic_chatflow.yml": [("unknown_model", "llm")],
     "dify/conditional_hello_branching_workflow.yml": [],
     "dify/dual_switch_variable_aggregator_workflow.yml": [],
     "dify/increment_loop_with_break_condition_workflow.yml": [],
     "dify/iteration_flatten_output_enabled_workflow.yml": [],
+    "dify/knowledge_chat_retrieval.yml": [("unknown_model", "1743994891832")],
 }
+#: the templates' search nodes have no dataset selected: every one is mapped to one dataset
+DATASET_MAP = {"*": "handbook"}
 #: model names the templates use that the bundled registry does not have
 MODEL_MAP = {"claude-3-5-sonnet-20240620": "gpt-4o", "FastAI-plus": "gpt-4o-mini", "*": "default"}
 
@@ -68,9 +71,11 @@ def test_imports_and_compiles(name, registry):
     assert result.source_format == name.split("/")[0]
     plan = compile_workflow(result.workflow, models=registry, use_cache=False)
     assert plan.start_id
-    # placeholders: exactly the unsupported nodes, each naming its original kind and reason
+    # placeholders: exactly the unsupported nodes (and searches without a dataset), each naming its
+    # original kind and reason
     placeholders = {n["id"]: n["config"] for n in result.workflow["nodes"] if n["type"] == "unsupported"}
-    assert sorted(placeholders) == sorted(nid for code, nid in expected if code == "unsupported_node")
+    assert sorted(placeholders) == sorted(nid for code, nid in expected if code in ("unsupported_node",
+                                                                                    "unmapped_dataset"))
     for config in placeholders.values():
         assert config["original_type"] and config["reason"]
 
@@ -98,17 +103,51 @@ def test_the_same_file_always_gives_the_same_workflow(registry):
     assert load(path, models=registry).workflow == load(path, models=registry).workflow
 
 
-def test_the_dataset_placeholder_keeps_what_the_chat_reads(registry):
+def test_a_search_without_dataset_is_a_placeholder_keeping_what_the_chat_reads(registry):
     result = load(CORPUS / "fastgpt/CQ_template.json", models=registry, allow_partial=True)
     nodes = {n["id"]: n for n in result.workflow["nodes"]}
     search = nodes["MNMMMIjjWyMU"]
     assert search["type"] == "unsupported"
     assert search["config"]["original_type"] == "datasetSearchNode"
-    assert search["config"]["outputs"] == {"quoteQA": "any"}
+    assert search["config"]["outputs"] == {"chunks": "array"}
     assert search["config"].get("handles", ["out"]) == ["out"]
-    assert nodes["7BdojPlukIQw"]["config"]["quote"] == {"ref": "MNMMMIjjWyMU.quoteQA"}
+    assert nodes["7BdojPlukIQw"]["config"]["quote"] == {"ref": "MNMMMIjjWyMU.chunks"}
     issue = next(i for i in result.report if i.node_id == "MNMMMIjjWyMU")
-    assert issue.source_type == "datasetSearchNode" and "knowledge-base search" in issue.message
+    assert issue.source_type == "datasetSearchNode" and "--dataset '*=ID'" in issue.message
+    assert "flowloom datasets create" in issue.message and "flowloom datasets add" in issue.message
+
+
+@pytest.mark.parametrize("name", ["fastgpt/CQ_template.json", "fastgpt/simpleDatasetChat_template.json"])
+def test_dataset_searches_import_fully_once_mapped(name, registry):
+    result = load(CORPUS / name, models=registry, dataset_map=DATASET_MAP)
+    assert not result.errors and result.datasets == {"*": "handbook"}
+    search = next(n for n in result.workflow["nodes"] if n["type"] == "knowledge_retrieval")
+    assert search["config"]["datasets"] == ["handbook"]
+    assert search["config"]["mode"] == "semantic" and search["config"]["score_threshold"] == 0.4
+    assert search["config"]["max_quote_tokens"] == 5000
+    chat = next(n for n in result.workflow["nodes"] if n["type"] == "chat")
+    assert chat["config"]["quote"] == {"ref": f"{search['id']}.chunks"}
+    # FastGPT extends the query with a model the template leaves unset: named, not silently dropped
+    assert any(i.code == "not_carried_over" and "datasetSearchUsingExtensionQuery" in i.message
+               for i in result.report)
+    compile_workflow(result.workflow, models=registry, use_cache=False)
+
+
+def test_dify_knowledge_retrieval_keeps_its_dataset_id_and_says_how_to_create_it(registry):
+    result = load(CORPUS / "dify/knowledge_chat_retrieval.yml", models=registry, model_map=MODEL_MAP)
+    search = next(n for n in result.workflow["nodes"] if n["type"] == "knowledge_retrieval")
+    source_id = "2516f4a8-9329-4845-a914-7965090ee2e2"
+    assert search["config"]["datasets"] == [source_id] and search["config"]["top_k"] == 4
+    issue = next(i for i in result.report if i.code == "unmapped_dataset")
+    assert issue.severity == "warning"
+    assert f"flowloom datasets add {source_id} FILES --wait" in issue.message
+    assert f"--dataset '{source_id}=ID'" in issue.message
+    llm = next(n for n in result.workflow["nodes"] if n["type"] == "chat")
+    assert llm["config"]["quote"] == {"ref": "1743994832383.chunks"} and "{{ quote }}" in llm["config"]["system_prompt"]
+    mapped = load(CORPUS / "dify/knowledge_chat_retrieval.yml", models=registry, model_map=MODEL_MAP,
+                  dataset_map={source_id: "handbook"})
+    assert not any(i.code == "unmapped_dataset" for i in mapped.report)
+    assert mapped.datasets == {source_id: "handbook"}
 
 
 def test_unknown_model_report_names_the_model_and_the_way_out(registry):

@@ -2,7 +2,7 @@
 context and memory, HTTP request with retries and a fail branch, default-value error
 strategy, assigners on conversation and loop variables, environment variables, loop
 with a loop-end, legacy variable-assigner (aggregator), parallel iteration, and the
-unsupported kinds (knowledge retrieval, marketplace tools) as placeholders."""
+unsupported kinds (marketplace tools) as placeholders; a knowledge retrieval converts."""
 
 from __future__ import annotations
 
@@ -160,7 +160,7 @@ def test_loops_need_allow_partial_for_the_unsupported_kinds(scripted_registry):
     with pytest.raises(ImportFailed) as failed:
         import_workflow(dd.loops_and_unsupported(), models=scripted_registry, model_map=MAP)
     assert [(i.code, i.node_id, i.source_type) for i in failed.value.report if i.severity == "error"] == [
-        ("unsupported_node", "search", "knowledge-retrieval"), ("unsupported_node", "tool", "tool")]
+        ("unsupported_node", "tool", "tool")]
 
 
 def test_loops_convert(scripted_registry):
@@ -193,7 +193,8 @@ async def test_loops_run_until_the_placeholder(openai_server, scripted_registry,
     openai_server.responder = lambda body: text_reply("said " + body["messages"][-1]["content"])
     state, _ = await run(result, {"limit": 10}, registry=scripted_registry, tmp_path=tmp_path, settings=SETTINGS)
     assert state.status == "failed"
-    assert state.error.node_id == "search" and state.error.reason == "unsupported_node"
+    # the knowledge retrieval converts; this run has no knowledge service, so it fails there
+    assert state.error.node_id == "search" and state.error.reason == "knowledge_unavailable"
     loop = state.node_runs["loop"].outputs
     assert loop["total"] == 12 and loop["rounds"] == 4  # 3, 6, 9, 12: the loop-end ran in round 4
     assert state.node_runs["agg"].outputs == {"output": 12}

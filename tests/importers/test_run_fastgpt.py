@@ -95,7 +95,7 @@ async def test_cq_template_knowledge_branch_fails_at_the_placeholder(openai_serv
     state, _ = await run(result, registry=scripted_registry, tmp_path=tmp_path, query="星际穿越讲了什么?")
     assert state.status == "failed"
     assert state.error.node_id == "MNMMMIjjWyMU" and state.error.reason == "unsupported_node"
-    assert "datasetSearchNode" in state.error.message and "knowledge-base search" in state.error.message
+    assert "datasetSearchNode" in state.error.message and "no dataset selected" in state.error.message
     assert statuses(state) == {**CQ_COMMON, "MNMMMIjjWyMU": "failed", "7kwgL1dVlwG6": "skipped"}
     assert len(openai_server.bodies) == 1  # the chat after the search never ran
 

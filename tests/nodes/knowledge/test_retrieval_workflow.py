@@ -5,9 +5,7 @@ agent and the tool-call node answering from a dataset tool (with the LLM relevan
 
 from __future__ import annotations
 
-import asyncio
 import json
-import time
 from pathlib import Path
 from typing import Any, AsyncIterator
 
@@ -18,61 +16,18 @@ import nodes  # noqa: F401  - registers the executors
 from engine import RunDeps, run_workflow
 from engine.knowledge.service import KnowledgeService
 from engine.runner import new_run_state
-from nodes.knowledge.chunking import TextChunker
-from nodes.knowledge.embeddings import RegistryEmbedder, RegistryReranker
-from nodes.knowledge.parsing import DocumentParser
-from schemas.knowledge import DatasetCreate
 from schemas.types import RunStatus
 from tests.support.catalog import compile_workflow
 from tests.support.openai_server import Finish, Reply, Text, ToolDelta, Usage, text_reply
 from tests.support.openai_server import openai_server, scripted_registry  # noqa: F401  (fixtures)
+from tests.support.policy_kb import open_policy_kb
 from tests.support.workflows import build, chain_edges, edge, node
-
-POLICY = """# Returns policy
-
-## Refunds
-Refunds are paid to the original card within 14 days after the returned item arrives.
-A refund needs the original receipt.
-
-## Shipping
-Parcels to Europe take five working days. Express shipping takes two days.
-
-## Opening hours
-The shop opens at nine and closes at six, Monday to Saturday.
-"""
-
-
-async def wait_ready(service: KnowledgeService, tenant: str, dataset_id: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        documents = await service.list_documents(tenant, dataset_id)
-        if documents and all(d.status.value in ("ready", "failed") for d in documents):
-            assert all(d.status.value == "ready" for d in documents), [(d.source_name, d.error) for d in documents]
-            return
-        assert time.monotonic() < deadline, [(d.source_name, d.status) for d in documents]
-        await asyncio.sleep(0.02)
-
 
 @pytest.fixture
 async def knowledge(tmp_path: Path, scripted_registry: Any) -> AsyncIterator[KnowledgeService]:
-    """A KnowledgeService on a SQLite file with dataset ``policies`` of tenant ``t1``
-    (embedding model ``embed-model``) holding the returns policy, ingested."""
-    from workers.knowledge import open_knowledge_store
-
-    store = await open_knowledge_store(f"sqlite:///{tmp_path / 'knowledge.db'}", tmp_path)
-    service = KnowledgeService(store=store, parser=DocumentParser(), chunker=TextChunker(),
-                               embedder=RegistryEmbedder(scripted_registry, retries=1, backoff_s=0.01),
-                               reranker=RegistryReranker(scripted_registry, backoff_s=0.01))
-    try:
-        chunking = {"chunk_tokens": 40, "overlap_tokens": 0}
-        await service.create_dataset("t1", DatasetCreate(id="policies", name="Policies", embedding_model="embed-model",
-                                                         chunking=chunking))
-        await service.add_text("t1", "policies", "returns.md", POLICY)
-        await wait_ready(service, "t1", "policies")
+    """Dataset ``policies`` of tenant ``t1`` holding the returns policy, ingested."""
+    async with open_policy_kb(tmp_path, scripted_registry) as service:
         yield service
-    finally:
-        await service.aclose()
-        await store.close()
 
 
 async def run(doc: dict[str, Any], registry: Any, know: Any, *, query: str, tenant: str = "t1",

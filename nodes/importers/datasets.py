@@ -1,0 +1,111 @@
+"""Knowledge-base search nodes of FastGPT and Dify -> ``knowledge_retrieval``: the dataset
+ids and the search settings both share.
+
+**Dataset ids.** A source dataset id becomes ``dataset_map[id]``, else
+``dataset_map["*"]``, else stays itself (made a valid dataset id): then the report warns
+(``unmapped_dataset``) with the commands that create a dataset of that id and fill it
+(``flowloom datasets create NAME --id ID --embedding-model MODEL``, ``flowloom
+datasets add ID FILES --wait``) and how to map it instead (``--dataset 'SOURCE=ID'`` /
+``"dataset_map"``). A search node with no dataset at all (a template whose user has not
+chosen one) and no ``"*"`` mapping cannot search: that is an error (``unmapped_dataset``;
+a partial import makes it a placeholder).
+
+**Settings** carried over: the score threshold (FastGPT ``similarity``, Dify
+``score_threshold``), the quote budget (FastGPT ``limit`` tokens), ``top_k`` (Dify),
+the mode (FastGPT ``searchMode``: ``embedding`` / ``fullTextRecall`` / ``mixedRecall``;
+Dify ``search_method``), weighted fusion (Dify's ``weighted_score``), a rerank model of
+the registry. What does not carry over is named in the report.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from .base import BaseImporter, Planned, number
+from .refs import Unconvertible
+
+__all__ = ["DatasetImport", "FASTGPT_MODES"]
+
+#: FastGPT ``searchMode`` -> Flowloom ``mode``
+FASTGPT_MODES = {"embedding": "semantic", "fullTextRecall": "full_text", "mixedRecall": "hybrid"}
+
+_INVALID = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+class DatasetImport(BaseImporter):
+    """The dataset mapping every importer shares (module docstring); mixed into the
+    importers before their node converters."""
+
+    def dataset_hint(self, source: str, target: str = "ID") -> str:
+        """How to map dataset ``source`` in the caller's terms (CLI flag or API field)."""
+        if self.hints.style == "cli":
+            return f"--dataset '{source}={target}'"
+        return f'"dataset_map": {{{json.dumps(source, ensure_ascii=False)}: {json.dumps(target, ensure_ascii=False)}}}'
+
+    def dataset_ids(self, sources: list[str], p: Planned, names: dict[str, str] | None = None) -> list[str]:
+        """The Flowloom dataset ids of ``sources`` (module docstring); ``names``: source id ->
+        its name in the source (for the create command), when the source has it.
+
+        Raises:
+            Unconvertible: (``unmapped_dataset``) no dataset in the source and no ``"*"`` mapping.
+        """
+        dataset_map: dict[str, str] = getattr(self, "dataset_map", {}) or {}
+        out: list[str] = []
+        if not sources:
+            if "*" not in dataset_map:
+                raise Unconvertible(f"the search node has no dataset selected in the source; map one with "
+                                    f"{self.dataset_hint('*')} (create and fill one with: flowloom datasets create "
+                                    "NAME --id ID --embedding-model MODEL, then flowloom datasets add ID FILES "
+                                    "--wait)", "unmapped_dataset")
+            sources = ["*"]
+        for source in sources:
+            target = dataset_map.get(source) or dataset_map.get("*")
+            if target is None:
+                target = _INVALID.sub("_", source)[:64] or "dataset"
+                name = (names or {}).get(source) or target
+                self.warn("unmapped_dataset", f"dataset {source!r} is not mapped: it is searched as dataset "
+                          f"{target!r}, which must exist when the workflow runs. Create and fill it with: "
+                          f"flowloom datasets create {json.dumps(name, ensure_ascii=False)} --id {target} "
+                          f"--embedding-model MODEL, then flowloom datasets add {target} FILES --wait; or map it "
+                          f"to a dataset you have with {self.dataset_hint(source)}", p)
+            self.datasets_mapped[source] = target
+            if target not in out:
+                out.append(target)
+        return out
+
+    @property
+    def datasets_mapped(self) -> dict[str, str]:
+        """Source dataset id (``"*"``: none selected) -> the dataset id it became."""
+        if not hasattr(self, "_datasets_mapped"):
+            self._datasets_mapped: dict[str, str] = {}
+        return self._datasets_mapped
+
+    def rerank_settings(self, model: Any, p: Planned, top_n: Any = None) -> dict[str, Any] | None:
+        """``rerank`` for a source rerank model: the registry's model of that name (or the
+        mapped one), else None with a warning that rerank was not carried over."""
+        name = str(model or "").strip()
+        model_map = self.model_map
+        target = model_map.get(name) if name else None
+        registry = self.registry
+        if target is None and name and registry is not None and registry.has(name):
+            target = name
+        if target is None or (registry is not None and not registry.has(target)):
+            what = f"rerank model {name!r}" if name else "rerank (no model named)"
+            self.warn("not_carried_over", f"{what} is not in the model registry: results are not reranked; map it "
+                      f"with {self.hints.mapping(name or 'RERANK', 'NAME')} to a rerank model", p)
+            return None
+        self.models[name] = target
+        out: dict[str, Any] = {"model": target}
+        n = number(top_n)
+        if n is not None and 1 <= int(n) <= 200:
+            out["top_n"] = int(n)
+        return out
+
+    def threshold(self, value: Any) -> float | None:
+        """A score threshold in [0, 1] (out-of-range or missing: None)."""
+        n = number(value)
+        if n is None or not 0 < float(n) <= 1:
+            return None
+        return round(float(n), 4)

@@ -1,0 +1,54 @@
+"""The corpus' knowledge-base files imported with a dataset map and run against a dataset
+filled from a test document (the real SQLite knowledge store and KnowledgeService, the
+scripted server's embeddings and chat): FastGPT's simple dataset chat and Dify's
+knowledge chat answer from the document and cite it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.support.openai_server import openai_server, scripted_registry, text_reply  # noqa: F401  (fixtures)
+from tests.support.policy_kb import open_policy_kb
+
+from .helpers import DIFY, FASTGPT, load, needs_corpus, run
+
+pytestmark = needs_corpus
+
+QUESTION = "refunds paid to the original card within how many days after the returned item arrives"
+
+
+def search_and_chat(state: Any, search_id: str, chat_id: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    assert state.status == "succeeded", state.error
+    return state.node_runs[search_id].outputs["chunks"], state.node_runs[chat_id].outputs
+
+
+async def test_fastgpt_simple_dataset_chat_answers_from_the_mapped_dataset(openai_server, scripted_registry, tmp_path):
+    result = load(FASTGPT / "simpleDatasetChat_template.json", models=scripted_registry,
+                  model_map={"gpt-4o-mini": "tools-model"}, dataset_map={"*": "policies"})
+    assert not result.errors
+    openai_server.script(text_reply("Within 14 days [1]."))
+    async with open_policy_kb(tmp_path, scripted_registry, tenant="default") as kb:
+        state, _ = await run(result, registry=scripted_registry, tmp_path=tmp_path, knowledge=kb, query=QUESTION)
+    chunks, chat = search_and_chat(state, "iKBoX2vIzETU", "7BdojPlukIQw")
+    assert chunks and "14 days" in chunks[0]["text"] and chunks[0]["dataset_id"] == "policies"
+    assert all(c["score"] > 0 for c in chunks)
+    assert chat["answer"] == "Within 14 days [1]." and chat["citations"][0]["source_name"] == "returns.md"
+    system = openai_server.bodies[0]["messages"][0]["content"]
+    assert "[1] source: returns.md" in system and "14 days" in system  # FastGPT's quote role: system
+
+
+async def test_dify_knowledge_chat_answers_from_the_mapped_dataset(openai_server, scripted_registry, tmp_path):
+    source_id = "2516f4a8-9329-4845-a914-7965090ee2e2"
+    result = load(DIFY / "knowledge_chat_retrieval.yml", models=scripted_registry,
+                  model_map={"deepseek-v3-241226": "tools-model"}, dataset_map={source_id: "policies"})
+    assert not result.errors and result.datasets == {source_id: "policies"}
+    openai_server.script(text_reply("参考 [1]：14 天内退款。"))
+    async with open_policy_kb(tmp_path, scripted_registry, tenant="default") as kb:
+        state, _ = await run(result, registry=scripted_registry, tmp_path=tmp_path, knowledge=kb, query=QUESTION)
+    chunks, chat = search_and_chat(state, "1743994832383", "1743994891832")
+    assert len(chunks) <= 4 and "14 days" in chunks[0]["text"]
+    # Dify's prompt places the context itself ({{#context#}} -> {{ quote }}): the numbered chunks are there
+    system = openai_server.bodies[0]["messages"][0]["content"]
+    assert "<info>\n[1] source: returns.md" in system
+    assert [c["citation_id"] for c in chat["citations"]] == ["1"]
+    assert state.answer == "参考 [1]：14 天内退款。"
