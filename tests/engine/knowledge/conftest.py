@@ -1,5 +1,6 @@
-"""Fixtures of the knowledge service tests: the real SQLite knowledge store (a file in the
-test's folder), the real parser, chunker and registry clients against the scripted server."""
+"""Fixtures of the knowledge service tests: the real knowledge stores (SQLite, and
+PostgreSQL with pgvector), the real parser, chunker and registry clients against the
+scripted server."""
 
 from __future__ import annotations
 
@@ -16,11 +17,27 @@ from nodes.knowledge.embeddings import RegistryEmbedder, RegistryReranker
 from nodes.knowledge.parsing import DocumentParser
 
 
+#: run a test on both stores: ``@BOTH_STORES`` (the others run on SQLite)
+BOTH_STORES = pytest.mark.parametrize("knowledge_url", ["sqlite", "postgres"], indirect=True)
+
+
 @pytest.fixture
-async def knowledge_store(tmp_path: Path) -> AsyncIterator[Any]:
+def knowledge_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A SQLite file in the test's folder, or (``@BOTH_STORES``) also a fresh PostgreSQL
+    database with pgvector (a sync fixture: the database is made outside the test's
+    event loop)."""
+    if getattr(request, "param", "sqlite") == "sqlite":
+        return f"sqlite:///{tmp_path / 'knowledge.db'}"
+    return request.getfixturevalue("make_pgvector_database")()
+
+
+@pytest.fixture
+async def knowledge_store(knowledge_url: str, tmp_path: Path) -> AsyncIterator[Any]:
+    """The knowledge store of :func:`knowledge_url`."""
     from workers.knowledge import open_knowledge_store
 
-    store = await open_knowledge_store(f"sqlite:///{tmp_path / 'knowledge.db'}", tmp_path)
+    url = knowledge_url
+    store = await open_knowledge_store(url, tmp_path)
     try:
         yield store
     finally:

@@ -14,7 +14,7 @@ from engine.knowledge.service import InvalidDataset, Upload
 from schemas.knowledge import ChunkingSettings, DatasetCreate, DatasetUpdate, DocumentStatus, SearchRequest
 from tests.support.knowledge_files import corpus, pdf_bytes
 
-from .conftest import wait_ended
+from .conftest import BOTH_STORES, wait_ended
 
 T = "tenant-a"
 
@@ -35,6 +35,7 @@ async def semantic_dataset(service, **chunking):
 
 
 @pytest.mark.slow
+@BOTH_STORES
 async def test_a_batch_of_every_format_is_ingested_and_bad_files_are_rejected_alone(make_service, openai_server):
     service = make_service(max_document_bytes=60_000)
     dataset = await semantic_dataset(service)
@@ -62,6 +63,7 @@ async def test_a_batch_of_every_format_is_ingested_and_bad_files_are_rejected_al
     assert result.hits[0].source_name == "pandas.csv" and "bamboo" in result.hits[0].text
 
 
+@BOTH_STORES
 async def test_re_adding_unchanged_bytes_changes_nothing(service, openai_server):
     dataset = await semantic_dataset(service)
     first = await service.add_documents(T, dataset.id, [Upload("tea.md", corpus()["tea.md"])])
@@ -78,6 +80,7 @@ async def test_re_adding_unchanged_bytes_changes_nothing(service, openai_server)
 SECTIONS = [f"# Part {i}\n\nPart {i} explains topic number {i} with its own words." for i in range(8)]
 
 
+@BOTH_STORES
 async def test_changing_one_paragraph_re_embeds_only_its_chunks(service, openai_server):
     dataset = await semantic_dataset(service)
     await service.add_documents(T, dataset.id, [Upload("guide.md", "\n\n".join(SECTIONS).encode())])
@@ -137,6 +140,7 @@ async def test_usage_is_reported_per_batch(make_service, openai_server):
     assert sum(tokens for _, tokens, _ in seen) > 0 and all(cost > 0 for _, _, cost in seen)
 
 
+@BOTH_STORES
 async def test_changing_the_embedding_model_keeps_searches_on_the_old_index_until_the_new_is_built(
         service, openai_server):
     dataset = await semantic_dataset(service)
@@ -163,6 +167,7 @@ async def test_changing_the_embedding_model_keeps_searches_on_the_old_index_unti
     assert models[-1] == "embed2-dim48"
 
 
+@BOTH_STORES
 async def test_delete_a_document_and_a_dataset(service, openai_server):
     dataset = await semantic_dataset(service)
     outcomes = await service.add_documents(T, dataset.id, [Upload("tea.md", corpus()["tea.md"]),
@@ -210,6 +215,7 @@ class RecordingQueue:
         self.submitted.extend(document_ids)
 
 
+@BOTH_STORES
 async def test_an_interrupted_ingestion_resumes_without_embedding_a_chunk_twice(make_service, openai_server):
     queue = RecordingQueue()
     service = make_service(queue=queue)
@@ -247,6 +253,7 @@ async def test_a_document_held_by_another_worker_is_ingested_after_its_lease(mak
     assert openai_server.requests[0].received_at - time.monotonic() + time.time() >= held_until - 0.05
 
 
+@BOTH_STORES
 async def test_a_new_version_uploaded_during_an_ingestion_is_ingested_by_it(make_service, openai_server):
     service = make_service(queue=RecordingQueue())
     dataset = await semantic_dataset(service)
