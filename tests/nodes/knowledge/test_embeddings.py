@@ -115,3 +115,12 @@ def test_a_chat_node_naming_an_embedding_model_does_not_compile(scripted_registr
     [problem] = [p for p in info.value.problems if p.code == "unknown_model"]
     assert problem.node_id == "chat" and problem.path == "config.model" and "'embed-model'" in problem.message
     assert "embed-model," not in problem.message  # the known models listed are chat models
+
+
+async def test_a_token_budget_splits_requests_too(openai_server, scripted_registry):
+    embedder = RegistryEmbedder(scripted_registry, token_budget=30)
+    texts = ["word " * 40, "short one", "short two", "word " * 10]  # ~50, 3, 3, ~13 estimated tokens
+    batch = await embedder.embed("embed-model", texts)
+    assert len(batch.vectors) == 4
+    inputs = [r.body["input"] for r in openai_server.requests if r.path == "/v1/embeddings"]
+    assert inputs == [[texts[0]], texts[1:]]  # the oversized text alone, the rest within the budget
