@@ -16,6 +16,13 @@ Which limits hold for a run of app ``A`` by tenant ``T`` (0 or none: unlimited):
 - the app's: ``A``'s own limit when the tenant set one (no default); counted over the
   runs of ``A``. An app is the workflow the run executes (its id).
 
+Tokens spent without a run count too: the embeddings of knowledge-base ingestion and
+searches (:meth:`Quotas.record_tokens`, called by the knowledge service's usage hook,
+wired in :mod:`api.runtime`). Work that spends them - an upload, a re-index, a change of
+embedding model, a search of ``/v1/datasets`` - asks :meth:`Quotas.check_tokens` first
+and is refused (429) while the day's tokens are used up; a document already accepted
+finishes its ingestion (its tokens count, so the next request is refused).
+
 The counting and its atomicity live in :mod:`workers.sql.quotas` (one transaction,
 locked per tenant, on SQLite and PostgreSQL).
 
@@ -140,6 +147,30 @@ class Quotas:
         if isinstance(outcome, QuotaRefusal):
             raise QuotaExceeded(outcome)
         return Admission(outcome)
+
+    async def check_tokens(self, tenant_id: str, app_id: str | None = None) -> None:
+        """Refuse work that spends tokens outside a run while the tenant's (or the app's)
+        tokens per day are used up.
+
+        Raises:
+            QuotaExceeded: ``tokens_per_day`` of the tenant or of the app (nothing stored).
+        """
+        own_tenant, own_app = await self.store.limits(tenant_id, app_id or "")
+        checks = [QuotaCheck(None, 0, self.effective(own_tenant, app=False).tokens_per_day)]
+        if app_id is not None:
+            checks.append(QuotaCheck(app_id, 0, self.effective(own_app, app=True).tokens_per_day))
+        if not any(check.tokens_per_day for check in checks):
+            return
+        now = time.time()
+        start, end = day_bounds(now)
+        refusal = await self.store.check_tokens(tenant_id, checks, now=now, day_start=start, day_end=end)
+        if refusal is not None:
+            raise QuotaExceeded(refusal)
+
+    async def record_tokens(self, tenant_id: str, tokens: int, cost: float = 0.0, *, app_id: str | None = None,
+                            source: str = "embedding") -> None:
+        """Count ``tokens`` spent outside a run in the tenant's day (and the app's, when given)."""
+        await self.store.record_usage(tenant_id, app_id, source, tokens, cost, now=time.time())
 
     async def release(self, admission: Admission) -> None:
         """Give back the slot of an admission whose run never started."""

@@ -11,7 +11,9 @@ Two tables (migration 0005):
 seconds. **Tokens per day** is the tokens (in + out, as the run store keeps them on
 ``runs``, raised by every checkpoint) of the runs admitted since 00:00 UTC, so the
 count follows whatever process executes the run (API task, queue worker), and a run
-that is still going counts what it has spent so far.
+that is still going counts what it has spent so far. Tokens spent outside runs - the
+embeddings of knowledge-base ingestion and searches - are rows of ``token_usage``
+(:meth:`SqlQuotaStore.record_usage`, migration 0007) and count in the same day.
 
 Correct under concurrency, in one process and across processes, on both backends:
 :meth:`SqlQuotaStore.admit` counts and inserts in one transaction that starts by
@@ -39,7 +41,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
 from .store import SqlStore
-from .tables import QuotaAdmissionRow, QuotaLimitRow, RunRow, TenantRow
+from .tables import QuotaAdmissionRow, QuotaLimitRow, RunRow, TenantRow, TokenUsageRow
 
 __all__ = ["QuotaCheck", "QuotaLimits", "QuotaRefusal", "QuotaUsage", "SqlQuotaStore", "WINDOW_S"]
 
@@ -47,6 +49,7 @@ limits_table = QuotaLimitRow.__table__
 admissions = QuotaAdmissionRow.__table__
 runs = RunRow.__table__
 tenants = TenantRow.__table__
+usage_rows = TokenUsageRow.__table__
 
 #: the runs-per-minute window, in seconds
 WINDOW_S = 60.0
@@ -248,6 +251,32 @@ class SqlQuotaStore:
                 tenant_id=tenant_id, app_id=app_id, run_id=run_id, admitted_at=now).returning(admissions.c.id))
             return int(result.scalar_one())
 
+    async def check_tokens(self, tenant_id: str, checks: Sequence[QuotaCheck], *, now: float, day_start: float,
+                           day_end: float) -> QuotaRefusal | None:
+        """The first check whose ``tokens_per_day`` is used up, else None (nothing stored):
+        for work that spends tokens without a run (embeddings), refused before it starts."""
+        async with self.store._tx() as conn:
+            for check in checks:
+                if check.tokens_per_day > 0:
+                    used = await self._tokens_since(conn, tenant_id, check.app_id, day_start)
+                    if used >= check.tokens_per_day:
+                        return QuotaRefusal(check.app_id, "tokens_per_day", check.tokens_per_day, used,
+                                            day_end - now)
+        return None
+
+    async def record_usage(self, tenant_id: str, app_id: str | None, source: str, tokens: int, cost: float, *,
+                           now: float) -> None:
+        """Count ``tokens`` spent outside a run (``source``: ``embedding``) in the day of
+        the tenant (``app_id`` None) or of the app whose key spent them. Rows older than
+        two days are deleted as new ones come in (they no longer count)."""
+        if tokens <= 0 and cost <= 0:
+            return
+        async with self.store._tx() as conn:
+            await conn.execute(sa.delete(usage_rows).where(usage_rows.c.tenant_id == tenant_id,
+                                                           usage_rows.c.used_at < now - _KEEP_S))
+            await conn.execute(sa.insert(usage_rows).values(tenant_id=tenant_id, app_id=app_id or "", source=source,
+                                                            tokens=int(tokens), cost=float(cost), used_at=now))
+
     async def release(self, admission_id: int) -> None:
         """Forget an admission whose run never started (its request was refused after
         admission, e.g. inputs that do not fit), so it does not take a slot."""
@@ -282,4 +311,10 @@ class SqlQuotaStore:
                                                         admissions.c.admitted_at >= day_start)
         stmt = sa.select(sa.func.coalesce(sa.func.sum(runs.c.tokens_in + runs.c.tokens_out), 0)).where(
             runs.c.tenant_id == tenant_id, runs.c.run_id.in_(admitted))
-        return int((await conn.execute(stmt)).scalar_one())
+        in_runs = int((await conn.execute(stmt)).scalar_one())
+        outside = usage_rows.c.tenant_id == tenant_id
+        if app_id is not None:
+            outside = sa.and_(outside, usage_rows.c.app_id == app_id)
+        spent = sa.select(sa.func.coalesce(sa.func.sum(usage_rows.c.tokens), 0)).where(
+            outside, usage_rows.c.used_at >= day_start)
+        return in_runs + int((await conn.execute(spent)).scalar_one())

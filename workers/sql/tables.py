@@ -28,6 +28,7 @@ __all__ = [
     "RunEventRow",
     "RunRow",
     "TenantRow",
+    "TokenUsageRow",
     "WorkflowDocRow",
     "WorkflowRow",
     "WorkflowVersionRow",
@@ -295,3 +296,23 @@ class QuotaAdmissionRow(_Table, table=True):
     app_id: str = Field(sa_type=Text)
     run_id: str = Field(sa_type=Text)
     admitted_at: float = Field(sa_type=Seconds)
+
+
+class TokenUsageRow(_Table, table=True):
+    """Model tokens a tenant spent outside runs (``source``: ``embedding`` for ingestion
+    and searches of knowledge bases), counted in its tokens per day beside its runs'.
+    ``app_id`` is empty for the tenant's own use, else the app whose key spent them."""
+
+    __tablename__ = "token_usage"
+    __table_args__ = (
+        sa.Index("ix_token_usage_tenant_at", "tenant_id", "used_at"),
+        sa.Index("ix_token_usage_tenant_app_at", "tenant_id", "app_id", "used_at"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    tenant_id: str = Field(sa_type=Text)
+    app_id: str = Field(default="", sa_type=Text)
+    source: str = Field(sa_type=Text)
+    tokens: int = Field(sa_type=sa.BigInteger)
+    cost: float = Field(default=0.0, sa_type=sa.Double)
+    used_at: float = Field(sa_type=Seconds)
