@@ -249,6 +249,11 @@ class TerminalView:
         timing = "" if status == "skipped" else f" in {event.elapsed_ms:.1f} ms"
         self._line((f"  {mark} ", style), (self._name(event), "bold"), f" [{event.kind}] ", (status, style),
                    timing + detail)
+        citations = (event.outputs or {}).get("citations") if status == "succeeded" else None
+        if isinstance(citations, list) and citations:  # a chat answer's sources (QuotePiece dicts)
+            sources = "; ".join(f"[{c.get('citation_id')}] {c.get('source_name') or c.get('document_id') or '?'}"
+                                for c in citations if isinstance(c, dict))
+            self._line(("    sources: ", "dim"), sources)
 
     def _on_node_warning(self, event: Any) -> None:
         self._line(("  ⚠ ", "yellow"), (self._name(event), "bold"), f" [{event.kind}] ", (event.code, "yellow"),
