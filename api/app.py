@@ -4,7 +4,10 @@ The app's lifespan opens the run service of :func:`api.runtime.open_service` (th
 stores and wiring as the CLI: SQLite under ``FLOWLOOM_HOME`` by default, or
 ``FLOWLOOM_DATABASE_URL``), the key store on the same database, and the executor
 whose tasks run the runs; it creates the default tenant on first start. Every route
-goes through the run service (the one implementation of the run lifecycle).
+goes through the run service (the one implementation of the run lifecycle); the
+dataset routes through its knowledge service, whose unfinished ingestions a sweeper
+task hands to the ingestion queue again (at start, then every :data:`SWEEP_S` seconds;
+with Redis the workers sweep instead).
 
 ``/health`` and the OpenAPI document (``/openapi.json``, ``/docs``) are open; every
 other route needs an API key (:mod:`api.auth`). Errors are JSON with their real status
@@ -13,9 +16,11 @@ other route needs an API key (:mod:`api.auth`). Errors are JSON with their real 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import logging
 from importlib import metadata
-from typing import AsyncIterator
+from typing import Any, AsyncIterator
 
 from fastapi import FastAPI
 
@@ -36,10 +41,13 @@ from .routes import chats as chat_routes, routers
 from .runtime import open_service
 from .static import dist_of, install_canvas
 
-__all__ = ["HEARTBEAT_S", "create_app", "key_store_of"]
+__all__ = ["HEARTBEAT_S", "SWEEP_S", "create_app", "key_store_of", "sweep_ingestion"]
 
 #: seconds between two heartbeat comments of an idle SSE stream
 HEARTBEAT_S = 15.0
+#: seconds between two sweeps for unfinished ingestions (an ingestion lease's length)
+SWEEP_S = 30.0
+logger = logging.getLogger("flowloom.api")
 
 
 def _version() -> str:
@@ -61,14 +69,30 @@ def key_store_of(service: RunService) -> KeyStore:
     return SqlKeyStore(store)
 
 
+async def sweep_ingestion(knowledge: Any, every_s: float) -> None:
+    """Give documents whose ingestion stopped (a process ended mid-way: its lease expired,
+    or it was queued and never started) to the ingestion queue again: at start, then
+    every ``every_s`` seconds. A failure is logged and tried again next round."""
+    while True:
+        try:
+            found = await knowledge.resubmit_unfinished()
+            if found:
+                logger.info("ingestion: %d unfinished document(s) queued again", len(found))
+        except Exception as exc:  # noqa: BLE001 - the sweeper must outlive a store hiccup
+            logger.warning("ingestion sweep failed: %s", exc)
+        await asyncio.sleep(every_s)
+
+
 def create_app(settings: Settings | None = None, *, heartbeat_s: float = HEARTBEAT_S,
-               shutdown_grace_s: float = 5.0) -> FastAPI:
+               shutdown_grace_s: float = 5.0, sweep_s: float = SWEEP_S) -> FastAPI:
     """The API app over the stores ``settings`` name (default: the process settings).
 
-    ``heartbeat_s``: seconds between heartbeat comments of idle SSE streams;
+    ``heartbeat_s``: seconds between heartbeat comments of idle SSE streams; ``sweep_s``:
+    seconds between two sweeps for documents whose ingestion stopped (:func:`sweep_ingestion`);
     ``shutdown_grace_s``: how long a shutdown waits for executing runs before
     cancelling them. ``app.state`` holds ``settings``, and while the app runs ``service``,
-    ``keys``, ``executor``, ``workflows``, ``quotas`` (:class:`api.quotas.Quotas`) and
+    ``keys``, ``executor``, ``workflows``, ``quotas`` (:class:`api.quotas.Quotas`),
+    ``knowledge`` (the knowledge service: ``/v1/datasets``) and
     ``first_start`` (True when this start created the default tenant). Request bodies
     over ``settings.max_request_bytes`` get 413 unread (:mod:`api.limits`).
     """
@@ -85,9 +109,16 @@ def create_app(settings: Settings | None = None, *, heartbeat_s: float = HEARTBE
             app.state.workflows = SqlWorkflowStore(keys.store)  # type: ignore[attr-defined]
             app.state.dispatch = open_dispatcher(chosen, service)  # queued execution; None: all inline
             app.state.quotas = Quotas(quota_store_of(service.stores.runs), chosen)
+            app.state.knowledge = service.knowledge
+            # with Redis the workers sweep (workers.rq.knowledge.sweep_unfinished), one at a time
+            sweeper = asyncio.create_task(sweep_ingestion(service.knowledge, sweep_s)) if not chosen.redis_url else None
             try:
                 yield
             finally:
+                if sweeper is not None:
+                    sweeper.cancel()
+                    with contextlib.suppress(asyncio.CancelledError, Exception):
+                        await sweeper
                 await executor.close(shutdown_grace_s)
 
     app = FastAPI(title="Flowloom", version=_version(), lifespan=lifespan, redoc_url=None,

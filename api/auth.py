@@ -16,14 +16,15 @@ from typing import Annotated
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from engine.knowledge.service import KnowledgeService
 from engine.ports import KeyStore
 from engine.service import RunService
 
 from .errors import ApiError
 from .executor import RunExecutor
 
-__all__ = ["Admin", "Caller", "Executor", "Keys", "Principal", "Service", "admin", "key_store", "principal",
-           "run_executor", "run_service"]
+__all__ = ["Admin", "Caller", "Executor", "Keys", "Knowledge", "Principal", "Service", "admin", "key_store",
+           "knowledge_service", "principal", "run_executor", "run_service"]
 
 _bearer = HTTPBearer(auto_error=False, scheme_name="ApiKey",
                      description="an API key (`fl_<prefix>_<secret>`; `flowloom keys create`)")
@@ -59,9 +60,15 @@ async def run_executor(request: Request) -> RunExecutor:
     return request.app.state.executor
 
 
+async def knowledge_service(request: Request) -> KnowledgeService:
+    """The app's knowledge service (datasets, documents, search), opened with the run service."""
+    return request.app.state.knowledge
+
+
 Service = Annotated[RunService, Depends(run_service)]
 Keys = Annotated[KeyStore, Depends(key_store)]
 Executor = Annotated[RunExecutor, Depends(run_executor)]
+Knowledge = Annotated[KnowledgeService, Depends(knowledge_service)]
 
 
 def _unauthorized(message: str, error: str | None = None) -> ApiError:

@@ -17,6 +17,12 @@ a quota exceeded (:mod:`api.quotas`, ``Retry-After``)   429     ``quota_exceeded
 ``RunNotResumable``, ``UnknownInterrupt``, ``RunOwned`` 409    ``conflict``
 ``WorkflowNotFound``                                   404    ``not_found``
 ``StaleVersion`` (+ ``current_version``), ``WorkflowExists`` 409 ``conflict``
+``DatasetNotFound``, ``DocumentNotFound``              404    ``not_found``
+``DatasetExists``                                      409    ``conflict``
+``InvalidDataset`` (not an embedding model, no pgvector) 422   ``invalid_dataset``
+``DocumentRejected``                                   413/422 ``payload_too_large`` / ``invalid_document``
+``VectorSearchUnavailable`` (no pgvector)              422    ``vector_search_unavailable``
+``EmbeddingError`` (an embeddings endpoint failed)     502    ``embedding_error``
 other ``StoreError``                                   503     ``store_error``
 anything else                                          500     ``internal_error``
 =====================================================  ======  =====================
@@ -50,6 +56,9 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from engine.errors import CompileError, FlowloomError, InvalidInputs, UnknownInterrupt
+from engine.knowledge.service import InvalidDataset
+from engine.knowledge.ports import (DatasetExists, DatasetNotFound, DocumentNotFound, DocumentRejected, EmbeddingError,
+                                    VectorSearchUnavailable)
 from engine.ports import ChatNotFound, KeyNotFound, RunNotFound, RunOwned, StoreError, TenantNotFound
 from engine.ports import StaleVersion, WorkflowExists, WorkflowNotFound
 from engine.service import RunNotResumable
@@ -111,11 +120,34 @@ def describe(exc: BaseException) -> tuple[int, dict[str, Any], dict[str, str]]:
         return 409, error_body("conflict", str(exc)), {}
     if isinstance(exc, (RunNotResumable, UnknownInterrupt, RunOwned)):
         return 409, error_body("conflict", str(exc)), {}
+    knowledge = _knowledge_error(exc)
+    if knowledge is not None:
+        return knowledge
     if isinstance(exc, StoreError):
         logger.error("run store problem: %s", exc)
         return 503, error_body("store_error", "the run store is not available; see the server log"), {}
     logger.error("internal error: %s: %s", type(exc).__name__, exc, exc_info=exc)
     return 500, error_body("internal_error", "internal error; the server log has the details"), {}
+
+
+def _knowledge_error(exc: BaseException) -> tuple[int, dict[str, Any], dict[str, str]] | None:
+    """The answer to an error of the knowledge bases (table in the module docstring), else None."""
+    if isinstance(exc, (DatasetNotFound, DocumentNotFound)):
+        return 404, error_body("not_found", str(exc)), {}
+    if isinstance(exc, DatasetExists):
+        return 409, error_body("conflict", str(exc)), {}
+    if isinstance(exc, InvalidDataset):
+        return 422, error_body("invalid_dataset", str(exc), [{"loc": ["body", exc.field], "message": str(exc),
+                                                              "code": "invalid_dataset"}]), {}
+    if isinstance(exc, DocumentRejected):
+        kind = "payload_too_large" if exc.status == 413 else "invalid_document"
+        return exc.status, error_body(kind, str(exc), [{"reason": exc.reason, "message": str(exc)}]), {}
+    if isinstance(exc, VectorSearchUnavailable):
+        return 422, error_body("vector_search_unavailable", str(exc)), {}
+    if isinstance(exc, EmbeddingError):
+        logger.warning("embeddings endpoint problem: %s", exc)
+        return 502, error_body("embedding_error", str(exc)), {}
+    return None
 
 
 #: the OpenAI-compatible paths: every error of theirs is in OpenAI's shape (the

@@ -9,31 +9,93 @@ workflow directories for workflow tools. With ``Settings.redis_url`` the command
 channel is Redis (:class:`~workers.redis_bus.RedisCommandChannel`: a stop reaches a
 queued run's worker on any machine); without it, the SQL store. The CLI, the HTTP API
 and the queue workers (``flowloom worker``) all use this function.
+
+Knowledge bases (:func:`open_knowledge`): the knowledge store on the same database
+(:func:`workers.knowledge.open_knowledge_store`: SQLite with sqlite-vec and FTS5, or
+PostgreSQL with pgvector), the parser, chunker, embedder and reranker of
+``nodes.knowledge`` on the model registry, and the ingestion queue: tasks of this
+process by default, RQ jobs for ``flowloom worker`` with ``Settings.redis_url``. The
+embedding tokens of ingestion count in the tenant's daily token quota (the
+``token_usage`` rows of :mod:`workers.sql.quotas`). The service is the run service's
+``knowledge`` (what ``knowledge_retrieval`` nodes search) and the API's and CLI's.
 """
 
 from __future__ import annotations
 
 import contextlib
-from typing import AsyncIterator
+import time
+from typing import TYPE_CHECKING, AsyncIterator, Awaitable, Callable
 
 from engine.service import RunService, Stores
 from engine.settings import Settings
 from engine.workflow_store import WorkflowStore
 from nodes import builtin_catalog
-from nodes.model_registry import registry_for
+from nodes.model_registry import ModelRegistry, registry_for
 from workers.memory import memory_store_for
 from workers.redis_bus import RedisCommandChannel
 from workers.sql import SqlStore, default_database_url
 from workers.sql.chats import SqlChatStore
+from workers.sql.quotas import SqlQuotaStore
+
+if TYPE_CHECKING:
+    from engine.knowledge.service import KnowledgeService
 
 from .redaction import install as install_log_redaction
 
-__all__ = ["database_url", "open_service"]
+__all__ = ["database_url", "open_knowledge", "open_service"]
 
 
 def database_url(settings: Settings) -> str:
     """``settings.database_url``, else the embedded SQLite file under ``settings.home``."""
     return settings.database_url or default_database_url(settings.home)
+
+
+def _usage_recorder(store: SqlStore) -> Callable[[str, int, float], Awaitable[None]]:
+    """``on_usage(tenant_id, tokens, cost)`` of the knowledge service: the tokens count in
+    the tenant's tokens per day (:mod:`api.quotas`)."""
+    quotas = SqlQuotaStore(store)
+
+    async def record(tenant_id: str, tokens: int, cost: float) -> None:
+        await quotas.record_usage(tenant_id, None, "embedding", tokens, cost, now=time.time())
+
+    return record
+
+
+@contextlib.asynccontextmanager
+async def open_knowledge(settings: Settings, registry: ModelRegistry, store: SqlStore
+                         ) -> AsyncIterator[KnowledgeService]:
+    """The knowledge service on the database of ``store`` (module docstring); stops its
+    in-process ingestion tasks and closes its store on exit (an unfinished document is
+    continued by the next process that sweeps: ``flowloom serve``, ``datasets add``).
+
+    Raises:
+        StoreError: the knowledge store cannot be opened (names the URL, password masked).
+    """
+    from engine.knowledge.service import KnowledgeService
+    from nodes.knowledge.chunking import TextChunker
+    from nodes.knowledge.embeddings import RegistryEmbedder, RegistryReranker
+    from nodes.knowledge.parsing import DocumentParser
+    from workers.knowledge import open_knowledge_store
+
+    knowledge_store = await open_knowledge_store(database_url(settings), settings.home)
+    queue = None
+    if settings.redis_url:
+        from workers.rq.knowledge import RQIngestionQueue
+
+        queue = RQIngestionQueue(settings.redis_url)
+    try:
+        service = KnowledgeService(store=knowledge_store, parser=DocumentParser(), chunker=TextChunker(),
+                                   embedder=RegistryEmbedder(registry), reranker=RegistryReranker(registry),
+                                   queue=queue, max_document_bytes=settings.knowledge_max_document_bytes,
+                                   on_usage=_usage_recorder(store), lease_s=settings.lease_ttl)
+        try:
+            yield service
+        finally:
+            await service.aclose()
+    finally:
+        if queue is not None:
+            queue.close()
+        await knowledge_store.close()
 
 
 @contextlib.asynccontextmanager
@@ -53,9 +115,10 @@ async def open_service(settings: Settings) -> AsyncIterator[RunService]:
     commands = RedisCommandChannel(settings.redis_url) if settings.redis_url else store
     try:
         stores = Stores(runs=store, events=store, commands=commands, chats=SqlChatStore(store))
-        yield RunService(catalog=builtin_catalog(), stores=stores,
-                         settings=settings, models=registry, memory=memory,
-                         workflows=WorkflowStore.from_settings(settings))
+        async with open_knowledge(settings, registry, store) as knowledge:
+            yield RunService(catalog=builtin_catalog(), stores=stores,
+                             settings=settings, models=registry, memory=memory,
+                             workflows=WorkflowStore.from_settings(settings), knowledge=knowledge)
     finally:
         with contextlib.suppress(Exception):
             await memory.close()

@@ -91,6 +91,10 @@ class Settings(BaseSettings):
     ``quota_runs_per_minute`` (``FLOWLOOM_QUOTA_RUNS_PER_MINUTE``): run starts and
     continuations admitted in any 60 seconds; ``quota_tokens_per_day``
     (``FLOWLOOM_QUOTA_TOKENS_PER_DAY``): model tokens (in + out) per UTC day.
+
+    Knowledge bases: ``knowledge_max_document_bytes``
+    (``FLOWLOOM_KNOWLEDGE_MAX_DOCUMENT_BYTES``): the largest document a dataset accepts
+    (a larger upload is rejected with 413, the other files of its batch kept).
     """
 
     model_config = SettingsConfigDict(env_prefix="FLOWLOOM_", extra="ignore", env_file=".env",
@@ -130,6 +134,7 @@ class Settings(BaseSettings):
     run_idle_timeout_s: float = Field(default=300.0, ge=0)
     quota_runs_per_minute: int = Field(default=0, ge=0)
     quota_tokens_per_day: int = Field(default=0, ge=0)
+    knowledge_max_document_bytes: int = Field(default=20 * 1024 * 1024, gt=0)
 
     @field_validator("http_allow", mode="before")
     @classmethod

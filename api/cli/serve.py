@@ -16,7 +16,9 @@ anything else is printed. It prints:
   Revoking it (``flowloom keys revoke``) makes the next start create a new one;
 - on a first start (no admin key of your own yet) how to create one for API clients;
 - with ``--examples`` (by default on the start that creates the database's default
-  tenant) the bundled examples saved as workflows (:mod:`api.examples`).
+  tenant) the bundled examples saved as workflows (:mod:`api.examples`);
+- a warning when the PostgreSQL server has no pgvector (datasets with an embedding
+  model and semantic search are then unavailable; full-text ones work).
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ class _Start:
     needs_admin_key: bool
     login_key: str | None
     examples: Any = None
+    vector_warning: str | None = None
 
 
 def _loopback(host: str) -> bool:
@@ -210,6 +213,7 @@ def serve(
     from api.examples import import_examples
     from api.runtime import database_url
     from api.static import dist_of
+    from workers.knowledge import vector_support_warning
     from workers.sql.workflows import SqlWorkflowStore
 
     current = settings()
@@ -225,6 +229,7 @@ def serve(
                        login_key=await _canvas_key(keys, current.home) if want_login else None)
         if examples if examples is not None else created:
             start.examples = await import_examples(SqlWorkflowStore(service.stores.runs), service, "default")
+        start.vector_warning = vector_support_warning(service.knowledge.store)
         return start
 
     start = execute(body)
@@ -232,6 +237,8 @@ def serve(
     err().print(Text.assemble(("Flowloom API", "bold"), f" on {base}  (OpenAPI: /openapi.json; /docs needs internet access)  "
                               f"run store: {store_label(database_url(current))}"))
     _print_execution(current.redis_url)
+    if start.vector_warning:
+        err().print(Text(start.vector_warning, style="yellow"))
     _print_start(start, base, dist_of(current), login_url, loopback)
     uvicorn.run(create_app(current, heartbeat_s=heartbeat), host=host, port=port, http="httptools",
                 lifespan="on", log_level="info", timeout_graceful_shutdown=10)

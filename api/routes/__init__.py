@@ -11,14 +11,16 @@
   workflows as OpenAI chat models (the ``openai`` SDK is a client).
 - :mod:`.mcp`: ``/v1/mcp``: published workflows as the tools of an MCP server (Streamable HTTP).
 - :mod:`.quotas`: ``/v1/quotas``: the tenant's and its apps' quotas (admin keys).
+- :mod:`.datasets`: ``/v1/datasets``: knowledge bases: datasets, their documents
+  (uploads, ingestion progress as SSE) and searches.
 """
 
 from __future__ import annotations
 
-from . import catalog, health, keys, mcp, openai_compat, quotas, runs, workflows
+from . import catalog, datasets, health, keys, mcp, openai_compat, quotas, runs, workflows
 
-__all__ = ["catalog", "health", "keys", "mcp", "openai_compat", "quotas", "routers", "runs", "workflows"]
+__all__ = ["catalog", "datasets", "health", "keys", "mcp", "openai_compat", "quotas", "routers", "runs", "workflows"]
 
 #: Every router, in the order they appear in the OpenAPI document.
 routers = [health.router, runs.router, keys.router, workflows.router, catalog.router, openai_compat.router,
-           quotas.router, mcp.router]
+           quotas.router, mcp.router, datasets.router]
