@@ -1,0 +1,265 @@
+"""``flowloom datasets create | list | show | rm | add | search``: knowledge bases from the
+command line, on the same stores and knowledge service as the HTTP API.
+
+``--tenant`` names the tenant (default ``default``). Ingestion: with
+``FLOWLOOM_REDIS_URL`` set, ``add`` queues the documents for ``flowloom worker``
+processes and returns (``--wait`` follows them to the end); without it (the embedded
+default) the documents are ingested in this process before ``add`` exits, with a
+progress bar under ``--wait`` and a line per document otherwise, so nothing is left
+half-ingested behind a command that returned. A document left unfinished all the same
+(Ctrl-C, a crash) is ingested again from where it stopped by the next ``add`` of the
+dataset or by ``flowloom serve``.
+
+Exit codes: 0 done; 1 a document failed during ingestion (``add``); 2 bad input, an
+unknown dataset or document, a file rejected (unreadable, over the size cap), a
+configuration problem.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.text import Text
+
+from .common import EXIT_OK, JsonFlag, abort, app, err, out, print_columns, write_json
+from .running import execute
+
+__all__ = ["add", "create", "list_datasets", "remove", "search", "show"]
+
+datasets_app = typer.Typer(help="Knowledge bases: datasets, their documents (ingested into chunks and vectors), "
+                                "and searches.", no_args_is_help=True)
+app.add_typer(datasets_app, name="datasets")
+
+TenantOption = Annotated[str, typer.Option("--tenant", help="the tenant of the datasets")]
+DatasetArg = Annotated[str, typer.Argument(help="the dataset's id (`flowloom datasets list`)")]
+
+
+def _when(seconds: float | None) -> str:
+    import time
+
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(seconds)) if seconds else "-"
+
+
+async def _knowledge_errors(body: Any) -> int:
+    """``await body`` with the knowledge bases' errors as one line each and exit 2."""
+    from engine.knowledge.ports import (DatasetExists, DatasetNotFound, DocumentNotFound, DocumentRejected,
+                                        EmbeddingError, VectorSearchUnavailable)
+    from engine.knowledge.service import InvalidDataset
+
+    try:
+        return await body
+    except (DatasetNotFound, DocumentNotFound) as exc:
+        abort("not found:", [str(exc), "list datasets with: flowloom datasets list"])
+    except (DatasetExists, InvalidDataset) as exc:
+        abort("invalid dataset:", [str(exc)])
+    except (DocumentRejected, VectorSearchUnavailable, EmbeddingError) as exc:
+        abort("cannot do that:", [str(exc)])
+
+
+def _run(body: Any) -> None:
+    """Run ``body(knowledge, service)`` on the configured stores; exit with its code."""
+
+    async def main(service: Any) -> int:
+        return await _knowledge_errors(body(service.knowledge, service))
+
+    raise typer.Exit(execute(main))
+
+
+def _dataset_row(d: Any) -> tuple[str, ...]:
+    index = d.active_index.embedding_model if d.active_index else ("building" if d.building_index else "-")
+    return (d.id, d.name, d.embedding_model or "full text only", str(d.document_count), str(d.chunk_count),
+            index, _when(d.updated_at))
+
+
+# -------------------------------------------------------------------- commands
+
+
+@datasets_app.command()
+def create(
+    name: Annotated[str, typer.Argument(help="the dataset's name")],
+    embedding_model: Annotated[Optional[str], typer.Option(
+        "--embedding-model", help="a registry model of type embedding (default: none, full-text search only)")] = None,
+    chunk_tokens: Annotated[Optional[int], typer.Option("--chunk-tokens", help="largest chunk, in tokens "
+                                                                               "(default 512)")] = None,
+    overlap: Annotated[Optional[int], typer.Option("--overlap", help="tokens neighbouring chunks share "
+                                                                     "(default 64)")] = None,
+    description: Annotated[str, typer.Option("--description", help="what the dataset holds")] = "",
+    dataset_id: Annotated[Optional[str], typer.Option("--id", help="the dataset's id (default: generated)")] = None,
+    tenant: TenantOption = "default",
+    as_json: JsonFlag = False,
+) -> None:
+    """Create an empty dataset."""
+    from pydantic import ValidationError
+
+    from schemas.knowledge import ChunkingSettings, DatasetCreate
+
+    chunking: dict[str, int] = {}
+    if chunk_tokens is not None:
+        chunking["chunk_tokens"] = chunk_tokens
+    if overlap is not None:
+        chunking["overlap_tokens"] = overlap
+    try:
+        request = DatasetCreate(name=name, description=description, embedding_model=embedding_model,
+                                chunking=ChunkingSettings(**chunking), id=dataset_id)
+    except ValidationError as exc:
+        abort("invalid dataset:", [_problem(e) for e in exc.errors()])
+
+    async def body(knowledge: Any, service: Any) -> int:
+        await _tenant(service, tenant)
+        dataset = await knowledge.create_dataset(tenant, request)
+        if as_json:
+            write_json(dataset.model_dump(mode="json", exclude={"tenant_id"}))
+            return EXIT_OK
+        out().print(dataset.id)
+        what = f"embedding model {dataset.embedding_model}" if dataset.embedding_model else "full-text search only"
+        err().print(Text.assemble(("dataset created", "bold green"), f": {dataset.name} ({what}); add documents "
+                                  f"with: flowloom datasets add {dataset.id} FILE..."))
+        return EXIT_OK
+
+    _run(body)
+
+
+def _problem(error: Any) -> str:
+    """``field: what is wrong`` for one pydantic error."""
+    from engine.plain_errors import plain_message
+
+    where = ".".join(str(part) for part in error.get("loc", ()))
+    return f"{where}: {plain_message(error)}" if where else plain_message(error)
+
+
+async def _tenant(service: Any, tenant: str) -> None:
+    """Make sure ``tenant`` exists (datasets belong to one)."""
+    from api.app import key_store_of
+
+    await key_store_of(service).ensure_tenant(tenant)
+
+
+@datasets_app.command("list")
+def list_datasets(tenant: TenantOption = "default", as_json: JsonFlag = False) -> None:
+    """The tenant's datasets: model, documents, chunks."""
+
+    async def body(knowledge: Any, service: Any) -> int:
+        found = await knowledge.list_datasets(tenant)
+        if as_json:
+            write_json([d.model_dump(mode="json", exclude={"tenant_id"}) for d in found])
+        elif not found:
+            out().print(f"no dataset for tenant {tenant}; create one with: flowloom datasets create NAME")
+        else:
+            print_columns(("ID", "NAME", "EMBEDDING MODEL", "DOCUMENTS", "CHUNKS", "INDEX", "UPDATED"),
+                          [_dataset_row(d) for d in found])
+        return EXIT_OK
+
+    _run(body)
+
+
+@datasets_app.command()
+def show(dataset_id: DatasetArg, tenant: TenantOption = "default", as_json: JsonFlag = False) -> None:
+    """A dataset with its settings and its documents' ingestion status."""
+
+    async def body(knowledge: Any, service: Any) -> int:
+        dataset = await knowledge.get_dataset(tenant, dataset_id)
+        documents = await knowledge.list_documents(tenant, dataset_id)
+        if as_json:
+            write_json({**dataset.model_dump(mode="json", exclude={"tenant_id"}),
+                        "documents": [d.model_dump(mode="json", exclude={"tenant_id"}) for d in documents]})
+            return EXIT_OK
+        console = out()
+        console.print(Text.assemble(("dataset ", "bold"), dataset.id, f"  {dataset.name}"))
+        chunking = dataset.chunking
+        for label, value in (("description", dataset.description or "-"),
+                             ("embedding model", dataset.embedding_model or "none (full-text search only)"),
+                             ("active index", _index(dataset.active_index)),
+                             ("building index", _index(dataset.building_index)),
+                             ("chunking", f"{chunking.chunk_tokens} tokens, overlap {chunking.overlap_tokens}"
+                                          + (", parent-child" if chunking.parent_child else "")),
+                             ("documents", f"{dataset.document_count}, {dataset.chunk_count} chunks")):
+            console.print(Text(f"  {label}: {value}"))
+        if documents:
+            print_columns(("DOCUMENT", "NAME", "TYPE", "STATUS", "CHUNKS", "ERROR"),
+                          [(d.id, d.source_name, d.content_type, str(d.status), f"{d.chunks_done}/{d.chunk_count}",
+                            d.error or "") for d in documents])
+        return EXIT_OK
+
+    _run(body)
+
+
+def _index(index: Any) -> str:
+    if index is None:
+        return "-"
+    dimension = f", {index.dimension} dimensions" if index.dimension else ""
+    return f"{index.embedding_model} ({index.state}{dimension})"
+
+
+@datasets_app.command("rm")
+def remove(dataset_id: DatasetArg, tenant: TenantOption = "default") -> None:
+    """Delete a dataset with its documents, chunks and vectors."""
+
+    async def body(knowledge: Any, service: Any) -> int:
+        await knowledge.delete_dataset(tenant, dataset_id)
+        err().print(Text.assemble((f"dataset {dataset_id} deleted", "bold yellow")))
+        return EXIT_OK
+
+    _run(body)
+
+
+@datasets_app.command()
+def add(
+    dataset_id: DatasetArg,
+    files: Annotated[list[Path], typer.Argument(help="files: txt, md, html, pdf, docx, csv or jsonl QA pairs")],
+    wait: Annotated[bool, typer.Option("--wait", help="show each document's progress until it is ingested (with "
+                                                      "FLOWLOOM_REDIS_URL: wait for the workers)")] = False,
+    tenant: TenantOption = "default",
+    as_json: JsonFlag = False,
+) -> None:
+    """Add documents to a dataset and ingest them (see the module's notes on --wait)."""
+    from .datasets_add import add_files
+
+    _run(lambda knowledge, service: add_files(knowledge, service, tenant, dataset_id, files, wait=wait,
+                                              as_json=as_json))
+
+
+@datasets_app.command()
+def search(
+    dataset_id: DatasetArg,
+    query: Annotated[str, typer.Argument(help="what to look for")],
+    mode: Annotated[str, typer.Option("--mode", help="semantic, full_text or hybrid (semantic and hybrid need an "
+                                                     "embedding model)")] = "hybrid",
+    top_k: Annotated[int, typer.Option("--top-k", min=1, max=200, help="hits to return")] = 5,
+    tenant: TenantOption = "default",
+    as_json: JsonFlag = False,
+) -> None:
+    """Search a dataset (hit testing): the hits with their scores, best first."""
+    from pydantic import ValidationError
+
+    from schemas.knowledge import SearchRequest
+
+    try:
+        request = SearchRequest(dataset_ids=[dataset_id], query=query, mode=mode, top_k=top_k)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        abort("invalid search:", [_problem(e) for e in exc.errors()])
+
+    async def body(knowledge: Any, service: Any) -> int:
+        result = await knowledge.search(tenant, request)
+        if as_json:
+            write_json(result.model_dump(mode="json"))
+            return EXIT_OK
+        for note in result.notes:
+            err().print(Text(f"note: {note}", style="yellow"))
+        if not result.hits:
+            out().print("no hit")
+            return EXIT_OK
+        console = out()
+        for rank, hit in enumerate(result.hits, 1):
+            passes = ", ".join(f"{name} {value:.3f}" for name, value in hit.scores.items())
+            console.print(Text.assemble((f"{rank}. ", "bold"), (f"{hit.score:.3f}", "bold cyan"),
+                                        f"  {hit.source_name} #{hit.position}", (f"  ({passes})" if passes else "",
+                                                                                  "dim")))
+            preview = " ".join(hit.text.split())
+            console.print(Text(f"   {preview[:300]}{'...' if len(preview) > 300 else ''}"))
+        if result.embedding_tokens:
+            err().print(Text(f"{result.embedding_tokens} embedding tokens", style="dim"))
+        return EXIT_OK
+
+    _run(body)

@@ -1,0 +1,184 @@
+"""``flowloom datasets add``: read the files, add them to the dataset, follow their
+ingestion (a rich progress bar per document under ``--wait``), report each file.
+
+Where ingestion runs is said in :mod:`api.cli.datasets`: in this process without
+``FLOWLOOM_REDIS_URL`` (``add`` returns when every document is ``ready`` or ``failed``),
+on the workers with it (``add`` returns at once unless ``--wait``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from pathlib import Path
+from typing import Any, Sequence
+
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+from rich.text import Text
+
+from .common import EXIT_INVALID, EXIT_OK, EXIT_RUN_FAILED, err, out, write_json
+
+__all__ = ["add_files"]
+
+_FINAL = ("ready", "failed")
+#: seconds between two checks that ingestion still runs here, and the idle checks that end following
+_CHECK_S, _IDLE_CHECKS = 0.5, 4
+
+
+def _read(paths: Sequence[Path], cap: int | None) -> tuple[list[Any], list[tuple[str, str]]]:
+    """``(uploads, [(file, why it was not read)])``: a file over ``cap`` bytes is refused
+    by its size, unread."""
+    from engine.knowledge.service import Upload
+
+    uploads, problems = [], []
+    for path in paths:
+        try:
+            size = path.stat().st_size
+            if not path.is_file():
+                problems.append((str(path), "not a file"))
+                continue
+            if cap is not None and size > cap:
+                problems.append((str(path), f"too large: {size} bytes, the limit is {cap} bytes per document"))
+                continue
+            uploads.append(Upload(name=path.name, data=path.read_bytes()))
+        except OSError as exc:
+            problems.append((str(path), f"cannot read it: {exc.strerror or exc}"))
+    return uploads, problems
+
+
+def _idle_here(knowledge: Any) -> bool:
+    """True when ingestion runs in this process and nothing is being ingested here."""
+    from engine.knowledge.service import LocalIngestionQueue
+
+    return isinstance(knowledge.queue, LocalIngestionQueue) and knowledge.queue.pending == 0
+
+
+async def _follow(knowledge: Any, tenant: str, dataset_id: str, ids: list[str], *, bar: bool) -> dict[str, Any]:
+    """Follow the documents ``ids`` until each is ready or failed; their last state by id.
+    ``bar``: a progress bar per document on stderr (chunks embedded of the total).
+
+    With ingestion in this process, following also ends when nothing is being ingested
+    here any more for a few checks (a document another process holds, or one whose
+    ingestion stopped without an end): the command then says which are unfinished
+    instead of waiting forever."""
+    last: dict[str, Any] = {}
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[status]}"))
+    progress = Progress(*columns, console=err(), transient=False, disable=not bar)
+    tasks: dict[str, Any] = {}
+
+    async def consume() -> None:
+        async for document in knowledge.follow(tenant, dataset_id, ids):
+            last[document.id] = document
+            task = tasks.get(document.id)
+            if task is None:
+                task = tasks[document.id] = progress.add_task(document.source_name, total=None, status="")
+            progress.update(task, total=document.chunk_count or None, completed=document.chunks_done,
+                            status=str(document.status))
+
+    with progress:
+        following = asyncio.create_task(consume())
+        idle = 0
+        while not following.done():
+            await asyncio.wait({following}, timeout=_CHECK_S)
+            idle = idle + 1 if not following.done() and _idle_here(knowledge) else 0
+            if idle >= _IDLE_CHECKS:
+                following.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await following
+                break
+        if following.done() and not following.cancelled():
+            following.result()  # its errors (the dataset deleted meanwhile) are the command's
+    return last
+
+
+def _report(outcomes: list[Any], unread: list[tuple[str, str]], final: dict[str, Any], queued: bool, *,
+            followed: bool, quiet: bool = False) -> int:
+    """A line per file on stderr (none when ``quiet``); the exit code: 2 when a file was
+    refused, 1 when a document failed in ingestion or was left unfinished (``followed``:
+    the command waited for them), else 0."""
+    console = err()
+    console.quiet = quiet
+    for name, why in unread:
+        console.print(Text.assemble(("  ✗ ", "red"), (name, "bold"), f": {why}"))
+    failed = unfinished = 0
+    for outcome in outcomes:
+        if outcome.error is not None:
+            console.print(Text.assemble(("  ✗ ", "red"), (outcome.source_name, "bold"),
+                                        f": {outcome.error} ({outcome.error.reason})"))
+            continue
+        document = final.get(outcome.document.id, outcome.document)
+        status = str(document.status)
+        if followed and status not in _FINAL:
+            unfinished += 1
+            console.print(Text.assemble(("  … ", "yellow"), (outcome.source_name, "bold"),
+                                        f": left {status} (ingestion stopped); continue it with `flowloom datasets add "
+                                        f"{document.dataset_id} FILE --wait` or `flowloom serve`"))
+        elif status == "failed":
+            failed += 1
+            console.print(Text.assemble(("  ✗ ", "red"), (outcome.source_name, "bold"),
+                                        f": ingestion failed: {document.error or 'no reason given'}"))
+        else:
+            note = ("unchanged" if not outcome.created else
+                    f"{document.chunk_count} chunks" if status == "ready" else f"{status} (for `flowloom worker`)"
+                    if queued else status)
+            console.print(Text.assemble(("  ✓ ", "green"), (outcome.source_name, "bold"), f"  {document.id}  {note}"))
+    refused = len(unread) + sum(1 for o in outcomes if o.error is not None)
+    return EXIT_INVALID if refused else EXIT_RUN_FAILED if failed or unfinished else EXIT_OK
+
+
+def _json(outcomes: list[Any], unread: list[tuple[str, str]], final: dict[str, Any]) -> None:
+    items: list[dict[str, Any]] = [{"source_name": name, "outcome": "rejected", "document": None,
+                                    "error": {"status": 422, "reason": "unreadable", "message": why}}
+                                   for name, why in unread]
+    for outcome in outcomes:
+        if outcome.error is not None:
+            items.append({"source_name": outcome.source_name, "outcome": "rejected", "document": None,
+                          "error": {"status": outcome.error.status, "reason": outcome.error.reason,
+                                    "message": str(outcome.error)}})
+            continue
+        document = final.get(outcome.document.id, outcome.document)
+        items.append({"source_name": outcome.source_name, "outcome": "created" if outcome.created else "unchanged",
+                      "document": document.model_dump(mode="json", exclude={"tenant_id"}), "error": None})
+    write_json({"documents": items})
+
+
+async def _continue_unfinished(knowledge: Any, tenant: str, dataset_id: str, submitted: set[str]) -> list[str]:
+    """Queue again the dataset's unfinished documents that this add did not submit (left
+    by an earlier command: Ctrl-C, a crash): ingestion resumes where it stopped (one that
+    another live process is ingesting is left to it and only followed). Their ids."""
+    left = [d.id for d in await knowledge.list_documents(tenant, dataset_id)
+            if str(d.status) not in _FINAL and d.id not in submitted]
+    if left:
+        await knowledge.queue.submit(tenant, dataset_id, left)
+        err().print(Text(f"continuing {len(left)} unfinished document(s) of the dataset", style="dim"))
+    return left
+
+
+async def add_files(knowledge: Any, service: Any, tenant: str, dataset_id: str, paths: Sequence[Path], *,
+                    wait: bool, as_json: bool) -> int:
+    """Add ``paths`` to the dataset and follow them (module docstring); the exit code."""
+    await knowledge.get_dataset(tenant, dataset_id)  # an unknown dataset: exit 2 before any file is read
+    uploads, unread = _read(paths, getattr(knowledge, "max_document_bytes", None))
+    outcomes = await knowledge.add_documents(tenant, dataset_id, uploads) if uploads else []
+    queued = bool(service.settings.redis_url)
+    pending = [o.document.id for o in outcomes
+               if o.error is None and o.document is not None and str(o.document.status) not in _FINAL]
+    submitted = {o.document.id for o in outcomes if o.created and o.document is not None}
+    if not queued:
+        pending = list(dict.fromkeys([*pending, *await _continue_unfinished(knowledge, tenant, dataset_id,
+                                                                              submitted)]))
+    final: dict[str, Any] = {}
+    followed = bool(pending) and (wait or not queued)
+    if followed:
+        if not wait and not as_json:
+            err().print(Text(f"ingesting {len(pending)} document(s) in this process (FLOWLOOM_REDIS_URL unset)...",
+                             style="dim"))
+        final = await _follow(knowledge, tenant, dataset_id, pending, bar=wait and not as_json)
+    if as_json:
+        _json(outcomes, unread, final)
+    code = _report(outcomes, unread, final, queued and not wait, followed=followed, quiet=as_json)
+    kept = [o for o in outcomes if o.error is None]
+    if kept and code != EXIT_INVALID and not as_json:
+        out().print(f"{len(kept)} document(s) in dataset {dataset_id}; search with: "
+                    f"flowloom datasets search {dataset_id} \"...\"")
+    return code
