@@ -1,0 +1,412 @@
+"""``/v1/datasets`` over the real app: CRUD, uploads of every format with bad files in the
+batch, the progress stream, searches in each mode through the scripted embeddings
+server, tenant isolation on every route, app keys, quotas (embedding tokens counted,
+429) and size limits (413).
+
+Full-text datasets run on SQLite and on Debian's PostgreSQL (no pgvector); datasets with
+an embedding model on SQLite (sqlite-vec) and on a PostgreSQL with pgvector (pgserver),
+where they store and search vectors; on a PostgreSQL without pgvector they are refused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from typing import Any, AsyncIterator
+
+import pytest
+
+from api.app import create_app
+from engine.settings import Settings
+from tests.support.knowledge_files import EMBEDDING_MODEL, RERANK_MODEL, corpus, knowledge_models
+
+from .conftest import SCRIPTED_KEY_ENV, Api
+
+#: the per-document cap of these tests' app (bytes)
+DOCUMENT_CAP = 64 * 1024
+DEADLINE_S = 30.0
+
+
+@pytest.fixture
+def models_file(tmp_path, openai_server, monkeypatch):
+    monkeypatch.setenv(SCRIPTED_KEY_ENV, "sk-scripted-test")
+    return knowledge_models(tmp_path / "models.toml", openai_server.base_url, SCRIPTED_KEY_ENV)
+
+
+@dataclass
+class Kb:
+    """The app (``api``) and the scripted server (``llm``)."""
+
+    api: Api
+    llm: Any
+
+    @property
+    def client(self) -> Any:
+        return self.api.client
+
+    def auth(self, key: str | None = None) -> dict[str, str]:
+        return self.api.auth(key)
+
+
+async def _open(database_url: str, tmp_path, models, llm, **overrides: Any) -> AsyncIterator[Kb]:
+    import httpx
+
+    settings = Settings(home=tmp_path / "home", database_url=database_url, models=models,
+                        knowledge_max_document_bytes=DOCUMENT_CAP, **overrides)
+    app = create_app(settings, heartbeat_s=0.2, shutdown_grace_s=2)
+    async with app.router.lifespan_context(app):
+        keys = app.state.keys
+        _record, key = await keys.create_key("default", name="test admin", admin=True)
+        await keys.ensure_tenant("tenant-b")
+        _other, other_key = await keys.create_key("tenant-b", name="tenant b admin", admin=True)
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://flowloom.test", timeout=30) as client:
+            api = Api(app=app, client=client, key=key, other_key=other_key, settings=settings)
+            try:
+                yield Kb(api, llm)
+            finally:
+                for http in api._http:
+                    await http.aclose()
+                if api.live is not None:
+                    await api.live.stop()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+async def fts(request, tmp_path, models_file, openai_server) -> AsyncIterator[Kb]:
+    """The app on SQLite or Debian's PostgreSQL (no pgvector): full-text datasets."""
+    url = (f"sqlite:///{tmp_path / 'kb.db'}" if request.param == "sqlite"
+           else request.getfixturevalue("make_postgres_database")())
+    async for kb in _open(url, tmp_path, models_file, openai_server):
+        yield kb
+
+
+@pytest.fixture(params=["sqlite", "pgvector"])
+async def kb(request, tmp_path, models_file, openai_server) -> AsyncIterator[Kb]:
+    """The app on SQLite or on a PostgreSQL with pgvector: embedding datasets."""
+    url = (f"sqlite:///{tmp_path / 'kb.db'}" if request.param == "sqlite"
+           else request.getfixturevalue("make_pgvector_database")())
+    async for handle in _open(url, tmp_path, models_file, openai_server):
+        yield handle
+
+
+async def _dataset(kb: Kb, **fields: Any) -> dict[str, Any]:
+    body = {"name": "Notes", **fields}
+    response = await kb.client.post("/v1/datasets", json=body, headers=kb.auth())
+    assert response.status_code == 201, response.text
+    return response.json()
+
+
+async def _upload(kb: Kb, dataset_id: str, files: dict[str, bytes], key: str | None = None) -> Any:
+    return await kb.client.post(f"/v1/datasets/{dataset_id}/documents", headers=kb.auth(key),
+                                files=[("files", (name, data)) for name, data in files.items()])
+
+
+async def _until_ingested(kb: Kb, dataset_id: str) -> list[dict[str, Any]]:
+    """The dataset's documents once none is queued, parsing or embedding."""
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
+        documents = (await kb.client.get(f"/v1/datasets/{dataset_id}/documents", headers=kb.auth())).json()["documents"]
+        if all(d["status"] in ("ready", "failed") for d in documents):
+            return documents
+        assert time.monotonic() < deadline, documents
+        await asyncio.sleep(0.05)
+
+
+# ------------------------------------------------------------------------ CRUD
+
+
+async def test_datasets_are_created_listed_read_changed_and_deleted(fts):
+    created = await _dataset(fts, id="handbook", description="the staff handbook",
+                             chunking={"chunk_tokens": 256, "overlap_tokens": 32})
+    assert created["id"] == "handbook" and created["embedding_model"] is None
+    assert created["chunking"]["chunk_tokens"] == 256 and "tenant_id" not in created
+    again = await fts.client.post("/v1/datasets", json={"name": "x", "id": "handbook"}, headers=fts.auth())
+    assert again.status_code == 409 and again.json()["error"]["type"] == "conflict"
+    listed = (await fts.client.get("/v1/datasets", headers=fts.auth())).json()["datasets"]
+    assert [d["id"] for d in listed] == ["handbook"]
+    changed = await fts.client.patch("/v1/datasets/handbook", json={"name": "Handbook 2"}, headers=fts.auth())
+    assert changed.status_code == 200 and changed.json()["name"] == "Handbook 2"
+    assert changed.json()["description"] == "the staff handbook"
+    assert (await fts.client.get("/v1/datasets/handbook", headers=fts.auth())).json()["name"] == "Handbook 2"
+    assert (await fts.client.delete("/v1/datasets/handbook", headers=fts.auth())).status_code == 204
+    gone = await fts.client.get("/v1/datasets/handbook", headers=fts.auth())
+    assert gone.status_code == 404 and gone.json()["error"]["type"] == "not_found"
+    assert (await fts.client.get("/v1/datasets", headers=fts.auth())).json()["datasets"] == []
+
+
+async def test_invalid_datasets_are_refused_naming_the_field(fts):
+    overlap = await fts.client.post("/v1/datasets", json={"name": "x", "chunking": {"chunk_tokens": 64,
+                                                                                    "overlap_tokens": 64}},
+                                    headers=fts.auth())
+    assert overlap.status_code == 422 and "overlap_tokens" in overlap.json()["error"]["message"]
+    chat_model = await fts.client.post("/v1/datasets", json={"name": "x", "embedding_model": "default"},
+                                       headers=fts.auth())
+    assert chat_model.status_code == 422, chat_model.text
+    assert "default" in chat_model.json()["error"]["message"]
+    unknown = await fts.client.post("/v1/datasets", json={"name": "x", "embedding_model": "nosuch"}, headers=fts.auth())
+    assert unknown.status_code == 422 and "nosuch" in unknown.json()["error"]["message"]
+    for weird in ("a b", "%00", "x" * 300):
+        assert (await fts.client.get(f"/v1/datasets/{weird}", headers=fts.auth())).status_code in (404, 422)
+
+
+async def test_postgres_without_pgvector_keeps_full_text_datasets_and_refuses_embedding_ones(tmp_path, models_file,
+                                                                                             openai_server,
+                                                                                             make_postgres_database):
+    async for kb in _open(make_postgres_database(), tmp_path, models_file, openai_server):
+        refused = await kb.client.post("/v1/datasets", json={"name": "x", "embedding_model": EMBEDDING_MODEL},
+                                       headers=kb.auth())
+        assert refused.status_code == 422, refused.text
+        assert refused.json()["error"]["type"] == "invalid_dataset"
+        assert "vector" in refused.json()["error"]["message"]
+        dataset = await _dataset(kb)
+        assert (await _upload(kb, dataset["id"], {"rockets.txt": corpus()["rockets.txt"]})).status_code == 202
+        assert [d["status"] for d in await _until_ingested(kb, dataset["id"])] == ["ready"]
+        found = await kb.client.post(f"/v1/datasets/{dataset['id']}/search", json={"query": "rocket nozzle",
+                                                                                    "mode": "full_text"},
+                                     headers=kb.auth())
+        assert found.status_code == 200 and found.json()["hits"][0]["source_name"] == "rockets.txt"
+
+
+# --------------------------------------------------------------------- uploads
+
+
+async def test_an_upload_of_every_format_keeps_the_good_files_and_rejects_each_bad_one(kb):
+    dataset = await _dataset(kb, embedding_model=EMBEDDING_MODEL)
+    files = {**corpus(), "fake.pdf": b"this is text, not a PDF", "empty.txt": b"", "big.txt": b"word " * DOCUMENT_CAP,
+             "app.exe": b"MZ\x90\x00binary"}
+    response = await _upload(kb, dataset["id"], files)
+    assert response.status_code == 202, response.text
+    body = response.json()
+    items = {item["source_name"]: item for item in body["documents"]}
+    assert [item["source_name"] for item in body["documents"]] == list(files)
+    assert body["accepted"] == len(corpus()) and body["rejected"] == 4
+    for name in corpus():
+        assert items[name]["outcome"] == "created" and items[name]["document"]["id"], items[name]
+    assert items["fake.pdf"]["error"]["status"] == 422 and items["fake.pdf"]["error"]["reason"] == "type_mismatch"
+    assert items["empty.txt"]["error"] == {**items["empty.txt"]["error"], "status": 422, "reason": "empty"}
+    assert items["big.txt"]["error"]["status"] == 413 and items["big.txt"]["error"]["reason"] == "too_large"
+    assert items["app.exe"]["error"]["reason"] == "unsupported"
+    documents = await _until_ingested(kb, dataset["id"])
+    assert {d["source_name"]: d["status"] for d in documents} == {name: "ready" for name in corpus()}
+    types = {d["source_name"]: d["content_type"] for d in documents}
+    assert types == {"rockets.txt": "txt", "tea.md": "markdown", "volcano.html": "html", "bridges.pdf": "pdf",
+                     "cheese.docx": "docx", "pandas.csv": "csv_qa", "flamingos.jsonl": "jsonl_qa"}
+    assert all(d["chunks_done"] == d["chunk_count"] > 0 for d in documents)
+    detail = (await kb.client.get(f"/v1/datasets/{dataset['id']}", headers=kb.auth())).json()
+    assert detail["document_count"] == len(corpus()) and detail["active_index"]["embedding_model"] == EMBEDDING_MODEL
+    again = (await _upload(kb, dataset["id"], {"rockets.txt": corpus()["rockets.txt"]})).json()
+    assert again["documents"][0]["outcome"] == "unchanged"
+
+
+async def test_an_upload_whose_every_file_is_rejected_is_the_error_itself(fts):
+    dataset = await _dataset(fts)
+    too_big = await _upload(fts, dataset["id"], {"a.txt": b"a " * DOCUMENT_CAP, "b.txt": b"b " * DOCUMENT_CAP})
+    assert too_big.status_code == 413, too_big.text
+    error = too_big.json()["error"]
+    assert error["type"] == "payload_too_large" and [p["source_name"] for p in error["problems"]] == ["a.txt", "b.txt"]
+    mixed = await _upload(fts, dataset["id"], {"a.txt": b"a " * DOCUMENT_CAP, "fake.docx": b"plain text"})
+    assert mixed.status_code == 422 and mixed.json()["error"]["type"] == "invalid_document"
+    assert [p["error"]["reason"] for p in mixed.json()["error"]["problems"]] == ["too_large", "type_mismatch"]
+    nothing = await fts.client.post(f"/v1/datasets/{dataset['id']}/documents", headers=fts.auth(),
+                                    files={"other": ("x.txt", b"text")})
+    assert nothing.status_code == 422 and "files" in nothing.json()["error"]["message"]
+    assert (await fts.client.get(f"/v1/datasets/{dataset['id']}/documents", headers=fts.auth())).json() == {
+        "documents": []}
+
+
+async def test_a_text_given_as_json_becomes_a_document_with_its_metadata(fts):
+    dataset = await _dataset(fts)
+    body = {"name": "faq", "text": "# Refunds\n\nRefunds are paid within fourteen days.", "metadata": {"lang": "en"}}
+    response = await fts.client.post(f"/v1/datasets/{dataset['id']}/documents", json=body, headers=fts.auth())
+    assert response.status_code == 202, response.text
+    item = response.json()["documents"][0]
+    assert item["outcome"] == "created" and item["document"]["metadata"] == {"lang": "en"}
+    (document,) = await _until_ingested(fts, dataset["id"])
+    assert document["status"] == "ready" and document["chunk_count"] >= 1
+    one = await fts.client.get(f"/v1/datasets/{dataset['id']}/documents/{document['id']}", headers=fts.auth())
+    assert one.json()["source_name"] == "faq"
+    bad = await fts.client.post(f"/v1/datasets/{dataset['id']}/documents", json={"name": "x"}, headers=fts.auth())
+    assert bad.status_code == 422 and "text" in bad.json()["error"]["message"]
+    empty = await fts.client.post(f"/v1/datasets/{dataset['id']}/documents", json={"name": "x", "text": "  "},
+                                  headers=fts.auth())
+    assert empty.status_code == 422 and empty.json()["error"]["problems"][0]["error"]["reason"] == "empty"
+
+
+async def test_a_document_is_reindexed_and_deleted(fts):
+    dataset = await _dataset(fts)
+    (item,) = (await _upload(fts, dataset["id"], {"tea.md": corpus()["tea.md"]})).json()["documents"]
+    await _until_ingested(fts, dataset["id"])
+    path = f"/v1/datasets/{dataset['id']}/documents/{item['document']['id']}"
+    reindexed = await fts.client.post(f"{path}/reindex", headers=fts.auth())
+    assert reindexed.status_code == 202 and reindexed.json()["id"] == item["document"]["id"]
+    assert [d["status"] for d in await _until_ingested(fts, dataset["id"])] == ["ready"]
+    search = {"query": "green tea brewing", "mode": "full_text"}
+    assert (await fts.client.post(f"/v1/datasets/{dataset['id']}/search", json=search, headers=fts.auth())).json()["hits"]
+    assert (await fts.client.delete(path, headers=fts.auth())).status_code == 204
+    assert (await fts.client.get(path, headers=fts.auth())).status_code == 404
+    assert (await fts.client.post(f"{path}/reindex", headers=fts.auth())).status_code == 404
+    after = await fts.client.post(f"/v1/datasets/{dataset['id']}/search", json=search, headers=fts.auth())
+    assert after.status_code == 200 and after.json()["hits"] == []
+
+
+# -------------------------------------------------------------------- progress
+
+
+async def test_the_events_stream_follows_each_document_until_it_is_ingested(kb):
+    dataset = await _dataset(kb, embedding_model=EMBEDDING_MODEL, chunking={"chunk_tokens": 32, "overlap_tokens": 0})
+    kb.llm.hold_embeddings()
+    long_text = "\n\n".join(f"Paragraph {i} tells about harbour cranes lifting container number {i}." for i in range(40))
+    upload = await _upload(kb, dataset["id"], {"cranes.txt": long_text.encode(), "rockets.txt": corpus()["rockets.txt"]})
+    assert upload.status_code == 202
+    await asyncio.to_thread(kb.llm.wait_held, 1)
+    http = await kb.api.http()
+    async with http.stream("GET", f"/v1/datasets/{dataset['id']}/events", headers=kb.auth()) as stream:
+        assert stream.status_code == 200 and stream.headers["content-type"].startswith("text/event-stream")
+        reader = SseReader(stream)
+        first = await reader.until(lambda m: m["event"] == "progress" and m["data"]["status"] == "embedding")
+        kb.llm.release_embeddings()
+        rest = await reader.until(lambda m: m["event"] == "done")
+    messages = first + rest
+    progress = [m["data"] for m in messages if m["event"] == "progress"]
+    assert set(progress[0]) == {"document_id", "source_name", "status", "chunks_done", "chunk_count", "error"}
+    cranes = [p for p in progress if p["source_name"] == "cranes.txt"]
+    assert cranes[-1]["status"] == "ready" and cranes[-1]["chunks_done"] == cranes[-1]["chunk_count"] > 1
+    assert any(p["status"] == "embedding" and p["chunks_done"] < p["chunk_count"] for p in cranes)
+    done = messages[-1]
+    assert done["event"] == "done" and done["data"] == {"dataset_id": dataset["id"], "ready": 2, "failed": 0}
+
+
+class SseReader:
+    """SSE messages of one live response (comments skipped), read in steps."""
+
+    def __init__(self, response: Any) -> None:
+        self._chunks = response.aiter_text()
+        self._buffer = ""
+
+    async def until(self, stop: Any) -> list[dict[str, Any]]:
+        """The messages up to and including the first one ``stop`` accepts."""
+        from .conftest import parse_sse
+
+        messages: list[dict[str, Any]] = []
+        async with asyncio.timeout(DEADLINE_S):
+            while True:
+                while "\n\n" in self._buffer:
+                    block, self._buffer = self._buffer.split("\n\n", 1)
+                    for message in parse_sse(block + "\n\n"):
+                        if "comment" not in message:
+                            messages.append(message)
+                            if stop(message):
+                                return messages
+                self._buffer += await self._chunks.__anext__()
+
+
+# ---------------------------------------------------------------------- search
+
+
+@pytest.mark.parametrize("mode", ["semantic", "full_text", "hybrid"])
+async def test_each_search_mode_ranks_the_matching_document_first(kb, mode):
+    dataset = await _dataset(kb, embedding_model=EMBEDDING_MODEL)
+    assert (await _upload(kb, dataset["id"], corpus())).status_code == 202
+    await _until_ingested(kb, dataset["id"])
+    for query, source in (("rocket engines burn kerosene", "rockets.txt"), ("suspension bridge cables", "bridges.pdf"),
+                          ("what do pandas eat", "pandas.csv")):
+        response = await kb.client.post(f"/v1/datasets/{dataset['id']}/search",
+                                        json={"query": query, "mode": mode, "top_k": 3}, headers=kb.auth())
+        assert response.status_code == 200, response.text
+        result = response.json()
+        assert result["mode"] == mode and result["hits"], result
+        assert result["hits"][0]["source_name"] == source, (query, result["hits"])
+        scores = [hit["score"] for hit in result["hits"]]
+        assert scores == sorted(scores, reverse=True) and all(0 <= s <= 1 for s in scores)
+        assert (result["embedding_tokens"] > 0) == (mode != "full_text")
+    reranked = await kb.client.post(f"/v1/datasets/{dataset['id']}/search", headers=kb.auth(),
+                                    json={"query": "green tea", "mode": mode, "rerank": {"model": RERANK_MODEL}})
+    assert reranked.status_code == 200 and reranked.json()["hits"][0]["source_name"] == "tea.md"
+    assert "rerank" in reranked.json()["hits"][0]["scores"]
+
+
+# ------------------------------------------------------------- tenants and keys
+
+
+async def test_another_tenants_key_gets_404_on_every_dataset_route(fts):
+    dataset = await _dataset(fts)
+    (item,) = (await _upload(fts, dataset["id"], {"tea.md": corpus()["tea.md"]})).json()["documents"]
+    await _until_ingested(fts, dataset["id"])
+    base, doc = f"/v1/datasets/{dataset['id']}", f"/v1/datasets/{dataset['id']}/documents/{item['document']['id']}"
+    calls = [("GET", base, None), ("PATCH", base, {"name": "mine"}), ("DELETE", base, None),
+             ("GET", f"{base}/documents", None), ("POST", f"{base}/documents", {"name": "x", "text": "y"}),
+             ("GET", doc, None), ("DELETE", doc, None), ("POST", f"{doc}/reindex", None),
+             ("POST", f"{base}/search", {"query": "tea", "mode": "full_text"}), ("GET", f"{base}/events", None)]
+    for method, path, body in calls:
+        response = await fts.client.request(method, path, json=body, headers=fts.auth(fts.api.other_key))
+        assert response.status_code == 404, (method, path, response.text)
+        assert response.json()["error"]["type"] == "not_found" and "tea" not in response.text
+    upload = await _upload(fts, dataset["id"], {"x.txt": b"text"}, key=fts.api.other_key)
+    assert upload.status_code == 404
+    assert (await fts.client.get("/v1/datasets", headers=fts.auth(fts.api.other_key))).json()["datasets"] == []
+    other_doc = await fts.client.get(f"/v1/datasets/{dataset['id']}/documents/{item['document']['id']}",
+                                     headers=fts.auth())
+    assert other_doc.status_code == 200  # all still there for its tenant
+    assert (await fts.client.get(base, headers=fts.auth())).json()["name"] == "Notes"
+
+
+async def test_an_app_key_reads_and_searches_but_changes_nothing(fts):
+    dataset = await _dataset(fts)
+    (item,) = (await _upload(fts, dataset["id"], {"tea.md": corpus()["tea.md"]})).json()["documents"]
+    await _until_ingested(fts, dataset["id"])
+    _record, app_key = await fts.api.keys.create_key("default", name="app", app_id="helpdesk")
+    base, doc = f"/v1/datasets/{dataset['id']}", f"/v1/datasets/{dataset['id']}/documents/{item['document']['id']}"
+    for path in ("/v1/datasets", base, f"{base}/documents", doc):
+        assert (await fts.client.get(path, headers=fts.auth(app_key))).status_code == 200, path
+    search = await fts.client.post(f"{base}/search", json={"query": "green tea", "mode": "full_text"},
+                                   headers=fts.auth(app_key))
+    assert search.status_code == 200 and search.json()["hits"]
+    writes = [("POST", "/v1/datasets", {"name": "x"}), ("PATCH", base, {"name": "x"}), ("DELETE", base, None),
+              ("POST", f"{base}/documents", {"name": "x", "text": "y"}), ("DELETE", doc, None),
+              ("POST", f"{doc}/reindex", None)]
+    for method, path, body in writes:
+        response = await fts.client.request(method, path, json=body, headers=fts.auth(app_key))
+        assert response.status_code == 403, (method, path, response.text)
+        assert "whole tenant" in response.json()["error"]["message"]
+
+
+# -------------------------------------------------------------- quotas, limits
+
+
+async def test_embedding_tokens_count_in_the_tenants_quota_and_429_when_used_up(kb):
+    dataset = await _dataset(kb, embedding_model=EMBEDDING_MODEL)
+    await _upload(kb, dataset["id"], {"rockets.txt": corpus()["rockets.txt"]})
+    await _until_ingested(kb, dataset["id"])
+    usage = (await kb.client.get("/v1/quotas", headers=kb.auth())).json()["tenant"]["usage"]
+    assert usage["tokens_today"] > 0 and usage["runs_last_minute"] == 0
+    search = await kb.client.post(f"/v1/datasets/{dataset['id']}/search", json={"query": "rocket", "mode": "semantic"},
+                                  headers=kb.auth())
+    spent = search.json()["embedding_tokens"]
+    assert spent > 0
+    after = (await kb.client.get("/v1/quotas", headers=kb.auth())).json()["tenant"]["usage"]["tokens_today"]
+    assert after == usage["tokens_today"] + spent
+    limit = await kb.client.put("/v1/quotas", json={"tokens_per_day": after}, headers=kb.auth())
+    assert limit.status_code == 200
+    refused = [await kb.client.post(f"/v1/datasets/{dataset['id']}/search", json={"query": "rocket"}, headers=kb.auth()),
+               await _upload(kb, dataset["id"], {"tea.md": corpus()["tea.md"]}),
+               await kb.client.post(f"/v1/datasets/{dataset['id']}/documents", json={"name": "n", "text": "t"},
+                                    headers=kb.auth())]
+    for response in refused:
+        assert response.status_code == 429, response.text
+        assert response.json()["error"]["type"] == "quota_exceeded" and int(response.headers["retry-after"]) >= 1
+    assert len((await kb.client.get(f"/v1/datasets/{dataset['id']}/documents", headers=kb.auth())).json()[
+        "documents"]) == 1
+    other = await kb.client.post("/v1/datasets", json={"name": "b"}, headers=kb.auth(kb.api.other_key))
+    assert other.status_code == 201  # another tenant's quota is its own
+
+
+async def test_a_body_over_the_request_cap_is_413_before_it_is_read(tmp_path, models_file, openai_server):
+    async for kb in _open(f"sqlite:///{tmp_path / 'kb.db'}", tmp_path, models_file, openai_server,
+                          max_request_bytes=32 * 1024):
+        dataset = await _dataset(kb)
+        response = await _upload(kb, dataset["id"], {"big.txt": b"x" * (40 * 1024)})
+        assert response.status_code == 413 and response.json()["error"]["type"] == "payload_too_large"
+        assert "FLOWLOOM_MAX_REQUEST_BYTES" in response.json()["error"]["message"]
+        capped = await _upload(kb, dataset["id"], {"ok.txt": b"fine text", "big.txt": b"y " * 14 * 1024})
+        assert capped.status_code == 202 and capped.json()["accepted"] == 2  # under both caps

@@ -1,0 +1,139 @@
+"""``flowloom datasets``: create, list, show, rm, add (with and without --wait, a bad file
+in the batch, a failed ingestion), search in each mode, on the embedded default (SQLite
+under FLOWLOOM_HOME, ingestion in the CLI process, embeddings from the scripted server);
+and ``flowloom serve``'s warning on a PostgreSQL without pgvector."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from api.cli import app
+from engine.settings import get_settings
+from tests.support.cli import serve_banner
+from tests.support.knowledge_files import EMBEDDING_MODEL, corpus, knowledge_models
+from tests.support.openai_server import http_error
+
+runner = CliRunner()
+KEY_ENV = "FLOWLOOM_CLI_TEST_EMBED_KEY"
+
+
+@pytest.fixture
+def scripted_models(tmp_path, openai_server, monkeypatch) -> Any:
+    """FLOWLOOM_MODELS: a registry whose embedding model is the scripted server's."""
+    monkeypatch.setenv(KEY_ENV, "sk-scripted")
+    path = knowledge_models(tmp_path / "models.toml", openai_server.base_url, KEY_ENV)
+    monkeypatch.setenv("FLOWLOOM_MODELS", str(path))
+    get_settings.cache_clear()
+    return openai_server
+
+
+def invoke(*args: str) -> Any:
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def files(tmp_path: Path, names: dict[str, bytes]) -> list[Path]:
+    folder = tmp_path / "docs"
+    folder.mkdir(exist_ok=True)
+    paths = []
+    for name, data in names.items():
+        (folder / name).write_bytes(data)
+        paths.append(folder / name)
+    return paths
+
+
+def create(*extra: str) -> str:
+    result = invoke("datasets", "create", "Notes", *extra)
+    assert result.exit_code == 0, result.output + result.stderr
+    return result.stdout.strip()
+
+
+def test_create_list_show_and_remove(scripted_models):
+    made = invoke("datasets", "create", "Handbook", "--id", "handbook", "--embedding-model", EMBEDDING_MODEL,
+                  "--chunk-tokens", "256", "--overlap", "16", "--description", "staff rules", "--json")
+    assert made.exit_code == 0, made.stderr
+    dataset = json.loads(made.stdout)
+    assert dataset["id"] == "handbook" and dataset["chunking"]["chunk_tokens"] == 256
+    assert dataset["chunking"]["overlap_tokens"] == 16 and dataset["embedding_model"] == EMBEDDING_MODEL
+    listed = invoke("datasets", "list")
+    assert listed.exit_code == 0 and "handbook" in listed.stdout and EMBEDDING_MODEL in listed.stdout
+    shown = invoke("datasets", "show", "handbook")
+    assert shown.exit_code == 0 and "256 tokens, overlap 16" in shown.stdout and "staff rules" in shown.stdout
+    taken = invoke("datasets", "create", "Again", "--id", "handbook")
+    assert taken.exit_code == 2 and "handbook" in taken.stderr and "Traceback" not in taken.output
+    assert invoke("datasets", "rm", "handbook").exit_code == 0
+    for command in (("show", "handbook"), ("rm", "handbook"), ("search", "handbook", "x")):
+        gone = invoke("datasets", *command)
+        assert gone.exit_code == 2 and "handbook" in gone.stderr, command
+    assert json.loads(invoke("datasets", "list", "--json").stdout) == []
+
+
+def test_bad_settings_and_unknown_models_exit_2_naming_the_field(scripted_models):
+    overlap = invoke("datasets", "create", "x", "--chunk-tokens", "64", "--overlap", "64")
+    assert overlap.exit_code == 2 and "overlap_tokens" in overlap.stderr
+    chat = invoke("datasets", "create", "x", "--embedding-model", "default")
+    assert chat.exit_code == 2 and "embedding_model" in chat.stderr and "Traceback" not in chat.output
+    mode = invoke("datasets", "search", "any", "q", "--mode", "fuzzy")
+    assert mode.exit_code == 2 and "mode" in mode.stderr
+
+
+def test_add_with_wait_ingests_the_good_files_and_reports_each_bad_one(scripted_models, tmp_path):
+    dataset = create("--embedding-model", EMBEDDING_MODEL)
+    paths = files(tmp_path, {**corpus(), "fake.pdf": b"plain text, not a PDF"})
+    result = invoke("datasets", "add", dataset, *paths, tmp_path / "missing.txt", "--wait")
+    assert result.exit_code == 2, result.output + result.stderr
+    assert "fake.pdf" in result.stderr and "type_mismatch" in result.stderr
+    assert "missing.txt" in result.stderr and "cannot read it" in result.stderr
+    for name in corpus():
+        assert name in result.stderr
+    shown = json.loads(invoke("datasets", "show", dataset, "--json").stdout)
+    assert {d["source_name"]: d["status"] for d in shown["documents"]} == {name: "ready" for name in corpus()}
+    assert all(d["chunks_done"] == d["chunk_count"] > 0 for d in shown["documents"])
+    table = invoke("datasets", "show", dataset)
+    assert "rockets.txt" in table.stdout and "ready" in table.stdout
+
+
+def test_add_without_wait_on_the_embedded_default_ingests_before_it_returns(scripted_models, tmp_path):
+    dataset = create("--embedding-model", EMBEDDING_MODEL)
+    result = invoke("datasets", "add", dataset, *files(tmp_path, {"tea.md": corpus()["tea.md"]}), "--json")
+    assert result.exit_code == 0, result.stderr
+    (item,) = json.loads(result.stdout)["documents"]
+    assert item["outcome"] == "created" and item["document"]["status"] == "ready"
+    again = invoke("datasets", "add", dataset, *files(tmp_path, {"tea.md": corpus()["tea.md"]}), "--json")
+    assert json.loads(again.stdout)["documents"][0]["outcome"] == "unchanged"
+
+
+def test_a_failed_ingestion_exits_1_with_its_reason(scripted_models, tmp_path):
+    dataset = create("--embedding-model", EMBEDDING_MODEL)
+    scripted_models.script_embeddings(http_error(400, "input too long for this model"))
+    result = invoke("datasets", "add", dataset, *files(tmp_path, {"rockets.txt": corpus()["rockets.txt"]}))
+    assert result.exit_code == 1, result.output + result.stderr
+    assert "rockets.txt" in result.stderr and "ingestion failed" in result.stderr
+    shown = json.loads(invoke("datasets", "show", dataset, "--json").stdout)
+    assert shown["documents"][0]["status"] == "failed" and shown["documents"][0]["error"]
+
+
+@pytest.mark.parametrize("mode", ["semantic", "full_text", "hybrid"])
+def test_search_in_each_mode(scripted_models, tmp_path, mode):
+    dataset = create("--embedding-model", EMBEDDING_MODEL)
+    assert invoke("datasets", "add", dataset, *files(tmp_path, corpus())).exit_code == 0
+    result = invoke("datasets", "search", dataset, "suspension bridge cables", "--mode", mode, "--top-k", "2",
+                    "--json")
+    assert result.exit_code == 0, result.stderr
+    found = json.loads(result.stdout)
+    assert found["mode"] == mode and 1 <= len(found["hits"]) <= 2
+    assert found["hits"][0]["source_name"] == "bridges.pdf"
+    text = invoke("datasets", "search", dataset, "rocket kerosene", "--mode", mode)
+    assert text.exit_code == 0 and text.stdout.startswith("1. ") and "rockets.txt" in text.stdout
+
+
+@pytest.mark.slow
+def test_serve_warns_when_postgresql_has_no_pgvector(make_postgres_database, tmp_path):
+    env = {**os.environ, "FLOWLOOM_HOME": str(tmp_path / "home"), "FLOWLOOM_DATABASE_URL": make_postgres_database()}
+    banner = serve_banner(env, "pgvector", "--no-login-url", "--no-examples")
+    assert "no 'vector' extension" in banner and "full-text" in banner
