@@ -1,0 +1,132 @@
+"""Knowledge retrieval through the API: a workflow start -> query extension -> knowledge
+retrieval -> chat over a dataset of the app's knowledge service (the SQLite store, the
+scripted server's embeddings), run blocking and streaming through ``POST /v1/runs`` and
+as a published app through ``/v1/chat/completions`` with the real openai SDK: the answer
+cites its sources, and the citations are in the chat node's ``node_finished`` outputs,
+in ``GET /v1/runs/{id}`` and on the OpenAI message / last chunk."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import openai
+import pytest
+
+from schemas.knowledge import DatasetCreate
+from tests.support.openai_server import text_reply
+from tests.support.policy_kb import POLICY, wait_ready
+
+from .conftest import SCRIPTED_KEY_ENV, read_messages
+
+QUESTION = "refunds paid to the original card within how many days after the returned item arrives"
+
+KB_FLOW: dict[str, Any] = {
+    "id": "kbqa", "name": "Policy answers", "inputs": [{"name": "query", "type": "string"}],
+    "nodes": [
+        {"id": "start", "type": "start"},
+        {"id": "qe", "type": "query_extension", "config": {"model": "default", "count": 2}},
+        {"id": "kr", "type": "knowledge_retrieval", "config": {"datasets": ["policies"], "top_k": 2,
+                                                                "queries": {"ref": "qe.queries"}}},
+        {"id": "chat", "type": "chat", "config": {"model": "default", "quote": {"ref": "kr.quote"}}},
+        {"id": "say", "type": "answer", "config": {"text": "{{ chat.answer }}"}},
+    ],
+    "edges": [{"id": "e1", "source": "start", "target": "qe"}, {"id": "e2", "source": "qe", "target": "kr"},
+              {"id": "e3", "source": "kr", "target": "chat"}, {"id": "e4", "source": "chat", "target": "say"}],
+}
+ANSWER = "Refunds reach the original card within 14 days [1]."
+
+
+@pytest.fixture
+def api_database_url(tmp_path) -> str:
+    """SQLite (sqlite-vec holds the vectors; the PostgreSQL paths are the dataset tests')."""
+    return f"sqlite:///{tmp_path / 'api' / 'flowloom.db'}"
+
+
+@pytest.fixture
+def models_file(tmp_path, openai_server, monkeypatch):
+    """Chat model ``default`` and embedding model ``embed``, both the scripted server."""
+    monkeypatch.setenv(SCRIPTED_KEY_ENV, "sk-scripted-test")
+    path = tmp_path / "models.toml"
+    path.write_text(f'''
+[providers.scripted]
+base_url = "{openai_server.base_url}"
+api_key_env = "{SCRIPTED_KEY_ENV}"
+
+[models.default]
+provider = "scripted"
+model = "scripted-upstream"
+max_context = 8192
+max_output_tokens = 512
+
+[models.embed]
+provider = "scripted"
+type = "embedding"
+model = "scripted-embed-dim32"
+max_context = 8192
+dimension = 32
+pricing = {{ input_per_1k = 0.01 }}
+''', encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+async def kb(api, models_file):
+    """Dataset ``policies`` of tenant ``default`` holding the returns policy, ingested."""
+    service = api.app.state.knowledge
+    await service.create_dataset("default", DatasetCreate(id="policies", name="Policies", embedding_model="embed",
+                                                          chunking={"chunk_tokens": 40, "overlap_tokens": 0}))
+    await service.add_text("default", "policies", "returns.md", POLICY)
+    await wait_ready(service, "default", "policies")
+    return service
+
+
+def _cited_returns(citations: list[dict[str, Any]]) -> None:
+    assert [c["citation_id"] for c in citations] == ["1"]
+    assert citations[0]["source_name"] == "returns.md" and "14 days" in citations[0]["text"]
+    assert citations[0]["dataset_id"] == "policies" and citations[0]["chunk_id"]
+
+
+async def test_blocking_and_streaming_runs_answer_with_citations(api, openai_server, kb):
+    openai_server.script(text_reply('["refund card days"]'), text_reply(ANSWER))
+    response = await api.client.post("/v1/runs", json={"workflow": KB_FLOW, "inputs": {"query": QUESTION}},
+                                     headers=api.auth())
+    assert response.status_code == 200, response.text
+    run = response.json()
+    assert run["status"] == "succeeded" and run["answer"] == ANSWER
+    _cited_returns(run["citations"])
+    kr = next(n for n in run["node_runs"] if n["node_id"] == "kr")
+    assert kr["outputs"]["chunks"][0]["citation_id"] == "1" and kr["usage"]["tokens_in"] > 0
+    assert (await api.client.get(f"/v1/runs/{run['run_id']}", headers=api.auth())).json()["citations"] == \
+        run["citations"]
+
+    openai_server.script(text_reply('["refund card days"]'), text_reply(ANSWER))
+    http = await api.http()
+    body = {"workflow": KB_FLOW, "inputs": {"query": QUESTION}, "response_mode": "streaming"}
+    async with http.stream("POST", "/v1/runs", json=body, headers=api.auth()) as streamed:
+        assert streamed.status_code == 200
+        messages = await read_messages(streamed)
+    finished = [m["data"] for m in messages if m["event"] == "node_finished" and m["data"]["node_id"] == "chat"]
+    _cited_returns(finished[0]["outputs"]["citations"])
+    run_id = messages[0]["data"]["run_id"]
+    _cited_returns((await api.client.get(f"/v1/runs/{run_id}", headers=api.auth())).json()["citations"])
+
+
+async def test_openai_compatible_answers_carry_citations(api, openai_server, kb):
+    created = await api.client.post("/v1/workflows", json=KB_FLOW, headers=api.auth())
+    assert created.status_code == 201, created.text
+    published = await api.client.post("/v1/workflows/kbqa/publish", json={"note": "v1"}, headers=api.auth())
+    assert published.status_code == 201, published.text
+    await api.http()
+    client = openai.AsyncOpenAI(base_url=api.live.url + "/v1", api_key=api.key, max_retries=0, timeout=20)
+    openai_server.script(text_reply('["refund card days"]'), text_reply(ANSWER),
+                         text_reply('["refund card days"]'), text_reply(ANSWER))
+    done = await client.chat.completions.create(model="kbqa", messages=[{"role": "user", "content": QUESTION}])
+    assert done.choices[0].message.content == ANSWER
+    _cited_returns(done.choices[0].message.model_extra["citations"])
+
+    stream = await client.chat.completions.create(model="kbqa", stream=True,
+                                                  messages=[{"role": "user", "content": QUESTION}])
+    chunks = [chunk async for chunk in stream]
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == ANSWER
+    assert chunks[-1].choices[0].finish_reason == "stop"
+    _cited_returns(chunks[-1].model_extra["citations"])

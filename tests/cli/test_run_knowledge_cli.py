@@ -1,0 +1,99 @@
+"""``flowloom run`` of a workflow that answers from a dataset: ``flowloom datasets create``
+and ``datasets add --wait`` fill it (SQLite under FLOWLOOM_HOME, embeddings from the
+scripted server), then the run's query extension -> knowledge retrieval -> chat answers
+citing the document, in the ``--json`` events and in the terminal view's sources."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from api.cli import app
+from engine.settings import get_settings
+from tests.support.openai_server import text_reply
+from tests.support.policy_kb import POLICY
+
+runner = CliRunner()
+KEY_ENV = "FLOWLOOM_CLI_TEST_KB_KEY"
+QUESTION = "refunds paid to the original card within how many days after the returned item arrives"
+ANSWER = "Within 14 days [1]."
+
+FLOW = {
+    "id": "kbqa", "name": "Policy answers", "inputs": [{"name": "query", "type": "string"}],
+    "nodes": [
+        {"id": "start", "type": "start"},
+        {"id": "qe", "type": "query_extension", "config": {"model": "default", "count": 2}},
+        {"id": "kr", "type": "knowledge_retrieval", "config": {"datasets": ["policies"], "top_k": 2,
+                                                                "queries": {"ref": "qe.queries"}}},
+        {"id": "chat", "type": "chat", "config": {"model": "default", "quote": {"ref": "kr.quote"}}},
+        {"id": "say", "type": "answer", "config": {"text": "{{ chat.answer }}"}},
+    ],
+    "edges": [{"id": "e1", "source": "start", "target": "qe"}, {"id": "e2", "source": "qe", "target": "kr"},
+              {"id": "e3", "source": "kr", "target": "chat"}, {"id": "e4", "source": "chat", "target": "say"}],
+}
+
+
+@pytest.fixture
+def filled(tmp_path, openai_server, monkeypatch) -> tuple[Path, Any]:
+    """A registry (chat ``default``, embedding ``embed``) on the scripted server, dataset
+    ``policies`` filled with the returns policy through the CLI, and the workflow file."""
+    monkeypatch.setenv(KEY_ENV, "sk-scripted")
+    models = tmp_path / "models.toml"
+    models.write_text(f'''
+[providers.scripted]
+base_url = "{openai_server.base_url}"
+api_key_env = "{KEY_ENV}"
+
+[models.default]
+provider = "scripted"
+model = "scripted-upstream"
+max_context = 8192
+max_output_tokens = 512
+
+[models.embed]
+provider = "scripted"
+type = "embedding"
+model = "scripted-embed-dim32"
+max_context = 8192
+dimension = 32
+''', encoding="utf-8")
+    monkeypatch.setenv("FLOWLOOM_MODELS", str(models))
+    get_settings.cache_clear()
+    made = runner.invoke(app, ["datasets", "create", "Policies", "--id", "policies", "--embedding-model", "embed",
+                               "--chunk-tokens", "40", "--overlap", "0"])
+    assert made.exit_code == 0, made.output
+    doc = tmp_path / "returns.md"
+    doc.write_text(POLICY, encoding="utf-8")
+    added = runner.invoke(app, ["datasets", "add", "policies", str(doc), "--wait"])
+    assert added.exit_code == 0, added.output
+    flow = tmp_path / "kbqa.json"
+    flow.write_text(json.dumps(FLOW), encoding="utf-8")
+    return flow, openai_server
+
+
+def test_run_answers_with_citations_in_the_events(filled):
+    flow, server = filled
+    server.script(text_reply('["refund card days"]'), text_reply(ANSWER))
+    result = runner.invoke(app, ["run", str(flow), "-i", f"query={QUESTION}", "--json"])
+    assert result.exit_code == 0, result.output
+    events = [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
+    chat = next(e for e in events if e["type"] == "node_finished" and e["node_id"] == "chat")
+    [citation] = chat["outputs"]["citations"]
+    assert citation["citation_id"] == "1" and citation["source_name"] == "returns.md"
+    assert "14 days" in citation["text"]
+    kr = next(e for e in events if e["type"] == "node_finished" and e["node_id"] == "kr")
+    assert kr["outputs"]["chunks"][0]["source_name"] == "returns.md"
+    assert events[-1]["type"] == "run_finished" and events[-1]["answer"] == ANSWER
+
+
+def test_run_terminal_view_lists_the_answers_sources(filled):
+    flow, server = filled
+    server.script(text_reply('["refund card days"]'), text_reply(ANSWER))
+    result = runner.invoke(app, ["run", str(flow), "-i", f"query={QUESTION}"])
+    assert result.exit_code == 0, result.output
+    assert "sources: [1] returns.md" in result.stderr
+    assert ANSWER in result.stdout
