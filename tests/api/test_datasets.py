@@ -72,21 +72,41 @@ async def _open(database_url: str, tmp_path, models, llm, **overrides: Any) -> A
                     await api.live.stop()
 
 
+# the database URLs come from sync fixtures: the PostgreSQL ones are made with asyncio.run
+
+
 @pytest.fixture(params=["sqlite", "postgres"])
-async def fts(request, tmp_path, models_file, openai_server) -> AsyncIterator[Kb]:
-    """The app on SQLite or Debian's PostgreSQL (no pgvector): full-text datasets."""
-    url = (f"sqlite:///{tmp_path / 'kb.db'}" if request.param == "sqlite"
-           else request.getfixturevalue("make_postgres_database")())
-    async for kb in _open(url, tmp_path, models_file, openai_server):
-        yield kb
+def fts_url(request, tmp_path) -> str:
+    """SQLite, or a fresh database of Debian's PostgreSQL (no pgvector)."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'kb.db'}"
+    return request.getfixturevalue("make_postgres_database")()
 
 
 @pytest.fixture(params=["sqlite", "pgvector"])
-async def kb(request, tmp_path, models_file, openai_server) -> AsyncIterator[Kb]:
-    """The app on SQLite or on a PostgreSQL with pgvector: embedding datasets."""
-    url = (f"sqlite:///{tmp_path / 'kb.db'}" if request.param == "sqlite"
-           else request.getfixturevalue("make_pgvector_database")())
-    async for handle in _open(url, tmp_path, models_file, openai_server):
+def vector_url(request, tmp_path) -> str:
+    """SQLite, or a fresh database of a PostgreSQL with pgvector (pgserver)."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'kb.db'}"
+    return request.getfixturevalue("make_pgvector_database")()
+
+
+@pytest.fixture
+def plain_postgres_url(make_postgres_database) -> str:
+    return make_postgres_database()
+
+
+@pytest.fixture
+async def fts(fts_url, tmp_path, models_file, openai_server) -> AsyncIterator[Kb]:
+    """The app for full-text datasets."""
+    async for kb in _open(fts_url, tmp_path, models_file, openai_server):
+        yield kb
+
+
+@pytest.fixture
+async def kb(vector_url, tmp_path, models_file, openai_server) -> AsyncIterator[Kb]:
+    """The app for datasets with an embedding model."""
+    async for handle in _open(vector_url, tmp_path, models_file, openai_server):
         yield handle
 
 
@@ -152,8 +172,8 @@ async def test_invalid_datasets_are_refused_naming_the_field(fts):
 
 async def test_postgres_without_pgvector_keeps_full_text_datasets_and_refuses_embedding_ones(tmp_path, models_file,
                                                                                              openai_server,
-                                                                                             make_postgres_database):
-    async for kb in _open(make_postgres_database(), tmp_path, models_file, openai_server):
+                                                                                             plain_postgres_url):
+    async for kb in _open(plain_postgres_url, tmp_path, models_file, openai_server):
         refused = await kb.client.post("/v1/datasets", json={"name": "x", "embedding_model": EMBEDDING_MODEL},
                                        headers=kb.auth())
         assert refused.status_code == 422, refused.text
