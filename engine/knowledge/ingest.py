@@ -82,28 +82,46 @@ class Ingestor:
         self._activating = asyncio.Lock()
 
     async def ingest(self, tenant_id: str, document_id: str) -> Document:
-        """Ingest the document (or continue a crashed ingestion); the document as it ends
-        (``ready`` or ``failed``), or as it is when another worker holds it. Raises
-        DocumentNotFound (the document was deleted)."""
+        """Ingest the document (or continue a crashed ingestion) once no other worker holds
+        it; the document as it ends (``ready`` or ``failed``), or as it is when this
+        worker lost its lease midway (it stalled past the lease: the worker that took the
+        document over finishes it). Raises DocumentNotFound (the document was deleted)."""
         while not await self.store.claim_document(tenant_id, document_id, self.owner_id,
                                                   time.time() + self.lease_s):
             await self.store.get_document(tenant_id, document_id)  # DocumentNotFound ends the wait
             await asyncio.sleep(min(self.lease_s / 3, 1.0))
-        renewal = asyncio.ensure_future(self._renew(tenant_id, document_id))
+        work = asyncio.ensure_future(self._ingest(tenant_id, document_id))
+        renewal = asyncio.ensure_future(self._renew(tenant_id, document_id, work))
         try:
-            return await self._ingest(tenant_id, document_id)
+            return await work
+        except asyncio.CancelledError:
+            if not renewal.done() or renewal.cancelled() or renewal.result() is not True:
+                raise  # cancelled from outside
+            logger.warning("document %s (tenant %s): lease lost to another worker; leaving it to that one",
+                           document_id, tenant_id)
+            return await self.store.get_document(tenant_id, document_id)
         finally:
+            if not work.done():
+                work.cancel()
             renewal.cancel()
             with contextlib.suppress(BaseException):
                 await renewal
             with contextlib.suppress(Exception):
                 await asyncio.shield(self.store.release_document(tenant_id, document_id, self.owner_id))
 
-    async def _renew(self, tenant_id: str, document_id: str) -> None:
+    async def _renew(self, tenant_id: str, document_id: str, work: "asyncio.Future[Any]") -> bool:
+        """Renew the lease every third of it; when another worker holds the document now,
+        cancel ``work`` and return True."""
         while True:
             await asyncio.sleep(self.lease_s / 3)
-            with contextlib.suppress(Exception):  # the store away a moment: the next renewal tries again
-                await self.store.claim_document(tenant_id, document_id, self.owner_id, time.time() + self.lease_s)
+            try:
+                held = await self.store.claim_document(tenant_id, document_id, self.owner_id,
+                                                       time.time() + self.lease_s)
+            except Exception:  # noqa: BLE001 - the store away a moment: the next renewal tries again
+                continue
+            if not held:
+                work.cancel()
+                return True
 
     async def _ingest(self, tenant_id: str, document_id: str) -> Document:
         for _ in range(_MAX_PASSES):

@@ -328,3 +328,26 @@ async def test_a_model_answering_another_dimension_fails_the_document(service, o
     assert documents["second"].status == DocumentStatus.failed
     assert "embedding model 'embed-model' answered vectors of [16] dimensions" in documents["second"].error
     assert documents["first"].status == DocumentStatus.ready
+
+
+async def test_a_worker_that_loses_its_lease_stops_and_leaves_the_document_to_the_new_holder(
+        make_service, knowledge_store, openai_server):
+    import time
+
+    service = make_service(queue=RecordingQueue(), lease_s=0.6)
+    dataset = await semantic_dataset(service)
+    [outcome] = await service.add_documents(T, dataset.id, [Upload("guide.md", "\n\n".join(SECTIONS).encode())])
+    openai_server.hold_embeddings()
+    task = asyncio.create_task(service.ingest(T, outcome.document.id))
+    await asyncio.to_thread(openai_server.wait_held, 1)
+    # as if this worker stalled past its lease: the lease ends, another takes the document over
+    me, deadline = service.ingestor.owner_id, time.monotonic() + 10
+    while True:
+        await knowledge_store.claim_document(T, outcome.document.id, me, time.time() - 1)
+        if await knowledge_store.claim_document(T, outcome.document.id, "new-holder", time.time() + 60):
+            break
+        assert time.monotonic() < deadline  # (a renewal came in between: again)
+    document = await asyncio.wait_for(task, 10)
+    assert document.status == DocumentStatus.embedding and document.chunks_done == 0
+    openai_server.release_embeddings()
+    assert sum(openai_server.embedded.values()) == 0
