@@ -12,8 +12,8 @@ and the queue workers (``flowloom worker``) all use this function.
 
 Knowledge bases (:func:`open_knowledge`): the knowledge store on the same database
 (:func:`workers.knowledge.open_knowledge_store`: SQLite with sqlite-vec and FTS5, or
-PostgreSQL with pgvector), the parser, chunker, embedder and reranker of
-``nodes.knowledge`` on the model registry, and the ingestion queue: tasks of this
+PostgreSQL with pgvector), the parser, chunker, embedder, reranker and LLM relevance
+judge of ``nodes.knowledge`` on the model registry, and the ingestion queue: tasks of this
 process by default, RQ jobs for ``flowloom worker`` with ``Settings.redis_url``. The
 embedding tokens of ingestion count in the tenant's daily token quota (the
 ``token_usage`` rows of :mod:`workers.sql.quotas`). The service is the run service's
@@ -75,6 +75,7 @@ async def open_knowledge(settings: Settings, registry: ModelRegistry, store: Sql
     from nodes.knowledge.chunking import TextChunker
     from nodes.knowledge.embeddings import RegistryEmbedder, RegistryReranker
     from nodes.knowledge.parsing import DocumentParser
+    from nodes.knowledge.relevance import LLMRelevanceJudge
     from workers.knowledge import open_knowledge_store
 
     knowledge_store = await open_knowledge_store(database_url(settings), settings.home)
@@ -86,7 +87,7 @@ async def open_knowledge(settings: Settings, registry: ModelRegistry, store: Sql
     try:
         service = KnowledgeService(store=knowledge_store, parser=DocumentParser(), chunker=TextChunker(),
                                    embedder=RegistryEmbedder(registry), reranker=RegistryReranker(registry),
-                                   queue=queue, max_document_bytes=settings.knowledge_max_document_bytes,
+                                   judge=LLMRelevanceJudge(registry), queue=queue, max_document_bytes=settings.knowledge_max_document_bytes,
                                    on_usage=_usage_recorder(store), lease_s=settings.lease_ttl)
         try:
             yield service

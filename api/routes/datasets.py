@@ -38,6 +38,7 @@ from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import Response
 
 from engine.knowledge.ports import DatasetNotFound, DocumentNotFound, DocumentRejected
+from nodes.llm import LLMError
 from schemas.api import ErrorBody
 from schemas.api_knowledge import (DatasetList, DatasetOut, DatasetSearch, DatasetSearchResult, DocumentList,
                                    DocumentOut, DocumentProgress, DocumentRejection, DocumentText, DocumentUploadItem,
@@ -268,7 +269,8 @@ async def reindex_document(dataset_id: DatasetId, document_id: DocumentId, calle
 
 
 @router.post("/{dataset_id}/search", response_model=DatasetSearchResult, summary="Search the dataset (hit testing)",
-             responses=_QUOTA)
+             responses={**_QUOTA, 502: {"model": ErrorBody, "description": "an embeddings, rerank or relevance "
+                                                                           "model failed"}})
 async def search_dataset(dataset_id: DatasetId, body: DatasetSearch, caller: Caller, knowledge: Knowledge,
                          quotas: QuotaPolicy) -> DatasetSearchResult:
     """The hits a ``knowledge_retrieval`` node would get for this query: best first,
@@ -277,7 +279,10 @@ async def search_dataset(dataset_id: DatasetId, body: DatasetSearch, caller: Cal
     dataset_id = _dataset_id(dataset_id)
     await knowledge.get_dataset(caller.tenant_id, dataset_id)  # 404 before 429
     await _tokens_left(quotas, caller)
-    result = await knowledge.search(caller.tenant_id, body.of_dataset(dataset_id))
+    try:
+        result = await knowledge.search(caller.tenant_id, body.of_dataset(dataset_id))
+    except LLMError as exc:  # the relevance pass's chat model (rerank.llm)
+        raise ApiError(502, "model_error", f"the relevance pass failed: {exc}") from None
     spent = result.embedding_tokens + result.rerank_tokens + result.llm_tokens_in + result.llm_tokens_out
     await quotas.record_tokens(caller.tenant_id, spent, result.cost, app_id=caller.app_id, source="search")
     return DatasetSearchResult.of(result)
