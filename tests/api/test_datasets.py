@@ -49,12 +49,13 @@ class Kb:
         return self.api.auth(key)
 
 
-async def _open(database_url: str, tmp_path, models, llm, **overrides: Any) -> AsyncIterator[Kb]:
+async def _open(database_url: str, tmp_path, models, llm, sweep_s: float = 30.0, **overrides: Any
+                ) -> AsyncIterator[Kb]:
     import httpx
 
     settings = Settings(home=tmp_path / "home", database_url=database_url, models=models,
                         knowledge_max_document_bytes=DOCUMENT_CAP, **overrides)
-    app = create_app(settings, heartbeat_s=0.2, shutdown_grace_s=2)
+    app = create_app(settings, heartbeat_s=0.2, shutdown_grace_s=2, sweep_s=sweep_s)
     async with app.router.lifespan_context(app):
         keys = app.state.keys
         _record, key = await keys.create_key("default", name="test admin", admin=True)
@@ -268,6 +269,23 @@ async def test_a_document_is_reindexed_and_deleted(fts):
     assert (await fts.client.post(f"{path}/reindex", headers=fts.auth())).status_code == 404
     after = await fts.client.post(f"/v1/datasets/{dataset['id']}/search", json=search, headers=fts.auth())
     assert after.status_code == 200 and after.json()["hits"] == []
+
+
+async def test_a_document_left_queued_is_ingested_by_the_servers_sweeper(fts_url, tmp_path, models_file,
+                                                                        openai_server):
+    from engine.knowledge.ports import ParsedDocument
+    from schemas.knowledge import Document
+
+    async for kb in _open(fts_url, tmp_path, models_file, openai_server, sweep_s=0.2):
+        dataset = await _dataset(kb)
+        store = kb.api.app.state.knowledge.store  # as a process that stopped before queueing it left it
+        left = Document(id="left-behind", tenant_id="default", dataset_id=dataset["id"], source_name="left.txt",
+                        content_type="txt", content_hash="h" * 64, size_bytes=40)
+        document, created = await store.put_document(left)
+        await store.save_content("default", document.id, ParsedDocument("txt", "Harbour cranes lift containers."))
+        assert created and document.status == "queued"
+        (ready,) = await _until_ingested(kb, dataset["id"])
+        assert ready["id"] == "left-behind" and ready["status"] == "ready" and ready["chunk_count"] == 1
 
 
 # -------------------------------------------------------------------- progress
