@@ -114,6 +114,176 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/datasets": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the tenant's datasets
+         * @description By name, with document and chunk counts.
+         */
+        get: operations["list_datasets_v1_datasets_get"];
+        put?: never;
+        /**
+         * Create a dataset
+         * @description A new, empty dataset. ``embedding_model`` must be a registry model with an
+         *     embeddings endpoint (422 otherwise; none: full-text search only). 409 when ``id`` is taken.
+         */
+        post: operations["create_dataset_v1_datasets_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/datasets/{dataset_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A dataset
+         * @description Its settings, indexes and counts.
+         */
+        get: operations["get_dataset_v1_datasets__dataset_id__get"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete a dataset
+         * @description With its documents, chunks, indexes and vectors.
+         */
+        delete: operations["delete_dataset_v1_datasets__dataset_id__delete"];
+        options?: never;
+        head?: never;
+        /**
+         * Change a dataset
+         * @description Only the fields given change. A new ``embedding_model`` builds a new index of every
+         *     document (searches keep the old one until it is ready; it spends embedding tokens:
+         *     429 when the tenant's are used up); new ``chunking`` applies to documents added or
+         *     re-indexed later.
+         */
+        patch: operations["update_dataset_v1_datasets__dataset_id__patch"];
+        trace?: never;
+    };
+    "/v1/datasets/{dataset_id}/documents": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The dataset's documents
+         * @description Oldest first, each with its ingestion status and progress.
+         */
+        get: operations["list_documents_v1_datasets__dataset_id__documents_get"];
+        put?: never;
+        /**
+         * Add documents (files or a text)
+         * @description Each file is kept or rejected on its own (module docstring); kept ones are queued
+         *     for ingestion (follow them with ``GET .../events``). Re-sending the same bytes under
+         *     the same name changes nothing; new bytes under a known name re-ingest that document.
+         */
+        post: operations["add_documents_v1_datasets__dataset_id__documents_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/datasets/{dataset_id}/documents/{document_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A document
+         * @description Its status (``failed`` with ``error``), chunk counts and metadata.
+         */
+        get: operations["get_document_v1_datasets__dataset_id__documents__document_id__get"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete a document
+         * @description With its chunks and vectors: searches no longer find it.
+         */
+        delete: operations["delete_document_v1_datasets__dataset_id__documents__document_id__delete"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/datasets/{dataset_id}/documents/{document_id}/reindex": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Ingest a document again
+         * @description Split it again with the dataset's current chunking and embed what changed (chunks
+         *     whose text is unchanged keep their vectors); queued like a new document.
+         */
+        post: operations["reindex_document_v1_datasets__dataset_id__documents__document_id__reindex_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/datasets/{dataset_id}/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Ingestion progress of the dataset's documents (SSE)
+         * @description A ``progress`` event for each document as it is now, then one per change (status
+         *     or chunks embedded), until each is ``ready`` or ``failed``; then ``done``.
+         */
+        get: operations["dataset_events_v1_datasets__dataset_id__events_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/datasets/{dataset_id}/search": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Search the dataset (hit testing)
+         * @description The hits a ``knowledge_retrieval`` node would get for this query: best first,
+         *     ``score`` in [0, 1] with each recall pass's own in ``scores``. Semantic and hybrid
+         *     searches embed the query (tokens counted in the tenant's quota).
+         */
+        post: operations["search_dataset_v1_datasets__dataset_id__search_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/keys": {
         parameters: {
             query?: never;
@@ -693,6 +863,332 @@ export interface components {
             title: string | null;
         };
         /**
+         * ChunkingSettings
+         * @description How documents of a dataset are split (token counts of the cl100k tokenizer).
+         */
+        ChunkingSettings: {
+            /**
+             * Chunk Tokens
+             * @description largest chunk, in tokens
+             * @default 512
+             */
+            chunk_tokens: number;
+            /**
+             * Overlap Tokens
+             * @description tokens shared by neighbouring chunks
+             * @default 64
+             */
+            overlap_tokens: number;
+            parent_child?: components["schemas"]["ParentChildSettings"] | null;
+            /**
+             * Separators
+             * @description extra split points tried before the splitter's own (paragraphs, lines, sentences)
+             */
+            separators?: string[];
+            /**
+             * Split Headings
+             * @description start a new chunk at each Markdown heading and keep the heading path with every chunk
+             * @default true
+             */
+            split_headings: boolean;
+        };
+        /**
+         * DatasetCreate
+         * @description A new dataset. ``embedding_model`` is a model of the registry with an embeddings
+         *     endpoint; None: full-text search only (no key, no model needed).
+         */
+        DatasetCreate: {
+            chunking?: components["schemas"]["ChunkingSettings"];
+            /**
+             * Description
+             * @default
+             */
+            description: string;
+            /** Embedding Model */
+            embedding_model?: string | null;
+            /**
+             * Id
+             * @description the dataset id (default: generated)
+             */
+            id?: string | null;
+            /** Metadata Fields */
+            metadata_fields?: components["schemas"]["MetadataField"][];
+            /** Name */
+            name: string;
+        };
+        /**
+         * DatasetList
+         * @description ``GET /v1/datasets``: the tenant's datasets by name.
+         */
+        DatasetList: {
+            /** Datasets */
+            datasets: components["schemas"]["DatasetOut"][];
+        };
+        /**
+         * DatasetOut
+         * @description A dataset: its settings, its indexes (``active_index``: what searches use;
+         *     ``building_index``: being built after a change of embedding model) and counts.
+         */
+        DatasetOut: {
+            active_index?: components["schemas"]["IndexInfo"] | null;
+            building_index?: components["schemas"]["IndexInfo"] | null;
+            /**
+             * Chunk Count
+             * @default 0
+             */
+            chunk_count: number;
+            chunking: components["schemas"]["ChunkingSettings"];
+            /**
+             * Created At
+             * @default 0
+             */
+            created_at: number;
+            /**
+             * Description
+             * @default
+             */
+            description: string;
+            /**
+             * Document Count
+             * @default 0
+             */
+            document_count: number;
+            /** Embedding Model */
+            embedding_model?: string | null;
+            /** Id */
+            id: string;
+            /** Metadata Fields */
+            metadata_fields?: components["schemas"]["MetadataField"][];
+            /** Name */
+            name: string;
+            /**
+             * Updated At
+             * @default 0
+             */
+            updated_at: number;
+        };
+        /**
+         * DatasetSearch
+         * @description ``POST /v1/datasets/{id}/search`` (hit testing): a search of this one dataset
+         *     (:class:`~schemas.knowledge.SearchRequest` without ``dataset_ids``).
+         */
+        DatasetSearch: {
+            /** Filters */
+            filters?: components["schemas"]["MetadataFilter"][];
+            /** @default rrf */
+            fusion: components["schemas"]["FusionMode"];
+            /**
+             * Max Quote Tokens
+             * @default 3000
+             */
+            max_quote_tokens: number;
+            /** @default hybrid */
+            mode: components["schemas"]["SearchMode"];
+            /** Queries */
+            queries?: string[];
+            /**
+             * Query
+             * @default
+             */
+            query: string;
+            rerank?: components["schemas"]["RerankSettings"] | null;
+            /**
+             * Score Threshold
+             * @default 0
+             */
+            score_threshold: number;
+            /**
+             * Semantic Weight
+             * @default 0.5
+             */
+            semantic_weight: number;
+            /**
+             * Top K
+             * @default 5
+             */
+            top_k: number;
+        };
+        /**
+         * DatasetSearchResult
+         * @description The ranked hits (best first, ``score`` in [0, 1], ``scores`` per recall pass),
+         *     the quote text a prompt would get, the queries searched, the mode, the tokens and
+         *     cost its model calls spent (embeddings, rerank, LLM relevance pass), the chunks each
+         *     recall pass found (``passes``) and what the search could not do as asked (``notes``).
+         */
+        DatasetSearchResult: {
+            /**
+             * Cost
+             * @default 0
+             */
+            cost: number;
+            /**
+             * Embedding Tokens
+             * @default 0
+             */
+            embedding_tokens: number;
+            /** Hits */
+            hits: components["schemas"]["SearchHit"][];
+            /**
+             * Llm Tokens In
+             * @default 0
+             */
+            llm_tokens_in: number;
+            /**
+             * Llm Tokens Out
+             * @default 0
+             */
+            llm_tokens_out: number;
+            mode: components["schemas"]["SearchMode"];
+            /** Notes */
+            notes?: string[];
+            /** Passes */
+            passes?: {
+                [key: string]: number;
+            };
+            /** Queries */
+            queries?: string[];
+            /**
+             * Quote
+             * @default
+             */
+            quote: string;
+            /**
+             * Rerank Tokens
+             * @default 0
+             */
+            rerank_tokens: number;
+        };
+        /**
+         * DatasetUpdate
+         * @description Changes to a dataset: only the fields given. A new ``embedding_model`` re-indexes
+         *     the dataset (searches keep using the old index until the new one is ready); new
+         *     ``chunking`` applies to documents added or re-indexed later.
+         */
+        DatasetUpdate: {
+            chunking?: components["schemas"]["ChunkingSettings"] | null;
+            /**
+             * Clear Embedding Model
+             * @default false
+             */
+            clear_embedding_model: boolean;
+            /** Description */
+            description?: string | null;
+            /** Embedding Model */
+            embedding_model?: string | null;
+            /** Metadata Fields */
+            metadata_fields?: components["schemas"]["MetadataField"][] | null;
+            /** Name */
+            name?: string | null;
+        };
+        /**
+         * DocumentList
+         * @description ``GET /v1/datasets/{id}/documents``: the dataset's documents, oldest first.
+         */
+        DocumentList: {
+            /** Documents */
+            documents: components["schemas"]["DocumentOut"][];
+        };
+        /**
+         * DocumentOut
+         * @description A document of a dataset and where its ingestion is: ``status`` (``queued``,
+         *     ``parsing``, ``embedding``, ``ready``, ``failed`` with ``error``), ``chunks_done`` of
+         *     ``chunk_count`` chunks embedded.
+         */
+        DocumentOut: {
+            /**
+             * Chunk Count
+             * @default 0
+             */
+            chunk_count: number;
+            /**
+             * Chunks Done
+             * @default 0
+             */
+            chunks_done: number;
+            /** Content Hash */
+            content_hash: string;
+            /** Content Type */
+            content_type: string;
+            /**
+             * Created At
+             * @default 0
+             */
+            created_at: number;
+            /** Dataset Id */
+            dataset_id: string;
+            /** Error */
+            error?: string | null;
+            /** Id */
+            id: string;
+            /** Metadata */
+            metadata?: {
+                [key: string]: unknown;
+            };
+            /**
+             * Size Bytes
+             * @default 0
+             */
+            size_bytes: number;
+            /** Source Name */
+            source_name: string;
+            status: components["schemas"]["DocumentStatus"];
+            /**
+             * Updated At
+             * @default 0
+             */
+            updated_at: number;
+        };
+        /**
+         * DocumentRejection
+         * @description Why one uploaded file was not kept: ``status`` 413 (over the per-document cap)
+         *     or 422, ``reason`` (``too_large``, ``type_mismatch``, ``encrypted``, ``corrupt``,
+         *     ``empty``, ``unsupported``, ``invalid_metadata``) and a message in plain words.
+         */
+        DocumentRejection: {
+            /** Message */
+            message: string;
+            /** Reason */
+            reason: string;
+            /** Status */
+            status: number;
+        };
+        /**
+         * DocumentStatus
+         * @description Where a document is in ingestion. ``failed`` carries a reason on the document.
+         * @enum {string}
+         */
+        DocumentStatus: "queued" | "parsing" | "embedding" | "ready" | "failed";
+        /**
+         * DocumentUploadItem
+         * @description What became of one file of an upload: ``created`` (new or changed content:
+         *     queued for ingestion), ``unchanged`` (the dataset already holds these bytes under
+         *     this name) or ``rejected`` (``error`` says why; the other files are kept).
+         */
+        DocumentUploadItem: {
+            document?: components["schemas"]["DocumentOut"] | null;
+            error?: components["schemas"]["DocumentRejection"] | null;
+            /**
+             * Outcome
+             * @enum {string}
+             */
+            outcome: "created" | "unchanged" | "rejected";
+            /** Source Name */
+            source_name: string;
+        };
+        /**
+         * DocumentUploadResult
+         * @description ``POST /v1/datasets/{id}/documents``: one item per file, in the order sent;
+         *     ``accepted`` / ``rejected`` count them.
+         */
+        DocumentUploadResult: {
+            /** Accepted */
+            accepted: number;
+            /** Documents */
+            documents: components["schemas"]["DocumentUploadItem"][];
+            /** Rejected */
+            rejected: number;
+        };
+        /**
          * ErrorBody
          * @description The body of every error response, and the data of an SSE ``error`` event.
          */
@@ -714,6 +1210,13 @@ export interface components {
             /** Type */
             type: string;
         };
+        /**
+         * FusionMode
+         * @description How hybrid search merges its recall lists: reciprocal rank fusion (FastGPT) or a
+         *     weighted sum of normalised scores (Dify).
+         * @enum {string}
+         */
+        FusionMode: "rrf" | "weighted";
         /** HTTPValidationError */
         HTTPValidationError: {
             /** Detail */
@@ -732,6 +1235,30 @@ export interface components {
             status: "ok";
             /** Version */
             version: string;
+        };
+        /**
+         * IndexInfo
+         * @description One vector index of a dataset: the embedding model that built it, its dimension
+         *     (known after the first embedding), and its state.
+         */
+        IndexInfo: {
+            /**
+             * Created At
+             * @default 0
+             */
+            created_at: number;
+            /** Dimension */
+            dimension?: number | null;
+            /** Embedding Model */
+            embedding_model: string;
+            /** Id */
+            id: string;
+            /**
+             * State
+             * @default building
+             * @enum {string}
+             */
+            state: "building" | "active" | "retired";
         };
         /**
          * KeyCreate
@@ -898,6 +1425,36 @@ export interface components {
          * @enum {string}
          */
         MessageStatus: "streaming" | "done" | "paused" | "failed" | "cancelled";
+        /**
+         * MetadataField
+         * @description A metadata field documents of the dataset may carry (filters name them).
+         */
+        MetadataField: {
+            /** Name */
+            name: string;
+            /**
+             * Type
+             * @default string
+             * @enum {string}
+             */
+            type: "string" | "number" | "time";
+        };
+        /**
+         * MetadataFilter
+         * @description One condition on a document's metadata; a search's filters all hold (AND).
+         */
+        MetadataFilter: {
+            /** Field */
+            field: string;
+            /**
+             * Op
+             * @default eq
+             * @enum {string}
+             */
+            op: "eq" | "ne" | "in" | "contains" | "gt" | "gte" | "lt" | "lte" | "exists";
+            /** Value */
+            value?: unknown;
+        };
         /**
          * NodeError
          * @description An error attached to a node run or a failed run: ``type`` is the exception class name.
@@ -1125,6 +1682,23 @@ export interface components {
             type: string;
         };
         /**
+         * ParentChildSettings
+         * @description Search small chunks, return their parent: ``child_tokens`` is the searched size,
+         *     the dataset's ``chunk_tokens`` the returned parent's.
+         */
+        ParentChildSettings: {
+            /**
+             * Child Overlap Tokens
+             * @default 16
+             */
+            child_overlap_tokens: number;
+            /**
+             * Child Tokens
+             * @default 128
+             */
+            child_tokens: number;
+        };
+        /**
          * QuotaEffective
          * @description The limits that hold (``null``: unlimited) and where each comes from: ``own``
          *     (set for this scope), ``default`` (the operator's ``FLOWLOOM_QUOTA_*`` settings) or
@@ -1198,6 +1772,48 @@ export interface components {
             runs_last_minute: number;
             /** Tokens Today */
             tokens_today: number;
+        };
+        /**
+         * QuotePiece
+         * @description A citation as an answer's events and records carry it: which hit ``[id]`` names.
+         */
+        QuotePiece: {
+            /** Chunk Id */
+            chunk_id: string;
+            /** Citation Id */
+            citation_id: string;
+            /** Dataset Id */
+            dataset_id: string;
+            /** Document Id */
+            document_id: string;
+            /** Position */
+            position: number;
+            /** Score */
+            score: number;
+            /** Source Name */
+            source_name: string;
+            /**
+             * Text
+             * @description the quoted text (cut to a preview where records keep it)
+             */
+            text: string;
+        };
+        /**
+         * RerankSettings
+         * @description Reorder the merged hits: with a rerank ``model`` of the registry (an OpenAI-,
+         *     Jina- or Cohere-style ``/v1/rerank`` endpoint), or ``llm``: a chat model that keeps
+         *     only the chunks relevant to the question.
+         */
+        RerankSettings: {
+            /**
+             * Llm
+             * @description chat model of the relevance pass
+             */
+            llm?: string | null;
+            /** Model */
+            model?: string | null;
+            /** Top N */
+            top_n?: number | null;
         };
         /**
          * RerunRequest
@@ -1306,6 +1922,11 @@ export interface components {
             answer: string;
             /** Chat Id */
             chat_id?: string | null;
+            /**
+             * Citations
+             * @description the sources the answer cites (chat nodes' citations outputs, in run order)
+             */
+            citations?: components["schemas"]["QuotePiece"][];
             /**
              * Cost
              * @default 0
@@ -1450,6 +2071,53 @@ export interface components {
          */
         RunStatus: "pending" | "running" | "paused" | "succeeded" | "failed" | "cancelled";
         /**
+         * SearchHit
+         * @description A chunk found by a search. ``score`` is in [0, 1] (the fused or reranked score);
+         *     ``scores`` has each recall pass's own (``semantic``, ``full_text``, ``rerank``);
+         *     ``citation_id`` is what an answer cites (``[1]``...), stable within one search.
+         */
+        SearchHit: {
+            /** Chunk Id */
+            chunk_id: string;
+            /**
+             * Citation Id
+             * @default
+             */
+            citation_id: string;
+            /** Dataset Id */
+            dataset_id: string;
+            /** Document Id */
+            document_id: string;
+            /** Heading Path */
+            heading_path?: string[];
+            /** Metadata */
+            metadata?: {
+                [key: string]: unknown;
+            };
+            /** Position */
+            position: number;
+            /** Score */
+            score: number;
+            /** Scores */
+            scores?: {
+                [key: string]: number;
+            };
+            /** Source Name */
+            source_name: string;
+            /** Text */
+            text: string;
+            /**
+             * Tokens
+             * @default 0
+             */
+            tokens: number;
+        };
+        /**
+         * SearchMode
+         * @enum {string}
+         */
+        SearchMode: "semantic" | "full_text" | "hybrid";
+        /**
          * Usage
          * @description Model usage and cost of a node run (filled by LLM nodes).
          */
@@ -1562,6 +2230,13 @@ export interface components {
          *     reference or setting not carried over as it was); ``saved`` with ``?save=true``.
          */
         WorkflowImported: {
+            /**
+             * Datasets
+             * @description source dataset id -> dataset id searched
+             */
+            datasets?: {
+                [key: string]: string;
+            };
             /**
              * Models
              * @description source model -> registry model used
@@ -2225,6 +2900,816 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    list_datasets_v1_datasets_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DatasetList"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    create_dataset_v1_datasets_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DatasetCreate"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DatasetOut"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_dataset_v1_datasets__dataset_id__get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the dataset's id */
+                dataset_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DatasetOut"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    delete_dataset_v1_datasets__dataset_id__delete: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the dataset's id */
+                dataset_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    update_dataset_v1_datasets__dataset_id__patch: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the dataset's id */
+                dataset_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DatasetUpdate"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DatasetOut"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the tenant's tokens per day are used up (`Retry-After`) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_documents_v1_datasets__dataset_id__documents_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the dataset's id */
+                dataset_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DocumentList"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    add_documents_v1_datasets__dataset_id__documents_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the dataset's id */
+                dataset_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /**
+                     * Metadata
+                     * @description metadata searches can filter on
+                     */
+                    metadata?: {
+                        [key: string]: unknown;
+                    };
+                    /**
+                     * Name
+                     * @description the document's source name
+                     */
+                    name: string;
+                    /**
+                     * Text
+                     * @description the document's text (Markdown headings split chunks)
+                     */
+                    text: string;
+                };
+                "multipart/form-data": {
+                    /** @description the files (txt, md, html, pdf, docx, csv or jsonl QA pairs) */
+                    files: string[];
+                    /** @description JSON object: metadata given to every file */
+                    metadata?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DocumentUploadResult"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description every file was over the per-document cap */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no file was kept (each one's reason in `problems`), or no file was sent */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the tenant's tokens per day are used up (`Retry-After`) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_document_v1_datasets__dataset_id__documents__document_id__get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the dataset's id */
+                dataset_id: string;
+                /** @description the document's id */
+                document_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DocumentOut"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    delete_document_v1_datasets__dataset_id__documents__document_id__delete: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the dataset's id */
+                dataset_id: string;
+                /** @description the document's id */
+                document_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    reindex_document_v1_datasets__dataset_id__documents__document_id__reindex_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the dataset's id */
+                dataset_id: string;
+                /** @description the document's id */
+                document_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DocumentOut"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the tenant's tokens per day are used up (`Retry-After`) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    dataset_events_v1_datasets__dataset_id__events_get: {
+        parameters: {
+            query?: {
+                /** @description follow only these documents (repeatable) */
+                document_id?: string[] | null;
+            };
+            header?: never;
+            path: {
+                /** @description the dataset's id */
+                dataset_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description server-sent events: `progress` (data: DocumentProgress) per change, then `done` `{dataset_id, ready, failed}`; an `error` event if following fails */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": string;
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    search_dataset_v1_datasets__dataset_id__search_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the dataset's id */
+                dataset_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DatasetSearch"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DatasetSearchResult"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the tenant's tokens per day are used up (`Retry-After`) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description an embeddings, rerank or relevance model failed */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
                 };
             };
         };
@@ -3296,6 +4781,13 @@ export interface operations {
                      * @default false
                      */
                     allow_partial?: boolean;
+                    /**
+                     * Dataset Map
+                     * @description source dataset id -> dataset id of this tenant ("*" for every unmapped one and for searches with none selected)
+                     */
+                    dataset_map?: {
+                        [key: string]: string;
+                    };
                     /** Model Map */
                     model_map?: {
                         [key: string]: string;
@@ -3307,6 +4799,8 @@ export interface operations {
                 };
                 "multipart/form-data": {
                     allow_partial?: boolean;
+                    /** @description JSON object: source dataset id -> dataset id */
+                    dataset_map?: string;
                     /**
                      * Format: binary
                      * @description FastGPT JSON, Dify YAML or Flowloom JSON
