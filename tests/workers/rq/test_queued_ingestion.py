@@ -1,5 +1,5 @@
-"""Queued ingestion of knowledge-base documents: RQ jobs run by real worker processes; a
-worker SIGKILLed while an embeddings request is in flight is noticed by the sweeper of
+"""Queued ingestion of knowledge-base documents: RQ jobs run by real ``flowloom worker``
+processes (batches of 32 chunks); a worker SIGKILLed while an embeddings request is in flight is noticed by the sweeper of
 another, which continues the document from the vectors already stored - no text is
 embedded twice and the document ends ready with every chunk embedded."""
 
@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import subprocess
 import time
 from pathlib import Path
 
@@ -20,11 +19,12 @@ from nodes.knowledge.parsing import DocumentParser
 from nodes.model_registry import load_registry
 from schemas.knowledge import DatasetCreate, DocumentStatus
 from tests.support.openai_server import TEST_API_KEY, TEST_KEY_ENV
-from tests.workers.rq.conftest import FLOWLOOM, ROOT, Deployment
+from tests.workers.rq.conftest import Deployment
 from workers.rq.knowledge import RQIngestionQueue
 
 T = "default"
-SECTIONS = [f"# Part {i}\n\nPart {i} explains topic number {i} in its own words." for i in range(12)]
+CHUNKS = 40  # one per section: a batch of 32, then one of 8
+SECTIONS = [f"# Part {i}\n\nPart {i} explains topic number {i} in its own words." for i in range(CHUNKS)]
 
 
 def models_file(path: Path, base_url: str) -> Path:
@@ -46,14 +46,6 @@ max_context = 8192
 dimension = 32
 ''', encoding="utf-8")
     return path
-
-
-def start_worker(deployment: Deployment, name: str) -> subprocess.Popen[bytes]:
-    log = open(deployment.tmp / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process
-    proc = subprocess.Popen([FLOWLOOM[0], "-m", "tests.support.knowledge_worker", "--name", name],
-                            env=deployment.env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
-    deployment.workers[name] = proc
-    return proc
 
 
 def busy_worker(deployment: Deployment) -> str:
@@ -88,8 +80,8 @@ async def test_a_worker_killed_mid_ingestion_is_continued_by_another_without_emb
     models = models_file(deployment.tmp / "models.toml", openai_server.base_url)
     deployment.env.update(FLOWLOOM_MODELS=str(models), **{TEST_KEY_ENV: TEST_API_KEY})
     monkeypatch.setenv(TEST_KEY_ENV, TEST_API_KEY)
-    start_worker(deployment, "k1")
-    start_worker(deployment, "k2")
+    deployment.start_worker("k1")
+    deployment.start_worker("k2")
     deployment.wait_for_workers("k1", "k2")
 
     store = await open_knowledge_store(deployment.database_url, deployment.tmp / "home")
@@ -99,7 +91,7 @@ async def test_a_worker_killed_mid_ingestion_is_continued_by_another_without_emb
                                embedder=RegistryEmbedder(registry), queue=queue, lease_s=3)
     try:
         dataset = await service.create_dataset(T, DatasetCreate(name="Guide", embedding_model="embed"))
-        openai_server.hold_embeddings(skip=1)  # batch 1 (4 chunks) is stored, batch 2 is held
+        openai_server.hold_embeddings(skip=1)  # batch 1 (32 chunks) is stored, batch 2 is held
         [outcome] = await service.add_documents(T, dataset.id, [Upload("guide.md", "\n\n".join(SECTIONS).encode())])
         assert outcome.created
         await asyncio.to_thread(openai_server.wait_held, 1)
@@ -112,16 +104,16 @@ async def test_a_worker_killed_mid_ingestion_is_continued_by_another_without_emb
             await asyncio.sleep(0.02)
         openai_server.release_embeddings()
         middle = await service.get_document(T, dataset.id, outcome.document.id)
-        assert middle.status == DocumentStatus.embedding and middle.chunks_done == 4
+        assert middle.status == DocumentStatus.embedding and middle.chunks_done == 32
 
         document = await wait_document(service, dataset.id, outcome.document.id, timeout=60)
         assert document.status == DocumentStatus.ready, document.error
-        assert document.chunk_count == document.chunks_done == 12
+        assert document.chunk_count == document.chunks_done == CHUNKS
         survivor = next(name for name in deployment.workers if name != victim)
         assert f"document {outcome.document.id} (tenant {T}): its ingestion stopped" in deployment.log(survivor)
-        chunk_texts = [f"Part {i}\nPart {i} explains topic number {i} in its own words." for i in range(12)]
+        chunk_texts = [f"Part {i}\nPart {i} explains topic number {i} in its own words." for i in range(CHUNKS)]
         assert dict(openai_server.embedded) == {text: 1 for text in chunk_texts}, "no text embedded twice"
-        assert len(openai_server.embedding_texts) == 16  # 12 + the 4 whose answer never reached anyone
+        assert len(openai_server.embedding_texts) == CHUNKS + 8  # + the 8 whose answer never reached anyone
         assert await store.chunks_without_vector(T, (await service.get_dataset(T, dataset.id)).active_index.id) == []
     finally:
         queue.close()
