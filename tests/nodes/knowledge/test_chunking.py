@@ -92,3 +92,13 @@ def test_qa_pairs_become_one_qa_chunk_each_searched_by_question():
 def test_setext_headings_and_text_before_them():
     found = sections("lead\n\nTitle\n=====\n\nbody\n\nSub\n---\n\nmore")
     assert [(s.heading_path, s.text) for s in found] == [([], "lead"), (["Title"], "body"), (["Title", "Sub"], "more")]
+
+
+def test_chinese_text_is_split_by_tokens_with_nothing_lost():
+    sentence = "知识库把文档切分成片段，并为每个片段计算向量。"
+    text = "\n\n".join(f"第{i}段：{sentence}" for i in range(30))
+    drafts = chunker.split(ParsedDocument("markdown", f"# 指南\n\n{text}"), ChunkingSettings(chunk_tokens=64,
+                                                                                            overlap_tokens=0))
+    assert len(drafts) > 3 and all(d.heading_path == ["指南"] for d in drafts)
+    joined = "".join(d.text for d in drafts)
+    assert all(f"第{i}段" in joined for i in range(30))
