@@ -385,9 +385,9 @@ class WorkerRuntime:
         future = asyncio.run_coroutine_threadsafe(self._ingest(tenant_id, document_id), self.loop)
         try:
             return future.result()
-        except SystemExit:
-            raise
         except BaseException:
+            # RQ's timeout or a cold shutdown: the ingestion stops and gives its lease up,
+            # so another worker continues the document from its stored vectors at once
             if not future.done():
                 self.loop.call_soon_threadsafe(future.cancel)
             raise
