@@ -124,3 +124,26 @@ async def test_a_token_budget_splits_requests_too(openai_server, scripted_regist
     assert len(batch.vectors) == 4
     inputs = [r.body["input"] for r in openai_server.requests if r.path == "/v1/embeddings"]
     assert inputs == [[texts[0]], texts[1:]]  # the oversized text alone, the rest within the budget
+
+
+async def test_held_requests_dropped_are_retried_and_only_answers_count(openai_server, scripted_registry):
+    import asyncio
+
+    embedder = RegistryEmbedder(scripted_registry, retries=2, backoff_s=0.01)
+    openai_server.hold_embeddings()
+    task = asyncio.create_task(embedder.embed("embed-model", ["held text"]))
+    await asyncio.to_thread(openai_server.wait_held, 1)
+    assert openai_server.embedded["held text"] == 0
+    openai_server.drop_embeddings()  # the connection closes with no answer: a transient failure
+    assert len((await asyncio.wait_for(task, 10)).vectors) == 1
+    assert openai_server.embedding_texts == ["held text", "held text"]
+    assert openai_server.embedded["held text"] == 1
+
+
+async def test_latency_of_the_scripted_server(openai_server, scripted_registry):
+    import time
+
+    openai_server.embedding_latency = 0.3
+    started = time.monotonic()
+    await RegistryEmbedder(scripted_registry).embed("embed-model", ["x"])
+    assert time.monotonic() - started >= 0.3
