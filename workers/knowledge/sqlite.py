@@ -41,7 +41,7 @@ from schemas.knowledge import Chunk, ChunkDraft, ChunkKind, Dataset, Document, I
 from workers.sql.connect import BUSY_TIMEOUT_MS
 
 from .filters import sqlite_filters
-from .hnsw import HnswGraphs
+from .hnsw import EXACT_MAX_CELLS, VectorIndexes
 from .rows import (
     UPDATABLE_DATASET_FIELDS,
     UPDATABLE_DOCUMENT_FIELDS,
@@ -54,17 +54,21 @@ from .rows import (
     parsed_from_row,
     qa_json,
 )
-from .text import fts5_query, terms_text
+from .text import fts5_query, query_terms, terms_text
 
 __all__ = ["SqliteKnowledgeStore"]
 
 T = TypeVar("T")
 
-#: Below this many vectors an index is searched exactly (brute force is fast and exact).
-HNSW_MIN_VECTORS = 2000
-#: With metadata filters, the graph is asked for this many times ``k`` before filtering;
+#: With metadata filters, memory is asked for this many times ``k`` before filtering;
 #: fewer than ``k`` passing means the filter is selective: exact search instead.
 FILTER_OVERSAMPLE = 8
+#: (term, chunk) postings a full-text search ranks at most: the query's rarest terms are
+#: kept until their chunk counts reach this (at least the rarest one). BM25 costs a few
+#: microseconds per matching chunk, and a query's common words would make it rank most of
+#: the corpus while adding little to the order (their IDF is low); the chunks that match
+#: only common words are the ones left out.
+FULL_TEXT_POSTINGS = 1_500
 #: Host parameters per statement (SQLite's default limit is 32766; stay well below).
 _IN_BATCH = 900
 
@@ -99,12 +103,11 @@ class SqliteKnowledgeStore:
 
     vector_support = True
 
-    def __init__(self, path: Path, *, hnsw_min_vectors: int = HNSW_MIN_VECTORS):
+    def __init__(self, path: Path, *, exact_max_cells: int = EXACT_MAX_CELLS):
         self.path = Path(path)
-        self.hnsw_min_vectors = hnsw_min_vectors
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="flowloom-knowledge")
         self._conn: Any = None
-        self._graphs = HnswGraphs()
+        self._memory = VectorIndexes(exact_max_cells)
 
     @classmethod
     async def open(cls, path: Path, **options: Any) -> "SqliteKnowledgeStore":
@@ -135,6 +138,8 @@ class SqliteKnowledgeStore:
         with self._write() as c:
             for statement in _SCHEMA:
                 c.execute(statement)
+        # each term's chunk count, for choosing a query's terms (this connection only)
+        conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.kb_chunks_terms USING fts5vocab(main, kb_chunks_fts, row)")
 
     async def _call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         loop = asyncio.get_running_loop()
@@ -163,7 +168,7 @@ class SqliteKnowledgeStore:
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
-            self._graphs.clear()
+            self._memory.clear()
 
         if self._conn is not None:
             await self._call(_close)
@@ -243,7 +248,7 @@ class SqliteKnowledgeStore:
                          (tenant_id, dataset_id)).rowcount == 0:
                 raise DatasetNotFound(f"dataset {dataset_id!r} not found")
         for index_id in index_ids:
-            self._graphs.drop(index_id)
+            self._memory.drop(index_id)
 
     # --------------------------------------------------------------------- indexes
 
@@ -276,7 +281,7 @@ class SqliteKnowledgeStore:
         for index_id in old:
             c.execute("DELETE FROM kb_vectors WHERE index_id = ?", (index_id,))
             c.execute("UPDATE kb_indexes SET state = 'retired' WHERE id = ?", (index_id,))
-            self._graphs.drop(index_id)
+            self._memory.drop(index_id)
 
     async def set_index_dimension(self, tenant_id: str, index_id: str, dimension: int) -> None:
         """Record the index's dimension (once). Raises DatasetNotFound; DimensionMismatch
@@ -540,13 +545,19 @@ class SqliteKnowledgeStore:
     async def search_vectors(self, tenant_id: str, index_id: str, vector: Sequence[float], k: int,
                              filters: Sequence[MetadataFilter] = ()) -> list[ScoredChunk]:
         """The ``k`` nearest chunks by cosine similarity (best first) passing ``filters``:
-        the HNSW graph for large indexes, exact search for small ones or selective filters.
+        in-memory indexes (:mod:`workers.knowledge.hnsw`), and exact search in SQL when a
+        selective filter leaves fewer than ``k`` of their nearest.
         Raises DatasetNotFound; DimensionMismatch."""
         return await self._call(self._search_vectors, tenant_id, index_id, vector, k, list(filters))
 
     def _search_vectors(self, tenant_id: str, index_id: str, vector: Sequence[float], k: int,
                         filters: list[MetadataFilter]) -> list[ScoredChunk]:
-        index = self._index_row(tenant_id, index_id)
+        # the index and its newest vector in one statement: one snapshot, one round trip
+        index = self._conn.execute("SELECT i.*, (SELECT max(seq) FROM kb_vectors WHERE index_id = i.id) AS max_seq "
+                                   "FROM kb_indexes i WHERE i.tenant_id = ? AND i.id = ?",
+                                   (tenant_id, index_id)).fetchone()
+        if index is None:
+            raise DatasetNotFound(f"index {index_id!r} not found")
         query = np.asarray(vector, dtype=np.float32)
         if k < 1 or index["state"] == "retired" or index["dimension"] is None:
             return []
@@ -554,14 +565,13 @@ class SqliteKnowledgeStore:
             raise DimensionMismatch(f"index {index_id!r} holds {index['dimension']}-dimensional vectors, "
                                     f"not {query.size}")
         where, params = sqlite_filters(filters)
-        count = self._conn.execute("SELECT count(*) FROM (SELECT 1 FROM kb_vectors WHERE index_id = ? LIMIT ?)",
-                                   (index_id, self.hnsw_min_vectors)).fetchone()[0]
-        if count >= self.hnsw_min_vectors:
-            wanted = k * FILTER_OVERSAMPLE if filters else k
-            found = self._graphs.search(self._conn, index_id, index["dimension"], query, wanted)
-            hits = self._chunks_by_vector(tenant_id, found, where, params)
-            if len(hits) >= k or len(found) < wanted:
-                return hits[:k]
+        if not self._memory.is_current(index_id, index["generation"], index["max_seq"]):
+            self._memory.sync(self._conn, index_id, index["dimension"])
+        wanted = k * FILTER_OVERSAMPLE if filters else k
+        found = self._memory.search(index_id, query, wanted)
+        hits = self._chunks_by_vector(tenant_id, found, where, params)
+        if len(hits) >= k or len(found) < wanted:
+            return hits[:k]
         return self.exact_search(tenant_id, index_id, query, k, where, params)
 
     def _chunks_by_vector(self, tenant_id: str, found: list[tuple[int, float]], where: str,
@@ -607,18 +617,45 @@ class SqliteKnowledgeStore:
 
     def _search_full_text(self, tenant_id: str, dataset_ids: list[str], query: str, k: int,
                           filters: list[MetadataFilter]) -> list[ScoredChunk]:
-        match = fts5_query(query)
+        match = fts5_query(self._full_text_terms(query))
         if match is None or not dataset_ids or k < 1:
             return []
         where, params = sqlite_filters(filters)
+        scope = (f"c.tenant_id = ? AND c.dataset_id IN ({', '.join('?' * len(dataset_ids))}) AND {where}",
+                 (tenant_id, *dataset_ids, *params))
+        # BM25 first, over the full-text table alone; the scope is checked on the best
+        # ``pool`` rows (most searches: one tenant's dataset is most of the file). Fewer
+        # than ``k`` in scope out of a full pool: rank every match in scope instead.
+        pool = max(4 * k, 100)
         rows = self._conn.execute(
-            f"SELECT bm25(kb_chunks_fts) AS rank, {_CHUNK_COLUMNS} FROM kb_chunks_fts "
-            "JOIN kb_chunks c ON c.seq = kb_chunks_fts.rowid JOIN kb_documents d ON d.id = c.document_id "
-            "WHERE kb_chunks_fts MATCH ? AND c.tenant_id = ? AND c.dataset_id IN "
-            f"({', '.join('?' * len(dataset_ids))}) AND {where} ORDER BY rank LIMIT ?",
-            (match, tenant_id, *dataset_ids, *params, k))
+            f"SELECT f.rank, {_CHUNK_COLUMNS} FROM (SELECT rowid, rank FROM kb_chunks_fts WHERE kb_chunks_fts "
+            f"MATCH ? ORDER BY rank LIMIT ?) f JOIN kb_chunks c ON c.seq = f.rowid JOIN kb_documents d "
+            f"ON d.id = c.document_id WHERE {scope[0]} ORDER BY f.rank LIMIT ?",
+            (match, pool, *scope[1], k)).fetchall()
+        if len(rows) < k and self._conn.execute(
+                "SELECT count(*) FROM (SELECT 1 FROM kb_chunks_fts WHERE kb_chunks_fts MATCH ? LIMIT ?)",
+                (match, pool)).fetchone()[0] >= pool:
+            rows = self._conn.execute(
+                f"SELECT bm25(kb_chunks_fts) AS rank, {_CHUNK_COLUMNS} FROM kb_chunks_fts JOIN kb_chunks c "
+                "ON c.seq = kb_chunks_fts.rowid JOIN kb_documents d ON d.id = c.document_id "
+                f"WHERE kb_chunks_fts MATCH ? AND {scope[0]} ORDER BY rank LIMIT ?", (match, *scope[1], k)).fetchall()
         hits = []
         for row in rows:
             strength = max(0.0, -row["rank"])
             hits.append(ScoredChunk(chunk_from_row(row), strength / (1.0 + strength)))
         return hits
+
+    def _full_text_terms(self, query: str) -> list[str]:
+        """The query's terms found in the index, rarest first, within :data:`FULL_TEXT_POSTINGS`."""
+        counts: dict[str, int] = {}
+        for term in query_terms(query):
+            row = self._conn.execute("SELECT doc FROM temp.kb_chunks_terms WHERE term = ?", (term,)).fetchone()
+            if row is not None and row[0]:
+                counts[term] = row[0]
+        kept, total = [], 0
+        for term in sorted(counts, key=counts.__getitem__):
+            if kept and total + counts[term] > FULL_TEXT_POSTINGS:
+                break
+            kept.append(term)
+            total += counts[term]
+        return kept

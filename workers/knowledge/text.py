@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["MAX_QUERY_TERMS", "fts5_query", "search_terms", "terms_text", "tsquery_literal",
-           "tsvector_literal"]
+__all__ = ["MAX_QUERY_TERMS", "STOP_WORDS", "fts5_query", "query_terms", "search_terms", "terms_text",
+           "tsquery_literal", "tsvector_literal"]
 
 #: A query's distinct terms beyond this many are dropped (a pasted page is not a query).
 MAX_QUERY_TERMS = 256
@@ -51,21 +51,36 @@ def terms_text(text: str) -> str:
     return " ".join(search_terms(text))
 
 
-def _query_terms(query: str) -> list[str]:
-    return list(dict.fromkeys(search_terms(query)))[:MAX_QUERY_TERMS]
+#: English words too common to tell chunks apart: left out of queries (not of the index),
+#: since a query's OR would match nearly every chunk through them and rank them all.
+STOP_WORDS = frozenset("""
+a about after all also am an and any are as at be been being but by can could did do does doing for from
+had has have having he her here hers him his how i if in into is it its itself just me more most my no nor
+not of off on once only or other our ours out over own same she should so some such than that the their
+theirs them then there these they this those through to too under until up very was we were what when
+where which while who whom why will with would you your yours
+""".split())
 
 
-def fts5_query(query: str) -> str | None:
-    """An FTS5 MATCH expression: the OR of the query's terms, each quoted (terms hold
-    only letters and digits, so quoting is safe). None: the query has no term."""
-    terms = _query_terms(query)
+def query_terms(query: str) -> list[str]:
+    """The distinct terms a query searches for: its terms without stop words and
+    one-letter Latin words (all of them when nothing else is left), at most
+    :data:`MAX_QUERY_TERMS`."""
+    terms = list(dict.fromkeys(search_terms(query)))
+    kept = [t for t in terms if t not in STOP_WORDS and (len(t) > 1 or not t.isascii())]
+    return (kept or terms)[:MAX_QUERY_TERMS]
+
+
+def fts5_query(terms: list[str]) -> str | None:
+    """An FTS5 MATCH expression: the OR of ``terms``, each quoted (terms hold only
+    letters and digits, so quoting is safe). None: no term."""
     return " OR ".join(f'"{t}"' for t in terms) if terms else None
 
 
 def tsquery_literal(query: str) -> str | None:
-    """A ``tsquery`` literal (cast with ``::tsquery``, no stemming or stop words): the OR
-    of the query's quoted terms. None: the query has no term."""
-    terms = _query_terms(query)
+    """A ``tsquery`` literal (cast with ``::tsquery``, no stemming): the OR of the
+    query's quoted :func:`query_terms`. None: the query has no term."""
+    terms = query_terms(query)
     return " | ".join(f"'{t}'" for t in terms) if terms else None
 
 

@@ -1,5 +1,6 @@
-"""The SQLite store's in-memory HNSW graphs: the same answers as exact search, kept in
-step with vectors added and deleted, also by another process's store on the same file."""
+"""The SQLite store's in-memory indexes (a matrix searched exactly, or an HNSW graph once
+an index outgrows it): the same answers as exact search in SQL, kept in step with vectors
+added and deleted, also by another process's store on the same file."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import os
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from workers.knowledge import SqliteKnowledgeStore, open_knowledge_store
 from workers.sql.connect import default_database_url
@@ -21,10 +23,13 @@ async def _fill(store, tenant: str, source: str, index_id: str, vectors: np.ndar
     return [c.id for c in chunks]
 
 
-async def test_hnsw_answers_equal_exact_search_and_follow_changes(tenant):
+@pytest.mark.parametrize("exact_max_cells", [1_000_000, 50_000], ids=["matrix", "graph"])
+async def test_memory_answers_equal_exact_search_and_follow_changes(tenant, exact_max_cells):
     home = Path(os.environ["FLOWLOOM_HOME"])
-    store = await open_knowledge_store(default_database_url(home), home)
-    assert isinstance(store, SqliteKnowledgeStore)
+    migrated = await open_knowledge_store(default_database_url(home), home)
+    assert isinstance(migrated, SqliteKnowledgeStore)
+    await migrated.close()
+    store = await SqliteKnowledgeStore.open(migrated.path, exact_max_cells=exact_max_cells)
     other = await SqliteKnowledgeStore.open(store.path)  # like a second process on the same file
     try:
         rng = np.random.default_rng(7)
@@ -34,11 +39,16 @@ async def test_hnsw_answers_equal_exact_search_and_follow_changes(tenant):
         queries = rng.normal(size=(30, 48)).astype(np.float32)
         found = exact = 0
         for query in queries:
-            graph = [h.chunk.id for h in await store.search_vectors(tenant, index.id, query.tolist(), 10)]
-            truth = [h.chunk.id for h in await store.exact_search_vectors(tenant, index.id, query.tolist(), 10)]
-            assert graph[0] == truth[0]
-            found, exact = found + len(set(graph) & set(truth)), exact + len(truth)
-        assert found / exact >= 0.98
+            hits = await store.search_vectors(tenant, index.id, query.tolist(), 10)
+            truth = await store.exact_search_vectors(tenant, index.id, query.tolist(), 10)
+            assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+            if exact_max_cells > 2500 * 48:
+                assert [h.chunk.id for h in hits] == [h.chunk.id for h in truth]
+                assert [h.score for h in hits] == pytest.approx([h.score for h in truth], abs=1e-5)
+            found += len({h.chunk.id for h in hits} & {h.chunk.id for h in truth})
+            exact += len(truth)
+        assert found / exact >= 0.95
+        assert (store._memory._memory[index.id].graph is None) == (exact_max_cells > 2500 * 48)
 
         # vectors added by another store show up; a deleted document's vectors disappear
         near = queries[0] / np.linalg.norm(queries[0])
@@ -50,7 +60,7 @@ async def test_hnsw_answers_equal_exact_search_and_follow_changes(tenant):
         hits = await store.search_vectors(tenant, index.id, near.tolist(), 3)
         assert added[0] not in {h.chunk.id for h in hits} and hits[0].chunk.id in first
         truth = await store.exact_search_vectors(tenant, index.id, near.tolist(), 3)
-        assert [h.chunk.id for h in hits] == [h.chunk.id for h in truth]
+        assert hits[0].score == pytest.approx(truth[0].score, abs=1e-5)
     finally:
         await other.close()
         await store.close()

@@ -275,3 +275,14 @@ async def test_leases_and_unfinished_documents(kstore, tenant):
         await kstore.claim_document(tenant + "-x", doc.id, "w4", now + 60)
     failed = await kstore.update_document(tenant, doc.id, status=DocumentStatus.failed, error="bad")
     assert (failed.status, failed.error) == (DocumentStatus.failed, "bad")
+
+
+async def test_full_text_finds_a_tenants_chunk_among_many_of_another(kstore, tenant):
+    crowd = tenant + "-crowd"
+    for who, count in ((crowd, 300), (tenant, 1)):
+        await kstore.create_dataset(dataset(who))
+        doc, _ = await kstore.put_document(document(who, "ds", "a.txt"))
+        await kstore.replace_chunks(who, doc.id, drafts(*[f"shared marker word {i}" for i in range(count)]))
+    hits = await kstore.search_full_text(tenant, ["ds"], "marker", 5)
+    assert [(h.chunk.tenant_id, h.chunk.text) for h in hits] == [(tenant, "shared marker word 0")]
+    assert len(await kstore.search_full_text(crowd, ["ds"], "marker", 50)) == 50
