@@ -145,3 +145,19 @@ def test_quote_role_rule_and_citation_markers():
     pieces, cited = answer_citations("no marks", items)
     assert not cited and [p.source_name for p in pieces] == ["s.md", ""]
     assert json.dumps([p.model_dump() for p in pieces])
+
+
+def test_dataset_tools_are_checked_at_compile_time(scripted_registry):
+    def flow(**tool: Any) -> dict[str, Any]:
+        return build([node("agent", "tool_call", {"model": "tools-model", "dataset_tools": [
+            {"datasets": ["ds1"], **tool}]})], chain_edges("start", "agent"))
+
+    compile_workflow(flow(relevance_model="plain-model"), models=scripted_registry)
+    with pytest.raises(Exception) as info:
+        compile_workflow(flow(relevance_model="ghost-model"), models=scripted_registry)
+    assert "dataset_tools[0].relevance_model" in str(info.value) and "ghost-model" in str(info.value)
+    with pytest.raises(Exception) as info:
+        compile_workflow(build([node("agent", "agent", {
+            "model": "tools-model", "dataset_tools": [{"datasets": ["a"]}, {"datasets": ["b"]}]})],
+            chain_edges("start", "agent")), models=scripted_registry)
+    assert "search_knowledge" in str(info.value)  # two tools of one name
