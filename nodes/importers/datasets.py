@@ -26,12 +26,36 @@ from typing import Any
 from .base import BaseImporter, Planned, number
 from .refs import Unconvertible
 
-__all__ = ["DatasetImport", "FASTGPT_MODES"]
+__all__ = ["CONCAT_CODE", "DatasetImport", "FASTGPT_MODES"]
 
 #: FastGPT ``searchMode`` -> Flowloom ``mode``
 FASTGPT_MODES = {"embedding": "semantic", "fullTextRecall": "full_text", "mixedRecall": "hybrid"}
 
 _INVALID = re.compile(r"[^A-Za-z0-9_.-]+")
+
+#: FastGPT's datasetConcatNode as a sandboxed Python code node: the searches' chunks merged
+#: by reciprocal rank fusion (k = 60, as FastGPT merges them), each chunk once, then kept
+#: in that order while their estimated tokens fit ``limit`` (the first always).
+CONCAT_CODE = (
+    "def main(lists, limit):\n"
+    "    # FastGPT's datasetConcatNode: RRF over the search results, each chunk once, then the token limit\n"
+    "    scores, first = {}, {}\n"
+    "    for items in lists:\n"
+    "        for rank, chunk in enumerate(items or [], start=1):\n"
+    "            key = chunk.get('chunk_id') or chunk.get('text')\n"
+    "            scores[key] = scores.get(key, 0.0) + 1.0 / (60 + rank)\n"
+    "            first.setdefault(key, chunk)\n"
+    "    out, used = [], 0\n"
+    "    for key in sorted(first, key=lambda k: -scores[k]):\n"
+    "        text = first[key].get('text') or ''\n"
+    "        wide = sum(1 for ch in text if ord(ch) >= 128)\n"
+    "        cost = wide + (len(text) - wide + 3) // 4\n"
+    "        if out and limit and used + cost > limit:\n"
+    "            break\n"
+    "        out.append(first[key])\n"
+    "        used += cost\n"
+    "    return {'chunks': out}\n"
+)
 
 
 class DatasetImport(BaseImporter):

@@ -38,8 +38,6 @@ __all__ = ["FastGPTImporter", "looks_like_fastgpt"]
 #: canvas-only node kinds: not part of the run
 DROPPED = {"userGuide", "systemConfig", "pluginConfig", "comment", "emptyNode", "globalVariable"}
 UNSUPPORTED = {
-    "datasetConcatNode": "merges knowledge-base search results; search every dataset in one knowledge retrieval "
-                         "node instead",
     "pluginModule": "calls a FastGPT plugin by id; the plugin is not part of this file",
     "appModule": "calls another FastGPT app by id; the app is not part of this file",
     "runApp": "calls another FastGPT app by id; the app is not part of this file",

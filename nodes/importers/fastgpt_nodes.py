@@ -19,7 +19,7 @@ from .base import Planned, coerce_literal, number
 from .fastgpt_refs import (VARIABLE_NODE_ID, FastGPTRefs, enum_value, input_value, is_ref, is_ref_list,
                            node_outputs)
 from .code_scan import check_code
-from .datasets import FASTGPT_MODES, DatasetImport
+from .datasets import CONCAT_CODE, FASTGPT_MODES, DatasetImport
 from .mcp import fastgpt_server, fastgpt_source, merge_servers
 from .refs import CODE_OUTPUT, IDENT, Target, Unconvertible, identifier, var_type
 
@@ -258,6 +258,21 @@ class FastGPTNodes(FastGPTRefs, DatasetImport):
                 self.warn("not_carried_over", f"{key} is not carried over (metadata filters are set on the node's "
                           "filters)", p)
         return {"type": "knowledge_retrieval", "config": cfg}
+
+    def _node_datasetConcatNode(self, p: Planned) -> dict[str, Any]:
+        """Merged search results (FastGPT's reciprocal rank fusion and token limit) as a
+        sandboxed Python code node (:data:`~.datasets.CONCAT_CODE`) over the searches'
+        ``chunks``; its ``chunks`` output is what a chat's quote reads."""
+        lists = [self.value(i.get("value")) for i in self.dynamic_inputs(p.raw, skip=("limit",))
+                 if is_ref(i.get("value"))]
+        if not lists:
+            raise Unconvertible("the merge of search results reads no search node")
+        limit = number(input_value(p.raw, "limit"))
+        return {"type": "code", "config": {
+            "language": "python", "code": CONCAT_CODE,
+            "inputs": [{"name": "lists", "value": lists, "type": "array"},
+                       {"name": "limit", "value": int(limit) if limit and limit > 0 else 0, "type": "number"}],
+            "outputs": [{"name": "chunks", "type": "array"}]}}
 
     def _search_extension(self, p: Planned, cfg: dict[str, Any]) -> None:
         """FastGPT's built-in query extension as a ``query_extension`` node before the search."""

@@ -249,6 +249,7 @@ class FastGPTRefs(BaseImporter):
             "httpRequest468": {"httpRawResponse": ("json", VarType.any)},
             "tools": {"answerText": ("answer", VarType.string)},
             "datasetSearchNode": {"quoteQA": ("chunks", VarType.array)},
+            "datasetConcatNode": {"quoteQA": ("chunks", VarType.array)},
         }.get(kind, {})
         if key in static:
             return static[key][0], (), static[key][1]

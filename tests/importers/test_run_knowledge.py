@@ -52,3 +52,56 @@ async def test_dify_knowledge_chat_answers_from_the_mapped_dataset(openai_server
     assert "<info>\n[1] source: returns.md" in system
     assert [c["citation_id"] for c in chat["citations"]] == ["1"]
     assert state.answer == "参考 [1]：14 天内退款。"
+
+
+async def test_fastgpt_search_merge_runs_as_a_sandboxed_rrf_over_both_searches(openai_server, scripted_registry,
+                                                                                tmp_path):
+    from engine.settings import Settings
+
+    from .fastgpt_docs import edge, inp, node, out, start, wrap
+
+    def search(nid: str, dataset: str, query: Any, y: float) -> dict[str, Any]:
+        return node(nid, "datasetSearchNode", [
+            inp("datasets", [{"datasetId": dataset}], "selectDataset"), inp("similarity", 0.0, "number"),
+            inp("limit", 2000, "number"), inp("searchMode", "fullTextRecall"), inp("userChatInput", query)],
+            [out("quoteQA", value_type="datasetQuote")], y=y)
+
+    doc = wrap([
+        start(),
+        search("s1", "kb-refunds", ["start", "userChatInput"], 0),
+        search("s2", "kb-hours", "shop opens closes Monday Saturday", 200),
+        node("merge", "datasetConcatNode", [inp("limit", 3000, "number"),
+                                            inp("a1", ["s1", "quoteQA"], "datasetQuote"),
+                                            inp("a2", ["s2", "quoteQA"], "datasetQuote")],
+             [out("quoteQA", value_type="datasetQuote")]),
+        node("chat", "chatNode", [inp("model", "gpt-4o-mini"), inp("userChatInput", ["start", "userChatInput"]),
+                                  inp("quoteQA", ["merge", "quoteQA"], "datasetQuote"),
+                                  inp("aiChatQuoteRole", "user")], [out("answerText")]),
+    ], [edge("start", "s1"), edge("start", "s2"), edge("s1", "merge"), edge("s2", "merge"), edge("merge", "chat")])
+    result = load_doc(doc, scripted_registry, {"*": "policies"})
+    merge = next(n for n in result.workflow["nodes"] if n["id"] == "merge")
+    assert merge["type"] == "code" and merge["config"]["outputs"] == [{"name": "chunks", "type": "array"}]
+    openai_server.script(text_reply("14 days [1]; open nine to six [2]."))
+    settings = Settings(code_sandbox="bwrap", allow_unsandboxed_code=False)
+    async with open_policy_kb(tmp_path, scripted_registry, tenant="default") as kb:
+        state, _ = await run(result, registry=scripted_registry, tmp_path=tmp_path, knowledge=kb, query=QUESTION,
+                             settings=settings)
+    assert state.status == "succeeded", state.error
+    merged = state.node_runs["merge"].outputs["chunks"]
+    texts = [c["text"] for c in merged]
+    assert any("14 days" in t for t in texts) and any("opens at nine" in t for t in texts)
+    assert len({c["chunk_id"] for c in merged}) == len(merged), "each chunk once"
+    user = openai_server.bodies[0]["messages"][-1]["content"]
+    assert "[1] source: returns.md" in user and "[2] source: returns.md" in user
+    assert [c["citation_id"] for c in state.node_runs["chat"].outputs["citations"]] == ["1", "2"]
+
+
+def load_doc(doc: dict[str, Any], registry: Any, dataset_map: dict[str, str]) -> Any:
+    import json
+
+    from tests.support.catalog import import_workflow
+
+    result = import_workflow(json.dumps(doc), models=registry, model_map={"gpt-4o-mini": "tools-model"},
+                             dataset_map=dataset_map)
+    assert not result.errors, result.report
+    return result
