@@ -45,13 +45,14 @@ async def wait_ready(service: KnowledgeService, tenant: str, dataset_id: str, ti
 
 
 @contextlib.asynccontextmanager
-async def open_policy_kb(folder: Path, registry: Any, tenant: str = "t1",
-                         dataset_id: str = "policies") -> AsyncIterator[KnowledgeService]:
+async def open_policy_kb(folder: Path, registry: Any, tenant: str = "t1", dataset_id: str = "policies",
+                         database_url: str | None = None) -> AsyncIterator[KnowledgeService]:
     """The service with dataset ``dataset_id`` of ``tenant`` holding :data:`POLICY` as
-    ``returns.md`` (small chunks: one section each), ingested."""
+    ``returns.md`` (small chunks: one section each), ingested; on ``database_url``
+    (default: a SQLite file in ``folder``)."""
     from workers.knowledge import open_knowledge_store
 
-    store = await open_knowledge_store(f"sqlite:///{folder / 'knowledge.db'}", folder)
+    store = await open_knowledge_store(database_url or f"sqlite:///{folder / 'knowledge.db'}", folder)
     service = KnowledgeService(store=store, parser=DocumentParser(), chunker=TextChunker(),
                                embedder=RegistryEmbedder(registry, retries=1, backoff_s=0.01),
                                reranker=RegistryReranker(registry, backoff_s=0.01))

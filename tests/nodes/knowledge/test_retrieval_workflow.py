@@ -72,7 +72,20 @@ async def test_extension_retrieval_chat_cites_the_ingested_document(openai_serve
     assert kr.outputs["quote"] in openai_server.bodies[1]["messages"][0]["content"]
 
 
-async def test_retrieval_filters_by_threshold_and_tenant(openai_server, scripted_registry, knowledge):
+@pytest.mark.slow
+async def test_extension_retrieval_chat_on_postgresql_with_pgvector(openai_server, scripted_registry, tmp_path,
+                                                                    pgvector_database_url):
+    openai_server.script(text_reply('["refund receipt card"]'), text_reply("Within 14 days [1]."))
+    async with open_policy_kb(tmp_path, scripted_registry, database_url=pgvector_database_url) as kb:
+        state, _ = await run(rag_flow(), scripted_registry, kb, query="How long does a refund take?")
+    assert state.status is RunStatus.succeeded, state.error
+    kr = state.node_runs["kr"]
+    assert "14 days" in kr.outputs["chunks"][0]["text"] and kr.outputs["chunks"][0]["source_name"] == "returns.md"
+    assert "semantic[policies, q1]" in kr.data["retrieval"]["passes"] and kr.data["retrieval"]["notes"] == []
+    assert [c["citation_id"] for c in state.node_runs["chat"].outputs["citations"]] == ["1"]
+
+
+async def test_full_text_retrieval_and_tenant_scoping(openai_server, scripted_registry, knowledge):
     doc = build([node("kr", "knowledge_retrieval", {"datasets": ["policies"], "mode": "full_text", "top_k": 5})],
                 chain_edges("start", "kr"))
     state, _ = await run(doc, scripted_registry, knowledge, query="express shipping")
