@@ -7,8 +7,9 @@ and ranked by ``ts_rank_cd`` (normalised to ``r / (1 + r)``), so matches are the
 on SQLite, CJK included.
 
 Vectors: ``kb_vectors.embedding`` is a ``vector`` column without a fixed dimension (each
-index has its own); when an index's dimension becomes known, a partial HNSW index over
-``embedding::vector(N)`` (``vector_cosine_ops``) is created for that index id alone, and
+index has its own); on an index's first search, a partial HNSW index over ``embedding::vector(N)``
+(``vector_cosine_ops``) is created for that index id alone (built once over the vectors
+ingested by then, instead of updated per insert during the first ingestion), and
 nearest-neighbour queries order by that same expression, with the index id as a literal
 so the planner can use the partial index. A search with metadata filters is exact (the
 HNSW scan of this pgvector filters after the scan and would return fewer than ``k``).
@@ -54,7 +55,7 @@ from .rows import (
     parsed_from_row,
     qa_json,
 )
-from .text import tsquery_literal, tsvector_literal
+from .text import query_terms, rarest_terms, tsquery_literal, tsvector_literal
 
 __all__ = ["PostgresKnowledgeStore", "nearest_query", "nearest_settings"]
 
@@ -75,6 +76,9 @@ class PostgresKnowledgeStore:
 
     def __init__(self, pool: asyncpg.Pool, url: URL, vector_support: bool):
         self._pool, self._url, self.vector_support = pool, url, vector_support
+        self._hnsw_ready: set[str] = set()  # index ids whose HNSW index exists
+        self._lexemes: tuple[float, float, dict[str, float], float] | None = None  # (read at, rows, freqs, floor)
+        self._analyzed_at = 0.0
 
     @classmethod
     async def open(cls, url: URL) -> "PostgresKnowledgeStore":
@@ -226,10 +230,6 @@ class PostgresKnowledgeStore:
             raise StoreError(f"index {index['id']!r}: dimension must be in 1..16000, got {dimension}")
         if index["dimension"] is None:
             await c.execute("UPDATE kb_indexes SET dimension = $1 WHERE id = $2", dimension, index["id"])
-            # the id is 32 hex digits (checked) and the dimension an int: safe in SQL text
-            await c.execute(f"CREATE INDEX IF NOT EXISTS {_hnsw_name(index['id'])} ON kb_vectors USING hnsw "
-                            f"((embedding::vector({int(dimension)})) vector_cosine_ops) "
-                            f"WHERE index_id = '{index['id']}'")
         elif index["dimension"] != dimension:
             raise DimensionMismatch(f"index {index['id']!r} holds {index['dimension']}-dimensional vectors, "
                                     f"not {dimension}")
@@ -468,11 +468,36 @@ class PostgresKnowledgeStore:
                     f"SELECT v.embedding <=> $1 AS distance, {_CHUNK_COLUMNS} FROM kb_vectors v JOIN kb_chunks c "
                     "ON c.id = v.chunk_id JOIN kb_documents d ON d.id = c.document_id WHERE v.index_id = $2 AND "
                     f"v.tenant_id = $3 AND {where} ORDER BY distance LIMIT $4", query, index_id, tenant_id, k, *params)
-            else:
+            elif index_id in self._hnsw_ready:
                 for setting in nearest_settings(k):
                     await c.execute(setting)
                 rows = await c.fetch(nearest_query(index_id, dim), query, tenant_id, k)
+            else:
+                rows = None
+        if rows is None:  # the index's first search here: its HNSW index first
+            await self._ensure_hnsw(index_id, dim)
+            return await self.search_vectors(tenant_id, index_id, vector, k, filters)
         return [ScoredChunk(chunk_from_row(r), 1.0 - float(r["distance"])) for r in rows]
+
+    async def _ensure_hnsw(self, index_id: str, dimension: int) -> None:
+        """Create the index's HNSW index if it does not exist yet. Built on the first search
+        rather than when the dimension is known: building once over the vectors there is
+        many times faster than keeping the graph up to date insert by insert while a
+        dataset is first ingested."""
+        async with self._tx() as c:
+            exists = await c.fetchval("SELECT to_regclass($1) IS NOT NULL", _hnsw_name(index_id))
+        if not exists:
+            try:
+                async with self._tx() as c:
+                    await c.execute("SET LOCAL maintenance_work_mem = '256MB'")
+                    # the id is 32 hex digits (checked) and the dimension an int: safe in SQL text
+                    await c.execute(f"CREATE INDEX IF NOT EXISTS {_hnsw_name(index_id)} ON kb_vectors USING hnsw "
+                                    f"((embedding::vector({int(dimension)})) vector_cosine_ops) "
+                                    f"WITH (m = 16, ef_construction = 100) WHERE index_id = '{index_id}'")
+            except StoreError as error:  # another process created it at the same moment
+                if not isinstance(error.__cause__, (asyncpg.DuplicateTableError, asyncpg.UniqueViolationError)):
+                    raise
+        self._hnsw_ready.add(index_id)
 
     # ------------------------------------------------------------------- full text
 
@@ -480,27 +505,81 @@ class PostgresKnowledgeStore:
                                filters: Sequence[MetadataFilter] = ()) -> list[ScoredChunk]:
         """The ``k`` best chunks of the tenant's datasets for the query's terms, ranked by
         ``ts_rank_cd`` normalised to ``r / (1 + r)`` (in [0, 1), higher is better)."""
-        tsquery = tsquery_literal(query)
-        if tsquery is None or not dataset_ids or k < 1:
+        if not dataset_ids or k < 1:
             return []
         where, params = postgres_filters(filters, 5)
         async with self._tx() as c:
+            tsquery = tsquery_literal(await self._full_text_terms(c, query))
+            if tsquery is None:
+                return []
+            # the matches come from the GIN index alone (a materialized step, no sequential
+            # scan): the planner, unsure of an OR of lexemes, would otherwise read every
+            # chunk of the tenant's datasets and test each
+            await c.execute("SET LOCAL enable_seqscan = off")
             rows = await c.fetch(
-                f"SELECT ts_rank_cd(c.search_vector, q.query, 32) AS rank, {_CHUNK_COLUMNS} FROM "
-                "(SELECT $1::tsquery AS query) q, kb_chunks c JOIN kb_documents d ON d.id = c.document_id "
-                "WHERE c.search_vector @@ q.query AND c.tenant_id = $2 AND c.dataset_id = ANY($3::text[]) "
+                "WITH m AS MATERIALIZED (SELECT seq FROM kb_chunks WHERE search_vector @@ $1::tsquery) "
+                f"SELECT ts_rank_cd(c.search_vector, $1::tsquery, 32) AS rank, {_CHUNK_COLUMNS} FROM m "
+                "JOIN kb_chunks c ON c.seq = m.seq JOIN kb_documents d ON d.id = c.document_id "
+                "WHERE c.tenant_id = $2 AND c.dataset_id = ANY($3::text[]) "
                 f"AND {where} ORDER BY rank DESC, c.id LIMIT $4", tsquery, tenant_id, list(dataset_ids), k, *params)
         return [ScoredChunk(chunk_from_row(r), float(r["rank"])) for r in rows]
 
 
+    async def _full_text_terms(self, c: asyncpg.Connection, query: str) -> list[str]:
+        """The query's terms, rarest first, within the postings budget
+        (:func:`workers.knowledge.text.rarest_terms`), by chunk counts estimated from the
+        planner's lexeme statistics of ``search_vector`` (a lexeme not among the most
+        common ones counts as the least common of them). No statistics: every term."""
+        terms = query_terms(query)
+        if len(terms) <= 1:
+            return terms
+        stats = await self._lexeme_stats(c)
+        if stats is None:
+            return terms
+        rows, freqs, floor = stats
+        return rarest_terms({t: max(freqs.get(t, floor) * rows, 1.0) for t in terms})
+
+    async def _lexeme_stats(self, c: asyncpg.Connection) -> tuple[float, dict[str, float], float] | None:
+        now = time.monotonic()
+        if self._lexemes is not None and now - self._lexemes[0] < _STATS_TTL_S:
+            return self._lexemes[1:]
+        row = await c.fetchrow(
+            "SELECT s.most_common_elems::text::text[] AS elems, s.most_common_elem_freqs AS freqs, t.n_live_tup, "
+            "t.n_mod_since_analyze FROM pg_stat_user_tables t LEFT JOIN pg_stats s ON s.schemaname = t.schemaname "
+            "AND s.tablename = t.relname AND s.attname = 'search_vector' WHERE t.relname = 'kb_chunks' "
+            "AND t.schemaname = current_schema()")
+        if row is None:
+            return None
+        live = row["n_live_tup"] or 0
+        stale = row["elems"] is None or (row["n_mod_since_analyze"] or 0) > live / 2
+        if stale and live >= _ANALYZE_MIN_ROWS and now - self._analyzed_at > _ANALYZE_EVERY_S:
+            # autovacuum analyzes too, but maybe not before the searches right after a big ingestion
+            self._analyzed_at = now
+            await c.execute("ANALYZE kb_chunks")
+            self._lexemes = None
+            return await self._lexeme_stats(c)
+        if row["elems"] is None:
+            self._lexemes = (now, 0.0, {}, 0.0)
+            return None
+        freqs = list(row["freqs"])  # one per lexeme, then the minimum, maximum and null frequencies
+        self._lexemes = (now, float(live), dict(zip(row["elems"], freqs)), float(freqs[-3]))
+        return self._lexemes[1:]
+
+
 # ------------------------------------------------------------------------- helpers
+
+#: How long lexeme statistics are reused, and when (and how often) the store analyzes
+#: the chunks itself (statistics missing or older than half the rows).
+_STATS_TTL_S = 60.0
+_ANALYZE_MIN_ROWS = 2000
+_ANALYZE_EVERY_S = 300.0
 
 
 def nearest_settings(k: int) -> list[str]:
     """Statements run in a nearest-neighbour search's transaction: a search breadth for
     ``k`` results, and no sort plan (the planner, with few rows or stale statistics,
     would otherwise rank every vector of the index instead of walking the graph)."""
-    return [f"SET LOCAL hnsw.ef_search = {max(64, min(1000, 2 * int(k)))}", "SET LOCAL enable_sort = off"]
+    return [f"SET LOCAL hnsw.ef_search = {max(100, min(1000, 2 * int(k)))}", "SET LOCAL enable_sort = off"]
 
 
 def nearest_query(index_id: str, dimension: int) -> str:

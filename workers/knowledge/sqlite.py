@@ -54,7 +54,7 @@ from .rows import (
     parsed_from_row,
     qa_json,
 )
-from .text import fts5_query, query_terms, terms_text
+from .text import fts5_query, query_terms, rarest_terms, terms_text
 
 __all__ = ["SqliteKnowledgeStore"]
 
@@ -63,12 +63,6 @@ T = TypeVar("T")
 #: With metadata filters, memory is asked for this many times ``k`` before filtering;
 #: fewer than ``k`` passing means the filter is selective: exact search instead.
 FILTER_OVERSAMPLE = 8
-#: (term, chunk) postings a full-text search ranks at most: the query's rarest terms are
-#: kept until their chunk counts reach this (at least the rarest one). BM25 costs a few
-#: microseconds per matching chunk, and a query's common words would make it rank most of
-#: the corpus while adding little to the order (their IDF is low); the chunks that match
-#: only common words are the ones left out.
-FULL_TEXT_POSTINGS = 1_500
 #: Host parameters per statement (SQLite's default limit is 32766; stay well below).
 _IN_BATCH = 900
 
@@ -541,6 +535,8 @@ class SqliteKnowledgeStore:
                           "FROM kb_chunks WHERE id = ? AND tenant_id = ? AND dataset_id = ?",
                           [(tenant_id, index_id, row.tobytes(), chunk_id, tenant_id, index["dataset_id"])
                            for chunk_id, row in zip(ids, matrix)])
+            import sys
+            print("DEBUG store put", index_id, dict(index), ids, c.execute("SELECT count(*) FROM kb_vectors WHERE index_id = ?", (index_id,)).fetchone()[0], [tuple(r) for r in c.execute("SELECT id, tenant_id, dataset_id FROM kb_chunks WHERE id IN (%s)" % ",".join("?"*len(ids)), ids)], tenant_id, file=sys.stderr)
 
     async def search_vectors(self, tenant_id: str, index_id: str, vector: Sequence[float], k: int,
                              filters: Sequence[MetadataFilter] = ()) -> list[ScoredChunk]:
@@ -646,16 +642,10 @@ class SqliteKnowledgeStore:
         return hits
 
     def _full_text_terms(self, query: str) -> list[str]:
-        """The query's terms found in the index, rarest first, within :data:`FULL_TEXT_POSTINGS`."""
-        counts: dict[str, int] = {}
+        """The query's terms found in the index, rarest first, within the postings budget
+        (:func:`workers.knowledge.text.rarest_terms`; exact chunk counts from FTS5's vocabulary)."""
+        counts: dict[str, float] = {}
         for term in query_terms(query):
             row = self._conn.execute("SELECT doc FROM temp.kb_chunks_terms WHERE term = ?", (term,)).fetchone()
-            if row is not None and row[0]:
-                counts[term] = row[0]
-        kept, total = [], 0
-        for term in sorted(counts, key=counts.__getitem__):
-            if kept and total + counts[term] > FULL_TEXT_POSTINGS:
-                break
-            kept.append(term)
-            total += counts[term]
-        return kept
+            counts[term] = row[0] if row is not None else 0
+        return rarest_terms(counts)

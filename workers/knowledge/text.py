@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["MAX_QUERY_TERMS", "STOP_WORDS", "fts5_query", "query_terms", "search_terms", "terms_text",
+__all__ = ["FULL_TEXT_POSTINGS", "MAX_QUERY_TERMS", "rarest_terms", "STOP_WORDS", "fts5_query", "query_terms", "search_terms", "terms_text",
            "tsquery_literal", "tsvector_literal"]
 
 #: A query's distinct terms beyond this many are dropped (a pasted page is not a query).
@@ -71,16 +71,37 @@ def query_terms(query: str) -> list[str]:
     return (kept or terms)[:MAX_QUERY_TERMS]
 
 
+#: (term, chunk) postings a full-text search ranks at most: the query's rarest terms are
+#: kept until their chunk counts reach this (at least the rarest one). Ranking costs
+#: microseconds per matching chunk, and a query's common words would make a search rank
+#: most of the corpus while adding little to the order (their IDF is low); the chunks
+#: that match only common words are the ones left out.
+FULL_TEXT_POSTINGS = 1_500
+
+
+def rarest_terms(counts: dict[str, float], budget: int = FULL_TEXT_POSTINGS) -> list[str]:
+    """The terms of ``counts`` (term -> chunks holding it, exact or estimated), rarest
+    first, while their counts add up to at most ``budget`` (always the rarest one);
+    terms no chunk holds are left out."""
+    kept: list[str] = []
+    total = 0.0
+    for term in sorted((t for t, n in counts.items() if n > 0), key=counts.__getitem__):
+        if kept and total + counts[term] > budget:
+            break
+        kept.append(term)
+        total += counts[term]
+    return kept
+
+
 def fts5_query(terms: list[str]) -> str | None:
     """An FTS5 MATCH expression: the OR of ``terms``, each quoted (terms hold only
     letters and digits, so quoting is safe). None: no term."""
     return " OR ".join(f'"{t}"' for t in terms) if terms else None
 
 
-def tsquery_literal(query: str) -> str | None:
-    """A ``tsquery`` literal (cast with ``::tsquery``, no stemming): the OR of the
-    query's quoted :func:`query_terms`. None: the query has no term."""
-    terms = query_terms(query)
+def tsquery_literal(terms: list[str]) -> str | None:
+    """A ``tsquery`` literal (cast with ``::tsquery``, no stemming): the OR of ``terms``
+    quoted. None: no term."""
     return " | ".join(f"'{t}'" for t in terms) if terms else None
 
 
