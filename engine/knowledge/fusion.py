@@ -4,12 +4,11 @@ A *recall pass* is one ranked list of chunk keys with that pass's own scores, na
 ``semantic`` or ``full_text`` (its *kind*) - one per query, per dataset index for
 vectors. Fusion merges the passes into one ranking:
 
-- **RRF** (reciprocal rank fusion, as FastGPT merges its recalls): for each kind, a
-  chunk's best (lowest) rank over that kind's passes ``r`` counts ``1 / (k + r)``,
-  ``k = 60``, ranks from 1; the fused score is the sum over kinds divided by the most a
-  chunk can get (``kinds / (k + 1)``), so it lies in (0, 1]: ``1.0`` is first in every
-  kind, ``~0.5`` first in one of two. Taking the best rank per kind (not the sum over
-  queries) keeps ten phrasings of one question from outvoting the other kind.
+- **RRF** (reciprocal rank fusion, as FastGPT merges its recalls): every pass where a
+  chunk has rank ``r`` (from 1) adds ``1 / (k + r)``, ``k = 60``; the fused score is that
+  sum divided by the most a chunk can get (``passes / (k + 1)``), so it lies in (0, 1]:
+  ``1.0`` is first in every pass. Agreement counts: a chunk that several phrasings of
+  the question and both kinds of search find beats one that a single pass put first.
 - **weighted** (as Dify's hybrid search): per kind the chunk's best score, normalised
   (semantic: the cosine similarity clamped to [0, 1]; full text: divided by the best
   full-text score of its pass, since BM25 has no fixed scale), then
@@ -102,15 +101,17 @@ def _normalise(kind: str, raw: float, top: float) -> float:
 
 def fuse_rrf(passes: Sequence[RecallPass], k: int = RRF_K) -> list[Fused]:
     """Reciprocal rank fusion of ``passes`` (module docstring), best first."""
-    order, ranks, scores = _best_per_kind(passes)
-    kinds = [kind for kind in ranks if ranks[kind]]
-    if not kinds:
+    order, _, scores = _best_per_kind(passes)
+    counted = [p for p in passes if p.items]
+    if not counted:
         return []
-    best = len(kinds) / (k + 1)
-    fused = []
-    for key in order:
-        total = sum(1.0 / (k + ranks[kind][key]) for kind in kinds if key in ranks[kind])
-        fused.append(Fused(key, total / best, {kind: scores[kind][key] for kind in kinds if key in scores[kind]}))
+    totals: dict[str, float] = {}
+    for p in counted:
+        for rank, (key, _) in enumerate(p.items, start=1):
+            totals[key] = totals.get(key, 0.0) + 1.0 / (k + rank)
+    best = len(counted) / (k + 1)
+    fused = [Fused(key, totals[key] / best, {kind: own[key] for kind, own in scores.items() if key in own})
+             for key in order]
     fused.sort(key=lambda f: -f.score)
     return fused
 

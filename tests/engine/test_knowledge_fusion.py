@@ -26,13 +26,18 @@ def test_rrf_agreement_between_kinds_beats_a_single_first_place():
     assert fused[0].scores == {"semantic": 0.7, "full_text": 1.0}
 
 
-def test_rrf_first_everywhere_scores_one_and_queries_do_not_outvote_a_kind():
-    # Three phrasings all put "x" first semantically; full text puts "y" first once.
+def test_rrf_counts_agreement_across_queries_and_first_everywhere_scores_one():
+    # Three phrasings put "x" first semantically; full text puts "y" first once.
     passes = [RecallPass("semantic", f"s{i}", [("x", 0.9), ("y", 0.5)]) for i in range(3)]
     passes.append(RecallPass("full_text", "f", [("y", 5.0), ("x", 1.0)]))
     fused = fuse_rrf(passes)
-    assert fused[0].score == pytest.approx((1 / 61 + 1 / 62) / (2 / 61))
-    assert fused[0].score == pytest.approx(fused[1].score)  # symmetric: best rank per kind
+    assert [f.key for f in fused] == ["x", "y"]
+    assert fused[0].score == pytest.approx((3 / 61 + 1 / 62) / (4 / 61))
+    assert fused[1].score == pytest.approx((3 / 62 + 1 / 61) / (4 / 61))
+    # first in one query's passes only loses to a chunk second in both queries' passes
+    split = [RecallPass("semantic", "s1", [("a", 0.9), ("b", 0.8)]), RecallPass("semantic", "s2", [("c", 0.9),
+                                                                                                     ("b", 0.8)])]
+    assert [f.key for f in fuse_rrf(split)][0] == "b"
     only = fuse_rrf([RecallPass("semantic", "s", [("x", 0.9)])])
     assert only[0].score == pytest.approx(1.0)
 
