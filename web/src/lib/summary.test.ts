@@ -51,6 +51,12 @@ describe('nodeSummary', () => {
       http, 'en', en)).toBe('GET example.com/x');
   });
 
+  it('names the datasets a knowledge search reads', () => {
+    const search = { config_schema: { properties: { datasets: { type: 'array', items: { type: 'string' } } } } };
+    expect(nodeSummary({ datasets: ['handbook', 'faq'], top_k: 5 }, search, 'en', en)).toBe('handbook, faq');
+    expect(nodeSummary({ datasets: [] }, search, 'en', en)).toBe('');
+  });
+
   it('never shows a value holding a secret reference, nor header values', () => {
     const text = nodeSummary({ url: 'https://example.com/{{secret:token}}', headers: { 'X-Key': 'k-123' } }, http, 'en', en);
     expect(text).toBe('');

@@ -8,7 +8,8 @@
  *   query string or user info of the URL (where API keys tend to be put);
  * - each array field whose items carry an `id` that names an output handle (the rule of
  *   lib/shape.ts: cases, categories, options): its count, `{count} {field}` through i18n,
- *   the field named by the catalog's label in the UI language.
+ *   the field named by the catalog's label in the UI language;
+ * - a `datasets` array of ids (a knowledge search): the ids, comma-separated.
  * Parts are joined with ` · ` and cut at {@link SUMMARY_MAX} characters. A value that
  * holds a secret reference (`{{secret:...}}`) is never shown; header values are never read.
  */
@@ -55,6 +56,10 @@ export function nodeSummary(config: JsonObject | undefined, kind: Pick<NodeKind,
   const url = shown(config.url);
   const method = shown(config.method) ?? shown(resolve(root.properties?.method, root).default);
   if (url && method) parts.push(`${method.toUpperCase()} ${shortUrl(url)}`);
+  if (Array.isArray(config.datasets)) {
+    const ids = config.datasets.map(shown).filter((id): id is string => id !== null);
+    if (ids.length) parts.push(ids.join(', '));
+  }
   for (const [key, prop] of branchFields(root)) {
     const list = config[key];
     if (!Array.isArray(list) || list.length === 0) continue;
