@@ -161,3 +161,15 @@ def test_dataset_tools_are_checked_at_compile_time(scripted_registry):
             "model": "tools-model", "dataset_tools": [{"datasets": ["a"]}, {"datasets": ["b"]}]})],
             chain_edges("start", "agent")), models=scripted_registry)
     assert "search_knowledge" in str(info.value)  # two tools of one name
+
+
+async def test_a_failing_embedding_endpoint_fails_a_semantic_search_naming_it(openai_server, scripted_registry):
+    store = FakeStore()
+    store.add(chunk("c1", TEXTS[0]))
+    failing = FakeKnowledge(store, [dataset("ds1", "embed-model")],
+                            WordEmbedder(TEXTS, models=("embed-model",), fail=True))
+    doc = build([node("kr", "knowledge_retrieval", {"datasets": ["ds1"], "mode": "semantic"})],
+                chain_edges("start", "kr"))
+    state, _ = await run(doc, scripted_registry, failing)
+    assert state.status == "failed" and state.error.reason == "embedding_failed"
+    assert "embed-model" in state.error.message and "config.datasets" in state.error.message
