@@ -535,8 +535,6 @@ class SqliteKnowledgeStore:
                           "FROM kb_chunks WHERE id = ? AND tenant_id = ? AND dataset_id = ?",
                           [(tenant_id, index_id, row.tobytes(), chunk_id, tenant_id, index["dataset_id"])
                            for chunk_id, row in zip(ids, matrix)])
-            import sys
-            print("DEBUG store put", index_id, dict(index), ids, c.execute("SELECT count(*) FROM kb_vectors WHERE index_id = ?", (index_id,)).fetchone()[0], [tuple(r) for r in c.execute("SELECT id, tenant_id, dataset_id FROM kb_chunks WHERE id IN (%s)" % ",".join("?"*len(ids)), ids)], tenant_id, file=sys.stderr)
 
     async def search_vectors(self, tenant_id: str, index_id: str, vector: Sequence[float], k: int,
                              filters: Sequence[MetadataFilter] = ()) -> list[ScoredChunk]:
