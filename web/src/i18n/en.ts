@@ -205,6 +205,7 @@ export const en = {
   'run.following': 'Running…',
   'run.noInputs': 'This workflow declares no inputs.',
   'run.reasoning': 'Reasoning',
+  'run.sources': 'Sources',
   'run.rerunFrom': 'Re-run from this node',
   'run.node.running': 'running',
   'run.node.succeeded': 'succeeded',

@@ -207,6 +207,7 @@ export const zhCN: Record<MessageKey, string> = {
   'run.following': '运行中…',
   'run.noInputs': '此工作流没有声明输入。',
   'run.reasoning': '推理过程',
+  'run.sources': '引用来源',
   'run.rerunFrom': '从此节点重新运行',
   'run.node.running': '运行中',
   'run.node.succeeded': '成功',

@@ -158,6 +158,13 @@ export function RunPanel(props: RunPanelProps) {
                       <div>{s.live.reasoning}</div></details>
                   )}
                   <div className="run-answer" data-testid="run-answer">{s.live.answer}</div>
+                  {s.live.citations.length > 0 && (
+                    <div className="run-sources muted" data-testid="run-sources">{t('run.sources')}:{' '}
+                      {s.live.citations.map((c) => (
+                        <span key={`${c.citation_id}-${c.chunk_id ?? ''}`} title={c.text}>[{c.citation_id}] {c.source_name} </span>
+                      ))}
+                    </div>
+                  )}
                   {s.live.error && <div className="banner error" data-testid="run-failure">{s.live.error}</div>}
                   {s.live.warnings.map((w) => <div key={w} className="banner warning">{w}</div>)}
                   {s.live.status === 'paused' && !s.chatTurn && s.live.interrupts.map((i) => (

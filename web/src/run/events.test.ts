@@ -21,6 +21,20 @@ describe('SseParser', () => {
   });
 });
 
+describe('reduceFrame citations', () => {
+  it('test_a_chat_nodes_citations_are_collected_once', () => {
+    const cite = { citation_id: '1', chunk_id: 'c9', source_name: 'returns.md', text: 'Refunds within 14 days.' };
+    let run = reduceFrame(emptyRun(), ev('node_finished', 1, { node_id: 'kr', status: 'succeeded', outputs: { chunks: [] } }));
+    expect(run.citations).toEqual([]);
+    run = reduceFrame(run, ev('node_finished', 2, { node_id: 'chat', status: 'succeeded', outputs: { citations: [cite] } }));
+    run = reduceFrame(run, ev('node_finished', 3, { node_id: 'chat2', status: 'succeeded', outputs: { citations: [cite] } }));
+    expect(run.citations).toEqual([{ citation_id: '1', chunk_id: 'c9', source_name: 'returns.md', dataset_id: undefined,
+      text: 'Refunds within 14 days.' }]);
+    run = reduceFrame(run, ev('node_finished', 4, { node_id: 'x', status: 'failed', outputs: { citations: [{ citation_id: '2' }] } }));
+    expect(run.citations).toHaveLength(1);
+  });
+});
+
 describe('reduceFrame', () => {
   it('test_node_statuses_follow_the_events', () => {
     let run = reduceFrame(emptyRun(), { event: 'meta', id: null, data: { run_id: 'r1', chat_id: null } });

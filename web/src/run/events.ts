@@ -21,6 +21,15 @@ export interface PendingInterrupt {
   payload: Record<string, unknown>;
 }
 
+/** A source the answer cites: a chat node's `citations` output item (`QuotePiece`). */
+export interface Citation {
+  citation_id: string;
+  source_name: string;
+  chunk_id?: string;
+  dataset_id?: string;
+  text?: string;
+}
+
 export interface NodeState {
   status: NodeStatus;
   /** Error message or elapsed time, shown on hover. */
@@ -39,11 +48,13 @@ export interface LiveRun {
   /** The `seq` of the last run event seen (to follow the run again after it). */
   lastSeq: number;
   warnings: string[];
+  /** The sources the answer cites (from the chat nodes' `node_finished` outputs), each once. */
+  citations: Citation[];
 }
 
 export function emptyRun(): LiveRun {
   return { runId: null, chatId: null, status: 'starting', answer: '', reasoning: '', nodes: {}, interrupts: [],
-    error: null, lastSeq: 0, warnings: [] };
+    error: null, lastSeq: 0, warnings: [], citations: [] };
 }
 
 const NODE_END: Record<string, NodeStatus> = {
@@ -58,6 +69,20 @@ function errorText(error: unknown): string {
     return e.node_id ? `${String(e.node_id)}: ${msg}` : msg;
   }
   return String(error ?? '');
+}
+
+/** `known` plus the citation objects of `items` not there yet (same id and chunk). */
+function withCitations(known: Citation[], items: unknown[]): Citation[] {
+  const out = [...known];
+  for (const item of items) {
+    if (!item || typeof item !== 'object') continue;
+    const c = item as Citation;
+    if (!out.some((k) => k.citation_id === c.citation_id && k.chunk_id === c.chunk_id)) {
+      out.push({ citation_id: String(c.citation_id), source_name: String(c.source_name ?? ''), chunk_id: c.chunk_id,
+        dataset_id: c.dataset_id, text: typeof c.text === 'string' ? c.text : undefined });
+    }
+  }
+  return out;
 }
 
 /** The run after `frame`. Frames of another run than the one followed are ignored. */
@@ -98,6 +123,8 @@ export function reduceFrame(run: LiveRun, frame: SseFrame): LiveRun {
       const status = NODE_END[String(d.status)] ?? 'succeeded';
       const ms = Number(d.elapsed_ms ?? 0);
       setNode({ status, detail: d.error ? errorText(d.error) : `${Math.round(ms)} ms` });
+      const cited = (d.outputs as { citations?: unknown } | null | undefined)?.citations;
+      if (status === 'succeeded' && Array.isArray(cited)) next.citations = withCitations(run.citations, cited);
       break;
     }
     case 'node_warning':
