@@ -46,6 +46,8 @@ from api.runtime import open_service
 from engine.settings import Settings
 
 load_all_checks()
+#: every operation (datasets included) and the scenarios take minutes on a busy 2-core machine
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
 #: examples per operation (stateless) and scenarios (stateful): about a minute in all on 2 cores
 STATELESS_EXAMPLES = 8
