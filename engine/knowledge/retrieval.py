@@ -49,7 +49,7 @@ from .ports import (
     VectorSearchUnavailable,
 )
 
-__all__ = ["Retriever", "format_quote", "hit_text", "recall_size"]
+__all__ = ["Retriever", "format_quote", "hit_text", "quote_block", "recall_size"]
 
 #: Most candidates a rerank model or the LLM pass sees (bounds their cost).
 MAX_RERANK_CANDIDATES = 100
@@ -73,13 +73,17 @@ def hit_text(chunk: Chunk) -> str:
     return chunk.text
 
 
+def quote_block(citation_id: str, source: str, heading_path: Sequence[str], text: str) -> str:
+    """One numbered quote item: ``[n] source: <source> > <headings>`` then the text (the
+    one format of the retrieval node's quote and of a chat node's quote items)."""
+    where = " > ".join([source, *heading_path])
+    return f"[{citation_id}] source: {where}\n{text.strip()}"
+
+
 def format_quote(hits: Sequence[SearchHit]) -> str:
-    """The quote text of ``hits`` (module docstring, step 7)."""
-    parts = []
-    for hit in hits:
-        where = " > ".join([hit.source_name or hit.document_id, *hit.heading_path])
-        parts.append(f"[{hit.citation_id}] source: {where}\n{hit.text.strip()}")
-    return "\n\n".join(parts)
+    """The quote text of ``hits`` (module docstring, step 7), blank-line separated."""
+    return "\n\n".join(quote_block(h.citation_id, h.source_name or h.document_id, h.heading_path, h.text)
+                       for h in hits)
 
 
 @dataclass(slots=True)

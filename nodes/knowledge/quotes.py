@@ -105,12 +105,14 @@ def _number(flat: list[Any]) -> list[QuoteItem]:
 def render_items(items: list[QuoteItem]) -> str:
     """The quote text of ``items``: ``[n] text``, a chunk as ``[n] source: <name> > <headings>``
     then its text (the retrieval node's format), blank-line separated."""
+    from engine.knowledge.retrieval import quote_block
+
     parts = []
     for item in items:
         chunk = item.chunk
         if chunk is not None and chunk.get("source_name"):
-            where = " > ".join([str(chunk["source_name"]), *[str(h) for h in chunk.get("heading_path") or []]])
-            parts.append(f"[{item.citation_id}] source: {where}\n{item.text}")
+            headings = [str(h) for h in chunk.get("heading_path") or []]
+            parts.append(quote_block(item.citation_id, str(chunk["source_name"]), headings, item.text))
         else:
             parts.append(f"[{item.citation_id}] {item.text}")
     return "\n\n".join(parts)
