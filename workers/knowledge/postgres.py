@@ -392,10 +392,18 @@ class PostgresKnowledgeStore:
                                 tsvector_literal(draft.search_text) if searchable else None, *common))
             await c.executemany("UPDATE kb_chunks SET position = $1, text = $2, heading_path = $3::jsonb, "
                                 "parent_id = $4, tokens = $5 WHERE id = $6", updates)
-            await c.executemany(
-                "INSERT INTO kb_chunks (id, tenant_id, dataset_id, document_id, kind, search_text, text_hash, "
-                "search_vector, position, text, heading_path, parent_id, tokens) VALUES "
-                "($1, $2, $3, $4, $5, $6, $7, $8::tsvector, $9, $10, $11::jsonb, $12, $13)", inserts)
+            if inserts:  # COPY into a per-connection scratch table, then one INSERT ... SELECT
+                await c.execute(
+                    "CREATE TEMP TABLE IF NOT EXISTS kb_chunks_in (id text, tenant_id text, dataset_id text, "
+                    "document_id text, kind text, search_text text, text_hash text, search_vector text, "
+                    "position integer, text text, heading_path text, parent_id text, tokens integer) "
+                    "ON COMMIT DELETE ROWS")
+                await c.copy_records_to_table("kb_chunks_in", records=inserts)
+                await c.execute(
+                    "INSERT INTO kb_chunks (id, tenant_id, dataset_id, document_id, kind, search_text, text_hash, "
+                    "search_vector, position, text, heading_path, parent_id, tokens) SELECT id, tenant_id, "
+                    "dataset_id, document_id, kind, search_text, text_hash, search_vector::tsvector, position, text, "
+                    "heading_path::jsonb, parent_id, tokens FROM kb_chunks_in")
             rows = await c.fetch(f"SELECT {_CHUNK_COLUMNS} FROM kb_chunks c JOIN kb_documents d ON d.id = "
                                  "c.document_id WHERE c.tenant_id = $1 AND c.document_id = $2 ORDER BY c.position",
                                  tenant_id, document_id)
@@ -440,13 +448,18 @@ class PostgresKnowledgeStore:
             if index["state"] == "retired":
                 raise DatasetNotFound(f"index {index_id!r} is retired")
             await self._set_dimension(c, index, matrix.shape[1])
-            # INSERT ... SELECT: a chunk of another tenant or dataset is silently not stored
-            await c.executemany(
-                "INSERT INTO kb_vectors (tenant_id, index_id, chunk_id, embedding) SELECT $1, $2, id, $3 "
-                "FROM kb_chunks WHERE id = $4 AND tenant_id = $1 AND dataset_id = $5 "
-                "ON CONFLICT (index_id, chunk_id) DO UPDATE SET embedding = excluded.embedding",
-                [(tenant_id, index_id, row, chunk_id, index["dataset_id"])
-                 for (chunk_id, _), row in zip(vectors, matrix)])
+            # COPY into a per-connection scratch table, then one INSERT ... SELECT (a chunk of
+            # another tenant or dataset is silently not stored; the last vector of a chunk wins)
+            latest = dict(zip((chunk_id for chunk_id, _ in vectors), matrix))
+            await c.execute("CREATE TEMP TABLE IF NOT EXISTS kb_vectors_in (chunk_id text, embedding vector) "
+                            "ON COMMIT DELETE ROWS")
+            await c.copy_records_to_table("kb_vectors_in", records=list(latest.items()),
+                                          columns=["chunk_id", "embedding"])
+            await c.execute(
+                "INSERT INTO kb_vectors (tenant_id, index_id, chunk_id, embedding) SELECT $1, $2, i.chunk_id, "
+                "i.embedding FROM kb_vectors_in i JOIN kb_chunks c ON c.id = i.chunk_id WHERE c.tenant_id = $1 "
+                "AND c.dataset_id = $3 ON CONFLICT (index_id, chunk_id) DO UPDATE SET embedding = excluded.embedding",
+                tenant_id, index_id, index["dataset_id"])
 
     async def search_vectors(self, tenant_id: str, index_id: str, vector: Sequence[float], k: int,
                              filters: Sequence[MetadataFilter] = ()) -> list[ScoredChunk]:

@@ -23,26 +23,28 @@ MAX_QUERY_TERMS = 256
 #: A word longer than this is cut (a base64 blob is not a word).
 MAX_TERM_CHARS = 64
 
+_CJK_CHARS = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0002fa1f"
 _WORD = re.compile(r"[^\W_]+")
-_CJK = re.compile(
-    "([\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0002fa1f]+)")
+_CJK = re.compile(f"[{_CJK_CHARS}]")
+#: a run of CJK characters, or a word without any
+_TOKEN = re.compile(f"[{_CJK_CHARS}]+|[^\\W_{_CJK_CHARS}]+")
 
 
 def search_terms(text: str) -> list[str]:
     """The terms of ``text`` in order: lower-cased words, and for CJK runs each character
     followed by its bigram with the next (``"知识库"`` -> ``知 知识 识 识库 库``)."""
+    lowered = text.lower()
+    if _CJK.search(lowered) is None:  # most text: words only
+        return [w[:MAX_TERM_CHARS] for w in _WORD.findall(lowered)]
     terms: list[str] = []
-    for word in _WORD.findall(text.lower()):
-        for i, part in enumerate(_CJK.split(word)):
-            if not part:
-                continue
-            if i % 2 == 0:  # not CJK
-                terms.append(part[:MAX_TERM_CHARS])
-                continue
-            for j, char in enumerate(part):
-                terms.append(char)
-                if j + 1 < len(part):
-                    terms.append(part[j:j + 2])
+    for token in _TOKEN.findall(lowered):
+        if _CJK.match(token) is None:
+            terms.append(token[:MAX_TERM_CHARS])
+            continue
+        for j, char in enumerate(token):
+            terms.append(char)
+            if j + 1 < len(token):
+                terms.append(token[j:j + 2])
     return terms
 
 
@@ -114,9 +116,11 @@ _MAX_POSITIONS_PER_TERM = 255
 def tsvector_literal(text: str) -> str:
     """A ``tsvector`` literal (cast with ``::tsvector``) of the terms of ``text`` with their
     positions, so ``ts_rank_cd`` can weigh how close the matched terms are."""
-    positions: dict[str, list[int]] = {}
-    for index, term in enumerate(search_terms(text), start=1):
-        where = positions.setdefault(term, [])
-        if len(where) < _MAX_POSITIONS_PER_TERM:
-            where.append(min(index, _MAX_POSITION))
-    return " ".join(f"'{term}':{','.join(map(str, dict.fromkeys(p)))}" for term, p in positions.items())
+    positions: dict[str, list[str]] = {}
+    for index, term in enumerate(search_terms(text)[:_MAX_POSITION], start=1):
+        where = positions.get(term)
+        if where is None:
+            positions[term] = [str(index)]
+        elif len(where) < _MAX_POSITIONS_PER_TERM:
+            where.append(str(index))
+    return " ".join([f"'{term}':{','.join(p)}" for term, p in positions.items()])
