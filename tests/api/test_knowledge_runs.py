@@ -130,3 +130,22 @@ async def test_openai_compatible_answers_carry_citations(api, openai_server, kb)
     assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == ANSWER
     assert chunks[-1].choices[0].finish_reason == "stop"
     _cited_returns(chunks[-1].model_extra["citations"])
+
+
+async def test_import_maps_datasets_and_says_how_to_create_unmapped_ones(api, models_file):
+    from tests.importers.helpers import DIFY
+
+    source = (DIFY / "knowledge_chat_retrieval.yml").read_text(encoding="utf-8")
+    source_id = "2516f4a8-9329-4845-a914-7965090ee2e2"
+    body = {"source": source, "model_map": {"*": "default"}}
+    unmapped = (await api.client.post("/v1/workflows/import", json=body, headers=api.auth())).json()
+    issue = next(i for i in unmapped["report"] if i["code"] == "unmapped_dataset")
+    assert issue["severity"] == "warning" and f'"dataset_map": {{"{source_id}": "ID"}}' in issue["message"]
+    assert f"flowloom datasets add {source_id} FILES --wait" in issue["message"]
+    mapped = await api.client.post("/v1/workflows/import", json={**body, "dataset_map": {source_id: "policies"}},
+                                   headers=api.auth())
+    assert mapped.status_code == 200, mapped.text
+    answer = mapped.json()
+    assert answer["datasets"] == {source_id: "policies"}
+    search = next(n for n in answer["workflow"]["nodes"] if n["type"] == "knowledge_retrieval")
+    assert search["config"]["datasets"] == ["policies"]

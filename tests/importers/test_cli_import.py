@@ -114,3 +114,14 @@ def test_catch_all_model_mapping_to_an_unknown_name_names_it():
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert "--model '*=nosuch' names 'nosuch', which is not in the model registry" in proc.stderr
+
+
+@needs_corpus
+def test_dataset_flag_maps_the_search_nodes_datasets(tmp_path):
+    out = tmp_path / "cq.json"
+    result = invoke("import", FASTGPT / "CQ_template.json", "-o", out, "--dataset", "*=handbook")
+    assert result.exit_code == 0, result.stderr
+    search = next(n for n in json.loads(out.read_text())["nodes"] if n["id"] == "MNMMMIjjWyMU")
+    assert search["type"] == "knowledge_retrieval" and search["config"]["datasets"] == ["handbook"]
+    bad = invoke("import", FASTGPT / "CQ_template.json", "--dataset", "handbook")
+    assert bad.exit_code == 2 and "invalid --dataset" in bad.stderr and "SOURCE=ID" in bad.stderr
