@@ -33,6 +33,7 @@ embed the query; store errors.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -169,27 +170,40 @@ class Retriever:
 
     async def _recall(self, tenant_id: str, request: SearchRequest, datasets: list[Dataset],
                       queries: list[str]) -> _Recall:
+        """Every recall pass, in a fixed order (per model, dataset and query the vector
+        passes, then per query the full-text pass). The store calls of one stage run
+        concurrently (a pooled store answers them side by side); results are taken in
+        that order, so the ranking does not depend on which answered first."""
         recall = _Recall()
         by_model, full_text = self._semantic_plan(request, datasets, recall.notes)
         k = recall_size(request)
-        for model, group in by_model.items():
-            vectors = await self._embed(model, queries, group, request, recall, full_text)
-            for ds in group if vectors is not None else []:
-                assert ds.active_index is not None
-                for qi, vector in enumerate(vectors):
-                    name = f"semantic[{ds.id}, q{qi + 1}]"
-                    try:
-                        found = await self.store.search_vectors(tenant_id, ds.active_index.id, vector, k, request.filters)
-                    except VectorSearchUnavailable as exc:
-                        recall.notes.append(f"dataset {_label(ds)}: {exc}; searched by full text instead")
-                        if ds not in full_text:
-                            full_text.append(ds)
-                        break
-                    recall.passes.append(await self._pass("semantic", name, found, tenant_id, recall))
+        models = list(by_model)
+        embedded = await asyncio.gather(*(self._embed(m, queries, by_model[m], request, recall, full_text)
+                                          for m in models))
+        jobs = [(ds, index.id, qi, vector) for model, vectors in zip(models, embedded) if vectors is not None
+                for ds in by_model[model] if (index := ds.active_index) is not None
+                for qi, vector in enumerate(vectors)]
+        found_all = await asyncio.gather(*(self.store.search_vectors(tenant_id, index_id, vector, k, request.filters)
+                                           for _, index_id, _, vector in jobs), return_exceptions=True)
+        unavailable: set[str] = set()
+        for (ds, _, qi, _), found in zip(jobs, found_all):
+            if isinstance(found, VectorSearchUnavailable):
+                if ds.id not in unavailable:
+                    unavailable.add(ds.id)
+                    recall.notes.append(f"dataset {_label(ds)}: {found}; searched by full text instead")
+                    if ds not in full_text:
+                        full_text.append(ds)
+                continue
+            if isinstance(found, BaseException):
+                raise found
+            if ds.id not in unavailable:
+                recall.passes.append(await self._pass("semantic", f"semantic[{ds.id}, q{qi + 1}]", found, tenant_id,
+                                                      recall))
         if full_text:
             ids = [ds.id for ds in full_text]
-            for qi, query in enumerate(queries):
-                found = await self.store.search_full_text(tenant_id, ids, query, k, request.filters)
+            texts = await asyncio.gather(*(self.store.search_full_text(tenant_id, ids, q, k, request.filters)
+                                           for q in queries))
+            for qi, found in enumerate(texts):
                 recall.passes.append(await self._pass("full_text", f"full_text[q{qi + 1}]", found, tenant_id, recall))
         return recall
 
