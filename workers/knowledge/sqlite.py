@@ -63,6 +63,8 @@ T = TypeVar("T")
 #: With metadata filters, memory is asked for this many times ``k`` before filtering;
 #: fewer than ``k`` passing means the filter is selective: exact search instead.
 FILTER_OVERSAMPLE = 8
+#: How long the chunk counts of query terms are reused (seconds).
+TERM_COUNTS_TTL_S = 10.0
 #: Host parameters per statement (SQLite's default limit is 32766; stay well below).
 _IN_BATCH = 900
 
@@ -102,6 +104,8 @@ class SqliteKnowledgeStore:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="flowloom-knowledge")
         self._conn: Any = None
         self._memory = VectorIndexes(exact_max_cells)
+        self._term_counts: dict[str, int] = {}  # term -> chunks holding it (see _full_text_terms)
+        self._term_counts_at = 0.0
 
     @classmethod
     async def open(cls, path: Path, **options: Any) -> "SqliteKnowledgeStore":
@@ -551,6 +555,7 @@ class SqliteKnowledgeStore:
                                    "FROM kb_indexes i WHERE i.tenant_id = ? AND i.id = ?",
                                    (tenant_id, index_id)).fetchone()
         if index is None:
+            self._memory.drop(index_id)  # deleted, maybe by another process
             raise DatasetNotFound(f"index {index_id!r} not found")
         query = np.asarray(vector, dtype=np.float32)
         if k < 1 or index["state"] == "retired" or index["dimension"] is None:
@@ -641,9 +646,19 @@ class SqliteKnowledgeStore:
 
     def _full_text_terms(self, query: str) -> list[str]:
         """The query's terms found in the index, rarest first, within the postings budget
-        (:func:`workers.knowledge.text.rarest_terms`; exact chunk counts from FTS5's vocabulary)."""
+        (:func:`workers.knowledge.text.rarest_terms`), by chunk counts from FTS5's
+        vocabulary, kept for :data:`TERM_COUNTS_TTL_S` (a term's count changes slowly, and
+        only chooses which terms are ranked)."""
+        now = time.monotonic()
+        if now - self._term_counts_at > TERM_COUNTS_TTL_S or len(self._term_counts) > 100_000:
+            self._term_counts, self._term_counts_at = {}, now
         counts: dict[str, float] = {}
         for term in query_terms(query):
-            row = self._conn.execute("SELECT doc FROM temp.kb_chunks_terms WHERE term = ?", (term,)).fetchone()
-            counts[term] = row[0] if row is not None else 0
+            count = self._term_counts.get(term)
+            if count is None:
+                row = self._conn.execute("SELECT doc FROM temp.kb_chunks_terms WHERE term = ?", (term,)).fetchone()
+                count = row[0] if row is not None else 0
+                if count:  # a term no chunk holds yet is asked again: it may be added any time
+                    self._term_counts[term] = count
+            counts[term] = count
         return rarest_terms(counts)

@@ -286,3 +286,13 @@ async def test_full_text_finds_a_tenants_chunk_among_many_of_another(kstore, ten
     hits = await kstore.search_full_text(tenant, ["ds"], "marker", 5)
     assert [(h.chunk.tenant_id, h.chunk.text) for h in hits] == [(tenant, "shared marker word 0")]
     assert len(await kstore.search_full_text(crowd, ["ds"], "marker", 50)) == 50
+
+
+async def test_full_text_finds_chunks_added_after_a_search(kstore, tenant):
+    await kstore.create_dataset(dataset(tenant))
+    doc, _ = await kstore.put_document(document(tenant, "ds", "a.txt"))
+    await kstore.replace_chunks(tenant, doc.id, drafts("first words"))
+    assert await kstore.search_full_text(tenant, ["ds"], "words later", 5)
+    await kstore.replace_chunks(tenant, doc.id, drafts("first words", "later addition"))
+    hits = await kstore.search_full_text(tenant, ["ds"], "later", 5)
+    assert [h.chunk.text for h in hits] == ["later addition"]
