@@ -482,8 +482,7 @@ class PostgresKnowledgeStore:
                     "ON c.id = v.chunk_id JOIN kb_documents d ON d.id = c.document_id WHERE v.index_id = $2 AND "
                     f"v.tenant_id = $3 AND {where} ORDER BY distance LIMIT $4", query, index_id, tenant_id, k, *params)
             elif index_id in self._hnsw_ready:
-                for setting in nearest_settings(k):
-                    await c.execute(setting)
+                await c.execute("; ".join(nearest_settings(k)))  # one round trip
                 rows = await c.fetch(nearest_query(index_id, dim), query, tenant_id, k)
             else:
                 rows = None

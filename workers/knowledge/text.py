@@ -78,7 +78,7 @@ def query_terms(query: str) -> list[str]:
 #: microseconds per matching chunk, and a query's common words would make a search rank
 #: most of the corpus while adding little to the order (their IDF is low); the chunks
 #: that match only common words are the ones left out.
-FULL_TEXT_POSTINGS = 1_500
+FULL_TEXT_POSTINGS = 800
 
 
 def rarest_terms(counts: dict[str, float], budget: int = FULL_TEXT_POSTINGS) -> list[str]:
