@@ -32,6 +32,7 @@ from .errors import install_error_handlers
 from .executor import RunExecutor
 from .limits import BodyLimit
 from .quotas import Quotas, quota_store_of
+from .recovery import start_recovery
 from .routes import chats as chat_routes, routers
 from .runtime import open_service
 from .static import dist_of, install_canvas
@@ -68,8 +69,10 @@ def create_app(settings: Settings | None = None, *, heartbeat_s: float = HEARTBE
     ``heartbeat_s``: seconds between heartbeat comments of idle SSE streams;
     ``shutdown_grace_s``: how long a shutdown waits for executing runs before
     cancelling them. ``app.state`` holds ``settings``, and while the app runs ``service``,
-    ``keys``, ``executor``, ``workflows``, ``quotas`` (:class:`api.quotas.Quotas`) and
-    ``first_start`` (True when this start created the default tenant). Request bodies
+    ``keys``, ``executor``, ``workflows``, ``quotas`` (:class:`api.quotas.Quotas`),
+    ``recovery`` (the loop continuing runs whose owner died, :mod:`api.recovery`; None
+    when ``recovery_concurrency`` is 0) and ``first_start`` (True when this start created
+    the default tenant). Request bodies
     over ``settings.max_request_bytes`` get 413 unread (:mod:`api.limits`).
     """
     chosen = settings or get_settings()
@@ -85,9 +88,13 @@ def create_app(settings: Settings | None = None, *, heartbeat_s: float = HEARTBE
             app.state.workflows = SqlWorkflowStore(keys.store)  # type: ignore[attr-defined]
             app.state.dispatch = open_dispatcher(chosen, service)  # queued execution; None: all inline
             app.state.quotas = Quotas(quota_store_of(service.stores.runs), chosen)
+            # runs whose owner died (a crash of this server or another process) continue by themselves
+            app.state.recovery = start_recovery(service, executor, app.state.dispatch)
             try:
                 yield
             finally:
+                if app.state.recovery is not None:
+                    await app.state.recovery.close()
                 await executor.close(shutdown_grace_s)
 
     app = FastAPI(title="Flowloom", version=_version(), lifespan=lifespan, redoc_url=None,
