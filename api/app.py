@@ -89,7 +89,7 @@ def create_app(settings: Settings | None = None, *, heartbeat_s: float = HEARTBE
             app.state.dispatch = open_dispatcher(chosen, service)  # queued execution; None: all inline
             app.state.quotas = Quotas(quota_store_of(service.stores.runs), chosen)
             # runs whose owner died (a crash of this server or another process) continue by themselves
-            app.state.recovery = start_recovery(service, executor, app.state.dispatch)
+            app.state.recovery = await start_recovery(service, executor, app.state.dispatch)
             try:
                 yield
             finally:

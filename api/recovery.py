@@ -26,7 +26,7 @@ from .executor import RunExecutor
 __all__ = ["start_recovery"]
 
 
-def start_recovery(service: RunService, executor: RunExecutor, dispatch: Any) -> OrphanRecovery | None:
+async def start_recovery(service: RunService, executor: RunExecutor, dispatch: Any) -> OrphanRecovery | None:
     """Start the app's recovery loop (module docstring) in the running event loop; None
     when ``recovery_concurrency`` is 0. Stop it with ``await recovery.close()``."""
     if service.settings.recovery_concurrency <= 0:
@@ -42,5 +42,5 @@ def start_recovery(service: RunService, executor: RunExecutor, dispatch: Any) ->
         await requeue_orphan(service, dispatch.redis, summary)
 
     recovery = OrphanRecovery(service, execute_here if dispatch is None else queue_again)
-    recovery.start()
+    await recovery.start()
     return recovery

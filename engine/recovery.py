@@ -71,10 +71,22 @@ class OrphanRecovery:
         #: ids of the runs this process continued (recover_one returned), oldest first
         self.recovered: list[str] = []
 
-    def start(self) -> None:
-        """Look now, then periodically, in a task of the running loop; report watchers' orphans here."""
+    async def start(self, *, settle_s: float = 0.0) -> None:
+        """Look now, then periodically, in a task of the running loop; watchers' orphans
+        are reported here. ``settle_s`` > 0: the first look happens before this returns,
+        and waits up to that many seconds for its recoveries to be done - what a worker
+        does before it takes jobs, so the runs it queues again are ahead of the waiting ones."""
         self.service.on_orphan = self.request
-        self._loop = asyncio.create_task(self._forever(), name="orphan recovery")
+        looked = False
+        if settle_s > 0:
+            try:
+                await self.scan()
+                looked = True
+            except Exception as exc:  # noqa: BLE001 - the loop looks again
+                logger.warning("looking for runs whose owner is gone failed (%s: %s)", type(exc).__name__, exc)
+            if self._busy:
+                await asyncio.wait(list(self._busy.values()), timeout=settle_s)
+        self._loop = asyncio.create_task(self._forever(looked), name="orphan recovery")
 
     async def close(self) -> None:
         """Stop looking and cancel the recoveries waiting for a slot or driving a run (a run
@@ -91,18 +103,20 @@ class OrphanRecovery:
         if run_id not in self._busy:
             self._wake.set()
 
-    async def _forever(self) -> None:
+    async def _forever(self, looked: bool = False) -> None:
         while True:
+            if looked:
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), self.interval_s * random.uniform(0.75, 1.25))
+                self._wake.clear()
+            looked = True
             try:
                 started = await self.scan()
-                if started:
-                    logger.info("recovering %d run(s) whose owner is gone: %s", len(started), ", ".join(started))
+                if started:  # a warning: a process died, and operators look for that
+                    logger.warning("recovering %d run(s) whose owner is gone: %s", len(started), ", ".join(started))
             except Exception as exc:  # noqa: BLE001 - the store is away: look again later
                 logger.warning("looking for runs whose owner is gone failed (%s: %s); trying again",
                                type(exc).__name__, exc)
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.interval_s * random.uniform(0.75, 1.25))
-            self._wake.clear()
 
     async def scan(self) -> list[str]:
         """One look: start recovering every orphan not being recovered here yet, oldest

@@ -62,6 +62,8 @@ logger = logging.getLogger("flowloom.worker")
 _STATUS_AFTER = {"run_finished": "succeeded", "run_failed": "failed", "run_cancelled": "cancelled",
                  "run_paused": "paused"}
 _RUNTIME: "WorkerRuntime | None" = None
+#: seconds a starting worker waits for its first recovery look to queue the orphans it found
+SETTLE_S = 20.0
 
 ServiceFactory = Callable[[Settings], AsyncContextManager[RunService]]
 
@@ -139,8 +141,9 @@ class WorkerRuntime:
                 self.service, self.loop, self._stop = service, asyncio.get_running_loop(), asyncio.Event()
                 helpers = [asyncio.create_task(self._sweep_forever()), asyncio.create_task(self._renew_forever())]
                 if self.settings.recovery_concurrency > 0:
+                    # before taking jobs: the runs it queues again go ahead of those waiting
                     self.recovery = OrphanRecovery(service, self._recover_one)
-                    self.recovery.start()
+                    await self.recovery.start(settle_s=SETTLE_S)
                 self._ready.set()
                 await self._stop.wait()
                 if self.recovery is not None:
