@@ -1,0 +1,70 @@
+"""Queued orphans recover themselves: a worker SIGKILLed mid-run leaves a run that the next
+worker to start queues again - at the front, ahead of the runs that were waiting - with no
+operator command, and RQ's registries keep no ghost of the dead execution."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+
+from redis import Redis
+from rq import Queue, Worker
+from rq.job import Job
+from rq.registry import StartedJobRegistry
+
+from tests.workers.rq.conftest import chain, open_api, post
+from workers.rq.queues import queue_names
+
+import pytest
+
+
+def gated(counter) -> dict:
+    """start -> a (counted) -> gate (held until the counter's gate opens) -> c (counted) -> end."""
+    return chain("gated", [post("a", f"{counter.url}/hit/a"), post("gate", f"{counter.url}/gate/g"),
+                           post("c", f"{counter.url}/hit/c")])
+
+
+def started_jobs(redis: Redis) -> list[str]:
+    return [job_id for name in queue_names() for job_id in StartedJobRegistry(name, connection=redis).get_job_ids(
+        cleanup=False)]
+
+
+@pytest.mark.slow
+async def test_a_killed_workers_run_goes_to_the_front_of_the_queue_and_leaves_no_ghost_job(deployment, counter):
+    redis = Redis.from_url(deployment.redis_url)
+    deployment.start_worker("w1")
+    deployment.wait_for_workers("w1")
+    async for api in open_api(deployment, recovery_concurrency=0):  # only the workers recover here
+        orphan = (await api.start(gated(counter))).json()["run_id"]
+        await asyncio.to_thread(counter.wait_for, "g")  # a finished (checkpointed); the gate is running on w1
+        waiting = [(await api.start(chain(f"later{i}", [post(f"r{i}", f"{counter.url}/hit/r{i}")]))).json()["run_id"]
+                   for i in (2, 3)]  # queued behind the busy worker
+        deployment.workers["w1"].send_signal(signal.SIGKILL)
+        await asyncio.to_thread(deployment.workers["w1"].wait, 10)
+        assert started_jobs(redis) == [f"run-{orphan}"], "the dead execution is still registered (the ghost)"
+        assert Queue("flowloom-default", connection=redis).count == 2
+        counter.gate.set()
+
+        deployment.start_worker("w2")  # no `flowloom recover`: the worker finds the orphan itself
+        for run_id in [orphan, *waiting]:
+            assert await api.wait_status(run_id, {"succeeded", "failed", "cancelled"}, timeout=40) == "succeeded"
+
+        finished = [(await api.service.get("default", run_id)).finished_at for run_id in [orphan, *waiting]]
+        assert finished == sorted(finished), "the recovered run went ahead of the runs waiting in the queue"
+        names = counter.names()
+        assert names.index("c") < names.index("r2") < names.index("r3"), names
+        assert names.count("a") == 1 and names.count("c") == 1, "finished nodes never run again"
+        gate_keys = counter.keys("g")
+        assert len(gate_keys) == 2 and gate_keys[0] == gate_keys[1], "the running node ran again, same key"
+        events = await api.service.stores.events.read("default", orphan)
+        assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+        assert [e["type"] for e in events].count("run_finished") == 1
+
+        # what `rq info` shows: no ghost executing job, no dead worker, nothing queued twice
+        assert started_jobs(redis) == []
+        assert {w.name for w in Worker.all(connection=redis)} == {"w2"}
+        assert Job.fetch(f"run-{orphan}", connection=redis).get_status() == "failed"
+        assert all(Queue(name, connection=redis).count == 0 for name in queue_names())
+        log = deployment.log("w2")
+        assert f"run {orphan}: its worker is gone" in log and "at the front of flowloom-default" in log, log
+    redis.close()
