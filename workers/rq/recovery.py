@@ -125,6 +125,8 @@ def _clean(connection: Any, ghosts: list[tuple[Any, Any, str]], successor: str) 
             record_job_failure(job, f"abandoned: its worker died; the run continues in job {successor}", pipe)
             pipe.execute()
         if worker is not None and worker.death_date is None and worker.get_current_job_id() in (job.id, None):
+            logger.warning("Worker %s (%s pid %s) is gone; cleaning its registration", worker.name, worker.hostname,
+                           worker.pid)
             worker.register_death()
 
 
