@@ -24,6 +24,10 @@ def gated(counter) -> dict:
                            post("c", f"{counter.url}/hit/c")])
 
 
+async def _collect(events) -> list[dict]:
+    return [event async for event in events if event["type"] != "node_delta"]
+
+
 def started_jobs(redis: Redis) -> list[str]:
     return [job_id for name in queue_names() for job_id in StartedJobRegistry(name, connection=redis).get_job_ids(
         cleanup=False)]
@@ -37,6 +41,7 @@ async def test_a_killed_workers_run_goes_to_the_front_of_the_queue_and_leaves_no
     async for api in open_api(deployment, recovery_concurrency=0):  # only the workers recover here
         orphan = (await api.start(gated(counter))).json()["run_id"]
         await asyncio.to_thread(counter.wait_for, "g")  # a finished (checkpointed); the gate is running on w1
+        watcher = asyncio.ensure_future(_collect(api.app.state.dispatch.watch("default", orphan)))
         waiting = [(await api.start(chain(f"later{i}", [post(f"r{i}", f"{counter.url}/hit/r{i}")]))).json()["run_id"]
                    for i in (2, 3)]  # queued behind the busy worker
         deployment.workers["w1"].send_signal(signal.SIGKILL)
@@ -59,6 +64,10 @@ async def test_a_killed_workers_run_goes_to_the_front_of_the_queue_and_leaves_no
         events = await api.service.stores.events.read("default", orphan)
         assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
         assert [e["type"] for e in events].count("run_finished") == 1
+        # a client following the run across the crash gets the recovered execution's events, no gap, no repeat
+        followed = await asyncio.wait_for(watcher, 10)
+        assert [e["seq"] for e in followed] == list(range(1, len(followed) + 1)) and followed[-1]["type"] == \
+            "run_finished", [(e["seq"], e["type"]) for e in followed]
 
         # what `rq info` shows: no ghost executing job, no dead worker, nothing queued twice
         assert started_jobs(redis) == []
