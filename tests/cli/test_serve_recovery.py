@@ -1,5 +1,5 @@
-"""Orphaned runs recover themselves in the embedded server (no Redis), with no operator
-command: ``flowloom serve`` SIGKILLed with 30 runs in flight, then started again, finishes
+"""Orphaned runs recover themselves in the embedded server (no Redis; SQLite and
+PostgreSQL), with no operator command: ``flowloom serve`` SIGKILLed with 30 runs in flight, then started again, finishes
 every one of them; a run whose process died while the server is up is picked up as soon
 as a client watches its events, and the stream goes on with the recovered execution.
 
@@ -111,10 +111,13 @@ class Server:
                 self.proc.wait(5)
 
 
-@pytest.fixture
-def env(tmp_path: Path) -> dict[str, str]:
+@pytest.fixture(params=["sqlite", "postgres"])
+def env(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, str]:
+    """The servers' environment: a fresh FLOWLOOM_HOME, and for PostgreSQL a fresh database."""
     values = {k: v for k, v in os.environ.items() if not k.startswith("FLOWLOOM_")}
     values.update(FLOWLOOM_HOME=str(tmp_path / "home"), FLOWLOOM_HTTP_ALLOW="127.0.0.1", PYTHONUNBUFFERED="1")
+    if request.param == "postgres":
+        values["FLOWLOOM_DATABASE_URL"] = request.getfixturevalue("make_postgres_database")()
     return values
 
 
@@ -134,7 +137,8 @@ def stored(env: dict[str, str], run_ids: list[str]) -> dict[str, tuple[Any, list
     from workers.sql import SqlStore
 
     async def read() -> dict[str, Any]:
-        store = await SqlStore.open(database_url(Settings(home=Path(env["FLOWLOOM_HOME"]))))
+        store = await SqlStore.open(database_url(Settings(home=Path(env["FLOWLOOM_HOME"]),
+                                                          database_url=env.get("FLOWLOOM_DATABASE_URL"))))
         try:
             return {run_id: (await store.get_run("default", run_id), await store.read("default", run_id, 0, 10_000),
                              await store.list_node_runs("default", run_id)) for run_id in run_ids}
