@@ -31,7 +31,8 @@ from typing import Any, AsyncIterator, Mapping
 from engine.catalog import NodeCatalog
 from engine.compiler import CompiledPlan
 from engine.errors import UnknownInterrupt
-from engine.service import RunService, orphaned
+from engine.leases import orphaned
+from engine.service import RunService
 from engine.settings import Settings
 from schemas.events import event_adapter
 from schemas.types import RunStatus

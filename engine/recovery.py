@@ -6,7 +6,7 @@ by a quarter, so replicas started together do not look at the same moment), and 
 when a watcher of a run finds its owner gone (:attr:`RunService.on_orphan`), it asks the
 run store for the unfinished runs of every tenant that nobody holds
 (:meth:`~engine.ports.RunStore.list_unfinished`, indexed on status), keeps those that
-are orphaned (:func:`~engine.service.orphaned`: a lease expired, an owner process of
+are orphaned (:func:`~engine.leases.orphaned`: a lease expired, an owner process of
 this host that no longer exists, a pending run never claimed), and hands each to
 ``recover_one``, oldest first, at most ``Settings.recovery_concurrency`` at once.
 
@@ -32,7 +32,8 @@ from typing import Any, Awaitable, Callable
 from schemas.records import RunSummary
 
 from .ports import LeaseLost, RunNotFound, RunOwned
-from .service import RunNotResumable, RunService, orphaned
+from .leases import orphaned
+from .service import RunNotResumable, RunService
 
 __all__ = ["OrphanRecovery", "RecoverOne"]
 

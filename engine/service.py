@@ -57,6 +57,7 @@ from .catalog import NodeCatalog
 from .compiler import CompiledPlan, compile_workflow
 from .context import CancelToken, RunDeps, WorkflowSource
 from .errors import FlowloomError, UnknownInterrupt
+from .leases import orphaned, owner_gone
 from .ports import (
     ChatStore,
     CheckpointDelta,
@@ -72,7 +73,7 @@ from .rerun import durable, seed_rerun
 from .runner import answer_interrupts, new_run_state, stream_workflow
 from .settings import Settings
 
-__all__ = ["RunNotResumable", "RunService", "Stores", "bind_single_answer", "orphaned", "owner_gone"]
+__all__ = ["RunNotResumable", "RunService", "Stores", "bind_single_answer"]
 
 #: seconds between two polls for commands (cancel is seen within this plus one node step)
 COMMAND_POLL_S = 0.1
@@ -137,7 +138,7 @@ class RunService:
         self._docs: OrderedDict[tuple[str, str], Mapping[str, Any]] = OrderedDict()
         #: states and plans of runs prepared here and not executed yet (executing one needs no read of them)
         self._prepared: OrderedDict[str, tuple[RunState, CompiledPlan]] = OrderedDict()
-        #: ``(tenant_id, run_id)`` of a run a watcher found orphaned (:func:`orphaned`): the
+        #: ``(tenant_id, run_id)`` of a run a watcher found orphaned (:func:`~engine.leases.orphaned`): the
         #: process's recovery loop (:mod:`engine.recovery`) sets it to continue that run now
         #: rather than at its next look; None: watchers wait for whoever recovers it
         self.on_orphan: Callable[[str, str], None] | None = None
@@ -560,7 +561,7 @@ class RunService:
         missed, then live ones until the run ends or pauses. In the executing process live
         events include text deltas; elsewhere they come from the durable log (no deltas).
 
-        A run nobody executes (its owner died: :func:`orphaned`) is reported to
+        A run nobody executes (its owner died: :func:`~engine.leases.orphaned`) is reported to
         :attr:`on_orphan`, at most every :data:`ORPHAN_REPORT_S`, and the watch goes on:
         once the run is recovered its new events follow the stored ones (live, deltas
         included, when the recovery executes it in this process), with no gap or repeat."""
@@ -794,39 +795,6 @@ def _tool_parts(records: list[Any]) -> list[MessagePart]:
             parts.append(MessagePart(type="tool_result", text=str(record.get("preview") or ""),
                                      data={**ids, "is_error": bool(record.get("is_error"))}))
     return parts
-
-
-def owner_gone(owner: OwnerInfo | None) -> bool:
-    """True when nobody holds the run: no owner, an expired lease, or an owner process of
-    this host that no longer exists."""
-    if owner is None or owner.lease_until < time.time():
-        return True
-    if owner.host != socket.gethostname() or owner.pid <= 0:
-        return False
-    try:
-        os.kill(owner.pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
-
-
-def orphaned(summary: RunSummary, *, now: float, pending_grace_s: float) -> bool:
-    """True for a run nobody executes and that should be executing: ``running`` with its
-    owner gone (:func:`owner_gone`); ``pending`` with an owner that is gone (claimed, then
-    the process died before the first checkpoint); or ``pending``, never claimed and
-    created more than ``pending_grace_s`` seconds before ``now`` (a process that prepares
-    a run claims it within milliseconds, so one left that long was accepted by a process
-    that died before executing it; a queue may legitimately hold it longer, which the
-    queued recovery checks). Paused and ended runs never are."""
-    if summary.status is RunStatus.running:
-        return owner_gone(summary.owner)
-    if summary.status is not RunStatus.pending:
-        return False
-    if summary.owner is not None:
-        return owner_gone(summary.owner)
-    return summary.created_at < now - pending_grace_s
 
 
 def bind_single_answer(state_or_summary: Any, answer: Any, interrupt_id: str | None = None) -> dict[str, Any]:

@@ -14,14 +14,15 @@ from typing import Any
 
 from engine.ports import CheckpointDelta
 from engine.recovery import OrphanRecovery
-from engine.service import orphaned
+from engine.leases import orphaned
 from schemas.records import OwnerInfo, RunSummary
 from schemas.types import RunStatus
 from tests.engine.test_service import database_url, drain, probe, service_of, store  # noqa: F401  (fixtures)
 from tests.support.workflows import build, chain_edges
 from workers.sql import SqlStore
 
-QUICK = build([probe("a", value=1), probe("slow", sleep=0.3), probe("b", value=2)], chain_edges("start", "a", "slow", "b"))
+QUICK = build([probe("a", value=1), probe("slow", sleep=0.3), probe("b", value=2)],
+              chain_edges("start", "a", "slow", "b"))
 
 
 def dead_pid() -> int:

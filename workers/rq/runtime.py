@@ -412,9 +412,9 @@ class WorkerRuntime:
         assert self.service is not None
         client = redis_client(self.bus.url)
         info = json.loads(await shielded(client.hget(f"{self._set_key}:info", summary.run_id)) or "{}")
-        queued = await requeue_orphan(self.service, self._sync(), summary, queue=info.get("queue"),
-                                      max_wall_time=job_wall_time(info.get("timeout")))
-        if queued is not None and summary.run_id not in self._executing:
+        await requeue_orphan(self.service, self._sync(), summary, queue=info.get("queue"),
+                             max_wall_time=job_wall_time(info.get("timeout")))
+        if summary.run_id not in self._executing:  # queued again, or a job has it: whoever executes it tracks it
             await self._forget(client, summary.run_id)
 
     def _sync(self) -> Any:
