@@ -17,6 +17,10 @@ anything else is printed. It prints:
 - on a first start (no admin key of your own yet) how to create one for API clients;
 - with ``--examples`` (by default on the start that creates the database's default
   tenant) the bundled examples saved as workflows (:mod:`api.examples`).
+
+Runs whose owner died (this server killed with runs in flight, a killed ``flowloom run``)
+continue by themselves once it serves: the app's recovery loop (:mod:`api.recovery`)
+finds them on start and then periodically; ``flowloom recover`` is not needed.
 """
 
 from __future__ import annotations
