@@ -1,18 +1,21 @@
 """Queued orphans recover themselves: a worker SIGKILLed mid-run leaves a run that the next
 worker to start queues again - at the front, ahead of the runs that were waiting - with no
-operator command, and RQ's registries keep no ghost of the dead execution."""
+operator command, and RQ's registries keep no ghost of the dead execution; a run whose
+process died outside any worker is queued by the API server for the workers."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
+import subprocess
 
 from redis import Redis
 from rq import Queue, Worker
 from rq.job import Job
 from rq.registry import StartedJobRegistry
 
-from tests.workers.rq.conftest import chain, open_api, post
+from tests.workers.rq.conftest import FLOWLOOM, ROOT, chain, open_api, post
 from workers.rq.queues import queue_names
 
 import pytest
@@ -76,4 +79,35 @@ async def test_a_killed_workers_run_goes_to_the_front_of_the_queue_and_leaves_no
         assert all(Queue(name, connection=redis).count == 0 for name in queue_names())
         log = deployment.log("w2")
         assert f"run {orphan}: its worker is gone" in log and "at the front of flowloom-default" in log, log
+    redis.close()
+
+
+@pytest.mark.slow
+async def test_the_api_server_queues_a_run_whose_process_died_for_the_workers(deployment, counter, tmp_path):
+    path = tmp_path / "flow.json"
+    path.write_text(json.dumps(gated(counter)))
+    cli = subprocess.Popen([*FLOWLOOM, "run", str(path), "--json"], stdout=subprocess.PIPE,
+                           stderr=subprocess.DEVNULL, text=True, env=deployment.env, cwd=ROOT)
+    assert cli.stdout is not None
+    run_id = json.loads(await asyncio.to_thread(cli.stdout.readline))["run_id"]  # executed in the CLI process
+    await asyncio.to_thread(counter.wait_for, "g")
+    cli.send_signal(signal.SIGKILL)
+    await asyncio.to_thread(cli.wait, 10)
+    counter.gate.set()
+    redis = Redis.from_url(deployment.redis_url)
+    async for api in open_api(deployment):  # its recovery looks on start: the run goes to the queue
+        queued = Queue("flowloom-default", connection=redis)
+        deadline = asyncio.get_running_loop().time() + 20
+        while not queued.job_ids:
+            assert asyncio.get_running_loop().time() < deadline, "the orphan was never queued"
+            await asyncio.sleep(0.05)
+        (job_id,) = queued.job_ids
+        assert job_id.startswith(f"run-{run_id}-")
+        owner = (await api.service.get("default", run_id)).owner
+        assert owner is not None and owner.id == f"queued:{job_id}", "claimed for that job: nobody queues it twice"
+        deployment.start_worker("w1")
+        assert await api.wait_status(run_id, {"succeeded", "failed", "cancelled"}, timeout=40) == "succeeded"
+        assert counter.names().count("a") == 1 and counter.names().count("c") == 1
+        assert len(set(counter.keys("g"))) == 1 and len(counter.keys("g")) == 2
+        assert Job.fetch(job_id, connection=redis).return_value() == "succeeded"
     redis.close()
