@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from alembic import op
 
-revision = "0006_runs_status_lease"
-down_revision = "0005"
+revision = "0008"
+down_revision = "0007"
 branch_labels = None
 depends_on = None
 
