@@ -37,6 +37,7 @@ from .errors import install_error_handlers
 from .executor import RunExecutor
 from .limits import BodyLimit
 from .quotas import Quotas, quota_store_of
+from .recovery import start_recovery
 from .routes import chats as chat_routes, routers
 from .runtime import open_service
 from .static import dist_of, install_canvas
@@ -92,8 +93,10 @@ def create_app(settings: Settings | None = None, *, heartbeat_s: float = HEARTBE
     ``shutdown_grace_s``: how long a shutdown waits for executing runs before
     cancelling them. ``app.state`` holds ``settings``, and while the app runs ``service``,
     ``keys``, ``executor``, ``workflows``, ``quotas`` (:class:`api.quotas.Quotas`),
-    ``knowledge`` (the knowledge service: ``/v1/datasets``) and
-    ``first_start`` (True when this start created the default tenant). Request bodies
+    ``knowledge`` (the knowledge service: ``/v1/datasets``), ``recovery`` (the loop
+    continuing runs whose owner died, :mod:`api.recovery`; None when
+    ``recovery_concurrency`` is 0) and ``first_start`` (True when this start created the
+    default tenant). Request bodies
     over ``settings.max_request_bytes`` get 413 unread (:mod:`api.limits`).
     """
     chosen = settings or get_settings()
@@ -112,9 +115,13 @@ def create_app(settings: Settings | None = None, *, heartbeat_s: float = HEARTBE
             app.state.knowledge = service.knowledge
             # with Redis the workers sweep (workers.rq.knowledge.sweep_unfinished), one at a time
             sweeper = asyncio.create_task(sweep_ingestion(service.knowledge, sweep_s)) if not chosen.redis_url else None
+            # runs whose owner died (a crash of this server or another process) continue by themselves
+            app.state.recovery = await start_recovery(service, executor, app.state.dispatch)
             try:
                 yield
             finally:
+                if app.state.recovery is not None:
+                    await app.state.recovery.close()
                 if sweeper is not None:
                     sweeper.cancel()
                     with contextlib.suppress(asyncio.CancelledError, Exception):

@@ -25,11 +25,13 @@ import asyncio
 import contextlib
 import os
 import socket
+import time
 from typing import Any, AsyncIterator, Mapping
 
 from engine.catalog import NodeCatalog
 from engine.compiler import CompiledPlan
 from engine.errors import UnknownInterrupt
+from engine.leases import orphaned
 from engine.service import RunService
 from engine.settings import Settings
 from schemas.events import event_adapter
@@ -87,6 +89,11 @@ class Dispatcher:
         self.settings, self.service = settings, service
         self.bus = RedisEventBus(settings.redis_url)
         self._redis = Redis.from_url(settings.redis_url, socket_connect_timeout=2, health_check_interval=5)
+
+    @property
+    def redis(self) -> Any:
+        """The sync Redis client that enqueues jobs (also the recovery's, :mod:`api.recovery`)."""
+        return self._redis
 
     def close(self) -> None:
         """Release the enqueueing connection."""
@@ -169,14 +176,20 @@ class Dispatcher:
 
     def watch(self, tenant_id: str, run_id: str, after_seq: int = 0) -> AsyncIterator[dict[str, Any]]:
         """The run's events after ``after_seq`` as JSON objects, from the run's stream (any
-        replica, deltas included), with the SQL log behind it; until it ends or pauses."""
+        replica, deltas included), with the SQL log behind it; until it ends or pauses. A
+        run nobody executes (its owner died) is reported to the recovery loop
+        (``RunService.on_orphan``), and its recovered execution's events follow."""
         service = self.service
 
         async def durable(after: int) -> list[dict[str, Any]]:
             return await service.stores.events.read(tenant_id, run_id, after)
 
         async def ended() -> bool:
-            return (await service.get(tenant_id, run_id)).status in _ENDED_OR_PAUSED
+            summary = await service.get(tenant_id, run_id)
+            now = time.time()
+            if service.on_orphan is not None and orphaned(summary, now=now, pending_grace_s=self.settings.lease_ttl):
+                service.on_orphan(tenant_id, run_id)  # nobody executes it: recover it now, and keep following
+            return summary.status in _ENDED_OR_PAUSED
 
         return self.bus.follow(tenant_id, run_id, after_seq, durable=durable, ended=ended)
 

@@ -154,6 +154,15 @@ class RunStore(Protocol):
         """Every saved node run of the run (earlier loop rounds included), in start order."""
         ...
 
+    async def list_unfinished(self, *, now: float, host: str, limit: int = 500) -> list[RunSummary]:
+        """Candidates for crash recovery, of **every tenant** (the one cross-tenant read, for
+        the recovery loop of a server or worker, never for a caller's request): runs
+        ``pending`` or ``running`` whose lease expired before ``now`` (Unix seconds), that
+        nobody holds, or whose owner is a process of ``host`` (the caller checks its pid),
+        oldest first, at most ``limit``. Served by an index on ``(status, lease_until)``,
+        so its cost follows the number of unfinished runs, not of all runs."""
+        ...
+
     async def claim(self, tenant_id: str, run_id: str, owner: OwnerInfo, *, take_from: str | None = None) -> None:
         """Become the run's owner until ``owner.lease_until``: allowed when nobody owns it,
         the lease expired, ``owner.id`` already owns it, or the owner is ``take_from``

@@ -35,7 +35,7 @@ import time
 import uuid
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Mapping
+from typing import Any, AsyncIterator, Callable, Mapping
 
 from schemas.events import NodeDelta, NodeFinished
 from schemas.events import RunCancelled as RunCancelledEvent
@@ -57,6 +57,7 @@ from .catalog import NodeCatalog
 from .compiler import CompiledPlan, compile_workflow
 from .context import CancelToken, RunDeps, WorkflowSource
 from .errors import FlowloomError, UnknownInterrupt
+from .leases import orphaned, owner_gone
 from .ports import (
     ChatStore,
     CheckpointDelta,
@@ -78,6 +79,8 @@ __all__ = ["RunNotResumable", "RunService", "Stores", "bind_single_answer"]
 COMMAND_POLL_S = 0.1
 #: seconds between two polls of the event log by a watcher in another process
 WATCH_POLL_S = 0.2
+#: seconds between two reports of the same orphan by one watcher (:attr:`RunService.on_orphan`)
+ORPHAN_REPORT_S = 1.0
 _ENDED = frozenset({RunStatus.succeeded, RunStatus.failed, RunStatus.cancelled})
 #: workflow documents a service remembers by content hash (oldest dropped first)
 _DOCS_MAX = 256
@@ -135,6 +138,10 @@ class RunService:
         self._docs: OrderedDict[tuple[str, str], Mapping[str, Any]] = OrderedDict()
         #: states and plans of runs prepared here and not executed yet (executing one needs no read of them)
         self._prepared: OrderedDict[str, tuple[RunState, CompiledPlan]] = OrderedDict()
+        #: ``(tenant_id, run_id)`` of a run a watcher found orphaned (:func:`~engine.leases.orphaned`): the
+        #: process's recovery loop (:mod:`engine.recovery`) sets it to continue that run now
+        #: rather than at its next look; None: watchers wait for whoever recovers it
+        self.on_orphan: Callable[[str, str], None] | None = None
 
     # ------------------------------------------------------------------ plans
 
@@ -271,14 +278,18 @@ class RunService:
         interrupt_id = paused[0].pending_interrupts[0]["id"]
         return self.resume(tenant_id, paused[0].run_id, {interrupt_id: message}, message=message)
 
-    def recover(self, tenant_id: str, run_id: str) -> AsyncIterator[Any]:
+    def recover(self, tenant_id: str, run_id: str, *, take_over: str | None = None) -> AsyncIterator[Any]:
         """Continue a run whose process died (status ``running`` or ``pending``, owner gone)
         from its last checkpoint; its events.
+
+        ``take_over``: an owner id this call may take the run from even while its lease
+        runs - the placeholder owner a recovery left on a run it queued for the job that
+        carries this id (:mod:`workers.rq.recovery`), so that job, and no other, continues it.
 
         Raises (when iterated):
             RunNotFound, RunNotResumable (paused or ended), RunOwned (a live owner).
         """
-        return self.execute(tenant_id, run_id, expect=None)
+        return self.execute(tenant_id, run_id, expect=None, take_over=take_over)
 
     async def recoverable(self, tenant_id: str = DEFAULT_TENANT) -> list[RunSummary]:
         """Runs that are ``running``/``pending`` with no live owner (lease expired, or the
@@ -286,18 +297,20 @@ class RunService:
         found = []
         for status in (RunStatus.running, RunStatus.pending):
             for summary in await self.stores.runs.list_runs(tenant_id, status=status, limit=1000):
-                if _owner_gone(summary.owner):
+                if owner_gone(summary.owner):
                     found.append(summary)
         return found
 
     # ------------------------------------------------------------------ execute
 
     async def execute(self, tenant_id: str, run_id: str, *, answers: Mapping[str, Any] | None = None,
-                      expect: RunStatus | None = RunStatus.pending, message: str | None = None) -> AsyncIterator[Any]:
+                      expect: RunStatus | None = RunStatus.pending, message: str | None = None,
+                      take_over: str | None = None) -> AsyncIterator[Any]:
         """Claim the run, execute it from its stored state and yield its events.
 
         ``expect``: the status the run must have (``pending`` for a new run, ``paused`` to
         resume); None accepts ``pending`` or ``running`` (recovery after a crash).
+        ``take_over``: an owner id the run may be taken from (:meth:`recover`).
         Closing the iterator early cancels the run (it ends ``cancelled``).
 
         Raises:
@@ -305,7 +318,7 @@ class RunService:
         """
         runs = self.stores.runs
         prepared, plan = self._prepared.pop(run_id, (None, None)) if expect is RunStatus.pending else (None, None)
-        owner, state = await self._claim(tenant_id, run_id, prepared)  # the state as of the claim
+        owner, state = await self._claim(tenant_id, run_id, prepared, take_over)  # the state as of the claim
         try:
             allowed = {expect} if expect is not None else {RunStatus.pending, RunStatus.running}
             if state.status not in allowed:
@@ -417,13 +430,14 @@ class RunService:
 
         return checkpoint
 
-    async def _claim(self, tenant_id: str, run_id: str,
-                     prepared: RunState | None = None) -> tuple[OwnerInfo, RunState]:
+    async def _claim(self, tenant_id: str, run_id: str, prepared: RunState | None = None,
+                     take_over: str | None = None) -> tuple[OwnerInfo, RunState]:
         """Claim the run for this process and read its state in the same transaction (a
         state read before claiming may be stale by the time the claim succeeds: another
         process ran the run in between); a dead owner on this host is taken over at once.
         ``prepared``: the state :meth:`prepare` created here, used as it is when the run is
-        still pending and unowned (then the stored state is that one: nothing to read)."""
+        still pending and unowned (then the stored state is that one: nothing to read).
+        ``take_over``: an owner id taken over even while its lease runs (:meth:`recover`)."""
         owner = OwnerInfo(id=uuid.uuid4().hex, host=socket.gethostname(), pid=os.getpid(),
                           lease_until=time.time() + self.settings.lease_ttl)
         if (prepared is not None and prepared.tenant_id == tenant_id
@@ -432,7 +446,7 @@ class RunService:
         try:
             return owner, await self.stores.runs.claim_and_load(tenant_id, run_id, owner)
         except RunOwned as exc:
-            if exc.owner is None or not _owner_gone(exc.owner):
+            if exc.owner is None or not (owner_gone(exc.owner) or exc.owner.id == take_over):
                 raise
             return owner, await self.stores.runs.claim_and_load(tenant_id, run_id, owner, take_from=exc.owner.id)
 
@@ -476,7 +490,7 @@ class RunService:
         if live is not None:
             live.token.cancel(reason)
             return summary
-        if summary.owner is not None and not _owner_gone(summary.owner):
+        if summary.owner is not None and not owner_gone(summary.owner):
             await self.stores.commands.send(tenant_id, RunCommand(run_id=run_id, kind=CommandKind.cancel,
                                                                   reason=reason, created_at=time.time()))
             return summary
@@ -545,29 +559,40 @@ class RunService:
     async def watch(self, tenant_id: str, run_id: str, after_seq: int = 0) -> AsyncIterator[dict[str, Any]]:
         """The run's events after ``after_seq`` as JSON objects: first the stored ones it
         missed, then live ones until the run ends or pauses. In the executing process live
-        events include text deltas; elsewhere they come from the durable log (no deltas)."""
+        events include text deltas; elsewhere they come from the durable log (no deltas).
+
+        A run nobody executes (its owner died: :func:`~engine.leases.orphaned`) is reported to
+        :attr:`on_orphan`, at most every :data:`ORPHAN_REPORT_S`, and the watch goes on:
+        once the run is recovered its new events follow the stored ones (live, deltas
+        included, when the recovery executes it in this process), with no gap or repeat."""
         await self.stores.runs.get_run(tenant_id, run_id)  # RunNotFound for another tenant's run
-        live = self._live.get(run_id)
-        queue: asyncio.Queue[Any] = asyncio.Queue()
-        if live is not None:  # subscribe before reading, so nothing published meanwhile is lost
-            live.watchers.append(queue)
         seen = after_seq
-        for event in await self.stores.events.read(tenant_id, run_id, seen):
-            seen = event["seq"]
-            yield event
-        if live is not None:
-            async for event in self._watch_live(live, queue, seen):
-                yield event
-            return
+        reported = 0.0
         while True:
+            live = self._live.get(run_id)
+            queue: asyncio.Queue[Any] = asyncio.Queue()
+            if live is not None:  # subscribe before reading, so nothing published meanwhile is lost
+                live.watchers.append(queue)
             batch = await self.stores.events.read(tenant_id, run_id, seen)
             for event in batch:
                 seen = event["seq"]
                 yield event
+            if live is not None:
+                async for event in self._watch_live(live, queue, seen):
+                    yield event
+                return
             if not batch:
                 summary = await self.stores.runs.get_run(tenant_id, run_id)
                 if summary.status in _ENDED or summary.status is RunStatus.paused:
+                    # the last checkpoint may have committed after the read above
+                    for event in await self.stores.events.read(tenant_id, run_id, seen):
+                        yield event
                     return
+                now = time.time()
+                if (self.on_orphan is not None and now - reported >= ORPHAN_REPORT_S
+                        and orphaned(summary, now=now, pending_grace_s=self.settings.lease_ttl)):
+                    reported = now
+                    self.on_orphan(tenant_id, run_id)
                 await asyncio.sleep(WATCH_POLL_S)
 
     async def _watch_live(self, live: _Live, queue: asyncio.Queue[Any], seen: int) -> AsyncIterator[dict[str, Any]]:
@@ -770,22 +795,6 @@ def _tool_parts(records: list[Any]) -> list[MessagePart]:
             parts.append(MessagePart(type="tool_result", text=str(record.get("preview") or ""),
                                      data={**ids, "is_error": bool(record.get("is_error"))}))
     return parts
-
-
-def _owner_gone(owner: OwnerInfo | None) -> bool:
-    """True when nobody holds the run: no owner, an expired lease, or an owner process of
-    this host that no longer exists."""
-    if owner is None or owner.lease_until < time.time():
-        return True
-    if owner.host != socket.gethostname() or owner.pid <= 0:
-        return False
-    try:
-        os.kill(owner.pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
 
 
 def bind_single_answer(state_or_summary: Any, answer: Any, interrupt_id: str | None = None) -> dict[str, Any]:

@@ -43,7 +43,10 @@ class Settings(BaseSettings):
     ``flowloom.db``, node memory files and uploads; ``database_url`` points the run
     store at PostgreSQL (or another SQLite file) instead; ``redis_url`` keeps node
     memory in Redis. ``lease_ttl``: seconds a process owns a run without renewing its
-    lease (a crashed owner's run becomes recoverable after it). ``workflow_path``:
+    lease (a crashed owner's run becomes recoverable after it). ``recovery_concurrency``
+    (``FLOWLOOM_RECOVERY_CONCURRENCY``, 0: off): how many runs whose owner died a
+    ``flowloom serve`` or ``flowloom worker`` process continues at once, found on start and
+    then every ``lease_ttl``/2 seconds (:mod:`engine.recovery`). ``workflow_path``:
     directories searched for workflows used as tools. ``models``: the model registry
     file (default: the bundled one). ``upload_dir``: the only directory the agent's file
     reader may read (default ``<home>/uploads``).
@@ -104,6 +107,7 @@ class Settings(BaseSettings):
     database_url: str | None = None
     redis_url: str | None = None
     lease_ttl: float = Field(default=30.0, gt=0, le=3600)
+    recovery_concurrency: int = Field(default=4, ge=0, le=256)
     workflow_path: Annotated[list[Path], NoDecode] = Field(default_factory=list)
     models: Path | None = None
     upload_dir: Path | None = None

@@ -19,6 +19,10 @@ anything else is printed. It prints:
   tenant) the bundled examples saved as workflows (:mod:`api.examples`);
 - a warning when the PostgreSQL server has no pgvector (datasets with an embedding
   model and semantic search are then unavailable; full-text ones work).
+
+Runs whose owner died (this server killed with runs in flight, a killed ``flowloom run``)
+continue by themselves once it serves: the app's recovery loop (:mod:`api.recovery`)
+finds them on start and then periodically; ``flowloom recover`` is not needed.
 """
 
 from __future__ import annotations

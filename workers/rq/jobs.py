@@ -26,7 +26,8 @@ def execute_run(tenant_id: str, run_id: str) -> str:
     job = get_current_job()
     queue = job.origin if job is not None else "flowloom-default"
     timeout = float(job.timeout) if job is not None and job.timeout else 3600.0
-    ended = current_runtime().run_job(tenant_id, run_id, queue=queue, job_timeout=timeout)
+    ended = current_runtime().run_job(tenant_id, run_id, queue=queue, job_timeout=timeout,
+                                      job_id=job.id if job is not None else "")
     # RQ logs every job that returned as "Job OK"; the run's own outcome is this line.
     level = logging.WARNING if ended in ("failed", "cancelled") else logging.INFO
     logging.getLogger("flowloom.worker").log(level, "run %s (tenant %s, %s): %s", run_id, tenant_id, queue, ended)

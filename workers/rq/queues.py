@@ -16,7 +16,8 @@ import math
 import uuid
 from typing import Any
 
-__all__ = ["JOB_FUNCTION", "JOB_GRACE_S", "JOB_RETRIES", "PRIORITIES", "enqueue_run", "job_timeout", "queue_name", "queue_names"]
+__all__ = ["JOB_FUNCTION", "JOB_GRACE_S", "JOB_RETRIES", "PRIORITIES", "enqueue_run", "job_timeout", "later_job_id",
+           "queue_name", "queue_names"]
 
 #: priorities, most urgent first (the order a worker serves its queues in)
 PRIORITIES = ("high", "default", "low")
@@ -53,19 +54,26 @@ def job_timeout(max_wall_time: float) -> int:
     return int(math.ceil(max_wall_time)) + JOB_GRACE_S
 
 
+def later_job_id(run_id: str) -> str:
+    """A unique id for a job that continues run ``run_id`` (recovery, answers): ``run-<run_id>-<hex>``."""
+    return f"run-{run_id}-{uuid.uuid4().hex[:8]}"
+
+
 def enqueue_run(connection: Any, tenant_id: str, run_id: str, *, queue: str, max_wall_time: float,
-                first: bool = True) -> str:
+                first: bool = True, job_id: str | None = None, at_front: bool = False) -> str:
     """Enqueue the job that executes (or continues) the run on ``queue``; returns its id.
 
     ``connection``: a sync ``redis.Redis``; ``first``: the run's first job gets the id
     ``run-<run_id>`` (enqueueing it twice is refused by Redis key, so a retried request
-    cannot queue a run twice); later ones (recovery, answers) get a unique suffix.
+    cannot queue a run twice); later ones (recovery, answers) get a unique suffix
+    (:func:`later_job_id`), or ``job_id`` when given. ``at_front``: ahead of every job
+    waiting in the queue (a recovered run was accepted before them).
     """
     from rq import Queue, Retry
 
-    job_id = f"run-{run_id}" if first else f"run-{run_id}-{uuid.uuid4().hex[:8]}"
+    job_id = job_id or (f"run-{run_id}" if first else later_job_id(run_id))
     job = Queue(queue, connection=connection).enqueue(
         JOB_FUNCTION, tenant_id, run_id, job_id=job_id, job_timeout=job_timeout(max_wall_time),
         result_ttl=RESULT_TTL_S, failure_ttl=FAILURE_TTL_S, description=f"flowloom run {run_id} ({tenant_id})",
-        retry=Retry(max=JOB_RETRIES))
+        retry=Retry(max=JOB_RETRIES), at_front=at_front)
     return job.id

@@ -16,13 +16,18 @@ What the runtime adds around the run service's :meth:`~engine.service.RunService
   ``<ns>:executing`` (score: the lease deadline in Unix seconds, renewed every third of
   ``Settings.lease_ttl``) with its tenant, queue, host, pid and job timeout in
   ``<ns>:executing:info``.
-- **Sweeper**: every ``sweep_s`` seconds each worker looks at that set: a run whose
-  deadline passed, or whose worker was a process of this host that no longer exists, and
-  that the database still shows ``pending``/``running`` with no live owner, is enqueued
-  again (one sweeper wins a short lock per run). The worker that takes the new job claims
-  the run (the dead owner's lease is taken over) and continues it from its last checkpoint:
-  finished nodes never run again. A run the database shows ended - a stopped run among
-  them - is only dropped from the set: it never runs again.
+- **Recovery**: each worker runs the recovery loop of :mod:`engine.recovery` (on start,
+  then every ``Settings.lease_ttl``/2 seconds): a run of any tenant whose owner is gone -
+  a dead worker, a dead API server's inline run - is queued again at the front of its
+  queue and the dead execution cleaned out of RQ (:mod:`workers.rq.recovery`; of several
+  workers finding it, the one whose claim in the run store succeeds does it). The worker
+  that takes the new job takes the run over and continues it from its last checkpoint:
+  finished nodes never run again.
+- **Sweeper**: every ``sweep_s`` seconds each worker also looks at the executing set, which
+  notices a dead worker sooner than a look at the database: an entry whose deadline passed,
+  or whose worker was a process of this host that no longer exists, wakes the recovery
+  loop at once. A run the database shows ended - a stopped run among them - is only
+  dropped from the set: it never runs again.
 - **Answers**: a paused run's job continues it with the answers the API left in Redis
   (:meth:`~workers.redis_bus.RedisCommandChannel.send_answers`).
 - **Knowledge bases**: ingestion jobs (:mod:`workers.rq.knowledge`) run the run
@@ -43,13 +48,14 @@ import time
 from typing import Any, AsyncContextManager, Callable
 
 from engine.ports import RunNotFound, RunOwned
+from engine.recovery import OrphanRecovery
 from engine.service import RunNotResumable, RunService
 from engine.settings import Settings
-from schemas.records import OwnerInfo
+from schemas.records import OwnerInfo, RunSummary
 from schemas.types import RunStatus
 
 from ..redis_bus import DEFAULT_NAMESPACE, EventPublisher, RedisCommandChannel, RedisEventBus, redis_client, shielded
-from .queues import JOB_GRACE_S, enqueue_run
+from .recovery import handoff_id, job_wall_time, requeue_orphan
 
 __all__ = ["WorkerRuntime", "current_runtime", "install_runtime"]
 
@@ -59,6 +65,8 @@ logger = logging.getLogger("flowloom.worker")
 _STATUS_AFTER = {"run_finished": "succeeded", "run_failed": "failed", "run_cancelled": "cancelled",
                  "run_paused": "paused"}
 _RUNTIME: "WorkerRuntime | None" = None
+#: seconds a starting worker waits for its first recovery look to queue the orphans it found
+SETTLE_S = 20.0
 
 ServiceFactory = Callable[[Settings], AsyncContextManager[RunService]]
 
@@ -89,10 +97,6 @@ def _pid_gone(host: str | None, pid: int | None) -> bool:
     return False
 
 
-def _owner_alive(owner: OwnerInfo | None) -> bool:
-    return owner is not None and owner.lease_until >= time.time() and not _pid_gone(owner.host, owner.pid)
-
-
 class WorkerRuntime:
     """One event loop thread with the run service (module docstring).
 
@@ -120,6 +124,7 @@ class WorkerRuntime:
         self._stop: asyncio.Event | None = None
         self._executing: dict[str, dict[str, Any]] = {}
         self._sync_redis: Any = None
+        self.recovery: OrphanRecovery | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -140,8 +145,14 @@ class WorkerRuntime:
                 helpers = [asyncio.create_task(self._sweep_forever()), asyncio.create_task(self._renew_forever())]
                 with contextlib.suppress(Exception):  # the database or Redis away: the next round
                     await self.sweep_documents()
+                if self.settings.recovery_concurrency > 0:
+                    # before taking jobs: the runs it queues again go ahead of those waiting
+                    self.recovery = OrphanRecovery(service, self._recover_one)
+                    await self.recovery.start(settle_s=SETTLE_S)
                 self._ready.set()
                 await self._stop.wait()
+                if self.recovery is not None:
+                    await self.recovery.close()
                 for task in helpers:
                     task.cancel()
                 await asyncio.gather(*helpers, return_exceptions=True)
@@ -164,15 +175,16 @@ class WorkerRuntime:
 
     # ------------------------------------------------------------------ jobs
 
-    def run_job(self, tenant_id: str, run_id: str, *, queue: str, job_timeout: float) -> str:
+    def run_job(self, tenant_id: str, run_id: str, *, queue: str, job_timeout: float, job_id: str = "") -> str:
         """Execute the run on the runtime's loop and wait for it (called by the job, in
         RQ's thread). When RQ's timeout fires (its exception arrives here), the run is
         stopped (ends ``cancelled``) before the exception goes on to RQ. A cold shutdown
-        (SystemExit) leaves the run to the sweepers, which continue it elsewhere."""
+        (SystemExit) leaves the run to the sweepers, which continue it elsewhere. ``job_id``:
+        the RQ job's id (the run may be taken over from a recovery that queued it for this job)."""
         assert self.loop is not None, "start() first"
         done = threading.Event()
-        future = asyncio.run_coroutine_threadsafe(self._execute(tenant_id, run_id, queue, job_timeout, done),
-                                                  self.loop)
+        future = asyncio.run_coroutine_threadsafe(
+            self._execute(tenant_id, run_id, queue, job_timeout, done, job_id), self.loop)
         try:
             return future.result()
         except SystemExit:
@@ -184,16 +196,16 @@ class WorkerRuntime:
             raise
 
     async def _execute(self, tenant_id: str, run_id: str, queue: str, job_timeout: float,
-                       done: threading.Event) -> str:
+                       done: threading.Event, job_id: str = "") -> str:
         """Execute the run; how it ended. No read precedes the run service's own (claim,
         then load), and the run enters the executing set while the service claims it: a
         job costs what the run costs plus a few Redis round trips, none before its first event."""
         service = self.service
         assert service is not None
-        track = asyncio.ensure_future(self._track(tenant_id, run_id, queue, job_timeout))
+        track = asyncio.ensure_future(self._track(tenant_id, run_id, queue, job_timeout, job_id))
         try:
             try:
-                status, stream_key, publisher, held = await self._drive(service, tenant_id, run_id, track)
+                status, stream_key, publisher, held = await self._drive(service, tenant_id, run_id, track, job_id)
             except RunOwned as exc:
                 # Another process holds the run's lease: keep it in the executing set until
                 # that lease ends, so a sweeper looks again if that owner turns out dead.
@@ -246,14 +258,16 @@ class WorkerRuntime:
         await self._untrack(run_id)
 
     async def _drive(self, service: RunService, tenant_id: str, run_id: str,
-                     track: "asyncio.Future[tuple[dict[str, Any], str | None] | None]",
+                     track: "asyncio.Future[tuple[dict[str, Any], str | None] | None]", job_id: str = "",
                      ) -> tuple[str, str | None, EventPublisher | None, list[Any]]:
         """Run it: ``(status, the stream's key when the run ended else None, the open
         publisher, the events held back)`` (:meth:`_publish`). A new or crashed run is
-        recovered; a paused one is resumed with the answers the API left (known once
-        ``track`` is done, which only a paused run waits for)."""
+        recovered (taken over from a recovery that queued it for job ``job_id``); a paused
+        one is resumed with the answers the API left (known once ``track`` is done, which
+        only a paused run waits for)."""
         try:
-            status, publisher, held = await self._publish(service.recover(tenant_id, run_id), tenant_id, run_id)
+            events = service.recover(tenant_id, run_id, take_over=handoff_id(job_id) if job_id else None)
+            status, publisher, held = await self._publish(events, tenant_id, run_id)
         except RunNotResumable:
             taken = await track
             if taken is None:
@@ -308,11 +322,11 @@ class WorkerRuntime:
     def _set_key(self) -> str:
         return f"{self.namespace}:executing"
 
-    async def _track(self, tenant_id: str, run_id: str, queue: str,
-                     job_timeout: float) -> tuple[dict[str, Any], str | None] | None:
+    async def _track(self, tenant_id: str, run_id: str, queue: str, job_timeout: float,
+                     job_id: str = "") -> tuple[dict[str, Any], str | None] | None:
         """Enter the executing set and take the answers left for the run (one round trip)."""
         info = {"tenant": tenant_id, "queue": queue, "host": socket.gethostname(), "pid": os.getpid(),
-                "worker": self.name, "timeout": job_timeout}
+                "worker": self.name, "timeout": job_timeout, "job": job_id}
         self._executing[run_id] = info
         commands = self.service.stores.commands if self.service is not None else None
         pipe = redis_client(self.bus.url).pipeline(transaction=False)
@@ -413,48 +427,46 @@ class WorkerRuntime:
                                       namespace=self.namespace)
 
     async def sweep(self) -> list[str]:
-        """One look for runs whose worker died (module docstring); returns the ids of the
-        runs enqueued again."""
+        """One look at the executing set (module docstring): entries of runs that ended are
+        dropped; an entry whose worker is gone wakes the recovery loop. Returns the ids of
+        the runs whose worker is gone."""
         client = redis_client(self.bus.url)
         now = time.time()
-        found: list[str] = []
+        gone: list[str] = []
         for run_id, deadline in await shielded(client.zrange(self._set_key, 0, -1, withscores=True)):
             if run_id in self._executing:
                 continue
             info = json.loads(await shielded(client.hget(f"{self._set_key}:info", run_id)) or "{}")
             if deadline >= now and not _pid_gone(info.get("host"), info.get("pid")):
                 continue
-            if not info.get("tenant") or not await shielded(client.set(
-                    f"{self.namespace}:recovering:{run_id}", self.name, nx=True, ex=10)):
+            try:
+                summary = await self.service.get(info.get("tenant") or "", run_id) if self.service else None
+            except RunNotFound:
+                summary = None
+            if summary is None or summary.status not in (RunStatus.pending, RunStatus.running):
+                await self._forget(client, run_id)  # ended (a stopped run among them): never again
                 continue
-            if await self._requeue(run_id, info):
-                found.append(run_id)
-        return found
+            gone.append(run_id)
+        if gone and self.recovery is not None:
+            self.recovery.request("", gone[0])
+        return gone
 
-    async def _requeue(self, run_id: str, info: dict[str, Any]) -> bool:
-        assert self.service is not None
-        client = redis_client(self.bus.url)
-        try:
-            summary = await self.service.get(info["tenant"], run_id)
-        except RunNotFound:
-            summary = None
-        if summary is None or summary.status not in (RunStatus.pending, RunStatus.running):
-            await shielded(client.zrem(self._set_key, run_id))  # ended (a stopped run among them): never again
-            await shielded(client.hdel(f"{self._set_key}:info", run_id))
-            return False
-        if _owner_alive(summary.owner):
-            await shielded(client.zadd(self._set_key, {run_id: summary.owner.lease_until + 0.5}))  # type: ignore[union-attr]
-            return False
-        wall = max(1.0, float(info.get("timeout") or 3600.0) - JOB_GRACE_S)
-        await asyncio.to_thread(enqueue_run, self._sync(), info["tenant"], run_id, queue=info["queue"],
-                                max_wall_time=wall, first=False)
+    async def _forget(self, client: Any, run_id: str) -> None:
         pipe = client.pipeline(transaction=True)
         pipe.zrem(self._set_key, run_id)
         pipe.hdel(f"{self._set_key}:info", run_id)
         await shielded(pipe.execute())
-        logger.warning("run %s: its worker is gone (%s pid %s); enqueued again on %s to continue from its last "
-                       "checkpoint", run_id, info.get("host"), info.get("pid"), info["queue"])
-        return True
+
+    async def _recover_one(self, summary: RunSummary) -> None:
+        """The recovery loop's ``recover_one``: queue the run again at the front of the queue
+        it was executing from (the executing set says which, with its job's timeout)."""
+        assert self.service is not None
+        client = redis_client(self.bus.url)
+        info = json.loads(await shielded(client.hget(f"{self._set_key}:info", summary.run_id)) or "{}")
+        await requeue_orphan(self.service, self._sync(), summary, queue=info.get("queue"),
+                             max_wall_time=job_wall_time(info.get("timeout")))
+        if summary.run_id not in self._executing:  # queued again, or a job has it: whoever executes it tracks it
+            await self._forget(client, summary.run_id)
 
     def _sync(self) -> Any:
         if self._sync_redis is None:

@@ -483,6 +483,17 @@ class SqlStore:
             rows = (await conn.execute(stmt)).mappings().all()
         return [summary_from_row(row) for row in rows]
 
+    async def list_unfinished(self, *, now: float, host: str, limit: int = 500) -> list[RunSummary]:
+        """Runs of every tenant that are ``pending``/``running`` and unheld, with an expired
+        lease, or held by a process of ``host``; oldest first (``ix_runs_status_lease``)."""
+        unheld = runs.c.owner_id.is_(None) | (runs.c.lease_until < now) | (runs.c.owner_host == host)
+        stmt = (sa.select(*_SUMMARY_COLUMNS)
+                .where(runs.c.status.in_((RunStatus.pending.value, RunStatus.running.value)), unheld)
+                .order_by(runs.c.created_at, runs.c.run_id).limit(limit))
+        async with self._tx() as conn:
+            rows = (await conn.execute(stmt)).mappings().all()
+        return [summary_from_row(row) for row in rows]
+
     async def list_node_runs(self, tenant_id: str, run_id: str) -> list[NodeRun]:
         """Every saved node run of the run (earlier loop rounds included), in start order
         (runs not started yet last). Empty for an unknown run or another tenant's run."""

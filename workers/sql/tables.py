@@ -73,6 +73,7 @@ class RunRow(_Table, table=True):
         sa.Index("ix_runs_tenant_chat", "tenant_id", "chat_id"),
         sa.Index("ix_runs_tenant_workflow", "tenant_id", "workflow_id"),
         sa.Index("ix_runs_created_at", "created_at"),
+        sa.Index("ix_runs_status_lease", "status", "lease_until"),
     )
 
     run_id: str = Field(sa_type=Text, primary_key=True)

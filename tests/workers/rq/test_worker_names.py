@@ -49,7 +49,7 @@ def start_refused(deployment, name: str) -> subprocess.CompletedProcess[str]:
 async def test_a_worker_restarted_under_a_killed_workers_name_starts_and_continues_its_run(deployment, counter):
     deployment.start_worker("nu-worker-2", "--queues", "high,default")
     deployment.wait_for_workers("nu-worker-2")
-    async for api in open_api(deployment):
+    async for api in open_api(deployment, recovery_concurrency=0):  # the restarted worker recovers the run
         run_id = (await api.start(five_nodes(counter))).json()["run_id"]
         await asyncio.to_thread(counter.wait_for, "g")  # the gate node runs: the worker is busy
         dead = deployment.workers["nu-worker-2"]
