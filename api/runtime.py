@@ -10,7 +10,8 @@ channel is Redis (:class:`~workers.redis_bus.RedisCommandChannel`: a stop reache
 queued run's worker on any machine); without it, the SQL store. The CLI, the HTTP API
 and the queue workers (``flowloom worker``) all use this function.
 
-Knowledge bases (:func:`open_knowledge`): the knowledge store on the same database
+Knowledge bases (:func:`open_knowledge`): the knowledge store on the same PostgreSQL
+database, or on SQLite in a file beside the run store's (:func:`knowledge_database_url`)
 (:func:`workers.knowledge.open_knowledge_store`: SQLite with sqlite-vec and FTS5, or
 PostgreSQL with pgvector), the parser, chunker, embedder, reranker and LLM relevance
 judge of ``nodes.knowledge`` on the model registry, and the ingestion queue: tasks of this
@@ -24,7 +25,10 @@ from __future__ import annotations
 
 import contextlib
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, AsyncIterator, Awaitable, Callable
+
+from sqlalchemy.engine import make_url
 
 from engine.service import RunService, Stores
 from engine.settings import Settings
@@ -42,12 +46,33 @@ if TYPE_CHECKING:
 
 from .redaction import install as install_log_redaction
 
-__all__ = ["database_url", "open_knowledge", "open_service"]
+__all__ = ["database_url", "knowledge_database_url", "open_knowledge", "open_service"]
 
 
 def database_url(settings: Settings) -> str:
     """``settings.database_url``, else the embedded SQLite file under ``settings.home``."""
     return settings.database_url or default_database_url(settings.home)
+
+
+def knowledge_database_url(settings: Settings) -> str:
+    """Where the knowledge store lives: the run store's PostgreSQL database; for SQLite, a
+    file of its own beside the run store's (``flowloom.db`` -> ``flowloom-knowledge.db``).
+
+    Why not the same SQLite file: the knowledge store runs SQLite through ``sqlean`` (to
+    load sqlite-vec), the run store through the interpreter's ``sqlite3`` - two copies of
+    the SQLite library in one process. Their POSIX file locks are per process, so when one
+    library closes the file it drops the other's locks, and concurrent writes of both
+    (token usage, run events, during an ingestion) then lose committed rows (sqlite.org,
+    "How To Corrupt An SQLite Database File", multiple copies of SQLite). Separate files
+    share no lock.
+    """
+    url = database_url(settings)
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite" or not parsed.database or parsed.database == ":memory:":
+        return url
+    path = Path(parsed.database)
+    return parsed.set(database=str(path.with_name(f"{path.stem}-knowledge{path.suffix or '.db'}"))).render_as_string(
+        hide_password=False)
 
 
 def _usage_recorder(store: SqlStore) -> Callable[[str, int, float], Awaitable[None]]:
@@ -78,7 +103,7 @@ async def open_knowledge(settings: Settings, registry: ModelRegistry, store: Sql
     from nodes.knowledge.relevance import LLMRelevanceJudge
     from workers.knowledge import open_knowledge_store
 
-    knowledge_store = await open_knowledge_store(database_url(settings), settings.home)
+    knowledge_store = await open_knowledge_store(knowledge_database_url(settings), settings.home)
     queue = None
     if settings.redis_url:
         from workers.rq.knowledge import RQIngestionQueue
