@@ -1,10 +1,11 @@
 """Knowledge stores: datasets, documents, chunks and vectors in SQLite or PostgreSQL.
 
-:func:`open_knowledge_store` picks the store by the database URL (the run store's):
-SQLite (the default ``$FLOWLOOM_HOME/flowloom.db``) -> :class:`SqliteKnowledgeStore`
-(sqlite-vec, FTS5, in-memory HNSW graphs); PostgreSQL -> :class:`PostgresKnowledgeStore`
-(pgvector when the server has it, ``tsvector``). The schema is migrated first (the
-Alembic migrations of :mod:`workers.sql`).
+:func:`open_knowledge_store` picks the store by the database URL: SQLite ->
+:class:`SqliteKnowledgeStore` (sqlite-vec, FTS5, in-memory exact or HNSW indexes; see
+its module for why a process running the run store on SQLite gives it a file of its
+own); PostgreSQL -> :class:`PostgresKnowledgeStore` (pgvector when the server has it,
+``tsvector``). The schema is migrated first (the Alembic migrations of
+:mod:`workers.sql`, the same revisions as the run store's).
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ __all__ = ["SqliteKnowledgeStore", "open_knowledge_store", "vector_support_warni
 
 async def open_knowledge_store(database_url: str, home: Path) -> KnowledgeStore:
     """The knowledge store of the database at ``database_url`` (migrated to the newest
-    schema first). ``home``: ``FLOWLOOM_HOME``. Raises StoreError when the database
+    schema first). ``home``: ``FLOWLOOM_HOME`` (reserved for on-disk index files; the
+    in-memory indexes are rebuilt from the database). Raises StoreError when the database
     cannot be reached or the URL names another database."""
     url = normalize_url(database_url)
     await upgrade(url)

@@ -1,4 +1,9 @@
-"""The embedded knowledge store: SQLite (the run store's file) through ``sqlean``.
+"""The embedded knowledge store: a SQLite file through ``sqlean``.
+
+Which file: the store works on any migrated SQLite file. In a process that also runs the
+run store (the interpreter's ``sqlite3``), give it a file of its own
+(``api.runtime.knowledge_database_url``): two copies of the SQLite library in one process
+do not see each other's POSIX locks, so sharing a file between them can lose writes.
 
 The interpreter's ``sqlite3`` cannot load extensions, so this store opens its own
 connection with ``sqlean`` and loads ``sqlite-vec``, whose distance functions compute
@@ -10,8 +15,8 @@ tokenised search text (:mod:`workers.knowledge.text`), ranked by BM25.
 The tables come from the Alembic migration; what Alembic's ``sqlite3`` can not be relied
 on to make (the FTS5 table, external content over ``kb_chunks``, and the triggers that
 keep it in step) is created here, idempotently, when the store opens. Every call runs on
-one dedicated thread with one connection (WAL mode, a busy timeout: the run store and
-other processes write the same file); writes take the write lock first (``BEGIN
+one dedicated thread with one connection (WAL mode, a busy timeout: other processes, such
+as RQ workers ingesting, write the same file); writes take the write lock first (``BEGIN
 IMMEDIATE``), so a transaction never fails half-way on a lock upgrade.
 """
 

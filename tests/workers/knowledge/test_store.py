@@ -296,3 +296,23 @@ async def test_full_text_finds_chunks_added_after_a_search(kstore, tenant):
     await kstore.replace_chunks(tenant, doc.id, drafts("first words", "later addition"))
     hits = await kstore.search_full_text(tenant, ["ds"], "later", 5)
     assert [h.chunk.text for h in hits] == ["later addition"]
+
+
+async def test_selective_filter_falls_back_to_exact_search(kstore, tenant):
+    await kstore.create_dataset(dataset(tenant))
+    index = await kstore.create_index(tenant, "ds", "emb")
+    rng = np.random.default_rng(5)
+    near, _ = await kstore.put_document(document(tenant, "ds", "near.txt", metadata={"lang": "en"}))
+    far, _ = await kstore.put_document(document(tenant, "ds", "far.txt", metadata={"lang": "zh"}))
+    near_chunks = await kstore.replace_chunks(tenant, near.id, drafts(*[f"n{i}" for i in range(300)]))
+    far_chunks = await kstore.replace_chunks(tenant, far.id, drafts("f0", "f1", "f2", "f3"))
+    query = np.ones(8, np.float32)
+    await kstore.put_vectors(tenant, index.id, [(c.id, (query + rng.normal(scale=0.1, size=8)).tolist())
+                                                for c in near_chunks])
+    far_vectors = [(-query + rng.normal(scale=0.5, size=8)) for _ in far_chunks]
+    await kstore.put_vectors(tenant, index.id, [(c.id, v.tolist()) for c, v in zip(far_chunks, far_vectors)])
+    hits = await kstore.search_vectors(tenant, index.id, query.tolist(), 3, [MetadataFilter(field="lang", value="zh")])
+    cosine = [float(v @ query / np.linalg.norm(v) / np.linalg.norm(query)) for v in far_vectors]
+    best = sorted(range(4), key=lambda i: -cosine[i])[:3]
+    assert [h.chunk.id for h in hits] == [far_chunks[i].id for i in best]
+    assert [h.score for h in hits] == pytest.approx([cosine[i] for i in best], abs=1e-5)
