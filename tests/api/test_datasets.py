@@ -11,6 +11,7 @@ where they store and search vectors; on a PostgreSQL without pgvector they are r
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from dataclasses import dataclass
 from typing import Any, AsyncIterator
@@ -448,3 +449,28 @@ async def test_a_body_over_the_request_cap_is_413_before_it_is_read(tmp_path, mo
         assert "FLOWLOOM_MAX_REQUEST_BYTES" in response.json()["error"]["message"]
         capped = await _upload(kb, dataset["id"], {"ok.txt": b"fine text", "big.txt": b"y " * 14 * 1024})
         assert capped.status_code == 202 and capped.json()["accepted"] == 2  # under both caps
+
+
+# ----------------------------------------------------------------- runs search
+
+
+async def test_a_run_of_the_api_searches_the_tenants_dataset_and_its_tokens_count_as_the_runs(kb):
+    dataset = await _dataset(kb, embedding_model=EMBEDDING_MODEL)
+    await _upload(kb, dataset["id"], corpus())
+    await _until_ingested(kb, dataset["id"])
+    workflow = {"id": "ask", "name": "ask", "nodes": [
+        {"id": "start", "type": "start"},
+        {"id": "kr", "type": "knowledge_retrieval", "config": {"datasets": [dataset["id"]], "mode": "hybrid",
+                                                               "top_k": 1}},
+        {"id": "say", "type": "answer", "config": {"text": "{{ kr.quote }}"}}],
+        "edges": [{"id": "e1", "source": "start", "target": "kr"}, {"id": "e2", "source": "kr", "target": "say"}]}
+    response = await kb.client.post("/v1/runs", json={"workflow": workflow, "message": "suspension bridge cables"},
+                                    headers=kb.auth())
+    assert response.status_code == 200, response.text
+    run = response.json()
+    assert run["status"] == "succeeded", run
+    assert "Suspension bridges hang the bridge deck" in run["answer"]
+    assert run["tokens_in"] > 0  # the query's embedding, as the node's usage
+    other = await kb.client.post("/v1/runs", json={"workflow": workflow, "message": "bridges"},
+                                 headers=kb.auth(kb.api.other_key))
+    assert other.json()["status"] == "failed" and dataset["id"] in json.dumps(other.json())
