@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from api.cli import app
 from engine.settings import get_settings
+from nodes.model_registry import get_registry
 from tests.support.openai_server import text_reply
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,11 +29,17 @@ def handbook(openai_server, monkeypatch):
     monkeypatch.setenv("FLOWLOOM_LLM_API_KEY", "sk-example-test")
     monkeypatch.setenv("FLOWLOOM_LLM_MODEL", "scripted-upstream")
     get_settings.cache_clear()
-    made = runner.invoke(app, ["datasets", "create", "Handbook", "--id", "handbook"])
-    assert made.exit_code == 0, made.output
-    added = runner.invoke(app, ["datasets", "add", "handbook", str(HANDBOOK), "--wait"])
-    assert added.exit_code == 0, added.output
-    return openai_server
+    # the bundled registry reads FLOWLOOM_LLM_* when it loads: one loaded earlier in this
+    # process (without them) must not be reused, nor this one after the test
+    get_registry.cache_clear()
+    try:
+        made = runner.invoke(app, ["datasets", "create", "Handbook", "--id", "handbook"])
+        assert made.exit_code == 0, made.output
+        added = runner.invoke(app, ["datasets", "add", "handbook", str(HANDBOOK), "--wait"])
+        assert added.exit_code == 0, added.output
+        yield openai_server
+    finally:
+        get_registry.cache_clear()
 
 
 def test_the_example_answers_from_the_handbook_with_a_citation(handbook):
