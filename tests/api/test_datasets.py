@@ -474,3 +474,26 @@ async def test_a_run_of_the_api_searches_the_tenants_dataset_and_its_tokens_coun
     other = await kb.client.post("/v1/runs", json={"workflow": workflow, "message": "bridges"},
                                  headers=kb.auth(kb.api.other_key))
     assert other.json()["status"] == "failed" and dataset["id"] in json.dumps(other.json())
+
+
+async def test_a_new_embedding_model_reindexes_the_dataset_and_semantic_search_follows(kb):
+    dataset = await _dataset(kb)  # full text only
+    await _upload(kb, dataset["id"], {"rockets.txt": corpus()["rockets.txt"], "tea.md": corpus()["tea.md"]})
+    await _until_ingested(kb, dataset["id"])
+    before = await kb.client.post(f"/v1/datasets/{dataset['id']}/search", json={"query": "kerosene",
+                                                                                "mode": "semantic"},
+                                  headers=kb.auth())
+    assert before.status_code == 200 and before.json()["notes"]  # no index: searched by full text, and said
+    changed = await kb.client.patch(f"/v1/datasets/{dataset['id']}", json={"embedding_model": EMBEDDING_MODEL},
+                                    headers=kb.auth())
+    assert changed.status_code == 200, changed.text
+    assert changed.json()["embedding_model"] == EMBEDDING_MODEL
+    deadline = time.monotonic() + DEADLINE_S
+    while (current := (await kb.client.get(f"/v1/datasets/{dataset['id']}", headers=kb.auth())).json())[
+            "active_index"] is None or current["building_index"] is not None:
+        assert time.monotonic() < deadline, current
+        await asyncio.sleep(0.05)
+    assert current["active_index"]["embedding_model"] == EMBEDDING_MODEL
+    after = await kb.client.post(f"/v1/datasets/{dataset['id']}/search",
+                                 json={"query": "rocket engines burn kerosene", "mode": "semantic"}, headers=kb.auth())
+    assert after.json()["hits"][0]["source_name"] == "rockets.txt" and after.json()["embedding_tokens"] > 0
