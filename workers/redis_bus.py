@@ -10,7 +10,8 @@ already delivered are skipped, so a client re-attaching with ``Last-Event-ID`` t
 API replica gets no gap and no duplicate. When the stream does not reach back far enough
 (trimmed, or Redis lost it), the durable events come from the SQL log first; when Redis
 is unreachable the reader keeps going on the SQL log alone (no text deltas) until Redis is
-back. A run stopped while it was still queued ends in SQL only: a reader that sees no
+back. The SQL log never moves a reader past a stream entry it has not read yet (deltas
+published while it read the log included): :class:`_Follower`. A run stopped while it was still queued ends in SQL only: a reader that sees no
 stream entry for a second looks at the SQL log and the run's status.
 
 Publishing never slows the run down: :class:`EventPublisher` buffers events and a
@@ -180,51 +181,138 @@ class RedisEventBus:
             await shielded(client.xdel(key, *stale))
         return len(stale)
 
-    async def follow(self, tenant_id: str, run_id: str, after_seq: int, *,
-                     durable: Callable[[int], Awaitable[list[dict[str, Any]]]],
-                     ended: Callable[[], Awaitable[bool]], block_ms: int = 1000) -> AsyncIterator[dict[str, Any]]:
-        """The run's events with ``seq > after_seq`` as JSON objects, in ``seq`` order,
-        until the run ends (or pauses).
+    def follow(self, tenant_id: str, run_id: str, after_seq: int, *,
+               durable: Callable[[int], Awaitable[list[dict[str, Any]]]],
+               ended: Callable[[], Awaitable[bool]], block_ms: int = 1000) -> AsyncIterator[dict[str, Any]]:
+        """The run's events with ``seq > after_seq`` as JSON objects, in ``seq`` order, each
+        once, until the run ends (or pauses).
 
-        ``durable(after)``: the SQL log's events after ``after``; ``ended()``: True when the
-        run has ended or is paused (the database's word). Used when the stream does not
-        reach back to ``after_seq``, when no entry came for ``block_ms``, and while Redis is
-        unreachable.
+        ``durable(after)``: the SQL log's events after ``after`` (every event but the text
+        deltas); ``ended()``: True when the run has ended or is paused (the database's word).
+        The log is read when the follower starts, both when no entry came for ``block_ms`` and
+        while Redis is unreachable; the log is also read when the stream skips numbers
+        (it does not reach back far enough, or a stretch of the run executed where nothing
+        publishes). How the two are merged: :class:`_Follower`.
         """
-        key, last_id, cursor = self.key(tenant_id, run_id), "0-0", _Cursor(after_seq)
-        backoff = _Backoff(f"following run {run_id}")
+        return _Follower(self, tenant_id, run_id, after_seq, durable, ended, block_ms).events()
+
+
+class _Follower:
+    """One reader of a run's stream, with the SQL log behind it.
+
+    The stream holds every event an execution published, in ``seq`` order; the SQL log
+    holds the durable events of every execution, but no text deltas. The rule that keeps
+    the reader from skipping a stream entry is that the SQL log never moves the reader past
+    a number the stream may still deliver:
+
+    - an entry read from the stream whose ``seq`` jumps past the next one expected shows
+      the numbers the stream will never have: the SQL log's events below it fill in;
+    - after a quiet spell the SQL log is read, *then* the stream's unread entries: when
+      there are some, the stream goes on (the SQL log only fills its gaps, as above).
+      When there are none, the log's events are taken only as far as they run on without
+      a gap (a durable event right after the last one delivered cannot be preceded by a
+      delta). A gap - deltas the reader has not seen - is crossed only when the stream
+      stayed silent for a whole further ``block_ms`` (or Redis is unreachable) with the same
+      gap open: the run executes where nothing publishes, or its deltas were lost. A worker's
+      publisher sends an event within milliseconds of emitting it, long before the
+      next ``block_ms`` is over, so its deltas are on the stream by then.
+    """
+
+    def __init__(self, bus: RedisEventBus, tenant_id: str, run_id: str, after_seq: int,
+                 durable: Callable[[int], Awaitable[list[dict[str, Any]]]], ended: Callable[[], Awaitable[bool]],
+                 block_ms: int) -> None:
+        self.bus, self.run_id, self.block_ms = bus, run_id, block_ms
+        self.key = bus.key(tenant_id, run_id)
+        self.durable, self.ended = durable, ended
+        self.cursor = _Cursor(after_seq)
+        self.last_id = "0-0"  # the last stream entry read
+        self.gap: tuple[int, int] | None = None  # (seen, next durable seq) left open at the last quiet look
+
+    async def events(self) -> AsyncIterator[dict[str, Any]]:
+        """The events (see :meth:`RedisEventBus.follow`)."""
+        backoff = _Backoff(f"following run {self.run_id}")
         errors = _connection_errors()
-        covered = False  # the stream reaches back to what the reader has (else the SQL log fills in)
-        while not cursor.done:
+        quiet = True  # look at the SQL log before waiting: at the start, after a quiet spell or an outage
+        started = False
+        while not self.cursor.done:
+            if quiet:
+                # The status before the log: a run that ended has its end in the log read next.
+                # (At the start the log alone decides: an ended run's log has its end.)
+                done = started and await self.ended()
+                started = True
+                fresh, settled = await self._look()
+                for event in fresh:
+                    yield event
+                    if event["type"] == "run_paused" and await self.ended():
+                        return
+                if self.cursor.done or (done and settled):
+                    return
             try:
-                client = redis_client(self.url)
-                if not covered:
-                    first = await shielded(client.xrange(key, count=1))
-                    if not first or int(first[0][1].get("seq", 0)) > cursor.seen + 1:
-                        for event in cursor.take(await durable(cursor.seen)):
-                            yield event
-                    covered = True
-                reply = await shielded(client.xread({key: last_id}, count=500, block=block_ms))
+                reply = await shielded(redis_client(self.bus.url).xread({self.key: self.last_id}, count=500,
+                                                                        block=self.block_ms))
                 backoff.ok()
             except errors as exc:
-                covered = False
                 await backoff.failed(exc)
                 reply = None
-            if not reply:
-                # Nothing on the stream for a while (or Redis away): the run may execute where
-                # nothing publishes (an API replica's inline run) or have ended in SQL only
-                # (stopped while still queued), so the SQL log and the status have the last word.
-                done = await ended()
-                for event in cursor.take(await durable(cursor.seen)):
-                    yield event
-                if done:
-                    return
+            quiet = not reply
+            if quiet:
                 continue
-            last_id = reply[0][1][-1][0]
-            for event in cursor.take(json.loads(fields["data"]) for _, fields in reply[0][1]):
+            for event in await self._read(reply[0][1]):
                 yield event
-                if event["type"] == "run_paused" and await ended():
+                if event["type"] == "run_paused" and await self.ended():
                     return
+
+    async def _look(self) -> tuple[list[dict[str, Any]], bool]:
+        """After a quiet spell: ``(the events to deliver, settled)``; settled when the stream
+        had nothing unread and the SQL log no gap left open."""
+        logged = await self.durable(self.cursor.seen)
+        try:  # the stream after the log: what it holds now it will deliver, in order
+            reply = await shielded(redis_client(self.bus.url).xread({self.key: self.last_id}, count=500))
+        except _connection_errors():
+            _cancelling()
+            reply = None
+        if reply:
+            return await self._read(reply[0][1]), False
+        fresh = self.cursor.take(_contiguous(logged, self.cursor.seen))
+        rest = [event for event in logged if event["seq"] > self.cursor.seen]
+        if not rest or self.cursor.done:
+            self.gap = None
+            return fresh, True
+        gap = (self.cursor.seen, rest[0]["seq"])
+        if self.gap != gap:
+            self.gap = gap  # maybe deltas still on their way: give the stream a further block_ms
+            return fresh, False
+        self.gap = None  # the stream stayed silent: these deltas never come
+        return fresh + self.cursor.take(rest), True
+
+    async def _read(self, entries: list[tuple[str, dict[str, str]]]) -> list[dict[str, Any]]:
+        """The events of stream ``entries`` past what was delivered, with the SQL log's
+        events before any number the stream skips."""
+        self.last_id = entries[-1][0]
+        self.gap = None
+        fresh: list[dict[str, Any]] = []
+        for _, fields in entries:
+            event = json.loads(fields["data"])
+            if event["seq"] > self.cursor.seen + 1 and not self.cursor.done:
+                # The stream does not have what comes before this entry (trimmed, lost, or
+                # executed where nothing publishes): the durable events of that stretch.
+                below = [e for e in await self.durable(self.cursor.seen) if e["seq"] < event["seq"]]
+                fresh += self.cursor.take(below)
+            fresh += self.cursor.take([event])
+        return fresh
+
+
+def _contiguous(events: list[dict[str, Any]], seen: int) -> list[dict[str, Any]]:
+    """The leading events of ``events`` (in ``seq`` order) that follow ``seen`` without a gap."""
+    run: list[dict[str, Any]] = []
+    for event in events:
+        if event["seq"] <= seen:
+            continue
+        if event["seq"] != seen + 1:
+            break
+        run.append(event)
+        seen = event["seq"]
+    return run
 
 
 class _Cursor:

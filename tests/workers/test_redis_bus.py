@@ -1,8 +1,11 @@
-"""The Redis event publisher against a real Redis server: when events reach a run's stream."""
+"""The Redis event bus against a real Redis server: when events reach a run's stream (the
+publisher), and how a follower merges the stream with the SQL log (never skipping an event
+of the stream, deltas included, never repeating one)."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 
 from schemas.events import RunStarted
@@ -40,3 +43,122 @@ async def test_publisher_sends_at_once_after_a_quiet_spell_then_at_most_once_per
     assert asyncio.get_running_loop().time() - started < 0.3, "a close does not wait out the gap"
     assert await seqs() == [1, 2, 3, 4]
     assert await client.get(f"{key}:also") == "1", "the close's own commands went with the last events"
+
+
+# ------------------------------------------------------------------ following a run
+#
+# The stream is written here as a worker's publisher writes it (one entry per event, in seq
+# order); ``durable`` plays the SQL log, which holds every event but the text deltas. The
+# hooks run at the exact moment the follower reads the log, so each timing is forced.
+
+DURABLE = "node_finished"
+
+
+def stream_event(seq: int, kind: str = "node_delta") -> dict:
+    return {"seq": seq, "type": kind, "run_id": "r1"}
+
+
+async def publish(client, key: str, *events: dict) -> None:
+    for item in events:
+        await client.xadd(key, {"seq": item["seq"], "type": item["type"], "data": json.dumps(item)})
+
+
+class SqlLog:
+    """The SQL event log of one run: its durable events; ``on_read(after)`` runs at each read."""
+
+    def __init__(self, *events: dict, on_read=None) -> None:
+        self.events, self.on_read, self.reads = list(events), on_read, 0
+
+    async def read(self, after: int) -> list[dict]:
+        self.reads += 1
+        if self.on_read is not None:
+            await self.on_read(after)
+        return [e for e in self.events if e["seq"] > after]
+
+
+async def follow(bus: RedisEventBus, log: SqlLog, *, after: int = 0, ended=None, block_ms: int = 100) -> list[int]:
+    async def run_ended() -> bool:
+        return bool(ended and ended())
+
+    async def collect() -> list[int]:
+        return [e["seq"] async for e in bus.follow("default", "r1", after, durable=log.read, ended=run_ended,
+                                                  block_ms=block_ms)]
+
+    return await asyncio.wait_for(collect(), 20)
+
+
+async def test_a_follower_does_not_skip_deltas_published_while_it_reads_the_sql_log(redis_url):
+    bus, client = RedisEventBus(redis_url), redis_client(redis_url)
+    key = bus.key("default", "r1")
+    head = [stream_event(1, "run_started"), stream_event(2, DURABLE), stream_event(3), stream_event(4, DURABLE)]
+    deltas = [stream_event(seq) for seq in range(5, 13)]
+    tail = [stream_event(13, DURABLE), stream_event(14, "run_finished")]
+    await publish(client, key, *head)
+    caught_up = asyncio.Event()
+
+    async def worker_catches_up(after: int) -> None:
+        # The read that timed out is over; while the follower asks the SQL log, the worker
+        # publishes its deltas and commits the node's end.
+        if after == 4 and not caught_up.is_set():
+            await publish(client, key, *deltas, tail[0])
+            log.events.append(tail[0])
+            caught_up.set()
+
+    log = SqlLog(head[0], head[1], head[3], on_read=worker_catches_up)
+    task = asyncio.create_task(follow(bus, log))
+    await asyncio.wait_for(caught_up.wait(), 20)
+    await publish(client, key, tail[1])
+    log.events.append(tail[1])
+    assert await task == list(range(1, 15)), "every event of the stream once, deltas included, in order"
+
+
+async def test_a_follower_waits_for_deltas_the_publisher_sends_after_the_sql_log_has_the_next_event(redis_url):
+    bus, client = RedisEventBus(redis_url), redis_client(redis_url)
+    key = bus.key("default", "r1")
+    head = [stream_event(1, "run_started"), stream_event(2, DURABLE)]
+    await publish(client, key, *head)
+    late = asyncio.Event()
+
+    async def committed_before_published(after: int) -> None:
+        if after == 2:
+            late.set()  # the SQL log has event 6; deltas 3-5 and event 6 are not on the stream yet
+
+    log = SqlLog(head[0], head[1], stream_event(6, DURABLE), stream_event(7, "run_finished"),
+                 on_read=committed_before_published)
+    task = asyncio.create_task(follow(bus, log, block_ms=1000))
+    await asyncio.wait_for(late.wait(), 20)
+    await publish(client, key, stream_event(3), stream_event(4), stream_event(5), stream_event(6, DURABLE),
+                  stream_event(7, "run_finished"))
+    assert await task == [1, 2, 3, 4, 5, 6, 7]
+
+
+async def test_a_follower_fills_in_from_the_sql_log_what_the_stream_never_had(redis_url):
+    bus, client = RedisEventBus(redis_url), redis_client(redis_url)
+    key = bus.key("default", "r1")
+    # 1-3 published by a worker; 4-6 executed where nothing publishes (5, a delta, is lost);
+    # 7-9 published again.
+    await publish(client, key, stream_event(1, "run_started"), stream_event(2), stream_event(3, DURABLE),
+                  stream_event(7, DURABLE), stream_event(8), stream_event(9, "run_finished"))
+    log = SqlLog(stream_event(1, "run_started"), stream_event(3, DURABLE), stream_event(4, DURABLE),
+                 stream_event(6, DURABLE), stream_event(7, DURABLE), stream_event(9, "run_finished"))
+    assert await follow(bus, log) == [1, 2, 3, 4, 6, 7, 8, 9]
+    assert await follow(bus, log, after=5) == [6, 7, 8, 9], "a follower re-attaching after 5"
+
+
+async def test_a_follower_reads_a_trimmed_streams_start_from_the_sql_log_and_the_rest_from_the_stream(redis_url):
+    bus, client = RedisEventBus(redis_url), redis_client(redis_url)
+    key = bus.key("default", "r1")
+    await publish(client, key, *(stream_event(seq) for seq in range(6, 10)), stream_event(10, "run_finished"))
+    log = SqlLog(stream_event(1, "run_started"), stream_event(3, DURABLE), stream_event(8, DURABLE),
+                 stream_event(10, "run_finished"))
+    assert await follow(bus, log) == [1, 3, 6, 7, 8, 9, 10], "the deltas 6-9 come from the stream"
+
+
+async def test_a_follower_of_a_run_nothing_publishes_reads_the_sql_log_past_the_deltas(redis_url):
+    bus = RedisEventBus(redis_url)
+    log = SqlLog(stream_event(1, "run_started"), stream_event(2, DURABLE), stream_event(5, DURABLE),
+                 stream_event(6, "run_finished"))
+    assert await follow(bus, log, block_ms=50) == [1, 2, 5, 6]
+    stopped = SqlLog(stream_event(1, "run_cancelled"))
+    assert await follow(bus, stopped, block_ms=5000) == [1], "a run ended in SQL only is read at once"
+    assert stopped.reads == 1
