@@ -82,13 +82,16 @@ def test_bad_settings_and_unknown_models_exit_2_naming_the_field(scripted_models
     assert mode.exit_code == 2 and "mode" in mode.stderr
 
 
-def test_add_with_wait_ingests_the_good_files_and_reports_each_bad_one(scripted_models, tmp_path):
+def test_add_with_wait_ingests_the_good_files_and_reports_each_bad_one(scripted_models, tmp_path, monkeypatch):
+    monkeypatch.setenv("FLOWLOOM_KNOWLEDGE_MAX_DOCUMENT_BYTES", str(64 * 1024))
+    get_settings.cache_clear()
     dataset = create("--embedding-model", EMBEDDING_MODEL)
-    paths = files(tmp_path, {**corpus(), "fake.pdf": b"plain text, not a PDF"})
+    paths = files(tmp_path, {**corpus(), "fake.pdf": b"plain text, not a PDF", "big.txt": b"word " * 20_000})
     result = invoke("datasets", "add", dataset, *paths, tmp_path / "missing.txt", "--wait")
     assert result.exit_code == 2, result.output + result.stderr
     assert "fake.pdf" in result.stderr and "type_mismatch" in result.stderr
     assert "missing.txt" in result.stderr and "cannot read it" in result.stderr
+    assert "big.txt" in result.stderr and "too large: 100000 bytes, the limit is 65536" in result.stderr
     for name in corpus():
         assert name in result.stderr
     shown = json.loads(invoke("datasets", "show", dataset, "--json").stdout)
