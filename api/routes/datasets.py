@@ -38,6 +38,7 @@ from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import Response
 
 from engine.knowledge.ports import DatasetNotFound, DocumentNotFound, DocumentRejected
+from engine.knowledge.service import DocumentOutcome, Upload
 from nodes.llm import LLMError
 from schemas.api import ErrorBody
 from schemas.api_knowledge import (DatasetList, DatasetOut, DatasetSearch, DatasetSearchResult, DocumentList,
@@ -148,7 +149,7 @@ _UPLOAD_BODY = {"requestBody": {"required": True, "content": {
     "application/json": {"schema": DocumentText.model_json_schema()}}}}
 
 
-def _item(outcome: Any) -> DocumentUploadItem:
+def _item(outcome: DocumentOutcome) -> DocumentUploadItem:
     """One file's outcome as the API shows it."""
     if outcome.error is not None:
         error: DocumentRejected = outcome.error
@@ -173,22 +174,24 @@ def _metadata(raw: Any) -> dict[str, Any]:
     return value
 
 
-async def _uploads(request: Request) -> list[Any]:
+async def _uploads(request: Request) -> list[Upload]:
     """The files of a multipart upload as ``Upload``s. Raises ApiError 422 without files."""
-    from engine.knowledge.service import Upload
-
     form = await request.form(max_files=MAX_UPLOAD_FILES, max_fields=MAX_UPLOAD_FILES + 10)
-    metadata = _metadata(form.get("metadata"))
-    files = [f for name in ("files", "file") for f in form.getlist(name) if not isinstance(f, str)]
-    if not files:
-        raise ApiError(422, "invalid_request", "send the documents as multipart files in the field `files` "
-                                               "(repeatable), or one text as JSON {\"name\", \"text\", \"metadata\"}")
-    uploads = []
-    for index, upload in enumerate(files):
-        name = (upload.filename or "").replace("\\", "/").rsplit("/", 1)[-1] or f"file-{index + 1}"
-        uploads.append(Upload(name=name, data=await upload.read(), metadata=dict(metadata)))
-    await form.close()
-    return uploads
+    try:
+        metadata = _metadata(form.get("metadata"))
+        files = [f for name in ("files", "file") for f in form.getlist(name) if not isinstance(f, str)]
+        if not files:
+            raise ApiError(422, "invalid_request", "send the documents as multipart files in the field `files` "
+                                                   "(repeatable), or one text as JSON {\"name\", \"text\", "
+                                                   "\"metadata\"}")
+        uploads = []
+        for index, upload in enumerate(files):
+            # the name only, never a client's path (``C:\\docs\\a.pdf``, ``../a.pdf``)
+            name = (upload.filename or "").replace("\\", "/").rsplit("/", 1)[-1] or f"file-{index + 1}"
+            uploads.append(Upload(name=name, data=await upload.read(), metadata=dict(metadata)))
+        return uploads
+    finally:
+        await form.close()  # spooled temporary files are removed now, not at garbage collection
 
 
 def _all_rejected(items: list[DocumentUploadItem]) -> ApiError:

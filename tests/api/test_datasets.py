@@ -248,6 +248,15 @@ async def test_a_text_given_as_json_becomes_a_document_with_its_metadata(fts):
     assert document["status"] == "ready" and document["chunk_count"] >= 1
     one = await fts.client.get(f"/v1/datasets/{dataset['id']}/documents/{document['id']}", headers=fts.auth())
     assert one.json()["source_name"] == "faq"
+    tagged = await fts.client.post(f"/v1/datasets/{dataset['id']}/documents", headers=fts.auth(),
+                                   files=[("files", ("C:\\docs\\notes.txt", b"Shipping takes three days."))],
+                                   data={"metadata": '{"lang": "en", "team": "ops"}'})
+    assert tagged.status_code == 202, tagged.text
+    assert tagged.json()["documents"][0]["document"]["metadata"] == {"lang": "en", "team": "ops"}
+    assert tagged.json()["documents"][0]["source_name"] == "notes.txt"
+    not_object = await fts.client.post(f"/v1/datasets/{dataset['id']}/documents", headers=fts.auth(),
+                                       files=[("files", ("n.txt", b"x"))], data={"metadata": "[1]"})
+    assert not_object.status_code == 422 and "metadata" in not_object.json()["error"]["message"]
     bad = await fts.client.post(f"/v1/datasets/{dataset['id']}/documents", json={"name": "x"}, headers=fts.auth())
     assert bad.status_code == 422 and "text" in bad.json()["error"]["message"]
     empty = await fts.client.post(f"/v1/datasets/{dataset['id']}/documents", json={"name": "x", "text": "  "},
