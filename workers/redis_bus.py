@@ -214,8 +214,10 @@ class _Follower:
       delta). A gap - deltas the reader has not seen - is crossed only when the stream
       stayed silent for a whole further ``block_ms`` (or Redis is unreachable) with the same
       gap open: the run executes where nothing publishes, or its deltas were lost. A worker's
-      publisher sends an event within milliseconds of emitting it, long before the
-      next ``block_ms`` is over, so its deltas are on the stream by then.
+      publisher sends an event within milliseconds of emitting it (a node's deltas before
+      the node's end), long before that further ``block_ms`` is over, so its deltas are on
+      the stream by then; only a publisher cut off from Redis for longer loses them to
+      this reader, as any outage does.
     """
 
     def __init__(self, bus: RedisEventBus, tenant_id: str, run_id: str, after_seq: int,
