@@ -236,10 +236,10 @@ class Ingestor:
             building = dataset.building_index
             if building is None:
                 return False
+            if await self.store.chunks_without_vector(tenant_id, building.id, None, limit=1):
+                return False  # the cheap check first: it is what fails while a rebuild runs
             documents = await self.store.list_documents(tenant_id, dataset_id, limit=100_000)
             if any(d.status not in _ENDED for d in documents):
-                return False
-            if await self.store.chunks_without_vector(tenant_id, building.id, None, limit=1):
                 return False
             await self.store.activate_index(tenant_id, dataset_id, building.id)
             logger.info("dataset %s (tenant %s): index %s of %s is active", dataset_id, tenant_id, building.id,
