@@ -482,7 +482,7 @@ class PostgresKnowledgeStore:
                     "ON c.id = v.chunk_id JOIN kb_documents d ON d.id = c.document_id WHERE v.index_id = $2 AND "
                     f"v.tenant_id = $3 AND {where} ORDER BY distance LIMIT $4", query, index_id, tenant_id, k, *params)
             elif index_id in self._hnsw_ready:
-                await c.execute("; ".join(nearest_settings(k)))  # one round trip
+                await c.execute("; ".join(nearest_settings(k, index_id)))  # one round trip
                 rows = await c.fetch(nearest_query(index_id, dim), query, tenant_id, k)
             else:
                 rows = None
@@ -587,11 +587,20 @@ _ANALYZE_MIN_ROWS = 2000
 _ANALYZE_EVERY_S = 300.0
 
 
-def nearest_settings(k: int) -> list[str]:
+def nearest_settings(k: int, index_id: str | None = None) -> list[str]:
     """Statements run in a nearest-neighbour search's transaction: a search breadth for
-    ``k`` results, and no sort plan (the planner, with few rows or stale statistics,
+    ``k`` results that grows with the index (one per 250 vectors, from the HNSW index's
+    row count in the catalog: near-duplicate passages need more of the graph visited as
+    they multiply), and no sort plan (the planner, with few rows or stale statistics,
     would otherwise rank every vector of the index instead of walking the graph)."""
-    return [f"SET LOCAL hnsw.ef_search = {max(100, min(1000, 2 * int(k)))}", "SET LOCAL enable_sort = off"]
+    floor = max(100, min(1000, 2 * int(k)))
+    breadth = str(floor)
+    if index_id is not None and check_index_id(index_id):
+        breadth = (f"(SELECT least(1000, greatest({floor}, (max(reltuples) / 250)::int))::text FROM pg_class "
+                   f"WHERE relname = '{_hnsw_name(index_id)}')")
+    else:
+        breadth = f"'{breadth}'"
+    return [f"SELECT set_config('hnsw.ef_search', {breadth}, true)", "SET LOCAL enable_sort = off"]
 
 
 def nearest_query(index_id: str, dimension: int) -> str:

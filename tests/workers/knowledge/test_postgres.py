@@ -66,7 +66,8 @@ async def test_pgvector_hnsw_index_answers_like_exact_search(pgvector_database_u
         conn = await asyncpg.connect(pgvector_database_url)
         try:
             async with conn.transaction():  # the store's own query and settings
-                await conn.execute("; ".join(nearest_settings(10)))
+                await conn.execute("; ".join(nearest_settings(10, index.id)))
+                assert await conn.fetchval("SHOW hnsw.ef_search") == "100"
                 plan = "\n".join(r[0] for r in await conn.fetch(
                     f"EXPLAIN {nearest_query(index.id, 24)}", str(vectors[0].tolist()), tenant, 10))
         finally:
