@@ -307,12 +307,13 @@ async def test_the_events_stream_follows_each_document_until_it_is_ingested(kb):
     long_text = "\n\n".join(f"Paragraph {i} tells about harbour cranes lifting container number {i}." for i in range(40))
     upload = await _upload(kb, dataset["id"], {"cranes.txt": long_text.encode(), "rockets.txt": corpus()["rockets.txt"]})
     assert upload.status_code == 202
-    await asyncio.to_thread(kb.llm.wait_held, 1)
+    await asyncio.to_thread(kb.llm.wait_held, 2)  # both documents wait for their first vectors
     http = await kb.api.http()
     async with http.stream("GET", f"/v1/datasets/{dataset['id']}/events", headers=kb.auth()) as stream:
         assert stream.status_code == 200 and stream.headers["content-type"].startswith("text/event-stream")
         reader = SseReader(stream)
-        first = await reader.until(lambda m: m["event"] == "progress" and m["data"]["status"] == "embedding")
+        first = await reader.until(lambda m: m["event"] == "progress" and m["data"]["status"] == "embedding"
+                                   and m["data"]["source_name"] == "cranes.txt")
         kb.llm.release_embeddings()
         rest = await reader.until(lambda m: m["event"] == "done")
     messages = first + rest
