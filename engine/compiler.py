@@ -39,7 +39,7 @@ import hashlib
 import json
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Annotated, Any, Iterable, Mapping, Union
+from typing import TYPE_CHECKING, Annotated, Any, Iterable, Mapping, Union
 
 import jinja2
 import networkx as nx
@@ -55,9 +55,11 @@ from .catalog import NodeCatalog, NodeExecutor
 from .errors import CompileError, Problem
 from .plain_errors import did_you_mean, fields_at, plain_message
 from .loops import REGION_SUFFIX, CycleRegion, RegionExecutor, check_scopes, find_cycle_regions, region_node
-from .ports import ModelCatalog
 from .documents import as_document
 from .references import template_names, template_selectors
+
+if TYPE_CHECKING:  # a protocol, for annotations: the storage ports and run records are not needed to compile
+    from .ports import ModelCatalog
 
 __all__ = ["CompiledPlan", "NodePlan", "check_workflow", "compile_workflow", "content_hash"]
 
