@@ -12,6 +12,9 @@ interpreter, the heavy packages it does not use are absent from ``sys.modules``.
   dialect, not the HTTP server, and no SDK for a workflow without LLM nodes.
 - ``flowloom --help``: the command-line framework only.
 
+``main`` also hands Typer only the invoked command, and pauses the cyclic GC while a
+command starts (ended before a run): what the user sees must not change.
+
 Also here: the head revision the store reads without Alembic matches Alembic's, so an
 up-to-date database is recognized and an older one is still upgraded.
 """
@@ -19,6 +22,7 @@ up-to-date database is recognized and an older one is still upgraded.
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import os
 import subprocess
@@ -32,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 #: Runs the CLI in-process with the given arguments, then prints the loaded modules
 #: (as JSON, on the last line of stdout) and the exit code.
 PROBE = r"""
-import json, sys
+import gc, json, sys
 import api.cli
 sys.argv = ["flowloom", *json.loads(sys.argv[1])]
 code = 0
@@ -41,7 +45,8 @@ try:
 except SystemExit as exc:
     code = exc.code or 0
 sys.stdout.flush()
-print("\n" + json.dumps({"code": code, "modules": sorted(sys.modules)}))
+print("\n" + json.dumps({"code": code, "modules": sorted(sys.modules), "gc_enabled": gc.isenabled(),
+                        "frozen": gc.get_freeze_count()}))
 """
 
 #: Not needed by any of the three commands checked here (the HTTP server, the SDKs, the
@@ -56,13 +61,18 @@ RUN_TIME = ("engine.runner", "engine.scheduler", "engine.context", "engine.servi
 STORAGE = ("sqlalchemy", "sqlmodel", "aiosqlite", "asyncpg", "workers")
 
 
-def _loaded_after(*args: str) -> tuple[int, set[str], str]:
-    """(exit code, loaded module names, output) of ``flowloom ARGS`` in a fresh interpreter."""
+def _report(*args: str) -> dict:
+    """``{code, modules, gc_enabled, frozen}`` and ``output`` after ``flowloom ARGS`` ran in a fresh interpreter."""
     result = subprocess.run([sys.executable, "-c", PROBE, json.dumps(list(args))], capture_output=True, text=True,
                             cwd=ROOT, env=os.environ.copy(), timeout=120)
     assert result.stdout.strip(), result.stderr
-    report = json.loads(result.stdout.strip().splitlines()[-1])
-    return report["code"], set(report["modules"]), result.stdout + result.stderr
+    return {**json.loads(result.stdout.strip().splitlines()[-1]), "output": result.stdout + result.stderr}
+
+
+def _loaded_after(*args: str) -> tuple[int, set[str], str]:
+    """(exit code, loaded module names, output) of ``flowloom ARGS`` in a fresh interpreter."""
+    report = _report(*args)
+    return report["code"], set(report["modules"]), report["output"]
 
 
 def _present(modules: set[str], packages: tuple[str, ...]) -> list[str]:
@@ -71,8 +81,10 @@ def _present(modules: set[str], packages: tuple[str, ...]) -> list[str]:
 
 
 def test_validate_loads_the_compiler_but_no_server_sdk_store_or_run_time_model():
-    code, modules, output = _loaded_after("validate", "examples/hello.json")
+    report = _report("validate", "examples/hello.json")
+    code, modules, output = report["code"], set(report["modules"]), report["output"]
     assert code == 0, output
+    assert report["gc_enabled"] is True and report["frozen"] == 0  # the pause ended with the command
     assert "valid workflow 'hello'" in output
     assert {"engine.compiler", "nodes.catalog", "networkx"} <= modules  # it did compile
     assert _present(modules, NEVER + MIGRATIONS + STORAGE + RUN_TIME) == []
@@ -112,8 +124,11 @@ def test_run_on_an_up_to_date_database_skips_alembic():
     first_code, first, output = _loaded_after("run", "examples/hello.json", "--input", "name=Ada")
     assert first_code == 0, output
     assert "alembic" in first  # a new database: the migrations ran
-    code, modules, output = _loaded_after("run", "examples/hello.json", "--input", "name=Ada")
+    report = _report("run", "examples/hello.json", "--input", "name=Ada")
+    code, modules, output = report["code"], set(report["modules"]), report["output"]
     assert code == 0, output
+    # the start-up pause of the GC ended before the run: imports frozen, collection on again
+    assert report["gc_enabled"] is True and report["frozen"] > 0
     assert "Hello, Ada!" in output
     assert {"workers.sql.store", "engine.scheduler"} <= modules  # it did run, durably
     assert _present(modules, NEVER + MIGRATIONS + ("sqlalchemy.dialects.postgresql", "asyncpg", "psycopg")) == []
@@ -167,3 +182,29 @@ def test_the_head_reader_leaves_any_unusual_shape_to_alembic(tmp_path, monkeypat
         assert migrate.declared_head() == expected
     finally:
         migrate.declared_head.cache_clear()
+
+
+@pytest.mark.parametrize("argv", [["validate", "examples/hello.json"], ["validate"], ["validate", "--help"],
+                                  ["runs", "prune", "--help"], ["valdate", "x"], ["--help"], ["keys", "--bogus"],
+                                  ["import", "--help"]])
+def test_main_answers_like_the_full_app(argv, capsys, monkeypatch):
+    """``main`` hands Typer only the command the first argument names (the others are not
+    built); what the user sees, and the exit code, are the full app's."""
+    import api.cli
+
+    def outcome(entry) -> tuple[object, str, str]:
+        monkeypatch.setattr(sys, "argv", ["flowloom", *argv])
+        try:
+            entry()
+            code: object = 0
+        except SystemExit as exc:
+            code = exc.code or 0
+        captured = capsys.readouterr()
+        return code, captured.out, captured.err
+
+    monkeypatch.chdir(ROOT)
+    commands, groups = list(api.cli.app.registered_commands), list(api.cli.app.registered_groups)
+    frozen = gc.get_freeze_count()
+    assert outcome(api.cli.main) == outcome(api.cli.app)
+    assert (api.cli.app.registered_commands, api.cli.app.registered_groups) == (commands, groups)
+    assert gc.isenabled() and gc.get_freeze_count() == frozen  # the GC pause of start-up ended, nothing frozen
