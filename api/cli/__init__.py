@@ -24,7 +24,7 @@ import typer
 from rich.text import Text
 
 from . import files, inspect, keys, mcp, quotas, rerun, running, serve, worker  # noqa: F401  (each module adds its commands to the app)
-from .common import EXIT_INVALID, app, err, start_up
+from .common import EXIT_INVALID, app, err
 
 __all__ = ["app", "main"]
 
@@ -33,6 +33,8 @@ def main() -> None:
     """Console entry point: :data:`app`, with configuration problems (a bad ``FLOWLOOM_*``
     setting, an unreadable model registry, an unreachable store) reported as messages
     with exit code 2 instead of tracebacks."""
+    from .common import start_up
+
     try:
         with _only_the_invoked_command(sys.argv[1:2]), start_up(sys.argv[1] if len(sys.argv) > 1 else None):
             app()
