@@ -6,54 +6,51 @@ Public surface: the contracts others plug into (:class:`NodeCatalog`, :class:`Ki
 :func:`stream_workflow`, :func:`resume_run`, :func:`new_run_state`, :class:`CancelToken`,
 :class:`RunDeps`, :class:`Settings` and the errors. The run lifecycle (durable runs,
 owners, cancel from any process, chats) is :mod:`engine.service`.
+
+The names are loaded on first access (module ``__getattr__``), so importing one
+submodule (``from engine.compiler import check_workflow``) does not load the runner,
+the scheduler and the settings: ``flowloom validate`` and ``--help`` start faster.
 """
 
-from .catalog import KindSpec, NodeCatalog, NodeExecutor
-from .compiler import CompiledPlan, check_workflow, compile_workflow
-from .context import CancelToken, InterruptRequested, NodeContext, NodeResult, RunDeps
-from .errors import (
-    CompileError,
-    DefinitionError,
-    FlowloomError,
-    InvalidInputs,
-    NodeFailed,
-    NodeTimeout,
-    Problem,
-    RunCancelled,
-    RunError,
-    RunLimitExceeded,
-)
-from .runner import answer_interrupts, coerce_input, new_run_state, resume_run, run_workflow, stream_workflow
-from .settings import Settings, get_settings
+from __future__ import annotations
 
-__all__ = [
-    "KindSpec",
-    "NodeCatalog",
-    "NodeExecutor",
-    "CancelToken",
-    "CompileError",
-    "CompiledPlan",
-    "DefinitionError",
-    "FlowloomError",
-    "InterruptRequested",
-    "InvalidInputs",
-    "NodeContext",
-    "NodeFailed",
-    "NodeResult",
-    "NodeTimeout",
-    "Problem",
-    "RunCancelled",
-    "RunDeps",
-    "RunError",
-    "RunLimitExceeded",
-    "answer_interrupts",
-    "Settings",
-    "check_workflow",
-    "coerce_input",
-    "compile_workflow",
-    "get_settings",
-    "new_run_state",
-    "resume_run",
-    "run_workflow",
-    "stream_workflow",
-]
+import importlib
+from typing import TYPE_CHECKING, Any
+
+#: Exported name -> the submodule defining it.
+_EXPORTS: dict[str, str] = {
+    **dict.fromkeys(("KindSpec", "NodeCatalog", "NodeExecutor"), "catalog"),
+    **dict.fromkeys(("CompiledPlan", "check_workflow", "compile_workflow"), "compiler"),
+    **dict.fromkeys(("CancelToken", "InterruptRequested", "NodeContext", "NodeResult", "RunDeps"), "context"),
+    **dict.fromkeys(("CompileError", "DefinitionError", "FlowloomError", "InvalidInputs", "NodeFailed", "NodeTimeout",
+                     "Problem", "RunCancelled", "RunError", "RunLimitExceeded"), "errors"),
+    **dict.fromkeys(("answer_interrupts", "coerce_input", "new_run_state", "resume_run", "run_workflow",
+                     "stream_workflow"), "runner"),
+    **dict.fromkeys(("Settings", "get_settings"), "settings"),
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    """Import the submodule defining ``name`` and return it (then cached as a global)."""
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'engine' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})
+
+
+if TYPE_CHECKING:  # what type checkers and IDEs see
+    from .catalog import KindSpec, NodeCatalog, NodeExecutor
+    from .compiler import CompiledPlan, check_workflow, compile_workflow
+    from .context import CancelToken, InterruptRequested, NodeContext, NodeResult, RunDeps
+    from .errors import (CompileError, DefinitionError, FlowloomError, InvalidInputs, NodeFailed, NodeTimeout, Problem,
+                         RunCancelled, RunError, RunLimitExceeded)
+    from .runner import answer_interrupts, coerce_input, new_run_state, resume_run, run_workflow, stream_workflow
+    from .settings import Settings, get_settings

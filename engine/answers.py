@@ -42,14 +42,13 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 import jinja2
 from jinja2 import nodes as jnodes
 
-from schemas.events import NodeDelta
-from schemas.run import NodeRun, RunState
 from schemas.types import RESERVED_SCOPES, NodeRunStatus
 from schemas.values import walk_refs
 
 from .references import node_view, template_env, to_text
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # run records are built only when a run streams (not to check a workflow)
+    from schemas.run import NodeRun, RunState
     from schemas.workflow import NodeBase
 
     from .catalog import NodeCatalog
@@ -351,10 +350,13 @@ class _Unit(_Seq):
 class _Root:
     """What every stream of a run shares: the sink of sent text and the text so far."""
 
-    __slots__ = ("emit", "pieces", "muted", "changed")
+    __slots__ = ("emit", "pieces", "muted", "changed", "_delta")
 
     def __init__(self, emit: Callable[..., None], answer: str) -> None:
+        from schemas.events import NodeDelta  # here, not at the top: compiling needs no event model
+
         self.emit = emit
+        self._delta = NodeDelta
         self.pieces: list[str] = [answer] if answer else []
         self.muted = False
         self.changed = False
@@ -365,7 +367,7 @@ class _Root:
         self.pieces.append(text)
         self.changed = True
         node_id, run_id, loop_id, iteration = leaf.attribution
-        self.emit(NodeDelta, node_id=node_id, node_run_id=run_id, channel="answer", text=text,
+        self.emit(self._delta, node_id=node_id, node_run_id=run_id, channel="answer", text=text,
                   loop_id=loop_id, iteration=iteration)
 
 

@@ -39,7 +39,7 @@ import hashlib
 import json
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Annotated, Any, Iterable, Mapping, Union
+from typing import TYPE_CHECKING, Annotated, Any, Iterable, Mapping, Union
 
 import jinja2
 import networkx as nx
@@ -55,9 +55,11 @@ from .catalog import NodeCatalog, NodeExecutor
 from .errors import CompileError, Problem
 from .plain_errors import did_you_mean, fields_at, plain_message
 from .loops import REGION_SUFFIX, CycleRegion, RegionExecutor, check_scopes, find_cycle_regions, region_node
-from .ports import ModelCatalog
 from .documents import as_document
 from .references import template_names, template_selectors
+
+if TYPE_CHECKING:  # a protocol, for annotations: the storage ports and run records are not needed to compile
+    from .ports import ModelCatalog
 
 __all__ = ["CompiledPlan", "NodePlan", "check_workflow", "compile_workflow", "content_hash"]
 
@@ -315,6 +317,20 @@ def _build_graph(
 
     for edge in wf.edges:
         source, target = edge.source, edge.target
+        if not invalid:  # fast path (5000-edge chains): a valid edge between valid nodes of one scope
+            source_node, target_node = by_id.get(source), by_id.get(target)
+            if (source_node is not None and target_node is not None and scope[source] == scope[target]
+                    and target_node.type not in entry_kinds):
+                handles = handles_of.get(source)
+                if handles is None:
+                    handles = handles_of[source] = source_node.handles()
+                if edge.sourceHandle in handles:
+                    pair = pairs.get((source, target))
+                    if pair is None:
+                        pairs[(source, target)] = [(edge.id, edge.sourceHandle)]
+                    else:
+                        pair.append((edge.id, edge.sourceHandle))
+                    continue
         if source in invalid or target in invalid:
             if (source in by_id or source in invalid) and (target in by_id or target in invalid):
                 keep(source, target, edge.id, edge.sourceHandle)  # the node's own problem is reported already
@@ -420,12 +436,14 @@ class _RefChecker:
         return self._anc
 
     def reachable_from(self, start: str) -> set[str]:
-        """Nodes with a path from ``start`` (``start`` included): one pass in topological order."""
-        assert self.order is not None
-        reach, pred = {start}, self.graph.pred
-        for nid in self.order:
-            if nid not in reach and any(p in reach for p in pred[nid]):
-                reach.add(nid)
+        """Nodes with a path from ``start`` (``start`` included): a depth-first walk of the
+        successors (twice as fast as testing every node's predecessors in order)."""
+        reach, todo, succ = {start}, [start], self.graph.adj
+        while todo:
+            for nid in succ[todo.pop()]:
+                if nid not in reach:
+                    reach.add(nid)
+                    todo.append(nid)
         return reach
 
     def _inside(self, node_id: str, container: str) -> bool:

@@ -107,21 +107,22 @@ def check_document_limits(doc: Mapping[str, Any], settings: Settings) -> list[Pr
     if isinstance(nodes, list) and len(nodes) > settings.max_nodes:
         problems.append(Problem("too_many_nodes", f"{len(nodes)} nodes; the cap max_nodes is {settings.max_nodes}",
                                 path="nodes"))
+    # One pass over every node and edge with the caps hoisted: a 5000-node document has
+    # 10000 items, so a call and a list per item showed in the compile time.
+    caps = (("id", settings.max_id_length, "max_id_length"),
+            ("name", settings.max_name_length, "max_name_length"),
+            ("description", settings.max_name_length, "max_name_length"))
     for where, items in (("nodes", nodes), ("edges", edges)):
         for index, item in enumerate(items if isinstance(items, list) else ()):
-            if isinstance(item, dict):
-                problems += _field_limits(item, f"{where}[{index}]", settings)
+            if not isinstance(item, dict):
+                continue
+            for key, cap, name in caps:
+                value = item.get(key)
+                if isinstance(value, str) and len(value) > cap:
+                    problems.append(_too_long(f"{where}[{index}]", key, len(value), cap, name))
     return problems
 
 
-def _field_limits(item: dict[str, Any], where: str, settings: Settings) -> list[Problem]:
-    out: list[Problem] = []
-    for key, cap, name in (("id", settings.max_id_length, "max_id_length"),
-                           ("name", settings.max_name_length, "max_name_length"),
-                           ("description", settings.max_name_length, "max_name_length")):
-        value = item.get(key)
-        if isinstance(value, str) and len(value) > cap:
-            # Never the value, not even its start: it may be anything a client sent (README "Size limits").
-            out.append(Problem("too_long", f"{where}.{key} is {len(value)} characters; the cap {name} is {cap}",
-                               path=f"{where}.{key}"))
-    return out
+def _too_long(where: str, key: str, length: int, cap: int, name: str) -> Problem:
+    # Never the value, not even its start: it may be anything a client sent (README "Size limits").
+    return Problem("too_long", f"{where}.{key} is {length} characters; the cap {name} is {cap}", path=f"{where}.{key}")

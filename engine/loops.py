@@ -27,16 +27,21 @@ Reaching it fails with reason ``max_iterations`` - never a silent stop.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
 import networkx as nx
 
 from schemas.nodes import NodeConfig
-from schemas.run import NodeRun, RunState
 from schemas.types import NodeRunStatus
 from schemas.workflow import ErrorStrategy, NodeBase, Workflow
 
 from .catalog import NodeCatalog, NodeExecutor
-from .context import NodeContext, NodeResult
 from .errors import Problem, RunError
+
+if TYPE_CHECKING:  # run-time types: compiling (flowloom validate) loads no run context
+    from schemas.run import NodeRun, RunState
+
+    from .context import NodeContext, NodeResult
 
 __all__ = [
     "CycleRegion",
@@ -246,6 +251,8 @@ class RegionExecutor(NodeExecutor[_RegionConfig]):
         self.edges = edges
 
     async def run(self, ctx: NodeContext) -> NodeResult:
+        from .context import NodeResult  # the run context is not loaded to compile
+
         region, body = self.region, ctx.plan.nodes[self.node.id].body
         assert body is not None
         limit = loop_limit(self.node.max_iterations, ctx.plan.workflow)

@@ -34,18 +34,20 @@ import contextvars
 import functools
 import re
 import json
-from typing import Any, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 import jinja2
 from jinja2 import meta, nodes as jnodes
 from jinja2.compiler import CodeGenerator
 from jinja2.sandbox import SandboxedEnvironment
 
-from schemas.run import RunState
 from schemas.types import NodeRunStatus, Ref, Selector
 
 from .errors import ReferenceFailed, TemplateFailed
 from .settings import get_settings
+
+if TYPE_CHECKING:  # annotations only: checking a workflow builds no run record
+    from schemas.run import RunState
 
 __all__ = [
     "render_template",

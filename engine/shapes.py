@@ -13,7 +13,7 @@ say why.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import jinja2
 from pydantic import ValidationError
@@ -25,9 +25,11 @@ from schemas.workflow import Workflow
 
 from .catalog import NodeCatalog
 from .errors import Problem
-from .ports import ModelCatalog
 from .references import template_names, template_selectors
 from .settings import SECRET_ENV_PREFIX, Settings
+
+if TYPE_CHECKING:  # a protocol, for annotations only
+    from .ports import ModelCatalog
 
 __all__ = ["NodeShape", "deployment_problems", "node_shapes", "system_reads", "valid_nodes", "workflow_writes"]
 

@@ -1,64 +1,53 @@
-"""Pydantic models of workflows, node configs, events, run records and stored records."""
+"""Pydantic models of workflows, node configs, events, run records and stored records.
 
-from .events import (
-    Event,
-    InterruptEvent,
-    NodeDelta,
-    NodeFinished,
-    NodeStarted,
-    RunCancelled,
-    RunFailed,
-    RunFinished,
-    RunPaused,
-    RunResumed,
-    RunStarted,
-)
-from .nodes import NodeConfig
-from .records import DEFAULT_TENANT, ChatMessage, MessagePart, MessageStatus, OwnerInfo, RunCommand, RunSummary
-from .run import EdgeStatus, Interrupt, NodeError, NodeRun, RunState, Usage
-from .types import NodeRunStatus, Ref, RunStatus, Selector, VarType, parse_selector
-from .values import InputBinding
-from .workflow import Edge, ErrorStrategy, InputVar, NodeBase, RunLimits, Workflow, node_model, workflow_json_schema
+The names below are loaded on first access (module ``__getattr__``): building the
+pydantic models of every schema module costs tens of milliseconds, and a command such as
+``flowloom validate`` needs the workflow models but not the events or run records.
+"""
 
-__all__ = [
-    "DEFAULT_TENANT",
-    "ChatMessage",
-    "MessagePart",
-    "MessageStatus",
-    "OwnerInfo",
-    "RunCommand",
-    "RunSummary",
-    "Edge",
-    "EdgeStatus",
-    "ErrorStrategy",
-    "Event",
-    "InputBinding",
-    "Interrupt",
-    "InterruptEvent",
-    "InputVar",
-    "NodeBase",
-    "NodeConfig",
-    "NodeDelta",
-    "NodeError",
-    "NodeFinished",
-    "NodeRun",
-    "NodeRunStatus",
-    "NodeStarted",
-    "Ref",
-    "RunCancelled",
-    "RunFailed",
-    "RunFinished",
-    "RunLimits",
-    "RunPaused",
-    "RunResumed",
-    "RunStarted",
-    "RunState",
-    "RunStatus",
-    "Selector",
-    "Usage",
-    "VarType",
-    "Workflow",
-    "node_model",
-    "parse_selector",
-    "workflow_json_schema",
-]
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+#: Exported name -> the submodule defining it.
+_EXPORTS: dict[str, str] = {
+    **dict.fromkeys(("Event", "InterruptEvent", "NodeDelta", "NodeFinished", "NodeStarted", "RunCancelled",
+                     "RunFailed", "RunFinished", "RunPaused", "RunResumed", "RunStarted"), "events"),
+    "NodeConfig": "nodes",
+    **dict.fromkeys(("DEFAULT_TENANT", "ChatMessage", "MessagePart", "MessageStatus", "OwnerInfo", "RunCommand",
+                     "RunSummary"), "records"),
+    **dict.fromkeys(("EdgeStatus", "Interrupt", "NodeError", "NodeRun", "RunState", "Usage"), "run"),
+    **dict.fromkeys(("NodeRunStatus", "Ref", "RunStatus", "Selector", "VarType", "parse_selector"), "types"),
+    "InputBinding": "values",
+    **dict.fromkeys(("Edge", "ErrorStrategy", "InputVar", "NodeBase", "RunLimits", "Workflow", "node_model",
+                     "workflow_json_schema"), "workflow"),
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    """Import the submodule defining ``name`` and return it (then cached as a global)."""
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'schemas' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})
+
+
+if TYPE_CHECKING:  # what type checkers and IDEs see
+    from .events import (Event, InterruptEvent, NodeDelta, NodeFinished, NodeStarted, RunCancelled, RunFailed,
+                         RunFinished, RunPaused, RunResumed, RunStarted)
+    from .nodes import NodeConfig
+    from .records import DEFAULT_TENANT, ChatMessage, MessagePart, MessageStatus, OwnerInfo, RunCommand, RunSummary
+    from .run import EdgeStatus, Interrupt, NodeError, NodeRun, RunState, Usage
+    from .types import NodeRunStatus, Ref, RunStatus, Selector, VarType, parse_selector
+    from .values import InputBinding
+    from .workflow import (Edge, ErrorStrategy, InputVar, NodeBase, RunLimits, Workflow, node_model,
+                           workflow_json_schema)

@@ -69,7 +69,9 @@ class Requirement(BaseModel):
 class NodeConfig(BaseModel):
     """Base of every node kind's config. Subclasses set ``kind`` via :func:`node_kind`."""
 
-    model_config = ConfigDict(extra="forbid")
+    # defer_build (inherited by every kind): a config's validator is built when a workflow
+    # first uses the kind, so checking a 4-node workflow does not build twenty kinds.
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     kind: ClassVar[str] = ""
     title: ClassVar[str] = ""

@@ -17,7 +17,9 @@ are messages, never tracebacks.
 
 from __future__ import annotations
 
-from typing import NoReturn
+import contextlib
+import sys
+from typing import Any, Iterator, NoReturn
 
 import typer
 from rich.text import Text
@@ -32,8 +34,11 @@ def main() -> None:
     """Console entry point: :data:`app`, with configuration problems (a bad ``FLOWLOOM_*``
     setting, an unreadable model registry, an unreachable store) reported as messages
     with exit code 2 instead of tracebacks."""
+    from .common import start_up
+
     try:
-        app()
+        with _only_the_invoked_command(sys.argv[1:2]), start_up(sys.argv[1] if len(sys.argv) > 1 else None):
+            app()
     except Exception as exc:
         # Imported only on this path: engine.errors loads the whole engine package
         # (networkx, jinja2, every schema), which --help does not need.
@@ -59,6 +64,45 @@ def main() -> None:
         err().print(Text(f"internal error: {type(exc).__name__}: {exc}", style="bold red"))
         err().print(Text("this is a bug in Flowloom; the run (if any) is kept in the run store", style="red"))
         raise SystemExit(1) from None
+
+
+@contextlib.contextmanager
+def _only_the_invoked_command(first: list[str]) -> Iterator[None]:
+    """While in the block, the app lists only the command (or command group) ``first``
+    names, when it names exactly one.
+
+    Typer builds the Click command of every registered command on each invocation (their
+    signatures and annotations: about 25 commands, tens of milliseconds of start-up)
+    although one runs. With anything else first (``--help``, ``--version``, a typo), every
+    command stays: the listing and the "no such command" suggestion need them all.
+    """
+    name = first[0] if first else "-"
+    saved = (app.registered_commands, app.registered_groups)
+    commands = [c for c in app.registered_commands if _command_name(c) == name]
+    groups = [g for g in app.registered_groups if _group_name(g) == name]
+    if len(commands) + len(groups) == 1:
+        app.registered_commands, app.registered_groups = commands, groups
+    try:
+        yield
+    finally:
+        app.registered_commands, app.registered_groups = saved
+
+
+def _command_name(info: Any) -> str | None:
+    """The name a registered command is invoked by (Typer's rule when none is given)."""
+    if info.name:
+        return str(info.name)
+    callback = info.callback
+    return typer.main.get_command_name(callback.__name__) if callback is not None else None
+
+
+def _group_name(info: Any) -> str | None:
+    """The name a registered command group (``add_typer``) is invoked by."""
+    name = info.name if isinstance(info.name, str) else None
+    if name is None and info.typer_instance is not None:
+        instance_name = info.typer_instance.info.name
+        name = instance_name if isinstance(instance_name, str) else None
+    return name
 
 
 def _is_redis_outage(exc: BaseException) -> bool:

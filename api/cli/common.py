@@ -7,10 +7,12 @@ Imports here stay light (no SDKs, no database driver): ``flowloom --help`` and
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any, NoReturn, Protocol
+from typing import Annotated, Any, Iterator, NoReturn, Protocol
 
 import typer
 from rich.console import Console
@@ -18,8 +20,9 @@ from rich.text import Text
 
 __all__ = [
     "EXIT_INTERRUPTED", "EXIT_INVALID", "EXIT_OK", "EXIT_PAUSED", "EXIT_RUN_FAILED", "JsonFlag", "JsonView",
-    "TerminalView", "View", "WorkflowFile", "abort", "app", "err", "is_stdin", "node_titles", "out",
-    "print_problems", "read_source", "redis_unreachable", "settings", "source_label", "terminal_view", "write_json",
+    "TerminalView", "View", "WorkflowFile", "abort", "app", "end_start_up", "err", "is_stdin", "node_titles", "out",
+    "print_problems", "read_source", "redis_unreachable", "settings", "source_label", "start_up", "terminal_view",
+    "write_json",
 ]
 
 EXIT_OK, EXIT_RUN_FAILED, EXIT_INVALID, EXIT_PAUSED, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -58,6 +61,47 @@ def _root(
                                                help="print the version and exit")] = False,
 ) -> None:
     """Validate, run and manage Flowloom workflows and their runs."""
+
+
+#: Commands whose start-up runs with the cyclic GC paused (:func:`start_up`): short ones,
+#: and those whose real work goes through ``execute`` (which ends the pause first). Not
+#: ``serve``, ``worker`` or ``mcp``: they start their own long-lived work.
+START_UP_PAUSED = frozenset({"validate", "import", "schema", "run", "resume", "recover", "cancel", "rerun", "runs",
+                             "show", "watch", "keys", "quotas"})
+_paused: list[bool] = []  # one entry while a start-up pause is on
+
+
+@contextlib.contextmanager
+def start_up(command: str | None) -> Iterator[None]:
+    """The start-up of a command in a process of its own (``main``): the cyclic GC is
+    paused while it imports its modules, for commands in :data:`START_UP_PAUSED`.
+
+    Importing pydantic, networkx, SQLAlchemy and the schemas creates hundreds of
+    thousands of long-lived objects; with the GC on, each 25 % of heap growth costs a
+    full collection over all of them (about 15 % of ``validate``'s and ``run``'s CPU).
+    The pause ends with :func:`end_start_up` (``execute`` calls it before a run starts)
+    or when the command returns; nothing else changes.
+    """
+    active = command in START_UP_PAUSED and gc.isenabled() and not _paused
+    if active:
+        gc.disable()
+        _paused.append(True)
+    try:
+        yield
+    finally:
+        if active and _paused:  # not ended by end_start_up: the command is over
+            _paused.clear()
+            gc.enable()
+
+
+def end_start_up() -> None:
+    """End the start-up pause of the GC before a command's real work (a run, a server):
+    what was imported is frozen (``gc.freeze``: kept out of later collections, as modules
+    and classes live as long as the process) and the GC is on again. No-op without a pause."""
+    if _paused:
+        _paused.clear()
+        gc.freeze()
+        gc.enable()
 
 
 def is_stdin(path: Path) -> bool:

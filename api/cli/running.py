@@ -34,6 +34,7 @@ from .common import (
     WorkflowFile,
     abort,
     app,
+    end_start_up,
     err,
     named,
     node_titles,
@@ -289,6 +290,7 @@ def execute(body: Callable[[Any], Any]) -> Any:
             return await body(service)
 
     log_to_home(settings().home)
+    end_start_up()
 
     try:
         return asyncio.run(main())

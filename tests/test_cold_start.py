@@ -1,0 +1,210 @@
+"""Import discipline of the command line: each command loads what it uses and nothing more.
+
+Start-up time is what a ``flowloom`` command costs before it does anything, and most of
+it is imports (``bench/startup.py`` measures it; timing is never asserted in tests, it
+is too noisy). What is asserted here is the cause: after a command ran in a fresh
+interpreter, the heavy packages it does not use are absent from ``sys.modules``.
+
+- ``flowloom validate``: compiles (pydantic, networkx, jinja2, the settings) but needs
+  no HTTP stack, no SDK, no database, no queue and no run-time models.
+- ``flowloom run`` on a database already at the newest migration: the SQLite store and
+  the engine, but not Alembic (nor Mako and Pygments behind it), not PostgreSQL's
+  dialect, not the HTTP server, and no SDK for a workflow without LLM nodes.
+- ``flowloom --help``: the command-line framework only.
+
+``main`` also hands Typer only the invoked command, and pauses the cyclic GC while a
+command starts (ended before a run): what the user sees must not change.
+
+Also here: the head revision the store reads without Alembic matches Alembic's, so an
+up-to-date database is recognized and an older one is still upgraded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: Runs the CLI in-process with the given arguments, then prints the loaded modules
+#: (as JSON, on the last line of stdout) and the exit code.
+PROBE = r"""
+import gc, json, sys
+import api.cli
+sys.argv = ["flowloom", *json.loads(sys.argv[1])]
+code = 0
+try:
+    api.cli.main()
+except SystemExit as exc:
+    code = exc.code or 0
+sys.stdout.flush()
+print("\n" + json.dumps({"code": code, "modules": sorted(sys.modules), "gc_enabled": gc.isenabled(),
+                        "frozen": gc.get_freeze_count()}))
+"""
+
+#: Not needed by any of the three commands checked here (the HTTP server, the SDKs, the
+#: queue, the MCP client, Redis).
+NEVER = ("fastapi", "starlette", "uvicorn", "openai", "httpx", "redis", "rq", "mcp", "multipart")
+#: Alembic and what it pulls in (its templates and their highlighting).
+MIGRATIONS = ("alembic", "mako", "pygments")
+#: The run-time side of the engine and its records: a run needs them, a check does not.
+RUN_TIME = ("engine.runner", "engine.scheduler", "engine.context", "engine.service", "engine.ports",
+            "schemas.events", "schemas.run", "schemas.records")
+#: The stores.
+STORAGE = ("sqlalchemy", "sqlmodel", "aiosqlite", "asyncpg", "workers")
+
+
+def _report(*args: str) -> dict:
+    """``{code, modules, gc_enabled, frozen}`` and ``output`` after ``flowloom ARGS`` ran in a fresh interpreter."""
+    result = subprocess.run([sys.executable, "-c", PROBE, json.dumps(list(args))], capture_output=True, text=True,
+                            cwd=ROOT, env=os.environ.copy(), timeout=120)
+    assert result.stdout.strip(), result.stderr
+    return {**json.loads(result.stdout.strip().splitlines()[-1]), "output": result.stdout + result.stderr}
+
+
+def _loaded_after(*args: str) -> tuple[int, set[str], str]:
+    """(exit code, loaded module names, output) of ``flowloom ARGS`` in a fresh interpreter."""
+    report = _report(*args)
+    return report["code"], set(report["modules"]), report["output"]
+
+
+def _present(modules: set[str], packages: tuple[str, ...]) -> list[str]:
+    """The names of ``packages`` loaded (a package counts when any of its modules is)."""
+    return sorted(p for p in packages if any(m == p or m.startswith(p + ".") for m in modules))
+
+
+def test_validate_loads_the_compiler_but_no_server_sdk_store_or_run_time_model():
+    report = _report("validate", "examples/hello.json")
+    code, modules, output = report["code"], set(report["modules"]), report["output"]
+    assert code == 0, output
+    assert report["gc_enabled"] is True and report["frozen"] == 0  # the pause ended with the command
+    assert "valid workflow 'hello'" in output
+    assert {"engine.compiler", "nodes.catalog", "networkx"} <= modules  # it did compile
+    assert _present(modules, NEVER + MIGRATIONS + STORAGE + RUN_TIME) == []
+
+
+def test_validate_builds_the_config_validators_of_the_kinds_the_workflow_uses_only():
+    """Config models are built on first use (``defer_build``): the LLM and agent kinds
+    stay unbuilt while a plain workflow is checked, and build when one is used."""
+    probe = r"""
+import json, sys
+from engine.compiler import check_workflow
+from nodes import builtin_catalog
+from schemas.nodes import TemplateConfig
+from schemas.nodes_agent import AgentConfig
+from schemas.nodes_llm import ChatConfig
+doc = json.load(open("examples/hello.json"))
+assert check_workflow(doc, catalog=builtin_catalog(), models=None) == []
+before = {c.__name__: c.__pydantic_complete__ for c in (TemplateConfig, ChatConfig, AgentConfig)}
+AgentConfig.model_json_schema()
+print(json.dumps([before, AgentConfig.__pydantic_complete__]))
+"""
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert result.returncode == 0, result.stderr
+    before, agent_after = json.loads(result.stdout)
+    assert before == {"TemplateConfig": True, "ChatConfig": False, "AgentConfig": False}
+    assert agent_after is True
+
+
+def test_help_loads_the_command_line_framework_only():
+    code, modules, output = _loaded_after("--help")
+    assert code == 0, output
+    assert "validate" in output
+    assert _present(modules, NEVER + MIGRATIONS + STORAGE + ("networkx", "jinja2", "engine", "nodes", "schemas")) == []
+
+
+def test_run_on_an_up_to_date_database_skips_alembic():
+    first_code, first, output = _loaded_after("run", "examples/hello.json", "--input", "name=Ada")
+    assert first_code == 0, output
+    assert "alembic" in first  # a new database: the migrations ran
+    report = _report("run", "examples/hello.json", "--input", "name=Ada")
+    code, modules, output = report["code"], set(report["modules"]), report["output"]
+    assert code == 0, output
+    # the start-up pause of the GC ended before the run: imports frozen, collection on again
+    assert report["gc_enabled"] is True and report["frozen"] > 0
+    assert "Hello, Ada!" in output
+    assert {"workers.sql.store", "engine.scheduler"} <= modules  # it did run, durably
+    assert _present(modules, NEVER + MIGRATIONS + ("sqlalchemy.dialects.postgresql", "asyncpg", "psycopg")) == []
+
+
+def test_the_head_read_without_alembic_is_alembics_head():
+    from workers.sql.migrate import declared_head, head_revision
+
+    assert declared_head() == head_revision()
+
+
+def test_a_database_behind_the_head_is_still_upgraded_when_the_store_opens(tmp_path):
+    from workers.sql import SqlStore, current_revision, default_database_url, head_revision, upgrade
+
+    url = default_database_url(tmp_path)
+    revisions = sorted(p.name.split("_")[0] for p in (ROOT / "workers/sql/migrations/versions").glob("*.py"))
+    older = revisions[-2]
+
+    async def scenario() -> tuple[str | None, str | None]:
+        await upgrade(url, older)
+        before = await current_revision(url)
+        store = await SqlStore.open(url)
+        await store.close()
+        return before, await current_revision(url)
+
+    before, after = asyncio.run(scenario())
+    assert (before, after) == (older, head_revision())
+
+
+@pytest.mark.parametrize("files,expected", [
+    ({"a.py": 'revision = "a"\ndown_revision = None\n', "b.py": 'revision: str = "b"\ndown_revision: str | None = "a"\n'},
+     "b"),
+    ({"a.py": 'revision = "a"\ndown_revision = None\n', "b.py": 'revision = "b"\ndown_revision = "a"\n',
+      "c.py": 'revision = "c"\ndown_revision = "a"\n'}, None),  # two heads
+    ({"a.py": 'revision = "a"\ndown_revision = None\n', "b.py": 'revision = "b"\ndown_revision = None\n',
+      "m.py": 'revision = "m"\ndown_revision = ("a", "b")\n'}, None),  # a merge revision
+    ({"a.py": 'revision = make_id()\ndown_revision = None\n'}, None),  # not a literal
+    ({}, None),
+])
+def test_the_head_reader_leaves_any_unusual_shape_to_alembic(tmp_path, monkeypatch, files, expected):
+    """A shape the reader does not understand gives None, and the store then asks Alembic:
+    reading the head wrong could skip a migration, reading nothing only costs time."""
+    from workers.sql import migrate
+
+    (tmp_path / "versions").mkdir()
+    for name, text in files.items():
+        (tmp_path / "versions" / name).write_text(f'"""A revision."""\n\n{text}', encoding="utf-8")
+    monkeypatch.setattr(migrate, "MIGRATIONS_DIR", tmp_path)
+    migrate.declared_head.cache_clear()
+    try:
+        assert migrate.declared_head() == expected
+    finally:
+        migrate.declared_head.cache_clear()
+
+
+@pytest.mark.parametrize("argv", [["validate", "examples/hello.json"], ["validate"], ["validate", "--help"],
+                                  ["runs", "prune", "--help"], ["valdate", "x"], ["--help"], ["keys", "--bogus"],
+                                  ["import", "--help"]])
+def test_main_answers_like_the_full_app(argv, capsys, monkeypatch):
+    """``main`` hands Typer only the command the first argument names (the others are not
+    built); what the user sees, and the exit code, are the full app's."""
+    import api.cli
+
+    def outcome(entry) -> tuple[object, str, str]:
+        monkeypatch.setattr(sys, "argv", ["flowloom", *argv])
+        try:
+            entry()
+            code: object = 0
+        except SystemExit as exc:
+            code = exc.code or 0
+        captured = capsys.readouterr()
+        return code, captured.out, captured.err
+
+    monkeypatch.chdir(ROOT)
+    commands, groups = list(api.cli.app.registered_commands), list(api.cli.app.registered_groups)
+    frozen = gc.get_freeze_count()
+    assert outcome(api.cli.main) == outcome(api.cli.app)
+    assert (api.cli.app.registered_commands, api.cli.app.registered_groups) == (commands, groups)
+    assert gc.isenabled() and gc.get_freeze_count() == frozen  # the GC pause of start-up ended, nothing frozen
