@@ -117,11 +117,11 @@ class PgServer:
     :meth:`stop`. pgserver runs ``postgres`` as its own unprivileged user when we are root."""
 
     def __init__(self) -> None:
-        import pgserver
-
         self.folder = tempfile.mkdtemp(prefix="flowloom-bench-knowledge-pg-")
         with warnings.catch_warnings():  # platformdirs: no XDG_RUNTIME_DIR under root (harmless)
             warnings.simplefilter("ignore")
+            import pgserver
+
             self.server = pgserver.get_server(os.path.join(self.folder, "pgdata"), cleanup_mode="delete")
         self.url = self.server.get_uri()
 
