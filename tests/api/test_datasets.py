@@ -507,3 +507,21 @@ async def test_a_new_embedding_model_reindexes_the_dataset_and_semantic_search_f
     after = await kb.client.post(f"/v1/datasets/{dataset['id']}/search",
                                  json={"query": "rocket engines burn kerosene", "mode": "semantic"}, headers=kb.auth())
     assert after.json()["hits"][0]["source_name"] == "rockets.txt" and after.json()["embedding_tokens"] > 0
+
+
+async def test_an_app_keys_searches_count_in_its_apps_quota(kb):
+    dataset = await _dataset(kb, embedding_model=EMBEDDING_MODEL)
+    await _upload(kb, dataset["id"], {"rockets.txt": corpus()["rockets.txt"]})
+    await _until_ingested(kb, dataset["id"])
+    _record, app_key = await kb.api.keys.create_key("default", name="app", app_id="helpdesk")
+    limited = await kb.client.put("/v1/quotas/apps/helpdesk", json={"tokens_per_day": 1}, headers=kb.auth())
+    assert limited.status_code == 200
+    search = {"query": "rocket engines", "mode": "semantic"}
+    first = await kb.client.post(f"/v1/datasets/{dataset['id']}/search", json=search, headers=kb.auth(app_key))
+    assert first.status_code == 200 and first.json()["embedding_tokens"] > 0
+    refused = await kb.client.post(f"/v1/datasets/{dataset['id']}/search", json=search, headers=kb.auth(app_key))
+    assert refused.status_code == 429 and "helpdesk" in refused.json()["error"]["message"]
+    app_usage = (await kb.client.get("/v1/quotas/apps/helpdesk", headers=kb.auth())).json()["usage"]
+    assert app_usage["tokens_today"] == first.json()["embedding_tokens"]
+    tenant = await kb.client.post(f"/v1/datasets/{dataset['id']}/search", json=search, headers=kb.auth())
+    assert tenant.status_code == 200  # the tenant's own key is not held by the app's limit
