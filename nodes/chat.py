@@ -86,30 +86,24 @@ SYSTEM_SEPARATOR = "\n\n===---===---===\n\n"
 #: Separates quote items in the formatted quote text.
 QUOTE_ITEM_SEPARATOR = "\n\n"
 
+#: What both built-in quote templates say: the quote between <Reference> tags and how to
+#: answer from it (cite the numbered items used as ``[n]``).
+_QUOTE_INSTRUCTIONS = (
+    "Use the knowledge in <Reference></Reference> as your reference for this conversation.\n"
+    "<Reference>\n{{ quote }}\n</Reference>\n\n"
+    "Answer requirements:\n"
+    "- If the reference does not cover the question, say so instead of guessing.\n"
+    "- Do not mention that the knowledge comes from the reference.\n"
+    "- Keep the answer consistent with the reference.\n"
+    "- Cite the reference items you use by their number in square brackets, e.g. [1].\n"
+    "- Answer in the language of the question."
+)
+
 #: Built-in quote templates, per ``quote_role`` (FastGPT's defaults: the user one restates
-#: the question). Both ask the model to cite the numbered items it uses as ``[n]``.
+#: the question after the instructions).
 DEFAULT_QUOTE_TEMPLATES = {
-    "system": (
-        "Use the knowledge in <Reference></Reference> as your reference for this conversation.\n"
-        "<Reference>\n{{ quote }}\n</Reference>\n\n"
-        "Answer requirements:\n"
-        "- If the reference does not cover the question, say so instead of guessing.\n"
-        "- Do not mention that the knowledge comes from the reference.\n"
-        "- Keep the answer consistent with the reference.\n"
-        "- Cite the reference items you use by their number in square brackets, e.g. [1].\n"
-        "- Answer in the language of the question."
-    ),
-    "user": (
-        "Use the knowledge in <Reference></Reference> as your reference for this conversation.\n"
-        "<Reference>\n{{ quote }}\n</Reference>\n\n"
-        "Answer requirements:\n"
-        "- If the reference does not cover the question, say so instead of guessing.\n"
-        "- Do not mention that the knowledge comes from the reference.\n"
-        "- Keep the answer consistent with the reference.\n"
-        "- Cite the reference items you use by their number in square brackets, e.g. [1].\n"
-        "- Answer in the language of the question.\n\n"
-        'Question: """{{ question }}"""'
-    ),
+    "system": _QUOTE_INSTRUCTIONS,
+    "user": _QUOTE_INSTRUCTIONS + '\n\nQuestion: """{{ question }}"""',
 }
 
 _ROLES = frozenset({"user", "assistant", "system"})
