@@ -23,6 +23,7 @@ import pytest
 from api.app import create_app
 from engine.settings import Settings
 from tests.support.http_reply import reply_json
+from tests.support.knowledge_files import knowledge_models
 
 SECRET_HEADER_VALUE = "hdr-secret-5f1c9a7e2d"
 SCRIPTED_KEY_ENV = "FLOWLOOM_API_TEST_LLM_KEY"
@@ -158,28 +159,15 @@ def api_database_url(request, tmp_path) -> str:
 def models_file(tmp_path, openai_server, monkeypatch) -> Path:
     """A model registry whose model ``default`` is the scripted OpenAI server."""
     monkeypatch.setenv(SCRIPTED_KEY_ENV, "sk-scripted-test")
-    path = tmp_path / "models.toml"
-    path.write_text(f'''
-[providers.scripted]
-base_url = "{openai_server.base_url}"
-api_key_env = "{SCRIPTED_KEY_ENV}"
-
-[models.default]
-provider = "scripted"
-model = "scripted-upstream"
-max_context = 8192
-max_output_tokens = 512
-''', encoding="utf-8")
-    return path
+    return knowledge_models(tmp_path / "models.toml", openai_server.base_url, SCRIPTED_KEY_ENV,
+                            embedding=False, rerank=False)
 
 
-@pytest.fixture
-async def api(api_database_url, tmp_path, request) -> AsyncIterator[Api]:
-    """The app over the test's database, started (lifespan) and stopped after the test."""
-    models = request.getfixturevalue("models_file") if "models_file" in request.fixturenames else None
-    settings = Settings(home=tmp_path / "home", database_url=api_database_url, http_allow=["127.0.0.1"],
-                        models=models)
-    app = create_app(settings, heartbeat_s=0.2, shutdown_grace_s=2)
+@contextlib.asynccontextmanager
+async def open_api(settings: Settings, **app_options: Any) -> AsyncIterator[Api]:
+    """The app of ``settings`` (``app_options`` go to ``create_app``), started (lifespan)
+    with an admin key of tenant ``default`` and one of ``tenant-b``; stopped on exit."""
+    app = create_app(settings, heartbeat_s=0.2, shutdown_grace_s=2, **app_options)
     async with app.router.lifespan_context(app):
         keys = app.state.keys
         _record, key = await keys.create_key("default", name="test admin", admin=True)
@@ -195,6 +183,16 @@ async def api(api_database_url, tmp_path, request) -> AsyncIterator[Api]:
                     await http.aclose()
                 if handle.live is not None:
                     await handle.live.stop()
+
+
+@pytest.fixture
+async def api(api_database_url, tmp_path, request) -> AsyncIterator[Api]:
+    """The app over the test's database, started (lifespan) and stopped after the test."""
+    models = request.getfixturevalue("models_file") if "models_file" in request.fixturenames else None
+    settings = Settings(home=tmp_path / "home", database_url=api_database_url, http_allow=["127.0.0.1"],
+                        models=models)
+    async with open_api(settings) as handle:
+        yield handle
 
 
 def parse_sse(text: str) -> list[dict[str, Any]]:

@@ -18,11 +18,10 @@ from typing import Any, AsyncIterator
 
 import pytest
 
-from api.app import create_app
 from engine.settings import Settings
 from tests.support.knowledge_files import EMBEDDING_MODEL, RERANK_MODEL, corpus, knowledge_models
 
-from .conftest import SCRIPTED_KEY_ENV, Api
+from .conftest import SCRIPTED_KEY_ENV, Api, open_api
 
 #: the per-document cap of these tests' app (bytes)
 DOCUMENT_CAP = 64 * 1024
@@ -52,26 +51,10 @@ class Kb:
 
 async def _open(database_url: str, tmp_path, models, llm, sweep_s: float = 30.0, **overrides: Any
                 ) -> AsyncIterator[Kb]:
-    import httpx
-
     settings = Settings(home=tmp_path / "home", database_url=database_url, models=models,
                         knowledge_max_document_bytes=DOCUMENT_CAP, **overrides)
-    app = create_app(settings, heartbeat_s=0.2, shutdown_grace_s=2, sweep_s=sweep_s)
-    async with app.router.lifespan_context(app):
-        keys = app.state.keys
-        _record, key = await keys.create_key("default", name="test admin", admin=True)
-        await keys.ensure_tenant("tenant-b")
-        _other, other_key = await keys.create_key("tenant-b", name="tenant b admin", admin=True)
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://flowloom.test", timeout=30) as client:
-            api = Api(app=app, client=client, key=key, other_key=other_key, settings=settings)
-            try:
-                yield Kb(api, llm)
-            finally:
-                for http in api._http:
-                    await http.aclose()
-                if api.live is not None:
-                    await api.live.stop()
+    async with open_api(settings, sweep_s=sweep_s) as api:
+        yield Kb(api, llm)
 
 
 # the database URLs come from sync fixtures: the PostgreSQL ones are made with asyncio.run

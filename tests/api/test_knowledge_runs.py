@@ -13,26 +13,12 @@ import openai
 import pytest
 
 from schemas.knowledge import DatasetCreate
+from tests.support.knowledge_files import EMBEDDING_MODEL, knowledge_models
 from tests.support.openai_server import text_reply
-from tests.support.policy_kb import POLICY, wait_ready
+from tests.support.policy_kb import POLICY, POLICY_FLOW as KB_FLOW, POLICY_QUESTION as QUESTION, wait_ready
 
 from .conftest import SCRIPTED_KEY_ENV, read_messages
 
-QUESTION = "refunds paid to the original card within how many days after the returned item arrives"
-
-KB_FLOW: dict[str, Any] = {
-    "id": "kbqa", "name": "Policy answers", "inputs": [{"name": "query", "type": "string"}],
-    "nodes": [
-        {"id": "start", "type": "start"},
-        {"id": "qe", "type": "query_extension", "config": {"model": "default", "count": 2}},
-        {"id": "kr", "type": "knowledge_retrieval", "config": {"datasets": ["policies"], "top_k": 2,
-                                                                "queries": {"ref": "qe.queries"}}},
-        {"id": "chat", "type": "chat", "config": {"model": "default", "quote": {"ref": "kr.quote"}}},
-        {"id": "say", "type": "answer", "config": {"text": "{{ chat.answer }}"}},
-    ],
-    "edges": [{"id": "e1", "source": "start", "target": "qe"}, {"id": "e2", "source": "qe", "target": "kr"},
-              {"id": "e3", "source": "kr", "target": "chat"}, {"id": "e4", "source": "chat", "target": "say"}],
-}
 ANSWER = "Refunds reach the original card within 14 days [1]."
 
 
@@ -44,36 +30,16 @@ def api_database_url(tmp_path) -> str:
 
 @pytest.fixture
 def models_file(tmp_path, openai_server, monkeypatch):
-    """Chat model ``default`` and embedding model ``embed``, both the scripted server."""
+    """Chat model ``default``, embedding model ``embed`` and a rerank model, all the scripted server."""
     monkeypatch.setenv(SCRIPTED_KEY_ENV, "sk-scripted-test")
-    path = tmp_path / "models.toml"
-    path.write_text(f'''
-[providers.scripted]
-base_url = "{openai_server.base_url}"
-api_key_env = "{SCRIPTED_KEY_ENV}"
-
-[models.default]
-provider = "scripted"
-model = "scripted-upstream"
-max_context = 8192
-max_output_tokens = 512
-
-[models.embed]
-provider = "scripted"
-type = "embedding"
-model = "scripted-embed-dim32"
-max_context = 8192
-dimension = 32
-pricing = {{ input_per_1k = 0.01 }}
-''', encoding="utf-8")
-    return path
+    return knowledge_models(tmp_path / "models.toml", openai_server.base_url, SCRIPTED_KEY_ENV)
 
 
 @pytest.fixture
 async def kb(api, models_file):
     """Dataset ``policies`` of tenant ``default`` holding the returns policy, ingested."""
     service = api.app.state.knowledge
-    await service.create_dataset("default", DatasetCreate(id="policies", name="Policies", embedding_model="embed",
+    await service.create_dataset("default", DatasetCreate(id="policies", name="Policies", embedding_model=EMBEDDING_MODEL,
                                                           chunking={"chunk_tokens": 40, "overlap_tokens": 0}))
     await service.add_text("default", "policies", "returns.md", POLICY)
     await wait_ready(service, "default", "policies")

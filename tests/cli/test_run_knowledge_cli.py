@@ -14,27 +14,13 @@ from typer.testing import CliRunner
 
 from api.cli import app
 from engine.settings import get_settings
+from tests.support.knowledge_files import EMBEDDING_MODEL, knowledge_models
 from tests.support.openai_server import text_reply
-from tests.support.policy_kb import POLICY
+from tests.support.policy_kb import POLICY, POLICY_FLOW, POLICY_QUESTION as QUESTION
 
 runner = CliRunner()
 KEY_ENV = "FLOWLOOM_CLI_TEST_KB_KEY"
-QUESTION = "refunds paid to the original card within how many days after the returned item arrives"
 ANSWER = "Within 14 days [1]."
-
-FLOW = {
-    "id": "kbqa", "name": "Policy answers", "inputs": [{"name": "query", "type": "string"}],
-    "nodes": [
-        {"id": "start", "type": "start"},
-        {"id": "qe", "type": "query_extension", "config": {"model": "default", "count": 2}},
-        {"id": "kr", "type": "knowledge_retrieval", "config": {"datasets": ["policies"], "top_k": 2,
-                                                                "queries": {"ref": "qe.queries"}}},
-        {"id": "chat", "type": "chat", "config": {"model": "default", "quote": {"ref": "kr.quote"}}},
-        {"id": "say", "type": "answer", "config": {"text": "{{ chat.answer }}"}},
-    ],
-    "edges": [{"id": "e1", "source": "start", "target": "qe"}, {"id": "e2", "source": "qe", "target": "kr"},
-              {"id": "e3", "source": "kr", "target": "chat"}, {"id": "e4", "source": "chat", "target": "say"}],
-}
 
 
 @pytest.fixture
@@ -42,36 +28,18 @@ def filled(tmp_path, openai_server, monkeypatch) -> tuple[Path, Any]:
     """A registry (chat ``default``, embedding ``embed``) on the scripted server, dataset
     ``policies`` filled with the returns policy through the CLI, and the workflow file."""
     monkeypatch.setenv(KEY_ENV, "sk-scripted")
-    models = tmp_path / "models.toml"
-    models.write_text(f'''
-[providers.scripted]
-base_url = "{openai_server.base_url}"
-api_key_env = "{KEY_ENV}"
-
-[models.default]
-provider = "scripted"
-model = "scripted-upstream"
-max_context = 8192
-max_output_tokens = 512
-
-[models.embed]
-provider = "scripted"
-type = "embedding"
-model = "scripted-embed-dim32"
-max_context = 8192
-dimension = 32
-''', encoding="utf-8")
+    models = knowledge_models(tmp_path / "models.toml", openai_server.base_url, KEY_ENV)
     monkeypatch.setenv("FLOWLOOM_MODELS", str(models))
     get_settings.cache_clear()
-    made = runner.invoke(app, ["datasets", "create", "Policies", "--id", "policies", "--embedding-model", "embed",
-                               "--chunk-tokens", "40", "--overlap", "0"])
+    made = runner.invoke(app, ["datasets", "create", "Policies", "--id", "policies",
+                               "--embedding-model", EMBEDDING_MODEL, "--chunk-tokens", "40", "--overlap", "0"])
     assert made.exit_code == 0, made.output
     doc = tmp_path / "returns.md"
     doc.write_text(POLICY, encoding="utf-8")
     added = runner.invoke(app, ["datasets", "add", "policies", str(doc), "--wait"])
     assert added.exit_code == 0, added.output
     flow = tmp_path / "kbqa.json"
-    flow.write_text(json.dumps(FLOW), encoding="utf-8")
+    flow.write_text(json.dumps(POLICY_FLOW), encoding="utf-8")
     return flow, openai_server
 
 

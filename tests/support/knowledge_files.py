@@ -65,11 +65,14 @@ def corpus() -> dict[str, bytes]:
     }
 
 
-def knowledge_models(path: Path, base_url: str, key_env: str) -> Path:
+def knowledge_models(path: Path, base_url: str, key_env: str, *, embedding: bool = True,
+                     rerank: bool = True) -> Path:
     """A registry file at ``path``: chat model ``default``, embedding model
-    :data:`EMBEDDING_MODEL` and rerank model :data:`RERANK_MODEL`, all served by the
-    scripted server at ``base_url`` (key in ``key_env``)."""
-    path.write_text(f'''
+    :data:`EMBEDDING_MODEL` (32 dimensions, 0.01 per 1k input tokens) and rerank model
+    :data:`RERANK_MODEL`, all served by the scripted server at ``base_url`` (key in
+    ``key_env``); ``embedding`` / ``rerank`` False leave that model out (a chat-only
+    registry for tests that have no dataset)."""
+    sections = [f'''
 [providers.scripted]
 base_url = "{base_url}"
 api_key_env = "{key_env}"
@@ -79,7 +82,9 @@ provider = "scripted"
 model = "scripted-upstream"
 max_context = 8192
 max_output_tokens = 512
-
+''']
+    if embedding:
+        sections.append(f'''
 [models.{EMBEDDING_MODEL}]
 provider = "scripted"
 type = "embedding"
@@ -87,11 +92,14 @@ model = "scripted-embed-dim32"
 max_context = 8192
 dimension = 32
 pricing = {{ input_per_1k = 0.01 }}
-
+''')
+    if rerank:
+        sections.append(f'''
 [models.{RERANK_MODEL}]
 provider = "scripted"
 type = "rerank"
 model = "scripted-rerank"
 max_context = 8192
-''', encoding="utf-8")
+''')
+    path.write_text("".join(sections), encoding="utf-8")
     return path

@@ -16,7 +16,7 @@ from nodes.knowledge.embeddings import RegistryEmbedder, RegistryReranker
 from nodes.knowledge.parsing import DocumentParser
 from schemas.knowledge import DatasetCreate
 
-__all__ = ["POLICY", "open_policy_kb", "wait_ready"]
+__all__ = ["POLICY", "POLICY_FLOW", "POLICY_QUESTION", "open_policy_kb", "wait_ready"]
 
 POLICY = """# Returns policy
 
@@ -30,6 +30,27 @@ Parcels to Europe take five working days. Express shipping takes two days.
 ## Opening hours
 The shop opens at nine and closes at six, Monday to Saturday.
 """
+
+
+#: a question the policy's refunds section answers
+POLICY_QUESTION = "refunds paid to the original card within how many days after the returned item arrives"
+
+#: a workflow answering ``query`` from dataset ``policies`` of a registry whose chat model
+#: is ``default``: start -> query extension -> knowledge retrieval (top 2) -> chat quoting
+#: the chunks -> answer
+POLICY_FLOW: dict[str, Any] = {
+    "id": "kbqa", "name": "Policy answers", "inputs": [{"name": "query", "type": "string"}],
+    "nodes": [
+        {"id": "start", "type": "start"},
+        {"id": "qe", "type": "query_extension", "config": {"model": "default", "count": 2}},
+        {"id": "kr", "type": "knowledge_retrieval", "config": {"datasets": ["policies"], "top_k": 2,
+                                                                "queries": {"ref": "qe.queries"}}},
+        {"id": "chat", "type": "chat", "config": {"model": "default", "quote": {"ref": "kr.quote"}}},
+        {"id": "say", "type": "answer", "config": {"text": "{{ chat.answer }}"}},
+    ],
+    "edges": [{"id": "e1", "source": "start", "target": "qe"}, {"id": "e2", "source": "qe", "target": "kr"},
+              {"id": "e3", "source": "kr", "target": "chat"}, {"id": "e4", "source": "chat", "target": "say"}],
+}
 
 
 async def wait_ready(service: KnowledgeService, tenant: str, dataset_id: str, timeout: float = 30.0) -> None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import signal
 import time
-from pathlib import Path
 
 import pytest
 
@@ -18,6 +17,7 @@ from nodes.knowledge.embeddings import RegistryEmbedder
 from nodes.knowledge.parsing import DocumentParser
 from nodes.model_registry import load_registry
 from schemas.knowledge import DatasetCreate, DocumentStatus
+from tests.support.knowledge_files import EMBEDDING_MODEL, knowledge_models
 from tests.support.openai_server import TEST_API_KEY, TEST_KEY_ENV
 from tests.workers.rq.conftest import Deployment
 from workers.rq.knowledge import RQIngestionQueue
@@ -25,27 +25,6 @@ from workers.rq.knowledge import RQIngestionQueue
 T = "default"
 CHUNKS = 40  # one per section: a batch of 32, then one of 8
 SECTIONS = [f"# Part {i}\n\nPart {i} explains topic number {i} in its own words." for i in range(CHUNKS)]
-
-
-def models_file(path: Path, base_url: str) -> Path:
-    path.write_text(f'''
-[providers.scripted]
-base_url = "{base_url}"
-api_key_env = "{TEST_KEY_ENV}"
-
-[models.default]
-provider = "scripted"
-max_context = 8192
-max_output_tokens = 512
-
-[models.embed]
-provider = "scripted"
-type = "embedding"
-model = "scripted-embed-dim32"
-max_context = 8192
-dimension = 32
-''', encoding="utf-8")
-    return path
 
 
 def busy_worker(deployment: Deployment) -> str:
@@ -77,7 +56,7 @@ async def test_a_worker_killed_mid_ingestion_is_continued_by_another_without_emb
         deployment, openai_server, monkeypatch):
     from workers.knowledge import open_knowledge_store
 
-    models = models_file(deployment.tmp / "models.toml", openai_server.base_url)
+    models = knowledge_models(deployment.tmp / "models.toml", openai_server.base_url, TEST_KEY_ENV)
     deployment.env.update(FLOWLOOM_MODELS=str(models), **{TEST_KEY_ENV: TEST_API_KEY})
     monkeypatch.setenv(TEST_KEY_ENV, TEST_API_KEY)
     deployment.start_worker("k1")
@@ -92,7 +71,7 @@ async def test_a_worker_killed_mid_ingestion_is_continued_by_another_without_emb
     service = KnowledgeService(store=store, parser=DocumentParser(), chunker=TextChunker(),
                                embedder=RegistryEmbedder(registry), queue=queue, lease_s=3)
     try:
-        dataset = await service.create_dataset(T, DatasetCreate(name="Guide", embedding_model="embed"))
+        dataset = await service.create_dataset(T, DatasetCreate(name="Guide", embedding_model=EMBEDDING_MODEL))
         openai_server.hold_embeddings(skip=1)  # batch 1 (32 chunks) is stored, batch 2 is held
         [outcome] = await service.add_documents(T, dataset.id, [Upload("guide.md", "\n\n".join(SECTIONS).encode())])
         assert outcome.created
