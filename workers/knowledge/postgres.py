@@ -38,9 +38,10 @@ from engine.knowledge.ports import (
     VectorSearchUnavailable,
 )
 from engine.ports import StoreError
-from schemas.knowledge import Chunk, ChunkDraft, ChunkKind, Dataset, Document, IndexInfo, MetadataFilter
+from schemas.knowledge import Chunk, ChunkDraft, Dataset, Document, IndexInfo, MetadataFilter
 from workers.sql.connect import mask_url
 
+from .chunks import plan_chunks
 from .filters import postgres_filters
 from .rows import (
     UPDATABLE_DATASET_FIELDS,
@@ -364,41 +365,20 @@ class PostgresKnowledgeStore:
         drafts = list(drafts)
         async with self._tx() as c:
             doc = await self._document_row(c, tenant_id, document_id, lock=True)
-            kept: dict[tuple[str, str], list[str]] = {}
-            for row in await c.fetch("SELECT id, text_hash, kind FROM kb_chunks WHERE document_id = $1 "
-                                     "ORDER BY position", document_id):
-                kept.setdefault((row["text_hash"], row["kind"]), []).append(row["id"])
-            ids, fresh = [], set()
-            for draft in drafts:
-                same = kept.get((draft.text_hash, str(draft.kind)))
-                if same:
-                    ids.append(same.pop(0))
-                else:
-                    ids.append(new_id())
-                    fresh.add(ids[-1])
-            dropped = [i for group in kept.values() for i in group]
-            await c.execute("DELETE FROM kb_chunks WHERE id = ANY($1::text[])", dropped)
-            by_position = {draft.position: chunk_id for draft, chunk_id in zip(drafts, ids)}
-            updates, inserts = [], []
-            for draft, chunk_id in zip(drafts, ids):
-                parent_id = by_position.get(draft.parent) if draft.parent is not None else None
-                common = (draft.position, draft.text, dumps(draft.heading_path), parent_id, draft.tokens)
-                if chunk_id not in fresh:
-                    updates.append((*common, chunk_id))
-                    continue
-                searchable = draft.kind != ChunkKind.parent
-                inserts.append((chunk_id, tenant_id, doc["dataset_id"], document_id, str(draft.kind),
-                                draft.search_text, draft.text_hash,
-                                tsvector_literal(draft.search_text) if searchable else None, *common))
+            stored = await c.fetch("SELECT id, text_hash, kind FROM kb_chunks WHERE document_id = $1 "
+                                   "ORDER BY position", document_id)
+            plan = plan_chunks(stored, drafts, tenant_id=tenant_id, dataset_id=doc["dataset_id"],
+                               document_id=document_id, search_terms=tsvector_literal)
+            await c.execute("DELETE FROM kb_chunks WHERE id = ANY($1::text[])", plan.dropped)
             await c.executemany("UPDATE kb_chunks SET position = $1, text = $2, heading_path = $3::jsonb, "
-                                "parent_id = $4, tokens = $5 WHERE id = $6", updates)
-            if inserts:  # COPY into a per-connection scratch table, then one INSERT ... SELECT
+                                "parent_id = $4, tokens = $5 WHERE id = $6", plan.updates)
+            if plan.inserts:  # COPY into a per-connection scratch table, then one INSERT ... SELECT
                 await c.execute(
                     "CREATE TEMP TABLE IF NOT EXISTS kb_chunks_in (id text, tenant_id text, dataset_id text, "
                     "document_id text, kind text, search_text text, text_hash text, search_vector text, "
                     "position integer, text text, heading_path text, parent_id text, tokens integer) "
                     "ON COMMIT DELETE ROWS")
-                await c.copy_records_to_table("kb_chunks_in", records=inserts)
+                await c.copy_records_to_table("kb_chunks_in", records=plan.inserts)
                 await c.execute(
                     "INSERT INTO kb_chunks (id, tenant_id, dataset_id, document_id, kind, search_text, text_hash, "
                     "search_vector, position, text, heading_path, parent_id, tokens) SELECT id, tenant_id, "

@@ -42,9 +42,10 @@ from engine.knowledge.ports import (
     ScoredChunk,
 )
 from engine.ports import StoreError
-from schemas.knowledge import Chunk, ChunkDraft, ChunkKind, Dataset, Document, IndexInfo, MetadataFilter
+from schemas.knowledge import Chunk, ChunkDraft, Dataset, Document, IndexInfo, MetadataFilter
 from workers.sql.connect import BUSY_TIMEOUT_MS
 
+from .chunks import plan_chunks
 from .filters import sqlite_filters
 from .hnsw import EXACT_MAX_CELLS, VectorIndexes
 from .rows import (
@@ -448,37 +449,16 @@ class SqliteKnowledgeStore:
     def _replace_chunks(self, tenant_id: str, document_id: str, drafts: list[ChunkDraft]) -> list[Chunk]:
         with self._write() as c:
             doc = self._document_row(tenant_id, document_id)
-            kept: dict[tuple[str, str], list[str]] = {}
-            for row in c.execute("SELECT id, text_hash, kind FROM kb_chunks WHERE document_id = ? ORDER BY position",
-                                 (document_id,)):
-                kept.setdefault((row["text_hash"], row["kind"]), []).append(row["id"])
-            ids, fresh = [], set()
-            for draft in drafts:
-                same = kept.get((draft.text_hash, str(draft.kind)))
-                if same:
-                    ids.append(same.pop(0))
-                else:
-                    ids.append(new_id())
-                    fresh.add(ids[-1])
-            dropped = [i for group in kept.values() for i in group]  # stored chunks no draft took
-            by_position = {draft.position: chunk_id for draft, chunk_id in zip(drafts, ids)}
-            c.executemany("DELETE FROM kb_chunks WHERE id = ?", [(i,) for i in dropped])
-            updates, inserts = [], []
-            for draft, chunk_id in zip(drafts, ids):
-                parent_id = by_position.get(draft.parent) if draft.parent is not None else None
-                common = (draft.position, draft.text, dumps(draft.heading_path), parent_id, draft.tokens)
-                if chunk_id not in fresh:
-                    updates.append((*common, chunk_id))
-                else:
-                    inserts.append((chunk_id, tenant_id, doc["dataset_id"], document_id, str(draft.kind),
-                                    draft.search_text, draft.text_hash,
-                                    None if draft.kind == ChunkKind.parent else terms_text(draft.search_text),
-                                    *common))
+            stored = c.execute("SELECT id, text_hash, kind FROM kb_chunks WHERE document_id = ? ORDER BY position",
+                               (document_id,)).fetchall()
+            plan = plan_chunks(stored, drafts, tenant_id=tenant_id, dataset_id=doc["dataset_id"],
+                               document_id=document_id, search_terms=terms_text)
+            c.executemany("DELETE FROM kb_chunks WHERE id = ?", [(i,) for i in plan.dropped])
             c.executemany("UPDATE kb_chunks SET position = ?, text = ?, heading_path = ?, parent_id = ?, "
-                          "tokens = ? WHERE id = ?", updates)
+                          "tokens = ? WHERE id = ?", plan.updates)
             c.executemany("INSERT INTO kb_chunks (id, tenant_id, dataset_id, document_id, kind, search_text, "
                           "text_hash, search_terms, position, text, heading_path, parent_id, tokens) "
-                          "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", inserts)
+                          "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", plan.inserts)
         return self._document_chunks(tenant_id, document_id)
 
     def _document_chunks(self, tenant_id: str, document_id: str) -> list[Chunk]:
