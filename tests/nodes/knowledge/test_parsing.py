@@ -9,18 +9,12 @@ import pytest
 
 from engine.knowledge.ports import DocumentRejected
 from nodes.knowledge.parsing import DocumentParser
+from tests.support.knowledge_files import pdf_bytes as plain_pdf
 
 
 def pdf_bytes(*paragraphs: str, password: str | None = None) -> bytes:
-    from fpdf import FPDF
-
-    pdf = FPDF()
-    pdf.add_page()
-    pdf.set_font("helvetica", size=11)
-    for paragraph in paragraphs:
-        pdf.multi_cell(0, 6, paragraph)
-        pdf.ln(4)
-    data = bytes(pdf.output())
+    """A real PDF of the paragraphs, encrypted with ``password`` when one is given."""
+    data = plain_pdf(*paragraphs)
     if password is None:
         return data
     from pypdf import PdfReader, PdfWriter
