@@ -23,6 +23,7 @@ embedding tokens of ingestion count in the tenant's daily token quota (the
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
 from pathlib import Path
@@ -43,10 +44,11 @@ from workers.sql.quotas import SqlQuotaStore
 
 if TYPE_CHECKING:
     from engine.knowledge.service import KnowledgeService
+    from schemas.knowledge import SearchRequest, SearchResult
 
 from .redaction import install as install_log_redaction
 
-__all__ = ["database_url", "knowledge_database_url", "open_knowledge", "open_service"]
+__all__ = ["KnowledgeOnDemand", "database_url", "knowledge_database_url", "open_knowledge", "open_service"]
 
 
 def database_url(settings: Settings) -> str:
@@ -124,11 +126,43 @@ async def open_knowledge(settings: Settings, registry: ModelRegistry, store: Sql
         await knowledge_store.close()
 
 
+class KnowledgeOnDemand:
+    """The knowledge search of a process that may never search - ``flowloom run`` of a
+    workflow without a retrieval node or dataset tool: the knowledge service (its store,
+    numpy, the HNSW library, the migration check) opens on the first :meth:`search`, so a
+    command that needs none pays nothing for it. What nodes see of it is
+    :class:`~engine.knowledge.ports.KnowledgeSearch` (``search`` only)."""
+
+    def __init__(self, opener: Callable[[], contextlib.AbstractAsyncContextManager[KnowledgeService]]) -> None:
+        self._opener = opener
+        self._stack = contextlib.AsyncExitStack()
+        self._service: KnowledgeService | None = None
+        self._lock = asyncio.Lock()
+
+    async def service(self) -> KnowledgeService:
+        """The knowledge service, opened on the first call. Raises StoreError as :func:`open_knowledge`."""
+        async with self._lock:
+            if self._service is None:
+                self._service = await self._stack.enter_async_context(self._opener())
+            return self._service
+
+    async def search(self, tenant_id: str, request: SearchRequest) -> SearchResult:
+        """Search the tenant's datasets (:meth:`KnowledgeService.search`)."""
+        return await (await self.service()).search(tenant_id, request)
+
+    async def aclose(self) -> None:
+        """Close the service when it was opened."""
+        await self._stack.aclose()
+
+
 @contextlib.asynccontextmanager
-async def open_service(settings: Settings) -> AsyncIterator[RunService]:
+async def open_service(settings: Settings, *, knowledge_on_demand: bool = False) -> AsyncIterator[RunService]:
     """A :class:`RunService` over the stores ``settings`` name; closes them on exit.
 
     The database is created and migrated on first use (no setup step).
+    ``knowledge_on_demand``: the run service's ``knowledge`` is a :class:`KnowledgeOnDemand`
+    (search only, opened by the first search) instead of the knowledge service itself,
+    for commands that only run workflows.
 
     Raises:
         StoreError: the database cannot be reached or migrated (names the URL, password masked).
@@ -141,7 +175,12 @@ async def open_service(settings: Settings) -> AsyncIterator[RunService]:
     commands = RedisCommandChannel(settings.redis_url) if settings.redis_url else store
     try:
         stores = Stores(runs=store, events=store, commands=commands, chats=SqlChatStore(store))
-        async with open_knowledge(settings, registry, store) as knowledge:
+        async with contextlib.AsyncExitStack() as stack:
+            if knowledge_on_demand:
+                knowledge: object = KnowledgeOnDemand(lambda: open_knowledge(settings, registry, store))
+                stack.push_async_callback(knowledge.aclose)  # type: ignore[attr-defined]
+            else:
+                knowledge = await stack.enter_async_context(open_knowledge(settings, registry, store))
             yield RunService(catalog=builtin_catalog(), stores=stores,
                              settings=settings, models=registry, memory=memory,
                              workflows=WorkflowStore.from_settings(settings), knowledge=knowledge)

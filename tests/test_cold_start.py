@@ -58,6 +58,7 @@ MIGRATIONS = ("alembic", "mako", "pygments")
 RUN_TIME = ("engine.runner", "engine.scheduler", "engine.context", "engine.service", "engine.ports",
             "schemas.events", "schemas.run", "schemas.records")
 #: The stores.
+KNOWLEDGE = ("workers.knowledge", "sqlean", "sqlite_vec", "usearch", "numpy", "engine.knowledge.service")
 STORAGE = ("sqlalchemy", "sqlmodel", "aiosqlite", "asyncpg", "workers")
 
 
@@ -132,6 +133,9 @@ def test_run_on_an_up_to_date_database_skips_alembic():
     assert "Hello, Ada!" in output
     assert {"workers.sql.store", "engine.scheduler"} <= modules  # it did run, durably
     assert _present(modules, NEVER + MIGRATIONS + ("sqlalchemy.dialects.postgresql", "asyncpg", "psycopg")) == []
+    # a workflow without a knowledge search opens no knowledge store (its SQLite library,
+    # numpy and the HNSW index load on a run's first search)
+    assert _present(modules, KNOWLEDGE) == []
 
 
 def test_the_head_read_without_alembic_is_alembics_head():

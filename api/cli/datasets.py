@@ -64,7 +64,7 @@ def _run(body: Any) -> None:
     async def main(service: Any) -> int:
         return await _knowledge_errors(body(service.knowledge, service))
 
-    raise typer.Exit(execute(main))
+    raise typer.Exit(execute(main, knowledge=True))
 
 
 def _dataset_row(d: Any) -> tuple[str, ...]:

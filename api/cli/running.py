@@ -274,8 +274,11 @@ def log_to_home(home: Path) -> Path:
     return path
 
 
-def execute(body: Callable[[Any], Any]) -> Any:
+def execute(body: Callable[[Any], Any], *, knowledge: bool = False) -> Any:
     """Open the run service from the settings, run ``body(service)`` (a coroutine), close it.
+
+    ``knowledge``: ``service.knowledge`` is the knowledge service itself (the dataset
+    commands); otherwise it opens on a run's first search only (``KnowledgeOnDemand``).
 
     Store and settings problems end the command with exit 2 and a message, never a
     traceback; Ctrl-C while waiting ends it with 130.
@@ -286,7 +289,7 @@ def execute(body: Callable[[Any], Any]) -> Any:
     from engine.errors import InvalidInputs, UnknownInterrupt
 
     async def main() -> Any:
-        async with open_service(settings()) as service:
+        async with open_service(settings(), knowledge_on_demand=not knowledge) as service:
             return await body(service)
 
     log_to_home(settings().home)

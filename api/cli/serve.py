@@ -236,7 +236,7 @@ def serve(
         start.vector_warning = vector_support_warning(service.knowledge.store)
         return start
 
-    start = execute(body)
+    start = execute(body, knowledge=True)
     base = f"http://{_url_host(host)}:{port}"
     err().print(Text.assemble(("Flowloom API", "bold"), f" on {base}  (OpenAPI: /openapi.json; /docs needs internet access)  "
                               f"run store: {store_label(database_url(current))}"))
