@@ -2,8 +2,11 @@
 :class:`~engine.knowledge.ports.Embedder` and :class:`~engine.knowledge.ports.Reranker`.
 
 Embeddings go to the model's provider with the real ``openai`` SDK
-(``POST {base_url}/embeddings``, ``encoding_format="float"``), which OpenAI, Ollama,
-vLLM, llama.cpp and TEI all answer. Rerank goes to ``POST {base_url}/rerank`` with the
+(``POST {base_url}/embeddings``, ``encoding_format="base64"``: little-endian float32,
+decoded by numpy, since the SDK's ``float`` answer builds one Python object per number,
+~50 ms of CPU per 64 vectors of 384 dimensions), which OpenAI, vLLM and TEI answer; a
+server that ignores the format and answers lists of numbers (Ollama, llama.cpp) is read
+as such, item by item. Rerank goes to ``POST {base_url}/rerank`` with the
 Jina/Cohere body ``{model, query, documents, top_n}``, answered by
 ``{"results": [{"index", "relevance_score"}], "usage": {...}}``.
 
@@ -20,8 +23,9 @@ key). A model answering vectors of another length than its registry ``dimension`
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import logging
-import math
 import random
 from typing import Any, Awaitable, Callable, Sequence, TypeVar
 
@@ -176,21 +180,36 @@ class RegistryEmbedder:
             raise EmbeddingError(f"embedding model {spec.name!r}: {exc}") from None
 
         async def call() -> Any:
-            return await client.embeddings.create(model=spec.model, input=texts, encoding_format="float")
+            return await client.embeddings.create(model=spec.model, input=texts, encoding_format="base64")
 
         response = await _with_retries("embedding", spec.name, call, retries=self.retries, backoff_s=self.backoff_s)
         data = sorted(getattr(response, "data", None) or [], key=lambda d: d.index)
         if len(data) != len(texts):
             raise EmbeddingError(f"embedding model {spec.name!r} answered {len(data)} vectors for {len(texts)} texts")
-        vectors: list[list[float]] = []
-        for item in data:
-            vector = [float(x) for x in (item.embedding or [])]
-            if not vector or not all(math.isfinite(x) for x in vector):
-                raise EmbeddingError(f"embedding model {spec.name!r} answered an empty or non-finite vector")
-            vectors.append(vector)
+        vectors = [_vector(spec.name, item.embedding) for item in data]
         usage = getattr(response, "usage", None)
         tokens = int(getattr(usage, "prompt_tokens", 0) or getattr(usage, "total_tokens", 0) or 0)
         return vectors, tokens or sum(_estimate(t) for t in texts)
+
+
+def _vector(model: str, embedding: Any) -> list[float]:
+    """One answered embedding as floats: a base64 string of little-endian float32 (what
+    was asked) or a list of numbers (servers that ignore ``encoding_format``). Raises
+    EmbeddingError for an empty, malformed or non-finite vector."""
+    import numpy as np
+
+    try:
+        if isinstance(embedding, str):
+            raw = base64.b64decode(embedding, validate=True)
+            array = np.frombuffer(raw, dtype="<f4")
+        else:
+            array = np.asarray(embedding if embedding is not None else [], dtype=np.float64)
+    except (binascii.Error, ValueError, TypeError):
+        raise EmbeddingError(f"embedding model {model!r} answered a malformed vector") from None
+    if array.ndim != 1 or not array.size or not np.isfinite(array).all():
+        raise EmbeddingError(f"embedding model {model!r} answered an empty or non-finite vector")
+    # lists, the Embedder port's shape: tolist() is one C loop (~0.3 ms for 64 x 384)
+    return array.tolist()  # type: ignore[no-any-return]
 
 
 class RegistryReranker:

@@ -96,7 +96,7 @@ class EmbeddingRoutes:
         data = []
         for i, t in enumerate(texts):
             vector = embed_text(t, dim)
-            if body.get("encoding_format") == "base64":
+            if body.get("encoding_format") == "base64" and not owner.embedding_floats_only:
                 encoded: Any = base64.b64encode(struct.pack(f"<{dim}f", *vector)).decode()
             else:
                 encoded = vector
@@ -184,6 +184,8 @@ class EmbeddingControls:
             self.embedding_dims: dict[str, int] = {}
             #: seconds every embeddings / rerank request waits before its answer (0: none)
             self.embedding_latency = 0.0
+            #: answer lists of floats whatever ``encoding_format`` asks (as Ollama and llama.cpp do)
+            self.embedding_floats_only = False
             #: text -> times its vector was returned (only answers that reached the client)
             self.embedded: collections.Counter[str] = collections.Counter()
             #: every text received by /v1/embeddings, answered or not, in order

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import base64
+import math
+import struct
+
 import pytest
 
 from engine.knowledge.ports import DimensionMismatch, EmbeddingError
-from nodes.knowledge.embeddings import RegistryEmbedder, RegistryReranker
+from nodes.knowledge.embeddings import RegistryEmbedder, RegistryReranker, _vector
 from nodes.model_registry import ModelRegistry, ModelSpec, UnknownModel, WrongModelType
 from tests.support.openai_server import embed_text, http_error, rate_limited
 
@@ -24,7 +28,27 @@ async def test_batches_return_vectors_in_order_with_usage_and_cost(openai_server
     assert batch.tokens == 150 * 3 and batch.cost == pytest.approx(450 * 0.0001 / 1000)
     assert sum(openai_server.embedded.values()) == 150
     bodies = [r.body for r in openai_server.requests if r.path == "/v1/embeddings"]
-    assert {b["model"] for b in bodies} == {"embed-dim32"} and {b["encoding_format"] for b in bodies} == {"float"}
+    assert {b["model"] for b in bodies} == {"embed-dim32"} and {b["encoding_format"] for b in bodies} == {"base64"}
+
+
+async def test_a_server_ignoring_base64_is_read_as_floats(openai_server, scripted_registry):
+    openai_server.embedding_floats_only = True  # Ollama, llama.cpp
+    batch = await RegistryEmbedder(scripted_registry).embed("embed-model", ["alpha beta", "gamma"])
+    assert [b["encoding_format"] for b in (r.body for r in openai_server.requests)] == ["base64"]
+    assert batch.vectors[1] == pytest.approx(embed_text("gamma", 32))
+    assert all(type(x) is float for x in batch.vectors[0])
+
+
+@pytest.mark.parametrize("answer", ["AAAAAAA=", "not base64!", base64.b64encode(struct.pack("<2f", 1.0, math.nan)).decode(),
+                                    "", [], [1.0, "x"], None])
+def test_malformed_or_non_finite_vectors_are_embedding_errors(answer):
+    with pytest.raises(EmbeddingError, match="embedding model 'm' answered a"):
+        _vector("m", answer)
+
+
+def test_base64_vectors_are_little_endian_float32():
+    assert _vector("m", base64.b64encode(struct.pack("<3f", 0.5, -1.0, 2.0)).decode()) == [0.5, -1.0, 2.0]
+    assert _vector("m", [1, 2.5]) == [1.0, 2.5]
 
 
 async def test_similar_texts_are_near():
