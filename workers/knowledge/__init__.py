@@ -24,8 +24,8 @@ __all__ = ["SqliteKnowledgeStore", "open_knowledge_store", "vector_support_warni
 
 async def open_knowledge_store(database_url: str, home: Path) -> KnowledgeStore:
     """The knowledge store of the database at ``database_url`` (migrated to the newest
-    schema first). ``home``: ``FLOWLOOM_HOME`` (reserved for on-disk index files; the
-    in-memory indexes are rebuilt from the database). Raises StoreError when the database
+    schema first). ``home``: ``FLOWLOOM_HOME`` (the SQLite store saves its HNSW graphs in
+    ``home/indexes`` for the next process to load instead of rebuilding). Raises StoreError when the database
     cannot be reached or the URL names another database."""
     url = normalize_url(database_url)
     await upgrade(url)
@@ -33,7 +33,7 @@ async def open_knowledge_store(database_url: str, home: Path) -> KnowledgeStore:
         database = url.database or ""
         if not database or database == ":memory:" or database.startswith("file:"):
             raise StoreError("the knowledge store needs a SQLite file (not an in-memory database)")
-        return await SqliteKnowledgeStore.open(Path(database).expanduser())
+        return await SqliteKnowledgeStore.open(Path(database).expanduser(), index_directory=Path(home) / "indexes")
     from .postgres import PostgresKnowledgeStore
 
     return await PostgresKnowledgeStore.open(url)

@@ -20,11 +20,27 @@ numbers the store reads from SQL in one statement (one snapshot):
 
 Row ids never repeat (AUTOINCREMENT), so a key always names the same vector. The
 indexes are touched only from the store's one database thread.
+
+Building a graph of 100k vectors takes minutes, and every process opening the store
+(``flowloom serve`` after a restart, each ``flowloom run``) would pay it on its first
+search. So a graph is saved to ``directory/<index id>-g<generation>-s<row id>.usearch``
+(the generation and newest row id it covers are in the name: one rename publishes the
+graph and what it covers together; a reader never sees a half-written file) after it is
+built, when it grew by :data:`SAVE_GROWTH` since its last save, and on close. A process
+loads the file whose generation is the database's (checking it holds as many vectors as
+the table up to its row id) and adds only the newer rows; a file of another generation,
+or one that cannot be read, is removed and the graph rebuilt. A file older than the data
+only costs catch-up time: the answers follow the table either way.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import os
+import re
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -49,6 +65,14 @@ EXPANSION_PER_VECTORS = 250
 EXPANSION_MAX = 1000
 #: Rows read per batch while loading (bounds the memory of one read).
 _BATCH = 20_000
+#: A graph is saved again once it holds this fraction more vectors than its saved file
+#: (saving 100k vectors of 384 dimensions writes about 190 MB).
+SAVE_GROWTH = 0.1
+#: Vectors a graph must have gained since its last save to be saved on close (catching
+#: up on fewer on the next load is cheaper than writing the whole graph).
+SAVE_ON_CLOSE = 1000
+_ID = re.compile(r"^[A-Za-z0-9_]+$")
+_FILE = re.compile(r"^(?P<index>[A-Za-z0-9_]+)-g(?P<generation>\d+)-s(?P<seq>\d+)\.usearch$")
 
 
 @dataclasses.dataclass
@@ -59,23 +83,34 @@ class _Memory:
     keys: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, np.int64))
     matrix: np.ndarray | None = None  # exact mode: (n, dimension) unit rows
     graph: Index | None = None  # HNSW mode
+    saved: int = 0  # vectors in the graph's newest file (0: none)
 
     def __len__(self) -> int:
         return len(self.graph) if self.graph is not None else len(self.keys)
 
 
 class VectorIndexes:
-    """The in-memory indexes of the store's vector indexes (by index id)."""
+    """The in-memory indexes of the store's vector indexes (by index id). ``directory``:
+    where graphs are saved (created when needed; None: never saved)."""
 
-    def __init__(self, exact_max_cells: int = EXACT_MAX_CELLS) -> None:
+    def __init__(self, exact_max_cells: int = EXACT_MAX_CELLS, directory: Path | None = None) -> None:
         self.exact_max_cells = exact_max_cells
+        self.directory = directory
+        self.builds = 0  # graphs built from rows (not loaded from a file): what tests watch
         self._memory: dict[str, _Memory] = {}
 
-    def drop(self, index_id: str) -> None:
-        """Forget ``index_id`` (retired or deleted)."""
+    def drop(self, index_id: str, *, files: bool = False) -> None:
+        """Forget ``index_id``; ``files``: also remove its saved graphs (retired or deleted)."""
         self._memory.pop(index_id, None)
+        if files:
+            for path, _, _ in self._files(index_id):
+                path.unlink(missing_ok=True)
 
     def clear(self) -> None:
+        """Save the graphs grown since their last save, then forget everything (on close)."""
+        for index_id, memory in self._memory.items():
+            if memory.graph is not None and (memory.saved == 0 or len(memory.graph) - memory.saved >= SAVE_ON_CLOSE):
+                self._save(index_id, memory)
         self._memory.clear()
 
     def is_current(self, index_id: str, generation: int, max_seq: int | None) -> bool:
@@ -91,10 +126,73 @@ class VectorIndexes:
             generation = conn.execute("SELECT generation FROM kb_indexes WHERE id = ?", (index_id,)).fetchone()[0]
             memory = self._memory.get(index_id)
             if memory is None or memory.generation != generation or memory.dimension != dimension:
-                memory = self._memory[index_id] = _Memory(dimension, generation)
+                memory = self._memory[index_id] = (self._restore(conn, index_id, dimension, generation)
+                                                   or _Memory(dimension, generation))
             self._load(conn, index_id, memory)
         finally:
             conn.execute("COMMIT")
+        if memory.graph is not None and len(memory.graph) > memory.saved * (1 + SAVE_GROWTH):
+            self._save(index_id, memory)
+
+    # ------------------------------------------------------------------ saved graphs
+
+    def _files(self, index_id: str) -> list[tuple[Path, int, int]]:
+        """``[(path, generation, row id)...]`` of the index's saved graphs, newest first."""
+        if self.directory is None or not _ID.match(index_id) or not self.directory.is_dir():
+            return []
+        found = []
+        for path in self.directory.glob(f"{index_id}-g*-s*.usearch"):
+            match = _FILE.match(path.name)
+            if match and match["index"] == index_id:
+                found.append((path, int(match["generation"]), int(match["seq"])))
+        return sorted(found, key=lambda f: (f[1], f[2]), reverse=True)
+
+    def _restore(self, conn: Any, index_id: str, dimension: int, generation: int) -> _Memory | None:
+        """The newest saved graph of this generation (None when there is none or it is
+        unusable: unreadable, another dimension, or not the table's rows up to its row id;
+        unusable files and those of older generations or older than the one loaded are
+        removed)."""
+        restored = None
+        for path, file_generation, seq in self._files(index_id):
+            if file_generation > generation:
+                continue  # saved by a process that saw a newer snapshot than this one
+            if restored is None and file_generation == generation:
+                graph = _new_graph(dimension)
+                try:
+                    graph.load(str(path))
+                except (RuntimeError, OSError, ValueError):
+                    graph = None
+                if graph is not None and graph.ndim == dimension and len(graph) == conn.execute(
+                        "SELECT count(*) FROM kb_vectors WHERE index_id = ? AND seq <= ?",
+                        (index_id, seq)).fetchone()[0]:
+                    restored = _Memory(dimension, generation, max_seq=seq, graph=graph, saved=len(graph))
+                    continue
+            with contextlib.suppress(OSError):  # another process may have removed it first
+                path.unlink()
+        return restored
+
+    def _save(self, index_id: str, memory: _Memory) -> None:
+        """Write the graph to a temporary file and rename it into place; older files of
+        the index are removed. A failure (disk full, read-only home) only costs the next
+        process a rebuild, so it is not raised."""
+        if self.directory is None or memory.graph is None or not _ID.match(index_id):
+            return
+        name = f"{index_id}-g{memory.generation}-s{memory.max_seq}.usearch"
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            handle, temporary = tempfile.mkstemp(prefix=f".{index_id}-", suffix=".tmp", dir=self.directory)
+            os.close(handle)
+            try:
+                memory.graph.save(temporary)
+                os.replace(temporary, self.directory / name)
+            finally:
+                Path(temporary).unlink(missing_ok=True)
+        except (OSError, RuntimeError):
+            return
+        memory.saved = len(memory.graph)
+        for path, _, _ in self._files(index_id):
+            if path.name != name:
+                path.unlink(missing_ok=True)
 
     def search(self, index_id: str, vector: np.ndarray, count: int) -> list[tuple[int, float]]:
         """``[(vector row id, cosine distance)...]`` nearest first (after :meth:`sync`)."""
@@ -134,7 +232,13 @@ class VectorIndexes:
         memory.matrix = unit if memory.matrix is None else np.concatenate([memory.matrix, unit])
         memory.keys = np.concatenate([memory.keys, keys])
         if memory.matrix.size > self.exact_max_cells:  # outgrew exact search: build the graph once
-            memory.graph = Index(ndim=memory.dimension, metric="cos", dtype="f32", connectivity=CONNECTIVITY,
-                                 expansion_add=EXPANSION_ADD, expansion_search=EXPANSION_SEARCH)
+            self.builds += 1
+            memory.graph = _new_graph(memory.dimension)
             memory.graph.add(memory.keys.astype(np.uint64), memory.matrix)
             memory.matrix, memory.keys = None, np.zeros(0, np.int64)
+
+
+def _new_graph(dimension: int) -> Index:
+    return Index(ndim=dimension, metric="cos", dtype="f32", connectivity=CONNECTIVITY,
+                 expansion_add=EXPANSION_ADD, expansion_search=EXPANSION_SEARCH)
+

@@ -105,11 +105,13 @@ class SqliteKnowledgeStore:
 
     vector_support = True
 
-    def __init__(self, path: Path, *, exact_max_cells: int = EXACT_MAX_CELLS):
+    def __init__(self, path: Path, *, exact_max_cells: int = EXACT_MAX_CELLS, index_directory: Path | None = None):
+        """``index_directory``: where HNSW graphs are saved for the next process to load
+        (``FLOWLOOM_HOME/indexes``; None: every process builds its own)."""
         self.path = Path(path)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="flowloom-knowledge")
         self._conn: Any = None
-        self._memory = VectorIndexes(exact_max_cells)
+        self._memory = VectorIndexes(exact_max_cells, index_directory)
         self._term_counts: dict[str, int] = {}  # term -> chunks holding it (see _full_text_terms)
         self._term_counts_at = 0.0
 
@@ -167,12 +169,13 @@ class SqliteKnowledgeStore:
         conn.execute("COMMIT")
 
     async def close(self) -> None:
-        """Close the connection, forget the in-memory graphs and stop the thread."""
+        """Save the graphs grown since their last save, close the connection, forget the
+        in-memory graphs and stop the thread."""
         def _close() -> None:
+            self._memory.clear()
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
-            self._memory.clear()
 
         if self._conn is not None:
             await self._call(_close)
@@ -252,7 +255,7 @@ class SqliteKnowledgeStore:
                          (tenant_id, dataset_id)).rowcount == 0:
                 raise DatasetNotFound(f"dataset {dataset_id!r} not found")
         for index_id in index_ids:
-            self._memory.drop(index_id)
+            self._memory.drop(index_id, files=True)
 
     # --------------------------------------------------------------------- indexes
 
@@ -285,7 +288,7 @@ class SqliteKnowledgeStore:
         for index_id in old:
             c.execute("DELETE FROM kb_vectors WHERE index_id = ?", (index_id,))
             c.execute("UPDATE kb_indexes SET state = 'retired' WHERE id = ?", (index_id,))
-            self._memory.drop(index_id)
+            self._memory.drop(index_id, files=True)
 
     async def set_index_dimension(self, tenant_id: str, index_id: str, dimension: int) -> None:
         """Record the index's dimension (once). Raises DatasetNotFound; DimensionMismatch
@@ -540,10 +543,13 @@ class SqliteKnowledgeStore:
                                    "FROM kb_indexes i WHERE i.tenant_id = ? AND i.id = ?",
                                    (tenant_id, index_id)).fetchone()
         if index is None:
-            self._memory.drop(index_id)  # deleted, maybe by another process
+            self._memory.drop(index_id, files=True)  # deleted, maybe by another process
             raise DatasetNotFound(f"index {index_id!r} not found")
         query = np.asarray(vector, dtype=np.float32)
-        if k < 1 or index["state"] == "retired" or index["dimension"] is None:
+        if index["state"] == "retired":
+            self._memory.drop(index_id, files=True)  # retired, maybe by another process
+            return []
+        if k < 1 or index["dimension"] is None:
             return []
         if query.shape != (index["dimension"],):
             raise DimensionMismatch(f"index {index_id!r} holds {index['dimension']}-dimensional vectors, "
