@@ -58,8 +58,9 @@ __all__ = ["DEFAULT_BATCH_SIZE", "DEFAULT_LEASE_S", "Ingestor", "UsageSink"]
 
 logger = logging.getLogger("flowloom.knowledge")
 
-#: chunks embedded (and stored) per round: what a crash can lose at most
-DEFAULT_BATCH_SIZE = 32
+#: chunks embedded (and stored) per round: what a crash can lose at most; the registry's
+#: default ``max_batch``, so that a round is one embeddings request
+DEFAULT_BATCH_SIZE = 64
 #: seconds a worker holds a document without renewing (renewed every third)
 DEFAULT_LEASE_S = 30.0
 
@@ -125,24 +126,28 @@ class Ingestor:
 
     async def _ingest(self, tenant_id: str, document_id: str) -> Document:
         for _ in range(_MAX_PASSES):
-            document, started_hash = await self._pass(tenant_id, document_id)
+            document, dataset, started_hash, searchable = await self._pass(tenant_id, document_id)
             if document.status == DocumentStatus.failed:
                 return document
             if (await self.store.get_document(tenant_id, document_id)).content_hash == started_hash:
                 break
             logger.info("document %s (tenant %s): a new version arrived during its ingestion; again",
                         document_id, tenant_id)
-        dataset = await self.store.get_dataset(tenant_id, document.dataset_id)
-        document = await self.store.update_document(tenant_id, document_id, status=DocumentStatus.ready, error=None)
+        assert dataset is not None  # set by every pass that did not fail
+        # one write ends the document: its counts and ``ready`` (a round trip per document saved)
+        document = await self.store.update_document(tenant_id, document_id, status=DocumentStatus.ready, error=None,
+                                                    chunk_count=searchable, chunks_done=searchable)
         if dataset.building_index is not None:
             await self._activate_if_built(tenant_id, dataset.id)
         return document
 
-    async def _pass(self, tenant_id: str, document_id: str) -> tuple[Document, str]:
-        """Split and embed once: ``(the document, the content hash it started from)``;
-        a failed document is returned failed, else with its status still ``embedding``."""
+    async def _pass(self, tenant_id: str, document_id: str) -> tuple[Document, Dataset | None, str, int]:
+        """Split and embed once: ``(the document, its dataset, the content hash it started
+        from, its searchable chunks)``; a failed document is returned failed, else as it
+        was read at the start."""
         store = self.store
         started_hash = ""
+        dataset: Dataset | None = None
         try:
             document = await store.get_document(tenant_id, document_id)
             started_hash = document.content_hash
@@ -158,15 +163,13 @@ class Ingestor:
             for i, index in enumerate(indexes):
                 tracked = i == len(indexes) - 1  # progress follows the index being filled
                 await self._embed_index(tenant_id, document_id, index, searchable, tracked)
-            document = await store.update_document(tenant_id, document_id, chunk_count=searchable,
-                                                   chunks_done=searchable)
         except (DocumentNotFound, DatasetNotFound):
             raise DocumentNotFound(f"document {document_id!r} was deleted during its ingestion") from None
         except (EmbeddingError, DocumentRejected) as exc:
             logger.warning("document %s (tenant %s): ingestion failed: %s", document_id, tenant_id, exc)
             failed = await store.update_document(tenant_id, document_id, status=DocumentStatus.failed, error=str(exc))
-            return failed, started_hash
-        return document, started_hash
+            return failed, dataset, started_hash, 0
+        return document, dataset, started_hash, searchable
 
     @staticmethod
     def _indexes(dataset: Dataset) -> list[IndexInfo]:
@@ -177,29 +180,30 @@ class Ingestor:
 
     async def _embed_index(self, tenant_id: str, document_id: str, index: IndexInfo, total: int,
                            tracked: bool) -> None:
-        """Embed the document's chunks that have no vector in ``index``, batch by batch."""
+        """Embed the document's chunks that have no vector in ``index``, batch by batch.
+        They are listed once (not once per batch), then again after their batches: any
+        still there means the store kept none of them, which stops instead of paying again."""
         if self.embedder is None:
             raise EmbeddingError(f"no embedder is configured for embedding model {index.embedding_model!r}")
         store = self.store
-        missing = len(await store.chunks_without_vector(tenant_id, index.id, document_id, limit=total + 1))
-        done = total - missing
+        missing = await store.chunks_without_vector(tenant_id, index.id, document_id, limit=total + 1)
+        done = total - len(missing)
         if tracked:
             await store.update_document(tenant_id, document_id, status=DocumentStatus.embedding, chunk_count=total,
                                         chunks_done=done)
         dimension = index.dimension
-        previous: set[str] = set()
-        while True:
-            batch = await store.chunks_without_vector(tenant_id, index.id, document_id, limit=self.batch_size)
-            if not batch:
-                return
-            ids = {c.id for c in batch}
-            if ids == previous:  # the store kept none of the last batch: stop instead of paying again
+        size = self.batch_size
+        while missing:
+            for start in range(0, len(missing), size):
+                batch = missing[start:start + size]
+                dimension = await self._embed_batch(tenant_id, index, batch, dimension)
+                done += len(batch)
+                if tracked and start + size < len(missing):  # the last one's count is the ending write's
+                    await store.update_document(tenant_id, document_id, chunks_done=min(done, total))
+            left = await store.chunks_without_vector(tenant_id, index.id, document_id, limit=total + 1)
+            if {c.id for c in left} & {c.id for c in missing}:
                 raise EmbeddingError(f"the vectors of embedding model {index.embedding_model!r} were not stored")
-            previous = ids
-            dimension = await self._embed_batch(tenant_id, index, batch, dimension)
-            done += len(batch)
-            if tracked:
-                await store.update_document(tenant_id, document_id, chunks_done=min(done, total))
+            missing = left
 
     async def _embed_batch(self, tenant_id: str, index: IndexInfo, batch: Sequence[Chunk],
                            dimension: int | None) -> int:
