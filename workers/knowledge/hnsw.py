@@ -172,8 +172,8 @@ class VectorIndexes:
         return restored
 
     def _save(self, index_id: str, memory: _Memory) -> None:
-        """Write the graph to a temporary file and rename it into place; older files of
-        the index are removed. A failure (disk full, read-only home) only costs the next
+        """Write the graph to a temporary file and rename it into place; the index's files
+        covering less are removed. A failure (disk full, read-only home) only costs the next
         process a rebuild, so it is not raised."""
         if self.directory is None or memory.graph is None or not _ID.match(index_id):
             return
@@ -190,8 +190,8 @@ class VectorIndexes:
         except (OSError, RuntimeError):
             return
         memory.saved = len(memory.graph)
-        for path, _, _ in self._files(index_id):
-            if path.name != name:
+        for path, generation, seq in self._files(index_id):  # a newer one is another process's
+            if (generation, seq) < (memory.generation, memory.max_seq):
                 path.unlink(missing_ok=True)
 
     def search(self, index_id: str, vector: np.ndarray, count: int) -> list[tuple[int, float]]:

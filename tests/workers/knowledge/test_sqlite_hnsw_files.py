@@ -162,3 +162,18 @@ async def test_deleting_the_dataset_or_retiring_the_index_removes_its_file(store
     await builder.delete_dataset(tenant, "ds")
     assert _files(replacement.id) == []
 
+
+
+async def test_a_graph_grown_by_a_tenth_is_saved_again(stores, tenant):
+    rng = np.random.default_rng(10)
+    index_id, _ = await _built_index(stores, tenant, rng)
+    writer = await stores()
+    await _fill(writer, tenant, "b.txt", index_id, rng.normal(size=(100, DIMENSION)).astype(np.float32))
+    reader = await stores()
+    await _assert_exact(reader, tenant, index_id, rng.normal(size=(5, DIMENSION)).astype(np.float32))
+    assert reader._memory.builds == 0
+    assert _files(index_id) == [f"{index_id}-g0-s500.usearch"]  # 400 + 100: saved on that search
+
+    later = await stores()
+    await later.search_vectors(tenant, index_id, rng.normal(size=DIMENSION).tolist(), 3)
+    assert later._memory.builds == 0 and later._memory._memory[index_id].max_seq == 500
