@@ -58,9 +58,8 @@ __all__ = ["DEFAULT_BATCH_SIZE", "DEFAULT_LEASE_S", "Ingestor", "UsageSink"]
 
 logger = logging.getLogger("flowloom.knowledge")
 
-#: chunks embedded (and stored) per round: what a crash can lose at most; the registry's
-#: default ``max_batch``, so that a round is one embeddings request
-DEFAULT_BATCH_SIZE = 64
+#: chunks embedded (and stored) per round: what a crash can lose at most
+DEFAULT_BATCH_SIZE = 32
 #: seconds a worker holds a document without renewing (renewed every third)
 DEFAULT_LEASE_S = 30.0
 
