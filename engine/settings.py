@@ -55,8 +55,9 @@ class Settings(BaseSettings):
     registry model to one OpenAI-compatible endpoint (Ollama, llama.cpp, vLLM on this
     machine) instead of its provider's URL, so an imported flow naming OpenAI or
     DeepSeek models runs against a local server without editing the registry;
-    ``llm_model_override`` (``FLOWLOOM_LLM_MODEL_OVERRIDE``) also replaces every
-    model's upstream id, since a local server rarely serves the cloud model names.
+    ``llm_model_override`` (``FLOWLOOM_LLM_MODEL_OVERRIDE``) also replaces every chat
+    model's upstream id, since a local server rarely serves the cloud model names
+    (embedding and rerank models keep theirs).
 
     MCP tool sources (:mod:`nodes.mcp_tools`): ``mcp_allow_stdio``
     (``FLOWLOOM_MCP_ALLOW_STDIO=1``) lets tool nodes start stdio MCP servers (a command the

@@ -16,7 +16,9 @@ environment over the working directory's ``.env`` file. This module never reads
 :func:`registry_for` builds the registry a :class:`~engine.settings.Settings` asks for.
 
 Local endpoints: ``FLOWLOOM_LLM_BASE_URL_OVERRIDE`` points *every* provider at one
-URL (and ``FLOWLOOM_LLM_MODEL_OVERRIDE`` replaces every upstream model id); the key
+URL - embedding and rerank models too, so that endpoint must serve ``/embeddings`` (and
+``/rerank``) for knowledge bases - and ``FLOWLOOM_LLM_MODEL_OVERRIDE`` replaces every
+*chat* model's upstream id (embedding and rerank models keep theirs); the key
 sent there is ``FLOWLOOM_LLM_API_KEY`` when set, else none - never a cloud provider's
 key, which would otherwise be handed to whatever server the URL names. A provider
 whose base URL comes from the environment (``${OPENAI_BASE_URL:-...}`` with the
@@ -327,7 +329,8 @@ class ModelRegistry:
         ``${VAR}`` / ``${VAR:-fallback}`` in ``base_url`` and ``model`` are expanded from ``env``
         (default: ``Settings.environ()`` of the process settings). ``base_url_override``
         replaces every provider's URL (its key becomes ``FLOWLOOM_LLM_API_KEY``, optional);
-        ``model_override`` every model's upstream id. A base URL taken from the
+        ``model_override`` every chat model's upstream id (embedding and rerank models keep
+        theirs: a chat model's id names no embedding model). A base URL taken from the
         environment or the override makes the provider's key optional.
 
         Raises:
@@ -356,7 +359,9 @@ class ModelRegistry:
                 fields = dict(raw)
                 if "model" in fields:
                     fields["model"] = _expand(fields["model"], env, f"models.{name}.model", source)
-                if model_override:
+                # a chat model's id only: the chat model a local server serves is no
+                # embedding or rerank model, and a dataset's vectors must keep their model
+                if model_override and fields.get("type", "chat") == "chat":
                     fields["model"] = model_override
                 models.append(ModelSpec(name=name, **fields))
         except ValidationError as exc:

@@ -347,3 +347,19 @@ def test_registry_rejects_duplicates_and_unknown_providers():
         ModelRegistry([provider], [spec, spec])
     with pytest.raises(ModelConfigError, match="unknown provider 'p'"):
         ModelRegistry([], [spec])
+
+
+def test_model_override_changes_chat_ids_only_and_the_url_override_every_model():
+    # a local server's chat model is no embedding model: a dataset's vectors keep their
+    # model's id, while every model (embeddings and rerank too) goes to the override URL
+    url = "http://127.0.0.1:11434/v1"
+    registry = load_registry(env={}, base_url_override=url, model_override="llama3.1:8b")
+    assert registry.get("gpt-4o-mini").model == "llama3.1:8b"
+    assert registry.get("text-embedding-3-small", "embedding").model == "text-embedding-3-small"
+    assert registry.get("bge-m3", "embedding").model == "bge-m3"
+    assert registry.get("bge-reranker", "rerank").model != "llama3.1:8b"
+    for name, kind in (("gpt-4o-mini", "chat"), ("bge-m3", "embedding"), ("bge-reranker", "rerank")):
+        assert registry.base_url(registry.get(name, kind)) == url
+    local = load_registry(env={"FLOWLOOM_EMBEDDING_MODEL": "nomic-embed-text"}, base_url_override=url,
+                          model_override="llama3.1:8b")
+    assert local.get("bge-m3", "embedding").model == "nomic-embed-text"
