@@ -62,6 +62,15 @@ __all__ = ["PostgresKnowledgeStore", "nearest_query", "nearest_settings"]
 
 _CHUNK_COLUMNS = ("c.id, c.tenant_id, c.dataset_id, c.document_id, c.position, c.kind, c.text, c.search_text, "
                   "c.text_hash, c.heading_path, c.parent_id, c.tokens, d.source_name, d.metadata AS doc_metadata")
+#: what a search may return: not the chunks of a document whose ingestion failed (they may
+#: be a part of it, or vectors of an older version); a document being ingested again stays
+#: searchable, so a change of embedding model answers from the old index until the new is built
+_SEARCHABLE = "d.status <> 'failed'"
+#: exact nearest chunks ($1 vector, $2 index, $3 tenant, $4 k): when the graph's nearest
+#: held fewer than k searchable chunks
+_EXACT_NEAREST = (f"SELECT v.embedding <=> $1 AS distance, {_CHUNK_COLUMNS} FROM kb_vectors v JOIN kb_chunks c "
+                  "ON c.id = v.chunk_id JOIN kb_documents d ON d.id = c.document_id WHERE v.index_id = $2 AND "
+                  f"v.tenant_id = $3 AND {_SEARCHABLE} ORDER BY distance LIMIT $4")
 _DATASET_SELECT = (
     "SELECT s.*, (SELECT count(*) FROM kb_documents WHERE tenant_id = s.tenant_id AND dataset_id = s.id) "
     "AS document_count, (SELECT count(*) FROM kb_chunks WHERE tenant_id = s.tenant_id AND dataset_id = s.id) "
@@ -444,8 +453,8 @@ class PostgresKnowledgeStore:
     async def search_vectors(self, tenant_id: str, index_id: str, vector: Sequence[float], k: int,
                              filters: Sequence[MetadataFilter] = ()) -> list[ScoredChunk]:
         """The ``k`` nearest chunks by cosine similarity (best first) passing ``filters``
-        (HNSW without filters, exact with them). Raises DatasetNotFound; DimensionMismatch;
-        VectorSearchUnavailable."""
+        (HNSW without filters, exact with them; never a failed document's chunks). Raises
+        DatasetNotFound; DimensionMismatch; VectorSearchUnavailable."""
         self._need_vectors()
         query = np.asarray(vector, dtype=np.float32)
         async with self._tx() as c:
@@ -460,10 +469,13 @@ class PostgresKnowledgeStore:
                 rows = await c.fetch(
                     f"SELECT v.embedding <=> $1 AS distance, {_CHUNK_COLUMNS} FROM kb_vectors v JOIN kb_chunks c "
                     "ON c.id = v.chunk_id JOIN kb_documents d ON d.id = c.document_id WHERE v.index_id = $2 AND "
-                    f"v.tenant_id = $3 AND {where} ORDER BY distance LIMIT $4", query, index_id, tenant_id, k, *params)
+                    f"v.tenant_id = $3 AND {_SEARCHABLE} AND {where} ORDER BY distance LIMIT $4", query, index_id,
+                    tenant_id, k, *params)
             elif index_id in self._hnsw_ready:
                 await c.execute("; ".join(nearest_settings(k, index_id)))  # one round trip
                 rows = await c.fetch(nearest_query(index_id, dim), query, tenant_id, k)
+                if len(rows) < k:  # fewer: a failed document's chunks were among the nearest, or a small index
+                    rows = await c.fetch(_EXACT_NEAREST, query, index_id, tenant_id, k)
             else:
                 rows = None
         if rows is None:  # the index's first search here: its HNSW index first
@@ -513,7 +525,7 @@ class PostgresKnowledgeStore:
                 f"SELECT ts_rank_cd(c.search_vector, $1::tsquery, 32) AS rank, {_CHUNK_COLUMNS} FROM m "
                 "JOIN kb_chunks c ON c.seq = m.seq JOIN kb_documents d ON d.id = c.document_id "
                 "WHERE c.tenant_id = $2 AND c.dataset_id = ANY($3::text[]) "
-                f"AND {where} ORDER BY rank DESC, c.id LIMIT $4", tsquery, tenant_id, list(dataset_ids), k, *params)
+                f"AND {_SEARCHABLE} AND {where} ORDER BY rank DESC, c.id LIMIT $4", tsquery, tenant_id, list(dataset_ids), k, *params)
         return [ScoredChunk(chunk_from_row(r), float(r["rank"])) for r in rows]
 
 
@@ -592,7 +604,8 @@ def nearest_query(index_id: str, dimension: int) -> str:
     near = f"v.embedding::vector({int(dimension)}) <=> $1::vector({int(dimension)})"
     return (f"WITH nn AS (SELECT v.chunk_id, {near} AS distance FROM kb_vectors v WHERE v.index_id = '{index_id}' "
             f"AND v.tenant_id = $2 ORDER BY {near} LIMIT $3) SELECT nn.distance, {_CHUNK_COLUMNS} FROM nn "
-            "JOIN kb_chunks c ON c.id = nn.chunk_id JOIN kb_documents d ON d.id = c.document_id ORDER BY nn.distance")
+            "JOIN kb_chunks c ON c.id = nn.chunk_id JOIN kb_documents d ON d.id = c.document_id "
+            f"WHERE {_SEARCHABLE} ORDER BY nn.distance")
 
 
 @contextlib.contextmanager

@@ -88,6 +88,10 @@ _SCHEMA = (
 _CHUNK_COLUMNS = ("c.id, c.tenant_id, c.dataset_id, c.document_id, c.position, c.kind, c.text, c.search_text, "
                   "c.text_hash, c.heading_path, c.parent_id, c.tokens, d.source_name, d.metadata AS doc_metadata")
 _CHUNKS_FROM = "kb_chunks c JOIN kb_documents d ON d.id = c.document_id"
+#: what a search may return: not the chunks of a document whose ingestion failed (they may
+#: be a part of it, or vectors of an older version); a document being ingested again stays
+#: searchable, so a change of embedding model answers from the old index until the new is built
+_SEARCHABLE = "d.status != 'failed'"
 
 _DATASET_SELECT = (
     "SELECT s.*, (SELECT count(*) FROM kb_documents WHERE tenant_id = s.tenant_id AND dataset_id = s.id) "
@@ -573,7 +577,7 @@ class SqliteKnowledgeStore:
         rows = self._conn.execute(
             f"SELECT v.seq AS vector_seq, {_CHUNK_COLUMNS} FROM kb_vectors v JOIN kb_chunks c ON c.id = v.chunk_id "
             "JOIN kb_documents d ON d.id = c.document_id "
-            f"WHERE v.seq IN ({', '.join('?' * len(keys))}) AND v.tenant_id = ? AND {where}",
+            f"WHERE v.seq IN ({', '.join('?' * len(keys))}) AND v.tenant_id = ? AND {_SEARCHABLE} AND {where}",
             (*keys, tenant_id, *params)).fetchall()
         hits = [ScoredChunk(chunk_from_row(r), 1.0 - distance[r["vector_seq"]]) for r in rows]
         hits.sort(key=lambda h: -h.score)
@@ -586,7 +590,7 @@ class SqliteKnowledgeStore:
         rows = self._conn.execute(
             f"SELECT vec_distance_cosine(v.embedding, ?) AS distance, {_CHUNK_COLUMNS} FROM kb_vectors v "
             "JOIN kb_chunks c ON c.id = v.chunk_id JOIN kb_documents d ON d.id = c.document_id "
-            f"WHERE v.index_id = ? AND v.tenant_id = ? AND {where} "
+            f"WHERE v.index_id = ? AND v.tenant_id = ? AND {_SEARCHABLE} AND {where} "
             "ORDER BY distance LIMIT ?", (query.tobytes(), index_id, tenant_id, *params, k))
         return [ScoredChunk(chunk_from_row(r), 1.0 - r["distance"]) for r in rows]
 
@@ -611,7 +615,8 @@ class SqliteKnowledgeStore:
         if match is None or not dataset_ids or k < 1:
             return []
         where, params = sqlite_filters(filters)
-        scope = (f"c.tenant_id = ? AND c.dataset_id IN ({', '.join('?' * len(dataset_ids))}) AND {where}",
+        scope = (f"c.tenant_id = ? AND c.dataset_id IN ({', '.join('?' * len(dataset_ids))}) AND {_SEARCHABLE} "
+                 f"AND {where}",
                  (tenant_id, *dataset_ids, *params))
         # BM25 first, over the full-text table alone; the scope is checked on the best
         # ``pool`` rows (most searches: one tenant's dataset is most of the file). Fewer

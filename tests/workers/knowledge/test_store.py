@@ -316,3 +316,35 @@ async def test_selective_filter_falls_back_to_exact_search(kstore, tenant):
     best = sorted(range(4), key=lambda i: -cosine[i])[:3]
     assert [h.chunk.id for h in hits] == [far_chunks[i].id for i in best]
     assert [h.score for h in hits] == pytest.approx([cosine[i] for i in best], abs=1e-5)
+
+
+async def test_searches_never_return_a_failed_documents_chunks(kstore, tenant):
+    """A failed document's chunks (a part of it, or vectors of an older version) are left
+    out of every search, in SQL; a document being ingested again stays searchable."""
+    await kstore.create_dataset(dataset(tenant))
+    index = await kstore.create_index(tenant, "ds", "emb")
+    await kstore.activate_index(tenant, "ds", index.id)
+    broken, again, fine = [(await kstore.put_document(document(tenant, "ds", name, metadata={"team": "a"})))[0]
+                           for name in ("broken.txt", "again.txt", "fine.txt")]
+    chunks = {}
+    for doc, text in ((broken, "harbour cranes broken"), (again, "harbour cranes again"), (fine, "harbour cranes")):
+        chunks[doc.id] = (await kstore.replace_chunks(tenant, doc.id, drafts(text)))[0]
+    # the failed document's chunk is the nearest and the best full-text match
+    await kstore.put_vectors(tenant, index.id, [(chunks[broken.id].id, [1.0, 0.0, 0.0]),
+                                                (chunks[again.id].id, [0.9, 0.1, 0.0]),
+                                                (chunks[fine.id].id, [0.5, 0.5, 0.0])])
+    await kstore.update_document(tenant, broken.id, status=DocumentStatus.failed, error="embedding failed")
+    await kstore.update_document(tenant, again.id, status=DocumentStatus.embedding)
+    await kstore.update_document(tenant, fine.id, status=DocumentStatus.ready)
+    kept = {chunks[again.id].id, chunks[fine.id].id}
+    for k in (1, 2, 10):
+        for _ in range(2):  # PostgreSQL: the first search builds the HNSW index, the second walks it
+            found = [h.chunk.id for h in await kstore.search_vectors(tenant, index.id, [1.0, 0.0, 0.0], k)]
+            assert found == [chunks[again.id].id, chunks[fine.id].id][:k]
+        filtered = await kstore.search_vectors(tenant, index.id, [1.0, 0.0, 0.0], k,
+                                               [MetadataFilter(field="team", value="a")])
+        assert {h.chunk.id for h in filtered} <= kept and len(filtered) == min(k, 2)
+        texts = await kstore.search_full_text(tenant, ["ds"], "harbour cranes broken", k)
+        assert {h.chunk.id for h in texts} <= kept and len(texts) == min(k, 2)
+    await kstore.update_document(tenant, broken.id, status=DocumentStatus.queued, error=None)  # retried
+    assert chunks[broken.id].id in [h.chunk.id for h in await kstore.search_full_text(tenant, ["ds"], "broken", 10)]
