@@ -21,11 +21,16 @@ pdf        .pdf                  pypdf, page by page (an encrypted PDF that open
 docx       .docx                 python-docx: heading and title styles become ``#``
                                  lines, tables rows of ``a | b`` cells
 csv_qa     .csv                  ``csv``: columns ``q``/``a`` or ``question``/``answer``
-                                 (FastGPT's QA datasets), one pair per row
+                                 (FastGPT's QA datasets), one pair per row; a row with
+                                 an answer but no question is refused, naming the row
 jsonl_qa   .jsonl                one JSON object per line with ``q``/``a`` or
                                  ``question``/``answer``
 text       (no extension)        raw text
 ========== ===================== =====================================================
+
+pypdf's own log messages (``EOF marker not found`` ...) are silenced while parsing: a
+PDF it cannot read is a ``corrupt`` refusal already, and a log line on the server's
+stderr would tell the operator nothing the refusal does not.
 
 Every refusal is a :class:`~engine.knowledge.ports.DocumentRejected` (422) naming the
 file; the size cap is the service's (checked before parsing).
@@ -37,7 +42,11 @@ import codecs
 import csv
 import io
 import json
+import logging
 import re
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import PurePosixPath
 
 from engine.knowledge.ports import DocumentRejected, ParsedDocument
@@ -164,7 +173,37 @@ def _html_to_markdown(html: str) -> str:
     return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
 
 
+_pypdf_quiet_lock = threading.Lock()
+_pypdf_quiet_depth = 0
+_pypdf_saved_level = logging.NOTSET
+
+
+@contextmanager
+def _pypdf_quiet() -> Iterator[None]:
+    """pypdf's loggers silenced for the block. Counted under a lock: PDFs are parsed in
+    worker threads at once, and the last one out restores the operator's level."""
+    global _pypdf_quiet_depth, _pypdf_saved_level
+    logger = logging.getLogger("pypdf")
+    with _pypdf_quiet_lock:
+        if _pypdf_quiet_depth == 0:
+            _pypdf_saved_level = logger.level
+            logger.setLevel(logging.CRITICAL + 1)
+        _pypdf_quiet_depth += 1
+    try:
+        yield
+    finally:
+        with _pypdf_quiet_lock:
+            _pypdf_quiet_depth -= 1
+            if _pypdf_quiet_depth == 0:
+                logger.setLevel(_pypdf_saved_level)
+
+
 def _parse_pdf(data: bytes, filename: str) -> ParsedDocument:
+    with _pypdf_quiet():
+        return _read_pdf(data, filename)
+
+
+def _read_pdf(data: bytes, filename: str) -> ParsedDocument:
     from pypdf import PdfReader
     from pypdf.errors import FileNotDecryptedError, PdfReadError
 
@@ -229,14 +268,17 @@ def _csv_pairs(text: str, filename: str) -> list[tuple[str, str]]:
     keys = {h.strip().lower(): i for i, h in enumerate(header)}
     q_col, a_col = _pick(keys, _QUESTION_KEYS), _pick(keys, _ANSWER_KEYS)  # type: ignore[arg-type]
     if q_col is None or a_col is None:
-        raise _reject(filename, f"a CSV file needs the columns q and a (or question and answer); it has "
+        raise _reject(filename, f"a CSV file needs the columns q and a, or question and answer; it has "
                                 f"{', '.join(repr(h) for h in header[:10])}", "unsupported")
     pairs = []
-    for row in reader:
+    # rows numbered as a spreadsheet shows them: the header is row 1
+    for number, row in enumerate(reader, start=2):
         q = row[int(q_col)].strip() if len(row) > int(q_col) else ""
         a = row[int(a_col)].strip() if len(row) > int(a_col) else ""
         if q:
             pairs.append((q, a))
+        elif a:  # an answer nobody could find: refused, not dropped without a word
+            raise _reject(filename, f"row {number}: empty question (its answer would never be found)", "corrupt")
     return pairs
 
 
@@ -258,4 +300,6 @@ def _jsonl_pairs(text: str, filename: str) -> list[tuple[str, str]]:
         q, a = str(item[q_key] or "").strip(), str(item[a_key] or "").strip()
         if q:
             pairs.append((q, a))
+        elif a:
+            raise _reject(filename, f"line {number}: empty question (its answer would never be found)", "corrupt")
     return pairs

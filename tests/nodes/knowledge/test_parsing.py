@@ -91,14 +91,41 @@ def test_docx_headings_become_markdown_headings_and_tables_rows():
 
 
 def test_csv_and_jsonl_question_answer_pairs():
-    csv_data = 'q,a\nHow long do pandas sleep?,"Ten hours, a day."\n,skipped\nWhat do pandas eat?,Bamboo.\n'
+    csv_data = 'q,a\nHow long do pandas sleep?,"Ten hours, a day."\n,\nWhat do pandas eat?,Bamboo.\n\n'
     parsed = parser.parse(csv_data.encode(), "qa.csv")
     assert parsed.content_type == "csv_qa"
     assert parsed.qa_pairs == [("How long do pandas sleep?", "Ten hours, a day."), ("What do pandas eat?", "Bamboo.")]
     lines = "\n".join(json.dumps(r) for r in ({"question": "Q1?", "answer": "A1"}, {"q": "Q2?", "a": "A2"}))
     assert parser.parse(lines.encode(), "qa.jsonl").qa_pairs == [("Q1?", "A1"), ("Q2?", "A2")]
-    assert rejected(b"name,value\nx,1\n", "table.csv").reason == "unsupported"
+    unknown = rejected(b"name,value\nx,1\n", "table.csv")
+    assert unknown.reason == "unsupported" and "q and a, or question and answer" in str(unknown)
     assert rejected(b'{"q": "x", "a": "y"}\nnot json\n', "bad.jsonl").reason == "corrupt"
+
+
+def test_a_pair_without_its_question_is_refused_naming_its_row_not_dropped():
+    # an answer whose question is empty could never be found: the file is refused, so the
+    # user sees which row to fix instead of a dataset silently missing it
+    csv_data = 'question,answer\nWhat do pandas eat?,Bamboo.\n,"Ten hours, a day."\n'.encode()
+    error = rejected(csv_data, "qa.csv")
+    assert error.reason == "corrupt" and "row 3: empty question" in str(error)
+    lines = json.dumps({"q": "Q1?", "a": "A1"}) + "\n" + json.dumps({"q": " ", "a": "A2"})
+    error = rejected(lines.encode(), "qa.jsonl")
+    assert error.reason == "corrupt" and "line 2: empty question" in str(error)
+
+
+def test_a_corrupt_pdf_is_refused_without_pypdf_logging_to_stderr(capfd: pytest.CaptureFixture[str],
+                                                                  caplog: pytest.LogCaptureFixture):
+    import logging
+
+    caplog.set_level(logging.DEBUG)
+    before = logging.getLogger("pypdf").level
+    good = pdf_bytes("Some text for the truncated copy.")
+    assert rejected(good[: len(good) // 2], "cut.pdf").reason in ("corrupt", "empty")
+    assert rejected(b"%PDF-1.4\nbroken stuff here", "broken.pdf").reason == "corrupt"
+    captured = capfd.readouterr()
+    assert "EOF marker" not in captured.err and captured.err == ""
+    assert [r.getMessage() for r in caplog.records if r.name.startswith("pypdf")] == []
+    assert logging.getLogger("pypdf").level == before  # the operator's level is back
 
 
 def test_an_extension_that_does_not_match_the_content_is_a_type_mismatch():
