@@ -78,13 +78,15 @@ class Upload:
 
 @dataclass
 class DocumentOutcome:
-    """What became of one upload: the document (None when rejected), whether it is new or
-    changed (``created``: it will be ingested), or why it was rejected."""
+    """What became of one upload: the document (None when rejected), whether it will be
+    ingested (``created``: new, changed, or the same bytes as a document whose ingestion
+    failed, which is retried: ``retried`` True), or why it was rejected."""
 
     source_name: str
     document: Document | None
     created: bool
     error: DocumentRejected | None = None
+    retried: bool = False
 
 
 class LocalIngestionQueue:
@@ -260,8 +262,10 @@ class KnowledgeService:
     async def add_documents(self, tenant_id: str, dataset_id: str, uploads: Sequence[Upload]) -> list[DocumentOutcome]:
         """Add files to a dataset; one outcome per upload, in order (a rejected file does
         not stop the others). New or changed documents are queued for ingestion; the same
-        bytes under the same name again are returned with ``created`` False. Raises
-        DatasetNotFound."""
+        bytes under the same name again are returned with ``created`` False, except for a
+        document whose ingestion failed: its cause (a missing provider key, a provider
+        down) may be fixed since, so it is ingested again (``created`` and ``retried``).
+        Raises DatasetNotFound."""
         await self.store.get_dataset(tenant_id, dataset_id)
         outcomes: list[DocumentOutcome] = []
         for upload in uploads:
@@ -288,9 +292,13 @@ class KnowledgeService:
                          content_type=parsed.content_type, content_hash=hashlib.sha256(data).hexdigest(),
                          size_bytes=len(data), metadata=dict(metadata or {}), created_at=now, updated_at=now)
         document, created = await self.store.put_document(draft)
-        if created:
+        retried = not created and document.status == DocumentStatus.failed
+        if retried:
+            document = await self.store.update_document(tenant_id, document.id, status=DocumentStatus.queued,
+                                                        error=None)
+        if created or retried:
             await self.store.save_content(tenant_id, document.id, parsed)
-        return DocumentOutcome(name, document, created)
+        return DocumentOutcome(name, document, created or retried, retried=retried)
 
     async def add_text(self, tenant_id: str, dataset_id: str, name: str, text: str,
                        metadata: dict[str, Any] | None = None) -> DocumentOutcome:

@@ -247,6 +247,25 @@ async def test_a_text_given_as_json_becomes_a_document_with_its_metadata(fts):
     assert empty.status_code == 422 and empty.json()["error"]["problems"][0]["error"]["reason"] == "empty"
 
 
+async def test_the_same_file_again_retries_a_failed_document_and_a_failed_one_is_never_searched(kb):
+    from tests.support.openai_server import http_error
+
+    dataset = await _dataset(kb, embedding_model=EMBEDDING_MODEL)
+    kb.llm.script_embeddings(http_error(400, "no such key"))
+    files = {"rockets.txt": corpus()["rockets.txt"]}
+    (first,) = (await _upload(kb, dataset["id"], files)).json()["documents"]
+    [failed] = await _until_ingested(kb, dataset["id"])
+    assert failed["status"] == "failed" and failed["chunks_done"] == 0
+    for mode in ("full_text", "hybrid"):
+        search = {"query": "rocket kerosene", "mode": mode}
+        found = await kb.client.post(f"/v1/datasets/{dataset['id']}/search", json=search, headers=kb.auth())
+        assert found.status_code == 200 and found.json()["hits"] == [], found.text
+    (again,) = (await _upload(kb, dataset["id"], files)).json()["documents"]
+    assert again["outcome"] == "created" and again["document"]["id"] == first["document"]["id"]
+    assert again["document"]["status"] == "queued" and again["document"]["error"] is None
+    assert [d["status"] for d in await _until_ingested(kb, dataset["id"])] == ["ready"]
+
+
 async def test_a_document_is_reindexed_and_deleted(fts):
     dataset = await _dataset(fts)
     (item,) = (await _upload(fts, dataset["id"], {"tea.md": corpus()["tea.md"]})).json()["documents"]
@@ -356,6 +375,27 @@ async def test_each_search_mode_ranks_the_matching_document_first(kb, mode):
                                     json={"query": "green tea", "mode": mode, "rerank": {"model": RERANK_MODEL}})
     assert reranked.status_code == 200 and reranked.json()["hits"][0]["source_name"] == "tea.md"
     assert "rerank" in reranked.json()["hits"][0]["scores"]
+
+
+@pytest.mark.parametrize("rerank, field, says", [
+    ({"llm": EMBEDDING_MODEL}, "rerank.llm", f"model {EMBEDDING_MODEL!r} is an embedding model, not a chat model"),
+    ({"llm": "nosuch"}, "rerank.llm", "unknown model 'nosuch'; known chat models: default"),
+    ({"model": "default"}, "rerank.model", "model 'default' is a chat model, not a rerank model"),
+    ({"model": "nosuch"}, "rerank.model", f"unknown model 'nosuch'; known rerank models: {RERANK_MODEL}"),
+])
+async def test_a_rerank_or_relevance_model_of_the_wrong_type_is_422_naming_the_field_before_any_model_call(
+        fts, rerank, field, says):
+    dataset = await _dataset(fts)
+    assert (await _upload(fts, dataset["id"], {"tea.md": corpus()["tea.md"]})).status_code == 202
+    await _until_ingested(fts, dataset["id"])
+    sent = len(fts.llm.requests)
+    response = await fts.client.post(f"/v1/datasets/{dataset['id']}/search", headers=fts.auth(),
+                                     json={"query": "green tea", "mode": "full_text", "rerank": rerank})
+    assert response.status_code == 422, response.text
+    error = response.json()["error"]
+    assert error["type"] == "invalid_request" and error["message"].startswith(f"{field}: {says}"), error
+    assert error["problems"][0]["loc"] == ["body", *field.split(".")]
+    assert len(fts.llm.requests) == sent and fts.llm.rerank_calls == 0
 
 
 # ------------------------------------------------------------- tenants and keys

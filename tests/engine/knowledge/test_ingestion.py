@@ -130,6 +130,33 @@ async def test_a_failing_embedding_model_fails_the_document_and_reindex_retries(
     assert document.status == DocumentStatus.ready and document.error is None
 
 
+async def test_re_adding_the_same_bytes_of_a_failed_document_retries_it(service, openai_server):
+    """The cause of a failure (a provider key missing, a provider down) may be fixed since:
+    the same file again is ingested again (``created``, ``retried``), not "unchanged";
+    the failed document's chunks are not searched meanwhile."""
+    from tests.support.openai_server import http_error
+
+    dataset = await semantic_dataset(service)
+    openai_server.script_embeddings(http_error(500, "down"), http_error(500, "down"))
+    upload = Upload("rockets.txt", corpus()["rockets.txt"])
+    [first] = await service.add_documents(T, dataset.id, [upload])
+    [failed] = await wait_ended(service, T, dataset.id)
+    assert failed.status == DocumentStatus.failed and failed.chunk_count > 0 and failed.chunks_done == 0
+    found = await service.search(T, SearchRequest(dataset_ids=[dataset.id], query="rocket kerosene",
+                                                  mode="full_text"))
+    assert found.hits == []
+    [again] = await service.add_documents(T, dataset.id, [upload])
+    assert again.created and again.retried and again.error is None
+    assert again.document.id == first.document.id and again.document.status == DocumentStatus.queued
+    [document] = await wait_ended(service, T, dataset.id)
+    assert document.status == DocumentStatus.ready and document.error is None
+    [unchanged] = await service.add_documents(T, dataset.id, [upload])  # ready: nothing to do
+    assert not unchanged.created and not unchanged.retried
+    found = await service.search(T, SearchRequest(dataset_ids=[dataset.id], query="rocket kerosene",
+                                                  mode="full_text"))
+    assert found.hits and found.hits[0].source_name == "rockets.txt"
+
+
 async def test_usage_is_reported_per_batch(make_service, openai_server):
     seen = []
     service = make_service(on_usage=lambda tenant, tokens, cost: seen.append((tenant, tokens, cost)))
