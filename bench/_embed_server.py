@@ -12,7 +12,8 @@ two different texts never get the same vector (no ties in a recall check). The b
 computes vectors with the same function in-process when it inserts pre-computed vectors
 or embeds a query without HTTP.
 
-``python bench/_embed_server.py`` serves on 127.0.0.1 (a free port), prints its base URL
+``python bench/_embed_server.py [--port N]`` serves on 127.0.0.1 (a free port unless
+``--port``; ``--help`` prints the usage and starts nothing), prints its base URL
 (``http://127.0.0.1:PORT``) on the first line of stdout and serves until stdin closes.
 Requests: ``{"model": str, "input": str | [str], "encoding_format": "float" | "base64"}``
 (``base64``: little-endian float32, as OpenAI's API); the answer has OpenAI's shape with
@@ -127,9 +128,20 @@ class _Server(ThreadingHTTPServer):
         pass  # a client dropping its keep-alive connection at exit is not an error here
 
 
-def main() -> None:
-    server = _Server(("127.0.0.1", 0), _Handler)
+def main(argv: Sequence[str] | None = None) -> None:
+    """Serve until stdin closes (``--help``: the usage, and no server)."""
+    import argparse
     import threading
+
+    parser = argparse.ArgumentParser(
+        prog="bench/_embed_server.py",
+        description="A deterministic OpenAI-compatible POST /v1/embeddings server for bench/knowledge.py "
+                    f"({DIM}-dimension hashed bag-of-words vectors, no model). It serves on 127.0.0.1, "
+                    "prints its base URL (http://127.0.0.1:PORT) on the first line of stdout and serves "
+                    "until stdin closes.")
+    parser.add_argument("--port", type=int, default=0, help="the port to serve on (default: 0, a free one)")
+    args = parser.parse_args(argv)
+    server = _Server(("127.0.0.1", args.port), _Handler)
 
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
