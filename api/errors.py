@@ -22,6 +22,7 @@ a quota exceeded (:mod:`api.quotas`, ``Retry-After``)   429     ``quota_exceeded
 ``InvalidDataset`` (not an embedding model, no pgvector) 422   ``invalid_dataset``
 ``DocumentRejected``                                   413/422 ``payload_too_large`` / ``invalid_document``
 ``VectorSearchUnavailable`` (no pgvector)              422    ``vector_search_unavailable``
+``InvalidRerank`` (a rerank / relevance model wrong)    422    ``invalid_request``
 ``EmbeddingError`` (an embeddings endpoint failed)     502    ``embedding_error``
 other ``StoreError``                                   503     ``store_error``
 anything else                                          500     ``internal_error``
@@ -56,6 +57,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from engine.errors import CompileError, FlowloomError, InvalidInputs, UnknownInterrupt
+from engine.knowledge.retrieval import InvalidRerank
 from engine.knowledge.service import InvalidDataset
 from engine.knowledge.ports import (DatasetExists, DatasetNotFound, DocumentNotFound, DocumentRejected, EmbeddingError,
                                     VectorSearchUnavailable)
@@ -144,6 +146,9 @@ def _knowledge_error(exc: BaseException) -> tuple[int, dict[str, Any], dict[str,
         return exc.status, error_body(kind, str(exc), [{"reason": exc.reason, "message": str(exc)}]), {}
     if isinstance(exc, VectorSearchUnavailable):
         return 422, error_body("vector_search_unavailable", str(exc)), {}
+    if isinstance(exc, InvalidRerank):  # the caller's input, before any model call: not a 502
+        return 422, error_body("invalid_request", str(exc), [{"loc": ["body", *exc.field.split(".")],
+                                                              "message": str(exc), "code": "invalid_rerank"}]), {}
     if isinstance(exc, EmbeddingError):
         logger.warning("embeddings endpoint problem: %s", exc)
         return 502, error_body("embedding_error", str(exc)), {}

@@ -576,11 +576,24 @@ def _check_models(wf: Workflow, problems: list[Problem], models: ModelCatalog | 
         return
     reported = {(p.node_id, p.path) for p in problems}  # a blank model is empty_required already
     for node, path, name in refs:
-        if not models.has(name) and (node.id, f"config.{path}") not in reported:
-            problems.append(Problem("unknown_model", f"model {name!r} is not in the model registry"
-                                    f"{did_you_mean(name, models.names())} "
-                                    f"(known: {', '.join(sorted(models.names()))})", node_id=node.id,
-                                    path=f"config.{path}"))
+        kind = node.config.model_kind(path)
+        if models.has(name, kind) or (node.id, f"config.{path}") in reported:
+            continue
+        known = sorted(models.names(kind))
+        actual = next((t for t in _MODEL_TYPES if t != kind and models.has(name, t)), None)
+        what = (f"model {name!r} is {_a(actual)} model, not {_a(kind)} model" if actual is not None
+                else f"model {name!r} is not in the model registry{did_you_mean(name, known)}")
+        problems.append(Problem("unknown_model", f"{what} (known{'' if kind == 'chat' else f' {kind} models'}: "
+                                f"{', '.join(known) or 'none'})",
+                                node_id=node.id, path=f"config.{path}"))
+
+
+#: the model registry's types (a model named where another type is needed says which it is)
+_MODEL_TYPES = ("chat", "embedding", "rerank")
+
+
+def _a(kind: str) -> str:
+    return f"an {kind}" if kind[0] in "aeiou" else f"a {kind}"
 
 
 def _compile(doc: dict[str, Any], key: str, catalog: NodeCatalog, models: ModelCatalog | None,

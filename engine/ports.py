@@ -309,12 +309,13 @@ class ModelCatalog(Protocol):
         """Changes whenever the set of models changes (part of the plan cache key)."""
         ...
 
-    def has(self, name: str) -> bool:
-        """True when ``name`` is a model of the registry."""
+    def has(self, name: str, kind: str | None = "chat") -> bool:
+        """True when ``name`` is a model of the registry of type ``kind`` (``chat``,
+        ``embedding``, ``rerank``; None: any type)."""
         ...
 
-    def names(self) -> list[str]:
-        """Every model name."""
+    def names(self, kind: str | None = "chat") -> list[str]:
+        """The names of the models of type ``kind`` (None: every model)."""
         ...
 
     def required_key_env(self, name: str) -> str | None:

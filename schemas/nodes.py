@@ -118,6 +118,13 @@ class NodeConfig(BaseModel):
         """(field path, model name) of every model this node calls; unknown names are compile errors."""
         return iter(())
 
+    def model_kind(self, path: str) -> str:
+        """The registry type (``chat``, ``rerank``...) the model at ``path`` (a path of
+        :meth:`model_refs`) must have: a model of another type is a compile error too.
+        Every model field is a chat model's but a search's ``rerank.model`` (wherever
+        the search options sit: a retrieval node, an agent's dataset tool)."""
+        return "rerank" if path == "rerank.model" or path.endswith(".rerank.model") else "chat"
+
     def writes(self) -> str | None:
         """Why this configured node changes something outside the run (None: it does not, as
         far as its config says). Kinds whose catalog entry is not ``reads_only`` count as

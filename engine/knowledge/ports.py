@@ -302,6 +302,11 @@ class Embedder(Protocol):
 class Reranker(Protocol):
     """Scores documents against a query with a rerank model of the registry."""
 
+    def model_problem(self, model: str) -> str | None:
+        """None when ``model`` is a rerank model it can call, else why not (unknown, or
+        its actual type): checked before a search calls any model."""
+        ...
+
     async def rerank(self, model: str, query: str, documents: Sequence[str],
                      top_n: int | None = None) -> tuple[list[tuple[int, float]], int]:
         """``([(input index, relevance in [0, 1])...] best first, tokens)``. Raises EmbeddingError."""
@@ -310,6 +315,11 @@ class Reranker(Protocol):
 
 class RelevanceJudge(Protocol):
     """Asks a chat model which chunks are relevant to a question (the LLM pass)."""
+
+    def model_problem(self, model: str) -> str | None:
+        """None when ``model`` is a chat model it can call, else why not (unknown, or its
+        actual type): checked before a search calls any model."""
+        ...
 
     async def select(self, model: str, question: str, texts: Sequence[str]) -> tuple[list[int], dict[str, Any]]:
         """``(indexes of the relevant texts, usage {"tokens_in", "tokens_out", "cost"})``."""

@@ -27,8 +27,9 @@
 A QA chunk is returned as its question and answer. Nothing here raises for a degraded
 search (a missing index, a store without vectors, a rerank model not configured, an
 embedding failure in hybrid mode): the search answers with what it could do and
-``notes`` say what it could not. Raised: ``EmbeddingError`` when semantic mode cannot
-embed the query; store errors.
+``notes`` say what it could not. Raised: :class:`InvalidRerank` (before any model is
+called) when ``rerank.model`` is not a rerank model or ``rerank.llm`` not a chat model;
+``EmbeddingError`` when semantic mode cannot embed the query; store errors.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from typing import Sequence
 
 from schemas.knowledge import Chunk, ChunkKind, Dataset, FusionMode, SearchHit, SearchMode, SearchRequest, SearchResult
 
+from ..errors import FlowloomError
 from .fusion import RecallPass, estimate_tokens, fit_budget, fuse_rrf, fuse_weighted, truncate_to_tokens
 from .ports import (
     Embedder,
@@ -50,11 +52,22 @@ from .ports import (
     VectorSearchUnavailable,
 )
 
-__all__ = ["Retriever", "format_quote", "hit_text", "quote_block", "recall_size"]
+__all__ = ["InvalidRerank", "Retriever", "format_quote", "hit_text", "quote_block", "recall_size"]
 
 #: Most candidates a rerank model or the LLM pass sees (bounds their cost).
 MAX_RERANK_CANDIDATES = 100
 MAX_JUDGE_CANDIDATES = 40
+
+
+class InvalidRerank(FlowloomError):
+    """The request's ``rerank.model`` is not a rerank model, or its ``rerank.llm`` not a
+    chat model (unknown, or a model of another type): the caller's input is wrong, so it
+    is told which ``field`` (``"rerank.model"`` / ``"rerank.llm"``) before any model is
+    called, not a model failure after the query was embedded."""
+
+    def __init__(self, message: str, *, field: str):
+        super().__init__(f"{field}: {message}")
+        self.field = field
 
 
 def recall_size(request: SearchRequest) -> int:
@@ -111,7 +124,9 @@ class Retriever:
         self.store, self.embedder, self.reranker, self.judge = store, embedder, reranker, judge
 
     async def search(self, tenant_id: str, request: SearchRequest, datasets: Sequence[Dataset]) -> SearchResult:
-        """Search ``datasets`` (the request's, already loaded for ``tenant_id``)."""
+        """Search ``datasets`` (the request's, already loaded for ``tenant_id``).
+        Raises InvalidRerank (before any model call), EmbeddingError, store errors."""
+        self._check_rerank(request)
         queries = request.all_queries()
         result = SearchResult(queries=queries, mode=request.mode)
         if not queries:
@@ -268,6 +283,22 @@ class Retriever:
                          metadata=dict(chunk.metadata), tokens=tokens)
 
     # ------------------------------------------------------------ rerank and judge
+
+    def _check_rerank(self, request: SearchRequest) -> None:
+        """Raise InvalidRerank when a rerank model or relevance model named by the request
+        is not one this retriever's reranker / judge can call (none configured: the
+        search goes on with a note, as the module docstring says)."""
+        settings = request.rerank
+        if settings is None:
+            return
+        if settings.model and self.reranker is not None:
+            problem = self.reranker.model_problem(settings.model)
+            if problem:
+                raise InvalidRerank(problem, field="rerank.model")
+        if settings.llm and self.judge is not None:
+            problem = self.judge.model_problem(settings.llm)
+            if problem:
+                raise InvalidRerank(problem, field="rerank.llm")
 
     async def _rerank(self, request: SearchRequest, query: str, hits: list[SearchHit],
                       result: SearchResult) -> list[SearchHit]:

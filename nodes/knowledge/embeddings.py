@@ -31,7 +31,7 @@ from typing import Any, Awaitable, Callable, Sequence, TypeVar
 
 from engine.knowledge.ports import DimensionMismatch, EmbeddingBatch, EmbeddingError
 
-from ..model_registry import ModelRegistry, ModelSpec, UnknownModel, price
+from ..model_registry import ModelRegistry, ModelSpec, UnknownModel, WrongModelType, price
 
 __all__ = ["BACKOFF_S", "BATCH_TOKEN_BUDGET", "REQUEST_TIMEOUT_S", "RETRIES", "RegistryEmbedder",
            "RegistryReranker"]
@@ -128,6 +128,19 @@ def _batches(texts: Sequence[str], max_texts: int, budget: int) -> list[tuple[in
     return spans
 
 
+def model_problem(registry: ModelRegistry, model: str, kind: str) -> str | None:
+    """None when ``model`` is a registry model of type ``kind``, else why not: its actual
+    type when it has another, or that it is unknown; with the known models of ``kind``."""
+    try:
+        registry.get(model, kind)
+    except WrongModelType as exc:
+        return str(exc)
+    except UnknownModel:
+        return (f"unknown model {model!r}; known {kind} models: "
+                f"{', '.join(registry.names(kind)) or '(none)'}")
+    return None
+
+
 class RegistryEmbedder:
     """Embeddings with the registry's ``embedding`` models (module docstring).
 
@@ -221,6 +234,11 @@ class RegistryReranker:
     def has_model(self, model: str) -> bool:
         """True when ``model`` is a registry model of type ``rerank``."""
         return self.registry.has(model, "rerank")
+
+    def model_problem(self, model: str) -> str | None:
+        """None when ``model`` is a rerank model of the registry, else why not: unknown,
+        or its actual type (an embedding or chat model), with the known rerank models."""
+        return model_problem(self.registry, model, "rerank")
 
     async def rerank(self, model: str, query: str, documents: Sequence[str],
                      top_n: int | None = None) -> tuple[list[tuple[int, float]], int]:

@@ -39,6 +39,13 @@ class LLMRelevanceJudge:
     def __init__(self, registry: Any, *, cancel: Any = None, node_id: str | None = None):
         self.registry, self.cancel, self.node_id = registry, cancel, node_id
 
+    def model_problem(self, model: str) -> str | None:
+        """None when ``model`` is a chat model of the registry, else why not: unknown, or
+        its actual type (an embedding or rerank model), with the known chat models."""
+        from .embeddings import model_problem
+
+        return model_problem(self.registry, model, "chat")
+
     async def select(self, model: str, question: str, texts: Sequence[str]) -> tuple[list[int], dict[str, Any]]:
         """``(indexes of the relevant texts, usage {"tokens_in", "tokens_out", "cost"})``.
 

@@ -12,8 +12,10 @@ that fell back (no index, no vectors) is visible where the run is watched.
 
 Errors (a failed node run naming the node and field): no knowledge service in this
 deployment (``knowledge_unavailable``), a dataset id the tenant does not have
-(``unknown_dataset``), an embedding / rerank endpoint that failed (``embedding_failed``),
-``queries`` that is not an array of strings.
+(``unknown_dataset``), a ``rerank.model`` that is not a rerank model or a ``rerank.llm``
+that is not a chat model (``unknown_model``, naming that field, before any model call),
+an embedding / rerank endpoint that failed (``embedding_failed``), ``queries`` that is
+not an array of strings.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from engine.catalog import NodeExecutor
 from engine.context import NodeContext, NodeResult
 from engine.errors import NodeFailed
 from engine.knowledge.ports import DatasetNotFound, EmbeddingError
+from engine.knowledge.retrieval import InvalidRerank
 from schemas.knowledge import SearchHit, SearchResult
 from schemas.nodes_knowledge import DatasetSearchOptions, KnowledgeRetrievalConfig
 from schemas.run import Usage
@@ -55,17 +58,24 @@ async def search_datasets(ctx: NodeContext, options: DatasetSearchOptions, query
                           queries: list[str] | None = None, *, field: str = "config.datasets") -> SearchResult:
     """Search with ``options`` for this run's tenant; the usage is added to the node run.
 
+    ``field``: the path of the datasets (``config.datasets``) or of the options
+    (``config.dataset_tools[0]``); rerank mistakes name the rerank field beside it.
+
     Raises:
-        NodeFailed: no knowledge service, an unknown dataset, a failed embedding or
-            rerank endpoint (the message names the node and ``field``).
+        NodeFailed: no knowledge service, an unknown dataset, a rerank or relevance model
+            of the wrong type, a failed embedding or rerank endpoint (the message names
+            the node and the field).
     """
     knowledge = ctx.deps.knowledge
     if knowledge is None:
         raise NodeFailed(f"{field}: knowledge bases are not available in this deployment (no knowledge service is "
                          "configured), so datasets cannot be searched", node_id=ctx.node_id,
                          reason="knowledge_unavailable")
+    prefix = field[: -len("datasets")] if field.endswith(".datasets") else f"{field}."
     request = options.search_request(query, queries)
     relevance_model = request.rerank.llm if request.rerank is not None else None
+    if relevance_model:
+        _check_relevance_model(ctx, relevance_model, f"{prefix}rerank.llm")
     if relevance_model:  # run here, with the run's registry, cancel token and usage record
         request.rerank = request.rerank.model_copy(update={"llm": None}) if request.rerank.model else None
     try:
@@ -73,6 +83,8 @@ async def search_datasets(ctx: NodeContext, options: DatasetSearchOptions, query
     except DatasetNotFound as exc:
         raise NodeFailed(f"{field}: {exc} (datasets searched: {', '.join(request.dataset_ids)})",
                          node_id=ctx.node_id, reason="unknown_dataset") from None
+    except InvalidRerank as exc:  # its message starts with the field under the options
+        raise NodeFailed(f"{prefix}{exc}", node_id=ctx.node_id, reason="unknown_model") from None
     except EmbeddingError as exc:
         raise NodeFailed(f"{field}: the search could not embed or rerank the query: {exc}", node_id=ctx.node_id,
                          reason="embedding_failed") from None
@@ -82,6 +94,17 @@ async def search_datasets(ctx: NodeContext, options: DatasetSearchOptions, query
     if relevance_model and result.hits:
         await _relevance_pass(ctx, relevance_model, query or (queries or [""])[0], result)
     return result
+
+
+def _check_relevance_model(ctx: NodeContext, model: str, path: str) -> None:
+    """NodeFailed (``unknown_model`` at ``path``) unless ``model`` is a chat model of the
+    run's registry: checked before the search spends an embedding call."""
+    from ..chat import registry_of
+    from .relevance import LLMRelevanceJudge
+
+    problem = LLMRelevanceJudge(registry_of(ctx)).model_problem(model)
+    if problem:
+        raise NodeFailed(f"{path}: {problem}", node_id=ctx.node_id, reason="unknown_model")
 
 
 async def _relevance_pass(ctx: NodeContext, model: str, question: str, result: SearchResult) -> None:

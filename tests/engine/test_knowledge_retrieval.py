@@ -4,7 +4,7 @@ threshold, top_k, budget, citations and notes."""
 import pytest
 
 from engine.knowledge.ports import EmbeddingError
-from engine.knowledge.retrieval import Retriever
+from engine.knowledge.retrieval import InvalidRerank, Retriever
 from schemas.knowledge import ChunkKind, MetadataFilter, RerankSettings, SearchRequest
 from tests.support.fake_knowledge import FakeStore, KeywordJudge, ScriptedReranker, WordEmbedder, chunk, dataset
 
@@ -150,6 +150,19 @@ async def test_llm_relevance_pass_keeps_relevant_chunks_and_counts_usage():
     assert judge.calls[0][0] == "judge-m"
     assert (result.llm_tokens_in, result.llm_tokens_out) == (100, 5)
     assert result.cost == pytest.approx(0.001 + 0.01)
+
+
+@pytest.mark.parametrize("rerank, field", [(RerankSettings(model="chat-m"), "rerank.model"),
+                                           (RerankSettings(llm="embed-m"), "rerank.llm")])
+async def test_a_rerank_model_it_cannot_call_is_invalid_rerank_naming_the_field_before_any_model_call(rerank, field):
+    store, embedder = build()
+    reranker, judge = ScriptedReranker(models=["rr"]), KeywordJudge("receipt", models=["judge-m"])
+    request = SearchRequest(dataset_ids=["ds1"], query="refund receipt", rerank=rerank)
+    with pytest.raises(InvalidRerank) as info:
+        await Retriever(store=store, embedder=embedder, reranker=reranker, judge=judge).search(
+            "t1", request, [dataset("ds1")])
+    assert info.value.field == field and str(info.value).startswith(f"{field}: unknown ")
+    assert embedder.calls == [] and reranker.calls == [] and judge.calls == [] and store.calls == []
 
 
 async def test_quote_budget_keeps_leading_hits_and_cuts_an_oversized_first():

@@ -119,10 +119,14 @@ class FakeStore:
 
 class ScriptedReranker:
     """Scores a document by how many words of the query it holds, over its length
-    (a real rerank model's scale: [0, 1])."""
+    (a real rerank model's scale: [0, 1]). ``models``: the rerank models it knows (None: any)."""
 
-    def __init__(self) -> None:
+    def __init__(self, models: Sequence[str] | None = None) -> None:
         self.calls: list[tuple[str, str, int]] = []
+        self.models = models
+
+    def model_problem(self, model: str) -> str | None:
+        return None if self.models is None or model in self.models else f"unknown rerank model {model!r}"
 
     async def rerank(self, model: str, query: str, documents: Sequence[str],
                      top_n: int | None = None) -> tuple[list[tuple[int, float]], int]:
@@ -139,8 +143,11 @@ class ScriptedReranker:
 class KeywordJudge:
     """Keeps the texts that contain ``keyword`` (stands in for the chat model's verdict)."""
 
-    def __init__(self, keyword: str) -> None:
-        self.keyword, self.calls = keyword, []
+    def __init__(self, keyword: str, models: Sequence[str] | None = None) -> None:
+        self.keyword, self.calls, self.models = keyword, [], models
+
+    def model_problem(self, model: str) -> str | None:
+        return None if self.models is None or model in self.models else f"unknown chat model {model!r}"
 
     async def select(self, model: str, question: str, texts: Sequence[str]) -> tuple[list[int], dict[str, Any]]:
         self.calls.append((model, question, len(texts)))

@@ -13,7 +13,7 @@ import engine  # noqa: F401  - import order: engine before nodes
 from engine import RunDeps, run_workflow
 from engine.runner import new_run_state
 from nodes.knowledge.quotes import answer_citations, cited_ids, quote_items, quote_role
-from tests.support.catalog import compile_workflow
+from tests.support.catalog import check_workflow, compile_workflow
 from tests.support.fake_knowledge import FakeKnowledge, FakeStore, WordEmbedder, chunk, dataset
 from tests.support.openai_server import openai_server, scripted_registry, text_reply  # noqa: F401 (fixtures)
 from tests.support.workflows import build, chain_edges, node
@@ -173,3 +173,27 @@ async def test_a_failing_embedding_endpoint_fails_a_semantic_search_naming_it(op
     state, _ = await run(doc, scripted_registry, failing)
     assert state.status == "failed" and state.error.reason == "embedding_failed"
     assert "embed-model" in state.error.message and "config.datasets" in state.error.message
+
+
+def test_rerank_and_relevance_models_are_checked_for_their_type(scripted_registry):
+    def problems(rerank: dict[str, Any], where: str = "kr") -> list[tuple[str, str]]:
+        kr = node("kr", "knowledge_retrieval", {"datasets": ["ds1"], "rerank": rerank})
+        agent = node("agent", "tool_call", {"model": "tools-model", "dataset_tools": [
+            {"datasets": ["ds1"], "rerank": rerank}]})
+        doc = build([kr if where == "kr" else agent], chain_edges("start", where))
+        return [(p.path, p.message) for p in check_workflow(doc, models=scripted_registry) if p.code == "unknown_model"]
+
+    assert problems({"model": "rerank-model", "llm": "plain-model"}) == []
+    assert problems({"model": "rerank-model"}, "agent") == []
+    ((path, message),) = problems({"model": "tools-model"})
+    assert path == "config.rerank.model"
+    assert message.startswith("model 'tools-model' is a chat model, not a rerank model (known rerank models: "
+                              "rerank-model)")
+    ((path, message),) = problems({"llm": "embed-model"})
+    assert path == "config.rerank.llm" and "not in the model registry" not in message
+    assert message.startswith("model 'embed-model' is an embedding model, not a chat model (known: ")
+    ((path, message),) = problems({"model": "embed-model"}, "agent")
+    assert path == "config.dataset_tools[0].rerank.model" and "is an embedding model, not a rerank model" in message
+    ((path, message),) = problems({"model": "rerank-modl"})
+    assert "not in the model registry (did you mean 'rerank-model'?)" in message or "rerank-model" in message
+

@@ -138,3 +138,36 @@ async def test_dataset_tool_on_an_unknown_dataset_is_a_failed_call_the_model_see
     assert state.status is RunStatus.succeeded, state.error
     tool_result = next(m["content"] for m in openai_server.bodies[1]["messages"] if m["role"] == "tool")
     assert "config.dataset_tools[0]" in tool_result and "ghost" in tool_result
+
+
+class _AnyModel:
+    """A model catalog that knows every name: the registry changed between validation and run."""
+
+    fingerprint = "any"
+
+    def has(self, name: str, kind: str | None = "chat") -> bool:
+        return True
+
+    def names(self, kind: str | None = "chat") -> list[str]:
+        return []
+
+    def required_key_env(self, name: str) -> str | None:
+        return None
+
+
+@pytest.mark.parametrize("rerank, path, says", [
+    ({"model": "tools-model"}, "config.rerank.model", "model 'tools-model' is a chat model, not a rerank model"),
+    ({"llm": "embed-model"}, "config.rerank.llm", "model 'embed-model' is an embedding model, not a chat model"),
+])
+async def test_a_rerank_model_of_the_wrong_type_fails_the_run_naming_its_field_before_any_model_call(
+        openai_server, scripted_registry, knowledge, rerank, path, says):
+    doc = build([node("kr", "knowledge_retrieval", {"datasets": ["policies"], "rerank": rerank})],
+                chain_edges("start", "kr"))
+    plan = compile_workflow(doc, models=_AnyModel())
+    state = new_run_state(plan, {}, query="How long does a refund take?")
+    state.tenant_id = "t1"
+    embedded, sent = openai_server.embedding_calls, len(openai_server.requests)
+    state = await run_workflow(plan, state, deps=RunDeps(models=scripted_registry, knowledge=knowledge))
+    assert state.status is RunStatus.failed and state.error.reason == "unknown_model", state.error
+    assert state.error.message.startswith(f"{path}: {says}"), state.error.message
+    assert openai_server.embedding_calls == embedded and len(openai_server.requests) == sent
