@@ -1,4 +1,4 @@
-"""``flowloom datasets create | list | show | rm | add | search``: knowledge bases from the
+"""``flowloom datasets create | list | show | rm | add | reindex | search``: knowledge bases from the
 command line, on the same stores and knowledge service as the HTTP API.
 
 ``--tenant`` names the tenant (default ``default``). Ingestion: with
@@ -8,9 +8,11 @@ default) the documents are ingested in this process before ``add`` exits, with a
 progress bar under ``--wait`` and a line per document otherwise, so nothing is left
 half-ingested behind a command that returned. A document left unfinished all the same
 (Ctrl-C, a crash) is ingested again from where it stopped by the next ``add`` of the
-dataset or by ``flowloom serve``.
+dataset or by ``flowloom serve``. A document whose ingestion failed (a provider key
+missing at the time) is ingested again when the same file is added again, or by
+``reindex`` (``--failed``: every failed document of the dataset).
 
-Exit codes: 0 done; 1 a document failed during ingestion (``add``); 2 bad input, an
+Exit codes: 0 done; 1 a document failed during ingestion (``add``, ``reindex``); 2 bad input, an
 unknown dataset or document, a file rejected (unreadable, over the size cap), a
 configuration problem.
 """
@@ -26,14 +28,14 @@ from rich.text import Text
 from .common import EXIT_OK, JsonFlag, abort, app, err, out, print_columns, write_json
 from .running import execute
 
-__all__ = ["add", "create", "list_datasets", "remove", "search", "show"]
+__all__ = ["add", "create", "list_datasets", "reindex", "remove", "search", "show"]
 
 datasets_app = typer.Typer(help="Knowledge bases: datasets, their documents (ingested into chunks and vectors), "
                                 "and searches.", no_args_is_help=True)
 app.add_typer(datasets_app, name="datasets")
 
 TenantOption = Annotated[str, typer.Option("--tenant", help="the tenant of the datasets")]
-DatasetArg = Annotated[str, typer.Argument(help="the dataset's id (`flowloom datasets list`)")]
+DatasetArg = Annotated[str, typer.Argument(metavar="ID", help="the dataset's id (`flowloom datasets list`)")]
 
 
 def _when(seconds: float | None) -> str:
@@ -78,7 +80,7 @@ def _dataset_row(d: Any) -> tuple[str, ...]:
 
 @datasets_app.command()
 def create(
-    name: Annotated[str, typer.Argument(help="the dataset's name")],
+    name: Annotated[str, typer.Argument(metavar="NAME", help="the dataset's name")],
     embedding_model: Annotated[Optional[str], typer.Option(
         "--embedding-model", help="a registry model of type embedding (default: none, full-text search only)")] = None,
     chunk_tokens: Annotated[Optional[int], typer.Option("--chunk-tokens", help="largest chunk, in tokens "
@@ -207,13 +209,20 @@ def remove(dataset_id: DatasetArg, tenant: TenantOption = "default") -> None:
 @datasets_app.command()
 def add(
     dataset_id: DatasetArg,
-    files: Annotated[list[Path], typer.Argument(help="files: txt, md, html, pdf, docx, csv or jsonl QA pairs")],
+    files: Annotated[list[Path], typer.Argument(metavar="FILE", help="files: txt, md, html, pdf, docx, csv or "
+                                                                        "jsonl QA pairs")],
     wait: Annotated[bool, typer.Option("--wait", help="show each document's progress until it is ingested (with "
                                                       "FLOWLOOM_REDIS_URL: wait for the workers)")] = False,
     tenant: TenantOption = "default",
     as_json: JsonFlag = False,
 ) -> None:
-    """Add documents to a dataset and ingest them (see the module's notes on --wait)."""
+    """Add documents to a dataset and ingest them.
+
+    A file already there with the same name and bytes is left as it is, unless its
+    ingestion failed: it is ingested again. Without FLOWLOOM_REDIS_URL the documents are
+    ingested in this process before the command returns; with it, `flowloom worker`
+    processes ingest them and the command returns at once unless --wait. Exit 0 when
+    every document is ingested, 1 when one failed, 2 when a file was refused."""
     from .datasets_add import add_files
 
     _run(lambda knowledge, service: add_files(knowledge, service, tenant, dataset_id, files, wait=wait,
@@ -221,9 +230,31 @@ def add(
 
 
 @datasets_app.command()
+def reindex(
+    dataset_id: DatasetArg,
+    document_ids: Annotated[Optional[list[str]], typer.Argument(
+        metavar="DOC_ID", help="the documents to ingest again (default: every document of the dataset; "
+                                    "ids from `flowloom datasets show ID`)")] = None,
+    failed: Annotated[bool, typer.Option("--failed", help="only the documents whose ingestion failed")] = False,
+    wait: Annotated[bool, typer.Option("--wait", help="show each document's progress until it is ingested (with "
+                                                      "FLOWLOOM_REDIS_URL: wait for the workers)")] = False,
+    tenant: TenantOption = "default",
+    as_json: JsonFlag = False,
+) -> None:
+    """Ingest documents again: after a failure (a provider key set since) or a change of
+    chunking settings. Chunks whose text did not change keep their vectors. Runs like
+    `add` (in this process without FLOWLOOM_REDIS_URL) with its exit codes: 0 every
+    document ingested, 1 one failed, 2 an unknown dataset or document."""
+    from .datasets_add import reindex_documents
+
+    _run(lambda knowledge, service: reindex_documents(knowledge, service, tenant, dataset_id, document_ids or [],
+                                                      failed_only=failed, wait=wait, as_json=as_json))
+
+
+@datasets_app.command()
 def search(
     dataset_id: DatasetArg,
-    query: Annotated[str, typer.Argument(help="what to look for")],
+    query: Annotated[str, typer.Argument(metavar="QUERY", help="what to look for")],
     mode: Annotated[str, typer.Option("--mode", help="semantic, full_text or hybrid (semantic and hybrid need an "
                                                      "embedding model)")] = "hybrid",
     top_k: Annotated[int, typer.Option("--top-k", min=1, max=200, help="hits to return")] = 5,

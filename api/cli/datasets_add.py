@@ -1,5 +1,6 @@
 """``flowloom datasets add``: read the files, add them to the dataset, follow their
-ingestion (a rich progress bar per document under ``--wait``), report each file.
+ingestion (a rich progress bar per document under ``--wait``), report each file; and
+``flowloom datasets reindex``: ingest documents of the dataset again, followed alike.
 
 Where ingestion runs is said in :mod:`api.cli.datasets`: in this process without
 ``FLOWLOOM_REDIS_URL`` (``add`` returns when every document is ``ready`` or ``failed``),
@@ -18,7 +19,7 @@ from rich.text import Text
 
 from .common import EXIT_INVALID, EXIT_OK, EXIT_RUN_FAILED, err, out, write_json
 
-__all__ = ["add_files"]
+__all__ = ["add_files", "chunks", "reindex_documents", "without_name"]
 
 _FINAL = ("ready", "failed")
 #: seconds between two checks that ingestion still runs here, and the idle checks that end following
@@ -101,29 +102,48 @@ def _report(outcomes: list[Any], unread: list[tuple[str, str]], final: dict[str,
     for name, why in unread:
         console.print(Text.assemble(("  ✗ ", "red"), (name, "bold"), f": {why}"))
     failed = unfinished = 0
+    dataset_id = next((o.document.dataset_id for o in outcomes if o.document is not None), "ID")
     for outcome in outcomes:
         if outcome.error is not None:
             console.print(Text.assemble(("  ✗ ", "red"), (outcome.source_name, "bold"),
-                                        f": {outcome.error} ({outcome.error.reason})"))
+                                        f": {without_name(str(outcome.error), outcome.source_name)} "
+                                        f"({outcome.error.reason})"))
             continue
         document = final.get(outcome.document.id, outcome.document)
         status = str(document.status)
         if followed and status not in _FINAL:
             unfinished += 1
             console.print(Text.assemble(("  … ", "yellow"), (outcome.source_name, "bold"),
-                                        f": left {status} (ingestion stopped); continue it with `flowloom datasets add "
-                                        f"{document.dataset_id} FILE --wait` or `flowloom serve`"))
+                                        f": left {status} (ingestion stopped); continue it with `flowloom datasets "
+                                        f"reindex {document.dataset_id} {document.id} --wait` or `flowloom serve`"))
         elif status == "failed":
             failed += 1
             console.print(Text.assemble(("  ✗ ", "red"), (outcome.source_name, "bold"),
                                         f": ingestion failed: {document.error or 'no reason given'}"))
         else:
             note = ("unchanged" if not outcome.created else
-                    f"{document.chunk_count} chunks" if status == "ready" else f"{status} (for `flowloom worker`)"
+                    chunks(document.chunk_count) if status == "ready" else f"{status} (for `flowloom worker`)"
                     if queued else status)
+            if getattr(outcome, "retried", False):
+                note = f"retried (its ingestion had failed): {note}"
             console.print(Text.assemble(("  ✓ ", "green"), (outcome.source_name, "bold"), f"  {document.id}  {note}"))
+    if failed:
+        console.print(Text(f"once the cause is fixed, ingest the failed documents again with: flowloom datasets "
+                           f"reindex {dataset_id} --failed --wait", style="dim"))
     refused = len(unread) + sum(1 for o in outcomes if o.error is not None)
     return EXIT_INVALID if refused else EXIT_RUN_FAILED if failed or unfinished else EXIT_OK
+
+
+def chunks(count: int) -> str:
+    """``1 chunk``, ``3 chunks``."""
+    return f"{count} chunk" if count == 1 else f"{count} chunks"
+
+
+def without_name(message: str, name: str) -> str:
+    """``message`` without a leading ``name: `` (the parser's messages name the file, which
+    the CLI's line already shows first)."""
+    prefix = f"{name}: "
+    return message[len(prefix):] if message.startswith(prefix) else message
 
 
 def _json(outcomes: list[Any], unread: list[tuple[str, str]], final: dict[str, Any]) -> None:
@@ -182,3 +202,40 @@ async def add_files(knowledge: Any, service: Any, tenant: str, dataset_id: str, 
         out().print(f"{len(kept)} document(s) in dataset {dataset_id}; search with: "
                     f"flowloom datasets search {dataset_id} \"...\"")
     return code
+
+
+async def reindex_documents(knowledge: Any, service: Any, tenant: str, dataset_id: str, document_ids: Sequence[str],
+                            *, failed_only: bool, wait: bool, as_json: bool) -> int:
+    """Ingest again the dataset's documents ``document_ids`` (default: all of them; with
+    ``failed_only`` only those whose ingestion failed), then follow them as ``add`` does;
+    the exit code as ``add`` gives (2 for an unknown document, before any is queued)."""
+    from engine.knowledge.service import DocumentOutcome
+
+    await knowledge.get_dataset(tenant, dataset_id)
+    if document_ids:
+        chosen = [await knowledge.get_document(tenant, dataset_id, d) for d in dict.fromkeys(document_ids)]
+    else:
+        chosen = await knowledge.list_documents(tenant, dataset_id)
+    if failed_only:
+        chosen = [d for d in chosen if str(d.status) == "failed"]
+    if not chosen:
+        if as_json:
+            write_json({"documents": []})
+        else:
+            err().print(Text("no document to ingest again" + (" (none failed)" if failed_only else ""), style="dim"))
+        return EXIT_OK
+    outcomes = [DocumentOutcome(d.source_name, await knowledge.reindex_document(tenant, dataset_id, d.id), True)
+                for d in chosen]
+    queued = bool(service.settings.redis_url)
+    ids = [o.document.id for o in outcomes]
+    final: dict[str, Any] = {}
+    followed = wait or not queued
+    if followed:
+        if not wait and not as_json:
+            err().print(Text(f"ingesting {len(ids)} document(s) in this process (FLOWLOOM_REDIS_URL unset)...",
+                             style="dim"))
+        final = await _follow(knowledge, tenant, dataset_id, ids, bar=wait and not as_json)
+    if as_json:
+        write_json({"documents": [final.get(i, o.document).model_dump(mode="json", exclude={"tenant_id"})
+                                  for i, o in zip(ids, outcomes)]})
+    return _report(outcomes, [], final, queued and not wait, followed=followed, quiet=as_json)

@@ -1,5 +1,6 @@
 """``flowloom datasets``: create, list, show, rm, add (with and without --wait, a bad file
-in the batch, a failed ingestion), search in each mode, on the embedded default (SQLite
+in the batch, a failed ingestion, retried by adding it again), reindex, the messages and
+help texts, search in each mode, on the embedded default (SQLite
 under FLOWLOOM_HOME, ingestion in the CLI process, embeddings from the scripted server);
 and ``flowloom serve``'s warning on a PostgreSQL without pgvector."""
 
@@ -119,6 +120,61 @@ def test_a_failed_ingestion_exits_1_with_its_reason(scripted_models, tmp_path):
     assert "rockets.txt" in result.stderr and "ingestion failed" in result.stderr
     shown = json.loads(invoke("datasets", "show", dataset, "--json").stdout)
     assert shown["documents"][0]["status"] == "failed" and shown["documents"][0]["error"]
+
+
+def test_adding_a_failed_file_again_retries_it_once_the_cause_is_fixed(scripted_models, tmp_path):
+    dataset = create("--embedding-model", EMBEDDING_MODEL)
+    scripted_models.script_embeddings(http_error(400, "no such key"))
+    paths = files(tmp_path, {"rockets.txt": corpus()["rockets.txt"]})
+    assert invoke("datasets", "add", dataset, *paths).exit_code == 1
+    again = invoke("datasets", "add", dataset, *paths, "--wait")
+    assert again.exit_code == 0, again.output + again.stderr
+    assert "retried" in again.stderr and "ingestion failed" not in again.stderr
+    shown = json.loads(invoke("datasets", "show", dataset, "--json").stdout)
+    assert [(d["status"], d["error"]) for d in shown["documents"]] == [("ready", None)]
+    unchanged = invoke("datasets", "add", dataset, *paths, "--json")
+    assert json.loads(unchanged.stdout)["documents"][0]["outcome"] == "unchanged"
+
+
+def test_reindex_ingests_again_the_failed_documents_or_the_ones_named(scripted_models, tmp_path):
+    dataset = create("--embedding-model", EMBEDDING_MODEL)
+    assert invoke("datasets", "add", dataset, *files(tmp_path, {"tea.md": corpus()["tea.md"]})).exit_code == 0
+    scripted_models.script_embeddings(http_error(400, "no such key"))
+    rockets = files(tmp_path, {"rockets.txt": corpus()["rockets.txt"]})
+    assert invoke("datasets", "add", dataset, *rockets).exit_code == 1
+    shown = json.loads(invoke("datasets", "show", dataset, "--json").stdout)
+    documents = {d["source_name"]: d for d in shown["documents"]}
+    assert documents["rockets.txt"]["status"] == "failed"
+    result = invoke("datasets", "reindex", dataset, "--failed", "--wait", "--json")
+    assert result.exit_code == 0, result.output + result.stderr
+    ended = json.loads(result.stdout)["documents"]
+    assert [(d["source_name"], d["status"]) for d in ended] == [("rockets.txt", "ready")]
+    none = invoke("datasets", "reindex", dataset, "--failed")
+    assert none.exit_code == 0 and "none failed" in none.stderr
+    named = invoke("datasets", "reindex", dataset, documents["tea.md"]["id"])
+    assert named.exit_code == 0 and "tea.md" in named.stderr and "rockets.txt" not in named.stderr
+    scripted_models.script_embeddings(http_error(400, "no such key"))
+    everything = invoke("datasets", "reindex", dataset, "--wait")  # unchanged chunks keep their vectors
+    assert everything.exit_code == 0 and "tea.md" in everything.stderr and "rockets.txt" in everything.stderr
+    unknown = invoke("datasets", "reindex", dataset, "no-such-document")
+    assert unknown.exit_code == 2 and "no-such-document" in unknown.stderr
+    assert invoke("datasets", "reindex", "no-such-dataset").exit_code == 2
+
+
+def test_messages_name_a_file_once_count_chunks_in_words_and_help_shows_plain_metavars(scripted_models, tmp_path):
+    dataset = create()
+    paths = files(tmp_path, {"fake.pdf": b"plain text, not a PDF", "x.xlsx": b"cells", "one.txt": b"a short note"})
+    result = invoke("datasets", "add", dataset, *paths)
+    assert result.exit_code == 2
+    assert "fake.pdf: fake.pdf" not in result.stderr and "x.xlsx: x.xlsx" not in result.stderr
+    assert "fake.pdf" in result.stderr and "x.xlsx" in result.stderr and "unsupported file type" in result.stderr
+    assert "1 chunk\n" in result.stderr.replace(" \n", "\n") and "1 chunks" not in result.stderr
+    for command in ("add", "reindex", "search", "show", "create"):
+        text = invoke("datasets", command, "--help").stdout
+        assert "{dataset_id}" not in text and "{name}" not in text and "module's notes" not in text
+    add_help = invoke("datasets", "add", "--help").stdout
+    assert "{ID} {FILE}..." in add_help and "ingestion failed: it is ingested again" in " ".join(add_help.split())
+    assert "[DOC_ID]..." in invoke("datasets", "reindex", "--help").stdout
 
 
 @pytest.mark.parametrize("mode", ["semantic", "full_text", "hybrid"])

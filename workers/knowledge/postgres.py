@@ -525,7 +525,8 @@ class PostgresKnowledgeStore:
                 f"SELECT ts_rank_cd(c.search_vector, $1::tsquery, 32) AS rank, {_CHUNK_COLUMNS} FROM m "
                 "JOIN kb_chunks c ON c.seq = m.seq JOIN kb_documents d ON d.id = c.document_id "
                 "WHERE c.tenant_id = $2 AND c.dataset_id = ANY($3::text[]) "
-                f"AND {_SEARCHABLE} AND {where} ORDER BY rank DESC, c.id LIMIT $4", tsquery, tenant_id, list(dataset_ids), k, *params)
+                f"AND {_SEARCHABLE} AND {where} ORDER BY rank DESC, c.id LIMIT $4", tsquery, tenant_id,
+                list(dataset_ids), k, *params)
         return [ScoredChunk(chunk_from_row(r), float(r["rank"])) for r in rows]
 
 
