@@ -181,7 +181,7 @@ def import_(
     if placeholders:
         summary.append(f"; {placeholders} unsupported placeholder(s) fail when run", style="yellow")
     console.print(summary)
-    for line in model_lines(result, registry):
+    for line in [*model_lines(result, registry), *dataset_lines(result)]:
         console.print(line)
     console.print(Text.assemble(("run it with: ", "bold"),
                                 run_command(wf, output, f"flowloom import {shlex.quote(source_label(file))}")))
@@ -211,6 +211,21 @@ def model_lines(result: Any, registry: Any) -> list[Text]:
                           f"{where['base_url']}{url_var}; {key})"))
     lines.append(Text("  a local OpenAI-compatible server (Ollama, llama.cpp, vLLM) for every model: set "
                       "FLOWLOOM_LLM_BASE_URL_OVERRIDE (and FLOWLOOM_LLM_MODEL_OVERRIDE); no key needed", style="dim"))
+    return lines
+
+
+def dataset_lines(result: Any) -> list[Text]:
+    """Where each source dataset went: the dataset id its searches use (datasets are the
+    deployment's data: whether that dataset exists is known when the workflow runs)."""
+    datasets = getattr(result, "datasets", None) or {}
+    if not datasets:
+        return []
+    lines = [Text("datasets:", style="bold")]
+    for source, target in sorted(datasets.items()):
+        shown = "(no dataset selected)" if source == "*" else repr(source)
+        lines.append(Text(f"  {shown} -> {target}"))
+    lines.append(Text("  each must exist when the workflow runs: flowloom datasets list; create and fill one with "
+                      "flowloom datasets create NAME --id ID, then flowloom datasets add ID FILES", style="dim"))
     return lines
 
 

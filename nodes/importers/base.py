@@ -424,7 +424,18 @@ class BaseImporter:
         self._convert_all()
         self._apply_carries()
         self._apply_inserts()
+        self._warn_unmatched_datasets()
         return self._finish()
+
+    def _warn_unmatched_datasets(self) -> None:
+        """Warn (``unmatched_dataset``) of the ``dataset_map`` sources no search of the
+        flow names: most likely a mistyped id, whose search then goes elsewhere."""
+        mapped = getattr(self, "_datasets_mapped", {})
+        unmatched = [s for s in self.dataset_map if s != "*" and s not in mapped]
+        if unmatched:
+            known = ", ".join(repr(s) for s in mapped if s != "*") or "none"
+            self.warn("unmatched_dataset", f"dataset mapping source(s) {', '.join(map(repr, unmatched))} match no "
+                      f"dataset of the flow, so they were not used (the flow's datasets: {known})")
 
     def _convert_all(self) -> None:
         for p in self.planned:

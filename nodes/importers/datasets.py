@@ -6,7 +6,8 @@ ids and the search settings both share.
 (``unmapped_dataset``) with the commands that create a dataset of that id and fill it
 (``flowloom datasets create NAME --id ID --embedding-model MODEL``, ``flowloom
 datasets add ID FILES --wait``) and how to map it instead (``--dataset 'SOURCE=ID'`` /
-``"dataset_map"``). A search node with no dataset at all (a template whose user has not
+``"dataset_map"``). A mapping whose source no search names is reported
+(``unmatched_dataset``: a mistyped id). A search node with no dataset at all (a template whose user has not
 chosen one) and no ``"*"`` mapping cannot search: that is an error (``unmapped_dataset``;
 a partial import makes it a placeholder).
 
@@ -113,9 +114,9 @@ class DatasetImport(BaseImporter):
         model_map = self.model_map
         target = model_map.get(name) if name else None
         registry = self.registry
-        if target is None and name and registry is not None and registry.has(name):
+        if target is None and name and registry is not None and registry.has(name, "rerank"):
             target = name
-        if target is None or (registry is not None and not registry.has(target)):
+        if target is None or (registry is not None and not registry.has(target, "rerank")):
             what = f"rerank model {name!r}" if name else "rerank (no model named)"
             self.warn("not_carried_over", f"{what} is not in the model registry: results are not reranked; map it "
                       f"with {self.hints.mapping(name or 'RERANK', 'NAME')} to a rerank model", p)

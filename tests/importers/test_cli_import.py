@@ -125,3 +125,14 @@ def test_dataset_flag_maps_the_search_nodes_datasets(tmp_path):
     assert search["type"] == "knowledge_retrieval" and search["config"]["datasets"] == ["handbook"]
     bad = invoke("import", FASTGPT / "CQ_template.json", "--dataset", "handbook")
     assert bad.exit_code == 2 and "invalid --dataset" in bad.stderr and "SOURCE=ID" in bad.stderr
+
+
+@needs_corpus
+def test_the_import_report_says_where_each_dataset_went_and_warns_of_a_mapping_that_matches_none(tmp_path):
+    out = tmp_path / "cq.json"
+    result = invoke("import", FASTGPT / "CQ_template.json", "-o", out, "--dataset", "*=doesnotexist",
+                    "--dataset", "foo=emb2")
+    assert result.exit_code == 0, result.stderr
+    assert "datasets:\n  (no dataset selected) -> doesnotexist\n" in result.stderr
+    (warning,) = [line for line in result.stderr.splitlines() if "unmatched_dataset" in line]
+    assert "'foo'" in warning and "emb2" not in json.loads(out.read_text()).__repr__()

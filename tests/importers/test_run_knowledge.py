@@ -105,3 +105,37 @@ def load_doc(doc: dict[str, Any], registry: Any, dataset_map: dict[str, str]) ->
                              dataset_map=dataset_map)
     assert not result.errors, result.report
     return result
+
+
+
+def test_a_dataset_map_source_no_search_names_is_a_warning_naming_it(scripted_registry):
+    source_id = "2516f4a8-9329-4845-a914-7965090ee2e2"
+    result = load(DIFY / "knowledge_chat_retrieval.yml", models=scripted_registry,
+                  model_map={"deepseek-v3-241226": "tools-model"},
+                  dataset_map={source_id: "policies", "foo": "emb2", "*": "fallback"})
+    assert not result.errors and result.datasets == {source_id: "policies"}
+    (warning,) = [i for i in result.report if i.code == "unmatched_dataset"]
+    assert warning.severity == "warning" and "'foo'" in warning.message and source_id in warning.message
+    assert "'*'" not in warning.message  # the fallback matches every unmapped source, used or not
+    mapped = load(DIFY / "knowledge_chat_retrieval.yml", models=scripted_registry,
+                  model_map={"deepseek-v3-241226": "tools-model"}, dataset_map={source_id: "policies"})
+    assert not [i for i in mapped.report if i.code == "unmatched_dataset"]
+
+
+def test_a_source_rerank_model_maps_to_a_rerank_model_of_the_registry_only(scripted_registry):
+    from tests.support.catalog import import_workflow
+
+    text = (DIFY / "knowledge_chat_retrieval.yml").read_text().replace("reranking_enable: false",
+                                                                        "reranking_enable: true")
+
+    def imported(target: str) -> Any:
+        return import_workflow(text, models=scripted_registry, dataset_map={"*": "policies"},
+                               model_map={"deepseek-v3-241226": "tools-model", "BAAI/bge-reranker-v2-m3": target})
+
+    result = imported("rerank-model")
+    (search,) = [n for n in result.workflow["nodes"] if n["type"] == "knowledge_retrieval"]
+    assert not result.errors and search["config"]["rerank"]["model"] == "rerank-model"
+    chat = imported("tools-model")  # a chat model: not a rerank model, so no rerank (and a warning)
+    (search,) = [n for n in chat.workflow["nodes"] if n["type"] == "knowledge_retrieval"]
+    assert not chat.errors and not (search["config"].get("rerank") or {}).get("model")
+    assert any(i.code == "not_carried_over" and "BAAI/bge-reranker-v2-m3" in i.message for i in chat.report)
