@@ -278,7 +278,9 @@ async def search_dataset(dataset_id: DatasetId, body: DatasetSearch, caller: Cal
                          quotas: QuotaPolicy) -> DatasetSearchResult:
     """The hits a ``knowledge_retrieval`` node would get for this query: best first,
     ``score`` in [0, 1] with each recall pass's own in ``scores``. Semantic and hybrid
-    searches embed the query (tokens counted in the tenant's quota)."""
+    searches embed the query (tokens counted in the tenant's quota). 422 ``invalid_request``
+    naming ``rerank.model`` / ``rerank.llm`` when it is not a rerank / chat model of the
+    registry (checked before any model call)."""
     dataset_id = _dataset_id(dataset_id)
     await knowledge.get_dataset(caller.tenant_id, dataset_id)  # 404 before 429
     await _tokens_left(quotas, caller)
