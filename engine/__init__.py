@@ -14,8 +14,9 @@ the scheduler and the settings: ``flowloom validate`` and ``--help`` start faste
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from schemas.lazy import lazy_exports
 
 #: Exported name -> the submodule defining it.
 _EXPORTS: dict[str, str] = {
@@ -32,18 +33,7 @@ _EXPORTS: dict[str, str] = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    """Import the submodule defining ``name`` and return it (then cached as a global)."""
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'engine' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_EXPORTS})
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
 
 
 if TYPE_CHECKING:  # what type checkers and IDEs see

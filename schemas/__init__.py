@@ -7,8 +7,9 @@ pydantic models of every schema module costs tens of milliseconds, and a command
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .lazy import lazy_exports
 
 #: Exported name -> the submodule defining it.
 _EXPORTS: dict[str, str] = {
@@ -27,18 +28,7 @@ _EXPORTS: dict[str, str] = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    """Import the submodule defining ``name`` and return it (then cached as a global)."""
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'schemas' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_EXPORTS})
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
 
 
 if TYPE_CHECKING:  # what type checkers and IDEs see
