@@ -35,7 +35,7 @@ from workers.sql.workflows import SqlWorkflowStore
 from .dispatch import open_dispatcher
 from .errors import install_error_handlers
 from .executor import RunExecutor
-from .limits import BodyLimit
+from .limits import BodyLimit, JsonBodyCheck
 from .quotas import Quotas, quota_store_of
 from .recovery import start_recovery
 from .routes import chats as chat_routes, routers
@@ -133,6 +133,7 @@ def create_app(settings: Settings | None = None, *, heartbeat_s: float = HEARTBE
     app.state.heartbeat_s = heartbeat_s
     app.state.settings = chosen
     install_error_handlers(app)
+    app.add_middleware(JsonBodyCheck)  # a body too deep or with a lone surrogate: 422 naming the field
     # Outermost: a body over the cap is refused before any other part of the app reads it.
     app.add_middleware(BodyLimit, max_bytes=chosen.max_request_bytes)
     for router in routers:

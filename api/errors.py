@@ -11,6 +11,7 @@ exception                                              status  ``type``
 ``CompileError``                                       422     ``invalid_workflow``
 ``InvalidInputs``                                      422     ``invalid_inputs``
 request validation, a body that cannot be parsed       422     ``invalid_request``
+:class:`BodyRefused` (too deep, a lone surrogate)      422     ``invalid_request``
 a body over ``max_request_bytes``                      413     ``payload_too_large``
 a quota exceeded (:mod:`api.quotas`, ``Retry-After``)   429     ``quota_exceeded``
 ``RunNotFound``, ``KeyNotFound``, ``TenantNotFound``   404     ``not_found``
@@ -31,7 +32,9 @@ anything else                                          500     ``internal_error`
 An invalid request's message names each field at fault and what is wrong
 (``messages: field required``, :func:`validation_message`), never pydantic's model
 names; a JSON body sent as ``text/plain`` is told to send ``Content-Type:
-application/json``, bytes that are not UTF-8 are said to be so.
+application/json``, bytes that are not UTF-8 are said to be so, a body that is not
+JSON says where it stops being JSON (``body is not valid JSON (at character 13):
+expecting value``), one nested too deep names the limit.
 
 On the OpenAI-compatible paths (``/v1/chat/completions``, ``/v1/models``) every
 error, whoever raises it, is OpenAI's ``{"error": {message, type, code, param}}``
@@ -65,9 +68,11 @@ from engine.ports import ChatNotFound, KeyNotFound, RunNotFound, RunOwned, Store
 from engine.ports import StaleVersion, WorkflowExists, WorkflowNotFound
 from engine.service import RunNotResumable
 
-__all__ = ["OPENAI_PATHS", "ApiError", "body_message", "describe", "error_body", "field_path",
-           "install_error_handlers", "is_openai_path", "logger", "openai_error", "parse_body", "shaped_error",
-           "validation_message"]
+from .json_body import MAX_JSON_DEPTH, SURROGATE_ESCAPE, json_depth_over, lone_surrogate_path
+
+__all__ = ["OPENAI_PATHS", "ApiError", "BodyRefused", "body_message", "body_problem", "describe", "error_body",
+           "field_path", "install_error_handlers", "is_json_type", "is_openai_path", "logger", "openai_error",
+           "parse_body", "shaped_error", "validation_message"]
 
 logger = logging.getLogger("flowloom.api")
 
@@ -90,6 +95,44 @@ class ApiError(Exception):
         self.problems = problems
 
 
+class BodyRefused(StarletteHTTPException):
+    """422: a JSON body the parser accepts but the API cannot use (nested deeper than
+    :data:`~api.json_body.MAX_JSON_DEPTH`, a lone surrogate), found while the body is
+    read (:class:`api.limits.JsonBodyCheck`). An HTTP exception, so FastAPI lets it
+    through its body parsing untouched and the handlers answer it with ``problems``."""
+
+    def __init__(self, message: str, problems: list[dict[str, Any]]) -> None:
+        super().__init__(422, message)
+        self.problems = problems
+
+
+def body_problem(raw: bytes, suspect: bool | None = None) -> BodyRefused | None:
+    """What makes the JSON body ``raw`` unusable though it parses, else None: nesting over
+    :data:`~api.json_body.MAX_JSON_DEPTH`, or the field holding a lone surrogate (named
+    by its path, ``messages[0].content``). ``suspect``: whether ``raw`` holds a surrogate
+    escape (None: look). A body that is not JSON at all is left to the parser's message."""
+    if json_depth_over(raw):
+        message = (f"body nests arrays and objects more than {MAX_JSON_DEPTH} levels deep "
+                   f"(the limit of a request body)")
+        return BodyRefused(message, [{"loc": ["body"], "message": message, "code": "too_deep"}])
+    if suspect is None:
+        suspect = SURROGATE_ESCAPE.search(raw) is not None
+    if not suspect:
+        return None
+    try:
+        data = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+    path = lone_surrogate_path(data)
+    if path is None:
+        return None
+    loc: list[Any] = ["body", *path]
+    what = ("text holds a lone UTF-16 surrogate (an unpaired \\ud800-\\udfff escape), which is not a "
+            "character; send valid Unicode text")
+    return BodyRefused(f"{field_path(loc) or 'body'}: {what}", [{"loc": loc, "message": what,
+                                                                 "code": "lone_surrogate"}])
+
+
 def error_body(type: str, message: str, problems: list[Any] | None = None) -> dict[str, Any]:  # noqa: A002
     """``{"error": {...}}`` (``problems`` only when given)."""
     detail: dict[str, Any] = {"type": type, "message": message}
@@ -104,8 +147,8 @@ def describe(exc: BaseException) -> tuple[int, dict[str, Any], dict[str, str]]:
     if isinstance(exc, ApiError):
         return exc.status, error_body(exc.type, exc.message, exc.problems), exc.headers
     if isinstance(exc, StarletteHTTPException):  # raised where no handler answers it (a body over the cap)
-        return (exc.status_code, error_body(_STATUS_TYPES.get(exc.status_code, "http_error"), str(exc.detail)),
-                dict(exc.headers or {}))
+        return (exc.status_code, error_body(_STATUS_TYPES.get(exc.status_code, "http_error"), str(exc.detail),
+                                            getattr(exc, "problems", None)), dict(exc.headers or {}))
     if isinstance(exc, CompileError):
         errors = [p for p in exc.problems if p.severity == "error"]
         return 422, error_body("invalid_workflow", _compile_message(errors),
@@ -227,9 +270,24 @@ def _validation_problems(exc: RequestValidationError | ValidationError, prefix: 
                          ) -> list[dict[str, Any]]:
     """Where and what, without the input values (a body may hold secrets). ``prefix``:
     ``("body",)`` for a body a route validated itself, so its ``loc`` reads as FastAPI's."""
-    return [{"loc": [*prefix, *(str(part) for part in error.get("loc", ()))],
+    return [_json_invalid(error) if error.get("type") == "json_invalid" else
+            {"loc": [*prefix, *(str(part) for part in error.get("loc", ()))],
              "message": "Input should be a JSON object" if error.get("type") in _NOT_AN_OBJECT else error.get("msg", ""),
              "code": error.get("type", "")} for error in exc.errors()]
+
+
+def _json_invalid(error: Any) -> dict[str, Any]:
+    """FastAPI's ``("body", position)`` problem of a body it could not parse, as the
+    body's own problem: ``body is not valid JSON (at character 13): expecting value``
+    (the position is a character offset, not a field)."""
+    loc = error.get("loc", ())
+    where = f" (at character {loc[-1]})" if loc and isinstance(loc[-1], int) else ""
+    reason = str((error.get("ctx") or {}).get("error") or "")
+    return {"loc": ["body"], "message": _not_json(where, reason), "code": "json_invalid"}
+
+
+def _not_json(where: str, reason: str) -> str:
+    return f"body is not valid JSON{where}" + (f": {reason[:1].lower()}{reason[1:]}" if reason else "")
 
 
 def field_path(loc: Sequence[Any]) -> str:
@@ -247,6 +305,10 @@ def field_path(loc: Sequence[Any]) -> str:
     return text
 
 
+#: problems of the body as a whole whose message says so itself
+_WHOLE_BODY = frozenset({"json_invalid", "too_deep"})
+
+
 def validation_message(problems: list[dict[str, Any]], limit: int = 3) -> str:
     """``field: what is wrong`` for the first ``limit`` problems (``_validation_problems``
     items), ``; ``-separated, then ``(+N more)``: the message alone says which field and
@@ -254,6 +316,9 @@ def validation_message(problems: list[dict[str, Any]], limit: int = 3) -> str:
     never sees)."""
     parts = []
     for problem in problems[:limit]:
+        if problem.get("code") in _WHOLE_BODY:  # its message names the body already
+            parts.append(str(problem.get("message")))
+            continue
         text = str(problem.get("message") or problem.get("code") or "invalid")
         text = text[:1].lower() + text[1:]
         where = field_path(problem.get("loc") or [])
@@ -262,7 +327,7 @@ def validation_message(problems: list[dict[str, Any]], limit: int = 3) -> str:
     return "; ".join(parts) + more if parts else "the request is not valid"
 
 
-def _is_json(content_type: str) -> bool:
+def is_json_type(content_type: str) -> bool:
     """``application/json`` or a ``+json`` type (what FastAPI parses as JSON); no type
     at all counts too (FastAPI then reads the body as JSON)."""
     media = content_type.split(";", 1)[0].strip().lower()
@@ -277,7 +342,7 @@ def body_message(problems: list[dict[str, Any]], content_type: str | None = None
     """:func:`validation_message`, except for a body that is not an object because it
     was sent with a type that is not JSON (``text/plain``): FastAPI never parsed it,
     so the fix is the header, not the body."""
-    if content_type is not None and not _is_json(content_type) and _body_not_an_object(problems):
+    if content_type is not None and not is_json_type(content_type) and _body_not_an_object(problems):
         media = content_type.split(";", 1)[0].strip()
         return f"send the body as JSON with `Content-Type: application/json` (this request's is `{media}`)"
     return validation_message(problems)
@@ -292,17 +357,33 @@ def parse_body(raw: bytes, model: type[_Model], lead: str = "") -> _Model:
         JSON, or the fields at fault (with every problem).
     """
     try:
-        data = json.loads(raw.decode("utf-8") or "null")
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ApiError(422, "invalid_request", f"{lead}the body is not UTF-8 JSON (byte {exc.start} is not "
                                                "UTF-8; send the text encoded as UTF-8)") from None
-    except ValueError as exc:
-        raise ApiError(422, "invalid_request", f"{lead}the body is not JSON ({exc})") from None
+    refused = body_problem(raw)
+    if refused is not None:
+        raise ApiError(422, "invalid_request", lead + str(refused.detail), problems=refused.problems)
+    try:
+        data = json.loads(text or "null")
+    except json.JSONDecodeError as exc:
+        raise ApiError(422, "invalid_request", lead + _not_json(f" (at character {exc.pos})", exc.msg),
+                       problems=[{"loc": ["body"], "message": _not_json(f" (at character {exc.pos})", exc.msg),
+                                  "code": "json_invalid"}]) from None
     try:
         return model.model_validate(data)
     except ValidationError as exc:
         problems = _validation_problems(exc, ("body",))
         raise ApiError(422, "invalid_request", lead + body_message(problems), problems=problems) from None
+
+
+def _unparsable(request: Request, exc: StarletteHTTPException) -> str:
+    """Why the framework could not parse the body (the cause of its 400)."""
+    if isinstance(exc.__cause__, RecursionError):
+        return f"body nests arrays and objects more than {MAX_JSON_DEPTH} levels deep (the limit of a request body)"
+    if is_json_type(request.headers.get("content-type", "")):
+        return "the request body is not UTF-8 JSON (send the text encoded as UTF-8)"
+    return f"the request body cannot be read: {exc.detail}"
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -316,14 +397,12 @@ def install_error_handlers(app: FastAPI) -> None:
     async def on_http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         if exc.status_code == 400:
             # only the framework raises 400 (a body it cannot parse: bytes that are not
-            # UTF-8 for a JSON body, broken multipart): an invalid request, answered as
-            # every other one
-            content_type = request.headers.get("content-type", "")
-            message = ("the request body is not UTF-8 JSON (send the text encoded as UTF-8)" if _is_json(content_type)
-                       else f"the request body cannot be read: {exc.detail}")
-            return _respond(request, 422, error_body("invalid_request", message))
+            # UTF-8 for a JSON body, nesting past the parser's recursion, broken
+            # multipart): an invalid request, answered as every other one
+            return _respond(request, 422, error_body("invalid_request", _unparsable(request, exc)))
         kind = _STATUS_TYPES.get(exc.status_code, "http_error")
-        return _respond(request, exc.status_code, error_body(kind, str(exc.detail)), getattr(exc, "headers", None))
+        return _respond(request, exc.status_code, error_body(kind, str(exc.detail), getattr(exc, "problems", None)),
+                        getattr(exc, "headers", None))
 
     async def on_error(request: Request, exc: Exception) -> JSONResponse:
         return _respond(request, *describe(exc))

@@ -13,6 +13,13 @@ more than the cap of a body, and the server goes on serving the next requests.
 settings to a workflow document before anything else looks at it: 422 with one
 problem per field over a cap, each naming its path (``nodes[3].name``), never echoing
 the whole value back.
+
+:class:`JsonBodyCheck` is an ASGI middleware that looks at a JSON body as the app reads
+it and refuses with 422 (:class:`api.errors.BodyRefused`) what the JSON parser accepts
+but the API cannot use: nesting deeper than :data:`api.json_body.MAX_JSON_DEPTH`, and a
+lone UTF-16 surrogate (``"\\ud800"``), named by its field's path. Doing it where the
+body is read covers every route alike, those FastAPI parses and those that parse their
+own body, before a value reaches a store or a model.
 """
 
 from __future__ import annotations
@@ -27,9 +34,10 @@ from engine.documents import check_document_limits
 from engine.errors import CompileError
 from engine.settings import Settings
 
-from .errors import error_body, shaped_error
+from .errors import body_problem, error_body, is_json_type, shaped_error
+from .json_body import MAX_JSON_DEPTH, SURROGATE_ESCAPE
 
-__all__ = ["BodyLimit", "BodyTooLarge", "check_document"]
+__all__ = ["BodyLimit", "BodyTooLarge", "JsonBodyCheck", "check_document"]
 
 
 class BodyTooLarge(HTTPException):
@@ -89,6 +97,51 @@ class BodyLimit:
                    (b"connection", b"close"), *((k.encode(), v.encode()) for k, v in extra.items())]
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body})
+
+
+class JsonBodyCheck:
+    """ASGI middleware refusing a JSON body too deep or holding a lone surrogate (module
+    docstring). Each chunk is scanned as it passes (C-speed counts and one regex over the
+    chunk and the end of the one before); the body is joined and looked at as a whole
+    only when a chunk gave cause, once the last chunk arrived, before the app gets it."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not is_json_type(_header(scope, b"content-type")):
+            await self.app(scope, receive, send)
+            return
+        chunks: list[bytes] = []
+        openers = 0
+        suspect = False
+        tail = b""
+
+        async def checking_receive() -> Message:
+            nonlocal openers, suspect, tail
+            message = await receive()
+            if message["type"] != "http.request":
+                return message
+            chunk = message.get("body", b"")
+            if chunk:
+                chunks.append(chunk)
+                openers += chunk.count(b"[") + chunk.count(b"{")
+                suspect = suspect or SURROGATE_ESCAPE.search(tail + chunk) is not None
+                tail = (tail + chunk)[-12:]  # an escape pair split between two chunks
+            if not message.get("more_body", False) and (suspect or openers > MAX_JSON_DEPTH):
+                refused = body_problem(b"".join(chunks), suspect)
+                if refused is not None:
+                    raise refused
+            return message
+
+        await self.app(scope, checking_receive, send)
+
+
+def _header(scope: Scope, name: bytes) -> str:
+    for key, value in scope.get("headers", ()):
+        if key == name:
+            return value.decode("latin-1")
+    return ""
 
 
 def _content_length(scope: Scope) -> int | None:
