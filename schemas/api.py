@@ -5,6 +5,11 @@ publishes them in the OpenAPI document, from which the canvas generates its type
 They carry no secrets: an API key's plaintext appears once, in :class:`KeyCreated`;
 run records leave out the owner lease (host and process of the executing server) and
 the internal continuation state of paused nodes. Times are Unix seconds (float).
+
+A request field the document calls integer, boolean or number is strict
+(``Field(strict=True)``): ``true``, ``"yes"`` or ``"5"`` is a 422 naming the field, not
+coerced (a quota of ``true`` tokens a day, an admin key from ``"yes"``); the OpenAPI
+document is the same either way.
 """
 
 from __future__ import annotations
@@ -269,7 +274,7 @@ class KeyCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(default="", max_length=200)
-    admin: bool = False
+    admin: bool = Field(default=False, strict=True)
     app_id: str | None = Field(default=None, min_length=1, max_length=200,
                                description="scope the key to one app (default: the whole tenant)")
 
@@ -421,7 +426,7 @@ class WorkflowUpdate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     workflow: dict[str, Any] = Field(description="the draft document (its id must be the workflow's)")
-    draft_version: int = Field(ge=1, le=MAX_NUMBER)
+    draft_version: int = Field(ge=1, le=MAX_NUMBER, strict=True)
 
 
 class WorkflowInputOut(BaseModel):
@@ -495,7 +500,7 @@ class WorkflowRollback(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    version: int = Field(ge=1, le=MAX_NUMBER)
+    version: int = Field(ge=1, le=MAX_NUMBER, strict=True)
     note: str | None = Field(default=None, max_length=2000)
 
 
@@ -529,7 +534,7 @@ class WorkflowImport(BaseModel):
     model_map: dict[str, str] = Field(default_factory=dict)
     dataset_map: dict[str, str] = Field(default_factory=dict, description="source dataset id -> dataset id of this "
                                         "tenant (\"*\" for every unmapped one and for searches with none selected)")
-    allow_partial: bool = False
+    allow_partial: bool = Field(default=False, strict=True)
     workflow_id: str | None = Field(default=None, min_length=1, max_length=200)
 
 
@@ -635,8 +640,8 @@ class QuotaUpdate(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    runs_per_minute: int | None = Field(default=None, ge=0, le=1_000_000)
-    tokens_per_day: int | None = Field(default=None, ge=0, le=10**15)
+    runs_per_minute: int | None = Field(default=None, ge=0, le=1_000_000, strict=True)
+    tokens_per_day: int | None = Field(default=None, ge=0, le=10**15, strict=True)
 
 
 class QuotaEffective(BaseModel):

@@ -138,10 +138,10 @@ class DatasetSearch(BaseModel):
     queries: list[str] = Field(default_factory=list, max_length=32)
     mode: SearchMode = SearchMode.hybrid
     fusion: FusionMode = FusionMode.rrf
-    semantic_weight: float = Field(default=0.5, ge=0.0, le=1.0)
-    top_k: int = Field(default=5, ge=1, le=200)
-    score_threshold: float = Field(default=0.0, ge=0.0, le=1.0)
-    max_quote_tokens: int = Field(default=3000, ge=0, le=200_000)
+    semantic_weight: float = Field(default=0.5, ge=0.0, le=1.0, strict=True)
+    top_k: int = Field(default=5, ge=1, le=200, strict=True)
+    score_threshold: float = Field(default=0.0, ge=0.0, le=1.0, strict=True)
+    max_quote_tokens: int = Field(default=3000, ge=0, le=200_000, strict=True)
     rerank: RerankSettings | None = None
     filters: list[MetadataFilter] = Field(default_factory=list, max_length=32)
 

@@ -36,11 +36,11 @@ class ChatCompletionRequest(BaseModel):
 
     model: str | None = None
     messages: list[ChatMessageIn] = Field(min_length=1)
-    stream: bool = False
+    stream: bool = Field(default=False, strict=True)
     stream_options: dict[str, Any] | None = None
     chat_id: str | None = Field(default=None, min_length=1, max_length=200)
     inputs: dict[str, Any] = Field(default_factory=dict)
-    detail: bool = False
+    detail: bool = Field(default=False, strict=True)
     user: str | None = Field(default=None, max_length=200)
 
 

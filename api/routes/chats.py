@@ -17,9 +17,12 @@ one that does not exist. Chats are the tenant's: a key scoped to one app gets 40
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response
+from pydantic import BeforeValidator
+from pydantic_core import PydanticCustomError
 
 from engine.ports import ChatStore
 from engine.service import RunService
@@ -45,10 +48,26 @@ def _chats(service: RunService, caller: Principal) -> ChatStore:
     return service.stores.chats
 
 
+#: a JSON number (what the schema's ``number`` allows), not Python's wider float syntax
+_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
+
+
+def _json_number(value: Any) -> Any:
+    """``before`` as its schema says: a finite number written as JSON writes one
+    (``1767225600.25``), not ``nan``, ``inf``, `` 5 `` or ``1_0`` that Python would read."""
+    if isinstance(value, str) and not _NUMBER.fullmatch(value):
+        raise PydanticCustomError("float_parsing", "Input should be a number written as JSON writes one "
+                                                   "(`next_before` of the previous page)")
+    return value
+
+
+Before = Annotated[float | None, Query(description="`next_before` of the previous page", allow_inf_nan=False),
+                   BeforeValidator(_json_number)]
+
+
 @router.get("", response_model=ChatList, summary="List chats")
 async def list_chats(caller: Caller, service: Service, limit: Annotated[int, Query(ge=1, le=200)] = 50,
-                     before: Annotated[float | None, Query(description="`next_before` of the previous page")]
-                     = None) -> ChatList:
+                     before: Before = None) -> ChatList:
     """The tenant's chats, most recently changed first."""
     found = await _chats(service, caller).list_chats(caller.tenant_id, limit=limit, before=before)
     return ChatList(chats=[ChatOut.of(chat) for chat in found],

@@ -170,6 +170,19 @@ async def validate_document(doc: dict[str, Any], _caller: Caller, service: Servi
     return _validate(service, doc)
 
 
+@router.put("/validate", include_in_schema=False)
+@router.put("/import", include_in_schema=False)
+async def put_on_an_action(request: Request) -> Response:
+    """405: ``/validate`` and ``/import`` are actions (``POST``), not workflows to replace;
+    without this the path would read as ``PUT /v1/workflows/{workflow_id}`` of a workflow
+    called ``validate`` and answer about a body it was never meant to take."""
+    action = request.url.path.rstrip("/").rsplit("/", 1)[-1]
+    does = "validates an unsaved document" if action == "validate" else "converts a workflow file"
+    raise ApiError(405, "method_not_allowed", f"PUT is not allowed on /v1/workflows/{action}: POST {does}; a saved "
+                                              "workflow's draft is replaced with PUT /v1/workflows/{id}",
+                   headers={"Allow": "POST"})
+
+
 @router.get("/{workflow_id}", response_model=WorkflowDetail, summary="A workflow with its draft")
 async def get_workflow(workflow_id: str, caller: Caller, repo: Repo) -> WorkflowDetail:
     """The draft, its version, and the published version (None: none yet)."""
