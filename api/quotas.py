@@ -38,6 +38,7 @@ import datetime as dt
 import math
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from engine.settings import Settings
 from workers.sql import SqlStore
@@ -45,7 +46,8 @@ from workers.sql.quotas import QuotaCheck, QuotaLimits, QuotaRefusal, QuotaUsage
 
 from .errors import ApiError
 
-__all__ = ["Admission", "EffectiveQuota", "QuotaExceeded", "Quotas", "day_bounds", "quota_store_of"]
+__all__ = ["Admission", "EffectiveQuota", "QuotaExceeded", "Quotas", "day_bounds", "no_app_message", "quota_store_of",
+           "tenant_has_app"]
 
 
 class QuotaExceeded(ApiError):
@@ -99,6 +101,25 @@ def quota_store_of(store: object) -> SqlQuotaStore:
     if not isinstance(store, SqlStore):
         raise TypeError(f"quotas need the SQL run store, not {type(store).__name__}")
     return SqlQuotaStore(store)
+
+
+async def tenant_has_app(service: Any, tenant_id: str, app_id: str) -> bool:
+    """True when ``tenant_id`` has a saved workflow ``app_id`` or a run of a workflow of
+    that id (runs of a posted document count under its id too). A quota or a key for any
+    other id would hold for nothing: most likely a misspelt app. ``service``: the run
+    service (its run store is the workflows' database)."""
+    from workers.sql.workflows import SqlWorkflowStore
+
+    if await SqlWorkflowStore(service.stores.runs).list(tenant_id, app_id):
+        return True
+    return bool(await service.list(tenant_id, workflow_id=app_id, limit=1))
+
+
+def no_app_message(tenant_id: str, app_id: str) -> str:
+    """Why an app id is refused (:func:`tenant_has_app`), the same words on every path:
+    the quota routes, ``POST /v1/keys``, ``flowloom quotas set`` and ``keys create``."""
+    return (f"tenant {tenant_id!r} has no workflow {app_id!r} (saved or run): an app is a workflow's id "
+            "(GET /v1/workflows, the canvas's list)")
 
 
 class Quotas:

@@ -3,7 +3,8 @@
 A key is shown once, by ``create`` (on stdout, alone on its line, so scripts can take
 it); the store keeps only its visible prefix and a hash of its secret. ``--tenant``
 names the tenant (default ``default``); ``create`` makes the tenant when it does not
-exist yet.
+exist yet. ``create --app`` refuses (exit 2) an app the tenant does not have, as
+``flowloom quotas set --app`` does: such a key could only ever get 404.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Annotated, Any, Optional
 import typer
 from rich.text import Text
 
-from .common import EXIT_OK, JsonFlag, app, err, out, print_columns, write_json
+from .common import EXIT_INVALID, EXIT_OK, JsonFlag, app, err, out, print_columns, write_json
 from .running import execute
 
 __all__ = ["create", "list_keys", "revoke"]
@@ -48,7 +49,12 @@ def create(
     """Create a key and print it once (only a hash of it is kept)."""
 
     async def body(service: Any) -> int:
+        from api.quotas import no_app_message, tenant_has_app
+
         keys = _store(service)
+        if app_id is not None and not await tenant_has_app(service, tenant, app_id):
+            err().print(Text(f"{no_app_message(tenant, app_id)}; no key was made", style="bold red"))
+            return EXIT_INVALID
         await keys.ensure_tenant(tenant)
         record, plaintext = await keys.create_key(tenant, name=name, admin=admin, app_id=app_id)
         if as_json:

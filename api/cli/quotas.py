@@ -128,11 +128,11 @@ def set_limits(
 
     async def body(service: Any) -> int:
         from api.app import key_store_of
+        from api.quotas import no_app_message, tenant_has_app
 
         policy = _policy(service)
-        if app_id is not None and not await _app_exists(service, tenant, app_id):
-            err().print(Text(f"tenant {tenant!r} has no workflow {app_id!r} (saved or run): an app is a workflow's "
-                             "id (GET /v1/workflows, the canvas's list); nothing was set", style="bold red"))
+        if app_id is not None and not await tenant_has_app(service, tenant, app_id):
+            err().print(Text(f"{no_app_message(tenant, app_id)}; nothing was set", style="bold red"))
             return EXIT_INVALID
         await key_store_of(service).ensure_tenant(tenant)
         current = await policy.store.get(tenant, app_id)
@@ -147,17 +147,6 @@ def set_limits(
         return EXIT_OK
 
     raise typer.Exit(execute(body))
-
-
-async def _app_exists(service: Any, tenant: str, app_id: str) -> bool:
-    """True when ``tenant`` has a saved workflow ``app_id`` or a run of a workflow of that id
-    (runs of a posted document count under its id too). A limit on any other id would
-    hold for nothing: most likely a misspelt app."""
-    from workers.sql.workflows import SqlWorkflowStore
-
-    if await SqlWorkflowStore(service.stores.runs).list(tenant, app_id):
-        return True
-    return bool(await service.list(tenant, workflow_id=app_id, limit=1))
 
 
 @quotas_app.command()

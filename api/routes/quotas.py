@@ -7,7 +7,10 @@
   ``DELETE`` removes its own limits, so only the tenant's hold).
 
 Limits and counting: :mod:`api.quotas`. A key scoped to an app, or not an admin key,
-gets 403: quotas are the tenant's to set.
+gets 403: quotas are the tenant's to set. An app the tenant does not have (no saved
+workflow, no run of that id: :func:`api.quotas.tenant_has_app`) is 404 on the three app
+routes, as ``flowloom quotas set --app`` refuses it, unless it has limits of its own
+stored (an app whose workflow was deleted since: they can still be read and removed).
 """
 
 from __future__ import annotations
@@ -22,13 +25,14 @@ from workers.sql.quotas import QuotaLimits
 
 from ..auth import Principal, admin
 from ..errors import ApiError
-from ..quotas import Quotas
+from ..quotas import Quotas, no_app_message, tenant_has_app
 
 __all__ = ["router"]
 
 _E: dict[int | str, dict[str, Any]] = {code: {"model": ErrorBody} for code in (401, 403, 422)}
 router = APIRouter(prefix="/v1/quotas", tags=["quotas"], responses=_E)
 AppId = Annotated[str, Path(min_length=1, max_length=200, description="the app (a workflow id)")]
+NO_APP: dict[int | str, dict[str, Any]] = {404: {"model": ErrorBody, "description": "the tenant has no such app"}}
 
 
 async def quotas_of(request: Request) -> Quotas:
@@ -46,6 +50,15 @@ async def tenant_admin(caller: Annotated[Principal, Depends(admin)]) -> Principa
 
 Owner = Annotated[Principal, Depends(tenant_admin)]
 Policy = Annotated[Quotas, Depends(quotas_of)]
+
+
+async def _own_of_app(request: Request, quotas: Quotas, tenant_id: str, app_id: str) -> QuotaLimits | None:
+    """The app's own limits (None: none). Raises ApiError 404 when the tenant has no such
+    app and nothing stored for it (module docstring)."""
+    own = await quotas.store.get(tenant_id, app_id)
+    if own is None and not await tenant_has_app(request.app.state.service, tenant_id, app_id):
+        raise ApiError(404, "not_found", no_app_message(tenant_id, app_id))
+    return own
 
 
 async def _out(quotas: Quotas, tenant_id: str, app_id: str | None, own: QuotaLimits | None) -> QuotaOut:
@@ -77,22 +90,24 @@ async def put_tenant_quota(body: QuotaUpdate, caller: Owner, quotas: Policy) -> 
     return await _out(quotas, caller.tenant_id, None, own)
 
 
-@router.get("/apps/{app_id}", response_model=QuotaOut, summary="An app's quota")
-async def get_app_quota(app_id: AppId, caller: Owner, quotas: Policy) -> QuotaOut:
+@router.get("/apps/{app_id}", response_model=QuotaOut, responses=NO_APP, summary="An app's quota")
+async def get_app_quota(app_id: AppId, caller: Owner, quotas: Policy, request: Request) -> QuotaOut:
     """The app's own limits (none set: only the tenant's hold), what holds and what it used."""
-    return await _out(quotas, caller.tenant_id, app_id, await quotas.store.get(caller.tenant_id, app_id))
+    return await _out(quotas, caller.tenant_id, app_id, await _own_of_app(request, quotas, caller.tenant_id, app_id))
 
 
-@router.put("/apps/{app_id}", response_model=QuotaOut, summary="Set an app's own limits")
-async def put_app_quota(app_id: AppId, body: QuotaUpdate, caller: Owner, quotas: Policy) -> QuotaOut:
+@router.put("/apps/{app_id}", response_model=QuotaOut, responses=NO_APP, summary="Set an app's own limits")
+async def put_app_quota(app_id: AppId, body: QuotaUpdate, caller: Owner, quotas: Policy, request: Request) -> QuotaOut:
     """Replace the app's own limits (``null``: none, only the tenant's hold; ``0``: unlimited)."""
+    await _own_of_app(request, quotas, caller.tenant_id, app_id)
     own = await quotas.store.put(caller.tenant_id, app_id, runs_per_minute=body.runs_per_minute,
                                  tokens_per_day=body.tokens_per_day)
     return await _out(quotas, caller.tenant_id, app_id, own)
 
 
-@router.delete("/apps/{app_id}", status_code=204, summary="Remove an app's own limits")
-async def delete_app_quota(app_id: AppId, caller: Owner, quotas: Policy) -> Response:
+@router.delete("/apps/{app_id}", status_code=204, responses=NO_APP, summary="Remove an app's own limits")
+async def delete_app_quota(app_id: AppId, caller: Owner, quotas: Policy, request: Request) -> Response:
     """The app keeps only the tenant's limits (204 also when it had none of its own)."""
+    await _own_of_app(request, quotas, caller.tenant_id, app_id)
     await quotas.store.delete(caller.tenant_id, app_id)
     return Response(status_code=204)

@@ -121,6 +121,7 @@ async def test_answering_or_resuming_a_paused_run_is_refused_when_the_quota_is_u
 
 async def test_quota_routes_need_an_admin_key_of_the_whole_tenant_and_validate_limits(api):
     plain = (await api.client.post("/v1/keys", json={"name": "plain"}, headers=api.auth())).json()["secret"]
+    assert (await api.client.post("/v1/workflows", json=hello_workflow(), headers=api.auth())).status_code == 201
     scoped = (await api.client.post("/v1/keys", json={"name": "app", "admin": True, "app_id": "hello"},
                                     headers=api.auth())).json()["secret"]
     for key in (plain, scoped):
