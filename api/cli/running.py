@@ -263,12 +263,15 @@ def report_end(summary: Any, show_questions: bool, titles: dict[str, str]) -> in
 def log_to_home(home: Path) -> Path:
     """Send Flowloom's own log records (``flowloom.*``: an internal error's traceback) to
     ``home/flowloom.log`` instead of the terminal, where a command prints one plain line
-    per problem and never a traceback. Returns the log's path; installed once per process."""
+    per problem and never a traceback; a record the file cannot take (a full disk) goes to
+    stderr instead. Returns the log's path; installed once per process."""
     path = Path(home) / "flowloom.log"
     path.parent.mkdir(parents=True, exist_ok=True)
     logger = logging.getLogger("flowloom")
     if not any(getattr(h, "baseFilename", None) == str(path.resolve()) for h in logger.handlers):
-        handler = logging.FileHandler(path, delay=True, encoding="utf-8")  # created on the first record only
+        from api.logs import FallbackFileHandler
+
+        handler = FallbackFileHandler(str(path))  # created on the first record; stderr when it cannot be written
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
         logger.addHandler(handler)
     return path

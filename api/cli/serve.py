@@ -20,6 +20,11 @@ anything else is printed. It prints:
 - a warning when the PostgreSQL server has no pgvector (datasets with an embedding
   model and semantic search are then unavailable; full-text ones work).
 
+The access log (uvicorn's, on stdout) never holds a secret: a key sent in the query
+string (``?api_key=``, ``?token=``...) or anywhere in the path is written ``***``
+(:mod:`api.logs`). The error log (``$FLOWLOOM_HOME/flowloom.log``) falls back to stderr
+when it cannot be written (a full disk).
+
 Runs whose owner died (this server killed with runs in flight, a killed ``flowloom run``)
 continue by themselves once it serves: the app's recovery loop (:mod:`api.recovery`)
 finds them on start and then periodically; ``flowloom recover`` is not needed.
@@ -215,6 +220,7 @@ def serve(
 
     from api.app import create_app, key_store_of
     from api.examples import import_examples
+    from api.logs import uvicorn_log_config
     from api.runtime import database_url
     from api.static import dist_of
     from workers.knowledge import vector_support_warning
@@ -245,4 +251,4 @@ def serve(
         err().print(Text(start.vector_warning, style="yellow"))
     _print_start(start, base, dist_of(current), login_url, loopback)
     uvicorn.run(create_app(current, heartbeat_s=heartbeat), host=host, port=port, http="httptools",
-                lifespan="on", log_level="info", timeout_graceful_shutdown=10)
+                lifespan="on", log_level="info", timeout_graceful_shutdown=10, log_config=uvicorn_log_config())
