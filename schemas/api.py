@@ -40,6 +40,8 @@ __all__ = [
     "OpenAIErrorBody",
     "OpenAIErrorDetail",
     "Health",
+    "Readiness",
+    "ReadinessCheck",
     "KeyCreate",
     "KeyCreated",
     "KeyList",
@@ -99,6 +101,23 @@ class Health(BaseModel):
 
     status: Literal["ok"] = "ok"
     version: str
+
+
+class ReadinessCheck(BaseModel):
+    """One dependency of ``GET /ready``: whether it answered, and if not what to look at."""
+
+    ok: bool
+    message: str = Field(default="", description="why it is not ready (the server log has the details)")
+
+
+class Readiness(BaseModel):
+    """``GET /ready``: whether the server can take work now (200 ``ready``, else 503
+    ``not_ready``). ``checks``: ``store`` (the run store answers a query) and, when
+    ``FLOWLOOM_REDIS_URL`` is set, ``redis`` (it answers a ping)."""
+
+    status: Literal["ready", "not_ready"]
+    version: str
+    checks: dict[str, ReadinessCheck]
 
 
 # ---------------------------------------------------------------------------- runs

@@ -1,6 +1,6 @@
 """The routers of the HTTP API, one module per resource (``/v1/...``).
 
-- :mod:`.health`: ``GET /health`` (open, no key).
+- :mod:`.health`: ``GET /health`` (liveness) and ``GET /ready`` (readiness), open (no key).
 - :mod:`.runs`: ``/v1/runs``: start a run of a workflow document, list, get with node
   runs, stop, resume, and the SSE stream of a run's events.
 - :mod:`.keys`: ``/v1/keys``: the tenant's API keys (admin keys only).
