@@ -9,9 +9,11 @@ dataset routes through its knowledge service, whose unfinished ingestions a swee
 task hands to the ingestion queue again (at start, then every :data:`SWEEP_S` seconds;
 with Redis the workers sweep instead).
 
-``/health`` and the OpenAPI document (``/openapi.json``, ``/docs``) are open; every
-other route needs an API key (:mod:`api.auth`). Errors are JSON with their real status
-(:mod:`api.errors`); no response ever carries a traceback.
+``/health`` (liveness), ``/ready`` (readiness: the stores answer) and the OpenAPI
+document (``/openapi.json``, ``/docs``) are open; every other route needs an API key
+(:mod:`api.auth`). Errors are JSON with their real status (:mod:`api.errors`); no
+response ever carries a traceback. A JSON body nested too deep or holding a lone
+surrogate is refused as it is read (:class:`api.limits.JsonBodyCheck`).
 """
 
 from __future__ import annotations

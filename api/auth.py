@@ -1,7 +1,7 @@
 """Who calls: the API key of a request, as a :class:`Principal`, and the app's parts as
 FastAPI dependencies.
 
-Every route but ``/health`` and the OpenAPI document depends on :func:`principal`: a
+Every route but ``/health``, ``/ready`` and the OpenAPI document depends on :func:`principal`: a
 request without ``Authorization: Bearer <key>``, or with a malformed, unknown or
 revoked key, gets 401 with ``WWW-Authenticate: Bearer`` and a JSON error that never
 repeats the key. Routes scope every query by ``Principal.tenant_id`` (and, for a key
