@@ -21,7 +21,7 @@ import pytest
 from engine.settings import Settings
 from tests.support.knowledge_files import EMBEDDING_MODEL, RERANK_MODEL, corpus, knowledge_models
 
-from .conftest import SCRIPTED_KEY_ENV, Api, open_api
+from .conftest import SCRIPTED_KEY_ENV, Api, hello_workflow, open_api
 
 #: the per-document cap of these tests' app (bytes)
 DOCUMENT_CAP = 64 * 1024
@@ -537,6 +537,8 @@ async def test_an_app_keys_searches_count_in_its_apps_quota(kb):
     await _upload(kb, dataset["id"], {"rockets.txt": corpus()["rockets.txt"]})
     await _until_ingested(kb, dataset["id"])
     _record, app_key = await kb.api.keys.create_key("default", name="app", app_id="helpdesk")
+    helpdesk = {**hello_workflow(), "id": "helpdesk"}  # an app quota is for an app the tenant has
+    assert (await kb.client.post("/v1/workflows", json=helpdesk, headers=kb.auth())).status_code == 201
     limited = await kb.client.put("/v1/quotas/apps/helpdesk", json={"tokens_per_day": 1}, headers=kb.auth())
     assert limited.status_code == 200
     search = {"query": "rocket engines", "mode": "semantic"}
