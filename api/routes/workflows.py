@@ -111,12 +111,21 @@ def _writable(caller: Principal, workflow_id: str | None = None) -> None:
                                          f"needs a key of the whole tenant")
 
 
+#: ids a saved workflow cannot take: they name the actions under ``/v1/workflows/``, so a
+#: workflow called so could be created but never read, replaced or deleted by its path
+RESERVED_IDS = frozenset({"validate", "import"})
+
+
 def _document_id(doc: dict[str, Any]) -> str:
-    """The document's id. Raises ApiError 422 when it has none usable."""
+    """The document's id. Raises ApiError 422 when it has none usable (missing, empty,
+    with ``/``, over 200 characters, or one of :data:`RESERVED_IDS`)."""
     value = doc.get("id")
     if not isinstance(value, str) or not value.strip() or len(value) > 200 or "/" in value:
         raise ApiError(422, "invalid_workflow", "the workflow needs an `id` (a non-empty string without `/`, "
                                                 "at most 200 characters)")
+    if value in RESERVED_IDS:
+        raise ApiError(422, "invalid_workflow", f"id: {value!r} names an action of /v1/workflows "
+                                                f"(POST /v1/workflows/{value}); choose another workflow id")
     return value
 
 
@@ -348,7 +357,8 @@ async def import_file(request: Request, caller: Caller, repo: Repo, service: Ser
     except ImportFailed as exc:
         raise ApiError(422, "invalid_import", f"the file cannot be imported ({exc.source_format or 'unknown format'})",
                        problems=[i.to_dict() for i in exc.report]) from None
-    saved = _detail(await repo.create(caller.tenant_id, result.workflow)) if save else None
+    saved = _detail(await repo.create(caller.tenant_id, {**result.workflow, "id": _document_id(result.workflow)})) \
+        if save else None
     return WorkflowImported(workflow=result.workflow, report=[i.to_dict() for i in result.report],
                             source_format=result.source_format, partial=result.partial, models=result.models,
                             datasets=result.datasets, saved=saved)

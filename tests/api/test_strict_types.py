@@ -7,6 +7,7 @@ called ``validate``; ``GET /v1/chats?before=`` takes a JSON number only."""
 from __future__ import annotations
 
 import inspect
+import json
 from typing import Any
 
 import pytest
@@ -94,3 +95,18 @@ async def test_chats_before_takes_a_json_number_only(api):
     for value in ("5", "-0", "1796191694.4940207", "1.5e9"):
         listed = await api.client.get("/v1/chats", params={"before": value}, headers=api.auth())
         assert listed.status_code == 200, (value, listed.text)
+
+
+async def test_a_workflow_cannot_take_the_id_of_an_action(api):
+    """A workflow saved as ``validate`` or ``import`` could never be replaced by its path
+    (``PUT`` there is the action's 405), so its id is refused when it is saved, by a
+    create and by an import that saves."""
+    for action in ("validate", "import"):
+        refused = await api.client.post("/v1/workflows", json={**hello_workflow(), "id": action}, headers=api.auth())
+        assert refused.status_code == 422, refused.text
+        assert f"id: {action!r} names an action" in refused.json()["error"]["message"], refused.text
+        imported = await api.client.post("/v1/workflows/import", params={"save": "true"}, headers=api.auth(),
+                                         json={"source": json.dumps(hello_workflow()), "workflow_id": action})
+        assert imported.status_code == 422 and "names an action" in imported.text, imported.text
+    listed = await api.client.get("/v1/workflows", headers=api.auth())
+    assert [w["workflow_id"] for w in listed.json()["workflows"]] == [], listed.text
