@@ -79,7 +79,11 @@ class Settings(BaseSettings):
     size in bytes and nesting depth (objects and arrays); ``max_nodes``: nodes per
     workflow; ``max_id_length`` / ``max_name_length``: characters of a node or edge id and
     of a node's name (or description); ``max_template_output_bytes``: bytes one template
-    render may produce (also bounds ``'a' * n`` and ``x ** n`` inside it);
+    render may produce, and the size of every value it builds on the way (``'a' * n``,
+    ``s ~ s``, ``join``, ``format``, a list grown by ``append``...);
+    ``max_template_memory_bytes``: what one render may build in all, so it cannot hold
+    more at once however it builds its values; ``max_template_seconds``: how long one
+    render may run (it runs in the server's event loop);
     ``max_node_output_bytes``: the size (string bytes plus 8 per other value) of one node
     run's outputs - which also bounds what a run record stores per node run;
     ``max_run_output_bytes``: the outputs of all node runs of one run together (loop rounds
@@ -128,6 +132,8 @@ class Settings(BaseSettings):
     max_id_length: int = Field(default=128, gt=0)
     max_name_length: int = Field(default=512, gt=0)
     max_template_output_bytes: int = Field(default=4 * 1024 * 1024, gt=0)
+    max_template_memory_bytes: int = Field(default=64 * 1024 * 1024, gt=0)
+    max_template_seconds: float = Field(default=2.0, gt=0)
     max_node_output_bytes: int = Field(default=32 * 1024 * 1024, gt=0)
     max_run_output_bytes: int = Field(default=256 * 1024 * 1024, gt=0)
     _dotenv: dict[str, str] | None = PrivateAttr(default=None)

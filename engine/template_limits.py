@@ -1,0 +1,531 @@
+"""What one template render may build: size, memory and time limits (README "Limits").
+
+A template is code a tenant writes and the server runs in its own process, between
+other runs' events; it must not be able to make that process allocate gigabytes or
+stall for seconds. Rules:
+
+1. **Cap** (``max_template_output_bytes``): no value a render builds - the output, and
+   every intermediate value: ``~``, ``+``, ``*``, ``%``, ``**``, ``join``, ``format``,
+   padding, replacing, a list grown by ``append`` - is larger than the cap. Sizes are
+   characters for text and ``sys.getsizeof`` (bytes) for other values. An operation whose
+   result can be much larger than its operands is refused *before* it runs, from its
+   operands (``'a' * n``, ``s ~ s``, ``sep.join(items)``, ``'%9999s' | format(x)``); any
+   other is checked after it runs, so one operation allocates at most a few times the cap
+   before it is refused.
+2. **Memory budget** (``max_template_memory_bytes``): every value a render builds is
+   charged to it when built, whether or not a rule of 1 knows the operation (calls,
+   filters, operators, slices, printed pieces), and a list or dict grown by a method is
+   charged for its growth. A value is given back only when a namespace attribute that
+   held its last reference is overwritten (``{% set ns.s = ns.s ~ x %}`` holds one string
+   at a time, not all of them). So however values are built and kept, what a render holds
+   at once stays under the budget.
+3. **Time budget** (``max_template_seconds``): every loop iteration, call, filter and
+   operator checks the render's deadline (wall clock, checked every few steps), so nested
+   loops or recursive macros stop instead of stalling the process.
+
+Exceeding 1 or 2 raises :class:`TemplateTooLarge`, 3 :class:`TemplateTooSlow`; both name
+the setting. The budget of the render in progress is held in a context variable, set by
+:func:`budget_for` around a render.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import functools
+import math
+import re
+import string
+import sys
+import time
+from collections.abc import Mapping
+from typing import Any, Callable, Iterable, Iterator
+
+import jinja2
+from jinja2 import nodes as jnodes
+from jinja2.compiler import CodeGenerator
+from jinja2.sandbox import SandboxedEnvironment
+from jinja2.utils import Namespace, _PassArg
+
+__all__ = [
+    "BudgetedCodeGenerator",
+    "BudgetedEnvironment",
+    "RenderBudget",
+    "TemplateTooLarge",
+    "TemplateTooSlow",
+    "budget_for",
+    "text_size",
+]
+
+
+class TemplateTooLarge(jinja2.exceptions.TemplateRuntimeError):
+    """A value the render builds would pass the cap, or all it built the memory budget."""
+
+
+class TemplateTooSlow(jinja2.exceptions.TemplateRuntimeError):
+    """The render ran past its time budget."""
+
+
+#: time is read every this many steps (a step is a loop iteration, call, filter or operator)
+_CLOCK_EVERY = 32
+
+
+class RenderBudget:
+    """The limits of one render: ``cap`` (characters or bytes of any one value),
+    ``memory`` (bytes of everything built, rule 2), ``seconds`` (wall time, rule 3)."""
+
+    __slots__ = ("cap", "memory", "seconds", "used", "deadline", "steps")
+
+    def __init__(self, cap: int, memory: float, seconds: float) -> None:
+        self.cap, self.memory, self.seconds = cap, memory, seconds
+        self.used = 0
+        self.deadline = time.monotonic() + seconds
+        self.steps = 0
+
+    def too_large(self, what: str, size: float) -> TemplateTooLarge:
+        return TemplateTooLarge(f"{what} would be about {int(size)} bytes; "
+                                f"the cap max_template_output_bytes is {self.cap}")
+
+    def check(self, what: str, size: float) -> None:
+        """Refuse a value of ``size`` (rule 1) before or after it is built."""
+        if size > self.cap:
+            raise self.too_large(what, size)
+
+    def charge(self, what: str, value: Any) -> Any:
+        """Check ``value`` against the cap and charge it to the budget; returns it."""
+        size = len(value) if type(value) is str else size_of(value)
+        if size > self.cap:
+            raise self.too_large(what, size)
+        self.used += size
+        if self.used > self.memory:
+            raise self.over_budget()
+        return value
+
+    def grow(self, size: int) -> None:
+        self.used += size
+        if self.used > self.memory:
+            raise self.over_budget()
+
+    def over_budget(self) -> TemplateTooLarge:
+        return TemplateTooLarge(f"the values this template builds add up to more than {int(self.memory)} bytes; "
+                                f"the budget max_template_memory_bytes is {int(self.memory)}")
+
+    def give_back(self, size: int) -> None:
+        self.used = max(0, self.used - size)
+
+    def step(self) -> None:
+        self.steps += 1
+        if not self.steps % _CLOCK_EVERY and time.monotonic() > self.deadline:
+            raise TemplateTooSlow(f"the template ran longer than {self.seconds:g} s; "
+                                  f"the budget max_template_seconds is {self.seconds:g}")
+
+
+#: Outside a render (compiling, which folds constant filters; a test rendering directly)
+#: values are small: a larger constant is left to be computed by the render itself.
+_OUTSIDE = RenderBudget(cap=64 * 1024, memory=math.inf, seconds=math.inf)
+_BUDGET: contextvars.ContextVar[RenderBudget] = contextvars.ContextVar("template_budget", default=_OUTSIDE)
+
+
+def current() -> RenderBudget:
+    return _BUDGET.get()
+
+
+@contextlib.contextmanager
+def budget_for(cap: int, memory: float, seconds: float) -> Iterator[RenderBudget]:
+    """Run the block (a render) under a new :class:`RenderBudget`."""
+    budget = RenderBudget(cap, memory, seconds)
+    token = _BUDGET.set(budget)
+    try:
+        yield budget
+    finally:
+        _BUDGET.reset(token)
+
+
+# ----------------------------------------------------------------------- sizes
+
+_TEXT = (str, bytes, bytearray)
+
+
+def size_of(value: Any) -> int:
+    """Characters of text, else the bytes ``sys.getsizeof`` reports (a container's own
+    size, not its items': those were charged when they were built)."""
+    if isinstance(value, str):
+        return len(value)
+    try:
+        return sys.getsizeof(value)
+    except TypeError:
+        return 0
+
+
+def text_size(value: Any, limit: int, _depth: int = 0) -> int:
+    """At least how many characters ``value`` prints as (its JSON for a list or an object),
+    counted only until ``limit`` is passed: the walk costs at most about ``limit`` steps.
+    A list holding the same long string a thousand times prints it a thousand times."""
+    if isinstance(value, _TEXT):
+        return len(value) + 2
+    if isinstance(value, dict):
+        items: Iterable[Any] = value.items()
+    elif isinstance(value, (list, tuple, set, frozenset)):
+        items = value
+    elif isinstance(value, Mapping):
+        items = value.items()
+    else:
+        return 8  # a number, null, a boolean: printed short (long numbers are refused as built)
+    if _depth > 200:  # cyclic or absurdly deep: printing fails on its own
+        return 2
+    total = 2
+    pairs = not isinstance(value, (list, tuple, set, frozenset))
+    for item in items:
+        if pairs:
+            total += text_size(item[0], limit, _depth + 1) + text_size(item[1], limit, _depth + 1) + 2
+        elif isinstance(item, str):
+            total += len(item) + 3
+        else:
+            total += text_size(item, limit, _depth + 1) + 1
+        if total > limit:
+            break
+    return total
+
+
+def _largest_text(values: Iterable[Any], limit: int) -> int:
+    largest = 0
+    for value in values:
+        if isinstance(value, str):
+            size = len(value)
+        elif isinstance(value, (int, float)) or value is None:
+            size = 32  # a number's longest text (a long integer is refused as built)
+        else:
+            size = text_size(value, limit)
+        largest = max(largest, size)
+    return largest
+
+
+# ----------------------------------------------------------------------- predictions (rule 1)
+
+#: printf-style (``%9999s``) and format-style (``{:9999}``) widths
+_FORMAT_WIDTH = re.compile(r"%[-+ #0]*(\d+)|\{[^{}]*?:[^{}]*?(\d+)[^{}]*\}")
+_PADDING = frozenset({"center", "ljust", "rjust", "zfill"})
+
+
+def _widest(template: str) -> int:
+    return max((int(m.group(1) or m.group(2)) for m in _FORMAT_WIDTH.finditer(template)), default=0)
+
+
+def _formatted(template: str, fields: int, args: Iterable[Any], budget: RenderBudget) -> None:
+    """``template`` with ``fields`` replacement fields filled from ``args``: each field
+    prints at most the largest argument, padded to the widest width."""
+    width = _widest(template)
+    budget.check(f"a format width of {width}", width)
+    if fields:
+        largest = _largest_text(args, budget.cap)
+        budget.check("the formatted text", len(template) + fields * (largest + width))
+
+
+def _format_fields(template: str) -> int:
+    try:
+        return sum(1 for _, name, _, _ in string.Formatter().parse(template) if name is not None)
+    except ValueError:
+        return 0  # a malformed format string: formatting fails on its own
+
+
+def _values(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> list[Any]:
+    """What a ``%``/``format`` call may print: the arguments, a mapping's values, a tuple's items."""
+    out: list[Any] = [*args, *kwargs.values()]
+    for value in list(out):
+        if isinstance(value, Mapping):
+            out.extend(value.values())
+        elif isinstance(value, tuple):
+            out.extend(value)
+    return out
+
+
+def predict_call(name: str, target: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any],
+                 budget: RenderBudget) -> None:
+    """Refuse a str/bytes method or a filter called ``name`` on ``target`` whose result
+    would pass the cap (rule 1), from its arguments, before it runs."""
+    values = [*args, *kwargs.values()]
+    numbers = [v for v in values if isinstance(v, int) and not isinstance(v, bool)]
+    texts = [v for v in values if isinstance(v, _TEXT)]
+    size = len(target) if isinstance(target, _TEXT) else 0
+    if name in _PADDING:
+        for width in numbers:
+            budget.check(f"{name}({width})", width)
+    elif name == "expandtabs" and isinstance(target, _TEXT):
+        tab = numbers[0] if numbers else 8
+        budget.check(f"expandtabs({tab})", size + target.count("\t" if isinstance(target, str) else b"\t") * tab)
+    elif name == "indent" and isinstance(target, str):
+        width = values[0] if values else 4
+        step = len(width) if isinstance(width, str) else width if isinstance(width, int) else 0
+        budget.check(f"indent({step})", step)
+        budget.check(f"indent({step})", size + (target.count("\n") + 1) * step)
+    elif name == "wordwrap" and isinstance(target, str):
+        wrap = max((len(t) for t in texts), default=1)
+        width = max(numbers[0] if numbers else 79, 1)
+        breaks = target.count(" ") + target.count("\n") + size // width + 1
+        budget.check("wordwrap(...)", size + breaks * wrap)
+    elif name == "urlize" and isinstance(target, str):
+        budget.check("urlize(...)", 2 * size + (size // 4 + 1) * (sum(len(t) for t in texts) + 40))
+    elif name == "replace" and isinstance(target, _TEXT) and len(values) >= 2:
+        old, new = values[0], values[1]
+        if isinstance(old, _TEXT) and isinstance(new, _TEXT):
+            count = values[2] if len(values) > 2 and isinstance(values[2], int) and values[2] >= 0 else None
+            hits = target.count(old) if old else size + 1
+            budget.check("replace(...)", size + min(hits, count if count is not None else hits) * (len(new) - len(old)))
+    elif name == "translate" and isinstance(target, str) and values and isinstance(values[0], Mapping):
+        longest = max((len(v) for v in values[0].values() if isinstance(v, str)), default=1)
+        budget.check("translate(...)", size * longest)
+    elif name == "join" and isinstance(target, _TEXT) and values and isinstance(values[0], (list, tuple)):
+        items = values[0]
+        budget.check("joining text", sum(min(text_size(i, budget.cap), budget.cap + 1) for i in items)
+                     + size * max(len(items) - 1, 0))
+    elif name in ("format", "format_map") and isinstance(target, str):
+        _formatted(target, _format_fields(target), _values(args, kwargs), budget)
+    elif name == "list" and isinstance(target, (*_TEXT, list, tuple, dict, range)):
+        budget.check("the list", 8 * len(target))
+    elif name in ("batch", "slice") and numbers:
+        per = 8 if name == "batch" else 64  # a slot of the batch; one list per slice
+        budget.check(f"{name}({numbers[0]})", numbers[0] * per)
+
+
+#: bits of the largest number a template computes: Python prints no integer longer than
+#: this many digits, and multiplying far larger ones takes seconds in one step
+_NUMBER_DIGITS = 4300
+_NUMBER_BITS = int(_NUMBER_DIGITS * math.log2(10))
+
+
+def _check_number(operator: str, left: int, right: int, budget: RenderBudget) -> None:
+    if operator == "**":
+        if abs(left) <= 1 or right <= 0:
+            return
+        bits = right * abs(left).bit_length()
+        budget.check(f"{left} ** {right}", bits / 8)
+    else:
+        bits = left.bit_length() + right.bit_length()
+    if bits > _NUMBER_BITS:
+        raise TemplateTooLarge(f"{operator} would make a number of about {int(bits / math.log2(10))} digits; "
+                               f"a number in a template has at most {_NUMBER_DIGITS} (as many as can be printed)")
+
+
+def predict_binop(operator: str, left: Any, right: Any, budget: RenderBudget) -> None:
+    """Refuse ``left <operator> right`` whose result would pass the cap, before it is computed."""
+    if operator in ("*", "**") and isinstance(left, int) and isinstance(right, int):
+        _check_number(operator, left, right, budget)
+    if operator == "*":
+        for seq, times in ((left, right), (right, left)):
+            if isinstance(times, int) and times > 0:
+                if isinstance(seq, _TEXT):
+                    budget.check(f"repeating a {type(seq).__name__} {times} times", len(seq) * times)
+                elif isinstance(seq, (list, tuple)):
+                    budget.check(f"repeating a {type(seq).__name__} {times} times", 8 * len(seq) * times)
+    elif operator == "+":
+        if isinstance(left, _TEXT) and isinstance(right, _TEXT):
+            budget.check("adding text", len(left) + len(right))
+        elif isinstance(left, (list, tuple)) and isinstance(right, (list, tuple)):
+            budget.check(f"adding {type(left).__name__}s", 8 * (len(left) + len(right)))
+    elif operator == "%" and isinstance(left, str):
+        _formatted(left, left.count("%"), _values((right,), {}), budget)
+
+
+# ----------------------------------------------------------------------- the environment
+
+
+class _Namespace(Namespace):
+    """``namespace()`` whose overwritten attribute gives its value back to the budget
+    when the namespace held the last reference to it (rule 2): the value is freed now."""
+
+    def __setitem__(self, name: str, value: Any) -> None:
+        attrs = self._Namespace__attrs  # type: ignore[attr-defined]
+        old = attrs.get(name)
+        attrs[name] = value
+        # references: the name ``old`` and the argument of getrefcount; nothing else holds it
+        if old is not None and sys.getrefcount(old) <= 2:
+            current().give_back(size_of(old))
+
+
+class _Metered:
+    """A for-loop's iterable: each iteration is a step of the time budget (rule 3)."""
+
+    __slots__ = ("iterable",)
+
+    def __init__(self, iterable: Any) -> None:
+        self.iterable = iterable
+
+    def __len__(self) -> int:
+        return len(self.iterable)
+
+    def __iter__(self) -> Iterator[Any]:
+        step = current().step
+        for item in self.iterable:
+            step()
+            yield item
+
+
+def _metered_filter(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` (a filter) as a step of the budget: predicted (rule 1), run, then charged (rule 2)."""
+    skip = 0 if _PassArg.from_obj(fn) is None else 1  # the environment or context passed first
+    printing = name in _PRINTING_FILTERS
+    what = f"the result of the {name} filter"
+
+    @functools.wraps(fn)
+    def filtered(*args: Any, **kwargs: Any) -> Any:
+        budget = _BUDGET.get()
+        budget.step()
+        if len(args) > skip:
+            target, rest = args[skip], args[skip + 1:]
+            if name == "format":  # the filter formats with %
+                predict_binop("%", target, dict(kwargs) or rest, budget)
+            elif rest or kwargs or printing or name == "list":
+                predict_call(name, target, rest, kwargs, budget)
+            if printing:
+                budget.check(f"the {name} filter's text", text_size(target, budget.cap))
+        return budget.charge(what, fn(*args, **kwargs))
+
+    return filtered
+
+
+#: filters that print a whole value (nested lists and objects included)
+_PRINTING_FILTERS = frozenset({"tojson", "pprint", "urlencode", "xmlattr", "string", "json", "join"})
+
+
+@jinja2.pass_environment
+def _sum(environment: Any, iterable: Iterable[Any], attribute: str | int | None = None, start: Any = 0) -> Any:
+    """Jinja's ``sum``, adding one item at a time through the checked ``+`` (rules 1-3):
+    adding lists no longer copies a growing list in one uncheckable call."""
+    total = start
+    getter = (lambda item: environment.getitem(item, attribute)) if attribute is not None else None
+    for item in iterable:
+        total = environment.call_binop(None, "+", total, getter(item) if getter else item)
+    return total
+
+
+class BudgetedEnvironment(SandboxedEnvironment):
+    """The sandbox with rules 1-3: operators, calls, filters, slices, loops and printed
+    pieces all go through the render's :class:`RenderBudget`. ``as_text`` is how a value
+    prints (a subclass sets it)."""
+
+    intercepted_binops = frozenset({"+", "*", "%", "**"})
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.globals["namespace"] = _Namespace
+        self.filters["sum"] = _sum
+
+    def meter_filters(self) -> None:
+        """Wrap every filter registered so far (call once they all are)."""
+        for name, fn in list(self.filters.items()):
+            self.filters[name] = _metered_filter(name, fn)
+
+    @staticmethod
+    def as_text(value: Any) -> Any:
+        return value
+
+    def printed(self, value: Any) -> Any:
+        """The ``finalize`` of a printed value: its text, checked and charged (the output or
+        the block it is printed into holds it)."""
+        budget = _BUDGET.get()
+        budget.step()
+        text = value if type(value) is str else self._text_of(value, budget)
+        return budget.charge("a printed value", text) if isinstance(text, str) else text
+
+    def _text_of(self, value: Any, budget: RenderBudget) -> Any:
+        if isinstance(value, (dict, list, tuple, Mapping)):
+            budget.check("printing a value", text_size(value, budget.cap))
+        return self.as_text(value)
+
+    def literal(self, text: str) -> str:
+        """Template text written at runtime (a loop of literal text into ``{% set %}`` grows)."""
+        return _BUDGET.get().charge("the template's text", text)
+
+    def text_join(self, parts: Iterable[Any]) -> str:
+        """``a ~ b ~ ...``: each part as it prints, refused before joining past the cap; only
+        the joined text is charged (the parts exist already, or are charged if made here)."""
+        budget = _BUDGET.get()
+        budget.step()
+        texts = []
+        for part in parts:
+            text = part if type(part) is str else self._text_of(part, budget)
+            if text is not part and isinstance(text, str):
+                budget.charge("a printed value", text)
+            texts.append(str(text))
+        budget.check("joining text with ~", sum(map(len, texts)))
+        return budget.charge("joining text with ~", "".join(texts))
+
+    def metered(self, iterable: Any) -> _Metered:
+        return _Metered(iterable)
+
+    def sliced(self, obj: Any, key: slice) -> Any:
+        """``x[a:b]``: a copy, charged (rule 2)."""
+        return current().charge("a slice", obj[key])
+
+    def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
+        budget = current()
+        budget.step()
+        predict_binop(operator, left, right, budget)
+        return budget.charge(f"the result of {operator}", super().call_binop(context, operator, left, right))
+
+    def wrap_str_format(self, value: Any) -> Any:
+        """Jinja's sandboxed ``str.format``/``format_map``, predicted first (rule 1)."""
+        wrapped = super().wrap_str_format(value)
+        if wrapped is None:
+            return None
+        template, name = value.__self__, value.__name__
+
+        def checked(*args: Any, **kwargs: Any) -> Any:
+            predict_call(name, template, args, kwargs, current())
+            return wrapped(*args, **kwargs)
+
+        return checked
+
+    def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805 - jinja's names
+        budget = current()
+        budget.step()
+        owner = getattr(__obj, "__self__", None)
+        name = getattr(__obj, "__name__", "")
+        if isinstance(owner, _TEXT):
+            if name == "join" and args and not isinstance(args[0], (list, tuple)):
+                args = (list(args[0]), *args[1:])  # an iterator: its items are needed to predict
+            predict_call(name, owner, args, kwargs, budget)
+        grows = isinstance(owner, (list, dict, set)) and not isinstance(owner, Namespace)
+        before = len(owner) if grows else 0
+        if name == "generate_lorem_ipsum":
+            count, longest = kwargs.get("n", args[0] if args else 5), kwargs.get("max", args[3] if len(args) > 3 else 100)
+            if isinstance(count, int) and isinstance(longest, int):
+                budget.check("lipsum(...)", count * longest * 12)
+        result = super().call(__context, __obj, *args, **kwargs)
+        if grows and len(owner) > before:
+            budget.charge(f"the {type(owner).__name__} grown by {name}", owner)
+            budget.grow(sum(size_of(v) for v in (*args, *kwargs.values())))
+        return budget.charge(f"the result of {name or 'a call'}", result) if result is not owner else result
+
+
+def _is_metered(node: jnodes.Node) -> bool:
+    return (isinstance(node, jnodes.Call) and isinstance(node.node, jnodes.EnvironmentAttribute)
+            and node.node.name == "metered")
+
+
+class BudgetedCodeGenerator(CodeGenerator):
+    """Compiles for-loop iterables, slices and template text through the environment's
+    budget hooks (:class:`BudgetedEnvironment`)."""
+
+    def visit_For(self, node: jnodes.For, frame: Any) -> None:
+        if not _is_metered(node.iter):
+            node.iter = jnodes.Call(jnodes.EnvironmentAttribute("metered"), [node.iter], [], None, None,
+                                    lineno=node.iter.lineno)
+        super().visit_For(node, frame)
+
+    def visit_Getitem(self, node: jnodes.Getitem, frame: Any) -> None:
+        if not isinstance(node.arg, jnodes.Slice):
+            return super().visit_Getitem(node, frame)
+        self.write("environment.sliced(")
+        self.visit(node.node, frame)
+        self.write(", slice(")
+        for i, part in enumerate((node.arg.start, node.arg.stop, node.arg.step)):
+            self.write(", " if i else "")
+            if part is None:
+                self.write("None")
+            else:
+                self.visit(part, frame)
+        self.write("))")
+
+    def _output_const_repr(self, group: Iterable[Any]) -> str:
+        return f"environment.literal({super()._output_const_repr(group)})"
