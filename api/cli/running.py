@@ -22,6 +22,8 @@ from typing import Annotated, Any, AsyncIterator, Callable, Optional
 import typer
 from rich.text import Text
 
+from engine.settings import private_directory
+
 from .common import (
     EXIT_INTERRUPTED,
     EXIT_INVALID,
@@ -265,7 +267,7 @@ def log_to_home(home: Path) -> Path:
     ``home/flowloom.log`` instead of the terminal, where a command prints one plain line
     per problem and never a traceback. Returns the log's path; installed once per process."""
     path = Path(home) / "flowloom.log"
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_directory(path.parent)
     logger = logging.getLogger("flowloom")
     if not any(getattr(h, "baseFilename", None) == str(path.resolve()) for h in logger.handlers):
         handler = logging.FileHandler(path, delay=True, encoding="utf-8")  # created on the first record only
