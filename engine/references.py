@@ -188,11 +188,11 @@ def to_text(value: Any) -> Any:
 
 
 def _join(value: Any, d: str = "", attribute: str | int | None = None) -> str:
-    items = list(value)
+    env = template_env()
+    items: Iterator[Any] = iter(value)
     if attribute is not None:
-        env = template_env()
-        items = [env.getitem(item, attribute) for item in items]
-    return str(d).join(str(to_text(item)) for item in items)
+        items = (env.getitem(item, attribute) for item in items)
+    return env.joined(items, str(d), "the join filter's text")
 
 
 class _CodeGenerator(BudgetedCodeGenerator):
@@ -224,7 +224,7 @@ class _Environment(BudgetedEnvironment):
 
 
 @functools.cache
-def template_env() -> SandboxedEnvironment:
+def template_env() -> _Environment:
     """The one sandboxed Jinja2 environment (no autoescape, strict undefined, rules 6-7, 9)."""
     env = _Environment(undefined=_Undefined, autoescape=False, keep_trailing_newline=True)
     env.finalize = env.printed

@@ -30,7 +30,6 @@ the setting. The budget of the render in progress is held in a context variable,
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
 import functools
 import math
@@ -130,15 +129,21 @@ def current() -> RenderBudget:
     return _BUDGET.get()
 
 
-@contextlib.contextmanager
-def budget_for(cap: int, memory: float, seconds: float) -> Iterator[RenderBudget]:
-    """Run the block (a render) under a new :class:`RenderBudget`."""
-    budget = RenderBudget(cap, memory, seconds)
-    token = _BUDGET.set(budget)
-    try:
-        yield budget
-    finally:
-        _BUDGET.reset(token)
+class budget_for:  # noqa: N801 - used as a function: ``with budget_for(...) as budget``
+    """Run the block (a render) under a new :class:`RenderBudget` (a plain context manager:
+    renders are frequent)."""
+
+    __slots__ = ("budget", "token")
+
+    def __init__(self, cap: int, memory: float, seconds: float) -> None:
+        self.budget = RenderBudget(cap, memory, seconds)
+
+    def __enter__(self) -> RenderBudget:
+        self.token = _BUDGET.set(self.budget)
+        return self.budget
+
+    def __exit__(self, *exc: object) -> None:
+        _BUDGET.reset(self.token)
 
 
 # ----------------------------------------------------------------------- sizes
@@ -208,6 +213,13 @@ _PADDING = frozenset({"center", "ljust", "rjust", "zfill"})
 
 
 def _widest(template: str) -> int:
+    if len(template) <= 256:
+        return _widest_short(template)
+    return max((int(m.group(1) or m.group(2)) for m in _FORMAT_WIDTH.finditer(template)), default=0)
+
+
+@functools.lru_cache(maxsize=1024)
+def _widest_short(template: str) -> int:
     return max((int(m.group(1) or m.group(2)) for m in _FORMAT_WIDTH.finditer(template)), default=0)
 
 
@@ -215,7 +227,8 @@ def _formatted(template: str, fields: int, args: Iterable[Any], budget: RenderBu
     """``template`` with ``fields`` replacement fields filled from ``args``: each field
     prints at most the largest argument, padded to the widest width."""
     width = _widest(template)
-    budget.check(f"a format width of {width}", width)
+    if width > budget.cap:
+        raise budget.too_large(f"a format width of {width}", width)
     if fields:
         largest = _largest_text(args, budget.cap)
         budget.check("the formatted text", len(template) + fields * (largest + width))
@@ -229,13 +242,10 @@ def _format_fields(template: str) -> int:
 
 
 def _values(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> list[Any]:
-    """What a ``%``/``format`` call may print: the arguments, a mapping's values, a tuple's items."""
+    """What a ``format`` call may print: the arguments, a mapping's values (``format_map``)."""
     out: list[Any] = [*args, *kwargs.values()]
-    for value in list(out):
-        if isinstance(value, Mapping):
-            out.extend(value.values())
-        elif isinstance(value, tuple):
-            out.extend(value)
+    if len(args) == 1 and isinstance(args[0], Mapping):
+        out.extend(args[0].values())
     return out
 
 
@@ -275,9 +285,12 @@ def predict_call(name: str, target: Any, args: tuple[Any, ...], kwargs: Mapping[
         longest = max((len(v) for v in values[0].values() if isinstance(v, str)), default=1)
         budget.check("translate(...)", size * longest)
     elif name == "join" and isinstance(target, _TEXT) and values and isinstance(values[0], (list, tuple)):
-        items = values[0]
-        budget.check("joining text", sum(min(text_size(i, budget.cap), budget.cap + 1) for i in items)
-                     + size * max(len(items) - 1, 0))
+        total = size * max(len(values[0]) - 1, 0)
+        for item in values[0]:
+            total += len(item) if isinstance(item, _TEXT) else text_size(item, budget.cap)
+            if total > budget.cap:
+                break
+        budget.check("joining text", total)
     elif name in ("format", "format_map") and isinstance(target, str):
         _formatted(target, _format_fields(target), _values(args, kwargs), budget)
     elif name == "list" and isinstance(target, (*_TEXT, list, tuple, dict, range)):
@@ -323,7 +336,8 @@ def predict_binop(operator: str, left: Any, right: Any, budget: RenderBudget) ->
         elif isinstance(left, (list, tuple)) and isinstance(right, (list, tuple)):
             budget.check(f"adding {type(left).__name__}s", 8 * (len(left) + len(right)))
     elif operator == "%" and isinstance(left, str):
-        _formatted(left, left.count("%"), _values((right,), {}), budget)
+        values = right.values() if isinstance(right, Mapping) else right if isinstance(right, tuple) else (right,)
+        _formatted(left, left.count("%"), values, budget)
 
 
 # ----------------------------------------------------------------------- the environment
@@ -398,6 +412,20 @@ def _sum(environment: Any, iterable: Iterable[Any], attribute: str | int | None 
     return total
 
 
+#: bytes charged for an entry added to a list, dict or set (its slot, a dict's hash and key)
+_ENTRY = 64
+
+
+def _held(value: Any) -> int:
+    """What a container keeps when ``value`` is added to it (``append(x)``), or its items
+    (``extend(items)``, ``update(mapping)``)."""
+    if isinstance(value, Mapping):
+        return sum(size_of(k) + size_of(v) for k, v in value.items())
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return sum(size_of(v) for v in value)
+    return size_of(value)
+
+
 class BudgetedEnvironment(SandboxedEnvironment):
     """The sandbox with rules 1-3: operators, calls, filters, slices, loops and printed
     pieces all go through the render's :class:`RenderBudget`. ``as_text`` is how a value
@@ -437,18 +465,27 @@ class BudgetedEnvironment(SandboxedEnvironment):
         return _BUDGET.get().charge("the template's text", text)
 
     def text_join(self, parts: Iterable[Any]) -> str:
-        """``a ~ b ~ ...``: each part as it prints, refused before joining past the cap; only
-        the joined text is charged (the parts exist already, or are charged if made here)."""
+        """``a ~ b ~ ...``: each part as it prints, refused before joining past the cap."""
+        return self.joined(parts, "", "joining text with ~")
+
+    def joined(self, parts: Iterable[Any], separator: str, what: str) -> str:
+        """``parts`` as they print, joined by ``separator``: refused before joining when the
+        result would pass the cap; only the joined text is charged (a part exists already,
+        or is charged when printing made it)."""
         budget = _BUDGET.get()
         budget.step()
         texts = []
+        total = 0
         for part in parts:
             text = part if type(part) is str else self._text_of(part, budget)
             if text is not part and isinstance(text, str):
                 budget.charge("a printed value", text)
-            texts.append(str(text))
-        budget.check("joining text with ~", sum(map(len, texts)))
-        return budget.charge("joining text with ~", "".join(texts))
+            text = str(text)
+            total += len(text) + len(separator)
+            if total > budget.cap:
+                raise budget.too_large(what, total)
+            texts.append(text)
+        return budget.charge(what, separator.join(texts))
 
     def metered(self, iterable: Any) -> _Metered:
         return _Metered(iterable)
@@ -493,9 +530,12 @@ class BudgetedEnvironment(SandboxedEnvironment):
                 budget.check("lipsum(...)", count * longest * 12)
         result = super().call(__context, __obj, *args, **kwargs)
         if grows and len(owner) > before:
-            budget.charge(f"the {type(owner).__name__} grown by {name}", owner)
-            budget.grow(sum(size_of(v) for v in (*args, *kwargs.values())))
-        return budget.charge(f"the result of {name or 'a call'}", result) if result is not owner else result
+            # the new entries, and what they hold as if it were new (it is kept alive now)
+            budget.check(f"the {type(owner).__name__} grown by {name}", size_of(owner))
+            budget.grow(_ENTRY * (len(owner) - before) + sum(_held(v) for v in (*args, *kwargs.values())))
+        if result is None or result is owner:
+            return result
+        return budget.charge(f"the result of {name or 'a call'}", result)
 
 
 def _is_metered(node: jnodes.Node) -> bool:
@@ -527,5 +567,12 @@ class BudgetedCodeGenerator(CodeGenerator):
                 self.visit(part, frame)
         self.write("))")
 
+    def visit_Output(self, node: jnodes.Output, frame: Any) -> None:
+        self._into_buffer = frame.buffer is not None
+        super().visit_Output(node, frame)
+
     def _output_const_repr(self, group: Iterable[Any]) -> str:
-        return f"environment.literal({super()._output_const_repr(group)})"
+        # Text written into a block (``{% set %}``, a macro) grows it, a loop at a time;
+        # text the template yields is counted by the render as output.
+        text = super()._output_const_repr(group)
+        return f"environment.literal({text})" if getattr(self, "_into_buffer", True) else text

@@ -19,7 +19,7 @@ MEMORY = "max_template_memory_bytes"
 SECONDS = "max_template_seconds"
 
 #: a small cap and budget, so that a failure to refuse shows as a large peak
-LIMITS = Settings(max_template_output_bytes=1_000_000, max_template_memory_bytes=8_000_000)
+LIMITS = Settings(max_template_output_bytes=1_000_000, max_template_memory_bytes=8_000_000, max_template_seconds=120)
 
 DOUBLING = "{% set ns = namespace(s='x') %}{% for i in range(30) %}{% set ns.s = NEXT %}{% endfor %}{{ ns.s|length }}"
 BIG = "{% set s = 'x' * 900000 %}"
@@ -60,15 +60,16 @@ def peak_of(template: str, settings: Settings = LIMITS):
     # one value printed or joined many times: small as a list, huge as text
     (BIG + "{{ [s] * 1000 }}", CAP),
     (BIG + "{{ ([s] * 1000) | join(',') }}", CAP),
+    (BIG + "{{ ([s] * 1000) | map('string') | join }}", CAP),
     (BIG + "{{ ','.join([s] * 1000) }}", CAP),
     (BIG + "{{ ([s] * 1000) | tojson }}", CAP),
     (BIG + "{{ '%s' % ([s] * 1000,) }}", CAP),
     (BIG + "{{ '{0}{0}{0}{0}{0}{0}{0}{0}'.format(s) }}", CAP),
     # growth one small step at a time: a list grown by append in loops, a dict by update,
     # copies kept in a list, printed pieces collected in a block
-    ("{% set l = [] %}{% for i in range(100000) %}{% for j in range(100) %}{% set _ = l.append(j) %}"
+    ("{% set l = [] %}{% for i in range(100000) %}{% for j in range(100) %}{% set _ = l.append('x' * 100) %}"
      "{% endfor %}{% endfor %}{{ l|length }}", MEMORY),
-    ("{% set d = {} %}{% for i in range(100000) %}{% for j in range(100) %}{% set _ = d.update({i ~ '-' ~ j: j}) %}"
+    ("{% set d = {} %}{% for i in range(100000) %}{% for j in range(100) %}{% set _ = d.update({i ~ '-' ~ j: 'x' * 100}) %}"
      "{% endfor %}{% endfor %}{{ d|length }}", MEMORY),
     (BIG + "{% set l = [] %}{% for i in range(1000) %}{% set _ = l.append(s[i:]) %}{% endfor %}{{ l|length }}", MEMORY),
     (BIG + "{% set x %}{% for i in range(1000) %}{{ s }}{% endfor %}{% endset %}{{ x|length }}", MEMORY),
@@ -109,6 +110,14 @@ def test_text_accumulated_in_a_namespace_is_counted_once_not_at_every_step():
     kept = template.replace("{% set ns.l = ns.l + [i] %}", "{% set _ = ns.l.append(ns.s) %}")
     state = run_template(kept)
     assert state.status == "failed" and MEMORY in state.error.message, state.error
+
+
+def test_lists_and_objects_grown_one_item_at_a_time_are_charged_for_the_items_only():
+    template = ("{% set l = [] %}{% set d = {} %}{% for i in range(20000) %}{% set _ = l.append(i) %}"
+                "{% set _ = d.update({i: i}) %}{% endfor %}{{ l|length }} {{ d|length }}")
+    state = run_template(template)
+    assert state.status == "succeeded", state.error
+    assert state.node_runs["t"].outputs == {"output": "20000 20000"}
 
 
 def test_ordinary_templates_render_as_before():
