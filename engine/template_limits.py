@@ -207,38 +207,41 @@ def _largest_text(values: Iterable[Any], limit: int) -> int:
 
 # ----------------------------------------------------------------------- predictions (rule 1)
 
-#: printf-style (``%9999s``) and format-style (``{:9999}``) widths
-_FORMAT_WIDTH = re.compile(r"%[-+ #0]*(\d+)|\{[^{}]*?:[^{}]*?(\d+)[^{}]*\}")
+#: a printf-style conversion: ``%(name)-9.3f``; ``*`` takes the width or precision from the arguments
+_PRINTF = re.compile(r"%(?:\([^)]*\))?[-+ #0]*(\d+|\*)?(?:\.(\d+|\*))?[hlL]?([a-zA-Z%])")
+_DIGITS = re.compile(r"\d+")
 _PADDING = frozenset({"center", "ljust", "rjust", "zfill"})
 
 
-def _widest(template: str) -> int:
-    if len(template) <= 256:
-        return _widest_short(template)
-    return max((int(m.group(1) or m.group(2)) for m in _FORMAT_WIDTH.finditer(template)), default=0)
-
-
 @functools.lru_cache(maxsize=1024)
-def _widest_short(template: str) -> int:
-    return max((int(m.group(1) or m.group(2)) for m in _FORMAT_WIDTH.finditer(template)), default=0)
-
-
-def _formatted(template: str, fields: int, args: Iterable[Any], budget: RenderBudget) -> None:
-    """``template`` with ``fields`` replacement fields filled from ``args``: each field
-    prints at most the largest argument, padded to the widest width."""
-    width = _widest(template)
-    if width > budget.cap:
-        raise budget.too_large(f"a format width of {width}", width)
-    if fields:
-        largest = _largest_text(args, budget.cap)
-        budget.check("the formatted text", len(template) + fields * (largest + width))
-
-
-def _format_fields(template: str) -> int:
+def _shape(template: str, style: str) -> tuple[int, int, bool]:
+    """``(fields, widest, dynamic)`` of a ``%`` (``style`` "printf") or ``str.format``
+    template: how many values it prints, its largest width or precision, and whether a
+    width comes from the arguments (``%*s``, ``{:{w}}``)."""
+    if style == "printf":
+        found = [m for m in _PRINTF.finditer(template) if m.group(3) != "%"]
+        numbers = [int(n) for m in found for n in m.group(1, 2) if n and n != "*"]
+        dynamic = any("*" in (m.group(1) or "") + (m.group(2) or "") for m in found)
+        return len(found), max(numbers, default=0), dynamic
     try:
-        return sum(1 for _, name, _, _ in string.Formatter().parse(template) if name is not None)
+        fields = [spec or "" for _, name, spec, _ in string.Formatter().parse(template) if name is not None]
     except ValueError:
-        return 0  # a malformed format string: formatting fails on its own
+        return 0, 0, False  # a malformed format string: formatting fails on its own
+    numbers = [int(n) for spec in fields for n in _DIGITS.findall(spec)]
+    return len(fields), max(numbers, default=0), any("{" in spec for spec in fields)
+
+
+def _formatted(template: str, style: str, args: Iterable[Any], budget: RenderBudget) -> None:
+    """``template`` filled from ``args``: each field prints at most the largest argument,
+    padded to the widest width or precision (refused first when past the cap)."""
+    fields, widest, dynamic = _shape(template, style) if len(template) <= 512 else _shape.__wrapped__(template, style)
+    args = list(args)
+    if dynamic:
+        widest = max([widest, *(a for a in args if isinstance(a, int) and not isinstance(a, bool))])
+    if widest > budget.cap:
+        raise budget.too_large(f"a format width or precision of {widest}", widest)
+    if fields:
+        budget.check("the formatted text", len(template) + fields * (_largest_text(args, budget.cap) + widest))
 
 
 def _values(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> list[Any]:
@@ -292,7 +295,7 @@ def predict_call(name: str, target: Any, args: tuple[Any, ...], kwargs: Mapping[
                 break
         budget.check("joining text", total)
     elif name in ("format", "format_map") and isinstance(target, str):
-        _formatted(target, _format_fields(target), _values(args, kwargs), budget)
+        _formatted(target, "format", _values(args, kwargs), budget)
     elif name == "list" and isinstance(target, (*_TEXT, list, tuple, dict, range)):
         budget.check("the list", 8 * len(target))
     elif name in ("batch", "slice") and numbers:
@@ -335,9 +338,10 @@ def predict_binop(operator: str, left: Any, right: Any, budget: RenderBudget) ->
             budget.check("adding text", len(left) + len(right))
         elif isinstance(left, (list, tuple)) and isinstance(right, (list, tuple)):
             budget.check(f"adding {type(left).__name__}s", 8 * (len(left) + len(right)))
-    elif operator == "%" and isinstance(left, str):
+    elif operator == "%" and isinstance(left, _TEXT):
+        template = left if isinstance(left, str) else bytes(left).decode("latin-1")
         values = right.values() if isinstance(right, Mapping) else right if isinstance(right, tuple) else (right,)
-        _formatted(left, left.count("%"), values, budget)
+        _formatted(template, "printf", values, budget)
 
 
 # ----------------------------------------------------------------------- the environment

@@ -73,7 +73,11 @@ def peak_of(template: str, settings: Settings = LIMITS):
      "{% endfor %}{% endfor %}{{ d|length }}", MEMORY),
     (BIG + "{% set l = [] %}{% for i in range(1000) %}{% set _ = l.append(s[i:]) %}{% endfor %}{{ l|length }}", MEMORY),
     (BIG + "{% set x %}{% for i in range(1000) %}{{ s }}{% endfor %}{% endset %}{{ x|length }}", MEMORY),
-    # filters and methods that grow their input by an argument
+    # filters and methods that grow their input by an argument, widths and precisions included
+    ("{{ '%.300000000f' % 1.0 }}", CAP),
+    ("{{ '{:.300000000f}'.format(1.0) }}", CAP),
+    ("{{ '%*s' % (300000000, 'x') }}", CAP),
+    ("{{ '{:{w}}'.format('x', w=300000000) }}", CAP),
     ("{{ ('x\n' * 400000) | indent(1000) | length }}", CAP),
     ("{{ ('\t' * 400000).expandtabs(1000) | length }}", CAP),
     ("{{ [1] | batch(1000000000, 'x') | list | length }}", CAP),
