@@ -37,7 +37,7 @@ import re
 import string
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any, Callable, Iterable, Iterator
 
 import jinja2
@@ -162,31 +162,35 @@ def size_of(value: Any) -> int:
         return 0
 
 
-def text_size(value: Any, limit: int, _depth: int = 0) -> int:
-    """At least how many characters ``value`` prints as (its JSON for a list or an object),
+def text_size(value: Any, limit: int, indent: int = 0, _depth: int = 0) -> int:
+    """At least how many characters ``value`` prints as (its JSON for a list or an object,
+    ``indent`` spaces a level when indented; its repr for a namespace or a dict view),
     counted only until ``limit`` is passed: the walk costs at most about ``limit`` steps.
     A list holding the same long string a thousand times prints it a thousand times."""
     if isinstance(value, _TEXT):
         return len(value) + 2
-    if isinstance(value, dict):
-        items: Iterable[Any] = value.items()
-    elif isinstance(value, (list, tuple, set, frozenset)):
-        items = value
-    elif isinstance(value, Mapping):
-        items = value.items()
+    if isinstance(value, (list, tuple)):
+        items: Iterable[Any] = value
+        pairs = False
+    elif isinstance(value, (dict, Mapping, Namespace)):
+        items = (value._Namespace__attrs if isinstance(value, Namespace) else value).items()
+        pairs = True
+    elif isinstance(value, Collection):  # a set, a dict view
+        items, pairs = value, False
     else:
         return 8  # a number, null, a boolean: printed short (long numbers are refused as built)
     if _depth > 200:  # cyclic or absurdly deep: printing fails on its own
         return 2
     total = 2
-    pairs = not isinstance(value, (list, tuple, set, frozenset))
+    line = indent * (_depth + 1) + 1 if indent else 0  # a newline and the indentation of an item
     for item in items:
         if pairs:
-            total += text_size(item[0], limit, _depth + 1) + text_size(item[1], limit, _depth + 1) + 2
+            total += (text_size(item[0], limit, indent, _depth + 1)
+                      + text_size(item[1], limit, indent, _depth + 1) + 2 + line)
         elif isinstance(item, str):
-            total += len(item) + 3
+            total += len(item) + 3 + line
         else:
-            total += text_size(item, limit, _depth + 1) + 1
+            total += text_size(item, limit, indent, _depth + 1) + 1 + line
         if total > limit:
             break
     return total
@@ -395,10 +399,18 @@ def _metered_filter(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
             elif rest or kwargs or printing or name == "list":
                 predict_call(name, target, rest, kwargs, budget)
             if printing:
-                budget.check(f"the {name} filter's text", text_size(target, budget.cap))
+                budget.check(f"the {name} filter's text", text_size(target, budget.cap, _indent(rest, kwargs)))
         return budget.charge(what, fn(*args, **kwargs))
 
     return filtered
+
+
+def _indent(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> int:
+    """The ``indent`` of a ``tojson``/``json`` filter call (spaces, or the text's length)."""
+    indent = kwargs.get("indent", args[0] if args else 0)
+    if isinstance(indent, str):
+        return len(indent)
+    return indent if isinstance(indent, int) and not isinstance(indent, bool) and indent > 0 else 0
 
 
 #: filters that print a whole value (nested lists and objects included)
@@ -460,7 +472,7 @@ class BudgetedEnvironment(SandboxedEnvironment):
         return budget.charge("a printed value", text) if isinstance(text, str) else text
 
     def _text_of(self, value: Any, budget: RenderBudget) -> Any:
-        if isinstance(value, (dict, list, tuple, Mapping)):
+        if not isinstance(value, (int, float)) and value is not None:
             budget.check("printing a value", text_size(value, budget.cap))
         return self.as_text(value)
 

@@ -65,6 +65,9 @@ def peak_of(template: str, settings: Settings = LIMITS):
     (BIG + "{{ ([s] * 1000) | tojson }}", CAP),
     (BIG + "{{ '%s' % ([s] * 1000,) }}", CAP),
     (BIG + "{{ '{0}{0}{0}{0}{0}{0}{0}{0}'.format(s) }}", CAP),
+    (BIG + "{{ namespace(l=[s] * 100) }}", CAP),
+    (BIG + "{{ {'a': [s] * 100}.values() }}", CAP),
+    ("{{ [[[[1]]]] | tojson(indent=3000000) }}", CAP),
     # growth one small step at a time: a list grown by append in loops, a dict by update,
     # copies kept in a list, printed pieces collected in a block
     ("{% set l = [] %}{% for i in range(100000) %}{% for j in range(100) %}{% set _ = l.append('x' * 100) %}"
