@@ -103,11 +103,13 @@ def _over(value, limit):
         steps += 1
         if isinstance(item, str):
             total += len(item) + 2
-        elif isinstance(item, dict):
+        elif isinstance(item, (dict, list, tuple)):
+            total += max(len(item) - 1, 0)  # the commas: a huge container is known too large unwalked
+            if total > limit:
+                return True
             stack.extend(item)
-            stack.extend(item.values())
-        elif isinstance(item, (list, tuple)):
-            stack.extend(item)
+            if isinstance(item, dict):
+                stack.extend(item.values())
         else:
             total += 1
         if total > limit:
@@ -251,11 +253,16 @@ function over(value, limit) {
     steps += 1;
     if (typeof item === 'string') {
       total += item.length + 2;
+    } else if (Array.isArray(item)) {
+      total += Math.max(item.length - 1, 0);  // the commas: a huge array is known too large unwalked
+      if (total > limit) return true;
+      for (let i = 0; i < item.length; i++) stack.push(item[i]);
     } else if (item !== null && typeof item === 'object') {
-      for (const key of Object.keys(item)) {
-        if (!Array.isArray(item)) total += key.length + 3;
-        stack.push(item[key]);
+      for (const key in item) {
+        if (!Object.prototype.hasOwnProperty.call(item, key)) continue;
+        total += key.length + 3;
         if (total > limit) return true;
+        stack.push(item[key]);
       }
     } else {
       total += 1;
