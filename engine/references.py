@@ -407,11 +407,12 @@ def _render_capped(template: jinja2.Template, context: dict[str, Any], budget: R
     """Render piece by piece, stopping once the output passes the cap in UTF-8 bytes (a
     loop that prints forever, a huge value)."""
     parts: list[str] = []
-    size = 0
+    size, cap = 0, budget.cap
     for piece in template.generate(context):
         parts.append(piece)
         size += len(piece) if piece.isascii() else len(piece.encode("utf-8", "surrogatepass"))
-        budget.check("the output", size)
+        if size > cap:
+            raise budget.too_large("the output", size)
     return "".join(parts)
 
 
