@@ -15,9 +15,9 @@ stall for seconds. Rules:
 2. **Memory budget** (``max_template_memory_bytes``): every value a render builds is
    charged to it when built, whether or not a rule of 1 knows the operation (calls,
    filters, operators, slices, printed pieces), and a list or dict grown by a method is
-   charged for its growth. A value is given back only when a namespace attribute that
-   held its last reference is overwritten (``{% set ns.s = ns.s ~ x %}`` holds one string
-   at a time, not all of them). So however values are built and kept, what a render holds
+   charged for its growth. Text is given back only when a namespace attribute that held
+   its last reference is overwritten (``{% set ns.s = ns.s ~ x %}`` holds one string at a
+   time, not all of them). So however values are built and kept, what a render holds
    at once stays under the budget.
 3. **Time budget** (``max_template_seconds``): every loop iteration, call, filter and
    operator checks the render's deadline (wall clock, checked every few steps), so nested
@@ -91,11 +91,16 @@ class RenderBudget:
             raise self.too_large(what, size)
 
     def charge(self, what: str, value: Any) -> Any:
-        """Check ``value`` against the cap and charge it to the budget; returns it."""
-        size = len(value) if type(value) is str else size_of(value)
-        if size > self.cap:
-            raise self.too_large(what, size)
-        self.used += size
+        """Check ``value`` against the cap and charge its memory to the budget; returns it."""
+        if type(value) is str:
+            if len(value) > self.cap:
+                raise self.too_large(what, len(value))
+            self.used += sys.getsizeof(value)  # 1, 2 or 4 bytes a character
+        else:
+            size = size_of(value)
+            if size > self.cap:
+                raise self.too_large(what, size)
+            self.used += size
         if self.used > self.memory:
             raise self.over_budget()
         return value
@@ -352,16 +357,20 @@ def predict_binop(operator: str, left: Any, right: Any, budget: RenderBudget) ->
 
 
 class _Namespace(Namespace):
-    """``namespace()`` whose overwritten attribute gives its value back to the budget
-    when the namespace held the last reference to it (rule 2): the value is freed now."""
+    """``namespace()`` whose overwritten text attribute gives its text back to the budget
+    when the namespace held the last reference to it (rule 2): the text is freed now.
+
+    Only text: every string a render makes is charged when made (a string it did not make
+    is a constant or data, held elsewhere too), so nothing is given back that was not
+    charged. A list or an object may be a literal, made without a charge."""
 
     def __setitem__(self, name: str, value: Any) -> None:
         attrs = self._Namespace__attrs  # type: ignore[attr-defined]
         old = attrs.get(name)
         attrs[name] = value
         # references: the name ``old`` and the argument of getrefcount; nothing else holds it
-        if old is not None and sys.getrefcount(old) <= 2:
-            current().give_back(size_of(old))
+        if type(old) is str and sys.getrefcount(old) <= 2:
+            current().give_back(sys.getsizeof(old))
 
 
 class _Metered:

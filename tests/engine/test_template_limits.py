@@ -107,15 +107,21 @@ def test_a_render_stops_at_its_time_budget_naming_it(template):
 
 def test_text_accumulated_in_a_namespace_is_counted_once_not_at_every_step():
     """``ns.s = ns.s ~ x`` replaces the namespace's only reference: the old string is given
-    back, so building 600 kB this way passes a budget 600 kB steps could not."""
+    back, so building 600 kB this way passes a budget its 3000 steps (900 MB) could not."""
     template = ("{% set ns = namespace(s='', l=[]) %}{% for i in range(3000) %}{% set ns.s = ns.s ~ ('y' * 200) %}"
-                "{% set ns.l = ns.l + [i] %}{% endfor %}{{ ns.s|length }} {{ ns.l|length }}")
+                "{% endfor %}{{ ns.s|length }} {{ ns.l|length }}")
     state = run_template(template)
     assert state.status == "succeeded", state.error
-    assert state.node_runs["t"].outputs == {"output": "600000 3000"}
+    assert state.node_runs["t"].outputs == {"output": "600000 0"}
     # the same strings also kept in a list are all held, and counted
-    kept = template.replace("{% set ns.l = ns.l + [i] %}", "{% set _ = ns.l.append(ns.s) %}")
+    kept = template.replace("{% endfor %}", "{% set _ = ns.l.append(ns.s) %}{% endfor %}")
     state = run_template(kept)
+    assert state.status == "failed" and MEMORY in state.error.message, state.error
+    # a literal list put in a namespace was never charged: overwriting it gives nothing back
+    literal = ("{% set ns = namespace(l=[]) %}{% set kept = [] %}{% for i in range(100000) %}"
+               "{% set ns.l = [" + ", ".join(["i"] * 64) + "] %}"
+               "{% set _ = kept.append('x' * 100) %}{% endfor %}")
+    state = run_template(literal)
     assert state.status == "failed" and MEMORY in state.error.message, state.error
 
 
