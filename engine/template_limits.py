@@ -305,6 +305,10 @@ def predict_call(name: str, target: Any, args: tuple[Any, ...], kwargs: Mapping[
         budget.check("joining text", total)
     elif name in ("format", "format_map") and isinstance(target, str):
         _formatted(target, "format", _values(args, kwargs), budget)
+    elif name in ("split", "rsplit", "splitlines") and isinstance(target, str):
+        sep = values[0] if values and isinstance(values[0], str) and name != "splitlines" else None
+        parts = target.count(sep) if sep else sum(map(target.count, " \n\t\r"))
+        budget.check(f"the list of {name}", 8 * (parts + 1))
     elif name == "list" and isinstance(target, (*_TEXT, list, tuple, dict, range)):
         budget.check("the list", 8 * len(target))
     elif name in ("batch", "slice") and numbers:

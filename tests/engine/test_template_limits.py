@@ -83,6 +83,7 @@ def peak_of(template: str, settings: Settings = LIMITS):
     ("{{ '{:{w}}'.format('x', w=300000000) }}", CAP),
     ("{{ ('x\n' * 400000) | indent(1000) | length }}", CAP),
     ("{{ ('\t' * 400000).expandtabs(1000) | length }}", CAP),
+    ("{{ ('xy\n' * 300000).split('\n') | length }}", CAP),
     ("{{ [1] | batch(1000000000, 'x') | list | length }}", CAP),
     ("{{ lipsum(100000) | length }}", CAP),
 ])
