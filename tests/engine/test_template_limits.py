@@ -70,9 +70,9 @@ def peak_of(template: str, settings: Settings = LIMITS):
     ("{{ [[[[1]]]] | tojson(indent=3000000) }}", CAP),
     # growth one small step at a time: a list grown by append in loops, a dict by update,
     # copies kept in a list, printed pieces collected in a block
-    ("{% set l = [] %}{% for i in range(100000) %}{% for j in range(100) %}{% set _ = l.append('x' * 100) %}"
+    ("{% set l = [] %}{% for i in range(100000) %}{% for j in range(100) %}{% set _ = l.append('x' * 1000) %}"
      "{% endfor %}{% endfor %}{{ l|length }}", MEMORY),
-    ("{% set d = {} %}{% for i in range(100000) %}{% for j in range(100) %}{% set _ = d.update({i ~ '-' ~ j: 'x' * 100}) %}"
+    ("{% set d = {} %}{% for i in range(100000) %}{% for j in range(100) %}{% set _ = d.update({i ~ '-' ~ j: 'x' * 1000}) %}"
      "{% endfor %}{% endfor %}{{ d|length }}", MEMORY),
     (BIG + "{% set l = [] %}{% for i in range(1000) %}{% set _ = l.append(s[i:]) %}{% endfor %}{{ l|length }}", MEMORY),
     (BIG + "{% set x %}{% for i in range(1000) %}{{ s }}{% endfor %}{% endset %}{{ x|length }}", MEMORY),
