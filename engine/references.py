@@ -40,7 +40,6 @@ from typing import TYPE_CHECKING, Any
 
 import jinja2
 from jinja2 import meta, nodes as jnodes
-from jinja2.sandbox import SandboxedEnvironment
 
 from schemas.types import NodeRunStatus, Ref, Selector
 
