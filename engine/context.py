@@ -247,8 +247,11 @@ class NodeContext:
         Raises:
             TemplateFailed: names this node and ``field``.
         """
+        settings = self.deps.settings
         return render_template(self.state, source, extra=extra, node_id=self.node.id, field=field,
-                               max_bytes=self.deps.settings.max_template_output_bytes)
+                               max_bytes=settings.max_template_output_bytes,
+                               max_memory_bytes=settings.max_template_memory_bytes,
+                               max_seconds=settings.max_template_seconds)
 
     def delta(self, text: str, channel: str = "answer") -> None:
         """Stream ``text`` of this node while it runs.

@@ -26,25 +26,27 @@ Rules (README "References"):
    value is missing, the reference path that failed and why, in the words of rule 3
    (``config.template: undefined value in template of node 't', reference
    'search.json.items[0]': index [0] out of range (empty list)``).
+9. A render is bounded: no value it builds is larger than ``max_template_output_bytes``,
+   all it builds together stays under ``max_template_memory_bytes``, and it stops after
+   ``max_template_seconds`` (:mod:`engine.template_limits`).
 """
 
 from __future__ import annotations
 
-import contextvars
 import functools
-import re
 import json
-from typing import TYPE_CHECKING, Any, Iterator, Mapping
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 import jinja2
 from jinja2 import meta, nodes as jnodes
-from jinja2.compiler import CodeGenerator
-from jinja2.sandbox import SandboxedEnvironment
 
 from schemas.types import NodeRunStatus, Ref, Selector
 
 from .errors import ReferenceFailed, TemplateFailed
 from .settings import get_settings
+from .template_limits import (BudgetedCodeGenerator, BudgetedEnvironment, RenderBudget, TemplateTooLarge,
+                              TemplateTooSlow, budget_for)
 
 if TYPE_CHECKING:  # annotations only: checking a workflow builds no run record
     from schemas.run import RunState
@@ -184,19 +186,15 @@ def to_text(value: Any) -> Any:
     return value
 
 
-def _text_join(parts: Iterator[Any]) -> str:
-    return "".join(str(to_text(p)) for p in parts)
-
-
 def _join(value: Any, d: str = "", attribute: str | int | None = None) -> str:
-    items = list(value)
+    env = template_env()
+    items: Iterator[Any] = iter(value)
     if attribute is not None:
-        env = template_env()
-        items = [env.getitem(item, attribute) for item in items]
-    return str(d).join(str(to_text(item)) for item in items)
+        items = (env.getitem(item, attribute) for item in items)
+    return env.joined(items, str(d), "the join filter's text")
 
 
-class _CodeGenerator(CodeGenerator):
+class _CodeGenerator(BudgetedCodeGenerator):
     """Compiles ``a ~ b`` with :func:`to_text` for each part (Jinja's own join uses ``str``)."""
 
     def visit_Concat(self, node: jnodes.Concat, frame: Any) -> None:
@@ -207,100 +205,12 @@ class _CodeGenerator(CodeGenerator):
         self.write("))")
 
 
-#: UTF-8 bytes the render in progress may produce (settings.max_template_output_bytes).
-_OUTPUT_CAP: contextvars.ContextVar[int] = contextvars.ContextVar("template_output_cap", default=4 * 1024 * 1024)
-
-
-class TemplateTooLarge(jinja2.exceptions.TemplateRuntimeError):
-    """A render (or a value built inside it) would exceed ``max_template_output_bytes``."""
-
-
-def _too_large(what: str, size: float, cap: int) -> TemplateTooLarge:
-    return TemplateTooLarge(f"{what} would be about {int(size)} bytes; the cap max_template_output_bytes is {cap}")
-
-
-#: str methods and filters that pad or repeat: an integer argument is (about) the size of
-#: what they build, so one past the cap is refused before anything is allocated.
-_WIDTH_CALLS = frozenset({"center", "ljust", "rjust", "zfill", "expandtabs", "indent", "wordwrap"})
-#: widths inside printf-style (``%9999s``) and format-style (``{:9999}``) format strings
-_FORMAT_WIDTH = re.compile(r"%[-+ #0]*(\d+)|\{[^{}]*?:[^{}]*?(\d+)[^{}]*\}")
-
-
-def _check_expansion(name: str, target: Any, args: tuple[Any, ...], kwargs: dict[str, Any], cap: int) -> None:
-    """Refuse a call that would build a value larger than ``cap`` (``TemplateTooLarge``),
-    predicted from its arguments, before it runs: a template must not be able to make the
-    process allocate gigabytes on the way to an output that is then refused."""
-    values = [*args, *kwargs.values()]
-    if name in _WIDTH_CALLS:
-        for value in values:
-            if isinstance(value, int) and not isinstance(value, bool) and value > cap:
-                raise _too_large(f"{name}({value})", value, cap)
-    elif name == "replace" and isinstance(target, str) and len(values) >= 2:
-        old, new = str(values[0]), str(values[1])
-        count = values[2] if len(values) > 2 and isinstance(values[2], int) and values[2] >= 0 else None
-        hits = target.count(old) if old else len(target) + 1
-        size = len(target) + min(hits, count if count is not None else hits) * (len(new) - len(old))
-        if size > cap:
-            raise _too_large("replace(...)", size, cap)
-    elif name in ("format", "format_map") and isinstance(target, str):
-        for match in _FORMAT_WIDTH.finditer(target):
-            width = int(match.group(1) or match.group(2))
-            if width > cap:
-                raise _too_large(f"a format width of {width}", width, cap)
-
-
-def _guarded_filter(name: str, fn: Any) -> Any:
-    """``fn`` (a built-in filter) with :func:`_check_expansion` before it runs."""
-
-    @functools.wraps(fn)
-    def checked(*args: Any, **kwargs: Any) -> Any:
-        plain = [a for a in args if not isinstance(a, (jinja2.Environment, jinja2.nodes.EvalContext))]
-        if plain:
-            _check_expansion(name, plain[0], tuple(plain[1:]), kwargs, _OUTPUT_CAP.get())
-        return fn(*args, **kwargs)
-
-    return checked
-
-
-class _Environment(SandboxedEnvironment):
+class _Environment(BudgetedEnvironment):
     """The sandbox with the data-first lookup of rule 6, the printing of rule 7 and the
-    size cap (``'a' * n`` and ``x ** n`` are checked before they are computed, and so are
-    padding, replacing and formatting calls, as str methods or as filters)."""
+    limits of :mod:`engine.template_limits` (rule 9)."""
 
     code_generator_class = _CodeGenerator
-    text_join = staticmethod(_text_join)
-    intercepted_binops = frozenset({"*", "**"})
-
-    def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
-        cap = _OUTPUT_CAP.get()
-        if operator == "*":
-            for seq, times in ((left, right), (right, left)):
-                if isinstance(seq, (str, list, tuple)) and isinstance(times, int) and len(seq) * times > cap:
-                    raise _too_large(f"repeating a {type(seq).__name__} {times} times", len(seq) * times, cap)
-        elif isinstance(left, int) and isinstance(right, int) and abs(left) > 1 and right > 0:
-            bits = right * abs(left).bit_length()
-            if bits > cap * 8:
-                raise _too_large(f"{left} ** {right}", bits / 8, cap)
-        return super().call_binop(context, operator, left, right)
-
-    def wrap_str_format(self, value: Any) -> Any:
-        """Jinja's sandboxed ``str.format``/``format_map``, with the width check first."""
-        wrapped = super().wrap_str_format(value)
-        if wrapped is None:
-            return None
-        template, name = value.__self__, value.__name__
-
-        def checked(*args: Any, **kwargs: Any) -> Any:
-            _check_expansion(name, template, args, kwargs, _OUTPUT_CAP.get())
-            return wrapped(*args, **kwargs)
-
-        return checked
-
-    def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805 - jinja's names
-        owner = getattr(__obj, "__self__", None)
-        if isinstance(owner, str):
-            _check_expansion(getattr(__obj, "__name__", ""), owner, args, kwargs, _OUTPUT_CAP.get())
-        return super().call(__context, __obj, *args, **kwargs)
+    as_text = staticmethod(to_text)
 
     def getattr(self, obj: Any, attribute: str) -> Any:
         if isinstance(obj, Mapping):
@@ -313,14 +223,14 @@ class _Environment(SandboxedEnvironment):
 
 
 @functools.cache
-def template_env() -> SandboxedEnvironment:
-    """The one sandboxed Jinja2 environment (no autoescape, strict undefined, rules 6-7)."""
-    env = _Environment(undefined=_Undefined, autoescape=False, keep_trailing_newline=True, finalize=to_text)
+def template_env() -> _Environment:
+    """The one sandboxed Jinja2 environment (no autoescape, strict undefined, rules 6-7, 9)."""
+    env = _Environment(undefined=_Undefined, autoescape=False, keep_trailing_newline=True)
+    env.finalize = env.printed
     env.filters["json"] = _tojson
     env.filters["string"] = lambda value: str(to_text(value))
     env.filters["join"] = _join
-    for name in ("center", "indent", "wordwrap", "replace", "format"):
-        env.filters[name] = _guarded_filter(name, env.filters[name])
+    env.meter_filters()
     return env
 
 
@@ -442,16 +352,22 @@ def render_template(
     node_id: str | None = None,
     field: str = "template",
     max_bytes: int | None = None,
+    max_memory_bytes: int | None = None,
+    max_seconds: float | None = None,
 ) -> str:
-    """Render ``source`` with the run's references and ``extra`` names (rules 5-8).
+    """Render ``source`` with the run's references and ``extra`` names (rules 5-9).
 
-    ``max_bytes``: the output cap (default: the operator's ``max_template_output_bytes``);
-    rendering stops as soon as it is passed.
+    ``max_bytes``: the cap of the output and of every value built on the way;
+    ``max_memory_bytes``: what the render may build in all; ``max_seconds``: how long it
+    may run (defaults: the operator's ``max_template_output_bytes``,
+    ``max_template_memory_bytes`` and ``max_template_seconds``). Rendering stops as soon
+    as one is passed.
 
     Raises:
         TemplateFailed: syntax error, undefined name/attribute (naming the reference path
-            that failed and why), a printed method, sandbox violation; the message names
-            the field (config path) and the node.
+            that failed and why), a printed method, sandbox violation; a limit passed
+            (reason ``output_too_large`` or ``template_timeout``, naming the setting); the
+            message names the field (config path) and the node.
     """
     of = f" of node {node_id!r}" if node_id else ""
     try:
@@ -460,13 +376,20 @@ def render_template(
         raise TemplateFailed(f"{field}: template syntax error{of} at line {exc.lineno}: {exc.message}",
                              node_id=node_id) from exc
     context = template_context(state, names, extra)
-    cap = max_bytes if max_bytes is not None else get_settings().max_template_output_bytes
-    token = _OUTPUT_CAP.set(cap)
+    if max_bytes is None or max_memory_bytes is None or max_seconds is None:
+        settings = get_settings()
+        max_bytes = settings.max_template_output_bytes if max_bytes is None else max_bytes
+        max_memory_bytes = settings.max_template_memory_bytes if max_memory_bytes is None else max_memory_bytes
+        max_seconds = settings.max_template_seconds if max_seconds is None else max_seconds
     try:
-        return _render_capped(template, context, cap)
+        with budget_for(max_bytes, max_memory_bytes, max_seconds) as budget:
+            return _render_capped(template, context, budget)
     except TemplateTooLarge as exc:
         raise TemplateFailed(f"{field}: template{of} output too large: {exc.message}", node_id=node_id,
                              reason="output_too_large") from None
+    except TemplateTooSlow as exc:
+        raise TemplateFailed(f"{field}: template{of} stopped: {exc.message}", node_id=node_id,
+                             reason="template_timeout") from None
     except (jinja2.UndefinedError, _NotData) as exc:
         found = _diagnose(source, context, names)
         where = f"{of}, reference {found[0]!r}: {found[1]}" if found else f"{of}: {exc.message}"
@@ -477,20 +400,18 @@ def render_template(
         raise
     except Exception as exc:  # noqa: BLE001 - any render failure is the template's
         raise TemplateFailed(f"{field}: template{of} failed: {type(exc).__name__}: {exc}", node_id=node_id) from None
-    finally:
-        _OUTPUT_CAP.reset(token)
 
 
-def _render_capped(template: jinja2.Template, context: dict[str, Any], cap: int) -> str:
-    """Render piece by piece, stopping once the output passes ``cap`` bytes (a loop that
-    prints forever, a huge value)."""
+def _render_capped(template: jinja2.Template, context: dict[str, Any], budget: RenderBudget) -> str:
+    """Render piece by piece, stopping once the output passes the cap in UTF-8 bytes (a
+    loop that prints forever, a huge value)."""
     parts: list[str] = []
-    size = 0
+    size, cap = 0, budget.cap
     for piece in template.generate(context):
         parts.append(piece)
         size += len(piece) if piece.isascii() else len(piece.encode("utf-8", "surrogatepass"))
         if size > cap:
-            raise _too_large("the output", size, cap)
+            raise budget.too_large("the output", size)
     return "".join(parts)
 
 

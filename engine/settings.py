@@ -8,6 +8,7 @@ HTTP node may reach. Every other module receives a :class:`Settings` (in
 from __future__ import annotations
 
 import collections
+import contextlib
 import functools
 import ipaddress
 import os
@@ -18,7 +19,7 @@ from pydantic import Field, PrivateAttr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from typing import Annotated, Literal
 
-__all__ = ["SECRET_ENV_PREFIX", "Settings", "get_settings"]
+__all__ = ["SECRET_ENV_PREFIX", "Settings", "get_settings", "private_directory", "private_file"]
 
 #: A workflow's ``{{secret:NAME}}`` reads the environment variable ``FLOWLOOM_SECRET_NAME``
 #: (or the ``.env`` file): secrets live with the deployment, never in a workflow.
@@ -79,7 +80,11 @@ class Settings(BaseSettings):
     size in bytes and nesting depth (objects and arrays); ``max_nodes``: nodes per
     workflow; ``max_id_length`` / ``max_name_length``: characters of a node or edge id and
     of a node's name (or description); ``max_template_output_bytes``: bytes one template
-    render may produce (also bounds ``'a' * n`` and ``x ** n`` inside it);
+    render may produce, and the size of every value it builds on the way (``'a' * n``,
+    ``s ~ s``, ``join``, ``format``, a list grown by ``append``...);
+    ``max_template_memory_bytes``: what one render may build in all, so it cannot hold
+    more at once however it builds its values; ``max_template_seconds``: how long one
+    render may run (it runs in the server's event loop);
     ``max_node_output_bytes``: the size (string bytes plus 8 per other value) of one node
     run's outputs - which also bounds what a run record stores per node run;
     ``max_run_output_bytes``: the outputs of all node runs of one run together (loop rounds
@@ -128,6 +133,8 @@ class Settings(BaseSettings):
     max_id_length: int = Field(default=128, gt=0)
     max_name_length: int = Field(default=512, gt=0)
     max_template_output_bytes: int = Field(default=4 * 1024 * 1024, gt=0)
+    max_template_memory_bytes: int = Field(default=64 * 1024 * 1024, gt=0)
+    max_template_seconds: float = Field(default=2.0, gt=0)
     max_node_output_bytes: int = Field(default=32 * 1024 * 1024, gt=0)
     max_run_output_bytes: int = Field(default=256 * 1024 * 1024, gt=0)
     _dotenv: dict[str, str] | None = PrivateAttr(default=None)
@@ -237,3 +244,39 @@ def _read_env_file(env_file: Any) -> dict[str, str]:
 def get_settings() -> Settings:
     """Process-wide settings (read once). Tests pass their own :class:`Settings` instead."""
     return Settings()
+
+
+def private_directory(path: Path) -> Path:
+    """``path`` (``FLOWLOOM_HOME`` or a directory in it) created when missing, mode 0700:
+    the home holds every tenant's documents, inputs, outputs and chats, which no other
+    local user may list or read. An existing directory keeps its mode (it may be a
+    directory the operator chose and shares); the files in it are private on their own
+    (:func:`private_file`). Parent directories created on the way get the default mode.
+
+    Raises:
+        OSError: the directory cannot be created.
+    """
+    path = Path(path).expanduser()
+    if not path.is_dir():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(FileExistsError):
+            path.mkdir(mode=0o700)
+    return path
+
+
+def private_file(path: Path, *companions: str) -> Path:
+    """``path`` created empty when missing and, like each existing ``path + companion``
+    (``-wal``, ``-shm``), made mode 0600 (an older file with wider rights is narrowed).
+    SQLite creates a database's ``-wal`` and ``-shm`` files with the database file's mode,
+    so creating the database 0600 first keeps them private too.
+
+    Raises:
+        OSError: the file cannot be created or its mode set.
+    """
+    path = Path(path).expanduser()
+    private_directory(path.parent)
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
+    for name in (str(path), *(str(path) + c for c in companions)):
+        with contextlib.suppress(FileNotFoundError, PermissionError):  # PermissionError: another user's file
+            os.chmod(name, 0o600)
+    return path

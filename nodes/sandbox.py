@@ -467,7 +467,8 @@ async def _run(language: Language, code: str, inputs: dict[str, Any], limits: Li
         OSError: the child could not start.
     """
     # ASCII JSON: a lone surrogate in the code or an input still travels (as an escape).
-    request = json.dumps({"code": code, "inputs": inputs, "prelude": prelude}, allow_nan=False).encode("ascii")
+    request = json.dumps({"code": code, "inputs": inputs, "prelude": prelude,
+                          "max_output_bytes": limits.max_output_bytes}, allow_nan=False).encode("ascii")
     child = await _spawn(language, limits, mode, bwrap, tools)
     if on_start is not None:
         on_start(child.proc.pid)
@@ -622,6 +623,8 @@ def _outcome(language: Language, child: _Child, streams: _Streams, limits: Limit
             payload = None
         if result_buf[:1] == b"R" and isinstance(payload, dict):
             outcome.result = payload
+        elif result_buf[:1] == b"E" and isinstance(payload, dict) and payload.get("kind") == "too_large":
+            outcome.status, outcome.detail = "output_too_large", str(payload.get("message"))
         elif result_buf[:1] == b"E" and isinstance(payload, dict):
             outcome.status, outcome.error = "error", payload
         else:

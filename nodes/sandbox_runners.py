@@ -2,11 +2,14 @@
 
 Each runner is a small script kept as text and passed to the interpreter with ``-c``
 (Python) / ``-e`` (Node), the result pipe's fd number as its last argument. It reads
-``{"code", "inputs"}`` (JSON) from stdin, compiles the user code under the file name
-``<code>``, calls ``main`` and writes one message to the result pipe: ``R`` + the JSON of
-the returned object, or ``E`` + ``{"kind", "type", "message", "traceback"}`` (``kind``:
-``syntax``, ``definition``, ``runtime``, ``output``), reporting only the frames of
-``<code>`` so a traceback shows the user's line numbers and none of the runner's.
+``{"code", "inputs", "prelude", "max_output_bytes"}`` (JSON) from stdin, compiles the user
+code under the file name ``<code>``, calls ``main`` and writes one message to the result
+pipe: ``R`` + the JSON of the returned object, or ``E`` + ``{"kind", "type", "message",
+"traceback"}`` (``kind``: ``syntax``, ``definition``, ``runtime``, ``output``, or
+``too_large`` when the returned object surely serialises to more than
+``max_output_bytes`` - checked from its strings before serialising, which for a value
+near the memory limit would kill the process and leave no result), reporting only the
+frames of ``<code>`` so a traceback shows the user's line numbers and none of the runner's.
 
 Both names are re-exported by :mod:`nodes.sandbox`; import them from there.
 """
@@ -73,12 +76,45 @@ def _runner():
     if not isinstance(result, dict):
         return send(b"E", dumps({"kind": "output", "type": "TypeError", "traceback": "",
                                  "message": "main() must return a dict of outputs, got " + type(result).__name__}))
+    limit = request["max_output_bytes"]
+    too_large = {"kind": "too_large", "type": "OutputTooLarge", "traceback": "",
+                 "message": "the outputs are larger than max_output_bytes=%d bytes" % limit}
+    if _over(result, limit):
+        result = None  # serialising it could exhaust the memory limit: refuse it as it is
+        return send(b"E", dumps(too_large))
     try:
         payload = dumps(result, allow_nan=False, ensure_ascii=False)
     except (TypeError, ValueError) as exc:
         return send(b"E", dumps({"kind": "output", "type": type(exc).__name__, "traceback": "",
                                  "message": "the outputs are not JSON-serialisable: " + str(exc)}))
+    except MemoryError:
+        result = payload = None
+        return send(b"E", dumps(too_large))
     send(b"R", payload)
+
+def _over(value, limit):
+    # Whether the JSON of value surely has more than limit bytes: the characters of its
+    # strings and keys plus one per other item, counted until limit is passed, without
+    # building the JSON. A cycle of containers adds nothing and stops after limit steps
+    # (serialising it then reports the cycle).
+    total, steps, stack = 0, 0, [value]
+    while stack and steps <= limit:
+        item = stack.pop()
+        steps += 1
+        if isinstance(item, str):
+            total += len(item) + 2
+        elif isinstance(item, (dict, list, tuple)):
+            total += max(len(item) - 1, 0)  # the commas: a huge container is known too large unwalked
+            if total > limit:
+                return True
+            stack.extend(item)
+            if isinstance(item, dict):
+                stack.extend(item.values())
+        else:
+            total += 1
+        if total > limit:
+            return True
+    return False
 
 try:
     _runner()
@@ -185,14 +221,55 @@ async function run() {
     return send('E', stringify({ kind: 'output', type: 'TypeError', traceback: '',
       message: `main() must return an object of outputs, got ${result === null ? 'null' : Array.isArray(result) ? 'array' : typeof result}` }));
   }
+  const limit = request.max_output_bytes;
+  const tooLarge = { kind: 'too_large', type: 'OutputTooLarge', traceback: '',
+    message: `the outputs are larger than max_output_bytes=${limit} bytes` };
+  if (over(result, limit)) {
+    // Serialising it could exhaust the heap, which no catch survives: refuse it as it is.
+    result = null;
+    return send('E', stringify(tooLarge));
+  }
   let payload;
   try {
     payload = stringify(result, checkJson);
   } catch (err) {
+    if (err instanceof RangeError && /string length/i.test(err.message)) return send('E', stringify(tooLarge));
     return send('E', stringify({ kind: 'output', type: 'TypeError', traceback: '',
       message: `the outputs are not JSON-serialisable: ${err && err.message}` }));
   }
   send('R', payload);
+}
+
+function over(value, limit) {
+  // Whether the JSON of value surely has more than limit bytes: the characters of its
+  // strings and keys plus one per other item, counted until limit is passed, without
+  // building the JSON. A cycle of objects adds nothing and stops after limit steps
+  // (serialising it then reports the cycle).
+  let total = 0;
+  let steps = 0;
+  const stack = [value];
+  while (stack.length && steps <= limit) {
+    const item = stack.pop();
+    steps += 1;
+    if (typeof item === 'string') {
+      total += item.length + 2;
+    } else if (Array.isArray(item)) {
+      total += Math.max(item.length - 1, 0);  // the commas: a huge array is known too large unwalked
+      if (total > limit) return true;
+      for (let i = 0; i < item.length; i++) stack.push(item[i]);
+    } else if (item !== null && typeof item === 'object') {
+      for (const key in item) {
+        if (!Object.prototype.hasOwnProperty.call(item, key)) continue;
+        total += key.length + 3;
+        if (total > limit) return true;
+        stack.push(item[key]);
+      }
+    } else {
+      total += 1;
+    }
+    if (total > limit) return true;
+  }
+  return false;
 }
 
 run().then(() => exit(0), (err) => { fail('runtime', err); exit(0); });

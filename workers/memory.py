@@ -47,7 +47,7 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any
 
-from engine.settings import Settings
+from engine.settings import Settings, private_directory
 
 from .redis_bus import shielded
 
@@ -147,7 +147,7 @@ class LocalMemoryStore(MemoryStore):
         return True, record["value"]
 
     def _write(self, full_key: str, text: str) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True)
+        private_directory(self.directory)
         fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-", suffix=".json")
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as fh:

@@ -22,6 +22,8 @@ from typing import Annotated, Any, AsyncIterator, Callable, Optional
 import typer
 from rich.text import Text
 
+from engine.settings import private_directory
+
 from .common import (
     EXIT_INTERRUPTED,
     EXIT_INVALID,
@@ -266,7 +268,7 @@ def log_to_home(home: Path) -> Path:
     per problem and never a traceback; a record the file cannot take (a full disk) goes to
     stderr instead. Returns the log's path; installed once per process."""
     path = Path(home) / "flowloom.log"
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_directory(path.parent)
     logger = logging.getLogger("flowloom")
     if not any(getattr(h, "baseFilename", None) == str(path.resolve()) for h in logger.handlers):
         from api.logs import FallbackFileHandler

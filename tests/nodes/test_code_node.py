@@ -341,6 +341,28 @@ async def test_large_outputs_are_capped():
     assert len(run.data["stdout"]) <= sandbox.LOG_KEEP_BYTES and run.data["logs_truncated"]
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("language, code", [
+    ("python", "def main():\n    return {'t': 'x' * (200 * 1024 * 1024)}\n"),
+    ("javascript", "function main() { return {t: 'x'.repeat(200 * 1024 * 1024)}; }"),
+])
+async def test_outputs_too_large_to_serialise_are_output_too_large_naming_the_cap(language, code):
+    """200 MiB returned under the default 256 MiB memory limit: serialising it would exhaust
+    the memory, so the runner refuses it by its size first, instead of dying without a result."""
+    state, run = await run_code_node(language, code, outputs={"t": "string"}, timeout=60)
+    assert "the outputs are larger than max_output_bytes=1048576 bytes" in failed(state, run, "output_too_large")
+
+
+@pytest.mark.parametrize("language, code", [
+    ("python", "def main():\n    a = []\n    a.append(a)\n    return {'a': a}\n"),
+    ("javascript", "function main() { const a = []; a.push(a); return {a}; }"),
+])
+async def test_a_cyclic_output_is_not_json_rather_than_too_large(language, code):
+    state, run = await run_code_node(language, code, outputs={"a": "array"})
+    message = failed(state, run, "code_output")
+    assert "not JSON-serialisable" in message and "ircular" in message
+
+
 async def test_user_prints_do_not_corrupt_the_result():
     code = (
         "import os, sys\n"

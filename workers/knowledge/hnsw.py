@@ -47,6 +47,8 @@ import numpy as np
 from usearch.index import Index, MetricKind
 from usearch.index import search as exact_search
 
+from engine.settings import private_directory
+
 __all__ = ["EXACT_MAX_CELLS", "VectorIndexes"]
 
 #: Vectors x dimensions up to which an index is searched exactly (4 MB of float32: 2.6k
@@ -179,7 +181,7 @@ class VectorIndexes:
             return
         name = f"{index_id}-g{memory.generation}-s{memory.max_seq}.usearch"
         try:
-            self.directory.mkdir(parents=True, exist_ok=True)
+            private_directory(self.directory)
             handle, temporary = tempfile.mkstemp(prefix=f".{index_id}-", suffix=".tmp", dir=self.directory)
             os.close(handle)
             try:

@@ -23,6 +23,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from engine.ports import StoreError
+from engine.settings import private_file
 
 __all__ = ["BUSY_TIMEOUT_MS", "default_database_url", "make_engine", "mask_url", "normalize_url", "store_errors"]
 
@@ -84,13 +85,14 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
 
 def make_engine(url: str | URL) -> AsyncEngine:
     """An async engine for ``url`` (normalized); for a SQLite file, its parent directories
-    are created. Nothing connects until first use."""
+    are created (the last one 0700) and the file is created 0600 before SQLite opens it,
+    so that its ``-wal`` and ``-shm`` files are private too. Nothing connects until first use."""
     parsed = normalize_url(url)
     options: dict[str, Any] = {"json_serializer": _json_dumps, "json_deserializer": _json_loads}
     if parsed.get_backend_name() == "sqlite":
         database = parsed.database or ""
         if database and database != ":memory:" and not database.startswith("file:"):
-            Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+            private_file(Path(database), "-wal", "-shm", "-journal")
         options["connect_args"] = {"timeout": BUSY_TIMEOUT_MS / 1000}
         engine = create_async_engine(parsed, **options)
         event.listen(engine.sync_engine, "connect", _sqlite_pragmas)

@@ -6,6 +6,7 @@ index removes its file."""
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 import numpy as np
@@ -177,3 +178,17 @@ async def test_a_graph_grown_by_a_tenth_is_saved_again(stores, tenant):
     later = await stores()
     await later.search_vectors(tenant, index_id, rng.normal(size=DIMENSION).tolist(), 3)
     assert later._memory.builds == 0 and later._memory._memory[index_id].max_seq == 500
+
+
+async def test_saved_graphs_are_private_to_the_user(stores, tenant):
+    """The graphs hold the vectors of every tenant's documents: ``indexes`` is 0700 and its
+    files 0600, whatever the umask."""
+    old = os.umask(0o022)
+    try:
+        index_id, _ = await _built_index(stores, tenant, np.random.default_rng(8))
+    finally:
+        os.umask(old)
+    directory = Path(os.environ["FLOWLOOM_HOME"]) / "indexes"
+    assert stat.S_IMODE(directory.stat().st_mode) == 0o700
+    assert [(p.name, stat.S_IMODE(p.stat().st_mode)) for p in directory.iterdir()] == [
+        (f"{index_id}-g0-s400.usearch", 0o600)]
