@@ -219,11 +219,17 @@ async def _resume(service: RunService, tenant_id: str, request: ResumeRun, place
 
     await _admitted(service, tenant_id, state.workflow_id, request.run_id, store)
     if queued:
-        await _enqueue(service, tenant_id, request.run_id, plan, placement, first=False)
-        return RunTicket(request.run_id, chat_id, RunStatus.paused, queued=True, continued=True)
+        try:
+            await _enqueue(service, tenant_id, request.run_id, plan, placement, first=False)
+        except QueueUnavailable:
+            await _take_back(service, tenant_id, request.run_id, answers)  # the same answer may be sent again
+            raise
+        return RunTicket(request.run_id, chat_id, RunStatus.paused, queued=True, continued=True,
+                         after_seq=state.seq)
     live = await _here(service, tenant_id, request.run_id,
                        lambda: service.resume(tenant_id, request.run_id, answers, message=request.message))
-    return RunTicket(request.run_id, chat_id, _status(live, RunStatus.running), continued=True)
+    return RunTicket(request.run_id, chat_id, _status(live, RunStatus.running), continued=True,
+                     after_seq=state.seq)
 
 
 class _Pending:
@@ -257,6 +263,26 @@ async def _store_answers(service: RunService, tenant_id: str, run_id: str, answe
         await service.stores.runs.release(run_id, owner.id)
 
 
+async def _take_back(service: RunService, tenant_id: str, run_id: str, answers: dict[str, Any]) -> None:
+    """Unanswer the interrupts of a resume that could not be queued: the run waits for
+    its answers again (best effort: a store that fails here leaves them, and the next
+    worker that continues the run uses them)."""
+    try:
+        owner, state = await service._claim(tenant_id, run_id)
+    except Exception:  # noqa: BLE001 - the queue's refusal is what the caller gets
+        return
+    try:
+        for iid in answers:
+            if iid in state.interrupts:
+                state.interrupts[iid].answered, state.interrupts[iid].answer = False, None
+        await service.stores.runs.checkpoint(state, CheckpointDelta([], len(state.history)), owner_id=owner.id,
+                                             events=[])
+    except Exception:  # noqa: BLE001
+        pass
+    finally:
+        await service.stores.runs.release(run_id, owner.id)
+
+
 async def _rerun(service: RunService, tenant_id: str, request: RerunRun, placement: Placement) -> RunTicket:
     new_id = request.new_run_id or uuid.uuid4().hex
     workflow_id = str(request.doc.get("id") or "") or (await service.get(tenant_id, request.run_id)).workflow_id
@@ -271,7 +297,9 @@ async def _continue(service: RunService, tenant_id: str, request: ContinueRun) -
     live = await _here(service, tenant_id, request.run_id,
                        lambda: service.recover(tenant_id, request.run_id, take_over=request.take_over))
     chat_id = live.state.sys.get("chat_id") if live is not None and live.state is not None else None
-    return RunTicket(request.run_id, chat_id or None, _status(live, RunStatus.running), continued=True)
+    after = live.recent[0].seq - 1 if live is not None and live.recent else 0
+    return RunTicket(request.run_id, chat_id or None, _status(live, RunStatus.running), continued=True,
+                     after_seq=after)
 
 
 async def _here(service: RunService, tenant_id: str, run_id: str,
@@ -343,8 +371,12 @@ async def follow(service: RunService, tenant_id: str, run_id: str, after_seq: in
 async def _follow_here(service: RunService, live: _Live, tenant_id: str, run_id: str,
                        seen: int) -> AsyncIterator[Any]:
     """From the hub: the log's events the hub does not hold (an execution that continued
-    a run holds only its own), the hub's recent ones, then live ones."""
-    from schemas.events import event_adapter
+    a run holds only its own), the hub's recent ones, then live ones. A follower that
+    comes while the execution runs gets everything, text deltas included: a launcher
+    returns once the execution produced its first event, and the execution cannot end
+    without suspending on a store first, so the door that launched it always subscribes
+    in time."""
+    from schemas.events import NodeDelta, event_adapter
 
     queue: asyncio.Queue[Any] = asyncio.Queue()
     subscribed = not live.over
@@ -360,7 +392,9 @@ async def _follow_here(service: RunService, live: _Live, tenant_id: str, run_id:
                 seen = data["seq"]
                 yield adapter.validate_python(data)
         for event in list(live.recent):
-            if event.seq > seen:
+            # After the execution's end, a replay is what the log holds (text deltas are
+            # live only): the same whichever process or moment replays it.
+            if event.seq > seen and (subscribed or not isinstance(event, NodeDelta)):
                 seen = event.seq
                 yield event
         while subscribed and (event := await queue.get()) is not None:

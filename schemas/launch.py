@@ -89,11 +89,14 @@ class Placement:
 
 @dataclass(frozen=True, slots=True)
 class RunTicket:
-    """What a launch returns: the run, its chat, its status as of the launch, and
-    whether it went to the queue (a worker executes it)."""
+    """What a launch returns: the run, its chat, its status as of the launch, whether it
+    went to the queue (a worker executes it), whether it continues an existing run, and
+    ``after_seq``: the run's last event before this launch (following after it shows
+    this launch's events only; 0 for a new run)."""
 
     run_id: str
     chat_id: str | None
     status: RunStatus
     queued: bool = False
     continued: bool = False
+    after_seq: int = 0
