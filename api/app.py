@@ -25,19 +25,15 @@ from typing import Any, AsyncIterator
 
 from fastapi import FastAPI
 
-from engine.ports import KeyStore
-from engine.service import RunService
 from engine.settings import Settings, get_settings
 from schemas.records import DEFAULT_TENANT
-from workers.sql import SqlStore
-from workers.sql.keys import SqlKeyStore
 
 from .deployment import install
 from .errors import install_error_handlers
 from .limits import BodyLimit
 from .recovery import start_recovery
 from .routes import chats as chat_routes, routers
-from .runtime import open_deployment
+from .runtime import key_store_of, open_deployment
 from .static import dist_of, install_canvas
 
 __all__ = ["HEARTBEAT_S", "SWEEP_S", "create_app", "key_store_of", "sweep_ingestion"]
@@ -54,18 +50,6 @@ def _version() -> str:
         return metadata.version("flowloom")
     except metadata.PackageNotFoundError:  # pragma: no cover - running from a source tree
         return "0.0.0"
-
-
-def key_store_of(service: RunService) -> KeyStore:
-    """The key store on the database of ``service``'s run store.
-
-    Raises:
-        TypeError: the run store is not the SQL store (the only one with keys today).
-    """
-    store = service.stores.runs
-    if not isinstance(store, SqlStore):
-        raise TypeError(f"API keys need the SQL run store, not {type(store).__name__}")
-    return SqlKeyStore(store)
 
 
 async def sweep_ingestion(knowledge: Any, every_s: float) -> None:

@@ -60,8 +60,8 @@ from .inline import InlineLauncher
 from .quotas import Quotas
 from .redaction import install as install_log_redaction
 
-__all__ = ["Deployment", "KnowledgeOnDemand", "database_url", "knowledge_database_url", "open_deployment", "open_knowledge",
-           "open_service"]
+__all__ = ["Deployment", "KnowledgeOnDemand", "database_url", "key_store_of", "knowledge_database_url", "open_deployment",
+           "open_knowledge", "open_service"]
 
 
 def database_url(settings: Settings) -> str:
@@ -245,6 +245,19 @@ async def open_deployment(settings: Settings, *, knowledge_on_demand: bool = Fal
             with contextlib.suppress(Exception):
                 queue.close()
         await store.close()
+
+
+def key_store_of(service: RunService) -> KeyStore:
+    """The key store on the database of ``service``'s run store (the CLI's key, quota
+    and dataset commands, which open a run service only).
+
+    Raises:
+        TypeError: the run store is not the SQL store (the only one with keys today).
+    """
+    store = service.stores.runs
+    if not isinstance(store, SqlStore):
+        raise TypeError(f"API keys need the SQL run store, not {type(store).__name__}")
+    return SqlKeyStore(store)
 
 
 @contextlib.asynccontextmanager

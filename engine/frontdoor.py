@@ -39,7 +39,7 @@ from .compiler import CompiledPlan
 from .errors import FlowloomError, UnknownInterrupt
 from .execution import RunNotResumable, _Live
 from .leases import orphaned
-from .ports import CheckpointDelta, Launch, QueueUnavailable
+from .ports import CheckpointDelta, Launch, QueueUnavailable, RunOwned
 
 if TYPE_CHECKING:
     from schemas.launch import LaunchRequest
@@ -48,6 +48,8 @@ if TYPE_CHECKING:
 
 __all__ = ["InvalidAnswer", "check_answers", "drives_agents", "follow", "launch", "placed_on_queue"]
 
+#: seconds a queued resume waits for the process that paused the run to let it go
+PAUSE_RELEASE_WAIT_S = 2.0
 #: seconds between two polls of the event log by a follower with no feed
 WATCH_POLL_S = 0.2
 #: seconds between two reports of the same orphan by one follower (``RunService.on_orphan``)
@@ -249,7 +251,16 @@ async def _store_answers(service: RunService, tenant_id: str, run_id: str, answe
     from .runner import answer_interrupts
     from .turns import answer_text
 
-    owner, state = await service._claim(tenant_id, run_id)
+    deadline = time.monotonic() + PAUSE_RELEASE_WAIT_S
+    while True:
+        try:
+            owner, state = await service._claim(tenant_id, run_id)
+            break
+        except RunOwned:
+            # The process that paused the run holds it until its turn is closed (a moment).
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.05)
     try:
         if state.status is not RunStatus.paused:
             raise RunNotResumable(f"run {run_id} is {state.status.value}, not paused")

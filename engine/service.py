@@ -1,6 +1,10 @@
 """The run lifecycle: the one implementation of start, resume, answer, cancel, recover,
-get, list and watch. The CLI calls it now; the API routes and queue jobs call the same
-functions with ids only.
+get, list and watch, and the front door every door uses: :meth:`RunService.launch` (a
+start, a chat turn, a resume, a rerun or a continuation: admission, placement, launch)
+and :meth:`RunService.follow` (a run's events, live or replayed, wherever it executes),
+in :mod:`engine.frontdoor`. Executing a run (claim, heartbeat, command polling,
+checkpoints, idle watch, the live hub) is :mod:`engine.execution`; chat transcripts
+:mod:`engine.turns`.
 
 What it guarantees, whatever process calls it:
 
@@ -13,7 +17,7 @@ What it guarantees, whatever process calls it:
   lease expires after ``Settings.lease_ttl`` seconds without renewal, and at once when
   its owner was a process of this host that no longer exists.
 - **Never idle forever**: a run that produces no event for ``Settings.run_idle_timeout_s``
-  fails with reason ``idle_timeout`` naming the interval and the node (:class:`_IdleWatch`).
+  fails with reason ``idle_timeout`` naming the interval and the node (``engine.execution._IdleWatch``).
 - **Cancel from anywhere**: :meth:`RunService.cancel` sends a command; the executing
   process polls for it every tenth of a second, cancels the node in progress and ends the
   run ``cancelled`` exactly once. A paused run is cancelled directly.
