@@ -141,7 +141,8 @@ class Executing:
             async with contextlib.aclosing(stream_workflow(plan, state, deps=deps, cancel=token)) as events:
                 async for event in events:
                     yield idle.seen(event)
-        except (LeaseLost, RunOwned):
+        except (LeaseLost, RunOwned) as exc:
+            live.error = exc
             raise  # another process owns the run now: nothing may be written for it here
         except Exception as exc:
             live.error = exc
@@ -153,13 +154,17 @@ class Executing:
             for task in helpers:
                 task.cancel()
             await asyncio.gather(*helpers, return_exceptions=True)
-            del self._live[run_id]
-            self._keep_ended(run_id, live)
-            for queue in live.watchers:
-                queue.put_nowait(None)
-            await self._close_turn(state, "".join(text))
-            if not released:
-                await runs.release(run_id, owner.id)
+            try:
+                await self._close_turn(state, "".join(text))
+                if not released:
+                    await runs.release(run_id, owner.id)
+            finally:
+                # Followers end once the turn is closed and the lease given up: what they
+                # read next (the run, the chat, a resume) finds the execution over.
+                del self._live[run_id]
+                self._keep_ended(run_id, live)
+                for queue in live.watchers:
+                    queue.put_nowait(None)
 
     def _keep_ended(self, run_id: str, live: _Live) -> None:
         """Keep an ended execution in the hub for a while: a follower that asks right after
