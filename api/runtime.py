@@ -188,12 +188,14 @@ class Deployment:
 
 @contextlib.asynccontextmanager
 async def open_deployment(settings: Settings, *, knowledge_on_demand: bool = False, admission: bool = False,
-                          shutdown_grace_s: float = 5.0) -> AsyncIterator[Deployment]:
+                          shutdown_grace_s: float | None = 5.0) -> AsyncIterator[Deployment]:
     """The deployment ``settings`` name (module docstring); closes everything on exit.
 
     The database is created and migrated on first use (no setup step). Executions in
     this process are tasks of an :class:`~api.inline.InlineLauncher` (given
-    ``shutdown_grace_s`` seconds at exit, then cancelled). With ``Settings.redis_url``
+    ``shutdown_grace_s`` seconds at exit, then cancelled; None: left as they are - a
+    worker that stops abandons its runs to the other workers' recovery, which continues
+    them from their last checkpoint, rather than recording them cancelled). With ``Settings.redis_url``
     the run service's queue is RQ (:class:`~workers.rq.launcher.QueueLauncher`) and its
     feed the runs' Redis streams (:class:`~workers.redis_bus.RedisEventBus`).
     ``knowledge_on_demand``: the run service's ``knowledge`` is a :class:`KnowledgeOnDemand`
@@ -234,7 +236,8 @@ async def open_deployment(settings: Settings, *, knowledge_on_demand: bool = Fal
                 yield Deployment(settings, service, SqlKeyStore(store), SqlWorkflowStore(store), chats, quotas,
                                  knowledge, launcher, queue, feed)
             finally:
-                await launcher.close(shutdown_grace_s)
+                if shutdown_grace_s is not None:
+                    await launcher.close(shutdown_grace_s)
     finally:
         with contextlib.suppress(Exception):
             await memory.close()
@@ -261,12 +264,15 @@ def key_store_of(service: RunService) -> KeyStore:
 
 
 @contextlib.asynccontextmanager
-async def open_service(settings: Settings, *, knowledge_on_demand: bool = False) -> AsyncIterator[RunService]:
-    """The run service of :func:`open_deployment` (the CLI's and the workers'); closes it on exit.
+async def open_service(settings: Settings, *, knowledge_on_demand: bool = False,
+                       shutdown_grace_s: float | None = 5.0) -> AsyncIterator[RunService]:
+    """The run service of :func:`open_deployment` (the CLI's and the workers'; options as
+    there); closes it on exit.
 
     Raises:
         StoreError: the database cannot be reached or migrated (names the URL, password masked).
         ModelConfigError: the model registry file is invalid.
     """
-    async with open_deployment(settings, knowledge_on_demand=knowledge_on_demand) as deployment:
+    async with open_deployment(settings, knowledge_on_demand=knowledge_on_demand,
+                               shutdown_grace_s=shutdown_grace_s) as deployment:
         yield deployment.service

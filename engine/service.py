@@ -246,15 +246,6 @@ class RunService(Executing, ChatTurns):
         """
         return self.execute(tenant_id, run_id, answers=answers, expect=RunStatus.paused, message=message)
 
-    async def answer_chat(self, tenant_id: str, chat_id: str, message: str) -> AsyncIterator[Any] | None:
-        """The chat's paused run answered by ``message`` (the next message answers the
-        pending question), or None when the chat has no run waiting for exactly one answer."""
-        paused = await self.stores.runs.list_runs(tenant_id, status=RunStatus.paused, chat_id=chat_id, limit=1)
-        if not paused or len(paused[0].pending_interrupts) != 1:
-            return None
-        interrupt_id = paused[0].pending_interrupts[0]["id"]
-        return self.resume(tenant_id, paused[0].run_id, {interrupt_id: message}, message=message)
-
     def recover(self, tenant_id: str, run_id: str, *, take_over: str | None = None) -> AsyncIterator[Any]:
         """Continue a run whose process died (status ``running`` or ``pending``, owner gone)
         from its last checkpoint; its events.

@@ -6,8 +6,9 @@ more than most runs, so a :class:`WorkerRuntime` keeps one event loop in a threa
 own for the life of the process, with the run service opened once; a job hands its ids to
 it and waits (:meth:`WorkerRuntime.run_job`).
 
-What the runtime adds around the run service's :meth:`~engine.service.RunService.recover`
-(the one way a queued run is executed or continued):
+What the runtime adds around the run service's front door (a job launches the run's
+continuation here, ``RunService.launch`` of a ``ContinueRun``, and follows it - the one
+way a queued run is executed or continued):
 
 - **Live events** go to the run's Redis stream (:class:`~workers.redis_bus.EventPublisher`);
   a continued run first removes what a crashed execution published past its last
@@ -52,6 +53,7 @@ from engine.ports import RunNotFound, RunOwned
 from engine.recovery import OrphanRecovery
 from engine.service import RunNotResumable, RunService
 from engine.settings import Settings
+from schemas.launch import ContinueRun, Placement
 from schemas.records import OwnerInfo, RunSummary
 from schemas.types import RunStatus
 
@@ -262,16 +264,33 @@ class WorkerRuntime:
                      track: "asyncio.Future[Any]", job_id: str = "",
                      ) -> tuple[str, str | None, EventPublisher | None, list[Any]]:
         """Run it: ``(status, the stream's key when the run ended else None, the open
-        publisher, the events held back)`` (:meth:`_publish`). A new, answered or crashed
-        run is continued from its stored state (taken over from a recovery that queued it
-        for job ``job_id``)."""
-        events = service.recover(tenant_id, run_id, take_over=handoff_id(job_id) if job_id else None)
-        status, publisher, held = await self._publish(events, tenant_id, run_id)
+        publisher, the events held back)`` (:meth:`_publish`). The job is a door like any
+        other: it launches the continuation of the run here - a new, answered or crashed
+        run, from its stored state, taken over from a recovery that queued it for job
+        ``job_id`` - and follows it onto the run's stream. A job stopped while it follows
+        (RQ's timeout) stops the run: it ends ``cancelled``."""
+        take_over = handoff_id(job_id) if job_id else None
+        ticket = await service.launch(tenant_id, ContinueRun(run_id, take_over=take_over), Placement("inline"))
+        try:
+            status, publisher, held = await self._publish(service.follow(tenant_id, run_id, ticket.after_seq),
+                                                          tenant_id, run_id)
+        except asyncio.CancelledError:
+            await asyncio.shield(self._stop_run(service, tenant_id, run_id))
+            raise
         commands = service.stores.commands
         if isinstance(commands, RedisCommandChannel):
             commands.forget(run_id)
         ended = status in ("succeeded", "failed", "cancelled")
         return status, (self.bus.key(tenant_id, run_id) if ended else None), publisher, held
+
+    @staticmethod
+    async def _stop_run(service: RunService, tenant_id: str, run_id: str) -> None:
+        """Stop the run this job executes and wait until it ended (a stop the run had ended
+        before is nothing to do)."""
+        with contextlib.suppress(Exception):
+            await service.cancel(tenant_id, run_id, "its job was stopped (job timeout)")
+            async for _event in service.follow(tenant_id, run_id):
+                pass
 
     async def _publish(self, events: Any, tenant_id: str,
                        run_id: str) -> tuple[str, EventPublisher | None, list[Any]]:
