@@ -13,7 +13,7 @@ so Claude Desktop, IDEs and the SDK's own :class:`mcp.Client` can call Flowloom 
   declared inputs (type, description, required unless it has a default). A key of
   another tenant sees none of them and cannot call them.
 - **Calls.** ``tools/call`` starts a run of the published version through the run
-  service - the same preparation, quotas, queueing and executor as every other route - and
+  service's front door (``RunService.launch`` then ``follow``) as every other door - and
   answers when it ends: the answer (else the outputs as JSON) as text, and
   ``structuredContent`` ``{run_id, status, outputs, answer}``. A failed run, or one that
   paused to ask a person (the question is in the text; the run stays paused and is
