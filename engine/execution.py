@@ -167,8 +167,9 @@ class Executing:
                     queue.put_nowait(None)
 
     def _keep_ended(self, run_id: str, live: _Live) -> None:
-        """Keep an ended execution in the hub for a while: a follower that asks right after
-        a fast run ended still gets its text deltas (the log has none)."""
+        """Keep an ended execution in the hub for a while (at most :data:`_ENDED_KEPT`, for
+        :data:`_ENDED_KEPT_S` seconds): a follower that asks right after the run ended
+        replays its events from memory (the durable ones: a replay is the log's)."""
         live.over, live.over_at = True, time.monotonic()
         self._ended[run_id] = live
         self._ended.move_to_end(run_id)
