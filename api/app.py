@@ -1,9 +1,10 @@
 """The HTTP API as a FastAPI app: ``create_app(settings)``.
 
-The app's lifespan opens the run service of :func:`api.runtime.open_service` (the same
+The app's lifespan opens the deployment of :func:`api.runtime.open_deployment` (the same
 stores and wiring as the CLI: SQLite under ``FLOWLOOM_HOME`` by default, or
-``FLOWLOOM_DATABASE_URL``), the key store on the same database, and the executor
-whose tasks run the runs; it creates the default tenant on first start. Every route
+``FLOWLOOM_DATABASE_URL``; the key store on the same database; the launcher whose tasks
+run the runs; the queue with Redis) and installs it (:mod:`api.deployment`); it creates
+the default tenant on first start. Every route
 goes through the run service (the one implementation of the run lifecycle); the
 dataset routes through its knowledge service, whose unfinished ingestions a sweeper
 task hands to the ingestion queue again (at start, then every :data:`SWEEP_S` seconds;
@@ -26,22 +27,15 @@ from typing import Any, AsyncIterator
 
 from fastapi import FastAPI
 
-from engine.ports import KeyStore
-from engine.service import RunService
 from engine.settings import Settings, get_settings
 from schemas.records import DEFAULT_TENANT
-from workers.sql import SqlStore
-from workers.sql.keys import SqlKeyStore
-from workers.sql.workflows import SqlWorkflowStore
 
-from .dispatch import open_dispatcher
+from .deployment import install
 from .errors import install_error_handlers
-from .executor import RunExecutor
 from .limits import BodyLimit, JsonBodyCheck
-from .quotas import Quotas, quota_store_of
 from .recovery import start_recovery
 from .routes import chats as chat_routes, routers
-from .runtime import open_service
+from .runtime import key_store_of, open_deployment
 from .static import dist_of, install_canvas
 
 __all__ = ["HEARTBEAT_S", "SWEEP_S", "create_app", "key_store_of", "sweep_ingestion"]
@@ -58,18 +52,6 @@ def _version() -> str:
         return metadata.version("flowloom")
     except metadata.PackageNotFoundError:  # pragma: no cover - running from a source tree
         return "0.0.0"
-
-
-def key_store_of(service: RunService) -> KeyStore:
-    """The key store on the database of ``service``'s run store.
-
-    Raises:
-        TypeError: the run store is not the SQL store (the only one with keys today).
-    """
-    store = service.stores.runs
-    if not isinstance(store, SqlStore):
-        raise TypeError(f"API keys need the SQL run store, not {type(store).__name__}")
-    return SqlKeyStore(store)
 
 
 async def sweep_ingestion(knowledge: Any, every_s: float) -> None:
@@ -93,8 +75,9 @@ def create_app(settings: Settings | None = None, *, heartbeat_s: float = HEARTBE
     ``heartbeat_s``: seconds between heartbeat comments of idle SSE streams; ``sweep_s``:
     seconds between two sweeps for documents whose ingestion stopped (:func:`sweep_ingestion`);
     ``shutdown_grace_s``: how long a shutdown waits for executing runs before
-    cancelling them. ``app.state`` holds ``settings``, and while the app runs ``service``,
-    ``keys``, ``executor``, ``workflows``, ``quotas`` (:class:`api.quotas.Quotas`),
+    cancelling them. ``app.state`` holds ``settings``, and while the app runs ``deployment``
+    (:class:`api.runtime.Deployment`), its ``service``, ``keys``, ``workflows``, ``quotas``
+    (:class:`api.quotas.Quotas`),
     ``knowledge`` (the knowledge service: ``/v1/datasets``), ``recovery`` (the loop
     continuing runs whose owner died, :mod:`api.recovery`; None when
     ``recovery_concurrency`` is 0) and ``first_start`` (True when this start created the
@@ -105,20 +88,14 @@ def create_app(settings: Settings | None = None, *, heartbeat_s: float = HEARTBE
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        async with open_service(chosen) as service:
-            keys = key_store_of(service)
-            _tenant, created = await keys.ensure_tenant(DEFAULT_TENANT, "Default tenant")
-            executor = RunExecutor()
-            app.state.service, app.state.keys, app.state.executor = service, keys, executor
+        async with open_deployment(chosen, admission=True, shutdown_grace_s=shutdown_grace_s) as found:
+            _tenant, created = await found.keys.ensure_tenant(DEFAULT_TENANT, "Default tenant")
+            install(app, found)
             app.state.first_start = created
-            app.state.workflows = SqlWorkflowStore(keys.store)  # type: ignore[attr-defined]
-            app.state.dispatch = open_dispatcher(chosen, service)  # queued execution; None: all inline
-            app.state.quotas = Quotas(quota_store_of(service.stores.runs), chosen)
-            app.state.knowledge = service.knowledge
             # with Redis the workers sweep (workers.rq.knowledge.sweep_unfinished), one at a time
-            sweeper = asyncio.create_task(sweep_ingestion(service.knowledge, sweep_s)) if not chosen.redis_url else None
+            sweeper = asyncio.create_task(sweep_ingestion(found.knowledge, sweep_s)) if not chosen.redis_url else None
             # runs whose owner died (a crash of this server or another process) continue by themselves
-            app.state.recovery = await start_recovery(service, executor, app.state.dispatch)
+            app.state.recovery = await start_recovery(found)
             try:
                 yield
             finally:
@@ -128,7 +105,6 @@ def create_app(settings: Settings | None = None, *, heartbeat_s: float = HEARTBE
                     sweeper.cancel()
                     with contextlib.suppress(asyncio.CancelledError, Exception):
                         await sweeper
-                await executor.close(shutdown_grace_s)
 
     app = FastAPI(title="Flowloom", version=_version(), lifespan=lifespan, redoc_url=None,
                   description="Run Flowloom workflows over HTTP: runs, their events (SSE), API keys.")

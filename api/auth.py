@@ -1,5 +1,6 @@
-"""Who calls: the API key of a request, as a :class:`Principal`, and the app's parts as
-FastAPI dependencies.
+"""Who calls: the API key of a request, as a :class:`Principal` (the app's parts are
+typed dependencies of :mod:`api.deployment`, re-exported here: ``Service``, ``Keys``,
+``Knowledge``).
 
 Every route but ``/health``, ``/ready`` and the OpenAPI document depends on :func:`principal`: a
 request without ``Authorization: Bearer <key>``, or with a malformed, unknown or
@@ -13,18 +14,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated
 
-from fastapi import Depends, Request
+from fastapi import Depends
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from engine.knowledge.service import KnowledgeService
-from engine.ports import KeyStore
-from engine.service import RunService
-
+from .deployment import Keys, Knowledge, Service
 from .errors import ApiError
-from .executor import RunExecutor
 
-__all__ = ["Admin", "Caller", "Executor", "Keys", "Knowledge", "Principal", "Service", "admin", "key_store",
-           "knowledge_service", "principal", "run_executor", "run_service"]
+__all__ = ["Admin", "Caller", "Keys", "Knowledge", "Principal", "Service", "admin", "principal"]
 
 _bearer = HTTPBearer(auto_error=False, scheme_name="ApiKey",
                      description="an API key (`fl_<prefix>_<secret>`; `flowloom keys create`)")
@@ -39,36 +35,6 @@ class Principal:
     key_id: str
     app_id: str | None = None
     admin: bool = False
-
-
-# The app's parts are ``async`` dependencies: FastAPI runs a plain ``def`` dependency in its
-# thread pool, a thread hand-off per dependency per request for a mere attribute read.
-
-
-async def run_service(request: Request) -> RunService:
-    """The app's run service (opened by the app's lifespan)."""
-    return request.app.state.service
-
-
-async def key_store(request: Request) -> KeyStore:
-    """The app's key store."""
-    return request.app.state.keys
-
-
-async def run_executor(request: Request) -> RunExecutor:
-    """The app's executor: the tasks that execute runs, owned by the app, not by requests."""
-    return request.app.state.executor
-
-
-async def knowledge_service(request: Request) -> KnowledgeService:
-    """The app's knowledge service (datasets, documents, search), opened with the run service."""
-    return request.app.state.knowledge
-
-
-Service = Annotated[RunService, Depends(run_service)]
-Keys = Annotated[KeyStore, Depends(key_store)]
-Executor = Annotated[RunExecutor, Depends(run_executor)]
-Knowledge = Annotated[KnowledgeService, Depends(knowledge_service)]
 
 
 def _unauthorized(message: str, error: str | None = None) -> ApiError:

@@ -10,6 +10,7 @@ exception                                              status  ``type``
 :class:`ApiError`                                      its     its
 ``CompileError``                                       422     ``invalid_workflow``
 ``InvalidInputs``                                      422     ``invalid_inputs``
+``InvalidAnswer`` (an answer that fits no option/field) 422    ``invalid_answer``
 request validation, a body that cannot be parsed       422     ``invalid_request``
 :class:`BodyRefused` (too deep, a lone surrogate)      422     ``invalid_request``
 a body over ``max_request_bytes``                      413     ``payload_too_large``
@@ -25,6 +26,7 @@ a quota exceeded (:mod:`api.quotas`, ``Retry-After``)   429     ``quota_exceeded
 ``VectorSearchUnavailable`` (no pgvector)              422    ``vector_search_unavailable``
 ``InvalidRerank`` (a rerank / relevance model wrong)    422    ``invalid_request``
 ``EmbeddingError`` (an embeddings endpoint failed)     502    ``embedding_error``
+``QueueUnavailable`` (Redis away, ``Retry-After: 5``)  503    ``queue_unavailable``
 other ``StoreError``                                   503     ``store_error``
 anything else                                          500     ``internal_error``
 =====================================================  ======  =====================
@@ -65,7 +67,8 @@ from engine.knowledge.service import InvalidDataset
 from engine.knowledge.ports import (DatasetExists, DatasetNotFound, DocumentNotFound, DocumentRejected, EmbeddingError,
                                     VectorSearchUnavailable)
 from engine.ports import ChatNotFound, KeyNotFound, RunNotFound, RunOwned, StoreError, TenantNotFound
-from engine.ports import StaleVersion, WorkflowExists, WorkflowNotFound
+from engine.ports import QueueUnavailable, StaleVersion, WorkflowExists, WorkflowNotFound
+from engine.frontdoor import InvalidAnswer
 from engine.service import RunNotResumable
 
 from .json_body import MAX_JSON_DEPTH, SURROGATE_ESCAPE, json_depth_over, lone_surrogate_path
@@ -155,6 +158,10 @@ def describe(exc: BaseException) -> tuple[int, dict[str, Any], dict[str, str]]:
                                [p.to_dict() for p in exc.problems]), {}
     if isinstance(exc, InvalidInputs):
         return 422, error_body("invalid_inputs", "the inputs do not fit the workflow", list(exc.problems)), {}
+    if isinstance(exc, InvalidAnswer):
+        return 422, error_body("invalid_answer", str(exc), list(exc.problems)), {}
+    if isinstance(exc, QueueUnavailable):
+        return 503, error_body("queue_unavailable", str(exc)), {"Retry-After": "5"}
     if isinstance(exc, (RunNotFound, KeyNotFound, TenantNotFound, ChatNotFound)):
         return 404, error_body("not_found", str(exc)), {}
     if isinstance(exc, WorkflowNotFound):

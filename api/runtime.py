@@ -1,4 +1,6 @@
-"""Wiring: the run service and its storage, built from :class:`~engine.settings.Settings`.
+"""The composition root: every process's deployment - the run service, its storage, its
+launcher, queue, feed and admission - built from :class:`~engine.settings.Settings`
+(:func:`open_deployment`; the app installs it with :mod:`api.deployment`).
 
 The one place that picks implementations for the engine's ports: the SQL run store
 (``Settings.database_url``, else SQLite at ``<home>/flowloom.db``), node memory (Redis
@@ -7,8 +9,11 @@ with ``Settings.redis_url``, else files under ``<home>/memory``), the model regi
 base-URL override), the built-in node catalog and the
 workflow directories for workflow tools. With ``Settings.redis_url`` the command
 channel is Redis (:class:`~workers.redis_bus.RedisCommandChannel`: a stop reaches a
-queued run's worker on any machine); without it, the SQL store. The CLI, the HTTP API
-and the queue workers (``flowloom worker``) all use this function.
+queued run's worker on any machine); without it, the SQL store. Executions in the
+process are tasks of :class:`~api.inline.InlineLauncher`; with ``Settings.redis_url`` the
+run service also has the RQ queue (:class:`~workers.rq.launcher.QueueLauncher`) and
+follows runs executing elsewhere on their Redis streams. The CLI, the HTTP API and the
+queue workers (``flowloom worker``) all use it.
 
 Knowledge bases (:func:`open_knowledge`): the knowledge store on the same PostgreSQL
 database, or on SQLite in a file beside the run store's (:func:`knowledge_database_url`)
@@ -26,29 +31,37 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable
 
 from sqlalchemy.engine import make_url
 
+from engine.ports import ChatStore, KeyStore, WorkflowRepo
 from engine.service import RunService, Stores
 from engine.settings import Settings
 from engine.workflow_store import WorkflowStore
 from nodes import builtin_catalog
 from nodes.model_registry import ModelRegistry, registry_for
 from workers.memory import memory_store_for
-from workers.redis_bus import RedisCommandChannel
+from workers.redis_bus import RedisCommandChannel, RedisEventBus
 from workers.sql import SqlStore, default_database_url
 from workers.sql.chats import SqlChatStore
+from workers.sql.keys import SqlKeyStore
 from workers.sql.quotas import SqlQuotaStore
+from workers.sql.workflows import SqlWorkflowStore
 
 if TYPE_CHECKING:
     from engine.knowledge.service import KnowledgeService
     from schemas.knowledge import SearchRequest, SearchResult
+    from workers.rq.launcher import QueueLauncher
 
+from .inline import InlineLauncher
+from .quotas import Quotas
 from .redaction import install as install_log_redaction
 
-__all__ = ["KnowledgeOnDemand", "database_url", "knowledge_database_url", "open_knowledge", "open_service"]
+__all__ = ["Deployment", "KnowledgeOnDemand", "database_url", "key_store_of", "knowledge_database_url", "open_deployment",
+           "open_knowledge", "open_service"]
 
 
 def database_url(settings: Settings) -> str:
@@ -155,14 +168,40 @@ class KnowledgeOnDemand:
         await self._stack.aclose()
 
 
-@contextlib.asynccontextmanager
-async def open_service(settings: Settings, *, knowledge_on_demand: bool = False) -> AsyncIterator[RunService]:
-    """A :class:`RunService` over the stores ``settings`` name; closes them on exit.
+@dataclass(slots=True)
+class Deployment:
+    """Every part of one process's deployment, built by :func:`open_deployment`: the run
+    service (with its launcher, queue, feed and admission), the stores beside it, the
+    knowledge service (or its on-demand opener) and the settings."""
 
-    The database is created and migrated on first use (no setup step).
+    settings: Settings
+    service: RunService
+    keys: KeyStore
+    workflows: WorkflowRepo
+    chats: ChatStore
+    quotas: Quotas | None
+    knowledge: Any
+    launcher: InlineLauncher
+    queue: QueueLauncher | None
+    feed: RedisEventBus | None
+
+
+@contextlib.asynccontextmanager
+async def open_deployment(settings: Settings, *, knowledge_on_demand: bool = False, admission: bool = False,
+                          shutdown_grace_s: float | None = 5.0) -> AsyncIterator[Deployment]:
+    """The deployment ``settings`` name (module docstring); closes everything on exit.
+
+    The database is created and migrated on first use (no setup step). Executions in
+    this process are tasks of an :class:`~api.inline.InlineLauncher` (given
+    ``shutdown_grace_s`` seconds at exit, then cancelled; None: left as they are - a
+    worker that stops abandons its runs to the other workers' recovery, which continues
+    them from their last checkpoint, rather than recording them cancelled). With ``Settings.redis_url``
+    the run service's queue is RQ (:class:`~workers.rq.launcher.QueueLauncher`) and its
+    feed the runs' Redis streams (:class:`~workers.redis_bus.RedisEventBus`).
     ``knowledge_on_demand``: the run service's ``knowledge`` is a :class:`KnowledgeOnDemand`
     (search only, opened by the first search) instead of the knowledge service itself,
-    for commands that only run workflows.
+    for commands that only run workflows. ``admission``: runs are admitted under the
+    quotas (:mod:`api.quotas`; the HTTP API's).
 
     Raises:
         StoreError: the database cannot be reached or migrated (names the URL, password masked).
@@ -172,22 +211,68 @@ async def open_service(settings: Settings, *, knowledge_on_demand: bool = False)
     registry = registry_for(settings)
     store = await SqlStore.open(database_url(settings))
     memory = memory_store_for(settings)
-    commands = RedisCommandChannel(settings.redis_url) if settings.redis_url else store
+    redis_url = settings.redis_url
+    commands = RedisCommandChannel(redis_url) if redis_url else None
+    queue = feed = None
+    launcher = InlineLauncher()
     try:
-        stores = Stores(runs=store, events=store, commands=commands, chats=SqlChatStore(store))
+        if redis_url:
+            from workers.rq.launcher import QueueLauncher
+
+            queue, feed = QueueLauncher(redis_url), RedisEventBus(redis_url)
+        chats = SqlChatStore(store)
+        stores = Stores(runs=store, events=store, commands=commands or store, chats=chats)
+        quotas = Quotas(SqlQuotaStore(store), settings) if admission else None
         async with contextlib.AsyncExitStack() as stack:
             if knowledge_on_demand:
                 knowledge: object = KnowledgeOnDemand(lambda: open_knowledge(settings, registry, store))
                 stack.push_async_callback(knowledge.aclose)  # type: ignore[attr-defined]
             else:
                 knowledge = await stack.enter_async_context(open_knowledge(settings, registry, store))
-            yield RunService(catalog=builtin_catalog(), stores=stores,
-                             settings=settings, models=registry, memory=memory,
-                             workflows=WorkflowStore.from_settings(settings), knowledge=knowledge)
+            service = RunService(catalog=builtin_catalog(), stores=stores, settings=settings, models=registry,
+                                 memory=memory, workflows=WorkflowStore.from_settings(settings), knowledge=knowledge,
+                                 launcher=launcher, queue=queue, feed=feed, admission=quotas)
+            try:
+                yield Deployment(settings, service, SqlKeyStore(store), SqlWorkflowStore(store), chats, quotas,
+                                 knowledge, launcher, queue, feed)
+            finally:
+                if shutdown_grace_s is not None:
+                    await launcher.close(shutdown_grace_s)
     finally:
         with contextlib.suppress(Exception):
             await memory.close()
-        if settings.redis_url:
+        if commands is not None:
             with contextlib.suppress(Exception):
-                await commands.close()  # type: ignore[union-attr]
+                await commands.close()
+        if queue is not None:
+            with contextlib.suppress(Exception):
+                queue.close()
         await store.close()
+
+
+def key_store_of(service: RunService) -> KeyStore:
+    """The key store on the database of ``service``'s run store (the CLI's key, quota
+    and dataset commands, which open a run service only).
+
+    Raises:
+        TypeError: the run store is not the SQL store (the only one with keys today).
+    """
+    store = service.stores.runs
+    if not isinstance(store, SqlStore):
+        raise TypeError(f"API keys need the SQL run store, not {type(store).__name__}")
+    return SqlKeyStore(store)
+
+
+@contextlib.asynccontextmanager
+async def open_service(settings: Settings, *, knowledge_on_demand: bool = False,
+                       shutdown_grace_s: float | None = 5.0) -> AsyncIterator[RunService]:
+    """The run service of :func:`open_deployment` (the CLI's and the workers'; options as
+    there); closes it on exit.
+
+    Raises:
+        StoreError: the database cannot be reached or migrated (names the URL, password masked).
+        ModelConfigError: the model registry file is invalid.
+    """
+    async with open_deployment(settings, knowledge_on_demand=knowledge_on_demand,
+                               shutdown_grace_s=shutdown_grace_s) as deployment:
+        yield deployment.service

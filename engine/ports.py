@@ -17,12 +17,17 @@ tenant, so one store serves many tenants without leaking rows between them.
 - :class:`ModelCatalog`: the model names the compiler checks references against, and
   the key variable each model's provider needs (validation warns when it is unset).
 - :class:`KeyStore`: tenants and their API keys (stored hashed, shown once).
+- :class:`Launcher`: starts an execution of an accepted run - a task of this process,
+  or a job on a queue for a worker (:class:`Launch` says which run).
+- :class:`EventFeed`: a run's events from another process (a worker's, another API
+  replica's), text deltas included, with the durable log behind it.
+- :class:`Admission`: the quotas a run start or continuation passes first.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
+from typing import Any, AsyncIterator, Awaitable, Callable, Mapping, Protocol, Sequence, runtime_checkable
 
 from schemas.records import WorkflowRecord, WorkflowVersion
 from schemas.records import ApiKey, Chat, ChatMessage, OwnerInfo, RunCommand, RunSummary, Tenant
@@ -32,6 +37,11 @@ from schemas.types import RunStatus
 from .errors import FlowloomError
 
 __all__ = [
+    "Admission",
+    "EventFeed",
+    "Launch",
+    "Launcher",
+    "QueueUnavailable",
     "ChatNotFound",
     "ChatStore",
     "CheckpointDelta",
@@ -444,4 +454,67 @@ class WorkflowRepo(Protocol):
     async def published(self, tenant_id: str, workflow_id: str) -> WorkflowVersion | None:
         """The published version with its document, read in one go (what a run of the
         workflow needs); None when no version is published. Raises WorkflowNotFound."""
+        ...
+
+
+# ------------------------------------------------------------------ front door
+
+
+class QueueUnavailable(FlowloomError):
+    """The run queue cannot be reached (its message names no address or password): the
+    run was not queued, and a new run was ended ``cancelled`` (nothing would execute it)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Launch:
+    """One execution to start. ``execute()`` returns the run service's events of it (what
+    a launcher in this process drives); a queue launcher sends only the ids: the job
+    continues the run from the store. ``first``: a new run (else a continuation);
+    ``max_wall_time``: the workflow's limit in seconds (a job's timeout follows it)."""
+
+    tenant_id: str
+    run_id: str
+    execute: Callable[[], AsyncIterator[Any]]
+    priority: str = "default"
+    max_wall_time: float | None = None
+    first: bool = True
+
+
+class Launcher(Protocol):
+    """Starts executions: in a task of this process, or as a job on a queue."""
+
+    async def launch(self, launch: Launch) -> None:
+        """Start ``launch``; returns once it executes (in-process: its first event is out,
+        so the run is claimed) or is queued.
+
+        Raises:
+            in-process: what the execution raises before its first event (RunNotFound,
+            RunNotResumable, UnknownInterrupt, RunOwned): nothing was executed.
+            QueueUnavailable: the queue cannot be reached (nothing was queued).
+        """
+        ...
+
+
+class EventFeed(Protocol):
+    """A run's events as JSON objects, published by whichever process executes it."""
+
+    def follow(self, tenant_id: str, run_id: str, after_seq: int, *,
+               durable: Callable[[int], Awaitable[list[dict[str, Any]]]],
+               ended: Callable[[], Awaitable[bool]]) -> AsyncIterator[dict[str, Any]]:
+        """The events with ``seq > after_seq`` in order, each once, until the run ends or
+        pauses. ``durable(after)``: the durable log's events after ``after`` (what fills
+        gaps the feed does not hold); ``ended()``: True once the run ended or paused."""
+        ...
+
+
+class Admission(Protocol):
+    """Quotas: a run start or continuation is admitted before anything is stored."""
+
+    async def admit(self, tenant_id: str, workflow_id: str | None, run_id: str) -> Any:
+        """Admit the run (counts it); returns a token for :meth:`release`. Raises the
+        deployment's refusal (an error naming the quota, its limit and when to retry)."""
+        ...
+
+    async def release(self, admission: Any) -> None:
+        """Give the slot of an admission whose run was never created back."""
         ...

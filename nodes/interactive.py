@@ -57,6 +57,14 @@ class UserSelectNode(NodeExecutor[UserSelectConfig], kind="user_select"):
                 return option.id
         return None
 
+    def check_answer(self, answer: Any) -> list[str]:
+        """Why ``answer`` fits no option (empty: it fits), naming the options - checked
+        before a resume is accepted, so a wrong answer is refused rather than asked again."""
+        if self.match(answer) is not None:
+            return []
+        choices = ", ".join(f"{o.id} ({o.label})" for o in self.config.options)
+        return [f"{answer!r} is not one of: {choices}"]
+
     async def run(self, ctx: NodeContext) -> NodeResult:
         if ctx.resume is None:
             ctx.interrupt("user_select", self._payload(ctx))
@@ -121,6 +129,11 @@ class FormInputNode(NodeExecutor[FormInputConfig], kind="form_input"):
         if unknown:
             errors.append(f"unknown field(s): {unknown}")
         return values, errors
+
+    def check_answer(self, answer: Any) -> list[str]:
+        """The problems of ``answer`` (empty: it fits): missing required fields, values that
+        do not convert or are outside ``enum``, unknown fields (:meth:`validate`)."""
+        return self.validate(answer)[1]
 
     async def run(self, ctx: NodeContext) -> NodeResult:
         if ctx.resume is None:

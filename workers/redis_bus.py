@@ -496,36 +496,6 @@ class RedisCommandChannel:
             data.pop("tenant_id", None)
             cache[position] = RunCommand.model_validate({**data, "id": position})
 
-    async def send_answers(self, tenant_id: str, run_id: str, answers: dict[str, Any],
-                           message: str | None = None) -> None:
-        """Leave the answers to a paused run's questions (and the chat message that gave
-        them) for the worker that continues it: the queued job carries only ids, so what
-        the person answered travels here, kept ``ttl_s``. Read once with :meth:`take_answers`."""
-        client = redis_client(self.url)
-        key = self.answers_key(run_id)
-        await shielded(client.set(key, json.dumps({"tenant_id": tenant_id, "answers": answers, "message": message}),
-                                  ex=int(self.ttl_s)))
-
-    def answers_key(self, run_id: str) -> str:
-        """Where :meth:`send_answers` leaves a run's answers: ``<ns>:answers:<run>``."""
-        return f"{self.namespace}:answers:{run_id}"
-
-    async def take_answers(self, tenant_id: str, run_id: str) -> tuple[dict[str, Any], str | None] | None:
-        """The answers left for the run by :meth:`send_answers` (removed as they are read),
-        or None when there are none for this tenant's run."""
-        return self.parse_answers(await shielded(redis_client(self.url).getdel(self.answers_key(run_id))), tenant_id)
-
-    @staticmethod
-    def parse_answers(raw: str | bytes | None, tenant_id: str) -> tuple[dict[str, Any], str | None] | None:
-        """``(answers, message)`` of a value of :meth:`answers_key`; None when there is none
-        or it was left for another tenant's run of that id."""
-        if raw is None:
-            return None
-        data = json.loads(raw)
-        if data.get("tenant_id") != tenant_id:
-            return None
-        return dict(data.get("answers") or {}), data.get("message")
-
     def forget(self, run_id: str) -> None:
         """Drop what is cached for a run that ended here."""
         self._cache.pop(run_id, None)

@@ -16,7 +16,7 @@ import typer
 from rich.text import Text
 
 from .common import JsonFlag, JsonView, View, abort, app, err, node_titles, terminal_view
-from .running import NoInputFlag, _drive, compile_or_exit, execute, load_workflow, report_end
+from .running import NoInputFlag, _drive, compile_or_exit, execute, inline, load_workflow, report_end
 
 __all__ = ["rerun"]
 
@@ -41,18 +41,20 @@ def rerun(
 
     async def body(service: Any) -> int:
         from engine.rerun import RerunRefused
+        from schemas.launch import RerunRun
 
         chosen = doc if doc is not None else await service.workflow_of("default", run_id)
         try:
-            state, events = await service.rerun_from("default", run_id, from_node, chosen)
+            ticket = await service.launch("default", RerunRun(run_id, from_node, chosen), inline())
         except RerunRefused as exc:
             abort("cannot rerun:", [str(exc)])
         titles = node_titles(chosen)
+        state = await service.state("default", ticket.run_id)
         reused = [nid for nid, run in state.node_runs.items() if "reused_from" in run.data]
-        err().print(Text.assemble(("rerun", "bold"), f" of {run_id} from {from_node!r} as run {state.run_id}; "
+        err().print(Text.assemble(("rerun", "bold"), f" of {run_id} from {from_node!r} as run {ticket.run_id}; "
                                   f"reused (not executed again): {', '.join(reused) or 'none'}"))
         view: View = JsonView() if as_json else terminal_view(titles)
-        summary = await _drive(service, state.run_id, lambda: events, view, not no_input)
+        summary = await _drive(service, ticket, view, not no_input)
         view.close()
         return report_end(summary, no_input, titles)
 

@@ -17,7 +17,7 @@ import shlex
 import signal
 from contextlib import aclosing
 from pathlib import Path
-from typing import Annotated, Any, AsyncIterator, Callable, Optional
+from typing import Annotated, Any, Callable, Optional
 
 import typer
 from rich.text import Text
@@ -190,17 +190,17 @@ def _interrupts(summary: Any) -> list[Any]:
                       kind=i.get("kind", ""), payload=i.get("payload") or {}) for i in summary.pending_interrupts]
 
 
-async def _stream(service: Any, events: AsyncIterator[Any], view: View) -> str | None:
-    """Show ``events``; Ctrl-C cancels the run through the service. Returns the run id seen."""
+async def _stream(service: Any, run_id: str, after: int, view: View) -> int:
+    """Follow the run after event ``after`` and show its events until it ends or pauses;
+    Ctrl-C cancels the run through the service. Returns the last event's ``seq``."""
     loop, task = asyncio.get_running_loop(), asyncio.current_task()
-    run_id: str | None = None
     pending: list[asyncio.Task[Any]] = []
 
     def on_sigint() -> None:
         if pending:  # second Ctrl-C: stop waiting
             assert task is not None
             task.cancel()
-        elif run_id is not None:
+        else:
             pending.append(loop.create_task(service.cancel("default", run_id, "interrupted by the user (SIGINT)")))
 
     try:
@@ -208,9 +208,9 @@ async def _stream(service: Any, events: AsyncIterator[Any], view: View) -> str |
     except (NotImplementedError, RuntimeError, ValueError):
         pass  # no loop signal handlers here (not the main thread): Ctrl-C stops at once
     try:
-        async with aclosing(events) as stream:
+        async with aclosing(service.follow("default", run_id, after)) as stream:
             async for event in stream:
-                run_id = event.run_id
+                after = event.seq
                 view.show(event)
     finally:
         try:
@@ -218,26 +218,52 @@ async def _stream(service: Any, events: AsyncIterator[Any], view: View) -> str |
         except (NotImplementedError, RuntimeError, ValueError):
             pass
         await asyncio.gather(*pending, return_exceptions=True)
-    return run_id
+    return after
 
 
-async def _drive(service: Any, run_id: str, first: Callable[[], AsyncIterator[Any]], view: View,
-                 prompt: bool) -> Any:
-    """Execute ``first()``'s events; on a pause prompt (when allowed) and resume. Returns the
-    run's final summary."""
-    events = first()
+def inline() -> Any:
+    """The placement of every CLI run: in this process."""
+    from schemas.launch import Placement
+
+    return Placement(execution="inline")
+
+
+async def _drive(service: Any, ticket: Any, view: View, prompt: bool) -> Any:
+    """Show the launched run's events (``ticket``: what ``RunService.launch`` returned);
+    on a pause prompt (when allowed) and resume. Returns the run's final summary."""
+    run_id, after = ticket.run_id, ticket.after_seq
     while True:
-        await _stream(service, events, view)
+        after = await _stream(service, run_id, after, view)
         summary = await service.get("default", run_id)
         if summary.status.value != "paused" or not prompt:
             return summary
-        answers: dict[str, Any] = {}
-        for interrupt in _interrupts(summary):
-            answer = await asyncio.to_thread(ask, interrupt)
-            if answer is None:
-                return summary
-            answers[interrupt.id] = answer
-        events = service.resume("default", run_id, answers)
+        resumed = await _answer(service, summary)
+        if resumed is None:
+            return summary
+        after = resumed.after_seq
+
+
+async def _answer(service: Any, summary: Any, answers: dict[str, Any] | None = None) -> Any:
+    """Resume the paused run with ``answers``, or with answers asked on the terminal; an
+    answer that fits no option or field is refused with the reason and asked again. The
+    launch's ticket, or None when stdin ended (the run stays paused)."""
+    from engine.frontdoor import InvalidAnswer
+    from schemas.launch import ResumeRun
+
+    while True:
+        if answers is None:
+            answers = {}
+            for interrupt in _interrupts(summary):
+                answer = await asyncio.to_thread(ask, interrupt)
+                if answer is None:
+                    return None
+                answers[interrupt.id] = answer
+        try:
+            return await service.launch("default", ResumeRun(summary.run_id, answers=answers), inline())
+        except InvalidAnswer as exc:
+            for problem in exc.problems:
+                err().print(Text(f"  {problem}", style="red"))
+            answers = None
 
 
 def report_end(summary: Any, show_questions: bool, titles: dict[str, str]) -> int:
@@ -355,29 +381,30 @@ def run(
         current.workflow_path = [here, Path("workflows"), Path("examples")]
 
     async def body(service: Any) -> int:
-        if chat_id and message is not None:
-            waiting = await service.answer_chat("default", chat_id, message)
-            if waiting is not None:
-                first = waiting
-                summary = await _drive(service, await _run_id_of(service, chat_id), lambda: first, view,
-                                       not no_input)
-                view.close()
-                return report_end(summary, no_input, titles)
-        state = await service.prepare(doc, values, chat_id=chat_id, message=message)
-        summary = await _drive(service, state.run_id, lambda: service.execute("default", state.run_id), view,
-                               not no_input)
+        from schemas.launch import StartRun
+
+        # in a chat whose run waits for one answer, the message answers it (the run continues)
+        ticket = await service.launch("default", StartRun(doc, values, chat_id=chat_id, message=message), inline())
+        summary = await _drive(service, ticket, view, not no_input)
         view.close()
         return report_end(summary, no_input, titles)
 
     raise typer.Exit(execute(body))
 
 
-async def _run_id_of(service: Any, chat_id: str) -> str:
-    """The id of the chat's paused run (the one :meth:`answer_chat` resumes)."""
-    from schemas.types import RunStatus
+async def _answer_once(service: Any, summary: Any, answers: dict[str, Any]) -> Any:
+    """Resume with ``answers``; when they fit no option or field, say why and return None
+    (the run stays paused)."""
+    from engine.frontdoor import InvalidAnswer
+    from schemas.launch import ResumeRun
 
-    (summary,) = await service.list("default", status=RunStatus.paused, chat_id=chat_id, limit=1)
-    return summary.run_id
+    try:
+        return await service.launch("default", ResumeRun(summary.run_id, answers=answers), inline())
+    except InvalidAnswer as exc:
+        err().print(Text("answer refused:", style="bold red"))
+        for problem in exc.problems:
+            err().print(Text(f"  {problem}", style="red"))
+        return None
 
 
 @app.command()
@@ -406,12 +433,18 @@ def resume(
                 report_end(summary, True, titles)
                 abort("cannot resume:", [f"run {run_id} is paused: give the answer with --answer"])
             answers = bind_single_answer(summary, answer, interrupt)
-            first = lambda: service.resume("default", run_id, answers)  # noqa: E731
+            ticket = await _answer(service, summary, answers) if not no_input else await _answer_once(
+                service, summary, answers)
+            if ticket is None:  # refused, and no prompting: the run still waits
+                view.close()
+                return report_end(summary, True, titles)
         elif summary.status.value in ("running", "pending"):
-            first = lambda: service.recover("default", run_id)  # noqa: E731
+            from schemas.launch import ContinueRun
+
+            ticket = await service.launch("default", ContinueRun(run_id), inline())
         else:
             abort("cannot resume:", [f"run {run_id} has already ended ({summary.status.value})"])
-        final = await _drive(service, run_id, first, view, not no_input)
+        final = await _drive(service, ticket, view, not no_input)
         view.close()
         return report_end(final, no_input, titles)
 

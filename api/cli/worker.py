@@ -11,6 +11,8 @@ its last checkpoint by another worker (exit code 1).
 
 from __future__ import annotations
 
+import functools
+
 import logging
 import os
 import socket
@@ -70,7 +72,9 @@ def worker(
         redis_unreachable(current.redis_url, exc)
     rq_worker = FlowloomWorker(names, connection=connection, name=name or f"{socket.gethostname()}.{os.getpid()}")
     rq_worker.wait_until_reachable()
-    runtime = WorkerRuntime(current, open_service, sweep_s=sweep, name=rq_worker.name)
+    # a worker that stops abandons its runs to the others' recovery (none is recorded cancelled)
+    runtime = WorkerRuntime(current, functools.partial(open_service, shutdown_grace_s=None), sweep_s=sweep,
+                            name=rq_worker.name)
     runtime.start()
     install_runtime(runtime)
     try:

@@ -25,11 +25,11 @@ from pydantic import BeforeValidator
 from pydantic_core import PydanticCustomError
 
 from engine.ports import ChatStore
-from engine.service import RunService
 from schemas.api import ChatDetail, ChatList, ChatOut, ChatRename, ErrorBody, MessageList, MessageOut
 from schemas.types import RunStatus
 
 from ..auth import Caller, Principal, Service
+from ..deployment import Chats
 from ..errors import ApiError
 
 __all__ = ["router"]
@@ -40,12 +40,12 @@ NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"model": ErrorBody}}
 Limit = Annotated[int, Query(ge=1, le=500, description="at most this many (the newest)")]
 
 
-def _chats(service: RunService, caller: Principal) -> ChatStore:
+def _chats(store: ChatStore, caller: Principal) -> ChatStore:
     """The chat store, for a key of the whole tenant. Raises ApiError 403 for an app key."""
     if caller.app_id is not None:
         raise ApiError(403, "forbidden", f"this key is scoped to app {caller.app_id!r}; chats need a key "
                                          f"of the whole tenant")
-    return service.stores.chats
+    return store
 
 
 #: a JSON number (what the schema's ``number`` allows), not Python's wider float syntax
@@ -66,18 +66,18 @@ Before = Annotated[float | None, Query(description="`next_before` of the previou
 
 
 @router.get("", response_model=ChatList, summary="List chats")
-async def list_chats(caller: Caller, service: Service, limit: Annotated[int, Query(ge=1, le=200)] = 50,
+async def list_chats(caller: Caller, store: Chats, limit: Annotated[int, Query(ge=1, le=200)] = 50,
                      before: Before = None) -> ChatList:
     """The tenant's chats, most recently changed first."""
-    found = await _chats(service, caller).list_chats(caller.tenant_id, limit=limit, before=before)
+    found = await _chats(store, caller).list_chats(caller.tenant_id, limit=limit, before=before)
     return ChatList(chats=[ChatOut.of(chat) for chat in found],
                     next_before=found[-1].updated_at if len(found) == limit else None)
 
 
 @router.get("/{chat_id}", response_model=ChatDetail, responses=NOT_FOUND, summary="A chat with its messages")
-async def get_chat(chat_id: str, caller: Caller, service: Service, limit: Limit = 100) -> ChatDetail:
+async def get_chat(chat_id: str, caller: Caller, store: Chats, limit: Limit = 100) -> ChatDetail:
     """The chat and its last ``limit`` messages (oldest first) with their parts."""
-    chats = _chats(service, caller)
+    chats = _chats(store, caller)
     chat = await chats.get_chat(caller.tenant_id, chat_id)
     found = await chats.messages(caller.tenant_id, chat_id, limit=limit)
     return ChatDetail(**ChatOut.of(chat).model_dump(), messages=[MessageOut.of(m) for m in found])
@@ -85,26 +85,26 @@ async def get_chat(chat_id: str, caller: Caller, service: Service, limit: Limit 
 
 @router.get("/{chat_id}/messages", response_model=MessageList, responses=NOT_FOUND,
             summary="The messages of a chat")
-async def list_messages(chat_id: str, caller: Caller, service: Service, limit: Limit = 100) -> MessageList:
+async def list_messages(chat_id: str, caller: Caller, store: Chats, limit: Limit = 100) -> MessageList:
     """The chat's last ``limit`` messages, oldest first, with their parts."""
-    chats = _chats(service, caller)
+    chats = _chats(store, caller)
     await chats.get_chat(caller.tenant_id, chat_id)
     found = await chats.messages(caller.tenant_id, chat_id, limit=limit)
     return MessageList(messages=[MessageOut.of(m) for m in found])
 
 
 @router.patch("/{chat_id}", response_model=ChatOut, responses=NOT_FOUND, summary="Rename a chat")
-async def rename_chat(chat_id: str, body: ChatRename, caller: Caller, service: Service) -> ChatOut:
+async def rename_chat(chat_id: str, body: ChatRename, caller: Caller, store: Chats) -> ChatOut:
     """Set the chat's title; null or blank goes back to its first user message."""
-    return ChatOut.of(await _chats(service, caller).rename_chat(caller.tenant_id, chat_id, body.title))
+    return ChatOut.of(await _chats(store, caller).rename_chat(caller.tenant_id, chat_id, body.title))
 
 
 @router.delete("/{chat_id}", status_code=204, response_class=Response,
                responses={**NOT_FOUND, 409: {"model": ErrorBody}}, summary="Delete a chat")
-async def delete_chat(chat_id: str, caller: Caller, service: Service) -> Response:
+async def delete_chat(chat_id: str, caller: Caller, service: Service, store: Chats) -> Response:
     """Delete the chat and its messages (its runs stay in the run list). 409 while a run
     of the chat executes; a run waiting for an answer is cancelled first."""
-    chats = _chats(service, caller)
+    chats = _chats(store, caller)
     tenant = caller.tenant_id
     await chats.get_chat(tenant, chat_id)
     for status in (RunStatus.running, RunStatus.pending):

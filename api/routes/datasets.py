@@ -47,6 +47,7 @@ from schemas.api_knowledge import (DatasetList, DatasetOut, DatasetSearch, Datas
 from schemas.knowledge import DatasetCreate, DatasetUpdate, DocumentStatus
 
 from ..auth import Caller, Knowledge, Principal
+from ..deployment import Heartbeat
 from ..errors import ApiError, parse_body
 from ..sse import EventStreamResponse, Frame, event_stream
 from .quotas import Policy as QuotaPolicy
@@ -315,7 +316,7 @@ async def _progress(knowledge: Any, tenant_id: str, dataset_id: str, document_id
 
 @router.get("/{dataset_id}/events", response_class=Response, responses={200: _PROGRESS_SSE},
             summary="Ingestion progress of the dataset's documents (SSE)")
-async def dataset_events(dataset_id: DatasetId, caller: Caller, knowledge: Knowledge, request: Request,
+async def dataset_events(dataset_id: DatasetId, caller: Caller, knowledge: Knowledge, heartbeat_s: Heartbeat,
                          document_id: Annotated[list[str] | None, Query(
                              max_length=MAX_UPLOAD_FILES, description="follow only these documents (repeatable)")] = None,
                          ) -> Response:
@@ -326,5 +327,5 @@ async def dataset_events(dataset_id: DatasetId, caller: Caller, knowledge: Knowl
     ids = [_document_id(d) for d in document_id] if document_id else None
     for one in ids or ():
         await knowledge.get_document(caller.tenant_id, dataset_id, one)
-    frames = _progress(knowledge, caller.tenant_id, dataset_id, ids, poll_s=min(0.2, request.app.state.heartbeat_s))
-    return EventStreamResponse(event_stream(frames, float(request.app.state.heartbeat_s)))
+    frames = _progress(knowledge, caller.tenant_id, dataset_id, ids, poll_s=min(0.2, heartbeat_s))
+    return EventStreamResponse(event_stream(frames, heartbeat_s))

@@ -24,6 +24,8 @@ from fastapi.responses import JSONResponse
 from schemas.api import Health, Readiness, ReadinessCheck
 from schemas.records import DEFAULT_TENANT
 
+from ..deployment import Running
+
 __all__ = ["CHECK_TIMEOUT_S", "MIN_FREE_BYTES", "router"]
 
 #: seconds each readiness check may take before it counts as failed
@@ -44,16 +46,15 @@ async def health(request: Request) -> Health:
 
 @router.get("/ready", response_model=Readiness, summary="The service can take work (readiness)",
             responses={503: {"model": Readiness, "description": "a dependency does not answer"}})
-async def ready(request: Request) -> JSONResponse:
+async def ready(request: Request, found: Running) -> JSONResponse:
     """200 ``ready`` when the run store (and Redis, when configured) answer; else 503
     ``not_ready`` with the check that failed."""
-    state = request.app.state
-    checks = {"store": await _check("the run store", lambda: _query_store(state.service))}
+    checks = {"store": await _check("the run store", lambda: _query_store(found.service))}
     if checks["store"].ok:
-        checks["store"] = _disk_space(state.service)
-    dispatch = getattr(state, "dispatch", None)
-    if dispatch is not None:
-        checks["redis"] = await _check("Redis", lambda: asyncio.to_thread(dispatch.redis.ping))
+        checks["store"] = _disk_space(found.service)
+    queue = found.queue
+    if queue is not None:
+        checks["redis"] = await _check("Redis", lambda: asyncio.to_thread(queue.redis.ping))
     ok = all(check.ok for check in checks.values())
     body = Readiness(status="ready" if ok else "not_ready", version=request.app.version, checks=checks)
     return JSONResponse(body.model_dump(), status_code=200 if ok else 503)

@@ -11,12 +11,12 @@ ever get 404.
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter
 
 from engine.ports import KeyNotFound
 from schemas.api import ErrorBody, KeyCreate, KeyCreated, KeyList, KeyOut
 
-from ..auth import Admin, Keys
+from ..auth import Admin, Keys, Service
 from ..errors import ApiError
 from ..quotas import no_app_message, tenant_has_app
 from .runs import link
@@ -30,12 +30,12 @@ router = APIRouter(prefix="/v1/keys", tags=["keys"],
 @router.post("", status_code=201, response_model=KeyCreated, summary="Create an API key (shown once)",
              responses={201: {"links": {"RevokeKey": link("revoke_key_v1_keys__key_id__delete", "revoke the key",
                                                           key_id="$response.body#/key/id")}}})
-async def create_key(body: KeyCreate, caller: Admin, keys: Keys, request: Request) -> KeyCreated:
+async def create_key(body: KeyCreate, caller: Admin, keys: Keys, service: Service) -> KeyCreated:
     """A new key of the caller's tenant; ``secret`` is the key, not shown again."""
     if caller.app_id is not None and body.app_id != caller.app_id:
         raise ApiError(403, "forbidden", f"this key is scoped to app {caller.app_id!r}: "
                                          f"it can only create keys of that app")
-    if body.app_id is not None and not await tenant_has_app(request.app.state.service, caller.tenant_id, body.app_id):
+    if body.app_id is not None and not await tenant_has_app(service, caller.tenant_id, body.app_id):
         message = no_app_message(caller.tenant_id, body.app_id)
         raise ApiError(422, "invalid_request", f"app_id: {message}",
                        problems=[{"loc": ["body", "app_id"], "message": message, "code": "unknown_app"}])

@@ -13,7 +13,7 @@ so Claude Desktop, IDEs and the SDK's own :class:`mcp.Client` can call Flowloom 
   declared inputs (type, description, required unless it has a default). A key of
   another tenant sees none of them and cannot call them.
 - **Calls.** ``tools/call`` starts a run of the published version through the run
-  service - the same preparation, quotas, queueing and executor as every other route - and
+  service's front door (``RunService.launch`` then ``follow``) as every other door - and
   answers when it ends: the answer (else the outputs as JSON) as text, and
   ``structuredContent`` ``{run_id, status, outputs, answer}``. A failed run, or one that
   paused to ask a person (the question is in the text; the run stays paused and is
@@ -32,7 +32,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import uuid
 from typing import Any, AsyncIterator
 
 from typing import TYPE_CHECKING
@@ -48,15 +47,15 @@ from starlette.types import Receive, Scope, Send
 
 from engine.errors import FlowloomError
 from engine.ports import WorkflowNotFound
-from engine.service import RunService
 from engine.shapes import workflow_writes
 from schemas.events import NodeDelta
+from schemas.launch import StartRun
 from schemas.types import RunStatus, VarType
 from schemas.workflow import InputVar
 
 from ..auth import Principal, principal
+from ..deployment import deployment_of
 from ..errors import ApiError, describe
-from ..executor import END, RunExecutor
 
 if TYPE_CHECKING:  # the SDK is imported when the endpoint is first used (about a second of start-up)
     import mcp.types as mt
@@ -79,7 +78,7 @@ async def _authenticate(app: FastAPI, authorization: str) -> Principal:
     scheme, _, value = authorization.partition(" ")
     credentials = (HTTPAuthorizationCredentials(scheme=scheme, credentials=value.strip())
                    if scheme.lower() == "bearer" and value.strip() else None)
-    return await principal(app.state.keys, credentials)
+    return await principal(deployment_of(app).keys, credentials)
 
 
 async def _caller_of(ctx: Any) -> tuple[FastAPI, Principal]:
@@ -127,7 +126,7 @@ def input_schema(doc: dict[str, Any]) -> dict[str, Any]:
 
 async def _published(app: FastAPI, caller: Principal) -> list[tuple[str, dict[str, Any], str]]:
     """``(workflow id, published document, version)`` of every app ``caller`` may run."""
-    repo = app.state.workflows
+    repo = deployment_of(app).workflows
     found = []
     for record in await repo.list(caller.tenant_id, caller.app_id):
         if record.published_version is None:
@@ -147,7 +146,7 @@ async def _list_tools(ctx: Any, params: Any) -> mt.ListToolsResult:
         description = doc.get("description") or doc.get("name") or f"Run the Flowloom workflow {workflow_id}"
         # Read-only when no node of it can change anything outside the run, so a client
         # (a Flowloom agent among them) may call it without asking first.
-        read_only = workflow_writes(doc, catalog=app.state.service.catalog) is None
+        read_only = workflow_writes(doc, catalog=deployment_of(app).service.catalog) is None
         tools.append(mt.Tool(name=workflow_id, description=description, input_schema=input_schema(doc),
                              annotations=mt.ToolAnnotations(title=doc.get("name") or workflow_id,
                                                             read_only_hint=read_only, open_world_hint=True)))
@@ -165,7 +164,7 @@ async def _app_of(app: FastAPI, caller: Principal, name: str) -> tuple[dict[str,
                                          "may run)")
     if caller.app_id is not None and name != caller.app_id:
         raise missing
-    repo = app.state.workflows
+    repo = deployment_of(app).workflows
     try:
         record = await repo.get(caller.tenant_id, name)
     except WorkflowNotFound:
@@ -200,43 +199,18 @@ def _progress_text(event: Any) -> str | None:
     return kind.replace("_", " ")
 
 
-async def _start(app: FastAPI, caller: Principal, name: str, arguments: dict[str, Any]
-                 ) -> tuple[str, asyncio.Queue[Any]]:
-    """Prepare and launch a run of app ``name``: ``(run id, its event queue)``.
+async def _start(app: FastAPI, caller: Principal, name: str, arguments: dict[str, Any]) -> str:
+    """Launch a run of app ``name`` (the deployment places it, as any run without
+    execution headers); its id.
 
     Raises:
         ApiError (404, 429), InvalidInputs, CompileError: nothing was executed.
     """
-    from ..dispatch import queued_or_inline
-
-    service: RunService = app.state.service
-    executor: RunExecutor = app.state.executor
     doc, version = await _app_of(app, caller, name)
-    run_id = uuid.uuid4().hex
-    quotas = getattr(app.state, "quotas", None)
-    admission = await quotas.admit(caller.tenant_id, name, run_id) if quotas is not None else None
     query = arguments.get("query")
-    try:
-        state = await service.prepare(doc, arguments, tenant_id=caller.tenant_id, run_id=run_id,
-                                      message=query if isinstance(query, str) else None, workflow_version=version)
-    except BaseException:
-        if admission is not None:
-            await quotas.release(admission)
-        raise
-    events = service.execute(caller.tenant_id, state.run_id)
-    events = await queued_or_inline(_CallRequest(app), service, caller.tenant_id, run_id, events, doc, "streaming")
-    listener: asyncio.Queue[Any] = asyncio.Queue()
-    await executor.launch(run_id, events, listener)
-    return run_id, listener
-
-
-class _CallRequest:
-    """What :func:`api.dispatch.queued_or_inline` reads of a request (``app`` and
-    ``headers``): an MCP call carries no execution headers, so the deployment decides."""
-
-    def __init__(self, app: FastAPI) -> None:
-        self.app = app
-        self.headers: dict[str, str] = {}
+    ticket = await deployment_of(app).service.launch(caller.tenant_id, StartRun(
+        doc, arguments, message=query if isinstance(query, str) else None, workflow_version=version))
+    return ticket.run_id
 
 
 def _question(interrupts: list[dict[str, Any]]) -> str:
@@ -253,7 +227,7 @@ async def _result(app: FastAPI, caller: Principal, run_id: str) -> mt.CallToolRe
     """The tool result of an ended (or paused) run."""
     import mcp.types as mt
 
-    service: RunService = app.state.service
+    service = deployment_of(app).service
     summary = await service.get(caller.tenant_id, run_id)
     state = await service.state(caller.tenant_id, run_id)
     status = summary.status
@@ -269,13 +243,10 @@ async def _result(app: FastAPI, caller: Principal, run_id: str) -> mt.CallToolRe
     return _error(f"run {run_id} {status.value}: {message}", **structured)
 
 
-async def _follow(ctx: Any, listener: asyncio.Queue[Any]) -> None:
-    """Relay the run's events as progress notifications until it ends."""
+async def _follow(ctx: Any, app: FastAPI, caller: Principal, run_id: str) -> None:
+    """Relay the run's events as progress notifications until it ends or pauses."""
     count = 0
-    while True:
-        event = await listener.get()
-        if event is END:
-            return
+    async for event in deployment_of(app).service.follow(caller.tenant_id, run_id):
         text = _progress_text(event)
         if text is not None:
             count += 1
@@ -289,11 +260,11 @@ async def _call_tool(ctx: Any, params: mt.CallToolRequestParams) -> mt.CallToolR
     app, caller = await _caller_of(ctx)
     arguments = dict(params.arguments or {})
     try:
-        run_id, listener = await _start(app, caller, params.name, arguments)
+        run_id = await _start(app, caller, params.name, arguments)
     except (ApiError, FlowloomError) as exc:
         return _error(_refusal(exc))
     try:
-        await _follow(ctx, listener)
+        await _follow(ctx, app, caller, run_id)
     except anyio.get_cancelled_exc_class():
         with anyio.CancelScope(shield=True):
             await _stop(app, caller, run_id)
@@ -312,7 +283,7 @@ def _refusal(exc: BaseException) -> str:
 
 async def _stop(app: FastAPI, caller: Principal, run_id: str) -> None:
     """Stop a run whose caller cancelled the call (as ``POST /v1/runs/{id}/stop``)."""
-    service: RunService = app.state.service
+    service = deployment_of(app).service
     with contextlib.suppress(FlowloomError):  # it may have ended in between
         await service.cancel(caller.tenant_id, run_id, "cancelled by the MCP client")
 

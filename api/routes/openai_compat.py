@@ -36,29 +36,28 @@ tasks: a client that disconnects never stops one.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
-import uuid
 from typing import Any, AsyncIterator
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials
 
-from engine.ports import WorkflowNotFound, WorkflowRepo
+from engine.ports import KeyStore, WorkflowNotFound, WorkflowRepo
 from engine.service import RunService
 from schemas.api import OpenAIErrorBody
 from schemas.events import NodeDelta
 from schemas.knowledge import run_citations
+from schemas.launch import RunTicket, StartRun
 from schemas.openai_compat import ChatCompletionRequest, message_text
 from schemas.types import RunStatus
 
 from ..auth import Principal, principal
-from ..dispatch import queued_or_inline
+from ..deployment import Heartbeat, Keys, Service, Workflows
 from ..errors import ApiError, describe, openai_error, parse_body
-from ..executor import END, Execution, RunExecutor
-from ..quotas import Quotas
-from ..sse import HEARTBEAT, EventStreamResponse, with_heartbeats
+from ..sse import EventStreamResponse, with_heartbeats
 
 __all__ = ["router"]
 
@@ -118,12 +117,12 @@ class _RunFailed(ApiError):
         super().__init__(500, "run_failed", f"run {run_id} {status}: {message}")
 
 
-async def _caller(request: Request) -> Principal:
+async def _caller(request: Request, keys: KeyStore) -> Principal:
     """The caller of the request (its Bearer key). Raises ApiError 401."""
     scheme, _, value = request.headers.get("authorization", "").partition(" ")
     credentials = (HTTPAuthorizationCredentials(scheme=scheme, credentials=value.strip())
                    if scheme.lower() == "bearer" and value.strip() else None)
-    return await principal(request.app.state.keys, credentials)
+    return await principal(keys, credentials)
 
 
 # --------------------------------------------------------------------- apps
@@ -159,12 +158,12 @@ async def _app(repo: WorkflowRepo, caller: Principal, model: str | None) -> tupl
 
 @router.get("/models", summary="The apps this key may call (OpenAI model list)", openapi_extra=_SECURITY,
             responses={k: v for k, v in _OPENAI_ERRORS.items() if k in (401, 503)})
-async def list_models(request: Request) -> Response:
+async def list_models(request: Request, keys: Keys, workflows: Workflows) -> Response:
     """``{"object": "list", "data": [{"id", "object": "model", "created", "owned_by"}]}``:
     the tenant's published workflows (a key scoped to an app: that app only)."""
     try:
-        caller = await _caller(request)
-        found = await request.app.state.workflows.list(caller.tenant_id, caller.app_id)
+        caller = await _caller(request, keys)
+        found = await workflows.list(caller.tenant_id, caller.app_id)
     except Exception as exc:  # noqa: BLE001 - answered in OpenAI's error shape
         return _error_response(exc)
     data = [{"id": r.id, "object": "model", "created": int(r.created_at), "owned_by": caller.tenant_id}
@@ -194,46 +193,28 @@ async def _chat_owner_check(service: RunService, tenant: str, chat_id: str, work
         raise ApiError(409, "chat_conflict", f"chat {chat_id!r} belongs to another app; use a new chat_id")
 
 
-async def _start(request: Request, caller: Principal, body: ChatCompletionRequest
-                 ) -> tuple[str, Execution, asyncio.Queue[Any], tuple[int, int, int]]:
-    """Open the turn and launch it in an app task: ``(app id, execution, listener,
-    (tokens in, tokens out, answer length) before this turn)``.
+async def _start(service: RunService, workflows: WorkflowRepo, caller: Principal, body: ChatCompletionRequest
+                 ) -> tuple[str, RunTicket, tuple[int, int, int]]:
+    """Launch the turn: ``(app id, ticket, (tokens in, tokens out, answer length) before
+    this turn)`` - a message to a chat whose run waits for it continues that run.
 
     Raises:
         ApiError, WorkflowNotFound, InvalidInputs, CompileError, RunNotResumable...;
         QuotaExceeded (429) before the run is created or continued.
     """
-    service: RunService = request.app.state.service
-    executor: RunExecutor = request.app.state.executor
-    workflow_id, doc, version = await _app(request.app.state.workflows, caller, body.model)
+    workflow_id, doc, version = await _app(workflows, caller, body.model)
     message, history = _turn(body)
     tenant, before = caller.tenant_id, (0, 0, 0)
-    events: AsyncIterator[Any] | None = None
     if body.chat_id:
         await _chat_owner_check(service, tenant, body.chat_id, workflow_id)
-        events = await service.answer_chat(tenant, body.chat_id, message)
-    quotas: Quotas = request.app.state.quotas
-    if events is not None:
-        (paused,) = await service.list(tenant, status=RunStatus.paused, chat_id=body.chat_id, limit=1)
-        run_id = paused.run_id
-        await quotas.admit(tenant, workflow_id, run_id)
-        before = (paused.tokens_in, paused.tokens_out, len((await service.state(tenant, run_id)).answer))
-    else:
-        run_id = uuid.uuid4().hex
-        admission = await quotas.admit(tenant, workflow_id, run_id)
-        try:
-            state = await service.prepare(doc, body.inputs, tenant_id=tenant, chat_id=body.chat_id, message=message,
-                                          user_id=body.user, workflow_version=version, run_id=run_id,
-                                          history=None if body.chat_id else history)
-        except BaseException:
-            await quotas.release(admission)
-            raise
-        events = service.execute(tenant, state.run_id)
-        events = await queued_or_inline(request, service, tenant, run_id, events, doc,
-                                        "streaming" if body.stream else "blocking")
-    listener: asyncio.Queue[Any] = asyncio.Queue()
-    execution = await executor.launch(run_id, events, listener)
-    return workflow_id, execution, listener, before
+        paused = await service.list(tenant, status=RunStatus.paused, chat_id=body.chat_id, limit=1)
+        if paused and len(paused[0].pending_interrupts) == 1:  # the turn continues it: usage counts from here
+            answered = len((await service.state(tenant, paused[0].run_id)).answer)
+            before = (paused[0].tokens_in, paused[0].tokens_out, answered)
+    ticket = await service.launch(tenant, StartRun(doc, body.inputs, chat_id=body.chat_id, message=message,
+                                                   user_id=body.user, workflow_version=version,
+                                                   history=None if body.chat_id else history))
+    return workflow_id, ticket, before
 
 
 # ------------------------------------------------------------------ results
@@ -252,28 +233,25 @@ def _question(interrupts: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-async def _outcome(request: Request, caller: Principal, execution: Execution,
+async def _outcome(service: RunService, caller: Principal, run_id: str,
                    before: tuple[int, int, int]) -> dict[str, Any]:
     """The turn's end: ``{answer, question, citations, usage, flowloom}`` from the stored run
     (``citations``: :func:`~schemas.knowledge.run_citations` of the run's node runs).
 
     Raises:
-        the execution's error; _RunFailed for a run that failed or was cancelled.
+        _RunFailed for a run that failed or was cancelled.
     """
-    if execution.error is not None:
-        raise execution.error
-    service: RunService = request.app.state.service
-    summary = await service.get(caller.tenant_id, execution.run_id)
-    state = await service.state(caller.tenant_id, execution.run_id)
+    summary = await service.get(caller.tenant_id, run_id)
+    state = await service.state(caller.tenant_id, run_id)
     if summary.status in (RunStatus.failed, RunStatus.cancelled):
         message = state.error.message if state.error is not None else summary.status.value
-        raise _RunFailed(execution.run_id, summary.status.value, message)
+        raise _RunFailed(run_id, summary.status.value, message)
     prompt, completion = summary.tokens_in - before[0], summary.tokens_out - before[1]
     interrupts = summary.pending_interrupts if summary.status is RunStatus.paused else []
     citations = [p.model_dump(mode="json") for p in run_citations(state.node_runs.values())]
     return {"answer": state.answer[before[2]:], "question": _question(interrupts), "citations": citations,
             "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
-            "flowloom": {"run_id": execution.run_id, "chat_id": summary.chat_id, "status": summary.status.value,
+            "flowloom": {"run_id": run_id, "chat_id": summary.chat_id, "status": summary.status.value,
                          "interrupts": interrupts}}
 
 
@@ -291,27 +269,28 @@ def _envelope(kind: str, run_id: str, model: str, created: int) -> dict[str, Any
                                   "properties": {"data": {"type": "string",
                                                           "description": "a chunk as JSON, or [DONE]"}}}}}},
                         **_OPENAI_ERRORS})
-async def chat_completions(request: Request) -> Response:
+async def chat_completions(request: Request, service: Service, keys: Keys, workflows: Workflows,
+                           heartbeat_s: Heartbeat) -> Response:
     """One turn of the app ``model`` names (module docstring): a ``chat.completion``, or
     with ``stream`` its chunks. Errors in OpenAI's shape with their status."""
     try:
-        caller = await _caller(request)
+        caller = await _caller(request, keys)
         body = parse_body(await request.body(), ChatCompletionRequest, "invalid request: ")
-        model, execution, listener, before = await _start(request, caller, body)
+        model, ticket, before = await _start(service, workflows, caller, body)
     except Exception as exc:  # noqa: BLE001 - answered in OpenAI's error shape
         return _error_response(exc)
     created = int(time.time())
     if body.stream:
-        chunks = _stream(request, caller, body, execution, listener, (model, created, before))
-        return EventStreamResponse(chunks)
-    execution.unsubscribe(listener)
-    await execution.wait()  # shielded: a client that goes away leaves the run executing
+        chunks = _stream(service, caller, body, ticket.run_id, (model, created, before))
+        return EventStreamResponse(_with_heartbeats(chunks, heartbeat_s))
     try:
-        outcome = await _outcome(request, caller, execution, before)
+        async for _event in service.follow(caller.tenant_id, ticket.run_id):
+            pass  # a client that goes away leaves the run executing
+        outcome = await _outcome(service, caller, ticket.run_id, before)
     except Exception as exc:  # noqa: BLE001
         return _error_response(exc)
     content = "\n\n".join(part for part in (outcome["answer"], outcome["question"]) if part)
-    return JSONResponse({**_envelope("chat.completion", execution.run_id, model, created),
+    return JSONResponse({**_envelope("chat.completion", ticket.run_id, model, created),
                          "choices": [{"index": 0, "message": {"role": "assistant", "content": content,
                                                               "citations": outcome["citations"]},
                                       "finish_reason": "stop", "logprobs": None}],
@@ -324,41 +303,60 @@ def _data(payload: dict[str, Any] | str) -> str:
     return f"data: {text}\n\n"
 
 
-async def _stream(request: Request, caller: Principal, body: ChatCompletionRequest, execution: Execution,
-                  listener: asyncio.Queue[Any], meta: tuple[str, int, tuple[int, int, int]]) -> AsyncIterator[str]:
+async def _with_heartbeats(chunks: AsyncIterator[str], heartbeat_s: float) -> AsyncIterator[str]:
+    """``chunks`` with a keep-alive comment after every ``heartbeat_s`` seconds of silence
+    (proxies and clients see the stream alive while a node works). Closing it closes
+    ``chunks`` (the run goes on)."""
+    queue: asyncio.Queue[Any] = asyncio.Queue()
+    end = object()
+
+    async def pump() -> None:
+        try:
+            async for item in chunks:
+                await queue.put(item)
+        finally:
+            queue.put_nowait(end)
+
+    task = asyncio.create_task(pump())
+    try:
+        async for item in with_heartbeats(queue, heartbeat_s):
+            if item is end:
+                return
+            yield item
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task
+        with contextlib.suppress(Exception):
+            await chunks.aclose()  # type: ignore[attr-defined]
+
+
+async def _stream(service: RunService, caller: Principal, body: ChatCompletionRequest, run_id: str,
+                  meta: tuple[str, int, tuple[int, int, int]]) -> AsyncIterator[str]:
     """The chunks of a turn: the role, the answer's deltas (``detail``: every other event
     as a chunk with an empty delta and ``flowloom.event``), the question of a pause, a
     last chunk with ``finish_reason``, ``usage`` and ``flowloom``, then ``[DONE]``; an
     error ends it with an error line then ``[DONE]``. Closing it only stops listening."""
     model, created, before = meta
-    head = _envelope("chat.completion.chunk", execution.run_id, model, created)
-    heartbeat = float(request.app.state.heartbeat_s)
+    head = _envelope("chat.completion.chunk", run_id, model, created)
 
     def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> str:
         return _data({**head, "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}],
                       **extra})
 
+    yield chunk({"role": "assistant", "content": ""})
     try:
-        yield chunk({"role": "assistant", "content": ""})
-        async for event in with_heartbeats(listener, heartbeat):
-            if event is HEARTBEAT:
-                yield HEARTBEAT
-                continue
-            if event is END:
-                break
+        async for event in service.follow(caller.tenant_id, run_id):
             if isinstance(event, NodeDelta) and event.channel == "answer":
                 yield chunk({"content": event.text})
             elif body.detail:
                 yield chunk({}, flowloom={"event": event.model_dump(mode="json")})
-        try:
-            outcome = await _outcome(request, caller, execution, before)
-        except Exception as exc:  # noqa: BLE001 - an error line, then the end
-            yield _data(_error_payload(exc)[1])
-            yield _data("[DONE]")
-            return
-        if outcome["question"]:
-            yield chunk({"content": ("\n\n" if outcome["answer"] else "") + outcome["question"]})
-        yield chunk({}, "stop", usage=outcome["usage"], flowloom=outcome["flowloom"], citations=outcome["citations"])
+        outcome = await _outcome(service, caller, run_id, before)
+    except Exception as exc:  # noqa: BLE001 - an error line, then the end
+        yield _data(_error_payload(exc)[1])
         yield _data("[DONE]")
-    finally:
-        execution.unsubscribe(listener)
+        return
+    if outcome["question"]:
+        yield chunk({"content": ("\n\n" if outcome["answer"] else "") + outcome["question"]})
+    yield chunk({}, "stop", usage=outcome["usage"], flowloom=outcome["flowloom"], citations=outcome["citations"])
+    yield _data("[DONE]")

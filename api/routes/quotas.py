@@ -17,13 +17,15 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Path, Request
+from fastapi import APIRouter, Depends, Path
 from fastapi.responses import Response
 
+from engine.service import RunService
 from schemas.api import ErrorBody, QuotaEffective, QuotaList, QuotaOut, QuotaUpdate, QuotaUsageOut
 from workers.sql.quotas import QuotaLimits
 
-from ..auth import Principal, admin
+from ..auth import Principal, Service, admin
+from ..deployment import QuotaPolicy
 from ..errors import ApiError
 from ..quotas import Quotas, no_app_message, tenant_has_app
 
@@ -35,11 +37,6 @@ AppId = Annotated[str, Path(min_length=1, max_length=200, description="the app (
 NO_APP: dict[int | str, dict[str, Any]] = {404: {"model": ErrorBody, "description": "the tenant has no such app"}}
 
 
-async def quotas_of(request: Request) -> Quotas:
-    """The app's quota policy (opened by the app's lifespan)."""
-    return request.app.state.quotas
-
-
 async def tenant_admin(caller: Annotated[Principal, Depends(admin)]) -> Principal:
     """An admin key of the whole tenant. Raises ApiError 403 for a key scoped to an app."""
     if caller.app_id is not None:
@@ -49,14 +46,14 @@ async def tenant_admin(caller: Annotated[Principal, Depends(admin)]) -> Principa
 
 
 Owner = Annotated[Principal, Depends(tenant_admin)]
-Policy = Annotated[Quotas, Depends(quotas_of)]
+Policy = QuotaPolicy
 
 
-async def _own_of_app(request: Request, quotas: Quotas, tenant_id: str, app_id: str) -> QuotaLimits | None:
+async def _own_of_app(service: RunService, quotas: Quotas, tenant_id: str, app_id: str) -> QuotaLimits | None:
     """The app's own limits (None: none). Raises ApiError 404 when the tenant has no such
     app and nothing stored for it (module docstring)."""
     own = await quotas.store.get(tenant_id, app_id)
-    if own is None and not await tenant_has_app(request.app.state.service, tenant_id, app_id):
+    if own is None and not await tenant_has_app(service, tenant_id, app_id):
         raise ApiError(404, "not_found", no_app_message(tenant_id, app_id))
     return own
 
@@ -91,23 +88,23 @@ async def put_tenant_quota(body: QuotaUpdate, caller: Owner, quotas: Policy) -> 
 
 
 @router.get("/apps/{app_id}", response_model=QuotaOut, responses=NO_APP, summary="An app's quota")
-async def get_app_quota(app_id: AppId, caller: Owner, quotas: Policy, request: Request) -> QuotaOut:
+async def get_app_quota(app_id: AppId, caller: Owner, quotas: Policy, service: Service) -> QuotaOut:
     """The app's own limits (none set: only the tenant's hold), what holds and what it used."""
-    return await _out(quotas, caller.tenant_id, app_id, await _own_of_app(request, quotas, caller.tenant_id, app_id))
+    return await _out(quotas, caller.tenant_id, app_id, await _own_of_app(service, quotas, caller.tenant_id, app_id))
 
 
 @router.put("/apps/{app_id}", response_model=QuotaOut, responses=NO_APP, summary="Set an app's own limits")
-async def put_app_quota(app_id: AppId, body: QuotaUpdate, caller: Owner, quotas: Policy, request: Request) -> QuotaOut:
+async def put_app_quota(app_id: AppId, body: QuotaUpdate, caller: Owner, quotas: Policy, service: Service) -> QuotaOut:
     """Replace the app's own limits (``null``: none, only the tenant's hold; ``0``: unlimited)."""
-    await _own_of_app(request, quotas, caller.tenant_id, app_id)
+    await _own_of_app(service, quotas, caller.tenant_id, app_id)
     own = await quotas.store.put(caller.tenant_id, app_id, runs_per_minute=body.runs_per_minute,
                                  tokens_per_day=body.tokens_per_day)
     return await _out(quotas, caller.tenant_id, app_id, own)
 
 
 @router.delete("/apps/{app_id}", status_code=204, responses=NO_APP, summary="Remove an app's own limits")
-async def delete_app_quota(app_id: AppId, caller: Owner, quotas: Policy, request: Request) -> Response:
+async def delete_app_quota(app_id: AppId, caller: Owner, quotas: Policy, service: Service) -> Response:
     """The app keeps only the tenant's limits (204 also when it had none of its own)."""
-    await _own_of_app(request, quotas, caller.tenant_id, app_id)
+    await _own_of_app(service, quotas, caller.tenant_id, app_id)
     await quotas.store.delete(caller.tenant_id, app_id)
     return Response(status_code=204)

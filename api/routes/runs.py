@@ -2,8 +2,9 @@
 
 - ``POST /v1/runs``: run a workflow document (``blocking``: the finished or paused run;
   ``streaming``: SSE of its live events, text deltas included, after a ``meta`` event
-  naming the run; ``async``: 202 with the run id). The run executes in an app task
-  (:mod:`api.executor`): a client that disconnects never stops it.
+  naming the run; ``async``: 202 with the run id). Each route is a translator onto the
+  run service's ``launch`` and ``follow`` (:mod:`engine.frontdoor`): the run executes in
+  a task of the app or on a worker, and a client that disconnects never stops it.
 - ``GET /v1/runs`` (filters ``status``, ``workflow_id``, ``chat_id``, ``limit``) and
   ``GET /v1/runs/{id}`` (with inputs, outputs, answer and node runs).
 - ``POST /v1/runs/{id}/stop``: the run ends ``cancelled`` within about a second.
@@ -21,28 +22,26 @@ after, an ``error`` event then the end of the stream.
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import dataclasses
 import time
-import uuid
 from typing import Annotated, Any, AsyncIterator
 
-from fastapi import APIRouter, Header, Query, Request
+from fastapi import APIRouter, Header, Query
 from fastapi.responses import JSONResponse, Response
 
 from engine.ports import RunNotFound, WorkflowNotFound
 from engine.rerun import RerunRefused
-from engine.service import RunNotResumable, RunService, bind_single_answer
+from engine.service import RunService
 from schemas.api import (MAX_NUMBER, ErrorBody, RerunRequest, ResumeRequest, RunAccepted, RunCreate, RunDetail, RunList, RunOut,
                          WorkflowRunCreate)
+from schemas.launch import Placement, RerunRun, ResumeRun, RunTicket, StartRun
 from schemas.records import RunSummary
 from schemas.types import RunStatus
 
-from ..auth import Caller, Executor, Principal, Service
-from ..dispatch import dispatcher, is_queued, queued_or_inline, watch_source
+from ..auth import Caller, Principal, Service
+from ..deployment import AppSettings, Heartbeat, RunPlacement, Workflows
 from ..errors import ApiError, error_body
-from ..executor import END, Execution, RunExecutor
 from ..limits import check_document
-from ..quotas import Quotas
 from ..sse import EventStreamResponse, Frame, event_stream
 
 __all__ = ["RUN_LINKS", "SSE_CONTENT", "RunStart", "link", "router", "run_document"]
@@ -80,10 +79,6 @@ RUN_LINKS = {
 }
 
 
-def _heartbeat(request: Request) -> float:
-    return float(request.app.state.heartbeat_s)
-
-
 def _events_url(run_id: str) -> str:
     return f"/v1/runs/{run_id}/events"
 
@@ -103,75 +98,41 @@ async def _detail(service: RunService, tenant_id: str, run_id: str) -> RunDetail
 # --------------------------------------------------------------------------- start
 
 
-async def _open_run(service: RunService, caller: Principal, doc: dict[str, Any], body: RunStart,
-                    workflow_version: str | None, quotas: Quotas) -> tuple[str, AsyncIterator[Any]]:
-    """The run to execute and its events: in a chat whose run waits for one answer, that
-    run answered by the message; else a new run of the document. Either is admitted
-    under the quotas first (:mod:`api.quotas`), before the run is created or continued.
-
-    Raises:
-        QuotaExceeded (429), CompileError, InvalidInputs.
-    """
-    tenant = caller.tenant_id
-    if body.chat_id and body.message is not None:
-        waiting = await service.answer_chat(tenant, body.chat_id, body.message)
-        if waiting is not None:
-            (paused,) = await service.list(tenant, status=RunStatus.paused, chat_id=body.chat_id, limit=1)
-            await quotas.admit(tenant, paused.workflow_id, paused.run_id)
-            return paused.run_id, waiting
-    plan = service.compile(doc)  # a document that does not compile takes no quota slot
-    run_id = uuid.uuid4().hex
-    admission = await quotas.admit(tenant, plan.workflow.id, run_id)
-    try:
-        state = await service.prepare(doc, body.inputs, tenant_id=tenant, chat_id=body.chat_id,
-                                      message=body.message, workflow_version=workflow_version, run_id=run_id,
-                                      plan=plan)
-    except BaseException:
-        await quotas.release(admission)
-        raise
-    return state.run_id, service.execute(tenant, state.run_id)
-
-
 async def run_document(doc: dict[str, Any], body: RunStart, *, caller: Principal, service: RunService,
-                       executor: RunExecutor, request: Request, workflow_version: str | None = None
-                       ) -> Response | RunDetail:
-    """Start a run of ``doc`` (``body``: inputs, ``response_mode``, chat) and answer as
-    ``response_mode`` says: the finished or paused run, SSE of its events, or 202. The
-    one start path of ``POST /v1/runs`` and ``POST /v1/workflows/{id}/runs``.
+                       settings: Any, placement: Placement, heartbeat_s: float,
+                       workflow_version: str | None = None) -> Response | RunDetail:
+    """Start a run of ``doc`` (``body``: inputs, ``response_mode``, chat; in a chat whose
+    run waits for one answer, the message answers it) and answer as ``response_mode``
+    says: the finished or paused run, SSE of its events, or 202. The one start path of
+    ``POST /v1/runs`` and ``POST /v1/workflows/{id}/runs``.
 
     Raises:
         CompileError, InvalidInputs: the document is over a size cap (:mod:`api.limits`),
         does not compile, or the inputs do not fit (422).
         QuotaExceeded: a quota of the tenant or of the app is used up (429, ``Retry-After``).
     """
-    settings = request.app.state.settings
     check_document(doc, settings)
-    run_id, events = await _open_run(service, caller, doc, body, workflow_version, request.app.state.quotas)
-    events = await queued_or_inline(request, service, caller.tenant_id, run_id, events, doc, body.response_mode)
-    return await _respond(run_id, events, body.response_mode, body.chat_id, caller=caller, service=service,
-                          executor=executor, request=request)
+    ticket = await service.launch(caller.tenant_id, StartRun(
+        doc, body.inputs, chat_id=body.chat_id, message=body.message, workflow_version=workflow_version),
+        dataclasses.replace(placement, detached=body.response_mode == "async"))
+    return await respond(ticket, body.response_mode, caller=caller, service=service, heartbeat_s=heartbeat_s)
 
 
-async def _respond(run_id: str, events: AsyncIterator[Any], mode: str, chat_id: str | None, *, caller: Principal,
-                   service: RunService, executor: RunExecutor, request: Request) -> Response | RunDetail:
-    """Execute ``events`` (run ``run_id``) in an app task and answer as ``mode`` says:
-    202 (``async``), SSE of its events (``streaming``), or the run once it ended or paused."""
-    listener: asyncio.Queue[Any] | None = asyncio.Queue() if mode == "streaming" else None
-    # A queued run needs no follower when nobody waits for it (it executes on a worker).
-    execution = None if mode == "async" and is_queued(events) else await executor.launch(run_id, events, listener)
+async def respond(ticket: RunTicket, mode: str, *, caller: Principal, service: RunService,
+                  heartbeat_s: float) -> Response | RunDetail:
+    """Answer for a launched run as ``mode`` says: 202 (``async``), SSE of its events
+    (``streaming``), or the run once it ended or paused (``blocking``: followed to there;
+    a client that goes away leaves the run executing)."""
     if mode == "async":
-        summary = await service.get(caller.tenant_id, run_id)
-        accepted = RunAccepted(run_id=run_id, chat_id=summary.chat_id, status=summary.status,
-                               events_url=_events_url(run_id))
+        accepted = RunAccepted(run_id=ticket.run_id, chat_id=ticket.chat_id, status=ticket.status,
+                               events_url=_events_url(ticket.run_id))
         return JSONResponse(accepted.model_dump(mode="json"), status_code=202)
-    assert execution is not None
-    if listener is not None:
-        frames = _relay(service, caller.tenant_id, execution, listener, chat_id)
-        return EventStreamResponse(event_stream(frames, _heartbeat(request)))
-    await execution.wait()  # shielded: a client that goes away leaves the run executing
-    if execution.error is not None:
-        raise execution.error
-    return await _detail(service, caller.tenant_id, run_id)
+    if mode == "streaming":
+        frames = _relay(service, caller.tenant_id, ticket)
+        return EventStreamResponse(event_stream(frames, heartbeat_s))
+    async for _event in service.follow(caller.tenant_id, ticket.run_id):
+        pass
+    return await _detail(service, caller.tenant_id, ticket.run_id)
 
 
 @router.post("", response_model=RunDetail, summary="Run a workflow document",
@@ -180,29 +141,23 @@ async def _respond(run_id: str, events: AsyncIterator[Any], mode: str, chat_id: 
                         202: {"model": RunAccepted, "description": "async: the run executes", "links": RUN_LINKS},
                         403: {"model": ErrorBody}, 409: {"model": ErrorBody}, 422: {"model": ErrorBody},
                         429: {"model": ErrorBody, "description": "a quota is used up (`Retry-After`)"}})
-async def start_run(body: RunCreate, caller: Caller, service: Service, executor: Executor,
-                    request: Request) -> Response | RunDetail:
+async def start_run(body: RunCreate, caller: Caller, service: Service, settings: AppSettings,
+                    placement: RunPlacement, heartbeat_s: Heartbeat) -> Response | RunDetail:
     """Compile, store and execute the document (422 with every problem when it does not
     compile or the inputs do not fit). The answer depends on ``response_mode``."""
     if caller.app_id is not None:
         raise ApiError(403, "forbidden", f"this key is scoped to app {caller.app_id!r}; running a workflow "
                                          f"document needs a key of the whole tenant")
-    return await run_document(body.workflow, body, caller=caller, service=service, executor=executor,
-                              request=request)
+    return await run_document(body.workflow, body, caller=caller, service=service, settings=settings,
+                              placement=placement, heartbeat_s=heartbeat_s)
 
 
-async def _relay(service: RunService, tenant_id: str, execution: Execution, listener: asyncio.Queue[Any],
-                 chat_id: str | None) -> AsyncIterator[Frame]:
-    """``meta``, the execution's live events, then ``done`` (or the execution's error)."""
-    try:
-        yield "meta", None, {"run_id": execution.run_id, "chat_id": chat_id}
-        while (event := await listener.get()) is not END:
-            yield event.type, event.seq, event.model_dump(mode="json")
-    finally:
-        execution.unsubscribe(listener)
-    if execution.error is not None:
-        raise execution.error
-    yield _end_frame(await service.get(tenant_id, execution.run_id))
+async def _relay(service: RunService, tenant_id: str, ticket: RunTicket) -> AsyncIterator[Frame]:
+    """``meta``, the run's events as they come, then ``done`` (or the execution's error)."""
+    yield "meta", None, {"run_id": ticket.run_id, "chat_id": ticket.chat_id}
+    async for event in service.follow(tenant_id, ticket.run_id):
+        yield event.type, event.seq, event.model_dump(mode="json")
+    yield _end_frame(await service.get(tenant_id, ticket.run_id))
 
 
 def _end_frame(summary: RunSummary) -> Frame:
@@ -262,21 +217,15 @@ async def stop_run(run_id: str, caller: Caller, service: Service) -> RunOut:
                         429: {"model": ErrorBody, "description": "a quota is used up (`Retry-After`)"}},
              summary="Answer a paused run")
 async def resume_run(run_id: str, body: ResumeRequest, caller: Caller, service: Service,
-                     executor: Executor, request: Request) -> RunAccepted:
-    """The run continues in the server with the answers (follow it at ``events_url``).
-    409 when the run is not paused or an interrupt is not pending."""
-    summary = await _summary(service, caller, run_id)
-    if summary.status is not RunStatus.paused:
-        raise RunNotResumable(f"run {run_id} is {summary.status.value}, not paused")
-    answers = body.answers if body.answers is not None else bind_single_answer(summary, body.answer,
-                                                                               body.interrupt_id)
-    await request.app.state.quotas.admit(caller.tenant_id, summary.workflow_id, run_id)
-    if (dispatch := dispatcher(request)) is not None:  # queued: a worker continues it
-        await dispatch.resume(caller.tenant_id, run_id, answers, body.message, request.headers)
-    else:
-        await executor.launch(run_id, service.resume(caller.tenant_id, run_id, answers, message=body.message))
-    current = await service.get(caller.tenant_id, run_id)
-    return RunAccepted(run_id=run_id, chat_id=current.chat_id, status=current.status, events_url=_events_url(run_id))
+                     placement: RunPlacement) -> RunAccepted:
+    """The run continues with the answers (follow it at ``events_url``). 409 when the run
+    is not paused or an interrupt is not pending; 422 when an answer does not fit its
+    question (not one of the options, a form field of the wrong type), naming what fits."""
+    await _summary(service, caller, run_id)
+    ticket = await service.launch(caller.tenant_id, ResumeRun(
+        run_id, answers=body.answers, answer=body.answer, interrupt_id=body.interrupt_id, message=body.message),
+        dataclasses.replace(placement, detached=True))
+    return RunAccepted(run_id=run_id, chat_id=ticket.chat_id, status=ticket.status, events_url=_events_url(run_id))
 
 
 @router.post("/{run_id}/rerun", response_model=RunDetail, summary="Run again from a node of a past run",
@@ -285,8 +234,8 @@ async def resume_run(run_id: str, body: ResumeRequest, caller: Caller, service: 
                         202: {"model": RunAccepted, "description": "async: the new run executes"},
                         **NOT_FOUND, 403: {"model": ErrorBody}, 409: {"model": ErrorBody}, 422: {"model": ErrorBody},
                         429: {"model": ErrorBody, "description": "a quota is used up (`Retry-After`)"}})
-async def rerun_run(run_id: str, body: RerunRequest, caller: Caller, service: Service, executor: Executor,
-                    request: Request) -> Response | RunDetail:
+async def rerun_run(run_id: str, body: RerunRequest, caller: Caller, service: Service, workflows: Workflows,
+                    settings: AppSettings, heartbeat_s: Heartbeat) -> Response | RunDetail:
     """A new run with the past run's inputs: the node runs before ``node_id`` are reused
     (not executed again; ``reused_from`` on each), ``node_id`` and what follows run with
     ``workflow`` if given, else the saved workflow's current draft, else the past run's own
@@ -299,23 +248,15 @@ async def rerun_run(run_id: str, body: RerunRequest, caller: Caller, service: Se
     doc, version = body.workflow, "draft"
     if doc is None:
         try:
-            doc = (await request.app.state.workflows.get(caller.tenant_id, summary.workflow_id)).draft
+            doc = (await workflows.get(caller.tenant_id, summary.workflow_id)).draft
         except WorkflowNotFound:  # a run of an unsaved document: run its own document again
             doc, version = await service.workflow_of(caller.tenant_id, run_id), summary.workflow_version
-    check_document(doc, request.app.state.settings)
-    new_id = uuid.uuid4().hex
-    quotas = request.app.state.quotas
-    admission = await quotas.admit(caller.tenant_id, str(doc.get("id") or summary.workflow_id), new_id)
+    check_document(doc, settings)
     try:
-        state, events = await service.rerun_from(caller.tenant_id, run_id, body.node_id, doc,
-                                                 workflow_version=version, new_run_id=new_id)
-    except BaseException as exc:
-        await quotas.release(admission)  # no run was created: the slot is not used
-        if isinstance(exc, RerunRefused):
-            raise ApiError(422, "invalid_request", str(exc)) from None
-        raise
-    return await _respond(state.run_id, events, body.response_mode, None, caller=caller, service=service,
-                          executor=executor, request=request)
+        ticket = await service.launch(caller.tenant_id, RerunRun(run_id, body.node_id, doc, workflow_version=version))
+    except RerunRefused as exc:
+        raise ApiError(422, "invalid_request", str(exc)) from None
+    return await respond(ticket, body.response_mode, caller=caller, service=service, heartbeat_s=heartbeat_s)
 
 
 # -------------------------------------------------------------------------- events
@@ -339,7 +280,7 @@ def _resume_point(last_event_id: str | None, after: int | None) -> int:
 @router.get("/{run_id}/events", response_class=Response,
             responses={200: _SSE, **NOT_FOUND, 422: {"model": ErrorBody}},
             summary="The run's events (SSE)")
-async def run_events(run_id: str, caller: Caller, service: Service, request: Request,
+async def run_events(run_id: str, caller: Caller, service: Service, heartbeat_s: Heartbeat,
                      after: Annotated[int | None, Query(ge=0, le=MAX_NUMBER, description="continue after this event id")] = None,
                      last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None) -> Response:
     """Stored events after the resume point, then live ones until the run ends or
@@ -347,13 +288,10 @@ async def run_events(run_id: str, caller: Caller, service: Service, request: Req
     reconnects with ``Last-Event-ID`` gets exactly what it missed."""
     await _summary(service, caller, run_id)
     start = _resume_point(last_event_id, after)
-    source = await watch_source(request, service, caller.tenant_id, run_id, start)
-    return EventStreamResponse(event_stream(_watch(service, caller.tenant_id, run_id, source), _heartbeat(request)))
+    return EventStreamResponse(event_stream(_watch(service, caller.tenant_id, run_id, start), heartbeat_s))
 
 
-async def _watch(service: RunService, tenant_id: str, run_id: str,
-                 source: AsyncIterator[dict[str, Any]]) -> AsyncIterator[Frame]:
-    async with contextlib.aclosing(source) as events:  # type: ignore[type-var]
-        async for event in events:
-            yield event["type"], event["seq"], event
+async def _watch(service: RunService, tenant_id: str, run_id: str, after: int) -> AsyncIterator[Frame]:
+    async for event in service.follow(tenant_id, run_id, after):
+        yield event.type, event.seq, event.model_dump(mode="json")
     yield _end_frame(await service.get(tenant_id, run_id))

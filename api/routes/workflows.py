@@ -25,7 +25,7 @@ import json
 from pathlib import PurePath
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response
 
 from engine.compiler import check_workflow
@@ -37,20 +37,16 @@ from schemas.api import (MAX_NUMBER, ErrorBody, NodeShapeOut, RunAccepted, RunDe
                          WorkflowVersionOut)
 from schemas.records import WorkflowRecord
 
-from ..auth import Caller, Executor, Principal, Service
+from ..auth import Caller, Principal, Service
+from ..deployment import AppSettings, Heartbeat, RunPlacement, Workflows
 from ..errors import ApiError, parse_body
 from ..limits import check_document
 from .runs import RUN_LINKS, SSE_CONTENT, link, run_document
 
-__all__ = ["router", "workflow_repo"]
+__all__ = ["router"]
 
 
-async def workflow_repo(request: Request) -> WorkflowRepo:
-    """The app's workflow store (opened by the app's lifespan on the run store's database)."""
-    return request.app.state.workflows
-
-
-Repo = Annotated[WorkflowRepo, Depends(workflow_repo)]
+Repo = Workflows
 _E: dict[int | str, dict[str, Any]] = {code: {"model": ErrorBody} for code in (401, 403, 404, 409, 422)}
 router = APIRouter(prefix="/v1/workflows", tags=["workflows"], responses=_E)
 
@@ -157,12 +153,12 @@ def _validate(service: Any, doc: dict[str, Any]) -> WorkflowProblems:
 
 @router.post("", status_code=201, response_model=WorkflowCreated, summary="Save a new workflow (its draft)",
              openapi_extra=_DOCUMENT_BODY, responses={201: {"links": _CREATED_LINKS}})
-async def create_workflow(doc: dict[str, Any], caller: Caller, repo: Repo, request: Request) -> WorkflowDetail:
+async def create_workflow(doc: dict[str, Any], caller: Caller, repo: Repo, settings: AppSettings) -> WorkflowDetail:
     """The document becomes the draft (version 1) of the workflow named by its ``id``;
     it need not compile yet (``validate`` says what is wrong), but must be within the
     size caps (422 naming the path). 409 when the id is taken."""
     _writable(caller)
-    check_document(doc, request.app.state.settings)
+    check_document(doc, settings)
     return _detail(await repo.create(caller.tenant_id, {**doc, "id": _document_id(doc)}), WorkflowCreated)
 
 
@@ -201,12 +197,12 @@ async def get_workflow(workflow_id: str, caller: Caller, repo: Repo) -> Workflow
 
 @router.put("/{workflow_id}", response_model=WorkflowDetail, summary="Replace the draft")
 async def update_workflow(workflow_id: str, body: WorkflowUpdate, caller: Caller, repo: Repo,
-                          request: Request) -> WorkflowDetail:
+                          settings: AppSettings) -> WorkflowDetail:
     """The new draft when ``draft_version`` is still the draft's version (it goes up by
     one); else 409 ``{"error", "current_version"}``. The document's id must stay; the
     document must be within the size caps (422 naming the path)."""
     _writable(caller, workflow_id)
-    check_document(body.workflow, request.app.state.settings)
+    check_document(body.workflow, settings)
     if body.workflow.get("id", workflow_id) != workflow_id:
         raise ApiError(422, "invalid_workflow", f"the document's id must be {workflow_id!r} (ids do not change)")
     doc = {**body.workflow, "id": workflow_id}
@@ -373,7 +369,7 @@ async def import_file(request: Request, caller: Caller, repo: Repo, service: Ser
                         202: {"model": RunAccepted, "description": "async: the run executes", "links": RUN_LINKS},
                         429: {"model": ErrorBody, "description": "a quota is used up (`Retry-After`)"}})
 async def run_workflow(workflow_id: str, body: WorkflowRunCreate, caller: Caller, repo: Repo, service: Service,
-                       executor: Executor, request: Request,
+                       settings: AppSettings, placement: RunPlacement, heartbeat_s: Heartbeat,
                        draft: Annotated[bool, Query(description="run the draft (keys of the whole tenant)")] = False
                        ) -> Response | RunDetail:
     """As ``POST /v1/runs`` with the saved document: the published version (409 when
@@ -391,5 +387,5 @@ async def run_workflow(workflow_id: str, body: WorkflowRunCreate, caller: Caller
                                         f"run the draft with ?draft=true")
     else:
         doc, version = found.doc or {}, str(found.version)
-    return await run_document(doc, body, caller=caller, service=service, executor=executor, request=request,
-                              workflow_version=version)
+    return await run_document(doc, body, caller=caller, service=service, settings=settings, placement=placement,
+                              heartbeat_s=heartbeat_s, workflow_version=version)

@@ -181,7 +181,7 @@ async def test_cancelling_a_paused_run_ends_its_event_log_with_run_cancelled(sto
 
 
 def test_answer_text_renders_options_forms_and_lists_as_a_chat_message():
-    from engine.service import answer_text
+    from engine.turns import answer_text
 
     assert answer_text({"i1": "confirm"}) == "confirm"
     assert answer_text({"i1": {"name": "Ada", "tags": ["a", "b"], "note": None}}) == "name: Ada\ntags: a, b\nnote: "

@@ -6,8 +6,9 @@ more than most runs, so a :class:`WorkerRuntime` keeps one event loop in a threa
 own for the life of the process, with the run service opened once; a job hands its ids to
 it and waits (:meth:`WorkerRuntime.run_job`).
 
-What the runtime adds around the run service's :meth:`~engine.service.RunService.recover`
-(the one way a queued run is executed or continued):
+What the runtime adds around the run service's front door (a job launches the run's
+continuation here, ``RunService.launch`` of a ``ContinueRun``, and follows it - the one
+way a queued run is executed or continued):
 
 - **Live events** go to the run's Redis stream (:class:`~workers.redis_bus.EventPublisher`);
   a continued run first removes what a crashed execution published past its last
@@ -28,8 +29,9 @@ What the runtime adds around the run service's :meth:`~engine.service.RunService
   or whose worker was a process of this host that no longer exists, wakes the recovery
   loop at once. A run the database shows ended - a stopped run among them - is only
   dropped from the set: it never runs again.
-- **Answers**: a paused run's job continues it with the answers the API left in Redis
-  (:meth:`~workers.redis_bus.RedisCommandChannel.send_answers`).
+- **Answers**: a paused run's job continues it with the answers stored in the run's
+  state before it was queued (``RunService.launch`` of a resume): one job verb for a new,
+  an answered or a crashed run.
 - **Knowledge bases**: ingestion jobs (:mod:`workers.rq.knowledge`) run the run
   service's knowledge service (:meth:`ingest_job`), and the sweeper also gives documents
   whose ingestion stopped to the queue again (at start, then every round).
@@ -51,6 +53,7 @@ from engine.ports import RunNotFound, RunOwned
 from engine.recovery import OrphanRecovery
 from engine.service import RunNotResumable, RunService
 from engine.settings import Settings
+from schemas.launch import ContinueRun, Placement
 from schemas.records import OwnerInfo, RunSummary
 from schemas.types import RunStatus
 
@@ -258,27 +261,36 @@ class WorkerRuntime:
         await self._untrack(run_id)
 
     async def _drive(self, service: RunService, tenant_id: str, run_id: str,
-                     track: "asyncio.Future[tuple[dict[str, Any], str | None] | None]", job_id: str = "",
+                     track: "asyncio.Future[Any]", job_id: str = "",
                      ) -> tuple[str, str | None, EventPublisher | None, list[Any]]:
         """Run it: ``(status, the stream's key when the run ended else None, the open
-        publisher, the events held back)`` (:meth:`_publish`). A new or crashed run is
-        recovered (taken over from a recovery that queued it for job ``job_id``); a paused
-        one is resumed with the answers the API left (known once ``track`` is done, which
-        only a paused run waits for)."""
+        publisher, the events held back)`` (:meth:`_publish`). The job is a door like any
+        other: it launches the continuation of the run here - a new, answered or crashed
+        run, from its stored state, taken over from a recovery that queued it for job
+        ``job_id`` - and follows it onto the run's stream. A job stopped while it follows
+        (RQ's timeout) stops the run: it ends ``cancelled``."""
+        take_over = handoff_id(job_id) if job_id else None
+        ticket = await service.launch(tenant_id, ContinueRun(run_id, take_over=take_over), Placement("inline"))
         try:
-            events = service.recover(tenant_id, run_id, take_over=handoff_id(job_id) if job_id else None)
-            status, publisher, held = await self._publish(events, tenant_id, run_id)
-        except RunNotResumable:
-            taken = await track
-            if taken is None:
-                raise
-            status, publisher, held = await self._publish(
-                service.resume(tenant_id, run_id, taken[0], message=taken[1]), tenant_id, run_id)
+            status, publisher, held = await self._publish(service.follow(tenant_id, run_id, ticket.after_seq),
+                                                          tenant_id, run_id)
+        except asyncio.CancelledError:
+            await asyncio.shield(self._stop_run(service, tenant_id, run_id))
+            raise
         commands = service.stores.commands
         if isinstance(commands, RedisCommandChannel):
             commands.forget(run_id)
         ended = status in ("succeeded", "failed", "cancelled")
         return status, (self.bus.key(tenant_id, run_id) if ended else None), publisher, held
+
+    @staticmethod
+    async def _stop_run(service: RunService, tenant_id: str, run_id: str) -> None:
+        """Stop the run this job executes and wait until it ended (a stop the run had ended
+        before is nothing to do)."""
+        with contextlib.suppress(Exception):
+            await service.cancel(tenant_id, run_id, "its job was stopped (job timeout)")
+            async for _event in service.follow(tenant_id, run_id):
+                pass
 
     async def _publish(self, events: Any, tenant_id: str,
                        run_id: str) -> tuple[str, EventPublisher | None, list[Any]]:
@@ -323,22 +335,16 @@ class WorkerRuntime:
         return f"{self.namespace}:executing"
 
     async def _track(self, tenant_id: str, run_id: str, queue: str, job_timeout: float,
-                     job_id: str = "") -> tuple[dict[str, Any], str | None] | None:
-        """Enter the executing set and take the answers left for the run (one round trip)."""
+                     job_id: str = "") -> None:
+        """Enter the executing set (one round trip)."""
         info = {"tenant": tenant_id, "queue": queue, "host": socket.gethostname(), "pid": os.getpid(),
                 "worker": self.name, "timeout": job_timeout, "job": job_id}
         self._executing[run_id] = info
-        commands = self.service.stores.commands if self.service is not None else None
         pipe = redis_client(self.bus.url).pipeline(transaction=False)
         pipe.zadd(self._set_key, {run_id: time.time() + self.settings.lease_ttl})
         pipe.hset(f"{self._set_key}:info", run_id, json.dumps(info))
-        if isinstance(commands, RedisCommandChannel):
-            pipe.getdel(commands.answers_key(run_id))
-        try:
-            results = await shielded(pipe.execute())
-        except Exception:  # noqa: BLE001 - Redis down: the renewal writes the set; answers wait
-            return None
-        return RedisCommandChannel.parse_answers(results[2], tenant_id) if len(results) > 2 else None
+        with contextlib.suppress(Exception):  # Redis down: the renewal writes the set
+            await shielded(pipe.execute())
 
     async def _write_tracking(self, run_id: str, info: dict[str, Any], deadline: float) -> None:
         client = redis_client(self.bus.url)

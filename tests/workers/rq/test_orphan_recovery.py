@@ -44,7 +44,7 @@ async def test_a_killed_workers_run_goes_to_the_front_of_the_queue_and_leaves_no
     async for api in open_api(deployment, recovery_concurrency=0):  # only the workers recover here
         orphan = (await api.start(gated(counter))).json()["run_id"]
         await asyncio.to_thread(counter.wait_for, "g")  # a finished (checkpointed); the gate is running on w1
-        watcher = asyncio.ensure_future(_collect(api.app.state.dispatch.watch("default", orphan)))
+        watcher = asyncio.ensure_future(_collect(api.service.watch("default", orphan)))
         waiting = [(await api.start(chain(f"later{i}", [post(f"r{i}", f"{counter.url}/hit/r{i}")]))).json()["run_id"]
                    for i in (2, 3)]  # queued behind the busy worker
         deployment.workers["w1"].send_signal(signal.SIGKILL)

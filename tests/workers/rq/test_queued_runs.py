@@ -125,14 +125,22 @@ async def test_an_unreachable_queue_is_a_503_and_the_stored_run_does_not_stay_pe
 
 
 async def test_agent_and_tool_call_workflows_are_queued_whatever_the_response_mode(deployment, api):
-    dispatch = api.app.state.dispatch
+    from engine.frontdoor import placed_on_queue
+    from schemas.launch import Placement
+
+    service = api.service
+
+    def queued(doc, mode, execution=None):
+        plan = service.compile(doc)
+        return placed_on_queue(service, plan, Placement(execution=execution, detached=mode == "async"))
+
     for name in ("tool_agent", "research_agent"):
         doc = json.loads((ROOT / "examples" / f"{name}.json").read_text())
-        assert dispatch.should_queue(doc, "blocking", {}) and dispatch.should_queue(doc, "streaming", {})
-        assert not dispatch.should_queue(doc, "blocking", {"X-Flowloom-Execution": "inline"})
+        assert queued(doc, "blocking") and queued(doc, "streaming")
+        assert not queued(doc, "blocking", "inline")
     hello = json.loads((ROOT / "examples" / "hello.json").read_text())
-    assert not dispatch.should_queue(hello, "blocking", {}) and not dispatch.should_queue(hello, "streaming", {})
-    assert dispatch.should_queue(hello, "async", {})
+    assert not queued(hello, "blocking") and not queued(hello, "streaming")
+    assert queued(hello, "async")
 
 
 async def test_a_streaming_request_for_a_queued_run_relays_its_events_from_the_bus(deployment, api, openai_server):
@@ -199,3 +207,21 @@ async def test_a_run_end_reaches_the_stream_only_once_the_database_has_it(deploy
             assert 0 < await redis_client(deployment.redis_url).ttl(key) <= 3600, "the ended run's stream expires"
     finally:
         runtime.stop()
+
+
+async def test_a_queued_resume_with_an_answer_that_fits_no_option_is_422_and_queues_nothing(deployment, api):
+    doc = json.loads((ROOT / "examples" / "order_confirm.json").read_text())
+    deployment.start_worker("w1")
+    run_id = (await api.start(doc, {"item": "tea"})).json()["run_id"]
+    assert await api.wait_status(run_id, {"paused", "failed", "succeeded"}) == "paused"
+    refused = await api.client.post(f"/v1/runs/{run_id}/resume", headers=api.auth, json={"answer": "maybe"})
+    assert refused.status_code == 422, refused.text
+    error = refused.json()["error"]
+    assert error["type"] == "invalid_answer" and "'maybe' is not one of: confirm (Confirm)" in error["message"]
+    assert Queue("flowloom-default", connection=Redis.from_url(deployment.redis_url)).count == 0
+    summary = await api.service.get("default", run_id)
+    assert summary.status.value == "paused" and len(summary.pending_interrupts) == 1, "the answer was not stored"
+    answered = await api.client.post(f"/v1/runs/{run_id}/resume", headers=api.auth, json={"answer": "Confirm"})
+    assert answered.status_code == 202, answered.text
+    assert await api.wait_status(run_id, {"succeeded", "failed", "cancelled"}) == "succeeded"
+    assert not Redis.from_url(deployment.redis_url).keys("flowloom:answers:*"), "answers travel in the run state"

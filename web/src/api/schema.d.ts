@@ -275,7 +275,9 @@ export interface paths {
          * Search the dataset (hit testing)
          * @description The hits a ``knowledge_retrieval`` node would get for this query: best first,
          *     ``score`` in [0, 1] with each recall pass's own in ``scores``. Semantic and hybrid
-         *     searches embed the query (tokens counted in the tenant's quota).
+         *     searches embed the query (tokens counted in the tenant's quota). 422 ``invalid_request``
+         *     naming ``rerank.model`` / ``rerank.llm`` when it is not a rerank / chat model of the
+         *     registry (checked before any model call).
          */
         post: operations["search_dataset_v1_datasets__dataset_id__search_post"];
         delete?: never;
@@ -524,8 +526,9 @@ export interface paths {
         put?: never;
         /**
          * Answer a paused run
-         * @description The run continues in the server with the answers (follow it at ``events_url``).
-         *     409 when the run is not paused or an interrupt is not pending.
+         * @description The run continues with the answers (follow it at ``events_url``). 409 when the run
+         *     is not paused or an interrupt is not pending; 422 when an answer does not fit its
+         *     question (not one of the options, a form field of the wrong type), naming what fits.
          */
         post: operations["resume_run_v1_runs__run_id__resume_post"];
         delete?: never;

@@ -1,0 +1,102 @@
+"""What a door asks of the run service's front door, and what it gets back.
+
+Every way into a run - the HTTP routes, the OpenAI-compatible endpoint, MCP tool calls,
+the CLI, a queue job - says what it wants as one of these records and hands it to
+``RunService.launch``; the answer is a :class:`RunTicket`. The records carry only what
+the person or client asked for; where the run executes is a :class:`Placement`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, Mapping
+
+from .types import RunStatus
+
+__all__ = ["ContinueRun", "LaunchRequest", "Placement", "RerunRun", "ResumeRun", "RunTicket", "StartRun"]
+
+
+@dataclass(frozen=True, slots=True)
+class StartRun:
+    """A new run of ``doc`` with ``inputs``.
+
+    In a chat (``chat_id``) whose run waits for exactly one answer, ``message`` answers
+    it instead (a chat turn: the paused run continues, no new run). ``history``
+    (``[{"role", "content"}]``, oldest first) is ``sys.history`` of a run without a chat.
+    ``run_id``: the new run's id (default: a fresh one).
+    """
+
+    doc: Mapping[str, Any]
+    inputs: Mapping[str, Any] = field(default_factory=dict)
+    chat_id: str | None = None
+    message: str | None = None
+    user_id: str | None = None
+    history: list[dict[str, Any]] | None = None
+    workflow_version: str | None = None
+    run_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ResumeRun:
+    """Answers to a paused run: ``answers`` (interrupt id -> answer), or one ``answer``
+    to the one pending interrupt (``interrupt_id`` names it when several are pending).
+    ``message``: in a chat, the text the person sent (stored as the next turn)."""
+
+    run_id: str
+    answers: Mapping[str, Any] | None = None
+    answer: Any = None
+    interrupt_id: str | None = None
+    message: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RerunRun:
+    """A new run of ``doc`` with the inputs of past run ``run_id``, reusing the past
+    run's node runs before ``node_id``."""
+
+    run_id: str
+    node_id: str
+    doc: Mapping[str, Any]
+    workflow_version: str | None = None
+    new_run_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ContinueRun:
+    """Execute a run already accepted: a queued new run, a paused run whose answers are
+    stored, or a run whose process died (from its last checkpoint). ``take_over``: an
+    owner id the run may be taken from while its lease runs (a recovery's placeholder
+    for the job that carries it)."""
+
+    run_id: str
+    take_over: str | None = None
+
+
+LaunchRequest = StartRun | ResumeRun | RerunRun | ContinueRun
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Where a run executes. ``execution``: ``inline`` (a task of this process) or
+    ``queued`` (a worker); None lets the deployment choose (queued when the caller does
+    not wait, ``detached``, or the workflow drives agents; inline without a queue).
+    ``priority``: the queue (``high``, ``default``, ``low``)."""
+
+    execution: Literal["inline", "queued"] | None = None
+    priority: str = "default"
+    detached: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class RunTicket:
+    """What a launch returns: the run, its chat, its status as of the launch, whether it
+    went to the queue (a worker executes it), whether it continues an existing run, and
+    ``after_seq``: the run's last event before this launch (following after it shows
+    this launch's events only; 0 for a new run)."""
+
+    run_id: str
+    chat_id: str | None
+    status: RunStatus
+    queued: bool = False
+    continued: bool = False
+    after_seq: int = 0
