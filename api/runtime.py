@@ -187,6 +187,8 @@ async def open_service(settings: Settings, *, knowledge_on_demand: bool = False)
     finally:
         with contextlib.suppress(Exception):
             await memory.close()
+        with contextlib.suppress(Exception):  # the model clients this loop opened, closed on it
+            await registry.aclose()
         if settings.redis_url:
             with contextlib.suppress(Exception):
                 await commands.close()  # type: ignore[union-attr]
