@@ -19,8 +19,8 @@ pytest_plugins = [
 ]
 
 # Subprocesses started at collection time inherit this too.
-for _name in [n for n in os.environ if n.startswith("FLOWLOOM_") and n != "FLOWLOOM_TEST_POSTGRES_URL"
-              and n != "FLOWLOOM_IMPORT_CORPUS"]:
+for _name in [n for n in os.environ if n.startswith("FLOWLOOM_")
+              and n not in ("FLOWLOOM_TEST_POSTGRES_URL", "FLOWLOOM_IMPORT_CORPUS", "FLOWLOOM_TEST_SEED")]:
     del os.environ[_name]
 
 
