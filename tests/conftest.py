@@ -24,6 +24,15 @@ for _name in [n for n in os.environ if n.startswith("FLOWLOOM_")
     del os.environ[_name]
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark slow every test that uses a browser, starts a process, a Redis or PostgreSQL
+    server, or is a benchmark (:mod:`tests.support.tiers`): ``pytest -m "not slow"`` is
+    the fast tier, whoever wrote the test."""
+    from tests.support.tiers import mark_slow_tests
+
+    mark_slow_tests(items)
+
+
 @pytest.fixture(autouse=True)
 def _flowloom_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch):
     """A fresh FLOWLOOM_HOME per test; the process settings are re-read."""
