@@ -55,11 +55,18 @@ def _under_tests(func: Any) -> bool:
     return bool(path) and Path(path).resolve().is_relative_to(TESTS)
 
 
+_VERDICTS: dict[types.CodeType, bool] = {}  # code of a test or fixture -> starts_processes (every test asks)
+
+
 def starts_processes(func: Callable[..., Any], depth: int = DEPTH, _seen: set[int] | None = None) -> bool:
     """True when ``func`` (a test, a fixture, a helper) names a way to start a process,
     itself or through functions of the test suite it calls (``depth`` calls deep)."""
     func = inspect.unwrap(func)
     code = getattr(func, "__code__", None)
+    if _seen is None and code is not None:
+        if code not in _VERDICTS:
+            _VERDICTS[code] = starts_processes(func, depth, set())
+        return _VERDICTS[code]
     seen = set() if _seen is None else _seen
     if code is None or id(code) in seen:
         return False
