@@ -14,6 +14,7 @@ import pytest
 import tests.cli.test_cli_interrupts as interrupts
 import tests.cli.test_mcp_cli as mcp_cli
 import tests.cli.test_run_refusals as refusals
+import tests.nodes.test_mcp_tools as mcp_tools
 from tests.support.tiers import slow_reason, starts_processes
 
 TESTS = Path(__file__).resolve().parent
@@ -37,6 +38,12 @@ def test_a_test_whose_fixture_starts_a_server_process_is_slow():
     assert slow_reason(Path(mcp_cli.__file__), ["http_url"], {}, None, [_raw(mcp_cli.http_url)]) == \
         "its fixture http_url starts a process"
     assert starts_processes(test), "and it runs the command itself"
+
+
+def test_a_test_giving_flowloom_a_python_command_to_start_is_slow():
+    """A stdio MCP server: the node starts it, from the command the test's helper names."""
+    test = mcp_tools.test_two_servers_listing_the_same_tool_name_need_a_prefix
+    assert slow_reason(Path(mcp_tools.__file__), ["tmp_path"], {}, test) == "starts a process"
 
 
 @pytest.mark.parametrize(("fixtures", "params", "reason"), [
@@ -65,13 +72,16 @@ def test_the_fast_tier_collects_none_of_them():
     """The real collection, as a developer runs it."""
     targets = ["tests/web", "tests/cli/test_cli_interrupts.py", "tests/cli/test_mcp_cli.py",
                "tests/api/test_openapi_schemathesis.py", "tests/workers/sql/test_store.py",
-               "tests/api/test_datasets.py", "tests/cli/test_run_refusals.py"]
+               "tests/api/test_datasets.py", "tests/engine/knowledge/test_ingestion.py",
+               "tests/nodes/test_mcp_tools.py", "tests/cli/test_run_refusals.py"]
     proc = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
                            "-m", "not slow", *targets], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = [line for line in proc.stdout.splitlines() if "::" in line]
-    assert {line.split("::")[0] for line in lines} == {"tests/cli/test_run_refusals.py", "tests/api/test_datasets.py",
-                                                        "tests/workers/sql/test_store.py"}, lines
-    # each runs on SQLite and on PostgreSQL: the SQLite runs only
+    assert {line.split("::")[0] for line in lines} == {
+        "tests/cli/test_run_refusals.py", "tests/api/test_datasets.py", "tests/workers/sql/test_store.py",
+        "tests/engine/knowledge/test_ingestion.py", "tests/nodes/test_mcp_tools.py"}, lines
+    assert not [line for line in lines if "stdio" in line], "the stdio MCP servers are processes"
+    # each runs on SQLite and on PostgreSQL (a fixture's params, or parametrize(indirect=True)): the SQLite runs only
     assert [line for line in lines if "[sqlite" in line]
     assert not [line for line in lines if "postgres" in line or "pgvector" in line]

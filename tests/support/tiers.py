@@ -11,9 +11,10 @@ inputs, long timeouts).
 
 What counts as "starts a process": the test function, the fixtures it uses, or the
 helpers of the test suite they call (followed a few calls deep, only functions defined
-under ``tests``) name ``subprocess``, ``Popen`` or asyncio's subprocess functions. Code
-that Flowloom itself runs (the code node's sandbox) is not followed: that cost is the
-feature under test and stays in the fast tier when it is quick.
+under ``tests``) name ``subprocess``, ``Popen``, asyncio's subprocess functions, or
+``sys.executable`` (a Python command handed to Flowloom to start: a stdio MCP server).
+Code that Flowloom itself runs (the code node's sandbox) is not followed: that cost is
+the feature under test and stays in the fast tier when it is quick.
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ SLOW_FIXTURES = frozenset({
 #: a parameter value naming one of these backends makes the test use it (``api_database_url[postgres]``)
 SLOW_BACKENDS = ("postgres", "pgvector", "redis")
 #: names whose use starts a process
-PROCESS_NAMES = frozenset({"subprocess", "Popen", "create_subprocess_exec", "create_subprocess_shell"})
+PROCESS_NAMES = frozenset({"subprocess", "Popen", "create_subprocess_exec", "create_subprocess_shell",
+                           "executable"})  # sys.executable: a Python command for Flowloom to start (stdio MCP)
 DEPTH = 4
 
 
@@ -124,10 +126,11 @@ def mark_slow_tests(items: list[Any]) -> None:
         callspec = getattr(item, "callspec", None)
         definitions = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
         fixture_functions = [defs[-1].func for defs in definitions.values() if defs]
-        # the parameters of parametrized fixtures (``@pytest.fixture(params=...)``) choose a
-        # backend; a test's own ``parametrize`` values are data
+        # the parameters of fixtures (``@pytest.fixture(params=...)``, or ``parametrize(...,
+        # indirect=True)``) choose a backend; a test's own ``parametrize`` values are data
         backends = {name: value for name, value in (callspec.params.items() if callspec else ())
-                    if definitions.get(name) and definitions[name][-1].params is not None}
+                    if definitions.get(name) and getattr(definitions[name][-1].func, "__name__", "")
+                    != "get_direct_param_fixture_func"}
         reason = slow_reason(Path(str(item.path)), item.fixturenames, backends, getattr(item, "function", None),
                              fixture_functions)
         if reason is not None:
