@@ -241,6 +241,8 @@ async def open_deployment(settings: Settings, *, knowledge_on_demand: bool = Fal
     finally:
         with contextlib.suppress(Exception):
             await memory.close()
+        with contextlib.suppress(Exception):  # the model clients this loop opened, closed on it
+            await registry.aclose()
         if commands is not None:
             with contextlib.suppress(Exception):
                 await commands.close()

@@ -28,6 +28,7 @@ from schemas.types import NodeRunStatus, RunStatus
 from .answers import AnswerStream
 from .compiler import CompiledPlan
 from .errors import FlowloomError
+from .plain_errors import did_you_mean
 from .scheduler import _id_part  # the one spelling of node run ids (escaped node ids)
 
 __all__ = ["RerunRefused", "durable", "seed_rerun"]
@@ -57,7 +58,8 @@ def _check_target(plan: CompiledPlan, old: RunState, node_id: str) -> None:
             raise RerunRefused(f"node {node_id!r} is inside {container!r}: a rerun starts at a top-level node; "
                                f"rerun from {container!r} instead")
         known = ", ".join(sorted(plan.nodes)[:20])
-        raise RerunRefused(f"no node {node_id!r} in the workflow (its nodes: {known})")
+        raise RerunRefused(f"no node {node_id!r} in the workflow{did_you_mean(node_id, plan.nodes)} "
+                           f"(its nodes: {known})")
     past = old.node_runs.get(node_id)
     if past is None or past.loop_id is not None or past.status is NodeRunStatus.skipped:
         how = "was skipped" if past is not None and past.status is NodeRunStatus.skipped else "did not run"

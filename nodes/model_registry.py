@@ -504,18 +504,59 @@ class ModelRegistry:
                 base_url=provider.base_url,
                 max_retries=0,  # call_llm owns retries (only before any token was streamed)
                 timeout=openai.Timeout(None, connect=CONNECT_TIMEOUT),  # call_llm owns the idle timeout
+                http_client=_own_loop_http_client(),
             )
             clients[cache_key] = client
         return client
 
     async def aclose(self) -> None:
-        """Close the clients opened on the running loop (tests and shutdown)."""
+        """Close the clients opened on the running loop (tests and shutdown: whoever owns a
+        loop closes its clients before the loop ends, see :func:`_own_loop_http_client`)."""
         try:
             clients = self._clients.pop(asyncio.get_running_loop(), {})
         except RuntimeError:
             clients = {}
         for client in clients.values():
             await client.close()
+
+
+_OWN_LOOP_CLIENT: list[type] = []  # the class, made on first use (openai is imported late)
+
+
+def _own_loop_http_client() -> Any:
+    """The SDK's default HTTP client, except when it is garbage-collected unclosed: then it
+    is closed only on the loop it was made on, never on another.
+
+    The SDK's own client schedules its ``aclose`` on whatever loop is running in the thread
+    that collects it. Its connections belong to the loop that opened them: when that loop
+    has ended and the collection happens in another thread's loop (a server's, a test's),
+    the close fails there with "Event loop is closed" (logged as "Task exception was
+    never retrieved", in the middle of that loop's work). A client whose loop has ended
+    is dropped instead: its sockets close with it.
+    """
+    if not _OWN_LOOP_CLIENT:
+        import openai
+
+        class OwnLoopClient(openai.DefaultAsyncHttpxClient):  # type: ignore[misc, valid-type]
+            def __init__(self, **kwargs: Any) -> None:
+                try:
+                    self._owner: weakref.ref[Any] | None = weakref.ref(asyncio.get_running_loop())
+                except RuntimeError:
+                    self._owner = None
+                super().__init__(**kwargs)
+
+            def __del__(self) -> None:
+                if self.is_closed or self._owner is None:
+                    return
+                try:
+                    running = asyncio.get_running_loop()
+                except RuntimeError:
+                    return  # no loop here: nothing can be awaited
+                if running is self._owner() and not running.is_closed():
+                    running.create_task(self.aclose())
+
+        _OWN_LOOP_CLIENT.append(OwnLoopClient)
+    return _OWN_LOOP_CLIENT[0]()
 
 
 def _expand(value: Any, env: Mapping[str, str], where: str, source: str) -> Any:

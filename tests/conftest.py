@@ -19,9 +19,18 @@ pytest_plugins = [
 ]
 
 # Subprocesses started at collection time inherit this too.
-for _name in [n for n in os.environ if n.startswith("FLOWLOOM_") and n != "FLOWLOOM_TEST_POSTGRES_URL"
-              and n != "FLOWLOOM_IMPORT_CORPUS"]:
+for _name in [n for n in os.environ if n.startswith("FLOWLOOM_")
+              and n not in ("FLOWLOOM_TEST_POSTGRES_URL", "FLOWLOOM_IMPORT_CORPUS", "FLOWLOOM_TEST_SEED")]:
     del os.environ[_name]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark slow every test that uses a browser, starts a process, a Redis or PostgreSQL
+    server, or is a benchmark (:mod:`tests.support.tiers`): ``pytest -m "not slow"`` is
+    the fast tier, whoever wrote the test."""
+    from tests.support.tiers import mark_slow_tests
+
+    mark_slow_tests(items)
 
 
 @pytest.fixture(autouse=True)

@@ -249,24 +249,42 @@ class TerminalView:
         self.titles = titles or {}
         self.results = results
         self.endings = endings
+        self._event: Any = None  # the event being shown
         self._mid_line = False  # streamed text left the cursor mid-line
+        self._streaming: str | None = None  # the node run whose text left it there
+        self._held: list[Text] = []  # progress lines of other node runs, shown when that line ends
 
     def show(self, event: Any) -> None:
         handler = getattr(self, f"_on_{event.type}", None)
         if handler is not None:
+            self._event = event
             handler(event)
 
     def close(self) -> None:
         self._newline()
 
     def _newline(self) -> None:
+        """End the open answer line, then show the progress lines held while it was open."""
         if self._mid_line:
             self.console.print()
             self._mid_line = False
+        self._streaming = None
+        held, self._held = self._held, []
+        for text in held:
+            self.console.print(text)
 
     def _line(self, *parts: str | tuple[str, str]) -> None:
+        """A progress line. While a node's streamed answer line is open, a line about
+        another node run (a parallel branch) is held until that line ends: printed there
+        it would cut a sentence in two (``... (case: `` / four progress lines /
+        ``invalid)``). The streaming node's own lines and the run's lines end it."""
+        text = Text.assemble(*parts)
+        node_run = getattr(self._event, "node_run_id", None)
+        if self._mid_line and node_run is not None and node_run != self._streaming:
+            self._held.append(text)
+            return
         self._newline()
-        self.console.print(Text.assemble(*parts))
+        self.console.print(text)
 
     def _on_run_started(self, event: Any) -> None:
         self._line(("run ", "bold"), event.run_id, f"  workflow {event.workflow_id}")
@@ -283,8 +301,15 @@ class TerminalView:
         self._line(("  ▶ ", "cyan"), (self._name(event), "bold"), f" [{event.kind}] started{attempt}")
 
     def _on_node_delta(self, event: Any) -> None:
-        self.console.print(Text(event.text, style="dim italic" if event.channel == "reasoning" else ""), end="")
-        self._mid_line = not event.text.endswith("\n")
+        style = "dim italic" if event.channel == "reasoning" else ""
+        whole, newline, rest = event.text.rpartition("\n")
+        if newline:  # the open line ends here: what was held follows it, then the rest
+            self.console.print(Text(whole + newline, style=style), end="")
+            self._mid_line = False
+            self._newline()
+        if rest:
+            self.console.print(Text(rest, style=style), end="")
+            self._mid_line, self._streaming = True, event.node_run_id
 
     def _on_node_finished(self, event: Any) -> None:
         status = str(event.status)

@@ -1,11 +1,13 @@
 """``flowloom mcp tools SERVER``: the tools an MCP server lists, as a tool node would see them.
 
-``SERVER`` is a Streamable HTTP endpoint (``https://host/mcp``; reached through the
-same address policy as the HTTP node, so loopback and private hosts need
-``FLOWLOOM_HTTP_ALLOW``) or, with ``--stdio``, a command started as a stdio server
-(``flowloom mcp tools --stdio -- python server.py``; the person at the terminal chose
-it, so ``FLOWLOOM_MCP_ALLOW_STDIO`` - which guards commands named by workflows - is not
-needed here). ``--header 'Name: value'`` is sent with every request: a literal value
+``SERVER`` is a Streamable HTTP endpoint (``https://host/mcp``) or, with ``--stdio``, a
+command started as a stdio server (``flowloom mcp tools --stdio -- python server.py``).
+The person at the terminal chose the server, and could reach it with any other tool
+from the same shell: the guards against what *workflows* name do not apply to it. Its
+host may be loopback or private without ``FLOWLOOM_HTTP_ALLOW`` (a Flowloom server on
+127.0.0.1, a server on the LAN), and a stdio command needs no
+``FLOWLOOM_MCP_ALLOW_STDIO``. Only the typed host is let through: any other address the
+connection is sent to (a redirect) goes through the HTTP node's address policy. ``--header 'Name: value'`` is sent with every request: a literal value
 (``-H 'Authorization: Bearer fl_...'``: typed here, stored nowhere) or
 ``{{secret:NAME}}`` references (``FLOWLOOM_SECRET_NAME``); values are never printed back. Each tool is printed with the risk a node gives it (``read`` for
 ``readOnlyHint``, ``write`` for ``destructiveHint``, else ``unknown``, confirmed as a
@@ -77,6 +79,17 @@ def _as_secret(value: str, index: int) -> str:
     return f"{{{{secret:{name}}}}}"
 
 
+def _typed_server_allowed(current: Any, target: list[str], stdio: bool) -> Any:
+    """``current`` settings letting this command reach the server typed on the command line
+    (module docstring): its stdio command, or its URL's host added to ``http_allow``."""
+    from urllib.parse import urlsplit
+
+    if stdio:
+        return current.model_copy(update={"mcp_allow_stdio": True})
+    host = urlsplit(target[0]).hostname  # validated as an http(s) URL with a host by _server
+    return current.model_copy(update={"http_allow": [*current.http_allow, host]}) if host else current
+
+
 def _row(tool: Any) -> tuple[str, str, str]:
     from nodes.mcp_tools import mcp_risk
 
@@ -99,7 +112,7 @@ def tools(
     from nodes.mcp_tools import list_server_tools, mcp_risk
 
     server = _server(target, header or [], stdio).model_copy(update={"connect_timeout": timeout})
-    chosen = settings().model_copy(update={"mcp_allow_stdio": True}) if stdio else settings()
+    chosen = _typed_server_allowed(settings(), target, stdio)
     try:
         found = asyncio.run(list_server_tools(server, chosen))
     except NodeFailed as exc:

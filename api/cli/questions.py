@@ -4,16 +4,16 @@ say how to answer it later with ``flowloom resume``."""
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from rich.text import Text
 
-from .common import err
+from .common import abort, err
 
 if TYPE_CHECKING:  # annotations only: importing schemas builds every pydantic model (not needed by --help)
     from schemas.run import Interrupt
 
-__all__ = ["answer_hint", "ask", "show_question"]
+__all__ = ["answer_hint", "ask", "refuse_without_answer", "show_question"]
 
 
 def _read_line(prompt: str) -> str | None:
@@ -73,3 +73,18 @@ def ask(interrupt: Interrupt) -> Any | None:
     for option in payload.get("options", []):
         console.print(Text(f"  [{option['id']}] {option['label']}"))
     return _read_line("answer: ")
+
+
+def refuse_without_answer(run_id: str, pending: list[Interrupt]) -> NoReturn:
+    """``flowloom resume RUN_ID`` of a paused run without ``--answer``: the questions, then
+    one message saying the answer is missing and the command that gives it; exit 2.
+
+    Not the pause report of ``run`` ("continue with: ...") followed by a refusal: read
+    together, the two told the reader to run the very command that was just refused.
+    """
+    for interrupt in pending:
+        show_question(interrupt)
+    which = f" --interrupt {pending[0].id}" if len(pending) > 1 else ""
+    hint = answer_hint(pending[0]) if pending else "--answer TEXT"
+    abort("cannot resume without an answer:", [f"run {run_id} is paused on a question; answer it with: "
+                                               f"flowloom resume {run_id}{which} {hint}"])

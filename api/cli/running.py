@@ -48,7 +48,8 @@ from .common import (
     source_label,
     terminal_view,
 )
-from .questions import answer_hint, ask, show_question
+from .deployment import refuse_what_is_missing
+from .questions import answer_hint, ask, refuse_without_answer, show_question
 
 __all__ = ["cancel", "load_workflow", "recover", "resume", "run"]
 
@@ -373,6 +374,7 @@ def run(
     assert doc is not None
     values = _gather_inputs(plan, inputs or [], inputs_file)
     titles = node_titles(doc)
+    refuse_what_is_missing(doc, titles)
     view: View = JsonView() if as_json else terminal_view(titles)
     # Workflows used as tools are looked up next to FILE too, wherever the command runs from.
     current = settings()
@@ -430,8 +432,7 @@ def resume(
         view_holder.append(view)
         if summary.status.value == "paused":
             if answer is None:
-                report_end(summary, True, titles)
-                abort("cannot resume:", [f"run {run_id} is paused: give the answer with --answer"])
+                refuse_without_answer(run_id, _interrupts(summary))
             answers = bind_single_answer(summary, answer, interrupt)
             ticket = await _answer(service, summary, answers) if not no_input else await _answer_once(
                 service, summary, answers)

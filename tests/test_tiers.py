@@ -1,0 +1,87 @@
+"""The fast tier (``pytest -m "not slow"``) leaves out what costs seconds whatever the test:
+browsers, processes, Redis and PostgreSQL servers, benchmarks - decided for every test by
+``tests/conftest.py`` (:mod:`tests.support.tiers`), so a new test lands in its tier by
+what it uses."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import tests.cli.test_cli_interrupts as interrupts
+import tests.cli.test_mcp_cli as mcp_cli
+import tests.cli.test_run_refusals as refusals
+import tests.nodes.test_mcp_tools as mcp_tools
+from tests.support.tiers import slow_reason, starts_processes
+
+TESTS = Path(__file__).resolve().parent
+ROOT = TESTS.parent
+
+
+def _raw(fixture):
+    """The function behind a ``@pytest.fixture`` (what pytest's fixture definition calls)."""
+    return fixture.__wrapped__
+
+
+def test_a_test_starting_the_command_through_a_helper_is_slow():
+    test = interrupts.test_run_prompts_on_the_terminal_and_continues
+    assert starts_processes(test), "it calls flowloom(), which runs the console script"
+    assert slow_reason(Path(interrupts.__file__), ["store_env"], {"store_env": "embedded"}, test) == \
+        "starts a process"
+
+
+def test_a_test_whose_fixture_starts_a_server_process_is_slow():
+    test = mcp_cli.test_the_loopback_server_typed_by_the_operator_is_listed_without_the_allow_setting
+    assert slow_reason(Path(mcp_cli.__file__), ["http_url"], {}, None, [_raw(mcp_cli.http_url)]) == \
+        "its fixture http_url starts a process"
+    assert starts_processes(test), "and it runs the command itself"
+
+
+def test_a_test_giving_flowloom_a_python_command_to_start_is_slow():
+    """A stdio MCP server: the node starts it, from the command the test's helper names."""
+    test = mcp_tools.test_two_servers_listing_the_same_tool_name_need_a_prefix
+    assert slow_reason(Path(mcp_tools.__file__), ["tmp_path"], {}, test) == "starts a process"
+
+
+@pytest.mark.parametrize(("fixtures", "params", "reason"), [
+    (["make_postgres_database"], {}, "uses the fixture make_postgres_database"),
+    (["redis_url", "tmp_path"], {}, "uses the fixture redis_url"),
+    (["api_database_url"], {"api_database_url": "postgres"}, "runs with api_database_url=postgres"),
+    (["store_env"], {"store_env": "postgres+redis"}, "runs with store_env=postgres+redis"),
+    (["knowledge_url"], {"knowledge_url": "pgvector"}, "runs with knowledge_url=pgvector"),
+])
+def test_postgres_and_redis_make_a_test_slow(fixtures, params, reason):
+    assert slow_reason(TESTS / "api" / "test_x.py", fixtures, params, lambda: None) == reason
+
+
+@pytest.mark.parametrize("directory", ["web", "bench", "workers/rq"])
+def test_browser_benchmark_and_worker_directories_are_slow(directory):
+    assert slow_reason(TESTS / directory / "test_x.py", [], {}, lambda: None) == f"in tests/{directory}"
+
+
+def test_an_in_process_command_test_on_sqlite_is_fast():
+    test = refusals.test_resume_of_a_paused_run_without_an_answer_says_so_once
+    assert not starts_processes(test)
+    assert slow_reason(Path(refusals.__file__), ["tmp_path"], {"api_database_url": "sqlite"}, test) is None
+
+
+def test_the_fast_tier_collects_none_of_them():
+    """The real collection, as a developer runs it."""
+    targets = ["tests/web", "tests/cli/test_cli_interrupts.py", "tests/cli/test_mcp_cli.py",
+               "tests/api/test_openapi_schemathesis.py", "tests/workers/sql/test_store.py",
+               "tests/api/test_datasets.py", "tests/engine/knowledge/test_ingestion.py",
+               "tests/nodes/test_mcp_tools.py", "tests/cli/test_run_refusals.py"]
+    proc = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                           "-m", "not slow", *targets], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = [line for line in proc.stdout.splitlines() if "::" in line]
+    assert {line.split("::")[0] for line in lines} == {
+        "tests/cli/test_run_refusals.py", "tests/api/test_datasets.py", "tests/workers/sql/test_store.py",
+        "tests/engine/knowledge/test_ingestion.py", "tests/nodes/test_mcp_tools.py"}, lines
+    assert not [line for line in lines if "stdio" in line], "the stdio MCP servers are processes"
+    # each runs on SQLite and on PostgreSQL (a fixture's params, or parametrize(indirect=True)): the SQLite runs only
+    assert [line for line in lines if "[sqlite" in line]
+    assert not [line for line in lines if "postgres" in line or "pgvector" in line]
