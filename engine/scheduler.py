@@ -29,7 +29,11 @@ Algorithm (the engine's contract; README "Scheduling rules"):
    far stays in the state. The cancellation token cancels running nodes the same way.
 7. The run state is checkpointed (``RunDeps.checkpoint``) after every node resolves,
    before its successors start, with the node runs changed since the previous
-   checkpoint (:class:`~engine.ports.CheckpointDelta`). Edge statuses are not part of
+   checkpoint (:class:`~engine.ports.CheckpointDelta`) - except after a node of a kind
+   the catalog marks ``pure`` (no effect outside the run, so recomputing it is
+   harmless): its node run rides on the next checkpoint (of a node with effects, of a
+   pause, or of the run's end), and a run restored after a crash runs it again. A run
+   of pure nodes only is thus stored once, at its end. Edge statuses are not part of
    a checkpoint: a restored run derives them from its node runs (:func:`derive_edges`).
 8. A node may raise an interrupt (a question for a person): it waits, its outgoing
    edges stay pending, other branches go on; when nothing can run the run is
@@ -126,6 +130,8 @@ class Scheduler:
         self._dirty: dict[str, None] = {}
         self._history_saved = len(state.history)
         self._output_bytes = 0  # bytes of node outputs in this run so far (root scheduler only)
+        # kinds whose node runs need no checkpoint of their own (rule 7)
+        self._pure = plan.catalog.pure if plan.catalog is not None else frozenset()
         #: the answer stream of this scope (engine/answers.py); None when nothing here is streamed
         self.answer_stream: AnswerStream | None = None
         self._parent_stream: AnswerStream | None = None  # the enclosing scope's, for a nested run
@@ -448,7 +454,8 @@ class Scheduler:
             self._resolve_edges(node_plan, handles, ready)
         if ready:
             self._ready.update(dict.fromkeys(ready))
-        await self._checkpoint()
+        if node.type not in self._pure or node_plan.members:  # rule 7; a loop region holds other nodes
+            await self._checkpoint()
         return ready
 
     async def _attempt(self, node_plan: NodePlan, ctx: NodeContext) -> NodeResult:

@@ -319,6 +319,37 @@ def test_state_checkpoints_after_each_node_and_resumes_in_fresh_scheduler():
     assert final.seq > seq_before, "sequence numbers continue after a restore"
 
 
+def test_pure_nodes_ride_on_the_next_checkpoint_and_are_recomputed_after_a_restore():
+    """Rule 7: a template or an answer (pure kinds) takes no checkpoint of its own; a node
+    with effects (the probe) is stored, with the pure node runs before it, before its
+    successors start; a run restored from that checkpoint recomputes only what came after."""
+    greet = node("greet", "template", {"template": "Hello, {{ who }}!", "variables": [
+        {"name": "who", "value": {"ref": "inputs.name"}, "type": "string"}]})
+    shout = node("shout", "template", {"template": "{{ v }}!", "variables": [
+        {"name": "v", "value": {"ref": "greet.output"}, "type": "string"}]})
+    say = node("say", "answer", {"text": "{{ shout.output }}"})
+    doc = {**build([greet, probe("effect", value=1), shout, say], chain_edges("start", "greet", "effect", "shout", "say")),
+           "inputs": [{"name": "name", "type": "string", "required": False, "default": "Ada"}]}
+    plan = compile_workflow(doc)
+    taken: list[tuple[str, list[str], str]] = []
+
+    def checkpoint(state: RunState, delta) -> None:
+        taken.append((str(state.status), list(delta.node_ids), state.model_dump_json()))
+
+    fake_nodes.CALLS.clear()
+    final = asyncio.run(run_workflow(plan, {}, deps=RunDeps(checkpoint=checkpoint)))
+    assert final.status == "succeeded" and final.answer == "Hello, Ada!!"
+    assert [(status, ids) for status, ids, _ in taken] == [
+        ("running", ["start", "greet", "effect"]), ("succeeded", ["shout", "say"])]
+    restored = RunState.model_validate_json(taken[0][2])
+    restored.edges = {}
+    fake_nodes.CALLS.clear()
+    again = asyncio.run(resume_run(plan, restored))
+    assert again.status == "succeeded" and again.answer == "Hello, Ada!!"
+    assert fake_nodes.CALLS == {}, "the stored node with effects is not run again"
+    assert again.node_runs["shout"].outputs == {"output": "Hello, Ada!!"}
+
+
 def test_run_state_round_trips_through_json():
     state, _ = run_sync(build([probe("a", value={"k": [1, 2]})], [edge("start", "a")]))
     again = RunState.model_validate_json(state.model_dump_json())
@@ -393,4 +424,18 @@ def test_edges_derived_from_node_runs_equal_the_live_edges_at_every_checkpoint()
     for x in (0, 5):
         final = asyncio.run(run_workflow(plan, {"x": x}, deps=RunDeps(checkpoint=checkpoint)))
         assert final.status == "succeeded"
-    assert seen >= 10
+    assert seen >= 8  # start and if_else are pure: their node runs ride on the next checkpoint
+
+
+def test_built_in_pure_kinds_are_those_without_effects_outside_the_run():
+    """Only kinds that change nothing outside the run skip their own checkpoint: a model,
+    an HTTP request, code, a tool, a question to a person, a loop (its body may hold any
+    of those) are stored before their successors start."""
+    from nodes.catalog import builtin_catalog
+
+    catalog = builtin_catalog()
+    assert catalog.pure == {"start", "answer", "end", "if_else", "template", "variable_update", "variable_aggregator",
+                            "loop_break", "unsupported"}
+    for kind in ("chat", "classify_question", "extract_fields", "query_extension", "knowledge_retrieval", "code",
+                 "http_request", "tool_call", "agent", "user_select", "form_input", "iteration", "loop"):
+        assert kind not in catalog.pure, kind
