@@ -5,11 +5,13 @@
 :mod:`workers.sql.tables`. It keeps one connection and serializes its use with an
 asyncio lock (a connection runs one statement at a time; SQLite has one writer anyway).
 
-Checkpoints are the hot path (one per finished node): the run row (conditional on the
-owner), the changed node runs, the flip of a node's previous latest run when a loop round
-replaced it, and the step's durable events commit in one transaction, written on the
-driver connection in one call (:mod:`workers.sql.checkpoint`), with no read before the
-write. Which node run is the latest of each node is remembered per run after the first
+Checkpoints are the hot path (one per finished node with effects, and one at a run's
+end): the run row (conditional on the owner), the changed node runs, the flip of a
+node's previous latest run when a loop round replaced it, and the step's durable events
+commit in one transaction, written on the driver connection in one call
+(:mod:`workers.sql.checkpoint`), with no read before the write. The checkpoints of
+concurrent runs that are ready together share that transaction (group commit,
+:mod:`workers.sql.group`). Which node run is the latest of each node is remembered per run after the first
 checkpoint (the store that writes a run owns it, so nobody else changes those rows
 meanwhile).
 """
@@ -38,6 +40,7 @@ from schemas.types import RunStatus
 from .checkpoint import (CheckpointWrite, PostgresCheckpointWriter, SqliteCheckpointWriter, _dumps, _raw_connection,
                          event_rows)
 from .connect import make_engine, mask_url, normalize_url, store_errors
+from .group import CheckpointJob, GroupCommit
 from .migrate import migrate_connection
 from .rows import (ENDED, message_from_row, message_row, node_run_from_row, node_run_row, owner_from_row,
                    run_columns, state_from_row, summary_from_row)
@@ -201,6 +204,7 @@ class SqlStore:
         self._lock = asyncio.Lock()
         self._sql = _Statements(self.backend)
         self._writer = SqliteCheckpointWriter() if self.backend == "sqlite" else PostgresCheckpointWriter()
+        self._group = GroupCommit(self._flush_checkpoints)
         self._index: OrderedDict[str, _NodeIndex] = OrderedDict()
         self._docs: OrderedDict[tuple[str, str], None] = OrderedDict()  # (tenant, hash) stored by this store
 
@@ -338,44 +342,93 @@ class SqlStore:
         """Commit the run row, the node runs named by ``delta`` and ``events`` (the step's
         durable events; ``node_delta`` ones skipped, seqs already stored ignored) in one
         transaction; with ``release`` the same UPDATE gives the run up (as :meth:`release`).
+        Checkpoints of other runs that are ready at the same time share the transaction
+        (group commit, :mod:`workers.sql.group`); each run's write stays all or nothing.
 
         With ``owner_id`` the write happens only while that owner holds the run (the
         lease itself is renewed by :meth:`renew`); raises LeaseLost otherwise. Without
         it, raises RunNotFound when the run does not exist for the state's tenant. In
         both cases nothing is written.
         """
-        async with self._lock:
-            with store_errors(self.url):
-                conn = await self._connection()
-                index = self._index.get(state.run_id)
-                if index is None:
-                    async with conn.begin():
-                        index = await self._load_index(conn, state.run_id)
-                values = run_columns(state)
-                indexed = tuple(values[name] for name in _INDEXED)
-                if indexed == index.indexed:
-                    for name in _INDEXED:
-                        del values[name]
-                if release:
-                    values.update(_RELEASED)
-                write = CheckpointWrite(state.run_id, state.tenant_id, owner_id, values)
-                write.node_rows, current, added = self._node_rows(state, index, delta.node_ids, delta.history_from)
-                write.flips = [(node_id, keep) for node_id, keep in current.items()
-                               if index.current.get(node_id, keep) != keep]
-                write.events = event_rows(state.tenant_id, state.run_id, events)
-                try:
-                    matched = await self._writer.write(conn, write)
-                except BaseException:  # committed or not: learn the latest runs from the rows next time
-                    self._index.pop(state.run_id, None)
-                    raise
-                if matched:
-                    index.apply(current, added)
-                    index.indexed = indexed
-                    self._remember(state.run_id, index, ended=release or str(state.status) in ENDED)
+        await self._group.submit(CheckpointJob(state, delta, owner_id, events, release))
+
+    async def _build_write(self, conn: AsyncConnection, job: CheckpointJob) -> tuple[Any, ...]:
+        """The write of ``job`` and what to remember once it committed."""
+        state = job.state
+        index = self._index.get(state.run_id)
+        if index is None:
+            async with conn.begin():
+                index = await self._load_index(conn, state.run_id)
+        values = run_columns(state)
+        indexed = tuple(values[name] for name in _INDEXED)
+        if indexed == index.indexed:
+            for name in _INDEXED:
+                del values[name]
+        if job.release:
+            values.update(_RELEASED)
+        write = CheckpointWrite(state.run_id, state.tenant_id, job.owner_id, values)
+        write.node_rows, current, added = self._node_rows(state, index, job.delta.node_ids, job.delta.history_from)
+        write.flips = [(node_id, keep) for node_id, keep in current.items()
+                       if index.current.get(node_id, keep) != keep]
+        write.events = event_rows(state.tenant_id, state.run_id, job.events)
+        return job, write, index, current, added, indexed
+
+    def _settle(self, built: tuple[Any, ...], matched: bool) -> None:
+        job, _write, index, current, added, indexed = built
+        state = job.state
         if not matched:
-            if owner_id is not None:
-                raise LeaseLost(f"run {state.run_id} is no longer owned by {owner_id}")
-            raise RunNotFound(f"no run {state.run_id} for tenant {state.tenant_id!r}")
+            job.settle(LeaseLost(f"run {state.run_id} is no longer owned by {job.owner_id}") if job.owner_id is not None
+                       else RunNotFound(f"no run {state.run_id} for tenant {state.tenant_id!r}"))
+            return
+        index.apply(current, added)
+        index.indexed = indexed
+        self._remember(state.run_id, index, ended=job.release or str(state.status) in ENDED)
+        job.settle()
+
+    async def _flush_checkpoints(self, batch: list[CheckpointJob]) -> None:
+        """Write ``batch`` (at most one checkpoint per run) in one transaction and settle
+        each job. When that transaction fails, each checkpoint is written alone, so a
+        fault of one run's write fails that run only."""
+        async with self._lock:
+            try:
+                with store_errors(self.url):
+                    conn = await self._connection()
+            except Exception as error:  # noqa: BLE001 - every job gets it
+                for job in batch:
+                    job.settle(error)
+                return
+            built = []
+            for job in batch:
+                if job.future.done():  # its caller was cancelled while the batch waited: nothing of it
+                    continue
+                try:
+                    with store_errors(self.url):
+                        built.append(await self._build_write(conn, job))
+                except Exception as error:  # noqa: BLE001 - this job's caller raises it
+                    job.settle(error)
+            if not built:
+                return
+            try:
+                with store_errors(self.url):
+                    matched = await self._writer.write_many(conn, [item[1] for item in built])
+            except Exception as error:  # noqa: BLE001 - retried alone below, or given to the caller
+                for item in built:  # committed or not: learn the latest runs from the rows next time
+                    self._index.pop(item[0].state.run_id, None)
+                if len(built) == 1:
+                    built[0][0].settle(error)
+                    return
+                for item in built:
+                    try:
+                        with store_errors(self.url):
+                            alone = await self._writer.write(conn, item[1])
+                    except Exception as single:  # noqa: BLE001 - this job's caller raises it
+                        self._index.pop(item[0].state.run_id, None)
+                        item[0].settle(single)
+                    else:
+                        self._settle(item, alone)
+                return
+            for item, ok in zip(built, matched):
+                self._settle(item, ok)
 
     def _node_rows(self, state: RunState, index: _NodeIndex, node_ids: Sequence[str],
                    history_from: int) -> tuple[list[dict[str, Any]], dict[str, str], dict[str, int]]:
