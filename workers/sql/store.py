@@ -73,6 +73,11 @@ _INDEXED = ("status", "chat_id")
 _RELEASED = {"owner_id": None, "owner_host": None, "owner_pid": None, "lease_until": None}
 #: workflow documents a store remembers having stored (oldest dropped first)
 _DOCS_LIMIT = 4096
+#: ended runs whose rows a store remembers for their first detail read (oldest dropped first)
+_ENDED_LIMIT = 256
+#: the ``runs`` columns only :meth:`SqlStore.create_run` writes
+_CREATED = ("run_id", "tenant_id", "workflow_id", "workflow_version", "workflow_hash", "created_at", "tokens_in",
+            "tokens_out", "cost", "owner_id", "owner_host", "owner_pid", "lease_until")
 
 
 class _NodeIndex:
@@ -80,12 +85,14 @@ class _NodeIndex:
     (insertion order of ``RunState.node_runs``) and the committed values of the indexed
     run columns (``_INDEXED``; None: not known)."""
 
-    __slots__ = ("current", "positions", "indexed")
+    __slots__ = ("current", "positions", "indexed", "created")
 
     def __init__(self) -> None:
         self.current: dict[str, str] = {}
         self.positions: dict[str, int] = {}
         self.indexed: tuple[Any, ...] | None = None
+        #: the ``runs`` columns :meth:`SqlStore.create_run` wrote (None: another store created the run)
+        self.created: dict[str, Any] | None = None
 
     def apply(self, current: dict[str, str], added: dict[str, int]) -> None:
         """Record committed node runs (``current``) and the positions of nodes new to the run."""
@@ -206,6 +213,8 @@ class SqlStore:
         self._writer = SqliteCheckpointWriter() if self.backend == "sqlite" else PostgresCheckpointWriter()
         self._group = GroupCommit(self._flush_checkpoints)
         self._index: OrderedDict[str, _NodeIndex] = OrderedDict()
+        #: (tenant, run id) -> the rows of a run that ended here, until its first load_detail
+        self._ended: OrderedDict[tuple[str, str], tuple[dict[str, Any], list[dict[str, Any]]]] = OrderedDict()
         self._docs: OrderedDict[tuple[str, str], None] = OrderedDict()  # (tenant, hash) stored by this store
 
     def __repr__(self) -> str:
@@ -296,6 +305,7 @@ class SqlStore:
                    owner_pid=owner.pid if owner else None, lease_until=owner.lease_until if owner else None)
         index = _NodeIndex()
         index.indexed = tuple(row[name] for name in _INDEXED)
+        index.created = {name: row[name] for name in _CREATED}
         node_rows, current, added = self._node_rows(state, index, list(state.node_runs), 0)
         index.apply(current, added)
         if self.backend == "sqlite" and not node_rows:  # a new run: one INSERT, one hand-off
@@ -382,8 +392,31 @@ class SqlStore:
             return
         index.apply(current, added)
         index.indexed = indexed
-        self._remember(state.run_id, index, ended=job.release or str(state.status) in ENDED)
+        ended = job.release or str(state.status) in ENDED
+        if ended and index.created is not None and str(state.status) in ENDED:
+            self._keep_ended(state, index, job.release)
+        self._remember(state.run_id, index, ended=ended)
         job.settle()
+
+    def _keep_ended(self, state: RunState, index: _NodeIndex, released: bool) -> None:
+        """Remember the rows of a run that just ended as this store committed them (it
+        created the run and wrote every checkpoint of it), so the first
+        :meth:`load_detail` - the answer of a blocking request - needs no read: an ended
+        run's rows no longer change. JSON columns go through JSON, as a read returns them."""
+        row = {**index.created, **run_columns(state), **(_RELEASED if released else {})}
+        rows = [node_run_row(state.run_id, state.tenant_id, run, current=True, position=index.positions[node_id])
+                for node_id, run in state.node_runs.items()]
+        rows += [node_run_row(state.run_id, state.tenant_id, run, current=False, position=position)
+                 for position, run in enumerate(state.history)]
+        for name in _RUN_JSON:
+            row[name] = from_json(_dumps(row[name])) if row.get(name) is not None else row.get(name)
+        for node_row in rows:
+            for name in _NODE_RUN_JSON:
+                if node_row[name] is not None:
+                    node_row[name] = from_json(_dumps(node_row[name]))
+        self._ended[(state.tenant_id, state.run_id)] = (row, rows)
+        while len(self._ended) > _ENDED_LIMIT:
+            self._ended.popitem(last=False)
 
     async def _flush_checkpoints(self, batch: list[CheckpointJob]) -> None:
         """Write ``batch`` (at most one checkpoint per run) in one transaction and settle
@@ -497,8 +530,11 @@ class SqlStore:
 
     async def load_detail(self, tenant_id: str, run_id: str) -> tuple[RunSummary, RunState, list[NodeRun]]:
         """The run's summary, its state and every node run (as :meth:`list_node_runs`
-        orders them), read in one transaction. Raises RunNotFound."""
-        row, node_rows = await self._read_run(tenant_id, run_id)
+        orders them), read in one transaction. Raises RunNotFound. The first call after a
+        run this store created and executed has ended is answered from what its last
+        checkpoint committed, without a read (:meth:`_keep_ended`)."""
+        kept = self._ended.pop((tenant_id, run_id), None)
+        row, node_rows = kept if kept is not None else await self._read_run(tenant_id, run_id)
         return summary_from_row(row), state_from_row(row, node_rows), _ordered_node_runs(node_rows)
 
     async def load_run(self, tenant_id: str, run_id: str) -> RunState:
@@ -666,6 +702,8 @@ class SqlStore:
         """Delete the tenant's runs that ended (succeeded, failed, cancelled) before
         ``finished_before``, with their node runs, events and commands (cascade); returns
         how many runs were deleted."""
+        for key in [key for key in self._ended if key[0] == tenant_id]:
+            del self._ended[key]
         stmt = sa.delete(runs).where(runs.c.tenant_id == tenant_id, runs.c.status.in_(ENDED),
                                      runs.c.finished_at < finished_before)
         async with self._tx() as conn:
