@@ -62,7 +62,8 @@ def mixed_flow(url: str) -> dict[str, Any]:
                  {"name": "a", "value": {"ref": "h1.json.node"}, "type": "string"},
                  {"name": "b", "value": {"ref": "pick.output"}, "type": "string"}]}},
              {"id": "end", "type": "end", "config": {"outputs": [
-                 {"name": "said", "value": {"ref": "shout.output"}}, {"name": "two", "value": {"ref": "h2.json.node"}}]}}]
+                 {"name": "said", "value": {"ref": "shout.output"}},
+                 {"name": "two", "value": {"ref": "h2.json.node"}}]}}]
     pairs = [("start", "greet", None), ("greet", "h1", None), ("h1", "check", None), ("check", "h2", "yes"),
              ("check", "never", "else"), ("h2", "h3", None), ("h3", "pick", None), ("never", "pick", None),
              ("pick", "shout", None), ("shout", "end", None)]

@@ -85,7 +85,7 @@ class _NodeIndex:
     (insertion order of ``RunState.node_runs``) and the committed values of the indexed
     run columns (``_INDEXED``; None: not known)."""
 
-    __slots__ = ("current", "positions", "indexed", "created")
+    __slots__ = ("current", "positions", "indexed", "created", "committed", "history")
 
     def __init__(self) -> None:
         self.current: dict[str, str] = {}
@@ -93,6 +93,9 @@ class _NodeIndex:
         self.indexed: tuple[Any, ...] | None = None
         #: the ``runs`` columns :meth:`SqlStore.create_run` wrote (None: another store created the run)
         self.created: dict[str, Any] | None = None
+        #: per node (node run id, status, finished_at) and history rows committed (SqlStore._keep_ended)
+        self.committed: dict[str, tuple[str, str, float | None]] = {}
+        self.history = 0
 
     def apply(self, current: dict[str, str], added: dict[str, int]) -> None:
         """Record committed node runs (``current``) and the positions of nodes new to the run."""
@@ -384,7 +387,7 @@ class SqlStore:
         return job, write, index, current, added, indexed
 
     def _settle(self, built: tuple[Any, ...], matched: bool) -> None:
-        job, _write, index, current, added, indexed = built
+        job, write, index, current, added, indexed = built
         state = job.state
         if not matched:
             job.settle(LeaseLost(f"run {state.run_id} is no longer owned by {job.owner_id}") if job.owner_id is not None
@@ -393,8 +396,14 @@ class SqlStore:
         index.apply(current, added)
         index.indexed = indexed
         ended = job.release or str(state.status) in ENDED
-        if ended and index.created is not None and str(state.status) in ENDED:
-            self._keep_ended(state, index, job.release)
+        if index.created is not None:
+            for row in write.node_rows:
+                if row["current"]:
+                    index.committed[row["node_id"]] = (row["node_run_id"], row["status"], row["finished_at"])
+                else:
+                    index.history = max(index.history, row["seq"] + 1)
+            if ended and str(state.status) in ENDED:
+                self._keep_ended(state, index, job.release)
         self._remember(state.run_id, index, ended=ended)
         job.settle()
 
@@ -402,18 +411,21 @@ class SqlStore:
         """Remember the rows of a run that just ended as this store committed them (it
         created the run and wrote every checkpoint of it), so the first
         :meth:`load_detail` - the answer of a blocking request - needs no read: an ended
-        run's rows no longer change. JSON columns go through JSON, as a read returns them."""
+        run's rows no longer change. JSON columns go through JSON, as a read returns them.
+        Not when a node run or history row of the state was never committed (a checkpoint
+        that failed before it reached the store): the rows are then not the state, and a
+        read tells what is stored."""
+        if index.history != len(state.history) or any(
+                index.committed.get(node_id) != (run.id, str(run.status), run.finished_at)
+                for node_id, run in state.node_runs.items()):
+            return
         row = {**index.created, **run_columns(state), **(_RELEASED if released else {})}
         rows = [node_run_row(state.run_id, state.tenant_id, run, current=True, position=index.positions[node_id])
                 for node_id, run in state.node_runs.items()]
         rows += [node_run_row(state.run_id, state.tenant_id, run, current=False, position=position)
                  for position, run in enumerate(state.history)]
-        for name in _RUN_JSON:
-            row[name] = from_json(_dumps(row[name])) if row.get(name) is not None else row.get(name)
-        for node_row in rows:
-            for name in _NODE_RUN_JSON:
-                if node_row[name] is not None:
-                    node_row[name] = from_json(_dumps(node_row[name]))
+        for values, names in ((row, _RUN_JSON), *((node_row, _NODE_RUN_JSON) for node_row in rows)):
+            values.update({name: from_json(_dumps(values[name])) for name in names if values[name] is not None})
         self._ended[(state.tenant_id, state.run_id)] = (row, rows)
         while len(self._ended) > _ENDED_LIMIT:
             self._ended.popitem(last=False)
