@@ -17,7 +17,12 @@ of node runs a loop round replaced, the durable events), then written in one go:
   JSON arrays (``json_populate_recordset``), so one statement fits any number of rows.
 
 Both return whether the run row matched: False means nothing was written (the caller
-raises LeaseLost or RunNotFound). Both also write several checkpoints of different runs
+raises LeaseLost or RunNotFound).
+
+The store's other hot statements use the same paths: on SQLite its reads, writes and
+claims as one call each in the worker thread (``_sqlite_reads``, ``_sqlite_writes``,
+``_sqlite_claim``), on PostgreSQL a run's creation and its claim as one statement each
+in autocommit (:func:`pg_statement`). Both also write several checkpoints of different runs
 in one transaction (``write_many``): the group commit of :class:`workers.sql.group.GroupCommit`.
 """
 
@@ -36,7 +41,7 @@ from engine.ports import StoreError
 
 from .tables import NodeRunRow, RunEventRow, RunRow
 
-__all__ = ["CheckpointWrite", "PostgresCheckpointWriter", "SqliteCheckpointWriter", "event_rows"]
+__all__ = ["CheckpointWrite", "PostgresCheckpointWriter", "SqliteCheckpointWriter", "event_rows", "pg_statement"]
 
 _runs = RunRow.__table__
 _node_runs = NodeRunRow.__table__
@@ -269,3 +274,70 @@ SELECT (SELECT count(*) FROM u)"""
             return [bool(await statement.fetchval(*args))]
         async with driver.transaction():
             return [bool(await statement.fetchval(*args)) for statement, args in statements]
+
+
+async def pg_statement(conn: AsyncConnection, sql: str, *args: Any) -> str:
+    """PostgreSQL: one statement on the raw asyncpg connection, in autocommit - one round
+    trip and one commit, no ``BEGIN``/``COMMIT`` around it and no SQLAlchemy on the way
+    (the hot path of a run's start, as the checkpoint is of its steps). Returns the
+    command status (``"UPDATE 1"``); the driver's errors go to the caller."""
+    driver = (await _raw_connection(conn)).driver_connection  # asyncpg.Connection
+    if driver.is_in_transaction():  # the statement would not commit on its own
+        raise StoreError("the connection is inside a transaction")
+    return str(await driver.execute(sql, *args))
+
+
+# ------------------------------------------------- SQLite calls of the store (worker thread)
+
+
+def _sqlite_reads(db: sqlite3.Connection, queries: list[tuple[str, tuple[Any, ...]]]) -> list[list[dict[str, Any]]]:
+    """Runs in aiosqlite's worker thread: the SELECTs in one read transaction, rows as dicts."""
+    db.execute("BEGIN")
+    try:
+        results = []
+        for sql, params in queries:
+            cursor = db.execute(sql, params)
+            names = [d[0] for d in cursor.description]
+            results.append([dict(zip(names, row)) for row in cursor.fetchall()])
+    finally:
+        db.rollback()  # read only: nothing to keep
+    return results
+
+
+def _sqlite_writes(db: sqlite3.Connection, statements: list[tuple[str, tuple[Any, ...]]]) -> list[int]:
+    """Runs in aiosqlite's worker thread: the statements in one write transaction; their row counts."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        counts = []
+        for sql, params in statements:
+            cursor = db.execute(sql, params)
+            counts.append(cursor.lastrowid if sql.startswith("INSERT") and cursor.rowcount == 1 else cursor.rowcount)
+        db.commit()
+    except BaseException:
+        db.rollback()
+        raise
+    return counts
+
+
+def _sqlite_claim(db: sqlite3.Connection, update: tuple[str, tuple[Any, ...]],
+                  reads: list[tuple[str, tuple[Any, ...]]], owner_read: tuple[str, tuple[Any, ...]],
+                  ) -> tuple[bool, list[list[dict[str, Any]]]]:
+    """Runs in aiosqlite's worker thread: the claim's conditional UPDATE and, when it
+    matched, the ``reads`` in the same write transaction (committed); when it did not,
+    the ``owner_read`` alone (nothing written). ``(matched, rows of each read)``."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        matched = db.execute(*update).rowcount == 1
+        results = []
+        for sql, params in reads if matched else [owner_read]:
+            cursor = db.execute(sql, params)
+            names = [d[0] for d in cursor.description]
+            results.append([dict(zip(names, row)) for row in cursor.fetchall()])
+        if matched:
+            db.commit()
+        else:
+            db.rollback()
+    except BaseException:
+        db.rollback()
+        raise
+    return matched, results

@@ -26,7 +26,7 @@ from collections import OrderedDict
 from typing import Any, AsyncIterator, Sequence
 
 import sqlalchemy as sa
-from pydantic_core import from_json
+from pydantic_core import from_json, to_json
 from sqlalchemy import exc
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -38,7 +38,7 @@ from schemas.run import NodeRun, RunState
 from schemas.types import RunStatus
 
 from .checkpoint import (CheckpointWrite, PostgresCheckpointWriter, SqliteCheckpointWriter, _dumps, _raw_connection,
-                         event_rows)
+                         _sqlite_claim, _sqlite_reads, _sqlite_writes, event_rows, pg_statement)
 from .connect import make_engine, mask_url, normalize_url, store_errors
 from .group import CheckpointJob, GroupCommit
 from .migrate import migrate_connection
@@ -128,59 +128,6 @@ class _Statements:
 #: JSON columns of ``runs`` and ``node_runs`` (decoded after a raw read)
 _RUN_JSON = tuple(c.name for c in runs.c if isinstance(c.type, sa.JSON))
 _NODE_RUN_JSON = tuple(c.name for c in node_runs.c if isinstance(c.type, sa.JSON))
-
-
-def _sqlite_reads(db: sqlite3.Connection, queries: list[tuple[str, tuple[Any, ...]]]) -> list[list[dict[str, Any]]]:
-    """Runs in aiosqlite's worker thread: the SELECTs in one read transaction, rows as dicts."""
-    db.execute("BEGIN")
-    try:
-        results = []
-        for sql, params in queries:
-            cursor = db.execute(sql, params)
-            names = [d[0] for d in cursor.description]
-            results.append([dict(zip(names, row)) for row in cursor.fetchall()])
-    finally:
-        db.rollback()  # read only: nothing to keep
-    return results
-
-
-def _sqlite_writes(db: sqlite3.Connection, statements: list[tuple[str, tuple[Any, ...]]]) -> list[int]:
-    """Runs in aiosqlite's worker thread: the statements in one write transaction; their row counts."""
-    db.execute("BEGIN IMMEDIATE")
-    try:
-        counts = []
-        for sql, params in statements:
-            cursor = db.execute(sql, params)
-            counts.append(cursor.lastrowid if sql.startswith("INSERT") and cursor.rowcount == 1 else cursor.rowcount)
-        db.commit()
-    except BaseException:
-        db.rollback()
-        raise
-    return counts
-
-
-def _sqlite_claim(db: sqlite3.Connection, update: tuple[str, tuple[Any, ...]],
-                  reads: list[tuple[str, tuple[Any, ...]]], owner_read: tuple[str, tuple[Any, ...]],
-                  ) -> tuple[bool, list[list[dict[str, Any]]]]:
-    """Runs in aiosqlite's worker thread: the claim's conditional UPDATE and, when it
-    matched, the ``reads`` in the same write transaction (committed); when it did not,
-    the ``owner_read`` alone (nothing written). ``(matched, rows of each read)``."""
-    db.execute("BEGIN IMMEDIATE")
-    try:
-        matched = db.execute(*update).rowcount == 1
-        results = []
-        for sql, params in reads if matched else [owner_read]:
-            cursor = db.execute(sql, params)
-            names = [d[0] for d in cursor.description]
-            results.append([dict(zip(names, row)) for row in cursor.fetchall()])
-        if matched:
-            db.commit()
-        else:
-            db.rollback()
-    except BaseException:
-        db.rollback()
-        raise
-    return matched, results
 
 
 def _decoded(row: dict[str, Any], json_columns: Sequence[str]) -> dict[str, Any]:
@@ -319,6 +266,16 @@ class SqlStore:
                 await self._sqlite_write([(sql, params)])
             except StoreError as error:
                 if isinstance(error.__cause__, sqlite3.IntegrityError):
+                    raise RunExists(f"run {state.run_id} already exists") from None
+                raise
+            self._remember(state.run_id, index)
+            return
+        if not node_rows:  # PostgreSQL: one statement in autocommit, the row as one JSON value
+            try:
+                await self._pg("INSERT INTO runs SELECT * FROM json_populate_record(NULL::runs, $1::json)",
+                               to_json(row).decode())
+            except StoreError as error:
+                if type(error.__cause__).__name__ == "UniqueViolationError":
                     raise RunExists(f"run {state.run_id} already exists") from None
                 raise
             self._remember(state.run_id, index)
@@ -634,11 +591,16 @@ class SqlStore:
                 "WHERE run_id = ? AND tenant_id = ? AND status = ? AND owner_id IS NULL",
                 (owner.id, owner.host, owner.pid, owner.lease_until, run_id, tenant_id, RunStatus.pending.value))])
             return count == 1
-        stmt = (sa.update(runs).where(runs.c.run_id == run_id, runs.c.tenant_id == tenant_id,
-                                      runs.c.status == RunStatus.pending.value, runs.c.owner_id.is_(None))
-                .values(owner_id=owner.id, owner_host=owner.host, owner_pid=owner.pid, lease_until=owner.lease_until))
-        async with self._tx() as conn:
-            return (await conn.execute(stmt)).rowcount == 1
+        status = await self._pg("UPDATE runs SET owner_id = $1, owner_host = $2, owner_pid = $3, lease_until = $4 "
+                                "WHERE run_id = $5 AND tenant_id = $6 AND status = 'pending' AND owner_id IS NULL",
+                                owner.id, owner.host, owner.pid, owner.lease_until, run_id, tenant_id)
+        return status == "UPDATE 1"
+
+    async def _pg(self, sql: str, *args: Any) -> str:
+        """PostgreSQL: ``sql`` alone in autocommit on the store's connection (:func:`pg_statement`)."""
+        async with self._lock:
+            with store_errors(self.url):
+                return await pg_statement(await self._connection(), sql, *args)
 
     async def _claim(self, tenant_id: str, run_id: str, owner: OwnerInfo, take_from: str | None, *,
                      load: bool) -> tuple[Any, list[Any]] | None:
