@@ -466,7 +466,7 @@ class Scheduler:
         if ready:
             self._ready.update(dict.fromkeys(ready))
         if node.type not in self._pure or node_plan.members:  # rule 7; a loop region holds other nodes
-            if self.scope is None and self._ending is None:
+            if self.scope is None and self._ending is None and self.deps.checkpoint is not None:
                 for target in ready:  # rule 9: their start rides on this checkpoint
                     if self.plan.nodes[target].node.type not in self._pure:
                         self._announce(target)
