@@ -62,11 +62,15 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
-from _checkout import HERE, ROOT, machine, print_report, provenance  # noqa: E402  (first: this checkout)
+from _checkout import HERE, ROOT, machine, print_report, provenance, sibling  # noqa: E402  (first: this checkout)
+
+pgstat: Any = sibling("_pgstat")
+COUNTERS, counters, create_database, drop_database = (pgstat.COUNTERS, pgstat.counters, pgstat.create_database,
+                                                      pgstat.drop_database)
 
 SCHEMA = "flowloom-bench-api/1"
 TARGETS = {"cpu_ratio_vs_langgraph_max": 1 / 3, "cpu_ratio_vs_floor_max": 4.0, "p50_c1_ms_max": 20.0,
-           "sse_first_event_p50_ms_max": 10.0}
+           "sse_first_event_p50_ms_max": 10.0, "postgresql_p50_ratio_max": 1.5, "postgresql_commits_per_run_max": 2}
 #: requests per phase: warm-up, blocking c1, blocking c16, sse, async
 LOADS = {"full": {"warmup": 30, "c1": 300, "c16": 1600, "sse": 300, "async": 200},
          "quick": {"warmup": 3, "c1": 20, "c16": 64, "sse": 10, "async": 10}}
@@ -79,6 +83,8 @@ IDLE_S = {"full": 3.0, "quick": 0.5}
 #: the floor is cheap: more requests per phase for a stable figure
 FLOOR_FACTOR = 3
 CONCURRENCY = 16
+#: the PostgreSQL server of ``--database postgresql`` (a maintenance URL; trust auth on localhost)
+DEFAULT_POSTGRES = "postgresql://postgres@127.0.0.1:5432/postgres"
 _TICK = os.sysconf("SC_CLK_TCK")
 
 
@@ -418,28 +424,42 @@ def _post(url: str, key: str, body: dict[str, Any]) -> dict[str, Any]:
         return json.loads(resp.read())
 
 
-def start_flowloom(tmp: str, model_url: str) -> tuple[Server, str]:
-    """``flowloom serve`` on a fresh home with the two bench workflows saved and published:
-    ``(server, admin key)``."""
-    home, models = os.path.join(tmp, "flowloom-home"), os.path.join(tmp, "models.toml")
+def flowloom_home(tmp: str, model_url: str, database_url: str | None = None) -> tuple[dict[str, str], str]:
+    """A fresh ``FLOWLOOM_HOME`` (its run store: SQLite in it, or ``database_url``) with an
+    admin key: ``(the server's environment, admin key)``."""
+    suffix = "" if database_url is None else "-postgresql"
+    home, models = os.path.join(tmp, "flowloom-home" + suffix), os.path.join(tmp, "models.toml")
     with open(models, "w", encoding="utf-8") as fh:
         fh.write(f'[providers.bench]\nbase_url = "{model_url}/v1"\napi_key_env = "BENCH_LLM_KEY"\n\n'
                  '[models.bench]\nprovider = "bench"\nmodel = "bench-upstream"\nmax_context = 8192\n'
                  'max_output_tokens = 64\n')
-    env = _env(FLOWLOOM_HOME=home, FLOWLOOM_MODELS=models, BENCH_LLM_KEY="sk-bench")
+    extra = {} if database_url is None else {"FLOWLOOM_DATABASE_URL": database_url}
+    env = _env(FLOWLOOM_HOME=home, FLOWLOOM_MODELS=models, BENCH_LLM_KEY="sk-bench", **extra)
     made = subprocess.run([sys.executable, "-m", "api.cli", "keys", "create", "--admin", "--name", "bench"],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     key = made.stdout.strip()
     if made.returncode != 0 or not key.startswith("fl_"):
         raise RuntimeError(f"flowloom keys create failed: {made.stderr[-1000:]}")
+    return env, key
+
+
+def serve_flowloom(tmp: str, env: dict[str, str], log: str = "flowloom.log") -> Server:
+    """``flowloom serve`` on the home of ``env`` (:func:`flowloom_home`), started."""
     port = free_port()
-    server = Server("flowloom serve", [sys.executable, "-m", "api.cli", "serve", "--host", "127.0.0.1", "--port",
-                                       str(port), "--no-examples", "--no-login-url"],
-                    port, "/health", env, ROOT, os.path.join(tmp, "flowloom.log")).start(90)
+    return Server("flowloom serve", [sys.executable, "-m", "api.cli", "serve", "--host", "127.0.0.1", "--port",
+                                     str(port), "--no-examples", "--no-login-url"],
+                  port, "/health", env, ROOT, os.path.join(tmp, log)).start(90)
+
+
+def start_flowloom(tmp: str, model_url: str, database_url: str | None = None) -> tuple[Server, str, dict[str, str]]:
+    """``flowloom serve`` on a fresh home with the two bench workflows saved and published:
+    ``(server, admin key, its environment)``."""
+    env, key = flowloom_home(tmp, model_url, database_url)
+    server = serve_flowloom(tmp, env, "flowloom.log" if database_url is None else "flowloom-postgresql.log")
     for doc in (plumbing_doc(), model_doc()):
         _post(f"{server.url}/v1/workflows", key, doc)
         _post(f"{server.url}/v1/workflows/{doc['id']}/publish", key, {"note": "bench"})
-    return server, key
+    return server, key, env
 
 
 _FLOOR_APP = '''from fastapi import FastAPI
@@ -539,6 +559,53 @@ async def bench_floor(server: Server, load: dict[str, int], verbose: bool) -> di
     return out
 
 
+async def count_commits(tmp: str, env: dict[str, str], key: str, admin_url: str, database_url: str, runs: int,
+                        verbose: bool) -> dict[str, Any]:
+    """Commits and rows per blocking plumbing run on PostgreSQL, from ``pg_stat_database``:
+    a server that starts and stops with no run (the baseline: start-up, health probes,
+    shutdown) is subtracted from a server that starts, serves ``runs`` blocking plumbing
+    runs at concurrency 1 and stops; both on the database the PostgreSQL phases used."""
+    before = await counters(admin_url, database_url)
+    _log(verbose, "flowloom postgresql: baseline (start and stop, no run)")
+    serve_flowloom(tmp, env, "flowloom-baseline.log").stop()
+    idle = await counters(admin_url, database_url)
+    _log(verbose, f"flowloom postgresql: {runs} blocking plumbing runs for the commit count")
+    server = serve_flowloom(tmp, env, "flowloom-commits.log")
+    try:
+        request = encode("POST", "/v1/workflows/plumbing/runs", port=server.port,
+                         headers={"Authorization": f"Bearer {key}"}, body={"inputs": {}, "response_mode": "blocking"})
+        await phase(server, blocking_sample(request, "flowloom plumbing (postgresql)"), total=runs, concurrency=1,
+                    warmup=0)
+    finally:
+        server.stop()
+    after = await counters(admin_url, database_url)
+    baseline = {k: idle[k] - before[k] for k in COUNTERS}
+    measured = {k: after[k] - idle[k] for k in COUNTERS}
+    per_run = {k: round((measured[k] - baseline[k]) / runs, 2) for k in COUNTERS}
+    return {"runs": runs, "baseline": baseline, "measured": measured, "per_run": per_run,
+            "commits_per_run": per_run["xact_commit"], "rows_fetched_per_run": per_run["tup_fetched"],
+            "rows_returned_per_run": per_run["tup_returned"]}
+
+
+async def measure_postgresql(tmp: str, args: argparse.Namespace, model_url: str, load: dict[str, int]
+                             ) -> dict[str, Any]:
+    """The plumbing phases on a server whose run store is a fresh PostgreSQL database, then
+    the commit count (:func:`count_commits`); the database is dropped at the end."""
+    database_url = await create_database(args.postgres_url)
+    try:
+        server, key, env = start_flowloom(tmp, model_url, database_url)
+        try:
+            section = {"idle_cpu_ms_per_s": await idle_cpu(server, IDLE_S["quick" if args.quick else "full"]),
+                       **await bench_flowloom(server, key, "plumbing", load, args.verbose)}
+        finally:
+            server.stop()
+        section["commits"] = await count_commits(tmp, env, key, args.postgres_url, database_url, load["c1"],
+                                                 args.verbose)
+        return section
+    finally:
+        await drop_database(args.postgres_url, database_url)
+
+
 def cpu_per_run_ms(section: dict[str, Any]) -> float:
     """Server CPU ms per request of the saturated phase (blocking, concurrency 16): at
     concurrency 1 a server's idle work (timers, polling) is spread over fewer requests."""
@@ -561,7 +628,7 @@ def _target(value: float | None, limit: float, ok: Callable[[float, float], bool
 
 
 def targets_of(results: dict[str, Any]) -> dict[str, Any]:
-    """The four targets (module docstring) from the results."""
+    """The targets (module docstring) from the results; the PostgreSQL ones only when it was measured."""
     plumbing = results["flowloom_plumbing"]
     fl_cpu = plumbing["cpu_ms_per_run"]
     lg = results.get("langgraph_plumbing")
@@ -569,7 +636,7 @@ def targets_of(results: dict[str, Any]) -> dict[str, Any]:
     floor_cpu = results["fastapi_floor"]["cpu_ms_per_run"]
     lg_max, floor_max = TARGETS["cpu_ratio_vs_langgraph_max"], TARGETS["cpu_ratio_vs_floor_max"]
     below = (lambda v, t: v <= t)
-    return {
+    out = {
         "cpu_ratio_vs_langgraph": _target(round(fl_cpu / lg_cpu, 3) if lg_cpu else None, lg_max, below,
                                           "<= 1/3", skipped=lg is None),
         "cpu_ratio_vs_floor": _target(round(fl_cpu / floor_cpu, 3), floor_max, below, f"<= {floor_max}"),
@@ -579,6 +646,15 @@ def targets_of(results: dict[str, Any]) -> dict[str, Any]:
                                           TARGETS["sse_first_event_p50_ms_max"], lambda v, t: v < t,
                                           f"< {TARGETS['sse_first_event_p50_ms_max']}"),
     }
+    postgresql = results.get("flowloom_plumbing_postgresql")
+    if postgresql is not None:
+        sqlite_p50, pg_p50 = plumbing["blocking_c1"]["latency_p50_ms"], postgresql["blocking_c1"]["latency_p50_ms"]
+        ratio_max, commits_max = TARGETS["postgresql_p50_ratio_max"], TARGETS["postgresql_commits_per_run_max"]
+        out["postgresql_p50_c1_ratio"] = _target(round(pg_p50 / sqlite_p50, 3), ratio_max, below,
+                                                 f"<= {ratio_max} (PostgreSQL p50 / SQLite p50, blocking c1)")
+        out["postgresql_commits_per_run"] = _target(postgresql["commits"]["commits_per_run"], commits_max, below,
+                                                    f"<= {commits_max}")
+    return out
 
 
 async def measure(tmp: str, args: argparse.Namespace, size: str) -> dict[str, Any]:
@@ -593,7 +669,7 @@ async def measure(tmp: str, args: argparse.Namespace, size: str) -> dict[str, An
         floor.stop()
     model_proc, model_url = start_model_server()
     try:
-        flowloom, key = start_flowloom(tmp, model_url)
+        flowloom, key, _env_of = start_flowloom(tmp, model_url)
         try:
             idle = await idle_cpu(flowloom, idle_s)
             results["flowloom_plumbing"] = {"idle_cpu_ms_per_s": idle,
@@ -605,6 +681,8 @@ async def measure(tmp: str, args: argparse.Namespace, size: str) -> dict[str, An
                 (tree_cpu_s(model_proc.pid) - model_cpu0) / runs * 1000, 3)
         finally:
             flowloom.stop()
+        if args.database == "postgresql":
+            results["flowloom_plumbing_postgresql"] = await measure_postgresql(tmp, args, model_url, load)
     finally:
         model_proc.kill()
         model_proc.wait(10)
@@ -642,6 +720,13 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         "flowloom": {"root": ROOT, "commit": found["commit"], "dirty": found["dirty"]},
         "peer": {"name": "langgraph dev (langgraph-cli[inmem])", "skipped": bool(args.skip_peer)},
         "method": {
+            "database": args.database,
+            "postgresql": "flowloom_plumbing_postgresql: the plumbing phases on a server whose run store "
+                          "(FLOWLOOM_DATABASE_URL) is a fresh database on --postgres-url; commits: "
+                          "pg_stat_database of that database (read from another one once no backend is left) "
+                          "over a server that starts, serves c1 blocking plumbing runs and stops, minus a "
+                          "server that starts and stops with no run; server CPU excludes PostgreSQL's "
+                          "backends" if args.database == "postgresql" else None,
             "load": LOADS[size], "langgraph_load": PEER_LOADS[size], "idle_s": IDLE_S[size],
             "concurrency": [1, CONCURRENCY], "floor_requests_factor": FLOOR_FACTOR,
             "load_generator": "this process: raw HTTP/1.1 on asyncio streams, one keep-alive connection per "
@@ -673,6 +758,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a tiny load (smoke test)")
     parser.add_argument("--skip-peer", action="store_true", help="do not start langgraph dev (its targets: not met)")
+    parser.add_argument("--database", choices=("sqlite", "postgresql"), default="sqlite",
+                        help="postgresql: also measure the plumbing runs on a PostgreSQL run store, and count "
+                             "its commits per run (default: SQLite only)")
+    parser.add_argument("--postgres-url", default=os.environ.get("FLOWLOOM_BENCH_POSTGRES_URL", DEFAULT_POSTGRES),
+                        help="maintenance URL of the PostgreSQL server (a database is created and dropped there; "
+                             f"default {DEFAULT_POSTGRES} or FLOWLOOM_BENCH_POSTGRES_URL)")
     parser.add_argument("-v", "--verbose", action="store_true", help="progress on stderr")
     args = parser.parse_args(argv)
     try:

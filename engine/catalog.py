@@ -85,6 +85,13 @@ class KindSpec:
       so (:meth:`~schemas.nodes.NodeConfig.writes`); a graph tool made only of such nodes
       needs no confirmation. False (the default) counts as writing, so a kind added
       later is confirmed until its author says otherwise.
+    - ``pure``: running it has no effect outside the run and costs nothing worth keeping,
+      so running it again gives the same result (a template, a condition, a variable).
+      Its result need not be stored before its successors start: it rides on the run's
+      next checkpoint, and after a crash it is recomputed. False (the default): the
+      node's result is checkpointed before any successor starts, so a completed side
+      effect (a model call, an HTTP request, code, a question to a person) is never
+      done again; a kind added later is treated so until its author says otherwise.
     - ``icon``, ``category``: how the canvas and the catalog listing present it.
     - ``labels``: the title and description in other languages, as ``(language tag,
       title, description)`` triples (``zh-CN``...): editors show kinds in the builder's
@@ -101,6 +108,7 @@ class KindSpec:
     streams: str | None = None
     inside: frozenset[str] = frozenset()
     reads_only: bool = False
+    pure: bool = False
     icon: str = ""
     category: str = ""
     labels: tuple[tuple[str, str, str], ...] = ()
@@ -146,6 +154,8 @@ class NodeCatalog:
 
     specs: Mapping[str, KindSpec]
     containers: frozenset[str] = field(init=False)
+    #: the kinds marked ``pure`` (:class:`KindSpec`), read by the scheduler per finished node
+    pure: frozenset[str] = field(init=False)
     fingerprint: str = field(init=False)
 
     def __post_init__(self) -> None:
@@ -156,6 +166,7 @@ class NodeCatalog:
                 raise ValueError(f"kind {kind!r}: config class {spec.config.__name__} declares kind {spec.config.kind!r}")
         object.__setattr__(self, "specs", dict(self.specs))
         object.__setattr__(self, "containers", frozenset(k for k, s in self.specs.items() if s.container))
+        object.__setattr__(self, "pure", frozenset(k for k, s in self.specs.items() if s.pure and not s.container))
         # The plan cache keys on this: two catalogs with the same classes compile alike.
         text = "|".join(f"{k}={s.config.__module__}.{s.config.__qualname__}/{s.executor_path}"
                         for k, s in sorted(self.specs.items()))

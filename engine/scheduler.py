@@ -29,13 +29,24 @@ Algorithm (the engine's contract; README "Scheduling rules"):
    far stays in the state. The cancellation token cancels running nodes the same way.
 7. The run state is checkpointed (``RunDeps.checkpoint``) after every node resolves,
    before its successors start, with the node runs changed since the previous
-   checkpoint (:class:`~engine.ports.CheckpointDelta`). Edge statuses are not part of
+   checkpoint (:class:`~engine.ports.CheckpointDelta`) - except after a node of a kind
+   the catalog marks ``pure`` (no effect outside the run, so recomputing it is
+   harmless): its node run rides on the next checkpoint (of a node with effects, of a
+   pause, or of the run's end), and a run restored after a crash runs it again. A run
+   of pure nodes only is thus stored once, at its end. Edge statuses are not part of
    a checkpoint: a restored run derives them from its node runs (:func:`derive_edges`).
 8. A node may raise an interrupt (a question for a person): it waits, its outgoing
    edges stay pending, other branches go on; when nothing can run the run is
    ``paused``. :func:`engine.runner.resume_run` with an answer bound to the
    interrupt id runs that node again (same node run) with ``ctx.answer``; each
    answer is used once, and an interrupt left unanswered keeps the run paused.
+9. A node with effects (not ``pure``) is stored as started, with its attempt counted,
+   before it runs: by the checkpoint of the node with effects that made it ready, else
+   by a checkpoint of its own. A run restored after a crash runs such a node again
+   (same node run id, so the same idempotency key) and counts on from the stored
+   attempts, so a node that ran twice says ``attempts: 2`` (a process that died in the
+   instant between storing the start and starting it counts an attempt it never made).
+   This also stores the run ``running`` before its first effect.
 """
 
 from __future__ import annotations
@@ -73,6 +84,8 @@ _log = logging.getLogger("flowloom.engine")
 __all__ = ["Scheduler", "derive_edges"]
 
 _TAKEN, _SKIPPED, _PENDING = EdgeStatus.taken, EdgeStatus.skipped, EdgeStatus.pending
+#: node-run statuses of a node that has not finished (restarted when its run is restored)
+_UNFINISHED = (NodeRunStatus.running, NodeRunStatus.pending)
 
 
 class _Stop(Exception):
@@ -126,6 +139,10 @@ class Scheduler:
         self._dirty: dict[str, None] = {}
         self._history_saved = len(state.history)
         self._output_bytes = 0  # bytes of node outputs in this run so far (root scheduler only)
+        # kinds whose node runs need no checkpoint of their own (rule 7)
+        self._pure = plan.catalog.pure if plan.catalog is not None else frozenset()
+        # nodes with effects whose start the last checkpoint recorded (rule 9), not started yet
+        self._announced: dict[str, NodeRun] = {}
         #: the answer stream of this scope (engine/answers.py); None when nothing here is streamed
         self.answer_stream: AnswerStream | None = None
         self._parent_stream: AnswerStream | None = None  # the enclosing scope's, for a nested run
@@ -368,13 +385,13 @@ class Scheduler:
             run.status = NodeRunStatus.running
             run.waited_s += max(0.0, started - answered.created_at)
             state.interrupts.pop(answered.id, None)
+            base, record = run.attempts - 1 if run.attempts else 0, False
         else:
-            run = NodeRun(id=self._node_run_id(nid), node_id=nid, kind=node.type, status=NodeRunStatus.running,
-                          started_at=started)
-            if self.scope is not None:
-                run.loop_id, run.iteration = self.scope.loop_id, self.scope.iteration
-            state.node_runs[nid] = run
+            run, base, record = self._open_node_run(nid, node.type, started)
         self._emit(NodeStarted, node_id=nid, node_run_id=run.id, kind=node.type)
+        if record:  # rule 9: the store knows the node started before its effects begin
+            self._dirty[nid] = None
+            await self._checkpoint()
         ctx = NodeContext(node, self.plan, state, self.deps, self.cancel, run, self._emit, answered, self)
         result: NodeResult | None = None
         error: BaseException | None = None
@@ -390,7 +407,7 @@ class Scheduler:
                     node_id=nid, reason="max_node_executions"))
                 self._close(run, NodeRunStatus.cancelled, None)
                 raise _Stop
-            run.attempts = attempt + 1
+            run.attempts = base + attempt + 1
             run.retries = attempt
             try:
                 result = await self._attempt(node_plan, ctx)
@@ -448,8 +465,49 @@ class Scheduler:
             self._resolve_edges(node_plan, handles, ready)
         if ready:
             self._ready.update(dict.fromkeys(ready))
-        await self._checkpoint()
+        if node.type not in self._pure or node_plan.members:  # rule 7; a loop region holds other nodes
+            if self.scope is None and self._ending is None and self.deps.checkpoint is not None:
+                for target in ready:  # rule 9: their start rides on this checkpoint
+                    if self.plan.nodes[target].node.type not in self._pure:
+                        self._announce(target)
+            await self._checkpoint()
         return ready
+
+    def _open_node_run(self, nid: str, kind: str, started: float) -> tuple[NodeRun, int, bool]:
+        """The node run a (not resumed) node starts with: ``(run, attempts before this
+        start, whether a checkpoint must record the start before the node runs)``.
+
+        Rule 9: an unfinished node run restored from the store (``running``: a process that
+        died had started it) counts its attempts on, and a node with effects has its start
+        stored - by the checkpoint that made it ready (:meth:`_announce`), or by one of its
+        own - so every later restore counts this attempt too."""
+        state = self.state
+        announced = self._announced.pop(nid, None)
+        if announced is not None and state.node_runs.get(nid) is announced:
+            announced.started_at = started
+            return announced, announced.attempts - 1, False
+        before = state.node_runs.get(nid)
+        base = before.attempts if before is not None and before.status in _UNFINISHED else 0
+        run = NodeRun(id=self._node_run_id(nid), node_id=nid, kind=kind, status=NodeRunStatus.running,
+                      started_at=started, attempts=base)
+        if self.scope is not None:
+            run.loop_id, run.iteration = self.scope.loop_id, self.scope.iteration
+        state.node_runs[nid] = run
+        record = self.scope is None and kind not in self._pure and self.deps.checkpoint is not None
+        if record:
+            run.attempts = base + 1
+        return run, base, record
+
+    def _announce(self, nid: str) -> None:
+        """Rule 9: record node ``nid`` (with effects, just made ready) as started in the
+        checkpoint about to be taken, so it needs no checkpoint of its own before it runs."""
+        before = self.state.node_runs.get(nid)
+        base = before.attempts if before is not None and before.status in _UNFINISHED else 0
+        run = NodeRun(id=self._node_run_id(nid), node_id=nid, kind=self.plan.nodes[nid].node.type,
+                      status=NodeRunStatus.running, started_at=time.time(), attempts=base + 1)
+        self.state.node_runs[nid] = run
+        self._dirty[nid] = None
+        self._announced[nid] = run
 
     async def _attempt(self, node_plan: NodePlan, ctx: NodeContext) -> NodeResult:
         node = node_plan.node

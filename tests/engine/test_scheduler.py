@@ -301,9 +301,10 @@ def test_state_checkpoints_after_each_node_and_resumes_in_fresh_scheduler():
 
     asyncio.run(first())
     # Take the checkpoint made right after "a" (before the cancel) and continue it elsewhere.
-    after_a = next(s for s in snapshots if "a" in json.loads(s)["node_runs"] and "b" not in json.loads(s)["node_runs"])
+    after_a = next(s for s in snapshots if json.loads(s)["node_runs"].get("a", {}).get("status") == "succeeded")
     restored = RunState.model_validate_json(after_a)
     assert restored.status == "running" and restored.edges["a-out-b"] == "taken" and restored.ready == ["b"]
+    assert restored.node_runs["b"].status == "running", "b (with effects) is stored as started before it runs"
     fake_nodes.CALLS.clear()
     fast = compile_workflow(build([probe("a", value=1), probe("b"), probe("c", value={"ref": "a.value"})],
                                   chain_edges("start", "a", "b", "c")))
@@ -317,6 +318,39 @@ def test_state_checkpoints_after_each_node_and_resumes_in_fresh_scheduler():
     assert fake_nodes.CALLS == {"b": 1, "c": 1}, "finished nodes are not run again"
     assert final.node_runs["c"].outputs["value"] == 1
     assert final.seq > seq_before, "sequence numbers continue after a restore"
+
+
+def test_pure_nodes_ride_on_the_next_checkpoint_and_are_recomputed_after_a_restore():
+    """Rule 7: a template or an answer (pure kinds) takes no checkpoint of its own; a node
+    with effects (the probe) is stored before its successors start (and, rule 9, as
+    started before it runs, with the pure node runs before it); a run restored from its
+    checkpoint recomputes only what came after."""
+    greet = node("greet", "template", {"template": "Hello, {{ who }}!", "variables": [
+        {"name": "who", "value": {"ref": "inputs.name"}, "type": "string"}]})
+    shout = node("shout", "template", {"template": "{{ v }}!", "variables": [
+        {"name": "v", "value": {"ref": "greet.output"}, "type": "string"}]})
+    say = node("say", "answer", {"text": "{{ shout.output }}"})
+    doc = {**build([greet, probe("effect", value=1), shout, say], chain_edges("start", "greet", "effect", "shout", "say")),
+           "inputs": [{"name": "name", "type": "string", "required": False, "default": "Ada"}]}
+    plan = compile_workflow(doc)
+    taken: list[tuple[str, list[str], str]] = []
+
+    def checkpoint(state: RunState, delta) -> None:
+        taken.append((str(state.status), list(delta.node_ids), state.model_dump_json()))
+
+    fake_nodes.CALLS.clear()
+    final = asyncio.run(run_workflow(plan, {}, deps=RunDeps(checkpoint=checkpoint)))
+    assert final.status == "succeeded" and final.answer == "Hello, Ada!!"
+    # the probe's start (rule 9, with the pure node runs before it), its end, the run's end
+    assert [(status, ids) for status, ids, _ in taken] == [
+        ("running", ["start", "greet", "effect"]), ("running", ["effect"]), ("succeeded", ["shout", "say"])]
+    restored = RunState.model_validate_json(taken[1][2])
+    restored.edges = {}
+    fake_nodes.CALLS.clear()
+    again = asyncio.run(resume_run(plan, restored))
+    assert again.status == "succeeded" and again.answer == "Hello, Ada!!"
+    assert fake_nodes.CALLS == {}, "the stored node with effects is not run again"
+    assert again.node_runs["shout"].outputs == {"output": "Hello, Ada!!"}
 
 
 def test_run_state_round_trips_through_json():
@@ -393,4 +427,63 @@ def test_edges_derived_from_node_runs_equal_the_live_edges_at_every_checkpoint()
     for x in (0, 5):
         final = asyncio.run(run_workflow(plan, {"x": x}, deps=RunDeps(checkpoint=checkpoint)))
         assert final.status == "succeeded"
-    assert seen >= 10
+    assert seen >= 8  # start and if_else are pure: their node runs ride on the next checkpoint
+
+
+def test_built_in_pure_kinds_are_those_without_effects_outside_the_run():
+    """Only kinds that change nothing outside the run skip their own checkpoint: a model,
+    an HTTP request, code, a tool, a question to a person, a loop (its body may hold any
+    of those) are stored before their successors start."""
+    from nodes.catalog import builtin_catalog
+
+    catalog = builtin_catalog()
+    assert catalog.pure == {"start", "answer", "end", "if_else", "template", "variable_update", "variable_aggregator",
+                            "loop_break", "unsupported"}
+    for kind in ("chat", "classify_question", "extract_fields", "query_extension", "knowledge_retrieval", "code",
+                 "http_request", "tool_call", "agent", "user_select", "form_input", "iteration", "loop"):
+        assert kind not in catalog.pure, kind
+
+
+def _stored_while_running(plan, state_or_inputs, node_id: str) -> RunState:
+    """Run until node ``node_id`` is stored as started, then stop as a killed process
+    would: the state is the one that checkpoint stored, whatever happened after it."""
+    stored: list[str] = []
+
+    async def go():
+        token = CancelToken()
+
+        def checkpoint(state: RunState, delta) -> None:
+            run = state.node_runs.get(node_id)
+            if not stored and run is not None and run.status == "running":
+                stored.append(state.model_dump_json())
+                token.cancel("process killed")
+
+        deps = RunDeps(checkpoint=checkpoint)
+        if isinstance(state_or_inputs, RunState):
+            await resume_run(plan, state_or_inputs, deps=deps, cancel=token)
+        else:
+            await run_workflow(plan, state_or_inputs, deps=deps, cancel=token)
+
+    asyncio.run(go())
+    restored = RunState.model_validate_json(stored[0])
+    restored.edges = {}  # stores keep no edges
+    return restored
+
+
+def test_a_node_run_again_after_crashes_counts_every_attempt_across_them():
+    """Rule 9: a node with effects is stored as started before it runs, so a run restored
+    after its process died mid-node shows the node ran twice (then three times), with the
+    same node run id (the idempotency key of its requests)."""
+    slow = compile_workflow(build([probe("a", value=1), probe("b", sleep=30), probe("c")],
+                                  chain_edges("start", "a", "b", "c")))
+    first = _stored_while_running(slow, {}, "b")
+    assert first.node_runs["b"].attempts == 1
+    second = _stored_while_running(slow, first, "b")
+    assert second.node_runs["b"].attempts == 2 and second.node_runs["b"].id == first.node_runs["b"].id
+    fast = compile_workflow(build([probe("a", value=1), probe("b"), probe("c")], chain_edges("start", "a", "b", "c")))
+    second.workflow_hash = fast.content_hash
+    fake_nodes.CALLS.clear()
+    final = asyncio.run(resume_run(fast, second))
+    assert final.status == "succeeded" and fake_nodes.CALLS == {"b": 1, "c": 1}
+    assert {nid: run.attempts for nid, run in final.node_runs.items()} == {"start": 1, "a": 1, "b": 3, "c": 1}
+    assert final.node_runs["b"].retries == 0, "no retry of the node's own: re-executions after crashes"

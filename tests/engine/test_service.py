@@ -189,7 +189,7 @@ def test_answer_text_renders_options_forms_and_lists_as_a_chat_message():
 
 
 class _FaultyStore:
-    """The real store, except that writing a checkpoint that carries node ``b`` fails
+    """The real store, except that writing a checkpoint that carries node ``b`` finished fails
     ``times`` times, as a fault of the engine or of the database would (not a node's error)."""
 
     def __init__(self, store: SqlStore, times: int) -> None:
@@ -199,7 +199,7 @@ class _FaultyStore:
         return getattr(self._store, name)
 
     async def checkpoint(self, state: Any, delta: Any, **kwargs: Any) -> None:
-        if "b" in delta.node_ids and self.left > 0:
+        if "b" in delta.node_ids and state.node_runs["b"].finished_at is not None and self.left > 0:
             self.left -= 1
             raise KeyError("b")
         await self._store.checkpoint(state, delta, **kwargs)

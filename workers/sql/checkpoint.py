@@ -18,6 +18,12 @@ of node runs a loop round replaced, the durable events), then written in one go:
 
 Both return whether the run row matched: False means nothing was written (the caller
 raises LeaseLost or RunNotFound).
+
+The store's other hot statements use the same paths: on SQLite its reads, writes and
+claims as one call each in the worker thread (``_sqlite_reads``, ``_sqlite_writes``,
+``_sqlite_claim``), on PostgreSQL a run's creation and its claim as one statement each
+in autocommit (:func:`pg_statement`). Both also write several checkpoints of different runs
+in one transaction (``write_many``): the group commit of :class:`workers.sql.group.GroupCommit`.
 """
 
 from __future__ import annotations
@@ -35,7 +41,7 @@ from engine.ports import StoreError
 
 from .tables import NodeRunRow, RunEventRow, RunRow
 
-__all__ = ["CheckpointWrite", "PostgresCheckpointWriter", "SqliteCheckpointWriter", "event_rows"]
+__all__ = ["CheckpointWrite", "PostgresCheckpointWriter", "SqliteCheckpointWriter", "event_rows", "pg_statement"]
 
 _runs = RunRow.__table__
 _node_runs = NodeRunRow.__table__
@@ -95,25 +101,33 @@ class CheckpointWrite:
 # ------------------------------------------------------------------------------ SQLite
 
 
-def _sqlite_transaction(db: sqlite3.Connection, update: tuple[str, tuple[Any, ...]],
-                        batches: list[tuple[str, list[tuple[Any, ...]]]]) -> bool:
-    """Runs in aiosqlite's worker thread: the whole checkpoint transaction. Returns False
-    (after a rollback) when the run UPDATE matched no row."""
+def _sqlite_transaction(db: sqlite3.Connection,
+                        writes: list[tuple[tuple[str, tuple[Any, ...]], list[tuple[str, list[tuple[Any, ...]]]]]],
+                        ) -> list[bool]:
+    """Runs in aiosqlite's worker thread: the checkpoints ``writes`` (each its run UPDATE and
+    its other statements) in one transaction. A write whose run UPDATE matched no row
+    writes nothing more (False in the result); the others are committed together."""
     db.execute("BEGIN IMMEDIATE")
+    matched = []
     try:
-        if db.execute(*update).rowcount == 0:
+        for update, batches in writes:
+            if db.execute(*update).rowcount == 0:
+                matched.append(False)
+                continue
+            for sql, args in batches:
+                if len(args) == 1:  # one row: a plain execute (executemany costs more per call)
+                    db.execute(sql, args[0])
+                elif args:
+                    db.executemany(sql, args)
+            matched.append(True)
+        if any(matched):
+            db.commit()
+        else:
             db.rollback()
-            return False
-        for sql, args in batches:
-            if len(args) == 1:  # one row: a plain execute (executemany costs more per call)
-                db.execute(sql, args[0])
-            elif args:
-                db.executemany(sql, args)
-        db.commit()
     except BaseException:
         db.rollback()
         raise
-    return True
+    return matched
 
 
 class SqliteCheckpointWriter:
@@ -139,8 +153,8 @@ class SqliteCheckpointWriter:
             self._updates[(keys, owned)] = sql
         return sql
 
-    async def write(self, conn: AsyncConnection, write: CheckpointWrite) -> bool:
-        """Commit ``write`` in one transaction; False when the run row did not match."""
+    def _statements(self, write: CheckpointWrite) -> tuple[tuple[str, tuple[Any, ...]],
+                                                           list[tuple[str, list[tuple[Any, ...]]]]]:
         values = write.run_values
         keys = tuple(values)
         params = [_dumps(v) if k in _JSON else v for k, v in values.items()]
@@ -152,9 +166,17 @@ class SqliteCheckpointWriter:
                 for row in write.node_rows]
         events = [(e["run_id"], e["seq"], e["tenant_id"], e["type"], e["node_id"], _dumps(e["payload"]), e["ts"])
                   for e in write.events]
+        return update, [(self._flip, flips), (self._upsert, rows), (self._events, events)]
+
+    async def write(self, conn: AsyncConnection, write: CheckpointWrite) -> bool:
+        """Commit ``write`` in one transaction; False when the run row did not match."""
+        return (await self.write_many(conn, [write]))[0]
+
+    async def write_many(self, conn: AsyncConnection, writes: Sequence[CheckpointWrite]) -> list[bool]:
+        """Commit ``writes`` (of different runs) in one transaction, in one call in the
+        worker thread; for each, whether its run row matched (False: nothing of it written)."""
         driver = (await _raw_connection(conn)).driver_connection  # aiosqlite.Connection
-        return await driver._execute(_sqlite_transaction, driver._conn, update,
-                                     [(self._flip, flips), (self._upsert, rows), (self._events, events)])
+        return await driver._execute(_sqlite_transaction, driver._conn, [self._statements(w) for w in writes])
 
 
 async def _raw_connection(conn: AsyncConnection) -> Any:
@@ -217,21 +239,105 @@ SELECT (SELECT count(*) FROM u)"""
         self._sql[keys] = sql
         return sql
 
-    async def write(self, conn: AsyncConnection, write: CheckpointWrite) -> bool:
-        """Commit ``write`` with one statement; False when the run row did not match."""
-        keys = tuple(write.run_values)
-        rows = write.node_rows
-        if len(rows) > 1:  # one row per node run (the statement may not upsert a row twice)
-            rows = list({row["node_run_id"]: row for row in rows}.values())
-        args = (to_json(write.run_values).decode(), write.run_id, write.tenant_id, write.owner_id,
-                to_json(rows).decode(), to_json([{"node_id": n, "keep": k} for n, k in write.flips]).decode(),
-                to_json(write.events).decode())
-        driver = (await _raw_connection(conn)).driver_connection  # asyncpg.Connection
-        if driver.is_in_transaction():  # the statement would not commit on its own
-            raise StoreError("checkpoint: the connection is inside a transaction")
+    async def _prepared_for(self, driver: Any, keys: tuple[str, ...]) -> Any:
         if driver is not self._prepared_on:
             self._prepared, self._prepared_on = {}, driver
         statement = self._prepared.get(keys)
         if statement is None:
             statement = self._prepared[keys] = await driver.prepare(self._statement(keys))
-        return bool(await statement.fetchval(*args))
+        return statement
+
+    @staticmethod
+    def _args(write: CheckpointWrite) -> tuple[Any, ...]:
+        rows = write.node_rows
+        if len(rows) > 1:  # one row per node run (the statement may not upsert a row twice)
+            rows = list({row["node_run_id"]: row for row in rows}.values())
+        return (to_json(write.run_values).decode(), write.run_id, write.tenant_id, write.owner_id,
+                to_json(rows).decode(), to_json([{"node_id": n, "keep": k} for n, k in write.flips]).decode(),
+                to_json(write.events).decode())
+
+    async def write(self, conn: AsyncConnection, write: CheckpointWrite) -> bool:
+        """Commit ``write`` with one statement; False when the run row did not match."""
+        return (await self.write_many(conn, [write]))[0]
+
+    async def write_many(self, conn: AsyncConnection, writes: Sequence[CheckpointWrite]) -> list[bool]:
+        """Commit ``writes`` (of different runs): one alone as one statement in autocommit
+        (one round trip, one commit), several as one statement each inside one transaction
+        (one commit for all); for each, whether its run row matched (False: nothing of it
+        written, since its statement's other parts depend on the UPDATE)."""
+        driver = (await _raw_connection(conn)).driver_connection  # asyncpg.Connection
+        if driver.is_in_transaction():  # the statements would not commit on their own
+            raise StoreError("checkpoint: the connection is inside a transaction")
+        statements = [(await self._prepared_for(driver, tuple(w.run_values)), self._args(w)) for w in writes]
+        if len(statements) == 1:
+            statement, args = statements[0]
+            return [bool(await statement.fetchval(*args))]
+        async with driver.transaction():
+            return [bool(await statement.fetchval(*args)) for statement, args in statements]
+
+
+async def pg_statement(conn: AsyncConnection, sql: str, *args: Any) -> str:
+    """PostgreSQL: one statement on the raw asyncpg connection, in autocommit - one round
+    trip and one commit, no ``BEGIN``/``COMMIT`` around it and no SQLAlchemy on the way
+    (the hot path of a run's start, as the checkpoint is of its steps). Returns the
+    command status (``"UPDATE 1"``); the driver's errors go to the caller."""
+    driver = (await _raw_connection(conn)).driver_connection  # asyncpg.Connection
+    if driver.is_in_transaction():  # the statement would not commit on its own
+        raise StoreError("the connection is inside a transaction")
+    return str(await driver.execute(sql, *args))
+
+
+# ------------------------------------------------- SQLite calls of the store (worker thread)
+
+
+def _sqlite_reads(db: sqlite3.Connection, queries: list[tuple[str, tuple[Any, ...]]]) -> list[list[dict[str, Any]]]:
+    """Runs in aiosqlite's worker thread: the SELECTs in one read transaction, rows as dicts."""
+    db.execute("BEGIN")
+    try:
+        results = []
+        for sql, params in queries:
+            cursor = db.execute(sql, params)
+            names = [d[0] for d in cursor.description]
+            results.append([dict(zip(names, row)) for row in cursor.fetchall()])
+    finally:
+        db.rollback()  # read only: nothing to keep
+    return results
+
+
+def _sqlite_writes(db: sqlite3.Connection, statements: list[tuple[str, tuple[Any, ...]]]) -> list[int]:
+    """Runs in aiosqlite's worker thread: the statements in one write transaction; their row counts."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        counts = []
+        for sql, params in statements:
+            cursor = db.execute(sql, params)
+            counts.append(cursor.lastrowid if sql.startswith("INSERT") and cursor.rowcount == 1 else cursor.rowcount)
+        db.commit()
+    except BaseException:
+        db.rollback()
+        raise
+    return counts
+
+
+def _sqlite_claim(db: sqlite3.Connection, update: tuple[str, tuple[Any, ...]],
+                  reads: list[tuple[str, tuple[Any, ...]]], owner_read: tuple[str, tuple[Any, ...]],
+                  ) -> tuple[bool, list[list[dict[str, Any]]]]:
+    """Runs in aiosqlite's worker thread: the claim's conditional UPDATE and, when it
+    matched, the ``reads`` in the same write transaction (committed); when it did not,
+    the ``owner_read`` alone (nothing written). ``(matched, rows of each read)``."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        matched = db.execute(*update).rowcount == 1
+        results = []
+        for sql, params in reads if matched else [owner_read]:
+            cursor = db.execute(sql, params)
+            names = [d[0] for d in cursor.description]
+            results.append([dict(zip(names, row)) for row in cursor.fetchall()])
+        if matched:
+            db.commit()
+        else:
+            db.rollback()
+    except BaseException:
+        db.rollback()
+        raise
+    return matched, results

@@ -5,11 +5,13 @@
 :mod:`workers.sql.tables`. It keeps one connection and serializes its use with an
 asyncio lock (a connection runs one statement at a time; SQLite has one writer anyway).
 
-Checkpoints are the hot path (one per finished node): the run row (conditional on the
-owner), the changed node runs, the flip of a node's previous latest run when a loop round
-replaced it, and the step's durable events commit in one transaction, written on the
-driver connection in one call (:mod:`workers.sql.checkpoint`), with no read before the
-write. Which node run is the latest of each node is remembered per run after the first
+Checkpoints are the hot path (one per finished node with effects, and one at a run's
+end): the run row (conditional on the owner), the changed node runs, the flip of a
+node's previous latest run when a loop round replaced it, and the step's durable events
+commit in one transaction, written on the driver connection in one call
+(:mod:`workers.sql.checkpoint`), with no read before the write. The checkpoints of
+concurrent runs that are ready together share that transaction (group commit,
+:mod:`workers.sql.group`). Which node run is the latest of each node is remembered per run after the first
 checkpoint (the store that writes a run owns it, so nobody else changes those rows
 meanwhile).
 """
@@ -24,7 +26,7 @@ from collections import OrderedDict
 from typing import Any, AsyncIterator, Sequence
 
 import sqlalchemy as sa
-from pydantic_core import from_json
+from pydantic_core import from_json, to_json
 from sqlalchemy import exc
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -36,8 +38,9 @@ from schemas.run import NodeRun, RunState
 from schemas.types import RunStatus
 
 from .checkpoint import (CheckpointWrite, PostgresCheckpointWriter, SqliteCheckpointWriter, _dumps, _raw_connection,
-                         event_rows)
+                         _sqlite_claim, _sqlite_reads, _sqlite_writes, event_rows, pg_statement)
 from .connect import make_engine, mask_url, normalize_url, store_errors
+from .group import CheckpointJob, GroupCommit
 from .migrate import migrate_connection
 from .rows import (ENDED, message_from_row, message_row, node_run_from_row, node_run_row, owner_from_row,
                    run_columns, state_from_row, summary_from_row)
@@ -70,6 +73,11 @@ _INDEXED = ("status", "chat_id")
 _RELEASED = {"owner_id": None, "owner_host": None, "owner_pid": None, "lease_until": None}
 #: workflow documents a store remembers having stored (oldest dropped first)
 _DOCS_LIMIT = 4096
+#: ended runs whose rows a store remembers for their first detail read (oldest dropped first)
+_ENDED_LIMIT = 256
+#: the ``runs`` columns only :meth:`SqlStore.create_run` writes
+_CREATED = ("run_id", "tenant_id", "workflow_id", "workflow_version", "workflow_hash", "created_at", "tokens_in",
+            "tokens_out", "cost", "owner_id", "owner_host", "owner_pid", "lease_until")
 
 
 class _NodeIndex:
@@ -77,12 +85,17 @@ class _NodeIndex:
     (insertion order of ``RunState.node_runs``) and the committed values of the indexed
     run columns (``_INDEXED``; None: not known)."""
 
-    __slots__ = ("current", "positions", "indexed")
+    __slots__ = ("current", "positions", "indexed", "created", "committed", "history")
 
     def __init__(self) -> None:
         self.current: dict[str, str] = {}
         self.positions: dict[str, int] = {}
         self.indexed: tuple[Any, ...] | None = None
+        #: the ``runs`` columns :meth:`SqlStore.create_run` wrote (None: another store created the run)
+        self.created: dict[str, Any] | None = None
+        #: per node (node run id, status, finished_at) and history rows committed (SqlStore._keep_ended)
+        self.committed: dict[str, tuple[str, str, float | None]] = {}
+        self.history = 0
 
     def apply(self, current: dict[str, str], added: dict[str, int]) -> None:
         """Record committed node runs (``current``) and the positions of nodes new to the run."""
@@ -117,59 +130,6 @@ _RUN_JSON = tuple(c.name for c in runs.c if isinstance(c.type, sa.JSON))
 _NODE_RUN_JSON = tuple(c.name for c in node_runs.c if isinstance(c.type, sa.JSON))
 
 
-def _sqlite_reads(db: sqlite3.Connection, queries: list[tuple[str, tuple[Any, ...]]]) -> list[list[dict[str, Any]]]:
-    """Runs in aiosqlite's worker thread: the SELECTs in one read transaction, rows as dicts."""
-    db.execute("BEGIN")
-    try:
-        results = []
-        for sql, params in queries:
-            cursor = db.execute(sql, params)
-            names = [d[0] for d in cursor.description]
-            results.append([dict(zip(names, row)) for row in cursor.fetchall()])
-    finally:
-        db.rollback()  # read only: nothing to keep
-    return results
-
-
-def _sqlite_writes(db: sqlite3.Connection, statements: list[tuple[str, tuple[Any, ...]]]) -> list[int]:
-    """Runs in aiosqlite's worker thread: the statements in one write transaction; their row counts."""
-    db.execute("BEGIN IMMEDIATE")
-    try:
-        counts = []
-        for sql, params in statements:
-            cursor = db.execute(sql, params)
-            counts.append(cursor.lastrowid if sql.startswith("INSERT") and cursor.rowcount == 1 else cursor.rowcount)
-        db.commit()
-    except BaseException:
-        db.rollback()
-        raise
-    return counts
-
-
-def _sqlite_claim(db: sqlite3.Connection, update: tuple[str, tuple[Any, ...]],
-                  reads: list[tuple[str, tuple[Any, ...]]], owner_read: tuple[str, tuple[Any, ...]],
-                  ) -> tuple[bool, list[list[dict[str, Any]]]]:
-    """Runs in aiosqlite's worker thread: the claim's conditional UPDATE and, when it
-    matched, the ``reads`` in the same write transaction (committed); when it did not,
-    the ``owner_read`` alone (nothing written). ``(matched, rows of each read)``."""
-    db.execute("BEGIN IMMEDIATE")
-    try:
-        matched = db.execute(*update).rowcount == 1
-        results = []
-        for sql, params in reads if matched else [owner_read]:
-            cursor = db.execute(sql, params)
-            names = [d[0] for d in cursor.description]
-            results.append([dict(zip(names, row)) for row in cursor.fetchall()])
-        if matched:
-            db.commit()
-        else:
-            db.rollback()
-    except BaseException:
-        db.rollback()
-        raise
-    return matched, results
-
-
 def _decoded(row: dict[str, Any], json_columns: Sequence[str]) -> dict[str, Any]:
     for name in json_columns:
         if row[name] is not None:
@@ -201,7 +161,10 @@ class SqlStore:
         self._lock = asyncio.Lock()
         self._sql = _Statements(self.backend)
         self._writer = SqliteCheckpointWriter() if self.backend == "sqlite" else PostgresCheckpointWriter()
+        self._group = GroupCommit(self._flush_checkpoints)
         self._index: OrderedDict[str, _NodeIndex] = OrderedDict()
+        #: (tenant, run id) -> the rows of a run that ended here, until its first load_detail
+        self._ended: OrderedDict[tuple[str, str], tuple[dict[str, Any], list[dict[str, Any]]]] = OrderedDict()
         self._docs: OrderedDict[tuple[str, str], None] = OrderedDict()  # (tenant, hash) stored by this store
 
     def __repr__(self) -> str:
@@ -292,6 +255,7 @@ class SqlStore:
                    owner_pid=owner.pid if owner else None, lease_until=owner.lease_until if owner else None)
         index = _NodeIndex()
         index.indexed = tuple(row[name] for name in _INDEXED)
+        index.created = {name: row[name] for name in _CREATED}
         node_rows, current, added = self._node_rows(state, index, list(state.node_runs), 0)
         index.apply(current, added)
         if self.backend == "sqlite" and not node_rows:  # a new run: one INSERT, one hand-off
@@ -302,6 +266,16 @@ class SqlStore:
                 await self._sqlite_write([(sql, params)])
             except StoreError as error:
                 if isinstance(error.__cause__, sqlite3.IntegrityError):
+                    raise RunExists(f"run {state.run_id} already exists") from None
+                raise
+            self._remember(state.run_id, index)
+            return
+        if not node_rows:  # PostgreSQL: one statement in autocommit, the row as one JSON value
+            try:
+                await self._pg("INSERT INTO runs SELECT * FROM json_populate_record(NULL::runs, $1::json)",
+                               to_json(row).decode())
+            except StoreError as error:
+                if type(error.__cause__).__name__ == "UniqueViolationError":
                     raise RunExists(f"run {state.run_id} already exists") from None
                 raise
             self._remember(state.run_id, index)
@@ -338,44 +312,125 @@ class SqlStore:
         """Commit the run row, the node runs named by ``delta`` and ``events`` (the step's
         durable events; ``node_delta`` ones skipped, seqs already stored ignored) in one
         transaction; with ``release`` the same UPDATE gives the run up (as :meth:`release`).
+        Checkpoints of other runs that are ready at the same time share the transaction
+        (group commit, :mod:`workers.sql.group`); each run's write stays all or nothing.
 
         With ``owner_id`` the write happens only while that owner holds the run (the
         lease itself is renewed by :meth:`renew`); raises LeaseLost otherwise. Without
         it, raises RunNotFound when the run does not exist for the state's tenant. In
         both cases nothing is written.
         """
-        async with self._lock:
-            with store_errors(self.url):
-                conn = await self._connection()
-                index = self._index.get(state.run_id)
-                if index is None:
-                    async with conn.begin():
-                        index = await self._load_index(conn, state.run_id)
-                values = run_columns(state)
-                indexed = tuple(values[name] for name in _INDEXED)
-                if indexed == index.indexed:
-                    for name in _INDEXED:
-                        del values[name]
-                if release:
-                    values.update(_RELEASED)
-                write = CheckpointWrite(state.run_id, state.tenant_id, owner_id, values)
-                write.node_rows, current, added = self._node_rows(state, index, delta.node_ids, delta.history_from)
-                write.flips = [(node_id, keep) for node_id, keep in current.items()
-                               if index.current.get(node_id, keep) != keep]
-                write.events = event_rows(state.tenant_id, state.run_id, events)
-                try:
-                    matched = await self._writer.write(conn, write)
-                except BaseException:  # committed or not: learn the latest runs from the rows next time
-                    self._index.pop(state.run_id, None)
-                    raise
-                if matched:
-                    index.apply(current, added)
-                    index.indexed = indexed
-                    self._remember(state.run_id, index, ended=release or str(state.status) in ENDED)
+        await self._group.submit(CheckpointJob(state, delta, owner_id, events, release))
+
+    async def _build_write(self, conn: AsyncConnection, job: CheckpointJob) -> tuple[Any, ...]:
+        """The write of ``job`` and what to remember once it committed."""
+        state = job.state
+        index = self._index.get(state.run_id)
+        if index is None:
+            async with conn.begin():
+                index = await self._load_index(conn, state.run_id)
+        values = run_columns(state)
+        indexed = tuple(values[name] for name in _INDEXED)
+        if indexed == index.indexed:
+            for name in _INDEXED:
+                del values[name]
+        if job.release:
+            values.update(_RELEASED)
+        write = CheckpointWrite(state.run_id, state.tenant_id, job.owner_id, values)
+        write.node_rows, current, added = self._node_rows(state, index, job.delta.node_ids, job.delta.history_from)
+        write.flips = [(node_id, keep) for node_id, keep in current.items()
+                       if index.current.get(node_id, keep) != keep]
+        write.events = event_rows(state.tenant_id, state.run_id, job.events)
+        return job, write, index, current, added, indexed
+
+    def _settle(self, built: tuple[Any, ...], matched: bool) -> None:
+        job, write, index, current, added, indexed = built
+        state = job.state
         if not matched:
-            if owner_id is not None:
-                raise LeaseLost(f"run {state.run_id} is no longer owned by {owner_id}")
-            raise RunNotFound(f"no run {state.run_id} for tenant {state.tenant_id!r}")
+            job.settle(LeaseLost(f"run {state.run_id} is no longer owned by {job.owner_id}") if job.owner_id is not None
+                       else RunNotFound(f"no run {state.run_id} for tenant {state.tenant_id!r}"))
+            return
+        index.apply(current, added)
+        index.indexed = indexed
+        ended = job.release or str(state.status) in ENDED
+        if index.created is not None:
+            for row in write.node_rows:
+                if row["current"]:
+                    index.committed[row["node_id"]] = (row["node_run_id"], row["status"], row["finished_at"])
+                else:
+                    index.history = max(index.history, row["seq"] + 1)
+            if ended and str(state.status) in ENDED:
+                self._keep_ended(state, index, job.release)
+        self._remember(state.run_id, index, ended=ended)
+        job.settle()
+
+    def _keep_ended(self, state: RunState, index: _NodeIndex, released: bool) -> None:
+        """Remember the rows of a run that just ended as this store committed them (it
+        created the run and wrote every checkpoint of it), so the first
+        :meth:`load_detail` - the answer of a blocking request - needs no read: an ended
+        run's rows no longer change. JSON columns go through JSON, as a read returns them.
+        Not when a node run or history row of the state was never committed (a checkpoint
+        that failed before it reached the store): the rows are then not the state, and a
+        read tells what is stored."""
+        if index.history != len(state.history) or any(
+                index.committed.get(node_id) != (run.id, str(run.status), run.finished_at)
+                for node_id, run in state.node_runs.items()):
+            return
+        row = {**index.created, **run_columns(state), **(_RELEASED if released else {})}
+        rows = [node_run_row(state.run_id, state.tenant_id, run, current=True, position=index.positions[node_id])
+                for node_id, run in state.node_runs.items()]
+        rows += [node_run_row(state.run_id, state.tenant_id, run, current=False, position=position)
+                 for position, run in enumerate(state.history)]
+        for values, names in ((row, _RUN_JSON), *((node_row, _NODE_RUN_JSON) for node_row in rows)):
+            values.update({name: from_json(_dumps(values[name])) for name in names if values[name] is not None})
+        self._ended[(state.tenant_id, state.run_id)] = (row, rows)
+        while len(self._ended) > _ENDED_LIMIT:
+            self._ended.popitem(last=False)
+
+    async def _flush_checkpoints(self, batch: list[CheckpointJob]) -> None:
+        """Write ``batch`` (at most one checkpoint per run) in one transaction and settle
+        each job. When that transaction fails, each checkpoint is written alone, so a
+        fault of one run's write fails that run only."""
+        async with self._lock:
+            try:
+                with store_errors(self.url):
+                    conn = await self._connection()
+            except Exception as error:  # noqa: BLE001 - every job gets it
+                for job in batch:
+                    job.settle(error)
+                return
+            built = []
+            for job in batch:
+                if job.future.done():  # its caller was cancelled while the batch waited: nothing of it
+                    continue
+                try:
+                    with store_errors(self.url):
+                        built.append(await self._build_write(conn, job))
+                except Exception as error:  # noqa: BLE001 - this job's caller raises it
+                    job.settle(error)
+            if not built:
+                return
+            try:
+                with store_errors(self.url):
+                    matched = await self._writer.write_many(conn, [item[1] for item in built])
+            except Exception as error:  # noqa: BLE001 - retried alone below, or given to the caller
+                for item in built:  # committed or not: learn the latest runs from the rows next time
+                    self._index.pop(item[0].state.run_id, None)
+                if len(built) == 1:
+                    built[0][0].settle(error)
+                    return
+                for item in built:
+                    try:
+                        with store_errors(self.url):
+                            alone = await self._writer.write(conn, item[1])
+                    except Exception as single:  # noqa: BLE001 - this job's caller raises it
+                        self._index.pop(item[0].state.run_id, None)
+                        item[0].settle(single)
+                    else:
+                        self._settle(item, alone)
+                return
+            for item, ok in zip(built, matched):
+                self._settle(item, ok)
 
     def _node_rows(self, state: RunState, index: _NodeIndex, node_ids: Sequence[str],
                    history_from: int) -> tuple[list[dict[str, Any]], dict[str, str], dict[str, int]]:
@@ -444,8 +499,11 @@ class SqlStore:
 
     async def load_detail(self, tenant_id: str, run_id: str) -> tuple[RunSummary, RunState, list[NodeRun]]:
         """The run's summary, its state and every node run (as :meth:`list_node_runs`
-        orders them), read in one transaction. Raises RunNotFound."""
-        row, node_rows = await self._read_run(tenant_id, run_id)
+        orders them), read in one transaction. Raises RunNotFound. The first call after a
+        run this store created and executed has ended is answered from what its last
+        checkpoint committed, without a read (:meth:`_keep_ended`)."""
+        kept = self._ended.pop((tenant_id, run_id), None)
+        row, node_rows = kept if kept is not None else await self._read_run(tenant_id, run_id)
         return summary_from_row(row), state_from_row(row, node_rows), _ordered_node_runs(node_rows)
 
     async def load_run(self, tenant_id: str, run_id: str) -> RunState:
@@ -533,11 +591,16 @@ class SqlStore:
                 "WHERE run_id = ? AND tenant_id = ? AND status = ? AND owner_id IS NULL",
                 (owner.id, owner.host, owner.pid, owner.lease_until, run_id, tenant_id, RunStatus.pending.value))])
             return count == 1
-        stmt = (sa.update(runs).where(runs.c.run_id == run_id, runs.c.tenant_id == tenant_id,
-                                      runs.c.status == RunStatus.pending.value, runs.c.owner_id.is_(None))
-                .values(owner_id=owner.id, owner_host=owner.host, owner_pid=owner.pid, lease_until=owner.lease_until))
-        async with self._tx() as conn:
-            return (await conn.execute(stmt)).rowcount == 1
+        status = await self._pg("UPDATE runs SET owner_id = $1, owner_host = $2, owner_pid = $3, lease_until = $4 "
+                                "WHERE run_id = $5 AND tenant_id = $6 AND status = 'pending' AND owner_id IS NULL",
+                                owner.id, owner.host, owner.pid, owner.lease_until, run_id, tenant_id)
+        return status == "UPDATE 1"
+
+    async def _pg(self, sql: str, *args: Any) -> str:
+        """PostgreSQL: ``sql`` alone in autocommit on the store's connection (:func:`pg_statement`)."""
+        async with self._lock:
+            with store_errors(self.url):
+                return await pg_statement(await self._connection(), sql, *args)
 
     async def _claim(self, tenant_id: str, run_id: str, owner: OwnerInfo, take_from: str | None, *,
                      load: bool) -> tuple[Any, list[Any]] | None:
@@ -613,6 +676,8 @@ class SqlStore:
         """Delete the tenant's runs that ended (succeeded, failed, cancelled) before
         ``finished_before``, with their node runs, events and commands (cascade); returns
         how many runs were deleted."""
+        for key in [key for key in self._ended if key[0] == tenant_id]:
+            del self._ended[key]
         stmt = sa.delete(runs).where(runs.c.tenant_id == tenant_id, runs.c.status.in_(ENDED),
                                      runs.c.finished_at < finished_before)
         async with self._tx() as conn:
