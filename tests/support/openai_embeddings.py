@@ -102,15 +102,19 @@ class EmbeddingRoutes:
                 encoded = vector
             data.append({"object": "embedding", "index": i, "embedding": encoded})
         tokens = sum(len(_words(t)) or 1 for t in texts)
+        # Counted before the answer leaves: a client may read it and look at the counter
+        # before this thread runs again. A send that fails takes the count back.
+        with owner._lock:
+            owner.embedded.update(texts)
         try:
             self._send_json(200, {"object": "list", "model": model, "data": data,
                                   "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})
             self.wfile.flush()
         except OSError:
             recorded.client_closed_at = time.monotonic()
-            return
-        with owner._lock:
-            owner.embedded.update(texts)
+            with owner._lock:
+                owner.embedded.subtract(texts)
+                owner.embedded += collections.Counter()  # drops the texts counted down to 0
 
     def _wait_if_held(self, recorded: RecordedRequest) -> bool:
         """While embeddings are held: wait for a release (True), a drop or the client
