@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from dataclasses import dataclass, field
 
 from engine.ports import Launch
 
-from .errors import logger
+#: the API's logger (:mod:`api.errors` uses it too), named here: importing that module
+#: would load FastAPI into every CLI run
+logger = logging.getLogger("flowloom.api")
 
 __all__ = ["Execution", "InlineLauncher"]
 

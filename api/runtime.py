@@ -55,9 +55,9 @@ if TYPE_CHECKING:
     from engine.knowledge.service import KnowledgeService
     from schemas.knowledge import SearchRequest, SearchResult
     from workers.rq.launcher import QueueLauncher
+    from .quotas import Quotas
 
 from .inline import InlineLauncher
-from .quotas import Quotas
 from .redaction import install as install_log_redaction
 
 __all__ = ["Deployment", "KnowledgeOnDemand", "database_url", "key_store_of", "knowledge_database_url", "open_deployment",
@@ -222,7 +222,11 @@ async def open_deployment(settings: Settings, *, knowledge_on_demand: bool = Fal
             queue, feed = QueueLauncher(redis_url), RedisEventBus(redis_url)
         chats = SqlChatStore(store)
         stores = Stores(runs=store, events=store, commands=commands or store, chats=chats)
-        quotas = Quotas(SqlQuotaStore(store), settings) if admission else None
+        quotas = None
+        if admission:  # the API's: imported here, so a CLI run loads no FastAPI
+            from .quotas import Quotas
+
+            quotas = Quotas(SqlQuotaStore(store), settings)
         async with contextlib.AsyncExitStack() as stack:
             if knowledge_on_demand:
                 knowledge: object = KnowledgeOnDemand(lambda: open_knowledge(settings, registry, store))

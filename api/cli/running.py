@@ -22,7 +22,6 @@ from typing import Annotated, Any, Callable, Optional
 import typer
 from rich.text import Text
 
-from engine.settings import private_directory
 
 from .common import (
     EXIT_INTERRUPTED,
@@ -295,6 +294,8 @@ def log_to_home(home: Path) -> Path:
     per problem and never a traceback; a record the file cannot take (a full disk) goes to
     stderr instead. Returns the log's path; installed once per process."""
     path = Path(home) / "flowloom.log"
+    from engine.settings import private_directory  # on use: --help loads no engine
+
     private_directory(path.parent)
     logger = logging.getLogger("flowloom")
     if not any(getattr(h, "baseFilename", None) == str(path.resolve()) for h in logger.handlers):

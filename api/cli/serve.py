@@ -41,7 +41,6 @@ from typing import Annotated, Any, Optional
 import typer
 from rich.text import Text
 
-from engine.settings import private_directory
 
 from .common import EXIT_INVALID, app, err, settings
 from .running import execute
@@ -76,6 +75,8 @@ def _loopback(host: str) -> bool:
 
 def _write_private(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` readable by this user only (created 0600, never wider)."""
+    from engine.settings import private_directory  # on use: --help loads no engine
+
     private_directory(path.parent)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as handle:

@@ -34,12 +34,11 @@ from typing import Any, Mapping
 
 import sqlalchemy as sa
 from sqlalchemy import exc
-from sqlalchemy.dialects import postgresql, sqlite
 
 from engine.ports import KeyNotFound, StoreError, TenantNotFound
 from schemas.records import ApiKey, Tenant
 
-from .store import SqlStore
+from .store import SqlStore, dialect_insert
 from .tables import ApiKeyRow, TenantRow
 
 __all__ = ["KEY_PATTERN", "SqlKeyStore", "hash_secret", "parse_key"]
@@ -100,7 +99,7 @@ class SqlKeyStore:
 
     async def ensure_tenant(self, tenant_id: str, name: str = "") -> tuple[Tenant, bool]:
         """The tenant, created when missing; True when this call created it."""
-        insert = postgresql.insert if self.store.backend == "postgresql" else sqlite.insert
+        insert = dialect_insert(self.store.backend)
         stmt = insert(tenants).on_conflict_do_nothing(index_elements=[tenants.c.tenant_id])
         async with self.store._tx() as conn:
             created = (await conn.execute(stmt, {"tenant_id": tenant_id, "name": name or tenant_id,

@@ -46,7 +46,7 @@ from .rows import (ENDED, message_from_row, message_row, node_run_from_row, node
                    run_columns, state_from_row, summary_from_row)
 from .tables import ChatRow, MessageRow, NodeRunRow, RunCommandRow, RunEventRow, RunRow, WorkflowDocRow
 
-__all__ = ["SqlStore"]
+__all__ = ["SqlStore", "dialect_insert"]
 
 runs = RunRow.__table__
 node_runs = NodeRunRow.__table__
@@ -103,18 +103,23 @@ class _NodeIndex:
         self.positions.update(added)
 
 
+def dialect_insert(backend: str) -> Any:
+    """The ``insert`` construct of ``backend`` (``postgresql`` or ``sqlite``), which has
+    ``on_conflict_do_*``. The dialect's module is imported for its backend only:
+    PostgreSQL's costs ~50 ms of start-up that a SQLite ``flowloom run`` would pay for nothing."""
+    if backend == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert
+    else:
+        from sqlalchemy.dialects.sqlite import insert
+    return insert
+
+
 class _Statements:
     """The Core statements used more than once (creating runs, loading the node index,
     appending events), for one dialect."""
 
     def __init__(self, backend: str) -> None:
-        # The dialect's module is imported for its backend only: PostgreSQL's costs ~50 ms
-        # of start-up that a SQLite ``flowloom run`` would pay for nothing.
-        if backend == "postgresql":
-            from sqlalchemy.dialects.postgresql import insert
-        else:
-            from sqlalchemy.dialects.sqlite import insert
-        self.insert = insert
+        self.insert = dialect_insert(backend)
         upsert = self.insert(node_runs)
         self.upsert_node_runs = upsert.on_conflict_do_update(
             index_elements=[node_runs.c.run_id, node_runs.c.node_run_id],

@@ -21,13 +21,12 @@ from typing import Any, Mapping
 
 import sqlalchemy as sa
 from pydantic_core import from_json
-from sqlalchemy.dialects import postgresql, sqlite
 
 from engine.compiler import content_hash
 from engine.ports import StaleVersion, WorkflowExists, WorkflowNotFound
 from schemas.records import WorkflowRecord, WorkflowVersion
 
-from .store import SqlStore
+from .store import SqlStore, dialect_insert
 from .tables import WorkflowDocRow, WorkflowRow, WorkflowVersionRow
 
 __all__ = ["SqlWorkflowStore"]
@@ -68,7 +67,7 @@ class SqlWorkflowStore:
 
     def __init__(self, store: SqlStore) -> None:
         self.store = store
-        self._insert = postgresql.insert if store.backend == "postgresql" else sqlite.insert
+        self._insert = dialect_insert(store.backend)
 
     @staticmethod
     def _mine(tenant_id: str, workflow_id: str) -> Any:
