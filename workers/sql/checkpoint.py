@@ -31,7 +31,7 @@ from __future__ import annotations
 import sqlite3
 import time
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence, TypeVar
 
 import sqlalchemy as sa
 from pydantic_core import to_json
@@ -40,6 +40,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from engine.ports import StoreError
 
 from .tables import NodeRunRow, RunEventRow, RunRow
+
+_T = TypeVar("_T")
 
 __all__ = ["CheckpointWrite", "PostgresCheckpointWriter", "SqliteCheckpointWriter", "event_rows", "pg_statement"]
 
@@ -101,15 +103,37 @@ class CheckpointWrite:
 # ------------------------------------------------------------------------------ SQLite
 
 
+def _immediate(db: sqlite3.Connection, body: Callable[[], tuple[bool, _T]]) -> _T:
+    """``body`` in one write transaction (``BEGIN IMMEDIATE``: the write lock at once, so
+    no other writer fails it half way): committed when it returns ``(True, result)``,
+    rolled back when it returns ``(False, result)`` or raises. Returns ``result``."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        keep, result = body()
+        if keep:
+            db.commit()
+        else:
+            db.rollback()
+    except BaseException:
+        db.rollback()
+        raise
+    return result
+
+
+def _rows(cursor: sqlite3.Cursor) -> list[dict[str, Any]]:
+    """The rows of an executed SELECT as dicts by column name."""
+    names = [d[0] for d in cursor.description]
+    return [dict(zip(names, row)) for row in cursor.fetchall()]
+
+
 def _sqlite_transaction(db: sqlite3.Connection,
                         writes: list[tuple[tuple[str, tuple[Any, ...]], list[tuple[str, list[tuple[Any, ...]]]]]],
                         ) -> list[bool]:
     """Runs in aiosqlite's worker thread: the checkpoints ``writes`` (each its run UPDATE and
     its other statements) in one transaction. A write whose run UPDATE matched no row
     writes nothing more (False in the result); the others are committed together."""
-    db.execute("BEGIN IMMEDIATE")
-    matched = []
-    try:
+    def body() -> tuple[bool, list[bool]]:
+        matched = []
         for update, batches in writes:
             if db.execute(*update).rowcount == 0:
                 matched.append(False)
@@ -120,14 +144,9 @@ def _sqlite_transaction(db: sqlite3.Connection,
                 elif args:
                     db.executemany(sql, args)
             matched.append(True)
-        if any(matched):
-            db.commit()
-        else:
-            db.rollback()
-    except BaseException:
-        db.rollback()
-        raise
-    return matched
+        return any(matched), matched
+
+    return _immediate(db, body)
 
 
 class SqliteCheckpointWriter:
@@ -294,11 +313,7 @@ def _sqlite_reads(db: sqlite3.Connection, queries: list[tuple[str, tuple[Any, ..
     """Runs in aiosqlite's worker thread: the SELECTs in one read transaction, rows as dicts."""
     db.execute("BEGIN")
     try:
-        results = []
-        for sql, params in queries:
-            cursor = db.execute(sql, params)
-            names = [d[0] for d in cursor.description]
-            results.append([dict(zip(names, row)) for row in cursor.fetchall()])
+        results = [_rows(db.execute(sql, params)) for sql, params in queries]
     finally:
         db.rollback()  # read only: nothing to keep
     return results
@@ -306,17 +321,14 @@ def _sqlite_reads(db: sqlite3.Connection, queries: list[tuple[str, tuple[Any, ..
 
 def _sqlite_writes(db: sqlite3.Connection, statements: list[tuple[str, tuple[Any, ...]]]) -> list[int]:
     """Runs in aiosqlite's worker thread: the statements in one write transaction; their row counts."""
-    db.execute("BEGIN IMMEDIATE")
-    try:
+    def body() -> tuple[bool, list[int]]:
         counts = []
         for sql, params in statements:
             cursor = db.execute(sql, params)
             counts.append(cursor.lastrowid if sql.startswith("INSERT") and cursor.rowcount == 1 else cursor.rowcount)
-        db.commit()
-    except BaseException:
-        db.rollback()
-        raise
-    return counts
+        return True, counts
+
+    return _immediate(db, body)
 
 
 def _sqlite_claim(db: sqlite3.Connection, update: tuple[str, tuple[Any, ...]],
@@ -325,19 +337,9 @@ def _sqlite_claim(db: sqlite3.Connection, update: tuple[str, tuple[Any, ...]],
     """Runs in aiosqlite's worker thread: the claim's conditional UPDATE and, when it
     matched, the ``reads`` in the same write transaction (committed); when it did not,
     the ``owner_read`` alone (nothing written). ``(matched, rows of each read)``."""
-    db.execute("BEGIN IMMEDIATE")
-    try:
+    def body() -> tuple[bool, tuple[bool, list[list[dict[str, Any]]]]]:
         matched = db.execute(*update).rowcount == 1
-        results = []
-        for sql, params in reads if matched else [owner_read]:
-            cursor = db.execute(sql, params)
-            names = [d[0] for d in cursor.description]
-            results.append([dict(zip(names, row)) for row in cursor.fetchall()])
-        if matched:
-            db.commit()
-        else:
-            db.rollback()
-    except BaseException:
-        db.rollback()
-        raise
-    return matched, results
+        results = [_rows(db.execute(sql, params)) for sql, params in (reads if matched else [owner_read])]
+        return matched, (matched, results)
+
+    return _immediate(db, body)
