@@ -338,8 +338,11 @@ async def test_parallel_safe_tools_run_together(parallel, expected, openai_serve
     state = await Harness(scripted_registry, memory, doc).start("sleep twice")
     elapsed = time.perf_counter() - started
     assert state.status is RunStatus.succeeded, state.error
+    # Overlap is proven by the server's count of requests in flight; a wall-clock upper
+    # bound would fail on a loaded machine. Serial calls cannot take less than both sleeps.
     assert api.max_in_flight == expected
-    assert (elapsed < 0.75) if parallel else (elapsed >= 0.8)
+    if not parallel:
+        assert elapsed >= 0.8
     tools = {t["name"]: t for t in state.node_runs["agent"].data["tools"]}
     assert tools["slow"]["parallel_safe"] is parallel and tools["save_note"]["parallel_safe"] is False
     assert tools[PLAN_TOOL]["parallel_safe"] is False
