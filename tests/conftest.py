@@ -24,6 +24,32 @@ for _name in [n for n in os.environ if n.startswith("FLOWLOOM_")
     del os.environ[_name]
 
 
+#: the marker expression of the fast tier (README): it runs on several processes by default
+FAST_TIER = "not slow"
+#: processes for the fast tier: it is the inner loop on a 2-core machine, where its waits
+#: (timeouts, sleeps, socket round trips) and its CPU overlap well; more than 4 start-ups
+#: cost more than they save
+FAST_TIER_PROCESSES = 4
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """Run the fast tier (``-m "not slow"``) on up to :data:`FAST_TIER_PROCESSES`
+    processes with pytest-xdist when it is installed and ``-n`` was not given (``-n 0``
+    keeps one process). The full suite stays in one process: its browser, server and
+    worker tests measure their own deadlines and are sized for a core each."""
+    option = config.option
+    if hasattr(config, "workerinput"):  # an xdist worker: its master decided
+        return
+    if getattr(option, "numprocesses", 0) is not None or not config.pluginmanager.has_plugin("xdist"):
+        return
+    if (option.markexpr or "").strip() != FAST_TIER or option.collectonly or option.usepdb:
+        return
+    processes = min(os.cpu_count() or 1, FAST_TIER_PROCESSES)
+    if processes > 1:
+        option.numprocesses = processes
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark slow every test that uses a browser, starts a process, a Redis or PostgreSQL
     server, or is a benchmark (:mod:`tests.support.tiers`): ``pytest -m "not slow"`` is

@@ -85,3 +85,41 @@ def test_the_fast_tier_collects_none_of_them():
     # each runs on SQLite and on PostgreSQL (a fixture's params, or parametrize(indirect=True)): the SQLite runs only
     assert [line for line in lines if "[sqlite" in line]
     assert not [line for line in lines if "postgres" in line or "pgvector" in line]
+
+
+class _Plugins:
+    def __init__(self, names: set[str]) -> None:
+        self.names = names
+
+    def has_plugin(self, name: str) -> bool:
+        return name in self.names
+
+
+def _config(markexpr: str, numprocesses: int | None = None, *, xdist: bool = True, worker: bool = False):
+    """What ``pytest_cmdline_main`` reads of a config: its options and its plugins."""
+    from types import SimpleNamespace
+
+    config = SimpleNamespace(
+        option=SimpleNamespace(markexpr=markexpr, numprocesses=numprocesses, collectonly=False, usepdb=False),
+        pluginmanager=_Plugins({"xdist"} if xdist else set()))
+    if worker:
+        config.workerinput = {}
+    return config
+
+
+def test_the_fast_tier_runs_on_several_processes_unless_told_otherwise(monkeypatch):
+    import tests.conftest as conftest
+
+    monkeypatch.setattr(conftest.os, "cpu_count", lambda: 2)
+    fast = _config("not slow")
+    conftest.pytest_cmdline_main(fast)
+    assert fast.option.numprocesses == 2
+    for config in (_config(""), _config("slow"), _config("not slow", 0), _config("not slow", xdist=False),
+                   _config("not slow", worker=True)):
+        before = config.option.numprocesses
+        conftest.pytest_cmdline_main(config)
+        assert config.option.numprocesses == before, "the full suite, -n 0, no xdist and a worker stay as they are"
+    monkeypatch.setattr(conftest.os, "cpu_count", lambda: 1)
+    single = _config("not slow")
+    conftest.pytest_cmdline_main(single)
+    assert single.option.numprocesses is None, "one core: one process"
