@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import gc
 import hashlib
-import json
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Mapping
 
@@ -48,7 +47,7 @@ import networkx as nx
 from schemas.workflow import Workflow
 
 from .catalog import NodeCatalog
-from .documents import as_document
+from .documents import canonical_document, canonical_json
 from .errors import CompileError, Problem
 from .graph_checks import build_graph, check_error_policy, check_ids, check_models, parse_document
 from .loops import CycleRegion, check_scopes, find_cycle_regions
@@ -66,7 +65,10 @@ _CACHE_SIZE = 256
 
 def content_hash(doc: Mapping[str, Any]) -> str:
     """SHA-256 hex digest of the canonical JSON (sorted keys, compact) of ``doc``."""
-    text = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return _text_hash(canonical_json(doc))
+
+
+def _text_hash(text: str) -> str:
     # surrogatepass: a lone surrogate (valid in JSON, not in UTF-8) must not crash hashing
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
@@ -84,8 +86,8 @@ def compile_workflow(
     Raises:
         CompileError: with every problem found (warnings included in ``problems``).
     """
-    doc = as_document(source)
-    key = content_hash(doc)
+    doc, text = canonical_document(source)
+    key = _text_hash(text)
     cache_key = f"{key}:{catalog.fingerprint}:{models.fingerprint if models is not None else '-'}"
     if use_cache and cache_key in _CACHE:
         _CACHE.move_to_end(cache_key)
@@ -107,10 +109,10 @@ def check_workflow(source: Workflow | Mapping[str, Any] | str | bytes, *, catalo
     Builds no plan, so no executor module is imported (checking stays fast).
     """
     try:
-        doc = as_document(source)
+        doc, text = canonical_document(source)
     except CompileError as exc:
         return exc.problems
-    return _compile(doc, content_hash(doc), catalog, models, build=False)[1]
+    return _compile(doc, _text_hash(text), catalog, models, build=False)[1]
 
 
 def _compile(doc: dict[str, Any], key: str, catalog: NodeCatalog, models: ModelCatalog | None,
@@ -137,8 +139,8 @@ def _compile_passes(doc: dict[str, Any], key: str, catalog: NodeCatalog, models:
     check_ids(wf, problems)
     raw_nodes = doc.get("nodes") if isinstance(doc.get("nodes"), list) else []
     entry_kinds = frozenset(k for k in catalog if catalog[k].entry)
-    invalid_start = any(isinstance(n, dict) and n.get("type") in entry_kinds and n.get("id") in invalid
-                        for n in raw_nodes)
+    invalid_start = bool(invalid) and any(isinstance(n, dict) and n.get("type") in entry_kinds
+                                          and n.get("id") in invalid for n in raw_nodes)
     scope = check_scopes(wf, problems, invalid, catalog)
     graph, start_id = build_graph(wf, problems, invalid, invalid_start, scope, entry_kinds)
     # A body runs after its container starts: for ancestry, the container precedes its body.

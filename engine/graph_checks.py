@@ -260,8 +260,10 @@ def check_error_policy(wf: Workflow, problems: list[Problem]) -> None:
 
 def check_models(wf: Workflow, problems: list[Problem], models: ModelCatalog | None) -> None:
     """Rule 10 (models); skipped without a model catalog."""
+    if models is None:
+        return
     refs = [(node, path, name) for node in wf.nodes for path, name in node.config.model_refs()]
-    if not refs or models is None:
+    if not refs:
         return
     reported = {(p.node_id, p.path) for p in problems}  # a blank model is empty_required already
     for node, path, name in refs:

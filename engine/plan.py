@@ -72,13 +72,14 @@ class PlanBuilder:
         self.catalog = catalog
         self.containers = catalog.containers
         # One executor class lookup per kind, not per node (5000-node plans).
-        self.executors = {k: catalog[k].executor_class() for k in {n.type for n in wf.nodes}}
+        kinds = {n.type for n in wf.nodes}
+        self.executors = {k: catalog[k].executor_class() for k in kinds}
         self.scope = scope
         self.by_id = {n.id: n for n in wf.nodes}
         # Kinds that make a unit of the answer stream (engine/answers.py), and whether any
         # node collects the answer (then output bindings are not streamed).
         self.streaming = frozenset(k for k in catalog if catalog[k].collects is not None)
-        self.has_answers = any(catalog[n.type].collects == "answer" for n in wf.nodes if n.type in catalog)
+        self.has_answers = any(catalog[k].collects == "answer" for k in kinds if k in catalog)
         self.rank: dict[str, int] | None = None
         self.own: frozenset[str] | None = None
         self.region_of = {m: r for r in regions for m in r.members}
@@ -91,10 +92,12 @@ class PlanBuilder:
         self.ends: dict[str, tuple[str, str]] = {}  # back/exit edge id -> (source, handle)
         if not regions:  # the common case: every edge is an ordinary edge of its scope
             in_edges, out_edges = self.in_edges, self.out_edges
-            for source, target, data in graph.edges(data=True):
-                for edge_id, handle in data["edges"]:
-                    out_edges.setdefault(source, []).append((edge_id, handle, target))
-                    in_edges.setdefault(target, []).append(edge_id)
+            # adjacency(): networkx's own dicts, without a view object per edge
+            for source, targets in graph.adjacency():
+                for target, data in targets.items():
+                    for edge_id, handle in data["edges"]:
+                        out_edges.setdefault(source, []).append((edge_id, handle, target))
+                        in_edges.setdefault(target, []).append(edge_id)
             return
         for edge in wf.edges:
             if edge.source not in self.by_id or edge.target not in self.by_id:
@@ -211,9 +214,9 @@ class PlanBuilder:
             catalog = self.catalog
             streams = {k: catalog[k].streams for k in catalog if catalog[k].streams}
             read: set[str] = set()
+            collecting = {k for k in catalog if catalog[k].collects is not None}
             for node in self.wf.nodes:
-                spec = catalog.get(node.type)
-                if spec is None or spec.collects is None:
+                if node.type not in collecting:
                     continue
                 for _path, source in node.config.templates():
                     try:

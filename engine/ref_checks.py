@@ -92,7 +92,7 @@ class RefChecker:
     def reachable_from(self, start: str) -> set[str]:
         """Nodes with a path from ``start`` (``start`` included): a depth-first walk of the
         successors (twice as fast as testing every node's predecessors in order)."""
-        reach, todo, succ = {start}, [start], self.graph.adj
+        reach, todo, succ = {start}, [start], dict(self.graph.adjacency())  # plain dicts: no view per step
         while todo:
             for nid in succ[todo.pop()]:
                 if nid not in reach:

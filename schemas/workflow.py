@@ -59,10 +59,21 @@ class InputVar(BaseModel):
 
 
 class Position(BaseModel):
-    """Canvas position in pixels."""
+    """Canvas position in pixels (immutable: nodes without one share :data:`_ORIGIN`)."""
+
+    model_config = ConfigDict(frozen=True)
 
     x: float = 0.0
     y: float = 0.0
+
+
+#: The position of a node that has none: one shared instance, not one model per node
+#: (a factory returning it costs a fraction of building a model, at every node validated).
+_ORIGIN = Position()
+
+
+def _origin() -> Position:
+    return _ORIGIN
 
 
 class Edge(BaseModel):
@@ -99,7 +110,7 @@ class NodeBase(BaseModel):
     type: str
     name: str = ""
     description: str = ""
-    position: Position = Field(default_factory=Position)
+    position: Position = Field(default_factory=_origin)
     timeout: float | None = Field(default=None, gt=0, description="seconds per attempt")
     max_retries: int = Field(default=0, ge=0, le=10)
     retry_interval: float = Field(default=1.0, ge=0, le=600, description="seconds between attempts")
