@@ -59,9 +59,9 @@ class InputVar(BaseModel):
 
 
 class Position(BaseModel):
-    """Canvas position in pixels (immutable: nodes without one share :data:`_ORIGIN`)."""
+    """Canvas position in pixels."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True)  # immutable: nodes without a position share _ORIGIN
 
     x: float = 0.0
     y: float = 0.0
@@ -142,7 +142,9 @@ def node_model(config_cls: type[NodeConfig], kind: str | None = None) -> type[No
     kind = kind or config_cls.kind
     try:
         config_cls()
-        config_field: Any = (config_cls, Field(default_factory=config_cls))
+        # An empty object, validated as the config: the default is built inside the
+        # validator, with no Python-level model constructor call per node.
+        config_field: Any = (config_cls, Field(default_factory=dict, validate_default=True))
     except Exception:
         config_field = (config_cls, ...)
     return create_model(
