@@ -163,8 +163,7 @@ def _compile_passes(doc: dict[str, Any], key: str, catalog: NodeCatalog, models:
             order = None
     acyclic = order is not None
     checker = RefChecker(wf, graph, order, problems, invalid, scope)
-    for node in wf.nodes:
-        checker.check_node(node)
+    checker.check_nodes(wf.nodes)
     check_error_policy(wf, problems)
     check_models(wf, problems, models)
     if start_id is not None and acyclic:

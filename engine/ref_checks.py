@@ -148,7 +148,16 @@ class RefChecker:
             return None
         return table.get(field) if field is not None else None
 
+    def check_nodes(self, nodes: list[NodeBase]) -> None:
+        """:meth:`check_node` for each of ``nodes`` whose config has something to check
+        (decided once per config class, not per node)."""
+        plain = {cls: _plain_config(cls) for cls in {type(node.config) for node in nodes}}
+        for node in nodes:
+            if not plain[type(node.config)]:
+                self.check_node(node)
+
     def check_node(self, node: NodeBase) -> None:
+        """Rule 9 for one node: its structured references, then its templates."""
         if _plain_config(type(node.config)):
             return
         body_fields = node.config.body_fields()
