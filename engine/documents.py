@@ -7,6 +7,7 @@ so a hostile document costs one cheap pass and is never echoed back.
 from __future__ import annotations
 
 import json
+from itertools import chain, repeat
 from typing import Any, Mapping
 
 from schemas.workflow import Workflow
@@ -14,14 +15,25 @@ from schemas.workflow import Workflow
 from .errors import CompileError, Problem
 from .settings import Settings, get_settings
 
-__all__ = ["as_document", "check_document_limits"]
+__all__ = ["as_document", "canonical_document", "canonical_json", "check_document_limits"]
 
 
 def as_document(source: Workflow | Mapping[str, Any] | str | bytes) -> dict[str, Any]:
     """The document as a dict, within the document caps (:func:`check_document_limits`)."""
+    return canonical_document(source)[0]
+
+
+def canonical_document(source: Workflow | Mapping[str, Any] | str | bytes) -> tuple[dict[str, Any], str]:
+    """The document as a dict, within the document caps, and its canonical JSON text
+    (:func:`canonical_json`: the compiler hashes it, so it is made once).
+
+    Raises:
+        CompileError: not JSON, not an object, or over a cap.
+    """
     settings = get_settings()
     if isinstance(source, Workflow):
-        return source.model_dump(mode="json", by_alias=True, exclude_none=True)
+        doc = source.model_dump(mode="json", by_alias=True, exclude_none=True)
+        return doc, canonical_json(doc)
     if isinstance(source, (str, bytes)):
         if len(source) > settings.max_document_bytes:
             raise CompileError([_too_large(len(source), settings.max_document_bytes)])
@@ -35,10 +47,17 @@ def as_document(source: Workflow | Mapping[str, Any] | str | bytes) -> dict[str,
             raise CompileError([Problem("invalid_document", "a workflow must be a JSON object")])
         source = doc
     doc = dict(source)
-    problems = check_document_limits(doc, settings)
+    problems, text = _limits(doc, settings)
     if problems:
         raise CompileError(problems)
-    return doc
+    assert text is not None  # within the caps: the text was made
+    return doc, text
+
+
+def canonical_json(doc: Mapping[str, Any]) -> str:
+    """The canonical JSON text of ``doc``: sorted keys, compact, not ASCII-escaped (values
+    JSON cannot hold as their ``str``). Its SHA-256 is the document's content hash."""
+    return json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
 def _too_deep(cap: int, path: str | None = None) -> Problem:
@@ -60,36 +79,30 @@ def _path_of(link: tuple[Any, Any] | None) -> str:
     return "".join(f"[{key}]" if isinstance(key, int) else f".{key}" for key in reversed(keys)).lstrip(".")
 
 
-def _shape_problem(doc: Mapping[str, Any], settings: Settings) -> Problem | None:
-    """The first cap of the document's shape it exceeds: nesting deeper than
-    ``max_document_depth`` (with the path where it does), or a JSON size over
-    ``max_document_bytes``. The size is counted from the parsed values (string lengths,
-    keys, punctuation), a lower bound of the text's size, because a document handed over
-    already parsed (an API body, a CLI file) must meet the same cap as JSON text."""
-    depth_cap, size_cap = settings.max_document_depth, settings.max_document_bytes
-    size = 0
+def _too_deep_at(doc: Mapping[str, Any], cap: int) -> Problem | None:
+    """Nesting deeper than ``cap``, with the path of the first container found too deep.
+
+    One level at a time, each level's non-empty containers gathered by a comprehension:
+    the common case (within the cap) touches every value once and builds no path. Only a
+    document over the cap is walked again, depth first with paths, to name where.
+    """
+    level: list[Any] = [doc]
+    depth = 1
+    while level and depth <= cap:
+        values = chain(chain.from_iterable(map(dict.values, [v for v in level if isinstance(v, dict)])),
+                       chain.from_iterable(v for v in level if not isinstance(v, dict)))
+        level, depth = [item for item in values if isinstance(item, (dict, list)) and item], depth + 1
+    if not level:
+        return None
     stack: list[tuple[Any, int, tuple[Any, Any] | None]] = [(doc, 1, None)]
     while stack:
         value, depth, link = stack.pop()
-        if depth > depth_cap:
-            return _too_deep(depth_cap, _path_of(link) or None)
-        pairs = value.items() if isinstance(value, dict) else enumerate(value)
-        size += 1 + len(value)  # brackets and commas
-        for key, item in pairs:
-            if not isinstance(key, int):
-                size += len(key) + 3  # quotes and colon
-            if isinstance(item, str):
-                size += len(item) + 2
-            elif isinstance(item, (dict, list)):
-                if item:
-                    stack.append((item, depth + 1, (link, key)))
-                else:
-                    size += 2
-            else:
-                size += 4 if item is None or item is True else 5 if item is False else 1
-        if size > size_cap:
-            return _too_large(size, size_cap)
-    return None
+        if depth > cap:
+            return _too_deep(cap, _path_of(link) or None)
+        for key, item in (value.items() if isinstance(value, dict) else enumerate(value)):
+            if isinstance(item, (dict, list)) and item:
+                stack.append((item, depth + 1, (link, key)))
+    return None  # pragma: no cover - the level walk found a container below the cap
 
 
 def check_document_limits(doc: Mapping[str, Any], settings: Settings) -> list[Problem]:
@@ -99,9 +112,21 @@ def check_document_limits(doc: Mapping[str, Any], settings: Settings) -> list[Pr
     than ``max_name_length``. Checked before anything else, so a hostile document costs
     one pass and is never echoed back whole.
     """
-    shape = _shape_problem(doc, settings)
-    if shape is not None:
-        return [shape]
+    return _limits(doc, settings)[0]
+
+
+def _limits(doc: Mapping[str, Any], settings: Settings) -> tuple[list[Problem], str | None]:
+    """:func:`check_document_limits`, and the canonical JSON text when the nesting is within
+    its cap. The size is the length of that text (compact JSON, characters): exactly the
+    size of the document written as JSON, whether it came as text or already parsed (an
+    API body, a CLI file), so both meet the same cap. Depth is checked first, so the text
+    is never made of a document nested deeper than the cap."""
+    deep = _too_deep_at(doc, settings.max_document_depth)
+    if deep is not None:
+        return [deep], None
+    text = canonical_json(doc)
+    if len(text) > settings.max_document_bytes:
+        return [_too_large(len(text), settings.max_document_bytes)], text
     problems: list[Problem] = []
     nodes, edges = doc.get("nodes"), doc.get("edges")
     if isinstance(nodes, list) and len(nodes) > settings.max_nodes:
@@ -113,14 +138,30 @@ def check_document_limits(doc: Mapping[str, Any], settings: Settings) -> list[Pr
             ("name", settings.max_name_length, "max_name_length"),
             ("description", settings.max_name_length, "max_name_length"))
     for where, items in (("nodes", nodes), ("edges", edges)):
-        for index, item in enumerate(items if isinstance(items, list) else ()):
+        if not isinstance(items, list) or not _may_exceed(items, caps):
+            continue
+        for index, item in enumerate(items):
             if not isinstance(item, dict):
                 continue
             for key, cap, name in caps:
                 value = item.get(key)
                 if isinstance(value, str) and len(value) > cap:
                     problems.append(_too_long(f"{where}[{index}]", key, len(value), cap, name))
-    return problems
+    return problems, text
+
+
+def _may_exceed(items: list[Any], caps: tuple[tuple[str, int, str], ...]) -> bool:
+    """False when no ``key`` of ``caps`` of any dict in ``items`` holds text over its cap: a
+    screen in C-level loops (10000 items in a 5000-node chain); True sends the items to
+    the exact loop, which also names them."""
+    dicts = [item for item in items if isinstance(item, dict)]
+    for key, cap, _name in caps:
+        try:
+            if max(map(len, filter(None, map(dict.get, dicts, repeat(key)))), default=0) > cap:
+                return True
+        except TypeError:  # a value without a length (a number): the exact loop decides
+            return True
+    return False
 
 
 def _too_long(where: str, key: str, length: int, cap: int, name: str) -> Problem:

@@ -94,10 +94,11 @@ def check_scopes(wf: Workflow, problems: list[Problem], invalid: set[str], catal
                                         node_id=node.id, path="parent"))
                 parent = None
         scope[node.id] = parent
+    placed = {k for k in catalog if catalog[k].inside or catalog[k].interactive}  # kinds with a placement rule
     for node in wf.nodes:
-        spec = catalog.get(node.type)
-        if spec is None:
+        if node.type not in placed:
             continue
+        spec = catalog[node.type]
         if spec.inside and not _inside(node.id, spec.inside, scope, by_id):
             where = " or ".join(sorted(spec.inside))
             problems.append(Problem("loop_break_outside_loop", f"a {node.type} node must be inside a {where} node's body",

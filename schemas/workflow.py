@@ -61,8 +61,19 @@ class InputVar(BaseModel):
 class Position(BaseModel):
     """Canvas position in pixels."""
 
+    model_config = ConfigDict(frozen=True)  # immutable: nodes without a position share _ORIGIN
+
     x: float = 0.0
     y: float = 0.0
+
+
+#: The position of a node that has none: one shared instance, not one model per node
+#: (a factory returning it costs a fraction of building a model, at every node validated).
+_ORIGIN = Position()
+
+
+def _origin() -> Position:
+    return _ORIGIN
 
 
 class Edge(BaseModel):
@@ -99,7 +110,7 @@ class NodeBase(BaseModel):
     type: str
     name: str = ""
     description: str = ""
-    position: Position = Field(default_factory=Position)
+    position: Position = Field(default_factory=_origin)
     timeout: float | None = Field(default=None, gt=0, description="seconds per attempt")
     max_retries: int = Field(default=0, ge=0, le=10)
     retry_interval: float = Field(default=1.0, ge=0, le=600, description="seconds between attempts")
@@ -131,7 +142,9 @@ def node_model(config_cls: type[NodeConfig], kind: str | None = None) -> type[No
     kind = kind or config_cls.kind
     try:
         config_cls()
-        config_field: Any = (config_cls, Field(default_factory=config_cls))
+        # An empty object, validated as the config: the default is built inside the
+        # validator, with no Python-level model constructor call per node.
+        config_field: Any = (config_cls, Field(default_factory=dict, validate_default=True))
     except Exception:
         config_field = (config_cls, ...)
     return create_model(

@@ -81,6 +81,26 @@ def test_a_long_name_is_refused_naming_path_length_and_cap_without_its_text():
     assert problem.path == "nodes[1].name" and "NNN" not in problem.message
 
 
+def test_long_names_are_found_among_values_that_are_not_text():
+    # The length screen gives up on values without a length (a number) and the exact loop
+    # decides: the long name is still named, the number is left to the schema's check.
+    doc = build([node("t", "template", {"template": "x"}), node("u", "template", {"template": "y"})],
+                chain_edges("start", "t", "u"))
+    doc["nodes"][1]["name"] = 7
+    doc["nodes"][2]["description"] = "D" * 600
+    problems = check_workflow(doc)
+    assert [(p.code, p.path) for p in problems if p.code == "too_long"] == [("too_long", "nodes[2].description")]
+
+
+def test_duplicate_and_reserved_ids_are_all_named_in_document_order():
+    doc = build([node("t", "template", {"template": "x"}), node("t", "template", {"template": "y"}),
+                 node("vars", "template", {"template": "z"})], [edge("start", "t", edge_id="e"),
+                                                                 edge("t", "vars", edge_id="e")])
+    found = [(p.code, p.node_id or p.edge_id) for p in check_workflow(doc)
+             if p.code in ("duplicate_node_id", "reserved_node_id", "duplicate_edge_id")]
+    assert found == [("duplicate_node_id", "t"), ("reserved_node_id", "vars"), ("duplicate_edge_id", "e")]
+
+
 def test_edge_ids_are_capped_too():
     doc = build([node("t", "template", {"template": "x"})], [edge("start", "t", edge_id="e" * 10_000)])
     assert "too_long" in codes(doc)
@@ -126,6 +146,9 @@ def test_the_size_of_a_parsed_document_is_never_counted_above_its_json_text():
         doc = json.loads(path.read_text(encoding="utf-8"))
         size = len(json.dumps(doc, separators=(",", ":"), ensure_ascii=False))
         assert check_document_limits(doc, Settings(max_document_bytes=size)) == [], path.name
+        # the size is the compact JSON text's, exactly: one character less is over the cap
+        assert [p.code for p in check_document_limits(doc, Settings(max_document_bytes=size - 1))] == [
+            "document_too_large"], path.name
         assert check_document_limits(doc, Settings(max_document_bytes=size // 3)) != [], path.name
 
 
