@@ -31,6 +31,7 @@ What it guarantees, whatever process calls it:
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -112,6 +113,7 @@ class RunService(Executing, ChatTurns):
         #: executions in this process (the live hub), and those that ended lately (:mod:`engine.execution`)
         self._live: dict[str, _Live] = {}
         self._ended: OrderedDict[str, _Live] = OrderedDict()
+        self._settling: dict[str, asyncio.Task[None]] = {}
         self._docs: OrderedDict[tuple[str, str], Mapping[str, Any]] = OrderedDict()
         #: states and plans of runs prepared here and not executed yet (executing one needs no read of them)
         self._prepared: OrderedDict[str, tuple[RunState, CompiledPlan]] = OrderedDict()
