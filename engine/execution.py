@@ -6,7 +6,11 @@ the execution here), polls the command channel for a stop, drives the scheduler,
 puts its side jobs on the one event stream: every event passes the idle watch
 (:class:`_IdleWatch`), goes to the process's live hub (:class:`_Live`: watchers and
 followers in this process, text deltas included) and, but for text deltas, to the
-durable log with the next checkpoint; an unexpected error is salvaged into a failed run.
+durable log with the next checkpoint - an end only once that checkpoint is stored, so
+nobody is told an end the store does not hold; a store that is away is waited out for
+``Settings.store_retry_s``; an unexpected error is salvaged into a failed run, and when
+even that cannot be stored the execution is interrupted (:class:`RunInterrupted`) and
+the run stored failed once the store is back.
 The service's verbs (start, resume, recover, launch...) all end here.
 """
 

@@ -24,6 +24,12 @@ What it guarantees, whatever process calls it:
 - **Chats**: a run with a chat id gets the chat's earlier messages as ``sys.history``;
   every turn stores one user message and exactly one assistant message, with the
   partial text and the status when the turn was stopped or failed.
+- **A store that fails**: a checkpoint the store refuses for now (``StoreUnavailable``:
+  a database restarting, a full disk) is retried for ``Settings.store_retry_s``; an end
+  (finished, failed, cancelled, paused) is told to followers only once it is stored; an
+  execution that cannot store its end raises ``RunInterrupted`` to its followers and
+  this process stores the run ``failed`` (``store_error``) once the store is back
+  (:mod:`engine.execution`).
 - **Events**: every event goes to the caller's iterator; every event but text deltas
   is also appended to the durable event log, so a watcher can replay from any sequence
   number (:meth:`RunService.watch`).

@@ -131,6 +131,7 @@ async def test_a_disk_full_for_a_moment_pauses_the_run_which_then_succeeds_with_
     assert [e["seq"] for e in stored] == [e.seq for e in told]
 
 
+@pytest.mark.slow
 async def test_a_disk_that_stays_full_interrupts_the_run_without_telling_an_end_and_it_ends_failed_once_freed(
         sqlite_store, tmp_path):
     service = _service(sqlite_store, tmp_path, store_retry_s=0.5)
@@ -281,3 +282,30 @@ async def test_after_a_postgresql_restart_the_stores_next_checkpoint_reconnects(
     state.seq = 1
     await pg_store.checkpoint(state, CheckpointDelta([]), owner_id=None)  # on a new connection, not the dead one
     assert (await pg_store.load_run("default", state.run_id)).seq == 1
+
+
+@pytest.mark.slow
+async def test_an_end_reached_while_the_disk_is_full_is_told_only_once_stored_and_recovery_leaves_it(
+        sqlite_store, tmp_path):
+    service = _service(sqlite_store, tmp_path, store_retry_s=30)
+    fake_nodes.CALLS.clear()
+    doc = {**_doc(0.2), "limits": {"max_wall_time": 0.6}}  # the run's time ends while it waits for the disk
+    ticket = await service.launch("default", StartRun(doc), INLINE)
+    following = asyncio.create_task(_follow(service, ticket.run_id))
+    await asyncio.sleep(0.05)
+    await _fill_disk(sqlite_store)
+    await asyncio.sleep(1.0)
+    assert not following.done(), "no end told while the store cannot hold it"
+    assert (await sqlite_store.get_run("default", ticket.run_id)).status is RunStatus.running
+    await _free_disk(sqlite_store)
+    told, error = await asyncio.wait_for(following, 30)
+
+    assert error is None and told[-1].type == "run_failed" and told[-1].reason == "max_wall_time"
+    summary = await sqlite_store.get_run("default", ticket.run_id)
+    assert summary.status is RunStatus.failed and summary.owner is None
+    with pytest.raises(Exception) as refused:  # what the client was told stays so
+        await _drain(service.recover("default", ticket.run_id))
+    assert "failed" in str(refused.value)
+    assert (await sqlite_store.get_run("default", ticket.run_id)).status is RunStatus.failed
+    stored = await _check_log(sqlite_store, ticket.run_id, told)
+    assert [e["seq"] for e in stored] == [e.seq for e in told]
