@@ -79,10 +79,12 @@ class RunInterrupted(StoreError):
 
     def __init__(self, run_id: str, store_error: StoreError) -> None:
         self.run_id = run_id
+        then = ("this process stores it failed once the store is back (if it stops first, recovery continues "
+                "the run) - follow the run again for its outcome")
         self.public = (f"run {run_id} was interrupted: its store failed while it ran, and how the run ended could "
-                       f"not be stored; it is stored failed once the store is back - follow the run again")
+                       f"not be stored; {then}")
         super().__init__(f"run {run_id} was interrupted: its store failed ({store_error}); how the run ended could "
-                         f"not be stored; it is stored failed once the store is back - follow the run again")
+                         f"not be stored; {then}")
 
 
 #: events of a live execution kept in memory for followers that join late (text deltas included)
@@ -199,23 +201,31 @@ class Executing:
                 raise live.error from exc
             raise
         finally:
-            for task in helpers:
-                task.cancel()
-            await asyncio.gather(*helpers, return_exceptions=True)
-            try:
-                # An interrupted run keeps its owner: the settling writes its end and lets it go.
-                interrupted = isinstance(live.error, RunInterrupted)
-                with _unless(interrupted):
-                    await self._close_turn(state, "".join(text))
-                if not released and not interrupted:
-                    await runs.release(run_id, owner.id)
-            finally:
-                # Followers end once the turn is closed and the lease given up: what they
-                # read next (the run, the chat, a resume) finds the execution over.
-                del self._live[run_id]
-                self._keep_ended(run_id, live)
-                for queue in live.watchers:
-                    queue.put_nowait(None)
+            await self._wind_up(live, owner, helpers, "".join(text), bool(released))
+
+    async def _wind_up(self, live: _Live, owner: OwnerInfo, helpers: list["asyncio.Task[None]"], text: str,
+                       released: bool) -> None:
+        """The end of an execution, however it ended: its helpers stopped, the chat turn
+        closed, the lease given up (unless the last checkpoint did), then its followers ended."""
+        state = live.state
+        assert state is not None
+        for task in helpers:
+            task.cancel()
+        await asyncio.gather(*helpers, return_exceptions=True)
+        try:
+            # An interrupted run keeps its owner: the settling writes its end and lets it go.
+            interrupted = isinstance(live.error, RunInterrupted)
+            with _unless(interrupted):
+                await self._close_turn(state, text)
+            if not released and not interrupted:
+                await self.stores.runs.release(state.run_id, owner.id)
+        finally:
+            # Followers end once the turn is closed and the lease given up: what they
+            # read next (the run, the chat, a resume) finds the execution over.
+            del self._live[state.run_id]
+            self._keep_ended(state.run_id, live)
+            for queue in live.watchers:
+                queue.put_nowait(None)
 
     def _keep_ended(self, run_id: str, live: _Live) -> None:
         """Keep an ended execution in the hub for a while (at most :data:`_ENDED_KEPT`, for
