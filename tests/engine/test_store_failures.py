@@ -131,6 +131,24 @@ async def test_a_disk_full_for_a_moment_pauses_the_run_which_then_succeeds_with_
     assert [e["seq"] for e in stored] == [e.seq for e in told]
 
 
+async def test_the_store_tells_a_full_disk_from_a_refused_write(sqlite_store):
+    from engine.ports import CheckpointDelta, RunExists, StoreUnavailable
+    from tests.workers.sql.conftest import new_state
+
+    state = new_state()
+    await sqlite_store.create_run(state)
+    with pytest.raises(RunExists) as refused:  # the request is wrong: trying again cannot help
+        await sqlite_store.create_run(state)
+    assert not isinstance(refused.value, StoreUnavailable)
+    await _fill_disk(sqlite_store)
+    state.outputs = {"value": BIG}
+    with pytest.raises(StoreUnavailable, match="database or disk is full"):  # the same write may pass later
+        await sqlite_store.checkpoint(state, CheckpointDelta([]), owner_id=None)
+    await _free_disk(sqlite_store)
+    await sqlite_store.checkpoint(state, CheckpointDelta([]), owner_id=None)
+    assert (await sqlite_store.load_run("default", state.run_id)).outputs == {"value": BIG}
+
+
 @pytest.mark.slow
 async def test_a_disk_that_stays_full_interrupts_the_run_without_telling_an_end_and_it_ends_failed_once_freed(
         sqlite_store, tmp_path):
