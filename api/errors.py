@@ -27,6 +27,7 @@ a quota exceeded (:mod:`api.quotas`, ``Retry-After``)   429     ``quota_exceeded
 ``InvalidRerank`` (a rerank / relevance model wrong)    422    ``invalid_request``
 ``EmbeddingError`` (an embeddings endpoint failed)     502    ``embedding_error``
 ``QueueUnavailable`` (Redis away, ``Retry-After: 5``)  503    ``queue_unavailable``
+``RunInterrupted`` (the store failed mid-run, ``Retry-After: 5``) 503 ``run_interrupted``
 other ``StoreError``                                   503     ``store_error``
 anything else                                          500     ``internal_error``
 =====================================================  ======  =====================
@@ -69,6 +70,7 @@ from engine.knowledge.ports import (DatasetExists, DatasetNotFound, DocumentNotF
 from engine.ports import ChatNotFound, KeyNotFound, RunNotFound, RunOwned, StoreError, TenantNotFound
 from engine.ports import QueueUnavailable, StaleVersion, WorkflowExists, WorkflowNotFound
 from engine.frontdoor import InvalidAnswer
+from engine.execution import RunInterrupted
 from engine.service import RunNotResumable
 
 from .json_body import MAX_JSON_DEPTH, SURROGATE_ESCAPE, json_depth_over, lone_surrogate_path
@@ -175,6 +177,9 @@ def describe(exc: BaseException) -> tuple[int, dict[str, Any], dict[str, str]]:
     knowledge = _knowledge_error(exc)
     if knowledge is not None:
         return knowledge
+    if isinstance(exc, RunInterrupted):  # the run's outcome is not stored yet: the client follows it again
+        logger.error("run store problem: %s", exc)
+        return 503, error_body("run_interrupted", exc.public), {"Retry-After": "5"}
     if isinstance(exc, StoreError):
         logger.error("run store problem: %s", exc)
         return 503, error_body("store_error", "the run store is not available; see the server log"), {}

@@ -6,7 +6,11 @@ the execution here), polls the command channel for a stop, drives the scheduler,
 puts its side jobs on the one event stream: every event passes the idle watch
 (:class:`_IdleWatch`), goes to the process's live hub (:class:`_Live`: watchers and
 followers in this process, text deltas included) and, but for text deltas, to the
-durable log with the next checkpoint; an unexpected error is salvaged into a failed run.
+durable log with the next checkpoint - an end only once that checkpoint is stored, so
+nobody is told an end the store does not hold; a store that is away is waited out for
+``Settings.store_retry_s``; an unexpected error is salvaged into a failed run, and when
+even that cannot be stored the execution is interrupted (:class:`RunInterrupted`) and
+the run stored failed once the store is back.
 The service's verbs (start, resume, recover, launch...) all end here.
 """
 
@@ -14,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import socket
 import time
@@ -22,7 +27,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, AsyncIterator, Mapping
 
-from schemas.events import NodeDelta, NodeFinished
+from schemas.events import NodeDelta, NodeFinished, RunFinished, RunPaused
 from schemas.events import RunCancelled as RunCancelledEvent
 from schemas.events import RunFailed as RunFailedEvent
 from schemas.records import CommandKind, OwnerInfo
@@ -33,7 +38,7 @@ from .catalog import NodeCatalog
 from .context import CancelToken, RunDeps
 from .errors import FlowloomError
 from .leases import owner_gone
-from .ports import CheckpointDelta, LeaseLost, RunOwned
+from .ports import CheckpointDelta, LeaseLost, RunOwned, StoreError, StoreUnavailable
 from .runner import answer_interrupts, stream_workflow
 from .turns import answer_text
 
@@ -41,7 +46,9 @@ if TYPE_CHECKING:
     from .service import Stores
     from .settings import Settings
 
-__all__ = ["COMMAND_POLL_S", "Executing", "RunNotResumable"]
+__all__ = ["COMMAND_POLL_S", "Executing", "RunInterrupted", "RunNotResumable"]
+
+logger = logging.getLogger("flowloom.engine")
 
 #: seconds between two polls for commands (cancel is seen within this plus one node step)
 COMMAND_POLL_S = 0.1
@@ -52,8 +59,32 @@ _ENDED_KEPT = 256
 _ENDED_KEPT_S = 60.0
 
 
+#: the events that tell how an execution ended (or paused): told once the checkpoint storing them committed
+_TERMINAL = (RunFinished, RunFailedEvent, RunCancelledEvent, RunPaused)
+#: seconds before the first retry of a checkpoint the store refused, and at most between two
+_RETRY_FIRST_S, _RETRY_MAX_S = 0.05, 1.0
+
+
 class RunNotResumable(FlowloomError):
     """The run is not in a state the request needs (e.g. resuming a finished run)."""
+
+
+class RunInterrupted(StoreError):
+    """The run's store failed while it executed and stayed away longer than
+    ``Settings.store_retry_s``, so its execution stopped without being able to store how
+    it ended: its outcome is not decided yet. The process stores it ``failed`` (reason
+    ``store_error``) once the store is back, unless recovery continued it first; follow
+    the run again for its outcome. ``run_id``: the run; ``public``: the message without
+    the store's own words (a database path or host is for the operator's log)."""
+
+    def __init__(self, run_id: str, store_error: StoreError) -> None:
+        self.run_id = run_id
+        then = ("this process stores it failed once the store is back (if it stops first, recovery continues "
+                "the run) - follow the run again for its outcome")
+        self.public = (f"run {run_id} was interrupted: its store failed while it ran, and how the run ended could "
+                       f"not be stored; {then}")
+        super().__init__(f"run {run_id} was interrupted: its store failed ({store_error}); how the run ended could "
+                         f"not be stored; {then}")
 
 
 #: events of a live execution kept in memory for followers that join late (text deltas included)
@@ -73,6 +104,10 @@ class _Live:
     state: RunState | None = None
     watchers: list[asyncio.Queue[Any]] = field(default_factory=list)
     recent: list[Any] = field(default_factory=list)
+    #: terminal events (:data:`_TERMINAL`) waiting for the checkpoint that stores them
+    held: list[Any] = field(default_factory=list)
+    #: the store failure the execution stopped waiting out (its next checkpoints get one try)
+    store_down: StoreError | None = None
     error: BaseException | None = None
     over: bool = False
     over_at: float = 0.0
@@ -86,6 +121,8 @@ class Executing:
     settings: "Settings"
     _live: dict[str, _Live]
     _ended: "OrderedDict[str, _Live]"
+    #: runs whose interrupted execution's end this process stores once the store is back
+    _settling: dict[str, "asyncio.Task[None]"]
 
     async def execute(self, tenant_id: str, run_id: str, *, answers: Mapping[str, Any] | None = None,
                       expect: RunStatus | None = RunStatus.pending, message: str | None = None,
@@ -103,6 +140,9 @@ class Executing:
             RunNotFound, RunNotResumable, UnknownInterrupt, RunOwned, LeaseLost.
         """
         runs = self.stores.runs
+        if run_id in self._settling:
+            raise RunOwned(f"run {run_id}: this process is still storing how its execution ended "
+                           f"(its store failed while it ran)")
         prepared, plan = self._prepared.pop(run_id, (None, None)) if expect is RunStatus.pending else (None, None)
         owner, state = await self._claim(tenant_id, run_id, prepared, take_over)  # the state as of the claim
         try:
@@ -133,38 +173,59 @@ class Executing:
         idle = _IdleWatch(self.settings.run_idle_timeout_s, state, token, plan.catalog)
         deps = RunDeps(settings=self.settings, models=self.models, memory=self.memory, workflows=self.workflows,
                        knowledge=self.knowledge, on_event=lambda event: self._publish(live, durable, text, idle.seen(event)),
-                       checkpoint=self._checkpointer(owner, durable, idle, released))
+                       checkpoint=self._checkpointer(owner, live, durable, idle, released))
         helpers = [asyncio.create_task(self._heartbeat(run_id, owner, token)),
                    asyncio.create_task(self._watch_commands(run_id, token)),
                    asyncio.create_task(idle.watch())]
+        ending: Any = None
         try:
             async with contextlib.aclosing(stream_workflow(plan, state, deps=deps, cancel=token)) as events:
                 async for event in events:
-                    yield idle.seen(event)
+                    event = idle.seen(event)
+                    if isinstance(event, _TERMINAL):
+                        ending = event  # the last event, stored by the last checkpoint: told after it
+                        continue
+                    yield event
+            if ending is not None:
+                yield ending
         except (LeaseLost, RunOwned) as exc:
             live.error = exc
             raise  # another process owns the run now: nothing may be written for it here
         except Exception as exc:
             live.error = exc
-            if await self._salvage(state, owner, exc, lambda event: self._publish(live, durable, text, event),
+            if await self._salvage(state, owner, exc, live, lambda event: self._publish(live, durable, text, event),
                                    durable):
                 released.append(True)
+            elif isinstance(exc, StoreError):
+                live.error = self._interrupted(state, owner, exc, durable)
+                raise live.error from exc
             raise
         finally:
-            for task in helpers:
-                task.cancel()
-            await asyncio.gather(*helpers, return_exceptions=True)
-            try:
-                await self._close_turn(state, "".join(text))
-                if not released:
-                    await runs.release(run_id, owner.id)
-            finally:
-                # Followers end once the turn is closed and the lease given up: what they
-                # read next (the run, the chat, a resume) finds the execution over.
-                del self._live[run_id]
-                self._keep_ended(run_id, live)
-                for queue in live.watchers:
-                    queue.put_nowait(None)
+            await self._wind_up(live, owner, helpers, "".join(text), bool(released))
+
+    async def _wind_up(self, live: _Live, owner: OwnerInfo, helpers: list["asyncio.Task[None]"], text: str,
+                       released: bool) -> None:
+        """The end of an execution, however it ended: its helpers stopped, the chat turn
+        closed, the lease given up (unless the last checkpoint did), then its followers ended."""
+        state = live.state
+        assert state is not None
+        for task in helpers:
+            task.cancel()
+        await asyncio.gather(*helpers, return_exceptions=True)
+        try:
+            # An interrupted run keeps its owner: the settling writes its end and lets it go.
+            interrupted = isinstance(live.error, RunInterrupted)
+            with _unless(interrupted):
+                await self._close_turn(state, text)
+            if not released and not interrupted:
+                await self.stores.runs.release(state.run_id, owner.id)
+        finally:
+            # Followers end once the turn is closed and the lease given up: what they
+            # read next (the run, the chat, a resume) finds the execution over.
+            del self._live[state.run_id]
+            self._keep_ended(state.run_id, live)
+            for queue in live.watchers:
+                queue.put_nowait(None)
 
     def _keep_ended(self, run_id: str, live: _Live) -> None:
         """Keep an ended execution in the hub for a while (at most :data:`_ENDED_KEPT`, for
@@ -177,49 +238,109 @@ class Executing:
                                or next(iter(self._ended.values())).over_at < live.over_at - _ENDED_KEPT_S):
             self._ended.popitem(last=False)
 
-    async def _salvage(self, state: RunState, owner: OwnerInfo, exc: BaseException, publish: Any,
+    async def _salvage(self, state: RunState, owner: OwnerInfo, exc: BaseException, live: _Live, publish: Any,
                        durable: list[Any]) -> bool:
         """Store a run whose execution stopped on an unexpected error (a fault of the engine
-        or of a store, not of a node) as failed, with ``engine_error``, so it never stays
-        ``running`` with nobody executing it. Only the run's row and its pending events are
-        written (the fault may lie in writing node runs); the node runs keep their last
-        checkpoint. Returns True when stored (the lease then went with it); a store that
-        fails again is left as it is for recovery, which finds the run unowned.
+        or of a store, not of a node) as failed - with ``store_error`` when a store failed,
+        else ``engine_error`` - so it never stays ``running`` with nobody executing it.
+        Only the run's row and its pending events are written (the fault may lie in
+        writing node runs), but for a store that was unavailable: then the node runs too.
+        The end is told (the held terminal event) only once stored. Returns True when
+        stored (the lease then went with it); a store that fails again is left as it is.
         """
         if state.status not in _ENDED:
+            store = isinstance(exc, StoreError)
             state.status, state.finished_at = RunStatus.failed, time.time()
-            state.error = NodeError(type=type(exc).__name__, message=f"the run stopped on an internal error "
-                                    f"({type(exc).__name__}); the log has the details", reason="engine_error")
+            message = (f"the run stopped: its store failed ({exc})" if store else
+                       f"the run stopped on an internal error ({type(exc).__name__}); the log has the details")
+            state.error = NodeError(type=type(exc).__name__, message=message,
+                                    reason="store_error" if store else "engine_error")
             state.seq += 1
-            publish(RunFailedEvent(seq=state.seq, run_id=state.run_id, ts=time.time(), reason="engine_error",
+            publish(RunFailedEvent(seq=state.seq, run_id=state.run_id, ts=time.time(), reason=state.error.reason,
                                    error=state.error.model_dump()))
         batch, durable[:] = durable[:], []
         try:
-            await self.stores.runs.checkpoint(state, CheckpointDelta([], len(state.history)), owner_id=owner.id,
-                                              events=batch, release=True)
+            await self.stores.runs.checkpoint(state, _salvage_delta(state, exc), owner_id=owner.id, events=batch,
+                                              release=True)
         except Exception:  # noqa: BLE001 - the original error is what the caller gets
+            durable[:0] = batch
             return False
+        self._tell_held(live)
         return True
+
+    def _interrupted(self, state: RunState, owner: OwnerInfo, exc: StoreError, durable: list[Any]) -> RunInterrupted:
+        """The error followers get when the store could not take how the execution ended:
+        nothing of the end was told, and a task of this process stores it (the run
+        ``failed``, with the events not stored yet) once the store takes writes again -
+        the run keeps this owner meanwhile, so no other execution reuses the sequence
+        numbers its followers saw - unless another process took the run over first."""
+        run_id = state.run_id
+        batch = list(durable)
+        self._settling[run_id] = asyncio.get_running_loop().create_task(
+            self._settle(state, owner, exc, batch), name=f"store how run {run_id} ended")
+        return RunInterrupted(run_id, exc)
+
+    async def _settle(self, state: RunState, owner: OwnerInfo, exc: StoreError, batch: list[Any]) -> None:
+        """Write the ended state of an interrupted run (:meth:`_interrupted`) until the store
+        takes it; gives up when the run is no longer this owner's (LeaseLost) or the store
+        refuses the write for good (not StoreUnavailable)."""
+        delay = _RETRY_FIRST_S
+        try:
+            while True:
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, _RETRY_MAX_S)
+                try:
+                    await self.stores.runs.checkpoint(state, _salvage_delta(state, exc), owner_id=owner.id,
+                                                      events=batch, release=True)
+                except StoreUnavailable:
+                    continue
+                except StoreError as error:
+                    logger.warning("run %s: how its interrupted execution ended was not stored (%s)", state.run_id,
+                                   error)
+                    return
+                logger.warning("run %s: the store is back; the interrupted run is stored %s", state.run_id,
+                               state.status.value)
+                return
+        finally:
+            self._settling.pop(state.run_id, None)
+            self._ended.pop(state.run_id, None)  # a follower now reads what the store holds
 
     def _publish(self, live: _Live, durable: list[Any], text: list[str], event: Any) -> None:
         """Fan an event out: live watchers and the hub's recent events get everything;
         deltas stay in memory only (the final text is stored with the node run), other
-        events go to the durable log."""
+        events go to the durable log. A terminal event (:data:`_TERMINAL`) is held until
+        the checkpoint that stores it commits: a client told a run failed (or succeeded)
+        must find it so in the store, whatever the store does meanwhile."""
         if isinstance(event, NodeDelta):
             if event.channel == "answer":
                 text.append(event.text)
         else:
             durable.append(event)
+        if isinstance(event, _TERMINAL):
+            live.held.append(event)
+            return
+        self._tell(live, event)
+
+    @staticmethod
+    def _tell(live: _Live, event: Any) -> None:
         live.recent.append(event)
         if len(live.recent) > _RECENT_MAX:
             del live.recent[: len(live.recent) - _RECENT_MAX]
         for queue in live.watchers:
             queue.put_nowait(event)
 
-    def _checkpointer(self, owner: OwnerInfo, durable: list[Any], idle: "_IdleWatch", released: list[bool]) -> Any:
+    def _tell_held(self, live: _Live) -> None:
+        """Tell the terminal events a committed checkpoint stored."""
+        held, live.held = live.held, []
+        for event in held:
+            self._tell(live, event)
+
+    def _checkpointer(self, owner: OwnerInfo, live: _Live, durable: list[Any], idle: "_IdleWatch",
+                      released: list[bool]) -> Any:
         """The run's checkpoint hook. The checkpoint of a run that ended is its last (nothing
         can continue an ended run), so it also gives the lease up, in the same transaction;
-        a paused run keeps its lease until its turn is closed (a resume waits for that)."""
+        a paused run keeps its lease until its turn is closed (a resume waits for that).
+        A store that is unavailable is waited out (:meth:`_stored`)."""
         runs = self.stores.runs
 
         async def checkpoint(state: RunState, delta: CheckpointDelta) -> None:
@@ -228,14 +349,41 @@ class Executing:
             del durable[:]
             ended = state.status in _ENDED
             try:
-                await runs.checkpoint(state, delta, owner_id=owner.id, events=batch, release=ended)
+                await self._stored(live, idle, lambda: runs.checkpoint(state, delta, owner_id=owner.id, events=batch,
+                                                                       release=ended))
             except BaseException:
                 durable[:0] = batch  # not stored: the next checkpoint carries them
                 raise
             if ended:
                 released.append(True)
+            self._tell_held(live)
 
         return checkpoint
+
+    async def _stored(self, live: _Live, idle: "_IdleWatch", write: Any) -> None:
+        """``write()`` (a checkpoint), retried while the store is unavailable (a database
+        restarting, a full disk), for ``Settings.store_retry_s`` seconds - the run pauses
+        meanwhile, its lease kept by the heartbeat - then StoreUnavailable is raised and the
+        run stops; once it stopped waiting, later checkpoints get one try each. A write
+        retried is the same write: the store applies it once (rows upserted, events by seq)."""
+        wait = 0.0 if live.store_down is not None else self.settings.store_retry_s
+        deadline, delay = time.monotonic() + wait, _RETRY_FIRST_S
+        while True:
+            try:
+                await write()
+            except StoreUnavailable as exc:
+                if time.monotonic() + delay > deadline:
+                    live.store_down = exc
+                    raise
+                if delay == _RETRY_FIRST_S:
+                    logger.warning("run %s: its store failed (%s); retrying for up to %gs",
+                                   live.state.run_id if live.state is not None else "?", exc, wait)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, _RETRY_MAX_S)
+                idle.last = time.monotonic()  # waiting for the store is not the run being idle
+                continue
+            live.store_down = None
+            return
 
     async def _claim(self, tenant_id: str, run_id: str, prepared: RunState | None = None,
                      take_over: str | None = None) -> tuple[OwnerInfo, RunState]:
@@ -261,13 +409,18 @@ class Executing:
         """Renew the lease every third of its length; losing it cancels the run here, since
         another process now owns it and two executions must never interleave."""
         ttl = self.settings.lease_ttl
+        pause = ttl / 3
         while True:
-            await asyncio.sleep(ttl / 3)
+            await asyncio.sleep(pause)
             try:
                 await self.stores.runs.renew(run_id, owner.id, time.time() + ttl)
             except LeaseLost:
                 token.cancel("this process lost ownership of the run (its lease expired)")
                 return
+            except StoreError:  # the store is away: keep the lease as soon as it is back
+                pause = min(ttl / 3, _RETRY_MAX_S)
+                continue
+            pause = ttl / 3
 
     async def _watch_commands(self, run_id: str, token: CancelToken) -> None:
         """Poll the command channel; a cancel command fires the run's token."""
@@ -276,10 +429,28 @@ class Executing:
             # Wait first: a command is seen within a poll interval either way, and a run that
             # ends within one (most runs without a model) never reads the channel.
             await asyncio.sleep(COMMAND_POLL_S)
-            for command in await self.stores.commands.poll(run_id, after):
+            try:
+                commands = await self.stores.commands.poll(run_id, after)
+            except StoreError:  # the store is away: a command sent meanwhile is read once it is back
+                continue
+            for command in commands:
                 after = max(after, command.id)
                 if command.kind is CommandKind.cancel:
                     token.cancel(command.reason or "cancelled by request")
+
+
+def _salvage_delta(state: RunState, exc: BaseException) -> CheckpointDelta:
+    """What a salvage writes besides the run row: every node run when the store was
+    unavailable (they are sound, only their checkpoint failed), else none (the fault may
+    lie in writing them)."""
+    if isinstance(exc, StoreUnavailable):
+        return CheckpointDelta(list(state.node_runs), 0)
+    return CheckpointDelta([], len(state.history))
+
+
+def _unless(store_away: bool) -> Any:
+    """A context ignoring StoreError when ``store_away`` (the write is left to the settling)."""
+    return contextlib.suppress(StoreError) if store_away else contextlib.nullcontext()
 
 
 class _IdleWatch:

@@ -58,6 +58,7 @@ __all__ = [
     "LeaseLost",
     "StaleVersion",
     "StoreError",
+    "StoreUnavailable",
     "TenantNotFound",
     "WorkflowExists",
     "WorkflowNotFound",
@@ -68,6 +69,13 @@ __all__ = [
 
 class StoreError(FlowloomError):
     """A storage problem a person can act on (unreachable database, missing record)."""
+
+
+class StoreUnavailable(StoreError):
+    """The store cannot take the request now - unreachable, restarting, out of disk
+    space, locked - though the same request may succeed later (nothing of it was written,
+    or, when the connection broke at the commit, all of it). A run execution retries its
+    checkpoints on it for ``Settings.store_retry_s`` before the run stops."""
 
 
 class RunNotFound(StoreError, KeyError):

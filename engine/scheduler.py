@@ -77,7 +77,7 @@ from .answers import AnswerStream
 from .compiler import CompiledPlan, NodePlan
 from .context import CancelToken, InterruptRequested, NodeContext, NodeResult, RunDeps
 from .errors import NodeFailed, NodeTimeout, RunCancelled, RunError, RunLimitExceeded
-from .ports import CheckpointDelta
+from .ports import CheckpointDelta, StoreError
 
 _log = logging.getLogger("flowloom.engine")
 
@@ -310,6 +310,10 @@ class Scheduler:
             # would let the run end as if nothing happened with a node run not stored;
             # the run fails instead, naming the fault's type, and the log keeps the rest.
             _log.exception("run %s: internal error after node %r", self.state.run_id, nid)
+            if isinstance(exc, StoreError):  # the store refused a checkpoint: say so (its message masks secrets)
+                self._end(RunError(f"the run stopped after node {nid!r}: its store failed ({exc})", node_id=nid,
+                                   reason="store_error"))
+                return
             self._end(RunError(f"the run stopped on an internal error ({type(exc).__name__}) after node {nid!r}; "
                                "the log has the details", node_id=nid, reason="engine_error"))
 

@@ -24,6 +24,12 @@ What it guarantees, whatever process calls it:
 - **Chats**: a run with a chat id gets the chat's earlier messages as ``sys.history``;
   every turn stores one user message and exactly one assistant message, with the
   partial text and the status when the turn was stopped or failed.
+- **A store that fails**: a checkpoint the store refuses for now (``StoreUnavailable``:
+  a database restarting, a full disk) is retried for ``Settings.store_retry_s``; an end
+  (finished, failed, cancelled, paused) is told to followers only once it is stored; an
+  execution that cannot store its end raises ``RunInterrupted`` to its followers and
+  this process stores the run ``failed`` (``store_error``) once the store is back
+  (:mod:`engine.execution`).
 - **Events**: every event goes to the caller's iterator; every event but text deltas
   is also appended to the durable event log, so a watcher can replay from any sequence
   number (:meth:`RunService.watch`).
@@ -31,6 +37,7 @@ What it guarantees, whatever process calls it:
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -112,6 +119,7 @@ class RunService(Executing, ChatTurns):
         #: executions in this process (the live hub), and those that ended lately (:mod:`engine.execution`)
         self._live: dict[str, _Live] = {}
         self._ended: OrderedDict[str, _Live] = OrderedDict()
+        self._settling: dict[str, asyncio.Task[None]] = {}
         self._docs: OrderedDict[tuple[str, str], Mapping[str, Any]] = OrderedDict()
         #: states and plans of runs prepared here and not executed yet (executing one needs no read of them)
         self._prepared: OrderedDict[str, tuple[RunState, CompiledPlan]] = OrderedDict()

@@ -95,7 +95,10 @@ class Settings(BaseSettings):
     is read); ``run_idle_timeout_s`` (``FLOWLOOM_RUN_IDLE_TIMEOUT_S``, 0: off): a run
     that produces no event for this many seconds (a provider that sent its headers and
     then nothing) fails with a reason naming the interval and the node, so no run and no
-    stream is held forever. Quotas (defaults of every tenant; 0: unlimited; a tenant or
+    stream is held forever; ``store_retry_s`` (``FLOWLOOM_STORE_RETRY_S``, 0: no retry):
+    how long an executing run waits for a store that fails on it (a database
+    restarting, a full disk) before it stops - its checkpoints are retried meanwhile, so
+    an outage shorter than this costs the run a pause and nothing else. Quotas (defaults of every tenant; 0: unlimited; a tenant or
     an app may get its own through the API or ``flowloom quotas``):
     ``quota_runs_per_minute`` (``FLOWLOOM_QUOTA_RUNS_PER_MINUTE``): run starts and
     continuations admitted in any 60 seconds; ``quota_tokens_per_day``
@@ -144,6 +147,7 @@ class Settings(BaseSettings):
 
     max_request_bytes: int = Field(default=16 * 1024 * 1024, gt=0)
     run_idle_timeout_s: float = Field(default=300.0, ge=0)
+    store_retry_s: float = Field(default=30.0, ge=0)
     quota_runs_per_minute: int = Field(default=0, ge=0)
     quota_tokens_per_day: int = Field(default=0, ge=0)
     knowledge_max_document_bytes: int = Field(default=20 * 1024 * 1024, gt=0)

@@ -22,10 +22,11 @@ from sqlalchemy import event, exc
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from engine.ports import StoreError
+from engine.ports import StoreError, StoreUnavailable
 from engine.settings import private_file
 
-__all__ = ["BUSY_TIMEOUT_MS", "default_database_url", "make_engine", "mask_url", "normalize_url", "store_errors"]
+__all__ = ["BUSY_TIMEOUT_MS", "default_database_url", "make_engine", "mask_url", "normalize_url", "store_errors",
+           "transient"]
 
 #: How long a SQLite writer waits for another process's write transaction (milliseconds).
 BUSY_TIMEOUT_MS = 30_000
@@ -108,16 +109,53 @@ def _driver_errors() -> tuple[type[BaseException], ...]:
     return (sqlite3.Error, asyncpg.PostgresError, asyncpg.InterfaceError)
 
 
+def _transient_errors() -> tuple[type[BaseException], ...]:
+    """Driver errors after which the same request may succeed later: SQLite's operational
+    errors (a full disk, a locked or unreadable file), PostgreSQL's lost or refused
+    connections, a server shutting down or starting, and its out-of-resources errors (a
+    full disk), and any failure to reach the server (OSError)."""
+    found: tuple[type[BaseException], ...] = (sqlite3.OperationalError, OSError)
+    asyncpg = sys.modules.get("asyncpg")
+    if asyncpg is not None:
+        errors = asyncpg.exceptions
+        found += (errors.PostgresConnectionError, errors.CannotConnectNowError, errors.OperatorInterventionError,
+                  errors.InsufficientResourcesError, errors.ConnectionDoesNotExistError)
+    return found
+
+
+def transient(error: BaseException) -> bool:
+    """True when ``error`` (or an error it wraps: SQLAlchemy's ``orig``, a cause or a
+    context) means the store is unavailable for now rather than the request is wrong."""
+    if isinstance(error, StoreUnavailable):
+        return True
+    kinds, seen = _transient_errors(), set()
+    pending: list[BaseException | None] = [error]
+    while pending:
+        current = pending.pop()
+        if current is None or id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, kinds) or getattr(current, "connection_invalidated", False):
+            return True
+        if type(current).__name__ == "InterfaceError" and "connection is closed" in str(current):
+            return True  # asyncpg: the connection died under a prepared statement (the store then reconnects)
+        pending += [getattr(current, "orig", None), current.__cause__, current.__context__]
+    return False
+
+
 @contextlib.contextmanager
 def store_errors(url: str | URL) -> Iterator[None]:
-    """Turn driver and connection failures into :class:`StoreError` naming the masked URL."""
+    """Turn driver and connection failures into :class:`StoreError` naming the masked URL:
+    :class:`StoreUnavailable` when the same request may succeed later (:func:`transient`)."""
     try:
         yield
     except exc.SQLAlchemyError as error:
         detail = getattr(error, "orig", None) or error
-        raise StoreError(f"database {mask_url(url)}: {type(detail).__name__}: {detail}") from error
+        kind = StoreUnavailable if transient(error) else StoreError
+        raise kind(f"database {mask_url(url)}: {type(detail).__name__}: {detail}") from error
     except _driver_errors() as error:
         detail = getattr(error, "orig", None) or error
-        raise StoreError(f"database {mask_url(url)}: {type(detail).__name__}: {detail}") from error
+        kind = StoreUnavailable if transient(error) else StoreError
+        raise kind(f"database {mask_url(url)}: {type(detail).__name__}: {detail}") from error
     except OSError as error:
-        raise StoreError(f"cannot reach database {mask_url(url)}: {error}") from error
+        raise StoreUnavailable(f"cannot reach database {mask_url(url)}: {error}") from error

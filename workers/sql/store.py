@@ -103,6 +103,18 @@ class _NodeIndex:
         self.positions.update(added)
 
 
+def _broken(conn: AsyncConnection) -> bool:
+    """True when ``conn`` can no longer be used: invalidated by SQLAlchemy, or its
+    driver connection closed under it (asyncpg's, when the server went away). No round trip."""
+    sync = conn.sync_connection
+    if sync is None or sync.closed:
+        return False  # not connected yet (or closed on purpose): SQLAlchemy connects on use
+    if sync.invalidated:
+        return True
+    is_closed = getattr(sync.connection.driver_connection, "is_closed", None)
+    return bool(is_closed is not None and is_closed())
+
+
 def dialect_insert(backend: str) -> Any:
     """The ``insert`` construct of ``backend`` (``postgresql`` or ``sqlite``), which has
     ``on_conflict_do_*``. The dialect's module is imported for its backend only:
@@ -208,9 +220,19 @@ class SqlStore:
             await self._engine.dispose()
 
     async def _connection(self) -> AsyncConnection:
-        if self._conn is None:
-            self._conn = await self._engine.connect()
-        return self._conn
+        """The store's connection; a broken one (the server restarted, the network dropped
+        it) is replaced, since the hot paths use the driver connection directly and
+        SQLAlchemy would not notice it is gone."""
+        conn = self._conn
+        if conn is not None and _broken(conn):
+            with contextlib.suppress(Exception):
+                await conn.invalidate()
+            with contextlib.suppress(Exception):
+                await conn.close()
+            conn = self._conn = None
+        if conn is None:
+            conn = self._conn = await self._engine.connect()
+        return conn
 
     @contextlib.asynccontextmanager
     async def _tx(self) -> AsyncIterator[AsyncConnection]:
