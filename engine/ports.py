@@ -108,12 +108,16 @@ class NewRun:
     :meth:`Admission.admit`): its state, the owner it is created claimed by (None: nobody;
     the process that will execute it, so no claim follows), the workflow document to keep
     under the state's ``workflow_hash`` when it may not be stored yet (None: it is), and
-    the published version it must still be (:class:`Published`; None: no condition)."""
+    the published version it must still be (:class:`Published`; None: no condition).
+    ``durable`` False: the creation may commit without waiting for the disk, for a run
+    nobody is told about before its next commit, which waits for it (a store whose
+    commits always wait, or never, ignores it)."""
 
     state: RunState
     owner: OwnerInfo | None = None
     doc: Mapping[str, Any] | None = None
     published: Published | None = None
+    durable: bool = True
 
 
 @dataclass(slots=True)
@@ -145,12 +149,13 @@ class RunStore(Protocol):
         ...
 
     async def create_run(self, state: RunState, *, owner: OwnerInfo | None = None,
-                         doc: Mapping[str, Any] | None = None, published: Published | None = None) -> None:
+                         doc: Mapping[str, Any] | None = None, published: Published | None = None,
+                         durable: bool = True) -> None:
         """Insert a new run (inputs, system variables, status) owned by ``owner``, with
         ``doc`` kept under the state's ``workflow_hash`` (as :meth:`put_workflow`) when
         given, in one transaction: nothing of it is stored when any part fails. With
-        ``published``, only while that version is still the published one.
-        Raises RunExists, StalePublished."""
+        ``published``, only while that version is still the published one. ``durable``:
+        as :attr:`NewRun.durable`. Raises RunExists, StalePublished."""
         ...
 
     async def checkpoint(self, state: RunState, delta: CheckpointDelta, *, owner_id: str | None,

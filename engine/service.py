@@ -152,7 +152,7 @@ class RunService(Executing, ChatTurns):
                       run_id: str | None = None, workflow_version: str | None = None,
                       history: list[dict[str, Any]] | None = None, plan: CompiledPlan | None = None,
                       owner: OwnerInfo | None = None, published: Published | None = None,
-                      admission: Admission | None = None) -> RunState:
+                      admission: Admission | None = None, durable: bool = True) -> RunState:
         """Create a run (status ``pending``) without executing it; returns its state.
         ``plan``: the plan of ``doc`` when the caller compiled it already (:meth:`compile`).
 
@@ -162,6 +162,7 @@ class RunService(Executing, ChatTurns):
         created claimed by it - the owner :meth:`execute` uses here, with no claim of its
         own (:meth:`new_owner`). ``published``: ``doc`` is that published version, and the
         run is created only while it still is (else StalePublished, nothing stored).
+        ``durable`` False: the creation need not wait for the disk (:class:`~engine.ports.NewRun`).
 
         Stores the workflow document under its hash, the run with its validated inputs
         and, in a chat, the user's message and an empty assistant message (it exists
@@ -185,11 +186,11 @@ class RunService(Executing, ChatTurns):
                               history=history)
         state.tenant_id, state.workflow_version = tenant_id, workflow_version
         stored = (tenant_id, state.workflow_hash) in self._docs  # documents stay: stored once is stored
-        new = NewRun(state, owner, None if stored else doc, published)
+        new = NewRun(state, owner, None if stored else doc, published, durable)
         if admission is not None:
             await admission.admit(tenant_id, plan.workflow.id, state.run_id, run=new)
         else:
-            await self.stores.runs.create_run(state, owner=owner, doc=new.doc, published=published)
+            await self.stores.runs.create_run(state, owner=owner, doc=new.doc, published=published, durable=durable)
         self._keep_doc((tenant_id, state.workflow_hash), doc)
         if chat_id:
             try:

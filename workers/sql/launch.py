@@ -90,12 +90,24 @@ class AdmissionRow:
 class LaunchWrite:
     """Everything a run's start writes: the ``runs`` row (owner columns included), the
     ``workflow_docs`` row (None: stored already), the published version that must still
-    hold, and the admission (None: none)."""
+    hold, and the admission (None: none).
+
+    ``durable`` False: on PostgreSQL the start commits without waiting for its WAL to
+    reach the disk (``synchronous_commit = off`` for this transaction only) - for a start
+    that nobody is told about before the run's next commit, which waits for the disk and
+    so makes everything before it durable too: a run executed here whose caller waits
+    for it. A PostgreSQL server that crashes within a moment of such a start loses the
+    run and its admission together, before any of its effects (a node with effects
+    commits its start first) and before any answer; a Flowloom crash loses nothing.
+    SQLite's commits never wait for the disk (``synchronous=NORMAL``: they survive a
+    crash of the process, not of the machine), so it changes nothing there.
+    """
 
     run: dict[str, Any]
     doc: dict[str, Any] | None = None
     published: Published | None = None
     admission: AdmissionRow | None = None
+    durable: bool = True
 
     def stale(self, url: str) -> StalePublished:
         """The error of a write whose published version no longer holds (and forget it)."""
@@ -109,7 +121,8 @@ class LaunchWrite:
 
 #: $1 the run row, $2 the document row (NULL: none), $3 tenant, $4 workflow, $5 version
 #: (NULL: no condition), $6 its content hash, $7 the admission row (NULL: none), $8 the
-#: admissions' prune time (NULL: none). Every part waits on ``ok``.
+#: admissions' prune time (NULL: none), $9 true for a start that need not wait for the
+#: disk (:attr:`LaunchWrite.durable`). Every part waits on ``ok``.
 _PG_LAUNCH = """
 WITH ok AS (
   SELECT $5::int IS NULL OR EXISTS (
@@ -131,7 +144,8 @@ a AS (
   WHERE $7::json IS NOT NULL AND (SELECT ok FROM ok) RETURNING id),
 r AS (
   INSERT INTO runs SELECT * FROM json_populate_record(NULL::runs, $1::json) WHERE (SELECT ok FROM ok) RETURNING 1)
-SELECT (SELECT ok FROM ok) AS ok, (SELECT id FROM a) AS admission"""
+SELECT (SELECT ok FROM ok) AS ok, (SELECT id FROM a) AS admission,
+  CASE WHEN $9::bool THEN set_config('synchronous_commit', 'off', true) END AS quick"""
 
 
 def _pg_args(write: LaunchWrite) -> tuple[Any, ...]:
@@ -142,7 +156,7 @@ def _pg_args(write: LaunchWrite) -> tuple[Any, ...]:
             None if admission is None else to_json({"tenant_id": admission.tenant_id, "app_id": admission.app_id,
                                                     "run_id": admission.run_id,
                                                     "admitted_at": admission.admitted_at}).decode(),
-            admission.prune_before if admission is not None else None)
+            admission.prune_before if admission is not None else None, not write.durable)
 
 
 async def pg_launch(driver: Any, write: LaunchWrite) -> tuple[bool, int | None]:

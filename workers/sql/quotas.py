@@ -266,7 +266,8 @@ class SqlQuotaStore:
         if run is not None:
             admission = AdmissionRow(tenant_id, app_id, run_id, now, now - _KEEP_S if prune else None)
             admission_id = await self.store.create_run(run.state, owner=run.owner, doc=run.doc,
-                                                       published=run.published, admission=admission)
+                                                       published=run.published, admission=admission,
+                                                       durable=run.durable)
             assert admission_id is not None
             return admission_id
         if self.store.backend == "sqlite":  # one call in the driver's thread (SqlStore._sqlite_write)

@@ -252,14 +252,16 @@ class SqlStore:
 
     async def create_run(self, state: RunState, *, owner: OwnerInfo | None = None,
                          doc: Mapping[str, Any] | None = None, published: Published | None = None,
-                         admission: AdmissionRow | None = None) -> int | None:
+                         admission: AdmissionRow | None = None, durable: bool = True) -> int | None:
         """Insert a new run (with any node runs it already has) owned by ``owner``, with
         ``doc`` kept under its hash and, in this store only, the quota ``admission`` row,
         in one transaction (:mod:`workers.sql.launch`): one statement on PostgreSQL, one
         call in the driver's thread on SQLite. With ``published``, only while that version
-        is still the published one. Returns the admission's id (None: none).
-        Raises RunExists, StalePublished (nothing written either way)."""
+        is still the published one; ``durable`` False: a start that need not wait for the
+        disk (:class:`~workers.sql.launch.LaunchWrite`). Returns the admission's id (None:
+        none). Raises RunExists, StalePublished (nothing written either way)."""
         write, index, node_rows = self._new_run(state, owner, doc, published, admission)
+        write.durable = durable
         try:
             if node_rows:  # a rerun's reused node runs: through SQLAlchemy, in one transaction
                 async with self._tx() as conn:

@@ -155,3 +155,17 @@ async def test_admission_document_and_run_are_one_commit(store, database_url):
     assert summary.owner.id == "owner-1" and summary.status.value == "pending"
     # Created claimed: nobody else may claim it while its lease runs.
     assert not await store.claim_if_pending(tenant, state.run_id, owner("owner-2"))
+
+
+async def test_a_start_that_need_not_wait_for_the_disk_leaves_later_commits_waiting(store):
+    """``durable=False`` relaxes the start's own commit only: the checkpoint that follows
+    on the same connection waits for the disk again (PostgreSQL's ``synchronous_commit``
+    is set for that one transaction)."""
+    tenant = f"t-{time.time_ns()}"
+    state = _pending(tenant)
+    await store.create_run(state, owner=owner(), durable=False)
+    assert (await store.get_run(tenant, state.run_id)).owner.id == "owner-1"
+    if store.backend == "postgresql":
+        async with store._lock:
+            driver = (await _raw_connection(await store._connection())).driver_connection
+            assert await driver.fetchval("SHOW synchronous_commit") == "on"
