@@ -267,21 +267,17 @@ class SqlStore:
                 async with self._tx() as conn:
                     admission_id = await launch_in(conn, write, self._url)
                     await conn.execute(self._sql.upsert_node_runs, node_rows)
-            elif self.backend == "sqlite":
-                check, statements = sqlite_statements(write, _RUN_JSON)
-                async with self._lock:
-                    with store_errors(self.url):
-                        driver = (await _raw_connection(await self._connection())).driver_connection
-                        held, admission_id = await driver._execute(sqlite_launch, driver._conn, check, statements)
-                if not held:
-                    raise write.stale(self._url)
             else:
                 async with self._lock:
                     with store_errors(self.url):
                         driver = (await _raw_connection(await self._connection())).driver_connection
-                        if driver.is_in_transaction():  # the statement would not commit on its own
+                        if self.backend == "sqlite":
+                            held, admission_id = await driver._execute(sqlite_launch, driver._conn,
+                                                                       *sqlite_statements(write, _RUN_JSON))
+                        elif driver.is_in_transaction():  # the statement would not commit on its own
                             raise StoreError("the connection is inside a transaction")
-                        held, admission_id = await pg_launch(driver, write)
+                        else:
+                            held, admission_id = await pg_launch(driver, write)
                 if not held:
                     raise write.stale(self._url)
         except StoreError as error:
