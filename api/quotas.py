@@ -26,6 +26,9 @@ finishes its ingestion (its tokens count, so the next request is refused).
 The counting and its atomicity live in :mod:`workers.sql.quotas` (one transaction,
 locked per tenant, on SQLite and PostgreSQL).
 
+A new run is created in the admission's transaction (``admit(..., run=...)``): a
+refused start leaves no run, and a created run always has its admission.
+
 A run start or continuation for which no limit holds (the tenant's, the app's and the
 defaults all 0 or unset: the embedded default) cannot be refused, so it is only recorded
 (one INSERT, without the per-tenant lock or the counting): a limit set later still counts
@@ -40,6 +43,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from engine.ports import NewRun
 from engine.settings import Settings
 from workers.sql import SqlStore
 from workers.sql.quotas import QuotaCheck, QuotaLimits, QuotaRefusal, QuotaUsage, SqlQuotaStore
@@ -148,23 +152,27 @@ class Quotas:
         now = time.time()
         return await self.store.usage(tenant_id, app_id, now=now, day_start=day_bounds(now)[0])
 
-    async def admit(self, tenant_id: str, app_id: str, run_id: str) -> Admission:
-        """Admit a start or continuation of ``run_id``, a run of app ``app_id``.
+    async def admit(self, tenant_id: str, app_id: str, run_id: str, *, run: NewRun | None = None) -> Admission:
+        """Admit a start or continuation of ``run_id``, a run of app ``app_id``; with
+        ``run``, create that new run in the admission's transaction (the run store's
+        database: a refusal stores neither, a start is one commit).
 
         Raises:
             QuotaExceeded: the tenant's or the app's runs per minute or tokens per day are
             used up (nothing was stored).
+            RunExists, StalePublished: the run could not be created (nothing was stored).
         """
         own_tenant, own_app = await self.store.limits(tenant_id, app_id)
         tenant = self.effective(own_tenant, app=False)
         app = self.effective(own_app, app=True)
         now = time.time()
         if not (tenant.runs_per_minute or tenant.tokens_per_day or app.runs_per_minute or app.tokens_per_day):
-            return Admission(await self.store.record(tenant_id, app_id, run_id, now=now))  # module docstring
+            return Admission(await self.store.record(tenant_id, app_id, run_id, now=now, run=run))  # module docstring
         checks = [QuotaCheck(None, tenant.runs_per_minute, tenant.tokens_per_day),
                   QuotaCheck(app_id, app.runs_per_minute, app.tokens_per_day)]
         start, end = day_bounds(now)
-        outcome = await self.store.admit(tenant_id, app_id, run_id, checks, now=now, day_start=start, day_end=end)
+        outcome = await self.store.admit(tenant_id, app_id, run_id, checks, now=now, day_start=start, day_end=end,
+                                         run=run)
         if isinstance(outcome, QuotaRefusal):
             raise QuotaExceeded(outcome)
         return Admission(outcome)

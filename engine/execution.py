@@ -143,8 +143,9 @@ class Executing:
         if run_id in self._settling:
             raise RunOwned(f"run {run_id}: this process is still storing how its execution ended "
                            f"(its store failed while it ran)")
-        prepared, plan = self._prepared.pop(run_id, (None, None)) if expect is RunStatus.pending else (None, None)
-        owner, state = await self._claim(tenant_id, run_id, prepared, take_over)  # the state as of the claim
+        prepared, plan, held = (self._prepared.pop(run_id, (None, None, None)) if expect is RunStatus.pending
+                                else (None, None, None))
+        owner, state = await self._claim(tenant_id, run_id, prepared, take_over, held)  # the state as of the claim
         try:
             allowed = {expect} if expect is not None else {RunStatus.pending, RunStatus.running}
             if expect is None and any(i.answered for i in state.interrupts.values()):
@@ -385,16 +386,31 @@ class Executing:
             live.store_down = None
             return
 
+    def new_owner(self) -> OwnerInfo:
+        """An owner for an execution in this process: a fresh id, this host and pid, a lease
+        of ``Settings.lease_ttl`` seconds from now."""
+        return OwnerInfo(id=uuid.uuid4().hex, host=socket.gethostname(), pid=os.getpid(),
+                         lease_until=time.time() + self.settings.lease_ttl)
+
     async def _claim(self, tenant_id: str, run_id: str, prepared: RunState | None = None,
-                     take_over: str | None = None) -> tuple[OwnerInfo, RunState]:
+                     take_over: str | None = None, held: OwnerInfo | None = None) -> tuple[OwnerInfo, RunState]:
         """Claim the run for this process and read its state in the same transaction (a
         state read before claiming may be stale by the time the claim succeeds: another
         process ran the run in between); a dead owner on this host is taken over at once.
         ``prepared``: the state :meth:`prepare` created here, used as it is when the run is
         still pending and unowned (then the stored state is that one: nothing to read).
-        ``take_over``: an owner id taken over even while its lease runs (:meth:`recover`)."""
-        owner = OwnerInfo(id=uuid.uuid4().hex, host=socket.gethostname(), pid=os.getpid(),
-                          lease_until=time.time() + self.settings.lease_ttl)
+        ``take_over``: an owner id taken over even while its lease runs (:meth:`recover`).
+        ``held``: the owner ``prepared`` was created claimed by (``prepare(owner=...)``): it
+        is this execution's, with nothing to write - unless a third of its lease went by
+        before the execution started, when it is renewed first (the heartbeat renews a
+        third of a lease later; LeaseLost when another process took the run meanwhile)."""
+        if held is not None and prepared is not None and prepared.tenant_id == tenant_id:
+            ttl = self.settings.lease_ttl
+            if held.lease_until - time.time() < ttl * 2 / 3:
+                held = held.model_copy(update={"lease_until": time.time() + ttl})
+                await self.stores.runs.renew(run_id, held.id, held.lease_until)
+            return held, prepared
+        owner = self.new_owner()
         if (prepared is not None and prepared.tenant_id == tenant_id
                 and await self.stores.runs.claim_if_pending(tenant_id, run_id, owner)):
             return owner, prepared

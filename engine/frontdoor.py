@@ -11,7 +11,10 @@ continuation of an accepted run - and does, in this order and nowhere else:
    name pending interrupts and fit their questions (:func:`check_answers`);
 2. admission under the quotas (the service's ``admission`` port);
 3. the stored change: the run created, or the answers written into the run's state
-   (a resume is part of the run: whatever process continues it reads them there);
+   (a resume is part of the run: whatever process continues it reads them there).
+   A new run's admission and creation are one transaction, the run created already
+   claimed by this process when it executes here (no claim follows) and, for a published
+   version, only while that version is still the published one;
 4. placement: in a task of this process (the ``launcher`` port) or on the queue (the
    ``queue`` port), as :func:`placed_on_queue` decides;
 
@@ -176,13 +179,25 @@ async def _admitted(service: RunService, tenant_id: str, workflow_id: str, run_i
 
 
 async def _start(service: RunService, tenant_id: str, request: StartRun, placement: Placement) -> RunTicket:
+    """A new run: admitted, created (already claimed by this process when it executes
+    here) and, for a published version, checked to still be the published one - all in
+    one transaction (``RunService.prepare``); then launched here or queued.
+
+    The start of a run executed here for a caller that follows it need not wait for the
+    disk (``durable=False``): the caller hears of its outcome only after a later commit
+    of the run (the checkpoint of a node with effects, its pause, its end), which waits
+    for the disk and makes the start durable with it (a streaming caller sees the run's
+    first events before that commit, as it sees a pure node's before the checkpoint that
+    carries it). A queued or detached start is answered at once (202, a job), so it waits."""
     plan = service.compile(request.doc)  # a document that does not compile takes no quota slot
     run_id = request.run_id or uuid.uuid4().hex
-    await _admitted(service, tenant_id, plan.workflow.id, run_id, lambda: service.prepare(
+    queued = placed_on_queue(service, plan, placement)
+    await service.prepare(
         request.doc, request.inputs, tenant_id=tenant_id, chat_id=request.chat_id, message=request.message,
         user_id=request.user_id, history=request.history, workflow_version=request.workflow_version,
-        run_id=run_id, plan=plan))
-    if placed_on_queue(service, plan, placement):
+        run_id=run_id, plan=plan, owner=None if queued else service.new_owner(), published=request.published,
+        admission=service.admission, durable=queued or placement.detached)
+    if queued:
         try:
             await _enqueue(service, tenant_id, run_id, plan, placement, first=True)
         except QueueUnavailable:

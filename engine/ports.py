@@ -29,6 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, AsyncIterator, Awaitable, Callable, Mapping, Protocol, Sequence, runtime_checkable
 
+from schemas.launch import Published
 from schemas.records import WorkflowRecord, WorkflowVersion
 from schemas.records import ApiKey, Chat, ChatMessage, OwnerInfo, RunCommand, RunSummary, Tenant
 from schemas.run import NodeRun, RunState
@@ -56,6 +57,9 @@ __all__ = [
     "RunOwned",
     "RunStore",
     "LeaseLost",
+    "NewRun",
+    "Published",
+    "StalePublished",
     "StaleVersion",
     "StoreError",
     "StoreUnavailable",
@@ -101,6 +105,29 @@ class LeaseLost(StoreError):
     """This process no longer owns the run (its lease expired and another took it)."""
 
 
+class StalePublished(StoreError):
+    """The version a run start named (:class:`Published`) is no longer the published one:
+    nothing was stored; read the published version again and start again."""
+
+
+@dataclass(frozen=True, slots=True)
+class NewRun:
+    """A run to create (:meth:`RunStore.create_run`'s arguments, for
+    :meth:`Admission.admit`): its state, the owner it is created claimed by (None: nobody;
+    the process that will execute it, so no claim follows), the workflow document to keep
+    under the state's ``workflow_hash`` when it may not be stored yet (None: it is), and
+    the published version it must still be (:class:`Published`; None: no condition).
+    ``durable`` False: the creation may commit without waiting for the disk, for a run
+    nobody is told about before its next commit, which waits for it (a store whose
+    commits always wait, or never, ignores it)."""
+
+    state: RunState
+    owner: OwnerInfo | None = None
+    doc: Mapping[str, Any] | None = None
+    published: Published | None = None
+    durable: bool = True
+
+
 @dataclass(slots=True)
 class CheckpointDelta:
     """What changed since the previous checkpoint of a run.
@@ -129,8 +156,14 @@ class RunStore(Protocol):
         """The document kept under ``content_hash``. Raises RunNotFound."""
         ...
 
-    async def create_run(self, state: RunState, *, owner: OwnerInfo | None = None) -> None:
-        """Insert a new run (inputs, system variables, status) owned by ``owner``. Raises RunExists."""
+    async def create_run(self, state: RunState, *, owner: OwnerInfo | None = None,
+                         doc: Mapping[str, Any] | None = None, published: Published | None = None,
+                         durable: bool = True) -> None:
+        """Insert a new run (inputs, system variables, status) owned by ``owner``, with
+        ``doc`` kept under the state's ``workflow_hash`` (as :meth:`put_workflow`) when
+        given, in one transaction: nothing of it is stored when any part fails. With
+        ``published``, only while that version is still the published one. ``durable``:
+        as :attr:`NewRun.durable`. Raises RunExists, StalePublished."""
         ...
 
     async def checkpoint(self, state: RunState, delta: CheckpointDelta, *, owner_id: str | None,
@@ -459,9 +492,13 @@ class WorkflowRepo(Protocol):
         """One version with its document. Raises WorkflowNotFound (also for a missing version)."""
         ...
 
-    async def published(self, tenant_id: str, workflow_id: str) -> WorkflowVersion | None:
+    async def published(self, tenant_id: str, workflow_id: str, *, cached: bool = False) -> WorkflowVersion | None:
         """The published version with its document, read in one go (what a run of the
-        workflow needs); None when no version is published. Raises WorkflowNotFound."""
+        workflow needs); None when no version is published. Raises WorkflowNotFound.
+
+        ``cached``: the version may come from memory without a read - for a run start
+        only, whose creation checks it is still the published one (:class:`Published`;
+        on :class:`StalePublished` the memory is forgotten and the next call reads)."""
         ...
 
 
@@ -518,9 +555,15 @@ class EventFeed(Protocol):
 class Admission(Protocol):
     """Quotas: a run start or continuation is admitted before anything is stored."""
 
-    async def admit(self, tenant_id: str, workflow_id: str | None, run_id: str) -> Any:
+    async def admit(self, tenant_id: str, workflow_id: str | None, run_id: str, *, run: NewRun | None = None) -> Any:
         """Admit the run (counts it); returns a token for :meth:`release`. Raises the
-        deployment's refusal (an error naming the quota, its limit and when to retry)."""
+        deployment's refusal (an error naming the quota, its limit and when to retry).
+
+        ``run``: a new run to create with the admission (:meth:`RunStore.create_run`'s
+        contract and errors). An admission kept in the run store's database does both in
+        one transaction - a refusal or a failed creation leaves neither, and a start costs
+        one commit; another admits, creates, and releases the admission when the
+        creation fails."""
         ...
 
     async def release(self, admission: Any) -> None:

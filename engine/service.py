@@ -38,13 +38,14 @@ What it guarantees, whatever process calls it:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Mapping
 
 from schemas.events import RunCancelled as RunCancelledEvent
-from schemas.records import DEFAULT_TENANT, CommandKind, RunCommand, RunSummary
+from schemas.records import DEFAULT_TENANT, CommandKind, OwnerInfo, RunCommand, RunSummary
 from schemas.run import NodeError, NodeRun, RunState
 from schemas.types import NodeRunStatus, RunStatus
 
@@ -64,6 +65,8 @@ from .ports import (
     Launcher,
     MemoryStore,
     ModelCatalog,
+    NewRun,
+    Published,
     RunStore,
 )
 from .rerun import durable, seed_rerun
@@ -122,7 +125,7 @@ class RunService(Executing, ChatTurns):
         self._settling: dict[str, asyncio.Task[None]] = {}
         self._docs: OrderedDict[tuple[str, str], Mapping[str, Any]] = OrderedDict()
         #: states and plans of runs prepared here and not executed yet (executing one needs no read of them)
-        self._prepared: OrderedDict[str, tuple[RunState, CompiledPlan]] = OrderedDict()
+        self._prepared: OrderedDict[str, tuple[RunState, CompiledPlan, OwnerInfo | None]] = OrderedDict()
         #: ``(tenant_id, run_id)`` of a run a watcher found orphaned (:func:`~engine.leases.orphaned`): the
         #: process's recovery loop (:mod:`engine.recovery`) sets it to continue that run now
         #: rather than at its next look; None: watchers wait for whoever recovers it
@@ -155,9 +158,19 @@ class RunService(Executing, ChatTurns):
     async def prepare(self, doc: Mapping[str, Any], inputs: Mapping[str, Any], *, tenant_id: str = DEFAULT_TENANT,
                       chat_id: str | None = None, user_id: str | None = None, message: str | None = None,
                       run_id: str | None = None, workflow_version: str | None = None,
-                      history: list[dict[str, Any]] | None = None, plan: CompiledPlan | None = None) -> RunState:
+                      history: list[dict[str, Any]] | None = None, plan: CompiledPlan | None = None,
+                      owner: OwnerInfo | None = None, published: Published | None = None,
+                      admission: Admission | None = None, durable: bool = True) -> RunState:
         """Create a run (status ``pending``) without executing it; returns its state.
         ``plan``: the plan of ``doc`` when the caller compiled it already (:meth:`compile`).
+
+        The run, its document (when this service has not stored it) and its admission are
+        one transaction (``RunStore.create_run``, or ``admission.admit(..., run=...)`` when
+        an ``admission`` is given: a refusal stores nothing). ``owner``: the run is
+        created claimed by it - the owner :meth:`execute` uses here, with no claim of its
+        own (:meth:`new_owner`). ``published``: ``doc`` is that published version, and the
+        run is created only while it still is (else StalePublished, nothing stored).
+        ``durable`` False: the creation need not wait for the disk (:class:`~engine.ports.NewRun`).
 
         Stores the workflow document under its hash, the run with its validated inputs
         and, in a chat, the user's message and an empty assistant message (it exists
@@ -170,6 +183,7 @@ class RunService(Executing, ChatTurns):
         Raises:
             CompileError: the document does not compile.
             InvalidInputs: the inputs do not fit the workflow's declared inputs.
+            the admission's refusal; RunExists; StalePublished.
         """
         plan = plan if plan is not None else self.compile(doc)
         values = dict(inputs)
@@ -179,13 +193,22 @@ class RunService(Executing, ChatTurns):
         state = new_run_state(plan, values, run_id=run_id, chat_id=chat_id, query=message, user_id=user_id,
                               history=history)
         state.tenant_id, state.workflow_version = tenant_id, workflow_version
-        if (tenant_id, state.workflow_hash) not in self._docs:  # else stored already (documents stay)
-            await self.stores.runs.put_workflow(tenant_id, doc)
-            self._keep_doc((tenant_id, state.workflow_hash), doc)
-        await self.stores.runs.create_run(state)
+        stored = (tenant_id, state.workflow_hash) in self._docs  # documents stay: stored once is stored
+        new = NewRun(state, owner, None if stored else doc, published, durable)
+        if admission is not None:
+            await admission.admit(tenant_id, plan.workflow.id, state.run_id, run=new)
+        else:
+            await self.stores.runs.create_run(state, owner=owner, doc=new.doc, published=published, durable=durable)
+        self._keep_doc((tenant_id, state.workflow_hash), doc)
         if chat_id:
-            await self._open_turn(state, message)
-        self._prepared[state.run_id] = (state, plan)
+            try:
+                await self._open_turn(state, message)
+            except BaseException:
+                if owner is not None:  # nothing executes it here: recovery may take it at once
+                    with contextlib.suppress(Exception):
+                        await self.stores.runs.release(state.run_id, owner.id)
+                raise
+        self._prepared[state.run_id] = (state, plan, owner)
         while len(self._prepared) > _DOCS_MAX:  # runs executed elsewhere (queued) leave theirs behind
             self._prepared.popitem(last=False)
         return state
@@ -194,7 +217,7 @@ class RunService(Executing, ChatTurns):
         """:meth:`prepare` then :meth:`execute`: the run's events as it runs (same errors)."""
 
         async def events() -> AsyncIterator[Any]:
-            state = await self.prepare(doc, inputs, **kw)
+            state = await self.prepare(doc, inputs, owner=self.new_owner(), **kw)  # executed here: no claim
             async for event in self.execute(state.tenant_id, state.run_id):
                 yield event
 

@@ -13,7 +13,20 @@ from typing import Any, Literal, Mapping
 
 from .types import RunStatus
 
-__all__ = ["ContinueRun", "LaunchRequest", "Placement", "RerunRun", "ResumeRun", "RunTicket", "StartRun"]
+__all__ = ["ContinueRun", "LaunchRequest", "Placement", "Published", "RerunRun", "ResumeRun", "RunTicket", "StartRun"]
+
+
+@dataclass(frozen=True, slots=True)
+class Published:
+    """The published version a run is started from, as the door read it (possibly from
+    memory): workflow ``workflow_id``'s version ``version``, whose document has content
+    hash ``doc_hash``. The run is created only while that version is still the published
+    one (checked in the run's creating transaction), so a remembered version never
+    starts a run of a version unpublished meanwhile."""
+
+    workflow_id: str
+    version: int
+    doc_hash: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,7 +36,8 @@ class StartRun:
     In a chat (``chat_id``) whose run waits for exactly one answer, ``message`` answers
     it instead (a chat turn: the paused run continues, no new run). ``history``
     (``[{"role", "content"}]``, oldest first) is ``sys.history`` of a run without a chat.
-    ``run_id``: the new run's id (default: a fresh one).
+    ``run_id``: the new run's id (default: a fresh one). ``published``: ``doc`` is that
+    published version (the run is created only while it still is: ``StalePublished``).
     """
 
     doc: Mapping[str, Any]
@@ -34,6 +48,7 @@ class StartRun:
     history: list[dict[str, Any]] | None = None
     workflow_version: str | None = None
     run_id: str | None = None
+    published: Published | None = None
 
 
 @dataclass(frozen=True, slots=True)

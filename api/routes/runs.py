@@ -34,7 +34,7 @@ from engine.rerun import RerunRefused
 from engine.service import RunService
 from schemas.api import (MAX_NUMBER, ErrorBody, RerunRequest, ResumeRequest, RunAccepted, RunCreate, RunDetail, RunList, RunOut,
                          WorkflowRunCreate)
-from schemas.launch import Placement, RerunRun, ResumeRun, RunTicket, StartRun
+from schemas.launch import Placement, Published, RerunRun, ResumeRun, RunTicket, StartRun
 from schemas.records import RunSummary
 from schemas.types import RunStatus
 
@@ -100,11 +100,12 @@ async def _detail(service: RunService, tenant_id: str, run_id: str) -> RunDetail
 
 async def run_document(doc: dict[str, Any], body: RunStart, *, caller: Principal, service: RunService,
                        settings: Any, placement: Placement, heartbeat_s: float,
-                       workflow_version: str | None = None) -> Response | RunDetail:
+                       workflow_version: str | None = None, published: Published | None = None) -> Response | RunDetail:
     """Start a run of ``doc`` (``body``: inputs, ``response_mode``, chat; in a chat whose
     run waits for one answer, the message answers it) and answer as ``response_mode``
     says: the finished or paused run, SSE of its events, or 202. The one start path of
-    ``POST /v1/runs`` and ``POST /v1/workflows/{id}/runs``.
+    ``POST /v1/runs`` and ``POST /v1/workflows/{id}/runs`` (``published``: the version
+    ``doc`` is, which must still be the published one: else StalePublished, nothing stored).
 
     Raises:
         CompileError, InvalidInputs: the document is over a size cap (:mod:`api.limits`),
@@ -113,7 +114,8 @@ async def run_document(doc: dict[str, Any], body: RunStart, *, caller: Principal
     """
     check_document(doc, settings)
     ticket = await service.launch(caller.tenant_id, StartRun(
-        doc, body.inputs, chat_id=body.chat_id, message=body.message, workflow_version=workflow_version),
+        doc, body.inputs, chat_id=body.chat_id, message=body.message, workflow_version=workflow_version,
+        published=published),
         dataclasses.replace(placement, detached=body.response_mode == "async"))
     return await respond(ticket, body.response_mode, caller=caller, service=service, heartbeat_s=heartbeat_s)
 

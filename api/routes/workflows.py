@@ -30,11 +30,12 @@ from fastapi.responses import JSONResponse, Response
 
 from engine.compiler import check_workflow
 from engine.shapes import deployment_problems, node_shapes, system_reads, valid_nodes
-from engine.ports import WorkflowNotFound, WorkflowRepo
+from engine.ports import StalePublished, WorkflowNotFound, WorkflowRepo
 from schemas.api import (MAX_NUMBER, ErrorBody, NodeShapeOut, RunAccepted, RunDetail, WorkflowCreated, WorkflowDetail,
                          WorkflowImport, WorkflowImported, WorkflowInputOut, WorkflowList, WorkflowOut, WorkflowProblems,
                          WorkflowPublish, WorkflowRollback, WorkflowRunCreate, WorkflowUpdate, WorkflowVersionList,
                          WorkflowVersionOut)
+from schemas.launch import Published
 from schemas.records import WorkflowRecord
 
 from ..auth import Caller, Principal, Service
@@ -47,6 +48,8 @@ __all__ = ["router"]
 
 
 Repo = Workflows
+#: run starts tried when the published version changes under them (each one a publish that raced it)
+_PUBLISH_RACES = 3
 _E: dict[int | str, dict[str, Any]] = {code: {"model": ErrorBody} for code in (401, 403, 404, 409, 422)}
 router = APIRouter(prefix="/v1/workflows", tags=["workflows"], responses=_E)
 
@@ -381,11 +384,19 @@ async def run_workflow(workflow_id: str, body: WorkflowRunCreate, caller: Caller
         if caller.app_id is not None:
             raise ApiError(403, "forbidden", "running a draft needs a key of the whole tenant; app keys run "
                                              "the published version")
-        doc, version = record.draft, "draft"
-    elif (found := await repo.published(caller.tenant_id, workflow_id)) is None:
-        raise ApiError(409, "conflict", f"workflow {workflow_id!r} has no published version: publish it, or "
-                                        f"run the draft with ?draft=true")
-    else:
-        doc, version = found.doc or {}, str(found.version)
-    return await run_document(doc, body, caller=caller, service=service, settings=settings, placement=placement,
-                              heartbeat_s=heartbeat_s, workflow_version=version)
+        return await run_document(record.draft, body, caller=caller, service=service, settings=settings,
+                                  placement=placement, heartbeat_s=heartbeat_s, workflow_version="draft")
+    for _attempt in range(_PUBLISH_RACES):
+        # The version may come from memory: the run is created only while it is still the
+        # published one, else nothing is stored and it is read again.
+        if (found := await repo.published(caller.tenant_id, workflow_id, cached=True)) is None:
+            raise ApiError(409, "conflict", f"workflow {workflow_id!r} has no published version: publish it, or "
+                                            f"run the draft with ?draft=true")
+        try:
+            return await run_document(found.doc or {}, body, caller=caller, service=service, settings=settings,
+                                      placement=placement, heartbeat_s=heartbeat_s,
+                                      workflow_version=str(found.version),
+                                      published=Published(workflow_id, found.version, found.doc_hash))
+        except StalePublished:
+            continue
+    raise ApiError(409, "conflict", f"workflow {workflow_id!r} was published again while the run started; retry")

@@ -39,6 +39,9 @@ from typing import Any, Mapping, Sequence
 
 import sqlalchemy as sa
 
+from engine.ports import NewRun, RunExists
+
+from .launch import AdmissionRow, launch_in
 from .store import SqlStore
 from .tables import QuotaAdmissionRow, QuotaLimitRow, RunRow, TenantRow, TokenUsageRow
 
@@ -208,9 +211,11 @@ class SqlQuotaStore:
                               await self._tokens_since(conn, tenant_id, app_id, day_start))
 
     async def admit(self, tenant_id: str, app_id: str, run_id: str, checks: Sequence[QuotaCheck], *,
-                    now: float, day_start: float, day_end: float) -> int | QuotaRefusal:
+                    now: float, day_start: float, day_end: float, run: NewRun | None = None) -> int | QuotaRefusal:
         """Admit a start or continuation of ``run_id`` (a run of app ``app_id``) when every
         check holds; returns the admission's id, or the first refusal (nothing stored).
+        ``run``: the new run, created in the same transaction (``SqlStore.create_run``'s
+        errors; nothing of the admission is stored when it raises).
 
         A check's ``runs_per_minute`` holds while the scope has fewer admissions in the
         last 60 seconds (refused: ``retry_after`` is when the oldest one that must leave
@@ -226,20 +231,45 @@ class SqlQuotaStore:
                 refusal = await self._check(conn, tenant_id, check, now=now, day_start=day_start, day_end=day_end)
                 if refusal is not None:
                     return refusal
-            await conn.execute(sa.delete(admissions).where(admissions.c.tenant_id == tenant_id,
-                                                           admissions.c.admitted_at < now - _KEEP_S))
-            result = await conn.execute(sa.insert(admissions).values(
-                tenant_id=tenant_id, app_id=app_id, run_id=run_id, admitted_at=now).returning(admissions.c.id))
-            return int(result.scalar_one())
+            if run is None:
+                await conn.execute(sa.delete(admissions).where(admissions.c.tenant_id == tenant_id,
+                                                               admissions.c.admitted_at < now - _KEEP_S))
+                result = await conn.execute(sa.insert(admissions).values(
+                    tenant_id=tenant_id, app_id=app_id, run_id=run_id, admitted_at=now).returning(admissions.c.id))
+                return int(result.scalar_one())
+            created = await self._create_in(conn, run, AdmissionRow(tenant_id, app_id, run_id, now, now - _KEEP_S))
+        self.store._created(*created[1:])
+        return created[0]
 
-    async def record(self, tenant_id: str, app_id: str, run_id: str, *, now: float) -> int:
+    async def _create_in(self, conn: Any, run: NewRun, admission: AdmissionRow) -> tuple[int, Any, Any]:
+        """Create ``run`` with ``admission`` on ``conn`` inside the caller's transaction;
+        ``(the admission's id, what the store remembers once committed)``."""
+        write, index, node_rows = self.store._new_run(run.state, run.owner, run.doc, run.published, admission)
+        try:
+            admission_id = await launch_in(conn, write, self._url)
+            if node_rows:
+                await conn.execute(self.store._sql.upsert_node_runs, node_rows)
+        except sa.exc.IntegrityError:
+            raise RunExists(f"run {run.state.run_id} already exists") from None
+        assert admission_id is not None
+        return admission_id, write, index
+
+    async def record(self, tenant_id: str, app_id: str, run_id: str, *, now: float, run: NewRun | None = None) -> int:
         """Record an admission that no limit can refuse (no check holds a limit): the INSERT
         alone, without the tenant's lock or any counting, so it is counted should a limit
         be set later; returns its id. Old admissions are deleted at most once a minute per
-        tenant and process (they only take space)."""
+        tenant and process (they only take space). ``run``: the new run, created with the
+        admission as one statement (``SqlStore.create_run``, which raises for both)."""
         prune = now - _pruned.get((self._url, tenant_id), 0.0) >= WINDOW_S
         if prune:
             _pruned[(self._url, tenant_id)] = now
+        if run is not None:
+            admission = AdmissionRow(tenant_id, app_id, run_id, now, now - _KEEP_S if prune else None)
+            admission_id = await self.store.create_run(run.state, owner=run.owner, doc=run.doc,
+                                                       published=run.published, admission=admission,
+                                                       durable=run.durable)
+            assert admission_id is not None
+            return admission_id
         if self.store.backend == "sqlite":  # one call in the driver's thread (SqlStore._sqlite_write)
             statements = [("DELETE FROM quota_admissions WHERE tenant_id = ? AND admitted_at < ?",
                            (tenant_id, now - _KEEP_S))] if prune else []

@@ -23,16 +23,16 @@ import contextlib
 import sqlite3
 import time
 from collections import OrderedDict
-from typing import Any, AsyncIterator, Sequence
+from typing import Any, AsyncIterator, Mapping, Sequence
 
 import sqlalchemy as sa
-from pydantic_core import from_json, to_json
+from pydantic_core import from_json
 from sqlalchemy import exc
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from engine.compiler import content_hash
-from engine.ports import CheckpointDelta, LeaseLost, RunExists, RunNotFound, RunOwned, StoreError
+from engine.ports import CheckpointDelta, LeaseLost, Published, RunExists, RunNotFound, RunOwned, StoreError
 from schemas.records import ChatMessage, OwnerInfo, RunCommand, RunSummary
 from schemas.run import NodeRun, RunState
 from schemas.types import RunStatus
@@ -41,6 +41,7 @@ from .checkpoint import (CheckpointWrite, PostgresCheckpointWriter, SqliteCheckp
                          _sqlite_claim, _sqlite_reads, _sqlite_writes, event_rows, pg_statement)
 from .connect import make_engine, mask_url, normalize_url, store_errors
 from .group import CheckpointJob, GroupCommit
+from .launch import AdmissionRow, LaunchWrite, launch_in, pg_launch, sqlite_launch, sqlite_statements
 from .migrate import migrate_connection
 from .rows import (ENDED, message_from_row, message_row, node_run_from_row, node_run_row, owner_from_row,
                    run_columns, state_from_row, summary_from_row)
@@ -183,6 +184,7 @@ class SqlStore:
         #: (tenant, run id) -> the rows of a run that ended here, until its first load_detail
         self._ended: OrderedDict[tuple[str, str], tuple[dict[str, Any], list[dict[str, Any]]]] = OrderedDict()
         self._docs: OrderedDict[tuple[str, str], None] = OrderedDict()  # (tenant, hash) stored by this store
+        self._url = str(self.url)  # the key of what workers.sql.launch remembers for this database
 
     def __repr__(self) -> str:
         return f"SqlStore({mask_url(self.url)!r})"
@@ -255,9 +257,7 @@ class SqlStore:
         async with self._tx() as conn:
             await conn.execute(stmt, {"tenant_id": tenant_id, "content_hash": digest, "doc": doc,
                                       "created_at": time.time()})
-        self._docs[(tenant_id, digest)] = None
-        while len(self._docs) > _DOCS_LIMIT:
-            self._docs.popitem(last=False)
+        self._keep_doc(tenant_id, digest)
         return digest
 
     async def get_workflow(self, tenant_id: str, content_hash: str) -> dict[str, Any]:
@@ -272,8 +272,49 @@ class SqlStore:
 
     # ----------------------------------------------------------------------------- runs
 
-    async def create_run(self, state: RunState, *, owner: OwnerInfo | None = None) -> None:
-        """Insert a new run (with any node runs it already has) owned by ``owner``. Raises RunExists."""
+    async def create_run(self, state: RunState, *, owner: OwnerInfo | None = None,
+                         doc: Mapping[str, Any] | None = None, published: Published | None = None,
+                         admission: AdmissionRow | None = None, durable: bool = True) -> int | None:
+        """Insert a new run (with any node runs it already has) owned by ``owner``, with
+        ``doc`` kept under its hash and, in this store only, the quota ``admission`` row,
+        in one transaction (:mod:`workers.sql.launch`): one statement on PostgreSQL, one
+        call in the driver's thread on SQLite. With ``published``, only while that version
+        is still the published one; ``durable`` False: a start that need not wait for the
+        disk (:class:`~workers.sql.launch.LaunchWrite`). Returns the admission's id (None:
+        none). Raises RunExists, StalePublished (nothing written either way)."""
+        write, index, node_rows = self._new_run(state, owner, doc, published, admission)
+        write.durable = durable
+        try:
+            if node_rows:  # a rerun's reused node runs: through SQLAlchemy, in one transaction
+                async with self._tx() as conn:
+                    admission_id = await launch_in(conn, write, self._url)
+                    await conn.execute(self._sql.upsert_node_runs, node_rows)
+            else:
+                async with self._lock:
+                    with store_errors(self.url):
+                        driver = (await _raw_connection(await self._connection())).driver_connection
+                        if self.backend == "sqlite":
+                            held, admission_id = await driver._execute(sqlite_launch, driver._conn,
+                                                                       *sqlite_statements(write, _RUN_JSON))
+                        elif driver.is_in_transaction():  # the statement would not commit on its own
+                            raise StoreError("the connection is inside a transaction")
+                        else:
+                            held, admission_id = await pg_launch(driver, write)
+                if not held:
+                    raise write.stale(self._url)
+        except StoreError as error:
+            cause = error.__cause__
+            if isinstance(cause, (sqlite3.IntegrityError, exc.IntegrityError)) or (
+                    type(cause).__name__ == "UniqueViolationError"):
+                raise RunExists(f"run {state.run_id} already exists") from None
+            raise
+        self._created(write, index)
+        return admission_id
+
+    def _new_run(self, state: RunState, owner: OwnerInfo | None, doc: Mapping[str, Any] | None,
+                 published: Published | None, admission: AdmissionRow | None,
+                 ) -> tuple[LaunchWrite, _NodeIndex, list[dict[str, Any]]]:
+        """The write of a new run (:meth:`create_run`), its node index and its node-run rows."""
         row = {"run_id": state.run_id, "tenant_id": state.tenant_id, "workflow_id": state.workflow_id,
                "workflow_version": state.workflow_version, "workflow_hash": state.workflow_hash,
                "created_at": time.time(), **run_columns(state)}
@@ -285,36 +326,22 @@ class SqlStore:
         index.created = {name: row[name] for name in _CREATED}
         node_rows, current, added = self._node_rows(state, index, list(state.node_runs), 0)
         index.apply(current, added)
-        if self.backend == "sqlite" and not node_rows:  # a new run: one INSERT, one hand-off
-            names = tuple(row)
-            sql = f"INSERT INTO runs ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})"
-            params = tuple(_dumps(row[n]) if n in _RUN_JSON else row[n] for n in names)
-            try:
-                await self._sqlite_write([(sql, params)])
-            except StoreError as error:
-                if isinstance(error.__cause__, sqlite3.IntegrityError):
-                    raise RunExists(f"run {state.run_id} already exists") from None
-                raise
-            self._remember(state.run_id, index)
-            return
-        if not node_rows:  # PostgreSQL: one statement in autocommit, the row as one JSON value
-            try:
-                await self._pg("INSERT INTO runs SELECT * FROM json_populate_record(NULL::runs, $1::json)",
-                               to_json(row).decode())
-            except StoreError as error:
-                if type(error.__cause__).__name__ == "UniqueViolationError":
-                    raise RunExists(f"run {state.run_id} already exists") from None
-                raise
-            self._remember(state.run_id, index)
-            return
-        async with self._tx() as conn:
-            try:
-                await conn.execute(sa.insert(runs), row)
-            except exc.IntegrityError:
-                raise RunExists(f"run {state.run_id} already exists") from None
-            if node_rows:
-                await conn.execute(self._sql.upsert_node_runs, node_rows)
-        self._remember(state.run_id, index)
+        doc_row = None
+        if doc is not None and (state.tenant_id, state.workflow_hash) not in self._docs:
+            doc_row = {"tenant_id": state.tenant_id, "content_hash": state.workflow_hash, "doc": dict(doc),
+                       "created_at": row["created_at"]}
+        return LaunchWrite(row, doc_row, published, admission), index, node_rows
+
+    def _created(self, write: LaunchWrite, index: _NodeIndex) -> None:
+        """What a store remembers of a run it created (once committed)."""
+        if write.doc is not None:
+            self._keep_doc(write.doc["tenant_id"], write.doc["content_hash"])
+        self._remember(write.run["run_id"], index)
+
+    def _keep_doc(self, tenant_id: str, digest: str) -> None:
+        self._docs[(tenant_id, digest)] = None
+        while len(self._docs) > _DOCS_LIMIT:
+            self._docs.popitem(last=False)
 
     async def _sqlite_write(self, statements: list[tuple[str, tuple[Any, ...]]]) -> list[int]:
         """SQLite only: ``statements`` (SQL text with ``?`` parameters) in one write

@@ -12,6 +12,11 @@ filters by tenant.
 so the steps of a publish run in one transaction and publishes of one process are
 serialised; two processes publishing the same workflow at the same instant may see a
 primary-key conflict (a ``StoreError``), never two versions with the same number.
+
+The published version read for a run start may be remembered (``published(cached=True)``,
+:mod:`workers.sql.launch`): the run's creation checks, in its own transaction, that it is
+still the published one, so a publish from another process is never missed; a publish
+or delete through this process forgets it at once.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from engine.compiler import content_hash
 from engine.ports import StaleVersion, WorkflowExists, WorkflowNotFound
 from schemas.records import WorkflowRecord, WorkflowVersion
 
+from . import launch
 from .store import SqlStore, dialect_insert
 from .tables import WorkflowDocRow, WorkflowRow, WorkflowVersionRow
 
@@ -122,6 +128,7 @@ class SqlWorkflowStore:
 
     async def delete(self, tenant_id: str, workflow_id: str) -> None:
         """Delete the workflow and its versions (runs stay). Raises WorkflowNotFound."""
+        launch.forget(self.store._url, tenant_id, workflow_id)
         async with self.store._tx() as conn:
             await conn.execute(sa.delete(versions).where(versions.c.tenant_id == tenant_id,
                                                          versions.c.workflow_id == workflow_id))
@@ -132,6 +139,7 @@ class SqlWorkflowStore:
     async def publish(self, tenant_id: str, workflow_id: str, doc: Mapping[str, Any], note: str = "") -> WorkflowVersion:
         """Keep ``doc`` as the next version and make it the published one. Raises WorkflowNotFound."""
         digest, now = content_hash(doc), time.time()
+        launch.forget(self.store._url, tenant_id, workflow_id)
         keep_doc = self._insert(docs).on_conflict_do_nothing(index_elements=[docs.c.tenant_id, docs.c.content_hash])
         last = sa.select(sa.func.max(versions.c.version)).where(versions.c.tenant_id == tenant_id,
                                                                 versions.c.workflow_id == workflow_id)
@@ -148,6 +156,7 @@ class SqlWorkflowStore:
             await conn.execute(sa.insert(versions), row)
             await conn.execute(sa.update(workflows).where(self._mine(tenant_id, workflow_id))
                                .values(published_version=number, updated_at=now))
+        launch.forget(self.store._url, tenant_id, workflow_id)  # also what a start that raced it remembered
         return _version(row, dict(doc))
 
     async def versions(self, tenant_id: str, workflow_id: str) -> list[WorkflowVersion]:
@@ -159,9 +168,14 @@ class SqlWorkflowStore:
             rows = (await conn.execute(stmt)).mappings().all()
         return [_version(row) for row in rows]
 
-    async def published(self, tenant_id: str, workflow_id: str) -> WorkflowVersion | None:
+    async def published(self, tenant_id: str, workflow_id: str, *, cached: bool = False) -> WorkflowVersion | None:
         """The published version with its document (one query); None when none is
-        published. Raises WorkflowNotFound."""
+        published. Raises WorkflowNotFound. ``cached``: for a run start, the version
+        remembered from the last such read when there is one (no read; the run's creation
+        checks it still holds: :mod:`workers.sql.launch`)."""
+        url = self.store._url
+        if cached and (found := launch.remembered(url, tenant_id, workflow_id)) is not None:
+            return found
         if self.store.backend == "sqlite":  # one call in the driver's thread (SqlStore._sqlite_read)
             (rows,) = await self.store._sqlite_read([(_PUBLISHED_SQL, (tenant_id, workflow_id))])
             row: Any = rows[0] if rows else None
@@ -184,7 +198,10 @@ class SqlWorkflowStore:
             return None
         if row["version"] is None:  # pragma: no cover - a published version is never deleted alone
             raise WorkflowNotFound(f"workflow {workflow_id!r} has no version {row['published_version']}")
-        return _version(row, row["doc"])
+        version = _version(row, row["doc"])
+        if cached:
+            launch.remember(url, version)
+        return version
 
     async def get_version(self, tenant_id: str, workflow_id: str, version: int) -> WorkflowVersion:
         """One version with its document. Raises WorkflowNotFound (also for a missing version)."""
