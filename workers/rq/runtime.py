@@ -58,7 +58,7 @@ from schemas.records import OwnerInfo, RunSummary
 from schemas.types import RunStatus
 
 from ..redis_bus import DEFAULT_NAMESPACE, EventPublisher, RedisCommandChannel, RedisEventBus, redis_client, shielded
-from .recovery import handoff_id, job_wall_time, requeue_orphan
+from .recovery import handoff_id, job_wall_time, requeue_orphan, still_queued
 
 __all__ = ["WorkerRuntime", "current_runtime", "install_runtime"]
 
@@ -150,7 +150,8 @@ class WorkerRuntime:
                     await self.sweep_documents()
                 if self.settings.recovery_concurrency > 0:
                     # before taking jobs: the runs it queues again go ahead of those waiting
-                    self.recovery = OrphanRecovery(service, self._recover_one)
+                    self.recovery = OrphanRecovery(service, self._recover_one,
+                                                   still_queued=lambda found: still_queued(self._sync(), found))
                     await self.recovery.start(settle_s=SETTLE_S)
                 self._ready.set()
                 await self._stop.wait()
