@@ -55,7 +55,7 @@ VERBOSE = False
 TERMINAL = ("succeeded", "failed", "cancelled")
 #: a counting service in a child process: its HTTP work stays off this process's GIL
 COUNTER_CHILD = """
-import json, sys, threading
+import json, sys
 from tests.support.counting_server import Counter
 counter = Counter()
 print(counter.url, flush=True)
