@@ -43,6 +43,13 @@ async def start_recovery(deployment: Deployment) -> OrphanRecovery | None:
         assert queue is not None
         await requeue_orphan(service, queue.redis, summary)
 
-    recovery = OrphanRecovery(service, execute_here if queue is None else queue_again)
+    async def queued(found: list[RunSummary]) -> set[str]:
+        from workers.rq.recovery import still_queued
+
+        assert queue is not None
+        return await still_queued(queue.redis, found)
+
+    recovery = OrphanRecovery(service, execute_here if queue is None else queue_again,
+                              still_queued=None if queue is None else queued)
     await recovery.start()
     return recovery

@@ -35,12 +35,14 @@ from .ports import LeaseLost, RunNotFound, RunOwned
 from .leases import orphaned
 from .service import RunNotResumable, RunService
 
-__all__ = ["OrphanRecovery", "RecoverOne"]
+__all__ = ["OrphanRecovery", "RecoverOne", "StillQueued"]
 
 logger = logging.getLogger("flowloom.recovery")
 
 #: what continues one orphaned run (raises RunOwned when another process took it first)
 RecoverOne = Callable[[RunSummary], Awaitable[Any]]
+#: of the runs a look found orphaned, the ids of those a queue still holds (nothing to recover)
+StillQueued = Callable[[list[RunSummary]], Awaitable[set[str]]]
 #: runs looked at per look (oldest first; the rest wait for the next look)
 BATCH = 500
 #: errors that mean "not this process's to recover" rather than a fault
@@ -54,14 +56,18 @@ class OrphanRecovery:
     recovery that executes the run here holds its slot until the run ends or pauses);
     ``interval_s``: seconds between two looks (default ``Settings.lease_ttl``/2);
     ``pending_grace_s``: how long a never-claimed pending run may wait before it counts as
-    orphaned (default ``Settings.lease_ttl``). :meth:`start` installs it as the service's
-    ``on_orphan``; :meth:`close` stops it.
+    orphaned (default ``Settings.lease_ttl``); ``still_queued``: in a deployment with a
+    queue, which of the runs found are still waiting in it, asked once per look for all of
+    them - a backlog holds pending runs longer than the grace, and handing each to
+    ``recover_one`` only to learn that costs a queue round trip per run and process.
+    :meth:`start` installs it as the service's ``on_orphan``; :meth:`close` stops it.
     """
 
     def __init__(self, service: RunService, recover_one: RecoverOne, *, concurrency: int | None = None,
-                 interval_s: float | None = None, pending_grace_s: float | None = None) -> None:
+                 interval_s: float | None = None, pending_grace_s: float | None = None,
+                 still_queued: StillQueued | None = None) -> None:
         settings = service.settings
-        self.service, self.recover_one = service, recover_one
+        self.service, self.recover_one, self.still_queued = service, recover_one, still_queued
         self.concurrency = max(1, concurrency if concurrency is not None else settings.recovery_concurrency)
         self.interval_s = interval_s if interval_s is not None else settings.lease_ttl / 2
         self.pending_grace_s = pending_grace_s if pending_grace_s is not None else settings.lease_ttl
@@ -124,10 +130,13 @@ class OrphanRecovery:
         first; returns their ids. Raises what the run store raises."""
         now = time.time()
         found = await self.service.stores.runs.list_unfinished(now=now, host=socket.gethostname(), limit=BATCH)
+        found = [summary for summary in found if summary.run_id not in self._busy
+                 and orphaned(summary, now=now, pending_grace_s=self.pending_grace_s)]
+        if found and self.still_queued is not None:
+            queued = await self.still_queued(found)
+            found = [summary for summary in found if summary.run_id not in queued]
         started: list[str] = []
         for summary in found:
-            if summary.run_id in self._busy or not orphaned(summary, now=now, pending_grace_s=self.pending_grace_s):
-                continue
             self._busy[summary.run_id] = asyncio.create_task(self._recover(summary),
                                                              name=f"recover run {summary.run_id}")
             started.append(summary.run_id)

@@ -166,9 +166,11 @@ class RedisEventBus:
         """The stream's key: ``<ns>:events:<tenant>:<run>``."""
         return f"{self.namespace}:events:{tenant_id}:{run_id}"
 
-    def publisher(self, tenant_id: str, run_id: str) -> "EventPublisher":
-        """A publisher for one execution of the run (call :meth:`EventPublisher.close` at its end)."""
-        return EventPublisher(self, tenant_id, run_id)
+    def publisher(self, tenant_id: str, run_id: str, *,
+                  first: Callable[[Any], None] | None = None) -> "EventPublisher":
+        """A publisher for one execution of the run (call :meth:`EventPublisher.close` at
+        its end); ``first``: see :class:`EventPublisher`."""
+        return EventPublisher(self, tenant_id, run_id, first=first)
 
     async def rewind(self, tenant_id: str, run_id: str, seq: int) -> int:
         """Delete the stream's entries with ``seq`` above ``seq`` (what a crashed execution
@@ -352,16 +354,20 @@ class EventPublisher:
     goes at once; events that follow within ``gap_s`` wait for it and travel together
     (so a run of instant nodes costs a pipeline or two, not one per checkpoint); a close
     sends what is pending at once. A reader sees an event at most ``gap_s`` late.
+
+    ``first``: adds the caller's own commands to the pipeline that carries the first
+    events (a worker entering its executing set), so they cost no round trip of their own.
     """
 
     def __init__(self, bus: RedisEventBus, tenant_id: str, run_id: str, *, flush_s: float = 30.0,
-                 gap_s: float = 0.002) -> None:
+                 gap_s: float = 0.002, first: Callable[[Any], None] | None = None) -> None:
         self.bus, self.run_id, self.flush_s, self.gap_s = bus, run_id, flush_s, gap_s
         self.key = bus.key(tenant_id, run_id)
         self._pending: list[tuple[int, str, str]] = []
         self._wake = asyncio.Event()
         self._closing = False
         self._also: Callable[[Any], None] | None = None
+        self._first = first
         self._nap: asyncio.Future[None] | None = None  # set while waiting out ``gap_s``
         self._task = asyncio.create_task(self._pump(), name=f"publish {run_id}")
 
@@ -388,6 +394,8 @@ class EventPublisher:
                 last = self._closing and len(self._pending) <= 500  # the close's commands ride along
                 try:
                     pipe = redis_client(self.bus.url).pipeline(transaction=False)
+                    if self._first is not None:
+                        self._first(pipe)
                     for seq, kind, data in batch:
                         pipe.xadd(self.key, {"seq": seq, "type": kind, "data": data}, maxlen=self.bus.maxlen,
                                   approximate=True)
@@ -398,6 +406,7 @@ class EventPublisher:
                 except errors as exc:
                     await backoff.failed(exc)
                     continue
+                self._first = None
                 del self._pending[: len(batch)]
                 if last:
                     self._also = None

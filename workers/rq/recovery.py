@@ -42,7 +42,7 @@ from schemas.types import RunStatus
 from .queues import JOB_GRACE_S, PRIORITIES, enqueue_run, later_job_id, queue_name
 from .worker import _pid_alive
 
-__all__ = ["HANDOFF_PREFIX", "handoff_id", "requeue_orphan"]
+__all__ = ["HANDOFF_PREFIX", "handoff_id", "requeue_orphan", "still_queued"]
 
 logger = logging.getLogger("flowloom.worker")
 
@@ -128,6 +128,33 @@ def _clean(connection: Any, ghosts: list[tuple[Any, Any, str]], successor: str) 
             logger.warning("Worker %s (%s pid %s) is gone; cleaning its registration", worker.name, worker.hostname,
                            worker.pid)
             worker.register_death()
+
+
+def _waiting_first_jobs(connection: Any, run_ids: list[str]) -> set[str]:
+    """Of ``run_ids`` (pending, never claimed), those whose first job waits in a queue (sync:
+    one pipeline of ``HGET <job key> status``)."""
+    from rq.job import Job
+
+    with connection.pipeline(transaction=False) as pipe:
+        for run_id in run_ids:
+            pipe.hget(Job.key_for(f"run-{run_id}"), "status")
+        statuses = pipe.execute()
+    return {run_id for run_id, status in zip(run_ids, statuses)
+            if status is not None and status.decode() in _WAITING}
+
+
+async def still_queued(connection: Any, summaries: list[RunSummary]) -> set[str]:
+    """The ``still_queued`` of :class:`engine.recovery.OrphanRecovery` with Redis: the ids
+    of the runs among ``summaries`` that are pending, never claimed, and whose first job
+    waits in its queue - a backlog longer than the pending grace, not an orphan - found
+    with one Redis round trip for all of them. ``connection``: a sync ``redis.Redis``.
+    Anything else (a started job, a job gone, a run a recovery queued again) is left to
+    :func:`requeue_orphan`, which looks at it closely. Raises Redis errors (the look is
+    tried again later)."""
+    fresh = [s.run_id for s in summaries if s.status is RunStatus.pending and s.owner is None]
+    if not fresh:
+        return set()
+    return await asyncio.to_thread(_waiting_first_jobs, connection, fresh)
 
 
 async def _max_wall_time(service: RunService, summary: RunSummary) -> float:

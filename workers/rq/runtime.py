@@ -58,7 +58,7 @@ from schemas.records import OwnerInfo, RunSummary
 from schemas.types import RunStatus
 
 from ..redis_bus import DEFAULT_NAMESPACE, EventPublisher, RedisCommandChannel, RedisEventBus, redis_client, shielded
-from .recovery import handoff_id, job_wall_time, requeue_orphan
+from .recovery import handoff_id, job_wall_time, requeue_orphan, still_queued
 
 __all__ = ["WorkerRuntime", "current_runtime", "install_runtime"]
 
@@ -150,7 +150,8 @@ class WorkerRuntime:
                     await self.sweep_documents()
                 if self.settings.recovery_concurrency > 0:
                     # before taking jobs: the runs it queues again go ahead of those waiting
-                    self.recovery = OrphanRecovery(service, self._recover_one)
+                    self.recovery = OrphanRecovery(service, self._recover_one,
+                                                   still_queued=lambda found: still_queued(self._sync(), found))
                     await self.recovery.start(settle_s=SETTLE_S)
                 self._ready.set()
                 await self._stop.wait()
@@ -201,35 +202,32 @@ class WorkerRuntime:
     async def _execute(self, tenant_id: str, run_id: str, queue: str, job_timeout: float,
                        done: threading.Event, job_id: str = "") -> str:
         """Execute the run; how it ended. No read precedes the run service's own (claim,
-        then load), and the run enters the executing set while the service claims it: a
-        job costs what the run costs plus a few Redis round trips, none before its first event."""
+        then load), and the run enters the executing set with its first events, in the
+        same Redis pipeline: a job costs what the run costs plus two Redis round trips
+        (its first events, its last ones with the exit from the set) for a short run."""
         service = self.service
         assert service is not None
-        track = asyncio.ensure_future(self._track(tenant_id, run_id, queue, job_timeout, job_id))
+        self._executing[run_id] = {"tenant": tenant_id, "queue": queue, "host": socket.gethostname(),
+                                   "pid": os.getpid(), "worker": self.name, "timeout": job_timeout, "job": job_id}
         try:
             try:
-                status, stream_key, publisher, held = await self._drive(service, tenant_id, run_id, track, job_id)
+                status, stream_key, publisher, held = await self._drive(service, tenant_id, run_id, job_id)
             except RunOwned as exc:
                 # Another process holds the run's lease: keep it in the executing set until
                 # that lease ends, so a sweeper looks again if that owner turns out dead.
-                await track
                 await self._untrack(run_id, keep_until=exc.owner)
                 logger.info("run %s: owned by another process (%s); not executed here", run_id, exc)
                 return "owned by another process"
             except (RunNotResumable, RunNotFound) as exc:
-                await track
                 await self._untrack(run_id)
                 try:  # ended (a stopped run among them) or paused with no answer: nothing to do
                     return f"already {(await service.get(tenant_id, run_id)).status.value}"
                 except RunNotFound:
                     return f"unknown run ({exc})"
             except BaseException:
-                await asyncio.shield(self._leave(track, run_id))
+                await asyncio.shield(self._untrack(run_id))
                 raise
-            try:
-                await track
-            finally:
-                await self._finish(run_id, publisher, held, stream_key)
+            await self._finish(run_id, publisher, held, stream_key)
             return status
         finally:
             done.set()
@@ -255,13 +253,7 @@ class WorkerRuntime:
             publisher.add(event)
         await publisher.close(ended=False, also=leave)
 
-    async def _leave(self, track: "asyncio.Future[Any]", run_id: str) -> None:
-        with contextlib.suppress(BaseException):
-            await track
-        await self._untrack(run_id)
-
-    async def _drive(self, service: RunService, tenant_id: str, run_id: str,
-                     track: "asyncio.Future[Any]", job_id: str = "",
+    async def _drive(self, service: RunService, tenant_id: str, run_id: str, job_id: str = "",
                      ) -> tuple[str, str | None, EventPublisher | None, list[Any]]:
         """Run it: ``(status, the stream's key when the run ended else None, the open
         publisher, the events held back)`` (:meth:`_publish`). The job is a door like any
@@ -309,7 +301,7 @@ class WorkerRuntime:
             async with contextlib.aclosing(events) as stream:
                 async for event in stream:
                     if publisher is None:
-                        publisher = self.bus.publisher(tenant_id, run_id)
+                        publisher = self.bus.publisher(tenant_id, run_id, first=self._entering(run_id))
                         if event.seq > 1:
                             # The run had events before (continued after a crash, or resumed):
                             # what a crashed execution published past the checkpoint goes.
@@ -334,17 +326,18 @@ class WorkerRuntime:
     def _set_key(self) -> str:
         return f"{self.namespace}:executing"
 
-    async def _track(self, tenant_id: str, run_id: str, queue: str, job_timeout: float,
-                     job_id: str = "") -> None:
-        """Enter the executing set (one round trip)."""
-        info = {"tenant": tenant_id, "queue": queue, "host": socket.gethostname(), "pid": os.getpid(),
-                "worker": self.name, "timeout": job_timeout, "job": job_id}
-        self._executing[run_id] = info
-        pipe = redis_client(self.bus.url).pipeline(transaction=False)
-        pipe.zadd(self._set_key, {run_id: time.time() + self.settings.lease_ttl})
-        pipe.hset(f"{self._set_key}:info", run_id, json.dumps(info))
-        with contextlib.suppress(Exception):  # Redis down: the renewal writes the set
-            await shielded(pipe.execute())
+    def _entering(self, run_id: str) -> Callable[[Any], None]:
+        """What puts run ``run_id`` in the executing set (its entry in ``_executing``),
+        added to the pipeline that carries its first events: no round trip of its own."""
+        set_key = self._set_key
+
+        def enter(pipe: Any) -> None:
+            info = self._executing.get(run_id)
+            if info is not None:  # still executing here when the pipeline is built
+                pipe.zadd(set_key, {run_id: time.time() + self.settings.lease_ttl})
+                pipe.hset(f"{set_key}:info", run_id, json.dumps(info))
+
+        return enter
 
     async def _write_tracking(self, run_id: str, info: dict[str, Any], deadline: float) -> None:
         client = redis_client(self.bus.url)
