@@ -130,8 +130,10 @@ class KnowledgeStore(Protocol):
         """The tenant's datasets by name, with document and chunk counts."""
         ...
 
-    async def get_dataset(self, tenant_id: str, dataset_id: str) -> Dataset:
-        """Raises DatasetNotFound."""
+    async def get_dataset(self, tenant_id: str, dataset_id: str, *, counts: bool = True) -> Dataset:
+        """The dataset with its document and chunk counts (``counts`` False: both 0, not
+        counted: a search needs only the settings and indexes, and counting a large
+        dataset's chunks costs more than the search). Raises DatasetNotFound."""
         ...
 
     async def update_dataset(self, tenant_id: str, dataset_id: str, changes: dict[str, Any]) -> Dataset:

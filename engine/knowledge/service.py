@@ -385,7 +385,7 @@ class KnowledgeService:
         Raises DatasetNotFound, EmbeddingError."""
         from .retrieval import Retriever  # the retrieval module is its own concern
 
-        datasets = [await self.store.get_dataset(tenant_id, d) for d in request.dataset_ids]
+        datasets = [await self.store.get_dataset(tenant_id, d, counts=False) for d in request.dataset_ids]
         if self._retriever is None:
             self._retriever = Retriever(store=self.store, embedder=self.embedder, reranker=self.reranker,
                                         judge=self.judge)

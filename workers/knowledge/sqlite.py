@@ -97,6 +97,7 @@ _DATASET_SELECT = (
     "SELECT s.*, (SELECT count(*) FROM kb_documents WHERE tenant_id = s.tenant_id AND dataset_id = s.id) "
     "AS document_count, (SELECT count(*) FROM kb_chunks WHERE tenant_id = s.tenant_id AND dataset_id = s.id) "
     "AS chunk_count FROM kb_datasets s")
+_DATASET_SELECT_UNCOUNTED = "SELECT s.*, 0 AS document_count, 0 AS chunk_count FROM kb_datasets s"
 
 
 def _blob(vector: Sequence[float]) -> bytes:
@@ -207,23 +208,26 @@ class SqliteKnowledgeStore:
         """The tenant's datasets by name, with counts and indexes."""
         return await self._call(self._list_datasets, tenant_id)
 
-    def _list_datasets(self, tenant_id: str, dataset_id: str | None = None) -> list[Dataset]:
+    def _list_datasets(self, tenant_id: str, dataset_id: str | None = None, counts: bool = True) -> list[Dataset]:
         where, params = "s.tenant_id = ?", [tenant_id]
+        index_where, index_params = "tenant_id = ?", [tenant_id]
         if dataset_id is not None:
             where, params = where + " AND s.id = ?", params + [dataset_id]
-        rows = self._conn.execute(f"{_DATASET_SELECT} WHERE {where} ORDER BY s.name, s.id", params).fetchall()
+            index_where, index_params = index_where + " AND dataset_id = ?", index_params + [dataset_id]
+        select = _DATASET_SELECT if counts else _DATASET_SELECT_UNCOUNTED
+        rows = self._conn.execute(f"{select} WHERE {where} ORDER BY s.name, s.id", params).fetchall()
         indexes: dict[str, list[IndexInfo]] = {}
-        for row in self._conn.execute("SELECT * FROM kb_indexes WHERE tenant_id = ? AND state != 'retired'",
-                                      (tenant_id,)):
+        for row in self._conn.execute(f"SELECT * FROM kb_indexes WHERE {index_where} AND state != 'retired'",
+                                      index_params):
             indexes.setdefault(row["dataset_id"], []).append(index_from_row(row))
         return [dataset_from_row(row, indexes.get(row["id"], [])) for row in rows]
 
-    async def get_dataset(self, tenant_id: str, dataset_id: str) -> Dataset:
-        """Raises DatasetNotFound."""
-        return await self._call(self._get_dataset, tenant_id, dataset_id)
+    async def get_dataset(self, tenant_id: str, dataset_id: str, *, counts: bool = True) -> Dataset:
+        """Raises DatasetNotFound (``counts``: see the port)."""
+        return await self._call(self._get_dataset, tenant_id, dataset_id, counts)
 
-    def _get_dataset(self, tenant_id: str, dataset_id: str) -> Dataset:
-        found = self._list_datasets(tenant_id, dataset_id)
+    def _get_dataset(self, tenant_id: str, dataset_id: str, counts: bool = True) -> Dataset:
+        found = self._list_datasets(tenant_id, dataset_id, counts)
         if not found:
             raise DatasetNotFound(f"dataset {dataset_id!r} not found")
         return found[0]
