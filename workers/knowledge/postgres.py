@@ -244,9 +244,13 @@ class PostgresKnowledgeStore:
 
     # --------------------------------------------------------------------- indexes
 
-    async def _index_row(self, c: asyncpg.Connection, tenant_id: str, index_id: str, *, lock: bool = False) -> Any:
-        row = await c.fetchrow("SELECT * FROM kb_indexes WHERE tenant_id = $1 AND id = $2"
-                               + (" FOR UPDATE" if lock else ""), tenant_id, index_id)
+    async def _index_row(self, c: asyncpg.Connection, tenant_id: str, index_id: str, *, lock: bool = False,
+                         share: bool = False) -> Any:
+        """The index's row; ``lock``: locked for update; ``share``: locked against updates
+        (a state change waits) but not against other sharers."""
+        suffix = " FOR UPDATE" if lock else " FOR SHARE" if share else ""
+        row = await c.fetchrow("SELECT * FROM kb_indexes WHERE tenant_id = $1 AND id = $2" + suffix,
+                               tenant_id, index_id)
         if row is None or not check_index_id(index_id):
             raise DatasetNotFound(f"index {index_id!r} not found")
         return row
@@ -303,32 +307,43 @@ class PostgresKnowledgeStore:
             raise DocumentNotFound(f"document {document_id!r} not found")
         return row
 
-    async def put_document(self, document: Document) -> tuple[Document, bool]:
+    async def put_document(self, document: Document, content: ParsedDocument | None = None) -> tuple[Document, bool]:
         """Add the document, or keep/update the one with its source name (see the port)."""
         doc, now = document, time.time()
         async with self._tx() as c:
-            if await c.fetchrow("SELECT 1 FROM kb_datasets WHERE tenant_id = $1 AND id = $2",
-                                doc.tenant_id, doc.dataset_id) is None:
-                raise DatasetNotFound(f"dataset {doc.dataset_id!r} not found")
-            inserted = await c.fetchval(
-                "INSERT INTO kb_documents (id, tenant_id, dataset_id, source_name, content_type, content_hash, "
-                "size_bytes, status, error, chunk_count, chunks_done, metadata, created_at, updated_at) VALUES "
-                "($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::jsonb, $13, $14) "
-                "ON CONFLICT (tenant_id, dataset_id, source_name) DO NOTHING RETURNING id",
-                doc.id, doc.tenant_id, doc.dataset_id, doc.source_name, doc.content_type, doc.content_hash,
-                doc.size_bytes, str(doc.status), doc.error, doc.chunk_count, doc.chunks_done, dumps(doc.metadata),
-                doc.created_at or now, now)
-            if inserted is not None:
-                return document_from_row(await self._document_row(c, doc.tenant_id, inserted)), True
-            old = await c.fetchrow("SELECT * FROM kb_documents WHERE tenant_id = $1 AND dataset_id = $2 AND "
-                                   "source_name = $3 FOR UPDATE", doc.tenant_id, doc.dataset_id, doc.source_name)
-            if old["content_hash"] == doc.content_hash:
-                return document_from_row(old), False
-            row = await c.fetchrow(
-                "UPDATE kb_documents SET content_hash = $1, size_bytes = $2, content_type = $3, metadata = $4::jsonb, "
-                "status = 'queued', error = NULL, chunks_done = 0, updated_at = $5 WHERE id = $6 RETURNING *",
-                doc.content_hash, doc.size_bytes, doc.content_type, dumps(doc.metadata), now, old["id"])
+            return await self._put_document(c, doc, now, content)
+
+    async def _put_document(self, c: asyncpg.Connection, doc: Document, now: float,
+                            content: ParsedDocument | None) -> tuple[Document, bool]:
+        # the parsed text goes in with the row (inserted or changed): one statement, no second write
+        keep = content is not None
+        text = content.content_type if keep else None
+        if await c.fetchrow("SELECT 1 FROM kb_datasets WHERE tenant_id = $1 AND id = $2",
+                            doc.tenant_id, doc.dataset_id) is None:
+            raise DatasetNotFound(f"dataset {doc.dataset_id!r} not found")
+        row = await c.fetchrow(
+            "INSERT INTO kb_documents (id, tenant_id, dataset_id, source_name, content_type, content_hash, "
+            "size_bytes, status, error, chunk_count, chunks_done, metadata, created_at, updated_at, parsed_type, "
+            "parsed_text, parsed_qa) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::jsonb, $13, $14, "
+            "$15, $16, $17::jsonb) ON CONFLICT (tenant_id, dataset_id, source_name) DO NOTHING RETURNING *",
+            doc.id, doc.tenant_id, doc.dataset_id, doc.source_name, doc.content_type, doc.content_hash,
+            doc.size_bytes, str(doc.status), doc.error, doc.chunk_count, doc.chunks_done, dumps(doc.metadata),
+            doc.created_at or now, now, text, content.text if keep else None, qa_json(content) if keep else None)
+        if row is not None:
             return document_from_row(row), True
+        old = await c.fetchrow("SELECT * FROM kb_documents WHERE tenant_id = $1 AND dataset_id = $2 AND "
+                               "source_name = $3 FOR UPDATE", doc.tenant_id, doc.dataset_id, doc.source_name)
+        if old["content_hash"] == doc.content_hash:
+            return document_from_row(old), False
+        row = await c.fetchrow(
+            "UPDATE kb_documents SET content_hash = $1, size_bytes = $2, content_type = $3, metadata = $4::jsonb, "
+            "status = 'queued', error = NULL, chunks_done = 0, updated_at = $5, "
+            "parsed_type = CASE WHEN $7 THEN $8 ELSE parsed_type END, "
+            "parsed_text = CASE WHEN $7 THEN $9 ELSE parsed_text END, "
+            "parsed_qa = CASE WHEN $7 THEN $10::jsonb ELSE parsed_qa END WHERE id = $6 RETURNING *",
+            doc.content_hash, doc.size_bytes, doc.content_type, dumps(doc.metadata), now, old["id"], keep, text,
+            content.text if keep else None, qa_json(content) if keep else None)
+        return document_from_row(row), True
 
     async def save_content(self, tenant_id: str, document_id: str, parsed: ParsedDocument) -> None:
         """Keep the parsed text. Raises DocumentNotFound."""
@@ -347,6 +362,33 @@ class PostgresKnowledgeStore:
         """Raises DocumentNotFound."""
         async with self._read() as c:
             return document_from_row(await self._document_row(c, tenant_id, document_id))
+
+    async def start_pass(self, tenant_id: str, document_id: str) -> tuple[Document, Dataset, ParsedDocument]:
+        """The document, its dataset and parsed text; the document set to ``parsing`` (see the port)."""
+        async with self._tx() as c:
+            row = await self._document_row(c, tenant_id, document_id, lock=True)
+            found = await self._datasets(c, tenant_id, row["dataset_id"], counts=False)
+            if not found:
+                raise DatasetNotFound(f"dataset {row['dataset_id']!r} not found")
+            await c.execute("UPDATE kb_documents SET status = 'parsing', error = NULL, updated_at = $1 WHERE id = $2",
+                            time.time(), document_id)
+        return document_from_row(row), found[0], parsed_from_row(row)
+
+    async def finish_document(self, tenant_id: str, document_id: str, *, content_hash: str, chunk_count: int,
+                              owner_id: str) -> Document | None:
+        """``ready`` and the lease released when the content hash is still ``content_hash`` (see the port)."""
+        async with self._read() as c:  # one statement
+            row = await c.fetchrow(
+                "WITH d AS (SELECT id FROM kb_documents WHERE tenant_id = $1 AND id = $2), "
+                "u AS (UPDATE kb_documents k SET status = 'ready', error = NULL, chunk_count = $4, chunks_done = $4, "
+                "updated_at = $5, lease_owner = CASE WHEN k.lease_owner = $6 THEN NULL ELSE k.lease_owner END, "
+                "lease_until = CASE WHEN k.lease_owner = $6 THEN NULL ELSE k.lease_until END FROM d "
+                "WHERE k.id = d.id AND k.content_hash = $3 RETURNING k.*) "
+                "SELECT u.id IS NOT NULL AS same, u.* FROM d LEFT JOIN u ON u.id = d.id",
+                tenant_id, document_id, content_hash, chunk_count, time.time(), owner_id)
+        if row is None:
+            raise DocumentNotFound(f"document {document_id!r} not found")
+        return document_from_row(row) if row["same"] else None
 
     async def list_documents(self, tenant_id: str, dataset_id: str, *, limit: int = 1000) -> list[Document]:
         """The dataset's documents, oldest first. Raises DatasetNotFound."""
@@ -459,30 +501,41 @@ class PostgresKnowledgeStore:
 
     # --------------------------------------------------------------------- vectors
 
-    async def put_vectors(self, tenant_id: str, index_id: str, vectors: Sequence[tuple[str, Sequence[float]]]) -> None:
+    async def put_vectors(self, tenant_id: str, index_id: str, vectors: Sequence[tuple[str, Sequence[float]]]) -> int:
         """Store ``(chunk id, vector)`` pairs (chunks of the index's dataset only; a chunk's
-        earlier vector is replaced). Raises DatasetNotFound; DimensionMismatch; VectorSearchUnavailable."""
+        earlier vector is replaced); the number stored. Raises DatasetNotFound;
+        DimensionMismatch; VectorSearchUnavailable."""
         self._need_vectors()
         if not vectors:
-            return
+            return 0
         matrix = np.asarray([v for _, v in vectors], dtype=np.float32)
         if matrix.ndim != 2:
             raise DimensionMismatch(f"index {index_id!r}: vectors of different lengths in one batch")
         async with self._tx() as c:
-            index = await self._index_row(c, tenant_id, index_id, lock=True)
+            # shared: batches of documents ingested side by side are stored side by side, and
+            # a retirement waits for them
+            index = await self._index_row(c, tenant_id, index_id, share=True)
             if index["state"] == "retired":
                 raise DatasetNotFound(f"index {index_id!r} is retired")
-            await self._set_dimension(c, index, matrix.shape[1])
-            # COPY into a per-connection scratch table, then one INSERT ... SELECT (a chunk of
-            # another tenant or dataset is silently not stored; the last vector of a chunk wins)
-            latest = dict(zip((chunk_id for chunk_id, _ in vectors), matrix))
-            await c.copy_records_to_table("kb_vectors_in", records=list(latest.items()),
-                                          columns=["chunk_id", "embedding"])
-            await c.execute(
-                "INSERT INTO kb_vectors (tenant_id, index_id, chunk_id, embedding) SELECT $1, $2, i.chunk_id, "
-                "i.embedding FROM kb_vectors_in i JOIN kb_chunks c ON c.id = i.chunk_id WHERE c.tenant_id = $1 "
-                "AND c.dataset_id = $3 ON CONFLICT (index_id, chunk_id) DO UPDATE SET embedding = excluded.embedding",
-                tenant_id, index_id, index["dataset_id"])
+            done = "INSERT 0 -1"  # the dimension is not set yet
+            if index["dimension"] is not None:
+                await self._set_dimension(c, index, matrix.shape[1])  # checks it
+                # COPY into a per-connection scratch table, then one INSERT ... SELECT (a chunk of
+                # another tenant or dataset is silently not stored; the last vector of a chunk wins)
+                latest = dict(zip((chunk_id for chunk_id, _ in vectors), matrix))
+                await c.copy_records_to_table("kb_vectors_in", records=list(latest.items()),
+                                              columns=["chunk_id", "embedding"])
+                done = await c.execute(
+                    "INSERT INTO kb_vectors (tenant_id, index_id, chunk_id, embedding) SELECT $1, $2, i.chunk_id, "
+                    "i.embedding FROM kb_vectors_in i JOIN kb_chunks c ON c.id = i.chunk_id WHERE c.tenant_id = $1 "
+                    "AND c.dataset_id = $3 ON CONFLICT (index_id, chunk_id) DO UPDATE SET embedding = "
+                    "excluded.embedding", tenant_id, index_id, index["dataset_id"])
+        stored = int(done.rsplit(" ", 1)[-1])
+        if stored < 0:  # the index's first vectors: its dimension set in a transaction of its own
+            # (upgrading the shared lock could deadlock with another sharer), then stored
+            await self.set_index_dimension(tenant_id, index_id, matrix.shape[1])
+            return await self.put_vectors(tenant_id, index_id, vectors)
+        return stored
 
     async def search_vectors(self, tenant_id: str, index_id: str, vector: Sequence[float], k: int,
                              filters: Sequence[MetadataFilter] = ()) -> list[ScoredChunk]:

@@ -335,11 +335,11 @@ class SqliteKnowledgeStore:
             raise DocumentNotFound(f"document {document_id!r} not found")
         return row
 
-    async def put_document(self, document: Document) -> tuple[Document, bool]:
+    async def put_document(self, document: Document, content: ParsedDocument | None = None) -> tuple[Document, bool]:
         """Add the document, or keep/update the one with its source name (see the port)."""
-        return await self._call(self._put_document, document)
+        return await self._call(self._put_document, document, content)
 
-    def _put_document(self, doc: Document) -> tuple[Document, bool]:
+    def _put_document(self, doc: Document, content: ParsedDocument | None = None) -> tuple[Document, bool]:
         now = time.time()
         with self._write() as c:
             if c.execute("SELECT 1 FROM kb_datasets WHERE tenant_id = ? AND id = ?",
@@ -362,14 +362,17 @@ class SqliteKnowledgeStore:
                            doc.content_hash, doc.size_bytes, str(doc.status), doc.error, doc.chunk_count,
                            doc.chunks_done, dumps(doc.metadata), doc.created_at or now, now))
                 document_id = doc.id
+            if content is not None:
+                self._save_content(doc.tenant_id, document_id, content, c)
             return document_from_row(self._document_row(doc.tenant_id, document_id)), True
 
     async def save_content(self, tenant_id: str, document_id: str, parsed: ParsedDocument) -> None:
         """Keep the parsed text. Raises DocumentNotFound."""
         await self._call(self._save_content, tenant_id, document_id, parsed)
 
-    def _save_content(self, tenant_id: str, document_id: str, parsed: ParsedDocument) -> None:
-        with self._write() as c:
+    def _save_content(self, tenant_id: str, document_id: str, parsed: ParsedDocument, within: Any = None) -> None:
+        """Keep the parsed text, in the transaction of ``within`` (a connection) or its own."""
+        with contextlib.nullcontext(within) if within is not None else self._write() as c:
             if c.execute("UPDATE kb_documents SET parsed_type = ?, parsed_text = ?, parsed_qa = ? "
                          "WHERE tenant_id = ? AND id = ?", (parsed.content_type, parsed.text, qa_json(parsed),
                                                              tenant_id, document_id)).rowcount == 0:
@@ -382,6 +385,33 @@ class SqliteKnowledgeStore:
     async def get_document(self, tenant_id: str, document_id: str) -> Document:
         """Raises DocumentNotFound."""
         return await self._call(lambda: document_from_row(self._document_row(tenant_id, document_id)))
+
+    async def start_pass(self, tenant_id: str, document_id: str) -> tuple[Document, Dataset, ParsedDocument]:
+        """The document, its dataset and parsed text; the document set to ``parsing`` (see the port)."""
+        def run() -> tuple[Document, Dataset, ParsedDocument]:
+            with self._write() as c:
+                row = self._document_row(tenant_id, document_id)
+                dataset = self._get_dataset(tenant_id, row["dataset_id"], False)
+                c.execute("UPDATE kb_documents SET status = 'parsing', error = NULL, updated_at = ? WHERE id = ?",
+                          (time.time(), document_id))
+            return document_from_row(row), dataset, parsed_from_row(row)
+
+        return await self._call(run)
+
+    async def finish_document(self, tenant_id: str, document_id: str, *, content_hash: str, chunk_count: int,
+                              owner_id: str) -> Document | None:
+        """``ready`` and the lease released when the content hash is still ``content_hash`` (see the port)."""
+        def run() -> Document | None:
+            with self._write() as c:
+                if self._document_row(tenant_id, document_id)["content_hash"] != content_hash:
+                    return None
+                c.execute("UPDATE kb_documents SET status = 'ready', error = NULL, chunk_count = ?, chunks_done = ?, "
+                          "updated_at = ?, lease_owner = CASE WHEN lease_owner = ? THEN NULL ELSE lease_owner END, "
+                          "lease_until = CASE WHEN lease_owner = ? THEN NULL ELSE lease_until END WHERE id = ?",
+                          (chunk_count, chunk_count, time.time(), owner_id, owner_id, document_id))
+                return document_from_row(self._document_row(tenant_id, document_id))
+
+        return await self._call(run)
 
     async def list_documents(self, tenant_id: str, dataset_id: str, *, limit: int = 1000) -> list[Document]:
         """The dataset's documents, oldest first. Raises DatasetNotFound."""
@@ -508,14 +538,14 @@ class SqliteKnowledgeStore:
 
     # --------------------------------------------------------------------- vectors
 
-    async def put_vectors(self, tenant_id: str, index_id: str, vectors: Sequence[tuple[str, Sequence[float]]]) -> None:
+    async def put_vectors(self, tenant_id: str, index_id: str, vectors: Sequence[tuple[str, Sequence[float]]]) -> int:
         """Store ``(chunk id, vector)`` pairs (chunks of the index's dataset only; a chunk's
-        earlier vector is replaced). Raises DatasetNotFound; DimensionMismatch."""
-        await self._call(self._put_vectors, tenant_id, index_id, list(vectors))
+        earlier vector is replaced); the number stored. Raises DatasetNotFound; DimensionMismatch."""
+        return await self._call(self._put_vectors, tenant_id, index_id, list(vectors))
 
-    def _put_vectors(self, tenant_id: str, index_id: str, vectors: list[tuple[str, Sequence[float]]]) -> None:
+    def _put_vectors(self, tenant_id: str, index_id: str, vectors: list[tuple[str, Sequence[float]]]) -> int:
         if not vectors:
-            return
+            return 0
         matrix = np.asarray([v for _, v in vectors], dtype=np.float32)
         if matrix.ndim != 2:
             raise DimensionMismatch(f"index {index_id!r}: vectors of different lengths in one batch")
@@ -531,10 +561,12 @@ class SqliteKnowledgeStore:
             ids = [chunk_id for chunk_id, _ in vectors]
             c.executemany("DELETE FROM kb_vectors WHERE index_id = ? AND chunk_id = ?", [(index_id, i) for i in ids])
             # INSERT ... SELECT: a chunk of another tenant or dataset is silently not stored
-            c.executemany("INSERT INTO kb_vectors (tenant_id, index_id, chunk_id, embedding) SELECT ?, ?, id, ? "
-                          "FROM kb_chunks WHERE id = ? AND tenant_id = ? AND dataset_id = ?",
-                          [(tenant_id, index_id, row.tobytes(), chunk_id, tenant_id, index["dataset_id"])
-                           for chunk_id, row in zip(ids, matrix)])
+            latest = dict(zip(ids, matrix))  # a chunk given twice: its last vector
+            cur = c.executemany("INSERT INTO kb_vectors (tenant_id, index_id, chunk_id, embedding) SELECT ?, ?, id, ? "
+                                "FROM kb_chunks WHERE id = ? AND tenant_id = ? AND dataset_id = ?",
+                                [(tenant_id, index_id, row.tobytes(), chunk_id, tenant_id, index["dataset_id"])
+                                 for chunk_id, row in latest.items()])
+            return max(0, cur.rowcount)
 
     async def search_vectors(self, tenant_id: str, index_id: str, vector: Sequence[float], k: int,
                              filters: Sequence[MetadataFilter] = ()) -> list[ScoredChunk]:
