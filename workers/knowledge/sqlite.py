@@ -17,7 +17,10 @@ on to make (the FTS5 table, external content over ``kb_chunks``, and the trigger
 keep it in step) is created here, idempotently, when the store opens. Every call runs on
 one dedicated thread with one connection (WAL mode, a busy timeout: other processes, such
 as RQ workers ingesting, write the same file); writes take the write lock first (``BEGIN
-IMMEDIATE``), so a transaction never fails half-way on a lock upgrade.
+IMMEDIATE``), so a transaction never fails half-way on a lock upgrade. Full-text searches
+are the exception: they read through a second, read-only connection on a thread of its
+own, so a hybrid search's full-text pass runs beside its vector pass (it sees what the
+first connection committed).
 """
 
 from __future__ import annotations
@@ -116,6 +119,10 @@ class SqliteKnowledgeStore:
         self.path = Path(path)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="flowloom-knowledge")
         self._conn: Any = None
+        # full-text searches: a read-only connection on a thread of its own, so a hybrid
+        # search's full-text pass runs beside its vector pass (WAL: readers do not block)
+        self._reader_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="flowloom-knowledge-read")
+        self._reader: Any = None
         self._memory = VectorIndexes(exact_max_cells, index_directory)
         self._term_counts: dict[str, int] = {}  # term -> chunks holding it (see _full_text_terms)
         self._term_counts_at = 0.0
@@ -128,6 +135,7 @@ class SqliteKnowledgeStore:
             await store._call(store._connect)
         except BaseException:
             store._executor.shutdown(wait=False)
+            store._reader_executor.shutdown(wait=False)
             raise
         return store
 
@@ -149,8 +157,24 @@ class SqliteKnowledgeStore:
         with self._write() as c:
             for statement in _SCHEMA:
                 c.execute(statement)
-        # each term's chunk count, for choosing a query's terms (this connection only)
-        conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.kb_chunks_terms USING fts5vocab(main, kb_chunks_fts, row)")
+
+    def _reader_conn(self) -> Any:
+        """The full-text reader's connection (made on its thread at its first search)."""
+        if self._reader is None:
+            conn = sqlean.connect(str(self.path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
+                                  check_same_thread=False)
+            conn.row_factory = sqlean.Row
+            conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+            # each term's chunk count, for choosing a query's terms (this connection only)
+            conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.kb_chunks_terms USING "
+                         "fts5vocab(main, kb_chunks_fts, row)")
+            conn.execute("PRAGMA query_only=ON")  # it only reads from now on
+            self._reader = conn
+        return self._reader
+
+    async def _read_call(self, fn: Callable[..., T], *args: Any) -> T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._reader_executor, lambda: self._guard(fn, *args))
 
     async def _call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         loop = asyncio.get_running_loop()
@@ -182,9 +206,17 @@ class SqliteKnowledgeStore:
                 self._conn.close()
                 self._conn = None
 
+        def _close_reader() -> None:
+            if self._reader is not None:
+                self._reader.close()
+                self._reader = None
+
         if self._conn is not None:
             await self._call(_close)
         self._executor.shutdown(wait=True)
+        if self._reader is not None:  # closed once (close may be called again)
+            await asyncio.get_running_loop().run_in_executor(self._reader_executor, _close_reader)
+        self._reader_executor.shutdown(wait=True)
 
     # -------------------------------------------------------------------- datasets
 
@@ -643,11 +675,12 @@ class SqliteKnowledgeStore:
         """The ``k`` best chunks of the tenant's datasets by BM25 over the query's terms
         (:mod:`workers.knowledge.text`), scored ``b / (1 + b)`` for BM25 ``b`` (in [0, 1),
         higher is better)."""
-        return await self._call(self._search_full_text, tenant_id, list(dataset_ids), query, k, list(filters))
+        return await self._read_call(self._search_full_text, tenant_id, list(dataset_ids), query, k, list(filters))
 
     def _search_full_text(self, tenant_id: str, dataset_ids: list[str], query: str, k: int,
                           filters: list[MetadataFilter]) -> list[ScoredChunk]:
-        match = fts5_query(self._full_text_terms(query))
+        conn = self._reader_conn()
+        match = fts5_query(self._full_text_terms(conn, query))
         if match is None or not dataset_ids or k < 1:
             return []
         where, params = sqlite_filters(filters)
@@ -658,15 +691,15 @@ class SqliteKnowledgeStore:
         # ``pool`` rows (most searches: one tenant's dataset is most of the file). Fewer
         # than ``k`` in scope out of a full pool: rank every match in scope instead.
         pool = max(4 * k, 100)
-        rows = self._conn.execute(
+        rows = conn.execute(
             f"SELECT f.rank, {_CHUNK_COLUMNS} FROM (SELECT rowid, rank FROM kb_chunks_fts WHERE kb_chunks_fts "
             f"MATCH ? ORDER BY rank LIMIT ?) f JOIN kb_chunks c ON c.seq = f.rowid JOIN kb_documents d "
             f"ON d.id = c.document_id WHERE {scope[0]} ORDER BY f.rank LIMIT ?",
             (match, pool, *scope[1], k)).fetchall()
-        if len(rows) < k and self._conn.execute(
+        if len(rows) < k and conn.execute(
                 "SELECT count(*) FROM (SELECT 1 FROM kb_chunks_fts WHERE kb_chunks_fts MATCH ? LIMIT ?)",
                 (match, pool)).fetchone()[0] >= pool:
-            rows = self._conn.execute(
+            rows = conn.execute(
                 f"SELECT bm25(kb_chunks_fts) AS rank, {_CHUNK_COLUMNS} FROM kb_chunks_fts JOIN kb_chunks c "
                 "ON c.seq = kb_chunks_fts.rowid JOIN kb_documents d ON d.id = c.document_id "
                 f"WHERE kb_chunks_fts MATCH ? AND {scope[0]} ORDER BY rank LIMIT ?", (match, *scope[1], k)).fetchall()
@@ -676,7 +709,7 @@ class SqliteKnowledgeStore:
             hits.append(ScoredChunk(chunk_from_row(row), strength / (1.0 + strength)))
         return hits
 
-    def _full_text_terms(self, query: str) -> list[str]:
+    def _full_text_terms(self, conn: Any, query: str) -> list[str]:
         """The query's terms found in the index, rarest first, within the postings budget
         (:func:`workers.knowledge.text.rarest_terms`), by chunk counts from FTS5's
         vocabulary, kept for :data:`TERM_COUNTS_TTL_S` (a term's count changes slowly, and
@@ -688,7 +721,7 @@ class SqliteKnowledgeStore:
         for term in query_terms(query):
             count = self._term_counts.get(term)
             if count is None:
-                row = self._conn.execute("SELECT doc FROM temp.kb_chunks_terms WHERE term = ?", (term,)).fetchone()
+                row = conn.execute("SELECT doc FROM temp.kb_chunks_terms WHERE term = ?", (term,)).fetchone()
                 count = row[0] if row is not None else 0
                 if count:  # a term no chunk holds yet is asked again: it may be added any time
                     self._term_counts[term] = count
