@@ -92,8 +92,10 @@ class Ingestor:
             await asyncio.sleep(min(self.lease_s / 3, 1.0))
         work = asyncio.ensure_future(self._ingest(tenant_id, document_id))
         renewal = asyncio.ensure_future(self._renew(tenant_id, document_id, work))
+        released = False
         try:
-            return await work
+            document, released = await work
+            return document
         except asyncio.CancelledError:
             if not renewal.done() or renewal.cancelled() or renewal.result() is not True:
                 raise  # cancelled from outside
@@ -106,8 +108,9 @@ class Ingestor:
             renewal.cancel()
             with contextlib.suppress(BaseException):
                 await renewal
-            with contextlib.suppress(Exception):
-                await asyncio.shield(self.store.release_document(tenant_id, document_id, self.owner_id))
+            if not released:  # a ready document's last write released it
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(self.store.release_document(tenant_id, document_id, self.owner_id))
 
     async def _renew(self, tenant_id: str, document_id: str, work: "asyncio.Future[Any]") -> bool:
         """Renew the lease every third of it; when another worker holds the document now,
@@ -123,22 +126,29 @@ class Ingestor:
                 work.cancel()
                 return True
 
-    async def _ingest(self, tenant_id: str, document_id: str) -> Document:
+    async def _ingest(self, tenant_id: str, document_id: str) -> tuple[Document, bool]:
+        """``(the document as it ends, whether its lease was released with its last write)``."""
+        finished: Document | None = None
         for _ in range(_MAX_PASSES):
             document, dataset, started_hash, searchable = await self._pass(tenant_id, document_id)
             if document.status == DocumentStatus.failed:
-                return document
-            if (await self.store.get_document(tenant_id, document_id)).content_hash == started_hash:
+                return document, False
+            # one write ends the document when its content did not change meanwhile: its
+            # counts, ``ready`` and the lease given up
+            finished = await self.store.finish_document(tenant_id, document_id, content_hash=started_hash,
+                                                        chunk_count=searchable, owner_id=self.owner_id)
+            if finished is not None:
                 break
             logger.info("document %s (tenant %s): a new version arrived during its ingestion; again",
                         document_id, tenant_id)
         assert dataset is not None  # set by every pass that did not fail
-        # one write ends the document: its counts and ``ready`` (a round trip per document saved)
-        document = await self.store.update_document(tenant_id, document_id, status=DocumentStatus.ready, error=None,
-                                                    chunk_count=searchable, chunks_done=searchable)
+        released = finished is not None
+        if finished is None:  # new versions kept arriving: ready as it is, the next job takes over
+            finished = await self.store.update_document(tenant_id, document_id, status=DocumentStatus.ready,
+                                                        error=None, chunk_count=searchable, chunks_done=searchable)
         if dataset.building_index is not None:
             await self._activate_if_built(tenant_id, dataset.id)
-        return document
+        return finished, released
 
     async def _pass(self, tenant_id: str, document_id: str) -> tuple[Document, Dataset | None, str, int]:
         """Split and embed once: ``(the document, its dataset, the content hash it started
@@ -148,11 +158,8 @@ class Ingestor:
         started_hash = ""
         dataset: Dataset | None = None
         try:
-            document = await store.get_document(tenant_id, document_id)
+            document, dataset, parsed = await store.start_pass(tenant_id, document_id)
             started_hash = document.content_hash
-            dataset = await store.get_dataset(tenant_id, document.dataset_id)
-            parsed = await store.load_content(tenant_id, document_id)
-            await store.update_document(tenant_id, document_id, status=DocumentStatus.parsing, error=None)
             drafts = await asyncio.to_thread(self.chunker.split, parsed, dataset.chunking)
             if not drafts:
                 raise DocumentRejected(f"{document.source_name}: no text to index", reason="empty")
@@ -193,20 +200,25 @@ class Ingestor:
         dimension = index.dimension
         size = self.batch_size
         while missing:
+            stored_all = True
             for start in range(0, len(missing), size):
                 batch = missing[start:start + size]
-                dimension = await self._embed_batch(tenant_id, index, batch, dimension)
+                dimension, stored = await self._embed_batch(tenant_id, index, batch, dimension)
+                stored_all = stored_all and stored == len(batch)
                 done += len(batch)
                 if tracked and start + size < len(missing):  # the last one's count is the ending write's
                     await store.update_document(tenant_id, document_id, chunks_done=min(done, total))
+            if stored_all:  # the store kept every vector asked: nothing is left to list
+                return
             left = await store.chunks_without_vector(tenant_id, index.id, document_id, limit=total + 1)
             if {c.id for c in left} & {c.id for c in missing}:
                 raise EmbeddingError(f"the vectors of embedding model {index.embedding_model!r} were not stored")
             missing = left
 
     async def _embed_batch(self, tenant_id: str, index: IndexInfo, batch: Sequence[Chunk],
-                           dimension: int | None) -> int:
-        """Embed and store one batch; the index's dimension. Raises DimensionMismatch."""
+                           dimension: int | None) -> tuple[int, int | None]:
+        """Embed and store one batch; ``(the index's dimension, vectors the store kept)``
+        (None: the store does not say). Raises DimensionMismatch."""
         assert self.embedder is not None
         result = await self.embedder.embed(index.embedding_model, [c.search_text for c in batch])
         if len(result.vectors) != len(batch):
@@ -223,13 +235,13 @@ class Ingestor:
             raise DimensionMismatch(f"embedding model {index.embedding_model!r} answered vectors of {sorted(got)} "
                                     f"dimensions; the index holds {dimension}: change the dataset's embedding "
                                     f"model to rebuild it")
-        await self.store.put_vectors(tenant_id, index.id, [(c.id, v) for c, v in zip(batch, result.vectors)])
+        stored = await self.store.put_vectors(tenant_id, index.id, [(c.id, v) for c, v in zip(batch, result.vectors)])
         if self.on_usage is not None:
             with contextlib.suppress(Exception):  # accounting must not fail an ingestion
                 outcome = self.on_usage(tenant_id, result.tokens, result.cost)
                 if asyncio.iscoroutine(outcome):
                     await outcome
-        return dimension
+        return dimension, stored if isinstance(stored, int) else None
 
     async def _activate_if_built(self, tenant_id: str, dataset_id: str) -> bool:
         """Activate the dataset's building index once every document is ingested and every

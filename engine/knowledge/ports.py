@@ -130,8 +130,10 @@ class KnowledgeStore(Protocol):
         """The tenant's datasets by name, with document and chunk counts."""
         ...
 
-    async def get_dataset(self, tenant_id: str, dataset_id: str) -> Dataset:
-        """Raises DatasetNotFound."""
+    async def get_dataset(self, tenant_id: str, dataset_id: str, *, counts: bool = True) -> Dataset:
+        """The dataset with its document and chunk counts (``counts`` False: both 0, not
+        counted: a search needs only the settings and indexes, and counting a large
+        dataset's chunks costs more than the search). Raises DatasetNotFound."""
         ...
 
     async def update_dataset(self, tenant_id: str, dataset_id: str, changes: dict[str, Any]) -> Dataset:
@@ -159,12 +161,14 @@ class KnowledgeStore(Protocol):
         ...
 
     # documents -----------------------------------------------------------------------
-    async def put_document(self, document: Document) -> tuple[Document, bool]:
+    async def put_document(self, document: Document, content: "ParsedDocument | None" = None) -> tuple[Document, bool]:
         """Add a document, or return the one there: a document of the dataset with the
         same ``source_name`` and ``content_hash`` is returned unchanged (False); one with
         the same source name and another hash is updated to this hash, size, type and
         metadata, status ``queued`` (True: it must be ingested again, keeping its id and
-        the chunks whose text did not change); else inserted (True)."""
+        the chunks whose text did not change); else inserted (True). ``content``: its
+        parsed text, kept in the same transaction when True is returned (as
+        :meth:`save_content` would)."""
         ...
 
     async def save_content(self, tenant_id: str, document_id: str, parsed: "ParsedDocument") -> None:
@@ -177,6 +181,21 @@ class KnowledgeStore(Protocol):
 
     async def get_document(self, tenant_id: str, document_id: str) -> Document:
         """Raises DocumentNotFound."""
+        ...
+
+    async def start_pass(self, tenant_id: str, document_id: str) -> tuple[Document, Dataset, "ParsedDocument"]:
+        """What an ingestion pass starts from, in one transaction: the document as it was,
+        its dataset and its parsed text, and the document set to ``parsing`` with its
+        error cleared. Raises DocumentNotFound, DatasetNotFound."""
+        ...
+
+    async def finish_document(self, tenant_id: str, document_id: str, *, content_hash: str, chunk_count: int,
+                              owner_id: str) -> Document | None:
+        """End an ingestion in one transaction when the document's content hash is still
+        ``content_hash``: status ``ready``, ``chunk_count`` and ``chunks_done`` set to
+        ``chunk_count``, error cleared, and ``owner_id``'s lease released; the document
+        as it is now. None, changing nothing, when another version was uploaded since.
+        Raises DocumentNotFound."""
         ...
 
     async def list_documents(self, tenant_id: str, dataset_id: str, *, limit: int = 1000) -> list[Document]:
@@ -224,9 +243,10 @@ class KnowledgeStore(Protocol):
         that have no vector in ``index_id`` yet, in position order."""
         ...
 
-    async def put_vectors(self, tenant_id: str, index_id: str, vectors: Sequence[tuple[str, Sequence[float]]]) -> None:
+    async def put_vectors(self, tenant_id: str, index_id: str, vectors: Sequence[tuple[str, Sequence[float]]]) -> int:
         """Store ``(chunk id, vector)`` pairs in the index, in one transaction (a chunk
-        that has one already keeps the new one)."""
+        that has one already keeps the new one); the number of chunks given a vector
+        (a chunk of another dataset or tenant, or deleted meanwhile, is not one)."""
         ...
 
     async def search_vectors(self, tenant_id: str, index_id: str, vector: Sequence[float], k: int,

@@ -70,9 +70,15 @@ class InvalidRerank(FlowloomError):
         self.field = field
 
 
-def recall_size(request: SearchRequest) -> int:
+def recall_size(request: SearchRequest, *, single_pass: bool = False) -> int:
     """Chunks each recall pass fetches: enough for fusion and rerank to choose from
-    (four times ``top_k``, at least 20, at most 200)."""
+    (four times ``top_k``, at least 20, at most 200). ``single_pass``: the search makes
+    one recall pass of chunks that stand for themselves (one query, one semantic
+    dataset, no parent-child, no rerank or relevance pass): its first ``top_k`` are the
+    answer, so ``top_k`` are fetched (fewer rows read and hits built; the vector index's
+    search breadth does not depend on it)."""
+    if single_pass and request.rerank is None:
+        return max(1, request.top_k)
     wanted = request.top_k * 4
     if request.rerank is not None and request.rerank.top_n:
         wanted = max(wanted, request.rerank.top_n * 2)
@@ -145,7 +151,13 @@ class Retriever:
                 fused = [f for f in fused if f.score >= request.score_threshold]
         else:
             fused = fuse_rrf(recall.passes)
-        hits = [self._hit(recall.chunks[f.key], f.score, f.scores) for f in fused]
+        # hits are built only for the candidates a later step can look at
+        wanted = request.top_k
+        if reranking:
+            wanted = max(wanted, MAX_RERANK_CANDIDATES)
+        elif request.rerank is not None and request.rerank.llm:
+            wanted = max(wanted, 2 * max(request.top_k, 1))
+        hits = [self._hit(recall.chunks[f.key], f.score, f.scores) for f in fused[:wanted]]
         hits = await self._rerank(request, queries[0], hits, result)
         hits = await self._judge(request, queries[0], hits[: max(request.top_k, 1) * 2], result) \
             if request.rerank is not None and request.rerank.llm else hits
@@ -191,7 +203,44 @@ class Retriever:
         that order, so the ranking does not depend on which answered first."""
         recall = _Recall()
         by_model, full_text = self._semantic_plan(request, datasets, recall.notes)
-        k = recall_size(request)
+        single = (len(queries) == 1 and not full_text and sum(map(len, by_model.values())) == 1
+                  and all(ds.chunking.parent_child is None for group in by_model.values() for ds in group))
+        k = recall_size(request, single_pass=single)
+        # the full-text pass starts now: it runs while the query is embedded and searched by vector
+        early_ids = [ds.id for ds in full_text]
+        early = (asyncio.ensure_future(self._full_text(tenant_id, early_ids, queries, k, request))
+                 if early_ids else None)
+        try:
+            await self._vector_passes(tenant_id, request, queries, by_model, full_text, k, recall)
+        except BaseException:
+            if early is not None:
+                early.cancel()
+                await asyncio.gather(early, return_exceptions=True)
+            raise
+        if full_text:
+            ids = [ds.id for ds in full_text]
+            if early is not None and ids == early_ids:
+                texts = await early
+            else:  # datasets fell back to full text: one pass over all of them, as planned
+                if early is not None:
+                    early.cancel()
+                    await asyncio.gather(early, return_exceptions=True)
+                texts = await self._full_text(tenant_id, ids, queries, k, request)
+            for qi, found in enumerate(texts):
+                recall.passes.append(await self._pass("full_text", f"full_text[q{qi + 1}]", found, tenant_id, recall))
+        return recall
+
+    async def _full_text(self, tenant_id: str, dataset_ids: list[str], queries: list[str], k: int,
+                         request: SearchRequest) -> list[Sequence[ScoredChunk]]:
+        """One full-text search per query over ``dataset_ids`` (side by side)."""
+        return list(await asyncio.gather(*(self.store.search_full_text(tenant_id, dataset_ids, q, k, request.filters)
+                                           for q in queries)))
+
+    async def _vector_passes(self, tenant_id: str, request: SearchRequest, queries: list[str],
+                             by_model: dict[str, list[Dataset]], full_text: list[Dataset], k: int,
+                             recall: _Recall) -> None:
+        """Embed the queries once per model and search each semantic dataset's index; a
+        dataset whose store cannot search vectors joins ``full_text`` (with a note)."""
         models = list(by_model)
         embedded = await asyncio.gather(*(self._embed(m, queries, by_model[m], request, recall, full_text)
                                           for m in models))
@@ -214,13 +263,6 @@ class Retriever:
             if ds.id not in unavailable:
                 recall.passes.append(await self._pass("semantic", f"semantic[{ds.id}, q{qi + 1}]", found, tenant_id,
                                                       recall))
-        if full_text:
-            ids = [ds.id for ds in full_text]
-            texts = await asyncio.gather(*(self.store.search_full_text(tenant_id, ids, q, k, request.filters)
-                                           for q in queries))
-            for qi, found in enumerate(texts):
-                recall.passes.append(await self._pass("full_text", f"full_text[q{qi + 1}]", found, tenant_id, recall))
-        return recall
 
     async def _embed(self, model: str, queries: list[str], group: list[Dataset], request: SearchRequest,
                      recall: _Recall, full_text: list[Dataset]) -> list[list[float]] | None:

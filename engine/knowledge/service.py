@@ -266,17 +266,12 @@ class KnowledgeService:
         document whose ingestion failed: its cause (a missing provider key, a provider
         down) may be fixed since, so it is ingested again (``created`` and ``retried``).
         Raises DatasetNotFound."""
-        await self.store.get_dataset(tenant_id, dataset_id)
+        await self.store.get_dataset(tenant_id, dataset_id, counts=False)
         outcomes: list[DocumentOutcome] = []
-        for upload in uploads:
-            rejected = self._too_large(upload)
-            if rejected is None:
-                try:
-                    parsed = await asyncio.to_thread(self.parser.parse, upload.data, upload.name)
-                except DocumentRejected as exc:
-                    rejected = exc
-            if rejected is not None:
-                outcomes.append(DocumentOutcome(upload.name, None, False, rejected))
+        # every upload parsed in one trip to a thread (not one per file)
+        for upload, parsed in zip(uploads, await asyncio.to_thread(self._parse_all, uploads)):
+            if isinstance(parsed, DocumentRejected):
+                outcomes.append(DocumentOutcome(upload.name, None, False, parsed))
                 continue
             outcomes.append(await self._put(tenant_id, dataset_id, upload.name, upload.data, parsed,
                                             upload.metadata))
@@ -285,18 +280,31 @@ class KnowledgeService:
             await self.queue.submit(tenant_id, dataset_id, queued)
         return outcomes
 
+    def _parse_all(self, uploads: Sequence[Upload]) -> list[ParsedDocument | DocumentRejected]:
+        """Each upload parsed, or why it is rejected (too large, unreadable)."""
+        out: list[ParsedDocument | DocumentRejected] = []
+        for upload in uploads:
+            rejected = self._too_large(upload)
+            if rejected is None:
+                try:
+                    out.append(self.parser.parse(upload.data, upload.name))
+                    continue
+                except DocumentRejected as exc:
+                    rejected = exc
+            out.append(rejected)
+        return out
+
     async def _put(self, tenant_id: str, dataset_id: str, name: str, data: bytes, parsed: ParsedDocument,
                    metadata: dict[str, Any] | None) -> DocumentOutcome:
         now = time.time()
         draft = Document(id=uuid.uuid4().hex, tenant_id=tenant_id, dataset_id=dataset_id, source_name=name,
                          content_type=parsed.content_type, content_hash=hashlib.sha256(data).hexdigest(),
                          size_bytes=len(data), metadata=dict(metadata or {}), created_at=now, updated_at=now)
-        document, created = await self.store.put_document(draft)
+        document, created = await self.store.put_document(draft, parsed)  # the text kept with it when created
         retried = not created and document.status == DocumentStatus.failed
         if retried:
             document = await self.store.update_document(tenant_id, document.id, status=DocumentStatus.queued,
                                                         error=None)
-        if created or retried:
             await self.store.save_content(tenant_id, document.id, parsed)
         return DocumentOutcome(name, document, created or retried, retried=retried)
 
@@ -385,7 +393,7 @@ class KnowledgeService:
         Raises DatasetNotFound, EmbeddingError."""
         from .retrieval import Retriever  # the retrieval module is its own concern
 
-        datasets = [await self.store.get_dataset(tenant_id, d) for d in request.dataset_ids]
+        datasets = [await self.store.get_dataset(tenant_id, d, counts=False) for d in request.dataset_ids]
         if self._retriever is None:
             self._retriever = Retriever(store=self.store, embedder=self.embedder, reranker=self.reranker,
                                         judge=self.judge)

@@ -52,6 +52,7 @@ from .rows import (
     document_from_row,
     dumps,
     index_from_row,
+    loads,
     new_id,
     parsed_from_row,
     qa_json,
@@ -71,10 +72,23 @@ _SEARCHABLE = "d.status <> 'failed'"
 _EXACT_NEAREST = (f"SELECT v.embedding <=> $1 AS distance, {_CHUNK_COLUMNS} FROM kb_vectors v JOIN kb_chunks c "
                   "ON c.id = v.chunk_id JOIN kb_documents d ON d.id = c.document_id WHERE v.index_id = $2 AND "
                   f"v.tenant_id = $3 AND {_SEARCHABLE} ORDER BY distance LIMIT $4")
+#: a dataset with its live indexes (as JSON) in one statement: one snapshot, one round trip
+_DATASET_INDEXES = (
+    "(SELECT coalesce(json_agg(json_build_object('id', i.id, 'embedding_model', i.embedding_model, 'dimension', "
+    "i.dimension, 'state', i.state, 'created_at', i.created_at)), '[]') FROM kb_indexes i WHERE i.tenant_id = "
+    "s.tenant_id AND i.dataset_id = s.id AND i.state != 'retired') AS indexes")
 _DATASET_SELECT = (
     "SELECT s.*, (SELECT count(*) FROM kb_documents WHERE tenant_id = s.tenant_id AND dataset_id = s.id) "
     "AS document_count, (SELECT count(*) FROM kb_chunks WHERE tenant_id = s.tenant_id AND dataset_id = s.id) "
-    "AS chunk_count FROM kb_datasets s")
+    f"AS chunk_count, {_DATASET_INDEXES} FROM kb_datasets s")
+_DATASET_SELECT_UNCOUNTED = f"SELECT s.*, 0 AS document_count, 0 AS chunk_count, {_DATASET_INDEXES} FROM kb_datasets s"
+#: per-connection scratch tables that chunks and vectors are COPYed into (made once per
+#: connection; emptied by every commit)
+_CHUNKS_IN = ("CREATE TEMP TABLE IF NOT EXISTS kb_chunks_in (id text, tenant_id text, dataset_id text, "
+              "document_id text, kind text, search_text text, text_hash text, search_vector text, "
+              "position integer, text text, heading_path text, parent_id text, tokens integer) "
+              "ON COMMIT DELETE ROWS")
+_VECTORS_IN = "CREATE TEMP TABLE IF NOT EXISTS kb_vectors_in (chunk_id text, embedding vector) ON COMMIT DELETE ROWS"
 
 
 def _hnsw_name(index_id: str) -> str:
@@ -107,8 +121,10 @@ class PostgresKnowledgeStore:
                     from pgvector.asyncpg import register_vector
 
                     await register_vector(connection)
+                await connection.execute(_CHUNKS_IN + (f"; {_VECTORS_IN}" if support else ""))
 
-            pool = await asyncpg.create_pool(dsn, min_size=1, max_size=8, init=init, timeout=30)
+            pool = await asyncpg.create_pool(dsn, min_size=1, max_size=8, init=init, reset=_keep_session,
+                                             timeout=30)
         return cls(pool, url, support)
 
     async def close(self) -> None:
@@ -122,6 +138,30 @@ class PostgresKnowledgeStore:
         with _errors(self._url):
             async with self._pool.acquire() as conn, conn.transaction():
                 yield conn
+
+    @contextlib.asynccontextmanager
+    async def _read(self) -> AsyncIterator[asyncpg.Connection]:
+        """A connection for reads whose statements need no common snapshot (each one its
+        own): no BEGIN and COMMIT round trips."""
+        with _errors(self._url):
+            async with self._pool.acquire() as conn:
+                yield conn
+
+    @contextlib.asynccontextmanager
+    async def _local(self, settings: str) -> AsyncIterator[asyncpg.Connection]:
+        """A transaction opened together with its ``SET LOCAL`` statements (``settings``:
+        SQL without parameters) in one round trip; committed after, rolled back on error."""
+        with _errors(self._url):
+            async with self._pool.acquire() as conn:
+                await conn.execute(f"BEGIN; {settings}")
+                try:
+                    yield conn
+                except BaseException:
+                    if not conn.is_closed():
+                        with contextlib.suppress(Exception):
+                            await conn.execute("ROLLBACK")
+                    raise
+                await conn.execute("COMMIT")
 
     def _need_vectors(self) -> None:
         if not self.vector_support:
@@ -154,23 +194,22 @@ class PostgresKnowledgeStore:
 
     async def list_datasets(self, tenant_id: str) -> list[Dataset]:
         """The tenant's datasets by name, with counts and indexes."""
-        async with self._tx() as c:
+        async with self._read() as c:
             return await self._datasets(c, tenant_id)
 
-    async def _datasets(self, c: asyncpg.Connection, tenant_id: str, dataset_id: str | None = None) -> list[Dataset]:
+    async def _datasets(self, c: asyncpg.Connection, tenant_id: str, dataset_id: str | None = None,
+                        counts: bool = True) -> list[Dataset]:
         where, params = "s.tenant_id = $1", [tenant_id]
         if dataset_id is not None:
             where, params = where + " AND s.id = $2", params + [dataset_id]
-        rows = await c.fetch(f"{_DATASET_SELECT} WHERE {where} ORDER BY s.name, s.id", *params)
-        indexes: dict[str, list[IndexInfo]] = {}
-        for row in await c.fetch("SELECT * FROM kb_indexes WHERE tenant_id = $1 AND state != 'retired'", tenant_id):
-            indexes.setdefault(row["dataset_id"], []).append(index_from_row(row))
-        return [dataset_from_row(row, indexes.get(row["id"], [])) for row in rows]
+        select = _DATASET_SELECT if counts else _DATASET_SELECT_UNCOUNTED
+        rows = await c.fetch(f"{select} WHERE {where} ORDER BY s.name, s.id", *params)
+        return [dataset_from_row(row, [index_from_row(i) for i in loads(row["indexes"])]) for row in rows]
 
-    async def get_dataset(self, tenant_id: str, dataset_id: str) -> Dataset:
-        """Raises DatasetNotFound."""
-        async with self._tx() as c:
-            found = await self._datasets(c, tenant_id, dataset_id)
+    async def get_dataset(self, tenant_id: str, dataset_id: str, *, counts: bool = True) -> Dataset:
+        """Raises DatasetNotFound (``counts``: see the port)."""
+        async with self._read() as c:
+            found = await self._datasets(c, tenant_id, dataset_id, counts)
         if not found:
             raise DatasetNotFound(f"dataset {dataset_id!r} not found")
         return found[0]
@@ -205,9 +244,13 @@ class PostgresKnowledgeStore:
 
     # --------------------------------------------------------------------- indexes
 
-    async def _index_row(self, c: asyncpg.Connection, tenant_id: str, index_id: str, *, lock: bool = False) -> Any:
-        row = await c.fetchrow("SELECT * FROM kb_indexes WHERE tenant_id = $1 AND id = $2"
-                               + (" FOR UPDATE" if lock else ""), tenant_id, index_id)
+    async def _index_row(self, c: asyncpg.Connection, tenant_id: str, index_id: str, *, lock: bool = False,
+                         share: bool = False) -> Any:
+        """The index's row; ``lock``: locked for update; ``share``: locked against updates
+        (a state change waits) but not against other sharers."""
+        suffix = " FOR UPDATE" if lock else " FOR SHARE" if share else ""
+        row = await c.fetchrow("SELECT * FROM kb_indexes WHERE tenant_id = $1 AND id = $2" + suffix,
+                               tenant_id, index_id)
         if row is None or not check_index_id(index_id):
             raise DatasetNotFound(f"index {index_id!r} not found")
         return row
@@ -264,32 +307,43 @@ class PostgresKnowledgeStore:
             raise DocumentNotFound(f"document {document_id!r} not found")
         return row
 
-    async def put_document(self, document: Document) -> tuple[Document, bool]:
+    async def put_document(self, document: Document, content: ParsedDocument | None = None) -> tuple[Document, bool]:
         """Add the document, or keep/update the one with its source name (see the port)."""
         doc, now = document, time.time()
         async with self._tx() as c:
-            if await c.fetchrow("SELECT 1 FROM kb_datasets WHERE tenant_id = $1 AND id = $2",
-                                doc.tenant_id, doc.dataset_id) is None:
-                raise DatasetNotFound(f"dataset {doc.dataset_id!r} not found")
-            inserted = await c.fetchval(
-                "INSERT INTO kb_documents (id, tenant_id, dataset_id, source_name, content_type, content_hash, "
-                "size_bytes, status, error, chunk_count, chunks_done, metadata, created_at, updated_at) VALUES "
-                "($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::jsonb, $13, $14) "
-                "ON CONFLICT (tenant_id, dataset_id, source_name) DO NOTHING RETURNING id",
-                doc.id, doc.tenant_id, doc.dataset_id, doc.source_name, doc.content_type, doc.content_hash,
-                doc.size_bytes, str(doc.status), doc.error, doc.chunk_count, doc.chunks_done, dumps(doc.metadata),
-                doc.created_at or now, now)
-            if inserted is not None:
-                return document_from_row(await self._document_row(c, doc.tenant_id, inserted)), True
-            old = await c.fetchrow("SELECT * FROM kb_documents WHERE tenant_id = $1 AND dataset_id = $2 AND "
-                                   "source_name = $3 FOR UPDATE", doc.tenant_id, doc.dataset_id, doc.source_name)
-            if old["content_hash"] == doc.content_hash:
-                return document_from_row(old), False
-            row = await c.fetchrow(
-                "UPDATE kb_documents SET content_hash = $1, size_bytes = $2, content_type = $3, metadata = $4::jsonb, "
-                "status = 'queued', error = NULL, chunks_done = 0, updated_at = $5 WHERE id = $6 RETURNING *",
-                doc.content_hash, doc.size_bytes, doc.content_type, dumps(doc.metadata), now, old["id"])
+            return await self._put_document(c, doc, now, content)
+
+    async def _put_document(self, c: asyncpg.Connection, doc: Document, now: float,
+                            content: ParsedDocument | None) -> tuple[Document, bool]:
+        # the parsed text goes in with the row (inserted or changed): one statement, no second write
+        keep = content is not None
+        text = content.content_type if keep else None
+        if await c.fetchrow("SELECT 1 FROM kb_datasets WHERE tenant_id = $1 AND id = $2",
+                            doc.tenant_id, doc.dataset_id) is None:
+            raise DatasetNotFound(f"dataset {doc.dataset_id!r} not found")
+        row = await c.fetchrow(
+            "INSERT INTO kb_documents (id, tenant_id, dataset_id, source_name, content_type, content_hash, "
+            "size_bytes, status, error, chunk_count, chunks_done, metadata, created_at, updated_at, parsed_type, "
+            "parsed_text, parsed_qa) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::jsonb, $13, $14, "
+            "$15, $16, $17::jsonb) ON CONFLICT (tenant_id, dataset_id, source_name) DO NOTHING RETURNING *",
+            doc.id, doc.tenant_id, doc.dataset_id, doc.source_name, doc.content_type, doc.content_hash,
+            doc.size_bytes, str(doc.status), doc.error, doc.chunk_count, doc.chunks_done, dumps(doc.metadata),
+            doc.created_at or now, now, text, content.text if keep else None, qa_json(content) if keep else None)
+        if row is not None:
             return document_from_row(row), True
+        old = await c.fetchrow("SELECT * FROM kb_documents WHERE tenant_id = $1 AND dataset_id = $2 AND "
+                               "source_name = $3 FOR UPDATE", doc.tenant_id, doc.dataset_id, doc.source_name)
+        if old["content_hash"] == doc.content_hash:
+            return document_from_row(old), False
+        row = await c.fetchrow(
+            "UPDATE kb_documents SET content_hash = $1, size_bytes = $2, content_type = $3, metadata = $4::jsonb, "
+            "status = 'queued', error = NULL, chunks_done = 0, updated_at = $5, "
+            "parsed_type = CASE WHEN $7 THEN $8 ELSE parsed_type END, "
+            "parsed_text = CASE WHEN $7 THEN $9 ELSE parsed_text END, "
+            "parsed_qa = CASE WHEN $7 THEN $10::jsonb ELSE parsed_qa END WHERE id = $6 RETURNING *",
+            doc.content_hash, doc.size_bytes, doc.content_type, dumps(doc.metadata), now, old["id"], keep, text,
+            content.text if keep else None, qa_json(content) if keep else None)
+        return document_from_row(row), True
 
     async def save_content(self, tenant_id: str, document_id: str, parsed: ParsedDocument) -> None:
         """Keep the parsed text. Raises DocumentNotFound."""
@@ -301,13 +355,40 @@ class PostgresKnowledgeStore:
 
     async def load_content(self, tenant_id: str, document_id: str) -> ParsedDocument:
         """The parsed text kept. Raises DocumentNotFound."""
-        async with self._tx() as c:
+        async with self._read() as c:
             return parsed_from_row(await self._document_row(c, tenant_id, document_id))
 
     async def get_document(self, tenant_id: str, document_id: str) -> Document:
         """Raises DocumentNotFound."""
-        async with self._tx() as c:
+        async with self._read() as c:
             return document_from_row(await self._document_row(c, tenant_id, document_id))
+
+    async def start_pass(self, tenant_id: str, document_id: str) -> tuple[Document, Dataset, ParsedDocument]:
+        """The document, its dataset and parsed text; the document set to ``parsing`` (see the port)."""
+        async with self._tx() as c:
+            row = await self._document_row(c, tenant_id, document_id, lock=True)
+            found = await self._datasets(c, tenant_id, row["dataset_id"], counts=False)
+            if not found:
+                raise DatasetNotFound(f"dataset {row['dataset_id']!r} not found")
+            await c.execute("UPDATE kb_documents SET status = 'parsing', error = NULL, updated_at = $1 WHERE id = $2",
+                            time.time(), document_id)
+        return document_from_row(row), found[0], parsed_from_row(row)
+
+    async def finish_document(self, tenant_id: str, document_id: str, *, content_hash: str, chunk_count: int,
+                              owner_id: str) -> Document | None:
+        """``ready`` and the lease released when the content hash is still ``content_hash`` (see the port)."""
+        async with self._read() as c:  # one statement
+            row = await c.fetchrow(
+                "WITH d AS (SELECT id FROM kb_documents WHERE tenant_id = $1 AND id = $2), "
+                "u AS (UPDATE kb_documents k SET status = 'ready', error = NULL, chunk_count = $4, chunks_done = $4, "
+                "updated_at = $5, lease_owner = CASE WHEN k.lease_owner = $6 THEN NULL ELSE k.lease_owner END, "
+                "lease_until = CASE WHEN k.lease_owner = $6 THEN NULL ELSE k.lease_until END FROM d "
+                "WHERE k.id = d.id AND k.content_hash = $3 RETURNING k.*) "
+                "SELECT u.id IS NOT NULL AS same, u.* FROM d LEFT JOIN u ON u.id = d.id",
+                tenant_id, document_id, content_hash, chunk_count, time.time(), owner_id)
+        if row is None:
+            raise DocumentNotFound(f"document {document_id!r} not found")
+        return document_from_row(row) if row["same"] else None
 
     async def list_documents(self, tenant_id: str, dataset_id: str, *, limit: int = 1000) -> list[Document]:
         """The dataset's documents, oldest first. Raises DatasetNotFound."""
@@ -378,15 +459,12 @@ class PostgresKnowledgeStore:
                                    "ORDER BY position", document_id)
             plan = plan_chunks(stored, drafts, tenant_id=tenant_id, dataset_id=doc["dataset_id"],
                                document_id=document_id, search_terms=tsvector_literal)
-            await c.execute("DELETE FROM kb_chunks WHERE id = ANY($1::text[])", plan.dropped)
-            await c.executemany("UPDATE kb_chunks SET position = $1, text = $2, heading_path = $3::jsonb, "
-                                "parent_id = $4, tokens = $5 WHERE id = $6", plan.updates)
-            if plan.inserts:  # COPY into a per-connection scratch table, then one INSERT ... SELECT
-                await c.execute(
-                    "CREATE TEMP TABLE IF NOT EXISTS kb_chunks_in (id text, tenant_id text, dataset_id text, "
-                    "document_id text, kind text, search_text text, text_hash text, search_vector text, "
-                    "position integer, text text, heading_path text, parent_id text, tokens integer) "
-                    "ON COMMIT DELETE ROWS")
+            if plan.dropped:
+                await c.execute("DELETE FROM kb_chunks WHERE id = ANY($1::text[])", plan.dropped)
+            if plan.updates:
+                await c.executemany("UPDATE kb_chunks SET position = $1, text = $2, heading_path = $3::jsonb, "
+                                    "parent_id = $4, tokens = $5 WHERE id = $6", plan.updates)
+            if plan.inserts:  # COPY into the connection's scratch table, then one INSERT ... SELECT
                 await c.copy_records_to_table("kb_chunks_in", records=plan.inserts)
                 await c.execute(
                     "INSERT INTO kb_chunks (id, tenant_id, dataset_id, document_id, kind, search_text, text_hash, "
@@ -401,7 +479,7 @@ class PostgresKnowledgeStore:
     async def get_chunks(self, tenant_id: str, chunk_ids: Sequence[str]) -> list[Chunk]:
         """The tenant's chunks with those ids, in the order asked (missing ones left out)."""
         ids = list(dict.fromkeys(chunk_ids))
-        async with self._tx() as c:
+        async with self._read() as c:
             rows = await c.fetch(f"SELECT {_CHUNK_COLUMNS} FROM kb_chunks c JOIN kb_documents d ON d.id = "
                                  "c.document_id WHERE c.tenant_id = $1 AND c.id = ANY($2::text[])", tenant_id, ids)
         found = {r["id"]: chunk_from_row(r) for r in rows}
@@ -411,7 +489,7 @@ class PostgresKnowledgeStore:
                                     limit: int = 1000) -> list[Chunk]:
         """Searchable chunks of the index's dataset (or one document) with no vector in it yet."""
         self._need_vectors()
-        async with self._tx() as c:
+        async with self._read() as c:  # the index's dataset never changes: no common snapshot needed
             index = await self._index_row(c, tenant_id, index_id)
             rows = await c.fetch(
                 f"SELECT {_CHUNK_COLUMNS} FROM kb_chunks c JOIN kb_documents d ON d.id = c.document_id "
@@ -423,32 +501,41 @@ class PostgresKnowledgeStore:
 
     # --------------------------------------------------------------------- vectors
 
-    async def put_vectors(self, tenant_id: str, index_id: str, vectors: Sequence[tuple[str, Sequence[float]]]) -> None:
+    async def put_vectors(self, tenant_id: str, index_id: str, vectors: Sequence[tuple[str, Sequence[float]]]) -> int:
         """Store ``(chunk id, vector)`` pairs (chunks of the index's dataset only; a chunk's
-        earlier vector is replaced). Raises DatasetNotFound; DimensionMismatch; VectorSearchUnavailable."""
+        earlier vector is replaced); the number stored. Raises DatasetNotFound;
+        DimensionMismatch; VectorSearchUnavailable."""
         self._need_vectors()
         if not vectors:
-            return
+            return 0
         matrix = np.asarray([v for _, v in vectors], dtype=np.float32)
         if matrix.ndim != 2:
             raise DimensionMismatch(f"index {index_id!r}: vectors of different lengths in one batch")
         async with self._tx() as c:
-            index = await self._index_row(c, tenant_id, index_id, lock=True)
+            # shared: batches of documents ingested side by side are stored side by side, and
+            # a retirement waits for them
+            index = await self._index_row(c, tenant_id, index_id, share=True)
             if index["state"] == "retired":
                 raise DatasetNotFound(f"index {index_id!r} is retired")
-            await self._set_dimension(c, index, matrix.shape[1])
-            # COPY into a per-connection scratch table, then one INSERT ... SELECT (a chunk of
-            # another tenant or dataset is silently not stored; the last vector of a chunk wins)
-            latest = dict(zip((chunk_id for chunk_id, _ in vectors), matrix))
-            await c.execute("CREATE TEMP TABLE IF NOT EXISTS kb_vectors_in (chunk_id text, embedding vector) "
-                            "ON COMMIT DELETE ROWS")
-            await c.copy_records_to_table("kb_vectors_in", records=list(latest.items()),
-                                          columns=["chunk_id", "embedding"])
-            await c.execute(
-                "INSERT INTO kb_vectors (tenant_id, index_id, chunk_id, embedding) SELECT $1, $2, i.chunk_id, "
-                "i.embedding FROM kb_vectors_in i JOIN kb_chunks c ON c.id = i.chunk_id WHERE c.tenant_id = $1 "
-                "AND c.dataset_id = $3 ON CONFLICT (index_id, chunk_id) DO UPDATE SET embedding = excluded.embedding",
-                tenant_id, index_id, index["dataset_id"])
+            done = "INSERT 0 -1"  # the dimension is not set yet
+            if index["dimension"] is not None:
+                await self._set_dimension(c, index, matrix.shape[1])  # checks it
+                # COPY into a per-connection scratch table, then one INSERT ... SELECT (a chunk of
+                # another tenant or dataset is silently not stored; the last vector of a chunk wins)
+                latest = dict(zip((chunk_id for chunk_id, _ in vectors), matrix))
+                await c.copy_records_to_table("kb_vectors_in", records=list(latest.items()),
+                                              columns=["chunk_id", "embedding"])
+                done = await c.execute(
+                    "INSERT INTO kb_vectors (tenant_id, index_id, chunk_id, embedding) SELECT $1, $2, i.chunk_id, "
+                    "i.embedding FROM kb_vectors_in i JOIN kb_chunks c ON c.id = i.chunk_id WHERE c.tenant_id = $1 "
+                    "AND c.dataset_id = $3 ON CONFLICT (index_id, chunk_id) DO UPDATE SET embedding = "
+                    "excluded.embedding", tenant_id, index_id, index["dataset_id"])
+        stored = int(done.rsplit(" ", 1)[-1])
+        if stored < 0:  # the index's first vectors: its dimension set in a transaction of its own
+            # (upgrading the shared lock could deadlock with another sharer), then stored
+            await self.set_index_dimension(tenant_id, index_id, matrix.shape[1])
+            return await self.put_vectors(tenant_id, index_id, vectors)
+        return stored
 
     async def search_vectors(self, tenant_id: str, index_id: str, vector: Sequence[float], k: int,
                              filters: Sequence[MetadataFilter] = ()) -> list[ScoredChunk]:
@@ -457,7 +544,9 @@ class PostgresKnowledgeStore:
         DatasetNotFound; DimensionMismatch; VectorSearchUnavailable."""
         self._need_vectors()
         query = np.asarray(vector, dtype=np.float32)
-        async with self._tx() as c:
+        if not filters and index_id in self._hnsw_ready:
+            return await self._nearest(tenant_id, index_id, query, k)
+        async with self._read() as c:
             index = await self._index_row(c, tenant_id, index_id)
             dim = index["dimension"]
             if k < 1 or index["state"] == "retired" or dim is None:
@@ -471,16 +560,26 @@ class PostgresKnowledgeStore:
                     "ON c.id = v.chunk_id JOIN kb_documents d ON d.id = c.document_id WHERE v.index_id = $2 AND "
                     f"v.tenant_id = $3 AND {_SEARCHABLE} AND {where} ORDER BY distance LIMIT $4", query, index_id,
                     tenant_id, k, *params)
-            elif index_id in self._hnsw_ready:
-                await c.execute("; ".join(nearest_settings(k, index_id)))  # one round trip
-                rows = await c.fetch(nearest_query(index_id, dim), query, tenant_id, k)
-                if len(rows) < k:  # fewer: a failed document's chunks were among the nearest, or a small index
-                    rows = await c.fetch(_EXACT_NEAREST, query, index_id, tenant_id, k)
             else:
                 rows = None
         if rows is None:  # the index's first search here: its HNSW index first
             await self._ensure_hnsw(index_id, dim)
-            return await self.search_vectors(tenant_id, index_id, vector, k, filters)
+            return await self._nearest(tenant_id, index_id, query, k)
+        return [ScoredChunk(chunk_from_row(r), 1.0 - float(r["distance"])) for r in rows]
+
+    async def _nearest(self, tenant_id: str, index_id: str, query: np.ndarray, k: int) -> list[ScoredChunk]:
+        """Nearest chunks through the index's HNSW index (it exists): the transaction and
+        its settings in one round trip, the index row, the graph's nearest, the commit."""
+        async with self._local("; ".join(nearest_settings(k, index_id))) as c:
+            index = await self._index_row(c, tenant_id, index_id)
+            dim = index["dimension"]
+            if k < 1 or index["state"] == "retired" or dim is None:
+                return []
+            if query.shape != (dim,):
+                raise DimensionMismatch(f"index {index_id!r} holds {dim}-dimensional vectors, not {query.size}")
+            rows = await c.fetch(nearest_query(index_id, dim), query, tenant_id, k)
+            if len(rows) < k:  # fewer: a failed document's chunks were among the nearest, or a small index
+                rows = await c.fetch(_EXACT_NEAREST, query, index_id, tenant_id, k)
         return [ScoredChunk(chunk_from_row(r), 1.0 - float(r["distance"])) for r in rows]
 
     async def _ensure_hnsw(self, index_id: str, dimension: int) -> None:
@@ -512,14 +611,14 @@ class PostgresKnowledgeStore:
         if not dataset_ids or k < 1:
             return []
         where, params = postgres_filters(filters, 5)
-        async with self._tx() as c:
+        async with self._read() as c:
             tsquery = tsquery_literal(await self._full_text_terms(c, query))
-            if tsquery is None:
-                return []
-            # the matches come from the GIN index alone (a materialized step, no sequential
-            # scan): the planner, unsure of an OR of lexemes, would otherwise read every
-            # chunk of the tenant's datasets and test each
-            await c.execute("SET LOCAL enable_seqscan = off")
+        if tsquery is None:
+            return []
+        # the matches come from the GIN index alone (a materialized step, no sequential
+        # scan): the planner, unsure of an OR of lexemes, would otherwise read every
+        # chunk of the tenant's datasets and test each
+        async with self._local("SET LOCAL enable_seqscan = off") as c:
             rows = await c.fetch(
                 "WITH m AS MATERIALIZED (SELECT seq FROM kb_chunks WHERE search_vector @@ $1::tsquery) "
                 f"SELECT ts_rank_cd(c.search_vector, $1::tsquery, 32) AS rank, {_CHUNK_COLUMNS} FROM m "
@@ -607,6 +706,13 @@ def nearest_query(index_id: str, dimension: int) -> str:
             f"AND v.tenant_id = $2 ORDER BY {near} LIMIT $3) SELECT nn.distance, {_CHUNK_COLUMNS} FROM nn "
             "JOIN kb_chunks c ON c.id = nn.chunk_id JOIN kb_documents d ON d.id = c.document_id "
             f"WHERE {_SEARCHABLE} ORDER BY nn.distance")
+
+
+async def _keep_session(connection: asyncpg.Connection) -> None:
+    """The pool's reset: nothing beyond asyncpg's own rollback of an open transaction.
+    Every setting this store makes is transaction-local (``SET LOCAL``) and it takes no
+    session locks or listeners, so the default reset (``RESET ALL`` and more) would only
+    cost a round trip per store call."""
 
 
 @contextlib.contextmanager

@@ -17,7 +17,10 @@ on to make (the FTS5 table, external content over ``kb_chunks``, and the trigger
 keep it in step) is created here, idempotently, when the store opens. Every call runs on
 one dedicated thread with one connection (WAL mode, a busy timeout: other processes, such
 as RQ workers ingesting, write the same file); writes take the write lock first (``BEGIN
-IMMEDIATE``), so a transaction never fails half-way on a lock upgrade.
+IMMEDIATE``), so a transaction never fails half-way on a lock upgrade. Full-text searches
+are the exception: they read through a second, read-only connection on a thread of its
+own, so a hybrid search's full-text pass runs beside its vector pass (it sees what the
+first connection committed).
 """
 
 from __future__ import annotations
@@ -97,6 +100,7 @@ _DATASET_SELECT = (
     "SELECT s.*, (SELECT count(*) FROM kb_documents WHERE tenant_id = s.tenant_id AND dataset_id = s.id) "
     "AS document_count, (SELECT count(*) FROM kb_chunks WHERE tenant_id = s.tenant_id AND dataset_id = s.id) "
     "AS chunk_count FROM kb_datasets s")
+_DATASET_SELECT_UNCOUNTED = "SELECT s.*, 0 AS document_count, 0 AS chunk_count FROM kb_datasets s"
 
 
 def _blob(vector: Sequence[float]) -> bytes:
@@ -115,6 +119,10 @@ class SqliteKnowledgeStore:
         self.path = Path(path)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="flowloom-knowledge")
         self._conn: Any = None
+        # full-text searches: a read-only connection on a thread of its own, so a hybrid
+        # search's full-text pass runs beside its vector pass (WAL: readers do not block)
+        self._reader_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="flowloom-knowledge-read")
+        self._reader: Any = None
         self._memory = VectorIndexes(exact_max_cells, index_directory)
         self._term_counts: dict[str, int] = {}  # term -> chunks holding it (see _full_text_terms)
         self._term_counts_at = 0.0
@@ -127,6 +135,7 @@ class SqliteKnowledgeStore:
             await store._call(store._connect)
         except BaseException:
             store._executor.shutdown(wait=False)
+            store._reader_executor.shutdown(wait=False)
             raise
         return store
 
@@ -148,8 +157,24 @@ class SqliteKnowledgeStore:
         with self._write() as c:
             for statement in _SCHEMA:
                 c.execute(statement)
-        # each term's chunk count, for choosing a query's terms (this connection only)
-        conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.kb_chunks_terms USING fts5vocab(main, kb_chunks_fts, row)")
+
+    def _reader_conn(self) -> Any:
+        """The full-text reader's connection (made on its thread at its first search)."""
+        if self._reader is None:
+            conn = sqlean.connect(str(self.path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
+                                  check_same_thread=False)
+            conn.row_factory = sqlean.Row
+            conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+            # each term's chunk count, for choosing a query's terms (this connection only)
+            conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.kb_chunks_terms USING "
+                         "fts5vocab(main, kb_chunks_fts, row)")
+            conn.execute("PRAGMA query_only=ON")  # it only reads from now on
+            self._reader = conn
+        return self._reader
+
+    async def _read_call(self, fn: Callable[..., T], *args: Any) -> T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._reader_executor, lambda: self._guard(fn, *args))
 
     async def _call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         loop = asyncio.get_running_loop()
@@ -181,9 +206,17 @@ class SqliteKnowledgeStore:
                 self._conn.close()
                 self._conn = None
 
+        def _close_reader() -> None:
+            if self._reader is not None:
+                self._reader.close()
+                self._reader = None
+
         if self._conn is not None:
             await self._call(_close)
         self._executor.shutdown(wait=True)
+        if self._reader is not None:  # closed once (close may be called again)
+            await asyncio.get_running_loop().run_in_executor(self._reader_executor, _close_reader)
+        self._reader_executor.shutdown(wait=True)
 
     # -------------------------------------------------------------------- datasets
 
@@ -207,23 +240,26 @@ class SqliteKnowledgeStore:
         """The tenant's datasets by name, with counts and indexes."""
         return await self._call(self._list_datasets, tenant_id)
 
-    def _list_datasets(self, tenant_id: str, dataset_id: str | None = None) -> list[Dataset]:
+    def _list_datasets(self, tenant_id: str, dataset_id: str | None = None, counts: bool = True) -> list[Dataset]:
         where, params = "s.tenant_id = ?", [tenant_id]
+        index_where, index_params = "tenant_id = ?", [tenant_id]
         if dataset_id is not None:
             where, params = where + " AND s.id = ?", params + [dataset_id]
-        rows = self._conn.execute(f"{_DATASET_SELECT} WHERE {where} ORDER BY s.name, s.id", params).fetchall()
+            index_where, index_params = index_where + " AND dataset_id = ?", index_params + [dataset_id]
+        select = _DATASET_SELECT if counts else _DATASET_SELECT_UNCOUNTED
+        rows = self._conn.execute(f"{select} WHERE {where} ORDER BY s.name, s.id", params).fetchall()
         indexes: dict[str, list[IndexInfo]] = {}
-        for row in self._conn.execute("SELECT * FROM kb_indexes WHERE tenant_id = ? AND state != 'retired'",
-                                      (tenant_id,)):
+        for row in self._conn.execute(f"SELECT * FROM kb_indexes WHERE {index_where} AND state != 'retired'",
+                                      index_params):
             indexes.setdefault(row["dataset_id"], []).append(index_from_row(row))
         return [dataset_from_row(row, indexes.get(row["id"], [])) for row in rows]
 
-    async def get_dataset(self, tenant_id: str, dataset_id: str) -> Dataset:
-        """Raises DatasetNotFound."""
-        return await self._call(self._get_dataset, tenant_id, dataset_id)
+    async def get_dataset(self, tenant_id: str, dataset_id: str, *, counts: bool = True) -> Dataset:
+        """Raises DatasetNotFound (``counts``: see the port)."""
+        return await self._call(self._get_dataset, tenant_id, dataset_id, counts)
 
-    def _get_dataset(self, tenant_id: str, dataset_id: str) -> Dataset:
-        found = self._list_datasets(tenant_id, dataset_id)
+    def _get_dataset(self, tenant_id: str, dataset_id: str, counts: bool = True) -> Dataset:
+        found = self._list_datasets(tenant_id, dataset_id, counts)
         if not found:
             raise DatasetNotFound(f"dataset {dataset_id!r} not found")
         return found[0]
@@ -331,11 +367,11 @@ class SqliteKnowledgeStore:
             raise DocumentNotFound(f"document {document_id!r} not found")
         return row
 
-    async def put_document(self, document: Document) -> tuple[Document, bool]:
+    async def put_document(self, document: Document, content: ParsedDocument | None = None) -> tuple[Document, bool]:
         """Add the document, or keep/update the one with its source name (see the port)."""
-        return await self._call(self._put_document, document)
+        return await self._call(self._put_document, document, content)
 
-    def _put_document(self, doc: Document) -> tuple[Document, bool]:
+    def _put_document(self, doc: Document, content: ParsedDocument | None = None) -> tuple[Document, bool]:
         now = time.time()
         with self._write() as c:
             if c.execute("SELECT 1 FROM kb_datasets WHERE tenant_id = ? AND id = ?",
@@ -358,14 +394,17 @@ class SqliteKnowledgeStore:
                            doc.content_hash, doc.size_bytes, str(doc.status), doc.error, doc.chunk_count,
                            doc.chunks_done, dumps(doc.metadata), doc.created_at or now, now))
                 document_id = doc.id
+            if content is not None:
+                self._save_content(doc.tenant_id, document_id, content, c)
             return document_from_row(self._document_row(doc.tenant_id, document_id)), True
 
     async def save_content(self, tenant_id: str, document_id: str, parsed: ParsedDocument) -> None:
         """Keep the parsed text. Raises DocumentNotFound."""
         await self._call(self._save_content, tenant_id, document_id, parsed)
 
-    def _save_content(self, tenant_id: str, document_id: str, parsed: ParsedDocument) -> None:
-        with self._write() as c:
+    def _save_content(self, tenant_id: str, document_id: str, parsed: ParsedDocument, within: Any = None) -> None:
+        """Keep the parsed text, in the transaction of ``within`` (a connection) or its own."""
+        with contextlib.nullcontext(within) if within is not None else self._write() as c:
             if c.execute("UPDATE kb_documents SET parsed_type = ?, parsed_text = ?, parsed_qa = ? "
                          "WHERE tenant_id = ? AND id = ?", (parsed.content_type, parsed.text, qa_json(parsed),
                                                              tenant_id, document_id)).rowcount == 0:
@@ -378,6 +417,33 @@ class SqliteKnowledgeStore:
     async def get_document(self, tenant_id: str, document_id: str) -> Document:
         """Raises DocumentNotFound."""
         return await self._call(lambda: document_from_row(self._document_row(tenant_id, document_id)))
+
+    async def start_pass(self, tenant_id: str, document_id: str) -> tuple[Document, Dataset, ParsedDocument]:
+        """The document, its dataset and parsed text; the document set to ``parsing`` (see the port)."""
+        def run() -> tuple[Document, Dataset, ParsedDocument]:
+            with self._write() as c:
+                row = self._document_row(tenant_id, document_id)
+                dataset = self._get_dataset(tenant_id, row["dataset_id"], False)
+                c.execute("UPDATE kb_documents SET status = 'parsing', error = NULL, updated_at = ? WHERE id = ?",
+                          (time.time(), document_id))
+            return document_from_row(row), dataset, parsed_from_row(row)
+
+        return await self._call(run)
+
+    async def finish_document(self, tenant_id: str, document_id: str, *, content_hash: str, chunk_count: int,
+                              owner_id: str) -> Document | None:
+        """``ready`` and the lease released when the content hash is still ``content_hash`` (see the port)."""
+        def run() -> Document | None:
+            with self._write() as c:
+                if self._document_row(tenant_id, document_id)["content_hash"] != content_hash:
+                    return None
+                c.execute("UPDATE kb_documents SET status = 'ready', error = NULL, chunk_count = ?, chunks_done = ?, "
+                          "updated_at = ?, lease_owner = CASE WHEN lease_owner = ? THEN NULL ELSE lease_owner END, "
+                          "lease_until = CASE WHEN lease_owner = ? THEN NULL ELSE lease_until END WHERE id = ?",
+                          (chunk_count, chunk_count, time.time(), owner_id, owner_id, document_id))
+                return document_from_row(self._document_row(tenant_id, document_id))
+
+        return await self._call(run)
 
     async def list_documents(self, tenant_id: str, dataset_id: str, *, limit: int = 1000) -> list[Document]:
         """The dataset's documents, oldest first. Raises DatasetNotFound."""
@@ -504,14 +570,14 @@ class SqliteKnowledgeStore:
 
     # --------------------------------------------------------------------- vectors
 
-    async def put_vectors(self, tenant_id: str, index_id: str, vectors: Sequence[tuple[str, Sequence[float]]]) -> None:
+    async def put_vectors(self, tenant_id: str, index_id: str, vectors: Sequence[tuple[str, Sequence[float]]]) -> int:
         """Store ``(chunk id, vector)`` pairs (chunks of the index's dataset only; a chunk's
-        earlier vector is replaced). Raises DatasetNotFound; DimensionMismatch."""
-        await self._call(self._put_vectors, tenant_id, index_id, list(vectors))
+        earlier vector is replaced); the number stored. Raises DatasetNotFound; DimensionMismatch."""
+        return await self._call(self._put_vectors, tenant_id, index_id, list(vectors))
 
-    def _put_vectors(self, tenant_id: str, index_id: str, vectors: list[tuple[str, Sequence[float]]]) -> None:
+    def _put_vectors(self, tenant_id: str, index_id: str, vectors: list[tuple[str, Sequence[float]]]) -> int:
         if not vectors:
-            return
+            return 0
         matrix = np.asarray([v for _, v in vectors], dtype=np.float32)
         if matrix.ndim != 2:
             raise DimensionMismatch(f"index {index_id!r}: vectors of different lengths in one batch")
@@ -527,10 +593,12 @@ class SqliteKnowledgeStore:
             ids = [chunk_id for chunk_id, _ in vectors]
             c.executemany("DELETE FROM kb_vectors WHERE index_id = ? AND chunk_id = ?", [(index_id, i) for i in ids])
             # INSERT ... SELECT: a chunk of another tenant or dataset is silently not stored
-            c.executemany("INSERT INTO kb_vectors (tenant_id, index_id, chunk_id, embedding) SELECT ?, ?, id, ? "
-                          "FROM kb_chunks WHERE id = ? AND tenant_id = ? AND dataset_id = ?",
-                          [(tenant_id, index_id, row.tobytes(), chunk_id, tenant_id, index["dataset_id"])
-                           for chunk_id, row in zip(ids, matrix)])
+            latest = dict(zip(ids, matrix))  # a chunk given twice: its last vector
+            cur = c.executemany("INSERT INTO kb_vectors (tenant_id, index_id, chunk_id, embedding) SELECT ?, ?, id, ? "
+                                "FROM kb_chunks WHERE id = ? AND tenant_id = ? AND dataset_id = ?",
+                                [(tenant_id, index_id, row.tobytes(), chunk_id, tenant_id, index["dataset_id"])
+                                 for chunk_id, row in latest.items()])
+            return max(0, cur.rowcount)
 
     async def search_vectors(self, tenant_id: str, index_id: str, vector: Sequence[float], k: int,
                              filters: Sequence[MetadataFilter] = ()) -> list[ScoredChunk]:
@@ -607,11 +675,12 @@ class SqliteKnowledgeStore:
         """The ``k`` best chunks of the tenant's datasets by BM25 over the query's terms
         (:mod:`workers.knowledge.text`), scored ``b / (1 + b)`` for BM25 ``b`` (in [0, 1),
         higher is better)."""
-        return await self._call(self._search_full_text, tenant_id, list(dataset_ids), query, k, list(filters))
+        return await self._read_call(self._search_full_text, tenant_id, list(dataset_ids), query, k, list(filters))
 
     def _search_full_text(self, tenant_id: str, dataset_ids: list[str], query: str, k: int,
                           filters: list[MetadataFilter]) -> list[ScoredChunk]:
-        match = fts5_query(self._full_text_terms(query))
+        conn = self._reader_conn()
+        match = fts5_query(self._full_text_terms(conn, query))
         if match is None or not dataset_ids or k < 1:
             return []
         where, params = sqlite_filters(filters)
@@ -622,15 +691,15 @@ class SqliteKnowledgeStore:
         # ``pool`` rows (most searches: one tenant's dataset is most of the file). Fewer
         # than ``k`` in scope out of a full pool: rank every match in scope instead.
         pool = max(4 * k, 100)
-        rows = self._conn.execute(
+        rows = conn.execute(
             f"SELECT f.rank, {_CHUNK_COLUMNS} FROM (SELECT rowid, rank FROM kb_chunks_fts WHERE kb_chunks_fts "
             f"MATCH ? ORDER BY rank LIMIT ?) f JOIN kb_chunks c ON c.seq = f.rowid JOIN kb_documents d "
             f"ON d.id = c.document_id WHERE {scope[0]} ORDER BY f.rank LIMIT ?",
             (match, pool, *scope[1], k)).fetchall()
-        if len(rows) < k and self._conn.execute(
+        if len(rows) < k and conn.execute(
                 "SELECT count(*) FROM (SELECT 1 FROM kb_chunks_fts WHERE kb_chunks_fts MATCH ? LIMIT ?)",
                 (match, pool)).fetchone()[0] >= pool:
-            rows = self._conn.execute(
+            rows = conn.execute(
                 f"SELECT bm25(kb_chunks_fts) AS rank, {_CHUNK_COLUMNS} FROM kb_chunks_fts JOIN kb_chunks c "
                 "ON c.seq = kb_chunks_fts.rowid JOIN kb_documents d ON d.id = c.document_id "
                 f"WHERE kb_chunks_fts MATCH ? AND {scope[0]} ORDER BY rank LIMIT ?", (match, *scope[1], k)).fetchall()
@@ -640,7 +709,7 @@ class SqliteKnowledgeStore:
             hits.append(ScoredChunk(chunk_from_row(row), strength / (1.0 + strength)))
         return hits
 
-    def _full_text_terms(self, query: str) -> list[str]:
+    def _full_text_terms(self, conn: Any, query: str) -> list[str]:
         """The query's terms found in the index, rarest first, within the postings budget
         (:func:`workers.knowledge.text.rarest_terms`), by chunk counts from FTS5's
         vocabulary, kept for :data:`TERM_COUNTS_TTL_S` (a term's count changes slowly, and
@@ -652,7 +721,7 @@ class SqliteKnowledgeStore:
         for term in query_terms(query):
             count = self._term_counts.get(term)
             if count is None:
-                row = self._conn.execute("SELECT doc FROM temp.kb_chunks_terms WHERE term = ?", (term,)).fetchone()
+                row = conn.execute("SELECT doc FROM temp.kb_chunks_terms WHERE term = ?", (term,)).fetchone()
                 count = row[0] if row is not None else 0
                 if count:  # a term no chunk holds yet is asked again: it may be added any time
                     self._term_counts[term] = count
