@@ -7,6 +7,7 @@ Every event has ``type``, ``seq`` (strictly increasing within a run, from 1),
 
 from __future__ import annotations
 
+import functools
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
@@ -165,6 +166,8 @@ Event = Annotated[
 ]
 
 
+@functools.cache
 def event_adapter() -> TypeAdapter[Any]:
-    """A TypeAdapter for :data:`Event` (parsing JSON lines, JSON Schema)."""
+    """The TypeAdapter for :data:`Event` (parsing JSON lines, JSON Schema): built once, since
+    building one generates the union's schema (about a millisecond)."""
     return TypeAdapter(Event)
