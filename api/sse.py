@@ -24,6 +24,7 @@ import contextlib
 import json
 from typing import Any, AsyncIterator
 
+import orjson
 from starlette.requests import ClientDisconnect
 from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
@@ -38,9 +39,15 @@ _DONE: Any = object()
 
 
 def format_frame(event: str, event_id: int | None, data: dict[str, Any]) -> str:
-    """One SSE message (``data`` as one line of JSON)."""
+    """One SSE message (``data`` as one line of JSON: orjson's, or for what it refuses -
+    an integer past 64 bits - the standard library's; a value JSON has no type for as its
+    ``str``)."""
     head = f"event: {event}\n" + (f"id: {event_id}\n" if event_id is not None else "")
-    return head + "data: " + json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str) + "\n\n"
+    try:
+        text = orjson.dumps(data, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
+    except TypeError:  # orjson.JSONEncodeError
+        text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str)
+    return head + "data: " + text + "\n\n"
 
 
 async def _pump(frames: AsyncIterator[Frame], queue: asyncio.Queue[Any]) -> None:
@@ -57,6 +64,9 @@ async def with_heartbeats(queue: asyncio.Queue[Any], seconds: float) -> AsyncIte
     of silence (an idle stream must still show proxies and clients it is alive); endless:
     the reader stops when it has what it waits for."""
     while True:
+        if not queue.empty():  # no timer for an item that is there (wait_for costs a task)
+            yield queue.get_nowait()
+            continue
         try:
             item = await asyncio.wait_for(queue.get(), seconds)
         except asyncio.TimeoutError:

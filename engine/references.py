@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -242,12 +243,110 @@ def _compiled(source: str) -> tuple[jinja2.Template, frozenset[str]]:
     return env.from_string(ast), names
 
 
+#: ``{{ name }}`` / ``{{ name.key.key }}``: the one expression a plain template holds
+_PLAIN_EXPR = re.compile(r"\{\{[ \t\n]*([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)[ \t\n]*\}\}")
+#: where Jinja starts an expression, a statement or a comment
+_JINJA_OPEN = re.compile(r"\{(?=[{%#])")
+#: names a plain template may not start with: Jinja's constants, operators and special names
+_NOT_PLAIN = frozenset({"true", "false", "none", "True", "False", "None", "and", "or", "not", "in", "is", "if",
+                        "else", "elif", "self", "caller", "varargs", "kwargs", "loop", "super"})
+
+#: a plain template's pieces: text, or ``(name, keys)`` of one ``{{ name.key... }}``
+_Plain = tuple[str | tuple[str, tuple[str, ...]], ...]
+
+
+@functools.lru_cache(maxsize=16384)
+def _plain(source: str) -> _Plain | None:
+    """The pieces of ``source`` when it is *plain* - text and ``{{ name.key... }}``
+    lookups only, no filter, statement, comment or carriage return - else None.
+
+    Plumbing nodes mostly hold such templates (``{{ greet.output }}``), and compiling one
+    to Python costs Jinja about a millisecond, each distinct text once: a workflow of ten
+    thousand of them would spend seconds there. A plain template renders (and is checked)
+    without it, with the same lookups and printing as the sandbox (rules 6-7, 9);
+    anything else, or a lookup that does not find its key, takes the Jinja path."""
+    if "\r" in source:
+        return None  # Jinja normalizes newlines in the text
+    pieces: list[str | tuple[str, tuple[str, ...]]] = []
+    starts = set()
+    at = 0
+    for match in _PLAIN_EXPR.finditer(source):
+        head, *keys = match.group(1).split(".")
+        if head in _NOT_PLAIN or head in template_env().globals:
+            return None
+        if match.start() > at:
+            pieces.append(source[at:match.start()])
+        pieces.append((head, tuple(keys)))
+        starts.add(match.start())
+        at = match.end()
+    if at < len(source):
+        pieces.append(source[at:])
+    # every place Jinja would open a tag must be one of these lookups ("{{{ a }}" is not)
+    if any(found.start() not in starts for found in _JINJA_OPEN.finditer(source)):
+        return None
+    return tuple(pieces)
+
+
+class _NotPlain(Exception):
+    """A plain template's lookup that only the Jinja path answers (a missing key, a skipped node)."""
+
+
+def _render_plain(pieces: _Plain, context: Mapping[str, Any], budget: RenderBudget) -> str:
+    """Render a plain template as the sandbox would: a key of a mapping read, the value
+    printed by the environment's ``finalize`` (checked and charged to ``budget``), the
+    output capped as :func:`_render_capped` caps it.
+
+    Raises:
+        _NotPlain: a name or key is missing (the Jinja path then says why), or a value is
+        not a mapping.
+    """
+    env = template_env()
+    parts: list[str] = []
+    size, cap = 0, budget.cap
+    for piece in pieces:
+        if type(piece) is str:
+            text = piece
+        else:
+            head, keys = piece
+            value = context.get(head, _MISSING)
+            for key in keys:
+                if type(value) is not dict or key not in value:
+                    raise _NotPlain(key)
+                value = value[key]
+            if value is _MISSING:
+                raise _NotPlain(head)
+            text = str(env.printed(value))
+        parts.append(text)
+        size += len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+        if size > cap:
+            raise budget.too_large("the output", size)
+    return "".join(parts)
+
+
+def _plain_selectors(pieces: _Plain) -> Iterator[tuple[str, str | None]]:
+    """:func:`template_selectors` of a plain template, as the Jinja AST walk finds them:
+    ``(name, first key)`` for a lookup with a key (``nodes.ID.key``: ``("nodes.ID",
+    "key")``); a whole name, or ``nodes.ID`` alone, yields nothing."""
+    for piece in pieces:
+        if type(piece) is str:
+            continue
+        head, keys = piece
+        if head == "nodes":
+            if len(keys) >= 2:
+                yield f"nodes.{keys[0]}", keys[1]
+        elif keys:
+            yield head, keys[0]
+
+
 def template_names(source: str) -> frozenset[str]:
     """Top-level names a template reads (excluding Jinja globals).
 
     Raises:
         jinja2.TemplateSyntaxError: the template does not parse.
     """
+    pieces = _plain(source)
+    if pieces is not None:
+        return frozenset(piece[0] for piece in pieces if type(piece) is not str)
     return _compiled(source)[1]
 
 
@@ -260,6 +359,10 @@ def template_selectors(source: str) -> Iterator[tuple[str, str | None]]:
     Raises:
         jinja2.TemplateSyntaxError: the template does not parse.
     """
+    pieces = _plain(source)
+    if pieces is not None:
+        yield from _plain_selectors(pieces)
+        return
     ast = template_env().parse(source)
     seen_inner: set[int] = set()
 
@@ -370,17 +473,32 @@ def render_template(
             message names the field (config path) and the node.
     """
     of = f" of node {node_id!r}" if node_id else ""
-    try:
-        template, names = _compiled(source)
-    except jinja2.TemplateSyntaxError as exc:
-        raise TemplateFailed(f"{field}: template syntax error{of} at line {exc.lineno}: {exc.message}",
-                             node_id=node_id) from exc
-    context = template_context(state, names, extra)
     if max_bytes is None or max_memory_bytes is None or max_seconds is None:
         settings = get_settings()
         max_bytes = settings.max_template_output_bytes if max_bytes is None else max_bytes
         max_memory_bytes = settings.max_template_memory_bytes if max_memory_bytes is None else max_memory_bytes
         max_seconds = settings.max_template_seconds if max_seconds is None else max_seconds
+    pieces = _plain(source)
+    context: dict[str, Any] | None = None
+    if pieces is not None:
+        context = template_context(state, template_names(source), extra)
+        try:
+            with budget_for(max_bytes, max_memory_bytes, max_seconds) as budget:
+                return _render_plain(pieces, context, budget)
+        except _NotPlain:
+            pass  # the Jinja path renders it, or says what is missing
+        except TemplateTooLarge as exc:
+            raise TemplateFailed(f"{field}: template{of} output too large: {exc.message}", node_id=node_id,
+                                 reason="output_too_large") from None
+        except (TemplateTooSlow, _NotData):
+            pass  # the Jinja path reports it in its words
+    try:
+        template, names = _compiled(source)
+    except jinja2.TemplateSyntaxError as exc:
+        raise TemplateFailed(f"{field}: template syntax error{of} at line {exc.lineno}: {exc.message}",
+                             node_id=node_id) from exc
+    if context is None:
+        context = template_context(state, names, extra)
     try:
         with budget_for(max_bytes, max_memory_bytes, max_seconds) as budget:
             return _render_capped(template, context, budget)

@@ -27,7 +27,7 @@ import time
 from typing import Annotated, Any, AsyncIterator
 
 from fastapi import APIRouter, Header, Query
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
 
 from engine.ports import RunNotFound, WorkflowNotFound
 from engine.rerun import RerunRefused
@@ -42,6 +42,7 @@ from ..auth import Caller, Principal, Service
 from ..deployment import AppSettings, Heartbeat, RunPlacement, Workflows
 from ..errors import ApiError, error_body
 from ..limits import check_document
+from ..responses import JsonBody, run_detail_body
 from ..sse import EventStreamResponse, Frame, event_stream
 
 __all__ = ["RUN_LINKS", "SSE_CONTENT", "RunStart", "link", "router", "run_document"]
@@ -91,8 +92,9 @@ async def _summary(service: RunService, caller: Principal, run_id: str) -> RunSu
     return summary
 
 
-async def _detail(service: RunService, tenant_id: str, run_id: str) -> RunDetail:
-    return RunDetail.build(*await service.detail(tenant_id, run_id))
+async def _detail(service: RunService, tenant_id: str, run_id: str) -> Response:
+    """The run as ``RunDetail`` shows it, dumped once and encoded by orjson (:mod:`api.responses`)."""
+    return JsonBody(run_detail_body(*await service.detail(tenant_id, run_id)))
 
 
 # --------------------------------------------------------------------------- start
@@ -126,9 +128,8 @@ async def respond(ticket: RunTicket, mode: str, *, caller: Principal, service: R
     (``streaming``), or the run once it ended or paused (``blocking``: followed to there;
     a client that goes away leaves the run executing)."""
     if mode == "async":
-        accepted = RunAccepted(run_id=ticket.run_id, chat_id=ticket.chat_id, status=ticket.status,
-                               events_url=_events_url(ticket.run_id))
-        return JSONResponse(accepted.model_dump(mode="json"), status_code=202)
+        return JsonBody({"run_id": ticket.run_id, "chat_id": ticket.chat_id, "status": ticket.status.value,
+                         "events_url": _events_url(ticket.run_id)}, status_code=202)
     if mode == "streaming":
         frames = _relay(service, caller.tenant_id, ticket)
         return EventStreamResponse(event_stream(frames, heartbeat_s))
@@ -190,7 +191,7 @@ async def list_runs(caller: Caller, service: Service, status: RunStatus | None =
 
 
 @router.get("/{run_id}", response_model=RunDetail, responses=NOT_FOUND, summary="A run with its node runs")
-async def get_run(run_id: str, caller: Caller, service: Service) -> RunDetail:
+async def get_run(run_id: str, caller: Caller, service: Service) -> Response:
     """The run, its inputs, outputs, answer and every node run (loop rounds included)."""
     await _summary(service, caller, run_id)
     return await _detail(service, caller.tenant_id, run_id)
