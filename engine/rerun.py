@@ -184,19 +184,16 @@ def _first_events(plan: CompiledPlan, state: RunState, resolved: list[NodeRun], 
         events.append(cls(seq=state.seq, run_id=state.run_id, ts=now, **fields))
 
     emit(RunStarted, workflow_id=state.workflow_id, inputs=state.inputs)
-    stream: AnswerStream | None = None
-    if plan.stream is not None:
-        run_id_of: Callable[[str], str] = lambda nid: f"{state.run_id}:{_id_part(nid)}"  # noqa: E731
-        stream = AnswerStream.top(plan.stream, state, emit, run_id_of)
-        stream.start(None)
     for run in resolved:
         emit(NodeFinished, node_id=run.node_id, node_run_id=run.id, kind=run.kind, status=run.status,
              handles=run.handles, outputs=run.outputs)
-        if stream is not None and run.node_id in plan.nodes:
-            stream.resolved(run)
-            if stream.opening:
-                stream.settle()
-    if stream is not None:
+    if plan.stream is not None:
+        # All resolutions at once, as the scheduler marks a node's skips before any unit
+        # opens: fed one by one, the answer of a branch the router did not take would open
+        # (its gate resolved) before its own skip arrives, and speak.
+        run_id_of: Callable[[str], str] = lambda nid: f"{state.run_id}:{_id_part(nid)}"  # noqa: E731
+        stream = AnswerStream.top(plan.stream, state, emit, run_id_of)
+        stream.start([run for run in resolved if run.node_id in plan.nodes])
         state.answer = stream.saved()
     return events
 

@@ -225,13 +225,15 @@ class Scheduler:
         elif resumed:
             self._emit(RunResumed, answered=[i.id for i in self._answers.values()])
         if self.plan.stream is not None:
-            self._open_stream(fresh)
+            self._open_stream()
         to_start = self._rebuild_counts()
         if fresh:
             # Rule 3: nodes with no incoming edges, other than the roots, can never run.
             for nid, node_plan in self.plan.nodes.items():
                 if not node_plan.in_edges and nid not in self.plan.roots:
                     self._skip(nid, to_start)
+        if self.answer_stream is not None:
+            self._start_stream(fresh)
         self._ready.update(dict.fromkeys(to_start))
         # Nested scopes rely on the root's deadline timer, which cancels the root's tasks.
         timer = None if nested else loop.call_at(self._loop_deadline, self._on_deadline)
@@ -253,22 +255,27 @@ class Scheduler:
                 timer.cancel()
         return await self._finish()
 
-    def _open_stream(self, fresh: bool) -> None:
-        """Start this scope's answer stream; a restored run replays its resolved nodes
-        silently (their text is already in ``state.answer``)."""
+    def _open_stream(self) -> None:
+        """Build this scope's answer stream (it goes live in :meth:`_start_stream`)."""
         stream_plan = self.plan.stream
         assert stream_plan is not None
         if self.scope is None:
-            stream = AnswerStream.top(stream_plan, self.state, self._emit, self._node_run_id)
-            resolved = None if fresh else [run for nid in self.plan.order
-                                         if (run := self.state.node_runs.get(nid)) is not None
-                                         and run.finished_at is not None]
-            stream.start(resolved)
+            self.answer_stream = AnswerStream.top(stream_plan, self.state, self._emit, self._node_run_id)
         else:
             parent = self._parent_stream
-            stream = parent.nested(stream_plan, self.state, self.scope.loop_id, self.scope.iteration,
-                                   self._node_run_id) if parent is not None else None
-        self.answer_stream = stream
+            self.answer_stream = parent.nested(stream_plan, self.state, self.scope.loop_id, self.scope.iteration,
+                                               self._node_run_id) if parent is not None else None
+
+    def _start_stream(self, fresh: bool) -> None:
+        """Start this scope's answer stream, after the skips of unreachable nodes (so an
+        answer no edge leads to never speaks); a restored run replays its resolved nodes
+        silently (their text is already in ``state.answer``)."""
+        assert self.answer_stream is not None
+        if fresh:
+            self.answer_stream.start()
+            return
+        self.answer_stream.start([run for nid in self.plan.order if (run := self.state.node_runs.get(nid)) is not None
+                                  and run.finished_at is not None], silent=True)
 
     # ---------------------------------------------------------------- spawning
 
