@@ -69,7 +69,7 @@ from schemas.events import (
     RunResumed,
     RunStarted,
 )
-from schemas.run import EdgeStatus, Interrupt, NodeError, NodeRun, RunState
+from schemas.run import EdgeStatus, Interrupt, NodeError, NodeRun, RunState, Usage
 from schemas.types import NodeRunStatus, RunStatus
 from schemas.workflow import ErrorStrategy
 
@@ -657,10 +657,22 @@ class Scheduler:
 
         Returns the nested scheduler: its ``state`` holds the node runs, its ``ending``
         the error that stopped it (None when it succeeded).
+
+        What the nested run's node runs spent (model usage) is added to the usage of the
+        node run of ``loop_id`` here, however the nested run ended, so the run's totals
+        and quotas count every model call at any depth once - except for a loop region,
+        whose rounds' node runs move into this state themselves (engine/loops.py).
         """
         nested = Scheduler(plan, state, self.deps, self.cancel, Scope(self.root, loop_id, iteration))
         nested._parent_stream = self.answer_stream
-        await nested.run()
+        try:
+            await nested.run()
+        finally:
+            owner_plan = self.plan.nodes.get(loop_id)
+            owner = self.state.node_runs.get(loop_id)
+            spent = state.spent()
+            if spent is not None and owner is not None and owner_plan is not None and not owner_plan.members:
+                owner.usage = Usage.total([owner.usage, spent])
         return nested
 
     def _on_deadline(self) -> None:
