@@ -6,9 +6,9 @@ Rules (README "The answer stream"):
    collect the run's answer (their template), the nodes whose outputs are the run's
    outputs when the workflow has no answer nodes (Dify-style workflows: their bindings
    to streamed outputs), and the containers (loops, iterations, loop regions) whose body
-   holds units (their items / rounds, in index order), and the nodes with a streamed
-   output that nothing above reads (an LLM answering directly, as in FastGPT: its live
-   deltas only). Units are ordered upstream
+   holds units (their items / rounds, in index order), and, in a workflow without End
+   nodes, the nodes with a streamed output that nothing above reads (an LLM answering
+   directly, as in FastGPT: its live deltas only). Units are ordered upstream
    first, parallel ones in document order (a topological order preferring the earlier
    node of the document), so the text never depends on timing.
 2. A unit's template is split into segments: literal text and references to node

@@ -174,8 +174,8 @@ def seed_rerun(plan: CompiledPlan, old: RunState, state: RunState, node_id: str)
 
 
 def _first_events(plan: CompiledPlan, state: RunState, resolved: list[NodeRun], now: float) -> list[Any]:
-    """``run_started``, then per reused or skipped node its ``node_finished`` and the answer
-    text it lets the answer stream send (kept in ``state.answer``, so the scheduler's
+    """``run_started``, a ``node_finished`` per reused or skipped node, then the answer
+    text they let the answer stream send (kept in ``state.answer``, so the scheduler's
     restore replays it without sending it again)."""
     events: list[Any] = []
 
