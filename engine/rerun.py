@@ -193,9 +193,36 @@ def _first_events(plan: CompiledPlan, state: RunState, resolved: list[NodeRun], 
         # (its gate resolved) before its own skip arrives, and speak.
         run_id_of: Callable[[str], str] = lambda nid: f"{state.run_id}:{id_part(nid)}"  # noqa: E731
         stream = AnswerStream.top(plan.stream, state, emit, run_id_of)
+        for run in resolved:
+            _replay_body(plan, state, stream, run)
         stream.start([run for run in resolved if run.node_id in plan.nodes])
         state.answer = stream.saved()
     return events
+
+
+def _replay_body(plan: CompiledPlan, state: RunState, stream: AnswerStream, run: NodeRun) -> None:
+    """Feed the answer stream what a reused container's items / rounds said, from the node
+    runs its record keeps (``data["items"]`` / ``data["rounds"]``), so a rerun answers what
+    a fresh run would. The container's per-item values are not kept, so a reference to
+    them is left to each answer's recorded text (the unit's tail)."""
+    node_plan = plan.nodes.get(run.node_id)
+    body = node_plan.body if node_plan is not None else None
+    if body is None or body.stream is None or node_plan.members:  # type: ignore[union-attr]
+        return
+    container = run.node_id
+    for record in run.data.get("items") or run.data.get("rounds") or []:
+        index = int(record["index"])
+        child = state.child()
+        child.node_runs[container] = NodeRun(id=run.id, node_id=container, kind=run.kind,
+                                             status=NodeRunStatus.succeeded, outputs={})
+        for raw in record.get("node_runs") or []:
+            past = NodeRun.model_validate(raw)
+            child.node_runs[past.node_id] = past
+        prefix = f"{state.run_id}:{id_part(container)}#{index}:"
+        nested = stream.nested(body.stream, child, container, index, lambda nid, p=prefix: p + id_part(nid))
+        if nested is not None:
+            nested.start([r for nid in body.order if (r := child.node_runs.get(nid)) is not None
+                          and r.finished_at is not None], silent=False)
 
 
 def durable(events: list[Any]) -> list[Any]:

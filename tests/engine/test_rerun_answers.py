@@ -117,3 +117,26 @@ def test_a_run_restored_after_its_first_node_keeps_an_unreached_answer_silent(tm
     final = asyncio.run(resume_run(plan, restored, answers={iid: "go"}, deps=RunDeps(on_event=second.append)))
     assert final.status is RunStatus.succeeded and final.answer == "Hi."
     assert said(first) + said(second) == [("say", "Hi.")]
+
+
+async def test_a_rerun_after_loops_whose_bodies_speak_answers_what_a_fresh_run_answers(service):
+    doc = build([node("each", "iteration", {"items": [1, 2], "collect": {"ref": "say.answer"}}),
+                 node("say", "answer", {"text": "item {{ each.item }}. "}, parent="each"),
+                 node("again", "loop", {"variables": [{"name": "n", "type": "number", "value": 0}],
+                                        "update": [{"variable": "n", "value": {"ref": "again.rounds"}}],
+                                        "break_when": [{"left": {"ref": "again.n"}, "operator": "gte", "right": 2}]}),
+                 node("tell", "answer", {"text": "round {{ again.index }}; "}, parent="again"),
+                 node("after", "probe", {"value": "x"}),
+                 node("bye", "answer", {"text": "bye"})],
+                [edge("start", "each"), edge("each", "again"), edge("again", "after"), edge("after", "bye")])
+    first = [e async for e in service.start(doc, {})]
+    assert first[-1].answer == "item 1. item 2. round 0; round 1; round 2; bye"
+
+    state, events = await service.rerun_from("default", first[0].run_id, "after", doc)
+    events = [e async for e in events]
+
+    rerun = await service.state("default", state.run_id)
+    assert rerun.status is RunStatus.succeeded, rerun.error
+    assert rerun.answer == first[-1].answer == events[-1].answer
+    assert "".join(text for _n, text in said(events)) == rerun.answer
+    assert rerun.node_runs["each"].data["reused_from"]["run_id"] == first[0].run_id
