@@ -6,9 +6,9 @@ Rules (README "The answer stream"):
    collect the run's answer (their template), the nodes whose outputs are the run's
    outputs when the workflow has no answer nodes (Dify-style workflows: their bindings
    to streamed outputs), and the containers (loops, iterations, loop regions) whose body
-   holds units (their items / rounds, in index order), and the nodes with a streamed
-   output that nothing above reads (an LLM answering directly, as in FastGPT: its live
-   deltas only). Units are ordered upstream
+   holds units (their items / rounds, in index order), and, in a workflow without End
+   nodes, the nodes with a streamed output that nothing above reads (an LLM answering
+   directly, as in FastGPT: its live deltas only). Units are ordered upstream
    first, parallel ones in document order (a topological order preferring the earlier
    node of the document), so the text never depends on timing.
 2. A unit's template is split into segments: literal text and references to node
@@ -379,12 +379,14 @@ class AnswerStream:
     :meth:`resolved` when a watched node resolves and :meth:`delta` with live text.
     """
 
-    __slots__ = ("plan", "state", "root", "seq", "units", "by_node", "leaves_of", "gated", "containers",
+    __slots__ = ("plan", "state", "root", "seq", "slot", "units", "by_node", "leaves_of", "gated", "containers",
                  "run_id_of", "where", "opening")
 
-    def __init__(self, plan: StreamPlan, state: RunState, root: _Root, seq: _Seq,
+    def __init__(self, plan: StreamPlan, state: RunState, root: _Root, slot: _Seq | None,
                  run_id_of: Callable[[str], str], where: tuple[str | None, int | None]) -> None:
-        self.plan, self.state, self.root, self.seq = plan, state, root, seq
+        # ``seq`` holds the units; it goes live in :meth:`start`: at once for the top scope,
+        # else placed in ``slot`` (its item's place in the container unit).
+        self.plan, self.state, self.root, self.seq, self.slot = plan, state, root, _Seq(), slot
         self.run_id_of, self.where = run_id_of, where
         self.units: list[_Unit] = []
         self.by_node: dict[str, _Unit] = {}
@@ -394,34 +396,40 @@ class AnswerStream:
         self.opening: list[_Unit] = []  # gates all resolved; opened by settle()
         for unit_plan in plan.units:
             self._add_unit(unit_plan)
-        seq.seal()
+        self.seq.seal()
 
     @classmethod
     def top(cls, plan: StreamPlan, state: RunState, emit: Callable[..., None],
             run_id_of: Callable[[str], str]) -> "AnswerStream":
         """The stream of a run's top scope; ``state.answer`` is what was sent before
         (a restored run). Text sent from here on is emitted with ``emit`` and added to it."""
-        seq = _Seq()
-        stream = cls(plan, state, _Root(emit, state.answer), seq, run_id_of, (None, None))
-        return stream
+        return cls(plan, state, _Root(emit, state.answer), None, run_id_of, (None, None))
 
-    def start(self, resolved: Iterable[NodeRun] | None = None) -> None:
-        """Go live. ``resolved`` (a restored run): the node runs that resolved before,
-        replayed without sending - what they sent then is already in ``state.answer``."""
-        self.root.muted = resolved is not None
-        resolved = resolved or ()
+    def start(self, resolved: Iterable[NodeRun] = (), *, silent: bool = False) -> None:
+        """Go live once ``resolved`` (node runs that resolved before the stream starts) are
+        fed. ``silent`` (a restored run): replayed without sending - what they sent then is
+        already in ``state.answer``; else their text is sent (a rerun's reused nodes).
+
+        Every resolution is fed before any unit opens: a unit whose gates resolved opens
+        only once the skips they decided are known too, so a branch that was not taken
+        never sends its literal text (its own skipped run is among ``resolved``)."""
+        self.root.muted = silent
         try:
             for run in resolved:
                 self.resolved(run)
             self.settle()
-            self.seq.activate()
+            if self.slot is None:
+                self.seq.activate()
+            else:
+                self.slot.add(self.seq)
+                self.slot.seal()
         finally:
             self.root.muted = False
 
     def nested(self, plan: StreamPlan, state: RunState, container: str, index: int,
                run_id_of: Callable[[str], str]) -> "AnswerStream | None":
         """The stream of round / item ``index`` of ``container`` (a unit of this stream),
-        or None when ``container`` is not a unit here."""
+        or None when ``container`` is not a unit here; it sends once :meth:`start` ran."""
         unit = self.containers.get(container)
         if unit is None:
             return None

@@ -25,7 +25,7 @@ import time
 import uuid
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, AsyncIterator, Mapping
+from typing import TYPE_CHECKING, Any, AsyncIterator, Mapping, Sequence
 
 from schemas.events import NodeDelta, NodeFinished, RunFinished, RunPaused
 from schemas.events import RunCancelled as RunCancelledEvent
@@ -126,8 +126,12 @@ class Executing:
 
     async def execute(self, tenant_id: str, run_id: str, *, answers: Mapping[str, Any] | None = None,
                       expect: RunStatus | None = RunStatus.pending, message: str | None = None,
-                      take_over: str | None = None) -> AsyncIterator[Any]:
+                      take_over: str | None = None, prelude: Sequence[Any] = ()) -> AsyncIterator[Any]:
         """Claim the run, execute it from its stored state and yield its events.
+
+        ``prelude``: events the run produced before this execution and already stored (a
+        rerun's first events): yielded first and held by the live hub with the rest, so a
+        follower gets their text deltas too.
 
         ``expect``: the status the run must have (``pending`` for a new run, ``paused`` to
         resume); None accepts ``pending`` or ``running`` (recovery after a crash), and a
@@ -179,7 +183,10 @@ class Executing:
                    asyncio.create_task(self._watch_commands(run_id, token)),
                    asyncio.create_task(idle.watch())]
         ending: Any = None
+        live.recent.extend(prelude)
         try:
+            for event in prelude:
+                yield event
             async with contextlib.aclosing(stream_workflow(plan, state, deps=deps, cancel=token)) as events:
                 async for event in events:
                     event = idle.seen(event)

@@ -209,7 +209,11 @@ class PlanBuilder:
         """Nodes that stream to the person on their own: of a kind with a ``streams`` output
         that no answer template (nor, without answers, an output binding) reads - as an
         LLM node answers directly in FastGPT. Their live deltas only (none when the node's
-        streaming is off) form a unit of their own."""
+        streaming is off) form a unit of their own. None in a workflow with End nodes: its
+        result is what they output (only their bindings stream, as in Dify)."""
+        if self.own is None and any(self.catalog[n.type].collects == "outputs" for n in self.wf.nodes
+                                    if n.type in self.catalog):
+            self.own = frozenset()
         if self.own is None:
             catalog = self.catalog
             streams = {k: catalog[k].streams for k in catalog if catalog[k].streams}

@@ -5,7 +5,7 @@ A builder who changed one node wants to see its effect without paying again for 
 comes before it (model calls, HTTP requests). :func:`seed_rerun` fills a new run's state
 with copies of the past run's node runs *strictly upstream* of the chosen node, so the
 scheduler restores the run from them (edges follow from node runs, as after a crash:
-:func:`engine.scheduler.derive_edges`) and executes only the chosen node and what
+:func:`engine.run_records.derive_edges`) and executes only the chosen node and what
 follows it, with the new document.
 
 A node run is reused when, in the new document's graph, its node is an ancestor of the
@@ -29,7 +29,7 @@ from .answers import AnswerStream
 from .compiler import CompiledPlan
 from .errors import FlowloomError
 from .plain_errors import did_you_mean
-from .scheduler import _id_part  # the one spelling of node run ids (escaped node ids)
+from .run_records import id_part  # the one spelling of node run ids (escaped node ids)
 
 __all__ = ["RerunRefused", "durable", "seed_rerun"]
 
@@ -113,11 +113,11 @@ def _reused(old_run: NodeRun, old_run_id: str, new_id: str, now: float) -> NodeR
 def _skipped(plan: CompiledPlan, state: RunState, nid: str, now: float) -> list[NodeRun]:
     """A skipped node run for ``nid`` (and the members of a skipped loop region)."""
     node_plan = plan.nodes[nid]
-    runs = [NodeRun(id=f"{state.run_id}:{_id_part(nid)}", node_id=nid, kind=node_plan.node.type,
+    runs = [NodeRun(id=f"{state.run_id}:{id_part(nid)}", node_id=nid, kind=node_plan.node.type,
                     status=NodeRunStatus.skipped, started_at=now, finished_at=now)]
     if node_plan.members and node_plan.body is not None:
         for member in node_plan.members:
-            runs.append(NodeRun(id=f"{state.run_id}:{_id_part(member)}", node_id=member,
+            runs.append(NodeRun(id=f"{state.run_id}:{id_part(member)}", node_id=member,
                                 kind=node_plan.body.nodes[member].node.type, status=NodeRunStatus.skipped,
                                 started_at=now, finished_at=now))
     return runs
@@ -156,7 +156,7 @@ def seed_rerun(plan: CompiledPlan, old: RunState, state: RunState, node_id: str)
             else (resolved and not taken and nid not in plan.roots)
         if fits:
             seeded[nid] = _reused(past, old.run_id, f"{state.run_id}{past.id[len(old.run_id):]}"
-                                  if past.id.startswith(f"{old.run_id}:") else f"{state.run_id}:{_id_part(nid)}", now)
+                                  if past.id.startswith(f"{old.run_id}:") else f"{state.run_id}:{id_part(nid)}", now)
     for nid in plan.order:  # what the reused branches decided: nodes none of them leads to are skipped
         if nid in seeded or nid not in plan.nodes or nid in plan.roots:
             continue
@@ -174,8 +174,8 @@ def seed_rerun(plan: CompiledPlan, old: RunState, state: RunState, node_id: str)
 
 
 def _first_events(plan: CompiledPlan, state: RunState, resolved: list[NodeRun], now: float) -> list[Any]:
-    """``run_started``, then per reused or skipped node its ``node_finished`` and the answer
-    text it lets the answer stream send (kept in ``state.answer``, so the scheduler's
+    """``run_started``, a ``node_finished`` per reused or skipped node, then the answer
+    text they let the answer stream send (kept in ``state.answer``, so the scheduler's
     restore replays it without sending it again)."""
     events: list[Any] = []
 
@@ -184,21 +184,45 @@ def _first_events(plan: CompiledPlan, state: RunState, resolved: list[NodeRun], 
         events.append(cls(seq=state.seq, run_id=state.run_id, ts=now, **fields))
 
     emit(RunStarted, workflow_id=state.workflow_id, inputs=state.inputs)
-    stream: AnswerStream | None = None
-    if plan.stream is not None:
-        run_id_of: Callable[[str], str] = lambda nid: f"{state.run_id}:{_id_part(nid)}"  # noqa: E731
-        stream = AnswerStream.top(plan.stream, state, emit, run_id_of)
-        stream.start(None)
     for run in resolved:
         emit(NodeFinished, node_id=run.node_id, node_run_id=run.id, kind=run.kind, status=run.status,
              handles=run.handles, outputs=run.outputs)
-        if stream is not None and run.node_id in plan.nodes:
-            stream.resolved(run)
-            if stream.opening:
-                stream.settle()
-    if stream is not None:
+    if plan.stream is not None:
+        # All resolutions at once, as the scheduler marks a node's skips before any unit
+        # opens: fed one by one, the answer of a branch the router did not take would open
+        # (its gate resolved) before its own skip arrives, and speak.
+        run_id_of: Callable[[str], str] = lambda nid: f"{state.run_id}:{id_part(nid)}"  # noqa: E731
+        stream = AnswerStream.top(plan.stream, state, emit, run_id_of)
+        for run in resolved:
+            _replay_body(plan, state, stream, run)
+        stream.start([run for run in resolved if run.node_id in plan.nodes])
         state.answer = stream.saved()
     return events
+
+
+def _replay_body(plan: CompiledPlan, state: RunState, stream: AnswerStream, run: NodeRun) -> None:
+    """Feed the answer stream what a reused container's items / rounds said, from the node
+    runs its record keeps (``data["items"]`` / ``data["rounds"]``), so a rerun answers what
+    a fresh run would. The container's per-item values are not kept, so a reference to
+    them is left to each answer's recorded text (the unit's tail)."""
+    node_plan = plan.nodes.get(run.node_id)
+    body = node_plan.body if node_plan is not None else None
+    if body is None or body.stream is None or node_plan.members:  # type: ignore[union-attr]
+        return
+    container = run.node_id
+    for record in run.data.get("items") or run.data.get("rounds") or []:
+        index = int(record["index"])
+        child = state.child()
+        child.node_runs[container] = NodeRun(id=run.id, node_id=container, kind=run.kind,
+                                             status=NodeRunStatus.succeeded, outputs={})
+        for raw in record.get("node_runs") or []:
+            past = NodeRun.model_validate(raw)
+            child.node_runs[past.node_id] = past
+        prefix = f"{state.run_id}:{id_part(container)}#{index}:"
+        nested = stream.nested(body.stream, child, container, index, lambda nid, p=prefix: p + id_part(nid))
+        if nested is not None:
+            nested.start([r for nid in body.order if (r := child.node_runs.get(nid)) is not None
+                          and r.finished_at is not None], silent=False)
 
 
 def durable(events: list[Any]) -> list[Any]:

@@ -47,6 +47,11 @@ Algorithm (the engine's contract; README "Scheduling rules"):
    attempts, so a node that ran twice says ``attempts: 2`` (a process that died in the
    instant between storing the start and starting it counts an attempt it never made).
    This also stores the run ``running`` before its first effect.
+
+Running one node (its attempts, retries, error strategy, questions: rules 5, 8, 9) is
+:mod:`engine.node_attempts`; node run ids, error records, output sizes and
+:func:`derive_edges` are :mod:`engine.run_records`; what a person sees is
+:mod:`engine.answers`.
 """
 
 from __future__ import annotations
@@ -59,9 +64,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from schemas.events import (
-    InterruptEvent,
     NodeFinished,
-    NodeStarted,
     RunCancelled as RunCancelledEvent,
     RunFailed,
     RunFinished,
@@ -69,27 +72,22 @@ from schemas.events import (
     RunResumed,
     RunStarted,
 )
-from schemas.run import EdgeStatus, Interrupt, NodeError, NodeRun, RunState
+from schemas.run import EdgeStatus, Interrupt, NodeRun, RunState, Usage
 from schemas.types import NodeRunStatus, RunStatus
-from schemas.workflow import ErrorStrategy
 
 from .answers import AnswerStream
 from .compiler import CompiledPlan, NodePlan
-from .context import CancelToken, InterruptRequested, NodeContext, NodeResult, RunDeps
-from .errors import NodeFailed, NodeTimeout, RunCancelled, RunError, RunLimitExceeded
+from .context import CancelToken, RunDeps
+from .errors import RunCancelled, RunError, RunLimitExceeded
+from .node_attempts import NodeAttempts, _Stop
 from .ports import CheckpointDelta, StoreError
+from .run_records import derive_edges, error_record, id_part, size_over
 
 _log = logging.getLogger("flowloom.engine")
 
 __all__ = ["Scheduler", "derive_edges"]
 
 _TAKEN, _SKIPPED, _PENDING = EdgeStatus.taken, EdgeStatus.skipped, EdgeStatus.pending
-#: node-run statuses of a node that has not finished (restarted when its run is restored)
-_UNFINISHED = (NodeRunStatus.running, NodeRunStatus.pending)
-
-
-class _Stop(Exception):
-    """Internal: the run is ending (failure, limit or cancel); unwind node tasks."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +104,7 @@ class Scope:
     iteration: int
 
 
-class Scheduler:
+class Scheduler(NodeAttempts):
     """Executes one run of ``plan`` over ``state`` (fresh, or restored from a checkpoint).
 
     Use :func:`engine.runner.run_workflow` rather than this class directly; loops use
@@ -196,23 +194,7 @@ class Scheduler:
         state, loop = self.state, asyncio.get_running_loop()
         nested = self.scope is not None
         fresh = state.status is RunStatus.pending
-        if fresh:
-            state.started_at = time.time()
-            state.edges = {eid: _PENDING for node_plan in self.plan.nodes.values() for eid in node_plan.in_edges}
-            if not nested:
-                state.deadline = state.started_at + self._limits.max_wall_time
-        elif state.status is RunStatus.paused:
-            # Time spent waiting for a person does not count against max_wall_time.
-            state.deadline = time.time() + (state.wall_time_left or 0.0)
-            if state.paused_at is not None:
-                state.waited_s += max(0.0, time.time() - state.paused_at)
-                state.paused_at = None
-        if not fresh and not nested and not state.edges:
-            derive_edges(self.plan, state)  # a run restored from storage: edges follow from node runs
-        if not fresh and not nested:
-            cap = self.deps.settings.max_run_output_bytes
-            self._output_bytes = sum(_size_over(run.outputs or {}, cap)
-                                     for run in (*state.node_runs.values(), *state.history))
+        self._prepare(fresh, nested)
         self._answers = {i.node_id: i for i in state.interrupts.values() if i.answered}
         resumed = state.status is RunStatus.paused and bool(self._answers)
         state.status = RunStatus.running
@@ -225,13 +207,15 @@ class Scheduler:
         elif resumed:
             self._emit(RunResumed, answered=[i.id for i in self._answers.values()])
         if self.plan.stream is not None:
-            self._open_stream(fresh)
+            self._open_stream()
         to_start = self._rebuild_counts()
         if fresh:
             # Rule 3: nodes with no incoming edges, other than the roots, can never run.
             for nid, node_plan in self.plan.nodes.items():
                 if not node_plan.in_edges and nid not in self.plan.roots:
                     self._skip(nid, to_start)
+        if self.answer_stream is not None:
+            self._start_stream(fresh)
         self._ready.update(dict.fromkeys(to_start))
         # Nested scopes rely on the root's deadline timer, which cancels the root's tasks.
         timer = None if nested else loop.call_at(self._loop_deadline, self._on_deadline)
@@ -253,22 +237,49 @@ class Scheduler:
                 timer.cancel()
         return await self._finish()
 
-    def _open_stream(self, fresh: bool) -> None:
-        """Start this scope's answer stream; a restored run replays its resolved nodes
-        silently (their text is already in ``state.answer``)."""
+    def _prepare(self, fresh: bool, nested: bool) -> None:
+        """Times, deadline and edges of a fresh run; a paused one's waiting time; a restored
+        one's edges (derived from its node runs) and the output bytes it holds."""
+        state = self.state
+        if fresh:
+            state.started_at = time.time()
+            state.edges = {eid: _PENDING for node_plan in self.plan.nodes.values() for eid in node_plan.in_edges}
+            if not nested:
+                state.deadline = state.started_at + self._limits.max_wall_time
+        elif state.status is RunStatus.paused:
+            # Time spent waiting for a person does not count against max_wall_time.
+            state.deadline = time.time() + (state.wall_time_left or 0.0)
+            if state.paused_at is not None:
+                state.waited_s += max(0.0, time.time() - state.paused_at)
+                state.paused_at = None
+        if not fresh and not nested and not state.edges:
+            derive_edges(self.plan, state)  # a run restored from storage: edges follow from node runs
+        if not fresh and not nested:
+            cap = self.deps.settings.max_run_output_bytes
+            self._output_bytes = sum(size_over(run.outputs or {}, cap)
+                                     for run in (*state.node_runs.values(), *state.history))
+
+    def _open_stream(self) -> None:
+        """Build this scope's answer stream (it goes live in :meth:`_start_stream`)."""
         stream_plan = self.plan.stream
         assert stream_plan is not None
         if self.scope is None:
-            stream = AnswerStream.top(stream_plan, self.state, self._emit, self._node_run_id)
-            resolved = None if fresh else [run for nid in self.plan.order
-                                         if (run := self.state.node_runs.get(nid)) is not None
-                                         and run.finished_at is not None]
-            stream.start(resolved)
+            self.answer_stream = AnswerStream.top(stream_plan, self.state, self._emit, self._node_run_id)
         else:
             parent = self._parent_stream
-            stream = parent.nested(stream_plan, self.state, self.scope.loop_id, self.scope.iteration,
-                                   self._node_run_id) if parent is not None else None
-        self.answer_stream = stream
+            self.answer_stream = parent.nested(stream_plan, self.state, self.scope.loop_id, self.scope.iteration,
+                                               self._node_run_id) if parent is not None else None
+
+    def _start_stream(self, fresh: bool) -> None:
+        """Start this scope's answer stream, after the skips of unreachable nodes (so an
+        answer no edge leads to never speaks); a restored run replays its resolved nodes
+        silently (their text is already in ``state.answer``)."""
+        assert self.answer_stream is not None
+        if fresh:
+            self.answer_stream.start()
+            return
+        self.answer_stream.start([run for nid in self.plan.order if (run := self.state.node_runs.get(nid)) is not None
+                                  and run.finished_at is not None], silent=True)
 
     # ---------------------------------------------------------------- spawning
 
@@ -367,229 +378,12 @@ class Scheduler:
         runs must never share one (node ``L#0:x`` vs node ``x`` in round 0 of ``L``).
         """
         if self.scope is None:
-            return f"{self.state.run_id}:{_id_part(nid)}"
-        return f"{self.root.state.run_id}:{_id_part(self.scope.loop_id)}#{self.scope.iteration}:{_id_part(nid)}"
+            return f"{self.state.run_id}:{id_part(nid)}"
+        return f"{self.root.state.run_id}:{id_part(self.scope.loop_id)}#{self.scope.iteration}:{id_part(nid)}"
 
     def _skip(self, nid: str, out: list[str]) -> None:
         self._mark_skipped(nid)
         self._resolve_edges(self.plan.nodes[nid], None, out)
-
-    # ---------------------------------------------------------------- executing
-
-    async def _execute(self, nid: str) -> list[str]:
-        """Run one node (all attempts, error strategy); returns nodes made ready."""
-        state, node_plan = self.state, self.plan.nodes[nid]
-        node = node_plan.node
-        self._ready.pop(nid, None)
-        started = time.time()
-        answered = self._answers.pop(nid, None)
-        if answered is not None:
-            # Resuming: the same node run continues with its answer, which is used once.
-            run = state.node_runs[nid]
-            run.status = NodeRunStatus.running
-            run.waited_s += max(0.0, started - answered.created_at)
-            state.interrupts.pop(answered.id, None)
-            base, record = run.attempts - 1 if run.attempts else 0, False
-        else:
-            run, base, record = self._open_node_run(nid, node.type, started)
-        self._emit(NodeStarted, node_id=nid, node_run_id=run.id, kind=node.type)
-        if record:  # rule 9: the store knows the node started before its effects begin
-            self._dirty[nid] = None
-            await self._checkpoint()
-        ctx = NodeContext(node, self.plan, state, self.deps, self.cancel, run, self._emit, answered, self)
-        result: NodeResult | None = None
-        error: BaseException | None = None
-        attempts = 1 + node.max_retries
-        for attempt in range(attempts):
-            if self._ending is not None:
-                raise _Stop
-            counters = self.root.state
-            counters.node_executions += 1
-            if counters.node_executions > self._limits.max_node_executions:
-                self._end(RunLimitExceeded(
-                    f"run reached max_node_executions={self._limits.max_node_executions} at node {nid!r}",
-                    node_id=nid, reason="max_node_executions"))
-                self._close(run, NodeRunStatus.cancelled, None)
-                raise _Stop
-            run.attempts = base + attempt + 1
-            run.retries = attempt
-            try:
-                result = await self._attempt(node_plan, ctx)
-                error = None
-                break
-            except asyncio.CancelledError:
-                # Cancelled by _end (failure elsewhere, limit, cancel token): record and unwind.
-                # A node cut by the run's wall time failed because of it; others were cancelled.
-                cut = isinstance(self._ending, RunLimitExceeded) and self._ending.reason == "max_wall_time"
-                self._close(run, NodeRunStatus.failed if cut else NodeRunStatus.cancelled, self._ending)
-                if self._ending is None:
-                    raise
-                raise _Stop from None
-            except RunLimitExceeded as exc:
-                self._end(exc)
-                self._close(run, NodeRunStatus.failed, exc)
-                raise _Stop from None
-            except InterruptRequested as request:
-                if self.scope is not None:
-                    error = RunError(f"node {nid!r} asks a question inside loop {self.scope.loop_id!r}: "
-                                     "interrupts are not supported inside loops", node_id=nid,
-                                     reason="interrupt_in_loop")
-                    break
-                self._interrupt(run, request)
-                await self._checkpoint()
-                return []
-            except Exception as exc:  # noqa: BLE001 - any node error goes through the strategy
-                error = exc
-                if isinstance(exc, RunCancelled):
-                    break
-            if attempt + 1 < attempts and node.retry_interval > 0:
-                try:
-                    await asyncio.sleep(node.retry_interval)
-                except asyncio.CancelledError:
-                    self._close(run, NodeRunStatus.cancelled, self._ending)
-                    raise _Stop from None
-        ready: list[str] = []
-        if node_plan.members and self.scope is None:  # a loop region moved its rounds' node runs here
-            # only those that ran: a round that failed early never reached the later members
-            runs = self.state.node_runs
-            self._dirty.update(dict.fromkeys(m for m in node_plan.members if m in runs))
-        if error is None and result is not None:
-            run.outputs = result.outputs
-            run.handles = list(result.handles)
-            self._close(run, NodeRunStatus.succeeded, None)
-            self._resolve_edges(node_plan, result.handles, ready)
-        else:
-            assert error is not None
-            handles = self._apply_strategy(node_plan, run, error)
-            if handles is None:
-                cancelled = isinstance(error, RunCancelled)
-                self._close(run, NodeRunStatus.cancelled if cancelled else NodeRunStatus.failed, error)
-                self._end(error if isinstance(error, RunError) else _wrap(error, nid))
-                raise _Stop
-            self._resolve_edges(node_plan, handles, ready)
-        if ready:
-            self._ready.update(dict.fromkeys(ready))
-        if node.type not in self._pure or node_plan.members:  # rule 7; a loop region holds other nodes
-            if self.scope is None and self._ending is None and self.deps.checkpoint is not None:
-                for target in ready:  # rule 9: their start rides on this checkpoint
-                    if self.plan.nodes[target].node.type not in self._pure:
-                        self._announce(target)
-            await self._checkpoint()
-        return ready
-
-    def _open_node_run(self, nid: str, kind: str, started: float) -> tuple[NodeRun, int, bool]:
-        """The node run a (not resumed) node starts with: ``(run, attempts before this
-        start, whether a checkpoint must record the start before the node runs)``.
-
-        Rule 9: an unfinished node run restored from the store (``running``: a process that
-        died had started it) counts its attempts on, and a node with effects has its start
-        stored - by the checkpoint that made it ready (:meth:`_announce`), or by one of its
-        own - so every later restore counts this attempt too."""
-        state = self.state
-        announced = self._announced.pop(nid, None)
-        if announced is not None and state.node_runs.get(nid) is announced:
-            announced.started_at = started
-            return announced, announced.attempts - 1, False
-        before = state.node_runs.get(nid)
-        base = before.attempts if before is not None and before.status in _UNFINISHED else 0
-        run = NodeRun(id=self._node_run_id(nid), node_id=nid, kind=kind, status=NodeRunStatus.running,
-                      started_at=started, attempts=base)
-        if self.scope is not None:
-            run.loop_id, run.iteration = self.scope.loop_id, self.scope.iteration
-        state.node_runs[nid] = run
-        record = self.scope is None and kind not in self._pure and self.deps.checkpoint is not None
-        if record:
-            run.attempts = base + 1
-        return run, base, record
-
-    def _announce(self, nid: str) -> None:
-        """Rule 9: record node ``nid`` (with effects, just made ready) as started in the
-        checkpoint about to be taken, so it needs no checkpoint of its own before it runs."""
-        before = self.state.node_runs.get(nid)
-        base = before.attempts if before is not None and before.status in _UNFINISHED else 0
-        run = NodeRun(id=self._node_run_id(nid), node_id=nid, kind=self.plan.nodes[nid].node.type,
-                      status=NodeRunStatus.running, started_at=time.time(), attempts=base + 1)
-        self.state.node_runs[nid] = run
-        self._dirty[nid] = None
-        self._announced[nid] = run
-
-    async def _attempt(self, node_plan: NodePlan, ctx: NodeContext) -> NodeResult:
-        node = node_plan.node
-        self.cancel.raise_if_cancelled(node.id)
-        if node.timeout is None:
-            # The run's wall time is enforced by the deadline timer (_on_deadline), which
-            # cancels running nodes; no per-node timer needed on this hot path.
-            result = await node_plan.executor.run(ctx)
-            if result.outputs:
-                self._check_size(result.outputs, node.id)
-            return result
-        loop_deadline = self._loop_deadline
-        node_deadline = asyncio.get_running_loop().time() + node.timeout
-        try:
-            async with asyncio.timeout_at(min(node_deadline, loop_deadline)):
-                result = await node_plan.executor.run(ctx)
-            if result.outputs:
-                self._check_size(result.outputs, node.id)
-            return result
-        except TimeoutError:
-            if node_deadline < loop_deadline:
-                raise NodeTimeout(f"node {node.id!r} timed out after {node.timeout}s", node_id=node.id) from None
-            raise RunLimitExceeded(
-                f"run reached max_wall_time={self._limits.max_wall_time}s while node {node.id!r} was running",
-                node_id=node.id, reason="max_wall_time") from None
-
-    def _check_size(self, outputs: dict[str, Any], nid: str) -> None:
-        """Fail the attempt when the outputs pass ``max_node_output_bytes`` (what one node run
-        may hold in the run state and the run record).
-
-        Raises:
-            NodeFailed: reason ``output_too_large``, naming the cap.
-        """
-        settings = self.deps.settings
-        cap = settings.max_node_output_bytes
-        size = _size_over(outputs, cap)
-        if size > cap:
-            raise NodeFailed(f"node {nid!r} produced outputs of more than {cap} bytes; the cap "
-                             f"max_node_output_bytes is {cap}", node_id=nid, reason="output_too_large")
-        # The whole run record is bounded too: many nodes under the per-node cap (a loop of
-        # ten thousand rounds) must not grow one run without limit.
-        root = self.root
-        root._output_bytes += size
-        if root._output_bytes > settings.max_run_output_bytes:
-            raise NodeFailed(f"node {nid!r} would bring the run's outputs past {settings.max_run_output_bytes} "
-                             "bytes; the cap max_run_output_bytes bounds one run record", node_id=nid,
-                             reason="run_too_large")
-
-    def _interrupt(self, run: NodeRun, request: InterruptRequested) -> None:
-        """Record a pending interrupt; the node waits and its outgoing edges stay pending."""
-        state = self.state
-        run.status = NodeRunStatus.waiting
-        if self.scope is None:
-            self._dirty[run.node_id] = None
-        interrupt = Interrupt(id=f"{run.id}:{run.attempts}:{state.seq + 1}", node_id=run.node_id,
-                              node_run_id=run.id, kind=request.kind, payload=request.payload, created_at=time.time())
-        state.interrupts[interrupt.id] = interrupt
-        self._emit(InterruptEvent, interrupt_id=interrupt.id, node_id=run.node_id, node_run_id=run.id,
-                   kind=interrupt.kind, payload=interrupt.payload)
-
-    def _apply_strategy(self, node_plan: NodePlan, run: NodeRun, error: BaseException) -> list[str] | None:
-        """Rule 5: returns the handles taken, or None when the run must fail."""
-        node = node_plan.node
-        run.error = _error_record(error, node.id)
-        if isinstance(error, RunCancelled):
-            return None
-        if node.error_strategy is ErrorStrategy.error_branch:
-            run.outputs = {"error": {"type": run.error.type, "message": run.error.message}}
-            run.handles = ["error"]
-            self._close(run, NodeRunStatus.failed, error, keep_error=True)
-            return ["error"]
-        if node.error_strategy is ErrorStrategy.default_output:
-            handle = node.default_handle or (node.handles() or ["out"])[0]
-            run.outputs = dict(node.default_output or {})
-            run.handles = [handle]
-            self._close(run, NodeRunStatus.succeeded, error, keep_error=True)
-            return [handle]
-        return None
 
     def _close(self, run: NodeRun, status: NodeRunStatus, error: BaseException | None, keep_error: bool = False) -> None:
         if run.finished_at is not None:
@@ -600,7 +394,7 @@ class Scheduler:
         if self.scope is None:
             self._dirty[run.node_id] = None
         if error is not None and not keep_error:
-            run.error = _error_record(error, run.node_id)
+            run.error = error_record(error, run.node_id)
         if self._emit_fn is None:
             self.state.seq += 1
         else:
@@ -654,10 +448,22 @@ class Scheduler:
 
         Returns the nested scheduler: its ``state`` holds the node runs, its ``ending``
         the error that stopped it (None when it succeeded).
+
+        What the nested run's node runs spent (model usage) is added to the usage of the
+        node run of ``loop_id`` here, however the nested run ended, so the run's totals
+        and quotas count every model call at any depth once - except for a loop region,
+        whose rounds' node runs move into this state themselves (engine/loops.py).
         """
         nested = Scheduler(plan, state, self.deps, self.cancel, Scope(self.root, loop_id, iteration))
         nested._parent_stream = self.answer_stream
-        await nested.run()
+        try:
+            await nested.run()
+        finally:
+            owner_plan = self.plan.nodes.get(loop_id)
+            owner = self.state.node_runs.get(loop_id)
+            spent = state.spent()
+            if spent is not None and owner is not None and owner_plan is not None and not owner_plan.members:
+                owner.usage = Usage.total([owner.usage, spent])
         return nested
 
     def _on_deadline(self) -> None:
@@ -702,16 +508,16 @@ class Scheduler:
         if self.scope is not None:  # a nested run reports to its loop node, not as run events
             state.status = (RunStatus.succeeded if ending is None else
                             RunStatus.cancelled if isinstance(ending, RunCancelled) else RunStatus.failed)
-            state.error = _error_record(ending, ending.node_id) if ending is not None else None
+            state.error = error_record(ending, ending.node_id) if ending is not None else None
             self.ending = ending
             return state
         if isinstance(ending, RunCancelled):
             state.status = RunStatus.cancelled
-            state.error = _error_record(ending, ending.node_id)
+            state.error = error_record(ending, ending.node_id)
             self._emit(RunCancelledEvent, reason=str(ending), elapsed_ms=elapsed)
         elif ending is not None:
             state.status = RunStatus.failed
-            state.error = _error_record(ending, ending.node_id)
+            state.error = error_record(ending, ending.node_id)
             self._emit(RunFailed, reason=ending.reason, error=state.error.model_dump(), elapsed_ms=elapsed)
         else:
             state.status = RunStatus.succeeded
@@ -729,80 +535,3 @@ class Scheduler:
         for run in state.node_runs.values():
             if run.kind in collects and run.status is NodeRunStatus.succeeded and run.outputs is not None:
                 state.outputs.update(run.outputs)
-
-
-def _size_over(value: Any, cap: int) -> int:
-    """Approximate serialised size of ``value`` (string bytes, 8 per other scalar), walking
-    no further than ``cap``: the returned size is exact up to ``cap`` and > ``cap`` beyond."""
-    size = 0
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            size += len(item) if item.isascii() else len(item.encode("utf-8", "surrogatepass"))
-        elif isinstance(item, dict):
-            stack.extend(item.values())
-            size += 8 + sum(len(k) if isinstance(k, str) else 8 for k in item)
-        elif isinstance(item, (list, tuple)):
-            stack.extend(item)
-            size += 8
-        elif isinstance(item, (bytes, bytearray)):
-            size += len(item)
-        else:
-            size += 8
-        if size > cap:
-            return size
-    return size
-
-
-_ESCAPES = str.maketrans({"%": "%25", ":": "%3A", "#": "%23"})
-
-
-def _id_part(node_id: str) -> str:
-    """``node_id`` as a part of a node run id (escaped only when it holds ``%``, ``:`` or ``#``)."""
-    if "%" in node_id or ":" in node_id or "#" in node_id:
-        return node_id.translate(_ESCAPES)
-    return node_id
-
-
-def _wrap(error: BaseException, node_id: str) -> RunError:
-    wrapped = RunError(f"{type(error).__name__}: {error}", node_id=node_id)
-    wrapped.__cause__ = error
-    return wrapped
-
-
-def _error_record(error: BaseException, node_id: str | None) -> NodeError:
-    if isinstance(error, RunError):
-        return NodeError(type=type(error).__name__, message=str(error), node_id=error.node_id or node_id,
-                         reason=error.reason, details=error.details)
-    return NodeError(type=type(error).__name__, message=str(error) or type(error).__name__, node_id=node_id,
-                     reason="node_error")
-
-
-_RESOLVED = (NodeRunStatus.succeeded, NodeRunStatus.skipped)
-
-
-def derive_edges(plan: CompiledPlan, state: RunState) -> None:
-    """Rebuild ``state.edges`` of the top-level scope from its node runs.
-
-    An edge is resolved exactly when its source node resolved: taken when the source
-    succeeded (or failed into its error branch) with the edge's handle among the
-    handles it took, skipped when it resolved otherwise (a skipped source skips all);
-    pending while the source has not resolved (absent, running, waiting, or failed or
-    cancelled without taking a handle). This is what the scheduler wrote while the run
-    was live, so checkpoints need not store edges.
-    """
-    edges: dict[str, EdgeStatus] = {}
-    runs = state.node_runs
-    for nid, node_plan in plan.nodes.items():
-        run = runs.get(nid)
-        resolved = run is not None and (run.status in _RESOLVED or (run.status is NodeRunStatus.failed and run.handles))
-        for eid, handle, _target in node_plan.out_edges:
-            if not resolved:
-                edges[eid] = _PENDING
-            else:
-                assert run is not None
-                edges[eid] = _TAKEN if run.status is not NodeRunStatus.skipped and handle in run.handles else _SKIPPED
-        for eid in node_plan.in_edges:
-            edges.setdefault(eid, _PENDING)
-    state.edges = edges

@@ -257,9 +257,7 @@ class RunService(Executing, ChatTurns):
         await self.stores.events.append(tenant_id, state.run_id, durable(first))
 
         async def events() -> AsyncIterator[Any]:
-            for event in first:
-                yield event
-            async for event in self.execute(tenant_id, state.run_id, expect=RunStatus.running):
+            async for event in self.execute(tenant_id, state.run_id, expect=RunStatus.running, prelude=first):
                 yield event
 
         return state, events()

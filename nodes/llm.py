@@ -663,26 +663,12 @@ def estimate_usage(spec: ModelSpec, messages: Sequence[Mapping[str, Any]], text:
 
 
 def sum_usage(usages: Iterable[Usage | None]) -> Usage:
-    """Sum calls: tokens, costs (each already priced on its own), latency and call counts.
+    """Sum calls: tokens, costs (each already priced on its own), latency and call counts
+    (:meth:`schemas.run.Usage.total`).
 
     ``token_source`` is ``"estimated"`` when any call was; ``model`` joins the distinct names.
     """
-    total = Usage(tokens_in=0, tokens_out=0, cost=0.0, latency_ms=0.0, calls=0)
-    models: list[str] = []
-    for u in usages:
-        if u is None:
-            continue
-        total.tokens_in += u.tokens_in
-        total.tokens_out += u.tokens_out
-        total.cost += u.cost
-        total.latency_ms += u.latency_ms
-        total.calls += u.calls
-        if u.token_source != "provider":
-            total.token_source = u.token_source
-        if u.model and u.model not in models:
-            models.append(u.model)
-    total.model = ", ".join(models) or None
-    return total
+    return Usage.total(usages)
 
 
 # ============================================================================ token budget

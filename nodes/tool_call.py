@@ -75,7 +75,7 @@ from .agent_calls import restore_calls, run_approved
 from .agent_loop import AgentHooks, LoopSettings, LoopState, ToolCallContext, ToolOutcome, ToolSpec, run_agent_loop
 from .agent_policy import RiskGate, RiskPolicy, rejection_message
 from engine.catalog import NodeExecutor
-from .chat import SYSTEM_SEPARATOR, model_spec, recent_turns, render_text, resolve_history, sampling
+from .chat import SYSTEM_SEPARATOR, add_usage, model_spec, recent_turns, render_text, resolve_history, sampling
 from .http_request import HttpRequestNode
 from .llm import fit_messages
 
@@ -93,7 +93,9 @@ def _json(value: Any) -> str:
 
 
 def _cost_of(state: RunState) -> float:
-    return sum(run.usage.cost for run in state.node_runs.values() if run.usage is not None)
+    """What the model calls of a tool's run cost (nested bodies and loop rounds included)."""
+    spent = state.spent()
+    return spent.cost if spent is not None else 0.0
 
 
 # ----------------------------------------------------------------- graph tools
@@ -297,6 +299,9 @@ def workflow_tool_spec(ctx: NodeContext, tool: WorkflowTool, default_timeout: fl
                                     chat_id=ctx.state.sys.get("chat_id"), user_id=ctx.state.sys.get("user_id"))
         except WorkflowRecursion as exc:
             return ToolOutcome(str(exc), is_error=True)
+        spent = child.spent()
+        if spent is not None:  # the child run is not stored: its model calls count in this node run
+            add_usage(ctx, spent)
         cost = _cost_of(child)
         record = {"workflow": tool.workflow, "run_id": child.run_id, "status": child.status.value}
         ctx.node_run.data.setdefault("workflow_runs", {})[call.id] = record

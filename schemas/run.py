@@ -9,7 +9,7 @@ deadline. The engine keeps no run state anywhere else.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any
+from typing import Any, Iterable
 
 from pydantic import BaseModel, Field, PrivateAttr
 
@@ -27,7 +27,9 @@ class EdgeStatus(StrEnum):
 
 
 class Usage(BaseModel):
-    """Model usage and cost of a node run (filled by LLM nodes)."""
+    """Model usage and cost of a node run: of its own model calls (LLM nodes) and, for a
+    node that runs a body or another workflow (iteration, loop, agent, tool call), of
+    every call made there too - so a run's totals count each call once, at any depth."""
 
     model: str | None = None
     tokens_in: int = 0
@@ -36,6 +38,30 @@ class Usage(BaseModel):
     cost: float = 0.0
     latency_ms: float = 0.0
     calls: int = 0
+
+    @classmethod
+    def total(cls, usages: Iterable["Usage | None"]) -> "Usage":
+        """The sum of calls: tokens, costs (each already priced on its own: tiered prices
+        make "sum the tokens, price once" wrong), latency and call counts.
+        ``token_source`` is ``"estimated"`` when any part was; ``model`` joins the
+        distinct names (None when none has one)."""
+        total = cls(tokens_in=0, tokens_out=0, cost=0.0, latency_ms=0.0, calls=0)
+        models: list[str] = []
+        for u in usages:
+            if u is None:
+                continue
+            total.tokens_in += u.tokens_in
+            total.tokens_out += u.tokens_out
+            total.cost += u.cost
+            total.latency_ms += u.latency_ms
+            total.calls += u.calls
+            if u.token_source != "provider":
+                total.token_source = u.token_source
+            for name in (u.model or "").split(", "):
+                if name and name not in models:
+                    models.append(name)
+        total.model = ", ".join(models) or None
+        return total
 
 
 class NodeError(BaseModel):
@@ -163,7 +189,8 @@ class RunState(BaseModel):
         return child
 
     def usage_totals(self) -> tuple[int, int, float]:
-        """(tokens in, tokens out, cost) summed over every node run, earlier loop rounds included."""
+        """(tokens in, tokens out, cost) summed over every node run, earlier loop rounds
+        included (a node running a body holds its body's usage: :class:`Usage`)."""
         tokens_in = tokens_out = 0
         cost = 0.0
         for run in (*self.node_runs.values(), *self.history):
@@ -172,6 +199,12 @@ class RunState(BaseModel):
                 tokens_out += run.usage.tokens_out
                 cost += run.usage.cost
         return tokens_in, tokens_out, cost
+
+    def spent(self) -> Usage | None:
+        """What every node run here spent (earlier loop rounds included), summed; None
+        when none used a model."""
+        used = [run.usage for run in (*self.node_runs.values(), *self.history) if run.usage is not None]
+        return Usage.total(used) if used else None
 
     def find_node_run(self, node_id: str) -> NodeRun | None:
         """The node run of ``node_id`` here or, failing that, in the enclosing states."""

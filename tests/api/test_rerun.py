@@ -292,3 +292,70 @@ async def test_rerun_with_a_key_scoped_to_an_app_is_forbidden(api, counter):
                                      headers=api.auth(app_key))
     assert response.status_code == 403 and "whole tenant" in response.json()["error"]["message"]
     assert counter.hits == {"/one": 1, "/two": 1}
+
+
+def weather_router(url: str) -> dict[str, Any]:
+    """start -> route: no city greets, else GET ``url`` -> the weather answer (the run the
+    builder re-ran from its failed HTTP node)."""
+    return {"id": "weather_router", "name": "Weather router",
+            "inputs": [{"name": "city", "type": "string", "default": ""}],
+            "nodes": [{"id": "start", "type": "start"},
+                      {"id": "route", "type": "if_else", "config": {"cases": [{"id": "greet", "conditions": [
+                          {"left": {"ref": "inputs.city"}, "operator": "equals", "right": ""}]}]}},
+                      {"id": "hello", "type": "answer", "config": {"text": "Hello! How can I help you today?"}},
+                      {"id": "fetch", "type": "http_request", "config": {"url": url, "timeout": 10}},
+                      {"id": "say", "type": "answer", "config": {"text": "Weather in the city: {{ fetch.body }}"}}],
+            "edges": [{"id": "e1", "source": "start", "target": "route"},
+                      {"id": "e2", "source": "route", "sourceHandle": "greet", "target": "hello"},
+                      {"id": "e3", "source": "route", "sourceHandle": "else", "target": "fetch"},
+                      {"id": "e4", "source": "fetch", "target": "say"}]}
+
+
+#: a local port nothing listens on: the HTTP node fails (connection refused)
+CLOSED = "http://127.0.0.1:9/weather"
+
+
+async def test_rerun_from_a_failed_node_after_a_router_never_says_the_skipped_branch(api, counter):
+    created = await api.client.post("/v1/workflows", json=weather_router(CLOSED), headers=api.auth())
+    assert created.status_code == 201, created.text
+    failed = (await api.client.post("/v1/workflows/weather_router/runs?draft=true", json={"inputs": {"city": "Oslo"}},
+                                    headers=api.auth())).json()
+    assert failed["status"] == "failed" and failed["error"]["node_id"] == "fetch", failed
+    current = (await api.client.get("/v1/workflows/weather_router", headers=api.auth())).json()
+    saved = await api.client.put("/v1/workflows/weather_router", headers=api.auth(),
+                                 json={"workflow": weather_router(counter.url + "/weather"),
+                                       "draft_version": current["draft_version"]})
+    assert saved.status_code == 200, saved.text
+
+    response = await api.client.post(f"/v1/runs/{failed['run_id']}/rerun",
+                                     json={"node_id": "fetch", "response_mode": "streaming"}, headers=api.auth())
+
+    assert response.status_code == 200, response.text
+    messages = [m for m in parse_sse(response.text) if "comment" not in m]
+    deltas = [m["data"] for m in messages if m["event"] == "node_delta" and m["data"]["channel"] == "answer"]
+    assert deltas and all(d["node_id"] != "hello" for d in deltas), deltas
+    run = (await api.client.get(f"/v1/runs/{messages[0]['data']['run_id']}", headers=api.auth())).json()
+    assert run["status"] == "succeeded", run
+    assert run["answer"].startswith("Weather in the city: ") and "Hello" not in run["answer"]
+    assert run["answer"] == "".join(d["text"] for d in deltas)
+    assert '"/weather"' in run["answer"] and counter.hits == {"/weather": 1}
+
+
+def test_cli_rerun_from_a_failed_node_after_a_router_never_says_the_skipped_branch(tmp_path, counter):
+    env = {**os.environ, "FLOWLOOM_HOME": str(tmp_path / "home"), "FLOWLOOM_HTTP_ALLOW": "127.0.0.1"}
+    broken, fixed = tmp_path / "broken.json", tmp_path / "fixed.json"
+    broken.write_text(json.dumps(weather_router(CLOSED)))
+    fixed.write_text(json.dumps(weather_router(counter.url + "/weather")))
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "api.cli", *args], capture_output=True, text=True, env=env,
+                              cwd=tmp_path, timeout=60)
+
+    first = cli("run", str(broken), "--input", "city=Oslo", "--json")
+    assert first.returncode == 1, first.stderr
+    run_id = json.loads(first.stdout.splitlines()[0])["run_id"]
+    rerun = cli("rerun", run_id, "--from", "fetch", "--workflow", str(fixed), "--json")
+    assert rerun.returncode == 0, rerun.stderr
+    result = json.loads(rerun.stdout.splitlines()[-1])
+    assert result["answer"].startswith("Weather in the city: ") and "Hello" not in result["answer"], result["answer"]
+    assert counter.hits == {"/weather": 1}

@@ -1,0 +1,84 @@
+"""What a workflow that ends in End nodes streams, through the run service over the real
+SQL stores (SQLite file and PostgreSQL): as in Dify, only an LLM an End output binds
+directly streams its text; an LLM inside an iteration, or one whose text reaches the End
+through another node, arrives with the outputs at the end - never run together in the
+answer stream. A workflow with answer nodes and no End keeps FastGPT's rule (an LLM
+nothing reads answers directly)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from engine.service import RunService, Stores
+from engine.settings import Settings
+from tests.support.catalog import TEST_CATALOG
+from tests.support.openai_server import openai_server, scripted_registry, text_reply  # noqa: F401  (fixtures)
+from tests.support.workflows import build, edge, node
+from workers.sql import SqlStore
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def database_url(request, tmp_path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite+aiosqlite:///{tmp_path / 'runs.db'}"
+    return request.getfixturevalue("make_postgres_database")()
+
+
+@pytest.fixture
+async def service(database_url, tmp_path, openai_server, scripted_registry) -> Any:
+    openai_server.responder = lambda body: text_reply(f"<{body['messages'][-1]['content']}>", chunk_size=2)
+    store = await SqlStore.open(database_url)
+    yield RunService(catalog=TEST_CATALOG, stores=Stores(store, store, store, store),
+                     settings=Settings(home=tmp_path), models=scripted_registry)
+    await store.close()
+
+
+def chat(node_id: str, prompt: str, **fields: Any) -> dict[str, Any]:
+    return node(node_id, "chat", {"model": "plain-model", "user_prompt": prompt}, **fields)
+
+
+def deltas(events: list[Any]) -> list[tuple[str, str]]:
+    return [(e.node_id, e.text) for e in events if e.type == "node_delta" and e.channel == "answer"]
+
+
+def ends_in_end() -> dict[str, Any]:
+    """An iteration of LLM calls, an LLM read through a template, an LLM an End output binds."""
+    return build([node("each", "iteration", {"items": {"ref": "inputs.items"}, "collect": {"ref": "line.answer"}}),
+                  chat("line", "{{ each.item }}", parent="each"),
+                  chat("aside", "aside"),
+                  node("shape", "template", {"template": "[{{ aside.answer }}]"}),
+                  chat("title", "title"),
+                  node("end", "end", {"outputs": [{"name": "lines", "value": {"ref": "each.results"}},
+                                                  {"name": "aside", "value": {"ref": "shape.output"}},
+                                                  {"name": "title", "value": {"ref": "title.answer"}}]})],
+                 [edge("start", "each"), edge("each", "aside"), edge("aside", "shape"), edge("shape", "title"),
+                  edge("title", "end")],
+                 inputs=[{"name": "items", "type": "array"}])
+
+
+async def test_only_an_llm_an_end_output_binds_streams_the_rest_arrive_with_the_end(service):
+    events = [e async for e in service.start(ends_in_end(), {"items": ["a", "b", "c"]})]
+
+    finished = events[-1]
+    assert finished.type == "run_finished", finished
+    assert finished.outputs == {"lines": ["<a>", "<b>", "<c>"], "aside": "[<aside>]", "title": "<title>"}
+    assert {node_id for node_id, _t in deltas(events)} == {"title"}, deltas(events)
+    assert "".join(text for _n, text in deltas(events)) == "<title>" == finished.answer
+    state = await service.state("default", events[0].run_id)
+    assert state.outputs == finished.outputs and state.answer == "<title>"
+
+
+async def test_answer_nodes_stream_the_answer_and_an_unread_llm_answers_directly_without_an_end(service):
+    doc = build([node("each", "iteration", {"items": {"ref": "inputs.items"}, "collect": {"ref": "line.answer"}}),
+                 chat("line", "{{ each.item }}", parent="each"),
+                 node("say", "answer", {"text": " done: {{ each.count }}"})],
+                [edge("start", "each"), edge("each", "say")], inputs=[{"name": "items", "type": "array"}])
+    events = [e async for e in service.start(doc, {"items": ["a", "b"]})]
+    assert events[-1].type == "run_finished" and events[-1].answer == "<a><b> done: 2"
+    with_end = build([*doc["nodes"][1:], node("end", "end", {"outputs": [{"name": "n", "value": {"ref": "each.count"}}]})],
+                     [*doc["edges"], edge("say", "end")], inputs=doc["inputs"])
+    events = [e async for e in service.start(with_end, {"items": ["a", "b"]})]
+    assert events[-1].type == "run_finished" and events[-1].answer == " done: 2", "the answer node speaks, alone"
+    assert {node_id for node_id, _t in deltas(events)} == {"say"}
