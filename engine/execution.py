@@ -108,6 +108,8 @@ class _Live:
     held: list[Any] = field(default_factory=list)
     #: the store failure the execution stopped waiting out (its next checkpoints get one try)
     store_down: StoreError | None = None
+    #: the run status its chat turn was closed with (None: not closed yet)
+    turn_closed: RunStatus | None = None
     error: BaseException | None = None
     over: bool = False
     over_at: float = 0.0
@@ -178,7 +180,7 @@ class Executing:
         idle = _IdleWatch(self.settings.run_idle_timeout_s, state, token, plan.catalog)
         deps = RunDeps(settings=self.settings, models=self.models, memory=self.memory, workflows=self.workflows,
                        knowledge=self.knowledge, on_event=lambda event: self._publish(live, durable, text, idle.seen(event)),
-                       checkpoint=self._checkpointer(owner, live, durable, idle, released))
+                       checkpoint=self._checkpointer(owner, live, durable, text, idle, released))
         helpers = [asyncio.create_task(self._heartbeat(run_id, owner, token)),
                    asyncio.create_task(self._watch_commands(run_id, token)),
                    asyncio.create_task(idle.watch())]
@@ -224,7 +226,8 @@ class Executing:
             # An interrupted run keeps its owner: the settling writes its end and lets it go.
             interrupted = isinstance(live.error, RunInterrupted)
             with _unless(interrupted):
-                await self._close_turn(state, text)
+                if live.turn_closed is not state.status:  # not closed yet, or its end changed since
+                    await self._close_turn(state, text, reclose=live.turn_closed is not None)
             if not released and not interrupted:
                 await self.stores.runs.release(state.run_id, owner.id)
         finally:
@@ -343,12 +346,14 @@ class Executing:
         for event in held:
             self._tell(live, event)
 
-    def _checkpointer(self, owner: OwnerInfo, live: _Live, durable: list[Any], idle: "_IdleWatch",
-                      released: list[bool]) -> Any:
+    def _checkpointer(self, owner: OwnerInfo, live: _Live, durable: list[Any], text: list[str],
+                      idle: "_IdleWatch", released: list[bool]) -> Any:
         """The run's checkpoint hook. The checkpoint of a run that ended is its last (nothing
         can continue an ended run), so it also gives the lease up, in the same transaction;
         a paused run keeps its lease until its turn is closed (a resume waits for that).
-        A store that is unavailable is waited out (:meth:`_stored`)."""
+        The chat turn of a run that ended is closed before that checkpoint: whoever reads
+        the run ended then finds its answer in the chat too. A store that is unavailable
+        is waited out (:meth:`_stored`)."""
         runs = self.stores.runs
 
         async def checkpoint(state: RunState, delta: CheckpointDelta) -> None:
@@ -356,6 +361,9 @@ class Executing:
             batch = durable[:]  # the events buffered since the last checkpoint commit with it
             del durable[:]
             ended = state.status in _ENDED
+            if ended and live.turn_closed is None:
+                await self._close_turn(state, "".join(text))
+                live.turn_closed = state.status
             try:
                 await self._stored(live, idle, lambda: runs.checkpoint(state, delta, owner_id=owner.id, events=batch,
                                                                        release=ended))

@@ -42,15 +42,17 @@ class ChatTurns:
             id=uuid.uuid4().hex, tenant_id=state.tenant_id, chat_id=chat_id, role="assistant", run_id=state.run_id,
             status=MessageStatus.streaming, created_at=now + 1e-6, updated_at=now))
 
-    async def _close_turn(self, state: RunState, streamed: str) -> None:
+    async def _close_turn(self, state: RunState, streamed: str, *, reclose: bool = False) -> None:
         """Finish the turn's one assistant message: the answer (or what was streamed before a
-        stop or failure), the reasoning, the tool calls, and a pending question."""
+        stop or failure), the reasoning, the tool calls, and a pending question. ``reclose``:
+        the message was closed already, with an end the run's store did not keep (the last
+        checkpoint failed): close the newest one of the run again with the end it has now."""
         chat_id = state.sys.get("chat_id")
         if not chat_id or state.sys.get("chat_id") == state.run_id:
             return
         messages = await self.stores.chats.messages(state.tenant_id, str(chat_id), limit=50)
         open_ = [m for m in messages if m.role == "assistant" and m.run_id == state.run_id
-                 and m.status is MessageStatus.streaming]
+                 and (reclose or m.status is MessageStatus.streaming)]
         if not open_:
             return
         message = open_[-1]
