@@ -11,7 +11,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, Field, PrivateAttr
+from pydantic import BaseModel, Field, PrivateAttr, computed_field
 
 from .types import NodeRunStatus, RunStatus
 
@@ -27,7 +27,13 @@ class EdgeStatus(StrEnum):
 
 
 class Usage(BaseModel):
-    """Model usage and cost of a node run (filled by LLM nodes)."""
+    """Model usage and cost of a node run (filled by LLM nodes).
+
+    ``token_source`` is ``provider`` when the server counted every call, else
+    ``estimated`` (a local count of the text, completion tokens clamped to the request's
+    ``max_tokens``); ``estimated`` says the same as a boolean, so a reader of the run
+    record, the CLI or an API answer never takes an estimate for a count.
+    """
 
     model: str | None = None
     tokens_in: int = 0
@@ -36,6 +42,12 @@ class Usage(BaseModel):
     cost: float = 0.0
     latency_ms: float = 0.0
     calls: int = 0
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def estimated(self) -> bool:
+        """True when some token count here was estimated, not reported by the server."""
+        return self.token_source != "provider"
 
 
 class NodeError(BaseModel):

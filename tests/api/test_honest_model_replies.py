@@ -88,3 +88,33 @@ async def test_an_echoed_format_hint_is_refused_and_corrected_blocking_and_strea
     text = "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
     assert text == "Oslo is cold."
     assert "repeats the format example" in openai_server.bodies[4]["messages"][-1]["content"]
+
+
+async def test_a_reply_cut_at_its_cap_says_length_with_usage_clamped_and_marked_estimated(api, models_file,
+                                                                                         openai_server):
+    await _publish(api, CHAT_FLOW)
+    client = await _sdk(api)
+    long_text = "word " * 150  # about 190 estimated tokens, far over the node's cap of 40
+    openai_server.script(text_reply(long_text, usage=None, finish_reason="length"),
+                         text_reply("short and unreported", usage=None),
+                         text_reply("[removed]", usage=(9, 2), finish_reason="content_filter"))
+    done = await client.chat.completions.create(model="chatbot", messages=[{"role": "user", "content": "Talk"}])
+    assert openai_server.bodies[0]["max_tokens"] == 40
+    assert done.choices[0].finish_reason == "length"
+    assert done.usage.completion_tokens == 40, "the server stopped at the cap: the cap is the count"
+    assert done.usage.model_extra["estimated"] is True
+    run = (await api.client.get(f"/v1/runs/{done.model_extra['flowloom']['run_id']}", headers=api.auth())).json()
+    usage = next(r["usage"] for r in run["node_runs"] if r["node_id"] == "reply")
+    assert (usage["tokens_out"], usage["estimated"]) == (40, True)
+
+    stream = await client.chat.completions.create(model="chatbot", stream=True,
+                                                  messages=[{"role": "user", "content": "Short"}])
+    chunks = [c async for c in stream]
+    assert chunks[-1].choices[0].finish_reason == "stop"
+    assert 0 < chunks[-1].usage.completion_tokens <= 40 and chunks[-1].usage.model_extra["estimated"] is True
+
+    stream = await client.chat.completions.create(model="chatbot", stream=True,
+                                                  messages=[{"role": "user", "content": "Filtered"}])
+    chunks = [c async for c in stream]
+    assert chunks[-1].choices[0].finish_reason == "content_filter"
+    assert chunks[-1].usage.model_extra["estimated"] is False and chunks[-1].usage.completion_tokens == 2
