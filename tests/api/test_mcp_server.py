@@ -190,3 +190,25 @@ async def test_a_tool_node_refused_by_the_server_fails_naming_the_status_and_the
             f"MCP server 'flowloom' ({url}) refused the request: 401 unauthorized: {said}"), state.error.message
         assert "fl_wrong_wrong" not in state.error.message
     assert openai_server.bodies == [], "the node fails before asking the model"
+
+
+async def test_a_chat_flow_takes_the_message_as_a_required_parameter_and_answers_it(api):
+    from pathlib import Path
+
+    echo = json.loads((Path(__file__).resolve().parents[2] / "examples" / "echo_chat.json").read_text("utf-8"))
+    chatty = {**GREETER, "id": "chatty", "nodes": [
+        {"id": "start", "type": "start"},
+        {"id": "hello", "type": "template", "config": {"template": "Hello {{ inputs.name }}, you said {{ sys.query }}"}},
+        {"id": "say", "type": "answer", "config": {"text": "{{ hello.output }}"}}]}
+    for doc in (echo, chatty, GREETER):
+        await _publish(api, doc)
+    async with _mcp(api) as client:
+        tools = {t.name: t.input_schema for t in (await client.list_tools()).tools}
+        assert tools["echo_chat"]["properties"]["message"]["type"] == "string"
+        assert tools["echo_chat"]["required"] == ["message"]
+        assert tools["chatty"]["required"] == ["name", "message"]
+        assert "message" not in tools["greeter"]["properties"], "a workflow that reads no message takes none"
+        result = await client.call_tool("echo_chat", {"message": "hi there"})
+        named = await client.call_tool("chatty", {"name": "Ada", "message": "hello"})
+    assert not result.is_error and result.content[0].text == "You said: hi there"
+    assert not named.is_error and named.content[0].text == "Hello Ada, you said hello"
