@@ -210,12 +210,16 @@ def _error(message: str, **structured: Any) -> mt.CallToolResult:
 
 def _progress_text(event: Any) -> str | None:
     """What a progress notification says about ``event`` (None: not worth one): ``node
-    'fetch' started``, ``run <id> started``..."""
+    'fetch' started``, ``node 'fetch' succeeded`` / ``skipped`` / ``failed`` (a finished
+    node's status: a skipped branch is no finished work), ``run <id> started``..."""
     kind = getattr(event, "type", "")
     node = getattr(event, "node_id", None)
     if isinstance(event, NodeDelta) or not kind:
         return None
     if node:
+        status = getattr(event, "status", None)
+        if kind == "node_finished" and status is not None:  # skipped, failed... say so, not "finished"
+            return f"node {node!r} {getattr(status, 'value', status)}"
         return f"node {node!r} {kind.removeprefix('node_')}"
     if kind.startswith("run_") and getattr(event, "run_id", None):
         return f"run {event.run_id} {kind.removeprefix('run_').replace('_', ' ')}"

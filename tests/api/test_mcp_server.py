@@ -70,7 +70,7 @@ async def test_a_client_lists_and_calls_a_published_workflow_with_progress(api):
     assert (await api.service.get("default", run_id)).status is RunStatus.succeeded
     messages = [m for _v, m in progress]
     assert messages[0] == f"run {run_id} started"
-    assert "node 'hello' finished" in messages and "node 'say' finished" in messages
+    assert "node 'hello' succeeded" in messages and "node 'say' succeeded" in messages
     assert [v for v, _m in progress] == sorted(v for v, _m in progress)
 
 
@@ -212,3 +212,20 @@ async def test_a_chat_flow_takes_the_message_as_a_required_parameter_and_answers
         named = await client.call_tool("chatty", {"name": "Ada", "message": "hello"})
     assert not result.is_error and result.content[0].text == "You said: hi there"
     assert not named.is_error and named.content[0].text == "Hello Ada, you said hello"
+
+
+async def test_progress_says_a_skipped_branch_was_skipped_not_finished(api):
+    from pathlib import Path
+
+    router = json.loads((Path(__file__).resolve().parents[2] / "examples" / "grade_router.json").read_text("utf-8"))
+    await _publish(api, router)
+    progress: list[str | None] = []
+
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        progress.append(message)
+
+    async with _mcp(api) as client:
+        result = await client.call_tool("grade_router", {"score": 95}, progress_callback=on_progress)
+    assert not result.is_error
+    assert "node 'msg_invalid' skipped" in progress and "node 'route' succeeded" in progress
+    assert not any(m and m.startswith("node ") and m.endswith(" finished") for m in progress), progress
