@@ -104,6 +104,7 @@ async def test_a_reply_cut_at_its_cap_says_length_with_usage_clamped_and_marked_
     assert done.usage.completion_tokens == 40, "the server stopped at the cap: the cap is the count"
     assert done.usage.model_extra["estimated"] is True
     run = (await api.client.get(f"/v1/runs/{done.model_extra['flowloom']['run_id']}", headers=api.auth())).json()
+    assert run["usage_estimated"] is True and run["tokens_out"] == 40
     usage = next(r["usage"] for r in run["node_runs"] if r["node_id"] == "reply")
     assert (usage["tokens_out"], usage["estimated"]) == (40, True)
 
