@@ -47,7 +47,8 @@ results go back as one user message (no ``tool`` role).
 
 **Record**: ``LoopState.trace`` has one entry per model call - the request summary (messages,
 estimated tokens, tools offered, tool_choice, why forced), the reply (text, finish reason, tool
-calls with arguments), every tool run (arguments, status, preview, size, truncation, timing,
+calls with arguments; a call that retries after unreadable replies carries ``parse_retry``,
+its number, since it shares its round's index), every tool run (arguments, status, preview, size, truncation, timing,
 cost), usage and cost - and lives in ``ctx.node_run.data["agent"]`` while the loop runs, with
 the full tool results, notes and checkpoints. Every model call is priced on its own and summed
 (``sum_usage``; tiered prices make "sum tokens, price once" wrong); tool costs are added
@@ -421,6 +422,8 @@ async def _prepare_request(deps: _LoopDeps, state: LoopState) -> tuple[_Round, L
                     "tools": [t.name for t in offered] if (request_tools or state.mode == "json") else [],
                     "tool_choice": tool_choice, "forced": forced, "hint": hint},
     }
+    if state.counters["parse_retries"]:  # a retry after unreadable replies: same round, numbered call
+        entry["parse_retry"] = state.counters["parse_retries"]
     return _Round(round_index, forced, offered, entry), request
 
 

@@ -30,6 +30,9 @@ The system prompt (:func:`protocol_prompt`) asks for exactly one JSON object::
     {"type": "tool_calls", "calls": [{"tool": "<name>", "params": {...}}]}
     {"type": "answer", "text": "..."}
 
+written in the prompt with concrete example values (:data:`EXAMPLE_CALL`,
+:data:`EXAMPLE_ANSWER`); a reply that repeats them, or answers with a bare
+``<placeholder>``, is refused like an unreadable one (diagnosis ``echo``).
 :func:`parse_reply` extracts it from prose by bracket balancing (:mod:`nodes.json_scan`:
 first complete value, JSON5 tolerance), repairs trivial issues (:func:`repair_json_text`:
 typographic quotes, Python ``True/False/None``, bare ``<placeholder>`` values;
@@ -59,6 +62,8 @@ from .json_scan import JsonNotFound, find_json, line_col
 
 __all__ = [
     "FENCE_CONTRACT",
+    "EXAMPLE_ANSWER",
+    "EXAMPLE_CALL",
     "FORMAT_SPEC",
     "LAST_ROUND_HINT",
     "FORCED_ANSWER_HINT",
@@ -74,6 +79,7 @@ __all__ = [
     "parse_failure_hint",
     "parse_reply",
     "protocol_prompt",
+    "quotes_format_example",
     "repair_json_text",
     "safe_name",
     "truncate_result",
@@ -172,9 +178,19 @@ def observations_message(blocks: Sequence[str]) -> str:
 
 # ============================================================================ JSON protocol
 
+#: The example call and answer of the format hint: concrete values, not ``<placeholders>``, because
+#: a weak model copies a placeholder verbatim and ``<your final answer>`` would then read as an
+#: answer. A reply that quotes either example is refused (:func:`quotes_format_example`).
+EXAMPLE_CALL: dict[str, Any] = {"tool": "example_lookup", "params": {"item": "sample-1042"}}
+EXAMPLE_ANSWER = "Order sample-1042 shipped on 3 March."
+
 #: The two reply shapes (one literal shared by every loop).
-FORMAT_SPEC = ('{"type": "tool_calls", "calls": [{"tool": "<tool name>", "params": {<arguments>}}]} '
-               'or {"type": "answer", "text": "<your final answer>"}')
+FORMAT_SPEC = ('{"type": "tool_calls", "calls": [' + json.dumps(EXAMPLE_CALL) + ']} '
+               'or {"type": "answer", "text": ' + json.dumps(EXAMPLE_ANSWER) + '} '
+               "(the tool, params and text there are only an illustration of the format: "
+               "use the tools listed and your own answer)")
+
+_PLACEHOLDER_ONLY = re.compile(r"\s*<[^<>\n]{1,60}>\s*|\s*\.\.\.\s*")
 
 #: Sent as the newest message on the announced last step, never kept in history.
 LAST_ROUND_HINT = ("This is the LAST step: no tool will run after it and there is no further step. "
@@ -195,6 +211,21 @@ _TOOL_MARKUP = re.compile(
 def looks_like_tool_markup(text: str) -> bool:
     """True when ``text`` holds raw tool-call markup (never acceptable as a final answer)."""
     return bool(_TOOL_MARKUP.search(text))
+
+
+def quotes_format_example(value: Mapping[str, Any], kind: str, text: str = "",
+                          calls: Sequence["ProtocolCall"] = ()) -> bool:
+    """True when a parsed reply repeats the format hint instead of answering.
+
+    That is: an answer whose text is :data:`EXAMPLE_ANSWER`, a bare ``<placeholder>`` or
+    ``...`` (older hints and weak models produce these), or a call to the example tool
+    with the example params. Such a reply is never an answer or a call: the loop treats it
+    as unreadable and sends the correction hint.
+    """
+    if kind == "answer":
+        said = " ".join(text.split()).casefold()
+        return said == EXAMPLE_ANSWER.casefold() or bool(_PLACEHOLDER_ONLY.fullmatch(text))
+    return any(c.tool == EXAMPLE_CALL["tool"] and c.params == EXAMPLE_CALL["params"] for c in calls)
 
 
 def protocol_prompt(tools: Iterable[Any], max_steps: int) -> str:
@@ -231,7 +262,7 @@ class ProtocolReply:
 
     ``kind``: ``answer`` (``text``), ``tool_calls`` (``calls``) or ``invalid`` (then
     ``diagnosis`` is ``truncated`` / ``malformed`` / ``no_json`` / ``empty`` /
-    ``bad_shape``, ``error`` says why and ``hint`` is the message to send back).
+    ``bad_shape`` / ``echo`` (the format hint's own example or a placeholder repeated), ``error`` says why and ``hint`` is the message to send back).
     ``repairs`` lists what was fixed on the way.
     """
 
@@ -428,14 +459,26 @@ def parse_reply(text: str, *, finish_reason: str | None = None, completion_token
         if not isinstance(answer, str):
             answer = json.dumps(answer, ensure_ascii=False)
             repairs.append("non-string answer text")
+        if quotes_format_example(value, "answer", answer):
+            return _echo(value)
         return ProtocolReply("answer", text=answer, value=value, repairs=repairs)
     if kind == "tool_calls":
         calls = _calls_of(value, repairs)
         if isinstance(calls, str):
             return _bad_shape(text, match.start, calls, max_tokens, value)
+        if quotes_format_example(value, "tool_calls", calls=calls):
+            return _echo(value)
         return ProtocolReply("tool_calls", calls=calls, value=value, repairs=repairs)
     return _bad_shape(text, match.start, f'unknown type {safe_name(kind)!s}: use "tool_calls" or "answer"',
                       max_tokens, value)
+
+
+def _echo(value: Any) -> ProtocolReply:
+    error = "it repeats the format example of the instructions, which is not an answer or a tool call"
+    return ProtocolReply("invalid", value=value, diagnosis="echo", error=error,
+                         hint=(f"Your previous reply could not be used: {error}. Reply again with exactly one JSON "
+                               "object: either calls to the tools listed above, or your own answer to the user "
+                               f"in the answer form. Format: {FORMAT_SPEC}"))
 
 
 def _bad_shape(text: str, position: int, error: str, max_tokens: int | None, value: Any) -> ProtocolReply:

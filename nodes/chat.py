@@ -410,7 +410,7 @@ class ChatNode(NodeExecutor[ChatConfig], kind="chat"):
             usage = exc.usage if isinstance(exc, LLMError) else None
             if usage is None and (got.text or got.reasoning):  # cut by a timeout or a cancel mid-stream
                 usage = estimate_usage(spec, messages, "".join(got.text), "".join(got.reasoning),
-                                       latency_ms=(time.perf_counter() - started) * 1000.0)
+                                       latency_ms=(time.perf_counter() - started) * 1000.0, max_tokens=max_tokens)
             if usage is not None:
                 got.usage = add_usage(ctx, usage)
             raise

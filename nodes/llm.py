@@ -33,7 +33,8 @@ streams the reply:
 6. **Cancellation**: the :class:`~engine.context.CancelToken` (or cancelling the task)
    closes the HTTP stream at once; a fired token raises ``RunCancelled``.
 7. **Usage**: the provider's usage, else an estimate (:func:`estimate_tokens`,
-   ``token_source="estimated"``). Cost is priced for this call alone with the model's
+   ``token_source="estimated"``; completion tokens clamped to ``max_tokens``, exactly the
+   cap when the reply ended with ``length``: :func:`clamp_estimate`). Cost is priced for this call alone with the model's
    tiered table (0 with ``user_key``); sum calls with :func:`sum_usage`.
 
 Errors are :class:`LLMError` s (``NodeFailed``): each names the node and the model,
@@ -74,6 +75,7 @@ __all__ = [
     "ToolCall",
     "build_request_body",
     "call_llm",
+    "clamp_estimate",
     "estimate_tokens",
     "estimate_usage",
     "fit_messages",
@@ -638,6 +640,7 @@ def _usage(spec: ModelSpec, body: dict[str, Any], reply: _Reply, started: float,
         tokens_out = estimate_tokens("".join(reply.text)) + estimate_tokens("".join(reply.reasoning))
         for slot in reply.calls:
             tokens_out += 3 + estimate_tokens(slot.name) + estimate_tokens("".join(slot.fragments))
+        tokens_out = clamp_estimate(tokens_out, body.get("max_tokens"), reply.finish_reason)
         source = "estimated"
     return Usage(
         model=spec.name,
@@ -650,14 +653,27 @@ def _usage(spec: ModelSpec, body: dict[str, Any], reply: _Reply, started: float,
     )
 
 
+def clamp_estimate(tokens_out: int, max_tokens: int | None, finish_reason: str | None) -> int:
+    """An estimated completion count made consistent with the request's cap: never above
+    ``max_tokens`` (a local count of the text can overshoot the server's tokenizer), and
+    exactly ``max_tokens`` when the reply ended with ``length`` (the server stopped at the
+    cap, so the cap is the true count)."""
+    if not max_tokens or max_tokens <= 0:
+        return tokens_out
+    if finish_reason == "length":
+        return int(max_tokens)
+    return min(tokens_out, int(max_tokens))
+
+
 def estimate_usage(spec: ModelSpec, messages: Sequence[Mapping[str, Any]], text: str, reasoning: str = "", *,
-                   latency_ms: float = 0.0, user_key: bool = False) -> Usage:
+                   latency_ms: float = 0.0, user_key: bool = False, max_tokens: int | None = None) -> Usage:
     """The estimated usage of a call whose reply was cut before the provider counted it
     (the node was cancelled or timed out mid-stream): ``messages`` in, ``text`` +
     ``reasoning`` out, priced like any call (0 with ``user_key``), ``token_source``
-    ``"estimated"``. The tokens were spent, so a failed node still records them."""
+    ``"estimated"`` (completion tokens at most ``max_tokens``). The tokens were spent, so a
+    failed node still records them."""
     tokens_in = estimate_tokens(list(messages))
-    tokens_out = estimate_tokens(text) + estimate_tokens(reasoning)
+    tokens_out = clamp_estimate(estimate_tokens(text) + estimate_tokens(reasoning), max_tokens, None)
     return Usage(model=spec.name, tokens_in=tokens_in, tokens_out=tokens_out, token_source="estimated",
                  cost=0.0 if user_key else price(spec, tokens_in, tokens_out), latency_ms=latency_ms, calls=1)
 

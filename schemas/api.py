@@ -259,11 +259,16 @@ class RunDetail(RunOut):
     rerun_from: str | None = None
     citations: list[QuotePiece] = Field(default_factory=list, description="the sources the answer cites "
                                         "(chat nodes' citations outputs, in run order)")
+    usage_estimated: bool = Field(default=False, description="true when some token count of the run was "
+                                  "estimated because the model server did not report it (tokens_in / tokens_out "
+                                  "are then partly estimates; each node run's usage.estimated says which)")
 
     @classmethod
     def build(cls, summary: RunSummary, state: RunState, node_runs: list[NodeRun]) -> "RunDetail":
         """From the summary, the checkpointed state and every node run."""
-        return cls(**RunOut.of(summary).model_dump(), inputs=state.inputs, outputs=state.outputs,
+        estimated = any(run.usage is not None and run.usage.estimated for run in node_runs)
+        return cls(**RunOut.of(summary).model_dump(), usage_estimated=estimated, inputs=state.inputs,
+                   outputs=state.outputs,
                    answer=state.answer, node_runs=[NodeRunOut.of(run) for run in node_runs],
                    rerun_of=state.sys.get("rerun_of"), rerun_from=state.sys.get("rerun_from"),
                    citations=run_citations(node_runs))

@@ -11,7 +11,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any, Iterable
 
-from pydantic import BaseModel, Field, PrivateAttr
+from pydantic import BaseModel, Field, PrivateAttr, computed_field
 
 from .types import NodeRunStatus, RunStatus
 
@@ -29,7 +29,13 @@ class EdgeStatus(StrEnum):
 class Usage(BaseModel):
     """Model usage and cost of a node run: of its own model calls (LLM nodes) and, for a
     node that runs a body or another workflow (iteration, loop, agent, tool call), of
-    every call made there too - so a run's totals count each call once, at any depth."""
+    every call made there too - so a run's totals count each call once, at any depth.
+
+    ``token_source`` is ``provider`` when the server counted every call, else
+    ``estimated`` (a local count of the text, completion tokens clamped to the request's
+    ``max_tokens``); ``estimated`` says the same as a boolean, so a reader of the run
+    record, the CLI or an API answer never takes an estimate for a count.
+    """
 
     model: str | None = None
     tokens_in: int = 0
@@ -62,6 +68,12 @@ class Usage(BaseModel):
                     models.append(name)
         total.model = ", ".join(models) or None
         return total
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def estimated(self) -> bool:
+        """True when some token count here was estimated, not reported by the server."""
+        return self.token_source != "provider"
 
 
 class NodeError(BaseModel):

@@ -111,12 +111,14 @@ def show(
             known = sorted({r.node_id for r in every})
             abort("cannot show:", [f"run {run_id} has no node run of node {node!r} (nodes that ran: "
                                    f"{', '.join(known) or 'none'})"])
+        estimated = any(r.usage is not None and r.usage.estimated for r in every)
         if as_json:
-            write_json({"run": {**summary.model_dump(mode="json"), "duration_s": summary.duration_s},
+            write_json({"run": {**summary.model_dump(mode="json"), "duration_s": summary.duration_s,
+                                "usage_estimated": estimated},
                         "node_runs": [{**r.model_dump(mode="json", exclude={"pending"}),
                                        "title": titles.get(r.node_id)} for r in runs]}, indent=2)
             return EXIT_OK
-        _print_summary(summary)
+        _print_summary(summary, estimated)
         for record in runs:
             _print_node_run(record, titles)
         return EXIT_OK
@@ -124,13 +126,16 @@ def show(
     raise typer.Exit(execute(body))
 
 
-def _print_summary(summary: Any) -> None:
+def _print_summary(summary: Any, estimated: bool = False) -> None:
+    """The run's line; ``estimated``: some token count was estimated (the model server did
+    not report it), said after the tokens so no one reads it as a count."""
     console = out()
     console.print(Text.assemble(("run ", "bold"), summary.run_id, f"  workflow {summary.workflow_id}  ",
                                 (summary.status.value, "bold")))
     console.print(f"  started {_when(summary.started_at)}  duration {_seconds(summary.duration_s)}"
                   + (f"  waited for a person {_seconds(summary.waited_s)}" if summary.waited_s else "")
-                  + f"  tokens {summary.tokens_in}+{summary.tokens_out}  cost {summary.cost:.4f}")
+                  + f"  tokens {summary.tokens_in}+{summary.tokens_out}"
+                  + (" (estimated)" if estimated else "") + f"  cost {summary.cost:.4f}")
     if summary.error:
         console.print(Text(f"  error: {summary.error.get('message')}", style="red"))
     for interrupt in summary.pending_interrupts:
@@ -150,7 +155,8 @@ def _print_node_run(record: Any, titles: dict[str, str]) -> None:
     if record.waited_s:
         line.append(f"  waited {_seconds(record.waited_s)}")
     if usage is not None and (usage.tokens_in or usage.tokens_out):
-        line.append(f"  tokens {usage.tokens_in}+{usage.tokens_out}  cost {usage.cost:.4f}")
+        line.append(f"  tokens {usage.tokens_in}+{usage.tokens_out}" + (" (estimated)" if usage.estimated else "")
+                    + f"  cost {usage.cost:.4f}")
     console.print(line)
     if record.inputs:
         console.print(Text(f"    inputs: {_short(record.inputs)}", style="dim"))

@@ -18,7 +18,9 @@ so Claude Desktop, IDEs and the SDK's own :class:`mcp.Client` can call Flowloom 
   ``structuredContent`` ``{run_id, status, outputs, answer}``. A failed run, or one that
   paused to ask a person (the question is in the text; the run stays paused and is
   answered through ``/v1/runs/{id}/resume``), is an ``isError`` result. A ``query``
-  argument is also the run's user message (``sys.query``).
+  argument is also the run's user message (``sys.query``); a chat flow without a
+  ``query`` input takes it as ``message`` (its schema lists it, required when the
+  workflow reads ``sys.query``).
 - **Progress.** With a progress token, each node event (started, finished, failed,
   interrupts; not text deltas) is a ``notifications/progress`` whose message says what
   happened (``node 'fetch' succeeded``); ``progress`` counts the events.
@@ -32,7 +34,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Iterable
 
 from typing import TYPE_CHECKING
 
@@ -47,7 +49,7 @@ from starlette.types import Receive, Scope, Send
 
 from engine.errors import FlowloomError
 from engine.ports import WorkflowNotFound
-from engine.shapes import workflow_writes
+from engine.shapes import system_reads, workflow_writes
 from schemas.events import NodeDelta
 from schemas.launch import StartRun
 from schemas.types import RunStatus, VarType
@@ -100,12 +102,24 @@ async def _caller_of(ctx: Any) -> tuple[FastAPI, Principal]:
 # ----------------------------------------------------------------------- tools
 
 
-def input_schema(doc: dict[str, Any]) -> dict[str, Any]:
+#: the argument that carries the user's message to a chat flow without a ``query`` input
+MESSAGE_ARG = "message"
+
+
+def input_schema(doc: dict[str, Any], reads: Iterable[str] = ()) -> dict[str, Any]:
     """The JSON Schema of a workflow's declared inputs: one property per input (its
     type when it has a JSON one, its description); required when declared required
-    without a default."""
+    without a default.
+
+    ``reads`` are the ``sys`` names the workflow reads (:func:`engine.shapes.system_reads`).
+    A chat flow (it reads ``query`` or ``history``) needs the user's message, which is no
+    declared input, so a client could not send it: it gets a string ``message`` property
+    (a declared ``query`` input carries the message instead), required when the workflow
+    reads ``query`` - without it the run would answer an empty message.
+    """
     props: dict[str, Any] = {}
     required: list[str] = []
+    reads = set(reads)
     for raw in doc.get("inputs") or []:
         try:
             var = InputVar.model_validate(raw)
@@ -121,6 +135,13 @@ def input_schema(doc: dict[str, Any]) -> dict[str, Any]:
         props[var.name] = schema
         if var.required and var.default is None:
             required.append(var.name)
+    if reads & {"query", "history"}:
+        carrier = "query" if "query" in props else MESSAGE_ARG
+        if carrier not in props:
+            props[carrier] = {"type": "string"}
+        props[carrier].setdefault("description", "the user's message to the chat flow")
+        if "query" in reads and carrier not in required and "default" not in props[carrier]:
+            required.append(carrier)
     return {"type": "object", "properties": props, "required": required}
 
 
@@ -146,8 +167,10 @@ async def _list_tools(ctx: Any, params: Any) -> mt.ListToolsResult:
         description = doc.get("description") or doc.get("name") or f"Run the Flowloom workflow {workflow_id}"
         # Read-only when no node of it can change anything outside the run, so a client
         # (a Flowloom agent among them) may call it without asking first.
-        read_only = workflow_writes(doc, catalog=deployment_of(app).service.catalog) is None
-        tools.append(mt.Tool(name=workflow_id, description=description, input_schema=input_schema(doc),
+        catalog = deployment_of(app).service.catalog
+        read_only = workflow_writes(doc, catalog=catalog) is None
+        schema = input_schema(doc, system_reads(doc, catalog=catalog))
+        tools.append(mt.Tool(name=workflow_id, description=description, input_schema=schema,
                              annotations=mt.ToolAnnotations(title=doc.get("name") or workflow_id,
                                                             read_only_hint=read_only, open_world_hint=True)))
     return mt.ListToolsResult(tools=tools)
@@ -187,12 +210,16 @@ def _error(message: str, **structured: Any) -> mt.CallToolResult:
 
 def _progress_text(event: Any) -> str | None:
     """What a progress notification says about ``event`` (None: not worth one): ``node
-    'fetch' started``, ``run <id> started``..."""
+    'fetch' started``, ``node 'fetch' succeeded`` / ``skipped`` / ``failed`` (a finished
+    node's status: a skipped branch is no finished work), ``run <id> started``..."""
     kind = getattr(event, "type", "")
     node = getattr(event, "node_id", None)
     if isinstance(event, NodeDelta) or not kind:
         return None
     if node:
+        status = getattr(event, "status", None)
+        if kind == "node_finished" and status is not None:  # skipped, failed... say so, not "finished"
+            return f"node {node!r} {getattr(status, 'value', status)}"
         return f"node {node!r} {kind.removeprefix('node_')}"
     if kind.startswith("run_") and getattr(event, "run_id", None):
         return f"run {event.run_id} {kind.removeprefix('run_').replace('_', ' ')}"
@@ -207,9 +234,14 @@ async def _start(app: FastAPI, caller: Principal, name: str, arguments: dict[str
         ApiError (404, 429), InvalidInputs, CompileError: nothing was executed.
     """
     doc, version = await _app_of(app, caller, name)
-    query = arguments.get("query")
+    declared = {raw.get("name") for raw in doc.get("inputs") or [] if isinstance(raw, dict)}
+    arguments = dict(arguments)
+    if MESSAGE_ARG not in declared and isinstance(arguments.get(MESSAGE_ARG), str):
+        message = arguments.pop(MESSAGE_ARG)  # the chat flow's message, not an input
+    else:
+        message = arguments.get("query")
     ticket = await deployment_of(app).service.launch(caller.tenant_id, StartRun(
-        doc, arguments, message=query if isinstance(query, str) else None, workflow_version=version))
+        doc, arguments, message=message if isinstance(message, str) else None, workflow_version=version))
     return ticket.run_id
 
 

@@ -11,7 +11,10 @@ official ``openai`` SDK and the tools built on it are working clients.
   ``detail`` (node events in the stream). Not streaming: a ``chat.completion`` whose
   content is the run's answer; streaming: ``chat.completion.chunk`` lines
   (``data: {...}``) with the answer's deltas, a last chunk with ``finish_reason`` and
-  ``usage``, then ``data: [DONE]``. Every answer carries ``flowloom: {run_id, chat_id,
+  ``usage``, then ``data: [DONE]``. ``finish_reason`` is ``length`` when a model reply in
+  the answer was cut at its ``max_tokens``, ``content_filter`` when the provider filtered
+  it, else ``stop``; ``usage.estimated`` (an extension) is true when the model server did
+  not report some count and Flowloom estimated it. Every answer carries ``flowloom: {run_id, chat_id,
   status, interrupts}`` and ``citations`` (on the message, or on the last chunk: the
   sources the answer cites, QuotePiece objects) - fields OpenAI clients ignore.
 - ``GET /v1/models``: the published apps the key may run, as an OpenAI model list.
@@ -235,7 +238,7 @@ def _question(interrupts: list[dict[str, Any]]) -> str:
 
 async def _outcome(service: RunService, caller: Principal, run_id: str,
                    before: tuple[int, int, int]) -> dict[str, Any]:
-    """The turn's end: ``{answer, question, citations, usage, flowloom}`` from the stored run
+    """The turn's end: ``{answer, question, citations, usage, finish_reason, flowloom}`` from the stored run
     (``citations``: :func:`~schemas.knowledge.run_citations` of the run's node runs).
 
     Raises:
@@ -250,9 +253,38 @@ async def _outcome(service: RunService, caller: Principal, run_id: str,
     interrupts = summary.pending_interrupts if summary.status is RunStatus.paused else []
     citations = [p.model_dump(mode="json") for p in run_citations(state.node_runs.values())]
     return {"answer": state.answer[before[2]:], "question": _question(interrupts), "citations": citations,
-            "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
+            "usage": _usage(state, prompt, completion), "finish_reason": _finish_reason(state),
             "flowloom": {"run_id": run_id, "chat_id": summary.chat_id, "status": summary.status.value,
                          "interrupts": interrupts}}
+
+
+#: the provider finish reasons a turn passes on, strongest first (a filtered part outweighs a cut one)
+_PASSED_ON = ("content_filter", "length")
+
+
+def _finish_reason(state: Any) -> str:
+    """``content_filter`` or ``length`` when a model reply in the answer ended so (the
+    provider filtered it, or cut it at its ``max_tokens``), else ``stop``. A node run's
+    reply counts when its ``answer`` output is part of the run's answer, so a cut draft
+    that a later node replaced does not mark the turn."""
+    seen: set[str] = set()
+    for run in state.node_runs.values():
+        answer = (run.outputs or {}).get("answer") if isinstance(run.outputs, dict) else None
+        if not isinstance(answer, str) or not answer or answer not in state.answer:
+            continue
+        for section in (run.data or {}).values():
+            if isinstance(section, dict) and section.get("finish_reason") in _PASSED_ON:
+                seen.add(section["finish_reason"])
+    return next((reason for reason in _PASSED_ON if reason in seen), "stop")
+
+
+def _usage(state: Any, prompt: int, completion: int) -> dict[str, Any]:
+    """OpenAI's usage, plus ``estimated`` (an extension OpenAI clients ignore): true when
+    some count of the run was estimated because the model server did not report it."""
+    estimated = any(run.usage is not None and run.usage.estimated
+                    for run in (*state.node_runs.values(), *state.history))
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
+            "estimated": estimated}
 
 
 def _envelope(kind: str, run_id: str, model: str, created: int) -> dict[str, Any]:
@@ -293,7 +325,7 @@ async def chat_completions(request: Request, service: Service, keys: Keys, workf
     return JSONResponse({**_envelope("chat.completion", ticket.run_id, model, created),
                          "choices": [{"index": 0, "message": {"role": "assistant", "content": content,
                                                               "citations": outcome["citations"]},
-                                      "finish_reason": "stop", "logprobs": None}],
+                                      "finish_reason": outcome["finish_reason"], "logprobs": None}],
                          "usage": outcome["usage"], "flowloom": outcome["flowloom"]})
 
 
@@ -358,5 +390,5 @@ async def _stream(service: RunService, caller: Principal, body: ChatCompletionRe
         return
     if outcome["question"]:
         yield chunk({"content": ("\n\n" if outcome["answer"] else "") + outcome["question"]})
-    yield chunk({}, "stop", usage=outcome["usage"], flowloom=outcome["flowloom"], citations=outcome["citations"])
+    yield chunk({}, outcome["finish_reason"], usage=outcome["usage"], flowloom=outcome["flowloom"], citations=outcome["citations"])
     yield _data("[DONE]")

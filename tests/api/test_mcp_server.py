@@ -70,7 +70,7 @@ async def test_a_client_lists_and_calls_a_published_workflow_with_progress(api):
     assert (await api.service.get("default", run_id)).status is RunStatus.succeeded
     messages = [m for _v, m in progress]
     assert messages[0] == f"run {run_id} started"
-    assert "node 'hello' finished" in messages and "node 'say' finished" in messages
+    assert "node 'hello' succeeded" in messages and "node 'say' succeeded" in messages
     assert [v for v, _m in progress] == sorted(v for v, _m in progress)
 
 
@@ -190,3 +190,42 @@ async def test_a_tool_node_refused_by_the_server_fails_naming_the_status_and_the
             f"MCP server 'flowloom' ({url}) refused the request: 401 unauthorized: {said}"), state.error.message
         assert "fl_wrong_wrong" not in state.error.message
     assert openai_server.bodies == [], "the node fails before asking the model"
+
+
+async def test_a_chat_flow_takes_the_message_as_a_required_parameter_and_answers_it(api):
+    from pathlib import Path
+
+    echo = json.loads((Path(__file__).resolve().parents[2] / "examples" / "echo_chat.json").read_text("utf-8"))
+    chatty = {**GREETER, "id": "chatty", "nodes": [
+        {"id": "start", "type": "start"},
+        {"id": "hello", "type": "template", "config": {"template": "Hello {{ inputs.name }}, you said {{ sys.query }}"}},
+        {"id": "say", "type": "answer", "config": {"text": "{{ hello.output }}"}}]}
+    for doc in (echo, chatty, GREETER):
+        await _publish(api, doc)
+    async with _mcp(api) as client:
+        tools = {t.name: t.input_schema for t in (await client.list_tools()).tools}
+        assert tools["echo_chat"]["properties"]["message"]["type"] == "string"
+        assert tools["echo_chat"]["required"] == ["message"]
+        assert tools["chatty"]["required"] == ["name", "message"]
+        assert "message" not in tools["greeter"]["properties"], "a workflow that reads no message takes none"
+        result = await client.call_tool("echo_chat", {"message": "hi there"})
+        named = await client.call_tool("chatty", {"name": "Ada", "message": "hello"})
+    assert not result.is_error and result.content[0].text == "You said: hi there"
+    assert not named.is_error and named.content[0].text == "Hello Ada, you said hello"
+
+
+async def test_progress_says_a_skipped_branch_was_skipped_not_finished(api):
+    from pathlib import Path
+
+    router = json.loads((Path(__file__).resolve().parents[2] / "examples" / "grade_router.json").read_text("utf-8"))
+    await _publish(api, router)
+    progress: list[str | None] = []
+
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        progress.append(message)
+
+    async with _mcp(api) as client:
+        result = await client.call_tool("grade_router", {"score": 95}, progress_callback=on_progress)
+    assert not result.is_error
+    assert "node 'msg_invalid' skipped" in progress and "node 'route' succeeded" in progress
+    assert not any(m and m.startswith("node ") and m.endswith(" finished") for m in progress), progress

@@ -460,6 +460,8 @@ async def test_json_protocol_parse_failures_get_hints_and_are_not_steps(openai_s
     assert counters["parse_failures"] == 2 and counters["parse_retries"] == 0
     errors = [e.get("parse_error", {}).get("diagnosis") for e in ctx.node_run.data["agent"]["trace"]]
     assert errors == ["truncated", "malformed", None]
+    trace = ctx.node_run.data["agent"]["trace"]
+    assert [(e["round"], e.get("parse_retry")) for e in trace] == [(0, None), (0, 1), (0, 2)], "retries numbered"
 
 
 async def test_too_many_parse_failures_are_not_converged(openai_server, scripted_registry):

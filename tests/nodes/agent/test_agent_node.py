@@ -506,3 +506,25 @@ async def test_graph_tool_in_the_agent_body_runs_with_the_call_arguments(openai_
     assert state.status == "succeeded", state.error
     assert state.answer == "100 C is 212 F."
     assert tool_messages(openai_server.bodies[1])["c1"].splitlines()[1] == "212.0"
+
+
+def _protocol(value: dict[str, Any]) -> Reply:
+    return Reply([Text(json.dumps(value)), Finish("stop"), Usage(30, 5)])
+
+
+async def test_an_echoed_format_hint_is_a_parse_failure_not_a_stop_attempt(openai_server, scripted_registry, memory):
+    from nodes.agent_protocol import EXAMPLE_ANSWER
+
+    plan = {"tool": PLAN_TOOL, "params": {"updates": [{"operation": "set_plan", "goal": "help", "steps": ["a"]}]}}
+    done = {"tool": PLAN_TOOL, "params": {"updates": [{"operation": "update_step", "step_id": "1", "status": "done"}]}}
+    openai_server.script(_protocol({"type": "tool_calls", "calls": [plan]}),
+                         _protocol({"type": "answer", "text": EXAMPLE_ANSWER}),
+                         _protocol({"type": "answer", "text": "<your final answer>"}),
+                         _protocol({"type": "tool_calls", "calls": [done]}),
+                         _protocol({"type": "answer", "text": "All done."}))
+    state = await Harness(scripted_registry, memory, agent_flow(model="plain-model")).start("help")
+    assert state.status is RunStatus.succeeded and state.answer == "All done.", state.error
+    gate = state.node_runs["agent"].data["planning"]["gate"]
+    assert [g.get("passed") for g in gate] == [True], "an echo is never a stop attempt"
+    for body in openai_server.bodies[2:4]:
+        assert "repeats the format example" in body["messages"][-1]["content"]

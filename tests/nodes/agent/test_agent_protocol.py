@@ -180,3 +180,17 @@ def test_validate_args_lists_every_problem_with_paths():
     assert any(p.startswith("$.when: must match") for p in problems)
     assert validate_args(SCHEMA, ["not", "an", "object"]) == ["$: expected object, got array"]
     assert validate_args({"type": "boolean"}, 1) == ["$: expected boolean, got number"]
+
+
+def test_the_format_hint_has_no_placeholders_and_a_reply_quoting_it_is_refused():
+    from nodes.agent_protocol import EXAMPLE_ANSWER, FORMAT_SPEC, parse_reply
+
+    assert "<" not in FORMAT_SPEC and ">" not in FORMAT_SPEC
+    for echo in (FORMAT_SPEC, f'{{"type": "answer", "text": "{EXAMPLE_ANSWER}"}}',
+                 '{"type": "answer", "text": "<your final answer>"}', '{"type": "answer", "text": "..."}'):
+        reply = parse_reply(echo)
+        assert (reply.kind, reply.diagnosis) == ("invalid", "echo"), echo
+        assert "repeats the format example" in reply.hint
+    assert parse_reply('{"type": "answer", "text": "Order 7 shipped."}').text == "Order 7 shipped."
+    assert parse_reply('{"type": "tool_calls", "calls": [{"tool": "example_lookup", "params": {"item": "x"}}]}'
+                       ).kind == "tool_calls"
