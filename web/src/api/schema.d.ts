@@ -12,10 +12,31 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * The service answers
-         * @description 200 while the server runs and its stores are open.
+         * The service answers (liveness)
+         * @description 200 while the server runs; says nothing about its stores (``GET /ready`` does).
          */
         get: operations["health_health_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/ready": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The service can take work (readiness)
+         * @description 200 ``ready`` when the run store (and Redis, when configured) answer; else 503
+         *     ``not_ready`` with the check that failed.
+         */
+        get: operations["ready_ready_get"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1802,6 +1823,39 @@ export interface components {
             text: string;
         };
         /**
+         * Readiness
+         * @description ``GET /ready``: whether the server can take work now (200 ``ready``, else 503
+         *     ``not_ready``). ``checks``: ``store`` (the run store answers a query) and, when
+         *     ``FLOWLOOM_REDIS_URL`` is set, ``redis`` (it answers a ping).
+         */
+        Readiness: {
+            /** Checks */
+            checks: {
+                [key: string]: components["schemas"]["ReadinessCheck"];
+            };
+            /**
+             * Status
+             * @enum {string}
+             */
+            status: "ready" | "not_ready";
+            /** Version */
+            version: string;
+        };
+        /**
+         * ReadinessCheck
+         * @description One dependency of ``GET /ready``: whether it answered, and if not what to look at.
+         */
+        ReadinessCheck: {
+            /**
+             * Message
+             * @description why it is not ready (the server log has the details)
+             * @default
+             */
+            message: string;
+            /** Ok */
+            ok: boolean;
+        };
+        /**
          * RerankSettings
          * @description Reorder the merged hits: with a rerank ``model`` of the registry (an OpenAI-,
          *     Jina- or Cohere-style ``/v1/rerank`` endpoint), or ``llm``: a chat model that keeps
@@ -1984,6 +2038,12 @@ export interface components {
              * @default 0
              */
             tokens_out: number;
+            /**
+             * Usage Estimated
+             * @description true when some token count of the run was estimated because the model server did not report it (tokens_in / tokens_out are then partly estimates; each node run's usage.estimated says which)
+             * @default false
+             */
+            usage_estimated: boolean;
             /** User Id */
             user_id?: string | null;
             /**
@@ -2122,7 +2182,14 @@ export interface components {
         SearchMode: "semantic" | "full_text" | "hybrid";
         /**
          * Usage
-         * @description Model usage and cost of a node run (filled by LLM nodes).
+         * @description Model usage and cost of a node run: of its own model calls (LLM nodes) and, for a
+         *     node that runs a body or another workflow (iteration, loop, agent, tool call), of
+         *     every call made there too - so a run's totals count each call once, at any depth.
+         *
+         *     ``token_source`` is ``provider`` when the server counted every call, else
+         *     ``estimated`` (a local count of the text, completion tokens clamped to the request's
+         *     ``max_tokens``); ``estimated`` says the same as a boolean, so a reader of the run
+         *     record, the CLI or an API answer never takes an estimate for a count.
          */
         Usage: {
             /**
@@ -2135,6 +2202,11 @@ export interface components {
              * @default 0
              */
             cost: number;
+            /**
+             * Estimated
+             * @description True when some token count here was estimated, not reported by the server.
+             */
+            readonly estimated: boolean;
             /**
              * Latency Ms
              * @default 0
@@ -2468,6 +2540,35 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Health"];
+                };
+            };
+        };
+    };
+    ready_ready_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Readiness"];
+                };
+            };
+            /** @description a dependency does not answer */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Readiness"];
                 };
             };
         };
@@ -4068,6 +4169,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description the tenant has no such app */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Unprocessable Entity */
             422: {
                 headers: {
@@ -4122,6 +4232,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description the tenant has no such app */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Unprocessable Entity */
             422: {
                 headers: {
@@ -4163,6 +4282,15 @@ export interface operations {
             };
             /** @description Forbidden */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the tenant has no such app */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };
