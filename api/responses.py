@@ -68,5 +68,6 @@ def run_detail_body(summary: RunSummary, state: RunState, node_runs: Iterable[No
                 outputs=pydantic_core.to_jsonable_python(state.outputs), answer=state.answer,
                 node_runs=[node_run_body(run) for run in runs], rerun_of=state.sys.get("rerun_of"),
                 rerun_from=state.sys.get("rerun_from"),
-                citations=[piece.model_dump(mode="json") for piece in run_citations(runs)])
+                citations=[piece.model_dump(mode="json") for piece in run_citations(runs)],
+                usage_estimated=any(run.usage is not None and run.usage.estimated for run in runs))
     return body
