@@ -562,14 +562,14 @@ async def bench_floor(server: Server, load: dict[str, int], verbose: bool) -> di
 async def count_commits(tmp: str, env: dict[str, str], key: str, admin_url: str, database_url: str, runs: int,
                         verbose: bool) -> dict[str, Any]:
     """Commits and rows per blocking plumbing run on PostgreSQL, from ``pg_stat_database``:
-    a server that starts and stops with no run (the baseline: start-up, health probes,
-    shutdown) is subtracted from a server that starts, serves ``runs`` blocking plumbing
-    runs at concurrency 1 and stops; both on the database the PostgreSQL phases used."""
+    a server that starts, serves ``runs`` blocking plumbing runs at concurrency 1 and
+    stops, minus a server that starts, stays up as long with no run and stops (the
+    baseline: start-up, health probes, the periodic reads of keys, limits and orphans,
+    shutdown - what a server does per second, not per run); both on the database the
+    PostgreSQL phases used."""
     before = await counters(admin_url, database_url)
-    _log(verbose, "flowloom postgresql: baseline (start and stop, no run)")
-    serve_flowloom(tmp, env, "flowloom-baseline.log").stop()
-    idle = await counters(admin_url, database_url)
     _log(verbose, f"flowloom postgresql: {runs} blocking plumbing runs for the commit count")
+    started = time.perf_counter()
     server = serve_flowloom(tmp, env, "flowloom-commits.log")
     try:
         request = encode("POST", "/v1/workflows/plumbing/runs", port=server.port,
@@ -578,9 +578,18 @@ async def count_commits(tmp: str, env: dict[str, str], key: str, admin_url: str,
                     warmup=0)
     finally:
         server.stop()
-    after = await counters(admin_url, database_url)
-    baseline = {k: idle[k] - before[k] for k in COUNTERS}
-    measured = {k: after[k] - idle[k] for k in COUNTERS}
+    served_s = time.perf_counter() - started
+    served = await counters(admin_url, database_url)
+    _log(verbose, f"flowloom postgresql: baseline (up {served_s:.1f} s, no run)")
+    started = time.perf_counter()
+    idle_server = serve_flowloom(tmp, env, "flowloom-baseline.log")
+    try:
+        await asyncio.sleep(max(0.0, served_s - (time.perf_counter() - started)))
+    finally:
+        idle_server.stop()
+    idle = await counters(admin_url, database_url)
+    measured = {k: served[k] - before[k] for k in COUNTERS}
+    baseline = {k: idle[k] - served[k] for k in COUNTERS}
     per_run = {k: round((measured[k] - baseline[k]) / runs, 2) for k in COUNTERS}
     return {"runs": runs, "baseline": baseline, "measured": measured, "per_run": per_run,
             "commits_per_run": per_run["xact_commit"], "rows_fetched_per_run": per_run["tup_fetched"],

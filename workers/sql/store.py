@@ -33,7 +33,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from engine.compiler import content_hash
 from engine.ports import CheckpointDelta, LeaseLost, Published, RunExists, RunNotFound, RunOwned, StoreError
-from schemas.records import ChatMessage, OwnerInfo, RunCommand, RunSummary
+from schemas.records import OwnerInfo, RunSummary
 from schemas.run import NodeRun, RunState
 from schemas.types import RunStatus
 
@@ -42,19 +42,17 @@ from .checkpoint import (CheckpointWrite, PostgresCheckpointWriter, SqliteCheckp
 from .connect import make_engine, mask_url, normalize_url, store_errors
 from .group import CheckpointJob, GroupCommit
 from .launch import AdmissionRow, LaunchWrite, launch_in, pg_launch, sqlite_launch, sqlite_statements
+from .messages import CommandsAndMessages
 from .migrate import migrate_connection
-from .rows import (ENDED, message_from_row, message_row, node_run_from_row, node_run_row, owner_from_row,
+from .rows import (ENDED, node_run_from_row, node_run_row, owner_from_row,
                    run_columns, state_from_row, summary_from_row)
-from .tables import ChatRow, MessageRow, NodeRunRow, RunCommandRow, RunEventRow, RunRow, WorkflowDocRow
+from .tables import NodeRunRow, RunEventRow, RunRow, WorkflowDocRow
 
 __all__ = ["SqlStore", "dialect_insert"]
 
 runs = RunRow.__table__
 node_runs = NodeRunRow.__table__
 run_events = RunEventRow.__table__
-run_commands = RunCommandRow.__table__
-chats = ChatRow.__table__
-messages_table = MessageRow.__table__
 workflow_docs = WorkflowDocRow.__table__
 
 #: Runs whose latest-node-run index a store keeps in memory (oldest dropped first).
@@ -162,7 +160,7 @@ def _ordered_node_runs(rows: Sequence[Any]) -> list[NodeRun]:
     return [node_run_from_row(row) for row in ordered]
 
 
-class SqlStore:
+class SqlStore(CommandsAndMessages):
     """Runs, node runs, events, commands and chats in SQLite or PostgreSQL.
 
     Create with :meth:`open` (connects lazily, upgrades the schema to the newest
@@ -756,64 +754,3 @@ class SqlStore:
                 .order_by(run_events.c.seq).limit(limit))
         async with self._tx() as conn:
             return list((await conn.execute(stmt)).scalars().all())
-
-    # ------------------------------------------------------------------------- commands
-
-    async def send(self, tenant_id: str, command: RunCommand) -> None:
-        """Deliver ``command`` to its run (one INSERT ... SELECT from the tenant's run).
-        Raises RunNotFound when the tenant has no such run."""
-        source = sa.select(runs.c.run_id, runs.c.tenant_id, sa.literal(str(command.kind), sa.Text()),
-                           sa.literal(command.reason, sa.Text()),
-                           sa.literal(command.created_at or time.time(), sa.Double())).where(
-            runs.c.run_id == command.run_id, runs.c.tenant_id == tenant_id)
-        stmt = sa.insert(run_commands).from_select(["run_id", "tenant_id", "kind", "reason", "created_at"], source)
-        async with self._tx() as conn:
-            if (await conn.execute(stmt)).rowcount == 0:
-                raise RunNotFound(f"no run {command.run_id} for tenant {tenant_id!r}")
-
-    async def poll(self, run_id: str, after_id: int = 0) -> list[RunCommand]:
-        """Commands for ``run_id`` with ``id > after_id``, oldest first."""
-        stmt = (sa.select(run_commands).where(run_commands.c.run_id == run_id, run_commands.c.id > after_id)
-                .order_by(run_commands.c.id))
-        async with self._tx() as conn:
-            rows = (await conn.execute(stmt)).mappings().all()
-        return [RunCommand(id=r["id"], run_id=r["run_id"], kind=r["kind"], reason=r["reason"],
-                           created_at=r["created_at"]) for r in rows]
-
-    # ---------------------------------------------------------------------------- chats
-
-    async def add_message(self, message: ChatMessage) -> None:
-        """Insert a message, creating its chat on the first one (the chat's ``updated_at``
-        follows its newest message). A zero ``created_at``/``updated_at`` is set to now.
-        Raises StoreError when the tenant already has a message with that id."""
-        now = time.time()
-        row = message_row(message)
-        row["created_at"] = row["created_at"] or now
-        row["updated_at"] = row["updated_at"] or row["created_at"]
-        chat = self._sql.insert(chats).values(tenant_id=message.tenant_id, chat_id=message.chat_id,
-                                              created_at=row["created_at"], updated_at=row["updated_at"])
-        chat = chat.on_conflict_do_update(index_elements=[chats.c.tenant_id, chats.c.chat_id],
-                                          set_={"updated_at": chat.excluded.updated_at})
-        async with self._tx() as conn:
-            await conn.execute(chat)
-            await conn.execute(sa.insert(messages_table), row)
-
-    async def update_message(self, message: ChatMessage) -> None:
-        """Replace a message's status and parts (``updated_at``: the message's, or now).
-        Raises StoreError when the tenant has no such message."""
-        stmt = (sa.update(messages_table)
-                .where(messages_table.c.tenant_id == message.tenant_id, messages_table.c.id == message.id)
-                .values(status=str(message.status), parts=message.parts,
-                        updated_at=message.updated_at or time.time()))
-        async with self._tx() as conn:
-            if (await conn.execute(stmt)).rowcount == 0:
-                raise StoreError(f"no message {message.id} for tenant {message.tenant_id!r}")
-
-    async def messages(self, tenant_id: str, chat_id: str, limit: int = 100) -> list[ChatMessage]:
-        """The chat's last ``limit`` messages, oldest first (by ``created_at``)."""
-        stmt = (sa.select(messages_table)
-                .where(messages_table.c.tenant_id == tenant_id, messages_table.c.chat_id == chat_id)
-                .order_by(messages_table.c.created_at.desc(), messages_table.c.id.desc()).limit(limit))
-        async with self._tx() as conn:
-            rows = (await conn.execute(stmt)).mappings().all()
-        return [message_from_row(row) for row in reversed(rows)]
