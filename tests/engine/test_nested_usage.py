@@ -13,7 +13,7 @@ from engine.service import RunService, Stores
 from engine.settings import Settings
 from schemas.types import RunStatus
 from tests.support.catalog import TEST_CATALOG
-from tests.support.openai_server import openai_server, scripted_registry, text_reply  # noqa: F401  (fixtures)
+from tests.support.openai_server import text_reply
 from tests.support.workflows import build, edge, node
 from workers.sql import SqlStore
 
@@ -21,13 +21,6 @@ from workers.sql import SqlStore
 #: (0.0005 / 0.0015 per 1k tokens)
 CALL_IN, CALL_OUT = 10, 5
 CALL_COST = CALL_IN * 0.0005 / 1000 + CALL_OUT * 0.0015 / 1000
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def database_url(request, tmp_path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite+aiosqlite:///{tmp_path / 'runs.db'}"
-    return request.getfixturevalue("make_postgres_database")()
 
 
 @pytest.fixture

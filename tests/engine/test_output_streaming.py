@@ -14,16 +14,9 @@ import pytest
 from engine.service import RunService, Stores
 from engine.settings import Settings
 from tests.support.catalog import TEST_CATALOG
-from tests.support.openai_server import openai_server, scripted_registry, text_reply  # noqa: F401  (fixtures)
+from tests.support.openai_server import text_reply
 from tests.support.workflows import build, edge, node
 from workers.sql import SqlStore
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def database_url(request, tmp_path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite+aiosqlite:///{tmp_path / 'runs.db'}"
-    return request.getfixturevalue("make_postgres_database")()
 
 
 @pytest.fixture

@@ -21,13 +21,6 @@ from workers.sql import SqlStore
 GREETING = "Hello! How can I help you today?"
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def database_url(request, tmp_path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite+aiosqlite:///{tmp_path / 'runs.db'}"
-    return request.getfixturevalue("make_postgres_database")()
-
-
 @pytest.fixture
 async def service(database_url, tmp_path) -> Any:
     store = await SqlStore.open(database_url)

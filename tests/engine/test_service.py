@@ -22,13 +22,6 @@ from tests.support.workflows import build, chain_edges, node
 from workers.sql import SqlStore
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def database_url(request, tmp_path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite+aiosqlite:///{tmp_path / 'runs.db'}"
-    return request.getfixturevalue("make_postgres_database")()
-
-
 @pytest.fixture
 async def store(database_url) -> Any:
     opened = await SqlStore.open(database_url)
