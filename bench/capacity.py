@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from _checkout import ROOT, machine, print_report, provenance  # noqa: E402  (first: this checkout)
+from _services import wait_for_redis  # noqa: E402
 
 SCHEMA = "flowloom-bench-capacity/1"
 FLOWLOOM = [sys.executable, "-m", "api.cli"]
@@ -150,7 +151,6 @@ class Deployment:
 
     def start(self) -> None:
         import httpx
-        from redis import Redis
 
         asyncio.run(self._admin(f'CREATE DATABASE "{self.db_name}"'))
         self.created = True
@@ -165,15 +165,7 @@ class Deployment:
         self.env = {k: v for k, v in base_env.items() if not k.startswith("FLOWLOOM_")}
         self.env.update(FLOWLOOM_HOME=str(self.tmp / "home"), FLOWLOOM_DATABASE_URL=self.db_url,
                         FLOWLOOM_REDIS_URL=self.redis_url, FLOWLOOM_HTTP_ALLOW="127.0.0.1")
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                if Redis.from_url(self.redis_url, socket_connect_timeout=0.2).ping():
-                    break
-            except Exception:  # noqa: BLE001 - not up yet
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
+        wait_for_redis(self.redis_url)
         for i in range(self.replica_count):  # one after the other: the first creates the schema and the key
             port = _free_port()
             proc = self._spawn(f"serve{i}", [*FLOWLOOM, "serve", "--port", str(port), "--no-examples"], env=self.env)

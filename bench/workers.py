@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from _checkout import ROOT, machine, print_report, provenance  # noqa: E402  (first: this checkout)
+from _services import wait_for_redis  # noqa: E402
 
 VERBOSE = False
 
@@ -139,15 +140,7 @@ class Bench:
         self.env.update(FLOWLOOM_HOME=str(self.tmp / "home"), FLOWLOOM_REDIS_URL=self.redis_url,
                         FLOWLOOM_DATABASE_URL=self.db_url, FLOWLOOM_LLM_BASE_URL=llm_url + "/v1",
                         FLOWLOOM_LLM_API_KEY="bench", FLOWLOOM_LLM_MODEL="bench")
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                if Redis.from_url(self.redis_url, socket_connect_timeout=0.2).ping():
-                    break
-            except Exception:  # noqa: BLE001 - not up yet
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
+        wait_for_redis(self.redis_url)
         self.redis = Redis.from_url(self.redis_url)
 
     def start_workers(self, count: int) -> None:
