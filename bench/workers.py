@@ -46,8 +46,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _checkout import ROOT, machine, print_report, provenance  # noqa: E402  (first: this checkout)
-from _services import wait_for_redis  # noqa: E402
+from _checkout import ROOT, machine, print_report, provenance, sibling  # noqa: E402  (first: this checkout)
+
+wait_for_redis: Any = sibling("_services").wait_for_redis
 
 VERBOSE = False
 

@@ -20,7 +20,7 @@ from nodes import builtin_catalog
 from nodes.model_registry import get_registry
 from schemas.launch import ContinueRun, Placement, ResumeRun, StartRun
 from schemas.types import RunStatus
-from tests.engine.test_service import database_url, store  # noqa: F401  (fixtures)
+from tests.engine.test_service import store  # noqa: F401  (fixtures)
 
 ROOT = Path(__file__).resolve().parents[2]
 QUEUED = Placement(execution="queued")

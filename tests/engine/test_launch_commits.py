@@ -25,7 +25,7 @@ from nodes.model_registry import get_registry
 from schemas.launch import Placement, Published, StartRun
 from schemas.records import OwnerInfo
 from schemas.types import RunStatus
-from tests.engine.test_service import database_url, store  # noqa: F401  (fixtures)
+from tests.engine.test_service import store  # noqa: F401  (fixtures)
 from workers.sql import quotas as sql_quotas
 from workers.sql.checkpoint import _raw_connection
 from workers.sql.keys import SqlKeyStore

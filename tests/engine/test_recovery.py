@@ -17,7 +17,7 @@ from engine.recovery import OrphanRecovery
 from engine.leases import orphaned
 from schemas.records import OwnerInfo, RunSummary
 from schemas.types import RunStatus
-from tests.engine.test_service import database_url, drain, probe, service_of, store  # noqa: F401  (fixtures)
+from tests.engine.test_service import drain, probe, service_of, store  # noqa: F401  (fixtures)
 from tests.support.workflows import build, chain_edges
 from workers.sql import SqlStore
 
