@@ -24,12 +24,9 @@ CALL_COST = CALL_IN * 0.0005 / 1000 + CALL_OUT * 0.0015 / 1000
 
 
 @pytest.fixture
-async def service(database_url, tmp_path, openai_server, scripted_registry) -> Any:
+def service(model_service, openai_server) -> Any:
     openai_server.responder = lambda body: text_reply(f"re: {body['messages'][-1]['content']}")
-    store = await SqlStore.open(database_url)
-    yield RunService(catalog=TEST_CATALOG, stores=Stores(store, store, store, store),
-                     settings=Settings(home=tmp_path), models=scripted_registry)
-    await store.close()
+    return model_service
 
 
 def chat(node_id: str, prompt: str, **fields: Any) -> dict[str, Any]:

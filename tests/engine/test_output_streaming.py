@@ -11,21 +11,14 @@ from typing import Any
 
 import pytest
 
-from engine.service import RunService, Stores
-from engine.settings import Settings
-from tests.support.catalog import TEST_CATALOG
 from tests.support.openai_server import text_reply
 from tests.support.workflows import build, edge, node
-from workers.sql import SqlStore
 
 
 @pytest.fixture
-async def service(database_url, tmp_path, openai_server, scripted_registry) -> Any:
+def service(model_service, openai_server) -> Any:
     openai_server.responder = lambda body: text_reply(f"<{body['messages'][-1]['content']}>", chunk_size=2)
-    store = await SqlStore.open(database_url)
-    yield RunService(catalog=TEST_CATALOG, stores=Stores(store, store, store, store),
-                     settings=Settings(home=tmp_path), models=scripted_registry)
-    await store.close()
+    return model_service
 
 
 def chat(node_id: str, prompt: str, **fields: Any) -> dict[str, Any]:

@@ -547,12 +547,9 @@ class PostgresKnowledgeStore:
         if not filters and index_id in self._hnsw_ready:
             return await self._nearest(tenant_id, index_id, query, k)
         async with self._read() as c:
-            index = await self._index_row(c, tenant_id, index_id)
-            dim = index["dimension"]
-            if k < 1 or index["state"] == "retired" or dim is None:
+            dim = await self._searchable_dimension(c, tenant_id, index_id, query, k)
+            if dim is None:
                 return []
-            if query.shape != (dim,):
-                raise DimensionMismatch(f"index {index_id!r} holds {dim}-dimensional vectors, not {query.size}")
             if filters:
                 where, params = postgres_filters(filters, 5)
                 rows = await c.fetch(
@@ -567,16 +564,26 @@ class PostgresKnowledgeStore:
             return await self._nearest(tenant_id, index_id, query, k)
         return [ScoredChunk(chunk_from_row(r), 1.0 - float(r["distance"])) for r in rows]
 
+    async def _searchable_dimension(self, c: Any, tenant_id: str, index_id: str, query: np.ndarray,
+                                    k: int) -> int | None:
+        """The dimension of the index a vector search reads; None when it has nothing to
+        give (``k`` below 1, a retired index, no vector stored yet). Raises
+        DatasetNotFound; DimensionMismatch when ``query`` has another dimension."""
+        index = await self._index_row(c, tenant_id, index_id)
+        dim = index["dimension"]
+        if k < 1 or index["state"] == "retired" or dim is None:
+            return None
+        if query.shape != (dim,):
+            raise DimensionMismatch(f"index {index_id!r} holds {dim}-dimensional vectors, not {query.size}")
+        return dim
+
     async def _nearest(self, tenant_id: str, index_id: str, query: np.ndarray, k: int) -> list[ScoredChunk]:
         """Nearest chunks through the index's HNSW index (it exists): the transaction and
         its settings in one round trip, the index row, the graph's nearest, the commit."""
         async with self._local("; ".join(nearest_settings(k, index_id))) as c:
-            index = await self._index_row(c, tenant_id, index_id)
-            dim = index["dimension"]
-            if k < 1 or index["state"] == "retired" or dim is None:
+            dim = await self._searchable_dimension(c, tenant_id, index_id, query, k)
+            if dim is None:
                 return []
-            if query.shape != (dim,):
-                raise DimensionMismatch(f"index {index_id!r} holds {dim}-dimensional vectors, not {query.size}")
             rows = await c.fetch(nearest_query(index_id, dim), query, tenant_id, k)
             if len(rows) < k:  # fewer: a failed document's chunks were among the nearest, or a small index
                 rows = await c.fetch(_EXACT_NEAREST, query, index_id, tenant_id, k)
