@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -22,14 +23,15 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import httpx
 
 from tests.support.openai_server import Reply, ScriptedOpenAIServer, delay, finish, reasoning_reply, reply, text, \
     text_reply, tool_delta, usage
 
-__all__ = ["CanvasServer", "ROOT", "WEB", "canvas_server", "e2e_responder", "web_prerequisites"]
+__all__ = ["BrowserRun", "CanvasServer", "ROOT", "WEB", "canvas_server", "e2e_responder", "run_browser_files",
+           "web_prerequisites"]
 
 ROOT = Path(__file__).resolve().parents[2]
 WEB = ROOT / "web"
@@ -144,8 +146,13 @@ class CanvasServer:
 
 
 @contextlib.contextmanager
-def canvas_server(home: Path, *, log: Path | None = None, startup_s: float = 60.0) -> Iterator[CanvasServer]:
+def canvas_server(home: Path, *, log: Path | None = None, startup_s: float = 60.0,
+                  responder: Callable[[dict[str, Any]], Reply] = e2e_responder,
+                  extra_env: dict[str, str] | None = None) -> Iterator[CanvasServer]:
     """Start the scripted model and ``flowloom serve`` over ``home``; stop both after.
+
+    ``responder`` answers the scripted model's requests (default :func:`e2e_responder`);
+    ``extra_env`` is added to the server's environment.
 
     The server serves a copy of ``web/dist`` made under ``home``, so a rebuild of the
     checkout's ``web/dist`` during the run (vite empties it first) cannot pull the page
@@ -158,11 +165,11 @@ def canvas_server(home: Path, *, log: Path | None = None, startup_s: float = 60.
     home.mkdir(parents=True, exist_ok=True)
     log = log or home / "serve.log"
     dist = _copy_dist(home / "web-dist")
-    model = ScriptedOpenAIServer(responder=e2e_responder).start()
+    model = ScriptedOpenAIServer(responder=responder).start()
     port = _free_port()
     env = {**os.environ, "FLOWLOOM_HOME": str(home), "FLOWLOOM_LLM_BASE_URL_OVERRIDE": model.base_url,
            "FLOWLOOM_LLM_API_KEY": "sk-scripted-e2e", "FLOWLOOM_WEB_DIST": str(dist),
-           "PYTHONUNBUFFERED": "1"}
+           "PYTHONUNBUFFERED": "1", **(extra_env or {})}
     for name in ("FLOWLOOM_DATABASE_URL", "FLOWLOOM_REDIS_URL", "FLOWLOOM_LLM_MODEL_OVERRIDE"):
         env.pop(name, None)
     url = f"http://127.0.0.1:{port}"
@@ -192,3 +199,41 @@ def canvas_server(home: Path, *, log: Path | None = None, startup_s: float = 60.
                 proc.kill()
                 proc.wait(5)
             model.stop()
+
+
+@dataclass
+class BrowserRun:
+    """One ``node --test`` run of some ``web/e2e/`` files: exit code, TAP output, counts."""
+
+    returncode: int
+    output: str
+    passed: int
+    failed: int
+
+    def summary(self) -> str:
+        """The ``ok``/``not ok`` lines and the pass/fail counts of the output."""
+        return "\n".join(line for line in self.output.splitlines()
+                         if re.match(r"^(not )?ok \d|^# (pass|fail)", line))
+
+
+def run_browser_files(server: CanvasServer, files: list[str], shots: Path, *, timeout_s: float = 300.0,
+                      env: dict[str, str] | None = None) -> BrowserRun:
+    """Run the named ``web/e2e/*.test.mjs`` files against ``server`` in headless Chromium.
+
+    Screenshots go to ``shots`` (``E2E_SHOTS``); the whole output is also written to
+    ``shots/../e2e-output.txt`` so a failure can be read after the test.
+
+    Raises:
+        subprocess.TimeoutExpired: the files did not finish within ``timeout_s``.
+    """
+    run_env = {**os.environ, "BASE_URL": server.url, "FLOWLOOM_KEY": server.key, "E2E_SHOTS": str(shots),
+               "E2E_FILES": ",".join(files), **(env or {})}
+    done = subprocess.run(["node", "e2e/run.mjs", "--test-reporter=tap"], cwd=WEB, env=run_env,
+                          capture_output=True, text=True, timeout=timeout_s)
+    output = done.stdout + done.stderr
+    shots.parent.mkdir(parents=True, exist_ok=True)
+    (shots.parent / "e2e-output.txt").write_text(output, encoding="utf-8")
+    passed = re.search(r"^# pass (\d+)", output, re.M)
+    failed = re.search(r"^# fail (\d+)", output, re.M)
+    return BrowserRun(returncode=done.returncode, output=output, passed=int(passed.group(1)) if passed else 0,
+                      failed=int(failed.group(1)) if failed else -1)

@@ -18,14 +18,11 @@ missing.
 
 from __future__ import annotations
 
-import os
-import re
-import subprocess
 
 import pytest
 from openai import OpenAI
 
-from tests.web.canvas_env import ROOT, WEB, canvas_server, web_prerequisites
+from tests.web.canvas_env import ROOT, canvas_server, run_browser_files, web_prerequisites
 
 DIFY_FILE = ROOT.parent / "shared" / "corpus" / "dify" / "basic_chatflow.yml"
 SCENARIOS = 11
@@ -40,28 +37,20 @@ def _require_web() -> None:
         pytest.fail("the browser tests cannot run:\n  " + "\n  ".join(missing), pytrace=False)
 
 
-def _run_suite(url: str, key: str, shots: os.PathLike[str]) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "BASE_URL": url, "FLOWLOOM_KEY": key, "E2E_SHOTS": str(shots),
-           "E2E_DIFY_FILE": str(DIFY_FILE), "E2E_TRIAGE_ID": "e2e_triage"}
-    return subprocess.run(["node", "e2e/run.mjs", "--test-reporter=tap"], cwd=WEB, env=env, capture_output=True,
-                          text=True, timeout=SUITE_TIMEOUT_S)
 
 
 def test_canvas_scenarios_pass_in_a_real_browser(tmp_path, capsys):
     _require_web()
     shots = tmp_path / "screenshots"
     with canvas_server(tmp_path / "home") as server:
-        result = _run_suite(server.url, server.key, shots)
-        output = result.stdout + result.stderr
-        (tmp_path / "e2e-output.txt").write_text(output, encoding="utf-8")
+        result = run_browser_files(server, ["canvas.test.mjs"], shots, timeout_s=SUITE_TIMEOUT_S,
+                                   env={"E2E_DIFY_FILE": str(DIFY_FILE), "E2E_TRIAGE_ID": "e2e_triage"})
         with capsys.disabled():
             print(f"\nbrowser suite (exit {result.returncode}); screenshots in {shots}; "
                   f"its output in {tmp_path / 'e2e-output.txt'}")
-            print("\n".join(line for line in output.splitlines() if re.match(r"^(not )?ok \d|^# (pass|fail)", line)))
-        passed = re.search(r"^# pass (\d+)", output, re.M)
-        failed = re.search(r"^# fail (\d+)", output, re.M)
-        assert result.returncode == 0 and failed and failed.group(1) == "0", output[-6000:]
-        assert passed and int(passed.group(1)) == SCENARIOS, output[-6000:]
+            print(result.summary())
+        assert result.returncode == 0 and result.failed == 0, result.output[-6000:]
+        assert result.passed == SCENARIOS, result.output[-6000:]
         assert {"triage-validation-error.png", "triage-canvas-after-run.png", "triage-run-panel.png",
                 "triage-trace.png"} <= {p.name for p in shots.iterdir()}
 
