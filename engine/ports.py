@@ -205,6 +205,13 @@ class RunStore(Protocol):
         """Every saved node run of the run (earlier loop rounds included), in start order."""
         ...
 
+    async def count_unended(self) -> dict[str, int]:
+        """How many runs of **every tenant** are ``pending``, ``running`` and ``paused``
+        (status -> count; a status with none is left out): the operator's gauges of active
+        and paused runs, never a caller's request. Served by the status index, so its cost
+        follows the number of unended runs, not of all runs."""
+        ...
+
     async def list_unfinished(self, *, now: float, host: str, limit: int = 500) -> list[RunSummary]:
         """Candidates for crash recovery, of **every tenant** (the one cross-tenant read, for
         the recovery loop of a server or worker, never for a caller's request): runs

@@ -72,6 +72,7 @@ from .ports import (
 from .rerun import durable, seed_rerun
 from .runner import new_run_state
 from .settings import Settings
+from .telemetry import telemetry
 from .turns import ChatTurns
 
 if TYPE_CHECKING:
@@ -347,6 +348,7 @@ class RunService(Executing, ChatTurns):
                                       elapsed_ms=elapsed)
             await self.stores.runs.checkpoint(state, CheckpointDelta(waiting, len(state.history)), owner_id=owner.id,
                                               events=[ended])
+            telemetry().run_event(state.workflow_id, ended)  # ended here, not by an execution
             await self._close_turn(state, "")
         finally:
             await self.stores.runs.release(run_id, owner.id)
