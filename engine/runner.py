@@ -20,6 +20,7 @@ from .compiler import CompiledPlan
 from .context import CancelToken, RunDeps
 from .errors import InvalidInputs, UnknownInterrupt
 from .scheduler import Scheduler
+from .telemetry import run_scope
 
 __all__ = ["answer_interrupts", "coerce_input", "new_run_state", "run_workflow", "resume_run", "stream_workflow"]
 
@@ -201,7 +202,14 @@ async def stream_workflow(
         coro = resume_run(plan, inputs, answers=answers, deps=run_deps, cancel=token)
     else:
         coro = run_workflow(plan, inputs, deps=run_deps, cancel=token, **sys)
-    task = asyncio.ensure_future(coro)
+    # The run's task (and every task it starts) logs with the run's scope; set around the
+    # task's creation only, since a value set in this async generator would leak into its consumer.
+    scope = run_scope.set((inputs.tenant_id, inputs.run_id, "")) if isinstance(inputs, RunState) else None
+    try:
+        task = asyncio.ensure_future(coro)
+    finally:
+        if scope is not None:
+            run_scope.reset(scope)
     done = object()
     task.add_done_callback(lambda _t: queue.put_nowait(done))
     try:

@@ -109,6 +109,8 @@ class Settings(BaseSettings):
     ``metrics_port`` (``FLOWLOOM_METRICS_PORT``): serve them on that port instead of the
     API's (then ``/metrics`` on the API port answers 404), on ``metrics_host``
     (``FLOWLOOM_METRICS_HOST``, default 127.0.0.1); a worker's are on its ``--metrics-port``.
+    ``log_format`` (``FLOWLOOM_LOG_FORMAT``): ``text`` (default) or ``json`` - the server's
+    and a worker's log records as JSON objects carrying their tenant, run and node ids.
 
     Knowledge bases: ``knowledge_max_document_bytes``
     (``FLOWLOOM_KNOWLEDGE_MAX_DOCUMENT_BYTES``): the largest document a dataset accepts
@@ -160,6 +162,7 @@ class Settings(BaseSettings):
     metrics: bool = True
     metrics_port: int | None = Field(default=None, gt=0, le=65535)
     metrics_host: str = "127.0.0.1"
+    log_format: Literal["text", "json"] = "text"
 
     @field_validator("http_allow", mode="before")
     @classmethod

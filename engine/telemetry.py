@@ -16,11 +16,19 @@ a run.
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from typing import Any
 
 from schemas.run import Usage
 
-__all__ = ["Telemetry", "install_telemetry", "telemetry"]
+__all__ = ["RunScope", "Telemetry", "install_telemetry", "run_scope", "telemetry"]
+
+#: ``(tenant_id, run_id, node_id)`` of the run (and node: "" outside one) the current task
+#: works for; None outside a run. Log records written meanwhile carry them
+#: (``api.logs.RunFields``). Set where tasks start (a task keeps the value it was created
+#: with), so a node's own tasks - a model call's, a tool's - carry its scope too.
+RunScope = tuple[str, str, str]
+run_scope: ContextVar[RunScope | None] = ContextVar("flowloom_run_scope", default=None)
 
 
 class Telemetry:

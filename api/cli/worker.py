@@ -67,6 +67,8 @@ def worker(
     log.setLevel(logging.INFO)
     log.propagate = False
     setup_loghandlers("INFO", date_format=LOG_DATE_FORMAT, log_format=LOG_FORMAT, name="rq.worker")
+    if current.log_format == "json":
+        _json_logs([handler, *logging.getLogger("rq.worker").handlers])
     connection = Redis.from_url(current.redis_url, socket_connect_timeout=2, health_check_interval=5)
     try:
         connection.ping()  # RQ's worker talks to Redis as it is made: a dead URL is a message, not a traceback
@@ -94,6 +96,15 @@ def worker(
         # a live worker holds the name: the operator picks another, nothing is broken
         err().print(Text(str(exc), style="bold red"))
         raise typer.Exit(EXIT_INVALID) from None
+
+
+def _json_logs(handlers: list[logging.Handler]) -> None:
+    """Every record of ``handlers`` as one JSON object carrying its run scope (FLOWLOOM_LOG_FORMAT=json)."""
+    from api.logs import RunFields, json_formatter
+
+    for each in handlers:
+        each.setFormatter(json_formatter())
+        each.addFilter(RunFields())
 
 
 def _serve_metrics(connection: Any, names: list[str], runtime: Any, port: int, host: str) -> None:

@@ -73,3 +73,27 @@ async def test_queue_depth_on_the_api_and_a_workers_own_runs_on_its_metrics_port
                            env=deployment.env, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert taken.returncode == 2, taken.stdout + taken.stderr
     assert f"--metrics-port {port}" in taken.stderr and "Traceback" not in taken.stderr + taken.stdout
+
+
+async def test_a_worker_with_json_logs_names_the_run_and_node_of_a_record(deployment, api):
+    import json
+
+    deployment.env["FLOWLOOM_LOG_FORMAT"] = "json"
+    deployment.start_worker("wj")
+    deployment.wait_for_workers("wj")
+    doc = chain("logged", [{"id": "call", "type": "http_request",
+                            "config": {"url": f"http://127.0.0.1:{_free_port()}/gone", "timeout": 5}}])
+    answer = await api.start(doc, **{"X-Flowloom-Execution": "queued"})
+    assert answer.status_code == 202, answer.text
+    run_id = answer.json()["run_id"]
+    assert await api.wait_status(run_id, {"succeeded", "failed", "cancelled"}, timeout=60) == "failed"
+    deadline = time.monotonic() + 30
+    while True:
+        records = [json.loads(line) for line in deployment.log("wj").splitlines() if line.startswith("{")]
+        mine = [r for r in records if r.get("run_id") == run_id and r.get("node_id") == "call"]
+        if mine:
+            break
+        assert time.monotonic() < deadline, deployment.log("wj")[-3000:]
+        await asyncio.sleep(0.1)
+    assert mine[0]["tenant_id"] == "default" and mine[0]["level"] == "INFO"
+    assert any(r["logger"].startswith("rq.worker") for r in records), "RQ's own records are JSON too"
