@@ -571,3 +571,9 @@ async def test_an_app_keys_searches_count_in_its_apps_quota(kb):
     assert app_usage["tokens_today"] == first.json()["embedding_tokens"]
     tenant = await kb.client.post(f"/v1/datasets/{dataset['id']}/search", json=search, headers=kb.auth())
     assert tenant.status_code == 200  # the tenant's own key is not held by the app's limit
+
+
+async def test_the_catalog_names_the_registrys_embedding_models_apart_from_chat_models(fts):
+    catalog = (await fts.client.get("/v1/node-kinds", headers=fts.auth())).json()
+    assert catalog["embedding_models"] == [EMBEDDING_MODEL]
+    assert EMBEDDING_MODEL not in catalog["models"] and "default" in catalog["models"]
