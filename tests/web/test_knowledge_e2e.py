@@ -3,9 +3,10 @@ Chromium) against a real ``flowloom serve``: a dataset with an embedding model c
 and filled through the file chooser (a text and a Markdown file ingested, a text file
 named ``.pdf`` refused with its reason while the others go on, each good one shown
 waiting in ``embedding`` while the scripted server holds the embeddings, then
-``ready``), its chunks previewed,
-hit testing ranking the right chunk first, a second dataset edited and deleted after a
-confirmation; then a workflow whose knowledge retrieval node gets the dataset from the
+``ready``), its chunks previewed, hit testing ranking the right chunk first, a second
+dataset filled by a drop of two files (the empty one refused) and a text, its statuses
+read in the Chinese UI, then edited and deleted after a confirmation; then a workflow
+whose knowledge retrieval node gets the dataset from the
 picker (by name) answers in the chat preview with the citation shown, and the trace
 shows the chunks found.
 

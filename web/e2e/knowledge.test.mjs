@@ -48,6 +48,18 @@ const SHIPPING_MD = '# Shipping\n\n## Standard\n\nStandard parcels to Europe tak
   + '## Express\n\nExpress parcels arrive in two days, tracked all the way.\n\n'
   + '## Opening hours\n\nThe shop opens at nine and closes at six, Monday to Saturday.\n';
 
+/** Drops files (name -> text) on the element `testId` as a person's drag from the desktop would. */
+async function dropFiles(page, testId, files) {
+  const transfer = await page.evaluateHandle((entries) => {
+    const dt = new DataTransfer();
+    for (const [name, text] of entries) dt.items.add(new File([text], name, { type: 'text/plain' }));
+    return dt;
+  }, Object.entries(files));
+  const zone = byTestId(page, testId);
+  await zone.dispatchEvent('dragover', { dataTransfer: transfer });
+  await zone.dispatchEvent('drop', { dataTransfer: transfer });
+}
+
 /** The row of document `name` once its status is `status` (ingestion is followed live). */
 async function documentRow(page, name, status, timeout = 30000) {
   const row = byTestId(page, `document-row-${name}`);
@@ -134,6 +146,20 @@ scenario('a dataset is created, filled through the file chooser with a bad file 
   await byTestId(page, 'dataset-page').waitFor();
   const scratch = await byTestId(page, 'dataset-page').getAttribute('data-dataset');
   assert.match(await byTestId(page, 'dataset-summary').innerText(), /full-text search only/);
+  // two files dropped at once (one empty: refused, the other kept), and a text added
+  await dropFiles(page, 'upload-zone', { 'notes.txt': 'Staff meet on Mondays.', 'blank.txt': '' });
+  assert.match(await (await documentRow(page, 'blank.txt', 'rejected')).innerText(), /no text found/);
+  await documentRow(page, 'notes.txt', 'ready');
+  await byTestId(page, 'add-text').locator('summary').click();
+  await byTestId(page, 'add-text-name').fill('memo.md');
+  await byTestId(page, 'add-text-body').fill('# Memo\n\nThe stock count is on Friday.');
+  await byTestId(page, 'add-text-submit').click();
+  await documentRow(page, 'memo.md', 'ready');
+  // the Chinese UI names the statuses in Chinese
+  await byTestId(page, 'language-select').selectOption('zh-CN');
+  assert.equal(await byTestId(page, 'document-row-memo.md').locator('[data-testid="document-status"]').innerText(), '可用');
+  assert.equal(await byTestId(page, 'dataset-tab-hits').innerText(), '召回测试');
+  await byTestId(page, 'language-select').selectOption('en');
   await byTestId(page, 'dataset-edit').click();
   await byTestId(page, 'dataset-name').fill('Scratch notes');
   await byTestId(page, 'dataset-save').click();
