@@ -8,9 +8,9 @@ import { useState, type FormEvent } from 'react';
 import { useT } from '../i18n';
 import { useCatalog } from '../store/catalog';
 import { Dialog } from '../panels/Dialog';
-import { kbApi, type Dataset, type DatasetCreate } from './api';
+import { kbApi, type Dataset, type DatasetCreate, type DatasetUpdate } from './api';
 
-interface Draft {
+export interface Draft {
   name: string;
   description: string;
   model: string;
@@ -21,7 +21,7 @@ interface Draft {
   childTokens: number;
 }
 
-function draftOf(d: Dataset | null): Draft {
+export function draftOf(d: Dataset | null): Draft {
   return {
     name: d?.name ?? '', description: d?.description ?? '', model: d?.embedding_model ?? '',
     chunkTokens: d?.chunking.chunk_tokens ?? 512, overlapTokens: d?.chunking.overlap_tokens ?? 64,
@@ -30,7 +30,7 @@ function draftOf(d: Dataset | null): Draft {
   };
 }
 
-/** The body of `POST /v1/datasets` for `draft` (the PATCH body adds the model's clearing). */
+/** The body of `POST /v1/datasets` for `draft`. */
 export function datasetBody(draft: Draft): DatasetCreate {
   return {
     name: draft.name.trim(), description: draft.description, embedding_model: draft.model || null,
@@ -39,6 +39,15 @@ export function datasetBody(draft: Draft): DatasetCreate {
       parent_child: draft.parentChild ? { child_tokens: draft.childTokens, child_overlap_tokens: 0 } : null,
     },
   };
+}
+
+/** The body of `PATCH /v1/datasets/{id}` turning `dataset` into `draft`: the embedding
+ * model only when it changed (a new one re-indexes and spends tokens; none clears it). */
+export function datasetPatch(dataset: Dataset, draft: Draft): DatasetUpdate {
+  const { embedding_model: model, ...rest } = datasetBody(draft);
+  const before = dataset.embedding_model ?? null;
+  if (model === before) return rest;
+  return model ? { ...rest, embedding_model: model } : { ...rest, clear_embedding_model: true };
 }
 
 export function DatasetForm({ dataset, onClose, onSaved }: { dataset: Dataset | null; onClose: () => void;
@@ -58,11 +67,8 @@ export function DatasetForm({ dataset, onClose, onSaved }: { dataset: Dataset | 
     setBusy(true);
     setError(null);
     try {
-      const body = datasetBody(draft);
-      const saved = dataset
-        ? await kbApi.update(dataset.id, { ...body, embedding_model: body.embedding_model || undefined,
-          clear_embedding_model: !draft.model && !!dataset.embedding_model })
-        : await kbApi.create(body);
+      const saved = dataset ? await kbApi.update(dataset.id, datasetPatch(dataset, draft))
+        : await kbApi.create(datasetBody(draft));
       onSaved(saved);
     } catch (err) {
       setError((err as Error).message);
