@@ -43,7 +43,7 @@ export function datasetBody(draft: Draft): DatasetCreate {
 
 /** The body of `PATCH /v1/datasets/{id}` turning `dataset` into `draft`: the embedding
  * model only when it changed (a new one re-indexes and spends tokens; none clears it). */
-export function datasetPatch(dataset: Dataset, draft: Draft): DatasetUpdate {
+export function datasetPatch(dataset: Dataset, draft: Draft): Partial<DatasetUpdate> {
   const { embedding_model: model, ...rest } = datasetBody(draft);
   const before = dataset.embedding_model ?? null;
   if (model === before) return rest;

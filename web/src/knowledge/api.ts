@@ -29,7 +29,8 @@ export const kbApi = {
   list: () => request<S['DatasetList']>('GET', '/v1/datasets'),
   get: (id: string) => request<Dataset>('GET', ds(id)),
   create: (body: DatasetCreate) => request<Dataset>('POST', '/v1/datasets', { body }),
-  update: (id: string, body: DatasetUpdate) => request<Dataset>('PATCH', ds(id), { body }),
+  /** Only the fields given change. */
+  update: (id: string, body: Partial<DatasetUpdate>) => request<Dataset>('PATCH', ds(id), { body }),
   remove: (id: string) => request<void>('DELETE', ds(id)),
   documents: (id: string) => request<S['DocumentList']>('GET', `${ds(id)}/documents`),
   /** Sends the files in one multipart request (field `files`, repeated). */

@@ -1,7 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { ApiError } from '../api/client';
 import type { DocumentOut } from './api';
-import { afterUpload, applyProgress, chunkPage, documentRows, formatSize, mergeDocuments, uploadOutcomes } from './documents';
+import {
+  afterUpload, applyProgress, chunkPage, documentRows, formatSize, mergeDocuments, uploadOutcomes, type LocalFile,
+} from './documents';
 
 function doc(id: string, name: string, status: DocumentOut['status'] = 'queued'): DocumentOut {
   return { id, dataset_id: 'ds', source_name: name, content_type: 'txt', content_hash: `h-${id}`, size_bytes: 10, status,
@@ -37,7 +39,7 @@ describe('uploadOutcomes', () => {
 
 describe('afterUpload', () => {
   it('test_the_batchs_uploading_files_give_way_to_its_refusals_and_a_fixed_file_clears_its_old_refusal', () => {
-    let local = [{ key: 'upload-1/0/a.txt', name: 'a.txt', size: 0, state: 'rejected' as const, reason: 'empty' },
+    let local: LocalFile[] = [{ key: 'upload-1/0/a.txt', name: 'a.txt', size: 0, state: 'rejected' as const, reason: 'empty' },
       { key: 'upload-2/0/a.txt', name: 'a.txt', size: 5, state: 'uploading' as const },
       { key: 'upload-2/1/bad.pdf', name: 'bad.pdf', size: 7, state: 'uploading' as const }];
     local = afterUpload(local, 'upload-2', { kept: [doc('d1', 'a.txt')], rejected: [{ name: 'bad.pdf', reason: 'not a PDF' }] },
