@@ -214,10 +214,15 @@ scenario('the retrieval node picks the dataset by name and the chat preview cite
   await shot(page, 'knowledge-chat-citation', byTestId(page, 'run-panel'));
 
   // the trace shows what the search found, readably
-  await byTestId(page, 'trace-node-search').locator('summary').first().click();
+  await byTestId(page, 'trace-node-search').locator('summary').click();
   const found = byTestId(page, 'trace-chunks-search');
   await found.waitFor();
   assert.match(await found.innerText(), /Chunks found \(\d\)/);
   assert.equal(await found.locator('[data-testid="trace-chunks-search-1"] [data-testid="citation-source"]').innerText(),
     'shipping.md');
+  assert.match(await found.locator('[data-testid="trace-chunks-search-1"] [data-testid="citation-text"]').innerText(),
+    /Express parcels arrive in two days/);  // the quote itself, shown in full
+  await byTestId(page, 'trace-node-reply').locator('summary').click();
+  assert.match(await byTestId(page, 'trace-citations-reply').innerText(), /\[1\] shipping\.md/);
+  await shot(page, 'knowledge-trace', found);
 });

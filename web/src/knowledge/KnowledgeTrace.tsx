@@ -18,8 +18,8 @@ export function KnowledgeTrace({ nodeRun }: { nodeRun: NodeRunTrace }) {
         <div className="muted small" data-testid={`trace-chunks-${nodeRun.node_id}`}>{t('knowledge.trace.noChunks')}</div>
       )}
       <Citations items={chunks} testId={`trace-chunks-${nodeRun.node_id}`}
-        title={t('knowledge.trace.chunks', { count: chunks.length })} />
-      <Citations items={citations} testId={`trace-citations-${nodeRun.node_id}`} />
+        title={t('knowledge.trace.chunks', { count: chunks.length })} open />
+      <Citations items={citations} testId={`trace-citations-${nodeRun.node_id}`} open />
     </>
   );
 }
