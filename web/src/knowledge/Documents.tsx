@@ -17,6 +17,8 @@ import {
 } from './documents';
 
 const ACCEPT = '.txt,.md,.markdown,.html,.htm,.pdf,.docx,.csv,.jsonl';
+/** Documents one progress stream may name (the route's limit). */
+const MAX_FOLLOWED = 100;
 let batches = 0;
 
 /** Follows the unfinished documents' progress into `setDocuments`; `onSettled` when the
@@ -29,7 +31,9 @@ function useProgress(datasetId: string, documents: DocumentOut[] | null,
   useEffect(() => {
     if (!pending) return undefined;
     const controller = new AbortController();
-    const query = new URLSearchParams(pending.split(',').map((id) => ['document_id', id]));
+    // the route names at most MAX_FOLLOWED documents; more are followed as the whole dataset
+    const ids = pending.split(',');
+    const query = new URLSearchParams(ids.length <= MAX_FOLLOWED ? ids.map((id) => ['document_id', id]) : []);
     void (async () => {
       let failed = false;
       try {
