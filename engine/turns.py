@@ -1,7 +1,7 @@
 """The chat transcript of runs: a turn is the user's message and exactly one assistant
 message, which the run fills - its answer (or what was streamed before a stop or a
-failure), reasoning, tool calls and a pending question - and whose status follows the
-run's. :class:`ChatTurns` is a base of :class:`~engine.service.RunService`."""
+failure), reasoning, tool calls, the answer's citations and a pending question - and
+whose status follows the run's. :class:`ChatTurns` is a base of :class:`~engine.service.RunService`."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any, Mapping
 
+from schemas.knowledge import run_citations
 from schemas.records import ChatMessage, MessagePart, MessageStatus
 from schemas.run import RunState
 from schemas.types import RunStatus
@@ -84,7 +85,8 @@ _MESSAGE_STATUS = {RunStatus.succeeded: MessageStatus.done, RunStatus.paused: Me
 
 
 def _parts_of(state: RunState, streamed: str) -> list[MessagePart]:
-    """The assistant message's parts from the run: text, reasoning, tool calls, question."""
+    """The assistant message's parts from the run: text, reasoning, tool calls, the
+    citations of a succeeded answer (one part each), question."""
     parts: list[MessagePart] = []
     text = state.answer if state.status is RunStatus.succeeded else (state.answer or streamed)
     for run in state.node_runs.values():
@@ -98,6 +100,9 @@ def _parts_of(state: RunState, streamed: str) -> list[MessagePart]:
                 parts += _tool_parts(step.get("tools") or [])
     if text:
         parts.append(MessagePart(type="text", text=text))
+    if state.status is RunStatus.succeeded:  # the sources of the answer, so a reloaded chat still shows them
+        parts += [MessagePart(type="citation", data=piece.model_dump(mode="json"))
+                  for piece in run_citations(state.node_runs.values())]
     for interrupt in state.interrupts.values():
         parts.append(MessagePart(type="interrupt", data=interrupt.model_dump(mode="json", exclude={"answer"})))
     if state.error is not None and state.status is not RunStatus.succeeded:

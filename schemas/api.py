@@ -649,6 +649,8 @@ class NodeKindList(BaseModel):
     node_value_labels: dict[str, dict[str, str]] = Field(
         default_factory=dict, description="language tag (zh-CN...) -> label of each enum value of "
                                           "node_fields_schema (error strategy...); English is the value itself")
+    embedding_models: list[str] = Field(default_factory=list, description="the registry's embedding models "
+                                                                          "(what a dataset's embedding_model accepts)")
 
 
 # -------------------------------------------------------------------------- quotas

@@ -155,4 +155,5 @@ async def list_node_kinds(_caller: Caller, service: Service) -> NodeKindList:
     return NodeKindList(kinds=node_kinds(service.catalog), models=sorted(models),
                         system_variables={name: str(t) for name, t in SYS_VARIABLES.items()},
                         node_fields_schema=node_fields_schema(), node_field_labels=node_field_labels(),
-                        node_value_labels=node_value_labels())
+                        node_value_labels=node_value_labels(),
+                        embedding_models=service.models.names("embedding") if service.models is not None else [])

@@ -241,6 +241,27 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/datasets/{dataset_id}/documents/{document_id}/chunks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A page of a document's chunks (chunk preview)
+         * @description The chunks from ``offset`` (at most ``limit``), in position order, with their
+         *     total: what ingestion made of the document. Empty (``total`` 0) until it is split.
+         */
+        get: operations["document_chunks_v1_datasets__dataset_id__documents__document_id__chunks_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/datasets/{dataset_id}/documents/{document_id}/reindex": {
         parameters: {
             query?: never;
@@ -887,6 +908,56 @@ export interface components {
             title: string | null;
         };
         /**
+         * ChunkKind
+         * @description ``text``: a plain chunk (searched and returned); ``child``: a small chunk searched
+         *     in place of its ``parent`` (returned instead of it); ``qa``: a question-answer pair,
+         *     searched by its question, returned as question plus answer.
+         * @enum {string}
+         */
+        ChunkKind: "text" | "parent" | "child" | "qa";
+        /**
+         * ChunkOut
+         * @description One chunk of a document as the chunk preview shows it: ``position`` in the
+         *     document, ``kind`` (``text``; ``parent`` / ``child`` in parent-child chunking, a
+         *     child naming its ``parent_id``; ``qa``: a question-answer pair), the text returned
+         *     to searches and the text searched (a QA pair's question), its heading path and size.
+         */
+        ChunkOut: {
+            /** Heading Path */
+            heading_path?: string[];
+            /** Id */
+            id: string;
+            kind: components["schemas"]["ChunkKind"];
+            /** Parent Id */
+            parent_id?: string | null;
+            /** Position */
+            position: number;
+            /** Search Text */
+            search_text: string;
+            /** Text */
+            text: string;
+            /**
+             * Tokens
+             * @default 0
+             */
+            tokens: number;
+        };
+        /**
+         * ChunkPage
+         * @description ``GET /v1/datasets/{id}/documents/{doc_id}/chunks``: ``chunks`` from ``offset``
+         *     (at most ``limit``, in position order) of ``total``.
+         */
+        ChunkPage: {
+            /** Chunks */
+            chunks: components["schemas"]["ChunkOut"][];
+            /** Limit */
+            limit: number;
+            /** Offset */
+            offset: number;
+            /** Total */
+            total: number;
+        };
+        /**
          * ChunkingSettings
          * @description How documents of a dataset are split (token counts of the cl100k tokenizer).
          */
@@ -1425,7 +1496,8 @@ export interface components {
         };
         /**
          * MessagePart
-         * @description One part of a message: text, reasoning, a tool call, a tool result, or an interrupt.
+         * @description One part of a message: text, reasoning, a tool call, a tool result, an interrupt, or
+         *     a citation (``data``: a :class:`~schemas.knowledge.QuotePiece`, a source the answer cites).
          */
         MessagePart: {
             /** Data */
@@ -1441,7 +1513,7 @@ export interface components {
              * Type
              * @enum {string}
              */
-            type: "text" | "reasoning" | "tool_call" | "tool_result" | "interrupt";
+            type: "text" | "reasoning" | "tool_call" | "tool_result" | "interrupt" | "citation";
         };
         /**
          * MessageStatus
@@ -1508,6 +1580,11 @@ export interface components {
          *     language.
          */
         NodeKindList: {
+            /**
+             * Embedding Models
+             * @description the registry's embedding models (what a dataset's embedding_model accepts)
+             */
+            embedding_models?: string[];
             /** Kinds */
             kinds: components["schemas"]["NodeKindOut"][];
             /** Models */
@@ -3566,6 +3643,70 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content?: never;
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    document_chunks_v1_datasets__dataset_id__documents__document_id__chunks_get: {
+        parameters: {
+            query?: {
+                offset?: number;
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                /** @description the dataset's id */
+                dataset_id: string;
+                /** @description the document's id */
+                document_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ChunkPage"];
+                };
             };
             /** @description Unauthorized */
             401: {

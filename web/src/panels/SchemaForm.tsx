@@ -18,6 +18,7 @@ import {
 } from '../lib/schema';
 import { isRef, type Json, type JsonObject } from '../lib/workflow';
 import { VariablePicker } from './VariablePicker';
+import { DatasetPicker } from '../knowledge/DatasetPicker';
 
 const CodeField = lazy(() => import('./CodeField'));
 
@@ -371,6 +372,10 @@ function Field({ name, path, schema, value, onChange, required, compact }: Field
     case 'array': {
       const list = Array.isArray(shown) ? shown : [];
       const item = resolve(a.items, root);
+      if (name === 'datasets' && item.type === 'string') {  // ids of the tenant's datasets: picked by name
+        return row(<DatasetPicker value={list.filter((v): v is string => typeof v === 'string')} testId={testId}
+          onChange={(ids) => onChange(ids.length ? ids : undefined)} />);
+      }
       if (item.properties || isRefSchema(item, root)) {
         return row(<ItemList schema={a} value={list} onChange={onChange} path={path} />);
       }

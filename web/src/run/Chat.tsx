@@ -1,13 +1,16 @@
 /**
  * The chat preview of a chat flow: the conversation (kept under one `chat_id` across
  * turns and reloaded from `GET /v1/chats/{id}/messages` after each), the assistant's
- * live answer while it streams, reasoning collapsed, and a pending question answered in
+ * live answer while it streams, reasoning collapsed, the sources an answer cites (opened
+ * to their quoted text), and a pending question answered in
  * place (its options or form; or simply the next message, which answers it as in
  * FastGPT).
  */
 import { useEffect, useRef, useState } from 'react';
 import { useT } from '../i18n';
 import type { PendingInterrupt } from './events';
+import { Citations } from '../knowledge/Citations';
+import { messageCitations } from '../knowledge/citations';
 import { InterruptCard } from './Interrupt';
 import { runErrorText, useRunPanel, type ChatMessage } from './store';
 
@@ -53,6 +56,7 @@ function Message({ message, last }: { message: ChatMessage; last: boolean }) {
       )}
       {tools.map((p, i) => <div key={i} className="tool-call">🔧 {String(p.data?.name ?? p.text ?? '')}</div>)}
       {message.text && <div className="chat-text">{message.text}</div>}
+      <Citations items={messageCitations(message.parts)} testId="chat-citations" />
       {!last && interruptsOf(message).map((i) => (
         <div key={i.id} className="muted chat-question">❓ {String(i.payload.description ?? i.payload.question ?? '')}</div>
       ))}
@@ -109,6 +113,7 @@ export function ChatPreview({ inputs }: { inputs: () => Record<string, unknown> 
           <div className="chat-message assistant streaming" data-testid="chat-streaming">
             {live.reasoning && <details className="reasoning"><summary>{t('run.reasoning')}</summary><div>{live.reasoning}</div></details>}
             <div className="chat-text">{live.answer || '…'}</div>
+            <Citations items={live.citations} testId="chat-live-citations" />
           </div>
         )}
         {questions.map((i) => (

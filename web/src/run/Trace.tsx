@@ -1,13 +1,15 @@
 /**
  * The per-node trace of a stored run (`GET /v1/runs/{id}`): for every node run its
  * status, duration, attempts, tokens and cost, and, opened, its resolved inputs,
- * outputs, error, reuse by a re-run, and an agent's rounds (model calls with their tool
+ * outputs, error, reuse by a re-run, the quotes a knowledge search found and a chat
+ * answer cites, and an agent's rounds (model calls with their tool
  * calls) and plan. "Re-run from this node" starts a new run from it with the current
  * draft (`onRerun`).
  */
 import { useMemo } from 'react';
 import { useT } from '../i18n';
 import { useEditor } from '../store/editor';
+import { KnowledgeTrace } from '../knowledge/KnowledgeTrace';
 import { statusLabel } from './store';
 import type { NodeRunTrace, RunTrace } from './types';
 
@@ -81,6 +83,7 @@ export function Trace({ run, onRerun, busy }: { run: RunTrace; onRerun: (nodeId:
               <div className="trace-body">
                 {nr.error && <div className="banner error" data-testid={`trace-error-${nr.node_id}`}>{nr.error.message}</div>}
                 <h5>{t('run.trace.inputs')}</h5><Json value={nr.inputs} testId={`trace-inputs-${nr.node_id}`} />
+                <KnowledgeTrace nodeRun={nr} />
                 <h5>{t('run.trace.outputs')}</h5><Json value={nr.outputs} testId={`trace-outputs-${nr.node_id}`} />
                 <AgentRounds nodeRun={nr} />
                 {!nr.loop_id && onCanvas.has(nr.node_id) && (

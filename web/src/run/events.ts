@@ -28,6 +28,8 @@ export interface Citation {
   chunk_id?: string;
   dataset_id?: string;
   text?: string;
+  score?: number;
+  heading_path?: string[];
 }
 
 export interface NodeState {

@@ -11,6 +11,8 @@ interface CatalogState {
   kinds: NodeKind[];
   /** The model registry's names (what `model` fields accept). */
   models: string[];
+  /** The registry's embedding models (what a dataset's embedding model may be). */
+  embeddingModels: string[];
   /** `sys` names a reference may read -> type name. */
   systemVariables: Record<string, string>;
   /** JSON Schema of the fields every node has besides its config (execution policy...). */
@@ -32,6 +34,7 @@ interface CatalogState {
 export const useCatalog = create<CatalogState>((set, get) => ({
   kinds: [],
   models: [],
+  embeddingModels: [],
   systemVariables: {},
   nodeFieldsSchema: {},
   nodeFieldLabels: {},
@@ -44,6 +47,7 @@ export const useCatalog = create<CatalogState>((set, get) => ({
   setKinds: (kinds, extra = {}) => set({
     kinds,
     models: extra.models ?? [],
+    embeddingModels: extra.embedding_models ?? [],
     systemVariables: extra.system_variables ?? {},
     nodeFieldsSchema: (extra.node_fields_schema ?? {}) as JSONSchema,
     nodeFieldLabels: extra.node_field_labels ?? {},
