@@ -62,6 +62,10 @@ class _LazyOutputs(dict):  # type: ignore[type-arg]
         """Every node id (for "did you mean" suggestions)."""
         return list(self._nodes)
 
+    def node(self, node_id: str) -> NodeBase | None:
+        """The validated node, None for an id that is not one."""
+        return self._nodes.get(node_id)
+
 
 class RefChecker:
     """Rule 9, for one workflow (outputs computed once)."""
@@ -108,6 +112,38 @@ class RefChecker:
             parent = self.scope.get(parent)
         return False
 
+    def access(self, reader: str, node_ref: str, body: bool = False) -> str | tuple[str, str]:
+        """The one rule of what ``reader`` may read of node ``node_ref`` (the compiler
+        checks references with it; :mod:`engine.ref_scope` offers exactly what it allows):
+
+        1. A container's body (and the container's own body fields, ``body``) reads the
+           container's per-item/round values (:meth:`NodeConfig.body_outputs`: an
+           iteration's ``item``/``index``, a loop's variables), never its results: those
+           exist only once the container has finished.
+        2. A container's body fields read its body nodes' outputs (they run first).
+        3. Any other node is read when it is upstream (it always ran first); a node
+           never reads its own outputs.
+
+        Returns ``"body"`` (rule 1: :meth:`NodeConfig.body_outputs`), ``"outputs"``
+        (rules 2-3: :meth:`NodeBase.outputs`), or the ``(code, message)`` of the problem
+        when ``node_ref`` may not be read at all.
+        """
+        if (body and node_ref == reader) or self._inside(reader, node_ref):
+            return "body"
+        if body and self._inside(node_ref, reader):
+            return "outputs"
+        if node_ref == reader:
+            return ("not_ancestor", "a node cannot reference its own outputs")
+        if self.order is not None and not (self.anc[reader] >> self.index[node_ref]) & 1:
+            return ("not_ancestor", f"reference to node {node_ref!r}, which is not upstream of {reader!r}: it may "
+                                    "never run first; connect it upstream")
+        return "outputs"
+
+    def body_outputs(self, node_id: str) -> dict[str, VarType]:
+        """What ``node_id``'s body reads of it while it runs (rule 1 of :meth:`readable`)."""
+        node = self.outputs.node(node_id)
+        return node.config.body_outputs(self.wf) if node is not None else {}
+
     def _target(self, reader: str, path: str, node_ref: str, field: str | None, body: bool = False) -> VarType | None:
         if node_ref in self.invalid:
             return None
@@ -115,22 +151,16 @@ class RefChecker:
             self.problems.append(Problem("unknown_node", f"reference to unknown node {node_ref!r}"
                                          f"{did_you_mean(node_ref, self.outputs.ids())}", node_id=reader, path=path))
             return None
-        if body and (node_ref == reader or self._inside(node_ref, reader)):
-            pass  # a loop node's body-scoped field reads itself and its body (engine/loops.py)
-        elif self.order is not None and node_ref != reader and not (self.anc[reader] >> self.index[node_ref]) & 1:
-            self.problems.append(
-                Problem("not_ancestor",
-                        f"reference to node {node_ref!r}, which is not upstream of {reader!r}: it may never run first; "
-                        "connect it upstream", node_id=reader, path=path)
-            )
+        access = self.access(reader, node_ref, body)
+        if isinstance(access, tuple):
+            self.problems.append(Problem(access[0], access[1], node_id=reader, path=path))
             return None
-        elif node_ref == reader:
-            self.problems.append(Problem("not_ancestor", "a node cannot reference its own outputs", node_id=reader, path=path))
-            return None
-        outs = self.outputs[node_ref]
+        outs = self.body_outputs(node_ref) if access == "body" else self.outputs[node_ref]
         if field is not None and field not in outs:
+            where = (f" while its body runs (its {field!r} exists once it has finished; read it downstream)"
+                     if access == "body" and field in self.outputs[node_ref] else "")
             self.problems.append(
-                Problem("unknown_output", f"node {node_ref!r} has no output {field!r}{did_you_mean(field, outs)} "
+                Problem("unknown_output", f"node {node_ref!r} has no output {field!r}{where}{did_you_mean(field, outs)} "
                         f"(outputs: {', '.join(sorted(outs)) or 'none'})",
                         node_id=reader, path=path)
             )

@@ -114,6 +114,13 @@ class NodeConfig(BaseModel):
         references may read the node itself and its body nodes."""
         return set()
 
+    def body_outputs(self, workflow: "Workflow") -> dict[str, VarType]:
+        """What the node's body (and its own :meth:`body_fields`) reads of the node while
+        it runs - an iteration's ``item`` and ``index``, a loop's variables - as opposed
+        to :meth:`outputs`, which exist only once the node has finished and are read
+        downstream of it. Empty for nodes without a body."""
+        return {}
+
     def model_refs(self) -> Iterator[tuple[str, str]]:
         """(field path, model name) of every model this node calls; unknown names are compile errors."""
         return iter(())
@@ -635,8 +642,10 @@ class IterationConfig(NodeConfig):
     max_iterations: int | None = Field(default=None, ge=1, description="most items accepted (also limited per run)")
 
     def outputs(self, workflow: "Workflow") -> dict[str, VarType]:
-        return {"results": VarType.array, "statuses": VarType.array, "count": VarType.number,
-                "item": VarType.any, "index": VarType.number}
+        return {"results": VarType.array, "statuses": VarType.array, "count": VarType.number}
+
+    def body_outputs(self, workflow: "Workflow") -> dict[str, VarType]:
+        return {"item": VarType.any, "index": VarType.number}
 
     def ref_type(self, field: str) -> VarType | None:
         return VarType.array if field == "items" else None
@@ -687,6 +696,10 @@ class LoopConfig(NodeConfig):
     def outputs(self, workflow: "Workflow") -> dict[str, VarType]:
         return {**{v.name: v.type or VarType.any for v in self.variables}, "rounds": VarType.number,
                 "index": VarType.number}
+
+    def body_outputs(self, workflow: "Workflow") -> dict[str, VarType]:
+        return {**{v.name: v.type or VarType.any for v in self.variables}, "index": VarType.number,
+                "rounds": VarType.number}
 
     def body_fields(self) -> set[str]:
         return {"update", "break_when"}
