@@ -240,6 +240,9 @@ export const en = {
   'run.chat.failedBecause': 'This turn failed: {message}',
   'run.chat.cancelled': 'This turn was stopped.',
   'status.validating': 'validating',
+  // conversation variables and the variable picker's scope (c-vars)
+  'vars.conversation': 'Conversation variables',
+  'vars.loading': 'Loading what this field may read…',
 } as const;
 
 export type MessageKey = keyof typeof en;

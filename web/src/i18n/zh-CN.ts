@@ -242,4 +242,7 @@ export const zhCN: Record<MessageKey, string> = {
   'run.chat.failedBecause': '本轮失败：{message}',
   'run.chat.cancelled': '本轮已停止。',
   'status.validating': '校验中',
+  // conversation variables and the variable picker's scope (c-vars)
+  'vars.conversation': '会话变量',
+  'vars.loading': '正在加载此字段可引用的变量…',
 };
