@@ -628,6 +628,29 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/workflows/scope": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * What a node may reference
+         * @description The references node ``node_id`` may use in config field ``field``: inputs, run and
+         *     conversation variables, system variables and the outputs of the nodes it may read,
+         *     decided by the compiler's own reference rule. 422 when the document's top level is
+         *     invalid or it has no such node.
+         */
+        post: operations["node_scope_v1_workflows_scope_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/workflows/validate": {
         parameters: {
             query?: never;
@@ -1666,6 +1689,34 @@ export interface components {
          */
         NodeRunStatus: "pending" | "running" | "waiting" | "succeeded" | "failed" | "skipped" | "cancelled";
         /**
+         * NodeScope
+         * @description What a node may reference: exactly what the compiler accepts in that field.
+         */
+        NodeScope: {
+            /** Entries */
+            entries: components["schemas"]["ScopeEntryOut"][];
+            /** Field */
+            field?: string | null;
+            /** Node Id */
+            node_id: string;
+        };
+        /**
+         * NodeScopeRequest
+         * @description ``POST /v1/workflows/scope``: a workflow document (saved or not, finished or not),
+         *     one of its nodes, and the top-level config key being edited (body fields of a
+         *     container, e.g. an iteration's ``collect``, see more than its other fields).
+         */
+        NodeScopeRequest: {
+            /** Field */
+            field?: string | null;
+            /** Node Id */
+            node_id: string;
+            /** Workflow */
+            workflow: {
+                [key: string]: unknown;
+            };
+        };
+        /**
          * NodeShapeOut
          * @description What a node offers downstream: its output ``handles`` in order (``error`` included
          *     under the error-branch strategy) and its ``outputs`` (name -> type name); ``outputs``
@@ -2133,6 +2184,23 @@ export interface components {
          * @enum {string}
          */
         RunStatus: "pending" | "running" | "paused" | "succeeded" | "failed" | "cancelled";
+        /**
+         * ScopeEntryOut
+         * @description One reference the node may use: ``path`` is the text to store (``{"ref": path}`` or
+         *     ``{{ path }}``); ``group``: ``inputs``/``vars``/``conversation``/``sys``/``node``.
+         */
+        ScopeEntryOut: {
+            /** Group */
+            group: string;
+            /** Node Id */
+            node_id?: string | null;
+            /** Output */
+            output?: string | null;
+            /** Path */
+            path: string;
+            /** Type */
+            type?: string | null;
+        };
         /**
          * SearchHit
          * @description A chunk found by a search. ``score`` is in [0, 1] (the fused or reranked score);
@@ -4951,6 +5019,75 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["WorkflowImported"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    node_scope_v1_workflows_scope_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["NodeScopeRequest"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NodeScope"];
                 };
             };
             /** @description Unauthorized */
