@@ -11,7 +11,7 @@ whole list at once. Rules, with the ``Problem.code`` each one reports:
    ``empty_required``: a required config field (no default) holds an empty or
    whitespace-only string (an answer with no text, a request with no URL).
 4. ``duplicate_node_id`` / ``duplicate_edge_id`` / ``reserved_node_id``
-   (``inputs``, ``sys``, ``vars``, ``nodes`` are reference scopes).
+   (``inputs``, ``sys``, ``vars``, ``conversation``, ``nodes`` are reference scopes).
 5. ``no_start`` / ``multiple_start`` / ``edge_into_start``.
 6. ``dangling_edge``: an edge's source or target is not a node.
 7. ``unknown_handle``: an edge leaves a handle its source does not have
@@ -22,7 +22,7 @@ whole list at once. Rules, with the ``Problem.code`` each one reports:
    ``interrupt_in_loop`` for loop bodies.
 9. References (structured and in templates): ``unknown_node``, ``unknown_output``,
    ``not_ancestor`` (the node could never be ready first), ``unknown_input``,
-   ``unknown_variable``, ``unknown_sys``, ``type_mismatch``, ``template_syntax``,
+   ``unknown_variable``, ``unknown_conversation_variable``, ``unknown_sys``, ``type_mismatch``, ``template_syntax``,
    ``unknown_template_name``.
 10. ``invalid_default_output`` / ``unknown_default_handle`` for the default-output strategy.
     ``unknown_model``: a node names a model the model registry does not have.

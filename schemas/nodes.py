@@ -500,18 +500,29 @@ class HttpRequestConfig(NodeConfig):
 
 
 class VariableUpdate(BaseModel):
-    """One update of a run variable (declared in ``workflow.variables``)."""
+    """One update of a run variable (``NAME``, declared in ``workflow.variables``) or of a
+    conversation variable (``conversation.NAME``, declared in
+    ``workflow.conversation_variables``, kept by the chat after a successful turn)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    variable: str
+    variable: str = Field(description="run variable NAME, or conversation.NAME")
     operation: Literal["set", "append", "extend", "add", "clear"] = "set"
     value: Value = None
+
+    def target(self) -> tuple[str, str]:
+        """``("conversation", NAME)`` for ``conversation.NAME``, else ``("vars", NAME)``
+        (``vars.NAME`` and a plain ``NAME`` both name a run variable)."""
+        head, dot, rest = self.variable.partition(".")
+        if dot and head in ("conversation", "vars"):
+            return head, rest
+        return "vars", self.variable
 
 
 @node_kind("variable_update", "Variable update")
 class VariableUpdateConfig(NodeConfig):
-    """Sets run variables (vars.NAME) and outputs the new value of each updated variable.
+    """Sets run variables (vars.NAME) and conversation variables (conversation.NAME) and
+    outputs the new value of each updated variable (keyed as the update names it).
 
     Ordering: a reader sees the update only when it is downstream of this node.
     """
@@ -519,8 +530,13 @@ class VariableUpdateConfig(NodeConfig):
     updates: list[VariableUpdate] = Field(min_length=1)
 
     def outputs(self, workflow: "Workflow") -> dict[str, VarType]:
-        declared = {v.name: v.type for v in workflow.variables}
-        return {u.variable: declared.get(u.variable, VarType.any) for u in self.updates}
+        declared = {"vars": {v.name: v.type for v in workflow.variables},
+                    "conversation": {v.name: v.type for v in workflow.conversation_variables}}
+        out: dict[str, VarType] = {}
+        for u in self.updates:
+            scope, name = u.target()
+            out[u.variable] = declared[scope].get(name, VarType.any)
+        return out
 
 
 @node_kind("variable_aggregator", "Variable aggregator")
