@@ -31,6 +31,7 @@ __all__ = [
     "MAX_NUMBER",
     "ChatDetail",
     "ChatList",
+    "ChatVariables",
     "ChatOut",
     "ChatRename",
     "MessageList",
@@ -492,6 +493,15 @@ class NodeShapeOut(BaseModel):
 
     handles: list[str]
     outputs: dict[str, str] | None = None
+
+
+class ChatVariables(BaseModel):
+    """A chat's conversation variables (name -> value): ``GET``/``PUT
+    /v1/chats/{id}/variables``. A ``PUT`` sets the names it gives and keeps the others;
+    the next turn starts from them (a value that does not fit the workflow's declared
+    type refuses that turn, 422 naming the variable)."""
+
+    variables: dict[str, Any] = Field(default_factory=dict)
 
 
 class NodeScopeRequest(BaseModel):
