@@ -19,6 +19,7 @@ export type RunList = S['RunList'];
 export type RunAccepted = S['RunAccepted'];
 export type WorkflowRunCreate = S['WorkflowRunCreate'];
 export type NodeScope = S['NodeScope'];
+export type ChatVariablesBody = S['ChatVariables'];
 export type ScopeEntryOut = S['ScopeEntryOut'];
 
 /** One compile problem, as `flowloom validate --json` prints it. */
