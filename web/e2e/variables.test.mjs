@@ -46,8 +46,8 @@ async function selectNode(page, id) {
 async function pickerPaths(page, field) {
   await byTestId(page, `config-${field}-insert`).click();
   const picker = byTestId(page, 'variable-picker');
-  await page.waitForFunction(() => document.querySelector('[data-testid="variable-picker"]')
-    ?.getAttribute('data-ready') === 'true');
+  // the global inputs are always offered: once they are listed, the whole answer is
+  await picker.locator('[data-testid="var-inputs.list"]').waitFor();
   const ids = await picker.locator('[data-testid^="var-"]').evaluateAll((els) => els.map((e) => e.dataset.testid));
   return ids.map((id) => id.slice('var-'.length));
 }
