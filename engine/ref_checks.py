@@ -190,7 +190,7 @@ class RefChecker:
                 self.check_node(node)
 
     def check_node(self, node: NodeBase) -> None:
-        """Rule 9 for one node: its structured references, then its templates."""
+        """Rule 9 for one node: its structured references, the variables it sets, then its templates."""
         if _plain_config(type(node.config)):
             return
         body_fields = node.config.body_fields()
@@ -207,6 +207,8 @@ class RefChecker:
                             f"reference {found.ref.ref!r} is {actual.value if actual else '?'} but "
                             f"{found.expected.value if found.expected else '?'} is expected", node_id=node.id, path=found.path)
                 )
+        for field_path, scope, name in node.config.variable_targets():
+            self._scoped(node.id, f"config.{field_path}", scope, name)
         local_names = node.config.template_locals()
         for field_path, source in node.config.templates():
             path = f"config.{field_path}"

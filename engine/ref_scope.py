@@ -46,7 +46,7 @@ def _scoped_entries(wf: Workflow) -> list[ScopeEntry]:
     out = [ScopeEntry(f"inputs.{v.name}", "inputs", type=str(v.type)) for v in wf.inputs]
     out += [ScopeEntry(f"vars.{v.name}", "vars", type=str(v.type)) for v in wf.variables]
     out += [ScopeEntry(f"conversation.{v.name}", "conversation", type=str(v.type))
-            for v in getattr(wf, "conversation_variables", [])]
+            for v in wf.conversation_variables]
     out += [ScopeEntry(f"sys.{name}", "sys", type=str(t)) for name, t in SYS_VARIABLES.items()]
     return out
 
@@ -59,6 +59,7 @@ class _LooseNode:
         config = raw.get("config") if isinstance(raw.get("config"), dict) else {}
         self.config = config_cls.model_construct(**{k: v for k, v in config.items() if k in config_cls.model_fields})
         self.wf = wf
+        self.error_branch = raw.get("error_strategy") == "error_branch"
 
     def _safe(self, method: str) -> dict[str, VarType]:
         try:
@@ -67,7 +68,8 @@ class _LooseNode:
             return {}
 
     def outputs(self) -> dict[str, VarType]:
-        return self._safe("outputs")
+        outs = self._safe("outputs")
+        return {**outs, "error": VarType.object} if self.error_branch else outs
 
     def body_outputs(self) -> dict[str, VarType]:
         return self._safe("body_outputs")

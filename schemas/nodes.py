@@ -114,6 +114,11 @@ class NodeConfig(BaseModel):
         references may read the node itself and its body nodes."""
         return set()
 
+    def variable_targets(self) -> Iterator[tuple[str, str, str]]:
+        """(field path, scope, name) of every variable the node sets (``vars`` or
+        ``conversation``), so the compiler can say an undeclared one before a run fails."""
+        return iter(())
+
     def body_outputs(self, workflow: "Workflow") -> dict[str, VarType]:
         """What the node's body (and its own :meth:`body_fields`) reads of the node while
         it runs - an iteration's ``item`` and ``index``, a loop's variables - as opposed
@@ -528,6 +533,10 @@ class VariableUpdateConfig(NodeConfig):
     """
 
     updates: list[VariableUpdate] = Field(min_length=1)
+
+    def variable_targets(self) -> Iterator[tuple[str, str, str]]:
+        for i, u in enumerate(self.updates):
+            yield (f"updates[{i}].variable", *u.target())
 
     def outputs(self, workflow: "Workflow") -> dict[str, VarType]:
         declared = {"vars": {v.name: v.type for v in workflow.variables},

@@ -110,3 +110,15 @@ def test_undeclared_conversation_references_are_compile_errors():
     assert {("say", "unknown_conversation_variable"), ("agg", "unknown_conversation_variable")} <= codes
     bad_default = build([], [], conversation_variables=[{"name": "count", "type": "number", "default": "x"}])
     assert any("default of conversation variable 'count' must be number" in p.message for p in check_workflow(bad_default))
+
+
+def test_an_update_of_an_undeclared_variable_is_a_compile_error():
+    doc = build([node("bump", "variable_update", {"updates": [
+        {"variable": "conversation.cout", "operation": "add", "value": 1},
+        {"variable": "nope", "value": 1}]})], chain_edges("start", "bump"),
+        conversation_variables=[{"name": "count", "type": "number", "default": 0}])
+    found = {(p.code, p.path) for p in check_workflow(doc)}
+    assert ("unknown_conversation_variable", "config.updates[0].variable") in found
+    assert ("unknown_variable", "config.updates[1].variable") in found
+    messages = " ".join(p.message for p in check_workflow(doc))
+    assert "conversation.cout is not declared" in messages and "did you mean" in messages.lower()
