@@ -1,8 +1,8 @@
 """Conversation variables: the values a chat keeps across its turns, and the values a run
 of a chat works with (checkpointed with the run, so a paused turn resumes with them).
 
-Revision ID: 0010
-Revises: 0008 (0009 once the environment-variables migration is merged before it)
+Revision ID: 0013
+Revises: 0008 (re-chained after the other revisions of the same day when they are merged)
 Create Date: 2026-12-02
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0010"
+revision = "0013"
 down_revision = "0008"
 branch_labels = None
 depends_on = None
