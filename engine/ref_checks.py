@@ -121,7 +121,9 @@ class RefChecker:
            container's per-item/round values (:meth:`NodeConfig.body_outputs`: an
            iteration's ``item``/``index``, a loop's variables), never its results: those
            exist only once the container has finished.
-        2. A container's body fields read its body nodes' outputs (they run first).
+        2. A container's body fields read the outputs of the nodes of its own body (they
+           run first, in the same item/round scope; a nested container's body nodes run
+           in that container's scopes, so only the nested container itself is read).
         3. Any other node is read when it is upstream (it always ran first); a node
            never reads its own outputs.
 
@@ -131,7 +133,7 @@ class RefChecker:
         """
         if (body and node_ref == reader) or self._inside(reader, node_ref):
             return "body"
-        if body and self._inside(node_ref, reader):
+        if body and self.scope.get(node_ref) == reader:
             return "outputs"
         if node_ref == reader:
             return ("not_ancestor", "a node cannot reference its own outputs")
@@ -141,7 +143,7 @@ class RefChecker:
         return "outputs"
 
     def body_outputs(self, node_id: str) -> dict[str, VarType]:
-        """What ``node_id``'s body reads of it while it runs (rule 1 of :meth:`readable`)."""
+        """What ``node_id``'s body reads of it while it runs (rule 1 of :meth:`access`)."""
         node = self.outputs.node(node_id)
         return node.config.body_outputs(self.wf) if node is not None else {}
 

@@ -216,3 +216,18 @@ def test_unknown_node_or_bad_document_is_a_compile_error():
         reference_scope(_iteration_flow(None), "ghost", catalog=TEST_CATALOG)
     with pytest.raises(CompileError):
         reference_scope({"id": "w", "nodes": [], "inputs": "bad"}, "x", catalog=TEST_CATALOG)
+
+
+def test_a_container_field_reads_its_own_body_not_a_nested_body():
+    doc = {"id": "w", "inputs": [{"name": "list", "type": "array"}], "nodes": [
+        node("start", "start"),
+        node("outer", "iteration", {"items": {"ref": "inputs.list"}, "collect": {"ref": "inner.results"}}),
+        node("inner", "iteration", {"items": {"ref": "outer.item"}, "collect": {"ref": "deep.output"}},
+             parent="outer"),
+        node("deep", "template", {"template": "{{ inner.item }} of {{ outer.index }}"}, parent="inner")],
+        "edges": [edge("start", "outer")]}
+    assert not [p for p in check_workflow(doc) if p.severity == "error"]
+    collect = {e.path for e in reference_scope(doc, "outer", catalog=TEST_CATALOG, field="collect")}
+    assert "inner.results" in collect and "deep.output" not in collect
+    doc["nodes"][1]["config"]["collect"] = {"ref": "deep.output"}
+    assert [p.code for p in check_workflow(doc) if p.node_id == "outer"] == ["not_ancestor"]
