@@ -70,14 +70,19 @@ def new_run_state(
     query: str | None = None,
     user_id: str | None = None,
     history: list[dict[str, Any]] | None = None,
+    conversation: Mapping[str, Any] | None = None,
 ) -> RunState:
     """A fresh :class:`RunState` with validated inputs, defaults applied and system variables set.
 
     ``history`` is the chat so far, ``[{"role": "user"|"assistant", "content": str}, ...]``
     oldest first (``sys.history``); ``query`` defaults to the ``query`` input when present.
+    ``conversation``: the values the chat holds (name -> value); each declared
+    conversation variable starts from its value there, else from its default (names the
+    workflow no longer declares are left out).
 
     Raises:
-        InvalidInputs: every missing required input, wrongly typed or undeclared input.
+        InvalidInputs: every missing required input, wrongly typed or undeclared input,
+            and every held conversation value that does not fit its declared type.
     """
     wf = plan.workflow
     problems: list[str] = []
@@ -93,6 +98,14 @@ def new_run_state(
         elif not value_matches(value, var.type):
             problems.append(f"{var.name!r} must be {var.type.value}, got {type(value).__name__}")
         values[var.name] = value
+    held = conversation or {}
+    kept: dict[str, Any] = {}
+    for cvar in wf.conversation_variables:
+        value = held.get(cvar.name, cvar.default)
+        if not value_matches(value, cvar.type):
+            problems.append(f"conversation variable {cvar.name!r} must be {cvar.type.value}, the chat holds "
+                            f"{type(value).__name__} (change it in the chat's variables)")
+        kept[cvar.name] = value
     if problems:
         raise InvalidInputs(problems)
     run_id = run_id or uuid.uuid4().hex
@@ -113,6 +126,7 @@ def new_run_state(
             "history": list(history or []),
         },
         variables={v.name: v.default for v in wf.variables},
+        conversation=kept,
     )
 
 

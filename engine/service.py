@@ -191,8 +191,9 @@ class RunService(Executing, ChatTurns):
         if message is not None and "query" not in values and any(v.name == "query" for v in plan.workflow.inputs):
             values["query"] = message
         history = await self._history(tenant_id, chat_id) if chat_id else (list(history) if history else None)
+        held = await self._conversation(tenant_id, chat_id, plan) if chat_id else None
         state = new_run_state(plan, values, run_id=run_id, chat_id=chat_id, query=message, user_id=user_id,
-                              history=history)
+                              history=history, conversation=held)
         state.tenant_id, state.workflow_version = tenant_id, workflow_version
         stored = (tenant_id, state.workflow_hash) in self._docs  # documents stay: stored once is stored
         new = NewRun(state, owner, None if stored else doc, published, durable)
@@ -250,7 +251,8 @@ class RunService(Executing, ChatTurns):
                                   f"(or stop it first)")
         plan = self.compile(doc)
         state = new_run_state(plan, old.inputs, run_id=new_run_id, query=old.sys.get("query") or None,
-                              user_id=old.sys.get("user_id") or None, history=old.sys.get("history") or None)
+                              user_id=old.sys.get("user_id") or None, history=old.sys.get("history") or None,
+                              conversation=old.conversation)
         state.tenant_id, state.workflow_version = tenant_id, workflow_version
         first = seed_rerun(plan, old, state, node_id)
         await self.stores.runs.put_workflow(tenant_id, doc)

@@ -31,6 +31,7 @@ __all__ = [
     "MAX_NUMBER",
     "ChatDetail",
     "ChatList",
+    "ChatVariables",
     "ChatOut",
     "ChatRename",
     "MessageList",
@@ -62,6 +63,9 @@ __all__ = [
     "RunDetail",
     "RunList",
     "RunOut",
+    "NodeScope",
+    "NodeScopeRequest",
+    "ScopeEntryOut",
     "WorkflowCreated",
     "WorkflowDetail",
     "WorkflowImport",
@@ -489,6 +493,44 @@ class NodeShapeOut(BaseModel):
 
     handles: list[str]
     outputs: dict[str, str] | None = None
+
+
+class ChatVariables(BaseModel):
+    """A chat's conversation variables (name -> value): ``GET``/``PUT
+    /v1/chats/{id}/variables``. A ``PUT`` sets the names it gives and keeps the others;
+    the next turn starts from them (a value that does not fit the workflow's declared
+    type refuses that turn, 422 naming the variable)."""
+
+    variables: dict[str, Any] = Field(default_factory=dict)
+
+
+class NodeScopeRequest(BaseModel):
+    """``POST /v1/workflows/scope``: a workflow document (saved or not, finished or not),
+    one of its nodes, and the top-level config key being edited (body fields of a
+    container, e.g. an iteration's ``collect``, see more than its other fields)."""
+
+    workflow: dict[str, Any]
+    node_id: str = Field(min_length=1)
+    field: str | None = None
+
+
+class ScopeEntryOut(BaseModel):
+    """One reference the node may use: ``path`` is the text to store (``{"ref": path}`` or
+    ``{{ path }}``); ``group``: ``inputs``/``vars``/``conversation``/``sys``/``node``."""
+
+    path: str
+    group: str
+    node_id: str | None = None
+    output: str | None = None
+    type: str | None = None
+
+
+class NodeScope(BaseModel):
+    """What a node may reference: exactly what the compiler accepts in that field."""
+
+    node_id: str
+    field: str | None = None
+    entries: list[ScopeEntryOut]
 
 
 class WorkflowProblems(BaseModel):

@@ -135,6 +135,32 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/chats/{chat_id}/variables": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A chat's conversation variables
+         * @description What the chat's next turn starts from, for the variables it holds (a variable it
+         *     holds none of starts from the workflow's default).
+         */
+        get: operations["get_chat_variables_v1_chats__chat_id__variables_get"];
+        /**
+         * Change a chat's conversation variables
+         * @description Set the variables named in ``variables`` (the others are kept); the next turn reads
+         *     them. A turn running meanwhile leaves its own final values when it succeeds.
+         */
+        put: operations["set_chat_variables_v1_chats__chat_id__variables_put"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/datasets": {
         parameters: {
             query?: never;
@@ -649,6 +675,29 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/workflows/scope": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * What a node may reference
+         * @description The references node ``node_id`` may use in config field ``field``: inputs, run and
+         *     conversation variables, system variables and the outputs of the nodes it may read,
+         *     decided by the compiler's own reference rule. 422 when the document's top level is
+         *     invalid or it has no such node.
+         */
+        post: operations["node_scope_v1_workflows_scope_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/workflows/validate": {
         parameters: {
             query?: never;
@@ -906,6 +955,19 @@ export interface components {
         ChatRename: {
             /** Title */
             title: string | null;
+        };
+        /**
+         * ChatVariables
+         * @description A chat's conversation variables (name -> value): ``GET``/``PUT
+         *     /v1/chats/{id}/variables``. A ``PUT`` sets the names it gives and keeps the others;
+         *     the next turn starts from them (a value that does not fit the workflow's declared
+         *     type refuses that turn, 422 naming the variable).
+         */
+        ChatVariables: {
+            /** Variables */
+            variables?: {
+                [key: string]: unknown;
+            };
         };
         /**
          * ChunkKind
@@ -1743,6 +1805,34 @@ export interface components {
          */
         NodeRunStatus: "pending" | "running" | "waiting" | "succeeded" | "failed" | "skipped" | "cancelled";
         /**
+         * NodeScope
+         * @description What a node may reference: exactly what the compiler accepts in that field.
+         */
+        NodeScope: {
+            /** Entries */
+            entries: components["schemas"]["ScopeEntryOut"][];
+            /** Field */
+            field?: string | null;
+            /** Node Id */
+            node_id: string;
+        };
+        /**
+         * NodeScopeRequest
+         * @description ``POST /v1/workflows/scope``: a workflow document (saved or not, finished or not),
+         *     one of its nodes, and the top-level config key being edited (body fields of a
+         *     container, e.g. an iteration's ``collect``, see more than its other fields).
+         */
+        NodeScopeRequest: {
+            /** Field */
+            field?: string | null;
+            /** Node Id */
+            node_id: string;
+            /** Workflow */
+            workflow: {
+                [key: string]: unknown;
+            };
+        };
+        /**
          * NodeShapeOut
          * @description What a node offers downstream: its output ``handles`` in order (``error`` included
          *     under the error-branch strategy) and its ``outputs`` (name -> type name); ``outputs``
@@ -2210,6 +2300,23 @@ export interface components {
          * @enum {string}
          */
         RunStatus: "pending" | "running" | "paused" | "succeeded" | "failed" | "cancelled";
+        /**
+         * ScopeEntryOut
+         * @description One reference the node may use: ``path`` is the text to store (``{"ref": path}`` or
+         *     ``{{ path }}``); ``group``: ``inputs``/``vars``/``conversation``/``sys``/``node``.
+         */
+        ScopeEntryOut: {
+            /** Group */
+            group: string;
+            /** Node Id */
+            node_id?: string | null;
+            /** Output */
+            output?: string | null;
+            /** Path */
+            path: string;
+            /** Type */
+            type?: string | null;
+        };
         /**
          * SearchHit
          * @description A chunk found by a search. ``score`` is in [0, 1] (the fused or reranked score);
@@ -3045,6 +3152,126 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["MessageList"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    get_chat_variables_v1_chats__chat_id__variables_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                chat_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ChatVariables"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    set_chat_variables_v1_chats__chat_id__variables_put: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                chat_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ChatVariables"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ChatVariables"];
                 };
             };
             /** @description Unauthorized */
@@ -5092,6 +5319,75 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["WorkflowImported"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    node_scope_v1_workflows_scope_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["NodeScopeRequest"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NodeScope"];
                 };
             };
             /** @description Unauthorized */

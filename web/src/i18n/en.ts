@@ -325,6 +325,14 @@ export const en = {
   'knowledge.citations.noText': '(no quoted text)',
   'knowledge.trace.chunks': 'Chunks found ({count})',
   'knowledge.trace.noChunks': 'The search found no chunks.',
+  // conversation variables and the variable picker's scope (c-vars)
+  'vars.conversation': 'Conversation variables',
+  'vars.loading': 'Loading what this field may read…',
+  'convVars.default': 'default',
+  'convVars.notType': 'not a {type}',
+  'convVars.help': 'Kept per chat across its turns; read as conversation.NAME, changed by a variable update node.',
+  'convVars.save': 'Save',
+  'convVars.afterFirstTurn': 'Editable once the chat has its first turn',
 } as const;
 
 export type MessageKey = keyof typeof en;

@@ -327,4 +327,12 @@ export const zhCN: Record<MessageKey, string> = {
   'knowledge.citations.noText': '（无引用文本）',
   'knowledge.trace.chunks': '检索到的分段（{count}）',
   'knowledge.trace.noChunks': '检索没有找到分段。',
+  // conversation variables and the variable picker's scope (c-vars)
+  'vars.conversation': '会话变量',
+  'vars.loading': '正在加载此字段可引用的变量…',
+  'convVars.default': '默认值',
+  'convVars.notType': '不是 {type}',
+  'convVars.help': '在同一会话的各轮之间保留；以 conversation.NAME 引用，由变量更新节点修改。',
+  'convVars.save': '保存',
+  'convVars.afterFirstTurn': '会话进行第一轮后即可编辑',
 };

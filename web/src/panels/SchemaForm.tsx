@@ -12,7 +12,7 @@
 import { createContext, lazy, memo, Suspense, useContext, useRef, useState, type ReactNode } from 'react';
 import { useT } from '../i18n';
 import { localFieldLabel, localValueLabel, type FieldTitles } from '../lib/fieldLabel';
-import { refNode } from '../lib/refs';
+import { compilerPath } from '../lib/scope';
 import {
   alternatives, initialObject, initialValue, isRefSchema, nullable, resolve, singular, type JSONSchema,
 } from '../lib/schema';
@@ -27,8 +27,8 @@ interface FormContext {
   nodeId: string;
   config: JsonObject;
   models: string[];
-  /** Node ids this node may read (null: unknown, nothing flagged). */
-  readable: ReadonlySet<string> | null;
+  /** Config paths (`config.cases[0].left`) whose reference the compiler refuses here. */
+  refused: ReadonlySet<string> | null;
   /** Field titles in the UI language (property name -> title); English when missing. */
   titles: FieldTitles;
   /** Enum value labels in the UI language (value -> label); the value itself when missing. */
@@ -36,7 +36,7 @@ interface FormContext {
 }
 
 const NO_TITLES: FieldTitles = Object.freeze({});
-const Ctx = createContext<FormContext>({ root: {}, nodeId: '', config: {}, models: [], readable: null, titles: {},
+const Ctx = createContext<FormContext>({ root: {}, nodeId: '', config: {}, models: [], refused: null, titles: {},
   values: {} });
 
 type Change = (value: Json | undefined) => void;
@@ -94,7 +94,7 @@ function TemplateText({ value, onChange, long, testId, plain }: { value: string;
         : <input ref={ref} data-testid={testId} value={value} onChange={(e) => onChange(e.target.value)} />}
       {!plain && <button type="button" className="link small" data-testid={`${testId}-insert`} onClick={() => setPicking(!picking)}>
         {`{x} ${t('config.insertVariable')}`}</button>}
-      {picking && <VariablePicker nodeId={nodeId} onPick={insert} onClose={() => setPicking(false)} />}
+      {picking && <VariablePicker nodeId={nodeId} fieldPath={testId} onPick={insert} onClose={() => setPicking(false)} />}
     </div>
   );
 }
@@ -103,10 +103,9 @@ function TemplateText({ value, onChange, long, testId, plain }: { value: string;
  * is not upstream of this one. */
 function RefInput({ value, onChange, testId }: { value: string; onChange: (path: string) => void; testId: string }) {
   const t = useT();
-  const { nodeId, readable } = useContext(Ctx);
+  const { nodeId, refused } = useContext(Ctx);
   const [picking, setPicking] = useState(false);
-  const node = value ? refNode(value) : null;
-  const dangling = readable && node !== null && !readable.has(node);
+  const dangling = !!value && !!refused?.has(compilerPath(testId));
   return (
     <div className="ref-field">
       <div className="row">
@@ -115,7 +114,7 @@ function RefInput({ value, onChange, testId }: { value: string; onChange: (path:
         <button type="button" data-testid={`${testId}-pick`} title={t('config.pickVariable')} onClick={() => setPicking(!picking)}>{'{x}'}</button>
       </div>
       {dangling && <div className="error small">{t('config.danglingRef', { ref: value })}</div>}
-      {picking && <VariablePicker nodeId={nodeId} onPick={onChange} onClose={() => setPicking(false)} />}
+      {picking && <VariablePicker nodeId={nodeId} fieldPath={testId} onPick={onChange} onClose={() => setPicking(false)} />}
     </div>
   );
 }
@@ -413,10 +412,10 @@ function advanced(key: string, prop: JSONSchema, root: JSONSchema, required: Set
 }
 
 /** The form of one node's config. `onChange` gets the whole new config. */
-export const SchemaForm = memo(function SchemaForm({ schema, value, onChange, nodeId, models, readable, flat, testId,
+export const SchemaForm = memo(function SchemaForm({ schema, value, onChange, nodeId, models, refused, flat, testId,
   titles = NO_TITLES, values = NO_TITLES }: {
   schema: JSONSchema; value: JsonObject; onChange: (config: JsonObject) => void; nodeId: string; models: string[];
-  readable: ReadonlySet<string> | null; flat?: boolean; testId?: string;
+  refused: ReadonlySet<string> | null; flat?: boolean; testId?: string;
   /** Field titles in the UI language (property name -> title); English where missing. */
   titles?: FieldTitles;
   /** Enum value labels in the UI language (value -> label); the value itself where missing. */
@@ -436,7 +435,7 @@ export const SchemaForm = memo(function SchemaForm({ schema, value, onChange, no
       }} />
   );
   return (
-    <Ctx.Provider value={{ root: schema, nodeId, config: value, models, readable, titles, values }}>
+    <Ctx.Provider value={{ root: schema, nodeId, config: value, models, refused, titles, values }}>
       <div className="schema-form" data-testid={testId ?? 'config-form'}>
         {main.map(field)}
         {more.length > 0 && (

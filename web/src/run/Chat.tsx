@@ -11,6 +11,7 @@ import { useT } from '../i18n';
 import type { PendingInterrupt } from './events';
 import { Citations } from '../knowledge/Citations';
 import { messageCitations } from '../knowledge/citations';
+import { ChatVariables } from './ChatVariables';
 import { InterruptCard } from './Interrupt';
 import { runErrorText, useRunPanel, type ChatMessage } from './store';
 
@@ -107,6 +108,7 @@ export function ChatPreview({ inputs }: { inputs: () => Record<string, unknown> 
         <span className="muted" data-testid="chat-id">{chatId ? t('run.chat.id', { id: chatId }) : t('run.chat.new')}</span>
         <button type="button" className="link" data-testid="chat-new" onClick={newChat}>{t('run.chat.reset')}</button>
       </div>
+      <ChatVariables />
       <div className="chat-log" data-testid="chat-log" ref={log}>
         {messages.map((m, i) => <Message key={m.id} message={m} last={i === messages.length - 1} />)}
         {streaming && (
