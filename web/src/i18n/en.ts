@@ -240,6 +240,8 @@ export const en = {
   'run.chat.failedBecause': 'This turn failed: {message}',
   'run.chat.cancelled': 'This turn was stopped.',
   'status.validating': 'validating',
+  // builder friction: run outputs, workflow list, import, versions, tools on the card
+  'run.outputs': 'Outputs',
 } as const;
 
 export type MessageKey = keyof typeof en;

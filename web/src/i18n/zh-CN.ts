@@ -242,4 +242,6 @@ export const zhCN: Record<MessageKey, string> = {
   'run.chat.failedBecause': '本轮失败：{message}',
   'run.chat.cancelled': '本轮已停止。',
   'status.validating': '校验中',
+  // builder friction: run outputs, workflow list, import, versions, tools on the card
+  'run.outputs': '输出',
 };
