@@ -244,4 +244,14 @@ export const zhCN: Record<MessageKey, string> = {
   'status.validating': '校验中',
   // builder friction: run outputs, workflow list, import, versions, tools on the card
   'run.outputs': '输出',
+  'workflows.rename': '重命名',
+  'workflows.deleteTitle': '删除此工作流？',
+  'workflows.deleteConfirm': '删除「{name}」（{id}）及其草稿和所有已发布版本？调用它的应用将无法使用。历史运行记录会保留。',
+  'import.choose': '导入文件…',
+  'import.datasetMap': '以下知识库在此不存在，请为每个选择一个你的知识库：',
+  'import.noDatasets': '你还没有知识库：先在知识库页面创建一个，或按原样导入。',
+  'import.datasetAsIs': '（保留原 ID：稍后创建）',
+  'versions.restoreTitle': '恢复版本 {version}？',
+  'versions.restoreWarning': '版本 {version} 将作为新版本重新发布并立即上线：所有应用和 API 调用都将运行它，而不是当前版本（v{current}）。你的草稿不会改变。',
+  'versions.restoreConfirm': '恢复并上线',
 };
