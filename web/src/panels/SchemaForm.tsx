@@ -81,16 +81,31 @@ function TemplateText({ value, onChange, long, testId, plain }: { value: string;
   const { nodeId } = useContext(Ctx);
   const ref = useRef<HTMLTextAreaElement & HTMLInputElement>(null);
   const [picking, setPicking] = useState(false);
-  const insert = (path: string) => {
+  // The caret (selection) as last seen in the field: the picker takes the focus, and a
+  // field re-rendered meanwhile may have lost it; no caret seen yet: the end of the text.
+  const caret = useRef<[number, number] | null>(null);
+  const remember = () => {
     const el = ref.current;
-    const at = el?.selectionStart ?? value.length;
-    const end = el?.selectionEnd ?? at;
-    onChange(`${value.slice(0, at)}{{ ${path} }}${value.slice(end)}`);
+    if (el && el.selectionStart !== null) caret.current = [el.selectionStart, el.selectionEnd ?? el.selectionStart];
   };
+  const insert = (path: string) => {
+    const [at, end] = caret.current && caret.current[1] <= value.length ? caret.current : [value.length, value.length];
+    const piece = `{{ ${path} }}`;
+    onChange(`${value.slice(0, at)}${piece}${value.slice(end)}`);
+    caret.current = [at + piece.length, at + piece.length];
+    // back in the field with the caret after the variable, to go on typing
+    requestAnimationFrame(() => {
+      const el = ref.current;
+      if (!el) return;
+      el.focus();
+      el.setSelectionRange(at + piece.length, at + piece.length);
+    });
+  };
+  const track = { onSelect: remember, onKeyUp: remember, onMouseUp: remember, onBlur: remember };
   return (
     <div className="template-field">
-      {long ? <textarea ref={ref} data-testid={testId} value={value} rows={3} onChange={(e) => onChange(e.target.value)} />
-        : <input ref={ref} data-testid={testId} value={value} onChange={(e) => onChange(e.target.value)} />}
+      {long ? <textarea ref={ref} data-testid={testId} value={value} rows={3} onChange={(e) => onChange(e.target.value)} {...track} />
+        : <input ref={ref} data-testid={testId} value={value} onChange={(e) => onChange(e.target.value)} {...track} />}
       {!plain && <button type="button" className="link small" data-testid={`${testId}-insert`} onClick={() => setPicking(!picking)}>
         {`{x} ${t('config.insertVariable')}`}</button>}
       {picking && <VariablePicker nodeId={nodeId} onPick={insert} onClose={() => setPicking(false)} />}
