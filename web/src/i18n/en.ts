@@ -242,6 +242,11 @@ export const en = {
   'status.validating': 'validating',
   // builder friction: run outputs, workflow list, import, versions, tools on the card
   'run.outputs': 'Outputs',
+  'node.toolSource.builtin': 'builtin tool',
+  'node.toolSource.http': 'HTTP operation',
+  'node.toolSource.workflow': 'workflow tool',
+  'node.toolSource.dataset': 'knowledge search',
+  'node.toolSource.mcp': 'MCP server tools',
   'workflows.rename': 'Rename',
   'workflows.deleteTitle': 'Delete this workflow?',
   'workflows.deleteConfirm': 'Delete "{name}" ({id}) with its draft and published versions? Apps calling it stop working. Its past runs are kept.',

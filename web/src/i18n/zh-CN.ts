@@ -244,6 +244,11 @@ export const zhCN: Record<MessageKey, string> = {
   'status.validating': '校验中',
   // builder friction: run outputs, workflow list, import, versions, tools on the card
   'run.outputs': '输出',
+  'node.toolSource.builtin': '内置工具',
+  'node.toolSource.http': 'HTTP 接口',
+  'node.toolSource.workflow': '工作流工具',
+  'node.toolSource.dataset': '知识库检索',
+  'node.toolSource.mcp': 'MCP 服务器工具',
   'workflows.rename': '重命名',
   'workflows.deleteTitle': '删除此工作流？',
   'workflows.deleteConfirm': '删除「{name}」（{id}）及其草稿和所有已发布版本？调用它的应用将无法使用。历史运行记录会保留。',
