@@ -15,7 +15,7 @@ import pytest
 from tests.web.canvas_env import ROOT, canvas_server, run_browser_files, web_prerequisites
 
 KNOWLEDGE_FILE = ROOT.parent / "shared" / "corpus" / "dify" / "knowledge_chat_retrieval.yml"
-SCENARIOS = 4
+SCENARIOS = 5
 
 
 @pytest.mark.slow

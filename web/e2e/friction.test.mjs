@@ -176,3 +176,37 @@ scenario('the chat preview keeps the question in view with its option buttons', 
   }
   await shot(page, 'chat-question-in-view', byTestId(page, 'run-panel'));
 });
+
+/** Text with its quoted names, paths and the acronyms both languages use taken out. */
+function prose(text) {
+  return text.replace(/'[^']*'/g, '').replace(/inputs\/sys\/vars\/nodes|\b(ID|URL|API|HTTP|JSON)\b/g, '');
+}
+
+scenario('the Chinese UI words the compile problems in Chinese', async (page) => {
+  await apiCall('POST', '/v1/workflows', {
+    id: 'e2e_zh_invalid', name: '有问题的流程', version: 1, inputs: [], variables: [],
+    nodes: [
+      { id: 'start', type: 'start', position: { x: 0, y: 0 } },
+      { id: 'sort', type: 'classify_question', position: { x: 280, y: 0 }, config: { model: 'default',
+        categories: [{ id: 'a', name: '账单' }, { id: 'a', name: '其他' }] } },
+      { id: 'fetch', type: 'http_request', position: { x: 280, y: 220 }, config: { url: '' } },
+      { id: 'say', type: 'answer', position: { x: 560, y: 0 }, config: { text: '{{ nope.answer }}' } },
+      { id: 'alone', type: 'answer', position: { x: 560, y: 220 }, config: { text: '没人连到我' } },
+    ],
+    edges: [{ id: 'e1', source: 'start', target: 'sort' }, { id: 'e2', source: 'sort', sourceHandle: 'a', target: 'say' },
+      { id: 'e3', source: 'start', target: 'fetch' }],
+  });
+  await openWorkflow(page, 'e2e_zh_invalid');
+  const items = page.locator('[data-testid="checklist-item"]');
+  await items.first().waitFor();
+  await page.waitForFunction(() => document.querySelectorAll('[data-testid="checklist-item"]').length >= 4);
+  const codes = await items.evaluateAll((els) => els.map((e) => e.dataset.code));
+  for (const code of ['invalid_config', 'unknown_template_name', 'unreachable']) assert.ok(codes.includes(code), codes.join(', '));
+  const texts = await page.locator('[data-testid="checklist-text"]').allInnerTexts();
+  for (const text of texts) assert.doesNotMatch(prose(text), /[A-Za-z]{3,}/, `English in a compile problem: ${text}`);
+  assert.ok(texts.some((t) => /必须唯一/.test(t)), texts.join(' | '));
+  // the node badges' tooltips say the same
+  const badge = await byTestId(page, 'node-badge-say').getAttribute('title');
+  assert.doesNotMatch(prose(badge), /[A-Za-z]{3,}/, badge);
+  await shot(page, 'zh-CN-checklist', byTestId(page, 'checklist'));
+}, { lang: 'zh-CN' });

@@ -41,7 +41,7 @@ export function Checklist() {
             <button type="button" className="link" disabled={!p.node_id}
               onClick={() => { if (p.node_id) focus(p.node_id); }}>
               {p.node_id && <strong>{p.node_id}: </strong>}
-              {words(p)}
+              <span data-testid="checklist-text">{words(p)}</span>
               {p.path && <span className="muted"> ({p.path})</span>}
             </button>
           </li>
