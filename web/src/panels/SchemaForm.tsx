@@ -11,7 +11,7 @@
  */
 import { createContext, lazy, memo, Suspense, useContext, useRef, useState, type ReactNode } from 'react';
 import { useT } from '../i18n';
-import { localFieldLabel, localValueLabel, type FieldTitles } from '../lib/fieldLabel';
+import { localFieldLabel, localHelp, localValueLabel, type FieldTitles } from '../lib/fieldLabel';
 import { refNode } from '../lib/refs';
 import {
   alternatives, initialObject, initialValue, isRefSchema, nullable, resolve, singular, type JSONSchema,
@@ -32,11 +32,13 @@ interface FormContext {
   titles: FieldTitles;
   /** Enum value labels in the UI language (value -> label); the value itself when missing. */
   values: FieldTitles;
+  /** Field help in the UI language (English help -> help); English when missing. */
+  help: FieldTitles;
 }
 
 const NO_TITLES: FieldTitles = Object.freeze({});
 const Ctx = createContext<FormContext>({ root: {}, nodeId: '', config: {}, models: [], readable: null, titles: {},
-  values: {} });
+  values: {}, help: {} });
 
 type Change = (value: Json | undefined) => void;
 
@@ -312,14 +314,15 @@ function KeyValue({ schema, value, onChange, path }: { schema: JSONSchema; value
 
 function Field({ name, path, schema, value, onChange, required, compact }: FieldProps) {
   const t = useT();
-  const { root, config, models, titles } = useContext(Ctx);
+  const { root, config, models, titles, help } = useContext(Ctx);
   const s = resolve(schema, root);
   const label = name ? localFieldLabel(name, schema.$ref ? { title: schema.title } : s, titles) : '';
+  const description = s.description ? localHelp(firstParagraph(s.description), help) : undefined;
   const alts = alternatives(s, root);
   const testId = `config-${path}`;
   const shown = value === undefined ? s.default : value;
   const row = (widget: ReactNode) => (
-    <Row label={label} path={path} description={s.description} required={required} compact={compact}>{widget}</Row>
+    <Row label={label} path={path} description={description} required={required} compact={compact}>{widget}</Row>
   );
 
   if (alts.length > 1) {
@@ -424,13 +427,15 @@ function advanced(key: string, prop: JSONSchema, root: JSONSchema, required: Set
 
 /** The form of one node's config. `onChange` gets the whole new config. */
 export const SchemaForm = memo(function SchemaForm({ schema, value, onChange, nodeId, models, readable, flat, testId,
-  titles = NO_TITLES, values = NO_TITLES }: {
+  titles = NO_TITLES, values = NO_TITLES, help = NO_TITLES }: {
   schema: JSONSchema; value: JsonObject; onChange: (config: JsonObject) => void; nodeId: string; models: string[];
   readable: ReadonlySet<string> | null; flat?: boolean; testId?: string;
   /** Field titles in the UI language (property name -> title); English where missing. */
   titles?: FieldTitles;
   /** Enum value labels in the UI language (value -> label); the value itself where missing. */
-  values?: FieldTitles }) {
+  values?: FieldTitles;
+  /** Field help in the UI language (English help -> help); English where missing. */
+  help?: FieldTitles }) {
   const t = useT();
   const required = new Set(schema.required ?? []);
   const entries = Object.entries(schema.properties ?? {});
@@ -446,7 +451,7 @@ export const SchemaForm = memo(function SchemaForm({ schema, value, onChange, no
       }} />
   );
   return (
-    <Ctx.Provider value={{ root: schema, nodeId, config: value, models, readable, titles, values }}>
+    <Ctx.Provider value={{ root: schema, nodeId, config: value, models, readable, titles, values, help }}>
       <div className="schema-form" data-testid={testId ?? 'config-form'}>
         {main.map(field)}
         {more.length > 0 && (
