@@ -12,6 +12,7 @@ from tests.web.screenshots import README_SHOTS, SCENARIO_FILES
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)  # a browser suite on a loaded machine takes minutes
 def test_readme_screenshot_scenarios_pass_and_take_every_screenshot(tmp_path):
     missing = web_prerequisites()
     if missing:
