@@ -122,4 +122,65 @@ HELP_ZH_CN: dict[str, str] = {
     "Streamable HTTP endpoint, e.g. https://mcp.example.com/mcp": "Streamable HTTP 端点，例如 https://mcp.example.com/mcp",
     "the task: template or reference": "任务：模板或变量引用",
     "the user's message: template or reference": "用户消息：模板或变量引用",
+    # the descriptions of the schemas fields refer to ($defs: a case, a tool, an enum...),
+    # shown when the field itself has none
+    "A binding whose name is an output name (:data:`OUTPUT_NAME`), not an identifier: the End node's outputs are "
+    "read by key (run.outputs[\"1\"], {\"ref\": \"end['1']\"}), never as template or code names.":
+        "名称为输出名（不必是标识符）的绑定：结束节点的输出按键名读取（run.outputs[\"1\"]、{\"ref\": \"end['1']\"}），"
+        "不会作为模板或代码中的变量名",
+    "Declared type of a global input, node output or node input.": "全局输入、节点输出或节点输入的声明类型",
+    "A structured reference in a node config: {\"ref\": \"node_id.output[0].name\"}.":
+        "节点配置中的结构化引用：{\"ref\": \"node_id.output[0].name\"}",
+    "A class of question. id is stable (the output handle and what the model answers).":
+        "问题的一个类别；id 固定不变（它是输出分支，也是模型回答的内容）",
+    "One field to extract. enum (string/number/boolean only) lists the allowed values.":
+        "要提取的一个字段；enum（仅限字符串、数字、布尔）列出允许的取值",
+    "How hybrid search merges its recall lists: reciprocal rank fusion (FastGPT) or a weighted sum of normalised "
+    "scores (Dify).": "混合检索如何合并召回结果：倒数排名融合（FastGPT）或归一化分数加权求和（Dify）",
+    "One condition on a document's metadata; a search's filters all hold (AND).": "文档元数据上的一个条件；检索的所有筛选条件需同时满足（与）",
+    "Reorder the merged hits: with a rerank model of the registry (an OpenAI-, Jina- or Cohere-style /v1/rerank "
+    "endpoint), or llm: a chat model that keeps only the chunks relevant to the question.":
+        "对合并后的结果重新排序：使用模型列表中的重排模型（OpenAI、Jina 或 Cohere 风格的 /v1/rerank 接口），"
+        "或 llm：由对话模型只保留与问题相关的分段",
+    "A builtin tool offered to the model (:mod:`nodes.builtin_tools`): account-free utilities (time, JSON "
+    "processing, arithmetic) run in-process, risk read.":
+        "提供给模型的内置工具：无需账号的实用工具（时间、JSON 处理、计算），在进程内运行，视为读操作",
+    "The tenant's datasets as a search tool: the model writes query, the tool answers the chunks found as a "
+    "numbered quote with their sources (the knowledge retrieval node's search options). relevance_model: a chat "
+    "model that keeps only the chunks relevant to the query (an LLM pass before the model sees them). Risk read.":
+        "把本租户的知识库作为检索工具：模型给出查询，工具返回带编号和来源的分段（检索选项同知识库搜索节点）。"
+        "relevance_model：在模型看到结果前，由对话模型只保留与查询相关的分段。视为读操作",
+    "A tool that runs a body root node and its descendants (module docstring).": "运行循环体中一个根节点及其后续节点的工具",
+    "An OpenAPI-style operation called through the guarded HTTP client.": "通过受保护的 HTTP 客户端调用的 OpenAPI 风格操作",
+    "An OpenAPI parameter object (in: path / query / header).": "OpenAPI 参数对象（in：path / query / header）",
+    "A Model Context Protocol server whose tools the model may call.": "模型可以调用其工具的 MCP（模型上下文协议）服务器",
+    "The stop tool: calling it ends the loop after the round (the tool itself does nothing).":
+        "停止工具：调用后在本轮结束时退出循环（工具本身不做任何事）",
+    "One parameter of a graph tool; items is the JSON Schema of an array's items.": "图工具的一个参数；items 是数组元素的 JSON Schema",
+    "Another workflow, by id from the workflow store, as a tool (run as a child run).": "把另一个工作流（按 ID）作为工具，以子运行的方式执行",
+    "A sub-agent that reads the user's uploaded files (file values {\"name\", \"path\"|\"url\"}).":
+        "读取用户上传文件的子智能体（文件值 {\"name\", \"path\"|\"url\"}）",
+    "A sub-agent that is one model call (no loop, no tools): the task in, the text out.":
+        "只调用一次模型的子智能体（无循环、无工具）：输入任务，输出文本",
+    "One branch of an if-else: its id is the output handle taken when it matches.": "条件分支的一个分支：其 id 是匹配时走的输出分支",
+    "left <operator> right. left and right are literals or references.": "left <运算符> right；left 和 right 为字面值或变量引用",
+    "Comparison operators of an if-else condition.": "条件分支中条件的比较运算符",
+    "A named, typed input of a node: {\"name\", \"value\", \"type\", \"required\", \"default\"}.":
+        "节点的一个具名、带类型的输入：{\"name\", \"value\", \"type\", \"required\", \"default\"}",
+    "After each round: variable = value (resolved in the round's scope).": "每轮结束后：变量 = 值（在本轮的作用域中求值）",
+    "A bound input of the code. The name is any non-empty key: Python receives the inputs as keyword arguments "
+    "(main(**inputs): def main(数据) or def main(**kw) reading kw[\"a-b\"]), JavaScript as one object "
+    "(inputs[\"a-b\"]), so imported keys such as 数据 or a-b arrive unchanged.":
+        "代码的一个输入。名称可以是任意非空键名：Python 以关键字参数接收（main(**inputs)：def main(数据) 或 "
+        "def main(**kw) 读取 kw[\"a-b\"]），JavaScript 以一个对象接收（inputs[\"a-b\"]），因此导入的 数据、a-b "
+        "这类键名保持不变",
+    "One declared output of the code: main must return this key with a value of type.": "代码声明的一个输出：main 必须以该类型的值返回此键",
+    "One update of a run variable (declared in workflow.variables).": "对一个运行变量（在 workflow.variables 中声明）的一次更新",
+    "Request body. json may hold references at any depth; strings in form and raw are templates.":
+        "请求体；json 中任意层级都可以包含变量引用，form 和 raw 中的字符串是模板",
+    "One choice of a user select; its id is the output handle taken when chosen.": "用户选择的一个选项；其 id 是选中时走的输出分支",
+    "A typed form field; enum restricts the accepted values.": "带类型的表单字段；enum 限定可接受的取值",
+    "What a node failure does (after its retries), like Dify's \"error strategy\".":
+        "节点失败（重试之后）时的处理方式，相当于 Dify 的“异常处理”",
+    "Canvas position in pixels.": "画布上的位置（像素）",
 }

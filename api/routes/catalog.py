@@ -129,10 +129,13 @@ def property_names(schema: dict[str, Any]) -> list[str]:
 
 
 def help_keys(schema: dict[str, Any]) -> list[str]:
-    """The English help of every property of a config JSON Schema (root and ``$defs``),
-    as the config form shows it (``nodes.help_zh.help_key``), each once."""
+    """The English help of every property of a config JSON Schema (root and ``$defs``)
+    and of every ``$defs`` entry (a field without a description shows its schema's), as the
+    config form shows it (``nodes.help_zh.help_key``), each once."""
     keys: dict[str, None] = {}
     for part in (schema, *schema.get("$defs", {}).values()):
+        if part is not schema and isinstance(part.get("description"), str):  # shown for a field without its own
+            keys[help_key(part["description"])] = None
         for prop in part.get("properties", {}).values():
             if isinstance(prop, dict) and isinstance(prop.get("description"), str):
                 keys[help_key(prop["description"])] = None

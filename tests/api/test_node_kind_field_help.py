@@ -1,5 +1,5 @@
 """Config field help in zh-CN: every description of every built-in kind's config schema
-(root and ``$defs``) and of the fields every node has has a Chinese help, keyed by the
+(its properties and its ``$defs`` entries) and of the fields every node has has a Chinese help, keyed by the
 English help the config form shows; ``GET /v1/node-kinds`` serves each kind the help of
 exactly its own fields, and the help of the fields every node has."""
 
@@ -17,8 +17,9 @@ def _helps(schema: dict[str, Any]) -> set[str]:
     """The English help of each property of the root and every ``$defs`` entry (written
     out here rather than reusing the route's helper)."""
     parts = [schema, *schema.get("$defs", {}).values()]
-    return {help_key(p["description"]) for part in parts for p in part.get("properties", {}).values()
-            if isinstance(p.get("description"), str)}
+    own = {help_key(d["description"]) for d in schema.get("$defs", {}).values() if isinstance(d.get("description"), str)}
+    return own | {help_key(p["description"]) for part in parts for p in part.get("properties", {}).values()
+                  if isinstance(p.get("description"), str)}
 
 
 def test_every_field_description_has_a_zh_cn_help():
