@@ -26,7 +26,8 @@ HELP_ZH_CN: dict[str, str] = {
         "关闭写操作确认：true，或无需人工确认即可运行的写工具名称",
     "stdio server: its arguments": "stdio 服务器：启动参数",
     "Jinja2 template, e.g. {{ inputs.api_base }}": "Jinja2 模板，例如 {{ inputs.api_base }}",
-    "defines main(**inputs) (Python) / main(inputs) (JavaScript)": "定义 main(**inputs)（Python）或 main(inputs)（JavaScript）",
+    "defines main(**inputs) (Python) / main(inputs) (JavaScript)":
+        "定义 main(**inputs)（Python）或 main(inputs)（JavaScript）",
     "stdio server: the program to start": "stdio 服务器：要启动的程序",
     "seconds to connect and list the tools": "连接并列出工具的时限（秒）",
     "searches of the tenant's datasets": "在本租户的知识库中检索",
@@ -86,7 +87,8 @@ HELP_ZH_CN: dict[str, str] = {
     "Jinja2 with quote/question; None: built-in per role": "使用 quote/question 的 Jinja2 模板；留空则按角色使用内置模板",
     "treat a 4xx/5xx status as a node error": "把 4xx/5xx 状态码视为节点错误",
     "why it was not converted": "未能转换的原因",
-    "node_id.output[.path] | inputs.NAME | sys.NAME | vars.NAME": "node_id.output[.path] | inputs.NAME | sys.NAME | vars.NAME",
+    "node_id.output[.path] | inputs.NAME | sys.NAME | vars.NAME":
+        "node_id.output[.path] | inputs.NAME | sys.NAME | vars.NAME",
     "chat model of the relevance pass; None: no pass": "相关性判断所用的对话模型；留空则不判断",
     "0: no loop detection": "0 表示不检测重复循环",
     "{required, schema} or the OpenAPI {required, content: {application/json: {schema}}} form":

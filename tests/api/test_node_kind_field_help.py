@@ -17,7 +17,8 @@ def _helps(schema: dict[str, Any]) -> set[str]:
     """The English help of each property of the root and every ``$defs`` entry (written
     out here rather than reusing the route's helper)."""
     parts = [schema, *schema.get("$defs", {}).values()]
-    own = {help_key(d["description"]) for d in schema.get("$defs", {}).values() if isinstance(d.get("description"), str)}
+    own = {help_key(d["description"]) for d in schema.get("$defs", {}).values()
+           if isinstance(d.get("description"), str)}
     return own | {help_key(p["description"]) for part in parts for p in part.get("properties", {}).values()
                   if isinstance(p.get("description"), str)}
 
