@@ -47,7 +47,7 @@ def regenerate(work: Path, target: Path = TARGET) -> list[Path]:
     if missing:
         raise RuntimeError("the browser tests cannot run:\n  " + "\n  ".join(missing))
     shots = work / "shots"
-    with canvas_server(work / "home") as server:
+    with canvas_server(work / "home", startup_s=180) as server:
         result = run_browser_files(server, SCENARIO_FILES, shots)
     if result.returncode != 0 or result.failed != 0:
         raise RuntimeError(f"a screenshot scenario failed:\n{result.output[-4000:]}")

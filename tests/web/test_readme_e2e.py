@@ -18,7 +18,7 @@ def test_readme_screenshot_scenarios_pass_and_take_every_screenshot(tmp_path):
     if missing:
         pytest.fail("the browser tests cannot run:\n  " + "\n  ".join(missing), pytrace=False)
     shots = tmp_path / "screenshots"
-    with canvas_server(tmp_path / "home") as server:
+    with canvas_server(tmp_path / "home", startup_s=180) as server:
         result = run_browser_files(server, SCENARIO_FILES, shots)
     assert result.returncode == 0 and result.failed == 0, result.output[-6000:]
     assert result.passed >= len(README_SHOTS), result.output[-6000:]

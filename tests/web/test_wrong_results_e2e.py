@@ -24,7 +24,8 @@ def test_wrong_results_stay_fixed_in_a_real_browser(tmp_path, capsys):
     if missing:
         pytest.fail("the browser tests cannot run:\n  " + "\n  ".join(missing), pytrace=False)
     shots = tmp_path / "screenshots"
-    with canvas_server(tmp_path / "home", extra_env={"FLOWLOOM_HTTP_ALLOW": "127.0.0.1", "OPENAI_API_KEY": "sk-scripted-e2e"}) as server:
+    env = {"FLOWLOOM_HTTP_ALLOW": "127.0.0.1", "OPENAI_API_KEY": "sk-scripted-e2e"}
+    with canvas_server(tmp_path / "home", startup_s=180, extra_env=env) as server:
         result = run_browser_files(server, ["wrong-results.test.mjs"], shots, timeout_s=540)
     with capsys.disabled():
         print(f"\n{result.summary()}\nscreenshots in {shots}")
