@@ -19,6 +19,7 @@ SCENARIOS = 5
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)  # a browser suite on a loaded machine takes minutes
 def test_builder_friction_scenarios_pass_in_a_real_browser(tmp_path, capsys):
     missing = web_prerequisites()
     if not KNOWLEDGE_FILE.is_file():
@@ -26,8 +27,8 @@ def test_builder_friction_scenarios_pass_in_a_real_browser(tmp_path, capsys):
     if missing:
         pytest.fail("the browser tests cannot run:\n  " + "\n  ".join(missing), pytrace=False)
     shots = tmp_path / "screenshots"
-    with canvas_server(tmp_path / "home") as server:
-        result = run_browser_files(server, ["friction.test.mjs"], shots,
+    with canvas_server(tmp_path / "home", startup_s=180) as server:
+        result = run_browser_files(server, ["friction.test.mjs"], shots, timeout_s=540,
                                    env={"E2E_KNOWLEDGE_FILE": str(KNOWLEDGE_FILE)})
     with capsys.disabled():
         print(f"\n{result.summary()}\nscreenshots in {shots}")

@@ -209,4 +209,13 @@ scenario('the Chinese UI words the compile problems in Chinese', async (page) =>
   const badge = await byTestId(page, 'node-badge-say').getAttribute('title');
   assert.doesNotMatch(prose(badge), /[A-Za-z]{3,}/, badge);
   await shot(page, 'zh-CN-checklist', byTestId(page, 'checklist'));
+  // the field help of the config form, the policy fields included, is Chinese too
+  await selectNode(page, 'fetch');
+  await byTestId(page, 'config-policy').locator('summary').click();
+  // every folded section too (advanced settings)
+  await byTestId(page, 'config-panel').evaluate((el) => el.querySelectorAll('details').forEach((d) => { d.open = true; }));
+  const helps = await byTestId(page, 'config-panel').locator('.field-help').evaluateAll((els) => els.map((e) => e.textContent));
+  assert.ok(helps.length >= 5, helps.join(' | '));
+  for (const help of helps) assert.match(help, /[\u4e00-\u9fff]/, `field help not in Chinese: ${help}`);
+  await shot(page, 'zh-CN-field-help', byTestId(page, 'config-panel'));
 }, { lang: 'zh-CN' });
