@@ -645,6 +645,9 @@ class KindLabel(BaseModel):
     values: dict[str, str] = Field(default_factory=dict, description="enum value offered by the kind's config "
                                    "schema (root or $defs) -> its label in this language; the stored value stays "
                                    "the enum's own")
+    help: dict[str, str] = Field(default_factory=dict, description="a config field's English help (the first "
+                                 "paragraph of its schema description, whitespace collapsed) -> its help in this "
+                                 "language")
 
 
 class NodeKindOut(BaseModel):
@@ -693,6 +696,9 @@ class NodeKindList(BaseModel):
                                           "node_fields_schema (error strategy...); English is the value itself")
     embedding_models: list[str] = Field(default_factory=list, description="the registry's embedding models "
                                                                           "(what a dataset's embedding_model accepts)")
+    node_field_help: dict[str, dict[str, str]] = Field(
+        default_factory=dict, description="language tag (zh-CN...) -> English help of a field of "
+                                          "node_fields_schema -> its help in that language")
 
 
 # -------------------------------------------------------------------------- quotas

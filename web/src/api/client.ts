@@ -137,10 +137,11 @@ export const api = {
     request<WorkflowDoc>('GET', `${wf(id)}/export`, { query: { version } }),
   /** Converts a FastGPT / Dify / Flowloom file; `save` stores it as a new draft. */
   importFile: (file: File, opts: { save?: boolean; allowPartial?: boolean; workflowId?: string;
-    modelMap?: Record<string, string> } = {}) => {
+    modelMap?: Record<string, string>; datasetMap?: Record<string, string> } = {}) => {
     const form = new FormData();
     form.set('file', file);
     if (opts.modelMap && Object.keys(opts.modelMap).length) form.set('model_map', JSON.stringify(opts.modelMap));
+    if (opts.datasetMap && Object.keys(opts.datasetMap).length) form.set('dataset_map', JSON.stringify(opts.datasetMap));
     if (opts.allowPartial) form.set('allow_partial', 'true');
     if (opts.workflowId) form.set('workflow_id', opts.workflowId);
     return request<WorkflowImported>('POST', '/v1/workflows/import', { form, query: { save: opts.save || undefined } });

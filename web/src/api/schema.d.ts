@@ -1503,6 +1503,13 @@ export interface components {
             fields?: {
                 [key: string]: string;
             };
+            /**
+             * Help
+             * @description a config field's English help (the first paragraph of its schema description, whitespace collapsed) -> its help in this language
+             */
+            help?: {
+                [key: string]: string;
+            };
             /** Title */
             title: string;
             /**
@@ -1651,6 +1658,15 @@ export interface components {
             kinds: components["schemas"]["NodeKindOut"][];
             /** Models */
             models?: string[];
+            /**
+             * Node Field Help
+             * @description language tag (zh-CN...) -> English help of a field of node_fields_schema -> its help in that language
+             */
+            node_field_help?: {
+                [key: string]: {
+                    [key: string]: string;
+                };
+            };
             /**
              * Node Field Labels
              * @description language tag (zh-CN...) -> title of each property name of node_fields_schema (root and $defs); English is the schema's own

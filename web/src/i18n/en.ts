@@ -333,6 +333,23 @@ export const en = {
   'convVars.help': 'Kept per chat across its turns; read as conversation.NAME, changed by a variable update node.',
   'convVars.save': 'Save',
   'convVars.afterFirstTurn': 'Editable once the chat has its first turn',
+  // builder friction: run outputs, workflow list, import, versions, tools on the card
+  'run.outputs': 'Outputs',
+  'node.toolSource.builtin': 'builtin tool',
+  'node.toolSource.http': 'HTTP operation',
+  'node.toolSource.workflow': 'workflow tool',
+  'node.toolSource.dataset': 'knowledge search',
+  'node.toolSource.mcp': 'MCP server tools',
+  'workflows.rename': 'Rename',
+  'workflows.deleteTitle': 'Delete this workflow?',
+  'workflows.deleteConfirm': 'Delete "{name}" ({id}) with its draft and published versions? Apps calling it stop working. Its past runs are kept.',
+  'import.choose': 'Import a file…',
+  'import.datasetMap': 'These datasets do not exist here; choose a dataset of yours for each:',
+  'import.noDatasets': 'You have no datasets yet: create one on the knowledge pages, or import as it is.',
+  'import.datasetAsIs': '(keep the id: create it later)',
+  'versions.restoreTitle': 'Restore version {version}?',
+  'versions.restoreWarning': 'Version {version} is published again as a new version and goes live at once: every app and API call runs it instead of the current version (v{current}). Your draft is not changed.',
+  'versions.restoreConfirm': 'Restore and go live',
 } as const;
 
 export type MessageKey = keyof typeof en;

@@ -5,7 +5,7 @@
  */
 import { memo, useCallback, useLayoutEffect, useMemo, useRef, useState } from 'react';
 import { useLanguage, useT } from '../i18n';
-import { kindFieldTitles, kindValueLabels, nodeFieldTitles } from '../lib/fieldLabel';
+import { kindFieldHelp, kindFieldTitles, kindValueLabels, nodeFieldTitles } from '../lib/fieldLabel';
 import { kindText } from '../lib/kindLabel';
 import { SCOPE_PROBLEMS } from '../lib/scope';
 import type { JSONSchema } from '../lib/schema';
@@ -83,6 +83,7 @@ const NodeConfig = memo(function NodeConfig({ node }: { node: Omit<WorkflowNode,
   const nodeFields = useCatalog((s) => s.nodeFieldsSchema);
   const nodeFieldLabels = useCatalog((s) => s.nodeFieldLabels);
   const nodeValueLabels = useCatalog((s) => s.nodeValueLabels);
+  const nodeFieldHelp = useCatalog((s) => s.nodeFieldHelp);
   const policySchema = useMemo(() => policyOf(nodeFields), [nodeFields]);
   const onPolicy = useCallback((next: JsonObject) => {
     const patch: Record<string, unknown> = {};
@@ -125,7 +126,7 @@ const NodeConfig = memo(function NodeConfig({ node }: { node: Omit<WorkflowNode,
           <h4>{t('config.settings')}</h4>
           <SchemaForm schema={kind.config_schema as JSONSchema} value={node.config ?? {}} onChange={onChange}
             nodeId={node.id} models={models} refused={refused} titles={kindFieldTitles(kind, lang)}
-            values={kindValueLabels(kind, lang)} />
+            values={kindValueLabels(kind, lang)} help={kindFieldHelp(kind, lang)} />
         </>
       )}
       {policySchema && (
@@ -133,7 +134,8 @@ const NodeConfig = memo(function NodeConfig({ node }: { node: Omit<WorkflowNode,
           <summary>{t('config.policy')}</summary>
           <SchemaForm schema={policySchema} value={node as unknown as JsonObject} onChange={onPolicy} nodeId={node.id}
             models={models} refused={refused} flat testId="config-policy-form"
-            titles={nodeFieldTitles(nodeFieldLabels, lang)} values={nodeFieldTitles(nodeValueLabels, lang)} />
+            titles={nodeFieldTitles(nodeFieldLabels, lang)} values={nodeFieldTitles(nodeValueLabels, lang)}
+            help={nodeFieldTitles(nodeFieldHelp, lang)} />
         </details>
       )}
     </div>

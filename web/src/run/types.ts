@@ -31,6 +31,7 @@ export interface RunTrace {
   tokens_out?: number;
   cost?: number;
   answer?: string;
+  outputs?: Record<string, unknown> | null;
   node_runs: NodeRunTrace[];
 }
 
