@@ -87,8 +87,8 @@ HELP_ZH_CN: dict[str, str] = {
     "Jinja2 with quote/question; None: built-in per role": "使用 quote/question 的 Jinja2 模板；留空则按角色使用内置模板",
     "treat a 4xx/5xx status as a node error": "把 4xx/5xx 状态码视为节点错误",
     "why it was not converted": "未能转换的原因",
-    "node_id.output[.path] | inputs.NAME | sys.NAME | vars.NAME":
-        "node_id.output[.path] | inputs.NAME | sys.NAME | vars.NAME",
+    "node_id.output[.path] | inputs.NAME | sys.NAME | vars.NAME | conversation.NAME":
+        "node_id.output[.path] | inputs.NAME | sys.NAME | vars.NAME | conversation.NAME",
     "chat model of the relevance pass; None: no pass": "相关性判断所用的对话模型；留空则不判断",
     "0: no loop detection": "0 表示不检测重复循环",
     "{required, schema} or the OpenAPI {required, content: {application/json: {schema}}} form":
@@ -177,7 +177,11 @@ HELP_ZH_CN: dict[str, str] = {
         "def main(**kw) 读取 kw[\"a-b\"]），JavaScript 以一个对象接收（inputs[\"a-b\"]），因此导入的 数据、a-b "
         "这类键名保持不变",
     "One declared output of the code: main must return this key with a value of type.": "代码声明的一个输出：main 必须以该类型的值返回此键",
-    "One update of a run variable (declared in workflow.variables).": "对一个运行变量（在 workflow.variables 中声明）的一次更新",
+    "One update of a run variable (NAME, declared in workflow.variables) or of a conversation variable "
+    "(conversation.NAME, declared in workflow.conversation_variables, kept by the chat after a successful turn).":
+        "对一个运行变量（NAME，在 workflow.variables 中声明）或一个会话变量（conversation.NAME，在 "
+        "workflow.conversation_variables 中声明，对话轮次成功后由该对话保留）的一次更新",
+    "run variable NAME, or conversation.NAME": "运行变量 NAME，或 conversation.NAME",
     "Request body. json may hold references at any depth; strings in form and raw are templates.":
         "请求体；json 中任意层级都可以包含变量引用，form 和 raw 中的字符串是模板",
     "One choice of a user select; its id is the output handle taken when chosen.": "用户选择的一个选项；其 id 是选中时走的输出分支",
