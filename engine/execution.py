@@ -43,6 +43,7 @@ from .runner import answer_interrupts, stream_workflow
 from .turns import answer_text
 
 if TYPE_CHECKING:
+    from .environment import SecretStore
     from .service import Stores
     from .settings import Settings
 
@@ -121,6 +122,8 @@ class Executing:
 
     stores: "Stores"
     settings: "Settings"
+    #: the secret values of environment variables (:mod:`engine.environment`)
+    secrets: "SecretStore | None"
     _live: dict[str, _Live]
     _ended: "OrderedDict[str, _Live]"
     #: runs whose interrupted execution's end this process stores once the store is back
@@ -179,7 +182,7 @@ class Executing:
         released: list[bool] = []  # the last checkpoint of an ended run gave the lease up
         idle = _IdleWatch(self.settings.run_idle_timeout_s, state, token, plan.catalog)
         deps = RunDeps(settings=self.settings, models=self.models, memory=self.memory, workflows=self.workflows,
-                       knowledge=self.knowledge, on_event=lambda event: self._publish(live, durable, text, idle.seen(event)),
+                       knowledge=self.knowledge, secrets=self.secrets, on_event=lambda event: self._publish(live, durable, text, idle.seen(event)),
                        checkpoint=self._checkpointer(owner, live, durable, text, idle, released))
         helpers = [asyncio.create_task(self._heartbeat(run_id, owner, token)),
                    asyncio.create_task(self._watch_commands(run_id, token)),

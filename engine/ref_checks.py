@@ -75,6 +75,7 @@ class RefChecker:
         self.outputs = _LazyOutputs(wf)
         self.inputs = {v.name: v.type for v in wf.inputs}
         self.variables = {v.name: v.type for v in wf.variables}
+        self.env = {v.name: v.type.var_type() for v in wf.environment}
         self.order = order
         self.graph = graph
         self._anc: dict[str, int] | None = None
@@ -138,8 +139,9 @@ class RefChecker:
         return outs.get(field) if field is not None else None
 
     def _scoped(self, reader: str, path: str, scope: str, field: str | None) -> VarType | None:
-        table = {"inputs": self.inputs, "vars": self.variables, "sys": SYS_VARIABLES}[scope]
-        code = {"inputs": "unknown_input", "vars": "unknown_variable", "sys": "unknown_sys"}[scope]
+        table = {"inputs": self.inputs, "vars": self.variables, "sys": SYS_VARIABLES, "env": self.env}[scope]
+        code = {"inputs": "unknown_input", "vars": "unknown_variable", "sys": "unknown_sys",
+                "env": "unknown_env"}[scope]
         if field is not None and field not in table:
             self.problems.append(
                 Problem(code, f"{scope}.{field} is not declared{did_you_mean(field, table)} "
@@ -192,13 +194,13 @@ class RefChecker:
                     self.problems.append(
                         Problem("unknown_template_name",
                                 f"template uses {name!r}, which is not a node id, a bound variable or "
-                                f"inputs/sys/vars/nodes{did_you_mean(name, [*self.outputs.ids(), *local_names])}",
+                                f"inputs/sys/vars/env/nodes{did_you_mean(name, [*self.outputs.ids(), *local_names])}",
                                 node_id=node.id, path=path)
                     )
             for head, field in selectors:
                 if head in local_names or head in unknown:
                     continue
-                if head in ("inputs", "sys", "vars"):
+                if head in ("inputs", "sys", "vars", "env"):
                     self._scoped(node.id, path, head, field)
                 elif head.startswith("nodes."):
                     self._target(node.id, path, head[6:], field)

@@ -31,6 +31,7 @@ __all__ = [
     "TokenUsageRow",
     "WorkflowDocRow",
     "WorkflowRow",
+    "WorkflowSecretRow",
     "WorkflowVersionRow",
     "metadata",
 ]
@@ -317,3 +318,18 @@ class TokenUsageRow(_Table, table=True):
     tokens: int = Field(sa_type=sa.BigInteger)
     cost: float = Field(default=0.0, sa_type=sa.Double)
     used_at: float = Field(sa_type=Seconds)
+
+
+class WorkflowSecretRow(_Table, table=True):
+    """The value of one secret environment variable of a workflow, encrypted
+    (:mod:`workers.secret_box`: AES-GCM, a key per tenant, the tenant, workflow id and
+    name bound to the ciphertext, so a row copied elsewhere does not decrypt). Kept by
+    workflow id, not by document: every version of the workflow reads the current value."""
+
+    __tablename__ = "workflow_secrets"
+
+    tenant_id: str = Field(sa_type=Text, primary_key=True)
+    workflow_id: str = Field(sa_type=Text, primary_key=True)
+    name: str = Field(sa_type=Text, primary_key=True)
+    ciphertext: bytes = Field(sa_column=sa.Column(sa.LargeBinary(), nullable=False))
+    updated_at: float = Field(sa_type=Seconds)
