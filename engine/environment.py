@@ -142,8 +142,9 @@ class Redactor:
 async def run_environment(workflow: Workflow, tenant_id: str, secrets: SecretStore | None
                           ) -> tuple[dict[str, Any], Redactor]:
     """The values of ``workflow``'s environment variables for a run of ``tenant_id``, and
-    the redactor of its secrets. A secret with no value set reads as ``""`` (the node
-    using it then fails or sends an empty credential); the secret store is read only when a secret is declared."""
+    the redactor of its secrets. A secret with no value set is left out, so the node
+    reading it fails with a message that names it and says it is not set (rather than
+    sending an empty credential); the secret store is read only when a secret is declared."""
     values: dict[str, Any] = {}
     stored: dict[str, str] = {}
     if secrets is not None and any(v.type is EnvType.secret for v in workflow.environment):
@@ -151,8 +152,9 @@ async def run_environment(workflow: Workflow, tenant_id: str, secrets: SecretSto
     plain: list[str] = []
     for var in workflow.environment:
         if var.type is EnvType.secret:
-            values[var.name] = stored.get(var.name, "")
-            plain.append(values[var.name])
+            if var.name in stored:  # an unset one is left out: reading it fails, naming it
+                values[var.name] = stored[var.name]
+                plain.append(stored[var.name])
         else:
             values[var.name] = var.value if var.value is not None else ("" if var.type is EnvType.string else None)
     redactor = Redactor(plain)

@@ -594,6 +594,8 @@ class BaseImporter:
             doc["description"] = meta["description"]
         doc["inputs"] = self.inputs
         doc["variables"] = self.variables
+        if getattr(self, "environment", None):
+            doc["environment"] = self.environment
         doc["nodes"] = nodes
         doc["edges"] = [e for e in self._edge_dicts() if e["source"] not in skipped and e["target"] not in skipped]
         return normalise_workflow(doc, self.catalog)
