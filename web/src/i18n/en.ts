@@ -240,6 +240,21 @@ export const en = {
   'run.chat.failedBecause': 'This turn failed: {message}',
   'run.chat.cancelled': 'This turn was stopped.',
   'status.validating': 'validating',
+  // environment variables and secrets
+  'env.title': 'Environment',
+  'env.group': 'Environment variables',
+  'env.type.string': 'string',
+  'env.type.number': 'number',
+  'env.type.secret': 'secret',
+  'env.value': 'value',
+  'env.set': 'set',
+  'env.notSet': 'not set',
+  'env.secretValue': 'secret value',
+  'env.secretPlaceholder': 'type the value',
+  'env.saveSecret': 'Set',
+  'env.clearSecret': 'Clear',
+  'env.help': 'Read as env.NAME in any field. A secret is stored encrypted on the server, never shown again and never exported.',
+  'env.importSecrets': 'This workflow uses secrets that no file carries. Give their values (stored encrypted), or set them later in the Environment section:',
 } as const;
 
 export type MessageKey = keyof typeof en;

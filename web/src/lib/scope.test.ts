@@ -64,4 +64,11 @@ describe('variable scope', () => {
     const typed = availableVariables(doc, 'b', SYSTEM, (id) => (id === 'a' ? ['output'] : []), (_id, out) => (out === 'output' ? 'string' : undefined));
     expect(typed.find((v) => v.path === 'a.output')?.type).toBe('string');
   });
+
+  it('test_available_variables_offer_environment_variables_secrets_as_strings', () => {
+    const withEnv = { ...doc, environment: [{ name: 'TOKEN', type: 'secret' as const }, { name: 'LIMIT', type: 'number' as const, value: 3 }] };
+    const vars = availableVariables(withEnv, 'b', SYSTEM, () => []);
+    expect(vars.filter((v) => v.group === 'env')).toEqual([
+      { path: 'env.TOKEN', group: 'env', type: 'string' }, { path: 'env.LIMIT', group: 'env', type: 'number' }]);
+  });
 });

@@ -2,7 +2,7 @@
  * What a node may read: the outputs of the nodes upstream of it (through edges; for a
  * node inside a container body, also the container - its item, index and loop
  * variables - and what is upstream of the container), the global inputs, the run
- * variables and the system variables. The variable picker offers exactly these; the
+ * variables, the environment variables and the system variables. The variable picker offers exactly these; the
  * compiler remains the judge (a read of a node that is not upstream is its error).
  * The system variables are the compiler's list (lib/shape.ts reads it from the validator).
  */
@@ -12,7 +12,7 @@ import type { WorkflowDoc } from './workflow';
 export interface ScopeEntry {
   /** The reference path to store: `{"ref": path}` or `{{ path }}`. */
   path: string;
-  group: 'inputs' | 'vars' | 'sys' | 'node';
+  group: 'inputs' | 'vars' | 'env' | 'sys' | 'node';
   nodeId?: string;
   output?: string;
   type?: string;
@@ -73,6 +73,8 @@ export function availableVariables(doc: WorkflowDoc, nodeId: string, system: rea
   const out: ScopeEntry[] = [];
   for (const v of doc.inputs ?? []) out.push({ path: `inputs.${v.name}`, group: 'inputs', type: v.type });
   for (const v of doc.variables ?? []) out.push({ path: `vars.${v.name}`, group: 'vars', type: v.type });
+  // environment variables: a secret reads as a string
+  for (const v of doc.environment ?? []) out.push({ path: `env.${v.name}`, group: 'env', type: v.type === 'number' ? 'number' : 'string' });
   for (const name of system) out.push({ path: `sys.${name}`, group: 'sys' });
   for (const id of readableNodes(doc, nodeId)) {
     for (const output of outputsOf(id)) {

@@ -10,6 +10,7 @@ import { useT } from '../i18n';
 import { freshId } from '../lib/serialize';
 import type { WorkflowDoc } from '../lib/workflow';
 import { Dialog } from './Dialog';
+import { ImportSecrets } from './EnvironmentSection';
 
 interface ReportItem {
   code: string;
@@ -84,6 +85,7 @@ export function ImportDropZone({ children, onOpen, onReplace, className }: { chi
   const [state, setState] = useState<ImportState>({ phase: 'idle' });
   const [over, setOver] = useState(false);
   const [opening, setOpening] = useState<string | null>(null);
+  const [secrets, setSecrets] = useState<Record<string, string>>({});
 
   const run = useCallback(async (file: File, allowPartial = false, modelMap?: Record<string, string>) => {
     setState({ phase: 'busy', file });
@@ -110,6 +112,9 @@ export function ImportDropZone({ children, onOpen, onReplace, className }: { chi
       const taken = new Set((await api.listWorkflows()).workflows.map((w) => w.id));
       const id = taken.has(doc.id) ? freshId(doc.id, taken).replace(/[^A-Za-z0-9_-]/g, '_') : doc.id;
       const saved = await api.createWorkflow({ ...doc, id });
+      const given = Object.fromEntries(Object.entries(secrets).filter(([, v]) => v));
+      if (Object.keys(given).length) await api.setSecrets(saved.id, given);
+      setSecrets({});
       setState({ phase: 'idle' });
       onOpen(saved.id);
     } catch (e) {
@@ -140,6 +145,7 @@ export function ImportDropZone({ children, onOpen, onReplace, className }: { chi
             <p>{t('import.models', { models: Object.entries(state.result.models ?? {}).map(([a, b]) => `${a} → ${b}`).join(', ') })}</p>
           )}
           <Report items={state.result.report as unknown as ReportItem[]} />
+          <ImportSecrets names={state.result.secrets_needed ?? []} values={secrets} onChange={setSecrets} />
           {opening && <div className="error" role="alert">{opening}</div>}
         </Dialog>
       )}

@@ -31,7 +31,7 @@ export function variablesFor(nodeId: string): ScopeEntry[] {
 }
 
 const GROUPS: [ScopeEntry['group'], MessageKey][] = [
-  ['node', 'vars.nodes'], ['inputs', 'vars.inputs'], ['vars', 'vars.variables'], ['sys', 'vars.system'],
+  ['node', 'vars.nodes'], ['inputs', 'vars.inputs'], ['vars', 'vars.variables'], ['env', 'env.group'], ['sys', 'vars.system'],
 ];
 
 export function VariablePicker({ nodeId, onPick, onClose, testId }: { nodeId: string; onPick: (path: string) => void;
