@@ -361,6 +361,8 @@ class Executing:
 
         async def checkpoint(state: RunState, delta: CheckpointDelta) -> None:
             idle.amend(state)
+            if live.state is not None and state is not live.state:  # a copy with its secrets masked
+                idle.amend(live.state)
             batch = durable[:]  # the events buffered since the last checkpoint commit with it
             del durable[:]
             ended = state.status in _ENDED
