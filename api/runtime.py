@@ -46,7 +46,7 @@ from nodes.model_registry import ModelRegistry, registry_for
 from workers.memory import memory_store_for
 from workers.redis_bus import RedisCommandChannel, RedisEventBus
 from workers.sql import SqlStore, default_database_url
-from workers.secret_box import SecretBox, master_key
+from workers.secret_box import secret_box_for
 from workers.sql.chats import SqlChatStore
 from workers.sql.env_secrets import SqlSecretStore
 from workers.sql.keys import SqlKeyStore
@@ -238,7 +238,7 @@ async def open_deployment(settings: Settings, *, knowledge_on_demand: bool = Fal
             service = RunService(catalog=builtin_catalog(), stores=stores, settings=settings, models=registry,
                                  memory=memory, workflows=WorkflowStore.from_settings(settings), knowledge=knowledge,
                                  launcher=launcher, queue=queue, feed=feed, admission=quotas,
-                                 secrets=SqlSecretStore(store, SecretBox(lambda: master_key(settings.home))))
+                                 secrets=SqlSecretStore(store, lambda: secret_box_for(settings)))
             try:
                 yield Deployment(settings, service, SqlKeyStore(store), SqlWorkflowStore(store), chats, quotas,
                                  knowledge, launcher, queue, feed)

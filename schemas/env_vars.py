@@ -11,7 +11,8 @@ Where the values live:
 - A ``secret``'s value is never part of a document: its ``value`` is ``null`` (or
   ``""`` in an export, where the ``secret`` type is the marker that a value must be
   given after import). The value is kept encrypted in the run store, per tenant and
-  per workflow id (``workers.sql.env_secrets``), and read when a run executes, so a
+  per workflow id (``workers.sql.env_secrets``: the tenant's ``workflow_secrets`` rows, under
+  the deployment's encryption key), and read when a run executes, so a
   new value is used by the next run of the draft and of every published version
   without publishing again (published documents name the secret, not its value).
 """

@@ -128,7 +128,15 @@ async def test_secret_values_are_stored_encrypted_and_updated_without_publishing
     async with store.store._tx() as conn:
         stored = (await conn.execute(sa.select(WorkflowSecretRow.__table__))).mappings().all()
     assert [r["name"] for r in stored] == ["API_TOKEN"]
-    assert SECRET.encode() not in bytes(stored[0]["ciphertext"]), "encrypted at rest"
+    assert SECRET not in stored[0]["token"], "encrypted at rest"
+    # a token copied to another tenant's row (same workflow id and name) does not open there
+    await store.set_secrets("tenant-b", "vault", {"API_TOKEN": "placeholder"})
+    async with store.store._tx() as conn:
+        await conn.execute(sa.update(WorkflowSecretRow.__table__)
+                           .where(WorkflowSecretRow.__table__.c.tenant_id == "tenant-b")
+                           .values(token=stored[0]["token"]))
+    assert await store.secret_values("tenant-b", "vault") == {}
+    assert await store.secret_values("default", "vault") == {"API_TOKEN": SECRET}
 
     changed = await api.client.put("/v1/workflows/vault/secrets", json={"values": {"API_TOKEN": "sk-rotated-9911"}},
                                    headers=api.auth())

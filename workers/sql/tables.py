@@ -322,14 +322,14 @@ class TokenUsageRow(_Table, table=True):
 
 class WorkflowSecretRow(_Table, table=True):
     """The value of one secret environment variable of a workflow, encrypted
-    (:mod:`workers.secret_box`: AES-GCM, a key per tenant, the tenant, workflow id and
-    name bound to the ciphertext, so a row copied elsewhere does not decrypt). Kept by
-    workflow id, not by document: every version of the workflow reads the current value."""
+    (:mod:`workers.secret_box`; the tenant, workflow id and name are sealed with the
+    value, so a token copied to another row does not open there). Kept by workflow id,
+    not by document: every version of the workflow reads the current value."""
 
     __tablename__ = "workflow_secrets"
 
     tenant_id: str = Field(sa_type=Text, primary_key=True)
     workflow_id: str = Field(sa_type=Text, primary_key=True)
     name: str = Field(sa_type=Text, primary_key=True)
-    ciphertext: bytes = Field(sa_column=sa.Column(sa.LargeBinary(), nullable=False))
+    token: str = Field(sa_type=Text)
     updated_at: float = Field(sa_type=Seconds)

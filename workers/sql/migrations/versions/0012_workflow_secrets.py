@@ -1,6 +1,6 @@
 """Secret values of workflows' environment variables, encrypted.
 
-Revision ID: 0009
+Revision ID: 0012
 Revises: 0008
 Create Date: 2026-12-02
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0009"
+revision = "0012"
 down_revision = "0008"
 branch_labels = None
 depends_on = None
@@ -23,7 +23,7 @@ def upgrade() -> None:
         sa.Column("tenant_id", sa.Text(), nullable=False),
         sa.Column("workflow_id", sa.Text(), nullable=False),
         sa.Column("name", sa.Text(), nullable=False),
-        sa.Column("ciphertext", sa.LargeBinary(), nullable=False),
+        sa.Column("token", sa.Text(), nullable=False),
         sa.Column("updated_at", sa.Double(), nullable=False),
         sa.PrimaryKeyConstraint("tenant_id", "workflow_id", "name"),
     )
