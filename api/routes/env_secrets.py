@@ -21,6 +21,7 @@ from typing import Any
 
 from fastapi import APIRouter
 
+from engine.errors import Problem
 from engine.ports import WorkflowNotFound
 from schemas.api import ErrorBody
 from schemas.api_env import SecretStatus, SecretsOut, SecretsUpdate
@@ -30,7 +31,7 @@ from ..auth import Caller, Principal, Service
 from ..deployment import Workflows
 from ..errors import ApiError
 
-__all__ = ["keep_secrets", "router"]
+__all__ = ["keep_secrets", "router", "unset_secret_warnings"]
 
 _E: dict[int | str, dict[str, Any]] = {code: {"model": ErrorBody} for code in (401, 403, 404, 422)}
 router = APIRouter(prefix="/v1/workflows", tags=["workflows"], responses=_E)
@@ -87,3 +88,19 @@ async def keep_secrets(service: Any, tenant_id: str, workflow_id: str, values: d
     :func:`~schemas.env_vars.strip_secret_values`), once the document is saved."""
     if values:
         await _store(service).set_secrets(tenant_id, workflow_id, values)
+
+
+async def unset_secret_warnings(service: Any, tenant_id: str, doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """A warning ``unset_secret`` for each secret ``doc`` declares that has no value for
+    its workflow id in ``tenant_id`` (a run would fail at the node reading it); none
+    when the document declares no secret (no query then)."""
+    declared = secret_names(doc)
+    if not declared or service.secrets is None or not isinstance(doc.get("id"), str):
+        return []
+    stored = await service.secrets.secret_status(tenant_id, doc["id"])
+    return [Problem("unset_secret", f"secret environment variable {name!r} has no value: set it in the "
+                    "Environment section (or PUT /v1/workflows/{id}/secrets)", path=f"environment[{i}]",
+                    severity="warning").to_dict()
+            for i, name in ((i, v.get("name")) for i, v in enumerate(doc.get("environment") or [])
+                            if isinstance(v, dict) and v.get("type") == "secret")
+            if name in declared and name not in stored]

@@ -43,7 +43,7 @@ from ..auth import Caller, Principal, Service
 from ..deployment import AppSettings, Heartbeat, RunPlacement, Workflows
 from ..errors import ApiError, parse_body
 from ..limits import check_document
-from .env_secrets import keep_secrets
+from .env_secrets import keep_secrets, unset_secret_warnings
 from .runs import RUN_LINKS, SSE_CONTENT, link, run_document
 
 __all__ = ["router"]
@@ -179,9 +179,16 @@ async def list_workflows(caller: Caller, repo: Repo) -> WorkflowList:
 
 
 @router.post("/validate", response_model=WorkflowProblems, summary="Validate an unsaved document")
-async def validate_document(doc: dict[str, Any], _caller: Caller, service: Service) -> WorkflowProblems:
-    """Every compile problem of the document (errors and warnings)."""
-    return _validate(service, doc)
+async def validate_document(doc: dict[str, Any], caller: Caller, service: Service) -> WorkflowProblems:
+    """Every compile problem of the document (errors and warnings), and a warning for
+    each secret it declares that has no value for its workflow id."""
+    return await _with_secrets(_validate(service, doc), service, caller, doc)
+
+
+async def _with_secrets(answer: WorkflowProblems, service: Any, caller: Principal,
+                        doc: dict[str, Any]) -> WorkflowProblems:
+    answer.problems += await unset_secret_warnings(service, caller.tenant_id, doc)
+    return answer
 
 
 @router.put("/validate", include_in_schema=False)
@@ -235,7 +242,7 @@ async def validate_workflow(workflow_id: str, caller: Caller, repo: Repo, servic
     """Every compile problem of the draft, as ``flowloom validate --json`` prints them."""
     _readable(caller, workflow_id)
     draft = (await repo.get(caller.tenant_id, workflow_id)).draft
-    return _validate(service, draft)
+    return await _with_secrets(_validate(service, draft), service, caller, draft)
 
 
 # -------------------------------------------------------------------- versions

@@ -151,6 +151,10 @@ async def test_secret_values_are_stored_encrypted_and_updated_without_publishing
     cleared = await api.client.put("/v1/workflows/vault/secrets", json={"values": {"API_TOKEN": None}},
                                    headers=api.auth())
     assert cleared.json()["secrets"][0]["set"] is False
+    checked = (await api.client.post("/v1/workflows/vault/validate", headers=api.auth())).json()
+    (warning,) = [p for p in checked["problems"] if p["code"] == "unset_secret"]
+    assert warning["severity"] == "warning" and "'API_TOKEN' has no value" in warning["message"]
+    assert checked["valid"] is True, "a missing value is the deployment's, not the document's"
 
 
 async def test_every_tenant_has_its_own_secrets(api, echo):
