@@ -639,7 +639,8 @@ export interface paths {
         put?: never;
         /**
          * Validate an unsaved document
-         * @description Every compile problem of the document (errors and warnings).
+         * @description Every compile problem of the document (errors and warnings), and a warning for
+         *     each secret it declares that has no value for its workflow id.
          */
         post: operations["validate_document_v1_workflows_validate_post"];
         delete?: never;
