@@ -59,6 +59,19 @@ async def test_references_and_templates_read_env_and_records_hold_the_mask():
     assert "env" not in state.model_dump(), "the values are no part of the stored state"
 
 
+async def test_a_binding_reads_env_and_the_recorded_inputs_hold_the_mask():
+    doc = _doc(node("t", "template", {"template": "key={{ k }} max={{ n }}", "variables": [
+        {"name": "k", "value": {"ref": "env.TOKEN"}, "type": "string", "required": True},
+        {"name": "n", "value": {"ref": "env.LIMIT"}, "type": "number"}]}))
+    state, events, checkpoints = await _run(doc, {"TOKEN": SECRET})
+    assert state.status is RunStatus.succeeded, state.error
+    assert state.node_runs["t"].inputs == {"k": SECRET, "n": 3}, "the node reads the real value"
+    finished = next(e for e in events if getattr(e, "node_id", None) == "t" and e.type == "node_finished")
+    assert finished.outputs == {"output": f"key={MASK} max=3"}
+    assert f'"inputs":{{"k":"{MASK}","n":3}}' in checkpoints[-1], "the stored trace shows the mask"
+    assert SECRET not in checkpoints[-1]
+
+
 async def test_an_llm_prompt_gets_the_value_and_its_trace_the_mask(openai_server, scripted_registry):
     openai_server.script(text_reply("done"))
     doc = _doc(node("chat", "chat", {"model": "plain-model", "system_prompt": "Key: {{ env.TOKEN }}",
