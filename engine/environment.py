@@ -16,7 +16,8 @@ run with secrets executes in this process are masked too (:func:`install_log_mas
 Limits, said plainly: a value shorter than :data:`MIN_MASKED` characters is not masked
 (masking every ``a`` would make traces unreadable, and such a value is no credential);
 a value a node transformed (encoded, split, truncated) is not recognised; a node
-reading a masked output of a run restored from its checkpoint reads the mask.
+reading an output that held a secret, from a run restored from its checkpoint or from
+a node run a rerun reuses, reads the mask (the stored copy), not the value.
 """
 
 from __future__ import annotations
