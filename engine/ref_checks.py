@@ -76,6 +76,13 @@ class RefChecker:
         self.inputs = {v.name: v.type for v in wf.inputs}
         self.variables = {v.name: v.type for v in wf.variables}
         self.env = {v.name: v.type.var_type() for v in wf.environment}
+        if len(self.env) != len(wf.environment):  # one name, one value: which one a run reads must be clear
+            seen: set[str] = set()
+            for i, var in enumerate(wf.environment):
+                if var.name in seen:
+                    problems.append(Problem("duplicate_env", f"environment variable {var.name!r} is declared more "
+                                            "than once; rename or remove one", path=f"environment[{i}]"))
+                seen.add(var.name)
         self.order = order
         self.graph = graph
         self._anc: dict[str, int] | None = None

@@ -111,6 +111,15 @@ def test_unknown_env_reference_is_a_compile_error_with_a_suggestion():
     assert "env.TOKEM is not declared" in problem.message and "TOKEN" in problem.message
 
 
+def test_an_environment_variable_declared_twice_is_a_compile_error():
+    doc = _doc(node("t", "template", {"template": "{{ env.A }}"}), env=[{"name": "A", "value": "1"},
+                                                                         {"name": "A", "type": "secret"}])
+    with pytest.raises(CompileError) as failed:
+        compile_workflow(doc)
+    (problem,) = [p for p in failed.value.problems if p.code == "duplicate_env"]
+    assert problem.path == "environment[1]"
+
+
 def test_env_is_a_reserved_node_id():
     doc = _doc(node("env", "template", {"template": "x"}))
     with pytest.raises(CompileError) as failed:
