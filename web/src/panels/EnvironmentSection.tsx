@@ -56,10 +56,12 @@ export function EnvironmentSection() {
   const workflowId = useEditor((s) => s.workflowId);
   const setMeta = useEditor((s) => s.setMeta);
   const [status, setStatus] = useState<SecretsOut | null>(null);
+  const hasSecret = list.some((v) => v.type === 'secret');
   const refresh = useCallback(() => {
-    if (!workflowId) return;
+    // asked only when a secret is declared: most workflows have none (and a new one is not saved yet)
+    if (!workflowId || !hasSecret) return;
     api.secrets(workflowId).then(setStatus, () => setStatus(null));
-  }, [workflowId]);
+  }, [workflowId, hasSecret]);
   useEffect(refresh, [refresh]);
   const set = (next: EnvDecl[]) => setMeta({ environment: next });
   const update = (i: number, patch: Partial<EnvDecl>) => set(list.map((v, j) => (j === i ? { ...v, ...patch } : v)));
