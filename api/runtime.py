@@ -46,7 +46,9 @@ from nodes.model_registry import ModelRegistry, registry_for
 from workers.memory import memory_store_for
 from workers.redis_bus import RedisCommandChannel, RedisEventBus
 from workers.sql import SqlStore, default_database_url
+from workers.secret_box import secret_box_for
 from workers.sql.chats import SqlChatStore
+from workers.sql.env_secrets import SqlSecretStore
 from workers.sql.keys import SqlKeyStore
 from workers.sql.quotas import SqlQuotaStore
 from workers.sql.workflows import SqlWorkflowStore
@@ -235,7 +237,8 @@ async def open_deployment(settings: Settings, *, knowledge_on_demand: bool = Fal
                 knowledge = await stack.enter_async_context(open_knowledge(settings, registry, store))
             service = RunService(catalog=builtin_catalog(), stores=stores, settings=settings, models=registry,
                                  memory=memory, workflows=WorkflowStore.from_settings(settings), knowledge=knowledge,
-                                 launcher=launcher, queue=queue, feed=feed, admission=quotas)
+                                 launcher=launcher, queue=queue, feed=feed, admission=quotas,
+                                 secrets=SqlSecretStore(store, lambda: secret_box_for(settings)))
             try:
                 yield Deployment(settings, service, SqlKeyStore(store), SqlWorkflowStore(store), chats, quotas,
                                  knowledge, launcher, queue, feed)

@@ -22,7 +22,8 @@ whole list at once. Rules, with the ``Problem.code`` each one reports:
    ``interrupt_in_loop`` for loop bodies.
 9. References (structured and in templates): ``unknown_node``, ``unknown_output``,
    ``not_ancestor`` (the node could never be ready first), ``unknown_input``,
-   ``unknown_variable``, ``unknown_conversation_variable``, ``unknown_sys``, ``type_mismatch``, ``template_syntax``,
+   ``unknown_variable``, ``unknown_conversation_variable``, ``unknown_sys``, ``unknown_env`` (an ``env.NAME`` the workflow's
+   ``environment`` does not declare; ``duplicate_env``: one name declared twice), ``type_mismatch``, ``template_syntax``,
    ``unknown_template_name``.
 10. ``invalid_default_output`` / ``unknown_default_handle`` for the default-output strategy.
     ``unknown_model``: a node names a model the model registry does not have.

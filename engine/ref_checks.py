@@ -80,6 +80,14 @@ class RefChecker:
         self.inputs = {v.name: v.type for v in wf.inputs}
         self.variables = {v.name: v.type for v in wf.variables}
         self.conversation = {v.name: v.type for v in wf.conversation_variables}
+        self.env = {v.name: v.type.var_type() for v in wf.environment}
+        if len(self.env) != len(wf.environment):  # one name, one value: which one a run reads must be clear
+            seen: set[str] = set()
+            for i, var in enumerate(wf.environment):
+                if var.name in seen:
+                    problems.append(Problem("duplicate_env", f"environment variable {var.name!r} is declared more "
+                                            "than once; rename or remove one", path=f"environment[{i}]"))
+                seen.add(var.name)
         self.order = order
         self.graph = graph
         self._anc: dict[str, int] | None = None
@@ -172,9 +180,9 @@ class RefChecker:
 
     def _scoped(self, reader: str, path: str, scope: str, field: str | None) -> VarType | None:
         table = {"inputs": self.inputs, "vars": self.variables, "sys": SYS_VARIABLES,
-                 "conversation": self.conversation}[scope]
+                 "conversation": self.conversation, "env": self.env}[scope]
         code = {"inputs": "unknown_input", "vars": "unknown_variable", "sys": "unknown_sys",
-                "conversation": "unknown_conversation_variable"}[scope]
+                "conversation": "unknown_conversation_variable", "env": "unknown_env"}[scope]
         if field is not None and field not in table:
             self.problems.append(
                 Problem(code, f"{scope}.{field} is not declared{did_you_mean(field, table)} "
@@ -229,13 +237,13 @@ class RefChecker:
                     self.problems.append(
                         Problem("unknown_template_name",
                                 f"template uses {name!r}, which is not a node id, a bound variable or "
-                                f"inputs/sys/vars/conversation/nodes{did_you_mean(name, [*self.outputs.ids(), *local_names])}",
+                                f"inputs/sys/vars/conversation/env/nodes{did_you_mean(name, [*self.outputs.ids(), *local_names])}",
                                 node_id=node.id, path=path)
                     )
             for head, field in selectors:
                 if head in local_names or head in unknown:
                     continue
-                if head in ("inputs", "sys", "vars", "conversation"):
+                if head in ("inputs", "sys", "vars", "conversation", "env"):
                     self._scoped(node.id, path, head, field)
                 elif head.startswith("nodes."):
                     self._target(node.id, path, head[6:], field)

@@ -47,6 +47,7 @@ def _scoped_entries(wf: Workflow) -> list[ScopeEntry]:
     out += [ScopeEntry(f"vars.{v.name}", "vars", type=str(v.type)) for v in wf.variables]
     out += [ScopeEntry(f"conversation.{v.name}", "conversation", type=str(v.type))
             for v in wf.conversation_variables]
+    out += [ScopeEntry(f"env.{v.name}", "env", type=v.type.var_type().value) for v in wf.environment]
     out += [ScopeEntry(f"sys.{name}", "sys", type=str(t)) for name, t in SYS_VARIABLES.items()]
     return out
 

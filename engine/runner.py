@@ -18,6 +18,7 @@ from schemas.workflow import InputVar
 
 from .compiler import CompiledPlan
 from .context import CancelToken, RunDeps
+from .environment import release_environment, run_environment
 from .errors import InvalidInputs, UnknownInterrupt
 from .scheduler import Scheduler
 from .telemetry import run_scope
@@ -147,7 +148,20 @@ async def run_workflow(
         InvalidInputs: from :func:`new_run_state`.
     """
     state = inputs if isinstance(inputs, RunState) else new_run_state(plan, inputs, **sys)
-    return await Scheduler(plan, state, deps or RunDeps(), cancel).run()
+    return await _execute(plan, state, deps or RunDeps(), cancel)
+
+
+async def _execute(plan: CompiledPlan, state: RunState, deps: RunDeps, cancel: CancelToken | None) -> RunState:
+    """Run the scheduler with the run's environment variables read for this execution
+    (each start or resume reads them again: they are never part of a stored state) and
+    its secrets masked in what it records (:mod:`engine.environment`)."""
+    if not plan.workflow.environment:
+        return await Scheduler(plan, state, deps, cancel).run()
+    state.env, redactor = await run_environment(plan.workflow, state.tenant_id, deps.secrets)
+    try:
+        return await Scheduler(plan, state, dataclasses.replace(deps, redactor=redactor or None), cancel).run()
+    finally:
+        release_environment(redactor)
 
 
 def answer_interrupts(state: RunState, answers: Mapping[str, Any]) -> None:
@@ -184,7 +198,7 @@ async def resume_run(plan: CompiledPlan, state: RunState, *, answers: Mapping[st
         )
     if answers:
         answer_interrupts(state, answers)
-    return await Scheduler(plan, state, deps or RunDeps(), cancel).run()
+    return await _execute(plan, state, deps or RunDeps(), cancel)
 
 
 async def stream_workflow(

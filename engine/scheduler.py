@@ -160,6 +160,8 @@ class Scheduler(NodeAttempts):
             return
         self.state.seq += 1
         if self._emit_fn is not None:
+            if self.deps.redactor:  # the run's secret values never leave it in an event
+                fields = self.deps.redactor.value(fields)
             self._emit_fn(cls(seq=self.state.seq, run_id=self.state.run_id, ts=time.time(), **fields))
 
     # ------------------------------------------------------------------- start
@@ -420,7 +422,7 @@ class Scheduler(NodeAttempts):
             self._dirty = {}
             self._history_saved = len(state.history)
             try:
-                result = hook(state, delta)
+                result = hook(self.deps.redactor.state(state) if self.deps.redactor else state, delta)
                 if inspect.isawaitable(result):
                     await result
             except BaseException:

@@ -52,6 +52,7 @@ from schemas.types import NodeRunStatus, RunStatus
 from .catalog import NodeCatalog
 from .compiler import CompiledPlan, compile_workflow
 from .context import WorkflowSource
+from .environment import SecretStore
 from .errors import UnknownInterrupt
 from .execution import Executing, RunNotResumable, _Live
 from .leases import owner_gone
@@ -107,8 +108,10 @@ class RunService(Executing, ChatTurns):
                  models: ModelCatalog | None = None, memory: MemoryStore | None = None,
                  workflows: WorkflowSource | None = None, knowledge: Any = None,
                  launcher: Launcher | None = None, queue: Launcher | None = None, feed: EventFeed | None = None,
-                 admission: Admission | None = None) -> None:
+                 admission: Admission | None = None, secrets: SecretStore | None = None) -> None:
         self.catalog = catalog
+        #: the secret values of environment variables (:mod:`engine.environment`; None: none)
+        self.secrets = secrets
         self.stores = stores
         self.settings = settings
         self.models = models

@@ -602,6 +602,8 @@ class WorkflowImport(BaseModel):
                                         "tenant (\"*\" for every unmapped one and for searches with none selected)")
     allow_partial: bool = Field(default=False, strict=True)
     workflow_id: str | None = Field(default=None, min_length=1, max_length=200)
+    secrets: dict[str, str] = Field(default_factory=dict, max_length=200, description="values of the secret "
+                                    "environment variables the file declares, stored encrypted with ?save=true")
 
 
 class WorkflowImported(BaseModel):
@@ -615,6 +617,8 @@ class WorkflowImported(BaseModel):
     models: dict[str, str] = Field(default_factory=dict, description="source model -> registry model used")
     datasets: dict[str, str] = Field(default_factory=dict, description="source dataset id -> dataset id searched")
     saved: WorkflowDetail | None = None
+    secrets_needed: list[str] = Field(default_factory=list, description="secret environment variables the workflow "
+                                      "declares: their values are not in any file; give them as `secrets`")
 
 
 class WorkflowRunCreate(BaseModel):

@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal, Mapping, Union
 from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, SerializeAsAny, TypeAdapter, create_model,
                       model_validator)
 
+from .env_vars import EnvVar
 from .nodes import NodeConfig
 from .types import VarType, value_matches
 
@@ -226,6 +227,8 @@ class Workflow(BaseModel):
     variables: list[InputVar] = Field(default_factory=list, description="run variables, set by variable_update")
     conversation_variables: list[ConversationVar] = Field(
         default_factory=list, description="conversation variables: kept per chat across turns, set by variable_update")
+    environment: list[EnvVar] = Field(
+        default_factory=list, description="environment variables (env.NAME): settings and secrets (schemas.env_vars)")
     nodes: list[SerializeAsAny[NodeBase]] = Field(
         default_factory=list, description="validated per kind by the node catalog (the compiler), not here")
     edges: list[Edge] = Field(default_factory=list)

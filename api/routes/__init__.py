@@ -6,6 +6,8 @@
 - :mod:`.keys`: ``/v1/keys``: the tenant's API keys (admin keys only).
 - :mod:`.workflows`: ``/v1/workflows``: saved workflows (drafts, published versions,
   validate, import, export) and runs of them.
+- :mod:`.env_secrets`: ``/v1/workflows/{id}/secrets``: the values of a workflow's
+  secret environment variables (set, delete; never read back).
 - :mod:`.catalog`: ``GET /v1/node-kinds``: every node kind of the engine's catalog.
 - :mod:`.openai_compat`: ``POST /v1/chat/completions`` and ``GET /v1/models``: published
   workflows as OpenAI chat models (the ``openai`` SDK is a client).
@@ -17,10 +19,10 @@
 
 from __future__ import annotations
 
-from . import catalog, datasets, health, keys, mcp, openai_compat, quotas, runs, workflows
+from . import catalog, datasets, env_secrets, health, keys, mcp, openai_compat, quotas, runs, workflows
 
-__all__ = ["catalog", "datasets", "health", "keys", "mcp", "openai_compat", "quotas", "routers", "runs", "workflows"]
+__all__ = ["catalog", "datasets", "env_secrets", "health", "keys", "mcp", "openai_compat", "quotas", "routers", "runs", "workflows"]
 
 #: Every router, in the order they appear in the OpenAPI document.
-routers = [health.router, runs.router, keys.router, workflows.router, catalog.router, openai_compat.router,
+routers = [health.router, runs.router, keys.router, workflows.router, env_secrets.router, catalog.router, openai_compat.router,
            quotas.router, mcp.router, datasets.router]

@@ -40,6 +40,7 @@ from schemas.api import (MAX_NUMBER, ErrorBody, NodeScope, NodeScopeRequest, Nod
                          WorkflowInputOut, WorkflowList, WorkflowOut, WorkflowProblems,
                          WorkflowPublish, WorkflowRollback, WorkflowRunCreate, WorkflowUpdate, WorkflowVersionList,
                          WorkflowVersionOut)
+from schemas.env_vars import secret_names, strip_secret_values
 from schemas.launch import Published
 from schemas.records import WorkflowRecord
 
@@ -47,6 +48,7 @@ from ..auth import Caller, Principal, Service
 from ..deployment import AppSettings, Heartbeat, RunPlacement, Workflows
 from ..errors import ApiError, parse_body
 from ..limits import check_document
+from .env_secrets import keep_secrets, unset_secret_warnings
 from .runs import RUN_LINKS, SSE_CONTENT, link, run_document
 
 __all__ = ["router"]
@@ -161,13 +163,17 @@ def _validate(service: Any, doc: dict[str, Any]) -> WorkflowProblems:
 
 @router.post("", status_code=201, response_model=WorkflowCreated, summary="Save a new workflow (its draft)",
              openapi_extra=_DOCUMENT_BODY, responses={201: {"links": _CREATED_LINKS}})
-async def create_workflow(doc: dict[str, Any], caller: Caller, repo: Repo, settings: AppSettings) -> WorkflowDetail:
+async def create_workflow(doc: dict[str, Any], caller: Caller, repo: Repo, settings: AppSettings,
+                          service: Service) -> WorkflowDetail:
     """The document becomes the draft (version 1) of the workflow named by its ``id``;
     it need not compile yet (``validate`` says what is wrong), but must be within the
     size caps (422 naming the path). 409 when the id is taken."""
     _writable(caller)
     check_document(doc, settings)
-    return _detail(await repo.create(caller.tenant_id, {**doc, "id": _document_id(doc)}), WorkflowCreated)
+    doc, secrets = strip_secret_values(doc)
+    created = await repo.create(caller.tenant_id, {**doc, "id": _document_id(doc)})
+    await keep_secrets(service, caller.tenant_id, created.id, secrets)
+    return _detail(created, WorkflowCreated)
 
 
 @router.get("", response_model=WorkflowList, summary="List the tenant's workflows")
@@ -178,9 +184,16 @@ async def list_workflows(caller: Caller, repo: Repo) -> WorkflowList:
 
 
 @router.post("/validate", response_model=WorkflowProblems, summary="Validate an unsaved document")
-async def validate_document(doc: dict[str, Any], _caller: Caller, service: Service) -> WorkflowProblems:
-    """Every compile problem of the document (errors and warnings)."""
-    return _validate(service, doc)
+async def validate_document(doc: dict[str, Any], caller: Caller, service: Service) -> WorkflowProblems:
+    """Every compile problem of the document (errors and warnings), and a warning for
+    each secret it declares that has no value for its workflow id."""
+    return await _with_secrets(_validate(service, doc), service, caller, doc)
+
+
+async def _with_secrets(answer: WorkflowProblems, service: Any, caller: Principal,
+                        doc: dict[str, Any]) -> WorkflowProblems:
+    answer.problems += await unset_secret_warnings(service, caller.tenant_id, doc)
+    return answer
 
 
 @router.post("/scope", response_model=NodeScope, summary="What a node may reference")
@@ -224,7 +237,7 @@ async def get_workflow(workflow_id: str, caller: Caller, repo: Repo) -> Workflow
 
 @router.put("/{workflow_id}", response_model=WorkflowDetail, summary="Replace the draft")
 async def update_workflow(workflow_id: str, body: WorkflowUpdate, caller: Caller, repo: Repo,
-                          settings: AppSettings) -> WorkflowDetail:
+                          settings: AppSettings, service: Service) -> WorkflowDetail:
     """The new draft when ``draft_version`` is still the draft's version (it goes up by
     one); else 409 ``{"error", "current_version"}``. The document's id must stay; the
     document must be within the size caps (422 naming the path)."""
@@ -232,15 +245,19 @@ async def update_workflow(workflow_id: str, body: WorkflowUpdate, caller: Caller
     check_document(body.workflow, settings)
     if body.workflow.get("id", workflow_id) != workflow_id:
         raise ApiError(422, "invalid_workflow", f"the document's id must be {workflow_id!r} (ids do not change)")
-    doc = {**body.workflow, "id": workflow_id}
-    return _detail(await repo.update_draft(caller.tenant_id, workflow_id, doc, body.draft_version))
+    doc, secrets = strip_secret_values({**body.workflow, "id": workflow_id})
+    updated = await repo.update_draft(caller.tenant_id, workflow_id, doc, body.draft_version)
+    await keep_secrets(service, caller.tenant_id, workflow_id, secrets)
+    return _detail(updated)
 
 
 @router.delete("/{workflow_id}", status_code=204, summary="Delete a workflow and its versions")
-async def delete_workflow(workflow_id: str, caller: Caller, repo: Repo) -> Response:
-    """Its runs stay (with their own retention)."""
+async def delete_workflow(workflow_id: str, caller: Caller, repo: Repo, service: Service) -> Response:
+    """Its runs stay (with their own retention); its secret values go."""
     _writable(caller, workflow_id)
     await repo.delete(caller.tenant_id, workflow_id)
+    if service.secrets is not None:  # a workflow made again under this id starts with no secrets
+        await service.secrets.delete_secrets(caller.tenant_id, workflow_id)
     return Response(status_code=204)
 
 
@@ -249,7 +266,7 @@ async def validate_workflow(workflow_id: str, caller: Caller, repo: Repo, servic
     """Every compile problem of the draft, as ``flowloom validate --json`` prints them."""
     _readable(caller, workflow_id)
     draft = (await repo.get(caller.tenant_id, workflow_id)).draft
-    return _validate(service, draft)
+    return await _with_secrets(_validate(service, draft), service, caller, draft)
 
 
 # -------------------------------------------------------------------- versions
@@ -306,12 +323,15 @@ async def rollback_workflow(workflow_id: str, body: WorkflowRollback, caller: Ca
             responses={200: {"content": {"application/json": {"schema": {"type": "object"}}}}})
 async def export_workflow(workflow_id: str, caller: Caller, repo: Repo,
                           version: Annotated[int | None, Query(ge=1, le=MAX_NUMBER)] = None) -> JSONResponse:
-    """The document (importable again as it is), as an attachment ``<id>.json``."""
+    """The document (importable again as it is), as an attachment ``<id>.json``. A
+    secret environment variable is listed by name with an empty value (its type is the
+    marker that a value must be set after import); values never leave the store."""
     _readable(caller, workflow_id)
     if version is None:
         doc = (await repo.get(caller.tenant_id, workflow_id)).draft
     else:
         doc = (await repo.get_version(caller.tenant_id, workflow_id, version)).doc or {}
+    doc, _values = strip_secret_values(doc, blank="")  # documents hold none; a file never does
     return JSONResponse(doc, headers={"Content-Disposition": f'attachment; filename="{workflow_id}.json"'})
 
 
@@ -323,6 +343,7 @@ _IMPORT_BODY = {"requestBody": {"required": True, "content": {
         "file": {"type": "string", "format": "binary", "description": "FastGPT JSON, Dify YAML or Flowloom JSON"},
         "model_map": {"type": "string", "description": "JSON object: source model -> registry model"},
         "dataset_map": {"type": "string", "description": "JSON object: source dataset id -> dataset id"},
+        "secrets": {"type": "string", "description": "JSON object: secret name -> value (stored encrypted with ?save=true)"},
         "allow_partial": {"type": "boolean"}, "workflow_id": {"type": "string"}}}}}}}
 
 
@@ -337,7 +358,8 @@ async def _import_request(request: Request) -> tuple[WorkflowImport, bytes | str
         try:
             mapping = json.loads(str(form.get("model_map") or "{}"))
             datasets = json.loads(str(form.get("dataset_map") or "{}"))
-            params = WorkflowImport(source="-", model_map=mapping, dataset_map=datasets,
+            secrets = json.loads(str(form.get("secrets") or "{}"))
+            params = WorkflowImport(source="-", model_map=mapping, dataset_map=datasets, secrets=secrets,
                                     allow_partial=str(form.get("allow_partial", "")).lower() in ("1", "true", "on"),
                                     workflow_id=form.get("workflow_id") or None)  # type: ignore[arg-type]
         except ValueError as exc:
@@ -380,11 +402,16 @@ async def import_file(request: Request, caller: Caller, repo: Repo, service: Ser
     except ImportFailed as exc:
         raise ApiError(422, "invalid_import", f"the file cannot be imported ({exc.source_format or 'unknown format'})",
                        problems=[i.to_dict() for i in exc.report]) from None
-    saved = _detail(await repo.create(caller.tenant_id, {**result.workflow, "id": _document_id(result.workflow)})) \
-        if save else None
-    return WorkflowImported(workflow=result.workflow, report=[i.to_dict() for i in result.report],
+    workflow, _values = strip_secret_values(result.workflow)
+    saved = None
+    if save:
+        created = await repo.create(caller.tenant_id, {**workflow, "id": _document_id(workflow)})
+        await keep_secrets(service, caller.tenant_id, created.id,
+                           {k: v for k, v in params.secrets.items() if k in secret_names(workflow) and v})
+        saved = _detail(created)
+    return WorkflowImported(workflow=workflow, report=[i.to_dict() for i in result.report],
                             source_format=result.source_format, partial=result.partial, models=result.models,
-                            datasets=result.datasets, saved=saved)
+                            datasets=result.datasets, saved=saved, secrets_needed=secret_names(workflow))
 
 
 # ------------------------------------------------------------------------ runs

@@ -611,6 +611,8 @@ class BaseImporter:
         doc["variables"] = self.variables
         if self.conversation_vars:
             doc["conversation_variables"] = self.conversation_vars
+        if getattr(self, "environment", None):
+            doc["environment"] = self.environment
         doc["nodes"] = nodes
         doc["edges"] = [e for e in self._edge_dicts() if e["source"] not in skipped and e["target"] not in skipped]
         return normalise_workflow(doc, self.catalog)

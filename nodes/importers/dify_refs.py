@@ -67,7 +67,9 @@ class DifyRefs(BaseImporter):
         self.src: dict[str, dict[str, Any]] = {str(n["id"]): n for n in self.raw_nodes}
         self.start_id: str | None = None
         self.start_vars: dict[str, VarType] = {}
-        self.env: dict[str, str] = {}  # env var -> input name
+        self.env: dict[str, str] = {}  # env var -> environment variable name
+        self.env_types: dict[str, VarType] = {}  # environment variable name -> the type references have
+        self.environment: list[dict[str, Any]] = []  # the workflow's ``environment``
         self.conversation: dict[str, str] = {}  # conversation var -> run variable name
         #: loop id -> {loop variable: run variable name (the live value inside the body)}
         self.loop_vars: dict[str, dict[str, str]] = {}
@@ -100,8 +102,7 @@ class DifyRefs(BaseImporter):
             return self.system_target(var, path)
         if head == "env":
             if var in self.env:
-                return Target("inputs", self.env[var], None, path, None if path else self._declared(
-                    self.inputs, self.env[var]))
+                return Target("env", self.env[var], None, path, None if path else self.env_types[self.env[var]])
             raise Unconvertible(f"environment variable {var!r} is not declared", "unsupported_reference")
         if head == "conversation":
             if var in self.conversation:

@@ -23,7 +23,7 @@ from tests.support.workflows import edge, node
 
 #: problems that mean "this reference may not be used here" (types are a separate check)
 _SCOPE_CODES = {"unknown_node", "unknown_output", "not_ancestor", "unknown_input", "unknown_variable", "unknown_sys",
-                "unknown_conversation_variable"}
+                "unknown_conversation_variable", "unknown_env"}
 
 
 class _Gen:
@@ -102,6 +102,7 @@ class _Gen:
             exits.append(nid)
         return {"id": "gen", "inputs": [{"name": "q"}, {"name": "list", "type": "array"}],
                 "variables": [{"name": "count", "type": "number", "default": 0}],
+                "environment": [{"name": "TOKEN", "type": "secret"}, {"name": "LIMIT", "type": "number", "value": 3}],
                 "nodes": self.nodes, "edges": self.edges}
 
 
@@ -109,7 +110,8 @@ def _candidates(doc: dict[str, Any]) -> list[str]:
     """Every reference worth probing: each node's outputs and body values, plus misses."""
     found = analyse(canonical_document(doc)[0], TEST_CATALOG)
     assert found.wf is not None
-    out = ["inputs.q", "inputs.list", "inputs.nope", "vars.count", "vars.nope", "sys.query", "sys.nope"]
+    out = ["inputs.q", "inputs.list", "inputs.nope", "vars.count", "vars.nope", "sys.query", "sys.nope",
+           "env.TOKEN", "env.LIMIT", "env.nope"]
     for n in found.wf.nodes:
         names = {*n.outputs(found.wf), *n.config.body_outputs(found.wf), "nope"}
         out += [str(Selector(scope="node", node=n.id, field=name)) for name in sorted(names)]
@@ -231,3 +233,10 @@ def test_a_container_field_reads_its_own_body_not_a_nested_body():
     assert "inner.results" in collect and "deep.output" not in collect
     doc["nodes"][1]["config"]["collect"] = {"ref": "deep.output"}
     assert [p.code for p in check_workflow(doc) if p.node_id == "outer"] == ["not_ancestor"]
+
+
+def test_environment_variables_are_offered_a_secret_as_a_string():
+    doc = _iteration_flow({"ref": "fmt.output"})
+    doc["environment"] = [{"name": "TOKEN", "type": "secret"}, {"name": "LIMIT", "type": "number", "value": 3}]
+    env = {(e.path, e.type) for e in reference_scope(doc, "fmt", catalog=TEST_CATALOG) if e.group == "env"}
+    assert env == {("env.TOKEN", "string"), ("env.LIMIT", "number")}

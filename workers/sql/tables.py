@@ -31,6 +31,7 @@ __all__ = [
     "TokenUsageRow",
     "WorkflowDocRow",
     "WorkflowRow",
+    "WorkflowSecretRow",
     "WorkflowVersionRow",
     "metadata",
 ]
@@ -319,3 +320,18 @@ class TokenUsageRow(_Table, table=True):
     tokens: int = Field(sa_type=sa.BigInteger)
     cost: float = Field(default=0.0, sa_type=sa.Double)
     used_at: float = Field(sa_type=Seconds)
+
+
+class WorkflowSecretRow(_Table, table=True):
+    """The value of one secret environment variable of a workflow, encrypted
+    (:mod:`workers.secret_box`; the tenant, workflow id and name are sealed with the
+    value, so a token copied to another row does not open there). Kept by workflow id,
+    not by document: every version of the workflow reads the current value."""
+
+    __tablename__ = "workflow_secrets"
+
+    tenant_id: str = Field(sa_type=Text, primary_key=True)
+    workflow_id: str = Field(sa_type=Text, primary_key=True)
+    name: str = Field(sa_type=Text, primary_key=True)
+    token: str = Field(sa_type=Text)
+    updated_at: float = Field(sa_type=Seconds)

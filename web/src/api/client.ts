@@ -7,6 +7,7 @@
 import type {
   NodeKindList, NodeScope, Problem, RunAccepted, RunDetail, RunList, WorkflowDetail, WorkflowImported, WorkflowList,
   WorkflowProblems, WorkflowRunCreate, WorkflowVersion, WorkflowVersionList,
+  SecretsOut,
 } from './types';
 import type { WorkflowDoc } from '../lib/workflow';
 import { t } from '../i18n';
@@ -150,4 +151,8 @@ export const api = {
     request<RunDetail | RunAccepted>('POST', `${wf(id)}/runs`, { body, query: { draft: draft || undefined } }),
   listRuns: (query: Query = {}) => request<RunList>('GET', '/v1/runs', { query }),
   getRun: (id: string) => request<RunDetail>('GET', `/v1/runs/${encodeURIComponent(id)}`),
+  // environment variables and secrets: values go to the server, never come back
+  secrets: (id: string) => request<SecretsOut>('GET', `${wf(id)}/secrets`),
+  setSecrets: (id: string, values: Record<string, string | null>) =>
+    request<SecretsOut>('PUT', `${wf(id)}/secrets`, { body: { values } }),
 };

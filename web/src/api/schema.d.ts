@@ -709,7 +709,8 @@ export interface paths {
         put?: never;
         /**
          * Validate an unsaved document
-         * @description Every compile problem of the document (errors and warnings).
+         * @description Every compile problem of the document (errors and warnings), and a warning for
+         *     each secret it declares that has no value for its workflow id.
          */
         post: operations["validate_document_v1_workflows_validate_post"];
         delete?: never;
@@ -740,7 +741,7 @@ export interface paths {
         post?: never;
         /**
          * Delete a workflow and its versions
-         * @description Its runs stay (with their own retention).
+         * @description Its runs stay (with their own retention); its secret values go.
          */
         delete: operations["delete_workflow_v1_workflows__workflow_id__delete"];
         options?: never;
@@ -757,7 +758,9 @@ export interface paths {
         };
         /**
          * The draft or a version as a workflow file
-         * @description The document (importable again as it is), as an attachment ``<id>.json``.
+         * @description The document (importable again as it is), as an attachment ``<id>.json``. A
+         *     secret environment variable is listed by name with an empty value (its type is the
+         *     marker that a value must be set after import); values never leave the store.
          */
         get: operations["export_workflow_v1_workflows__workflow_id__export_get"];
         put?: never;
@@ -824,6 +827,30 @@ export interface paths {
          *     (the version number, or ``draft``).
          */
         post: operations["run_workflow_v1_workflows__workflow_id__runs_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/workflows/{workflow_id}/secrets": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Which secrets have a value (never the values)
+         * @description Each secret the draft declares, set or not.
+         */
+        get: operations["get_secrets_v1_workflows__workflow_id__secrets_get"];
+        /**
+         * Set or delete secret values
+         * @description Stores each value encrypted (``null``: deletes it); answers as ``GET``.
+         */
+        put: operations["put_secrets_v1_workflows__workflow_id__secrets_put"];
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -2381,6 +2408,50 @@ export interface components {
          */
         SearchMode: "semantic" | "full_text" | "hybrid";
         /**
+         * SecretStatus
+         * @description One secret the draft declares (or one set for a name it no longer declares).
+         */
+        SecretStatus: {
+            /**
+             * Declared
+             * @description the draft declares it as a secret environment variable
+             */
+            declared: boolean;
+            /** Name */
+            name: string;
+            /**
+             * Set
+             * @description a value is stored (encrypted)
+             */
+            set: boolean;
+            /**
+             * Updated At
+             * @description Unix seconds the value was last set
+             */
+            updated_at?: number | null;
+        };
+        /**
+         * SecretsOut
+         * @description The workflow's secrets and whether each has a value; never the values.
+         */
+        SecretsOut: {
+            /** Secrets */
+            secrets: components["schemas"]["SecretStatus"][];
+            /** Workflow Id */
+            workflow_id: string;
+        };
+        /**
+         * SecretsUpdate
+         * @description ``PUT /v1/workflows/{id}/secrets``: ``{name: value}``; ``null`` deletes that value.
+         *     Names must be declared as secrets by the draft.
+         */
+        SecretsUpdate: {
+            /** Values */
+            values: {
+                [key: string]: string | null;
+            };
+        };
+        /**
          * Usage
          * @description Model usage and cost of a node run: of its own model calls (LLM nodes) and, for a
          *     node that runs a body or another workflow (iteration, loop, agent, tool call), of
@@ -2529,6 +2600,11 @@ export interface components {
                 [key: string]: unknown;
             }[];
             saved?: components["schemas"]["WorkflowDetail"] | null;
+            /**
+             * Secrets Needed
+             * @description secret environment variables the workflow declares: their values are not in any file; give them as `secrets`
+             */
+            secrets_needed?: string[];
             /** Source Format */
             source_format: string;
             /** Workflow */
@@ -5307,6 +5383,13 @@ export interface operations {
                     model_map?: {
                         [key: string]: string;
                     };
+                    /**
+                     * Secrets
+                     * @description values of the secret environment variables the file declares, stored encrypted with ?save=true
+                     */
+                    secrets?: {
+                        [key: string]: string;
+                    };
                     /** Source */
                     source: string;
                     /** Workflow Id */
@@ -5323,6 +5406,8 @@ export interface operations {
                     file: string;
                     /** @description JSON object: source model -> registry model */
                     model_map?: string;
+                    /** @description JSON object: secret name -> value (stored encrypted with ?save=true) */
+                    secrets?: string;
                     workflow_id?: string;
                 };
             };
@@ -6022,6 +6107,126 @@ export interface operations {
             };
             /** @description a quota is used up (`Retry-After`) */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_secrets_v1_workflows__workflow_id__secrets_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                workflow_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SecretsOut"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    put_secrets_v1_workflows__workflow_id__secrets_put: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                workflow_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SecretsUpdate"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SecretsOut"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };

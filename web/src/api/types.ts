@@ -21,6 +21,7 @@ export type WorkflowRunCreate = S['WorkflowRunCreate'];
 export type NodeScope = S['NodeScope'];
 export type ChatVariablesBody = S['ChatVariables'];
 export type ScopeEntryOut = S['ScopeEntryOut'];
+export type SecretsOut = S['SecretsOut'];
 
 /** One compile problem, as `flowloom validate --json` prints it. */
 export interface Problem {

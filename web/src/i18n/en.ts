@@ -350,6 +350,21 @@ export const en = {
   'versions.restoreTitle': 'Restore version {version}?',
   'versions.restoreWarning': 'Version {version} is published again as a new version and goes live at once: every app and API call runs it instead of the current version (v{current}). Your draft is not changed.',
   'versions.restoreConfirm': 'Restore and go live',
+  // environment variables and secrets
+  'env.title': 'Environment',
+  'env.group': 'Environment variables',
+  'env.type.string': 'string',
+  'env.type.number': 'number',
+  'env.type.secret': 'secret',
+  'env.value': 'value',
+  'env.set': 'set',
+  'env.notSet': 'not set',
+  'env.secretValue': 'secret value',
+  'env.secretPlaceholder': 'type the value',
+  'env.saveSecret': 'Set',
+  'env.clearSecret': 'Clear',
+  'env.help': 'Read as env.NAME in any field. A secret is stored encrypted on the server, never shown again and never exported.',
+  'env.importSecrets': 'This workflow uses secrets that no file carries. Give their values (stored encrypted), or set them later in the Environment section:',
 } as const;
 
 export type MessageKey = keyof typeof en;

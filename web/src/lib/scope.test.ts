@@ -29,4 +29,5 @@ describe('compilerPath', () => {
     expect(compilerPath('config-collect')).toBe('config.collect');
     expect(compilerPath('config-cases.0.conditions.1.left')).toBe('config.cases[0].conditions[1].left');
   });
+
 });

@@ -11,7 +11,7 @@ import type { ScopeEntryOut } from '../api/types';
 export type ScopeEntry = ScopeEntryOut;
 
 /** The picker's groups in display order. */
-export const SCOPE_GROUPS = ['node', 'inputs', 'conversation', 'vars', 'sys'] as const;
+export const SCOPE_GROUPS = ['node', 'inputs', 'conversation', 'vars', 'env', 'sys'] as const;
 
 /** The top-level config field a form path names (`config-collect` -> `collect`,
  * `config-cases.0.conditions.1.left` -> `cases`); null for paths outside the config. */

@@ -13,6 +13,7 @@ import { freshId } from '../lib/serialize';
 import type { WorkflowDoc } from '../lib/workflow';
 import { Dialog } from './Dialog';
 import { ImportMapping, needsMapping, type ImportMaps } from './ImportMapping';
+import { ImportSecrets } from './EnvironmentSection';
 
 interface ReportItem {
   code: string;
@@ -56,6 +57,7 @@ export function ImportDropZone({ children, onOpen, onReplace, className, chooser
   // the choices of the last import with mappings, kept when the file is imported again
   const [maps, setMaps] = useState<ImportMaps>({ models: {}, datasets: {} });
   const fileInput = useRef<HTMLInputElement>(null);
+  const [secrets, setSecrets] = useState<Record<string, string>>({});
 
   const run = useCallback(async (file: File, allowPartial = false, chosen: ImportMaps = { models: {}, datasets: {} }) => {
     setState({ phase: 'busy', file });
@@ -84,6 +86,9 @@ export function ImportDropZone({ children, onOpen, onReplace, className, chooser
       const taken = new Set((await api.listWorkflows()).workflows.map((w) => w.id));
       const id = taken.has(doc.id) ? freshId(doc.id, taken).replace(/[^A-Za-z0-9_-]/g, '_') : doc.id;
       const saved = await api.createWorkflow({ ...doc, id });
+      const given = Object.fromEntries(Object.entries(secrets).filter(([, v]) => v));
+      if (Object.keys(given).length) await api.setSecrets(saved.id, given);
+      setSecrets({});
       setState({ phase: 'idle' });
       onOpen(saved.id);
     } catch (e) {
@@ -129,6 +134,7 @@ export function ImportDropZone({ children, onOpen, onReplace, className, chooser
             <ImportMapping report={state.result.report as unknown as ReportItem[]} previous={maps}
               onImport={(chosen) => void run(state.file, state.result.partial, chosen)} />
           )}
+          <ImportSecrets names={state.result.secrets_needed ?? []} values={secrets} onChange={setSecrets} />
           {opening && <div className="error" role="alert">{opening}</div>}
         </Dialog>
       )}

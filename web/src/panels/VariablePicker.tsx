@@ -12,7 +12,8 @@ import { configField, entriesOf, SCOPE_GROUPS, type ScopeEntry } from '../lib/sc
 import { currentDoc } from '../store/editor';
 
 const LABELS: Record<(typeof SCOPE_GROUPS)[number], MessageKey> = {
-  node: 'vars.nodes', inputs: 'vars.inputs', conversation: 'vars.conversation', vars: 'vars.variables', sys: 'vars.system',
+  node: 'vars.nodes', inputs: 'vars.inputs', conversation: 'vars.conversation', vars: 'vars.variables', env: 'env.group',
+  sys: 'vars.system',
 };
 
 /** The scope of `nodeId` in `field`, asked when the picker opens (null while asked). */

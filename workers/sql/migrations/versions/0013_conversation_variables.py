@@ -2,7 +2,7 @@
 of a chat works with (checkpointed with the run, so a paused turn resumes with them).
 
 Revision ID: 0013
-Revises: 0008 (re-chained after the other revisions of the same day when they are merged)
+Revises: 0012
 Create Date: 2026-12-02
 """
 
@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0013"
-down_revision = "0008"
+down_revision = "0012"
 branch_labels = None
 depends_on = None
 
