@@ -55,6 +55,7 @@ from .context import WorkflowSource
 from .errors import UnknownInterrupt
 from .execution import Executing, RunNotResumable, _Live
 from .leases import owner_gone
+from .node_runs import NodeRuns
 from .ports import (
     Admission,
     ChatStore,
@@ -72,6 +73,7 @@ from .ports import (
 from .rerun import durable, seed_rerun
 from .runner import new_run_state
 from .settings import Settings
+from .single_node import single_node_plan
 from .turns import ChatTurns
 
 if TYPE_CHECKING:
@@ -94,7 +96,7 @@ class Stores:
     chats: ChatStore
 
 
-class RunService(Executing, ChatTurns):
+class RunService(Executing, ChatTurns, NodeRuns):
     """The run lifecycle over the storage ports (module docstring).
 
     ``catalog`` compiles workflows; ``models``, ``memory`` and ``workflows`` go to every
@@ -143,7 +145,9 @@ class RunService(Executing, ChatTurns):
         if doc is None:
             doc = await self.stores.runs.get_workflow(state.tenant_id, state.workflow_hash)
             self._keep_doc(key, doc)
-        return self.compile(doc)
+        plan = self.compile(doc)
+        node_id = state.sys.get("single_node")  # a run of one node (engine/single_node.py) runs only it
+        return single_node_plan(plan, node_id) if isinstance(node_id, str) else plan
 
     def _keep_doc(self, key: tuple[str, str], doc: Mapping[str, Any]) -> None:
         """Remember a stored document by ``(tenant, content hash)``: a hash names one

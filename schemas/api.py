@@ -203,6 +203,11 @@ class RunOut(BaseModel):
     cost: float = 0.0
     error: dict[str, Any] | None = None
     pending_interrupts: list[dict[str, Any]] = Field(default_factory=list)
+    kind: str = Field(default="workflow", description="`workflow`, or `single_node`: one node run on its own "
+                      "(`POST /v1/workflows/{id}/nodes/{node_id}/run`)")
+    node_id: str | None = Field(default=None, description="the node a `single_node` run ran")
+    preview: str | None = Field(default=None, description="the user's message, else the first input, as text "
+                                "(at most 120 characters)")
 
     @classmethod
     def of(cls, summary: RunSummary) -> "RunOut":
