@@ -33,7 +33,7 @@ from typing import Any, Iterator, Mapping
 import jinja2
 
 from schemas.run import NodeRun, RunState
-from schemas.types import NodeRunStatus, RunStatus, VarType
+from schemas.types import SYS_VARIABLES, NodeRunStatus, RunStatus, VarType
 from schemas.values import walk_refs
 from schemas.workflow import NodeBase
 
@@ -175,7 +175,7 @@ def read_references(plan: CompiledPlan, node_id: str) -> list[ReadRef]:
                 refs[key] = ReadRef(key, "inputs", None, field, var.type if var else None,
                                     var is not None and var.default is not None)
             elif head == "sys":
-                refs[key] = ReadRef(key, "sys", None, field, None, (field or "") in _AUTOMATIC_SYS)
+                refs[key] = ReadRef(key, "sys", None, field, SYS_VARIABLES.get(field or ""), (field or "") in _AUTOMATIC_SYS)
             elif head == "vars":
                 var = declared_vars.get(field or "")
                 refs[key] = ReadRef(key, "vars", None, field, var.type if var else None, var is not None)

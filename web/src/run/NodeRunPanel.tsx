@@ -9,7 +9,7 @@
  *
  * A value is read by its declared type: text as typed for `string`, a number, `true` /
  * `false`, JSON for objects, arrays and references of no declared type (text when it is
- * not JSON). A non-text field left empty is left to the node's last run.
+ * not JSON). A field left empty is left to the node's last run.
  */
 import { useCallback, useEffect, useState } from 'react';
 import { request } from '../api/client';
@@ -88,7 +88,7 @@ export function NodeRunSection({ nodeId }: { nodeId: string }) {
     const inputs: Record<string, unknown> = {};
     for (const ref of info.reads) {
       const text = draft[ref.key] ?? '';
-      if (text === '' && ref.type !== 'string') continue;
+      if (text === '') continue;  // left to the node's last run (or refused by name when it has none)
       try {
         inputs[ref.key] = parseField(ref, text);
       } catch {
@@ -119,7 +119,7 @@ export function NodeRunSection({ nodeId }: { nodeId: string }) {
   return (
     <details className="node-run advanced" data-testid="node-run" open={open}
       onToggle={(e) => setOpen((e.target as HTMLDetailsElement).open)}>
-      <summary data-testid="node-run-toggle">▶ {t('runNode.title')}</summary>
+      <summary data-testid="node-run-toggle">{t('runNode.title')}</summary>
       <p className="field-help">{t('runNode.hint')}</p>
       {error && <div className="banner error" role="alert" data-testid="node-run-error">{error}</div>}
       {info && (

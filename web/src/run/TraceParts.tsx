@@ -28,32 +28,41 @@ function short(value: unknown): string {
   return text && text.length > 80 ? `${text.slice(0, 79)}…` : text ?? '';
 }
 
-interface ItemGroup { index: number; runs: NodeRunTrace[]; status: string; duration: number | null }
+interface ItemGroup { index: number; runs: NodeRunTrace[]; status: string; duration: number | null;
+  error?: string }
+interface ItemRecord { index: number; status?: string; node_runs?: NodeRunTrace[]; error?: { message?: string } }
 
-/** The body node runs of `container`, grouped per item/round, in order. */
+/** A node run's duration (the engine's records inside an item carry only its times). */
+function durationOf(r: NodeRunTrace): number | null {
+  if (r.duration_s != null) return r.duration_s;
+  return r.started_at != null && r.finished_at != null ? Math.max(0, r.finished_at - r.started_at) : null;
+}
+
+/** The items (rounds) of `container`: from the records its node run keeps (`data.items`
+ * of an iteration, `data.rounds` of a loop: each item's node runs), else from the body
+ * node runs listed apart (a loop drawn with back-edges), grouped by item. */
 function itemGroups(container: NodeRunTrace, bodyRuns: NodeRunTrace[]): ItemGroup[] {
-  const byIndex = new Map<number, NodeRunTrace[]>();
-  for (const r of bodyRuns) {
-    const i = r.iteration ?? 0;
-    byIndex.set(i, [...(byIndex.get(i) ?? []), r]);
-  }
-  const recorded = ((container.data as { items?: { index: number; status: string }[] } | undefined)?.items) ?? [];
-  return [...byIndex.entries()].sort(([a], [b]) => a - b).map(([index, runs]) => {
+  const data = container.data as { items?: unknown; rounds?: unknown } | undefined;
+  const kept = Array.isArray(data?.items) ? data.items : Array.isArray(data?.rounds) ? data.rounds : null;
+  const records: ItemRecord[] = kept ? (kept as ItemRecord[])
+    : [...new Set(bodyRuns.map((r) => r.iteration ?? 0))].map((index) => ({
+      index, node_runs: bodyRuns.filter((r) => (r.iteration ?? 0) === index) }));
+  return records.map((rec) => {
+    const runs = (rec.node_runs ?? []).map((r) => ({ ...r, duration_s: durationOf(r) }));
     const starts = runs.map((r) => r.started_at).filter((v): v is number => v != null);
     const ends = runs.map((r) => r.finished_at).filter((v): v is number => v != null);
-    const status = recorded.find((it) => it.index === index)?.status
-      ?? (runs.some((r) => r.status === 'failed') ? 'failed' : runs.every((r) => r.status === 'skipped') ? 'skipped'
-        : 'succeeded');
+    const status = rec.status ?? (runs.some((r) => r.status === 'failed') ? 'failed'
+      : runs.length && runs.every((r) => r.status === 'skipped') ? 'skipped' : 'succeeded');
     const duration = starts.length && ends.length ? Math.max(0, Math.max(...ends) - Math.min(...starts)) : null;
-    return { index, runs, status, duration };
-  });
+    return { index: rec.index, runs, status, duration, error: rec.error?.message };
+  }).sort((a, b) => a.index - b.index);
 }
 
 export function ItemsView({ container, bodyRuns, titles }: { container: NodeRunTrace; bodyRuns: NodeRunTrace[];
   titles: Titles }) {
   const t = useT();
-  if (!bodyRuns.length) return null;
   const groups = itemGroups(container, bodyRuns);
+  if (!groups.length) return null;
   const items = (container.inputs as { items?: unknown } | undefined)?.items;
   const isIteration = Array.isArray(items);
   return (
@@ -69,6 +78,7 @@ export function ItemsView({ container, bodyRuns, titles }: { container: NodeRunT
                 {isIteration && <code className="item-value">{short((items as unknown[])[g.index])}</code>}{' '}
                 <span className="muted">{seconds(g.duration)}</span>
               </summary>
+              {g.error && <div className="banner error">{g.error}</div>}
               <ul className="item-runs">
                 {g.runs.map((r) => (
                   <li key={r.id} data-testid={`trace-item-node-${container.node_id}-${g.index}-${r.node_id}`}>

@@ -42,6 +42,6 @@ export function titledError(titles: Titles, text: string): string {
 export function NodeName({ titles, nodeId }: { titles: Titles; nodeId: string }) {
   const title = titles[nodeId];
   return title && title !== nodeId
-    ? <><strong className="node-title">{title}</strong> <span className="muted node-id">{nodeId}</span></>
-    : <strong className="node-title">{nodeId}</strong>;
+    ? <><strong className="trace-title">{title}</strong> <span className="muted trace-id">{nodeId}</span></>
+    : <strong className="trace-title">{nodeId}</strong>;
 }
