@@ -3,6 +3,7 @@
  * `flowloom serve` (BASE_URL, FLOWLOOM_KEY) whose model is the scripted responder of
  * tests/web/test_traces_e2e.py. Run through that test; screenshots go to E2E_SHOTS.
  *
+ * - the variable picker names (and finds) a node by its title;
  * - one node run from its panel: what it reads, a missing value named, typed values,
  *   the result and its badge on the canvas, the values of its last run prefilled, the
  *   run in the History tab by the node's title;
@@ -73,6 +74,14 @@ scenario('one node runs alone from its panel and shows its last run', async (pag
   });
   await openWorkflow(page, 'e2e_one_node');
   await selectNode(page, 'ask');
+  // the variable picker names the node a variable comes from by its title, and finds it by it
+  await byTestId(page, 'config-user_prompt-insert').click();
+  await byTestId(page, 'variable-picker').waitFor();
+  assert.match(await byTestId(page, 'var-shout.output').innerText(), /Shout the city\s+shout\.output/);
+  await byTestId(page, 'variable-picker').locator('input[type="search"]').fill('shout the');
+  assert.equal(await page.locator('[data-testid="variable-picker"] .var-item').count(), 1);
+  await page.keyboard.press('Escape');
+  await byTestId(page, 'variable-picker').waitFor({ state: 'detached' });
   await byTestId(page, 'node-run-toggle').click();
   const field = byTestId(page, 'node-run-input-shout.output');
   await field.waitFor();

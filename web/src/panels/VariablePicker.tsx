@@ -10,6 +10,7 @@ import { nodeOutputs } from '../lib/shape';
 import { isFlowNode } from '../lib/serialize';
 import { useCatalog } from '../store/catalog';
 import { currentDoc, useEditor } from '../store/editor';
+import { useNodeTitles } from '../run/titles';
 
 /** The variables `nodeId` may read now (computed on demand, not on every render). */
 export function variablesFor(nodeId: string): ScopeEntry[] {
@@ -30,6 +31,12 @@ export function variablesFor(nodeId: string): ScopeEntry[] {
   return entries.map((e) => (e.group === 'sys' ? { ...e, type: system[e.path.slice(4)] } : e));
 }
 
+/** The node a node reference reads (`node.output...`, or `nodes.<id>.output...`). */
+function nodeOf(path: string): string {
+  const parts = path.split('.');
+  return parts[0] === 'nodes' ? parts[1] ?? '' : parts[0];
+}
+
 const GROUPS: [ScopeEntry['group'], MessageKey][] = [
   ['node', 'vars.nodes'], ['inputs', 'vars.inputs'], ['vars', 'vars.variables'], ['sys', 'vars.system'],
 ];
@@ -37,10 +44,13 @@ const GROUPS: [ScopeEntry['group'], MessageKey][] = [
 export function VariablePicker({ nodeId, onPick, onClose, testId }: { nodeId: string; onPick: (path: string) => void;
   onClose: () => void; testId?: string }) {
   const t = useT();
+  const titles = useNodeTitles();
   const [query, setQuery] = useState('');
   const all = useMemo(() => variablesFor(nodeId), [nodeId]);
   const q = query.trim().toLowerCase();
-  const shown = q ? all.filter((v) => v.path.toLowerCase().includes(q)) : all;
+  // a node is found by its title too
+  const shown = q ? all.filter((v) => v.path.toLowerCase().includes(q)
+    || (v.group === 'node' && (titles[nodeOf(v.path)] ?? '').toLowerCase().includes(q))) : all;
   return (
     <div className="var-picker" data-testid={testId ?? 'variable-picker'} onKeyDown={(e) => { if (e.key === 'Escape') onClose(); }}>
       <input type="search" autoFocus value={query} placeholder={t('vars.search')} onChange={(e) => setQuery(e.target.value)} />
@@ -54,6 +64,7 @@ export function VariablePicker({ nodeId, onPick, onClose, testId }: { nodeId: st
             {items.map((v) => (
               <button type="button" key={v.path} className="var-item" data-testid={`var-${v.path}`}
                 onClick={() => { onPick(v.path); onClose(); }}>
+                {v.group === 'node' && titles[nodeOf(v.path)] && <span className="var-title">{titles[nodeOf(v.path)]} </span>}
                 <code>{v.path}</code>{v.type && <span className="muted"> {v.type}</span>}
               </button>
             ))}
