@@ -41,7 +41,7 @@ function durationOf(r: NodeRunTrace): number | null {
 /** The items (rounds) of `container`: from the records its node run keeps (`data.items`
  * of an iteration, `data.rounds` of a loop: each item's node runs), else from the body
  * node runs listed apart (a loop drawn with back-edges), grouped by item. */
-function itemGroups(container: NodeRunTrace, bodyRuns: NodeRunTrace[]): ItemGroup[] {
+export function itemGroups(container: NodeRunTrace, bodyRuns: NodeRunTrace[]): ItemGroup[] {
   const data = container.data as { items?: unknown; rounds?: unknown } | undefined;
   const kept = Array.isArray(data?.items) ? data.items : Array.isArray(data?.rounds) ? data.rounds : null;
   const records: ItemRecord[] = kept ? (kept as ItemRecord[])
