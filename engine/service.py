@@ -1,5 +1,5 @@
 """The run lifecycle: the one implementation of start, resume, answer, cancel, recover,
-get, list and watch, and the front door every door uses: :meth:`RunService.launch` (a
+get, list and watch (and a run of one node alone: :mod:`engine.node_runs`), and the front door every door uses: :meth:`RunService.launch` (a
 start, a chat turn, a resume, a rerun or a continuation: admission, placement, launch)
 and :meth:`RunService.follow` (a run's events, live or replayed, wherever it executes),
 in :mod:`engine.frontdoor`. Executing a run (claim, heartbeat, command polling,

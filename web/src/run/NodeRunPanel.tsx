@@ -75,6 +75,11 @@ export function NodeRunSection({ nodeId }: { nodeId: string }) {
       await saveNow();
       const got = await request<NodeInfo>('GET', path(workflowId, nodeId));
       setInfo(got);
+      const last = got.last?.node_run;
+      if (last && !useRunStatus.getState().byNode[nodeId]) {  // no run shown on the canvas: the node's last run is
+        useRunStatus.getState().setNodeStatus(nodeId, { status: last.status, label: statusLabel(last.status),
+          detail: last.error?.message ?? seconds(last.duration_s) });
+      }
       setDraft(Object.fromEntries(got.reads.map((r) => [r.key, asText(got.last?.values[r.key])])));
       setError(null);
     } catch (e) {
