@@ -112,3 +112,11 @@ async def test_a_body_node_runs_alone_with_its_containers_item(service, openai_s
     assert [e async for e in events][-1].type == "run_finished"
     done = await service.state("default", state.run_id)
     assert done.node_runs["line"].outputs == {"output": "b of ROME!"}
+
+
+async def test_a_container_runs_alone_with_its_body(service, openai_server):
+    state, events = await service.run_node("default", flow(), "each", {"inputs.items": ["x", "y"], "shout.output": "OK"})
+    assert [e async for e in events][-1].type == "run_finished"
+    done = await service.state("default", state.run_id)
+    assert done.outputs["results"] == ["x of OK", "y of OK"], "a single-node run's outputs are the node's"
+    assert [r["index"] for r in done.node_runs["each"].data["items"]] == [0, 1]
