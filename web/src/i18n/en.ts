@@ -272,6 +272,7 @@ export const en = {
   'run.trace.truncated': 'cut: {total} characters in all',
   'run.history.node': 'node {title}',
   'run.history.tokens': '{count} tokens',
+  'run.history.failedAt': 'at {title}',
 } as const;
 
 export type MessageKey = keyof typeof en;

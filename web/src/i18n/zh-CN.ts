@@ -274,4 +274,5 @@ export const zhCN: Record<MessageKey, string> = {
   'run.trace.truncated': '已截断：共 {total} 个字符',
   'run.history.node': '节点 {title}',
   'run.history.tokens': '{count} 个 token',
+  'run.history.failedAt': '失败于 {title}',
 };

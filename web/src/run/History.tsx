@@ -1,7 +1,8 @@
 /**
  * The History tab of the run panel: the workflow's runs, newest first (`GET /v1/runs`),
  * each row with its status, when it started, its duration, the first input or the
- * message (`preview`), its tokens, and for a run of one node alone that node's title.
+ * message (`preview`), its tokens, for a run of one node alone that node's title, and for
+ * a failed run the title of the node it failed at.
  * Selecting a row replays it (its statuses on the canvas, its trace).
  */
 import { useEffect } from 'react';
@@ -23,6 +24,7 @@ interface Listed {
   kind?: string;
   node_id?: string | null;
   preview?: string | null;
+  error?: { node_id?: string | null } | null;
 }
 
 export function History() {
@@ -52,6 +54,8 @@ export function History() {
               <span className="history-duration">{seconds(r.duration_s)}</span>{' '}
               {r.kind === 'single_node' && r.node_id && (
                 <span className="badge history-node">{t('run.history.node', { title: titleOf(titles, r.node_id) })}</span>)}{' '}
+              {r.status === 'failed' && r.error?.node_id && (
+                <span className="history-failed-at">{t('run.history.failedAt', { title: titleOf(titles, r.error.node_id) })}</span>)}{' '}
               {r.preview && <span className="history-preview" title={r.preview}>“{r.preview}”</span>}{' '}
               <span className="muted">{t('run.history.tokens', { count: (r.tokens_in ?? 0) + (r.tokens_out ?? 0) })}
                 {' · '}{r.workflow_version ?? ''} · {r.run_id.slice(0, 8)}{r.chat_id ? ' · 💬' : ''}</span>
