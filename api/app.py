@@ -10,8 +10,8 @@ dataset routes through its knowledge service, whose unfinished ingestions a swee
 task hands to the ingestion queue again (at start, then every :data:`SWEEP_S` seconds;
 with Redis the workers sweep instead).
 
-``/health`` (liveness), ``/ready`` (readiness: the stores answer) and the OpenAPI
-document (``/openapi.json``, ``/docs``) are open; every other route needs an API key
+``/health`` (liveness), ``/ready`` (readiness: the stores answer), ``/metrics``
+(Prometheus, :mod:`api.metrics`) and the OpenAPI document (``/openapi.json``, ``/docs``) are open; every other route needs an API key
 (:mod:`api.auth`). Errors are JSON with their real status (:mod:`api.errors`); no
 response ever carries a traceback. A JSON body nested too deep or holding a lone
 surrogate is refused as it is read (:class:`api.limits.JsonBodyCheck`).
@@ -34,6 +34,7 @@ from schemas.records import DEFAULT_TENANT
 from .deployment import install
 from .errors import install_error_handlers
 from .limits import BodyLimit, JsonBodyCheck
+from .metrics import router as metrics_router, start_metrics
 from .recovery import start_recovery
 from .routes import chats as chat_routes, routers
 from .runtime import key_store_of, open_deployment
@@ -114,6 +115,7 @@ def create_app(settings: Settings | None = None, *, heartbeat_s: float = HEARTBE
             app.state.first_start = created
             # with Redis the workers sweep (workers.rq.knowledge.sweep_unfinished), one at a time
             sweeper = asyncio.create_task(sweep_ingestion(found.knowledge, sweep_s)) if not chosen.redis_url else None
+            app.state.metrics = await start_metrics(found)
             # runs whose owner died (a crash of this server or another process) continue by themselves
             app.state.recovery = await start_recovery(found)
             if server:
@@ -127,6 +129,7 @@ def create_app(settings: Settings | None = None, *, heartbeat_s: float = HEARTBE
                     sweeper.cancel()
                     with contextlib.suppress(asyncio.CancelledError, Exception):
                         await sweeper
+                await app.state.metrics.close()
 
     app = FastAPI(title="Flowloom", version=_version(), lifespan=lifespan, redoc_url=None,
                   description="Run Flowloom workflows over HTTP: runs, their events (SSE), API keys.")
@@ -139,5 +142,6 @@ def create_app(settings: Settings | None = None, *, heartbeat_s: float = HEARTBE
     for router in routers:
         app.include_router(router)
     app.include_router(chat_routes.router)
+    app.include_router(metrics_router)  # GET /metrics: open, counts only (api.metrics)
     install_canvas(app, dist_of(chosen))  # the web canvas at / (only where no route answers)
     return app

@@ -1,4 +1,5 @@
-"""The server's own logs: no secret in an access-log line, no error lost to a full disk.
+"""The server's own logs: no secret in an access-log line, no error lost to a full disk,
+JSON records joined to their run on request.
 
 - :class:`SecretMask` is a :class:`logging.Filter` for uvicorn's access log: a key sent
   in the query string (``?api_key=``, ``?key=``, ``?token=``, ``?access_token=``...) is
@@ -10,6 +11,8 @@
   written (a full disk: ``ENOSPC``, a read-only or removed directory), to stderr instead,
   saying once why: the traceback of a store failure on a full disk is exactly the record
   the file can no longer hold.
+- ``FLOWLOOM_LOG_FORMAT=json``: one JSON object per record (:func:`json_formatter`),
+  each carrying the tenant, run and node it was written for (:class:`RunFields`).
 """
 
 from __future__ import annotations
@@ -21,7 +24,14 @@ import sys
 from typing import Any
 from urllib.parse import unquote_plus
 
-__all__ = ["SECRET_PARAMETERS", "FallbackFileHandler", "SecretMask", "mask_secrets", "uvicorn_log_config"]
+from engine.telemetry import run_scope
+
+__all__ = ["JSON_FIELDS", "SECRET_PARAMETERS", "FallbackFileHandler", "RunFields", "SecretMask", "json_formatter",
+           "mask_secrets", "uvicorn_log_config"]
+
+#: the fields of a JSON log record, in order (``time``, ``level`` and ``logger`` renamed from logging's own)
+JSON_FIELDS = "%(asctime)s %(levelname)s %(name)s %(message)s %(tenant_id)s %(run_id)s %(node_id)s"
+_RENAMED = {"asctime": "time", "levelname": "level", "name": "logger"}
 
 #: query parameters whose value is a secret, compared case-insensitively after URL-decoding
 SECRET_PARAMETERS = frozenset({"api_key", "apikey", "api-key", "key", "token", "access_token", "auth",
@@ -58,13 +68,47 @@ class SecretMask(logging.Filter):
         return True
 
 
-def uvicorn_log_config() -> dict[str, Any]:
-    """uvicorn's default logging configuration with :class:`SecretMask` on its access log."""
+class RunFields(logging.Filter):
+    """Puts the run scope of the task that writes a record on it: ``tenant_id``, ``run_id``
+    and ``node_id`` (:data:`engine.telemetry.run_scope`; null outside a run, ``node_id``
+    null outside a node), so an operator can join a log line to its run and node run."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        scope = run_scope.get()
+        if scope is None:
+            record.tenant_id = record.run_id = record.node_id = None
+        else:
+            record.tenant_id, record.run_id, node_id = scope
+            record.node_id = node_id or None
+        return True
+
+
+def json_formatter() -> logging.Formatter:
+    """One JSON object per record (python-json-logger): :data:`JSON_FIELDS`, plus any
+    ``extra`` a record was given."""
+    from pythonjsonlogger.json import JsonFormatter
+
+    return JsonFormatter(JSON_FIELDS, rename_fields=_RENAMED)
+
+
+def uvicorn_log_config(*, json_format: bool = False) -> dict[str, Any]:
+    """uvicorn's default logging configuration with :class:`SecretMask` on its access log.
+
+    ``json_format``: every record (uvicorn's, the access log's and Flowloom's own, from
+    INFO) is one JSON object on its stream, with the run scope (:class:`RunFields`);
+    otherwise uvicorn's plain text, Flowloom's warnings on stderr as they were."""
     from uvicorn.config import LOGGING_CONFIG
 
     config = copy.deepcopy(LOGGING_CONFIG)
     config.setdefault("filters", {})["secret_mask"] = {"()": SecretMask}
     config["handlers"]["access"].setdefault("filters", []).append("secret_mask")
+    if json_format:
+        config["filters"]["run_fields"] = {"()": RunFields}
+        config["formatters"]["json"] = {"()": json_formatter}
+        for handler in config["handlers"].values():
+            handler["formatter"] = "json"
+            handler.setdefault("filters", []).append("run_fields")
+        config["loggers"]["flowloom"] = {"handlers": ["default"], "level": "INFO", "propagate": False}
     return config
 
 

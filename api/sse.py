@@ -29,6 +29,8 @@ from starlette.requests import ClientDisconnect
 from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
+from engine.telemetry import telemetry
+
 from .errors import describe
 
 __all__ = ["EventStreamResponse", "Frame", "HEARTBEAT", "event_stream", "format_frame", "with_heartbeats"]
@@ -110,10 +112,12 @@ class EventStreamResponse(StreamingResponse):
                          headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        telemetry().subscribers(1)
         try:
             await super().__call__(scope, receive, send)
         except (OSError, ClientDisconnect):
             pass  # the client went away: nothing left to tell it
         finally:
+            telemetry().subscribers(-1)
             with contextlib.suppress(Exception):
                 await self.body_iterator.aclose()  # type: ignore[attr-defined]

@@ -34,7 +34,7 @@ __all__ = ["BUILD_COMMAND", "canvas_response", "default_dist", "dist_of", "insta
 #: how to build the canvas (said by the page served while it is not built)
 BUILD_COMMAND = "npm --prefix web ci && npm --prefix web run build"
 #: first path parts that belong to the API, never to the canvas
-_API_PARTS = frozenset({"v1", "health", "openapi.json", "docs", "redoc"})
+_API_PARTS = frozenset({"v1", "health", "metrics", "openapi.json", "docs", "redoc"})
 _YEAR = "public, max-age=31536000, immutable"
 
 

@@ -40,6 +40,7 @@ from .errors import FlowloomError
 from .leases import owner_gone
 from .ports import CheckpointDelta, LeaseLost, RunOwned, StoreError, StoreUnavailable
 from .runner import answer_interrupts, stream_workflow
+from .telemetry import telemetry
 from .turns import answer_text
 
 if TYPE_CHECKING:
@@ -322,6 +323,7 @@ class Executing:
         events go to the durable log. A terminal event (:data:`_TERMINAL`) is held until
         the checkpoint that stores it commits: a client told a run failed (or succeeded)
         must find it so in the store, whatever the store does meanwhile."""
+        telemetry().run_event(live.state.workflow_id if live.state is not None else "", event)
         if isinstance(event, NodeDelta):
             if event.channel == "answer":
                 text.append(event.text)
@@ -364,9 +366,11 @@ class Executing:
             if ended and live.turn_closed is None:
                 await self._close_turn(state, "".join(text))
                 live.turn_closed = state.status
+            began = time.perf_counter()
             try:
                 await self._stored(live, idle, lambda: runs.checkpoint(state, delta, owner_id=owner.id, events=batch,
                                                                        release=ended))
+                telemetry().checkpoint(time.perf_counter() - began)
             except BaseException:
                 durable[:0] = batch  # not stored: the next checkpoint carries them
                 raise
@@ -400,6 +404,10 @@ class Executing:
                 continue
             live.store_down = None
             return
+
+    def executing_count(self) -> int:
+        """How many runs this process executes now (the live hub's runs)."""
+        return len(self._live)
 
     def new_owner(self) -> OwnerInfo:
         """An owner for an execution in this process: a fresh id, this host and pid, a lease

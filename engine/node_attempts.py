@@ -21,6 +21,7 @@ from schemas.workflow import ErrorStrategy
 from .context import CancelToken, InterruptRequested, NodeContext, NodeResult, RunDeps
 from .errors import NodeFailed, NodeTimeout, RunCancelled, RunError, RunLimitExceeded
 from .run_records import error_record, size_over, wrap_error
+from .telemetry import run_scope
 
 if TYPE_CHECKING:
     from schemas.workflow import RunLimits
@@ -70,11 +71,15 @@ class NodeAttempts:
         """Run one node (all attempts, error strategy); returns nodes made ready."""
         node_plan = self.plan.nodes[nid]
         self._ready.pop(nid, None)
-        run, base, ctx = await self._begin(node_plan)
-        outcome = await self._attempts(node_plan, run, base, ctx)
-        if outcome is None:
-            return []  # waiting for a person's answer
-        return await self._conclude(node_plan, run, *outcome)
+        scope = run_scope.set((self.state.tenant_id, self.state.run_id, nid))  # what its log records carry
+        try:
+            run, base, ctx = await self._begin(node_plan)
+            outcome = await self._attempts(node_plan, run, base, ctx)
+            if outcome is None:
+                return []  # waiting for a person's answer
+            return await self._conclude(node_plan, run, *outcome)
+        finally:
+            run_scope.reset(scope)
 
     async def _begin(self, node_plan: NodePlan) -> tuple[NodeRun, int, NodeContext]:
         """The node run a node starts (or, resumed, continues) with, its attempts before

@@ -205,6 +205,13 @@ class RunStore(Protocol):
         """Every saved node run of the run (earlier loop rounds included), in start order."""
         ...
 
+    async def count_unended(self) -> dict[str, int]:
+        """How many runs of **every tenant** are ``pending``, ``running`` and ``paused``
+        (status -> count; a status with none is left out): the operator's gauges of active
+        and paused runs, never a caller's request. Served by the status index, so its cost
+        follows the number of unended runs, not of all runs."""
+        ...
+
     async def list_unfinished(self, *, now: float, host: str, limit: int = 500) -> list[RunSummary]:
         """Candidates for crash recovery, of **every tenant** (the one cross-tenant read, for
         the recovery loop of a server or worker, never for a caller's request): runs
@@ -283,8 +290,20 @@ class ChatStore(Protocol):
         """Insert a message (the chat is created with its first message)."""
         ...
 
-    async def update_message(self, message: ChatMessage) -> None:
-        """Replace a message's status and parts."""
+    async def update_message(self, message: ChatMessage, variables: Mapping[str, Any] | None = None) -> None:
+        """Replace a message's status and parts; with ``variables``, also set those of the
+        chat's conversation variables (name -> value, others kept) in the same
+        transaction, so a turn and the values it leaves are kept together or not at all."""
+        ...
+
+    async def chat_variables(self, tenant_id: str, chat_id: str) -> dict[str, Any]:
+        """The conversation variables the chat holds (name -> value); empty for a chat
+        that holds none or does not exist."""
+        ...
+
+    async def set_chat_variables(self, tenant_id: str, chat_id: str, values: Mapping[str, Any]) -> dict[str, Any]:
+        """Set the chat's conversation variables of ``values`` (others kept); all it holds
+        now. Raises ChatNotFound."""
         ...
 
     async def messages(self, tenant_id: str, chat_id: str, limit: int = 100) -> list[ChatMessage]:

@@ -34,6 +34,7 @@ from schemas.records import RunSummary
 from .ports import LeaseLost, RunNotFound, RunOwned
 from .leases import orphaned
 from .service import RunNotResumable, RunService
+from .telemetry import telemetry
 
 __all__ = ["OrphanRecovery", "RecoverOne", "StillQueued"]
 
@@ -147,9 +148,11 @@ class OrphanRecovery:
             async with self._slots:  # FIFO: runs are continued in the order they were found (oldest first)
                 await self.recover_one(summary)
             self.recovered.append(summary.run_id)
+            telemetry().recovered("recovered")
         except _SKIP as exc:
             logger.info("run %s: not recovered by this process (%s)", summary.run_id, exc)
         except Exception as exc:  # noqa: BLE001 - one run's failure must not stop the loop
+            telemetry().recovered("failed")
             logger.warning("run %s: recovery failed (%s: %s); the next look tries again", summary.run_id,
                            type(exc).__name__, exc)
         finally:

@@ -2,8 +2,8 @@
 
 Rules (README "References"):
 
-1. ``inputs.NAME``, ``sys.NAME`` and ``vars.NAME`` read global inputs, system
-   variables and run variables; ``NODE.OUTPUT`` (or ``nodes.NODE.OUTPUT`` for ids
+1. ``inputs.NAME``, ``sys.NAME``, ``vars.NAME`` and ``conversation.NAME`` read global
+   inputs, system variables, run variables and conversation variables; ``NODE.OUTPUT`` (or ``nodes.NODE.OUTPUT`` for ids
    that are not identifiers) reads a node's output. A path follows: ``.key``,
    ``[index]``, ``["key with dots"]``.
 2. Values keep their JSON types; nothing is stringified on the way.
@@ -116,6 +116,8 @@ def resolve_selector(state: RunState, sel: Selector, *, node_id: str | None = No
         pool, scope_name = state.inputs, "the workflow inputs"
     elif sel.scope == "sys":
         pool, scope_name = state.sys, "the system variables"
+    elif sel.scope == "conversation":
+        pool, scope_name = state.conversation, "the conversation variables"
     else:
         pool, scope_name = state.variables, "the run variables"
     value = pool.get(sel.field, _MISSING)
@@ -401,6 +403,8 @@ def template_context(state: RunState, names: frozenset[str], extra: Mapping[str,
             ctx[name] = state.sys
         elif name == "vars":
             ctx[name] = state.variables
+        elif name == "conversation":
+            ctx[name] = state.conversation
         elif name == "nodes":
             ctx[name] = _NodesView(state)
         else:

@@ -20,6 +20,7 @@ from .compiler import CompiledPlan
 from .context import CancelToken, RunDeps
 from .errors import InvalidInputs, UnknownInterrupt
 from .scheduler import Scheduler
+from .telemetry import run_scope
 
 __all__ = ["answer_interrupts", "coerce_input", "new_run_state", "run_workflow", "resume_run", "stream_workflow"]
 
@@ -70,6 +71,7 @@ def new_run_state(
     user_id: str | None = None,
     history: list[dict[str, Any]] | None = None,
     partial: bool = False,
+    conversation: Mapping[str, Any] | None = None,
 ) -> RunState:
     """A fresh :class:`RunState` with validated inputs, defaults applied and system variables set.
 
@@ -77,9 +79,13 @@ def new_run_state(
     oldest first (``sys.history``); ``query`` defaults to the ``query`` input when present.
     ``partial``: ``inputs`` are the few a run of one node reads (engine/single_node.py):
     taken as given with the declared defaults, not checked against the declaration.
+    ``conversation``: the values the chat holds (name -> value); each declared
+    conversation variable starts from its value there, else from its default (names the
+    workflow no longer declares are left out).
 
     Raises:
-        InvalidInputs: every missing required input, wrongly typed or undeclared input.
+        InvalidInputs: every missing required input, wrongly typed or undeclared input,
+            and every held conversation value that does not fit its declared type.
     """
     wf = plan.workflow
     problems: list[str] = []
@@ -98,6 +104,14 @@ def new_run_state(
         elif not value_matches(value, var.type):
             problems.append(f"{var.name!r} must be {var.type.value}, got {type(value).__name__}")
         values[var.name] = value
+    held = conversation or {}
+    kept: dict[str, Any] = {}
+    for cvar in wf.conversation_variables:
+        value = held.get(cvar.name, cvar.default)
+        if not value_matches(value, cvar.type):
+            problems.append(f"conversation variable {cvar.name!r} must be {cvar.type.value}, the chat holds "
+                            f"{type(value).__name__} (change it in the chat's variables)")
+        kept[cvar.name] = value
     if problems:
         raise InvalidInputs(problems)
     run_id = run_id or uuid.uuid4().hex
@@ -118,6 +132,7 @@ def new_run_state(
             "history": list(history or []),
         },
         variables={v.name: v.default for v in wf.variables},
+        conversation=kept,
     )
 
 
@@ -207,7 +222,14 @@ async def stream_workflow(
         coro = resume_run(plan, inputs, answers=answers, deps=run_deps, cancel=token)
     else:
         coro = run_workflow(plan, inputs, deps=run_deps, cancel=token, **sys)
-    task = asyncio.ensure_future(coro)
+    # The run's task (and every task it starts) logs with the run's scope; set around the
+    # task's creation only, since a value set in this async generator would leak into its consumer.
+    scope = run_scope.set((inputs.tenant_id, inputs.run_id, "")) if isinstance(inputs, RunState) else None
+    try:
+        task = asyncio.ensure_future(coro)
+    finally:
+        if scope is not None:
+            run_scope.reset(scope)
     done = object()
     task.add_done_callback(lambda _t: queue.put_nowait(done))
     try:

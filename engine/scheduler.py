@@ -395,6 +395,10 @@ class Scheduler(NodeAttempts):
             self._dirty[run.node_id] = None
         if error is not None and not keep_error:
             run.error = error_record(error, run.node_id)
+        if status is NodeRunStatus.failed and run.error is not None:
+            # for operators' logs (INFO: a failed node is the workflow's business, often handled by an error branch)
+            _log.info("node %r (%s) failed: %s: %s", run.node_id, run.kind, run.error.reason or run.error.type,
+                      run.error.message)
         if self._emit_fn is None:
             self.state.seq += 1
         else:

@@ -74,6 +74,7 @@ from .rerun import durable, seed_rerun
 from .runner import new_run_state
 from .settings import Settings
 from .single_node import single_node_plan
+from .telemetry import telemetry
 from .turns import ChatTurns
 
 if TYPE_CHECKING:
@@ -194,8 +195,9 @@ class RunService(Executing, ChatTurns, NodeRuns):
         if message is not None and "query" not in values and any(v.name == "query" for v in plan.workflow.inputs):
             values["query"] = message
         history = await self._history(tenant_id, chat_id) if chat_id else (list(history) if history else None)
+        held = await self._conversation(tenant_id, chat_id, plan) if chat_id else None
         state = new_run_state(plan, values, run_id=run_id, chat_id=chat_id, query=message, user_id=user_id,
-                              history=history)
+                              history=history, conversation=held)
         state.tenant_id, state.workflow_version = tenant_id, workflow_version
         stored = (tenant_id, state.workflow_hash) in self._docs  # documents stay: stored once is stored
         new = NewRun(state, owner, None if stored else doc, published, durable)
@@ -253,7 +255,8 @@ class RunService(Executing, ChatTurns, NodeRuns):
                                   f"(or stop it first)")
         plan = self.compile(doc)
         state = new_run_state(plan, old.inputs, run_id=new_run_id, query=old.sys.get("query") or None,
-                              user_id=old.sys.get("user_id") or None, history=old.sys.get("history") or None)
+                              user_id=old.sys.get("user_id") or None, history=old.sys.get("history") or None,
+                              conversation=old.conversation)
         state.tenant_id, state.workflow_version = tenant_id, workflow_version
         first = seed_rerun(plan, old, state, node_id)
         await self.stores.runs.put_workflow(tenant_id, doc)
@@ -351,6 +354,7 @@ class RunService(Executing, ChatTurns, NodeRuns):
                                       elapsed_ms=elapsed)
             await self.stores.runs.checkpoint(state, CheckpointDelta(waiting, len(state.history)), owner_id=owner.id,
                                               events=[ended])
+            telemetry().run_event(state.workflow_id, ended)  # ended here, not by an execution
             await self._close_turn(state, "")
         finally:
             await self.stores.runs.release(run_id, owner.id)

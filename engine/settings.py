@@ -104,6 +104,14 @@ class Settings(BaseSettings):
     continuations admitted in any 60 seconds; ``quota_tokens_per_day``
     (``FLOWLOOM_QUOTA_TOKENS_PER_DAY``): model tokens (in + out) per UTC day.
 
+    Metrics (Prometheus): ``metrics`` (``FLOWLOOM_METRICS``, default true): the server
+    counts and serves ``GET /metrics`` (no key: counts only, no tenant data);
+    ``metrics_port`` (``FLOWLOOM_METRICS_PORT``): serve them on that port instead of the
+    API's (then ``/metrics`` on the API port answers 404), on ``metrics_host``
+    (``FLOWLOOM_METRICS_HOST``, default 127.0.0.1); a worker's are on its ``--metrics-port``.
+    ``log_format`` (``FLOWLOOM_LOG_FORMAT``): ``text`` (default) or ``json`` - the server's
+    and a worker's log records as JSON objects carrying their tenant, run and node ids.
+
     Knowledge bases: ``knowledge_max_document_bytes``
     (``FLOWLOOM_KNOWLEDGE_MAX_DOCUMENT_BYTES``): the largest document a dataset accepts
     (a larger upload is rejected with 413, the other files of its batch kept).
@@ -151,6 +159,10 @@ class Settings(BaseSettings):
     quota_runs_per_minute: int = Field(default=0, ge=0)
     quota_tokens_per_day: int = Field(default=0, ge=0)
     knowledge_max_document_bytes: int = Field(default=20 * 1024 * 1024, gt=0)
+    metrics: bool = True
+    metrics_port: int | None = Field(default=None, gt=0, le=65535)
+    metrics_host: str = "127.0.0.1"
+    log_format: Literal["text", "json"] = "text"
 
     @field_validator("http_allow", mode="before")
     @classmethod

@@ -1,7 +1,9 @@
 """The chat transcript of runs: a turn is the user's message and exactly one assistant
 message, which the run fills - its answer (or what was streamed before a stop or a
-failure), reasoning, tool calls and a pending question - and whose status follows the
-run's. :class:`ChatTurns` is a base of :class:`~engine.service.RunService`."""
+failure), reasoning, tool calls, the answer's citations and a pending question - and
+whose status follows the run's. A turn starts from the conversation variables the chat
+holds and, when it succeeds, leaves its final values to the chat together with its
+closed message. :class:`ChatTurns` is a base of :class:`~engine.service.RunService`."""
 
 from __future__ import annotations
 
@@ -9,11 +11,13 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any, Mapping
 
+from schemas.knowledge import run_citations
 from schemas.records import ChatMessage, MessagePart, MessageStatus
 from schemas.run import RunState
 from schemas.types import RunStatus
 
 if TYPE_CHECKING:
+    from .compiler import CompiledPlan
     from .service import Stores
 
 __all__ = ["ChatTurns", "answer_text"]
@@ -29,6 +33,13 @@ class ChatTurns:
         """``sys.history``: the chat's messages with text, oldest first."""
         messages = await self.stores.chats.messages(tenant_id, chat_id, limit=200)
         return [{"role": m.role, "content": m.text} for m in messages if m.text]
+
+    async def _conversation(self, tenant_id: str, chat_id: str, plan: "CompiledPlan") -> dict[str, Any] | None:
+        """The conversation variables the chat holds (None when the workflow declares none:
+        nothing to read)."""
+        if not plan.workflow.conversation_variables:
+            return None
+        return await self.stores.chats.chat_variables(tenant_id, chat_id)
 
     async def _open_turn(self, state: RunState, text: str | None) -> None:
         """A turn of a chat: the user's message, then the assistant message that the run fills."""
@@ -59,7 +70,10 @@ class ChatTurns:
         message.parts = _parts_of(state, streamed)
         message.status = _MESSAGE_STATUS.get(state.status, MessageStatus.failed)
         message.updated_at = time.time()
-        await self.stores.chats.update_message(message)
+        # A turn that succeeded leaves its conversation variables to the chat, in the
+        # transaction that closes its message; a failed or stopped turn changes nothing.
+        kept = state.conversation if state.status is RunStatus.succeeded and state.conversation else None
+        await self.stores.chats.update_message(message, kept)
 
 
 
@@ -84,7 +98,8 @@ _MESSAGE_STATUS = {RunStatus.succeeded: MessageStatus.done, RunStatus.paused: Me
 
 
 def _parts_of(state: RunState, streamed: str) -> list[MessagePart]:
-    """The assistant message's parts from the run: text, reasoning, tool calls, question."""
+    """The assistant message's parts from the run: text, reasoning, tool calls, the
+    citations of a succeeded answer (one part each), question."""
     parts: list[MessagePart] = []
     text = state.answer if state.status is RunStatus.succeeded else (state.answer or streamed)
     for run in state.node_runs.values():
@@ -98,6 +113,9 @@ def _parts_of(state: RunState, streamed: str) -> list[MessagePart]:
                 parts += _tool_parts(step.get("tools") or [])
     if text:
         parts.append(MessagePart(type="text", text=text))
+    if state.status is RunStatus.succeeded:  # the sources of the answer, so a reloaded chat still shows them
+        parts += [MessagePart(type="citation", data=piece.model_dump(mode="json"))
+                  for piece in run_citations(state.node_runs.values())]
     for interrupt in state.interrupts.values():
         parts.append(MessagePart(type="interrupt", data=interrupt.model_dump(mode="json", exclude={"answer"})))
     if state.error is not None and state.status is not RunStatus.succeeded:

@@ -57,6 +57,7 @@ import openai
 
 from engine.context import CancelToken
 from engine.errors import NodeFailed, RunCancelled
+from engine.telemetry import telemetry
 from schemas.run import Usage
 
 from .model_registry import MissingAPIKey, ModelRegistry, ModelSpec, UnknownModel, price
@@ -603,6 +604,8 @@ async def call_llm(
                     error.usage = _usage(spec, body, reply, started, user_key)
                     error.partial_text = "".join(reply.text)
                     error.partial_reasoning = "".join(reply.reasoning)
+                telemetry().model_call(model=spec.name, provider=spec.provider, outcome=error.reason or "error",
+                                       usage=error.usage)
                 # The message carries the provider's text (redacted); the openai exception is not
                 # chained: it holds the raw request, and tracebacks are logged.
                 raise error from None
@@ -618,12 +621,14 @@ async def call_llm(
         watch.close()
     calls = [ToolCall(slot.id or f"call_{position}", slot.name, "".join(slot.fragments) or "{}")
              for position, slot in enumerate(reply.calls)]
+    usage = _usage(spec, body, reply, started, user_key)
+    telemetry().model_call(model=spec.name, provider=spec.provider, outcome="ok", usage=usage)
     return LLMResponse(
         text="".join(reply.text),
         reasoning="".join(reply.reasoning),
         tool_calls=calls,
         finish_reason=reply.finish_reason,
-        usage=_usage(spec, body, reply, started, user_key),
+        usage=usage,
         request=body,
         attempts=attempt,
     )

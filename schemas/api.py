@@ -31,6 +31,7 @@ __all__ = [
     "MAX_NUMBER",
     "ChatDetail",
     "ChatList",
+    "ChatVariables",
     "ChatOut",
     "ChatRename",
     "MessageList",
@@ -67,6 +68,9 @@ __all__ = [
     "RunDetail",
     "RunList",
     "RunOut",
+    "NodeScope",
+    "NodeScopeRequest",
+    "ScopeEntryOut",
     "WorkflowCreated",
     "WorkflowDetail",
     "WorkflowImport",
@@ -501,6 +505,44 @@ class NodeShapeOut(BaseModel):
     outputs: dict[str, str] | None = None
 
 
+class ChatVariables(BaseModel):
+    """A chat's conversation variables (name -> value): ``GET``/``PUT
+    /v1/chats/{id}/variables``. A ``PUT`` sets the names it gives and keeps the others;
+    the next turn starts from them (a value that does not fit the workflow's declared
+    type refuses that turn, 422 naming the variable)."""
+
+    variables: dict[str, Any] = Field(default_factory=dict)
+
+
+class NodeScopeRequest(BaseModel):
+    """``POST /v1/workflows/scope``: a workflow document (saved or not, finished or not),
+    one of its nodes, and the top-level config key being edited (body fields of a
+    container, e.g. an iteration's ``collect``, see more than its other fields)."""
+
+    workflow: dict[str, Any]
+    node_id: str = Field(min_length=1)
+    field: str | None = None
+
+
+class ScopeEntryOut(BaseModel):
+    """One reference the node may use: ``path`` is the text to store (``{"ref": path}`` or
+    ``{{ path }}``); ``group``: ``inputs``/``vars``/``conversation``/``sys``/``node``."""
+
+    path: str
+    group: str
+    node_id: str | None = None
+    output: str | None = None
+    type: str | None = None
+
+
+class NodeScope(BaseModel):
+    """What a node may reference: exactly what the compiler accepts in that field."""
+
+    node_id: str
+    field: str | None = None
+    entries: list[ScopeEntryOut]
+
+
 class WorkflowProblems(BaseModel):
     """``POST .../validate``: every compile problem (errors and warnings), as
     ``flowloom validate --json`` prints them; ``valid`` when none is an error; ``inputs``:
@@ -613,6 +655,9 @@ class KindLabel(BaseModel):
     values: dict[str, str] = Field(default_factory=dict, description="enum value offered by the kind's config "
                                    "schema (root or $defs) -> its label in this language; the stored value stays "
                                    "the enum's own")
+    help: dict[str, str] = Field(default_factory=dict, description="a config field's English help (the first "
+                                 "paragraph of its schema description, whitespace collapsed) -> its help in this "
+                                 "language")
 
 
 class NodeKindOut(BaseModel):
@@ -659,6 +704,11 @@ class NodeKindList(BaseModel):
     node_value_labels: dict[str, dict[str, str]] = Field(
         default_factory=dict, description="language tag (zh-CN...) -> label of each enum value of "
                                           "node_fields_schema (error strategy...); English is the value itself")
+    embedding_models: list[str] = Field(default_factory=list, description="the registry's embedding models "
+                                                                          "(what a dataset's embedding_model accepts)")
+    node_field_help: dict[str, dict[str, str]] = Field(
+        default_factory=dict, description="language tag (zh-CN...) -> English help of a field of "
+                                          "node_fields_schema -> its help in that language")
 
 
 # -------------------------------------------------------------------------- quotas

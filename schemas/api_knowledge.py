@@ -11,10 +11,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .knowledge import (ChunkingSettings, Dataset, Document, DocumentStatus, FusionMode, IndexInfo, MetadataField,
+from .knowledge import (Chunk, ChunkingSettings, ChunkKind, Dataset, Document, DocumentStatus, FusionMode, IndexInfo, MetadataField,
                         MetadataFilter, RerankSettings, SearchHit, SearchMode, SearchRequest, SearchResult)
 
 __all__ = [
+    "ChunkOut",
+    "ChunkPage",
     "DatasetList",
     "DatasetOut",
     "DatasetSearch",
@@ -188,3 +190,35 @@ class DocumentProgress(BaseModel):
     def of(cls, document: Document) -> "DocumentProgress":
         return cls(document_id=document.id, source_name=document.source_name, status=document.status,
                    chunks_done=document.chunks_done, chunk_count=document.chunk_count, error=document.error)
+
+
+class ChunkOut(BaseModel):
+    """One chunk of a document as the chunk preview shows it: ``position`` in the
+    document, ``kind`` (``text``; ``parent`` / ``child`` in parent-child chunking, a
+    child naming its ``parent_id``; ``qa``: a question-answer pair), the text returned
+    to searches and the text searched (a QA pair's question), its heading path and size."""
+
+    id: str
+    position: int
+    kind: ChunkKind
+    text: str
+    search_text: str
+    heading_path: list[str] = Field(default_factory=list)
+    parent_id: str | None = None
+    tokens: int = 0
+
+    @classmethod
+    def of(cls, chunk: Chunk) -> "ChunkOut":
+        return cls(id=chunk.id, position=chunk.position, kind=chunk.kind, text=chunk.text,
+                   search_text=chunk.search_text, heading_path=list(chunk.heading_path), parent_id=chunk.parent_id,
+                   tokens=chunk.tokens)
+
+
+class ChunkPage(BaseModel):
+    """``GET /v1/datasets/{id}/documents/{doc_id}/chunks``: ``chunks`` from ``offset``
+    (at most ``limit``, in position order) of ``total``."""
+
+    chunks: list[ChunkOut]
+    offset: int
+    limit: int
+    total: int

@@ -116,9 +116,10 @@ class MessageStatus(StrEnum):
 
 
 class MessagePart(BaseModel):
-    """One part of a message: text, reasoning, a tool call, a tool result, or an interrupt."""
+    """One part of a message: text, reasoning, a tool call, a tool result, an interrupt, or
+    a citation (``data``: a :class:`~schemas.knowledge.QuotePiece`, a source the answer cites)."""
 
-    type: Literal["text", "reasoning", "tool_call", "tool_result", "interrupt"]
+    type: Literal["text", "reasoning", "tool_call", "tool_result", "interrupt", "citation"]
     text: str = ""
     data: dict[str, Any] = Field(default_factory=dict)
 

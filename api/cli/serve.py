@@ -254,4 +254,4 @@ def serve(
         err().print(Text(start.vector_warning, style="yellow"))
     _print_start(start, base, dist_of(current), login_url, loopback)
     uvicorn.run(create_app(current, heartbeat_s=heartbeat, server=True), host=host, port=port, http="httptools",
-                lifespan="on", log_level="info", timeout_graceful_shutdown=10, log_config=uvicorn_log_config())
+                lifespan="on", log_level="info", timeout_graceful_shutdown=10, log_config=uvicorn_log_config(json_format=current.log_format == "json"))

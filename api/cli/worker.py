@@ -35,6 +35,9 @@ def worker(
     name: Annotated[Optional[str], typer.Option(help="the worker's name in `rq info` (default: host.pid)")] = None,
     sweep: Annotated[float, typer.Option(min=0.1, help="seconds between two looks for runs whose worker "
                                          "died")] = 1.0,
+    metrics_port: Annotated[Optional[int], typer.Option(
+        min=1, max=65535, help="serve this worker's Prometheus metrics on this port (address: "
+                               "FLOWLOOM_METRICS_HOST, default 127.0.0.1)")] = None,
 ) -> None:
     """Execute queued runs (RQ); see `rq info` for queues, workers and jobs."""
     current = settings()
@@ -64,6 +67,8 @@ def worker(
     log.setLevel(logging.INFO)
     log.propagate = False
     setup_loghandlers("INFO", date_format=LOG_DATE_FORMAT, log_format=LOG_FORMAT, name="rq.worker")
+    if current.log_format == "json":
+        _json_logs([handler, *logging.getLogger("rq.worker").handlers])
     connection = Redis.from_url(current.redis_url, socket_connect_timeout=2, health_check_interval=5)
     try:
         connection.ping()  # RQ's worker talks to Redis as it is made: a dead URL is a message, not a traceback
@@ -77,12 +82,45 @@ def worker(
                             name=rq_worker.name)
     runtime.start()
     install_runtime(runtime)
+    if metrics_port is not None:
+        try:
+            _serve_metrics(connection, names, runtime, metrics_port, current.metrics_host)
+        except OSError as exc:  # the port is taken, or the address is not this machine's
+            runtime.stop()
+            err().print(Text(f"--metrics-port {metrics_port}: cannot listen on {current.metrics_host}: "
+                             f"{exc.strerror or exc}", style="bold red"))
+            raise typer.Exit(EXIT_INVALID) from None
     try:
         _work(rq_worker, runtime, burst, log, handler)
     except WorkerNameTaken as exc:
         # a live worker holds the name: the operator picks another, nothing is broken
         err().print(Text(str(exc), style="bold red"))
         raise typer.Exit(EXIT_INVALID) from None
+
+
+def _json_logs(handlers: list[logging.Handler]) -> None:
+    """Every record of ``handlers`` as one JSON object carrying its run scope (FLOWLOOM_LOG_FORMAT=json)."""
+    from api.logs import RunFields, json_formatter
+
+    for each in handlers:
+        each.setFormatter(json_formatter())
+        each.addFilter(RunFields())
+
+
+def _serve_metrics(connection: Any, names: list[str], runtime: Any, port: int, host: str) -> None:
+    """Count this worker's runs, model calls and checkpoints, with its queues' depth, and
+    serve them in the Prometheus text format on ``host:port`` (a thread of this process:
+    the worker executes its runs here, no fork per job). The store's run counts are the
+    API server's to serve."""
+    from prometheus_client import start_http_server
+
+    from engine.telemetry import install_telemetry
+    from workers.metrics import PrometheusTelemetry, QueueCollector
+
+    telemetry = PrometheusTelemetry(executing=lambda: len(runtime.executing))
+    telemetry.registry.register(QueueCollector(connection, names))
+    install_telemetry(telemetry)
+    start_http_server(port, addr=host, registry=telemetry.registry)
 
 
 def _work(rq_worker: Any, runtime: Any, burst: bool, log: logging.Logger, handler: logging.Handler) -> None:

@@ -13,6 +13,8 @@
   outcome in ``problems``.
 - ``GET /v1/datasets/{id}/documents``, ``GET/DELETE .../documents/{doc_id}``,
   ``POST .../documents/{doc_id}/reindex`` (202: queued again).
+- ``GET .../documents/{doc_id}/chunks`` (``offset``, ``limit``): the chunk preview, a
+  page of the document's chunks in position order with their total.
 - ``POST /v1/datasets/{id}/search``: hit testing, the ranked hits with their scores.
 - ``GET /v1/datasets/{id}/events``: SSE of the documents' ingestion (``progress`` events
   ``{document_id, source_name, status, chunks_done, chunk_count, error}``) until every
@@ -41,7 +43,7 @@ from engine.knowledge.ports import DatasetNotFound, DocumentNotFound, DocumentRe
 from engine.knowledge.service import DocumentOutcome, Upload
 from nodes.llm import LLMError
 from schemas.api import ErrorBody
-from schemas.api_knowledge import (DatasetList, DatasetOut, DatasetSearch, DatasetSearchResult, DocumentList,
+from schemas.api_knowledge import (ChunkOut, ChunkPage, DatasetList, DatasetOut, DatasetSearch, DatasetSearchResult, DocumentList,
                                    DocumentOut, DocumentProgress, DocumentRejection, DocumentText, DocumentUploadItem,
                                    DocumentUploadResult)
 from schemas.knowledge import DatasetCreate, DatasetUpdate, DocumentStatus
@@ -254,6 +256,18 @@ async def delete_document(dataset_id: DatasetId, document_id: DocumentId, caller
     _writable(caller)
     await knowledge.delete_document(caller.tenant_id, _dataset_id(dataset_id), _document_id(document_id))
     return Response(status_code=204)
+
+
+@router.get("/{dataset_id}/documents/{document_id}/chunks", response_model=ChunkPage,
+            summary="A page of a document's chunks (chunk preview)")
+async def document_chunks(dataset_id: DatasetId, document_id: DocumentId, caller: Caller, knowledge: Knowledge,
+                          offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
+                          limit: Annotated[int, Query(ge=1, le=200)] = 20) -> ChunkPage:
+    """The chunks from ``offset`` (at most ``limit``), in position order, with their
+    total: what ingestion made of the document. Empty (``total`` 0) until it is split."""
+    chunks, total = await knowledge.document_chunks(caller.tenant_id, _dataset_id(dataset_id),
+                                                    _document_id(document_id), offset=offset, limit=limit)
+    return ChunkPage(chunks=[ChunkOut.of(c) for c in chunks], offset=offset, limit=limit, total=total)
 
 
 @router.post("/{dataset_id}/documents/{document_id}/reindex", status_code=202, response_model=DocumentOut,

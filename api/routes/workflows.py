@@ -5,6 +5,8 @@
   ``{workflow, draft_version}``; a draft changed since is 409 with ``current_version``.
 - ``POST /v1/workflows/validate`` (a document) and ``POST /v1/workflows/{id}/validate``
   (the draft): every compile problem, as ``flowloom validate --json`` prints them.
+- ``POST /v1/workflows/scope`` (a document, a node id, a config field): what that node
+  may reference there, for the variable picker - exactly what the compiler accepts.
 - ``POST .../publish`` (compiled first: 422 with the problems), ``GET .../versions``,
   ``POST .../rollback`` (an old version published again as a new one).
 - ``POST /v1/workflows/import`` (multipart ``file`` or JSON ``{source, ...}``; the
@@ -29,10 +31,13 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response
 
 from engine.compiler import check_workflow
+from engine.errors import CompileError
+from engine.ref_scope import reference_scope
 from engine.shapes import deployment_problems, node_shapes, system_reads, valid_nodes
 from engine.ports import StalePublished, WorkflowNotFound, WorkflowRepo
-from schemas.api import (MAX_NUMBER, ErrorBody, NodeShapeOut, RunAccepted, RunDetail, WorkflowCreated, WorkflowDetail,
-                         WorkflowImport, WorkflowImported, WorkflowInputOut, WorkflowList, WorkflowOut, WorkflowProblems,
+from schemas.api import (MAX_NUMBER, ErrorBody, NodeScope, NodeScopeRequest, NodeShapeOut, RunAccepted, RunDetail,
+                         ScopeEntryOut, WorkflowCreated, WorkflowDetail, WorkflowImport, WorkflowImported,
+                         WorkflowInputOut, WorkflowList, WorkflowOut, WorkflowProblems,
                          WorkflowPublish, WorkflowRollback, WorkflowRunCreate, WorkflowUpdate, WorkflowVersionList,
                          WorkflowVersionOut)
 from schemas.launch import Published
@@ -112,7 +117,7 @@ def _writable(caller: Principal, workflow_id: str | None = None) -> None:
 
 #: ids a saved workflow cannot take: they name the actions under ``/v1/workflows/``, so a
 #: workflow called so could be created but never read, replaced or deleted by its path
-RESERVED_IDS = frozenset({"validate", "import"})
+RESERVED_IDS = frozenset({"validate", "import", "scope"})
 
 
 def _document_id(doc: dict[str, Any]) -> str:
@@ -178,14 +183,33 @@ async def validate_document(doc: dict[str, Any], _caller: Caller, service: Servi
     return _validate(service, doc)
 
 
+@router.post("/scope", response_model=NodeScope, summary="What a node may reference")
+async def node_scope(body: NodeScopeRequest, _caller: Caller, service: Service, settings: AppSettings) -> NodeScope:
+    """The references node ``node_id`` may use in config field ``field``: inputs, run and
+    conversation variables, system variables and the outputs of the nodes it may read,
+    decided by the compiler's own reference rule. 422 when the document's top level is
+    invalid or it has no such node."""
+    check_document(body.workflow, settings)
+    try:
+        entries = reference_scope(body.workflow, body.node_id, catalog=service.catalog, field=body.field)
+    except CompileError as exc:
+        raise ApiError(422, "invalid_workflow", "; ".join(p.message for p in exc.problems) or "invalid workflow",
+                       problems=[p.to_dict() for p in exc.problems]) from None
+    return NodeScope(node_id=body.node_id, field=body.field,
+                     entries=[ScopeEntryOut(path=e.path, group=e.group, node_id=e.node_id, output=e.output, type=e.type)
+                              for e in entries])
+
+
 @router.put("/validate", include_in_schema=False)
 @router.put("/import", include_in_schema=False)
+@router.put("/scope", include_in_schema=False)
 async def put_on_an_action(request: Request) -> Response:
-    """405: ``/validate`` and ``/import`` are actions (``POST``), not workflows to replace;
+    """405: ``/validate``, ``/import`` and ``/scope`` are actions (``POST``), not workflows to replace;
     without this the path would read as ``PUT /v1/workflows/{workflow_id}`` of a workflow
     called ``validate`` and answer about a body it was never meant to take."""
     action = request.url.path.rstrip("/").rsplit("/", 1)[-1]
-    does = "validates an unsaved document" if action == "validate" else "converts a workflow file"
+    does = {"validate": "validates an unsaved document", "import": "converts a workflow file",
+            "scope": "answers what a node may reference"}.get(action, "is an action")
     raise ApiError(405, "method_not_allowed", f"PUT is not allowed on /v1/workflows/{action}: POST {does}; a saved "
                                               "workflow's draft is replaced with PUT /v1/workflows/{id}",
                    headers={"Allow": "POST"})

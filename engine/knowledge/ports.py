@@ -237,6 +237,13 @@ class KnowledgeStore(Protocol):
         source name and metadata."""
         ...
 
+    async def document_chunks(self, tenant_id: str, document_id: str, *, offset: int = 0,
+                              limit: int = 50) -> tuple[list[Chunk], int]:
+        """One page of the document's chunks in position order (every kind: parents,
+        children, QA pairs) and how many it has in all (0 for a document of another
+        tenant or none)."""
+        ...
+
     async def chunks_without_vector(self, tenant_id: str, index_id: str, document_id: str | None = None, *,
                                     limit: int = 1000) -> list[Chunk]:
         """Searchable chunks (not parents) of the index's dataset (or of one document)

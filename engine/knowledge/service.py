@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Awaitable, Callable, Sequence
 
 from schemas.knowledge import (
+    Chunk,
     Dataset,
     DatasetCreate,
     DatasetUpdate,
@@ -335,6 +336,13 @@ class KnowledgeService:
         if document.dataset_id != dataset_id:
             raise DocumentNotFound(f"document {document_id!r} not found in dataset {dataset_id!r}")
         return document
+
+    async def document_chunks(self, tenant_id: str, dataset_id: str, document_id: str, *, offset: int = 0,
+                              limit: int = 50) -> tuple[list[Chunk], int]:
+        """A page of the document's chunks in position order and their total (chunk
+        preview). Raises DocumentNotFound (also for a document of another dataset)."""
+        await self.get_document(tenant_id, dataset_id, document_id)
+        return await self.store.document_chunks(tenant_id, document_id, offset=offset, limit=limit)
 
     async def delete_document(self, tenant_id: str, dataset_id: str, document_id: str) -> None:
         """Delete the document with its chunks and vectors. Raises DocumentNotFound."""

@@ -2,7 +2,7 @@
 
 References: ``[node_id, var, ...path]`` selectors and ``{{#node_id.var#}}`` in text;
 ``sys.*``, ``env.*`` (environment variables -> inputs with their default),
-``conversation.*`` (conversation variables -> run variables). Handles: ``source``
+``conversation.*`` (conversation variables, kept per chat). Handles: ``source``
 (``out``), if-else case ids and ``false`` (``else``), question-classifier class ids,
 ``fail-branch`` (``error``). Iteration/loop bodies are the nodes with ``parentId``;
 the ``iteration-start``/``loop-start`` nodes are dropped (the body's first nodes are
@@ -134,13 +134,11 @@ class DifyImporter(DifyNodes):
             if not isinstance(var, dict) or not var.get("name"):
                 continue
             key = str(var["name"])
-            name = identifier(key, {v["name"] for v in self.variables}, "var")
+            name = identifier(key, {v["name"] for v in self.conversation_vars}, "var")
             self.renamed("conversation variable", key, name)
             self.conversation[key] = name
-            self.declare_variable(name, var_type(var.get("value_type")) or VarType.any, default=var.get("value"),
-                                  description=str(var.get("description") or ""))
-            self.warn("behaviour_difference", f"conversation variable {key!r} is run variable {name!r}: it starts "
-                      "from its default in every run (Flowloom keeps no per-conversation variables)")
+            self.declare_conversation(name, var_type(var.get("value_type")) or VarType.any, default=var.get("value"),
+                                      description=str(var.get("description") or ""))
 
     def _plan_loop_variables(self, p: Planned) -> None:
         names: dict[str, str] = {}

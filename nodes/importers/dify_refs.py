@@ -2,7 +2,7 @@
 
 What :class:`DifyRefs` knows about a Dify DSL (``workflow.graph``): ``[node_id, var,
 ...path]`` selectors and ``{{#node_id.var#}}`` in text become Flowloom references
-(``sys.*``, ``env.*`` -> inputs, ``conversation.*`` -> run variables, start variables ->
+(``sys.*``, ``env.*`` -> inputs, ``conversation.*`` -> conversation variables, start variables ->
 inputs, loop variables inside a loop body -> run variables). The mapping rules are
 documented in :mod:`nodes.importers.dify`.
 """
@@ -105,8 +105,8 @@ class DifyRefs(BaseImporter):
             raise Unconvertible(f"environment variable {var!r} is not declared", "unsupported_reference")
         if head == "conversation":
             if var in self.conversation:
-                return Target("vars", self.conversation[var], None, path, None if path else self._declared(
-                    self.variables, self.conversation[var]))
+                return Target("conversation", self.conversation[var], None, path, None if path else self._declared(
+                    self.conversation_vars, self.conversation[var]))
             raise Unconvertible(f"conversation variable {var!r} is not declared", "unsupported_reference")
         if head == self.start_id:
             if var in self.start_vars:

@@ -30,6 +30,8 @@ import random
 from typing import Any, Awaitable, Callable, Sequence, TypeVar
 
 from engine.knowledge.ports import DimensionMismatch, EmbeddingBatch, EmbeddingError
+from engine.telemetry import telemetry
+from schemas.run import Usage
 
 from ..model_registry import ModelRegistry, ModelSpec, UnknownModel, WrongModelType, price
 
@@ -195,14 +197,23 @@ class RegistryEmbedder:
         async def call() -> Any:
             return await client.embeddings.create(model=spec.model, input=texts, encoding_format="base64")
 
-        response = await _with_retries("embedding", spec.name, call, retries=self.retries, backoff_s=self.backoff_s)
+        try:
+            response = await _with_retries("embedding", spec.name, call, retries=self.retries,
+                                           backoff_s=self.backoff_s)
+        except EmbeddingError:
+            telemetry().model_call(model=spec.name, provider=spec.provider, outcome="embedding_error", usage=None)
+            raise
         data = sorted(getattr(response, "data", None) or [], key=lambda d: d.index)
         if len(data) != len(texts):
             raise EmbeddingError(f"embedding model {spec.name!r} answered {len(data)} vectors for {len(texts)} texts")
         vectors = [_vector(spec.name, item.embedding) for item in data]
         usage = getattr(response, "usage", None)
         tokens = int(getattr(usage, "prompt_tokens", 0) or getattr(usage, "total_tokens", 0) or 0)
-        return vectors, tokens or sum(_estimate(t) for t in texts)
+        counted = tokens or sum(_estimate(t) for t in texts)
+        telemetry().model_call(model=spec.name, provider=spec.provider, outcome="ok", usage=Usage(
+            model=spec.name, tokens_in=counted, token_source="provider" if tokens else "estimated",
+            cost=price(spec, counted, 0), calls=1))
+        return vectors, counted
 
 
 def _vector(model: str, embedding: Any) -> list[float]:

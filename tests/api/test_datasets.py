@@ -283,6 +283,27 @@ async def test_a_document_is_reindexed_and_deleted(fts):
     assert after.status_code == 200 and after.json()["hits"] == []
 
 
+async def test_a_documents_chunks_are_previewed_page_by_page_in_position_order(fts):
+    dataset = await _dataset(fts, chunking={"chunk_tokens": 32, "overlap_tokens": 0})
+    sections = "".join(f"# Part {n}\n\nSection {n} says the number {n} in words.\n\n" for n in range(1, 6))
+    (item,) = (await _upload(fts, dataset["id"], {"parts.md": sections.encode()})).json()["documents"]
+    await _until_ingested(fts, dataset["id"])
+    path = f"/v1/datasets/{dataset['id']}/documents/{item['document']['id']}/chunks"
+    first = (await fts.client.get(path, params={"limit": 2}, headers=fts.auth())).json()
+    rest = (await fts.client.get(path, params={"offset": 2, "limit": 50}, headers=fts.auth())).json()
+    assert first["total"] == rest["total"] == 5 and (first["offset"], first["limit"]) == (0, 2)
+    chunks = first["chunks"] + rest["chunks"]
+    assert [c["position"] for c in chunks] == sorted(c["position"] for c in chunks)
+    assert [c["heading_path"] for c in chunks] == [[f"Part {n}"] for n in range(1, 6)]
+    assert "Section 3 says" in chunks[2]["text"] and chunks[2]["kind"] == "text" and chunks[2]["tokens"] > 0
+    beyond = (await fts.client.get(path, params={"offset": 9}, headers=fts.auth())).json()
+    assert beyond["chunks"] == [] and beyond["total"] == 5
+    assert (await fts.client.get(path, params={"limit": 0}, headers=fts.auth())).status_code == 422
+    other = await _dataset(fts, name="Other")
+    misplaced = f"/v1/datasets/{other['id']}/documents/{item['document']['id']}/chunks"
+    assert (await fts.client.get(misplaced, headers=fts.auth())).status_code == 404
+
+
 async def test_a_document_left_queued_is_ingested_by_the_servers_sweeper(fts_url, tmp_path, models_file,
                                                                         openai_server):
     from engine.knowledge.ports import ParsedDocument
@@ -408,7 +429,7 @@ async def test_another_tenants_key_gets_404_on_every_dataset_route(fts):
     base, doc = f"/v1/datasets/{dataset['id']}", f"/v1/datasets/{dataset['id']}/documents/{item['document']['id']}"
     calls = [("GET", base, None), ("PATCH", base, {"name": "mine"}), ("DELETE", base, None),
              ("GET", f"{base}/documents", None), ("POST", f"{base}/documents", {"name": "x", "text": "y"}),
-             ("GET", doc, None), ("DELETE", doc, None), ("POST", f"{doc}/reindex", None),
+             ("GET", doc, None), ("GET", f"{doc}/chunks", None), ("DELETE", doc, None), ("POST", f"{doc}/reindex", None),
              ("POST", f"{base}/search", {"query": "tea", "mode": "full_text"}), ("GET", f"{base}/events", None)]
     for method, path, body in calls:
         response = await fts.client.request(method, path, json=body, headers=fts.auth(fts.api.other_key))
@@ -550,3 +571,9 @@ async def test_an_app_keys_searches_count_in_its_apps_quota(kb):
     assert app_usage["tokens_today"] == first.json()["embedding_tokens"]
     tenant = await kb.client.post(f"/v1/datasets/{dataset['id']}/search", json=search, headers=kb.auth())
     assert tenant.status_code == 200  # the tenant's own key is not held by the app's limit
+
+
+async def test_the_catalog_names_the_registrys_embedding_models_apart_from_chat_models(fts):
+    catalog = (await fts.client.get("/v1/node-kinds", headers=fts.auth())).json()
+    assert catalog["embedding_models"] == [EMBEDDING_MODEL]
+    assert EMBEDDING_MODEL not in catalog["models"] and "default" in catalog["models"]

@@ -115,3 +115,17 @@ async def test_import_maps_datasets_and_says_how_to_create_unmapped_ones(api, mo
     assert answer["datasets"] == {source_id: "policies"}
     search = next(n for n in answer["workflow"]["nodes"] if n["type"] == "knowledge_retrieval")
     assert search["config"]["datasets"] == ["policies"]
+
+
+async def test_a_chat_turns_answer_keeps_its_citations_in_the_chats_messages(api, openai_server, kb):
+    openai_server.script(text_reply('["refund card days"]'), text_reply(ANSWER))
+    body = {"workflow": KB_FLOW, "chat_id": "kb-chat", "message": QUESTION}
+    response = await api.client.post("/v1/runs", json=body, headers=api.auth())
+    assert response.status_code == 200 and response.json()["status"] == "succeeded", response.text
+    messages = (await api.client.get("/v1/chats/kb-chat/messages", headers=api.auth())).json()["messages"]
+    assistant = messages[-1]
+    assert assistant["role"] == "assistant" and assistant["text"] == ANSWER
+    cited = [p["data"] for p in assistant["parts"] if p["type"] == "citation"]
+    _cited_returns(cited)
+    assert cited == response.json()["citations"]
+    assert not [p for p in messages[0]["parts"] if p["type"] == "citation"]  # the question cites nothing

@@ -91,3 +91,63 @@ def test_the_error_log_falls_back_to_stderr_when_its_file_cannot_be_written(tmp_
         for handler in handlers:
             logger.removeHandler(handler)
             handler.close()
+
+
+def _closed_port() -> int:
+    with __import__("socket").socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.mark.slow
+def test_json_logs_carry_the_tenant_run_and_node_of_each_record_written_during_a_run(tmp_path):
+    import json
+
+    env = {**os.environ, "FLOWLOOM_HOME": str(tmp_path / "home"), "FLOWLOOM_LOG_FORMAT": "json",
+           "FLOWLOOM_HTTP_ALLOW": "127.0.0.1"}
+    port = _closed_port()
+    made = subprocess.run([sys.executable, "-m", "api.cli", "keys", "create", "--admin", "--name", "logs"], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=60)
+    key = made.stdout.strip().splitlines()[-1]
+    assert key.startswith("fl_"), made.stderr
+    server = subprocess.Popen([sys.executable, "-m", "api.cli", "serve", "--port", str(port), "--no-login-url",
+                               "--no-examples"], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True)
+    base = f"http://127.0.0.1:{port}"
+    unreachable = f"http://127.0.0.1:{_closed_port()}/gone"
+    doc = {"id": "logged", "name": "Logged", "nodes": [
+        {"id": "start", "type": "start"},
+        {"id": "call", "type": "http_request", "config": {"url": unreachable, "timeout": 5}},
+        {"id": "end", "type": "end", "config": {"outputs": []}}],
+        "edges": [{"id": "e1", "source": "start", "target": "call"}, {"id": "e2", "source": "call", "target": "end"}]}
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            assert server.poll() is None, server.communicate()
+            try:
+                if httpx.get(f"{base}/health", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, "flowloom serve did not answer"
+            time.sleep(0.1)
+        ran = httpx.post(f"{base}/v1/runs", json={"workflow": doc}, headers={"Authorization": f"Bearer {key}"},
+                         timeout=30)
+        assert ran.status_code == 200 and ran.json()["status"] == "failed", ran.text
+    finally:
+        server.send_signal(signal.SIGINT)
+        try:
+            out, err = server.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            out, err = server.communicate()
+    # uvicorn's, the access log's and Flowloom's records are JSON; the banner before them is not a record
+    records = [json.loads(line) for line in (out + err).splitlines() if line.startswith("{")]
+    assert any(r["logger"] == "uvicorn.access" and "POST /v1/runs" in r["message"] for r in records), out
+    failed = [r for r in records if r["logger"] == "flowloom.engine" and "failed" in r["message"]]
+    assert failed, out + err
+    assert {(r["tenant_id"], r["run_id"], r["node_id"]) for r in failed} == {("default", ran.json()["run_id"], "call")}
+    assert all(r.keys() >= {"time", "level", "logger", "message", "tenant_id", "run_id", "node_id"} for r in records)
+    access = [r for r in records if r["logger"] == "uvicorn.access"]
+    assert all(r["run_id"] is None for r in access), "a record outside a run names none"
+    assert key not in out + err

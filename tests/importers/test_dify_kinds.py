@@ -80,8 +80,9 @@ def test_support_chat_converts(scripted_registry):
         {"name": "API_BASE", "default": "http://127.0.0.1:9", "description": "environment variable API_BASE"},
         {"name": "API_KEY", "required": True, "description": "environment variable API_KEY (secret: pass it at "
                                                              "run time)"}]
-    assert wf["variables"] == [{"name": "last_order", "default": ""}, {"name": "asked", "type": "number",
-                                                                        "default": 0}]
+    assert "variables" not in wf, "Dify's conversation variables are kept per chat, not per run"
+    assert wf["conversation_variables"] == [{"name": "last_order", "default": ""},
+                                            {"name": "asked", "type": "number", "default": 0}]
     assert nodes["cls"]["config"] == {
         "model": "tools-model", "temperature": 0.1, "history": 3, "question": {"ref": "sys.query"},
         "instructions": "Language: {{ inputs.lang }}",
@@ -95,13 +96,13 @@ def test_support_chat_converts(scripted_registry):
     assert api["config"]["query"] == {"verbose": "1"} and api["config"]["timeout"] == 7
     assert nodes["bad"]["config"]["text"] == "Sorry: {{ api.error.message }}"
     assert nodes["save"]["config"]["updates"] == [
-        {"variable": "last_order", "value": {"ref": "ext.order_id"}},
-        {"variable": "asked", "operation": "add", "value": 1}]
+        {"variable": "conversation.last_order", "value": {"ref": "ext.order_id"}},
+        {"variable": "conversation.asked", "operation": "add", "value": 1}]
     llm = nodes["llm"]
     assert llm["error_strategy"] == "default_output" and llm["default_output"] == {"answer": "I cannot answer now."}
     assert llm["config"] == {
         "model": "plain-model", "temperature": 0.5, "max_tokens": 300, "history": 50,
-        "system_prompt": "Answer in {{ quote }}. Orders asked: {{ vars.asked | json }}",
+        "system_prompt": "Answer in {{ quote }}. Orders asked: {{ conversation.asked | json }}",
         "quote": {"ref": "inputs.lang"}, "quote_template": "", "stream": False}  # user prompt: {{ sys.query }}
     edges = {(e["source"], e["sourceHandle"], e["target"]) for e in wf["edges"]}
     assert {("cls", "1", "ext"), ("cls", "2", "llm"), ("api", "out", "ok"), ("api", "error", "bad")} <= edges
@@ -120,7 +121,7 @@ async def test_support_chat_order_branch(openai_server, scripted_registry, tmp_p
     assert _Orders.seen[0]["headers"]["Authorization"] == "Bearer k-123"
     assert _Orders.seen[0]["headers"]["X-Lang"] == "en"
     assert answers(events) == 'Order A17: {"status": "shipped"} (200)'
-    assert state.variables == {"last_order": "A17", "asked": 1}
+    assert state.conversation == {"last_order": "A17", "asked": 1} and state.variables == {}
 
 
 async def test_support_chat_fail_branch_after_retries(openai_server, scripted_registry, tmp_path):

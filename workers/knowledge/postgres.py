@@ -485,6 +485,17 @@ class PostgresKnowledgeStore:
         found = {r["id"]: chunk_from_row(r) for r in rows}
         return [found[i] for i in ids if i in found]
 
+    async def document_chunks(self, tenant_id: str, document_id: str, *, offset: int = 0,
+                              limit: int = 50) -> tuple[list[Chunk], int]:
+        """A page of the document's chunks in position order, and their total."""
+        async with self._read() as c:
+            rows = await c.fetch(f"SELECT {_CHUNK_COLUMNS} FROM kb_chunks c JOIN kb_documents d ON d.id = "
+                                 "c.document_id WHERE c.tenant_id = $1 AND c.document_id = $2 ORDER BY c.position "
+                                 "LIMIT $3 OFFSET $4", tenant_id, document_id, limit, offset)
+            total = await c.fetchval("SELECT count(*) FROM kb_chunks WHERE tenant_id = $1 AND document_id = $2",
+                                     tenant_id, document_id)
+        return [chunk_from_row(r) for r in rows], int(total)
+
     async def chunks_without_vector(self, tenant_id: str, index_id: str, document_id: str | None = None, *,
                                     limit: int = 1000) -> list[Chunk]:
         """Searchable chunks of the index's dataset (or one document) with no vector in it yet."""

@@ -552,6 +552,19 @@ class SqliteKnowledgeStore:
                 found[row["id"]] = chunk_from_row(row)
         return [found[i] for i in dict.fromkeys(chunk_ids) if i in found]
 
+    async def document_chunks(self, tenant_id: str, document_id: str, *, offset: int = 0,
+                              limit: int = 50) -> tuple[list[Chunk], int]:
+        """A page of the document's chunks in position order, and their total."""
+        def run() -> tuple[list[Chunk], int]:
+            rows = self._conn.execute(f"SELECT {_CHUNK_COLUMNS} FROM {_CHUNKS_FROM} WHERE c.tenant_id = ? AND "
+                                      "c.document_id = ? ORDER BY c.position LIMIT ? OFFSET ?",
+                                      (tenant_id, document_id, limit, offset)).fetchall()
+            total = self._conn.execute("SELECT count(*) FROM kb_chunks WHERE tenant_id = ? AND document_id = ?",
+                                       (tenant_id, document_id)).fetchone()[0]
+            return [chunk_from_row(r) for r in rows], int(total)
+
+        return await self._call(run)
+
     async def chunks_without_vector(self, tenant_id: str, index_id: str, document_id: str | None = None, *,
                                     limit: int = 1000) -> list[Chunk]:
         """Searchable chunks of the index's dataset (or one document) with no vector in it yet."""

@@ -23,7 +23,7 @@ ENDED = (RunStatus.succeeded.value, RunStatus.failed.value, RunStatus.cancelled.
 
 #: ``runs`` columns read back into a ``RunState`` (besides the ids).
 _STATE_COLUMNS = ("workflow_id", "workflow_hash", "workflow_version", "status", "inputs", "sys", "variables",
-                  "node_executions", "seq", "started_at", "finished_at", "deadline", "wall_time_left",
+                  "conversation", "node_executions", "seq", "started_at", "finished_at", "deadline", "wall_time_left",
                   "paused_at", "waited_s", "outputs", "answer", "error", "interrupts")
 
 #: ``node_runs`` columns that map one to one onto ``NodeRun`` fields.
@@ -37,7 +37,7 @@ def run_columns(state: RunState) -> dict[str, Any]:
     sys = state.sys
     values: dict[str, Any] = {
         "status": str(state.status), "chat_id": sys.get("chat_id"), "user_id": sys.get("user_id"),
-        "inputs": state.inputs, "sys": sys, "variables": state.variables,
+        "inputs": state.inputs, "sys": sys, "variables": state.variables, "conversation": state.conversation,
         "interrupts": state.interrupts, "outputs": state.outputs, "answer": state.answer,
         "error": state.error, "node_executions": state.node_executions, "seq": state.seq,
         "started_at": state.started_at, "finished_at": state.finished_at, "deadline": state.deadline,
@@ -75,7 +75,7 @@ def state_from_row(row: Mapping[str, Any], node_rows: list[Mapping[str, Any]]) -
     ``node_runs`` (by node id), the others ``history`` (by position). Edges and the ready
     list stay empty: the scheduler rebuilds them from the plan."""
     fields = {name: row[name] for name in _STATE_COLUMNS}
-    for name in ("inputs", "sys", "variables", "outputs", "interrupts"):
+    for name in ("inputs", "sys", "variables", "conversation", "outputs", "interrupts"):
         fields[name] = fields[name] or {}
     state = RunState.model_validate({"run_id": row["run_id"], "tenant_id": row["tenant_id"], **fields})
     current = sorted((r for r in node_rows if r["current"]), key=lambda r: (r["seq"], r["node_run_id"]))

@@ -603,6 +603,15 @@ class SqlStore(CommandsAndMessages):
             rows = (await conn.execute(stmt)).mappings().all()
         return [summary_from_row(row) for row in rows]
 
+    async def count_unended(self) -> dict[str, int]:
+        """Runs of every tenant ``pending``/``running``/``paused``, by status (status -> count)."""
+        unended = (RunStatus.pending.value, RunStatus.running.value, RunStatus.paused.value)
+        stmt = (sa.select(runs.c.status, sa.func.count()).where(runs.c.status.in_(unended))
+                .group_by(runs.c.status))
+        async with self._tx() as conn:
+            rows = (await conn.execute(stmt)).all()
+        return {str(status): int(count) for status, count in rows}
+
     async def list_unfinished(self, *, now: float, host: str, limit: int = 500) -> list[RunSummary]:
         """Runs of every tenant that are ``pending``/``running`` and unheld, with an expired
         lease, or held by a process of ``host``; oldest first (``ix_runs_status_lease``)."""

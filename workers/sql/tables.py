@@ -87,6 +87,7 @@ class RunRow(_Table, table=True):
     inputs: Any = Field(default=None, sa_column=sa.Column(JsonValue))
     sys: Any = Field(default=None, sa_column=sa.Column(JsonValue))
     variables: Any = Field(default=None, sa_column=sa.Column(JsonValue))
+    conversation: Any = Field(default=None, sa_column=sa.Column(JsonValue))
     interrupts: Any = Field(default=None, sa_column=sa.Column(JsonValue))
     outputs: Any = Field(default=None, sa_column=sa.Column(JsonValue))
     answer: str = Field(default="", sa_type=Text)
@@ -179,6 +180,7 @@ class ChatRow(_Table, table=True):
     created_at: float = Field(sa_type=Seconds)
     updated_at: float = Field(sa_type=Seconds)
     title: str | None = Field(default=None, sa_type=Text)
+    variables: Any = Field(default=None, sa_column=sa.Column(JsonValue), description="conversation variables")
 
 
 class MessageRow(_Table, table=True):

@@ -135,6 +135,32 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/chats/{chat_id}/variables": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A chat's conversation variables
+         * @description What the chat's next turn starts from, for the variables it holds (a variable it
+         *     holds none of starts from the workflow's default).
+         */
+        get: operations["get_chat_variables_v1_chats__chat_id__variables_get"];
+        /**
+         * Change a chat's conversation variables
+         * @description Set the variables named in ``variables`` (the others are kept); the next turn reads
+         *     them. A turn running meanwhile leaves its own final values when it succeeds.
+         */
+        put: operations["set_chat_variables_v1_chats__chat_id__variables_put"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/datasets": {
         parameters: {
             query?: never;
@@ -236,6 +262,27 @@ export interface paths {
          * @description With its chunks and vectors: searches no longer find it.
          */
         delete: operations["delete_document_v1_datasets__dataset_id__documents__document_id__delete"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/datasets/{dataset_id}/documents/{document_id}/chunks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A page of a document's chunks (chunk preview)
+         * @description The chunks from ``offset`` (at most ``limit``), in position order, with their
+         *     total: what ingestion made of the document. Empty (``total`` 0) until it is split.
+         */
+        get: operations["document_chunks_v1_datasets__dataset_id__documents__document_id__chunks_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
         options?: never;
         head?: never;
         patch?: never;
@@ -628,6 +675,29 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/workflows/scope": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * What a node may reference
+         * @description The references node ``node_id`` may use in config field ``field``: inputs, run and
+         *     conversation variables, system variables and the outputs of the nodes it may read,
+         *     decided by the compiler's own reference rule. 422 when the document's top level is
+         *     invalid or it has no such node.
+         */
+        post: operations["node_scope_v1_workflows_scope_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/workflows/validate": {
         parameters: {
             query?: never;
@@ -910,6 +980,69 @@ export interface components {
         ChatRename: {
             /** Title */
             title: string | null;
+        };
+        /**
+         * ChatVariables
+         * @description A chat's conversation variables (name -> value): ``GET``/``PUT
+         *     /v1/chats/{id}/variables``. A ``PUT`` sets the names it gives and keeps the others;
+         *     the next turn starts from them (a value that does not fit the workflow's declared
+         *     type refuses that turn, 422 naming the variable).
+         */
+        ChatVariables: {
+            /** Variables */
+            variables?: {
+                [key: string]: unknown;
+            };
+        };
+        /**
+         * ChunkKind
+         * @description ``text``: a plain chunk (searched and returned); ``child``: a small chunk searched
+         *     in place of its ``parent`` (returned instead of it); ``qa``: a question-answer pair,
+         *     searched by its question, returned as question plus answer.
+         * @enum {string}
+         */
+        ChunkKind: "text" | "parent" | "child" | "qa";
+        /**
+         * ChunkOut
+         * @description One chunk of a document as the chunk preview shows it: ``position`` in the
+         *     document, ``kind`` (``text``; ``parent`` / ``child`` in parent-child chunking, a
+         *     child naming its ``parent_id``; ``qa``: a question-answer pair), the text returned
+         *     to searches and the text searched (a QA pair's question), its heading path and size.
+         */
+        ChunkOut: {
+            /** Heading Path */
+            heading_path?: string[];
+            /** Id */
+            id: string;
+            kind: components["schemas"]["ChunkKind"];
+            /** Parent Id */
+            parent_id?: string | null;
+            /** Position */
+            position: number;
+            /** Search Text */
+            search_text: string;
+            /** Text */
+            text: string;
+            /**
+             * Tokens
+             * @default 0
+             */
+            tokens: number;
+        };
+        /**
+         * ChunkPage
+         * @description ``GET /v1/datasets/{id}/documents/{doc_id}/chunks``: ``chunks`` from ``offset``
+         *     (at most ``limit``, in position order) of ``total``.
+         */
+        ChunkPage: {
+            /** Chunks */
+            chunks: components["schemas"]["ChunkOut"][];
+            /** Limit */
+            limit: number;
+            /** Offset */
+            offset: number;
+            /** Total */
+            total: number;
         };
         /**
          * ChunkingSettings
@@ -1395,6 +1528,13 @@ export interface components {
             fields?: {
                 [key: string]: string;
             };
+            /**
+             * Help
+             * @description a config field's English help (the first paragraph of its schema description, whitespace collapsed) -> its help in this language
+             */
+            help?: {
+                [key: string]: string;
+            };
             /** Title */
             title: string;
             /**
@@ -1450,7 +1590,8 @@ export interface components {
         };
         /**
          * MessagePart
-         * @description One part of a message: text, reasoning, a tool call, a tool result, or an interrupt.
+         * @description One part of a message: text, reasoning, a tool call, a tool result, an interrupt, or
+         *     a citation (``data``: a :class:`~schemas.knowledge.QuotePiece`, a source the answer cites).
          */
         MessagePart: {
             /** Data */
@@ -1466,7 +1607,7 @@ export interface components {
              * Type
              * @enum {string}
              */
-            type: "text" | "reasoning" | "tool_call" | "tool_result" | "interrupt";
+            type: "text" | "reasoning" | "tool_call" | "tool_result" | "interrupt" | "citation";
         };
         /**
          * MessageStatus
@@ -1533,10 +1674,24 @@ export interface components {
          *     language.
          */
         NodeKindList: {
+            /**
+             * Embedding Models
+             * @description the registry's embedding models (what a dataset's embedding_model accepts)
+             */
+            embedding_models?: string[];
             /** Kinds */
             kinds: components["schemas"]["NodeKindOut"][];
             /** Models */
             models?: string[];
+            /**
+             * Node Field Help
+             * @description language tag (zh-CN...) -> English help of a field of node_fields_schema -> its help in that language
+             */
+            node_field_help?: {
+                [key: string]: {
+                    [key: string]: string;
+                };
+            };
             /**
              * Node Field Labels
              * @description language tag (zh-CN...) -> title of each property name of node_fields_schema (root and $defs); English is the schema's own
@@ -1770,6 +1925,34 @@ export interface components {
          * @enum {string}
          */
         NodeRunStatus: "pending" | "running" | "waiting" | "succeeded" | "failed" | "skipped" | "cancelled";
+        /**
+         * NodeScope
+         * @description What a node may reference: exactly what the compiler accepts in that field.
+         */
+        NodeScope: {
+            /** Entries */
+            entries: components["schemas"]["ScopeEntryOut"][];
+            /** Field */
+            field?: string | null;
+            /** Node Id */
+            node_id: string;
+        };
+        /**
+         * NodeScopeRequest
+         * @description ``POST /v1/workflows/scope``: a workflow document (saved or not, finished or not),
+         *     one of its nodes, and the top-level config key being edited (body fields of a
+         *     container, e.g. an iteration's ``collect``, see more than its other fields).
+         */
+        NodeScopeRequest: {
+            /** Field */
+            field?: string | null;
+            /** Node Id */
+            node_id: string;
+            /** Workflow */
+            workflow: {
+                [key: string]: unknown;
+            };
+        };
         /**
          * NodeShapeOut
          * @description What a node offers downstream: its output ``handles`` in order (``error`` included
@@ -2270,6 +2453,23 @@ export interface components {
          * @enum {string}
          */
         RunStatus: "pending" | "running" | "paused" | "succeeded" | "failed" | "cancelled";
+        /**
+         * ScopeEntryOut
+         * @description One reference the node may use: ``path`` is the text to store (``{"ref": path}`` or
+         *     ``{{ path }}``); ``group``: ``inputs``/``vars``/``conversation``/``sys``/``node``.
+         */
+        ScopeEntryOut: {
+            /** Group */
+            group: string;
+            /** Node Id */
+            node_id?: string | null;
+            /** Output */
+            output?: string | null;
+            /** Path */
+            path: string;
+            /** Type */
+            type?: string | null;
+        };
         /**
          * SearchHit
          * @description A chunk found by a search. ``score`` is in [0, 1] (the fused or reranked score);
@@ -3179,6 +3379,126 @@ export interface operations {
             };
         };
     };
+    get_chat_variables_v1_chats__chat_id__variables_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                chat_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ChatVariables"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    set_chat_variables_v1_chats__chat_id__variables_put: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                chat_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ChatVariables"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ChatVariables"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
     list_datasets_v1_datasets_get: {
         parameters: {
             query?: never;
@@ -3737,6 +4057,70 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content?: never;
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    document_chunks_v1_datasets__dataset_id__documents__document_id__chunks_get: {
+        parameters: {
+            query?: {
+                offset?: number;
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                /** @description the dataset's id */
+                dataset_id: string;
+                /** @description the document's id */
+                document_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ChunkPage"];
+                };
             };
             /** @description Unauthorized */
             401: {
@@ -5122,6 +5506,75 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["WorkflowImported"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    node_scope_v1_workflows_scope_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["NodeScopeRequest"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NodeScope"];
                 };
             };
             /** @description Unauthorized */

@@ -67,6 +67,8 @@ export interface WorkflowDoc {
   description?: string;
   inputs?: VarDecl[];
   variables?: VarDecl[];
+  /** Kept per chat across its turns (`conversation.NAME`). */
+  conversation_variables?: VarDecl[];
   nodes: WorkflowNode[];
   edges: WorkflowEdge[];
   limits?: JsonObject;

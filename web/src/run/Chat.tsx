@@ -1,13 +1,17 @@
 /**
  * The chat preview of a chat flow: the conversation (kept under one `chat_id` across
  * turns and reloaded from `GET /v1/chats/{id}/messages` after each), the assistant's
- * live answer while it streams, reasoning collapsed, and a pending question answered in
- * place (its options or form; or simply the next message, which answers it as in
- * FastGPT).
+ * live answer while it streams, reasoning collapsed, the sources an answer cites (opened
+ * to their quoted text), and a pending question answered in place, pinned between the
+ * log and the message box (its options or form; or simply the next message, which
+ * answers it as in FastGPT).
  */
 import { useEffect, useRef, useState } from 'react';
 import { useT } from '../i18n';
 import type { PendingInterrupt } from './events';
+import { Citations } from '../knowledge/Citations';
+import { messageCitations } from '../knowledge/citations';
+import { ChatVariables } from './ChatVariables';
 import { InterruptCard } from './Interrupt';
 import { runErrorText, useRunPanel, type ChatMessage } from './store';
 
@@ -53,6 +57,7 @@ function Message({ message, last }: { message: ChatMessage; last: boolean }) {
       )}
       {tools.map((p, i) => <div key={i} className="tool-call">🔧 {String(p.data?.name ?? p.text ?? '')}</div>)}
       {message.text && <div className="chat-text">{message.text}</div>}
+      <Citations items={messageCitations(message.parts)} testId="chat-citations" />
       {!last && interruptsOf(message).map((i) => (
         <div key={i.id} className="muted chat-question">❓ {String(i.payload.description ?? i.payload.question ?? '')}</div>
       ))}
@@ -88,8 +93,9 @@ export function ChatPreview({ inputs }: { inputs: () => Record<string, unknown> 
     void send(sent, values).then((ok) => { if (!ok) setText((now) => now || sent); });
   };
   const streaming = busy && chatTurn;
-  // The pending question, answered in one place at the end of the log (so its form
-  // keeps what was typed while the messages are reloaded): the followed run's own, else
+  // The pending question, answered in one place below the log, above the message box:
+  // kept in view with its buttons however long the conversation or short the panel, and
+  // its form keeps what was typed while the messages are reloaded. The followed run's own, else
   // the one the last stored message paused on (a chat opened without following its run).
   const lastStored = messages[messages.length - 1];
   const followed = chatTurn && live.status === 'paused' && live.runId;
@@ -98,23 +104,29 @@ export function ChatPreview({ inputs }: { inputs: () => Record<string, unknown> 
   const questionRun = followed ? live.runId : lastStored?.run_id ?? null;
 
   return (
-    <div className="chat-preview" data-testid="chat-preview">
+    <div className={`chat-preview${questions.length ? ' asking' : ''}`} data-testid="chat-preview">
       <div className="chat-head">
         <span className="muted" data-testid="chat-id">{chatId ? t('run.chat.id', { id: chatId }) : t('run.chat.new')}</span>
         <button type="button" className="link" data-testid="chat-new" onClick={newChat}>{t('run.chat.reset')}</button>
       </div>
+      <ChatVariables />
       <div className="chat-log" data-testid="chat-log" ref={log}>
         {messages.map((m, i) => <Message key={m.id} message={m} last={i === messages.length - 1} />)}
         {streaming && (
           <div className="chat-message assistant streaming" data-testid="chat-streaming">
             {live.reasoning && <details className="reasoning"><summary>{t('run.reasoning')}</summary><div>{live.reasoning}</div></details>}
             <div className="chat-text">{live.answer || '…'}</div>
+            <Citations items={live.citations} testId="chat-live-citations" />
           </div>
         )}
-        {questions.map((i) => (
-          <InterruptCard key={i.id} interrupt={i} disabled={busy} onAnswer={(a, text) => void answer(i.id, a, questionRun, text)} />
-        ))}
       </div>
+      {questions.length > 0 && (
+        <div className="chat-questions" data-testid="chat-questions">
+          {questions.map((i) => (
+            <InterruptCard key={i.id} interrupt={i} disabled={busy} onAnswer={(a, text) => void answer(i.id, a, questionRun, text)} />
+          ))}
+        </div>
+      )}
       <form className="chat-form" onSubmit={(e) => { e.preventDefault(); submit(); }}>
         <textarea data-testid="chat-input" rows={2} value={text} placeholder={t('run.chat.placeholder')}
           onChange={(e) => setText(e.target.value)}

@@ -21,6 +21,7 @@ import { saveNow } from '../store/persistence';
 import { useRunStatus } from '../store/runStatus';
 import { InputsForm, inputValues, useDeclaredInputs, type InputDraft } from './Inputs';
 import { InterruptCard } from './Interrupt';
+import { RunOutputs } from './Outputs';
 import { ChatPreview } from './Chat';
 import { History } from './History';
 import { titledError, useNodeTitles } from './titles';
@@ -130,6 +131,7 @@ export function RunPanel(props: RunPanelProps) {
                       <div>{s.live.reasoning}</div></details>
                   )}
                   <div className="run-answer" data-testid="run-answer">{s.live.answer}</div>
+                  <RunOutputs outputs={s.replayId ? trace?.outputs : s.live.outputs} />
                   {s.live.citations.length > 0 && (
                     <div className="run-sources muted" data-testid="run-sources">{t('run.sources')}:{' '}
                       {s.live.citations.map((c) => (

@@ -3,7 +3,8 @@
  * run its title (the id as secondary text), status, duration, attempts, tokens and
  * cost, and, opened, its resolved inputs, outputs, error, reuse by a re-run, and the
  * readable parts of its kind (src/run/TraceParts.tsx): an iteration's or loop's items,
- * an agent's timeline, a model node's sent messages. Body node runs show under their
+ * an agent's timeline, a model node's sent messages, the quotes a knowledge search found
+ * and a chat answer cites. Body node runs show under their
  * container's items, not in the top list. A run of one node alone says so in its head,
  * and the values it was given show as `given`. "Re-run from this node" starts a new run
  * from it with the current draft (`onRerun`).
@@ -11,6 +12,7 @@
 import { useMemo } from 'react';
 import { useT } from '../i18n';
 import { useEditor } from '../store/editor';
+import { KnowledgeTrace } from '../knowledge/KnowledgeTrace';
 import { statusLabel } from './store';
 import { titleOf, useNodeTitles, withTitle, NodeName } from './titles';
 import { AgentTimeline, ItemsView, Json, SentMessages, seconds } from './TraceParts';
@@ -59,6 +61,7 @@ export function Trace({ run, onRerun, busy }: { run: RunTrace; onRerun: (nodeId:
                   {nr.error && <div className="banner error" data-testid={`trace-error-${nr.node_id}`}>
                     {withTitle(titles, nr.error.message, nr.node_id)}</div>}
                   {!given && <><h5>{t('run.trace.inputs')}</h5><Json value={nr.inputs} testId={`trace-inputs-${nr.node_id}`} /></>}
+                  <KnowledgeTrace nodeRun={nr} />
                   <h5>{t('run.trace.outputs')}</h5><Json value={nr.outputs} testId={`trace-outputs-${nr.node_id}`} />
                   <SentMessages nodeRun={nr} />
                   <ItemsView container={nr} bodyRuns={body.get(nr.node_id) ?? []} titles={titles} />

@@ -36,6 +36,7 @@ export interface RunTrace {
   /** `single_node`: one node run alone (`node_id`), else `workflow`. */
   kind?: string;
   node_id?: string | null;
+  outputs?: Record<string, unknown> | null;
   node_runs: NodeRunTrace[];
 }
 

@@ -11,12 +11,16 @@ interface CatalogState {
   kinds: NodeKind[];
   /** The model registry's names (what `model` fields accept). */
   models: string[];
+  /** The registry's embedding models (what a dataset's embedding model may be). */
+  embeddingModels: string[];
   /** `sys` names a reference may read -> type name. */
   systemVariables: Record<string, string>;
   /** JSON Schema of the fields every node has besides its config (execution policy...). */
   nodeFieldsSchema: JSONSchema;
   /** Language tag -> title of each field of `nodeFieldsSchema` (English: the schema's own). */
   nodeFieldLabels: Record<string, Record<string, string>>;
+  /** Per language, the help of the fields every node has (English help -> help). */
+  nodeFieldHelp: Record<string, Record<string, string>>;
   /** Language tag -> label of each enum value of `nodeFieldsSchema` (English: the value). */
   nodeValueLabels: Record<string, Record<string, string>>;
   byKind: Record<string, NodeKind>;
@@ -32,9 +36,11 @@ interface CatalogState {
 export const useCatalog = create<CatalogState>((set, get) => ({
   kinds: [],
   models: [],
+  embeddingModels: [],
   systemVariables: {},
   nodeFieldsSchema: {},
   nodeFieldLabels: {},
+  nodeFieldHelp: {},
   nodeValueLabels: {},
   byKind: {},
   containers: new Set(),
@@ -44,9 +50,11 @@ export const useCatalog = create<CatalogState>((set, get) => ({
   setKinds: (kinds, extra = {}) => set({
     kinds,
     models: extra.models ?? [],
+    embeddingModels: extra.embedding_models ?? [],
     systemVariables: extra.system_variables ?? {},
     nodeFieldsSchema: (extra.node_fields_schema ?? {}) as JSONSchema,
     nodeFieldLabels: extra.node_field_labels ?? {},
+    nodeFieldHelp: extra.node_field_help ?? {},
     nodeValueLabels: extra.node_value_labels ?? {},
     byKind: Object.fromEntries(kinds.map((k) => [k.kind, k])),
     containers: new Set(kinds.filter((k) => k.traits?.container).map((k) => k.kind)),
