@@ -71,12 +71,15 @@ def new_run_state(
     query: str | None = None,
     user_id: str | None = None,
     history: list[dict[str, Any]] | None = None,
+    partial: bool = False,
     conversation: Mapping[str, Any] | None = None,
 ) -> RunState:
     """A fresh :class:`RunState` with validated inputs, defaults applied and system variables set.
 
     ``history`` is the chat so far, ``[{"role": "user"|"assistant", "content": str}, ...]``
     oldest first (``sys.history``); ``query`` defaults to the ``query`` input when present.
+    ``partial``: ``inputs`` are the few a run of one node reads (engine/single_node.py):
+    taken as given with the declared defaults, not checked against the declaration.
     ``conversation``: the values the chat holds (name -> value); each declared
     conversation variable starts from its value there, else from its default (names the
     workflow no longer declares are left out).
@@ -89,10 +92,13 @@ def new_run_state(
     problems: list[str] = []
     values: dict[str, Any] = {}
     declared = {v.name: v for v in wf.inputs}
+    if partial:
+        values = {v.name: v.default for v in wf.inputs if v.default is not None} | dict(inputs)
+        declared = {}
     for name in inputs:
-        if name not in declared:
+        if name not in declared and not partial:
             problems.append(f"{name!r} is not an input of workflow {wf.id!r} (inputs: {', '.join(sorted(declared)) or 'none'})")
-    for var in wf.inputs:
+    for var in wf.inputs if not partial else ():
         value = inputs.get(var.name, var.default)
         if value is None and var.required:
             problems.append(f"{var.name!r} is required ({var.type.value})")

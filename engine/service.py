@@ -1,5 +1,5 @@
 """The run lifecycle: the one implementation of start, resume, answer, cancel, recover,
-get, list and watch, and the front door every door uses: :meth:`RunService.launch` (a
+get, list and watch (and a run of one node alone: :mod:`engine.node_runs`), and the front door every door uses: :meth:`RunService.launch` (a
 start, a chat turn, a resume, a rerun or a continuation: admission, placement, launch)
 and :meth:`RunService.follow` (a run's events, live or replayed, wherever it executes),
 in :mod:`engine.frontdoor`. Executing a run (claim, heartbeat, command polling,
@@ -56,6 +56,7 @@ from .environment import SecretStore
 from .errors import UnknownInterrupt
 from .execution import Executing, RunNotResumable, _Live
 from .leases import owner_gone
+from .node_runs import NodeRuns
 from .ports import (
     Admission,
     ChatStore,
@@ -73,6 +74,7 @@ from .ports import (
 from .rerun import durable, seed_rerun
 from .runner import new_run_state
 from .settings import Settings
+from .single_node import single_node_plan
 from .telemetry import telemetry
 from .turns import ChatTurns
 
@@ -96,7 +98,7 @@ class Stores:
     chats: ChatStore
 
 
-class RunService(Executing, ChatTurns):
+class RunService(Executing, ChatTurns, NodeRuns):
     """The run lifecycle over the storage ports (module docstring).
 
     ``catalog`` compiles workflows; ``models``, ``memory`` and ``workflows`` go to every
@@ -147,7 +149,9 @@ class RunService(Executing, ChatTurns):
         if doc is None:
             doc = await self.stores.runs.get_workflow(state.tenant_id, state.workflow_hash)
             self._keep_doc(key, doc)
-        return self.compile(doc)
+        plan = self.compile(doc)
+        node_id = state.sys.get("single_node")  # a run of one node (engine/single_node.py) runs only it
+        return single_node_plan(plan, node_id) if isinstance(node_id, str) else plan
 
     def _keep_doc(self, key: tuple[str, str], doc: Mapping[str, Any]) -> None:
         """Remember a stored document by ``(tenant, content hash)``: a hash names one

@@ -62,6 +62,8 @@ from schemas.types import Ref
 
 from engine.catalog import NodeExecutor
 
+from .sent_messages import deployment_secrets, sent_record
+
 __all__ = [
     "DEFAULT_QUOTE_TEMPLATES",
     "SYSTEM_SEPARATOR",
@@ -386,6 +388,9 @@ class ChatNode(NodeExecutor[ChatConfig], kind="chat"):
         spec = model_spec(ctx, cfg.model)
         temperature, max_tokens = sampling(cfg, spec, None)
         messages, quote_role = self.build_messages(ctx, question, spec, max_tokens)
+        # what the model gets, for the trace, kept before the call so a failed call shows it
+        # too (capped, secrets masked: nodes/sent_messages.py)
+        ctx.node_run.data["sent"] = sent_record(messages, deployment_secrets(ctx.deps.settings.environ()))
         request = LLMRequest(cfg.model, messages, temperature=temperature, max_tokens=max_tokens)
         got = received if received is not None else Received()
         got.text.clear()

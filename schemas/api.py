@@ -50,7 +50,12 @@ __all__ = [
     "NodeKindList",
     "KindLabel",
     "NodeKindOut",
+    "NodeLastRun",
+    "NodeReadOut",
+    "NodeRunCreate",
+    "NodeRunInfo",
     "NodeRunOut",
+    "SingleNodeRunOut",
     "QuotaEffective",
     "QuotaList",
     "QuotaOut",
@@ -207,6 +212,11 @@ class RunOut(BaseModel):
     cost: float = 0.0
     error: dict[str, Any] | None = None
     pending_interrupts: list[dict[str, Any]] = Field(default_factory=list)
+    kind: str = Field(default="workflow", description="`workflow`, or `single_node`: one node run on its own "
+                      "(`POST /v1/workflows/{id}/nodes/{node_id}/run`)")
+    node_id: str | None = Field(default=None, description="the node a `single_node` run ran")
+    preview: str | None = Field(default=None, description="the user's message, else the first input, as text "
+                                "(at most 120 characters)")
 
     @classmethod
     def of(cls, summary: RunSummary) -> "RunOut":
@@ -781,3 +791,64 @@ class OpenAIErrorBody(BaseModel):
     """The body of an error of the OpenAI-compatible routes (the ``openai`` SDK reads it)."""
 
     error: OpenAIErrorDetail
+
+
+# ---------------------------------------------------------------------- one node alone
+
+
+class NodeReadOut(BaseModel):
+    """One reference a node reads (``GET/POST /v1/workflows/{id}/nodes/{node_id}/run``):
+    ``key`` is what a value is given under (``start.query``, ``inputs.city``,
+    ``sys.query``, ``vars.count``, ``iter.item``)."""
+
+    key: str
+    scope: Literal["node", "inputs", "sys", "vars"]
+    node: str | None = Field(default=None, description="the node read (scope `node`)")
+    field: str | None = Field(default=None, description="the output or variable read (None: the whole node)")
+    type: str | None = Field(default=None, description="its declared type, when known")
+    optional: bool = Field(default=False, description="it has a default: a value need not be given")
+
+
+class NodeLastRun(BaseModel):
+    """A node's latest node run among its workflow's runs, and the values its references
+    had there (reference key -> value)."""
+
+    run_id: str
+    node_run: NodeRunOut
+    values: dict[str, Any] = Field(default_factory=dict)
+
+
+class NodeRunInfo(BaseModel):
+    """``GET /v1/workflows/{id}/nodes/{node_id}/run``: what the node reads (in the draft),
+    and its last run (None when it never ran)."""
+
+    node_id: str
+    reads: list[NodeReadOut]
+    last: NodeLastRun | None = None
+
+
+class NodeRunCreate(BaseModel):
+    """``POST /v1/workflows/{id}/nodes/{node_id}/run``: run the node alone on the draft.
+    ``inputs``: reference key -> value (``{"start.query": "hi"}``); ``from_last``: the
+    values of the node's last run fill in the keys left out. A key the node does not
+    read is ignored; a reference it reads with no value (and no default) is 422."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    inputs: dict[str, Any] = Field(default_factory=dict)
+    from_last: bool = False
+
+
+class SingleNodeRunOut(BaseModel):
+    """The run of one node alone, once it ended: the run (kind ``single_node``, in the
+    history as any run), and the node's run - status, outputs or error, duration, usage."""
+
+    run_id: str
+    node_id: str
+    status: RunStatus
+    node_run: NodeRunOut | None = None
+    error: dict[str, Any] | None = None
+    duration_s: float | None = None
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost: float = 0.0

@@ -8,6 +8,8 @@
   validate, import, export) and runs of them.
 - :mod:`.env_secrets`: ``/v1/workflows/{id}/secrets``: the values of a workflow's
   secret environment variables (set, delete; never read back).
+- :mod:`.node_runs`: ``/v1/workflows/{id}/nodes/{node_id}/run``: one node of the draft
+  run on its own, and what it reads and its last run.
 - :mod:`.catalog`: ``GET /v1/node-kinds``: every node kind of the engine's catalog.
 - :mod:`.openai_compat`: ``POST /v1/chat/completions`` and ``GET /v1/models``: published
   workflows as OpenAI chat models (the ``openai`` SDK is a client).
@@ -19,10 +21,11 @@
 
 from __future__ import annotations
 
-from . import catalog, datasets, env_secrets, health, keys, mcp, openai_compat, quotas, runs, workflows
+from . import catalog, datasets, env_secrets, health, keys, mcp, node_runs, openai_compat, quotas, runs, workflows
 
-__all__ = ["catalog", "datasets", "env_secrets", "health", "keys", "mcp", "openai_compat", "quotas", "routers", "runs", "workflows"]
+__all__ = ["catalog", "datasets", "env_secrets", "health", "keys", "mcp", "node_runs", "openai_compat", "quotas",
+           "routers", "runs", "workflows"]
 
 #: Every router, in the order they appear in the OpenAPI document.
-routers = [health.router, runs.router, keys.router, workflows.router, env_secrets.router, catalog.router, openai_compat.router,
-           quotas.router, mcp.router, datasets.router]
+routers = [health.router, runs.router, keys.router, workflows.router, env_secrets.router, node_runs.router,
+           catalog.router, openai_compat.router, quotas.router, mcp.router, datasets.router]

@@ -8,6 +8,7 @@ each once.
 
 from __future__ import annotations
 
+import json
 from typing import Any, Mapping
 
 from schemas.records import ChatMessage, OwnerInfo, RunSummary
@@ -110,7 +111,31 @@ def summary_from_row(row: Mapping[str, Any]) -> RunSummary:
         started_at=row["started_at"], finished_at=row["finished_at"], waited_s=row["waited_s"],
         tokens_in=row["tokens_in"], tokens_out=row["tokens_out"], cost=row["cost"], error=row["error"],
         owner=owner_from_row(row), pending_interrupts=pending_interrupts(row["interrupts"]),
+        **_listed(row),
     )
+
+
+#: characters of a run's preview (its message or first input) in a list
+_PREVIEW_CHARS = 120
+
+
+def _listed(row: Mapping[str, Any]) -> dict[str, Any]:
+    """``kind``, ``node_id`` and ``preview`` of a run row: from its ``sys`` value when the
+    row has it (a whole row), else from the ``sys_*`` columns a list selects. The
+    preview is the user's message, else the first input, as text, cut to 120 characters."""
+    sys = row["sys"] if "sys" in row.keys() else None
+    if isinstance(sys, Mapping):
+        kind, node, query = sys.get("run_kind"), sys.get("single_node"), sys.get("query")
+    else:
+        kind, node, query = (row.get("sys_run_kind"), row.get("sys_single_node"), row.get("sys_query"))
+    text = query if isinstance(query, str) and query.strip() else None
+    inputs = row.get("inputs")
+    if text is None and isinstance(inputs, Mapping):
+        first = next((v for v in inputs.values() if v not in (None, "", [], {})), None)
+        if first is not None:
+            text = first if isinstance(first, str) else json.dumps(first, ensure_ascii=False)
+    preview = None if text is None else (text if len(text) <= _PREVIEW_CHARS else text[:_PREVIEW_CHARS - 1] + "…")
+    return {"kind": kind or "workflow", "node_id": node, "preview": preview}
 
 
 def message_row(message: ChatMessage) -> dict[str, Any]:

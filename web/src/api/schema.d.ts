@@ -771,6 +771,31 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/workflows/{workflow_id}/nodes/{node_id}/run": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * What a node reads, and its last run
+         * @description The references the node reads in the draft and its last run (None when it never
+         *     ran). 404 for an unknown node (with a close name), 422 when the draft does not compile.
+         */
+        get: operations["node_run_info_v1_workflows__workflow_id__nodes__node_id__run_get"];
+        put?: never;
+        /**
+         * Run one node of the draft on its own
+         * @description Run the node alone with ``inputs`` (module docstring); answers once it ended.
+         */
+        post: operations["run_node_v1_workflows__workflow_id__nodes__node_id__run_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/workflows/{workflow_id}/publish": {
         parameters: {
             query?: never;
@@ -1778,6 +1803,86 @@ export interface components {
             };
         };
         /**
+         * NodeLastRun
+         * @description A node's latest node run among its workflow's runs, and the values its references
+         *     had there (reference key -> value).
+         */
+        NodeLastRun: {
+            node_run: components["schemas"]["NodeRunOut"];
+            /** Run Id */
+            run_id: string;
+            /** Values */
+            values?: {
+                [key: string]: unknown;
+            };
+        };
+        /**
+         * NodeReadOut
+         * @description One reference a node reads (``GET/POST /v1/workflows/{id}/nodes/{node_id}/run``):
+         *     ``key`` is what a value is given under (``start.query``, ``inputs.city``,
+         *     ``sys.query``, ``vars.count``, ``iter.item``).
+         */
+        NodeReadOut: {
+            /**
+             * Field
+             * @description the output or variable read (None: the whole node)
+             */
+            field?: string | null;
+            /** Key */
+            key: string;
+            /**
+             * Node
+             * @description the node read (scope `node`)
+             */
+            node?: string | null;
+            /**
+             * Optional
+             * @description it has a default: a value need not be given
+             * @default false
+             */
+            optional: boolean;
+            /**
+             * Scope
+             * @enum {string}
+             */
+            scope: "node" | "inputs" | "sys" | "vars";
+            /**
+             * Type
+             * @description its declared type, when known
+             */
+            type?: string | null;
+        };
+        /**
+         * NodeRunCreate
+         * @description ``POST /v1/workflows/{id}/nodes/{node_id}/run``: run the node alone on the draft.
+         *     ``inputs``: reference key -> value (``{"start.query": "hi"}``); ``from_last``: the
+         *     values of the node's last run fill in the keys left out. A key the node does not
+         *     read is ignored; a reference it reads with no value (and no default) is 422.
+         */
+        NodeRunCreate: {
+            /**
+             * From Last
+             * @default false
+             */
+            from_last: boolean;
+            /** Inputs */
+            inputs?: {
+                [key: string]: unknown;
+            };
+        };
+        /**
+         * NodeRunInfo
+         * @description ``GET /v1/workflows/{id}/nodes/{node_id}/run``: what the node reads (in the draft),
+         *     and its last run (None when it never ran).
+         */
+        NodeRunInfo: {
+            last?: components["schemas"]["NodeLastRun"] | null;
+            /** Node Id */
+            node_id: string;
+            /** Reads */
+            reads: components["schemas"]["NodeReadOut"][];
+        };
+        /**
          * NodeRunOut
          * @description One node run (loop rounds are separate node runs with ``loop_id``/``iteration``).
          */
@@ -2219,6 +2324,17 @@ export interface components {
             inputs?: {
                 [key: string]: unknown;
             };
+            /**
+             * Kind
+             * @description `workflow`, or `single_node`: one node run on its own (`POST /v1/workflows/{id}/nodes/{node_id}/run`)
+             * @default workflow
+             */
+            kind: string;
+            /**
+             * Node Id
+             * @description the node a `single_node` run ran
+             */
+            node_id?: string | null;
             /** Node Runs */
             node_runs?: components["schemas"]["NodeRunOut"][];
             /** Outputs */
@@ -2229,6 +2345,11 @@ export interface components {
             pending_interrupts?: {
                 [key: string]: unknown;
             }[];
+            /**
+             * Preview
+             * @description the user's message, else the first input, as text (at most 120 characters)
+             */
+            preview?: string | null;
             /** Rerun From */
             rerun_from?: string | null;
             /** Rerun Of */
@@ -2304,10 +2425,26 @@ export interface components {
             } | null;
             /** Finished At */
             finished_at?: number | null;
+            /**
+             * Kind
+             * @description `workflow`, or `single_node`: one node run on its own (`POST /v1/workflows/{id}/nodes/{node_id}/run`)
+             * @default workflow
+             */
+            kind: string;
+            /**
+             * Node Id
+             * @description the node a `single_node` run ran
+             */
+            node_id?: string | null;
             /** Pending Interrupts */
             pending_interrupts?: {
                 [key: string]: unknown;
             }[];
+            /**
+             * Preview
+             * @description the user's message, else the first input, as text (at most 120 characters)
+             */
+            preview?: string | null;
             /** Run Id */
             run_id: string;
             /** Started At */
@@ -2450,6 +2587,40 @@ export interface components {
             values: {
                 [key: string]: string | null;
             };
+        };
+        /**
+         * SingleNodeRunOut
+         * @description The run of one node alone, once it ended: the run (kind ``single_node``, in the
+         *     history as any run), and the node's run - status, outputs or error, duration, usage.
+         */
+        SingleNodeRunOut: {
+            /**
+             * Cost
+             * @default 0
+             */
+            cost: number;
+            /** Duration S */
+            duration_s?: number | null;
+            /** Error */
+            error?: {
+                [key: string]: unknown;
+            } | null;
+            /** Node Id */
+            node_id: string;
+            node_run?: components["schemas"]["NodeRunOut"] | null;
+            /** Run Id */
+            run_id: string;
+            status: components["schemas"]["RunStatus"];
+            /**
+             * Tokens In
+             * @default 0
+             */
+            tokens_in: number;
+            /**
+             * Tokens Out
+             * @default 0
+             */
+            tokens_out: number;
         };
         /**
          * Usage
@@ -5872,6 +6043,137 @@ export interface operations {
             };
             /** @description Unprocessable Entity */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    node_run_info_v1_workflows__workflow_id__nodes__node_id__run_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                workflow_id: string;
+                node_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NodeRunInfo"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    run_node_v1_workflows__workflow_id__nodes__node_id__run_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                workflow_id: string;
+                node_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["NodeRunCreate"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SingleNodeRunOut"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a quota is used up (`Retry-After`) */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };

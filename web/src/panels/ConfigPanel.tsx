@@ -14,6 +14,7 @@ import type { JsonObject, WorkflowNode } from '../lib/workflow';
 import { useCatalog } from '../store/catalog';
 import { useEditor } from '../store/editor';
 import { KindIcon } from '../canvas/icons';
+import { NodeRunSection } from '../run/NodeRunPanel';
 import { SchemaForm } from './SchemaForm';
 
 /** The fields of the node-level schema the policy form edits: all but those the panel
@@ -138,6 +139,7 @@ const NodeConfig = memo(function NodeConfig({ node }: { node: Omit<WorkflowNode,
             help={nodeFieldTitles(nodeFieldHelp, lang)} />
         </details>
       )}
+      <NodeRunSection nodeId={node.id} />
     </div>
   );
 });
