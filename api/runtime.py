@@ -7,7 +7,8 @@ The one place that picks implementations for the engine's ports: the SQL run sto
 with ``Settings.redis_url``, else files under ``<home>/memory``), the model registry
 (``Settings.models``, else the bundled one, with the settings' environment and
 base-URL override), the built-in node catalog and the
-workflow directories for workflow tools. With ``Settings.redis_url`` the command
+workflow directories for workflow tools. Each tenant's runs use its own model registry
+(:class:`~api.tenant_models.TenantModelSource`: the tenant's providers over the operator's). With ``Settings.redis_url`` the command
 channel is Redis (:class:`~workers.redis_bus.RedisCommandChannel`: a stop reaches a
 queued run's worker on any machine); without it, the SQL store. Executions in the
 process are tasks of :class:`~api.inline.InlineLauncher`; with ``Settings.redis_url`` the
@@ -47,7 +48,9 @@ from workers.memory import memory_store_for
 from workers.redis_bus import RedisCommandChannel, RedisEventBus
 from workers.sql import SqlStore, default_database_url
 from workers.sql.chats import SqlChatStore
+from workers.secret_box import secret_box_for
 from workers.sql.keys import SqlKeyStore
+from workers.sql.providers import SqlProviderStore
 from workers.sql.quotas import SqlQuotaStore
 from workers.sql.workflows import SqlWorkflowStore
 
@@ -59,6 +62,7 @@ if TYPE_CHECKING:
 
 from .inline import InlineLauncher
 from .redaction import install as install_log_redaction
+from .tenant_models import TenantModelSource
 
 __all__ = ["Deployment", "KnowledgeOnDemand", "database_url", "key_store_of", "knowledge_database_url", "open_deployment",
            "open_knowledge", "open_service"]
@@ -184,6 +188,9 @@ class Deployment:
     launcher: InlineLauncher
     queue: QueueLauncher | None
     feed: RedisEventBus | None
+    #: the tenants' model providers (``/v1/model-providers``) and the registries they make
+    providers: SqlProviderStore | None = None
+    tenant_models: TenantModelSource | None = None
 
 
 @contextlib.asynccontextmanager
@@ -233,12 +240,15 @@ async def open_deployment(settings: Settings, *, knowledge_on_demand: bool = Fal
                 stack.push_async_callback(knowledge.aclose)  # type: ignore[attr-defined]
             else:
                 knowledge = await stack.enter_async_context(open_knowledge(settings, registry, store))
+            providers = SqlProviderStore(store, lambda: secret_box_for(settings))
+            tenant_models = TenantModelSource(providers, registry, settings)
             service = RunService(catalog=builtin_catalog(), stores=stores, settings=settings, models=registry,
                                  memory=memory, workflows=WorkflowStore.from_settings(settings), knowledge=knowledge,
-                                 launcher=launcher, queue=queue, feed=feed, admission=quotas)
+                                 launcher=launcher, queue=queue, feed=feed, admission=quotas,
+                                 tenant_models=tenant_models)
             try:
                 yield Deployment(settings, service, SqlKeyStore(store), SqlWorkflowStore(store), chats, quotas,
-                                 knowledge, launcher, queue, feed)
+                                 knowledge, launcher, queue, feed, providers, tenant_models)
             finally:
                 if shutdown_grace_s is not None:
                     await launcher.close(shutdown_grace_s)

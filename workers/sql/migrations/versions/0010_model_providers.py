@@ -1,7 +1,7 @@
 """Model providers managed per tenant: their endpoints (keys encrypted), their models and
 the tenant's default model of each type.
 
-Revision ID: 0009
+Revision ID: 0010
 Revises: 0008
 Create Date: 2026-12-02
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0009"
+revision = "0010"
 down_revision = "0008"
 branch_labels = None
 depends_on = None
