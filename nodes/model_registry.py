@@ -100,6 +100,8 @@ __all__ = [
     "PriceTier",
     "Pricing",
     "ProviderSpec",
+    "TOOL_SUPPORT",
+    "ToolSupport",
     "UnknownModel",
     "WrongModelType",
     "get_registry",
@@ -208,14 +210,76 @@ class Pricing(_Spec):
         return self.input_per_1k, self.output_per_1k
 
 
-class Capabilities(_Spec):
-    """What the model supports natively; ``call_llm`` refuses requests that need more."""
+#: How a model takes tools: ``native`` calls them on its own (``tool_choice`` "auto");
+#: ``forced`` calls one only when ``tool_choice`` names it (small local models that
+#: ignore tools under "auto"); ``none`` takes no ``tools`` at all.
+ToolSupport = Literal["native", "forced", "none"]
+TOOL_SUPPORT: tuple[str, ...] = ("native", "forced", "none")
 
-    tool_calling: bool = True
+
+class Capabilities(_Spec):
+    """What the model does, as the endpoint really serves it; ``call_llm`` refuses requests
+    that need more, and nodes pick their protocol from it.
+
+    - ``tools``: :data:`ToolSupport`. Nodes that let the model choose (agent, tool call)
+      use native tools only when free calls work (``native``), else the JSON protocol in
+      the prompt; nodes that force one call (classify, extract) use native tools when
+      forced calls work (:attr:`forced_tool_calls`).
+    - ``tool_choice``: the server honours ``tool_choice`` naming a function (``forced``
+      needs it; Ollama calls tools freely but ignores it).
+    - ``structured_output``: ``response_format`` ``json_schema`` is honoured;
+      ``json_mode``: ``response_format`` ``json_object`` is.
+    - ``stream_usage``: a stream ends with usage when ``stream_options.include_usage``
+      asks (False: the option is not sent, since some servers reject it, and usage is
+      estimated).
+    - ``vision``: images in messages; ``reasoning``: streams its thinking.
+
+    The older key ``tool_calling`` (a bool) is still read: true is ``native``, false is
+    ``none``; an explicit ``tools`` wins.
+    """
+
+    tools: ToolSupport = "native"
     tool_choice: bool = True
+    structured_output: bool = False
+    json_mode: bool = False
+    stream_usage: bool = True
     vision: bool = False
     reasoning: bool = False
-    structured_output: bool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_keys(cls, data: Any) -> Any:
+        if not isinstance(data, Mapping) or "tool_calling" not in data:
+            return data
+        fields = dict(data)
+        legacy = fields.pop("tool_calling")
+        if not isinstance(legacy, bool):
+            raise ValueError(f"capabilities.tool_calling must be true or false, got {legacy!r} "
+                             f"(or write tools = {' | '.join(repr(t) for t in TOOL_SUPPORT)})")
+        fields.setdefault("tools", "native" if legacy else "none")
+        return fields
+
+    @model_validator(mode="after")
+    def _forced_needs_choice(self) -> "Capabilities":
+        if self.tools == "forced" and not self.tool_choice:
+            raise ValueError('capabilities: tools = "forced" needs tool_choice = true '
+                             "(a call is forced through tool_choice)")
+        return self
+
+    @property
+    def tool_calling(self) -> bool:
+        """The request may carry ``tools`` (native or forced)."""
+        return self.tools != "none"
+
+    @property
+    def free_tool_calls(self) -> bool:
+        """The model calls tools on its own under ``tool_choice`` "auto"."""
+        return self.tools == "native"
+
+    @property
+    def forced_tool_calls(self) -> bool:
+        """A call forced through ``tool_choice`` works."""
+        return self.tools != "none" and self.tool_choice
 
 
 class ProviderSpec(_Spec):
