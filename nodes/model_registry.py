@@ -9,6 +9,12 @@ workflow). Resolution order of :func:`load_registry`:
    ``FLOWLOOM_LLM_BASE_URL`` / ``FLOWLOOM_LLM_API_KEY`` / ``FLOWLOOM_LLM_MODEL``, so
    ``flowloom run`` works against any OpenAI-compatible endpoint given by env.
 
+Over the file, :mod:`nodes.model_overrides` merges, key by key, the override file
+(``FLOWLOOM_MODELS_OVERRIDE``, else ``<home>/models.override.toml``) and, for the
+``default`` model, ``FLOWLOOM_LLM_CONTEXT`` / ``FLOWLOOM_LLM_MAX_OUTPUT`` /
+``FLOWLOOM_LLM_TOOLS`` / ...: a model's capabilities and limits change without a copy
+of this file.
+
 The environment (``${VAR}`` in the file, the API keys) is the mapping
 :meth:`Settings.environ <engine.settings.Settings.environ>` gives: the process
 environment over the working directory's ``.env`` file. This module never reads
@@ -650,13 +656,18 @@ def _process_env() -> Mapping[str, str]:
 
 
 def load_registry(path: str | os.PathLike[str] | None = None, *, env: Mapping[str, str] | None = None,
-                  base_url_override: str | None = None, model_override: str | None = None) -> ModelRegistry:
+                  base_url_override: str | None = None, model_override: str | None = None,
+                  override_file: str | os.PathLike[str] | None = None) -> ModelRegistry:
     """Read a registry: ``path`` (``Settings.models``, from ``FLOWLOOM_MODELS``), else the
-    bundled ``models.toml``. ``env`` and the overrides: see :meth:`ModelRegistry.from_dict`.
+    bundled ``models.toml``; then ``override_file`` (when it exists) and the ``default``
+    model's environment variables merged over it (:mod:`nodes.model_overrides`).
+    ``env`` and the URL/model overrides: see :meth:`ModelRegistry.from_dict`.
 
     Raises:
         ModelConfigError: unreadable file, invalid TOML or invalid entries (names the file).
     """
+    from .model_overrides import apply_env_overrides, merge_registry_data, read_override_file
+
     if path is None:
         source = "bundled nodes/models.toml"
         text = resources.files("nodes").joinpath("models.toml").read_text(encoding="utf-8")
@@ -670,6 +681,12 @@ def load_registry(path: str | os.PathLike[str] | None = None, *, env: Mapping[st
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ModelConfigError(f"model registry {source} is not valid TOML: {exc}") from None
+    if override_file is not None:
+        changes = read_override_file(Path(override_file))
+        if changes:
+            data = merge_registry_data(data, changes, source=str(override_file))
+            source = f"{source} with {override_file}"
+    data = apply_env_overrides(data, _process_env() if env is None else env)
     return ModelRegistry.from_dict(data, source=source, env=env, base_url_override=base_url_override,
                                    model_override=model_override)
 
@@ -699,19 +716,36 @@ def registry_for(settings: Any) -> ModelRegistry:
     maps = getattr(env, "maps", None)
     dotenv = frozenset(maps[-1].items()) if maps else frozenset()
     return _cached_registry(path, settings.llm_base_url_override, settings.llm_model_override, env=env,
-                            dotenv=dotenv)
+                            dotenv=dotenv, override_file=settings.models_override_path)
 
 
 _REGISTRIES: dict[tuple[Any, ...], ModelRegistry] = {}
 
 
+def _override_state(override_file: Path | None, env: Mapping[str, str] | None) -> tuple[Any, ...]:
+    """What the overrides depend on (part of the cache key): the override file's
+    modification time and size, and the ``default`` model's variables."""
+    from .model_overrides import DEFAULT_MODEL_ENV
+
+    stat: tuple[Any, ...] = ()
+    if override_file is not None:
+        try:
+            info = override_file.stat()
+            stat = (str(override_file), info.st_mtime_ns, info.st_size)
+        except OSError:
+            stat = (str(override_file),)
+    values = tuple(str(env.get(var, "") or "") for var in DEFAULT_MODEL_ENV) if env is not None else ()
+    return stat + values
+
+
 def _cached_registry(path: str | None, base_url_override: str | None, model_override: str | None,
-                     env: Mapping[str, str] | None = None, dotenv: frozenset[Any] = frozenset()) -> ModelRegistry:
-    key = (path, base_url_override, model_override, dotenv)
+                     env: Mapping[str, str] | None = None, dotenv: frozenset[Any] = frozenset(),
+                     override_file: Path | None = None) -> ModelRegistry:
+    key = (path, base_url_override, model_override, dotenv, _override_state(override_file, env))
     registry = _REGISTRIES.get(key)
     if registry is None:
         registry = _REGISTRIES[key] = load_registry(path, env=env, base_url_override=base_url_override,
-                                                    model_override=model_override)
+                                                    model_override=model_override, override_file=override_file)
     return registry
 
 
