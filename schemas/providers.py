@@ -26,6 +26,7 @@ __all__ = [
     "ModelDefaults",
     "PresetInfo",
     "PresetList",
+    "ProbeOutcome",
     "ProviderCreate",
     "ProviderList",
     "ProviderModelIn",
@@ -211,6 +212,15 @@ class UpstreamModels(BaseModel):
     """``GET /v1/model-providers/{id}/upstream-models``."""
 
     models: list[UpstreamModel]
+
+
+class ProbeOutcome(BaseModel):
+    """``POST .../models/{name}/probe``: the model as stored after the probe (its
+    capabilities, and its context where the server told it) and the probe's report:
+    each check's ``ok`` (true, false, or null when it could not tell) and ``detail``."""
+
+    model: ProviderModelOut
+    report: dict[str, Any]
 
 
 ProviderList.model_rebuild()

@@ -24,10 +24,10 @@ from fastapi import APIRouter, Depends, Path, Response
 from pydantic import ValidationError
 
 from nodes.model_registry import ModelRegistry, UnknownModel
-from nodes.provider_endpoints import EndpointError, check_base_url, list_endpoint_models
+from nodes.provider_endpoints import EndpointError, check_base_url, guarded_transport, list_endpoint_models, redact
 from nodes.tenant_registry import RESERVED_NAMES, model_spec_of
 from schemas.api import ErrorBody
-from schemas.providers import (PRESETS, ModelDefaults, PresetList, ProviderCreate, ProviderList, ProviderModelIn,
+from schemas.providers import (PRESETS, ModelDefaults, PresetList, ProbeOutcome, ProviderCreate, ProviderList, ProviderModelIn,
                                ProviderModelOut, ProviderModelUpdate, ProviderOut, ProviderUpdate, UpstreamModel,
                                UpstreamModels)
 from workers.secret_box import SecretUnreadable
@@ -277,6 +277,63 @@ async def add_model(provider_id: ProviderId, body: ProviderModelIn, caller: Call
         raise ApiError(409, "conflict", str(exc)) from None
     found.tenant_models.forget(caller.tenant_id)  # type: ignore[union-attr]
     return _model_out(record, _base(found))
+
+
+@router.post("/{provider_id}/models/{name:path}/probe", response_model=ProbeOutcome,
+             responses={502: {"model": ErrorBody, "description": "the endpoint could not be probed"}},
+             summary="Probe what a chat model really does")
+async def probe(provider_id: ProviderId, name: ModelName, caller: Caller, found: Found) -> ProbeOutcome:
+    """Ask the endpoint for a free and a forced tool call, JSON mode, a JSON schema,
+    usage in streams and its context length (a few short requests), then store what
+    works as the model's capabilities (a check that could not tell keeps the stored
+    value) and the context the server told. 422 for an embedding or rerank model."""
+    from nodes.model_probe import ProbeFailed, ProbeTarget, probe_model
+
+    _writer(caller)
+    store = found.providers
+    assert store is not None
+    try:
+        provider = await store.get_provider(caller.tenant_id, provider_id)
+        current = await store.get_model(caller.tenant_id, provider_id, name)
+        key = await store.provider_key(caller.tenant_id, provider_id)
+    except ProviderNotFound as exc:
+        raise _not_found(exc) from None
+    except SecretUnreadable as exc:
+        raise ApiError(409, "conflict", str(exc)) from None
+    try:
+        spec = model_spec_of(name, provider_id, current.spec)
+    except (ValidationError, TypeError):
+        raise _spec_problem("name", f"model {name!r} is stored with fields this version does not read; "
+                                    "delete it and add it again") from None
+    if spec.type != "chat":
+        raise _spec_problem("name", f"model {name!r} is {'an' if spec.type == 'embedding' else 'a'} {spec.type} "
+                                    "model; only chat models are probed")
+    target = ProbeTarget(base_url=provider.base_url, model=spec.model, api_key=key, name=name)
+    try:
+        report = await probe_model(target, transport=guarded_transport(found.tenant_models.guard))  # type: ignore[union-attr]
+    except ProbeFailed as exc:
+        raise ApiError(502, "bad_gateway", redact(str(exc), key)) from None
+    stored = dict(current.spec)
+    stored["capabilities"] = report.capabilities(spec.capabilities).model_dump(mode="json")
+    if report.context_length:
+        stored["max_context"] = report.context_length
+        if spec.max_output_tokens >= report.context_length:
+            stored["max_output_tokens"] = max(1, report.context_length // 2)
+    record = await store.replace_model(caller.tenant_id, provider_id, name, _validated(name, provider_id, stored))
+    found.tenant_models.forget(caller.tenant_id)  # type: ignore[union-attr]
+    return ProbeOutcome(model=_model_out(record, _base(found)),
+                        report=_redacted(report.model_dump(mode="json"), key))
+
+
+def _redacted(value: Any, key: str | None) -> Any:
+    """``value`` (JSON) with ``key`` cut out of every string (a server may echo it in a detail)."""
+    if isinstance(value, str):
+        return redact(value, key)
+    if isinstance(value, dict):
+        return {k: _redacted(v, key) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redacted(v, key) for v in value]
+    return value
 
 
 @router.patch("/{provider_id}/models/{name:path}", response_model=ProviderModelOut, summary="Change a model")

@@ -11,7 +11,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from tests.support.openai_server import text_reply
+from tests.support.openai_server import Finish, Reply, Text, http_error, text_reply, tool_args_split_reply
 
 PROVIDER_KEY = "sk-tenant-own-7d3f9a2c5e1b8h4k"
 OTHER_KEY = "sk-tenant-rotated-0a9b8c7d6e5f4g3h"
@@ -221,3 +221,42 @@ async def _stored_rows(api: Any) -> list[str]:
         for table in ("model_providers", "provider_models", "tenant_model_defaults"):
             texts += [repr(tuple(row)) for row in (await conn.execute(sa.text(f"SELECT * FROM {table}"))).all()]
     return texts
+
+
+def _llama_cpp_like(body: dict[str, Any]) -> Reply:
+    """A small llama.cpp model: tools only when forced, no JSON mode, no usage in streams."""
+    if body.get("tools"):
+        if isinstance(body.get("tool_choice"), dict):
+            return tool_args_split_reply("get_weather", '{"city": "Paris"}', usage=None)
+        return text_reply("It is sunny in Paris.", usage=None)
+    if body.get("response_format"):
+        return http_error(400, "response_format is not supported")
+    if body.get("stream") or body.get("messages"):
+        return Reply([Text("OK"), Finish("stop")])
+    return text_reply("OK", usage=None)
+
+
+async def test_probe_stores_what_the_endpoint_really_does(api, openai_server):
+    rec = Recorder(api)
+    await _provider(rec, openai_server.base_url)
+    await rec.call("POST", f"{PREFIX}/my-vllm/models", json={"name": "small", "max_context": 131072})
+    await rec.call("POST", f"{PREFIX}/my-vllm/models", json={"name": "vectors", "type": "embedding",
+                                                            "max_context": 512})
+    openai_server.responder = _llama_cpp_like
+    openai_server.json_routes["/props"] = {"default_generation_settings": {"n_ctx": 4096}, "total_slots": 1}
+    probed = await rec.call("POST", f"{PREFIX}/my-vllm/models/small/probe")
+    assert probed.status_code == 200, probed.text
+    model, report = probed.json()["model"], probed.json()["report"]
+    assert report["free_tool_call"]["ok"] is False and report["forced_tool_call"]["ok"] is True
+    assert model["capabilities"]["tools"] == "forced" and model["capabilities"]["json_mode"] is False
+    assert model["capabilities"]["stream_usage"] is False
+    assert model["max_context"] == 4096 and model["max_output_tokens"] < 4096
+    assert all(r.headers.get("authorization") == f"Bearer {PROVIDER_KEY}" for r in openai_server.requests
+               if r.path.endswith("/chat/completions"))
+    stored = (await rec.call("GET", f"{PREFIX}/my-vllm")).json()["models"]
+    assert next(m for m in stored if m["name"] == "small")["capabilities"]["tools"] == "forced"
+    embedding = await rec.call("POST", f"{PREFIX}/my-vllm/models/vectors/probe")
+    assert embedding.status_code == 422, embedding.text
+    other = await rec.call("POST", f"{PREFIX}/my-vllm/models/small/probe", api.other_key)
+    assert other.status_code == 404
+    assert all(PROVIDER_KEY not in body for body in rec.bodies)
