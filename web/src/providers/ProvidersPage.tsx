@@ -123,8 +123,9 @@ function AddProvider({ presets, onAdd }: { presets: Preset[];
   };
   const submit = async (e: FormEvent) => {
     e.preventDefault();
-    const ok = await onAdd({ preset, name: name.trim(), base_url: url.trim(), ...(key.trim() ? { api_key: key.trim() } : {}) });
-    if (ok) { setName(''); setKey(''); }
+    const typed = key.trim();
+    setKey('');  // the key leaves the page as it is sent: on a refusal it is typed again
+    if (await onAdd({ preset, name: name.trim(), base_url: url.trim(), ...(typed ? { api_key: typed } : {}) })) setName('');
   };
   return (
     <form className="providers-add" onSubmit={submit} data-testid="add-provider" autoComplete="off">
@@ -166,7 +167,8 @@ function ProviderCard({ provider, presets, change }: { provider: Provider; prese
   const save = async (e: FormEvent) => {
     e.preventDefault();
     const body = { name: name.trim(), base_url: url.trim(), ...(key.trim() ? { api_key: key.trim() } : {}) };
-    if (await change(() => providersApi.update(id, body))) { setKey(''); setEditing(false); }
+    setKey('');  // as when adding: the key leaves the page as it is sent
+    if (await change(() => providersApi.update(id, body))) setEditing(false);
   };
   const list = async () => {
     setListError(null);
