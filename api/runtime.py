@@ -20,7 +20,7 @@ Knowledge bases (:func:`open_knowledge`): the knowledge store on the same Postgr
 database, or on SQLite in a file beside the run store's (:func:`knowledge_database_url`)
 (:func:`workers.knowledge.open_knowledge_store`: SQLite with sqlite-vec and FTS5, or
 PostgreSQL with pgvector), the parser, chunker, embedder, reranker and LLM relevance
-judge of ``nodes.knowledge`` on the model registry, and the ingestion queue: tasks of this
+judge of ``nodes.knowledge`` on the model registry (each tenant's, for its datasets), and the ingestion queue: tasks of this
 process by default, RQ jobs for ``flowloom worker`` with ``Settings.redis_url``. The
 embedding tokens of ingestion count in the tenant's daily token quota (the
 ``token_usage`` rows of :mod:`workers.sql.quotas`). The service is the run service's
@@ -106,8 +106,8 @@ def _usage_recorder(store: SqlStore) -> Callable[[str, int, float], Awaitable[No
 
 
 @contextlib.asynccontextmanager
-async def open_knowledge(settings: Settings, registry: ModelRegistry, store: SqlStore
-                         ) -> AsyncIterator[KnowledgeService]:
+async def open_knowledge(settings: Settings, registry: ModelRegistry, store: SqlStore,
+                         tenant_models: TenantModelSource | None = None) -> AsyncIterator[KnowledgeService]:
     """The knowledge service on the database of ``store`` (module docstring); stops its
     in-process ingestion tasks and closes its store on exit (an unfinished document is
     continued by the next process that sweeps: ``flowloom serve``, ``datasets add``).
@@ -132,7 +132,8 @@ async def open_knowledge(settings: Settings, registry: ModelRegistry, store: Sql
         service = KnowledgeService(store=knowledge_store, parser=DocumentParser(), chunker=TextChunker(),
                                    embedder=RegistryEmbedder(registry), reranker=RegistryReranker(registry),
                                    judge=LLMRelevanceJudge(registry), queue=queue, max_document_bytes=settings.knowledge_max_document_bytes,
-                                   on_usage=_usage_recorder(store), lease_s=settings.lease_ttl)
+                                   on_usage=_usage_recorder(store), lease_s=settings.lease_ttl,
+                                   tenant_models=tenant_models)
         try:
             yield service
         finally:
@@ -234,14 +235,14 @@ async def open_deployment(settings: Settings, *, knowledge_on_demand: bool = Fal
             from .quotas import Quotas
 
             quotas = Quotas(SqlQuotaStore(store), settings)
+        providers = SqlProviderStore(store, lambda: secret_box_for(settings))
+        tenant_models = TenantModelSource(providers, registry, settings)
         async with contextlib.AsyncExitStack() as stack:
             if knowledge_on_demand:
-                knowledge: object = KnowledgeOnDemand(lambda: open_knowledge(settings, registry, store))
+                knowledge: object = KnowledgeOnDemand(lambda: open_knowledge(settings, registry, store, tenant_models))
                 stack.push_async_callback(knowledge.aclose)  # type: ignore[attr-defined]
             else:
-                knowledge = await stack.enter_async_context(open_knowledge(settings, registry, store))
-            providers = SqlProviderStore(store, lambda: secret_box_for(settings))
-            tenant_models = TenantModelSource(providers, registry, settings)
+                knowledge = await stack.enter_async_context(open_knowledge(settings, registry, store, tenant_models))
             service = RunService(catalog=builtin_catalog(), stores=stores, settings=settings, models=registry,
                                  memory=memory, workflows=WorkflowStore.from_settings(settings), knowledge=knowledge,
                                  launcher=launcher, queue=queue, feed=feed, admission=quotas,

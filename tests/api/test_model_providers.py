@@ -6,12 +6,18 @@ and no stored row in plaintext."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
 from typing import Any
 
 import sqlalchemy as sa
 
+from engine.settings import Settings
+
 from tests.support.openai_server import Finish, Reply, Text, http_error, text_reply, tool_args_split_reply
+
+from .conftest import open_api
 
 PROVIDER_KEY = "sk-tenant-own-7d3f9a2c5e1b8h4k"
 OTHER_KEY = "sk-tenant-rotated-0a9b8c7d6e5f4g3h"
@@ -260,3 +266,39 @@ async def test_probe_stores_what_the_endpoint_really_does(api, openai_server):
     other = await rec.call("POST", f"{PREFIX}/my-vllm/models/small/probe", api.other_key)
     assert other.status_code == 404
     assert all(PROVIDER_KEY not in body for body in rec.bodies)
+
+
+async def test_a_dataset_embeds_with_the_tenant_embedding_model(tmp_path, openai_server):
+    settings = Settings(home=tmp_path / "home", database_url=f"sqlite:///{tmp_path / 'kb.db'}",
+                        http_allow=["127.0.0.1"])
+    async with open_api(settings) as api:
+        rec = Recorder(api)
+        await _provider(rec, openai_server.base_url)
+        added = await rec.call("POST", f"{PREFIX}/my-vllm/models", json={
+            "name": "team-embed", "model": "bge-small", "type": "embedding", "max_context": 512})
+        assert added.status_code == 201, added.text
+        chosen = await rec.call("PUT", f"{PREFIX}/defaults", json={"embedding": "team-embed"})
+        assert chosen.json()["embedding"] == "team-embed", chosen.text
+        made = await rec.call("POST", "/v1/datasets", json={"name": "Team notes", "embedding_model": "team-embed"})
+        assert made.status_code == 201, made.text
+        dataset = made.json()["id"]
+        text = "Rocket nozzles shape the exhaust. Tea is brewed with hot water."
+        sent = await rec.call("POST", f"/v1/datasets/{dataset}/documents", json={"name": "notes.txt", "text": text})
+        assert sent.status_code == 202, sent.text
+        deadline = time.monotonic() + 30
+        while True:
+            documents = (await rec.call("GET", f"/v1/datasets/{dataset}/documents")).json()["documents"]
+            if all(d["status"] in ("ready", "failed") for d in documents):
+                break
+            assert time.monotonic() < deadline, documents
+            await asyncio.sleep(0.05)
+        assert [d["status"] for d in documents] == ["ready"], documents
+        found = await rec.call("POST", f"/v1/datasets/{dataset}/search", json={"query": "rocket", "mode": "semantic"})
+        assert found.status_code == 200 and found.json()["hits"], found.text
+        embedded = [r for r in openai_server.requests if r.path.endswith("/embeddings")]
+        assert embedded and all(r.headers.get("authorization") == f"Bearer {PROVIDER_KEY}" for r in embedded)
+        assert all(r.body["model"] == "bge-small" for r in embedded)
+        refused = await rec.call("POST", "/v1/datasets", api.other_key,
+                                 json={"name": "Theirs", "embedding_model": "team-embed"})
+        assert refused.status_code == 422, refused.text
+        assert all(PROVIDER_KEY not in body for body in rec.bodies)
