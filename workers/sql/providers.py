@@ -290,18 +290,26 @@ class SqlProviderStore:
     # ----------------------------------------------------------------- snapshot
 
     async def snapshot(self, tenant_id: str) -> TenantModelsSnapshot:
-        """Everything the tenant's model registry needs, keys decrypted (module docstring).
-        A key that no longer decrypts is left out (its calls then fail as unauthorised,
-        naming the provider) rather than failing every run of the tenant."""
-        providers = await self.list_providers(tenant_id)
+        """Everything the tenant's model registry needs, keys decrypted (module docstring),
+        read in one transaction (runs ask for it). A key that no longer decrypts is left
+        out (its calls then fail as unauthorised, naming the provider) rather than
+        failing every run of the tenant."""
+        async with self.store._tx() as conn:
+            rows = (await conn.execute(sa.select(providers_t).where(providers_t.c.tenant_id == tenant_id)
+                                       .order_by(providers_t.c.provider_id))).mappings().all()
+            model_rows = (await conn.execute(sa.select(models_t).where(models_t.c.tenant_id == tenant_id)
+                                             .order_by(models_t.c.name))).mappings().all() if rows else []
+            chosen = (await conn.execute(sa.select(defaults_t.c.type, defaults_t.c.model).where(
+                defaults_t.c.tenant_id == tenant_id))).all()
+        by_provider: dict[str, list[ModelRecord]] = {}
+        for m in model_rows:
+            by_provider.setdefault(m["provider_id"], []).append(ModelRecord(m["name"], m["provider_id"], dict(m["spec"])))
         keys: dict[str, str] = {}
-        if providers:
-            async with self.store._tx() as conn:
-                tokens = (await conn.execute(sa.select(providers_t.c.provider_id, providers_t.c.api_key_token).where(
-                    providers_t.c.tenant_id == tenant_id, providers_t.c.api_key_token.is_not(None)))).all()
-            for provider_id, token in tokens:
+        for row in rows:
+            if row["api_key_token"] is not None:
                 try:
-                    keys[provider_id] = self.box.decrypt(token)
+                    keys[row["provider_id"]] = self.box.decrypt(row["api_key_token"])
                 except SecretUnreadable:
                     continue
-        return TenantModelsSnapshot(providers, keys, await self.defaults(tenant_id))
+        providers = [_provider(row, by_provider.get(row["provider_id"], [])) for row in rows]
+        return TenantModelsSnapshot(providers, keys, {kind: model for kind, model in chosen})
