@@ -119,7 +119,8 @@ def _validated(name: str, provider_id: str, spec: dict[str, Any]) -> dict[str, A
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first.get("loc", ())) or "model"
-        raise _spec_problem(where, str(first.get("msg", "invalid value")).removeprefix("Value error, ")) from None
+        message = str(first.get("msg", "invalid value")).removeprefix("Value error, ")
+        raise _spec_problem(where, message.removeprefix(f"{where}: ")) from None
     return spec
 
 
@@ -350,7 +351,10 @@ async def update_model(provider_id: ProviderId, name: ModelName, body: ProviderM
     spec = dict(current.spec)
     changes = body.model_dump(exclude_unset=True)
     if "capabilities" in changes:
-        spec["capabilities"] = {**dict(spec.get("capabilities") or {}), **(changes.pop("capabilities") or {})}
+        given = changes.pop("capabilities") or {}
+        if given.get("tools") == "forced" and "tool_choice" not in given:
+            given = {**given, "tool_choice": True}  # a call is forced through tool_choice: asking for one turns it on
+        spec["capabilities"] = {**dict(spec.get("capabilities") or {}), **given}
     spec.update({k: v for k, v in changes.items() if v is not None or k == "dimension"})
     record = await store.replace_model(caller.tenant_id, provider_id, name, _validated(name, provider_id, spec))
     found.tenant_models.forget(caller.tenant_id)  # type: ignore[union-attr]

@@ -4,8 +4,8 @@
  * also plays the tenant's own endpoint: E2E_PROVIDER_URL (its base URL, listing the model
  * E2E_PROVIDER_MODEL at /models) and E2E_PROVIDER_KEY (the key the builder types).
  *
- * The first scenario adds the provider, lists and adds its model, edits its price, makes
- * it the default chat model and chats with a flow whose model is `default`; the second
+ * The first scenario adds the provider, lists and adds its model, probes it, edits its
+ * capabilities and price, makes it the default chat model and chats with a flow whose model is `default`; the second
  * replaces and removes the key. Neither ever finds the key in the page, an API answer or
  * an export.
  */
@@ -85,6 +85,13 @@ scenario('add a provider, add its listed model, make it the default and chat wit
   const row = byTestId(page, `model-${PROVIDER}-${MODEL}`);
   await row.waitFor();
   assert.match(await byTestId(page, `model-${PROVIDER}-${MODEL}-caps`).innerText(), /tools: native/);
+
+  // the probe: this endpoint answers tool requests in prose, so its model calls no tools
+  await byTestId(page, `model-${PROVIDER}-${MODEL}-probe`).click();
+  await byTestId(page, 'probe-report').waitFor();
+  assert.match(await byTestId(page, 'probe-report').innerText(), /✗ free_tool_call/);
+  await page.waitForFunction((id) => /tools: none/.test(document.querySelector(`[data-testid="${id}"]`)?.textContent ?? ''),
+    `model-${PROVIDER}-${MODEL}-caps`);
 
   // its price, through the model editor
   await byTestId(page, `model-${PROVIDER}-${MODEL}-edit`).click();
