@@ -208,3 +208,25 @@ async def test_history_is_trimmed_to_the_default_models_real_context(server):
     assert "question 0" not in kept and 4 <= len(kept) < 20
     untrimmed = load_registry(env={"FLOWLOOM_LLM_BASE_URL": server.base_url}).get("default")
     assert untrimmed.max_context == 128000  # without the variable the bundled value stands
+
+
+# ------------------------------------------------------------------ usage in streams
+
+
+async def test_a_model_without_stream_usage_is_not_asked_for_it_and_is_estimated(server):
+    from nodes.llm import LLMRequest, call_llm
+
+    models = ModelRegistry([ProviderSpec(name="local", base_url=server.base_url)], [
+        ModelSpec(name="quiet", provider="local", max_context=4096, max_output_tokens=256,
+                  capabilities=Capabilities(stream_usage=False)),
+        ModelSpec(name="counted", provider="local", max_context=4096, max_output_tokens=256)])
+    server.script(text_reply("Hello there", usage=None), text_reply("Hello there", usage=(7, 2)))
+    try:
+        quiet = await call_llm(LLMRequest("quiet", [{"role": "user", "content": "hi"}]), registry=models)
+        counted = await call_llm(LLMRequest("counted", [{"role": "user", "content": "hi"}]), registry=models)
+    finally:
+        await models.aclose()
+    assert "stream_options" not in server.bodies[0]
+    assert server.bodies[1]["stream_options"] == {"include_usage": True}
+    assert quiet.usage.token_source == "estimated" and quiet.usage.tokens_out <= 256
+    assert counted.usage.token_source == "provider" and counted.usage.tokens_in == 7
