@@ -574,10 +574,14 @@ class ModelRegistry:
                 base_url=provider.base_url,
                 max_retries=0,  # call_llm owns retries (only before any token was streamed)
                 timeout=openai.Timeout(None, connect=CONNECT_TIMEOUT),  # call_llm owns the idle timeout
-                http_client=_own_loop_http_client(),
+                http_client=self._http_client(provider),
             )
             clients[cache_key] = client
         return client
+
+    def _http_client(self, provider: ProviderSpec) -> Any:
+        """The HTTP client under ``provider``'s SDK client (a subclass may guard it)."""
+        return _own_loop_http_client()
 
     async def aclose(self) -> None:
         """Close the clients opened on the running loop (tests and shutdown: whoever owns a
