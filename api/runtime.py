@@ -50,6 +50,7 @@ from workers.sql import SqlStore, default_database_url
 from workers.sql.chats import SqlChatStore
 from workers.secret_box import secret_box_for
 from workers.sql.keys import SqlKeyStore
+from workers.sql.model_overrides import SqlModelOverrideStore
 from workers.sql.providers import SqlProviderStore
 from workers.sql.quotas import SqlQuotaStore
 from workers.sql.workflows import SqlWorkflowStore
@@ -62,6 +63,7 @@ if TYPE_CHECKING:
 
 from .inline import InlineLauncher
 from .redaction import install as install_log_redaction
+from .model_overrides import OverriddenModelSource
 from .tenant_models import TenantModelSource
 
 __all__ = ["Deployment", "KnowledgeOnDemand", "database_url", "key_store_of", "knowledge_database_url", "open_deployment",
@@ -236,7 +238,8 @@ async def open_deployment(settings: Settings, *, knowledge_on_demand: bool = Fal
 
             quotas = Quotas(SqlQuotaStore(store), settings)
         providers = SqlProviderStore(store, lambda: secret_box_for(settings))
-        tenant_models = TenantModelSource(providers, registry, settings)
+        # the tenant's providers over the operator's registry, then the tenant's overrides
+        tenant_models = OverriddenModelSource(providers, SqlModelOverrideStore(store), registry, settings)
         async with contextlib.AsyncExitStack() as stack:
             if knowledge_on_demand:
                 knowledge: object = KnowledgeOnDemand(lambda: open_knowledge(settings, registry, store, tenant_models))

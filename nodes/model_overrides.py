@@ -142,6 +142,8 @@ def _merge_model(base: dict[str, Any], changes: Mapping[str, Any], *, context_se
             if key == "capabilities" and "tool_calling" in value and "tools" in merged:
                 merged.pop("tools")  # the older key in an override replaces the base's value
             merged.update(value)
+            if key == "capabilities" and value.get("tools") == "forced" and "tool_choice" not in value:
+                merged["tool_choice"] = True  # forced calls working means tool_choice is honoured
             base[key] = merged
         else:
             base[key] = value

@@ -499,6 +499,28 @@ class ModelRegistry:
     def __repr__(self) -> str:
         return f"ModelRegistry(models={self.names()}, fingerprint={self._fingerprint!r})"
 
+    def with_specs(self, specs: Mapping[str, ModelSpec]) -> "ModelRegistry":
+        """A copy of this registry (of its class, sharing its providers, keys and SDK
+        clients) with the models of ``specs`` (name -> spec, same provider) in place of its
+        own: a tenant's overrides of limits and capabilities. ``self`` is unchanged.
+
+        Raises:
+            ModelConfigError: a name that is not in the registry, or a changed provider.
+        """
+        import copy
+
+        models = dict(self._models)
+        for name, spec in specs.items():
+            current = models.get(name)
+            if current is None or spec.name != name or spec.provider != current.provider:
+                raise ModelConfigError(f"cannot replace model {name!r}: not in the registry or another provider")
+            models[name] = spec
+        clone = copy.copy(self)
+        clone._models = models
+        changed = json.dumps({n: s.model_dump() for n, s in sorted(specs.items())}, sort_keys=True)
+        clone._fingerprint = hashlib.sha256((self._fingerprint + changed).encode()).hexdigest()[:16]
+        return clone
+
     # ------------------------------------------------------------------ clients
 
     def api_key(self, spec: ModelSpec) -> str | None:

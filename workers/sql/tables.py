@@ -30,6 +30,7 @@ __all__ = [
     "RunEventRow",
     "RunRow",
     "TenantModelDefaultRow",
+    "TenantModelOverrideRow",
     "TenantRow",
     "TokenUsageRow",
     "WorkflowDocRow",
@@ -372,4 +373,18 @@ class TenantModelDefaultRow(_Table, table=True):
     tenant_id: str = Field(sa_type=Text, primary_key=True)
     type: str = Field(sa_type=Text, primary_key=True)
     model: str = Field(sa_type=Text)
+    updated_at: float = Field(sa_type=Seconds)
+
+
+class TenantModelOverrideRow(_Table, table=True):
+    """A tenant's changes to one model's limits and capabilities (``override``: the
+    :class:`~nodes.model_overrides.ModelOverride` table, only the keys set), applied over
+    the model as the tenant's registry has it."""
+
+    __tablename__ = "tenant_model_overrides"
+    __table_args__ = (sa.ForeignKeyConstraint(["tenant_id"], ["tenants.tenant_id"], ondelete="CASCADE"),)
+
+    tenant_id: str = Field(sa_type=Text, primary_key=True)
+    model: str = Field(sa_type=Text, primary_key=True)
+    override: Any = Field(sa_column=sa.Column(JsonValue, nullable=False))
     updated_at: float = Field(sa_type=Seconds)

@@ -6,54 +6,15 @@ Ollama telling its ``num_ctx``."""
 from __future__ import annotations
 
 import json
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
 from nodes.model_overrides import ModelOverride
 from nodes.model_probe import ProbeFailed, ProbeTarget, probe_model
 from nodes.model_registry import Capabilities
-from tests.support.openai_server import (
-    TEST_API_KEY,
-    Finish,
-    Reply,
-    ScriptedOpenAIServer,
-    Text,
-    Usage,
-    http_error,
-    text_reply,
-    tool_args_split_reply,
-)
-
-Responder = Callable[[dict[str, Any]], Reply]
-
-
-def _forced(body: dict[str, Any]) -> bool:
-    return isinstance(body.get("tool_choice"), dict)
-
-
-def server_like(*, free_tools: bool, forced_tools: bool, tools_accepted: bool = True, json_mode: str = "ok",
-                stream_usage: bool = True) -> Responder:
-    """A responder with these quirks. ``json_mode``: ``ok`` (JSON replies), ``refused`` (400
-    for any response_format) or ``prose`` (accepted, answered in prose)."""
-
-    def respond(body: dict[str, Any]) -> Reply:
-        usage = (12, 3) if stream_usage else None
-        if body.get("tools"):
-            if not tools_accepted:
-                return http_error(400, "tools are not supported by this model")
-            if free_tools or (forced_tools and _forced(body)):
-                return tool_args_split_reply("get_weather", '{"city": "Paris"}', usage=usage)
-            return text_reply("I think it is sunny in Paris.", usage=usage)
-        if body.get("response_format"):
-            if json_mode == "refused":
-                return http_error(400, "response_format is not supported")
-            answer = '{"answer": "Paris"}' if json_mode == "ok" else "The capital of France is Paris."
-            return text_reply(answer, usage=usage)
-        return Reply([Text("OK"), Finish("stop")] + ([Usage(*usage)] if usage else []))
-
-    return respond
-
+from tests.support.openai_server import TEST_API_KEY, Reply, ScriptedOpenAIServer, http_error
+from tests.support.probe_servers import server_like
 
 async def probe(server: ScriptedOpenAIServer, **target: Any) -> Any:
     return await probe_model(ProbeTarget(base_url=server.base_url, model="probe-me", name="local", **target),

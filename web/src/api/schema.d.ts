@@ -351,6 +351,25 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/model-capabilities/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A model's limits and capabilities as the tenant's runs see them */
+        get: operations["get_capabilities_v1_model_capabilities__name__get"];
+        /** Set the tenant's override of a model's limits and capabilities */
+        put: operations["set_capabilities_v1_model_capabilities__name__put"];
+        post?: never;
+        /** Drop the tenant's override of a model */
+        delete: operations["delete_capabilities_v1_model_capabilities__name__delete"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/model-providers": {
         parameters: {
             query?: never;
@@ -989,6 +1008,87 @@ export interface paths {
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        /**
+         * Capabilities
+         * @description What the model does, as the endpoint really serves it; ``call_llm`` refuses requests
+         *     that need more, and nodes pick their protocol from it.
+         *
+         *     - ``tools``: :data:`ToolSupport`. Nodes that let the model choose (agent, tool call)
+         *       use native tools only when free calls work (``native``), else the JSON protocol in
+         *       the prompt; nodes that force one call (classify, extract) use native tools when
+         *       forced calls work (:attr:`forced_tool_calls`).
+         *     - ``tool_choice``: the server honours ``tool_choice`` naming a function (``forced``
+         *       needs it; Ollama calls tools freely but ignores it).
+         *     - ``structured_output``: ``response_format`` ``json_schema`` is honoured;
+         *       ``json_mode``: ``response_format`` ``json_object`` is.
+         *     - ``stream_usage``: a stream ends with usage when ``stream_options.include_usage``
+         *       asks (False: the option is not sent, since some servers reject it, and usage is
+         *       estimated).
+         *     - ``vision``: images in messages; ``reasoning``: streams its thinking.
+         *
+         *     The older key ``tool_calling`` (a bool) is still read: true is ``native``, false is
+         *     ``none``; an explicit ``tools`` wins.
+         */
+        Capabilities: {
+            /**
+             * Json Mode
+             * @default false
+             */
+            json_mode: boolean;
+            /**
+             * Reasoning
+             * @default false
+             */
+            reasoning: boolean;
+            /**
+             * Stream Usage
+             * @default true
+             */
+            stream_usage: boolean;
+            /**
+             * Structured Output
+             * @default false
+             */
+            structured_output: boolean;
+            /**
+             * Tool Choice
+             * @default true
+             */
+            tool_choice: boolean;
+            /**
+             * Tools
+             * @default native
+             * @enum {string}
+             */
+            tools: "native" | "forced" | "none";
+            /**
+             * Vision
+             * @default false
+             */
+            vision: boolean;
+        };
+        /**
+         * CapabilityOverride
+         * @description The capabilities to change; None keeps the model's. Fields: see
+         *     :class:`~nodes.model_registry.Capabilities` (``tool_calling``, the older bool, is
+         *     read as ``tools``).
+         */
+        CapabilityOverride: {
+            /** Json Mode */
+            json_mode?: boolean | null;
+            /** Reasoning */
+            reasoning?: boolean | null;
+            /** Stream Usage */
+            stream_usage?: boolean | null;
+            /** Structured Output */
+            structured_output?: boolean | null;
+            /** Tool Choice */
+            tool_choice?: boolean | null;
+            /** Tools */
+            tools?: ("native" | "forced" | "none") | null;
+            /** Vision */
+            vision?: boolean | null;
+        };
         /**
          * ChatDetail
          * @description ``GET /v1/chats/{id}``: the chat and its last messages, oldest first.
@@ -1665,6 +1765,25 @@ export interface components {
             value?: unknown;
         };
         /**
+         * ModelCapabilities
+         * @description What the tenant's runs use for ``model``; ``override``: the tenant's override (the
+         *     keys it sets, ``{}`` when none); ``registry``: the values before it.
+         */
+        ModelCapabilities: {
+            capabilities: components["schemas"]["Capabilities"];
+            /** Max Context */
+            max_context: number;
+            /** Max Output Tokens */
+            max_output_tokens: number;
+            /** Model */
+            model: string;
+            /** Override */
+            override?: {
+                [key: string]: unknown;
+            };
+            registry: components["schemas"]["ModelLimits"];
+        };
+        /**
          * ModelDefaults
          * @description The tenant's default model of each type, by name: a model of its providers or of
          *     the operator's registry (None: not chosen). The default chat model is what a node
@@ -1677,6 +1796,30 @@ export interface components {
             embedding?: string | null;
             /** Rerank */
             rerank?: string | null;
+        };
+        /**
+         * ModelLimits
+         * @description A model's context window and output cap (tokens), and its capabilities.
+         */
+        ModelLimits: {
+            capabilities: components["schemas"]["Capabilities"];
+            /** Max Context */
+            max_context: number;
+            /** Max Output Tokens */
+            max_output_tokens: number;
+        };
+        /**
+         * ModelOverride
+         * @description A model's limits and capabilities to change; None (or an absent capability) keeps
+         *     the model's value. ``max_context``: the context window the server gives, in tokens;
+         *     ``max_output_tokens``: the output cap. JSON: ``model_dump(exclude_none=True)``.
+         */
+        ModelOverride: {
+            capabilities?: components["schemas"]["CapabilityOverride"];
+            /** Max Context */
+            max_context?: number | null;
+            /** Max Output Tokens */
+            max_output_tokens?: number | null;
         };
         /**
          * NodeError
@@ -4417,6 +4560,185 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    get_capabilities_v1_model_capabilities__name__get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a chat model's name (may hold / and :) */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ModelCapabilities"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    set_capabilities_v1_model_capabilities__name__put: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a chat model's name (may hold / and :) */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ModelOverride"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ModelCapabilities"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    delete_capabilities_v1_model_capabilities__name__delete: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a chat model's name (may hold / and :) */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
                 };
             };
         };
