@@ -30,6 +30,7 @@ def team_responder(body: dict[str, Any]) -> Reply:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)  # three browser scenarios and two servers: minutes on a loaded machine
 def test_model_providers_page_in_a_real_browser(tmp_path, capsys):
     missing = web_prerequisites()
     if missing:
