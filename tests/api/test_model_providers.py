@@ -104,6 +104,17 @@ async def test_presets_fill_the_base_url_and_ids(api):
     assert azure.status_code == 422 and "{resource}" in azure.json()["error"]["message"], azure.text
 
 
+async def test_a_refused_body_does_not_echo_the_key(api):
+    for body in ({"preset": "bogus", "api_key": PROVIDER_KEY}, {"api_key": PROVIDER_KEY, "extra": 1},
+                 {"base_url": "http://10.1.2.3/v1", "api_key": PROVIDER_KEY}, {"api_key": [PROVIDER_KEY]}):
+        refused = await api.client.post(PREFIX, json=body, headers=api.auth())
+        assert refused.status_code == 422 and PROVIDER_KEY not in refused.text, refused.text
+    created = await api.client.post(PREFIX, json={"preset": "ollama"}, headers=api.auth())
+    patched = await api.client.patch(f"{PREFIX}/{created.json()['id']}", json={"api_key": PROVIDER_KEY, "nope": 1},
+                                     headers=api.auth())
+    assert patched.status_code == 422 and PROVIDER_KEY not in patched.text, patched.text
+
+
 async def test_a_private_base_url_is_refused_unless_the_operator_allows_it(api):
     refused = await api.client.post(PREFIX, json={"preset": "openai_compatible", "base_url": "http://10.20.30.40/v1"},
                                     headers=api.auth())
