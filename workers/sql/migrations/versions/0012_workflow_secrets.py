@@ -1,7 +1,7 @@
 """Secret values of workflows' environment variables, encrypted.
 
 Revision ID: 0012
-Revises: 0008
+Revises: 0011
 Create Date: 2026-12-02
 """
 
@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0012"
-down_revision = "0008"
+down_revision = "0011"
 branch_labels = None
 depends_on = None
 
