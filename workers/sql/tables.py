@@ -338,6 +338,9 @@ class WorkflowSecretRow(_Table, table=True):
     workflow_id: str = Field(sa_type=Text, primary_key=True)
     name: str = Field(sa_type=Text, primary_key=True)
     token: str = Field(sa_type=Text)
+    updated_at: float = Field(sa_type=Seconds)
+
+
 class ModelProviderRow(_Table, table=True):
     """A tenant's own OpenAI-compatible endpoint (``preset``: which kind of server, for the
     canvas and the defaults it gave). ``api_key_token``: the key encrypted
