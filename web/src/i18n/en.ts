@@ -240,6 +240,9 @@ export const en = {
   'run.chat.failedBecause': 'This turn failed: {message}',
   'run.chat.cancelled': 'This turn was stopped.',
   'status.validating': 'validating',
+  // usage the model server did not report (estimated tokens in the trace)
+  'run.trace.tokensEstimated': '~{in}/{out} tokens (estimated)',
+  'run.trace.estimatedHint': 'Estimated: the model server did not report these tokens, so Flowloom counted the text (completion capped at max_tokens).',
 } as const;
 
 export type MessageKey = keyof typeof en;

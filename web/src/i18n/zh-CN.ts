@@ -242,4 +242,7 @@ export const zhCN: Record<MessageKey, string> = {
   'run.chat.failedBecause': '本轮失败：{message}',
   'run.chat.cancelled': '本轮已停止。',
   'status.validating': '校验中',
+  // usage the model server did not report (estimated tokens in the trace)
+  'run.trace.tokensEstimated': '~{in}/{out} tokens（估算）',
+  'run.trace.estimatedHint': '估算值：模型服务未报告这些 token，由 Flowloom 按文本计数（输出不超过 max_tokens）。',
 };

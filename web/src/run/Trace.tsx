@@ -6,10 +6,11 @@
  * draft (`onRerun`).
  */
 import { useMemo } from 'react';
-import { useT } from '../i18n';
+import { useLanguage, useT } from '../i18n';
 import { useEditor } from '../store/editor';
 import { statusLabel } from './store';
 import type { NodeRunTrace, RunTrace } from './types';
+import { tokensLabel, tokensShort } from './usage';
 
 type NodeRun = NodeRunTrace;
 
@@ -18,9 +19,15 @@ function Json({ value, testId }: { value: unknown; testId?: string }) {
 }
 
 interface AgentRound {
-  usage?: { tokens_in?: number; tokens_out?: number };
+  usage?: { tokens_in?: number; tokens_out?: number; estimated?: boolean };
   elapsed_ms?: number;
   response?: { text?: string; tool_calls?: { id?: string; name?: string; arguments?: string }[] };
+}
+
+function Tokens({ tokensIn, tokensOut, estimated }: { tokensIn: number; tokensOut: number; estimated: boolean }) {
+  const lang = useLanguage((s) => s.lang);
+  const { text, title } = tokensShort(lang, tokensIn, tokensOut, estimated);
+  return <span title={title} className={estimated ? 'estimated' : undefined}>{text}</span>;
 }
 
 function AgentRounds({ nodeRun }: { nodeRun: NodeRun }) {
@@ -35,7 +42,8 @@ function AgentRounds({ nodeRun }: { nodeRun: NodeRun }) {
       <ol>
         {rounds.map((r, i) => (
           <li key={i} data-testid={`trace-round-${nodeRun.node_id}-${i}`}>
-            <span className="muted">{Math.round(r.elapsed_ms ?? 0)} ms · {r.usage?.tokens_in ?? 0}/{r.usage?.tokens_out ?? 0}</span>
+            <span className="muted">{Math.round(r.elapsed_ms ?? 0)} ms · <Tokens tokensIn={r.usage?.tokens_in ?? 0}
+              tokensOut={r.usage?.tokens_out ?? 0} estimated={!!r.usage?.estimated} /></span>
             {r.response?.text ? <div className="round-text">{r.response.text}</div> : null}
             {(r.response?.tool_calls ?? []).map((c, j) => (
               <div key={c.id ?? j} className="tool-call">🔧 <code>{c.name}</code> <code className="muted">{c.arguments}</code></div>
@@ -55,6 +63,7 @@ function seconds(s: number | null | undefined): string {
 
 export function Trace({ run, onRerun, busy }: { run: RunTrace; onRerun: (nodeId: string) => void; busy: boolean }) {
   const t = useT();
+  const lang = useLanguage((s) => s.lang);
   const select = useEditor((s) => s.select);
   const nodes = useEditor((s) => s.nodes);
   const onCanvas = useMemo(() => new Set(nodes.map((n) => n.id)), [nodes]);
@@ -63,7 +72,8 @@ export function Trace({ run, onRerun, busy }: { run: RunTrace; onRerun: (nodeId:
       <div className="trace-head">
         <strong>{t('run.trace.title')}</strong>{' '}
         <span className={`badge run-${run.status}`} data-testid="trace-status">{statusLabel(run.status)}</span>{' '}
-        <span className="muted">{seconds(run.duration_s)} · {t('run.trace.tokens', { in: run.tokens_in ?? 0, out: run.tokens_out ?? 0 })}
+        <span className="muted">{seconds(run.duration_s)} · <span data-testid="trace-tokens" title={run.usage_estimated ? t('run.trace.estimatedHint') : undefined}>
+          {tokensLabel(lang, run.tokens_in ?? 0, run.tokens_out ?? 0, !!run.usage_estimated)}</span>
           {' · '}{t('run.trace.cost', { cost: (run.cost ?? 0).toFixed(6) })}</span>
       </div>
       <ul className="trace-list">
@@ -75,7 +85,8 @@ export function Trace({ run, onRerun, busy }: { run: RunTrace; onRerun: (nodeId:
                 <strong>{nr.node_id}</strong>{nr.iteration != null ? ` #${nr.iteration}` : ''}{' '}
                 <span className="muted">{nr.kind} · {seconds(nr.duration_s)}
                   {nr.attempts > 1 ? ` · ${t('run.trace.attempts', { count: nr.attempts })}` : ''}
-                  {nr.usage ? ` · ${nr.usage.tokens_in}/${nr.usage.tokens_out} · $${(nr.usage.cost ?? 0).toFixed(6)}` : ''}
+                  {nr.usage ? <> · <Tokens tokensIn={nr.usage.tokens_in} tokensOut={nr.usage.tokens_out}
+                    estimated={!!nr.usage.estimated} /> · ${(nr.usage.cost ?? 0).toFixed(6)}</> : ''}
                   {nr.reused_from ? ` · ${t('run.trace.reused')}` : ''}</span>
               </summary>
               <div className="trace-body">
