@@ -163,6 +163,7 @@ class Executing:
                 answer_interrupts(state, answers)
             if state is not prepared or plan is None:
                 plan = await self._plan_of(state)
+            models = await self.models_of(tenant_id)  # type: ignore[attr-defined]  # RunService's
         except BaseException:
             await runs.release(run_id, owner.id)
             raise
@@ -178,7 +179,7 @@ class Executing:
         text: list[str] = []
         released: list[bool] = []  # the last checkpoint of an ended run gave the lease up
         idle = _IdleWatch(self.settings.run_idle_timeout_s, state, token, plan.catalog)
-        deps = RunDeps(settings=self.settings, models=self.models, memory=self.memory, workflows=self.workflows,
+        deps = RunDeps(settings=self.settings, models=models, memory=self.memory, workflows=self.workflows,
                        knowledge=self.knowledge, on_event=lambda event: self._publish(live, durable, text, idle.seen(event)),
                        checkpoint=self._checkpointer(owner, live, durable, text, idle, released))
         helpers = [asyncio.create_task(self._heartbeat(run_id, owner, token)),

@@ -189,7 +189,7 @@ async def _start(service: RunService, tenant_id: str, request: StartRun, placeme
     for the disk and makes the start durable with it (a streaming caller sees the run's
     first events before that commit, as it sees a pure node's before the checkpoint that
     carries it). A queued or detached start is answered at once (202, a job), so it waits."""
-    plan = service.compile(request.doc)  # a document that does not compile takes no quota slot
+    plan = service.compile(request.doc, await service.models_of(tenant_id))  # a document that does not compile takes no quota slot
     run_id = request.run_id or uuid.uuid4().hex
     queued = placed_on_queue(service, plan, placement)
     await service.prepare(

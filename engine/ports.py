@@ -63,6 +63,7 @@ __all__ = [
     "StaleVersion",
     "StoreError",
     "StoreUnavailable",
+    "TenantModels",
     "TenantNotFound",
     "WorkflowExists",
     "WorkflowNotFound",
@@ -373,6 +374,17 @@ class ModelCatalog(Protocol):
         """The environment variable that must hold an API key for a call to model ``name``
         to be sent, or None when none must (an unknown name, a provider that needs no key,
         or one whose key is optional, such as a local endpoint). Never the key itself."""
+        ...
+
+
+class TenantModels(Protocol):
+    """The models a tenant's runs may name: the operator's registry plus the tenant's own
+    providers and models (``/v1/model-providers``), which win over the operator's of the
+    same name; ``default`` is the tenant's default chat model when it chose one."""
+
+    async def models_for(self, tenant_id: str) -> ModelCatalog:
+        """The tenant's models (the operator's registry when it has none of its own).
+        Raises StoreError when they cannot be read."""
         ...
 
 

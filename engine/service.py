@@ -68,6 +68,7 @@ from .ports import (
     NewRun,
     Published,
     RunStore,
+    TenantModels,
 )
 from .rerun import durable, seed_rerun
 from .runner import new_run_state
@@ -106,11 +107,13 @@ class RunService(Executing, ChatTurns):
                  models: ModelCatalog | None = None, memory: MemoryStore | None = None,
                  workflows: WorkflowSource | None = None, knowledge: Any = None,
                  launcher: Launcher | None = None, queue: Launcher | None = None, feed: EventFeed | None = None,
-                 admission: Admission | None = None) -> None:
+                 admission: Admission | None = None, tenant_models: TenantModels | None = None) -> None:
         self.catalog = catalog
         self.stores = stores
         self.settings = settings
         self.models = models
+        #: each tenant's models over ``models`` (None: every tenant runs with ``models``)
+        self.tenant_models = tenant_models
         self.memory = memory
         self.workflows = workflows
         #: the knowledge search nodes get (``RunDeps.knowledge``; an ``engine.knowledge`` KnowledgeSearch)
@@ -133,9 +136,17 @@ class RunService(Executing, ChatTurns):
 
     # ------------------------------------------------------------------ plans
 
-    def compile(self, doc: Mapping[str, Any]) -> CompiledPlan:
-        """Compile ``doc`` with this service's catalog and models. Raises CompileError."""
-        return compile_workflow(doc, catalog=self.catalog, models=self.models)
+    def compile(self, doc: Mapping[str, Any], models: ModelCatalog | None = None) -> CompiledPlan:
+        """Compile ``doc`` with this service's catalog and ``models`` (a tenant's,
+        :meth:`models_of`; default: this service's). Raises CompileError."""
+        return compile_workflow(doc, catalog=self.catalog, models=models if models is not None else self.models)
+
+    async def models_of(self, tenant_id: str) -> ModelCatalog | None:
+        """The models ``tenant_id``'s runs compile and call with: its own over the
+        operator's when this service has ``tenant_models``, else ``models``."""
+        if self.tenant_models is None:
+            return self.models
+        return await self.tenant_models.models_for(tenant_id)
 
     async def _plan_of(self, state: RunState) -> CompiledPlan:
         key = (state.tenant_id, state.workflow_hash)
@@ -143,7 +154,7 @@ class RunService(Executing, ChatTurns):
         if doc is None:
             doc = await self.stores.runs.get_workflow(state.tenant_id, state.workflow_hash)
             self._keep_doc(key, doc)
-        return self.compile(doc)
+        return self.compile(doc, await self.models_of(state.tenant_id))
 
     def _keep_doc(self, key: tuple[str, str], doc: Mapping[str, Any]) -> None:
         """Remember a stored document by ``(tenant, content hash)``: a hash names one
@@ -185,7 +196,7 @@ class RunService(Executing, ChatTurns):
             InvalidInputs: the inputs do not fit the workflow's declared inputs.
             the admission's refusal; RunExists; StalePublished.
         """
-        plan = plan if plan is not None else self.compile(doc)
+        plan = plan if plan is not None else self.compile(doc, await self.models_of(tenant_id))
         values = dict(inputs)
         if message is not None and "query" not in values and any(v.name == "query" for v in plan.workflow.inputs):
             values["query"] = message
@@ -247,7 +258,7 @@ class RunService(Executing, ChatTurns):
         if old.status in (RunStatus.pending, RunStatus.running):
             raise RunNotResumable(f"run {run_id} is still {old.status.value}: rerun it once it has ended "
                                   f"(or stop it first)")
-        plan = self.compile(doc)
+        plan = self.compile(doc, await self.models_of(tenant_id))
         state = new_run_state(plan, old.inputs, run_id=new_run_id, query=old.sys.get("query") or None,
                               user_id=old.sys.get("user_id") or None, history=old.sys.get("history") or None)
         state.tenant_id, state.workflow_version = tenant_id, workflow_version

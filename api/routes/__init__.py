@@ -13,14 +13,18 @@
 - :mod:`.quotas`: ``/v1/quotas``: the tenant's and its apps' quotas (admin keys).
 - :mod:`.datasets`: ``/v1/datasets``: knowledge bases: datasets, their documents
   (uploads, ingestion progress as SSE) and searches.
+- :mod:`.providers`: ``/v1/model-providers``: the tenant's own model providers (keys
+  write-only), their models and its default models.
+- :mod:`.model_overrides`: ``/v1/model-capabilities/{name}``: a model's limits and
+  capabilities as the tenant's runs see them, and the tenant's overrides (admin keys).
 """
 
 from __future__ import annotations
 
-from . import catalog, datasets, health, keys, mcp, openai_compat, quotas, runs, workflows
+from . import catalog, datasets, health, keys, mcp, model_overrides, openai_compat, providers, quotas, runs, workflows
 
-__all__ = ["catalog", "datasets", "health", "keys", "mcp", "openai_compat", "quotas", "routers", "runs", "workflows"]
+__all__ = ["catalog", "datasets", "health", "keys", "mcp", "model_overrides", "openai_compat", "providers", "quotas", "routers", "runs", "workflows"]
 
 #: Every router, in the order they appear in the OpenAPI document.
 routers = [health.router, runs.router, keys.router, workflows.router, catalog.router, openai_compat.router,
-           quotas.router, mcp.router, datasets.router]
+           quotas.router, mcp.router, datasets.router, providers.router, model_overrides.router]

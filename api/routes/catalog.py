@@ -149,9 +149,11 @@ def node_kinds(catalog: NodeCatalog) -> list[NodeKindOut]:
 
 
 @router.get("", response_model=NodeKindList, summary="Every node kind with its config schema")
-async def list_node_kinds(_caller: Caller, service: Service) -> NodeKindList:
-    """The kinds of the catalog workflows are compiled with (the same for every tenant)."""
-    models = service.models.names() if service.models is not None else []
+async def list_node_kinds(caller: Caller, service: Service) -> NodeKindList:
+    """The kinds of the catalog workflows are compiled with (the same for every tenant),
+    and the chat models the caller's tenant may name (its own providers' and the operator's)."""
+    found = await service.models_of(caller.tenant_id)
+    models = found.names() if found is not None else []
     return NodeKindList(kinds=node_kinds(service.catalog), models=sorted(models),
                         system_variables={name: str(t) for name, t in SYS_VARIABLES.items()},
                         node_fields_schema=node_fields_schema(), node_field_labels=node_field_labels(),

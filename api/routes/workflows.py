@@ -128,10 +128,13 @@ def _document_id(doc: dict[str, Any]) -> str:
     return value
 
 
-def _problems(service: Any, doc: dict[str, Any], nodes: list[Any] | None = None) -> list[dict[str, Any]]:
-    """The compiler's problems of ``doc`` and what this deployment lacks for it."""
-    problems = [*check_workflow(doc, catalog=service.catalog, models=service.models),
-                *deployment_problems(doc, catalog=service.catalog, settings=service.settings, models=service.models,
+def _problems(service: Any, doc: dict[str, Any], nodes: list[Any] | None = None,
+              models: Any = None) -> list[dict[str, Any]]:
+    """The compiler's problems of ``doc`` and what this deployment lacks for it, with
+    ``models`` (the caller's tenant's, ``RunService.models_of``; default: the service's)."""
+    models = models if models is not None else service.models
+    problems = [*check_workflow(doc, catalog=service.catalog, models=models),
+                *deployment_problems(doc, catalog=service.catalog, settings=service.settings, models=models,
                                      nodes=nodes)]
     return [p.to_dict() for p in problems]
 
@@ -140,11 +143,11 @@ def _valid(problems: list[dict[str, Any]]) -> bool:
     return not any(p["severity"] == "error" for p in problems)
 
 
-def _validate(service: Any, doc: dict[str, Any]) -> WorkflowProblems:
+def _validate(service: Any, doc: dict[str, Any], models: Any = None) -> WorkflowProblems:
     """The validate answer for ``doc``: its problems, declared inputs, node shapes and the
     ``sys`` variables it reads (its nodes validated once for all of them)."""
     nodes = valid_nodes(doc, service.catalog)
-    problems = _problems(service, doc, nodes)
+    problems = _problems(service, doc, nodes, models)
     shapes = node_shapes(doc, catalog=service.catalog, nodes=nodes)
     return WorkflowProblems(valid=_valid(problems), problems=problems, inputs=WorkflowInputOut.of_document(doc),
                             nodes={nid: NodeShapeOut(handles=s.handles, outputs=s.outputs) for nid, s in shapes.items()},
@@ -173,9 +176,9 @@ async def list_workflows(caller: Caller, repo: Repo) -> WorkflowList:
 
 
 @router.post("/validate", response_model=WorkflowProblems, summary="Validate an unsaved document")
-async def validate_document(doc: dict[str, Any], _caller: Caller, service: Service) -> WorkflowProblems:
+async def validate_document(doc: dict[str, Any], caller: Caller, service: Service) -> WorkflowProblems:
     """Every compile problem of the document (errors and warnings)."""
-    return _validate(service, doc)
+    return _validate(service, doc, await service.models_of(caller.tenant_id))
 
 
 @router.put("/validate", include_in_schema=False)
@@ -225,7 +228,7 @@ async def validate_workflow(workflow_id: str, caller: Caller, repo: Repo, servic
     """Every compile problem of the draft, as ``flowloom validate --json`` prints them."""
     _readable(caller, workflow_id)
     draft = (await repo.get(caller.tenant_id, workflow_id)).draft
-    return _validate(service, draft)
+    return _validate(service, draft, await service.models_of(caller.tenant_id))
 
 
 # -------------------------------------------------------------------- versions
@@ -239,7 +242,7 @@ def _version_out(version: Any, published: int | None) -> WorkflowVersionOut:
 async def _publish(repo: WorkflowRepo, service: Any, caller: Principal, workflow_id: str, doc: dict[str, Any],
                    note: str) -> WorkflowVersionOut:
     """Compile ``doc`` (422 with every problem when it has errors), then publish it."""
-    problems = _problems(service, doc)
+    problems = _problems(service, doc, models=await service.models_of(caller.tenant_id))
     if not _valid(problems):
         errors = sum(1 for p in problems if p["severity"] == "error")
         raise ApiError(422, "invalid_workflow", f"the workflow has {errors} problem(s)", problems=problems)
@@ -349,7 +352,7 @@ async def import_file(request: Request, caller: Caller, repo: Repo, service: Ser
         _writable(caller)
     params, data, filename = await _import_request(request)
     try:
-        result = import_workflow(data, catalog=service.catalog, models=service.models,
+        result = import_workflow(data, catalog=service.catalog, models=await service.models_of(caller.tenant_id),
                                  allow_partial=params.allow_partial, model_map=params.model_map,
                                  workflow_id=params.workflow_id or _default_id(data, filename), hints=API_MODEL_HINTS,
                                  dataset_map=params.dataset_map)

@@ -1,6 +1,7 @@
 /**
  * The application shell: the API key gate, the header (language switch, key), and
- * either the workflow list or the editor of one workflow (`#/w/<id>` in the address).
+ * either the workflow list, the editor of one workflow (`#/w/<id>` in the address) or
+ * the "Model providers" page (`#/providers`).
  */
 import { useCallback, useEffect, useState } from 'react';
 import { getApiKey, setApiKey } from './api/client';
@@ -8,7 +9,8 @@ import { Editor } from './canvas/Editor';
 import { languages, setLanguage, useLanguage, useT, type Language } from './i18n';
 import { KeyPrompt } from './panels/KeyPrompt';
 import { WorkflowList } from './panels/WorkflowList';
-import { useRoute } from './route';
+import { ProvidersPage } from './providers/ProvidersPage';
+import { PROVIDERS_HASH, useProvidersRoute, useRoute } from './route';
 import { useCatalog } from './store/catalog';
 
 export function App() {
@@ -16,6 +18,7 @@ export function App() {
   const [key, setKey] = useState(getApiKey());
   const lang = useLanguage((s) => s.lang);
   const route = useRoute();
+  const providersPage = useProvidersRoute();
   const catalogStatus = useCatalog((s) => s.status);
   const catalogError = useCatalog((s) => s.error);
   const loadCatalog = useCatalog((s) => s.load);
@@ -47,6 +50,8 @@ export function App() {
     <div className="app">
       <header className="app-header">
         <a className="brand" href="#/" data-testid="home-link">{t('app.title')}</a>
+        <a href={PROVIDERS_HASH} data-testid="nav-providers" aria-current={providersPage ? 'page' : undefined}>
+          {t('nav.providers')}</a>
         <span className="spacer" />
         <label className="lang">
           {t('app.language')}{' '}
@@ -61,7 +66,8 @@ export function App() {
       <main className="app-main">
         {catalogStatus === 'error' && <div className="banner error" role="alert">{t('common.error', { message: catalogError ?? '' })}</div>}
         {catalogStatus !== 'ready' ? (catalogStatus !== 'error' && <div className="center muted">{t('common.loading')}</div>)
-          : route ? <Editor key={route} workflowId={route} /> : <WorkflowList />}
+          : route ? <Editor key={route} workflowId={route} />
+            : providersPage ? <ProvidersPage /> : <WorkflowList />}
       </main>
     </div>
   );

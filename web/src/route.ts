@@ -17,3 +17,12 @@ export function useRoute(): string | null {
 export function navigate(workflowId: string | null): void {
   window.location.hash = workflowId ? `/w/${encodeURIComponent(workflowId)}` : '/';
 }
+
+/** True on the "Model providers" page (`#/providers`). */
+export function useProvidersRoute(): boolean {
+  const hash = useSyncExternalStore(subscribeHash, () => window.location.hash);
+  return hash === PROVIDERS_HASH;
+}
+
+/** The address of the "Model providers" page. */
+export const PROVIDERS_HASH = '#/providers';

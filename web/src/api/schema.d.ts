@@ -351,6 +351,209 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/model-capabilities/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A model's limits and capabilities as the tenant's runs see them */
+        get: operations["get_capabilities_v1_model_capabilities__name__get"];
+        /** Set the tenant's override of a model's limits and capabilities */
+        put: operations["set_capabilities_v1_model_capabilities__name__put"];
+        post?: never;
+        /** Drop the tenant's override of a model */
+        delete: operations["delete_capabilities_v1_model_capabilities__name__delete"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/model-providers": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the tenant's model providers
+         * @description By id, each with its models, and the tenant's default models.
+         */
+        get: operations["list_providers_v1_model_providers_get"];
+        put?: never;
+        /**
+         * Add a model provider
+         * @description A new OpenAI-compatible endpoint of the tenant; ``base_url`` defaults to the preset's.
+         */
+        post: operations["create_provider_v1_model_providers_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/model-providers/defaults": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The tenant's default models
+         * @description The default chat, embedding and rerank models (None: not chosen).
+         */
+        get: operations["get_defaults_v1_model_providers_defaults_get"];
+        /**
+         * Choose the tenant's default models
+         * @description Each field: a model of that type (the tenant's or the operator's), or null to
+         *     clear it. The default chat model is what ``model: default`` calls in the tenant's runs.
+         */
+        put: operations["set_defaults_v1_model_providers_defaults_put"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/model-providers/presets": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The kinds of OpenAI-compatible server
+         * @description Each preset's usual base URL and whether it needs a key.
+         */
+        get: operations["list_presets_v1_model_providers_presets_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/model-providers/{provider_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get a model provider
+         * @description The provider and its models (never its key).
+         */
+        get: operations["get_provider_v1_model_providers__provider_id__get"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete a model provider
+         * @description The provider, its models and the defaults naming them.
+         */
+        delete: operations["delete_provider_v1_model_providers__provider_id__delete"];
+        options?: never;
+        head?: never;
+        /**
+         * Change a model provider
+         * @description Its name, base URL or key (``api_key: ""`` removes the key).
+         */
+        patch: operations["update_provider_v1_model_providers__provider_id__patch"];
+        trace?: never;
+    };
+    "/v1/model-providers/{provider_id}/models": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Add a model
+         * @description A model of the provider under ``name`` (unique in the tenant; ``default`` is reserved).
+         */
+        post: operations["add_model_v1_model_providers__provider_id__models_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/model-providers/{provider_id}/models/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Delete a model
+         * @description The model and a default naming it.
+         */
+        delete: operations["delete_model_v1_model_providers__provider_id__models__name__delete"];
+        options?: never;
+        head?: never;
+        /**
+         * Change a model
+         * @description Its upstream id, limits, capabilities (merged over the stored ones) or pricing.
+         */
+        patch: operations["update_model_v1_model_providers__provider_id__models__name__patch"];
+        trace?: never;
+    };
+    "/v1/model-providers/{provider_id}/models/{name}/probe": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Probe what a chat model really does
+         * @description Ask the endpoint for a free and a forced tool call, JSON mode, a JSON schema,
+         *     usage in streams and its context length (a few short requests), then store what
+         *     works as the model's capabilities (a check that could not tell keeps the stored
+         *     value) and the context the server told. 422 for an embedding or rerank model.
+         */
+        post: operations["probe_v1_model_providers__provider_id__models__name__probe_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/model-providers/{provider_id}/upstream-models": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The models the endpoint lists
+         * @description ``GET {base_url}/models`` with the provider's key; ``added`` marks those the tenant has.
+         */
+        get: operations["upstream_models_v1_model_providers__provider_id__upstream_models_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/models": {
         parameters: {
             query?: never;
@@ -381,7 +584,8 @@ export interface paths {
         };
         /**
          * Every node kind with its config schema
-         * @description The kinds of the catalog workflows are compiled with (the same for every tenant).
+         * @description The kinds of the catalog workflows are compiled with (the same for every tenant),
+         *     and the chat models the caller's tenant may name (its own providers' and the operator's).
          */
         get: operations["list_node_kinds_v1_node_kinds_get"];
         put?: never;
@@ -804,6 +1008,87 @@ export interface paths {
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        /**
+         * Capabilities
+         * @description What the model does, as the endpoint really serves it; ``call_llm`` refuses requests
+         *     that need more, and nodes pick their protocol from it.
+         *
+         *     - ``tools``: :data:`ToolSupport`. Nodes that let the model choose (agent, tool call)
+         *       use native tools only when free calls work (``native``), else the JSON protocol in
+         *       the prompt; nodes that force one call (classify, extract) use native tools when
+         *       forced calls work (:attr:`forced_tool_calls`).
+         *     - ``tool_choice``: the server honours ``tool_choice`` naming a function (``forced``
+         *       needs it; Ollama calls tools freely but ignores it).
+         *     - ``structured_output``: ``response_format`` ``json_schema`` is honoured;
+         *       ``json_mode``: ``response_format`` ``json_object`` is.
+         *     - ``stream_usage``: a stream ends with usage when ``stream_options.include_usage``
+         *       asks (False: the option is not sent, since some servers reject it, and usage is
+         *       estimated).
+         *     - ``vision``: images in messages; ``reasoning``: streams its thinking.
+         *
+         *     The older key ``tool_calling`` (a bool) is still read: true is ``native``, false is
+         *     ``none``; an explicit ``tools`` wins.
+         */
+        Capabilities: {
+            /**
+             * Json Mode
+             * @default false
+             */
+            json_mode: boolean;
+            /**
+             * Reasoning
+             * @default false
+             */
+            reasoning: boolean;
+            /**
+             * Stream Usage
+             * @default true
+             */
+            stream_usage: boolean;
+            /**
+             * Structured Output
+             * @default false
+             */
+            structured_output: boolean;
+            /**
+             * Tool Choice
+             * @default true
+             */
+            tool_choice: boolean;
+            /**
+             * Tools
+             * @default native
+             * @enum {string}
+             */
+            tools: "native" | "forced" | "none";
+            /**
+             * Vision
+             * @default false
+             */
+            vision: boolean;
+        };
+        /**
+         * CapabilityOverride
+         * @description The capabilities to change; None keeps the model's. Fields: see
+         *     :class:`~nodes.model_registry.Capabilities` (``tool_calling``, the older bool, is
+         *     read as ``tools``).
+         */
+        CapabilityOverride: {
+            /** Json Mode */
+            json_mode?: boolean | null;
+            /** Reasoning */
+            reasoning?: boolean | null;
+            /** Stream Usage */
+            stream_usage?: boolean | null;
+            /** Structured Output */
+            structured_output?: boolean | null;
+            /** Tool Choice */
+            tool_choice?: boolean | null;
+            /** Tools */
+            tools?: ("native" | "forced" | "none") | null;
+            /** Vision */
+            vision?: boolean | null;
+        };
         /**
          * ChatDetail
          * @description ``GET /v1/chats/{id}``: the chat and its last messages, oldest first.
@@ -1480,6 +1765,63 @@ export interface components {
             value?: unknown;
         };
         /**
+         * ModelCapabilities
+         * @description What the tenant's runs use for ``model``; ``override``: the tenant's override (the
+         *     keys it sets, ``{}`` when none); ``registry``: the values before it.
+         */
+        ModelCapabilities: {
+            capabilities: components["schemas"]["Capabilities"];
+            /** Max Context */
+            max_context: number;
+            /** Max Output Tokens */
+            max_output_tokens: number;
+            /** Model */
+            model: string;
+            /** Override */
+            override?: {
+                [key: string]: unknown;
+            };
+            registry: components["schemas"]["ModelLimits"];
+        };
+        /**
+         * ModelDefaults
+         * @description The tenant's default model of each type, by name: a model of its providers or of
+         *     the operator's registry (None: not chosen). The default chat model is what a node
+         *     whose ``model`` is ``default`` calls in the tenant's runs.
+         */
+        ModelDefaults: {
+            /** Chat */
+            chat?: string | null;
+            /** Embedding */
+            embedding?: string | null;
+            /** Rerank */
+            rerank?: string | null;
+        };
+        /**
+         * ModelLimits
+         * @description A model's context window and output cap (tokens), and its capabilities.
+         */
+        ModelLimits: {
+            capabilities: components["schemas"]["Capabilities"];
+            /** Max Context */
+            max_context: number;
+            /** Max Output Tokens */
+            max_output_tokens: number;
+        };
+        /**
+         * ModelOverride
+         * @description A model's limits and capabilities to change; None (or an absent capability) keeps
+         *     the model's value. ``max_context``: the context window the server gives, in tokens;
+         *     ``max_output_tokens``: the output cap. JSON: ``model_dump(exclude_none=True)``.
+         */
+        ModelOverride: {
+            capabilities?: components["schemas"]["CapabilityOverride"];
+            /** Max Context */
+            max_context?: number | null;
+            /** Max Output Tokens */
+            max_output_tokens?: number | null;
+        };
+        /**
          * NodeError
          * @description An error attached to a node run or a failed run: ``type`` is the exception class name.
          */
@@ -1721,6 +2063,239 @@ export interface components {
              * @default 128
              */
             child_tokens: number;
+        };
+        /**
+         * PresetInfo
+         * @description A kind of OpenAI-compatible server: its usual base URL (``{resource}`` in Azure's
+         *     is the builder's own resource name) and whether it needs a key.
+         */
+        PresetInfo: {
+            /** Base Url */
+            base_url: string;
+            /**
+             * Id
+             * @enum {string}
+             */
+            id: "openai" | "azure_openai" | "deepseek" | "dashscope" | "ollama" | "vllm" | "lmstudio" | "llamacpp" | "openai_compatible";
+            /**
+             * Key
+             * @enum {string}
+             */
+            key: "required" | "optional" | "none";
+            /** Label */
+            label: string;
+            /**
+             * Note
+             * @default
+             */
+            note: string;
+        };
+        /**
+         * PresetList
+         * @description ``GET /v1/model-providers/presets``.
+         */
+        PresetList: {
+            /** Presets */
+            presets: components["schemas"]["PresetInfo"][];
+        };
+        /**
+         * ProbeOutcome
+         * @description ``POST .../models/{name}/probe``: the model as stored after the probe (its
+         *     capabilities, and its context where the server told it) and the probe's report:
+         *     each check's ``ok`` (true, false, or null when it could not tell) and ``detail``.
+         */
+        ProbeOutcome: {
+            model: components["schemas"]["ProviderModelOut"];
+            /** Report */
+            report: {
+                [key: string]: unknown;
+            };
+        };
+        /**
+         * ProviderCreate
+         * @description A new provider. ``id`` defaults to the preset's id (then ``-2``, ``-3``... when taken);
+         *     ``base_url`` to the preset's. ``api_key``: write-only, never returned.
+         */
+        ProviderCreate: {
+            /**
+             * Api Key
+             * @description write-only: stored encrypted, never returned
+             */
+            api_key?: string | null;
+            /**
+             * Base Url
+             * @default
+             */
+            base_url: string;
+            /** Id */
+            id?: string | null;
+            /**
+             * Name
+             * @default
+             */
+            name: string;
+            /**
+             * Preset
+             * @default openai_compatible
+             * @enum {string}
+             */
+            preset: "openai" | "azure_openai" | "deepseek" | "dashscope" | "ollama" | "vllm" | "lmstudio" | "llamacpp" | "openai_compatible";
+        };
+        /**
+         * ProviderList
+         * @description ``GET /v1/model-providers``: the tenant's providers (by id) and its defaults.
+         */
+        ProviderList: {
+            defaults: components["schemas"]["ModelDefaults"];
+            /** Providers */
+            providers: components["schemas"]["ProviderOut"][];
+        };
+        /**
+         * ProviderModelIn
+         * @description A model of a provider, added by hand or from its list. ``name`` is what workflows
+         *     write (unique in the tenant); ``model`` the upstream id (default: the name).
+         *     ``max_output_tokens`` applies to chat models (default 4096, kept below the context).
+         */
+        ProviderModelIn: {
+            /**
+             * Capabilities
+             * @description the registry's capability fields
+             */
+            capabilities?: {
+                [key: string]: unknown;
+            };
+            /** Dimension */
+            dimension?: number | null;
+            /**
+             * Max Context
+             * @default 8192
+             */
+            max_context: number;
+            /** Max Output Tokens */
+            max_output_tokens?: number | null;
+            /**
+             * Model
+             * @default
+             */
+            model: string;
+            /** Name */
+            name: string;
+            /**
+             * Pricing
+             * @description per 1,000 tokens: input_per_1k, output_per_1k (and tiers)
+             */
+            pricing?: {
+                [key: string]: unknown;
+            };
+            /**
+             * Type
+             * @default chat
+             * @enum {string}
+             */
+            type: "chat" | "embedding" | "rerank";
+        };
+        /**
+         * ProviderModelOut
+         * @description A model of a tenant's provider as stored (the registry's fields).
+         *     ``shadows_registry``: the operator's registry has a model of this name too; this one
+         *     is what the tenant's runs use.
+         */
+        ProviderModelOut: {
+            /** Capabilities */
+            capabilities: {
+                [key: string]: unknown;
+            };
+            /** Dimension */
+            dimension?: number | null;
+            /** Max Context */
+            max_context: number;
+            /** Max Output Tokens */
+            max_output_tokens: number;
+            /** Model */
+            model: string;
+            /** Name */
+            name: string;
+            /** Pricing */
+            pricing: {
+                [key: string]: unknown;
+            };
+            /** Provider Id */
+            provider_id: string;
+            /**
+             * Shadows Registry
+             * @default false
+             */
+            shadows_registry: boolean;
+            /**
+             * Type
+             * @enum {string}
+             */
+            type: "chat" | "embedding" | "rerank";
+        };
+        /**
+         * ProviderModelUpdate
+         * @description Changes to a model (its capabilities, limits and pricing); absent fields stay.
+         *     ``capabilities`` is merged field by field over the stored ones.
+         */
+        ProviderModelUpdate: {
+            /** Capabilities */
+            capabilities?: {
+                [key: string]: unknown;
+            } | null;
+            /** Dimension */
+            dimension?: number | null;
+            /** Max Context */
+            max_context?: number | null;
+            /** Max Output Tokens */
+            max_output_tokens?: number | null;
+            /** Model */
+            model?: string | null;
+            /** Pricing */
+            pricing?: {
+                [key: string]: unknown;
+            } | null;
+        };
+        /**
+         * ProviderOut
+         * @description A provider (never its key: ``api_key_set`` and a masked form only).
+         */
+        ProviderOut: {
+            /** Api Key Masked */
+            api_key_masked?: string | null;
+            /** Api Key Set */
+            api_key_set: boolean;
+            /** Base Url */
+            base_url: string;
+            /** Created At */
+            created_at: number;
+            /** Id */
+            id: string;
+            /** Models */
+            models?: components["schemas"]["ProviderModelOut"][];
+            /** Name */
+            name: string;
+            /**
+             * Preset
+             * @enum {string}
+             */
+            preset: "openai" | "azure_openai" | "deepseek" | "dashscope" | "ollama" | "vllm" | "lmstudio" | "llamacpp" | "openai_compatible";
+            /** Updated At */
+            updated_at: number;
+        };
+        /**
+         * ProviderUpdate
+         * @description Changes to a provider; absent fields stay. ``api_key``: a new key, or ``""`` to remove it.
+         */
+        ProviderUpdate: {
+            /**
+             * Api Key
+             * @description write-only; an empty string removes the key
+             */
+            api_key?: string | null;
+            /** Base Url */
+            base_url?: string | null;
+            /** Name */
+            name?: string | null;
         };
         /**
          * QuotaEffective
@@ -2186,6 +2761,30 @@ export interface components {
          * @enum {string}
          */
         SearchMode: "semantic" | "full_text" | "hybrid";
+        /**
+         * UpstreamModel
+         * @description A model the endpoint lists (``GET {base_url}/models``); ``added``: the tenant has a
+         *     model with this upstream id on this provider.
+         */
+        UpstreamModel: {
+            /**
+             * Added
+             * @default false
+             */
+            added: boolean;
+            /** Id */
+            id: string;
+            /** Owned By */
+            owned_by?: string | null;
+        };
+        /**
+         * UpstreamModels
+         * @description ``GET /v1/model-providers/{id}/upstream-models``.
+         */
+        UpstreamModels: {
+            /** Models */
+            models: components["schemas"]["UpstreamModel"][];
+        };
         /**
          * Usage
          * @description Model usage and cost of a node run: of its own model calls (LLM nodes) and, for a
@@ -3967,6 +4566,1094 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    get_capabilities_v1_model_capabilities__name__get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a chat model's name (may hold / and :) */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ModelCapabilities"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    set_capabilities_v1_model_capabilities__name__put: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a chat model's name (may hold / and :) */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ModelOverride"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ModelCapabilities"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    delete_capabilities_v1_model_capabilities__name__delete: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a chat model's name (may hold / and :) */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_providers_v1_model_providers_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ProviderList"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    create_provider_v1_model_providers_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ProviderCreate"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ProviderOut"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_defaults_v1_model_providers_defaults_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ModelDefaults"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    set_defaults_v1_model_providers_defaults_put: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ModelDefaults"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ModelDefaults"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_presets_v1_model_providers_presets_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PresetList"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_provider_v1_model_providers__provider_id__get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the provider's id */
+                provider_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ProviderOut"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    delete_provider_v1_model_providers__provider_id__delete: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the provider's id */
+                provider_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    update_provider_v1_model_providers__provider_id__patch: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the provider's id */
+                provider_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ProviderUpdate"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ProviderOut"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    add_model_v1_model_providers__provider_id__models_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the provider's id */
+                provider_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ProviderModelIn"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ProviderModelOut"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    delete_model_v1_model_providers__provider_id__models__name__delete: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the provider's id */
+                provider_id: string;
+                /** @description the model's name (may hold / and :) */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    update_model_v1_model_providers__provider_id__models__name__patch: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the provider's id */
+                provider_id: string;
+                /** @description the model's name (may hold / and :) */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ProviderModelUpdate"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ProviderModelOut"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    probe_v1_model_providers__provider_id__models__name__probe_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the provider's id */
+                provider_id: string;
+                /** @description the model's name (may hold / and :) */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ProbeOutcome"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the endpoint could not be probed */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    upstream_models_v1_model_providers__provider_id__upstream_models_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the provider's id */
+                provider_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UpstreamModels"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the endpoint could not be listed */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
                 };
             };
         };
