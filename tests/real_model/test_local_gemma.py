@@ -76,6 +76,20 @@ FLOWS = [
 ]
 
 
+def test_the_probe_reports_what_llama_cpp_python_does(local_stack: LocalStack):
+    """What the probe found, for the README: llama-cpp-python answers a call forced by
+    ``tool_choice`` with a grammar-constrained call, ignores tools under ``auto`` with a
+    chat format like Gemma's, and sends no usage in streams."""
+    report = local_stack.probe
+    if report is None:
+        pytest.skip("this checkout has no `flowloom models probe`")
+    local_stack.results.append({"flow": "probe", "report": report})
+    assert report["forced_tool_call"]["ok"] is True, report
+    assert report["free_tool_call"]["ok"] is not True, report
+    assert report["stream_usage"]["ok"] is False, report
+    assert report["tools"] == "forced" and report["written_to"], report
+
+
 def _publish(stack: LocalStack, doc: dict[str, Any]) -> None:
     with stack.http() as http:
         if http.get(f"/v1/workflows/{doc['id']}").status_code == 404:
