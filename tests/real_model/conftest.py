@@ -13,7 +13,10 @@ saying which package is missing. Nothing leaves 127.0.0.1.
 
 Environment: ``FLOWLOOM_TEST_REAL_MODEL_CHAT_FORMAT`` (llama-cpp-python's
 ``--chat_format``; default: the GGUF's own chat template, ``gemma`` when it has none),
-``FLOWLOOM_TEST_REAL_MODEL_REPORT`` (a file to write the per-flow results to as JSON).
+``FLOWLOOM_TEST_REAL_MODEL_REPORT`` (a file to write the per-flow results to as JSON),
+``FLOWLOOM_TEST_REAL_MODEL_NO_REPACK=1`` (start the server without ggml's extra weight
+buffers: :mod:`tests.real_model.llama_server`, for a native build on a CPU whose AMX
+kernels crash).
 """
 
 from __future__ import annotations
@@ -123,11 +126,13 @@ def local_stack(gguf: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     fmt = chat_format(gguf)
     port = _free_port()
     llama_log = base / "llama-server.log"
+    server = ("tests.real_model.llama_server" if os.environ.get("FLOWLOOM_TEST_REAL_MODEL_NO_REPACK") == "1"
+              else "llama_cpp.server")
     llama = subprocess.Popen(
-        [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias", ALIAS,
+        [sys.executable, "-m", server, "--model", str(gguf), "--model_alias", ALIAS,
          "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(N_CTX), "--interrupt_requests", "False",
          *(["--chat_format", fmt] if fmt else [])],
-        stdout=llama_log.open("wb"), stderr=subprocess.STDOUT, cwd=base)
+        stdout=llama_log.open("wb"), stderr=subprocess.STDOUT, cwd=ROOT)
     servers = [llama]
     try:
         llama_url = f"http://127.0.0.1:{port}/v1"
