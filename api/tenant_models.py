@@ -15,10 +15,11 @@ from __future__ import annotations
 import time
 from collections import OrderedDict
 
-from nodes.http_request import AddressPolicy
-from nodes.model_registry import ModelRegistry
-from nodes.tenant_registry import snapshot_digest, tenant_registry
-from workers.sql.providers import SqlProviderStore
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the address guard loads httpx: only when a tenant's registry is built
+    from nodes.model_registry import ModelRegistry
+    from workers.sql.providers import SqlProviderStore
 
 __all__ = ["CACHE_TTL_S", "TenantModelSource"]
 
@@ -34,9 +35,18 @@ class TenantModelSource:
     def __init__(self, providers: SqlProviderStore, base: ModelRegistry, settings: object) -> None:
         """``base``: the operator's registry; ``settings``: an :class:`~engine.settings.Settings`
         (its ``http_allow`` is the address guard of tenant endpoints)."""
-        self.providers, self.base = providers, base
-        self.guard = AddressPolicy.from_settings(settings)  # type: ignore[arg-type]
+        self.providers, self.base, self.settings = providers, base, settings
+        self._guard: Any = None
         self._cache: OrderedDict[str, tuple[float, str, ModelRegistry]] = OrderedDict()
+
+    @property
+    def guard(self) -> Any:
+        """The :class:`~nodes.http_request.AddressPolicy` tenant endpoints are reached under."""
+        if self._guard is None:
+            from nodes.http_request import AddressPolicy
+
+            self._guard = AddressPolicy.from_settings(self.settings)  # type: ignore[arg-type]
+        return self._guard
 
     async def models_for(self, tenant_id: str) -> ModelRegistry:
         """The tenant's registry (the operator's when it has no provider and no default).
@@ -46,10 +56,14 @@ class TenantModelSource:
         if cached is not None and cached[0] > now:
             self._cache.move_to_end(tenant_id)
             return cached[2]
+        from nodes.tenant_registry import snapshot_digest, tenant_registry
+
         snapshot = await self.providers.snapshot(tenant_id)
         digest = snapshot_digest(snapshot.providers, snapshot.keys, snapshot.defaults)
         if cached is not None and cached[1] == digest:
             registry = cached[2]
+        elif not snapshot.providers and not snapshot.defaults.get("chat"):
+            registry = self.base  # nothing of its own (and no address guard to load)
         else:
             registry = tenant_registry(self.base, snapshot.providers, snapshot.keys, snapshot.defaults,
                                        guard=self.guard)

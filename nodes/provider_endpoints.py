@@ -50,7 +50,11 @@ async def check_base_url(url: str, guard: AddressPolicy) -> str | None:
     The host is resolved (2 s at most); a name that does not resolve here is accepted,
     since the endpoint may be reachable only later - the guard checks every connection anyway.
     """
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:  # a port out of range or not a number, a malformed IPv6 host
+        return "base_url is not a valid URL, e.g. http://127.0.0.1:11434/v1"
     if parts.scheme not in ("http", "https") or not parts.hostname:
         return "base_url must be an http:// or https:// URL with a host, e.g. http://127.0.0.1:11434/v1"
     if "{" in url or "}" in url:
@@ -60,8 +64,8 @@ async def check_base_url(url: str, guard: AddressPolicy) -> str | None:
     host = parts.hostname
     try:
         infos = await asyncio.wait_for(asyncio.get_running_loop().getaddrinfo(
-            host, parts.port or (443 if parts.scheme == "https" else 80), type=socket.SOCK_STREAM), 2.0)
-    except (OSError, asyncio.TimeoutError):
+            host, port or (443 if parts.scheme == "https" else 80), type=socket.SOCK_STREAM), 2.0)
+    except (OSError, asyncio.TimeoutError, UnicodeError, ValueError):
         return None
     try:
         guard.check(host, list(dict.fromkeys(str(i[4][0]) for i in infos)))

@@ -41,7 +41,6 @@ import hashlib
 import logging
 from typing import Any, Mapping
 
-import httpx
 from pydantic import ValidationError
 
 from .model_registry import ModelRegistry, ModelSpec, ProviderSpec
@@ -109,6 +108,8 @@ class TenantRegistry(ModelRegistry):
     def _http_client(self, provider: ProviderSpec) -> Any:
         if provider.name not in self._tenant:
             return super()._http_client(provider)
+        import httpx
+
         from .http_request import GuardedBackend, _GuardedTransport
 
         return httpx.AsyncClient(transport=_GuardedTransport(GuardedBackend(self._guard)))

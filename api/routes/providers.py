@@ -18,6 +18,7 @@ changes need a key of the whole tenant (403). Another tenant's provider or model
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Response
@@ -31,12 +32,14 @@ from schemas.providers import (PRESETS, ModelDefaults, PresetList, ProbeOutcome,
                                ProviderModelOut, ProviderModelUpdate, ProviderOut, ProviderUpdate, UpstreamModel,
                                UpstreamModels)
 from workers.secret_box import SecretUnreadable
-from workers.sql.providers import KEEP, ModelRecord, ProviderConflict, ProviderNotFound, ProviderRecord
+from workers.sql.providers import (KEEP, ModelRecord, ProviderConflict, ProviderNotFound, ProviderRecord,
+                                   SqlProviderStore)
 
 from ..auth import Caller, Principal
 from ..deployment import deployment
 from ..errors import ApiError
 from ..runtime import Deployment
+from ..tenant_models import TenantModelSource
 
 __all__ = ["router"]
 
@@ -48,17 +51,26 @@ ModelName = Annotated[str, Path(min_length=1, max_length=200, description="the m
 _PRESETS = {p.id: p for p in PRESETS}
 
 
-def _parts(found: Deployment) -> Deployment:
+@dataclass(frozen=True, slots=True)
+class Parts:
+    """What these routes use of the deployment: the providers' store and the tenants' registries."""
+
+    store: SqlProviderStore
+    models: TenantModelSource
+
+    @property
+    def base(self) -> ModelRegistry:
+        """The operator's registry."""
+        return self.models.base
+
+
+async def _parts(found: Annotated[Deployment, Depends(deployment)]) -> Parts:
     if found.providers is None or found.tenant_models is None:  # pragma: no cover - every API deployment has them
         raise ApiError(503, "unavailable", "model providers need the SQL store")
-    return found
+    return Parts(found.providers, found.tenant_models)
 
 
-async def _deployment(found: Annotated[Deployment, Depends(deployment)]) -> Deployment:
-    return _parts(found)
-
-
-Found = Annotated[Deployment, Depends(_deployment)]
+Found = Annotated[Parts, Depends(_parts)]
 
 
 def _writer(caller: Principal) -> None:
@@ -95,12 +107,8 @@ def _out(record: ProviderRecord, base: ModelRegistry) -> ProviderOut:
                        updated_at=record.updated_at)
 
 
-def _base(found: Deployment) -> ModelRegistry:
-    return found.tenant_models.base  # type: ignore[union-attr]
-
-
-async def _checked_url(found: Deployment, url: str) -> str:
-    problem = await check_base_url(url, found.tenant_models.guard)  # type: ignore[union-attr]
+async def _checked_url(found: Parts, url: str) -> str:
+    problem = await check_base_url(url, found.models.guard)
     if problem is not None:
         raise ApiError(422, "invalid_request", f"base_url: {problem}",
                        problems=[{"loc": ["body", "base_url"], "message": problem, "code": "invalid_base_url"}])
@@ -119,7 +127,8 @@ def _validated(name: str, provider_id: str, spec: dict[str, Any]) -> dict[str, A
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first.get("loc", ())) or "model"
-        raise _spec_problem(where, str(first.get("msg", "invalid value")).removeprefix("Value error, ")) from None
+        message = str(first.get("msg", "invalid value")).removeprefix("Value error, ")
+        raise _spec_problem(where, message.removeprefix(f"{where}: ")) from None
     return spec
 
 
@@ -135,7 +144,7 @@ async def list_presets(caller: Caller) -> PresetList:
 @router.get("/defaults", response_model=ModelDefaults, summary="The tenant's default models")
 async def get_defaults(caller: Caller, found: Found) -> ModelDefaults:
     """The default chat, embedding and rerank models (None: not chosen)."""
-    return ModelDefaults(**await found.providers.defaults(caller.tenant_id))  # type: ignore[union-attr]
+    return ModelDefaults(**await found.store.defaults(caller.tenant_id))
 
 
 @router.put("/defaults", response_model=ModelDefaults, summary="Choose the tenant's default models")
@@ -143,7 +152,7 @@ async def set_defaults(body: ModelDefaults, caller: Caller, found: Found) -> Mod
     """Each field: a model of that type (the tenant's or the operator's), or null to
     clear it. The default chat model is what ``model: default`` calls in the tenant's runs."""
     _writer(caller)
-    models = await found.tenant_models.models_for(caller.tenant_id)  # type: ignore[union-attr]
+    models = await found.models.models_for(caller.tenant_id)
     chosen = body.model_dump()
     for kind, name in chosen.items():
         if name is None:
@@ -154,8 +163,8 @@ async def set_defaults(body: ModelDefaults, caller: Caller, found: Found) -> Mod
             models.get(name, kind)  # type: ignore[attr-defined]
         except UnknownModel as exc:
             raise _spec_problem(kind, str(exc)) from None
-    saved = await found.providers.set_defaults(caller.tenant_id, chosen)  # type: ignore[union-attr]
-    found.tenant_models.forget(caller.tenant_id)  # type: ignore[union-attr]
+    saved = await found.store.set_defaults(caller.tenant_id, chosen)
+    found.models.forget(caller.tenant_id)
     return ModelDefaults(**saved)
 
 
@@ -165,9 +174,9 @@ async def set_defaults(body: ModelDefaults, caller: Caller, found: Found) -> Mod
 @router.get("", response_model=ProviderList, summary="List the tenant's model providers")
 async def list_providers(caller: Caller, found: Found) -> ProviderList:
     """By id, each with its models, and the tenant's default models."""
-    records = await found.providers.list_providers(caller.tenant_id)  # type: ignore[union-attr]
-    defaults = await found.providers.defaults(caller.tenant_id)  # type: ignore[union-attr]
-    return ProviderList(providers=[_out(r, _base(found)) for r in records], defaults=ModelDefaults(**defaults))
+    records = await found.store.list_providers(caller.tenant_id)
+    defaults = await found.store.defaults(caller.tenant_id)
+    return ProviderList(providers=[_out(r, found.base) for r in records], defaults=ModelDefaults(**defaults))
 
 
 @router.post("", status_code=201, response_model=ProviderOut, summary="Add a model provider")
@@ -176,8 +185,7 @@ async def create_provider(body: ProviderCreate, caller: Caller, found: Found) ->
     _writer(caller)
     preset = _PRESETS[body.preset]
     url = await _checked_url(found, body.base_url or preset.base_url)
-    store = found.providers
-    assert store is not None
+    store = found.store
     provider_id = body.id or await store.free_id(caller.tenant_id, preset.id.replace("_", "-"))
     key = body.api_key.get_secret_value().strip() if body.api_key is not None else None
     try:
@@ -185,15 +193,15 @@ async def create_provider(body: ProviderCreate, caller: Caller, found: Found) ->
                                              preset=body.preset, base_url=url, api_key=key or None)
     except ProviderConflict as exc:
         raise ApiError(409, "conflict", str(exc)) from None
-    found.tenant_models.forget(caller.tenant_id)  # type: ignore[union-attr]
-    return _out(record, _base(found))
+    found.models.forget(caller.tenant_id)
+    return _out(record, found.base)
 
 
 @router.get("/{provider_id}", response_model=ProviderOut, summary="Get a model provider")
 async def get_provider(provider_id: ProviderId, caller: Caller, found: Found) -> ProviderOut:
     """The provider and its models (never its key)."""
     try:
-        return _out(await found.providers.get_provider(caller.tenant_id, provider_id), _base(found))  # type: ignore[union-attr]
+        return _out(await found.store.get_provider(caller.tenant_id, provider_id), found.base)
     except ProviderNotFound as exc:
         raise _not_found(exc) from None
 
@@ -205,12 +213,12 @@ async def update_provider(provider_id: ProviderId, body: ProviderUpdate, caller:
     url = await _checked_url(found, body.base_url) if body.base_url is not None else None
     key: Any = KEEP if body.api_key is None else (body.api_key.get_secret_value().strip() or None)
     try:
-        record = await found.providers.update_provider(  # type: ignore[union-attr]
+        record = await found.store.update_provider(
             caller.tenant_id, provider_id, name=body.name, base_url=url, api_key=key)
     except ProviderNotFound as exc:
         raise _not_found(exc) from None
-    found.tenant_models.forget(caller.tenant_id)  # type: ignore[union-attr]
-    return _out(record, _base(found))
+    found.models.forget(caller.tenant_id)
+    return _out(record, found.base)
 
 
 @router.delete("/{provider_id}", status_code=204, response_class=Response, summary="Delete a model provider")
@@ -218,10 +226,10 @@ async def delete_provider(provider_id: ProviderId, caller: Caller, found: Found)
     """The provider, its models and the defaults naming them."""
     _writer(caller)
     try:
-        await found.providers.delete_provider(caller.tenant_id, provider_id)  # type: ignore[union-attr]
+        await found.store.delete_provider(caller.tenant_id, provider_id)
     except ProviderNotFound as exc:
         raise _not_found(exc) from None
-    found.tenant_models.forget(caller.tenant_id)  # type: ignore[union-attr]
+    found.models.forget(caller.tenant_id)
     return Response(status_code=204)
 
 
@@ -230,8 +238,7 @@ async def delete_provider(provider_id: ProviderId, caller: Caller, found: Found)
             summary="The models the endpoint lists")
 async def upstream_models(provider_id: ProviderId, caller: Caller, found: Found) -> UpstreamModels:
     """``GET {base_url}/models`` with the provider's key; ``added`` marks those the tenant has."""
-    store = found.providers
-    assert store is not None
+    store = found.store
     try:
         record = await store.get_provider(caller.tenant_id, provider_id)
         key = await store.provider_key(caller.tenant_id, provider_id)
@@ -240,7 +247,7 @@ async def upstream_models(provider_id: ProviderId, caller: Caller, found: Found)
     except SecretUnreadable as exc:
         raise ApiError(409, "conflict", str(exc)) from None
     try:
-        listed = await list_endpoint_models(record.base_url, key, found.tenant_models.guard)  # type: ignore[union-attr]
+        listed = await list_endpoint_models(record.base_url, key, found.models.guard)
     except EndpointError as exc:
         raise ApiError(502, "bad_gateway", str(exc)) from None
     have = {str(m.spec.get("model") or m.name) for m in record.models}
@@ -270,13 +277,13 @@ async def add_model(provider_id: ProviderId, body: ProviderModelIn, caller: Call
         raise _spec_problem("name", f"{body.name!r} is reserved: it names the tenant's default chat model")
     spec = _validated(body.name, provider_id, _new_spec(body))
     try:
-        record = await found.providers.add_model(caller.tenant_id, provider_id, body.name, spec)  # type: ignore[union-attr]
+        record = await found.store.add_model(caller.tenant_id, provider_id, body.name, spec)
     except ProviderNotFound as exc:
         raise _not_found(exc) from None
     except ProviderConflict as exc:
         raise ApiError(409, "conflict", str(exc)) from None
-    found.tenant_models.forget(caller.tenant_id)  # type: ignore[union-attr]
-    return _model_out(record, _base(found))
+    found.models.forget(caller.tenant_id)
+    return _model_out(record, found.base)
 
 
 @router.post("/{provider_id}/models/{name:path}/probe", response_model=ProbeOutcome,
@@ -290,8 +297,7 @@ async def probe(provider_id: ProviderId, name: ModelName, caller: Caller, found:
     from nodes.model_probe import ProbeFailed, ProbeTarget, probe_model
 
     _writer(caller)
-    store = found.providers
-    assert store is not None
+    store = found.store
     try:
         provider = await store.get_provider(caller.tenant_id, provider_id)
         current = await store.get_model(caller.tenant_id, provider_id, name)
@@ -310,7 +316,7 @@ async def probe(provider_id: ProviderId, name: ModelName, caller: Caller, found:
                                     "model; only chat models are probed")
     target = ProbeTarget(base_url=provider.base_url, model=spec.model, api_key=key, name=name)
     try:
-        report = await probe_model(target, transport=guarded_transport(found.tenant_models.guard))  # type: ignore[union-attr]
+        report = await probe_model(target, transport=guarded_transport(found.models.guard))
     except ProbeFailed as exc:
         raise ApiError(502, "bad_gateway", redact(str(exc), key)) from None
     stored = dict(current.spec)
@@ -320,8 +326,8 @@ async def probe(provider_id: ProviderId, name: ModelName, caller: Caller, found:
         if spec.max_output_tokens >= report.context_length:
             stored["max_output_tokens"] = max(1, report.context_length // 2)
     record = await store.replace_model(caller.tenant_id, provider_id, name, _validated(name, provider_id, stored))
-    found.tenant_models.forget(caller.tenant_id)  # type: ignore[union-attr]
-    return ProbeOutcome(model=_model_out(record, _base(found)),
+    found.models.forget(caller.tenant_id)
+    return ProbeOutcome(model=_model_out(record, found.base),
                         report=_redacted(report.model_dump(mode="json"), key))
 
 
@@ -341,8 +347,7 @@ async def update_model(provider_id: ProviderId, name: ModelName, body: ProviderM
                        found: Found) -> ProviderModelOut:
     """Its upstream id, limits, capabilities (merged over the stored ones) or pricing."""
     _writer(caller)
-    store = found.providers
-    assert store is not None
+    store = found.store
     try:
         current = await store.get_model(caller.tenant_id, provider_id, name)
     except ProviderNotFound as exc:
@@ -350,11 +355,14 @@ async def update_model(provider_id: ProviderId, name: ModelName, body: ProviderM
     spec = dict(current.spec)
     changes = body.model_dump(exclude_unset=True)
     if "capabilities" in changes:
-        spec["capabilities"] = {**dict(spec.get("capabilities") or {}), **(changes.pop("capabilities") or {})}
+        given = changes.pop("capabilities") or {}
+        if given.get("tools") == "forced" and "tool_choice" not in given:
+            given = {**given, "tool_choice": True}  # a call is forced through tool_choice: asking for one turns it on
+        spec["capabilities"] = {**dict(spec.get("capabilities") or {}), **given}
     spec.update({k: v for k, v in changes.items() if v is not None or k == "dimension"})
     record = await store.replace_model(caller.tenant_id, provider_id, name, _validated(name, provider_id, spec))
-    found.tenant_models.forget(caller.tenant_id)  # type: ignore[union-attr]
-    return _model_out(record, _base(found))
+    found.models.forget(caller.tenant_id)
+    return _model_out(record, found.base)
 
 
 @router.delete("/{provider_id}/models/{name:path}", status_code=204, response_class=Response,
@@ -363,8 +371,8 @@ async def delete_model(provider_id: ProviderId, name: ModelName, caller: Caller,
     """The model and a default naming it."""
     _writer(caller)
     try:
-        await found.providers.delete_model(caller.tenant_id, provider_id, name)  # type: ignore[union-attr]
+        await found.store.delete_model(caller.tenant_id, provider_id, name)
     except ProviderNotFound as exc:
         raise _not_found(exc) from None
-    found.tenant_models.forget(caller.tenant_id)  # type: ignore[union-attr]
+    found.models.forget(caller.tenant_id)
     return Response(status_code=204)

@@ -261,6 +261,16 @@ async def test_probe_stores_what_the_endpoint_really_does(api, openai_server):
                if r.path.endswith("/chat/completions"))
     stored = (await rec.call("GET", f"{PREFIX}/my-vllm")).json()["models"]
     assert next(m for m in stored if m["name"] == "small")["capabilities"]["tools"] == "forced"
+    # forced calls go through tool_choice: asking for them turns it on, whatever the probe found
+    none = await rec.call("PATCH", f"{PREFIX}/my-vllm/models/small",
+                          json={"capabilities": {"tools": "none", "tool_choice": False}})
+    assert none.json()["capabilities"]["tool_choice"] is False, none.text
+    refused = await rec.call("PATCH", f"{PREFIX}/my-vllm/models/small",
+                             json={"capabilities": {"tools": "forced", "tool_choice": False}})
+    assert refused.status_code == 422 and "tool_choice" in refused.json()["error"]["message"], refused.text
+    assert "capabilities: capabilities" not in refused.json()["error"]["message"]
+    forced = await rec.call("PATCH", f"{PREFIX}/my-vllm/models/small", json={"capabilities": {"tools": "forced"}})
+    assert forced.status_code == 200 and forced.json()["capabilities"]["tool_choice"] is True, forced.text
     embedding = await rec.call("POST", f"{PREFIX}/my-vllm/models/vectors/probe")
     assert embedding.status_code == 422, embedding.text
     other = await rec.call("POST", f"{PREFIX}/my-vllm/models/small/probe", api.other_key)

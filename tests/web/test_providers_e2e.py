@@ -1,7 +1,8 @@
 """The "Model providers" page in a real browser (``web/e2e/providers.test.mjs``): a
 builder adds a provider pointing at the scripted model server with a key, lists and adds
 its model, prices it, makes it the default chat model and chats with a flow whose model
-is ``default``; then replaces and removes the key. Here: the endpoint got the key it
+is ``default``; then replaces and removes the key; then overrides an operator model's
+limits and capabilities for the workspace and resets them. Here: the endpoint got the key it
 was given, and the key is in no line of the server's log (the browser side checks the
 page, the API answers and the export)."""
 
@@ -17,7 +18,7 @@ from tests.web.canvas_env import canvas_server, run_browser_files, web_prerequis
 PROVIDER_KEY = "sk-team-e2e-4c8d1f0a9b7e6d5c"
 NEW_KEY = "sk-team-e2e-rotated-1a2b3c4d5e6f"
 UPSTREAM = "team-upstream-id"
-SCENARIOS = 2
+SCENARIOS = 3
 
 
 def team_responder(body: dict[str, Any]) -> Reply:
@@ -29,6 +30,7 @@ def team_responder(body: dict[str, Any]) -> Reply:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)  # three browser scenarios and two servers: minutes on a loaded machine
 def test_model_providers_page_in_a_real_browser(tmp_path, capsys):
     missing = web_prerequisites()
     if missing:

@@ -4,10 +4,11 @@
  * also plays the tenant's own endpoint: E2E_PROVIDER_URL (its base URL, listing the model
  * E2E_PROVIDER_MODEL at /models) and E2E_PROVIDER_KEY (the key the builder types).
  *
- * The first scenario adds the provider, lists and adds its model, edits its price, makes
- * it the default chat model and chats with a flow whose model is `default`; the second
- * replaces and removes the key. Neither ever finds the key in the page, an API answer or
- * an export.
+ * The first scenario adds the provider, lists and adds its model, probes it, edits its
+ * capabilities and price, makes it the default chat model and chats with a flow whose
+ * model is `default`; the second replaces and removes the key (neither finds the key in
+ * the page, an API answer or an export); the third overrides an operator model's limits
+ * and capabilities for this workspace, then resets them.
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
@@ -86,6 +87,13 @@ scenario('add a provider, add its listed model, make it the default and chat wit
   await row.waitFor();
   assert.match(await byTestId(page, `model-${PROVIDER}-${MODEL}-caps`).innerText(), /tools: native/);
 
+  // the probe: this endpoint answers tool requests in prose, so its model calls no tools
+  await byTestId(page, `model-${PROVIDER}-${MODEL}-probe`).click();
+  await byTestId(page, 'probe-report').waitFor();
+  assert.match(await byTestId(page, 'probe-report').innerText(), /✗ free_tool_call/);
+  await page.waitForFunction((id) => /tools: none/.test(document.querySelector(`[data-testid="${id}"]`)?.textContent ?? ''),
+    `model-${PROVIDER}-${MODEL}-caps`);
+
   // its price, through the model editor
   await byTestId(page, `model-${PROVIDER}-${MODEL}-edit`).click();
   await byTestId(page, `edit-${PROVIDER}-${MODEL}-price-in`).fill('0.5');
@@ -143,4 +151,27 @@ scenario('replace and remove the key: only its masked form is ever shown', async
   await page.waitForFunction((id) => document.querySelector(`[data-testid="${id}"]`)?.textContent === 'No key',
     `provider-${PROVIDER}-key`);
   assert.equal((await apiCall('GET', `/v1/model-providers/${PROVIDER}`)).api_key_set, false);
+});
+
+scenario("override an operator model's limits and capabilities for this workspace, then reset", async (page) => {
+  await openProviders(page);
+  const row = 'operator-gpt-4o-mini';
+  await byTestId(page, row).waitFor();
+  assert.match(await byTestId(page, `${row}-caps`).innerText(), /tools: native/);
+  await byTestId(page, `${row}-edit`).click();
+  await byTestId(page, `${row}-context`).fill('4096');
+  await byTestId(page, `${row}-output`).fill('1024');
+  await byTestId(page, `${row}-tools`).selectOption('none');
+  await byTestId(page, `${row}-save`).click();
+  await byTestId(page, `${row}-overridden`).waitFor();
+  assert.match(await byTestId(page, `${row}-caps`).innerText(), /tools: none/);
+  const seen = await apiCall('GET', '/v1/model-capabilities/gpt-4o-mini');
+  assert.equal(seen.max_context, 4096);
+  assert.equal(seen.capabilities.tools, 'none');
+  assert.equal(seen.registry.capabilities.tools, 'native', "the operator's values stay as they were");
+  await shot(page, 'providers-operator-override');
+  await byTestId(page, `${row}-reset`).click();
+  await byTestId(page, `${row}-overridden`).waitFor({ state: 'detached' });
+  assert.match(await byTestId(page, `${row}-caps`).innerText(), /tools: native/);
+  assert.deepEqual((await apiCall('GET', '/v1/model-capabilities/gpt-4o-mini')).override, {});
 });

@@ -3,7 +3,8 @@ models and the tenant's default models.
 
 Every statement filters by ``tenant_id``: another tenant's provider or model is not
 found, exactly like one that does not exist. A key is kept only as the token of the
-deployment's :class:`~workers.secret_box.SecretBox` and a masked form for display;
+deployment's :class:`~workers.secret_box.SecretBox` (sealed with its tenant and provider:
+a token copied to another row does not decrypt there) and a masked form for display;
 its plaintext leaves this module only through :meth:`SqlProviderStore.snapshot`, the
 input of a tenant's model registry, never through a record a route returns.
 
@@ -19,6 +20,7 @@ CASCADE``) and the defaults that named them.
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
@@ -146,7 +148,7 @@ class SqlProviderStore:
         Raises ProviderConflict: the id is taken in the tenant."""
         now = time.time()
         row = {"tenant_id": tenant_id, "provider_id": provider_id, "name": name or provider_id, "preset": preset,
-               "base_url": base_url, **self._key_columns(api_key), "settings": None,
+               "base_url": base_url, **self._key_columns(tenant_id, provider_id, api_key), "settings": None,
                "created_at": now, "updated_at": now}
         async with self.store._tx() as conn:
             await conn.execute(self._insert(tenants_t).on_conflict_do_nothing(index_elements=[tenants_t.c.tenant_id]),
@@ -167,10 +169,26 @@ class SqlProviderStore:
             candidate = f"{wanted}-{n}"
         return candidate
 
-    def _key_columns(self, api_key: str | None) -> dict[str, Any]:
+    def _key_columns(self, tenant_id: str, provider_id: str, api_key: str | None) -> dict[str, Any]:
+        """The stored form of a key: sealed with the tenant and provider it belongs to, so
+        a token moved to another row (another tenant's provider) does not decrypt there."""
         if not api_key:
             return {"api_key_token": None, "api_key_mask": None}
-        return {"api_key_token": self.box.encrypt(api_key), "api_key_mask": mask(api_key)}
+        sealed = json.dumps([tenant_id, provider_id, api_key])
+        return {"api_key_token": self.box.encrypt(sealed), "api_key_mask": mask(api_key)}
+
+    def _open(self, tenant_id: str, provider_id: str, token: str) -> str:
+        """The key in ``token``. Raises SecretUnreadable: another key, an altered token, or a
+        token sealed for another tenant or provider."""
+        try:
+            owner_tenant, owner_provider, key = json.loads(self.box.decrypt(token))
+        except (ValueError, TypeError):
+            raise SecretUnreadable(f"the key of model provider {provider_id!r} is not in the stored form; "
+                                   "set it again") from None
+        if (owner_tenant, owner_provider) != (tenant_id, provider_id):
+            raise SecretUnreadable(f"the stored key of model provider {provider_id!r} belongs to another "
+                                   "provider; set it again")
+        return str(key)
 
     async def update_provider(self, tenant_id: str, provider_id: str, *, name: str | None = None,
                               base_url: str | None = None, api_key: Any = KEEP) -> ProviderRecord:
@@ -182,7 +200,7 @@ class SqlProviderStore:
         if base_url is not None:
             values["base_url"] = base_url
         if api_key is not KEEP:
-            values.update(self._key_columns(api_key))
+            values.update(self._key_columns(tenant_id, provider_id, api_key))
         async with self.store._tx() as conn:
             done = await conn.execute(sa.update(providers_t).where(self._mine(tenant_id, provider_id)).values(**values))
         if done.rowcount != 1:
@@ -211,7 +229,7 @@ class SqlProviderStore:
                 self._mine(tenant_id, provider_id)))).first()
         if token is None:
             raise ProviderNotFound(f"no model provider {provider_id!r}")
-        return self.box.decrypt(token[0]) if token[0] is not None else None
+        return self._open(tenant_id, provider_id, token[0]) if token[0] is not None else None
 
     # ------------------------------------------------------------------- models
 
@@ -308,7 +326,7 @@ class SqlProviderStore:
         for row in rows:
             if row["api_key_token"] is not None:
                 try:
-                    keys[row["provider_id"]] = self.box.decrypt(row["api_key_token"])
+                    keys[row["provider_id"]] = self._open(tenant_id, row["provider_id"], row["api_key_token"])
                 except SecretUnreadable:
                     continue
         providers = [_provider(row, by_provider.get(row["provider_id"], [])) for row in rows]

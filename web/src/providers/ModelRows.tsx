@@ -140,7 +140,11 @@ export function ModelEditor({ providerId, model, change, onDone }: { providerId:
       </div>
       {type === 'chat' && (
         <div className="row">
-          <label>{t('providers.tools')} <select value={tools} data-testid={`${prefix}-tools`} onChange={(e) => setTools(e.target.value)}>
+          <label>{t('providers.tools')} <select value={tools} data-testid={`${prefix}-tools`} onChange={(e) => {
+            setTools(e.target.value);
+            // a forced call goes through tool_choice, so asking for one turns it on
+            if (e.target.value === 'forced') setFlags({ ...flags, tool_choice: true });
+          }}>
             {TOOLS.map((k) => <option key={k} value={k}>{t(`providers.tools.${k}`)}</option>)}
           </select></label>
           {FLAGS.map((f) => (

@@ -3,13 +3,15 @@
  * Dify's page of the same name. Add one from a preset, set or replace its key (a
  * write-only field: the page only ever shows the server's masked form), list the models
  * the endpoint serves and add them, add one by hand, edit a model's limits, capabilities
- * and prices, probe what it really does, and choose the tenant's default models.
+ * and prices, probe what it really does, and choose the tenant's default models; below,
+ * the operator's chat models with this tenant's overrides of their limits and capabilities.
  */
 import { useCallback, useEffect, useState, type FormEvent } from 'react';
 import { api } from '../api/client';
 import { useT } from '../i18n';
 import { useCatalog } from '../store/catalog';
 import { ModelEditor, ModelRow } from './ModelRows';
+import { OperatorModels } from './OperatorModels';
 import { guessType, providersApi, type ModelDefaults, type ModelType, type Preset, type Provider,
   type UpstreamModel } from './api';
 import './providers.css';
@@ -68,6 +70,7 @@ export function ProvidersPage() {
       {providers === null && !error && <p className="muted">{t('common.loading')}</p>}
       {providers?.length === 0 && <p className="muted" data-testid="providers-empty">{t('providers.empty')}</p>}
       {providers?.map((p) => <ProviderCard key={p.id} provider={p} presets={presets} change={change} />)}
+      {providers !== null && <OperatorModels own={providers.flatMap((p) => (p.models ?? []).map((m) => m.name))} />}
     </div>
   );
 }

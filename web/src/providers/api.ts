@@ -14,11 +14,15 @@ export type ModelDefaults = S['ModelDefaults'];
 export type UpstreamModel = S['UpstreamModel'];
 export type ProbeOutcome = S['ProbeOutcome'];
 export type ModelType = ProviderModel['type'];
+export type ModelCapabilities = S['ModelCapabilities'];
+export type ModelOverride = S['ModelOverride'];
 
 const base = '/v1/model-providers';
 const one = (id: string) => `${base}/${encodeURIComponent(id)}`;
 // model names may hold "/" (org/model): each segment is encoded, the slashes kept
 const model = (id: string, name: string) => `${one(id)}/models/${name.split('/').map(encodeURIComponent).join('/')}`;
+
+const capabilities = (name: string) => `/v1/model-capabilities/${name.split('/').map(encodeURIComponent).join('/')}`;
 
 export const providersApi = {
   presets: () => request<S['PresetList']>('GET', `${base}/presets`),
@@ -33,6 +37,10 @@ export const providersApi = {
   removeModel: (id: string, name: string) => request<void>('DELETE', model(id, name)),
   probe: (id: string, name: string) => request<ProbeOutcome>('POST', `${model(id, name)}/probe`),
   setDefaults: (body: ModelDefaults) => request<ModelDefaults>('PUT', `${base}/defaults`, { body }),
+  /** An operator model's limits and capabilities as this tenant's runs see them, and its override. */
+  capabilities: (name: string) => request<ModelCapabilities>('GET', capabilities(name)),
+  setOverride: (name: string, body: ModelOverride) => request<ModelCapabilities>('PUT', capabilities(name), { body }),
+  dropOverride: (name: string) => request<void>('DELETE', capabilities(name)),
 };
 
 /** The type a listed model id most likely has (the builder can change it before adding). */
