@@ -1,7 +1,9 @@
 """A tiny local JSON API for the examples and the CLI tests (standard library only).
 
-Usage: ``python examples/stub_server.py [PORT]`` (0 or nothing: a free port). Listens on
-127.0.0.1 only and prints ``ready http://127.0.0.1:PORT`` once it accepts requests.
+Usage: ``python examples/stub_server.py [--port PORT]`` (the default, 0, takes a free port;
+a bare ``PORT`` works too). Listens on 127.0.0.1 only and prints
+``ready http://127.0.0.1:PORT`` once it accepts requests; a port already in use ends it
+with exit code 2 and a message saying so.
 
 Endpoints (GET):
 
@@ -26,6 +28,8 @@ Endpoints (POST, JSON body):
 
 from __future__ import annotations
 
+import argparse
+import errno
 import json
 import signal
 import sys
@@ -165,10 +169,30 @@ class Handler(BaseHTTPRequestHandler):
         sys.stderr.write("stub: " + (format % args) + "\n")
 
 
+def parse_port(argv: list[str]) -> int:
+    """The port of ``argv`` (``--port N`` or a bare ``N``; default 0: a free port).
+    Exits 2 with argparse's message for anything else."""
+    parser = argparse.ArgumentParser(prog="stub_server.py", description="The examples' local JSON API.")
+    parser.add_argument("--port", type=int, default=None, help="port on 127.0.0.1 (default 0: a free one)")
+    parser.add_argument("bare_port", nargs="?", type=int, default=None, metavar="PORT", help="same as --port")
+    args = parser.parse_args(argv[1:])
+    port = args.port if args.port is not None else args.bare_port if args.bare_port is not None else 0
+    if not 0 <= port <= 65535:
+        parser.error(f"port {port} is out of range (0-65535)")
+    return port
+
+
 def main(argv: list[str]) -> None:
     """Serve on 127.0.0.1:PORT until SIGINT/SIGTERM."""
-    port = int(argv[1]) if len(argv) > 1 else 0
-    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    port = parse_port(argv)
+    try:
+        server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    except OSError as exc:
+        if exc.errno != errno.EADDRINUSE:
+            raise
+        sys.stderr.write(f"stub_server.py: port {port} on 127.0.0.1 is in use; pick another with --port "
+                         "(or --port 0 for a free one)\n")
+        sys.exit(2)
     server.daemon_threads = True
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     print(f"ready http://127.0.0.1:{server.server_address[1]}", flush=True)

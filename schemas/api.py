@@ -210,6 +210,9 @@ class RunOut(BaseModel):
     tokens_in: int = 0
     tokens_out: int = 0
     cost: float = 0.0
+    usage_estimated: bool = Field(default=False, description="true when some token count of the run was "
+                                  "estimated because the model server did not report it (tokens_in / tokens_out "
+                                  "are then partly estimates; each node run's usage.estimated says which)")
     error: dict[str, Any] | None = None
     pending_interrupts: list[dict[str, Any]] = Field(default_factory=list)
     kind: str = Field(default="workflow", description="`workflow`, or `single_node`: one node run on its own "
@@ -273,15 +276,15 @@ class RunDetail(RunOut):
     rerun_from: str | None = None
     citations: list[QuotePiece] = Field(default_factory=list, description="the sources the answer cites "
                                         "(chat nodes' citations outputs, in run order)")
-    usage_estimated: bool = Field(default=False, description="true when some token count of the run was "
-                                  "estimated because the model server did not report it (tokens_in / tokens_out "
-                                  "are then partly estimates; each node run's usage.estimated says which)")
 
     @classmethod
     def build(cls, summary: RunSummary, state: RunState, node_runs: list[NodeRun]) -> "RunDetail":
         """From the summary, the checkpointed state and every node run."""
-        estimated = any(run.usage is not None and run.usage.estimated for run in node_runs)
-        return cls(**RunOut.of(summary).model_dump(), usage_estimated=estimated, inputs=state.inputs,
+        listed = RunOut.of(summary).model_dump()
+        # the node runs tell it while the run still runs (the stored flag is written at its end)
+        listed["usage_estimated"] = listed["usage_estimated"] or any(
+            run.usage is not None and run.usage.estimated for run in node_runs)
+        return cls(**listed, inputs=state.inputs,
                    outputs=state.outputs,
                    answer=state.answer, node_runs=[NodeRunOut.of(run) for run in node_runs],
                    rerun_of=state.sys.get("rerun_of"), rerun_from=state.sys.get("rerun_from"),

@@ -72,6 +72,8 @@ class RunSummary(BaseModel):
     tokens_in: int = 0
     tokens_out: int = 0
     cost: float = 0.0
+    usage_estimated: bool = Field(default=False, description="some token count was estimated (the model "
+                                  "server did not report it); known once the run no longer runs")
     error: dict[str, Any] | None = None
     owner: OwnerInfo | None = None
     pending_interrupts: list[dict[str, Any]] = Field(default_factory=list)

@@ -19,8 +19,10 @@ pytest_plugins = [
 ]
 
 # Subprocesses started at collection time inherit this too.
-for _name in [n for n in os.environ if n.startswith("FLOWLOOM_")
-              and n not in ("FLOWLOOM_TEST_POSTGRES_URL", "FLOWLOOM_IMPORT_CORPUS", "FLOWLOOM_TEST_SEED")]:
+# The suite's own switches stay (the real-model tier's: tests/real_model/conftest.py).
+_KEPT = ("FLOWLOOM_TEST_POSTGRES_URL", "FLOWLOOM_IMPORT_CORPUS", "FLOWLOOM_TEST_SEED", "FLOWLOOM_TEST_REAL_MODEL",
+         "FLOWLOOM_TEST_REAL_MODEL_CHAT_FORMAT", "FLOWLOOM_TEST_REAL_MODEL_NO_REPACK", "FLOWLOOM_TEST_REAL_MODEL_REPORT")
+for _name in [n for n in os.environ if n.startswith("FLOWLOOM_") and n not in _KEPT]:
     del os.environ[_name]
 
 
@@ -50,13 +52,33 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
         option.numprocesses = processes
 
 
+#: the marker of the real-model tier (tests/real_model): off unless asked for
+REAL_MODEL = "real_model"
+#: set to 1 to run the real-model tier with the rest (else only ``-m real_model`` runs it)
+REAL_MODEL_ENV = "FLOWLOOM_TEST_REAL_MODEL"
+
+
+def real_model_wanted(config: pytest.Config) -> bool:
+    """Whether this session runs the real-model tier: its marker is named in ``-m`` (as in
+    ``-m real_model``; ``-m "not real_model"`` names it too and then deselects it itself)
+    or ``FLOWLOOM_TEST_REAL_MODEL=1``. It builds and runs a local model for minutes, so
+    neither ``pytest`` nor ``pytest -m "not slow"`` runs it."""
+    return REAL_MODEL in (config.option.markexpr or "") or os.environ.get(REAL_MODEL_ENV) == "1"
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark slow every test that uses a browser, starts a process, a Redis or PostgreSQL
     server, or is a benchmark (:mod:`tests.support.tiers`): ``pytest -m "not slow"`` is
-    the fast tier, whoever wrote the test."""
+    the fast tier, whoever wrote the test. The real-model tier is deselected unless
+    asked for (:func:`real_model_wanted`)."""
     from tests.support.tiers import mark_slow_tests
 
     mark_slow_tests(items)
+    if not real_model_wanted(config):
+        off = [item for item in items if item.get_closest_marker(REAL_MODEL) is not None]
+        if off:
+            config.hook.pytest_deselected(items=off)
+            items[:] = [item for item in items if item.get_closest_marker(REAL_MODEL) is None]
 
 
 @pytest.fixture(autouse=True)

@@ -67,11 +67,13 @@ def runs(
             out().print("no runs")
             return EXIT_OK
         rows = [(s.run_id, s.workflow_id, s.status.value, _when(s.started_at), _seconds(s.duration_s),
-                 _seconds(s.waited_s) if s.waited_s else "-", str(s.tokens_in + s.tokens_out),
+                 _seconds(s.waited_s) if s.waited_s else "-", _tokens(s),
                  f"{s.cost:.4f}" if s.cost else "-", _questions(s) if s.pending_interrupts else "")
                 for s in found]
         print_columns(("RUN", "WORKFLOW", "STATUS", "STARTED", "DURATION", "WAITED", "TOKENS", "COST", "WAITING FOR"),
                       rows)
+        if any(s.usage_estimated for s in found):
+            out().print("~ tokens estimated: the model server did not report them (flowloom show RUN says which)")
         return EXIT_OK
 
     raise typer.Exit(execute(body))
@@ -111,7 +113,7 @@ def show(
             known = sorted({r.node_id for r in every})
             abort("cannot show:", [f"run {run_id} has no node run of node {node!r} (nodes that ran: "
                                    f"{', '.join(known) or 'none'})"])
-        estimated = any(r.usage is not None and r.usage.estimated for r in every)
+        estimated = summary.usage_estimated or any(r.usage is not None and r.usage.estimated for r in every)
         if as_json:
             write_json({"run": {**summary.model_dump(mode="json"), "duration_s": summary.duration_s,
                                 "usage_estimated": estimated},
@@ -124,6 +126,13 @@ def show(
         return EXIT_OK
 
     raise typer.Exit(execute(body))
+
+
+def _tokens(summary: Any) -> str:
+    """A run's tokens for the list's column: ``~93`` when some count was estimated (the
+    model server did not report it), so no one reads an estimate as a count."""
+    total = str(summary.tokens_in + summary.tokens_out)
+    return f"~{total}" if summary.usage_estimated else total
 
 
 def _print_summary(summary: Any, estimated: bool = False) -> None:

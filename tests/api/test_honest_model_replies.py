@@ -119,3 +119,17 @@ async def test_a_reply_cut_at_its_cap_says_length_with_usage_clamped_and_marked_
     chunks = [c async for c in stream]
     assert chunks[-1].choices[0].finish_reason == "content_filter"
     assert chunks[-1].usage.model_extra["estimated"] is False and chunks[-1].usage.completion_tokens == 2
+
+
+async def test_a_list_of_runs_marks_the_runs_whose_usage_was_estimated(api, models_file, openai_server):
+    await _publish(api, CHAT_FLOW)
+    client = await _sdk(api)
+    openai_server.script(text_reply("counted by the server", usage=(12, 3)), text_reply("never counted", usage=None))
+    counted = await client.chat.completions.create(model="chatbot", messages=[{"role": "user", "content": "A"}])
+    guessed = await client.chat.completions.create(model="chatbot", messages=[{"role": "user", "content": "B"}])
+    listed = (await api.client.get("/v1/runs", headers=api.auth())).json()["runs"]
+    flags = {run["run_id"]: run["usage_estimated"] for run in listed}
+    assert flags == {counted.model_extra["flowloom"]["run_id"]: False,
+                     guessed.model_extra["flowloom"]["run_id"]: True}
+    estimated = next(run for run in listed if run["usage_estimated"])
+    assert 0 < estimated["tokens_out"] <= 40

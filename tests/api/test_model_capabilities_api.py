@@ -84,3 +84,20 @@ async def test_refusals(api, models_file):
     refused = await api.client.put(f"{PREFIX}/default", headers=api.auth(plain), json={"max_context": 4096})
     assert refused.status_code == 403, refused.text
     assert (await api.client.get(f"{PREFIX}/default")).status_code == 401
+
+
+def test_an_override_that_no_longer_applies_is_left_out_with_a_warning(caplog):
+    from api.model_overrides import apply_overrides
+    from nodes.model_registry import load_registry
+
+    base = load_registry(env={})
+    with caplog.at_level("WARNING", logger="flowloom.models"):
+        applied = apply_overrides(base, {"default": {"max_output_tokens": 200000},  # not below the context
+                                         "gone": {"max_context": 1000},
+                                         "gpt-4o": {"capabilities": {"tools": "forced"}}})
+    assert applied.get("default").max_output_tokens == base.get("default").max_output_tokens
+    assert applied.get("gpt-4o").capabilities.tools == "forced" and base.get("gpt-4o").capabilities.tools == "native"
+    assert applied.fingerprint != base.fingerprint
+    messages = " ".join(r.getMessage() for r in caplog.records)
+    assert "'default' left out" in messages and "'gone' left out" in messages
+    assert apply_overrides(base, {}) is base

@@ -45,3 +45,24 @@ def test_show_marks_estimated_usage_clamped_to_the_cap(scripted_models, tmp_path
     assert reply["usage"]["estimated"] is True and reply["usage"]["tokens_out"] == 30
     text = runner.invoke(app, ["show", run_id]).stdout
     assert text.count("(estimated)") == 2, text
+
+
+def test_runs_list_marks_estimated_tokens_and_says_what_the_mark_means(scripted_models, tmp_path):
+    doc = build([node("reply", "chat", {"model": "default", "max_tokens": 30}),
+                 node("say", "answer", {"text": "{{ reply.answer }}"})],
+                [edge("start", "reply"), edge("reply", "say")], inputs=[{"name": "query", "type": "string"}])
+    path = tmp_path / "wf.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    scripted_models.script(text_reply("counted", usage=(10, 2)), text_reply("never counted " * 20, usage=None))
+    ids = []
+    for query in ("counted", "guessed"):
+        ran = runner.invoke(app, ["run", str(path), "-i", f"query={query}", "--json"])
+        assert ran.exit_code == 0, ran.output
+        ids.append(json.loads(ran.stdout.splitlines()[0])["run_id"])
+    listed = {r["run_id"]: r for r in json.loads(runner.invoke(app, ["runs", "--json"]).stdout)}
+    assert (listed[ids[0]]["usage_estimated"], listed[ids[1]]["usage_estimated"]) == (False, True)
+    text = runner.invoke(app, ["runs"]).stdout
+    rows = {line.split()[0]: line for line in text.splitlines() if line.split() and line.split()[0] in ids}
+    assert " 12 " in rows[ids[0]] and "~" not in rows[ids[0]], text
+    assert f"~{listed[ids[1]]['tokens_in'] + listed[ids[1]]['tokens_out']}" in rows[ids[1]], text
+    assert "~ tokens estimated" in text, text

@@ -3,13 +3,35 @@
 It only hands the ids to the worker's runtime (:mod:`workers.rq.runtime`), which runs
 the run service on its event loop; a job outside a ``flowloom worker`` process fails
 with a message saying so.
+
+A run that ended ``failed`` makes its job fail too (:class:`RunFailed`), so ``rq info``,
+RQ's ``FailedJobRegistry`` and dashboards over it show failed runs with their reason. RQ
+never retries such a job (:class:`workers.rq.worker.FlowloomWorker` sees to it): the run
+has ended and its record in the run store says so; a second execution would only find
+it ended. A cancelled run (stopped by a person) is not a failure: its job succeeds.
 """
 
 from __future__ import annotations
 
 import logging
+from typing import Any
 
-__all__ = ["execute_run", "ingest_document"]
+__all__ = ["RunFailed", "execute_run", "ingest_document"]
+
+
+class RunFailed(Exception):
+    """The run a job executed ended ``failed``. Its text is the run's reason, as RQ's
+    failed registry shows it: ``run <id> (tenant <t>) failed: <code>: <message>``, the
+    code being the run error's ``reason`` (``max_wall_time``, ``node_failed``...) or, when
+    it has none, its type."""
+
+    def __init__(self, tenant_id: str, run_id: str, error: dict[str, Any] | None) -> None:
+        error = error or {}
+        self.tenant_id, self.run_id = tenant_id, run_id
+        self.code = str(error.get("reason") or error.get("type") or "failed")
+        self.message = str(error.get("message") or "the run failed without a message")
+        node = f" at node {error['node_id']}" if error.get("node_id") else ""
+        super().__init__(f"run {run_id} (tenant {tenant_id}) failed{node}: {self.code}: {self.message}")
 
 
 def execute_run(tenant_id: str, run_id: str) -> str:
@@ -17,6 +39,7 @@ def execute_run(tenant_id: str, run_id: str) -> str:
     ended (``succeeded``, ``failed``, ``cancelled``, ``paused``, or why nothing ran).
 
     Raises:
+        RunFailed: the run ended ``failed`` (module docstring: the job fails, not retried).
         RuntimeError: not called inside a ``flowloom worker`` process.
     """
     from rq import get_current_job
@@ -31,6 +54,8 @@ def execute_run(tenant_id: str, run_id: str) -> str:
     # RQ logs every job that returned as "Job OK"; the run's own outcome is this line.
     level = logging.WARNING if ended in ("failed", "cancelled") else logging.INFO
     logging.getLogger("flowloom.worker").log(level, "run %s (tenant %s, %s): %s", run_id, tenant_id, queue, ended)
+    if ended == "failed":
+        raise RunFailed(tenant_id, run_id, current_runtime().run_error(tenant_id, run_id))
     return ended
 
 

@@ -7,7 +7,8 @@ input or a secret (those stay in the database, where every read is scoped by ten
 The job's timeout follows the run's ``max_wall_time`` plus a grace period: the engine
 ends a run that runs out of wall time itself (``max_wall_time`` failure), RQ's timeout is
 only the backstop for a worker that hangs. Jobs are retried by RQ (:data:`JOB_RETRIES`),
-RQ's abandoned-job handling being the backstop of the workers' own crash detection.
+RQ's abandoned-job handling being the backstop of the workers' own crash detection; the
+job of a run that ended ``failed`` fails without a retry (:mod:`workers.rq.jobs`).
 """
 
 from __future__ import annotations

@@ -199,6 +199,16 @@ class WorkerRuntime:
                 done.wait(10)
             raise
 
+    def run_error(self, tenant_id: str, run_id: str) -> dict[str, Any] | None:
+        """The stored error of run ``run_id`` (``{type, message, reason, node_id...}``), None
+        when it has none or is gone (called by the job, in RQ's thread, after the run ended)."""
+        assert self.loop is not None and self.service is not None, "start() first"
+        future = asyncio.run_coroutine_threadsafe(self.service.get(tenant_id, run_id), self.loop)
+        try:
+            return future.result(60).error
+        except RunNotFound:
+            return None
+
     async def _execute(self, tenant_id: str, run_id: str, queue: str, job_timeout: float,
                        done: threading.Event, job_id: str = "") -> str:
         """Execute the run; how it ended. No read precedes the run service's own (claim,

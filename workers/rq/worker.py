@@ -18,6 +18,13 @@ an outage during its other calls (heartbeat, suspension check, maintenance, a jo
 bookkeeping), waiting with backoff until Redis answers, and registers itself again when
 Redis came back without its registration, so ``rq info`` keeps listing it.
 
+Failed runs: a run that ended ``failed`` makes its job raise
+:class:`~workers.rq.jobs.RunFailed`. RQ records such a job in its ``FailedJobRegistry``
+with the run's reason as the job's failure text (not a Python traceback: the worker did
+nothing wrong), logs no traceback for it, and never retries it - the run has ended, its
+record in the run store says ``failed``; RQ's retries stay for jobs whose execution
+itself failed (a crash, RQ's own timeout).
+
 Names: operators restart a worker under the name it had. A worker killed with SIGKILL
 (or by a crash of its machine) never registers its death, and RQ keeps its registration
 until the key's TTL runs out - up to its job timeout, an hour by default - refusing the
@@ -121,6 +128,33 @@ class FlowloomWorker(SimpleWorker):
     """
 
     max_backoff_s = 5.0
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        #: job id -> the reason of the failed run it executed (between RQ's two failure calls)
+        self._run_failures: dict[str, str] = {}
+
+    def handle_exception(self, job: Any, *exc_info: Any) -> None:
+        """RQ's handling of a job that raised, except for a failed run (module docstring):
+        its reason is kept for :meth:`handle_job_failure`, no traceback is logged (the job
+        logged the run's outcome)."""
+        from .jobs import RunFailed
+
+        if isinstance(exc_info[1], RunFailed):
+            self._run_failures[job.id] = str(exc_info[1])
+            return
+        super().handle_exception(job, *exc_info)
+
+    def handle_job_failure(self, job: Any, queue: Any, started_job_registry: Any = None, exc_string: str = "",
+                           execution: Any = None) -> None:
+        """RQ's bookkeeping of a failed job; a failed run's job is never retried and
+        carries the run's reason as its failure text."""
+        reason = self._run_failures.pop(job.id, None)
+        if reason is not None:
+            job.retries_left = 0
+            exc_string = reason
+        super().handle_job_failure(job, queue, started_job_registry=started_job_registry, exc_string=exc_string,
+                                   execution=execution)
 
     def wait_until_reachable(self) -> None:
         """Return once Redis answers a PING, waiting with backoff (a worker may start before Redis)."""

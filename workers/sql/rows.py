@@ -45,6 +45,8 @@ def run_columns(state: RunState) -> dict[str, Any]:
     }
     if state.status != RunStatus.running:
         values["tokens_in"], values["tokens_out"], values["cost"] = state.usage_totals()
+        spent = state.spent()
+        values["usage_estimated"] = spent is not None and spent.estimated
     return values
 
 
@@ -110,6 +112,7 @@ def summary_from_row(row: Mapping[str, Any]) -> RunSummary:
         chat_id=chat_id, user_id=row["user_id"], created_at=row["created_at"],
         started_at=row["started_at"], finished_at=row["finished_at"], waited_s=row["waited_s"],
         tokens_in=row["tokens_in"], tokens_out=row["tokens_out"], cost=row["cost"], error=row["error"],
+        usage_estimated=bool(row["usage_estimated"]),
         owner=owner_from_row(row), pending_interrupts=pending_interrupts(row["interrupts"]),
         **_listed(row),
     )

@@ -60,7 +60,8 @@ _INDEX_LIMIT = 1024
 
 _SUMMARY_COLUMNS = [runs.c[name] for name in (
     "run_id", "tenant_id", "workflow_id", "workflow_version", "workflow_hash", "status", "chat_id", "user_id",
-    "created_at", "started_at", "finished_at", "waited_s", "tokens_in", "tokens_out", "cost", "error",
+    "created_at", "started_at", "finished_at", "waited_s", "tokens_in", "tokens_out", "cost", "usage_estimated",
+    "error",
     "owner_id", "owner_host", "owner_pid", "lease_until", "interrupts")]
 #: what a list of runs shows besides: the kind of run (a single node), the user's message
 #: and the inputs (the row's preview, :func:`~workers.sql.rows.summary_from_row`)
@@ -81,7 +82,7 @@ _DOCS_LIMIT = 4096
 _ENDED_LIMIT = 256
 #: the ``runs`` columns only :meth:`SqlStore.create_run` writes
 _CREATED = ("run_id", "tenant_id", "workflow_id", "workflow_version", "workflow_hash", "created_at", "tokens_in",
-            "tokens_out", "cost", "owner_id", "owner_host", "owner_pid", "lease_until")
+            "tokens_out", "cost", "usage_estimated", "owner_id", "owner_host", "owner_pid", "lease_until")
 
 
 class _NodeIndex:
@@ -322,6 +323,7 @@ class SqlStore(CommandsAndMessages):
                "workflow_version": state.workflow_version, "workflow_hash": state.workflow_hash,
                "created_at": time.time(), **run_columns(state)}
         row.setdefault("tokens_in", 0), row.setdefault("tokens_out", 0), row.setdefault("cost", 0.0)
+        row.setdefault("usage_estimated", False)
         row.update(owner_id=owner.id if owner else None, owner_host=owner.host if owner else None,
                    owner_pid=owner.pid if owner else None, lease_until=owner.lease_until if owner else None)
         index = _NodeIndex()

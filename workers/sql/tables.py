@@ -109,6 +109,8 @@ class RunRow(_Table, table=True):
     tokens_in: int = Field(default=0, sa_type=sa.BigInteger)
     tokens_out: int = Field(default=0, sa_type=sa.BigInteger)
     cost: float = Field(default=0.0, sa_type=Seconds)
+    #: some token count of the run was estimated (written with the totals, once it no longer runs)
+    usage_estimated: bool = Field(default=False, sa_column_kwargs={"server_default": sa.false()})
     owner_id: str | None = Field(default=None, sa_type=Text)
     owner_host: str | None = Field(default=None, sa_type=Text)
     owner_pid: int | None = Field(default=None)

@@ -3035,6 +3035,12 @@ export interface components {
              * @default 0
              */
             tokens_out: number;
+            /**
+             * Usage Estimated
+             * @description true when some token count of the run was estimated because the model server did not report it (tokens_in / tokens_out are then partly estimates; each node run's usage.estimated says which)
+             * @default false
+             */
+            usage_estimated: boolean;
             /** User Id */
             user_id?: string | null;
             /**

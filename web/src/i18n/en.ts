@@ -460,6 +460,9 @@ export const en = {
   'providers.operatorModelsHelp': 'Limits and capabilities this workspace\'s runs use for the operator\'s chat models. Editing one stores this workspace\'s own override; Reset returns to the operator\'s values.',
   'providers.overridden': 'overridden here',
   'providers.reset': 'Reset',
+  // usage the model server did not report (estimated tokens in the trace)
+  'run.trace.tokensEstimated': '~{in}/{out} tokens (estimated)',
+  'run.trace.estimatedHint': 'Estimated: the model server did not report these tokens, so Flowloom counted the text (completion capped at max_tokens).',
 } as const;
 
 export type MessageKey = keyof typeof en;

@@ -462,4 +462,7 @@ export const zhCN: Record<MessageKey, string> = {
   'providers.operatorModelsHelp': '本工作区的运行对运维配置的对话模型所使用的上限和能力。编辑后保存为本工作区自己的覆盖设置；“重置”恢复为运维的设置。',
   'providers.overridden': '已在此覆盖',
   'providers.reset': '重置',
+  // usage the model server did not report (estimated tokens in the trace)
+  'run.trace.tokensEstimated': '~{in}/{out} tokens（估算）',
+  'run.trace.estimatedHint': '估算值：模型服务未报告这些 token，由 Flowloom 按文本计数（输出不超过 max_tokens）。',
 };

@@ -10,16 +10,25 @@
  * from it with the current draft (`onRerun`).
  */
 import { useMemo } from 'react';
-import { useT } from '../i18n';
+import { useLanguage, useT } from '../i18n';
 import { useEditor } from '../store/editor';
 import { KnowledgeTrace } from '../knowledge/KnowledgeTrace';
 import { statusLabel } from './store';
 import { titleOf, useNodeTitles, withTitle, NodeName } from './titles';
 import { AgentTimeline, ItemsView, Json, SentMessages, seconds } from './TraceParts';
 import type { NodeRunTrace, RunTrace } from './types';
+import { tokensLabel, tokensShort } from './usage';
+
+/** A node run's or round's tokens, marked `~` with a hint when they were estimated. */
+function Tokens({ tokensIn, tokensOut, estimated }: { tokensIn: number; tokensOut: number; estimated: boolean }) {
+  const lang = useLanguage((s) => s.lang);
+  const { text, title } = tokensShort(lang, tokensIn, tokensOut, estimated);
+  return <span title={title} className={estimated ? 'estimated' : undefined}>{text}</span>;
+}
 
 export function Trace({ run, onRerun, busy }: { run: RunTrace; onRerun: (nodeId: string) => void; busy: boolean }) {
   const t = useT();
+  const lang = useLanguage((s) => s.lang);
   const select = useEditor((s) => s.select);
   const nodes = useEditor((s) => s.nodes);
   const titles = useNodeTitles();
@@ -40,7 +49,8 @@ export function Trace({ run, onRerun, busy }: { run: RunTrace; onRerun: (nodeId:
         <strong>{t('run.trace.title')}</strong>{' '}
         <span className={`badge run-${run.status}`} data-testid="trace-status">{statusLabel(run.status)}</span>{' '}
         {single && <span className="badge" data-testid="trace-single">{t('run.trace.singleNode', { title: titleOf(titles, run.node_id) })}</span>}{' '}
-        <span className="muted">{seconds(run.duration_s)} · {t('run.trace.tokens', { in: run.tokens_in ?? 0, out: run.tokens_out ?? 0 })}
+        <span className="muted">{seconds(run.duration_s)} · <span data-testid="trace-tokens" title={run.usage_estimated ? t('run.trace.estimatedHint') : undefined}>
+          {tokensLabel(lang, run.tokens_in ?? 0, run.tokens_out ?? 0, !!run.usage_estimated)}</span>
           {' · '}{t('run.trace.cost', { cost: (run.cost ?? 0).toFixed(6) })}</span>
       </div>
       <ul className="trace-list">
@@ -54,7 +64,8 @@ export function Trace({ run, onRerun, busy }: { run: RunTrace; onRerun: (nodeId:
                   <NodeName titles={titles} nodeId={nr.node_id} />{' '}
                   <span className="muted">{nr.kind} · {seconds(nr.duration_s)}
                     {nr.attempts > 1 ? ` · ${t('run.trace.attempts', { count: nr.attempts })}` : ''}
-                    {nr.usage ? ` · ${nr.usage.tokens_in}/${nr.usage.tokens_out} · $${(nr.usage.cost ?? 0).toFixed(6)}` : ''}
+                    {nr.usage ? <> · <Tokens tokensIn={nr.usage.tokens_in} tokensOut={nr.usage.tokens_out}
+                      estimated={!!nr.usage.estimated} /> · ${(nr.usage.cost ?? 0).toFixed(6)}</> : ''}
                     {nr.reused_from ? ` · ${t('run.trace.reused')}` : ''}</span>
                 </summary>
                 <div className="trace-body">

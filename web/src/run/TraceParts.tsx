@@ -8,10 +8,11 @@
  * - {@link SentMessages}: what a model node actually sent (the rendered messages, as the
  *   engine kept them: capped, secrets masked) and what came back.
  */
-import { useT } from '../i18n';
+import { translate, useLanguage, useT } from '../i18n';
 import { statusLabel } from './store';
 import { NodeName, type Titles } from './titles';
 import type { NodeRunTrace } from './types';
+import { tokensLabel } from './usage';
 
 export function Json({ value, testId }: { value: unknown; testId?: string }) {
   return <pre className="json" data-testid={testId}>{JSON.stringify(value, null, 2)}</pre>;
@@ -101,8 +102,17 @@ export function ItemsView({ container, bodyRuns, titles }: { container: NodeRunT
   );
 }
 
+/** A round's tokens, marked `~` with a hint when the server did not count them. */
+function RoundTokens({ usage }: { usage?: AgentRound['usage'] }) {
+  const lang = useLanguage((s) => s.lang);
+  const estimated = !!usage?.estimated;
+  return <span title={estimated ? translate(lang, 'run.trace.estimatedHint') : undefined}
+    className={estimated ? 'estimated' : undefined}>
+    {tokensLabel(lang, usage?.tokens_in ?? 0, usage?.tokens_out ?? 0, estimated)}</span>;
+}
+
 interface AgentRound {
-  usage?: { tokens_in?: number; tokens_out?: number };
+  usage?: { tokens_in?: number; tokens_out?: number; estimated?: boolean };
   elapsed_ms?: number;
   error?: { message?: string };
   response?: { text?: string; tool_calls?: { id?: string; name?: string; arguments?: string }[] };
@@ -144,7 +154,7 @@ export function AgentTimeline({ nodeRun }: { nodeRun: NodeRunTrace }) {
           return (
             <li key={i} data-testid={`trace-round-${nodeRun.node_id}-${i}`}>
               <div className="muted">{t('run.trace.round', { index: i + 1 })} · {Math.round(r.elapsed_ms ?? 0)} ms ·{' '}
-                {t('run.trace.tokens', { in: r.usage?.tokens_in ?? 0, out: r.usage?.tokens_out ?? 0 })}</div>
+                <RoundTokens usage={r.usage} /></div>
               {text && (
                 <div className={calls.length ? 'step thought' : 'step answer'}
                   data-testid={`trace-${calls.length ? 'thought' : 'answer'}-${nodeRun.node_id}-${i}`}>

@@ -12,7 +12,7 @@ export interface NodeRunTrace {
   outputs?: Record<string, unknown> | null;
   error?: { type?: string; message: string; node_id?: string | null; reason?: string | null } | null;
   attempts: number;
-  usage?: { model?: string | null; tokens_in: number; tokens_out: number; cost?: number } | null;
+  usage?: { model?: string | null; tokens_in: number; tokens_out: number; cost?: number; estimated?: boolean } | null;
   data?: Record<string, unknown>;
   loop_id?: string | null;
   iteration?: number | null;
@@ -32,6 +32,8 @@ export interface RunTrace {
   tokens_in?: number;
   tokens_out?: number;
   cost?: number;
+  /** some token count was estimated: the model server did not report it */
+  usage_estimated?: boolean;
   answer?: string;
   /** `single_node`: one node run alone (`node_id`), else `workflow`. */
   kind?: string;
