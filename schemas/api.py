@@ -839,7 +839,7 @@ class NodeRunCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     inputs: dict[str, Any] = Field(default_factory=dict)
-    from_last: bool = False
+    from_last: bool = Field(default=False, strict=True)
 
 
 class SingleNodeRunOut(BaseModel):
