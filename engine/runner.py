@@ -20,7 +20,7 @@ from .compiler import CompiledPlan
 from .context import CancelToken, RunDeps
 from .errors import InvalidInputs, UnknownInterrupt
 from .scheduler import Scheduler
-from .telemetry import run_scope
+from .telemetry import run_scope, telemetry
 
 __all__ = ["answer_interrupts", "coerce_input", "new_run_state", "run_workflow", "resume_run", "stream_workflow"]
 
@@ -206,7 +206,7 @@ async def stream_workflow(
     # task's creation only, since a value set in this async generator would leak into its consumer.
     scope = run_scope.set((inputs.tenant_id, inputs.run_id, "")) if isinstance(inputs, RunState) else None
     try:
-        task = asyncio.ensure_future(coro)
+        task = asyncio.ensure_future(_traced(coro, plan.workflow.id, inputs if isinstance(inputs, RunState) else None))
     finally:
         if scope is not None:
             run_scope.reset(scope)
@@ -223,3 +223,12 @@ async def stream_workflow(
         if not task.done():
             token.cancel("stream closed by consumer")
             await asyncio.gather(task, return_exceptions=True)
+
+
+async def _traced(coro: Any, workflow_id: str, state: RunState | None) -> RunState:
+    """Execute ``coro`` (a run) within its run span, current in the run's task, so every
+    node span nests under it; the span reads how the run ended from the state returned."""
+    with telemetry().run_span(workflow_id, state) as span:
+        final = await coro
+        span.run_state(final)
+        return final
