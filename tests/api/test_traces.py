@@ -6,11 +6,13 @@ and no secret reaches an attribute. With no ``OTEL_*`` variable nothing is set u
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -20,7 +22,7 @@ import pytest
 
 from engine.settings import Settings
 from engine.telemetry import telemetry
-from tests.api.conftest import open_api
+from tests.api.conftest import open_api, order_workflow
 from tests.support.openai_server import text_reply
 from tests.support.otlp_receiver import OtlpReceiver, ReceivedSpan, otlp_receiver
 
@@ -209,6 +211,31 @@ async def test_prompts_and_completions_are_span_events_only_when_content_capture
     run = one(spans, "workflow asked")
     request = next(s for s in spans if s.span_id == run.parent_id)
     assert request.parent_id == "" and request.trace_id == run.trace_id
+
+
+async def test_a_paused_run_resumed_later_stays_in_the_trace_it_was_created_in(tmp_path, monkeypatch, receiver):
+    for name, value in tracing_env(receiver).items():
+        monkeypatch.setenv(name, value)
+    settings = Settings(home=tmp_path / "home", database_url=f"sqlite:///{tmp_path / 'runs.db'}")
+    async with open_api(settings) as api:
+        paused = await api.client.post("/v1/runs", json={"workflow": order_workflow(), "inputs": {"item": "tea"}},
+                                       headers={**api.auth(), "traceparent": TRACEPARENT})
+        assert paused.json()["status"] == "paused", paused.text
+        run_id = paused.json()["run_id"]
+        resumed = await api.client.post(f"/v1/runs/{run_id}/resume", json={"answer": "confirm"}, headers=api.auth())
+        assert resumed.status_code in (200, 202), resumed.text
+        deadline = time.monotonic() + 60
+        while (await api.client.get(f"/v1/runs/{run_id}", headers=api.auth())).json()["status"] != "succeeded":
+            assert time.monotonic() < deadline, "the resumed run did not succeed"
+            await asyncio.sleep(0.05)
+        spans = receiver.wait_for(lambda found: len([s for s in found if s.name == "workflow order_confirm"]) == 2)
+    first, second = sorted(by_name(spans, "workflow order_confirm"), key=lambda s: s.attributes["flowloom.run.resumed"])
+    assert first.trace_id == second.trace_id == CALLER_TRACE
+    assert first.parent_id == second.parent_id, "both executions are children of the request that created the run"
+    assert first.attributes["flowloom.run.status"] == "paused" and "flowloom.paused" in dict(first.events)
+    assert second.attributes["flowloom.run.status"] == "succeeded" and second.attributes["flowloom.run.resumed"]
+    asked = [s for s in spans if s.name.startswith("node ") and "flowloom.interrupt" in dict(s.events)]
+    assert asked and asked[0].attributes["flowloom.node.status"] == "waiting" and asked[0].parent_id == first.span_id
 
 
 @pytest.mark.slow
