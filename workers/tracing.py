@@ -112,10 +112,10 @@ class Tracing:
 
     def instrument_app(self, app: Any) -> None:
         """Trace the requests of a FastAPI ``app``: a server span each, a child of the
-        caller's ``traceparent`` when it sends one (not the scrape of ``/metrics``)."""
+        caller's ``traceparent`` when it sends one (not the scrape of ``/metrics``, nor ``/health``)."""
         from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 
-        FastAPIInstrumentor.instrument_app(app, tracer_provider=self.provider, excluded_urls="/metrics",
+        FastAPIInstrumentor.instrument_app(app, tracer_provider=self.provider, excluded_urls="/metrics,/health",
                                            exclude_spans=["receive", "send"])
 
     def close(self) -> None:
@@ -249,8 +249,8 @@ class _Traced(Span):
                 elif isinstance(error, InterruptRequested):
                     span.event("flowloom.interrupt")  # a question for a person: the run pauses, nothing failed
                 elif self._node is None:  # a node's own end (its status) says more than the exception
-                    reason = getattr(error, "reason", None)
-                    self.fail(str(reason or "error"), str(error))
+                    # the reason code and type only: a library's message may quote what it was sent
+                    self.fail(str(getattr(error, "reason", None) or "error"))
                     span.set_attribute("error.type", type(error).__name__)
         except Exception as exc:  # noqa: BLE001 - tracing must never fail a run
             logger.debug("tracing: a span's end could not be recorded (%s)", exc)
