@@ -133,7 +133,7 @@ async def run_workflow(
         InvalidInputs: from :func:`new_run_state`.
     """
     state = inputs if isinstance(inputs, RunState) else new_run_state(plan, inputs, **sys)
-    return await Scheduler(plan, state, deps or RunDeps(), cancel).run()
+    return await _traced(Scheduler(plan, state, deps or RunDeps(), cancel).run(), plan.workflow.id, state)
 
 
 def answer_interrupts(state: RunState, answers: Mapping[str, Any]) -> None:
@@ -170,7 +170,7 @@ async def resume_run(plan: CompiledPlan, state: RunState, *, answers: Mapping[st
         )
     if answers:
         answer_interrupts(state, answers)
-    return await Scheduler(plan, state, deps or RunDeps(), cancel).run()
+    return await _traced(Scheduler(plan, state, deps or RunDeps(), cancel).run(), plan.workflow.id, state)
 
 
 async def stream_workflow(
@@ -206,7 +206,7 @@ async def stream_workflow(
     # task's creation only, since a value set in this async generator would leak into its consumer.
     scope = run_scope.set((inputs.tenant_id, inputs.run_id, "")) if isinstance(inputs, RunState) else None
     try:
-        task = asyncio.ensure_future(_traced(coro, plan.workflow.id, inputs if isinstance(inputs, RunState) else None))
+        task = asyncio.ensure_future(coro)
     finally:
         if scope is not None:
             run_scope.reset(scope)
@@ -225,9 +225,10 @@ async def stream_workflow(
             await asyncio.gather(task, return_exceptions=True)
 
 
-async def _traced(coro: Any, workflow_id: str, state: RunState | None) -> RunState:
-    """Execute ``coro`` (a run) within its run span, current in the run's task, so every
-    node span nests under it; the span reads how the run ended from the state returned."""
+async def _traced(coro: Any, workflow_id: str, state: RunState) -> RunState:
+    """Execute ``coro`` (a run of ``state``) within its run span, current in the run's
+    task, so every node span nests under it; the span reads how the run ended from the
+    state returned."""
     with telemetry().run_span(workflow_id, state) as span:
         final = await coro
         span.run_state(final)

@@ -19,10 +19,11 @@ What is traced (:class:`TracedTelemetry`, over the metrics of the process):
 - one span per model call following the GenAI semantic conventions (``chat <model>``,
   ``embeddings <model>``); prompts and completions as events only with
   ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``;
-- one span per tool call (``execute_tool <name>``);
-- HTTP requests made with httpx (the HTTP node, HTTP tools, MCP over HTTP, model
-  SDKs) by the httpx instrumentation, which sends ``traceparent``; their URL attributes
-  keep no query, fragment or user info (:func:`safe_url`).
+- one span per tool call (``execute_tool <name>``), and per MCP call (``tools/call
+  <tool>``, whose HTTP requests carry ``traceparent``: :mod:`nodes.mcp_tools`);
+- HTTP requests made with httpx (the HTTP node, HTTP tools, model SDKs) by the httpx
+  instrumentation, which sends ``traceparent``; their URL attributes keep no query,
+  fragment or user info (:func:`safe_url`).
 
 Attributes carry ids, kinds, statuses, counts and Flowloom's reason codes - never an
 input, an output, a header value or a key.
