@@ -23,7 +23,7 @@ import pytest
 from engine.settings import Settings
 from engine.telemetry import telemetry
 from tests.api.conftest import open_api, order_workflow
-from tests.support.openai_server import text_reply
+from tests.support.openai_server import http_error, text_reply
 from tests.support.otlp_receiver import OtlpReceiver, ReceivedSpan, otlp_receiver
 
 #: the caller's trace context: the run must be a span of this trace, under this span
@@ -211,6 +211,31 @@ async def test_prompts_and_completions_are_span_events_only_when_content_capture
     run = one(spans, "workflow asked")
     request = next(s for s in spans if s.span_id == run.parent_id)
     assert request.parent_id == "" and request.trace_id == run.trace_id
+
+
+async def test_a_model_call_that_fails_after_retries_has_its_reason_and_retries_on_its_span(
+        tmp_path, monkeypatch, receiver, models_file, openai_server):
+    for name, value in tracing_env(receiver).items():
+        monkeypatch.setenv(name, value)
+    openai_server.responder = lambda body: http_error(503, "overloaded", type="server_error")
+    doc = {"id": "fails", "name": "Fails", "nodes": [
+        {"id": "start", "type": "start"},
+        {"id": "ask", "type": "chat", "config": {"model": "default", "user_prompt": "hi"}},
+        {"id": "end", "type": "end", "config": {"outputs": []}}],
+        "edges": [{"id": "e1", "source": "start", "target": "ask"}, {"id": "e2", "source": "ask", "target": "end"}]}
+    settings = Settings(home=tmp_path / "home", database_url=f"sqlite:///{tmp_path / 'runs.db'}", models=models_file)
+    async with open_api(settings) as api:
+        answer = await api.client.post("/v1/runs", json={"workflow": doc}, headers=api.auth())
+        assert answer.json()["status"] == "failed", answer.text
+        spans = receiver.wait_for(lambda found: any(s.name == "workflow fails" for s in found))
+    chat, node, run = one(spans, "chat default"), one(spans, "node ask"), one(spans, "workflow fails")
+    reason = node.attributes["flowloom.error.reason"]
+    assert chat.status_code == node.status_code == run.status_code == 2  # STATUS_CODE_ERROR
+    assert chat.attributes["flowloom.error.reason"] == reason == run.attributes["flowloom.error.reason"]
+    retries = [attrs for name, attrs in chat.events if name == "flowloom.retry"]
+    assert retries and chat.attributes["flowloom.model.attempts"] == len(retries) + 1
+    assert {attrs["flowloom.error.reason"] for attrs in retries} == {reason}
+    assert len(openai_server.bodies) == len(retries) + 1
 
 
 async def test_a_paused_run_resumed_later_stays_in_the_trace_it_was_created_in(tmp_path, monkeypatch, receiver):
