@@ -109,11 +109,19 @@ def one(spans: list[ReceivedSpan], name: str) -> ReceivedSpan:
     return found[0]
 
 
+def with_parent(spans: list[ReceivedSpan], name: str) -> bool:
+    """Whether the span ``name`` and its parent (the API request's span, ended after the
+    run: exported later) both arrived."""
+    found = by_name(spans, name)
+    return bool(found) and any(s.span_id == found[0].parent_id for s in spans)
+
+
 def run_tree_done(run_id: str, items: int):
-    """A wait condition: the run's span and its HTTP requests' spans arrived."""
+    """A wait condition: the run's span, its parent and its HTTP requests' spans arrived."""
     def done(spans: list[ReceivedSpan]) -> bool:
         runs = [s for s in spans if s.attributes.get("flowloom.run.id") == run_id and s.name.startswith("workflow")]
-        return bool(runs) and len([s for s in spans if s.name == "node call"]) >= items and \
+        return bool(runs) and with_parent(spans, runs[0].name) and \
+            len([s for s in spans if s.name == "node call"]) >= items and \
             len([s for s in spans if s.name == "GET"]) >= items
     return done
 
@@ -202,7 +210,7 @@ async def test_prompts_and_completions_are_span_events_only_when_content_capture
     async with open_api(settings) as api:
         answer = await api.client.post("/v1/runs", json={"workflow": doc}, headers=api.auth())
         assert answer.json()["status"] == "succeeded", answer.text
-        spans = receiver.wait_for(lambda found: any(s.name == "chat default" for s in found))
+        spans = receiver.wait_for(lambda found: with_parent(found, "workflow asked"))
     chat = one(spans, "chat default")
     events = dict(chat.events)
     assert "what is up" in events["gen_ai.content.prompt"]["gen_ai.prompt"]
