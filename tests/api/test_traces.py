@@ -221,6 +221,7 @@ async def test_prompts_and_completions_are_span_events_only_when_content_capture
     assert request.parent_id == "" and request.trace_id == run.trace_id
 
 
+@pytest.mark.slow  # the client's retries wait out their backoff
 async def test_a_model_call_that_fails_after_retries_has_its_reason_and_retries_on_its_span(
         tmp_path, monkeypatch, receiver, models_file, openai_server):
     for name, value in tracing_env(receiver).items():
