@@ -7,7 +7,8 @@ The one place that picks implementations for the engine's ports: the SQL run sto
 with ``Settings.redis_url``, else files under ``<home>/memory``), the model registry
 (``Settings.models``, else the bundled one, with the settings' environment and
 base-URL override), the built-in node catalog and the
-workflow directories for workflow tools. With ``Settings.redis_url`` the command
+workflow directories for workflow tools. Each tenant's runs use its own model registry
+(:class:`~api.tenant_models.TenantModelSource`: the tenant's providers over the operator's). With ``Settings.redis_url`` the command
 channel is Redis (:class:`~workers.redis_bus.RedisCommandChannel`: a stop reaches a
 queued run's worker on any machine); without it, the SQL store. Executions in the
 process are tasks of :class:`~api.inline.InlineLauncher`; with ``Settings.redis_url`` the
@@ -19,7 +20,7 @@ Knowledge bases (:func:`open_knowledge`): the knowledge store on the same Postgr
 database, or on SQLite in a file beside the run store's (:func:`knowledge_database_url`)
 (:func:`workers.knowledge.open_knowledge_store`: SQLite with sqlite-vec and FTS5, or
 PostgreSQL with pgvector), the parser, chunker, embedder, reranker and LLM relevance
-judge of ``nodes.knowledge`` on the model registry, and the ingestion queue: tasks of this
+judge of ``nodes.knowledge`` on the model registry (each tenant's, for its datasets), and the ingestion queue: tasks of this
 process by default, RQ jobs for ``flowloom worker`` with ``Settings.redis_url``. The
 embedding tokens of ingestion count in the tenant's daily token quota (the
 ``token_usage`` rows of :mod:`workers.sql.quotas`). The service is the run service's
@@ -46,8 +47,12 @@ from nodes.model_registry import ModelRegistry, registry_for
 from workers.memory import memory_store_for
 from workers.redis_bus import RedisCommandChannel, RedisEventBus
 from workers.sql import SqlStore, default_database_url
+from workers.secret_box import secret_box_for
 from workers.sql.chats import SqlChatStore
+from workers.sql.env_secrets import SqlSecretStore
 from workers.sql.keys import SqlKeyStore
+from workers.sql.model_overrides import SqlModelOverrideStore
+from workers.sql.providers import SqlProviderStore
 from workers.sql.quotas import SqlQuotaStore
 from workers.sql.workflows import SqlWorkflowStore
 
@@ -59,6 +64,8 @@ if TYPE_CHECKING:
 
 from .inline import InlineLauncher
 from .redaction import install as install_log_redaction
+from .model_overrides import OverriddenModelSource
+from .tenant_models import TenantModelSource
 
 __all__ = ["Deployment", "KnowledgeOnDemand", "database_url", "key_store_of", "knowledge_database_url", "open_deployment",
            "open_knowledge", "open_service"]
@@ -102,8 +109,8 @@ def _usage_recorder(store: SqlStore) -> Callable[[str, int, float], Awaitable[No
 
 
 @contextlib.asynccontextmanager
-async def open_knowledge(settings: Settings, registry: ModelRegistry, store: SqlStore
-                         ) -> AsyncIterator[KnowledgeService]:
+async def open_knowledge(settings: Settings, registry: ModelRegistry, store: SqlStore,
+                         tenant_models: TenantModelSource | None = None) -> AsyncIterator[KnowledgeService]:
     """The knowledge service on the database of ``store`` (module docstring); stops its
     in-process ingestion tasks and closes its store on exit (an unfinished document is
     continued by the next process that sweeps: ``flowloom serve``, ``datasets add``).
@@ -128,7 +135,8 @@ async def open_knowledge(settings: Settings, registry: ModelRegistry, store: Sql
         service = KnowledgeService(store=knowledge_store, parser=DocumentParser(), chunker=TextChunker(),
                                    embedder=RegistryEmbedder(registry), reranker=RegistryReranker(registry),
                                    judge=LLMRelevanceJudge(registry), queue=queue, max_document_bytes=settings.knowledge_max_document_bytes,
-                                   on_usage=_usage_recorder(store), lease_s=settings.lease_ttl)
+                                   on_usage=_usage_recorder(store), lease_s=settings.lease_ttl,
+                                   tenant_models=tenant_models)
         try:
             yield service
         finally:
@@ -184,6 +192,9 @@ class Deployment:
     launcher: InlineLauncher
     queue: QueueLauncher | None
     feed: RedisEventBus | None
+    #: the tenants' model providers (``/v1/model-providers``) and the registries they make
+    providers: SqlProviderStore | None = None
+    tenant_models: TenantModelSource | None = None
 
 
 @contextlib.asynccontextmanager
@@ -227,18 +238,23 @@ async def open_deployment(settings: Settings, *, knowledge_on_demand: bool = Fal
             from .quotas import Quotas
 
             quotas = Quotas(SqlQuotaStore(store), settings)
+        providers = SqlProviderStore(store, lambda: secret_box_for(settings))
+        # the tenant's providers over the operator's registry, then the tenant's overrides
+        tenant_models = OverriddenModelSource(providers, SqlModelOverrideStore(store), registry, settings)
         async with contextlib.AsyncExitStack() as stack:
             if knowledge_on_demand:
-                knowledge: object = KnowledgeOnDemand(lambda: open_knowledge(settings, registry, store))
+                knowledge: object = KnowledgeOnDemand(lambda: open_knowledge(settings, registry, store, tenant_models))
                 stack.push_async_callback(knowledge.aclose)  # type: ignore[attr-defined]
             else:
-                knowledge = await stack.enter_async_context(open_knowledge(settings, registry, store))
+                knowledge = await stack.enter_async_context(open_knowledge(settings, registry, store, tenant_models))
             service = RunService(catalog=builtin_catalog(), stores=stores, settings=settings, models=registry,
                                  memory=memory, workflows=WorkflowStore.from_settings(settings), knowledge=knowledge,
-                                 launcher=launcher, queue=queue, feed=feed, admission=quotas)
+                                 launcher=launcher, queue=queue, feed=feed, admission=quotas,
+                                 secrets=SqlSecretStore(store, lambda: secret_box_for(settings)),
+                                 tenant_models=tenant_models)
             try:
                 yield Deployment(settings, service, SqlKeyStore(store), SqlWorkflowStore(store), chats, quotas,
-                                 knowledge, launcher, queue, feed)
+                                 knowledge, launcher, queue, feed, providers, tenant_models)
             finally:
                 if shutdown_grace_s is not None:
                     await launcher.close(shutdown_grace_s)

@@ -11,7 +11,7 @@ whole list at once. Rules, with the ``Problem.code`` each one reports:
    ``empty_required``: a required config field (no default) holds an empty or
    whitespace-only string (an answer with no text, a request with no URL).
 4. ``duplicate_node_id`` / ``duplicate_edge_id`` / ``reserved_node_id``
-   (``inputs``, ``sys``, ``vars``, ``nodes`` are reference scopes).
+   (``inputs``, ``sys``, ``vars``, ``conversation``, ``nodes`` are reference scopes).
 5. ``no_start`` / ``multiple_start`` / ``edge_into_start``.
 6. ``dangling_edge``: an edge's source or target is not a node.
 7. ``unknown_handle``: an edge leaves a handle its source does not have
@@ -22,7 +22,8 @@ whole list at once. Rules, with the ``Problem.code`` each one reports:
    ``interrupt_in_loop`` for loop bodies.
 9. References (structured and in templates): ``unknown_node``, ``unknown_output``,
    ``not_ancestor`` (the node could never be ready first), ``unknown_input``,
-   ``unknown_variable``, ``unknown_sys``, ``type_mismatch``, ``template_syntax``,
+   ``unknown_variable``, ``unknown_conversation_variable``, ``unknown_sys``, ``unknown_env`` (an ``env.NAME`` the workflow's
+   ``environment`` does not declare; ``duplicate_env``: one name declared twice), ``type_mismatch``, ``template_syntax``,
    ``unknown_template_name``.
 10. ``invalid_default_output`` / ``unknown_default_handle`` for the default-output strategy.
     ``unknown_model``: a node names a model the model registry does not have.
@@ -40,6 +41,7 @@ from __future__ import annotations
 import gc
 import hashlib
 from collections import OrderedDict
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping
 
 import networkx as nx
@@ -57,7 +59,7 @@ from .ref_checks import RefChecker
 if TYPE_CHECKING:  # a protocol, for annotations: the storage ports and run records are not needed to compile
     from .ports import ModelCatalog
 
-__all__ = ["CompiledPlan", "NodePlan", "check_workflow", "compile_workflow", "content_hash"]
+__all__ = ["Analysis", "CompiledPlan", "NodePlan", "analyse", "check_workflow", "compile_workflow", "content_hash"]
 
 _CACHE: OrderedDict[str, CompiledPlan] = OrderedDict()
 _CACHE_SIZE = 256
@@ -128,14 +130,36 @@ def _compile(doc: dict[str, Any], key: str, catalog: NodeCatalog, models: ModelC
             gc.enable()
 
 
-def _compile_passes(doc: dict[str, Any], key: str, catalog: NodeCatalog, models: ModelCatalog | None,
-                    build: bool) -> tuple[CompiledPlan | None, list[Problem]]:
+@dataclass(slots=True)
+class Analysis:
+    """What rules 1-8 leave for the later passes: the parsed workflow (None when its top
+    level is invalid), ids of nodes that failed validation, node -> container, the graph
+    (containers precede their bodies; loop back-edges removed), its topological order
+    (None: a cycle that is no loop region), the loop regions and the start node."""
+
+    wf: Workflow | None
+    problems: list[Problem]
+    invalid: set[str]
+    scope: dict[str, str | None] = field(default_factory=dict)
+    graph: nx.DiGraph = field(default_factory=nx.DiGraph)
+    order: list[str] | None = None
+    regions: list[CycleRegion] = field(default_factory=list)
+    start_id: str | None = None
+
+    def ref_checker(self) -> RefChecker:
+        """The reference pass (rule 9) over this analysis; it appends to ``problems``."""
+        assert self.wf is not None
+        return RefChecker(self.wf, self.graph, self.order, self.problems, self.invalid, self.scope)
+
+
+def analyse(doc: dict[str, Any], catalog: NodeCatalog) -> Analysis:
+    """Rules 1-8 on a canonical document (see :class:`Analysis`)."""
     problems: list[Problem] = []
     invalid: set[str] = set()
     wf = parse_document(doc, problems, invalid, catalog)
     if wf is None:
         # Top level invalid: still check node configs (done above); nothing else is safe.
-        return None, problems
+        return Analysis(None, problems, invalid)
     check_ids(wf, problems)
     raw_nodes = doc.get("nodes") if isinstance(doc.get("nodes"), list) else []
     entry_kinds = frozenset(k for k in catalog if catalog[k].entry)
@@ -161,8 +185,18 @@ def _compile_passes(doc: dict[str, Any], key: str, catalog: NodeCatalog, models:
             order = list(nx.topological_sort(graph))
         except nx.NetworkXUnfeasible:  # a cycle that is not a loop region: reported by find_cycle_regions
             order = None
+    return Analysis(wf, problems, invalid, scope, graph, order, regions, start_id)
+
+
+def _compile_passes(doc: dict[str, Any], key: str, catalog: NodeCatalog, models: ModelCatalog | None,
+                    build: bool) -> tuple[CompiledPlan | None, list[Problem]]:
+    found = analyse(doc, catalog)
+    wf, problems, order, start_id = found.wf, found.problems, found.order, found.start_id
+    if wf is None:
+        return None, problems
+    graph, regions, scope = found.graph, found.regions, found.scope
     acyclic = order is not None
-    checker = RefChecker(wf, graph, order, problems, invalid, scope)
+    checker = found.ref_checker()
     checker.check_nodes(wf.nodes)
     check_error_policy(wf, problems)
     check_models(wf, problems, models)

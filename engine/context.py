@@ -28,6 +28,8 @@ from .settings import Settings, get_settings
 if TYPE_CHECKING:
     from schemas.workflow import NodeBase
 
+    from .environment import Redactor, SecretStore
+
     from .knowledge.ports import KnowledgeSearch
 
     from .compiler import CompiledPlan
@@ -133,6 +135,10 @@ class RunDeps:
       with a clear error).
     - ``knowledge``: the tenant's knowledge bases, searched by retrieval nodes and
       dataset tools (None: those nodes fail naming the missing knowledge service).
+    - ``secrets``: where the values of the workflow's secret environment variables are
+      kept (:mod:`engine.environment`; None: a secret reads as ``""``).
+    - ``redactor``: masks the run's secret values in its events and checkpoints; set by
+      the runner from ``secrets`` (None: the run has none).
     """
 
     settings: Settings = field(default_factory=get_settings)
@@ -142,6 +148,8 @@ class RunDeps:
     memory: MemoryStore | None = None
     workflows: WorkflowSource | None = None
     knowledge: "KnowledgeSearch | None" = None
+    secrets: "SecretStore | None" = None
+    redactor: "Redactor | None" = None
 
 
 class InterruptRequested(Exception):

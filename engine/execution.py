@@ -44,6 +44,7 @@ from .telemetry import telemetry
 from .turns import answer_text
 
 if TYPE_CHECKING:
+    from .environment import SecretStore
     from .service import Stores
     from .settings import Settings
 
@@ -122,6 +123,8 @@ class Executing:
 
     stores: "Stores"
     settings: "Settings"
+    #: the secret values of environment variables (:mod:`engine.environment`)
+    secrets: "SecretStore | None"
     _live: dict[str, _Live]
     _ended: "OrderedDict[str, _Live]"
     #: runs whose interrupted execution's end this process stores once the store is back
@@ -164,6 +167,7 @@ class Executing:
                 answer_interrupts(state, answers)
             if state is not prepared or plan is None:
                 plan = await self._plan_of(state)
+            models = await self.models_of(tenant_id)  # type: ignore[attr-defined]  # RunService's
         except BaseException:
             await runs.release(run_id, owner.id)
             raise
@@ -179,8 +183,9 @@ class Executing:
         text: list[str] = []
         released: list[bool] = []  # the last checkpoint of an ended run gave the lease up
         idle = _IdleWatch(self.settings.run_idle_timeout_s, state, token, plan.catalog)
-        deps = RunDeps(settings=self.settings, models=self.models, memory=self.memory, workflows=self.workflows,
-                       knowledge=self.knowledge, on_event=lambda event: self._publish(live, durable, text, idle.seen(event)),
+        deps = RunDeps(settings=self.settings, models=models, memory=self.memory, workflows=self.workflows,
+                       knowledge=self.knowledge, secrets=self.secrets,
+                       on_event=lambda event: self._publish(live, durable, text, idle.seen(event)),
                        checkpoint=self._checkpointer(owner, live, durable, text, idle, released))
         helpers = [asyncio.create_task(self._heartbeat(run_id, owner, token)),
                    asyncio.create_task(self._watch_commands(run_id, token)),
@@ -360,6 +365,8 @@ class Executing:
 
         async def checkpoint(state: RunState, delta: CheckpointDelta) -> None:
             idle.amend(state)
+            if live.state is not None and state is not live.state:  # a copy with its secrets masked
+                idle.amend(live.state)
             batch = durable[:]  # the events buffered since the last checkpoint commit with it
             del durable[:]
             ended = state.status in _ENDED

@@ -4,8 +4,8 @@ CLI, a queue job). :class:`~engine.service.RunService` exposes them as its own
 ``launch`` and ``follow``.
 
 **Launch** takes one of the requests of :mod:`schemas.launch` - a start, a chat turn
-(a start in a chat whose run waits for one answer), a resume, a rerun, or the
-continuation of an accepted run - and does, in this order and nowhere else:
+(a start in a chat whose run waits for one answer), a resume, a rerun, a run of one
+node on its own, or the continuation of an accepted run - and does, in this order and nowhere else:
 
 1. the checks that need no quota: the document compiles, the run is paused, the answers
    name pending interrupts and fit their questions (:func:`check_answers`);
@@ -33,7 +33,7 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable
 
-from schemas.launch import ContinueRun, Placement, RerunRun, ResumeRun, RunTicket, StartRun
+from schemas.launch import ContinueRun, Placement, RerunRun, ResumeRun, RunNode, RunTicket, StartRun
 from schemas.run import RunState
 from schemas.types import RunStatus
 
@@ -142,7 +142,8 @@ async def launch(service: RunService, tenant_id: str, request: LaunchRequest,
     Raises:
         CompileError, InvalidInputs: a start whose document or inputs do not fit (422).
         RunNotFound; RunNotResumable (not paused, still executing); UnknownInterrupt;
-        InvalidAnswer; RerunRefused; RunOwned; the admission's refusal (a quota);
+        InvalidAnswer; RerunRefused; NodeRunRefused, MissingNodeInputs (one node alone); RunOwned;
+        the admission's refusal (a quota);
         QueueUnavailable: the queue cannot be reached (a new run is then ended ``cancelled``).
     """
     placement = placement or Placement()
@@ -160,6 +161,8 @@ async def launch(service: RunService, tenant_id: str, request: LaunchRequest,
         return await _resume(service, tenant_id, request, placement)
     if isinstance(request, RerunRun):
         return await _rerun(service, tenant_id, request, placement)
+    if isinstance(request, RunNode):
+        return await _run_node(service, tenant_id, request)
     return await _continue(service, tenant_id, request)
 
 
@@ -189,7 +192,7 @@ async def _start(service: RunService, tenant_id: str, request: StartRun, placeme
     for the disk and makes the start durable with it (a streaming caller sees the run's
     first events before that commit, as it sees a pure node's before the checkpoint that
     carries it). A queued or detached start is answered at once (202, a job), so it waits."""
-    plan = service.compile(request.doc)  # a document that does not compile takes no quota slot
+    plan = service.compile(request.doc, await service.models_of(tenant_id))  # a document that does not compile takes no quota slot
     run_id = request.run_id or uuid.uuid4().hex
     queued = placed_on_queue(service, plan, placement)
     await service.prepare(
@@ -317,6 +320,18 @@ async def _rerun(service: RunService, tenant_id: str, request: RerunRun, placeme
         new_run_id=new_id))
     live = await _here(service, tenant_id, state.run_id, lambda: events)
     return RunTicket(state.run_id, None, _status(live, RunStatus.running))
+
+
+async def _run_node(service: RunService, tenant_id: str, request: RunNode) -> RunTicket:
+    """One node alone (engine/single_node.py), admitted as any run start and executed
+    here (a builder waits for it)."""
+    new_id = request.run_id or uuid.uuid4().hex
+    workflow_id = str(request.doc.get("id") or "")
+    state, events = await _admitted(service, tenant_id, workflow_id, new_id, lambda: service.run_node(
+        tenant_id, request.doc, request.node_id, request.values, from_last=request.from_last,
+        workflow_version=request.workflow_version, run_id=new_id))
+    live = await _here(service, tenant_id, state.run_id, lambda: events)
+    return RunTicket(state.run_id, None, _status(live, RunStatus.pending))
 
 
 async def _continue(service: RunService, tenant_id: str, request: ContinueRun) -> RunTicket:

@@ -63,6 +63,7 @@ __all__ = [
     "StaleVersion",
     "StoreError",
     "StoreUnavailable",
+    "TenantModels",
     "TenantNotFound",
     "WorkflowExists",
     "WorkflowNotFound",
@@ -290,8 +291,20 @@ class ChatStore(Protocol):
         """Insert a message (the chat is created with its first message)."""
         ...
 
-    async def update_message(self, message: ChatMessage) -> None:
-        """Replace a message's status and parts."""
+    async def update_message(self, message: ChatMessage, variables: Mapping[str, Any] | None = None) -> None:
+        """Replace a message's status and parts; with ``variables``, also set those of the
+        chat's conversation variables (name -> value, others kept) in the same
+        transaction, so a turn and the values it leaves are kept together or not at all."""
+        ...
+
+    async def chat_variables(self, tenant_id: str, chat_id: str) -> dict[str, Any]:
+        """The conversation variables the chat holds (name -> value); empty for a chat
+        that holds none or does not exist."""
+        ...
+
+    async def set_chat_variables(self, tenant_id: str, chat_id: str, values: Mapping[str, Any]) -> dict[str, Any]:
+        """Set the chat's conversation variables of ``values`` (others kept); all it holds
+        now. Raises ChatNotFound."""
         ...
 
     async def messages(self, tenant_id: str, chat_id: str, limit: int = 100) -> list[ChatMessage]:
@@ -380,6 +393,17 @@ class ModelCatalog(Protocol):
         """The environment variable that must hold an API key for a call to model ``name``
         to be sent, or None when none must (an unknown name, a provider that needs no key,
         or one whose key is optional, such as a local endpoint). Never the key itself."""
+        ...
+
+
+class TenantModels(Protocol):
+    """The models a tenant's runs may name: the operator's registry plus the tenant's own
+    providers and models (``/v1/model-providers``), which win over the operator's of the
+    same name; ``default`` is the tenant's default chat model when it chose one."""
+
+    async def models_for(self, tenant_id: str) -> ModelCatalog:
+        """The tenant's models (the operator's registry when it has none of its own).
+        Raises StoreError when they cannot be read."""
         ...
 
 

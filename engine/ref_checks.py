@@ -62,6 +62,10 @@ class _LazyOutputs(dict):  # type: ignore[type-arg]
         """Every node id (for "did you mean" suggestions)."""
         return list(self._nodes)
 
+    def node(self, node_id: str) -> NodeBase | None:
+        """The validated node, None for an id that is not one."""
+        return self._nodes.get(node_id)
+
 
 class RefChecker:
     """Rule 9, for one workflow (outputs computed once)."""
@@ -75,6 +79,15 @@ class RefChecker:
         self.outputs = _LazyOutputs(wf)
         self.inputs = {v.name: v.type for v in wf.inputs}
         self.variables = {v.name: v.type for v in wf.variables}
+        self.conversation = {v.name: v.type for v in wf.conversation_variables}
+        self.env = {v.name: v.type.var_type() for v in wf.environment}
+        if len(self.env) != len(wf.environment):  # one name, one value: which one a run reads must be clear
+            seen: set[str] = set()
+            for i, var in enumerate(wf.environment):
+                if var.name in seen:
+                    problems.append(Problem("duplicate_env", f"environment variable {var.name!r} is declared more "
+                                            "than once; rename or remove one", path=f"environment[{i}]"))
+                seen.add(var.name)
         self.order = order
         self.graph = graph
         self._anc: dict[str, int] | None = None
@@ -108,6 +121,40 @@ class RefChecker:
             parent = self.scope.get(parent)
         return False
 
+    def access(self, reader: str, node_ref: str, body: bool = False) -> str | tuple[str, str]:
+        """The one rule of what ``reader`` may read of node ``node_ref`` (the compiler
+        checks references with it; :mod:`engine.ref_scope` offers exactly what it allows):
+
+        1. A container's body (and the container's own body fields, ``body``) reads the
+           container's per-item/round values (:meth:`NodeConfig.body_outputs`: an
+           iteration's ``item``/``index``, a loop's variables), never its results: those
+           exist only once the container has finished.
+        2. A container's body fields read the outputs of the nodes of its own body (they
+           run first, in the same item/round scope; a nested container's body nodes run
+           in that container's scopes, so only the nested container itself is read).
+        3. Any other node is read when it is upstream (it always ran first); a node
+           never reads its own outputs.
+
+        Returns ``"body"`` (rule 1: :meth:`NodeConfig.body_outputs`), ``"outputs"``
+        (rules 2-3: :meth:`NodeBase.outputs`), or the ``(code, message)`` of the problem
+        when ``node_ref`` may not be read at all.
+        """
+        if (body and node_ref == reader) or self._inside(reader, node_ref):
+            return "body"
+        if body and self.scope.get(node_ref) == reader:
+            return "outputs"
+        if node_ref == reader:
+            return ("not_ancestor", "a node cannot reference its own outputs")
+        if self.order is not None and not (self.anc[reader] >> self.index[node_ref]) & 1:
+            return ("not_ancestor", f"reference to node {node_ref!r}, which is not upstream of {reader!r}: it may "
+                                    "never run first; connect it upstream")
+        return "outputs"
+
+    def body_outputs(self, node_id: str) -> dict[str, VarType]:
+        """What ``node_id``'s body reads of it while it runs (rule 1 of :meth:`access`)."""
+        node = self.outputs.node(node_id)
+        return node.config.body_outputs(self.wf) if node is not None else {}
+
     def _target(self, reader: str, path: str, node_ref: str, field: str | None, body: bool = False) -> VarType | None:
         if node_ref in self.invalid:
             return None
@@ -115,22 +162,16 @@ class RefChecker:
             self.problems.append(Problem("unknown_node", f"reference to unknown node {node_ref!r}"
                                          f"{did_you_mean(node_ref, self.outputs.ids())}", node_id=reader, path=path))
             return None
-        if body and (node_ref == reader or self._inside(node_ref, reader)):
-            pass  # a loop node's body-scoped field reads itself and its body (engine/loops.py)
-        elif self.order is not None and node_ref != reader and not (self.anc[reader] >> self.index[node_ref]) & 1:
-            self.problems.append(
-                Problem("not_ancestor",
-                        f"reference to node {node_ref!r}, which is not upstream of {reader!r}: it may never run first; "
-                        "connect it upstream", node_id=reader, path=path)
-            )
+        access = self.access(reader, node_ref, body)
+        if isinstance(access, tuple):
+            self.problems.append(Problem(access[0], access[1], node_id=reader, path=path))
             return None
-        elif node_ref == reader:
-            self.problems.append(Problem("not_ancestor", "a node cannot reference its own outputs", node_id=reader, path=path))
-            return None
-        outs = self.outputs[node_ref]
+        outs = self.body_outputs(node_ref) if access == "body" else self.outputs[node_ref]
         if field is not None and field not in outs:
+            where = (f" while its body runs (its {field!r} exists once it has finished; read it downstream)"
+                     if access == "body" and field in self.outputs[node_ref] else "")
             self.problems.append(
-                Problem("unknown_output", f"node {node_ref!r} has no output {field!r}{did_you_mean(field, outs)} "
+                Problem("unknown_output", f"node {node_ref!r} has no output {field!r}{where}{did_you_mean(field, outs)} "
                         f"(outputs: {', '.join(sorted(outs)) or 'none'})",
                         node_id=reader, path=path)
             )
@@ -138,8 +179,10 @@ class RefChecker:
         return outs.get(field) if field is not None else None
 
     def _scoped(self, reader: str, path: str, scope: str, field: str | None) -> VarType | None:
-        table = {"inputs": self.inputs, "vars": self.variables, "sys": SYS_VARIABLES}[scope]
-        code = {"inputs": "unknown_input", "vars": "unknown_variable", "sys": "unknown_sys"}[scope]
+        table = {"inputs": self.inputs, "vars": self.variables, "sys": SYS_VARIABLES,
+                 "conversation": self.conversation, "env": self.env}[scope]
+        code = {"inputs": "unknown_input", "vars": "unknown_variable", "sys": "unknown_sys",
+                "conversation": "unknown_conversation_variable", "env": "unknown_env"}[scope]
         if field is not None and field not in table:
             self.problems.append(
                 Problem(code, f"{scope}.{field} is not declared{did_you_mean(field, table)} "
@@ -157,7 +200,7 @@ class RefChecker:
                 self.check_node(node)
 
     def check_node(self, node: NodeBase) -> None:
-        """Rule 9 for one node: its structured references, then its templates."""
+        """Rule 9 for one node: its structured references, the variables it sets, then its templates."""
         if _plain_config(type(node.config)):
             return
         body_fields = node.config.body_fields()
@@ -174,6 +217,8 @@ class RefChecker:
                             f"reference {found.ref.ref!r} is {actual.value if actual else '?'} but "
                             f"{found.expected.value if found.expected else '?'} is expected", node_id=node.id, path=found.path)
                 )
+        for field_path, scope, name in node.config.variable_targets():
+            self._scoped(node.id, f"config.{field_path}", scope, name)
         local_names = node.config.template_locals()
         for field_path, source in node.config.templates():
             path = f"config.{field_path}"
@@ -192,13 +237,13 @@ class RefChecker:
                     self.problems.append(
                         Problem("unknown_template_name",
                                 f"template uses {name!r}, which is not a node id, a bound variable or "
-                                f"inputs/sys/vars/nodes{did_you_mean(name, [*self.outputs.ids(), *local_names])}",
+                                f"inputs/sys/vars/conversation/env/nodes{did_you_mean(name, [*self.outputs.ids(), *local_names])}",
                                 node_id=node.id, path=path)
                     )
             for head, field in selectors:
                 if head in local_names or head in unknown:
                     continue
-                if head in ("inputs", "sys", "vars"):
+                if head in ("inputs", "sys", "vars", "conversation", "env"):
                     self._scoped(node.id, path, head, field)
                 elif head.startswith("nodes."):
                     self._target(node.id, path, head[6:], field)

@@ -2,8 +2,9 @@
 
 Rules (README "References"):
 
-1. ``inputs.NAME``, ``sys.NAME`` and ``vars.NAME`` read global inputs, system
-   variables and run variables; ``NODE.OUTPUT`` (or ``nodes.NODE.OUTPUT`` for ids
+1. ``inputs.NAME``, ``sys.NAME``, ``vars.NAME``, ``conversation.NAME`` and ``env.NAME``
+   read global inputs, system variables, run variables, conversation variables and
+   environment variables; ``NODE.OUTPUT`` (or ``nodes.NODE.OUTPUT`` for ids
    that are not identifiers) reads a node's output. A path follows: ``.key``,
    ``[index]``, ``["key with dots"]``.
 2. Values keep their JSON types; nothing is stringified on the way.
@@ -116,9 +117,16 @@ def resolve_selector(state: RunState, sel: Selector, *, node_id: str | None = No
         pool, scope_name = state.inputs, "the workflow inputs"
     elif sel.scope == "sys":
         pool, scope_name = state.sys, "the system variables"
+    elif sel.scope == "conversation":
+        pool, scope_name = state.conversation, "the conversation variables"
+    elif sel.scope == "env":
+        pool, scope_name = state.env, "the environment variables"
     else:
         pool, scope_name = state.variables, "the run variables"
     value = pool.get(sel.field, _MISSING)
+    if value is _MISSING and sel.scope == "env":
+        raise ReferenceFailed(f"reference {str(sel)!r}: environment variable {sel.field!r} is not set (a secret "
+                              "with no value: set it in the workflow's Environment section)", node_id=node_id)
     if value is _MISSING:
         raise ReferenceFailed(
             f"reference {str(sel)!r}: {scope_name} has no field {sel.field!r} (has: {', '.join(sorted(pool)) or 'none'})",
@@ -146,12 +154,19 @@ def _tojson(value: Any, indent: int | None = None) -> str:
     return json.dumps(value, ensure_ascii=False, indent=indent, default=str)
 
 
+class _EnvValues(dict):
+    """``env`` as templates read it: a missing name is a secret that is not set."""
+
+
 class _Undefined(jinja2.StrictUndefined):
     """Strict undefined whose message says what *is* there (keys of the object read)."""
 
     @property
     def _undefined_message(self) -> str:
         obj, name = self._undefined_obj, self._undefined_name
+        if isinstance(obj, _EnvValues) and name is not None:
+            return (f"environment variable {name!r} is not set (a secret with no value: set it in the workflow's "
+                    f"Environment section)")
         if isinstance(obj, dict) and name is not None:
             keys = ", ".join(sorted(map(str, obj))[:10]) or "none"
             return f"key {name!r} not found (keys: {keys})"
@@ -401,6 +416,10 @@ def template_context(state: RunState, names: frozenset[str], extra: Mapping[str,
             ctx[name] = state.sys
         elif name == "vars":
             ctx[name] = state.variables
+        elif name == "conversation":
+            ctx[name] = state.conversation
+        elif name == "env":
+            ctx[name] = _EnvValues(state.env)
         elif name == "nodes":
             ctx[name] = _NodesView(state)
         else:
@@ -573,6 +592,8 @@ def _why(value: Any, key: Any) -> str:
     """Why ``key`` cannot be read from ``value``, in the words of :func:`_walk_path`."""
     if value is None:
         return f"cannot read {key!r} of null"
+    if isinstance(value, _EnvValues):
+        return f"environment variable {key!r} is not set (a secret with no value: set it in the Environment section)"
     if isinstance(value, Mapping) and not isinstance(key, int):
         keys = ", ".join(sorted(map(str, value))[:10]) or "none"
         return f"key {key!r} not found (keys: {keys})"

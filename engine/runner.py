@@ -18,6 +18,7 @@ from schemas.workflow import InputVar
 
 from .compiler import CompiledPlan
 from .context import CancelToken, RunDeps
+from .environment import release_environment, run_environment
 from .errors import InvalidInputs, UnknownInterrupt
 from .scheduler import Scheduler
 from .telemetry import run_scope, telemetry
@@ -70,29 +71,48 @@ def new_run_state(
     query: str | None = None,
     user_id: str | None = None,
     history: list[dict[str, Any]] | None = None,
+    partial: bool = False,
+    conversation: Mapping[str, Any] | None = None,
 ) -> RunState:
     """A fresh :class:`RunState` with validated inputs, defaults applied and system variables set.
 
     ``history`` is the chat so far, ``[{"role": "user"|"assistant", "content": str}, ...]``
     oldest first (``sys.history``); ``query`` defaults to the ``query`` input when present.
+    ``partial``: ``inputs`` are the few a run of one node reads (engine/single_node.py):
+    taken as given with the declared defaults, not checked against the declaration.
+    ``conversation``: the values the chat holds (name -> value); each declared
+    conversation variable starts from its value there, else from its default (names the
+    workflow no longer declares are left out).
 
     Raises:
-        InvalidInputs: every missing required input, wrongly typed or undeclared input.
+        InvalidInputs: every missing required input, wrongly typed or undeclared input,
+            and every held conversation value that does not fit its declared type.
     """
     wf = plan.workflow
     problems: list[str] = []
     values: dict[str, Any] = {}
     declared = {v.name: v for v in wf.inputs}
+    if partial:
+        values = {v.name: v.default for v in wf.inputs if v.default is not None} | dict(inputs)
+        declared = {}
     for name in inputs:
-        if name not in declared:
+        if name not in declared and not partial:
             problems.append(f"{name!r} is not an input of workflow {wf.id!r} (inputs: {', '.join(sorted(declared)) or 'none'})")
-    for var in wf.inputs:
+    for var in wf.inputs if not partial else ():
         value = inputs.get(var.name, var.default)
         if value is None and var.required:
             problems.append(f"{var.name!r} is required ({var.type.value})")
         elif not value_matches(value, var.type):
             problems.append(f"{var.name!r} must be {var.type.value}, got {type(value).__name__}")
         values[var.name] = value
+    held = conversation or {}
+    kept: dict[str, Any] = {}
+    for cvar in wf.conversation_variables:
+        value = held.get(cvar.name, cvar.default)
+        if not value_matches(value, cvar.type):
+            problems.append(f"conversation variable {cvar.name!r} must be {cvar.type.value}, the chat holds "
+                            f"{type(value).__name__} (change it in the chat's variables)")
+        kept[cvar.name] = value
     if problems:
         raise InvalidInputs(problems)
     run_id = run_id or uuid.uuid4().hex
@@ -113,6 +133,7 @@ def new_run_state(
             "history": list(history or []),
         },
         variables={v.name: v.default for v in wf.variables},
+        conversation=kept,
     )
 
 
@@ -133,7 +154,20 @@ async def run_workflow(
         InvalidInputs: from :func:`new_run_state`.
     """
     state = inputs if isinstance(inputs, RunState) else new_run_state(plan, inputs, **sys)
-    return await _traced(Scheduler(plan, state, deps or RunDeps(), cancel).run(), plan.workflow.id, state)
+    return await _traced(_execute(plan, state, deps or RunDeps(), cancel), plan.workflow.id, state)
+
+
+async def _execute(plan: CompiledPlan, state: RunState, deps: RunDeps, cancel: CancelToken | None) -> RunState:
+    """Run the scheduler with the run's environment variables read for this execution
+    (each start or resume reads them again: they are never part of a stored state) and
+    its secrets masked in what it records (:mod:`engine.environment`)."""
+    if not plan.workflow.environment:
+        return await Scheduler(plan, state, deps, cancel).run()
+    state.env, redactor = await run_environment(plan.workflow, state.tenant_id, deps.secrets)
+    try:
+        return await Scheduler(plan, state, dataclasses.replace(deps, redactor=redactor or None), cancel).run()
+    finally:
+        release_environment(redactor)
 
 
 def answer_interrupts(state: RunState, answers: Mapping[str, Any]) -> None:
@@ -170,7 +204,7 @@ async def resume_run(plan: CompiledPlan, state: RunState, *, answers: Mapping[st
         )
     if answers:
         answer_interrupts(state, answers)
-    return await _traced(Scheduler(plan, state, deps or RunDeps(), cancel).run(), plan.workflow.id, state)
+    return await _traced(_execute(plan, state, deps or RunDeps(), cancel), plan.workflow.id, state)
 
 
 async def stream_workflow(

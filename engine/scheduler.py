@@ -160,6 +160,8 @@ class Scheduler(NodeAttempts):
             return
         self.state.seq += 1
         if self._emit_fn is not None:
+            if self.deps.redactor:  # the run's secret values never leave it in an event
+                fields = self.deps.redactor.value(fields)
             self._emit_fn(cls(seq=self.state.seq, run_id=self.state.run_id, ts=time.time(), **fields))
 
     # ------------------------------------------------------------------- start
@@ -420,7 +422,7 @@ class Scheduler(NodeAttempts):
             self._dirty = {}
             self._history_saved = len(state.history)
             try:
-                result = hook(state, delta)
+                result = hook(self.deps.redactor.state(state) if self.deps.redactor else state, delta)
                 if inspect.isawaitable(result):
                     await result
             except BaseException:
@@ -532,9 +534,13 @@ class Scheduler(NodeAttempts):
 
     def _collect_outputs(self) -> None:
         """The run's outputs, from the node runs of kinds whose catalog entry ``collects``
-        them. The answer is what the answer stream sent (engine/answers.py), set by
+        them (a run of one node on its own, engine/single_node.py: that node's outputs). The answer is what the answer stream sent (engine/answers.py), set by
         :meth:`_finish`."""
         state, catalog = self.state, self.plan.catalog
+        alone = state.node_runs.get(state.sys.get("single_node") or "") if self.scope is None else None
+        if alone is not None and alone.outputs is not None:  # a node run on its own: its outputs are the run's
+            state.outputs.update(alone.outputs)
+            return
         collects = {k for k in catalog if catalog[k].collects == "outputs"} if catalog is not None else set()
         for run in state.node_runs.values():
             if run.kind in collects and run.status is NodeRunStatus.succeeded and run.outputs is not None:

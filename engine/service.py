@@ -1,5 +1,5 @@
 """The run lifecycle: the one implementation of start, resume, answer, cancel, recover,
-get, list and watch, and the front door every door uses: :meth:`RunService.launch` (a
+get, list and watch (and a run of one node alone: :mod:`engine.node_runs`), and the front door every door uses: :meth:`RunService.launch` (a
 start, a chat turn, a resume, a rerun or a continuation: admission, placement, launch)
 and :meth:`RunService.follow` (a run's events, live or replayed, wherever it executes),
 in :mod:`engine.frontdoor`. Executing a run (claim, heartbeat, command polling,
@@ -52,9 +52,11 @@ from schemas.types import NodeRunStatus, RunStatus
 from .catalog import NodeCatalog
 from .compiler import CompiledPlan, compile_workflow
 from .context import WorkflowSource
+from .environment import SecretStore
 from .errors import UnknownInterrupt
 from .execution import Executing, RunNotResumable, _Live
 from .leases import owner_gone
+from .node_runs import NodeRuns
 from .ports import (
     Admission,
     ChatStore,
@@ -68,10 +70,12 @@ from .ports import (
     NewRun,
     Published,
     RunStore,
+    TenantModels,
 )
 from .rerun import durable, seed_rerun
 from .runner import new_run_state
 from .settings import Settings
+from .single_node import single_node_plan
 from .telemetry import TRACE_KEY, telemetry
 from .turns import ChatTurns
 
@@ -95,7 +99,7 @@ class Stores:
     chats: ChatStore
 
 
-class RunService(Executing, ChatTurns):
+class RunService(Executing, ChatTurns, NodeRuns):
     """The run lifecycle over the storage ports (module docstring).
 
     ``catalog`` compiles workflows; ``models``, ``memory`` and ``workflows`` go to every
@@ -107,11 +111,16 @@ class RunService(Executing, ChatTurns):
                  models: ModelCatalog | None = None, memory: MemoryStore | None = None,
                  workflows: WorkflowSource | None = None, knowledge: Any = None,
                  launcher: Launcher | None = None, queue: Launcher | None = None, feed: EventFeed | None = None,
-                 admission: Admission | None = None) -> None:
+                 admission: Admission | None = None, secrets: SecretStore | None = None,
+                 tenant_models: TenantModels | None = None) -> None:
         self.catalog = catalog
+        #: the secret values of environment variables (:mod:`engine.environment`; None: none)
+        self.secrets = secrets
         self.stores = stores
         self.settings = settings
         self.models = models
+        #: each tenant's models over ``models`` (None: every tenant runs with ``models``)
+        self.tenant_models = tenant_models
         self.memory = memory
         self.workflows = workflows
         #: the knowledge search nodes get (``RunDeps.knowledge``; an ``engine.knowledge`` KnowledgeSearch)
@@ -134,9 +143,17 @@ class RunService(Executing, ChatTurns):
 
     # ------------------------------------------------------------------ plans
 
-    def compile(self, doc: Mapping[str, Any]) -> CompiledPlan:
-        """Compile ``doc`` with this service's catalog and models. Raises CompileError."""
-        return compile_workflow(doc, catalog=self.catalog, models=self.models)
+    def compile(self, doc: Mapping[str, Any], models: ModelCatalog | None = None) -> CompiledPlan:
+        """Compile ``doc`` with this service's catalog and ``models`` (a tenant's,
+        :meth:`models_of`; default: this service's). Raises CompileError."""
+        return compile_workflow(doc, catalog=self.catalog, models=models if models is not None else self.models)
+
+    async def models_of(self, tenant_id: str) -> ModelCatalog | None:
+        """The models ``tenant_id``'s runs compile and call with: its own over the
+        operator's when this service has ``tenant_models``, else ``models``."""
+        if self.tenant_models is None:
+            return self.models
+        return await self.tenant_models.models_for(tenant_id)
 
     async def _plan_of(self, state: RunState) -> CompiledPlan:
         key = (state.tenant_id, state.workflow_hash)
@@ -144,7 +161,9 @@ class RunService(Executing, ChatTurns):
         if doc is None:
             doc = await self.stores.runs.get_workflow(state.tenant_id, state.workflow_hash)
             self._keep_doc(key, doc)
-        return self.compile(doc)
+        plan = self.compile(doc, await self.models_of(state.tenant_id))
+        node_id = state.sys.get("single_node")  # a run of one node (engine/single_node.py) runs only it
+        return single_node_plan(plan, node_id) if isinstance(node_id, str) else plan
 
     def _keep_doc(self, key: tuple[str, str], doc: Mapping[str, Any]) -> None:
         """Remember a stored document by ``(tenant, content hash)``: a hash names one
@@ -186,13 +205,14 @@ class RunService(Executing, ChatTurns):
             InvalidInputs: the inputs do not fit the workflow's declared inputs.
             the admission's refusal; RunExists; StalePublished.
         """
-        plan = plan if plan is not None else self.compile(doc)
+        plan = plan if plan is not None else self.compile(doc, await self.models_of(tenant_id))
         values = dict(inputs)
         if message is not None and "query" not in values and any(v.name == "query" for v in plan.workflow.inputs):
             values["query"] = message
         history = await self._history(tenant_id, chat_id) if chat_id else (list(history) if history else None)
+        held = await self._conversation(tenant_id, chat_id, plan) if chat_id else None
         state = new_run_state(plan, values, run_id=run_id, chat_id=chat_id, query=message, user_id=user_id,
-                              history=history)
+                              history=history, conversation=held)
         state.tenant_id, state.workflow_version = tenant_id, workflow_version
         _keep_trace(state)
         stored = (tenant_id, state.workflow_hash) in self._docs  # documents stay: stored once is stored
@@ -249,9 +269,10 @@ class RunService(Executing, ChatTurns):
         if old.status in (RunStatus.pending, RunStatus.running):
             raise RunNotResumable(f"run {run_id} is still {old.status.value}: rerun it once it has ended "
                                   f"(or stop it first)")
-        plan = self.compile(doc)
+        plan = self.compile(doc, await self.models_of(tenant_id))
         state = new_run_state(plan, old.inputs, run_id=new_run_id, query=old.sys.get("query") or None,
-                              user_id=old.sys.get("user_id") or None, history=old.sys.get("history") or None)
+                              user_id=old.sys.get("user_id") or None, history=old.sys.get("history") or None,
+                              conversation=old.conversation)
         state.tenant_id, state.workflow_version = tenant_id, workflow_version
         _keep_trace(state)
         first = seed_rerun(plan, old, state, node_id)

@@ -49,7 +49,9 @@ class Settings(BaseSettings):
     ``flowloom serve`` or ``flowloom worker`` process continues at once, found on start and
     then every ``lease_ttl``/2 seconds (:mod:`engine.recovery`). ``workflow_path``:
     directories searched for workflows used as tools. ``models``: the model registry
-    file (default: the bundled one). ``upload_dir``: the only directory the agent's file
+    file (default: the bundled one); ``models_override`` (``FLOWLOOM_MODELS_OVERRIDE``): a
+    file of changes merged key by key over it (default ``<home>/models.override.toml``,
+    read when it exists; :mod:`nodes.model_overrides`). ``upload_dir``: the only directory the agent's file
     reader may read (default ``<home>/uploads``).
 
     Models: ``llm_base_url_override`` (``FLOWLOOM_LLM_BASE_URL_OVERRIDE``) sends every
@@ -127,6 +129,7 @@ class Settings(BaseSettings):
     recovery_concurrency: int = Field(default=4, ge=0, le=256)
     workflow_path: Annotated[list[Path], NoDecode] = Field(default_factory=list)
     models: Path | None = None
+    models_override: Path | None = None
     upload_dir: Path | None = None
 
     http_allow: Annotated[list[str], NoDecode] = Field(default_factory=list)
@@ -178,13 +181,13 @@ class Settings(BaseSettings):
             return [part for part in value.split(os.pathsep) if part.strip()]
         return value
 
-    @field_validator("home", "models", "upload_dir", mode="after")
+    @field_validator("home", "models", "models_override", "upload_dir", mode="after")
     @classmethod
     def _expand_user(cls, value: Path | None) -> Path | None:
         return value.expanduser() if value is not None else None
 
     @field_validator("redis_url", "database_url", "llm_base_url_override", "llm_model_override", "models",
-                     "upload_dir", mode="before")
+                     "models_override", "upload_dir", mode="before")
     @classmethod
     def _empty_is_unset(cls, value: object) -> object:
         return None if isinstance(value, str) and not value.strip() else value
@@ -228,6 +231,11 @@ class Settings(BaseSettings):
         if self._dotenv is None:
             self._dotenv = _read_env_file(self.model_config.get("env_file"))
         return collections.ChainMap(os.environ, self._dotenv)  # type: ignore[arg-type]
+
+    @property
+    def models_override_path(self) -> Path:
+        """The model override file: ``models_override``, else ``<home>/models.override.toml``."""
+        return self.models_override or self.home / "models.override.toml"
 
     @property
     def uploads(self) -> Path:

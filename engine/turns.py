@@ -1,7 +1,9 @@
 """The chat transcript of runs: a turn is the user's message and exactly one assistant
 message, which the run fills - its answer (or what was streamed before a stop or a
 failure), reasoning, tool calls, the answer's citations and a pending question - and
-whose status follows the run's. :class:`ChatTurns` is a base of :class:`~engine.service.RunService`."""
+whose status follows the run's. A turn starts from the conversation variables the chat
+holds and, when it succeeds, leaves its final values to the chat together with its
+closed message. :class:`ChatTurns` is a base of :class:`~engine.service.RunService`."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from schemas.run import RunState
 from schemas.types import RunStatus
 
 if TYPE_CHECKING:
+    from .compiler import CompiledPlan
     from .service import Stores
 
 __all__ = ["ChatTurns", "answer_text"]
@@ -30,6 +33,13 @@ class ChatTurns:
         """``sys.history``: the chat's messages with text, oldest first."""
         messages = await self.stores.chats.messages(tenant_id, chat_id, limit=200)
         return [{"role": m.role, "content": m.text} for m in messages if m.text]
+
+    async def _conversation(self, tenant_id: str, chat_id: str, plan: "CompiledPlan") -> dict[str, Any] | None:
+        """The conversation variables the chat holds (None when the workflow declares none:
+        nothing to read)."""
+        if not plan.workflow.conversation_variables:
+            return None
+        return await self.stores.chats.chat_variables(tenant_id, chat_id)
 
     async def _open_turn(self, state: RunState, text: str | None) -> None:
         """A turn of a chat: the user's message, then the assistant message that the run fills."""
@@ -60,7 +70,10 @@ class ChatTurns:
         message.parts = _parts_of(state, streamed)
         message.status = _MESSAGE_STATUS.get(state.status, MessageStatus.failed)
         message.updated_at = time.time()
-        await self.stores.chats.update_message(message)
+        # A turn that succeeded leaves its conversation variables to the chat, in the
+        # transaction that closes its message; a failed or stopped turn changes nothing.
+        kept = state.conversation if state.status is RunStatus.succeeded and state.conversation else None
+        await self.stores.chats.update_message(message, kept)
 
 
 

@@ -36,8 +36,9 @@ Written once for both nodes, which differ only by the :class:`AgentHooks` they i
    stop tool). A tool or hook calling ``ctx.interrupt`` pauses it (see *Pausing*). A fired
    cancel token raises ``RunCancelled``.
 
-**Models without native function calling** (``capabilities.tool_calling`` false, or
-``LoopSettings.protocol="json"``) speak the JSON protocol of :mod:`nodes.agent_protocol` with
+**Models without free native function calls** (``capabilities.tools`` ``forced`` - they
+call a tool only when ``tool_choice`` forces it, which a loop where the model chooses cannot
+do - or ``none``; or ``LoopSettings.protocol="json"``) speak the JSON protocol of :mod:`nodes.agent_protocol` with
 the same rounds: the reply is parsed by bracket balancing, a parse failure sends a hint quoting
 the text around the error (or, for output cut by ``max_tokens``, asks for a shorter reply) and
 is *not* a step: ``LoopState.counters["parse_retries"]`` counts consecutive failures apart from
@@ -285,8 +286,10 @@ def _open_loop(ctx: NodeContext, settings: LoopSettings, messages: Sequence[Mapp
                          f"{', '.join(registry.names())})", node_id=ctx.node_id, reason="unknown_model")
     caps = spec.capabilities
     settings = dataclasses.replace(settings, idle_timeout=_idle_timeout(ctx, spec, settings))
+    # The model chooses its calls here: native tools only when it calls them on its own
+    # (a model that calls only when forced would answer every round in text).
     mode: Literal["native", "json"] = ("json" if settings.protocol == "json" or
-                                       (settings.protocol == "auto" and not caps.tool_calling) else "native")
+                                       (settings.protocol == "auto" and not caps.free_tool_calls) else "native")
     by_name = {t.name: t for t in tools}
     if len(by_name) != len(tools):
         names = [t.name for t in tools]

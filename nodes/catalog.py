@@ -12,6 +12,7 @@ import dataclasses
 import functools
 
 from engine.catalog import KindSpec, NodeCatalog
+from nodes.help_zh import HELP_ZH_CN
 from nodes.labels_zh import FIELD_ZH_CN, KIND_ZH_CN, VALUE_ZH_CN
 from schemas import nodes as plumbing
 from schemas.nodes_agent import AgentConfig, ToolCallConfig
@@ -19,7 +20,7 @@ from schemas.nodes_code import CodeConfig
 from schemas.nodes_knowledge import KnowledgeRetrievalConfig
 from schemas.nodes_llm import ChatConfig, ClassifyQuestionConfig, ExtractFieldsConfig, QueryExtensionConfig
 
-__all__ = ["BUILTIN_KINDS", "FIELD_LABELS", "VALUE_LABELS", "builtin_catalog"]
+__all__ = ["BUILTIN_KINDS", "FIELD_HELP", "FIELD_LABELS", "VALUE_LABELS", "builtin_catalog"]
 
 #: Every built-in kind, in the order the canvas palette shows them (labels added below).
 _KINDS: tuple[KindSpec, ...] = (
@@ -77,6 +78,9 @@ FIELD_LABELS: dict[str, dict[str, str]] = {"zh-CN": FIELD_ZH_CN}
 #: Labels of enum values (what the config form's selects offer) in other languages:
 #: language tag -> value -> label; English shows the value itself.
 VALUE_LABELS: dict[str, dict[str, str]] = {"zh-CN": VALUE_ZH_CN}
+
+#: Per language, the config fields' help (keyed by the English help, ``nodes.help_zh.help_key``).
+FIELD_HELP: dict[str, dict[str, str]] = {"zh-CN": HELP_ZH_CN}
 
 
 @functools.cache

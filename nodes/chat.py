@@ -62,6 +62,8 @@ from schemas.types import Ref
 
 from engine.catalog import NodeExecutor
 
+from .sent_messages import deployment_secrets, sent_record
+
 __all__ = [
     "DEFAULT_QUOTE_TEMPLATES",
     "SYSTEM_SEPARATOR",
@@ -136,12 +138,16 @@ def model_spec(ctx: NodeContext, name: str) -> Any:
     return registry.get(name)
 
 
-def sampling(config: LLMNodeConfig, spec: Any, default_temperature: float | None) -> tuple[float, int]:
+def sampling(config: LLMNodeConfig, spec: Any, default_temperature: float | None,
+             cap: int | None = None) -> tuple[float, int]:
     """(temperature, max_tokens) sent explicitly on every request.
 
     temperature: the node's, else ``default_temperature`` (the kind's pinned value;
     None means the model's ``default_temperature``). max_tokens: the node's capped by
-    the model's ``max_output_tokens``, else that maximum.
+    the model's ``max_output_tokens``, else ``cap`` (the kind's built-in cap: nodes whose
+    output is short by design, so a model that never stops cannot generate for minutes),
+    else that maximum. A model with the ``reasoning`` capability gets no built-in cap:
+    its thinking counts against ``max_tokens`` and would be cut before it answers.
     """
     if config.temperature is not None:
         temperature = config.temperature
@@ -149,7 +155,12 @@ def sampling(config: LLMNodeConfig, spec: Any, default_temperature: float | None
         temperature = default_temperature
     else:
         temperature = spec.default_temperature
-    max_tokens = spec.max_output_tokens if config.max_tokens is None else min(config.max_tokens, spec.max_output_tokens)
+    if config.max_tokens is not None:
+        max_tokens = min(config.max_tokens, spec.max_output_tokens)
+    elif cap is not None and not spec.capabilities.reasoning:
+        max_tokens = min(cap, spec.max_output_tokens)
+    else:
+        max_tokens = spec.max_output_tokens
     return float(temperature), int(max_tokens)
 
 
@@ -386,6 +397,9 @@ class ChatNode(NodeExecutor[ChatConfig], kind="chat"):
         spec = model_spec(ctx, cfg.model)
         temperature, max_tokens = sampling(cfg, spec, None)
         messages, quote_role = self.build_messages(ctx, question, spec, max_tokens)
+        # what the model gets, for the trace, kept before the call so a failed call shows it
+        # too (capped, secrets masked: nodes/sent_messages.py)
+        ctx.node_run.data["sent"] = sent_record(messages, deployment_secrets(ctx.deps.settings.environ()))
         request = LLMRequest(cfg.model, messages, temperature=temperature, max_tokens=max_tokens)
         got = received if received is not None else Received()
         got.text.clear()

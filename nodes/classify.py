@@ -43,7 +43,13 @@ next turn's prompt shows it as context ("the previous question was classified as
 fail the classification: memory is a hint, not an input.
 
 Sampling: temperature 0 unless configured (intent classification should be
-deterministic), ``max_tokens`` explicit (see :func:`nodes.chat.sampling`).
+deterministic); ``max_tokens`` the node's, else :data:`CLASSIFY_MAX_TOKENS` (about 50: the
+answer is one id; see :func:`nodes.chat.sampling`).
+
+Protocol (``mode: auto``): one forced call is all this node needs, so a model whose
+tool calls work only when forced (``capabilities.tools = "forced"``) uses native tools
+here, forced; a model with free calls but no ``tool_choice`` gets the tool unforced;
+a model without tools gets the JSON prompt protocol.
 """
 
 from __future__ import annotations
@@ -64,11 +70,14 @@ from .chat import add_usage, history_as_text, model_spec, recent_turns, registry
 from .chat import stream_idle_timeout, warn
 from .json_scan import JsonNotFound, find_json
 
-__all__ = ["CLASSIFY_TEMPERATURE", "MAX_PHRASE_WORDS", "TOOL_NAME", "ClassifyQuestionNode", "Verdict", "read_answer",
+__all__ = ["CLASSIFY_MAX_TOKENS", "CLASSIFY_TEMPERATURE", "MAX_PHRASE_WORDS", "TOOL_NAME", "ClassifyQuestionNode", "Verdict", "read_answer",
            "read_label"]
 
 TOOL_NAME = "classify_question"
 CLASSIFY_TEMPERATURE = 0.0
+#: Output cap (tokens) unless the node sets ``max_tokens``: a call or a JSON object naming
+#: one category id needs about 20; the rest is slack for a model that adds a few words.
+CLASSIFY_MAX_TOKENS = 50
 MEMORY_SLOT = "classification"
 _ANSWER_KEYS = ("category", "category_id", "id")
 #: Longest reply (in words) in which a named category is read as the answer.
@@ -266,11 +275,14 @@ class ClassifyQuestionNode(NodeExecutor[ClassifyQuestionConfig], kind="classify_
         cfg = self.config
         spec = model_spec(ctx, cfg.model)
         caps = spec.capabilities
-        if cfg.mode == "tool" and not caps.tool_calling:
+        # One forced call is all this node needs: a model that only calls tools when
+        # forced counts as native here, one that calls them freely too.
+        native = caps.forced_tool_calls or caps.free_tool_calls
+        if cfg.mode == "tool" and not native:
             raise NodeFailed(f"config.mode: model {cfg.model!r} has no native tool calling; use mode 'auto' or "
                              "'prompt'", node_id=ctx.node_id)
-        protocol = "tool" if cfg.mode == "tool" or (cfg.mode == "auto" and caps.tool_calling) else "prompt"
-        forced = protocol == "tool" and caps.tool_choice
+        protocol = "tool" if cfg.mode == "tool" or (cfg.mode == "auto" and native) else "prompt"
+        forced = protocol == "tool" and caps.forced_tool_calls
         question = render_text(ctx, cfg.question, "question")
         instructions = ctx.render(cfg.instructions, field="config.instructions") if cfg.instructions else ""
         history = history_as_text(recent_turns(resolve_history(ctx, cfg), cfg.history))
@@ -282,7 +294,7 @@ class ClassifyQuestionNode(NodeExecutor[ClassifyQuestionConfig], kind="classify_
         previous = await self._recall(store, key, record) if store is not None else None
         record["previous"] = previous["category"] if previous else None
 
-        temperature, max_tokens = sampling(cfg, spec, CLASSIFY_TEMPERATURE)
+        temperature, max_tokens = sampling(cfg, spec, CLASSIFY_TEMPERATURE, CLASSIFY_MAX_TOKENS)
         messages = [{"role": "system", "content": self._system_prompt(instructions, history, previous, protocol)},
                     {"role": "user", "content": question}]
         request = LLMRequest(

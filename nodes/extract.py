@@ -7,7 +7,9 @@ Protocol (``mode: auto`` picks the first the model supports):
    the reply text is the JSON.
 2. ``tool``: one function :data:`TOOL_NAME` whose parameters are the schema, forced
    with ``tool_choice`` when the model accepts it; its arguments are the JSON (a
-   text reply instead is read as in 3).
+   text reply instead is read as in 3). A model whose tool calls work only when
+   forced (``capabilities.tools = "forced"``) counts as native here: one forced call
+   is all this node makes.
 3. ``prompt``: the schema is in the system prompt, which asks for the JSON object only.
 
 Reading the JSON: the first JSON object of the reply (:mod:`nodes.json_scan`: code
@@ -32,6 +34,8 @@ Outputs: every field by name (null when missing or invalid), ``fields`` (only th
 valid values), ``success`` (every required field present and valid - an invalid
 optional field is dropped and recorded, it does not fail ``success``) and ``usage``.
 Keys the schema does not declare are ignored (listed in ``data.extract.ignored``).
+
+``max_tokens``: the node's, else sized from the schema (:func:`extract_max_tokens`).
 """
 
 from __future__ import annotations
@@ -50,10 +54,30 @@ from .chat import add_usage, history_as_text, model_spec, recent_turns, registry
 from .if_else import coerce
 from .json_scan import JsonNotFound, find_json
 
-__all__ = ["EXTRACT_TEMPERATURE", "TOOL_NAME", "ExtractFieldsNode", "coerce_field", "validate_fields"]
+__all__ = ["EXTRACT_TEMPERATURE", "TOOL_NAME", "ExtractFieldsNode", "coerce_field", "extract_max_tokens",
+           "validate_fields"]
 
 TOOL_NAME = "extract_fields"
 EXTRACT_TEMPERATURE = 0.0
+#: Output tokens allowed per field value, by type (:func:`extract_max_tokens`): a string
+#: may be a sentence or two, a number or a flag a few tokens, an object or array more.
+VALUE_TOKENS = {"string": 120, "number": 16, "boolean": 8, "object": 300, "array": 300}
+#: The object's own braces, quotes and a few words a model may add around it.
+OBJECT_OVERHEAD_TOKENS = 40
+
+
+def extract_max_tokens(fields: list[ExtractField]) -> int:
+    """The output cap of an extraction unless the node sets ``max_tokens``: the JSON object
+    of every field at its type's :data:`VALUE_TOKENS` (an enum field at its longest value)
+    plus each name, plus :data:`OBJECT_OVERHEAD_TOKENS`. Sized from the schema so a model
+    that never stops cannot generate for minutes; the model's own maximum still bounds it."""
+    total = OBJECT_OVERHEAD_TOKENS
+    for field in fields:
+        value = VALUE_TOKENS[field.type]
+        if field.enum is not None:
+            value = max(len(json.dumps(v, ensure_ascii=False)) for v in field.enum) // 2 + 8
+        total += value + len(field.name) // 2 + 6
+    return total
 
 
 def coerce_field(field: ExtractField, value: Any) -> Any:
@@ -103,9 +127,11 @@ class ExtractFieldsNode(NodeExecutor[ExtractFieldsConfig], kind="extract_fields"
 
     def _protocol(self, ctx: NodeContext, caps: Any) -> str:
         mode = self.config.mode
+        # one forced call suffices: forced-only tool calling counts as native here
+        native = caps.forced_tool_calls or caps.free_tool_calls
         if mode == "auto":
-            return "structured" if caps.structured_output else "tool" if caps.tool_calling else "prompt"
-        needs = {"structured": caps.structured_output, "tool": caps.tool_calling, "prompt": True}[mode]
+            return "structured" if caps.structured_output else "tool" if native else "prompt"
+        needs = {"structured": caps.structured_output, "tool": native, "prompt": True}[mode]
         if not needs:
             raise NodeFailed(f"config.mode: model {self.config.model!r} does not support {mode!r} extraction; "
                              "use mode 'auto' or 'prompt'", node_id=ctx.node_id)
@@ -136,11 +162,11 @@ class ExtractFieldsNode(NodeExecutor[ExtractFieldsConfig], kind="extract_fields"
         spec = model_spec(ctx, cfg.model)
         caps = spec.capabilities
         protocol = self._protocol(ctx, caps)
-        forced = protocol == "tool" and caps.tool_choice
+        forced = protocol == "tool" and caps.forced_tool_calls
         text = render_text(ctx, cfg.text, "text")
         instructions = ctx.render(cfg.instructions, field="config.instructions") if cfg.instructions else ""
         history = history_as_text(recent_turns(resolve_history(ctx, cfg), cfg.history))
-        temperature, max_tokens = sampling(cfg, spec, EXTRACT_TEMPERATURE)
+        temperature, max_tokens = sampling(cfg, spec, EXTRACT_TEMPERATURE, extract_max_tokens(cfg.fields))
         schema = cfg.json_schema()
         request = LLMRequest(
             cfg.model,

@@ -10,7 +10,8 @@ streams the reply:
    value silently falls to whatever the provider or model row says;
    ``None`` in :class:`LLMRequest` means the model's ``default_temperature`` /
    ``max_output_tokens`` (a larger ``max_tokens`` is clamped to the latter).
-3. **Stream** (``stream=True``, ``include_usage``): answer deltas go to
+3. **Stream** (``stream=True``, ``include_usage`` unless the model's ``stream_usage``
+   capability is off): answer deltas go to
    ``on_answer``, ``reasoning_content`` deltas (DeepSeek, Qwen) to ``on_reasoning``;
    tool-call fragments are joined by ``index`` across chunks (parallel calls may
    interleave). Some providers send each complete call in one chunk and reuse index 0
@@ -282,7 +283,8 @@ def build_request_body(spec: ModelSpec, request: LLMRequest, *, node_id: str | N
         return LLMBadRequest(f"{subject}: {why}", node_id=node_id, reason=reason, model=spec.name)
 
     if request.tools and not caps.tool_calling:
-        raise refuse("the model has no native tool calling; use prompt-mode tools")
+        raise refuse("the model has no native tool calling (capabilities.tools = \"none\"); "
+                     "use prompt-mode tools")
     if request.tool_choice is not None and not caps.tool_choice:
         raise refuse("the model does not accept tool_choice")
     if (request.response_format or {}).get("type") == "json_schema" and not caps.structured_output:
@@ -305,8 +307,9 @@ def build_request_body(spec: ModelSpec, request: LLMRequest, *, node_id: str | N
         "temperature": temperature,
         "max_tokens": max_tokens,
         "stream": True,
-        "stream_options": {"include_usage": True},
     }
+    if caps.stream_usage:  # a server that rejects the option is estimated instead
+        body["stream_options"] = {"include_usage": True}
     if request.tools:
         body["tools"] = list(request.tools)
     if request.tool_choice is not None:

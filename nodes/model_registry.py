@@ -9,6 +9,12 @@ workflow). Resolution order of :func:`load_registry`:
    ``FLOWLOOM_LLM_BASE_URL`` / ``FLOWLOOM_LLM_API_KEY`` / ``FLOWLOOM_LLM_MODEL``, so
    ``flowloom run`` works against any OpenAI-compatible endpoint given by env.
 
+Over the file, :mod:`nodes.model_overrides` merges, key by key, the override file
+(``FLOWLOOM_MODELS_OVERRIDE``, else ``<home>/models.override.toml``) and, for the
+``default`` model, ``FLOWLOOM_LLM_CONTEXT`` / ``FLOWLOOM_LLM_MAX_OUTPUT`` /
+``FLOWLOOM_LLM_TOOLS`` / ...: a model's capabilities and limits change without a copy
+of this file.
+
 The environment (``${VAR}`` in the file, the API keys) is the mapping
 :meth:`Settings.environ <engine.settings.Settings.environ>` gives: the process
 environment over the working directory's ``.env`` file. This module never reads
@@ -100,6 +106,8 @@ __all__ = [
     "PriceTier",
     "Pricing",
     "ProviderSpec",
+    "TOOL_SUPPORT",
+    "ToolSupport",
     "UnknownModel",
     "WrongModelType",
     "get_registry",
@@ -208,14 +216,76 @@ class Pricing(_Spec):
         return self.input_per_1k, self.output_per_1k
 
 
-class Capabilities(_Spec):
-    """What the model supports natively; ``call_llm`` refuses requests that need more."""
+#: How a model takes tools: ``native`` calls them on its own (``tool_choice`` "auto");
+#: ``forced`` calls one only when ``tool_choice`` names it (small local models that
+#: ignore tools under "auto"); ``none`` takes no ``tools`` at all.
+ToolSupport = Literal["native", "forced", "none"]
+TOOL_SUPPORT: tuple[str, ...] = ("native", "forced", "none")
 
-    tool_calling: bool = True
+
+class Capabilities(_Spec):
+    """What the model does, as the endpoint really serves it; ``call_llm`` refuses requests
+    that need more, and nodes pick their protocol from it.
+
+    - ``tools``: :data:`ToolSupport`. Nodes that let the model choose (agent, tool call)
+      use native tools only when free calls work (``native``), else the JSON protocol in
+      the prompt; nodes that force one call (classify, extract) use native tools when
+      forced calls work (:attr:`forced_tool_calls`).
+    - ``tool_choice``: the server honours ``tool_choice`` naming a function (``forced``
+      needs it; Ollama calls tools freely but ignores it).
+    - ``structured_output``: ``response_format`` ``json_schema`` is honoured;
+      ``json_mode``: ``response_format`` ``json_object`` is.
+    - ``stream_usage``: a stream ends with usage when ``stream_options.include_usage``
+      asks (False: the option is not sent, since some servers reject it, and usage is
+      estimated).
+    - ``vision``: images in messages; ``reasoning``: streams its thinking.
+
+    The older key ``tool_calling`` (a bool) is still read: true is ``native``, false is
+    ``none``; an explicit ``tools`` wins.
+    """
+
+    tools: ToolSupport = "native"
     tool_choice: bool = True
+    structured_output: bool = False
+    json_mode: bool = False
+    stream_usage: bool = True
     vision: bool = False
     reasoning: bool = False
-    structured_output: bool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_keys(cls, data: Any) -> Any:
+        if not isinstance(data, Mapping) or "tool_calling" not in data:
+            return data
+        fields = dict(data)
+        legacy = fields.pop("tool_calling")
+        if not isinstance(legacy, bool):
+            raise ValueError(f"capabilities.tool_calling must be true or false, got {legacy!r} "
+                             f"(or write tools = {' | '.join(repr(t) for t in TOOL_SUPPORT)})")
+        fields.setdefault("tools", "native" if legacy else "none")
+        return fields
+
+    @model_validator(mode="after")
+    def _forced_needs_choice(self) -> "Capabilities":
+        if self.tools == "forced" and not self.tool_choice:
+            raise ValueError('capabilities: tools = "forced" needs tool_choice = true '
+                             "(a call is forced through tool_choice)")
+        return self
+
+    @property
+    def tool_calling(self) -> bool:
+        """The request may carry ``tools`` (native or forced)."""
+        return self.tools != "none"
+
+    @property
+    def free_tool_calls(self) -> bool:
+        """The model calls tools on its own under ``tool_choice`` "auto"."""
+        return self.tools == "native"
+
+    @property
+    def forced_tool_calls(self) -> bool:
+        """A call forced through ``tool_choice`` works."""
+        return self.tools != "none" and self.tool_choice
 
 
 class ProviderSpec(_Spec):
@@ -429,6 +499,28 @@ class ModelRegistry:
     def __repr__(self) -> str:
         return f"ModelRegistry(models={self.names()}, fingerprint={self._fingerprint!r})"
 
+    def with_specs(self, specs: Mapping[str, ModelSpec]) -> "ModelRegistry":
+        """A copy of this registry (of its class, sharing its providers, keys and SDK
+        clients) with the models of ``specs`` (name -> spec, same provider) in place of its
+        own: a tenant's overrides of limits and capabilities. ``self`` is unchanged.
+
+        Raises:
+            ModelConfigError: a name that is not in the registry, or a changed provider.
+        """
+        import copy
+
+        models = dict(self._models)
+        for name, spec in specs.items():
+            current = models.get(name)
+            if current is None or spec.name != name or spec.provider != current.provider:
+                raise ModelConfigError(f"cannot replace model {name!r}: not in the registry or another provider")
+            models[name] = spec
+        clone = copy.copy(self)
+        clone._models = models
+        changed = json.dumps({n: s.model_dump() for n, s in sorted(specs.items())}, sort_keys=True)
+        clone._fingerprint = hashlib.sha256((self._fingerprint + changed).encode()).hexdigest()[:16]
+        return clone
+
     # ------------------------------------------------------------------ clients
 
     def api_key(self, spec: ModelSpec) -> str | None:
@@ -504,10 +596,14 @@ class ModelRegistry:
                 base_url=provider.base_url,
                 max_retries=0,  # call_llm owns retries (only before any token was streamed)
                 timeout=openai.Timeout(None, connect=CONNECT_TIMEOUT),  # call_llm owns the idle timeout
-                http_client=_own_loop_http_client(),
+                http_client=self._http_client(provider),
             )
             clients[cache_key] = client
         return client
+
+    def _http_client(self, provider: ProviderSpec) -> Any:
+        """The HTTP client under ``provider``'s SDK client (a subclass may guard it)."""
+        return _own_loop_http_client()
 
     async def aclose(self) -> None:
         """Close the clients opened on the running loop (tests and shutdown: whoever owns a
@@ -586,13 +682,18 @@ def _process_env() -> Mapping[str, str]:
 
 
 def load_registry(path: str | os.PathLike[str] | None = None, *, env: Mapping[str, str] | None = None,
-                  base_url_override: str | None = None, model_override: str | None = None) -> ModelRegistry:
+                  base_url_override: str | None = None, model_override: str | None = None,
+                  override_file: str | os.PathLike[str] | None = None) -> ModelRegistry:
     """Read a registry: ``path`` (``Settings.models``, from ``FLOWLOOM_MODELS``), else the
-    bundled ``models.toml``. ``env`` and the overrides: see :meth:`ModelRegistry.from_dict`.
+    bundled ``models.toml``; then ``override_file`` (when it exists) and the ``default``
+    model's environment variables merged over it (:mod:`nodes.model_overrides`).
+    ``env`` and the URL/model overrides: see :meth:`ModelRegistry.from_dict`.
 
     Raises:
         ModelConfigError: unreadable file, invalid TOML or invalid entries (names the file).
     """
+    from .model_overrides import apply_env_overrides, merge_registry_data, read_override_file
+
     if path is None:
         source = "bundled nodes/models.toml"
         text = resources.files("nodes").joinpath("models.toml").read_text(encoding="utf-8")
@@ -606,6 +707,12 @@ def load_registry(path: str | os.PathLike[str] | None = None, *, env: Mapping[st
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ModelConfigError(f"model registry {source} is not valid TOML: {exc}") from None
+    if override_file is not None:
+        changes = read_override_file(Path(override_file))
+        if changes:
+            data = merge_registry_data(data, changes, source=str(override_file))
+            source = f"{source} with {override_file}"
+    data = apply_env_overrides(data, _process_env() if env is None else env)
     return ModelRegistry.from_dict(data, source=source, env=env, base_url_override=base_url_override,
                                    model_override=model_override)
 
@@ -635,19 +742,36 @@ def registry_for(settings: Any) -> ModelRegistry:
     maps = getattr(env, "maps", None)
     dotenv = frozenset(maps[-1].items()) if maps else frozenset()
     return _cached_registry(path, settings.llm_base_url_override, settings.llm_model_override, env=env,
-                            dotenv=dotenv)
+                            dotenv=dotenv, override_file=settings.models_override_path)
 
 
 _REGISTRIES: dict[tuple[Any, ...], ModelRegistry] = {}
 
 
+def _override_state(override_file: Path | None, env: Mapping[str, str] | None) -> tuple[Any, ...]:
+    """What the overrides depend on (part of the cache key): the override file's
+    modification time and size, and the ``default`` model's variables."""
+    from .model_overrides import DEFAULT_MODEL_ENV
+
+    stat: tuple[Any, ...] = ()
+    if override_file is not None:
+        try:
+            info = override_file.stat()
+            stat = (str(override_file), info.st_mtime_ns, info.st_size)
+        except OSError:
+            stat = (str(override_file),)
+    values = tuple(str(env.get(var, "") or "") for var in DEFAULT_MODEL_ENV) if env is not None else ()
+    return stat + values
+
+
 def _cached_registry(path: str | None, base_url_override: str | None, model_override: str | None,
-                     env: Mapping[str, str] | None = None, dotenv: frozenset[Any] = frozenset()) -> ModelRegistry:
-    key = (path, base_url_override, model_override, dotenv)
+                     env: Mapping[str, str] | None = None, dotenv: frozenset[Any] = frozenset(),
+                     override_file: Path | None = None) -> ModelRegistry:
+    key = (path, base_url_override, model_override, dotenv, _override_state(override_file, env))
     registry = _REGISTRIES.get(key)
     if registry is None:
         registry = _REGISTRIES[key] = load_registry(path, env=env, base_url_override=base_url_override,
-                                                    model_override=model_override)
+                                                    model_override=model_override, override_file=override_file)
     return registry
 
 

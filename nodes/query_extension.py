@@ -16,7 +16,7 @@ the reason (``empty``, ``no_json``, ``invalid_json``, ``unclosed``, ``not_accept
 a position hint and the raw reply. Provider errors still fail the node.
 
 Sampling: temperature 0.1 unless configured (a little variety in wording, stable
-meaning), ``max_tokens`` explicit.
+meaning); ``max_tokens`` the node's, else about 300 (:func:`query_extension_max_tokens`).
 """
 
 from __future__ import annotations
@@ -30,9 +30,20 @@ from engine.catalog import NodeExecutor
 from .chat import add_usage, history_as_text, model_spec, recent_turns, registry_of, render_text, resolve_history, sampling
 from .json_scan import JsonNotFound, find_json
 
-__all__ = ["QUERY_EXTENSION_TEMPERATURE", "QueryExtensionNode", "dedupe_queries"]
+__all__ = ["QUERY_EXTENSION_TEMPERATURE", "QueryExtensionNode", "dedupe_queries", "query_extension_max_tokens"]
 
 QUERY_EXTENSION_TEMPERATURE = 0.1
+#: Output tokens per query asked for (:func:`query_extension_max_tokens`).
+QUERY_TOKENS = 30
+#: The least output cap: the default ``count`` (10) asks for 9 queries, about 300 tokens.
+QUERY_EXTENSION_MAX_TOKENS = 300
+
+
+def query_extension_max_tokens(count: int) -> int:
+    """The output cap unless the node sets ``max_tokens``: :data:`QUERY_TOKENS` per query
+    asked for, at least :data:`QUERY_EXTENSION_MAX_TOKENS` (a model that never stops
+    cannot generate for minutes; the model's own maximum still bounds it)."""
+    return max(QUERY_EXTENSION_MAX_TOKENS, QUERY_TOKENS * count)
 
 
 def _query_list(value: Any) -> list[Any] | None:
@@ -99,7 +110,7 @@ class QueryExtensionNode(NodeExecutor[QueryExtensionConfig], kind="query_extensi
             return NodeResult({"queries": [question] if question else [], "usage": None})
         instructions = ctx.render(cfg.instructions, field="config.instructions") if cfg.instructions else ""
         history = history_as_text(recent_turns(resolve_history(ctx, cfg), cfg.history))
-        temperature, max_tokens = sampling(cfg, spec, QUERY_EXTENSION_TEMPERATURE)
+        temperature, max_tokens = sampling(cfg, spec, QUERY_EXTENSION_TEMPERATURE, query_extension_max_tokens(cfg.count))
         request = LLMRequest(cfg.model,
                              [{"role": "system", "content": self._system_prompt(instructions, history)},
                               {"role": "user", "content": question}],

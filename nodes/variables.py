@@ -7,7 +7,7 @@ from typing import Any
 from engine.context import NodeContext, NodeResult
 from engine.errors import NodeFailed
 from schemas.nodes import VariableAggregatorConfig, VariableUpdateConfig
-from schemas.types import value_matches
+from schemas.types import VarType, value_matches
 
 from engine.catalog import NodeExecutor
 
@@ -20,7 +20,8 @@ def is_empty(value: Any) -> bool:
 
 
 class VariableUpdateNode(NodeExecutor[VariableUpdateConfig], kind="variable_update"):
-    """Applies updates to run variables (``vars.NAME``) in order.
+    """Applies updates to run variables (``NAME``) and conversation variables
+    (``conversation.NAME``) in order.
 
     Operations: ``set`` (replace), ``append`` (one item to an array), ``extend``
     (items of an array), ``add`` (number), ``clear`` (empty value of the declared type).
@@ -31,36 +32,43 @@ class VariableUpdateNode(NodeExecutor[VariableUpdateConfig], kind="variable_upda
     """
 
     async def run(self, ctx: NodeContext) -> NodeResult:
-        declared = {v.name: v.type for v in ctx.plan.workflow.variables}
+        wf = ctx.plan.workflow
+        declared = {"vars": {v.name: v.type for v in wf.variables},
+                    "conversation": {v.name: v.type for v in wf.conversation_variables}}
+        pools = {"vars": ctx.state.variables, "conversation": ctx.state.conversation}
         changed: dict[str, Any] = {}
         for i, update in enumerate(self.config.updates):
-            name = update.variable
-            if name not in declared:
-                raise NodeFailed(f"updates[{i}]: run variable {name!r} is not declared in workflow.variables",
-                                 node_id=ctx.node_id)
+            scope, name = update.target()
+            if name not in declared[scope]:
+                where = "workflow.conversation_variables" if scope == "conversation" else "workflow.variables"
+                kind = "conversation variable" if scope == "conversation" else "run variable"
+                raise NodeFailed(f"updates[{i}]: {kind} {name!r} is not declared in {where}", node_id=ctx.node_id)
             value = ctx.resolve(update.value, record_as=f"updates[{i}].value")
-            current = ctx.state.variables.get(name)
-            if update.operation == "set":
-                new = value
-            elif update.operation == "append":
-                new = list(current or []) + [value]
-            elif update.operation == "extend":
-                if not isinstance(value, list):
-                    raise NodeFailed(f"updates[{i}]: extend needs an array, got {type(value).__name__}", node_id=ctx.node_id)
-                new = list(current or []) + value
-            elif update.operation == "add":
-                if isinstance(value, bool) or not isinstance(value, (int, float)) or isinstance(current, bool) \
-                        or not isinstance(current or 0, (int, float)):
-                    raise NodeFailed(f"updates[{i}]: add needs numbers, got {current!r} + {value!r}", node_id=ctx.node_id)
-                new = (current or 0) + value
-            else:
-                new = {"string": "", "number": 0, "boolean": False, "object": {}, "array": []}.get(declared[name].value)
-            if not value_matches(new, declared[name]):
-                raise NodeFailed(f"updates[{i}]: {name!r} is {declared[name].value}, cannot hold {type(new).__name__}",
-                                 node_id=ctx.node_id)
-            ctx.state.variables[name] = new
-            changed[name] = new
+            new = _apply(update.operation, pools[scope].get(name), value, declared[scope][name], i, ctx.node_id)
+            if not value_matches(new, declared[scope][name]):
+                raise NodeFailed(f"updates[{i}]: {update.variable!r} is {declared[scope][name].value}, cannot hold "
+                                 f"{type(new).__name__}", node_id=ctx.node_id)
+            pools[scope][name] = new
+            changed[update.variable] = new
         return NodeResult(changed)
+
+
+def _apply(operation: str, current: Any, value: Any, declared: VarType, i: int, node_id: str) -> Any:
+    """The variable's new value after ``operation`` (see :class:`VariableUpdateNode`)."""
+    if operation == "set":
+        return value
+    if operation == "append":
+        return list(current or []) + [value]
+    if operation == "extend":
+        if not isinstance(value, list):
+            raise NodeFailed(f"updates[{i}]: extend needs an array, got {type(value).__name__}", node_id=node_id)
+        return list(current or []) + value
+    if operation == "add":
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or isinstance(current, bool) \
+                or not isinstance(current or 0, (int, float)):
+            raise NodeFailed(f"updates[{i}]: add needs numbers, got {current!r} + {value!r}", node_id=node_id)
+        return (current or 0) + value
+    return {"string": "", "number": 0, "boolean": False, "object": {}, "array": []}.get(declared.value)
 
 
 class VariableAggregatorNode(NodeExecutor[VariableAggregatorConfig], kind="variable_aggregator"):

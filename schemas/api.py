@@ -31,6 +31,7 @@ __all__ = [
     "MAX_NUMBER",
     "ChatDetail",
     "ChatList",
+    "ChatVariables",
     "ChatOut",
     "ChatRename",
     "MessageList",
@@ -49,7 +50,12 @@ __all__ = [
     "NodeKindList",
     "KindLabel",
     "NodeKindOut",
+    "NodeLastRun",
+    "NodeReadOut",
+    "NodeRunCreate",
+    "NodeRunInfo",
     "NodeRunOut",
+    "SingleNodeRunOut",
     "QuotaEffective",
     "QuotaList",
     "QuotaOut",
@@ -62,6 +68,9 @@ __all__ = [
     "RunDetail",
     "RunList",
     "RunOut",
+    "NodeScope",
+    "NodeScopeRequest",
+    "ScopeEntryOut",
     "WorkflowCreated",
     "WorkflowDetail",
     "WorkflowImport",
@@ -203,6 +212,11 @@ class RunOut(BaseModel):
     cost: float = 0.0
     error: dict[str, Any] | None = None
     pending_interrupts: list[dict[str, Any]] = Field(default_factory=list)
+    kind: str = Field(default="workflow", description="`workflow`, or `single_node`: one node run on its own "
+                      "(`POST /v1/workflows/{id}/nodes/{node_id}/run`)")
+    node_id: str | None = Field(default=None, description="the node a `single_node` run ran")
+    preview: str | None = Field(default=None, description="the user's message, else the first input, as text "
+                                "(at most 120 characters)")
 
     @classmethod
     def of(cls, summary: RunSummary) -> "RunOut":
@@ -491,6 +505,44 @@ class NodeShapeOut(BaseModel):
     outputs: dict[str, str] | None = None
 
 
+class ChatVariables(BaseModel):
+    """A chat's conversation variables (name -> value): ``GET``/``PUT
+    /v1/chats/{id}/variables``. A ``PUT`` sets the names it gives and keeps the others;
+    the next turn starts from them (a value that does not fit the workflow's declared
+    type refuses that turn, 422 naming the variable)."""
+
+    variables: dict[str, Any] = Field(default_factory=dict)
+
+
+class NodeScopeRequest(BaseModel):
+    """``POST /v1/workflows/scope``: a workflow document (saved or not, finished or not),
+    one of its nodes, and the top-level config key being edited (body fields of a
+    container, e.g. an iteration's ``collect``, see more than its other fields)."""
+
+    workflow: dict[str, Any]
+    node_id: str = Field(min_length=1)
+    field: str | None = None
+
+
+class ScopeEntryOut(BaseModel):
+    """One reference the node may use: ``path`` is the text to store (``{"ref": path}`` or
+    ``{{ path }}``); ``group``: ``inputs``/``vars``/``conversation``/``sys``/``node``."""
+
+    path: str
+    group: str
+    node_id: str | None = None
+    output: str | None = None
+    type: str | None = None
+
+
+class NodeScope(BaseModel):
+    """What a node may reference: exactly what the compiler accepts in that field."""
+
+    node_id: str
+    field: str | None = None
+    entries: list[ScopeEntryOut]
+
+
 class WorkflowProblems(BaseModel):
     """``POST .../validate``: every compile problem (errors and warnings), as
     ``flowloom validate --json`` prints them; ``valid`` when none is an error; ``inputs``:
@@ -560,6 +612,8 @@ class WorkflowImport(BaseModel):
                                         "tenant (\"*\" for every unmapped one and for searches with none selected)")
     allow_partial: bool = Field(default=False, strict=True)
     workflow_id: str | None = Field(default=None, min_length=1, max_length=200)
+    secrets: dict[str, str] = Field(default_factory=dict, max_length=200, description="values of the secret "
+                                    "environment variables the file declares, stored encrypted with ?save=true")
 
 
 class WorkflowImported(BaseModel):
@@ -573,6 +627,8 @@ class WorkflowImported(BaseModel):
     models: dict[str, str] = Field(default_factory=dict, description="source model -> registry model used")
     datasets: dict[str, str] = Field(default_factory=dict, description="source dataset id -> dataset id searched")
     saved: WorkflowDetail | None = None
+    secrets_needed: list[str] = Field(default_factory=list, description="secret environment variables the workflow "
+                                      "declares: their values are not in any file; give them as `secrets`")
 
 
 class WorkflowRunCreate(BaseModel):
@@ -603,6 +659,9 @@ class KindLabel(BaseModel):
     values: dict[str, str] = Field(default_factory=dict, description="enum value offered by the kind's config "
                                    "schema (root or $defs) -> its label in this language; the stored value stays "
                                    "the enum's own")
+    help: dict[str, str] = Field(default_factory=dict, description="a config field's English help (the first "
+                                 "paragraph of its schema description, whitespace collapsed) -> its help in this "
+                                 "language")
 
 
 class NodeKindOut(BaseModel):
@@ -651,6 +710,9 @@ class NodeKindList(BaseModel):
                                           "node_fields_schema (error strategy...); English is the value itself")
     embedding_models: list[str] = Field(default_factory=list, description="the registry's embedding models "
                                                                           "(what a dataset's embedding_model accepts)")
+    node_field_help: dict[str, dict[str, str]] = Field(
+        default_factory=dict, description="language tag (zh-CN...) -> English help of a field of "
+                                          "node_fields_schema -> its help in that language")
 
 
 # -------------------------------------------------------------------------- quotas
@@ -729,3 +791,64 @@ class OpenAIErrorBody(BaseModel):
     """The body of an error of the OpenAI-compatible routes (the ``openai`` SDK reads it)."""
 
     error: OpenAIErrorDetail
+
+
+# ---------------------------------------------------------------------- one node alone
+
+
+class NodeReadOut(BaseModel):
+    """One reference a node reads (``GET/POST /v1/workflows/{id}/nodes/{node_id}/run``):
+    ``key`` is what a value is given under (``start.query``, ``inputs.city``,
+    ``sys.query``, ``vars.count``, ``iter.item``)."""
+
+    key: str
+    scope: Literal["node", "inputs", "sys", "vars"]
+    node: str | None = Field(default=None, description="the node read (scope `node`)")
+    field: str | None = Field(default=None, description="the output or variable read (None: the whole node)")
+    type: str | None = Field(default=None, description="its declared type, when known")
+    optional: bool = Field(default=False, description="it has a default: a value need not be given")
+
+
+class NodeLastRun(BaseModel):
+    """A node's latest node run among its workflow's runs, and the values its references
+    had there (reference key -> value)."""
+
+    run_id: str
+    node_run: NodeRunOut
+    values: dict[str, Any] = Field(default_factory=dict)
+
+
+class NodeRunInfo(BaseModel):
+    """``GET /v1/workflows/{id}/nodes/{node_id}/run``: what the node reads (in the draft),
+    and its last run (None when it never ran)."""
+
+    node_id: str
+    reads: list[NodeReadOut]
+    last: NodeLastRun | None = None
+
+
+class NodeRunCreate(BaseModel):
+    """``POST /v1/workflows/{id}/nodes/{node_id}/run``: run the node alone on the draft.
+    ``inputs``: reference key -> value (``{"start.query": "hi"}``); ``from_last``: the
+    values of the node's last run fill in the keys left out. A key the node does not
+    read is ignored; a reference it reads with no value (and no default) is 422."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    inputs: dict[str, Any] = Field(default_factory=dict)
+    from_last: bool = False
+
+
+class SingleNodeRunOut(BaseModel):
+    """The run of one node alone, once it ended: the run (kind ``single_node``, in the
+    history as any run), and the node's run - status, outputs or error, duration, usage."""
+
+    run_id: str
+    node_id: str
+    status: RunStatus
+    node_run: NodeRunOut | None = None
+    error: dict[str, Any] | None = None
+    duration_s: float | None = None
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost: float = 0.0

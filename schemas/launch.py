@@ -13,7 +13,8 @@ from typing import Any, Literal, Mapping
 
 from .types import RunStatus
 
-__all__ = ["ContinueRun", "LaunchRequest", "Placement", "Published", "RerunRun", "ResumeRun", "RunTicket", "StartRun"]
+__all__ = ["ContinueRun", "LaunchRequest", "Placement", "Published", "RerunRun", "ResumeRun", "RunNode", "RunTicket",
+           "StartRun"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +88,21 @@ class ContinueRun:
     take_over: str | None = None
 
 
-LaunchRequest = StartRun | ResumeRun | RerunRun | ContinueRun
+@dataclass(frozen=True, slots=True)
+class RunNode:
+    """A new run of ``doc`` that executes node ``node_id`` alone with ``values``
+    (reference key -> value, e.g. ``{"start.query": "hi"}``); ``from_last``: the values
+    the node's last run read fill in what ``values`` leaves out (engine/single_node.py)."""
+
+    doc: Mapping[str, Any]
+    node_id: str
+    values: Mapping[str, Any] = field(default_factory=dict)
+    from_last: bool = False
+    workflow_version: str | None = None
+    run_id: str | None = None
+
+
+LaunchRequest = StartRun | ResumeRun | RerunRun | RunNode | ContinueRun
 
 
 @dataclass(frozen=True, slots=True)

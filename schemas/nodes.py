@@ -114,6 +114,18 @@ class NodeConfig(BaseModel):
         references may read the node itself and its body nodes."""
         return set()
 
+    def variable_targets(self) -> Iterator[tuple[str, str, str]]:
+        """(field path, scope, name) of every variable the node sets (``vars`` or
+        ``conversation``), so the compiler can say an undeclared one before a run fails."""
+        return iter(())
+
+    def body_outputs(self, workflow: "Workflow") -> dict[str, VarType]:
+        """What the node's body (and its own :meth:`body_fields`) reads of the node while
+        it runs - an iteration's ``item`` and ``index``, a loop's variables - as opposed
+        to :meth:`outputs`, which exist only once the node has finished and are read
+        downstream of it. Empty for nodes without a body."""
+        return {}
+
     def model_refs(self) -> Iterator[tuple[str, str]]:
         """(field path, model name) of every model this node calls; unknown names are compile errors."""
         return iter(())
@@ -493,27 +505,47 @@ class HttpRequestConfig(NodeConfig):
 
 
 class VariableUpdate(BaseModel):
-    """One update of a run variable (declared in ``workflow.variables``)."""
+    """One update of a run variable (``NAME``, declared in ``workflow.variables``) or of a
+    conversation variable (``conversation.NAME``, declared in
+    ``workflow.conversation_variables``, kept by the chat after a successful turn)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    variable: str
+    variable: str = Field(description="run variable NAME, or conversation.NAME")
     operation: Literal["set", "append", "extend", "add", "clear"] = "set"
     value: Value = None
+
+    def target(self) -> tuple[str, str]:
+        """``("conversation", NAME)`` for ``conversation.NAME``, else ``("vars", NAME)``
+        (``vars.NAME`` and a plain ``NAME`` both name a run variable)."""
+        head, dot, rest = self.variable.partition(".")
+        if dot and head in ("conversation", "vars"):
+            return head, rest
+        return "vars", self.variable
 
 
 @node_kind("variable_update", "Variable update")
 class VariableUpdateConfig(NodeConfig):
-    """Sets run variables (vars.NAME) and outputs the new value of each updated variable.
+    """Sets run variables (vars.NAME) and conversation variables (conversation.NAME) and
+    outputs the new value of each updated variable (keyed as the update names it).
 
     Ordering: a reader sees the update only when it is downstream of this node.
     """
 
     updates: list[VariableUpdate] = Field(min_length=1)
 
+    def variable_targets(self) -> Iterator[tuple[str, str, str]]:
+        for i, u in enumerate(self.updates):
+            yield (f"updates[{i}].variable", *u.target())
+
     def outputs(self, workflow: "Workflow") -> dict[str, VarType]:
-        declared = {v.name: v.type for v in workflow.variables}
-        return {u.variable: declared.get(u.variable, VarType.any) for u in self.updates}
+        declared = {"vars": {v.name: v.type for v in workflow.variables},
+                    "conversation": {v.name: v.type for v in workflow.conversation_variables}}
+        out: dict[str, VarType] = {}
+        for u in self.updates:
+            scope, name = u.target()
+            out[u.variable] = declared[scope].get(name, VarType.any)
+        return out
 
 
 @node_kind("variable_aggregator", "Variable aggregator")
@@ -635,8 +667,10 @@ class IterationConfig(NodeConfig):
     max_iterations: int | None = Field(default=None, ge=1, description="most items accepted (also limited per run)")
 
     def outputs(self, workflow: "Workflow") -> dict[str, VarType]:
-        return {"results": VarType.array, "statuses": VarType.array, "count": VarType.number,
-                "item": VarType.any, "index": VarType.number}
+        return {"results": VarType.array, "statuses": VarType.array, "count": VarType.number}
+
+    def body_outputs(self, workflow: "Workflow") -> dict[str, VarType]:
+        return {"item": VarType.any, "index": VarType.number}
 
     def ref_type(self, field: str) -> VarType | None:
         return VarType.array if field == "items" else None
@@ -687,6 +721,10 @@ class LoopConfig(NodeConfig):
     def outputs(self, workflow: "Workflow") -> dict[str, VarType]:
         return {**{v.name: v.type or VarType.any for v in self.variables}, "rounds": VarType.number,
                 "index": VarType.number}
+
+    def body_outputs(self, workflow: "Workflow") -> dict[str, VarType]:
+        return {**{v.name: v.type or VarType.any for v in self.variables}, "index": VarType.number,
+                "rounds": VarType.number}
 
     def body_fields(self) -> set[str]:
         return {"update", "break_when"}

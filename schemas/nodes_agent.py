@@ -600,6 +600,10 @@ class ToolLoopConfig(LLMNodeConfig):
     def body_fields(self) -> set[str]:
         return {"tools"}
 
+    def body_outputs(self, workflow: "Workflow") -> dict[str, VarType]:
+        """A tool's body reads the current call: its arguments, id, tool name and round."""
+        return {"args": VarType.object, "call_id": VarType.string, "tool": VarType.string, "round": VarType.number}
+
 
 @node_kind("tool_call", "Tool call")
 class ToolCallConfig(ToolLoopConfig):

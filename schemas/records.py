@@ -75,6 +75,10 @@ class RunSummary(BaseModel):
     error: dict[str, Any] | None = None
     owner: OwnerInfo | None = None
     pending_interrupts: list[dict[str, Any]] = Field(default_factory=list)
+    kind: str = Field(default="workflow", description="``workflow``, or ``single_node``: one node run on its own")
+    node_id: str | None = Field(default=None, description="the node a ``single_node`` run ran")
+    preview: str | None = Field(default=None, description="the user's message, else the first input, as text "
+                                "(at most 120 characters)")
 
     @property
     def duration_s(self) -> float | None:

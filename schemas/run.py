@@ -168,6 +168,7 @@ class RunState(BaseModel):
     inputs: dict[str, Any] = Field(default_factory=dict)
     sys: dict[str, Any] = Field(default_factory=dict)
     variables: dict[str, Any] = Field(default_factory=dict)
+    conversation: dict[str, Any] = Field(default_factory=dict, description="conversation variables of this turn")
     node_runs: dict[str, NodeRun] = Field(default_factory=dict, description="node id -> its node run")
     edges: dict[str, EdgeStatus] = Field(default_factory=dict)
     ready: list[str] = Field(
@@ -191,12 +192,26 @@ class RunState(BaseModel):
 
     #: the state a nested run (loop round, iteration item) falls back to for references
     _parent: "RunState | None" = PrivateAttr(default=None)
+    #: environment variables (``env.NAME``), secrets decrypted: set by whoever executes the
+    #: run from the workflow and the secret store, never part of a checkpoint
+    _env: dict[str, Any] = PrivateAttr(default_factory=dict)
+
+    @property
+    def env(self) -> dict[str, Any]:
+        """The run's environment variables (``env.NAME``; not stored with the state)."""
+        return self._env
+
+    @env.setter
+    def env(self, values: dict[str, Any]) -> None:
+        self._env = values
 
     def child(self) -> "RunState":
-        """A state for a nested run: its own node runs and edges; inputs, system and run
-        variables shared with this one; references fall back to this state."""
+        """A state for a nested run: its own node runs and edges; inputs, system, run and
+        conversation variables shared with this one; references fall back to this state."""
         child = RunState(run_id=self.run_id, workflow_id=self.workflow_id, workflow_hash=self.workflow_hash)
         child.inputs, child.sys, child.variables = self.inputs, self.sys, self.variables
+        child.conversation = self.conversation
+        child._env = self._env
         child._parent = self
         return child
 

@@ -114,7 +114,7 @@ def value_matches(value: Any, declared: VarType | None) -> bool:
 # ---------------------------------------------------------------- references
 
 #: Scopes that are not node ids. Node ids may not take these names (compile error).
-RESERVED_SCOPES = frozenset({"inputs", "sys", "vars", "nodes"})
+RESERVED_SCOPES = frozenset({"inputs", "sys", "vars", "conversation", "nodes", "env"})
 #: System variables (``sys.<name>``) and their types.
 SYS_VARIABLES: dict[str, VarType] = {
     "run_id": VarType.string,
@@ -141,7 +141,7 @@ _HEAD = re.compile(r"[^.\[\]]+")
 
 
 class Selector(BaseModel):
-    """A parsed reference: ``scope`` is ``inputs``/``sys``/``vars`` or ``node``.
+    """A parsed reference: ``scope`` is ``inputs``/``sys``/``vars``/``conversation``/``env`` or ``node``.
 
     For a node reference ``node`` is the node id and ``field`` the output name; for
     the other scopes ``field`` is the variable name. ``path`` walks into the value:
@@ -194,7 +194,7 @@ def parse_selector(text: str) -> Selector:
     if not segments or not isinstance(segments[0], str):
         raise ValueError(f"reference {text!r} must name a field after {head!r} (e.g. {head}.output)")
     field, path = segments[0], tuple(segments[1:])
-    if head in ("inputs", "sys", "vars"):
+    if head in ("inputs", "sys", "vars", "conversation", "env"):
         return Selector(scope=head, field=field, path=path)
     if head == "nodes":
         # nodes.<id>.<field> form, for node ids that are not identifiers
@@ -213,7 +213,7 @@ class Ref(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    ref: str = Field(description="node_id.output[.path] | inputs.NAME | sys.NAME | vars.NAME")
+    ref: str = Field(description="node_id.output[.path] | inputs.NAME | sys.NAME | vars.NAME | conversation.NAME")
 
     _selector: Selector = PrivateAttr()
 

@@ -12,12 +12,15 @@ import functools
 from enum import StrEnum
 from typing import Annotated, Any, Literal, Mapping, Union
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SerializeAsAny, TypeAdapter, create_model
+from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, SerializeAsAny, TypeAdapter, create_model,
+                      model_validator)
 
+from .env_vars import EnvVar
 from .nodes import NodeConfig
-from .types import VarType
+from .types import VarType, value_matches
 
 __all__ = [
+    "ConversationVar",
     "Edge",
     "ErrorStrategy",
     "InputVar",
@@ -56,6 +59,29 @@ class InputVar(BaseModel):
     required: bool = False
     default: Any = None
     description: str = ""
+
+
+class ConversationVar(BaseModel):
+    """A conversation variable (``conversation.NAME``): kept per chat across its turns.
+
+    Each turn starts from the value the chat holds (``default`` in a new chat, or in a
+    run outside any chat); ``variable_update`` nodes change it (``conversation.NAME``);
+    the chat keeps the turn's final values when the turn succeeds. A person may edit
+    a chat's values between turns (``PUT /v1/chats/{id}/variables``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    type: VarType = VarType.string
+    default: Any = None
+    description: str = ""
+
+    @model_validator(mode="after")
+    def _default_fits(self) -> "ConversationVar":
+        if not value_matches(self.default, self.type):
+            raise ValueError(f"default of conversation variable {self.name!r} must be {self.type.value}, "
+                             f"got {type(self.default).__name__}")
+        return self
 
 
 class Position(BaseModel):
@@ -199,6 +225,10 @@ class Workflow(BaseModel):
     description: str = ""
     inputs: list[InputVar] = Field(default_factory=list)
     variables: list[InputVar] = Field(default_factory=list, description="run variables, set by variable_update")
+    conversation_variables: list[ConversationVar] = Field(
+        default_factory=list, description="conversation variables: kept per chat across turns, set by variable_update")
+    environment: list[EnvVar] = Field(
+        default_factory=list, description="environment variables (env.NAME): settings and secrets (schemas.env_vars)")
     nodes: list[SerializeAsAny[NodeBase]] = Field(
         default_factory=list, description="validated per kind by the node catalog (the compiler), not here")
     edges: list[Edge] = Field(default_factory=list)

@@ -9,6 +9,9 @@
 - ``rerun RUN_ID --from NODE`` (:mod:`api.cli.rerun`): a past run again from one node.
 - ``mcp tools SERVER`` (:mod:`api.cli.mcp`): the tools an MCP server offers to tool nodes.
 - ``datasets create | list | show | rm | add | search`` (:mod:`api.cli.datasets`): knowledge bases.
+- ``secrets list | set | rm WORKFLOW_ID`` (:mod:`api.cli.secrets`): values of secret environment variables.
+- ``models list | show NAME | probe NAME [--write]`` (:mod:`api.cli.models`): models'
+  limits and capabilities, and what an endpoint really does.
 
 Exit codes: 0 success; 1 the run failed; 2 invalid workflow, inputs, usage or
 configuration; 3 paused, waiting for an answer; 130 interrupted or cancelled. Failures
@@ -24,7 +27,7 @@ from typing import Any, Iterator, NoReturn
 import typer
 from rich.text import Text
 
-from . import datasets, files, inspect, keys, mcp, quotas, rerun, running, serve, worker  # noqa: F401  (each module adds its commands to the app)
+from . import datasets, files, inspect, keys, mcp, models, quotas, rerun, running, secrets, serve, worker  # noqa: F401  (each module adds its commands to the app)
 from .common import EXIT_INVALID, app, err
 
 __all__ = ["app", "main"]

@@ -183,6 +183,10 @@ def import_(
     console.print(summary)
     for line in [*model_lines(result, registry), *dataset_lines(result)]:
         console.print(line)
+    from schemas.env_vars import secret_names
+
+    for name in secret_names(wf):  # no file carries a secret's value: say how to give it
+        console.print(Text.assemble(("secret to set: ", "bold"), f"{name} (flowloom secrets set {wf['id']} {name})"))
     console.print(Text.assemble(("run it with: ", "bold"),
                                 run_command(wf, output, f"flowloom import {shlex.quote(source_label(file))}")))
 

@@ -364,15 +364,25 @@ def run(
         "--message", help="the user's message (sys.query, and the `query` input when the workflow declares one); "
                           "in a chat with a paused run it answers its question")] = None,
     no_input: NoInputFlag = False,
+    node: Annotated[Optional[str], typer.Option(
+        "--node", metavar="ID", help="run only this node, with --input REFERENCE=VALUE for what it reads "
+                                     "(start.query, inputs.city, ...); values it is not given come from its last "
+                                     "run")] = None,
 ) -> None:
     """Run FILE, streaming node progress and the answer (with --json: one event per line).
 
-    The run is saved in the run store as it goes: `flowloom runs`, `show`, `cancel`."""
+    The run is saved in the run store as it goes: `flowloom runs`, `show`, `cancel`.
+    With --node ID only that node runs (a run of kind single_node), with the values given
+    by reference or, for those left out, the ones its last run of this workflow read."""
     doc, problems = load_workflow(file)
     if doc is not None:
         doc = _with_limits(doc, max_wall_time, max_node_executions)
     plan = compile_or_exit(doc, problems)
     assert doc is not None
+    if node is not None:
+        from .node_run import run_one_node
+
+        raise typer.Exit(run_one_node(doc, plan, node, inputs or [], inputs_file, as_json, no_input))
     values = _gather_inputs(plan, inputs or [], inputs_file)
     titles = node_titles(doc)
     refuse_what_is_missing(doc, titles)

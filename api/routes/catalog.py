@@ -20,14 +20,15 @@ from fastapi import APIRouter
 from pydantic import ValidationError
 
 from engine.catalog import KindSpec, NodeCatalog
-from nodes.catalog import FIELD_LABELS, VALUE_LABELS
+from nodes.catalog import FIELD_HELP, FIELD_LABELS, VALUE_LABELS
+from nodes.help_zh import help_key
 from schemas.api import ErrorBody, KindLabel, NodeKindList, NodeKindOut
 from schemas.types import SYS_VARIABLES
 from schemas.workflow import NodeBase, Workflow
 
 from ..auth import Caller, Service
 
-__all__ = ["enum_values", "node_field_labels", "node_fields_schema", "node_kinds",
+__all__ = ["enum_values", "help_keys", "node_field_help", "node_field_labels", "node_fields_schema", "node_kinds",
            "node_value_labels", "property_names", "router"]
 
 router = APIRouter(prefix="/v1/node-kinds", tags=["catalog"], responses={401: {"model": ErrorBody}})
@@ -77,6 +78,13 @@ def node_field_labels() -> dict[str, dict[str, str]]:
 
 
 @functools.cache
+def node_field_help() -> dict[str, dict[str, str]]:
+    """Per language, the help of the fields of :func:`node_fields_schema` (English help -> help)."""
+    keys = help_keys(node_fields_schema())
+    return {lang: _used(texts, keys) for lang, texts in FIELD_HELP.items()}
+
+
+@functools.cache
 def node_value_labels() -> dict[str, dict[str, str]]:
     """Per language, the labels of the enum values of :func:`node_fields_schema`."""
     values = enum_values(node_fields_schema())
@@ -120,15 +128,31 @@ def property_names(schema: dict[str, Any]) -> list[str]:
     return list(names)
 
 
+def help_keys(schema: dict[str, Any]) -> list[str]:
+    """The English help of every property of a config JSON Schema (root and ``$defs``)
+    and of every ``$defs`` entry (a field without a description shows its schema's), as the
+    config form shows it (``nodes.help_zh.help_key``), each once."""
+    keys: dict[str, None] = {}
+    for part in (schema, *schema.get("$defs", {}).values()):
+        if part is not schema and isinstance(part.get("description"), str):  # shown for a field without its own
+            keys[help_key(part["description"])] = None
+        for prop in part.get("properties", {}).values():
+            if isinstance(prop, dict) and isinstance(prop.get("description"), str):
+                keys[help_key(prop["description"])] = None
+    return list(keys)
+
+
 def _labels(spec: KindSpec, schema: dict[str, Any]) -> dict[str, KindLabel]:
     """The kind's labels per language, each with the field titles and enum value labels
     its schema uses."""
     names = property_names(schema)
     values = enum_values(schema)
+    helps = help_keys(schema)
     out = {}
     for lang, title, text in spec.labels:
         out[lang] = KindLabel(title=title, description=text, fields=_used(FIELD_LABELS.get(lang, {}), names),
-                              values=_used(VALUE_LABELS.get(lang, {}), values))
+                              values=_used(VALUE_LABELS.get(lang, {}), values),
+                              help=_used(FIELD_HELP.get(lang, {}), helps))
     return out
 
 
@@ -149,11 +173,13 @@ def node_kinds(catalog: NodeCatalog) -> list[NodeKindOut]:
 
 
 @router.get("", response_model=NodeKindList, summary="Every node kind with its config schema")
-async def list_node_kinds(_caller: Caller, service: Service) -> NodeKindList:
-    """The kinds of the catalog workflows are compiled with (the same for every tenant)."""
-    models = service.models.names() if service.models is not None else []
+async def list_node_kinds(caller: Caller, service: Service) -> NodeKindList:
+    """The kinds of the catalog workflows are compiled with (the same for every tenant),
+    and the chat models the caller's tenant may name (its own providers' and the operator's)."""
+    found = await service.models_of(caller.tenant_id)
+    models = found.names() if found is not None else []
     return NodeKindList(kinds=node_kinds(service.catalog), models=sorted(models),
                         system_variables={name: str(t) for name, t in SYS_VARIABLES.items()},
                         node_fields_schema=node_fields_schema(), node_field_labels=node_field_labels(),
-                        node_value_labels=node_value_labels(),
-                        embedding_models=service.models.names("embedding") if service.models is not None else [])
+                        node_value_labels=node_value_labels(), node_field_help=node_field_help(),
+                        embedding_models=sorted(found.names("embedding")) if found is not None else [])

@@ -5,6 +5,8 @@
 - ``GET /v1/chats/{id}``: the chat with its last messages and their parts (text,
   reasoning, tool calls and results, interrupts).
 - ``GET /v1/chats/{id}/messages`` (``limit``): the chat's last messages, oldest first.
+- ``GET /v1/chats/{id}/variables``, ``PUT`` ``{variables}``: the conversation variables
+  the chat holds (what its next turn starts from); a ``PUT`` sets the names it gives.
 - ``PATCH /v1/chats/{id}`` ``{title}``: rename (null: back to the first user message).
 - ``DELETE /v1/chats/{id}``: the chat and its messages (204). Refused (409) while a run
   of the chat executes, since its answer would land in a deleted chat; a run of the
@@ -25,7 +27,7 @@ from pydantic import BeforeValidator
 from pydantic_core import PydanticCustomError
 
 from engine.ports import ChatStore
-from schemas.api import ChatDetail, ChatList, ChatOut, ChatRename, ErrorBody, MessageList, MessageOut
+from schemas.api import ChatDetail, ChatList, ChatOut, ChatRename, ChatVariables, ErrorBody, MessageList, MessageOut
 from schemas.types import RunStatus
 
 from ..auth import Caller, Principal, Service
@@ -91,6 +93,25 @@ async def list_messages(chat_id: str, caller: Caller, store: Chats, limit: Limit
     await chats.get_chat(caller.tenant_id, chat_id)
     found = await chats.messages(caller.tenant_id, chat_id, limit=limit)
     return MessageList(messages=[MessageOut.of(m) for m in found])
+
+
+@router.get("/{chat_id}/variables", response_model=ChatVariables, responses=NOT_FOUND,
+            summary="A chat's conversation variables")
+async def get_chat_variables(chat_id: str, caller: Caller, store: Chats) -> ChatVariables:
+    """What the chat's next turn starts from, for the variables it holds (a variable it
+    holds none of starts from the workflow's default)."""
+    chats = _chats(store, caller)
+    await chats.get_chat(caller.tenant_id, chat_id)
+    return ChatVariables(variables=await chats.chat_variables(caller.tenant_id, chat_id))
+
+
+@router.put("/{chat_id}/variables", response_model=ChatVariables, responses=NOT_FOUND,
+            summary="Change a chat's conversation variables")
+async def set_chat_variables(chat_id: str, body: ChatVariables, caller: Caller, store: Chats) -> ChatVariables:
+    """Set the variables named in ``variables`` (the others are kept); the next turn reads
+    them. A turn running meanwhile leaves its own final values when it succeeds."""
+    chats = _chats(store, caller)
+    return ChatVariables(variables=await chats.set_chat_variables(caller.tenant_id, chat_id, body.variables))
 
 
 @router.patch("/{chat_id}", response_model=ChatOut, responses=NOT_FOUND, summary="Rename a chat")

@@ -5,6 +5,8 @@
   ``{workflow, draft_version}``; a draft changed since is 409 with ``current_version``.
 - ``POST /v1/workflows/validate`` (a document) and ``POST /v1/workflows/{id}/validate``
   (the draft): every compile problem, as ``flowloom validate --json`` prints them.
+- ``POST /v1/workflows/scope`` (a document, a node id, a config field): what that node
+  may reference there, for the variable picker - exactly what the compiler accepts.
 - ``POST .../publish`` (compiled first: 422 with the problems), ``GET .../versions``,
   ``POST .../rollback`` (an old version published again as a new one).
 - ``POST /v1/workflows/import`` (multipart ``file`` or JSON ``{source, ...}``; the
@@ -29,12 +31,16 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response
 
 from engine.compiler import check_workflow
+from engine.errors import CompileError
+from engine.ref_scope import reference_scope
 from engine.shapes import deployment_problems, node_shapes, system_reads, valid_nodes
 from engine.ports import StalePublished, WorkflowNotFound, WorkflowRepo
-from schemas.api import (MAX_NUMBER, ErrorBody, NodeShapeOut, RunAccepted, RunDetail, WorkflowCreated, WorkflowDetail,
-                         WorkflowImport, WorkflowImported, WorkflowInputOut, WorkflowList, WorkflowOut, WorkflowProblems,
+from schemas.api import (MAX_NUMBER, ErrorBody, NodeScope, NodeScopeRequest, NodeShapeOut, RunAccepted, RunDetail,
+                         ScopeEntryOut, WorkflowCreated, WorkflowDetail, WorkflowImport, WorkflowImported,
+                         WorkflowInputOut, WorkflowList, WorkflowOut, WorkflowProblems,
                          WorkflowPublish, WorkflowRollback, WorkflowRunCreate, WorkflowUpdate, WorkflowVersionList,
                          WorkflowVersionOut)
+from schemas.env_vars import secret_names, strip_secret_values
 from schemas.launch import Published
 from schemas.records import WorkflowRecord
 
@@ -42,6 +48,7 @@ from ..auth import Caller, Principal, Service
 from ..deployment import AppSettings, Heartbeat, RunPlacement, Workflows
 from ..errors import ApiError, parse_body
 from ..limits import check_document
+from .env_secrets import keep_secrets, unset_secret_warnings
 from .runs import RUN_LINKS, SSE_CONTENT, link, run_document
 
 __all__ = ["router"]
@@ -112,7 +119,7 @@ def _writable(caller: Principal, workflow_id: str | None = None) -> None:
 
 #: ids a saved workflow cannot take: they name the actions under ``/v1/workflows/``, so a
 #: workflow called so could be created but never read, replaced or deleted by its path
-RESERVED_IDS = frozenset({"validate", "import"})
+RESERVED_IDS = frozenset({"validate", "import", "scope"})
 
 
 def _document_id(doc: dict[str, Any]) -> str:
@@ -128,10 +135,13 @@ def _document_id(doc: dict[str, Any]) -> str:
     return value
 
 
-def _problems(service: Any, doc: dict[str, Any], nodes: list[Any] | None = None) -> list[dict[str, Any]]:
-    """The compiler's problems of ``doc`` and what this deployment lacks for it."""
-    problems = [*check_workflow(doc, catalog=service.catalog, models=service.models),
-                *deployment_problems(doc, catalog=service.catalog, settings=service.settings, models=service.models,
+def _problems(service: Any, doc: dict[str, Any], nodes: list[Any] | None = None,
+              models: Any = None) -> list[dict[str, Any]]:
+    """The compiler's problems of ``doc`` and what this deployment lacks for it, with
+    ``models`` (the caller's tenant's, ``RunService.models_of``; default: the service's)."""
+    models = models if models is not None else service.models
+    problems = [*check_workflow(doc, catalog=service.catalog, models=models),
+                *deployment_problems(doc, catalog=service.catalog, settings=service.settings, models=models,
                                      nodes=nodes)]
     return [p.to_dict() for p in problems]
 
@@ -140,11 +150,11 @@ def _valid(problems: list[dict[str, Any]]) -> bool:
     return not any(p["severity"] == "error" for p in problems)
 
 
-def _validate(service: Any, doc: dict[str, Any]) -> WorkflowProblems:
+def _validate(service: Any, doc: dict[str, Any], models: Any = None) -> WorkflowProblems:
     """The validate answer for ``doc``: its problems, declared inputs, node shapes and the
     ``sys`` variables it reads (its nodes validated once for all of them)."""
     nodes = valid_nodes(doc, service.catalog)
-    problems = _problems(service, doc, nodes)
+    problems = _problems(service, doc, nodes, models)
     shapes = node_shapes(doc, catalog=service.catalog, nodes=nodes)
     return WorkflowProblems(valid=_valid(problems), problems=problems, inputs=WorkflowInputOut.of_document(doc),
                             nodes={nid: NodeShapeOut(handles=s.handles, outputs=s.outputs) for nid, s in shapes.items()},
@@ -156,13 +166,17 @@ def _validate(service: Any, doc: dict[str, Any]) -> WorkflowProblems:
 
 @router.post("", status_code=201, response_model=WorkflowCreated, summary="Save a new workflow (its draft)",
              openapi_extra=_DOCUMENT_BODY, responses={201: {"links": _CREATED_LINKS}})
-async def create_workflow(doc: dict[str, Any], caller: Caller, repo: Repo, settings: AppSettings) -> WorkflowDetail:
+async def create_workflow(doc: dict[str, Any], caller: Caller, repo: Repo, settings: AppSettings,
+                          service: Service) -> WorkflowDetail:
     """The document becomes the draft (version 1) of the workflow named by its ``id``;
     it need not compile yet (``validate`` says what is wrong), but must be within the
     size caps (422 naming the path). 409 when the id is taken."""
     _writable(caller)
     check_document(doc, settings)
-    return _detail(await repo.create(caller.tenant_id, {**doc, "id": _document_id(doc)}), WorkflowCreated)
+    doc, secrets = strip_secret_values(doc)
+    created = await repo.create(caller.tenant_id, {**doc, "id": _document_id(doc)})
+    await keep_secrets(service, caller.tenant_id, created.id, secrets)
+    return _detail(created, WorkflowCreated)
 
 
 @router.get("", response_model=WorkflowList, summary="List the tenant's workflows")
@@ -173,19 +187,46 @@ async def list_workflows(caller: Caller, repo: Repo) -> WorkflowList:
 
 
 @router.post("/validate", response_model=WorkflowProblems, summary="Validate an unsaved document")
-async def validate_document(doc: dict[str, Any], _caller: Caller, service: Service) -> WorkflowProblems:
-    """Every compile problem of the document (errors and warnings)."""
-    return _validate(service, doc)
+async def validate_document(doc: dict[str, Any], caller: Caller, service: Service) -> WorkflowProblems:
+    """Every compile problem of the document (errors and warnings), and a warning for
+    each secret it declares that has no value for its workflow id."""
+    return await _with_secrets(_validate(service, doc, await service.models_of(caller.tenant_id)), service, caller,
+                                doc)
+
+
+async def _with_secrets(answer: WorkflowProblems, service: Any, caller: Principal,
+                        doc: dict[str, Any]) -> WorkflowProblems:
+    answer.problems += await unset_secret_warnings(service, caller.tenant_id, doc)
+    return answer
+
+
+@router.post("/scope", response_model=NodeScope, summary="What a node may reference")
+async def node_scope(body: NodeScopeRequest, _caller: Caller, service: Service, settings: AppSettings) -> NodeScope:
+    """The references node ``node_id`` may use in config field ``field``: inputs, run and
+    conversation variables, system variables and the outputs of the nodes it may read,
+    decided by the compiler's own reference rule. 422 when the document's top level is
+    invalid or it has no such node."""
+    check_document(body.workflow, settings)
+    try:
+        entries = reference_scope(body.workflow, body.node_id, catalog=service.catalog, field=body.field)
+    except CompileError as exc:
+        raise ApiError(422, "invalid_workflow", "; ".join(p.message for p in exc.problems) or "invalid workflow",
+                       problems=[p.to_dict() for p in exc.problems]) from None
+    return NodeScope(node_id=body.node_id, field=body.field,
+                     entries=[ScopeEntryOut(path=e.path, group=e.group, node_id=e.node_id, output=e.output, type=e.type)
+                              for e in entries])
 
 
 @router.put("/validate", include_in_schema=False)
 @router.put("/import", include_in_schema=False)
+@router.put("/scope", include_in_schema=False)
 async def put_on_an_action(request: Request) -> Response:
-    """405: ``/validate`` and ``/import`` are actions (``POST``), not workflows to replace;
+    """405: ``/validate``, ``/import`` and ``/scope`` are actions (``POST``), not workflows to replace;
     without this the path would read as ``PUT /v1/workflows/{workflow_id}`` of a workflow
     called ``validate`` and answer about a body it was never meant to take."""
     action = request.url.path.rstrip("/").rsplit("/", 1)[-1]
-    does = "validates an unsaved document" if action == "validate" else "converts a workflow file"
+    does = {"validate": "validates an unsaved document", "import": "converts a workflow file",
+            "scope": "answers what a node may reference"}.get(action, "is an action")
     raise ApiError(405, "method_not_allowed", f"PUT is not allowed on /v1/workflows/{action}: POST {does}; a saved "
                                               "workflow's draft is replaced with PUT /v1/workflows/{id}",
                    headers={"Allow": "POST"})
@@ -200,7 +241,7 @@ async def get_workflow(workflow_id: str, caller: Caller, repo: Repo) -> Workflow
 
 @router.put("/{workflow_id}", response_model=WorkflowDetail, summary="Replace the draft")
 async def update_workflow(workflow_id: str, body: WorkflowUpdate, caller: Caller, repo: Repo,
-                          settings: AppSettings) -> WorkflowDetail:
+                          settings: AppSettings, service: Service) -> WorkflowDetail:
     """The new draft when ``draft_version`` is still the draft's version (it goes up by
     one); else 409 ``{"error", "current_version"}``. The document's id must stay; the
     document must be within the size caps (422 naming the path)."""
@@ -208,15 +249,19 @@ async def update_workflow(workflow_id: str, body: WorkflowUpdate, caller: Caller
     check_document(body.workflow, settings)
     if body.workflow.get("id", workflow_id) != workflow_id:
         raise ApiError(422, "invalid_workflow", f"the document's id must be {workflow_id!r} (ids do not change)")
-    doc = {**body.workflow, "id": workflow_id}
-    return _detail(await repo.update_draft(caller.tenant_id, workflow_id, doc, body.draft_version))
+    doc, secrets = strip_secret_values({**body.workflow, "id": workflow_id})
+    updated = await repo.update_draft(caller.tenant_id, workflow_id, doc, body.draft_version)
+    await keep_secrets(service, caller.tenant_id, workflow_id, secrets)
+    return _detail(updated)
 
 
 @router.delete("/{workflow_id}", status_code=204, summary="Delete a workflow and its versions")
-async def delete_workflow(workflow_id: str, caller: Caller, repo: Repo) -> Response:
-    """Its runs stay (with their own retention)."""
+async def delete_workflow(workflow_id: str, caller: Caller, repo: Repo, service: Service) -> Response:
+    """Its runs stay (with their own retention); its secret values go."""
     _writable(caller, workflow_id)
     await repo.delete(caller.tenant_id, workflow_id)
+    if service.secrets is not None:  # a workflow made again under this id starts with no secrets
+        await service.secrets.delete_secrets(caller.tenant_id, workflow_id)
     return Response(status_code=204)
 
 
@@ -225,7 +270,8 @@ async def validate_workflow(workflow_id: str, caller: Caller, repo: Repo, servic
     """Every compile problem of the draft, as ``flowloom validate --json`` prints them."""
     _readable(caller, workflow_id)
     draft = (await repo.get(caller.tenant_id, workflow_id)).draft
-    return _validate(service, draft)
+    return await _with_secrets(_validate(service, draft, await service.models_of(caller.tenant_id)), service, caller,
+                                draft)
 
 
 # -------------------------------------------------------------------- versions
@@ -239,7 +285,7 @@ def _version_out(version: Any, published: int | None) -> WorkflowVersionOut:
 async def _publish(repo: WorkflowRepo, service: Any, caller: Principal, workflow_id: str, doc: dict[str, Any],
                    note: str) -> WorkflowVersionOut:
     """Compile ``doc`` (422 with every problem when it has errors), then publish it."""
-    problems = _problems(service, doc)
+    problems = _problems(service, doc, models=await service.models_of(caller.tenant_id))
     if not _valid(problems):
         errors = sum(1 for p in problems if p["severity"] == "error")
         raise ApiError(422, "invalid_workflow", f"the workflow has {errors} problem(s)", problems=problems)
@@ -282,12 +328,15 @@ async def rollback_workflow(workflow_id: str, body: WorkflowRollback, caller: Ca
             responses={200: {"content": {"application/json": {"schema": {"type": "object"}}}}})
 async def export_workflow(workflow_id: str, caller: Caller, repo: Repo,
                           version: Annotated[int | None, Query(ge=1, le=MAX_NUMBER)] = None) -> JSONResponse:
-    """The document (importable again as it is), as an attachment ``<id>.json``."""
+    """The document (importable again as it is), as an attachment ``<id>.json``. A
+    secret environment variable is listed by name with an empty value (its type is the
+    marker that a value must be set after import); values never leave the store."""
     _readable(caller, workflow_id)
     if version is None:
         doc = (await repo.get(caller.tenant_id, workflow_id)).draft
     else:
         doc = (await repo.get_version(caller.tenant_id, workflow_id, version)).doc or {}
+    doc, _values = strip_secret_values(doc, blank="")  # documents hold none; a file never does
     return JSONResponse(doc, headers={"Content-Disposition": f'attachment; filename="{workflow_id}.json"'})
 
 
@@ -299,6 +348,7 @@ _IMPORT_BODY = {"requestBody": {"required": True, "content": {
         "file": {"type": "string", "format": "binary", "description": "FastGPT JSON, Dify YAML or Flowloom JSON"},
         "model_map": {"type": "string", "description": "JSON object: source model -> registry model"},
         "dataset_map": {"type": "string", "description": "JSON object: source dataset id -> dataset id"},
+        "secrets": {"type": "string", "description": "JSON object: secret name -> value (stored encrypted with ?save=true)"},
         "allow_partial": {"type": "boolean"}, "workflow_id": {"type": "string"}}}}}}}
 
 
@@ -313,7 +363,8 @@ async def _import_request(request: Request) -> tuple[WorkflowImport, bytes | str
         try:
             mapping = json.loads(str(form.get("model_map") or "{}"))
             datasets = json.loads(str(form.get("dataset_map") or "{}"))
-            params = WorkflowImport(source="-", model_map=mapping, dataset_map=datasets,
+            secrets = json.loads(str(form.get("secrets") or "{}"))
+            params = WorkflowImport(source="-", model_map=mapping, dataset_map=datasets, secrets=secrets,
                                     allow_partial=str(form.get("allow_partial", "")).lower() in ("1", "true", "on"),
                                     workflow_id=form.get("workflow_id") or None)  # type: ignore[arg-type]
         except ValueError as exc:
@@ -349,18 +400,23 @@ async def import_file(request: Request, caller: Caller, repo: Repo, service: Ser
         _writable(caller)
     params, data, filename = await _import_request(request)
     try:
-        result = import_workflow(data, catalog=service.catalog, models=service.models,
+        result = import_workflow(data, catalog=service.catalog, models=await service.models_of(caller.tenant_id),
                                  allow_partial=params.allow_partial, model_map=params.model_map,
                                  workflow_id=params.workflow_id or _default_id(data, filename), hints=API_MODEL_HINTS,
                                  dataset_map=params.dataset_map)
     except ImportFailed as exc:
         raise ApiError(422, "invalid_import", f"the file cannot be imported ({exc.source_format or 'unknown format'})",
                        problems=[i.to_dict() for i in exc.report]) from None
-    saved = _detail(await repo.create(caller.tenant_id, {**result.workflow, "id": _document_id(result.workflow)})) \
-        if save else None
-    return WorkflowImported(workflow=result.workflow, report=[i.to_dict() for i in result.report],
+    workflow, _values = strip_secret_values(result.workflow)
+    saved = None
+    if save:
+        created = await repo.create(caller.tenant_id, {**workflow, "id": _document_id(workflow)})
+        await keep_secrets(service, caller.tenant_id, created.id,
+                           {k: v for k, v in params.secrets.items() if k in secret_names(workflow) and v})
+        saved = _detail(created)
+    return WorkflowImported(workflow=workflow, report=[i.to_dict() for i in result.report],
                             source_format=result.source_format, partial=result.partial, models=result.models,
-                            datasets=result.datasets, saved=saved)
+                            datasets=result.datasets, saved=saved, secrets_needed=secret_names(workflow))
 
 
 # ------------------------------------------------------------------------ runs

@@ -48,6 +48,7 @@ from .ports import (
     RelevanceJudge,
     Reranker,
 )
+from .scope import tenant_models_scope
 
 __all__ = ["DEFAULT_MAX_DOCUMENT_BYTES", "DocumentOutcome", "InvalidDataset", "KnowledgeService",
            "LocalIngestionQueue", "Upload"]
@@ -163,8 +164,11 @@ class KnowledgeService:
                  reranker: Reranker | None = None, judge: RelevanceJudge | None = None,
                  queue: IngestionQueue | None = None, max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES,
                  on_usage: UsageSink | None = None, lease_s: float = DEFAULT_LEASE_S,
-                 batch_size: int | None = None) -> None:
+                 batch_size: int | None = None, tenant_models: Any = None) -> None:
         self.store, self.parser, self.chunker = store, parser, chunker
+        #: each tenant's models (a ``TenantModels``; None: the operator's only), set for
+        #: every operation that checks or calls a model (:mod:`engine.knowledge.scope`)
+        self.tenant_models = tenant_models
         self.embedder, self.reranker, self.judge = embedder, reranker, judge
         self.max_document_bytes, self.on_usage = max_document_bytes, on_usage
         extra = {"batch_size": batch_size} if batch_size else {}
@@ -196,7 +200,8 @@ class KnowledgeService:
     async def create_dataset(self, tenant_id: str, request: DatasetCreate) -> Dataset:
         """Create a dataset. Raises InvalidDataset (an embedding model that is not one),
         DatasetExists."""
-        self._check_model(request.embedding_model)
+        async with tenant_models_scope(self.tenant_models, tenant_id):
+            self._check_model(request.embedding_model)
         now = time.time()
         dataset = Dataset(id=request.id or uuid.uuid4().hex, tenant_id=tenant_id, name=request.name,
                           description=request.description, embedding_model=request.embedding_model,
@@ -233,7 +238,8 @@ class KnowledgeService:
         model = None if update.clear_embedding_model else (update.embedding_model or current.embedding_model)
         rebuild = model is not None and model != current.embedding_model
         if rebuild:
-            self._check_model(model)
+            async with tenant_models_scope(self.tenant_models, tenant_id):
+                self._check_model(model)
         if model != current.embedding_model:
             changes["embedding_model"] = model
         dataset = await self.store.update_dataset(tenant_id, dataset_id, changes) if changes else current
@@ -361,7 +367,8 @@ class KnowledgeService:
     async def ingest(self, tenant_id: str, document_id: str) -> Document:
         """Ingest one document now (what a queue job runs; resumable, see
         :class:`~engine.knowledge.ingest.Ingestor`). Raises DocumentNotFound."""
-        return await self.ingestor.ingest(tenant_id, document_id)
+        async with tenant_models_scope(self.tenant_models, tenant_id):
+            return await self.ingestor.ingest(tenant_id, document_id)
 
     async def resubmit_unfinished(self, *, limit: int = 100) -> list[Document]:
         """Give documents whose ingestion stopped (their worker died: lease expired) to the
@@ -405,5 +412,6 @@ class KnowledgeService:
         if self._retriever is None:
             self._retriever = Retriever(store=self.store, embedder=self.embedder, reranker=self.reranker,
                                         judge=self.judge)
-        return await self._retriever.search(tenant_id, request, datasets)
+        async with tenant_models_scope(self.tenant_models, tenant_id):
+            return await self._retriever.search(tenant_id, request, datasets)
 

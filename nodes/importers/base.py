@@ -32,7 +32,7 @@ from typing import Any, Callable, Mapping
 
 import networkx as nx
 
-from schemas.types import RESERVED_SCOPES, VarType
+from schemas.types import RESERVED_SCOPES, VarType, value_matches
 from schemas.workflow import Workflow
 
 from engine.catalog import NodeCatalog
@@ -98,7 +98,8 @@ def normalise_workflow(doc: dict[str, Any], catalog: NodeCatalog) -> dict[str, A
             nodes.append(model.model_validate(raw).model_dump(mode="json", by_alias=True, exclude_defaults=True))
         except Exception:  # noqa: BLE001 - reported by the compiler
             nodes.append(copy.deepcopy(raw))
-    ordered = {k: out[k] for k in ("id", "name", "version", "description", "inputs", "variables") if k in out}
+    ordered = {k: out[k] for k in ("id", "name", "version", "description", "inputs", "variables",
+                                   "conversation_variables") if k in out}
     ordered["nodes"] = nodes
     ordered["edges"] = out.get("edges", [])
     for key, value in out.items():
@@ -167,6 +168,7 @@ class BaseImporter:
         self.by_fid: dict[str, Planned] = {}
         self.inputs: list[dict[str, Any]] = []
         self.variables: list[dict[str, Any]] = []
+        self.conversation_vars: list[dict[str, Any]] = []
         #: (source fid, handle, target fid, source edge id or None)
         self.edges: list[tuple[str, str, str, str | None]] = []
         self.nodes: dict[str, dict[str, Any]] = {}
@@ -259,6 +261,19 @@ class BaseImporter:
             return
         var: dict[str, Any] = {"name": name, "type": (type_ or VarType.any).value}
         self.variables.append(_with_default(var, default, description))
+
+    def declare_conversation(self, name: str, type_: VarType | None, default: Any = None,
+                             description: str = "") -> None:
+        """A conversation variable (kept per chat across turns); a default that does not
+        fit the type is dropped (the variable starts empty) and reported."""
+        if any(v["name"] == name for v in self.conversation_vars):
+            return
+        vtype = type_ or VarType.any
+        if not value_matches(default, vtype):
+            self.warn("behaviour_difference", f"conversation variable {name!r}: its default {default!r} is not "
+                      f"{vtype.value}; it starts empty")
+            default = None
+        self.conversation_vars.append(_with_default({"name": name, "type": vtype.value}, default, description))
 
     def insert_after(self, after: str, node: dict[str, Any], origin: str | None = None) -> None:
         """Queue ``node`` to run right after ``after`` (its ``out`` edges move to ``node``).
@@ -594,6 +609,10 @@ class BaseImporter:
             doc["description"] = meta["description"]
         doc["inputs"] = self.inputs
         doc["variables"] = self.variables
+        if self.conversation_vars:
+            doc["conversation_variables"] = self.conversation_vars
+        if getattr(self, "environment", None):
+            doc["environment"] = self.environment
         doc["nodes"] = nodes
         doc["edges"] = [e for e in self._edge_dicts() if e["source"] not in skipped and e["target"] not in skipped]
         return normalise_workflow(doc, self.catalog)

@@ -2,7 +2,7 @@
 
 References: ``[node_id, var, ...path]`` selectors and ``{{#node_id.var#}}`` in text;
 ``sys.*``, ``env.*`` (environment variables -> inputs with their default),
-``conversation.*`` (conversation variables -> run variables). Handles: ``source``
+``conversation.*`` (conversation variables, kept per chat). Handles: ``source``
 (``out``), if-else case ids and ``false`` (``else``), question-classifier class ids,
 ``fail-branch`` (``error``). Iteration/loop bodies are the nodes with ``parentId``;
 the ``iteration-start``/``loop-start`` nodes are dropped (the body's first nodes are
@@ -115,32 +115,45 @@ class DifyImporter(DifyNodes):
             if vtype in (VarType.file, VarType.array) and str(var.get("type")).startswith("file"):
                 self.warn("behaviour_difference", f"input {name!r} is a file input in Dify; Flowloom passes it as a "
                           "plain value (nodes that read files are not supported)", start)
-        taken = {v["name"] for v in self.inputs}
-        for var in self.wf.get("environment_variables") or []:
-            if not isinstance(var, dict) or not var.get("name"):
-                continue
-            key = str(var["name"])
-            name = identifier(key if key not in taken else f"env_{key}", taken, "env")
-            self.renamed("environment variable", key, name)
-            taken.add(name)
-            self.env[key] = name
-            secret = var.get("value_type") == "secret"
-            vtype = var_type(var.get("value_type")) or VarType.string
-            value = None if secret else var.get("value")
-            self.declare_input(name, vtype, required=value is None, default=value,
-                               description=f"environment variable {key}" + (" (secret: pass it at run time)"
-                                                                            if secret else ""))
+        self._plan_environment()
         for var in self.wf.get("conversation_variables") or []:
             if not isinstance(var, dict) or not var.get("name"):
                 continue
             key = str(var["name"])
-            name = identifier(key, {v["name"] for v in self.variables}, "var")
+            name = identifier(key, {v["name"] for v in self.conversation_vars}, "var")
             self.renamed("conversation variable", key, name)
             self.conversation[key] = name
-            self.declare_variable(name, var_type(var.get("value_type")) or VarType.any, default=var.get("value"),
-                                  description=str(var.get("description") or ""))
-            self.warn("behaviour_difference", f"conversation variable {key!r} is run variable {name!r}: it starts "
-                      "from its default in every run (Flowloom keeps no per-conversation variables)")
+            self.declare_conversation(name, var_type(var.get("value_type")) or VarType.any, default=var.get("value"),
+                                      description=str(var.get("description") or ""))
+
+    def _plan_environment(self) -> None:
+        """Dify's ``environment_variables`` become the workflow's ``environment``
+        (``env.NAME``): strings and numbers with their values, secrets by name only (a
+        Dify export holds no secret value; the import asks for it)."""
+        taken: set[str] = set()
+        for var in self.wf.get("environment_variables") or []:
+            if not isinstance(var, dict) or not var.get("name"):
+                continue
+            key = str(var["name"])
+            name = identifier(key, taken, "env")
+            self.renamed("environment variable", key, name)
+            taken.add(name)
+            kind = str(var.get("value_type") or "string")
+            kind = kind if kind in ("string", "number", "secret") else "string"
+            value = var.get("value")
+            if kind == "secret" or value in ("", None):
+                value = None
+            elif kind == "number" and not isinstance(value, (int, float)):
+                try:
+                    value = float(value) if any(c in str(value) for c in ".eE") else int(value)
+                except ValueError:
+                    kind = "string"
+                    self.warn("behaviour_difference", f"environment variable {key!r} is a number in Dify but its "
+                              f"value {value!r} is not: it is a string here")
+            self.env[key] = name
+            self.env_types[name] = VarType.number if kind == "number" else VarType.string
+            self.environment.append({"name": name, "type": kind, "value": value,
+                                     "description": str(var.get("description") or "")})
 
     def _plan_loop_variables(self, p: Planned) -> None:
         names: dict[str, str] = {}

@@ -376,7 +376,7 @@ class DifyNodes(DifyRefs, DatasetImport):
         if isinstance(sel, list) and len(sel) == 2:
             head, var = str(sel[0]), str(sel[1])
             if head == "conversation" and var in self.conversation:
-                return self.conversation[var]
+                return f"conversation.{self.conversation[var]}"
             if head in self.loop_vars and var in self.loop_vars[head]:
                 return self.loop_vars[head][var]
         raise Unconvertible(f"it assigns {sel!r}; Flowloom updates conversation variables and loop variables only",

@@ -2,7 +2,7 @@
 
 What :class:`DifyRefs` knows about a Dify DSL (``workflow.graph``): ``[node_id, var,
 ...path]`` selectors and ``{{#node_id.var#}}`` in text become Flowloom references
-(``sys.*``, ``env.*`` -> inputs, ``conversation.*`` -> run variables, start variables ->
+(``sys.*``, ``env.*`` -> inputs, ``conversation.*`` -> conversation variables, start variables ->
 inputs, loop variables inside a loop body -> run variables). The mapping rules are
 documented in :mod:`nodes.importers.dify`.
 """
@@ -67,7 +67,9 @@ class DifyRefs(BaseImporter):
         self.src: dict[str, dict[str, Any]] = {str(n["id"]): n for n in self.raw_nodes}
         self.start_id: str | None = None
         self.start_vars: dict[str, VarType] = {}
-        self.env: dict[str, str] = {}  # env var -> input name
+        self.env: dict[str, str] = {}  # env var -> environment variable name
+        self.env_types: dict[str, VarType] = {}  # environment variable name -> the type references have
+        self.environment: list[dict[str, Any]] = []  # the workflow's ``environment``
         self.conversation: dict[str, str] = {}  # conversation var -> run variable name
         #: loop id -> {loop variable: run variable name (the live value inside the body)}
         self.loop_vars: dict[str, dict[str, str]] = {}
@@ -100,13 +102,12 @@ class DifyRefs(BaseImporter):
             return self.system_target(var, path)
         if head == "env":
             if var in self.env:
-                return Target("inputs", self.env[var], None, path, None if path else self._declared(
-                    self.inputs, self.env[var]))
+                return Target("env", self.env[var], None, path, None if path else self.env_types[self.env[var]])
             raise Unconvertible(f"environment variable {var!r} is not declared", "unsupported_reference")
         if head == "conversation":
             if var in self.conversation:
-                return Target("vars", self.conversation[var], None, path, None if path else self._declared(
-                    self.variables, self.conversation[var]))
+                return Target("conversation", self.conversation[var], None, path, None if path else self._declared(
+                    self.conversation_vars, self.conversation[var]))
             raise Unconvertible(f"conversation variable {var!r} is not declared", "unsupported_reference")
         if head == self.start_id:
             if var in self.start_vars:

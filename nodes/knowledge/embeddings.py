@@ -30,6 +30,7 @@ import random
 from typing import Any, Awaitable, Callable, Sequence, TypeVar
 
 from engine.knowledge.ports import DimensionMismatch, EmbeddingBatch, EmbeddingError
+from engine.knowledge.scope import TENANT_MODELS
 from engine.telemetry import Span, telemetry
 from schemas.run import Usage
 
@@ -151,7 +152,13 @@ class RegistryEmbedder:
 
     def __init__(self, registry: ModelRegistry, *, retries: int = RETRIES, backoff_s: float = BACKOFF_S,
                  token_budget: int = BATCH_TOKEN_BUDGET) -> None:
-        self.registry, self.retries, self.backoff_s, self.token_budget = registry, retries, backoff_s, token_budget
+        self._registry, self.retries, self.backoff_s, self.token_budget = registry, retries, backoff_s, token_budget
+
+    @property
+    def registry(self) -> Any:
+        """The registry of the tenant whose knowledge operation runs here
+        (:data:`engine.knowledge.scope.TENANT_MODELS`), else the one given."""
+        return TENANT_MODELS.get() or self._registry
 
     def has_model(self, model: str) -> bool:
         """True when ``model`` is a registry model of type ``embedding``."""
@@ -248,7 +255,13 @@ class RegistryReranker:
     """Rerank with the registry's ``rerank`` models (module docstring)."""
 
     def __init__(self, registry: ModelRegistry, *, retries: int = RETRIES, backoff_s: float = BACKOFF_S) -> None:
-        self.registry, self.retries, self.backoff_s = registry, retries, backoff_s
+        self._registry, self.retries, self.backoff_s = registry, retries, backoff_s
+
+    @property
+    def registry(self) -> Any:
+        """The registry of the tenant whose knowledge operation runs here
+        (:data:`engine.knowledge.scope.TENANT_MODELS`), else the one given."""
+        return TENANT_MODELS.get() or self._registry
 
     def has_model(self, model: str) -> bool:
         """True when ``model`` is a registry model of type ``rerank``."""

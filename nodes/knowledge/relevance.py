@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from engine.knowledge.scope import TENANT_MODELS
+
 from ..json_scan import JsonNotFound, find_json
 
 __all__ = ["LLMRelevanceJudge", "RELEVANCE_PROMPT"]
@@ -37,7 +39,13 @@ class LLMRelevanceJudge:
     ``cancel`` / ``node_id`` tie the calls to the node run that makes them."""
 
     def __init__(self, registry: Any, *, cancel: Any = None, node_id: str | None = None):
-        self.registry, self.cancel, self.node_id = registry, cancel, node_id
+        self._registry, self.cancel, self.node_id = registry, cancel, node_id
+
+    @property
+    def registry(self) -> Any:
+        """The registry of the tenant whose knowledge operation runs here
+        (:data:`engine.knowledge.scope.TENANT_MODELS`), else the one given."""
+        return TENANT_MODELS.get() or self._registry
 
     def model_problem(self, model: str) -> str | None:
         """None when ``model`` is a chat model of the registry, else why not: unknown, or

@@ -15,6 +15,7 @@ import pytest
 
 import engine  # noqa: F401  - import order: engine before nodes
 from engine import RunDeps, run_workflow
+from engine.environment import MemorySecrets
 from tests.support.catalog import compile_workflow
 from nodes.importers import ImportResult
 from tests.support.catalog import import_workflow
@@ -62,9 +63,10 @@ def load_json(path: Path) -> dict[str, Any]:
 
 async def run(result: ImportResult | dict[str, Any], inputs: dict[str, Any] | None = None, *, registry: Any = None,
               tmp_path: Path | None = None, settings: Any = None, knowledge: Any = None,
-              **sys: Any) -> tuple[RunState, list[Any]]:
+              secrets: dict[str, str] | None = None, **sys: Any) -> tuple[RunState, list[Any]]:
     """Compile the imported workflow (against ``registry``) and run it through the real engine
-    (``knowledge``: the run's knowledge search, for imported knowledge-base searches)."""
+    (``knowledge``: the run's knowledge search, for imported knowledge-base searches;
+    ``secrets``: values of its secret environment variables)."""
     doc = result.workflow if isinstance(result, ImportResult) else result
     events: list[Any] = []
     plan = compile_workflow(doc, models=registry, use_cache=False)
@@ -75,6 +77,10 @@ async def run(result: ImportResult | dict[str, Any], inputs: dict[str, Any] | No
         deps["settings"] = settings
     if knowledge is not None:
         deps["knowledge"] = knowledge
+    if secrets:
+        store = MemorySecrets()
+        await store.set_secrets("default", plan.workflow.id, secrets)
+        deps["secrets"] = store
     state = await run_workflow(plan, inputs or {}, deps=RunDeps(**deps), **sys)
     return state, events
 

@@ -75,13 +75,12 @@ def test_support_chat_converts(scripted_registry):
     result = import_workflow(dd.support_chat(), models=scripted_registry, model_map=MAP)
     assert not result.errors
     wf, nodes = result.workflow, by_id(result)
-    assert wf["inputs"] == [
-        {"name": "lang", "default": "en", "description": "Language (one of: en, fr)"},
-        {"name": "API_BASE", "default": "http://127.0.0.1:9", "description": "environment variable API_BASE"},
-        {"name": "API_KEY", "required": True, "description": "environment variable API_KEY (secret: pass it at "
-                                                             "run time)"}]
-    assert wf["variables"] == [{"name": "last_order", "default": ""}, {"name": "asked", "type": "number",
-                                                                        "default": 0}]
+    assert wf["inputs"] == [{"name": "lang", "default": "en", "description": "Language (one of: en, fr)"}]
+    assert wf["environment"] == [
+        {"name": "API_BASE", "value": "http://127.0.0.1:9"}, {"name": "API_KEY", "type": "secret"}]
+    assert "variables" not in wf, "Dify's conversation variables are kept per chat, not per run"
+    assert wf["conversation_variables"] == [{"name": "last_order", "default": ""},
+                                            {"name": "asked", "type": "number", "default": 0}]
     assert nodes["cls"]["config"] == {
         "model": "tools-model", "temperature": 0.1, "history": 3, "question": {"ref": "sys.query"},
         "instructions": "Language: {{ inputs.lang }}",
@@ -91,17 +90,17 @@ def test_support_chat_converts(scripted_registry):
         {"name": "channel", "enum": ["web", "phone"]}]
     api = nodes["api"]
     assert (api["error_strategy"], api["max_retries"], api["retry_interval"]) == ("error_branch", 2, 0.1)
-    assert api["config"]["headers"]["Authorization"] == "Bearer {{ inputs.API_KEY }}"
+    assert api["config"]["headers"]["Authorization"] == "Bearer {{ env.API_KEY }}"
     assert api["config"]["query"] == {"verbose": "1"} and api["config"]["timeout"] == 7
     assert nodes["bad"]["config"]["text"] == "Sorry: {{ api.error.message }}"
     assert nodes["save"]["config"]["updates"] == [
-        {"variable": "last_order", "value": {"ref": "ext.order_id"}},
-        {"variable": "asked", "operation": "add", "value": 1}]
+        {"variable": "conversation.last_order", "value": {"ref": "ext.order_id"}},
+        {"variable": "conversation.asked", "operation": "add", "value": 1}]
     llm = nodes["llm"]
     assert llm["error_strategy"] == "default_output" and llm["default_output"] == {"answer": "I cannot answer now."}
     assert llm["config"] == {
         "model": "plain-model", "temperature": 0.5, "max_tokens": 300, "history": 50,
-        "system_prompt": "Answer in {{ quote }}. Orders asked: {{ vars.asked | json }}",
+        "system_prompt": "Answer in {{ quote }}. Orders asked: {{ conversation.asked | json }}",
         "quote": {"ref": "inputs.lang"}, "quote_template": "", "stream": False}  # user prompt: {{ sys.query }}
     edges = {(e["source"], e["sourceHandle"], e["target"]) for e in wf["edges"]}
     assert {("cls", "1", "ext"), ("cls", "2", "llm"), ("api", "out", "ok"), ("api", "error", "bad")} <= edges
@@ -110,7 +109,8 @@ def test_support_chat_converts(scripted_registry):
 async def test_support_chat_order_branch(openai_server, scripted_registry, tmp_path, orders):
     result = import_workflow(dd.support_chat(), models=scripted_registry, model_map=MAP)
     openai_server.script(classify("1"), text_reply('{"order_id": "A17", "urgent": true}'))
-    state, events = await run(result, {"API_BASE": orders, "API_KEY": "k-123"}, registry=scripted_registry,
+    result.workflow["environment"][0]["value"] = orders
+    state, events = await run(result, {}, secrets={"API_KEY": "k-123"}, registry=scripted_registry,
                               tmp_path=tmp_path, settings=SETTINGS, query="Where is order A17?")
     succeeded(state)
     assert statuses(state) == {"start": "succeeded", "cls": "succeeded", "llm": "skipped", "ext": "succeeded",
@@ -120,14 +120,14 @@ async def test_support_chat_order_branch(openai_server, scripted_registry, tmp_p
     assert _Orders.seen[0]["headers"]["Authorization"] == "Bearer k-123"
     assert _Orders.seen[0]["headers"]["X-Lang"] == "en"
     assert answers(events) == 'Order A17: {"status": "shipped"} (200)'
-    assert state.variables == {"last_order": "A17", "asked": 1}
+    assert state.conversation == {"last_order": "A17", "asked": 1} and state.variables == {}
 
 
 async def test_support_chat_fail_branch_after_retries(openai_server, scripted_registry, tmp_path):
     result = import_workflow(dd.support_chat(), models=scripted_registry, model_map=MAP)
     openai_server.script(classify("1"), text_reply('{"order_id": "B2"}'))
     # nothing listens on port 9: the request fails, is retried twice, then takes the fail branch
-    state, events = await run(result, {"API_KEY": "k"}, registry=scripted_registry, tmp_path=tmp_path,
+    state, events = await run(result, {}, secrets={"API_KEY": "k"}, registry=scripted_registry, tmp_path=tmp_path,
                               settings=SETTINGS, query="order B2?")
     succeeded(state)
     assert statuses(state)["api"] == "failed" and statuses(state)["ok"] == "skipped"
@@ -138,7 +138,7 @@ async def test_support_chat_fail_branch_after_retries(openai_server, scripted_re
 async def test_support_chat_other_branch_and_default_value(openai_server, scripted_registry, tmp_path):
     result = import_workflow(dd.support_chat(), models=scripted_registry, model_map=MAP)
     openai_server.script(classify("2"), text_reply("Bonjour !"))
-    state, events = await run(result, {"lang": "fr", "API_KEY": "k"}, registry=scripted_registry,
+    state, events = await run(result, {"lang": "fr"}, secrets={"API_KEY": "k"}, registry=scripted_registry,
                               tmp_path=tmp_path, query="Hello?")
     succeeded(state)
     assert statuses(state)["llm"] == "succeeded" and statuses(state)["ext"] == "skipped"
@@ -147,7 +147,7 @@ async def test_support_chat_other_branch_and_default_value(openai_server, script
     assert answers(events) == "Bonjour !"
     # the model fails: the default-value strategy answers instead
     openai_server.script(classify("2"), http_error(400, "bad request"))
-    state, events = await run(result, {"API_KEY": "k"}, registry=scripted_registry, tmp_path=tmp_path,
+    state, events = await run(result, {}, secrets={"API_KEY": "k"}, registry=scripted_registry, tmp_path=tmp_path,
                               query="Hello again?")
     succeeded(state)
     assert answers(events) == "I cannot answer now."

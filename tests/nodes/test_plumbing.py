@@ -8,6 +8,7 @@ from nodes.if_else import coerce, evaluate
 from schemas.nodes import ConditionOp as Op
 from schemas.types import VarType
 from tests.support import fake_nodes  # noqa: F401
+from tests.support.catalog import check_workflow
 from tests.support.workflows import build, chain_edges, edge, node, run_sync
 
 # ------------------------------------------------------------------------- if-else
@@ -215,13 +216,20 @@ def test_variable_update_operations_and_downstream_reads():
     ({"variable": "total", "operation": "set", "value": "text"}, "'total' is number, cannot hold str"),
     ({"variable": "total", "operation": "add", "value": "1"}, "add needs numbers"),
     ({"variable": "log", "operation": "extend", "value": 3}, "extend needs an array"),
-    ({"variable": "ghost", "operation": "set", "value": 1}, "run variable 'ghost' is not declared"),
 ])
 def test_variable_update_refuses_bad_updates(update, message):
     doc = build([node("u", "variable_update", {"updates": [update]})], [edge("start", "u")], variables=VARS)
     state, _ = run_sync(doc)
     assert state.status == "failed" and state.error.node_id == "u" and message in state.error.message
     assert state.variables == {"total": 1, "log": [], "label": "x"}
+
+
+def test_variable_update_of_an_undeclared_variable_does_not_compile():
+    doc = build([node("u", "variable_update", {"updates": [{"variable": "ghost", "value": 1}]})], [edge("start", "u")],
+                variables=VARS)
+    [problem] = [p for p in check_workflow(doc) if p.severity == "error"]
+    assert (problem.code, problem.node_id, problem.path) == ("unknown_variable", "u", "config.updates[0].variable")
+    assert "vars.ghost is not declared" in problem.message
 
 
 @pytest.mark.parametrize("go, expected", [(True, "from a"), (False, "from b")])

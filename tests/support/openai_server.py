@@ -28,6 +28,9 @@ step                       on the wire (streaming)
 ``stream_error(msg)``      an in-stream ``data: {"error": {...}}`` event (a 5xx after tokens)
 =========================  ===========================================================
 
+Other routes a server has (llama.cpp's ``/props``, vLLM's ``/v1/models``, Ollama's
+``/api/show``) answer fixed JSON: ``server.json_routes["/props"] = {...}``.
+
 ``http_error(429, "slow down")`` answers with that status and an OpenAI-style error
 body instead. ``data: [DONE]`` ends a stream unless the reply has ``done=False`` or
 ends with ``stall()`` / ``disconnect()``. Non-streaming requests get one
@@ -419,6 +422,10 @@ class _Handler(EmbeddingRoutes, BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:  # noqa: N802
         self._record(b"")
+        route = self.server.owner.json_routes.get(self.path.rstrip("/"))
+        if route is not None:
+            self._send_json(200, route)
+            return
         self._send_json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
 
     def do_POST(self) -> None:  # noqa: N802
@@ -426,6 +433,9 @@ class _Handler(EmbeddingRoutes, BaseHTTPRequestHandler):
         raw_body = self.rfile.read(length) if length else b""
         recorded = self._record(raw_body)
         route = self.path.rstrip("/")
+        if route in self.server.owner.json_routes:
+            self._send_json(200, self.server.owner.json_routes[route])
+            return
         if route in ("/v1/embeddings", "/v1/rerank"):
             body = recorded.body if isinstance(recorded.body, dict) else {}
             if self.server.owner.embedding_latency:
@@ -641,6 +651,9 @@ class ScriptedOpenAIServer(EmbeddingControls):
     def __init__(self, responder: Callable[[dict[str, Any]], Reply] | None = None):
         self.requests: list[RecordedRequest] = []
         self.responder = responder
+        #: path -> JSON answered to GET or POST (a server's own routes: llama.cpp's
+        #: ``/props``, Ollama's ``/api/show``...)
+        self.json_routes: dict[str, Any] = {}
         self._queue: collections.deque[Reply] = collections.deque()
         self._lock = threading.Lock()
         self._connections: set[socket.socket] = set()

@@ -2,6 +2,7 @@
  * The application shell: the API key gate, the header (language switch, key), and
  * either the workflow list, the editor of one workflow (`#/w/<id>` in the address) or
  * the Knowledge section (`#/knowledge`, the datasets).
+ * the "Model providers" page (`#/providers`).
  */
 import { useCallback, useEffect, useState } from 'react';
 import { getApiKey, setApiKey } from './api/client';
@@ -10,7 +11,8 @@ import { languages, setLanguage, useLanguage, useT, type Language } from './i18n
 import { KeyPrompt } from './panels/KeyPrompt';
 import { WorkflowList } from './panels/WorkflowList';
 import { KnowledgePage } from './knowledge/KnowledgePage';
-import { knowledgeHref, useKnowledgeRoute, useRoute } from './route';
+import { ProvidersPage } from './providers/ProvidersPage';
+import { knowledgeHref, PROVIDERS_HASH, useKnowledgeRoute, useProvidersRoute, useRoute } from './route';
 import { useCatalog } from './store/catalog';
 
 export function App() {
@@ -19,6 +21,7 @@ export function App() {
   const lang = useLanguage((s) => s.lang);
   const route = useRoute();
   const knowledge = useKnowledgeRoute();
+  const providersPage = useProvidersRoute();
   const catalogStatus = useCatalog((s) => s.status);
   const catalogError = useCatalog((s) => s.error);
   const loadCatalog = useCatalog((s) => s.load);
@@ -51,10 +54,13 @@ export function App() {
       <header className="app-header">
         <a className="brand" href="#/" data-testid="home-link">{t('app.title')}</a>
         <nav className="app-nav">
-          <a href="#/" data-testid="nav-workflows" aria-current={!route && knowledge === undefined ? 'page' : undefined}>
+          <a href="#/" data-testid="nav-workflows"
+            aria-current={!route && knowledge === undefined && !providersPage ? 'page' : undefined}>
             {t('workflows.title')}</a>
           <a href={knowledgeHref()} data-testid="nav-knowledge" aria-current={knowledge !== undefined ? 'page' : undefined}>
             {t('knowledge.title')}</a>
+          <a href={PROVIDERS_HASH} data-testid="nav-providers" aria-current={providersPage ? 'page' : undefined}>
+            {t('nav.providers')}</a>
         </nav>
         <span className="spacer" />
         <label className="lang">
@@ -71,7 +77,7 @@ export function App() {
         {catalogStatus === 'error' && <div className="banner error" role="alert">{t('common.error', { message: catalogError ?? '' })}</div>}
         {catalogStatus !== 'ready' ? (catalogStatus !== 'error' && <div className="center muted">{t('common.loading')}</div>)
           : route ? <Editor key={route} workflowId={route} />
-            : knowledge !== undefined ? <KnowledgePage datasetId={knowledge} /> : <WorkflowList />}
+            : knowledge !== undefined ? <KnowledgePage datasetId={knowledge} /> : providersPage ? <ProvidersPage /> : <WorkflowList />}
       </main>
     </div>
   );

@@ -42,3 +42,11 @@ export function knowledgeHref(datasetId?: string): string {
 export function openDataset(datasetId: string | null): void {
   window.location.hash = knowledgeHref(datasetId ?? undefined).slice(1);
 }
+/** True on the "Model providers" page (`#/providers`). */
+export function useProvidersRoute(): boolean {
+  const hash = useSyncExternalStore(subscribeHash, () => window.location.hash);
+  return hash === PROVIDERS_HASH;
+}
+
+/** The address of the "Model providers" page. */
+export const PROVIDERS_HASH = '#/providers';

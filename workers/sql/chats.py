@@ -65,13 +65,24 @@ class SqlChatStore:
         """Insert a message, creating its chat on the first one. See :meth:`SqlStore.add_message`."""
         await self.store.add_message(message)
 
-    async def update_message(self, message: ChatMessage) -> None:
-        """Replace a message's status and parts. See :meth:`SqlStore.update_message`."""
-        await self.store.update_message(message)
+    async def update_message(self, message: ChatMessage, variables: Mapping[str, Any] | None = None) -> None:
+        """Replace a message's status and parts (and merge ``variables`` into the chat's
+        conversation variables, in the same transaction). See :meth:`SqlStore.update_message`."""
+        await self.store.update_message(message, variables)
 
     async def messages(self, tenant_id: str, chat_id: str, limit: int = 100) -> list[ChatMessage]:
         """The chat's last ``limit`` messages, oldest first (empty for an unknown chat)."""
         return await self.store.messages(tenant_id, chat_id, limit)
+
+    # -------------------------------------------------------- conversation variables
+
+    async def chat_variables(self, tenant_id: str, chat_id: str) -> dict[str, Any]:
+        """The chat's conversation variables. See :meth:`SqlStore.chat_variables`."""
+        return await self.store.chat_variables(tenant_id, chat_id)
+
+    async def set_chat_variables(self, tenant_id: str, chat_id: str, values: Mapping[str, Any]) -> dict[str, Any]:
+        """Merge into the chat's conversation variables. See :meth:`SqlStore.set_chat_variables`."""
+        return await self.store.set_chat_variables(tenant_id, chat_id, values)
 
     # ------------------------------------------------------------------------- chats
 

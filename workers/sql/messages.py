@@ -7,18 +7,18 @@ statements (``_sql``)."""
 from __future__ import annotations
 
 import time
-from typing import Any, AsyncContextManager, Callable
+from typing import Any, AsyncContextManager, Callable, Mapping
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from engine.ports import RunNotFound, StoreError
+from engine.ports import ChatNotFound, RunNotFound, StoreError
 from schemas.records import ChatMessage, RunCommand
 
 from .rows import message_from_row, message_row
 from .tables import ChatRow, MessageRow, RunCommandRow, RunRow
 
-__all__ = ["CommandsAndMessages"]
+__all__ = ["CommandsAndMessages", "merge_chat_variables"]
 
 runs = RunRow.__table__
 run_commands = RunCommandRow.__table__
@@ -73,9 +73,10 @@ class CommandsAndMessages:
             await conn.execute(chat)
             await conn.execute(sa.insert(messages_table), row)
 
-    async def update_message(self, message: ChatMessage) -> None:
-        """Replace a message's status and parts (``updated_at``: the message's, or now).
-        Raises StoreError when the tenant has no such message."""
+    async def update_message(self, message: ChatMessage, variables: Mapping[str, Any] | None = None) -> None:
+        """Replace a message's status and parts (``updated_at``: the message's, or now);
+        with ``variables``, also merge them into the chat's conversation variables, in the
+        same transaction. Raises StoreError when the tenant has no such message."""
         stmt = (sa.update(messages_table)
                 .where(messages_table.c.tenant_id == message.tenant_id, messages_table.c.id == message.id)
                 .values(status=str(message.status), parts=message.parts,
@@ -83,6 +84,24 @@ class CommandsAndMessages:
         async with self._tx() as conn:
             if (await conn.execute(stmt)).rowcount == 0:
                 raise StoreError(f"no message {message.id} for tenant {message.tenant_id!r}")
+            if variables:
+                await merge_chat_variables(conn, message.tenant_id, message.chat_id, variables)
+
+    async def chat_variables(self, tenant_id: str, chat_id: str) -> dict[str, Any]:
+        """The conversation variables the chat holds; empty for none or an unknown chat."""
+        stmt = sa.select(chats.c.variables).where(chats.c.tenant_id == tenant_id, chats.c.chat_id == chat_id)
+        async with self._tx() as conn:
+            row = (await conn.execute(stmt)).one_or_none()
+        return dict(row[0] or {}) if row is not None else {}
+
+    async def set_chat_variables(self, tenant_id: str, chat_id: str, values: Mapping[str, Any]) -> dict[str, Any]:
+        """Merge ``values`` into the chat's conversation variables; all it holds now.
+        Raises ChatNotFound (also for another tenant's chat)."""
+        async with self._tx() as conn:
+            merged = await merge_chat_variables(conn, tenant_id, chat_id, values)
+        if merged is None:
+            raise ChatNotFound(f"no chat {chat_id}")
+        return merged
 
     async def messages(self, tenant_id: str, chat_id: str, limit: int = 100) -> list[ChatMessage]:
         """The chat's last ``limit`` messages, oldest first (by ``created_at``)."""
@@ -92,3 +111,16 @@ class CommandsAndMessages:
         async with self._tx() as conn:
             rows = (await conn.execute(stmt)).mappings().all()
         return [message_from_row(row) for row in reversed(rows)]
+
+
+async def merge_chat_variables(conn: Any, tenant_id: str, chat_id: str, values: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Merge ``values`` into the chat's ``variables`` inside the caller's transaction (the
+    row is locked first on PostgreSQL, so two turns ending at once do not lose one's
+    values); the chat's variables now, or None when the tenant has no such chat."""
+    where = (chats.c.tenant_id == tenant_id, chats.c.chat_id == chat_id)
+    row = (await conn.execute(sa.select(chats.c.variables).where(*where).with_for_update())).one_or_none()
+    if row is None:
+        return None
+    merged = {**(row[0] or {}), **values}
+    await conn.execute(sa.update(chats).where(*where).values(variables=merged))
+    return merged

@@ -8,6 +8,7 @@ each once.
 
 from __future__ import annotations
 
+import json
 from typing import Any, Mapping
 
 from schemas.records import ChatMessage, OwnerInfo, RunSummary
@@ -22,7 +23,7 @@ ENDED = (RunStatus.succeeded.value, RunStatus.failed.value, RunStatus.cancelled.
 
 #: ``runs`` columns read back into a ``RunState`` (besides the ids).
 _STATE_COLUMNS = ("workflow_id", "workflow_hash", "workflow_version", "status", "inputs", "sys", "variables",
-                  "node_executions", "seq", "started_at", "finished_at", "deadline", "wall_time_left",
+                  "conversation", "node_executions", "seq", "started_at", "finished_at", "deadline", "wall_time_left",
                   "paused_at", "waited_s", "outputs", "answer", "error", "interrupts")
 
 #: ``node_runs`` columns that map one to one onto ``NodeRun`` fields.
@@ -36,7 +37,7 @@ def run_columns(state: RunState) -> dict[str, Any]:
     sys = state.sys
     values: dict[str, Any] = {
         "status": str(state.status), "chat_id": sys.get("chat_id"), "user_id": sys.get("user_id"),
-        "inputs": state.inputs, "sys": sys, "variables": state.variables,
+        "inputs": state.inputs, "sys": sys, "variables": state.variables, "conversation": state.conversation,
         "interrupts": state.interrupts, "outputs": state.outputs, "answer": state.answer,
         "error": state.error, "node_executions": state.node_executions, "seq": state.seq,
         "started_at": state.started_at, "finished_at": state.finished_at, "deadline": state.deadline,
@@ -74,7 +75,7 @@ def state_from_row(row: Mapping[str, Any], node_rows: list[Mapping[str, Any]]) -
     ``node_runs`` (by node id), the others ``history`` (by position). Edges and the ready
     list stay empty: the scheduler rebuilds them from the plan."""
     fields = {name: row[name] for name in _STATE_COLUMNS}
-    for name in ("inputs", "sys", "variables", "outputs", "interrupts"):
+    for name in ("inputs", "sys", "variables", "conversation", "outputs", "interrupts"):
         fields[name] = fields[name] or {}
     state = RunState.model_validate({"run_id": row["run_id"], "tenant_id": row["tenant_id"], **fields})
     current = sorted((r for r in node_rows if r["current"]), key=lambda r: (r["seq"], r["node_run_id"]))
@@ -110,7 +111,31 @@ def summary_from_row(row: Mapping[str, Any]) -> RunSummary:
         started_at=row["started_at"], finished_at=row["finished_at"], waited_s=row["waited_s"],
         tokens_in=row["tokens_in"], tokens_out=row["tokens_out"], cost=row["cost"], error=row["error"],
         owner=owner_from_row(row), pending_interrupts=pending_interrupts(row["interrupts"]),
+        **_listed(row),
     )
+
+
+#: characters of a run's preview (its message or first input) in a list
+_PREVIEW_CHARS = 120
+
+
+def _listed(row: Mapping[str, Any]) -> dict[str, Any]:
+    """``kind``, ``node_id`` and ``preview`` of a run row: from its ``sys`` value when the
+    row has it (a whole row), else from the ``sys_*`` columns a list selects. The
+    preview is the user's message, else the first input, as text, cut to 120 characters."""
+    sys = row["sys"] if "sys" in row.keys() else None
+    if isinstance(sys, Mapping):
+        kind, node, query = sys.get("run_kind"), sys.get("single_node"), sys.get("query")
+    else:
+        kind, node, query = (row.get("sys_run_kind"), row.get("sys_single_node"), row.get("sys_query"))
+    text = query if isinstance(query, str) and query.strip() else None
+    inputs = row.get("inputs")
+    if text is None and isinstance(inputs, Mapping):
+        first = next((v for v in inputs.values() if v not in (None, "", [], {})), None)
+        if first is not None:
+            text = first if isinstance(first, str) else json.dumps(first, ensure_ascii=False)
+    preview = None if text is None else (text if len(text) <= _PREVIEW_CHARS else text[:_PREVIEW_CHARS - 1] + "…")
+    return {"kind": kind or "workflow", "node_id": node, "preview": preview}
 
 
 def message_row(message: ChatMessage) -> dict[str, Any]:

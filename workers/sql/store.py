@@ -62,6 +62,11 @@ _SUMMARY_COLUMNS = [runs.c[name] for name in (
     "run_id", "tenant_id", "workflow_id", "workflow_version", "workflow_hash", "status", "chat_id", "user_id",
     "created_at", "started_at", "finished_at", "waited_s", "tokens_in", "tokens_out", "cost", "error",
     "owner_id", "owner_host", "owner_pid", "lease_until", "interrupts")]
+#: what a list of runs shows besides: the kind of run (a single node), the user's message
+#: and the inputs (the row's preview, :func:`~workers.sql.rows.summary_from_row`)
+_LIST_COLUMNS = [*_SUMMARY_COLUMNS, runs.c.inputs, runs.c.sys["run_kind"].as_string().label("sys_run_kind"),
+                 runs.c.sys["single_node"].as_string().label("sys_single_node"),
+                 runs.c.sys["query"].as_string().label("sys_query")]
 
 
 #: ``runs`` columns a checkpoint writes that are also in an index: left out of the UPDATE
@@ -576,7 +581,7 @@ class SqlStore(CommandsAndMessages):
 
     async def get_run(self, tenant_id: str, run_id: str) -> RunSummary:
         """The run's summary. Raises RunNotFound."""
-        stmt = sa.select(*_SUMMARY_COLUMNS).where(runs.c.run_id == run_id, runs.c.tenant_id == tenant_id)
+        stmt = sa.select(*_LIST_COLUMNS).where(runs.c.run_id == run_id, runs.c.tenant_id == tenant_id)
         async with self._tx() as conn:
             row = (await conn.execute(stmt)).mappings().one_or_none()
         if row is None:
@@ -586,7 +591,7 @@ class SqlStore(CommandsAndMessages):
     async def list_runs(self, tenant_id: str, *, status: RunStatus | None = None, workflow_id: str | None = None,
                         chat_id: str | None = None, limit: int = 50) -> list[RunSummary]:
         """The tenant's runs, newest first, optionally filtered by status, workflow or chat."""
-        stmt = sa.select(*_SUMMARY_COLUMNS).where(runs.c.tenant_id == tenant_id)
+        stmt = sa.select(*_LIST_COLUMNS).where(runs.c.tenant_id == tenant_id)
         if status is not None:
             stmt = stmt.where(runs.c.status == RunStatus(status).value)
         if workflow_id is not None:

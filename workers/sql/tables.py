@@ -21,16 +21,21 @@ __all__ = [
     "ApiKeyRow",
     "ChatRow",
     "MessageRow",
+    "ModelProviderRow",
     "NodeRunRow",
+    "ProviderModelRow",
     "QuotaAdmissionRow",
     "QuotaLimitRow",
     "RunCommandRow",
     "RunEventRow",
     "RunRow",
+    "TenantModelDefaultRow",
+    "TenantModelOverrideRow",
     "TenantRow",
     "TokenUsageRow",
     "WorkflowDocRow",
     "WorkflowRow",
+    "WorkflowSecretRow",
     "WorkflowVersionRow",
     "metadata",
 ]
@@ -87,6 +92,7 @@ class RunRow(_Table, table=True):
     inputs: Any = Field(default=None, sa_column=sa.Column(JsonValue))
     sys: Any = Field(default=None, sa_column=sa.Column(JsonValue))
     variables: Any = Field(default=None, sa_column=sa.Column(JsonValue))
+    conversation: Any = Field(default=None, sa_column=sa.Column(JsonValue))
     interrupts: Any = Field(default=None, sa_column=sa.Column(JsonValue))
     outputs: Any = Field(default=None, sa_column=sa.Column(JsonValue))
     answer: str = Field(default="", sa_type=Text)
@@ -179,6 +185,7 @@ class ChatRow(_Table, table=True):
     created_at: float = Field(sa_type=Seconds)
     updated_at: float = Field(sa_type=Seconds)
     title: str | None = Field(default=None, sa_type=Text)
+    variables: Any = Field(default=None, sa_column=sa.Column(JsonValue), description="conversation variables")
 
 
 class MessageRow(_Table, table=True):
@@ -317,3 +324,85 @@ class TokenUsageRow(_Table, table=True):
     tokens: int = Field(sa_type=sa.BigInteger)
     cost: float = Field(default=0.0, sa_type=sa.Double)
     used_at: float = Field(sa_type=Seconds)
+
+
+class WorkflowSecretRow(_Table, table=True):
+    """The value of one secret environment variable of a workflow, encrypted
+    (:mod:`workers.secret_box`; the tenant, workflow id and name are sealed with the
+    value, so a token copied to another row does not open there). Kept by workflow id,
+    not by document: every version of the workflow reads the current value."""
+
+    __tablename__ = "workflow_secrets"
+
+    tenant_id: str = Field(sa_type=Text, primary_key=True)
+    workflow_id: str = Field(sa_type=Text, primary_key=True)
+    name: str = Field(sa_type=Text, primary_key=True)
+    token: str = Field(sa_type=Text)
+    updated_at: float = Field(sa_type=Seconds)
+
+
+class ModelProviderRow(_Table, table=True):
+    """A tenant's own OpenAI-compatible endpoint (``preset``: which kind of server, for the
+    canvas and the defaults it gave). ``api_key_token``: the key encrypted
+    (:mod:`workers.secret_box`), NULL for none; ``api_key_mask``: what may be shown of it."""
+
+    __tablename__ = "model_providers"
+    __table_args__ = (sa.ForeignKeyConstraint(["tenant_id"], ["tenants.tenant_id"], ondelete="CASCADE"),)
+
+    tenant_id: str = Field(sa_type=Text, primary_key=True)
+    provider_id: str = Field(sa_type=Text, primary_key=True)
+    name: str = Field(default="", sa_type=Text)
+    preset: str = Field(sa_type=Text)
+    base_url: str = Field(sa_type=Text)
+    api_key_token: str | None = Field(default=None, sa_type=Text)
+    api_key_mask: str | None = Field(default=None, sa_type=Text)
+    settings: Any = Field(default=None, sa_column=sa.Column(JsonValue))
+    created_at: float = Field(sa_type=Seconds)
+    updated_at: float = Field(sa_type=Seconds)
+
+
+class ProviderModelRow(_Table, table=True):
+    """A model of a tenant's provider, under the name the tenant's workflows use (unique
+    per tenant whatever the provider). ``spec``: the registry fields (type, upstream id,
+    context, output cap, capabilities, pricing) as JSON. Deleted with its provider."""
+
+    __tablename__ = "provider_models"
+    __table_args__ = (
+        sa.ForeignKeyConstraint(["tenant_id", "provider_id"],
+                                ["model_providers.tenant_id", "model_providers.provider_id"], ondelete="CASCADE"),
+        sa.Index("ix_provider_models_tenant_provider", "tenant_id", "provider_id"),
+    )
+
+    tenant_id: str = Field(sa_type=Text, primary_key=True)
+    name: str = Field(sa_type=Text, primary_key=True)
+    provider_id: str = Field(sa_type=Text)
+    spec: Any = Field(sa_column=sa.Column(JsonValue, nullable=False))
+    created_at: float = Field(sa_type=Seconds)
+    updated_at: float = Field(sa_type=Seconds)
+
+
+class TenantModelDefaultRow(_Table, table=True):
+    """The tenant's default model of one type (``chat``, ``embedding``, ``rerank``): a
+    model of its providers or of the operator's registry, by name."""
+
+    __tablename__ = "tenant_model_defaults"
+    __table_args__ = (sa.ForeignKeyConstraint(["tenant_id"], ["tenants.tenant_id"], ondelete="CASCADE"),)
+
+    tenant_id: str = Field(sa_type=Text, primary_key=True)
+    type: str = Field(sa_type=Text, primary_key=True)
+    model: str = Field(sa_type=Text)
+    updated_at: float = Field(sa_type=Seconds)
+
+
+class TenantModelOverrideRow(_Table, table=True):
+    """A tenant's changes to one model's limits and capabilities (``override``: the
+    :class:`~nodes.model_overrides.ModelOverride` table, only the keys set), applied over
+    the model as the tenant's registry has it."""
+
+    __tablename__ = "tenant_model_overrides"
+    __table_args__ = (sa.ForeignKeyConstraint(["tenant_id"], ["tenants.tenant_id"], ondelete="CASCADE"),)
+
+    tenant_id: str = Field(sa_type=Text, primary_key=True)
+    model: str = Field(sa_type=Text, primary_key=True)
+    override: Any = Field(sa_column=sa.Column(JsonValue, nullable=False))
+    updated_at: float = Field(sa_type=Seconds)

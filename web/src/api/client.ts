@@ -5,8 +5,9 @@
  * what the server said rather than a status code.
  */
 import type {
-  NodeKindList, Problem, RunAccepted, RunDetail, RunList, WorkflowDetail, WorkflowImported, WorkflowList,
+  NodeKindList, NodeScope, Problem, RunAccepted, RunDetail, RunList, WorkflowDetail, WorkflowImported, WorkflowList,
   WorkflowProblems, WorkflowRunCreate, WorkflowVersion, WorkflowVersionList,
+  SecretsOut,
 } from './types';
 import type { WorkflowDoc } from '../lib/workflow';
 import { t } from '../i18n';
@@ -126,6 +127,9 @@ export const api = {
   deleteWorkflow: (id: string) => request<void>('DELETE', wf(id)),
   validate: (doc: WorkflowDoc, signal?: AbortSignal) =>
     request<WorkflowProblems>('POST', '/v1/workflows/validate', { body: doc, signal }),
+  /** What `nodeId` may reference in config field `field` (the compiler's own rule). */
+  scope: (doc: WorkflowDoc, nodeId: string, field: string | null, signal?: AbortSignal) =>
+    request<NodeScope>('POST', '/v1/workflows/scope', { body: { workflow: doc, node_id: nodeId, field }, signal }),
   publish: (id: string, note: string) => request<WorkflowVersion>('POST', `${wf(id)}/publish`, { body: { note } }),
   versions: (id: string) => request<WorkflowVersionList>('GET', `${wf(id)}/versions`),
   rollback: (id: string, version: number, note?: string) =>
@@ -134,10 +138,11 @@ export const api = {
     request<WorkflowDoc>('GET', `${wf(id)}/export`, { query: { version } }),
   /** Converts a FastGPT / Dify / Flowloom file; `save` stores it as a new draft. */
   importFile: (file: File, opts: { save?: boolean; allowPartial?: boolean; workflowId?: string;
-    modelMap?: Record<string, string> } = {}) => {
+    modelMap?: Record<string, string>; datasetMap?: Record<string, string> } = {}) => {
     const form = new FormData();
     form.set('file', file);
     if (opts.modelMap && Object.keys(opts.modelMap).length) form.set('model_map', JSON.stringify(opts.modelMap));
+    if (opts.datasetMap && Object.keys(opts.datasetMap).length) form.set('dataset_map', JSON.stringify(opts.datasetMap));
     if (opts.allowPartial) form.set('allow_partial', 'true');
     if (opts.workflowId) form.set('workflow_id', opts.workflowId);
     return request<WorkflowImported>('POST', '/v1/workflows/import', { form, query: { save: opts.save || undefined } });
@@ -146,4 +151,8 @@ export const api = {
     request<RunDetail | RunAccepted>('POST', `${wf(id)}/runs`, { body, query: { draft: draft || undefined } }),
   listRuns: (query: Query = {}) => request<RunList>('GET', '/v1/runs', { query }),
   getRun: (id: string) => request<RunDetail>('GET', `/v1/runs/${encodeURIComponent(id)}`),
+  // environment variables and secrets: values go to the server, never come back
+  secrets: (id: string) => request<SecretsOut>('GET', `${wf(id)}/secrets`),
+  setSecrets: (id: string, values: Record<string, string | null>) =>
+    request<SecretsOut>('PUT', `${wf(id)}/secrets`, { body: { values } }),
 };

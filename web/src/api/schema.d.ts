@@ -135,6 +135,32 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/chats/{chat_id}/variables": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A chat's conversation variables
+         * @description What the chat's next turn starts from, for the variables it holds (a variable it
+         *     holds none of starts from the workflow's default).
+         */
+        get: operations["get_chat_variables_v1_chats__chat_id__variables_get"];
+        /**
+         * Change a chat's conversation variables
+         * @description Set the variables named in ``variables`` (the others are kept); the next turn reads
+         *     them. A turn running meanwhile leaves its own final values when it succeeds.
+         */
+        put: operations["set_chat_variables_v1_chats__chat_id__variables_put"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/datasets": {
         parameters: {
             query?: never;
@@ -372,6 +398,209 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/model-capabilities/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A model's limits and capabilities as the tenant's runs see them */
+        get: operations["get_capabilities_v1_model_capabilities__name__get"];
+        /** Set the tenant's override of a model's limits and capabilities */
+        put: operations["set_capabilities_v1_model_capabilities__name__put"];
+        post?: never;
+        /** Drop the tenant's override of a model */
+        delete: operations["delete_capabilities_v1_model_capabilities__name__delete"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/model-providers": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the tenant's model providers
+         * @description By id, each with its models, and the tenant's default models.
+         */
+        get: operations["list_providers_v1_model_providers_get"];
+        put?: never;
+        /**
+         * Add a model provider
+         * @description A new OpenAI-compatible endpoint of the tenant; ``base_url`` defaults to the preset's.
+         */
+        post: operations["create_provider_v1_model_providers_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/model-providers/defaults": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The tenant's default models
+         * @description The default chat, embedding and rerank models (None: not chosen).
+         */
+        get: operations["get_defaults_v1_model_providers_defaults_get"];
+        /**
+         * Choose the tenant's default models
+         * @description Each field: a model of that type (the tenant's or the operator's), or null to
+         *     clear it. The default chat model is what ``model: default`` calls in the tenant's runs.
+         */
+        put: operations["set_defaults_v1_model_providers_defaults_put"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/model-providers/presets": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The kinds of OpenAI-compatible server
+         * @description Each preset's usual base URL and whether it needs a key.
+         */
+        get: operations["list_presets_v1_model_providers_presets_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/model-providers/{provider_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get a model provider
+         * @description The provider and its models (never its key).
+         */
+        get: operations["get_provider_v1_model_providers__provider_id__get"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete a model provider
+         * @description The provider, its models and the defaults naming them.
+         */
+        delete: operations["delete_provider_v1_model_providers__provider_id__delete"];
+        options?: never;
+        head?: never;
+        /**
+         * Change a model provider
+         * @description Its name, base URL or key (``api_key: ""`` removes the key).
+         */
+        patch: operations["update_provider_v1_model_providers__provider_id__patch"];
+        trace?: never;
+    };
+    "/v1/model-providers/{provider_id}/models": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Add a model
+         * @description A model of the provider under ``name`` (unique in the tenant; ``default`` is reserved).
+         */
+        post: operations["add_model_v1_model_providers__provider_id__models_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/model-providers/{provider_id}/models/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Delete a model
+         * @description The model and a default naming it.
+         */
+        delete: operations["delete_model_v1_model_providers__provider_id__models__name__delete"];
+        options?: never;
+        head?: never;
+        /**
+         * Change a model
+         * @description Its upstream id, limits, capabilities (merged over the stored ones) or pricing.
+         */
+        patch: operations["update_model_v1_model_providers__provider_id__models__name__patch"];
+        trace?: never;
+    };
+    "/v1/model-providers/{provider_id}/models/{name}/probe": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Probe what a chat model really does
+         * @description Ask the endpoint for a free and a forced tool call, JSON mode, a JSON schema,
+         *     usage in streams and its context length (a few short requests), then store what
+         *     works as the model's capabilities (a check that could not tell keeps the stored
+         *     value) and the context the server told. 422 for an embedding or rerank model.
+         */
+        post: operations["probe_v1_model_providers__provider_id__models__name__probe_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/model-providers/{provider_id}/upstream-models": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The models the endpoint lists
+         * @description ``GET {base_url}/models`` with the provider's key; ``added`` marks those the tenant has.
+         */
+        get: operations["upstream_models_v1_model_providers__provider_id__upstream_models_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/models": {
         parameters: {
             query?: never;
@@ -402,7 +631,8 @@ export interface paths {
         };
         /**
          * Every node kind with its config schema
-         * @description The kinds of the catalog workflows are compiled with (the same for every tenant).
+         * @description The kinds of the catalog workflows are compiled with (the same for every tenant),
+         *     and the chat models the caller's tenant may name (its own providers' and the operator's).
          */
         get: operations["list_node_kinds_v1_node_kinds_get"];
         put?: never;
@@ -649,6 +879,29 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/workflows/scope": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * What a node may reference
+         * @description The references node ``node_id`` may use in config field ``field``: inputs, run and
+         *     conversation variables, system variables and the outputs of the nodes it may read,
+         *     decided by the compiler's own reference rule. 422 when the document's top level is
+         *     invalid or it has no such node.
+         */
+        post: operations["node_scope_v1_workflows_scope_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/workflows/validate": {
         parameters: {
             query?: never;
@@ -660,7 +913,8 @@ export interface paths {
         put?: never;
         /**
          * Validate an unsaved document
-         * @description Every compile problem of the document (errors and warnings).
+         * @description Every compile problem of the document (errors and warnings), and a warning for
+         *     each secret it declares that has no value for its workflow id.
          */
         post: operations["validate_document_v1_workflows_validate_post"];
         delete?: never;
@@ -691,7 +945,7 @@ export interface paths {
         post?: never;
         /**
          * Delete a workflow and its versions
-         * @description Its runs stay (with their own retention).
+         * @description Its runs stay (with their own retention); its secret values go.
          */
         delete: operations["delete_workflow_v1_workflows__workflow_id__delete"];
         options?: never;
@@ -708,11 +962,38 @@ export interface paths {
         };
         /**
          * The draft or a version as a workflow file
-         * @description The document (importable again as it is), as an attachment ``<id>.json``.
+         * @description The document (importable again as it is), as an attachment ``<id>.json``. A
+         *     secret environment variable is listed by name with an empty value (its type is the
+         *     marker that a value must be set after import); values never leave the store.
          */
         get: operations["export_workflow_v1_workflows__workflow_id__export_get"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/workflows/{workflow_id}/nodes/{node_id}/run": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * What a node reads, and its last run
+         * @description The references the node reads in the draft and its last run (None when it never
+         *     ran). 404 for an unknown node (with a close name), 422 when the draft does not compile.
+         */
+        get: operations["node_run_info_v1_workflows__workflow_id__nodes__node_id__run_get"];
+        put?: never;
+        /**
+         * Run one node of the draft on its own
+         * @description Run the node alone with ``inputs`` (module docstring); answers once it ended.
+         */
+        post: operations["run_node_v1_workflows__workflow_id__nodes__node_id__run_post"];
         delete?: never;
         options?: never;
         head?: never;
@@ -781,6 +1062,30 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/workflows/{workflow_id}/secrets": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Which secrets have a value (never the values)
+         * @description Each secret the draft declares, set or not.
+         */
+        get: operations["get_secrets_v1_workflows__workflow_id__secrets_get"];
+        /**
+         * Set or delete secret values
+         * @description Stores each value encrypted (``null``: deletes it); answers as ``GET``.
+         */
+        put: operations["put_secrets_v1_workflows__workflow_id__secrets_put"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/workflows/{workflow_id}/validate": {
         parameters: {
             query?: never;
@@ -825,6 +1130,87 @@ export interface paths {
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        /**
+         * Capabilities
+         * @description What the model does, as the endpoint really serves it; ``call_llm`` refuses requests
+         *     that need more, and nodes pick their protocol from it.
+         *
+         *     - ``tools``: :data:`ToolSupport`. Nodes that let the model choose (agent, tool call)
+         *       use native tools only when free calls work (``native``), else the JSON protocol in
+         *       the prompt; nodes that force one call (classify, extract) use native tools when
+         *       forced calls work (:attr:`forced_tool_calls`).
+         *     - ``tool_choice``: the server honours ``tool_choice`` naming a function (``forced``
+         *       needs it; Ollama calls tools freely but ignores it).
+         *     - ``structured_output``: ``response_format`` ``json_schema`` is honoured;
+         *       ``json_mode``: ``response_format`` ``json_object`` is.
+         *     - ``stream_usage``: a stream ends with usage when ``stream_options.include_usage``
+         *       asks (False: the option is not sent, since some servers reject it, and usage is
+         *       estimated).
+         *     - ``vision``: images in messages; ``reasoning``: streams its thinking.
+         *
+         *     The older key ``tool_calling`` (a bool) is still read: true is ``native``, false is
+         *     ``none``; an explicit ``tools`` wins.
+         */
+        Capabilities: {
+            /**
+             * Json Mode
+             * @default false
+             */
+            json_mode: boolean;
+            /**
+             * Reasoning
+             * @default false
+             */
+            reasoning: boolean;
+            /**
+             * Stream Usage
+             * @default true
+             */
+            stream_usage: boolean;
+            /**
+             * Structured Output
+             * @default false
+             */
+            structured_output: boolean;
+            /**
+             * Tool Choice
+             * @default true
+             */
+            tool_choice: boolean;
+            /**
+             * Tools
+             * @default native
+             * @enum {string}
+             */
+            tools: "native" | "forced" | "none";
+            /**
+             * Vision
+             * @default false
+             */
+            vision: boolean;
+        };
+        /**
+         * CapabilityOverride
+         * @description The capabilities to change; None keeps the model's. Fields: see
+         *     :class:`~nodes.model_registry.Capabilities` (``tool_calling``, the older bool, is
+         *     read as ``tools``).
+         */
+        CapabilityOverride: {
+            /** Json Mode */
+            json_mode?: boolean | null;
+            /** Reasoning */
+            reasoning?: boolean | null;
+            /** Stream Usage */
+            stream_usage?: boolean | null;
+            /** Structured Output */
+            structured_output?: boolean | null;
+            /** Tool Choice */
+            tool_choice?: boolean | null;
+            /** Tools */
+            tools?: ("native" | "forced" | "none") | null;
+            /** Vision */
+            vision?: boolean | null;
+        };
         /**
          * ChatDetail
          * @description ``GET /v1/chats/{id}``: the chat and its last messages, oldest first.
@@ -906,6 +1292,19 @@ export interface components {
         ChatRename: {
             /** Title */
             title: string | null;
+        };
+        /**
+         * ChatVariables
+         * @description A chat's conversation variables (name -> value): ``GET``/``PUT
+         *     /v1/chats/{id}/variables``. A ``PUT`` sets the names it gives and keeps the others;
+         *     the next turn starts from them (a value that does not fit the workflow's declared
+         *     type refuses that turn, 422 naming the variable).
+         */
+        ChatVariables: {
+            /** Variables */
+            variables?: {
+                [key: string]: unknown;
+            };
         };
         /**
          * ChunkKind
@@ -1441,6 +1840,13 @@ export interface components {
             fields?: {
                 [key: string]: string;
             };
+            /**
+             * Help
+             * @description a config field's English help (the first paragraph of its schema description, whitespace collapsed) -> its help in this language
+             */
+            help?: {
+                [key: string]: string;
+            };
             /** Title */
             title: string;
             /**
@@ -1552,6 +1958,63 @@ export interface components {
             value?: unknown;
         };
         /**
+         * ModelCapabilities
+         * @description What the tenant's runs use for ``model``; ``override``: the tenant's override (the
+         *     keys it sets, ``{}`` when none); ``registry``: the values before it.
+         */
+        ModelCapabilities: {
+            capabilities: components["schemas"]["Capabilities"];
+            /** Max Context */
+            max_context: number;
+            /** Max Output Tokens */
+            max_output_tokens: number;
+            /** Model */
+            model: string;
+            /** Override */
+            override?: {
+                [key: string]: unknown;
+            };
+            registry: components["schemas"]["ModelLimits"];
+        };
+        /**
+         * ModelDefaults
+         * @description The tenant's default model of each type, by name: a model of its providers or of
+         *     the operator's registry (None: not chosen). The default chat model is what a node
+         *     whose ``model`` is ``default`` calls in the tenant's runs.
+         */
+        ModelDefaults: {
+            /** Chat */
+            chat?: string | null;
+            /** Embedding */
+            embedding?: string | null;
+            /** Rerank */
+            rerank?: string | null;
+        };
+        /**
+         * ModelLimits
+         * @description A model's context window and output cap (tokens), and its capabilities.
+         */
+        ModelLimits: {
+            capabilities: components["schemas"]["Capabilities"];
+            /** Max Context */
+            max_context: number;
+            /** Max Output Tokens */
+            max_output_tokens: number;
+        };
+        /**
+         * ModelOverride
+         * @description A model's limits and capabilities to change; None (or an absent capability) keeps
+         *     the model's value. ``max_context``: the context window the server gives, in tokens;
+         *     ``max_output_tokens``: the output cap. JSON: ``model_dump(exclude_none=True)``.
+         */
+        ModelOverride: {
+            capabilities?: components["schemas"]["CapabilityOverride"];
+            /** Max Context */
+            max_context?: number | null;
+            /** Max Output Tokens */
+            max_output_tokens?: number | null;
+        };
+        /**
          * NodeError
          * @description An error attached to a node run or a failed run: ``type`` is the exception class name.
          */
@@ -1589,6 +2052,15 @@ export interface components {
             kinds: components["schemas"]["NodeKindOut"][];
             /** Models */
             models?: string[];
+            /**
+             * Node Field Help
+             * @description language tag (zh-CN...) -> English help of a field of node_fields_schema -> its help in that language
+             */
+            node_field_help?: {
+                [key: string]: {
+                    [key: string]: string;
+                };
+            };
             /**
              * Node Field Labels
              * @description language tag (zh-CN...) -> title of each property name of node_fields_schema (root and $defs); English is the schema's own
@@ -1673,6 +2145,86 @@ export interface components {
             };
         };
         /**
+         * NodeLastRun
+         * @description A node's latest node run among its workflow's runs, and the values its references
+         *     had there (reference key -> value).
+         */
+        NodeLastRun: {
+            node_run: components["schemas"]["NodeRunOut"];
+            /** Run Id */
+            run_id: string;
+            /** Values */
+            values?: {
+                [key: string]: unknown;
+            };
+        };
+        /**
+         * NodeReadOut
+         * @description One reference a node reads (``GET/POST /v1/workflows/{id}/nodes/{node_id}/run``):
+         *     ``key`` is what a value is given under (``start.query``, ``inputs.city``,
+         *     ``sys.query``, ``vars.count``, ``iter.item``).
+         */
+        NodeReadOut: {
+            /**
+             * Field
+             * @description the output or variable read (None: the whole node)
+             */
+            field?: string | null;
+            /** Key */
+            key: string;
+            /**
+             * Node
+             * @description the node read (scope `node`)
+             */
+            node?: string | null;
+            /**
+             * Optional
+             * @description it has a default: a value need not be given
+             * @default false
+             */
+            optional: boolean;
+            /**
+             * Scope
+             * @enum {string}
+             */
+            scope: "node" | "inputs" | "sys" | "vars";
+            /**
+             * Type
+             * @description its declared type, when known
+             */
+            type?: string | null;
+        };
+        /**
+         * NodeRunCreate
+         * @description ``POST /v1/workflows/{id}/nodes/{node_id}/run``: run the node alone on the draft.
+         *     ``inputs``: reference key -> value (``{"start.query": "hi"}``); ``from_last``: the
+         *     values of the node's last run fill in the keys left out. A key the node does not
+         *     read is ignored; a reference it reads with no value (and no default) is 422.
+         */
+        NodeRunCreate: {
+            /**
+             * From Last
+             * @default false
+             */
+            from_last: boolean;
+            /** Inputs */
+            inputs?: {
+                [key: string]: unknown;
+            };
+        };
+        /**
+         * NodeRunInfo
+         * @description ``GET /v1/workflows/{id}/nodes/{node_id}/run``: what the node reads (in the draft),
+         *     and its last run (None when it never ran).
+         */
+        NodeRunInfo: {
+            last?: components["schemas"]["NodeLastRun"] | null;
+            /** Node Id */
+            node_id: string;
+            /** Reads */
+            reads: components["schemas"]["NodeReadOut"][];
+        };
+        /**
          * NodeRunOut
          * @description One node run (loop rounds are separate node runs with ``loop_id``/``iteration``).
          */
@@ -1743,6 +2295,34 @@ export interface components {
          */
         NodeRunStatus: "pending" | "running" | "waiting" | "succeeded" | "failed" | "skipped" | "cancelled";
         /**
+         * NodeScope
+         * @description What a node may reference: exactly what the compiler accepts in that field.
+         */
+        NodeScope: {
+            /** Entries */
+            entries: components["schemas"]["ScopeEntryOut"][];
+            /** Field */
+            field?: string | null;
+            /** Node Id */
+            node_id: string;
+        };
+        /**
+         * NodeScopeRequest
+         * @description ``POST /v1/workflows/scope``: a workflow document (saved or not, finished or not),
+         *     one of its nodes, and the top-level config key being edited (body fields of a
+         *     container, e.g. an iteration's ``collect``, see more than its other fields).
+         */
+        NodeScopeRequest: {
+            /** Field */
+            field?: string | null;
+            /** Node Id */
+            node_id: string;
+            /** Workflow */
+            workflow: {
+                [key: string]: unknown;
+            };
+        };
+        /**
          * NodeShapeOut
          * @description What a node offers downstream: its output ``handles`` in order (``error`` included
          *     under the error-branch strategy) and its ``outputs`` (name -> type name); ``outputs``
@@ -1798,6 +2378,239 @@ export interface components {
              * @default 128
              */
             child_tokens: number;
+        };
+        /**
+         * PresetInfo
+         * @description A kind of OpenAI-compatible server: its usual base URL (``{resource}`` in Azure's
+         *     is the builder's own resource name) and whether it needs a key.
+         */
+        PresetInfo: {
+            /** Base Url */
+            base_url: string;
+            /**
+             * Id
+             * @enum {string}
+             */
+            id: "openai" | "azure_openai" | "deepseek" | "dashscope" | "ollama" | "vllm" | "lmstudio" | "llamacpp" | "openai_compatible";
+            /**
+             * Key
+             * @enum {string}
+             */
+            key: "required" | "optional" | "none";
+            /** Label */
+            label: string;
+            /**
+             * Note
+             * @default
+             */
+            note: string;
+        };
+        /**
+         * PresetList
+         * @description ``GET /v1/model-providers/presets``.
+         */
+        PresetList: {
+            /** Presets */
+            presets: components["schemas"]["PresetInfo"][];
+        };
+        /**
+         * ProbeOutcome
+         * @description ``POST .../models/{name}/probe``: the model as stored after the probe (its
+         *     capabilities, and its context where the server told it) and the probe's report:
+         *     each check's ``ok`` (true, false, or null when it could not tell) and ``detail``.
+         */
+        ProbeOutcome: {
+            model: components["schemas"]["ProviderModelOut"];
+            /** Report */
+            report: {
+                [key: string]: unknown;
+            };
+        };
+        /**
+         * ProviderCreate
+         * @description A new provider. ``id`` defaults to the preset's id (then ``-2``, ``-3``... when taken);
+         *     ``base_url`` to the preset's. ``api_key``: write-only, never returned.
+         */
+        ProviderCreate: {
+            /**
+             * Api Key
+             * @description write-only: stored encrypted, never returned
+             */
+            api_key?: string | null;
+            /**
+             * Base Url
+             * @default
+             */
+            base_url: string;
+            /** Id */
+            id?: string | null;
+            /**
+             * Name
+             * @default
+             */
+            name: string;
+            /**
+             * Preset
+             * @default openai_compatible
+             * @enum {string}
+             */
+            preset: "openai" | "azure_openai" | "deepseek" | "dashscope" | "ollama" | "vllm" | "lmstudio" | "llamacpp" | "openai_compatible";
+        };
+        /**
+         * ProviderList
+         * @description ``GET /v1/model-providers``: the tenant's providers (by id) and its defaults.
+         */
+        ProviderList: {
+            defaults: components["schemas"]["ModelDefaults"];
+            /** Providers */
+            providers: components["schemas"]["ProviderOut"][];
+        };
+        /**
+         * ProviderModelIn
+         * @description A model of a provider, added by hand or from its list. ``name`` is what workflows
+         *     write (unique in the tenant); ``model`` the upstream id (default: the name).
+         *     ``max_output_tokens`` applies to chat models (default 4096, kept below the context).
+         */
+        ProviderModelIn: {
+            /**
+             * Capabilities
+             * @description the registry's capability fields
+             */
+            capabilities?: {
+                [key: string]: unknown;
+            };
+            /** Dimension */
+            dimension?: number | null;
+            /**
+             * Max Context
+             * @default 8192
+             */
+            max_context: number;
+            /** Max Output Tokens */
+            max_output_tokens?: number | null;
+            /**
+             * Model
+             * @default
+             */
+            model: string;
+            /** Name */
+            name: string;
+            /**
+             * Pricing
+             * @description per 1,000 tokens: input_per_1k, output_per_1k (and tiers)
+             */
+            pricing?: {
+                [key: string]: unknown;
+            };
+            /**
+             * Type
+             * @default chat
+             * @enum {string}
+             */
+            type: "chat" | "embedding" | "rerank";
+        };
+        /**
+         * ProviderModelOut
+         * @description A model of a tenant's provider as stored (the registry's fields).
+         *     ``shadows_registry``: the operator's registry has a model of this name too; this one
+         *     is what the tenant's runs use.
+         */
+        ProviderModelOut: {
+            /** Capabilities */
+            capabilities: {
+                [key: string]: unknown;
+            };
+            /** Dimension */
+            dimension?: number | null;
+            /** Max Context */
+            max_context: number;
+            /** Max Output Tokens */
+            max_output_tokens: number;
+            /** Model */
+            model: string;
+            /** Name */
+            name: string;
+            /** Pricing */
+            pricing: {
+                [key: string]: unknown;
+            };
+            /** Provider Id */
+            provider_id: string;
+            /**
+             * Shadows Registry
+             * @default false
+             */
+            shadows_registry: boolean;
+            /**
+             * Type
+             * @enum {string}
+             */
+            type: "chat" | "embedding" | "rerank";
+        };
+        /**
+         * ProviderModelUpdate
+         * @description Changes to a model (its capabilities, limits and pricing); absent fields stay.
+         *     ``capabilities`` is merged field by field over the stored ones.
+         */
+        ProviderModelUpdate: {
+            /** Capabilities */
+            capabilities?: {
+                [key: string]: unknown;
+            } | null;
+            /** Dimension */
+            dimension?: number | null;
+            /** Max Context */
+            max_context?: number | null;
+            /** Max Output Tokens */
+            max_output_tokens?: number | null;
+            /** Model */
+            model?: string | null;
+            /** Pricing */
+            pricing?: {
+                [key: string]: unknown;
+            } | null;
+        };
+        /**
+         * ProviderOut
+         * @description A provider (never its key: ``api_key_set`` and a masked form only).
+         */
+        ProviderOut: {
+            /** Api Key Masked */
+            api_key_masked?: string | null;
+            /** Api Key Set */
+            api_key_set: boolean;
+            /** Base Url */
+            base_url: string;
+            /** Created At */
+            created_at: number;
+            /** Id */
+            id: string;
+            /** Models */
+            models?: components["schemas"]["ProviderModelOut"][];
+            /** Name */
+            name: string;
+            /**
+             * Preset
+             * @enum {string}
+             */
+            preset: "openai" | "azure_openai" | "deepseek" | "dashscope" | "ollama" | "vllm" | "lmstudio" | "llamacpp" | "openai_compatible";
+            /** Updated At */
+            updated_at: number;
+        };
+        /**
+         * ProviderUpdate
+         * @description Changes to a provider; absent fields stay. ``api_key``: a new key, or ``""`` to remove it.
+         */
+        ProviderUpdate: {
+            /**
+             * Api Key
+             * @description write-only; an empty string removes the key
+             */
+            api_key?: string | null;
+            /** Base Url */
+            base_url?: string | null;
+            /** Name */
+            name?: string | null;
         };
         /**
          * QuotaEffective
@@ -2086,6 +2899,17 @@ export interface components {
             inputs?: {
                 [key: string]: unknown;
             };
+            /**
+             * Kind
+             * @description `workflow`, or `single_node`: one node run on its own (`POST /v1/workflows/{id}/nodes/{node_id}/run`)
+             * @default workflow
+             */
+            kind: string;
+            /**
+             * Node Id
+             * @description the node a `single_node` run ran
+             */
+            node_id?: string | null;
             /** Node Runs */
             node_runs?: components["schemas"]["NodeRunOut"][];
             /** Outputs */
@@ -2096,6 +2920,11 @@ export interface components {
             pending_interrupts?: {
                 [key: string]: unknown;
             }[];
+            /**
+             * Preview
+             * @description the user's message, else the first input, as text (at most 120 characters)
+             */
+            preview?: string | null;
             /** Rerun From */
             rerun_from?: string | null;
             /** Rerun Of */
@@ -2171,10 +3000,26 @@ export interface components {
             } | null;
             /** Finished At */
             finished_at?: number | null;
+            /**
+             * Kind
+             * @description `workflow`, or `single_node`: one node run on its own (`POST /v1/workflows/{id}/nodes/{node_id}/run`)
+             * @default workflow
+             */
+            kind: string;
+            /**
+             * Node Id
+             * @description the node a `single_node` run ran
+             */
+            node_id?: string | null;
             /** Pending Interrupts */
             pending_interrupts?: {
                 [key: string]: unknown;
             }[];
+            /**
+             * Preview
+             * @description the user's message, else the first input, as text (at most 120 characters)
+             */
+            preview?: string | null;
             /** Run Id */
             run_id: string;
             /** Started At */
@@ -2210,6 +3055,23 @@ export interface components {
          * @enum {string}
          */
         RunStatus: "pending" | "running" | "paused" | "succeeded" | "failed" | "cancelled";
+        /**
+         * ScopeEntryOut
+         * @description One reference the node may use: ``path`` is the text to store (``{"ref": path}`` or
+         *     ``{{ path }}``); ``group``: ``inputs``/``vars``/``conversation``/``sys``/``node``.
+         */
+        ScopeEntryOut: {
+            /** Group */
+            group: string;
+            /** Node Id */
+            node_id?: string | null;
+            /** Output */
+            output?: string | null;
+            /** Path */
+            path: string;
+            /** Type */
+            type?: string | null;
+        };
         /**
          * SearchHit
          * @description A chunk found by a search. ``score`` is in [0, 1] (the fused or reranked score);
@@ -2257,6 +3119,108 @@ export interface components {
          * @enum {string}
          */
         SearchMode: "semantic" | "full_text" | "hybrid";
+        /**
+         * SecretStatus
+         * @description One secret the draft declares (or one set for a name it no longer declares).
+         */
+        SecretStatus: {
+            /**
+             * Declared
+             * @description the draft declares it as a secret environment variable
+             */
+            declared: boolean;
+            /** Name */
+            name: string;
+            /**
+             * Set
+             * @description a value is stored (encrypted)
+             */
+            set: boolean;
+            /**
+             * Updated At
+             * @description Unix seconds the value was last set
+             */
+            updated_at?: number | null;
+        };
+        /**
+         * SecretsOut
+         * @description The workflow's secrets and whether each has a value; never the values.
+         */
+        SecretsOut: {
+            /** Secrets */
+            secrets: components["schemas"]["SecretStatus"][];
+            /** Workflow Id */
+            workflow_id: string;
+        };
+        /**
+         * SecretsUpdate
+         * @description ``PUT /v1/workflows/{id}/secrets``: ``{name: value}``; ``null`` deletes that value.
+         *     Names must be declared as secrets by the draft.
+         */
+        SecretsUpdate: {
+            /** Values */
+            values: {
+                [key: string]: string | null;
+            };
+        };
+        /**
+         * SingleNodeRunOut
+         * @description The run of one node alone, once it ended: the run (kind ``single_node``, in the
+         *     history as any run), and the node's run - status, outputs or error, duration, usage.
+         */
+        SingleNodeRunOut: {
+            /**
+             * Cost
+             * @default 0
+             */
+            cost: number;
+            /** Duration S */
+            duration_s?: number | null;
+            /** Error */
+            error?: {
+                [key: string]: unknown;
+            } | null;
+            /** Node Id */
+            node_id: string;
+            node_run?: components["schemas"]["NodeRunOut"] | null;
+            /** Run Id */
+            run_id: string;
+            status: components["schemas"]["RunStatus"];
+            /**
+             * Tokens In
+             * @default 0
+             */
+            tokens_in: number;
+            /**
+             * Tokens Out
+             * @default 0
+             */
+            tokens_out: number;
+        };
+        /**
+         * UpstreamModel
+         * @description A model the endpoint lists (``GET {base_url}/models``); ``added``: the tenant has a
+         *     model with this upstream id on this provider.
+         */
+        UpstreamModel: {
+            /**
+             * Added
+             * @default false
+             */
+            added: boolean;
+            /** Id */
+            id: string;
+            /** Owned By */
+            owned_by?: string | null;
+        };
+        /**
+         * UpstreamModels
+         * @description ``GET /v1/model-providers/{id}/upstream-models``.
+         */
+        UpstreamModels: {
+            /** Models */
+            models: components["schemas"]["UpstreamModel"][];
+        };
         /**
          * Usage
          * @description Model usage and cost of a node run: of its own model calls (LLM nodes) and, for a
@@ -2406,6 +3370,11 @@ export interface components {
                 [key: string]: unknown;
             }[];
             saved?: components["schemas"]["WorkflowDetail"] | null;
+            /**
+             * Secrets Needed
+             * @description secret environment variables the workflow declares: their values are not in any file; give them as `secrets`
+             */
+            secrets_needed?: string[];
             /** Source Format */
             source_format: string;
             /** Workflow */
@@ -3045,6 +4014,126 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["MessageList"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    get_chat_variables_v1_chats__chat_id__variables_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                chat_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ChatVariables"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    set_chat_variables_v1_chats__chat_id__variables_put: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                chat_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ChatVariables"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ChatVariables"];
                 };
             };
             /** @description Unauthorized */
@@ -4106,6 +5195,1094 @@ export interface operations {
             };
         };
     };
+    get_capabilities_v1_model_capabilities__name__get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a chat model's name (may hold / and :) */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ModelCapabilities"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    set_capabilities_v1_model_capabilities__name__put: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a chat model's name (may hold / and :) */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ModelOverride"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ModelCapabilities"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    delete_capabilities_v1_model_capabilities__name__delete: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a chat model's name (may hold / and :) */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_providers_v1_model_providers_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ProviderList"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    create_provider_v1_model_providers_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ProviderCreate"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ProviderOut"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_defaults_v1_model_providers_defaults_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ModelDefaults"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    set_defaults_v1_model_providers_defaults_put: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ModelDefaults"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ModelDefaults"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_presets_v1_model_providers_presets_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PresetList"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_provider_v1_model_providers__provider_id__get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the provider's id */
+                provider_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ProviderOut"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    delete_provider_v1_model_providers__provider_id__delete: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the provider's id */
+                provider_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    update_provider_v1_model_providers__provider_id__patch: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the provider's id */
+                provider_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ProviderUpdate"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ProviderOut"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    add_model_v1_model_providers__provider_id__models_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the provider's id */
+                provider_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ProviderModelIn"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ProviderModelOut"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    delete_model_v1_model_providers__provider_id__models__name__delete: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the provider's id */
+                provider_id: string;
+                /** @description the model's name (may hold / and :) */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    update_model_v1_model_providers__provider_id__models__name__patch: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the provider's id */
+                provider_id: string;
+                /** @description the model's name (may hold / and :) */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ProviderModelUpdate"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ProviderModelOut"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    probe_v1_model_providers__provider_id__models__name__probe_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the provider's id */
+                provider_id: string;
+                /** @description the model's name (may hold / and :) */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ProbeOutcome"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the endpoint could not be probed */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    upstream_models_v1_model_providers__provider_id__upstream_models_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the provider's id */
+                provider_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UpstreamModels"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the endpoint could not be listed */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     list_models_v1_models_get: {
         parameters: {
             query?: never;
@@ -5064,6 +7241,13 @@ export interface operations {
                     model_map?: {
                         [key: string]: string;
                     };
+                    /**
+                     * Secrets
+                     * @description values of the secret environment variables the file declares, stored encrypted with ?save=true
+                     */
+                    secrets?: {
+                        [key: string]: string;
+                    };
                     /** Source */
                     source: string;
                     /** Workflow Id */
@@ -5080,6 +7264,8 @@ export interface operations {
                     file: string;
                     /** @description JSON object: source model -> registry model */
                     model_map?: string;
+                    /** @description JSON object: secret name -> value (stored encrypted with ?save=true) */
+                    secrets?: string;
                     workflow_id?: string;
                 };
             };
@@ -5092,6 +7278,75 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["WorkflowImported"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    node_scope_v1_workflows_scope_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["NodeScopeRequest"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NodeScope"];
                 };
             };
             /** @description Unauthorized */
@@ -5484,6 +7739,137 @@ export interface operations {
             };
         };
     };
+    node_run_info_v1_workflows__workflow_id__nodes__node_id__run_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                workflow_id: string;
+                node_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NodeRunInfo"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    run_node_v1_workflows__workflow_id__nodes__node_id__run_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                workflow_id: string;
+                node_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["NodeRunCreate"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SingleNodeRunOut"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a quota is used up (`Retry-After`) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     publish_workflow_v1_workflows__workflow_id__publish_post: {
         parameters: {
             query?: never;
@@ -5710,6 +8096,126 @@ export interface operations {
             };
             /** @description a quota is used up (`Retry-After`) */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_secrets_v1_workflows__workflow_id__secrets_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                workflow_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SecretsOut"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    put_secrets_v1_workflows__workflow_id__secrets_put: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                workflow_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SecretsUpdate"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SecretsOut"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };

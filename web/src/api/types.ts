@@ -18,6 +18,10 @@ export type RunOut = S['RunOut'];
 export type RunList = S['RunList'];
 export type RunAccepted = S['RunAccepted'];
 export type WorkflowRunCreate = S['WorkflowRunCreate'];
+export type NodeScope = S['NodeScope'];
+export type ChatVariablesBody = S['ChatVariables'];
+export type ScopeEntryOut = S['ScopeEntryOut'];
+export type SecretsOut = S['SecretsOut'];
 
 /** One compile problem, as `flowloom validate --json` prints it. */
 export interface Problem {

@@ -11,7 +11,8 @@ import { useCallback, useEffect, useMemo, useRef, useState, type DragEvent, type
 import type { NodeKind } from '../api/types';
 import { backEdges, BODY_HANDLE, checkConnection, connectionToNode, TOOL_HANDLE_PREFIX, TOOL_TARGET_HANDLE, type Refusal } from '../lib/connect';
 import { flowLabels, t, useLanguage, useT, type MessageKey } from '../i18n';
-import { isFlowNode, NODE_WIDTH, type CanvasNode, type FlowEdge, type FlowNode } from '../lib/serialize';
+import { besideSpot, freeSpot, type Box } from '../lib/placement';
+import { isFlowNode, NODE_HEIGHT, NODE_WIDTH, type CanvasNode, type FlowEdge, type FlowNode } from '../lib/serialize';
 import { nodeHandles, toolField } from '../lib/shape';
 import type { Position } from '../lib/workflow';
 import { useCatalog } from '../store/catalog';
@@ -92,6 +93,14 @@ export function bodyRoots(nodes: CanvasNode[], edges: FlowEdge[], containers: Re
   return out;
 }
 
+/** The size a new node takes before it is measured. */
+const NEW_NODE = { width: NODE_WIDTH, height: NODE_HEIGHT };
+
+function boxOf(n: CanvasNode): Box {
+  return { x: n.position.x, y: n.position.y, width: n.measured?.width ?? n.width ?? NODE_WIDTH,
+    height: n.measured?.height ?? n.height ?? NODE_HEIGHT };
+}
+
 function QuickAdd() {
   const quickAdd = useEditor((s) => s.quickAdd);
   const setQuickAdd = useEditor((s) => s.setQuickAdd);
@@ -100,17 +109,17 @@ function QuickAdd() {
   if (!quickAdd) return null;
   const pick = (kind: string) => {
     setQuickAdd(null);
+    const { nodes } = useEditor.getState();
+    // placed where no sibling is (lib/placement.ts): siblings share the parent's coordinates
+    const siblings = (parent: string | undefined) => nodes.filter((n) => n.parentId === parent).map(boxOf);
     if (quickAdd.handle === BODY_HANDLE) {
-      // Into the body, below the ones already there.
-      const inBody = useEditor.getState().nodes.filter((n) => n.parentId === quickAdd.node).length;
-      addNode(kind, { x: 40 + inBody * 30, y: 100 + inBody * 30 }, { parent: quickAdd.node });
+      // Into the body, at its top left, below the ones already there.
+      addNode(kind, freeSpot({ x: 40, y: 100 }, NEW_NODE, siblings(quickAdd.node)), { parent: quickAdd.node });
       return;
     }
-    const { nodes } = useEditor.getState();
     const from = nodes.find((n) => n.id === quickAdd.node);
     const index = useEditor.getState().edges.filter((e) => e.source === quickAdd.node).length;
-    const pos = from ? { x: from.position.x + (from.measured?.width ?? NODE_WIDTH) + 80, y: from.position.y + index * 110 }
-      : { x: 0, y: 0 };
+    const pos = from ? besideSpot(boxOf(from), index, NEW_NODE, siblings(from.parentId)) : { x: 0, y: 0 };
     addNode(kind, pos, { from: { node: quickAdd.node, handle: quickAdd.handle } });
     setQuickAdd(null);
   };

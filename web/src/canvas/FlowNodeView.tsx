@@ -16,6 +16,7 @@ import { kindText } from '../lib/kindLabel';
 import type { FlowNode } from '../lib/serialize';
 import { nodeHandles, toolField } from '../lib/shape';
 import { nodeSummary } from '../lib/summary';
+import { listedTools } from '../lib/toolList';
 import type { JsonObject } from '../lib/workflow';
 import { useCatalog } from '../store/catalog';
 import { useEditor } from '../store/editor';
@@ -86,6 +87,8 @@ function FlowNodeViewImpl({ id, data, selected, parentId }: NodeProps<FlowNode>)
     const list = field ? node.config?.[field] : null;
     return field ? (Array.isArray(list) ? (list as JsonObject[]).map((x) => String(x?.name ?? '')) : []) : null;
   }, [kind, node.config]);
+  // the tools besides graph tools (builtin, HTTP, workflows, knowledge, MCP): listed on the card
+  const otherTools = useMemo(() => (toolField(kind) ? listedTools(node.config) : []), [kind, node.config]);
   // what the node does (model, request, branch count): one muted line, see lib/summary.ts
   const summary = useMemo(() => nodeSummary(node.config, kind, lang, t), [node.config, kind, lang]); // t follows lang
   const container = !!kind?.traits?.container;
@@ -139,6 +142,14 @@ function FlowNodeViewImpl({ id, data, selected, parentId }: NodeProps<FlowNode>)
                   data-testid={`handle-${id}-tool-${name}`} />
               </div>
             ))}
+            {otherTools.length > 0 && (
+              <ul className="node-tool-list" data-testid={`node-tools-${id}`}>
+                {otherTools.map((tool) => (
+                  <li key={`${tool.source}:${tool.name}`} data-source={tool.source} title={t(`node.toolSource.${tool.source}`)}>
+                    ⚒ {tool.name}</li>
+                ))}
+              </ul>
+            )}
             <div className="handle-row tool">
               <span className="handle-label">+ {t('node.addTool')}</span>
               <Handle type="source" position={Position.Bottom} id={NEW_TOOL_HANDLE} className="handle-tool"

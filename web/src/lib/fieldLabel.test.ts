@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { kindFieldTitles, kindValueLabels, localFieldLabel, localValueLabel, nodeFieldTitles } from './fieldLabel';
+import { kindFieldHelp, kindFieldTitles, kindValueLabels, localFieldLabel, localHelp, localValueLabel, nodeFieldTitles } from './fieldLabel';
 
 const chat = { labels: { 'zh-CN': { title: 'AI 对话', description: '一次模型调用。',
   fields: { system_prompt: '系统提示词', model: '模型' } } } };
@@ -49,5 +49,15 @@ describe('enum value labels', () => {
     expect(localValueLabel('regex', labels)).toBe('regex');
     expect(localValueLabel(3, labels)).toBe('3');
     expect(localValueLabel('toString', labels)).toBe('toString');
+  });
+});
+
+describe('field help', () => {
+  it('test_help_in_the_ui_language_else_english', () => {
+    const kind = { labels: { 'zh-CN': { title: '', description: '', help: { 'seconds per attempt': '每次尝试的时限（秒）' } } } };
+    const help = kindFieldHelp(kind as never, 'zh-CN');
+    expect(localHelp('seconds per attempt', help)).toBe('每次尝试的时限（秒）');
+    expect(localHelp('something new', help)).toBe('something new');
+    expect(kindFieldHelp(kind as never, 'en')).toEqual({});
   });
 });

@@ -38,3 +38,13 @@ export function kindValueLabels(kind: Pick<NodeKind, 'labels'> | undefined, lang
 export function localValueLabel(value: unknown, labels: FieldTitles): string {
   return typeof value === 'string' && Object.hasOwn(labels, value) ? labels[value] : String(value);
 }
+
+/** The help of `kind`'s config fields in `lang` (English help -> help; none for a language it lacks). */
+export function kindFieldHelp(kind: Pick<NodeKind, 'labels'> | undefined, lang: string): FieldTitles {
+  return kind?.labels?.[lang]?.help ?? NONE;
+}
+
+/** What a field's help says in the UI language: `help[english]`, else the English help. */
+export function localHelp(english: string, help: FieldTitles): string {
+  return Object.hasOwn(help, english) ? help[english] : english;
+}

@@ -7,7 +7,7 @@
 import { isRef, type Json, type WorkflowNode } from './workflow';
 
 /** Reference scopes that are not node ids. */
-export const SCOPES = new Set(['inputs', 'sys', 'vars', 'nodes']);
+export const SCOPES = new Set(['inputs', 'sys', 'vars', 'conversation', 'nodes']);
 
 const IDENT = /^[A-Za-z_][A-Za-z0-9_]*$/;
 

@@ -1,83 +1,38 @@
 /**
- * What a node may read: the outputs of the nodes upstream of it (through edges; for a
- * node inside a container body, also the container - its item, index and loop
- * variables - and what is upstream of the container), the global inputs, the run
- * variables and the system variables. The variable picker offers exactly these; the
- * compiler remains the judge (a read of a node that is not upstream is its error).
- * The system variables are the compiler's list (lib/shape.ts reads it from the validator).
+ * What a node may read, as the variable picker shows it. The server decides it
+ * (`POST /v1/workflows/scope`) with the compiler's own reference rule, so the picker
+ * offers exactly what the compiler accepts: inside a container's body the container's
+ * item/index/loop values (never its results), a container's body fields (an
+ * iteration's `collect`, a loop's `update`) also its body nodes, elsewhere what is
+ * upstream. This module only shapes the answer for display.
  */
-import { refPath } from './refs';
-import type { WorkflowDoc } from './workflow';
+import type { ScopeEntryOut } from '../api/types';
 
-export interface ScopeEntry {
-  /** The reference path to store: `{"ref": path}` or `{{ path }}`. */
-  path: string;
-  group: 'inputs' | 'vars' | 'sys' | 'node';
-  nodeId?: string;
-  output?: string;
-  type?: string;
+export type ScopeEntry = ScopeEntryOut;
+
+/** The picker's groups in display order. */
+export const SCOPE_GROUPS = ['node', 'inputs', 'conversation', 'vars', 'env', 'sys'] as const;
+
+/** The top-level config field a form path names (`config-collect` -> `collect`,
+ * `config-cases.0.conditions.1.left` -> `cases`); null for paths outside the config. */
+export function configField(testId: string | undefined): string | null {
+  if (!testId || !testId.startsWith('config-')) return null;
+  const field = testId.slice('config-'.length).split('.')[0];
+  return field || null;
 }
 
-type Graph = Pick<WorkflowDoc, 'nodes' | 'edges'>;
-
-/** Ids of the nodes with a path of edges to `nodeId` (not itself, unless on a cycle). */
-export function ancestors(graph: Graph, nodeId: string): Set<string> {
-  const incoming = new Map<string, string[]>();
-  for (const e of graph.edges) {
-    const list = incoming.get(e.target);
-    if (list) list.push(e.source);
-    else incoming.set(e.target, [e.source]);
-  }
-  const seen = new Set<string>();
-  const stack = [...(incoming.get(nodeId) ?? [])];
-  while (stack.length) {
-    const id = stack.pop()!;
-    if (seen.has(id)) continue;
-    seen.add(id);
-    stack.push(...(incoming.get(id) ?? []));
-  }
-  return seen;
+/** `entries` of `group`, filtered by `query` (case-insensitive, on the path). */
+export function entriesOf(entries: readonly ScopeEntry[], group: string, query: string): ScopeEntry[] {
+  const q = query.trim().toLowerCase();
+  return entries.filter((e) => e.group === group && (!q || e.path.toLowerCase().includes(q)));
 }
 
-/** The containers holding `nodeId`, innermost first. */
-export function containersOf(graph: Graph, nodeId: string): string[] {
-  const parentOf = new Map(graph.nodes.map((n) => [n.id, n.parent ?? null]));
-  const out: string[] = [];
-  for (let p = parentOf.get(nodeId); p && !out.includes(p); p = parentOf.get(p)) out.push(p);
-  return out;
-}
+/** Problem codes of a reference the compiler refuses where it stands. */
+export const SCOPE_PROBLEMS: ReadonlySet<string> = new Set(['unknown_node', 'unknown_output', 'not_ancestor',
+  'unknown_input', 'unknown_variable', 'unknown_sys', 'unknown_conversation_variable']);
 
-/** Node ids `nodeId` may read, nearest first: its upstream nodes, then per enclosing
- * container the container itself and what is upstream of it. A container also reads
- * its own body (its collect/update fields are resolved in the body's scope). */
-export function readableNodes(graph: Graph, nodeId: string): string[] {
-  const out: string[] = [];
-  const add = (ids: Iterable<string>) => {
-    for (const id of ids) if (id !== nodeId && !out.includes(id)) out.push(id);
-  };
-  add(ancestors(graph, nodeId));
-  for (const c of containersOf(graph, nodeId)) {
-    add([c]);
-    add(ancestors(graph, c));
-  }
-  add(graph.nodes.filter((n) => n.parent === nodeId).map((n) => n.id));
-  const known = new Set(graph.nodes.map((n) => n.id));
-  return out.filter((id) => known.has(id));
-}
-
-/** Everything the variable picker offers to `nodeId`: inputs, run variables, system
- * variables and the outputs of the readable nodes (`outputsOf` gives a node's outputs). */
-export function availableVariables(doc: WorkflowDoc, nodeId: string, system: readonly string[],
-  outputsOf: (id: string) => string[], typeOf: (id: string, output: string) => string | undefined = () => undefined):
-  ScopeEntry[] {
-  const out: ScopeEntry[] = [];
-  for (const v of doc.inputs ?? []) out.push({ path: `inputs.${v.name}`, group: 'inputs', type: v.type });
-  for (const v of doc.variables ?? []) out.push({ path: `vars.${v.name}`, group: 'vars', type: v.type });
-  for (const name of system) out.push({ path: `sys.${name}`, group: 'sys' });
-  for (const id of readableNodes(doc, nodeId)) {
-    for (const output of outputsOf(id)) {
-      out.push({ path: refPath(id, output), group: 'node', nodeId: id, output, type: typeOf(id, output) });
-    }
-  }
-  return out;
+/** The compiler's problem path of a form path: `config-cases.0.left` -> `config.cases[0].left`. */
+export function compilerPath(testId: string): string {
+  const rest = testId.startsWith('config-') ? testId.slice('config-'.length) : testId;
+  return `config${rest.split('.').map((seg) => (/^\d+$/.test(seg) ? `[${seg}]` : `.${seg}`)).join('')}`;
 }

@@ -107,8 +107,10 @@ export interface NodeProblems {
   text: string;
 }
 
-/** Errors, warnings and their messages per node id (problems without a node are left out). */
-export function problemIndex(problems: readonly Problem[]): Record<string, NodeProblems> {
+/** Errors, warnings and their messages per node id (problems without a node are left out);
+ * `words` gives a problem's text (default: the server's message). */
+export function problemIndex(problems: readonly Problem[], words: (p: Problem) => string = (p) => p.message):
+  Record<string, NodeProblems> {
   const out: Record<string, NodeProblems> = {};
   const ordered = [...problems].sort((a, b) => Number(b.severity === 'error') - Number(a.severity === 'error'));
   for (const p of ordered) {
@@ -116,7 +118,7 @@ export function problemIndex(problems: readonly Problem[]): Record<string, NodeP
     const entry = out[p.node_id] ?? (out[p.node_id] = { errors: 0, warnings: 0, text: '' });
     if (p.severity === 'error') entry.errors += 1;
     else entry.warnings += 1;
-    entry.text += `${entry.text ? '\n' : ''}${p.message}`;
+    entry.text += `${entry.text ? '\n' : ''}${words(p)}`;
   }
   return out;
 }

@@ -7,7 +7,7 @@
 export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 export type JsonObject = { [key: string]: Json };
 
-/** A structured reference: `{"ref": "node.output.path"}`, `inputs.X`, `sys.X`, `vars.X`. */
+/** A structured reference: `{"ref": "node.output.path"}`, `inputs.X`, `sys.X`, `vars.X`, `env.X`. */
 export interface Ref {
   ref: string;
 }
@@ -50,6 +50,15 @@ export interface VarDecl {
   description?: string;
 }
 
+/** An environment variable (`env.NAME`); a secret's value is never in the document:
+ * it is set through PUT /v1/workflows/{id}/secrets and read by runs on the server. */
+export interface EnvDecl {
+  name: string;
+  type?: 'string' | 'number' | 'secret';
+  value?: string | number | null;
+  description?: string;
+}
+
 /** A sticky note of the canvas (the engine ignores it). */
 export interface NoteDecl {
   id: string;
@@ -67,6 +76,9 @@ export interface WorkflowDoc {
   description?: string;
   inputs?: VarDecl[];
   variables?: VarDecl[];
+  /** Kept per chat across its turns (`conversation.NAME`). */
+  conversation_variables?: VarDecl[];
+  environment?: EnvDecl[];
   nodes: WorkflowNode[];
   edges: WorkflowEdge[];
   limits?: JsonObject;

@@ -1,12 +1,15 @@
-/** The compiler's messages for the current document (errors first); clicking one selects
- * its node. Also lists nodes still reading deleted nodes. */
+/** The compiler's messages for the current document (errors first), in the UI language
+ * (store/problemWords.ts); clicking one selects its node. Also lists nodes still reading
+ * deleted nodes. */
 import { useReactFlow } from '@xyflow/react';
 import { useT } from '../i18n';
 import { useEditor } from '../store/editor';
+import { useProblemWords } from '../store/problemWords';
 
 export function Checklist() {
   const t = useT();
   const problems = useEditor((s) => s.problems);
+  const words = useProblemWords();
   const validating = useEditor((s) => s.validating);
   const validateError = useEditor((s) => s.validateError);
   const flagged = useEditor((s) => s.flagged);
@@ -38,7 +41,7 @@ export function Checklist() {
             <button type="button" className="link" disabled={!p.node_id}
               onClick={() => { if (p.node_id) focus(p.node_id); }}>
               {p.node_id && <strong>{p.node_id}: </strong>}
-              {p.message}
+              <span data-testid="checklist-text">{words(p)}</span>
               {p.path && <span className="muted"> ({p.path})</span>}
             </button>
           </li>

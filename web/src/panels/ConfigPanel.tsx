@@ -5,15 +5,16 @@
  */
 import { memo, useCallback, useLayoutEffect, useMemo, useRef, useState } from 'react';
 import { useLanguage, useT } from '../i18n';
-import { kindFieldTitles, kindValueLabels, nodeFieldTitles } from '../lib/fieldLabel';
+import { kindFieldHelp, kindFieldTitles, kindValueLabels, nodeFieldTitles } from '../lib/fieldLabel';
 import { kindText } from '../lib/kindLabel';
-import { readableNodes } from '../lib/scope';
+import { SCOPE_PROBLEMS } from '../lib/scope';
 import type { JSONSchema } from '../lib/schema';
 import { isFlowNode, type FlowNode } from '../lib/serialize';
 import type { JsonObject, WorkflowNode } from '../lib/workflow';
 import { useCatalog } from '../store/catalog';
-import { currentDoc, useEditor } from '../store/editor';
+import { useEditor } from '../store/editor';
 import { KindIcon } from '../canvas/icons';
+import { NodeRunSection } from '../run/NodeRunPanel';
 import { SchemaForm } from './SchemaForm';
 
 /** The fields of the node-level schema the policy form edits: all but those the panel
@@ -68,23 +69,22 @@ const NodeConfig = memo(function NodeConfig({ node }: { node: Omit<WorkflowNode,
   const updateNode = useEditor((s) => s.updateNode);
   const setPanel = useEditor((s) => s.setPanel);
   const nodeCount = useEditor((s) => s.nodes.length);
-  const edges = useEditor((s) => s.edges);
   const onChange = useCallback((config: JsonObject) => setConfig(node.id, config), [setConfig, node.id]);
   const registry = useCatalog((s) => s.models);
-  // Recomputed when nodes are added or removed or edges change (not on every keystroke
-  // or drag): the store is read directly inside, the counts and edges are the triggers.
+  // Recomputed when nodes are added or removed (not on every keystroke
+  // or drag): the store is read directly inside, the node count is the trigger.
   const models = useMemo(() => {
     void nodeCount;
     return [...new Set([...(registry ?? []), ...modelsInUse(useEditor.getState().nodes.filter(isFlowNode))])];
   }, [nodeCount, registry]);
-  const readable = useMemo(() => {
-    void edges;
-    void nodeCount;
-    return new Set(readableNodes(currentDoc(), node.id));
-  }, [edges, nodeCount, node.id]);
+  // The compiler's verdict on each reference of this node (the same rule the picker offers by).
+  const problems = useEditor((s) => s.problems);
+  const refused = useMemo(() => new Set(problems.filter((p) => p.node_id === node.id && p.path
+    && SCOPE_PROBLEMS.has(p.code)).map((p) => p.path as string)), [problems, node.id]);
   const nodeFields = useCatalog((s) => s.nodeFieldsSchema);
   const nodeFieldLabels = useCatalog((s) => s.nodeFieldLabels);
   const nodeValueLabels = useCatalog((s) => s.nodeValueLabels);
+  const nodeFieldHelp = useCatalog((s) => s.nodeFieldHelp);
   const policySchema = useMemo(() => policyOf(nodeFields), [nodeFields]);
   const onPolicy = useCallback((next: JsonObject) => {
     const patch: Record<string, unknown> = {};
@@ -126,18 +126,20 @@ const NodeConfig = memo(function NodeConfig({ node }: { node: Omit<WorkflowNode,
         <>
           <h4>{t('config.settings')}</h4>
           <SchemaForm schema={kind.config_schema as JSONSchema} value={node.config ?? {}} onChange={onChange}
-            nodeId={node.id} models={models} readable={readable} titles={kindFieldTitles(kind, lang)}
-            values={kindValueLabels(kind, lang)} />
+            nodeId={node.id} models={models} refused={refused} titles={kindFieldTitles(kind, lang)}
+            values={kindValueLabels(kind, lang)} help={kindFieldHelp(kind, lang)} />
         </>
       )}
       {policySchema && (
         <details className="advanced" data-testid="config-policy">
           <summary>{t('config.policy')}</summary>
           <SchemaForm schema={policySchema} value={node as unknown as JsonObject} onChange={onPolicy} nodeId={node.id}
-            models={models} readable={readable} flat testId="config-policy-form"
-            titles={nodeFieldTitles(nodeFieldLabels, lang)} values={nodeFieldTitles(nodeValueLabels, lang)} />
+            models={models} refused={refused} flat testId="config-policy-form"
+            titles={nodeFieldTitles(nodeFieldLabels, lang)} values={nodeFieldTitles(nodeValueLabels, lang)}
+            help={nodeFieldTitles(nodeFieldHelp, lang)} />
         </details>
       )}
+      <NodeRunSection nodeId={node.id} />
     </div>
   );
 });

@@ -1,15 +1,19 @@
 /**
- * Importing a dropped file (FastGPT JSON, Dify YAML, Flowloom JSON) through
+ * Importing a dropped or chosen file (FastGPT JSON, Dify YAML, Flowloom JSON) through
  * POST /v1/workflows/import: the report is shown (what was not converted, where the
- * models went), and the result is saved as a new workflow and opened on request.
+ * models went), models and datasets the file names that do not exist here are mapped to
+ * local ones ({@link ImportMapping}), and the result is saved as a new workflow and
+ * opened on request.
  */
-import { useCallback, useState, type DragEvent, type ReactNode } from 'react';
+import { useCallback, useRef, useState, type DragEvent, type ReactNode } from 'react';
 import { api, ApiError } from '../api/client';
 import type { WorkflowImported } from '../api/types';
 import { useT } from '../i18n';
 import { freshId } from '../lib/serialize';
 import type { WorkflowDoc } from '../lib/workflow';
 import { Dialog } from './Dialog';
+import { ImportMapping, needsMapping, type ImportMaps } from './ImportMapping';
+import { ImportSecrets } from './EnvironmentSection';
 
 interface ReportItem {
   code: string;
@@ -41,54 +45,26 @@ function Report({ items }: { items: ReportItem[] }) {
   );
 }
 
-/** The source models the registry lacks, with the registry's names, read from the
- * report's `unknown_model` messages ("model 'X' is not in the model registry (known: a, b)"). */
-export function unknownModels(report: ReportItem[]): { source: string; known: string[] }[] {
-  const out = new Map<string, string[]>();
-  for (const r of report) {
-    if (r.code !== 'unknown_model') continue;
-    const source = r.message.match(/model '([^']+)' is not in the model registry/)?.[1];
-    const known = r.message.match(/\(known: ([^)]*)\)/)?.[1]?.split(',').map((x) => x.trim()).filter(Boolean) ?? [];
-    if (source && !out.has(source)) out.set(source, known);
-  }
-  return [...out].map(([source, known]) => ({ source, known }));
-}
-
-function ModelMap({ models, onImport }: { models: { source: string; known: string[] }[];
-  onImport: (map: Record<string, string>) => void }) {
-  const t = useT();
-  const [map, setMap] = useState<Record<string, string>>(
-    () => Object.fromEntries(models.map((m) => [m.source, m.known.includes('default') ? 'default' : m.known[0] ?? ''])));
-  return (
-    <div className="model-map" data-testid="import-model-map">
-      <p>{t('import.modelMap')}</p>
-      {models.map((m) => (
-        <div key={m.source} className="row">
-          <code>{m.source}</code> →
-          <select data-testid={`import-model-${m.source}`} value={map[m.source] ?? ''}
-            onChange={(e) => setMap({ ...map, [m.source]: e.target.value })}>
-            {m.known.map((k) => <option key={k} value={k}>{k}</option>)}
-          </select>
-        </div>
-      ))}
-      <button type="button" className="primary" data-testid="import-with-models" onClick={() => onImport(map)}>
-        {t('import.retry')}</button>
-    </div>
-  );
-}
-
 /** A drop zone around `children` that imports dropped files; `onOpen` gets the saved id. */
-export function ImportDropZone({ children, onOpen, onReplace, className }: { children: ReactNode;
-  onOpen: (workflowId: string) => void; onReplace?: (doc: WorkflowDoc) => void; className?: string }) {
+/** `chooser`: also a "Choose a file" button (a file dialog) besides dropping. */
+export function ImportDropZone({ children, onOpen, onReplace, className, chooser }: { children: ReactNode;
+  onOpen: (workflowId: string) => void; onReplace?: (doc: WorkflowDoc) => void; className?: string;
+  chooser?: boolean }) {
   const t = useT();
   const [state, setState] = useState<ImportState>({ phase: 'idle' });
   const [over, setOver] = useState(false);
   const [opening, setOpening] = useState<string | null>(null);
+  // the choices of the last import with mappings, kept when the file is imported again
+  const [maps, setMaps] = useState<ImportMaps>({ models: {}, datasets: {} });
+  const fileInput = useRef<HTMLInputElement>(null);
+  const [secrets, setSecrets] = useState<Record<string, string>>({});
 
-  const run = useCallback(async (file: File, allowPartial = false, modelMap?: Record<string, string>) => {
+  const run = useCallback(async (file: File, allowPartial = false, chosen: ImportMaps = { models: {}, datasets: {} }) => {
     setState({ phase: 'busy', file });
+    setMaps(chosen);
     try {
-      setState({ phase: 'done', file, result: await api.importFile(file, { allowPartial, modelMap }) });
+      setState({ phase: 'done', file, result: await api.importFile(file, { allowPartial, modelMap: chosen.models,
+        datasetMap: chosen.datasets }) });
     } catch (e) {
       const report = e instanceof ApiError && Array.isArray(e.problems) ? (e.problems as ReportItem[]) : [];
       // the report lists the problems below: the server's message alone above it
@@ -110,6 +86,9 @@ export function ImportDropZone({ children, onOpen, onReplace, className }: { chi
       const taken = new Set((await api.listWorkflows()).workflows.map((w) => w.id));
       const id = taken.has(doc.id) ? freshId(doc.id, taken).replace(/[^A-Za-z0-9_-]/g, '_') : doc.id;
       const saved = await api.createWorkflow({ ...doc, id });
+      const given = Object.fromEntries(Object.entries(secrets).filter(([, v]) => v));
+      if (Object.keys(given).length) await api.setSecrets(saved.id, given);
+      setSecrets({});
       setState({ phase: 'idle' });
       onOpen(saved.id);
     } catch (e) {
@@ -122,6 +101,17 @@ export function ImportDropZone({ children, onOpen, onReplace, className }: { chi
       onDragOver={(e) => { if (e.dataTransfer.types.includes('Files')) { e.preventDefault(); setOver(true); } }}
       onDragLeave={() => setOver(false)} onDrop={onDrop}>
       {children}
+      {chooser && (
+        <div className="row import-chooser">
+          <button type="button" data-testid="import-choose" onClick={() => fileInput.current?.click()}>{t('import.choose')}</button>
+          <input ref={fileInput} type="file" hidden data-testid="import-file" accept=".json,.yml,.yaml,.txt"
+            onChange={(e) => {
+              const file = e.target.files?.[0];
+              e.target.value = '';
+              if (file) void run(file);
+            }} />
+        </div>
+      )}
       {over && <div className="drop-hint">{t('import.drop')}</div>}
       {state.phase === 'busy' && <div className="drop-hint">{t('common.loading')}</div>}
       {state.phase === 'done' && (
@@ -140,6 +130,11 @@ export function ImportDropZone({ children, onOpen, onReplace, className }: { chi
             <p>{t('import.models', { models: Object.entries(state.result.models ?? {}).map(([a, b]) => `${a} → ${b}`).join(', ') })}</p>
           )}
           <Report items={state.result.report as unknown as ReportItem[]} />
+          {needsMapping(state.result.report as unknown as ReportItem[]) && (
+            <ImportMapping report={state.result.report as unknown as ReportItem[]} previous={maps}
+              onImport={(chosen) => void run(state.file, state.result.partial, chosen)} />
+          )}
+          <ImportSecrets names={state.result.secrets_needed ?? []} values={secrets} onChange={setSecrets} />
           {opening && <div className="error" role="alert">{opening}</div>}
         </Dialog>
       )}
@@ -150,8 +145,8 @@ export function ImportDropZone({ children, onOpen, onReplace, className }: { chi
               {t('import.allowPartial')}</button>)}>
           <div className="error" role="alert">{t('import.failed', { message: state.message })}</div>
           <Report items={state.report} />
-          {unknownModels(state.report).length > 0 && (
-            <ModelMap models={unknownModels(state.report)} onImport={(map) => void run(state.file, false, map)} />
+          {needsMapping(state.report) && (
+            <ImportMapping report={state.report} previous={maps} onImport={(chosen) => void run(state.file, false, chosen)} />
           )}
         </Dialog>
       )}

@@ -11,8 +11,8 @@
  */
 import { createContext, lazy, memo, Suspense, useContext, useRef, useState, type ReactNode } from 'react';
 import { useT } from '../i18n';
-import { localFieldLabel, localValueLabel, type FieldTitles } from '../lib/fieldLabel';
-import { refNode } from '../lib/refs';
+import { localFieldLabel, localHelp, localValueLabel, type FieldTitles } from '../lib/fieldLabel';
+import { compilerPath } from '../lib/scope';
 import {
   alternatives, initialObject, initialValue, isRefSchema, nullable, resolve, singular, type JSONSchema,
 } from '../lib/schema';
@@ -27,17 +27,19 @@ interface FormContext {
   nodeId: string;
   config: JsonObject;
   models: string[];
-  /** Node ids this node may read (null: unknown, nothing flagged). */
-  readable: ReadonlySet<string> | null;
+  /** Config paths (`config.cases[0].left`) whose reference the compiler refuses here. */
+  refused: ReadonlySet<string> | null;
   /** Field titles in the UI language (property name -> title); English when missing. */
   titles: FieldTitles;
   /** Enum value labels in the UI language (value -> label); the value itself when missing. */
   values: FieldTitles;
+  /** Field help in the UI language (English help -> help); English when missing. */
+  help: FieldTitles;
 }
 
 const NO_TITLES: FieldTitles = Object.freeze({});
-const Ctx = createContext<FormContext>({ root: {}, nodeId: '', config: {}, models: [], readable: null, titles: {},
-  values: {} });
+const Ctx = createContext<FormContext>({ root: {}, nodeId: '', config: {}, models: [], refused: null, titles: {},
+  values: {}, help: {} });
 
 type Change = (value: Json | undefined) => void;
 
@@ -82,19 +84,34 @@ function TemplateText({ value, onChange, long, testId, plain }: { value: string;
   const { nodeId } = useContext(Ctx);
   const ref = useRef<HTMLTextAreaElement & HTMLInputElement>(null);
   const [picking, setPicking] = useState(false);
-  const insert = (path: string) => {
+  // The caret (selection) as last seen in the field: the picker takes the focus, and a
+  // field re-rendered meanwhile may have lost it; no caret seen yet: the end of the text.
+  const caret = useRef<[number, number] | null>(null);
+  const remember = () => {
     const el = ref.current;
-    const at = el?.selectionStart ?? value.length;
-    const end = el?.selectionEnd ?? at;
-    onChange(`${value.slice(0, at)}{{ ${path} }}${value.slice(end)}`);
+    if (el && el.selectionStart !== null) caret.current = [el.selectionStart, el.selectionEnd ?? el.selectionStart];
   };
+  const insert = (path: string) => {
+    const [at, end] = caret.current && caret.current[1] <= value.length ? caret.current : [value.length, value.length];
+    const piece = `{{ ${path} }}`;
+    onChange(`${value.slice(0, at)}${piece}${value.slice(end)}`);
+    caret.current = [at + piece.length, at + piece.length];
+    // back in the field with the caret after the variable, to go on typing
+    requestAnimationFrame(() => {
+      const el = ref.current;
+      if (!el) return;
+      el.focus();
+      el.setSelectionRange(at + piece.length, at + piece.length);
+    });
+  };
+  const track = { onSelect: remember, onKeyUp: remember, onMouseUp: remember, onBlur: remember };
   return (
     <div className="template-field">
-      {long ? <textarea ref={ref} data-testid={testId} value={value} rows={3} onChange={(e) => onChange(e.target.value)} />
-        : <input ref={ref} data-testid={testId} value={value} onChange={(e) => onChange(e.target.value)} />}
+      {long ? <textarea ref={ref} data-testid={testId} value={value} rows={3} onChange={(e) => onChange(e.target.value)} {...track} />
+        : <input ref={ref} data-testid={testId} value={value} onChange={(e) => onChange(e.target.value)} {...track} />}
       {!plain && <button type="button" className="link small" data-testid={`${testId}-insert`} onClick={() => setPicking(!picking)}>
         {`{x} ${t('config.insertVariable')}`}</button>}
-      {picking && <VariablePicker nodeId={nodeId} onPick={insert} onClose={() => setPicking(false)} />}
+      {picking && <VariablePicker nodeId={nodeId} fieldPath={testId} onPick={insert} onClose={() => setPicking(false)} />}
     </div>
   );
 }
@@ -103,10 +120,9 @@ function TemplateText({ value, onChange, long, testId, plain }: { value: string;
  * is not upstream of this one. */
 function RefInput({ value, onChange, testId }: { value: string; onChange: (path: string) => void; testId: string }) {
   const t = useT();
-  const { nodeId, readable } = useContext(Ctx);
+  const { nodeId, refused } = useContext(Ctx);
   const [picking, setPicking] = useState(false);
-  const node = value ? refNode(value) : null;
-  const dangling = readable && node !== null && !readable.has(node);
+  const dangling = !!value && !!refused?.has(compilerPath(testId));
   return (
     <div className="ref-field">
       <div className="row">
@@ -115,7 +131,7 @@ function RefInput({ value, onChange, testId }: { value: string; onChange: (path:
         <button type="button" data-testid={`${testId}-pick`} title={t('config.pickVariable')} onClick={() => setPicking(!picking)}>{'{x}'}</button>
       </div>
       {dangling && <div className="error small">{t('config.danglingRef', { ref: value })}</div>}
-      {picking && <VariablePicker nodeId={nodeId} onPick={onChange} onClose={() => setPicking(false)} />}
+      {picking && <VariablePicker nodeId={nodeId} fieldPath={testId} onPick={onChange} onClose={() => setPicking(false)} />}
     </div>
   );
 }
@@ -298,14 +314,15 @@ function KeyValue({ schema, value, onChange, path }: { schema: JSONSchema; value
 
 function Field({ name, path, schema, value, onChange, required, compact }: FieldProps) {
   const t = useT();
-  const { root, config, models, titles } = useContext(Ctx);
+  const { root, config, models, titles, help } = useContext(Ctx);
   const s = resolve(schema, root);
   const label = name ? localFieldLabel(name, schema.$ref ? { title: schema.title } : s, titles) : '';
+  const description = s.description ? localHelp(firstParagraph(s.description), help) : undefined;
   const alts = alternatives(s, root);
   const testId = `config-${path}`;
   const shown = value === undefined ? s.default : value;
   const row = (widget: ReactNode) => (
-    <Row label={label} path={path} description={s.description} required={required} compact={compact}>{widget}</Row>
+    <Row label={label} path={path} description={description} required={required} compact={compact}>{widget}</Row>
   );
 
   if (alts.length > 1) {
@@ -413,14 +430,16 @@ function advanced(key: string, prop: JSONSchema, root: JSONSchema, required: Set
 }
 
 /** The form of one node's config. `onChange` gets the whole new config. */
-export const SchemaForm = memo(function SchemaForm({ schema, value, onChange, nodeId, models, readable, flat, testId,
-  titles = NO_TITLES, values = NO_TITLES }: {
+export const SchemaForm = memo(function SchemaForm({ schema, value, onChange, nodeId, models, refused, flat, testId,
+  titles = NO_TITLES, values = NO_TITLES, help = NO_TITLES }: {
   schema: JSONSchema; value: JsonObject; onChange: (config: JsonObject) => void; nodeId: string; models: string[];
-  readable: ReadonlySet<string> | null; flat?: boolean; testId?: string;
+  refused: ReadonlySet<string> | null; flat?: boolean; testId?: string;
   /** Field titles in the UI language (property name -> title); English where missing. */
   titles?: FieldTitles;
   /** Enum value labels in the UI language (value -> label); the value itself where missing. */
-  values?: FieldTitles }) {
+  values?: FieldTitles;
+  /** Field help in the UI language (English help -> help); English where missing. */
+  help?: FieldTitles }) {
   const t = useT();
   const required = new Set(schema.required ?? []);
   const entries = Object.entries(schema.properties ?? {});
@@ -436,7 +455,7 @@ export const SchemaForm = memo(function SchemaForm({ schema, value, onChange, no
       }} />
   );
   return (
-    <Ctx.Provider value={{ root: schema, nodeId, config: value, models, readable, titles, values }}>
+    <Ctx.Provider value={{ root: schema, nodeId, config: value, models, refused, titles, values, help }}>
       <div className="schema-form" data-testid={testId ?? 'config-form'}>
         {main.map(field)}
         {more.length > 0 && (

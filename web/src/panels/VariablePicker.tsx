@@ -1,59 +1,76 @@
 /**
- * The variable picker: what the node may read (lib/scope.ts) - its upstream nodes'
- * outputs, the global inputs, the run variables and the system variables - grouped,
- * with a filter. Picking calls `onPick` with the reference path.
+ * The variable picker: what the node may read in the field being edited - the outputs
+ * of the nodes it may read, the global inputs, the conversation and run variables and
+ * the system variables - grouped, with a filter. The server answers it with the
+ * compiler's own rule (lib/scope.ts), for the document as it is on the canvas now.
+ * Picking calls `onPick` with the reference path.
  */
-import { useMemo, useState } from 'react';
+import { useEffect, useState } from 'react';
+import { api } from '../api/client';
 import { useT, type MessageKey } from '../i18n';
-import { availableVariables, type ScopeEntry } from '../lib/scope';
-import { nodeOutputs } from '../lib/shape';
-import { isFlowNode } from '../lib/serialize';
-import { useCatalog } from '../store/catalog';
-import { currentDoc, useEditor } from '../store/editor';
+import { configField, entriesOf, SCOPE_GROUPS, type ScopeEntry } from '../lib/scope';
+import { currentDoc } from '../store/editor';
+import { useNodeTitles } from '../run/titles';
 
-/** The variables `nodeId` may read now (computed on demand, not on every render). */
-export function variablesFor(nodeId: string): ScopeEntry[] {
-  const state = useEditor.getState();
-  const byKind = useCatalog.getState().byKind;
-  const nodes = new Map(state.nodes.filter(isFlowNode).map((n) => [n.id, n.data.node]));
-  const doc = currentDoc();
-  const inputTypes = new Map((doc.inputs ?? []).map((v) => [v.name, v.type ?? 'string']));
-  const system = useCatalog.getState().systemVariables;
-  const entries = availableVariables(doc, nodeId, Object.keys(system), (id) => {
-    const node = nodes.get(id);
-    return node ? nodeOutputs(node, byKind[node.type], state.shapes) : [];
-  }, (id, output) => {
-    // The server's types for this node, else the kind's fixed outputs or the workflow's inputs.
-    const kind = byKind[nodes.get(id)?.type ?? ''];
-    return state.shapes.types?.[id]?.[output] ?? (kind?.traits?.entry ? inputTypes.get(output) : kind?.outputs?.[output]);
-  });
-  return entries.map((e) => (e.group === 'sys' ? { ...e, type: system[e.path.slice(4)] } : e));
+const LABELS: Record<(typeof SCOPE_GROUPS)[number], MessageKey> = {
+  node: 'vars.nodes', inputs: 'vars.inputs', conversation: 'vars.conversation', vars: 'vars.variables', env: 'env.group',
+  sys: 'vars.system',
+};
+
+/** The scope of `nodeId` in `field`, asked when the picker opens (null while asked). */
+function useScope(nodeId: string, field: string | null): { entries: ScopeEntry[] | null; error: string | null } {
+  const [state, setState] = useState<{ entries: ScopeEntry[] | null; error: string | null }>({ entries: null, error: null });
+  useEffect(() => {
+    const abort = new AbortController();
+    api.scope(currentDoc(), nodeId, field, abort.signal)
+      .then((answer) => setState({ entries: answer.entries, error: null }))
+      .catch((err: unknown) => {
+        if (!abort.signal.aborted) setState({ entries: [], error: err instanceof Error ? err.message : String(err) });
+      });
+    return () => abort.abort();
+  }, [nodeId, field]);
+  return state;
 }
 
-const GROUPS: [ScopeEntry['group'], MessageKey][] = [
-  ['node', 'vars.nodes'], ['inputs', 'vars.inputs'], ['vars', 'vars.variables'], ['sys', 'vars.system'],
-];
+/** The node a node reference reads (`node.output...`, or `nodes.<id>.output...`). */
+function nodeOf(path: string): string {
+  const parts = path.split('.');
+  return parts[0] === 'nodes' ? parts[1] ?? '' : parts[0];
+}
 
-export function VariablePicker({ nodeId, onPick, onClose, testId }: { nodeId: string; onPick: (path: string) => void;
-  onClose: () => void; testId?: string }) {
+export function VariablePicker({ nodeId, fieldPath, onPick, onClose, testId }: { nodeId: string; fieldPath?: string;
+  onPick: (path: string) => void; onClose: () => void; testId?: string }) {
   const t = useT();
+  const titles = useNodeTitles();
   const [query, setQuery] = useState('');
-  const all = useMemo(() => variablesFor(nodeId), [nodeId]);
-  const q = query.trim().toLowerCase();
-  const shown = q ? all.filter((v) => v.path.toLowerCase().includes(q)) : all;
+  const { entries, error } = useScope(nodeId, configField(fieldPath));
+  const shown = entries ?? [];
+  // a node's outputs are found by the node's title too
+  const matching = (group: (typeof SCOPE_GROUPS)[number]): ScopeEntry[] => {
+    const byPath = entriesOf(shown, group, query);
+    const q = query.trim().toLowerCase();
+    if (!q || group !== 'node') return byPath;
+    return [...byPath, ...shown.filter((e) => e.group === group && !byPath.includes(e)
+      && (titles[nodeOf(e.path)] ?? '').toLowerCase().includes(q))];
+  };
+  const anything = SCOPE_GROUPS.some((g) => matching(g).length > 0);
   return (
-    <div className="var-picker" data-testid={testId ?? 'variable-picker'} onKeyDown={(e) => { if (e.key === 'Escape') onClose(); }}>
+    <div className="var-picker" data-testid={testId ?? 'variable-picker'} data-ready={entries !== null ? 'true' : 'false'}
+      onKeyDown={(e) => { if (e.key === 'Escape') onClose(); }}>
       <input type="search" autoFocus value={query} placeholder={t('vars.search')} onChange={(e) => setQuery(e.target.value)} />
-      {shown.length === 0 && <p className="muted">{t('vars.empty')}</p>}
-      {GROUPS.map(([group, label]) => {
-        const items = shown.filter((v) => v.group === group);
+      {entries === null && <p className="muted">{t('vars.loading')}</p>}
+      {error && <p className="error small">{error}</p>}
+      {entries !== null && !error && !anything && <p className="muted">{t('vars.empty')}</p>}
+      {SCOPE_GROUPS.map((group) => {
+        const items = matching(group);
         if (!items.length) return null;
         return (
           <section key={group}>
-            <h5>{t(label)}</h5>
+            <h5>{t(LABELS[group])}</h5>
             {items.map((v) => (
               <button type="button" key={v.path} className="var-item" data-testid={`var-${v.path}`}
                 onClick={() => { onPick(v.path); onClose(); }}>
+                {v.group === 'node' && titles[nodeOf(v.path)] && <span className="var-title">{titles[nodeOf(v.path)]} </span>}
                 <code>{v.path}</code>{v.type && <span className="muted"> {v.type}</span>}
               </button>
             ))}

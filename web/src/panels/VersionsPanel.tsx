@@ -1,12 +1,13 @@
 /** Published versions: which one runs, a comparison of any version with the draft or
  * another version ({@link DiffDialog}), and restore (publish that version again, as a
- * new version). */
+ * new version), after a confirmation that says it goes live at once. */
 import { useCallback, useEffect, useState } from 'react';
 import { api } from '../api/client';
 import type { WorkflowVersion } from '../api/types';
 import { formatTime, useLanguage, useT } from '../i18n';
 import type { WorkflowDoc } from '../lib/workflow';
 import { useEditor } from '../store/editor';
+import { Dialog } from './Dialog';
 import { DiffDialog } from './DiffDialog';
 
 export function VersionsPanel() {
@@ -17,6 +18,7 @@ export function VersionsPanel() {
   const [versions, setVersions] = useState<WorkflowVersion[] | null>(null);
   const [error, setError] = useState<string | null>(null);
   const [compare, setCompare] = useState<number | null>(null);
+  const [restoring, setRestoring] = useState<number | null>(null);
 
   const refresh = useCallback(() => {
     if (!workflowId) return;
@@ -35,6 +37,7 @@ export function VersionsPanel() {
   };
 
   const restore = async (version: number) => {
+    setRestoring(null);
     if (!workflowId) return;
     try {
       const made = await api.rollback(workflowId, version);
@@ -63,12 +66,22 @@ export function VersionsPanel() {
                 <button type="button" data-testid={`version-load-${v.version}`} onClick={() => void loadIntoDraft(v.version)}>
                   {t('versions.load')}</button>
                 {!v.published && <button type="button" data-testid={`version-restore-${v.version}`}
-                  onClick={() => void restore(v.version)}>{t('versions.restore')}</button>}
+                  onClick={() => setRestoring(v.version)}>{t('versions.restore')}</button>}
               </div>
             </li>
           ))}
         </ul>
       </div>
+      {restoring !== null && (
+        <Dialog title={t('versions.restoreTitle', { version: restoring })} testId="restore-dialog" onClose={() => setRestoring(null)}
+          footer={<>
+            <button type="button" data-testid="restore-cancel" onClick={() => setRestoring(null)}>{t('common.cancel')}</button>
+            <button type="button" className="primary" data-testid="restore-confirm"
+              onClick={() => void restore(restoring)}>{t('versions.restoreConfirm')}</button>
+          </>}>
+          <p data-testid="restore-warning">{t('versions.restoreWarning', { version: restoring, current: published ?? '—' })}</p>
+        </Dialog>
+      )}
       {compare !== null && workflowId && (
         <DiffDialog workflowId={workflowId} versions={versions ?? []} from={compare} onClose={() => setCompare(null)} />
       )}

@@ -1,10 +1,12 @@
-/** The workflow's own settings: name, description, global inputs and run variables. */
+/** The workflow's own settings: name, description, global inputs, run, conversation and environment variables. */
 import { useMemo } from 'react';
 import { useT } from '../i18n';
 import { varTypes } from '../lib/shape';
 import { useCatalog } from '../store/catalog';
 import type { VarDecl } from '../lib/workflow';
 import { useEditor } from '../store/editor';
+import { ConversationVarsSection } from './ConversationVarsSection';
+import { EnvironmentSection } from './EnvironmentSection';
 
 function VarList({ field, testId }: { field: 'inputs' | 'variables'; testId: string }) {
   const t = useT();
@@ -57,6 +59,9 @@ export function WorkflowPanel() {
       <VarList field="inputs" testId="workflow-inputs" />
       <h4>{t('workflow.variables')}</h4>
       <VarList field="variables" testId="workflow-variables" />
+      <ConversationVarsSection />
+      <h4>{t('env.title')}</h4>
+      <EnvironmentSection />
     </div>
   );
 }

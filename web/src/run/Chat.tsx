@@ -2,15 +2,16 @@
  * The chat preview of a chat flow: the conversation (kept under one `chat_id` across
  * turns and reloaded from `GET /v1/chats/{id}/messages` after each), the assistant's
  * live answer while it streams, reasoning collapsed, the sources an answer cites (opened
- * to their quoted text), and a pending question answered in
- * place (its options or form; or simply the next message, which answers it as in
- * FastGPT).
+ * to their quoted text), and a pending question answered in place, pinned between the
+ * log and the message box (its options or form; or simply the next message, which
+ * answers it as in FastGPT).
  */
 import { useEffect, useRef, useState } from 'react';
 import { useT } from '../i18n';
 import type { PendingInterrupt } from './events';
 import { Citations } from '../knowledge/Citations';
 import { messageCitations } from '../knowledge/citations';
+import { ChatVariables } from './ChatVariables';
 import { InterruptCard } from './Interrupt';
 import { runErrorText, useRunPanel, type ChatMessage } from './store';
 
@@ -92,8 +93,9 @@ export function ChatPreview({ inputs }: { inputs: () => Record<string, unknown> 
     void send(sent, values).then((ok) => { if (!ok) setText((now) => now || sent); });
   };
   const streaming = busy && chatTurn;
-  // The pending question, answered in one place at the end of the log (so its form
-  // keeps what was typed while the messages are reloaded): the followed run's own, else
+  // The pending question, answered in one place below the log, above the message box:
+  // kept in view with its buttons however long the conversation or short the panel, and
+  // its form keeps what was typed while the messages are reloaded. The followed run's own, else
   // the one the last stored message paused on (a chat opened without following its run).
   const lastStored = messages[messages.length - 1];
   const followed = chatTurn && live.status === 'paused' && live.runId;
@@ -102,11 +104,12 @@ export function ChatPreview({ inputs }: { inputs: () => Record<string, unknown> 
   const questionRun = followed ? live.runId : lastStored?.run_id ?? null;
 
   return (
-    <div className="chat-preview" data-testid="chat-preview">
+    <div className={`chat-preview${questions.length ? ' asking' : ''}`} data-testid="chat-preview">
       <div className="chat-head">
         <span className="muted" data-testid="chat-id">{chatId ? t('run.chat.id', { id: chatId }) : t('run.chat.new')}</span>
         <button type="button" className="link" data-testid="chat-new" onClick={newChat}>{t('run.chat.reset')}</button>
       </div>
+      <ChatVariables />
       <div className="chat-log" data-testid="chat-log" ref={log}>
         {messages.map((m, i) => <Message key={m.id} message={m} last={i === messages.length - 1} />)}
         {streaming && (
@@ -116,10 +119,14 @@ export function ChatPreview({ inputs }: { inputs: () => Record<string, unknown> 
             <Citations items={live.citations} testId="chat-live-citations" />
           </div>
         )}
-        {questions.map((i) => (
-          <InterruptCard key={i.id} interrupt={i} disabled={busy} onAnswer={(a, text) => void answer(i.id, a, questionRun, text)} />
-        ))}
       </div>
+      {questions.length > 0 && (
+        <div className="chat-questions" data-testid="chat-questions">
+          {questions.map((i) => (
+            <InterruptCard key={i.id} interrupt={i} disabled={busy} onAnswer={(a, text) => void answer(i.id, a, questionRun, text)} />
+          ))}
+        </div>
+      )}
       <form className="chat-form" onSubmit={(e) => { e.preventDefault(); submit(); }}>
         <textarea data-testid="chat-input" rows={2} value={text} placeholder={t('run.chat.placeholder')}
           onChange={(e) => setText(e.target.value)}

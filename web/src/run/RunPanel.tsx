@@ -14,14 +14,17 @@
  * validate answer); until that answer arrives the field shows.
  */
 import { useCallback, useEffect, useState } from 'react';
-import { formatTime, useLanguage, useT } from '../i18n';
+import { useT } from '../i18n';
 import type { WorkflowDoc } from '../lib/workflow';
 import { useEditor } from '../store/editor';
 import { saveNow } from '../store/persistence';
 import { useRunStatus } from '../store/runStatus';
 import { InputsForm, inputValues, useDeclaredInputs, type InputDraft } from './Inputs';
 import { InterruptCard } from './Interrupt';
+import { RunOutputs } from './Outputs';
 import { ChatPreview } from './Chat';
+import { History } from './History';
+import { titledError, useNodeTitles } from './titles';
 import { runMode } from './runMode';
 import { showStatuses, useRunPanel, statusLabel } from './store';
 import { Trace } from './Trace';
@@ -35,37 +38,6 @@ export interface RunPanelProps {
 }
 
 type Tab = 'run' | 'chat' | 'history';
-
-function History() {
-  const t = useT();
-  const lang = useLanguage((st) => st.lang);
-  const history = useRunPanel((s) => s.history);
-  const replayId = useRunPanel((s) => s.replayId);
-  const replay = useRunPanel((s) => s.replay);
-  const load = useRunPanel((s) => s.loadHistory);
-  useEffect(() => { void load(); }, [load]);
-  return (
-    <div className="run-history" data-testid="run-history">
-      <div className="history-head">
-        <button type="button" className="link" data-testid="history-refresh" onClick={() => void load()}>{t('run.history.refresh')}</button>
-        {replayId && <button type="button" className="link" data-testid="history-live" onClick={() => void replay(null)}>{t('run.history.live')}</button>}
-      </div>
-      {history.length === 0 && <div className="muted">{t('run.history.empty')}</div>}
-      <ul>
-        {history.map((r) => (
-          <li key={r.run_id}>
-            <button type="button" className={`history-item${replayId === r.run_id ? ' selected' : ''}`}
-              data-testid={`history-run-${r.run_id}`} data-status={r.status} onClick={() => void replay(r.run_id)}>
-              <span className={`badge run-${r.status}`}>{statusLabel(r.status)}</span>{' '}
-              <span>{formatTime(r.created_at ?? 0, lang, true)}</span>{' '}
-              <span className="muted">{r.workflow_version ?? ''} · {r.run_id.slice(0, 8)}{r.chat_id ? ' · 💬' : ''}</span>
-            </button>
-          </li>
-        ))}
-      </ul>
-    </div>
-  );
-}
 
 export function RunPanel(props: RunPanelProps) {
   const t = useT();
@@ -88,6 +60,7 @@ export function RunPanel(props: RunPanelProps) {
     if (picked === null && systemReads !== null) setTab(mode.chatFlow ? 'chat' : 'run');
   }, [picked, systemReads, mode.chatFlow]);
   const s = useRunPanel();
+  const titles = useNodeTitles();
 
   useEffect(() => {
     const panel = useRunPanel.getState();
@@ -158,6 +131,7 @@ export function RunPanel(props: RunPanelProps) {
                       <div>{s.live.reasoning}</div></details>
                   )}
                   <div className="run-answer" data-testid="run-answer">{s.live.answer}</div>
+                  <RunOutputs outputs={s.replayId ? trace?.outputs : s.live.outputs} />
                   {s.live.citations.length > 0 && (
                     <div className="run-sources muted" data-testid="run-sources">{t('run.sources')}:{' '}
                       {s.live.citations.map((c) => (
@@ -165,7 +139,7 @@ export function RunPanel(props: RunPanelProps) {
                       ))}
                     </div>
                   )}
-                  {s.live.error && <div className="banner error" data-testid="run-failure">{s.live.error}</div>}
+                  {s.live.error && <div className="banner error" data-testid="run-failure">{titledError(titles, s.live.error)}</div>}
                   {s.live.warnings.map((w) => <div key={w} className="banner warning">{w}</div>)}
                   {s.live.status === 'paused' && !s.chatTurn && s.live.interrupts.map((i) => (
                     <InterruptCard key={i.id} interrupt={i} disabled={s.busy} onAnswer={(a) => void s.answer(i.id, a)} />

@@ -1,99 +1,80 @@
 /**
- * The per-node trace of a stored run (`GET /v1/runs/{id}`): for every node run its
- * status, duration, attempts, tokens and cost, and, opened, its resolved inputs,
- * outputs, error, reuse by a re-run, the quotes a knowledge search found and a chat
- * answer cites, and an agent's rounds (model calls with their tool
- * calls) and plan. "Re-run from this node" starts a new run from it with the current
- * draft (`onRerun`).
+ * The per-node trace of a stored run (`GET /v1/runs/{id}`): for every top-level node
+ * run its title (the id as secondary text), status, duration, attempts, tokens and
+ * cost, and, opened, its resolved inputs, outputs, error, reuse by a re-run, and the
+ * readable parts of its kind (src/run/TraceParts.tsx): an iteration's or loop's items,
+ * an agent's timeline, a model node's sent messages, the quotes a knowledge search found
+ * and a chat answer cites. Body node runs show under their
+ * container's items, not in the top list. A run of one node alone says so in its head,
+ * and the values it was given show as `given`. "Re-run from this node" starts a new run
+ * from it with the current draft (`onRerun`).
  */
 import { useMemo } from 'react';
 import { useT } from '../i18n';
 import { useEditor } from '../store/editor';
 import { KnowledgeTrace } from '../knowledge/KnowledgeTrace';
 import { statusLabel } from './store';
+import { titleOf, useNodeTitles, withTitle, NodeName } from './titles';
+import { AgentTimeline, ItemsView, Json, SentMessages, seconds } from './TraceParts';
 import type { NodeRunTrace, RunTrace } from './types';
-
-type NodeRun = NodeRunTrace;
-
-function Json({ value, testId }: { value: unknown; testId?: string }) {
-  return <pre className="json" data-testid={testId}>{JSON.stringify(value, null, 2)}</pre>;
-}
-
-interface AgentRound {
-  usage?: { tokens_in?: number; tokens_out?: number };
-  elapsed_ms?: number;
-  response?: { text?: string; tool_calls?: { id?: string; name?: string; arguments?: string }[] };
-}
-
-function AgentRounds({ nodeRun }: { nodeRun: NodeRun }) {
-  const t = useT();
-  const agent = (nodeRun.data as { agent?: { trace?: AgentRound[] } } | undefined)?.agent;
-  const rounds = agent?.trace ?? [];
-  const plan = (nodeRun.outputs as { plan?: unknown } | null | undefined)?.plan;
-  if (!rounds.length && plan == null) return null;
-  return (
-    <div className="agent-trace">
-      {rounds.length > 0 && <h5>{t('run.trace.rounds', { count: rounds.length })}</h5>}
-      <ol>
-        {rounds.map((r, i) => (
-          <li key={i} data-testid={`trace-round-${nodeRun.node_id}-${i}`}>
-            <span className="muted">{Math.round(r.elapsed_ms ?? 0)} ms · {r.usage?.tokens_in ?? 0}/{r.usage?.tokens_out ?? 0}</span>
-            {r.response?.text ? <div className="round-text">{r.response.text}</div> : null}
-            {(r.response?.tool_calls ?? []).map((c, j) => (
-              <div key={c.id ?? j} className="tool-call">🔧 <code>{c.name}</code> <code className="muted">{c.arguments}</code></div>
-            ))}
-          </li>
-        ))}
-      </ol>
-      {plan != null && <><h5>{t('run.trace.plan')}</h5><Json value={plan} /></>}
-    </div>
-  );
-}
-
-function seconds(s: number | null | undefined): string {
-  if (s == null) return '—';
-  return s < 1 ? `${Math.round(s * 1000)} ms` : `${s.toFixed(2)} s`;
-}
 
 export function Trace({ run, onRerun, busy }: { run: RunTrace; onRerun: (nodeId: string) => void; busy: boolean }) {
   const t = useT();
   const select = useEditor((s) => s.select);
   const nodes = useEditor((s) => s.nodes);
+  const titles = useNodeTitles();
   const onCanvas = useMemo(() => new Set(nodes.map((n) => n.id)), [nodes]);
+  const { top, body } = useMemo(() => {
+    const inside = new Map<string, NodeRunTrace[]>();
+    const outer: NodeRunTrace[] = [];
+    for (const nr of run.node_runs) {
+      if (nr.loop_id) inside.set(nr.loop_id, [...(inside.get(nr.loop_id) ?? []), nr]);
+      else outer.push(nr);
+    }
+    return { top: outer, body: inside };
+  }, [run.node_runs]);
+  const single = run.kind === 'single_node' && run.node_id;
   return (
     <div className="trace" data-testid="trace">
       <div className="trace-head">
         <strong>{t('run.trace.title')}</strong>{' '}
         <span className={`badge run-${run.status}`} data-testid="trace-status">{statusLabel(run.status)}</span>{' '}
+        {single && <span className="badge" data-testid="trace-single">{t('run.trace.singleNode', { title: titleOf(titles, run.node_id) })}</span>}{' '}
         <span className="muted">{seconds(run.duration_s)} · {t('run.trace.tokens', { in: run.tokens_in ?? 0, out: run.tokens_out ?? 0 })}
           {' · '}{t('run.trace.cost', { cost: (run.cost ?? 0).toFixed(6) })}</span>
       </div>
       <ul className="trace-list">
-        {run.node_runs.map((nr) => (
-          <li key={nr.id} data-testid={`trace-node-${nr.node_id}`}>
-            <details>
-              <summary onClick={() => onCanvas.has(nr.node_id) && select([nr.node_id])}>
-                <span className={`badge run-${nr.status}`}>{statusLabel(nr.status)}</span>{' '}
-                <strong>{nr.node_id}</strong>{nr.iteration != null ? ` #${nr.iteration}` : ''}{' '}
-                <span className="muted">{nr.kind} · {seconds(nr.duration_s)}
-                  {nr.attempts > 1 ? ` · ${t('run.trace.attempts', { count: nr.attempts })}` : ''}
-                  {nr.usage ? ` · ${nr.usage.tokens_in}/${nr.usage.tokens_out} · $${(nr.usage.cost ?? 0).toFixed(6)}` : ''}
-                  {nr.reused_from ? ` · ${t('run.trace.reused')}` : ''}</span>
-              </summary>
-              <div className="trace-body">
-                {nr.error && <div className="banner error" data-testid={`trace-error-${nr.node_id}`}>{nr.error.message}</div>}
-                <h5>{t('run.trace.inputs')}</h5><Json value={nr.inputs} testId={`trace-inputs-${nr.node_id}`} />
-                <KnowledgeTrace nodeRun={nr} />
-                <h5>{t('run.trace.outputs')}</h5><Json value={nr.outputs} testId={`trace-outputs-${nr.node_id}`} />
-                <AgentRounds nodeRun={nr} />
-                {!nr.loop_id && onCanvas.has(nr.node_id) && (
-                  <button type="button" data-testid={`rerun-${nr.node_id}`} disabled={busy}
-                    onClick={() => onRerun(nr.node_id)}>{t('run.rerunFrom')}</button>
-                )}
-              </div>
-            </details>
-          </li>
-        ))}
+        {top.map((nr) => {
+          const given = Boolean((nr.data as { given?: boolean } | undefined)?.given);
+          return (
+            <li key={nr.id} data-testid={`trace-node-${nr.node_id}`} data-given={given || undefined}>
+              <details>
+                <summary onClick={() => onCanvas.has(nr.node_id) && select([nr.node_id])}>
+                  <span className={`badge run-${nr.status}`}>{given ? t('run.trace.given') : statusLabel(nr.status)}</span>{' '}
+                  <NodeName titles={titles} nodeId={nr.node_id} />{' '}
+                  <span className="muted">{nr.kind} · {seconds(nr.duration_s)}
+                    {nr.attempts > 1 ? ` · ${t('run.trace.attempts', { count: nr.attempts })}` : ''}
+                    {nr.usage ? ` · ${nr.usage.tokens_in}/${nr.usage.tokens_out} · $${(nr.usage.cost ?? 0).toFixed(6)}` : ''}
+                    {nr.reused_from ? ` · ${t('run.trace.reused')}` : ''}</span>
+                </summary>
+                <div className="trace-body">
+                  {nr.error && <div className="banner error" data-testid={`trace-error-${nr.node_id}`}>
+                    {withTitle(titles, nr.error.message, nr.node_id)}</div>}
+                  {!given && <><h5>{t('run.trace.inputs')}</h5><Json value={nr.inputs} testId={`trace-inputs-${nr.node_id}`} /></>}
+                  <KnowledgeTrace nodeRun={nr} />
+                  <h5>{t('run.trace.outputs')}</h5><Json value={nr.outputs} testId={`trace-outputs-${nr.node_id}`} />
+                  <SentMessages nodeRun={nr} />
+                  <ItemsView container={nr} bodyRuns={body.get(nr.node_id) ?? []} titles={titles} />
+                  <AgentTimeline nodeRun={nr} />
+                  {!given && !single && onCanvas.has(nr.node_id) && (
+                    <button type="button" data-testid={`rerun-${nr.node_id}`} disabled={busy}
+                      onClick={() => onRerun(nr.node_id)}>{t('run.rerunFrom')}</button>
+                  )}
+                </div>
+              </details>
+            </li>
+          );
+        })}
       </ul>
     </div>
   );

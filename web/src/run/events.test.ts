@@ -53,6 +53,13 @@ describe('reduceFrame', () => {
     expect(run.status).toBe('succeeded');
   });
 
+  it('test_run_finished_keeps_the_end_outputs', () => {
+    let run = reduceFrame(emptyRun(), ev('run_started', 1, {}));
+    expect(run.outputs).toBeNull();
+    run = reduceFrame(run, ev('run_finished', 2, { answer: '', outputs: { lines: ['<a>', '<b>'], title: 'T' } }));
+    expect(run.outputs).toEqual({ lines: ['<a>', '<b>'], title: 'T' });
+  });
+
   it('test_interrupt_marks_node_waiting_and_resume_clears_it', () => {
     let run = reduceFrame(emptyRun(), ev('interrupt', 1, { interrupt_id: 'i1', node_id: 'ask', kind: 'user_select',
       payload: { options: [{ id: 'x' }] } }));

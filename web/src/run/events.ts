@@ -52,11 +52,13 @@ export interface LiveRun {
   warnings: string[];
   /** The sources the answer cites (from the chat nodes' `node_finished` outputs), each once. */
   citations: Citation[];
+  /** The run's outputs (its End nodes' values) from `run_finished`; null until then. */
+  outputs: Record<string, unknown> | null;
 }
 
 export function emptyRun(): LiveRun {
   return { runId: null, chatId: null, status: 'starting', answer: '', reasoning: '', nodes: {}, interrupts: [],
-    error: null, lastSeq: 0, warnings: [], citations: [] };
+    error: null, lastSeq: 0, warnings: [], citations: [], outputs: null };
 }
 
 const NODE_END: Record<string, NodeStatus> = {
@@ -144,6 +146,7 @@ export function reduceFrame(run: LiveRun, frame: SseFrame): LiveRun {
     case 'run_finished':
       next.status = 'succeeded';
       if (typeof d.answer === 'string' && d.answer.length >= run.answer.length) next.answer = d.answer;
+      if (d.outputs && typeof d.outputs === 'object') next.outputs = d.outputs as Record<string, unknown>;
       next.interrupts = [];
       break;
     case 'run_failed':

@@ -18,6 +18,8 @@ export interface NodeRunTrace {
   iteration?: number | null;
   duration_s?: number | null;
   reused_from?: string | null;
+  started_at?: number | null;
+  finished_at?: number | null;
 }
 
 export interface RunTrace {
@@ -31,6 +33,10 @@ export interface RunTrace {
   tokens_out?: number;
   cost?: number;
   answer?: string;
+  /** `single_node`: one node run alone (`node_id`), else `workflow`. */
+  kind?: string;
+  node_id?: string | null;
+  outputs?: Record<string, unknown> | null;
   node_runs: NodeRunTrace[];
 }
 

@@ -19,6 +19,8 @@ interface CatalogState {
   nodeFieldsSchema: JSONSchema;
   /** Language tag -> title of each field of `nodeFieldsSchema` (English: the schema's own). */
   nodeFieldLabels: Record<string, Record<string, string>>;
+  /** Per language, the help of the fields every node has (English help -> help). */
+  nodeFieldHelp: Record<string, Record<string, string>>;
   /** Language tag -> label of each enum value of `nodeFieldsSchema` (English: the value). */
   nodeValueLabels: Record<string, Record<string, string>>;
   byKind: Record<string, NodeKind>;
@@ -38,6 +40,7 @@ export const useCatalog = create<CatalogState>((set, get) => ({
   systemVariables: {},
   nodeFieldsSchema: {},
   nodeFieldLabels: {},
+  nodeFieldHelp: {},
   nodeValueLabels: {},
   byKind: {},
   containers: new Set(),
@@ -51,6 +54,7 @@ export const useCatalog = create<CatalogState>((set, get) => ({
     systemVariables: extra.system_variables ?? {},
     nodeFieldsSchema: (extra.node_fields_schema ?? {}) as JSONSchema,
     nodeFieldLabels: extra.node_field_labels ?? {},
+    nodeFieldHelp: extra.node_field_help ?? {},
     nodeValueLabels: extra.node_value_labels ?? {},
     byKind: Object.fromEntries(kinds.map((k) => [k.kind, k])),
     containers: new Set(kinds.filter((k) => k.traits?.container).map((k) => k.kind)),

@@ -14,6 +14,7 @@ import { api, ApiError } from '../api/client';
 import type { Problem } from '../api/types';
 import { nodeReads } from '../lib/refs';
 import { problemIndex, shapesOf } from '../lib/shape';
+import { problemWords } from './problemWords';
 import { isFlowNode } from '../lib/serialize';
 import { currentDoc, useEditor, type EditorState } from './editor';
 
@@ -37,7 +38,7 @@ export async function validateNow(): Promise<void> {
     if (abort.signal.aborted) return;
     useEditor.getState().applyShapes(shapesOf(answer));
     const problems = answer.problems as unknown as Problem[];
-    useEditor.setState({ problems, problemIndex: problemIndex(problems), validating: false,
+    useEditor.setState({ problems, problemIndex: problemIndex(problems, problemWords), validating: false,
       validateError: null, systemReads: answer.system_reads ?? [], flagged: stillFlagged(useEditor.getState()) });
   } catch (e) {
     if ((e as Error).name === 'AbortError') return;

@@ -1,0 +1,84 @@
+"""Each tenant's registry with its own overrides of models' limits and capabilities.
+
+:class:`OverriddenModelSource` is the run service's ``TenantModels`` port: the tenant's
+registry as :class:`~api.tenant_models.TenantModelSource` builds it (its providers over
+the operator's), then the tenant's overrides (``/v1/model-capabilities/{name}``,
+:mod:`workers.sql.model_overrides`) applied with
+:meth:`~nodes.model_overrides.ModelOverride.apply`. A tenant admin whose ``default`` is
+really a 4096-token llama.cpp says so once; other tenants keep the operator's values.
+
+An override that no longer applies (the operator lowered the context below the cap it
+sets, or removed the model) is left out with a warning naming the model, rather than
+failing every run of the tenant. Overrides are read at most once per
+:data:`~api.tenant_models.CACHE_TTL_S` seconds per tenant, as the providers are.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import Any, Mapping
+
+from nodes.model_overrides import ModelOverride
+from nodes.model_registry import ModelConfigError, ModelRegistry, ModelSpec
+from workers.sql.model_overrides import SqlModelOverrideStore
+from workers.sql.providers import SqlProviderStore
+
+from .tenant_models import CACHE_TTL_S, TenantModelSource
+
+__all__ = ["OverriddenModelSource", "apply_overrides"]
+
+logger = logging.getLogger("flowloom.models")
+
+
+def apply_overrides(registry: ModelRegistry, overrides: Mapping[str, Mapping[str, Any]]) -> ModelRegistry:
+    """``registry`` with ``overrides`` (model name -> override table) applied; ``registry``
+    itself when there is none. One that does not apply is logged and left out."""
+    specs: dict[str, ModelSpec] = {}
+    for name, table in overrides.items():
+        if not registry.has(name, None):
+            logger.warning("override of model %r left out: the tenant has no such model", name)
+            continue
+        try:
+            specs[name] = ModelOverride.model_validate(table).apply(registry.get(name, None))
+        except (ModelConfigError, ValueError) as exc:
+            logger.warning("override of model %r left out: %s", name, str(exc).splitlines()[0])
+    return registry.with_specs(specs) if specs else registry
+
+
+class OverriddenModelSource(TenantModelSource):
+    """The tenant's registry with its overrides applied (module docstring)."""
+
+    def __init__(self, providers: SqlProviderStore, overrides: SqlModelOverrideStore, base: ModelRegistry,
+                 settings: object) -> None:
+        super().__init__(providers, base, settings)
+        self.overrides = overrides
+        self._applied: dict[str, tuple[float, ModelRegistry, str, ModelRegistry]] = {}
+
+    async def models_for(self, tenant_id: str) -> ModelRegistry:
+        """The tenant's registry with its overrides. Raises StoreError when they cannot be read."""
+        registry = await super().models_for(tenant_id)
+        now = time.monotonic()
+        cached = self._applied.get(tenant_id)
+        if cached is not None and cached[0] > now and cached[1] is registry:
+            return cached[3]
+        found = await self.overrides.overrides(tenant_id)
+        digest = json.dumps(found, sort_keys=True)
+        if cached is not None and cached[1] is registry and cached[2] == digest:
+            applied = cached[3]
+        else:
+            applied = apply_overrides(registry, found)
+        self._applied[tenant_id] = (now + CACHE_TTL_S, registry, digest, applied)
+        if len(self._applied) > 512:  # bounded like the providers' cache
+            self._applied.pop(next(iter(self._applied)))
+        return applied
+
+    def forget(self, tenant_id: str) -> None:
+        """Read the tenant's providers and overrides again on the next :meth:`models_for`."""
+        super().forget(tenant_id)
+        self._applied.pop(tenant_id, None)
+
+    async def unoverridden(self, tenant_id: str) -> ModelRegistry:
+        """The tenant's registry without its overrides (what an override applies to)."""
+        return await super().models_for(tenant_id)

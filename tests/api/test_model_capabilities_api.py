@@ -1,0 +1,86 @@
+"""``/v1/model-capabilities/{name}`` on SQLite and PostgreSQL: a model's limits and
+capabilities as the tenant's runs see them, a tenant admin's override reaching the
+tenant's runs (and not another tenant's), and the refusals (404, 403, 422)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.support.openai_server import text_reply
+
+PREFIX = "/v1/model-capabilities"
+
+
+def _classify_flow() -> dict[str, Any]:
+    return {"id": "triage", "name": "Triage", "nodes": [
+        {"id": "start", "type": "start"},
+        {"id": "cl", "type": "classify_question", "config": {
+            "model": "default", "memory": False,
+            "categories": [{"id": "billing", "name": "Billing"}, {"id": "other", "name": "Something else"}]}}],
+        "edges": [{"id": "e1", "source": "start", "target": "cl"}]}
+
+
+def _chat_flow() -> dict[str, Any]:
+    return {"id": "chatty", "name": "Chatty", "nodes": [
+        {"id": "start", "type": "start"},
+        {"id": "reply", "type": "chat", "config": {"model": "default", "user_prompt": "{{ sys.query }}"}}],
+        "edges": [{"id": "e1", "source": "start", "target": "reply"}]}
+
+
+async def test_tenant_override_reaches_its_runs_only(api, models_file, openai_server):
+    read = await api.client.get(f"{PREFIX}/default", headers=api.auth())
+    assert read.status_code == 200, read.text
+    before = read.json()
+    assert before["override"] == {} and before["max_context"] == before["registry"]["max_context"] == 8192
+    assert before["capabilities"]["tools"] == "native"
+
+    changed = await api.client.put(f"{PREFIX}/default", headers=api.auth(), json={
+        "max_context": 2048, "max_output_tokens": 300, "capabilities": {"tools": "none", "stream_usage": False}})
+    assert changed.status_code == 200, changed.text
+    after = changed.json()
+    assert (after["max_context"], after["max_output_tokens"]) == (2048, 300)
+    assert after["capabilities"]["tools"] == "none" and after["capabilities"]["stream_usage"] is False
+    assert after["override"] == {"max_context": 2048, "max_output_tokens": 300,
+                                 "capabilities": {"tools": "none", "stream_usage": False}}
+    assert after["registry"]["max_context"] == 8192
+
+    # the tenant's runs: the chat node's cap is the overridden one, no stream_options sent;
+    # the classifier takes the JSON prompt protocol (no tools) with its own small cap
+    openai_server.script(text_reply("hello", usage=None), text_reply('{"category": "billing"}', usage=None))
+    run = await api.client.post("/v1/runs", headers=api.auth(), json={"workflow": _chat_flow(), "message": "hi"})
+    assert run.status_code == 200 and run.json()["status"] == "succeeded", run.text
+    run = await api.client.post("/v1/runs", headers=api.auth(), json={"workflow": _classify_flow(), "message": "bill"})
+    assert run.status_code == 200 and run.json()["status"] == "succeeded", run.text
+    chat_body, classify_body = openai_server.bodies[-2:]
+    assert chat_body["max_tokens"] == 300 and "stream_options" not in chat_body
+    assert "tools" not in classify_body and classify_body["max_tokens"] == 50
+
+    # another tenant keeps the operator's values, in what it reads and in its runs
+    other = await api.client.get(f"{PREFIX}/default", headers=api.auth(api.other_key))
+    assert other.json()["max_context"] == 8192 and other.json()["override"] == {}
+    openai_server.script(text_reply("hi b"))
+    run = await api.client.post("/v1/runs", headers=api.auth(api.other_key),
+                                json={"workflow": _chat_flow(), "message": "hi"})
+    assert run.status_code == 200 and run.json()["status"] == "succeeded", run.text
+    assert openai_server.bodies[-1]["max_tokens"] == 512 and "stream_options" in openai_server.bodies[-1]
+
+    dropped = await api.client.delete(f"{PREFIX}/default", headers=api.auth())
+    assert dropped.status_code == 204, dropped.text
+    again = await api.client.get(f"{PREFIX}/default", headers=api.auth())
+    assert again.json()["max_context"] == 8192 and again.json()["override"] == {}
+    assert (await api.client.delete(f"{PREFIX}/default", headers=api.auth())).status_code == 404
+
+
+async def test_refusals(api, models_file):
+    unknown = await api.client.get(f"{PREFIX}/no-such-model", headers=api.auth())
+    assert unknown.status_code == 404 and "no-such-model" in unknown.json()["error"]["message"]
+    invalid = await api.client.put(f"{PREFIX}/default", headers=api.auth(), json={"max_output_tokens": 9000})
+    assert invalid.status_code == 422 and "max_output_tokens" in invalid.json()["error"]["message"], invalid.text
+    bad_value = await api.client.put(f"{PREFIX}/default", headers=api.auth(), json={"capabilities": {"tools": "x"}})
+    assert bad_value.status_code == 422, bad_value.text
+    _record, plain = await api.keys.create_key("default", name="builder")
+    read = await api.client.get(f"{PREFIX}/default", headers=api.auth(plain))
+    assert read.status_code == 200
+    refused = await api.client.put(f"{PREFIX}/default", headers=api.auth(plain), json={"max_context": 4096})
+    assert refused.status_code == 403, refused.text
+    assert (await api.client.get(f"{PREFIX}/default")).status_code == 401
