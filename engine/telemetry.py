@@ -70,8 +70,10 @@ class Span:
     def event(self, name: str, attributes: Mapping[str, Any] | None = None) -> None:
         """Add a timestamped event (a retry, an interrupt, a prompt when content is captured)."""
 
-    def fail(self, reason: str, message: str = "") -> None:
-        """Mark the span failed with Flowloom's reason code (``http_status``, ``timeout``...)."""
+    def fail(self, reason: str) -> None:
+        """Mark the span failed with Flowloom's reason code (``http_status``, ``timeout``...).
+        The reason, never the message: a message may quote a value of the run (a secret
+        among them); the run record holds it, masked."""
 
     def node_run(self, run: "NodeRun") -> None:
         """The node run this node span stands for: its status, attempts and error are read

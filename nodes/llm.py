@@ -570,7 +570,7 @@ async def call_llm(
             return await _call_llm(request, registry, on_answer, on_reasoning, cancel, user_key, idle_timeout,
                                    max_retries, retry_base_delay, node_id, span)
         except LLMError as exc:
-            span.fail(exc.reason or "error", str(exc))
+            span.fail(exc.reason or "error")
             raise
 
 

@@ -265,10 +265,10 @@ class _Traced(Span):
     def event(self, name: str, attributes: Mapping[str, Any] | None = None) -> None:
         self._span.add_event(name, _clean(attributes or {}))
 
-    def fail(self, reason: str, message: str = "") -> None:
+    def fail(self, reason: str) -> None:
         self._failed = True
         self._span.set_attribute("flowloom.error.reason", reason)
-        self._span.set_status(Status(StatusCode.ERROR, f"{reason}: {message}"[:_TEXT_MAX] if message else reason))
+        self._span.set_status(Status(StatusCode.ERROR, reason))
 
     def node_run(self, run: "NodeRun") -> None:
         self._node = run
@@ -320,7 +320,7 @@ def _end_node(span: _Traced, run: "NodeRun") -> None:
     if run.error is not None:
         span.set({"error.type": run.error.type})
         if status is NodeRunStatus.failed:
-            span.fail(run.error.reason or "node_error", run.error.message)
+            span.fail(run.error.reason or "node_error")
         else:  # handled by the node's error strategy (a default output): recorded, not failed
             span.set({"flowloom.error.reason": run.error.reason or "node_error"})
 
@@ -335,5 +335,4 @@ def _end_run(span: _Traced, state: "RunState") -> None:
         span.event("flowloom.cancelled")
     if status is RunStatus.failed:
         error = state.error
-        span.fail((error.reason if error is not None else None) or "run_failed",
-                  error.message if error is not None else "")
+        span.fail((error.reason if error is not None else None) or "run_failed")

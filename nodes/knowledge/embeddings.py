@@ -208,9 +208,9 @@ class RegistryEmbedder:
             try:
                 response = await _with_retries("embedding", spec.name, call, retries=self.retries,
                                                backoff_s=self.backoff_s)
-            except EmbeddingError as exc:
+            except EmbeddingError:
                 telemetry().model_call(model=spec.name, provider=spec.provider, outcome="embedding_error", usage=None)
-                span.fail("embedding_error", str(exc))
+                span.fail("embedding_error")
                 raise
             return self._vectors(spec, texts, response, span)
 
