@@ -44,7 +44,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from engine.context import InterruptRequested
 from engine.errors import RunCancelled
-from engine.telemetry import TRACE_KEY, Span, Telemetry
+from engine.telemetry import TRACE_KEY, Span, Telemetry, run_scope
 from schemas.run import Usage
 from schemas.types import NodeRunStatus, RunStatus
 
@@ -172,7 +172,10 @@ class TracedTelemetry(Telemetry):
         return carrier or None
 
     def run_span(self, workflow_id: str, state: "RunState | None") -> Span:
-        stored = state.sys.get(TRACE_KEY) if state is not None else None
+        # a run started by a node (a workflow called as a tool) is a child of that node's
+        # span; a run of its own continues the context stored with it at its creation
+        scope = run_scope.get()
+        stored = state.sys.get(TRACE_KEY) if state is not None and not (scope and scope[2]) else None
         parent = propagate.extract(stored) if isinstance(stored, dict) else None
         attributes: dict[str, Any] = {"flowloom.workflow.id": workflow_id, "openinference.span.kind": "CHAIN"}
         if state is not None:
