@@ -35,6 +35,7 @@ from .deployment import install
 from .errors import install_error_handlers
 from .limits import BodyLimit, JsonBodyCheck
 from .metrics import router as metrics_router, start_metrics
+from .traces import instrument as instrument_traces, start_traces, stop_traces
 from .recovery import start_recovery
 from .routes import chats as chat_routes, routers
 from .runtime import key_store_of, open_deployment
@@ -116,6 +117,7 @@ def create_app(settings: Settings | None = None, *, heartbeat_s: float = HEARTBE
             # with Redis the workers sweep (workers.rq.knowledge.sweep_unfinished), one at a time
             sweeper = asyncio.create_task(sweep_ingestion(found.knowledge, sweep_s)) if not chosen.redis_url else None
             app.state.metrics = await start_metrics(found)
+            start_traces(app)  # over the metrics: the process's one telemetry does both
             # runs whose owner died (a crash of this server or another process) continue by themselves
             app.state.recovery = await start_recovery(found)
             if server:
@@ -129,6 +131,7 @@ def create_app(settings: Settings | None = None, *, heartbeat_s: float = HEARTBE
                     sweeper.cancel()
                     with contextlib.suppress(asyncio.CancelledError, Exception):
                         await sweeper
+                await stop_traces(app)
                 await app.state.metrics.close()
 
     app = FastAPI(title="Flowloom", version=_version(), lifespan=lifespan, redoc_url=None,
@@ -136,6 +139,7 @@ def create_app(settings: Settings | None = None, *, heartbeat_s: float = HEARTBE
     app.state.heartbeat_s = heartbeat_s
     app.state.settings = chosen
     install_error_handlers(app)
+    instrument_traces(app)  # OTEL_* variables: a span per request, the caller's traceparent its parent
     app.add_middleware(JsonBodyCheck)  # a body too deep or with a lone surrogate: 422 naming the field
     # Outermost: a body over the cap is refused before any other part of the app reads it.
     app.add_middleware(BodyLimit, max_bytes=chosen.max_request_bytes)

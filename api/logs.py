@@ -30,7 +30,8 @@ __all__ = ["JSON_FIELDS", "SECRET_PARAMETERS", "FallbackFileHandler", "RunFields
            "mask_secrets", "uvicorn_log_config"]
 
 #: the fields of a JSON log record, in order (``time``, ``level`` and ``logger`` renamed from logging's own)
-JSON_FIELDS = "%(asctime)s %(levelname)s %(name)s %(message)s %(tenant_id)s %(run_id)s %(node_id)s"
+JSON_FIELDS = ("%(asctime)s %(levelname)s %(name)s %(message)s %(tenant_id)s %(run_id)s %(node_id)s "
+               "%(trace_id)s %(span_id)s")
 _RENAMED = {"asctime": "time", "levelname": "level", "name": "logger"}
 
 #: query parameters whose value is a secret, compared case-insensitively after URL-decoding
@@ -71,7 +72,9 @@ class SecretMask(logging.Filter):
 class RunFields(logging.Filter):
     """Puts the run scope of the task that writes a record on it: ``tenant_id``, ``run_id``
     and ``node_id`` (:data:`engine.telemetry.run_scope`; null outside a run, ``node_id``
-    null outside a node), so an operator can join a log line to its run and node run."""
+    null outside a node), so an operator can join a log line to its run and node run; and
+    ``trace_id`` / ``span_id`` (hex) of the current span when the process traces (null
+    otherwise), to join it to the trace."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         scope = run_scope.get()
@@ -80,7 +83,20 @@ class RunFields(logging.Filter):
         else:
             record.tenant_id, record.run_id, node_id = scope
             record.node_id = node_id or None
+        record.trace_id, record.span_id = _trace_ids()
         return True
+
+
+def _trace_ids() -> tuple[str | None, str | None]:
+    """The current span's ids, without importing OpenTelemetry: a process that never
+    loaded it traces nothing."""
+    trace = sys.modules.get("opentelemetry.trace")
+    if trace is None:
+        return None, None
+    context = trace.get_current_span().get_span_context()
+    if not context.is_valid:
+        return None, None
+    return format(context.trace_id, "032x"), format(context.span_id, "016x")
 
 
 def json_formatter() -> logging.Formatter:

@@ -21,7 +21,7 @@ from schemas.workflow import ErrorStrategy
 from .context import CancelToken, InterruptRequested, NodeContext, NodeResult, RunDeps
 from .errors import NodeFailed, NodeTimeout, RunCancelled, RunError, RunLimitExceeded
 from .run_records import error_record, size_over, wrap_error
-from .telemetry import run_scope
+from .telemetry import run_scope, telemetry
 
 if TYPE_CHECKING:
     from schemas.workflow import RunLimits
@@ -73,11 +73,15 @@ class NodeAttempts:
         self._ready.pop(nid, None)
         scope = run_scope.set((self.state.tenant_id, self.state.run_id, nid))  # what its log records carry
         try:
-            run, base, ctx = await self._begin(node_plan)
-            outcome = await self._attempts(node_plan, run, base, ctx)
-            if outcome is None:
-                return []  # waiting for a person's answer
-            return await self._conclude(node_plan, run, *outcome)
+            # the node's span, current while it runs: its model calls, requests and (in a
+            # loop) its body's nodes nest under it; it reads the node run's end when it closes
+            with telemetry().node_span(self.state, nid, node_plan.node.type) as span:
+                run, base, ctx = await self._begin(node_plan)
+                span.node_run(run)
+                outcome = await self._attempts(node_plan, run, base, ctx)
+                if outcome is None:
+                    return []  # waiting for a person's answer
+                return await self._conclude(node_plan, run, *outcome)
         finally:
             run_scope.reset(scope)
 

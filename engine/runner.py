@@ -21,7 +21,7 @@ from .context import CancelToken, RunDeps
 from .environment import release_environment, run_environment
 from .errors import InvalidInputs, UnknownInterrupt
 from .scheduler import Scheduler
-from .telemetry import run_scope
+from .telemetry import run_scope, telemetry
 
 __all__ = ["answer_interrupts", "coerce_input", "new_run_state", "run_workflow", "resume_run", "stream_workflow"]
 
@@ -154,7 +154,7 @@ async def run_workflow(
         InvalidInputs: from :func:`new_run_state`.
     """
     state = inputs if isinstance(inputs, RunState) else new_run_state(plan, inputs, **sys)
-    return await _execute(plan, state, deps or RunDeps(), cancel)
+    return await _traced(_execute(plan, state, deps or RunDeps(), cancel), plan.workflow.id, state)
 
 
 async def _execute(plan: CompiledPlan, state: RunState, deps: RunDeps, cancel: CancelToken | None) -> RunState:
@@ -204,7 +204,7 @@ async def resume_run(plan: CompiledPlan, state: RunState, *, answers: Mapping[st
         )
     if answers:
         answer_interrupts(state, answers)
-    return await _execute(plan, state, deps or RunDeps(), cancel)
+    return await _traced(_execute(plan, state, deps or RunDeps(), cancel), plan.workflow.id, state)
 
 
 async def stream_workflow(
@@ -257,3 +257,13 @@ async def stream_workflow(
         if not task.done():
             token.cancel("stream closed by consumer")
             await asyncio.gather(task, return_exceptions=True)
+
+
+async def _traced(coro: Any, workflow_id: str, state: RunState) -> RunState:
+    """Execute ``coro`` (a run of ``state``) within its run span, current in the run's
+    task, so every node span nests under it; the span reads how the run ended from the
+    state returned."""
+    with telemetry().run_span(workflow_id, state) as span:
+        final = await coro
+        span.run_state(final)
+        return final

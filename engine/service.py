@@ -76,7 +76,7 @@ from .rerun import durable, seed_rerun
 from .runner import new_run_state
 from .settings import Settings
 from .single_node import single_node_plan
-from .telemetry import telemetry
+from .telemetry import TRACE_KEY, telemetry
 from .turns import ChatTurns
 
 if TYPE_CHECKING:
@@ -214,6 +214,7 @@ class RunService(Executing, ChatTurns, NodeRuns):
         state = new_run_state(plan, values, run_id=run_id, chat_id=chat_id, query=message, user_id=user_id,
                               history=history, conversation=held)
         state.tenant_id, state.workflow_version = tenant_id, workflow_version
+        _keep_trace(state)
         stored = (tenant_id, state.workflow_hash) in self._docs  # documents stay: stored once is stored
         new = NewRun(state, owner, None if stored else doc, published, durable)
         if admission is not None:
@@ -273,6 +274,7 @@ class RunService(Executing, ChatTurns, NodeRuns):
                               user_id=old.sys.get("user_id") or None, history=old.sys.get("history") or None,
                               conversation=old.conversation)
         state.tenant_id, state.workflow_version = tenant_id, workflow_version
+        _keep_trace(state)
         first = seed_rerun(plan, old, state, node_id)
         await self.stores.runs.put_workflow(tenant_id, doc)
         await self.stores.runs.create_run(state)
@@ -450,3 +452,12 @@ def bind_single_answer(state_or_summary: Any, answer: Any, interrupt_id: str | N
                                f"(pending: {', '.join(pending) or 'none'})")
     return {interrupt_id: answer}
 
+
+
+def _keep_trace(state: RunState) -> None:
+    """Store the current trace context (the request that creates the run) with the run, in
+    ``sys`` (:data:`~engine.telemetry.TRACE_KEY`, W3C headers): every execution of the
+    run - inline, by a worker, resumed later - continues that trace. Nothing when untraced."""
+    carrier = telemetry().trace_context()
+    if carrier:
+        state.sys[TRACE_KEY] = carrier

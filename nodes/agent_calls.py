@@ -28,6 +28,7 @@ from typing import Any, Mapping
 
 from engine.context import InterruptRequested, NodeContext
 from engine.errors import RunCancelled, RunLimitExceeded
+from engine.telemetry import telemetry
 
 from .agent_protocol import fence_observation, observations_message, safe_name, truncate_result, validate_args
 from .agent_types import (AgentHooks, LoopSettings, LoopState, ToolCallContext, ToolOutcome, ToolSourceFailed, ToolSpec,
@@ -101,27 +102,41 @@ async def _run_one(ctx: NodeContext, hooks: AgentHooks, call: ToolCallContext, s
     if call.error is not None:
         outcome = ToolOutcome(call.error, is_error=True)
     else:
-        assert call.spec is not None
-        timeout = call.spec.timeout if call.spec.timeout is not None else settings.tool_timeout
-        try:
-            if timeout is None:
-                outcome = await hooks.run_tool(call, call.spec, state)
-            else:
-                async with asyncio.timeout(timeout):
-                    outcome = await hooks.run_tool(call, call.spec, state)
-            if not isinstance(outcome, ToolOutcome):
-                outcome = ToolOutcome(str(outcome))
-            record["status"] = "error" if outcome.is_error else "ok"
-        except (InterruptRequested, RunCancelled, RunLimitExceeded, ToolSourceFailed):
-            raise
-        except TimeoutError:
-            outcome = ToolOutcome(f"tool {call.name} timed out after {timeout:g}s", is_error=True)
-            record["status"] = "timeout"
-        except Exception as exc:  # noqa: BLE001 - a tool error is the model's input, never fatal by itself
-            outcome = ToolOutcome(f"tool {call.name} failed: {type(exc).__name__}: {exc}", is_error=True)
-            record["status"] = "exception"
+        # the call's span (GenAI execute_tool): an HTTP tool's or MCP server's request nests under it
+        with telemetry().span(f"execute_tool {call.name}", {
+                "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": call.name,
+                "gen_ai.tool.call.id": call.id, "openinference.span.kind": "TOOL"}) as span:
+            outcome = await _run_hook(hooks, call, settings, state, record)
+            span.set({"flowloom.tool.status": record["status"]})
+            if record["status"] != "ok":
+                span.fail(f"tool_{record['status']}")
     record["elapsed_ms"] = (time.perf_counter() - started) * 1000.0
     return outcome, record
+
+
+async def _run_hook(hooks: AgentHooks, call: ToolCallContext, settings: LoopSettings, state: LoopState,
+                    record: dict[str, Any]) -> ToolOutcome:
+    """``hooks.run_tool`` within the tool's timeout; ``record["status"]`` says how it went."""
+    assert call.spec is not None
+    timeout = call.spec.timeout if call.spec.timeout is not None else settings.tool_timeout
+    try:
+        if timeout is None:
+            outcome = await hooks.run_tool(call, call.spec, state)
+        else:
+            async with asyncio.timeout(timeout):
+                outcome = await hooks.run_tool(call, call.spec, state)
+        if not isinstance(outcome, ToolOutcome):
+            outcome = ToolOutcome(str(outcome))
+        record["status"] = "error" if outcome.is_error else "ok"
+    except (InterruptRequested, RunCancelled, RunLimitExceeded, ToolSourceFailed):
+        raise
+    except TimeoutError:
+        outcome = ToolOutcome(f"tool {call.name} timed out after {timeout:g}s", is_error=True)
+        record["status"] = "timeout"
+    except Exception as exc:  # noqa: BLE001 - a tool error is the model's input, never fatal by itself
+        outcome = ToolOutcome(f"tool {call.name} failed: {type(exc).__name__}: {exc}", is_error=True)
+        record["status"] = "exception"
+    return outcome
 
 
 async def run_calls(ctx: NodeContext, hooks: AgentHooks, calls: list[ToolCallContext], settings: LoopSettings,

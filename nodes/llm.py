@@ -58,7 +58,7 @@ import openai
 
 from engine.context import CancelToken
 from engine.errors import NodeFailed, RunCancelled
-from engine.telemetry import telemetry
+from engine.telemetry import Span, telemetry
 from schemas.run import Usage
 
 from .model_registry import MissingAPIKey, ModelRegistry, ModelSpec, UnknownModel, price
@@ -564,6 +564,21 @@ async def call_llm(
         LLMError: a subclass naming the node and model (never the key).
         RunCancelled: ``cancel`` fired during the call.
     """
+    # the call's span (GenAI conventions), current while it runs: the SDK's HTTP request nests under it
+    with telemetry().model_span("chat", request.model, node_id) as span:
+        try:
+            return await _call_llm(request, registry, on_answer, on_reasoning, cancel, user_key, idle_timeout,
+                                   max_retries, retry_base_delay, node_id, span)
+        except LLMError as exc:
+            span.fail(exc.reason or "error")
+            raise
+
+
+async def _call_llm(request: LLMRequest, registry: ModelRegistry, on_answer: DeltaCallback | None,
+                    on_reasoning: DeltaCallback | None, cancel: CancelToken | None, user_key: bool,
+                    idle_timeout: float | None, max_retries: int, retry_base_delay: float, node_id: str | None,
+                    span: Span) -> LLMResponse:
+    """:func:`call_llm` within its span ``span`` (same arguments, same errors)."""
     try:
         spec = registry.get(request.model)
     except UnknownModel as exc:
@@ -595,6 +610,7 @@ async def call_llm(
                                                  idle_timeout=idle_timeout)
                 assert error is not None
                 if error.retryable and not reply.streamed and attempt <= max_retries:
+                    span.event("flowloom.retry", {"flowloom.error.reason": error.reason, "flowloom.attempt": attempt})
                     await asyncio.sleep(_retry_delay(exc, attempt, retry_base_delay))
                     continue
                 error.attempts = attempt
@@ -609,6 +625,7 @@ async def call_llm(
                     error.partial_reasoning = "".join(reply.reasoning)
                 telemetry().model_call(model=spec.name, provider=spec.provider, outcome=error.reason or "error",
                                        usage=error.usage)
+                span.model_result(provider=spec.provider, usage=error.usage, attempts=attempt)
                 # The message carries the provider's text (redacted); the openai exception is not
                 # chained: it holds the raw request, and tracebacks are logged.
                 raise error from None
@@ -626,6 +643,10 @@ async def call_llm(
              for position, slot in enumerate(reply.calls)]
     usage = _usage(spec, body, reply, started, user_key)
     telemetry().model_call(model=spec.name, provider=spec.provider, outcome="ok", usage=usage)
+    span.model_result(provider=spec.provider, usage=usage, finish_reason=reply.finish_reason, attempts=attempt)
+    if span.recording:
+        span.model_content(body.get("messages"), {"text": "".join(reply.text),
+                                                  "tool_calls": [{"name": c.name, "arguments": c.arguments} for c in calls]})
     return LLMResponse(
         text="".join(reply.text),
         reasoning="".join(reply.reasoning),

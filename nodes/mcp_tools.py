@@ -57,6 +57,7 @@ from mcp.client.streamable_http import streamable_http_client
 from engine.context import InterruptRequested, NodeContext
 from engine.errors import BlockedAddress, FlowloomError, NodeFailed
 from engine.settings import SECRET_ENV_PREFIX, Settings
+from engine.telemetry import telemetry
 from schemas.nodes_agent import SECRET_REF, McpServer
 
 from .agent_loop import ToolCallContext, ToolOutcome, ToolSourceFailed, ToolSpec
@@ -201,9 +202,19 @@ def _guarded_http_client(policy: AddressPolicy, headers: dict[str, str], node_id
         raise NodeFailed("unsupported httpx2 version: cannot install the address guard", node_id=node_id)
     transport._pool = httpcore2.AsyncConnectionPool(  # type: ignore[attr-defined]
         network_backend=GuardedBackend(policy, node_id=node_id, inner=_Inner()))  # type: ignore[arg-type]
+    hooks: dict[str, list[Any]] = {"request": [_send_trace_context]}
+    if on_response:
+        hooks["response"] = [on_response]
     return httpx2.AsyncClient(transport=transport, headers=headers,
-                              timeout=httpx2.Timeout(30.0, read=300.0), trust_env=False,
-                              event_hooks={"response": [on_response]} if on_response else None)
+                              timeout=httpx2.Timeout(30.0, read=300.0), trust_env=False, event_hooks=hooks)
+
+
+async def _send_trace_context(request: Any) -> None:
+    """Send the current trace context (``traceparent``) with a request to an MCP server, so
+    the server's spans join the run's trace (httpx2 is not covered by httpx's instrumentation)."""
+    carrier = telemetry().trace_context()
+    if carrier:
+        request.headers.update(carrier)
 
 
 @dataclass
@@ -339,7 +350,13 @@ class McpConnection:
         self.in_flight.append(name)
         self.refused = None
         try:
-            result = await self.client.call_tool(name, args)
+            # the call's span (MCP semantic conventions); its HTTP request carries its traceparent
+            with telemetry().span(f"tools/call {name}", {
+                    "mcp.method.name": "tools/call", "gen_ai.tool.name": name,
+                    "flowloom.mcp.server": self.server.name, "flowloom.mcp.transport": self.server.transport}) as span:
+                result = await self.client.call_tool(name, args)
+                if result.is_error:
+                    span.fail("tool_error")
         except MCPError as exc:
             self.in_flight.remove(name)
             if _closed(exc):

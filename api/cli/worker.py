@@ -90,12 +90,16 @@ def worker(
             err().print(Text(f"--metrics-port {metrics_port}: cannot listen on {current.metrics_host}: "
                              f"{exc.strerror or exc}", style="bold red"))
             raise typer.Exit(EXIT_INVALID) from None
+    tracing = _start_traces()
     try:
         _work(rq_worker, runtime, burst, log, handler)
     except WorkerNameTaken as exc:
         # a live worker holds the name: the operator picks another, nothing is broken
         err().print(Text(str(exc), style="bold red"))
         raise typer.Exit(EXIT_INVALID) from None
+    finally:
+        if tracing is not None:
+            tracing.close()  # the spans not exported yet
 
 
 def _json_logs(handlers: list[logging.Handler]) -> None:
@@ -121,6 +125,22 @@ def _serve_metrics(connection: Any, names: list[str], runtime: Any, port: int, h
     telemetry.registry.register(QueueCollector(connection, names))
     install_telemetry(telemetry)
     start_http_server(port, addr=host, registry=telemetry.registry)
+
+
+def _start_traces() -> Any:
+    """Trace this worker's runs when the ``OTEL_*`` variables ask for it (over its metrics,
+    when served); returns the :class:`workers.tracing.Tracing` to close, or None."""
+    from workers.tracing_env import configured
+
+    if not configured():
+        return None
+    from engine.telemetry import install_telemetry, telemetry
+    from workers.tracing import TracedTelemetry, Tracing
+
+    tracing = Tracing.from_env("flowloom-worker")
+    tracing.instrument_httpx()
+    install_telemetry(TracedTelemetry(telemetry(), tracing))
+    return tracing
 
 
 def _work(rq_worker: Any, runtime: Any, burst: bool, log: logging.Logger, handler: logging.Handler) -> None:

@@ -31,7 +31,7 @@ from typing import Any, Awaitable, Callable, Sequence, TypeVar
 
 from engine.knowledge.ports import DimensionMismatch, EmbeddingBatch, EmbeddingError
 from engine.knowledge.scope import TENANT_MODELS
-from engine.telemetry import telemetry
+from engine.telemetry import Span, telemetry
 from schemas.run import Usage
 
 from ..model_registry import ModelRegistry, ModelSpec, UnknownModel, WrongModelType, price
@@ -204,12 +204,18 @@ class RegistryEmbedder:
         async def call() -> Any:
             return await client.embeddings.create(model=spec.model, input=texts, encoding_format="base64")
 
-        try:
-            response = await _with_retries("embedding", spec.name, call, retries=self.retries,
-                                           backoff_s=self.backoff_s)
-        except EmbeddingError:
-            telemetry().model_call(model=spec.name, provider=spec.provider, outcome="embedding_error", usage=None)
-            raise
+        with telemetry().model_span("embeddings", spec.name) as span:
+            try:
+                response = await _with_retries("embedding", spec.name, call, retries=self.retries,
+                                               backoff_s=self.backoff_s)
+            except EmbeddingError:
+                telemetry().model_call(model=spec.name, provider=spec.provider, outcome="embedding_error", usage=None)
+                span.fail("embedding_error")
+                raise
+            return self._vectors(spec, texts, response, span)
+
+    def _vectors(self, spec: ModelSpec, texts: list[str], response: Any, span: Span) -> tuple[list[list[float]], int]:
+        """The vectors and tokens of an embeddings ``response`` to ``texts`` (counted in telemetry)."""
         data = sorted(getattr(response, "data", None) or [], key=lambda d: d.index)
         if len(data) != len(texts):
             raise EmbeddingError(f"embedding model {spec.name!r} answered {len(data)} vectors for {len(texts)} texts")
@@ -220,6 +226,8 @@ class RegistryEmbedder:
         telemetry().model_call(model=spec.name, provider=spec.provider, outcome="ok", usage=Usage(
             model=spec.name, tokens_in=counted, token_source="provider" if tokens else "estimated",
             cost=price(spec, counted, 0), calls=1))
+        span.model_result(provider=spec.provider, usage=Usage(model=spec.name, tokens_in=counted,
+                                                              token_source="provider" if tokens else "estimated"))
         return vectors, counted
 
 

@@ -73,6 +73,12 @@ def _build() -> MCPServer:
         token = os.environ.get("MCP_TEST_TOKEN", "none")
         return f"auth={header} auth_sha={sha(header)} token={token} token_sha={sha(token)}"
 
+    @server.tool(annotations=read)
+    async def traceparent(ctx: Context) -> str:
+        """The W3C trace context this server received (``none`` when none came)."""
+        request = ctx.request_context.request
+        return request.headers.get("traceparent", "none") if request is not None else "none"
+
     return server
 
 
