@@ -48,6 +48,13 @@ export const ZH_CN_PROBLEMS: Readonly<Record<string, string>> = {
   type_mismatch: '引用 {q0} 的类型与「{field}」要求的类型不符',
   template_syntax: '「{field}」中的模板语法错误',
   unknown_template_name: '模板使用了 {q0}，它不是节点 ID、绑定变量或 inputs/sys/vars/nodes',
+  unknown_input: '「{field}」引用了未声明的输入变量',
+  unknown_variable: '「{field}」引用了未声明的运行变量',
+  unknown_sys: '「{field}」引用了不存在的系统变量',
+  unknown_conversation_variable: '「{field}」引用了未声明的会话变量',
+  unknown_env: '「{field}」引用了未声明的环境变量',
+  duplicate_env: '环境变量 {q0} 重复声明，请重命名或删除其中一个',
+  unset_secret: '密钥环境变量 {q0} 尚未设置值，请在工作流的环境变量中设置',
 };
 
 /** A problem whose code has no template. */

@@ -46,3 +46,16 @@ describe('problemText', () => {
     expect(lastField(null)).toBe('');
   });
 });
+
+describe('problemText of the variable scopes in zh-CN', () => {
+  it('words an undeclared environment variable and an unset secret in Chinese', () => {
+    const unknown = problemText({ code: 'unknown_env', message: 'env.TOKN is not declared (did you mean \'TOKEN\') (declared: TOKEN)',
+      node_id: 'h', path: 'config.headers' }, 'zh-CN', places);
+    expect(unknown).toContain('环境变量');
+    expect(unknown).not.toMatch(/is not declared/);
+    const unset = problemText({ code: 'unset_secret', message: "secret environment variable 'TOKEN' has no value: set it",
+      node_id: null, path: 'environment' }, 'zh-CN', places);
+    expect(unset).toContain('TOKEN');
+    expect(unset).not.toMatch(/has no value/);
+  });
+});
