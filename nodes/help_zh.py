@@ -37,14 +37,14 @@ HELP_ZH_CN: dict[str, str] = {
     "Jinja2 template shown to the person": "展示给用户的 Jinja2 模板",
     "default: names the datasets searched": "默认：列出所检索的知识库",
     "default: the workflow's description or name": "默认：该工作流的描述或名称",
-    "stdio server: environment variables; values may hold {{secret:NAME}} references":
-        "stdio 服务器：环境变量；值中可使用 {{secret:NAME}} 引用密钥",
+    "stdio server: environment variables; values may hold {{ env.NAME }} and {{secret:NAME}} references":
+        "stdio 服务器：环境变量；值中可使用 {{ env.NAME }}（工作流的环境变量）和 {{secret:NAME}} 引用",
     "taken when the reply matches no category (default: the last)": "回复不属于任何类别时走的分支（默认：最后一个）",
     "a file value or an array of them, e.g. {\"ref\": \"inputs.report\"}": "一个文件值或文件数组，例如 {\"ref\": \"inputs.report\"}",
     "conditions on document metadata (all must hold)": "文档元数据上的筛选条件（需全部满足）",
     "hybrid merge: reciprocal rank fusion or weighted normalised scores": "混合检索的合并方式：倒数排名融合或归一化加权分数",
-    "sent with every request; values may hold {{secret:NAME}} references (credentials must)":
-        "每次请求都会发送；值中可使用 {{secret:NAME}} 引用密钥（凭据必须如此）",
+    "sent with every request; values may hold {{ env.NAME }} and {{secret:NAME}} references (credentials must)":
+        "每次请求都会发送；值中可使用 {{ env.NAME }}（工作流的环境变量）和 {{secret:NAME}} 引用（凭据必须如此）",
     "templates sent on every call (credentials)": "每次调用都会发送的模板（凭据）",
     "past turns of history_source put in the prompt": "放入提示词的 history_source 历史轮数",
     "past turns shown to the model as context": "作为上下文提供给模型的历史轮数",

@@ -13,8 +13,10 @@ stdio server process ends with the node):
   ``FLOWLOOM_MCP_ALLOW_STDIO``; they get the SDK's small default environment plus the
   config's ``env``, never the whole environment of the Flowloom process. Header and
   ``env`` values have their ``{{secret:NAME}}`` references replaced by the variable
-  ``FLOWLOOM_SECRET_NAME`` (:meth:`engine.settings.Settings.environ`); a secret that is
-  not set fails the node naming it, and values are never recorded or put in messages.
+  ``FLOWLOOM_SECRET_NAME`` (:meth:`engine.settings.Settings.environ`) and their
+  ``{{ env.NAME }}`` references by the run's environment variable (the workflow's
+  settings and secrets, per tenant); a secret that is not set fails the node naming it,
+  and values are never recorded or put in messages.
 - **List.** Every tool the server lists, or those ``tools`` names (a name the server
   no longer has fails the node, naming the server and the tool), becomes a
   :class:`~nodes.agent_loop.ToolSpec`: the name (``prefix`` + the tool's name, other
@@ -71,13 +73,34 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9_\-]")
 _STDERR_TAIL = 400
 
 
-def resolve_secrets(text: str, environ: Mapping[str, str], *, where: str, node_id: str | None = None) -> str:
-    """``text`` with each ``{{secret:NAME}}`` replaced by ``environ["FLOWLOOM_SECRET_NAME"]``.
+#: ``{{ env.NAME }}`` in an MCP server's header or environment value: the run's environment variable
+_ENV_REF = re.compile(r"\{\{\s*env\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
+
+
+def resolve_secrets(text: str, environ: Mapping[str, str], *, where: str, node_id: str | None = None,
+                    run_env: Mapping[str, Any] | None = None, used: list[str] | None = None) -> str:
+    """``text`` with each ``{{secret:NAME}}`` replaced by ``environ["FLOWLOOM_SECRET_NAME"]``
+    (the operator's secrets) and each ``{{ env.NAME }}`` by the run's environment variable
+    ``NAME`` (``run_env``: the workflow's settings and secrets, per tenant). ``used``
+    collects the environment values put in, so errors can mask them.
 
     Raises:
-        NodeFailed: (``missing_secret``) a referenced secret is not set; the message names
-            the variable and ``where`` it is used, never a value.
+        NodeFailed: (``missing_secret``) a referenced secret or environment variable is not
+            set; the message names the variable and ``where`` it is used, never a value.
     """
+    def from_run(found: re.Match[str]) -> str:
+        name = found.group(1)
+        value = (run_env or {}).get(name)
+        if value is None or value == "":
+            raise NodeFailed(f"{where} uses the environment variable {name!r}, which has no value here: declare it "
+                             "in the workflow's environment (a secret's value is set in the workflow's Environment "
+                             "section or with `flowloom secrets set`)", node_id=node_id, reason="missing_secret")
+        if used is not None:
+            used.append(str(value))
+        return str(value)
+
+    text = _ENV_REF.sub(from_run, text)
+
     def value(found: re.Match[str]) -> str:
         name = SECRET_ENV_PREFIX + found.group(1)
         secret = environ.get(name)
@@ -234,6 +257,8 @@ class McpConnection:
     connected: bool = False
     secrets: list[str] = field(default_factory=list, repr=False)
     refused: str | None = None
+    #: the run's environment variables (``{{ env.NAME }}`` in headers and env values)
+    run_env: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
     async def _on_response(self, response: httpx2.Response) -> None:
         """Record the error status of a POST (the requests that carry messages) and the
@@ -296,7 +321,8 @@ class McpConnection:
         self.secrets = [value for name in server.secrets() if (value := environ.get(SECRET_ENV_PREFIX + name))]
         if server.url is not None:
             headers = {key: resolve_secrets(value, environ, where=f"MCP server {server.name!r} header {key!r}",
-                                            node_id=self.node_id) for key, value in server.headers.items()}
+                                            node_id=self.node_id, run_env=self.run_env, used=self.secrets)
+                       for key, value in server.headers.items()}
             headers.setdefault("User-Agent", settings.http_user_agent)
             client = _guarded_http_client(AddressPolicy.from_settings(settings), headers, self.node_id,
                                           self._on_response)
@@ -306,7 +332,8 @@ class McpConnection:
                              "servers are not enabled here: the operator enables them with FLOWLOOM_MCP_ALLOW_STDIO=1",
                              node_id=self.node_id, reason="mcp_stdio_disabled")
         env = {key: resolve_secrets(value, environ, where=f"MCP server {server.name!r} env {key!r}",
-                                    node_id=self.node_id) for key, value in server.env.items()}
+                                    node_id=self.node_id, run_env=self.run_env, used=self.secrets)
+               for key, value in server.env.items()}
         self.stderr = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")
         params = StdioServerParameters(command=server.command or "", args=list(server.args), env=env or None)
         return stdio_client(params, errlog=self.stderr), None
@@ -459,7 +486,7 @@ async def open_mcp_tools(ctx: NodeContext, servers: Sequence[McpServer], default
     specs: list[ToolSpec] = []
     async with contextlib.AsyncExitStack() as stack:
         for server in servers:
-            conn = McpConnection(server, ctx.node_id)
+            conn = McpConnection(server, ctx.node_id, run_env=ctx.state.env)
             try:
                 async with asyncio.timeout(server.connect_timeout):
                     await stack.enter_async_context(_session(conn, settings))

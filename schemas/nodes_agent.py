@@ -345,6 +345,8 @@ class DatasetTool(DatasetSearchOptions):
 SECRET_REF = re.compile(r"\{\{\s*secret:([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 _ANY_SECRET_REF = re.compile(r"\{\{\s*secret:(.*?)\}\}")
 _HEADER_NAME = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,128}$")
+#: ``{{ env.NAME }}``: a reference to an environment variable of the workflow (a secret one is stored encrypted)
+_ENV_REF = re.compile(r"\{\{\s*env\.[A-Za-z_][A-Za-z0-9_]*\s*\}\}")
 #: Header names that carry credentials: their value must come from a secret reference.
 _CREDENTIAL_HEADER = re.compile(r"authorization|cookie|token|secret|password|passwd|credential|api[-_]?key|"
                                 r"(^|[-_])key($|[-_])", re.IGNORECASE)
@@ -394,11 +396,11 @@ class McpServer(BaseModel):
     name: str = Field(pattern=r"^[A-Za-z0-9_\-]{1,64}$", description="the server's label in messages and records")
     url: str | None = Field(default=None, description="Streamable HTTP endpoint, e.g. https://mcp.example.com/mcp")
     headers: dict[str, str] = Field(default_factory=dict, description="sent with every request; values may hold "
-                                    "{{secret:NAME}} references (credentials must)")
+                                    "{{ env.NAME }} and {{secret:NAME}} references (credentials must)")
     command: str | None = Field(default=None, min_length=1, description="stdio server: the program to start")
     args: list[str] = Field(default_factory=list, description="stdio server: its arguments")
     env: dict[str, str] = Field(default_factory=dict, description="stdio server: environment variables; values may "
-                                "hold {{secret:NAME}} references")
+                                "hold {{ env.NAME }} and {{secret:NAME}} references")
     tools: list[str] | None = Field(default=None, description="the tools offered; None: every tool it lists")
     prefix: str = Field(default="", pattern=r"^[A-Za-z0-9_\-]{0,32}$", description="put before each tool name")
     timeout: float | None = Field(default=None, gt=0, le=3600, description="seconds per call; None: the node's")
@@ -430,9 +432,10 @@ class McpServer(BaseModel):
         for key, value in self.headers.items():
             if not _HEADER_NAME.match(key):
                 raise ValueError(f"MCP server {self.name!r}: {key!r} is not a valid header name")
-            if _CREDENTIAL_HEADER.search(key) and not secret_names(value):
+            if _CREDENTIAL_HEADER.search(key) and not secret_names(value) and not _ENV_REF.search(value):
                 raise ValueError(f"MCP server {self.name!r}: header {key!r} carries credentials, which must not be "
                                  "stored in the workflow: write its value with a secret reference, e.g. "
+                                 "'Bearer {{ env.MY_TOKEN }}' (a secret environment variable of the workflow) or "
                                  "'Bearer {{secret:MY_TOKEN}}' (the operator sets FLOWLOOM_SECRET_MY_TOKEN)")
         self.secrets()  # a malformed reference is an error here, before any run
         if self.tools is not None:

@@ -112,6 +112,24 @@ async def test_an_agent_node_calls_tools_of_an_http_server_with_a_secret_header(
     assert f"auth_sha={sha('Bearer s3cret-9d')}" in whoami and "auth=Bearer ***" in whoami
 
 
+async def test_an_http_servers_header_reads_the_workflows_environment_variable(
+        openai_server, scripted_registry, http_server):
+    _proc, url = http_server
+    server = {"name": "remote", "url": url.replace("127.0.0.1", "localhost"),
+              "headers": {"Authorization": "Bearer {{ env.MCP_TOKEN }}"}, "tools": ["whoami"], "prefix": "r_"}
+    doc = flow("agent", mcp_servers=[server])
+    doc["environment"] = [{"name": "MCP_TOKEN", "value": "env-tok-51c2"}]
+    openai_server.script(calls_reply(("c1", "r_whoami", {})), answer_reply("done"))
+    _plan, _deps, state = await run(scripted_registry, doc, Settings(http_allow=["localhost"]))
+    assert state.status is RunStatus.succeeded, state.error
+    assert f"auth_sha={sha('Bearer env-tok-51c2')}" in tool_results(openai_server.bodies[1])["c1"]
+
+    missing = flow("agent", mcp_servers=[{**server, "headers": {"Authorization": "Bearer {{ env.NOPE }}"}}])
+    _plan, _deps, failed = await run(scripted_registry, missing, Settings(http_allow=["localhost"]))
+    assert failed.status is RunStatus.failed and failed.error.reason == "missing_secret"
+    assert "'NOPE'" in failed.error.message and "header 'Authorization'" in failed.error.message
+
+
 async def test_a_loopback_http_server_is_refused_unless_the_operator_allows_it(openai_server, scripted_registry,
                                                                                http_server):
     _proc, url = http_server
