@@ -18,6 +18,7 @@ import { nodeHandles, toolField } from '../lib/shape';
 import { nodeSummary } from '../lib/summary';
 import { listedTools } from '../lib/toolList';
 import type { JsonObject } from '../lib/workflow';
+import { useDatasets } from '../knowledge/store';
 import { useCatalog } from '../store/catalog';
 import { useEditor } from '../store/editor';
 import { useRunStatus } from '../store/runStatus';
@@ -90,7 +91,15 @@ function FlowNodeViewImpl({ id, data, selected, parentId }: NodeProps<FlowNode>)
   // the tools besides graph tools (builtin, HTTP, workflows, knowledge, MCP): listed on the card
   const otherTools = useMemo(() => (toolField(kind) ? listedTools(node.config) : []), [kind, node.config]);
   // what the node does (model, request, branch count): one muted line, see lib/summary.ts
-  const summary = useMemo(() => nodeSummary(node.config, kind, lang, t), [node.config, kind, lang]); // t follows lang
+  // a knowledge search names its datasets (the list is loaded once a node has datasets)
+  const hasDatasets = Array.isArray(node.config?.datasets) && (node.config?.datasets as unknown[]).length > 0;
+  const datasets = useDatasets((s) => s.datasets);
+  const loadDatasets = useDatasets((s) => s.load);
+  const datasetStatus = useDatasets((s) => s.status);
+  useEffect(() => { if (hasDatasets && datasetStatus === 'idle') void loadDatasets(); },
+    [hasDatasets, datasetStatus, loadDatasets]);
+  const summary = useMemo(() => nodeSummary(node.config, kind, lang, t,
+    (dsId) => datasets.find((d) => d.id === dsId)?.name), [node.config, kind, lang, datasets]); // t follows lang
   const container = !!kind?.traits?.container;
   const entry = !!kind?.traits?.entry;
   const branching = handles.length > 1;

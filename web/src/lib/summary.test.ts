@@ -55,6 +55,9 @@ describe('nodeSummary', () => {
     const search = { config_schema: { properties: { datasets: { type: 'array', items: { type: 'string' } } } } };
     expect(nodeSummary({ datasets: ['handbook', 'faq'], top_k: 5 }, search, 'en', en)).toBe('handbook, faq');
     expect(nodeSummary({ datasets: [] }, search, 'en', en)).toBe('');
+    const names: Record<string, string> = { ds_1a: 'Handbook' };
+    expect(nodeSummary({ datasets: ['ds_1a', 'ds_gone'] }, search, 'en', en, (id) => names[id]))
+      .toBe('Handbook, ds_gone');
   });
 
   it('never shows a value holding a secret reference, nor header values', () => {

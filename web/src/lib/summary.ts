@@ -9,7 +9,8 @@
  * - each array field whose items carry an `id` that names an output handle (the rule of
  *   lib/shape.ts: cases, categories, options): its count, `{count} {field}` through i18n,
  *   the field named by the catalog's label in the UI language;
- * - a `datasets` array of ids (a knowledge search): the ids, comma-separated.
+ * - a `datasets` array of ids (a knowledge search): the datasets' names (`datasetName`;
+ *   the id while the name is not known), comma-separated.
  * Parts are joined with ` · ` and cut at {@link SUMMARY_MAX} characters. A value that
  * holds a secret reference (`{{secret:...}}`) is never shown; header values are never read.
  */
@@ -47,7 +48,7 @@ function fieldName(key: string, prop: JSONSchema, kind: Pick<NodeKind, 'labels'>
 
 /** The summary of a node with `config` of `kind` in `lang` ('' when there is nothing to say). */
 export function nodeSummary(config: JsonObject | undefined, kind: Pick<NodeKind, 'config_schema' | 'labels'> | undefined,
-  lang: string, t: Translate): string {
+  lang: string, t: Translate, datasetName: (id: string) => string | undefined = () => undefined): string {
   if (!config || !kind) return '';
   const root = (kind.config_schema ?? {}) as JSONSchema;
   const parts: string[] = [];
@@ -58,7 +59,7 @@ export function nodeSummary(config: JsonObject | undefined, kind: Pick<NodeKind,
   if (url && method) parts.push(`${method.toUpperCase()} ${shortUrl(url)}`);
   if (Array.isArray(config.datasets)) {
     const ids = config.datasets.map(shown).filter((id): id is string => id !== null);
-    if (ids.length) parts.push(ids.join(', '));
+    if (ids.length) parts.push(ids.map((id) => datasetName(id) ?? id).join(', '));
   }
   for (const [key, prop] of branchFields(root)) {
     const list = config[key];
