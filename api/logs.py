@@ -77,6 +77,8 @@ class RunFields(logging.Filter):
     otherwise), to join it to the trace."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        # uvicorn's copy of the message with terminal colours: escape codes, not data, in a JSON record
+        record.__dict__.pop("color_message", None)
         scope = run_scope.get()
         if scope is None:
             record.tenant_id = record.run_id = record.node_id = None

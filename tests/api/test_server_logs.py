@@ -148,6 +148,7 @@ def test_json_logs_carry_the_tenant_run_and_node_of_each_record_written_during_a
     assert failed, out + err
     assert {(r["tenant_id"], r["run_id"], r["node_id"]) for r in failed} == {("default", ran.json()["run_id"], "call")}
     assert all(r.keys() >= {"time", "level", "logger", "message", "tenant_id", "run_id", "node_id"} for r in records)
+    assert not [r for r in records if "color_message" in r], "no terminal escape codes in a JSON record"
     access = [r for r in records if r["logger"] == "uvicorn.access"]
     assert all(r["run_id"] is None for r in access), "a record outside a run names none"
     assert key not in out + err
