@@ -139,6 +139,9 @@ scenario('a dataset is created, filled through the file chooser with a bad file 
   // the list shows the counts; a second dataset is edited, then deleted after confirming
   await byTestId(page, 'dataset-back').click();
   await byTestId(page, `dataset-${datasetId}`).waitFor();
+  // the list shows what it held until its reload (made on opening it) answers
+  await page.waitForFunction((id) => /2 documents/.test(
+    document.querySelector(`[data-testid="dataset-${id}"]`)?.textContent ?? ''), datasetId, { timeout: 15000 });
   assert.match(await byTestId(page, `dataset-${datasetId}`).innerText(), /2 documents/);
   await byTestId(page, 'dataset-new').click();
   await byTestId(page, 'dataset-name').fill('Scratch');
