@@ -13,35 +13,13 @@
 import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { after, before, test } from 'node:test';
-import { apiCall, byTestId, launch, openApp, openWorkflow, shot, waitDraft } from './lib.mjs';
+import { apiCall, byTestId, openWorkflow, shot, waitDraft } from './lib.mjs';
+import { scenario } from './scenario.mjs';
 
 const EMBEDDING_MODEL = 'text-embedding-3-small';
 const FLOW = 'kb_chat';
-let browser;
+// the dataset the first scenario creates, which the second one uses
 let datasetId = null;
-
-before(async () => { browser = await launch(); });
-after(async () => { await browser?.close(); });
-
-/** A test with a fresh logged-in page; on failure a screenshot `FAILED-<name>.png`;
- * uncaught page errors and console errors or warnings fail the scenario too. */
-function scenario(name, fn) {
-  test(name, async () => {
-    const page = await openApp(browser);
-    try {
-      await fn(page);
-      assert.deepEqual(page.errors, [], 'uncaught errors in the page');
-      assert.deepEqual(page.consoleProblems, [], 'console errors or warnings');
-    } catch (e) {
-      await shot(page, `FAILED-${name.replace(/[^a-z0-9]+/gi, '-')}`).catch(() => undefined);
-      throw e;
-    } finally {
-      await page.context().close();
-    }
-  });
-}
-
 const RETURNS_TXT = 'Refunds are paid to the original card within 14 days after the returned item arrives. '
   + 'A refund needs the original receipt.\n';
 const SHIPPING_MD = '# Shipping\n\n## Standard\n\nStandard parcels to Europe take five working days.\n\n'

@@ -11,36 +11,14 @@
  * and capabilities for this workspace, then resets them.
  */
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
-import { apiCall, byTestId, launch, openApp, openWorkflow, shot } from './lib.mjs';
+import { apiCall, byTestId, openWorkflow, shot } from './lib.mjs';
+import { scenario } from './scenario.mjs';
 
 const URL = process.env.E2E_PROVIDER_URL ?? '';
 const KEY = process.env.E2E_PROVIDER_KEY ?? '';
 const NEW_KEY = process.env.E2E_PROVIDER_NEW_KEY ?? '';
 const MODEL = process.env.E2E_PROVIDER_MODEL ?? '';
 const PROVIDER = 'openai-compatible';  // the id the server gives the first provider of that preset
-let browser;
-
-before(async () => { browser = await launch(); });
-after(async () => { await browser?.close(); });
-
-/** A test with a fresh logged-in page (the same contract as canvas.test.mjs's). */
-function scenario(name, fn) {
-  test(name, async () => {
-    const page = await openApp(browser);
-    try {
-      await fn(page);
-      assert.deepEqual(page.errors, [], 'uncaught errors in the page');
-      assert.deepEqual(page.consoleProblems, [], 'console errors or warnings');
-    } catch (e) {
-      await shot(page, `FAILED-${name.replace(/[^a-z0-9]+/gi, '-')}`).catch(() => undefined);
-      throw e;
-    } finally {
-      await page.context().close();
-    }
-  });
-}
-
 /** Fails when a key is in the page's markup, its text or any input's value. */
 async function assertNoKeyInPage(page, ...keys) {
   const html = await page.content();

@@ -11,34 +11,12 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { after, before, test } from 'node:test';
-import { apiCall, byTestId, launch, openApp, openWorkflow, shot, SHOTS, waitDraft, waitSaved } from './lib.mjs';
+import { apiCall, byTestId, openWorkflow, shot, SHOTS, waitDraft, waitSaved } from './lib.mjs';
+import { scenario } from './scenario.mjs';
 
 const SECRET = process.env.E2E_SECRET ?? 'sk-e2e-missing';
 const ECHO = process.env.E2E_ECHO_URL ?? 'http://127.0.0.1:9';
 const WID = 'e2e_secret';
-let browser;
-
-before(async () => { browser = await launch(); });
-after(async () => { await browser?.close(); });
-
-/** As canvas.test.mjs: a fresh logged-in page; page errors and console errors fail it. */
-function scenario(name, fn) {
-  test(name, async () => {
-    const page = await openApp(browser);
-    try {
-      await fn(page);
-      assert.deepEqual(page.errors, [], 'uncaught errors in the page');
-      assert.deepEqual(page.consoleProblems, [], 'console errors or warnings');
-    } catch (e) {
-      await shot(page, `FAILED-${name.replace(/[^a-z0-9]+/gi, '-')}`).catch(() => undefined);
-      throw e;
-    } finally {
-      await page.context().close();
-    }
-  });
-}
-
 /** The page's visible text and the values of all its fields, which must never hold the secret. */
 async function assertNotShown(page, where) {
   const text = await page.evaluate(() => document.body.innerText);

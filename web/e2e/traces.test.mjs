@@ -14,31 +14,8 @@
  *   answer; and a model node's sent messages.
  */
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
-import { apiCall, byTestId, launch, openApp, openWorkflow, shot } from './lib.mjs';
-
-let browser;
-
-before(async () => { browser = await launch(); });
-after(async () => { await browser?.close(); });
-
-/** A test with a fresh logged-in page; uncaught page errors and console errors or
- * warnings fail it; on failure a screenshot `FAILED-<name>.png` is saved. */
-function scenario(name, fn) {
-  test(name, async () => {
-    const page = await openApp(browser);
-    try {
-      await fn(page);
-      assert.deepEqual(page.errors, [], 'uncaught errors in the page');
-      assert.deepEqual(page.consoleProblems, [], 'console errors or warnings');
-    } catch (e) {
-      await shot(page, `FAILED-${name.replace(/[^a-z0-9]+/gi, '-')}`).catch(() => undefined);
-      throw e;
-    } finally {
-      await page.context().close();
-    }
-  });
-}
+import { apiCall, byTestId, openWorkflow, shot } from './lib.mjs';
+import { scenario } from './scenario.mjs';
 
 async function selectNode(page, id) {
   await byTestId(page, `node-title-${id}`).click();

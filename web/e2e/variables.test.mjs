@@ -10,31 +10,8 @@
  *   between turns: the next turn starts from the edited value.
  */
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
-import { apiCall, byTestId, launch, openApp, openWorkflow, shot, waitDraft, waitSaved } from './lib.mjs';
-
-let browser;
-
-before(async () => { browser = await launch(); });
-after(async () => { await browser?.close(); });
-
-/** A test with a fresh logged-in page; on failure a screenshot `FAILED-<name>.png`; the
- * page's uncaught errors and console errors or warnings fail the scenario too. */
-function scenario(name, fn) {
-  test(name, async () => {
-    const page = await openApp(browser);
-    try {
-      await fn(page);
-      assert.deepEqual(page.errors, [], 'uncaught errors in the page');
-      assert.deepEqual(page.consoleProblems, [], 'console errors or warnings');
-    } catch (e) {
-      await shot(page, `FAILED-${name.replace(/[^a-z0-9]+/gi, '-')}`).catch(() => undefined);
-      throw e;
-    } finally {
-      await page.context().close();
-    }
-  });
-}
+import { apiCall, byTestId, openWorkflow, shot, waitDraft, waitSaved } from './lib.mjs';
+import { scenario } from './scenario.mjs';
 
 async function selectNode(page, id) {
   await byTestId(page, `node-title-${id}`).click();
