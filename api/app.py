@@ -23,8 +23,9 @@ import asyncio
 import contextlib
 import gc
 import logging
+from collections.abc import AsyncIterator
 from importlib import metadata
-from typing import Any, AsyncIterator
+from typing import Any
 
 from fastapi import FastAPI
 
@@ -34,14 +35,25 @@ from schemas.records import DEFAULT_TENANT
 from .deployment import install
 from .errors import install_error_handlers
 from .limits import BodyLimit, JsonBodyCheck
-from .metrics import router as metrics_router, start_metrics
-from .traces import instrument as instrument_traces, start_traces, stop_traces
+from .metrics import router as metrics_router
+from .metrics import start_metrics
 from .recovery import start_recovery
-from .routes import chats as chat_routes, routers
+from .routes import chats as chat_routes
+from .routes import routers
 from .runtime import key_store_of, open_deployment
 from .static import dist_of, install_canvas
+from .traces import instrument as instrument_traces
+from .traces import start_traces, stop_traces
 
-__all__ = ["GC_YOUNG_THRESHOLD", "HEARTBEAT_S", "SWEEP_S", "create_app", "key_store_of", "sweep_ingestion", "tune_gc"]
+__all__ = [
+    "GC_YOUNG_THRESHOLD",
+    "HEARTBEAT_S",
+    "SWEEP_S",
+    "create_app",
+    "key_store_of",
+    "sweep_ingestion",
+    "tune_gc",
+]
 
 #: seconds between two heartbeat comments of an idle SSE stream
 HEARTBEAT_S = 15.0
@@ -68,7 +80,7 @@ async def sweep_ingestion(knowledge: Any, every_s: float) -> None:
             found = await knowledge.resubmit_unfinished()
             if found:
                 logger.info("ingestion: %d unfinished document(s) queued again", len(found))
-        except Exception as exc:  # noqa: BLE001 - the sweeper must outlive a store hiccup
+        except Exception as exc:
             logger.warning("ingestion sweep failed: %s", exc)
         await asyncio.sleep(every_s)
 
@@ -89,8 +101,14 @@ def tune_gc() -> None:
     gc.set_threshold(GC_YOUNG_THRESHOLD, middle, old)
 
 
-def create_app(settings: Settings | None = None, *, heartbeat_s: float = HEARTBEAT_S,
-               shutdown_grace_s: float = 5.0, sweep_s: float = SWEEP_S, server: bool = False) -> FastAPI:
+def create_app(
+    settings: Settings | None = None,
+    *,
+    heartbeat_s: float = HEARTBEAT_S,
+    shutdown_grace_s: float = 5.0,
+    sweep_s: float = SWEEP_S,
+    server: bool = False,
+) -> FastAPI:
     """The API app over the stores ``settings`` name (default: the process settings).
 
     ``heartbeat_s``: seconds between heartbeat comments of idle SSE streams; ``sweep_s``:
@@ -115,7 +133,11 @@ def create_app(settings: Settings | None = None, *, heartbeat_s: float = HEARTBE
             install(app, found)
             app.state.first_start = created
             # with Redis the workers sweep (workers.rq.knowledge.sweep_unfinished), one at a time
-            sweeper = asyncio.create_task(sweep_ingestion(found.knowledge, sweep_s)) if not chosen.redis_url else None
+            sweeper = (
+                asyncio.create_task(sweep_ingestion(found.knowledge, sweep_s))
+                if not chosen.redis_url
+                else None
+            )
             app.state.metrics = await start_metrics(found)
             start_traces(app)  # over the metrics: the process's one telemetry does both
             # runs whose owner died (a crash of this server or another process) continue by themselves
@@ -134,8 +156,13 @@ def create_app(settings: Settings | None = None, *, heartbeat_s: float = HEARTBE
                 await stop_traces(app)
                 await app.state.metrics.close()
 
-    app = FastAPI(title="Flowloom", version=_version(), lifespan=lifespan, redoc_url=None,
-                  description="Run Flowloom workflows over HTTP: runs, their events (SSE), API keys.")
+    app = FastAPI(
+        title="Flowloom",
+        version=_version(),
+        lifespan=lifespan,
+        redoc_url=None,
+        description="Run Flowloom workflows over HTTP: runs, their events (SSE), API keys.",
+    )
     app.state.heartbeat_s = heartbeat_s
     app.state.settings = chosen
     install_error_handlers(app)

@@ -22,8 +22,11 @@ from .errors import ApiError
 
 __all__ = ["Admin", "Caller", "Keys", "Knowledge", "Principal", "Service", "admin", "principal"]
 
-_bearer = HTTPBearer(auto_error=False, scheme_name="ApiKey",
-                     description="an API key (`fl_<prefix>_<secret>`; `flowloom keys create`)")
+_bearer = HTTPBearer(
+    auto_error=False,
+    scheme_name="ApiKey",
+    description="an API key (`fl_<prefix>_<secret>`; `flowloom keys create`)",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,12 +45,14 @@ def _unauthorized(message: str, error: str | None = None) -> ApiError:
     return ApiError(401, "unauthorized", message, headers={"WWW-Authenticate": challenge})
 
 
-async def principal(keys: Keys,
-                    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> Principal:
+async def principal(
+    keys: Keys, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+) -> Principal:
     """The caller of a request. Raises ApiError 401 without a valid, active key."""
     if credentials is None:
-        raise _unauthorized("missing API key: send `Authorization: Bearer <key>` "
-                            "(create one with `flowloom keys create`)")
+        raise _unauthorized(
+            "missing API key: send `Authorization: Bearer <key>` (create one with `flowloom keys create`)"
+        )
     key = await keys.authenticate(credentials.credentials)
     if key is None:
         raise _unauthorized("invalid or revoked API key", "invalid_token")

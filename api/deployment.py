@@ -23,8 +23,23 @@ from .errors import ApiError
 from .quotas import Quotas
 from .runtime import Deployment
 
-__all__ = ["AppSettings", "Chats", "Heartbeat", "Keys", "Knowledge", "QuotaPolicy", "RunPlacement", "Service", "Workflows",
-           "EXECUTION_HEADER", "PRIORITY_HEADER", "deployment", "deployment_of", "install", "placement_of"]
+__all__ = [
+    "AppSettings",
+    "Chats",
+    "Heartbeat",
+    "Keys",
+    "Knowledge",
+    "QuotaPolicy",
+    "RunPlacement",
+    "Service",
+    "Workflows",
+    "EXECUTION_HEADER",
+    "PRIORITY_HEADER",
+    "deployment",
+    "deployment_of",
+    "install",
+    "placement_of",
+]
 
 EXECUTION_HEADER = "X-Flowloom-Execution"
 PRIORITY_HEADER = "X-Flowloom-Priority"
@@ -99,7 +114,9 @@ async def placement_of(request: Request, found: Running) -> Placement:
     """
     requested = (request.headers.get(EXECUTION_HEADER) or "").strip().lower()
     if requested not in ("", "inline", "queued"):
-        raise ApiError(422, "invalid_request", f"{EXECUTION_HEADER} must be inline or queued, not {requested!r}")
+        raise ApiError(
+            422, "invalid_request", f"{EXECUTION_HEADER} must be inline or queued, not {requested!r}"
+        )
     priority = (request.headers.get(PRIORITY_HEADER) or "default").strip().lower()
     if found.queue is not None:
         from workers.rq.queues import queue_name

@@ -53,7 +53,8 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any, Sequence, TypeVar
+from collections.abc import Sequence
+from typing import Any, TypeVar
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -63,37 +64,83 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from engine.errors import CompileError, FlowloomError, InvalidInputs, UnknownInterrupt
+from engine.execution import RunInterrupted
+from engine.frontdoor import InvalidAnswer
+from engine.knowledge.ports import (
+    DatasetExists,
+    DatasetNotFound,
+    DocumentNotFound,
+    DocumentRejected,
+    EmbeddingError,
+    VectorSearchUnavailable,
+)
 from engine.knowledge.retrieval import InvalidRerank
 from engine.knowledge.service import InvalidDataset
-from engine.knowledge.ports import (DatasetExists, DatasetNotFound, DocumentNotFound, DocumentRejected, EmbeddingError,
-                                    VectorSearchUnavailable)
-from engine.ports import ChatNotFound, KeyNotFound, RunNotFound, RunOwned, StoreError, TenantNotFound
-from engine.ports import QueueUnavailable, StaleVersion, WorkflowExists, WorkflowNotFound
-from engine.frontdoor import InvalidAnswer
-from engine.execution import RunInterrupted
+from engine.ports import (
+    ChatNotFound,
+    KeyNotFound,
+    QueueUnavailable,
+    RunNotFound,
+    RunOwned,
+    StaleVersion,
+    StoreError,
+    TenantNotFound,
+    WorkflowExists,
+    WorkflowNotFound,
+)
 from engine.service import RunNotResumable
 
 from .json_body import MAX_JSON_DEPTH, SURROGATE_ESCAPE, json_depth_over, lone_surrogate_path
 
-__all__ = ["OPENAI_PATHS", "ApiError", "BodyRefused", "body_message", "body_problem", "describe", "error_body",
-           "field_path", "install_error_handlers", "is_json_type", "is_openai_path", "logger", "openai_error",
-           "parse_body", "shaped_error", "validation_message"]
+__all__ = [
+    "OPENAI_PATHS",
+    "ApiError",
+    "BodyRefused",
+    "body_message",
+    "body_problem",
+    "describe",
+    "error_body",
+    "field_path",
+    "install_error_handlers",
+    "is_json_type",
+    "is_openai_path",
+    "logger",
+    "openai_error",
+    "parse_body",
+    "shaped_error",
+    "validation_message",
+]
 
 logger = logging.getLogger("flowloom.api")
 
 _Model = TypeVar("_Model", bound=BaseModel)
 
-_STATUS_TYPES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
-                 405: "method_not_allowed", 409: "conflict", 413: "payload_too_large", 422: "invalid_request",
-                 429: "quota_exceeded"}
+_STATUS_TYPES = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+    413: "payload_too_large",
+    422: "invalid_request",
+    429: "quota_exceeded",
+}
 
 
 class ApiError(Exception):
     """An error the API answers as it is: ``status``, ``type``, ``message`` and headers
     (e.g. ``WWW-Authenticate`` on a 401)."""
 
-    def __init__(self, status: int, type: str, message: str, *, headers: dict[str, str] | None = None,  # noqa: A002
-                 problems: list[Any] | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        type: str,
+        message: str,
+        *,
+        headers: dict[str, str] | None = None,
+        problems: list[Any] | None = None,
+    ) -> None:
         super().__init__(message)
         self.status, self.type, self.message = status, type, message
         self.headers = headers or {}
@@ -117,8 +164,10 @@ def body_problem(raw: bytes, suspect: bool | None = None) -> BodyRefused | None:
     by its path, ``messages[0].content``). ``suspect``: whether ``raw`` holds a surrogate
     escape (None: look). A body that is not JSON at all is left to the parser's message."""
     if json_depth_over(raw):
-        message = (f"body nests arrays and objects more than {MAX_JSON_DEPTH} levels deep "
-                   f"(the limit of a request body)")
+        message = (
+            f"body nests arrays and objects more than {MAX_JSON_DEPTH} levels deep "
+            f"(the limit of a request body)"
+        )
         return BodyRefused(message, [{"loc": ["body"], "message": message, "code": "too_deep"}])
     if suspect is None:
         suspect = SURROGATE_ESCAPE.search(raw) is not None
@@ -132,13 +181,16 @@ def body_problem(raw: bytes, suspect: bool | None = None) -> BodyRefused | None:
     if path is None:
         return None
     loc: list[Any] = ["body", *path]
-    what = ("text holds a lone UTF-16 surrogate (an unpaired \\ud800-\\udfff escape), which is not a "
-            "character; send valid Unicode text")
-    return BodyRefused(f"{field_path(loc) or 'body'}: {what}", [{"loc": loc, "message": what,
-                                                                 "code": "lone_surrogate"}])
+    what = (
+        "text holds a lone UTF-16 surrogate (an unpaired \\ud800-\\udfff escape), which is not a "
+        "character; send valid Unicode text"
+    )
+    return BodyRefused(
+        f"{field_path(loc) or 'body'}: {what}", [{"loc": loc, "message": what, "code": "lone_surrogate"}]
+    )
 
 
-def error_body(type: str, message: str, problems: list[Any] | None = None) -> dict[str, Any]:  # noqa: A002
+def error_body(type: str, message: str, problems: list[Any] | None = None) -> dict[str, Any]:
     """``{"error": {...}}`` (``problems`` only when given)."""
     detail: dict[str, Any] = {"type": type, "message": message}
     if problems is not None:
@@ -152,12 +204,22 @@ def describe(exc: BaseException) -> tuple[int, dict[str, Any], dict[str, str]]:
     if isinstance(exc, ApiError):
         return exc.status, error_body(exc.type, exc.message, exc.problems), exc.headers
     if isinstance(exc, StarletteHTTPException):  # raised where no handler answers it (a body over the cap)
-        return (exc.status_code, error_body(_STATUS_TYPES.get(exc.status_code, "http_error"), str(exc.detail),
-                                            getattr(exc, "problems", None)), dict(exc.headers or {}))
+        return (
+            exc.status_code,
+            error_body(
+                _STATUS_TYPES.get(exc.status_code, "http_error"),
+                str(exc.detail),
+                getattr(exc, "problems", None),
+            ),
+            dict(exc.headers or {}),
+        )
     if isinstance(exc, CompileError):
         errors = [p for p in exc.problems if p.severity == "error"]
-        return 422, error_body("invalid_workflow", _compile_message(errors),
-                               [p.to_dict() for p in exc.problems]), {}
+        return (
+            422,
+            error_body("invalid_workflow", _compile_message(errors), [p.to_dict() for p in exc.problems]),
+            {},
+        )
     if isinstance(exc, InvalidInputs):
         return 422, error_body("invalid_inputs", "the inputs do not fit the workflow", list(exc.problems)), {}
     if isinstance(exc, InvalidAnswer):
@@ -194,16 +256,30 @@ def _knowledge_error(exc: BaseException) -> tuple[int, dict[str, Any], dict[str,
     if isinstance(exc, DatasetExists):
         return 409, error_body("conflict", str(exc)), {}
     if isinstance(exc, InvalidDataset):
-        return 422, error_body("invalid_dataset", str(exc), [{"loc": ["body", exc.field], "message": str(exc),
-                                                              "code": "invalid_dataset"}]), {}
+        return (
+            422,
+            error_body(
+                "invalid_dataset",
+                str(exc),
+                [{"loc": ["body", exc.field], "message": str(exc), "code": "invalid_dataset"}],
+            ),
+            {},
+        )
     if isinstance(exc, DocumentRejected):
         kind = "payload_too_large" if exc.status == 413 else "invalid_document"
         return exc.status, error_body(kind, str(exc), [{"reason": exc.reason, "message": str(exc)}]), {}
     if isinstance(exc, VectorSearchUnavailable):
         return 422, error_body("vector_search_unavailable", str(exc)), {}
     if isinstance(exc, InvalidRerank):  # the caller's input, before any model call: not a 502
-        return 422, error_body("invalid_request", str(exc), [{"loc": ["body", *exc.field.split(".")],
-                                                              "message": str(exc), "code": "invalid_rerank"}]), {}
+        return (
+            422,
+            error_body(
+                "invalid_request",
+                str(exc),
+                [{"loc": ["body", *exc.field.split(".")], "message": str(exc), "code": "invalid_rerank"}],
+            ),
+            {},
+        )
     if isinstance(exc, EmbeddingError):
         logger.warning("embeddings endpoint problem: %s", exc)
         return 502, error_body("embedding_error", str(exc)), {}
@@ -213,9 +289,17 @@ def _knowledge_error(exc: BaseException) -> tuple[int, dict[str, Any], dict[str,
 #: the OpenAI-compatible paths: every error of theirs is in OpenAI's shape (the
 #: ``openai`` SDK and the tools built on it read ``error.code`` and ``error.param``)
 OPENAI_PATHS = frozenset({"/v1/chat/completions", "/v1/models"})
-_OPENAI_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
-                 404: "invalid_request_error", 405: "invalid_request_error", 409: "invalid_request_error",
-                 413: "invalid_request_error", 422: "invalid_request_error", 429: "rate_limit_error"}
+_OPENAI_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "invalid_request_error",
+    405: "invalid_request_error",
+    409: "invalid_request_error",
+    413: "invalid_request_error",
+    422: "invalid_request_error",
+    429: "rate_limit_error",
+}
 _OPENAI_CODES = {"unauthorized": "invalid_api_key", "not_found": "model_not_found"}
 
 
@@ -224,8 +308,9 @@ def is_openai_path(path: str) -> bool:
     return (path.rstrip("/") or "/") in OPENAI_PATHS
 
 
-def openai_error(status: int, body: dict[str, Any], headers: dict[str, str]
-                 ) -> tuple[int, dict[str, Any], dict[str, str]]:
+def openai_error(
+    status: int, body: dict[str, Any], headers: dict[str, str]
+) -> tuple[int, dict[str, Any], dict[str, str]]:
     """``(status, body, headers)`` of an error (:func:`describe`) in OpenAI's shape:
     ``{"error": {message, type, code, param, problems?}}``. ``code`` is Flowloom's
     ``type`` (``model_not_found``, ``payload_too_large``...), ``param`` the field of the
@@ -233,9 +318,12 @@ def openai_error(status: int, body: dict[str, Any], headers: dict[str, str]
     retry 409 and 5xx, running a turn again."""
     error = body.get("error", {})
     code = error.get("code") or _OPENAI_CODES.get(error.get("type", ""), error.get("type"))
-    detail: dict[str, Any] = {"message": error.get("message", "error"),
-                              "type": _OPENAI_TYPES.get(status, "server_error" if status >= 500 else "api_error"),
-                              "code": code, "param": _param(error.get("problems"))}
+    detail: dict[str, Any] = {
+        "message": error.get("message", "error"),
+        "type": _OPENAI_TYPES.get(status, "server_error" if status >= 500 else "api_error"),
+        "code": code,
+        "param": _param(error.get("problems")),
+    }
     if error.get("problems") is not None:
         detail["problems"] = error["problems"]
     return status, {"error": detail}, {**headers, "x-should-retry": "false"}
@@ -249,8 +337,9 @@ def _param(problems: Any) -> str | None:
     return None
 
 
-def shaped_error(path: str, status: int, body: dict[str, Any], headers: dict[str, str] | None = None
-                 ) -> tuple[int, dict[str, Any], dict[str, str]]:
+def shaped_error(
+    path: str, status: int, body: dict[str, Any], headers: dict[str, str] | None = None
+) -> tuple[int, dict[str, Any], dict[str, str]]:
     """The error as the endpoint at ``path`` answers it: OpenAI's shape on
     :data:`OPENAI_PATHS`, the API's own elsewhere."""
     if is_openai_path(path):
@@ -258,8 +347,9 @@ def shaped_error(path: str, status: int, body: dict[str, Any], headers: dict[str
     return status, body, dict(headers or {})
 
 
-def _respond(request: Request, status: int, body: dict[str, Any], headers: dict[str, str] | None = None
-             ) -> JSONResponse:
+def _respond(
+    request: Request, status: int, body: dict[str, Any], headers: dict[str, str] | None = None
+) -> JSONResponse:
     status, body, headers = shaped_error(request.url.path, status, body, headers)
     return JSONResponse(body, status_code=status, headers=headers or None)
 
@@ -278,14 +368,23 @@ def _compile_message(errors: list[Any]) -> str:
 _NOT_AN_OBJECT = frozenset({"dict_type", "model_type", "model_attributes_type"})
 
 
-def _validation_problems(exc: RequestValidationError | ValidationError, prefix: tuple[str, ...] = ()
-                         ) -> list[dict[str, Any]]:
+def _validation_problems(
+    exc: RequestValidationError | ValidationError, prefix: tuple[str, ...] = ()
+) -> list[dict[str, Any]]:
     """Where and what, without the input values (a body may hold secrets). ``prefix``:
     ``("body",)`` for a body a route validated itself, so its ``loc`` reads as FastAPI's."""
-    return [_json_invalid(error) if error.get("type") == "json_invalid" else
-            {"loc": [*prefix, *(str(part) for part in error.get("loc", ()))],
-             "message": "Input should be a JSON object" if error.get("type") in _NOT_AN_OBJECT else error.get("msg", ""),
-             "code": error.get("type", "")} for error in exc.errors()]
+    return [
+        _json_invalid(error)
+        if error.get("type") == "json_invalid"
+        else {
+            "loc": [*prefix, *(str(part) for part in error.get("loc", ()))],
+            "message": "Input should be a JSON object"
+            if error.get("type") in _NOT_AN_OBJECT
+            else error.get("msg", ""),
+            "code": error.get("type", ""),
+        }
+        for error in exc.errors()
+    ]
 
 
 def _json_invalid(error: Any) -> dict[str, Any]:
@@ -371,17 +470,30 @@ def parse_body(raw: bytes, model: type[_Model], lead: str = "") -> _Model:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ApiError(422, "invalid_request", f"{lead}the body is not UTF-8 JSON (byte {exc.start} is not "
-                                               "UTF-8; send the text encoded as UTF-8)") from None
+        raise ApiError(
+            422,
+            "invalid_request",
+            f"{lead}the body is not UTF-8 JSON (byte {exc.start} is not "
+            "UTF-8; send the text encoded as UTF-8)",
+        ) from None
     refused = body_problem(raw)
     if refused is not None:
         raise ApiError(422, "invalid_request", lead + str(refused.detail), problems=refused.problems)
     try:
         data = json.loads(text or "null")
     except json.JSONDecodeError as exc:
-        raise ApiError(422, "invalid_request", lead + _not_json(f" (at character {exc.pos})", exc.msg),
-                       problems=[{"loc": ["body"], "message": _not_json(f" (at character {exc.pos})", exc.msg),
-                                  "code": "json_invalid"}]) from None
+        raise ApiError(
+            422,
+            "invalid_request",
+            lead + _not_json(f" (at character {exc.pos})", exc.msg),
+            problems=[
+                {
+                    "loc": ["body"],
+                    "message": _not_json(f" (at character {exc.pos})", exc.msg),
+                    "code": "json_invalid",
+                }
+            ],
+        ) from None
     try:
         return model.model_validate(data)
     except ValidationError as exc:
@@ -413,8 +525,12 @@ def install_error_handlers(app: FastAPI) -> None:
             # multipart): an invalid request, answered as every other one
             return _respond(request, 422, error_body("invalid_request", _unparsable(request, exc)))
         kind = _STATUS_TYPES.get(exc.status_code, "http_error")
-        return _respond(request, exc.status_code, error_body(kind, str(exc.detail), getattr(exc, "problems", None)),
-                        getattr(exc, "headers", None))
+        return _respond(
+            request,
+            exc.status_code,
+            error_body(kind, str(exc.detail), getattr(exc, "problems", None)),
+            getattr(exc, "headers", None),
+        )
 
     async def on_error(request: Request, exc: Exception) -> JSONResponse:
         return _respond(request, *describe(exc))
@@ -447,7 +563,7 @@ class _CatchAll:
 
         try:
             await self.app(scope, receive, tracking_send)
-        except Exception as exc:  # noqa: BLE001 - the last line of defence
+        except Exception as exc:
             status, body, headers = shaped_error(scope.get("path", ""), *describe(exc))
             if started:
                 return

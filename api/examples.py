@@ -58,8 +58,9 @@ def _read(path: Path) -> dict[str, Any] | str:
     return doc
 
 
-async def import_examples(repo: WorkflowRepo, service: RunService, tenant_id: str,
-                          folder: Path = EXAMPLES_DIR) -> ExamplesImported:
+async def import_examples(
+    repo: WorkflowRepo, service: RunService, tenant_id: str, folder: Path = EXAMPLES_DIR
+) -> ExamplesImported:
     """Save every ``folder/*.json`` workflow as a workflow of ``tenant_id`` that does not
     exist yet (draft, plus version 1 when it compiles with ``service``); others are kept.
 

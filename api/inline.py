@@ -75,7 +75,7 @@ class InlineLauncher:
                 async for _event in stream:
                     if not execution.started.done():
                         execution.started.set_result(None)
-        except Exception as exc:  # noqa: BLE001 - reported to the launcher or the followers
+        except Exception as exc:
             execution.error = exc
             if not execution.started.done():
                 execution.started.set_exception(exc)

@@ -28,8 +28,10 @@ MAX_JSON_DEPTH = 512
 #: a ``\\uD800``-``\\uDBFF`` escape not followed by a low one, or a ``\\uDC00``-``\\uDFFF``
 #: escape not preceded by a high one: bytes that may hold a lone surrogate (an escaped
 #: backslash before ``u`` also matches; the parse that follows tells them apart)
-SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F])"
-                              rb"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}")
+SURROGATE_ESCAPE = re.compile(
+    rb"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F])"
+    rb"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+)
 
 _STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
 _NOT_BRACKET = bytes(b for b in range(256) if b not in b"[]{}")

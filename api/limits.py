@@ -25,7 +25,8 @@ own body, before a value reaches a store or a model.
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -45,8 +46,10 @@ class BodyTooLarge(HTTPException):
     app's error handlers answer it with the JSON error shape wherever it is raised)."""
 
     def __init__(self, cap: int) -> None:
-        super().__init__(413, f"the request body is larger than the server's limit of {cap} bytes "
-                              f"(FLOWLOOM_MAX_REQUEST_BYTES)")
+        super().__init__(
+            413,
+            f"the request body is larger than the server's limit of {cap} bytes (FLOWLOOM_MAX_REQUEST_BYTES)",
+        )
 
 
 class BodyLimit:
@@ -90,11 +93,16 @@ class BodyLimit:
     async def _refuse(self, scope: Scope, send: Send) -> None:
         """413 in the error shape of the path's endpoint (OpenAI's on the OpenAI-compatible
         paths), as the app's own handlers would answer it."""
-        status, error, extra = shaped_error(scope.get("path", ""), 413,
-                                            error_body("payload_too_large", BodyTooLarge(self.max_bytes).detail))
+        status, error, extra = shaped_error(
+            scope.get("path", ""), 413, error_body("payload_too_large", BodyTooLarge(self.max_bytes).detail)
+        )
         body = json.dumps(error).encode()
-        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-                   (b"connection", b"close"), *((k.encode(), v.encode()) for k, v in extra.items())]
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+            (b"connection", b"close"),
+            *((k.encode(), v.encode()) for k, v in extra.items()),
+        ]
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body})
 

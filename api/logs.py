@@ -26,17 +26,40 @@ from urllib.parse import unquote_plus
 
 from engine.telemetry import run_scope
 
-__all__ = ["JSON_FIELDS", "SECRET_PARAMETERS", "FallbackFileHandler", "RunFields", "SecretMask", "json_formatter",
-           "mask_secrets", "uvicorn_log_config"]
+__all__ = [
+    "JSON_FIELDS",
+    "SECRET_PARAMETERS",
+    "FallbackFileHandler",
+    "RunFields",
+    "SecretMask",
+    "json_formatter",
+    "mask_secrets",
+    "uvicorn_log_config",
+]
 
 #: the fields of a JSON log record, in order (``time``, ``level`` and ``logger`` renamed from logging's own)
-JSON_FIELDS = ("%(asctime)s %(levelname)s %(name)s %(message)s %(tenant_id)s %(run_id)s %(node_id)s "
-               "%(trace_id)s %(span_id)s")
+JSON_FIELDS = (
+    "%(asctime)s %(levelname)s %(name)s %(message)s %(tenant_id)s %(run_id)s %(node_id)s "
+    "%(trace_id)s %(span_id)s"
+)
 _RENAMED = {"asctime": "time", "levelname": "level", "name": "logger"}
 
 #: query parameters whose value is a secret, compared case-insensitively after URL-decoding
-SECRET_PARAMETERS = frozenset({"api_key", "apikey", "api-key", "key", "token", "access_token", "auth",
-                               "authorization", "password", "secret", "client_secret"})
+SECRET_PARAMETERS = frozenset(
+    {
+        "api_key",
+        "apikey",
+        "api-key",
+        "key",
+        "token",
+        "access_token",
+        "auth",
+        "authorization",
+        "password",
+        "secret",
+        "client_secret",
+    }
+)
 MASK = "***"
 
 _PAIR = re.compile(r"([^&=;]*)=([^&;]*)")
@@ -49,8 +72,14 @@ def mask_secrets(target: str) -> str:
     of :data:`SECRET_PARAMETERS` and every Flowloom key replaced by ``***``."""
     path, question, query = target.partition("?")
     if question:
-        query = _PAIR.sub(lambda m: f"{m.group(1)}={MASK}" if unquote_plus(m.group(1)).strip().lower()
-                          in SECRET_PARAMETERS else m.group(0), query)
+        query = _PAIR.sub(
+            lambda m: (
+                f"{m.group(1)}={MASK}"
+                if unquote_plus(m.group(1)).strip().lower() in SECRET_PARAMETERS
+                else m.group(0)
+            ),
+            query,
+        )
     return _KEY.sub(MASK, path + question + query)
 
 
@@ -148,19 +177,21 @@ class FallbackFileHandler(logging.FileHandler):
             self._failing = False
         except OSError as exc:
             self._fall_back(record, exc)
-        except Exception:  # noqa: BLE001 - a formatting problem: logging's own report
+        except Exception:
             self.handleError(record)
 
     def _fall_back(self, record: logging.LogRecord, exc: OSError) -> None:
         stream = sys.stderr
         try:
             if not self._failing:
-                stream.write(f"flowloom: cannot write the log file {self.baseFilename} "
-                             f"({exc.strerror or exc}); log records go to stderr\n")
+                stream.write(
+                    f"flowloom: cannot write the log file {self.baseFilename} "
+                    f"({exc.strerror or exc}); log records go to stderr\n"
+                )
                 self._failing = True
             stream.write(self.format(record) + self.terminator)
             stream.flush()
-        except Exception:  # noqa: BLE001 - stderr gone too: nothing left to tell
+        except Exception:
             pass
         self._drop_stream()
 

@@ -55,8 +55,10 @@ class Metrics:
 
         try:
             counts = await asyncio.wait_for(self.service.stores.runs.count_unended(), STORE_TIMEOUT_S)
-        except Exception as exc:  # noqa: BLE001 - a scrape must still answer
-            logger.warning("metrics: the run store's counts could not be read (%s: %s)", type(exc).__name__, exc)
+        except Exception as exc:
+            logger.warning(
+                "metrics: the run store's counts could not be read (%s: %s)", type(exc).__name__, exc
+            )
             return
         observe_store(self.telemetry, counts, _UNENDED)
 
@@ -82,17 +84,26 @@ async def start_metrics(found: Any) -> Metrics:
     telemetry = PrometheusTelemetry(executing=found.service.executing_count)
     if found.queue is not None:
         telemetry.registry.register(QueueCollector(found.queue.redis, queue_names()))
-    metrics = Metrics(telemetry=telemetry, on_api_port=settings.metrics_port is None, service=found.service,
-                      previous=install_telemetry(telemetry))
+    metrics = Metrics(
+        telemetry=telemetry,
+        on_api_port=settings.metrics_port is None,
+        service=found.service,
+        previous=install_telemetry(telemetry),
+    )
     if settings.metrics_port is not None:
         from prometheus_client import start_http_server
 
         try:
-            server, _thread = start_http_server(settings.metrics_port, addr=settings.metrics_host,
-                                                registry=telemetry.registry)
+            server, _thread = start_http_server(
+                settings.metrics_port, addr=settings.metrics_host, registry=telemetry.registry
+            )
         except OSError as exc:  # the port is taken: the API still serves; the operator reads why
-            logger.error("metrics: cannot listen on %s:%s (%s); no metrics are served",
-                         settings.metrics_host, settings.metrics_port, exc.strerror or exc)
+            logger.error(
+                "metrics: cannot listen on %s:%s (%s); no metrics are served",
+                settings.metrics_host,
+                settings.metrics_port,
+                exc.strerror or exc,
+            )
             return metrics
         refresher = asyncio.create_task(_refresh_forever(metrics), name="metrics store refresh")
         metrics._stops += [server.shutdown, server.server_close, refresher.cancel]
@@ -113,8 +124,9 @@ async def serve_metrics(request: Request) -> Response:
 
     metrics: Metrics | None = getattr(request.app.state, "metrics", None)
     if metrics is None or metrics.telemetry is None or not metrics.on_api_port:
-        return PlainTextResponse("metrics are not served here (FLOWLOOM_METRICS / FLOWLOOM_METRICS_PORT)\n",
-                                 status_code=404)
+        return PlainTextResponse(
+            "metrics are not served here (FLOWLOOM_METRICS / FLOWLOOM_METRICS_PORT)\n", status_code=404
+        )
     await metrics.refresh_store()
     # rendering reads the RQ queues with a synchronous Redis client: off the event loop
     body = await asyncio.to_thread(render, metrics.telemetry)

@@ -18,7 +18,8 @@ from __future__ import annotations
 import json
 import logging
 import time
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from nodes.model_overrides import ModelOverride
 from nodes.model_registry import ModelConfigError, ModelRegistry, ModelSpec
@@ -50,8 +51,13 @@ def apply_overrides(registry: ModelRegistry, overrides: Mapping[str, Mapping[str
 class OverriddenModelSource(TenantModelSource):
     """The tenant's registry with its overrides applied (module docstring)."""
 
-    def __init__(self, providers: SqlProviderStore, overrides: SqlModelOverrideStore, base: ModelRegistry,
-                 settings: object) -> None:
+    def __init__(
+        self,
+        providers: SqlProviderStore,
+        overrides: SqlModelOverrideStore,
+        base: ModelRegistry,
+        settings: object,
+    ) -> None:
         super().__init__(providers, base, settings)
         self.overrides = overrides
         self._applied: dict[str, tuple[float, ModelRegistry, str, ModelRegistry]] = {}

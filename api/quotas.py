@@ -50,8 +50,16 @@ from workers.sql.quotas import QuotaCheck, QuotaLimits, QuotaRefusal, QuotaUsage
 
 from .errors import ApiError
 
-__all__ = ["Admission", "EffectiveQuota", "QuotaExceeded", "Quotas", "day_bounds", "no_app_message", "quota_store_of",
-           "tenant_has_app"]
+__all__ = [
+    "Admission",
+    "EffectiveQuota",
+    "QuotaExceeded",
+    "Quotas",
+    "day_bounds",
+    "no_app_message",
+    "quota_store_of",
+    "tenant_has_app",
+]
 
 
 class QuotaExceeded(ApiError):
@@ -60,12 +68,18 @@ class QuotaExceeded(ApiError):
     def __init__(self, refusal: QuotaRefusal) -> None:
         seconds = max(1, math.ceil(refusal.retry_after))
         scope = f"app {refusal.app_id!r}" if refusal.app_id is not None else "the tenant"
-        used = (f"{refusal.used} run{'' if refusal.used == 1 else 's'} in the last minute"
-                if refusal.quota == "runs_per_minute"
-                else f"{refusal.used} token{'' if refusal.used == 1 else 's'} since 00:00 UTC")
-        super().__init__(429, "quota_exceeded",
-                         f"quota exceeded: {refusal.quota} of {scope} is {refusal.limit} ({used}); "
-                         f"retry after {seconds} s", headers={"Retry-After": str(seconds)})
+        used = (
+            f"{refusal.used} run{'' if refusal.used == 1 else 's'} in the last minute"
+            if refusal.quota == "runs_per_minute"
+            else f"{refusal.used} token{'' if refusal.used == 1 else 's'} since 00:00 UTC"
+        )
+        super().__init__(
+            429,
+            "quota_exceeded",
+            f"quota exceeded: {refusal.quota} of {scope} is {refusal.limit} ({used}); "
+            f"retry after {seconds} s",
+            headers={"Retry-After": str(seconds)},
+        )
         self.refusal = refusal
         self.retry_after = seconds
 
@@ -91,8 +105,8 @@ class Admission:
 
 def day_bounds(now: float) -> tuple[float, float]:
     """``(00:00 UTC of today, 00:00 UTC of tomorrow)`` around ``now`` (Unix seconds)."""
-    day = dt.datetime.fromtimestamp(now, dt.timezone.utc).date()
-    start = dt.datetime(day.year, day.month, day.day, tzinfo=dt.timezone.utc).timestamp()
+    day = dt.datetime.fromtimestamp(now, dt.UTC).date()
+    start = dt.datetime(day.year, day.month, day.day, tzinfo=dt.UTC).timestamp()
     return start, start + 86400.0
 
 
@@ -122,8 +136,10 @@ async def tenant_has_app(service: Any, tenant_id: str, app_id: str) -> bool:
 def no_app_message(tenant_id: str, app_id: str) -> str:
     """Why an app id is refused (:func:`tenant_has_app`), the same words on every path:
     the quota routes, ``POST /v1/keys``, ``flowloom quotas set`` and ``keys create``."""
-    return (f"tenant {tenant_id!r} has no workflow {app_id!r} (saved or run): an app is a workflow's id "
-            "(GET /v1/workflows, the canvas's list)")
+    return (
+        f"tenant {tenant_id!r} has no workflow {app_id!r} (saved or run): an app is a workflow's id "
+        "(GET /v1/workflows, the canvas's list)"
+    )
 
 
 class Quotas:
@@ -135,10 +151,12 @@ class Quotas:
 
     def effective(self, own: QuotaLimits | None, *, app: bool) -> EffectiveQuota:
         """The limits that hold given a scope's ``own`` limits (module docstring)."""
-        runs, runs_source = self._pick(own.runs_per_minute if own else None,
-                                       0 if app else self.settings.quota_runs_per_minute, app)
-        tokens, tokens_source = self._pick(own.tokens_per_day if own else None,
-                                           0 if app else self.settings.quota_tokens_per_day, app)
+        runs, runs_source = self._pick(
+            own.runs_per_minute if own else None, 0 if app else self.settings.quota_runs_per_minute, app
+        )
+        tokens, tokens_source = self._pick(
+            own.tokens_per_day if own else None, 0 if app else self.settings.quota_tokens_per_day, app
+        )
         return EffectiveQuota(runs, tokens, runs_source, tokens_source)
 
     @staticmethod
@@ -152,7 +170,9 @@ class Quotas:
         now = time.time()
         return await self.store.usage(tenant_id, app_id, now=now, day_start=day_bounds(now)[0])
 
-    async def admit(self, tenant_id: str, app_id: str, run_id: str, *, run: NewRun | None = None) -> Admission:
+    async def admit(
+        self, tenant_id: str, app_id: str, run_id: str, *, run: NewRun | None = None
+    ) -> Admission:
         """Admit a start or continuation of ``run_id``, a run of app ``app_id``; with
         ``run``, create that new run in the admission's transaction (the run store's
         database: a refusal stores neither, a start is one commit).
@@ -167,12 +187,17 @@ class Quotas:
         app = self.effective(own_app, app=True)
         now = time.time()
         if not (tenant.runs_per_minute or tenant.tokens_per_day or app.runs_per_minute or app.tokens_per_day):
-            return Admission(await self.store.record(tenant_id, app_id, run_id, now=now, run=run))  # module docstring
-        checks = [QuotaCheck(None, tenant.runs_per_minute, tenant.tokens_per_day),
-                  QuotaCheck(app_id, app.runs_per_minute, app.tokens_per_day)]
+            return Admission(
+                await self.store.record(tenant_id, app_id, run_id, now=now, run=run)
+            )  # module docstring
+        checks = [
+            QuotaCheck(None, tenant.runs_per_minute, tenant.tokens_per_day),
+            QuotaCheck(app_id, app.runs_per_minute, app.tokens_per_day),
+        ]
         start, end = day_bounds(now)
-        outcome = await self.store.admit(tenant_id, app_id, run_id, checks, now=now, day_start=start, day_end=end,
-                                         run=run)
+        outcome = await self.store.admit(
+            tenant_id, app_id, run_id, checks, now=now, day_start=start, day_end=end, run=run
+        )
         if isinstance(outcome, QuotaRefusal):
             raise QuotaExceeded(outcome)
         return Admission(outcome)
@@ -196,8 +221,15 @@ class Quotas:
         if refusal is not None:
             raise QuotaExceeded(refusal)
 
-    async def record_tokens(self, tenant_id: str, tokens: int, cost: float = 0.0, *, app_id: str | None = None,
-                            source: str = "embedding") -> None:
+    async def record_tokens(
+        self,
+        tenant_id: str,
+        tokens: int,
+        cost: float = 0.0,
+        *,
+        app_id: str | None = None,
+        source: str = "embedding",
+    ) -> None:
         """Count ``tokens`` spent outside a run in the tenant's day (and the app's, when given)."""
         await self.store.record_usage(tenant_id, app_id, source, tokens, cost, now=time.time())
 

@@ -49,7 +49,10 @@ async def start_recovery(deployment: Deployment) -> OrphanRecovery | None:
         assert queue is not None
         return await still_queued(queue.redis, found)
 
-    recovery = OrphanRecovery(service, execute_here if queue is None else queue_again,
-                              still_queued=None if queue is None else queued)
+    recovery = OrphanRecovery(
+        service,
+        execute_here if queue is None else queue_again,
+        still_queued=None if queue is None else queued,
+    )
     await recovery.start()
     return recovery

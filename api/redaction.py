@@ -25,8 +25,10 @@ __all__ = ["LOGGERS", "RedactingFilter", "install", "redact"]
 #: the loggers of the HTTP client libraries (their requests' URLs)
 LOGGERS = ("httpx", "httpcore", "openai")
 
-_NAMES = (r"api[_-]?key|apikey|key|token|access[_-]?token|refresh[_-]?token|id[_-]?token|auth|authorization|"
-          r"secret|client[_-]?secret|password|passwd|pwd|sig|signature|x-amz-signature|session|sessionid|code")
+_NAMES = (
+    r"api[_-]?key|apikey|key|token|access[_-]?token|refresh[_-]?token|id[_-]?token|auth|authorization|"
+    r"secret|client[_-]?secret|password|passwd|pwd|sig|signature|x-amz-signature|session|sessionid|code"
+)
 _QUERY = re.compile(rf"(?i)([?&;](?:{_NAMES})=)[^&#\s\"'<>]*")
 _USERINFO = re.compile(r"(?i)(\b[a-z][a-z0-9+.-]*://[^/\s:@]*:)[^/\s@]+@")
 MASK = "***"
@@ -43,7 +45,7 @@ class RedactingFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         try:
             message = record.getMessage()
-        except Exception:  # noqa: BLE001 - a record that does not format is left to the handler
+        except Exception:
             return True
         cleaned = redact(message)
         if cleaned != message:

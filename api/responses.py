@@ -10,7 +10,8 @@ orjson. ``tests/api/test_responses.py`` holds the shapes equal to the models'.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import orjson
 import pydantic_core
@@ -47,8 +48,11 @@ def node_run_body(run: NodeRun) -> dict[str, Any]:
     """``NodeRunOut.of(run)`` as JSON-ready data."""
     body = run.model_dump(mode="json", include=_NODE_FIELDS)
     mark = run.data.get("reused_from")
-    body["duration_s"] = (max(0.0, run.finished_at - run.started_at - run.waited_s)
-                          if run.started_at is not None and run.finished_at is not None else None)
+    body["duration_s"] = (
+        max(0.0, run.finished_at - run.started_at - run.waited_s)
+        if run.started_at is not None and run.finished_at is not None
+        else None
+    )
     body["reused_from"] = mark.get("node_run_id") if isinstance(mark, dict) else None
     return body
 
@@ -64,10 +68,14 @@ def run_detail_body(summary: RunSummary, state: RunState, node_runs: Iterable[No
     """``RunDetail.build(summary, state, node_runs)`` as JSON-ready data."""
     runs = list(node_runs)
     body = run_body(summary)
-    body.update(inputs=pydantic_core.to_jsonable_python(state.inputs),
-                outputs=pydantic_core.to_jsonable_python(state.outputs), answer=state.answer,
-                node_runs=[node_run_body(run) for run in runs], rerun_of=state.sys.get("rerun_of"),
-                rerun_from=state.sys.get("rerun_from"),
-                citations=[piece.model_dump(mode="json") for piece in run_citations(runs)],
-                usage_estimated=any(run.usage is not None and run.usage.estimated for run in runs))
+    body.update(
+        inputs=pydantic_core.to_jsonable_python(state.inputs),
+        outputs=pydantic_core.to_jsonable_python(state.outputs),
+        answer=state.answer,
+        node_runs=[node_run_body(run) for run in runs],
+        rerun_of=state.sys.get("rerun_of"),
+        rerun_from=state.sys.get("rerun_from"),
+        citations=[piece.model_dump(mode="json") for piece in run_citations(runs)],
+        usage_estimated=any(run.usage is not None and run.usage.estimated for run in runs),
+    )
     return body

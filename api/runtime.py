@@ -32,9 +32,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import make_url
 
@@ -46,8 +47,8 @@ from nodes import builtin_catalog
 from nodes.model_registry import ModelRegistry, registry_for
 from workers.memory import memory_store_for
 from workers.redis_bus import RedisCommandChannel, RedisEventBus
-from workers.sql import SqlStore, default_database_url
 from workers.secret_box import secret_box_for
+from workers.sql import SqlStore, default_database_url
 from workers.sql.chats import SqlChatStore
 from workers.sql.env_secrets import SqlSecretStore
 from workers.sql.keys import SqlKeyStore
@@ -60,15 +61,24 @@ if TYPE_CHECKING:
     from engine.knowledge.service import KnowledgeService
     from schemas.knowledge import SearchRequest, SearchResult
     from workers.rq.launcher import QueueLauncher
+
     from .quotas import Quotas
 
 from .inline import InlineLauncher
-from .redaction import install as install_log_redaction
 from .model_overrides import OverriddenModelSource
+from .redaction import install as install_log_redaction
 from .tenant_models import TenantModelSource
 
-__all__ = ["Deployment", "KnowledgeOnDemand", "database_url", "key_store_of", "knowledge_database_url", "open_deployment",
-           "open_knowledge", "open_service"]
+__all__ = [
+    "Deployment",
+    "KnowledgeOnDemand",
+    "database_url",
+    "key_store_of",
+    "knowledge_database_url",
+    "open_deployment",
+    "open_knowledge",
+    "open_service",
+]
 
 
 def database_url(settings: Settings) -> str:
@@ -93,8 +103,9 @@ def knowledge_database_url(settings: Settings) -> str:
     if parsed.get_backend_name() != "sqlite" or not parsed.database or parsed.database == ":memory:":
         return url
     path = Path(parsed.database)
-    return parsed.set(database=str(path.with_name(f"{path.stem}-knowledge{path.suffix or '.db'}"))).render_as_string(
-        hide_password=False)
+    return parsed.set(
+        database=str(path.with_name(f"{path.stem}-knowledge{path.suffix or '.db'}"))
+    ).render_as_string(hide_password=False)
 
 
 def _usage_recorder(store: SqlStore) -> Callable[[str, int, float], Awaitable[None]]:
@@ -109,8 +120,12 @@ def _usage_recorder(store: SqlStore) -> Callable[[str, int, float], Awaitable[No
 
 
 @contextlib.asynccontextmanager
-async def open_knowledge(settings: Settings, registry: ModelRegistry, store: SqlStore,
-                         tenant_models: TenantModelSource | None = None) -> AsyncIterator[KnowledgeService]:
+async def open_knowledge(
+    settings: Settings,
+    registry: ModelRegistry,
+    store: SqlStore,
+    tenant_models: TenantModelSource | None = None,
+) -> AsyncIterator[KnowledgeService]:
     """The knowledge service on the database of ``store`` (module docstring); stops its
     in-process ingestion tasks and closes its store on exit (an unfinished document is
     continued by the next process that sweeps: ``flowloom serve``, ``datasets add``).
@@ -132,11 +147,19 @@ async def open_knowledge(settings: Settings, registry: ModelRegistry, store: Sql
 
         queue = RQIngestionQueue(settings.redis_url)
     try:
-        service = KnowledgeService(store=knowledge_store, parser=DocumentParser(), chunker=TextChunker(),
-                                   embedder=RegistryEmbedder(registry), reranker=RegistryReranker(registry),
-                                   judge=LLMRelevanceJudge(registry), queue=queue, max_document_bytes=settings.knowledge_max_document_bytes,
-                                   on_usage=_usage_recorder(store), lease_s=settings.lease_ttl,
-                                   tenant_models=tenant_models)
+        service = KnowledgeService(
+            store=knowledge_store,
+            parser=DocumentParser(),
+            chunker=TextChunker(),
+            embedder=RegistryEmbedder(registry),
+            reranker=RegistryReranker(registry),
+            judge=LLMRelevanceJudge(registry),
+            queue=queue,
+            max_document_bytes=settings.knowledge_max_document_bytes,
+            on_usage=_usage_recorder(store),
+            lease_s=settings.lease_ttl,
+            tenant_models=tenant_models,
+        )
         try:
             yield service
         finally:
@@ -154,7 +177,9 @@ class KnowledgeOnDemand:
     command that needs none pays nothing for it. What nodes see of it is
     :class:`~engine.knowledge.ports.KnowledgeSearch` (``search`` only)."""
 
-    def __init__(self, opener: Callable[[], contextlib.AbstractAsyncContextManager[KnowledgeService]]) -> None:
+    def __init__(
+        self, opener: Callable[[], contextlib.AbstractAsyncContextManager[KnowledgeService]]
+    ) -> None:
         self._opener = opener
         self._stack = contextlib.AsyncExitStack()
         self._service: KnowledgeService | None = None
@@ -198,8 +223,13 @@ class Deployment:
 
 
 @contextlib.asynccontextmanager
-async def open_deployment(settings: Settings, *, knowledge_on_demand: bool = False, admission: bool = False,
-                          shutdown_grace_s: float | None = 5.0) -> AsyncIterator[Deployment]:
+async def open_deployment(
+    settings: Settings,
+    *,
+    knowledge_on_demand: bool = False,
+    admission: bool = False,
+    shutdown_grace_s: float | None = 5.0,
+) -> AsyncIterator[Deployment]:
     """The deployment ``settings`` name (module docstring); closes everything on exit.
 
     The database is created and migrated on first use (no setup step). Executions in
@@ -243,18 +273,44 @@ async def open_deployment(settings: Settings, *, knowledge_on_demand: bool = Fal
         tenant_models = OverriddenModelSource(providers, SqlModelOverrideStore(store), registry, settings)
         async with contextlib.AsyncExitStack() as stack:
             if knowledge_on_demand:
-                knowledge: object = KnowledgeOnDemand(lambda: open_knowledge(settings, registry, store, tenant_models))
+                knowledge: object = KnowledgeOnDemand(
+                    lambda: open_knowledge(settings, registry, store, tenant_models)
+                )
                 stack.push_async_callback(knowledge.aclose)  # type: ignore[attr-defined]
             else:
-                knowledge = await stack.enter_async_context(open_knowledge(settings, registry, store, tenant_models))
-            service = RunService(catalog=builtin_catalog(), stores=stores, settings=settings, models=registry,
-                                 memory=memory, workflows=WorkflowStore.from_settings(settings), knowledge=knowledge,
-                                 launcher=launcher, queue=queue, feed=feed, admission=quotas,
-                                 secrets=SqlSecretStore(store, lambda: secret_box_for(settings)),
-                                 tenant_models=tenant_models)
+                knowledge = await stack.enter_async_context(
+                    open_knowledge(settings, registry, store, tenant_models)
+                )
+            service = RunService(
+                catalog=builtin_catalog(),
+                stores=stores,
+                settings=settings,
+                models=registry,
+                memory=memory,
+                workflows=WorkflowStore.from_settings(settings),
+                knowledge=knowledge,
+                launcher=launcher,
+                queue=queue,
+                feed=feed,
+                admission=quotas,
+                secrets=SqlSecretStore(store, lambda: secret_box_for(settings)),
+                tenant_models=tenant_models,
+            )
             try:
-                yield Deployment(settings, service, SqlKeyStore(store), SqlWorkflowStore(store), chats, quotas,
-                                 knowledge, launcher, queue, feed, providers, tenant_models)
+                yield Deployment(
+                    settings,
+                    service,
+                    SqlKeyStore(store),
+                    SqlWorkflowStore(store),
+                    chats,
+                    quotas,
+                    knowledge,
+                    launcher,
+                    queue,
+                    feed,
+                    providers,
+                    tenant_models,
+                )
             finally:
                 if shutdown_grace_s is not None:
                     await launcher.close(shutdown_grace_s)
@@ -286,8 +342,9 @@ def key_store_of(service: RunService) -> KeyStore:
 
 
 @contextlib.asynccontextmanager
-async def open_service(settings: Settings, *, knowledge_on_demand: bool = False,
-                       shutdown_grace_s: float | None = 5.0) -> AsyncIterator[RunService]:
+async def open_service(
+    settings: Settings, *, knowledge_on_demand: bool = False, shutdown_grace_s: float | None = 5.0
+) -> AsyncIterator[RunService]:
     """The run service of :func:`open_deployment` (the CLI's and the workers'; options as
     there); closes it on exit.
 
@@ -295,6 +352,7 @@ async def open_service(settings: Settings, *, knowledge_on_demand: bool = False,
         StoreError: the database cannot be reached or migrated (names the URL, password masked).
         ModelConfigError: the model registry file is invalid.
     """
-    async with open_deployment(settings, knowledge_on_demand=knowledge_on_demand,
-                               shutdown_grace_s=shutdown_grace_s) as deployment:
+    async with open_deployment(
+        settings, knowledge_on_demand=knowledge_on_demand, shutdown_grace_s=shutdown_grace_s
+    ) as deployment:
         yield deployment.service

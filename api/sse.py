@@ -22,7 +22,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Any
 
 import orjson
 from starlette.requests import ClientDisconnect
@@ -57,7 +58,7 @@ async def _pump(frames: AsyncIterator[Frame], queue: asyncio.Queue[Any]) -> None
         async for frame in frames:
             await queue.put(frame)
         await queue.put(_DONE)
-    except Exception as exc:  # noqa: BLE001 - becomes an `error` frame
+    except Exception as exc:
         await queue.put(exc)
 
 
@@ -71,7 +72,7 @@ async def with_heartbeats(queue: asyncio.Queue[Any], seconds: float) -> AsyncIte
             continue
         try:
             item = await asyncio.wait_for(queue.get(), seconds)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             item = HEARTBEAT
         yield item
 
@@ -108,8 +109,9 @@ class EventStreamResponse(StreamingResponse):
     media_type = "text/event-stream"
 
     def __init__(self, content: AsyncIterator[str], status_code: int = 200) -> None:
-        super().__init__(content, status_code=status_code,
-                         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        super().__init__(
+            content, status_code=status_code, headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         telemetry().subscribers(1)

@@ -50,13 +50,15 @@ def dist_of(settings: Settings) -> Path:
 
 
 def _not_built(dist: Path) -> HTMLResponse:
-    page = ("<!doctype html><html><head><meta charset='utf-8'><title>Flowloom</title></head>"
-            "<body style='font-family: sans-serif; max-width: 40em; margin: 3em auto'>"
-            "<h1>Flowloom</h1><p>The API is running, but the canvas (the web app) is not built: "
-            f"<code>{html.escape(str(dist / 'index.html'))}</code> does not exist.</p>"
-            f"<p>Build it from the repository's root with:</p><pre>{html.escape(BUILD_COMMAND)}</pre>"
-            "<p>then reload this page (no restart needed). The API itself is at <a href='/docs'>/docs</a>.</p>"
-            "</body></html>")
+    page = (
+        "<!doctype html><html><head><meta charset='utf-8'><title>Flowloom</title></head>"
+        "<body style='font-family: sans-serif; max-width: 40em; margin: 3em auto'>"
+        "<h1>Flowloom</h1><p>The API is running, but the canvas (the web app) is not built: "
+        f"<code>{html.escape(str(dist / 'index.html'))}</code> does not exist.</p>"
+        f"<p>Build it from the repository's root with:</p><pre>{html.escape(BUILD_COMMAND)}</pre>"
+        "<p>then reload this page (no restart needed). The API itself is at <a href='/docs'>/docs</a>.</p>"
+        "</body></html>"
+    )
     return HTMLResponse(page, headers={"Cache-Control": "no-store"})
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the address guard loads httpx: only when a tenant's registry is built
@@ -65,8 +64,9 @@ class TenantModelSource:
         elif not snapshot.providers and not snapshot.defaults.get("chat"):
             registry = self.base  # nothing of its own (and no address guard to load)
         else:
-            registry = tenant_registry(self.base, snapshot.providers, snapshot.keys, snapshot.defaults,
-                                       guard=self.guard)
+            registry = tenant_registry(
+                self.base, snapshot.providers, snapshot.keys, snapshot.defaults, guard=self.guard
+            )
         self._cache[tenant_id] = (now + CACHE_TTL_S, digest, registry)
         self._cache.move_to_end(tenant_id)
         while len(self._cache) > _CACHE_MAX:

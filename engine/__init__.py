@@ -23,10 +23,32 @@ _EXPORTS: dict[str, str] = {
     **dict.fromkeys(("KindSpec", "NodeCatalog", "NodeExecutor"), "catalog"),
     **dict.fromkeys(("CompiledPlan", "check_workflow", "compile_workflow"), "compiler"),
     **dict.fromkeys(("CancelToken", "InterruptRequested", "NodeContext", "NodeResult", "RunDeps"), "context"),
-    **dict.fromkeys(("CompileError", "DefinitionError", "FlowloomError", "InvalidInputs", "NodeFailed", "NodeTimeout",
-                     "Problem", "RunCancelled", "RunError", "RunLimitExceeded"), "errors"),
-    **dict.fromkeys(("answer_interrupts", "coerce_input", "new_run_state", "resume_run", "run_workflow",
-                     "stream_workflow"), "runner"),
+    **dict.fromkeys(
+        (
+            "CompileError",
+            "DefinitionError",
+            "FlowloomError",
+            "InvalidInputs",
+            "NodeFailed",
+            "NodeTimeout",
+            "Problem",
+            "RunCancelled",
+            "RunError",
+            "RunLimitExceeded",
+        ),
+        "errors",
+    ),
+    **dict.fromkeys(
+        (
+            "answer_interrupts",
+            "coerce_input",
+            "new_run_state",
+            "resume_run",
+            "run_workflow",
+            "stream_workflow",
+        ),
+        "runner",
+    ),
     **dict.fromkeys(("Settings", "get_settings"), "settings"),
 }
 
@@ -40,7 +62,24 @@ if TYPE_CHECKING:  # what type checkers and IDEs see
     from .catalog import KindSpec, NodeCatalog, NodeExecutor
     from .compiler import CompiledPlan, check_workflow, compile_workflow
     from .context import CancelToken, InterruptRequested, NodeContext, NodeResult, RunDeps
-    from .errors import (CompileError, DefinitionError, FlowloomError, InvalidInputs, NodeFailed, NodeTimeout, Problem,
-                         RunCancelled, RunError, RunLimitExceeded)
-    from .runner import answer_interrupts, coerce_input, new_run_state, resume_run, run_workflow, stream_workflow
+    from .errors import (
+        CompileError,
+        DefinitionError,
+        FlowloomError,
+        InvalidInputs,
+        NodeFailed,
+        NodeTimeout,
+        Problem,
+        RunCancelled,
+        RunError,
+        RunLimitExceeded,
+    )
+    from .runner import (
+        answer_interrupts,
+        coerce_input,
+        new_run_state,
+        resume_run,
+        run_workflow,
+        stream_workflow,
+    )
     from .settings import Settings, get_settings

@@ -36,8 +36,9 @@ and by :meth:`~engine.context.NodeContext.delta` with live text.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
 import jinja2
 from jinja2 import nodes as jnodes
@@ -104,8 +105,11 @@ def _steps(expr: jnodes.Node) -> tuple[str, tuple[tuple[str, Any], ...]] | None:
     while isinstance(expr, (jnodes.Getattr, jnodes.Getitem)):
         if isinstance(expr, jnodes.Getattr):
             steps.append(("attr", expr.attr))
-        elif isinstance(expr.arg, jnodes.Const) and isinstance(expr.arg.value, (str, int)) \
-                and not isinstance(expr.arg.value, bool):
+        elif (
+            isinstance(expr.arg, jnodes.Const)
+            and isinstance(expr.arg.value, (str, int))
+            and not isinstance(expr.arg.value, bool)
+        ):
             steps.append(("item", expr.arg.value))
         else:
             return None
@@ -123,7 +127,9 @@ def _steps(expr: jnodes.Node) -> tuple[str, tuple[tuple[str, Any], ...]] | None:
     return expr.name, tuple(steps)
 
 
-def split_template(source: str, is_node: Callable[[str], bool], streamed: Callable[[str], str | None]) -> tuple[Segment, ...]:
+def split_template(
+    source: str, is_node: Callable[[str], bool], streamed: Callable[[str], str | None]
+) -> tuple[Segment, ...]:
     """Segments of a template up to the first part that is not literal text or a plain
     node reference (module rule 2); an unparsable template has none (all tail)."""
     try:
@@ -150,9 +156,16 @@ def split_template(source: str, is_node: Callable[[str], bool], streamed: Callab
     return tuple(out)
 
 
-def stream_plan(units: Iterable[tuple[str, "NodeBase | None", Any]], *, catalog: "NodeCatalog",
-                kind_of: Callable[[str], str | None], gates_of: Callable[[str], frozenset[str]],
-                answers: bool, local: frozenset[str] | set[str], own: frozenset[str] = frozenset()) -> StreamPlan | None:
+def stream_plan(
+    units: Iterable[tuple[str, NodeBase | None, Any]],
+    *,
+    catalog: NodeCatalog,
+    kind_of: Callable[[str], str | None],
+    gates_of: Callable[[str], frozenset[str]],
+    answers: bool,
+    local: frozenset[str] | set[str],
+    own: frozenset[str] = frozenset(),
+) -> StreamPlan | None:
     """The stream of one scope from its candidate units ``(id, node or None, body stream)``
     given in stream order; None when the scope has no unit.
 
@@ -162,6 +175,7 @@ def stream_plan(units: Iterable[tuple[str, "NodeBase | None", Any]], *, catalog:
     exists before the scope starts); ``own``: nodes that stream on their own (their live
     deltas are a unit).
     """
+
     def streamed(node_id: str) -> str | None:
         kind = kind_of(node_id)
         spec = catalog.get(kind) if kind is not None else None
@@ -174,19 +188,35 @@ def stream_plan(units: Iterable[tuple[str, "NodeBase | None", Any]], *, catalog:
             planned.append(UnitPlan(unit_id, "container", gates=gates_of(unit_id)))
         elif unit_id in own and node is not None and streamed(unit_id):
             field = streamed(unit_id)
-            planned.append(UnitPlan(unit_id, "own", (Segment(node=unit_id, steps=(("attr", field),), live=True,
-                                                             only_live=True),), gates_of(unit_id)))
+            planned.append(
+                UnitPlan(
+                    unit_id,
+                    "own",
+                    (Segment(node=unit_id, steps=(("attr", field),), live=True, only_live=True),),
+                    gates_of(unit_id),
+                )
+            )
         elif spec is not None and spec.collects == "answer":
             templates = list(node.config.templates())  # type: ignore[union-attr]
-            segments = split_template(templates[0][1], lambda n: kind_of(n) is not None, streamed) \
-                if len(templates) == 1 else ()
+            segments = (
+                split_template(templates[0][1], lambda n: kind_of(n) is not None, streamed)
+                if len(templates) == 1
+                else ()
+            )
             planned.append(UnitPlan(unit_id, "answer", segments, gates_of(unit_id)))
         elif spec is not None and spec.collects == "outputs" and not answers:
-            segments = tuple(Segment(node=f.ref.selector.node, steps=(("attr", f.ref.selector.field),), live=True,
-                                     only_live=True)
-                             for f in walk_refs(node.config, "config")  # type: ignore[union-attr]
-                             if f.ref.selector.scope == "node" and not f.ref.selector.path
-                             and streamed(f.ref.selector.node or "") == f.ref.selector.field)
+            segments = tuple(
+                Segment(
+                    node=f.ref.selector.node,
+                    steps=(("attr", f.ref.selector.field),),
+                    live=True,
+                    only_live=True,
+                )
+                for f in walk_refs(node.config, "config")  # type: ignore[union-attr]
+                if f.ref.selector.scope == "node"
+                and not f.ref.selector.path
+                and streamed(f.ref.selector.node or "") == f.ref.selector.field
+            )
             if segments:
                 planned.append(UnitPlan(unit_id, "outputs", segments, gates_of(unit_id)))
     if not planned:
@@ -220,8 +250,13 @@ class _Leaf(_Part):
 
     __slots__ = ("buf", "written", "attribution", "send")
 
-    def __init__(self, send: Callable[["_Leaf", str], None], attribution: tuple[str, str, str | None, int | None],
-                 text: str = "", closed: bool = False) -> None:
+    def __init__(
+        self,
+        send: Callable[[_Leaf, str], None],
+        attribution: tuple[str, str, str | None, int | None],
+        text: str = "",
+        closed: bool = False,
+    ) -> None:
         super().__init__()
         self.send = send
         self.attribution = attribution  # (node id, node run id, loop id, iteration) of the delta events
@@ -367,8 +402,15 @@ class _Root:
         self.pieces.append(text)
         self.changed = True
         node_id, run_id, loop_id, iteration = leaf.attribution
-        self.emit(self._delta, node_id=node_id, node_run_id=run_id, channel="answer", text=text,
-                  loop_id=loop_id, iteration=iteration)
+        self.emit(
+            self._delta,
+            node_id=node_id,
+            node_run_id=run_id,
+            channel="answer",
+            text=text,
+            loop_id=loop_id,
+            iteration=iteration,
+        )
 
 
 class AnswerStream:
@@ -379,11 +421,31 @@ class AnswerStream:
     :meth:`resolved` when a watched node resolves and :meth:`delta` with live text.
     """
 
-    __slots__ = ("plan", "state", "root", "seq", "slot", "units", "by_node", "leaves_of", "gated", "containers",
-                 "run_id_of", "where", "opening")
+    __slots__ = (
+        "plan",
+        "state",
+        "root",
+        "seq",
+        "slot",
+        "units",
+        "by_node",
+        "leaves_of",
+        "gated",
+        "containers",
+        "run_id_of",
+        "where",
+        "opening",
+    )
 
-    def __init__(self, plan: StreamPlan, state: RunState, root: _Root, slot: _Seq | None,
-                 run_id_of: Callable[[str], str], where: tuple[str | None, int | None]) -> None:
+    def __init__(
+        self,
+        plan: StreamPlan,
+        state: RunState,
+        root: _Root,
+        slot: _Seq | None,
+        run_id_of: Callable[[str], str],
+        where: tuple[str | None, int | None],
+    ) -> None:
         # ``seq`` holds the units; it goes live in :meth:`start`: at once for the top scope,
         # else placed in ``slot`` (its item's place in the container unit).
         self.plan, self.state, self.root, self.seq, self.slot = plan, state, root, _Seq(), slot
@@ -399,8 +461,9 @@ class AnswerStream:
         self.seq.seal()
 
     @classmethod
-    def top(cls, plan: StreamPlan, state: RunState, emit: Callable[..., None],
-            run_id_of: Callable[[str], str]) -> "AnswerStream":
+    def top(
+        cls, plan: StreamPlan, state: RunState, emit: Callable[..., None], run_id_of: Callable[[str], str]
+    ) -> AnswerStream:
         """The stream of a run's top scope; ``state.answer`` is what was sent before
         (a restored run). Text sent from here on is emitted with ``emit`` and added to it."""
         return cls(plan, state, _Root(emit, state.answer), None, run_id_of, (None, None))
@@ -426,8 +489,9 @@ class AnswerStream:
         finally:
             self.root.muted = False
 
-    def nested(self, plan: StreamPlan, state: RunState, container: str, index: int,
-               run_id_of: Callable[[str], str]) -> "AnswerStream | None":
+    def nested(
+        self, plan: StreamPlan, state: RunState, container: str, index: int, run_id_of: Callable[[str], str]
+    ) -> AnswerStream | None:
         """The stream of round / item ``index`` of ``container`` (a unit of this stream),
         or None when ``container`` is not a unit here; it sends once :meth:`start` ran."""
         unit = self.containers.get(container)
@@ -558,7 +622,7 @@ class AnswerStream:
             return  # left open: the unit's tail decides (the render will fail or differ)
         text = str(value)
         if text.startswith(leaf.written):
-            leaf.write(text[len(leaf.written):])
+            leaf.write(text[len(leaf.written) :])
         leaf.close()
 
     def _finish_answer(self, unit: _Unit, rendered: str) -> None:
@@ -571,11 +635,11 @@ class AnswerStream:
                 open_leaf = leaf
                 break
         if open_leaf is not None:
-            for leaf in unit.leaves[unit.leaves.index(open_leaf) + 1:]:
+            for leaf in unit.leaves[unit.leaves.index(open_leaf) + 1 :]:
                 leaf.buf.clear()
                 leaf.written = ""
             if rendered.startswith(sent):
-                open_leaf.write(rendered[len(sent):])
+                open_leaf.write(rendered[len(sent) :])
         for leaf in unit.leaves:
             leaf.closed = True
         if unit.live:

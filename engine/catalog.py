@@ -16,8 +16,9 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, Iterator, Literal, Mapping, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeVar
 
 from pydantic import TypeAdapter
 
@@ -52,7 +53,7 @@ class NodeExecutor(Generic[C]):
         self.node = node
         self.config: C = node.config  # type: ignore[assignment]
 
-    async def run(self, ctx: "NodeContext") -> "NodeResult":
+    async def run(self, ctx: NodeContext) -> NodeResult:
         """Execute the node once (one attempt). Raise to fail; return outputs + handles."""
         raise NotImplementedError
 
@@ -163,17 +164,23 @@ class NodeCatalog:
             if spec.kind != kind:
                 raise ValueError(f"catalog entry {kind!r} holds the spec of kind {spec.kind!r}")
             if spec.config.kind and spec.config.kind != kind:
-                raise ValueError(f"kind {kind!r}: config class {spec.config.__name__} declares kind {spec.config.kind!r}")
+                raise ValueError(
+                    f"kind {kind!r}: config class {spec.config.__name__} declares kind {spec.config.kind!r}"
+                )
         object.__setattr__(self, "specs", dict(self.specs))
         object.__setattr__(self, "containers", frozenset(k for k, s in self.specs.items() if s.container))
-        object.__setattr__(self, "pure", frozenset(k for k, s in self.specs.items() if s.pure and not s.container))
+        object.__setattr__(
+            self, "pure", frozenset(k for k, s in self.specs.items() if s.pure and not s.container)
+        )
         # The plan cache keys on this: two catalogs with the same classes compile alike.
-        text = "|".join(f"{k}={s.config.__module__}.{s.config.__qualname__}/{s.executor_path}"
-                        for k, s in sorted(self.specs.items()))
+        text = "|".join(
+            f"{k}={s.config.__module__}.{s.config.__qualname__}/{s.executor_path}"
+            for k, s in sorted(self.specs.items())
+        )
         object.__setattr__(self, "fingerprint", hashlib.sha256(text.encode()).hexdigest()[:16])
 
     @classmethod
-    def of(cls, *specs: KindSpec) -> "NodeCatalog":
+    def of(cls, *specs: KindSpec) -> NodeCatalog:
         """A catalog of ``specs``.
 
         Raises:
@@ -186,7 +193,7 @@ class NodeCatalog:
             by_kind[spec.kind] = spec
         return cls(by_kind)
 
-    def with_kinds(self, *specs: KindSpec) -> "NodeCatalog":
+    def with_kinds(self, *specs: KindSpec) -> NodeCatalog:
         """A new catalog with ``specs`` added (a spec replaces the kind of the same name)."""
         return NodeCatalog({**self.specs, **{s.kind: s for s in specs}})
 

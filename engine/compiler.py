@@ -41,8 +41,9 @@ from __future__ import annotations
 import gc
 import hashlib
 from collections import OrderedDict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 import networkx as nx
 
@@ -59,7 +60,15 @@ from .ref_checks import RefChecker
 if TYPE_CHECKING:  # a protocol, for annotations: the storage ports and run records are not needed to compile
     from .ports import ModelCatalog
 
-__all__ = ["Analysis", "CompiledPlan", "NodePlan", "analyse", "check_workflow", "compile_workflow", "content_hash"]
+__all__ = [
+    "Analysis",
+    "CompiledPlan",
+    "NodePlan",
+    "analyse",
+    "check_workflow",
+    "compile_workflow",
+    "content_hash",
+]
 
 _CACHE: OrderedDict[str, CompiledPlan] = OrderedDict()
 _CACHE_SIZE = 256
@@ -76,7 +85,10 @@ def _text_hash(text: str) -> str:
 
 
 def compile_workflow(
-    source: Workflow | Mapping[str, Any] | str | bytes, *, catalog: NodeCatalog, models: ModelCatalog | None = None,
+    source: Workflow | Mapping[str, Any] | str | bytes,
+    *,
+    catalog: NodeCatalog,
+    models: ModelCatalog | None = None,
     use_cache: bool = True,
 ) -> CompiledPlan:
     """Compile a workflow (model, dict or JSON text) against ``catalog``'s node kinds.
@@ -104,8 +116,12 @@ def compile_workflow(
     return plan
 
 
-def check_workflow(source: Workflow | Mapping[str, Any] | str | bytes, *, catalog: NodeCatalog,
-                   models: ModelCatalog | None = None) -> list[Problem]:
+def check_workflow(
+    source: Workflow | Mapping[str, Any] | str | bytes,
+    *,
+    catalog: NodeCatalog,
+    models: ModelCatalog | None = None,
+) -> list[Problem]:
     """All problems (errors and warnings) of a workflow; empty when it is clean.
 
     Builds no plan, so no executor module is imported (checking stays fast).
@@ -117,8 +133,9 @@ def check_workflow(source: Workflow | Mapping[str, Any] | str | bytes, *, catalo
     return _compile(doc, _text_hash(text), catalog, models, build=False)[1]
 
 
-def _compile(doc: dict[str, Any], key: str, catalog: NodeCatalog, models: ModelCatalog | None,
-             build: bool = True) -> tuple[CompiledPlan | None, list[Problem]]:
+def _compile(
+    doc: dict[str, Any], key: str, catalog: NodeCatalog, models: ModelCatalog | None, build: bool = True
+) -> tuple[CompiledPlan | None, list[Problem]]:
     # Compiling allocates many small containers and frees few: the cyclic GC would
     # walk the whole heap repeatedly for nothing (about half the time at 5000 nodes).
     enabled = gc.isenabled()
@@ -163,8 +180,9 @@ def analyse(doc: dict[str, Any], catalog: NodeCatalog) -> Analysis:
     check_ids(wf, problems)
     raw_nodes = doc.get("nodes") if isinstance(doc.get("nodes"), list) else []
     entry_kinds = frozenset(k for k in catalog if catalog[k].entry)
-    invalid_start = bool(invalid) and any(isinstance(n, dict) and n.get("type") in entry_kinds
-                                          and n.get("id") in invalid for n in raw_nodes)
+    invalid_start = bool(invalid) and any(
+        isinstance(n, dict) and n.get("type") in entry_kinds and n.get("id") in invalid for n in raw_nodes
+    )
     scope = check_scopes(wf, problems, invalid, catalog)
     graph, start_id = build_graph(wf, problems, invalid, invalid_start, scope, entry_kinds)
     # A body runs after its container starts: for ancestry, the container precedes its body.
@@ -188,8 +206,9 @@ def analyse(doc: dict[str, Any], catalog: NodeCatalog) -> Analysis:
     return Analysis(wf, problems, invalid, scope, graph, order, regions, start_id)
 
 
-def _compile_passes(doc: dict[str, Any], key: str, catalog: NodeCatalog, models: ModelCatalog | None,
-                    build: bool) -> tuple[CompiledPlan | None, list[Problem]]:
+def _compile_passes(
+    doc: dict[str, Any], key: str, catalog: NodeCatalog, models: ModelCatalog | None, build: bool
+) -> tuple[CompiledPlan | None, list[Problem]]:
     found = analyse(doc, catalog)
     wf, problems, order, start_id = found.wf, found.problems, found.order, found.start_id
     if wf is None:
@@ -204,8 +223,14 @@ def _compile_passes(doc: dict[str, Any], key: str, catalog: NodeCatalog, models:
         reachable = checker.reachable_from(start_id)
         for node in wf.nodes:
             if node.id not in reachable:
-                problems.append(Problem("unreachable", "no path from the start node; this node will be skipped",
-                                        node_id=node.id, severity="warning"))
+                problems.append(
+                    Problem(
+                        "unreachable",
+                        "no path from the start node; this node will be skipped",
+                        node_id=node.id,
+                        severity="warning",
+                    )
+                )
     if any(p.severity == "error" for p in problems) or start_id is None or order is None or not build:
         return None, problems
     warnings = tuple(p for p in problems if p.severity == "warning")

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping, NoReturn, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypeVar
 
 from schemas.events import NodeDelta
 from schemas.run import Interrupt, NodeRun, RunState
@@ -28,14 +29,18 @@ from .settings import Settings, get_settings
 if TYPE_CHECKING:
     from schemas.workflow import NodeBase
 
+    from .compiler import CompiledPlan
     from .environment import Redactor, SecretStore
-
     from .knowledge.ports import KnowledgeSearch
 
-    from .compiler import CompiledPlan
-
 __all__ = [
-    "CancelToken", "Checkpoint", "EventSink", "InterruptRequested", "NodeContext", "NodeResult", "RunDeps",
+    "CancelToken",
+    "Checkpoint",
+    "EventSink",
+    "InterruptRequested",
+    "NodeContext",
+    "NodeResult",
+    "RunDeps",
     "WorkflowSource",
 ]
 
@@ -147,9 +152,9 @@ class RunDeps:
     models: ModelCatalog | None = None
     memory: MemoryStore | None = None
     workflows: WorkflowSource | None = None
-    knowledge: "KnowledgeSearch | None" = None
-    secrets: "SecretStore | None" = None
-    redactor: "Redactor | None" = None
+    knowledge: KnowledgeSearch | None = None
+    secrets: SecretStore | None = None
+    redactor: Redactor | None = None
 
 
 class InterruptRequested(Exception):
@@ -184,8 +189,8 @@ class NodeContext:
 
     def __init__(
         self,
-        node: "NodeBase",
-        plan: "CompiledPlan",
+        node: NodeBase,
+        plan: CompiledPlan,
         state: RunState,
         deps: RunDeps,
         cancel: CancelToken,
@@ -237,7 +242,11 @@ class NodeContext:
             if value is None and binding.required:
                 raise ReferenceFailed(
                     f"input {binding.name!r} is required but resolved to null"
-                    + (f" (reference {binding.value.ref!r} - was its node skipped?)" if hasattr(binding.value, "ref") else ""),
+                    + (
+                        f" (reference {binding.value.ref!r} - was its node skipped?)"
+                        if hasattr(binding.value, "ref")
+                        else ""
+                    ),
                     node_id=self.node.id,
                 )
             if binding.type is not None and not value_matches(value, binding.type):
@@ -256,10 +265,16 @@ class NodeContext:
             TemplateFailed: names this node and ``field``.
         """
         settings = self.deps.settings
-        return render_template(self.state, source, extra=extra, node_id=self.node.id, field=field,
-                               max_bytes=settings.max_template_output_bytes,
-                               max_memory_bytes=settings.max_template_memory_bytes,
-                               max_seconds=settings.max_template_seconds)
+        return render_template(
+            self.state,
+            source,
+            extra=extra,
+            node_id=self.node.id,
+            field=field,
+            max_bytes=settings.max_template_output_bytes,
+            max_memory_bytes=settings.max_template_memory_bytes,
+            max_seconds=settings.max_template_seconds,
+        )
 
     def delta(self, text: str, channel: str = "answer") -> None:
         """Stream ``text`` of this node while it runs.
@@ -286,9 +301,15 @@ class NodeContext:
         references fall back to the enclosing run (engine/loops.py)."""
         state = self.state.child()
         now = time.time()
-        state.node_runs[self.node.id] = NodeRun(id=self.node_run.id, node_id=self.node.id, kind=self.node.type,
-                                                status=NodeRunStatus.succeeded, outputs=values, started_at=now,
-                                                finished_at=now)
+        state.node_runs[self.node.id] = NodeRun(
+            id=self.node_run.id,
+            node_id=self.node.id,
+            kind=self.node.type,
+            status=NodeRunStatus.succeeded,
+            outputs=values,
+            started_at=now,
+            finished_at=now,
+        )
         return state
 
     def interrupt(self, kind: str, payload: dict[str, Any]) -> NoReturn:

@@ -7,8 +7,9 @@ so a hostile document costs one cheap pass and is never echoed back.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from itertools import chain, repeat
-from typing import Any, Mapping
+from typing import Any
 
 from schemas.workflow import Workflow
 
@@ -61,13 +62,18 @@ def canonical_json(doc: Mapping[str, Any]) -> str:
 
 
 def _too_deep(cap: int, path: str | None = None) -> Problem:
-    return Problem("document_too_deep", f"objects and arrays are nested more than max_document_depth={cap} levels",
-                   path=path)
+    return Problem(
+        "document_too_deep",
+        f"objects and arrays are nested more than max_document_depth={cap} levels",
+        path=path,
+    )
 
 
 def _too_large(size: int, cap: int) -> Problem:
-    return Problem("document_too_large", f"the document is at least {size} bytes as JSON; the cap "
-                                         f"max_document_bytes is {cap}")
+    return Problem(
+        "document_too_large",
+        f"the document is at least {size} bytes as JSON; the cap max_document_bytes is {cap}",
+    )
 
 
 def _path_of(link: tuple[Any, Any] | None) -> str:
@@ -89,8 +95,10 @@ def _too_deep_at(doc: Mapping[str, Any], cap: int) -> Problem | None:
     level: list[Any] = [doc]
     depth = 1
     while level and depth <= cap:
-        values = chain(chain.from_iterable(map(dict.values, [v for v in level if isinstance(v, dict)])),
-                       chain.from_iterable(v for v in level if not isinstance(v, dict)))
+        values = chain(
+            chain.from_iterable(map(dict.values, [v for v in level if isinstance(v, dict)])),
+            chain.from_iterable(v for v in level if not isinstance(v, dict)),
+        )
         level, depth = [item for item in values if isinstance(item, (dict, list)) and item], depth + 1
     if not level:
         return None
@@ -99,7 +107,7 @@ def _too_deep_at(doc: Mapping[str, Any], cap: int) -> Problem | None:
         value, depth, link = stack.pop()
         if depth > cap:
             return _too_deep(cap, _path_of(link) or None)
-        for key, item in (value.items() if isinstance(value, dict) else enumerate(value)):
+        for key, item in value.items() if isinstance(value, dict) else enumerate(value):
             if isinstance(item, (dict, list)) and item:
                 stack.append((item, depth + 1, (link, key)))
     return None  # pragma: no cover - the level walk found a container below the cap
@@ -130,13 +138,20 @@ def _limits(doc: Mapping[str, Any], settings: Settings) -> tuple[list[Problem], 
     problems: list[Problem] = []
     nodes, edges = doc.get("nodes"), doc.get("edges")
     if isinstance(nodes, list) and len(nodes) > settings.max_nodes:
-        problems.append(Problem("too_many_nodes", f"{len(nodes)} nodes; the cap max_nodes is {settings.max_nodes}",
-                                path="nodes"))
+        problems.append(
+            Problem(
+                "too_many_nodes",
+                f"{len(nodes)} nodes; the cap max_nodes is {settings.max_nodes}",
+                path="nodes",
+            )
+        )
     # One pass over every node and edge with the caps hoisted: a 5000-node document has
     # 10000 items, so a call and a list per item showed in the compile time.
-    caps = (("id", settings.max_id_length, "max_id_length"),
-            ("name", settings.max_name_length, "max_name_length"),
-            ("description", settings.max_name_length, "max_name_length"))
+    caps = (
+        ("id", settings.max_id_length, "max_id_length"),
+        ("name", settings.max_name_length, "max_name_length"),
+        ("description", settings.max_name_length, "max_name_length"),
+    )
     for where, items in (("nodes", nodes), ("edges", edges)):
         if not isinstance(items, list) or not _may_exceed(items, caps):
             continue
@@ -166,4 +181,6 @@ def _may_exceed(items: list[Any], caps: tuple[tuple[str, int, str], ...]) -> boo
 
 def _too_long(where: str, key: str, length: int, cap: int, name: str) -> Problem:
     # Never the value, not even its start: it may be anything a client sent (README "Size limits").
-    return Problem("too_long", f"{where}.{key} is {length} characters; the cap {name} is {cap}", path=f"{where}.{key}")
+    return Problem(
+        "too_long", f"{where}.{key} is {length} characters; the cap {name} is {cap}", path=f"{where}.{key}"
+    )

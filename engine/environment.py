@@ -35,7 +35,15 @@ from schemas.env_vars import MASK, EnvType
 from schemas.run import RunState
 from schemas.workflow import Workflow
 
-__all__ = ["MIN_MASKED", "MemorySecrets", "Redactor", "SecretStore", "install_log_masking", "release_environment", "run_environment"]
+__all__ = [
+    "MIN_MASKED",
+    "MemorySecrets",
+    "Redactor",
+    "SecretStore",
+    "install_log_masking",
+    "release_environment",
+    "run_environment",
+]
 
 #: secrets shorter than this are not searched for in records (module docstring)
 MIN_MASKED = 4
@@ -135,13 +143,16 @@ class Redactor:
     def state(self, state: RunState) -> RunState:
         """A copy of ``state`` to store: node runs, history, outputs, answer and error
         masked (the run's own state keeps the real values its nodes read)."""
-        update = {name: self.value(getattr(state, name))
-                  for name in ("node_runs", "history", "outputs", "answer", "error", "variables", "interrupts")}
+        update = {
+            name: self.value(getattr(state, name))
+            for name in ("node_runs", "history", "outputs", "answer", "error", "variables", "interrupts")
+        }
         return state.model_copy(update={k: v for k, v in update.items() if v is not getattr(state, k)})
 
 
-async def run_environment(workflow: Workflow, tenant_id: str, secrets: SecretStore | None
-                          ) -> tuple[dict[str, Any], Redactor]:
+async def run_environment(
+    workflow: Workflow, tenant_id: str, secrets: SecretStore | None
+) -> tuple[dict[str, Any], Redactor]:
     """The values of ``workflow``'s environment variables for a run of ``tenant_id``, and
     the redactor of its secrets. A secret with no value set is left out, so the node
     reading it fails with a message that names it and says it is not set (rather than
@@ -157,7 +168,9 @@ async def run_environment(workflow: Workflow, tenant_id: str, secrets: SecretSto
                 values[var.name] = stored[var.name]
                 plain.append(stored[var.name])
         else:
-            values[var.name] = var.value if var.value is not None else ("" if var.type is EnvType.string else None)
+            values[var.name] = (
+                var.value if var.value is not None else ("" if var.type is EnvType.string else None)
+            )
     redactor = Redactor(plain)
     if redactor:
         _masking.add(plain)
@@ -205,7 +218,7 @@ class _LogMasking:
             if redactor:
                 try:
                     message = record.getMessage()
-                except Exception:  # noqa: BLE001 - a record that does not format is left to its handler
+                except Exception:
                     return record
                 masked = redactor.text(message)
                 if masked != message:
@@ -213,7 +226,10 @@ class _LogMasking:
                 if record.exc_info and record.exc_info[1] is not None:
                     text = redactor.text(str(record.exc_info[1]))
                     if text != str(record.exc_info[1]):
-                        record.exc_info, record.exc_text = None, f"{type(record.exc_info[1]).__name__}: {text}"
+                        record.exc_info, record.exc_text = (
+                            None,
+                            f"{type(record.exc_info[1]).__name__}: {text}",
+                        )
             return record
 
         logging.setLogRecordFactory(factory)

@@ -101,8 +101,14 @@ class RunError(FlowloomError):
 
     reason = "node_error"
 
-    def __init__(self, message: str, *, node_id: str | None = None, reason: str | None = None,
-                 details: dict[str, Any] | None = None):
+    def __init__(
+        self,
+        message: str,
+        *,
+        node_id: str | None = None,
+        reason: str | None = None,
+        details: dict[str, Any] | None = None,
+    ):
         super().__init__(message)
         self.node_id = node_id
         #: structured extras kept in the node run's error record (e.g. a code traceback)

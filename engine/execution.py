@@ -24,8 +24,9 @@ import socket
 import time
 import uuid
 from collections import OrderedDict
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, AsyncIterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from schemas.events import NodeDelta, NodeFinished, RunFinished, RunPaused
 from schemas.events import RunCancelled as RunCancelledEvent
@@ -81,12 +82,18 @@ class RunInterrupted(StoreError):
 
     def __init__(self, run_id: str, store_error: StoreError) -> None:
         self.run_id = run_id
-        then = ("this process stores it failed once the store is back (if it stops first, recovery continues "
-                "the run) - follow the run again for its outcome")
-        self.public = (f"run {run_id} was interrupted: its store failed while it ran, and how the run ended could "
-                       f"not be stored; {then}")
-        super().__init__(f"run {run_id} was interrupted: its store failed ({store_error}); how the run ended could "
-                         f"not be stored; {then}")
+        then = (
+            "this process stores it failed once the store is back (if it stops first, recovery continues "
+            "the run) - follow the run again for its outcome"
+        )
+        self.public = (
+            f"run {run_id} was interrupted: its store failed while it ran, and how the run ended could "
+            f"not be stored; {then}"
+        )
+        super().__init__(
+            f"run {run_id} was interrupted: its store failed ({store_error}); how the run ended could "
+            f"not be stored; {then}"
+        )
 
 
 #: events of a live execution kept in memory for followers that join late (text deltas included)
@@ -121,18 +128,26 @@ class Executing:
     """Execution of a run by the service (module docstring). Uses the service's
     ``stores``, ``settings``, models, memory, workflows and knowledge."""
 
-    stores: "Stores"
-    settings: "Settings"
+    stores: Stores
+    settings: Settings
     #: the secret values of environment variables (:mod:`engine.environment`)
-    secrets: "SecretStore | None"
+    secrets: SecretStore | None
     _live: dict[str, _Live]
-    _ended: "OrderedDict[str, _Live]"
+    _ended: OrderedDict[str, _Live]
     #: runs whose interrupted execution's end this process stores once the store is back
-    _settling: dict[str, "asyncio.Task[None]"]
+    _settling: dict[str, asyncio.Task[None]]
 
-    async def execute(self, tenant_id: str, run_id: str, *, answers: Mapping[str, Any] | None = None,
-                      expect: RunStatus | None = RunStatus.pending, message: str | None = None,
-                      take_over: str | None = None, prelude: Sequence[Any] = ()) -> AsyncIterator[Any]:
+    async def execute(
+        self,
+        tenant_id: str,
+        run_id: str,
+        *,
+        answers: Mapping[str, Any] | None = None,
+        expect: RunStatus | None = RunStatus.pending,
+        message: str | None = None,
+        take_over: str | None = None,
+        prelude: Sequence[Any] = (),
+    ) -> AsyncIterator[Any]:
         """Claim the run, execute it from its stored state and yield its events.
 
         ``prelude``: events the run produced before this execution and already stored (a
@@ -151,18 +166,27 @@ class Executing:
         """
         runs = self.stores.runs
         if run_id in self._settling:
-            raise RunOwned(f"run {run_id}: this process is still storing how its execution ended "
-                           f"(its store failed while it ran)")
-        prepared, plan, held = (self._prepared.pop(run_id, (None, None, None)) if expect is RunStatus.pending
-                                else (None, None, None))
-        owner, state = await self._claim(tenant_id, run_id, prepared, take_over, held)  # the state as of the claim
+            raise RunOwned(
+                f"run {run_id}: this process is still storing how its execution ended "
+                f"(its store failed while it ran)"
+            )
+        prepared, plan, held = (
+            self._prepared.pop(run_id, (None, None, None))
+            if expect is RunStatus.pending
+            else (None, None, None)
+        )
+        owner, state = await self._claim(
+            tenant_id, run_id, prepared, take_over, held
+        )  # the state as of the claim
         try:
             allowed = {expect} if expect is not None else {RunStatus.pending, RunStatus.running}
             if expect is None and any(i.answered for i in state.interrupts.values()):
                 allowed.add(RunStatus.paused)  # answered before it was queued: continue it
             if state.status not in allowed:
-                raise RunNotResumable(f"run {run_id} is {state.status.value}; expected "
-                                      f"{' or '.join(sorted(s.value for s in allowed))}")
+                raise RunNotResumable(
+                    f"run {run_id} is {state.status.value}; expected "
+                    f"{' or '.join(sorted(s.value for s in allowed))}"
+                )
             if answers:
                 answer_interrupts(state, answers)
             if state is not prepared or plan is None:
@@ -172,7 +196,11 @@ class Executing:
             await runs.release(run_id, owner.id)
             raise
         chat_id = state.sys.get("chat_id")
-        if state.status is RunStatus.paused and chat_id and (message is not None or (answers and chat_id != run_id)):
+        if (
+            state.status is RunStatus.paused
+            and chat_id
+            and (message is not None or (answers and chat_id != run_id))
+        ):
             # An answer given through resume (an option, a form) is the person's next turn
             # in the chat, as a typed message would be: the paused turn's message keeps
             # its question, and the continuation gets its own assistant message.
@@ -183,13 +211,21 @@ class Executing:
         text: list[str] = []
         released: list[bool] = []  # the last checkpoint of an ended run gave the lease up
         idle = _IdleWatch(self.settings.run_idle_timeout_s, state, token, plan.catalog)
-        deps = RunDeps(settings=self.settings, models=models, memory=self.memory, workflows=self.workflows,
-                       knowledge=self.knowledge, secrets=self.secrets,
-                       on_event=lambda event: self._publish(live, durable, text, idle.seen(event)),
-                       checkpoint=self._checkpointer(owner, live, durable, text, idle, released))
-        helpers = [asyncio.create_task(self._heartbeat(run_id, owner, token)),
-                   asyncio.create_task(self._watch_commands(run_id, token)),
-                   asyncio.create_task(idle.watch())]
+        deps = RunDeps(
+            settings=self.settings,
+            models=models,
+            memory=self.memory,
+            workflows=self.workflows,
+            knowledge=self.knowledge,
+            secrets=self.secrets,
+            on_event=lambda event: self._publish(live, durable, text, idle.seen(event)),
+            checkpoint=self._checkpointer(owner, live, durable, text, idle, released),
+        )
+        helpers = [
+            asyncio.create_task(self._heartbeat(run_id, owner, token)),
+            asyncio.create_task(self._watch_commands(run_id, token)),
+            asyncio.create_task(idle.watch()),
+        ]
         ending: Any = None
         live.recent.extend(prelude)
         try:
@@ -209,8 +245,9 @@ class Executing:
             raise  # another process owns the run now: nothing may be written for it here
         except Exception as exc:
             live.error = exc
-            if await self._salvage(state, owner, exc, live, lambda event: self._publish(live, durable, text, event),
-                                   durable):
+            if await self._salvage(
+                state, owner, exc, live, lambda event: self._publish(live, durable, text, event), durable
+            ):
                 released.append(True)
             elif isinstance(exc, StoreError):
                 live.error = self._interrupted(state, owner, exc, durable)
@@ -219,8 +256,9 @@ class Executing:
         finally:
             await self._wind_up(live, owner, helpers, "".join(text), bool(released))
 
-    async def _wind_up(self, live: _Live, owner: OwnerInfo, helpers: list["asyncio.Task[None]"], text: str,
-                       released: bool) -> None:
+    async def _wind_up(
+        self, live: _Live, owner: OwnerInfo, helpers: list[asyncio.Task[None]], text: str, released: bool
+    ) -> None:
         """The end of an execution, however it ended: its helpers stopped, the chat turn
         closed, the lease given up (unless the last checkpoint did), then its followers ended."""
         state = live.state
@@ -251,12 +289,21 @@ class Executing:
         live.over, live.over_at = True, time.monotonic()
         self._ended[run_id] = live
         self._ended.move_to_end(run_id)
-        while self._ended and (len(self._ended) > _ENDED_KEPT
-                               or next(iter(self._ended.values())).over_at < live.over_at - _ENDED_KEPT_S):
+        while self._ended and (
+            len(self._ended) > _ENDED_KEPT
+            or next(iter(self._ended.values())).over_at < live.over_at - _ENDED_KEPT_S
+        ):
             self._ended.popitem(last=False)
 
-    async def _salvage(self, state: RunState, owner: OwnerInfo, exc: BaseException, live: _Live, publish: Any,
-                       durable: list[Any]) -> bool:
+    async def _salvage(
+        self,
+        state: RunState,
+        owner: OwnerInfo,
+        exc: BaseException,
+        live: _Live,
+        publish: Any,
+        durable: list[Any],
+    ) -> bool:
         """Store a run whose execution stopped on an unexpected error (a fault of the engine
         or of a store, not of a node) as failed - with ``store_error`` when a store failed,
         else ``engine_error`` - so it never stays ``running`` with nobody executing it.
@@ -268,24 +315,38 @@ class Executing:
         if state.status not in _ENDED:
             store = isinstance(exc, StoreError)
             state.status, state.finished_at = RunStatus.failed, time.time()
-            message = (f"the run stopped: its store failed ({exc})" if store else
-                       f"the run stopped on an internal error ({type(exc).__name__}); the log has the details")
-            state.error = NodeError(type=type(exc).__name__, message=message,
-                                    reason="store_error" if store else "engine_error")
+            message = (
+                f"the run stopped: its store failed ({exc})"
+                if store
+                else f"the run stopped on an internal error ({type(exc).__name__}); the log has the details"
+            )
+            state.error = NodeError(
+                type=type(exc).__name__, message=message, reason="store_error" if store else "engine_error"
+            )
             state.seq += 1
-            publish(RunFailedEvent(seq=state.seq, run_id=state.run_id, ts=time.time(), reason=state.error.reason,
-                                   error=state.error.model_dump()))
+            publish(
+                RunFailedEvent(
+                    seq=state.seq,
+                    run_id=state.run_id,
+                    ts=time.time(),
+                    reason=state.error.reason,
+                    error=state.error.model_dump(),
+                )
+            )
         batch, durable[:] = durable[:], []
         try:
-            await self.stores.runs.checkpoint(state, _salvage_delta(state, exc), owner_id=owner.id, events=batch,
-                                              release=True)
-        except Exception:  # noqa: BLE001 - the original error is what the caller gets
+            await self.stores.runs.checkpoint(
+                state, _salvage_delta(state, exc), owner_id=owner.id, events=batch, release=True
+            )
+        except Exception:
             durable[:0] = batch
             return False
         self._tell_held(live)
         return True
 
-    def _interrupted(self, state: RunState, owner: OwnerInfo, exc: StoreError, durable: list[Any]) -> RunInterrupted:
+    def _interrupted(
+        self, state: RunState, owner: OwnerInfo, exc: StoreError, durable: list[Any]
+    ) -> RunInterrupted:
         """The error followers get when the store could not take how the execution ended:
         nothing of the end was told, and a task of this process stores it (the run
         ``failed``, with the events not stored yet) once the store takes writes again -
@@ -294,7 +355,8 @@ class Executing:
         run_id = state.run_id
         batch = list(durable)
         self._settling[run_id] = asyncio.get_running_loop().create_task(
-            self._settle(state, owner, exc, batch), name=f"store how run {run_id} ended")
+            self._settle(state, owner, exc, batch), name=f"store how run {run_id} ended"
+        )
         return RunInterrupted(run_id, exc)
 
     async def _settle(self, state: RunState, owner: OwnerInfo, exc: StoreError, batch: list[Any]) -> None:
@@ -307,16 +369,21 @@ class Executing:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, _RETRY_MAX_S)
                 try:
-                    await self.stores.runs.checkpoint(state, _salvage_delta(state, exc), owner_id=owner.id,
-                                                      events=batch, release=True)
+                    await self.stores.runs.checkpoint(
+                        state, _salvage_delta(state, exc), owner_id=owner.id, events=batch, release=True
+                    )
                 except StoreUnavailable:
                     continue
                 except StoreError as error:
-                    logger.warning("run %s: how its interrupted execution ended was not stored (%s)", state.run_id,
-                                   error)
+                    logger.warning(
+                        "run %s: how its interrupted execution ended was not stored (%s)", state.run_id, error
+                    )
                     return
-                logger.warning("run %s: the store is back; the interrupted run is stored %s", state.run_id,
-                               state.status.value)
+                logger.warning(
+                    "run %s: the store is back; the interrupted run is stored %s",
+                    state.run_id,
+                    state.status.value,
+                )
                 return
         finally:
             self._settling.pop(state.run_id, None)
@@ -353,8 +420,15 @@ class Executing:
         for event in held:
             self._tell(live, event)
 
-    def _checkpointer(self, owner: OwnerInfo, live: _Live, durable: list[Any], text: list[str],
-                      idle: "_IdleWatch", released: list[bool]) -> Any:
+    def _checkpointer(
+        self,
+        owner: OwnerInfo,
+        live: _Live,
+        durable: list[Any],
+        text: list[str],
+        idle: _IdleWatch,
+        released: list[bool],
+    ) -> Any:
         """The run's checkpoint hook. The checkpoint of a run that ended is its last (nothing
         can continue an ended run), so it also gives the lease up, in the same transaction;
         a paused run keeps its lease until its turn is closed (a resume waits for that).
@@ -375,8 +449,11 @@ class Executing:
                 live.turn_closed = state.status
             began = time.perf_counter()
             try:
-                await self._stored(live, idle, lambda: runs.checkpoint(state, delta, owner_id=owner.id, events=batch,
-                                                                       release=ended))
+                await self._stored(
+                    live,
+                    idle,
+                    lambda: runs.checkpoint(state, delta, owner_id=owner.id, events=batch, release=ended),
+                )
                 telemetry().checkpoint(time.perf_counter() - began)
             except BaseException:
                 durable[:0] = batch  # not stored: the next checkpoint carries them
@@ -387,7 +464,7 @@ class Executing:
 
         return checkpoint
 
-    async def _stored(self, live: _Live, idle: "_IdleWatch", write: Any) -> None:
+    async def _stored(self, live: _Live, idle: _IdleWatch, write: Any) -> None:
         """``write()`` (a checkpoint), retried while the store is unavailable (a database
         restarting, a full disk), for ``Settings.store_retry_s`` seconds - the run pauses
         meanwhile, its lease kept by the heartbeat - then StoreUnavailable is raised and the
@@ -403,8 +480,12 @@ class Executing:
                     live.store_down = exc
                     raise
                 if delay == _RETRY_FIRST_S:
-                    logger.warning("run %s: its store failed (%s); retrying for up to %gs",
-                                   live.state.run_id if live.state is not None else "?", exc, wait)
+                    logger.warning(
+                        "run %s: its store failed (%s); retrying for up to %gs",
+                        live.state.run_id if live.state is not None else "?",
+                        exc,
+                        wait,
+                    )
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, _RETRY_MAX_S)
                 idle.last = time.monotonic()  # waiting for the store is not the run being idle
@@ -419,11 +500,21 @@ class Executing:
     def new_owner(self) -> OwnerInfo:
         """An owner for an execution in this process: a fresh id, this host and pid, a lease
         of ``Settings.lease_ttl`` seconds from now."""
-        return OwnerInfo(id=uuid.uuid4().hex, host=socket.gethostname(), pid=os.getpid(),
-                         lease_until=time.time() + self.settings.lease_ttl)
+        return OwnerInfo(
+            id=uuid.uuid4().hex,
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            lease_until=time.time() + self.settings.lease_ttl,
+        )
 
-    async def _claim(self, tenant_id: str, run_id: str, prepared: RunState | None = None,
-                     take_over: str | None = None, held: OwnerInfo | None = None) -> tuple[OwnerInfo, RunState]:
+    async def _claim(
+        self,
+        tenant_id: str,
+        run_id: str,
+        prepared: RunState | None = None,
+        take_over: str | None = None,
+        held: OwnerInfo | None = None,
+    ) -> tuple[OwnerInfo, RunState]:
         """Claim the run for this process and read its state in the same transaction (a
         state read before claiming may be stale by the time the claim succeeds: another
         process ran the run in between); a dead owner on this host is taken over at once.
@@ -441,15 +532,20 @@ class Executing:
                 await self.stores.runs.renew(run_id, held.id, held.lease_until)
             return held, prepared
         owner = self.new_owner()
-        if (prepared is not None and prepared.tenant_id == tenant_id
-                and await self.stores.runs.claim_if_pending(tenant_id, run_id, owner)):
+        if (
+            prepared is not None
+            and prepared.tenant_id == tenant_id
+            and await self.stores.runs.claim_if_pending(tenant_id, run_id, owner)
+        ):
             return owner, prepared
         try:
             return owner, await self.stores.runs.claim_and_load(tenant_id, run_id, owner)
         except RunOwned as exc:
             if exc.owner is None or not (owner_gone(exc.owner) or exc.owner.id == take_over):
                 raise
-            return owner, await self.stores.runs.claim_and_load(tenant_id, run_id, owner, take_from=exc.owner.id)
+            return owner, await self.stores.runs.claim_and_load(
+                tenant_id, run_id, owner, take_from=exc.owner.id
+            )
 
     async def _heartbeat(self, run_id: str, owner: OwnerInfo, token: CancelToken) -> None:
         """Renew the lease every third of its length; losing it cancels the run here, since
@@ -521,8 +617,9 @@ class _IdleWatch:
 
     __slots__ = ("seconds", "state", "token", "catalog", "last", "error", "nodes", "_changed")
 
-    def __init__(self, seconds: float, state: RunState, token: CancelToken,
-                 catalog: NodeCatalog | None = None) -> None:
+    def __init__(
+        self, seconds: float, state: RunState, token: CancelToken, catalog: NodeCatalog | None = None
+    ) -> None:
         self.seconds, self.state, self.token, self.catalog = seconds, state, token, catalog
         self.last = time.monotonic()
         self.error: NodeError | None = None
@@ -538,16 +635,24 @@ class _IdleWatch:
             if left > 0:
                 await asyncio.sleep(left)
                 continue
-            running = {nid: run for nid, run in self.state.node_runs.items() if run.status is NodeRunStatus.running}
+            running = {
+                nid: run for nid, run in self.state.node_runs.items() if run.status is NodeRunStatus.running
+            }
             if any(self._quiet_by_nature(run.kind) for run in running.values()):
                 self.last = time.monotonic()
                 continue
             self.nodes = list(running)
             where = f" while node(s) {', '.join(map(repr, self.nodes))} were running" if self.nodes else ""
-            message = (f"run produced no event for {self.seconds:g}s (run_idle_timeout_s={self.seconds:g}){where}; "
-                       f"it was stopped")
-            self.error = NodeError(type="RunIdleTimeout", message=message, reason="idle_timeout",
-                                   node_id=self.nodes[0] if self.nodes else None)
+            message = (
+                f"run produced no event for {self.seconds:g}s (run_idle_timeout_s={self.seconds:g}){where}; "
+                f"it was stopped"
+            )
+            self.error = NodeError(
+                type="RunIdleTimeout",
+                message=message,
+                reason="idle_timeout",
+                node_id=self.nodes[0] if self.nodes else None,
+            )
             self.token.cancel(message)
             return
 
@@ -567,11 +672,23 @@ class _IdleWatch:
             return self._changed[seq]
         changed = event
         if isinstance(event, RunCancelledEvent):
-            changed = RunFailedEvent(seq=event.seq, run_id=event.run_id, ts=event.ts, reason="idle_timeout",
-                                     error=self.error.model_dump(), elapsed_ms=event.elapsed_ms)
-        elif (isinstance(event, NodeFinished) and event.status is NodeRunStatus.cancelled and event.loop_id is None
-              and event.node_id in self.nodes):
-            changed = event.model_copy(update={"status": NodeRunStatus.failed, "error": self.error.model_dump()})
+            changed = RunFailedEvent(
+                seq=event.seq,
+                run_id=event.run_id,
+                ts=event.ts,
+                reason="idle_timeout",
+                error=self.error.model_dump(),
+                elapsed_ms=event.elapsed_ms,
+            )
+        elif (
+            isinstance(event, NodeFinished)
+            and event.status is NodeRunStatus.cancelled
+            and event.loop_id is None
+            and event.node_id in self.nodes
+        ):
+            changed = event.model_copy(
+                update={"status": NodeRunStatus.failed, "error": self.error.model_dump()}
+            )
         if changed is not event:
             self._changed[event.seq] = changed
         return changed
@@ -586,4 +703,3 @@ class _IdleWatch:
             run = state.node_runs.get(nid)
             if run is not None and run.status is NodeRunStatus.cancelled:
                 run.status, run.error = NodeRunStatus.failed, self.error
-

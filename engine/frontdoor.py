@@ -31,7 +31,8 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from typing import TYPE_CHECKING, Any, AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any
 
 from schemas.launch import ContinueRun, Placement, RerunRun, ResumeRun, RunNode, RunTicket, StartRun
 from schemas.run import RunState
@@ -121,8 +122,10 @@ def check_answers(plan: CompiledPlan, state: RunState, answers: dict[str, Any]) 
     pending = {iid: i for iid, i in state.interrupts.items() if not i.answered}
     unknown = sorted(set(answers) - set(pending))
     if unknown:
-        raise UnknownInterrupt(f"run {state.run_id}: no pending interrupt {unknown[0]!r} "
-                               f"(pending: {', '.join(sorted(pending)) or 'none'})")
+        raise UnknownInterrupt(
+            f"run {state.run_id}: no pending interrupt {unknown[0]!r} "
+            f"(pending: {', '.join(sorted(pending)) or 'none'})"
+        )
     problems: list[str] = []
     for iid, answer in answers.items():
         check = getattr(_executor_of(plan, pending[iid].node_id), "check_answer", None)
@@ -135,8 +138,9 @@ def check_answers(plan: CompiledPlan, state: RunState, answers: dict[str, Any]) 
 # --------------------------------------------------------------------------- launch
 
 
-async def launch(service: RunService, tenant_id: str, request: LaunchRequest,
-                 placement: Placement | None = None) -> RunTicket:
+async def launch(
+    service: RunService, tenant_id: str, request: LaunchRequest, placement: Placement | None = None
+) -> RunTicket:
     """Admit, store and start ``request`` (module docstring); its ticket.
 
     Raises:
@@ -149,13 +153,19 @@ async def launch(service: RunService, tenant_id: str, request: LaunchRequest,
     placement = placement or Placement()
     if isinstance(request, StartRun):
         if request.chat_id and request.message is not None:
-            paused = await service.stores.runs.list_runs(tenant_id, status=RunStatus.paused,
-                                                         chat_id=request.chat_id, limit=1)
+            paused = await service.stores.runs.list_runs(
+                tenant_id, status=RunStatus.paused, chat_id=request.chat_id, limit=1
+            )
             if paused and len(paused[0].pending_interrupts) == 1:  # the message answers its question
                 answers = {paused[0].pending_interrupts[0]["id"]: request.message}
                 # no check: in a chat an answer that does not fit is asked again, as a reply
-                return await _resume(service, tenant_id, ResumeRun(paused[0].run_id, answers=answers,
-                                                                   message=request.message), placement, check=False)
+                return await _resume(
+                    service,
+                    tenant_id,
+                    ResumeRun(paused[0].run_id, answers=answers, message=request.message),
+                    placement,
+                    check=False,
+                )
         return await _start(service, tenant_id, request, placement)
     if isinstance(request, ResumeRun):
         return await _resume(service, tenant_id, request, placement)
@@ -166,8 +176,9 @@ async def launch(service: RunService, tenant_id: str, request: LaunchRequest,
     return await _continue(service, tenant_id, request)
 
 
-async def _admitted(service: RunService, tenant_id: str, workflow_id: str, run_id: str,
-                    store: Callable[[], Any]) -> Any:
+async def _admitted(
+    service: RunService, tenant_id: str, workflow_id: str, run_id: str, store: Callable[[], Any]
+) -> Any:
     """``await store()`` under an admission of the run: its slot is given back when nothing
     was stored (``store`` raised)."""
     admission = None
@@ -192,14 +203,27 @@ async def _start(service: RunService, tenant_id: str, request: StartRun, placeme
     for the disk and makes the start durable with it (a streaming caller sees the run's
     first events before that commit, as it sees a pure node's before the checkpoint that
     carries it). A queued or detached start is answered at once (202, a job), so it waits."""
-    plan = service.compile(request.doc, await service.models_of(tenant_id))  # a document that does not compile takes no quota slot
+    plan = service.compile(
+        request.doc, await service.models_of(tenant_id)
+    )  # a document that does not compile takes no quota slot
     run_id = request.run_id or uuid.uuid4().hex
     queued = placed_on_queue(service, plan, placement)
     await service.prepare(
-        request.doc, request.inputs, tenant_id=tenant_id, chat_id=request.chat_id, message=request.message,
-        user_id=request.user_id, history=request.history, workflow_version=request.workflow_version,
-        run_id=run_id, plan=plan, owner=None if queued else service.new_owner(), published=request.published,
-        admission=service.admission, durable=queued or placement.detached)
+        request.doc,
+        request.inputs,
+        tenant_id=tenant_id,
+        chat_id=request.chat_id,
+        message=request.message,
+        user_id=request.user_id,
+        history=request.history,
+        workflow_version=request.workflow_version,
+        run_id=run_id,
+        plan=plan,
+        owner=None if queued else service.new_owner(),
+        published=request.published,
+        admission=service.admission,
+        durable=queued or placement.detached,
+    )
     if queued:
         try:
             await _enqueue(service, tenant_id, run_id, plan, placement, first=True)
@@ -207,7 +231,7 @@ async def _start(service: RunService, tenant_id: str, request: StartRun, placeme
             # Nothing will execute it: end the stored run rather than leave it pending forever.
             try:
                 await service.cancel(tenant_id, run_id, "the run queue was unreachable")
-            except Exception:  # noqa: BLE001 - the refusal is what the caller gets
+            except Exception:
                 pass
             raise
         return RunTicket(run_id, request.chat_id, RunStatus.pending, queued=True)
@@ -215,8 +239,9 @@ async def _start(service: RunService, tenant_id: str, request: StartRun, placeme
     return RunTicket(run_id, request.chat_id, _status(live, RunStatus.running))
 
 
-async def _resume(service: RunService, tenant_id: str, request: ResumeRun, placement: Placement,
-                  check: bool = True) -> RunTicket:
+async def _resume(
+    service: RunService, tenant_id: str, request: ResumeRun, placement: Placement, check: bool = True
+) -> RunTicket:
     from .service import bind_single_answer
 
     state = await service.stores.runs.load_run(tenant_id, request.run_id)
@@ -244,12 +269,18 @@ async def _resume(service: RunService, tenant_id: str, request: ResumeRun, place
         except QueueUnavailable:
             await _take_back(service, tenant_id, request.run_id, answers)  # the same answer may be sent again
             raise
-        return RunTicket(request.run_id, chat_id, RunStatus.paused, queued=True, continued=True,
-                         after_seq=state.seq)
-    live = await _here(service, tenant_id, request.run_id,
-                       lambda: service.resume(tenant_id, request.run_id, answers, message=request.message))
-    return RunTicket(request.run_id, chat_id, _status(live, RunStatus.running), continued=True,
-                     after_seq=state.seq)
+        return RunTicket(
+            request.run_id, chat_id, RunStatus.paused, queued=True, continued=True, after_seq=state.seq
+        )
+    live = await _here(
+        service,
+        tenant_id,
+        request.run_id,
+        lambda: service.resume(tenant_id, request.run_id, answers, message=request.message),
+    )
+    return RunTicket(
+        request.run_id, chat_id, _status(live, RunStatus.running), continued=True, after_seq=state.seq
+    )
 
 
 class _Pending:
@@ -260,8 +291,9 @@ class _Pending:
         self.run_id, self.interrupts = run_id, {i.id: i for i in pending}
 
 
-async def _store_answers(service: RunService, tenant_id: str, run_id: str, answers: dict[str, Any],
-                         message: str | None) -> None:
+async def _store_answers(
+    service: RunService, tenant_id: str, run_id: str, answers: dict[str, Any], message: str | None
+) -> None:
     """Write the answers into the paused run's stored state (and, in a chat, open the
     person's turn), under the run's lease: the process that continues the run reads them
     with the run. Raises RunOwned while another process holds the run (its pause is
@@ -286,8 +318,9 @@ async def _store_answers(service: RunService, tenant_id: str, run_id: str, answe
         chat_id = state.sys.get("chat_id")
         if chat_id and (message is not None or chat_id != run_id):
             await service._open_turn(state, message if message is not None else answer_text(answers))
-        await service.stores.runs.checkpoint(state, CheckpointDelta([], len(state.history)), owner_id=owner.id,
-                                             events=[])
+        await service.stores.runs.checkpoint(
+            state, CheckpointDelta([], len(state.history)), owner_id=owner.id, events=[]
+        )
     finally:
         await service.stores.runs.release(run_id, owner.id)
 
@@ -298,15 +331,16 @@ async def _take_back(service: RunService, tenant_id: str, run_id: str, answers: 
     worker that continues the run uses them)."""
     try:
         owner, state = await service._claim(tenant_id, run_id)
-    except Exception:  # noqa: BLE001 - the queue's refusal is what the caller gets
+    except Exception:
         return
     try:
         for iid in answers:
             if iid in state.interrupts:
                 state.interrupts[iid].answered, state.interrupts[iid].answer = False, None
-        await service.stores.runs.checkpoint(state, CheckpointDelta([], len(state.history)), owner_id=owner.id,
-                                             events=[])
-    except Exception:  # noqa: BLE001
+        await service.stores.runs.checkpoint(
+            state, CheckpointDelta([], len(state.history)), owner_id=owner.id, events=[]
+        )
+    except Exception:
         pass
     finally:
         await service.stores.runs.release(run_id, owner.id)
@@ -314,10 +348,23 @@ async def _take_back(service: RunService, tenant_id: str, run_id: str, answers: 
 
 async def _rerun(service: RunService, tenant_id: str, request: RerunRun, placement: Placement) -> RunTicket:
     new_id = request.new_run_id or uuid.uuid4().hex
-    workflow_id = str(request.doc.get("id") or "") or (await service.get(tenant_id, request.run_id)).workflow_id
-    state, events = await _admitted(service, tenant_id, workflow_id, new_id, lambda: service.rerun_from(
-        tenant_id, request.run_id, request.node_id, request.doc, workflow_version=request.workflow_version,
-        new_run_id=new_id))
+    workflow_id = (
+        str(request.doc.get("id") or "") or (await service.get(tenant_id, request.run_id)).workflow_id
+    )
+    state, events = await _admitted(
+        service,
+        tenant_id,
+        workflow_id,
+        new_id,
+        lambda: service.rerun_from(
+            tenant_id,
+            request.run_id,
+            request.node_id,
+            request.doc,
+            workflow_version=request.workflow_version,
+            new_run_id=new_id,
+        ),
+    )
     live = await _here(service, tenant_id, state.run_id, lambda: events)
     return RunTicket(state.run_id, None, _status(live, RunStatus.running))
 
@@ -327,24 +374,42 @@ async def _run_node(service: RunService, tenant_id: str, request: RunNode) -> Ru
     here (a builder waits for it)."""
     new_id = request.run_id or uuid.uuid4().hex
     workflow_id = str(request.doc.get("id") or "")
-    state, events = await _admitted(service, tenant_id, workflow_id, new_id, lambda: service.run_node(
-        tenant_id, request.doc, request.node_id, request.values, from_last=request.from_last,
-        workflow_version=request.workflow_version, run_id=new_id))
+    state, events = await _admitted(
+        service,
+        tenant_id,
+        workflow_id,
+        new_id,
+        lambda: service.run_node(
+            tenant_id,
+            request.doc,
+            request.node_id,
+            request.values,
+            from_last=request.from_last,
+            workflow_version=request.workflow_version,
+            run_id=new_id,
+        ),
+    )
     live = await _here(service, tenant_id, state.run_id, lambda: events)
     return RunTicket(state.run_id, None, _status(live, RunStatus.pending))
 
 
 async def _continue(service: RunService, tenant_id: str, request: ContinueRun) -> RunTicket:
-    live = await _here(service, tenant_id, request.run_id,
-                       lambda: service.recover(tenant_id, request.run_id, take_over=request.take_over))
+    live = await _here(
+        service,
+        tenant_id,
+        request.run_id,
+        lambda: service.recover(tenant_id, request.run_id, take_over=request.take_over),
+    )
     chat_id = live.state.sys.get("chat_id") if live is not None and live.state is not None else None
     after = live.recent[0].seq - 1 if live is not None and live.recent else 0
-    return RunTicket(request.run_id, chat_id or None, _status(live, RunStatus.running), continued=True,
-                     after_seq=after)
+    return RunTicket(
+        request.run_id, chat_id or None, _status(live, RunStatus.running), continued=True, after_seq=after
+    )
 
 
-async def _here(service: RunService, tenant_id: str, run_id: str,
-                execute: Callable[[], AsyncIterator[Any]]) -> _Live | None:
+async def _here(
+    service: RunService, tenant_id: str, run_id: str, execute: Callable[[], AsyncIterator[Any]]
+) -> _Live | None:
     """Start the execution in this process; the run's place in the live hub (None when it
     already left it)."""
     if service.launcher is None:
@@ -353,11 +418,20 @@ async def _here(service: RunService, tenant_id: str, run_id: str,
     return service._live.get(run_id) or service._ended.get(run_id)
 
 
-async def _enqueue(service: RunService, tenant_id: str, run_id: str, plan: CompiledPlan, placement: Placement,
-                   *, first: bool) -> None:
+async def _enqueue(
+    service: RunService, tenant_id: str, run_id: str, plan: CompiledPlan, placement: Placement, *, first: bool
+) -> None:
     assert service.queue is not None
-    await service.queue.launch(Launch(tenant_id, run_id, _nothing, priority=placement.priority,
-                                      max_wall_time=plan.workflow.limits.max_wall_time, first=first))
+    await service.queue.launch(
+        Launch(
+            tenant_id,
+            run_id,
+            _nothing,
+            priority=placement.priority,
+            max_wall_time=plan.workflow.limits.max_wall_time,
+            first=first,
+        )
+    )
 
 
 def _nothing() -> AsyncIterator[Any]:
@@ -398,8 +472,13 @@ async def follow(service: RunService, tenant_id: str, run_id: str, after_seq: in
     else:
         await service.stores.runs.get_run(tenant_id, run_id)  # RunNotFound for another tenant's run
         if service.feed is not None:
-            source = service.feed.follow(tenant_id, run_id, after_seq, durable=_durable(service, tenant_id, run_id),
-                                         ended=_ended_check(service, tenant_id, run_id))
+            source = service.feed.follow(
+                tenant_id,
+                run_id,
+                after_seq,
+                durable=_durable(service, tenant_id, run_id),
+                ended=_ended_check(service, tenant_id, run_id),
+            )
         else:
             source = _follow_log(service, tenant_id, run_id, after_seq)
     try:
@@ -409,8 +488,9 @@ async def follow(service: RunService, tenant_id: str, run_id: str, after_seq: in
         await source.aclose()  # type: ignore[attr-defined]
 
 
-async def _follow_here(service: RunService, live: _Live, tenant_id: str, run_id: str,
-                       seen: int) -> AsyncIterator[Any]:
+async def _follow_here(
+    service: RunService, live: _Live, tenant_id: str, run_id: str, seen: int
+) -> AsyncIterator[Any]:
     """From the hub: the log's events the hub does not hold (an execution that continued
     a run holds only its own), the hub's recent ones, then live ones. A follower that
     comes while the execution runs gets everything, text deltas included: a launcher
@@ -468,15 +548,18 @@ def _durable(service: RunService, tenant_id: str, run_id: str) -> Callable[[int]
 def _ended_check(service: RunService, tenant_id: str, run_id: str) -> Callable[[], Any]:
     async def ended() -> bool:
         summary = await service.stores.runs.get_run(tenant_id, run_id)
-        if service.on_orphan is not None and orphaned(summary, now=time.time(),
-                                                      pending_grace_s=service.settings.lease_ttl):
+        if service.on_orphan is not None and orphaned(
+            summary, now=time.time(), pending_grace_s=service.settings.lease_ttl
+        ):
             service.on_orphan(tenant_id, run_id)  # nobody executes it: recover it now, and keep following
         return summary.status in _ENDED_OR_PAUSED
 
     return ended
 
 
-async def _follow_log(service: RunService, tenant_id: str, run_id: str, seen: int) -> AsyncIterator[dict[str, Any]]:
+async def _follow_log(
+    service: RunService, tenant_id: str, run_id: str, seen: int
+) -> AsyncIterator[dict[str, Any]]:
     """From the durable log alone (no feed): polled until the run ends or pauses; a run
     recovered by this process meanwhile is followed from the hub, deltas included."""
     reported = 0.0
@@ -499,8 +582,11 @@ async def _follow_log(service: RunService, tenant_id: str, run_id: str, seen: in
                 yield event
             return
         now = time.time()
-        if (service.on_orphan is not None and now - reported >= ORPHAN_REPORT_S
-                and orphaned(summary, now=now, pending_grace_s=service.settings.lease_ttl)):
+        if (
+            service.on_orphan is not None
+            and now - reported >= ORPHAN_REPORT_S
+            and orphaned(summary, now=now, pending_grace_s=service.settings.lease_ttl)
+        ):
             reported = now
             service.on_orphan(tenant_id, run_id)
         await asyncio.sleep(WATCH_POLL_S)

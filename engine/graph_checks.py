@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import functools
 import operator
-from typing import TYPE_CHECKING, Annotated, Any, Iterable, Union
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Annotated, Any, Union
 
 import networkx as nx
 from pydantic import Discriminator, Tag, TypeAdapter, ValidationError
@@ -46,13 +47,15 @@ def _nodes_adapter(catalog: NodeCatalog, kinds: tuple[str, ...]) -> TypeAdapter[
         return TypeAdapter(list[NodeBase])
     if len(models) == 1:
         return TypeAdapter(list[Annotated[models[0], Tag(kinds[0])]])  # type: ignore[valid-type]
-    union = Annotated[Union[tuple(Annotated[m, Tag(k)] for m, k in zip(models, kinds))],  # type: ignore[misc]
-                      Discriminator("type")]
+    # a union built at run time: only typing.Union takes a tuple of members
+    members = tuple(Annotated[m, Tag(k)] for m, k in zip(models, kinds, strict=True))
+    union = Annotated[Union[members], Discriminator("type")]  # type: ignore[misc]  # noqa: UP007
     return TypeAdapter(list[union])  # type: ignore[valid-type]
 
 
-def parse_document(doc: dict[str, Any], problems: list[Problem], invalid: set[str],
-                    catalog: NodeCatalog) -> Workflow | None:
+def parse_document(
+    doc: dict[str, Any], problems: list[Problem], invalid: set[str], catalog: NodeCatalog
+) -> Workflow | None:
     """Rules 1-3: validate the top level and each node on its own, so all errors surface.
 
     Ids of nodes that fail validation go to ``invalid``: later passes ignore edges and
@@ -69,10 +72,16 @@ def parse_document(doc: dict[str, Any], problems: list[Problem], invalid: set[st
             loc = _loc(err["loc"])
             edge_id = None
             if err["loc"][:1] == ("edges",) and len(err["loc"]) > 1 and isinstance(err["loc"][1], int):
-                raw_edge = (doc.get("edges") or [None])[err["loc"][1]] if err["loc"][1] < len(doc.get("edges") or []) else None
+                raw_edge = (
+                    (doc.get("edges") or [None])[err["loc"][1]]
+                    if err["loc"][1] < len(doc.get("edges") or [])
+                    else None
+                )
                 edge_id = raw_edge.get("id") if isinstance(raw_edge, dict) else None
             fields = fields_at(Workflow, err["loc"]) if err["type"] == "extra_forbidden" else ()
-            problems.append(Problem("invalid_document", plain_message(err, fields), edge_id=edge_id, path=loc))
+            problems.append(
+                Problem("invalid_document", plain_message(err, fields), edge_id=edge_id, path=loc)
+            )
         shell = None
     known: list[tuple[str, dict[str, Any]]] = []  # (node id for messages, raw node) of known kinds
     specs = catalog.specs  # the dict itself: a membership test per node, without a method call
@@ -86,8 +95,14 @@ def parse_document(doc: dict[str, Any], problems: list[Problem], invalid: set[st
         kind = raw.get("type")
         if kind not in specs:
             names = ", ".join(catalog.kinds())
-            problems.append(Problem("unknown_kind", f"unknown node kind {kind!r}{did_you_mean(kind, catalog.kinds())} "
-                                    f"(known: {names})", node_id=node_id, path="type"))
+            problems.append(
+                Problem(
+                    "unknown_kind",
+                    f"unknown node kind {kind!r}{did_you_mean(kind, catalog.kinds())} (known: {names})",
+                    node_id=node_id,
+                    path="type",
+                )
+            )
             invalid.add(node_id)
             continue
         known.append((node_id, raw))
@@ -105,8 +120,11 @@ def parse_document(doc: dict[str, Any], problems: list[Problem], invalid: set[st
             bad.add(index)  # type: ignore[arg-type]
             invalid.add(node_id)
             code = "missing_config" if err["type"] == "missing" else "invalid_config"
-            fields = (fields_at(catalog.node_model(known[index][1]["type"]), path)  # type: ignore[index]
-                      if err["type"] == "extra_forbidden" else ())
+            fields = (
+                fields_at(catalog.node_model(known[index][1]["type"]), path)  # type: ignore[index]
+                if err["type"] == "extra_forbidden"
+                else ()
+            )
             msg = "required field is missing" if code == "missing_config" else plain_message(err, fields)
             problems.append(Problem(code, msg, node_id=node_id, path=_loc(path)))
         good = [raw for i, (_, raw) in enumerate(known) if i not in bad]
@@ -120,7 +138,9 @@ def parse_document(doc: dict[str, Any], problems: list[Problem], invalid: set[st
 @functools.cache
 def _required_fields(cls: type[NodeConfig]) -> tuple[tuple[str, str], ...]:
     """(attribute, name in the document) of the config fields of ``cls`` without a default."""
-    return tuple((name, field.alias or name) for name, field in cls.model_fields.items() if field.is_required())
+    return tuple(
+        (name, field.alias or name) for name, field in cls.model_fields.items() if field.is_required()
+    )
 
 
 def _check_empty_required(nodes: list[NodeBase], problems: list[Problem]) -> None:
@@ -132,32 +152,53 @@ def _check_empty_required(nodes: list[NodeBase], problems: list[Problem]) -> Non
         for attr, name in _required_fields(type(config)):
             value = getattr(config, attr)
             if isinstance(value, str) and not value.strip():
-                problems.append(Problem("empty_required", f"{name} is required and empty", node_id=node.id,
-                                        path=f"config.{name}"))
+                problems.append(
+                    Problem(
+                        "empty_required",
+                        f"{name} is required and empty",
+                        node_id=node.id,
+                        path=f"config.{name}",
+                    )
+                )
 
 
 def check_ids(wf: Workflow, problems: list[Problem]) -> None:
     """Rule 4."""
     node_ids, edge_ids = [n.id for n in wf.nodes], [e.id for e in wf.edges]
-    if (len(set(node_ids)) == len(node_ids) and len(set(edge_ids)) == len(edge_ids)
-            and RESERVED_SCOPES.isdisjoint(node_ids) and not any(map(_region_like, node_ids))):
+    if (
+        len(set(node_ids)) == len(node_ids)
+        and len(set(edge_ids)) == len(edge_ids)
+        and RESERVED_SCOPES.isdisjoint(node_ids)
+        and not any(map(_region_like, node_ids))
+    ):
         return  # the common case, screened in C-level loops; the loops below name each problem
     seen: set[str] = set()
     for node in wf.nodes:
         if node.id in seen:
-            problems.append(Problem("duplicate_node_id", f"node id {node.id!r} is used more than once", node_id=node.id))
+            problems.append(
+                Problem("duplicate_node_id", f"node id {node.id!r} is used more than once", node_id=node.id)
+            )
         seen.add(node.id)
         if node.id in RESERVED_SCOPES:
             problems.append(
-                Problem("reserved_node_id", f"{node.id!r} is a reference scope; rename the node", node_id=node.id)
+                Problem(
+                    "reserved_node_id", f"{node.id!r} is a reference scope; rename the node", node_id=node.id
+                )
             )
         elif node.id.endswith(REGION_SUFFIX):
-            problems.append(Problem("reserved_node_id", f"ids ending in {REGION_SUFFIX!r} name the engine's loop "
-                                    "regions; rename the node", node_id=node.id))
+            problems.append(
+                Problem(
+                    "reserved_node_id",
+                    f"ids ending in {REGION_SUFFIX!r} name the engine's loop regions; rename the node",
+                    node_id=node.id,
+                )
+            )
     seen_edges: set[str] = set()
     for edge in wf.edges:
         if edge.id in seen_edges:
-            problems.append(Problem("duplicate_edge_id", f"edge id {edge.id!r} is used more than once", edge_id=edge.id))
+            problems.append(
+                Problem("duplicate_edge_id", f"edge id {edge.id!r} is used more than once", edge_id=edge.id)
+            )
         seen_edges.add(edge.id)
 
 
@@ -165,7 +206,11 @@ _region_like = operator.methodcaller("endswith", REGION_SUFFIX)
 
 
 def build_graph(
-    wf: Workflow, problems: list[Problem], invalid: set[str], invalid_start: bool, scope: dict[str, str | None],
+    wf: Workflow,
+    problems: list[Problem],
+    invalid: set[str],
+    invalid_start: bool,
+    scope: dict[str, str | None],
     entry_kinds: frozenset[str],
 ) -> tuple[nx.DiGraph, str | None]:
     """Rules 5-7: the graph. One networkx edge per connected node pair; its ``edges``
@@ -188,6 +233,7 @@ def build_graph(
         problems.append(Problem("no_start", f"the workflow has no start node; add one node of type {kinds}"))
     elif len(starts) > 1:
         problems.append(Problem("multiple_start", f"only one start node is allowed, found {starts}"))
+
     def keep(source: str, target: str, edge_id: str, handle: str) -> None:
         pair = pairs.get((source, target))
         if pair is None:
@@ -199,8 +245,12 @@ def build_graph(
         source, target = edge.source, edge.target
         if not invalid:  # fast path (5000-edge chains): a valid edge between valid nodes of one scope
             source_node, target_node = by_id.get(source), by_id.get(target)
-            if (source_node is not None and target_node is not None and scope[source] == scope[target]
-                    and target_node.type not in entry_kinds):
+            if (
+                source_node is not None
+                and target_node is not None
+                and scope[source] == scope[target]
+                and target_node.type not in entry_kinds
+            ):
                 handles = handles_of.get(source)
                 if handles is None:
                     handles = handles_of[source] = source_node.handles()
@@ -219,30 +269,49 @@ def build_graph(
             bad = [end for end in (source, target) if end not in by_id]
             named = ", ".join(f"{end!r}{did_you_mean(end, by_id)}" for end in bad)
             problems.append(
-                Problem("dangling_edge", f"edge points to unknown node(s) {named}", edge_id=edge.id,
-                        path="source" if source in bad else "target")
+                Problem(
+                    "dangling_edge",
+                    f"edge points to unknown node(s) {named}",
+                    edge_id=edge.id,
+                    path="source" if source in bad else "target",
+                )
             )
             continue
         if scope[source] is not scope[target] and scope[source] != scope[target]:
-            problems.append(Problem("edge_crosses_container",
-                                    f"edge joins {edge.source!r} and {edge.target!r}, which are in different loop "
-                                    "bodies; connect the loop node itself instead", edge_id=edge.id))
+            problems.append(
+                Problem(
+                    "edge_crosses_container",
+                    f"edge joins {edge.source!r} and {edge.target!r}, which are in different loop "
+                    "bodies; connect the loop node itself instead",
+                    edge_id=edge.id,
+                )
+            )
             continue
         handles = handles_of.get(source)
         if handles is None:
             handles = handles_of[source] = by_id[source].handles()
         if edge.sourceHandle not in handles:
             problems.append(
-                Problem("unknown_handle",
-                        f"node {edge.source!r} has no output handle {edge.sourceHandle!r}"
-                        f"{did_you_mean(edge.sourceHandle, handles)} (handles: {', '.join(handles)})",
-                        node_id=edge.source, edge_id=edge.id, path="sourceHandle")
+                Problem(
+                    "unknown_handle",
+                    f"node {edge.source!r} has no output handle {edge.sourceHandle!r}"
+                    f"{did_you_mean(edge.sourceHandle, handles)} (handles: {', '.join(handles)})",
+                    node_id=edge.source,
+                    edge_id=edge.id,
+                    path="sourceHandle",
+                )
             )
             keep(source, target, edge.id, edge.sourceHandle)
             continue
         if by_id[edge.target].type in entry_kinds:
-            problems.append(Problem("edge_into_start", "the start node cannot have incoming edges",
-                                    node_id=edge.target, edge_id=edge.id))
+            problems.append(
+                Problem(
+                    "edge_into_start",
+                    "the start node cannot have incoming edges",
+                    node_id=edge.target,
+                    edge_id=edge.id,
+                )
+            )
             continue
         keep(source, target, edge.id, edge.sourceHandle)
     graph.add_edges_from((u, v, {"edges": ids}) for (u, v), ids in pairs.items())
@@ -256,17 +325,35 @@ def check_error_policy(wf: Workflow, problems: list[Problem]) -> None:
             continue
         outs = node.outputs(wf)
         for key in sorted(set(node.default_output or {}) - set(outs)):
-            problems.append(Problem("invalid_default_output", f"{key!r} is not an output of this node"
-                                    f"{did_you_mean(key, outs)} (outputs: {', '.join(sorted(outs)) or 'none'})",
-                                    node_id=node.id, path=f"default_output.{key}"))
+            problems.append(
+                Problem(
+                    "invalid_default_output",
+                    f"{key!r} is not an output of this node"
+                    f"{did_you_mean(key, outs)} (outputs: {', '.join(sorted(outs)) or 'none'})",
+                    node_id=node.id,
+                    path=f"default_output.{key}",
+                )
+            )
         if node.default_output is None:
-            problems.append(Problem("invalid_default_output", "the default_output strategy needs a default_output object",
-                                    node_id=node.id, path="default_output"))
+            problems.append(
+                Problem(
+                    "invalid_default_output",
+                    "the default_output strategy needs a default_output object",
+                    node_id=node.id,
+                    path="default_output",
+                )
+            )
         if node.default_handle is not None and node.default_handle not in node.handles():
-            problems.append(Problem("unknown_default_handle", f"no handle {node.default_handle!r}"
-                                    f"{did_you_mean(node.default_handle, node.handles())} "
-                                    f"(handles: {', '.join(node.handles())})",
-                                    node_id=node.id, path="default_handle"))
+            problems.append(
+                Problem(
+                    "unknown_default_handle",
+                    f"no handle {node.default_handle!r}"
+                    f"{did_you_mean(node.default_handle, node.handles())} "
+                    f"(handles: {', '.join(node.handles())})",
+                    node_id=node.id,
+                    path="default_handle",
+                )
+            )
 
 
 def check_models(wf: Workflow, problems: list[Problem], models: ModelCatalog | None) -> None:
@@ -283,11 +370,19 @@ def check_models(wf: Workflow, problems: list[Problem], models: ModelCatalog | N
             continue
         known = sorted(models.names(kind))
         actual = next((t for t in _MODEL_TYPES if t != kind and models.has(name, t)), None)
-        what = (f"model {name!r} is {_a(actual)} model, not {_a(kind)} model" if actual is not None
-                else f"model {name!r} is not in the model registry{did_you_mean(name, known)}")
-        problems.append(Problem("unknown_model", f"{what} (known{'' if kind == 'chat' else f' {kind} models'}: "
-                                f"{', '.join(known) or 'none'})",
-                                node_id=node.id, path=f"config.{path}"))
+        what = (
+            f"model {name!r} is {_a(actual)} model, not {_a(kind)} model"
+            if actual is not None
+            else f"model {name!r} is not in the model registry{did_you_mean(name, known)}"
+        )
+        problems.append(
+            Problem(
+                "unknown_model",
+                f"{what} (known{'' if kind == 'chat' else f' {kind} models'}: {', '.join(known) or 'none'})",
+                node_id=node.id,
+                path=f"config.{path}",
+            )
+        )
 
 
 #: the model registry's types (a model named where another type is needed says which it is)

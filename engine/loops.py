@@ -74,7 +74,9 @@ def loop_limit(node_limit: int | None, workflow: Workflow) -> int:
 # ----------------------------------------------------------------- compile side
 
 
-def check_scopes(wf: Workflow, problems: list[Problem], invalid: set[str], catalog: NodeCatalog) -> dict[str, str | None]:
+def check_scopes(
+    wf: Workflow, problems: list[Problem], invalid: set[str], catalog: NodeCatalog
+) -> dict[str, str | None]:
     """Validate ``parent`` fields; returns node id -> scope (container id, or None at top level).
 
     Problems: ``unknown_parent`` (no such node / not a container kind of ``catalog``),
@@ -89,27 +91,48 @@ def check_scopes(wf: Workflow, problems: list[Problem], invalid: set[str], catal
         if parent is not None and parent not in invalid:
             owner = by_id.get(parent)
             if owner is None or owner.type not in containers:
-                problems.append(Problem("unknown_parent", f"parent {parent!r} is not a container node "
-                                        f"({', '.join(sorted(containers))})",
-                                        node_id=node.id, path="parent"))
+                problems.append(
+                    Problem(
+                        "unknown_parent",
+                        f"parent {parent!r} is not a container node ({', '.join(sorted(containers))})",
+                        node_id=node.id,
+                        path="parent",
+                    )
+                )
                 parent = None
         scope[node.id] = parent
-    placed = {k for k in catalog if catalog[k].inside or catalog[k].interactive}  # kinds with a placement rule
+    placed = {
+        k for k in catalog if catalog[k].inside or catalog[k].interactive
+    }  # kinds with a placement rule
     for node in wf.nodes:
         if node.type not in placed:
             continue
         spec = catalog[node.type]
         if spec.inside and not _inside(node.id, spec.inside, scope, by_id):
             where = " or ".join(sorted(spec.inside))
-            problems.append(Problem("loop_break_outside_loop", f"a {node.type} node must be inside a {where} node's body",
-                                    node_id=node.id, path="parent"))
+            problems.append(
+                Problem(
+                    "loop_break_outside_loop",
+                    f"a {node.type} node must be inside a {where} node's body",
+                    node_id=node.id,
+                    path="parent",
+                )
+            )
         if spec.interactive and scope[node.id] is not None:
-            problems.append(Problem("interrupt_in_loop", "nodes that ask a person cannot be inside a loop body; "
-                                    "ask before or after the loop", node_id=node.id, path="parent"))
+            problems.append(
+                Problem(
+                    "interrupt_in_loop",
+                    "nodes that ask a person cannot be inside a loop body; ask before or after the loop",
+                    node_id=node.id,
+                    path="parent",
+                )
+            )
     return scope
 
 
-def _inside(node_id: str, kinds: frozenset[str], scope: dict[str, str | None], by_id: dict[str, NodeBase]) -> bool:
+def _inside(
+    node_id: str, kinds: frozenset[str], scope: dict[str, str | None], by_id: dict[str, NodeBase]
+) -> bool:
     parent = scope.get(node_id)
     return parent is not None and by_id[parent].type in kinds
 
@@ -169,13 +192,28 @@ def find_cycle_regions(graph: nx.DiGraph, wf: Workflow, problems: list[Problem])
         if any(m not in by_id for m in members):
             continue  # a member failed validation (reported); its handles are unknown
         # (source, target, edge id, handle) for every workflow edge inside the component
-        inner = [(u, v, e, h) for u, v, d in graph.edges(members, data=True) if v in component for e, h in d["edges"]]
+        inner = [
+            (u, v, e, h)
+            for u, v, d in graph.edges(members, data=True)
+            if v in component
+            for e, h in d["edges"]
+        ]
         entries = sorted({v for u, v in graph.in_edges(members) if u not in component})
         if len(entries) != 1:
-            why = "nothing leads into it" if not entries else f"it is entered at several nodes ({', '.join(entries)})"
+            why = (
+                "nothing leads into it"
+                if not entries
+                else f"it is entered at several nodes ({', '.join(entries)})"
+            )
             path, closing = _cycle_path(graph, members, entries[0] if entries else members[0])
-            problems.append(Problem("cycle", f"cycle {path}: {why}; a loop needs one entry node, "
-                                    "the one its back-edges return to", node_id=members[0], edge_id=closing))
+            problems.append(
+                Problem(
+                    "cycle",
+                    f"cycle {path}: {why}; a loop needs one entry node, the one its back-edges return to",
+                    node_id=members[0],
+                    edge_id=closing,
+                )
+            )
             continue
         entry = entries[0]
         back = frozenset(e for _u, v, e, _h in inner if v == entry)
@@ -184,19 +222,37 @@ def find_cycle_regions(graph: nx.DiGraph, wf: Workflow, problems: list[Problem])
         if not nx.is_directed_acyclic_graph(dag):
             inner = [u for u, _v in nx.find_cycle(dag)]
             path, closing = _cycle_path(graph.edge_subgraph(dag.edges), inner, inner[0])
-            problems.append(Problem("cycle", f"cycle through nodes {names} has an inner cycle {path} that does not "
-                                    f"return to the entry {entry!r}", node_id=entry, edge_id=closing))
+            problems.append(
+                Problem(
+                    "cycle",
+                    f"cycle through nodes {names} has an inner cycle {path} that does not "
+                    f"return to the entry {entry!r}",
+                    node_id=entry,
+                    edge_id=closing,
+                )
+            )
             continue
-        exits = [(u, e, h) for u, v, d in graph.out_edges(members, data=True) if v not in component
-                 for e, h in d["edges"]]
+        exits = [
+            (u, e, h)
+            for u, v, d in graph.out_edges(members, data=True)
+            if v not in component
+            for e, h in d["edges"]
+        ]
         inner_handles = {(u, h) for u, _v, _e, h in inner}
-        conditional = [k for u, k, handle in exits
-                       if len(by_id[u].handles()) > 1 and (u, handle) not in inner_handles]
+        conditional = [
+            k for u, k, handle in exits if len(by_id[u].handles()) > 1 and (u, handle) not in inner_handles
+        ]
         if not conditional:
             path, closing = _cycle_path(graph, members, entry)
-            problems.append(Problem("cycle", f"cycle {path} has no conditional exit: add a branch (if-else, "
-                                    "classify, error branch) with a handle that leaves the loop", node_id=entry,
-                                    edge_id=closing))
+            problems.append(
+                Problem(
+                    "cycle",
+                    f"cycle {path} has no conditional exit: add a branch (if-else, "
+                    "classify, error branch) with a handle that leaves the loop",
+                    node_id=entry,
+                    edge_id=closing,
+                )
+            )
             continue
         order = [n for n in nx.topological_sort(dag)]
         regions.append(CycleRegion(entry, tuple(order), back, tuple(k for _u, k, _h in exits)))
@@ -210,9 +266,19 @@ class _RegionConfig(NodeConfig):
 def region_node(region: CycleRegion, entry: NodeBase) -> NodeBase:
     """The pseudo-node scheduled in place of ``region`` in its scope."""
     return NodeBase.model_construct(
-        id=region.id, type="loop_region", name=f"loop at {region.entry}", description="", position=entry.position,
-        timeout=None, max_retries=0, retry_interval=0.0, error_strategy=ErrorStrategy.fail,
-        default_output=None, default_handle=None, parent=entry.parent, max_iterations=entry.max_iterations,
+        id=region.id,
+        type="loop_region",
+        name=f"loop at {region.entry}",
+        description="",
+        position=entry.position,
+        timeout=None,
+        max_retries=0,
+        retry_interval=0.0,
+        error_strategy=ErrorStrategy.fail,
+        default_output=None,
+        default_handle=None,
+        parent=entry.parent,
+        max_iterations=entry.max_iterations,
         config=_RegionConfig(),
     )
 
@@ -232,7 +298,11 @@ def move_round_runs(round_state: RunState, target: RunState) -> None:
 
 def took(run: NodeRun | None, handle: str) -> bool:
     """True when ``run`` ended taking ``handle`` (succeeded, or failed into its error branch)."""
-    return run is not None and run.status in (NodeRunStatus.succeeded, NodeRunStatus.failed) and handle in run.handles
+    return (
+        run is not None
+        and run.status in (NodeRunStatus.succeeded, NodeRunStatus.failed)
+        and handle in run.handles
+    )
 
 
 class RegionExecutor(NodeExecutor[_RegionConfig]):
@@ -263,12 +333,19 @@ class RegionExecutor(NodeExecutor[_RegionConfig]):
             move_round_runs(round_state, ctx.state)
             if nested.ending is not None:
                 raise nested.ending
-            again = any(took(round_state.node_runs.get(self.edges[e][0]), self.edges[e][1]) for e in region.back_edges)
+            again = any(
+                took(round_state.node_runs.get(self.edges[e][0]), self.edges[e][1]) for e in region.back_edges
+            )
             ctx.node_run.data["rounds"] = index + 1
             if not again:
-                taken = tuple(e for e in region.exit_edges
-                              if took(round_state.node_runs.get(self.edges[e][0]), self.edges[e][1]))
+                taken = tuple(
+                    e
+                    for e in region.exit_edges
+                    if took(round_state.node_runs.get(self.edges[e][0]), self.edges[e][1])
+                )
                 return NodeResult({"rounds": index + 1}, handles=taken)
         raise LoopLimitExceeded(
             f"loop at {region.entry!r} reached its limit of {limit} rounds (nodes {', '.join(region.members)}); "
-            "raise max_iterations on the entry node or limits.max_loop_iterations", node_id=region.entry)
+            "raise max_iterations on the entry node or limits.max_loop_iterations",
+            node_id=region.entry,
+        )

@@ -42,13 +42,13 @@ class _Stop(Exception):
 class NodeAttempts:
     """Running one node (module docstring)."""
 
-    plan: "CompiledPlan"
+    plan: CompiledPlan
     state: RunState
     deps: RunDeps
     cancel: CancelToken
-    scope: "Scope | None"
-    root: "Scheduler"
-    _limits: "RunLimits"
+    scope: Scope | None
+    root: Scheduler
+    _limits: RunLimits
     _ready: dict[str, None]
     _answers: dict[str, Interrupt]
     _ending: RunError | None
@@ -59,11 +59,13 @@ class NodeAttempts:
     _announced: dict[str, NodeRun]
 
     if TYPE_CHECKING:  # the scheduler's own parts
+
         def _emit(self, cls: type[Any], **fields: Any) -> None: ...
         async def _checkpoint(self) -> None: ...
         def _end(self, error: RunError) -> None: ...
-        def _close(self, run: NodeRun, status: NodeRunStatus, error: BaseException | None,
-                   keep_error: bool = False) -> None: ...
+        def _close(
+            self, run: NodeRun, status: NodeRunStatus, error: BaseException | None, keep_error: bool = False
+        ) -> None: ...
         def _resolve_edges(self, node_plan: NodePlan, handles: Any, out: list[str]) -> None: ...
         def _node_run_id(self, nid: str) -> str: ...
 
@@ -105,10 +107,15 @@ class NodeAttempts:
         if record:  # rule 9: the store knows the node started before its effects begin
             self._dirty[nid] = None
             await self._checkpoint()
-        return run, base, NodeContext(node, self.plan, state, self.deps, self.cancel, run, self._emit, answered, self)
+        return (
+            run,
+            base,
+            NodeContext(node, self.plan, state, self.deps, self.cancel, run, self._emit, answered, self),
+        )
 
-    async def _attempts(self, node_plan: NodePlan, run: NodeRun, base: int,
-                        ctx: NodeContext) -> tuple[NodeResult | None, BaseException | None] | None:
+    async def _attempts(
+        self, node_plan: NodePlan, run: NodeRun, base: int, ctx: NodeContext
+    ) -> tuple[NodeResult | None, BaseException | None] | None:
         """Rule 5: attempt the node until it succeeds or its retries are spent; returns
         ``(result, None)`` or ``(None, last error)``, None when it asks a person (it waits).
 
@@ -126,9 +133,13 @@ class NodeAttempts:
             counters = self.root.state
             counters.node_executions += 1
             if counters.node_executions > self._limits.max_node_executions:
-                self._end(RunLimitExceeded(
-                    f"run reached max_node_executions={self._limits.max_node_executions} at node {nid!r}",
-                    node_id=nid, reason="max_node_executions"))
+                self._end(
+                    RunLimitExceeded(
+                        f"run reached max_node_executions={self._limits.max_node_executions} at node {nid!r}",
+                        node_id=nid,
+                        reason="max_node_executions",
+                    )
+                )
                 self._close(run, NodeRunStatus.cancelled, None)
                 raise _Stop
             run.attempts = base + attempt + 1
@@ -149,13 +160,16 @@ class NodeAttempts:
                 raise _Stop from None
             except InterruptRequested as request:
                 if self.scope is not None:
-                    return None, RunError(f"node {nid!r} asks a question inside loop {self.scope.loop_id!r}: "
-                                          "interrupts are not supported inside loops", node_id=nid,
-                                          reason="interrupt_in_loop")
+                    return None, RunError(
+                        f"node {nid!r} asks a question inside loop {self.scope.loop_id!r}: "
+                        "interrupts are not supported inside loops",
+                        node_id=nid,
+                        reason="interrupt_in_loop",
+                    )
                 self._interrupt(run, request)
                 await self._checkpoint()
                 return None
-            except Exception as exc:  # noqa: BLE001 - any node error goes through the strategy
+            except Exception as exc:
                 error = exc
                 if isinstance(exc, RunCancelled):
                     break
@@ -167,8 +181,9 @@ class NodeAttempts:
                     raise _Stop from None
         return result, error
 
-    async def _conclude(self, node_plan: NodePlan, run: NodeRun, result: NodeResult | None,
-                        error: BaseException | None) -> list[str]:
+    async def _conclude(
+        self, node_plan: NodePlan, run: NodeRun, result: NodeResult | None, error: BaseException | None
+    ) -> list[str]:
         """Record how the node ended, resolve its edges (rules 2, 3, 5) and checkpoint
         (rules 7, 9); returns the nodes made ready.
 
@@ -221,8 +236,14 @@ class NodeAttempts:
             return announced, announced.attempts - 1, False
         before = state.node_runs.get(nid)
         base = before.attempts if before is not None and before.status in UNFINISHED else 0
-        run = NodeRun(id=self._node_run_id(nid), node_id=nid, kind=kind, status=NodeRunStatus.running,
-                      started_at=started, attempts=base)
+        run = NodeRun(
+            id=self._node_run_id(nid),
+            node_id=nid,
+            kind=kind,
+            status=NodeRunStatus.running,
+            started_at=started,
+            attempts=base,
+        )
         if self.scope is not None:
             run.loop_id, run.iteration = self.scope.loop_id, self.scope.iteration
         state.node_runs[nid] = run
@@ -236,8 +257,14 @@ class NodeAttempts:
         checkpoint about to be taken, so it needs no checkpoint of its own before it runs."""
         before = self.state.node_runs.get(nid)
         base = before.attempts if before is not None and before.status in UNFINISHED else 0
-        run = NodeRun(id=self._node_run_id(nid), node_id=nid, kind=self.plan.nodes[nid].node.type,
-                      status=NodeRunStatus.running, started_at=time.time(), attempts=base + 1)
+        run = NodeRun(
+            id=self._node_run_id(nid),
+            node_id=nid,
+            kind=self.plan.nodes[nid].node.type,
+            status=NodeRunStatus.running,
+            started_at=time.time(),
+            attempts=base + 1,
+        )
         self.state.node_runs[nid] = run
         self._dirty[nid] = None
         self._announced[nid] = run
@@ -262,10 +289,14 @@ class NodeAttempts:
             return result
         except TimeoutError:
             if node_deadline < loop_deadline:
-                raise NodeTimeout(f"node {node.id!r} timed out after {node.timeout}s", node_id=node.id) from None
+                raise NodeTimeout(
+                    f"node {node.id!r} timed out after {node.timeout}s", node_id=node.id
+                ) from None
             raise RunLimitExceeded(
                 f"run reached max_wall_time={self._limits.max_wall_time}s while node {node.id!r} was running",
-                node_id=node.id, reason="max_wall_time") from None
+                node_id=node.id,
+                reason="max_wall_time",
+            ) from None
 
     def _check_size(self, outputs: dict[str, Any], nid: str) -> None:
         """Fail the attempt when the outputs pass ``max_node_output_bytes`` (what one node run
@@ -278,16 +309,23 @@ class NodeAttempts:
         cap = settings.max_node_output_bytes
         size = size_over(outputs, cap)
         if size > cap:
-            raise NodeFailed(f"node {nid!r} produced outputs of more than {cap} bytes; the cap "
-                             f"max_node_output_bytes is {cap}", node_id=nid, reason="output_too_large")
+            raise NodeFailed(
+                f"node {nid!r} produced outputs of more than {cap} bytes; the cap "
+                f"max_node_output_bytes is {cap}",
+                node_id=nid,
+                reason="output_too_large",
+            )
         # The whole run record is bounded too: many nodes under the per-node cap (a loop of
         # ten thousand rounds) must not grow one run without limit.
         root = self.root
         root._output_bytes += size
         if root._output_bytes > settings.max_run_output_bytes:
-            raise NodeFailed(f"node {nid!r} would bring the run's outputs past {settings.max_run_output_bytes} "
-                             "bytes; the cap max_run_output_bytes bounds one run record", node_id=nid,
-                             reason="run_too_large")
+            raise NodeFailed(
+                f"node {nid!r} would bring the run's outputs past {settings.max_run_output_bytes} "
+                "bytes; the cap max_run_output_bytes bounds one run record",
+                node_id=nid,
+                reason="run_too_large",
+            )
 
     def _interrupt(self, run: NodeRun, request: InterruptRequested) -> None:
         """Record a pending interrupt; the node waits and its outgoing edges stay pending."""
@@ -295,11 +333,23 @@ class NodeAttempts:
         run.status = NodeRunStatus.waiting
         if self.scope is None:
             self._dirty[run.node_id] = None
-        interrupt = Interrupt(id=f"{run.id}:{run.attempts}:{state.seq + 1}", node_id=run.node_id,
-                              node_run_id=run.id, kind=request.kind, payload=request.payload, created_at=time.time())
+        interrupt = Interrupt(
+            id=f"{run.id}:{run.attempts}:{state.seq + 1}",
+            node_id=run.node_id,
+            node_run_id=run.id,
+            kind=request.kind,
+            payload=request.payload,
+            created_at=time.time(),
+        )
         state.interrupts[interrupt.id] = interrupt
-        self._emit(InterruptEvent, interrupt_id=interrupt.id, node_id=run.node_id, node_run_id=run.id,
-                   kind=interrupt.kind, payload=interrupt.payload)
+        self._emit(
+            InterruptEvent,
+            interrupt_id=interrupt.id,
+            node_id=run.node_id,
+            node_run_id=run.id,
+            kind=interrupt.kind,
+            payload=interrupt.payload,
+        )
 
     def _apply_strategy(self, node_plan: NodePlan, run: NodeRun, error: BaseException) -> list[str] | None:
         """Rule 5: returns the handles taken, or None when the run must fail."""

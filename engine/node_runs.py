@@ -9,8 +9,9 @@ node reads, how given values are placed, the plan of one node) are in
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, AsyncIterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 from schemas.run import NodeRun, RunState
 from schemas.types import NodeRunStatus, RunStatus
@@ -42,14 +43,16 @@ class LastNodeRun:
 class NodeRuns:
     """Running one node, and its last run (module docstring)."""
 
-    stores: "Stores"
+    stores: Stores
 
     if TYPE_CHECKING:  # the service's own parts
+
         def compile(self, doc: Mapping[str, Any]) -> CompiledPlan: ...
         def execute(self, tenant_id: str, run_id: str, **kw: Any) -> AsyncIterator[Any]: ...
 
-    async def last_node_run(self, tenant_id: str, workflow_id: str, node_id: str,
-                            doc: Mapping[str, Any]) -> LastNodeRun | None:
+    async def last_node_run(
+        self, tenant_id: str, workflow_id: str, node_id: str, doc: Mapping[str, Any]
+    ) -> LastNodeRun | None:
         """The newest run of ``workflow_id`` (among its last 50) in which ``node_id`` ran
         (not skipped, not a given value), with the values its references had there as
         ``doc`` (the current draft) declares them; None when none.
@@ -68,9 +71,17 @@ class NodeRuns:
                 return LastNodeRun(summary.run_id, run, values_from_run(plan, node_id, state))
         return None
 
-    async def run_node(self, tenant_id: str, doc: Mapping[str, Any], node_id: str, values: Mapping[str, Any], *,
-                       from_last: bool = False, workflow_version: str | None = None,
-                       run_id: str | None = None) -> tuple[RunState, AsyncIterator[Any]]:
+    async def run_node(
+        self,
+        tenant_id: str,
+        doc: Mapping[str, Any],
+        node_id: str,
+        values: Mapping[str, Any],
+        *,
+        from_last: bool = False,
+        workflow_version: str | None = None,
+        run_id: str | None = None,
+    ) -> tuple[RunState, AsyncIterator[Any]]:
         """A new run of ``doc`` that executes ``node_id`` alone with ``values`` (reference
         key -> value, :func:`~engine.single_node.read_references`); ``from_last``: the
         values the node's last run read fill in what ``values`` leaves out.
@@ -91,7 +102,9 @@ class NodeRuns:
                 given = {**last.values, **given}
         refs = read_references(plan, node_id)
         inputs = {ref.field: given[ref.key] for ref in refs if ref.scope == "inputs" and ref.key in given}
-        query = next((given[r.key] for r in refs if r.key == "sys.query" and isinstance(given.get(r.key), str)), None)
+        query = next(
+            (given[r.key] for r in refs if r.key == "sys.query" and isinstance(given.get(r.key), str)), None
+        )
         state = new_run_state(plan, inputs, run_id=run_id, query=query, partial=True)
         state.tenant_id, state.workflow_version = tenant_id, workflow_version
         seed_single_node(plan, state, node_id, given)
@@ -109,4 +122,3 @@ def _latest(state: RunState, node_id: str) -> NodeRun | None:
     if run is None or run.status in (NodeRunStatus.skipped, NodeRunStatus.pending) or run.data.get("given"):
         return None
     return run
-

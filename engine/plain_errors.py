@@ -13,22 +13,44 @@ error paths without loading the engine.
 from __future__ import annotations
 
 import difflib
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 __all__ = ["did_you_mean", "fields_at", "plain_message"]
 
 _KIND_WORDS = {
-    "int": "a whole number", "float": "a number", "decimal": "a number", "bool": "true or false",
-    "string": "text", "str": "text", "list": "a list", "tuple": "a list", "set": "a list", "dict": "an object",
-    "model": "an object", "model_attributes": "an object", "dataclass": "an object", "url": "a URL",
-    "bytes": "text", "none": "empty (null)", "datetime": "a date and time", "date": "a date",
-    "time": "a time", "timedelta": "a duration", "uuid": "a UUID", "path": "a file path",
-    "json": "valid JSON", "enum": "one of the allowed values", "callable": "a function",
+    "int": "a whole number",
+    "float": "a number",
+    "decimal": "a number",
+    "bool": "true or false",
+    "string": "text",
+    "str": "text",
+    "list": "a list",
+    "tuple": "a list",
+    "set": "a list",
+    "dict": "an object",
+    "model": "an object",
+    "model_attributes": "an object",
+    "dataclass": "an object",
+    "url": "a URL",
+    "bytes": "text",
+    "none": "empty (null)",
+    "datetime": "a date and time",
+    "date": "a date",
+    "time": "a time",
+    "timedelta": "a duration",
+    "uuid": "a UUID",
+    "path": "a file path",
+    "json": "valid JSON",
+    "enum": "one of the allowed values",
+    "callable": "a function",
 }
 
 _BOUNDS = {
-    "greater_than": ("gt", "greater than"), "greater_than_equal": ("ge", "at least"),
-    "less_than": ("lt", "less than"), "less_than_equal": ("le", "at most"),
+    "greater_than": ("gt", "greater than"),
+    "greater_than_equal": ("ge", "at least"),
+    "less_than": ("lt", "less than"),
+    "less_than_equal": ("le", "at most"),
     "multiple_of": ("multiple_of", "a multiple of"),
 }
 
@@ -110,9 +132,9 @@ def _reworded(msg: str) -> str:
     """pydantic's own message, without its programmer phrasing."""
     for prefix in ("Value error, ", "Assertion failed, "):
         if msg.startswith(prefix):
-            msg = msg[len(prefix):]
+            msg = msg[len(prefix) :]
     if msg.startswith("Input should be "):
-        msg = "must be " + msg[len("Input should be "):]
+        msg = "must be " + msg[len("Input should be ") :]
     return msg
 
 

@@ -38,7 +38,7 @@ class NodePlan:
     in_edges: tuple[str, ...]
     #: (edge id, source handle, target node id)
     out_edges: tuple[tuple[str, str, str], ...]
-    body: "CompiledPlan | None" = None
+    body: CompiledPlan | None = None
     members: tuple[str, ...] = ()
 
 
@@ -65,9 +65,17 @@ class CompiledPlan:
 class PlanBuilder:
     """Builds the plan of each scope: the top level, each loop body, each loop region."""
 
-    def __init__(self, wf: Workflow, key: str, graph: nx.DiGraph, order: list[str],
-                 regions: list[CycleRegion], scope: dict[str, str | None], warnings: tuple[Problem, ...],
-                 catalog: NodeCatalog):
+    def __init__(
+        self,
+        wf: Workflow,
+        key: str,
+        graph: nx.DiGraph,
+        order: list[str],
+        regions: list[CycleRegion],
+        scope: dict[str, str | None],
+        warnings: tuple[Problem, ...],
+        catalog: NodeCatalog,
+    ):
         self.wf, self.key, self.graph, self.order, self.warnings = wf, key, graph, order, warnings
         self.catalog = catalog
         self.containers = catalog.containers
@@ -119,21 +127,41 @@ class PlanBuilder:
             self.out_edges.setdefault(source, []).append((edge.id, handle, target))
             self.in_edges.setdefault(target, []).append(edge.id)
 
-    def _node_plan(self, node: NodeBase, in_edges: list[str], out_edges: list[tuple[str, str, str]]) -> NodePlan:
+    def _node_plan(
+        self, node: NodeBase, in_edges: list[str], out_edges: list[tuple[str, str, str]]
+    ) -> NodePlan:
         body = None
         if node.type in self.containers:
             body = self.scope_plan(node.id, ())  # roots: the body nodes with no incoming edge
         return NodePlan(node, self.executors[node.type](node), tuple(in_edges), tuple(out_edges), body)
 
     def _region_plan(self, region: CycleRegion) -> NodePlan:
-        members = {m: self._node_plan(self.by_id[m], self.inner_in.get(m, []), self.inner_out.get(m, []))
-                   for m in region.members}
-        body = CompiledPlan(self.wf, self.key, self.graph, members, "", region.members, (), roots=(region.entry,),
-                            catalog=self.catalog, stream=self._stream(members, list(region.members)))
+        members = {
+            m: self._node_plan(self.by_id[m], self.inner_in.get(m, []), self.inner_out.get(m, []))
+            for m in region.members
+        }
+        body = CompiledPlan(
+            self.wf,
+            self.key,
+            self.graph,
+            members,
+            "",
+            region.members,
+            (),
+            roots=(region.entry,),
+            catalog=self.catalog,
+            stream=self._stream(members, list(region.members)),
+        )
         pseudo = region_node(region, self.by_id[region.entry])
         executor = RegionExecutor(pseudo, region, self.ends)
-        return NodePlan(pseudo, executor, tuple(self.in_edges.get(region.id, [])),
-                        tuple(self.out_edges.get(region.id, [])), body, region.members)
+        return NodePlan(
+            pseudo,
+            executor,
+            tuple(self.in_edges.get(region.id, [])),
+            tuple(self.out_edges.get(region.id, [])),
+            body,
+            region.members,
+        )
 
     def scope_plan(self, scope_id: str | None, roots: tuple[str, ...]) -> CompiledPlan:
         plans: dict[str, NodePlan] = {}
@@ -146,8 +174,12 @@ class PlanBuilder:
             if node is None or scope[nid] != scope_id:
                 continue
             if not region_of and node.type not in containers:  # fast path: an ordinary node
-                plans[nid] = NodePlan(node, executors[node.type](node), tuple(in_edges.get(nid, empty)),
-                                      tuple(out_edges.get(nid, empty)))
+                plans[nid] = NodePlan(
+                    node,
+                    executors[node.type](node),
+                    tuple(in_edges.get(nid, empty)),
+                    tuple(out_edges.get(nid, empty)),
+                )
                 order.append(nid)
                 continue
             region = region_of.get(nid)
@@ -156,29 +188,46 @@ class PlanBuilder:
                     plans[region.id] = self._region_plan(region)
                     order.append(region.id)
                 continue
-            plans[nid] = self._node_plan(self.by_id[nid], self.in_edges.get(nid, []), self.out_edges.get(nid, []))
+            plans[nid] = self._node_plan(
+                self.by_id[nid], self.in_edges.get(nid, []), self.out_edges.get(nid, [])
+            )
             order.append(nid)
         if scope_id is not None:
             roots = tuple(nid for nid in order if not plans[nid].in_edges)
         start = roots[0] if scope_id is None else ""
-        return CompiledPlan(self.wf, self.key, self.graph, plans, start, tuple(order),
-                            self.warnings if scope_id is None else (), roots=roots, catalog=self.catalog,
-                            stream=self._stream(plans, order))
+        return CompiledPlan(
+            self.wf,
+            self.key,
+            self.graph,
+            plans,
+            start,
+            tuple(order),
+            self.warnings if scope_id is None else (),
+            roots=roots,
+            catalog=self.catalog,
+            stream=self._stream(plans, order),
+        )
 
     def _stream(self, plans: dict[str, NodePlan], order: list[str]) -> StreamPlan | None:
         """The answer stream of one scope (engine/answers.py), units in stream order."""
         streaming = self.streaming
         shown = self._shown()
-        units = [nid for nid in order
-                 if (plans[nid].body is not None and plans[nid].body.stream is not None)
-                 or (plans[nid].node.type in streaming) or nid in shown]
+        units = [
+            nid
+            for nid in order
+            if (plans[nid].body is not None and plans[nid].body.stream is not None)
+            or (plans[nid].node.type in streaming)
+            or nid in shown
+        ]
         if not units:
             return None
         rank = self._rank()
         entry = {r.id: r.entry for r in self.regions}
         units.sort(key=lambda nid: rank[entry.get(nid, nid)])
-        candidates = [(nid, self.by_id.get(nid), plans[nid].body.stream if plans[nid].body is not None else None)
-                      for nid in units]
+        candidates = [
+            (nid, self.by_id.get(nid), plans[nid].body.stream if plans[nid].body is not None else None)
+            for nid in units
+        ]
 
         def kind_of(nid: str) -> str | None:
             node = self.by_id.get(nid)
@@ -202,8 +251,15 @@ class PlanBuilder:
             spec = self.catalog.get(self.by_id[nid].type) if self.catalog is not None else None
             return spec is not None and spec.interactive and spec.streams is None
 
-        return stream_plan(candidates, catalog=self.catalog, kind_of=kind_of, gates_of=gates_of,
-                           answers=self.has_answers, local=set(plans), own=shown)
+        return stream_plan(
+            candidates,
+            catalog=self.catalog,
+            kind_of=kind_of,
+            gates_of=gates_of,
+            answers=self.has_answers,
+            local=set(plans),
+            own=shown,
+        )
 
     def _shown(self) -> frozenset[str]:
         """Nodes that stream to the person on their own: of a kind with a ``streams`` output
@@ -211,8 +267,9 @@ class PlanBuilder:
         LLM node answers directly in FastGPT. Their live deltas only (none when the node's
         streaming is off) form a unit of their own. None in a workflow with End nodes: its
         result is what they output (only their bindings stream, as in Dify)."""
-        if self.own is None and any(self.catalog[n.type].collects == "outputs" for n in self.wf.nodes
-                                    if n.type in self.catalog):
+        if self.own is None and any(
+            self.catalog[n.type].collects == "outputs" for n in self.wf.nodes if n.type in self.catalog
+        ):
             self.own = frozenset()
         if self.own is None:
             catalog = self.catalog
@@ -224,7 +281,9 @@ class PlanBuilder:
                     continue
                 for _path, source in node.config.templates():
                     try:
-                        read.update(h[6:] if h.startswith("nodes.") else h for h, _f in template_selectors(source))
+                        read.update(
+                            h[6:] if h.startswith("nodes.") else h for h, _f in template_selectors(source)
+                        )
                     except jinja2.TemplateSyntaxError:
                         continue
                 read.update(f.ref.selector.node or "" for f in walk_refs(node.config, "config"))
@@ -235,6 +294,10 @@ class PlanBuilder:
         """Stream order of nodes: topological, the earlier node of the document first."""
         if self.rank is None:
             index = {n.id: i for i, n in enumerate(self.wf.nodes)}
-            self.rank = {nid: i for i, nid in enumerate(
-                nx.lexicographical_topological_sort(self.graph, key=lambda n: index.get(n, -1)))}
+            self.rank = {
+                nid: i
+                for i, nid in enumerate(
+                    nx.lexicographical_topological_sort(self.graph, key=lambda n: index.get(n, -1))
+                )
+            }
         return self.rank

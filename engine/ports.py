@@ -26,12 +26,22 @@ tenant, so one store serves many tenants without leaking rows between them.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Awaitable, Callable, Mapping, Protocol, Sequence, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from schemas.launch import Published
-from schemas.records import WorkflowRecord, WorkflowVersion
-from schemas.records import ApiKey, Chat, ChatMessage, OwnerInfo, RunCommand, RunSummary, Tenant
+from schemas.records import (
+    ApiKey,
+    Chat,
+    ChatMessage,
+    OwnerInfo,
+    RunCommand,
+    RunSummary,
+    Tenant,
+    WorkflowRecord,
+    WorkflowVersion,
+)
 from schemas.run import NodeRun, RunState
 from schemas.types import RunStatus
 
@@ -157,9 +167,15 @@ class RunStore(Protocol):
         """The document kept under ``content_hash``. Raises RunNotFound."""
         ...
 
-    async def create_run(self, state: RunState, *, owner: OwnerInfo | None = None,
-                         doc: Mapping[str, Any] | None = None, published: Published | None = None,
-                         durable: bool = True) -> None:
+    async def create_run(
+        self,
+        state: RunState,
+        *,
+        owner: OwnerInfo | None = None,
+        doc: Mapping[str, Any] | None = None,
+        published: Published | None = None,
+        durable: bool = True,
+    ) -> None:
         """Insert a new run (inputs, system variables, status) owned by ``owner``, with
         ``doc`` kept under the state's ``workflow_hash`` (as :meth:`put_workflow`) when
         given, in one transaction: nothing of it is stored when any part fails. With
@@ -167,8 +183,15 @@ class RunStore(Protocol):
         as :attr:`NewRun.durable`. Raises RunExists, StalePublished."""
         ...
 
-    async def checkpoint(self, state: RunState, delta: CheckpointDelta, *, owner_id: str | None,
-                         events: Sequence[Any] = (), release: bool = False) -> None:
+    async def checkpoint(
+        self,
+        state: RunState,
+        delta: CheckpointDelta,
+        *,
+        owner_id: str | None,
+        events: Sequence[Any] = (),
+        release: bool = False,
+    ) -> None:
         """Commit the run's state, the node runs in ``delta`` and ``events`` (the durable
         events of that step, as for :meth:`EventLog.append`: ``node_delta`` events are
         skipped, an event already stored is ignored) in one transaction, so a watcher
@@ -197,8 +220,15 @@ class RunStore(Protocol):
         """The run's summary. Raises RunNotFound."""
         ...
 
-    async def list_runs(self, tenant_id: str, *, status: RunStatus | None = None, workflow_id: str | None = None,
-                        chat_id: str | None = None, limit: int = 50) -> list[RunSummary]:
+    async def list_runs(
+        self,
+        tenant_id: str,
+        *,
+        status: RunStatus | None = None,
+        workflow_id: str | None = None,
+        chat_id: str | None = None,
+        limit: int = 50,
+    ) -> list[RunSummary]:
         """Newest first."""
         ...
 
@@ -222,14 +252,17 @@ class RunStore(Protocol):
         so its cost follows the number of unfinished runs, not of all runs."""
         ...
 
-    async def claim(self, tenant_id: str, run_id: str, owner: OwnerInfo, *, take_from: str | None = None) -> None:
+    async def claim(
+        self, tenant_id: str, run_id: str, owner: OwnerInfo, *, take_from: str | None = None
+    ) -> None:
         """Become the run's owner until ``owner.lease_until``: allowed when nobody owns it,
         the lease expired, ``owner.id`` already owns it, or the owner is ``take_from``
         (known to be gone). Raises RunOwned naming the current owner, RunNotFound."""
         ...
 
-    async def claim_and_load(self, tenant_id: str, run_id: str, owner: OwnerInfo, *,
-                             take_from: str | None = None) -> RunState:
+    async def claim_and_load(
+        self, tenant_id: str, run_id: str, owner: OwnerInfo, *, take_from: str | None = None
+    ) -> RunState:
         """:meth:`claim`, then the run's state as :meth:`load_run` gives it, read in the
         same transaction (what the new owner continues from). Same errors as :meth:`claim`."""
         ...
@@ -265,7 +298,9 @@ class EventLog(Protocol):
         """Append event models (each has ``seq``); an event already stored is ignored."""
         ...
 
-    async def read(self, tenant_id: str, run_id: str, after_seq: int = 0, limit: int = 1000) -> list[dict[str, Any]]:
+    async def read(
+        self, tenant_id: str, run_id: str, after_seq: int = 0, limit: int = 1000
+    ) -> list[dict[str, Any]]:
         """Events with ``seq > after_seq`` as JSON objects, oldest first."""
         ...
 
@@ -302,7 +337,9 @@ class ChatStore(Protocol):
         that holds none or does not exist."""
         ...
 
-    async def set_chat_variables(self, tenant_id: str, chat_id: str, values: Mapping[str, Any]) -> dict[str, Any]:
+    async def set_chat_variables(
+        self, tenant_id: str, chat_id: str, values: Mapping[str, Any]
+    ) -> dict[str, Any]:
         """Set the chat's conversation variables of ``values`` (others kept); all it holds
         now. Raises ChatNotFound."""
         ...
@@ -438,8 +475,9 @@ class KeyStore(Protocol):
         """The tenant. Raises TenantNotFound."""
         ...
 
-    async def create_key(self, tenant_id: str, *, name: str = "", admin: bool = False,
-                         app_id: str | None = None) -> tuple[ApiKey, str]:
+    async def create_key(
+        self, tenant_id: str, *, name: str = "", admin: bool = False, app_id: str | None = None
+    ) -> tuple[ApiKey, str]:
         """A new key of the tenant: its record and its plaintext (shown once, never stored).
         Raises TenantNotFound."""
         ...
@@ -500,8 +538,9 @@ class WorkflowRepo(Protocol):
         """The workflow with its draft. Raises WorkflowNotFound."""
         ...
 
-    async def update_draft(self, tenant_id: str, workflow_id: str, doc: Mapping[str, Any],
-                           draft_version: int) -> WorkflowRecord:
+    async def update_draft(
+        self, tenant_id: str, workflow_id: str, doc: Mapping[str, Any], draft_version: int
+    ) -> WorkflowRecord:
         """Replace the draft when its version is still ``draft_version``; the version
         goes up by one. Raises WorkflowNotFound, StaleVersion (naming the current version)."""
         ...
@@ -510,7 +549,9 @@ class WorkflowRepo(Protocol):
         """Delete the workflow and its versions (its runs stay). Raises WorkflowNotFound."""
         ...
 
-    async def publish(self, tenant_id: str, workflow_id: str, doc: Mapping[str, Any], note: str = "") -> WorkflowVersion:
+    async def publish(
+        self, tenant_id: str, workflow_id: str, doc: Mapping[str, Any], note: str = ""
+    ) -> WorkflowVersion:
         """Keep ``doc`` as the next version (1 for the first) and make it the published
         one. Raises WorkflowNotFound."""
         ...
@@ -523,7 +564,9 @@ class WorkflowRepo(Protocol):
         """One version with its document. Raises WorkflowNotFound (also for a missing version)."""
         ...
 
-    async def published(self, tenant_id: str, workflow_id: str, *, cached: bool = False) -> WorkflowVersion | None:
+    async def published(
+        self, tenant_id: str, workflow_id: str, *, cached: bool = False
+    ) -> WorkflowVersion | None:
         """The published version with its document, read in one go (what a run of the
         workflow needs); None when no version is published. Raises WorkflowNotFound.
 
@@ -574,9 +617,15 @@ class Launcher(Protocol):
 class EventFeed(Protocol):
     """A run's events as JSON objects, published by whichever process executes it."""
 
-    def follow(self, tenant_id: str, run_id: str, after_seq: int, *,
-               durable: Callable[[int], Awaitable[list[dict[str, Any]]]],
-               ended: Callable[[], Awaitable[bool]]) -> AsyncIterator[dict[str, Any]]:
+    def follow(
+        self,
+        tenant_id: str,
+        run_id: str,
+        after_seq: int,
+        *,
+        durable: Callable[[int], Awaitable[list[dict[str, Any]]]],
+        ended: Callable[[], Awaitable[bool]],
+    ) -> AsyncIterator[dict[str, Any]]:
         """The events with ``seq > after_seq`` in order, each once, until the run ends or
         pauses. ``durable(after)``: the durable log's events after ``after`` (what fills
         gaps the feed does not hold); ``ended()``: True once the run ended or paused."""
@@ -586,7 +635,9 @@ class EventFeed(Protocol):
 class Admission(Protocol):
     """Quotas: a run start or continuation is admitted before anything is stored."""
 
-    async def admit(self, tenant_id: str, workflow_id: str | None, run_id: str, *, run: NewRun | None = None) -> Any:
+    async def admit(
+        self, tenant_id: str, workflow_id: str | None, run_id: str, *, run: NewRun | None = None
+    ) -> Any:
         """Admit the run (counts it); returns a token for :meth:`release`. Raises the
         deployment's refusal (an error naming the quota, its limit and when to retry).
 

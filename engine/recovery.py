@@ -27,12 +27,13 @@ import logging
 import random
 import socket
 import time
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from schemas.records import RunSummary
 
-from .ports import LeaseLost, RunNotFound, RunOwned
 from .leases import orphaned
+from .ports import LeaseLost, RunNotFound, RunOwned
 from .service import RunNotResumable, RunService
 from .telemetry import telemetry
 
@@ -64,9 +65,16 @@ class OrphanRecovery:
     :meth:`start` installs it as the service's ``on_orphan``; :meth:`close` stops it.
     """
 
-    def __init__(self, service: RunService, recover_one: RecoverOne, *, concurrency: int | None = None,
-                 interval_s: float | None = None, pending_grace_s: float | None = None,
-                 still_queued: StillQueued | None = None) -> None:
+    def __init__(
+        self,
+        service: RunService,
+        recover_one: RecoverOne,
+        *,
+        concurrency: int | None = None,
+        interval_s: float | None = None,
+        pending_grace_s: float | None = None,
+        still_queued: StillQueued | None = None,
+    ) -> None:
         settings = service.settings
         self.service, self.recover_one, self.still_queued = service, recover_one, still_queued
         self.concurrency = max(1, concurrency if concurrency is not None else settings.recovery_concurrency)
@@ -90,8 +98,10 @@ class OrphanRecovery:
             try:
                 await self.scan()
                 looked = True
-            except Exception as exc:  # noqa: BLE001 - the loop looks again
-                logger.warning("looking for runs whose owner is gone failed (%s: %s)", type(exc).__name__, exc)
+            except Exception as exc:
+                logger.warning(
+                    "looking for runs whose owner is gone failed (%s: %s)", type(exc).__name__, exc
+                )
             if self._busy:
                 await asyncio.wait(list(self._busy.values()), timeout=settle_s)
         self._loop = asyncio.create_task(self._forever(looked), name="orphan recovery")
@@ -121,25 +131,37 @@ class OrphanRecovery:
             try:
                 started = await self.scan()
                 if started:  # a warning: a process died, and operators look for that
-                    logger.warning("recovering %d run(s) whose owner is gone: %s", len(started), ", ".join(started))
-            except Exception as exc:  # noqa: BLE001 - the store is away: look again later
-                logger.warning("looking for runs whose owner is gone failed (%s: %s); trying again",
-                               type(exc).__name__, exc)
+                    logger.warning(
+                        "recovering %d run(s) whose owner is gone: %s", len(started), ", ".join(started)
+                    )
+            except Exception as exc:
+                logger.warning(
+                    "looking for runs whose owner is gone failed (%s: %s); trying again",
+                    type(exc).__name__,
+                    exc,
+                )
 
     async def scan(self) -> list[str]:
         """One look: start recovering every orphan not being recovered here yet, oldest
         first; returns their ids. Raises what the run store raises."""
         now = time.time()
-        found = await self.service.stores.runs.list_unfinished(now=now, host=socket.gethostname(), limit=BATCH)
-        found = [summary for summary in found if summary.run_id not in self._busy
-                 and orphaned(summary, now=now, pending_grace_s=self.pending_grace_s)]
+        found = await self.service.stores.runs.list_unfinished(
+            now=now, host=socket.gethostname(), limit=BATCH
+        )
+        found = [
+            summary
+            for summary in found
+            if summary.run_id not in self._busy
+            and orphaned(summary, now=now, pending_grace_s=self.pending_grace_s)
+        ]
         if found and self.still_queued is not None:
             queued = await self.still_queued(found)
             found = [summary for summary in found if summary.run_id not in queued]
         started: list[str] = []
         for summary in found:
-            self._busy[summary.run_id] = asyncio.create_task(self._recover(summary),
-                                                             name=f"recover run {summary.run_id}")
+            self._busy[summary.run_id] = asyncio.create_task(
+                self._recover(summary), name=f"recover run {summary.run_id}"
+            )
             started.append(summary.run_id)
         return started
 
@@ -151,9 +173,13 @@ class OrphanRecovery:
             telemetry().recovered("recovered")
         except _SKIP as exc:
             logger.info("run %s: not recovered by this process (%s)", summary.run_id, exc)
-        except Exception as exc:  # noqa: BLE001 - one run's failure must not stop the loop
+        except Exception as exc:
             telemetry().recovered("failed")
-            logger.warning("run %s: recovery failed (%s: %s); the next look tries again", summary.run_id,
-                           type(exc).__name__, exc)
+            logger.warning(
+                "run %s: recovery failed (%s: %s); the next look tries again",
+                summary.run_id,
+                type(exc).__name__,
+                exc,
+            )
         finally:
             self._busy.pop(summary.run_id, None)

@@ -70,8 +70,15 @@ class _LazyOutputs(dict):  # type: ignore[type-arg]
 class RefChecker:
     """Rule 9, for one workflow (outputs computed once)."""
 
-    def __init__(self, wf: Workflow, graph: nx.DiGraph, order: list[str] | None, problems: list[Problem],
-                 invalid: set[str], scope: dict[str, str | None]):
+    def __init__(
+        self,
+        wf: Workflow,
+        graph: nx.DiGraph,
+        order: list[str] | None,
+        problems: list[Problem],
+        invalid: set[str],
+        scope: dict[str, str | None],
+    ):
         self.wf = wf
         self.invalid = invalid
         self.scope = scope
@@ -85,8 +92,14 @@ class RefChecker:
             seen: set[str] = set()
             for i, var in enumerate(wf.environment):
                 if var.name in seen:
-                    problems.append(Problem("duplicate_env", f"environment variable {var.name!r} is declared more "
-                                            "than once; rename or remove one", path=f"environment[{i}]"))
+                    problems.append(
+                        Problem(
+                            "duplicate_env",
+                            f"environment variable {var.name!r} is declared more "
+                            "than once; rename or remove one",
+                            path=f"environment[{i}]",
+                        )
+                    )
                 seen.add(var.name)
         self.order = order
         self.graph = graph
@@ -146,8 +159,11 @@ class RefChecker:
         if node_ref == reader:
             return ("not_ancestor", "a node cannot reference its own outputs")
         if self.order is not None and not (self.anc[reader] >> self.index[node_ref]) & 1:
-            return ("not_ancestor", f"reference to node {node_ref!r}, which is not upstream of {reader!r}: it may "
-                                    "never run first; connect it upstream")
+            return (
+                "not_ancestor",
+                f"reference to node {node_ref!r}, which is not upstream of {reader!r}: it may "
+                "never run first; connect it upstream",
+            )
         return "outputs"
 
     def body_outputs(self, node_id: str) -> dict[str, VarType]:
@@ -155,12 +171,20 @@ class RefChecker:
         node = self.outputs.node(node_id)
         return node.config.body_outputs(self.wf) if node is not None else {}
 
-    def _target(self, reader: str, path: str, node_ref: str, field: str | None, body: bool = False) -> VarType | None:
+    def _target(
+        self, reader: str, path: str, node_ref: str, field: str | None, body: bool = False
+    ) -> VarType | None:
         if node_ref in self.invalid:
             return None
         if node_ref not in self.outputs:
-            self.problems.append(Problem("unknown_node", f"reference to unknown node {node_ref!r}"
-                                         f"{did_you_mean(node_ref, self.outputs.ids())}", node_id=reader, path=path))
+            self.problems.append(
+                Problem(
+                    "unknown_node",
+                    f"reference to unknown node {node_ref!r}{did_you_mean(node_ref, self.outputs.ids())}",
+                    node_id=reader,
+                    path=path,
+                )
+            )
             return None
         access = self.access(reader, node_ref, body)
         if isinstance(access, tuple):
@@ -168,25 +192,47 @@ class RefChecker:
             return None
         outs = self.body_outputs(node_ref) if access == "body" else self.outputs[node_ref]
         if field is not None and field not in outs:
-            where = (f" while its body runs (its {field!r} exists once it has finished; read it downstream)"
-                     if access == "body" and field in self.outputs[node_ref] else "")
+            where = (
+                f" while its body runs (its {field!r} exists once it has finished; read it downstream)"
+                if access == "body" and field in self.outputs[node_ref]
+                else ""
+            )
             self.problems.append(
-                Problem("unknown_output", f"node {node_ref!r} has no output {field!r}{where}{did_you_mean(field, outs)} "
-                        f"(outputs: {', '.join(sorted(outs)) or 'none'})",
-                        node_id=reader, path=path)
+                Problem(
+                    "unknown_output",
+                    f"node {node_ref!r} has no output {field!r}{where}{did_you_mean(field, outs)} "
+                    f"(outputs: {', '.join(sorted(outs)) or 'none'})",
+                    node_id=reader,
+                    path=path,
+                )
             )
             return None
         return outs.get(field) if field is not None else None
 
     def _scoped(self, reader: str, path: str, scope: str, field: str | None) -> VarType | None:
-        table = {"inputs": self.inputs, "vars": self.variables, "sys": SYS_VARIABLES,
-                 "conversation": self.conversation, "env": self.env}[scope]
-        code = {"inputs": "unknown_input", "vars": "unknown_variable", "sys": "unknown_sys",
-                "conversation": "unknown_conversation_variable", "env": "unknown_env"}[scope]
+        table = {
+            "inputs": self.inputs,
+            "vars": self.variables,
+            "sys": SYS_VARIABLES,
+            "conversation": self.conversation,
+            "env": self.env,
+        }[scope]
+        code = {
+            "inputs": "unknown_input",
+            "vars": "unknown_variable",
+            "sys": "unknown_sys",
+            "conversation": "unknown_conversation_variable",
+            "env": "unknown_env",
+        }[scope]
         if field is not None and field not in table:
             self.problems.append(
-                Problem(code, f"{scope}.{field} is not declared{did_you_mean(field, table)} "
-                        f"(declared: {', '.join(sorted(table)) or 'none'})", node_id=reader, path=path)
+                Problem(
+                    code,
+                    f"{scope}.{field} is not declared{did_you_mean(field, table)} "
+                    f"(declared: {', '.join(sorted(table)) or 'none'})",
+                    node_id=reader,
+                    path=path,
+                )
             )
             return None
         return table.get(field) if field is not None else None
@@ -213,9 +259,13 @@ class RefChecker:
                 actual = self._scoped(node.id, found.path, sel.scope, sel.field)
             if not sel.path and not _types_compatible(actual, found.expected):
                 self.problems.append(
-                    Problem("type_mismatch",
-                            f"reference {found.ref.ref!r} is {actual.value if actual else '?'} but "
-                            f"{found.expected.value if found.expected else '?'} is expected", node_id=node.id, path=found.path)
+                    Problem(
+                        "type_mismatch",
+                        f"reference {found.ref.ref!r} is {actual.value if actual else '?'} but "
+                        f"{found.expected.value if found.expected else '?'} is expected",
+                        node_id=node.id,
+                        path=found.path,
+                    )
                 )
         for field_path, scope, name in node.config.variable_targets():
             self._scoped(node.id, f"config.{field_path}", scope, name)
@@ -227,7 +277,9 @@ class RefChecker:
                 selectors = list(template_selectors(source))
             except jinja2.TemplateSyntaxError as exc:
                 self.problems.append(
-                    Problem("template_syntax", f"line {exc.lineno}: {exc.message}", node_id=node.id, path=path)
+                    Problem(
+                        "template_syntax", f"line {exc.lineno}: {exc.message}", node_id=node.id, path=path
+                    )
                 )
                 continue
             unknown = set()
@@ -235,10 +287,13 @@ class RefChecker:
                 if name not in self.outputs and name not in self.invalid:
                     unknown.add(name)
                     self.problems.append(
-                        Problem("unknown_template_name",
-                                f"template uses {name!r}, which is not a node id, a bound variable or "
-                                f"inputs/sys/vars/conversation/env/nodes{did_you_mean(name, [*self.outputs.ids(), *local_names])}",
-                                node_id=node.id, path=path)
+                        Problem(
+                            "unknown_template_name",
+                            f"template uses {name!r}, which is not a node id, a bound variable or "
+                            f"inputs/sys/vars/conversation/env/nodes{did_you_mean(name, [*self.outputs.ids(), *local_names])}",
+                            node_id=node.id,
+                            path=path,
+                        )
                     )
             for head, field in selectors:
                 if head in local_names or head in unknown:

@@ -13,8 +13,9 @@ and ``index`` (the compiler accepts any reference to such a node until it is fix
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from schemas.types import SYS_VARIABLES, Selector, VarType
 from schemas.workflow import Workflow
@@ -45,8 +46,10 @@ class ScopeEntry:
 def _scoped_entries(wf: Workflow) -> list[ScopeEntry]:
     out = [ScopeEntry(f"inputs.{v.name}", "inputs", type=str(v.type)) for v in wf.inputs]
     out += [ScopeEntry(f"vars.{v.name}", "vars", type=str(v.type)) for v in wf.variables]
-    out += [ScopeEntry(f"conversation.{v.name}", "conversation", type=str(v.type))
-            for v in wf.conversation_variables]
+    out += [
+        ScopeEntry(f"conversation.{v.name}", "conversation", type=str(v.type))
+        for v in wf.conversation_variables
+    ]
     out += [ScopeEntry(f"env.{v.name}", "env", type=v.type.var_type().value) for v in wf.environment]
     out += [ScopeEntry(f"sys.{name}", "sys", type=str(t)) for name, t in SYS_VARIABLES.items()]
     return out
@@ -58,14 +61,16 @@ class _LooseNode:
     def __init__(self, raw: Mapping[str, Any], catalog: NodeCatalog, wf: Workflow):
         config_cls = catalog[raw["type"]].config
         config = raw.get("config") if isinstance(raw.get("config"), dict) else {}
-        self.config = config_cls.model_construct(**{k: v for k, v in config.items() if k in config_cls.model_fields})
+        self.config = config_cls.model_construct(
+            **{k: v for k, v in config.items() if k in config_cls.model_fields}
+        )
         self.wf = wf
         self.error_branch = raw.get("error_strategy") == "error_branch"
 
     def _safe(self, method: str) -> dict[str, VarType]:
         try:
             return dict(getattr(self.config, method)(self.wf))
-        except Exception:  # noqa: BLE001 - an output list that needs the part of the config that is invalid
+        except Exception:
             return {}
 
     def outputs(self) -> dict[str, VarType]:
@@ -78,20 +83,22 @@ class _LooseNode:
     def body_fields(self) -> set[str]:
         try:
             return set(self.config.body_fields())
-        except Exception:  # noqa: BLE001 - as above
+        except Exception:
             return set()
 
 
-def _tables(checker: RefChecker, node_id: str, loose: dict[str, _LooseNode]) -> tuple[dict[str, VarType],
-                                                                                      dict[str, VarType]]:
+def _tables(
+    checker: RefChecker, node_id: str, loose: dict[str, _LooseNode]
+) -> tuple[dict[str, VarType], dict[str, VarType]]:
     """(outputs, body outputs) of ``node_id``."""
     if node_id in loose:
         return loose[node_id].outputs(), loose[node_id].body_outputs()
     return checker.outputs[node_id], checker.body_outputs(node_id)
 
 
-def reference_scope(source: Mapping[str, Any] | str | bytes, node_id: str, *, catalog: NodeCatalog,
-                    field: str | None = None) -> list[ScopeEntry]:
+def reference_scope(
+    source: Mapping[str, Any] | str | bytes, node_id: str, *, catalog: NodeCatalog, field: str | None = None
+) -> list[ScopeEntry]:
     """Everything node ``node_id`` of the workflow document ``source`` may reference in
     its config field ``field`` (a top-level config key; None: an ordinary field):
     inputs, run and conversation variables, system variables, then node outputs in the
@@ -107,12 +114,17 @@ def reference_scope(source: Mapping[str, Any] | str | bytes, node_id: str, *, ca
         raise CompileError([p for p in found.problems if p.severity == "error"])
     wf = found.wf
     raw_nodes = [n for n in doc.get("nodes", []) if isinstance(n, dict) and isinstance(n.get("id"), str)]
-    loose = {n["id"]: _LooseNode(n, catalog, wf) for n in raw_nodes
-             if n["id"] in found.invalid and n.get("type") in catalog}
+    loose = {
+        n["id"]: _LooseNode(n, catalog, wf)
+        for n in raw_nodes
+        if n["id"] in found.invalid and n.get("type") in catalog
+    }
     checker = found.ref_checker()
     valid = {n.id: n for n in wf.nodes}
     if node_id not in valid and node_id not in loose:
-        raise CompileError([Problem("unknown_node", f"the workflow has no node {node_id!r}", node_id=node_id)])
+        raise CompileError(
+            [Problem("unknown_node", f"the workflow has no node {node_id!r}", node_id=node_id)]
+        )
     body_fields = loose[node_id].body_fields() if node_id in loose else valid[node_id].config.body_fields()
     body = field is not None and field in body_fields
     entries = _scoped_entries(wf)

@@ -41,14 +41,21 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import jinja2
-from jinja2 import meta, nodes as jnodes
+from jinja2 import meta
+from jinja2 import nodes as jnodes
 
 from schemas.types import NodeRunStatus, Ref, Selector
 
 from .errors import ReferenceFailed, TemplateFailed
 from .settings import get_settings
-from .template_limits import (BudgetedCodeGenerator, BudgetedEnvironment, RenderBudget, TemplateTooLarge,
-                              TemplateTooSlow, budget_for)
+from .template_limits import (
+    BudgetedCodeGenerator,
+    BudgetedEnvironment,
+    RenderBudget,
+    TemplateTooLarge,
+    TemplateTooSlow,
+    budget_for,
+)
 
 if TYPE_CHECKING:  # annotations only: checking a workflow builds no run record
     from schemas.run import RunState
@@ -75,7 +82,9 @@ def _walk_path(value: Any, sel: Selector, node_id: str | None) -> Any:
                     node_id=node_id,
                 )
             if not -len(value) <= seg < len(value):
-                raise ReferenceFailed(f"{where}: index [{seg}] out of range (length {len(value)})", node_id=node_id)
+                raise ReferenceFailed(
+                    f"{where}: index [{seg}] out of range (length {len(value)})", node_id=node_id
+                )
             value = value[seg]
         else:
             if isinstance(value, dict):
@@ -125,8 +134,11 @@ def resolve_selector(state: RunState, sel: Selector, *, node_id: str | None = No
         pool, scope_name = state.variables, "the run variables"
     value = pool.get(sel.field, _MISSING)
     if value is _MISSING and sel.scope == "env":
-        raise ReferenceFailed(f"reference {str(sel)!r}: environment variable {sel.field!r} is not set (a secret "
-                              "with no value: set it in the workflow's Environment section)", node_id=node_id)
+        raise ReferenceFailed(
+            f"reference {str(sel)!r}: environment variable {sel.field!r} is not set (a secret "
+            "with no value: set it in the workflow's Environment section)",
+            node_id=node_id,
+        )
     if value is _MISSING:
         raise ReferenceFailed(
             f"reference {str(sel)!r}: {scope_name} has no field {sel.field!r} (has: {', '.join(sorted(pool)) or 'none'})",
@@ -165,8 +177,10 @@ class _Undefined(jinja2.StrictUndefined):
     def _undefined_message(self) -> str:
         obj, name = self._undefined_obj, self._undefined_name
         if isinstance(obj, _EnvValues) and name is not None:
-            return (f"environment variable {name!r} is not set (a secret with no value: set it in the workflow's "
-                    f"Environment section)")
+            return (
+                f"environment variable {name!r} is not set (a secret with no value: set it in the workflow's "
+                f"Environment section)"
+            )
         if isinstance(obj, dict) and name is not None:
             keys = ", ".join(sorted(map(str, obj))[:10]) or "none"
             return f"key {name!r} not found (keys: {keys})"
@@ -192,9 +206,13 @@ def to_text(value: Any) -> Any:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (Mapping, list, tuple)):
-        return json.dumps(value if isinstance(value, (dict, list)) else
-                          (dict(value) if isinstance(value, Mapping) else list(value)),
-                          ensure_ascii=False, default=str)
+        return json.dumps(
+            value
+            if isinstance(value, (dict, list))
+            else (dict(value) if isinstance(value, Mapping) else list(value)),
+            ensure_ascii=False,
+            default=str,
+        )
     if callable(value):
         owner = type(getattr(value, "__self__", None)).__name__
         name = getattr(value, "__name__", "?")
@@ -263,8 +281,30 @@ _PLAIN_EXPR = re.compile(r"\{\{[ \t\n]*([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Z
 #: where Jinja starts an expression, a statement or a comment
 _JINJA_OPEN = re.compile(r"\{(?=[{%#])")
 #: names a plain template may not start with: Jinja's constants, operators and special names
-_NOT_PLAIN = frozenset({"true", "false", "none", "True", "False", "None", "and", "or", "not", "in", "is", "if",
-                        "else", "elif", "self", "caller", "varargs", "kwargs", "loop", "super"})
+_NOT_PLAIN = frozenset(
+    {
+        "true",
+        "false",
+        "none",
+        "True",
+        "False",
+        "None",
+        "and",
+        "or",
+        "not",
+        "in",
+        "is",
+        "if",
+        "else",
+        "elif",
+        "self",
+        "caller",
+        "varargs",
+        "kwargs",
+        "loop",
+        "super",
+    }
+)
 
 #: a plain template's pieces: text, or ``(name, keys)`` of one ``{{ name.key... }}``
 _Plain = tuple[str | tuple[str, tuple[str, ...]], ...]
@@ -290,7 +330,7 @@ def _plain(source: str) -> _Plain | None:
         if head in _NOT_PLAIN or head in template_env().globals:
             return None
         if match.start() > at:
-            pieces.append(source[at:match.start()])
+            pieces.append(source[at : match.start()])
         pieces.append((head, tuple(keys)))
         starts.add(match.start())
         at = match.end()
@@ -384,7 +424,11 @@ def template_selectors(source: str) -> Iterator[tuple[str, str | None]]:
     def key_of(node: jnodes.Node) -> str | None:
         if isinstance(node, jnodes.Getattr):
             return node.attr
-        if isinstance(node, jnodes.Getitem) and isinstance(node.arg, jnodes.Const) and isinstance(node.arg.value, str):
+        if (
+            isinstance(node, jnodes.Getitem)
+            and isinstance(node.arg, jnodes.Const)
+            and isinstance(node.arg.value, str)
+        ):
             return node.arg.value
         return None
 
@@ -404,7 +448,9 @@ def template_selectors(source: str) -> Iterator[tuple[str, str | None]]:
                     yield f"nodes.{node_key}", key_of(node)
 
 
-def template_context(state: RunState, names: frozenset[str], extra: Mapping[str, Any] | None) -> dict[str, Any]:
+def template_context(
+    state: RunState, names: frozenset[str], extra: Mapping[str, Any] | None
+) -> dict[str, Any]:
     """Build the render context for the names a template reads (not the whole pool)."""
     ctx: dict[str, Any] = {}
     for name in names:
@@ -495,7 +541,9 @@ def render_template(
     if max_bytes is None or max_memory_bytes is None or max_seconds is None:
         settings = get_settings()
         max_bytes = settings.max_template_output_bytes if max_bytes is None else max_bytes
-        max_memory_bytes = settings.max_template_memory_bytes if max_memory_bytes is None else max_memory_bytes
+        max_memory_bytes = (
+            settings.max_template_memory_bytes if max_memory_bytes is None else max_memory_bytes
+        )
         max_seconds = settings.max_template_seconds if max_seconds is None else max_seconds
     pieces = _plain(source)
     context: dict[str, Any] | None = None
@@ -507,36 +555,48 @@ def render_template(
         except _NotPlain:
             pass  # the Jinja path renders it, or says what is missing
         except TemplateTooLarge as exc:
-            raise TemplateFailed(f"{field}: template{of} output too large: {exc.message}", node_id=node_id,
-                                 reason="output_too_large") from None
+            raise TemplateFailed(
+                f"{field}: template{of} output too large: {exc.message}",
+                node_id=node_id,
+                reason="output_too_large",
+            ) from None
         except (TemplateTooSlow, _NotData):
             pass  # the Jinja path reports it in its words
     try:
         template, names = _compiled(source)
     except jinja2.TemplateSyntaxError as exc:
-        raise TemplateFailed(f"{field}: template syntax error{of} at line {exc.lineno}: {exc.message}",
-                             node_id=node_id) from exc
+        raise TemplateFailed(
+            f"{field}: template syntax error{of} at line {exc.lineno}: {exc.message}", node_id=node_id
+        ) from exc
     if context is None:
         context = template_context(state, names, extra)
     try:
         with budget_for(max_bytes, max_memory_bytes, max_seconds) as budget:
             return _render_capped(template, context, budget)
     except TemplateTooLarge as exc:
-        raise TemplateFailed(f"{field}: template{of} output too large: {exc.message}", node_id=node_id,
-                             reason="output_too_large") from None
+        raise TemplateFailed(
+            f"{field}: template{of} output too large: {exc.message}",
+            node_id=node_id,
+            reason="output_too_large",
+        ) from None
     except TemplateTooSlow as exc:
-        raise TemplateFailed(f"{field}: template{of} stopped: {exc.message}", node_id=node_id,
-                             reason="template_timeout") from None
+        raise TemplateFailed(
+            f"{field}: template{of} stopped: {exc.message}", node_id=node_id, reason="template_timeout"
+        ) from None
     except (jinja2.UndefinedError, _NotData) as exc:
         found = _diagnose(source, context, names)
         where = f"{of}, reference {found[0]!r}: {found[1]}" if found else f"{of}: {exc.message}"
         raise TemplateFailed(f"{field}: undefined value in template{where}", node_id=node_id) from None
     except jinja2.exceptions.SecurityError as exc:
-        raise TemplateFailed(f"{field}: template{of} not allowed by the sandbox: {exc}", node_id=node_id) from None
+        raise TemplateFailed(
+            f"{field}: template{of} not allowed by the sandbox: {exc}", node_id=node_id
+        ) from None
     except TemplateFailed:
         raise
-    except Exception as exc:  # noqa: BLE001 - any render failure is the template's
-        raise TemplateFailed(f"{field}: template{of} failed: {type(exc).__name__}: {exc}", node_id=node_id) from None
+    except Exception as exc:
+        raise TemplateFailed(
+            f"{field}: template{of} failed: {type(exc).__name__}: {exc}", node_id=node_id
+        ) from None
 
 
 def _render_capped(template: jinja2.Template, context: dict[str, Any], budget: RenderBudget) -> str:
@@ -604,18 +664,24 @@ def _why(value: Any, key: Any) -> str:
     return f"cannot read key {key!r} of {type(value).__name__}"
 
 
-def _walk_chain(context: Mapping[str, Any], root: str, steps: list[tuple[str, Any]],
-                called: bool) -> tuple[str, str] | None:
+def _walk_chain(
+    context: Mapping[str, Any], root: str, steps: list[tuple[str, Any]], called: bool
+) -> tuple[str, str] | None:
     """Follow one chain as the template does; ``(path so far, why)`` at the first step that fails."""
     env = template_env()
     value = context[root]
     for i, (kind, key) in enumerate(steps):
         nxt = env.getattr(value, key) if kind == "attr" and isinstance(key, str) else env.getitem(value, key)
         if isinstance(nxt, jinja2.Undefined):
-            return _path_text(root, steps[:i + 1]), _why(value, key)
-        if callable(nxt) and isinstance(value, (Mapping, list, tuple)) and not (called and i == len(steps) - 1):
-            return _path_text(root, steps[:i + 1]), (f"{_why(value, key)}; {key!r} is a method of "
-                                                     f"{type(value).__name__}, not data")
+            return _path_text(root, steps[: i + 1]), _why(value, key)
+        if (
+            callable(nxt)
+            and isinstance(value, (Mapping, list, tuple))
+            and not (called and i == len(steps) - 1)
+        ):
+            return _path_text(root, steps[: i + 1]), (
+                f"{_why(value, key)}; {key!r} is a method of {type(value).__name__}, not data"
+            )
         value = nxt
     return None
 
@@ -638,7 +704,9 @@ def _diagnose(source: str, context: Mapping[str, Any], names: frozenset[str]) ->
         chain = _chain(node)
         if chain is None or chain[0] not in context or _guarded(node, parents):
             continue
-        found = _walk_chain(context, chain[0], chain[1], isinstance(parent, jnodes.Call) and parent.node is node)
+        found = _walk_chain(
+            context, chain[0], chain[1], isinstance(parent, jnodes.Call) and parent.node is node
+        )
         if found is not None:
             return found
     return None

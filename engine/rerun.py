@@ -19,7 +19,8 @@ branch makes it run again). Reused node runs are marked in ``data["reused_from"]
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from schemas.events import NodeDelta, NodeFinished, RunStarted
 from schemas.run import NodeRun, RunState
@@ -55,21 +56,28 @@ def _check_target(plan: CompiledPlan, old: RunState, node_id: str) -> None:
     if node_id not in plan.nodes:
         container = _container_of(plan, node_id)
         if container is not None:
-            raise RerunRefused(f"node {node_id!r} is inside {container!r}: a rerun starts at a top-level node; "
-                               f"rerun from {container!r} instead")
+            raise RerunRefused(
+                f"node {node_id!r} is inside {container!r}: a rerun starts at a top-level node; "
+                f"rerun from {container!r} instead"
+            )
         known = ", ".join(sorted(plan.nodes)[:20])
-        raise RerunRefused(f"no node {node_id!r} in the workflow{did_you_mean(node_id, plan.nodes)} "
-                           f"(its nodes: {known})")
+        raise RerunRefused(
+            f"no node {node_id!r} in the workflow{did_you_mean(node_id, plan.nodes)} (its nodes: {known})"
+        )
     past = old.node_runs.get(node_id)
     if past is None or past.loop_id is not None or past.status is NodeRunStatus.skipped:
         how = "was skipped" if past is not None and past.status is NodeRunStatus.skipped else "did not run"
-        raise RerunRefused(f"node {node_id!r} {how} in run {old.run_id}: it is not on that run's path; rerun "
-                           f"from a node the run reached")
+        raise RerunRefused(
+            f"node {node_id!r} {how} in run {old.run_id}: it is not on that run's path; rerun "
+            f"from a node the run reached"
+        )
 
 
 def _edge_sources(plan: CompiledPlan) -> dict[str, tuple[str, str]]:
     """Edge id -> (source node, source handle) of the top-level scope."""
-    return {eid: (src, handle) for src, node_plan in plan.nodes.items() for eid, handle, _t in node_plan.out_edges}
+    return {
+        eid: (src, handle) for src, node_plan in plan.nodes.items() for eid, handle, _t in node_plan.out_edges
+    }
 
 
 def _ancestors(plan: CompiledPlan, sources: dict[str, tuple[str, str]], node_id: str) -> set[str]:
@@ -84,8 +92,9 @@ def _ancestors(plan: CompiledPlan, sources: dict[str, tuple[str, str]], node_id:
     return found
 
 
-def _in_edges(plan: CompiledPlan, sources: dict[str, tuple[str, str]], runs: dict[str, NodeRun],
-              nid: str) -> tuple[bool, bool]:
+def _in_edges(
+    plan: CompiledPlan, sources: dict[str, tuple[str, str]], runs: dict[str, NodeRun], nid: str
+) -> tuple[bool, bool]:
     """(every incoming edge resolved, one of them taken) given the node runs ``runs``."""
     resolved, taken = True, False
     for eid in plan.nodes[nid].in_edges:
@@ -100,12 +109,27 @@ def _in_edges(plan: CompiledPlan, sources: dict[str, tuple[str, str]], runs: dic
 
 def _reused(old_run: NodeRun, old_run_id: str, new_id: str, now: float) -> NodeRun:
     """A copy of ``old_run`` in the new run, marked as reused (its usage kept only in the mark)."""
-    mark = {"run_id": old_run_id, "node_run_id": old_run.id, "started_at": old_run.started_at,
-            "finished_at": old_run.finished_at, "attempts": old_run.attempts,
-            "usage": old_run.usage.model_dump() if old_run.usage is not None else None}
-    copied = old_run.model_copy(deep=True, update={"id": new_id, "usage": None, "pending": None, "attempts": 0,
-                                                   "retries": 0, "started_at": now, "finished_at": now,
-                                                   "waited_s": 0.0})
+    mark = {
+        "run_id": old_run_id,
+        "node_run_id": old_run.id,
+        "started_at": old_run.started_at,
+        "finished_at": old_run.finished_at,
+        "attempts": old_run.attempts,
+        "usage": old_run.usage.model_dump() if old_run.usage is not None else None,
+    }
+    copied = old_run.model_copy(
+        deep=True,
+        update={
+            "id": new_id,
+            "usage": None,
+            "pending": None,
+            "attempts": 0,
+            "retries": 0,
+            "started_at": now,
+            "finished_at": now,
+            "waited_s": 0.0,
+        },
+    )
     copied.data = {**copied.data, "reused_from": mark}
     return copied
 
@@ -113,13 +137,28 @@ def _reused(old_run: NodeRun, old_run_id: str, new_id: str, now: float) -> NodeR
 def _skipped(plan: CompiledPlan, state: RunState, nid: str, now: float) -> list[NodeRun]:
     """A skipped node run for ``nid`` (and the members of a skipped loop region)."""
     node_plan = plan.nodes[nid]
-    runs = [NodeRun(id=f"{state.run_id}:{id_part(nid)}", node_id=nid, kind=node_plan.node.type,
-                    status=NodeRunStatus.skipped, started_at=now, finished_at=now)]
+    runs = [
+        NodeRun(
+            id=f"{state.run_id}:{id_part(nid)}",
+            node_id=nid,
+            kind=node_plan.node.type,
+            status=NodeRunStatus.skipped,
+            started_at=now,
+            finished_at=now,
+        )
+    ]
     if node_plan.members and node_plan.body is not None:
         for member in node_plan.members:
-            runs.append(NodeRun(id=f"{state.run_id}:{id_part(member)}", node_id=member,
-                                kind=node_plan.body.nodes[member].node.type, status=NodeRunStatus.skipped,
-                                started_at=now, finished_at=now))
+            runs.append(
+                NodeRun(
+                    id=f"{state.run_id}:{id_part(member)}",
+                    node_id=member,
+                    kind=node_plan.body.nodes[member].node.type,
+                    status=NodeRunStatus.skipped,
+                    started_at=now,
+                    finished_at=now,
+                )
+            )
     return runs
 
 
@@ -145,18 +184,33 @@ def seed_rerun(plan: CompiledPlan, old: RunState, state: RunState, node_id: str)
     seeded: dict[str, NodeRun] = {}
     for nid in plan.order:
         past = old.node_runs.get(nid)
-        if (nid not in upstream or nid not in plan.nodes or past is None or past.loop_id is not None
-                or past.status not in _REUSABLE or past.kind != plan.nodes[nid].node.type):
+        if (
+            nid not in upstream
+            or nid not in plan.nodes
+            or past is None
+            or past.loop_id is not None
+            or past.status not in _REUSABLE
+            or past.kind != plan.nodes[nid].node.type
+        ):
             continue
         preds = {sources[e][0] for e in plan.nodes[nid].in_edges if e in sources}
         if not preds <= seeded.keys():
             continue
         resolved, taken = _in_edges(plan, sources, seeded, nid)
-        fits = (nid in plan.roots or (resolved and taken)) if past.status is NodeRunStatus.succeeded \
+        fits = (
+            (nid in plan.roots or (resolved and taken))
+            if past.status is NodeRunStatus.succeeded
             else (resolved and not taken and nid not in plan.roots)
+        )
         if fits:
-            seeded[nid] = _reused(past, old.run_id, f"{state.run_id}{past.id[len(old.run_id):]}"
-                                  if past.id.startswith(f"{old.run_id}:") else f"{state.run_id}:{id_part(nid)}", now)
+            seeded[nid] = _reused(
+                past,
+                old.run_id,
+                f"{state.run_id}{past.id[len(old.run_id) :]}"
+                if past.id.startswith(f"{old.run_id}:")
+                else f"{state.run_id}:{id_part(nid)}",
+                now,
+            )
     for nid in plan.order:  # what the reused branches decided: nodes none of them leads to are skipped
         if nid in seeded or nid not in plan.nodes or nid in plan.roots:
             continue
@@ -185,8 +239,15 @@ def _first_events(plan: CompiledPlan, state: RunState, resolved: list[NodeRun], 
 
     emit(RunStarted, workflow_id=state.workflow_id, inputs=state.inputs)
     for run in resolved:
-        emit(NodeFinished, node_id=run.node_id, node_run_id=run.id, kind=run.kind, status=run.status,
-             handles=run.handles, outputs=run.outputs)
+        emit(
+            NodeFinished,
+            node_id=run.node_id,
+            node_run_id=run.id,
+            kind=run.kind,
+            status=run.status,
+            handles=run.handles,
+            outputs=run.outputs,
+        )
     if plan.stream is not None:
         # All resolutions at once, as the scheduler marks a node's skips before any unit
         # opens: fed one by one, the answer of a branch the router did not take would open
@@ -213,16 +274,23 @@ def _replay_body(plan: CompiledPlan, state: RunState, stream: AnswerStream, run:
     for record in run.data.get("items") or run.data.get("rounds") or []:
         index = int(record["index"])
         child = state.child()
-        child.node_runs[container] = NodeRun(id=run.id, node_id=container, kind=run.kind,
-                                             status=NodeRunStatus.succeeded, outputs={})
+        child.node_runs[container] = NodeRun(
+            id=run.id, node_id=container, kind=run.kind, status=NodeRunStatus.succeeded, outputs={}
+        )
         for raw in record.get("node_runs") or []:
             past = NodeRun.model_validate(raw)
             child.node_runs[past.node_id] = past
         prefix = f"{state.run_id}:{id_part(container)}#{index}:"
         nested = stream.nested(body.stream, child, container, index, lambda nid, p=prefix: p + id_part(nid))
         if nested is not None:
-            nested.start([r for nid in body.order if (r := child.node_runs.get(nid)) is not None
-                          and r.finished_at is not None], silent=False)
+            nested.start(
+                [
+                    r
+                    for nid in body.order
+                    if (r := child.node_runs.get(nid)) is not None and r.finished_at is not None
+                ],
+                silent=False,
+            )
 
 
 def durable(events: list[Any]) -> list[Any]:

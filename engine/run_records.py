@@ -61,10 +61,19 @@ def wrap_error(error: BaseException, node_id: str) -> RunError:
 
 def error_record(error: BaseException, node_id: str | None) -> NodeError:
     if isinstance(error, RunError):
-        return NodeError(type=type(error).__name__, message=str(error), node_id=error.node_id or node_id,
-                         reason=error.reason, details=error.details)
-    return NodeError(type=type(error).__name__, message=str(error) or type(error).__name__, node_id=node_id,
-                     reason="node_error")
+        return NodeError(
+            type=type(error).__name__,
+            message=str(error),
+            node_id=error.node_id or node_id,
+            reason=error.reason,
+            details=error.details,
+        )
+    return NodeError(
+        type=type(error).__name__,
+        message=str(error) or type(error).__name__,
+        node_id=node_id,
+        reason="node_error",
+    )
 
 
 _RESOLVED = (NodeRunStatus.succeeded, NodeRunStatus.skipped)
@@ -84,13 +93,17 @@ def derive_edges(plan: CompiledPlan, state: RunState) -> None:
     runs = state.node_runs
     for nid, node_plan in plan.nodes.items():
         run = runs.get(nid)
-        resolved = run is not None and (run.status in _RESOLVED or (run.status is NodeRunStatus.failed and run.handles))
+        resolved = run is not None and (
+            run.status in _RESOLVED or (run.status is NodeRunStatus.failed and run.handles)
+        )
         for eid, handle, _target in node_plan.out_edges:
             if not resolved:
                 edges[eid] = _PENDING
             else:
                 assert run is not None
-                edges[eid] = _TAKEN if run.status is not NodeRunStatus.skipped and handle in run.handles else _SKIPPED
+                edges[eid] = (
+                    _TAKEN if run.status is not NodeRunStatus.skipped and handle in run.handles else _SKIPPED
+                )
         for eid in node_plan.in_edges:
             edges.setdefault(eid, _PENDING)
     state.edges = edges

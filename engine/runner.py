@@ -9,8 +9,9 @@ import asyncio
 import dataclasses
 import json
 import uuid
-from datetime import datetime, timezone
-from typing import Any, AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping
+from datetime import UTC, datetime
+from typing import Any
 
 from schemas.run import RunState
 from schemas.types import RunStatus, VarType, value_matches
@@ -23,7 +24,14 @@ from .errors import InvalidInputs, UnknownInterrupt
 from .scheduler import Scheduler
 from .telemetry import run_scope, telemetry
 
-__all__ = ["answer_interrupts", "coerce_input", "new_run_state", "run_workflow", "resume_run", "stream_workflow"]
+__all__ = [
+    "answer_interrupts",
+    "coerce_input",
+    "new_run_state",
+    "run_workflow",
+    "resume_run",
+    "stream_workflow",
+]
 
 
 def coerce_input(var: InputVar, text: str) -> Any:
@@ -97,7 +105,9 @@ def new_run_state(
         declared = {}
     for name in inputs:
         if name not in declared and not partial:
-            problems.append(f"{name!r} is not an input of workflow {wf.id!r} (inputs: {', '.join(sorted(declared)) or 'none'})")
+            problems.append(
+                f"{name!r} is not an input of workflow {wf.id!r} (inputs: {', '.join(sorted(declared)) or 'none'})"
+            )
     for var in wf.inputs if not partial else ():
         value = inputs.get(var.name, var.default)
         if value is None and var.required:
@@ -110,8 +120,10 @@ def new_run_state(
     for cvar in wf.conversation_variables:
         value = held.get(cvar.name, cvar.default)
         if not value_matches(value, cvar.type):
-            problems.append(f"conversation variable {cvar.name!r} must be {cvar.type.value}, the chat holds "
-                            f"{type(value).__name__} (change it in the chat's variables)")
+            problems.append(
+                f"conversation variable {cvar.name!r} must be {cvar.type.value}, the chat holds "
+                f"{type(value).__name__} (change it in the chat's variables)"
+            )
         kept[cvar.name] = value
     if problems:
         raise InvalidInputs(problems)
@@ -127,7 +139,7 @@ def new_run_state(
             "run_id": run_id,
             "chat_id": chat_id or run_id,
             "workflow_id": wf.id,
-            "now": datetime.now(timezone.utc).isoformat(),
+            "now": datetime.now(UTC).isoformat(),
             "query": query or "",
             "user_id": user_id or "",
             "history": list(history or []),
@@ -157,7 +169,9 @@ async def run_workflow(
     return await _traced(_execute(plan, state, deps or RunDeps(), cancel), plan.workflow.id, state)
 
 
-async def _execute(plan: CompiledPlan, state: RunState, deps: RunDeps, cancel: CancelToken | None) -> RunState:
+async def _execute(
+    plan: CompiledPlan, state: RunState, deps: RunDeps, cancel: CancelToken | None
+) -> RunState:
     """Run the scheduler with the run's environment variables read for this execution
     (each start or resume reads them again: they are never part of a stored state) and
     its secrets masked in what it records (:mod:`engine.environment`)."""
@@ -165,7 +179,9 @@ async def _execute(plan: CompiledPlan, state: RunState, deps: RunDeps, cancel: C
         return await Scheduler(plan, state, deps, cancel).run()
     state.env, redactor = await run_environment(plan.workflow, state.tenant_id, deps.secrets)
     try:
-        return await Scheduler(plan, state, dataclasses.replace(deps, redactor=redactor or None), cancel).run()
+        return await Scheduler(
+            plan, state, dataclasses.replace(deps, redactor=redactor or None), cancel
+        ).run()
     finally:
         release_environment(redactor)
 
@@ -185,8 +201,14 @@ def answer_interrupts(state: RunState, answers: Mapping[str, Any]) -> None:
         interrupt.answered, interrupt.answer = True, answer
 
 
-async def resume_run(plan: CompiledPlan, state: RunState, *, answers: Mapping[str, Any] | None = None,
-                     deps: RunDeps | None = None, cancel: CancelToken | None = None) -> RunState:
+async def resume_run(
+    plan: CompiledPlan,
+    state: RunState,
+    *,
+    answers: Mapping[str, Any] | None = None,
+    deps: RunDeps | None = None,
+    cancel: CancelToken | None = None,
+) -> RunState:
     """Continue a run from a checkpointed or paused state (possibly in another process).
 
     Finished nodes are not run again; nodes that were running when the checkpoint was

@@ -65,12 +65,14 @@ from typing import Any
 
 from schemas.events import (
     NodeFinished,
-    RunCancelled as RunCancelledEvent,
     RunFailed,
     RunFinished,
     RunPaused,
     RunResumed,
     RunStarted,
+)
+from schemas.events import (
+    RunCancelled as RunCancelledEvent,
 )
 from schemas.run import EdgeStatus, Interrupt, NodeRun, RunState, Usage
 from schemas.types import NodeRunStatus, RunStatus
@@ -99,7 +101,7 @@ class Scope:
     cancellation token are the root run's. Node runs carry ``loop_id``/``iteration``.
     """
 
-    root: "Scheduler"
+    root: Scheduler
     loop_id: str
     iteration: int
 
@@ -111,8 +113,14 @@ class Scheduler(NodeAttempts):
     :meth:`run_nested` to run their bodies.
     """
 
-    def __init__(self, plan: CompiledPlan, state: RunState, deps: RunDeps, cancel: CancelToken | None = None,
-                 scope: Scope | None = None):
+    def __init__(
+        self,
+        plan: CompiledPlan,
+        state: RunState,
+        deps: RunDeps,
+        cancel: CancelToken | None = None,
+        scope: Scope | None = None,
+    ):
         self.plan = plan
         self.state = state
         self.deps = deps
@@ -200,8 +208,11 @@ class Scheduler(NodeAttempts):
         self._answers = {i.node_id: i for i in state.interrupts.values() if i.answered}
         resumed = state.status is RunStatus.paused and bool(self._answers)
         state.status = RunStatus.running
-        self._loop_deadline = (self.root._loop_deadline if nested
-                               else loop.time() + max(0.0, (state.deadline or 0.0) - time.time()))
+        self._loop_deadline = (
+            self.root._loop_deadline
+            if nested
+            else loop.time() + max(0.0, (state.deadline or 0.0) - time.time())
+        )
         self._done = loop.create_future()
         self._unsubscribe = self.cancel.on_cancel(self._on_cancel)
         if fresh and not nested:
@@ -245,7 +256,9 @@ class Scheduler(NodeAttempts):
         state = self.state
         if fresh:
             state.started_at = time.time()
-            state.edges = {eid: _PENDING for node_plan in self.plan.nodes.values() for eid in node_plan.in_edges}
+            state.edges = {
+                eid: _PENDING for node_plan in self.plan.nodes.values() for eid in node_plan.in_edges
+            }
             if not nested:
                 state.deadline = state.started_at + self._limits.max_wall_time
         elif state.status is RunStatus.paused:
@@ -258,8 +271,9 @@ class Scheduler(NodeAttempts):
             derive_edges(self.plan, state)  # a run restored from storage: edges follow from node runs
         if not fresh and not nested:
             cap = self.deps.settings.max_run_output_bytes
-            self._output_bytes = sum(size_over(run.outputs or {}, cap)
-                                     for run in (*state.node_runs.values(), *state.history))
+            self._output_bytes = sum(
+                size_over(run.outputs or {}, cap) for run in (*state.node_runs.values(), *state.history)
+            )
 
     def _open_stream(self) -> None:
         """Build this scope's answer stream (it goes live in :meth:`_start_stream`)."""
@@ -269,8 +283,13 @@ class Scheduler(NodeAttempts):
             self.answer_stream = AnswerStream.top(stream_plan, self.state, self._emit, self._node_run_id)
         else:
             parent = self._parent_stream
-            self.answer_stream = parent.nested(stream_plan, self.state, self.scope.loop_id, self.scope.iteration,
-                                               self._node_run_id) if parent is not None else None
+            self.answer_stream = (
+                parent.nested(
+                    stream_plan, self.state, self.scope.loop_id, self.scope.iteration, self._node_run_id
+                )
+                if parent is not None
+                else None
+            )
 
     def _start_stream(self, fresh: bool) -> None:
         """Start this scope's answer stream, after the skips of unreachable nodes (so an
@@ -280,8 +299,14 @@ class Scheduler(NodeAttempts):
         if fresh:
             self.answer_stream.start()
             return
-        self.answer_stream.start([run for nid in self.plan.order if (run := self.state.node_runs.get(nid)) is not None
-                                  and run.finished_at is not None], silent=True)
+        self.answer_stream.start(
+            [
+                run
+                for nid in self.plan.order
+                if (run := self.state.node_runs.get(nid)) is not None and run.finished_at is not None
+            ],
+            silent=True,
+        )
 
     # ---------------------------------------------------------------- spawning
 
@@ -298,7 +323,7 @@ class Scheduler(NodeAttempts):
             # A done callback, not a finally: a task cancelled before its first step never runs its body.
             task.add_done_callback(self._task_done)
 
-    def _task_done(self, task: "asyncio.Task[None]") -> None:
+    def _task_done(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
         if not self._tasks and self._done is not None and not self._done.done():
             self._done.set_result(None)
@@ -318,21 +343,36 @@ class Scheduler(NodeAttempts):
                     nid = None
         except _Stop:
             pass
-        except Exception as exc:  # noqa: BLE001 - a fault of the engine or of a store, not of a node
+        except Exception as exc:
             # Node errors never get here (the node's strategy took them). Swallowed, it
             # would let the run end as if nothing happened with a node run not stored;
             # the run fails instead, naming the fault's type, and the log keeps the rest.
             _log.exception("run %s: internal error after node %r", self.state.run_id, nid)
-            if isinstance(exc, StoreError):  # the store refused a checkpoint: say so (its message masks secrets)
-                self._end(RunError(f"the run stopped after node {nid!r}: its store failed ({exc})", node_id=nid,
-                                   reason="store_error"))
+            if isinstance(
+                exc, StoreError
+            ):  # the store refused a checkpoint: say so (its message masks secrets)
+                self._end(
+                    RunError(
+                        f"the run stopped after node {nid!r}: its store failed ({exc})",
+                        node_id=nid,
+                        reason="store_error",
+                    )
+                )
                 return
-            self._end(RunError(f"the run stopped on an internal error ({type(exc).__name__}) after node {nid!r}; "
-                               "the log has the details", node_id=nid, reason="engine_error"))
+            self._end(
+                RunError(
+                    f"the run stopped on an internal error ({type(exc).__name__}) after node {nid!r}; "
+                    "the log has the details",
+                    node_id=nid,
+                    reason="engine_error",
+                )
+            )
 
     # ---------------------------------------------------------------- resolving
 
-    def _resolve_edges(self, node_plan: NodePlan, handles: tuple[str, ...] | list[str] | None, out: list[str]) -> None:
+    def _resolve_edges(
+        self, node_plan: NodePlan, handles: tuple[str, ...] | list[str] | None, out: list[str]
+    ) -> None:
         """Rule 2/3: mark outgoing edges; append nodes that became ready to ``out``."""
         edges, remaining, taken = self.state.edges, self._remaining, self._taken
         stack: list[tuple[NodePlan, Any]] = [(node_plan, handles)]
@@ -357,11 +397,19 @@ class Scheduler(NodeAttempts):
     def _mark_skipped(self, nid: str, plan: CompiledPlan | None = None) -> None:
         node_plan = (plan or self.plan).nodes[nid]
         now = time.time()
-        run = NodeRun(id=self._node_run_id(nid), node_id=nid, kind=node_plan.node.type,
-                      status=NodeRunStatus.skipped, started_at=now, finished_at=now)
+        run = NodeRun(
+            id=self._node_run_id(nid),
+            node_id=nid,
+            kind=node_plan.node.type,
+            status=NodeRunStatus.skipped,
+            started_at=now,
+            finished_at=now,
+        )
         if self.scope is not None:
             run.loop_id, run.iteration = self.scope.loop_id, self.scope.iteration
-        if node_plan.members and node_plan.body is not None:  # a skipped loop region skips the nodes inside it
+        if (
+            node_plan.members and node_plan.body is not None
+        ):  # a skipped loop region skips the nodes inside it
             for member in node_plan.members:
                 self._mark_skipped(member, node_plan.body)
         self.state.node_runs[nid] = run
@@ -387,7 +435,9 @@ class Scheduler(NodeAttempts):
         self._mark_skipped(nid)
         self._resolve_edges(self.plan.nodes[nid], None, out)
 
-    def _close(self, run: NodeRun, status: NodeRunStatus, error: BaseException | None, keep_error: bool = False) -> None:
+    def _close(
+        self, run: NodeRun, status: NodeRunStatus, error: BaseException | None, keep_error: bool = False
+    ) -> None:
         if run.finished_at is not None:
             return
         now = time.time()
@@ -399,15 +449,27 @@ class Scheduler(NodeAttempts):
             run.error = error_record(error, run.node_id)
         if status is NodeRunStatus.failed and run.error is not None:
             # for operators' logs (INFO: a failed node is the workflow's business, often handled by an error branch)
-            _log.info("node %r (%s) failed: %s: %s", run.node_id, run.kind, run.error.reason or run.error.type,
-                      run.error.message)
+            _log.info(
+                "node %r (%s) failed: %s: %s",
+                run.node_id,
+                run.kind,
+                run.error.reason or run.error.type,
+                run.error.message,
+            )
         if self._emit_fn is None:
             self.state.seq += 1
         else:
-            self._emit(NodeFinished, node_id=run.node_id, node_run_id=run.id, kind=run.kind, status=status,
-                       handles=run.handles, outputs=run.outputs,
-                       error=run.error.model_dump() if run.error is not None else None,
-                       elapsed_ms=max(0.0, now - (run.started_at or now) - run.waited_s) * 1000.0)
+            self._emit(
+                NodeFinished,
+                node_id=run.node_id,
+                node_run_id=run.id,
+                kind=run.kind,
+                status=status,
+                handles=run.handles,
+                outputs=run.outputs,
+                error=run.error.model_dump() if run.error is not None else None,
+                elapsed_ms=max(0.0, now - (run.started_at or now) - run.waited_s) * 1000.0,
+            )
         if self.answer_stream is not None:
             self.answer_stream.resolved(run)
 
@@ -448,7 +510,9 @@ class Scheduler(NodeAttempts):
         if not self._tasks and self._done is not None and not self._done.done():
             self._done.set_result(None)
 
-    async def run_nested(self, plan: CompiledPlan, state: RunState, loop_id: str, iteration: int) -> "Scheduler":
+    async def run_nested(
+        self, plan: CompiledPlan, state: RunState, loop_id: str, iteration: int
+    ) -> Scheduler:
         """Run ``plan`` (a loop body or a loop region) over ``state`` (a child state whose
         references fall back to this run's) as round/item ``iteration`` of ``loop_id``.
 
@@ -477,8 +541,13 @@ class Scheduler(NodeAttempts):
         # ones stop being awaited) and names them in the error.
         running = [nid for nid, run in self.state.node_runs.items() if run.status is NodeRunStatus.running]
         where = f" while node(s) {', '.join(map(repr, running))} were running" if running else ""
-        self._end(RunLimitExceeded(f"run reached max_wall_time={self._limits.max_wall_time}s{where}",
-                                   node_id=running[0] if running else None, reason="max_wall_time"))
+        self._end(
+            RunLimitExceeded(
+                f"run reached max_wall_time={self._limits.max_wall_time}s{where}",
+                node_id=running[0] if running else None,
+                reason="max_wall_time",
+            )
+        )
         if not self._tasks and self._done is not None and not self._done.done():
             self._done.set_result(None)
 
@@ -489,7 +558,9 @@ class Scheduler(NodeAttempts):
             await asyncio.gather(*self._tasks, return_exceptions=True)
         state.finished_at = time.time()
         # Time spent waiting for a person is reported apart (waited_s), not as run time.
-        elapsed = max(0.0, state.finished_at - (state.started_at or state.finished_at) - state.waited_s) * 1000.0
+        elapsed = (
+            max(0.0, state.finished_at - (state.started_at or state.finished_at) - state.waited_s) * 1000.0
+        )
         ending = self._ending
         for run in list(state.node_runs.values()):
             if run.status is NodeRunStatus.running:
@@ -503,8 +574,11 @@ class Scheduler(NodeAttempts):
             state.status = RunStatus.paused
             state.paused_at = time.time()
             state.wall_time_left = max(0.0, (state.deadline or 0.0) - time.time())
-            self._emit(RunPaused, interrupts=[i.model_dump(exclude={"answer", "answered"})
-                                              for i in state.interrupts.values()], elapsed_ms=elapsed)
+            self._emit(
+                RunPaused,
+                interrupts=[i.model_dump(exclude={"answer", "answered"}) for i in state.interrupts.values()],
+                elapsed_ms=elapsed,
+            )
             await self._checkpoint()
             return state
         if ending is None:
@@ -512,8 +586,13 @@ class Scheduler(NodeAttempts):
             if pending:  # pragma: no cover - would be an engine bug; fail loudly, never silently
                 ending = RunError(f"scheduler stopped with unresolved nodes {pending}", reason="engine_error")
         if self.scope is not None:  # a nested run reports to its loop node, not as run events
-            state.status = (RunStatus.succeeded if ending is None else
-                            RunStatus.cancelled if isinstance(ending, RunCancelled) else RunStatus.failed)
+            state.status = (
+                RunStatus.succeeded
+                if ending is None
+                else RunStatus.cancelled
+                if isinstance(ending, RunCancelled)
+                else RunStatus.failed
+            )
             state.error = error_record(ending, ending.node_id) if ending is not None else None
             self.ending = ending
             return state
@@ -538,7 +617,9 @@ class Scheduler(NodeAttempts):
         :meth:`_finish`."""
         state, catalog = self.state, self.plan.catalog
         alone = state.node_runs.get(state.sys.get("single_node") or "") if self.scope is None else None
-        if alone is not None and alone.outputs is not None:  # a node run on its own: its outputs are the run's
+        if (
+            alone is not None and alone.outputs is not None
+        ):  # a node run on its own: its outputs are the run's
             state.outputs.update(alone.outputs)
             return
         collects = {k for k in catalog if catalog[k].collects == "outputs"} if catalog is not None else set()

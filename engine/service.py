@@ -41,8 +41,9 @@ import asyncio
 import contextlib
 import time
 from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from schemas.events import RunCancelled as RunCancelledEvent
 from schemas.records import DEFAULT_TENANT, CommandKind, OwnerInfo, RunCommand, RunSummary
@@ -107,12 +108,23 @@ class RunService(Executing, ChatTurns, NodeRuns):
     many tasks at once.
     """
 
-    def __init__(self, *, catalog: NodeCatalog, stores: Stores, settings: Settings,
-                 models: ModelCatalog | None = None, memory: MemoryStore | None = None,
-                 workflows: WorkflowSource | None = None, knowledge: Any = None,
-                 launcher: Launcher | None = None, queue: Launcher | None = None, feed: EventFeed | None = None,
-                 admission: Admission | None = None, secrets: SecretStore | None = None,
-                 tenant_models: TenantModels | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        catalog: NodeCatalog,
+        stores: Stores,
+        settings: Settings,
+        models: ModelCatalog | None = None,
+        memory: MemoryStore | None = None,
+        workflows: WorkflowSource | None = None,
+        knowledge: Any = None,
+        launcher: Launcher | None = None,
+        queue: Launcher | None = None,
+        feed: EventFeed | None = None,
+        admission: Admission | None = None,
+        secrets: SecretStore | None = None,
+        tenant_models: TenantModels | None = None,
+    ) -> None:
         self.catalog = catalog
         #: the secret values of environment variables (:mod:`engine.environment`; None: none)
         self.secrets = secrets
@@ -146,7 +158,9 @@ class RunService(Executing, ChatTurns, NodeRuns):
     def compile(self, doc: Mapping[str, Any], models: ModelCatalog | None = None) -> CompiledPlan:
         """Compile ``doc`` with this service's catalog and ``models`` (a tenant's,
         :meth:`models_of`; default: this service's). Raises CompileError."""
-        return compile_workflow(doc, catalog=self.catalog, models=models if models is not None else self.models)
+        return compile_workflow(
+            doc, catalog=self.catalog, models=models if models is not None else self.models
+        )
 
     async def models_of(self, tenant_id: str) -> ModelCatalog | None:
         """The models ``tenant_id``'s runs compile and call with: its own over the
@@ -175,12 +189,24 @@ class RunService(Executing, ChatTurns, NodeRuns):
 
     # ------------------------------------------------------------------ start
 
-    async def prepare(self, doc: Mapping[str, Any], inputs: Mapping[str, Any], *, tenant_id: str = DEFAULT_TENANT,
-                      chat_id: str | None = None, user_id: str | None = None, message: str | None = None,
-                      run_id: str | None = None, workflow_version: str | None = None,
-                      history: list[dict[str, Any]] | None = None, plan: CompiledPlan | None = None,
-                      owner: OwnerInfo | None = None, published: Published | None = None,
-                      admission: Admission | None = None, durable: bool = True) -> RunState:
+    async def prepare(
+        self,
+        doc: Mapping[str, Any],
+        inputs: Mapping[str, Any],
+        *,
+        tenant_id: str = DEFAULT_TENANT,
+        chat_id: str | None = None,
+        user_id: str | None = None,
+        message: str | None = None,
+        run_id: str | None = None,
+        workflow_version: str | None = None,
+        history: list[dict[str, Any]] | None = None,
+        plan: CompiledPlan | None = None,
+        owner: OwnerInfo | None = None,
+        published: Published | None = None,
+        admission: Admission | None = None,
+        durable: bool = True,
+    ) -> RunState:
         """Create a run (status ``pending``) without executing it; returns its state.
         ``plan``: the plan of ``doc`` when the caller compiled it already (:meth:`compile`).
 
@@ -207,12 +233,24 @@ class RunService(Executing, ChatTurns, NodeRuns):
         """
         plan = plan if plan is not None else self.compile(doc, await self.models_of(tenant_id))
         values = dict(inputs)
-        if message is not None and "query" not in values and any(v.name == "query" for v in plan.workflow.inputs):
+        if (
+            message is not None
+            and "query" not in values
+            and any(v.name == "query" for v in plan.workflow.inputs)
+        ):
             values["query"] = message
         history = await self._history(tenant_id, chat_id) if chat_id else (list(history) if history else None)
         held = await self._conversation(tenant_id, chat_id, plan) if chat_id else None
-        state = new_run_state(plan, values, run_id=run_id, chat_id=chat_id, query=message, user_id=user_id,
-                              history=history, conversation=held)
+        state = new_run_state(
+            plan,
+            values,
+            run_id=run_id,
+            chat_id=chat_id,
+            query=message,
+            user_id=user_id,
+            history=history,
+            conversation=held,
+        )
         state.tenant_id, state.workflow_version = tenant_id, workflow_version
         _keep_trace(state)
         stored = (tenant_id, state.workflow_hash) in self._docs  # documents stay: stored once is stored
@@ -220,7 +258,9 @@ class RunService(Executing, ChatTurns, NodeRuns):
         if admission is not None:
             await admission.admit(tenant_id, plan.workflow.id, state.run_id, run=new)
         else:
-            await self.stores.runs.create_run(state, owner=owner, doc=new.doc, published=published, durable=durable)
+            await self.stores.runs.create_run(
+                state, owner=owner, doc=new.doc, published=published, durable=durable
+            )
         self._keep_doc((tenant_id, state.workflow_hash), doc)
         if chat_id:
             try:
@@ -245,9 +285,16 @@ class RunService(Executing, ChatTurns, NodeRuns):
 
         return events()
 
-    async def rerun_from(self, tenant_id: str, run_id: str, node_id: str, doc: Mapping[str, Any], *,
-                         workflow_version: str | None = None,
-                         new_run_id: str | None = None) -> tuple[RunState, AsyncIterator[Any]]:
+    async def rerun_from(
+        self,
+        tenant_id: str,
+        run_id: str,
+        node_id: str,
+        doc: Mapping[str, Any],
+        *,
+        workflow_version: str | None = None,
+        new_run_id: str | None = None,
+    ) -> tuple[RunState, AsyncIterator[Any]]:
         """A new run of ``doc`` (the current draft) with the inputs of past run ``run_id``,
         reusing the past run's node runs strictly upstream of ``node_id`` (not executed
         again; marked in ``data["reused_from"]``, :mod:`engine.rerun`), executing
@@ -267,12 +314,19 @@ class RunService(Executing, ChatTurns, NodeRuns):
         """
         old = await self.stores.runs.load_run(tenant_id, run_id)
         if old.status in (RunStatus.pending, RunStatus.running):
-            raise RunNotResumable(f"run {run_id} is still {old.status.value}: rerun it once it has ended "
-                                  f"(or stop it first)")
+            raise RunNotResumable(
+                f"run {run_id} is still {old.status.value}: rerun it once it has ended (or stop it first)"
+            )
         plan = self.compile(doc, await self.models_of(tenant_id))
-        state = new_run_state(plan, old.inputs, run_id=new_run_id, query=old.sys.get("query") or None,
-                              user_id=old.sys.get("user_id") or None, history=old.sys.get("history") or None,
-                              conversation=old.conversation)
+        state = new_run_state(
+            plan,
+            old.inputs,
+            run_id=new_run_id,
+            query=old.sys.get("query") or None,
+            user_id=old.sys.get("user_id") or None,
+            history=old.sys.get("history") or None,
+            conversation=old.conversation,
+        )
         state.tenant_id, state.workflow_version = tenant_id, workflow_version
         _keep_trace(state)
         first = seed_rerun(plan, old, state, node_id)
@@ -288,8 +342,9 @@ class RunService(Executing, ChatTurns, NodeRuns):
 
     # ------------------------------------------------------------------ continue
 
-    def resume(self, tenant_id: str, run_id: str, answers: Mapping[str, Any],
-               message: str | None = None) -> AsyncIterator[Any]:
+    def resume(
+        self, tenant_id: str, run_id: str, answers: Mapping[str, Any], message: str | None = None
+    ) -> AsyncIterator[Any]:
         """Continue a paused run with ``answers`` (interrupt id -> answer); its events.
 
         In a chat, ``message`` (the text the person sent) is stored as the next turn.
@@ -339,8 +394,10 @@ class RunService(Executing, ChatTurns, NodeRuns):
             live.token.cancel(reason)
             return summary
         if summary.owner is not None and not owner_gone(summary.owner):
-            await self.stores.commands.send(tenant_id, RunCommand(run_id=run_id, kind=CommandKind.cancel,
-                                                                  reason=reason, created_at=time.time()))
+            await self.stores.commands.send(
+                tenant_id,
+                RunCommand(run_id=run_id, kind=CommandKind.cancel, reason=reason, created_at=time.time()),
+            )
             return summary
         return await self._cancel_idle(tenant_id, run_id, reason)
 
@@ -350,7 +407,9 @@ class RunService(Executing, ChatTurns, NodeRuns):
         try:
             state.status = RunStatus.cancelled
             now = state.finished_at = time.time()
-            state.error = NodeError(type="RunCancelled", message=f"run cancelled: {reason}", reason="cancelled")
+            state.error = NodeError(
+                type="RunCancelled", message=f"run cancelled: {reason}", reason="cancelled"
+            )
             # The time a paused run waited for a person until this stop is waiting time, as
             # it is when the person answers: reported apart, never as run time.
             if state.paused_at is not None:
@@ -367,10 +426,12 @@ class RunService(Executing, ChatTurns, NodeRuns):
             # The event log ends with the run's end, as it does when a running run is stopped.
             state.seq += 1
             elapsed = max(0.0, now - (state.started_at or now) - state.waited_s) * 1000.0
-            ended = RunCancelledEvent(seq=state.seq, run_id=run_id, ts=now, reason=f"run cancelled: {reason}",
-                                      elapsed_ms=elapsed)
-            await self.stores.runs.checkpoint(state, CheckpointDelta(waiting, len(state.history)), owner_id=owner.id,
-                                              events=[ended])
+            ended = RunCancelledEvent(
+                seq=state.seq, run_id=run_id, ts=now, reason=f"run cancelled: {reason}", elapsed_ms=elapsed
+            )
+            await self.stores.runs.checkpoint(
+                state, CheckpointDelta(waiting, len(state.history)), owner_id=owner.id, events=[ended]
+            )
             telemetry().run_event(state.workflow_id, ended)  # ended here, not by an execution
             await self._close_turn(state, "")
         finally:
@@ -407,7 +468,9 @@ class RunService(Executing, ChatTurns, NodeRuns):
 
     # ------------------------------------------------------------------ the front door
 
-    async def launch(self, tenant_id: str, request: LaunchRequest, placement: Placement | None = None) -> RunTicket:
+    async def launch(
+        self, tenant_id: str, request: LaunchRequest, placement: Placement | None = None
+    ) -> RunTicket:
         """Start, resume (a chat turn among them), rerun or continue a run: admission,
         the stored change, then placement in this process or on the queue - the one way
         every door starts work (:func:`engine.frontdoor.launch`, which lists the errors)."""
@@ -440,18 +503,24 @@ def bind_single_answer(state_or_summary: Any, answer: Any, interrupt_id: str | N
     Raises:
         UnknownInterrupt: none pending, several pending and none named, or an unknown id.
     """
-    pending = ([i["id"] for i in state_or_summary.pending_interrupts]
-               if isinstance(state_or_summary, RunSummary) else list(state_or_summary.interrupts))
+    pending = (
+        [i["id"] for i in state_or_summary.pending_interrupts]
+        if isinstance(state_or_summary, RunSummary)
+        else list(state_or_summary.interrupts)
+    )
     if interrupt_id is None:
         if len(pending) != 1:
-            raise UnknownInterrupt(f"run {state_or_summary.run_id} has {len(pending)} pending interrupts "
-                                   f"({', '.join(pending) or 'none'}); name one with --interrupt ID")
+            raise UnknownInterrupt(
+                f"run {state_or_summary.run_id} has {len(pending)} pending interrupts "
+                f"({', '.join(pending) or 'none'}); name one with --interrupt ID"
+            )
         interrupt_id = pending[0]
     elif interrupt_id not in pending:
-        raise UnknownInterrupt(f"run {state_or_summary.run_id}: no pending interrupt {interrupt_id!r} "
-                               f"(pending: {', '.join(pending) or 'none'})")
+        raise UnknownInterrupt(
+            f"run {state_or_summary.run_id}: no pending interrupt {interrupt_id!r} "
+            f"(pending: {', '.join(pending) or 'none'})"
+        )
     return {interrupt_id: answer}
-
 
 
 def _keep_trace(state: RunState) -> None:

@@ -12,12 +12,12 @@ import contextlib
 import functools
 import ipaddress
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, PrivateAttr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
-from typing import Annotated, Literal
 
 __all__ = ["SECRET_ENV_PREFIX", "Settings", "get_settings", "private_directory", "private_file"]
 
@@ -119,8 +119,13 @@ class Settings(BaseSettings):
     (a larger upload is rejected with 413, the other files of its batch kept).
     """
 
-    model_config = SettingsConfigDict(env_prefix="FLOWLOOM_", extra="ignore", env_file=".env",
-                                      env_file_encoding="utf-8", env_ignore_empty=True)
+    model_config = SettingsConfigDict(
+        env_prefix="FLOWLOOM_",
+        extra="ignore",
+        env_file=".env",
+        env_file_encoding="utf-8",
+        env_ignore_empty=True,
+    )
 
     home: Path = Field(default_factory=lambda: Path.home() / ".flowloom")
     database_url: str | None = None
@@ -186,8 +191,16 @@ class Settings(BaseSettings):
     def _expand_user(cls, value: Path | None) -> Path | None:
         return value.expanduser() if value is not None else None
 
-    @field_validator("redis_url", "database_url", "llm_base_url_override", "llm_model_override", "models",
-                     "models_override", "upload_dir", mode="before")
+    @field_validator(
+        "redis_url",
+        "database_url",
+        "llm_base_url_override",
+        "llm_model_override",
+        "models",
+        "models_override",
+        "upload_dir",
+        mode="before",
+    )
     @classmethod
     def _empty_is_unset(cls, value: object) -> object:
         return None if isinstance(value, str) and not value.strip() else value

@@ -12,8 +12,9 @@ say why.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 import jinja2
 from pydantic import ValidationError
@@ -31,7 +32,14 @@ from .settings import SECRET_ENV_PREFIX, Settings
 if TYPE_CHECKING:  # a protocol, for annotations only
     from .ports import ModelCatalog
 
-__all__ = ["NodeShape", "deployment_problems", "node_shapes", "system_reads", "valid_nodes", "workflow_writes"]
+__all__ = [
+    "NodeShape",
+    "deployment_problems",
+    "node_shapes",
+    "system_reads",
+    "valid_nodes",
+    "workflow_writes",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,8 +79,9 @@ def valid_nodes(doc: Mapping[str, Any], catalog: NodeCatalog) -> list[Any]:
     return nodes
 
 
-def node_shapes(doc: Mapping[str, Any], *, catalog: NodeCatalog,
-                nodes: list[Any] | None = None) -> dict[str, NodeShape]:
+def node_shapes(
+    doc: Mapping[str, Any], *, catalog: NodeCatalog, nodes: list[Any] | None = None
+) -> dict[str, NodeShape]:
     """Node id -> :class:`NodeShape` for every node of ``doc`` (a workflow document as a
     mapping) that is an object of a known kind whose fields validate; others are left out.
 
@@ -83,14 +92,20 @@ def node_shapes(doc: Mapping[str, Any], *, catalog: NodeCatalog,
     for node in valid_nodes(doc, catalog) if nodes is None else nodes:
         try:
             outputs: dict[str, str] | None = {name: str(t) for name, t in node.outputs(shell).items()}
-        except Exception:  # noqa: BLE001 - an output list that needs a valid part of the document
+        except Exception:
             outputs = None
         shapes[node.id] = NodeShape(handles=node.handles(), outputs=outputs)
     return shapes
 
 
-def deployment_problems(doc: Mapping[str, Any], *, catalog: NodeCatalog, settings: Settings,
-                        models: ModelCatalog | None = None, nodes: list[Any] | None = None) -> list[Problem]:
+def deployment_problems(
+    doc: Mapping[str, Any],
+    *,
+    catalog: NodeCatalog,
+    settings: Settings,
+    models: ModelCatalog | None = None,
+    nodes: list[Any] | None = None,
+) -> list[Problem]:
     """What the nodes of ``doc`` need that this deployment lacks, naming the node, the field
     and the variable to set:
 
@@ -116,14 +131,28 @@ def deployment_problems(doc: Mapping[str, Any], *, catalog: NodeCatalog, setting
                 if getattr(settings, need.name, False):
                     continue
                 variable = f"FLOWLOOM_{need.name.upper()}"
-                problems.append(Problem("disabled_by_operator", f"{need.why}, which this deployment does not allow: "
-                                        f"the operator must set {variable}=1", node_id=node.id, path=need.path))
+                problems.append(
+                    Problem(
+                        "disabled_by_operator",
+                        f"{need.why}, which this deployment does not allow: "
+                        f"the operator must set {variable}=1",
+                        node_id=node.id,
+                        path=need.path,
+                    )
+                )
             else:
                 variable = SECRET_ENV_PREFIX + need.name
                 if environ.get(variable):
                     continue
-                problems.append(Problem("missing_secret", f"secret {need.name!r} is not set ({need.why}): set "
-                                        f"{variable} in the environment or .env", node_id=node.id, path=need.path))
+                problems.append(
+                    Problem(
+                        "missing_secret",
+                        f"secret {need.name!r} is not set ({need.why}): set "
+                        f"{variable} in the environment or .env",
+                        node_id=node.id,
+                        path=need.path,
+                    )
+                )
         if models is not None:
             problems.extend(_missing_keys(node, models, environ))
     return problems
@@ -137,9 +166,16 @@ def _missing_keys(node: Any, models: ModelCatalog, environ: Mapping[str, str]) -
         variable = models.required_key_env(name)
         if variable is None or str(environ.get(variable, "") or "").strip():
             continue
-        found.append(Problem("missing_api_key", f"model {name!r} needs an API key in {variable}, which is not set "
-                             f"in this deployment: set {variable} in the environment or .env before running",
-                             node_id=node.id, path=f"config.{path}", severity="warning"))
+        found.append(
+            Problem(
+                "missing_api_key",
+                f"model {name!r} needs an API key in {variable}, which is not set "
+                f"in this deployment: set {variable} in the environment or .env before running",
+                node_id=node.id,
+                path=f"config.{path}",
+                severity="warning",
+            )
+        )
     return found
 
 
@@ -163,7 +199,9 @@ def workflow_writes(doc: Mapping[str, Any], *, catalog: NodeCatalog) -> str | No
     return None
 
 
-def system_reads(doc: Mapping[str, Any], *, catalog: NodeCatalog, nodes: list[Any] | None = None) -> list[str]:
+def system_reads(
+    doc: Mapping[str, Any], *, catalog: NodeCatalog, nodes: list[Any] | None = None
+) -> list[str]:
     """The ``sys`` names (``query``, ``history``, ``chat_id``...) the valid nodes of ``doc``
     read, sorted: in ``{"ref": "sys.NAME"}`` values and in templates (``{{ sys.NAME }}``,
     ``{{ sys["NAME"] }}``), config defaults included - a chat, classifier, extractor or

@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Any, Iterator, Mapping
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 import jinja2
 
@@ -43,8 +44,17 @@ from .plain_errors import did_you_mean
 from .references import template_names, template_selectors
 from .run_records import id_part
 
-__all__ = ["MissingNodeInputs", "NodeRunRefused", "RUN_KIND", "ReadRef", "find_node", "read_references",
-           "seed_single_node", "single_node_plan", "values_from_run"]
+__all__ = [
+    "MissingNodeInputs",
+    "NodeRunRefused",
+    "RUN_KIND",
+    "ReadRef",
+    "find_node",
+    "read_references",
+    "seed_single_node",
+    "single_node_plan",
+    "values_from_run",
+]
 
 #: ``state.sys["run_kind"]`` of a single-node run (lists and the history show it)
 RUN_KIND = "single_node"
@@ -64,9 +74,11 @@ class MissingNodeInputs(FlowloomError):
 
     def __init__(self, node_id: str, missing: list[str]) -> None:
         self.node_id, self.missing = node_id, missing
-        super().__init__(f"node {node_id!r} reads {', '.join(repr(m) for m in missing)}: give "
-                         f"{'a value' if len(missing) == 1 else 'values'} for "
-                         f"{'it' if len(missing) == 1 else 'them'} (or run the workflow once so its last run has them)")
+        super().__init__(
+            f"node {node_id!r} reads {', '.join(repr(m) for m in missing)}: give "
+            f"{'a value' if len(missing) == 1 else 'values'} for "
+            f"{'it' if len(missing) == 1 else 'them'} (or run the workflow once so its last run has them)"
+        )
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -85,8 +97,14 @@ class ReadRef:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form (API answers, the canvas's form)."""
-        return {"key": self.key, "scope": self.scope, "node": self.node, "field": self.field,
-                "type": self.type.value if self.type is not None else None, "optional": self.optional}
+        return {
+            "key": self.key,
+            "scope": self.scope,
+            "node": self.node,
+            "field": self.field,
+            "type": self.type.value if self.type is not None else None,
+            "optional": self.optional,
+        }
 
 
 def find_node(plan: CompiledPlan, node_id: str) -> tuple[CompiledPlan, NodePlan, str | None]:
@@ -99,11 +117,15 @@ def find_node(plan: CompiledPlan, node_id: str) -> tuple[CompiledPlan, NodePlan,
     found = _search(plan, node_id, None)
     if found is None:
         ids = [n.id for n in plan.workflow.nodes]
-        raise NodeRunRefused(f"no node {node_id!r} in workflow {plan.workflow.id!r}{did_you_mean(node_id, ids)}")
+        raise NodeRunRefused(
+            f"no node {node_id!r} in workflow {plan.workflow.id!r}{did_you_mean(node_id, ids)}"
+        )
     return found
 
 
-def _search(plan: CompiledPlan, node_id: str, container: str | None) -> tuple[CompiledPlan, NodePlan, str | None] | None:
+def _search(
+    plan: CompiledPlan, node_id: str, container: str | None
+) -> tuple[CompiledPlan, NodePlan, str | None] | None:
     node_plan = plan.nodes.get(node_id)
     if node_plan is not None and not node_plan.members:
         return plan, node_plan, container
@@ -172,16 +194,26 @@ def read_references(plan: CompiledPlan, node_id: str) -> list[ReadRef]:
                 continue
             if head == "inputs":
                 var = declared_inputs.get(field or "")
-                refs[key] = ReadRef(key, "inputs", None, field, var.type if var else None,
-                                    var is not None and var.default is not None)
+                refs[key] = ReadRef(
+                    key,
+                    "inputs",
+                    None,
+                    field,
+                    var.type if var else None,
+                    var is not None and var.default is not None,
+                )
             elif head == "sys":
-                refs[key] = ReadRef(key, "sys", None, field, SYS_VARIABLES.get(field or ""), (field or "") in _AUTOMATIC_SYS)
+                refs[key] = ReadRef(
+                    key, "sys", None, field, SYS_VARIABLES.get(field or ""), (field or "") in _AUTOMATIC_SYS
+                )
             elif head == "vars":
                 var = declared_vars.get(field or "")
                 refs[key] = ReadRef(key, "vars", None, field, var.type if var else None, var is not None)
             else:
                 types = by_id[head].outputs(wf)
-                refs[key] = ReadRef(key, "node", head, field, types.get(field) if field else VarType.object, False)
+                refs[key] = ReadRef(
+                    key, "node", head, field, types.get(field) if field else VarType.object, False
+                )
     return list(refs.values())
 
 
@@ -207,8 +239,15 @@ def single_node_plan(plan: CompiledPlan, node_id: str) -> CompiledPlan:
     """
     _scope, node_plan, _container = find_node(plan, node_id)
     alone = NodePlan(node_plan.node, node_plan.executor, (), (), node_plan.body, ())
-    return dataclasses.replace(plan, nodes={node_id: alone}, start_id=node_id, order=(node_id,), roots=(node_id,),
-                               stream=None, warnings=())
+    return dataclasses.replace(
+        plan,
+        nodes={node_id: alone},
+        start_id=node_id,
+        order=(node_id,),
+        roots=(node_id,),
+        stream=None,
+        warnings=(),
+    )
 
 
 def seed_single_node(plan: CompiledPlan, state: RunState, node_id: str, values: Mapping[str, Any]) -> None:
@@ -241,9 +280,15 @@ def seed_single_node(plan: CompiledPlan, state: RunState, node_id: str, values: 
             given = state.node_runs.get(node)
             if given is None:
                 given = state.node_runs[node] = NodeRun(
-                    id=f"{state.run_id}:{id_part(node)}", node_id=node, kind=kinds.get(node, ""),
-                    status=NodeRunStatus.succeeded, outputs={}, started_at=now, finished_at=now,
-                    data={"given": True})
+                    id=f"{state.run_id}:{id_part(node)}",
+                    node_id=node,
+                    kind=kinds.get(node, ""),
+                    status=NodeRunStatus.succeeded,
+                    outputs={},
+                    started_at=now,
+                    finished_at=now,
+                    data={"given": True},
+                )
             if ref.field is None:
                 given.outputs = dict(value) if isinstance(value, Mapping) else {"value": value}
             else:

@@ -24,15 +24,25 @@ tracing pays a method call and a ``with`` per node. An implementation
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 from schemas.run import Usage
 
 if TYPE_CHECKING:
     from schemas.run import NodeRun, RunState
 
-__all__ = ["NOOP_SPAN", "TRACE_KEY", "RunScope", "Span", "Telemetry", "install_telemetry", "run_scope", "telemetry"]
+__all__ = [
+    "NOOP_SPAN",
+    "TRACE_KEY",
+    "RunScope",
+    "Span",
+    "Telemetry",
+    "install_telemetry",
+    "run_scope",
+    "telemetry",
+]
 
 #: ``(tenant_id, run_id, node_id)`` of the run (and node: "" outside one) the current task
 #: works for; None outside a run. Log records written meanwhile carry them
@@ -58,7 +68,7 @@ class Span:
     __slots__ = ()
     recording = False
 
-    def __enter__(self) -> "Span":
+    def __enter__(self) -> Span:
         return self
 
     def __exit__(self, kind: Any, error: Any, tb: Any) -> None:
@@ -75,15 +85,22 @@ class Span:
         The reason, never the message: a message may quote a value of the run (a secret
         among them); the run record holds it, masked."""
 
-    def node_run(self, run: "NodeRun") -> None:
+    def node_run(self, run: NodeRun) -> None:
         """The node run this node span stands for: its status, attempts and error are read
         when the span ends."""
 
-    def run_state(self, state: "RunState") -> None:
+    def run_state(self, state: RunState) -> None:
         """The run state this run span stands for: its status and error are read when the span ends."""
 
-    def model_result(self, *, provider: str, usage: Usage | None, finish_reason: str | None = None,
-                     response_model: str | None = None, attempts: int = 1) -> None:
+    def model_result(
+        self,
+        *,
+        provider: str,
+        usage: Usage | None,
+        finish_reason: str | None = None,
+        response_model: str | None = None,
+        attempts: int = 1,
+    ) -> None:
         """What a model call returned: GenAI usage and finish reason."""
 
     def model_content(self, messages: Any, completion: Any) -> None:
@@ -131,11 +148,11 @@ class Telemetry:
         later) continues that trace; None when nothing is traced."""
         return None
 
-    def run_span(self, workflow_id: str, state: "RunState | None") -> Span:
+    def run_span(self, workflow_id: str, state: RunState | None) -> Span:
         """The span of one execution of a run (a child of the trace context stored with it)."""
         return NOOP_SPAN
 
-    def node_span(self, state: "RunState", node_id: str, kind: str) -> Span:
+    def node_span(self, state: RunState, node_id: str, kind: str) -> Span:
         """The span of one node run (all its attempts), within the current span."""
         return NOOP_SPAN
 

@@ -37,8 +37,8 @@ import re
 import string
 import sys
 import time
-from collections.abc import Collection, Mapping
-from typing import Any, Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from typing import Any
 
 import jinja2
 from jinja2 import nodes as jnodes
@@ -82,8 +82,9 @@ class RenderBudget:
         self.steps = 0
 
     def too_large(self, what: str, size: float) -> TemplateTooLarge:
-        return TemplateTooLarge(f"{what} would be about {int(size)} bytes; "
-                                f"the cap max_template_output_bytes is {self.cap}")
+        return TemplateTooLarge(
+            f"{what} would be about {int(size)} bytes; the cap max_template_output_bytes is {self.cap}"
+        )
 
     def check(self, what: str, size: float) -> None:
         """Refuse a value of ``size`` (rule 1) before or after it is built."""
@@ -111,8 +112,10 @@ class RenderBudget:
             raise self.over_budget()
 
     def over_budget(self) -> TemplateTooLarge:
-        return TemplateTooLarge(f"the values this template builds add up to more than {int(self.memory)} bytes; "
-                                f"the budget max_template_memory_bytes is {int(self.memory)}")
+        return TemplateTooLarge(
+            f"the values this template builds add up to more than {int(self.memory)} bytes; "
+            f"the budget max_template_memory_bytes is {int(self.memory)}"
+        )
 
     def give_back(self, size: int) -> None:
         self.used = max(0, self.used - size)
@@ -120,8 +123,10 @@ class RenderBudget:
     def step(self) -> None:
         self.steps += 1
         if not self.steps % _CLOCK_EVERY and time.monotonic() > self.deadline:
-            raise TemplateTooSlow(f"the template ran longer than {self.seconds:g} s; "
-                                  f"the budget max_template_seconds is {self.seconds:g}")
+            raise TemplateTooSlow(
+                f"the template ran longer than {self.seconds:g} s; "
+                f"the budget max_template_seconds is {self.seconds:g}"
+            )
 
 
 #: Outside a render (compiling, which folds constant filters; a test rendering directly)
@@ -134,7 +139,7 @@ def current() -> RenderBudget:
     return _BUDGET.get()
 
 
-class budget_for:  # noqa: N801 - used as a function: ``with budget_for(...) as budget``
+class budget_for:
     """Run the block (a render) under a new :class:`RenderBudget` (a plain context manager:
     renders are frequent)."""
 
@@ -190,8 +195,12 @@ def text_size(value: Any, limit: int, indent: int = 0, _depth: int = 0) -> int:
     line = indent * (_depth + 1) + 1 if indent else 0  # a newline and the indentation of an item
     for item in items:
         if pairs:
-            total += (text_size(item[0], limit, indent, _depth + 1)
-                      + text_size(item[1], limit, indent, _depth + 1) + 2 + line)
+            total += (
+                text_size(item[0], limit, indent, _depth + 1)
+                + text_size(item[1], limit, indent, _depth + 1)
+                + 2
+                + line
+            )
         elif isinstance(item, str):
             total += len(item) + 3 + line
         else:
@@ -243,14 +252,18 @@ def _shape(template: str, style: str) -> tuple[int, int, bool]:
 def _formatted(template: str, style: str, args: Iterable[Any], budget: RenderBudget) -> None:
     """``template`` filled from ``args``: each field prints at most the largest argument,
     padded to the widest width or precision (refused first when past the cap)."""
-    fields, widest, dynamic = _shape(template, style) if len(template) <= 512 else _shape.__wrapped__(template, style)
+    fields, widest, dynamic = (
+        _shape(template, style) if len(template) <= 512 else _shape.__wrapped__(template, style)
+    )
     args = list(args)
     if dynamic:
         widest = max([widest, *(a for a in args if isinstance(a, int) and not isinstance(a, bool))])
     if widest > budget.cap:
         raise budget.too_large(f"a format width or precision of {widest}", widest)
     if fields:
-        budget.check("the formatted text", len(template) + fields * (_largest_text(args, budget.cap) + widest))
+        budget.check(
+            "the formatted text", len(template) + fields * (_largest_text(args, budget.cap) + widest)
+        )
 
 
 def _values(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> list[Any]:
@@ -261,8 +274,9 @@ def _values(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> list[Any]:
     return out
 
 
-def predict_call(name: str, target: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any],
-                 budget: RenderBudget) -> None:
+def predict_call(
+    name: str, target: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any], budget: RenderBudget
+) -> None:
     """Refuse a str/bytes method or a filter called ``name`` on ``target`` whose result
     would pass the cap (rule 1), from its arguments, before it runs."""
     values = [*args, *kwargs.values()]
@@ -274,7 +288,9 @@ def predict_call(name: str, target: Any, args: tuple[Any, ...], kwargs: Mapping[
             budget.check(f"{name}({width})", width)
     elif name == "expandtabs" and isinstance(target, _TEXT):
         tab = numbers[0] if numbers else 8
-        budget.check(f"expandtabs({tab})", size + target.count("\t" if isinstance(target, str) else b"\t") * tab)
+        budget.check(
+            f"expandtabs({tab})", size + target.count("\t" if isinstance(target, str) else b"\t") * tab
+        )
     elif name == "indent" and isinstance(target, str):
         width = values[0] if values else 4
         step = len(width) if isinstance(width, str) else width if isinstance(width, int) else 0
@@ -292,7 +308,9 @@ def predict_call(name: str, target: Any, args: tuple[Any, ...], kwargs: Mapping[
         if isinstance(old, _TEXT) and isinstance(new, _TEXT):
             count = values[2] if len(values) > 2 and isinstance(values[2], int) and values[2] >= 0 else None
             hits = target.count(old) if old else size + 1
-            budget.check("replace(...)", size + min(hits, count if count is not None else hits) * (len(new) - len(old)))
+            budget.check(
+                "replace(...)", size + min(hits, count if count is not None else hits) * (len(new) - len(old))
+            )
     elif name == "translate" and isinstance(target, str) and values and isinstance(values[0], Mapping):
         longest = max((len(v) for v in values[0].values() if isinstance(v, str)), default=1)
         budget.check("translate(...)", size * longest)
@@ -331,8 +349,10 @@ def _check_number(operator: str, left: int, right: int, budget: RenderBudget) ->
     else:
         bits = left.bit_length() + right.bit_length()
     if bits > _NUMBER_BITS:
-        raise TemplateTooLarge(f"{operator} would make a number of about {int(bits / math.log2(10))} digits; "
-                               f"a number in a template has at most {_NUMBER_DIGITS} (as many as can be printed)")
+        raise TemplateTooLarge(
+            f"{operator} would make a number of about {int(bits / math.log2(10))} digits; "
+            f"a number in a template has at most {_NUMBER_DIGITS} (as many as can be printed)"
+        )
 
 
 def predict_binop(operator: str, left: Any, right: Any, budget: RenderBudget) -> None:
@@ -353,7 +373,9 @@ def predict_binop(operator: str, left: Any, right: Any, budget: RenderBudget) ->
             budget.check(f"adding {type(left).__name__}s", 8 * (len(left) + len(right)))
     elif operator == "%" and isinstance(left, _TEXT):
         template = left if isinstance(left, str) else bytes(left).decode("latin-1")
-        values = right.values() if isinstance(right, Mapping) else right if isinstance(right, tuple) else (right,)
+        values = (
+            right.values() if isinstance(right, Mapping) else right if isinstance(right, tuple) else (right,)
+        )
         _formatted(template, "printf", values, budget)
 
 
@@ -406,13 +428,15 @@ def _metered_filter(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         budget = _BUDGET.get()
         budget.step()
         if len(args) > skip:
-            target, rest = args[skip], args[skip + 1:]
+            target, rest = args[skip], args[skip + 1 :]
             if name == "format":  # the filter formats with %
                 predict_binop("%", target, dict(kwargs) or rest, budget)
             elif rest or kwargs or printing or name == "list":
                 predict_call(name, target, rest, kwargs, budget)
             if printing:
-                budget.check(f"the {name} filter's text", text_size(target, budget.cap, _indent(rest, kwargs)))
+                budget.check(
+                    f"the {name} filter's text", text_size(target, budget.cap, _indent(rest, kwargs))
+                )
         return budget.charge(what, fn(*args, **kwargs))
 
     return filtered
@@ -431,7 +455,9 @@ _PRINTING_FILTERS = frozenset({"tojson", "pprint", "urlencode", "xmlattr", "stri
 
 
 @jinja2.pass_environment
-def _sum(environment: Any, iterable: Iterable[Any], attribute: str | int | None = None, start: Any = 0) -> Any:
+def _sum(
+    environment: Any, iterable: Iterable[Any], attribute: str | int | None = None, start: Any = 0
+) -> Any:
     """Jinja's ``sum``, adding one item at a time through the checked ``+`` (rules 1-3):
     adding lists no longer copies a growing list in one uncheckable call."""
     total = start
@@ -542,7 +568,7 @@ class BudgetedEnvironment(SandboxedEnvironment):
 
         return checked
 
-    def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805 - jinja's names
+    def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:
         budget = current()
         budget.step()
         owner = getattr(__obj, "__self__", None)
@@ -554,7 +580,10 @@ class BudgetedEnvironment(SandboxedEnvironment):
         grows = isinstance(owner, (list, dict, set)) and not isinstance(owner, Namespace)
         before = len(owner) if grows else 0
         if name == "generate_lorem_ipsum":
-            count, longest = kwargs.get("n", args[0] if args else 5), kwargs.get("max", args[3] if len(args) > 3 else 100)
+            count, longest = (
+                kwargs.get("n", args[0] if args else 5),
+                kwargs.get("max", args[3] if len(args) > 3 else 100),
+            )
             if isinstance(count, int) and isinstance(longest, int):
                 budget.check("lipsum(...)", count * longest * 12)
         result = super().call(__context, __obj, *args, **kwargs)
@@ -568,8 +597,11 @@ class BudgetedEnvironment(SandboxedEnvironment):
 
 
 def _is_metered(node: jnodes.Node) -> bool:
-    return (isinstance(node, jnodes.Call) and isinstance(node.node, jnodes.EnvironmentAttribute)
-            and node.node.name == "metered")
+    return (
+        isinstance(node, jnodes.Call)
+        and isinstance(node.node, jnodes.EnvironmentAttribute)
+        and node.node.name == "metered"
+    )
 
 
 class BudgetedCodeGenerator(CodeGenerator):
@@ -578,8 +610,9 @@ class BudgetedCodeGenerator(CodeGenerator):
 
     def visit_For(self, node: jnodes.For, frame: Any) -> None:
         if not _is_metered(node.iter):
-            node.iter = jnodes.Call(jnodes.EnvironmentAttribute("metered"), [node.iter], [], None, None,
-                                    lineno=node.iter.lineno)
+            node.iter = jnodes.Call(
+                jnodes.EnvironmentAttribute("metered"), [node.iter], [], None, None, lineno=node.iter.lineno
+            )
         super().visit_For(node, frame)
 
     def visit_Getitem(self, node: jnodes.Getitem, frame: Any) -> None:

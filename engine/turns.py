@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import TYPE_CHECKING, Any, Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from schemas.knowledge import run_citations
 from schemas.records import ChatMessage, MessagePart, MessageStatus
@@ -26,15 +27,16 @@ __all__ = ["ChatTurns", "answer_text"]
 class ChatTurns:
     """Opening and closing chat turns over the service's chat store."""
 
-    stores: "Stores"
-
+    stores: Stores
 
     async def _history(self, tenant_id: str, chat_id: str) -> list[dict[str, Any]]:
         """``sys.history``: the chat's messages with text, oldest first."""
         messages = await self.stores.chats.messages(tenant_id, chat_id, limit=200)
         return [{"role": m.role, "content": m.text} for m in messages if m.text]
 
-    async def _conversation(self, tenant_id: str, chat_id: str, plan: "CompiledPlan") -> dict[str, Any] | None:
+    async def _conversation(
+        self, tenant_id: str, chat_id: str, plan: CompiledPlan
+    ) -> dict[str, Any] | None:
         """The conversation variables the chat holds (None when the workflow declares none:
         nothing to read)."""
         if not plan.workflow.conversation_variables:
@@ -46,12 +48,30 @@ class ChatTurns:
         now = time.time()
         chat_id = str(state.sys["chat_id"])
         if text:
-            await self.stores.chats.add_message(ChatMessage(
-                id=uuid.uuid4().hex, tenant_id=state.tenant_id, chat_id=chat_id, role="user", run_id=state.run_id,
-                parts=[MessagePart(type="text", text=text)], created_at=now, updated_at=now))
-        await self.stores.chats.add_message(ChatMessage(
-            id=uuid.uuid4().hex, tenant_id=state.tenant_id, chat_id=chat_id, role="assistant", run_id=state.run_id,
-            status=MessageStatus.streaming, created_at=now + 1e-6, updated_at=now))
+            await self.stores.chats.add_message(
+                ChatMessage(
+                    id=uuid.uuid4().hex,
+                    tenant_id=state.tenant_id,
+                    chat_id=chat_id,
+                    role="user",
+                    run_id=state.run_id,
+                    parts=[MessagePart(type="text", text=text)],
+                    created_at=now,
+                    updated_at=now,
+                )
+            )
+        await self.stores.chats.add_message(
+            ChatMessage(
+                id=uuid.uuid4().hex,
+                tenant_id=state.tenant_id,
+                chat_id=chat_id,
+                role="assistant",
+                run_id=state.run_id,
+                status=MessageStatus.streaming,
+                created_at=now + 1e-6,
+                updated_at=now,
+            )
+        )
 
     async def _close_turn(self, state: RunState, streamed: str, *, reclose: bool = False) -> None:
         """Finish the turn's one assistant message: the answer (or what was streamed before a
@@ -62,8 +82,13 @@ class ChatTurns:
         if not chat_id or state.sys.get("chat_id") == state.run_id:
             return
         messages = await self.stores.chats.messages(state.tenant_id, str(chat_id), limit=50)
-        open_ = [m for m in messages if m.role == "assistant" and m.run_id == state.run_id
-                 and (reclose or m.status is MessageStatus.streaming)]
+        open_ = [
+            m
+            for m in messages
+            if m.role == "assistant"
+            and m.run_id == state.run_id
+            and (reclose or m.status is MessageStatus.streaming)
+        ]
         if not open_:
             return
         message = open_[-1]
@@ -74,7 +99,6 @@ class ChatTurns:
         # transaction that closes its message; a failed or stopped turn changes nothing.
         kept = state.conversation if state.status is RunStatus.succeeded and state.conversation else None
         await self.stores.chats.update_message(message, kept)
-
 
 
 def answer_text(answers: Mapping[str, Any]) -> str:
@@ -92,9 +116,13 @@ def answer_text(answers: Mapping[str, Any]) -> str:
     return "\n".join(one(value) for value in answers.values())
 
 
-_MESSAGE_STATUS = {RunStatus.succeeded: MessageStatus.done, RunStatus.paused: MessageStatus.paused,
-                   RunStatus.cancelled: MessageStatus.cancelled, RunStatus.failed: MessageStatus.failed,
-                   RunStatus.running: MessageStatus.failed}
+_MESSAGE_STATUS = {
+    RunStatus.succeeded: MessageStatus.done,
+    RunStatus.paused: MessageStatus.paused,
+    RunStatus.cancelled: MessageStatus.cancelled,
+    RunStatus.failed: MessageStatus.failed,
+    RunStatus.running: MessageStatus.failed,
+}
 
 
 def _parts_of(state: RunState, streamed: str) -> list[MessagePart]:
@@ -114,10 +142,14 @@ def _parts_of(state: RunState, streamed: str) -> list[MessagePart]:
     if text:
         parts.append(MessagePart(type="text", text=text))
     if state.status is RunStatus.succeeded:  # the sources of the answer, so a reloaded chat still shows them
-        parts += [MessagePart(type="citation", data=piece.model_dump(mode="json"))
-                  for piece in run_citations(state.node_runs.values())]
+        parts += [
+            MessagePart(type="citation", data=piece.model_dump(mode="json"))
+            for piece in run_citations(state.node_runs.values())
+        ]
     for interrupt in state.interrupts.values():
-        parts.append(MessagePart(type="interrupt", data=interrupt.model_dump(mode="json", exclude={"answer"})))
+        parts.append(
+            MessagePart(type="interrupt", data=interrupt.model_dump(mode="json", exclude={"answer"}))
+        )
     if state.error is not None and state.status is not RunStatus.succeeded:
         parts.append(MessagePart(type="text", text="", data={"error": state.error.model_dump(mode="json")}))
     return parts
@@ -134,6 +166,11 @@ def _tool_parts(records: list[Any]) -> list[MessagePart]:
         ids = {"id": record.get("id"), "name": record.get("name")}
         parts.append(MessagePart(type="tool_call", data={**ids, "arguments": record.get("arguments")}))
         if "preview" in record or "is_error" in record:
-            parts.append(MessagePart(type="tool_result", text=str(record.get("preview") or ""),
-                                     data={**ids, "is_error": bool(record.get("is_error"))}))
+            parts.append(
+                MessagePart(
+                    type="tool_result",
+                    text=str(record.get("preview") or ""),
+                    data={**ids, "is_error": bool(record.get("is_error"))},
+                )
+            )
     return parts

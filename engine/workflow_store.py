@@ -29,8 +29,9 @@ import contextvars
 import json
 import os
 import re
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from .context import CancelToken, RunDeps
 from .errors import DefinitionError
@@ -53,7 +54,9 @@ __all__ = [
 MAX_DEPTH = 4
 
 _ID = re.compile(r"^[A-Za-z0-9_\-]+$")
-_CHAIN: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar("flowloom_workflow_chain", default=())
+_CHAIN: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar(
+    "flowloom_workflow_chain", default=()
+)
 
 
 class WorkflowNotFound(DefinitionError):
@@ -71,7 +74,7 @@ class WorkflowStore:
         self.paths = [Path(p) for p in paths]
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> "WorkflowStore":
+    def from_settings(cls, settings: Settings) -> WorkflowStore:
         """A store over ``settings.workflow_path``, else ``./workflows`` and ``./examples``."""
         return cls(settings.workflow_path or [Path.cwd() / "workflows", Path.cwd() / "examples"])
 
@@ -88,8 +91,10 @@ class WorkflowStore:
             if candidate.is_file():
                 return candidate
         where = ", ".join(str(p) for p in self.paths) or "(no directories)"
-        raise WorkflowNotFound(f"workflow {workflow_id!r} not found: no {workflow_id}.json in {where} "
-                               "(set FLOWLOOM_WORKFLOW_PATH to add directories)")
+        raise WorkflowNotFound(
+            f"workflow {workflow_id!r} not found: no {workflow_id}.json in {where} "
+            "(set FLOWLOOM_WORKFLOW_PATH to add directories)"
+        )
 
     def load(self, workflow_id: str) -> dict[str, Any]:
         """The document of ``workflow_id`` as a dict.
@@ -108,7 +113,9 @@ class WorkflowStore:
             raise WorkflowNotFound(f"workflow {workflow_id!r}: {path} holds workflow id {doc.get('id')!r}")
         return doc
 
-    def compile(self, workflow_id: str, *, catalog: "NodeCatalog", models: "ModelCatalog | None" = None) -> "CompiledPlan":
+    def compile(
+        self, workflow_id: str, *, catalog: NodeCatalog, models: ModelCatalog | None = None
+    ) -> CompiledPlan:
         """Load and compile ``workflow_id`` (compiled plans are cached by content).
 
         Raises:
@@ -130,9 +137,16 @@ class WorkflowStore:
         return sorted(seen)
 
 
-async def run_child(plan: "CompiledPlan", inputs: Mapping[str, Any], *, parent_deps: RunDeps,
-                    cancel: CancelToken | None = None, run_id: str | None = None, caller: str | None = None,
-                    **sys: Any) -> Any:
+async def run_child(
+    plan: CompiledPlan,
+    inputs: Mapping[str, Any],
+    *,
+    parent_deps: RunDeps,
+    cancel: CancelToken | None = None,
+    run_id: str | None = None,
+    caller: str | None = None,
+    **sys: Any,
+) -> Any:
     """Run ``plan`` as a child run (module docstring); returns its final :class:`RunState`.
 
     ``caller`` is the id of the workflow making the call (it joins the chain, so a child
@@ -147,17 +161,24 @@ async def run_child(plan: "CompiledPlan", inputs: Mapping[str, Any], *, parent_d
         chain = chain + (caller,)
     workflow_id = plan.workflow.id
     if workflow_id in chain:
-        raise WorkflowRecursion(f"workflow {workflow_id!r} is already running in this chain "
-                                f"({' -> '.join(chain + (workflow_id,))}); a workflow cannot call itself")
+        raise WorkflowRecursion(
+            f"workflow {workflow_id!r} is already running in this chain "
+            f"({' -> '.join(chain + (workflow_id,))}); a workflow cannot call itself"
+        )
     if len(chain) >= MAX_DEPTH:
-        raise WorkflowRecursion(f"child runs nest deeper than {MAX_DEPTH} ({' -> '.join(chain + (workflow_id,))})")
+        raise WorkflowRecursion(
+            f"child runs nest deeper than {MAX_DEPTH} ({' -> '.join(chain + (workflow_id,))})"
+        )
     from .runner import run_workflow
 
-    deps = RunDeps(settings=parent_deps.settings, models=parent_deps.models, memory=parent_deps.memory,
-                   workflows=parent_deps.workflows)
+    deps = RunDeps(
+        settings=parent_deps.settings,
+        models=parent_deps.models,
+        memory=parent_deps.memory,
+        workflows=parent_deps.workflows,
+    )
     token = _CHAIN.set(chain + (workflow_id,))
     try:
         return await run_workflow(plan, dict(inputs), deps=deps, cancel=cancel, run_id=run_id, **sys)
     finally:
         _CHAIN.reset(token)
-

@@ -51,16 +51,19 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
+from engine.catalog import NodeExecutor
 from engine.context import InterruptRequested, NodeContext, NodeResult
 from engine.errors import NodeFailed
 from engine.settings import Settings
 from schemas.nodes_agent import AgentConfig, FileReaderTool, ModelAgentTool
 from schemas.run import PendingContext
 
+from .agent_calls import run_approved
 from .agent_loop import (
     AgentHooks,
     LoopSettings,
@@ -97,7 +100,6 @@ from .agent_policy import (
     parse_confirmation,
     rejection_message,
 )
-from engine.catalog import NodeExecutor
 from .chat import (
     SYSTEM_SEPARATOR,
     add_usage,
@@ -108,7 +110,6 @@ from .chat import (
     resolve_history,
     sampling,
 )
-from .agent_calls import run_approved
 from .llm import LLMRequest, call_llm, fit_messages
 from .tool_call import loop_tool_specs, mcp_tools
 
@@ -137,12 +138,16 @@ required private input only the user has is missing (missing_input), a required 
 (tool_unavailable), or the goal is unclear (goal_unclear). Otherwise keep working with what you have.
 - When every step is done, skipped or blocked, give the final answer."""
 
-PLAN_TOOL_DESCRIPTION = ("Maintain your plan. updates is a list of operations applied together (all or none): "
-                         "set_plan {goal, steps}, update_step {step_id, status, blocker, needs_replan, note}, "
-                         "replace_plan {goal, steps} (keeps done steps).")
-ASK_TOOL_DESCRIPTION = ("Ask the user one question with 3-5 options they can pick, ONLY when blocked: "
-                        "missing_input (a required private input only the user has), tool_unavailable, goal_unclear. "
-                        "The task pauses until the user answers; the answer comes back as this call's result.")
+PLAN_TOOL_DESCRIPTION = (
+    "Maintain your plan. updates is a list of operations applied together (all or none): "
+    "set_plan {goal, steps}, update_step {step_id, status, blocker, needs_replan, note}, "
+    "replace_plan {goal, steps} (keeps done steps)."
+)
+ASK_TOOL_DESCRIPTION = (
+    "Ask the user one question with 3-5 options they can pick, ONLY when blocked: "
+    "missing_input (a required private input only the user has), tool_unavailable, goal_unclear. "
+    "The task pauses until the user answers; the answer comes back as this call's result."
+)
 
 
 class PlanNotComplete(NodeFailed):
@@ -169,22 +174,37 @@ class AgentStatus:
     history: list[dict[str, Any]] = field(default_factory=list)
 
     def counters(self) -> dict[str, Any]:
-        return {"plan_required": self.plan_required, "tool_since_update": self.tool_since_update,
-                "refusals": self.refusals}
+        return {
+            "plan_required": self.plan_required,
+            "tool_since_update": self.tool_since_update,
+            "refusals": self.refusals,
+        }
 
     def to_dict(self) -> dict[str, Any]:
-        return {"plan": self.plan.to_dict() if self.plan is not None else None, **self.counters(),
-                "gate": self.gate, "asks": self.asks, "confirmations": self.confirmations,
-                "question": self.question, "history": self.history}
+        return {
+            "plan": self.plan.to_dict() if self.plan is not None else None,
+            **self.counters(),
+            "gate": self.gate,
+            "asks": self.asks,
+            "confirmations": self.confirmations,
+            "question": self.question,
+            "history": self.history,
+        }
 
     @classmethod
-    def from_dict(cls, raw: dict[str, Any]) -> "AgentStatus":
+    def from_dict(cls, raw: dict[str, Any]) -> AgentStatus:
         plan = raw.get("plan")
-        return cls(plan=Plan.from_dict(plan) if plan else None, plan_required=bool(raw.get("plan_required")),
-                   tool_since_update=bool(raw.get("tool_since_update")), refusals=int(raw.get("refusals", 0)),
-                   gate=list(raw.get("gate") or []), asks=list(raw.get("asks") or []),
-                   confirmations=list(raw.get("confirmations") or []), question=str(raw.get("question", "")),
-                   history=list(raw.get("history") or []))
+        return cls(
+            plan=Plan.from_dict(plan) if plan else None,
+            plan_required=bool(raw.get("plan_required")),
+            tool_since_update=bool(raw.get("tool_since_update")),
+            refusals=int(raw.get("refusals", 0)),
+            gate=list(raw.get("gate") or []),
+            asks=list(raw.get("asks") or []),
+            confirmations=list(raw.get("confirmations") or []),
+            question=str(raw.get("question", "")),
+            history=list(raw.get("history") or []),
+        )
 
 
 # ============================================================================ sub-agents
@@ -199,25 +219,50 @@ def model_agent_spec(ctx: NodeContext, agent: ModelAgentTool, default_model: str
 
     async def run(args: dict[str, Any], call: ToolCallContext) -> ToolOutcome:
         spec = model_spec(ctx, model)
-        max_tokens = spec.max_output_tokens if agent.max_tokens is None else min(agent.max_tokens,
-                                                                                 spec.max_output_tokens)
-        system = ctx.render(agent.system_prompt, field=f"config.model_agents.{agent.name}.system_prompt") \
-            if agent.system_prompt else ""
-        messages = ([{"role": "system", "content": system}] if system else [])
+        max_tokens = (
+            spec.max_output_tokens
+            if agent.max_tokens is None
+            else min(agent.max_tokens, spec.max_output_tokens)
+        )
+        system = (
+            ctx.render(agent.system_prompt, field=f"config.model_agents.{agent.name}.system_prompt")
+            if agent.system_prompt
+            else ""
+        )
+        messages = [{"role": "system", "content": system}] if system else []
         messages.append({"role": "user", "content": str(args.get("task", ""))})
-        response = await call_llm(LLMRequest(model, messages, temperature=agent.temperature, max_tokens=max_tokens),
-                                  registry=registry_of(ctx), cancel=ctx.cancel, node_id=ctx.node_id)
+        response = await call_llm(
+            LLMRequest(model, messages, temperature=agent.temperature, max_tokens=max_tokens),
+            registry=registry_of(ctx),
+            cancel=ctx.cancel,
+            node_id=ctx.node_id,
+        )
         add_usage(ctx, response.usage)
         usage = response.usage
-        return ToolOutcome(response.text or "", cost=usage.cost,
-                           data={"model": model, "tokens_in": usage.tokens_in, "tokens_out": usage.tokens_out})
+        return ToolOutcome(
+            response.text or "",
+            cost=usage.cost,
+            data={"model": model, "tokens_in": usage.tokens_in, "tokens_out": usage.tokens_out},
+        )
 
-    params = {"type": "object", "properties": {"task": {"type": "string", "description": "what to do, with "
-                                                        "everything needed to do it"}},
-              "required": ["task"], "additionalProperties": False}
+    params = {
+        "type": "object",
+        "properties": {
+            "task": {"type": "string", "description": "what to do, with everything needed to do it"}
+        },
+        "required": ["task"],
+        "additionalProperties": False,
+    }
     description = agent.description or f"Ask model {model!r} to do one self-contained task; returns its text."
-    return ToolSpec(agent.name, description, params, run, parallel_safe=True, risk="read",
-                    meta={"kind": "model_agent", "model": model})
+    return ToolSpec(
+        agent.name,
+        description,
+        params,
+        run,
+        parallel_safe=True,
+        risk="read",
+        meta={"kind": "model_agent", "model": model},
+    )
 
 
 def upload_root(settings: Settings) -> Path:
@@ -252,10 +297,14 @@ def file_reader_spec(ctx: NodeContext, reader: FileReaderTool) -> ToolSpec:
         wanted = args.get("file") or (names[0] if len(names) == 1 else None)
         chosen = next((f for f in uploads if f["name"] == wanted), None)
         if chosen is None:
-            return ToolOutcome(f"no uploaded file {wanted!r}; files: {', '.join(names) or 'none'}", is_error=True)
+            return ToolOutcome(
+                f"no uploaded file {wanted!r}; files: {', '.join(names) or 'none'}", is_error=True
+            )
         if not isinstance(chosen.get("path"), str):
-            return ToolOutcome(f"file {chosen['name']!r} is not a local upload (only local uploads can be read)",
-                               is_error=True)
+            return ToolOutcome(
+                f"file {chosen['name']!r} is not a local upload (only local uploads can be read)",
+                is_error=True,
+            )
         root = upload_root(ctx.deps.settings)
         path = Path(chosen["path"]).expanduser()
         path = path if path.is_absolute() else root / path
@@ -264,18 +313,36 @@ def file_reader_spec(ctx: NodeContext, reader: FileReaderTool) -> ToolSpec:
         except (OSError, ValueError) as exc:
             return ToolOutcome(f"cannot read {chosen['name']!r}: {exc}", is_error=True)
         offset = max(0, int(args.get("offset") or 0))
-        part = text[offset:offset + reader.max_chars]
+        part = text[offset : offset + reader.max_chars]
         end = offset + len(part)
-        more = f" (characters {offset}-{end} of {len(text)}; read on with offset={end})" if end < len(text) else ""
-        return ToolOutcome(f"{chosen['name']}{more}:\n{part}", data={"file": chosen["name"], "chars": len(text)})
+        more = (
+            f" (characters {offset}-{end} of {len(text)}; read on with offset={end})"
+            if end < len(text)
+            else ""
+        )
+        return ToolOutcome(
+            f"{chosen['name']}{more}:\n{part}", data={"file": chosen["name"], "chars": len(text)}
+        )
 
-    params = {"type": "object", "properties": {
-        "file": {"type": "string", "enum": names or [""], "description": "name of the uploaded file"},
-        "offset": {"type": "integer", "description": "character to start from (default 0)"}},
-        "required": [] if len(names) == 1 else ["file"], "additionalProperties": False}
+    params = {
+        "type": "object",
+        "properties": {
+            "file": {"type": "string", "enum": names or [""], "description": "name of the uploaded file"},
+            "offset": {"type": "integer", "description": "character to start from (default 0)"},
+        },
+        "required": [] if len(names) == 1 else ["file"],
+        "additionalProperties": False,
+    }
     description = f"{reader.description} Files: {', '.join(names) or 'none'}."
-    return ToolSpec(reader.name, description, params, run, parallel_safe=True, risk="read",
-                    meta={"kind": "file_reader", "files": names})
+    return ToolSpec(
+        reader.name,
+        description,
+        params,
+        run,
+        parallel_safe=True,
+        risk="read",
+        meta={"kind": "file_reader", "files": names},
+    )
 
 
 # ============================================================================ hooks
@@ -287,19 +354,36 @@ async def _internal(args: dict[str, Any], call: ToolCallContext) -> ToolOutcome:
 
 def internal_specs(ask: bool) -> list[ToolSpec]:
     """``update_plan`` (and ``ask_agent`` when ``ask``), run by :class:`PlanningHooks`."""
-    specs = [ToolSpec(PLAN_TOOL, PLAN_TOOL_DESCRIPTION, PLAN_TOOL_SCHEMA, _internal, risk="read",
-                      meta={"kind": "internal"})]
+    specs = [
+        ToolSpec(
+            PLAN_TOOL,
+            PLAN_TOOL_DESCRIPTION,
+            PLAN_TOOL_SCHEMA,
+            _internal,
+            risk="read",
+            meta={"kind": "internal"},
+        )
+    ]
     if ask:
-        specs.append(ToolSpec(ASK_TOOL, ASK_TOOL_DESCRIPTION, ASK_TOOL_SCHEMA, _internal, risk="read",
-                              meta={"kind": "internal"}))
+        specs.append(
+            ToolSpec(
+                ASK_TOOL,
+                ASK_TOOL_DESCRIPTION,
+                ASK_TOOL_SCHEMA,
+                _internal,
+                risk="read",
+                meta={"kind": "internal"},
+            )
+        )
     return specs
 
 
 class PlanningHooks(AgentHooks):
     """The planning agent's side of the kernel (module docstring)."""
 
-    def __init__(self, ctx: NodeContext, status: AgentStatus, policy: RiskPolicy, *, parallel: bool,
-                 stream: bool) -> None:
+    def __init__(
+        self, ctx: NodeContext, status: AgentStatus, policy: RiskPolicy, *, parallel: bool, stream: bool
+    ) -> None:
         self.ctx = ctx
         self.status = status
         self.policy = policy
@@ -310,8 +394,12 @@ class PlanningHooks(AgentHooks):
         """Copy the node's status into the loop state (saved with it) and the node run."""
         loop.extra["planning"] = self.status.to_dict()
         self.ctx.node_run.data.setdefault("planning", {}).update(
-            plan=loop.extra["planning"]["plan"], gate=self.status.gate, asks=self.status.asks,
-            confirmations=self.status.confirmations, plan_required=self.status.plan_required)
+            plan=loop.extra["planning"]["plan"],
+            gate=self.status.gate,
+            asks=self.status.asks,
+            confirmations=self.status.confirmations,
+            plan_required=self.status.plan_required,
+        )
 
     def problems(self) -> list[Any]:
         s = self.status
@@ -351,7 +439,9 @@ class PlanningHooks(AgentHooks):
                 self.sync(loop)
                 raise PlanNotComplete(
                     f"plan not complete: the agent tried to stop {status.refusals + 1} times with "
-                    f"{', '.join(codes)} ({'; '.join(p.message for p in problems)})", node_id=self.ctx.node_id)
+                    f"{', '.join(codes)} ({'; '.join(p.message for p in problems)})",
+                    node_id=self.ctx.node_id,
+                )
             status.refusals += 1
             status.gate.append({"round": loop.round, "refused": codes})
             self.sync(loop)
@@ -401,19 +491,33 @@ class AgentNode(NodeExecutor[AgentConfig], kind="agent"):
         cfg = self.config
         spec = model_spec(ctx, cfg.model)
         temperature, max_tokens = sampling(cfg, spec, None)
-        return LoopSettings(
-            model=cfg.model, max_rounds=cfg.max_rounds, tool_only_cap=cfg.tool_only_cap,
-            repeat_limit=cfg.repeat_limit, max_result_chars=cfg.max_result_chars, tool_timeout=cfg.tool_timeout,
-            max_parse_retries=cfg.max_parse_retries, protocol=cfg.mode, temperature=temperature,
-            max_tokens=max_tokens, stream=False,  # the accepted answer is streamed by may_stop, never a refused one
-        ), spec, max_tokens
+        return (
+            LoopSettings(
+                model=cfg.model,
+                max_rounds=cfg.max_rounds,
+                tool_only_cap=cfg.tool_only_cap,
+                repeat_limit=cfg.repeat_limit,
+                max_result_chars=cfg.max_result_chars,
+                tool_timeout=cfg.tool_timeout,
+                max_parse_retries=cfg.max_parse_retries,
+                protocol=cfg.mode,
+                temperature=temperature,
+                max_tokens=max_tokens,
+                stream=False,  # the accepted answer is streamed by may_stop, never a refused one
+            ),
+            spec,
+            max_tokens,
+        )
 
-    def opening(self, ctx: NodeContext, spec: Any, max_tokens: int, status: AgentStatus) -> list[dict[str, Any]]:
+    def opening(
+        self, ctx: NodeContext, spec: Any, max_tokens: int, status: AgentStatus
+    ) -> list[dict[str, Any]]:
         """System prompt (model default, node prompt, planner rules), history turns, the task."""
         cfg = self.config
         node_prompt = ctx.render(cfg.system_prompt, field="config.system_prompt") if cfg.system_prompt else ""
-        system = SYSTEM_SEPARATOR.join(p for p in (spec.default_system_prompt, node_prompt, PLANNER_PROMPT)
-                                       if p and p.strip())
+        system = SYSTEM_SEPARATOR.join(
+            p for p in (spec.default_system_prompt, node_prompt, PLANNER_PROMPT) if p and p.strip()
+        )
         question = render_text(ctx, cfg.user_prompt, "user_prompt")
         status.question = question
         status.history = resolve_history(ctx, cfg)
@@ -443,14 +547,28 @@ class AgentNode(NodeExecutor[AgentConfig], kind="agent"):
             messages = self.opening(ctx, spec, max_tokens, status)
         else:
             pending, loop, status = self._restore(ctx)
-            tool_result = await self._answer(ctx, pending, loop, status, {t.name: t for t in business}, settings)
-        hooks = PlanningHooks(ctx, status, RiskPolicy.from_config(cfg.allow_write_tools), parallel=cfg.parallel_tools,
-                              stream=cfg.stream)
+            tool_result = await self._answer(
+                ctx, pending, loop, status, {t.name: t for t in business}, settings
+            )
+        hooks = PlanningHooks(
+            ctx,
+            status,
+            RiskPolicy.from_config(cfg.allow_write_tools),
+            parallel=cfg.parallel_tools,
+            stream=cfg.stream,
+        )
         if loop is not None:
             hooks.sync(loop)
         try:
-            result = await run_agent_loop(ctx, settings=settings, messages=messages, tools=tools, hooks=hooks,
-                                          state=loop, tool_result=tool_result)
+            result = await run_agent_loop(
+                ctx,
+                settings=settings,
+                messages=messages,
+                tools=tools,
+                hooks=hooks,
+                state=loop,
+                tool_result=tool_result,
+            )
         except InterruptRequested as request:
             # Resuming, ``loop`` is the kernel's live state; the kernel refreshes
             # data["agent_state"] only for pauses in its main loop, not for a second pause
@@ -463,19 +581,28 @@ class AgentNode(NodeExecutor[AgentConfig], kind="agent"):
 
     # ------------------------------------------------------------------ pause / resume
 
-    def _pause(self, ctx: NodeContext, request: InterruptRequested, status: AgentStatus,
-               raw: dict[str, Any]) -> None:
+    def _pause(
+        self, ctx: NodeContext, request: InterruptRequested, status: AgentStatus, raw: dict[str, Any]
+    ) -> None:
         """Keep the pending context (``raw``: the loop state as a dict) on the waiting node run
         and tag the interrupt with its id."""
         paused = raw.get("pending") or {}
         call = next((c for c in paused.get("calls", []) if c.get("id") == paused.get("call_id")), {})
         pending = PendingContext(
-            kind=request.kind, pending_id=uuid.uuid4().hex, node_run_id=ctx.node_run.id,
-            call_id=str(paused.get("call_id", "")), tool=str(paused.get("tool", "")),
-            arguments=str(call.get("arguments", "{}")), payload=dict(request.payload),
-            messages=list(raw.pop("messages", [])), loop_state=raw,
-            plan=status.plan.to_dict() if status.plan is not None else None, counters=status.counters(),
-            asks=list(status.asks), created_at=time.time())
+            kind=request.kind,
+            pending_id=uuid.uuid4().hex,
+            node_run_id=ctx.node_run.id,
+            call_id=str(paused.get("call_id", "")),
+            tool=str(paused.get("tool", "")),
+            arguments=str(call.get("arguments", "{}")),
+            payload=dict(request.payload),
+            messages=list(raw.pop("messages", [])),
+            loop_state=raw,
+            plan=status.plan.to_dict() if status.plan is not None else None,
+            counters=status.counters(),
+            asks=list(status.asks),
+            created_at=time.time(),
+        )
         request.payload["pending_id"] = pending.pending_id
         pending.payload = dict(request.payload)
         ctx.node_run.pending = pending
@@ -490,62 +617,96 @@ class AgentNode(NodeExecutor[AgentConfig], kind="agent"):
         assert ctx.resume is not None
         pending = ctx.node_run.pending
         wanted = ctx.resume.payload.get("pending_id")
-        if (pending is None or pending.node_run_id != ctx.node_run.id or pending.loop_state is None
-                or (wanted is not None and pending.pending_id != wanted)):
-            raise NodeFailed("the paused agent's context is not in its node run; the run cannot continue this "
-                             "pause", node_id=ctx.node_id, reason="pending_context_missing")
+        if (
+            pending is None
+            or pending.node_run_id != ctx.node_run.id
+            or pending.loop_state is None
+            or (wanted is not None and pending.pending_id != wanted)
+        ):
+            raise NodeFailed(
+                "the paused agent's context is not in its node run; the run cannot continue this pause",
+                node_id=ctx.node_id,
+                reason="pending_context_missing",
+            )
         loop = LoopState.from_dict({**pending.loop_state, "messages": pending.messages})
         status = AgentStatus.from_dict(loop.extra.get("planning") or {})
         return pending, loop, status
 
-    async def _answer(self, ctx: NodeContext, pending: PendingContext, loop: LoopState, status: AgentStatus,
-                      business: dict[str, ToolSpec], settings: LoopSettings) -> ToolOutcome:
+    async def _answer(
+        self,
+        ctx: NodeContext,
+        pending: PendingContext,
+        loop: LoopState,
+        status: AgentStatus,
+        business: dict[str, ToolSpec],
+        settings: LoopSettings,
+    ) -> ToolOutcome:
         """The pending call's result from the person's answer (module docstring)."""
         assert ctx.resume is not None
         answer = ctx.resume.answer
         ctx.node_run.inputs.setdefault("answers", []).append(answer)
         if pending.kind == "ask":
             text = resolve_answer(answer, pending.payload.get("options") or [])
-            status.asks.append({"question": pending.payload.get("question", ""),
-                                "options": [o.get("label") for o in pending.payload.get("options") or []],
-                                "answer": text})
+            status.asks.append(
+                {
+                    "question": pending.payload.get("question", ""),
+                    "options": [o.get("label") for o in pending.payload.get("options") or []],
+                    "answer": text,
+                }
+            )
             return ToolOutcome(f"The user answered: {text}")
         decision = parse_confirmation(answer)
         if decision is None:
             payload = {**pending.payload, "error": f"{answer!r} is neither approve nor reject"}
             ctx.interrupt(CONFIRM_KIND, payload)  # same pending context, same pending_id
-        status.confirmations.append({"tool": pending.tool, "arguments": pending.arguments, "approved": decision})
+        status.confirmations.append(
+            {"tool": pending.tool, "arguments": pending.arguments, "approved": decision}
+        )
         if not decision:
             return ToolOutcome(rejection_message(pending.tool), is_error=True)
         spec = business.get(pending.tool)
         if spec is None:
             return ToolOutcome(f"tool {pending.tool} is no longer available", is_error=True)
         raw = next(c for c in (loop.pending or {}).get("calls", []) if c.get("id") == pending.call_id)
-        call = ToolCallContext(ctx, raw["id"], raw["name"], raw.get("arguments", "{}"), raw.get("args") or {},
-                               raw.get("round", loop.round), raw["index"], loop, spec)
+        call = ToolCallContext(
+            ctx,
+            raw["id"],
+            raw["name"],
+            raw.get("arguments", "{}"),
+            raw.get("args") or {},
+            raw.get("round", loop.round),
+            raw["index"],
+            loop,
+            spec,
+        )
         status.tool_since_update = True
         return await run_approved(call, spec, settings)
 
     # ------------------------------------------------------------------ outputs
 
-    def _result(self, ctx: NodeContext, result: Any, status: AgentStatus, tools: list[ToolSpec]) -> NodeResult:
+    def _result(
+        self, ctx: NodeContext, result: Any, status: AgentStatus, tools: list[ToolSpec]
+    ) -> NodeResult:
         history = list(status.history) + [{"role": "user", "content": status.question}]
         for ask in status.asks:
             options = "\n".join(f"{i + 1}. {label}" for i, label in enumerate(ask["options"]))
             history.append({"role": "assistant", "content": f"{ask['question']}\n{options}"})
             history.append({"role": "user", "content": ask["answer"]})
         history.append({"role": "assistant", "content": result.answer})
-        ctx.node_run.data["tools"] = [{"name": t.name, **t.meta, "risk": t.risk, "parallel_safe": t.parallel_safe}
-                                      for t in tools]
-        return NodeResult({
-            "answer": result.answer,
-            "plan": status.plan.to_dict() if status.plan is not None else None,
-            "history": history,
-            "asks": status.asks,
-            "messages": result.trail,
-            "usage": result.usage.model_dump(),
-            "cost": result.cost,
-            "trace": result.trace,
-            "stop_reason": result.stop_reason,
-            "rounds": result.rounds,
-        })
+        ctx.node_run.data["tools"] = [
+            {"name": t.name, **t.meta, "risk": t.risk, "parallel_safe": t.parallel_safe} for t in tools
+        ]
+        return NodeResult(
+            {
+                "answer": result.answer,
+                "plan": status.plan.to_dict() if status.plan is not None else None,
+                "history": history,
+                "asks": status.asks,
+                "messages": result.trail,
+                "usage": result.usage.model_dump(),
+                "cost": result.cost,
+                "trace": result.trace,
+                "stop_reason": result.stop_reason,
+                "rounds": result.rounds,
+            }
+        )

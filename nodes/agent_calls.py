@@ -24,15 +24,24 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from engine.context import InterruptRequested, NodeContext
 from engine.errors import RunCancelled, RunLimitExceeded
 from engine.telemetry import telemetry
 
 from .agent_protocol import fence_observation, observations_message, safe_name, truncate_result, validate_args
-from .agent_types import (AgentHooks, LoopSettings, LoopState, ToolCallContext, ToolOutcome, ToolSourceFailed, ToolSpec,
-                          maybe_await)
+from .agent_types import (
+    AgentHooks,
+    LoopSettings,
+    LoopState,
+    ToolCallContext,
+    ToolOutcome,
+    ToolSourceFailed,
+    ToolSpec,
+    maybe_await,
+)
 
 __all__ = [
     "echo_arguments",
@@ -52,13 +61,25 @@ def _signature(call: ToolCallContext) -> str:
     return f"{call.name}\x00{args}"
 
 
-def prepare_call(ctx: NodeContext, state: LoopState, raw_id: str, name: Any, arguments: Any, round_: int,
-                 index: int, by_name: Mapping[str, ToolSpec], offered: set[str] | None,
-                 truncated: bool) -> ToolCallContext:
+def prepare_call(
+    ctx: NodeContext,
+    state: LoopState,
+    raw_id: str,
+    name: Any,
+    arguments: Any,
+    round_: int,
+    index: int,
+    by_name: Mapping[str, ToolSpec],
+    offered: set[str] | None,
+    truncated: bool,
+) -> ToolCallContext:
     """Parse and check one requested call; errors are recorded on it, never raised."""
-    text_args = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False, default=str)
-    call = ToolCallContext(ctx, raw_id, name if isinstance(name, str) else safe_name(name), text_args, {},
-                           round_, index, state)
+    text_args = (
+        arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False, default=str)
+    )
+    call = ToolCallContext(
+        ctx, raw_id, name if isinstance(name, str) else safe_name(name), text_args, {}, round_, index, state
+    )
     spec = by_name.get(call.name) if isinstance(name, str) else None
     if spec is None or (offered is not None and call.name not in offered):
         known = sorted(offered if offered is not None else by_name)
@@ -75,7 +96,11 @@ def prepare_call(ctx: NodeContext, state: LoopState, raw_id: str, name: Any, arg
         try:
             args = json.loads(arguments) if isinstance(arguments, str) else arguments
         except ValueError as exc:
-            cut = " (the reply hit max_tokens and the arguments were cut: send shorter arguments)" if truncated else ""
+            cut = (
+                " (the reply hit max_tokens and the arguments were cut: send shorter arguments)"
+                if truncated
+                else ""
+            )
             call.error = f"arguments of {spec.name} are not valid JSON: {exc}{cut}"
             call.status = "invalid_arguments"
             return call
@@ -93,19 +118,32 @@ def prepare_call(ctx: NodeContext, state: LoopState, raw_id: str, name: Any, arg
     return call
 
 
-async def _run_one(ctx: NodeContext, hooks: AgentHooks, call: ToolCallContext, settings: LoopSettings,
-                   state: LoopState) -> tuple[ToolOutcome, dict[str, Any]]:
+async def _run_one(
+    ctx: NodeContext, hooks: AgentHooks, call: ToolCallContext, settings: LoopSettings, state: LoopState
+) -> tuple[ToolOutcome, dict[str, Any]]:
     """Run one call; every failure except cancel/limits/interrupts becomes an error outcome."""
     started = time.perf_counter()
-    record: dict[str, Any] = {"id": call.id, "name": call.name, "arguments": call.arguments, "args": call.args,
-                              "status": call.status, "started_at": time.time()}
+    record: dict[str, Any] = {
+        "id": call.id,
+        "name": call.name,
+        "arguments": call.arguments,
+        "args": call.args,
+        "status": call.status,
+        "started_at": time.time(),
+    }
     if call.error is not None:
         outcome = ToolOutcome(call.error, is_error=True)
     else:
         # the call's span (GenAI execute_tool): an HTTP tool's or MCP server's request nests under it
-        with telemetry().span(f"execute_tool {call.name}", {
-                "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": call.name,
-                "gen_ai.tool.call.id": call.id, "openinference.span.kind": "TOOL"}) as span:
+        with telemetry().span(
+            f"execute_tool {call.name}",
+            {
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": call.name,
+                "gen_ai.tool.call.id": call.id,
+                "openinference.span.kind": "TOOL",
+            },
+        ) as span:
             outcome = await _run_hook(hooks, call, settings, state, record)
             span.set({"flowloom.tool.status": record["status"]})
             if record["status"] != "ok":
@@ -114,8 +152,9 @@ async def _run_one(ctx: NodeContext, hooks: AgentHooks, call: ToolCallContext, s
     return outcome, record
 
 
-async def _run_hook(hooks: AgentHooks, call: ToolCallContext, settings: LoopSettings, state: LoopState,
-                    record: dict[str, Any]) -> ToolOutcome:
+async def _run_hook(
+    hooks: AgentHooks, call: ToolCallContext, settings: LoopSettings, state: LoopState, record: dict[str, Any]
+) -> ToolOutcome:
     """``hooks.run_tool`` within the tool's timeout; ``record["status"]`` says how it went."""
     assert call.spec is not None
     timeout = call.spec.timeout if call.spec.timeout is not None else settings.tool_timeout
@@ -133,14 +172,20 @@ async def _run_hook(hooks: AgentHooks, call: ToolCallContext, settings: LoopSett
     except TimeoutError:
         outcome = ToolOutcome(f"tool {call.name} timed out after {timeout:g}s", is_error=True)
         record["status"] = "timeout"
-    except Exception as exc:  # noqa: BLE001 - a tool error is the model's input, never fatal by itself
+    except Exception as exc:
         outcome = ToolOutcome(f"tool {call.name} failed: {type(exc).__name__}: {exc}", is_error=True)
         record["status"] = "exception"
     return outcome
 
 
-async def run_calls(ctx: NodeContext, hooks: AgentHooks, calls: list[ToolCallContext], settings: LoopSettings,
-                    state: LoopState, done: dict[int, tuple[ToolOutcome, dict[str, Any]]]) -> None:
+async def run_calls(
+    ctx: NodeContext,
+    hooks: AgentHooks,
+    calls: list[ToolCallContext],
+    settings: LoopSettings,
+    state: LoopState,
+    done: dict[int, tuple[ToolOutcome, dict[str, Any]]],
+) -> None:
     """Run every call not in ``done`` (by index) group by group; fills ``done``.
 
     Raises:
@@ -161,8 +206,9 @@ async def run_calls(ctx: NodeContext, hooks: AgentHooks, calls: list[ToolCallCon
                 _set_pending(state, calls, done, call)
                 raise
             continue
-        results = await asyncio.gather(*(_run_one(ctx, hooks, c, settings, state) for c in group),
-                                       return_exceptions=True)
+        results = await asyncio.gather(
+            *(_run_one(ctx, hooks, c, settings, state) for c in group), return_exceptions=True
+        )
         paused: ToolCallContext | None = None
         failure: BaseException | None = None
         for call, result in zip(group, results):
@@ -178,21 +224,37 @@ async def run_calls(ctx: NodeContext, hooks: AgentHooks, calls: list[ToolCallCon
             raise failure
     for call in todo:  # a hook that left a call out of every group: the model still gets an answer for it
         if call.index not in done:
-            done[call.index] = (ToolOutcome(f"tool {call.name} was not run (not scheduled by the loop's hooks)",
-                                            is_error=True), {**call.to_dict(), "status": "not_scheduled"})
+            done[call.index] = (
+                ToolOutcome(
+                    f"tool {call.name} was not run (not scheduled by the loop's hooks)", is_error=True
+                ),
+                {**call.to_dict(), "status": "not_scheduled"},
+            )
 
 
-def _set_pending(state: LoopState, calls: list[ToolCallContext], done: dict[int, tuple[ToolOutcome, dict[str, Any]]],
-                 paused: ToolCallContext) -> None:
+def _set_pending(
+    state: LoopState,
+    calls: list[ToolCallContext],
+    done: dict[int, tuple[ToolOutcome, dict[str, Any]]],
+    paused: ToolCallContext,
+) -> None:
     state.pending = {
-        "round": paused.round, "call_id": paused.id, "tool": paused.name,
+        "round": paused.round,
+        "call_id": paused.id,
+        "tool": paused.name,
         "calls": [c.to_dict() for c in calls],
         "done": {str(i): {"outcome": o.to_dict(), "record": r} for i, (o, r) in done.items()},
     }
 
 
-def finish_round(ctx: NodeContext, state: LoopState, settings: LoopSettings, calls: list[ToolCallContext],
-                 done: dict[int, tuple[ToolOutcome, dict[str, Any]]], entry: dict[str, Any]) -> bool:
+def finish_round(
+    ctx: NodeContext,
+    state: LoopState,
+    settings: LoopSettings,
+    calls: list[ToolCallContext],
+    done: dict[int, tuple[ToolOutcome, dict[str, Any]]],
+    entry: dict[str, Any],
+) -> bool:
     """Append the round's results in call order, record them, detect loops; True when a tool said stop."""
     blocks: list[str] = []
     stop = False
@@ -202,13 +264,21 @@ def finish_round(ctx: NodeContext, state: LoopState, settings: LoopSettings, cal
         content = outcome.content if isinstance(outcome.content, str) else str(outcome.content)
         state.results[call.id] = content
         preview, note = truncate_result(content, settings.max_result_chars, call.id)
-        block = fence_observation(call.id, call.name, preview, state.nonce, is_error=outcome.is_error, note=note)
+        block = fence_observation(
+            call.id, call.name, preview, state.nonce, is_error=outcome.is_error, note=note
+        )
         if state.mode == "native":
             state.messages.append({"role": "tool", "tool_call_id": call.id, "content": block})
         else:
             blocks.append(f"- call {safe_name(call.id)} ({safe_name(call.name)}):\n{block}")
-        record.update(is_error=outcome.is_error, stop=outcome.stop, cost=outcome.cost, chars=len(content),
-                      truncated=bool(note), preview=preview[:500])
+        record.update(
+            is_error=outcome.is_error,
+            stop=outcome.stop,
+            cost=outcome.cost,
+            chars=len(content),
+            truncated=bool(note),
+            preview=preview[:500],
+        )
         if outcome.data is not None:
             record["data"] = outcome.data
         records.append(record)
@@ -225,9 +295,13 @@ def finish_round(ctx: NodeContext, state: LoopState, settings: LoopSettings, cal
         del state.recent_calls[:-limit]
         if len(state.recent_calls) == limit and len(set(state.recent_calls)) == 1:
             name = state.recent_calls[-1].split("\x00", 1)[0]
-            note = {"round": state.round, "reason": "repeated_call", "tool": name,
-                    "message": f"tool {name} was called {limit} times in a row with the same arguments; "
-                               "the next round may only answer"}
+            note = {
+                "round": state.round,
+                "reason": "repeated_call",
+                "tool": name,
+                "message": f"tool {name} was called {limit} times in a row with the same arguments; "
+                "the next round may only answer",
+            }
             state.notes.append(note)
             entry["loop_detected"] = note["message"]
             state.force = "repeated_call"
@@ -237,14 +311,26 @@ def finish_round(ctx: NodeContext, state: LoopState, settings: LoopSettings, cal
     return stop
 
 
-def restore_calls(ctx: NodeContext, state: LoopState, by_name: Mapping[str, ToolSpec]) -> list[ToolCallContext]:
+def restore_calls(
+    ctx: NodeContext, state: LoopState, by_name: Mapping[str, ToolSpec]
+) -> list[ToolCallContext]:
     """The paused round's calls (``state.pending["calls"]``) as call contexts again; a tool
     no longer offered makes its call an ``unknown_tool`` error call."""
     calls = []
     for raw in (state.pending or {}).get("calls", []):
-        call = ToolCallContext(ctx, raw["id"], raw["name"], raw.get("arguments", "{}"), raw.get("args") or {},
-                               raw.get("round", state.round), raw["index"], state, by_name.get(raw["name"]),
-                               raw.get("error"), raw.get("status", "ok"))
+        call = ToolCallContext(
+            ctx,
+            raw["id"],
+            raw["name"],
+            raw.get("arguments", "{}"),
+            raw.get("args") or {},
+            raw.get("round", state.round),
+            raw["index"],
+            state,
+            by_name.get(raw["name"]),
+            raw.get("error"),
+            raw.get("status", "ok"),
+        )
         if call.spec is None and call.error is None:
             call.error, call.status = f"tool {safe_name(call.name)} is no longer available", "unknown_tool"
         calls.append(call)
@@ -266,7 +352,7 @@ async def run_approved(call: ToolCallContext, spec: ToolSpec, settings: LoopSett
         raise
     except TimeoutError:
         return ToolOutcome(f"tool {call.name} timed out after {timeout:g}s", is_error=True)
-    except Exception as exc:  # noqa: BLE001 - reported to the model, like run_calls does
+    except Exception as exc:
         return ToolOutcome(f"tool {call.name} failed: {type(exc).__name__}: {exc}", is_error=True)
     return outcome if isinstance(outcome, ToolOutcome) else ToolOutcome(str(outcome))
 

@@ -87,8 +87,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal
 
 from engine.context import InterruptRequested, NodeContext
 from engine.errors import NodeFailed
@@ -110,10 +111,8 @@ from .agent_types import (  # every public name of agent_types stays importable 
     LoopSettings,
     LoopState,
     RequestControl,
-    Risk,
     ToolCallContext,
     ToolOutcome,
-    ToolRun,
     ToolSourceFailed,
     ToolSpec,
     batch_parallel_safe,
@@ -149,8 +148,9 @@ __all__ = [
 # ============================================================================ setup
 
 
-def _setup_messages(messages: Sequence[Mapping[str, Any]], tools: Sequence[ToolSpec], state: LoopState,
-                    settings: LoopSettings) -> None:
+def _setup_messages(
+    messages: Sequence[Mapping[str, Any]], tools: Sequence[ToolSpec], state: LoopState, settings: LoopSettings
+) -> None:
     """System prompt + contract (+ the JSON protocol); the opening messages become the head."""
     extra = fence_contract(state.nonce)
     if state.mode == "json":
@@ -176,9 +176,12 @@ def _answer_only(state: LoopState, settings: LoopSettings, control: RequestContr
     return None
 
 
-_WHY = {"max_rounds": "the step limit is reached", "tool_only": "too many steps of tool calls without an answer",
-        "repeated_call": "the same tool was called with the same arguments several times in a row",
-        "hook": "the task is ready for its answer"}
+_WHY = {
+    "max_rounds": "the step limit is reached",
+    "tool_only": "too many steps of tool calls without an answer",
+    "repeated_call": "the same tool was called with the same arguments several times in a row",
+    "hook": "the task is ready for its answer",
+}
 
 
 # ============================================================================ the loop
@@ -266,8 +269,14 @@ async def run_agent_loop(
             return result
 
 
-def _open_loop(ctx: NodeContext, settings: LoopSettings, messages: Sequence[Mapping[str, Any]] | None,
-               tools: Sequence[ToolSpec], hooks: AgentHooks, state: LoopState | None) -> tuple[_LoopDeps, LoopState]:
+def _open_loop(
+    ctx: NodeContext,
+    settings: LoopSettings,
+    messages: Sequence[Mapping[str, Any]] | None,
+    tools: Sequence[ToolSpec],
+    hooks: AgentHooks,
+    state: LoopState | None,
+) -> tuple[_LoopDeps, LoopState]:
     """Check the model and the tools, and set the loop up.
 
     Returns the loop's deps and its state: ``state`` when given (a resume), else a new
@@ -282,35 +291,52 @@ def _open_loop(ctx: NodeContext, settings: LoopSettings, messages: Sequence[Mapp
     registry = registry_of(ctx)
     spec = registry.get(settings.model) if registry.has(settings.model) else None
     if spec is None:
-        raise NodeFailed(f"model {settings.model!r} is not in the model registry (known: "
-                         f"{', '.join(registry.names())})", node_id=ctx.node_id, reason="unknown_model")
+        raise NodeFailed(
+            f"model {settings.model!r} is not in the model registry (known: {', '.join(registry.names())})",
+            node_id=ctx.node_id,
+            reason="unknown_model",
+        )
     caps = spec.capabilities
     settings = dataclasses.replace(settings, idle_timeout=_idle_timeout(ctx, spec, settings))
     # The model chooses its calls here: native tools only when it calls them on its own
     # (a model that calls only when forced would answer every round in text).
-    mode: Literal["native", "json"] = ("json" if settings.protocol == "json" or
-                                       (settings.protocol == "auto" and not caps.free_tool_calls) else "native")
+    mode: Literal["native", "json"] = (
+        "json"
+        if settings.protocol == "json" or (settings.protocol == "auto" and not caps.free_tool_calls)
+        else "native"
+    )
     by_name = {t.name: t for t in tools}
     if len(by_name) != len(tools):
         names = [t.name for t in tools]
-        raise NodeFailed(f"duplicate tool names: {sorted({n for n in names if names.count(n) > 1})}",
-                         node_id=ctx.node_id)
+        raise NodeFailed(
+            f"duplicate tool names: {sorted({n for n in names if names.count(n) > 1})}", node_id=ctx.node_id
+        )
     if state is None:
         state = LoopState(messages=[], mode=mode)
         _setup_messages(messages or [], tools, state, settings)
     max_tokens = settings.max_tokens if settings.max_tokens is not None else spec.max_output_tokens
     max_tokens = min(max_tokens, spec.max_output_tokens)
-    tool_tokens = estimate_tokens(json.dumps([t.openai_tool() for t in tools])) if (tools and state.mode == "native") else 0
+    tool_tokens = (
+        estimate_tokens(json.dumps([t.openai_tool() for t in tools]))
+        if (tools and state.mode == "native")
+        else 0
+    )
     state.__dict__["budget"] = spec.max_context - max_tokens - tool_tokens
     data = ctx.node_run.data
-    data["agent"] = {"mode": state.mode, "trace": state.trace, "tool_results": state.results, "notes": state.notes,
-                     "checkpoints": state.checkpoints}
+    data["agent"] = {
+        "mode": state.mode,
+        "trace": state.trace,
+        "tool_results": state.results,
+        "notes": state.notes,
+        "checkpoints": state.checkpoints,
+    }
     on_answer = (lambda t: ctx.delta(t, "answer")) if settings.stream and state.mode == "native" else None
     return _LoopDeps(ctx, settings, hooks, tools, by_name, caps, max_tokens, on_answer, data, {}), state
 
 
-async def _resume_pending(deps: _LoopDeps, state: LoopState,
-                          tool_result: ToolOutcome | str | None) -> LoopResult | None:
+async def _resume_pending(
+    deps: _LoopDeps, state: LoopState, tool_result: ToolOutcome | str | None
+) -> LoopResult | None:
     """Finish the paused round, ``tool_result`` answering its pending call.
 
     ``state.pending`` is ``{"round", "call_id", "tool", "calls": [call dicts], "done":
@@ -328,8 +354,10 @@ async def _resume_pending(deps: _LoopDeps, state: LoopState,
     for key, item in (pending.get("done") or {}).items():
         done[int(key)] = (ToolOutcome.from_dict(item["outcome"]), dict(item["record"]))
     if tool_result is None:
-        raise NodeFailed(f"the agent loop is paused on tool call {pending['call_id']!r}: resume it with its "
-                         "result", node_id=ctx.node_id)
+        raise NodeFailed(
+            f"the agent loop is paused on tool call {pending['call_id']!r}: resume it with its result",
+            node_id=ctx.node_id,
+        )
     outcome = tool_result if isinstance(tool_result, ToolOutcome) else ToolOutcome(str(tool_result))
     paused = next(c for c in calls if c.id == pending["call_id"])
     done[paused.index] = (outcome, {**paused.to_dict(), "status": "resumed", "elapsed_ms": 0.0})
@@ -371,7 +399,9 @@ async def _one_round(deps: _LoopDeps, state: LoopState) -> LoopResult | None:
     if settings.on_max_rounds == "error" and state.round >= settings.max_rounds:
         raise AgentNotConverged(
             f"agent loop of node {ctx.node_id!r} reached max_rounds={settings.max_rounds} and still calls tools",
-            node_id=ctx.node_id, detail="max_rounds")
+            node_id=ctx.node_id,
+            detail="max_rounds",
+        )
     return None
 
 
@@ -393,7 +423,9 @@ def _check_can_start(deps: _LoopDeps, state: LoopState) -> None:
     if state.round >= settings.max_rounds:
         raise AgentNotConverged(
             f"agent loop of node {ctx.node_id!r} reached max_rounds={settings.max_rounds} without a final answer",
-            node_id=ctx.node_id, detail="max_rounds")
+            node_id=ctx.node_id,
+            detail="max_rounds",
+        )
 
 
 async def _prepare_request(deps: _LoopDeps, state: LoopState) -> tuple[_Round, LLMRequest]:
@@ -417,21 +449,34 @@ async def _prepare_request(deps: _LoopDeps, state: LoopState) -> tuple[_Round, L
     request_messages = state.messages
     if hint:
         request_messages = request_messages + [{"role": "user", "content": hint}]
-    request = LLMRequest(settings.model, request_messages, tools=request_tools or None, tool_choice=tool_choice,
-                         temperature=settings.temperature, max_tokens=deps.max_tokens)
+    request = LLMRequest(
+        settings.model,
+        request_messages,
+        tools=request_tools or None,
+        tool_choice=tool_choice,
+        temperature=settings.temperature,
+        max_tokens=deps.max_tokens,
+    )
     entry: dict[str, Any] = {
-        "round": round_index, "mode": state.mode,
-        "request": {"messages": len(request_messages), "tokens_est": messages_tokens(state, state.messages),
-                    "tools": [t.name for t in offered] if (request_tools or state.mode == "json") else [],
-                    "tool_choice": tool_choice, "forced": forced, "hint": hint},
+        "round": round_index,
+        "mode": state.mode,
+        "request": {
+            "messages": len(request_messages),
+            "tokens_est": messages_tokens(state, state.messages),
+            "tools": [t.name for t in offered] if (request_tools or state.mode == "json") else [],
+            "tool_choice": tool_choice,
+            "forced": forced,
+            "hint": hint,
+        },
     }
     if state.counters["parse_retries"]:  # a retry after unreadable replies: same round, numbered call
         entry["parse_retry"] = state.counters["parse_retries"]
     return _Round(round_index, forced, offered, entry), request
 
 
-def _native_offer(deps: _LoopDeps, control: RequestControl, offered: list[ToolSpec],
-                  forced: str | None) -> tuple[list[dict[str, Any]] | None, str | dict[str, Any] | None, str | None]:
+def _native_offer(
+    deps: _LoopDeps, control: RequestControl, offered: list[ToolSpec], forced: str | None
+) -> tuple[list[dict[str, Any]] | None, str | dict[str, Any] | None, str | None]:
     """``(tools entries, tool_choice, hint)`` of a native round. An answer-only round gets
     ``tool_choice: "none"`` (or no tools when the model does not take ``tool_choice``) and a
     one-round hint; ``tool_choice`` is dropped when the model does not take it or no tool is
@@ -445,8 +490,11 @@ def _native_offer(deps: _LoopDeps, control: RequestControl, offered: list[ToolSp
             request_tools = deps.openai_tools[key] = [t.openai_tool() for t in offered]
     if forced is not None:
         why = _WHY.get(forced, forced)
-        hint = FORCED_ANSWER_HINT.format(why=why) if forced != "max_rounds" else \
-            "This is the last step: tools are closed. Give your final answer now from what you already know."
+        hint = (
+            FORCED_ANSWER_HINT.format(why=why)
+            if forced != "max_rounds"
+            else "This is the last step: tools are closed. Give your final answer now from what you already know."
+        )
         if deps.caps.tool_choice and request_tools:
             tool_choice = "none"
         else:
@@ -468,7 +516,9 @@ def _json_hint(control: RequestControl, forced: str | None) -> str | None:
     return control.hint
 
 
-async def _call_model(deps: _LoopDeps, state: LoopState, request: LLMRequest, entry: dict[str, Any]) -> LLMResponse:
+async def _call_model(
+    deps: _LoopDeps, state: LoopState, request: LLMRequest, entry: dict[str, Any]
+) -> LLMResponse:
     """Send ``request`` through ``hooks.call_model`` and record the call: usage priced per call
     (tiered prices make one price for summed tokens wrong), and in ``entry`` the reply
     ``{text, finish_reason, reasoning_chars, tool_calls}``, timing and cost; ``entry`` joins
@@ -490,10 +540,12 @@ async def _call_model(deps: _LoopDeps, state: LoopState, request: LLMRequest, en
     entry["usage"] = response.usage.model_dump()
     entry["cost"] = response.usage.cost
     entry["elapsed_ms"] = (time.perf_counter() - started) * 1000.0
-    entry["response"] = {"text": response.text or "", "finish_reason": response.finish_reason,
-                         "reasoning_chars": len(response.reasoning or ""),
-                         "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments}
-                                        for c in response.tool_calls]}
+    entry["response"] = {
+        "text": response.text or "",
+        "finish_reason": response.finish_reason,
+        "reasoning_chars": len(response.reasoning or ""),
+        "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in response.tool_calls],
+    }
     state.trace.append(entry)
     return response
 
@@ -508,8 +560,12 @@ def _read_reply(deps: _LoopDeps, state: LoopState, response: LLMResponse, rnd: _
     text = response.text or ""
     if state.mode == "native":
         return _Reply(text, text, [(c.id, c.name, c.arguments) for c in response.tool_calls])
-    parsed = parse_reply(text, finish_reason=response.finish_reason,
-                         completion_tokens=response.usage.tokens_out, max_tokens=deps.max_tokens)
+    parsed = parse_reply(
+        text,
+        finish_reason=response.finish_reason,
+        completion_tokens=response.usage.tokens_out,
+        max_tokens=deps.max_tokens,
+    )
     if parsed.repairs:
         rnd.entry["repairs"] = parsed.repairs
     if parsed.kind == "invalid":
@@ -520,7 +576,9 @@ def _read_reply(deps: _LoopDeps, state: LoopState, response: LLMResponse, rnd: _
     return _Reply(text, parsed.text, calls, parsed.value)
 
 
-def _parse_failed(deps: _LoopDeps, state: LoopState, text: str, parsed: ProtocolReply, entry: dict[str, Any]) -> None:
+def _parse_failed(
+    deps: _LoopDeps, state: LoopState, text: str, parsed: ProtocolReply, entry: dict[str, Any]
+) -> None:
     """An unreadable JSON-protocol reply: counted apart from rounds, recorded as
     ``entry["parse_error"] = {diagnosis, error, retry}``, and the reply plus the parser's hint
     go back to the model.
@@ -531,20 +589,26 @@ def _parse_failed(deps: _LoopDeps, state: LoopState, text: str, parsed: Protocol
     ctx, settings = deps.ctx, deps.settings
     state.counters["parse_failures"] += 1
     state.counters["parse_retries"] += 1
-    entry["parse_error"] = {"diagnosis": parsed.diagnosis, "error": parsed.error,
-                            "retry": state.counters["parse_retries"]}
+    entry["parse_error"] = {
+        "diagnosis": parsed.diagnosis,
+        "error": parsed.error,
+        "retry": state.counters["parse_retries"],
+    }
     if state.counters["parse_retries"] > settings.max_parse_retries:
         raise AgentNotConverged(
             f"agent loop of node {ctx.node_id!r}: {state.counters['parse_retries']} consecutive replies "
             f"could not be read as the JSON protocol ({parsed.diagnosis}: {parsed.error}); "
             f"max_parse_retries={settings.max_parse_retries}",
-            node_id=ctx.node_id, detail="parse_failed")
+            node_id=ctx.node_id,
+            detail="parse_failed",
+        )
     state.messages.append({"role": "assistant", "content": text[:4000]})
     state.messages.append({"role": "user", "content": parsed.hint})
 
 
-async def _answer_or_feedback(deps: _LoopDeps, state: LoopState, response: LLMResponse, reply: _Reply,
-                              rnd: _Round) -> LoopResult | None:
+async def _answer_or_feedback(
+    deps: _LoopDeps, state: LoopState, response: LLMResponse, reply: _Reply, rnd: _Round
+) -> LoopResult | None:
     """Step 4 when no tool was requested: ``hooks.may_stop`` decides (the agent's stop gate).
 
     Feedback goes back as a user message and tools open again (returns None: the loop goes
@@ -559,17 +623,24 @@ async def _answer_or_feedback(deps: _LoopDeps, state: LoopState, response: LLMRe
     if forced is not None and state.mode == "native" and looks_like_tool_markup(reply.answer):
         raise AgentNotConverged(
             f"agent loop of node {ctx.node_id!r}: the forced final answer ({forced}) is raw tool-call markup, "
-            "not an answer", node_id=ctx.node_id, detail="tool_markup_answer")
+            "not an answer",
+            node_id=ctx.node_id,
+            detail="tool_markup_answer",
+        )
     if reply.answer.strip():
         state.counters["tool_only"] = 0
-    feedback = await maybe_await(deps.hooks.may_stop(state, response if state.mode == "native" else
-                                                     _as_response(response, reply.answer)))
+    feedback = await maybe_await(
+        deps.hooks.may_stop(
+            state, response if state.mode == "native" else _as_response(response, reply.answer)
+        )
+    )
     if feedback:
         state.force = None  # the feedback asks for more work: tools open again
         state.counters["stop_rejections"] += 1
         rnd.entry["stop_rejected"] = feedback
-        state.messages.append({"role": "assistant", "content": reply.answer if state.mode == "native"
-                               else reply.text})
+        state.messages.append(
+            {"role": "assistant", "content": reply.answer if state.mode == "native" else reply.text}
+        )
         state.messages.append({"role": "user", "content": feedback})
         return None
     return _result(ctx, state, "max_rounds" if forced == "max_rounds" else "answer", reply.answer)
@@ -589,10 +660,15 @@ def _count_tool_round(deps: _LoopDeps, state: LoopState, reply: _Reply, rnd: _Ro
         last = forced == "max_rounds"
         raise AgentNotConverged(
             f"agent loop of node {ctx.node_id!r} asked for tools on "
-            + (f"its announced last round (max_rounds={settings.max_rounds})" if last
-               else f"a round where only an answer was allowed ({forced})")
+            + (
+                f"its announced last round (max_rounds={settings.max_rounds})"
+                if last
+                else f"a round where only an answer was allowed ({forced})"
+            )
             + "; no intermediate result is returned as the answer",
-            node_id=ctx.node_id, detail="tool_call_on_last_round" if last else "tool_call_on_forced_round")
+            node_id=ctx.node_id,
+            detail="tool_call_on_last_round" if last else "tool_call_on_forced_round",
+        )
     state.force = None
     if reply.answer.strip() and state.mode == "native":
         state.counters["tool_only"] = 0
@@ -600,35 +676,56 @@ def _count_tool_round(deps: _LoopDeps, state: LoopState, reply: _Reply, rnd: _Ro
         state.counters["tool_only"] += 1
     if settings.tool_only_cap > 0 and state.counters["tool_only"] > settings.tool_only_cap:
         state.force = "tool_only"
-        state.notes.append({"round": rnd.index, "reason": "tool_only",
-                            "message": f"{state.counters['tool_only']} consecutive rounds of tool calls without "
-                                       "an answer; the next round may only answer"})
+        state.notes.append(
+            {
+                "round": rnd.index,
+                "reason": "tool_only",
+                "message": f"{state.counters['tool_only']} consecutive rounds of tool calls without "
+                "an answer; the next round may only answer",
+            }
+        )
         state.counters["tool_only"] = 0
 
 
-def _accept_calls(deps: _LoopDeps, state: LoopState, response: LLMResponse, reply: _Reply,
-                  rnd: _Round) -> list[ToolCallContext]:
+def _accept_calls(
+    deps: _LoopDeps, state: LoopState, response: LLMResponse, reply: _Reply, rnd: _Round
+) -> list[ToolCallContext]:
     """Check every requested call (:func:`prepare_call`: unknown or not-offered tools and bad
     arguments become error calls, never exceptions) and keep the request in the history: an
     assistant message with ``tool_calls`` (native) or the model's JSON."""
     offered = {t.name for t in rnd.offered}
     truncated = response.finish_reason == "length"
-    calls = [prepare_call(deps.ctx, state, cid, name, args, rnd.index, i, deps.by_name, offered, truncated)
-             for i, (cid, name, args) in enumerate(reply.calls)]
+    calls = [
+        prepare_call(deps.ctx, state, cid, name, args, rnd.index, i, deps.by_name, offered, truncated)
+        for i, (cid, name, args) in enumerate(reply.calls)
+    ]
     if state.mode == "native":
-        state.messages.append({
-            "role": "assistant", "content": reply.text or None,
-            "tool_calls": [{"id": c.id, "type": "function",
-                            "function": {"name": c.name, "arguments": echo_arguments(c.arguments)}}
-                           for c in calls],
-        })
+        state.messages.append(
+            {
+                "role": "assistant",
+                "content": reply.text or None,
+                "tool_calls": [
+                    {
+                        "id": c.id,
+                        "type": "function",
+                        "function": {"name": c.name, "arguments": echo_arguments(c.arguments)},
+                    }
+                    for c in calls
+                ],
+            }
+        )
     else:
         state.messages.append({"role": "assistant", "content": json.dumps(reply.value, ensure_ascii=False)})
     return calls
 
 
-async def _run_tools(deps: _LoopDeps, state: LoopState, calls: list[ToolCallContext],
-                     done: dict[int, tuple[ToolOutcome, dict[str, Any]]], entry: dict[str, Any]) -> bool:
+async def _run_tools(
+    deps: _LoopDeps,
+    state: LoopState,
+    calls: list[ToolCallContext],
+    done: dict[int, tuple[ToolOutcome, dict[str, Any]]],
+    entry: dict[str, Any],
+) -> bool:
     """Step 3 and the stop signal: run the calls not in ``done`` (index ->
     ``(outcome, trace record)``) in ``hooks.can_batch`` groups (default serial), then append every
     result in call order, each truncated then fenced on its own. True when a tool returned
@@ -648,18 +745,41 @@ async def _run_tools(deps: _LoopDeps, state: LoopState, calls: list[ToolCallCont
 
 
 def _as_response(response: LLMResponse, text: str) -> LLMResponse:
-    return LLMResponse(text=text, reasoning=response.reasoning, tool_calls=[], finish_reason=response.finish_reason,
-                       usage=response.usage, request=response.request, attempts=response.attempts)
+    return LLMResponse(
+        text=text,
+        reasoning=response.reasoning,
+        tool_calls=[],
+        finish_reason=response.finish_reason,
+        usage=response.usage,
+        request=response.request,
+        attempts=response.attempts,
+    )
 
 
 def _result(ctx: NodeContext, state: LoopState, reason: str, answer: str) -> LoopResult:
     state.answer, state.stop_reason = answer, reason
     usage = sum_usage(state.usage)
-    trail = state.messages[state.head:]
+    trail = state.messages[state.head :]
     agent = ctx.node_run.data.setdefault("agent", {})
-    agent.update(stop_reason=reason, rounds=state.round, model_cost=usage.cost, tool_cost=state.tool_cost,
-                 counters=dict(state.counters))
+    agent.update(
+        stop_reason=reason,
+        rounds=state.round,
+        model_cost=usage.cost,
+        tool_cost=state.tool_cost,
+        counters=dict(state.counters),
+    )
     ctx.node_run.data.pop("agent_state", None)
-    return LoopResult(answer=answer, messages=state.messages, trail=trail, trace=state.trace, usage=usage,
-                      cost=usage.cost + state.tool_cost, model_cost=usage.cost, tool_cost=state.tool_cost,
-                      stop_reason=reason, rounds=state.round, state=state, results=state.results)
+    return LoopResult(
+        answer=answer,
+        messages=state.messages,
+        trail=trail,
+        trace=state.trace,
+        usage=usage,
+        cost=usage.cost + state.tool_cost,
+        model_cost=usage.cost,
+        tool_cost=state.tool_cost,
+        stop_reason=reason,
+        rounds=state.round,
+        state=state,
+        results=state.results,
+    )

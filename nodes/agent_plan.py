@@ -55,10 +55,10 @@ import copy
 import json
 import re
 import unicodedata
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Iterable, Mapping
-
+from typing import Any
 
 __all__ = [
     "ASK_REASONS",
@@ -128,8 +128,14 @@ class PlanStep:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form (``status`` as its string)."""
-        return {"id": self.id, "title": self.title, "status": self.status.value, "blocker": self.blocker,
-                "needs_replan": self.needs_replan, "note": self.note}
+        return {
+            "id": self.id,
+            "title": self.title,
+            "status": self.status.value,
+            "blocker": self.blocker,
+            "needs_replan": self.needs_replan,
+            "note": self.note,
+        }
 
 
 @dataclass
@@ -154,16 +160,24 @@ class Plan:
         return {"goal": self.goal, "version": self.version, "steps": [s.to_dict() for s in self.steps]}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "Plan":
+    def from_dict(cls, data: Mapping[str, Any]) -> Plan:
         """The plan saved by :meth:`to_dict`.
 
         Raises:
             ValueError: not such a dict.
         """
         try:
-            steps = [PlanStep(id=str(s["id"]), title=str(s["title"]), status=StepStatus(s.get("status", "pending")),
-                              blocker=s.get("blocker"), needs_replan=bool(s.get("needs_replan", False)),
-                              note=s.get("note")) for s in data["steps"]]
+            steps = [
+                PlanStep(
+                    id=str(s["id"]),
+                    title=str(s["title"]),
+                    status=StepStatus(s.get("status", "pending")),
+                    blocker=s.get("blocker"),
+                    needs_replan=bool(s.get("needs_replan", False)),
+                    note=s.get("note"),
+                )
+                for s in data["steps"]
+            ]
             return cls(goal=str(data.get("goal", "")), steps=steps, version=int(data.get("version", 1)))
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"not a saved plan: {exc}") from None
@@ -245,8 +259,13 @@ def _new_steps(raw: Any, what: str) -> list[PlanStep]:
                 raise PlanUpdateError(f"{where}.id must be a non-empty string")
             step_id = str(step_id).strip()
         status = _status(item["status"], f"{where}.status") if "status" in item else StepStatus.pending
-        steps.append(PlanStep(id=step_id or "", title=_text(item.get("title"), f"{where}.title", MAX_TITLE) or "",
-                              status=status))
+        steps.append(
+            PlanStep(
+                id=step_id or "",
+                title=_text(item.get("title"), f"{where}.title", MAX_TITLE) or "",
+                status=status,
+            )
+        )
     ids = [s.id for s in steps if s.id]
     dupes = sorted({i for i in ids if ids.count(i) > 1})
     if dupes:
@@ -269,8 +288,10 @@ def _number(steps: list[PlanStep]) -> None:
 
 def _set_plan(plan: Plan | None, op: dict[str, Any], what: str) -> Plan:
     if plan is not None:
-        raise PlanUpdateError(f"{what}: a plan already exists; use replace_plan to change it (done steps are kept) "
-                              "or update_step to change one step")
+        raise PlanUpdateError(
+            f"{what}: a plan already exists; use replace_plan to change it (done steps are kept) "
+            "or update_step to change one step"
+        )
     steps = _new_steps(op.get("steps"), what)
     _number(steps)
     return Plan(goal=_text(op.get("goal", ""), f"{what}.goal", MAX_TEXT, required=False) or "", steps=steps)
@@ -289,8 +310,9 @@ def _replace_plan(plan: Plan | None, op: dict[str, Any], what: str) -> Plan:
     carried = [copy.copy(s) for s in plan.steps if s.status is StepStatus.done and s.id not in named]
     merged = carried + steps
     if len(merged) > MAX_STEPS:
-        raise PlanUpdateError(f"{what}: the kept done steps and the new steps make {len(merged)} steps; "
-                              f"at most {MAX_STEPS}")
+        raise PlanUpdateError(
+            f"{what}: the kept done steps and the new steps make {len(merged)} steps; at most {MAX_STEPS}"
+        )
     _number(merged)
     for s in merged:
         s.needs_replan = False
@@ -303,10 +325,14 @@ def _update_step(plan: Plan | None, op: dict[str, Any], what: str) -> Plan:
         raise PlanUpdateError(f"{what}: there is no plan yet; create one with set_plan")
     raw_id = op.get("step_id")
     if isinstance(raw_id, bool) or not isinstance(raw_id, (str, int)):
-        raise PlanUpdateError(f"{what}.step_id must be the id of a step ({', '.join(s.id for s in plan.steps)})")
+        raise PlanUpdateError(
+            f"{what}.step_id must be the id of a step ({', '.join(s.id for s in plan.steps)})"
+        )
     step = plan.step(str(raw_id).strip())
     if step is None:
-        raise PlanUpdateError(f"{what}: no step {str(raw_id)!r}; steps are {', '.join(s.id for s in plan.steps)}")
+        raise PlanUpdateError(
+            f"{what}: no step {str(raw_id)!r}; steps are {', '.join(s.id for s in plan.steps)}"
+        )
     changes = set(op) & {"status", "blocker", "needs_replan", "note"}
     if not changes:
         raise PlanUpdateError(f"{what}: nothing to change (give status, blocker, needs_replan or note)")
@@ -317,8 +343,9 @@ def _update_step(plan: Plan | None, op: dict[str, Any], what: str) -> Plan:
     if "blocker" in op:
         blocker = _text(op["blocker"], f"{what}.blocker", MAX_TEXT, required=False)
         if blocker is not None and step.status is not StepStatus.blocked:
-            raise PlanUpdateError(f"{what}: a blocker only goes with status 'blocked' (step {step.id} is "
-                                  f"{step.status.value})")
+            raise PlanUpdateError(
+                f"{what}: a blocker only goes with status 'blocked' (step {step.id} is {step.status.value})"
+            )
         step.blocker = blocker
     if "needs_replan" in op:
         if not isinstance(op["needs_replan"], bool):
@@ -330,8 +357,11 @@ def _update_step(plan: Plan | None, op: dict[str, Any], what: str) -> Plan:
 
 
 _OPERATIONS = {"set_plan": _set_plan, "update_step": _update_step, "replace_plan": _replace_plan}
-_OP_FIELDS = {"set_plan": {"goal", "steps"}, "replace_plan": {"goal", "steps"},
-              "update_step": {"step_id", "status", "blocker", "needs_replan", "note"}}
+_OP_FIELDS = {
+    "set_plan": {"goal", "steps"},
+    "replace_plan": {"goal", "steps"},
+    "update_step": {"step_id", "status", "blocker", "needs_replan", "note"},
+}
 
 
 def apply_plan_updates(plan: Plan | None, arguments: str | Mapping[str, Any] | None) -> Plan:
@@ -349,7 +379,9 @@ def apply_plan_updates(plan: Plan | None, arguments: str | Mapping[str, Any] | N
         raise PlanUpdateError(str(exc)) from None
     updates = args.get("updates") if "updates" in args else ([args] if "operation" in args else None)
     if not isinstance(updates, list) or not updates:
-        raise PlanUpdateError('expected {"updates": [{"operation": "set_plan" | "update_step" | "replace_plan", ...}]}')
+        raise PlanUpdateError(
+            'expected {"updates": [{"operation": "set_plan" | "update_step" | "replace_plan", ...}]}'
+        )
     working = copy.deepcopy(plan)
     for i, op in enumerate(updates):
         what = f"updates[{i}]"
@@ -361,8 +393,10 @@ def apply_plan_updates(plan: Plan | None, arguments: str | Mapping[str, Any] | N
             raise PlanUpdateError(f"{what}.operation must be one of {', '.join(_OPERATIONS)}, got {name!r}")
         unknown = sorted(set(op) - _OP_FIELDS[name] - {"operation"})
         if unknown:
-            raise PlanUpdateError(f"{what} ({name}) has unknown field(s) {unknown} "
-                                  f"(allowed: {', '.join(sorted(_OP_FIELDS[name]))})")
+            raise PlanUpdateError(
+                f"{what} ({name}) has unknown field(s) {unknown} "
+                f"(allowed: {', '.join(sorted(_OP_FIELDS[name]))})"
+            )
         working = handler(working, op, f"{what} ({name})")
     assert working is not None
     working.version = (plan.version + 1) if plan is not None else 1
@@ -385,25 +419,50 @@ def stop_gate(plan: Plan | None, *, plan_required: bool, tool_since_update: bool
     problems: list[GateProblem] = []
     if plan is None:
         if plan_required:
-            problems.append(GateProblem("plan_missing", "The user asked for a plan, but none was made. Create it "
-                                        "with update_plan (set_plan) and keep it updated as you work."))
+            problems.append(
+                GateProblem(
+                    "plan_missing",
+                    "The user asked for a plan, but none was made. Create it "
+                    "with update_plan (set_plan) and keep it updated as you work.",
+                )
+            )
         return problems
     open_steps = [s for s in plan.steps if s.status not in FINISHED]
     if open_steps:
         listed = "; ".join(f"{s.id} ({s.status.value}): {s.title}" for s in open_steps)
-        problems.append(GateProblem("steps_open", f"These steps are not finished: {listed}. Do them, or mark them "
-                                    "done, skipped or blocked (with a blocker) using update_plan."))
+        problems.append(
+            GateProblem(
+                "steps_open",
+                f"These steps are not finished: {listed}. Do them, or mark them "
+                "done, skipped or blocked (with a blocker) using update_plan.",
+            )
+        )
     no_blocker = [s.id for s in plan.steps if s.status is StepStatus.blocked and not s.blocker]
     if no_blocker:
-        problems.append(GateProblem("blocker_missing", f"Blocked step(s) {', '.join(no_blocker)} have no blocker: "
-                                    "say what blocks them (update_step with blocker)."))
+        problems.append(
+            GateProblem(
+                "blocker_missing",
+                f"Blocked step(s) {', '.join(no_blocker)} have no blocker: "
+                "say what blocks them (update_step with blocker).",
+            )
+        )
     replan = [s.id for s in plan.steps if s.needs_replan]
     if replan:
-        problems.append(GateProblem("needs_replan", f"Step(s) {', '.join(replan)} need replanning: revise the plan "
-                                    "with replace_plan, or clear needs_replan."))
+        problems.append(
+            GateProblem(
+                "needs_replan",
+                f"Step(s) {', '.join(replan)} need replanning: revise the plan "
+                "with replace_plan, or clear needs_replan.",
+            )
+        )
     if tool_since_update:
-        problems.append(GateProblem("results_unrecorded", "Tools ran since the last plan update: record their "
-                                    "results in the plan with update_plan before answering."))
+        problems.append(
+            GateProblem(
+                "results_unrecorded",
+                "Tools ran since the last plan update: record their "
+                "results in the plan with update_plan before answering.",
+            )
+        )
     return problems
 
 
@@ -421,7 +480,8 @@ def gate_feedback(problems: Iterable[GateProblem], plan: Plan | None) -> str:
 # ============================================================================ plan requests
 
 _EXPLICIT_PLAN = [
-    r"计划模式", r"规划模式",
+    r"计划模式",
+    r"规划模式",
     r"(创建|制定|建立|做|列|写|给出|拟定|生成)(一个|一份|个|份)?(详细的?|执行|工作|分步)?(计划|规划)",
     r"先(做|列|写|定|拟|出)?(一个|一份|个|份)?(计划|规划)",
     r"(每一?步|逐步|每完成一步)[^。！？!?\n]{0,6}更新[^。！？!?\n]{0,4}(计划|规划)",
@@ -476,9 +536,11 @@ class AskRequest:
 
     def payload(self) -> dict[str, Any]:
         """The ``ask`` interrupt payload: question, options ``[{id, label}]`` (ids ``1``..), reason."""
-        return {"question": self.question,
-                "options": [{"id": str(i + 1), "label": label} for i, label in enumerate(self.options)],
-                "reason": self.reason}
+        return {
+            "question": self.question,
+            "options": [{"id": str(i + 1), "label": label} for i, label in enumerate(self.options)],
+            "reason": self.reason,
+        }
 
 
 def _fold(text: str) -> str:
@@ -504,8 +566,10 @@ def parse_ask(arguments: str | Mapping[str, Any] | None) -> AskRequest:
     reason = args.get("reason")
     if reason not in ASK_REASONS:
         allowed = "; ".join(f"{k} ({v})" for k, v in ASK_REASONS.items())
-        raise AskError(f"ask_agent is only for hard blocks; 'reason' must be one of: {allowed}. "
-                       "Otherwise keep working with what you have.")
+        raise AskError(
+            f"ask_agent is only for hard blocks; 'reason' must be one of: {allowed}. "
+            "Otherwise keep working with what you have."
+        )
     options = args.get("options")
     if not isinstance(options, list) or not MIN_OPTIONS <= len(options) <= MAX_OPTIONS:
         raise AskError(f"ask_agent needs {MIN_OPTIONS} to {MAX_OPTIONS} options the user can pick directly")
@@ -537,29 +601,45 @@ def resolve_answer(answer: Any, options: Iterable[Mapping[str, Any]]) -> str:
 
 
 def _schema_steps() -> dict[str, Any]:
-    return {"type": "array", "maxItems": MAX_STEPS, "description": "step titles, or {id, title, status}", "items": {
-        "type": ["string", "object"], "properties": {"id": {"type": ["string", "integer"]}, "title": {"type": "string"},
-                                                     "status": {"type": "string",
-                                                                "enum": [s.value for s in StepStatus]}},
-        "required": ["title"]}}
+    return {
+        "type": "array",
+        "maxItems": MAX_STEPS,
+        "description": "step titles, or {id, title, status}",
+        "items": {
+            "type": ["string", "object"],
+            "properties": {
+                "id": {"type": ["string", "integer"]},
+                "title": {"type": "string"},
+                "status": {"type": "string", "enum": [s.value for s in StepStatus]},
+            },
+            "required": ["title"],
+        },
+    }
 
 
 #: Parameters (JSON Schema) of the update_plan tool.
 PLAN_TOOL_SCHEMA: dict[str, Any] = {
     "type": "object",
-    "properties": {"updates": {"type": "array", "minItems": 1, "items": {
-        "type": "object",
-        "properties": {
-            "operation": {"type": "string", "enum": list(_OPERATIONS)},
-            "goal": {"type": "string"},
-            "steps": _schema_steps(),
-            "step_id": {"type": ["string", "integer"]},
-            "status": {"type": "string", "enum": [s.value for s in StepStatus]},
-            "blocker": {"type": "string", "description": "what blocks the step (status blocked)"},
-            "needs_replan": {"type": "boolean"},
-            "note": {"type": "string", "description": "result or remark for the step"},
-        },
-        "required": ["operation"]}}},
+    "properties": {
+        "updates": {
+            "type": "array",
+            "minItems": 1,
+            "items": {
+                "type": "object",
+                "properties": {
+                    "operation": {"type": "string", "enum": list(_OPERATIONS)},
+                    "goal": {"type": "string"},
+                    "steps": _schema_steps(),
+                    "step_id": {"type": ["string", "integer"]},
+                    "status": {"type": "string", "enum": [s.value for s in StepStatus]},
+                    "blocker": {"type": "string", "description": "what blocks the step (status blocked)"},
+                    "needs_replan": {"type": "boolean"},
+                    "note": {"type": "string", "description": "result or remark for the step"},
+                },
+                "required": ["operation"],
+            },
+        }
+    },
     "required": ["updates"],
 }
 
@@ -568,7 +648,12 @@ ASK_TOOL_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
         "question": {"type": "string"},
-        "options": {"type": "array", "minItems": MIN_OPTIONS, "maxItems": MAX_OPTIONS, "items": {"type": "string"}},
+        "options": {
+            "type": "array",
+            "minItems": MIN_OPTIONS,
+            "maxItems": MAX_OPTIONS,
+            "items": {"type": "string"},
+        },
         "reason": {"type": "string", "enum": list(ASK_REASONS)},
     },
     "required": ["question", "options", "reason"],

@@ -29,9 +29,10 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Iterable
+from typing import Any
 
 __all__ = [
     "APPROVE",
@@ -54,10 +55,47 @@ APPROVE, REJECT = "approve", "reject"
 #: Declared levels that mean read-only; every other value (None, a typo, "medium") is write.
 READ_LEVELS = frozenset({"read", "readonly", "read_only", "read-only", "low"})
 _READ = READ_LEVELS
-_YES = frozenset({APPROVE, "yes", "y", "allow", "ok", "okay", "confirm", "run", "run it", "allow this call",
-                  "确认", "同意", "是", "好", "允许", "可以", "执行"})
-_NO = frozenset({REJECT, "no", "n", "deny", "refuse", "cancel", "stop", "do not run it", "don't run it",
-                 "拒绝", "否", "不", "不要", "取消", "不允许", "不同意"})
+_YES = frozenset(
+    {
+        APPROVE,
+        "yes",
+        "y",
+        "allow",
+        "ok",
+        "okay",
+        "confirm",
+        "run",
+        "run it",
+        "allow this call",
+        "确认",
+        "同意",
+        "是",
+        "好",
+        "允许",
+        "可以",
+        "执行",
+    }
+)
+_NO = frozenset(
+    {
+        REJECT,
+        "no",
+        "n",
+        "deny",
+        "refuse",
+        "cancel",
+        "stop",
+        "do not run it",
+        "don't run it",
+        "拒绝",
+        "否",
+        "不",
+        "不要",
+        "取消",
+        "不允许",
+        "不同意",
+    }
+)
 
 
 class Risk(StrEnum):
@@ -84,7 +122,7 @@ class RiskPolicy:
     allowed: frozenset[str] = frozenset()
 
     @classmethod
-    def from_config(cls, value: bool | Iterable[str] | None) -> "RiskPolicy":
+    def from_config(cls, value: bool | Iterable[str] | None) -> RiskPolicy:
         """From a node config value: ``true`` (every write tool), ``false``/None, or a list of names."""
         if value is None or isinstance(value, bool):
             return cls(allow_all=bool(value))
@@ -103,11 +141,15 @@ def _arguments_text(arguments: Any, limit: int = 800) -> str:
             arguments = json.loads(arguments) if arguments.strip() else {}
         except json.JSONDecodeError:
             pass
-    text = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False, sort_keys=True)
+    text = (
+        arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False, sort_keys=True)
+    )
     return text if len(text) <= limit else text[:limit] + "…"
 
 
-def confirm_payload(tool: str, arguments: Any, description: str = "", error: str | None = None) -> dict[str, Any]:
+def confirm_payload(
+    tool: str, arguments: Any, description: str = "", error: str | None = None
+) -> dict[str, Any]:
     """The ``confirm`` interrupt payload: ``question``, ``options`` (approve/reject), ``tool``, ``arguments``."""
     args = _arguments_text(arguments)
     what = f" ({description})" if description else ""
@@ -163,9 +205,13 @@ class RiskGate:
         if loop_id is not None and gated:
             from engine.errors import NodeFailed
 
-            raise NodeFailed(f"tools {', '.join(map(repr, gated))} are write-level and need a person's confirmation, "
-                             f"which cannot be asked inside loop {loop_id!r}; declare their risk as read, or allow "
-                             "them with allow_write_tools", node_id=ctx.node_id, reason="interrupt_in_loop")
+            raise NodeFailed(
+                f"tools {', '.join(map(repr, gated))} are write-level and need a person's confirmation, "
+                f"which cannot be asked inside loop {loop_id!r}; declare their risk as read, or allow "
+                "them with allow_write_tools",
+                node_id=ctx.node_id,
+                reason="interrupt_in_loop",
+            )
 
     def check(self, ctx: Any, tool: str, risk: Any, arguments: Any, description: str = "") -> None:
         """Return when the call of ``tool`` may run now; else pause the node for a ``confirm``.
@@ -180,9 +226,13 @@ class RiskGate:
         if loop_id is not None:
             from engine.errors import NodeFailed
 
-            raise NodeFailed(f"tool {tool!r} is write-level and needs a person's confirmation, which cannot be "
-                             f"asked inside loop {loop_id!r}; declare the tool's risk as read, or allow it with "
-                             "allow_write_tools", node_id=ctx.node_id, reason="interrupt_in_loop")
+            raise NodeFailed(
+                f"tool {tool!r} is write-level and needs a person's confirmation, which cannot be "
+                f"asked inside loop {loop_id!r}; declare the tool's risk as read, or allow it with "
+                "allow_write_tools",
+                node_id=ctx.node_id,
+                reason="interrupt_in_loop",
+            )
         ctx.interrupt(CONFIRM_KIND, confirm_payload(tool, arguments, description))
 
     @staticmethod
@@ -203,5 +253,7 @@ class RiskGate:
 
 def rejection_message(tool: str) -> str:
     """The tool result the model gets when a person refused the call."""
-    return (f"The user did not allow the write-level tool {tool!r} to run; it was not executed. "
-            "Continue with read-only tools, or answer with what you have.")
+    return (
+        f"The user did not allow the write-level tool {tool!r} to run; it was not executed. "
+        "Continue with read-only tools, or answer with what you have."
+    )

@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import inspect
 import secrets
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Literal, Mapping, Sequence, Union
+from typing import Any, Literal
 
 from engine.context import NodeContext
 from engine.errors import NodeFailed
@@ -90,16 +91,26 @@ class ToolOutcome:
     data: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"content": self.content, "is_error": self.is_error, "stop": self.stop, "cost": self.cost,
-                "data": self.data}
+        return {
+            "content": self.content,
+            "is_error": self.is_error,
+            "stop": self.stop,
+            "cost": self.cost,
+            "data": self.data,
+        }
 
     @classmethod
-    def from_dict(cls, raw: Mapping[str, Any]) -> "ToolOutcome":
-        return cls(str(raw.get("content", "")), bool(raw.get("is_error")), bool(raw.get("stop")),
-                   float(raw.get("cost") or 0.0), raw.get("data"))
+    def from_dict(cls, raw: Mapping[str, Any]) -> ToolOutcome:
+        return cls(
+            str(raw.get("content", "")),
+            bool(raw.get("is_error")),
+            bool(raw.get("stop")),
+            float(raw.get("cost") or 0.0),
+            raw.get("data"),
+        )
 
 
-ToolRun = Callable[[dict[str, Any], "ToolCallContext"], Awaitable[Union[ToolOutcome, str]]]
+ToolRun = Callable[[dict[str, Any], "ToolCallContext"], Awaitable[ToolOutcome | str]]
 
 
 @dataclass(slots=True)
@@ -124,8 +135,14 @@ class ToolSpec:
 
     def openai_tool(self) -> dict[str, Any]:
         """The chat-completions ``tools`` entry."""
-        return {"type": "function", "function": {"name": self.name, "description": self.description,
-                                                 "parameters": self.parameters or {"type": "object", "properties": {}}}}
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.parameters or {"type": "object", "properties": {}},
+            },
+        }
 
 
 @dataclass(slots=True)
@@ -145,14 +162,22 @@ class ToolCallContext:
     args: dict[str, Any]
     round: int
     index: int
-    loop: "LoopState"
+    loop: LoopState
     spec: ToolSpec | None = None
     error: str | None = None
     status: str = "ok"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "name": self.name, "arguments": self.arguments, "args": self.args,
-                "round": self.round, "index": self.index, "error": self.error, "status": self.status}
+        return {
+            "id": self.id,
+            "name": self.name,
+            "arguments": self.arguments,
+            "args": self.args,
+            "round": self.round,
+            "index": self.index,
+            "error": self.error,
+            "status": self.status,
+        }
 
 
 @dataclass(slots=True)
@@ -172,8 +197,13 @@ def batch_parallel_safe(calls: Sequence[ToolCallContext]) -> list[list[ToolCallC
     groups: list[list[ToolCallContext]] = []
     for call in calls:
         safe = call.spec is not None and call.spec.parallel_safe and call.error is None
-        if safe and groups and groups[-1][-1].spec is not None and groups[-1][-1].spec.parallel_safe \
-                and groups[-1][-1].error is None:
+        if (
+            safe
+            and groups
+            and groups[-1][-1].spec is not None
+            and groups[-1][-1].spec.parallel_safe
+            and groups[-1][-1].error is None
+        ):
             groups[-1].append(call)
         else:
             groups.append([call])
@@ -220,8 +250,15 @@ class LoopSettings:
 
 
 def _new_counters() -> dict[str, int]:
-    return {"tool_only": 0, "parse_retries": 0, "parse_failures": 0, "stop_rejections": 0, "tool_calls": 0,
-            "tool_errors": 0, "model_calls": 0}
+    return {
+        "tool_only": 0,
+        "parse_retries": 0,
+        "parse_failures": 0,
+        "stop_rejections": 0,
+        "tool_calls": 0,
+        "tool_errors": 0,
+        "model_calls": 0,
+    }
 
 
 @dataclass
@@ -262,29 +299,52 @@ class LoopState:
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready copy (lists copied; usage as dicts)."""
         return {
-            "messages": [dict(m) for m in self.messages], "mode": self.mode, "nonce": self.nonce,
-            "round": self.round, "counters": dict(self.counters), "trace": list(self.trace),
-            "usage": [u.model_dump() for u in self.usage], "results": dict(self.results),
-            "tool_cost": self.tool_cost, "force": self.force, "recent_calls": list(self.recent_calls),
-            "notes": list(self.notes), "checkpoints": list(self.checkpoints), "pending": self.pending,
-            "head": self.head, "dropped": self.dropped, "answer": self.answer, "stop_reason": self.stop_reason,
+            "messages": [dict(m) for m in self.messages],
+            "mode": self.mode,
+            "nonce": self.nonce,
+            "round": self.round,
+            "counters": dict(self.counters),
+            "trace": list(self.trace),
+            "usage": [u.model_dump() for u in self.usage],
+            "results": dict(self.results),
+            "tool_cost": self.tool_cost,
+            "force": self.force,
+            "recent_calls": list(self.recent_calls),
+            "notes": list(self.notes),
+            "checkpoints": list(self.checkpoints),
+            "pending": self.pending,
+            "head": self.head,
+            "dropped": self.dropped,
+            "answer": self.answer,
+            "stop_reason": self.stop_reason,
             "extra": self.extra,
         }
 
     @classmethod
-    def from_dict(cls, raw: Mapping[str, Any]) -> "LoopState":
+    def from_dict(cls, raw: Mapping[str, Any]) -> LoopState:
         """Restore :meth:`to_dict` output (e.g. from ``node_run.data["agent_state"]``)."""
         counters = _new_counters()
         counters.update(raw.get("counters") or {})
         return cls(
-            messages=[dict(m) for m in raw.get("messages") or []], mode=raw.get("mode", "native"),
-            nonce=raw.get("nonce") or secrets.token_hex(6), round=int(raw.get("round", 0)), counters=counters,
-            trace=list(raw.get("trace") or []), usage=[Usage.model_validate(u) for u in raw.get("usage") or []],
-            results=dict(raw.get("results") or {}), tool_cost=float(raw.get("tool_cost") or 0.0),
-            force=raw.get("force"), recent_calls=list(raw.get("recent_calls") or []),
-            notes=list(raw.get("notes") or []), checkpoints=list(raw.get("checkpoints") or []),
-            pending=raw.get("pending"), head=int(raw.get("head", 0)), dropped=int(raw.get("dropped", 0)),
-            answer=raw.get("answer"), stop_reason=raw.get("stop_reason"), extra=dict(raw.get("extra") or {}),
+            messages=[dict(m) for m in raw.get("messages") or []],
+            mode=raw.get("mode", "native"),
+            nonce=raw.get("nonce") or secrets.token_hex(6),
+            round=int(raw.get("round", 0)),
+            counters=counters,
+            trace=list(raw.get("trace") or []),
+            usage=[Usage.model_validate(u) for u in raw.get("usage") or []],
+            results=dict(raw.get("results") or {}),
+            tool_cost=float(raw.get("tool_cost") or 0.0),
+            force=raw.get("force"),
+            recent_calls=list(raw.get("recent_calls") or []),
+            notes=list(raw.get("notes") or []),
+            checkpoints=list(raw.get("checkpoints") or []),
+            pending=raw.get("pending"),
+            head=int(raw.get("head", 0)),
+            dropped=int(raw.get("dropped", 0)),
+            answer=raw.get("answer"),
+            stop_reason=raw.get("stop_reason"),
+            extra=dict(raw.get("extra") or {}),
         )
 
 
@@ -366,12 +426,25 @@ class AgentHooks:
         """The messages to send; the kernel's :func:`fit_rounds` by default (needs ``loop.budget``)."""
         return fit_rounds(messages, loop)
 
-    async def call_model(self, ctx: NodeContext, request: LLMRequest, loop: LoopState,
-                         on_answer: Callable[[str], Any] | None, settings: LoopSettings) -> LLMResponse:
+    async def call_model(
+        self,
+        ctx: NodeContext,
+        request: LLMRequest,
+        loop: LoopState,
+        on_answer: Callable[[str], Any] | None,
+        settings: LoopSettings,
+    ) -> LLMResponse:
         """One model call (tests and the benchmark replace it with a fake model)."""
-        return await call_llm(request, registry=registry_of(ctx), on_answer=on_answer, cancel=ctx.cancel,
-                              node_id=ctx.node_id, idle_timeout=settings.idle_timeout,
-                              max_retries=settings.max_retries, user_key=settings.user_key)
+        return await call_llm(
+            request,
+            registry=registry_of(ctx),
+            on_answer=on_answer,
+            cancel=ctx.cancel,
+            node_id=ctx.node_id,
+            idle_timeout=settings.idle_timeout,
+            max_retries=settings.max_retries,
+            user_key=settings.user_key,
+        )
 
 
 # ============================================================================ context fitting (default compress)
@@ -412,30 +485,47 @@ def fit_rounds(messages: list[dict[str, Any]], loop: LoopState) -> list[dict[str
     before = messages_tokens(loop, messages)
     if before <= budget:
         return messages
-    head = messages[:loop.head]
-    rest = messages[loop.head:]
-    if rest and rest[0].get("role") == "user" and str(rest[0].get("content", "")).startswith("[platform note:"):
+    head = messages[: loop.head]
+    rest = messages[loop.head :]
+    if (
+        rest
+        and rest[0].get("role") == "user"
+        and str(rest[0].get("content", "")).startswith("[platform note:")
+    ):
         rest = rest[1:]  # the previous note is replaced below
     starts = [i for i, m in enumerate(rest) if m.get("role") == "assistant"]
     if not starts:
-        raise LLMBadRequest(f"the opening messages alone need ~{before} tokens but the input budget is {budget}",
-                            reason="context_length_exceeded")
+        raise LLMBadRequest(
+            f"the opening messages alone need ~{before} tokens but the input budget is {budget}",
+            reason="context_length_exceeded",
+        )
     groups = [rest[s:e] for s, e in zip(starts, starts[1:] + [len(rest)])]
-    prefix = rest[:starts[0]]
+    prefix = rest[: starts[0]]
     dropped: list[dict[str, Any]] = []
     while len(groups) > 1:
         dropped += groups.pop(0)
-        note = {"role": "user", "content": f"[platform note: {loop.dropped + len(dropped)} earlier message(s) of "
-                                           "this task were removed to fit the context window; their tool results "
-                                           "are kept in the node run]"}
+        note = {
+            "role": "user",
+            "content": f"[platform note: {loop.dropped + len(dropped)} earlier message(s) of "
+            "this task were removed to fit the context window; their tool results "
+            "are kept in the node run]",
+        }
         candidate = head + [note] + prefix + [m for g in groups for m in g]
         if messages_tokens(loop, candidate) <= budget:
             loop.dropped += len(dropped)
-            loop.checkpoints.append({"round": loop.round, "tokens_before": before,
-                                     "tokens_after": messages_tokens(loop, candidate), "dropped": dropped,
-                                     "dropped_total": loop.dropped})
+            loop.checkpoints.append(
+                {
+                    "round": loop.round,
+                    "tokens_before": before,
+                    "tokens_after": messages_tokens(loop, candidate),
+                    "dropped": dropped,
+                    "dropped_total": loop.dropped,
+                }
+            )
             loop.__dict__[_SIZES] = {}
             return candidate
-    raise LLMBadRequest(f"the opening messages and the newest tool round need ~{before} tokens but the model's "
-                        f"input budget is {budget}; lower max_result_chars or use a model with a larger context",
-                        reason="context_length_exceeded")
+    raise LLMBadRequest(
+        f"the opening messages and the newest tool round need ~{before} tokens but the model's "
+        f"input budget is {budget}; lower max_result_chars or use a model with a larger context",
+        reason="context_length_exceeded",
+    )

@@ -30,9 +30,10 @@ import calendar
 import json
 import math
 import operator
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Any, Callable
+from datetime import UTC, datetime, timezone
+from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from schemas.nodes_agent import BUILTIN_TOOL_NAMES
@@ -58,8 +59,12 @@ class BuiltinTool:
 
 
 def _schema(required: list[str] | None = None, **props: tuple[str, str]) -> dict[str, Any]:
-    return {"type": "object", "properties": {k: {"type": t, "description": d} for k, (t, d) in props.items()},
-            "required": required or [], "additionalProperties": False}
+    return {
+        "type": "object",
+        "properties": {k: {"type": t, "description": d} for k, (t, d) in props.items()},
+        "required": required or [],
+        "additionalProperties": False,
+    }
 
 
 def _text(args: dict[str, Any], key: str, default: str | None = None) -> str:
@@ -81,7 +86,7 @@ def _int(args: dict[str, Any], key: str) -> int:
 
 def _zone(name: str) -> timezone | ZoneInfo:
     if name.upper() == "UTC":
-        return timezone.utc
+        return UTC
     try:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError):
@@ -192,7 +197,10 @@ def _json_replace(args: dict[str, Any]) -> str:
                 data = match.full_path.update(data, match.value.replace(pattern, str(value)))
     elif model == "key":
         for match in _matches(data, _text(args, "query")):
-            parent, key = match.context.value if match.context else None, getattr(match.path, "fields", [None])[0]
+            parent, key = (
+                match.context.value if match.context else None,
+                getattr(match.path, "fields", [None])[0],
+            )
             if isinstance(parent, dict) and key in parent:
                 parent[str(value)] = parent.pop(key)
     elif model == "value":
@@ -245,12 +253,30 @@ def _json_delete(args: dict[str, Any]) -> str:
 # ------------------------------------------------------------------ maths
 
 _BINARY: dict[type, Callable[[Any, Any], Any]] = {
-    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-    ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow}
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.Pow: operator.pow,
+}
 _UNARY: dict[type, Callable[[Any], Any]] = {ast.UAdd: operator.pos, ast.USub: operator.neg}
 _FUNCTIONS: dict[str, Callable[..., Any]] = {
-    "abs": abs, "round": round, "min": min, "max": max, "sqrt": math.sqrt, "log": math.log, "log10": math.log10,
-    "exp": math.exp, "sin": math.sin, "cos": math.cos, "tan": math.tan, "floor": math.floor, "ceil": math.ceil}
+    "abs": abs,
+    "round": round,
+    "min": min,
+    "max": max,
+    "sqrt": math.sqrt,
+    "log": math.log,
+    "log10": math.log10,
+    "exp": math.exp,
+    "sin": math.sin,
+    "cos": math.cos,
+    "tan": math.tan,
+    "floor": math.floor,
+    "ceil": math.ceil,
+}
 _CONSTANTS = {"pi": math.pi, "e": math.e}
 
 
@@ -269,11 +295,17 @@ def _compute(node: ast.AST) -> Any:
         if isinstance(node.op, ast.Pow) and (abs(right) > 1000 or abs(left) > 1e6):
             raise ToolArgumentError("the power is too large")
         return _BINARY[type(node.op)](left, right)
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _FUNCTIONS \
-            and not node.keywords:
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in _FUNCTIONS
+        and not node.keywords
+    ):
         return _FUNCTIONS[node.func.id](*(_compute(a) for a in node.args))
-    raise ToolArgumentError(f"{ast.unparse(node) if isinstance(node, ast.expr) else 'this'} is not arithmetic "
-                            f"(numbers, + - * / // % **, parentheses, {', '.join(sorted(_FUNCTIONS))})")
+    raise ToolArgumentError(
+        f"{ast.unparse(node) if isinstance(node, ast.expr) else 'this'} is not arithmetic "
+        f"(numbers, + - * / // % **, parentheses, {', '.join(sorted(_FUNCTIONS))})"
+    )
 
 
 def _eval_expression(args: dict[str, Any]) -> str:
@@ -293,44 +325,119 @@ _S, _N, _B = "string", "integer", "boolean"
 _CONTENT = (_S, "JSON text to process")
 
 #: Every builtin tool by name.
-BUILTIN_TOOLS: dict[str, BuiltinTool] = {t.name: t for t in (
-    BuiltinTool("current_time", "time", "The current date and time, formatted with strftime, in a timezone.",
-                _schema(format=(_S, "strftime format, default %Y-%m-%d %H:%M:%S %Z"),
-                        timezone=(_S, "IANA timezone such as Asia/Shanghai, default UTC")), _current_time),
-    BuiltinTool("weekday", "time", "The day of the week of a date.",
-                _schema(["year", "month", "day"], year=(_N, "year"), month=(_N, "month 1-12"), day=(_N, "day")),
-                _weekday),
-    BuiltinTool("timezone_conversion", "time", "Convert a time (YYYY-MM-DD HH:MM:SS) from one timezone to another.",
-                _schema(["current_time", "target_timezone"], current_time=(_S, "YYYY-MM-DD HH:MM:SS"),
-                        current_timezone=(_S, "its timezone, default UTC"), target_timezone=(_S, "the target")),
-                _timezone_conversion),
-    BuiltinTool("timestamp_to_localtime", "time", "A Unix timestamp as local time (YYYY-MM-DD HH:MM:SS).",
-                _schema(["timestamp"], timestamp=(_N, "seconds since 1970"), timezone=(_S, "default UTC")),
-                _timestamp_to_localtime),
-    BuiltinTool("localtime_to_timestamp", "time", "A local time (YYYY-MM-DD HH:MM:SS) as a Unix timestamp.",
-                _schema(["localtime"], localtime=(_S, "YYYY-MM-DD HH:MM:SS"), timezone=(_S, "default UTC")),
-                _localtime_to_timestamp),
-    BuiltinTool("json_parse", "json_process", "Extract values from JSON text with a JSONPath.",
-                _schema(["content", "json_filter"], content=_CONTENT, json_filter=(_S, "JSONPath, e.g. $.items[0]"),
-                        ensure_ascii=(_B, "escape non-ASCII characters")), _json_parse),
-    BuiltinTool("json_replace", "json_process", "Replace a text pattern, a key or a value in JSON text.",
-                _schema(["content", "query"], content=_CONTENT, query=(_S, "JSONPath of what to change"),
-                        replace_model=(_S, "pattern, key or value"), replace_pattern=(_S, "text to replace"),
-                        replace_value=(_S, "the replacement"), value_decode=(_B, "parse the value as JSON"),
-                        ensure_ascii=(_B, "escape non-ASCII characters")), _json_replace),
-    BuiltinTool("json_insert", "json_process", "Insert a value into JSON text at a JSONPath.",
-                _schema(["content", "query", "new_value"], content=_CONTENT, query=(_S, "JSONPath"),
-                        new_value=(_S, "the value (JSON text or plain text)"), index=(_N, "list position"),
-                        create_path=(_B, "create missing keys"), ensure_ascii=(_B, "escape non-ASCII")),
-                _json_insert),
-    BuiltinTool("json_delete", "json_process", "Delete what a JSONPath selects from JSON text.",
-                _schema(["content", "query"], content=_CONTENT, query=(_S, "JSONPath"),
-                        ensure_ascii=(_B, "escape non-ASCII characters")), _json_delete),
-    BuiltinTool("eval_expression", "maths", "Compute an arithmetic expression (numbers, + - * / // % **, sqrt, "
-                "log, sin, ...).", _schema(["expression"], expression=(_S, "e.g. (3 + 4) * 2 ** 3")),
-                _eval_expression),
-)}
-assert set(BUILTIN_TOOLS) == BUILTIN_TOOL_NAMES, "schemas.nodes_agent.BUILTIN_TOOL_NAMES lists the builtin tools"
+BUILTIN_TOOLS: dict[str, BuiltinTool] = {
+    t.name: t
+    for t in (
+        BuiltinTool(
+            "current_time",
+            "time",
+            "The current date and time, formatted with strftime, in a timezone.",
+            _schema(
+                format=(_S, "strftime format, default %Y-%m-%d %H:%M:%S %Z"),
+                timezone=(_S, "IANA timezone such as Asia/Shanghai, default UTC"),
+            ),
+            _current_time,
+        ),
+        BuiltinTool(
+            "weekday",
+            "time",
+            "The day of the week of a date.",
+            _schema(["year", "month", "day"], year=(_N, "year"), month=(_N, "month 1-12"), day=(_N, "day")),
+            _weekday,
+        ),
+        BuiltinTool(
+            "timezone_conversion",
+            "time",
+            "Convert a time (YYYY-MM-DD HH:MM:SS) from one timezone to another.",
+            _schema(
+                ["current_time", "target_timezone"],
+                current_time=(_S, "YYYY-MM-DD HH:MM:SS"),
+                current_timezone=(_S, "its timezone, default UTC"),
+                target_timezone=(_S, "the target"),
+            ),
+            _timezone_conversion,
+        ),
+        BuiltinTool(
+            "timestamp_to_localtime",
+            "time",
+            "A Unix timestamp as local time (YYYY-MM-DD HH:MM:SS).",
+            _schema(["timestamp"], timestamp=(_N, "seconds since 1970"), timezone=(_S, "default UTC")),
+            _timestamp_to_localtime,
+        ),
+        BuiltinTool(
+            "localtime_to_timestamp",
+            "time",
+            "A local time (YYYY-MM-DD HH:MM:SS) as a Unix timestamp.",
+            _schema(["localtime"], localtime=(_S, "YYYY-MM-DD HH:MM:SS"), timezone=(_S, "default UTC")),
+            _localtime_to_timestamp,
+        ),
+        BuiltinTool(
+            "json_parse",
+            "json_process",
+            "Extract values from JSON text with a JSONPath.",
+            _schema(
+                ["content", "json_filter"],
+                content=_CONTENT,
+                json_filter=(_S, "JSONPath, e.g. $.items[0]"),
+                ensure_ascii=(_B, "escape non-ASCII characters"),
+            ),
+            _json_parse,
+        ),
+        BuiltinTool(
+            "json_replace",
+            "json_process",
+            "Replace a text pattern, a key or a value in JSON text.",
+            _schema(
+                ["content", "query"],
+                content=_CONTENT,
+                query=(_S, "JSONPath of what to change"),
+                replace_model=(_S, "pattern, key or value"),
+                replace_pattern=(_S, "text to replace"),
+                replace_value=(_S, "the replacement"),
+                value_decode=(_B, "parse the value as JSON"),
+                ensure_ascii=(_B, "escape non-ASCII characters"),
+            ),
+            _json_replace,
+        ),
+        BuiltinTool(
+            "json_insert",
+            "json_process",
+            "Insert a value into JSON text at a JSONPath.",
+            _schema(
+                ["content", "query", "new_value"],
+                content=_CONTENT,
+                query=(_S, "JSONPath"),
+                new_value=(_S, "the value (JSON text or plain text)"),
+                index=(_N, "list position"),
+                create_path=(_B, "create missing keys"),
+                ensure_ascii=(_B, "escape non-ASCII"),
+            ),
+            _json_insert,
+        ),
+        BuiltinTool(
+            "json_delete",
+            "json_process",
+            "Delete what a JSONPath selects from JSON text.",
+            _schema(
+                ["content", "query"],
+                content=_CONTENT,
+                query=(_S, "JSONPath"),
+                ensure_ascii=(_B, "escape non-ASCII characters"),
+            ),
+            _json_delete,
+        ),
+        BuiltinTool(
+            "eval_expression",
+            "maths",
+            "Compute an arithmetic expression (numbers, + - * / // % **, sqrt, log, sin, ...).",
+            _schema(["expression"], expression=(_S, "e.g. (3 + 4) * 2 ** 3")),
+            _eval_expression,
+        ),
+    )
+}
+assert set(BUILTIN_TOOLS) == BUILTIN_TOOL_NAMES, (
+    "schemas.nodes_agent.BUILTIN_TOOL_NAMES lists the builtin tools"
+)
 
 
 def builtin_tool(name: str) -> BuiltinTool:

@@ -50,17 +50,17 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable
+from typing import Any
 
+from engine.catalog import NodeExecutor
 from engine.context import NodeContext, NodeResult
 from engine.errors import NodeFailed
 from engine.references import template_names
 from schemas.nodes_llm import ChatConfig, LLMNodeConfig, TextValue
 from schemas.run import Usage
 from schemas.types import Ref
-
-from engine.catalog import NodeExecutor
 
 from .sent_messages import deployment_secrets, sent_record
 
@@ -133,13 +133,18 @@ def model_spec(ctx: NodeContext, name: str) -> Any:
     """
     registry = registry_of(ctx)
     if not registry.has(name):
-        raise NodeFailed(f"config.model: model {name!r} is not in the model registry "
-                         f"(known: {', '.join(registry.names())})", node_id=ctx.node_id, reason="unknown_model")
+        raise NodeFailed(
+            f"config.model: model {name!r} is not in the model registry "
+            f"(known: {', '.join(registry.names())})",
+            node_id=ctx.node_id,
+            reason="unknown_model",
+        )
     return registry.get(name)
 
 
-def sampling(config: LLMNodeConfig, spec: Any, default_temperature: float | None,
-             cap: int | None = None) -> tuple[float, int]:
+def sampling(
+    config: LLMNodeConfig, spec: Any, default_temperature: float | None, cap: int | None = None
+) -> tuple[float, int]:
     """(temperature, max_tokens) sent explicitly on every request.
 
     temperature: the node's, else ``default_temperature`` (the kind's pinned value;
@@ -176,8 +181,10 @@ def render_text(ctx: NodeContext, value: TextValue, field: str, extra: dict[str,
         if resolved is None:
             return ""
         if not isinstance(resolved, str):
-            raise NodeFailed(f"config.{field}: {value.ref} must be a string, got {type(resolved).__name__}",
-                             node_id=ctx.node_id)
+            raise NodeFailed(
+                f"config.{field}: {value.ref} must be a string, got {type(resolved).__name__}",
+                node_id=ctx.node_id,
+            )
         return resolved
     text = ctx.render(value, field=f"config.{field}", extra=extra)
     ctx.node_run.inputs[field] = text
@@ -194,15 +201,21 @@ def resolve_history(ctx: NodeContext, config: LLMNodeConfig) -> list[dict[str, s
     if value is None:
         return []
     if not isinstance(value, list):
-        raise NodeFailed(f"config.history_source: {config.history_source.ref} must be an array of "
-                         f"{{role, content}} messages, got {type(value).__name__}", node_id=ctx.node_id)
+        raise NodeFailed(
+            f"config.history_source: {config.history_source.ref} must be an array of "
+            f"{{role, content}} messages, got {type(value).__name__}",
+            node_id=ctx.node_id,
+        )
     out: list[dict[str, str]] = []
     for i, item in enumerate(value):
         role = item.get("role") if isinstance(item, dict) else None
         content = item.get("content") if isinstance(item, dict) else None
         if role not in _ROLES or not isinstance(content, str):
-            raise NodeFailed(f"config.history_source: item [{i}] must be {{role: user|assistant|system, "
-                             f"content: string}}, got {json.dumps(item, default=str)[:80]}", node_id=ctx.node_id)
+            raise NodeFailed(
+                f"config.history_source: item [{i}] must be {{role: user|assistant|system, "
+                f"content: string}}, got {json.dumps(item, default=str)[:80]}",
+                node_id=ctx.node_id,
+            )
         out.append({"role": role, "content": content})
     return out
 
@@ -220,7 +233,7 @@ def recent_turns(messages: list[dict[str, str]], turns: int) -> list[dict[str, s
     starts = [i for i, m in enumerate(chat) if m["role"] == "user"]
     if len(starts) <= turns:
         return list(chat)
-    return chat[starts[-turns]:]
+    return chat[starts[-turns] :]
 
 
 def history_as_text(messages: list[dict[str, str]]) -> str:
@@ -253,8 +266,15 @@ def warn(ctx: NodeContext, code: str, message: str, **details: Any) -> None:
 
     entry = {"code": code, "message": message, "details": details}
     ctx.node_run.data.setdefault("warnings", []).append(entry)
-    ctx._emit(NodeWarning, node_id=ctx.node_id, node_run_id=ctx.node_run.id, kind=ctx.node.type, code=code,
-              message=message, details=details)
+    ctx._emit(
+        NodeWarning,
+        node_id=ctx.node_id,
+        node_run_id=ctx.node_run.id,
+        kind=ctx.node.type,
+        code=code,
+        message=message,
+        details=details,
+    )
 
 
 def add_usage(ctx: NodeContext, usage: Usage) -> Usage:
@@ -347,24 +367,42 @@ class ChatNode(NodeExecutor[ChatConfig], kind="chat"):
         cfg = self.config
         if not quote_text.strip():
             return "", None, False
-        template = cfg.quote_template if cfg.quote_template is not None else DEFAULT_QUOTE_TEMPLATES[cfg.quote_role]
+        template = (
+            cfg.quote_template if cfg.quote_template is not None else DEFAULT_QUOTE_TEMPLATES[cfg.quote_role]
+        )
         names = template_names(template)
         role = quote_role(cfg.quote_role, template, names)
-        rendered = ctx.render(template, field="config.quote_template", extra={"quote": quote_text, "question": question})
-        if not rendered.strip():  # quote_template "" : the quote is only used where a template names {{ quote }}
+        rendered = ctx.render(
+            template, field="config.quote_template", extra={"quote": quote_text, "question": question}
+        )
+        if (
+            not rendered.strip()
+        ):  # quote_template "" : the quote is only used where a template names {{ quote }}
             return "", None, False
         return rendered, role, "question" in names
 
-    def build_messages(self, ctx: NodeContext, question: str, spec: Any, max_tokens: int,
-                       ) -> tuple[list[dict[str, Any]], str | None]:
+    def build_messages(
+        self,
+        ctx: NodeContext,
+        question: str,
+        spec: Any,
+        max_tokens: int,
+    ) -> tuple[list[dict[str, Any]], str | None]:
         """The request messages for ``question`` (system, fitted history, user) and the quote role."""
         from .llm import fit_messages
 
         cfg = self.config
         quote_text = self._quote_text(ctx)
         quote_prompt, quote_role, holds_question = self._quote_prompt(ctx, question, quote_text)
-        node_prompt = ctx.render(cfg.system_prompt, field="config.system_prompt",
-                                 extra={"quote": quote_text, "question": question}) if cfg.system_prompt else ""
+        node_prompt = (
+            ctx.render(
+                cfg.system_prompt,
+                field="config.system_prompt",
+                extra={"quote": quote_text, "question": question},
+            )
+            if cfg.system_prompt
+            else ""
+        )
         parts = [spec.default_system_prompt, node_prompt, quote_prompt if quote_role == "system" else ""]
         system = SYSTEM_SEPARATOR.join(p for p in parts if p and p.strip())
         if quote_role == "user":
@@ -372,12 +410,21 @@ class ChatNode(NodeExecutor[ChatConfig], kind="chat"):
         else:
             user_content = question
         history = recent_turns(resolve_history(ctx, cfg), cfg.history)
-        messages: list[dict[str, Any]] = ([{"role": "system", "content": system}] if system else [])
+        messages: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
         messages += history + [{"role": "user", "content": user_content}]
-        return fit_messages(messages, max_input_tokens=spec.max_context - max_tokens, node_id=ctx.node_id), quote_role
+        return fit_messages(
+            messages, max_input_tokens=spec.max_context - max_tokens, node_id=ctx.node_id
+        ), quote_role
 
-    async def answer(self, ctx: NodeContext, question: str, *, stream: bool = False,
-                     stream_reasoning: bool = False, received: "Received | None" = None) -> ChatTurn:
+    async def answer(
+        self,
+        ctx: NodeContext,
+        question: str,
+        *,
+        stream: bool = False,
+        stream_reasoning: bool = False,
+        received: Received | None = None,
+    ) -> ChatTurn:
         """Ask ``question`` with this node's configuration; the usage is added to ``ctx.node_run.usage``.
 
         ``received`` collects the streamed text and reasoning as they arrive (whether or
@@ -417,23 +464,43 @@ class ChatNode(NodeExecutor[ChatConfig], kind="chat"):
 
         started = time.perf_counter()
         try:
-            response = await call_llm(request, registry=registry_of(ctx), on_answer=on_answer,
-                                      on_reasoning=on_reasoning, cancel=ctx.cancel, node_id=ctx.node_id,
-                                      idle_timeout=stream_idle_timeout(ctx, spec))
+            response = await call_llm(
+                request,
+                registry=registry_of(ctx),
+                on_answer=on_answer,
+                on_reasoning=on_reasoning,
+                cancel=ctx.cancel,
+                node_id=ctx.node_id,
+                idle_timeout=stream_idle_timeout(ctx, spec),
+            )
         except BaseException as exc:
             usage = exc.usage if isinstance(exc, LLMError) else None
             if usage is None and (got.text or got.reasoning):  # cut by a timeout or a cancel mid-stream
-                usage = estimate_usage(spec, messages, "".join(got.text), "".join(got.reasoning),
-                                       latency_ms=(time.perf_counter() - started) * 1000.0, max_tokens=max_tokens)
+                usage = estimate_usage(
+                    spec,
+                    messages,
+                    "".join(got.text),
+                    "".join(got.reasoning),
+                    latency_ms=(time.perf_counter() - started) * 1000.0,
+                    max_tokens=max_tokens,
+                )
             if usage is not None:
                 got.usage = add_usage(ctx, usage)
             raise
         add_usage(ctx, response.usage)
-        return ChatTurn(question, response.text or "", response.reasoning or "", response.usage, messages,
-                        quote_role, response.finish_reason, response.request)
+        return ChatTurn(
+            question,
+            response.text or "",
+            response.reasoning or "",
+            response.usage,
+            messages,
+            quote_role,
+            response.finish_reason,
+            response.request,
+        )
 
     @staticmethod
-    def _keep_partial(ctx: NodeContext, received: "Received", error: BaseException) -> None:
+    def _keep_partial(ctx: NodeContext, received: Received, error: BaseException) -> None:
         """A failed call keeps what it produced: the partial ``answer`` / ``reasoning`` and the
         node's usage become the node run's outputs (the scheduler records a failed node's
         outputs as they are), and ``data.chat.partial`` says how the reply ended. Nothing
@@ -442,13 +509,21 @@ class ChatNode(NodeExecutor[ChatConfig], kind="chat"):
             return
         usage = ctx.node_run.usage
         answer, reasoning = "".join(received.text), "".join(received.reasoning)
-        ctx.node_run.outputs = {"answer": answer, "reasoning": reasoning,
-                                "usage": usage.model_dump() if usage is not None else None}
-        reason = getattr(error, "reason", None) or ("cancelled" if isinstance(error, asyncio.CancelledError)
-                                                    else type(error).__name__)
+        ctx.node_run.outputs = {
+            "answer": answer,
+            "reasoning": reasoning,
+            "usage": usage.model_dump() if usage is not None else None,
+        }
+        reason = getattr(error, "reason", None) or (
+            "cancelled" if isinstance(error, asyncio.CancelledError) else type(error).__name__
+        )
         ctx.node_run.data.setdefault("chat", {})["partial"] = {
-            "answer_chars": len(answer), "reasoning_chars": len(reasoning), "ended_by": reason,
-            "answer": answer, "reasoning": reasoning}
+            "answer_chars": len(answer),
+            "reasoning_chars": len(reasoning),
+            "ended_by": reason,
+            "answer": answer,
+            "reasoning": reasoning,
+        }
 
     def as_tool(self, ctx: NodeContext) -> Callable[[str], Awaitable[str]]:
         """``async (question) -> answer text`` for an agent loop running in ``ctx`` (no streaming)."""
@@ -457,22 +532,32 @@ class ChatNode(NodeExecutor[ChatConfig], kind="chat"):
             return (await self.answer(ctx, question)).answer
 
         ask.__name__ = f"chat_{ctx.node_id}"
-        ask.__doc__ = self.node.description or f"Ask the chat node {self.node.id!r} a question; returns its answer."
+        ask.__doc__ = (
+            self.node.description or f"Ask the chat node {self.node.id!r} a question; returns its answer."
+        )
         return ask
 
     async def run(self, ctx: NodeContext) -> NodeResult:
         cfg = self.config
-        question = render_text(ctx, cfg.user_prompt, "user_prompt",
-                               extra={"quote": self._quote_text(ctx), "question": ctx.state.sys.get("query", "")})
+        question = render_text(
+            ctx,
+            cfg.user_prompt,
+            "user_prompt",
+            extra={"quote": self._quote_text(ctx), "question": ctx.state.sys.get("query", "")},
+        )
         received = Received()
         try:
-            turn = await self.answer(ctx, question, stream=cfg.stream, stream_reasoning=cfg.stream_reasoning,
-                                     received=received)
+            turn = await self.answer(
+                ctx, question, stream=cfg.stream, stream_reasoning=cfg.stream_reasoning, received=received
+            )
         except BaseException as exc:
             self._keep_partial(ctx, received, exc)
             raise
         source = resolve_history(ctx, cfg)
-        history = source + [{"role": "user", "content": question}, {"role": "assistant", "content": turn.answer}]
+        history = source + [
+            {"role": "user", "content": question},
+            {"role": "assistant", "content": turn.answer},
+        ]
         citations, cited = self._citations(ctx, turn.answer)
         ctx.node_run.data["chat"] = {
             "quote_role": turn.quote_role,
@@ -482,8 +567,15 @@ class ChatNode(NodeExecutor[ChatConfig], kind="chat"):
             "cited": cited,
         }
         usage = ctx.node_run.usage or turn.usage
-        return NodeResult({"answer": turn.answer, "reasoning": turn.reasoning, "history": history,
-                           "usage": usage.model_dump(), "citations": citations})
+        return NodeResult(
+            {
+                "answer": turn.answer,
+                "reasoning": turn.reasoning,
+                "history": history,
+                "usage": usage.model_dump(),
+                "citations": citations,
+            }
+        )
 
     def _citations(self, ctx: NodeContext, answer: str) -> tuple[list[dict[str, Any]], list[str]]:
         """(the ``citations`` output, the ids the answer cited): see

@@ -60,18 +60,36 @@ import time
 import unicodedata
 from typing import Any
 
+from engine.catalog import NodeExecutor
 from engine.context import NodeContext, NodeResult
 from engine.errors import NodeFailed
-from schemas.nodes_llm import Category, ClassifyQuestionConfig, normalise_label
 from engine.ports import MemoryStore, node_memory_key
+from schemas.nodes_llm import Category, ClassifyQuestionConfig, normalise_label
 
-from engine.catalog import NodeExecutor
-from .chat import add_usage, history_as_text, model_spec, recent_turns, registry_of, render_text, resolve_history, sampling
-from .chat import stream_idle_timeout, warn
+from .chat import (
+    add_usage,
+    history_as_text,
+    model_spec,
+    recent_turns,
+    registry_of,
+    render_text,
+    resolve_history,
+    sampling,
+    stream_idle_timeout,
+    warn,
+)
 from .json_scan import JsonNotFound, find_json
 
-__all__ = ["CLASSIFY_MAX_TOKENS", "CLASSIFY_TEMPERATURE", "MAX_PHRASE_WORDS", "TOOL_NAME", "ClassifyQuestionNode", "Verdict", "read_answer",
-           "read_label"]
+__all__ = [
+    "CLASSIFY_MAX_TOKENS",
+    "CLASSIFY_TEMPERATURE",
+    "MAX_PHRASE_WORDS",
+    "TOOL_NAME",
+    "ClassifyQuestionNode",
+    "Verdict",
+    "read_answer",
+    "read_label",
+]
 
 TOOL_NAME = "classify_question"
 CLASSIFY_TEMPERATURE = 0.0
@@ -84,8 +102,27 @@ _ANSWER_KEYS = ("category", "category_id", "id")
 MAX_PHRASE_WORDS = 12
 _WORD = re.compile(r"\w+(?:[-_]\w+)*")
 #: Words that turn "billing" into "not billing" / "maybe billing": such a reply is no answer.
-_NEGATIONS = frozenset({"not", "no", "never", "neither", "nor", "none", "isn't", "isnt", "maybe", "perhaps",
-                        "unsure", "unclear", "不", "不是", "非", "没有", "可能"})
+_NEGATIONS = frozenset(
+    {
+        "not",
+        "no",
+        "never",
+        "neither",
+        "nor",
+        "none",
+        "isn't",
+        "isnt",
+        "maybe",
+        "perhaps",
+        "unsure",
+        "unclear",
+        "不",
+        "不是",
+        "非",
+        "没有",
+        "可能",
+    }
+)
 
 
 class Verdict:
@@ -136,9 +173,12 @@ def _named(categories: list[Category], words: list[str]) -> list[tuple[Category,
     for c in categories:
         for form in _forms(c):
             n = len(form)
-            spans += [(c, i, i + n) for i in range(len(words) - n + 1) if tuple(words[i:i + n]) == form]
-    return [s for s in spans if not any(o[1] <= s[1] and s[2] <= o[2] and (o[2] - o[1]) > (s[2] - s[1])
-                                        for o in spans)]
+            spans += [(c, i, i + n) for i in range(len(words) - n + 1) if tuple(words[i : i + n]) == form]
+    return [
+        s
+        for s in spans
+        if not any(o[1] <= s[1] and s[2] <= o[2] and (o[2] - o[1]) > (s[2] - s[1]) for o in spans)
+    ]
 
 
 def read_label(categories: list[Category], answer: str) -> Verdict:
@@ -160,12 +200,17 @@ def read_label(categories: list[Category], answer: str) -> Verdict:
     words = _words(answer)
     short = answer.strip()[:80]
     if len(words) > MAX_PHRASE_WORDS:
-        return Verdict(None, "no_match", f"the reply is {len(words)} words and is not a category id or name "
-                                         f"(a category is read from a reply of at most {MAX_PHRASE_WORDS} words)")
+        return Verdict(
+            None,
+            "no_match",
+            f"the reply is {len(words)} words and is not a category id or name "
+            f"(a category is read from a reply of at most {MAX_PHRASE_WORDS} words)",
+        )
     named = list(dict.fromkeys(c.id for c, _, _ in _named(categories, words)))
     if len(named) > 1:
-        return Verdict(None, "ambiguous_reply", f"the reply {short!r} names {len(named)} categories: "
-                                                f"{', '.join(named)}")
+        return Verdict(
+            None, "ambiguous_reply", f"the reply {short!r} names {len(named)} categories: {', '.join(named)}"
+        )
     if not named:
         return Verdict(None, "no_match", f"the reply {short!r} is not a category id or name")
     if _NEGATIONS.intersection(words):
@@ -176,7 +221,9 @@ def read_label(categories: list[Category], answer: str) -> Verdict:
 def _from_object(categories: list[Category], value: dict[str, Any]) -> Verdict:
     answer = next((value[k] for k in _ANSWER_KEYS if isinstance(value.get(k), str)), None)
     if answer is None:
-        return Verdict(None, "malformed_reply", f"the JSON has no string 'category' (keys: {sorted(value)[:10]})")
+        return Verdict(
+            None, "malformed_reply", f"the JSON has no string 'category' (keys: {sorted(value)[:10]})"
+        )
     return read_label(categories, answer)
 
 
@@ -202,7 +249,9 @@ def _read_arguments(categories: list[Category], arguments: str) -> Verdict:
         except JsonNotFound as exc:
             return Verdict(None, "malformed_reply", f"tool arguments are not JSON: {exc.hint(arguments)}")
     if not isinstance(value, dict):
-        return Verdict(None, "malformed_reply", f"tool arguments must be an object, got {type(value).__name__}")
+        return Verdict(
+            None, "malformed_reply", f"tool arguments must be an object, got {type(value).__name__}"
+        )
     return _from_object(categories, value)
 
 
@@ -230,32 +279,45 @@ class ClassifyQuestionNode(NodeExecutor[ClassifyQuestionConfig], kind="classify_
             },
         }
 
-    def _system_prompt(self, instructions: str, history: str, previous: dict[str, Any] | None, protocol: str) -> str:
-        lines = ["Classify the user's question into exactly one of these categories "
-                 "(id | name | description):"]
+    def _system_prompt(
+        self, instructions: str, history: str, previous: dict[str, Any] | None, protocol: str
+    ) -> str:
+        lines = [
+            "Classify the user's question into exactly one of these categories (id | name | description):"
+        ]
         for c in self.config.categories:
             lines.append(f"- {c.id} | {c.name}" + (f" | {c.description}" if c.description else ""))
         if instructions.strip():
             lines += ["", "Background:", instructions.strip()]
         if history:
-            lines += ["", "Conversation so far (context only; classify the new question):", "<history>", history,
-                      "</history>"]
+            lines += [
+                "",
+                "Conversation so far (context only; classify the new question):",
+                "<history>",
+                history,
+                "</history>",
+            ]
         if previous:
-            lines += ["", f"The previous question in this conversation was classified as "
-                          f"{previous.get('name', previous['category'])!r} (id {previous['category']}). "
-                          "Use it only to resolve follow-ups; the new question may belong elsewhere."]
+            lines += [
+                "",
+                f"The previous question in this conversation was classified as "
+                f"{previous.get('name', previous['category'])!r} (id {previous['category']}). "
+                "Use it only to resolve follow-ups; the new question may belong elsewhere.",
+            ]
         lines.append("")
         if protocol == "tool":
             lines.append(f"Call the function {TOOL_NAME} with the id of the category.")
         else:
-            lines.append('Reply with only a JSON object {"category": "<id>"} using one of the ids above, '
-                         "and nothing else.")
+            lines.append(
+                'Reply with only a JSON object {"category": "<id>"} using one of the ids above, '
+                "and nothing else."
+            )
         return "\n".join(lines)
 
     async def _recall(self, store: MemoryStore, key: str, record: dict[str, Any]) -> dict[str, Any] | None:
         try:
             previous = await store.get(key)
-        except Exception as exc:  # noqa: BLE001 - memory is a hint; an outage must not fail routing
+        except Exception as exc:
             record["memory_error"] = f"read: {type(exc).__name__}: {exc}"
             return None
         ids = {c.id for c in self.config.categories}
@@ -263,10 +325,12 @@ class ClassifyQuestionNode(NodeExecutor[ClassifyQuestionConfig], kind="classify_
             return previous
         return None  # absent, expired, or left by an older version of the categories
 
-    async def _remember(self, store: MemoryStore, key: str, value: dict[str, Any], record: dict[str, Any]) -> None:
+    async def _remember(
+        self, store: MemoryStore, key: str, value: dict[str, Any], record: dict[str, Any]
+    ) -> None:
         try:
             await store.set(key, value, ttl=self.config.memory_ttl)
-        except Exception as exc:  # noqa: BLE001 - see _recall
+        except Exception as exc:
             record["memory_error"] = f"write: {type(exc).__name__}: {exc}"
 
     async def run(self, ctx: NodeContext) -> NodeResult:
@@ -279,8 +343,10 @@ class ClassifyQuestionNode(NodeExecutor[ClassifyQuestionConfig], kind="classify_
         # forced counts as native here, one that calls them freely too.
         native = caps.forced_tool_calls or caps.free_tool_calls
         if cfg.mode == "tool" and not native:
-            raise NodeFailed(f"config.mode: model {cfg.model!r} has no native tool calling; use mode 'auto' or "
-                             "'prompt'", node_id=ctx.node_id)
+            raise NodeFailed(
+                f"config.mode: model {cfg.model!r} has no native tool calling; use mode 'auto' or 'prompt'",
+                node_id=ctx.node_id,
+            )
         protocol = "tool" if cfg.mode == "tool" or (cfg.mode == "auto" and native) else "prompt"
         forced = protocol == "tool" and caps.forced_tool_calls
         question = render_text(ctx, cfg.question, "question")
@@ -288,22 +354,37 @@ class ClassifyQuestionNode(NodeExecutor[ClassifyQuestionConfig], kind="classify_
         history = history_as_text(recent_turns(resolve_history(ctx, cfg), cfg.history))
         record: dict[str, Any] = {"protocol": protocol, "tool_choice_forced": forced}
         state = ctx.state
-        key = node_memory_key(state.tenant_id, state.workflow_id, ctx.node_id,
-                              str(state.sys.get("chat_id") or state.run_id), MEMORY_SLOT)
+        key = node_memory_key(
+            state.tenant_id,
+            state.workflow_id,
+            ctx.node_id,
+            str(state.sys.get("chat_id") or state.run_id),
+            MEMORY_SLOT,
+        )
         store = ctx.deps.memory if cfg.memory else None  # no store configured: no memory, nothing fails
         previous = await self._recall(store, key, record) if store is not None else None
         record["previous"] = previous["category"] if previous else None
 
         temperature, max_tokens = sampling(cfg, spec, CLASSIFY_TEMPERATURE, CLASSIFY_MAX_TOKENS)
-        messages = [{"role": "system", "content": self._system_prompt(instructions, history, previous, protocol)},
-                    {"role": "user", "content": question}]
+        messages = [
+            {"role": "system", "content": self._system_prompt(instructions, history, previous, protocol)},
+            {"role": "user", "content": question},
+        ]
         request = LLMRequest(
-            cfg.model, messages, temperature=temperature, max_tokens=max_tokens,
+            cfg.model,
+            messages,
+            temperature=temperature,
+            max_tokens=max_tokens,
             tools=[self._tool()] if protocol == "tool" else None,
             tool_choice={"type": "function", "function": {"name": TOOL_NAME}} if forced else None,
         )
-        response = await call_llm(request, registry=registry_of(ctx), cancel=ctx.cancel, node_id=ctx.node_id,
-                                  idle_timeout=stream_idle_timeout(ctx, spec))
+        response = await call_llm(
+            request,
+            registry=registry_of(ctx),
+            cancel=ctx.cancel,
+            node_id=ctx.node_id,
+            idle_timeout=stream_idle_timeout(ctx, spec),
+        )
         usage = add_usage(ctx, response.usage)
 
         calls = [c for c in response.tool_calls if c.name == TOOL_NAME]
@@ -313,8 +394,12 @@ class ClassifyQuestionNode(NodeExecutor[ClassifyQuestionConfig], kind="classify_
         elif forced:
             record["raw"] = response.text
             other = [c.name for c in response.tool_calls]
-            verdict = Verdict(None, "no_tool_call", f"tool_choice required {TOOL_NAME}; got "
-                              + (f"calls to {other}" if other else "no tool call"))
+            verdict = Verdict(
+                None,
+                "no_tool_call",
+                f"tool_choice required {TOOL_NAME}; got "
+                + (f"calls to {other}" if other else "no tool call"),
+            )
         else:
             record["raw"] = response.text
             verdict = read_answer(cfg.categories, response.text)
@@ -323,11 +408,30 @@ class ClassifyQuestionNode(NodeExecutor[ClassifyQuestionConfig], kind="classify_
         record.update(category=chosen.id, fallback_reason=verdict.reason, detail=verdict.detail or None)
         ctx.node_run.data["classify"] = record
         if verdict.category is None:
-            warn(ctx, "classify_fallback", f"node {ctx.node_id!r} took the fallback category {chosen.id!r}: "
-                 f"{verdict.reason} ({verdict.detail})", reason=verdict.reason, category=chosen.id,
-                 detail=verdict.detail, raw=str(record.get("raw", ""))[:500])
+            warn(
+                ctx,
+                "classify_fallback",
+                f"node {ctx.node_id!r} took the fallback category {chosen.id!r}: "
+                f"{verdict.reason} ({verdict.detail})",
+                reason=verdict.reason,
+                category=chosen.id,
+                detail=verdict.detail,
+                raw=str(record.get("raw", ""))[:500],
+            )
         if store is not None:
-            await self._remember(store, key, {"category": chosen.id, "name": chosen.name, "question": question,
-                                            "fallback": verdict.category is None, "at": time.time()}, record)
-        return NodeResult({"category": chosen.id, "category_name": chosen.name, "usage": usage.model_dump()},
-                          handles=(chosen.id,))
+            await self._remember(
+                store,
+                key,
+                {
+                    "category": chosen.id,
+                    "name": chosen.name,
+                    "question": question,
+                    "fallback": verdict.category is None,
+                    "at": time.time(),
+                },
+                record,
+            )
+        return NodeResult(
+            {"category": chosen.id, "category_name": chosen.name, "usage": usage.model_dump()},
+            handles=(chosen.id,),
+        )

@@ -42,12 +42,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from engine.catalog import NodeExecutor
 from engine.context import NodeContext, NodeResult
 from engine.errors import NodeFailed
 from schemas.nodes_code import CodeConfig
 from schemas.types import type_of_value, value_matches
 
-from engine.catalog import NodeExecutor
 from .sandbox import Limits, Outcome, SandboxUnavailable, choose_mode, run_code
 from .sandbox_compat import FASTGPT_JS_PRELUDE, fastgpt_inputs
 
@@ -86,9 +86,19 @@ class CodeNode(NodeExecutor[CodeConfig], kind="code"):
         ctx.cancel.raise_if_cancelled(ctx.node_id)
         limits = Limits(timeout=cfg.timeout, memory_mb=cfg.memory_mb, max_output_bytes=cfg.max_output_bytes)
         try:
-            prelude = FASTGPT_JS_PRELUDE if cfg.semantics == "fastgpt" and cfg.language == "javascript" else ""
-            outcome = await run_code(cfg.language, cfg.code, values, limits, ctx.deps.settings, mode=mode,
-                                     on_start=lambda pid: data.__setitem__("pid", pid), prelude=prelude)
+            prelude = (
+                FASTGPT_JS_PRELUDE if cfg.semantics == "fastgpt" and cfg.language == "javascript" else ""
+            )
+            outcome = await run_code(
+                cfg.language,
+                cfg.code,
+                values,
+                limits,
+                ctx.deps.settings,
+                mode=mode,
+                on_start=lambda pid: data.__setitem__("pid", pid),
+                prelude=prelude,
+            )
         except SandboxUnavailable as exc:
             raise self._fail(ctx, str(exc), "sandbox_unavailable") from None
         self._record(data, outcome)
@@ -112,8 +122,13 @@ class CodeNode(NodeExecutor[CodeConfig], kind="code"):
 
     @staticmethod
     def _record(data: dict[str, Any], outcome: Outcome) -> None:
-        data.update(exit_code=outcome.exit_code, elapsed_ms=round(outcome.elapsed_s * 1000.0, 1),
-                    stdout=outcome.stdout, stderr=outcome.stderr, logs_truncated=outcome.logs_truncated)
+        data.update(
+            exit_code=outcome.exit_code,
+            elapsed_ms=round(outcome.elapsed_s * 1000.0, 1),
+            stdout=outcome.stdout,
+            stderr=outcome.stderr,
+            logs_truncated=outcome.logs_truncated,
+        )
         if outcome.error is not None:
             data["error"] = outcome.error
 
@@ -126,8 +141,9 @@ class CodeNode(NodeExecutor[CodeConfig], kind="code"):
             raise self._fail(ctx, f"{lang} code stopped: {outcome.detail}", "output_too_large")
         if outcome.status == "killed":
             tail = outcome.stderr.strip()[-500:]
-            raise self._fail(ctx, f"{lang} code stopped: {outcome.detail}" + (f"\n{tail}" if tail else ""),
-                             "code_killed")
+            raise self._fail(
+                ctx, f"{lang} code stopped: {outcome.detail}" + (f"\n{tail}" if tail else ""), "code_killed"
+            )
         if outcome.status == "bad_result":
             raise self._fail(ctx, f"{lang} code: {outcome.detail}", "code_output")
         if outcome.status == "error":
@@ -140,13 +156,20 @@ class CodeNode(NodeExecutor[CodeConfig], kind="code"):
         for out in cfg.outputs_ if cfg.semantics == "strict" else ():
             if out.name not in result:
                 returned = ", ".join(sorted(result)) or "nothing"
-                raise self._fail(ctx, f"output {out.name!r} is declared but main() did not return it "
-                                      f"(returned: {returned})", "code_output")
+                raise self._fail(
+                    ctx,
+                    f"output {out.name!r} is declared but main() did not return it (returned: {returned})",
+                    "code_output",
+                )
             value = result[out.name]
             if not value_matches(value, out.type):
                 actual = type_of_value(value)
-                raise self._fail(ctx, f"output {out.name!r} must be {out.type.value}, got {actual.value if actual else 'null'}: "
-                                      f"{json.dumps(value, ensure_ascii=False)[:80]}", "code_output")
+                raise self._fail(
+                    ctx,
+                    f"output {out.name!r} must be {out.type.value}, got {actual.value if actual else 'null'}: "
+                    f"{json.dumps(value, ensure_ascii=False)[:80]}",
+                    "code_output",
+                )
             outputs[out.name] = value
         ignored = sorted(set(result) - set(outputs))
         if ignored:
@@ -157,8 +180,9 @@ class CodeNode(NodeExecutor[CodeConfig], kind="code"):
         lang, kind = _LANG[self.config.language], error.get("kind")
         trace = (error.get("traceback") or "").rstrip()
         if kind == "syntax":
-            return self._fail(ctx, f"{lang} code has a syntax error:\n{trace or error.get('message')}",
-                              "code_syntax_error")
+            return self._fail(
+                ctx, f"{lang} code has a syntax error:\n{trace or error.get('message')}", "code_syntax_error"
+            )
         if kind == "output":
             return self._fail(ctx, f"{lang} code returned bad outputs: {error.get('message')}", "code_output")
         where = "while defining main" if kind == "definition" else "in main"
@@ -166,4 +190,3 @@ class CodeNode(NodeExecutor[CodeConfig], kind="code"):
         if error.get("type") == "MemoryError":
             message += f" - the memory limit (memory_mb={self.config.memory_mb}) was reached"
         return self._fail(ctx, message + (f"\n{trace}" if trace else ""), "code_error")
-

@@ -44,18 +44,33 @@ import json
 import math
 from typing import Any
 
+from engine.catalog import NodeExecutor
 from engine.context import NodeContext, NodeResult
 from engine.errors import NodeFailed
 from schemas.nodes_llm import ExtractField, ExtractFieldsConfig
 from schemas.types import VarType
 
-from engine.catalog import NodeExecutor
-from .chat import add_usage, history_as_text, model_spec, recent_turns, registry_of, render_text, resolve_history, sampling
+from .chat import (
+    add_usage,
+    history_as_text,
+    model_spec,
+    recent_turns,
+    registry_of,
+    render_text,
+    resolve_history,
+    sampling,
+)
 from .if_else import coerce
 from .json_scan import JsonNotFound, find_json
 
-__all__ = ["EXTRACT_TEMPERATURE", "TOOL_NAME", "ExtractFieldsNode", "coerce_field", "extract_max_tokens",
-           "validate_fields"]
+__all__ = [
+    "EXTRACT_TEMPERATURE",
+    "TOOL_NAME",
+    "ExtractFieldsNode",
+    "coerce_field",
+    "extract_max_tokens",
+    "validate_fields",
+]
 
 TOOL_NAME = "extract_fields"
 EXTRACT_TEMPERATURE = 0.0
@@ -106,7 +121,9 @@ def coerce_field(field: ExtractField, value: Any) -> Any:
     raise ValueError(f"{converted!r} is not one of {field.enum!r}")
 
 
-def validate_fields(fields: list[ExtractField], raw: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str], list[str]]:
+def validate_fields(
+    fields: list[ExtractField], raw: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, str], list[str]]:
     """(valid values, {field: why invalid}, missing required field names) for a parsed object."""
     valid: dict[str, Any] = {}
     invalid: dict[str, str] = {}
@@ -133,20 +150,32 @@ class ExtractFieldsNode(NodeExecutor[ExtractFieldsConfig], kind="extract_fields"
             return "structured" if caps.structured_output else "tool" if native else "prompt"
         needs = {"structured": caps.structured_output, "tool": native, "prompt": True}[mode]
         if not needs:
-            raise NodeFailed(f"config.mode: model {self.config.model!r} does not support {mode!r} extraction; "
-                             "use mode 'auto' or 'prompt'", node_id=ctx.node_id)
+            raise NodeFailed(
+                f"config.mode: model {self.config.model!r} does not support {mode!r} extraction; "
+                "use mode 'auto' or 'prompt'",
+                node_id=ctx.node_id,
+            )
         return mode
 
     def _system_prompt(self, instructions: str, history: str, protocol: str) -> str:
         schema = json.dumps(self.config.json_schema(), ensure_ascii=False, indent=2)
-        lines = ["Extract the fields described by this JSON Schema from the user's text.",
-                 "Leave out a field the text does not state; never invent values.",
-                 "<schema>", schema, "</schema>"]
+        lines = [
+            "Extract the fields described by this JSON Schema from the user's text.",
+            "Leave out a field the text does not state; never invent values.",
+            "<schema>",
+            schema,
+            "</schema>",
+        ]
         if instructions.strip():
             lines += ["", instructions.strip()]
         if history:
-            lines += ["", "Conversation so far (context for references in the text):", "<history>", history,
-                      "</history>"]
+            lines += [
+                "",
+                "Conversation so far (context for references in the text):",
+                "<history>",
+                history,
+                "</history>",
+            ]
         lines.append("")
         if protocol == "tool":
             lines.append(f"Call the function {TOOL_NAME} with the extracted fields.")
@@ -170,17 +199,38 @@ class ExtractFieldsNode(NodeExecutor[ExtractFieldsConfig], kind="extract_fields"
         schema = cfg.json_schema()
         request = LLMRequest(
             cfg.model,
-            [{"role": "system", "content": self._system_prompt(instructions, history, protocol)},
-             {"role": "user", "content": text}],
-            temperature=temperature, max_tokens=max_tokens,
-            tools=[{"type": "function", "function": {"name": TOOL_NAME, "description": "Return the extracted fields.",
-                                                     "parameters": schema}}] if protocol == "tool" else None,
+            [
+                {"role": "system", "content": self._system_prompt(instructions, history, protocol)},
+                {"role": "user", "content": text},
+            ],
+            temperature=temperature,
+            max_tokens=max_tokens,
+            tools=[
+                {
+                    "type": "function",
+                    "function": {
+                        "name": TOOL_NAME,
+                        "description": "Return the extracted fields.",
+                        "parameters": schema,
+                    },
+                }
+            ]
+            if protocol == "tool"
+            else None,
             tool_choice={"type": "function", "function": {"name": TOOL_NAME}} if forced else None,
-            response_format=({"type": "json_schema", "json_schema": {"name": TOOL_NAME, "schema": schema}}
-                             if protocol == "structured" else None),
+            response_format=(
+                {"type": "json_schema", "json_schema": {"name": TOOL_NAME, "schema": schema}}
+                if protocol == "structured"
+                else None
+            ),
         )
-        response = await call_llm(request, registry=registry_of(ctx), cancel=ctx.cancel, node_id=ctx.node_id,
-                                  idle_timeout=stream_idle_timeout(ctx, spec))
+        response = await call_llm(
+            request,
+            registry=registry_of(ctx),
+            cancel=ctx.cancel,
+            node_id=ctx.node_id,
+            idle_timeout=stream_idle_timeout(ctx, spec),
+        )
         usage = add_usage(ctx, response.usage)
 
         calls = [c for c in response.tool_calls if c.name == TOOL_NAME]
@@ -188,7 +238,9 @@ class ExtractFieldsNode(NodeExecutor[ExtractFieldsConfig], kind="extract_fields"
         record: dict[str, Any] = {"protocol": protocol, "raw": raw}
         parsed: dict[str, Any] | None = None
         if protocol == "tool" and not calls and forced:
-            record.update(reason="no_tool_call", detail=f"tool_choice required {TOOL_NAME}; the model replied in text")
+            record.update(
+                reason="no_tool_call", detail=f"tool_choice required {TOOL_NAME}; the model replied in text"
+            )
         else:
             try:
                 parsed = find_json(raw, expect="object").value
@@ -201,7 +253,11 @@ class ExtractFieldsNode(NodeExecutor[ExtractFieldsConfig], kind="extract_fields"
             valid, invalid, missing = validate_fields(cfg.fields, parsed)
             declared = {f.name for f in cfg.fields}
             record["ignored"] = sorted(k for k in parsed if k not in declared)
-        success = parsed is not None and not missing and not any(f.required and f.name in invalid for f in cfg.fields)
+        success = (
+            parsed is not None
+            and not missing
+            and not any(f.required and f.name in invalid for f in cfg.fields)
+        )
         record.update(invalid=invalid, missing=missing, success=success)
         ctx.node_run.data["extract"] = record
         outputs: dict[str, Any] = {f.name: valid.get(f.name) for f in cfg.fields}

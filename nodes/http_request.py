@@ -87,15 +87,22 @@ from typing import Any
 import httpcore
 import httpx
 
+from engine.catalog import NodeExecutor
 from engine.context import NodeContext, NodeResult
 from engine.errors import BlockedAddress, NodeFailed
 from engine.settings import Settings
 from schemas.nodes import HttpRequestConfig, jsonpath_expression, jsonpath_many
 
-from engine.catalog import NodeExecutor
-
-__all__ = ["MAX_REDIRECTS", "AddressPolicy", "GuardedBackend", "HttpRequestNode", "blocked_category", "idempotency_key",
-           "path_outputs", "safe_url"]
+__all__ = [
+    "MAX_REDIRECTS",
+    "AddressPolicy",
+    "GuardedBackend",
+    "HttpRequestNode",
+    "blocked_category",
+    "idempotency_key",
+    "path_outputs",
+    "safe_url",
+]
 
 #: Redirect hops followed before the node fails (httpx's own default is 20).
 MAX_REDIRECTS = 10
@@ -221,12 +228,14 @@ class AddressPolicy:
     networks: tuple[IPNetwork, ...]
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> "AddressPolicy":
+    def from_settings(cls, settings: Settings) -> AddressPolicy:
         """Read ``settings.http_allow``: entries that parse as an IP or CIDR are networks, the rest host names."""
         hosts: set[str] = set()
         networks: list[IPNetwork] = []
         for entry in settings.http_allow:
-            text = entry.strip().replace("[", "").replace("]", "")  # "[::1]" or "[fd00::]/8" as written in URLs
+            text = (
+                entry.strip().replace("[", "").replace("]", "")
+            )  # "[::1]" or "[fd00::]/8" as written in URLs
             try:
                 networks.append(ipaddress.ip_network(text, strict=False))
             except ValueError:
@@ -259,7 +268,9 @@ class AddressPolicy:
             category = blocked_category(ip)
             if category is not None:
                 # Quote the address as given: Python prints ::ffff:127.0.0.1 as ::ffff:7f00:1.
-                where = f"{host!r} is" if _norm_host(host) == text.lower() else f"{host!r} resolves to {text},"
+                where = (
+                    f"{host!r} is" if _norm_host(host) == text.lower() else f"{host!r} resolves to {text},"
+                )
                 raise BlockedAddress(
                     f"HTTP target refused: {where} a blocked address ({category}). The HTTP node does not reach internal "
                     f"addresses unless the operator allows them: add the host name ({_norm_host(host)}), the address "
@@ -288,8 +299,13 @@ class GuardedBackend(httpcore.AsyncNetworkBackend):
         httpcore.ConnectError: the name does not resolve, or no address accepts the connection.
     """
 
-    def __init__(self, policy: AddressPolicy, *, node_id: str | None = None,
-                 inner: httpcore.AsyncNetworkBackend | None = None) -> None:
+    def __init__(
+        self,
+        policy: AddressPolicy,
+        *,
+        node_id: str | None = None,
+        inner: httpcore.AsyncNetworkBackend | None = None,
+    ) -> None:
         self.policy = policy
         self.node_id = node_id
         self.inner = inner if inner is not None else httpcore.AnyIOBackend()
@@ -365,7 +381,9 @@ class _GuardedTransport(httpx.AsyncHTTPTransport):
         super().__init__(verify=_ssl_context(), trust_env=False)
         if not isinstance(getattr(self, "_pool", None), httpcore.AsyncConnectionPool):
             # Fail closed: without the replacement below, connections would bypass the guard.
-            raise RuntimeError("unsupported httpx version: cannot install the SSRF guard on AsyncHTTPTransport")
+            raise RuntimeError(
+                "unsupported httpx version: cannot install the SSRF guard on AsyncHTTPTransport"
+            )
         self._pool = httpcore.AsyncConnectionPool(ssl_context=_ssl_context(), network_backend=backend)
 
 
@@ -387,8 +405,10 @@ def _precheck(scheme: str, host: str, policy: AddressPolicy, node_id: str) -> No
     even parse (``0177.0.0.1``) the same :class:`BlockedAddress` as the rest.
     """
     if scheme.lower() not in ("http", "https"):
-        raise BlockedAddress(f"HTTP target refused: scheme {scheme or '(none)'!r} is not allowed (only http and https)",
-                             node_id=node_id)
+        raise BlockedAddress(
+            f"HTTP target refused: scheme {scheme or '(none)'!r} is not allowed (only http and https)",
+            node_id=node_id,
+        )
     if not host:
         raise NodeFailed("config.url: the URL has no host", node_id=node_id)
     literal = _literal_ip(host)
@@ -465,8 +485,9 @@ class HttpRequestNode(NodeExecutor[HttpRequestConfig], kind="http_request"):
         if content_type is not None and "content-type" not in headers:
             headers["Content-Type"] = content_type
 
-        ctx.node_run.inputs.update(url=safe_url(url), method=cfg.method, query=sorted(params),
-                                   headers=sorted(cfg.headers))
+        ctx.node_run.inputs.update(
+            url=safe_url(url), method=cfg.method, query=sorted(params), headers=sorted(cfg.headers)
+        )
         data = ctx.node_run.data
         data.update(method=cfg.method, url=safe_url(url))
         ctx.cancel.raise_if_cancelled(node_id)
@@ -475,8 +496,12 @@ class HttpRequestNode(NodeExecutor[HttpRequestConfig], kind="http_request"):
         data["connections"] = backend.connections  # filled as connections open; kept when the node fails
         try:
             async with asyncio.timeout(cfg.timeout):
-                async with httpx.AsyncClient(transport=_GuardedTransport(backend), trust_env=False,
-                                             follow_redirects=False, timeout=cfg.timeout) as client:
+                async with httpx.AsyncClient(
+                    transport=_GuardedTransport(backend),
+                    trust_env=False,
+                    follow_redirects=False,
+                    timeout=cfg.timeout,
+                ) as client:
                     request = client.build_request(cfg.method, url, headers=headers, content=content)
                     response = await self._send(ctx, client, request, policy)
                     try:
@@ -485,18 +510,30 @@ class HttpRequestNode(NodeExecutor[HttpRequestConfig], kind="http_request"):
                     finally:
                         await response.aclose()
         except TimeoutError:
-            raise NodeFailed(f"{cfg.method} {data['url']}: no complete response within {cfg.timeout}s (config.timeout)",
-                             node_id=node_id, reason="http_timeout") from None
+            raise NodeFailed(
+                f"{cfg.method} {data['url']}: no complete response within {cfg.timeout}s (config.timeout)",
+                node_id=node_id,
+                reason="http_timeout",
+            ) from None
         except httpx.TimeoutException as exc:
-            raise NodeFailed(f"{cfg.method} {data['url']}: {type(exc).__name__} after config.timeout={cfg.timeout}s",
-                             node_id=node_id, reason="http_timeout") from None
+            raise NodeFailed(
+                f"{cfg.method} {data['url']}: {type(exc).__name__} after config.timeout={cfg.timeout}s",
+                node_id=node_id,
+                reason="http_timeout",
+            ) from None
         except httpx.LocalProtocolError:
             # h11's message may quote a header value: keep it out of the record.
-            raise NodeFailed(f"{cfg.method} {data['url']}: the request is not valid HTTP (check headers)",
-                             node_id=node_id, reason="http_error") from None
+            raise NodeFailed(
+                f"{cfg.method} {data['url']}: the request is not valid HTTP (check headers)",
+                node_id=node_id,
+                reason="http_error",
+            ) from None
         except httpx.HTTPError as exc:
-            raise NodeFailed(f"{cfg.method} {data['url']}: {type(exc).__name__}: {exc}",
-                             node_id=node_id, reason="http_error") from None
+            raise NodeFailed(
+                f"{cfg.method} {data['url']}: {type(exc).__name__}: {exc}",
+                node_id=node_id,
+                reason="http_error",
+            ) from None
         return self._result(ctx, response, body)
 
     # ---------------------------------------------------------------- request parts
@@ -509,8 +546,10 @@ class HttpRequestNode(NodeExecutor[HttpRequestConfig], kind="http_request"):
             value = ctx.render(template, field=f"config.headers.{name}")
             if "\r" in value or "\n" in value or "\0" in value:
                 # Never quote the value: headers carry credentials.
-                raise NodeFailed(f"config.headers.{name}: the rendered value contains a line break or NUL",
-                                 node_id=ctx.node_id)
+                raise NodeFailed(
+                    f"config.headers.{name}: the rendered value contains a line break or NUL",
+                    node_id=ctx.node_id,
+                )
             headers[name] = value
         if self.config.method.upper() in _SIDE_EFFECTS and "idempotency-key" not in headers:
             headers["Idempotency-Key"] = idempotency_key(ctx.node_run.id)
@@ -524,12 +563,18 @@ class HttpRequestNode(NodeExecutor[HttpRequestConfig], kind="http_request"):
             try:
                 text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
             except (TypeError, ValueError) as exc:
-                raise NodeFailed(f"config.body.json: cannot be sent as JSON: {exc}", node_id=ctx.node_id) from None
+                raise NodeFailed(
+                    f"config.body.json: cannot be sent as JSON: {exc}", node_id=ctx.node_id
+                ) from None
             return text.encode("utf-8"), body.content_type or "application/json"
         if body.type == "form":
-            fields = {name: ctx.render(value, field=f"config.body.form.{name}") for name, value in body.form.items()}
+            fields = {
+                name: ctx.render(value, field=f"config.body.form.{name}") for name, value in body.form.items()
+            }
             ctx.node_run.inputs["body.form"] = fields
-            return urllib.parse.urlencode(fields).encode("ascii"), body.content_type or "application/x-www-form-urlencoded"
+            return urllib.parse.urlencode(fields).encode(
+                "ascii"
+            ), body.content_type or "application/x-www-form-urlencoded"
         if body.type == "raw":
             text = ctx.render(body.raw, field="config.body.raw")
             ctx.node_run.inputs["body.raw"] = text
@@ -538,8 +583,9 @@ class HttpRequestNode(NodeExecutor[HttpRequestConfig], kind="http_request"):
 
     # ---------------------------------------------------------------- exchange
 
-    async def _send(self, ctx: NodeContext, client: httpx.AsyncClient, request: httpx.Request,
-                    policy: AddressPolicy) -> httpx.Response:
+    async def _send(
+        self, ctx: NodeContext, client: httpx.AsyncClient, request: httpx.Request, policy: AddressPolicy
+    ) -> httpx.Response:
         """Send ``request``, following redirects by hand.
 
         By hand rather than httpx's ``follow_redirects``: httpx reads every redirect
@@ -554,8 +600,11 @@ class HttpRequestNode(NodeExecutor[HttpRequestConfig], kind="http_request"):
                 return response
             await response.aclose()
             if len(redirects) >= MAX_REDIRECTS:
-                raise NodeFailed(f"{self.config.method} {redirects[0]}: more than {MAX_REDIRECTS} redirects",
-                                 node_id=ctx.node_id, reason="http_error")
+                raise NodeFailed(
+                    f"{self.config.method} {redirects[0]}: more than {MAX_REDIRECTS} redirects",
+                    node_id=ctx.node_id,
+                    reason="http_error",
+                )
             redirects.append(safe_url(request.url))
             ctx.node_run.data["redirects"] = redirects
             request = response.next_request
@@ -574,7 +623,8 @@ class HttpRequestNode(NodeExecutor[HttpRequestConfig], kind="http_request"):
                 f"{self.config.method} {ctx.node_run.data['url']}: response body {seen} exceeds the limit of "
                 f"{limit} bytes (the smaller of config.max_response_bytes={self.config.max_response_bytes} and "
                 f"FLOWLOOM_HTTP_MAX_RESPONSE_BYTES={settings.http_max_response_bytes}); stopped reading",
-                node_id=ctx.node_id, reason="response_too_large",
+                node_id=ctx.node_id,
+                reason="response_too_large",
             )
 
         declared = response.headers.get("content-length", "")
@@ -604,13 +654,15 @@ class HttpRequestNode(NodeExecutor[HttpRequestConfig], kind="http_request"):
                 parsed = json.loads(text, parse_constant=_reject_constant)
             except (ValueError, RecursionError) as exc:
                 ctx.node_run.data["json_error"] = (
-                    f"the response says {headers['content-type']!r} but its body is not valid JSON: {exc}")
+                    f"the response says {headers['content-type']!r} but its body is not valid JSON: {exc}"
+                )
         if self.config.raise_for_status and status >= 400:
             excerpt = " ".join(text[:200].split())
             raise NodeFailed(
                 f"HTTP {status} {response.reason_phrase} from {self.config.method} {ctx.node_run.data['url']}"
                 + (f": {excerpt}" if excerpt else ""),
-                node_id=ctx.node_id, reason="http_status",
+                node_id=ctx.node_id,
+                reason="http_status",
             )
         outputs: dict[str, Any] = {"status_code": status, "headers": headers, "body": text, "json": parsed}
         if self.config.outputs_:
@@ -645,7 +697,7 @@ def path_outputs(paths: dict[str, str], parsed: Any, text: str, data: dict[str, 
         try:
             # jsonpath-ng may rewrite the document it walks (chained filters): give it a copy
             matches = [m.value for m in parse(jsonpath_expression(path)).find(copy.deepcopy(doc))]
-        except Exception as exc:  # noqa: BLE001 - a path that cannot be evaluated on this document
+        except Exception as exc:
             data.setdefault("output_errors", {})[name] = f"{path}: {type(exc).__name__}: {exc}"
             continue
         if jsonpath_many(path):

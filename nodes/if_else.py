@@ -22,14 +22,14 @@ from typing import Any
 
 import regex
 
+from engine.catalog import NodeExecutor
 from engine.context import NodeContext, NodeResult
 from engine.errors import NodeFailed
 from engine.references import resolve_value
-from schemas.run import RunState
 from schemas.nodes import ORDER_OPS, Condition, ConditionOp, IfElseConfig
+from schemas.run import RunState
 from schemas.types import VarType, type_of_value
 
-from engine.catalog import NodeExecutor
 from .variables import is_empty
 
 __all__ = ["IfElseNode", "check_condition", "coerce", "evaluate"]
@@ -74,7 +74,9 @@ def coerce(value: Any, to: VarType) -> Any:
                 if number != number or number in (float("inf"), float("-inf")):
                     raise ValueError(f"{value!r} is not a finite number")
                 return number
-        raise ValueError(f"{actual.value if actual else 'null'} {value!r:.60} cannot be converted to a number")
+        raise ValueError(
+            f"{actual.value if actual else 'null'} {value!r:.60} cannot be converted to a number"
+        )
     if to is VarType.boolean:
         if actual is VarType.string and value.strip().lower() in _TRUE | _FALSE:
             return value.strip().lower() in _TRUE
@@ -125,13 +127,17 @@ def evaluate(op: ConditionOp, left: Any, right: Any) -> bool:
         elif isinstance(left, dict):
             found = isinstance(right, str) and right in left
         else:
-            raise ValueError(f"contains needs a string, array or object on the left, got {type(left).__name__}")
+            raise ValueError(
+                f"contains needs a string, array or object on the left, got {type(left).__name__}"
+            )
         return found if op is ConditionOp.contains else not found
     if op in (ConditionOp.starts_with, ConditionOp.ends_with):
         if left is None:
             return False
         if not isinstance(left, str) or not isinstance(right, str):
-            raise ValueError(f"{op.value} needs strings, got {type(left).__name__} and {type(right).__name__}")
+            raise ValueError(
+                f"{op.value} needs strings, got {type(left).__name__} and {type(right).__name__}"
+            )
         return left.startswith(right) if op is ConditionOp.starts_with else left.endswith(right)
     if op in ORDER_OPS:
         if left is None or right is None:
@@ -141,8 +147,12 @@ def evaluate(op: ConditionOp, left: Any, right: Any) -> bool:
                 f"{op.value} needs numbers, got {type(left).__name__} {left!r:.40} and {type(right).__name__} {right!r:.40}"
                 " (set the condition's type to 'number' to convert)"
             )
-        return {ConditionOp.gt: left > right, ConditionOp.gte: left >= right,
-                ConditionOp.lt: left < right, ConditionOp.lte: left <= right}[op]
+        return {
+            ConditionOp.gt: left > right,
+            ConditionOp.gte: left >= right,
+            ConditionOp.lt: left < right,
+            ConditionOp.lte: left <= right,
+        }[op]
     if op is ConditionOp.regex:
         if left is None:
             return False
@@ -162,8 +172,9 @@ def evaluate(op: ConditionOp, left: Any, right: Any) -> bool:
     raise ValueError(f"unknown operator {op!r}")  # pragma: no cover - enum is closed
 
 
-def check_condition(state: RunState, cond: Condition, path: str, node_id: str,
-                    record: dict[str, Any] | None = None) -> bool:
+def check_condition(
+    state: RunState, cond: Condition, path: str, node_id: str, record: dict[str, Any] | None = None
+) -> bool:
     """Resolve a condition's operands in ``state`` and evaluate it (rules in the module docstring).
 
     ``record`` receives the resolved operands under ``<path>.left`` / ``<path>.right``.
@@ -192,8 +203,12 @@ class IfElseNode(NodeExecutor[IfElseConfig], kind="if_else"):
 
     async def run(self, ctx: NodeContext) -> NodeResult:
         for ci, case in enumerate(self.config.cases):
-            checks = (check_condition(ctx.state, c, f"cases[{ci}].conditions[{i}]", ctx.node_id, ctx.node_run.inputs)
-                      for i, c in enumerate(case.conditions))
+            checks = (
+                check_condition(
+                    ctx.state, c, f"cases[{ci}].conditions[{i}]", ctx.node_id, ctx.node_run.inputs
+                )
+                for i, c in enumerate(case.conditions)
+            )
             matched = all(checks) if case.logic == "and" else any(checks)
             if matched:
                 return NodeResult({"case": case.id}, handles=(case.id,))

@@ -11,10 +11,10 @@ import json
 import re
 from typing import Any
 
+from engine.catalog import NodeExecutor
 from engine.context import NodeContext, NodeResult
 from schemas.nodes import FormInputConfig, UserSelectConfig
 
-from engine.catalog import NodeExecutor
 from .if_else import coerce
 from .variables import is_empty
 
@@ -88,7 +88,9 @@ class FormInputNode(NodeExecutor[FormInputConfig], kind="form_input"):
 
     def _payload(self, ctx: NodeContext, errors: list[str] | None = None) -> dict[str, Any]:
         payload: dict[str, Any] = {
-            "description": ctx.render(self.config.description, field="config.description") if self.config.description else "",
+            "description": ctx.render(self.config.description, field="config.description")
+            if self.config.description
+            else "",
             "fields": [f.model_dump(mode="json") for f in self.config.fields],
         }
         if errors:

@@ -32,8 +32,9 @@ after :data:`MAX_SCAN_WORK` characters have been walked in all, so a hostile rep
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Literal
+from typing import Any, Literal
 
 import json5
 
@@ -239,7 +240,7 @@ def find_json(text: str, *, expect: Expect = "any", accept: Callable[[Any], bool
         source = text[start:end]
         try:
             value = json5.loads(source)
-        except Exception as exc:  # noqa: BLE001 - json5 raises ValueError and others on odd input
+        except Exception as exc:
             if first_invalid is None:
                 first_invalid = (_json5_error_pos(exc, source, start), str(exc).split(" ", 1)[-1])
             continue
@@ -252,15 +253,25 @@ def find_json(text: str, *, expect: Expect = "any", accept: Callable[[Any], bool
         pos, msg = first_invalid
         raise JsonNotFound("invalid_json", f"no valid {what}: {msg}", text=text, position=pos)
     if first_rejected is not None:
-        raise JsonNotFound("not_accepted", f"found JSON, but not the expected {what} shape", text=text,
-                           position=first_rejected)
+        raise JsonNotFound(
+            "not_accepted",
+            f"found JSON, but not the expected {what} shape",
+            text=text,
+            position=first_rejected,
+        )
     if first_unclosed is not None:
-        raise JsonNotFound("unclosed", f"no complete {what}: a bracket is never closed or closed by the wrong kind",
-                           text=text, position=first_unclosed)
+        raise JsonNotFound(
+            "unclosed",
+            f"no complete {what}: a bracket is never closed or closed by the wrong kind",
+            text=text,
+            position=first_unclosed,
+        )
     raise JsonNotFound("no_json", f"the reply contains no {what}", text=text)
 
 
-def scan_json(text: str, *, expect: Expect = "any", accept: Callable[[Any], bool] | None = None) -> JsonMatch | None:
+def scan_json(
+    text: str, *, expect: Expect = "any", accept: Callable[[Any], bool] | None = None
+) -> JsonMatch | None:
     """:func:`find_json` returning None instead of raising."""
     try:
         return find_json(text, expect=expect, accept=accept)

@@ -51,8 +51,9 @@ import json
 import random
 import re
 import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 import openai
 
@@ -104,8 +105,15 @@ class LLMError(NodeFailed):
     #: Retried by ``call_llm`` when nothing was streamed yet.
     retryable = False
 
-    def __init__(self, message: str, *, node_id: str | None = None, reason: str | None = None,
-                 model: str | None = None, status_code: int | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        node_id: str | None = None,
+        reason: str | None = None,
+        model: str | None = None,
+        status_code: int | None = None,
+    ) -> None:
         super().__init__(message, node_id=node_id, reason=reason)
         self.model = model
         self.status_code = status_code
@@ -165,21 +173,42 @@ OPENAI_ERRORS: dict[type[BaseException], tuple[type[LLMError], str, str]] = {
     openai.RateLimitError: (LLMRateLimited, "rate_limited", "rate limited by the provider"),
     openai.InternalServerError: (LLMProviderError, "provider_error", "the provider failed"),
     openai.BadRequestError: (LLMBadRequest, "bad_request", "the provider refused the request"),
-    openai.NotFoundError: (LLMBadRequest, "not_found", "not found (check the provider base_url and the model id)"),
+    openai.NotFoundError: (
+        LLMBadRequest,
+        "not_found",
+        "not found (check the provider base_url and the model id)",
+    ),
     openai.ConflictError: (LLMBadRequest, "bad_request", "the provider refused the request (conflict)"),
-    openai.UnprocessableEntityError: (LLMBadRequest, "bad_request", "the provider could not process the request"),
+    openai.UnprocessableEntityError: (
+        LLMBadRequest,
+        "bad_request",
+        "the provider could not process the request",
+    ),
     openai.APIStatusError: (LLMBadRequest, "bad_request", "the provider refused the request"),
     openai.APITimeoutError: (LLMConnectionError, "connection_timeout", "timed out reaching the provider"),
-    openai.APIConnectionError: (LLMConnectionError, "connection_error",
-                                "could not reach the provider or the connection dropped"),
-    openai.APIResponseValidationError: (LLMProviderError, "malformed_response",
-                                        "the provider sent a malformed response"),
+    openai.APIConnectionError: (
+        LLMConnectionError,
+        "connection_error",
+        "could not reach the provider or the connection dropped",
+    ),
+    openai.APIResponseValidationError: (
+        LLMProviderError,
+        "malformed_response",
+        "the provider sent a malformed response",
+    ),
     openai.APIError: (LLMProviderError, "provider_error", "the provider reported an error in the stream"),
     openai.LengthFinishReasonError: (LLMBadRequest, "output_truncated", "the output hit max_tokens"),
-    openai.ContentFilterFinishReasonError: (LLMBadRequest, "content_filtered",
-                                            "the provider's content filter stopped the reply"),
+    openai.ContentFilterFinishReasonError: (
+        LLMBadRequest,
+        "content_filtered",
+        "the provider's content filter stopped the reply",
+    ),
     openai.WebSocketConnectionClosedError: (LLMConnectionError, "connection_error", "the connection closed"),
-    openai.WebSocketQueueFullError: (LLMConnectionError, "connection_error", "the connection's send queue is full"),
+    openai.WebSocketQueueFullError: (
+        LLMConnectionError,
+        "connection_error",
+        "the connection's send queue is full",
+    ),
     openai.OpenAIError: (LLMError, "llm_error", "the OpenAI SDK failed"),
 }
 
@@ -197,8 +226,9 @@ def _subject(node_id: str | None, model: str) -> str:
     return f"LLM call of node {node_id!r} to model {model!r}" if node_id else f"LLM call to model {model!r}"
 
 
-def translate_error(exc: BaseException, *, model: str, node_id: str | None,
-                    secret: str | None = None) -> LLMError | None:
+def translate_error(
+    exc: BaseException, *, model: str, node_id: str | None, secret: str | None = None
+) -> LLMError | None:
     """The :class:`LLMError` for an openai exception (None when ``exc`` is not one)."""
     entry = next((OPENAI_ERRORS[cls] for cls in type(exc).__mro__ if cls in OPENAI_ERRORS), None)
     if entry is None:
@@ -216,7 +246,9 @@ def translate_error(exc: BaseException, *, model: str, node_id: str | None,
     detail = getattr(exc, "message", None) or str(exc) or type(exc).__name__
     cause = exc.__cause__
     if isinstance(exc, openai.APIConnectionError) and cause is not None:
-        detail = f"{detail} ({type(cause).__name__}: {cause})"  # the SDK's own text is only "Connection error."
+        detail = (
+            f"{detail} ({type(cause).__name__}: {cause})"  # the SDK's own text is only "Connection error."
+        )
     where = f"HTTP {status}" if status else type(exc).__name__
     message = f"{_subject(node_id, model)} failed: {meaning} ({where}): {_redact(str(detail), secret)[:500]}"
     return cls(message, node_id=node_id, reason=reason, model=model, status_code=status)
@@ -265,7 +297,9 @@ class LLMResponse:
 def _has_image(messages: Sequence[Mapping[str, Any]]) -> bool:
     for message in messages:
         content = message.get("content")
-        if isinstance(content, list) and any(isinstance(p, Mapping) and p.get("type") == "image_url" for p in content):
+        if isinstance(content, list) and any(
+            isinstance(p, Mapping) and p.get("type") == "image_url" for p in content
+        ):
             return True
     return False
 
@@ -283,8 +317,9 @@ def build_request_body(spec: ModelSpec, request: LLMRequest, *, node_id: str | N
         return LLMBadRequest(f"{subject}: {why}", node_id=node_id, reason=reason, model=spec.name)
 
     if request.tools and not caps.tool_calling:
-        raise refuse("the model has no native tool calling (capabilities.tools = \"none\"); "
-                     "use prompt-mode tools")
+        raise refuse(
+            'the model has no native tool calling (capabilities.tools = "none"); use prompt-mode tools'
+        )
     if request.tool_choice is not None and not caps.tool_choice:
         raise refuse("the model does not accept tool_choice")
     if (request.response_format or {}).get("type") == "json_schema" and not caps.structured_output:
@@ -421,8 +456,14 @@ class _IdleWatchdog:
             self.handle = None
 
 
-async def _attempt(client: openai.AsyncOpenAI, body: dict[str, Any], reply: _Reply, idle_timeout: float,
-                   on_answer: DeltaCallback | None, on_reasoning: DeltaCallback | None) -> None:
+async def _attempt(
+    client: openai.AsyncOpenAI,
+    body: dict[str, Any],
+    reply: _Reply,
+    idle_timeout: float,
+    on_answer: DeltaCallback | None,
+    on_reasoning: DeltaCallback | None,
+) -> None:
     """One HTTP request, streamed into ``reply``. Raises openai errors, _Stalled, _Malformed, _Incomplete."""
     watchdog = _IdleWatchdog(idle_timeout)
     loop_time = watchdog.loop.time
@@ -516,25 +557,45 @@ def _retry_delay(error: BaseException, attempt: int, base: float) -> float:
     return base * (2 ** (attempt - 1)) * (0.5 + random.random() / 2)
 
 
-def _translate_attempt_error(exc: BaseException, reply: _Reply, *, spec: ModelSpec, node_id: str | None,
-                             secret: str | None, idle_timeout: float) -> LLMError | None:
+def _translate_attempt_error(
+    exc: BaseException,
+    reply: _Reply,
+    *,
+    spec: ModelSpec,
+    node_id: str | None,
+    secret: str | None,
+    idle_timeout: float,
+) -> LLMError | None:
     subject = _subject(node_id, spec.name)
     if isinstance(exc, _Stalled):
         where = f"after {reply.chunks} chunk(s)" if reply.chunks else "before the first chunk"
-        return LLMStalled(f"{subject} stalled: no data for {idle_timeout:g}s {where}",
-                          node_id=node_id, model=spec.name)
+        return LLMStalled(
+            f"{subject} stalled: no data for {idle_timeout:g}s {where}", node_id=node_id, model=spec.name
+        )
     if isinstance(exc, _Malformed):
-        return LLMProviderError(f"{subject} failed: the provider sent a malformed stream ({exc})",
-                                node_id=node_id, reason="malformed_response", model=spec.name)
+        return LLMProviderError(
+            f"{subject} failed: the provider sent a malformed stream ({exc})",
+            node_id=node_id,
+            reason="malformed_response",
+            model=spec.name,
+        )
     if isinstance(exc, _Incomplete):
-        return LLMConnectionError(f"{subject} failed: the stream ended after {reply.chunks} chunk(s) without a "
-                                  "finish_reason (connection dropped?)", node_id=node_id,
-                                  reason="incomplete_stream", model=spec.name)
+        return LLMConnectionError(
+            f"{subject} failed: the stream ended after {reply.chunks} chunk(s) without a "
+            "finish_reason (connection dropped?)",
+            node_id=node_id,
+            reason="incomplete_stream",
+            model=spec.name,
+        )
     error = translate_error(exc, model=spec.name, node_id=node_id, secret=secret)
     if reply.streamed and isinstance(error, LLMConnectionError):
-        error = LLMConnectionError(f"{subject} failed: the connection dropped mid-stream after {reply.chunks} "
-                                   f"chunk(s) ({type(exc).__name__})", node_id=node_id,
-                                   reason="stream_interrupted", model=spec.name)
+        error = LLMConnectionError(
+            f"{subject} failed: the connection dropped mid-stream after {reply.chunks} "
+            f"chunk(s) ({type(exc).__name__})",
+            node_id=node_id,
+            reason="stream_interrupted",
+            model=spec.name,
+        )
     return error
 
 
@@ -567,23 +628,47 @@ async def call_llm(
     # the call's span (GenAI conventions), current while it runs: the SDK's HTTP request nests under it
     with telemetry().model_span("chat", request.model, node_id) as span:
         try:
-            return await _call_llm(request, registry, on_answer, on_reasoning, cancel, user_key, idle_timeout,
-                                   max_retries, retry_base_delay, node_id, span)
+            return await _call_llm(
+                request,
+                registry,
+                on_answer,
+                on_reasoning,
+                cancel,
+                user_key,
+                idle_timeout,
+                max_retries,
+                retry_base_delay,
+                node_id,
+                span,
+            )
         except LLMError as exc:
             span.fail(exc.reason or "error")
             raise
 
 
-async def _call_llm(request: LLMRequest, registry: ModelRegistry, on_answer: DeltaCallback | None,
-                    on_reasoning: DeltaCallback | None, cancel: CancelToken | None, user_key: bool,
-                    idle_timeout: float | None, max_retries: int, retry_base_delay: float, node_id: str | None,
-                    span: Span) -> LLMResponse:
+async def _call_llm(
+    request: LLMRequest,
+    registry: ModelRegistry,
+    on_answer: DeltaCallback | None,
+    on_reasoning: DeltaCallback | None,
+    cancel: CancelToken | None,
+    user_key: bool,
+    idle_timeout: float | None,
+    max_retries: int,
+    retry_base_delay: float,
+    node_id: str | None,
+    span: Span,
+) -> LLMResponse:
     """:func:`call_llm` within its span ``span`` (same arguments, same errors)."""
     try:
         spec = registry.get(request.model)
     except UnknownModel as exc:
-        raise LLMBadRequest(f"{_subject(node_id, request.model)}: {exc}", node_id=node_id,
-                            reason="unknown_model", model=request.model) from None
+        raise LLMBadRequest(
+            f"{_subject(node_id, request.model)}: {exc}",
+            node_id=node_id,
+            reason="unknown_model",
+            model=request.model,
+        ) from None
     body = build_request_body(spec, request, node_id=node_id)
     if idle_timeout is None:
         idle_timeout = registry.stream_idle_timeout(spec)
@@ -593,8 +678,12 @@ async def _call_llm(request: LLMRequest, registry: ModelRegistry, on_answer: Del
         secret = registry.api_key(spec)
         client = registry.client_for(spec)
     except MissingAPIKey as exc:
-        raise LLMAuthError(f"{_subject(node_id, spec.name)}: {exc}", node_id=node_id,
-                           reason="missing_api_key", model=spec.name) from None
+        raise LLMAuthError(
+            f"{_subject(node_id, spec.name)}: {exc}",
+            node_id=node_id,
+            reason="missing_api_key",
+            model=spec.name,
+        ) from None
     started = time.perf_counter()
     watch = _CancelWatch(cancel)
     attempt = 0
@@ -606,25 +695,36 @@ async def _call_llm(request: LLMRequest, registry: ModelRegistry, on_answer: Del
                 await _attempt(client, body, reply, idle_timeout, on_answer, on_reasoning)
                 break
             except (openai.OpenAIError, _Stalled, _Malformed, _Incomplete) as exc:
-                error = _translate_attempt_error(exc, reply, spec=spec, node_id=node_id, secret=secret,
-                                                 idle_timeout=idle_timeout)
+                error = _translate_attempt_error(
+                    exc, reply, spec=spec, node_id=node_id, secret=secret, idle_timeout=idle_timeout
+                )
                 assert error is not None
                 if error.retryable and not reply.streamed and attempt <= max_retries:
-                    span.event("flowloom.retry", {"flowloom.error.reason": error.reason, "flowloom.attempt": attempt})
+                    span.event(
+                        "flowloom.retry", {"flowloom.error.reason": error.reason, "flowloom.attempt": attempt}
+                    )
                     await asyncio.sleep(_retry_delay(exc, attempt, retry_base_delay))
                     continue
                 error.attempts = attempt
                 # Connection problems name the URL: with local endpoints the usual cause is
                 # a server that is not running, or a base URL missing its /v1.
-                tried = f" (URL tried: {registry.base_url(spec)})" if isinstance(error, LLMConnectionError) else ""
+                tried = (
+                    f" (URL tried: {registry.base_url(spec)})"
+                    if isinstance(error, LLMConnectionError)
+                    else ""
+                )
                 retries = f" [after {attempt} attempts: {attempt - 1} retries]" if attempt > 1 else ""
                 error.args = (f"{error.args[0]}{tried}{retries}",)
                 if reply.streamed:
                     error.usage = _usage(spec, body, reply, started, user_key)
                     error.partial_text = "".join(reply.text)
                     error.partial_reasoning = "".join(reply.reasoning)
-                telemetry().model_call(model=spec.name, provider=spec.provider, outcome=error.reason or "error",
-                                       usage=error.usage)
+                telemetry().model_call(
+                    model=spec.name,
+                    provider=spec.provider,
+                    outcome=error.reason or "error",
+                    usage=error.usage,
+                )
                 span.model_result(provider=spec.provider, usage=error.usage, attempts=attempt)
                 # The message carries the provider's text (redacted); the openai exception is not
                 # chained: it holds the raw request, and tracebacks are logged.
@@ -635,18 +735,29 @@ async def _call_llm(request: LLMRequest, registry: ModelRegistry, on_answer: Del
             task.uncancel()
             if task.cancelling() == 0:
                 reason = cancel.reason if cancel is not None else "cancelled"
-                raise RunCancelled(f"{_subject(node_id, spec.name)} cancelled: {reason}", node_id=node_id) from None
+                raise RunCancelled(
+                    f"{_subject(node_id, spec.name)} cancelled: {reason}", node_id=node_id
+                ) from None
         raise
     finally:
         watch.close()
-    calls = [ToolCall(slot.id or f"call_{position}", slot.name, "".join(slot.fragments) or "{}")
-             for position, slot in enumerate(reply.calls)]
+    calls = [
+        ToolCall(slot.id or f"call_{position}", slot.name, "".join(slot.fragments) or "{}")
+        for position, slot in enumerate(reply.calls)
+    ]
     usage = _usage(spec, body, reply, started, user_key)
     telemetry().model_call(model=spec.name, provider=spec.provider, outcome="ok", usage=usage)
-    span.model_result(provider=spec.provider, usage=usage, finish_reason=reply.finish_reason, attempts=attempt)
+    span.model_result(
+        provider=spec.provider, usage=usage, finish_reason=reply.finish_reason, attempts=attempt
+    )
     if span.recording:
-        span.model_content(body.get("messages"), {"text": "".join(reply.text),
-                                                  "tool_calls": [{"name": c.name, "arguments": c.arguments} for c in calls]})
+        span.model_content(
+            body.get("messages"),
+            {
+                "text": "".join(reply.text),
+                "tool_calls": [{"name": c.name, "arguments": c.arguments} for c in calls],
+            },
+        )
     return LLMResponse(
         text="".join(reply.text),
         reasoning="".join(reply.reasoning),
@@ -694,8 +805,16 @@ def clamp_estimate(tokens_out: int, max_tokens: int | None, finish_reason: str |
     return min(tokens_out, int(max_tokens))
 
 
-def estimate_usage(spec: ModelSpec, messages: Sequence[Mapping[str, Any]], text: str, reasoning: str = "", *,
-                   latency_ms: float = 0.0, user_key: bool = False, max_tokens: int | None = None) -> Usage:
+def estimate_usage(
+    spec: ModelSpec,
+    messages: Sequence[Mapping[str, Any]],
+    text: str,
+    reasoning: str = "",
+    *,
+    latency_ms: float = 0.0,
+    user_key: bool = False,
+    max_tokens: int | None = None,
+) -> Usage:
     """The estimated usage of a call whose reply was cut before the provider counted it
     (the node was cancelled or timed out mid-stream): ``messages`` in, ``text`` +
     ``reasoning`` out, priced like any call (0 with ``user_key``), ``token_source``
@@ -703,8 +822,15 @@ def estimate_usage(spec: ModelSpec, messages: Sequence[Mapping[str, Any]], text:
     failed node still records them."""
     tokens_in = estimate_tokens(list(messages))
     tokens_out = clamp_estimate(estimate_tokens(text) + estimate_tokens(reasoning), max_tokens, None)
-    return Usage(model=spec.name, tokens_in=tokens_in, tokens_out=tokens_out, token_source="estimated",
-                 cost=0.0 if user_key else price(spec, tokens_in, tokens_out), latency_ms=latency_ms, calls=1)
+    return Usage(
+        model=spec.name,
+        tokens_in=tokens_in,
+        tokens_out=tokens_out,
+        token_source="estimated",
+        cost=0.0 if user_key else price(spec, tokens_in, tokens_out),
+        latency_ms=latency_ms,
+        calls=1,
+    )
 
 
 def sum_usage(usages: Iterable[Usage | None]) -> Usage:
@@ -772,8 +898,9 @@ def estimate_tokens(value: str | Mapping[str, Any] | Sequence[Mapping[str, Any]]
     return sum(_message_tokens(m) for m in value) + REPLY_PRIMING
 
 
-def fit_messages(messages: Sequence[dict[str, Any]], *, max_input_tokens: int,
-                 node_id: str | None = None) -> list[dict[str, Any]]:
+def fit_messages(
+    messages: Sequence[dict[str, Any]], *, max_input_tokens: int, node_id: str | None = None
+) -> list[dict[str, Any]]:
     """Drop the oldest whole turns until ``messages`` fit in ``max_input_tokens``.
 
     ``max_input_tokens`` is ``max_context - max_output_tokens`` (``ModelSpec.max_input_tokens``).
@@ -821,4 +948,7 @@ def _too_long(node_id: str | None, needed: int, budget: int) -> LLMBadRequest:
     return LLMBadRequest(
         f"{where}the system prompt and the latest turn alone need ~{needed} tokens but the model's input budget "
         f"is {budget} (max_context - max_output_tokens); shorten the prompt or inputs, lower max_tokens, or use a "
-        "model with a larger context", node_id=node_id, reason="context_length_exceeded")
+        "model with a larger context",
+        node_id=node_id,
+        reason="context_length_exceeded",
+    )

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from engine.catalog import NodeExecutor
 from engine.context import NodeContext, NodeResult
 from engine.errors import NodeFailed, ReferenceFailed, RunCancelled, RunError, RunLimitExceeded
 from engine.loops import LoopLimitExceeded, loop_limit
@@ -19,7 +20,6 @@ from schemas.nodes import IterationConfig, LoopBreakConfig, LoopConfig
 from schemas.run import RunState
 from schemas.types import NodeRunStatus, value_matches
 
-from engine.catalog import NodeExecutor
 from .if_else import check_condition
 
 __all__ = ["IterationNode", "LoopBreakNode", "LoopNode"]
@@ -54,11 +54,14 @@ class IterationNode(NodeExecutor[IterationConfig], kind="iteration"):
         cfg, node_id = self.config, ctx.node_id
         items = ctx.resolve(cfg.items, record_as="items")
         if not isinstance(items, list):
-            raise NodeFailed(f"config.items must resolve to an array, got {type(items).__name__}", node_id=node_id)
+            raise NodeFailed(
+                f"config.items must resolve to an array, got {type(items).__name__}", node_id=node_id
+            )
         limit = loop_limit(cfg.max_iterations, ctx.plan.workflow)
         if len(items) > limit:
-            raise LoopLimitExceeded(f"iteration {node_id!r} got {len(items)} items; its limit is {limit}",
-                                    node_id=node_id)
+            raise LoopLimitExceeded(
+                f"iteration {node_id!r} got {len(items)} items; its limit is {limit}", node_id=node_id
+            )
         body = ctx.plan.nodes[node_id].body
         assert body is not None
         results: list[Any] = [None] * len(items)
@@ -114,7 +117,10 @@ class LoopNode(NodeExecutor[LoopConfig], kind="loop"):
     """
 
     def _done(self, state: RunState, node_id: str) -> bool:
-        checks = (check_condition(state, c, f"break_when[{i}]", node_id) for i, c in enumerate(self.config.break_when))
+        checks = (
+            check_condition(state, c, f"break_when[{i}]", node_id)
+            for i, c in enumerate(self.config.break_when)
+        )
         return bool(self.config.break_when) and (all(checks) if self.config.logic == "and" else any(checks))
 
     async def run(self, ctx: NodeContext) -> NodeResult:
@@ -132,9 +138,11 @@ class LoopNode(NodeExecutor[LoopConfig], kind="loop"):
             if self._done(state, node_id):
                 break
             if index == limit:
-                raise LoopLimitExceeded(f"loop {node_id!r} reached its limit of {limit} rounds without meeting "
-                                        "break_when; raise max_iterations or limits.max_loop_iterations",
-                                        node_id=node_id)
+                raise LoopLimitExceeded(
+                    f"loop {node_id!r} reached its limit of {limit} rounds without meeting "
+                    "break_when; raise max_iterations or limits.max_loop_iterations",
+                    node_id=node_id,
+                )
             nested = await ctx.scheduler.run_nested(body, state, node_id, index)
             rounds.append(_body_record(state, node_id, index, nested.ending))
             if nested.ending is not None:
@@ -145,12 +153,17 @@ class LoopNode(NodeExecutor[LoopConfig], kind="loop"):
             for i, update in enumerate(cfg.update):
                 new = resolve_value(state, update.value, node_id=node_id)
                 if not value_matches(new, declared[update.variable]):
-                    raise NodeFailed(f"config.update[{i}]: loop variable {update.variable!r} is "
-                                     f"{declared[update.variable].value}, got {type(new).__name__}", node_id=node_id)
+                    raise NodeFailed(
+                        f"config.update[{i}]: loop variable {update.variable!r} is "
+                        f"{declared[update.variable].value}, got {type(new).__name__}",
+                        node_id=node_id,
+                    )
                 values[update.variable] = new
             index += 1
-            broke = any(r.kind == "loop_break" and r.status is NodeRunStatus.succeeded
-                        for r in state.node_runs.values())
+            broke = any(
+                r.kind == "loop_break" and r.status is NodeRunStatus.succeeded
+                for r in state.node_runs.values()
+            )
             if broke:
                 break
         return NodeResult({**values, "rounds": index, "index": max(index - 1, 0)})

@@ -46,8 +46,9 @@ import contextlib
 import json
 import re
 import tempfile
+from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Collection, Mapping, Sequence
+from typing import Any
 
 import httpcore
 import httpcore2
@@ -65,8 +66,15 @@ from schemas.nodes_agent import SECRET_REF, McpServer
 from .agent_loop import ToolCallContext, ToolOutcome, ToolSourceFailed, ToolSpec
 from .http_request import AddressPolicy, GuardedBackend
 
-__all__ = ["SECRET_ENV_PREFIX", "McpConnection", "list_server_tools", "mcp_risk", "open_mcp_tools", "render_result",
-           "resolve_secrets"]
+__all__ = [
+    "SECRET_ENV_PREFIX",
+    "McpConnection",
+    "list_server_tools",
+    "mcp_risk",
+    "open_mcp_tools",
+    "render_result",
+    "resolve_secrets",
+]
 
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_\-]")
@@ -77,8 +85,15 @@ _STDERR_TAIL = 400
 _ENV_REF = re.compile(r"\{\{\s*env\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 
 
-def resolve_secrets(text: str, environ: Mapping[str, str], *, where: str, node_id: str | None = None,
-                    run_env: Mapping[str, Any] | None = None, used: list[str] | None = None) -> str:
+def resolve_secrets(
+    text: str,
+    environ: Mapping[str, str],
+    *,
+    where: str,
+    node_id: str | None = None,
+    run_env: Mapping[str, Any] | None = None,
+    used: list[str] | None = None,
+) -> str:
     """``text`` with each ``{{secret:NAME}}`` replaced by ``environ["FLOWLOOM_SECRET_NAME"]``
     (the operator's secrets) and each ``{{ env.NAME }}`` by the run's environment variable
     ``NAME`` (``run_env``: the workflow's settings and secrets, per tenant). ``used``
@@ -88,13 +103,18 @@ def resolve_secrets(text: str, environ: Mapping[str, str], *, where: str, node_i
         NodeFailed: (``missing_secret``) a referenced secret or environment variable is not
             set; the message names the variable and ``where`` it is used, never a value.
     """
+
     def from_run(found: re.Match[str]) -> str:
         name = found.group(1)
         value = (run_env or {}).get(name)
         if value is None or value == "":
-            raise NodeFailed(f"{where} uses the environment variable {name!r}, which has no value here: declare it "
-                             "in the workflow's environment (a secret's value is set in the workflow's Environment "
-                             "section or with `flowloom secrets set`)", node_id=node_id, reason="missing_secret")
+            raise NodeFailed(
+                f"{where} uses the environment variable {name!r}, which has no value here: declare it "
+                "in the workflow's environment (a secret's value is set in the workflow's Environment "
+                "section or with `flowloom secrets set`)",
+                node_id=node_id,
+                reason="missing_secret",
+            )
         if used is not None:
             used.append(str(value))
         return str(value)
@@ -105,8 +125,12 @@ def resolve_secrets(text: str, environ: Mapping[str, str], *, where: str, node_i
         name = SECRET_ENV_PREFIX + found.group(1)
         secret = environ.get(name)
         if not secret:
-            raise NodeFailed(f"{where} uses the secret {found.group(1)!r}, which is not set: the operator sets it "
-                             f"as {name} (environment or .env)", node_id=node_id, reason="missing_secret")
+            raise NodeFailed(
+                f"{where} uses the secret {found.group(1)!r}, which is not set: the operator sets it "
+                f"as {name} (environment or .env)",
+                node_id=node_id,
+                reason="missing_secret",
+            )
         return secret
 
     return SECRET_REF.sub(value, text)
@@ -135,8 +159,10 @@ def render_result(result: Any) -> str:
         if kind == "text":
             parts.append(block.text)
         elif kind in ("image", "audio"):
-            parts.append(f"[{kind} {getattr(block, 'mime_type', '')}, {len(getattr(block, 'data', '') or '')} "
-                         "base64 characters]")
+            parts.append(
+                f"[{kind} {getattr(block, 'mime_type', '')}, {len(getattr(block, 'data', '') or '')} "
+                "base64 characters]"
+            )
         elif kind == "resource":
             resource = block.resource
             parts.append(getattr(resource, "text", None) or f"[resource {resource.uri}]")
@@ -171,8 +197,14 @@ def http_refusal(status: int, reason: str, body: bytes, content_type: str) -> st
                     kind, message = error.get("type") or error.get("code"), error.get("message")
                     said = ": ".join(str(v) for v in (kind, message) if v)
                 else:
-                    said = next((str(v) for v in (error, found.get("message"), found.get("detail"))
-                                 if isinstance(v, str) and v), "")
+                    said = next(
+                        (
+                            str(v)
+                            for v in (error, found.get("message"), found.get("detail"))
+                            if isinstance(v, str) and v
+                        ),
+                        "",
+                    )
     elif text and not text.lstrip().startswith("<"):  # an HTML error page says nothing a line could
         said = text.splitlines()[0]
     said = said.strip()[:_REFUSAL_CHARS] or reason or "error"
@@ -180,14 +212,18 @@ def http_refusal(status: int, reason: str, body: bytes, content_type: str) -> st
 
 
 def _refusal_of(response: httpx2.Response, body: bytes) -> str:
-    return http_refusal(response.status_code, response.reason_phrase, body, response.headers.get("content-type", ""))
+    return http_refusal(
+        response.status_code, response.reason_phrase, body, response.headers.get("content-type", "")
+    )
 
 
 def _closed(exc: BaseException) -> bool:
     """True when ``exc`` says the connection to the server is gone (not a tool's error)."""
     if isinstance(exc, MCPError):
         return exc.code == -32000 or "connection closed" in str(exc).lower()
-    return isinstance(exc, (httpx2.TransportError, httpcore2.NetworkError, httpcore.NetworkError, OSError, EOFError))
+    return isinstance(
+        exc, (httpx2.TransportError, httpcore2.NetworkError, httpcore.NetworkError, OSError, EOFError)
+    )
 
 
 def _cause(exc: BaseException) -> str:
@@ -212,8 +248,9 @@ class _Inner(httpcore2.AnyIOBackend):
             raise httpcore.ConnectError(str(exc)) from exc
 
 
-def _guarded_http_client(policy: AddressPolicy, headers: dict[str, str], node_id: str,
-                         on_response: Any = None) -> httpx2.AsyncClient:
+def _guarded_http_client(
+    policy: AddressPolicy, headers: dict[str, str], node_id: str, on_response: Any = None
+) -> httpx2.AsyncClient:
     """An ``httpx2`` client (the transport library of the SDK) whose every connection
     passes the HTTP node's address guard (:class:`GuardedBackend`, duck-typed onto
     ``httpcore2``'s pool: same backend protocol). Proxies from the environment are
@@ -224,12 +261,18 @@ def _guarded_http_client(policy: AddressPolicy, headers: dict[str, str], node_id
         # Fail closed: a client without the guard would reach any address.
         raise NodeFailed("unsupported httpx2 version: cannot install the address guard", node_id=node_id)
     transport._pool = httpcore2.AsyncConnectionPool(  # type: ignore[attr-defined]
-        network_backend=GuardedBackend(policy, node_id=node_id, inner=_Inner()))  # type: ignore[arg-type]
+        network_backend=GuardedBackend(policy, node_id=node_id, inner=_Inner())
+    )  # type: ignore[arg-type]
     hooks: dict[str, list[Any]] = {"request": [_send_trace_context]}
     if on_response:
         hooks["response"] = [on_response]
-    return httpx2.AsyncClient(transport=transport, headers=headers,
-                              timeout=httpx2.Timeout(30.0, read=300.0), trust_env=False, event_hooks=hooks)
+    return httpx2.AsyncClient(
+        transport=transport,
+        headers=headers,
+        timeout=httpx2.Timeout(30.0, read=300.0),
+        trust_env=False,
+        event_hooks=hooks,
+    )
 
 
 async def _send_trace_context(request: Any) -> None:
@@ -306,8 +349,9 @@ class McpConnection:
         refused = self.refusal(exc)
         what = "stopped answering" if self.connected else "could not be reached"
         why = f"refused the request{during}: {refused}" if refused else f"{what}{during}: {_cause(exc)}{tail}"
-        return ToolSourceFailed(self.redact(f"{self.describe()} {why}"),
-                                node_id=self.node_id, reason="mcp_server_failed")
+        return ToolSourceFailed(
+            self.redact(f"{self.describe()} {why}"), node_id=self.node_id, reason="mcp_server_failed"
+        )
 
     def transport(self, settings: Settings) -> tuple[Any, httpx2.AsyncClient | None]:
         """``(SDK transport, its HTTP client or None)`` for this server: the transport is an
@@ -318,22 +362,44 @@ class McpConnection:
             NodeFailed: stdio servers are not enabled; a secret is missing.
         """
         server, environ = self.server, settings.environ()
-        self.secrets = [value for name in server.secrets() if (value := environ.get(SECRET_ENV_PREFIX + name))]
+        self.secrets = [
+            value for name in server.secrets() if (value := environ.get(SECRET_ENV_PREFIX + name))
+        ]
         if server.url is not None:
-            headers = {key: resolve_secrets(value, environ, where=f"MCP server {server.name!r} header {key!r}",
-                                            node_id=self.node_id, run_env=self.run_env, used=self.secrets)
-                       for key, value in server.headers.items()}
+            headers = {
+                key: resolve_secrets(
+                    value,
+                    environ,
+                    where=f"MCP server {server.name!r} header {key!r}",
+                    node_id=self.node_id,
+                    run_env=self.run_env,
+                    used=self.secrets,
+                )
+                for key, value in server.headers.items()
+            }
             headers.setdefault("User-Agent", settings.http_user_agent)
-            client = _guarded_http_client(AddressPolicy.from_settings(settings), headers, self.node_id,
-                                          self._on_response)
+            client = _guarded_http_client(
+                AddressPolicy.from_settings(settings), headers, self.node_id, self._on_response
+            )
             return streamable_http_client(server.url, http_client=client), client
         if not settings.mcp_allow_stdio:
-            raise NodeFailed(f"MCP server {server.name!r} is a stdio server (command {server.command!r}), and stdio "
-                             "servers are not enabled here: the operator enables them with FLOWLOOM_MCP_ALLOW_STDIO=1",
-                             node_id=self.node_id, reason="mcp_stdio_disabled")
-        env = {key: resolve_secrets(value, environ, where=f"MCP server {server.name!r} env {key!r}",
-                                    node_id=self.node_id, run_env=self.run_env, used=self.secrets)
-               for key, value in server.env.items()}
+            raise NodeFailed(
+                f"MCP server {server.name!r} is a stdio server (command {server.command!r}), and stdio "
+                "servers are not enabled here: the operator enables them with FLOWLOOM_MCP_ALLOW_STDIO=1",
+                node_id=self.node_id,
+                reason="mcp_stdio_disabled",
+            )
+        env = {
+            key: resolve_secrets(
+                value,
+                environ,
+                where=f"MCP server {server.name!r} env {key!r}",
+                node_id=self.node_id,
+                run_env=self.run_env,
+                used=self.secrets,
+            )
+            for key, value in server.env.items()
+        }
         self.stderr = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")
         params = StdioServerParameters(command=server.command or "", args=list(server.args), env=env or None)
         return stdio_client(params, errlog=self.stderr), None
@@ -348,9 +414,12 @@ class McpConnection:
         wanted = self.server.tools if self.server.tools is not None else list(by_name)
         missing = [name for name in wanted if name not in by_name]
         if missing:
-            raise NodeFailed(f"{self.describe()} has no tool {', '.join(map(repr, missing))} (it lists: "
-                             f"{', '.join(sorted(by_name)) or 'no tools'}); update the node's mcp_servers.tools",
-                             node_id=self.node_id, reason="mcp_tool_missing")
+            raise NodeFailed(
+                f"{self.describe()} has no tool {', '.join(map(repr, missing))} (it lists: "
+                f"{', '.join(sorted(by_name)) or 'no tools'}); update the node's mcp_servers.tools",
+                node_id=self.node_id,
+                reason="mcp_tool_missing",
+            )
         return [self._spec(by_name[name], default_timeout) for name in wanted]
 
     def _spec(self, tool: Any, default_timeout: float | None) -> ToolSpec:
@@ -361,11 +430,20 @@ class McpConnection:
         async def run(args: dict[str, Any], call: ToolCallContext) -> ToolOutcome:
             return await self.call(tool.name, args)
 
-        return ToolSpec(exposed, tool.description or tool.title or tool.name, schema, run,
-                        risk=mcp_risk(tool.annotations),  # type: ignore[arg-type]
-                        timeout=self.server.timeout or default_timeout,
-                        meta={"kind": "mcp", "server": self.server.name, "tool": tool.name,
-                              "transport": self.server.transport})
+        return ToolSpec(
+            exposed,
+            tool.description or tool.title or tool.name,
+            schema,
+            run,
+            risk=mcp_risk(tool.annotations),  # type: ignore[arg-type]
+            timeout=self.server.timeout or default_timeout,
+            meta={
+                "kind": "mcp",
+                "server": self.server.name,
+                "tool": tool.name,
+                "transport": self.server.transport,
+            },
+        )
 
     async def call(self, name: str, args: dict[str, Any]) -> ToolOutcome:
         """Call tool ``name``: its result, or an error result for the model.
@@ -378,9 +456,15 @@ class McpConnection:
         self.refused = None
         try:
             # the call's span (MCP semantic conventions); its HTTP request carries its traceparent
-            with telemetry().span(f"tools/call {name}", {
-                    "mcp.method.name": "tools/call", "gen_ai.tool.name": name,
-                    "flowloom.mcp.server": self.server.name, "flowloom.mcp.transport": self.server.transport}) as span:
+            with telemetry().span(
+                f"tools/call {name}",
+                {
+                    "mcp.method.name": "tools/call",
+                    "gen_ai.tool.name": name,
+                    "flowloom.mcp.server": self.server.name,
+                    "flowloom.mcp.transport": self.server.transport,
+                },
+            ) as span:
                 result = await self.client.call_tool(name, args)
                 if result.is_error:
                     span.fail("tool_error")
@@ -390,9 +474,11 @@ class McpConnection:
                 raise self.failure(exc, name) from None
             refused = self.refusal(exc)
             said = f"refused the request: {refused}" if refused else f"answered with an error: {exc}"
-            return ToolOutcome(self.redact(f"MCP server {self.server.name} {said}"),
-                               is_error=True,
-                               data={"server": self.server.name, "tool": name, "code": exc.code})
+            return ToolOutcome(
+                self.redact(f"MCP server {self.server.name} {said}"),
+                is_error=True,
+                data={"server": self.server.name, "tool": name, "code": exc.code},
+            )
         except Exception as exc:
             self.in_flight.remove(name)
             if _closed(exc):
@@ -401,8 +487,11 @@ class McpConnection:
         # A cancellation leaves the name in flight on purpose: when the transport's failure
         # cancelled the call, the node error names it.
         self.in_flight.remove(name)
-        return ToolOutcome(self.redact(render_result(result)), is_error=bool(result.is_error),
-                           data={"server": self.server.name, "tool": name})
+        return ToolOutcome(
+            self.redact(render_result(result)),
+            is_error=bool(result.is_error),
+            data={"server": self.server.name, "tool": name},
+        )
 
 
 @contextlib.asynccontextmanager
@@ -467,8 +556,9 @@ async def _list_all(client: Client) -> list[Any]:
 
 
 @contextlib.asynccontextmanager
-async def open_mcp_tools(ctx: NodeContext, servers: Sequence[McpServer], default_timeout: float | None,
-                         taken: Collection[str] = ()) -> AsyncIterator[list[ToolSpec]]:
+async def open_mcp_tools(
+    ctx: NodeContext, servers: Sequence[McpServer], default_timeout: float | None, taken: Collection[str] = ()
+) -> AsyncIterator[list[ToolSpec]]:
     """The tools of ``servers``, connected for as long as the block runs (module docstring).
 
     Each server must connect and list its tools within its ``connect_timeout``. Leaving the
@@ -491,19 +581,28 @@ async def open_mcp_tools(ctx: NodeContext, servers: Sequence[McpServer], default
                 async with asyncio.timeout(server.connect_timeout):
                     await stack.enter_async_context(_session(conn, settings))
             except TimeoutError:
-                raise conn.failure(TimeoutError(f"no answer within {server.connect_timeout:g}s "
-                                                "(connect_timeout)")) from None
+                raise conn.failure(
+                    TimeoutError(f"no answer within {server.connect_timeout:g}s (connect_timeout)")
+                ) from None
             except BlockedAddress as exc:
-                raise NodeFailed(f"{conn.describe()}: {exc}", node_id=ctx.node_id, reason="blocked_address") from None
+                raise NodeFailed(
+                    f"{conn.describe()}: {exc}", node_id=ctx.node_id, reason="blocked_address"
+                ) from None
             specs += _unique(conn.specs(default_timeout), specs, taken, ctx.node_id)
         ctx.node_run.data["mcp_servers"] = [
-            {"name": s.name, "transport": s.transport, "tools": [t.meta["tool"] for t in specs
-                                                                 if t.meta.get("server") == s.name]}
-            for s in servers]
+            {
+                "name": s.name,
+                "transport": s.transport,
+                "tools": [t.meta["tool"] for t in specs if t.meta.get("server") == s.name],
+            }
+            for s in servers
+        ]
         yield specs
 
 
-def _unique(new: list[ToolSpec], have: list[ToolSpec], taken: Collection[str], node_id: str) -> list[ToolSpec]:
+def _unique(
+    new: list[ToolSpec], have: list[ToolSpec], taken: Collection[str], node_id: str
+) -> list[ToolSpec]:
     """``new``, when none of its names is one of ``have`` (earlier servers) or ``taken``.
 
     Raises:
@@ -513,10 +612,13 @@ def _unique(new: list[ToolSpec], have: list[ToolSpec], taken: Collection[str], n
     owners.update({name: "another tool of the node" for name in taken})
     for spec in new:
         if spec.name in owners:
-            raise NodeFailed(f"MCP server {spec.meta['server']!r} lists a tool {spec.name!r}, a name "
-                             f"{owners[spec.name]} already has; give the server a prefix (mcp_servers.prefix) or "
-                             "name the tools to offer (mcp_servers.tools)", node_id=node_id,
-                             reason="mcp_tool_name_taken")
+            raise NodeFailed(
+                f"MCP server {spec.meta['server']!r} lists a tool {spec.name!r}, a name "
+                f"{owners[spec.name]} already has; give the server a prefix (mcp_servers.prefix) or "
+                "name the tools to offer (mcp_servers.tools)",
+                node_id=node_id,
+                reason="mcp_tool_name_taken",
+            )
     return new
 
 

@@ -34,8 +34,9 @@ from __future__ import annotations
 
 import json
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -153,8 +154,9 @@ def _merge_model(base: dict[str, Any], changes: Mapping[str, Any], *, context_se
             base["max_output_tokens"] = max(1, context // 4)
 
 
-def merge_registry_data(data: Mapping[str, Any], overrides: Mapping[str, Any], *,
-                        source: str) -> dict[str, Any]:
+def merge_registry_data(
+    data: Mapping[str, Any], overrides: Mapping[str, Any], *, source: str
+) -> dict[str, Any]:
     """The registry layout ``data`` with ``overrides`` (the same layout) merged over it.
 
     Raises:
@@ -164,8 +166,10 @@ def merge_registry_data(data: Mapping[str, Any], overrides: Mapping[str, Any], *
     unknown = set(overrides) - {"providers", "models"}
     if unknown:
         raise ModelConfigError(f"model override {source}: unknown top-level keys {sorted(unknown)}")
-    merged = {key: {name: dict(table) for name, table in dict(data.get(key) or {}).items()}
-              for key in ("providers", "models")}
+    merged = {
+        key: {name: dict(table) for name, table in dict(data.get(key) or {}).items()}
+        for key in ("providers", "models")
+    }
     merged.update({k: v for k, v in data.items() if k not in ("providers", "models")})
     for key in ("providers", "models"):
         for name, table in dict(overrides.get(key) or {}).items():
@@ -173,8 +177,10 @@ def merge_registry_data(data: Mapping[str, Any], overrides: Mapping[str, Any], *
                 raise ModelConfigError(f"model override {source}: {key}.{name} must be a table")
             if name not in merged[key] and "provider" not in table and key == "models":
                 known = ", ".join(sorted(merged["models"])) or "(none)"
-                raise ModelConfigError(f"model override {source}: models.{name} is not in the registry "
-                                       f"(known: {known}); a new model needs a provider")
+                raise ModelConfigError(
+                    f"model override {source}: models.{name} is not in the registry "
+                    f"(known: {known}); a new model needs a provider"
+                )
             base = merged[key].setdefault(name, {})
             _merge_model(base, table, context_set=key == "models" and "max_context" in table)
     return merged

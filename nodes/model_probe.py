@@ -31,8 +31,9 @@ any check is reported. Nothing here logs or returns the key.
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 import httpx
 from pydantic import BaseModel, ConfigDict
@@ -57,11 +58,22 @@ _TOOL = {
         "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
     },
 }
-_TOOL_QUESTION = [{"role": "user", "content": "What is the weather in Paris right now? Use the get_weather tool."}]
-_JSON_QUESTION = [{"role": "user", "content": 'Reply with a JSON object whose key "answer" holds the capital '
-                                              "of France. Reply with the JSON object only."}]
-_SCHEMA = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"],
-           "additionalProperties": False}
+_TOOL_QUESTION = [
+    {"role": "user", "content": "What is the weather in Paris right now? Use the get_weather tool."}
+]
+_JSON_QUESTION = [
+    {
+        "role": "user",
+        "content": 'Reply with a JSON object whose key "answer" holds the capital '
+        "of France. Reply with the JSON object only.",
+    }
+]
+_SCHEMA = {
+    "type": "object",
+    "properties": {"answer": {"type": "string"}},
+    "required": ["answer"],
+    "additionalProperties": False,
+}
 
 
 class ProbeFailed(FlowloomError):
@@ -83,7 +95,7 @@ class ProbeTarget:
         return f"ProbeTarget(base_url={self.base_url!r}, model={self.model!r}, name={self.name!r})"
 
     @classmethod
-    def from_registry(cls, registry: ModelRegistry, name: str) -> "ProbeTarget":
+    def from_registry(cls, registry: ModelRegistry, name: str) -> ProbeTarget:
         """The target of chat model ``name`` of ``registry`` (its key read now).
 
         Raises:
@@ -91,7 +103,9 @@ class ProbeTarget:
             MissingAPIKey: its provider needs a key that is not set.
         """
         spec = registry.get(name)
-        return cls(base_url=registry.base_url(spec), model=spec.model, api_key=registry.api_key(spec), name=name)
+        return cls(
+            base_url=registry.base_url(spec), model=spec.model, api_key=registry.api_key(spec), name=name
+        )
 
 
 class Check(BaseModel):
@@ -134,10 +148,13 @@ class ProbeReport(BaseModel):
     def override(self) -> ModelOverride:
         """The capabilities and context this report established (inconclusive checks are
         left out, so the registry keeps its value for them)."""
-        caps = CapabilityOverride(tools=self.tools,  # type: ignore[arg-type]
-                                  tool_choice=self.forced_tool_call.ok,
-                                  structured_output=self.json_schema.ok, json_mode=self.json_mode.ok,
-                                  stream_usage=self.stream_usage.ok)
+        caps = CapabilityOverride(
+            tools=self.tools,  # type: ignore[arg-type]
+            tool_choice=self.forced_tool_call.ok,
+            structured_output=self.json_schema.ok,
+            json_mode=self.json_mode.ok,
+            stream_usage=self.stream_usage.ok,
+        )
         return ModelOverride(max_context=self.context_length, capabilities=caps)
 
     def capabilities(self, base: Capabilities) -> Capabilities:
@@ -158,8 +175,12 @@ class _Refused(Exception):
         self.message = message
 
 
-async def probe_model(target: ProbeTarget, *, timeout: float = DEFAULT_TIMEOUT,
-                      transport: httpx.AsyncBaseTransport | None = None) -> ProbeReport:
+async def probe_model(
+    target: ProbeTarget,
+    *,
+    timeout: float = DEFAULT_TIMEOUT,
+    transport: httpx.AsyncBaseTransport | None = None,
+) -> ProbeReport:
     """Probe ``target`` (steps 1-6 of the module docstring). ``timeout``: seconds per
     request; ``transport``: an httpx transport (tests), None for the network.
 
@@ -168,8 +189,9 @@ async def probe_model(target: ProbeTarget, *, timeout: float = DEFAULT_TIMEOUT,
             chat request (a wrong key, URL or model id); the message names the URL.
     """
     headers = {"authorization": f"Bearer {target.api_key}"} if target.api_key else {}
-    async with httpx.AsyncClient(timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)), headers=headers,
-                                 transport=transport) as client:
+    async with httpx.AsyncClient(
+        timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)), headers=headers, transport=transport
+    ) as client:
         probe = _Prober(client, target)
         await probe.reachable()
         free = await probe.check(probe.free_tool_call)
@@ -178,9 +200,17 @@ async def probe_model(target: ProbeTarget, *, timeout: float = DEFAULT_TIMEOUT,
         json_schema = await probe.check(probe.json_schema)
         usage = await probe.check(probe.stream_usage)
         length, source = await probe.context_length()
-    return ProbeReport(model=target.name or target.model, base_url=target.base_url, free_tool_call=free,
-                       forced_tool_call=forced, json_mode=json_mode, json_schema=json_schema, stream_usage=usage,
-                       context_length=length, context_source=source)
+    return ProbeReport(
+        model=target.name or target.model,
+        base_url=target.base_url,
+        free_tool_call=free,
+        forced_tool_call=forced,
+        json_mode=json_mode,
+        json_schema=json_schema,
+        stream_usage=usage,
+        context_length=length,
+        context_source=source,
+    )
 
 
 class _Prober:
@@ -210,8 +240,10 @@ class _Prober:
             await self._chat(messages=[{"role": "user", "content": "Say OK."}], max_tokens=4)
         except _Refused as exc:
             if exc.status in (401, 403, 404):
-                raise ProbeFailed(f"{where} refused the probe of model {self.target.model!r} "
-                                  f"(HTTP {exc.status}): {exc.message}") from None
+                raise ProbeFailed(
+                    f"{where} refused the probe of model {self.target.model!r} "
+                    f"(HTTP {exc.status}): {exc.message}"
+                ) from None
         except httpx.HTTPError as exc:
             raise ProbeFailed(f"cannot reach {where}: {type(exc).__name__}: {exc}") from None
         except ValueError as exc:
@@ -257,14 +289,23 @@ class _Prober:
 
     async def json_schema(self) -> Check:
         value, content = await self._json_reply(
-            {"type": "json_schema", "json_schema": {"name": "answer", "schema": _SCHEMA, "strict": True}})
+            {"type": "json_schema", "json_schema": {"name": "answer", "schema": _SCHEMA, "strict": True}}
+        )
         if isinstance(value, dict) and isinstance(value.get("answer"), str):
             return Check(ok=True, detail="replied with an object of the schema")
-        return Check(ok=False, detail=f"accepted, but the reply does not follow the schema: {_short(content)}")
+        return Check(
+            ok=False, detail=f"accepted, but the reply does not follow the schema: {_short(content)}"
+        )
 
     async def stream_usage(self) -> Check:
-        body = {"model": self.target.model, "max_tokens": 8, "temperature": 0, "stream": True,
-                "stream_options": {"include_usage": True}, "messages": [{"role": "user", "content": "Say OK."}]}
+        body = {
+            "model": self.target.model,
+            "max_tokens": 8,
+            "temperature": 0,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "messages": [{"role": "user", "content": "Say OK."}],
+        }
         async with self.client.stream("POST", f"{self.base}/chat/completions", json=body) as response:
             if 400 <= response.status_code < 500:
                 await response.aread()
@@ -278,16 +319,23 @@ class _Prober:
                     chunk = json.loads(data)
                 except ValueError:
                     continue
-                if isinstance(chunk, dict) and isinstance(chunk.get("usage"), dict) \
-                        and chunk["usage"].get("completion_tokens") is not None:
+                if (
+                    isinstance(chunk, dict)
+                    and isinstance(chunk.get("usage"), dict)
+                    and chunk["usage"].get("completion_tokens") is not None
+                ):
                     return Check(ok=True, detail="the stream ended with usage")
         return Check(ok=False, detail="the stream carried no usage (usage will be estimated)")
 
     async def context_length(self) -> tuple[int | None, str | None]:
         """The first context length a known route tells (module docstring, step 6)."""
-        for source, read in (("llama.cpp /props", self._llama_cpp), ("vLLM /v1/models", self._vllm),
-                             ("LM Studio /api/v0/models", self._lm_studio), ("Ollama /api/ps", self._ollama_ps),
-                             ("Ollama /api/show", self._ollama)):
+        for source, read in (
+            ("llama.cpp /props", self._llama_cpp),
+            ("vLLM /v1/models", self._vllm),
+            ("LM Studio /api/v0/models", self._lm_studio),
+            ("Ollama /api/ps", self._ollama_ps),
+            ("Ollama /api/show", self._ollama),
+        ):
             try:
                 length = await read()
             except (httpx.HTTPError, ValueError, TypeError, AttributeError):
@@ -348,4 +396,4 @@ def _error_message(response: httpx.Response) -> str:
 
 def _short(text: Any, limit: int = 120) -> str:
     value = " ".join(str(text or "").split())
-    return value if len(value) <= limit else value[:limit - 1] + "…"
+    return value if len(value) <= limit else value[: limit - 1] + "…"

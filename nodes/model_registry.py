@@ -85,9 +85,10 @@ import os
 import re
 import tomllib
 import weakref
+from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Mapping
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -165,8 +166,10 @@ class WrongModelType(UnknownModel):
         super().__init__(name, known)
 
     def __str__(self) -> str:
-        return (f"model {self.name!r} is {_TYPE_NAMES[self.kind]}, not {_TYPE_NAMES[self.wanted]}; "
-                f"known {self.wanted} models: {', '.join(self.known) or '(none)'}")
+        return (
+            f"model {self.name!r} is {_TYPE_NAMES[self.kind]}, not {_TYPE_NAMES[self.wanted]}; "
+            f"known {self.wanted} models: {', '.join(self.known) or '(none)'}"
+        )
 
 
 #: the model types of the registry: ``chat`` (chat completions, what workflows name),
@@ -198,7 +201,7 @@ class Pricing(_Spec):
     tiers: list[PriceTier] = Field(default_factory=list)
 
     @model_validator(mode="after")
-    def _sorted_tiers(self) -> "Pricing":
+    def _sorted_tiers(self) -> Pricing:
         bounded = [t.max_input_tokens for t in self.tiers if t.max_input_tokens is not None]
         if bounded != sorted(bounded) or len(set(bounded)) != len(bounded):
             raise ValueError("pricing tiers must be listed by increasing max_input_tokens")
@@ -260,16 +263,20 @@ class Capabilities(_Spec):
         fields = dict(data)
         legacy = fields.pop("tool_calling")
         if not isinstance(legacy, bool):
-            raise ValueError(f"capabilities.tool_calling must be true or false, got {legacy!r} "
-                             f"(or write tools = {' | '.join(repr(t) for t in TOOL_SUPPORT)})")
+            raise ValueError(
+                f"capabilities.tool_calling must be true or false, got {legacy!r} "
+                f"(or write tools = {' | '.join(repr(t) for t in TOOL_SUPPORT)})"
+            )
         fields.setdefault("tools", "native" if legacy else "none")
         return fields
 
     @model_validator(mode="after")
-    def _forced_needs_choice(self) -> "Capabilities":
+    def _forced_needs_choice(self) -> Capabilities:
         if self.tools == "forced" and not self.tool_choice:
-            raise ValueError('capabilities: tools = "forced" needs tool_choice = true '
-                             "(a call is forced through tool_choice)")
+            raise ValueError(
+                'capabilities: tools = "forced" needs tool_choice = true '
+                "(a call is forced through tool_choice)"
+            )
         return self
 
     @property
@@ -325,18 +332,20 @@ class ModelSpec(_Spec):
     default_system_prompt: str = ""
     default_temperature: float = Field(default=0.7, ge=0, le=2)
     pricing: Pricing = Field(default_factory=Pricing)
-    stream_idle_timeout: float | None = Field(default=None, gt=0, le=3600,
-                                              description="seconds between two streamed chunks; None: the provider's")
+    stream_idle_timeout: float | None = Field(
+        default=None, gt=0, le=3600, description="seconds between two streamed chunks; None: the provider's"
+    )
 
     @model_validator(mode="after")
-    def _defaults(self) -> "ModelSpec":
+    def _defaults(self) -> ModelSpec:
         if not self.model:
             object.__setattr__(self, "model", self.name)
         if self.type == "chat" and self.max_output_tokens <= 0:
             raise ValueError("max_output_tokens is required for a chat model (and must be above 0)")
         if self.max_output_tokens >= self.max_context:
-            raise ValueError(f"max_output_tokens ({self.max_output_tokens}) must be below "
-                             f"max_context ({self.max_context})")
+            raise ValueError(
+                f"max_output_tokens ({self.max_output_tokens}) must be below max_context ({self.max_context})"
+            )
         return self
 
     @property
@@ -359,8 +368,14 @@ class ModelRegistry:
     the environment on every :meth:`client_for`, so rotating it takes effect.
     """
 
-    def __init__(self, providers: list[ProviderSpec], models: list[ModelSpec], *,
-                 env: Mapping[str, str] | None = None, url_vars: Mapping[str, str] | None = None):
+    def __init__(
+        self,
+        providers: list[ProviderSpec],
+        models: list[ModelSpec],
+        *,
+        env: Mapping[str, str] | None = None,
+        url_vars: Mapping[str, str] | None = None,
+    ):
         """``env``: where API keys are read (None: ``Settings.environ()`` of the process
         settings, read at call time); ``url_vars``: provider name -> the variable its
         base URL comes from (shown by :meth:`describe`).
@@ -378,22 +393,30 @@ class ModelRegistry:
             raise ModelConfigError("duplicate model names in the model registry")
         for m in models:
             if m.provider not in self._providers:
-                raise ModelConfigError(f"model {m.name!r} names unknown provider {m.provider!r} "
-                                       f"(providers: {', '.join(sorted(self._providers))})")
+                raise ModelConfigError(
+                    f"model {m.name!r} names unknown provider {m.provider!r} "
+                    f"(providers: {', '.join(sorted(self._providers))})"
+                )
         content = {
             "providers": [p.model_dump() for p in sorted(providers, key=lambda p: p.name)],
             "models": [m.model_dump() for m in sorted(models, key=lambda m: m.name)],
         }
         self._fingerprint = hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:16]
-        self._clients: weakref.WeakKeyDictionary[Any, dict[tuple[str, str], "openai.AsyncOpenAI"]] = (
+        self._clients: weakref.WeakKeyDictionary[Any, dict[tuple[str, str], openai.AsyncOpenAI]] = (
             weakref.WeakKeyDictionary()
         )
-        self._no_loop_clients: dict[tuple[str, str], "openai.AsyncOpenAI"] = {}
+        self._no_loop_clients: dict[tuple[str, str], openai.AsyncOpenAI] = {}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], *, env: Mapping[str, str] | None = None,
-                  source: str = "<dict>", base_url_override: str | None = None,
-                  model_override: str | None = None) -> "ModelRegistry":
+    def from_dict(
+        cls,
+        data: Mapping[str, Any],
+        *,
+        env: Mapping[str, str] | None = None,
+        source: str = "<dict>",
+        base_url_override: str | None = None,
+        model_override: str | None = None,
+    ) -> ModelRegistry:
         """Build from the parsed TOML layout (``providers`` / ``models`` tables keyed by name).
 
         ``${VAR}`` / ``${VAR:-fallback}`` in ``base_url`` and ``model`` are expanded from ``env``
@@ -422,7 +445,9 @@ class ModelRegistry:
                     if any(env.get(n, "") for n in names):  # a custom endpoint chosen by the operator
                         fields.setdefault("api_key_optional", True)
                 if base_url_override:
-                    fields.update(base_url=base_url_override, api_key_optional=True, api_key_env=OVERRIDE_KEY_ENV)
+                    fields.update(
+                        base_url=base_url_override, api_key_optional=True, api_key_env=OVERRIDE_KEY_ENV
+                    )
                     url_vars[name] = "FLOWLOOM_LLM_BASE_URL_OVERRIDE"
                 providers.append(ProviderSpec(name=name, **fields))
             for name, raw in dict(data.get("models") or {}).items():
@@ -440,7 +465,9 @@ class ModelRegistry:
             raise ModelConfigError(f"invalid model registry {source}: {exc}") from None
         unknown = set(data) - {"providers", "models"}
         if unknown:
-            raise ModelConfigError(f"invalid model registry {source}: unknown top-level keys {sorted(unknown)}")
+            raise ModelConfigError(
+                f"invalid model registry {source}: unknown top-level keys {sorted(unknown)}"
+            )
         try:
             return cls(providers, models, env=env, url_vars=url_vars)
         except ModelConfigError as exc:
@@ -499,7 +526,7 @@ class ModelRegistry:
     def __repr__(self) -> str:
         return f"ModelRegistry(models={self.names()}, fingerprint={self._fingerprint!r})"
 
-    def with_specs(self, specs: Mapping[str, ModelSpec]) -> "ModelRegistry":
+    def with_specs(self, specs: Mapping[str, ModelSpec]) -> ModelRegistry:
         """A copy of this registry (of its class, sharing its providers, keys and SDK
         clients) with the models of ``specs`` (name -> spec, same provider) in place of its
         own: a tenant's overrides of limits and capabilities. ``self`` is unchanged.
@@ -513,7 +540,9 @@ class ModelRegistry:
         for name, spec in specs.items():
             current = models.get(name)
             if current is None or spec.name != name or spec.provider != current.provider:
-                raise ModelConfigError(f"cannot replace model {name!r}: not in the registry or another provider")
+                raise ModelConfigError(
+                    f"cannot replace model {name!r}: not in the registry or another provider"
+                )
             models[name] = spec
         clone = copy.copy(self)
         clone._models = models
@@ -566,11 +595,22 @@ class ModelRegistry:
         """
         spec = self.get(name, None)
         provider = self.provider(spec)
-        key = "none" if provider.api_key_env is None else ("optional" if provider.api_key_optional else "required")
-        return {"model": spec.name, "upstream": spec.model, "provider": provider.name, "base_url": provider.base_url,
-                "base_url_env": self._url_vars.get(provider.name), "api_key_env": provider.api_key_env, "key": key}
+        key = (
+            "none"
+            if provider.api_key_env is None
+            else ("optional" if provider.api_key_optional else "required")
+        )
+        return {
+            "model": spec.name,
+            "upstream": spec.model,
+            "provider": provider.name,
+            "base_url": provider.base_url,
+            "base_url_env": self._url_vars.get(provider.name),
+            "api_key_env": provider.api_key_env,
+            "key": key,
+        }
 
-    def client_for(self, spec: ModelSpec) -> "openai.AsyncOpenAI":
+    def client_for(self, spec: ModelSpec) -> openai.AsyncOpenAI:
         """An ``AsyncOpenAI`` client for ``spec``'s provider (cached; SDK retries off).
 
         Its only HTTP timeout is the connect timeout: ``call_llm``'s idle timeout bounds
@@ -667,8 +707,9 @@ def _expand(value: Any, env: Mapping[str, str], where: str, source: str) -> Any:
             return found
         if fallback is not None:
             return fallback
-        raise ModelConfigError(f"{source}: {where} needs the environment variable {name} "
-                               f"(or write ${{{name}:-fallback}})")
+        raise ModelConfigError(
+            f"{source}: {where} needs the environment variable {name} (or write ${{{name}:-fallback}})"
+        )
 
     return _ENV_REF.sub(sub, value)
 
@@ -681,9 +722,14 @@ def _process_env() -> Mapping[str, str]:
     return get_settings().environ()
 
 
-def load_registry(path: str | os.PathLike[str] | None = None, *, env: Mapping[str, str] | None = None,
-                  base_url_override: str | None = None, model_override: str | None = None,
-                  override_file: str | os.PathLike[str] | None = None) -> ModelRegistry:
+def load_registry(
+    path: str | os.PathLike[str] | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+    base_url_override: str | None = None,
+    model_override: str | None = None,
+    override_file: str | os.PathLike[str] | None = None,
+) -> ModelRegistry:
     """Read a registry: ``path`` (``Settings.models``, from ``FLOWLOOM_MODELS``), else the
     bundled ``models.toml``; then ``override_file`` (when it exists) and the ``default``
     model's environment variables merged over it (:mod:`nodes.model_overrides`).
@@ -713,8 +759,9 @@ def load_registry(path: str | os.PathLike[str] | None = None, *, env: Mapping[st
             data = merge_registry_data(data, changes, source=str(override_file))
             source = f"{source} with {override_file}"
     data = apply_env_overrides(data, _process_env() if env is None else env)
-    return ModelRegistry.from_dict(data, source=source, env=env, base_url_override=base_url_override,
-                                   model_override=model_override)
+    return ModelRegistry.from_dict(
+        data, source=source, env=env, base_url_override=base_url_override, model_override=model_override
+    )
 
 
 def get_registry(path: str | os.PathLike[str] | None = None) -> ModelRegistry:
@@ -741,8 +788,14 @@ def registry_for(settings: Any) -> ModelRegistry:
     env = settings.environ()
     maps = getattr(env, "maps", None)
     dotenv = frozenset(maps[-1].items()) if maps else frozenset()
-    return _cached_registry(path, settings.llm_base_url_override, settings.llm_model_override, env=env,
-                            dotenv=dotenv, override_file=settings.models_override_path)
+    return _cached_registry(
+        path,
+        settings.llm_base_url_override,
+        settings.llm_model_override,
+        env=env,
+        dotenv=dotenv,
+        override_file=settings.models_override_path,
+    )
 
 
 _REGISTRIES: dict[tuple[Any, ...], ModelRegistry] = {}
@@ -764,14 +817,24 @@ def _override_state(override_file: Path | None, env: Mapping[str, str] | None) -
     return stat + values
 
 
-def _cached_registry(path: str | None, base_url_override: str | None, model_override: str | None,
-                     env: Mapping[str, str] | None = None, dotenv: frozenset[Any] = frozenset(),
-                     override_file: Path | None = None) -> ModelRegistry:
+def _cached_registry(
+    path: str | None,
+    base_url_override: str | None,
+    model_override: str | None,
+    env: Mapping[str, str] | None = None,
+    dotenv: frozenset[Any] = frozenset(),
+    override_file: Path | None = None,
+) -> ModelRegistry:
     key = (path, base_url_override, model_override, dotenv, _override_state(override_file, env))
     registry = _REGISTRIES.get(key)
     if registry is None:
-        registry = _REGISTRIES[key] = load_registry(path, env=env, base_url_override=base_url_override,
-                                                    model_override=model_override, override_file=override_file)
+        registry = _REGISTRIES[key] = load_registry(
+            path,
+            env=env,
+            base_url_override=base_url_override,
+            model_override=model_override,
+            override_file=override_file,
+        )
     return registry
 
 

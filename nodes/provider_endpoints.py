@@ -63,20 +63,32 @@ async def check_base_url(url: str, guard: AddressPolicy) -> str | None:
         return "base_url must not hold a user name or password: set the key instead"
     host = parts.hostname
     try:
-        infos = await asyncio.wait_for(asyncio.get_running_loop().getaddrinfo(
-            host, port or (443 if parts.scheme == "https" else 80), type=socket.SOCK_STREAM), 2.0)
-    except (OSError, asyncio.TimeoutError, UnicodeError, ValueError):
+        infos = await asyncio.wait_for(
+            asyncio.get_running_loop().getaddrinfo(
+                host, port or (443 if parts.scheme == "https" else 80), type=socket.SOCK_STREAM
+            ),
+            2.0,
+        )
+    except (TimeoutError, OSError, UnicodeError, ValueError):
         return None
     try:
         guard.check(host, list(dict.fromkeys(str(i[4][0]) for i in infos)))
     except BlockedAddress as exc:
-        return (str(exc).replace("HTTP target refused", "base_url refused")
-                .replace("The HTTP node does not reach", "Model providers do not reach"))
+        return (
+            str(exc)
+            .replace("HTTP target refused", "base_url refused")
+            .replace("The HTTP node does not reach", "Model providers do not reach")
+        )
     return None
 
 
-async def list_endpoint_models(base_url: str, api_key: str | None, guard: AddressPolicy, *,
-                               transport: httpx.AsyncBaseTransport | None = None) -> list[dict[str, Any]]:
+async def list_endpoint_models(
+    base_url: str,
+    api_key: str | None,
+    guard: AddressPolicy,
+    *,
+    transport: httpx.AsyncBaseTransport | None = None,
+) -> list[dict[str, Any]]:
     """The models the endpoint lists: ``[{"id", "owned_by"}]`` in its order (at most
     :data:`MAX_LISTED`). ``transport``: tests only (default: the guarded one).
 
@@ -87,26 +99,40 @@ async def list_endpoint_models(base_url: str, api_key: str | None, guard: Addres
     url = base_url.rstrip("/") + "/models"
     headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
     try:
-        async with httpx.AsyncClient(transport=transport or guarded_transport(guard), headers=headers,
-                                     timeout=httpx.Timeout(LIST_TIMEOUT_S, connect=10.0)) as client:
+        async with httpx.AsyncClient(
+            transport=transport or guarded_transport(guard),
+            headers=headers,
+            timeout=httpx.Timeout(LIST_TIMEOUT_S, connect=10.0),
+        ) as client:
             response = await client.get(url)
     except BlockedAddress as exc:
-        raise EndpointError(redact(str(exc), api_key).replace("HTTP target refused", "model provider refused")
-                            .replace("The HTTP node does not reach", "Model providers do not reach")) from None
+        raise EndpointError(
+            redact(str(exc), api_key)
+            .replace("HTTP target refused", "model provider refused")
+            .replace("The HTTP node does not reach", "Model providers do not reach")
+        ) from None
     except httpx.HTTPError as exc:
-        raise EndpointError(f"cannot reach {url}: {redact(str(exc) or type(exc).__name__, api_key)}") from None
+        raise EndpointError(
+            f"cannot reach {url}: {redact(str(exc) or type(exc).__name__, api_key)}"
+        ) from None
     if response.status_code != 200:
-        raise EndpointError(f"{url} answered {response.status_code}: "
-                            f"{redact(_error_text(response), api_key)[:300]}")
+        raise EndpointError(
+            f"{url} answered {response.status_code}: {redact(_error_text(response), api_key)[:300]}"
+        )
     try:
         data = response.json()
     except ValueError:
-        raise EndpointError(f"{url} did not answer JSON; is base_url the OpenAI-compatible one (…/v1)?") from None
+        raise EndpointError(
+            f"{url} did not answer JSON; is base_url the OpenAI-compatible one (…/v1)?"
+        ) from None
     items = data.get("data") if isinstance(data, dict) else None
     if not isinstance(items, list):
-        raise EndpointError(f"{url} did not answer an OpenAI model list ({{\"data\": [...]}})")
-    found = [{"id": str(i["id"]), "owned_by": i.get("owned_by") if isinstance(i.get("owned_by"), str) else None}
-             for i in items if isinstance(i, dict) and isinstance(i.get("id"), (str, int))]
+        raise EndpointError(f'{url} did not answer an OpenAI model list ({{"data": [...]}})')
+    found = [
+        {"id": str(i["id"]), "owned_by": i.get("owned_by") if isinstance(i.get("owned_by"), str) else None}
+        for i in items
+        if isinstance(i, dict) and isinstance(i.get("id"), (str, int))
+    ]
     return found[:MAX_LISTED]
 
 

@@ -23,14 +23,28 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.catalog import NodeExecutor
 from engine.context import NodeContext, NodeResult
 from schemas.nodes_llm import QueryExtensionConfig, normalise_label
 
-from engine.catalog import NodeExecutor
-from .chat import add_usage, history_as_text, model_spec, recent_turns, registry_of, render_text, resolve_history, sampling
+from .chat import (
+    add_usage,
+    history_as_text,
+    model_spec,
+    recent_turns,
+    registry_of,
+    render_text,
+    resolve_history,
+    sampling,
+)
 from .json_scan import JsonNotFound, find_json
 
-__all__ = ["QUERY_EXTENSION_TEMPERATURE", "QueryExtensionNode", "dedupe_queries", "query_extension_max_tokens"]
+__all__ = [
+    "QUERY_EXTENSION_TEMPERATURE",
+    "QueryExtensionNode",
+    "dedupe_queries",
+    "query_extension_max_tokens",
+]
 
 QUERY_EXTENSION_TEMPERATURE = 0.1
 #: Output tokens per query asked for (:func:`query_extension_max_tokens`).
@@ -110,13 +124,25 @@ class QueryExtensionNode(NodeExecutor[QueryExtensionConfig], kind="query_extensi
             return NodeResult({"queries": [question] if question else [], "usage": None})
         instructions = ctx.render(cfg.instructions, field="config.instructions") if cfg.instructions else ""
         history = history_as_text(recent_turns(resolve_history(ctx, cfg), cfg.history))
-        temperature, max_tokens = sampling(cfg, spec, QUERY_EXTENSION_TEMPERATURE, query_extension_max_tokens(cfg.count))
-        request = LLMRequest(cfg.model,
-                             [{"role": "system", "content": self._system_prompt(instructions, history)},
-                              {"role": "user", "content": question}],
-                             temperature=temperature, max_tokens=max_tokens)
-        response = await call_llm(request, registry=registry_of(ctx), cancel=ctx.cancel, node_id=ctx.node_id,
-                                  idle_timeout=stream_idle_timeout(ctx, spec))
+        temperature, max_tokens = sampling(
+            cfg, spec, QUERY_EXTENSION_TEMPERATURE, query_extension_max_tokens(cfg.count)
+        )
+        request = LLMRequest(
+            cfg.model,
+            [
+                {"role": "system", "content": self._system_prompt(instructions, history)},
+                {"role": "user", "content": question},
+            ],
+            temperature=temperature,
+            max_tokens=max_tokens,
+        )
+        response = await call_llm(
+            request,
+            registry=registry_of(ctx),
+            cancel=ctx.cancel,
+            node_id=ctx.node_id,
+            idle_timeout=stream_idle_timeout(ctx, spec),
+        )
         usage = add_usage(ctx, response.usage)
         raw = response.text
         record["raw"] = raw

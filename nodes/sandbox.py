@@ -86,8 +86,9 @@ import signal
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
 from engine.settings import Settings
 
@@ -199,8 +200,13 @@ def _which(name: str) -> str | None:
 def _tools(settings: Settings) -> _Tools:
     # The base interpreter (a venv's python is a link to it), run with -I -S: stdlib only.
     python = os.path.realpath(getattr(sys, "_base_executable", None) or sys.executable)
-    return _Tools(python=python, python_prefix=os.path.realpath(sys.base_prefix),
-                  node=_which(settings.code_node), prlimit=_which("prlimit"), setpriv=_which("setpriv"))
+    return _Tools(
+        python=python,
+        python_prefix=os.path.realpath(sys.base_prefix),
+        node=_which(settings.code_node),
+        prlimit=_which("prlimit"),
+        setpriv=_which("setpriv"),
+    )
 
 
 def _prefix_of(binary: str) -> str:
@@ -224,22 +230,50 @@ def prlimit_argv(language: Language, tools: _Tools, limits: Limits, *, nproc: bo
     """``prlimit --cpu=... --as|--data=... ... --`` for ``limits`` (see the module doc)."""
     assert tools.prlimit is not None
     cpu = math.ceil(limits.timeout) + 1
-    memory = (f"--as={limits.memory_mb * _MIB}" if language == "python"
-              else f"--data={(limits.memory_mb + NODE_RUNTIME_MB) * _MIB}")
-    argv = [tools.prlimit, f"--cpu={cpu}:{cpu + 1}", memory, f"--nofile={MAX_OPEN_FILES}",
-            f"--fsize={SCRATCH_BYTES}", "--core=0"]
+    memory = (
+        f"--as={limits.memory_mb * _MIB}"
+        if language == "python"
+        else f"--data={(limits.memory_mb + NODE_RUNTIME_MB) * _MIB}"
+    )
+    argv = [
+        tools.prlimit,
+        f"--cpu={cpu}:{cpu + 1}",
+        memory,
+        f"--nofile={MAX_OPEN_FILES}",
+        f"--fsize={SCRATCH_BYTES}",
+        "--core=0",
+    ]
     if nproc:
         argv.append(f"--nproc={MAX_TASKS}")
     return argv + ["--"]
 
 
-def bwrap_argv(bwrap: str, tools: _Tools, inner: list[str], *, seccomp_fd: int | None, as_root: bool,
-               uid: int) -> list[str]:
+def bwrap_argv(
+    bwrap: str, tools: _Tools, inner: list[str], *, seccomp_fd: int | None, as_root: bool, uid: int
+) -> list[str]:
     """The bubblewrap command line around ``inner`` (see the module doc for the design)."""
-    argv = [bwrap, "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-            "--hostname", "sandbox", "--die-with-parent", "--new-session",
-            "--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", WORKDIR,
-            "--setenv", "LANG", "C.UTF-8"]
+    argv = [
+        bwrap,
+        "--unshare-net",
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--hostname",
+        "sandbox",
+        "--die-with-parent",
+        "--new-session",
+        "--clearenv",
+        "--setenv",
+        "PATH",
+        "/usr/bin:/bin",
+        "--setenv",
+        "HOME",
+        WORKDIR,
+        "--setenv",
+        "LANG",
+        "C.UTF-8",
+    ]
     if not as_root:
         # Unprivileged: bwrap needs a user namespace (it drops every capability in it).
         argv.append("--unshare-user")
@@ -269,18 +303,46 @@ def bwrap_argv(bwrap: str, tools: _Tools, inner: list[str], *, seccomp_fd: int |
     for prefix in sorted(extra):
         if not _under_usr(prefix) and prefix != "/":
             argv += parents(prefix) + ["--ro-bind", prefix, prefix]
-    argv += ["--proc", "/proc", "--dev", "/dev",
-             "--perms", "1777", "--size", str(SCRATCH_BYTES), "--tmpfs", "/tmp",
-             "--perms", "0777", "--size", str(SCRATCH_BYTES), "--tmpfs", WORKDIR,
-             "--remount-ro", "/", "--chdir", WORKDIR]
+    argv += [
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--perms",
+        "1777",
+        "--size",
+        str(SCRATCH_BYTES),
+        "--tmpfs",
+        "/tmp",
+        "--perms",
+        "0777",
+        "--size",
+        str(SCRATCH_BYTES),
+        "--tmpfs",
+        WORKDIR,
+        "--remount-ro",
+        "/",
+        "--chdir",
+        WORKDIR,
+    ]
     if seccomp_fd is not None:
         argv += ["--seccomp", str(seccomp_fd)]
     argv.append("--")
     if as_root:
         # Root only sets the sandbox up: the code runs as a throw-away uid with no capabilities.
         assert tools.setpriv is not None
-        argv += [tools.setpriv, "--reuid", str(uid), "--regid", str(uid), "--clear-groups",
-                 "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
+        argv += [
+            tools.setpriv,
+            "--reuid",
+            str(uid),
+            "--regid",
+            str(uid),
+            "--clear-groups",
+            "--inh-caps=-all",
+            "--bounding-set=-all",
+            "--no-new-privs",
+            "--",
+        ]
     return argv + inner
 
 
@@ -298,7 +360,14 @@ async def probe_bwrap(settings: Settings) -> str | None:
     """
     tools = _tools(settings)
     bwrap = _which(settings.code_bwrap)
-    key = (settings.code_bwrap, str(bwrap), tools.python, str(tools.prlimit), str(tools.setpriv), str(os.geteuid()))
+    key = (
+        settings.code_bwrap,
+        str(bwrap),
+        tools.python,
+        str(tools.prlimit),
+        str(tools.setpriv),
+        str(os.geteuid()),
+    )
     if key in _PROBES:
         return _PROBES[key]
     problem: str | None = None
@@ -310,9 +379,15 @@ async def probe_bwrap(settings: Settings) -> str | None:
         problem = "setpriv (util-linux) was not found"
     else:
         try:
-            outcome = await _run("python", "def main():\n    return {'ok': 1}\n", {},
-                                 Limits(timeout=PROBE_TIMEOUT_S, memory_mb=256, max_output_bytes=4096),
-                                 "bwrap", bwrap, tools)
+            outcome = await _run(
+                "python",
+                "def main():\n    return {'ok': 1}\n",
+                {},
+                Limits(timeout=PROBE_TIMEOUT_S, memory_mb=256, max_output_bytes=4096),
+                "bwrap",
+                bwrap,
+                tools,
+            )
         except OSError as exc:
             problem = f"{bwrap} could not start: {exc}"
         else:
@@ -339,7 +414,8 @@ async def choose_mode(settings: Settings) -> tuple[Mode, str | None]:
         raise SandboxUnavailable(
             "code nodes are refused: FLOWLOOM_CODE_SANDBOX=none runs code without isolation, which also needs "
             "the explicit opt-in FLOWLOOM_ALLOW_UNSANDBOXED_CODE=1 (better: install bubblewrap and use the "
-            "default FLOWLOOM_CODE_SANDBOX=bwrap)")
+            "default FLOWLOOM_CODE_SANDBOX=bwrap)"
+        )
     problem = await probe_bwrap(settings)
     if problem is None:
         return "bwrap", None
@@ -351,14 +427,24 @@ async def choose_mode(settings: Settings) -> tuple[Mode, str | None]:
         "Fix: install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; it needs root or unprivileged "
         "user namespaces), or point FLOWLOOM_CODE_BWRAP at a working bwrap; or set "
         "FLOWLOOM_ALLOW_UNSANDBOXED_CODE=1 to run code with only resource limits and a clean environment "
-        "(no filesystem, network or process isolation)")
+        "(no filesystem, network or process isolation)"
+    )
 
 
 # ------------------------------------------------------------------------- running
 
 
-async def run_code(language: Language, code: str, inputs: dict[str, Any], limits: Limits, settings: Settings,
-                   *, mode: Mode, on_start: Callable[[int], None] | None = None, prelude: str = "") -> Outcome:
+async def run_code(
+    language: Language,
+    code: str,
+    inputs: dict[str, Any],
+    limits: Limits,
+    settings: Settings,
+    *,
+    mode: Mode,
+    on_start: Callable[[int], None] | None = None,
+    prelude: str = "",
+) -> Outcome:
     """Run ``main`` of ``code`` with ``inputs`` in a child process (``mode`` from :func:`choose_mode`).
 
     ``on_start(pid)`` is called with the child's pid (bwrap's, in bwrap mode) once it runs.
@@ -373,8 +459,10 @@ async def run_code(language: Language, code: str, inputs: dict[str, Any], limits
     """
     tools = _tools(settings)
     if language == "javascript" and tools.node is None:
-        raise SandboxUnavailable(f"JavaScript code needs Node.js: {settings.code_node!r} was not found "
-                                 "(install nodejs or set FLOWLOOM_CODE_NODE)")
+        raise SandboxUnavailable(
+            f"JavaScript code needs Node.js: {settings.code_node!r} was not found "
+            "(install nodejs or set FLOWLOOM_CODE_NODE)"
+        )
     if tools.prlimit is None:
         raise SandboxUnavailable("prlimit (util-linux) was not found; it sets the code's resource limits")
     bwrap = _which(settings.code_bwrap) if mode == "bwrap" else None
@@ -399,8 +487,9 @@ class _Cap:
         self.exceeded = ""
 
 
-async def _pump_log(stream: asyncio.StreamReader, keep: bytearray, cap: _Cap,
-                    proc: asyncio.subprocess.Process) -> None:
+async def _pump_log(
+    stream: asyncio.StreamReader, keep: bytearray, cap: _Cap, proc: asyncio.subprocess.Process
+) -> None:
     while chunk := await stream.read(65536):
         cap.logs += len(chunk)
         room = LOG_KEEP_BYTES - len(keep)
@@ -411,8 +500,9 @@ async def _pump_log(stream: asyncio.StreamReader, keep: bytearray, cap: _Cap,
             _kill_group(proc.pid)
 
 
-async def _pump_result(stream: asyncio.StreamReader, buf: bytearray, cap: _Cap,
-                       proc: asyncio.subprocess.Process) -> None:
+async def _pump_result(
+    stream: asyncio.StreamReader, buf: bytearray, cap: _Cap, proc: asyncio.subprocess.Process
+) -> None:
     while chunk := await stream.read(65536):
         buf += chunk
         # The outputs count against max_output_bytes; an error report (traceback) is not
@@ -456,9 +546,17 @@ def _env() -> dict[str, str]:
     return {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
 
 
-async def _run(language: Language, code: str, inputs: dict[str, Any], limits: Limits, mode: Mode,
-               bwrap: str | None, tools: _Tools, on_start: Callable[[int], None] | None = None,
-               prelude: str = "") -> Outcome:
+async def _run(
+    language: Language,
+    code: str,
+    inputs: dict[str, Any],
+    limits: Limits,
+    mode: Mode,
+    bwrap: str | None,
+    tools: _Tools,
+    on_start: Callable[[int], None] | None = None,
+    prelude: str = "",
+) -> Outcome:
     """One run, in three steps: start the child (:func:`_spawn`), feed and watch it until it
     ends, times out or overflows (:func:`_supervise`), then read what it left (:func:`_outcome`).
 
@@ -467,8 +565,10 @@ async def _run(language: Language, code: str, inputs: dict[str, Any], limits: Li
         OSError: the child could not start.
     """
     # ASCII JSON: a lone surrogate in the code or an input still travels (as an escape).
-    request = json.dumps({"code": code, "inputs": inputs, "prelude": prelude,
-                          "max_output_bytes": limits.max_output_bytes}, allow_nan=False).encode("ascii")
+    request = json.dumps(
+        {"code": code, "inputs": inputs, "prelude": prelude, "max_output_bytes": limits.max_output_bytes},
+        allow_nan=False,
+    ).encode("ascii")
     child = await _spawn(language, limits, mode, bwrap, tools)
     if on_start is not None:
         on_start(child.proc.pid)
@@ -526,8 +626,14 @@ async def _spawn(language: Language, limits: Limits, mode: Mode, bwrap: str | No
                 os.write(seccomp_w, program)
                 os.close(seccomp_w)
                 pass_fds.append(seccomp_r)
-            argv = bwrap_argv(bwrap, tools, prlimit_argv(language, tools, limits, nproc=True) + inner,
-                              seccomp_fd=seccomp_r, as_root=as_root, uid=random.choice(SANDBOX_UIDS))
+            argv = bwrap_argv(
+                bwrap,
+                tools,
+                prlimit_argv(language, tools, limits, nproc=True) + inner,
+                seccomp_fd=seccomp_r,
+                as_root=as_root,
+                uid=random.choice(SANDBOX_UIDS),
+            )
             cwd = "/"
             env = _env()  # bwrap clears it again inside
         else:
@@ -537,8 +643,16 @@ async def _spawn(language: Language, limits: Limits, mode: Mode, bwrap: str | No
             env = {**_env(), "HOME": workdir}
         started = time.monotonic()
         transport_, protocol = await loop.subprocess_exec(
-            lambda: _Protocol(loop), *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE, pass_fds=pass_fds, cwd=cwd, env=env, start_new_session=True)
+            lambda: _Protocol(loop),
+            *argv,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            pass_fds=pass_fds,
+            cwd=cwd,
+            env=env,
+            start_new_session=True,
+        )
         proc = asyncio.subprocess.Process(transport_, protocol, loop)
     except BaseException:
         os.close(result_r)
@@ -567,7 +681,9 @@ async def _supervise(child: _Child, request: bytes, limits: Limits, mode: Mode) 
     timed_out = False
     try:
         result_reader = asyncio.StreamReader(limit=2**31)
-        transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(result_reader), result_file)
+        transport, _ = await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(result_reader), result_file
+        )
         assert proc.stdout is not None and proc.stderr is not None
         pumps = asyncio.gather(
             _pump_log(proc.stdout, out_keep, cap, proc),
@@ -590,7 +706,7 @@ async def _supervise(child: _Child, request: bytes, limits: Limits, mode: Mode) 
         if drain:
             try:
                 await asyncio.wait_for(asyncio.shield(asyncio.gather(*drain)), timeout=DRAIN_GRACE_S)
-            except BaseException:  # noqa: BLE001 - best effort; the kill is what matters
+            except BaseException:
                 for f in drain:
                     f.cancel()
         if transport is not None:
@@ -608,10 +724,16 @@ def _outcome(language: Language, child: _Child, streams: _Streams, limits: Limit
     the result pipe holds (``ok`` / ``error`` / ``bad_result``), else ``killed`` with the
     reason read from its exit status and stderr (:func:`_why_killed`)."""
     proc, cap, result_buf = child.proc, streams.cap, streams.result
-    outcome = Outcome(status="ok", stdout=streams.stdout.decode("utf-8", "replace"),
-                      stderr=streams.stderr.decode("utf-8", "replace"),
-                      logs_truncated=cap.logs > len(streams.stdout) + len(streams.stderr), exit_code=proc.returncode,
-                      elapsed_s=time.monotonic() - child.started, mode=mode, pid=proc.pid)
+    outcome = Outcome(
+        status="ok",
+        stdout=streams.stdout.decode("utf-8", "replace"),
+        stderr=streams.stderr.decode("utf-8", "replace"),
+        logs_truncated=cap.logs > len(streams.stdout) + len(streams.stderr),
+        exit_code=proc.returncode,
+        elapsed_s=time.monotonic() - child.started,
+        mode=mode,
+        pid=proc.pid,
+    )
     if streams.timed_out:
         outcome.status, outcome.detail = "timeout", f"the code ran longer than timeout={limits.timeout}s"
     elif cap.exceeded:
@@ -631,16 +753,24 @@ def _outcome(language: Language, child: _Child, streams: _Streams, limits: Limit
             outcome.status = "bad_result"
             outcome.detail = "the result channel held no valid result (did the code write to it?)"
     else:
-        outcome.status, outcome.detail = "killed", _why_killed(language, proc.returncode, outcome.stderr, limits)
+        outcome.status, outcome.detail = (
+            "killed",
+            _why_killed(language, proc.returncode, outcome.stderr, limits),
+        )
     return outcome
 
 
 def _why_killed(language: Language, code: int | None, stderr: str, limits: Limits) -> str:
     """Explain a child that ended without a result, from its exit status and last words."""
     # bwrap reports a child killed by signal N as exit code 128 + N; a direct child gives -N.
-    sig = -code if code is not None and code < 0 else (code - 128 if code is not None and code > 128 else None)
-    if language == "javascript" and ("heap out of memory" in stderr or "Fatal process out of memory" in stderr
-                                     or "Array buffer allocation failed" in stderr):
+    sig = (
+        -code if code is not None and code < 0 else (code - 128 if code is not None and code > 128 else None)
+    )
+    if language == "javascript" and (
+        "heap out of memory" in stderr
+        or "Fatal process out of memory" in stderr
+        or "Array buffer allocation failed" in stderr
+    ):
         return f"the code ran out of memory (memory_mb={limits.memory_mb})"
     if sig == signal.SIGXCPU or (sig == signal.SIGKILL and "CPU" in stderr):
         return f"the code used more CPU time than its limit ({math.ceil(limits.timeout) + 1}s)"

@@ -12,7 +12,8 @@ a flow gives the same result it gives there.
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from schemas.types import VarType
 
@@ -30,7 +31,7 @@ FASTGPT_JS_GLOBALS = frozenset({"delay", "countToken", "strToBase64", "createHma
 #: text in base64); ``createHmac(algorithm, secret)`` (``{timestamp, sign}``: the HMAC
 #: of ``"<timestamp>\n<secret>"`` keyed with ``secret``, base64 then URI-encoded, as
 #: chat-bot webhooks expect).
-FASTGPT_JS_PRELUDE = r'''
+FASTGPT_JS_PRELUDE = r"""
 (function defineFastGPTGlobals(require) {
   const crypto = require('crypto');
   const define = (name, value) => Object.defineProperty(globalThis, name, {value, writable: true, configurable: true});
@@ -48,7 +49,7 @@ FASTGPT_JS_PRELUDE = r'''
     return {timestamp, sign: encodeURIComponent(hmac.digest('base64'))};
   });
 })
-'''
+"""
 
 
 def _parsed(text: str, kind: type) -> Any:

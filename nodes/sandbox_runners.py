@@ -17,7 +17,7 @@ Both names are re-exported by :mod:`nodes.sandbox`; import them from there.
 __all__ = ["JS_RUNNER", "PYTHON_RUNNER"]
 
 #: Python runner: ``python -I -S -B -c PYTHON_RUNNER RESULT_FD``.
-PYTHON_RUNNER = r'''
+PYTHON_RUNNER = r"""
 import json, linecache, os, sys, traceback
 
 def _runner():
@@ -125,10 +125,10 @@ finally:
         except BaseException:
             pass
     os._exit(0)  # neither user threads nor atexit hooks may hold the process
-'''
+"""
 
 #: JavaScript runner: ``node --max-old-space-size=N -e JS_RUNNER RESULT_FD``.
-JS_RUNNER = r'''
+JS_RUNNER = r"""
 (function runner(require) {
 // Everything lives in this function: the user's script shares the global scope and
 // must be free to declare its own `fs`, `run`, ...
@@ -274,4 +274,4 @@ function over(value, limit) {
 
 run().then(() => exit(0), (err) => { fail('runtime', err); exit(0); });
 })(require);
-'''
+"""

@@ -31,8 +31,19 @@ _SYSCALLS = {
     "add_key": (248, 217),
     "request_key": (249, 218),
 }
-_REFUSED = ("unshare", "setns", "io_uring_setup", "io_uring_enter", "io_uring_register", "bpf",
-            "perf_event_open", "userfaultfd", "keyctl", "add_key", "request_key")
+_REFUSED = (
+    "unshare",
+    "setns",
+    "io_uring_setup",
+    "io_uring_enter",
+    "io_uring_register",
+    "bpf",
+    "perf_event_open",
+    "userfaultfd",
+    "keyctl",
+    "add_key",
+    "request_key",
+)
 _CLONE_NEW_FLAGS = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000
 _AF_UNIX = 1
 _EPERM, _ENOSYS = 1, 38

@@ -20,7 +20,8 @@ hold:
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from engine.settings import SECRET_ENV_PREFIX
 
@@ -39,7 +40,9 @@ MASK = "[secret]"
 def deployment_secrets(environ: Mapping[str, str]) -> list[str]:
     """The values of the deployment's secrets (``FLOWLOOM_SECRET_*``), longest first (so
     a secret holding another is masked whole)."""
-    values = {v for k, v in environ.items() if k.startswith(SECRET_ENV_PREFIX) and v and len(v) >= _MIN_SECRET}
+    values = {
+        v for k, v in environ.items() if k.startswith(SECRET_ENV_PREFIX) and v and len(v) >= _MIN_SECRET
+    }
     return sorted(values, key=len, reverse=True)
 
 
@@ -81,10 +84,16 @@ def sent_record(messages: Sequence[Mapping[str, Any]], secrets: Iterable[str]) -
             text, entry["truncated"] = text[:MAX_MESSAGE_CHARS], len(text)
         calls = message.get("tool_calls")
         if isinstance(calls, list) and calls:
-            entry["tool_calls"] = [{"name": str((c.get("function") or {}).get("name") or ""),
-                                    "arguments": mask_secrets(str((c.get("function") or {}).get("arguments") or "")
-                                                              [:MAX_MESSAGE_CHARS], masked)}
-                                   for c in calls if isinstance(c, Mapping)]
+            entry["tool_calls"] = [
+                {
+                    "name": str((c.get("function") or {}).get("name") or ""),
+                    "arguments": mask_secrets(
+                        str((c.get("function") or {}).get("arguments") or "")[:MAX_MESSAGE_CHARS], masked
+                    ),
+                }
+                for c in calls
+                if isinstance(c, Mapping)
+            ]
         if total + len(text) > MAX_TOTAL_CHARS and kept:
             omitted = len(messages) - len(kept)
             break

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+from engine.catalog import NodeExecutor
 from engine.context import NodeContext, NodeResult
 from schemas.nodes import AnswerConfig, EndConfig, StartConfig
-
-from engine.catalog import NodeExecutor
 
 __all__ = ["AnswerNode", "EndNode", "StartNode"]
 

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+from engine.catalog import NodeExecutor
 from engine.context import NodeContext, NodeResult
 from schemas.nodes import TemplateConfig
-
-from engine.catalog import NodeExecutor
 
 __all__ = ["TemplateNode"]
 

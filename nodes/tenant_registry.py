@@ -39,14 +39,21 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from pydantic import ValidationError
 
 from .model_registry import ModelRegistry, ModelSpec, ProviderSpec
 
-__all__ = ["RESERVED_NAMES", "TENANT_PROVIDER_PREFIX", "TenantRegistry", "model_spec_of", "snapshot_digest",
-           "tenant_registry"]
+__all__ = [
+    "RESERVED_NAMES",
+    "TENANT_PROVIDER_PREFIX",
+    "TenantRegistry",
+    "model_spec_of",
+    "snapshot_digest",
+    "tenant_registry",
+]
 
 logger = logging.getLogger("flowloom.models")
 
@@ -70,8 +77,15 @@ class TenantRegistry(ModelRegistry):
     providers send their stored key, need none from the environment, and connect
     through the address guard."""
 
-    def __init__(self, base: ModelRegistry, providers: list[ProviderSpec], models: list[ModelSpec], *,
-                 keys: Mapping[str, str], guard: Any) -> None:
+    def __init__(
+        self,
+        base: ModelRegistry,
+        providers: list[ProviderSpec],
+        models: list[ModelSpec],
+        *,
+        keys: Mapping[str, str],
+        guard: Any,
+    ) -> None:
         """``providers``/``models``: every one of the combined registry; ``keys``: tenant
         provider name -> its key; ``guard``: the :class:`~nodes.http_request.AddressPolicy`
         tenant endpoints are reached under."""
@@ -101,8 +115,9 @@ class TenantRegistry(ModelRegistry):
         described = super().describe(name)
         provider = described["provider"] or ""
         if provider in self._tenant:
-            described.update(api_key_env=None, base_url_env=None,
-                             key="stored" if self._keys.get(provider) else "none")
+            described.update(
+                api_key_env=None, base_url_env=None, key="stored" if self._keys.get(provider) else "none"
+            )
         return described
 
     def _http_client(self, provider: ProviderSpec) -> Any:
@@ -118,8 +133,14 @@ class TenantRegistry(ModelRegistry):
         return f"TenantRegistry(models={self.names(None)}, fingerprint={self.fingerprint!r})"
 
 
-def tenant_registry(base: ModelRegistry, providers: list[Any], keys: Mapping[str, str],
-                    defaults: Mapping[str, str], *, guard: Any) -> ModelRegistry:
+def tenant_registry(
+    base: ModelRegistry,
+    providers: list[Any],
+    keys: Mapping[str, str],
+    defaults: Mapping[str, str],
+    *,
+    guard: Any,
+) -> ModelRegistry:
     """The registry of a tenant whose store holds ``providers`` (records with ``id``,
     ``base_url`` and ``models``: records with ``name`` and ``spec``), ``keys`` (provider
     id -> key) and ``defaults`` (type -> model name); ``base`` itself when it has no
@@ -129,8 +150,10 @@ def tenant_registry(base: ModelRegistry, providers: list[Any], keys: Mapping[str
     chosen = defaults.get("chat")
     if not providers and not chosen:
         return base
-    tenant_providers = [ProviderSpec(name=TENANT_PROVIDER_PREFIX + p.id, base_url=p.base_url, api_key_optional=True)
-                        for p in providers]
+    tenant_providers = [
+        ProviderSpec(name=TENANT_PROVIDER_PREFIX + p.id, base_url=p.base_url, api_key_optional=True)
+        for p in providers
+    ]
     own: dict[str, ModelSpec] = {}
     for p in providers:
         for m in p.models:
@@ -139,8 +162,12 @@ def tenant_registry(base: ModelRegistry, providers: list[Any], keys: Mapping[str
             try:
                 own[m.name] = model_spec_of(m.name, p.id, m.spec)
             except (ValidationError, TypeError) as exc:
-                logger.warning("model %r of provider %r is left out of tenant models: %s", m.name, p.id,
-                               str(exc).splitlines()[0])
+                logger.warning(
+                    "model %r of provider %r is left out of tenant models: %s",
+                    m.name,
+                    p.id,
+                    str(exc).splitlines()[0],
+                )
     specs = {name: base.get(name, None) for name in base.names(None) if name not in own}
     specs.update(own)
     target = own.get(chosen or "") or (specs.get(chosen) if chosen and chosen != "default" else None)
@@ -148,7 +175,11 @@ def tenant_registry(base: ModelRegistry, providers: list[Any], keys: Mapping[str
         specs["default"] = target.model_copy(update={"name": "default"})
     named = {TENANT_PROVIDER_PREFIX + p.id for p in providers}
     all_providers = [*base.providers, *tenant_providers]
-    keyed = {TENANT_PROVIDER_PREFIX + pid: key for pid, key in keys.items() if TENANT_PROVIDER_PREFIX + pid in named}
+    keyed = {
+        TENANT_PROVIDER_PREFIX + pid: key
+        for pid, key in keys.items()
+        if TENANT_PROVIDER_PREFIX + pid in named
+    }
     return TenantRegistry(base, all_providers, list(specs.values()), keys=keyed, guard=guard)
 
 
@@ -157,7 +188,9 @@ def snapshot_digest(providers: list[Any], keys: Mapping[str, str], defaults: Map
     rebuilds the registry only when something changed."""
     h = hashlib.sha256()
     for p in providers:
-        h.update(repr((p.id, p.base_url, [(m.name, sorted(m.spec.items(), key=str)) for m in p.models])).encode())
+        h.update(
+            repr((p.id, p.base_url, [(m.name, sorted(m.spec.items(), key=str)) for m in p.models])).encode()
+        )
     for pid in sorted(keys):
         h.update(pid.encode() + b"\0" + hashlib.sha256(keys[pid].encode()).digest())
     h.update(repr(sorted(defaults.items())).encode())

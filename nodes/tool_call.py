@@ -62,30 +62,67 @@ from typing import Any, AsyncContextManager
 
 import httpx
 
+from engine.catalog import NodeExecutor
 from engine.context import NodeContext, NodeResult
 from engine.errors import NodeFailed, ReferenceFailed, RunCancelled, RunError, RunLimitExceeded
 from engine.references import render_template, resolve_value
 from engine.workflow_store import WorkflowNotFound, WorkflowRecursion, WorkflowStore, run_child
 from schemas.nodes import HttpBody, HttpRequestConfig
-from schemas.nodes_agent import BuiltinToolRef, GraphTool, HttpTool, ToolCallConfig, ToolLoopConfig, WorkflowTool
+from schemas.nodes_agent import (
+    BuiltinToolRef,
+    GraphTool,
+    HttpTool,
+    ToolCallConfig,
+    ToolLoopConfig,
+    WorkflowTool,
+)
 from schemas.run import NodeRun, RunState
 from schemas.types import NodeRunStatus, RunStatus, VarType
 
 from .agent_calls import restore_calls, run_approved
-from .agent_loop import AgentHooks, LoopSettings, LoopState, ToolCallContext, ToolOutcome, ToolSpec, run_agent_loop
+from .agent_loop import (
+    AgentHooks,
+    LoopSettings,
+    LoopState,
+    ToolCallContext,
+    ToolOutcome,
+    ToolSpec,
+    run_agent_loop,
+)
 from .agent_policy import RiskGate, RiskPolicy, rejection_message
-from engine.catalog import NodeExecutor
-from .chat import SYSTEM_SEPARATOR, add_usage, model_spec, recent_turns, render_text, resolve_history, sampling
+from .chat import (
+    SYSTEM_SEPARATOR,
+    add_usage,
+    model_spec,
+    recent_turns,
+    render_text,
+    resolve_history,
+    sampling,
+)
 from .http_request import HttpRequestNode
 from .llm import fit_messages
 
-__all__ = ["GatedHooks", "ToolCallNode", "builtin_tool_spec", "graph_tool_risk", "graph_tool_spec", "http_tool_spec",
-           "loop_tool_specs", "mcp_tools",
-           "stop_tool_spec", "workflow_tool_spec"]
+__all__ = [
+    "GatedHooks",
+    "ToolCallNode",
+    "builtin_tool_spec",
+    "graph_tool_risk",
+    "graph_tool_spec",
+    "http_tool_spec",
+    "loop_tool_specs",
+    "mcp_tools",
+    "stop_tool_spec",
+    "workflow_tool_spec",
+]
 
 
-_JSON_TYPES = {VarType.string: "string", VarType.number: "number", VarType.boolean: "boolean",
-               VarType.object: "object", VarType.array: "array"}
+_JSON_TYPES = {
+    VarType.string: "string",
+    VarType.number: "number",
+    VarType.boolean: "boolean",
+    VarType.object: "object",
+    VarType.array: "array",
+}
 
 
 def _json(value: Any) -> str:
@@ -131,11 +168,17 @@ def graph_tool_spec(ctx: NodeContext, tool: GraphTool, default_timeout: float | 
     node_id = ctx.node_id
     body = ctx.plan.nodes[node_id].body
     if body is None or tool.node not in body.nodes:
-        raise NodeFailed(f"config.tools: tool {tool.name!r} names node {tool.node!r}, which is not in this node's "
-                         f"body (set its parent to {node_id!r})", node_id=node_id)
+        raise NodeFailed(
+            f"config.tools: tool {tool.name!r} names node {tool.node!r}, which is not in this node's "
+            f"body (set its parent to {node_id!r})",
+            node_id=node_id,
+        )
     if tool.node not in body.roots:
-        raise NodeFailed(f"config.tools: tool {tool.name!r} names node {tool.node!r}, which has incoming edges; a "
-                         "tool starts at a body root (a body node with no incoming edge)", node_id=node_id)
+        raise NodeFailed(
+            f"config.tools: tool {tool.name!r} names node {tool.node!r}, which has incoming edges; a "
+            "tool starts at a body root (a body node with no incoming edge)",
+            node_id=node_id,
+        )
     sub = dataclasses.replace(body, roots=(tool.node,))
 
     async def run(args: dict[str, Any], call: ToolCallContext) -> ToolOutcome:
@@ -145,7 +188,11 @@ def graph_tool_spec(ctx: NodeContext, tool: GraphTool, default_timeout: float | 
         state = ctx.child_scope({"args": args, "call_id": call.id, "tool": tool.name, "round": call.round})
         nested = await ctx.scheduler.run_nested(sub, state, node_id, index)
         runs = {nid: r for nid, r in state.node_runs.items() if nid != node_id}
-        record = {"index": index, "tool": tool.name, "node_runs": [r.model_dump(mode="json") for r in runs.values()]}
+        record = {
+            "index": index,
+            "tool": tool.name,
+            "node_runs": [r.model_dump(mode="json") for r in runs.values()],
+        }
         data.setdefault("tool_runs", {})[call.id] = record
         cost = _cost_of(state)
         error = nested.ending
@@ -157,20 +204,33 @@ def graph_tool_spec(ctx: NodeContext, tool: GraphTool, default_timeout: float | 
             return ToolOutcome(f"the tool failed{where}: {error}", is_error=True, cost=cost)
         try:
             if tool.result is None:
-                ran = [nid for nid in sub.order if nid in runs and runs[nid].status is NodeRunStatus.succeeded]
+                ran = [
+                    nid for nid in sub.order if nid in runs and runs[nid].status is NodeRunStatus.succeeded
+                ]
                 content = _json(runs[ran[-1]].outputs) if ran else "{}"
             elif isinstance(tool.result, str):
-                content = render_template(state, tool.result, node_id=node_id, field=f"config.tools.{tool.name}.result")
+                content = render_template(
+                    state, tool.result, node_id=node_id, field=f"config.tools.{tool.name}.result"
+                )
             else:
                 value = resolve_value(state, tool.result, node_id=node_id)
                 content = value if isinstance(value, str) else _json(value)
         except (ReferenceFailed, RunError) as exc:
-            return ToolOutcome(f"the tool ran but its result could not be read: {exc}", is_error=True, cost=cost)
+            return ToolOutcome(
+                f"the tool ran but its result could not be read: {exc}", is_error=True, cost=cost
+            )
         return ToolOutcome(content, cost=cost, data={"node_runs": len(runs)})
 
     risk, why = (tool.risk, "declared") if tool.risk is not None else graph_tool_risk(body, tool.node)
-    return ToolSpec(tool.name, tool.description, tool.json_schema(), run, risk=risk,
-                    timeout=tool.timeout or default_timeout, meta={"kind": "graph", "node": tool.node, "risk_why": why})
+    return ToolSpec(
+        tool.name,
+        tool.description,
+        tool.json_schema(),
+        run,
+        risk=risk,
+        timeout=tool.timeout or default_timeout,
+        meta={"kind": "graph", "node": tool.node, "risk_why": why},
+    )
 
 
 # ----------------------------------------------------------------- HTTP tools
@@ -183,15 +243,17 @@ class _HttpToolContext(NodeContext):
     __slots__ = ("tool_vars",)
 
     def render(self, source: str, *, field: str = "template", extra: Any = None) -> str:
-        return render_template(self.state, source, extra={**self.tool_vars, **(extra or {})},
-                               node_id=self.node.id, field=field)
+        return render_template(
+            self.state, source, extra={**self.tool_vars, **(extra or {})}, node_id=self.node.id, field=field
+        )
 
 
 def _query_value(value: Any) -> Any:
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, (dict, list)) and not (isinstance(value, list) and all(
-            isinstance(v, (str, int, float)) for v in value)):
+    if isinstance(value, (dict, list)) and not (
+        isinstance(value, list) and all(isinstance(v, (str, int, float)) for v in value)
+    ):
         return _json(value)
     return value
 
@@ -204,9 +266,16 @@ def http_tool_spec(ctx: NodeContext, op: HttpTool, default_timeout: float | None
         headers[p.name] = "{{ tool_h%d }}" % i
     has_body = op.body_schema() is not None
     config = HttpRequestConfig(
-        method=op.method, url="{{ tool_url }}", headers=headers,
-        body=HttpBody(type="raw", raw="{{ tool_body }}", content_type="application/json") if has_body else HttpBody(),
-        timeout=op.timeout, max_response_bytes=op.max_response_bytes, follow_redirects=True, raise_for_status=False,
+        method=op.method,
+        url="{{ tool_url }}",
+        headers=headers,
+        body=HttpBody(type="raw", raw="{{ tool_body }}", content_type="application/json")
+        if has_body
+        else HttpBody(),
+        timeout=op.timeout,
+        max_response_bytes=op.max_response_bytes,
+        follow_redirects=True,
+        raise_for_status=False,
     )
     executor = HttpRequestNode(SimpleNamespace(id=ctx.node_id, type="http_request", config=config))  # type: ignore[arg-type]
 
@@ -234,11 +303,27 @@ def http_tool_spec(ctx: NodeContext, op: HttpTool, default_timeout: float | None
         if query:
             url = url.copy_merge_params({k: v for k, v in query.items() if v is not None})
         values["tool_url"] = str(url)
-        values["tool_body"] = _json(args.get("body")) if has_body and "body" in args else ("{}" if has_body else "")
-        run_record = NodeRun(id=f"{ctx.node_run.id}:{call.id}", node_id=ctx.node_id, kind="http_request",
-                             status=NodeRunStatus.running, started_at=time.time())
-        sub = _HttpToolContext(executor.node, ctx.plan, ctx.state, ctx.deps, ctx.cancel, run_record,  # type: ignore[arg-type]
-                               ctx._emit, None, ctx.scheduler)
+        values["tool_body"] = (
+            _json(args.get("body")) if has_body and "body" in args else ("{}" if has_body else "")
+        )
+        run_record = NodeRun(
+            id=f"{ctx.node_run.id}:{call.id}",
+            node_id=ctx.node_id,
+            kind="http_request",
+            status=NodeRunStatus.running,
+            started_at=time.time(),
+        )
+        sub = _HttpToolContext(
+            executor.node,
+            ctx.plan,
+            ctx.state,
+            ctx.deps,
+            ctx.cancel,
+            run_record,  # type: ignore[arg-type]
+            ctx._emit,
+            None,
+            ctx.scheduler,
+        )
         sub.tool_vars = values
         result = await executor.run(sub)
         out = result.outputs
@@ -248,14 +333,24 @@ def http_tool_spec(ctx: NodeContext, op: HttpTool, default_timeout: float | None
             content["json"] = out["json"]
         else:
             content["body"] = out.get("body", "")
-        record = {"method": op.method, "url": run_record.data.get("url"), "status_code": status,
-                  "response_bytes": run_record.data.get("response_bytes")}
+        record = {
+            "method": op.method,
+            "url": run_record.data.get("url"),
+            "status_code": status,
+            "response_bytes": run_record.data.get("response_bytes"),
+        }
         return ToolOutcome(_json(content), is_error=status >= 400, data=record)
 
     description = op.description or op.summary
-    return ToolSpec(op.operationId, description, op.json_schema(), run, risk=op.tool_risk,  # type: ignore[arg-type]
-                    timeout=op.timeout + 5 if default_timeout is None else max(default_timeout, op.timeout + 5),
-                    meta={"kind": "http", "method": op.method, "path": op.path})
+    return ToolSpec(
+        op.operationId,
+        description,
+        op.json_schema(),
+        run,
+        risk=op.tool_risk,  # type: ignore[arg-type]
+        timeout=op.timeout + 5 if default_timeout is None else max(default_timeout, op.timeout + 5),
+        meta={"kind": "http", "method": op.method, "path": op.path},
+    )
 
 
 # ----------------------------------------------------------------- workflow tools
@@ -294,9 +389,16 @@ def workflow_tool_spec(ctx: NodeContext, tool: WorkflowTool, default_timeout: fl
 
     async def run(args: dict[str, Any], call: ToolCallContext) -> ToolOutcome:
         try:
-            child = await run_child(plan, args, parent_deps=ctx.deps, cancel=ctx.cancel, caller=ctx.state.workflow_id,
-                                    run_id=f"{ctx.state.run_id}.{ctx.node_id}.{call.id}",
-                                    chat_id=ctx.state.sys.get("chat_id"), user_id=ctx.state.sys.get("user_id"))
+            child = await run_child(
+                plan,
+                args,
+                parent_deps=ctx.deps,
+                cancel=ctx.cancel,
+                caller=ctx.state.workflow_id,
+                run_id=f"{ctx.state.run_id}.{ctx.node_id}.{call.id}",
+                chat_id=ctx.state.sys.get("chat_id"),
+                user_id=ctx.state.sys.get("user_id"),
+            )
         except WorkflowRecursion as exc:
             return ToolOutcome(str(exc), is_error=True)
         spent = child.spent()
@@ -312,13 +414,24 @@ def workflow_tool_spec(ctx: NodeContext, tool: WorkflowTool, default_timeout: fl
             if child.status is RunStatus.paused:
                 why = "it asks a person a question, which a workflow used as a tool cannot do"
             record["error"] = why
-            return ToolOutcome(f"workflow {tool.workflow} failed: {why}", is_error=True, cost=cost, data=record)
+            return ToolOutcome(
+                f"workflow {tool.workflow} failed: {why}", is_error=True, cost=cost, data=record
+            )
         content = child.answer if child.answer else _json(child.outputs)
         return ToolOutcome(content, cost=cost, data=record)
 
-    description = tool.description or plan.workflow.description or plan.workflow.name or f"run workflow {tool.workflow}"
-    return ToolSpec(tool.tool_name, description, _inputs_schema(plan), run, risk=tool.risk,
-                    timeout=tool.timeout or default_timeout, meta={"kind": "workflow", "workflow": tool.workflow})
+    description = (
+        tool.description or plan.workflow.description or plan.workflow.name or f"run workflow {tool.workflow}"
+    )
+    return ToolSpec(
+        tool.tool_name,
+        description,
+        _inputs_schema(plan),
+        run,
+        risk=tool.risk,
+        timeout=tool.timeout or default_timeout,
+        meta={"kind": "workflow", "workflow": tool.workflow},
+    )
 
 
 # ----------------------------------------------------------------- builtin tools
@@ -340,9 +453,16 @@ def builtin_tool_spec(ref: BuiltinToolRef, default_timeout: float | None) -> Too
         except ToolArgumentError as exc:
             return ToolOutcome(f"{ref.tool_name}: {exc}", is_error=True)
 
-    return ToolSpec(ref.tool_name, ref.description or tool.description, schema, run, parallel_safe=True,
-                    risk="read", timeout=ref.timeout or default_timeout,
-                    meta={"kind": "builtin", "tool": tool.name, "provider": tool.provider})
+    return ToolSpec(
+        ref.tool_name,
+        ref.description or tool.description,
+        schema,
+        run,
+        parallel_safe=True,
+        risk="read",
+        timeout=ref.timeout or default_timeout,
+        meta={"kind": "builtin", "tool": tool.name, "provider": tool.provider},
+    )
 
 
 # ----------------------------------------------------------------- stop tool
@@ -354,8 +474,14 @@ def stop_tool_spec(name: str, description: str) -> ToolSpec:
     async def run(args: dict[str, Any], call: ToolCallContext) -> ToolOutcome:
         return ToolOutcome("stopped", stop=True)
 
-    return ToolSpec(name, description, {"type": "object", "properties": {}, "additionalProperties": False}, run,
-                    risk="read", meta={"kind": "stop"})
+    return ToolSpec(
+        name,
+        description,
+        {"type": "object", "properties": {}, "additionalProperties": False},
+        run,
+        risk="read",
+        meta={"kind": "stop"},
+    )
 
 
 # ----------------------------------------------------------------- the node
@@ -425,15 +551,18 @@ class ToolCallNode(NodeExecutor[ToolCallConfig], kind="tool_call"):
         """System prompt (model default + node prompt), history turns, the task; fitted to the window."""
         cfg = self.config
         node_prompt = ctx.render(cfg.system_prompt, field="config.system_prompt") if cfg.system_prompt else ""
-        system = SYSTEM_SEPARATOR.join(p for p in (spec.default_system_prompt, node_prompt) if p and p.strip())
+        system = SYSTEM_SEPARATOR.join(
+            p for p in (spec.default_system_prompt, node_prompt) if p and p.strip()
+        )
         question = render_text(ctx, cfg.user_prompt, "user_prompt")
         history = recent_turns(resolve_history(ctx, cfg), cfg.history)
-        messages: list[dict[str, Any]] = ([{"role": "system", "content": system}] if system else [])
+        messages: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
         messages += history + [{"role": "user", "content": question}]
         return fit_messages(messages, max_input_tokens=spec.max_context - max_tokens, node_id=ctx.node_id)
 
-    async def resumed(self, ctx: NodeContext, gate: RiskGate, tools: list[ToolSpec],
-                      settings: LoopSettings) -> tuple[LoopState, ToolOutcome]:
+    async def resumed(
+        self, ctx: NodeContext, gate: RiskGate, tools: list[ToolSpec], settings: LoopSettings
+    ) -> tuple[LoopState, ToolOutcome]:
         """The paused loop and the result of its pending call, from the person's answer: the
         tool's own result when approved, :func:`~nodes.agent_policy.rejection_message` when
         refused. The loop state is the one the kernel saved in ``node_run.data["agent_state"]``.
@@ -444,19 +573,29 @@ class ToolCallNode(NodeExecutor[ToolCallConfig], kind="tool_call"):
         """
         raw = ctx.node_run.data.get("agent_state")
         if not isinstance(raw, dict) or not raw.get("pending"):
-            raise NodeFailed("resumed, but the node run holds no paused tool call (data.agent_state)",
-                             node_id=ctx.node_id, reason="pending_context_missing")
+            raise NodeFailed(
+                "resumed, but the node run holds no paused tool call (data.agent_state)",
+                node_id=ctx.node_id,
+                reason="pending_context_missing",
+            )
         state = LoopState.from_dict(raw)
         pending = state.pending or {}
         assert ctx.resume is not None
         ctx.node_run.inputs.setdefault("answers", []).append(ctx.resume.answer)
         approved = gate.decide(ctx, dict(ctx.resume.payload))
         ctx.node_run.data.setdefault("confirmations", []).append(
-            {"tool": pending.get("tool"), "call_id": pending.get("call_id"), "approved": approved})
+            {"tool": pending.get("tool"), "call_id": pending.get("call_id"), "approved": approved}
+        )
         if not approved:
             return state, ToolOutcome(rejection_message(str(pending.get("tool"))), is_error=True)
-        call = next((c for c in restore_calls(ctx, state, {t.name: t for t in tools})
-                     if c.id == pending.get("call_id")), None)
+        call = next(
+            (
+                c
+                for c in restore_calls(ctx, state, {t.name: t for t in tools})
+                if c.id == pending.get("call_id")
+            ),
+            None,
+        )
         if call is None or call.spec is None:
             return state, ToolOutcome(f"tool {pending.get('tool')} is no longer available", is_error=True)
         return state, await run_approved(call, call.spec, settings)
@@ -473,10 +612,17 @@ class ToolCallNode(NodeExecutor[ToolCallConfig], kind="tool_call"):
         tools = self.build_tools(ctx) + mcp
         ctx.node_run.data["tools"] = [{"name": t.name, **t.meta, "risk": t.risk} for t in tools]
         settings = LoopSettings(
-            model=cfg.model, max_rounds=cfg.max_rounds, tool_only_cap=cfg.tool_only_cap,
-            repeat_limit=cfg.repeat_limit, max_result_chars=cfg.max_result_chars, tool_timeout=cfg.tool_timeout,
-            max_parse_retries=cfg.max_parse_retries, protocol=cfg.mode, temperature=temperature,
-            max_tokens=max_tokens, stream=cfg.stream,
+            model=cfg.model,
+            max_rounds=cfg.max_rounds,
+            tool_only_cap=cfg.tool_only_cap,
+            repeat_limit=cfg.repeat_limit,
+            max_result_chars=cfg.max_result_chars,
+            tool_timeout=cfg.tool_timeout,
+            max_parse_retries=cfg.max_parse_retries,
+            protocol=cfg.mode,
+            temperature=temperature,
+            max_tokens=max_tokens,
+            stream=cfg.stream,
         )
         gate = RiskGate(RiskPolicy.from_config(cfg.allow_write_tools))
         gate.check_scope(ctx, [(t.name, t.risk) for t in tools])
@@ -485,14 +631,23 @@ class ToolCallNode(NodeExecutor[ToolCallConfig], kind="tool_call"):
             messages = self.opening(ctx, spec, max_tokens)
         else:
             state, tool_result = await self.resumed(ctx, gate, tools, settings)
-        result = await run_agent_loop(ctx, settings=settings, messages=messages, tools=tools,
-                                      hooks=GatedHooks(ctx, gate), state=state, tool_result=tool_result)
-        return NodeResult({
-            "answer": result.answer,
-            "messages": result.trail,
-            "usage": result.usage.model_dump(),
-            "cost": result.cost,
-            "trace": result.trace,
-            "stop_reason": result.stop_reason,
-            "rounds": result.rounds,
-        })
+        result = await run_agent_loop(
+            ctx,
+            settings=settings,
+            messages=messages,
+            tools=tools,
+            hooks=GatedHooks(ctx, gate),
+            state=state,
+            tool_result=tool_result,
+        )
+        return NodeResult(
+            {
+                "answer": result.answer,
+                "messages": result.trail,
+                "usage": result.usage.model_dump(),
+                "cost": result.cost,
+                "trace": result.trace,
+                "stop_reason": result.stop_reason,
+                "rounds": result.rounds,
+            }
+        )

@@ -6,11 +6,10 @@ Config: :class:`~schemas.nodes.UnsupportedConfig`. It always fails - a partial i
 
 from __future__ import annotations
 
+from engine.catalog import NodeExecutor
 from engine.context import NodeContext, NodeResult
 from engine.errors import NodeFailed
 from schemas.nodes import UnsupportedConfig
-
-from engine.catalog import NodeExecutor
 
 __all__ = ["UnsupportedNode"]
 
@@ -22,4 +21,7 @@ class UnsupportedNode(NodeExecutor[UnsupportedConfig], kind="unsupported"):
         cfg = self.config
         raise NodeFailed(
             f"node {ctx.node_id!r} is a placeholder for an imported {cfg.original_type!r} node that was not "
-            f"converted: {cfg.reason}", node_id=ctx.node_id, reason="unsupported_node")
+            f"converted: {cfg.reason}",
+            node_id=ctx.node_id,
+            reason="unsupported_node",
+        )

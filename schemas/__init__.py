@@ -13,16 +13,51 @@ from .lazy import lazy_exports
 
 #: Exported name -> the submodule defining it.
 _EXPORTS: dict[str, str] = {
-    **dict.fromkeys(("Event", "InterruptEvent", "NodeDelta", "NodeFinished", "NodeStarted", "RunCancelled",
-                     "RunFailed", "RunFinished", "RunPaused", "RunResumed", "RunStarted"), "events"),
+    **dict.fromkeys(
+        (
+            "Event",
+            "InterruptEvent",
+            "NodeDelta",
+            "NodeFinished",
+            "NodeStarted",
+            "RunCancelled",
+            "RunFailed",
+            "RunFinished",
+            "RunPaused",
+            "RunResumed",
+            "RunStarted",
+        ),
+        "events",
+    ),
     "NodeConfig": "nodes",
-    **dict.fromkeys(("DEFAULT_TENANT", "ChatMessage", "MessagePart", "MessageStatus", "OwnerInfo", "RunCommand",
-                     "RunSummary"), "records"),
+    **dict.fromkeys(
+        (
+            "DEFAULT_TENANT",
+            "ChatMessage",
+            "MessagePart",
+            "MessageStatus",
+            "OwnerInfo",
+            "RunCommand",
+            "RunSummary",
+        ),
+        "records",
+    ),
     **dict.fromkeys(("EdgeStatus", "Interrupt", "NodeError", "NodeRun", "RunState", "Usage"), "run"),
     **dict.fromkeys(("NodeRunStatus", "Ref", "RunStatus", "Selector", "VarType", "parse_selector"), "types"),
     "InputBinding": "values",
-    **dict.fromkeys(("Edge", "ErrorStrategy", "InputVar", "NodeBase", "RunLimits", "Workflow", "node_model",
-                     "workflow_json_schema"), "workflow"),
+    **dict.fromkeys(
+        (
+            "Edge",
+            "ErrorStrategy",
+            "InputVar",
+            "NodeBase",
+            "RunLimits",
+            "Workflow",
+            "node_model",
+            "workflow_json_schema",
+        ),
+        "workflow",
+    ),
 }
 
 __all__ = sorted(_EXPORTS)
@@ -32,12 +67,39 @@ __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
 
 
 if TYPE_CHECKING:  # what type checkers and IDEs see
-    from .events import (Event, InterruptEvent, NodeDelta, NodeFinished, NodeStarted, RunCancelled, RunFailed,
-                         RunFinished, RunPaused, RunResumed, RunStarted)
+    from .events import (
+        Event,
+        InterruptEvent,
+        NodeDelta,
+        NodeFinished,
+        NodeStarted,
+        RunCancelled,
+        RunFailed,
+        RunFinished,
+        RunPaused,
+        RunResumed,
+        RunStarted,
+    )
     from .nodes import NodeConfig
-    from .records import DEFAULT_TENANT, ChatMessage, MessagePart, MessageStatus, OwnerInfo, RunCommand, RunSummary
+    from .records import (
+        DEFAULT_TENANT,
+        ChatMessage,
+        MessagePart,
+        MessageStatus,
+        OwnerInfo,
+        RunCommand,
+        RunSummary,
+    )
     from .run import EdgeStatus, Interrupt, NodeError, NodeRun, RunState, Usage
     from .types import NodeRunStatus, Ref, RunStatus, Selector, VarType, parse_selector
     from .values import InputBinding
-    from .workflow import (Edge, ErrorStrategy, InputVar, NodeBase, RunLimits, Workflow, node_model,
-                           workflow_json_schema)
+    from .workflow import (
+        Edge,
+        ErrorStrategy,
+        InputVar,
+        NodeBase,
+        RunLimits,
+        Workflow,
+        node_model,
+        workflow_json_schema,
+    )

@@ -164,7 +164,9 @@ class RerunRequest(BaseModel):
 
     node_id: str = Field(min_length=1, max_length=200)
     response_mode: Literal["blocking", "streaming", "async"] = "blocking"
-    workflow: dict[str, Any] | None = Field(default=None, description="the document to run (default: the draft)")
+    workflow: dict[str, Any] | None = Field(
+        default=None, description="the document to run (default: the draft)"
+    )
 
 
 class ResumeRequest(BaseModel):
@@ -183,7 +185,7 @@ class ResumeRequest(BaseModel):
     message: str | None = None
 
     @model_validator(mode="after")
-    def _one_form(self) -> "ResumeRequest":
+    def _one_form(self) -> ResumeRequest:
         given = self.model_fields_set
         if ("answers" in given) == ("answer" in given):
             raise ValueError("give either `answers` (interrupt id -> answer) or `answer`")
@@ -210,19 +212,26 @@ class RunOut(BaseModel):
     tokens_in: int = 0
     tokens_out: int = 0
     cost: float = 0.0
-    usage_estimated: bool = Field(default=False, description="true when some token count of the run was "
-                                  "estimated because the model server did not report it (tokens_in / tokens_out "
-                                  "are then partly estimates; each node run's usage.estimated says which)")
+    usage_estimated: bool = Field(
+        default=False,
+        description="true when some token count of the run was "
+        "estimated because the model server did not report it (tokens_in / tokens_out "
+        "are then partly estimates; each node run's usage.estimated says which)",
+    )
     error: dict[str, Any] | None = None
     pending_interrupts: list[dict[str, Any]] = Field(default_factory=list)
-    kind: str = Field(default="workflow", description="`workflow`, or `single_node`: one node run on its own "
-                      "(`POST /v1/workflows/{id}/nodes/{node_id}/run`)")
+    kind: str = Field(
+        default="workflow",
+        description="`workflow`, or `single_node`: one node run on its own "
+        "(`POST /v1/workflows/{id}/nodes/{node_id}/run`)",
+    )
     node_id: str | None = Field(default=None, description="the node a `single_node` run ran")
-    preview: str | None = Field(default=None, description="the user's message, else the first input, as text "
-                                "(at most 120 characters)")
+    preview: str | None = Field(
+        default=None, description="the user's message, else the first input, as text (at most 120 characters)"
+    )
 
     @classmethod
-    def of(cls, summary: RunSummary) -> "RunOut":
+    def of(cls, summary: RunSummary) -> RunOut:
         """From the store's summary (the owner lease left out)."""
         return cls(**summary.model_dump(exclude={"owner", "tenant_id"}), duration_s=summary.duration_s)
 
@@ -247,20 +256,31 @@ class NodeRunOut(BaseModel):
     loop_id: str | None = None
     iteration: int | None = None
     waited_s: float = 0.0
-    duration_s: float | None = Field(default=None, description="seconds from start to end minus the time waiting "
-                                     "for a person (None until it ends)")
-    reused_from: str | None = Field(default=None, description="a rerun reused this result: the id of the past "
-                                    "run's node run it was copied from (not executed again; its usage, "
-                                    "timings and attempts are in `data.reused_from`)")
+    duration_s: float | None = Field(
+        default=None,
+        description="seconds from start to end minus the time waiting for a person (None until it ends)",
+    )
+    reused_from: str | None = Field(
+        default=None,
+        description="a rerun reused this result: the id of the past "
+        "run's node run it was copied from (not executed again; its usage, "
+        "timings and attempts are in `data.reused_from`)",
+    )
 
     @classmethod
-    def of(cls, run: NodeRun) -> "NodeRunOut":
+    def of(cls, run: NodeRun) -> NodeRunOut:
         """From the engine's node run (its internal continuation state left out)."""
         mark = run.data.get("reused_from")
-        duration = (max(0.0, run.finished_at - run.started_at - run.waited_s)
-                    if run.started_at is not None and run.finished_at is not None else None)
-        return cls(**run.model_dump(exclude={"pending"}), duration_s=duration,
-                   reused_from=mark.get("node_run_id") if isinstance(mark, dict) else None)
+        duration = (
+            max(0.0, run.finished_at - run.started_at - run.waited_s)
+            if run.started_at is not None and run.finished_at is not None
+            else None
+        )
+        return cls(
+            **run.model_dump(exclude={"pending"}),
+            duration_s=duration,
+            reused_from=mark.get("node_run_id") if isinstance(mark, dict) else None,
+        )
 
 
 class RunDetail(RunOut):
@@ -274,21 +294,29 @@ class RunDetail(RunOut):
     node_runs: list[NodeRunOut] = Field(default_factory=list)
     rerun_of: str | None = None
     rerun_from: str | None = None
-    citations: list[QuotePiece] = Field(default_factory=list, description="the sources the answer cites "
-                                        "(chat nodes' citations outputs, in run order)")
+    citations: list[QuotePiece] = Field(
+        default_factory=list,
+        description="the sources the answer cites (chat nodes' citations outputs, in run order)",
+    )
 
     @classmethod
-    def build(cls, summary: RunSummary, state: RunState, node_runs: list[NodeRun]) -> "RunDetail":
+    def build(cls, summary: RunSummary, state: RunState, node_runs: list[NodeRun]) -> RunDetail:
         """From the summary, the checkpointed state and every node run."""
         listed = RunOut.of(summary).model_dump()
         # the node runs tell it while the run still runs (the stored flag is written at its end)
         listed["usage_estimated"] = listed["usage_estimated"] or any(
-            run.usage is not None and run.usage.estimated for run in node_runs)
-        return cls(**listed, inputs=state.inputs,
-                   outputs=state.outputs,
-                   answer=state.answer, node_runs=[NodeRunOut.of(run) for run in node_runs],
-                   rerun_of=state.sys.get("rerun_of"), rerun_from=state.sys.get("rerun_from"),
-                   citations=run_citations(node_runs))
+            run.usage is not None and run.usage.estimated for run in node_runs
+        )
+        return cls(
+            **listed,
+            inputs=state.inputs,
+            outputs=state.outputs,
+            answer=state.answer,
+            node_runs=[NodeRunOut.of(run) for run in node_runs],
+            rerun_of=state.sys.get("rerun_of"),
+            rerun_from=state.sys.get("rerun_from"),
+            citations=run_citations(node_runs),
+        )
 
 
 class RunList(BaseModel):
@@ -316,8 +344,12 @@ class KeyCreate(BaseModel):
 
     name: str = Field(default="", max_length=200)
     admin: bool = Field(default=False, strict=True)
-    app_id: str | None = Field(default=None, min_length=1, max_length=200,
-                               description="scope the key to one app (default: the whole tenant)")
+    app_id: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=200,
+        description="scope the key to one app (default: the whole tenant)",
+    )
 
 
 class KeyOut(BaseModel):
@@ -333,7 +365,7 @@ class KeyOut(BaseModel):
     revoked_at: float | None = None
 
     @classmethod
-    def of(cls, key: ApiKey) -> "KeyOut":
+    def of(cls, key: ApiKey) -> KeyOut:
         """From the store's record."""
         return cls(**key.model_dump(exclude={"tenant_id"}))
 
@@ -342,7 +374,9 @@ class KeyCreated(BaseModel):
     """201: the new key's record and its plaintext, shown this once (only a hash is kept)."""
 
     key: KeyOut
-    secret: str = Field(description="the API key to send as `Authorization: Bearer <secret>`; not shown again")
+    secret: str = Field(
+        description="the API key to send as `Authorization: Bearer <secret>`; not shown again"
+    )
 
 
 class KeyList(BaseModel):
@@ -368,7 +402,7 @@ class ChatOut(BaseModel):
     preview_role: Literal["user", "assistant"] | None = None
 
     @classmethod
-    def of(cls, chat: Chat) -> "ChatOut":
+    def of(cls, chat: Chat) -> ChatOut:
         """From the store's record."""
         return cls(**chat.model_dump(exclude={"tenant_id"}))
 
@@ -402,11 +436,18 @@ class MessageOut(BaseModel):
     updated_at: float
 
     @classmethod
-    def of(cls, message: ChatMessage) -> "MessageOut":
+    def of(cls, message: ChatMessage) -> MessageOut:
         """From the store's record."""
-        return cls(id=message.id, role=message.role, run_id=message.run_id, status=message.status,
-                   text=message.text, parts=message.parts, created_at=message.created_at,
-                   updated_at=message.updated_at)
+        return cls(
+            id=message.id,
+            role=message.role,
+            run_id=message.run_id,
+            status=message.status,
+            text=message.text,
+            parts=message.parts,
+            created_at=message.created_at,
+            updated_at=message.updated_at,
+        )
 
 
 class MessageList(BaseModel):
@@ -439,7 +480,9 @@ class WorkflowOut(BaseModel):
     id: str
     name: str = ""
     draft_version: int
-    published_version: int | None = Field(default=None, description="the version apps and keys run (None: none yet)")
+    published_version: int | None = Field(
+        default=None, description="the version apps and keys run (None: none yet)"
+    )
     created_at: float
     updated_at: float
 
@@ -482,7 +525,7 @@ class WorkflowInputOut(BaseModel):
     description: str = ""
 
     @classmethod
-    def of_document(cls, doc: dict[str, Any]) -> list["WorkflowInputOut"]:
+    def of_document(cls, doc: dict[str, Any]) -> list[WorkflowInputOut]:
         """The document's well-formed inputs, in order (a malformed one is a validation
         problem, left out here rather than guessed)."""
         from .workflow import InputVar
@@ -494,8 +537,15 @@ class WorkflowInputOut(BaseModel):
                 var = InputVar.model_validate(item)
             except ValueError:
                 continue
-            found.append(cls(name=var.name, type=var.type.value, required=var.required, default=var.default,
-                             description=var.description))
+            found.append(
+                cls(
+                    name=var.name,
+                    type=var.type.value,
+                    required=var.required,
+                    default=var.default,
+                    description=var.description,
+                )
+            )
         return found
 
 
@@ -562,8 +612,9 @@ class WorkflowProblems(BaseModel):
     system_reads: list[str] = Field(
         default_factory=list,
         description="the sys variables the valid nodes read, sorted (query, history, chat_id...), config "
-                    "defaults included: a client shows a message box only for workflows that read sys.query, "
-                    "and treats one that reads query or history as a chat flow")
+        "defaults included: a client shows a message box only for workflows that read sys.query, "
+        "and treats one that reads query or history as a chat flow",
+    )
 
 
 class WorkflowPublish(BaseModel):
@@ -611,12 +662,19 @@ class WorkflowImport(BaseModel):
 
     source: str = Field(min_length=1)
     model_map: dict[str, str] = Field(default_factory=dict)
-    dataset_map: dict[str, str] = Field(default_factory=dict, description="source dataset id -> dataset id of this "
-                                        "tenant (\"*\" for every unmapped one and for searches with none selected)")
+    dataset_map: dict[str, str] = Field(
+        default_factory=dict,
+        description="source dataset id -> dataset id of this "
+        'tenant ("*" for every unmapped one and for searches with none selected)',
+    )
     allow_partial: bool = Field(default=False, strict=True)
     workflow_id: str | None = Field(default=None, min_length=1, max_length=200)
-    secrets: dict[str, str] = Field(default_factory=dict, max_length=200, description="values of the secret "
-                                    "environment variables the file declares, stored encrypted with ?save=true")
+    secrets: dict[str, str] = Field(
+        default_factory=dict,
+        max_length=200,
+        description="values of the secret "
+        "environment variables the file declares, stored encrypted with ?save=true",
+    )
 
 
 class WorkflowImported(BaseModel):
@@ -628,10 +686,15 @@ class WorkflowImported(BaseModel):
     source_format: str
     partial: bool = Field(description="some nodes became failing `unsupported` placeholders")
     models: dict[str, str] = Field(default_factory=dict, description="source model -> registry model used")
-    datasets: dict[str, str] = Field(default_factory=dict, description="source dataset id -> dataset id searched")
+    datasets: dict[str, str] = Field(
+        default_factory=dict, description="source dataset id -> dataset id searched"
+    )
     saved: WorkflowDetail | None = None
-    secrets_needed: list[str] = Field(default_factory=list, description="secret environment variables the workflow "
-                                      "declares: their values are not in any file; give them as `secrets`")
+    secrets_needed: list[str] = Field(
+        default_factory=list,
+        description="secret environment variables the workflow "
+        "declares: their values are not in any file; give them as `secrets`",
+    )
 
 
 class WorkflowRunCreate(BaseModel):
@@ -657,14 +720,21 @@ class KindLabel(BaseModel):
 
     title: str
     description: str
-    fields: dict[str, str] = Field(default_factory=dict, description="config property name (root or $defs) -> "
-                                   "its title in this language")
-    values: dict[str, str] = Field(default_factory=dict, description="enum value offered by the kind's config "
-                                   "schema (root or $defs) -> its label in this language; the stored value stays "
-                                   "the enum's own")
-    help: dict[str, str] = Field(default_factory=dict, description="a config field's English help (the first "
-                                 "paragraph of its schema description, whitespace collapsed) -> its help in this "
-                                 "language")
+    fields: dict[str, str] = Field(
+        default_factory=dict, description="config property name (root or $defs) -> its title in this language"
+    )
+    values: dict[str, str] = Field(
+        default_factory=dict,
+        description="enum value offered by the kind's config "
+        "schema (root or $defs) -> its label in this language; the stored value stays "
+        "the enum's own",
+    )
+    help: dict[str, str] = Field(
+        default_factory=dict,
+        description="a config field's English help (the first "
+        "paragraph of its schema description, whitespace collapsed) -> its help in this "
+        "language",
+    )
 
 
 class NodeKindOut(BaseModel):
@@ -688,8 +758,11 @@ class NodeKindOut(BaseModel):
     handles: list[str] | None = None
     outputs: dict[str, str] | None = None
     config_dependent: bool = True
-    labels: dict[str, KindLabel] = Field(default_factory=dict, description="language tag (zh-CN...) -> title and "
-                                         "description in that language; English is title/description")
+    labels: dict[str, KindLabel] = Field(
+        default_factory=dict,
+        description="language tag (zh-CN...) -> title and "
+        "description in that language; English is title/description",
+    )
 
 
 class NodeKindList(BaseModel):
@@ -706,16 +779,24 @@ class NodeKindList(BaseModel):
     system_variables: dict[str, str] = Field(default_factory=dict)
     node_fields_schema: dict[str, Any] = Field(default_factory=dict)
     node_field_labels: dict[str, dict[str, str]] = Field(
-        default_factory=dict, description="language tag (zh-CN...) -> title of each property name of "
-                                          "node_fields_schema (root and $defs); English is the schema's own")
+        default_factory=dict,
+        description="language tag (zh-CN...) -> title of each property name of "
+        "node_fields_schema (root and $defs); English is the schema's own",
+    )
     node_value_labels: dict[str, dict[str, str]] = Field(
-        default_factory=dict, description="language tag (zh-CN...) -> label of each enum value of "
-                                          "node_fields_schema (error strategy...); English is the value itself")
-    embedding_models: list[str] = Field(default_factory=list, description="the registry's embedding models "
-                                                                          "(what a dataset's embedding_model accepts)")
+        default_factory=dict,
+        description="language tag (zh-CN...) -> label of each enum value of "
+        "node_fields_schema (error strategy...); English is the value itself",
+    )
+    embedding_models: list[str] = Field(
+        default_factory=list,
+        description="the registry's embedding models (what a dataset's embedding_model accepts)",
+    )
     node_field_help: dict[str, dict[str, str]] = Field(
-        default_factory=dict, description="language tag (zh-CN...) -> English help of a field of "
-                                          "node_fields_schema -> its help in that language")
+        default_factory=dict,
+        description="language tag (zh-CN...) -> English help of a field of "
+        "node_fields_schema -> its help in that language",
+    )
 
 
 # -------------------------------------------------------------------------- quotas

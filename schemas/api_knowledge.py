@@ -11,8 +11,23 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .knowledge import (Chunk, ChunkingSettings, ChunkKind, Dataset, Document, DocumentStatus, FusionMode, IndexInfo, MetadataField,
-                        MetadataFilter, RerankSettings, SearchHit, SearchMode, SearchRequest, SearchResult)
+from .knowledge import (
+    Chunk,
+    ChunkingSettings,
+    ChunkKind,
+    Dataset,
+    Document,
+    DocumentStatus,
+    FusionMode,
+    IndexInfo,
+    MetadataField,
+    MetadataFilter,
+    RerankSettings,
+    SearchHit,
+    SearchMode,
+    SearchRequest,
+    SearchResult,
+)
 
 __all__ = [
     "ChunkOut",
@@ -49,7 +64,7 @@ class DatasetOut(BaseModel):
     updated_at: float = 0.0
 
     @classmethod
-    def of(cls, dataset: Dataset) -> "DatasetOut":
+    def of(cls, dataset: Dataset) -> DatasetOut:
         return cls(**dataset.model_dump(exclude={"tenant_id"}))
 
 
@@ -79,7 +94,7 @@ class DocumentOut(BaseModel):
     updated_at: float = 0.0
 
     @classmethod
-    def of(cls, document: Document) -> "DocumentOut":
+    def of(cls, document: Document) -> DocumentOut:
         return cls(**document.model_dump(exclude={"tenant_id"}))
 
 
@@ -171,7 +186,7 @@ class DatasetSearchResult(BaseModel):
     notes: list[str] = Field(default_factory=list)
 
     @classmethod
-    def of(cls, result: SearchResult) -> "DatasetSearchResult":
+    def of(cls, result: SearchResult) -> DatasetSearchResult:
         return cls(**result.model_dump())
 
 
@@ -187,9 +202,15 @@ class DocumentProgress(BaseModel):
     error: str | None = None
 
     @classmethod
-    def of(cls, document: Document) -> "DocumentProgress":
-        return cls(document_id=document.id, source_name=document.source_name, status=document.status,
-                   chunks_done=document.chunks_done, chunk_count=document.chunk_count, error=document.error)
+    def of(cls, document: Document) -> DocumentProgress:
+        return cls(
+            document_id=document.id,
+            source_name=document.source_name,
+            status=document.status,
+            chunks_done=document.chunks_done,
+            chunk_count=document.chunk_count,
+            error=document.error,
+        )
 
 
 class ChunkOut(BaseModel):
@@ -208,10 +229,17 @@ class ChunkOut(BaseModel):
     tokens: int = 0
 
     @classmethod
-    def of(cls, chunk: Chunk) -> "ChunkOut":
-        return cls(id=chunk.id, position=chunk.position, kind=chunk.kind, text=chunk.text,
-                   search_text=chunk.search_text, heading_path=list(chunk.heading_path), parent_id=chunk.parent_id,
-                   tokens=chunk.tokens)
+    def of(cls, chunk: Chunk) -> ChunkOut:
+        return cls(
+            id=chunk.id,
+            position=chunk.position,
+            kind=chunk.kind,
+            text=chunk.text,
+            search_text=chunk.search_text,
+            heading_path=list(chunk.heading_path),
+            parent_id=chunk.parent_id,
+            tokens=chunk.tokens,
+        )
 
 
 class ChunkPage(BaseModel):

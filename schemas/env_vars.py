@@ -52,19 +52,25 @@ class EnvVar(BaseModel):
     name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=128)
     type: EnvType = EnvType.string
     value: str | float | int | None = Field(
-        default=None, description="the value; always null (or empty) for a secret, whose value is stored encrypted")
+        default=None,
+        description="the value; always null (or empty) for a secret, whose value is stored encrypted",
+    )
     description: str = ""
 
     @model_validator(mode="after")
-    def _fits(self) -> "EnvVar":
+    def _fits(self) -> EnvVar:
         if self.type is EnvType.secret and self.value not in (None, ""):
-            raise ValueError(f"environment variable {self.name!r} is a secret: its value is not part of the "
-                             "document (set it with PUT /v1/workflows/{id}/secrets or the canvas's Environment section)")
+            raise ValueError(
+                f"environment variable {self.name!r} is a secret: its value is not part of the "
+                "document (set it with PUT /v1/workflows/{id}/secrets or the canvas's Environment section)"
+            )
         if self.type is EnvType.number and isinstance(self.value, str):
             try:
                 self.value = float(self.value) if any(c in self.value for c in ".eE") else int(self.value)
             except ValueError:
-                raise ValueError(f"environment variable {self.name!r} is a number; {self.value!r} is not") from None
+                raise ValueError(
+                    f"environment variable {self.name!r} is a number; {self.value!r} is not"
+                ) from None
         if self.type is EnvType.string and isinstance(self.value, (int, float)):
             self.value = str(self.value)
         return self
@@ -73,7 +79,11 @@ class EnvVar(BaseModel):
 def secret_names(doc: Any) -> list[str]:
     """The names of the secrets a workflow document (a dict) declares, in order."""
     env = doc.get("environment") if isinstance(doc, dict) else None
-    return [str(v["name"]) for v in env or [] if isinstance(v, dict) and v.get("type") == "secret" and v.get("name")]
+    return [
+        str(v["name"])
+        for v in env or []
+        if isinstance(v, dict) and v.get("type") == "secret" and v.get("name")
+    ]
 
 
 def strip_secret_values(doc: dict[str, Any], *, blank: Any = None) -> tuple[dict[str, Any], dict[str, str]]:

@@ -8,7 +8,7 @@ Every event has ``type``, ``seq`` (strictly increasing within a run, from 1),
 from __future__ import annotations
 
 import functools
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
@@ -160,8 +160,7 @@ class RunCancelled(EventBase):
 
 
 Event = Annotated[
-    Union[RunStarted, NodeStarted, NodeDelta, NodeFinished, InterruptEvent, RunPaused, RunResumed, RunFinished,
-          RunFailed, RunCancelled, NodeWarning],
+    RunStarted | NodeStarted | NodeDelta | NodeFinished | InterruptEvent | RunPaused | RunResumed | RunFinished | RunFailed | RunCancelled | NodeWarning,
     Field(discriminator="type"),
 ]
 

@@ -92,16 +92,22 @@ class ChunkingSettings(_Model):
 
     chunk_tokens: int = Field(default=512, ge=32, le=8192, description="largest chunk, in tokens")
     overlap_tokens: int = Field(default=64, ge=0, le=2048, description="tokens shared by neighbouring chunks")
-    separators: list[str] = Field(default_factory=list, description="extra split points tried before the "
-                                                                    "splitter's own (paragraphs, lines, sentences)")
-    split_headings: bool = Field(default=True, description="start a new chunk at each Markdown heading and keep "
-                                                           "the heading path with every chunk")
+    separators: list[str] = Field(
+        default_factory=list,
+        description="extra split points tried before the splitter's own (paragraphs, lines, sentences)",
+    )
+    split_headings: bool = Field(
+        default=True,
+        description="start a new chunk at each Markdown heading and keep the heading path with every chunk",
+    )
     parent_child: ParentChildSettings | None = None
 
     @model_validator(mode="after")
-    def _overlap_below_size(self) -> "ChunkingSettings":
+    def _overlap_below_size(self) -> ChunkingSettings:
         if self.overlap_tokens >= self.chunk_tokens:
-            raise ValueError(f"overlap_tokens ({self.overlap_tokens}) must be below chunk_tokens ({self.chunk_tokens})")
+            raise ValueError(
+                f"overlap_tokens ({self.overlap_tokens}) must be below chunk_tokens ({self.chunk_tokens})"
+            )
         return self
 
 
@@ -132,8 +138,12 @@ class DatasetCreate(_Model):
     embedding_model: str | None = Field(default=None, max_length=200)
     chunking: ChunkingSettings = Field(default_factory=ChunkingSettings)
     metadata_fields: list[MetadataField] = Field(default_factory=list, max_length=64)
-    id: str | None = Field(default=None, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$",
-                           description="the dataset id (default: generated)")
+    id: str | None = Field(
+        default=None,
+        max_length=64,
+        pattern=r"^[A-Za-z0-9_.-]+$",
+        description="the dataset id (default: generated)",
+    )
 
 
 class DatasetUpdate(_Model):
@@ -178,7 +188,9 @@ class Document(_Model):
     tenant_id: str
     dataset_id: str
     source_name: str
-    content_type: str = Field(description="detected format: txt, markdown, html, pdf, docx, csv_qa, jsonl_qa, text")
+    content_type: str = Field(
+        description="detected format: txt, markdown, html, pdf, docx, csv_qa, jsonl_qa, text"
+    )
     content_hash: str
     size_bytes: int = 0
     status: DocumentStatus = DocumentStatus.queued
@@ -258,11 +270,17 @@ class SearchRequest(_Model):
     queries: list[str] = Field(default_factory=list, max_length=32)
     mode: SearchMode = SearchMode.hybrid
     fusion: FusionMode = FusionMode.rrf
-    semantic_weight: float = Field(default=0.5, ge=0.0, le=1.0, description="weighted fusion: the semantic "
-                                                                            "share (full text gets the rest)")
+    semantic_weight: float = Field(
+        default=0.5,
+        ge=0.0,
+        le=1.0,
+        description="weighted fusion: the semantic share (full text gets the rest)",
+    )
     top_k: int = Field(default=5, ge=1, le=200)
     score_threshold: float = Field(default=0.0, ge=0.0, le=1.0)
-    max_quote_tokens: int = Field(default=3000, ge=0, le=200_000, description="the quotes' token budget; 0: none")
+    max_quote_tokens: int = Field(
+        default=3000, ge=0, le=200_000, description="the quotes' token budget; 0: none"
+    )
     rerank: RerankSettings | None = None
     filters: list[MetadataFilter] = Field(default_factory=list, max_length=32)
 
@@ -320,19 +338,32 @@ class SearchResult(_Model):
     rerank_tokens: int = 0
     llm_tokens_in: int = Field(default=0, description="the LLM relevance pass's prompt tokens")
     llm_tokens_out: int = 0
-    cost: float = Field(default=0.0, description="what the search's model calls cost (embeddings, relevance pass)")
-    passes: dict[str, int] = Field(default_factory=dict, description="each recall pass's name -> chunks it found")
-    notes: list[str] = Field(default_factory=list, description="what the search could not do as asked (e.g. a "
-                                                               "dataset without an index searched by full text)")
+    cost: float = Field(
+        default=0.0, description="what the search's model calls cost (embeddings, relevance pass)"
+    )
+    passes: dict[str, int] = Field(
+        default_factory=dict, description="each recall pass's name -> chunks it found"
+    )
+    notes: list[str] = Field(
+        default_factory=list,
+        description="what the search could not do as asked (e.g. a "
+        "dataset without an index searched by full text)",
+    )
 
 
-def run_citations(node_runs: "Any") -> list[QuotePiece]:
+def run_citations(node_runs: Any) -> list[QuotePiece]:
     """The citations of a run's answers: the ``citations`` output of every succeeded node
     run that has one (chat nodes), in the order the node runs started, each piece once.
     ``node_runs``: NodeRun records (anything with ``status``, ``outputs``, ``started_at``)."""
-    runs = sorted((r for r in node_runs if str(getattr(r, "status", "")) == "succeeded"
-                   and isinstance((getattr(r, "outputs", None) or {}).get("citations"), list)),
-                  key=lambda r: getattr(r, "started_at", None) or 0.0)
+    runs = sorted(
+        (
+            r
+            for r in node_runs
+            if str(getattr(r, "status", "")) == "succeeded"
+            and isinstance((getattr(r, "outputs", None) or {}).get("citations"), list)
+        ),
+        key=lambda r: getattr(r, "started_at", None) or 0.0,
+    )
     out: list[QuotePiece] = []
     seen: set[tuple[str, str, str]] = set()
     for run in runs:

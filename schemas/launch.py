@@ -8,13 +8,23 @@ the person or client asked for; where the run executes is a :class:`Placement`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Mapping
+from typing import Any, Literal
 
 from .types import RunStatus
 
-__all__ = ["ContinueRun", "LaunchRequest", "Placement", "Published", "RerunRun", "ResumeRun", "RunNode", "RunTicket",
-           "StartRun"]
+__all__ = [
+    "ContinueRun",
+    "LaunchRequest",
+    "Placement",
+    "Published",
+    "RerunRun",
+    "ResumeRun",
+    "RunNode",
+    "RunTicket",
+    "StartRun",
+]
 
 
 @dataclass(frozen=True, slots=True)

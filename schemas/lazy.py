@@ -5,13 +5,15 @@ needs one submodule does not pay for the rest (start-up time of the CLI)."""
 from __future__ import annotations
 
 import importlib
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 __all__ = ["lazy_exports"]
 
 
-def lazy_exports(package: str, exports: dict[str, str], namespace: dict[str, Any]
-                 ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+def lazy_exports(
+    package: str, exports: dict[str, str], namespace: dict[str, Any]
+) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """The module ``__getattr__`` and ``__dir__`` of ``package`` whose exported names are
     ``exports`` (name -> submodule); a name is imported on first access and then kept in
     ``namespace`` (the package's globals). ``__getattr__`` raises AttributeError for

@@ -11,8 +11,9 @@ by these classes.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from enum import StrEnum
-from typing import TYPE_CHECKING, ClassVar, Iterator, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -80,7 +81,7 @@ class NodeConfig(BaseModel):
         """Output handles this node can take (the ``error`` handle is added by the node's error strategy)."""
         return ["out"]
 
-    def outputs(self, workflow: "Workflow") -> dict[str, VarType]:
+    def outputs(self, workflow: Workflow) -> dict[str, VarType]:
         """Output names and types; references to other names are compile errors."""
         return {}
 
@@ -88,11 +89,10 @@ class NodeConfig(BaseModel):
         """(field path, Jinja2 source) of every template field, for compile-time checks."""
         return iter(())
 
-    def requirements(self) -> Iterator["Requirement"]:
+    def requirements(self) -> Iterator[Requirement]:
         """What this node needs from the deployment it runs on (an operator setting turned
         on, a secret set), so validation can say so before a run fails on it."""
         return iter(())
-
 
     def ref_type(self, field: str) -> VarType | None:
         """Type expected for references found directly in ``field`` (None = any)."""
@@ -119,7 +119,7 @@ class NodeConfig(BaseModel):
         ``conversation``), so the compiler can say an undeclared one before a run fails."""
         return iter(())
 
-    def body_outputs(self, workflow: "Workflow") -> dict[str, VarType]:
+    def body_outputs(self, workflow: Workflow) -> dict[str, VarType]:
         """What the node's body (and its own :meth:`body_fields`) reads of the node while
         it runs - an iteration's ``item`` and ``index``, a loop's variables - as opposed
         to :meth:`outputs`, which exist only once the node has finished and are read
@@ -164,7 +164,7 @@ def node_kind(kind: str, title: str):
 class StartConfig(NodeConfig):
     """Entry of the workflow: exposes the workflow's global inputs as its outputs."""
 
-    def outputs(self, workflow: "Workflow") -> dict[str, VarType]:
+    def outputs(self, workflow: Workflow) -> dict[str, VarType]:
         return {var.name: var.type for var in workflow.inputs}
 
 
@@ -194,7 +194,7 @@ class EndConfig(NodeConfig):
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
-    def outputs(self, workflow: "Workflow") -> dict[str, VarType]:
+    def outputs(self, workflow: Workflow) -> dict[str, VarType]:
         return {b.name: b.type or VarType.any for b in self.outputs_}
 
     def handles(self) -> list[str]:
@@ -207,7 +207,7 @@ class AnswerConfig(NodeConfig):
 
     text: str = Field(description="Jinja2 template")
 
-    def outputs(self, workflow: "Workflow") -> dict[str, VarType]:
+    def outputs(self, workflow: Workflow) -> dict[str, VarType]:
         return {"answer": VarType.string}
 
     def templates(self) -> Iterator[tuple[str, str]]:
@@ -257,7 +257,9 @@ class Condition(BaseModel):
     left: Value
     operator: ConditionOp
     right: Value = None
-    type: VarType | None = Field(default=None, description="coerce both operands to this type before comparing")
+    type: VarType | None = Field(
+        default=None, description="coerce both operands to this type before comparing"
+    )
 
     def ref_type(self, field: str) -> VarType | None:
         if self.type is not None:
@@ -265,11 +267,15 @@ class Condition(BaseModel):
         return VarType.number if self.operator in ORDER_OPS else None
 
     @model_validator(mode="after")
-    def _check_operands(self) -> "Condition":
+    def _check_operands(self) -> Condition:
         if self.operator not in UNARY_OPS and self.right is None:
             raise ValueError(f"operator {self.operator.value!r} needs a right operand")
-        if self.operator in (ConditionOp.in_list, ConditionOp.not_in_list) and not isinstance(self.right, (list, Ref)):
-            raise ValueError(f"operator {self.operator.value!r} needs a list (or a reference to one) as right operand")
+        if self.operator in (ConditionOp.in_list, ConditionOp.not_in_list) and not isinstance(
+            self.right, (list, Ref)
+        ):
+            raise ValueError(
+                f"operator {self.operator.value!r} needs a list (or a reference to one) as right operand"
+            )
         self._check_literals()
         return self
 
@@ -284,13 +290,23 @@ class Condition(BaseModel):
         """
         op = self.operator.value
         for side, operand in (("left", self.left), ("right", self.right)):
-            if isinstance(operand, Ref) or operand is None or (side == "right" and self.operator in UNARY_OPS):
+            if (
+                isinstance(operand, Ref)
+                or operand is None
+                or (side == "right" and self.operator in UNARY_OPS)
+            ):
                 continue
             number = isinstance(operand, (int, float)) and not isinstance(operand, bool)
             if self.type is None and self.operator in ORDER_OPS and not number:
-                shown = f"the text {operand!r}" if isinstance(operand, str) else f"{type(operand).__name__} {operand!r}"
-                raise ValueError(f"operator {op!r} compares numbers, but the {side} operand is {shown}: write it as "
-                                 "a number (5, not \"5\") or set type to number to convert it")
+                shown = (
+                    f"the text {operand!r}"
+                    if isinstance(operand, str)
+                    else f"{type(operand).__name__} {operand!r}"
+                )
+                raise ValueError(
+                    f"operator {op!r} compares numbers, but the {side} operand is {shown}: write it as "
+                    'a number (5, not "5") or set type to number to convert it'
+                )
             if self.type is VarType.number and isinstance(operand, str) and not _reads_as_number(operand):
                 raise ValueError(f"the {side} operand {operand!r} is not a number, but type is number")
         if self.operator is ConditionOp.regex and isinstance(self.right, str):
@@ -299,7 +315,9 @@ class Condition(BaseModel):
             try:
                 stdlib_re.compile(self.right)
             except stdlib_re.error as exc:
-                raise ValueError(f"the right operand {self.right!r} is not a valid regular expression: {exc}") from None
+                raise ValueError(
+                    f"the right operand {self.right!r} is not a valid regular expression: {exc}"
+                ) from None
 
 
 def _reads_as_number(text: str) -> bool:
@@ -333,7 +351,7 @@ class IfElseConfig(NodeConfig):
     cases: list[Case] = Field(min_length=1)
 
     @model_validator(mode="after")
-    def _unique_case_ids(self) -> "IfElseConfig":
+    def _unique_case_ids(self) -> IfElseConfig:
         ids = [c.id for c in self.cases]
         dupes = sorted({i for i in ids if ids.count(i) > 1} | ({"else"} & set(ids)))
         if dupes:
@@ -343,7 +361,7 @@ class IfElseConfig(NodeConfig):
     def handles(self) -> list[str]:
         return [c.id for c in self.cases] + ["else"]
 
-    def outputs(self, workflow: "Workflow") -> dict[str, VarType]:
+    def outputs(self, workflow: Workflow) -> dict[str, VarType]:
         return {"case": VarType.string}
 
 
@@ -357,7 +375,7 @@ class TemplateConfig(NodeConfig):
     template: str
     variables: list[InputBinding] = Field(default_factory=list)
 
-    def outputs(self, workflow: "Workflow") -> dict[str, VarType]:
+    def outputs(self, workflow: Workflow) -> dict[str, VarType]:
         return {"output": VarType.string}
 
     def templates(self) -> Iterator[tuple[str, str]]:
@@ -369,7 +387,12 @@ class TemplateConfig(NodeConfig):
 
 # ------------------------------------------------------------------- HTTP request
 
-_HTTP_OUTPUTS = {"status_code": VarType.number, "headers": VarType.object, "body": VarType.string, "json": VarType.any}
+_HTTP_OUTPUTS = {
+    "status_code": VarType.number,
+    "headers": VarType.object,
+    "body": VarType.string,
+    "json": VarType.any,
+}
 
 
 class HttpBody(BaseModel):
@@ -406,26 +429,40 @@ def jsonpath_expression(path: str) -> str:
         raise ValueError("the JSONPath is empty")
     if not text.startswith("$"):
         text = "$." + text.lstrip(".")
-    for pattern, why in ((r"\|\|", "'||' in filters"), (r"\.length\b", "'.length'"),
-                         (r"(?<!\?)\(", "script expressions '(...)'"), (r"@(parent|property|path|root)\b", "'@parent'/'@property'"),
-                         (r"~", "'~' (property names)")):
+    for pattern, why in (
+        (r"\|\|", "'||' in filters"),
+        (r"\.length\b", "'.length'"),
+        (r"(?<!\?)\(", "script expressions '(...)'"),
+        (r"@(parent|property|path|root)\b", "'@parent'/'@property'"),
+        (r"~", "'~' (property names)"),
+    ):
         if re.search(pattern, text):
-            raise ValueError(f"JSONPath {path!r} uses {why}, which Flowloom's JSONPath library (jsonpath-ng) "
-                             "does not evaluate")
+            raise ValueError(
+                f"JSONPath {path!r} uses {why}, which Flowloom's JSONPath library (jsonpath-ng) "
+                "does not evaluate"
+            )
 
     def quote(m: re.Match[str]) -> str:
         key = m.group(2)
         return m.group(0) if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*|\d+", key) else f'{m.group(1)}"{key}"'
 
     parts = re.split(r"(\"[^\"]*\"|'[^']*')", text)  # rewrite outside string literals only
-    text = "".join(part if i % 2 else _NON_IDENT_KEY.sub(quote, part).replace("&&", "&")
-                   for i, part in enumerate(parts))
+    text = "".join(
+        part if i % 2 else _NON_IDENT_KEY.sub(quote, part).replace("&&", "&") for i, part in enumerate(parts)
+    )
     from jsonpath_ng.exceptions import JsonPathLexerError, JsonPathParserError
     from jsonpath_ng.ext import parse
 
     try:
         parse(text)
-    except (JsonPathLexerError, JsonPathParserError, ValueError, TypeError, AttributeError, IndexError) as exc:
+    except (
+        JsonPathLexerError,
+        JsonPathParserError,
+        ValueError,
+        TypeError,
+        AttributeError,
+        IndexError,
+    ) as exc:
         raise ValueError(f"JSONPath {path!r} does not parse: {exc}") from None
     return text
 
@@ -463,26 +500,34 @@ class HttpRequestConfig(NodeConfig):
     max_response_bytes: int = Field(default=10 * 1024 * 1024, gt=0)
     follow_redirects: bool = True
     raise_for_status: bool = Field(default=False, description="treat a 4xx/5xx status as a node error")
-    outputs_: dict[str, str] = Field(default_factory=dict, alias="outputs",
-                                     description="output name -> JSONPath over the parsed response")
+    outputs_: dict[str, str] = Field(
+        default_factory=dict, alias="outputs", description="output name -> JSONPath over the parsed response"
+    )
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     @model_validator(mode="after")
-    def _check_outputs(self) -> "HttpRequestConfig":
+    def _check_outputs(self) -> HttpRequestConfig:
         for name, path in self.outputs_.items():
             if name in _HTTP_OUTPUTS:
-                raise ValueError(f"outputs.{name}: {name!r} is a built-in output of the HTTP node; choose another name")
+                raise ValueError(
+                    f"outputs.{name}: {name!r} is a built-in output of the HTTP node; choose another name"
+                )
             if not re.fullmatch(OUTPUT_NAME, name):
-                raise ValueError(f"outputs: name {name!r} holds both quote kinds, which a reference cannot spell")
+                raise ValueError(
+                    f"outputs: name {name!r} holds both quote kinds, which a reference cannot spell"
+                )
             try:
                 jsonpath_expression(path)
             except ValueError as exc:
                 raise ValueError(f"outputs.{name}: {exc}") from None
         return self
 
-    def outputs(self, workflow: "Workflow") -> dict[str, VarType]:
-        extra = {name: VarType.array if jsonpath_many(path) else VarType.any for name, path in self.outputs_.items()}
+    def outputs(self, workflow: Workflow) -> dict[str, VarType]:
+        extra = {
+            name: VarType.array if jsonpath_many(path) else VarType.any
+            for name, path in self.outputs_.items()
+        }
         return {**_HTTP_OUTPUTS, **extra}
 
     def writes(self) -> str | None:
@@ -538,9 +583,11 @@ class VariableUpdateConfig(NodeConfig):
         for i, u in enumerate(self.updates):
             yield (f"updates[{i}].variable", *u.target())
 
-    def outputs(self, workflow: "Workflow") -> dict[str, VarType]:
-        declared = {"vars": {v.name: v.type for v in workflow.variables},
-                    "conversation": {v.name: v.type for v in workflow.conversation_variables}}
+    def outputs(self, workflow: Workflow) -> dict[str, VarType]:
+        declared = {
+            "vars": {v.name: v.type for v in workflow.variables},
+            "conversation": {v.name: v.type for v in workflow.conversation_variables},
+        }
         out: dict[str, VarType] = {}
         for u in self.updates:
             scope, name = u.target()
@@ -558,12 +605,11 @@ class VariableAggregatorConfig(NodeConfig):
     type: VarType = VarType.any
     refs: list[Ref] = Field(min_length=1)
 
-    def outputs(self, workflow: "Workflow") -> dict[str, VarType]:
+    def outputs(self, workflow: Workflow) -> dict[str, VarType]:
         return {"output": self.type}
 
     def ref_type(self, field: str) -> VarType | None:
         return self.type if field == "refs" and self.type is not VarType.any else None
-
 
 
 # -------------------------------------------------------------------- interactive
@@ -587,12 +633,11 @@ class UserSelectConfig(NodeConfig):
     ignored); anything else asks again with an error.
     """
 
-
     description: str = Field(description="Jinja2 template shown to the person")
     options: list[SelectOption] = Field(min_length=1)
 
     @model_validator(mode="after")
-    def _unique_ids(self) -> "UserSelectConfig":
+    def _unique_ids(self) -> UserSelectConfig:
         ids = [o.id for o in self.options]
         if len(set(ids)) != len(ids):
             raise ValueError(f"option ids must be unique: {ids}")
@@ -601,7 +646,7 @@ class UserSelectConfig(NodeConfig):
     def handles(self) -> list[str]:
         return [o.id for o in self.options]
 
-    def outputs(self, workflow: "Workflow") -> dict[str, VarType]:
+    def outputs(self, workflow: Workflow) -> dict[str, VarType]:
         return {"selected": VarType.string, "label": VarType.string}
 
     def templates(self) -> Iterator[tuple[str, str]]:
@@ -630,17 +675,15 @@ class FormInputConfig(NodeConfig):
     an invalid answer asks again listing the errors.
     """
 
-
     description: str = Field(default="", description="Jinja2 template shown above the form")
     fields: list[FormField] = Field(min_length=1)
 
-    def outputs(self, workflow: "Workflow") -> dict[str, VarType]:
+    def outputs(self, workflow: Workflow) -> dict[str, VarType]:
         return {**{f.name: f.type for f in self.fields}, "form": VarType.object}
 
     def templates(self) -> Iterator[tuple[str, str]]:
         if self.description:
             yield "description", self.description
-
 
 
 # -------------------------------------------------------------------------- loops
@@ -664,12 +707,14 @@ class IterationConfig(NodeConfig):
     collect: Value
     concurrency: int = Field(default=1, ge=1, le=32)
     item_error: Literal["fail", "continue", "skip"] = "fail"
-    max_iterations: int | None = Field(default=None, ge=1, description="most items accepted (also limited per run)")
+    max_iterations: int | None = Field(
+        default=None, ge=1, description="most items accepted (also limited per run)"
+    )
 
-    def outputs(self, workflow: "Workflow") -> dict[str, VarType]:
+    def outputs(self, workflow: Workflow) -> dict[str, VarType]:
         return {"results": VarType.array, "statuses": VarType.array, "count": VarType.number}
 
-    def body_outputs(self, workflow: "Workflow") -> dict[str, VarType]:
+    def body_outputs(self, workflow: Workflow) -> dict[str, VarType]:
         return {"item": VarType.any, "index": VarType.number}
 
     def ref_type(self, field: str) -> VarType | None:
@@ -708,7 +753,7 @@ class LoopConfig(NodeConfig):
     max_iterations: int = Field(default=100, ge=1)
 
     @model_validator(mode="after")
-    def _check_names(self) -> "LoopConfig":
+    def _check_names(self) -> LoopConfig:
         names = [v.name for v in self.variables]
         reserved = sorted({"index", "rounds"} & set(names))
         if reserved:
@@ -718,13 +763,19 @@ class LoopConfig(NodeConfig):
             raise ValueError(f"update names undeclared loop variables {unknown}; declare them in variables")
         return self
 
-    def outputs(self, workflow: "Workflow") -> dict[str, VarType]:
-        return {**{v.name: v.type or VarType.any for v in self.variables}, "rounds": VarType.number,
-                "index": VarType.number}
+    def outputs(self, workflow: Workflow) -> dict[str, VarType]:
+        return {
+            **{v.name: v.type or VarType.any for v in self.variables},
+            "rounds": VarType.number,
+            "index": VarType.number,
+        }
 
-    def body_outputs(self, workflow: "Workflow") -> dict[str, VarType]:
-        return {**{v.name: v.type or VarType.any for v in self.variables}, "index": VarType.number,
-                "rounds": VarType.number}
+    def body_outputs(self, workflow: Workflow) -> dict[str, VarType]:
+        return {
+            **{v.name: v.type or VarType.any for v in self.variables},
+            "index": VarType.number,
+            "rounds": VarType.number,
+        }
 
     def body_fields(self) -> set[str]:
         return {"update", "break_when"}
@@ -752,7 +803,9 @@ class UnsupportedConfig(NodeConfig):
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
-    original_type: str = Field(min_length=1, description="the node kind in the source file, e.g. datasetSearchNode")
+    original_type: str = Field(
+        min_length=1, description="the node kind in the source file, e.g. datasetSearchNode"
+    )
     reason: str = Field(min_length=1, description="why it was not converted")
     outputs_: dict[str, VarType] = Field(default_factory=dict, alias="outputs")
     handles_: list[str] = Field(default_factory=lambda: ["out"], alias="handles")
@@ -760,5 +813,5 @@ class UnsupportedConfig(NodeConfig):
     def handles(self) -> list[str]:
         return list(self.handles_)
 
-    def outputs(self, workflow: "Workflow") -> dict[str, VarType]:
+    def outputs(self, workflow: Workflow) -> dict[str, VarType]:
         return dict(self.outputs_)

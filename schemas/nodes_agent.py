@@ -52,7 +52,8 @@ assistant/tool trail), ``usage`` (model tokens and cost, each call priced on its
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any, Iterator, Literal
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -117,8 +118,12 @@ class ToolParam(BaseModel):
 
 def params_schema(params: list[ToolParam]) -> dict[str, Any]:
     """The JSON Schema object of a parameter list (no extra properties)."""
-    return {"type": "object", "properties": {p.name: p.json_schema() for p in params},
-            "required": [p.name for p in params if p.required], "additionalProperties": False}
+    return {
+        "type": "object",
+        "properties": {p.name: p.json_schema() for p in params},
+        "required": [p.name for p in params if p.required],
+        "additionalProperties": False,
+    }
 
 
 class GraphTool(BaseModel):
@@ -130,16 +135,21 @@ class GraphTool(BaseModel):
     name: str = Field(pattern=TOOL_NAME)
     description: str = ""
     parameters: list[ToolParam] = Field(default_factory=list)
-    result: Value = Field(default=None, description="reference / object with references / Jinja2 template; "
-                                                    "None: the last node's outputs as JSON")
-    timeout: float | None = Field(default=None, gt=0, le=3600, description="seconds per call; None: the node's")
+    result: Value = Field(
+        default=None,
+        description="reference / object with references / Jinja2 template; "
+        "None: the last node's outputs as JSON",
+    )
+    timeout: float | None = Field(
+        default=None, gt=0, le=3600, description="seconds per call; None: the node's"
+    )
     risk: Literal["read", "write"] | None = None
 
     def json_schema(self) -> dict[str, Any]:
         return params_schema(self.parameters)
 
     @model_validator(mode="after")
-    def _unique_params(self) -> "GraphTool":
+    def _unique_params(self) -> GraphTool:
         names = [p.name for p in self.parameters]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
@@ -171,13 +181,19 @@ class HttpTool(BaseModel):
     base_url: str = Field(min_length=1, description="Jinja2 template, e.g. {{ inputs.api_base }}")
     path: str = Field(default="", description="appended to base_url; {name} segments are path parameters")
     parameters: list[HttpToolParam] = Field(default_factory=list)
-    requestBody: dict[str, Any] | None = Field(default=None, description="{required, schema} or the OpenAPI "
-                                               "{required, content: {application/json: {schema}}} form")
-    headers: dict[str, str] = Field(default_factory=dict, description="templates sent on every call (credentials)")
+    requestBody: dict[str, Any] | None = Field(
+        default=None,
+        description="{required, schema} or the OpenAPI "
+        "{required, content: {application/json: {schema}}} form",
+    )
+    headers: dict[str, str] = Field(
+        default_factory=dict, description="templates sent on every call (credentials)"
+    )
     timeout: float = Field(default=30.0, gt=0, le=600)
     max_response_bytes: int = Field(default=1024 * 1024, gt=0)
-    risk: Literal["read", "write"] | None = Field(default=None, description="None: read for GET/HEAD/OPTIONS, "
-                                                  "else write")
+    risk: Literal["read", "write"] | None = Field(
+        default=None, description="None: read for GET/HEAD/OPTIONS, else write"
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -187,18 +203,22 @@ class HttpTool(BaseModel):
         return data
 
     @model_validator(mode="after")
-    def _check(self) -> "HttpTool":
+    def _check(self) -> HttpTool:
         names = [(p.in_, p.name) for p in self.parameters]
         if len(set(names)) != len(names):
             raise ValueError(f"operation {self.operationId!r}: duplicate parameters")
         declared = {p.name for p in self.parameters if p.in_ == "path"}
         used = set(_PATH_PARAM.findall(self.path))
         if used - declared:
-            raise ValueError(f"operation {self.operationId!r}: path parameters {sorted(used - declared)} are not "
-                             "declared in parameters (in: path)")
+            raise ValueError(
+                f"operation {self.operationId!r}: path parameters {sorted(used - declared)} are not "
+                "declared in parameters (in: path)"
+            )
         if declared - used:
-            raise ValueError(f"operation {self.operationId!r}: parameters {sorted(declared - used)} are declared "
-                             f"in: path but {self.path!r} has no such {{segment}}")
+            raise ValueError(
+                f"operation {self.operationId!r}: parameters {sorted(declared - used)} are declared "
+                f"in: path but {self.path!r} has no such {{segment}}"
+            )
         if self.body_schema() is not None and "body" in {p.name for p in self.parameters}:
             raise ValueError(f"operation {self.operationId!r}: 'body' is reserved for the request body")
         return self
@@ -251,7 +271,9 @@ def openapi_operations(doc: dict[str, Any]) -> list[HttpTool]:
         ValueError: a missing ``operationId`` or server URL, or an invalid operation.
     """
     servers = doc.get("servers") or []
-    base = doc.get("x-base-url") or (servers[0].get("url") if servers and isinstance(servers[0], dict) else None)
+    base = doc.get("x-base-url") or (
+        servers[0].get("url") if servers and isinstance(servers[0], dict) else None
+    )
     if not base:
         raise ValueError("openapi: needs servers[0].url (a template such as {{ inputs.api_base }})")
     headers = doc.get("x-headers") or {}
@@ -265,12 +287,22 @@ def openapi_operations(doc: dict[str, Any]) -> list[HttpTool]:
                 continue
             if not op.get("operationId"):
                 raise ValueError(f"openapi: {method.upper()} {path} has no operationId (the tool name)")
-            out.append(HttpTool.model_validate({
-                "operationId": op["operationId"], "summary": op.get("summary", ""),
-                "description": op.get("description", ""), "method": method, "base_url": base, "path": path,
-                "parameters": list(shared) + list(op.get("parameters") or []), "requestBody": op.get("requestBody"),
-                "headers": headers, **({"risk": op["x-risk"]} if op.get("x-risk") else {}),
-            }))
+            out.append(
+                HttpTool.model_validate(
+                    {
+                        "operationId": op["operationId"],
+                        "summary": op.get("summary", ""),
+                        "description": op.get("description", ""),
+                        "method": method,
+                        "base_url": base,
+                        "path": path,
+                        "parameters": list(shared) + list(op.get("parameters") or []),
+                        "requestBody": op.get("requestBody"),
+                        "headers": headers,
+                        **({"risk": op["x-risk"]} if op.get("x-risk") else {}),
+                    }
+                )
+            )
     return out
 
 
@@ -292,9 +324,20 @@ class WorkflowTool(BaseModel):
 
 #: The builtin tools (``nodes/builtin_tools.py``, which checks it lists the same names):
 #: checked here so that ``validate`` names an unknown tool before any run.
-BUILTIN_TOOL_NAMES = frozenset({
-    "current_time", "weekday", "timezone_conversion", "timestamp_to_localtime", "localtime_to_timestamp",
-    "json_parse", "json_replace", "json_insert", "json_delete", "eval_expression"})
+BUILTIN_TOOL_NAMES = frozenset(
+    {
+        "current_time",
+        "weekday",
+        "timezone_conversion",
+        "timestamp_to_localtime",
+        "localtime_to_timestamp",
+        "json_parse",
+        "json_replace",
+        "json_insert",
+        "json_delete",
+        "eval_expression",
+    }
+)
 
 
 class BuiltinToolRef(BaseModel):
@@ -316,9 +359,11 @@ class BuiltinToolRef(BaseModel):
     timeout: float | None = Field(default=None, gt=0, le=3600)
 
     @model_validator(mode="after")
-    def _known(self) -> "BuiltinToolRef":
+    def _known(self) -> BuiltinToolRef:
         if self.name not in BUILTIN_TOOL_NAMES:
-            raise ValueError(f"{self.name!r} is not a builtin tool (builtin tools: {', '.join(sorted(BUILTIN_TOOL_NAMES))})")
+            raise ValueError(
+                f"{self.name!r} is not a builtin tool (builtin tools: {', '.join(sorted(BUILTIN_TOOL_NAMES))})"
+            )
         return self
 
     @property
@@ -335,8 +380,9 @@ class DatasetTool(DatasetSearchOptions):
 
     name: str = Field(default="search_knowledge", pattern=TOOL_NAME)
     description: str = Field(default="", description="default: names the datasets searched")
-    relevance_model: str | None = Field(default=None, min_length=1,
-                                        description="chat model of the relevance pass; None: no pass")
+    relevance_model: str | None = Field(
+        default=None, min_length=1, description="chat model of the relevance pass; None: no pass"
+    )
     timeout: float | None = Field(default=None, gt=0, le=3600)
 
 
@@ -348,8 +394,11 @@ _HEADER_NAME = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,128}$")
 #: ``{{ env.NAME }}``: a reference to an environment variable of the workflow (a secret one is stored encrypted)
 _ENV_REF = re.compile(r"\{\{\s*env\.[A-Za-z_][A-Za-z0-9_]*\s*\}\}")
 #: Header names that carry credentials: their value must come from a secret reference.
-_CREDENTIAL_HEADER = re.compile(r"authorization|cookie|token|secret|password|passwd|credential|api[-_]?key|"
-                                r"(^|[-_])key($|[-_])", re.IGNORECASE)
+_CREDENTIAL_HEADER = re.compile(
+    r"authorization|cookie|token|secret|password|passwd|credential|api[-_]?key|"
+    r"(^|[-_])key($|[-_])",
+    re.IGNORECASE,
+)
 
 
 def secret_names(text: str) -> list[str]:
@@ -361,8 +410,10 @@ def secret_names(text: str) -> list[str]:
     """
     for found in _ANY_SECRET_REF.finditer(text):
         if not SECRET_REF.fullmatch(found.group(0)):
-            raise ValueError(f"{found.group(0)!r} is not a secret reference: write {{{{secret:NAME}}}} with NAME "
-                             "made of letters, digits and _")
+            raise ValueError(
+                f"{found.group(0)!r} is not a secret reference: write {{{{secret:NAME}}}} with NAME "
+                "made of letters, digits and _"
+            )
     return SECRET_REF.findall(text)
 
 
@@ -393,18 +444,34 @@ class McpServer(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(pattern=r"^[A-Za-z0-9_\-]{1,64}$", description="the server's label in messages and records")
-    url: str | None = Field(default=None, description="Streamable HTTP endpoint, e.g. https://mcp.example.com/mcp")
-    headers: dict[str, str] = Field(default_factory=dict, description="sent with every request; values may hold "
-                                    "{{ env.NAME }} and {{secret:NAME}} references (credentials must)")
+    name: str = Field(
+        pattern=r"^[A-Za-z0-9_\-]{1,64}$", description="the server's label in messages and records"
+    )
+    url: str | None = Field(
+        default=None, description="Streamable HTTP endpoint, e.g. https://mcp.example.com/mcp"
+    )
+    headers: dict[str, str] = Field(
+        default_factory=dict,
+        description="sent with every request; values may hold "
+        "{{ env.NAME }} and {{secret:NAME}} references (credentials must)",
+    )
     command: str | None = Field(default=None, min_length=1, description="stdio server: the program to start")
     args: list[str] = Field(default_factory=list, description="stdio server: its arguments")
-    env: dict[str, str] = Field(default_factory=dict, description="stdio server: environment variables; values may "
-                                "hold {{ env.NAME }} and {{secret:NAME}} references")
+    env: dict[str, str] = Field(
+        default_factory=dict,
+        description="stdio server: environment variables; values may "
+        "hold {{ env.NAME }} and {{secret:NAME}} references",
+    )
     tools: list[str] | None = Field(default=None, description="the tools offered; None: every tool it lists")
-    prefix: str = Field(default="", pattern=r"^[A-Za-z0-9_\-]{0,32}$", description="put before each tool name")
-    timeout: float | None = Field(default=None, gt=0, le=3600, description="seconds per call; None: the node's")
-    connect_timeout: float = Field(default=20.0, gt=0, le=300, description="seconds to connect and list the tools")
+    prefix: str = Field(
+        default="", pattern=r"^[A-Za-z0-9_\-]{0,32}$", description="put before each tool name"
+    )
+    timeout: float | None = Field(
+        default=None, gt=0, le=3600, description="seconds per call; None: the node's"
+    )
+    connect_timeout: float = Field(
+        default=20.0, gt=0, le=300, description="seconds to connect and list the tools"
+    )
 
     @property
     def transport(self) -> Literal["http", "stdio"]:
@@ -417,12 +484,16 @@ class McpServer(BaseModel):
 
     def secrets(self) -> list[str]:
         """Every secret name the headers and environment reference."""
-        return [name for value in (*self.headers.values(), *self.env.values()) for name in secret_names(value)]
+        return [
+            name for value in (*self.headers.values(), *self.env.values()) for name in secret_names(value)
+        ]
 
     @model_validator(mode="after")
-    def _check(self) -> "McpServer":
+    def _check(self) -> McpServer:
         if (self.url is None) == (self.command is None):
-            raise ValueError(f"MCP server {self.name!r}: give either url (Streamable HTTP) or command (stdio)")
+            raise ValueError(
+                f"MCP server {self.name!r}: give either url (Streamable HTTP) or command (stdio)"
+            )
         if self.url is not None:
             self._check_url(self.url)
             if self.args or self.env:
@@ -433,16 +504,20 @@ class McpServer(BaseModel):
             if not _HEADER_NAME.match(key):
                 raise ValueError(f"MCP server {self.name!r}: {key!r} is not a valid header name")
             if _CREDENTIAL_HEADER.search(key) and not secret_names(value) and not _ENV_REF.search(value):
-                raise ValueError(f"MCP server {self.name!r}: header {key!r} carries credentials, which must not be "
-                                 "stored in the workflow: write its value with a secret reference, e.g. "
-                                 "'Bearer {{ env.MY_TOKEN }}' (a secret environment variable of the workflow) or "
-                                 "'Bearer {{secret:MY_TOKEN}}' (the operator sets FLOWLOOM_SECRET_MY_TOKEN)")
+                raise ValueError(
+                    f"MCP server {self.name!r}: header {key!r} carries credentials, which must not be "
+                    "stored in the workflow: write its value with a secret reference, e.g. "
+                    "'Bearer {{ env.MY_TOKEN }}' (a secret environment variable of the workflow) or "
+                    "'Bearer {{secret:MY_TOKEN}}' (the operator sets FLOWLOOM_SECRET_MY_TOKEN)"
+                )
         self.secrets()  # a malformed reference is an error here, before any run
         if self.tools is not None:
             bad = [t for t in self.tools if not re.fullmatch(TOOL_NAME, self.tool_name(t))]
             if bad:
-                raise ValueError(f"MCP server {self.name!r}: tool names must be 1-64 letters, digits, _ or - "
-                                 f"(with the prefix): {bad}")
+                raise ValueError(
+                    f"MCP server {self.name!r}: tool names must be 1-64 letters, digits, _ or - "
+                    f"(with the prefix): {bad}"
+                )
             dupes = sorted({t for t in self.tools if self.tools.count(t) > 1})
             if dupes:
                 raise ValueError(f"MCP server {self.name!r}: tools named twice: {dupes}")
@@ -452,11 +527,14 @@ class McpServer(BaseModel):
         scheme, sep, rest = url.partition("://")
         host = rest.split("/", 1)[0].split("?", 1)[0]
         if not sep or scheme.lower() not in ("http", "https") or not host:
-            raise ValueError(f"MCP server {self.name!r}: url must be an http:// or https:// URL with a host "
-                             f"(got {url!r})")
+            raise ValueError(
+                f"MCP server {self.name!r}: url must be an http:// or https:// URL with a host (got {url!r})"
+            )
         if "@" in host:
-            raise ValueError(f"MCP server {self.name!r}: the url must not carry credentials (user:password@); send "
-                             "them in a header with a secret reference")
+            raise ValueError(
+                f"MCP server {self.name!r}: the url must not carry credentials (user:password@); send "
+                "them in a header with a secret reference"
+            )
         if "{{" in url or "{%" in url:
             raise ValueError(f"MCP server {self.name!r}: the url is fixed text (no templates or secrets)")
 
@@ -467,7 +545,9 @@ class StopTool(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(default="stop", pattern=TOOL_NAME)
-    description: str = "Call this when the task is finished and nothing more should be done; the run ends here."
+    description: str = (
+        "Call this when the task is finished and nothing more should be done; the run ends here."
+    )
 
 
 class ToolLoopConfig(LLMNodeConfig):
@@ -485,16 +565,24 @@ class ToolLoopConfig(LLMNodeConfig):
     call, ``true`` runs them all, a list names the write tools that run without asking.
     """
 
-    history: int = Field(default=6, ge=0, le=100, description="past turns of history_source put in the prompt")
+    history: int = Field(
+        default=6, ge=0, le=100, description="past turns of history_source put in the prompt"
+    )
     system_prompt: str = Field(default="", description="Jinja2 template")
     user_prompt: TextValue = Field(default="{{ sys.query }}", description="the task: template or reference")
     tools: list[GraphTool] = Field(default_factory=list)
     http_tools: list[HttpTool] = Field(default_factory=list)
-    openapi: dict[str, Any] | None = Field(default=None, description="OpenAPI-style document: one tool per operation")
+    openapi: dict[str, Any] | None = Field(
+        default=None, description="OpenAPI-style document: one tool per operation"
+    )
     workflow_tools: list[WorkflowTool] = Field(default_factory=list)
     builtin_tools: list[BuiltinToolRef] = Field(default_factory=list)
-    dataset_tools: list[DatasetTool] = Field(default_factory=list, description="searches of the tenant's datasets")
-    mcp_servers: list[McpServer] = Field(default_factory=list, description="MCP servers whose tools are offered")
+    dataset_tools: list[DatasetTool] = Field(
+        default_factory=list, description="searches of the tenant's datasets"
+    )
+    mcp_servers: list[McpServer] = Field(
+        default_factory=list, description="MCP servers whose tools are offered"
+    )
     max_rounds: int = Field(default=50, ge=1, le=500)
     tool_only_cap: int = Field(default=5, ge=0, le=100, description="0: no cap")
     repeat_limit: int = Field(default=3, ge=0, le=100, description="0: no loop detection")
@@ -503,8 +591,11 @@ class ToolLoopConfig(LLMNodeConfig):
     max_parse_retries: int = Field(default=2, ge=0, le=10)
     mode: Literal["auto", "native", "json"] = "auto"
     stream: bool = Field(default=True, description="stream answer deltas (native tool calling only)")
-    allow_write_tools: bool | list[str] = Field(default=False, description="risk gate opt-out: true, or names of "
-                                                "write tools that run without a person's confirmation")
+    allow_write_tools: bool | list[str] = Field(
+        default=False,
+        description="risk gate opt-out: true, or names of "
+        "write tools that run without a person's confirmation",
+    )
 
     def declared_risks(self) -> dict[str, str | None]:
         """Tool name -> the risk its config declares: ``read``/``write``; an HTTP operation
@@ -529,8 +620,10 @@ class ToolLoopConfig(LLMNodeConfig):
         if any(server.tools is None for server in self.mcp_servers):
             return True  # its tools (and their annotations) are known only once the node runs
         graph = {t.name for t in self.tools}
-        return any(name not in allowed and (risk == "write" or (risk is None and name not in graph))
-                   for name, risk in self.declared_risks().items())
+        return any(
+            name not in allowed and (risk == "write" or (risk is None and name not in graph))
+            for name, risk in self.declared_risks().items()
+        )
 
     def requirements(self) -> Iterator[Requirement]:
         """Stdio MCP servers need the operator's ``mcp_allow_stdio``; every
@@ -538,14 +631,19 @@ class ToolLoopConfig(LLMNodeConfig):
         for index, server in enumerate(self.mcp_servers):
             where = f"config.mcp_servers[{index}]"
             if server.transport == "stdio":
-                yield Requirement(kind="setting", name="mcp_allow_stdio", path=f"{where}.command",
-                                  why=f"MCP server {server.name!r} starts a local process (stdio)")
+                yield Requirement(
+                    kind="setting",
+                    name="mcp_allow_stdio",
+                    path=f"{where}.command",
+                    why=f"MCP server {server.name!r} starts a local process (stdio)",
+                )
             for name in dict.fromkeys(server.secrets()):
-                yield Requirement(kind="secret", name=name, path=where,
-                                  why=f"MCP server {server.name!r} sends it")
+                yield Requirement(
+                    kind="secret", name=name, path=where, why=f"MCP server {server.name!r} sends it"
+                )
 
     @model_validator(mode="after")
-    def _check_tools(self) -> "ToolLoopConfig":
+    def _check_tools(self) -> ToolLoopConfig:
         if self.openapi is not None:
             try:
                 openapi_operations(self.openapi)
@@ -603,9 +701,14 @@ class ToolLoopConfig(LLMNodeConfig):
     def body_fields(self) -> set[str]:
         return {"tools"}
 
-    def body_outputs(self, workflow: "Workflow") -> dict[str, VarType]:
+    def body_outputs(self, workflow: Workflow) -> dict[str, VarType]:
         """A tool's body reads the current call: its arguments, id, tool name and round."""
-        return {"args": VarType.object, "call_id": VarType.string, "tool": VarType.string, "round": VarType.number}
+        return {
+            "args": VarType.object,
+            "call_id": VarType.string,
+            "tool": VarType.string,
+            "round": VarType.number,
+        }
 
 
 @node_kind("tool_call", "Tool call")
@@ -622,11 +725,19 @@ class ToolCallConfig(ToolLoopConfig):
         names = super().tool_names()
         return names + [self.stop_tool.name] if self.stop_tool is not None else names
 
-    def outputs(self, workflow: "Workflow") -> dict[str, VarType]:
-        return {"answer": VarType.string, "messages": VarType.array, "usage": VarType.object, "cost": VarType.number,
-                "trace": VarType.array, "stop_reason": VarType.string, "rounds": VarType.number,
-                # read inside the body (the current call's scope), like an iteration's item
-                "args": VarType.object, "call_id": VarType.string}
+    def outputs(self, workflow: Workflow) -> dict[str, VarType]:
+        return {
+            "answer": VarType.string,
+            "messages": VarType.array,
+            "usage": VarType.object,
+            "cost": VarType.number,
+            "trace": VarType.array,
+            "stop_reason": VarType.string,
+            "rounds": VarType.number,
+            # read inside the body (the current call's scope), like an iteration's item
+            "args": VarType.object,
+            "call_id": VarType.string,
+        }
 
 
 # =========================================================================== planning agent
@@ -657,7 +768,7 @@ class FileReaderTool(BaseModel):
 
     name: str = Field(default="read_file", pattern=TOOL_NAME)
     description: str = "Read the text of a file the user uploaded."
-    files: Value = Field(description="a file value or an array of them, e.g. {\"ref\": \"inputs.report\"}")
+    files: Value = Field(description='a file value or an array of them, e.g. {"ref": "inputs.report"}')
     max_chars: int = Field(default=20_000, ge=100, le=1_000_000)
 
 
@@ -677,7 +788,6 @@ class AgentConfig(ToolLoopConfig):
     answer is sent as a ``node_delta`` (refused answers never are). Loop limits as for
     ``tool_call``; at most 2 stop-gate refusals, then the node fails ("plan not complete").
     """
-
 
     model_agents: list[ModelAgentTool] = Field(default_factory=list)
     file_reader: FileReaderTool | None = None
@@ -700,11 +810,21 @@ class AgentConfig(ToolLoopConfig):
                 yield f"model_agents[{i}].model", agent.model
         yield from self.dataset_model_refs()
 
-    def outputs(self, workflow: "Workflow") -> dict[str, VarType]:
-        return {"answer": VarType.string, "plan": VarType.object, "history": VarType.array, "asks": VarType.array,
-                "messages": VarType.array, "usage": VarType.object, "cost": VarType.number, "trace": VarType.array,
-                "stop_reason": VarType.string, "rounds": VarType.number,
-                "args": VarType.object, "call_id": VarType.string}
+    def outputs(self, workflow: Workflow) -> dict[str, VarType]:
+        return {
+            "answer": VarType.string,
+            "plan": VarType.object,
+            "history": VarType.array,
+            "asks": VarType.array,
+            "messages": VarType.array,
+            "usage": VarType.object,
+            "cost": VarType.number,
+            "trace": VarType.array,
+            "stop_reason": VarType.string,
+            "rounds": VarType.number,
+            "args": VarType.object,
+            "call_id": VarType.string,
+        }
 
     def templates(self) -> Iterator[tuple[str, str]]:
         yield from super().templates()

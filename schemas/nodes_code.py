@@ -84,29 +84,43 @@ class CodeConfig(NodeConfig):
 
     language: Literal["python", "javascript"] | None = Field(default=None, description="required with code")
     code: str = Field(default="", description="defines main(**inputs) (Python) / main(inputs) (JavaScript)")
-    tool: str | None = Field(default=None, description="a builtin tool run instead of code (imported Dify tool nodes)")
+    tool: str | None = Field(
+        default=None, description="a builtin tool run instead of code (imported Dify tool nodes)"
+    )
     inputs: list[CodeInput] = Field(default_factory=list)
     outputs_: list[CodeOutput] = Field(default_factory=list, alias="outputs")
     timeout: float = Field(default=10.0, gt=0, le=300, description="wall time in seconds")
     memory_mb: int = Field(default=256, ge=64, le=8192, description="memory limit in MiB")
-    max_output_bytes: int = Field(default=1024 * 1024, gt=0, le=64 * 1024 * 1024,
-                                  description="cap on the returned JSON and on printed output")
+    max_output_bytes: int = Field(
+        default=1024 * 1024,
+        gt=0,
+        le=64 * 1024 * 1024,
+        description="cap on the returned JSON and on printed output",
+    )
     semantics: Literal["strict", "fastgpt"] = Field(
-        default="strict", description="strict typing, or FastGPT's (input conversion, unchecked outputs, globals)")
+        default="strict",
+        description="strict typing, or FastGPT's (input conversion, unchecked outputs, globals)",
+    )
     input_types: dict[str, VarType] = Field(
-        default_factory=dict, description="semantics fastgpt: input name -> type it is converted to")
+        default_factory=dict, description="semantics fastgpt: input name -> type it is converted to"
+    )
 
     @model_validator(mode="after")
-    def _unique_names(self) -> "CodeConfig":
+    def _unique_names(self) -> CodeConfig:
         if self.tool is not None:
             if self.tool not in BUILTIN_TOOL_NAMES:
-                raise ValueError(f"tool: {self.tool!r} is not a builtin tool (builtin tools: "
-                                 f"{', '.join(sorted(BUILTIN_TOOL_NAMES))})")
+                raise ValueError(
+                    f"tool: {self.tool!r} is not a builtin tool (builtin tools: "
+                    f"{', '.join(sorted(BUILTIN_TOOL_NAMES))})"
+                )
             if self.code.strip():
                 raise ValueError("set either code or tool, not both")
         elif not self.code.strip() or self.language is None:
             raise ValueError("code and language are required (or tool, for a builtin tool)")
-        for label, names in (("input", [b.name for b in self.inputs]), ("output", [o.name for o in self.outputs_])):
+        for label, names in (
+            ("input", [b.name for b in self.inputs]),
+            ("output", [o.name for o in self.outputs_]),
+        ):
             dupes = sorted({n for n in names if names.count(n) > 1})
             if dupes:
                 raise ValueError(f"{label} names must be unique: {dupes}")
@@ -115,7 +129,7 @@ class CodeConfig(NodeConfig):
             raise ValueError(f"input_types names inputs that are not bound: {unknown}")
         return self
 
-    def outputs(self, workflow: "Workflow") -> dict[str, VarType]:
+    def outputs(self, workflow: Workflow) -> dict[str, VarType]:
         if self.tool is not None:
             return {"text": VarType.string, "json": VarType.array, "files": VarType.array}
         if self.semantics == "fastgpt":

@@ -9,7 +9,8 @@ and relevance models (registry names).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterator
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -24,8 +25,18 @@ if TYPE_CHECKING:
 __all__ = ["CHUNK_FIELDS", "DatasetSearchOptions", "KnowledgeRetrievalConfig"]
 
 #: The keys of each item of a retrieval node's ``chunks`` output.
-CHUNK_FIELDS = ("citation_id", "text", "score", "dataset_id", "document_id", "chunk_id", "source_name", "position",
-                "heading_path", "metadata")
+CHUNK_FIELDS = (
+    "citation_id",
+    "text",
+    "score",
+    "dataset_id",
+    "document_id",
+    "chunk_id",
+    "source_name",
+    "position",
+    "heading_path",
+    "metadata",
+)
 
 _DATASET_ID = r"^[A-Za-z0-9_.-]+$"
 
@@ -36,25 +47,46 @@ class DatasetSearchOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    datasets: list[str] = Field(min_length=1, max_length=32, description="ids of the tenant's datasets to search")
+    datasets: list[str] = Field(
+        min_length=1, max_length=32, description="ids of the tenant's datasets to search"
+    )
     mode: SearchMode = SearchMode.hybrid
-    fusion: FusionMode = Field(default=FusionMode.rrf, description="hybrid merge: reciprocal rank fusion or "
-                                                                   "weighted normalised scores")
-    semantic_weight: float = Field(default=0.5, ge=0.0, le=1.0, description="weighted fusion: the semantic share")
+    fusion: FusionMode = Field(
+        default=FusionMode.rrf,
+        description="hybrid merge: reciprocal rank fusion or weighted normalised scores",
+    )
+    semantic_weight: float = Field(
+        default=0.5, ge=0.0, le=1.0, description="weighted fusion: the semantic share"
+    )
     top_k: int = Field(default=5, ge=1, le=200, description="most chunks returned")
-    score_threshold: float = Field(default=0.0, ge=0.0, le=1.0,
-                                   description="minimum semantic similarity (or rerank / weighted score)")
-    max_quote_tokens: int = Field(default=3000, ge=0, le=200_000, description="token budget of the quote; 0: none")
-    rerank: RerankSettings | None = Field(default=None, description="a rerank model and/or an LLM relevance pass")
-    filters: list[MetadataFilter] = Field(default_factory=list, max_length=32,
-                                          description="conditions on document metadata (all must hold)")
+    score_threshold: float = Field(
+        default=0.0, ge=0.0, le=1.0, description="minimum semantic similarity (or rerank / weighted score)"
+    )
+    max_quote_tokens: int = Field(
+        default=3000, ge=0, le=200_000, description="token budget of the quote; 0: none"
+    )
+    rerank: RerankSettings | None = Field(
+        default=None, description="a rerank model and/or an LLM relevance pass"
+    )
+    filters: list[MetadataFilter] = Field(
+        default_factory=list, max_length=32, description="conditions on document metadata (all must hold)"
+    )
 
     def search_request(self, query: str, queries: list[str] | None = None) -> SearchRequest:
         """The store-level request for ``query`` (and extra phrasings ``queries``)."""
-        return SearchRequest(dataset_ids=list(dict.fromkeys(self.datasets)), query=query, queries=queries or [],
-                             mode=self.mode, fusion=self.fusion, semantic_weight=self.semantic_weight,
-                             top_k=self.top_k, score_threshold=self.score_threshold,
-                             max_quote_tokens=self.max_quote_tokens, rerank=self.rerank, filters=self.filters)
+        return SearchRequest(
+            dataset_ids=list(dict.fromkeys(self.datasets)),
+            query=query,
+            queries=queries or [],
+            mode=self.mode,
+            fusion=self.fusion,
+            semantic_weight=self.semantic_weight,
+            top_k=self.top_k,
+            score_threshold=self.score_threshold,
+            max_quote_tokens=self.max_quote_tokens,
+            rerank=self.rerank,
+            filters=self.filters,
+        )
 
     def search_model_refs(self, prefix: str = "") -> Iterator[tuple[str, str]]:
         if self.rerank is not None and self.rerank.model:
@@ -79,11 +111,17 @@ class KnowledgeRetrievalConfig(NodeConfig, DatasetSearchOptions):
     """
 
     question: TextValue = Field(default="{{ sys.query }}", description="the question: template or reference")
-    queries: Ref | None = Field(default=None, description="reference to an array of extra queries "
-                                                          "(e.g. a query extension's queries)")
+    queries: Ref | None = Field(
+        default=None, description="reference to an array of extra queries (e.g. a query extension's queries)"
+    )
 
-    def outputs(self, workflow: "Workflow") -> dict[str, VarType]:
-        return {"chunks": VarType.array, "quote": VarType.string, "queries": VarType.array, "usage": VarType.object}
+    def outputs(self, workflow: Workflow) -> dict[str, VarType]:
+        return {
+            "chunks": VarType.array,
+            "quote": VarType.string,
+            "queries": VarType.array,
+            "usage": VarType.object,
+        }
 
     def templates(self) -> Iterator[tuple[str, str]]:
         if isinstance(self.question, str) and self.question:

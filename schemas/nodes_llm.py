@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from typing import TYPE_CHECKING, Annotated, Any, Iterator, Literal
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
@@ -77,13 +78,23 @@ class LLMNodeConfig(NodeConfig):
 
     model: str = Field(min_length=1, description="model name in the model registry")
     temperature: float | None = Field(default=None, ge=0, le=2, description="None: the kind's default")
-    max_tokens: int | None = Field(default=None, gt=0, description="output token cap; None: the model's max_output_tokens")
-    history: int = Field(default=0, ge=0, le=100, description="past turns of history_source put in the prompt")
-    history_source: Ref = Field(default_factory=lambda: Ref(ref="sys.history"),
-                                description="array of {role, content} messages, oldest first")
-    stream_idle_timeout: float | None = Field(default=None, gt=0, le=3600,
-                                              description="seconds a streamed reply may stay silent; None: the "
-                                                          "model's (registry); bounded by the node's timeout")
+    max_tokens: int | None = Field(
+        default=None, gt=0, description="output token cap; None: the model's max_output_tokens"
+    )
+    history: int = Field(
+        default=0, ge=0, le=100, description="past turns of history_source put in the prompt"
+    )
+    history_source: Ref = Field(
+        default_factory=lambda: Ref(ref="sys.history"),
+        description="array of {role, content} messages, oldest first",
+    )
+    stream_idle_timeout: float | None = Field(
+        default=None,
+        gt=0,
+        le=3600,
+        description="seconds a streamed reply may stay silent; None: the "
+        "model's (registry); bounded by the node's timeout",
+    )
 
     def model_refs(self) -> Iterator[tuple[str, str]]:
         yield "model", self.model
@@ -125,19 +136,33 @@ class ChatConfig(LLMNodeConfig):
     answer cites, else all quote items given).
     """
 
-    history: int = Field(default=6, ge=0, le=100, description="past turns of history_source put in the prompt")
+    history: int = Field(
+        default=6, ge=0, le=100, description="past turns of history_source put in the prompt"
+    )
     system_prompt: str = Field(default="", description="Jinja2 template")
-    user_prompt: TextValue = Field(default="{{ sys.query }}", description="the user's message: template or reference")
-    quote: Value = Field(default=None, description="knowledge text: string, array of strings or of {content|q/a|text}, "
-                                                   "or a retrieval node's chunks / quote")
+    user_prompt: TextValue = Field(
+        default="{{ sys.query }}", description="the user's message: template or reference"
+    )
+    quote: Value = Field(
+        default=None,
+        description="knowledge text: string, array of strings or of {content|q/a|text}, "
+        "or a retrieval node's chunks / quote",
+    )
     quote_role: Literal["system", "user"] = "system"
-    quote_template: str | None = Field(default=None, description="Jinja2 with quote/question; None: built-in per role")
+    quote_template: str | None = Field(
+        default=None, description="Jinja2 with quote/question; None: built-in per role"
+    )
     stream: bool = Field(default=True, description="stream answer deltas as node_delta (channel answer)")
     stream_reasoning: bool = Field(default=True, description="stream reasoning deltas (channel reasoning)")
 
-    def outputs(self, workflow: "Workflow") -> dict[str, VarType]:
-        return {"answer": VarType.string, "reasoning": VarType.string, "history": VarType.array,
-                "usage": VarType.object, "citations": VarType.array}
+    def outputs(self, workflow: Workflow) -> dict[str, VarType]:
+        return {
+            "answer": VarType.string,
+            "reasoning": VarType.string,
+            "history": VarType.array,
+            "usage": VarType.object,
+            "citations": VarType.array,
+        }
 
     def templates(self) -> Iterator[tuple[str, str]]:
         yield from self._text_templates("system_prompt", "user_prompt", "quote_template")
@@ -162,7 +187,9 @@ class Category(BaseModel):
     id: str = Field(pattern=r"^[A-Za-z0-9_\-]+$")
     name: str = Field(min_length=1, description="label shown to the model")
     description: str = ""
-    fallback: bool = Field(default=False, description="taken when the reply matches no category (default: the last)")
+    fallback: bool = Field(
+        default=False, description="taken when the reply matches no category (default: the last)"
+    )
 
 
 @node_kind("classify_question", "Question classifier")
@@ -188,7 +215,7 @@ class ClassifyQuestionConfig(LLMNodeConfig):
     memory_ttl: float | None = Field(default=7 * 24 * 3600.0, gt=0, description="seconds; None: no expiry")
 
     @model_validator(mode="after")
-    def _check_categories(self) -> "ClassifyQuestionConfig":
+    def _check_categories(self) -> ClassifyQuestionConfig:
         ids = [c.id for c in self.categories]
         dupes = sorted({i for i in ids if ids.count(i) > 1})
         if dupes:
@@ -216,7 +243,7 @@ class ClassifyQuestionConfig(LLMNodeConfig):
     def handles(self) -> list[str]:
         return [c.id for c in self.categories]
 
-    def outputs(self, workflow: "Workflow") -> dict[str, VarType]:
+    def outputs(self, workflow: Workflow) -> dict[str, VarType]:
         return {"category": VarType.string, "category_name": VarType.string, "usage": VarType.object}
 
     def templates(self) -> Iterator[tuple[str, str]]:
@@ -240,14 +267,16 @@ class ExtractField(BaseModel):
     enum: list[str | int | float | bool] | None = Field(default=None, min_length=1)
 
     @model_validator(mode="after")
-    def _check_enum(self) -> "ExtractField":
+    def _check_enum(self) -> ExtractField:
         if self.enum is None:
             return self
         if self.type in ("object", "array"):
             raise ValueError(f"field {self.name!r}: enum applies to string, number and boolean fields only")
-        check = {"string": lambda v: isinstance(v, str),
-                 "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
-                 "boolean": lambda v: isinstance(v, bool)}[self.type]
+        check = {
+            "string": lambda v: isinstance(v, str),
+            "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+            "boolean": lambda v: isinstance(v, bool),
+        }[self.type]
         bad = [v for v in self.enum if not check(v)]
         if bad:
             raise ValueError(f"field {self.name!r}: enum values {bad!r} are not {self.type}")
@@ -273,13 +302,15 @@ class ExtractFieldsConfig(LLMNodeConfig):
     the JSON prompt protocol; ``structured`` / ``tool`` / ``prompt`` force one.
     """
 
-    text: TextValue = Field(default="{{ sys.query }}", description="text to extract from: template or reference")
+    text: TextValue = Field(
+        default="{{ sys.query }}", description="text to extract from: template or reference"
+    )
     instructions: str = Field(default="", description="extra guidance for the model (Jinja2 template)")
     fields: list[ExtractField] = Field(min_length=1)
     mode: Literal["auto", "structured", "tool", "prompt"] = "auto"
 
     @model_validator(mode="after")
-    def _check_fields(self) -> "ExtractFieldsConfig":
+    def _check_fields(self) -> ExtractFieldsConfig:
         names = [f.name for f in self.fields]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
@@ -298,7 +329,7 @@ class ExtractFieldsConfig(LLMNodeConfig):
             "additionalProperties": False,
         }
 
-    def outputs(self, workflow: "Workflow") -> dict[str, VarType]:
+    def outputs(self, workflow: Workflow) -> dict[str, VarType]:
         outs: dict[str, VarType] = {f.name: VarType(f.type) for f in self.fields}
         outs.update({"fields": VarType.object, "success": VarType.boolean, "usage": VarType.object})
         return outs
@@ -324,7 +355,7 @@ class QueryExtensionConfig(LLMNodeConfig):
     instructions: str = Field(default="", description="extra guidance for the model (Jinja2 template)")
     count: int = Field(default=10, ge=1, le=50)
 
-    def outputs(self, workflow: "Workflow") -> dict[str, VarType]:
+    def outputs(self, workflow: Workflow) -> dict[str, VarType]:
         return {"queries": VarType.array, "usage": VarType.object}
 
     def templates(self) -> Iterator[tuple[str, str]]:

@@ -43,8 +43,17 @@ PROVIDER_ID_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,62}$"
 #: a model name as workflows write it (``qwen2.5:7b``, ``deepseek-chat``, ``org/model``)
 MODEL_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,199}$"
 
-Preset = Literal["openai", "azure_openai", "deepseek", "dashscope", "ollama", "vllm", "lmstudio", "llamacpp",
-                 "openai_compatible"]
+Preset = Literal[
+    "openai",
+    "azure_openai",
+    "deepseek",
+    "dashscope",
+    "ollama",
+    "vllm",
+    "lmstudio",
+    "llamacpp",
+    "openai_compatible",
+]
 KeyRule = Literal["required", "optional", "none"]
 ModelType = Literal["chat", "embedding", "rerank"]
 
@@ -65,17 +74,37 @@ class PresetInfo(BaseModel):
 #: The presets, in the order the canvas offers them.
 PRESETS: tuple[PresetInfo, ...] = (
     PresetInfo(id="openai", label="OpenAI", base_url="https://api.openai.com/v1", key="required"),
-    PresetInfo(id="azure_openai", label="Azure OpenAI", base_url="https://{resource}.openai.azure.com/openai/v1",
-               key="required", note="Azure's v1 API; a model's upstream id is its deployment name"),
+    PresetInfo(
+        id="azure_openai",
+        label="Azure OpenAI",
+        base_url="https://{resource}.openai.azure.com/openai/v1",
+        key="required",
+        note="Azure's v1 API; a model's upstream id is its deployment name",
+    ),
     PresetInfo(id="deepseek", label="DeepSeek", base_url="https://api.deepseek.com/v1", key="required"),
-    PresetInfo(id="dashscope", label="Qwen (DashScope)", base_url="https://dashscope.aliyuncs.com/compatible-mode/v1",
-               key="required", note="outside mainland China: https://dashscope-intl.aliyuncs.com/compatible-mode/v1"),
+    PresetInfo(
+        id="dashscope",
+        label="Qwen (DashScope)",
+        base_url="https://dashscope.aliyuncs.com/compatible-mode/v1",
+        key="required",
+        note="outside mainland China: https://dashscope-intl.aliyuncs.com/compatible-mode/v1",
+    ),
     PresetInfo(id="ollama", label="Ollama", base_url="http://127.0.0.1:11434/v1", key="none"),
-    PresetInfo(id="vllm", label="vLLM", base_url="http://127.0.0.1:8000/v1", key="optional",
-               note="the key is vLLM's --api-key, when it was started with one"),
+    PresetInfo(
+        id="vllm",
+        label="vLLM",
+        base_url="http://127.0.0.1:8000/v1",
+        key="optional",
+        note="the key is vLLM's --api-key, when it was started with one",
+    ),
     PresetInfo(id="lmstudio", label="LM Studio", base_url="http://127.0.0.1:1234/v1", key="none"),
-    PresetInfo(id="llamacpp", label="llama.cpp server", base_url="http://127.0.0.1:8080/v1", key="optional",
-               note="llama-server or llama-cpp-python's server; the key is its --api-key, if any"),
+    PresetInfo(
+        id="llamacpp",
+        label="llama.cpp server",
+        base_url="http://127.0.0.1:8080/v1",
+        key="optional",
+        note="llama-server or llama-cpp-python's server; the key is its --api-key, if any",
+    ),
     PresetInfo(id="openai_compatible", label="OpenAI-compatible", base_url="", key="optional"),
 )
 
@@ -100,7 +129,9 @@ class ProviderCreate(BaseModel):
     name: str = Field(default="", max_length=200)
     preset: Preset = "openai_compatible"
     base_url: str = Field(default="", max_length=2000)
-    api_key: SecretStr | None = Field(default=None, description="write-only: stored encrypted, never returned")
+    api_key: SecretStr | None = Field(
+        default=None, description="write-only: stored encrypted, never returned"
+    )
 
     _strip = field_validator("base_url")(_no_blank)
 
@@ -131,8 +162,9 @@ class ProviderModelIn(BaseModel):
     max_output_tokens: int | None = Field(default=None, ge=0)
     dimension: int | None = Field(default=None, gt=0, le=65536)
     capabilities: dict[str, Any] = Field(default_factory=dict, description="the registry's capability fields")
-    pricing: dict[str, Any] = Field(default_factory=dict,
-                                    description="per 1,000 tokens: input_per_1k, output_per_1k (and tiers)")
+    pricing: dict[str, Any] = Field(
+        default_factory=dict, description="per 1,000 tokens: input_per_1k, output_per_1k (and tiers)"
+    )
 
 
 class ProviderModelUpdate(BaseModel):
@@ -184,7 +216,7 @@ class ProviderList(BaseModel):
     """``GET /v1/model-providers``: the tenant's providers (by id) and its defaults."""
 
     providers: list[ProviderOut]
-    defaults: "ModelDefaults"
+    defaults: ModelDefaults
 
 
 class ModelDefaults(BaseModel):

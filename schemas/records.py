@@ -72,15 +72,21 @@ class RunSummary(BaseModel):
     tokens_in: int = 0
     tokens_out: int = 0
     cost: float = 0.0
-    usage_estimated: bool = Field(default=False, description="some token count was estimated (the model "
-                                  "server did not report it); known once the run no longer runs")
+    usage_estimated: bool = Field(
+        default=False,
+        description="some token count was estimated (the model "
+        "server did not report it); known once the run no longer runs",
+    )
     error: dict[str, Any] | None = None
     owner: OwnerInfo | None = None
     pending_interrupts: list[dict[str, Any]] = Field(default_factory=list)
-    kind: str = Field(default="workflow", description="``workflow``, or ``single_node``: one node run on its own")
+    kind: str = Field(
+        default="workflow", description="``workflow``, or ``single_node``: one node run on its own"
+    )
     node_id: str | None = Field(default=None, description="the node a ``single_node`` run ran")
-    preview: str | None = Field(default=None, description="the user's message, else the first input, as text "
-                                "(at most 120 characters)")
+    preview: str | None = Field(
+        default=None, description="the user's message, else the first input, as text (at most 120 characters)"
+    )
 
     @property
     def duration_s(self) -> float | None:

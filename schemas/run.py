@@ -8,8 +8,9 @@ deadline. The engine keeps no run state anywhere else.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from enum import StrEnum
-from typing import Any, Iterable
+from typing import Any
 
 from pydantic import BaseModel, Field, PrivateAttr, computed_field
 
@@ -46,7 +47,7 @@ class Usage(BaseModel):
     calls: int = 0
 
     @classmethod
-    def total(cls, usages: Iterable["Usage | None"]) -> "Usage":
+    def total(cls, usages: Iterable[Usage | None]) -> Usage:
         """The sum of calls: tokens, costs (each already priced on its own: tiered prices
         make "sum the tokens, price once" wrong), latency and call counts.
         ``token_source`` is ``"estimated"`` when any part was; ``model`` joins the
@@ -149,11 +150,17 @@ class NodeRun(BaseModel):
     started_at: float | None = None
     finished_at: float | None = None
     usage: Usage | None = None
-    data: dict[str, Any] = Field(default_factory=dict, description="kind-specific record (raw replies, traces)")
+    data: dict[str, Any] = Field(
+        default_factory=dict, description="kind-specific record (raw replies, traces)"
+    )
     loop_id: str | None = Field(default=None, description="loop node or loop region this run belongs to")
     iteration: int | None = Field(default=None, description="round / item index inside loop_id (from 0)")
-    waited_s: float = Field(default=0.0, description="seconds this node run spent paused, waiting for a person")
-    pending: PendingContext | None = Field(default=None, description="what the node needs to continue after a pause")
+    waited_s: float = Field(
+        default=0.0, description="seconds this node run spent paused, waiting for a person"
+    )
+    pending: PendingContext | None = Field(
+        default=None, description="what the node needs to continue after a pause"
+    )
 
 
 class RunState(BaseModel):
@@ -163,12 +170,16 @@ class RunState(BaseModel):
     workflow_id: str
     workflow_hash: str
     tenant_id: str = "default"
-    workflow_version: str | None = Field(default=None, description="published version the run executes, if any")
+    workflow_version: str | None = Field(
+        default=None, description="published version the run executes, if any"
+    )
     status: RunStatus = RunStatus.pending
     inputs: dict[str, Any] = Field(default_factory=dict)
     sys: dict[str, Any] = Field(default_factory=dict)
     variables: dict[str, Any] = Field(default_factory=dict)
-    conversation: dict[str, Any] = Field(default_factory=dict, description="conversation variables of this turn")
+    conversation: dict[str, Any] = Field(
+        default_factory=dict, description="conversation variables of this turn"
+    )
     node_runs: dict[str, NodeRun] = Field(default_factory=dict, description="node id -> its node run")
     edges: dict[str, EdgeStatus] = Field(default_factory=dict)
     ready: list[str] = Field(
@@ -181,7 +192,9 @@ class RunState(BaseModel):
     started_at: float | None = None
     finished_at: float | None = None
     deadline: float | None = Field(default=None, description="Unix seconds; max wall time")
-    wall_time_left: float | None = Field(default=None, description="seconds of max_wall_time left when paused")
+    wall_time_left: float | None = Field(
+        default=None, description="seconds of max_wall_time left when paused"
+    )
     paused_at: float | None = Field(default=None, description="Unix seconds the run last paused")
     waited_s: float = Field(default=0.0, description="seconds spent paused, waiting for a person")
     outputs: dict[str, Any] = Field(default_factory=dict)
@@ -191,7 +204,7 @@ class RunState(BaseModel):
     history: list[NodeRun] = Field(default_factory=list, description="node runs of earlier loop rounds")
 
     #: the state a nested run (loop round, iteration item) falls back to for references
-    _parent: "RunState | None" = PrivateAttr(default=None)
+    _parent: RunState | None = PrivateAttr(default=None)
     #: environment variables (``env.NAME``), secrets decrypted: set by whoever executes the
     #: run from the workflow and the secret store, never part of a checkpoint
     _env: dict[str, Any] = PrivateAttr(default_factory=dict)
@@ -205,7 +218,7 @@ class RunState(BaseModel):
     def env(self, values: dict[str, Any]) -> None:
         self._env = values
 
-    def child(self) -> "RunState":
+    def child(self) -> RunState:
         """A state for a nested run: its own node runs and edges; inputs, system, run and
         conversation variables shared with this one; references fall back to this state."""
         child = RunState(run_id=self.run_id, workflow_id=self.workflow_id, workflow_hash=self.workflow_hash)
@@ -246,5 +259,7 @@ class RunState(BaseModel):
     def __repr__(self) -> str:
         # Short on purpose: a state holds every node's outputs, and asyncio/loggers repr
         # finished tasks (whose result is the state) - a full repr costs O(run size).
-        return (f"RunState(run_id={self.run_id!r}, workflow_id={self.workflow_id!r}, status={self.status.value!r}, "
-                f"node_runs={len(self.node_runs)}, seq={self.seq})")
+        return (
+            f"RunState(run_id={self.run_id!r}, workflow_id={self.workflow_id!r}, status={self.status.value!r}, "
+            f"node_runs={len(self.node_runs)}, seq={self.seq})"
+        )

@@ -137,6 +137,8 @@ def _key_text(key: str) -> str:
     if _PLAIN_KEY.fullmatch(key):
         return f".{key}"
     return f"['{key}']" if '"' in key else f'["{key}"]'
+
+
 _HEAD = re.compile(r"[^.\[\]]+")
 
 
@@ -158,7 +160,11 @@ class Selector(BaseModel):
     def __str__(self) -> str:
         if self.scope != "node":
             head = self.scope
-        elif _PLAIN_KEY.fullmatch(self.node or "") and self.node not in RESERVED_SCOPES and " " not in (self.node or ""):
+        elif (
+            _PLAIN_KEY.fullmatch(self.node or "")
+            and self.node not in RESERVED_SCOPES
+            and " " not in (self.node or "")
+        ):
             head = self.node or ""
         else:  # an id that does not read plainly: the nodes["<id>"] form (module README "References")
             head = "nodes" + _key_text(self.node or "")
@@ -213,7 +219,9 @@ class Ref(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    ref: str = Field(description="node_id.output[.path] | inputs.NAME | sys.NAME | vars.NAME | conversation.NAME")
+    ref: str = Field(
+        description="node_id.output[.path] | inputs.NAME | sys.NAME | vars.NAME | conversation.NAME"
+    )
 
     _selector: Selector = PrivateAttr()
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Iterator, NamedTuple
+from collections.abc import Iterator
+from typing import Annotated, Any, NamedTuple
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
@@ -40,7 +41,9 @@ class InputBinding(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", description="identifier used in templates and code")
+    name: str = Field(
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", description="identifier used in templates and code"
+    )
     value: Value = None
     type: VarType | None = Field(default=None, description="declared type; checked against the reference")
     required: bool = False

@@ -9,11 +9,20 @@ discriminated union on ``type``, built per catalog). ``flowloom schema`` prints
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from enum import StrEnum
-from typing import Annotated, Any, Literal, Mapping, Union
+from typing import Annotated, Any, Literal, Union
 
-from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, SerializeAsAny, TypeAdapter, create_model,
-                      model_validator)
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializeAsAny,
+    TypeAdapter,
+    create_model,
+    model_validator,
+)
 
 from .env_vars import EnvVar
 from .nodes import NodeConfig
@@ -77,10 +86,12 @@ class ConversationVar(BaseModel):
     description: str = ""
 
     @model_validator(mode="after")
-    def _default_fits(self) -> "ConversationVar":
+    def _default_fits(self) -> ConversationVar:
         if not value_matches(self.default, self.type):
-            raise ValueError(f"default of conversation variable {self.name!r} must be {self.type.value}, "
-                             f"got {type(self.default).__name__}")
+            raise ValueError(
+                f"default of conversation variable {self.name!r} must be {self.type.value}, "
+                f"got {type(self.default).__name__}"
+            )
         return self
 
 
@@ -142,10 +153,17 @@ class NodeBase(BaseModel):
     retry_interval: float = Field(default=1.0, ge=0, le=600, description="seconds between attempts")
     error_strategy: ErrorStrategy = ErrorStrategy.fail
     default_output: dict[str, Any] | None = None
-    default_handle: str | None = Field(default=None, description="handle taken with default_output (default: first)")
-    parent: str | None = Field(default=None, description="id of the loop/iteration node whose body holds this node")
+    default_handle: str | None = Field(
+        default=None, description="handle taken with default_output (default: first)"
+    )
+    parent: str | None = Field(
+        default=None, description="id of the loop/iteration node whose body holds this node"
+    )
     max_iterations: int | None = Field(
-        default=None, ge=1, description="round limit when this node is the entry of a loop drawn with a back-edge")
+        default=None,
+        ge=1,
+        description="round limit when this node is the entry of a loop drawn with a back-edge",
+    )
     config: NodeConfig
 
     def handles(self) -> list[str]:
@@ -153,7 +171,7 @@ class NodeBase(BaseModel):
         handles = self.config.handles()
         return handles + ["error"] if self.error_strategy is ErrorStrategy.error_branch else handles
 
-    def outputs(self, workflow: "Workflow") -> dict[str, VarType]:
+    def outputs(self, workflow: Workflow) -> dict[str, VarType]:
         """Declared outputs, plus ``error`` under the error-branch strategy."""
         outs = self.config.outputs(workflow)
         if self.error_strategy is ErrorStrategy.error_branch:
@@ -186,7 +204,8 @@ def _node_union(configs: Mapping[str, type[NodeConfig]]) -> Any:
     models = tuple(node_model(cls, kind) for kind, cls in configs.items())
     if len(models) == 1:
         return models[0]
-    return Annotated[Union[models], Field(discriminator="type")]  # type: ignore[valid-type]
+    # a union built at run time: only typing.Union takes a tuple of members
+    return Annotated[Union[models], Field(discriminator="type")]  # type: ignore[valid-type]  # noqa: UP007
 
 
 class Note(BaseModel):
@@ -200,7 +219,9 @@ class Note(BaseModel):
     position: Position = Field(default_factory=Position)
     width: float = Field(default=240.0, gt=0, le=10_000)
     height: float = Field(default=160.0, gt=0, le=10_000)
-    color: str = Field(default="", max_length=32, description="a CSS colour name or #rrggbb; empty: the default")
+    color: str = Field(
+        default="", max_length=32, description="a CSS colour name or #rrggbb; empty: the default"
+    )
 
 
 class RunLimits(BaseModel):
@@ -208,9 +229,13 @@ class RunLimits(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    max_node_executions: int = Field(default=10_000, ge=1, description="node attempts per run, retries included")
+    max_node_executions: int = Field(
+        default=10_000, ge=1, description="node attempts per run, retries included"
+    )
     max_wall_time: float = Field(default=3600.0, gt=0, description="seconds from run start")
-    max_concurrency: int | None = Field(default=None, ge=1, description="nodes running at once (None: unlimited)")
+    max_concurrency: int | None = Field(
+        default=None, ge=1, description="nodes running at once (None: unlimited)"
+    )
     max_loop_iterations: int = Field(default=1000, ge=1, description="rounds/items of any one loop, per run")
 
 
@@ -224,13 +249,20 @@ class Workflow(BaseModel):
     version: int | str = 1
     description: str = ""
     inputs: list[InputVar] = Field(default_factory=list)
-    variables: list[InputVar] = Field(default_factory=list, description="run variables, set by variable_update")
+    variables: list[InputVar] = Field(
+        default_factory=list, description="run variables, set by variable_update"
+    )
     conversation_variables: list[ConversationVar] = Field(
-        default_factory=list, description="conversation variables: kept per chat across turns, set by variable_update")
+        default_factory=list,
+        description="conversation variables: kept per chat across turns, set by variable_update",
+    )
     environment: list[EnvVar] = Field(
-        default_factory=list, description="environment variables (env.NAME): settings and secrets (schemas.env_vars)")
+        default_factory=list,
+        description="environment variables (env.NAME): settings and secrets (schemas.env_vars)",
+    )
     nodes: list[SerializeAsAny[NodeBase]] = Field(
-        default_factory=list, description="validated per kind by the node catalog (the compiler), not here")
+        default_factory=list, description="validated per kind by the node catalog (the compiler), not here"
+    )
     edges: list[Edge] = Field(default_factory=list)
     limits: RunLimits = Field(default_factory=RunLimits)
     notes: list[Note] = Field(default_factory=list, description="sticky notes of the canvas (not executed)")
@@ -239,7 +271,10 @@ class Workflow(BaseModel):
 def workflow_json_schema(configs: Mapping[str, type[NodeConfig]]) -> dict[str, Any]:
     """JSON Schema (draft 2020-12) of workflows whose nodes are of the kinds in ``configs``
     (kind -> config class), for the canvas and importers."""
-    current = create_model("Workflow", __base__=Workflow, __doc__=Workflow.__doc__,
-                           nodes=(list[_node_union(configs)], Field(default_factory=list)))  # type: ignore[valid-type]
+    current = create_model(
+        "Workflow",
+        __base__=Workflow,
+        __doc__=Workflow.__doc__,
+        nodes=(list[_node_union(configs)], Field(default_factory=list)),
+    )  # type: ignore[valid-type]
     return TypeAdapter(current).json_schema(by_alias=True)
-

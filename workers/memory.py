@@ -171,7 +171,10 @@ class LocalMemoryStore(MemoryStore):
         ttl = _check_ttl(ttl)
         encoded = _encode(value)  # refuse non-JSON before touching the disk
         record = '{"key":%s,"value":%s,"expires_at":%s}' % (
-            json.dumps(full), encoded, "null" if ttl is None else repr(time.time() + ttl))
+            json.dumps(full),
+            encoded,
+            "null" if ttl is None else repr(time.time() + ttl),
+        )
         await asyncio.to_thread(self._write, full, record)
 
     async def delete(self, key: str) -> bool:
@@ -210,7 +213,9 @@ class RedisMemoryStore(MemoryStore):
         ValueError: neither ``url`` nor ``client`` given.
     """
 
-    def __init__(self, url: str | None = None, namespace: str = DEFAULT_NAMESPACE, *, client: Any = None) -> None:
+    def __init__(
+        self, url: str | None = None, namespace: str = DEFAULT_NAMESPACE, *, client: Any = None
+    ) -> None:
         super().__init__(namespace)
         self.url = url or None
         if self.url is None and client is None:

@@ -31,8 +31,9 @@ from __future__ import annotations
 
 import logging
 import time
-from datetime import timezone
-from typing import Any, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from datetime import UTC
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
@@ -59,22 +60,30 @@ class PrometheusTelemetry(Telemetry):
     holds them (a new one by default, so two servers in one test process do not clash).
     ``executing`` (optional) returns how many runs this process executes now."""
 
-    def __init__(self, registry: CollectorRegistry | None = None, *,
-                 executing: Callable[[], int] | None = None) -> None:
+    def __init__(
+        self, registry: CollectorRegistry | None = None, *, executing: Callable[[], int] | None = None
+    ) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
         on = {"registry": self.registry, "namespace": "flowloom"}
         self.runs_started = Counter("runs_started", "Runs started by this process", ["workflow"], **on)
-        self.runs_finished = Counter("runs_finished", "Runs this process executed to an end",
-                                     ["workflow", "status"], **on)
+        self.runs_finished = Counter(
+            "runs_finished", "Runs this process executed to an end", ["workflow", "status"], **on
+        )
         self.runs_paused = Counter("runs_paused", "Runs paused for an answer", ["workflow"], **on)
-        self.node_duration = Histogram("node_duration_seconds", "Node run durations", ["kind", "status"],
-                                       buckets=NODE_BUCKETS, **on)
+        self.node_duration = Histogram(
+            "node_duration_seconds", "Node run durations", ["kind", "status"], buckets=NODE_BUCKETS, **on
+        )
         self.model_calls = Counter("model_calls", "Model calls", ["model", "provider", "outcome"], **on)
-        self.model_tokens = Counter("model_tokens", "Model tokens", ["model", "provider", "direction", "source"],
-                                    **on)
+        self.model_tokens = Counter(
+            "model_tokens", "Model tokens", ["model", "provider", "direction", "source"], **on
+        )
         self.model_cost = Counter("model_cost_usd", "Model cost in US dollars", ["model", "provider"], **on)
-        self.checkpoints = Histogram("checkpoint_duration_seconds", "Time to store a run's checkpoint",
-                                     buckets=CHECKPOINT_BUCKETS, **on)
+        self.checkpoints = Histogram(
+            "checkpoint_duration_seconds",
+            "Time to store a run's checkpoint",
+            buckets=CHECKPOINT_BUCKETS,
+            **on,
+        )
         self.sse = Gauge("sse_subscribers", "Event streams (SSE) connected now", **on)
         self.recoveries = Counter("recoveries", "Orphaned runs handled by recovery", ["outcome"], **on)
         self.store_runs = Gauge("runs", "Runs in the store by status (set when scraped)", ["status"], **on)
@@ -134,15 +143,18 @@ class QueueCollector(Collector):
         from rq import Queue
 
         jobs = GaugeMetricFamily("flowloom_queue_jobs", "Jobs waiting in an RQ queue", labels=["queue"])
-        age = GaugeMetricFamily("flowloom_queue_oldest_job_age_seconds",
-                                "Age of the oldest job waiting in an RQ queue (0: empty)", labels=["queue"])
+        age = GaugeMetricFamily(
+            "flowloom_queue_oldest_job_age_seconds",
+            "Age of the oldest job waiting in an RQ queue (0: empty)",
+            labels=["queue"],
+        )
         now = time.time()
         try:
             for name in self.queues:
                 queue = Queue(name, connection=self.connection)
                 jobs.add_metric([name], float(queue.count))
                 age.add_metric([name], _oldest_age(queue, now))
-        except Exception as exc:  # noqa: BLE001 - a scrape must still answer with the other metrics
+        except Exception as exc:
             logger.warning("metrics: the RQ queues could not be read (%s: %s)", type(exc).__name__, exc)
             return []
         return [jobs, age]
@@ -158,7 +170,7 @@ def _oldest_age(queue: Any, now: float) -> float:
     if enqueued is None:
         return 0.0
     if enqueued.tzinfo is None:  # RQ writes UTC; a naive value read as local time would be off by the zone
-        enqueued = enqueued.replace(tzinfo=timezone.utc)
+        enqueued = enqueued.replace(tzinfo=UTC)
     return max(0.0, now - enqueued.timestamp())
 
 

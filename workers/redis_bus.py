@@ -38,7 +38,8 @@ import json
 import logging
 import time
 import weakref
-from typing import Any, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
 from schemas.records import RunCommand
 
@@ -60,7 +61,7 @@ DEFAULT_NAMESPACE = "flowloom"
 TERMINAL_EVENTS = frozenset({"run_finished", "run_failed", "run_cancelled"})
 _BACKOFF_MIN_S, _BACKOFF_MAX_S = 0.1, 5.0
 
-_clients: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, Any]]" = weakref.WeakKeyDictionary()
+_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, Any]] = weakref.WeakKeyDictionary()
 
 
 def mask_redis_url(url: str) -> str:
@@ -89,8 +90,13 @@ def redis_client(url: str) -> Any:
     if client is None:
         from redis.asyncio import Redis
 
-        client = Redis.from_url(url, decode_responses=True, health_check_interval=5, socket_connect_timeout=2,
-                                socket_keepalive=True)
+        client = Redis.from_url(
+            url,
+            decode_responses=True,
+            health_check_interval=5,
+            socket_connect_timeout=2,
+            socket_keepalive=True,
+        )
         per_loop[url] = client
     return client
 
@@ -101,7 +107,7 @@ def _connection_errors() -> tuple[type[BaseException], ...]:
     return (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError)
 
 
-def _retrieve(task: "asyncio.Future[Any]") -> None:
+def _retrieve(task: asyncio.Future[Any]) -> None:
     if not task.cancelled():
         task.exception()  # retrieved: a command whose caller went away may fail unseen
 
@@ -158,16 +164,18 @@ class RedisEventBus:
     trims whole nodes); ``ttl_s``: seconds a stream lives after its run ended.
     """
 
-    def __init__(self, url: str, *, namespace: str = DEFAULT_NAMESPACE, maxlen: int = 10_000,
-                 ttl_s: float = 3600.0) -> None:
+    def __init__(
+        self, url: str, *, namespace: str = DEFAULT_NAMESPACE, maxlen: int = 10_000, ttl_s: float = 3600.0
+    ) -> None:
         self.url, self.namespace, self.maxlen, self.ttl_s = url, namespace, maxlen, ttl_s
 
     def key(self, tenant_id: str, run_id: str) -> str:
         """The stream's key: ``<ns>:events:<tenant>:<run>``."""
         return f"{self.namespace}:events:{tenant_id}:{run_id}"
 
-    def publisher(self, tenant_id: str, run_id: str, *,
-                  first: Callable[[Any], None] | None = None) -> "EventPublisher":
+    def publisher(
+        self, tenant_id: str, run_id: str, *, first: Callable[[Any], None] | None = None
+    ) -> EventPublisher:
         """A publisher for one execution of the run (call :meth:`EventPublisher.close` at
         its end); ``first``: see :class:`EventPublisher`."""
         return EventPublisher(self, tenant_id, run_id, first=first)
@@ -178,14 +186,25 @@ class RedisEventBus:
         again, with what really happened); returns how many were deleted."""
         client = redis_client(self.url)
         key = self.key(tenant_id, run_id)
-        stale = [entry_id for entry_id, fields in await shielded(client.xrange(key)) if int(fields.get("seq", 0)) > seq]
+        stale = [
+            entry_id
+            for entry_id, fields in await shielded(client.xrange(key))
+            if int(fields.get("seq", 0)) > seq
+        ]
         if stale:
             await shielded(client.xdel(key, *stale))
         return len(stale)
 
-    def follow(self, tenant_id: str, run_id: str, after_seq: int, *,
-               durable: Callable[[int], Awaitable[list[dict[str, Any]]]],
-               ended: Callable[[], Awaitable[bool]], block_ms: int = 1000) -> AsyncIterator[dict[str, Any]]:
+    def follow(
+        self,
+        tenant_id: str,
+        run_id: str,
+        after_seq: int,
+        *,
+        durable: Callable[[int], Awaitable[list[dict[str, Any]]]],
+        ended: Callable[[], Awaitable[bool]],
+        block_ms: int = 1000,
+    ) -> AsyncIterator[dict[str, Any]]:
         """The run's events with ``seq > after_seq`` as JSON objects, in ``seq`` order, each
         once, until the run ends (or pauses).
 
@@ -222,9 +241,16 @@ class _Follower:
       this reader, as any outage does.
     """
 
-    def __init__(self, bus: RedisEventBus, tenant_id: str, run_id: str, after_seq: int,
-                 durable: Callable[[int], Awaitable[list[dict[str, Any]]]], ended: Callable[[], Awaitable[bool]],
-                 block_ms: int) -> None:
+    def __init__(
+        self,
+        bus: RedisEventBus,
+        tenant_id: str,
+        run_id: str,
+        after_seq: int,
+        durable: Callable[[int], Awaitable[list[dict[str, Any]]]],
+        ended: Callable[[], Awaitable[bool]],
+        block_ms: int,
+    ) -> None:
         self.bus, self.run_id, self.block_ms = bus, run_id, block_ms
         self.key = bus.key(tenant_id, run_id)
         self.durable, self.ended = durable, ended
@@ -252,8 +278,9 @@ class _Follower:
                 if self.cursor.done or (done and settled):
                     return
             try:
-                reply = await shielded(redis_client(self.bus.url).xread({self.key: self.last_id}, count=500,
-                                                                        block=self.block_ms))
+                reply = await shielded(
+                    redis_client(self.bus.url).xread({self.key: self.last_id}, count=500, block=self.block_ms)
+                )
                 backoff.ok()
             except errors as exc:
                 await backoff.failed(exc)
@@ -339,7 +366,7 @@ class _Cursor:
         return fresh
 
 
-def _wake_up(nap: "asyncio.Future[None]") -> None:
+def _wake_up(nap: asyncio.Future[None]) -> None:
     if not nap.done():
         nap.set_result(None)
 
@@ -359,8 +386,16 @@ class EventPublisher:
     events (a worker entering its executing set), so they cost no round trip of their own.
     """
 
-    def __init__(self, bus: RedisEventBus, tenant_id: str, run_id: str, *, flush_s: float = 30.0,
-                 gap_s: float = 0.002, first: Callable[[Any], None] | None = None) -> None:
+    def __init__(
+        self,
+        bus: RedisEventBus,
+        tenant_id: str,
+        run_id: str,
+        *,
+        flush_s: float = 30.0,
+        gap_s: float = 0.002,
+        first: Callable[[Any], None] | None = None,
+    ) -> None:
         self.bus, self.run_id, self.flush_s, self.gap_s = bus, run_id, flush_s, gap_s
         self.key = bus.key(tenant_id, run_id)
         self._pending: list[tuple[int, str, str]] = []
@@ -397,8 +432,12 @@ class EventPublisher:
                     if self._first is not None:
                         self._first(pipe)
                     for seq, kind, data in batch:
-                        pipe.xadd(self.key, {"seq": seq, "type": kind, "data": data}, maxlen=self.bus.maxlen,
-                                  approximate=True)
+                        pipe.xadd(
+                            self.key,
+                            {"seq": seq, "type": kind, "data": data},
+                            maxlen=self.bus.maxlen,
+                            approximate=True,
+                        )
                     if last and self._also is not None:
                         self._also(pipe)
                     await shielded(pipe.execute())
@@ -437,9 +476,12 @@ class EventPublisher:
             _wake_up(self._nap)
         try:
             await asyncio.wait_for(asyncio.shield(self._task), self.flush_s)
-        except asyncio.TimeoutError:
-            logger.warning("run %s: %d live events not delivered to redis (the durable ones are in the "
-                           "database)", self.run_id, len(self._pending))
+        except TimeoutError:
+            logger.warning(
+                "run %s: %d live events not delivered to redis (the durable ones are in the database)",
+                self.run_id,
+                len(self._pending),
+            )
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
@@ -460,8 +502,9 @@ class RedisCommandChannel:
     subscription (a safety net; the subscription delivers within milliseconds).
     """
 
-    def __init__(self, url: str, *, namespace: str = DEFAULT_NAMESPACE, ttl_s: float = 86400.0,
-                 resync_s: float = 2.0) -> None:
+    def __init__(
+        self, url: str, *, namespace: str = DEFAULT_NAMESPACE, ttl_s: float = 86400.0, resync_s: float = 2.0
+    ) -> None:
         self.url, self.namespace, self.ttl_s, self.resync_s = url, namespace, ttl_s, resync_s
         self._cache: dict[str, dict[int, RunCommand]] = {}
         self._polled: dict[str, float] = {}  # run id -> monotonic time of the last list read
@@ -495,7 +538,9 @@ class RedisCommandChannel:
             except _connection_errors():
                 _cancelling()
                 self._polled[run_id] = -1e9  # read again as soon as Redis answers
-        return sorted((c for c in self._cache.get(run_id, {}).values() if c.id > after_id), key=lambda c: c.id)
+        return sorted(
+            (c for c in self._cache.get(run_id, {}).values() if c.id > after_id), key=lambda c: c.id
+        )
 
     async def _read_list(self, run_id: str) -> None:
         raw = await shielded(redis_client(self.url).lrange(self.key(run_id), 0, -1))
@@ -535,7 +580,7 @@ class RedisCommandChannel:
                     # the channel would fail after its loop stopped, logged as a traceback.
                     message = await pubsub.get_message(timeout=1.0)
                     if message and message.get("type") == "pmessage":
-                        self._deliver(str(message["channel"])[len(prefix):], message["data"])
+                        self._deliver(str(message["channel"])[len(prefix) :], message["data"])
             except errors as exc:
                 self._subscribed.clear()
                 await backoff.failed(exc)

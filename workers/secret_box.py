@@ -25,8 +25,9 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from engine.errors import FlowloomError
 
@@ -56,9 +57,11 @@ class SecretBox:
         try:
             self._fernet = MultiFernet([Fernet(k) for k in keys])
         except (ValueError, TypeError):
-            raise ValueError(f"{ENCRYPTION_KEY_ENV} must hold Fernet keys (32 url-safe base64-encoded bytes, "
-                             "comma-separated); make one with: python3 -c 'from cryptography.fernet import "
-                             "Fernet; print(Fernet.generate_key().decode())'") from None
+            raise ValueError(
+                f"{ENCRYPTION_KEY_ENV} must hold Fernet keys (32 url-safe base64-encoded bytes, "
+                "comma-separated); make one with: python3 -c 'from cryptography.fernet import "
+                "Fernet; print(Fernet.generate_key().decode())'"
+            ) from None
 
     def encrypt(self, plaintext: str) -> str:
         """The token of ``plaintext`` (ASCII; a new random IV each call, so equal values differ)."""
@@ -71,9 +74,11 @@ class SecretBox:
         try:
             return self._fernet.decrypt(token.encode("ascii")).decode("utf-8")
         except (InvalidToken, UnicodeError, ValueError):
-            raise SecretUnreadable(f"a stored secret cannot be decrypted: the encryption key changed "
-                                   f"({ENCRYPTION_KEY_ENV} or {KEY_FILE}) or the value was altered; "
-                                   "restore the key or set the secret again") from None
+            raise SecretUnreadable(
+                f"a stored secret cannot be decrypted: the encryption key changed "
+                f"({ENCRYPTION_KEY_ENV} or {KEY_FILE}) or the value was altered; "
+                "restore the key or set the secret again"
+            ) from None
 
     def __repr__(self) -> str:
         return "SecretBox(<keys hidden>)"
@@ -131,5 +136,7 @@ def _key_file(home: Path) -> str:
         if text:
             return text
         time.sleep(0.02)
-    raise OSError(f"the key file {path} is empty; delete it to make a new key (secrets stored with the old "
-                  "one are then unreadable)")
+    raise OSError(
+        f"the key file {path} is empty; delete it to make a new key (secrets stored with the old "
+        "one are then unreadable)"
+    )

@@ -35,7 +35,8 @@ import asyncio
 import json
 import logging
 import os
-from typing import TYPE_CHECKING, Any, Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from opentelemetry import context as otel_context
@@ -79,14 +80,14 @@ class Tracing:
     """The process's tracer provider and what it instrumented (module docstring).
     :meth:`close` flushes the spans not exported yet and stops the exporter."""
 
-    def __init__(self, provider: "TracerProvider", capture_content: bool) -> None:
+    def __init__(self, provider: TracerProvider, capture_content: bool) -> None:
         self.provider = provider
         self.tracer = provider.get_tracer("flowloom")
         self.capture_content = capture_content
         self._httpx: Any = None
 
     @classmethod
-    def from_env(cls, default_service: str = "flowloom") -> "Tracing":
+    def from_env(cls, default_service: str = "flowloom") -> Tracing:
         """A provider exporting OTLP/HTTP as the ``OTEL_*`` variables say."""
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
         from opentelemetry.sdk.resources import SERVICE_NAME, Resource
@@ -108,7 +109,9 @@ class Tracing:
         instrumentor = HTTPXClientInstrumentor()
         if instrumentor.is_instrumented_by_opentelemetry:
             return  # another app of this process did; its provider keeps the requests
-        instrumentor.instrument(tracer_provider=self.provider, request_hook=_cut_url, async_request_hook=_acut_url)
+        instrumentor.instrument(
+            tracer_provider=self.provider, request_hook=_cut_url, async_request_hook=_acut_url
+        )
         self._httpx = instrumentor
 
     def instrument_app(self, app: Any) -> None:
@@ -116,8 +119,12 @@ class Tracing:
         caller's ``traceparent`` when it sends one (not the scrape of ``/metrics``, nor ``/health``)."""
         from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 
-        FastAPIInstrumentor.instrument_app(app, tracer_provider=self.provider, excluded_urls="/metrics,/health",
-                                           exclude_spans=["receive", "send"])
+        FastAPIInstrumentor.instrument_app(
+            app,
+            tracer_provider=self.provider,
+            excluded_urls="/metrics,/health",
+            exclude_spans=["receive", "send"],
+        )
 
     def close(self) -> None:
         if self._httpx is not None:
@@ -125,7 +132,7 @@ class Tracing:
             self._httpx = None
         try:
             self.provider.shutdown()  # exports what is left
-        except Exception as exc:  # noqa: BLE001 - a collector away at shutdown loses its spans, not the process
+        except Exception as exc:
             logger.warning("tracing: the last spans could not be exported (%s)", exc)
 
 
@@ -171,7 +178,7 @@ class TracedTelemetry(Telemetry):
         propagate.inject(carrier)
         return carrier or None
 
-    def run_span(self, workflow_id: str, state: "RunState | None") -> Span:
+    def run_span(self, workflow_id: str, state: RunState | None) -> Span:
         # a run started by a node (a workflow called as a tool) is a child of that node's
         # span; a run of its own continues the context stored with it at its creation
         scope = run_scope.get()
@@ -179,24 +186,39 @@ class TracedTelemetry(Telemetry):
         parent = propagate.extract(stored) if isinstance(stored, dict) else None
         attributes: dict[str, Any] = {"flowloom.workflow.id": workflow_id, "openinference.span.kind": "CHAIN"}
         if state is not None:
-            attributes.update({"flowloom.run.id": state.run_id, "flowloom.tenant.id": state.tenant_id,
-                               "flowloom.run.resumed": state.status is not RunStatus.pending})
+            attributes.update(
+                {
+                    "flowloom.run.id": state.run_id,
+                    "flowloom.tenant.id": state.tenant_id,
+                    "flowloom.run.resumed": state.status is not RunStatus.pending,
+                }
+            )
             if state.workflow_version:
                 attributes["flowloom.workflow.version"] = state.workflow_version
-        span = self._tracer.start_span(f"workflow {workflow_id}", context=parent, kind=SpanKind.INTERNAL,
-                                       attributes=attributes)
+        span = self._tracer.start_span(
+            f"workflow {workflow_id}", context=parent, kind=SpanKind.INTERNAL, attributes=attributes
+        )
         return _Traced(span, self.tracing)
 
-    def node_span(self, state: "RunState", node_id: str, kind: str) -> Span:
-        span = self._tracer.start_span(f"node {node_id}", attributes={
-            "flowloom.node.id": node_id, "flowloom.node.kind": kind, "flowloom.run.id": state.run_id,
-            "openinference.span.kind": _NODE_KINDS.get(kind, "CHAIN")})
+    def node_span(self, state: RunState, node_id: str, kind: str) -> Span:
+        span = self._tracer.start_span(
+            f"node {node_id}",
+            attributes={
+                "flowloom.node.id": node_id,
+                "flowloom.node.kind": kind,
+                "flowloom.run.id": state.run_id,
+                "openinference.span.kind": _NODE_KINDS.get(kind, "CHAIN"),
+            },
+        )
         return _Traced(span, self.tracing)
 
     def model_span(self, operation: str, model: str, node_id: str | None = None) -> Span:
-        attributes = {"gen_ai.operation.name": operation, "gen_ai.request.model": model,
-                      "openinference.span.kind": "EMBEDDING" if operation == "embeddings" else "LLM",
-                      "llm.model_name": model}
+        attributes = {
+            "gen_ai.operation.name": operation,
+            "gen_ai.request.model": model,
+            "openinference.span.kind": "EMBEDDING" if operation == "embeddings" else "LLM",
+            "llm.model_name": model,
+        }
         if node_id:
             attributes["flowloom.node.id"] = node_id
         span = self._tracer.start_span(f"{operation} {model}", kind=SpanKind.CLIENT, attributes=attributes)
@@ -232,11 +254,11 @@ class _Traced(Span):
     def __init__(self, span: Any, tracing: Tracing) -> None:
         self._span, self._tracing = span, tracing
         self._token: Any = None
-        self._node: "NodeRun | None" = None
-        self._state: "RunState | None" = None
+        self._node: NodeRun | None = None
+        self._state: RunState | None = None
         self._failed = False
 
-    def __enter__(self) -> "_Traced":
+    def __enter__(self) -> _Traced:
         self._token = otel_context.attach(trace.set_span_in_context(self._span))
         return self
 
@@ -251,12 +273,14 @@ class _Traced(Span):
                 if isinstance(error, (asyncio.CancelledError, RunCancelled)):
                     span.set_attribute("flowloom.cancelled", True)
                 elif isinstance(error, InterruptRequested):
-                    span.event("flowloom.interrupt")  # a question for a person: the run pauses, nothing failed
+                    span.event(
+                        "flowloom.interrupt"
+                    )  # a question for a person: the run pauses, nothing failed
                 elif self._node is None:  # a node's own end (its status) says more than the exception
                     # the reason code and type only: a library's message may quote what it was sent
                     self.fail(str(getattr(error, "reason", None) or "error"))
                     span.set_attribute("error.type", type(error).__name__)
-        except Exception as exc:  # noqa: BLE001 - tracing must never fail a run
+        except Exception as exc:
             logger.debug("tracing: a span's end could not be recorded (%s)", exc)
         finally:
             otel_context.detach(self._token)
@@ -273,24 +297,40 @@ class _Traced(Span):
         self._span.set_attribute("flowloom.error.reason", reason)
         self._span.set_status(Status(StatusCode.ERROR, reason))
 
-    def node_run(self, run: "NodeRun") -> None:
+    def node_run(self, run: NodeRun) -> None:
         self._node = run
 
-    def run_state(self, state: "RunState") -> None:
+    def run_state(self, state: RunState) -> None:
         self._state = state
 
-    def model_result(self, *, provider: str, usage: Usage | None, finish_reason: str | None = None,
-                     response_model: str | None = None, attempts: int = 1) -> None:
-        attributes: dict[str, Any] = {"gen_ai.provider.name": provider, "gen_ai.system": provider,
-                                      "gen_ai.response.model": response_model, "flowloom.model.attempts": attempts}
+    def model_result(
+        self,
+        *,
+        provider: str,
+        usage: Usage | None,
+        finish_reason: str | None = None,
+        response_model: str | None = None,
+        attempts: int = 1,
+    ) -> None:
+        attributes: dict[str, Any] = {
+            "gen_ai.provider.name": provider,
+            "gen_ai.system": provider,
+            "gen_ai.response.model": response_model,
+            "flowloom.model.attempts": attempts,
+        }
         if finish_reason:
             attributes["gen_ai.response.finish_reasons"] = [finish_reason]
         if usage is not None:
-            attributes.update({"gen_ai.usage.input_tokens": usage.tokens_in,
-                               "gen_ai.usage.output_tokens": usage.tokens_out,
-                               "llm.token_count.prompt": usage.tokens_in,
-                               "llm.token_count.completion": usage.tokens_out,
-                               "flowloom.usage.cost_usd": usage.cost, "flowloom.usage.token_source": usage.token_source})
+            attributes.update(
+                {
+                    "gen_ai.usage.input_tokens": usage.tokens_in,
+                    "gen_ai.usage.output_tokens": usage.tokens_out,
+                    "llm.token_count.prompt": usage.tokens_in,
+                    "llm.token_count.completion": usage.tokens_out,
+                    "flowloom.usage.cost_usd": usage.cost,
+                    "flowloom.usage.token_source": usage.token_source,
+                }
+            )
         self.set(attributes)
 
     def model_content(self, messages: Any, completion: Any) -> None:
@@ -307,15 +347,22 @@ class _Traced(Span):
 
 def _json(value: Any) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
-    return text[:_TEXT_MAX * 4]
+    return text[: _TEXT_MAX * 4]
 
 
-def _end_node(span: _Traced, run: "NodeRun") -> None:
+def _end_node(span: _Traced, run: NodeRun) -> None:
     """A node span's end, read from its node run (status, attempts, error reason)."""
     status = run.status
-    span.set({"flowloom.node.status": str(status.value), "flowloom.node_run.id": run.id,
-              "flowloom.node.attempts": run.attempts, "flowloom.node.retries": run.retries,
-              "flowloom.loop.id": run.loop_id, "flowloom.loop.iteration": run.iteration})
+    span.set(
+        {
+            "flowloom.node.status": str(status.value),
+            "flowloom.node_run.id": run.id,
+            "flowloom.node.attempts": run.attempts,
+            "flowloom.node.retries": run.retries,
+            "flowloom.loop.id": run.loop_id,
+            "flowloom.loop.iteration": run.iteration,
+        }
+    )
     if status is NodeRunStatus.waiting:
         span.event("flowloom.interrupt")
     elif status is NodeRunStatus.cancelled:
@@ -328,10 +375,12 @@ def _end_node(span: _Traced, run: "NodeRun") -> None:
             span.set({"flowloom.error.reason": run.error.reason or "node_error"})
 
 
-def _end_run(span: _Traced, state: "RunState") -> None:
+def _end_run(span: _Traced, state: RunState) -> None:
     """A run span's end, read from the run state (status, error reason, pending questions)."""
     status = state.status
-    span.set({"flowloom.run.status": str(status.value), "flowloom.run.node_executions": state.node_executions})
+    span.set(
+        {"flowloom.run.status": str(status.value), "flowloom.run.node_executions": state.node_executions}
+    )
     if status is RunStatus.paused:
         span.event("flowloom.paused", {"flowloom.interrupts": len(state.interrupts)})
     elif status is RunStatus.cancelled:

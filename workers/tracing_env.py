@@ -10,7 +10,7 @@ or ``OTEL_TRACES_EXPORTER=none`` whatever else is set.
 from __future__ import annotations
 
 import os
-from typing import Mapping
+from collections.abc import Mapping
 
 __all__ = ["CAPTURE_CONTENT", "configured"]
 

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from typing import Any, Iterator, NoReturn
+from collections.abc import Iterator
+from typing import Any, NoReturn
 
 import typer
 from rich.text import Text
@@ -51,9 +52,13 @@ def main() -> None:
         from engine.plain_errors import plain_message
 
         if isinstance(exc, ValidationError) and exc.title == "Settings":  # a FLOWLOOM_* environment setting
-            _config_error("invalid setting:", [
-                f"FLOWLOOM_{str(e['loc'][0]).upper() if e['loc'] else '?'}: {plain_message(e)}"
-                for e in exc.errors()])
+            _config_error(
+                "invalid setting:",
+                [
+                    f"FLOWLOOM_{str(e['loc'][0]).upper() if e['loc'] else '?'}: {plain_message(e)}"
+                    for e in exc.errors()
+                ],
+            )
         if _is_redis_outage(exc):
             from .common import redis_unreachable, settings
 

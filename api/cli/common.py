@@ -11,17 +11,39 @@ import contextlib
 import gc
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Any, Iterator, NoReturn, Protocol
+from typing import Annotated, Any, NoReturn, Protocol
 
 import typer
 from rich.console import Console
 from rich.text import Text
 
 __all__ = [
-    "EXIT_INTERRUPTED", "EXIT_INVALID", "EXIT_OK", "EXIT_PAUSED", "EXIT_RUN_FAILED", "JsonFlag", "JsonView",
-    "TerminalView", "View", "WorkflowFile", "abort", "app", "end_start_up", "err", "is_stdin", "node_titles", "out",
-    "print_problems", "read_source", "redis_unreachable", "settings", "source_label", "start_up", "terminal_view",
+    "EXIT_INTERRUPTED",
+    "EXIT_INVALID",
+    "EXIT_OK",
+    "EXIT_PAUSED",
+    "EXIT_RUN_FAILED",
+    "JsonFlag",
+    "JsonView",
+    "TerminalView",
+    "View",
+    "WorkflowFile",
+    "abort",
+    "app",
+    "end_start_up",
+    "err",
+    "is_stdin",
+    "node_titles",
+    "out",
+    "print_problems",
+    "read_source",
+    "redis_unreachable",
+    "settings",
+    "source_label",
+    "start_up",
+    "terminal_view",
     "write_json",
 ]
 
@@ -38,8 +60,10 @@ app = typer.Typer(
 
 # Not ``exists=True``: typer turns the value into a Path before its check, so ``-``
 # would be refused; a missing file is reported when it is read (exit 2, like Click's check).
-WorkflowFile = Annotated[Path, typer.Argument(dir_okay=False, allow_dash=True,
-                                              help="workflow JSON file, or - to read it from stdin")]
+WorkflowFile = Annotated[
+    Path,
+    typer.Argument(dir_okay=False, allow_dash=True, help="workflow JSON file, or - to read it from stdin"),
+]
 JsonFlag = Annotated[bool, typer.Option("--json", help="machine-readable output on stdout")]
 
 
@@ -57,8 +81,9 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(
-    show_version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
-                                               help="print the version and exit")] = False,
+    show_version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="print the version and exit")
+    ] = False,
 ) -> None:
     """Validate, run and manage Flowloom workflows and their runs."""
 
@@ -66,8 +91,23 @@ def _root(
 #: Commands whose start-up runs with the cyclic GC paused (:func:`start_up`): short ones,
 #: and those whose real work goes through ``execute`` (which ends the pause first). Not
 #: ``serve``, ``worker`` or ``mcp``: they start their own long-lived work.
-START_UP_PAUSED = frozenset({"validate", "import", "schema", "run", "resume", "recover", "cancel", "rerun", "runs",
-                             "show", "watch", "keys", "quotas"})
+START_UP_PAUSED = frozenset(
+    {
+        "validate",
+        "import",
+        "schema",
+        "run",
+        "resume",
+        "recover",
+        "cancel",
+        "rerun",
+        "runs",
+        "show",
+        "watch",
+        "keys",
+        "quotas",
+    }
+)
 _paused: list[bool] = []  # one entry while a start-up pause is on
 
 
@@ -149,8 +189,12 @@ def redis_unreachable(url: str, exc: BaseException) -> NoReturn:
     unreachable Redis is a deployment problem to fix, not a bug."""
     from workers.redis_bus import mask_redis_url
 
-    err().print(Text(f"Redis at {mask_redis_url(url)} is unreachable ({exc}); start it or fix FLOWLOOM_REDIS_URL",
-                     style="bold red"))
+    err().print(
+        Text(
+            f"Redis at {mask_redis_url(url)} is unreachable ({exc}); start it or fix FLOWLOOM_REDIS_URL",
+            style="bold red",
+        )
+    )
     raise typer.Exit(EXIT_INVALID)
 
 
@@ -170,7 +214,11 @@ def settings() -> Any:
 def node_titles(doc: dict[str, Any] | None) -> dict[str, str]:
     """node id -> its title (``name``), for the nodes that have one."""
     nodes = doc.get("nodes") if isinstance(doc, dict) else None
-    return {n["id"]: n["name"] for n in nodes or [] if isinstance(n, dict) and n.get("name") and isinstance(n.get("id"), str)}
+    return {
+        n["id"]: n["name"]
+        for n in nodes or []
+        if isinstance(n, dict) and n.get("name") and isinstance(n.get("id"), str)
+    }
 
 
 def print_columns(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
@@ -179,7 +227,9 @@ def print_columns(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
     widths = [max(len(cell) for cell in column) for column in zip(header, *rows)]
     for index, row in enumerate((header, *rows)):
         line = "  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip()
-        sys.stdout.write(("\033[1m" + line + "\033[0m" if index == 0 and sys.stdout.isatty() else line) + "\n")
+        sys.stdout.write(
+            ("\033[1m" + line + "\033[0m" if index == 0 and sys.stdout.isatty() else line) + "\n"
+        )
     sys.stdout.flush()
 
 
@@ -235,11 +285,21 @@ class JsonView:
 class TerminalView:
     """A line per node event, answer text streamed as it arrives, then the outputs."""
 
-    _STATUS_MARK = {"succeeded": ("✓", "green"), "failed": ("✗", "red"), "skipped": ("-", "dim"),
-                    "cancelled": ("!", "yellow")}
+    _STATUS_MARK = {
+        "succeeded": ("✓", "green"),
+        "failed": ("✗", "red"),
+        "skipped": ("-", "dim"),
+        "cancelled": ("!", "yellow"),
+    }
 
-    def __init__(self, console: Console, titles: dict[str, str] | None = None,
-                 results: Any = None, *, endings: bool = False) -> None:
+    def __init__(
+        self,
+        console: Console,
+        titles: dict[str, str] | None = None,
+        results: Any = None,
+        *,
+        endings: bool = False,
+    ) -> None:
         """``console``: where progress goes. ``results``: a text stream that gets only the
         final answer and the outputs (JSON), for ``flowloom run ... > out.txt``; None:
         everything goes to ``console``, answer text streamed as it arrives. ``endings``:
@@ -316,17 +376,30 @@ class TerminalView:
         mark, style = self._STATUS_MARK.get(status, ("?", ""))
         detail = f"  {event.error.get('message', '')}" if event.error else ""
         timing = "" if status == "skipped" else f" in {event.elapsed_ms:.1f} ms"
-        self._line((f"  {mark} ", style), (self._name(event), "bold"), f" [{event.kind}] ", (status, style),
-                   timing + detail)
+        self._line(
+            (f"  {mark} ", style),
+            (self._name(event), "bold"),
+            f" [{event.kind}] ",
+            (status, style),
+            timing + detail,
+        )
         citations = (event.outputs or {}).get("citations") if status == "succeeded" else None
         if isinstance(citations, list) and citations:  # a chat answer's sources (QuotePiece dicts)
-            sources = "; ".join(f"[{c.get('citation_id')}] {c.get('source_name') or c.get('document_id') or '?'}"
-                                for c in citations if isinstance(c, dict))
+            sources = "; ".join(
+                f"[{c.get('citation_id')}] {c.get('source_name') or c.get('document_id') or '?'}"
+                for c in citations
+                if isinstance(c, dict)
+            )
             self._line(("    sources: ", "dim"), sources)
 
     def _on_node_warning(self, event: Any) -> None:
-        self._line(("  ⚠ ", "yellow"), (self._name(event), "bold"), f" [{event.kind}] ", (event.code, "yellow"),
-                   f": {event.message}")
+        self._line(
+            ("  ⚠ ", "yellow"),
+            (self._name(event), "bold"),
+            f" [{event.kind}] ",
+            (event.code, "yellow"),
+            f": {event.message}",
+        )
 
     def _on_interrupt(self, event: Any) -> None:
         self._line(("  ? ", "magenta"), (self._name(event), "bold"), f" [{event.kind}] waiting for an answer")
@@ -338,13 +411,17 @@ class TerminalView:
         if self.endings:
             node_id = event.error.get("node_id")
             where = f" at node {named(node_id, self.titles, quote=True)}" if node_id else ""
-            self._line((f"run failed{where}", "bold red"), f" ({event.reason}): {event.error.get('message', '')}")
+            self._line(
+                (f"run failed{where}", "bold red"), f" ({event.reason}): {event.error.get('message', '')}"
+            )
 
     def _on_run_cancelled(self, event: Any) -> None:
         if self.endings:
             # the engine's reasons already read "run cancelled: stopped by ..."
             reason = event.reason.removeprefix("run cancelled").lstrip(": ")
-            self._line(("run cancelled", "bold yellow"), f": {reason}" if reason and reason != "cancelled" else "")
+            self._line(
+                ("run cancelled", "bold yellow"), f": {reason}" if reason and reason != "cancelled" else ""
+            )
 
     def _on_run_finished(self, event: Any) -> None:
         self._line(("run succeeded", "bold green"), f" in {event.elapsed_ms:.1f} ms")
@@ -352,7 +429,9 @@ class TerminalView:
             if event.answer:
                 self.results.write(event.answer + ("" if event.answer.endswith("\n") else "\n"))
             if event.outputs:
-                self.results.write(json.dumps(event.outputs, indent=2, ensure_ascii=False, default=str) + "\n")
+                self.results.write(
+                    json.dumps(event.outputs, indent=2, ensure_ascii=False, default=str) + "\n"
+                )
             self.results.flush()
             return
         if event.outputs:
@@ -360,7 +439,7 @@ class TerminalView:
             self.console.print_json(data=event.outputs)
 
 
-def terminal_view(titles: dict[str, str] | None = None, *, endings: bool = False) -> "TerminalView":
+def terminal_view(titles: dict[str, str] | None = None, *, endings: bool = False) -> TerminalView:
     """The view of ``flowloom run`` without ``--json``: everything on stdout when it is a
     terminal; otherwise progress on stderr and only the answer and the outputs on
     stdout, so ``flowloom run FLOW > out.txt`` captures the result and nothing else.

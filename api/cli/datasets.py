@@ -20,7 +20,7 @@ configuration problem.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 from rich.text import Text
@@ -30,8 +30,10 @@ from .running import execute
 
 __all__ = ["add", "create", "list_datasets", "reindex", "remove", "search", "show"]
 
-datasets_app = typer.Typer(help="Knowledge bases: datasets, their documents (ingested into chunks and vectors), "
-                                "and searches.", no_args_is_help=True)
+datasets_app = typer.Typer(
+    help="Knowledge bases: datasets, their documents (ingested into chunks and vectors), and searches.",
+    no_args_is_help=True,
+)
 app.add_typer(datasets_app, name="datasets")
 
 TenantOption = Annotated[str, typer.Option("--tenant", help="the tenant of the datasets")]
@@ -46,8 +48,14 @@ def _when(seconds: float | None) -> str:
 
 async def _knowledge_errors(body: Any) -> int:
     """``await body`` with the knowledge bases' errors as one line each and exit 2."""
-    from engine.knowledge.ports import (DatasetExists, DatasetNotFound, DocumentNotFound, DocumentRejected,
-                                        EmbeddingError, VectorSearchUnavailable)
+    from engine.knowledge.ports import (
+        DatasetExists,
+        DatasetNotFound,
+        DocumentNotFound,
+        DocumentRejected,
+        EmbeddingError,
+        VectorSearchUnavailable,
+    )
     from engine.knowledge.service import InvalidDataset
 
     try:
@@ -71,8 +79,15 @@ def _run(body: Any) -> None:
 
 def _dataset_row(d: Any) -> tuple[str, ...]:
     index = d.active_index.embedding_model if d.active_index else ("building" if d.building_index else "-")
-    return (d.id, d.name, d.embedding_model or "full text only", str(d.document_count), str(d.chunk_count),
-            index, _when(d.updated_at))
+    return (
+        d.id,
+        d.name,
+        d.embedding_model or "full text only",
+        str(d.document_count),
+        str(d.chunk_count),
+        index,
+        _when(d.updated_at),
+    )
 
 
 # -------------------------------------------------------------------- commands
@@ -81,14 +96,23 @@ def _dataset_row(d: Any) -> tuple[str, ...]:
 @datasets_app.command()
 def create(
     name: Annotated[str, typer.Argument(metavar="NAME", help="the dataset's name")],
-    embedding_model: Annotated[Optional[str], typer.Option(
-        "--embedding-model", help="a registry model of type embedding (default: none, full-text search only)")] = None,
-    chunk_tokens: Annotated[Optional[int], typer.Option("--chunk-tokens", help="largest chunk, in tokens "
-                                                                               "(default 512)")] = None,
-    overlap: Annotated[Optional[int], typer.Option("--overlap", help="tokens neighbouring chunks share "
-                                                                     "(default 64)")] = None,
+    embedding_model: Annotated[
+        str | None,
+        typer.Option(
+            "--embedding-model",
+            help="a registry model of type embedding (default: none, full-text search only)",
+        ),
+    ] = None,
+    chunk_tokens: Annotated[
+        int | None, typer.Option("--chunk-tokens", help="largest chunk, in tokens (default 512)")
+    ] = None,
+    overlap: Annotated[
+        int | None, typer.Option("--overlap", help="tokens neighbouring chunks share (default 64)")
+    ] = None,
     description: Annotated[str, typer.Option("--description", help="what the dataset holds")] = "",
-    dataset_id: Annotated[Optional[str], typer.Option("--id", help="the dataset's id (default: generated)")] = None,
+    dataset_id: Annotated[
+        str | None, typer.Option("--id", help="the dataset's id (default: generated)")
+    ] = None,
     tenant: TenantOption = "default",
     as_json: JsonFlag = False,
 ) -> None:
@@ -103,8 +127,13 @@ def create(
     if overlap is not None:
         chunking["overlap_tokens"] = overlap
     try:
-        request = DatasetCreate(name=name, description=description, embedding_model=embedding_model,
-                                chunking=ChunkingSettings(**chunking), id=dataset_id)
+        request = DatasetCreate(
+            name=name,
+            description=description,
+            embedding_model=embedding_model,
+            chunking=ChunkingSettings(**chunking),
+            id=dataset_id,
+        )
     except ValidationError as exc:
         abort("invalid dataset:", [_problem(e) for e in exc.errors()])
 
@@ -115,9 +144,17 @@ def create(
             write_json(dataset.model_dump(mode="json", exclude={"tenant_id"}))
             return EXIT_OK
         out().print(dataset.id)
-        what = f"embedding model {dataset.embedding_model}" if dataset.embedding_model else "full-text search only"
-        err().print(Text.assemble(("dataset created", "bold green"), f": {dataset.name} ({what}); add documents "
-                                  f"with: flowloom datasets add {dataset.id} FILE..."))
+        what = (
+            f"embedding model {dataset.embedding_model}"
+            if dataset.embedding_model
+            else "full-text search only"
+        )
+        err().print(
+            Text.assemble(
+                ("dataset created", "bold green"),
+                f": {dataset.name} ({what}); add documents with: flowloom datasets add {dataset.id} FILE...",
+            )
+        )
         return EXIT_OK
 
     _run(body)
@@ -149,8 +186,10 @@ def list_datasets(tenant: TenantOption = "default", as_json: JsonFlag = False) -
         elif not found:
             out().print(f"no dataset for tenant {tenant}; create one with: flowloom datasets create NAME")
         else:
-            print_columns(("ID", "NAME", "EMBEDDING MODEL", "DOCUMENTS", "CHUNKS", "INDEX", "UPDATED"),
-                          [_dataset_row(d) for d in found])
+            print_columns(
+                ("ID", "NAME", "EMBEDDING MODEL", "DOCUMENTS", "CHUNKS", "INDEX", "UPDATED"),
+                [_dataset_row(d) for d in found],
+            )
         return EXIT_OK
 
     _run(body)
@@ -164,24 +203,44 @@ def show(dataset_id: DatasetArg, tenant: TenantOption = "default", as_json: Json
         dataset = await knowledge.get_dataset(tenant, dataset_id)
         documents = await knowledge.list_documents(tenant, dataset_id)
         if as_json:
-            write_json({**dataset.model_dump(mode="json", exclude={"tenant_id"}),
-                        "documents": [d.model_dump(mode="json", exclude={"tenant_id"}) for d in documents]})
+            write_json(
+                {
+                    **dataset.model_dump(mode="json", exclude={"tenant_id"}),
+                    "documents": [d.model_dump(mode="json", exclude={"tenant_id"}) for d in documents],
+                }
+            )
             return EXIT_OK
         console = out()
         console.print(Text.assemble(("dataset ", "bold"), dataset.id, f"  {dataset.name}"))
         chunking = dataset.chunking
-        for label, value in (("description", dataset.description or "-"),
-                             ("embedding model", dataset.embedding_model or "none (full-text search only)"),
-                             ("active index", _index(dataset.active_index)),
-                             ("building index", _index(dataset.building_index)),
-                             ("chunking", f"{chunking.chunk_tokens} tokens, overlap {chunking.overlap_tokens}"
-                                          + (", parent-child" if chunking.parent_child else "")),
-                             ("documents", f"{dataset.document_count}, {dataset.chunk_count} chunks")):
+        for label, value in (
+            ("description", dataset.description or "-"),
+            ("embedding model", dataset.embedding_model or "none (full-text search only)"),
+            ("active index", _index(dataset.active_index)),
+            ("building index", _index(dataset.building_index)),
+            (
+                "chunking",
+                f"{chunking.chunk_tokens} tokens, overlap {chunking.overlap_tokens}"
+                + (", parent-child" if chunking.parent_child else ""),
+            ),
+            ("documents", f"{dataset.document_count}, {dataset.chunk_count} chunks"),
+        ):
             console.print(Text(f"  {label}: {value}"))
         if documents:
-            print_columns(("DOCUMENT", "NAME", "TYPE", "STATUS", "CHUNKS", "ERROR"),
-                          [(d.id, d.source_name, d.content_type, str(d.status), f"{d.chunks_done}/{d.chunk_count}",
-                            d.error or "") for d in documents])
+            print_columns(
+                ("DOCUMENT", "NAME", "TYPE", "STATUS", "CHUNKS", "ERROR"),
+                [
+                    (
+                        d.id,
+                        d.source_name,
+                        d.content_type,
+                        str(d.status),
+                        f"{d.chunks_done}/{d.chunk_count}",
+                        d.error or "",
+                    )
+                    for d in documents
+                ],
+            )
         return EXIT_OK
 
     _run(body)
@@ -209,10 +268,18 @@ def remove(dataset_id: DatasetArg, tenant: TenantOption = "default") -> None:
 @datasets_app.command()
 def add(
     dataset_id: DatasetArg,
-    files: Annotated[list[Path], typer.Argument(metavar="FILE", help="files: txt, md, html, pdf, docx, csv or "
-                                                                        "jsonl QA pairs")],
-    wait: Annotated[bool, typer.Option("--wait", help="show each document's progress until it is ingested (with "
-                                                      "FLOWLOOM_REDIS_URL: wait for the workers)")] = False,
+    files: Annotated[
+        list[Path],
+        typer.Argument(metavar="FILE", help="files: txt, md, html, pdf, docx, csv or jsonl QA pairs"),
+    ],
+    wait: Annotated[
+        bool,
+        typer.Option(
+            "--wait",
+            help="show each document's progress until it is ingested (with "
+            "FLOWLOOM_REDIS_URL: wait for the workers)",
+        ),
+    ] = False,
     tenant: TenantOption = "default",
     as_json: JsonFlag = False,
 ) -> None:
@@ -225,19 +292,35 @@ def add(
     every document is ingested, 1 when one failed, 2 when a file was refused."""
     from .datasets_add import add_files
 
-    _run(lambda knowledge, service: add_files(knowledge, service, tenant, dataset_id, files, wait=wait,
-                                              as_json=as_json))
+    _run(
+        lambda knowledge, service: add_files(
+            knowledge, service, tenant, dataset_id, files, wait=wait, as_json=as_json
+        )
+    )
 
 
 @datasets_app.command()
 def reindex(
     dataset_id: DatasetArg,
-    document_ids: Annotated[Optional[list[str]], typer.Argument(
-        metavar="DOC_ID", help="the documents to ingest again (default: every document of the dataset; "
-                                    "ids from `flowloom datasets show ID`)")] = None,
-    failed: Annotated[bool, typer.Option("--failed", help="only the documents whose ingestion failed")] = False,
-    wait: Annotated[bool, typer.Option("--wait", help="show each document's progress until it is ingested (with "
-                                                      "FLOWLOOM_REDIS_URL: wait for the workers)")] = False,
+    document_ids: Annotated[
+        list[str] | None,
+        typer.Argument(
+            metavar="DOC_ID",
+            help="the documents to ingest again (default: every document of the dataset; "
+            "ids from `flowloom datasets show ID`)",
+        ),
+    ] = None,
+    failed: Annotated[
+        bool, typer.Option("--failed", help="only the documents whose ingestion failed")
+    ] = False,
+    wait: Annotated[
+        bool,
+        typer.Option(
+            "--wait",
+            help="show each document's progress until it is ingested (with "
+            "FLOWLOOM_REDIS_URL: wait for the workers)",
+        ),
+    ] = False,
     tenant: TenantOption = "default",
     as_json: JsonFlag = False,
 ) -> None:
@@ -247,16 +330,30 @@ def reindex(
     document ingested, 1 one failed, 2 an unknown dataset or document."""
     from .datasets_add import reindex_documents
 
-    _run(lambda knowledge, service: reindex_documents(knowledge, service, tenant, dataset_id, document_ids or [],
-                                                      failed_only=failed, wait=wait, as_json=as_json))
+    _run(
+        lambda knowledge, service: reindex_documents(
+            knowledge,
+            service,
+            tenant,
+            dataset_id,
+            document_ids or [],
+            failed_only=failed,
+            wait=wait,
+            as_json=as_json,
+        )
+    )
 
 
 @datasets_app.command()
 def search(
     dataset_id: DatasetArg,
     query: Annotated[str, typer.Argument(metavar="QUERY", help="what to look for")],
-    mode: Annotated[str, typer.Option("--mode", help="semantic, full_text or hybrid (semantic and hybrid need an "
-                                                     "embedding model)")] = "hybrid",
+    mode: Annotated[
+        str,
+        typer.Option(
+            "--mode", help="semantic, full_text or hybrid (semantic and hybrid need an embedding model)"
+        ),
+    ] = "hybrid",
     top_k: Annotated[int, typer.Option("--top-k", min=1, max=200, help="hits to return")] = 5,
     tenant: TenantOption = "default",
     as_json: JsonFlag = False,
@@ -284,9 +381,14 @@ def search(
         console = out()
         for rank, hit in enumerate(result.hits, 1):
             passes = ", ".join(f"{name} {value:.3f}" for name, value in hit.scores.items())
-            console.print(Text.assemble((f"{rank}. ", "bold"), (f"{hit.score:.3f}", "bold cyan"),
-                                        f"  {hit.source_name} #{hit.position}", (f"  ({passes})" if passes else "",
-                                                                                  "dim")))
+            console.print(
+                Text.assemble(
+                    (f"{rank}. ", "bold"),
+                    (f"{hit.score:.3f}", "bold cyan"),
+                    f"  {hit.source_name} #{hit.position}",
+                    (f"  ({passes})" if passes else "", "dim"),
+                )
+            )
             preview = " ".join(hit.text.split())
             console.print(Text(f"   {preview[:300]}{'...' if len(preview) > 300 else ''}"))
         if result.embedding_tokens:

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.text import Text
@@ -39,7 +40,9 @@ def _read(paths: Sequence[Path], cap: int | None) -> tuple[list[Any], list[tuple
                 problems.append((str(path), "not a file"))
                 continue
             if cap is not None and size > cap:
-                problems.append((str(path), f"too large: {size} bytes, the limit is {cap} bytes per document"))
+                problems.append(
+                    (str(path), f"too large: {size} bytes, the limit is {cap} bytes per document")
+                )
                 continue
             uploads.append(Upload(name=path.name, data=path.read_bytes()))
         except OSError as exc:
@@ -54,7 +57,9 @@ def _idle_here(knowledge: Any) -> bool:
     return isinstance(knowledge.queue, LocalIngestionQueue) and knowledge.queue.pending == 0
 
 
-async def _follow(knowledge: Any, tenant: str, dataset_id: str, ids: list[str], *, bar: bool) -> dict[str, Any]:
+async def _follow(
+    knowledge: Any, tenant: str, dataset_id: str, ids: list[str], *, bar: bool
+) -> dict[str, Any]:
     """Follow the documents ``ids`` until each is ready or failed; their last state by id.
     ``bar``: a progress bar per document on stderr (chunks embedded of the total).
 
@@ -63,7 +68,12 @@ async def _follow(knowledge: Any, tenant: str, dataset_id: str, ids: list[str], 
     ingestion stopped without an end): the command then says which are unfinished
     instead of waiting forever."""
     last: dict[str, Any] = {}
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[status]}"))
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[status]}"),
+    )
     progress = Progress(*columns, console=err(), transient=False, disable=not bar)
     tasks: dict[str, Any] = {}
 
@@ -73,8 +83,12 @@ async def _follow(knowledge: Any, tenant: str, dataset_id: str, ids: list[str], 
             task = tasks.get(document.id)
             if task is None:
                 task = tasks[document.id] = progress.add_task(document.source_name, total=None, status="")
-            progress.update(task, total=document.chunk_count or None, completed=document.chunks_done,
-                            status=str(document.status))
+            progress.update(
+                task,
+                total=document.chunk_count or None,
+                completed=document.chunks_done,
+                status=str(document.status),
+            )
 
     with progress:
         following = asyncio.create_task(consume())
@@ -92,8 +106,15 @@ async def _follow(knowledge: Any, tenant: str, dataset_id: str, ids: list[str], 
     return last
 
 
-def _report(outcomes: list[Any], unread: list[tuple[str, str]], final: dict[str, Any], queued: bool, *,
-            followed: bool, quiet: bool = False) -> int:
+def _report(
+    outcomes: list[Any],
+    unread: list[tuple[str, str]],
+    final: dict[str, Any],
+    queued: bool,
+    *,
+    followed: bool,
+    quiet: bool = False,
+) -> int:
     """A line per file on stderr (none when ``quiet``); the exit code: 2 when a file was
     refused, 1 when a document failed in ingestion or was left unfinished (``followed``:
     the command waited for them), else 0."""
@@ -105,31 +126,58 @@ def _report(outcomes: list[Any], unread: list[tuple[str, str]], final: dict[str,
     dataset_id = next((o.document.dataset_id for o in outcomes if o.document is not None), "ID")
     for outcome in outcomes:
         if outcome.error is not None:
-            console.print(Text.assemble(("  ✗ ", "red"), (outcome.source_name, "bold"),
-                                        f": {without_name(str(outcome.error), outcome.source_name)} "
-                                        f"({outcome.error.reason})"))
+            console.print(
+                Text.assemble(
+                    ("  ✗ ", "red"),
+                    (outcome.source_name, "bold"),
+                    f": {without_name(str(outcome.error), outcome.source_name)} ({outcome.error.reason})",
+                )
+            )
             continue
         document = final.get(outcome.document.id, outcome.document)
         status = str(document.status)
         if followed and status not in _FINAL:
             unfinished += 1
-            console.print(Text.assemble(("  … ", "yellow"), (outcome.source_name, "bold"),
-                                        f": left {status} (ingestion stopped); continue it with `flowloom datasets "
-                                        f"reindex {document.dataset_id} {document.id} --wait` or `flowloom serve`"))
+            console.print(
+                Text.assemble(
+                    ("  … ", "yellow"),
+                    (outcome.source_name, "bold"),
+                    f": left {status} (ingestion stopped); continue it with `flowloom datasets "
+                    f"reindex {document.dataset_id} {document.id} --wait` or `flowloom serve`",
+                )
+            )
         elif status == "failed":
             failed += 1
-            console.print(Text.assemble(("  ✗ ", "red"), (outcome.source_name, "bold"),
-                                        f": ingestion failed: {document.error or 'no reason given'}"))
+            console.print(
+                Text.assemble(
+                    ("  ✗ ", "red"),
+                    (outcome.source_name, "bold"),
+                    f": ingestion failed: {document.error or 'no reason given'}",
+                )
+            )
         else:
-            note = ("unchanged" if not outcome.created else
-                    chunks(document.chunk_count) if status == "ready" else f"{status} (for `flowloom worker`)"
-                    if queued else status)
+            note = (
+                "unchanged"
+                if not outcome.created
+                else chunks(document.chunk_count)
+                if status == "ready"
+                else f"{status} (for `flowloom worker`)"
+                if queued
+                else status
+            )
             if getattr(outcome, "retried", False):
                 note = f"retried (its ingestion had failed): {note}"
-            console.print(Text.assemble(("  ✓ ", "green"), (outcome.source_name, "bold"), f"  {document.id}  {note}"))
+            console.print(
+                Text.assemble(("  ✓ ", "green"), (outcome.source_name, "bold"), f"  {document.id}  {note}")
+            )
     if failed:
-        console.print(Text(f"once the cause is fixed, ingest the failed documents again with: flowloom datasets "
-                           f"reindex {dataset_id} --failed --wait", style="dim"))
+        console.print(
+            Text(
+                f"once the cause is fixed, ingest the failed documents again with: flowloom datasets "
+                f"reindex {dataset_id} --failed --wait",
+                style="dim",
+            )
+        )
     refused = len(unread) + sum(1 for o in outcomes if o.error is not None)
     return EXIT_INVALID if refused else EXIT_RUN_FAILED if failed or unfinished else EXIT_OK
 
@@ -143,69 +191,122 @@ def without_name(message: str, name: str) -> str:
     """``message`` without a leading ``name: `` (the parser's messages name the file, which
     the CLI's line already shows first)."""
     prefix = f"{name}: "
-    return message[len(prefix):] if message.startswith(prefix) else message
+    return message[len(prefix) :] if message.startswith(prefix) else message
 
 
 def _json(outcomes: list[Any], unread: list[tuple[str, str]], final: dict[str, Any]) -> None:
-    items: list[dict[str, Any]] = [{"source_name": name, "outcome": "rejected", "document": None,
-                                    "error": {"status": 422, "reason": "unreadable", "message": why}}
-                                   for name, why in unread]
+    items: list[dict[str, Any]] = [
+        {
+            "source_name": name,
+            "outcome": "rejected",
+            "document": None,
+            "error": {"status": 422, "reason": "unreadable", "message": why},
+        }
+        for name, why in unread
+    ]
     for outcome in outcomes:
         if outcome.error is not None:
-            items.append({"source_name": outcome.source_name, "outcome": "rejected", "document": None,
-                          "error": {"status": outcome.error.status, "reason": outcome.error.reason,
-                                    "message": str(outcome.error)}})
+            items.append(
+                {
+                    "source_name": outcome.source_name,
+                    "outcome": "rejected",
+                    "document": None,
+                    "error": {
+                        "status": outcome.error.status,
+                        "reason": outcome.error.reason,
+                        "message": str(outcome.error),
+                    },
+                }
+            )
             continue
         document = final.get(outcome.document.id, outcome.document)
-        items.append({"source_name": outcome.source_name, "outcome": "created" if outcome.created else "unchanged",
-                      "document": document.model_dump(mode="json", exclude={"tenant_id"}), "error": None})
+        items.append(
+            {
+                "source_name": outcome.source_name,
+                "outcome": "created" if outcome.created else "unchanged",
+                "document": document.model_dump(mode="json", exclude={"tenant_id"}),
+                "error": None,
+            }
+        )
     write_json({"documents": items})
 
 
-async def _continue_unfinished(knowledge: Any, tenant: str, dataset_id: str, submitted: set[str]) -> list[str]:
+async def _continue_unfinished(
+    knowledge: Any, tenant: str, dataset_id: str, submitted: set[str]
+) -> list[str]:
     """Queue again the dataset's unfinished documents that this add did not submit (left
     by an earlier command: Ctrl-C, a crash): ingestion resumes where it stopped (one that
     another live process is ingesting is left to it and only followed). Their ids."""
-    left = [d.id for d in await knowledge.list_documents(tenant, dataset_id)
-            if str(d.status) not in _FINAL and d.id not in submitted]
+    left = [
+        d.id
+        for d in await knowledge.list_documents(tenant, dataset_id)
+        if str(d.status) not in _FINAL and d.id not in submitted
+    ]
     if left:
         await knowledge.queue.submit(tenant, dataset_id, left)
         err().print(Text(f"continuing {len(left)} unfinished document(s) of the dataset", style="dim"))
     return left
 
 
-async def add_files(knowledge: Any, service: Any, tenant: str, dataset_id: str, paths: Sequence[Path], *,
-                    wait: bool, as_json: bool) -> int:
+async def add_files(
+    knowledge: Any,
+    service: Any,
+    tenant: str,
+    dataset_id: str,
+    paths: Sequence[Path],
+    *,
+    wait: bool,
+    as_json: bool,
+) -> int:
     """Add ``paths`` to the dataset and follow them (module docstring); the exit code."""
     await knowledge.get_dataset(tenant, dataset_id)  # an unknown dataset: exit 2 before any file is read
     uploads, unread = _read(paths, getattr(knowledge, "max_document_bytes", None))
     outcomes = await knowledge.add_documents(tenant, dataset_id, uploads) if uploads else []
     queued = bool(service.settings.redis_url)
-    pending = [o.document.id for o in outcomes
-               if o.error is None and o.document is not None and str(o.document.status) not in _FINAL]
+    pending = [
+        o.document.id
+        for o in outcomes
+        if o.error is None and o.document is not None and str(o.document.status) not in _FINAL
+    ]
     submitted = {o.document.id for o in outcomes if o.created and o.document is not None}
     if not queued:
-        pending = list(dict.fromkeys([*pending, *await _continue_unfinished(knowledge, tenant, dataset_id,
-                                                                              submitted)]))
+        pending = list(
+            dict.fromkeys([*pending, *await _continue_unfinished(knowledge, tenant, dataset_id, submitted)])
+        )
     final: dict[str, Any] = {}
     followed = bool(pending) and (wait or not queued)
     if followed:
         if not wait and not as_json:
-            err().print(Text(f"ingesting {len(pending)} document(s) in this process (FLOWLOOM_REDIS_URL unset)...",
-                             style="dim"))
+            err().print(
+                Text(
+                    f"ingesting {len(pending)} document(s) in this process (FLOWLOOM_REDIS_URL unset)...",
+                    style="dim",
+                )
+            )
         final = await _follow(knowledge, tenant, dataset_id, pending, bar=wait and not as_json)
     if as_json:
         _json(outcomes, unread, final)
     code = _report(outcomes, unread, final, queued and not wait, followed=followed, quiet=as_json)
     kept = [o for o in outcomes if o.error is None]
     if kept and code != EXIT_INVALID and not as_json:
-        out().print(f"{len(kept)} document(s) in dataset {dataset_id}; search with: "
-                    f"flowloom datasets search {dataset_id} \"...\"")
+        out().print(
+            f"{len(kept)} document(s) in dataset {dataset_id}; search with: "
+            f'flowloom datasets search {dataset_id} "..."'
+        )
     return code
 
 
-async def reindex_documents(knowledge: Any, service: Any, tenant: str, dataset_id: str, document_ids: Sequence[str],
-                            *, failed_only: bool, wait: bool, as_json: bool) -> int:
+async def reindex_documents(
+    knowledge: Any,
+    service: Any,
+    tenant: str,
+    dataset_id: str,
+    document_ids: Sequence[str],
+    *,
+    failed_only: bool,
+    wait: bool,
+    as_json: bool,
+) -> int:
     """Ingest again the dataset's documents ``document_ids`` (default: all of them; with
     ``failed_only`` only those whose ingestion failed), then follow them as ``add`` does;
     the exit code as ``add`` gives (2 for an unknown document, before any is queued)."""
@@ -222,20 +323,34 @@ async def reindex_documents(knowledge: Any, service: Any, tenant: str, dataset_i
         if as_json:
             write_json({"documents": []})
         else:
-            err().print(Text("no document to ingest again" + (" (none failed)" if failed_only else ""), style="dim"))
+            err().print(
+                Text("no document to ingest again" + (" (none failed)" if failed_only else ""), style="dim")
+            )
         return EXIT_OK
-    outcomes = [DocumentOutcome(d.source_name, await knowledge.reindex_document(tenant, dataset_id, d.id), True)
-                for d in chosen]
+    outcomes = [
+        DocumentOutcome(d.source_name, await knowledge.reindex_document(tenant, dataset_id, d.id), True)
+        for d in chosen
+    ]
     queued = bool(service.settings.redis_url)
     ids = [o.document.id for o in outcomes]
     final: dict[str, Any] = {}
     followed = wait or not queued
     if followed:
         if not wait and not as_json:
-            err().print(Text(f"ingesting {len(ids)} document(s) in this process (FLOWLOOM_REDIS_URL unset)...",
-                             style="dim"))
+            err().print(
+                Text(
+                    f"ingesting {len(ids)} document(s) in this process (FLOWLOOM_REDIS_URL unset)...",
+                    style="dim",
+                )
+            )
         final = await _follow(knowledge, tenant, dataset_id, ids, bar=wait and not as_json)
     if as_json:
-        write_json({"documents": [final.get(i, o.document).model_dump(mode="json", exclude={"tenant_id"})
-                                  for i, o in zip(ids, outcomes)]})
+        write_json(
+            {
+                "documents": [
+                    final.get(i, o.document).model_dump(mode="json", exclude={"tenant_id"})
+                    for i, o in zip(ids, outcomes)
+                ]
+            }
+        )
     return _report(outcomes, [], final, queued and not wait, followed=followed, quiet=as_json)

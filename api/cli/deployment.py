@@ -35,13 +35,16 @@ def refuse_what_is_missing(doc: dict[str, Any], titles: dict[str, str]) -> None:
     from nodes.model_registry import registry_for
 
     current = settings()
-    missing = [dataclasses.replace(problem, severity="error")  # here none of them is only a warning
-               for problem in deployment_problems(doc, catalog=builtin_catalog(), settings=current,
-                                                  models=registry_for(current))]
+    missing = [
+        dataclasses.replace(problem, severity="error")  # here none of them is only a warning
+        for problem in deployment_problems(
+            doc, catalog=builtin_catalog(), settings=current, models=registry_for(current)
+        )
+    ]
     if not missing:
         return
-    err().print(Text("cannot run: this deployment lacks what the workflow needs (nothing was run):",
-                     style="bold red"))
+    err().print(
+        Text("cannot run: this deployment lacks what the workflow needs (nothing was run):", style="bold red")
+    )
     print_problems(missing, err(), titles)
     raise typer.Exit(EXIT_INVALID)
-

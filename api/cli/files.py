@@ -6,7 +6,7 @@ import json
 import shlex
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -37,7 +37,9 @@ def _summary(file: Path, doc: dict[str, Any], warnings: int) -> Text:
     """``FILE: valid workflow 'id' (N nodes, M edges)`` for a workflow without errors."""
     counts = f"{len(doc.get('nodes', []))} nodes, {len(doc.get('edges', []))} edges"
     counts += f", {warnings} warning(s)" if warnings else ""
-    return Text.assemble((f"{source_label(file)}: valid", "bold green"), f" workflow {doc.get('id')!r} ({counts})")
+    return Text.assemble(
+        (f"{source_label(file)}: valid", "bold green"), f" workflow {doc.get('id')!r} ({counts})"
+    )
 
 
 @app.command()
@@ -51,8 +53,10 @@ def validate(file: WorkflowFile, as_json: JsonFlag = False) -> None:
     doc, problems = load_workflow(file)
     if doc is not None:
         catalog, models = builtin_catalog(), registry_for(settings())
-        problems = [*check_workflow(doc, catalog=catalog, models=models),
-                    *deployment_problems(doc, catalog=catalog, settings=settings(), models=models)]
+        problems = [
+            *check_workflow(doc, catalog=catalog, models=models),
+            *deployment_problems(doc, catalog=catalog, settings=settings(), models=models),
+        ]
     errors = [p for p in problems if p.severity == "error"]
     if as_json:
         write_json([p.to_dict() for p in problems], indent=2)
@@ -76,10 +80,13 @@ def _issue_text(issue: Any, titles: dict[str, str] | None = None) -> Text:
     return text.append(f"  {issue.message}")
 
 
-def _print_issues(issues: list[Any], console: Console, *, imported: bool = False,
-                  titles: dict[str, str] | None = None) -> None:
+def _print_issues(
+    issues: list[Any], console: Console, *, imported: bool = False, titles: dict[str, str] | None = None
+) -> None:
     """Errors (not converted; in a partial import: replaced) first, then warnings."""
-    not_converted = "not converted (replaced by failing placeholders or fallbacks)" if imported else "not converted"
+    not_converted = (
+        "not converted (replaced by failing placeholders or fallbacks)" if imported else "not converted"
+    )
     for severity, heading in (("error", not_converted), ("warning", "converted with differences")):
         group = [i for i in issues if i.severity == severity]
         if group:
@@ -117,28 +124,55 @@ def _pairs(values: list[str] | None, flag: str, shape: str) -> dict[str, str]:
 
 @app.command("import")
 def import_(
-    file: Annotated[Path, typer.Argument(dir_okay=False, allow_dash=True,
-                                         help="FastGPT workflow JSON or Dify DSL YAML (- for stdin)")],
-    output: Annotated[Optional[Path], typer.Option("--output", "-o", dir_okay=False,
-                                                   help="write the Flowloom workflow here (default: stdout)")] = None,
-    allow_partial: Annotated[bool, typer.Option(
-        "--allow-partial", help="replace what cannot be converted by failing 'unsupported' placeholders "
-        "(and unknown models by 'default') instead of failing")] = False,
-    model: Annotated[Optional[list[str]], typer.Option(
-        "--model", "-m", metavar="SOURCE=NAME", help="use registry model NAME for the file's model SOURCE "
-        "(repeatable; '*=NAME' for every unknown model)")] = None,
-    dataset: Annotated[Optional[list[str]], typer.Option(
-        "--dataset", "-d", metavar="SOURCE=ID", help="search dataset ID where the file's search nodes name dataset "
-        "SOURCE (repeatable; '*=ID' for every unmapped one and for searches with none selected)")] = None,
-    workflow_id: Annotated[Optional[str], typer.Option("--id", help="id of the imported workflow")] = None,
+    file: Annotated[
+        Path,
+        typer.Argument(
+            dir_okay=False, allow_dash=True, help="FastGPT workflow JSON or Dify DSL YAML (- for stdin)"
+        ),
+    ],
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "--output", "-o", dir_okay=False, help="write the Flowloom workflow here (default: stdout)"
+        ),
+    ] = None,
+    allow_partial: Annotated[
+        bool,
+        typer.Option(
+            "--allow-partial",
+            help="replace what cannot be converted by failing 'unsupported' placeholders "
+            "(and unknown models by 'default') instead of failing",
+        ),
+    ] = False,
+    model: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--model",
+            "-m",
+            metavar="SOURCE=NAME",
+            help="use registry model NAME for the file's model SOURCE "
+            "(repeatable; '*=NAME' for every unknown model)",
+        ),
+    ] = None,
+    dataset: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--dataset",
+            "-d",
+            metavar="SOURCE=ID",
+            help="search dataset ID where the file's search nodes name dataset "
+            "SOURCE (repeatable; '*=ID' for every unmapped one and for searches with none selected)",
+        ),
+    ] = None,
+    workflow_id: Annotated[str | None, typer.Option("--id", help="id of the imported workflow")] = None,
 ) -> None:
     """Convert FILE (FastGPT JSON or Dify YAML) into a Flowloom workflow; print what was not converted.
 
     Exit 2 listing every problem when something cannot be converted (unless
     --allow-partial) or the result would not compile. Nothing in FILE is executed.
     """
-    from nodes.importers import ImportFailed, import_workflow
     from nodes import builtin_catalog
+    from nodes.importers import ImportFailed, import_workflow
     from nodes.model_registry import registry_for
 
     mapping = _pairs(model, "--model", "SOURCE=NAME")
@@ -149,17 +183,31 @@ def import_(
         abort("cannot import:", [f"{file}: {exc.strerror or exc}"])
     registry = registry_for(settings())
     try:
-        result = import_workflow(data, catalog=builtin_catalog(), models=registry, allow_partial=allow_partial,
-                                 model_map=mapping, workflow_id=workflow_id or _default_id(file, data),
-                                 dataset_map=datasets)
+        result = import_workflow(
+            data,
+            catalog=builtin_catalog(),
+            models=registry,
+            allow_partial=allow_partial,
+            model_map=mapping,
+            workflow_id=workflow_id or _default_id(file, data),
+            dataset_map=datasets,
+        )
     except ImportFailed as exc:
         console = err()
         fmt = f" ({exc.source_format})" if exc.source_format else ""
         console.print(Text(f"cannot import {source_label(file)}{fmt}:", style="bold red"))
         _print_issues(exc.report, console)
-        if any(i.severity == "error" and i.code != "invalid_source" for i in exc.report) and not allow_partial:
-            console.print(Text("use --allow-partial to import anyway with failing placeholders, --model "
-                               "SOURCE=NAME for unknown models and --dataset SOURCE=ID for datasets", style="dim"))
+        if (
+            any(i.severity == "error" and i.code != "invalid_source" for i in exc.report)
+            and not allow_partial
+        ):
+            console.print(
+                Text(
+                    "use --allow-partial to import anyway with failing placeholders, --model "
+                    "SOURCE=NAME for unknown models and --dataset SOURCE=ID for datasets",
+                    style="dim",
+                )
+            )
         raise typer.Exit(EXIT_INVALID) from None
     text = json.dumps(result.workflow, indent=2, ensure_ascii=False) + "\n"
     if output is None:
@@ -175,9 +223,11 @@ def import_(
     wf = result.workflow
     placeholders = sum(1 for n in wf["nodes"] if n.get("type") == "unsupported")
     where = f" -> {output}" if output is not None else ""
-    summary = Text.assemble((f"{source_label(file)}: imported", "bold green"),
-                            f" {result.source_format} workflow {wf['id']!r} "
-                            f"({len(wf['nodes'])} nodes, {len(wf['edges'])} edges){where}")
+    summary = Text.assemble(
+        (f"{source_label(file)}: imported", "bold green"),
+        f" {result.source_format} workflow {wf['id']!r} "
+        f"({len(wf['nodes'])} nodes, {len(wf['edges'])} edges){where}",
+    )
     if placeholders:
         summary.append(f"; {placeholders} unsupported placeholder(s) fail when run", style="yellow")
     console.print(summary)
@@ -186,9 +236,15 @@ def import_(
     from schemas.env_vars import secret_names
 
     for name in secret_names(wf):  # no file carries a secret's value: say how to give it
-        console.print(Text.assemble(("secret to set: ", "bold"), f"{name} (flowloom secrets set {wf['id']} {name})"))
-    console.print(Text.assemble(("run it with: ", "bold"),
-                                run_command(wf, output, f"flowloom import {shlex.quote(source_label(file))}")))
+        console.print(
+            Text.assemble(("secret to set: ", "bold"), f"{name} (flowloom secrets set {wf['id']} {name})")
+        )
+    console.print(
+        Text.assemble(
+            ("run it with: ", "bold"),
+            run_command(wf, output, f"flowloom import {shlex.quote(source_label(file))}"),
+        )
+    )
 
 
 def model_lines(result: Any, registry: Any) -> list[Text]:
@@ -207,14 +263,26 @@ def model_lines(result: Any, registry: Any) -> list[Text]:
             where = registry.describe(target)
         except KeyError:
             continue
-        key = {"none": "no key", "optional": f"key in {where['api_key_env']} (optional)",
-               "required": f"key in {where['api_key_env']}"}[str(where["key"])]
+        key = {
+            "none": "no key",
+            "optional": f"key in {where['api_key_env']} (optional)",
+            "required": f"key in {where['api_key_env']}",
+        }[str(where["key"])]
         url_var = f", URL set by {where['base_url_env']}" if where.get("base_url_env") else ""
         shown = repr(source) if source else "(no model set)"
-        lines.append(Text(f"  {shown} -> {target} (provider {where['provider']}, upstream {where['upstream']!r} at "
-                          f"{where['base_url']}{url_var}; {key})"))
-    lines.append(Text("  a local OpenAI-compatible server (Ollama, llama.cpp, vLLM) for every model: set "
-                      "FLOWLOOM_LLM_BASE_URL_OVERRIDE (and FLOWLOOM_LLM_MODEL_OVERRIDE); no key needed", style="dim"))
+        lines.append(
+            Text(
+                f"  {shown} -> {target} (provider {where['provider']}, upstream {where['upstream']!r} at "
+                f"{where['base_url']}{url_var}; {key})"
+            )
+        )
+    lines.append(
+        Text(
+            "  a local OpenAI-compatible server (Ollama, llama.cpp, vLLM) for every model: set "
+            "FLOWLOOM_LLM_BASE_URL_OVERRIDE (and FLOWLOOM_LLM_MODEL_OVERRIDE); no key needed",
+            style="dim",
+        )
+    )
     return lines
 
 
@@ -228,8 +296,13 @@ def dataset_lines(result: Any) -> list[Text]:
     for source, target in sorted(datasets.items()):
         shown = "(no dataset selected)" if source == "*" else repr(source)
         lines.append(Text(f"  {shown} -> {target}"))
-    lines.append(Text("  each must exist when the workflow runs: flowloom datasets list; create and fill one with "
-                      "flowloom datasets create NAME --id ID, then flowloom datasets add ID FILES", style="dim"))
+    lines.append(
+        Text(
+            "  each must exist when the workflow runs: flowloom datasets list; create and fill one with "
+            "flowloom datasets create NAME --id ID, then flowloom datasets add ID FILES",
+            style="dim",
+        )
+    )
     return lines
 
 

@@ -7,7 +7,7 @@ Durations never include time spent waiting for a person; that time is shown apar
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 from rich.text import Text
@@ -17,8 +17,11 @@ from .running import execute
 
 __all__ = ["prune", "runs", "show", "watch"]
 
-runs_app = typer.Typer(help="List runs (newest first); `flowloom runs prune` deletes old ones.",
-                       invoke_without_command=True, no_args_is_help=False)
+runs_app = typer.Typer(
+    help="List runs (newest first); `flowloom runs prune` deletes old ones.",
+    invoke_without_command=True,
+    no_args_is_help=False,
+)
 app.add_typer(runs_app, name="runs")
 
 
@@ -33,18 +36,24 @@ def _seconds(value: float | None) -> str:
 
 
 def _questions(summary: Any) -> str:
-    texts = [str(i.get("payload", {}).get("description") or i.get("payload", {}).get("question") or i.get("kind"))
-             for i in summary.pending_interrupts]
+    texts = [
+        str(i.get("payload", {}).get("description") or i.get("payload", {}).get("question") or i.get("kind"))
+        for i in summary.pending_interrupts
+    ]
     return "; ".join(texts)
 
 
 @runs_app.callback()
 def runs(
     ctx: typer.Context,
-    status: Annotated[Optional[str], typer.Option(help="only runs with this status (running, paused, succeeded, "
-                                                  "failed, cancelled, pending)")] = None,
-    workflow: Annotated[Optional[str], typer.Option(help="only runs of this workflow id")] = None,
-    chat: Annotated[Optional[str], typer.Option(help="only runs of this chat id")] = None,
+    status: Annotated[
+        str | None,
+        typer.Option(
+            help="only runs with this status (running, paused, succeeded, failed, cancelled, pending)"
+        ),
+    ] = None,
+    workflow: Annotated[str | None, typer.Option(help="only runs of this workflow id")] = None,
+    chat: Annotated[str | None, typer.Option(help="only runs of this chat id")] = None,
     limit: Annotated[int, typer.Option(min=1, max=10000, help="at most this many runs")] = 20,
     as_json: JsonFlag = False,
 ) -> None:
@@ -66,14 +75,28 @@ def runs(
         if not found:
             out().print("no runs")
             return EXIT_OK
-        rows = [(s.run_id, s.workflow_id, s.status.value, _when(s.started_at), _seconds(s.duration_s),
-                 _seconds(s.waited_s) if s.waited_s else "-", _tokens(s),
-                 f"{s.cost:.4f}" if s.cost else "-", _questions(s) if s.pending_interrupts else "")
-                for s in found]
-        print_columns(("RUN", "WORKFLOW", "STATUS", "STARTED", "DURATION", "WAITED", "TOKENS", "COST", "WAITING FOR"),
-                      rows)
+        rows = [
+            (
+                s.run_id,
+                s.workflow_id,
+                s.status.value,
+                _when(s.started_at),
+                _seconds(s.duration_s),
+                _seconds(s.waited_s) if s.waited_s else "-",
+                _tokens(s),
+                f"{s.cost:.4f}" if s.cost else "-",
+                _questions(s) if s.pending_interrupts else "",
+            )
+            for s in found
+        ]
+        print_columns(
+            ("RUN", "WORKFLOW", "STATUS", "STARTED", "DURATION", "WAITED", "TOKENS", "COST", "WAITING FOR"),
+            rows,
+        )
         if any(s.usage_estimated for s in found):
-            out().print("~ tokens estimated: the model server did not report them (flowloom show RUN says which)")
+            out().print(
+                "~ tokens estimated: the model server did not report them (flowloom show RUN says which)"
+            )
         return EXIT_OK
 
     raise typer.Exit(execute(body))
@@ -81,8 +104,9 @@ def runs(
 
 @runs_app.command("prune")
 def prune(
-    older_than: Annotated[float, typer.Option("--older-than", min=0, help="delete runs that ended more than this "
-                                              "many days ago")],
+    older_than: Annotated[
+        float, typer.Option("--older-than", min=0, help="delete runs that ended more than this many days ago")
+    ],
 ) -> None:
     """Delete ended runs (with their node runs and events) older than --older-than days;
     paused and running runs are kept."""
@@ -98,7 +122,7 @@ def prune(
 @app.command()
 def show(
     run_id: Annotated[str, typer.Argument(help="the run to show")],
-    node: Annotated[Optional[str], typer.Option("--node", help="only the node runs of this node id")] = None,
+    node: Annotated[str | None, typer.Option("--node", help="only the node runs of this node id")] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Show a run and its node runs: titles, status, attempts, durations, waiting time, tokens,
@@ -111,14 +135,29 @@ def show(
         runs = [r for r in every if node is None or r.node_id == node]
         if node is not None and not runs:
             known = sorted({r.node_id for r in every})
-            abort("cannot show:", [f"run {run_id} has no node run of node {node!r} (nodes that ran: "
-                                   f"{', '.join(known) or 'none'})"])
+            abort(
+                "cannot show:",
+                [
+                    f"run {run_id} has no node run of node {node!r} (nodes that ran: "
+                    f"{', '.join(known) or 'none'})"
+                ],
+            )
         estimated = summary.usage_estimated or any(r.usage is not None and r.usage.estimated for r in every)
         if as_json:
-            write_json({"run": {**summary.model_dump(mode="json"), "duration_s": summary.duration_s,
-                                "usage_estimated": estimated},
-                        "node_runs": [{**r.model_dump(mode="json", exclude={"pending"}),
-                                       "title": titles.get(r.node_id)} for r in runs]}, indent=2)
+            write_json(
+                {
+                    "run": {
+                        **summary.model_dump(mode="json"),
+                        "duration_s": summary.duration_s,
+                        "usage_estimated": estimated,
+                    },
+                    "node_runs": [
+                        {**r.model_dump(mode="json", exclude={"pending"}), "title": titles.get(r.node_id)}
+                        for r in runs
+                    ],
+                },
+                indent=2,
+            )
             return EXIT_OK
         _print_summary(summary, estimated)
         for record in runs:
@@ -139,33 +178,58 @@ def _print_summary(summary: Any, estimated: bool = False) -> None:
     """The run's line; ``estimated``: some token count was estimated (the model server did
     not report it), said after the tokens so no one reads it as a count."""
     console = out()
-    console.print(Text.assemble(("run ", "bold"), summary.run_id, f"  workflow {summary.workflow_id}  ",
-                                (summary.status.value, "bold")))
-    console.print(f"  started {_when(summary.started_at)}  duration {_seconds(summary.duration_s)}"
-                  + (f"  waited for a person {_seconds(summary.waited_s)}" if summary.waited_s else "")
-                  + f"  tokens {summary.tokens_in}+{summary.tokens_out}"
-                  + (" (estimated)" if estimated else "") + f"  cost {summary.cost:.4f}")
+    console.print(
+        Text.assemble(
+            ("run ", "bold"),
+            summary.run_id,
+            f"  workflow {summary.workflow_id}  ",
+            (summary.status.value, "bold"),
+        )
+    )
+    console.print(
+        f"  started {_when(summary.started_at)}  duration {_seconds(summary.duration_s)}"
+        + (f"  waited for a person {_seconds(summary.waited_s)}" if summary.waited_s else "")
+        + f"  tokens {summary.tokens_in}+{summary.tokens_out}"
+        + (" (estimated)" if estimated else "")
+        + f"  cost {summary.cost:.4f}"
+    )
     if summary.error:
         console.print(Text(f"  error: {summary.error.get('message')}", style="red"))
     for interrupt in summary.pending_interrupts:
         payload = interrupt.get("payload", {})
-        console.print(Text(f"  waiting: {payload.get('description') or payload.get('question') or interrupt['kind']}"
-                           f" (interrupt {interrupt['id']})", style="magenta"))
+        console.print(
+            Text(
+                f"  waiting: {payload.get('description') or payload.get('question') or interrupt['kind']}"
+                f" (interrupt {interrupt['id']})",
+                style="magenta",
+            )
+        )
 
 
 def _print_node_run(record: Any, titles: dict[str, str]) -> None:
     console = out()
     where = f"#{record.iteration}" if record.iteration is not None else ""
-    took = (record.finished_at - record.started_at - record.waited_s
-            if record.finished_at and record.started_at else None)
+    took = (
+        record.finished_at - record.started_at - record.waited_s
+        if record.finished_at and record.started_at
+        else None
+    )
     usage = record.usage
-    line = Text.assemble(("• ", "cyan"), (named(record.node_id, titles) + where, "bold"), f" [{record.kind}] ",
-                         (record.status.value, "bold"), f"  attempts {record.attempts}  {_seconds(took)}")
+    line = Text.assemble(
+        ("• ", "cyan"),
+        (named(record.node_id, titles) + where, "bold"),
+        f" [{record.kind}] ",
+        (record.status.value, "bold"),
+        f"  attempts {record.attempts}  {_seconds(took)}",
+    )
     if record.waited_s:
         line.append(f"  waited {_seconds(record.waited_s)}")
     if usage is not None and (usage.tokens_in or usage.tokens_out):
-        line.append(f"  tokens {usage.tokens_in}+{usage.tokens_out}" + (" (estimated)" if usage.estimated else "")
-                    + f"  cost {usage.cost:.4f}")
+        line.append(
+            f"  tokens {usage.tokens_in}+{usage.tokens_out}"
+            + (" (estimated)" if usage.estimated else "")
+            + f"  cost {usage.cost:.4f}"
+        )
     console.print(line)
     if record.inputs:
         console.print(Text(f"    inputs: {_short(record.inputs)}", style="dim"))
@@ -173,7 +237,9 @@ def _print_node_run(record: Any, titles: dict[str, str]) -> None:
         console.print(Text(f"    outputs: {_short(record.outputs)}"))
     if record.error is not None:
         console.print(Text(f"    error: {record.error.message}", style="red"))
-    for round_ in (record.data.get("agent_state") or {}).get("rounds", []) if isinstance(record.data, dict) else []:
+    for round_ in (
+        (record.data.get("agent_state") or {}).get("rounds", []) if isinstance(record.data, dict) else []
+    ):
         console.print(Text(f"    round: {_short(round_)}", style="dim"))
     for step in (record.outputs or {}).get("trace") or []:
         console.print(Text(f"    tool call: {_short(step)}", style="dim"))
@@ -184,7 +250,6 @@ def _short(value: Any, limit: int = 300) -> str:
 
     text = json.dumps(value, ensure_ascii=False, default=str)
     return text if len(text) <= limit else text[:limit] + f"… ({len(text)} chars)"
-
 
 
 @app.command()

@@ -10,7 +10,7 @@ exist yet. ``create --app`` refuses (exit 2) an app the tenant does not have, as
 from __future__ import annotations
 
 import time
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 from rich.text import Text
@@ -20,8 +20,10 @@ from .running import execute
 
 __all__ = ["create", "list_keys", "revoke"]
 
-keys_app = typer.Typer(help="API keys of the HTTP API (`flowloom serve`): create (shown once), list, revoke.",
-                       no_args_is_help=True)
+keys_app = typer.Typer(
+    help="API keys of the HTTP API (`flowloom serve`): create (shown once), list, revoke.",
+    no_args_is_help=True,
+)
 app.add_typer(keys_app, name="keys")
 
 TenantOption = Annotated[str, typer.Option("--tenant", help="the tenant of the keys")]
@@ -41,9 +43,12 @@ def _when(seconds: float | None) -> str:
 def create(
     name: Annotated[str, typer.Option("--name", help="what the key is for (shown in lists)")] = "",
     tenant: TenantOption = "default",
-    admin: Annotated[bool, typer.Option("--admin", help="may manage the tenant's keys through the API")] = False,
-    app_id: Annotated[Optional[str], typer.Option("--app", help="scope the key to one app (default: the whole "
-                                                  "tenant)")] = None,
+    admin: Annotated[
+        bool, typer.Option("--admin", help="may manage the tenant's keys through the API")
+    ] = False,
+    app_id: Annotated[
+        str | None, typer.Option("--app", help="scope the key to one app (default: the whole tenant)")
+    ] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Create a key and print it once (only a hash of it is kept)."""
@@ -61,8 +66,12 @@ def create(
             write_json({"key": record.model_dump(mode="json"), "secret": plaintext})
             return EXIT_OK
         scope = f"app {app_id}" if app_id else f"tenant {tenant}"
-        err().print(Text.assemble(("API key created", "bold green"), f": {record.id} ({'admin, ' if admin else ''}"
-                                  f"{scope}); it is shown once, keep it now:"))
+        err().print(
+            Text.assemble(
+                ("API key created", "bold green"),
+                f": {record.id} ({'admin, ' if admin else ''}{scope}); it is shown once, keep it now:",
+            )
+        )
         out().print(plaintext)
         err().print(Text(f"use it as: curl -H 'Authorization: Bearer {plaintext[:12]}...' ...", style="dim"))
         return EXIT_OK
@@ -82,9 +91,19 @@ def list_keys(tenant: TenantOption = "default", as_json: JsonFlag = False) -> No
         if not found:
             out().print(f"no API key for tenant {tenant}; create one with: flowloom keys create --admin")
             return EXIT_OK
-        rows = [(k.id, f"fl_{k.prefix}_...", k.name or "-", f"app {k.app_id}" if k.app_id else "tenant",
-                 "yes" if k.admin else "no", _when(k.created_at), _when(k.last_used_at), _when(k.revoked_at))
-                for k in found]
+        rows = [
+            (
+                k.id,
+                f"fl_{k.prefix}_...",
+                k.name or "-",
+                f"app {k.app_id}" if k.app_id else "tenant",
+                "yes" if k.admin else "no",
+                _when(k.created_at),
+                _when(k.last_used_at),
+                _when(k.revoked_at),
+            )
+            for k in found
+        ]
         print_columns(("ID", "KEY", "NAME", "SCOPE", "ADMIN", "CREATED", "LAST USED", "REVOKED"), rows)
         return EXIT_OK
 
@@ -92,8 +111,10 @@ def list_keys(tenant: TenantOption = "default", as_json: JsonFlag = False) -> No
 
 
 @keys_app.command()
-def revoke(key_id: Annotated[str, typer.Argument(help="the key's id (`flowloom keys list`)")],
-           tenant: TenantOption = "default") -> None:
+def revoke(
+    key_id: Annotated[str, typer.Argument(help="the key's id (`flowloom keys list`)")],
+    tenant: TenantOption = "default",
+) -> None:
     """Revoke a key: it no longer authenticates."""
     from engine.ports import KeyNotFound
 
@@ -104,7 +125,9 @@ def revoke(key_id: Annotated[str, typer.Argument(help="the key's id (`flowloom k
             record = await _store(service).revoke_key(tenant, key_id)
         except KeyNotFound as exc:
             abort("cannot revoke:", [str(exc)])
-        out().print(Text.assemble((f"API key {record.id} revoked", "bold yellow"), f" ({_when(record.revoked_at)})"))
+        out().print(
+            Text.assemble((f"API key {record.id} revoked", "bold yellow"), f" ({_when(record.revoked_at)})")
+        )
         return EXIT_OK
 
     raise typer.Exit(execute(body))

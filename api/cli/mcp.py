@@ -20,7 +20,7 @@ API key``). Exit codes: 0 listed, 2 the server was refused or did not answer.
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -28,8 +28,9 @@ from .common import EXIT_OK, JsonFlag, abort, app, out, print_columns, settings,
 
 __all__ = ["tools"]
 
-mcp_app = typer.Typer(help="MCP servers: list the tools a server offers to tool and agent nodes.",
-                      no_args_is_help=True)
+mcp_app = typer.Typer(
+    help="MCP servers: list the tools a server offers to tool and agent nodes.", no_args_is_help=True
+)
 app.add_typer(mcp_app, name="mcp")
 
 
@@ -44,7 +45,9 @@ def _server(target: list[str], headers: list[str], stdio: bool) -> Any:
         name, sep, value = header.partition(":")
         if not sep or not name.strip():
             # Not echoed: a header typed without its name may be a bare credential.
-            abort("invalid header:", [f"--header number {index} has no 'Name:' part: write it as 'Name: value'"])
+            abort(
+                "invalid header:", [f"--header number {index} has no 'Name:' part: write it as 'Name: value'"]
+            )
         parsed[name.strip()] = _as_secret(value.strip(), index)
     config: dict[str, Any] = {"name": "cli"}
     if stdio:
@@ -99,9 +102,18 @@ def _row(tool: Any) -> tuple[str, str, str]:
 
 @mcp_app.command("tools")
 def tools(
-    target: Annotated[list[str], typer.Argument(help="the server's URL, or with --stdio its command and arguments")],
-    header: Annotated[Optional[list[str]], typer.Option("--header", "-H", help="'Name: value' sent with every "
-                                                        "request (a literal value or {{secret:NAME}} references; never printed)")] = None,
+    target: Annotated[
+        list[str], typer.Argument(help="the server's URL, or with --stdio its command and arguments")
+    ],
+    header: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--header",
+            "-H",
+            help="'Name: value' sent with every "
+            "request (a literal value or {{secret:NAME}} references; never printed)",
+        ),
+    ] = None,
     stdio: Annotated[bool, typer.Option("--stdio", help="start TARGET as a stdio server")] = False,
     timeout: Annotated[float, typer.Option("--timeout", help="seconds to connect and list")] = 20.0,
     as_json: JsonFlag = False,
@@ -118,9 +130,20 @@ def tools(
     except NodeFailed as exc:
         abort("cannot list the tools:", [str(exc)])
     if as_json:
-        write_json([{"name": t.name, "description": t.description or "", "input_schema": t.input_schema,
-                     "annotations": t.annotations.model_dump(mode="json", by_alias=True, exclude_none=True) if t.annotations else None,
-                     "risk": mcp_risk(t.annotations) or "unknown"} for t in found])
+        write_json(
+            [
+                {
+                    "name": t.name,
+                    "description": t.description or "",
+                    "input_schema": t.input_schema,
+                    "annotations": t.annotations.model_dump(mode="json", by_alias=True, exclude_none=True)
+                    if t.annotations
+                    else None,
+                    "risk": mcp_risk(t.annotations) or "unknown",
+                }
+                for t in found
+            ]
+        )
         raise typer.Exit(EXIT_OK)
     if not found:
         out().print("the server lists no tools")

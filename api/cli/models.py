@@ -22,8 +22,9 @@ from .common import EXIT_OK, JsonFlag, abort, app, out, print_columns, settings,
 
 __all__ = ["list_models", "probe", "show"]
 
-models_app = typer.Typer(help="Models of the registry: limits, capabilities, and probing an endpoint.",
-                         no_args_is_help=True)
+models_app = typer.Typer(
+    help="Models of the registry: limits, capabilities, and probing an endpoint.", no_args_is_help=True
+)
 app.add_typer(models_app, name="models")
 
 
@@ -45,8 +46,14 @@ def _spec(registry: Any, name: str) -> Any:
 
 def model_summary(spec: Any) -> dict[str, Any]:
     """A chat model's limits and capabilities as JSON."""
-    return {"name": spec.name, "upstream": spec.model, "provider": spec.provider, "max_context": spec.max_context,
-            "max_output_tokens": spec.max_output_tokens, "capabilities": spec.capabilities.model_dump()}
+    return {
+        "name": spec.name,
+        "upstream": spec.model,
+        "provider": spec.provider,
+        "max_context": spec.max_context,
+        "max_output_tokens": spec.max_output_tokens,
+        "capabilities": spec.capabilities.model_dump(),
+    }
 
 
 def _flags(caps: Any) -> str:
@@ -63,14 +70,26 @@ def list_models(as_json: JsonFlag = False) -> None:
     if as_json:
         write_json([model_summary(s) for s in specs])
         raise typer.Exit(EXIT_OK)
-    print_columns(("MODEL", "CONTEXT", "OUTPUT", "TOOLS", "CAPABILITIES"),
-                  [(s.name, str(s.max_context), str(s.max_output_tokens), s.capabilities.tools, _flags(s.capabilities))
-                   for s in specs])
+    print_columns(
+        ("MODEL", "CONTEXT", "OUTPUT", "TOOLS", "CAPABILITIES"),
+        [
+            (
+                s.name,
+                str(s.max_context),
+                str(s.max_output_tokens),
+                s.capabilities.tools,
+                _flags(s.capabilities),
+            )
+            for s in specs
+        ],
+    )
     raise typer.Exit(EXIT_OK)
 
 
 @models_app.command("show")
-def show(name: Annotated[str, typer.Argument(help="a chat model of the registry")], as_json: JsonFlag = False) -> None:
+def show(
+    name: Annotated[str, typer.Argument(help="a chat model of the registry")], as_json: JsonFlag = False
+) -> None:
     """One model: where it is served, its limits and capabilities."""
     registry = _registry()
     spec = _spec(registry, name)
@@ -79,8 +98,11 @@ def show(name: Annotated[str, typer.Argument(help="a chat model of the registry"
         write_json(summary)
         raise typer.Exit(EXIT_OK)
     caps = summary.pop("capabilities")
-    print_columns(("FIELD", "VALUE"), [(k, str(v)) for k, v in summary.items()]
-                  + [(f"capabilities.{k}", str(v).lower() if isinstance(v, bool) else str(v)) for k, v in caps.items()])
+    print_columns(
+        ("FIELD", "VALUE"),
+        [(k, str(v)) for k, v in summary.items()]
+        + [(f"capabilities.{k}", str(v).lower() if isinstance(v, bool) else str(v)) for k, v in caps.items()],
+    )
     raise typer.Exit(EXIT_OK)
 
 
@@ -91,7 +113,9 @@ def _yes(check: Any) -> str:
 @models_app.command("probe")
 def probe(
     name: Annotated[str, typer.Argument(help="a chat model of the registry")],
-    write: Annotated[bool, typer.Option("--write", help="store the findings in the model override file")] = False,
+    write: Annotated[
+        bool, typer.Option("--write", help="store the findings in the model override file")
+    ] = False,
     timeout: Annotated[float, typer.Option("--timeout", help="seconds allowed per request")] = 120.0,
     as_json: JsonFlag = False,
 ) -> None:
@@ -112,21 +136,34 @@ def probe(
     if write:
         _write(path, name, override)
     if as_json:
-        write_json({**report.model_dump(mode="json"), "tools": report.tools, "override": override.table(),
-                    "written_to": str(path) if write else None})
+        write_json(
+            {
+                **report.model_dump(mode="json"),
+                "tools": report.tools,
+                "override": override.table(),
+                "written_to": str(path) if write else None,
+            }
+        )
         raise typer.Exit(EXIT_OK)
     caps = spec.capabilities
-    rows = [("free tool call", _yes(report.free_tool_call), report.free_tool_call.detail),
-            ("forced tool call", _yes(report.forced_tool_call), report.forced_tool_call.detail),
-            ("JSON mode", _yes(report.json_mode), report.json_mode.detail),
-            ("json_schema", _yes(report.json_schema), report.json_schema.detail),
-            ("usage in streams", _yes(report.stream_usage), report.stream_usage.detail),
-            ("context length", str(report.context_length or "unknown"),
-             f"told by {report.context_source}" if report.context_source else "the server does not tell it")]
+    rows = [
+        ("free tool call", _yes(report.free_tool_call), report.free_tool_call.detail),
+        ("forced tool call", _yes(report.forced_tool_call), report.forced_tool_call.detail),
+        ("JSON mode", _yes(report.json_mode), report.json_mode.detail),
+        ("json_schema", _yes(report.json_schema), report.json_schema.detail),
+        ("usage in streams", _yes(report.stream_usage), report.stream_usage.detail),
+        (
+            "context length",
+            str(report.context_length or "unknown"),
+            f"told by {report.context_source}" if report.context_source else "the server does not tell it",
+        ),
+    ]
     out().print(f"{name} ({spec.model}) at {report.base_url}")
     print_columns(("CHECK", "RESULT", "DETAIL"), rows)
-    out().print(f"registry: tools {caps.tools}, context {spec.max_context}, output cap {spec.max_output_tokens}; "
-                f"probe: tools {report.tools or 'unknown'}, context {report.context_length or 'unknown'}")
+    out().print(
+        f"registry: tools {caps.tools}, context {spec.max_context}, output cap {spec.max_output_tokens}; "
+        f"probe: tools {report.tools or 'unknown'}, context {report.context_length or 'unknown'}"
+    )
     if write:
         out().print(f"written to {path}")
     elif override.table():

@@ -40,7 +40,9 @@ def _convert(ref: Any, text: str) -> Any:
     try:
         return coerce_input(InputVar(name="value", type=ref.type), text)
     except ValueError as exc:
-        raise ValueError(f"--input {ref.key}: {str(exc).removeprefix(chr(39) + 'value' + chr(39) + ': ')}") from None
+        raise ValueError(
+            f"--input {ref.key}: {str(exc).removeprefix(chr(39) + 'value' + chr(39) + ': ')}"
+        ) from None
 
 
 def _gather(refs: list[Any], pairs: list[str], inputs_file: Path | None) -> dict[str, Any]:
@@ -60,7 +62,9 @@ def _gather(refs: list[Any], pairs: list[str], inputs_file: Path | None) -> dict
             key = next((k for k in (f"inputs.{key}", f"start.{key}") if k in by_key), key)
         ref = by_key.get(key)
         if ref is None:
-            errors.append(f"--input {key}: the node does not read it (it reads: {', '.join(by_key) or 'nothing'})")
+            errors.append(
+                f"--input {key}: the node does not read it (it reads: {', '.join(by_key) or 'nothing'})"
+            )
             continue
         try:
             values[key] = _convert(ref, text)
@@ -71,8 +75,15 @@ def _gather(refs: list[Any], pairs: list[str], inputs_file: Path | None) -> dict
     return values
 
 
-def run_one_node(doc: dict[str, Any], plan: Any, node_id: str, pairs: list[str], inputs_file: Path | None,
-                 as_json: bool, no_input: bool) -> int:
+def run_one_node(
+    doc: dict[str, Any],
+    plan: Any,
+    node_id: str,
+    pairs: list[str],
+    inputs_file: Path | None,
+    as_json: bool,
+    no_input: bool,
+) -> int:
     """Run ``node_id`` of ``doc`` alone (module docstring); returns the exit code."""
     from engine.single_node import MissingNodeInputs, NodeRunRefused, read_references
     from schemas.launch import RunNode
@@ -90,8 +101,14 @@ def run_one_node(doc: dict[str, Any], plan: Any, node_id: str, pairs: list[str],
         try:
             ticket = await service.launch("default", RunNode(doc, node_id, values, from_last=True), inline())
         except MissingNodeInputs as exc:
-            abort("missing input value(s):", [f"{key}: give it with --input {key}=VALUE" for key in exc.missing])
-        err().print(Text.assemble(("node", "bold"), f" {titles.get(node_id) or node_id!r} alone as run {ticket.run_id}"))
+            abort(
+                "missing input value(s):", [f"{key}: give it with --input {key}=VALUE" for key in exc.missing]
+            )
+        err().print(
+            Text.assemble(
+                ("node", "bold"), f" {titles.get(node_id) or node_id!r} alone as run {ticket.run_id}"
+            )
+        )
         view: View = JsonView() if as_json else terminal_view(titles)
         summary = await _drive(service, ticket, view, not no_input)
         view.close()

@@ -33,7 +33,7 @@ def show_question(interrupt: Interrupt, with_choices: bool = True) -> None:
         console.print(Text(str(payload["question"]), style="bold"))
     for key in ("error", "errors"):
         found = payload.get(key)
-        for line in (found if isinstance(found, list) else [found] if found else []):
+        for line in found if isinstance(found, list) else [found] if found else []:
             console.print(Text(f"  {line}", style="red"))
     if with_choices:
         for option in payload.get("options", []):
@@ -86,5 +86,7 @@ def refuse_without_answer(run_id: str, pending: list[Interrupt]) -> NoReturn:
         show_question(interrupt)
     which = f" --interrupt {pending[0].id}" if len(pending) > 1 else ""
     hint = answer_hint(pending[0]) if pending else "--answer TEXT"
-    abort("cannot resume without an answer:", [f"run {run_id} is paused on a question; answer it with: "
-                                               f"flowloom resume {run_id}{which} {hint}"])
+    abort(
+        "cannot resume without an answer:",
+        [f"run {run_id} is paused on a question; answer it with: flowloom resume {run_id}{which} {hint}"],
+    )

@@ -12,7 +12,7 @@ runs are not counted against the quotas.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 from rich.text import Text
@@ -22,12 +22,14 @@ from .running import execute
 
 __all__ = ["reset", "set_limits", "show"]
 
-quotas_app = typer.Typer(help="Quotas of the HTTP API per tenant and per app: runs per minute, tokens per day.",
-                         no_args_is_help=True)
+quotas_app = typer.Typer(
+    help="Quotas of the HTTP API per tenant and per app: runs per minute, tokens per day.",
+    no_args_is_help=True,
+)
 app.add_typer(quotas_app, name="quotas")
 
 TenantOption = Annotated[str, typer.Option("--tenant", help="the tenant")]
-AppOption = Annotated[Optional[str], typer.Option("--app", help="one app of the tenant (a workflow id)")]
+AppOption = Annotated[str | None, typer.Option("--app", help="one app of the tenant (a workflow id)")]
 
 
 def _policy(service: Any) -> Any:
@@ -47,8 +49,12 @@ def _limit(value: str | None, name: str) -> tuple[bool, int | None]:
     except ValueError:
         number = -1
     if number < 0:
-        err().print(Text(f"{name} must be a whole number >= 0 (0: unlimited) or 'default', not {value!r}",
-                         style="bold red"))
+        err().print(
+            Text(
+                f"{name} must be a whole number >= 0 (0: unlimited) or 'default', not {value!r}",
+                style="bold red",
+            )
+        )
         raise typer.Exit(EXIT_INVALID)
     return True, number
 
@@ -57,19 +63,30 @@ async def _describe(policy: Any, tenant: str, app_id: str | None) -> dict[str, A
     own = await policy.store.get(tenant, app_id)
     effective = policy.effective(own, app=app_id is not None)
     usage = await policy.usage(tenant, app_id)
-    return {"tenant_id": tenant, "app_id": app_id,
-            "runs_per_minute": own.runs_per_minute if own else None,
-            "tokens_per_day": own.tokens_per_day if own else None,
-            "effective": {"runs_per_minute": effective.runs_per_minute or None,
-                          "tokens_per_day": effective.tokens_per_day or None,
-                          "runs_per_minute_source": effective.runs_per_minute_source,
-                          "tokens_per_day_source": effective.tokens_per_day_source},
-            "usage": {"runs_last_minute": usage.runs_last_minute, "tokens_today": usage.tokens_today}}
+    return {
+        "tenant_id": tenant,
+        "app_id": app_id,
+        "runs_per_minute": own.runs_per_minute if own else None,
+        "tokens_per_day": own.tokens_per_day if own else None,
+        "effective": {
+            "runs_per_minute": effective.runs_per_minute or None,
+            "tokens_per_day": effective.tokens_per_day or None,
+            "runs_per_minute_source": effective.runs_per_minute_source,
+            "tokens_per_day_source": effective.tokens_per_day_source,
+        },
+        "usage": {"runs_last_minute": usage.runs_last_minute, "tokens_today": usage.tokens_today},
+    }
 
 
 def _source(source: str, quota: str) -> str:
     """How a limit's source reads: ``own limit``, or the operator's variable that set it."""
-    return "own limit" if source == "own" else f"default: FLOWLOOM_QUOTA_{quota.upper()}" if source == "default" else source
+    return (
+        "own limit"
+        if source == "own"
+        else f"default: FLOWLOOM_QUOTA_{quota.upper()}"
+        if source == "default"
+        else source
+    )
 
 
 def _print(rows: list[dict[str, Any]], tenant: dict[str, Any]) -> None:
@@ -84,10 +101,19 @@ def _print(rows: list[dict[str, Any]], tenant: dict[str, Any]) -> None:
             return f"{value or 'unlimited'} (the tenant's {_source(source, quota)})"
         return f"{value or 'unlimited'} ({_source(source, quota)})"
 
-    print_columns(("SCOPE", "RUNS/MINUTE", "TOKENS/DAY", "RUNS LAST MINUTE", "TOKENS TODAY"),
-                  [(f"app {r['app_id']}" if r["app_id"] else f"tenant {r['tenant_id']}",
-                    limit(r, "runs_per_minute"), limit(r, "tokens_per_day"),
-                    str(r["usage"]["runs_last_minute"]), str(r["usage"]["tokens_today"])) for r in rows])
+    print_columns(
+        ("SCOPE", "RUNS/MINUTE", "TOKENS/DAY", "RUNS LAST MINUTE", "TOKENS TODAY"),
+        [
+            (
+                f"app {r['app_id']}" if r["app_id"] else f"tenant {r['tenant_id']}",
+                limit(r, "runs_per_minute"),
+                limit(r, "tokens_per_day"),
+                str(r["usage"]["runs_last_minute"]),
+                str(r["usage"]["tokens_today"]),
+            )
+            for r in rows
+        ],
+    )
 
 
 @quotas_app.command()
@@ -115,8 +141,12 @@ def show(tenant: TenantOption = "default", app_id: AppOption = None, as_json: Js
 def set_limits(
     tenant: TenantOption = "default",
     app_id: AppOption = None,
-    runs_per_minute: Annotated[Optional[str], typer.Option("--runs-per-minute", help="N, 0 (unlimited) or default")] = None,
-    tokens_per_day: Annotated[Optional[str], typer.Option("--tokens-per-day", help="N, 0 (unlimited) or default")] = None,
+    runs_per_minute: Annotated[
+        str | None, typer.Option("--runs-per-minute", help="N, 0 (unlimited) or default")
+    ] = None,
+    tokens_per_day: Annotated[
+        str | None, typer.Option("--tokens-per-day", help="N, 0 (unlimited) or default")
+    ] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Set the tenant's (or with ``--app`` the app's) own limits; a limit not given keeps its value."""
@@ -136,9 +166,12 @@ def set_limits(
             return EXIT_INVALID
         await key_store_of(service).ensure_tenant(tenant)
         current = await policy.store.get(tenant, app_id)
-        await policy.store.put(tenant, app_id,
-                               runs_per_minute=runs if runs_given else (current.runs_per_minute if current else None),
-                               tokens_per_day=tokens if tokens_given else (current.tokens_per_day if current else None))
+        await policy.store.put(
+            tenant,
+            app_id,
+            runs_per_minute=runs if runs_given else (current.runs_per_minute if current else None),
+            tokens_per_day=tokens if tokens_given else (current.tokens_per_day if current else None),
+        )
         row = await _describe(policy, tenant, app_id)
         if as_json:
             write_json(row)
@@ -156,7 +189,9 @@ def reset(tenant: TenantOption = "default", app_id: AppOption = None) -> None:
     async def body(service: Any) -> int:
         removed = await _policy(service).store.delete(tenant, app_id)
         scope = f"app {app_id}" if app_id else f"tenant {tenant}"
-        out().print(f"{scope}: {'own limits removed' if removed else 'had no limits of its own'}; the defaults hold")
+        out().print(
+            f"{scope}: {'own limits removed' if removed else 'had no limits of its own'}; the defaults hold"
+        )
         return EXIT_OK
 
     raise typer.Exit(execute(body))

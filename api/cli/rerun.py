@@ -10,7 +10,7 @@ run is not changed. Output and exit codes are those of ``flowloom run``.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 from rich.text import Text
@@ -24,11 +24,22 @@ __all__ = ["rerun"]
 @app.command()
 def rerun(
     run_id: Annotated[str, typer.Argument(help="the past run (ended or paused)")],
-    from_node: Annotated[str, typer.Option("--from", metavar="NODE", help="the node to run again; the nodes "
-                                           "before it are reused from the past run")],
-    workflow: Annotated[Optional[Path], typer.Option(
-        "--workflow", metavar="FILE", help="the edited workflow to run from NODE on (default: the past run's "
-                                           "own document)")] = None,
+    from_node: Annotated[
+        str,
+        typer.Option(
+            "--from",
+            metavar="NODE",
+            help="the node to run again; the nodes before it are reused from the past run",
+        ),
+    ],
+    workflow: Annotated[
+        Path | None,
+        typer.Option(
+            "--workflow",
+            metavar="FILE",
+            help="the edited workflow to run from NODE on (default: the past run's own document)",
+        ),
+    ] = None,
     as_json: JsonFlag = False,
     no_input: NoInputFlag = False,
 ) -> None:
@@ -51,8 +62,13 @@ def rerun(
         titles = node_titles(chosen)
         state = await service.state("default", ticket.run_id)
         reused = [nid for nid, run in state.node_runs.items() if "reused_from" in run.data]
-        err().print(Text.assemble(("rerun", "bold"), f" of {run_id} from {from_node!r} as run {ticket.run_id}; "
-                                  f"reused (not executed again): {', '.join(reused) or 'none'}"))
+        err().print(
+            Text.assemble(
+                ("rerun", "bold"),
+                f" of {run_id} from {from_node!r} as run {ticket.run_id}; "
+                f"reused (not executed again): {', '.join(reused) or 'none'}",
+            )
+        )
         view: View = JsonView() if as_json else terminal_view(titles)
         summary = await _drive(service, ticket, view, not no_input)
         view.close()

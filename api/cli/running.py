@@ -15,13 +15,13 @@ import json
 import logging
 import shlex
 import signal
+from collections.abc import Callable
 from contextlib import aclosing
 from pathlib import Path
-from typing import Annotated, Any, Callable, Optional
+from typing import Annotated, Any
 
 import typer
 from rich.text import Text
-
 
 from .common import (
     EXIT_INTERRUPTED,
@@ -37,9 +37,9 @@ from .common import (
     app,
     end_start_up,
     err,
+    is_stdin,
     named,
     node_titles,
-    is_stdin,
     out,
     print_problems,
     read_source,
@@ -52,7 +52,9 @@ from .questions import answer_hint, ask, refuse_without_answer, show_question
 
 __all__ = ["cancel", "load_workflow", "recover", "resume", "run"]
 
-NoInputFlag = Annotated[bool, typer.Option("--no-input", help="never prompt: leave the run paused on a question")]
+NoInputFlag = Annotated[
+    bool, typer.Option("--no-input", help="never prompt: leave the run paused on a question")
+]
 _EXIT_FOR_STATUS = {"succeeded": EXIT_OK, "cancelled": EXIT_INTERRUPTED, "paused": EXIT_PAUSED}
 
 
@@ -73,8 +75,13 @@ def load_workflow(path: Path) -> tuple[dict[str, Any] | None, list[Any]]:
     try:
         doc = json.loads(data.decode("utf-8-sig"))
     except RecursionError:  # the parser recurses per level; far past any cap it runs out of stack
-        return None, [Problem("document_too_deep", f"{label} nests objects or arrays too deeply to be read "
-                              "(the cap is FLOWLOOM_MAX_DOCUMENT_DEPTH levels)")]
+        return None, [
+            Problem(
+                "document_too_deep",
+                f"{label} nests objects or arrays too deeply to be read "
+                "(the cap is FLOWLOOM_MAX_DOCUMENT_DEPTH levels)",
+            )
+        ]
     except ValueError as exc:  # JSON or UTF-8 decoding; a Dify DSL is YAML
         foreign = _foreign_format(path, data)
         return None, [foreign or Problem("invalid_document", f"cannot read {label} as JSON: {exc}")]
@@ -109,14 +116,21 @@ def _foreign_format(path: Path, data: bytes) -> Any:
         command = "flowloom import - -o flow.json"
     else:
         command = f"flowloom import {shlex.quote(str(path))} -o {shlex.quote(path.stem + '.json')}"
-    return Problem("foreign_format", f"{source_label(path)} is {what}, not a Flowloom workflow; convert it first "
-                   f"with: {command}")
+    return Problem(
+        "foreign_format",
+        f"{source_label(path)} is {what}, not a Flowloom workflow; convert it first with: {command}",
+    )
 
 
-def _with_limits(doc: dict[str, Any], max_wall_time: float | None, max_node_executions: int | None) -> dict[str, Any]:
+def _with_limits(
+    doc: dict[str, Any], max_wall_time: float | None, max_node_executions: int | None
+) -> dict[str, Any]:
     """A copy of ``doc`` whose ``limits`` carry the command-line overrides (``doc`` is untouched)."""
-    overrides = {k: v for k, v in (("max_wall_time", max_wall_time), ("max_node_executions", max_node_executions))
-                 if v is not None}
+    overrides = {
+        k: v
+        for k, v in (("max_wall_time", max_wall_time), ("max_node_executions", max_node_executions))
+        if v is not None
+    }
     limits = doc.get("limits", {})
     if not overrides or not isinstance(limits, dict):
         return doc  # a malformed ``limits`` is reported by the compiler as it is
@@ -133,8 +147,11 @@ def compile_or_exit(doc: dict[str, Any] | None, problems: list[Any]) -> Any:
     from nodes.model_registry import registry_for
 
     try:
-        plan = (compile_workflow(doc, catalog=builtin_catalog(), models=registry_for(settings()))
-                if doc is not None else None)
+        plan = (
+            compile_workflow(doc, catalog=builtin_catalog(), models=registry_for(settings()))
+            if doc is not None
+            else None
+        )
     except CompileError as exc:
         plan, problems = None, exc.problems
     if plan is None:
@@ -186,8 +203,16 @@ def _gather_inputs(plan: Any, pairs: list[str], inputs_file: Path | None) -> dic
 def _interrupts(summary: Any) -> list[Any]:
     from schemas.run import Interrupt
 
-    return [Interrupt(id=i["id"], node_id=i.get("node_id", ""), node_run_id=i.get("node_run_id", ""),
-                      kind=i.get("kind", ""), payload=i.get("payload") or {}) for i in summary.pending_interrupts]
+    return [
+        Interrupt(
+            id=i["id"],
+            node_id=i.get("node_id", ""),
+            node_run_id=i.get("node_run_id", ""),
+            kind=i.get("kind", ""),
+            payload=i.get("payload") or {},
+        )
+        for i in summary.pending_interrupts
+    ]
 
 
 async def _stream(service: Any, run_id: str, after: int, view: View) -> int:
@@ -201,7 +226,9 @@ async def _stream(service: Any, run_id: str, after: int, view: View) -> int:
             assert task is not None
             task.cancel()
         else:
-            pending.append(loop.create_task(service.cancel("default", run_id, "interrupted by the user (SIGINT)")))
+            pending.append(
+                loop.create_task(service.cancel("default", run_id, "interrupted by the user (SIGINT)"))
+            )
 
     try:
         loop.add_signal_handler(signal.SIGINT, on_sigint)
@@ -272,8 +299,11 @@ def report_end(summary: Any, show_questions: bool, titles: dict[str, str]) -> in
     status, error = summary.status.value, summary.error
     if status == "failed" and error is not None:
         where = f" at node {named(error.get('node_id'), titles, quote=True)}" if error.get("node_id") else ""
-        err().print(Text.assemble((f"run failed{where}", "bold red"),
-                                  f" ({error.get('reason')}): {error.get('message')}"))
+        err().print(
+            Text.assemble(
+                (f"run failed{where}", "bold red"), f" ({error.get('reason')}): {error.get('message')}"
+            )
+        )
     elif status == "cancelled":
         err().print(Text("run cancelled", style="bold yellow"))
     elif status == "paused":
@@ -282,9 +312,14 @@ def report_end(summary: Any, show_questions: bool, titles: dict[str, str]) -> in
             show_question(interrupt)
         ids = ", ".join(i.id for i in pending)
         which = f" --interrupt {pending[0].id}" if len(pending) > 1 else ""
-        err().print(Text.assemble(("run paused", "bold magenta"), f": {summary.run_id} waits for interrupt(s) "
-                                  f"{ids}; continue with: flowloom resume {summary.run_id}{which} "
-                                  f"{answer_hint(pending[0])}"))
+        err().print(
+            Text.assemble(
+                ("run paused", "bold magenta"),
+                f": {summary.run_id} waits for interrupt(s) "
+                f"{ids}; continue with: flowloom resume {summary.run_id}{which} "
+                f"{answer_hint(pending[0])}",
+            )
+        )
     return _EXIT_FOR_STATUS.get(status, EXIT_RUN_FAILED)
 
 
@@ -301,7 +336,9 @@ def log_to_home(home: Path) -> Path:
     if not any(getattr(h, "baseFilename", None) == str(path.resolve()) for h in logger.handlers):
         from api.logs import FallbackFileHandler
 
-        handler = FallbackFileHandler(str(path))  # created on the first record; stderr when it cannot be written
+        handler = FallbackFileHandler(
+            str(path)
+        )  # created on the first record; stderr when it cannot be written
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
         logger.addHandler(handler)
     return path
@@ -317,9 +354,9 @@ def execute(body: Callable[[Any], Any], *, knowledge: bool = False) -> Any:
     traceback; Ctrl-C while waiting ends it with 130.
     """
     from api.runtime import open_service
+    from engine.errors import InvalidInputs, UnknownInterrupt
     from engine.ports import RunNotFound, RunOwned, StoreError
     from engine.service import RunNotResumable
-    from engine.errors import InvalidInputs, UnknownInterrupt
 
     async def main() -> Any:
         async with open_service(settings(), knowledge_on_demand=not knowledge) as service:
@@ -351,23 +388,53 @@ def execute(body: Callable[[Any], Any], *, knowledge: bool = False) -> Any:
 @app.command()
 def run(
     file: WorkflowFile,
-    inputs: Annotated[Optional[list[str]], typer.Option(
-        "--input", "-i", metavar="NAME=VALUE", help="an input, converted by its declared type (repeatable)")] = None,
-    inputs_file: Annotated[Optional[Path], typer.Option(
-        "--inputs-file", exists=True, dir_okay=False, help="JSON object of input values (--input wins)")] = None,
+    inputs: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--input",
+            "-i",
+            metavar="NAME=VALUE",
+            help="an input, converted by its declared type (repeatable)",
+        ),
+    ] = None,
+    inputs_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--inputs-file", exists=True, dir_okay=False, help="JSON object of input values (--input wins)"
+        ),
+    ] = None,
     as_json: JsonFlag = False,
-    max_wall_time: Annotated[Optional[float], typer.Option(help="override limits.max_wall_time (seconds)")] = None,
-    max_node_executions: Annotated[Optional[int], typer.Option(help="override limits.max_node_executions")] = None,
-    chat_id: Annotated[Optional[str], typer.Option("--chat-id", help="conversation id (sys.chat_id); earlier "
-                                                   "turns of the chat become sys.history")] = None,
-    message: Annotated[Optional[str], typer.Option(
-        "--message", help="the user's message (sys.query, and the `query` input when the workflow declares one); "
-                          "in a chat with a paused run it answers its question")] = None,
+    max_wall_time: Annotated[
+        float | None, typer.Option(help="override limits.max_wall_time (seconds)")
+    ] = None,
+    max_node_executions: Annotated[
+        int | None, typer.Option(help="override limits.max_node_executions")
+    ] = None,
+    chat_id: Annotated[
+        str | None,
+        typer.Option(
+            "--chat-id", help="conversation id (sys.chat_id); earlier turns of the chat become sys.history"
+        ),
+    ] = None,
+    message: Annotated[
+        str | None,
+        typer.Option(
+            "--message",
+            help="the user's message (sys.query, and the `query` input when the workflow declares one); "
+            "in a chat with a paused run it answers its question",
+        ),
+    ] = None,
     no_input: NoInputFlag = False,
-    node: Annotated[Optional[str], typer.Option(
-        "--node", metavar="ID", help="run only this node, with --input REFERENCE=VALUE for what it reads "
-                                     "(start.query, inputs.city, ...); values it is not given come from its last "
-                                     "run")] = None,
+    node: Annotated[
+        str | None,
+        typer.Option(
+            "--node",
+            metavar="ID",
+            help="run only this node, with --input REFERENCE=VALUE for what it reads "
+            "(start.query, inputs.city, ...); values it is not given come from its last "
+            "run",
+        ),
+    ] = None,
 ) -> None:
     """Run FILE, streaming node progress and the answer (with --json: one event per line).
 
@@ -397,7 +464,9 @@ def run(
         from schemas.launch import StartRun
 
         # in a chat whose run waits for one answer, the message answers it (the run continues)
-        ticket = await service.launch("default", StartRun(doc, values, chat_id=chat_id, message=message), inline())
+        ticket = await service.launch(
+            "default", StartRun(doc, values, chat_id=chat_id, message=message), inline()
+        )
         summary = await _drive(service, ticket, view, not no_input)
         view.close()
         return report_end(summary, no_input, titles)
@@ -423,10 +492,20 @@ async def _answer_once(service: Any, summary: Any, answers: dict[str, Any]) -> A
 @app.command()
 def resume(
     run_id: Annotated[str, typer.Argument(help="id of a paused run, or of a run whose process died")],
-    answer: Annotated[Optional[str], typer.Option("--answer", "-a", help="the answer to a paused run's question: "
-                                                  "an option id or label, or a JSON object for a form")] = None,
-    interrupt: Annotated[Optional[str], typer.Option("--interrupt", help="which pending interrupt to answer "
-                                                     "(needed when several are pending)")] = None,
+    answer: Annotated[
+        str | None,
+        typer.Option(
+            "--answer",
+            "-a",
+            help="the answer to a paused run's question: an option id or label, or a JSON object for a form",
+        ),
+    ] = None,
+    interrupt: Annotated[
+        str | None,
+        typer.Option(
+            "--interrupt", help="which pending interrupt to answer (needed when several are pending)"
+        ),
+    ] = None,
     as_json: JsonFlag = False,
     no_input: NoInputFlag = False,
 ) -> None:
@@ -445,8 +524,11 @@ def resume(
             if answer is None:
                 refuse_without_answer(run_id, _interrupts(summary))
             answers = bind_single_answer(summary, answer, interrupt)
-            ticket = await _answer(service, summary, answers) if not no_input else await _answer_once(
-                service, summary, answers)
+            ticket = (
+                await _answer(service, summary, answers)
+                if not no_input
+                else await _answer_once(service, summary, answers)
+            )
             if ticket is None:  # refused, and no prompting: the run still waits
                 view.close()
                 return report_end(summary, True, titles)
@@ -465,7 +547,9 @@ def resume(
 
 @app.command()
 def recover(
-    run_id: Annotated[Optional[str], typer.Argument(help="the run to continue (default: list the runs that can be)")] = None,
+    run_id: Annotated[
+        str | None, typer.Argument(help="the run to continue (default: list the runs that can be)")
+    ] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Continue a run whose process died from its last checkpoint; without RUN_ID, list
@@ -482,8 +566,13 @@ def recover(
         elif not found:
             out().print("no run needs recovering")
         for summary in [] if as_json else found:
-            out().print(Text.assemble((summary.run_id, "bold"), f"  {summary.workflow_id}  {summary.status.value}  "
-                                      f"continue with: flowloom resume {summary.run_id}"))
+            out().print(
+                Text.assemble(
+                    (summary.run_id, "bold"),
+                    f"  {summary.workflow_id}  {summary.status.value}  "
+                    f"continue with: flowloom resume {summary.run_id}",
+                )
+            )
         return EXIT_OK
 
     raise typer.Exit(execute(body))
@@ -502,7 +591,9 @@ def cancel(
         deadline = asyncio.get_running_loop().time() + wait
         while summary.status.value not in ("cancelled", "succeeded", "failed"):
             if asyncio.get_running_loop().time() > deadline:
-                err().print(Text(f"cancel requested; run {run_id} is still {summary.status.value}", style="yellow"))
+                err().print(
+                    Text(f"cancel requested; run {run_id} is still {summary.status.value}", style="yellow")
+                )
                 return EXIT_RUN_FAILED
             await asyncio.sleep(0.1)
             summary = await service.get("default", run_id)

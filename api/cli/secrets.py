@@ -24,8 +24,10 @@ from .running import execute
 
 __all__ = ["list_secrets", "remove", "set_secret"]
 
-secrets_app = typer.Typer(help="Secret values of a workflow's environment variables (stored encrypted; never shown).",
-                          no_args_is_help=True)
+secrets_app = typer.Typer(
+    help="Secret values of a workflow's environment variables (stored encrypted; never shown).",
+    no_args_is_help=True,
+)
 app.add_typer(secrets_app, name="secrets")
 
 TenantOption = Annotated[str, typer.Option("--tenant", help="the tenant of the workflow")]
@@ -37,13 +39,19 @@ _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 def _checked(name: str) -> bool:
     if _NAME.match(name):
         return True
-    err().print(Text(f"{name!r} is not an environment variable name (a letter or _ then letters, digits, _)",
-                     style="bold red"))
+    err().print(
+        Text(
+            f"{name!r} is not an environment variable name (a letter or _ then letters, digits, _)",
+            style="bold red",
+        )
+    )
     return False
 
 
 @secrets_app.command("list")
-def list_secrets(workflow_id: WorkflowArg, tenant: TenantOption = "default", as_json: JsonFlag = False) -> None:
+def list_secrets(
+    workflow_id: WorkflowArg, tenant: TenantOption = "default", as_json: JsonFlag = False
+) -> None:
     """The names that have a value, and when each was set (never a value)."""
 
     async def body(service: Any) -> int:
@@ -53,8 +61,13 @@ def list_secrets(workflow_id: WorkflowArg, tenant: TenantOption = "default", as_
         elif not found:
             out().print(f"no secret is set for workflow {workflow_id} (tenant {tenant})")
         else:
-            print_columns(("NAME", "SET AT"), [(n, time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(at)))
-                                               for n, at in sorted(found.items())])
+            print_columns(
+                ("NAME", "SET AT"),
+                [
+                    (n, time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(at)))
+                    for n, at in sorted(found.items())
+                ],
+            )
         return EXIT_OK
 
     raise typer.Exit(execute(body))
@@ -70,12 +83,18 @@ def set_secret(workflow_id: WorkflowArg, name: NameArg, tenant: TenantOption = "
     else:
         value = sys.stdin.read().rstrip("\r\n")
     if not value:
-        err().print(Text("an empty value: nothing was set (`flowloom secrets rm` deletes one)", style="bold red"))
+        err().print(
+            Text("an empty value: nothing was set (`flowloom secrets rm` deletes one)", style="bold red")
+        )
         raise typer.Exit(EXIT_INVALID)
 
     async def body(service: Any) -> int:
         await service.secrets.set_secrets(tenant, workflow_id, {name: value})
-        err().print(Text.assemble(("secret set", "bold green"), f": {name} of workflow {workflow_id} (tenant {tenant})"))
+        err().print(
+            Text.assemble(
+                ("secret set", "bold green"), f": {name} of workflow {workflow_id} (tenant {tenant})"
+            )
+        )
         return EXIT_OK
 
     raise typer.Exit(execute(body))

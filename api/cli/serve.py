@@ -36,11 +36,10 @@ import ipaddress
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 from rich.text import Text
-
 
 from .common import EXIT_INVALID, app, err, settings
 from .running import execute
@@ -115,21 +114,40 @@ def _print_start(start: _Start, base: str, dist: Path, login_asked: bool | None,
     hint = "" if built else f"  (not built yet: {BUILD_COMMAND})"
     if start.login_key is not None:
         console.print(Text.assemble(("canvas", "bold"), f": {base}/#key={start.login_key}{hint}"))
-        console.print(Text("  (logs the browser in as an admin of tenant default: keep this URL private; "
-                           "--no-login-url to leave it out)", style="dim"))
+        console.print(
+            Text(
+                "  (logs the browser in as an admin of tenant default: keep this URL private; "
+                "--no-login-url to leave it out)",
+                style="dim",
+            )
+        )
     else:
-        why = ("--login-url prints a login link" if login_asked is None and not loopback
-               else "sign in with an API key")
+        why = (
+            "--login-url prints a login link"
+            if login_asked is None and not loopback
+            else "sign in with an API key"
+        )
         console.print(Text.assemble(("canvas", "bold"), f": {base}/  ({why}){hint}"))
     if start.needs_admin_key:
         lead = "the canvas key is for the browser; scripts" if start.login_key is not None else "API clients"
-        console.print(Text(f"{lead} should use a key of their own: `flowloom keys create --admin --name admin` "
-                           "(printed once), sent as `Authorization: Bearer <key>`", style="yellow"))
+        console.print(
+            Text(
+                f"{lead} should use a key of their own: `flowloom keys create --admin --name admin` "
+                "(printed once), sent as `Authorization: Bearer <key>`",
+                style="yellow",
+            )
+        )
     report = start.examples
     if report is not None and (report.created or report.skipped):
-        free = f"; runnable without a model key: {', '.join(report.no_model_key)}" if report.no_model_key else ""
-        console.print(Text(f"examples: saved {len(report.created)} workflow(s) to tenant default "
-                           f"({', '.join(report.created) or 'none'}){free}"))
+        free = (
+            f"; runnable without a model key: {', '.join(report.no_model_key)}" if report.no_model_key else ""
+        )
+        console.print(
+            Text(
+                f"examples: saved {len(report.created)} workflow(s) to tenant default "
+                f"({', '.join(report.created) or 'none'}){free}"
+            )
+        )
         for problem in report.skipped:
             console.print(Text(f"  - skipped {problem}", style="yellow"))
     elif report is not None and report.kept:
@@ -156,7 +174,11 @@ def _check_port_free(host: str, port: int) -> None:
     except OSError as exc:
         import errno
 
-        hint = " (another server listens there: stop it or pick another --port)" if exc.errno == errno.EADDRINUSE else ""
+        hint = (
+            " (another server listens there: stop it or pick another --port)"
+            if exc.errno == errno.EADDRINUSE
+            else ""
+        )
         err().print(Text(f"cannot listen on {host}:{port}: {exc.strerror or exc}{hint}", style="bold red"))
         raise typer.Exit(EXIT_INVALID) from None
 
@@ -192,14 +214,23 @@ def _print_execution(redis_url: str | None) -> None:
     from workers.redis_bus import mask_redis_url
 
     where = mask_redis_url(redis_url)
-    console.print(Text(f"runs: async runs, agent/tool runs and resumes are queued at Redis {where} for "
-                       "`flowloom worker` processes (start at least one); the others run in this process"))
+    console.print(
+        Text(
+            f"runs: async runs, agent/tool runs and resumes are queued at Redis {where} for "
+            "`flowloom worker` processes (start at least one); the others run in this process"
+        )
+    )
     client = Redis.from_url(redis_url, socket_connect_timeout=2, socket_timeout=2)
     try:
         client.ping()
     except (RedisConnectionError, RedisTimeoutError) as exc:
-        console.print(Text(f"warning: Redis at {where} is unreachable ({exc}): queued runs are refused (503) "
-                           "until it answers", style="yellow"))
+        console.print(
+            Text(
+                f"warning: Redis at {where} is unreachable ({exc}): queued runs are refused (503) "
+                "until it answers",
+                style="yellow",
+            )
+        )
     finally:
         client.close()
 
@@ -208,14 +239,25 @@ def _print_execution(redis_url: str | None) -> None:
 def serve(
     host: Annotated[str, typer.Option(help="address to listen on")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=0, max=65535, help="port to listen on")] = 8400,
-    heartbeat: Annotated[float, typer.Option(min=0.05, help="seconds between heartbeats of idle event "
-                                             "streams")] = 15.0,
-    login_url: Annotated[Optional[bool], typer.Option(
-        "--login-url/--no-login-url", help="print the canvas URL with a login key in its fragment (default: "
-                                           "only when listening on a loopback address)")] = None,
-    examples: Annotated[Optional[bool], typer.Option(
-        "--examples/--no-examples", help="save the bundled examples as workflows of tenant default, those not "
-                                         "saved yet (default: on the first start of a database)")] = None,
+    heartbeat: Annotated[
+        float, typer.Option(min=0.05, help="seconds between heartbeats of idle event streams")
+    ] = 15.0,
+    login_url: Annotated[
+        bool | None,
+        typer.Option(
+            "--login-url/--no-login-url",
+            help="print the canvas URL with a login key in its fragment (default: "
+            "only when listening on a loopback address)",
+        ),
+    ] = None,
+    examples: Annotated[
+        bool | None,
+        typer.Option(
+            "--examples/--no-examples",
+            help="save the bundled examples as workflows of tenant default, those not "
+            "saved yet (default: on the first start of a database)",
+        ),
+    ] = None,
 ) -> None:
     """Serve the HTTP API (/v1, OpenAPI at /docs) and the web canvas (/); every API call
     but /health needs an API key."""
@@ -230,7 +272,9 @@ def serve(
     from workers.sql.workflows import SqlWorkflowStore
 
     current = settings()
-    _check_port_free(host, port)  # before anything is printed: a banner for a server that never starts misleads
+    _check_port_free(
+        host, port
+    )  # before anything is printed: a banner for a server that never starts misleads
     loopback = _loopback(host)
     want_login = login_url if login_url is not None else loopback
 
@@ -238,8 +282,10 @@ def serve(
         keys = key_store_of(service)
         _tenant, created = await keys.ensure_tenant("default", "Default tenant")
         own = [k for k in await keys.list_keys("default") if k.name != CANVAS_KEY_NAME]
-        start = _Start(needs_admin_key=not any(k.admin and k.active for k in own),
-                       login_key=await _canvas_key(keys, current.home) if want_login else None)
+        start = _Start(
+            needs_admin_key=not any(k.admin and k.active for k in own),
+            login_key=await _canvas_key(keys, current.home) if want_login else None,
+        )
         if examples if examples is not None else created:
             start.examples = await import_examples(SqlWorkflowStore(service.stores.runs), service, "default")
         start.vector_warning = vector_support_warning(service.knowledge.store)
@@ -247,11 +293,24 @@ def serve(
 
     start = execute(body, knowledge=True)
     base = f"http://{_url_host(host)}:{port}"
-    err().print(Text.assemble(("Flowloom API", "bold"), f" on {base}  (OpenAPI: /openapi.json; /docs needs internet access)  "
-                              f"run store: {store_label(database_url(current))}"))
+    err().print(
+        Text.assemble(
+            ("Flowloom API", "bold"),
+            f" on {base}  (OpenAPI: /openapi.json; /docs needs internet access)  "
+            f"run store: {store_label(database_url(current))}",
+        )
+    )
     _print_execution(current.redis_url)
     if start.vector_warning:
         err().print(Text(start.vector_warning, style="yellow"))
     _print_start(start, base, dist_of(current), login_url, loopback)
-    uvicorn.run(create_app(current, heartbeat_s=heartbeat, server=True), host=host, port=port, http="httptools",
-                lifespan="on", log_level="info", timeout_graceful_shutdown=10, log_config=uvicorn_log_config(json_format=current.log_format == "json"))
+    uvicorn.run(
+        create_app(current, heartbeat_s=heartbeat, server=True),
+        host=host,
+        port=port,
+        http="httptools",
+        lifespan="on",
+        log_level="info",
+        timeout_graceful_shutdown=10,
+        log_config=uvicorn_log_config(json_format=current.log_format == "json"),
+    )

@@ -12,11 +12,10 @@ its last checkpoint by another worker (exit code 1).
 from __future__ import annotations
 
 import functools
-
 import logging
 import os
 import socket
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 from rich.text import Text
@@ -28,22 +27,43 @@ __all__ = ["worker"]
 
 @app.command()
 def worker(
-    queues: Annotated[Optional[list[str]], typer.Option(
-        "--queues", "-q", metavar="QUEUES", help="priorities (high, default, low) or queue names to serve, most urgent first; "
-                               "repeat or separate with commas (default: all three)")] = None,
+    queues: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--queues",
+            "-q",
+            metavar="QUEUES",
+            help="priorities (high, default, low) or queue names to serve, most urgent first; "
+            "repeat or separate with commas (default: all three)",
+        ),
+    ] = None,
     burst: Annotated[bool, typer.Option("--burst", help="quit once the queues are empty")] = False,
-    name: Annotated[Optional[str], typer.Option(help="the worker's name in `rq info` (default: host.pid)")] = None,
-    sweep: Annotated[float, typer.Option(min=0.1, help="seconds between two looks for runs whose worker "
-                                         "died")] = 1.0,
-    metrics_port: Annotated[Optional[int], typer.Option(
-        min=1, max=65535, help="serve this worker's Prometheus metrics on this port (address: "
-                               "FLOWLOOM_METRICS_HOST, default 127.0.0.1)")] = None,
+    name: Annotated[
+        str | None, typer.Option(help="the worker's name in `rq info` (default: host.pid)")
+    ] = None,
+    sweep: Annotated[
+        float, typer.Option(min=0.1, help="seconds between two looks for runs whose worker died")
+    ] = 1.0,
+    metrics_port: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            max=65535,
+            help="serve this worker's Prometheus metrics on this port (address: "
+            "FLOWLOOM_METRICS_HOST, default 127.0.0.1)",
+        ),
+    ] = None,
 ) -> None:
     """Execute queued runs (RQ); see `rq info` for queues, workers and jobs."""
     current = settings()
     if not current.redis_url:
-        err().print(Text("flowloom worker needs FLOWLOOM_REDIS_URL (e.g. redis://127.0.0.1:6379/0): "
-                         "the queues and the live events are in Redis", style="bold red"))
+        err().print(
+            Text(
+                "flowloom worker needs FLOWLOOM_REDIS_URL (e.g. redis://127.0.0.1:6379/0): "
+                "the queues and the live events are in Redis",
+                style="bold red",
+            )
+        )
         raise typer.Exit(EXIT_INVALID)
     from redis import Redis
     from redis.exceptions import ConnectionError as RedisConnectionError
@@ -56,7 +76,9 @@ def worker(
     from workers.rq.worker import LOG_DATE_FORMAT, LOG_FORMAT, FlowloomWorker, WorkerNameTaken
 
     try:
-        names = queue_names([q.strip() for item in queues or [] for q in item.split(",") if q.strip()] or None)
+        names = queue_names(
+            [q.strip() for item in queues or [] for q in item.split(",") if q.strip()] or None
+        )
     except ValueError as exc:
         err().print(Text(f"--queues: {exc}", style="bold red"))
         raise typer.Exit(EXIT_INVALID) from None
@@ -75,11 +97,14 @@ def worker(
     except (RedisConnectionError, RedisTimeoutError) as exc:
         connection.close()
         redis_unreachable(current.redis_url, exc)
-    rq_worker = FlowloomWorker(names, connection=connection, name=name or f"{socket.gethostname()}.{os.getpid()}")
+    rq_worker = FlowloomWorker(
+        names, connection=connection, name=name or f"{socket.gethostname()}.{os.getpid()}"
+    )
     rq_worker.wait_until_reachable()
     # a worker that stops abandons its runs to the others' recovery (none is recorded cancelled)
-    runtime = WorkerRuntime(current, functools.partial(open_service, shutdown_grace_s=None), sweep_s=sweep,
-                            name=rq_worker.name)
+    runtime = WorkerRuntime(
+        current, functools.partial(open_service, shutdown_grace_s=None), sweep_s=sweep, name=rq_worker.name
+    )
     runtime.start()
     install_runtime(runtime)
     if metrics_port is not None:
@@ -87,8 +112,13 @@ def worker(
             _serve_metrics(connection, names, runtime, metrics_port, current.metrics_host)
         except OSError as exc:  # the port is taken, or the address is not this machine's
             runtime.stop()
-            err().print(Text(f"--metrics-port {metrics_port}: cannot listen on {current.metrics_host}: "
-                             f"{exc.strerror or exc}", style="bold red"))
+            err().print(
+                Text(
+                    f"--metrics-port {metrics_port}: cannot listen on {current.metrics_host}: "
+                    f"{exc.strerror or exc}",
+                    style="bold red",
+                )
+            )
             raise typer.Exit(EXIT_INVALID) from None
     tracing = _start_traces()
     try:
@@ -156,8 +186,11 @@ def _work(rq_worker: Any, runtime: Any, burst: bool, log: logging.Logger, handle
             # A cold shutdown: closing the service would end those runs cancelled, and the
             # runtime's threads are mid-run. Leave at once, as a crash would: the lease and
             # the executing set name a process that is gone, so another worker continues.
-            log.warning("stopping with run(s) %s in progress: another worker continues them from their last "
-                        "checkpoint", ", ".join(runtime.executing))
+            log.warning(
+                "stopping with run(s) %s in progress: another worker continues them from their last "
+                "checkpoint",
+                ", ".join(runtime.executing),
+            )
             handler.flush()
             os._exit(1)
         runtime.stop()

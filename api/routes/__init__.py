@@ -25,13 +25,52 @@
 
 from __future__ import annotations
 
-from . import (catalog, datasets, env_secrets, health, keys, mcp, model_overrides, node_runs, openai_compat, providers,
-               quotas, runs, workflows)
+from . import (
+    catalog,
+    datasets,
+    env_secrets,
+    health,
+    keys,
+    mcp,
+    model_overrides,
+    node_runs,
+    openai_compat,
+    providers,
+    quotas,
+    runs,
+    workflows,
+)
 
-__all__ = ["catalog", "datasets", "env_secrets", "health", "keys", "mcp", "model_overrides", "node_runs",
-           "openai_compat", "providers", "quotas", "routers", "runs", "workflows"]
+__all__ = [
+    "catalog",
+    "datasets",
+    "env_secrets",
+    "health",
+    "keys",
+    "mcp",
+    "model_overrides",
+    "node_runs",
+    "openai_compat",
+    "providers",
+    "quotas",
+    "routers",
+    "runs",
+    "workflows",
+]
 
 #: Every router, in the order they appear in the OpenAPI document.
-routers = [health.router, runs.router, keys.router, workflows.router, env_secrets.router, node_runs.router,
-           catalog.router, openai_compat.router, quotas.router, mcp.router, datasets.router, providers.router,
-           model_overrides.router]
+routers = [
+    health.router,
+    runs.router,
+    keys.router,
+    workflows.router,
+    env_secrets.router,
+    node_runs.router,
+    catalog.router,
+    openai_compat.router,
+    quotas.router,
+    mcp.router,
+    datasets.router,
+    providers.router,
+    model_overrides.router,
+]

@@ -28,8 +28,17 @@ from schemas.workflow import NodeBase, Workflow
 
 from ..auth import Caller, Service
 
-__all__ = ["enum_values", "help_keys", "node_field_help", "node_field_labels", "node_fields_schema", "node_kinds",
-           "node_value_labels", "property_names", "router"]
+__all__ = [
+    "enum_values",
+    "help_keys",
+    "node_field_help",
+    "node_field_labels",
+    "node_fields_schema",
+    "node_kinds",
+    "node_value_labels",
+    "property_names",
+    "router",
+]
 
 router = APIRouter(prefix="/v1/node-kinds", tags=["catalog"], responses={401: {"model": ErrorBody}})
 
@@ -49,15 +58,21 @@ def _defaults(spec: KindSpec) -> tuple[list[str] | None, dict[str, str] | None]:
         return None, None
     try:
         outputs = {name: str(t) for name, t in config.outputs(Workflow(id="catalog")).items()}
-    except Exception:  # noqa: BLE001 - an output list that needs a real workflow: config-dependent
+    except Exception:
         outputs = None
     return list(config.handles()), outputs
 
 
 def _trait_map(spec: KindSpec) -> dict[str, Any]:
-    return {"entry": spec.entry, "container": spec.container, "interactive": spec.interactive,
-            "collects": spec.collects, "streams": spec.streams, "inside": sorted(spec.inside),
-            "reads_only": spec.reads_only}
+    return {
+        "entry": spec.entry,
+        "container": spec.container,
+        "interactive": spec.interactive,
+        "collects": spec.collects,
+        "streams": spec.streams,
+        "inside": sorted(spec.inside),
+        "reads_only": spec.reads_only,
+    }
 
 
 @functools.cache
@@ -134,7 +149,9 @@ def help_keys(schema: dict[str, Any]) -> list[str]:
     config form shows it (``nodes.help_zh.help_key``), each once."""
     keys: dict[str, None] = {}
     for part in (schema, *schema.get("$defs", {}).values()):
-        if part is not schema and isinstance(part.get("description"), str):  # shown for a field without its own
+        if part is not schema and isinstance(
+            part.get("description"), str
+        ):  # shown for a field without its own
             keys[help_key(part["description"])] = None
         for prop in part.get("properties", {}).values():
             if isinstance(prop, dict) and isinstance(prop.get("description"), str):
@@ -150,9 +167,13 @@ def _labels(spec: KindSpec, schema: dict[str, Any]) -> dict[str, KindLabel]:
     helps = help_keys(schema)
     out = {}
     for lang, title, text in spec.labels:
-        out[lang] = KindLabel(title=title, description=text, fields=_used(FIELD_LABELS.get(lang, {}), names),
-                              values=_used(VALUE_LABELS.get(lang, {}), values),
-                              help=_used(FIELD_HELP.get(lang, {}), helps))
+        out[lang] = KindLabel(
+            title=title,
+            description=text,
+            fields=_used(FIELD_LABELS.get(lang, {}), names),
+            values=_used(VALUE_LABELS.get(lang, {}), values),
+            help=_used(FIELD_HELP.get(lang, {}), helps),
+        )
     return out
 
 
@@ -165,10 +186,21 @@ def node_kinds(catalog: NodeCatalog) -> list[NodeKindOut]:
         fields = [name for name, field in spec.config.model_fields.items() if field.is_required()]
         dependent = bool(fields) or _overrides(spec.config, "handles") or _overrides(spec.config, "outputs")
         schema = catalog.config_schema(kind)
-        out.append(NodeKindOut(kind=kind, title=spec.title, description=spec.description, category=spec.category,
-                               icon=spec.icon, traits=_trait_map(spec), config_schema=schema,
-                               handles=handles, outputs=outputs, config_dependent=dependent,
-                               labels=_labels(spec, schema)))
+        out.append(
+            NodeKindOut(
+                kind=kind,
+                title=spec.title,
+                description=spec.description,
+                category=spec.category,
+                icon=spec.icon,
+                traits=_trait_map(spec),
+                config_schema=schema,
+                handles=handles,
+                outputs=outputs,
+                config_dependent=dependent,
+                labels=_labels(spec, schema),
+            )
+        )
     return out
 
 
@@ -178,8 +210,13 @@ async def list_node_kinds(caller: Caller, service: Service) -> NodeKindList:
     and the chat models the caller's tenant may name (its own providers' and the operator's)."""
     found = await service.models_of(caller.tenant_id)
     models = found.names() if found is not None else []
-    return NodeKindList(kinds=node_kinds(service.catalog), models=sorted(models),
-                        system_variables={name: str(t) for name, t in SYS_VARIABLES.items()},
-                        node_fields_schema=node_fields_schema(), node_field_labels=node_field_labels(),
-                        node_value_labels=node_value_labels(), node_field_help=node_field_help(),
-                        embedding_models=sorted(found.names("embedding")) if found is not None else [])
+    return NodeKindList(
+        kinds=node_kinds(service.catalog),
+        models=sorted(models),
+        system_variables={name: str(t) for name, t in SYS_VARIABLES.items()},
+        node_fields_schema=node_fields_schema(),
+        node_field_labels=node_field_labels(),
+        node_value_labels=node_value_labels(),
+        node_field_help=node_field_help(),
+        embedding_models=sorted(found.names("embedding")) if found is not None else [],
+    )

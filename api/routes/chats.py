@@ -27,7 +27,16 @@ from pydantic import BeforeValidator
 from pydantic_core import PydanticCustomError
 
 from engine.ports import ChatStore
-from schemas.api import ChatDetail, ChatList, ChatOut, ChatRename, ChatVariables, ErrorBody, MessageList, MessageOut
+from schemas.api import (
+    ChatDetail,
+    ChatList,
+    ChatOut,
+    ChatRename,
+    ChatVariables,
+    ErrorBody,
+    MessageList,
+    MessageOut,
+)
 from schemas.types import RunStatus
 
 from ..auth import Caller, Principal, Service
@@ -36,8 +45,9 @@ from ..errors import ApiError
 
 __all__ = ["router"]
 
-router = APIRouter(prefix="/v1/chats", tags=["chats"],
-                   responses={401: {"model": ErrorBody}, 403: {"model": ErrorBody}})
+router = APIRouter(
+    prefix="/v1/chats", tags=["chats"], responses={401: {"model": ErrorBody}, 403: {"model": ErrorBody}}
+)
 NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"model": ErrorBody}}
 Limit = Annotated[int, Query(ge=1, le=500, description="at most this many (the newest)")]
 
@@ -45,8 +55,11 @@ Limit = Annotated[int, Query(ge=1, le=500, description="at most this many (the n
 def _chats(store: ChatStore, caller: Principal) -> ChatStore:
     """The chat store, for a key of the whole tenant. Raises ApiError 403 for an app key."""
     if caller.app_id is not None:
-        raise ApiError(403, "forbidden", f"this key is scoped to app {caller.app_id!r}; chats need a key "
-                                         f"of the whole tenant")
+        raise ApiError(
+            403,
+            "forbidden",
+            f"this key is scoped to app {caller.app_id!r}; chats need a key of the whole tenant",
+        )
     return store
 
 
@@ -58,22 +71,30 @@ def _json_number(value: Any) -> Any:
     """``before`` as its schema says: a finite number written as JSON writes one
     (``1767225600.25``), not ``nan``, ``inf``, `` 5 `` or ``1_0`` that Python would read."""
     if isinstance(value, str) and not _NUMBER.fullmatch(value):
-        raise PydanticCustomError("float_parsing", "Input should be a number written as JSON writes one "
-                                                   "(`next_before` of the previous page)")
+        raise PydanticCustomError(
+            "float_parsing",
+            "Input should be a number written as JSON writes one (`next_before` of the previous page)",
+        )
     return value
 
 
-Before = Annotated[float | None, Query(description="`next_before` of the previous page", allow_inf_nan=False),
-                   BeforeValidator(_json_number)]
+Before = Annotated[
+    float | None,
+    Query(description="`next_before` of the previous page", allow_inf_nan=False),
+    BeforeValidator(_json_number),
+]
 
 
 @router.get("", response_model=ChatList, summary="List chats")
-async def list_chats(caller: Caller, store: Chats, limit: Annotated[int, Query(ge=1, le=200)] = 50,
-                     before: Before = None) -> ChatList:
+async def list_chats(
+    caller: Caller, store: Chats, limit: Annotated[int, Query(ge=1, le=200)] = 50, before: Before = None
+) -> ChatList:
     """The tenant's chats, most recently changed first."""
     found = await _chats(store, caller).list_chats(caller.tenant_id, limit=limit, before=before)
-    return ChatList(chats=[ChatOut.of(chat) for chat in found],
-                    next_before=found[-1].updated_at if len(found) == limit else None)
+    return ChatList(
+        chats=[ChatOut.of(chat) for chat in found],
+        next_before=found[-1].updated_at if len(found) == limit else None,
+    )
 
 
 @router.get("/{chat_id}", response_model=ChatDetail, responses=NOT_FOUND, summary="A chat with its messages")
@@ -85,8 +106,9 @@ async def get_chat(chat_id: str, caller: Caller, store: Chats, limit: Limit = 10
     return ChatDetail(**ChatOut.of(chat).model_dump(), messages=[MessageOut.of(m) for m in found])
 
 
-@router.get("/{chat_id}/messages", response_model=MessageList, responses=NOT_FOUND,
-            summary="The messages of a chat")
+@router.get(
+    "/{chat_id}/messages", response_model=MessageList, responses=NOT_FOUND, summary="The messages of a chat"
+)
 async def list_messages(chat_id: str, caller: Caller, store: Chats, limit: Limit = 100) -> MessageList:
     """The chat's last ``limit`` messages, oldest first, with their parts."""
     chats = _chats(store, caller)
@@ -95,8 +117,12 @@ async def list_messages(chat_id: str, caller: Caller, store: Chats, limit: Limit
     return MessageList(messages=[MessageOut.of(m) for m in found])
 
 
-@router.get("/{chat_id}/variables", response_model=ChatVariables, responses=NOT_FOUND,
-            summary="A chat's conversation variables")
+@router.get(
+    "/{chat_id}/variables",
+    response_model=ChatVariables,
+    responses=NOT_FOUND,
+    summary="A chat's conversation variables",
+)
 async def get_chat_variables(chat_id: str, caller: Caller, store: Chats) -> ChatVariables:
     """What the chat's next turn starts from, for the variables it holds (a variable it
     holds none of starts from the workflow's default)."""
@@ -105,9 +131,15 @@ async def get_chat_variables(chat_id: str, caller: Caller, store: Chats) -> Chat
     return ChatVariables(variables=await chats.chat_variables(caller.tenant_id, chat_id))
 
 
-@router.put("/{chat_id}/variables", response_model=ChatVariables, responses=NOT_FOUND,
-            summary="Change a chat's conversation variables")
-async def set_chat_variables(chat_id: str, body: ChatVariables, caller: Caller, store: Chats) -> ChatVariables:
+@router.put(
+    "/{chat_id}/variables",
+    response_model=ChatVariables,
+    responses=NOT_FOUND,
+    summary="Change a chat's conversation variables",
+)
+async def set_chat_variables(
+    chat_id: str, body: ChatVariables, caller: Caller, store: Chats
+) -> ChatVariables:
     """Set the variables named in ``variables`` (the others are kept); the next turn reads
     them. A turn running meanwhile leaves its own final values when it succeeds."""
     chats = _chats(store, caller)
@@ -120,8 +152,13 @@ async def rename_chat(chat_id: str, body: ChatRename, caller: Caller, store: Cha
     return ChatOut.of(await _chats(store, caller).rename_chat(caller.tenant_id, chat_id, body.title))
 
 
-@router.delete("/{chat_id}", status_code=204, response_class=Response,
-               responses={**NOT_FOUND, 409: {"model": ErrorBody}}, summary="Delete a chat")
+@router.delete(
+    "/{chat_id}",
+    status_code=204,
+    response_class=Response,
+    responses={**NOT_FOUND, 409: {"model": ErrorBody}},
+    summary="Delete a chat",
+)
 async def delete_chat(chat_id: str, caller: Caller, service: Service, store: Chats) -> Response:
     """Delete the chat and its messages (its runs stay in the run list). 409 while a run
     of the chat executes; a run waiting for an answer is cancelled first."""
@@ -131,8 +168,12 @@ async def delete_chat(chat_id: str, caller: Caller, service: Service, store: Cha
     for status in (RunStatus.running, RunStatus.pending):
         busy = await service.list(tenant, status=status, chat_id=chat_id, limit=1)
         if busy:
-            raise ApiError(409, "conflict", f"run {busy[0].run_id} of chat {chat_id} is {status.value}; "
-                                            f"stop it (POST /v1/runs/{busy[0].run_id}/stop) first")
+            raise ApiError(
+                409,
+                "conflict",
+                f"run {busy[0].run_id} of chat {chat_id} is {status.value}; "
+                f"stop it (POST /v1/runs/{busy[0].run_id}/stop) first",
+            )
     for paused in await service.list(tenant, status=RunStatus.paused, chat_id=chat_id, limit=500):
         await service.cancel(tenant, paused.run_id, reason="its chat was deleted")
     await chats.delete_chat(tenant, chat_id)

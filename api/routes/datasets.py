@@ -34,7 +34,8 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Annotated, Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import Response
@@ -43,9 +44,21 @@ from engine.knowledge.ports import DatasetNotFound, DocumentNotFound, DocumentRe
 from engine.knowledge.service import DocumentOutcome, Upload
 from nodes.llm import LLMError
 from schemas.api import ErrorBody
-from schemas.api_knowledge import (ChunkOut, ChunkPage, DatasetList, DatasetOut, DatasetSearch, DatasetSearchResult, DocumentList,
-                                   DocumentOut, DocumentProgress, DocumentRejection, DocumentText, DocumentUploadItem,
-                                   DocumentUploadResult)
+from schemas.api_knowledge import (
+    ChunkOut,
+    ChunkPage,
+    DatasetList,
+    DatasetOut,
+    DatasetSearch,
+    DatasetSearchResult,
+    DocumentList,
+    DocumentOut,
+    DocumentProgress,
+    DocumentRejection,
+    DocumentText,
+    DocumentUploadItem,
+    DocumentUploadResult,
+)
 from schemas.knowledge import DatasetCreate, DatasetUpdate, DocumentStatus
 
 from ..auth import Caller, Knowledge, Principal
@@ -86,8 +99,11 @@ def _document_id(document_id: str) -> str:
 def _writable(caller: Principal) -> None:
     """Changes need a key of the whole tenant. Raises ApiError 403 for an app key."""
     if caller.app_id is not None:
-        raise ApiError(403, "forbidden", f"this key is scoped to app {caller.app_id!r}: changing datasets needs a "
-                                         f"key of the whole tenant")
+        raise ApiError(
+            403,
+            "forbidden",
+            f"this key is scoped to app {caller.app_id!r}: changing datasets needs a key of the whole tenant",
+        )
 
 
 async def _tokens_left(quotas: QuotaPolicy, caller: Principal) -> None:
@@ -98,8 +114,13 @@ async def _tokens_left(quotas: QuotaPolicy, caller: Principal) -> None:
 # -------------------------------------------------------------------- datasets
 
 
-@router.post("", status_code=201, response_model=DatasetOut, summary="Create a dataset",
-             responses={409: {"model": ErrorBody}})
+@router.post(
+    "",
+    status_code=201,
+    response_model=DatasetOut,
+    summary="Create a dataset",
+    responses={409: {"model": ErrorBody}},
+)
 async def create_dataset(body: DatasetCreate, caller: Caller, knowledge: Knowledge) -> DatasetOut:
     """A new, empty dataset. ``embedding_model`` must be a registry model with an
     embeddings endpoint (422 otherwise; none: full-text search only). 409 when ``id`` is taken."""
@@ -120,8 +141,9 @@ async def get_dataset(dataset_id: DatasetId, caller: Caller, knowledge: Knowledg
 
 
 @router.patch("/{dataset_id}", response_model=DatasetOut, summary="Change a dataset", responses=_QUOTA)
-async def update_dataset(dataset_id: DatasetId, body: DatasetUpdate, caller: Caller, knowledge: Knowledge,
-                         quotas: QuotaPolicy) -> DatasetOut:
+async def update_dataset(
+    dataset_id: DatasetId, body: DatasetUpdate, caller: Caller, knowledge: Knowledge, quotas: QuotaPolicy
+) -> DatasetOut:
     """Only the fields given change. A new ``embedding_model`` builds a new index of every
     document (searches keep the old one until it is ready; it spends embedding tokens:
     429 when the tenant's are used up); new ``chunking`` applies to documents added or
@@ -144,24 +166,48 @@ async def delete_dataset(dataset_id: DatasetId, caller: Caller, knowledge: Knowl
 
 # ------------------------------------------------------------------- documents
 
-_UPLOAD_BODY = {"requestBody": {"required": True, "content": {
-    "multipart/form-data": {"schema": {"type": "object", "required": ["files"], "properties": {
-        "files": {"type": "array", "items": {"type": "string", "format": "binary"},
-                  "description": "the files (txt, md, html, pdf, docx, csv or jsonl QA pairs)"},
-        "metadata": {"type": "string", "description": "JSON object: metadata given to every file"}}}},
-    "application/json": {"schema": DocumentText.model_json_schema()}}}}
+_UPLOAD_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "multipart/form-data": {
+                "schema": {
+                    "type": "object",
+                    "required": ["files"],
+                    "properties": {
+                        "files": {
+                            "type": "array",
+                            "items": {"type": "string", "format": "binary"},
+                            "description": "the files (txt, md, html, pdf, docx, csv or jsonl QA pairs)",
+                        },
+                        "metadata": {
+                            "type": "string",
+                            "description": "JSON object: metadata given to every file",
+                        },
+                    },
+                }
+            },
+            "application/json": {"schema": DocumentText.model_json_schema()},
+        },
+    }
+}
 
 
 def _item(outcome: DocumentOutcome) -> DocumentUploadItem:
     """One file's outcome as the API shows it."""
     if outcome.error is not None:
         error: DocumentRejected = outcome.error
-        return DocumentUploadItem(source_name=outcome.source_name, outcome="rejected",
-                                  error=DocumentRejection(status=error.status, reason=error.reason,
-                                                          message=str(error)))
+        return DocumentUploadItem(
+            source_name=outcome.source_name,
+            outcome="rejected",
+            error=DocumentRejection(status=error.status, reason=error.reason, message=str(error)),
+        )
     document = DocumentOut.of(outcome.document) if outcome.document is not None else None
-    return DocumentUploadItem(source_name=outcome.source_name, outcome="created" if outcome.created else "unchanged",
-                              document=document)
+    return DocumentUploadItem(
+        source_name=outcome.source_name,
+        outcome="created" if outcome.created else "unchanged",
+        document=document,
+    )
 
 
 def _metadata(raw: Any) -> dict[str, Any]:
@@ -184,9 +230,13 @@ async def _uploads(request: Request) -> list[Upload]:
         metadata = _metadata(form.get("metadata"))
         files = [f for name in ("files", "file") for f in form.getlist(name) if not isinstance(f, str)]
         if not files:
-            raise ApiError(422, "invalid_request", "send the documents as multipart files in the field `files` "
-                                                   "(repeatable), or one text as JSON {\"name\", \"text\", "
-                                                   "\"metadata\"}")
+            raise ApiError(
+                422,
+                "invalid_request",
+                "send the documents as multipart files in the field `files` "
+                '(repeatable), or one text as JSON {"name", "text", '
+                '"metadata"}',
+            )
         uploads = []
         for index, upload in enumerate(files):
             # the name only, never a client's path (``C:\\docs\\a.pdf``, ``../a.pdf``)
@@ -202,18 +252,32 @@ def _all_rejected(items: list[DocumentUploadItem]) -> ApiError:
     statuses = {item.error.status for item in items if item.error is not None}
     status = 413 if statuses == {413} else 422
     first = items[0].error.message if items[0].error is not None else ""
-    return ApiError(status, "payload_too_large" if status == 413 else "invalid_document",
-                    f"no document was kept ({len(items)} rejected); first: {items[0].source_name}: {first}",
-                    problems=[item.model_dump(mode="json", exclude={"document"}) for item in items])
+    return ApiError(
+        status,
+        "payload_too_large" if status == 413 else "invalid_document",
+        f"no document was kept ({len(items)} rejected); first: {items[0].source_name}: {first}",
+        problems=[item.model_dump(mode="json", exclude={"document"}) for item in items],
+    )
 
 
-@router.post("/{dataset_id}/documents", status_code=202, response_model=DocumentUploadResult,
-             openapi_extra=_UPLOAD_BODY, summary="Add documents (files or a text)",
-             responses={413: {"model": ErrorBody, "description": "every file was over the per-document cap"},
-                        422: {"model": ErrorBody, "description": "no file was kept (each one's reason in "
-                                                                 "`problems`), or no file was sent"}, **_QUOTA})
-async def add_documents(dataset_id: DatasetId, caller: Caller, knowledge: Knowledge, quotas: QuotaPolicy,
-                        request: Request) -> DocumentUploadResult:
+@router.post(
+    "/{dataset_id}/documents",
+    status_code=202,
+    response_model=DocumentUploadResult,
+    openapi_extra=_UPLOAD_BODY,
+    summary="Add documents (files or a text)",
+    responses={
+        413: {"model": ErrorBody, "description": "every file was over the per-document cap"},
+        422: {
+            "model": ErrorBody,
+            "description": "no file was kept (each one's reason in `problems`), or no file was sent",
+        },
+        **_QUOTA,
+    },
+)
+async def add_documents(
+    dataset_id: DatasetId, caller: Caller, knowledge: Knowledge, quotas: QuotaPolicy, request: Request
+) -> DocumentUploadResult:
     """Each file is kept or rejected on its own (module docstring); kept ones are queued
     for ingestion (follow them with ``GET .../events``). Re-sending the same bytes under
     the same name changes nothing; new bytes under a known name re-ingest that document."""
@@ -224,9 +288,14 @@ async def add_documents(dataset_id: DatasetId, caller: Caller, knowledge: Knowle
     if request.headers.get("content-type", "").startswith("multipart/form-data"):
         outcomes = await knowledge.add_documents(caller.tenant_id, dataset_id, await _uploads(request))
     else:
-        text = parse_body(await request.body(), DocumentText, "send the files as multipart `files`, or JSON "
-                                                              "{\"name\", \"text\", \"metadata\"}: ")
-        outcomes = [await knowledge.add_text(caller.tenant_id, dataset_id, text.name, text.text, text.metadata)]
+        text = parse_body(
+            await request.body(),
+            DocumentText,
+            'send the files as multipart `files`, or JSON {"name", "text", "metadata"}: ',
+        )
+        outcomes = [
+            await knowledge.add_text(caller.tenant_id, dataset_id, text.name, text.text, text.metadata)
+        ]
     items = [_item(o) for o in outcomes]
     if items and all(item.outcome == "rejected" for item in items):
         raise _all_rejected(items)
@@ -242,38 +311,56 @@ async def list_documents(dataset_id: DatasetId, caller: Caller, knowledge: Knowl
 
 
 @router.get("/{dataset_id}/documents/{document_id}", response_model=DocumentOut, summary="A document")
-async def get_document(dataset_id: DatasetId, document_id: DocumentId, caller: Caller,
-                       knowledge: Knowledge) -> DocumentOut:
+async def get_document(
+    dataset_id: DatasetId, document_id: DocumentId, caller: Caller, knowledge: Knowledge
+) -> DocumentOut:
     """Its status (``failed`` with ``error``), chunk counts and metadata."""
-    return DocumentOut.of(await knowledge.get_document(caller.tenant_id, _dataset_id(dataset_id),
-                                                       _document_id(document_id)))
+    return DocumentOut.of(
+        await knowledge.get_document(caller.tenant_id, _dataset_id(dataset_id), _document_id(document_id))
+    )
 
 
 @router.delete("/{dataset_id}/documents/{document_id}", status_code=204, summary="Delete a document")
-async def delete_document(dataset_id: DatasetId, document_id: DocumentId, caller: Caller,
-                          knowledge: Knowledge) -> Response:
+async def delete_document(
+    dataset_id: DatasetId, document_id: DocumentId, caller: Caller, knowledge: Knowledge
+) -> Response:
     """With its chunks and vectors: searches no longer find it."""
     _writable(caller)
     await knowledge.delete_document(caller.tenant_id, _dataset_id(dataset_id), _document_id(document_id))
     return Response(status_code=204)
 
 
-@router.get("/{dataset_id}/documents/{document_id}/chunks", response_model=ChunkPage,
-            summary="A page of a document's chunks (chunk preview)")
-async def document_chunks(dataset_id: DatasetId, document_id: DocumentId, caller: Caller, knowledge: Knowledge,
-                          offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
-                          limit: Annotated[int, Query(ge=1, le=200)] = 20) -> ChunkPage:
+@router.get(
+    "/{dataset_id}/documents/{document_id}/chunks",
+    response_model=ChunkPage,
+    summary="A page of a document's chunks (chunk preview)",
+)
+async def document_chunks(
+    dataset_id: DatasetId,
+    document_id: DocumentId,
+    caller: Caller,
+    knowledge: Knowledge,
+    offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
+    limit: Annotated[int, Query(ge=1, le=200)] = 20,
+) -> ChunkPage:
     """The chunks from ``offset`` (at most ``limit``), in position order, with their
     total: what ingestion made of the document. Empty (``total`` 0) until it is split."""
-    chunks, total = await knowledge.document_chunks(caller.tenant_id, _dataset_id(dataset_id),
-                                                    _document_id(document_id), offset=offset, limit=limit)
+    chunks, total = await knowledge.document_chunks(
+        caller.tenant_id, _dataset_id(dataset_id), _document_id(document_id), offset=offset, limit=limit
+    )
     return ChunkPage(chunks=[ChunkOut.of(c) for c in chunks], offset=offset, limit=limit, total=total)
 
 
-@router.post("/{dataset_id}/documents/{document_id}/reindex", status_code=202, response_model=DocumentOut,
-             summary="Ingest a document again", responses=_QUOTA)
-async def reindex_document(dataset_id: DatasetId, document_id: DocumentId, caller: Caller, knowledge: Knowledge,
-                           quotas: QuotaPolicy) -> DocumentOut:
+@router.post(
+    "/{dataset_id}/documents/{document_id}/reindex",
+    status_code=202,
+    response_model=DocumentOut,
+    summary="Ingest a document again",
+    responses=_QUOTA,
+)
+async def reindex_document(
+    dataset_id: DatasetId, document_id: DocumentId, caller: Caller, knowledge: Knowledge, quotas: QuotaPolicy
+) -> DocumentOut:
     """Split it again with the dataset's current chunking and embed what changed (chunks
     whose text is unchanged keep their vectors); queued like a new document."""
     _writable(caller)
@@ -286,11 +373,18 @@ async def reindex_document(dataset_id: DatasetId, document_id: DocumentId, calle
 # ---------------------------------------------------------------------- search
 
 
-@router.post("/{dataset_id}/search", response_model=DatasetSearchResult, summary="Search the dataset (hit testing)",
-             responses={**_QUOTA, 502: {"model": ErrorBody, "description": "an embeddings, rerank or relevance "
-                                                                           "model failed"}})
-async def search_dataset(dataset_id: DatasetId, body: DatasetSearch, caller: Caller, knowledge: Knowledge,
-                         quotas: QuotaPolicy) -> DatasetSearchResult:
+@router.post(
+    "/{dataset_id}/search",
+    response_model=DatasetSearchResult,
+    summary="Search the dataset (hit testing)",
+    responses={
+        **_QUOTA,
+        502: {"model": ErrorBody, "description": "an embeddings, rerank or relevance model failed"},
+    },
+)
+async def search_dataset(
+    dataset_id: DatasetId, body: DatasetSearch, caller: Caller, knowledge: Knowledge, quotas: QuotaPolicy
+) -> DatasetSearchResult:
     """The hits a ``knowledge_retrieval`` node would get for this query: best first,
     ``score`` in [0, 1] with each recall pass's own in ``scores``. Semantic and hybrid
     searches embed the query (tokens counted in the tenant's quota). 422 ``invalid_request``
@@ -310,13 +404,16 @@ async def search_dataset(dataset_id: DatasetId, body: DatasetSearch, caller: Cal
 
 # ---------------------------------------------------------------------- events
 
-_PROGRESS_SSE = {"description": "server-sent events: `progress` (data: DocumentProgress) per change, then `done` "
-                                "`{dataset_id, ready, failed}`; an `error` event if following fails",
-                 "content": SSE_CONTENT}
+_PROGRESS_SSE = {
+    "description": "server-sent events: `progress` (data: DocumentProgress) per change, then `done` "
+    "`{dataset_id, ready, failed}`; an `error` event if following fails",
+    "content": SSE_CONTENT,
+}
 
 
-async def _progress(knowledge: Any, tenant_id: str, dataset_id: str, document_ids: list[str] | None,
-                    poll_s: float) -> AsyncIterator[Frame]:
+async def _progress(
+    knowledge: Any, tenant_id: str, dataset_id: str, document_ids: list[str] | None, poll_s: float
+) -> AsyncIterator[Frame]:
     last: dict[str, DocumentProgress] = {}
     async for document in knowledge.follow(tenant_id, dataset_id, document_ids, poll_s=poll_s):
         progress = DocumentProgress.of(document)
@@ -328,12 +425,22 @@ async def _progress(knowledge: Any, tenant_id: str, dataset_id: str, document_id
     yield "done", None, {"dataset_id": dataset_id, "ready": ready, "failed": failed}
 
 
-@router.get("/{dataset_id}/events", response_class=Response, responses={200: _PROGRESS_SSE},
-            summary="Ingestion progress of the dataset's documents (SSE)")
-async def dataset_events(dataset_id: DatasetId, caller: Caller, knowledge: Knowledge, heartbeat_s: Heartbeat,
-                         document_id: Annotated[list[str] | None, Query(
-                             max_length=MAX_UPLOAD_FILES, description="follow only these documents (repeatable)")] = None,
-                         ) -> Response:
+@router.get(
+    "/{dataset_id}/events",
+    response_class=Response,
+    responses={200: _PROGRESS_SSE},
+    summary="Ingestion progress of the dataset's documents (SSE)",
+)
+async def dataset_events(
+    dataset_id: DatasetId,
+    caller: Caller,
+    knowledge: Knowledge,
+    heartbeat_s: Heartbeat,
+    document_id: Annotated[
+        list[str] | None,
+        Query(max_length=MAX_UPLOAD_FILES, description="follow only these documents (repeatable)"),
+    ] = None,
+) -> Response:
     """A ``progress`` event for each document as it is now, then one per change (status
     or chunks embedded), until each is ``ready`` or ``failed``; then ``done``."""
     dataset_id = _dataset_id(dataset_id)

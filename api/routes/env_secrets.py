@@ -24,7 +24,7 @@ from fastapi import APIRouter
 from engine.errors import Problem
 from engine.ports import WorkflowNotFound
 from schemas.api import ErrorBody
-from schemas.api_env import SecretStatus, SecretsOut, SecretsUpdate
+from schemas.api_env import SecretsOut, SecretStatus, SecretsUpdate
 from schemas.env_vars import secret_names
 
 from ..auth import Caller, Principal, Service
@@ -41,8 +41,11 @@ def _tenant_key(caller: Principal, workflow_id: str) -> None:
     if caller.app_id is not None:
         if caller.app_id != workflow_id:
             raise WorkflowNotFound(f"no workflow {workflow_id!r}")
-        raise ApiError(403, "forbidden", f"this key is scoped to app {caller.app_id!r}: secrets need a key of the "
-                                         "whole tenant")
+        raise ApiError(
+            403,
+            "forbidden",
+            f"this key is scoped to app {caller.app_id!r}: secrets need a key of the whole tenant",
+        )
 
 
 def _store(service: Any) -> Any:
@@ -55,12 +58,19 @@ async def _status(service: Any, tenant_id: str, workflow_id: str, draft: dict[st
     stored = await _store(service).secret_status(tenant_id, workflow_id)
     declared = secret_names(draft)
     rows = [SecretStatus(name=n, set=n in stored, declared=True, updated_at=stored.get(n)) for n in declared]
-    rows += [SecretStatus(name=n, set=True, declared=False, updated_at=at) for n, at in sorted(stored.items())
-             if n not in declared]
+    rows += [
+        SecretStatus(name=n, set=True, declared=False, updated_at=at)
+        for n, at in sorted(stored.items())
+        if n not in declared
+    ]
     return SecretsOut(workflow_id=workflow_id, secrets=rows)
 
 
-@router.get("/{workflow_id}/secrets", response_model=SecretsOut, summary="Which secrets have a value (never the values)")
+@router.get(
+    "/{workflow_id}/secrets",
+    response_model=SecretsOut,
+    summary="Which secrets have a value (never the values)",
+)
 async def get_secrets(workflow_id: str, caller: Caller, repo: Workflows, service: Service) -> SecretsOut:
     """Each secret the draft declares, set or not."""
     _tenant_key(caller, workflow_id)
@@ -69,16 +79,21 @@ async def get_secrets(workflow_id: str, caller: Caller, repo: Workflows, service
 
 
 @router.put("/{workflow_id}/secrets", response_model=SecretsOut, summary="Set or delete secret values")
-async def put_secrets(workflow_id: str, body: SecretsUpdate, caller: Caller, repo: Workflows,
-                      service: Service) -> SecretsOut:
+async def put_secrets(
+    workflow_id: str, body: SecretsUpdate, caller: Caller, repo: Workflows, service: Service
+) -> SecretsOut:
     """Stores each value encrypted (``null``: deletes it); answers as ``GET``."""
     _tenant_key(caller, workflow_id)
     draft = (await repo.get(caller.tenant_id, workflow_id)).draft
     declared = set(secret_names(draft))
     unknown = sorted(n for n, v in body.values.items() if v is not None and n not in declared)
     if unknown:
-        raise ApiError(422, "invalid_request", f"not secret environment variables of {workflow_id!r}: "
-                                               f"{', '.join(unknown)} (declare them in the draft's environment first)")
+        raise ApiError(
+            422,
+            "invalid_request",
+            f"not secret environment variables of {workflow_id!r}: "
+            f"{', '.join(unknown)} (declare them in the draft's environment first)",
+        )
     await _store(service).set_secrets(caller.tenant_id, workflow_id, body.values)
     return await _status(service, caller.tenant_id, workflow_id, draft)
 
@@ -98,9 +113,18 @@ async def unset_secret_warnings(service: Any, tenant_id: str, doc: dict[str, Any
     if not declared or service.secrets is None or not isinstance(doc.get("id"), str):
         return []
     stored = await service.secrets.secret_status(tenant_id, doc["id"])
-    return [Problem("unset_secret", f"secret environment variable {name!r} has no value: set it in the "
-                    "Environment section (or PUT /v1/workflows/{id}/secrets)", path=f"environment[{i}]",
-                    severity="warning").to_dict()
-            for i, name in ((i, v.get("name")) for i, v in enumerate(doc.get("environment") or [])
-                            if isinstance(v, dict) and v.get("type") == "secret")
-            if name in declared and name not in stored]
+    return [
+        Problem(
+            "unset_secret",
+            f"secret environment variable {name!r} has no value: set it in the "
+            "Environment section (or PUT /v1/workflows/{id}/secrets)",
+            path=f"environment[{i}]",
+            severity="warning",
+        ).to_dict()
+        for i, name in (
+            (i, v.get("name"))
+            for i, v in enumerate(doc.get("environment") or [])
+            if isinstance(v, dict) and v.get("type") == "secret"
+        )
+        if name in declared and name not in stored
+    ]

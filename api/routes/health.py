@@ -16,7 +16,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
@@ -44,8 +45,12 @@ async def health(request: Request) -> Health:
     return Health(version=request.app.version)
 
 
-@router.get("/ready", response_model=Readiness, summary="The service can take work (readiness)",
-            responses={503: {"model": Readiness, "description": "a dependency does not answer"}})
+@router.get(
+    "/ready",
+    response_model=Readiness,
+    summary="The service can take work (readiness)",
+    responses={503: {"model": Readiness, "description": "a dependency does not answer"}},
+)
 async def ready(request: Request, found: Running) -> JSONResponse:
     """200 ``ready`` when the run store (and Redis, when configured) answer; else 503
     ``not_ready`` with the check that failed."""
@@ -77,18 +82,21 @@ def _disk_space(service: Any) -> ReadinessCheck:
     if free >= MIN_FREE_BYTES:
         return ReadinessCheck(ok=True)
     logger.error("readiness: the run store's disk has %d bytes free at %s", free, folder)
-    return ReadinessCheck(ok=False, message=f"the run store's disk is full ({free // 1024} KiB free, "
-                                            f"{MIN_FREE_BYTES // (1024 * 1024)} MiB needed)")
+    return ReadinessCheck(
+        ok=False,
+        message=f"the run store's disk is full ({free // 1024} KiB free, "
+        f"{MIN_FREE_BYTES // (1024 * 1024)} MiB needed)",
+    )
 
 
 async def _check(name: str, probe: Callable[[], Awaitable[Any]]) -> ReadinessCheck:
     """Run ``probe``; a failure or a timeout is logged and answered without its text."""
     try:
         await asyncio.wait_for(probe(), CHECK_TIMEOUT_S)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         logger.error("readiness: %s did not answer within %.0f s", name, CHECK_TIMEOUT_S)
         return ReadinessCheck(ok=False, message=f"{name} did not answer within {CHECK_TIMEOUT_S:.0f} s")
-    except Exception as exc:  # noqa: BLE001 - any failure means not ready
+    except Exception as exc:
         logger.error("readiness: %s failed: %s: %s", name, type(exc).__name__, exc)
         return ReadinessCheck(ok=False, message=f"{name} does not answer (see the server log)")
     return ReadinessCheck(ok=True)

@@ -23,24 +23,45 @@ from .runs import link
 
 __all__ = ["router"]
 
-router = APIRouter(prefix="/v1/keys", tags=["keys"],
-                   responses={401: {"model": ErrorBody}, 403: {"model": ErrorBody}})
+router = APIRouter(
+    prefix="/v1/keys", tags=["keys"], responses={401: {"model": ErrorBody}, 403: {"model": ErrorBody}}
+)
 
 
-@router.post("", status_code=201, response_model=KeyCreated, summary="Create an API key (shown once)",
-             responses={201: {"links": {"RevokeKey": link("revoke_key_v1_keys__key_id__delete", "revoke the key",
-                                                          key_id="$response.body#/key/id")}}})
+@router.post(
+    "",
+    status_code=201,
+    response_model=KeyCreated,
+    summary="Create an API key (shown once)",
+    responses={
+        201: {
+            "links": {
+                "RevokeKey": link(
+                    "revoke_key_v1_keys__key_id__delete", "revoke the key", key_id="$response.body#/key/id"
+                )
+            }
+        }
+    },
+)
 async def create_key(body: KeyCreate, caller: Admin, keys: Keys, service: Service) -> KeyCreated:
     """A new key of the caller's tenant; ``secret`` is the key, not shown again."""
     if caller.app_id is not None and body.app_id != caller.app_id:
-        raise ApiError(403, "forbidden", f"this key is scoped to app {caller.app_id!r}: "
-                                         f"it can only create keys of that app")
+        raise ApiError(
+            403,
+            "forbidden",
+            f"this key is scoped to app {caller.app_id!r}: it can only create keys of that app",
+        )
     if body.app_id is not None and not await tenant_has_app(service, caller.tenant_id, body.app_id):
         message = no_app_message(caller.tenant_id, body.app_id)
-        raise ApiError(422, "invalid_request", f"app_id: {message}",
-                       problems=[{"loc": ["body", "app_id"], "message": message, "code": "unknown_app"}])
-    record, plaintext = await keys.create_key(caller.tenant_id, name=body.name, admin=body.admin,
-                                              app_id=body.app_id)
+        raise ApiError(
+            422,
+            "invalid_request",
+            f"app_id: {message}",
+            problems=[{"loc": ["body", "app_id"], "message": message, "code": "unknown_app"}],
+        )
+    record, plaintext = await keys.create_key(
+        caller.tenant_id, name=body.name, admin=body.admin, app_id=body.app_id
+    )
     return KeyCreated(key=KeyOut.of(record), secret=plaintext)
 
 
@@ -51,8 +72,9 @@ async def list_keys(caller: Admin, keys: Keys) -> KeyList:
     return KeyList(keys=[KeyOut.of(k) for k in found if caller.app_id is None or k.app_id == caller.app_id])
 
 
-@router.delete("/{key_id}", response_model=KeyOut, responses={404: {"model": ErrorBody}},
-               summary="Revoke an API key")
+@router.delete(
+    "/{key_id}", response_model=KeyOut, responses={404: {"model": ErrorBody}}, summary="Revoke an API key"
+)
 async def revoke_key(key_id: str, caller: Admin, keys: Keys) -> KeyOut:
     """The key no longer authenticates (idempotent). 404 for a key of another tenant."""
     if caller.app_id is not None:

@@ -34,9 +34,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from typing import Any, AsyncIterator, Iterable
-
-from typing import TYPE_CHECKING
+from collections.abc import AsyncIterator, Iterable
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from fastapi import APIRouter, FastAPI
@@ -67,8 +66,13 @@ __all__ = ["MCP_PATH", "build_server", "input_schema", "router"]
 
 MCP_PATH = "/v1/mcp"
 _CALLER = "flowloom_caller"
-_JSON_TYPES = {VarType.string: "string", VarType.number: "number", VarType.boolean: "boolean",
-               VarType.object: "object", VarType.array: "array"}
+_JSON_TYPES = {
+    VarType.string: "string",
+    VarType.number: "number",
+    VarType.boolean: "boolean",
+    VarType.object: "object",
+    VarType.array: "array",
+}
 _QUESTION_KEYS = ("question", "description", "prompt", "message", "title", "text")
 
 
@@ -78,8 +82,11 @@ _QUESTION_KEYS = ("question", "description", "prompt", "message", "title", "text
 async def _authenticate(app: FastAPI, authorization: str) -> Principal:
     """The key behind an ``Authorization`` header value. Raises ApiError 401."""
     scheme, _, value = authorization.partition(" ")
-    credentials = (HTTPAuthorizationCredentials(scheme=scheme, credentials=value.strip())
-                   if scheme.lower() == "bearer" and value.strip() else None)
+    credentials = (
+        HTTPAuthorizationCredentials(scheme=scheme, credentials=value.strip())
+        if scheme.lower() == "bearer" and value.strip()
+        else None
+    )
     return await principal(deployment_of(app).keys, credentials)
 
 
@@ -170,9 +177,16 @@ async def _list_tools(ctx: Any, params: Any) -> mt.ListToolsResult:
         catalog = deployment_of(app).service.catalog
         read_only = workflow_writes(doc, catalog=catalog) is None
         schema = input_schema(doc, system_reads(doc, catalog=catalog))
-        tools.append(mt.Tool(name=workflow_id, description=description, input_schema=schema,
-                             annotations=mt.ToolAnnotations(title=doc.get("name") or workflow_id,
-                                                            read_only_hint=read_only, open_world_hint=True)))
+        tools.append(
+            mt.Tool(
+                name=workflow_id,
+                description=description,
+                input_schema=schema,
+                annotations=mt.ToolAnnotations(
+                    title=doc.get("name") or workflow_id, read_only_hint=read_only, open_world_hint=True
+                ),
+            )
+        )
     return mt.ListToolsResult(tools=tools)
 
 
@@ -183,8 +197,9 @@ async def _app_of(app: FastAPI, caller: Principal, name: str) -> tuple[dict[str,
         ApiError 404: not an app this key may run (another tenant's, another app for an
         app key, unknown, or not published) - one answer for all, so nothing leaks.
     """
-    missing = ApiError(404, "not_found", f"no tool {name!r} (tools/list names the published workflows this key "
-                                         "may run)")
+    missing = ApiError(
+        404, "not_found", f"no tool {name!r} (tools/list names the published workflows this key may run)"
+    )
     if caller.app_id is not None and name != caller.app_id:
         raise missing
     repo = deployment_of(app).workflows
@@ -204,8 +219,11 @@ async def _app_of(app: FastAPI, caller: Principal, name: str) -> tuple[dict[str,
 def _error(message: str, **structured: Any) -> mt.CallToolResult:
     import mcp.types as mt
 
-    return mt.CallToolResult(content=[mt.TextContent(type="text", text=message)], is_error=True,
-                             structured_content=structured or None)
+    return mt.CallToolResult(
+        content=[mt.TextContent(type="text", text=message)],
+        is_error=True,
+        structured_content=structured or None,
+    )
 
 
 def _progress_text(event: Any) -> str | None:
@@ -240,8 +258,12 @@ async def _start(app: FastAPI, caller: Principal, name: str, arguments: dict[str
         message = arguments.pop(MESSAGE_ARG)  # the chat flow's message, not an input
     else:
         message = arguments.get("query")
-    ticket = await deployment_of(app).service.launch(caller.tenant_id, StartRun(
-        doc, arguments, message=message if isinstance(message, str) else None, workflow_version=version))
+    ticket = await deployment_of(app).service.launch(
+        caller.tenant_id,
+        StartRun(
+            doc, arguments, message=message if isinstance(message, str) else None, workflow_version=version
+        ),
+    )
     return ticket.run_id
 
 
@@ -250,8 +272,12 @@ def _question(interrupts: list[dict[str, Any]]) -> str:
     lines = []
     for interrupt in interrupts:
         payload = interrupt.get("payload") or {}
-        lines.append(next((str(payload[k]) for k in _QUESTION_KEYS if isinstance(payload.get(k), str) and payload[k]),
-                          f"({interrupt.get('kind', 'question')})"))
+        lines.append(
+            next(
+                (str(payload[k]) for k in _QUESTION_KEYS if isinstance(payload.get(k), str) and payload[k]),
+                f"({interrupt.get('kind', 'question')})",
+            )
+        )
     return "\n".join(lines)
 
 
@@ -266,11 +292,15 @@ async def _result(app: FastAPI, caller: Principal, run_id: str) -> mt.CallToolRe
     structured = {"run_id": run_id, "status": status.value, "outputs": state.outputs, "answer": state.answer}
     if status is RunStatus.succeeded:
         text = state.answer or json.dumps(state.outputs, ensure_ascii=False, default=str)
-        return mt.CallToolResult(content=[mt.TextContent(type="text", text=text)], structured_content=structured)
+        return mt.CallToolResult(
+            content=[mt.TextContent(type="text", text=text)], structured_content=structured
+        )
     if status is RunStatus.paused:
         question = _question(summary.pending_interrupts)
-        return _error(f"run {run_id} paused to ask a person: {question} (answer it with POST "
-                      f"/v1/runs/{run_id}/resume)", **structured)
+        return _error(
+            f"run {run_id} paused to ask a person: {question} (answer it with POST /v1/runs/{run_id}/resume)",
+            **structured,
+        )
     message = state.error.message if state.error is not None else status.value
     return _error(f"run {run_id} {status.value}: {message}", **structured)
 
@@ -309,7 +339,9 @@ def _refusal(exc: BaseException) -> str:
     each problem it lists, never a traceback."""
     _status, body, _headers = describe(exc)
     error = body.get("error", {})
-    problems = [p.get("message", str(p)) if isinstance(p, dict) else str(p) for p in error.get("problems") or []]
+    problems = [
+        p.get("message", str(p)) if isinstance(p, dict) else str(p) for p in error.get("problems") or []
+    ]
     return "; ".join([error.get("message", "refused"), *problems])
 
 
@@ -331,9 +363,13 @@ def build_server() -> Server[Any]:
         version = metadata.version("flowloom")
     except metadata.PackageNotFoundError:  # a source tree that was never installed
         version = "0.0.0"
-    return Server("flowloom", version=version,
-                  instructions="Each tool runs a published Flowloom workflow and returns its answer.",
-                  on_list_tools=_list_tools, on_call_tool=_call_tool)
+    return Server(
+        "flowloom",
+        version=version,
+        instructions="Each tool runs a published Flowloom workflow and returns its answer.",
+        on_list_tools=_list_tools,
+        on_call_tool=_call_tool,
+    )
 
 
 # ------------------------------------------------------------------------ HTTP
@@ -401,8 +437,9 @@ class _Endpoint:
         from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
         from mcp.server.auth.provider import AccessToken
 
-        scope["user"] = AuthenticatedUser(AccessToken(token=caller.key_id, client_id=caller.key_id, scopes=[],
-                                                      subject=caller.tenant_id))
+        scope["user"] = AuthenticatedUser(
+            AccessToken(token=caller.key_id, client_id=caller.key_id, scopes=[], subject=caller.tenant_id)
+        )
         scope.setdefault("state", {})[_CALLER] = caller
         manager = await app.state.mcp.get()
         await manager.handle_request(scope, receive, send)
@@ -420,5 +457,6 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
 
 
 router = APIRouter(lifespan=_lifespan)
-router.routes.append(Route(MCP_PATH, endpoint=_Endpoint(), methods=["GET", "POST", "DELETE"],
-                           include_in_schema=False))
+router.routes.append(
+    Route(MCP_PATH, endpoint=_Endpoint(), methods=["GET", "POST", "DELETE"], include_in_schema=False)
+)

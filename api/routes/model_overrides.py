@@ -39,7 +39,9 @@ _E: dict[int | str, dict[str, Any]] = {code: {"model": ErrorBody} for code in (4
 # not under /v1/models: that is the OpenAI model list, whose "models" are published apps
 router = APIRouter(prefix="/v1/model-capabilities", tags=["model capabilities"], responses=_E)
 
-ModelName = Annotated[str, Path(min_length=1, max_length=200, description="a chat model's name (may hold / and :)")]
+ModelName = Annotated[
+    str, Path(min_length=1, max_length=200, description="a chat model's name (may hold / and :)")
+]
 
 
 class ModelLimits(BaseModel):
@@ -84,8 +86,9 @@ def _chat_model(registry: ModelRegistry, name: str) -> ModelSpec:
 
 
 def _limits(spec: ModelSpec) -> ModelLimits:
-    return ModelLimits(max_context=spec.max_context, max_output_tokens=spec.max_output_tokens,
-                       capabilities=spec.capabilities)
+    return ModelLimits(
+        max_context=spec.max_context, max_output_tokens=spec.max_output_tokens, capabilities=spec.capabilities
+    )
 
 
 async def _answer(found: Deployment, tenant_id: str, name: str) -> ModelCapabilities:
@@ -93,25 +96,38 @@ async def _answer(found: Deployment, tenant_id: str, name: str) -> ModelCapabili
     before = _chat_model(await source.unoverridden(tenant_id), name)
     effective = _chat_model(await source.models_for(tenant_id), name)
     override = (await source.overrides.overrides(tenant_id)).get(name, {})
-    return ModelCapabilities(model=name, override=override, registry=_limits(before),
-                             **_limits(effective).model_dump())
+    return ModelCapabilities(
+        model=name, override=override, registry=_limits(before), **_limits(effective).model_dump()
+    )
 
 
 def _whole_tenant(caller: Principal) -> None:
     if caller.app_id is not None:
-        raise ApiError(403, "forbidden", f"this key is scoped to app {caller.app_id!r}: model overrides are "
-                                         f"changed with an admin key of the whole tenant")
+        raise ApiError(
+            403,
+            "forbidden",
+            f"this key is scoped to app {caller.app_id!r}: model overrides are "
+            f"changed with an admin key of the whole tenant",
+        )
 
 
-@router.get("/{name:path}", response_model=ModelCapabilities,
-            summary="A model's limits and capabilities as the tenant's runs see them")
+@router.get(
+    "/{name:path}",
+    response_model=ModelCapabilities,
+    summary="A model's limits and capabilities as the tenant's runs see them",
+)
 async def get_capabilities(name: ModelName, caller: Caller, found: Found) -> ModelCapabilities:
     return await _answer(found, caller.tenant_id, name)
 
 
-@router.put("/{name:path}", response_model=ModelCapabilities,
-            summary="Set the tenant's override of a model's limits and capabilities")
-async def set_capabilities(name: ModelName, body: ModelOverride, caller: Admin, found: Found) -> ModelCapabilities:
+@router.put(
+    "/{name:path}",
+    response_model=ModelCapabilities,
+    summary="Set the tenant's override of a model's limits and capabilities",
+)
+async def set_capabilities(
+    name: ModelName, body: ModelOverride, caller: Admin, found: Found
+) -> ModelCapabilities:
     _whole_tenant(caller)
     source = _source(found)
     spec = _chat_model(await source.unoverridden(caller.tenant_id), name)
@@ -124,8 +140,9 @@ async def set_capabilities(name: ModelName, body: ModelOverride, caller: Admin, 
     return await _answer(found, caller.tenant_id, name)
 
 
-@router.delete("/{name:path}", status_code=204, response_class=Response,
-               summary="Drop the tenant's override of a model")
+@router.delete(
+    "/{name:path}", status_code=204, response_class=Response, summary="Drop the tenant's override of a model"
+)
 async def delete_capabilities(name: ModelName, caller: Admin, found: Found) -> Response:
     _whole_tenant(caller)
     source = _source(found)

@@ -42,7 +42,8 @@ import asyncio
 import contextlib
 import json
 import time
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
@@ -89,14 +90,26 @@ def _inline_defs(schema: dict[str, Any]) -> dict[str, Any]:
 
 #: the key is read by hand (errors in OpenAI's shape), so the scheme is declared here
 _SECURITY = {"security": [{"ApiKey": []}]}
-_BODY = {**_SECURITY, "requestBody": {"required": True, "content": {
-    "application/json": {"schema": _inline_defs(ChatCompletionRequest.model_json_schema())}}}}
+_BODY = {
+    **_SECURITY,
+    "requestBody": {
+        "required": True,
+        "content": {"application/json": {"schema": _inline_defs(ChatCompletionRequest.model_json_schema())}},
+    },
+}
 _OPENAI_ERRORS: dict[int | str, dict[str, Any]] = {
-    status: {"model": OpenAIErrorBody, "description": text} for status, text in (
-        (400, "no `model` named by a key of the whole tenant"), (401, "a missing, invalid or revoked key"),
-        (404, "`model_not_found`: unknown, unpublished, or not this key's"), (409, "`chat_conflict`"),
-        (422, "an invalid request or inputs"), (429, "a quota is used up (`Retry-After`)"),
-        (500, "`run_failed`: the run failed or was cancelled"), (503, "the run store is not available"))}
+    status: {"model": OpenAIErrorBody, "description": text}
+    for status, text in (
+        (400, "no `model` named by a key of the whole tenant"),
+        (401, "a missing, invalid or revoked key"),
+        (404, "`model_not_found`: unknown, unpublished, or not this key's"),
+        (409, "`chat_conflict`"),
+        (422, "an invalid request or inputs"),
+        (429, "a quota is used up (`Retry-After`)"),
+        (500, "`run_failed`: the run failed or was cancelled"),
+        (503, "the run store is not available"),
+    )
+}
 
 
 # ------------------------------------------------------------------- errors
@@ -123,8 +136,11 @@ class _RunFailed(ApiError):
 async def _caller(request: Request, keys: KeyStore) -> Principal:
     """The caller of the request (its Bearer key). Raises ApiError 401."""
     scheme, _, value = request.headers.get("authorization", "").partition(" ")
-    credentials = (HTTPAuthorizationCredentials(scheme=scheme, credentials=value.strip())
-                   if scheme.lower() == "bearer" and value.strip() else None)
+    credentials = (
+        HTTPAuthorizationCredentials(scheme=scheme, credentials=value.strip())
+        if scheme.lower() == "bearer" and value.strip()
+        else None
+    )
     return await principal(keys, credentials)
 
 
@@ -132,8 +148,12 @@ async def _caller(request: Request, keys: KeyStore) -> Principal:
 
 
 def _not_found(model: str) -> ApiError:
-    return ApiError(404, "model_not_found", f"The model {model!r} does not exist or you do not have access to it "
-                                            f"(a model is a published workflow's id; GET /v1/models lists them)")
+    return ApiError(
+        404,
+        "model_not_found",
+        f"The model {model!r} does not exist or you do not have access to it "
+        f"(a model is a published workflow's id; GET /v1/models lists them)",
+    )
 
 
 async def _app(repo: WorkflowRepo, caller: Principal, model: str | None) -> tuple[str, dict[str, Any], str]:
@@ -147,8 +167,11 @@ async def _app(repo: WorkflowRepo, caller: Principal, model: str | None) -> tupl
         raise _not_found(str(model))
     workflow_id = model or caller.app_id
     if not workflow_id:
-        raise ApiError(400, "model_required", "name the app in `model` (a published workflow's id; "
-                                              "GET /v1/models lists them)")
+        raise ApiError(
+            400,
+            "model_required",
+            "name the app in `model` (a published workflow's id; GET /v1/models lists them)",
+        )
     try:
         record = await repo.get(caller.tenant_id, workflow_id)
     except WorkflowNotFound:
@@ -159,18 +182,25 @@ async def _app(repo: WorkflowRepo, caller: Principal, model: str | None) -> tupl
     return workflow_id, found.doc or {}, str(found.version)
 
 
-@router.get("/models", summary="The apps this key may call (OpenAI model list)", openapi_extra=_SECURITY,
-            responses={k: v for k, v in _OPENAI_ERRORS.items() if k in (401, 503)})
+@router.get(
+    "/models",
+    summary="The apps this key may call (OpenAI model list)",
+    openapi_extra=_SECURITY,
+    responses={k: v for k, v in _OPENAI_ERRORS.items() if k in (401, 503)},
+)
 async def list_models(request: Request, keys: Keys, workflows: Workflows) -> Response:
     """``{"object": "list", "data": [{"id", "object": "model", "created", "owned_by"}]}``:
     the tenant's published workflows (a key scoped to an app: that app only)."""
     try:
         caller = await _caller(request, keys)
         found = await workflows.list(caller.tenant_id, caller.app_id)
-    except Exception as exc:  # noqa: BLE001 - answered in OpenAI's error shape
+    except Exception as exc:
         return _error_response(exc)
-    data = [{"id": r.id, "object": "model", "created": int(r.created_at), "owned_by": caller.tenant_id}
-            for r in found if r.published_version is not None]
+    data = [
+        {"id": r.id, "object": "model", "created": int(r.created_at), "owned_by": caller.tenant_id}
+        for r in found
+        if r.published_version is not None
+    ]
     return JSONResponse({"object": "list", "data": data})
 
 
@@ -183,8 +213,11 @@ def _turn(body: ChatCompletionRequest) -> tuple[str, list[dict[str, Any]]]:
     last = max((i for i, m in enumerate(body.messages) if m.role == "user"), default=None)
     if last is None:
         raise ApiError(422, "invalid_request", "`messages` needs a message with role `user`")
-    history = [{"role": m.role, "content": message_text(m)} for m in body.messages[:last]
-               if m.role in ("user", "assistant") and message_text(m)]
+    history = [
+        {"role": m.role, "content": message_text(m)}
+        for m in body.messages[:last]
+        if m.role in ("user", "assistant") and message_text(m)
+    ]
     return message_text(body.messages[last]), history
 
 
@@ -196,8 +229,9 @@ async def _chat_owner_check(service: RunService, tenant: str, chat_id: str, work
         raise ApiError(409, "chat_conflict", f"chat {chat_id!r} belongs to another app; use a new chat_id")
 
 
-async def _start(service: RunService, workflows: WorkflowRepo, caller: Principal, body: ChatCompletionRequest
-                 ) -> tuple[str, RunTicket, tuple[int, int, int]]:
+async def _start(
+    service: RunService, workflows: WorkflowRepo, caller: Principal, body: ChatCompletionRequest
+) -> tuple[str, RunTicket, tuple[int, int, int]]:
     """Launch the turn: ``(app id, ticket, (tokens in, tokens out, answer length) before
     this turn)`` - a message to a chat whose run waits for it continues that run.
 
@@ -214,9 +248,18 @@ async def _start(service: RunService, workflows: WorkflowRepo, caller: Principal
         if paused and len(paused[0].pending_interrupts) == 1:  # the turn continues it: usage counts from here
             answered = len((await service.state(tenant, paused[0].run_id)).answer)
             before = (paused[0].tokens_in, paused[0].tokens_out, answered)
-    ticket = await service.launch(tenant, StartRun(doc, body.inputs, chat_id=body.chat_id, message=message,
-                                                   user_id=body.user, workflow_version=version,
-                                                   history=None if body.chat_id else history))
+    ticket = await service.launch(
+        tenant,
+        StartRun(
+            doc,
+            body.inputs,
+            chat_id=body.chat_id,
+            message=message,
+            user_id=body.user,
+            workflow_version=version,
+            history=None if body.chat_id else history,
+        ),
+    )
     return workflow_id, ticket, before
 
 
@@ -229,15 +272,20 @@ def _question(interrupts: list[dict[str, Any]]) -> str:
     lines = []
     for interrupt in interrupts:
         payload = interrupt.get("payload") or {}
-        text = next((str(payload[k]) for k in _QUESTION_KEYS if isinstance(payload.get(k), str) and payload[k]),
-                    f"({interrupt.get('kind', 'question')})")
-        options = [str(o.get("label") or o.get("id")) for o in payload.get("options") or [] if isinstance(o, dict)]
+        text = next(
+            (str(payload[k]) for k in _QUESTION_KEYS if isinstance(payload.get(k), str) and payload[k]),
+            f"({interrupt.get('kind', 'question')})",
+        )
+        options = [
+            str(o.get("label") or o.get("id")) for o in payload.get("options") or [] if isinstance(o, dict)
+        ]
         lines.append(text + (f" ({' / '.join(options)})" if options else ""))
     return "\n".join(lines)
 
 
-async def _outcome(service: RunService, caller: Principal, run_id: str,
-                   before: tuple[int, int, int]) -> dict[str, Any]:
+async def _outcome(
+    service: RunService, caller: Principal, run_id: str, before: tuple[int, int, int]
+) -> dict[str, Any]:
     """The turn's end: ``{answer, question, citations, usage, finish_reason, flowloom}`` from the stored run
     (``citations``: :func:`~schemas.knowledge.run_citations` of the run's node runs).
 
@@ -252,10 +300,19 @@ async def _outcome(service: RunService, caller: Principal, run_id: str,
     prompt, completion = summary.tokens_in - before[0], summary.tokens_out - before[1]
     interrupts = summary.pending_interrupts if summary.status is RunStatus.paused else []
     citations = [p.model_dump(mode="json") for p in run_citations(state.node_runs.values())]
-    return {"answer": state.answer[before[2]:], "question": _question(interrupts), "citations": citations,
-            "usage": _usage(state, prompt, completion), "finish_reason": _finish_reason(state),
-            "flowloom": {"run_id": run_id, "chat_id": summary.chat_id, "status": summary.status.value,
-                         "interrupts": interrupts}}
+    return {
+        "answer": state.answer[before[2] :],
+        "question": _question(interrupts),
+        "citations": citations,
+        "usage": _usage(state, prompt, completion),
+        "finish_reason": _finish_reason(state),
+        "flowloom": {
+            "run_id": run_id,
+            "chat_id": summary.chat_id,
+            "status": summary.status.value,
+            "interrupts": interrupts,
+        },
+    }
 
 
 #: the provider finish reasons a turn passes on, strongest first (a filtered part outweighs a cut one)
@@ -281,10 +338,15 @@ def _finish_reason(state: Any) -> str:
 def _usage(state: Any, prompt: int, completion: int) -> dict[str, Any]:
     """OpenAI's usage, plus ``estimated`` (an extension OpenAI clients ignore): true when
     some count of the run was estimated because the model server did not report it."""
-    estimated = any(run.usage is not None and run.usage.estimated
-                    for run in (*state.node_runs.values(), *state.history))
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
-            "estimated": estimated}
+    estimated = any(
+        run.usage is not None and run.usage.estimated for run in (*state.node_runs.values(), *state.history)
+    )
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+        "estimated": estimated,
+    }
 
 
 def _envelope(kind: str, run_id: str, model: str, created: int) -> dict[str, Any]:
@@ -294,22 +356,39 @@ def _envelope(kind: str, run_id: str, model: str, created: int) -> dict[str, Any
 # --------------------------------------------------------------- the route
 
 
-@router.post("/chat/completions", openapi_extra=_BODY, summary="A turn of an app (OpenAI chat completions)",
-             responses={200: {"description": "chat.completion, or chat.completion.chunk lines (SSE)",
-                              "content": {"text/event-stream": {"schema": {"type": "string"}, "itemSchema": {
-                                  "type": "object", "required": ["data"],
-                                  "properties": {"data": {"type": "string",
-                                                          "description": "a chunk as JSON, or [DONE]"}}}}}},
-                        **_OPENAI_ERRORS})
-async def chat_completions(request: Request, service: Service, keys: Keys, workflows: Workflows,
-                           heartbeat_s: Heartbeat) -> Response:
+@router.post(
+    "/chat/completions",
+    openapi_extra=_BODY,
+    summary="A turn of an app (OpenAI chat completions)",
+    responses={
+        200: {
+            "description": "chat.completion, or chat.completion.chunk lines (SSE)",
+            "content": {
+                "text/event-stream": {
+                    "schema": {"type": "string"},
+                    "itemSchema": {
+                        "type": "object",
+                        "required": ["data"],
+                        "properties": {
+                            "data": {"type": "string", "description": "a chunk as JSON, or [DONE]"}
+                        },
+                    },
+                }
+            },
+        },
+        **_OPENAI_ERRORS,
+    },
+)
+async def chat_completions(
+    request: Request, service: Service, keys: Keys, workflows: Workflows, heartbeat_s: Heartbeat
+) -> Response:
     """One turn of the app ``model`` names (module docstring): a ``chat.completion``, or
     with ``stream`` its chunks. Errors in OpenAI's shape with their status."""
     try:
         caller = await _caller(request, keys)
         body = parse_body(await request.body(), ChatCompletionRequest, "invalid request: ")
         model, ticket, before = await _start(service, workflows, caller, body)
-    except Exception as exc:  # noqa: BLE001 - answered in OpenAI's error shape
+    except Exception as exc:
         return _error_response(exc)
     created = int(time.time())
     if body.stream:
@@ -319,19 +398,32 @@ async def chat_completions(request: Request, service: Service, keys: Keys, workf
         async for _event in service.follow(caller.tenant_id, ticket.run_id):
             pass  # a client that goes away leaves the run executing
         outcome = await _outcome(service, caller, ticket.run_id, before)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         return _error_response(exc)
     content = "\n\n".join(part for part in (outcome["answer"], outcome["question"]) if part)
-    return JSONResponse({**_envelope("chat.completion", ticket.run_id, model, created),
-                         "choices": [{"index": 0, "message": {"role": "assistant", "content": content,
-                                                              "citations": outcome["citations"]},
-                                      "finish_reason": outcome["finish_reason"], "logprobs": None}],
-                         "usage": outcome["usage"], "flowloom": outcome["flowloom"]})
+    return JSONResponse(
+        {
+            **_envelope("chat.completion", ticket.run_id, model, created),
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": content, "citations": outcome["citations"]},
+                    "finish_reason": outcome["finish_reason"],
+                    "logprobs": None,
+                }
+            ],
+            "usage": outcome["usage"],
+            "flowloom": outcome["flowloom"],
+        }
+    )
 
 
 def _data(payload: dict[str, Any] | str) -> str:
-    text = payload if isinstance(payload, str) else json.dumps(payload, ensure_ascii=False, separators=(",", ":"),
-                                                                 default=str)
+    text = (
+        payload
+        if isinstance(payload, str)
+        else json.dumps(payload, ensure_ascii=False, separators=(",", ":"), default=str)
+    )
     return f"data: {text}\n\n"
 
 
@@ -363,8 +455,13 @@ async def _with_heartbeats(chunks: AsyncIterator[str], heartbeat_s: float) -> As
             await chunks.aclose()  # type: ignore[attr-defined]
 
 
-async def _stream(service: RunService, caller: Principal, body: ChatCompletionRequest, run_id: str,
-                  meta: tuple[str, int, tuple[int, int, int]]) -> AsyncIterator[str]:
+async def _stream(
+    service: RunService,
+    caller: Principal,
+    body: ChatCompletionRequest,
+    run_id: str,
+    meta: tuple[str, int, tuple[int, int, int]],
+) -> AsyncIterator[str]:
     """The chunks of a turn: the role, the answer's deltas (``detail``: every other event
     as a chunk with an empty delta and ``flowloom.event``), the question of a pause, a
     last chunk with ``finish_reason``, ``usage`` and ``flowloom``, then ``[DONE]``; an
@@ -373,8 +470,13 @@ async def _stream(service: RunService, caller: Principal, body: ChatCompletionRe
     head = _envelope("chat.completion.chunk", run_id, model, created)
 
     def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> str:
-        return _data({**head, "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}],
-                      **extra})
+        return _data(
+            {
+                **head,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}],
+                **extra,
+            }
+        )
 
     yield chunk({"role": "assistant", "content": ""})
     try:
@@ -384,11 +486,17 @@ async def _stream(service: RunService, caller: Principal, body: ChatCompletionRe
             elif body.detail:
                 yield chunk({}, flowloom={"event": event.model_dump(mode="json")})
         outcome = await _outcome(service, caller, run_id, before)
-    except Exception as exc:  # noqa: BLE001 - an error line, then the end
+    except Exception as exc:
         yield _data(_error_payload(exc)[1])
         yield _data("[DONE]")
         return
     if outcome["question"]:
         yield chunk({"content": ("\n\n" if outcome["answer"] else "") + outcome["question"]})
-    yield chunk({}, outcome["finish_reason"], usage=outcome["usage"], flowloom=outcome["flowloom"], citations=outcome["citations"])
+    yield chunk(
+        {},
+        outcome["finish_reason"],
+        usage=outcome["usage"],
+        flowloom=outcome["flowloom"],
+        citations=outcome["citations"],
+    )
     yield _data("[DONE]")

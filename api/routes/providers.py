@@ -25,15 +25,39 @@ from fastapi import APIRouter, Depends, Path, Response
 from pydantic import ValidationError
 
 from nodes.model_registry import ModelRegistry, UnknownModel
-from nodes.provider_endpoints import EndpointError, check_base_url, guarded_transport, list_endpoint_models, redact
+from nodes.provider_endpoints import (
+    EndpointError,
+    check_base_url,
+    guarded_transport,
+    list_endpoint_models,
+    redact,
+)
 from nodes.tenant_registry import RESERVED_NAMES, model_spec_of
 from schemas.api import ErrorBody
-from schemas.providers import (PRESETS, ModelDefaults, PresetList, ProbeOutcome, ProviderCreate, ProviderList, ProviderModelIn,
-                               ProviderModelOut, ProviderModelUpdate, ProviderOut, ProviderUpdate, UpstreamModel,
-                               UpstreamModels)
+from schemas.providers import (
+    PRESETS,
+    ModelDefaults,
+    PresetList,
+    ProbeOutcome,
+    ProviderCreate,
+    ProviderList,
+    ProviderModelIn,
+    ProviderModelOut,
+    ProviderModelUpdate,
+    ProviderOut,
+    ProviderUpdate,
+    UpstreamModel,
+    UpstreamModels,
+)
 from workers.secret_box import SecretUnreadable
-from workers.sql.providers import (KEEP, ModelRecord, ProviderConflict, ProviderNotFound, ProviderRecord,
-                                   SqlProviderStore)
+from workers.sql.providers import (
+    KEEP,
+    ModelRecord,
+    ProviderConflict,
+    ProviderNotFound,
+    ProviderRecord,
+    SqlProviderStore,
+)
 
 from ..auth import Caller, Principal
 from ..deployment import deployment
@@ -47,7 +71,9 @@ _E: dict[int | str, dict[str, Any]] = {code: {"model": ErrorBody} for code in (4
 router = APIRouter(prefix="/v1/model-providers", tags=["model providers"], responses=_E)
 
 ProviderId = Annotated[str, Path(min_length=1, max_length=63, description="the provider's id")]
-ModelName = Annotated[str, Path(min_length=1, max_length=200, description="the model's name (may hold / and :)")]
+ModelName = Annotated[
+    str, Path(min_length=1, max_length=200, description="the model's name (may hold / and :)")
+]
 _PRESETS = {p.id: p for p in PRESETS}
 
 
@@ -65,7 +91,9 @@ class Parts:
 
 
 async def _parts(found: Annotated[Deployment, Depends(deployment)]) -> Parts:
-    if found.providers is None or found.tenant_models is None:  # pragma: no cover - every API deployment has them
+    if (
+        found.providers is None or found.tenant_models is None
+    ):  # pragma: no cover - every API deployment has them
         raise ApiError(503, "unavailable", "model providers need the SQL store")
     return Parts(found.providers, found.tenant_models)
 
@@ -75,8 +103,12 @@ Found = Annotated[Parts, Depends(_parts)]
 
 def _writer(caller: Principal) -> None:
     if caller.app_id is not None:
-        raise ApiError(403, "forbidden", f"this key is scoped to app {caller.app_id!r}: model providers are "
-                                         f"changed with a key of the whole tenant")
+        raise ApiError(
+            403,
+            "forbidden",
+            f"this key is scoped to app {caller.app_id!r}: model providers are "
+            f"changed with a key of the whole tenant",
+        )
 
 
 def _not_found(exc: ProviderNotFound) -> ApiError:
@@ -86,38 +118,67 @@ def _not_found(exc: ProviderNotFound) -> ApiError:
 def _model_out(record: ModelRecord, base: ModelRegistry) -> ProviderModelOut:
     try:
         spec = model_spec_of(record.name, record.provider_id, record.spec)
-        fields: dict[str, Any] = {"model": spec.model, "type": spec.type, "max_context": spec.max_context,
-                                  "max_output_tokens": spec.max_output_tokens, "dimension": spec.dimension,
-                                  "capabilities": spec.capabilities.model_dump(mode="json"),
-                                  "pricing": spec.pricing.model_dump(mode="json")}
+        fields: dict[str, Any] = {
+            "model": spec.model,
+            "type": spec.type,
+            "max_context": spec.max_context,
+            "max_output_tokens": spec.max_output_tokens,
+            "dimension": spec.dimension,
+            "capabilities": spec.capabilities.model_dump(mode="json"),
+            "pricing": spec.pricing.model_dump(mode="json"),
+        }
     except (ValidationError, TypeError):  # stored before the fields changed: shown as stored
         raw = record.spec
-        fields = {"model": str(raw.get("model") or record.name), "type": raw.get("type", "chat"),
-                  "max_context": int(raw.get("max_context") or 1), "max_output_tokens": int(raw.get("max_output_tokens") or 0),
-                  "dimension": raw.get("dimension"), "capabilities": dict(raw.get("capabilities") or {}),
-                  "pricing": dict(raw.get("pricing") or {})}
-    return ProviderModelOut(name=record.name, provider_id=record.provider_id, shadows_registry=base.has(record.name, None),
-                            **fields)
+        fields = {
+            "model": str(raw.get("model") or record.name),
+            "type": raw.get("type", "chat"),
+            "max_context": int(raw.get("max_context") or 1),
+            "max_output_tokens": int(raw.get("max_output_tokens") or 0),
+            "dimension": raw.get("dimension"),
+            "capabilities": dict(raw.get("capabilities") or {}),
+            "pricing": dict(raw.get("pricing") or {}),
+        }
+    return ProviderModelOut(
+        name=record.name,
+        provider_id=record.provider_id,
+        shadows_registry=base.has(record.name, None),
+        **fields,
+    )
 
 
 def _out(record: ProviderRecord, base: ModelRegistry) -> ProviderOut:
-    return ProviderOut(id=record.id, name=record.name, preset=record.preset,  # type: ignore[arg-type]
-                       base_url=record.base_url, api_key_set=record.api_key_set, api_key_masked=record.api_key_masked,
-                       models=[_model_out(m, base) for m in record.models], created_at=record.created_at,
-                       updated_at=record.updated_at)
+    return ProviderOut(
+        id=record.id,
+        name=record.name,
+        preset=record.preset,  # type: ignore[arg-type]
+        base_url=record.base_url,
+        api_key_set=record.api_key_set,
+        api_key_masked=record.api_key_masked,
+        models=[_model_out(m, base) for m in record.models],
+        created_at=record.created_at,
+        updated_at=record.updated_at,
+    )
 
 
 async def _checked_url(found: Parts, url: str) -> str:
     problem = await check_base_url(url, found.models.guard)
     if problem is not None:
-        raise ApiError(422, "invalid_request", f"base_url: {problem}",
-                       problems=[{"loc": ["body", "base_url"], "message": problem, "code": "invalid_base_url"}])
+        raise ApiError(
+            422,
+            "invalid_request",
+            f"base_url: {problem}",
+            problems=[{"loc": ["body", "base_url"], "message": problem, "code": "invalid_base_url"}],
+        )
     return url.rstrip("/")
 
 
 def _spec_problem(field: str, message: str) -> ApiError:
-    return ApiError(422, "invalid_request", f"{field}: {message}",
-                    problems=[{"loc": ["body", field], "message": message, "code": "invalid_model"}])
+    return ApiError(
+        422,
+        "invalid_request",
+        f"{field}: {message}",
+        problems=[{"loc": ["body", field], "message": message, "code": "invalid_model"}],
+    )
 
 
 def _validated(name: str, provider_id: str, spec: dict[str, Any]) -> dict[str, Any]:
@@ -189,8 +250,14 @@ async def create_provider(body: ProviderCreate, caller: Caller, found: Found) ->
     provider_id = body.id or await store.free_id(caller.tenant_id, preset.id.replace("_", "-"))
     key = body.api_key.get_secret_value().strip() if body.api_key is not None else None
     try:
-        record = await store.create_provider(caller.tenant_id, provider_id, name=body.name or preset.label,
-                                             preset=body.preset, base_url=url, api_key=key or None)
+        record = await store.create_provider(
+            caller.tenant_id,
+            provider_id,
+            name=body.name or preset.label,
+            preset=body.preset,
+            base_url=url,
+            api_key=key or None,
+        )
     except ProviderConflict as exc:
         raise ApiError(409, "conflict", str(exc)) from None
     found.models.forget(caller.tenant_id)
@@ -207,14 +274,17 @@ async def get_provider(provider_id: ProviderId, caller: Caller, found: Found) ->
 
 
 @router.patch("/{provider_id}", response_model=ProviderOut, summary="Change a model provider")
-async def update_provider(provider_id: ProviderId, body: ProviderUpdate, caller: Caller, found: Found) -> ProviderOut:
+async def update_provider(
+    provider_id: ProviderId, body: ProviderUpdate, caller: Caller, found: Found
+) -> ProviderOut:
     """Its name, base URL or key (``api_key: ""`` removes the key)."""
     _writer(caller)
     url = await _checked_url(found, body.base_url) if body.base_url is not None else None
     key: Any = KEEP if body.api_key is None else (body.api_key.get_secret_value().strip() or None)
     try:
         record = await found.store.update_provider(
-            caller.tenant_id, provider_id, name=body.name, base_url=url, api_key=key)
+            caller.tenant_id, provider_id, name=body.name, base_url=url, api_key=key
+        )
     except ProviderNotFound as exc:
         raise _not_found(exc) from None
     found.models.forget(caller.tenant_id)
@@ -233,9 +303,12 @@ async def delete_provider(provider_id: ProviderId, caller: Caller, found: Found)
     return Response(status_code=204)
 
 
-@router.get("/{provider_id}/upstream-models", response_model=UpstreamModels,
-            responses={502: {"model": ErrorBody, "description": "the endpoint could not be listed"}},
-            summary="The models the endpoint lists")
+@router.get(
+    "/{provider_id}/upstream-models",
+    response_model=UpstreamModels,
+    responses={502: {"model": ErrorBody, "description": "the endpoint could not be listed"}},
+    summary="The models the endpoint lists",
+)
 async def upstream_models(provider_id: ProviderId, caller: Caller, found: Found) -> UpstreamModels:
     """``GET {base_url}/models`` with the provider's key; ``added`` marks those the tenant has."""
     store = found.store
@@ -251,8 +324,9 @@ async def upstream_models(provider_id: ProviderId, caller: Caller, found: Found)
     except EndpointError as exc:
         raise ApiError(502, "bad_gateway", str(exc)) from None
     have = {str(m.spec.get("model") or m.name) for m in record.models}
-    return UpstreamModels(models=[UpstreamModel(id=m["id"], owned_by=m["owned_by"], added=m["id"] in have)
-                                  for m in listed])
+    return UpstreamModels(
+        models=[UpstreamModel(id=m["id"], owned_by=m["owned_by"], added=m["id"] in have) for m in listed]
+    )
 
 
 # ------------------------------------------------------------------------------- models
@@ -262,15 +336,23 @@ def _new_spec(body: ProviderModelIn) -> dict[str, Any]:
     cap = body.max_output_tokens
     if cap is None:
         cap = min(4096, body.max_context // 2) if body.type == "chat" else 0
-    spec: dict[str, Any] = {"model": body.model or body.name, "type": body.type, "max_context": body.max_context,
-                            "max_output_tokens": cap, "capabilities": body.capabilities, "pricing": body.pricing}
+    spec: dict[str, Any] = {
+        "model": body.model or body.name,
+        "type": body.type,
+        "max_context": body.max_context,
+        "max_output_tokens": cap,
+        "capabilities": body.capabilities,
+        "pricing": body.pricing,
+    }
     if body.dimension is not None:
         spec["dimension"] = body.dimension
     return spec
 
 
 @router.post("/{provider_id}/models", status_code=201, response_model=ProviderModelOut, summary="Add a model")
-async def add_model(provider_id: ProviderId, body: ProviderModelIn, caller: Caller, found: Found) -> ProviderModelOut:
+async def add_model(
+    provider_id: ProviderId, body: ProviderModelIn, caller: Caller, found: Found
+) -> ProviderModelOut:
     """A model of the provider under ``name`` (unique in the tenant; ``default`` is reserved)."""
     _writer(caller)
     if body.name in RESERVED_NAMES:
@@ -286,9 +368,12 @@ async def add_model(provider_id: ProviderId, body: ProviderModelIn, caller: Call
     return _model_out(record, found.base)
 
 
-@router.post("/{provider_id}/models/{name:path}/probe", response_model=ProbeOutcome,
-             responses={502: {"model": ErrorBody, "description": "the endpoint could not be probed"}},
-             summary="Probe what a chat model really does")
+@router.post(
+    "/{provider_id}/models/{name:path}/probe",
+    response_model=ProbeOutcome,
+    responses={502: {"model": ErrorBody, "description": "the endpoint could not be probed"}},
+    summary="Probe what a chat model really does",
+)
 async def probe(provider_id: ProviderId, name: ModelName, caller: Caller, found: Found) -> ProbeOutcome:
     """Ask the endpoint for a free and a forced tool call, JSON mode, a JSON schema,
     usage in streams and its context length (a few short requests), then store what
@@ -309,11 +394,16 @@ async def probe(provider_id: ProviderId, name: ModelName, caller: Caller, found:
     try:
         spec = model_spec_of(name, provider_id, current.spec)
     except (ValidationError, TypeError):
-        raise _spec_problem("name", f"model {name!r} is stored with fields this version does not read; "
-                                    "delete it and add it again") from None
+        raise _spec_problem(
+            "name",
+            f"model {name!r} is stored with fields this version does not read; delete it and add it again",
+        ) from None
     if spec.type != "chat":
-        raise _spec_problem("name", f"model {name!r} is {'an' if spec.type == 'embedding' else 'a'} {spec.type} "
-                                    "model; only chat models are probed")
+        raise _spec_problem(
+            "name",
+            f"model {name!r} is {'an' if spec.type == 'embedding' else 'a'} {spec.type} "
+            "model; only chat models are probed",
+        )
     target = ProbeTarget(base_url=provider.base_url, model=spec.model, api_key=key, name=name)
     try:
         report = await probe_model(target, transport=guarded_transport(found.models.guard))
@@ -325,10 +415,13 @@ async def probe(provider_id: ProviderId, name: ModelName, caller: Caller, found:
         stored["max_context"] = report.context_length
         if spec.max_output_tokens >= report.context_length:
             stored["max_output_tokens"] = max(1, report.context_length // 2)
-    record = await store.replace_model(caller.tenant_id, provider_id, name, _validated(name, provider_id, stored))
+    record = await store.replace_model(
+        caller.tenant_id, provider_id, name, _validated(name, provider_id, stored)
+    )
     found.models.forget(caller.tenant_id)
-    return ProbeOutcome(model=_model_out(record, found.base),
-                        report=_redacted(report.model_dump(mode="json"), key))
+    return ProbeOutcome(
+        model=_model_out(record, found.base), report=_redacted(report.model_dump(mode="json"), key)
+    )
 
 
 def _redacted(value: Any, key: str | None) -> Any:
@@ -343,8 +436,9 @@ def _redacted(value: Any, key: str | None) -> Any:
 
 
 @router.patch("/{provider_id}/models/{name:path}", response_model=ProviderModelOut, summary="Change a model")
-async def update_model(provider_id: ProviderId, name: ModelName, body: ProviderModelUpdate, caller: Caller,
-                       found: Found) -> ProviderModelOut:
+async def update_model(
+    provider_id: ProviderId, name: ModelName, body: ProviderModelUpdate, caller: Caller, found: Found
+) -> ProviderModelOut:
     """Its upstream id, limits, capabilities (merged over the stored ones) or pricing."""
     _writer(caller)
     store = found.store
@@ -357,16 +451,22 @@ async def update_model(provider_id: ProviderId, name: ModelName, body: ProviderM
     if "capabilities" in changes:
         given = changes.pop("capabilities") or {}
         if given.get("tools") == "forced" and "tool_choice" not in given:
-            given = {**given, "tool_choice": True}  # a call is forced through tool_choice: asking for one turns it on
+            given = {
+                **given,
+                "tool_choice": True,
+            }  # a call is forced through tool_choice: asking for one turns it on
         spec["capabilities"] = {**dict(spec.get("capabilities") or {}), **given}
     spec.update({k: v for k, v in changes.items() if v is not None or k == "dimension"})
-    record = await store.replace_model(caller.tenant_id, provider_id, name, _validated(name, provider_id, spec))
+    record = await store.replace_model(
+        caller.tenant_id, provider_id, name, _validated(name, provider_id, spec)
+    )
     found.models.forget(caller.tenant_id)
     return _model_out(record, found.base)
 
 
-@router.delete("/{provider_id}/models/{name:path}", status_code=204, response_class=Response,
-               summary="Delete a model")
+@router.delete(
+    "/{provider_id}/models/{name:path}", status_code=204, response_class=Response, summary="Delete a model"
+)
 async def delete_model(provider_id: ProviderId, name: ModelName, caller: Caller, found: Found) -> Response:
     """The model and a default naming it."""
     _writer(caller)

@@ -34,14 +34,20 @@ __all__ = ["router"]
 _E: dict[int | str, dict[str, Any]] = {code: {"model": ErrorBody} for code in (401, 403, 422)}
 router = APIRouter(prefix="/v1/quotas", tags=["quotas"], responses=_E)
 AppId = Annotated[str, Path(min_length=1, max_length=200, description="the app (a workflow id)")]
-NO_APP: dict[int | str, dict[str, Any]] = {404: {"model": ErrorBody, "description": "the tenant has no such app"}}
+NO_APP: dict[int | str, dict[str, Any]] = {
+    404: {"model": ErrorBody, "description": "the tenant has no such app"}
+}
 
 
 async def tenant_admin(caller: Annotated[Principal, Depends(admin)]) -> Principal:
     """An admin key of the whole tenant. Raises ApiError 403 for a key scoped to an app."""
     if caller.app_id is not None:
-        raise ApiError(403, "forbidden", f"this key is scoped to app {caller.app_id!r}; quotas are set with an "
-                                         f"admin key of the whole tenant")
+        raise ApiError(
+            403,
+            "forbidden",
+            f"this key is scoped to app {caller.app_id!r}; quotas are set with an "
+            f"admin key of the whole tenant",
+        )
     return caller
 
 
@@ -61,13 +67,19 @@ async def _own_of_app(service: RunService, quotas: Quotas, tenant_id: str, app_i
 async def _out(quotas: Quotas, tenant_id: str, app_id: str | None, own: QuotaLimits | None) -> QuotaOut:
     effective = quotas.effective(own, app=app_id is not None)
     usage = await quotas.usage(tenant_id, app_id)
-    return QuotaOut(app_id=app_id, runs_per_minute=own.runs_per_minute if own else None,
-                    tokens_per_day=own.tokens_per_day if own else None, updated_at=own.updated_at if own else None,
-                    effective=QuotaEffective(runs_per_minute=effective.runs_per_minute or None,
-                                             tokens_per_day=effective.tokens_per_day or None,
-                                             runs_per_minute_source=effective.runs_per_minute_source,  # type: ignore[arg-type]
-                                             tokens_per_day_source=effective.tokens_per_day_source),  # type: ignore[arg-type]
-                    usage=QuotaUsageOut(runs_last_minute=usage.runs_last_minute, tokens_today=usage.tokens_today))
+    return QuotaOut(
+        app_id=app_id,
+        runs_per_minute=own.runs_per_minute if own else None,
+        tokens_per_day=own.tokens_per_day if own else None,
+        updated_at=own.updated_at if own else None,
+        effective=QuotaEffective(
+            runs_per_minute=effective.runs_per_minute or None,
+            tokens_per_day=effective.tokens_per_day or None,
+            runs_per_minute_source=effective.runs_per_minute_source,  # type: ignore[arg-type]
+            tokens_per_day_source=effective.tokens_per_day_source,
+        ),  # type: ignore[arg-type]
+        usage=QuotaUsageOut(runs_last_minute=usage.runs_last_minute, tokens_today=usage.tokens_today),
+    )
 
 
 @router.get("", response_model=QuotaList, summary="The tenant's quotas")
@@ -82,23 +94,29 @@ async def get_quotas(caller: Owner, quotas: Policy) -> QuotaList:
 @router.put("", response_model=QuotaOut, summary="Set the tenant's own limits")
 async def put_tenant_quota(body: QuotaUpdate, caller: Owner, quotas: Policy) -> QuotaOut:
     """Replace the tenant's own limits (``null``: the operator's default; ``0``: unlimited)."""
-    own = await quotas.store.put(caller.tenant_id, None, runs_per_minute=body.runs_per_minute,
-                                 tokens_per_day=body.tokens_per_day)
+    own = await quotas.store.put(
+        caller.tenant_id, None, runs_per_minute=body.runs_per_minute, tokens_per_day=body.tokens_per_day
+    )
     return await _out(quotas, caller.tenant_id, None, own)
 
 
 @router.get("/apps/{app_id}", response_model=QuotaOut, responses=NO_APP, summary="An app's quota")
 async def get_app_quota(app_id: AppId, caller: Owner, quotas: Policy, service: Service) -> QuotaOut:
     """The app's own limits (none set: only the tenant's hold), what holds and what it used."""
-    return await _out(quotas, caller.tenant_id, app_id, await _own_of_app(service, quotas, caller.tenant_id, app_id))
+    return await _out(
+        quotas, caller.tenant_id, app_id, await _own_of_app(service, quotas, caller.tenant_id, app_id)
+    )
 
 
 @router.put("/apps/{app_id}", response_model=QuotaOut, responses=NO_APP, summary="Set an app's own limits")
-async def put_app_quota(app_id: AppId, body: QuotaUpdate, caller: Owner, quotas: Policy, service: Service) -> QuotaOut:
+async def put_app_quota(
+    app_id: AppId, body: QuotaUpdate, caller: Owner, quotas: Policy, service: Service
+) -> QuotaOut:
     """Replace the app's own limits (``null``: none, only the tenant's hold; ``0``: unlimited)."""
     await _own_of_app(service, quotas, caller.tenant_id, app_id)
-    own = await quotas.store.put(caller.tenant_id, app_id, runs_per_minute=body.runs_per_minute,
-                                 tokens_per_day=body.tokens_per_day)
+    own = await quotas.store.put(
+        caller.tenant_id, app_id, runs_per_minute=body.runs_per_minute, tokens_per_day=body.tokens_per_day
+    )
     return await _out(quotas, caller.tenant_id, app_id, own)
 
 

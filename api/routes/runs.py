@@ -24,7 +24,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from typing import Annotated, Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query
 from fastapi.responses import Response
@@ -32,8 +33,18 @@ from fastapi.responses import Response
 from engine.ports import RunNotFound, WorkflowNotFound
 from engine.rerun import RerunRefused
 from engine.service import RunService
-from schemas.api import (MAX_NUMBER, ErrorBody, RerunRequest, ResumeRequest, RunAccepted, RunCreate, RunDetail, RunList, RunOut,
-                         WorkflowRunCreate)
+from schemas.api import (
+    MAX_NUMBER,
+    ErrorBody,
+    RerunRequest,
+    ResumeRequest,
+    RunAccepted,
+    RunCreate,
+    RunDetail,
+    RunList,
+    RunOut,
+    WorkflowRunCreate,
+)
 from schemas.launch import Placement, Published, RerunRun, ResumeRun, RunTicket, StartRun
 from schemas.records import RunSummary
 from schemas.types import RunStatus
@@ -55,10 +66,20 @@ STOP_WAIT_S = 2.0
 _ENDED = {RunStatus.succeeded, RunStatus.failed, RunStatus.cancelled}
 #: a stream of server-sent events: ``schema`` is the whole body, ``itemSchema`` one event
 #: (``event``: the type; ``id``: the run event's ``seq``; ``data``: one JSON object)
-SSE_CONTENT = {"text/event-stream": {"schema": {"type": "string"}, "itemSchema": {
-    "type": "object", "required": ["data"],
-    "properties": {"event": {"type": "string"}, "id": {"type": "string"},
-                   "data": {"type": "string", "contentMediaType": "application/json"}}}}}
+SSE_CONTENT = {
+    "text/event-stream": {
+        "schema": {"type": "string"},
+        "itemSchema": {
+            "type": "object",
+            "required": ["data"],
+            "properties": {
+                "event": {"type": "string"},
+                "id": {"type": "string"},
+                "data": {"type": "string", "contentMediaType": "application/json"},
+            },
+        },
+    }
+}
 _SSE = {"description": "server-sent events", "content": SSE_CONTENT}
 
 router = APIRouter(prefix="/v1/runs", tags=["runs"], responses={401: {"model": ErrorBody}})
@@ -73,9 +94,12 @@ def link(operation_id: str, description: str, **parameters: Any) -> dict[str, An
 
 #: what a client does next with a run it started (clients and the property tests follow them)
 RUN_LINKS = {
-    "GetRun": link("get_run_v1_runs__run_id__get", "the run with its node runs", run_id="$response.body#/run_id"),
-    "RunEvents": link("run_events_v1_runs__run_id__events_get", "the run's events (SSE)",
-                      run_id="$response.body#/run_id"),
+    "GetRun": link(
+        "get_run_v1_runs__run_id__get", "the run with its node runs", run_id="$response.body#/run_id"
+    ),
+    "RunEvents": link(
+        "run_events_v1_runs__run_id__events_get", "the run's events (SSE)", run_id="$response.body#/run_id"
+    ),
     "StopRun": link("stop_run_v1_runs__run_id__stop_post", "stop the run", run_id="$response.body#/run_id"),
 }
 
@@ -100,9 +124,18 @@ async def _detail(service: RunService, tenant_id: str, run_id: str) -> Response:
 # --------------------------------------------------------------------------- start
 
 
-async def run_document(doc: dict[str, Any], body: RunStart, *, caller: Principal, service: RunService,
-                       settings: Any, placement: Placement, heartbeat_s: float,
-                       workflow_version: str | None = None, published: Published | None = None) -> Response | RunDetail:
+async def run_document(
+    doc: dict[str, Any],
+    body: RunStart,
+    *,
+    caller: Principal,
+    service: RunService,
+    settings: Any,
+    placement: Placement,
+    heartbeat_s: float,
+    workflow_version: str | None = None,
+    published: Published | None = None,
+) -> Response | RunDetail:
     """Start a run of ``doc`` (``body``: inputs, ``response_mode``, chat; in a chat whose
     run waits for one answer, the message answers it) and answer as ``response_mode``
     says: the finished or paused run, SSE of its events, or 202. The one start path of
@@ -115,21 +148,37 @@ async def run_document(doc: dict[str, Any], body: RunStart, *, caller: Principal
         QuotaExceeded: a quota of the tenant or of the app is used up (429, ``Retry-After``).
     """
     check_document(doc, settings)
-    ticket = await service.launch(caller.tenant_id, StartRun(
-        doc, body.inputs, chat_id=body.chat_id, message=body.message, workflow_version=workflow_version,
-        published=published),
-        dataclasses.replace(placement, detached=body.response_mode == "async"))
+    ticket = await service.launch(
+        caller.tenant_id,
+        StartRun(
+            doc,
+            body.inputs,
+            chat_id=body.chat_id,
+            message=body.message,
+            workflow_version=workflow_version,
+            published=published,
+        ),
+        dataclasses.replace(placement, detached=body.response_mode == "async"),
+    )
     return await respond(ticket, body.response_mode, caller=caller, service=service, heartbeat_s=heartbeat_s)
 
 
-async def respond(ticket: RunTicket, mode: str, *, caller: Principal, service: RunService,
-                  heartbeat_s: float) -> Response | RunDetail:
+async def respond(
+    ticket: RunTicket, mode: str, *, caller: Principal, service: RunService, heartbeat_s: float
+) -> Response | RunDetail:
     """Answer for a launched run as ``mode`` says: 202 (``async``), SSE of its events
     (``streaming``), or the run once it ended or paused (``blocking``: followed to there;
     a client that goes away leaves the run executing)."""
     if mode == "async":
-        return JsonBody({"run_id": ticket.run_id, "chat_id": ticket.chat_id, "status": ticket.status.value,
-                         "events_url": _events_url(ticket.run_id)}, status_code=202)
+        return JsonBody(
+            {
+                "run_id": ticket.run_id,
+                "chat_id": ticket.chat_id,
+                "status": ticket.status.value,
+                "events_url": _events_url(ticket.run_id),
+            },
+            status_code=202,
+        )
     if mode == "streaming":
         frames = _relay(service, caller.tenant_id, ticket)
         return EventStreamResponse(event_stream(frames, heartbeat_s))
@@ -138,21 +187,49 @@ async def respond(ticket: RunTicket, mode: str, *, caller: Principal, service: R
     return await _detail(service, caller.tenant_id, ticket.run_id)
 
 
-@router.post("", response_model=RunDetail, summary="Run a workflow document",
-             responses={200: {"description": "blocking: the run; streaming: its events (SSE)",
-                              "content": SSE_CONTENT, "links": RUN_LINKS},
-                        202: {"model": RunAccepted, "description": "async: the run executes", "links": RUN_LINKS},
-                        403: {"model": ErrorBody}, 409: {"model": ErrorBody}, 422: {"model": ErrorBody},
-                        429: {"model": ErrorBody, "description": "a quota is used up (`Retry-After`)"}})
-async def start_run(body: RunCreate, caller: Caller, service: Service, settings: AppSettings,
-                    placement: RunPlacement, heartbeat_s: Heartbeat) -> Response | RunDetail:
+@router.post(
+    "",
+    response_model=RunDetail,
+    summary="Run a workflow document",
+    responses={
+        200: {
+            "description": "blocking: the run; streaming: its events (SSE)",
+            "content": SSE_CONTENT,
+            "links": RUN_LINKS,
+        },
+        202: {"model": RunAccepted, "description": "async: the run executes", "links": RUN_LINKS},
+        403: {"model": ErrorBody},
+        409: {"model": ErrorBody},
+        422: {"model": ErrorBody},
+        429: {"model": ErrorBody, "description": "a quota is used up (`Retry-After`)"},
+    },
+)
+async def start_run(
+    body: RunCreate,
+    caller: Caller,
+    service: Service,
+    settings: AppSettings,
+    placement: RunPlacement,
+    heartbeat_s: Heartbeat,
+) -> Response | RunDetail:
     """Compile, store and execute the document (422 with every problem when it does not
     compile or the inputs do not fit). The answer depends on ``response_mode``."""
     if caller.app_id is not None:
-        raise ApiError(403, "forbidden", f"this key is scoped to app {caller.app_id!r}; running a workflow "
-                                         f"document needs a key of the whole tenant")
-    return await run_document(body.workflow, body, caller=caller, service=service, settings=settings,
-                              placement=placement, heartbeat_s=heartbeat_s)
+        raise ApiError(
+            403,
+            "forbidden",
+            f"this key is scoped to app {caller.app_id!r}; running a workflow "
+            f"document needs a key of the whole tenant",
+        )
+    return await run_document(
+        body.workflow,
+        body,
+        caller=caller,
+        service=service,
+        settings=settings,
+        placement=placement,
+        heartbeat_s=heartbeat_s,
+    )
 
 
 async def _relay(service: RunService, tenant_id: str, ticket: RunTicket) -> AsyncIterator[Frame]:
@@ -169,7 +246,11 @@ def _end_frame(summary: RunSummary) -> Frame:
     client learns the stream ended because nothing came (and the connection is not held)."""
     error = summary.error or {}
     if summary.status is RunStatus.failed and error.get("reason") == "idle_timeout":
-        return "error", None, error_body("run_idle_timeout", str(error.get("message", "the run was idle too long")))
+        return (
+            "error",
+            None,
+            error_body("run_idle_timeout", str(error.get("message", "the run was idle too long"))),
+        )
     return "done", None, {"run_id": summary.run_id, "status": summary.status.value}
 
 
@@ -177,16 +258,22 @@ def _end_frame(summary: RunSummary) -> Frame:
 
 
 @router.get("", response_model=RunList, summary="List runs")
-async def list_runs(caller: Caller, service: Service, status: RunStatus | None = None,
-                    workflow_id: str | None = None, chat_id: str | None = None,
-                    limit: Annotated[int, Query(ge=1, le=500)] = 50) -> RunList:
+async def list_runs(
+    caller: Caller,
+    service: Service,
+    status: RunStatus | None = None,
+    workflow_id: str | None = None,
+    chat_id: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+) -> RunList:
     """The tenant's runs, newest first (a key scoped to an app sees that app's runs)."""
     if caller.app_id is not None:
         if workflow_id not in (None, caller.app_id):
             return RunList(runs=[])
         workflow_id = caller.app_id
-    found = await service.list(caller.tenant_id, status=status, workflow_id=workflow_id, chat_id=chat_id,
-                               limit=limit)
+    found = await service.list(
+        caller.tenant_id, status=status, workflow_id=workflow_id, chat_id=chat_id, limit=limit
+    )
     return RunList(runs=[RunOut.of(summary) for summary in found])
 
 
@@ -200,8 +287,12 @@ async def get_run(run_id: str, caller: Caller, service: Service) -> Response:
 # ------------------------------------------------------------------------- control
 
 
-@router.post("/{run_id}/stop", response_model=RunOut, responses={**NOT_FOUND, 409: {"model": ErrorBody}},
-             summary="Stop a run")
+@router.post(
+    "/{run_id}/stop",
+    response_model=RunOut,
+    responses={**NOT_FOUND, 409: {"model": ErrorBody}},
+    summary="Stop a run",
+)
 async def stop_run(run_id: str, caller: Caller, service: Service) -> RunOut:
     """A running run ends ``cancelled`` within about a second (the node in progress is
     stopped); a paused or pending run at once. Answers with the run once it ended (or,
@@ -215,30 +306,64 @@ async def stop_run(run_id: str, caller: Caller, service: Service) -> RunOut:
     return RunOut.of(summary)
 
 
-@router.post("/{run_id}/resume", status_code=202, response_model=RunAccepted,
-             responses={**NOT_FOUND, 409: {"model": ErrorBody}, 422: {"model": ErrorBody},
-                        429: {"model": ErrorBody, "description": "a quota is used up (`Retry-After`)"}},
-             summary="Answer a paused run")
-async def resume_run(run_id: str, body: ResumeRequest, caller: Caller, service: Service,
-                     placement: RunPlacement) -> RunAccepted:
+@router.post(
+    "/{run_id}/resume",
+    status_code=202,
+    response_model=RunAccepted,
+    responses={
+        **NOT_FOUND,
+        409: {"model": ErrorBody},
+        422: {"model": ErrorBody},
+        429: {"model": ErrorBody, "description": "a quota is used up (`Retry-After`)"},
+    },
+    summary="Answer a paused run",
+)
+async def resume_run(
+    run_id: str, body: ResumeRequest, caller: Caller, service: Service, placement: RunPlacement
+) -> RunAccepted:
     """The run continues with the answers (follow it at ``events_url``). 409 when the run
     is not paused or an interrupt is not pending; 422 when an answer does not fit its
     question (not one of the options, a form field of the wrong type), naming what fits."""
     await _summary(service, caller, run_id)
-    ticket = await service.launch(caller.tenant_id, ResumeRun(
-        run_id, answers=body.answers, answer=body.answer, interrupt_id=body.interrupt_id, message=body.message),
-        dataclasses.replace(placement, detached=True))
-    return RunAccepted(run_id=run_id, chat_id=ticket.chat_id, status=ticket.status, events_url=_events_url(run_id))
+    ticket = await service.launch(
+        caller.tenant_id,
+        ResumeRun(
+            run_id,
+            answers=body.answers,
+            answer=body.answer,
+            interrupt_id=body.interrupt_id,
+            message=body.message,
+        ),
+        dataclasses.replace(placement, detached=True),
+    )
+    return RunAccepted(
+        run_id=run_id, chat_id=ticket.chat_id, status=ticket.status, events_url=_events_url(run_id)
+    )
 
 
-@router.post("/{run_id}/rerun", response_model=RunDetail, summary="Run again from a node of a past run",
-             responses={200: {"description": "blocking: the new run; streaming: its events (SSE)",
-                              "content": SSE_CONTENT},
-                        202: {"model": RunAccepted, "description": "async: the new run executes"},
-                        **NOT_FOUND, 403: {"model": ErrorBody}, 409: {"model": ErrorBody}, 422: {"model": ErrorBody},
-                        429: {"model": ErrorBody, "description": "a quota is used up (`Retry-After`)"}})
-async def rerun_run(run_id: str, body: RerunRequest, caller: Caller, service: Service, workflows: Workflows,
-                    settings: AppSettings, heartbeat_s: Heartbeat) -> Response | RunDetail:
+@router.post(
+    "/{run_id}/rerun",
+    response_model=RunDetail,
+    summary="Run again from a node of a past run",
+    responses={
+        200: {"description": "blocking: the new run; streaming: its events (SSE)", "content": SSE_CONTENT},
+        202: {"model": RunAccepted, "description": "async: the new run executes"},
+        **NOT_FOUND,
+        403: {"model": ErrorBody},
+        409: {"model": ErrorBody},
+        422: {"model": ErrorBody},
+        429: {"model": ErrorBody, "description": "a quota is used up (`Retry-After`)"},
+    },
+)
+async def rerun_run(
+    run_id: str,
+    body: RerunRequest,
+    caller: Caller,
+    service: Service,
+    workflows: Workflows,
+    settings: AppSettings,
+    heartbeat_s: Heartbeat,
+) -> Response | RunDetail:
     """A new run with the past run's inputs: the node runs before ``node_id`` are reused
     (not executed again; ``reused_from`` on each), ``node_id`` and what follows run with
     ``workflow`` if given, else the saved workflow's current draft, else the past run's own
@@ -256,7 +381,9 @@ async def rerun_run(run_id: str, body: RerunRequest, caller: Caller, service: Se
             doc, version = await service.workflow_of(caller.tenant_id, run_id), summary.workflow_version
     check_document(doc, settings)
     try:
-        ticket = await service.launch(caller.tenant_id, RerunRun(run_id, body.node_id, doc, workflow_version=version))
+        ticket = await service.launch(
+            caller.tenant_id, RerunRun(run_id, body.node_id, doc, workflow_version=version)
+        )
     except RerunRefused as exc:
         raise ApiError(422, "invalid_request", str(exc)) from None
     return await respond(ticket, body.response_mode, caller=caller, service=service, heartbeat_s=heartbeat_s)
@@ -273,19 +400,31 @@ def _resume_point(last_event_id: str | None, after: int | None) -> int:
         except ValueError:
             raise ApiError(422, "invalid_request", "Last-Event-ID must be an event id (an integer)") from None
         if not 0 <= value <= MAX_NUMBER:
-            raise ApiError(422, "invalid_request", f"Last-Event-ID must be an event id from 0 to {MAX_NUMBER}")
+            raise ApiError(
+                422, "invalid_request", f"Last-Event-ID must be an event id from 0 to {MAX_NUMBER}"
+            )
         return value
     return after or 0
 
 
 # a plain response class: FastAPI documents every declared response with the route class's
 # media type, and the errors before a stream starts are JSON
-@router.get("/{run_id}/events", response_class=Response,
-            responses={200: _SSE, **NOT_FOUND, 422: {"model": ErrorBody}},
-            summary="The run's events (SSE)")
-async def run_events(run_id: str, caller: Caller, service: Service, heartbeat_s: Heartbeat,
-                     after: Annotated[int | None, Query(ge=0, le=MAX_NUMBER, description="continue after this event id")] = None,
-                     last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None) -> Response:
+@router.get(
+    "/{run_id}/events",
+    response_class=Response,
+    responses={200: _SSE, **NOT_FOUND, 422: {"model": ErrorBody}},
+    summary="The run's events (SSE)",
+)
+async def run_events(
+    run_id: str,
+    caller: Caller,
+    service: Service,
+    heartbeat_s: Heartbeat,
+    after: Annotated[
+        int | None, Query(ge=0, le=MAX_NUMBER, description="continue after this event id")
+    ] = None,
+    last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
+) -> Response:
     """Stored events after the resume point, then live ones until the run ends or
     pauses, then ``done`` with its status. Ids are the events' ``seq``: a client that
     reconnects with ``Last-Event-ID`` gets exactly what it missed."""

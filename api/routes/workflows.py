@@ -32,14 +32,33 @@ from fastapi.responses import JSONResponse, Response
 
 from engine.compiler import check_workflow
 from engine.errors import CompileError
+from engine.ports import StalePublished, WorkflowNotFound, WorkflowRepo
 from engine.ref_scope import reference_scope
 from engine.shapes import deployment_problems, node_shapes, system_reads, valid_nodes
-from engine.ports import StalePublished, WorkflowNotFound, WorkflowRepo
-from schemas.api import (MAX_NUMBER, ErrorBody, NodeScope, NodeScopeRequest, NodeShapeOut, RunAccepted, RunDetail,
-                         ScopeEntryOut, WorkflowCreated, WorkflowDetail, WorkflowImport, WorkflowImported,
-                         WorkflowInputOut, WorkflowList, WorkflowOut, WorkflowProblems,
-                         WorkflowPublish, WorkflowRollback, WorkflowRunCreate, WorkflowUpdate, WorkflowVersionList,
-                         WorkflowVersionOut)
+from schemas.api import (
+    MAX_NUMBER,
+    ErrorBody,
+    NodeScope,
+    NodeScopeRequest,
+    NodeShapeOut,
+    RunAccepted,
+    RunDetail,
+    ScopeEntryOut,
+    WorkflowCreated,
+    WorkflowDetail,
+    WorkflowImport,
+    WorkflowImported,
+    WorkflowInputOut,
+    WorkflowList,
+    WorkflowOut,
+    WorkflowProblems,
+    WorkflowPublish,
+    WorkflowRollback,
+    WorkflowRunCreate,
+    WorkflowUpdate,
+    WorkflowVersionList,
+    WorkflowVersionOut,
+)
 from schemas.env_vars import secret_names, strip_secret_values
 from schemas.launch import Published
 from schemas.records import WorkflowRecord
@@ -61,40 +80,80 @@ _E: dict[int | str, dict[str, Any]] = {code: {"model": ErrorBody} for code in (4
 router = APIRouter(prefix="/v1/workflows", tags=["workflows"], responses=_E)
 
 #: the body of a new draft: any document with a usable ``id`` (it need not compile yet)
-_DOCUMENT_BODY = {"requestBody": {"content": {"application/json": {"schema": {
-    "type": "object", "required": ["id"], "additionalProperties": True,
-    "properties": {"id": {"type": "string", "minLength": 1, "maxLength": 200, "pattern": "^[^/]*[^/\\s][^/]*$",
-                          "description": "names the workflow (no `/`)"},
-                   "name": {"type": "string"}, "nodes": {"type": "array", "items": {"type": "object"}},
-                   "edges": {"type": "array", "items": {"type": "object"}}}}}}}}
+_DOCUMENT_BODY = {
+    "requestBody": {
+        "content": {
+            "application/json": {
+                "schema": {
+                    "type": "object",
+                    "required": ["id"],
+                    "additionalProperties": True,
+                    "properties": {
+                        "id": {
+                            "type": "string",
+                            "minLength": 1,
+                            "maxLength": 200,
+                            "pattern": "^[^/]*[^/\\s][^/]*$",
+                            "description": "names the workflow (no `/`)",
+                        },
+                        "name": {"type": "string"},
+                        "nodes": {"type": "array", "items": {"type": "object"}},
+                        "edges": {"type": "array", "items": {"type": "object"}},
+                    },
+                }
+            }
+        }
+    }
+}
 _SAVED = "$response.body#/id"
 _PATH = "$request.path.workflow_id"
 #: what a client does next with a workflow it saved or published (OpenAPI links)
 _CREATED_LINKS = {
     "GetWorkflow": link("get_workflow_v1_workflows__workflow_id__get", "the draft", workflow_id=_SAVED),
-    "ValidateWorkflow": link("validate_workflow_v1_workflows__workflow_id__validate_post", "check the draft",
-                             workflow_id=_SAVED),
-    "UpdateWorkflow": {**link("update_workflow_v1_workflows__workflow_id__put", "replace the draft",
-                              workflow_id=_SAVED),
-                       "requestBody": {"workflow": "$response.body#/draft",
-                                       "draft_version": "$response.body#/draft_version"}},
-    "PublishWorkflow": link("publish_workflow_v1_workflows__workflow_id__publish_post", "publish the draft",
-                            workflow_id=_SAVED),
-    "RunDraft": link("run_workflow_v1_workflows__workflow_id__runs_post", "run the draft", workflow_id=_SAVED,
-                     draft=True),
-    "ExportWorkflow": link("export_workflow_v1_workflows__workflow_id__export_get", "the draft as a file",
-                           workflow_id=_SAVED),
-    "DeleteWorkflow": link("delete_workflow_v1_workflows__workflow_id__delete", "delete it", workflow_id=_SAVED),
+    "ValidateWorkflow": link(
+        "validate_workflow_v1_workflows__workflow_id__validate_post", "check the draft", workflow_id=_SAVED
+    ),
+    "UpdateWorkflow": {
+        **link("update_workflow_v1_workflows__workflow_id__put", "replace the draft", workflow_id=_SAVED),
+        "requestBody": {
+            "workflow": "$response.body#/draft",
+            "draft_version": "$response.body#/draft_version",
+        },
+    },
+    "PublishWorkflow": link(
+        "publish_workflow_v1_workflows__workflow_id__publish_post", "publish the draft", workflow_id=_SAVED
+    ),
+    "RunDraft": link(
+        "run_workflow_v1_workflows__workflow_id__runs_post", "run the draft", workflow_id=_SAVED, draft=True
+    ),
+    "ExportWorkflow": link(
+        "export_workflow_v1_workflows__workflow_id__export_get", "the draft as a file", workflow_id=_SAVED
+    ),
+    "DeleteWorkflow": link(
+        "delete_workflow_v1_workflows__workflow_id__delete", "delete it", workflow_id=_SAVED
+    ),
 }
 _PUBLISHED_LINKS = {
-    "RunPublished": link("run_workflow_v1_workflows__workflow_id__runs_post", "run the published version",
-                         workflow_id=_PATH),
-    "ListVersions": link("list_versions_v1_workflows__workflow_id__versions_get", "the published versions",
-                         workflow_id=_PATH),
-    "Rollback": {**link("rollback_workflow_v1_workflows__workflow_id__rollback_post", "publish it again",
-                        workflow_id=_PATH), "requestBody": {"version": "$response.body#/version"}},
-    "ExportVersion": link("export_workflow_v1_workflows__workflow_id__export_get", "the version as a file",
-                          workflow_id=_PATH, version="$response.body#/version"),
+    "RunPublished": link(
+        "run_workflow_v1_workflows__workflow_id__runs_post", "run the published version", workflow_id=_PATH
+    ),
+    "ListVersions": link(
+        "list_versions_v1_workflows__workflow_id__versions_get", "the published versions", workflow_id=_PATH
+    ),
+    "Rollback": {
+        **link(
+            "rollback_workflow_v1_workflows__workflow_id__rollback_post",
+            "publish it again",
+            workflow_id=_PATH,
+        ),
+        "requestBody": {"version": "$response.body#/version"},
+    },
+    "ExportVersion": link(
+        "export_workflow_v1_workflows__workflow_id__export_get",
+        "the version as a file",
+        workflow_id=_PATH,
+        version="$response.body#/version",
+    ),
 }
 
 
@@ -113,8 +172,12 @@ def _writable(caller: Principal, workflow_id: str | None = None) -> None:
     if workflow_id is not None:
         _readable(caller, workflow_id)
     if caller.app_id is not None:
-        raise ApiError(403, "forbidden", f"this key is scoped to app {caller.app_id!r}: changing workflows "
-                                         f"needs a key of the whole tenant")
+        raise ApiError(
+            403,
+            "forbidden",
+            f"this key is scoped to app {caller.app_id!r}: changing workflows "
+            f"needs a key of the whole tenant",
+        )
 
 
 #: ids a saved workflow cannot take: they name the actions under ``/v1/workflows/``, so a
@@ -127,22 +190,33 @@ def _document_id(doc: dict[str, Any]) -> str:
     with ``/``, over 200 characters, or one of :data:`RESERVED_IDS`)."""
     value = doc.get("id")
     if not isinstance(value, str) or not value.strip() or len(value) > 200 or "/" in value:
-        raise ApiError(422, "invalid_workflow", "the workflow needs an `id` (a non-empty string without `/`, "
-                                                "at most 200 characters)")
+        raise ApiError(
+            422,
+            "invalid_workflow",
+            "the workflow needs an `id` (a non-empty string without `/`, at most 200 characters)",
+        )
     if value in RESERVED_IDS:
-        raise ApiError(422, "invalid_workflow", f"id: {value!r} names an action of /v1/workflows "
-                                                f"(POST /v1/workflows/{value}); choose another workflow id")
+        raise ApiError(
+            422,
+            "invalid_workflow",
+            f"id: {value!r} names an action of /v1/workflows "
+            f"(POST /v1/workflows/{value}); choose another workflow id",
+        )
     return value
 
 
-def _problems(service: Any, doc: dict[str, Any], nodes: list[Any] | None = None,
-              models: Any = None) -> list[dict[str, Any]]:
+def _problems(
+    service: Any, doc: dict[str, Any], nodes: list[Any] | None = None, models: Any = None
+) -> list[dict[str, Any]]:
     """The compiler's problems of ``doc`` and what this deployment lacks for it, with
     ``models`` (the caller's tenant's, ``RunService.models_of``; default: the service's)."""
     models = models if models is not None else service.models
-    problems = [*check_workflow(doc, catalog=service.catalog, models=models),
-                *deployment_problems(doc, catalog=service.catalog, settings=service.settings, models=models,
-                                     nodes=nodes)]
+    problems = [
+        *check_workflow(doc, catalog=service.catalog, models=models),
+        *deployment_problems(
+            doc, catalog=service.catalog, settings=service.settings, models=models, nodes=nodes
+        ),
+    ]
     return [p.to_dict() for p in problems]
 
 
@@ -156,18 +230,29 @@ def _validate(service: Any, doc: dict[str, Any], models: Any = None) -> Workflow
     nodes = valid_nodes(doc, service.catalog)
     problems = _problems(service, doc, nodes, models)
     shapes = node_shapes(doc, catalog=service.catalog, nodes=nodes)
-    return WorkflowProblems(valid=_valid(problems), problems=problems, inputs=WorkflowInputOut.of_document(doc),
-                            nodes={nid: NodeShapeOut(handles=s.handles, outputs=s.outputs) for nid, s in shapes.items()},
-                            system_reads=system_reads(doc, catalog=service.catalog, nodes=nodes))
+    return WorkflowProblems(
+        valid=_valid(problems),
+        problems=problems,
+        inputs=WorkflowInputOut.of_document(doc),
+        nodes={nid: NodeShapeOut(handles=s.handles, outputs=s.outputs) for nid, s in shapes.items()},
+        system_reads=system_reads(doc, catalog=service.catalog, nodes=nodes),
+    )
 
 
 # ---------------------------------------------------------------------- drafts
 
 
-@router.post("", status_code=201, response_model=WorkflowCreated, summary="Save a new workflow (its draft)",
-             openapi_extra=_DOCUMENT_BODY, responses={201: {"links": _CREATED_LINKS}})
-async def create_workflow(doc: dict[str, Any], caller: Caller, repo: Repo, settings: AppSettings,
-                          service: Service) -> WorkflowDetail:
+@router.post(
+    "",
+    status_code=201,
+    response_model=WorkflowCreated,
+    summary="Save a new workflow (its draft)",
+    openapi_extra=_DOCUMENT_BODY,
+    responses={201: {"links": _CREATED_LINKS}},
+)
+async def create_workflow(
+    doc: dict[str, Any], caller: Caller, repo: Repo, settings: AppSettings, service: Service
+) -> WorkflowDetail:
     """The document becomes the draft (version 1) of the workflow named by its ``id``;
     it need not compile yet (``validate`` says what is wrong), but must be within the
     size caps (422 naming the path). 409 when the id is taken."""
@@ -183,25 +268,31 @@ async def create_workflow(doc: dict[str, Any], caller: Caller, repo: Repo, setti
 async def list_workflows(caller: Caller, repo: Repo) -> WorkflowList:
     """By id, without documents (an app key sees its app's workflow only)."""
     found = await repo.list(caller.tenant_id, caller.app_id)
-    return WorkflowList(workflows=[WorkflowOut(**r.model_dump(exclude={"tenant_id", "draft"})) for r in found])
+    return WorkflowList(
+        workflows=[WorkflowOut(**r.model_dump(exclude={"tenant_id", "draft"})) for r in found]
+    )
 
 
 @router.post("/validate", response_model=WorkflowProblems, summary="Validate an unsaved document")
 async def validate_document(doc: dict[str, Any], caller: Caller, service: Service) -> WorkflowProblems:
     """Every compile problem of the document (errors and warnings), and a warning for
     each secret it declares that has no value for its workflow id."""
-    return await _with_secrets(_validate(service, doc, await service.models_of(caller.tenant_id)), service, caller,
-                                doc)
+    return await _with_secrets(
+        _validate(service, doc, await service.models_of(caller.tenant_id)), service, caller, doc
+    )
 
 
-async def _with_secrets(answer: WorkflowProblems, service: Any, caller: Principal,
-                        doc: dict[str, Any]) -> WorkflowProblems:
+async def _with_secrets(
+    answer: WorkflowProblems, service: Any, caller: Principal, doc: dict[str, Any]
+) -> WorkflowProblems:
     answer.problems += await unset_secret_warnings(service, caller.tenant_id, doc)
     return answer
 
 
 @router.post("/scope", response_model=NodeScope, summary="What a node may reference")
-async def node_scope(body: NodeScopeRequest, _caller: Caller, service: Service, settings: AppSettings) -> NodeScope:
+async def node_scope(
+    body: NodeScopeRequest, _caller: Caller, service: Service, settings: AppSettings
+) -> NodeScope:
     """The references node ``node_id`` may use in config field ``field``: inputs, run and
     conversation variables, system variables and the outputs of the nodes it may read,
     decided by the compiler's own reference rule. 422 when the document's top level is
@@ -210,11 +301,20 @@ async def node_scope(body: NodeScopeRequest, _caller: Caller, service: Service, 
     try:
         entries = reference_scope(body.workflow, body.node_id, catalog=service.catalog, field=body.field)
     except CompileError as exc:
-        raise ApiError(422, "invalid_workflow", "; ".join(p.message for p in exc.problems) or "invalid workflow",
-                       problems=[p.to_dict() for p in exc.problems]) from None
-    return NodeScope(node_id=body.node_id, field=body.field,
-                     entries=[ScopeEntryOut(path=e.path, group=e.group, node_id=e.node_id, output=e.output, type=e.type)
-                              for e in entries])
+        raise ApiError(
+            422,
+            "invalid_workflow",
+            "; ".join(p.message for p in exc.problems) or "invalid workflow",
+            problems=[p.to_dict() for p in exc.problems],
+        ) from None
+    return NodeScope(
+        node_id=body.node_id,
+        field=body.field,
+        entries=[
+            ScopeEntryOut(path=e.path, group=e.group, node_id=e.node_id, output=e.output, type=e.type)
+            for e in entries
+        ],
+    )
 
 
 @router.put("/validate", include_in_schema=False)
@@ -225,11 +325,18 @@ async def put_on_an_action(request: Request) -> Response:
     without this the path would read as ``PUT /v1/workflows/{workflow_id}`` of a workflow
     called ``validate`` and answer about a body it was never meant to take."""
     action = request.url.path.rstrip("/").rsplit("/", 1)[-1]
-    does = {"validate": "validates an unsaved document", "import": "converts a workflow file",
-            "scope": "answers what a node may reference"}.get(action, "is an action")
-    raise ApiError(405, "method_not_allowed", f"PUT is not allowed on /v1/workflows/{action}: POST {does}; a saved "
-                                              "workflow's draft is replaced with PUT /v1/workflows/{id}",
-                   headers={"Allow": "POST"})
+    does = {
+        "validate": "validates an unsaved document",
+        "import": "converts a workflow file",
+        "scope": "answers what a node may reference",
+    }.get(action, "is an action")
+    raise ApiError(
+        405,
+        "method_not_allowed",
+        f"PUT is not allowed on /v1/workflows/{action}: POST {does}; a saved "
+        "workflow's draft is replaced with PUT /v1/workflows/{id}",
+        headers={"Allow": "POST"},
+    )
 
 
 @router.get("/{workflow_id}", response_model=WorkflowDetail, summary="A workflow with its draft")
@@ -240,15 +347,23 @@ async def get_workflow(workflow_id: str, caller: Caller, repo: Repo) -> Workflow
 
 
 @router.put("/{workflow_id}", response_model=WorkflowDetail, summary="Replace the draft")
-async def update_workflow(workflow_id: str, body: WorkflowUpdate, caller: Caller, repo: Repo,
-                          settings: AppSettings, service: Service) -> WorkflowDetail:
+async def update_workflow(
+    workflow_id: str,
+    body: WorkflowUpdate,
+    caller: Caller,
+    repo: Repo,
+    settings: AppSettings,
+    service: Service,
+) -> WorkflowDetail:
     """The new draft when ``draft_version`` is still the draft's version (it goes up by
     one); else 409 ``{"error", "current_version"}``. The document's id must stay; the
     document must be within the size caps (422 naming the path)."""
     _writable(caller, workflow_id)
     check_document(body.workflow, settings)
     if body.workflow.get("id", workflow_id) != workflow_id:
-        raise ApiError(422, "invalid_workflow", f"the document's id must be {workflow_id!r} (ids do not change)")
+        raise ApiError(
+            422, "invalid_workflow", f"the document's id must be {workflow_id!r} (ids do not change)"
+        )
     doc, secrets = strip_secret_values({**body.workflow, "id": workflow_id})
     updated = await repo.update_draft(caller.tenant_id, workflow_id, doc, body.draft_version)
     await keep_secrets(service, caller.tenant_id, workflow_id, secrets)
@@ -266,24 +381,33 @@ async def delete_workflow(workflow_id: str, caller: Caller, repo: Repo, service:
 
 
 @router.post("/{workflow_id}/validate", response_model=WorkflowProblems, summary="Validate the draft")
-async def validate_workflow(workflow_id: str, caller: Caller, repo: Repo, service: Service) -> WorkflowProblems:
+async def validate_workflow(
+    workflow_id: str, caller: Caller, repo: Repo, service: Service
+) -> WorkflowProblems:
     """Every compile problem of the draft, as ``flowloom validate --json`` prints them."""
     _readable(caller, workflow_id)
     draft = (await repo.get(caller.tenant_id, workflow_id)).draft
-    return await _with_secrets(_validate(service, draft, await service.models_of(caller.tenant_id)), service, caller,
-                                draft)
+    return await _with_secrets(
+        _validate(service, draft, await service.models_of(caller.tenant_id)), service, caller, draft
+    )
 
 
 # -------------------------------------------------------------------- versions
 
 
 def _version_out(version: Any, published: int | None) -> WorkflowVersionOut:
-    return WorkflowVersionOut(version=version.version, doc_hash=version.doc_hash, note=version.note,
-                              created_at=version.created_at, published=version.version == published)
+    return WorkflowVersionOut(
+        version=version.version,
+        doc_hash=version.doc_hash,
+        note=version.note,
+        created_at=version.created_at,
+        published=version.version == published,
+    )
 
 
-async def _publish(repo: WorkflowRepo, service: Any, caller: Principal, workflow_id: str, doc: dict[str, Any],
-                   note: str) -> WorkflowVersionOut:
+async def _publish(
+    repo: WorkflowRepo, service: Any, caller: Principal, workflow_id: str, doc: dict[str, Any], note: str
+) -> WorkflowVersionOut:
     """Compile ``doc`` (422 with every problem when it has errors), then publish it."""
     problems = _problems(service, doc, models=await service.models_of(caller.tenant_id))
     if not _valid(problems):
@@ -293,10 +417,16 @@ async def _publish(repo: WorkflowRepo, service: Any, caller: Principal, workflow
     return _version_out(version, version.version)
 
 
-@router.post("/{workflow_id}/publish", status_code=201, response_model=WorkflowVersionOut,
-             summary="Publish the draft as a new version", responses={201: {"links": _PUBLISHED_LINKS}})
-async def publish_workflow(workflow_id: str, body: WorkflowPublish, caller: Caller, repo: Repo,
-                           service: Service) -> WorkflowVersionOut:
+@router.post(
+    "/{workflow_id}/publish",
+    status_code=201,
+    response_model=WorkflowVersionOut,
+    summary="Publish the draft as a new version",
+    responses={201: {"links": _PUBLISHED_LINKS}},
+)
+async def publish_workflow(
+    workflow_id: str, body: WorkflowPublish, caller: Caller, repo: Repo, service: Service
+) -> WorkflowVersionOut:
     """The draft, compiled, becomes version n+1 and what apps and keys run."""
     _writable(caller, workflow_id)
     record = await repo.get(caller.tenant_id, workflow_id)
@@ -309,14 +439,21 @@ async def list_versions(workflow_id: str, caller: Caller, repo: Repo) -> Workflo
     _readable(caller, workflow_id)
     record = await repo.get(caller.tenant_id, workflow_id)
     found = await repo.versions(caller.tenant_id, workflow_id)
-    return WorkflowVersionList(versions=[_version_out(v, record.published_version) for v in found],
-                               published_version=record.published_version)
+    return WorkflowVersionList(
+        versions=[_version_out(v, record.published_version) for v in found],
+        published_version=record.published_version,
+    )
 
 
-@router.post("/{workflow_id}/rollback", status_code=201, response_model=WorkflowVersionOut,
-             summary="Publish an earlier version again")
-async def rollback_workflow(workflow_id: str, body: WorkflowRollback, caller: Caller, repo: Repo,
-                            service: Service) -> WorkflowVersionOut:
+@router.post(
+    "/{workflow_id}/rollback",
+    status_code=201,
+    response_model=WorkflowVersionOut,
+    summary="Publish an earlier version again",
+)
+async def rollback_workflow(
+    workflow_id: str, body: WorkflowRollback, caller: Caller, repo: Repo, service: Service
+) -> WorkflowVersionOut:
     """Version ``version``'s document becomes a new version (the draft is unchanged)."""
     _writable(caller, workflow_id)
     old = await repo.get_version(caller.tenant_id, workflow_id, body.version)
@@ -324,10 +461,17 @@ async def rollback_workflow(workflow_id: str, body: WorkflowRollback, caller: Ca
     return await _publish(repo, service, caller, workflow_id, old.doc or {}, note)
 
 
-@router.get("/{workflow_id}/export", summary="The draft or a version as a workflow file",
-            responses={200: {"content": {"application/json": {"schema": {"type": "object"}}}}})
-async def export_workflow(workflow_id: str, caller: Caller, repo: Repo,
-                          version: Annotated[int | None, Query(ge=1, le=MAX_NUMBER)] = None) -> JSONResponse:
+@router.get(
+    "/{workflow_id}/export",
+    summary="The draft or a version as a workflow file",
+    responses={200: {"content": {"application/json": {"schema": {"type": "object"}}}}},
+)
+async def export_workflow(
+    workflow_id: str,
+    caller: Caller,
+    repo: Repo,
+    version: Annotated[int | None, Query(ge=1, le=MAX_NUMBER)] = None,
+) -> JSONResponse:
     """The document (importable again as it is), as an attachment ``<id>.json``. A
     secret environment variable is listed by name with an empty value (its type is the
     marker that a value must be set after import); values never leave the store."""
@@ -342,14 +486,41 @@ async def export_workflow(workflow_id: str, caller: Caller, repo: Repo,
 
 # ---------------------------------------------------------------------- import
 
-_IMPORT_BODY = {"requestBody": {"required": True, "content": {
-    "application/json": {"schema": WorkflowImport.model_json_schema()},
-    "multipart/form-data": {"schema": {"type": "object", "required": ["file"], "properties": {
-        "file": {"type": "string", "format": "binary", "description": "FastGPT JSON, Dify YAML or Flowloom JSON"},
-        "model_map": {"type": "string", "description": "JSON object: source model -> registry model"},
-        "dataset_map": {"type": "string", "description": "JSON object: source dataset id -> dataset id"},
-        "secrets": {"type": "string", "description": "JSON object: secret name -> value (stored encrypted with ?save=true)"},
-        "allow_partial": {"type": "boolean"}, "workflow_id": {"type": "string"}}}}}}}
+_IMPORT_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/json": {"schema": WorkflowImport.model_json_schema()},
+            "multipart/form-data": {
+                "schema": {
+                    "type": "object",
+                    "required": ["file"],
+                    "properties": {
+                        "file": {
+                            "type": "string",
+                            "format": "binary",
+                            "description": "FastGPT JSON, Dify YAML or Flowloom JSON",
+                        },
+                        "model_map": {
+                            "type": "string",
+                            "description": "JSON object: source model -> registry model",
+                        },
+                        "dataset_map": {
+                            "type": "string",
+                            "description": "JSON object: source dataset id -> dataset id",
+                        },
+                        "secrets": {
+                            "type": "string",
+                            "description": "JSON object: secret name -> value (stored encrypted with ?save=true)",
+                        },
+                        "allow_partial": {"type": "boolean"},
+                        "workflow_id": {"type": "string"},
+                    },
+                }
+            },
+        },
+    }
+}
 
 
 async def _import_request(request: Request) -> tuple[WorkflowImport, bytes | str, str | None]:
@@ -364,14 +535,22 @@ async def _import_request(request: Request) -> tuple[WorkflowImport, bytes | str
             mapping = json.loads(str(form.get("model_map") or "{}"))
             datasets = json.loads(str(form.get("dataset_map") or "{}"))
             secrets = json.loads(str(form.get("secrets") or "{}"))
-            params = WorkflowImport(source="-", model_map=mapping, dataset_map=datasets, secrets=secrets,
-                                    allow_partial=str(form.get("allow_partial", "")).lower() in ("1", "true", "on"),
-                                    workflow_id=form.get("workflow_id") or None)  # type: ignore[arg-type]
+            params = WorkflowImport(
+                source="-",
+                model_map=mapping,
+                dataset_map=datasets,
+                secrets=secrets,
+                allow_partial=str(form.get("allow_partial", "")).lower() in ("1", "true", "on"),
+                workflow_id=form.get("workflow_id") or None,
+            )  # type: ignore[arg-type]
         except ValueError as exc:
             raise ApiError(422, "invalid_request", f"invalid import options: {exc}") from None
         return params, await upload.read(), upload.filename
-    params = parse_body(await request.body(), WorkflowImport,
-                        "send `{\"source\": \"<the file's text>\"}` as JSON or the file as multipart `file`: ")
+    params = parse_body(
+        await request.body(),
+        WorkflowImport,
+        'send `{"source": "<the file\'s text>"}` as JSON or the file as multipart `file`: ',
+    )
     return params, params.source, None
 
 
@@ -387,10 +566,15 @@ def _default_id(data: bytes | str, filename: str | None) -> str | None:
     return PurePath(filename).stem or None
 
 
-@router.post("/import", response_model=WorkflowImported, openapi_extra=_IMPORT_BODY,
-             summary="Convert a FastGPT / Dify / Flowloom file (optionally save it)")
-async def import_file(request: Request, caller: Caller, repo: Repo, service: Service,
-                      save: bool = False) -> WorkflowImported:
+@router.post(
+    "/import",
+    response_model=WorkflowImported,
+    openapi_extra=_IMPORT_BODY,
+    summary="Convert a FastGPT / Dify / Flowloom file (optionally save it)",
+)
+async def import_file(
+    request: Request, caller: Caller, repo: Repo, service: Service, save: bool = False
+) -> WorkflowImported:
     """The converted workflow and its import report; 422 with the report as ``problems``
     when it cannot be converted (see ``allow_partial``). Nothing in the file is run.
     ``?save=true`` saves the result as a new draft (409 when its id is taken)."""
@@ -400,37 +584,74 @@ async def import_file(request: Request, caller: Caller, repo: Repo, service: Ser
         _writable(caller)
     params, data, filename = await _import_request(request)
     try:
-        result = import_workflow(data, catalog=service.catalog, models=await service.models_of(caller.tenant_id),
-                                 allow_partial=params.allow_partial, model_map=params.model_map,
-                                 workflow_id=params.workflow_id or _default_id(data, filename), hints=API_MODEL_HINTS,
-                                 dataset_map=params.dataset_map)
+        result = import_workflow(
+            data,
+            catalog=service.catalog,
+            models=await service.models_of(caller.tenant_id),
+            allow_partial=params.allow_partial,
+            model_map=params.model_map,
+            workflow_id=params.workflow_id or _default_id(data, filename),
+            hints=API_MODEL_HINTS,
+            dataset_map=params.dataset_map,
+        )
     except ImportFailed as exc:
-        raise ApiError(422, "invalid_import", f"the file cannot be imported ({exc.source_format or 'unknown format'})",
-                       problems=[i.to_dict() for i in exc.report]) from None
+        raise ApiError(
+            422,
+            "invalid_import",
+            f"the file cannot be imported ({exc.source_format or 'unknown format'})",
+            problems=[i.to_dict() for i in exc.report],
+        ) from None
     workflow, _values = strip_secret_values(result.workflow)
     saved = None
     if save:
         created = await repo.create(caller.tenant_id, {**workflow, "id": _document_id(workflow)})
-        await keep_secrets(service, caller.tenant_id, created.id,
-                           {k: v for k, v in params.secrets.items() if k in secret_names(workflow) and v})
+        await keep_secrets(
+            service,
+            caller.tenant_id,
+            created.id,
+            {k: v for k, v in params.secrets.items() if k in secret_names(workflow) and v},
+        )
         saved = _detail(created)
-    return WorkflowImported(workflow=workflow, report=[i.to_dict() for i in result.report],
-                            source_format=result.source_format, partial=result.partial, models=result.models,
-                            datasets=result.datasets, saved=saved, secrets_needed=secret_names(workflow))
+    return WorkflowImported(
+        workflow=workflow,
+        report=[i.to_dict() for i in result.report],
+        source_format=result.source_format,
+        partial=result.partial,
+        models=result.models,
+        datasets=result.datasets,
+        saved=saved,
+        secrets_needed=secret_names(workflow),
+    )
 
 
 # ------------------------------------------------------------------------ runs
 
 
-@router.post("/{workflow_id}/runs", response_model=RunDetail, summary="Run the published version (or the draft)",
-             responses={200: {"description": "blocking: the run; streaming: its events (SSE)",
-                              "content": SSE_CONTENT, "links": RUN_LINKS},
-                        202: {"model": RunAccepted, "description": "async: the run executes", "links": RUN_LINKS},
-                        429: {"model": ErrorBody, "description": "a quota is used up (`Retry-After`)"}})
-async def run_workflow(workflow_id: str, body: WorkflowRunCreate, caller: Caller, repo: Repo, service: Service,
-                       settings: AppSettings, placement: RunPlacement, heartbeat_s: Heartbeat,
-                       draft: Annotated[bool, Query(description="run the draft (keys of the whole tenant)")] = False
-                       ) -> Response | RunDetail:
+@router.post(
+    "/{workflow_id}/runs",
+    response_model=RunDetail,
+    summary="Run the published version (or the draft)",
+    responses={
+        200: {
+            "description": "blocking: the run; streaming: its events (SSE)",
+            "content": SSE_CONTENT,
+            "links": RUN_LINKS,
+        },
+        202: {"model": RunAccepted, "description": "async: the run executes", "links": RUN_LINKS},
+        429: {"model": ErrorBody, "description": "a quota is used up (`Retry-After`)"},
+    },
+)
+async def run_workflow(
+    workflow_id: str,
+    body: WorkflowRunCreate,
+    caller: Caller,
+    repo: Repo,
+    service: Service,
+    settings: AppSettings,
+    placement: RunPlacement,
+    heartbeat_s: Heartbeat,
+    draft: Annotated[bool, Query(description="run the draft (keys of the whole tenant)")] = False,
+) -> Response | RunDetail:
     """As ``POST /v1/runs`` with the saved document: the published version (409 when
     none is), or with ``?draft=true`` the draft. The run records ``workflow_version``
     (the version number, or ``draft``)."""
@@ -438,21 +659,45 @@ async def run_workflow(workflow_id: str, body: WorkflowRunCreate, caller: Caller
     if draft:
         record = await repo.get(caller.tenant_id, workflow_id)
         if caller.app_id is not None:
-            raise ApiError(403, "forbidden", "running a draft needs a key of the whole tenant; app keys run "
-                                             "the published version")
-        return await run_document(record.draft, body, caller=caller, service=service, settings=settings,
-                                  placement=placement, heartbeat_s=heartbeat_s, workflow_version="draft")
+            raise ApiError(
+                403,
+                "forbidden",
+                "running a draft needs a key of the whole tenant; app keys run the published version",
+            )
+        return await run_document(
+            record.draft,
+            body,
+            caller=caller,
+            service=service,
+            settings=settings,
+            placement=placement,
+            heartbeat_s=heartbeat_s,
+            workflow_version="draft",
+        )
     for _attempt in range(_PUBLISH_RACES):
         # The version may come from memory: the run is created only while it is still the
         # published one, else nothing is stored and it is read again.
         if (found := await repo.published(caller.tenant_id, workflow_id, cached=True)) is None:
-            raise ApiError(409, "conflict", f"workflow {workflow_id!r} has no published version: publish it, or "
-                                            f"run the draft with ?draft=true")
+            raise ApiError(
+                409,
+                "conflict",
+                f"workflow {workflow_id!r} has no published version: publish it, or "
+                f"run the draft with ?draft=true",
+            )
         try:
-            return await run_document(found.doc or {}, body, caller=caller, service=service, settings=settings,
-                                      placement=placement, heartbeat_s=heartbeat_s,
-                                      workflow_version=str(found.version),
-                                      published=Published(workflow_id, found.version, found.doc_hash))
+            return await run_document(
+                found.doc or {},
+                body,
+                caller=caller,
+                service=service,
+                settings=settings,
+                placement=placement,
+                heartbeat_s=heartbeat_s,
+                workflow_version=str(found.version),
+                published=Published(workflow_id, found.version, found.doc_hash),
+            )
         except StalePublished:
             continue
-    raise ApiError(409, "conflict", f"workflow {workflow_id!r} was published again while the run started; retry")
+    raise ApiError(
+        409, "conflict", f"workflow {workflow_id!r} was published again while the run started; retry"
+    )

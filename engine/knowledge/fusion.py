@@ -22,8 +22,8 @@ deterministic for a deterministic store.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
 
 __all__ = [
     "RRF_K",
@@ -52,7 +52,7 @@ class RecallPass:
     name: str
     items: list[tuple[str, float]] = field(default_factory=list)
 
-    def dedupe(self) -> "RecallPass":
+    def dedupe(self) -> RecallPass:
         seen: set[str] = set()
         kept: list[tuple[str, float]] = []
         for key, score in self.items:
@@ -73,7 +73,9 @@ class Fused:
     scores: dict[str, float] = field(default_factory=dict)
 
 
-def _best_per_kind(passes: Sequence[RecallPass]) -> tuple[list[str], dict[str, dict[str, int]], dict[str, dict[str, float]]]:
+def _best_per_kind(
+    passes: Sequence[RecallPass],
+) -> tuple[list[str], dict[str, dict[str, int]], dict[str, dict[str, float]]]:
     """(keys in first-seen order, kind -> key -> best rank, kind -> key -> best normalised score)."""
     order: list[str] = []
     seen: set[str] = set()
@@ -110,8 +112,10 @@ def fuse_rrf(passes: Sequence[RecallPass], k: int = RRF_K) -> list[Fused]:
         for rank, (key, _) in enumerate(p.items, start=1):
             totals[key] = totals.get(key, 0.0) + 1.0 / (k + rank)
     best = len(counted) / (k + 1)
-    fused = [Fused(key, totals[key] / best, {kind: own[key] for kind, own in scores.items() if key in own})
-             for key in order]
+    fused = [
+        Fused(key, totals[key] / best, {kind: own[key] for kind, own in scores.items() if key in own})
+        for key in order
+    ]
     fused.sort(key=lambda f: -f.score)
     return fused
 
@@ -121,8 +125,13 @@ def fuse_weighted(passes: Sequence[RecallPass], semantic_weight: float) -> list[
     only, its normalised score alone (the weight of an absent kind is not a penalty)."""
     order, _, scores = _best_per_kind(passes)
     kinds = [kind for kind in scores if scores[kind]]
-    weights = {"semantic": semantic_weight, "full_text": 1.0 - semantic_weight} if len(kinds) > 1 else {kinds[0]: 1.0} \
-        if kinds else {}
+    weights = (
+        {"semantic": semantic_weight, "full_text": 1.0 - semantic_weight}
+        if len(kinds) > 1
+        else {kinds[0]: 1.0}
+        if kinds
+        else {}
+    )
     fused = []
     for key in order:
         own = {kind: scores[kind][key] for kind in kinds if key in scores[kind]}

@@ -39,7 +39,8 @@ import os
 import socket
 import time
 import uuid
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from schemas.knowledge import Chunk, ChunkKind, Dataset, Document, DocumentStatus, IndexInfo
 
@@ -73,9 +74,17 @@ class Ingestor:
     """Ingests documents (module docstring). ``owner_id``: who holds the leases (default:
     ``host.pid.random``, unique per process)."""
 
-    def __init__(self, *, store: KnowledgeStore, chunker: Chunker, embedder: Embedder | None = None,
-                 on_usage: UsageSink | None = None, lease_s: float = DEFAULT_LEASE_S,
-                 batch_size: int = DEFAULT_BATCH_SIZE, owner_id: str | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        store: KnowledgeStore,
+        chunker: Chunker,
+        embedder: Embedder | None = None,
+        on_usage: UsageSink | None = None,
+        lease_s: float = DEFAULT_LEASE_S,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        owner_id: str | None = None,
+    ) -> None:
         self.store, self.chunker, self.embedder, self.on_usage = store, chunker, embedder, on_usage
         self.lease_s, self.batch_size = lease_s, batch_size
         self.owner_id = owner_id or f"{socket.gethostname()}.{os.getpid()}.{uuid.uuid4().hex[:8]}"
@@ -86,8 +95,9 @@ class Ingestor:
         it; the document as it ends (``ready`` or ``failed``), or as it is when this
         worker lost its lease midway (it stalled past the lease: the worker that took the
         document over finishes it). Raises DocumentNotFound (the document was deleted)."""
-        while not await self.store.claim_document(tenant_id, document_id, self.owner_id,
-                                                  time.time() + self.lease_s):
+        while not await self.store.claim_document(
+            tenant_id, document_id, self.owner_id, time.time() + self.lease_s
+        ):
             await self.store.get_document(tenant_id, document_id)  # DocumentNotFound ends the wait
             await asyncio.sleep(min(self.lease_s / 3, 1.0))
         work = asyncio.ensure_future(self._ingest(tenant_id, document_id))
@@ -99,8 +109,11 @@ class Ingestor:
         except asyncio.CancelledError:
             if not renewal.done() or renewal.cancelled() or renewal.result() is not True:
                 raise  # cancelled from outside
-            logger.warning("document %s (tenant %s): lease lost to another worker; leaving it to that one",
-                           document_id, tenant_id)
+            logger.warning(
+                "document %s (tenant %s): lease lost to another worker; leaving it to that one",
+                document_id,
+                tenant_id,
+            )
             return await self.store.get_document(tenant_id, document_id)
         finally:
             if not work.done():
@@ -112,15 +125,16 @@ class Ingestor:
                 with contextlib.suppress(Exception):
                     await asyncio.shield(self.store.release_document(tenant_id, document_id, self.owner_id))
 
-    async def _renew(self, tenant_id: str, document_id: str, work: "asyncio.Future[Any]") -> bool:
+    async def _renew(self, tenant_id: str, document_id: str, work: asyncio.Future[Any]) -> bool:
         """Renew the lease every third of it; when another worker holds the document now,
         cancel ``work`` and return True."""
         while True:
             await asyncio.sleep(self.lease_s / 3)
             try:
-                held = await self.store.claim_document(tenant_id, document_id, self.owner_id,
-                                                       time.time() + self.lease_s)
-            except Exception:  # noqa: BLE001 - the store away a moment: the next renewal tries again
+                held = await self.store.claim_document(
+                    tenant_id, document_id, self.owner_id, time.time() + self.lease_s
+                )
+            except Exception:
                 continue
             if not held:
                 work.cancel()
@@ -135,17 +149,31 @@ class Ingestor:
                 return document, False
             # one write ends the document when its content did not change meanwhile: its
             # counts, ``ready`` and the lease given up
-            finished = await self.store.finish_document(tenant_id, document_id, content_hash=started_hash,
-                                                        chunk_count=searchable, owner_id=self.owner_id)
+            finished = await self.store.finish_document(
+                tenant_id,
+                document_id,
+                content_hash=started_hash,
+                chunk_count=searchable,
+                owner_id=self.owner_id,
+            )
             if finished is not None:
                 break
-            logger.info("document %s (tenant %s): a new version arrived during its ingestion; again",
-                        document_id, tenant_id)
+            logger.info(
+                "document %s (tenant %s): a new version arrived during its ingestion; again",
+                document_id,
+                tenant_id,
+            )
         assert dataset is not None  # set by every pass that did not fail
         released = finished is not None
         if finished is None:  # new versions kept arriving: ready as it is, the next job takes over
-            finished = await self.store.update_document(tenant_id, document_id, status=DocumentStatus.ready,
-                                                        error=None, chunk_count=searchable, chunks_done=searchable)
+            finished = await self.store.update_document(
+                tenant_id,
+                document_id,
+                status=DocumentStatus.ready,
+                error=None,
+                chunk_count=searchable,
+                chunks_done=searchable,
+            )
         if dataset.building_index is not None:
             await self._activate_if_built(tenant_id, dataset.id)
         return finished, released
@@ -173,7 +201,9 @@ class Ingestor:
             raise DocumentNotFound(f"document {document_id!r} was deleted during its ingestion") from None
         except (EmbeddingError, DocumentRejected) as exc:
             logger.warning("document %s (tenant %s): ingestion failed: %s", document_id, tenant_id, exc)
-            failed = await store.update_document(tenant_id, document_id, status=DocumentStatus.failed, error=str(exc))
+            failed = await store.update_document(
+                tenant_id, document_id, status=DocumentStatus.failed, error=str(exc)
+            )
             return failed, dataset, started_hash, 0
         return document, dataset, started_hash, searchable
 
@@ -184,8 +214,9 @@ class Ingestor:
             return []
         return [i for i in (dataset.active_index, dataset.building_index) if i is not None]
 
-    async def _embed_index(self, tenant_id: str, document_id: str, index: IndexInfo, total: int,
-                           tracked: bool) -> None:
+    async def _embed_index(
+        self, tenant_id: str, document_id: str, index: IndexInfo, total: int, tracked: bool
+    ) -> None:
         """Embed the document's chunks that have no vector in ``index``, batch by batch.
         They are listed once (not once per batch), then again after their batches: any
         still there means the store kept none of them, which stops instead of paying again."""
@@ -195,14 +226,15 @@ class Ingestor:
         missing = await store.chunks_without_vector(tenant_id, index.id, document_id, limit=total + 1)
         done = total - len(missing)
         if tracked:
-            await store.update_document(tenant_id, document_id, status=DocumentStatus.embedding, chunk_count=total,
-                                        chunks_done=done)
+            await store.update_document(
+                tenant_id, document_id, status=DocumentStatus.embedding, chunk_count=total, chunks_done=done
+            )
         dimension = index.dimension
         size = self.batch_size
         while missing:
             stored_all = True
             for start in range(0, len(missing), size):
-                batch = missing[start:start + size]
+                batch = missing[start : start + size]
                 dimension, stored = await self._embed_batch(tenant_id, index, batch, dimension)
                 stored_all = stored_all and stored == len(batch)
                 done += len(batch)
@@ -212,30 +244,41 @@ class Ingestor:
                 return
             left = await store.chunks_without_vector(tenant_id, index.id, document_id, limit=total + 1)
             if {c.id for c in left} & {c.id for c in missing}:
-                raise EmbeddingError(f"the vectors of embedding model {index.embedding_model!r} were not stored")
+                raise EmbeddingError(
+                    f"the vectors of embedding model {index.embedding_model!r} were not stored"
+                )
             missing = left
 
-    async def _embed_batch(self, tenant_id: str, index: IndexInfo, batch: Sequence[Chunk],
-                           dimension: int | None) -> tuple[int, int | None]:
+    async def _embed_batch(
+        self, tenant_id: str, index: IndexInfo, batch: Sequence[Chunk], dimension: int | None
+    ) -> tuple[int, int | None]:
         """Embed and store one batch; ``(the index's dimension, vectors the store kept)``
         (None: the store does not say). Raises DimensionMismatch."""
         assert self.embedder is not None
         result = await self.embedder.embed(index.embedding_model, [c.search_text for c in batch])
         if len(result.vectors) != len(batch):
-            raise EmbeddingError(f"embedding model {index.embedding_model!r} answered {len(result.vectors)} "
-                                 f"vectors for {len(batch)} texts")
+            raise EmbeddingError(
+                f"embedding model {index.embedding_model!r} answered {len(result.vectors)} "
+                f"vectors for {len(batch)} texts"
+            )
         got = {len(v) for v in result.vectors}
         if dimension is None:
             if len(got) != 1:
-                raise DimensionMismatch(f"embedding model {index.embedding_model!r} answered vectors of "
-                                        f"{sorted(got)} dimensions in one batch")
+                raise DimensionMismatch(
+                    f"embedding model {index.embedding_model!r} answered vectors of "
+                    f"{sorted(got)} dimensions in one batch"
+                )
             dimension = got.pop()
             await self.store.set_index_dimension(tenant_id, index.id, dimension)
         elif got != {dimension}:
-            raise DimensionMismatch(f"embedding model {index.embedding_model!r} answered vectors of {sorted(got)} "
-                                    f"dimensions; the index holds {dimension}: change the dataset's embedding "
-                                    f"model to rebuild it")
-        stored = await self.store.put_vectors(tenant_id, index.id, [(c.id, v) for c, v in zip(batch, result.vectors)])
+            raise DimensionMismatch(
+                f"embedding model {index.embedding_model!r} answered vectors of {sorted(got)} "
+                f"dimensions; the index holds {dimension}: change the dataset's embedding "
+                f"model to rebuild it"
+            )
+        stored = await self.store.put_vectors(
+            tenant_id, index.id, [(c.id, v) for c, v in zip(batch, result.vectors)]
+        )
         if self.on_usage is not None:
             with contextlib.suppress(Exception):  # accounting must not fail an ingestion
                 outcome = self.on_usage(tenant_id, result.tokens, result.cost)
@@ -257,8 +300,13 @@ class Ingestor:
             if any(d.status not in _ENDED for d in documents):
                 return False
             await self.store.activate_index(tenant_id, dataset_id, building.id)
-            logger.info("dataset %s (tenant %s): index %s of %s is active", dataset_id, tenant_id, building.id,
-                        building.embedding_model)
+            logger.info(
+                "dataset %s (tenant %s): index %s of %s is active",
+                dataset_id,
+                tenant_id,
+                building.id,
+                building.embedding_model,
+            )
             return True
 
     async def activate_if_built(self, tenant_id: str, dataset_id: str) -> bool:

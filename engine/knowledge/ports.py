@@ -13,8 +13,9 @@ Every store method names its tenant: a dataset, document or chunk of another ten
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, Sequence, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from schemas.knowledge import (
     Chunk,
@@ -161,7 +162,9 @@ class KnowledgeStore(Protocol):
         ...
 
     # documents -----------------------------------------------------------------------
-    async def put_document(self, document: Document, content: "ParsedDocument | None" = None) -> tuple[Document, bool]:
+    async def put_document(
+        self, document: Document, content: ParsedDocument | None = None
+    ) -> tuple[Document, bool]:
         """Add a document, or return the one there: a document of the dataset with the
         same ``source_name`` and ``content_hash`` is returned unchanged (False); one with
         the same source name and another hash is updated to this hash, size, type and
@@ -171,11 +174,11 @@ class KnowledgeStore(Protocol):
         :meth:`save_content` would)."""
         ...
 
-    async def save_content(self, tenant_id: str, document_id: str, parsed: "ParsedDocument") -> None:
+    async def save_content(self, tenant_id: str, document_id: str, parsed: ParsedDocument) -> None:
         """Keep the document's parsed text (what ingestion splits, on any worker). Raises DocumentNotFound."""
         ...
 
-    async def load_content(self, tenant_id: str, document_id: str) -> "ParsedDocument":
+    async def load_content(self, tenant_id: str, document_id: str) -> ParsedDocument:
         """The parsed text :meth:`save_content` kept. Raises DocumentNotFound."""
         ...
 
@@ -183,14 +186,17 @@ class KnowledgeStore(Protocol):
         """Raises DocumentNotFound."""
         ...
 
-    async def start_pass(self, tenant_id: str, document_id: str) -> tuple[Document, Dataset, "ParsedDocument"]:
+    async def start_pass(
+        self, tenant_id: str, document_id: str
+    ) -> tuple[Document, Dataset, ParsedDocument]:
         """What an ingestion pass starts from, in one transaction: the document as it was,
         its dataset and its parsed text, and the document set to ``parsing`` with its
         error cleared. Raises DocumentNotFound, DatasetNotFound."""
         ...
 
-    async def finish_document(self, tenant_id: str, document_id: str, *, content_hash: str, chunk_count: int,
-                              owner_id: str) -> Document | None:
+    async def finish_document(
+        self, tenant_id: str, document_id: str, *, content_hash: str, chunk_count: int, owner_id: str
+    ) -> Document | None:
         """End an ingestion in one transaction when the document's content hash is still
         ``content_hash``: status ``ready``, ``chunk_count`` and ``chunks_done`` set to
         ``chunk_count``, error cleared, and ``owner_id``'s lease released; the document
@@ -210,7 +216,9 @@ class KnowledgeStore(Protocol):
         """Delete the document with its chunks and vectors. Raises DocumentNotFound."""
         ...
 
-    async def claim_document(self, tenant_id: str, document_id: str, owner_id: str, lease_until: float) -> bool:
+    async def claim_document(
+        self, tenant_id: str, document_id: str, owner_id: str, lease_until: float
+    ) -> bool:
         """Become the document's ingester until ``lease_until`` (Unix seconds): allowed
         when nobody holds it, its lease expired, or ``owner_id`` holds it. False otherwise."""
         ...
@@ -225,7 +233,9 @@ class KnowledgeStore(Protocol):
         ...
 
     # chunks and vectors ----------------------------------------------------------------
-    async def replace_chunks(self, tenant_id: str, document_id: str, drafts: Sequence[ChunkDraft]) -> list[Chunk]:
+    async def replace_chunks(
+        self, tenant_id: str, document_id: str, drafts: Sequence[ChunkDraft]
+    ) -> list[Chunk]:
         """Make ``drafts`` the document's chunks in one transaction. A stored chunk whose
         ``text_hash`` and kind equal a draft's keeps its id and its vectors (it needs no
         new embedding); the others are deleted with their vectors. Returns the chunks in
@@ -237,33 +247,49 @@ class KnowledgeStore(Protocol):
         source name and metadata."""
         ...
 
-    async def document_chunks(self, tenant_id: str, document_id: str, *, offset: int = 0,
-                              limit: int = 50) -> tuple[list[Chunk], int]:
+    async def document_chunks(
+        self, tenant_id: str, document_id: str, *, offset: int = 0, limit: int = 50
+    ) -> tuple[list[Chunk], int]:
         """One page of the document's chunks in position order (every kind: parents,
         children, QA pairs) and how many it has in all (0 for a document of another
         tenant or none)."""
         ...
 
-    async def chunks_without_vector(self, tenant_id: str, index_id: str, document_id: str | None = None, *,
-                                    limit: int = 1000) -> list[Chunk]:
+    async def chunks_without_vector(
+        self, tenant_id: str, index_id: str, document_id: str | None = None, *, limit: int = 1000
+    ) -> list[Chunk]:
         """Searchable chunks (not parents) of the index's dataset (or of one document)
         that have no vector in ``index_id`` yet, in position order."""
         ...
 
-    async def put_vectors(self, tenant_id: str, index_id: str, vectors: Sequence[tuple[str, Sequence[float]]]) -> int:
+    async def put_vectors(
+        self, tenant_id: str, index_id: str, vectors: Sequence[tuple[str, Sequence[float]]]
+    ) -> int:
         """Store ``(chunk id, vector)`` pairs in the index, in one transaction (a chunk
         that has one already keeps the new one); the number of chunks given a vector
         (a chunk of another dataset or tenant, or deleted meanwhile, is not one)."""
         ...
 
-    async def search_vectors(self, tenant_id: str, index_id: str, vector: Sequence[float], k: int,
-                             filters: Sequence[MetadataFilter] = ()) -> list[ScoredChunk]:
+    async def search_vectors(
+        self,
+        tenant_id: str,
+        index_id: str,
+        vector: Sequence[float],
+        k: int,
+        filters: Sequence[MetadataFilter] = (),
+    ) -> list[ScoredChunk]:
         """The ``k`` chunks of the index nearest to ``vector`` (cosine similarity, best
         first) whose document metadata passes ``filters``."""
         ...
 
-    async def search_full_text(self, tenant_id: str, dataset_ids: Sequence[str], query: str, k: int,
-                               filters: Sequence[MetadataFilter] = ()) -> list[ScoredChunk]:
+    async def search_full_text(
+        self,
+        tenant_id: str,
+        dataset_ids: Sequence[str],
+        query: str,
+        k: int,
+        filters: Sequence[MetadataFilter] = (),
+    ) -> list[ScoredChunk]:
         """The ``k`` best chunks of the datasets for ``query`` by full text (BM25-based,
         best first; CJK text is matched too) whose document metadata passes ``filters``."""
         ...
@@ -334,8 +360,9 @@ class Reranker(Protocol):
         its actual type): checked before a search calls any model."""
         ...
 
-    async def rerank(self, model: str, query: str, documents: Sequence[str],
-                     top_n: int | None = None) -> tuple[list[tuple[int, float]], int]:
+    async def rerank(
+        self, model: str, query: str, documents: Sequence[str], top_n: int | None = None
+    ) -> tuple[list[tuple[int, float]], int]:
         """``([(input index, relevance in [0, 1])...] best first, tokens)``. Raises EmbeddingError."""
         ...
 
@@ -348,7 +375,9 @@ class RelevanceJudge(Protocol):
         actual type): checked before a search calls any model."""
         ...
 
-    async def select(self, model: str, question: str, texts: Sequence[str]) -> tuple[list[int], dict[str, Any]]:
+    async def select(
+        self, model: str, question: str, texts: Sequence[str]
+    ) -> tuple[list[int], dict[str, Any]]:
         """``(indexes of the relevant texts, usage {"tokens_in", "tokens_out", "cost"})``."""
         ...
 
@@ -368,4 +397,3 @@ class KnowledgeSearch(Protocol):
     async def search(self, tenant_id: str, request: SearchRequest) -> SearchResult:
         """Search the tenant's datasets. Raises DatasetNotFound, EmbeddingError."""
         ...
-

@@ -35,10 +35,19 @@ called) when ``rerank.model`` is not a rerank model or ``rerank.llm`` not a chat
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
-from schemas.knowledge import Chunk, ChunkKind, Dataset, FusionMode, SearchHit, SearchMode, SearchRequest, SearchResult
+from schemas.knowledge import (
+    Chunk,
+    ChunkKind,
+    Dataset,
+    FusionMode,
+    SearchHit,
+    SearchMode,
+    SearchRequest,
+    SearchResult,
+)
 
 from ..errors import FlowloomError
 from .fusion import RecallPass, estimate_tokens, fit_budget, fuse_rrf, fuse_weighted, truncate_to_tokens
@@ -102,8 +111,9 @@ def quote_block(citation_id: str, source: str, heading_path: Sequence[str], text
 
 def format_quote(hits: Sequence[SearchHit]) -> str:
     """The quote text of ``hits`` (module docstring, step 7), blank-line separated."""
-    return "\n\n".join(quote_block(h.citation_id, h.source_name or h.document_id, h.heading_path, h.text)
-                       for h in hits)
+    return "\n\n".join(
+        quote_block(h.citation_id, h.source_name or h.document_id, h.heading_path, h.text) for h in hits
+    )
 
 
 @dataclass(slots=True)
@@ -118,18 +128,30 @@ class _Recall:
 
 
 def _label(dataset: Dataset) -> str:
-    return f"{dataset.id!r} ({dataset.name})" if dataset.name and dataset.name != dataset.id else repr(dataset.id)
+    return (
+        f"{dataset.id!r} ({dataset.name})"
+        if dataset.name and dataset.name != dataset.id
+        else repr(dataset.id)
+    )
 
 
 class Retriever:
     """Searches datasets through the ports (module docstring). ``embedder`` None: only
     full-text search; ``reranker`` / ``judge`` None: a request asking for them gets a note."""
 
-    def __init__(self, *, store: KnowledgeStore, embedder: Embedder | None = None, reranker: Reranker | None = None,
-                 judge: RelevanceJudge | None = None):
+    def __init__(
+        self,
+        *,
+        store: KnowledgeStore,
+        embedder: Embedder | None = None,
+        reranker: Reranker | None = None,
+        judge: RelevanceJudge | None = None,
+    ):
         self.store, self.embedder, self.reranker, self.judge = store, embedder, reranker, judge
 
-    async def search(self, tenant_id: str, request: SearchRequest, datasets: Sequence[Dataset]) -> SearchResult:
+    async def search(
+        self, tenant_id: str, request: SearchRequest, datasets: Sequence[Dataset]
+    ) -> SearchResult:
         """Search ``datasets`` (the request's, already loaded for ``tenant_id``).
         Raises InvalidRerank (before any model call), EmbeddingError, store errors."""
         self._check_rerank(request)
@@ -142,7 +164,9 @@ class Retriever:
         result.notes += recall.notes
         result.embedding_tokens, result.cost = recall.embedding_tokens, recall.cost
         result.passes = {p.name: len(p.items) for p in recall.passes}
-        reranking = request.rerank is not None and request.rerank.model is not None and self.reranker is not None
+        reranking = (
+            request.rerank is not None and request.rerank.model is not None and self.reranker is not None
+        )
         if not reranking:
             self._threshold_recall(request, recall.passes, result.notes)
         if request.fusion == FusionMode.weighted:
@@ -159,8 +183,11 @@ class Retriever:
             wanted = max(wanted, 2 * max(request.top_k, 1))
         hits = [self._hit(recall.chunks[f.key], f.score, f.scores) for f in fused[:wanted]]
         hits = await self._rerank(request, queries[0], hits, result)
-        hits = await self._judge(request, queries[0], hits[: max(request.top_k, 1) * 2], result) \
-            if request.rerank is not None and request.rerank.llm else hits
+        hits = (
+            await self._judge(request, queries[0], hits[: max(request.top_k, 1) * 2], result)
+            if request.rerank is not None and request.rerank.llm
+            else hits
+        )
         hits = self._budget(hits[: request.top_k], request.max_quote_tokens, result.notes)
         for n, hit in enumerate(hits, start=1):
             hit.citation_id = str(n)
@@ -169,8 +196,9 @@ class Retriever:
 
     # ------------------------------------------------------------------ recall
 
-    def _semantic_plan(self, request: SearchRequest, datasets: list[Dataset],
-                       notes: list[str]) -> tuple[dict[str, list[Dataset]], list[Dataset]]:
+    def _semantic_plan(
+        self, request: SearchRequest, datasets: list[Dataset], notes: list[str]
+    ) -> tuple[dict[str, list[Dataset]], list[Dataset]]:
         """(embedding model -> datasets searched by vector, datasets searched by full text)."""
         if request.mode == SearchMode.full_text:
             return {}, datasets
@@ -180,8 +208,11 @@ class Retriever:
             index = ds.active_index
             why = None
             if index is None:
-                why = ("has no embedding model" if not ds.embedding_model
-                       else "has no ready index yet (its documents are still being embedded)")
+                why = (
+                    "has no embedding model"
+                    if not ds.embedding_model
+                    else "has no ready index yet (its documents are still being embedded)"
+                )
             elif not getattr(self.store, "vector_support", True):
                 why = "is in a store without vector search"
             elif self.embedder is None or not self.embedder.has_model(index.embedding_model):
@@ -195,21 +226,29 @@ class Retriever:
             full_text = datasets
         return by_model, full_text
 
-    async def _recall(self, tenant_id: str, request: SearchRequest, datasets: list[Dataset],
-                      queries: list[str]) -> _Recall:
+    async def _recall(
+        self, tenant_id: str, request: SearchRequest, datasets: list[Dataset], queries: list[str]
+    ) -> _Recall:
         """Every recall pass, in a fixed order (per model, dataset and query the vector
         passes, then per query the full-text pass). The store calls of one stage run
         concurrently (a pooled store answers them side by side); results are taken in
         that order, so the ranking does not depend on which answered first."""
         recall = _Recall()
         by_model, full_text = self._semantic_plan(request, datasets, recall.notes)
-        single = (len(queries) == 1 and not full_text and sum(map(len, by_model.values())) == 1
-                  and all(ds.chunking.parent_child is None for group in by_model.values() for ds in group))
+        single = (
+            len(queries) == 1
+            and not full_text
+            and sum(map(len, by_model.values())) == 1
+            and all(ds.chunking.parent_child is None for group in by_model.values() for ds in group)
+        )
         k = recall_size(request, single_pass=single)
         # the full-text pass starts now: it runs while the query is embedded and searched by vector
         early_ids = [ds.id for ds in full_text]
-        early = (asyncio.ensure_future(self._full_text(tenant_id, early_ids, queries, k, request))
-                 if early_ids else None)
+        early = (
+            asyncio.ensure_future(self._full_text(tenant_id, early_ids, queries, k, request))
+            if early_ids
+            else None
+        )
         try:
             await self._vector_passes(tenant_id, request, queries, by_model, full_text, k, recall)
         except BaseException:
@@ -227,28 +266,52 @@ class Retriever:
                     await asyncio.gather(early, return_exceptions=True)
                 texts = await self._full_text(tenant_id, ids, queries, k, request)
             for qi, found in enumerate(texts):
-                recall.passes.append(await self._pass("full_text", f"full_text[q{qi + 1}]", found, tenant_id, recall))
+                recall.passes.append(
+                    await self._pass("full_text", f"full_text[q{qi + 1}]", found, tenant_id, recall)
+                )
         return recall
 
-    async def _full_text(self, tenant_id: str, dataset_ids: list[str], queries: list[str], k: int,
-                         request: SearchRequest) -> list[Sequence[ScoredChunk]]:
+    async def _full_text(
+        self, tenant_id: str, dataset_ids: list[str], queries: list[str], k: int, request: SearchRequest
+    ) -> list[Sequence[ScoredChunk]]:
         """One full-text search per query over ``dataset_ids`` (side by side)."""
-        return list(await asyncio.gather(*(self.store.search_full_text(tenant_id, dataset_ids, q, k, request.filters)
-                                           for q in queries)))
+        return list(
+            await asyncio.gather(
+                *(self.store.search_full_text(tenant_id, dataset_ids, q, k, request.filters) for q in queries)
+            )
+        )
 
-    async def _vector_passes(self, tenant_id: str, request: SearchRequest, queries: list[str],
-                             by_model: dict[str, list[Dataset]], full_text: list[Dataset], k: int,
-                             recall: _Recall) -> None:
+    async def _vector_passes(
+        self,
+        tenant_id: str,
+        request: SearchRequest,
+        queries: list[str],
+        by_model: dict[str, list[Dataset]],
+        full_text: list[Dataset],
+        k: int,
+        recall: _Recall,
+    ) -> None:
         """Embed the queries once per model and search each semantic dataset's index; a
         dataset whose store cannot search vectors joins ``full_text`` (with a note)."""
         models = list(by_model)
-        embedded = await asyncio.gather(*(self._embed(m, queries, by_model[m], request, recall, full_text)
-                                          for m in models))
-        jobs = [(ds, index.id, qi, vector) for model, vectors in zip(models, embedded) if vectors is not None
-                for ds in by_model[model] if (index := ds.active_index) is not None
-                for qi, vector in enumerate(vectors)]
-        found_all = await asyncio.gather(*(self.store.search_vectors(tenant_id, index_id, vector, k, request.filters)
-                                           for _, index_id, _, vector in jobs), return_exceptions=True)
+        embedded = await asyncio.gather(
+            *(self._embed(m, queries, by_model[m], request, recall, full_text) for m in models)
+        )
+        jobs = [
+            (ds, index.id, qi, vector)
+            for model, vectors in zip(models, embedded)
+            if vectors is not None
+            for ds in by_model[model]
+            if (index := ds.active_index) is not None
+            for qi, vector in enumerate(vectors)
+        ]
+        found_all = await asyncio.gather(
+            *(
+                self.store.search_vectors(tenant_id, index_id, vector, k, request.filters)
+                for _, index_id, _, vector in jobs
+            ),
+            return_exceptions=True,
+        )
         unavailable: set[str] = set()
         for (ds, _, qi, _), found in zip(jobs, found_all):
             if isinstance(found, VectorSearchUnavailable):
@@ -261,11 +324,19 @@ class Retriever:
             if isinstance(found, BaseException):
                 raise found
             if ds.id not in unavailable:
-                recall.passes.append(await self._pass("semantic", f"semantic[{ds.id}, q{qi + 1}]", found, tenant_id,
-                                                      recall))
+                recall.passes.append(
+                    await self._pass("semantic", f"semantic[{ds.id}, q{qi + 1}]", found, tenant_id, recall)
+                )
 
-    async def _embed(self, model: str, queries: list[str], group: list[Dataset], request: SearchRequest,
-                     recall: _Recall, full_text: list[Dataset]) -> list[list[float]] | None:
+    async def _embed(
+        self,
+        model: str,
+        queries: list[str],
+        group: list[Dataset],
+        request: SearchRequest,
+        recall: _Recall,
+        full_text: list[Dataset],
+    ) -> list[list[float]] | None:
         """The queries' vectors for ``model``. A failure fails a semantic search; in hybrid
         mode it is a note, and full text answers for ``group``."""
         assert self.embedder is not None
@@ -275,8 +346,10 @@ class Retriever:
             if request.mode == SearchMode.semantic:
                 raise
             names = ", ".join(_label(ds) for ds in group)
-            recall.notes.append(f"embedding the query with {model!r} failed ({exc}); dataset(s) {names} "
-                                f"searched by full text instead")
+            recall.notes.append(
+                f"embedding the query with {model!r} failed ({exc}); dataset(s) {names} "
+                f"searched by full text instead"
+            )
             for ds in group:
                 if ds not in full_text:
                     full_text.append(ds)
@@ -285,11 +358,17 @@ class Retriever:
         recall.cost += batch.cost
         return batch.vectors
 
-    async def _pass(self, kind: str, name: str, found: Sequence[ScoredChunk], tenant_id: str,
-                    recall: _Recall) -> RecallPass:
+    async def _pass(
+        self, kind: str, name: str, found: Sequence[ScoredChunk], tenant_id: str, recall: _Recall
+    ) -> RecallPass:
         """A recall pass of ``found``: children replaced by their parents (fetched once)."""
-        missing = {sc.chunk.parent_id for sc in found
-                   if sc.chunk.kind == ChunkKind.child and sc.chunk.parent_id and sc.chunk.parent_id not in recall.chunks}
+        missing = {
+            sc.chunk.parent_id
+            for sc in found
+            if sc.chunk.kind == ChunkKind.child
+            and sc.chunk.parent_id
+            and sc.chunk.parent_id not in recall.chunks
+        }
         if missing:
             for parent in await self.store.get_chunks(tenant_id, sorted(missing)):
                 recall.chunks[parent.id] = parent
@@ -312,17 +391,28 @@ class Retriever:
             if p.kind == "semantic":
                 p.items = [(key, score) for key, score in p.items if score >= request.score_threshold]
         if all(p.kind != "semantic" for p in passes) and passes:
-            notes.append(f"score_threshold {request.score_threshold} not applied: full-text scores have no absolute "
-                         "scale (it applies to semantic similarity, a rerank score or a weighted fused score)")
+            notes.append(
+                f"score_threshold {request.score_threshold} not applied: full-text scores have no absolute "
+                "scale (it applies to semantic similarity, a rerank score or a weighted fused score)"
+            )
 
     @staticmethod
     def _hit(chunk: Chunk, score: float, scores: dict[str, float]) -> SearchHit:
         text = hit_text(chunk)
         tokens = chunk.tokens if chunk.tokens > 0 and chunk.kind != ChunkKind.qa else estimate_tokens(text)
-        return SearchHit(chunk_id=chunk.id, dataset_id=chunk.dataset_id, document_id=chunk.document_id,
-                         source_name=chunk.source_name, position=chunk.position, text=text, score=round(score, 6),
-                         scores={k: round(v, 6) for k, v in scores.items()}, heading_path=list(chunk.heading_path),
-                         metadata=dict(chunk.metadata), tokens=tokens)
+        return SearchHit(
+            chunk_id=chunk.id,
+            dataset_id=chunk.dataset_id,
+            document_id=chunk.document_id,
+            source_name=chunk.source_name,
+            position=chunk.position,
+            text=text,
+            score=round(score, 6),
+            scores={k: round(v, 6) for k, v in scores.items()},
+            heading_path=list(chunk.heading_path),
+            metadata=dict(chunk.metadata),
+            tokens=tokens,
+        )
 
     # ------------------------------------------------------------ rerank and judge
 
@@ -342,17 +432,21 @@ class Retriever:
             if problem:
                 raise InvalidRerank(problem, field="rerank.llm")
 
-    async def _rerank(self, request: SearchRequest, query: str, hits: list[SearchHit],
-                      result: SearchResult) -> list[SearchHit]:
+    async def _rerank(
+        self, request: SearchRequest, query: str, hits: list[SearchHit], result: SearchResult
+    ) -> list[SearchHit]:
         settings = request.rerank
         if settings is None or settings.model is None or not hits:
             return hits
         if self.reranker is None:
-            result.notes.append(f"rerank model {settings.model!r} is not configured here: results are in fused order")
+            result.notes.append(
+                f"rerank model {settings.model!r} is not configured here: results are in fused order"
+            )
             return hits
         candidates = hits[:MAX_RERANK_CANDIDATES]
-        ranked, tokens = await self.reranker.rerank(settings.model, query, [h.text for h in candidates],
-                                                    top_n=settings.top_n)
+        ranked, tokens = await self.reranker.rerank(
+            settings.model, query, [h.text for h in candidates], top_n=settings.top_n
+        )
         result.rerank_tokens += tokens
         out: list[SearchHit] = []
         for index, relevance in ranked:
@@ -367,14 +461,17 @@ class Retriever:
         out.sort(key=lambda h: -h.score)
         return out[: settings.top_n] if settings.top_n else out
 
-    async def _judge(self, request: SearchRequest, question: str, hits: list[SearchHit],
-                     result: SearchResult) -> list[SearchHit]:
+    async def _judge(
+        self, request: SearchRequest, question: str, hits: list[SearchHit], result: SearchResult
+    ) -> list[SearchHit]:
         assert request.rerank is not None and request.rerank.llm is not None
         if not hits:
             return hits
         if self.judge is None:
-            result.notes.append(f"the LLM relevance pass ({request.rerank.llm!r}) is not available here: "
-                                "chunks were not filtered by relevance")
+            result.notes.append(
+                f"the LLM relevance pass ({request.rerank.llm!r}) is not available here: "
+                "chunks were not filtered by relevance"
+            )
             return hits
         candidates = hits[:MAX_JUDGE_CANDIDATES]
         keep, usage = await self.judge.select(request.rerank.llm, question, [h.text for h in candidates])

@@ -14,8 +14,9 @@ different tenants (tasks) each see their own, and tasks an operation starts inhe
 from __future__ import annotations
 
 import contextlib
+from collections.abc import AsyncIterator
 from contextvars import ContextVar
-from typing import Any, AsyncIterator
+from typing import Any
 
 __all__ = ["TENANT_MODELS", "tenant_models_scope"]
 

@@ -20,8 +20,9 @@ import hashlib
 import logging
 import time
 import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any
 
 from schemas.knowledge import (
     Chunk,
@@ -50,8 +51,14 @@ from .ports import (
 )
 from .scope import tenant_models_scope
 
-__all__ = ["DEFAULT_MAX_DOCUMENT_BYTES", "DocumentOutcome", "InvalidDataset", "KnowledgeService",
-           "LocalIngestionQueue", "Upload"]
+__all__ = [
+    "DEFAULT_MAX_DOCUMENT_BYTES",
+    "DocumentOutcome",
+    "InvalidDataset",
+    "KnowledgeService",
+    "LocalIngestionQueue",
+    "Upload",
+]
 
 logger = logging.getLogger("flowloom.knowledge")
 
@@ -123,8 +130,10 @@ class LocalIngestionQueue:
                         await self._ingest(tenant_id, document_id)
                     except DocumentNotFound:
                         return
-                    except Exception:  # noqa: BLE001 - logged; the document says how it ended
-                        logger.exception("ingestion of document %s (tenant %s) failed", document_id, tenant_id)
+                    except Exception:
+                        logger.exception(
+                            "ingestion of document %s (tenant %s) failed", document_id, tenant_id
+                        )
                 if key not in self._again:
                     return
         finally:
@@ -160,11 +169,22 @@ class KnowledgeService:
     after it).
     """
 
-    def __init__(self, *, store: KnowledgeStore, parser: Parser, chunker: Chunker, embedder: Embedder | None = None,
-                 reranker: Reranker | None = None, judge: RelevanceJudge | None = None,
-                 queue: IngestionQueue | None = None, max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES,
-                 on_usage: UsageSink | None = None, lease_s: float = DEFAULT_LEASE_S,
-                 batch_size: int | None = None, tenant_models: Any = None) -> None:
+    def __init__(
+        self,
+        *,
+        store: KnowledgeStore,
+        parser: Parser,
+        chunker: Chunker,
+        embedder: Embedder | None = None,
+        reranker: Reranker | None = None,
+        judge: RelevanceJudge | None = None,
+        queue: IngestionQueue | None = None,
+        max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES,
+        on_usage: UsageSink | None = None,
+        lease_s: float = DEFAULT_LEASE_S,
+        batch_size: int | None = None,
+        tenant_models: Any = None,
+    ) -> None:
         self.store, self.parser, self.chunker = store, parser, chunker
         #: each tenant's models (a ``TenantModels``; None: the operator's only), set for
         #: every operation that checks or calls a model (:mod:`engine.knowledge.scope`)
@@ -172,8 +192,9 @@ class KnowledgeService:
         self.embedder, self.reranker, self.judge = embedder, reranker, judge
         self.max_document_bytes, self.on_usage = max_document_bytes, on_usage
         extra = {"batch_size": batch_size} if batch_size else {}
-        self.ingestor = Ingestor(store=store, chunker=chunker, embedder=embedder, on_usage=on_usage,
-                                 lease_s=lease_s, **extra)
+        self.ingestor = Ingestor(
+            store=store, chunker=chunker, embedder=embedder, on_usage=on_usage, lease_s=lease_s, **extra
+        )
         self.queue: IngestionQueue = queue if queue is not None else LocalIngestionQueue(self.ingest)
         self._retriever: Any = None
 
@@ -190,12 +211,18 @@ class KnowledgeService:
         if self.embedder is None or not self.embedder.has_model(model):
             names = getattr(self.embedder, "names", None)
             known = ", ".join(names()) if callable(names) else ""
-            raise InvalidDataset(f"embedding_model: {model!r} is not an embedding model of the model registry"
-                                 f" (embedding models: {known or 'none'})", field="embedding_model")
+            raise InvalidDataset(
+                f"embedding_model: {model!r} is not an embedding model of the model registry"
+                f" (embedding models: {known or 'none'})",
+                field="embedding_model",
+            )
         if not self.store.vector_support:
-            raise InvalidDataset("embedding_model: this database cannot store vectors (PostgreSQL needs the "
-                                 "vector extension); create the dataset without an embedding model for full-text "
-                                 "search", field="embedding_model")
+            raise InvalidDataset(
+                "embedding_model: this database cannot store vectors (PostgreSQL needs the "
+                "vector extension); create the dataset without an embedding model for full-text "
+                "search",
+                field="embedding_model",
+            )
 
     async def create_dataset(self, tenant_id: str, request: DatasetCreate) -> Dataset:
         """Create a dataset. Raises InvalidDataset (an embedding model that is not one),
@@ -203,14 +230,22 @@ class KnowledgeService:
         async with tenant_models_scope(self.tenant_models, tenant_id):
             self._check_model(request.embedding_model)
         now = time.time()
-        dataset = Dataset(id=request.id or uuid.uuid4().hex, tenant_id=tenant_id, name=request.name,
-                          description=request.description, embedding_model=request.embedding_model,
-                          chunking=request.chunking, metadata_fields=request.metadata_fields,
-                          created_at=now, updated_at=now)
+        dataset = Dataset(
+            id=request.id or uuid.uuid4().hex,
+            tenant_id=tenant_id,
+            name=request.name,
+            description=request.description,
+            embedding_model=request.embedding_model,
+            chunking=request.chunking,
+            metadata_fields=request.metadata_fields,
+            created_at=now,
+            updated_at=now,
+        )
         dataset = await self.store.create_dataset(dataset)
         if dataset.embedding_model is not None and dataset.active_index is None:
-            index = dataset.building_index or await self.store.create_index(tenant_id, dataset.id,
-                                                                            dataset.embedding_model)
+            index = dataset.building_index or await self.store.create_index(
+                tenant_id, dataset.id, dataset.embedding_model
+            )
             await self.store.activate_index(tenant_id, dataset.id, index.id)  # empty: complete already
             dataset = await self.store.get_dataset(tenant_id, dataset.id)
         return dataset
@@ -229,8 +264,9 @@ class KnowledgeService:
         ``clear_embedding_model`` makes the dataset full-text only. Raises
         DatasetNotFound, InvalidDataset."""
         current = await self.store.get_dataset(tenant_id, dataset_id)
-        changes: dict[str, Any] = update.model_dump(exclude_unset=True, exclude_none=True,
-                                                    exclude={"clear_embedding_model", "embedding_model"})
+        changes: dict[str, Any] = update.model_dump(
+            exclude_unset=True, exclude_none=True, exclude={"clear_embedding_model", "embedding_model"}
+        )
         if "chunking" in changes:
             changes["chunking"] = update.chunking
         if "metadata_fields" in changes:
@@ -262,11 +298,16 @@ class KnowledgeService:
         if len(upload.data) <= self.max_document_bytes:
             return None
         mib = 1024 * 1024
-        return DocumentRejected(f"{upload.name}: {len(upload.data) / mib:.1f} MiB is over the limit of "
-                                f"{self.max_document_bytes / mib:.1f} MiB per document", reason="too_large",
-                                status=413)
+        return DocumentRejected(
+            f"{upload.name}: {len(upload.data) / mib:.1f} MiB is over the limit of "
+            f"{self.max_document_bytes / mib:.1f} MiB per document",
+            reason="too_large",
+            status=413,
+        )
 
-    async def add_documents(self, tenant_id: str, dataset_id: str, uploads: Sequence[Upload]) -> list[DocumentOutcome]:
+    async def add_documents(
+        self, tenant_id: str, dataset_id: str, uploads: Sequence[Upload]
+    ) -> list[DocumentOutcome]:
         """Add files to a dataset; one outcome per upload, in order (a rejected file does
         not stop the others). New or changed documents are queued for ingestion; the same
         bytes under the same name again are returned with ``created`` False, except for a
@@ -280,8 +321,9 @@ class KnowledgeService:
             if isinstance(parsed, DocumentRejected):
                 outcomes.append(DocumentOutcome(upload.name, None, False, parsed))
                 continue
-            outcomes.append(await self._put(tenant_id, dataset_id, upload.name, upload.data, parsed,
-                                            upload.metadata))
+            outcomes.append(
+                await self._put(tenant_id, dataset_id, upload.name, upload.data, parsed, upload.metadata)
+            )
         queued = [o.document.id for o in outcomes if o.created and o.document is not None]
         if queued:
             await self.queue.submit(tenant_id, dataset_id, queued)
@@ -301,22 +343,40 @@ class KnowledgeService:
             out.append(rejected)
         return out
 
-    async def _put(self, tenant_id: str, dataset_id: str, name: str, data: bytes, parsed: ParsedDocument,
-                   metadata: dict[str, Any] | None) -> DocumentOutcome:
+    async def _put(
+        self,
+        tenant_id: str,
+        dataset_id: str,
+        name: str,
+        data: bytes,
+        parsed: ParsedDocument,
+        metadata: dict[str, Any] | None,
+    ) -> DocumentOutcome:
         now = time.time()
-        draft = Document(id=uuid.uuid4().hex, tenant_id=tenant_id, dataset_id=dataset_id, source_name=name,
-                         content_type=parsed.content_type, content_hash=hashlib.sha256(data).hexdigest(),
-                         size_bytes=len(data), metadata=dict(metadata or {}), created_at=now, updated_at=now)
+        draft = Document(
+            id=uuid.uuid4().hex,
+            tenant_id=tenant_id,
+            dataset_id=dataset_id,
+            source_name=name,
+            content_type=parsed.content_type,
+            content_hash=hashlib.sha256(data).hexdigest(),
+            size_bytes=len(data),
+            metadata=dict(metadata or {}),
+            created_at=now,
+            updated_at=now,
+        )
         document, created = await self.store.put_document(draft, parsed)  # the text kept with it when created
         retried = not created and document.status == DocumentStatus.failed
         if retried:
-            document = await self.store.update_document(tenant_id, document.id, status=DocumentStatus.queued,
-                                                        error=None)
+            document = await self.store.update_document(
+                tenant_id, document.id, status=DocumentStatus.queued, error=None
+            )
             await self.store.save_content(tenant_id, document.id, parsed)
         return DocumentOutcome(name, document, created or retried, retried=retried)
 
-    async def add_text(self, tenant_id: str, dataset_id: str, name: str, text: str,
-                       metadata: dict[str, Any] | None = None) -> DocumentOutcome:
+    async def add_text(
+        self, tenant_id: str, dataset_id: str, name: str, text: str, metadata: dict[str, Any] | None = None
+    ) -> DocumentOutcome:
         """Add raw text as a document called ``name`` (type ``text``); an outcome as
         :meth:`add_documents` gives (``error``: empty or too large). Raises DatasetNotFound."""
         await self.store.get_dataset(tenant_id, dataset_id)
@@ -343,8 +403,9 @@ class KnowledgeService:
             raise DocumentNotFound(f"document {document_id!r} not found in dataset {dataset_id!r}")
         return document
 
-    async def document_chunks(self, tenant_id: str, dataset_id: str, document_id: str, *, offset: int = 0,
-                              limit: int = 50) -> tuple[list[Chunk], int]:
+    async def document_chunks(
+        self, tenant_id: str, dataset_id: str, document_id: str, *, offset: int = 0, limit: int = 50
+    ) -> tuple[list[Chunk], int]:
         """A page of the document's chunks in position order and their total (chunk
         preview). Raises DocumentNotFound (also for a document of another dataset)."""
         await self.get_document(tenant_id, dataset_id, document_id)
@@ -359,8 +420,9 @@ class KnowledgeService:
         """Ingest the document again (by the dataset's current chunking settings; a failed
         one retried). Chunks that did not change keep their vectors. Raises DocumentNotFound."""
         await self.get_document(tenant_id, dataset_id, document_id)
-        document = await self.store.update_document(tenant_id, document_id, status=DocumentStatus.queued,
-                                                    error=None)
+        document = await self.store.update_document(
+            tenant_id, document_id, status=DocumentStatus.queued, error=None
+        )
         await self.queue.submit(tenant_id, dataset_id, [document_id])
         return document
 
@@ -381,8 +443,9 @@ class KnowledgeService:
             await self.queue.submit(tenant_id, dataset_id, ids)
         return found
 
-    async def follow(self, tenant_id: str, dataset_id: str, document_ids: Sequence[str] | None = None,
-                     poll_s: float = 0.2) -> AsyncIterator[Document]:
+    async def follow(
+        self, tenant_id: str, dataset_id: str, document_ids: Sequence[str] | None = None, poll_s: float = 0.2
+    ) -> AsyncIterator[Document]:
         """Yield each document (of ``document_ids``, default all of the dataset) whenever
         its status or progress changes, until every one is ``ready`` or ``failed``.
         Raises DatasetNotFound."""
@@ -410,8 +473,8 @@ class KnowledgeService:
 
         datasets = [await self.store.get_dataset(tenant_id, d, counts=False) for d in request.dataset_ids]
         if self._retriever is None:
-            self._retriever = Retriever(store=self.store, embedder=self.embedder, reranker=self.reranker,
-                                        judge=self.judge)
+            self._retriever = Retriever(
+                store=self.store, embedder=self.embedder, reranker=self.reranker, judge=self.judge
+            )
         async with tenant_models_scope(self.tenant_models, tenant_id):
             return await self._retriever.search(tenant_id, request, datasets)
-

@@ -21,15 +21,28 @@ imported workflow and importing it again gives the same workflow.
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from engine.catalog import NodeCatalog
 from engine.compiler import check_workflow
+
 from .base import normalise_workflow
 from .report import API_MODEL_HINTS, CLI_MODEL_HINTS, ImportFailed, ImportIssue, ImportResult, ModelHints
 
-__all__ = ["API_MODEL_HINTS", "CLI_MODEL_HINTS", "ImportFailed", "ImportIssue", "ImportResult", "MAX_SOURCE_BYTES",
-           "ModelHints", "detect_format", "import_workflow", "parse_source", "unwrap_download"]
+__all__ = [
+    "API_MODEL_HINTS",
+    "CLI_MODEL_HINTS",
+    "ImportFailed",
+    "ImportIssue",
+    "ImportResult",
+    "MAX_SOURCE_BYTES",
+    "ModelHints",
+    "detect_format",
+    "import_workflow",
+    "parse_source",
+    "unwrap_download",
+]
 
 #: Largest file accepted (bytes).
 MAX_SOURCE_BYTES = 20 * 1024 * 1024
@@ -46,10 +59,12 @@ def _yaml_loader() -> Any:
         """Safe loading without anchors/aliases (exports never use them; they allow
         exponential blow-up of a small file)."""
 
-        def compose_node(self, parent: Any, index: Any) -> Any:  # noqa: ANN401
+        def compose_node(self, parent: Any, index: Any) -> Any:
             if self.check_event(yaml.events.AliasEvent):
                 event = self.get_event()
-                raise yaml.composer.ComposerError(None, None, "YAML aliases are not accepted", event.start_mark)
+                raise yaml.composer.ComposerError(
+                    None, None, "YAML aliases are not accepted", event.start_mark
+                )
             return super().compose_node(parent, index)
 
     return _NoAliasLoader
@@ -82,7 +97,7 @@ def parse_source(data: bytes | str | Mapping[str, Any]) -> dict[str, Any]:
         import yaml
 
         try:
-            doc = yaml.load(text, Loader=_yaml_loader())  # noqa: S506 - a SafeLoader subclass
+            doc = yaml.load(text, Loader=_yaml_loader())
         except RecursionError:
             raise _fail(_TOO_DEEP) from None
         except yaml.YAMLError as exc:
@@ -114,11 +129,16 @@ def unwrap_download(doc: dict[str, Any]) -> dict[str, Any]:
         unwrapped = parse_source(inner)
     except ImportFailed as exc:
         reason = exc.report[0].message if exc.report else str(exc)
-        raise _fail(f'the file is a Dify API download {{"data": "<DSL YAML>"}}, but its "data" text is not a '
-                    f"DSL: {reason}") from None
+        raise _fail(
+            f'the file is a Dify API download {{"data": "<DSL YAML>"}}, but its "data" text is not a '
+            f"DSL: {reason}"
+        ) from None
     if not looks_like_dsl(unwrapped):
-        raise _fail('the file is a Dify API download {"data": "<DSL YAML>"}, but its "data" text holds no '
-                    "Dify DSL (workflow.graph)", "dify")
+        raise _fail(
+            'the file is a Dify API download {"data": "<DSL YAML>"}, but its "data" text holds no '
+            "Dify DSL (workflow.graph)",
+            "dify",
+        )
     return unwrapped
 
 
@@ -143,17 +163,29 @@ def detect_format(doc: Mapping[str, Any]) -> str:
     if looks_like_fastgpt(doc):
         return "fastgpt"
     nodes = doc.get("nodes")
-    if isinstance(nodes, list) and all(isinstance(n, dict) and "type" in n and "id" in n for n in nodes) \
-            and "id" in doc:
+    if (
+        isinstance(nodes, list)
+        and all(isinstance(n, dict) and "type" in n and "id" in n for n in nodes)
+        and "id" in doc
+    ):
         return "flowloom"
-    raise _fail("not a FastGPT workflow (nodes with flowNodeType), a Dify DSL (workflow.graph) or a Flowloom "
-                "workflow (id, nodes with id/type)")
+    raise _fail(
+        "not a FastGPT workflow (nodes with flowNodeType), a Dify DSL (workflow.graph) or a Flowloom "
+        "workflow (id, nodes with id/type)"
+    )
 
 
-def import_workflow(data: bytes | str | Mapping[str, Any], *, catalog: NodeCatalog, models: Any,
-                    allow_partial: bool = False, model_map: Mapping[str, str] | None = None,
-                    workflow_id: str | None = None, hints: ModelHints = CLI_MODEL_HINTS,
-                    dataset_map: Mapping[str, str] | None = None) -> ImportResult:
+def import_workflow(
+    data: bytes | str | Mapping[str, Any],
+    *,
+    catalog: NodeCatalog,
+    models: Any,
+    allow_partial: bool = False,
+    model_map: Mapping[str, str] | None = None,
+    workflow_id: str | None = None,
+    hints: ModelHints = CLI_MODEL_HINTS,
+    dataset_map: Mapping[str, str] | None = None,
+) -> ImportResult:
     """Convert a FastGPT / Dify / Flowloom document into a Flowloom workflow that compiles.
 
     ``catalog``: the node kinds the result is checked against (the built-in catalog:
@@ -178,18 +210,36 @@ def import_workflow(data: bytes | str | Mapping[str, Any], *, catalog: NodeCatal
         from .dify import DifyImporter as Importer
     else:
         from .fastgpt import FastGPTImporter as Importer  # type: ignore[assignment]
-    importer = Importer(doc, catalog=catalog, allow_partial=allow_partial, registry=registry, model_map=model_map,
-                        workflow_id=workflow_id, hints=hints, dataset_map=dataset_map)
+    importer = Importer(
+        doc,
+        catalog=catalog,
+        allow_partial=allow_partial,
+        registry=registry,
+        model_map=model_map,
+        workflow_id=workflow_id,
+        hints=hints,
+        dataset_map=dataset_map,
+    )
     return importer.run()
 
 
-def _import_flowloom(doc: dict[str, Any], catalog: NodeCatalog, registry: Any, workflow_id: str | None) -> ImportResult:
+def _import_flowloom(
+    doc: dict[str, Any], catalog: NodeCatalog, registry: Any, workflow_id: str | None
+) -> ImportResult:
     out = normalise_workflow(doc, catalog)
     if workflow_id:
         out["id"] = workflow_id
     problems = check_workflow(out, catalog=catalog, models=registry)
-    issues = [ImportIssue(f"compile_{p.code}", p.message + (f" (path {p.path})" if p.path else ""), p.node_id,
-                          None, p.severity) for p in problems]
+    issues = [
+        ImportIssue(
+            f"compile_{p.code}",
+            p.message + (f" (path {p.path})" if p.path else ""),
+            p.node_id,
+            None,
+            p.severity,
+        )
+        for p in problems
+    ]
     if any(i.severity == "error" for i in issues):
         raise ImportFailed(issues, "flowloom")
     return ImportResult(out, issues, "flowloom")

@@ -27,21 +27,30 @@ import copy
 import hashlib
 import json
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import networkx as nx
 
-from schemas.types import RESERVED_SCOPES, VarType, value_matches
-from schemas.workflow import Workflow
-
 from engine.catalog import NodeCatalog
 from engine.compiler import check_workflow
+from schemas.types import RESERVED_SCOPES, VarType, value_matches
+from schemas.workflow import Workflow
 
 from .refs import Target, Unconvertible, identifier
 from .report import CLI_MODEL_HINTS, ImportFailed, ImportIssue, ImportResult, ModelHints
 
-__all__ = ["BaseImporter", "Planned", "coerce_literal", "first", "flowloom_ids", "normalise_workflow", "number", "xy"]
+__all__ = [
+    "BaseImporter",
+    "Planned",
+    "coerce_literal",
+    "first",
+    "flowloom_ids",
+    "normalise_workflow",
+    "number",
+    "xy",
+]
 
 _VALID_ID = re.compile(r"^[A-Za-z0-9_\-]+$")
 _MAX_FIX_ROUNDS = 6
@@ -83,23 +92,35 @@ def normalise_workflow(doc: dict[str, Any], catalog: NodeCatalog) -> dict[str, A
     top = {k: v for k, v in doc.items() if k not in ("nodes", "edges")}
     try:
         shell = Workflow.model_validate({**top, "nodes": [], "edges": doc.get("edges", [])})
-    except Exception:  # noqa: BLE001 - an invalid top level is reported by the compiler
+    except Exception:
         out = {k: copy.deepcopy(v) for k, v in doc.items() if k != "nodes"}
     else:
         out = shell.model_dump(mode="json", by_alias=True, exclude_defaults=True)
         out.update(id=shell.id, name=shell.name, version=shell.version)  # always written
-        out["edges"] = [{"id": e.id, "source": e.source, "sourceHandle": e.sourceHandle, "target": e.target,
-                         **({"targetHandle": e.targetHandle} if e.targetHandle != "in" else {})}
-                        for e in shell.edges]
+        out["edges"] = [
+            {
+                "id": e.id,
+                "source": e.source,
+                "sourceHandle": e.sourceHandle,
+                "target": e.target,
+                **({"targetHandle": e.targetHandle} if e.targetHandle != "in" else {}),
+            }
+            for e in shell.edges
+        ]
     nodes = []
     for raw in doc.get("nodes", []) if isinstance(doc.get("nodes"), list) else []:
         try:
             model = catalog.node_model(raw["type"])
-            nodes.append(model.model_validate(raw).model_dump(mode="json", by_alias=True, exclude_defaults=True))
-        except Exception:  # noqa: BLE001 - reported by the compiler
+            nodes.append(
+                model.model_validate(raw).model_dump(mode="json", by_alias=True, exclude_defaults=True)
+            )
+        except Exception:
             nodes.append(copy.deepcopy(raw))
-    ordered = {k: out[k] for k in ("id", "name", "version", "description", "inputs", "variables",
-                                   "conversation_variables") if k in out}
+    ordered = {
+        k: out[k]
+        for k in ("id", "name", "version", "description", "inputs", "variables", "conversation_variables")
+        if k in out
+    }
     ordered["nodes"] = nodes
     ordered["edges"] = out.get("edges", [])
     for key, value in out.items():
@@ -146,10 +167,18 @@ class BaseImporter:
 
     source_format = ""
 
-    def __init__(self, source: dict[str, Any], *, catalog: NodeCatalog, allow_partial: bool = False,
-                 registry: Any = None,
-                 model_map: Mapping[str, str] | None = None, workflow_id: str | None = None,
-                 hints: ModelHints = CLI_MODEL_HINTS, dataset_map: Mapping[str, str] | None = None):
+    def __init__(
+        self,
+        source: dict[str, Any],
+        *,
+        catalog: NodeCatalog,
+        allow_partial: bool = False,
+        registry: Any = None,
+        model_map: Mapping[str, str] | None = None,
+        workflow_id: str | None = None,
+        hints: ModelHints = CLI_MODEL_HINTS,
+        dataset_map: Mapping[str, str] | None = None,
+    ):
         self.source = source
         #: how messages advise mapping a model (the CLI's flag or the API's field)
         self.hints = hints
@@ -217,12 +246,19 @@ class BaseImporter:
         """Report that the key ``old`` (of ``what``: an input, a field, ...) is ``new`` in
         Flowloom, which needs ASCII identifiers there (code ``renamed_key``)."""
         if old != new:
-            self.warn("renamed_key", f"{what} {old!r} is {new!r} (Flowloom names here are ASCII identifiers)", p)
+            self.warn(
+                "renamed_key", f"{what} {old!r} is {new!r} (Flowloom names here are ASCII identifiers)", p
+            )
 
     def _issue(self, code: str, message: str, p: Planned | None, severity: str) -> None:
-        issue = ImportIssue(code, message, p.src_id if p else None, p.src_type if p else None,
-                            severity,  # type: ignore[arg-type]
-                            p.fid if p and p.fid != p.src_id else None)
+        issue = ImportIssue(
+            code,
+            message,
+            p.src_id if p else None,
+            p.src_type if p else None,
+            severity,  # type: ignore[arg-type]
+            p.fid if p and p.fid != p.src_id else None,
+        )
         if issue not in self.issues:
             self.issues.append(issue)
 
@@ -249,31 +285,46 @@ class BaseImporter:
             return
         self.edges.append((source, handle, target, edge_id))
 
-    def declare_input(self, name: str, type_: VarType | None, *, required: bool = False, default: Any = None,
-                      description: str = "") -> None:
+    def declare_input(
+        self,
+        name: str,
+        type_: VarType | None,
+        *,
+        required: bool = False,
+        default: Any = None,
+        description: str = "",
+    ) -> None:
         if any(v["name"] == name for v in self.inputs):
             return
         var: dict[str, Any] = {"name": name, "type": (type_ or VarType.string).value, "required": required}
         self.inputs.append(_with_default(var, default, description))
 
-    def declare_variable(self, name: str, type_: VarType | None, default: Any = None, description: str = "") -> None:
+    def declare_variable(
+        self, name: str, type_: VarType | None, default: Any = None, description: str = ""
+    ) -> None:
         if any(v["name"] == name for v in self.variables):
             return
         var: dict[str, Any] = {"name": name, "type": (type_ or VarType.any).value}
         self.variables.append(_with_default(var, default, description))
 
-    def declare_conversation(self, name: str, type_: VarType | None, default: Any = None,
-                             description: str = "") -> None:
+    def declare_conversation(
+        self, name: str, type_: VarType | None, default: Any = None, description: str = ""
+    ) -> None:
         """A conversation variable (kept per chat across turns); a default that does not
         fit the type is dropped (the variable starts empty) and reported."""
         if any(v["name"] == name for v in self.conversation_vars):
             return
         vtype = type_ or VarType.any
         if not value_matches(default, vtype):
-            self.warn("behaviour_difference", f"conversation variable {name!r}: its default {default!r} is not "
-                      f"{vtype.value}; it starts empty")
+            self.warn(
+                "behaviour_difference",
+                f"conversation variable {name!r}: its default {default!r} is not "
+                f"{vtype.value}; it starts empty",
+            )
             default = None
-        self.conversation_vars.append(_with_default({"name": name, "type": vtype.value}, default, description))
+        self.conversation_vars.append(
+            _with_default({"name": name, "type": vtype.value}, default, description)
+        )
 
     def insert_after(self, after: str, node: dict[str, Any], origin: str | None = None) -> None:
         """Queue ``node`` to run right after ``after`` (its ``out`` edges move to ``node``).
@@ -320,8 +371,11 @@ class BaseImporter:
         if text and text in self.model_map:
             target = self.model_map[text]
             if not reg.has(target):
-                raise Unconvertible(f"{where}: model {text!r} is mapped to {target!r}, which is not in the model "
-                                    f"registry (known: {', '.join(known)})", "unknown_model")
+                raise Unconvertible(
+                    f"{where}: model {text!r} is mapped to {target!r}, which is not in the model "
+                    f"registry (known: {', '.join(known)})",
+                    "unknown_model",
+                )
             return target
         if text and reg.has(text):
             return text
@@ -335,8 +389,11 @@ class BaseImporter:
         if fallback is not None:
             if reg.has(fallback):
                 return fallback
-            raise Unconvertible(f"{where}: {self.hints.mapping('*', fallback)} names {fallback!r}, which is not in "
-                                f"the model registry (known: {', '.join(known)})", "unknown_model")
+            raise Unconvertible(
+                f"{where}: {self.hints.mapping('*', fallback)} names {fallback!r}, which is not in "
+                f"the model registry (known: {', '.join(known)})",
+                "unknown_model",
+            )
         what = f"model {text!r} is not in the model registry" if text else "no model is set"
         message = f"{where}: {what} (known: {', '.join(known)}); map it with {self.hints.map_unknown(text)}"
         if self.allow_partial and reg.has("default"):
@@ -375,8 +432,15 @@ class BaseImporter:
             parent = self.by_fid[parent].parent if parent in self.by_fid else None
         return False
 
-    def node_target(self, fid: str, out: str, path: tuple[str | int, ...] = (), type_: VarType | None = None,
-                    *, what: str = "") -> Target:
+    def node_target(
+        self,
+        fid: str,
+        out: str,
+        path: tuple[str | int, ...] = (),
+        type_: VarType | None = None,
+        *,
+        what: str = "",
+    ) -> Target:
         """A read of output ``out`` of node ``fid`` by the node being converted.
 
         Raises:
@@ -393,8 +457,11 @@ class BaseImporter:
             if component is not None and component == self._scc.get(reader):
                 return Target("vars", self._carry(fid, out, type_ if not path else None), None, path, type_)
             name = self.by_fid[anchor].src_id if anchor in self.by_fid else anchor
-            raise Unconvertible(f"it reads {what or out!r} of node {name!r}, which does not run before it "
-                                "(not upstream, or inside another loop body)", "unsupported_reference")
+            raise Unconvertible(
+                f"it reads {what or out!r} of node {name!r}, which does not run before it "
+                "(not upstream, or inside another loop body)",
+                "unsupported_reference",
+            )
         return Target("node", fid, out, path, type_)
 
     def _carry(self, fid: str, out: str, type_: VarType | None) -> str:
@@ -402,8 +469,11 @@ class BaseImporter:
         if key not in self._carries:
             taken = {v["name"] for v in self.variables} | {v["name"] for v in self.inputs}
             name = identifier(f"carry_{fid}_{out}", taken, "carry")
-            self.declare_variable(name, type_ or VarType.any,
-                                  description=f"{fid}.{out} of the previous loop round (null in the first)")
+            self.declare_variable(
+                name,
+                type_ or VarType.any,
+                description=f"{fid}.{out} of the previous loop round (null in the first)",
+            )
             self._carries[key] = name
         return self._carries[key]
 
@@ -427,7 +497,9 @@ class BaseImporter:
             entries = {v for u, v in graph.in_edges(component) if u not in component}
             if len(entries) == 1:
                 (entry,) = entries
-                graph.remove_edges_from([(u, entry) for u in list(graph.predecessors(entry)) if u in component])
+                graph.remove_edges_from(
+                    [(u, entry) for u in list(graph.predecessors(entry)) if u in component]
+                )
         self._graph = graph
 
     # ----------------------------------------------------------------- pipeline
@@ -449,8 +521,11 @@ class BaseImporter:
         unmatched = [s for s in self.dataset_map if s != "*" and s not in mapped]
         if unmatched:
             known = ", ".join(repr(s) for s in mapped if s != "*") or "none"
-            self.warn("unmatched_dataset", f"dataset mapping source(s) {', '.join(map(repr, unmatched))} match no "
-                      f"dataset of the flow, so they were not used (the flow's datasets: {known})")
+            self.warn(
+                "unmatched_dataset",
+                f"dataset mapping source(s) {', '.join(map(repr, unmatched))} match no "
+                f"dataset of the flow, so they were not used (the flow's datasets: {known})",
+            )
 
     def _convert_all(self) -> None:
         for p in self.planned:
@@ -498,19 +573,28 @@ class BaseImporter:
             anchor = self.by_fid[self.anchor.get(fid, fid)]
             node_id = self.synthetic_id(f"{anchor.fid}-carry")
             node: dict[str, Any] = {
-                "id": node_id, "type": "variable_update", "name": f"keep {', '.join(o for o, _ in pairs)} for the next round",
+                "id": node_id,
+                "type": "variable_update",
+                "name": f"keep {', '.join(o for o, _ in pairs)} for the next round",
                 "position": {"x": anchor.position["x"] + 40, "y": anchor.position["y"] + 120},
-                "config": {"updates": [{"variable": var, "operation": "set", "value": {"ref": f"{fid}.{out}"}}
-                                       for out, var in pairs]},
+                "config": {
+                    "updates": [
+                        {"variable": var, "operation": "set", "value": {"ref": f"{fid}.{out}"}}
+                        for out, var in pairs
+                    ]
+                },
             }
             if anchor.parent is not None:
                 node["parent"] = anchor.parent
             self.anchor[node_id] = anchor.fid
             self.inserts.append(_Insert(fid, node, anchor.src_id))
-            self.warn("behaviour_difference",
-                      f"reads {', '.join(o for o, _ in pairs)} of the previous loop round: node {node_id!r} keeps them "
-                      f"in run variables ({', '.join(v for _, v in pairs)}), which are null in the first round "
-                      "(the source reads undefined there, so parameter defaults apply the same way)", anchor)
+            self.warn(
+                "behaviour_difference",
+                f"reads {', '.join(o for o, _ in pairs)} of the previous loop round: node {node_id!r} keeps them "
+                f"in run variables ({', '.join(v for _, v in pairs)}), which are null in the first round "
+                "(the source reads undefined there, so parameter defaults apply the same way)",
+                anchor,
+            )
 
     def _apply_inserts(self) -> None:
         for ins in self.inserts:
@@ -520,8 +604,10 @@ class BaseImporter:
                 self.edges = [(s, h, node_id if t == ins.after else t, e) for s, h, t, e in self.edges]
                 self.edges.append((node_id, "out", ins.after, None))
             else:
-                self.edges = [(node_id, "out", t, e) if s == ins.after and h == "out" else (s, h, t, e)
-                              for s, h, t, e in self.edges]
+                self.edges = [
+                    (node_id, "out", t, e) if s == ins.after and h == "out" else (s, h, t, e)
+                    for s, h, t, e in self.edges
+                ]
                 self.edges.append((ins.after, "out", node_id, None))
             self.nodes[node_id] = ins.node
 
@@ -535,9 +621,15 @@ class BaseImporter:
         outputs = {name: (t or VarType.any).value for name, t in sorted(self.reads.get(p.fid, {}).items())}
         if branch:
             outputs.pop("error", None)
-        node = {"type": "unsupported",
-                "config": {"original_type": p.src_type or "unknown", "reason": reason, "outputs": outputs,
-                           "handles": handles}}
+        node = {
+            "type": "unsupported",
+            "config": {
+                "original_type": p.src_type or "unknown",
+                "reason": reason,
+                "outputs": outputs,
+                "handles": handles,
+            },
+        }
         if branch:
             node["error_strategy"] = "error_branch"
         return self._frame(p, node)
@@ -562,8 +654,11 @@ class BaseImporter:
         base = re.sub(r"[^A-Za-z0-9_\-]+", "-", name).strip("-_")
         if base:
             return base[:64]
-        digest = hashlib.sha256(json.dumps(self.source, sort_keys=True, ensure_ascii=False,
-                                           default=str).encode("utf-8", "surrogatepass")).hexdigest()
+        digest = hashlib.sha256(
+            json.dumps(self.source, sort_keys=True, ensure_ascii=False, default=str).encode(
+                "utf-8", "surrogatepass"
+            )
+        ).hexdigest()
         return f"imported-{digest[:10]}"
 
     def _in_failed_container(self, fid: str) -> str | None:
@@ -582,8 +677,12 @@ class BaseImporter:
             if container is not None:
                 skipped.add(fid)
                 if fid in self.by_fid:
-                    self.warn("dropped", f"left out with its container {self.by_fid[container].src_id!r}, which "
-                              "was not converted", self.by_fid[fid])
+                    self.warn(
+                        "dropped",
+                        f"left out with its container {self.by_fid[container].src_id!r}, which "
+                        "was not converted",
+                        self.by_fid[fid],
+                    )
         nodes = []
         inserted_after: dict[str, list[str]] = {}
         inserted_before: dict[str, list[str]] = {}
@@ -614,7 +713,9 @@ class BaseImporter:
         if getattr(self, "environment", None):
             doc["environment"] = self.environment
         doc["nodes"] = nodes
-        doc["edges"] = [e for e in self._edge_dicts() if e["source"] not in skipped and e["target"] not in skipped]
+        doc["edges"] = [
+            e for e in self._edge_dicts() if e["source"] not in skipped and e["target"] not in skipped
+        ]
         return normalise_workflow(doc, self.catalog)
 
     #: compile problems of a node on its own; others (e.g. a reader of an invalid node seen
@@ -631,7 +732,9 @@ class BaseImporter:
             errors = [p for p in problems if p.severity == "error"]
             if not errors:
                 for problem in problems:
-                    self.warn(f"compile_{problem.code}", problem.message, self.by_fid.get(problem.node_id or ""))
+                    self.warn(
+                        f"compile_{problem.code}", problem.message, self.by_fid.get(problem.node_id or "")
+                    )
                 break
             primary = [p for p in errors if p.code in self._PRIMARY]
             fixable: dict[str, list[str]] = {}
@@ -645,14 +748,22 @@ class BaseImporter:
             if not fixable:
                 raise ImportFailed(self.issues, self.source_format)
             for fid, messages in fixable.items():
-                self.failed[fid] = ("compile_error", "the converted node does not compile: " + "; ".join(messages))
+                self.failed[fid] = (
+                    "compile_error",
+                    "the converted node does not compile: " + "; ".join(messages),
+                )
                 self.nodes.pop(fid, None)
         else:  # pragma: no cover - each round replaces at least one node
             raise ImportFailed(self.issues, self.source_format)
         if any(i.severity == "error" for i in self.issues) and not self.allow_partial:
             raise ImportFailed(self.issues, self.source_format)
-        return ImportResult(doc, list(self.issues), self.source_format, dict(self.models),
-                            dict(getattr(self, "_datasets_mapped", {})))
+        return ImportResult(
+            doc,
+            list(self.issues),
+            self.source_format,
+            dict(self.models),
+            dict(getattr(self, "_datasets_mapped", {})),
+        )
 
 
 def first(mapping: Mapping[str, Any], *keys: str, default: Any = None) -> Any:
@@ -680,7 +791,6 @@ def number(value: Any) -> float | int | None:
             except ValueError:
                 return None
     return None
-
 
 
 def xy(pos: Any) -> dict[str, float]:

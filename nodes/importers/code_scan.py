@@ -23,41 +23,180 @@ from typing import Any
 __all__ = ["check_code", "missing_packages", "undefined_js_calls"]
 
 #: Node's built-in modules (``require('fs')``, ``require('node:fs')``).
-NODE_BUILTINS = frozenset({
-    "assert", "async_hooks", "buffer", "child_process", "cluster", "console", "constants", "crypto", "dgram",
-    "diagnostics_channel", "dns", "domain", "events", "fs", "http", "http2", "https", "inspector", "module", "net",
-    "os", "path", "perf_hooks", "process", "punycode", "querystring", "readline", "repl", "stream",
-    "string_decoder", "sys", "timers", "tls", "trace_events", "tty", "url", "util", "v8", "vm", "wasi",
-    "worker_threads", "zlib", "test",
-})
+NODE_BUILTINS = frozenset(
+    {
+        "assert",
+        "async_hooks",
+        "buffer",
+        "child_process",
+        "cluster",
+        "console",
+        "constants",
+        "crypto",
+        "dgram",
+        "diagnostics_channel",
+        "dns",
+        "domain",
+        "events",
+        "fs",
+        "http",
+        "http2",
+        "https",
+        "inspector",
+        "module",
+        "net",
+        "os",
+        "path",
+        "perf_hooks",
+        "process",
+        "punycode",
+        "querystring",
+        "readline",
+        "repl",
+        "stream",
+        "string_decoder",
+        "sys",
+        "timers",
+        "tls",
+        "trace_events",
+        "tty",
+        "url",
+        "util",
+        "v8",
+        "vm",
+        "wasi",
+        "worker_threads",
+        "zlib",
+        "test",
+    }
+)
 
 #: Names JavaScript (and Node) define globally, and words a call pattern also matches.
-_JS_KNOWN = frozenset({
-    # keywords and operators followed by "("
-    "if", "for", "while", "switch", "catch", "function", "return", "typeof", "new", "await", "async", "yield",
-    "do", "else", "in", "of", "instanceof", "void", "delete", "throw", "case", "with", "super", "import", "this",
-    "class", "extends", "get", "set", "static",
-    # standard built-ins
-    "Array", "ArrayBuffer", "BigInt", "Boolean", "DataView", "Date", "Error", "EvalError", "Function", "Intl",
-    "JSON", "Map", "Math", "Number", "Object", "Promise", "Proxy", "RangeError", "ReferenceError", "Reflect",
-    "RegExp", "Set", "String", "Symbol", "SyntaxError", "TypeError", "URIError", "WeakMap", "WeakSet",
-    "Int8Array", "Uint8Array", "Uint8ClampedArray", "Int16Array", "Uint16Array", "Int32Array", "Uint32Array",
-    "Float32Array", "Float64Array", "BigInt64Array", "BigUint64Array", "AggregateError", "WeakRef",
-    "decodeURI", "decodeURIComponent", "encodeURI", "encodeURIComponent", "escape", "unescape", "eval",
-    "isFinite", "isNaN", "parseFloat", "parseInt", "globalThis",
-    # Node globals
-    "Buffer", "URL", "URLSearchParams", "TextEncoder", "TextDecoder", "atob", "btoa", "clearInterval",
-    "clearTimeout", "setInterval", "setTimeout", "setImmediate", "clearImmediate", "queueMicrotask",
-    "structuredClone", "require", "fetch", "AbortController", "console", "process",
-})
+_JS_KNOWN = frozenset(
+    {
+        # keywords and operators followed by "("
+        "if",
+        "for",
+        "while",
+        "switch",
+        "catch",
+        "function",
+        "return",
+        "typeof",
+        "new",
+        "await",
+        "async",
+        "yield",
+        "do",
+        "else",
+        "in",
+        "of",
+        "instanceof",
+        "void",
+        "delete",
+        "throw",
+        "case",
+        "with",
+        "super",
+        "import",
+        "this",
+        "class",
+        "extends",
+        "get",
+        "set",
+        "static",
+        # standard built-ins
+        "Array",
+        "ArrayBuffer",
+        "BigInt",
+        "Boolean",
+        "DataView",
+        "Date",
+        "Error",
+        "EvalError",
+        "Function",
+        "Intl",
+        "JSON",
+        "Map",
+        "Math",
+        "Number",
+        "Object",
+        "Promise",
+        "Proxy",
+        "RangeError",
+        "ReferenceError",
+        "Reflect",
+        "RegExp",
+        "Set",
+        "String",
+        "Symbol",
+        "SyntaxError",
+        "TypeError",
+        "URIError",
+        "WeakMap",
+        "WeakSet",
+        "Int8Array",
+        "Uint8Array",
+        "Uint8ClampedArray",
+        "Int16Array",
+        "Uint16Array",
+        "Int32Array",
+        "Uint32Array",
+        "Float32Array",
+        "Float64Array",
+        "BigInt64Array",
+        "BigUint64Array",
+        "AggregateError",
+        "WeakRef",
+        "decodeURI",
+        "decodeURIComponent",
+        "encodeURI",
+        "encodeURIComponent",
+        "escape",
+        "unescape",
+        "eval",
+        "isFinite",
+        "isNaN",
+        "parseFloat",
+        "parseInt",
+        "globalThis",
+        # Node globals
+        "Buffer",
+        "URL",
+        "URLSearchParams",
+        "TextEncoder",
+        "TextDecoder",
+        "atob",
+        "btoa",
+        "clearInterval",
+        "clearTimeout",
+        "setInterval",
+        "setTimeout",
+        "setImmediate",
+        "clearImmediate",
+        "queueMicrotask",
+        "structuredClone",
+        "require",
+        "fetch",
+        "AbortController",
+        "console",
+        "process",
+    }
+)
 
-_JS_STRIP = re.compile(r"""//[^\n]*|/\*.*?\*/|`(?:\\.|[^`\\])*`|'(?:\\.|[^'\\\n])*'|"(?:\\.|[^"\\\n])*\"""", re.S)
+_JS_STRIP = re.compile(
+    r"""//[^\n]*|/\*.*?\*/|`(?:\\.|[^`\\])*`|'(?:\\.|[^'\\\n])*'|"(?:\\.|[^"\\\n])*\"""", re.S
+)
 _JS_CALL = re.compile(r"(?<![\w$.])([A-Za-z_$][\w$]*)\s*\(")
-_JS_DECL = re.compile(r"(?:function\s*\*?\s*|class\s+|(?:const|let|var)\s+)([A-Za-z_$][\w$]*)"
-                      r"|([A-Za-z_$][\w$]*)\s*(?:=(?![=>])|=>)")
+_JS_DECL = re.compile(
+    r"(?:function\s*\*?\s*|class\s+|(?:const|let|var)\s+)([A-Za-z_$][\w$]*)"
+    r"|([A-Za-z_$][\w$]*)\s*(?:=(?![=>])|=>)"
+)
 _JS_DESTRUCTURED = re.compile(r"(?:const|let|var)\s*[{\[]([^}\]]*)[}\]]|\(\s*\{([^}]*)\}")
 _JS_PARAMS = re.compile(r"(?:function\s*[\w$]*\s*|\b)\(([^()]*)\)\s*(?:=>|\{)")
-_REQUIRE = re.compile(r"""\brequire\s*\(\s*(['"])([^'"]+)\1\s*\)|\bimport\s+(?:[^'"]*?\sfrom\s+)?(['"])([^'"]+)\3""")
+_REQUIRE = re.compile(
+    r"""\brequire\s*\(\s*(['"])([^'"]+)\1\s*\)|\bimport\s+(?:[^'"]*?\sfrom\s+)?(['"])([^'"]+)\3"""
+)
 
 
 def _python_imports(code: str) -> list[str]:
@@ -83,7 +222,9 @@ def missing_packages(language: str, code: str) -> list[str]:
     sandbox has no files to load).
     """
     if language == "python":
-        return sorted({n for n in _python_imports(code) if n not in sys.stdlib_module_names and n != "__future__"})
+        return sorted(
+            {n for n in _python_imports(code) if n not in sys.stdlib_module_names and n != "__future__"}
+        )
     found = set()
     for m in _REQUIRE.finditer(code):
         name = m.group(2) or m.group(4) or ""
@@ -109,7 +250,9 @@ def undefined_js_calls(code: str, provided: frozenset[str] = frozenset()) -> lis
     return sorted(calls - defined - _JS_KNOWN - provided)
 
 
-def check_code(importer: Any, p: Any, language: str, code: str, provided: frozenset[str] = frozenset()) -> None:
+def check_code(
+    importer: Any, p: Any, language: str, code: str, provided: frozenset[str] = frozenset()
+) -> None:
     """Report what will fail when the code node ``p`` runs: packages the sandbox lacks
     (an error, deferred so the node's other problems are listed too) and, for
     JavaScript, calls of names nothing defines (a warning: the call may sit on a path
@@ -119,10 +262,19 @@ def check_code(importer: Any, p: Any, language: str, code: str, provided: frozen
     packages = missing_packages(language, code)
     if packages:
         where = "the Python standard library" if language == "python" else "Node's built-in modules"
-        importer.defer(Unconvertible(f"the code imports {', '.join(packages)}, which the sandbox does not have (it "
-                                     f"offers {where} only)", "missing_package"))
+        importer.defer(
+            Unconvertible(
+                f"the code imports {', '.join(packages)}, which the sandbox does not have (it "
+                f"offers {where} only)",
+                "missing_package",
+            )
+        )
     if language == "javascript":
         unknown = undefined_js_calls(code, provided)
         if unknown:
-            importer.warn("behaviour_difference", f"the code calls {', '.join(unknown)}, which neither it nor the "
-                          "sandbox defines: each call fails with ReferenceError when it runs", p)
+            importer.warn(
+                "behaviour_difference",
+                f"the code calls {', '.join(unknown)}, which neither it nor the "
+                "sandbox defines: each call fails with ReferenceError when it runs",
+                p,
+            )

@@ -80,21 +80,28 @@ class DatasetImport(BaseImporter):
         out: list[str] = []
         if not sources:
             if "*" not in dataset_map:
-                raise Unconvertible(f"the search node has no dataset selected in the source; map one with "
-                                    f"{self.dataset_hint('*')} (create and fill one with: flowloom datasets create "
-                                    "NAME --id ID --embedding-model MODEL, then flowloom datasets add ID FILES "
-                                    "--wait)", "unmapped_dataset")
+                raise Unconvertible(
+                    f"the search node has no dataset selected in the source; map one with "
+                    f"{self.dataset_hint('*')} (create and fill one with: flowloom datasets create "
+                    "NAME --id ID --embedding-model MODEL, then flowloom datasets add ID FILES "
+                    "--wait)",
+                    "unmapped_dataset",
+                )
             sources = ["*"]
         for source in sources:
             target = dataset_map.get(source) or dataset_map.get("*")
             if target is None:
                 target = _INVALID.sub("_", source)[:64] or "dataset"
                 name = (names or {}).get(source) or target
-                self.warn("unmapped_dataset", f"dataset {source!r} is not mapped: it is searched as dataset "
-                          f"{target!r}, which must exist when the workflow runs. Create and fill it with: "
-                          f"flowloom datasets create {json.dumps(name, ensure_ascii=False)} --id {target} "
-                          f"--embedding-model MODEL, then flowloom datasets add {target} FILES --wait; or map it "
-                          f"to a dataset you have with {self.dataset_hint(source)}", p)
+                self.warn(
+                    "unmapped_dataset",
+                    f"dataset {source!r} is not mapped: it is searched as dataset "
+                    f"{target!r}, which must exist when the workflow runs. Create and fill it with: "
+                    f"flowloom datasets create {json.dumps(name, ensure_ascii=False)} --id {target} "
+                    f"--embedding-model MODEL, then flowloom datasets add {target} FILES --wait; or map it "
+                    f"to a dataset you have with {self.dataset_hint(source)}",
+                    p,
+                )
             self.datasets_mapped[source] = target
             if target not in out:
                 out.append(target)
@@ -118,8 +125,12 @@ class DatasetImport(BaseImporter):
             target = name
         if target is None or (registry is not None and not registry.has(target, "rerank")):
             what = f"rerank model {name!r}" if name else "rerank (no model named)"
-            self.warn("not_carried_over", f"{what} is not in the model registry: results are not reranked; map it "
-                      f"with {self.hints.mapping(name or 'RERANK', 'NAME')} to a rerank model", p)
+            self.warn(
+                "not_carried_over",
+                f"{what} is not in the model registry: results are not reranked; map it "
+                f"with {self.hints.mapping(name or 'RERANK', 'NAME')} to a rerank model",
+                p,
+            )
             return None
         self.models[name] = target
         out: dict[str, Any] = {"model": target}

@@ -49,7 +49,9 @@ class DifyImporter(DifyNodes):
 
     def plan(self) -> None:
         if not self.raw_nodes:
-            raise ImportFailed([ImportIssue("invalid_source", "the Dify graph has no nodes")], self.source_format)
+            raise ImportFailed(
+                [ImportIssue("invalid_source", "the Dify graph has no nodes")], self.source_format
+            )
         keep = []
         for node in self.raw_nodes:
             kind = self.kind_of(str(node["id"]))
@@ -61,17 +63,25 @@ class DifyImporter(DifyNodes):
         self.place_nodes([(str(n["id"]), n) for n in keep], self._planned)
         for p in self.planned:
             data = self.data(p.raw)
-            parent = str(first(p.raw, "parentId", default="") or data.get("iteration_id") or data.get("loop_id") or "")
+            parent = str(
+                first(p.raw, "parentId", default="") or data.get("iteration_id") or data.get("loop_id") or ""
+            )
             if parent:
                 owner = self.by_src.get(parent)
                 if owner is not None and owner.src_type in ("iteration", "loop"):
                     p.parent = owner.fid
                 else:
-                    self.warn("dropped", f"parent {parent!r} is not an iteration or loop node; the node is placed at "
-                              "the top level", p)
+                    self.warn(
+                        "dropped",
+                        f"parent {parent!r} is not an iteration or loop node; the node is placed at "
+                        "the top level",
+                        p,
+                    )
         starts = [p for p in self.planned if p.src_type == "start"]
         if not starts:
-            raise ImportFailed([ImportIssue("invalid_source", "the Dify graph has no start node")], self.source_format)
+            raise ImportFailed(
+                [ImportIssue("invalid_source", "the Dify graph has no start node")], self.source_format
+            )
         self.start_id = starts[0].src_id
         self._plan_variables(starts[0])
         for p in self.planned:
@@ -80,8 +90,15 @@ class DifyImporter(DifyNodes):
 
     def _planned(self, nid: str, fid: str, node: dict[str, Any]) -> Planned:
         data = self.data(node)
-        return Planned(nid, fid, self.kind_of(nid), node, name=str(data.get("title") or ""),
-                       description=str(data.get("desc") or ""), position=self._position(node))
+        return Planned(
+            nid,
+            fid,
+            self.kind_of(nid),
+            node,
+            name=str(data.get("title") or ""),
+            description=str(data.get("desc") or ""),
+            position=self._position(node),
+        )
 
     def _position(self, node: dict[str, Any]) -> dict[str, float]:
         pos = node.get("positionAbsolute") if isinstance(node.get("positionAbsolute"), dict) else None
@@ -93,9 +110,16 @@ class DifyImporter(DifyNodes):
                 return {"x": base["x"] + offset["x"], "y": base["y"] + offset["y"]}
         return xy(pos)
 
-    _INPUT_TYPES = {"text-input": VarType.string, "paragraph": VarType.string, "select": VarType.string,
-                    "number": VarType.number, "checkbox": VarType.boolean, "json_object": VarType.object,
-                    "file": VarType.file, "file-list": VarType.array}
+    _INPUT_TYPES = {
+        "text-input": VarType.string,
+        "paragraph": VarType.string,
+        "select": VarType.string,
+        "number": VarType.number,
+        "checkbox": VarType.boolean,
+        "json_object": VarType.object,
+        "file": VarType.file,
+        "file-list": VarType.array,
+    }
 
     def _plan_variables(self, start: Planned) -> None:
         for var in self.data(start.raw).get("variables") or []:
@@ -104,17 +128,35 @@ class DifyImporter(DifyNodes):
             name = str(var["variable"])
             vtype = self._INPUT_TYPES.get(str(var.get("type") or "text-input"), VarType.string)
             if not IDENT.match(name):
-                raise ImportFailed([ImportIssue("invalid_source", f"start variable {name!r} is not an identifier",
-                                                start.src_id, "start")], self.source_format)
+                raise ImportFailed(
+                    [
+                        ImportIssue(
+                            "invalid_source",
+                            f"start variable {name!r} is not an identifier",
+                            start.src_id,
+                            "start",
+                        )
+                    ],
+                    self.source_format,
+                )
             options = [str(o) for o in var.get("options") or []]
             desc = str(var.get("label") or "") + (f" (one of: {', '.join(options)})" if options else "")
             default = var.get("default")
             self.start_vars[name] = vtype
-            self.declare_input(name, vtype, required=bool(var.get("required")) and default in (None, ""),
-                               default=None if default == "" else default, description=desc)
+            self.declare_input(
+                name,
+                vtype,
+                required=bool(var.get("required")) and default in (None, ""),
+                default=None if default == "" else default,
+                description=desc,
+            )
             if vtype in (VarType.file, VarType.array) and str(var.get("type")).startswith("file"):
-                self.warn("behaviour_difference", f"input {name!r} is a file input in Dify; Flowloom passes it as a "
-                          "plain value (nodes that read files are not supported)", start)
+                self.warn(
+                    "behaviour_difference",
+                    f"input {name!r} is a file input in Dify; Flowloom passes it as a "
+                    "plain value (nodes that read files are not supported)",
+                    start,
+                )
         self._plan_environment()
         for var in self.wf.get("conversation_variables") or []:
             if not isinstance(var, dict) or not var.get("name"):
@@ -123,8 +165,12 @@ class DifyImporter(DifyNodes):
             name = identifier(key, {v["name"] for v in self.conversation_vars}, "var")
             self.renamed("conversation variable", key, name)
             self.conversation[key] = name
-            self.declare_conversation(name, var_type(var.get("value_type")) or VarType.any, default=var.get("value"),
-                                      description=str(var.get("description") or ""))
+            self.declare_conversation(
+                name,
+                var_type(var.get("value_type")) or VarType.any,
+                default=var.get("value"),
+                description=str(var.get("description") or ""),
+            )
 
     def _plan_environment(self) -> None:
         """Dify's ``environment_variables`` become the workflow's ``environment``
@@ -148,12 +194,16 @@ class DifyImporter(DifyNodes):
                     value = float(value) if any(c in str(value) for c in ".eE") else int(value)
                 except ValueError:
                     kind = "string"
-                    self.warn("behaviour_difference", f"environment variable {key!r} is a number in Dify but its "
-                              f"value {value!r} is not: it is a string here")
+                    self.warn(
+                        "behaviour_difference",
+                        f"environment variable {key!r} is a number in Dify but its "
+                        f"value {value!r} is not: it is a string here",
+                    )
             self.env[key] = name
             self.env_types[name] = VarType.number if kind == "number" else VarType.string
-            self.environment.append({"name": name, "type": kind, "value": value,
-                                     "description": str(var.get("description") or "")})
+            self.environment.append(
+                {"name": name, "type": kind, "value": value, "description": str(var.get("description") or "")}
+            )
 
     def _plan_loop_variables(self, p: Planned) -> None:
         names: dict[str, str] = {}
@@ -162,9 +212,12 @@ class DifyImporter(DifyNodes):
                 taken = {v["name"] for v in self.variables} | {v["name"] for v in self.inputs}
                 name = identifier(f"loop_{p.fid}_{var['label']}", taken, "loop")
                 names[str(var["label"])] = name
-                self.declare_variable(name, var_type(var.get("var_type")) or VarType.any,
-                                      description=f"loop variable {var['label']!r} of loop {p.src_id!r} "
-                                                  "(its live value inside the loop body)")
+                self.declare_variable(
+                    name,
+                    var_type(var.get("var_type")) or VarType.any,
+                    description=f"loop variable {var['label']!r} of loop {p.src_id!r} "
+                    "(its live value inside the loop body)",
+                )
         self.loop_vars[p.src_id] = names
 
     # ------------------------------------------------------------------ edges
@@ -186,6 +239,7 @@ class DifyImporter(DifyNodes):
                 mapped = handle_key(handle)
             eid = raw.get("id")
             self.add_edge(self.by_src[s].fid, mapped, self.by_src[t].fid, str(eid) if eid else None)
+
     # ------------------------------------------------------------------ conversion
 
     def convert(self, p: Planned) -> dict[str, Any]:

@@ -14,9 +14,9 @@ from schemas.nodes import OUTPUT_NAME
 from schemas.types import VarType
 
 from .base import Planned, coerce_literal, first, number
-from .dify_refs import TEMPLATE_REF, DifyRefs, handle_key
 from .code_scan import check_code
 from .datasets import DatasetImport
+from .dify_refs import TEMPLATE_REF, DifyRefs, handle_key
 from .mcp import dify_reason
 from .refs import CODE_OUTPUT, IDENT, Unconvertible, identifier, var_type
 
@@ -26,10 +26,9 @@ _FLATTEN_CODE = (
     "def main(results):\n"
     "    # Dify's flatten_output: when every item's result is a list, concatenate them\n"
     "    if all(isinstance(r, list) for r in results):\n"
-    "        return {\"output\": [x for r in results for x in r]}\n"
-    "    return {\"output\": results}\n"
+    '        return {"output": [x for r in results for x in r]}\n'
+    '    return {"output": results}\n'
 )
-
 
 
 class DifyNodes(DifyRefs, DatasetImport):
@@ -42,7 +41,9 @@ class DifyNodes(DifyRefs, DatasetImport):
         outputs = self._named_values(self.data(p.raw).get("outputs"), "output name", names=OUTPUT_NAME)
         return {"type": "end", "config": {"outputs": outputs}}
 
-    def _named_values(self, items: Any, what: str, why: str = "", names: str = IDENT.pattern) -> list[dict[str, Any]]:
+    def _named_values(
+        self, items: Any, what: str, why: str = "", names: str = IDENT.pattern
+    ) -> list[dict[str, Any]]:
         """``[{variable, value_selector}]`` as ``[{name, value}]`` bindings; each name must
         match ``names`` (identifiers by default: template variables are read by name; End
         outputs and code inputs take any key), else ``<what> <name> ...<why>``."""
@@ -90,18 +91,31 @@ class DifyNodes(DifyRefs, DatasetImport):
         selector = data.get("query_variable_selector")
         cfg["question"] = self.text_value(selector) if selector else "{{ sys.query }}"
         if data.get("retrieval_mode") == "single":
-            self.warn("not_carried_over", "single-dataset routing (a model picks one dataset) is not carried over: "
-                      "every dataset is searched and the results merged", p)
-        multi = data.get("multiple_retrieval_config") if isinstance(data.get("multiple_retrieval_config"), dict) \
+            self.warn(
+                "not_carried_over",
+                "single-dataset routing (a model picks one dataset) is not carried over: "
+                "every dataset is searched and the results merged",
+                p,
+            )
+        multi = (
+            data.get("multiple_retrieval_config")
+            if isinstance(data.get("multiple_retrieval_config"), dict)
             else {}
+        )
         top_k = number(multi.get("top_k"))
         if top_k is not None and 1 <= top_k <= 200:
             cfg["top_k"] = int(top_k)
-        threshold = self.threshold(multi.get("score_threshold")) if multi.get("score_threshold_enabled", True) \
+        threshold = (
+            self.threshold(multi.get("score_threshold"))
+            if multi.get("score_threshold_enabled", True)
             else None
+        )
         if threshold is not None:
             cfg["score_threshold"] = threshold
-        if multi.get("reranking_enable") and multi.get("reranking_mode", "reranking_model") == "reranking_model":
+        if (
+            multi.get("reranking_enable")
+            and multi.get("reranking_mode", "reranking_model") == "reranking_model"
+        ):
             model = multi.get("reranking_model") if isinstance(multi.get("reranking_model"), dict) else {}
             rerank = self.rerank_settings(model.get("model"), p)
             if rerank is not None:
@@ -120,10 +134,15 @@ class DifyNodes(DifyRefs, DatasetImport):
         data = self.data(p.raw)
         cfg: dict[str, Any] = {}
         self._model(data, cfg)
-        if (data.get("structured_output_enabled") or data.get("structured_output")) and \
-                data.get("structured_output_enabled") is not False:
-            self.defer(Unconvertible("structured output of an LLM node is not supported (use a parameter "
-                                     "extractor)", "unsupported_feature"))
+        if (data.get("structured_output_enabled") or data.get("structured_output")) and data.get(
+            "structured_output_enabled"
+        ) is not False:
+            self.defer(
+                Unconvertible(
+                    "structured output of an LLM node is not supported (use a parameter extractor)",
+                    "unsupported_feature",
+                )
+            )
         context = data.get("context") if isinstance(data.get("context"), dict) else {}
         local: dict[str, str] = {}
         if context.get("enabled") and context.get("variable_selector"):
@@ -140,10 +159,15 @@ class DifyNodes(DifyRefs, DatasetImport):
         system, user = self._prompt_messages(p, messages, local, cfg, memory is not None)
         if memory is not None:
             query = memory.get("query_prompt_template")
-            user.append(self.template(query if isinstance(query, str) and query.strip() else "{{#sys.query#}}",
-                                      local=local))
+            user.append(
+                self.template(
+                    query if isinstance(query, str) and query.strip() else "{{#sys.query#}}", local=local
+                )
+            )
         if len(user) > 1:
-            self.warn("behaviour_difference", "several user messages are sent as one, separated by blank lines", p)
+            self.warn(
+                "behaviour_difference", "several user messages are sent as one, separated by blank lines", p
+            )
         if system and any(s for s in system):
             cfg["system_prompt"] = "\n\n".join(s for s in system if s)
         cfg["user_prompt"] = "\n\n".join(u for u in user if u) if user else ""
@@ -155,8 +179,14 @@ class DifyNodes(DifyRefs, DatasetImport):
         cfg["stream"] = False  # Dify shows an LLM's text through answer nodes
         return {"type": "chat", "config": cfg}
 
-    def _prompt_messages(self, p: Planned, messages: list[dict[str, Any]], local: dict[str, str],
-                         cfg: dict[str, Any], memory: bool) -> tuple[list[str], list[str]]:
+    def _prompt_messages(
+        self,
+        p: Planned,
+        messages: list[dict[str, Any]],
+        local: dict[str, str],
+        cfg: dict[str, Any],
+        memory: bool,
+    ) -> tuple[list[str], list[str]]:
         """(system texts, user texts) of the prompt; few-shot turns (the user/assistant
         messages before the last assistant message and the user messages after it) become
         the chat's history: a run variable holding them, read through ``history_source``.
@@ -175,25 +205,43 @@ class DifyNodes(DifyRefs, DatasetImport):
             elif role == "user":
                 user.append(self.template(text, local=local))
             else:
-                self.defer(Unconvertible(f"prompt messages with role {role!r} are not supported",
-                                         "unsupported_feature"))
+                self.defer(
+                    Unconvertible(
+                        f"prompt messages with role {role!r} are not supported", "unsupported_feature"
+                    )
+                )
         if not shots:
             return system, user
         if any(TEMPLATE_REF.search(m["content"]) or "{{" in m["content"] for m in shots):
-            self.defer(Unconvertible("few-shot prompt turns that read variables are not supported (literal "
-                                     "examples are)", "unsupported_feature"))
+            self.defer(
+                Unconvertible(
+                    "few-shot prompt turns that read variables are not supported (literal examples are)",
+                    "unsupported_feature",
+                )
+            )
         elif memory:
-            self.defer(Unconvertible("few-shot prompt turns together with memory are not supported",
-                                     "unsupported_feature"))
+            self.defer(
+                Unconvertible(
+                    "few-shot prompt turns together with memory are not supported", "unsupported_feature"
+                )
+            )
         else:
             taken = {v["name"] for v in self.variables} | {v["name"] for v in self.inputs}
             name = identifier(f"fewshot_{p.fid}", taken, "fewshot")
-            self.declare_variable(name, VarType.array, default=shots,
-                                  description=f"the few-shot turns of the prompt of node {p.src_id!r}")
+            self.declare_variable(
+                name,
+                VarType.array,
+                default=shots,
+                description=f"the few-shot turns of the prompt of node {p.src_id!r}",
+            )
             cfg["history_source"] = {"ref": f"vars.{name}"}
             cfg["history"] = max(1, min(100, sum(1 for m in shots if m["role"] == "user")))
-            self.warn("behaviour_difference", f"the prompt's few-shot turns are sent as chat history (run variable "
-                      f"{name!r}), between the system prompt and the user message", p)
+            self.warn(
+                "behaviour_difference",
+                f"the prompt's few-shot turns are sent as chat history (run variable "
+                f"{name!r}), between the system prompt and the user message",
+                p,
+            )
         return system, user
 
     def _question_classifier(self, p: Planned) -> dict[str, Any]:
@@ -201,8 +249,11 @@ class DifyNodes(DifyRefs, DatasetImport):
         cfg: dict[str, Any] = {}
         self._model(data, cfg)
         cfg["question"] = self.text_value(data.get("query_variable_selector"))
-        categories = [{"id": handle_key(c.get("id")), "name": str(c.get("name") or c.get("id"))}
-                      for c in data.get("classes") or [] if isinstance(c, dict) and c.get("id") is not None]
+        categories = [
+            {"id": handle_key(c.get("id")), "name": str(c.get("name") or c.get("id"))}
+            for c in data.get("classes") or []
+            if isinstance(c, dict) and c.get("id") is not None
+        ]
         if len(categories) < 2:
             raise Unconvertible("a question classifier needs at least two classes")
         cfg["categories"] = categories
@@ -211,8 +262,14 @@ class DifyNodes(DifyRefs, DatasetImport):
         self._memory(data, cfg, 4)
         return {"type": "classify_question", "config": cfg}
 
-    _PARAM_TYPES = {"string": "string", "number": "number", "bool": "boolean", "boolean": "boolean",
-                    "select": "string", "object": "object"}
+    _PARAM_TYPES = {
+        "string": "string",
+        "number": "number",
+        "bool": "boolean",
+        "boolean": "boolean",
+        "select": "string",
+        "object": "object",
+    }
 
     def _parameter_extractor(self, p: Planned) -> dict[str, Any]:
         data = self.data(p.raw)
@@ -246,17 +303,33 @@ class DifyNodes(DifyRefs, DatasetImport):
         self._memory(data, cfg, 0)
         return {"type": "extract_fields", "config": cfg}
 
-    _OPS = {"contains": ("contains", None), "not contains": ("not_contains", None),
-            "start with": ("starts_with", "string"), "end with": ("ends_with", "string"),
-            "is": ("equals", None), "is not": ("not_equals", None), "empty": ("empty", None),
-            "not empty": ("not_empty", None), "in": ("in", None), "not in": ("not_in", None),
-            "=": ("equals", "number"), "≠": ("not_equals", "number"), ">": ("gt", "number"), "<": ("lt", "number"),
-            "≥": ("gte", "number"), "≤": ("lte", "number"), "null": ("empty", None), "not null": ("not_empty", None)}
+    _OPS = {
+        "contains": ("contains", None),
+        "not contains": ("not_contains", None),
+        "start with": ("starts_with", "string"),
+        "end with": ("ends_with", "string"),
+        "is": ("equals", None),
+        "is not": ("not_equals", None),
+        "empty": ("empty", None),
+        "not empty": ("not_empty", None),
+        "in": ("in", None),
+        "not in": ("not_in", None),
+        "=": ("equals", "number"),
+        "≠": ("not_equals", "number"),
+        ">": ("gt", "number"),
+        "<": ("lt", "number"),
+        "≥": ("gte", "number"),
+        "≤": ("lte", "number"),
+        "null": ("empty", None),
+        "not null": ("not_empty", None),
+    }
 
     def _condition(self, item: dict[str, Any]) -> dict[str, Any]:
         op = str(item.get("comparison_operator") or "")
         if op not in self._OPS:
-            raise Unconvertible(f"condition operator {op!r} has no Flowloom equivalent", "unsupported_feature")
+            raise Unconvertible(
+                f"condition operator {op!r} has no Flowloom equivalent", "unsupported_feature"
+            )
         if item.get("sub_variable_condition"):
             raise Unconvertible("conditions on file attributes are not supported", "unsupported_feature")
         operator, coerce = self._OPS[op]
@@ -271,13 +344,17 @@ class DifyNodes(DifyRefs, DatasetImport):
                 parts = refs[0].split(".")
                 cond["right"] = self.selector(parts).as_ref()
             elif refs:
-                raise Unconvertible(f"condition value {right!r} mixes text and references", "unsupported_feature")
+                raise Unconvertible(
+                    f"condition value {right!r} mixes text and references", "unsupported_feature"
+                )
             elif coerce == "number":
                 cond["right"] = number(right) if number(right) is not None else right
             elif coerce == "boolean" and isinstance(right, str):
                 cond["right"] = right.strip().lower() in ("true", "1", "yes")
             elif operator in ("in", "not_in"):
-                cond["right"] = right if isinstance(right, list) else [v.strip() for v in str(right or "").split(",")]
+                cond["right"] = (
+                    right if isinstance(right, list) else [v.strip() for v in str(right or "").split(",")]
+                )
             else:
                 cond["right"] = "" if right is None else right
         if coerce is not None:
@@ -288,8 +365,13 @@ class DifyNodes(DifyRefs, DatasetImport):
         data = self.data(p.raw)
         raw_cases = data.get("cases")
         if not raw_cases:
-            raw_cases = [{"case_id": "true", "logical_operator": data.get("logical_operator") or "and",
-                          "conditions": data.get("conditions") or []}]
+            raw_cases = [
+                {
+                    "case_id": "true",
+                    "logical_operator": data.get("logical_operator") or "and",
+                    "conditions": data.get("conditions") or [],
+                }
+            ]
         cases = []
         for case in raw_cases:
             if not isinstance(case, dict):
@@ -298,15 +380,20 @@ class DifyNodes(DifyRefs, DatasetImport):
             conditions = self.each(items, self._condition)
             if not items:
                 raise Unconvertible(f"case {case.get('case_id')!r} has no condition")
-            cases.append({"id": handle_key(first(case, "case_id", "id", default="true")),
-                          "logic": "or" if str(case.get("logical_operator")).lower() == "or" else "and",
-                          "conditions": conditions})
+            cases.append(
+                {
+                    "id": handle_key(first(case, "case_id", "id", default="true")),
+                    "logic": "or" if str(case.get("logical_operator")).lower() == "or" else "and",
+                    "conditions": conditions,
+                }
+            )
         return {"type": "if_else", "config": {"cases": cases}}
 
     def _code(self, p: Planned) -> dict[str, Any]:
         data = self.data(p.raw)
         language = {"python3": "python", "python": "python", "javascript": "javascript"}.get(
-            str(data.get("code_language") or ""))
+            str(data.get("code_language") or "")
+        )
         if language is None:
             raise Unconvertible(f"code language {data.get('code_language')!r} is not supported")
         inputs = self._named_values(data.get("variables"), "input", names=r".+")
@@ -320,14 +407,19 @@ class DifyNodes(DifyRefs, DatasetImport):
         if not isinstance(code, str) or not code.strip():
             raise Unconvertible("the code node has no code")
         check_code(self, p, language, code)
-        return {"type": "code", "config": {"language": language, "code": code, "inputs": inputs, "outputs": outputs}}
+        return {
+            "type": "code",
+            "config": {"language": language, "code": code, "inputs": inputs, "outputs": outputs},
+        }
 
     def _template_transform(self, p: Planned) -> dict[str, Any]:
         data = self.data(p.raw)
         variables = self._named_values(data.get("variables"), "template variable")
         template = data.get("template")
-        return {"type": "template", "config": {"template": template if isinstance(template, str) else "",
-                                               "variables": variables}}
+        return {
+            "type": "template",
+            "config": {"template": template if isinstance(template, str) else "", "variables": variables},
+        }
 
     def _aggregator(self, p: Planned) -> dict[str, Any]:
         data = self.data(p.raw)
@@ -347,21 +439,34 @@ class DifyNodes(DifyRefs, DatasetImport):
                 if index == 0:
                     first_node = {"type": "variable_aggregator", "config": config}
                     continue
-                self.insert_after(previous, {
-                    "id": node_id, "type": "variable_aggregator", "name": f"{p.name} / {group['group_name']}",
-                    "position": {"x": p.position["x"], "y": p.position["y"] + 80 * index}, "config": config,
-                    **({"parent": p.parent} if p.parent else {})})
+                self.insert_after(
+                    previous,
+                    {
+                        "id": node_id,
+                        "type": "variable_aggregator",
+                        "name": f"{p.name} / {group['group_name']}",
+                        "position": {"x": p.position["x"], "y": p.position["y"] + 80 * index},
+                        "config": config,
+                        **({"parent": p.parent} if p.parent else {}),
+                    },
+                )
                 previous = node_id
             if len(groups) > 1:
-                self.warn("behaviour_difference", "each group of the aggregator is its own variable_aggregator node "
-                          f"({', '.join(groups.values())}), run one after the other", p)
+                self.warn(
+                    "behaviour_difference",
+                    "each group of the aggregator is its own variable_aggregator node "
+                    f"({', '.join(groups.values())}), run one after the other",
+                    p,
+                )
             assert first_node is not None
             return first_node
         refs = [self.value(sel) for sel in data.get("variables") or []]
         if not refs:
             raise Unconvertible("the variable aggregator has no variables")
-        return {"type": "variable_aggregator",
-                "config": {"type": (var_type(data.get("output_type")) or VarType.any).value, "refs": refs}}
+        return {
+            "type": "variable_aggregator",
+            "config": {"type": (var_type(data.get("output_type")) or VarType.any).value, "refs": refs},
+        }
 
     def _variable_assigner(self, p: Planned) -> dict[str, Any]:
         data = self.data(p.raw)
@@ -369,8 +474,14 @@ class DifyNodes(DifyRefs, DatasetImport):
             return self._aggregator(p)  # the legacy name of the aggregator
         return self._assigner(p)
 
-    _ASSIGN_OPS = {"over-write": "set", "set": "set", "append": "append", "extend": "extend", "clear": "clear",
-                   "+=": "add"}
+    _ASSIGN_OPS = {
+        "over-write": "set",
+        "set": "set",
+        "append": "append",
+        "extend": "extend",
+        "clear": "clear",
+        "+=": "add",
+    }
 
     def _assign_target(self, sel: Any) -> str:
         if isinstance(sel, list) and len(sel) == 2:
@@ -379,8 +490,10 @@ class DifyNodes(DifyRefs, DatasetImport):
                 return f"conversation.{self.conversation[var]}"
             if head in self.loop_vars and var in self.loop_vars[head]:
                 return self.loop_vars[head][var]
-        raise Unconvertible(f"it assigns {sel!r}; Flowloom updates conversation variables and loop variables only",
-                            "unsupported_feature")
+        raise Unconvertible(
+            f"it assigns {sel!r}; Flowloom updates conversation variables and loop variables only",
+            "unsupported_feature",
+        )
 
     def _assigner(self, p: Planned) -> dict[str, Any]:
         data = self.data(p.raw)
@@ -397,8 +510,9 @@ class DifyNodes(DifyRefs, DatasetImport):
                 if op == "-=" and number(value) is not None:
                     op, value = "+=", -number(value)  # type: ignore[operator]
                 if op not in self._ASSIGN_OPS:
-                    raise Unconvertible(f"assignment operation {op!r} has no Flowloom equivalent",
-                                        "unsupported_feature")
+                    raise Unconvertible(
+                        f"assignment operation {op!r} has no Flowloom equivalent", "unsupported_feature"
+                    )
                 update: dict[str, Any] = {"variable": name, "operation": self._ASSIGN_OPS[op]}
                 if op != "clear":
                     update["value"] = value
@@ -425,19 +539,33 @@ class DifyNodes(DifyRefs, DatasetImport):
         if data.get("is_parallel"):
             cfg["concurrency"] = max(1, min(32, int(number(data.get("parallel_nums")) or 1)))
         mode = {"terminated": "fail", "continue-on-error": "continue", "remove-abnormal-output": "skip"}.get(
-            str(data.get("error_handle_mode") or "terminated"), "fail")
+            str(data.get("error_handle_mode") or "terminated"), "fail"
+        )
         cfg["item_error"] = mode
         flat = self.flatten_id(p)
         if flat is not None:
-            self.insert_after(p.fid, {
-                "id": flat, "type": "code", "name": f"{p.name or p.fid}: flatten output",
-                "position": {"x": p.position["x"] + 40, "y": p.position["y"] + 160},
-                "config": {"language": "python", "code": _FLATTEN_CODE,
-                           "inputs": [{"name": "results", "value": {"ref": f"{p.fid}.results"}}],
-                           "outputs": [{"name": "output", "type": "array"}]},
-                **({"parent": p.parent} if p.parent else {})})
-            self.warn("behaviour_difference", f"flatten_output: node {flat!r} (Python, added by the importer) "
-                      "concatenates the items' results when every result is a list", p)
+            self.insert_after(
+                p.fid,
+                {
+                    "id": flat,
+                    "type": "code",
+                    "name": f"{p.name or p.fid}: flatten output",
+                    "position": {"x": p.position["x"] + 40, "y": p.position["y"] + 160},
+                    "config": {
+                        "language": "python",
+                        "code": _FLATTEN_CODE,
+                        "inputs": [{"name": "results", "value": {"ref": f"{p.fid}.results"}}],
+                        "outputs": [{"name": "output", "type": "array"}],
+                    },
+                    **({"parent": p.parent} if p.parent else {}),
+                },
+            )
+            self.warn(
+                "behaviour_difference",
+                f"flatten_output: node {flat!r} (Python, added by the importer) "
+                "concatenates the items' results when every result is a list",
+                p,
+            )
         return {"type": "iteration", "config": cfg}
 
     def _loop(self, p: Planned) -> dict[str, Any]:
@@ -461,7 +589,9 @@ class DifyNodes(DifyRefs, DatasetImport):
         cfg: dict[str, Any] = {"variables": variables, "update": update}
         self.body_scope = p.fid
         try:
-            cfg["break_when"] = [self._condition(c) for c in data.get("break_conditions") or [] if isinstance(c, dict)]
+            cfg["break_when"] = [
+                self._condition(c) for c in data.get("break_conditions") or [] if isinstance(c, dict)
+            ]
         finally:
             self.body_scope = None
         cfg["logic"] = "or" if str(data.get("logical_operator")).lower() == "or" else "and"
@@ -469,13 +599,24 @@ class DifyNodes(DifyRefs, DatasetImport):
         if count is not None and count >= 1:
             cfg["max_iterations"] = int(count)
         if init:
-            self.insert_before(p.fid, {"id": self.synthetic_id(f"{p.fid}-init"), "type": "variable_update",
-                                    "name": f"{p.name or p.fid}: initial values",
-                                    "position": {"x": p.position["x"] - 40, "y": p.position["y"] - 120},
-                                    "config": {"updates": init}, **({"parent": p.parent} if p.parent else {})})
-        self.warn("behaviour_difference", f"the loop stops after its break conditions; reaching loop_count "
-                  f"({cfg.get('max_iterations', 'the run limit')}) rounds fails the node with reason "
-                  "max_iterations (Dify ends the loop there silently)", p)
+            self.insert_before(
+                p.fid,
+                {
+                    "id": self.synthetic_id(f"{p.fid}-init"),
+                    "type": "variable_update",
+                    "name": f"{p.name or p.fid}: initial values",
+                    "position": {"x": p.position["x"] - 40, "y": p.position["y"] - 120},
+                    "config": {"updates": init},
+                    **({"parent": p.parent} if p.parent else {}),
+                },
+            )
+        self.warn(
+            "behaviour_difference",
+            f"the loop stops after its break conditions; reaching loop_count "
+            f"({cfg.get('max_iterations', 'the run limit')}) rounds fails the node with reason "
+            "max_iterations (Dify ends the loop there silently)",
+            p,
+        )
         return {"type": "loop", "config": cfg}
 
     def _loop_break(self, p: Planned) -> dict[str, Any]:
@@ -483,8 +624,11 @@ class DifyNodes(DifyRefs, DatasetImport):
 
     def _http(self, p: Planned) -> dict[str, Any]:
         data = self.data(p.raw)
-        cfg: dict[str, Any] = {"method": str(data.get("method") or "get").upper(),
-                               "url": self.template(data.get("url") or ""), "raise_for_status": False}
+        cfg: dict[str, Any] = {
+            "method": str(data.get("method") or "get").upper(),
+            "url": self.template(data.get("url") or ""),
+            "raise_for_status": False,
+        }
         headers = self._http_headers(p, data)
         if headers:
             cfg["headers"] = headers
@@ -495,12 +639,18 @@ class DifyNodes(DifyRefs, DatasetImport):
         if body is not None:
             cfg["body"] = body
         timeout = data.get("timeout") if isinstance(data.get("timeout"), dict) else {}
-        values = [number(v) for k, v in timeout.items() if k.startswith("max_") or k in ("connect", "read", "write")]
+        values = [
+            number(v) for k, v in timeout.items() if k.startswith("max_") or k in ("connect", "read", "write")
+        ]
         values = [v for v in values if v]
         if values:
             cfg["timeout"] = float(min(600, max(values)))
         if data.get("ssl_verify") is False:
-            self.warn("behaviour_difference", "TLS certificates are verified (Dify's ssl_verify: false is ignored)", p)
+            self.warn(
+                "behaviour_difference",
+                "TLS certificates are verified (Dify's ssl_verify: false is ignored)",
+                p,
+            )
         return {"type": "http_request", "config": cfg}
 
     def _http_pairs(self, text: Any) -> dict[str, str]:
@@ -525,8 +675,12 @@ class DifyNodes(DifyRefs, DatasetImport):
                 headers[str(conf.get("header") or "Authorization")] = self.template(key)
             else:
                 headers["Authorization"] = self.template(("Basic " if kind == "basic" else "Bearer ") + key)
-            self.warn("behaviour_difference", "the API key from the export is written into the request headers; "
-                      "Dify exports usually leave it out, so set it before running", p)
+            self.warn(
+                "behaviour_difference",
+                "the API key from the export is written into the request headers; "
+                "Dify exports usually leave it out, so set it before running",
+                p,
+            )
         return headers
 
     def _http_body(self, p: Planned, data: dict[str, Any]) -> dict[str, Any] | None:
@@ -549,8 +703,11 @@ class DifyNodes(DifyRefs, DatasetImport):
             return {"type": "form", "form": form}
         if btype in ("json", "raw-text"):
             text = items[0].get("value") if items else raw_data if isinstance(raw_data, str) else ""
-            return {"type": "raw", "raw": self.template(text or "", json_body=btype == "json"),
-                    "content_type": "application/json" if btype == "json" else "text/plain"}
+            return {
+                "type": "raw",
+                "raw": self.template(text or "", json_body=btype == "json"),
+                "content_type": "application/json" if btype == "json" else "text/plain",
+            }
         if btype == "binary":
             raise Unconvertible("the request sends a binary file", "unsupported_feature")
         return None
@@ -570,15 +727,21 @@ class DifyNodes(DifyRefs, DatasetImport):
     def _tool_value(self, name: str, spec: Any) -> Any:
         """A tool parameter (``{type: variable|constant|mixed, value}`` or a plain value) as a
         binding value: a selector -> a reference, ``{{#x.y#}}`` alone -> a reference."""
-        kind, value = (spec.get("type"), spec.get("value")) if isinstance(spec, dict) and "value" in spec \
+        kind, value = (
+            (spec.get("type"), spec.get("value"))
+            if isinstance(spec, dict) and "value" in spec
             else ("constant", spec)
+        )
         if kind == "variable":
             return self.value(value)
         if kind == "mixed" and isinstance(value, str) and TEMPLATE_REF.search(value):
             whole = TEMPLATE_REF.fullmatch(value.strip())
             if whole is None:
-                raise Unconvertible(f"tool parameter {name!r} mixes text and references ({value!r}); pass the "
-                                    "value from one reference", "unsupported_feature")
+                raise Unconvertible(
+                    f"tool parameter {name!r} mixes text and references ({value!r}); pass the "
+                    "value from one reference",
+                    "unsupported_feature",
+                )
             return self.selector(whole.group(1).split(".")).as_ref()
         return value
 
@@ -589,18 +752,25 @@ class DifyNodes(DifyRefs, DatasetImport):
             Unconvertible: ``reason``, when Flowloom does not provide the tool.
         """
         data = self.data(p.raw)
-        tool = self.builtin_of(str(data.get("provider_id") or data.get("provider_name") or ""),
-                               str(data.get("tool_name") or ""))
+        tool = self.builtin_of(
+            str(data.get("provider_id") or data.get("provider_name") or ""), str(data.get("tool_name") or "")
+        )
         if tool is None or str(data.get("provider_type") or "builtin") not in ("builtin", "plugin"):
             raise Unconvertible(reason)
         params: dict[str, Any] = {}
         for source in ("tool_configurations", "tool_parameters"):
             for name, spec in (data.get(source) or {}).items():
-                if spec not in (None, "") and not (isinstance(spec, dict) and spec.get("value") in (None, "")):
+                if spec not in (None, "") and not (
+                    isinstance(spec, dict) and spec.get("value") in (None, "")
+                ):
                     params[str(name)] = self._tool_value(str(name), spec)
         inputs = [{"name": name, "value": value} for name, value in params.items()]
-        self.warn("behaviour_difference", f"builtin tool {tool.provider}/{tool.name} runs as Flowloom's own "
-                  "implementation (a code node with tool), with Dify's parameters and text result", p)
+        self.warn(
+            "behaviour_difference",
+            f"builtin tool {tool.provider}/{tool.name} runs as Flowloom's own "
+            "implementation (a code node with tool), with Dify's parameters and text result",
+            p,
+        )
         return {"type": "code", "config": {"tool": tool.name, "inputs": inputs}}
 
     def _agent(self, p: Planned) -> dict[str, Any]:
@@ -635,8 +805,10 @@ class DifyNodes(DifyRefs, DatasetImport):
                     preset[str(key)] = spec
             tools.append({"name": found.name, **({"arguments": preset} if preset else {})})
         if missing:
-            raise Unconvertible(f"the agent uses tools Flowloom does not provide: {', '.join(missing)} (builtin "
-                                "tools it provides: time, json_process, maths)")
+            raise Unconvertible(
+                f"the agent uses tools Flowloom does not provide: {', '.join(missing)} (builtin "
+                "tools it provides: time, json_process, maths)"
+            )
         if value("instruction"):
             cfg["system_prompt"] = self.template(value("instruction"))
         cfg["user_prompt"] = self.template(value("query") or "{{#sys.query#}}")
@@ -645,6 +817,9 @@ class DifyNodes(DifyRefs, DatasetImport):
             cfg["max_rounds"] = max(1, min(500, int(rounds) + 1))
         cfg["builtin_tools"] = tools
         cfg["stream"] = False
-        self.warn("behaviour_difference", "the Dify agent runs as a tool_call node (Flowloom's tool loop, not "
-                  "the agent strategy plugin)", p)
+        self.warn(
+            "behaviour_difference",
+            "the Dify agent runs as a tool_call node (Flowloom's tool loop, not the agent strategy plugin)",
+            p,
+        )
         return {"type": "tool_call", "config": cfg}

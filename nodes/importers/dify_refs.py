@@ -19,19 +19,35 @@ from .refs import Target, Unconvertible, interpolation, join_template, json_stri
 
 __all__ = ["CONVERTERS", "DifyRefs", "handle_key", "looks_like_dify"]
 
-SYS_VARS = {"query": ("query", VarType.string), "user_id": ("user_id", VarType.string),
-            "conversation_id": ("chat_id", VarType.string), "app_id": ("workflow_id", VarType.string),
-            "workflow_id": ("workflow_id", VarType.string), "workflow_run_id": ("run_id", VarType.string)}
+SYS_VARS = {
+    "query": ("query", VarType.string),
+    "user_id": ("user_id", VarType.string),
+    "conversation_id": ("chat_id", VarType.string),
+    "app_id": ("workflow_id", VarType.string),
+    "workflow_id": ("workflow_id", VarType.string),
+    "workflow_run_id": ("run_id", VarType.string),
+}
 #: selectors whose text rendering is dropped (no files in Flowloom; empty when no file is sent)
 FILE_SELECTORS = {("sys", "files"), ("userinput", "files")}
 TEMPLATE_REF = re.compile(r"\{\{#([^#{}]+?)#\}\}")
 #: Dify node kinds Flowloom converts -> the :class:`~nodes.importers.dify_nodes.DifyNodes` method converting them
 CONVERTERS = {
-    "start": "_start", "end": "_end", "answer": "_answer", "llm": "_llm",
-    "question-classifier": "_question_classifier", "parameter-extractor": "_parameter_extractor",
-    "if-else": "_if_else", "code": "_code", "template-transform": "_template_transform",
-    "variable-aggregator": "_aggregator", "variable-assigner": "_variable_assigner", "assigner": "_assigner",
-    "iteration": "_iteration", "loop": "_loop", "loop-end": "_loop_break", "http-request": "_http",
+    "start": "_start",
+    "end": "_end",
+    "answer": "_answer",
+    "llm": "_llm",
+    "question-classifier": "_question_classifier",
+    "parameter-extractor": "_parameter_extractor",
+    "if-else": "_if_else",
+    "code": "_code",
+    "template-transform": "_template_transform",
+    "variable-aggregator": "_aggregator",
+    "variable-assigner": "_variable_assigner",
+    "assigner": "_assigner",
+    "iteration": "_iteration",
+    "loop": "_loop",
+    "loop-end": "_loop_break",
+    "http-request": "_http",
     "knowledge-retrieval": "_knowledge_retrieval",
 }
 
@@ -60,9 +76,13 @@ class DifyRefs(BaseImporter):
     def __init__(self, source: dict[str, Any], **kw: Any):
         super().__init__(source, **kw)
         self.app: dict[str, Any] = source.get("app") if isinstance(source.get("app"), dict) else {}
-        self.wf: dict[str, Any] = source.get("workflow") if isinstance(source.get("workflow"), dict) else source
+        self.wf: dict[str, Any] = (
+            source.get("workflow") if isinstance(source.get("workflow"), dict) else source
+        )
         graph = self.wf.get("graph") if isinstance(self.wf.get("graph"), dict) else {}
-        self.raw_nodes = [n for n in graph.get("nodes") or [] if isinstance(n, dict) and n.get("id") is not None]
+        self.raw_nodes = [
+            n for n in graph.get("nodes") or [] if isinstance(n, dict) and n.get("id") is not None
+        ]
         self.raw_edges = [e for e in graph.get("edges") or [] if isinstance(e, dict)]
         self.src: dict[str, dict[str, Any]] = {str(n["id"]): n for n in self.raw_nodes}
         self.start_id: str | None = None
@@ -84,7 +104,11 @@ class DifyRefs(BaseImporter):
         return str(self.data(self.src[nid]).get("type") or "") if nid in self.src else ""
 
     def meta(self) -> dict[str, Any]:
-        return {"name": str(self.app.get("name") or ""), "description": str(self.app.get("description") or "")}
+        return {
+            "name": str(self.app.get("name") or ""),
+            "description": str(self.app.get("description") or ""),
+        }
+
     # ------------------------------------------------------------------ references
 
     def selector(self, sel: Any, *, what: str = "") -> Target:
@@ -102,12 +126,19 @@ class DifyRefs(BaseImporter):
             return self.system_target(var, path)
         if head == "env":
             if var in self.env:
-                return Target("env", self.env[var], None, path, None if path else self.env_types[self.env[var]])
+                return Target(
+                    "env", self.env[var], None, path, None if path else self.env_types[self.env[var]]
+                )
             raise Unconvertible(f"environment variable {var!r} is not declared", "unsupported_reference")
         if head == "conversation":
             if var in self.conversation:
-                return Target("conversation", self.conversation[var], None, path, None if path else self._declared(
-                    self.conversation_vars, self.conversation[var]))
+                return Target(
+                    "conversation",
+                    self.conversation[var],
+                    None,
+                    path,
+                    None if path else self._declared(self.conversation_vars, self.conversation[var]),
+                )
             raise Unconvertible(f"conversation variable {var!r} is not declared", "unsupported_reference")
         if head == self.start_id:
             if var in self.start_vars:
@@ -115,8 +146,10 @@ class DifyRefs(BaseImporter):
             raise Unconvertible(f"the start node has no variable {var!r}", "unsupported_reference")
         node = self.src.get(head)
         if node is None or head not in self.by_src:
-            raise Unconvertible(f"it reads {'.'.join(map(str, sel))}: node {head!r} is not in the workflow",
-                                "unsupported_reference")
+            raise Unconvertible(
+                f"it reads {'.'.join(map(str, sel))}: node {head!r} is not in the workflow",
+                "unsupported_reference",
+            )
         kind, p = self.kind_of(head), self.by_src[head]
         data = self.data(node)
         if kind == "loop" and var in self.loop_vars.get(head, {}):
@@ -128,16 +161,21 @@ class DifyRefs(BaseImporter):
             groups = self._groups(data)
             if var in groups and path and path[0] == "output":
                 return self.node_target(groups[var], "output", path[1:], None, what=f"{var}.output")
-            raise Unconvertible(f"it reads {var!r} of grouped aggregator {head!r}; groups are read as "
-                                "[node, group, output]", "unsupported_reference")
+            raise Unconvertible(
+                f"it reads {var!r} of grouped aggregator {head!r}; groups are read as [node, group, output]",
+                "unsupported_reference",
+            )
         if kind == "iteration" and var == "output":
             flat = self.flatten_id(p)
             if flat is not None:
-                return self.node_target(flat, "output", path, VarType.array if not path else None, what="output")
+                return self.node_target(
+                    flat, "output", path, VarType.array if not path else None, what="output"
+                )
         error_path = self.error_output(head, var)
         if error_path is not None:
-            return self.node_target(p.fid, "error", error_path + path, VarType.string if not path else None,
-                                    what=var)
+            return self.node_target(
+                p.fid, "error", error_path + path, VarType.string if not path else None, what=var
+            )
         field, vtype = self.output_of(head, var)
         return self.node_target(p.fid, field, path, vtype if not path else None, what=var)
 
@@ -158,7 +196,9 @@ class DifyRefs(BaseImporter):
         if var == "files":
             return Target("inputs", self.files_input(), None, path, None if path else VarType.array)
         if var == "dialogue_count":
-            return self.node_target(self.dialogue_count(), "output", path, VarType.string, what="sys.dialogue_count")
+            return self.node_target(
+                self.dialogue_count(), "output", path, VarType.string, what="sys.dialogue_count"
+            )
         raise Unconvertible(f"system variable sys.{var} has no Flowloom equivalent", "unsupported_reference")
 
     def files_input(self) -> str:
@@ -166,11 +206,18 @@ class DifyRefs(BaseImporter):
         if self._files_input is None:
             taken = {v["name"] for v in self.inputs}
             self._files_input = "sys_files" if "sys_files" not in taken else f"sys_files_{len(taken)}"
-            self.declare_input(self._files_input, VarType.array, default=[],
-                               description="files sent with the message (Dify sys.files); empty unless given")
-            self.warn("behaviour_difference", f"sys.files is input {self._files_input!r}, an empty list unless the "
-                      "run is given one: Flowloom runs take no uploads, so conditions on files take their no-files "
-                      "branch")
+            self.declare_input(
+                self._files_input,
+                VarType.array,
+                default=[],
+                description="files sent with the message (Dify sys.files); empty unless given",
+            )
+            self.warn(
+                "behaviour_difference",
+                f"sys.files is input {self._files_input!r}, an empty list unless the "
+                "run is given one: Flowloom runs take no uploads, so conditions on files take their no-files "
+                "branch",
+            )
         return self._files_input
 
     def dialogue_count(self) -> str:
@@ -182,13 +229,27 @@ class DifyRefs(BaseImporter):
             node_id = self.synthetic_id(f"{start.fid}-dialogue-count")
             self._dialogue_node = node_id
             self.anchor[node_id] = start.fid
-            self.inserts.append(_Insert(start.fid, {
-                "id": node_id, "type": "template", "name": "sys.dialogue_count",
-                "position": {"x": start.position["x"] + 40, "y": start.position["y"] + 120},
-                "config": {"template": "{{ sys.history | selectattr('role', 'equalto', 'user') | list | length + 1 }}"},
-            }, start.src_id))
-            self.warn("behaviour_difference", f"sys.dialogue_count is computed by node {node_id!r} from the chat "
-                      "history (user turns + 1) as text", start)
+            self.inserts.append(
+                _Insert(
+                    start.fid,
+                    {
+                        "id": node_id,
+                        "type": "template",
+                        "name": "sys.dialogue_count",
+                        "position": {"x": start.position["x"] + 40, "y": start.position["y"] + 120},
+                        "config": {
+                            "template": "{{ sys.history | selectattr('role', 'equalto', 'user') | list | length + 1 }}"
+                        },
+                    },
+                    start.src_id,
+                )
+            )
+            self.warn(
+                "behaviour_difference",
+                f"sys.dialogue_count is computed by node {node_id!r} from the chat "
+                "history (user turns + 1) as text",
+                start,
+            )
         return self._dialogue_node
 
     def error_output(self, nid: str, var: str) -> tuple[str, ...] | None:
@@ -196,7 +257,9 @@ class DifyRefs(BaseImporter):
         if var not in ("error_message", "error_type"):
             return None
         if self.data(self.src[nid]).get("error_strategy") != "fail-branch":
-            raise Unconvertible(f"it reads {var} of node {nid!r}, which has no fail branch", "unsupported_reference")
+            raise Unconvertible(
+                f"it reads {var} of node {nid!r}, which has no fail branch", "unsupported_reference"
+            )
         return ("message",) if var == "error_message" else ("type",)
 
     @staticmethod
@@ -209,17 +272,32 @@ class DifyRefs(BaseImporter):
         kind = self.kind_of(nid)
         data = self.data(self.src[nid])
         static: dict[str, dict[str, tuple[str, VarType | None]]] = {
-            "llm": {"text": ("answer", VarType.string), "reasoning_content": ("reasoning", VarType.string),
-                    "usage": ("usage", VarType.object)},
-            "question-classifier": {"class_name": ("category_name", VarType.string),
-                                    "class_id": ("category", VarType.string), "usage": ("usage", VarType.object)},
-            "parameter-extractor": {"__is_success": ("success", VarType.boolean), "__usage": ("usage", VarType.object)},
+            "llm": {
+                "text": ("answer", VarType.string),
+                "reasoning_content": ("reasoning", VarType.string),
+                "usage": ("usage", VarType.object),
+            },
+            "question-classifier": {
+                "class_name": ("category_name", VarType.string),
+                "class_id": ("category", VarType.string),
+                "usage": ("usage", VarType.object),
+            },
+            "parameter-extractor": {
+                "__is_success": ("success", VarType.boolean),
+                "__usage": ("usage", VarType.object),
+            },
             "template-transform": {"output": ("output", VarType.string)},
-            "http-request": {"status_code": ("status_code", VarType.number), "body": ("body", VarType.string),
-                             "headers": ("headers", VarType.object)},
+            "http-request": {
+                "status_code": ("status_code", VarType.number),
+                "body": ("body", VarType.string),
+                "headers": ("headers", VarType.object),
+            },
             "answer": {"answer": ("answer", VarType.string)},
-            "iteration": {"output": ("results", VarType.array), "item": ("item", None),
-                          "index": ("index", VarType.number)},
+            "iteration": {
+                "output": ("results", VarType.array),
+                "item": ("item", None),
+                "index": ("index", VarType.number),
+            },
             "loop": {"index": ("index", VarType.number)},
             "agent": {"text": ("answer", VarType.string)},
             "variable-aggregator": {"output": ("output", var_type(data.get("output_type")))},
@@ -229,8 +307,11 @@ class DifyRefs(BaseImporter):
         if var in static.get(kind, {}):
             return static[kind][var]
         if kind == "parameter-extractor":
-            names = {str(p.get("name")): str(p.get("name"))
-                     for p in data.get("parameters") or [] if isinstance(p, dict)}
+            names = {
+                str(p.get("name")): str(p.get("name"))
+                for p in data.get("parameters") or []
+                if isinstance(p, dict)
+            }
             if var in names:
                 return names[var], None
         if kind == "code":
@@ -240,8 +321,10 @@ class DifyRefs(BaseImporter):
                 return var, var_type(spec.get("type"))
         if kind not in CONVERTERS:  # placeholders keep the names other nodes read
             return re.sub(r"[.\[\]]+", "_", var) or "output", None
-        raise Unconvertible(f"it reads output {var!r} of node {nid!r} ({kind}), which has no Flowloom equivalent",
-                            "unsupported_reference")
+        raise Unconvertible(
+            f"it reads output {var!r} of node {nid!r} ({kind}), which has no Flowloom equivalent",
+            "unsupported_reference",
+        )
 
     def _groups(self, data: dict[str, Any]) -> dict[str, str]:
         """Group name -> Flowloom node id for a grouped variable aggregator (first group: the node itself)."""
@@ -283,7 +366,7 @@ class DifyRefs(BaseImporter):
         pos = 0
         in_string = json_string_state(text) if json_body else None
         for m in TEMPLATE_REF.finditer(text):
-            pieces.append(literal(text[pos:m.start()]))
+            pieces.append(literal(text[pos : m.start()]))
             pos = m.end()
             parts = m.group(1).split(".")
             if len(parts) == 1 and parts[0] in local:
@@ -291,12 +374,17 @@ class DifyRefs(BaseImporter):
                 continue
             if tuple(parts[:2]) in FILE_SELECTORS:
                 current = self.by_fid.get(self.reader or "")
-                self.warn("behaviour_difference", f"{{{{#{m.group(1)}#}}}} (uploaded files) is left out of the text: "
-                          "Flowloom runs take no files", current)
+                self.warn(
+                    "behaviour_difference",
+                    f"{{{{#{m.group(1)}#}}}} (uploaded files) is left out of the text: "
+                    "Flowloom runs take no files",
+                    current,
+                )
                 continue
             if len(parts) < 2:
-                raise Unconvertible(f"template reference {m.group(0)} has no Flowloom equivalent",
-                                    "unsupported_reference")
+                raise Unconvertible(
+                    f"template reference {m.group(0)} has no Flowloom equivalent", "unsupported_reference"
+                )
             target = self.selector([int(s) if s.isdigit() and i > 1 else s for i, s in enumerate(parts)])
             inside = bool(in_string and in_string(m.start()))
             pieces.append(("expr", interpolation(target, in_json_string=inside)))

@@ -21,14 +21,23 @@ edges and dispatches the conversion.
 from __future__ import annotations
 
 import re
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from schemas.types import VarType
 
 from .base import Planned, first, xy
 from .fastgpt_nodes import FastGPTNodes, signature_defaults  # noqa: F401 - signature_defaults: re-exported
-from .fastgpt_refs import (NODE_VAR, TOOL_ARGS, VARIABLE_NODE_ID, enum_value, find_output, input_value, is_ref,
-                           looks_like_fastgpt)
+from .fastgpt_refs import (
+    NODE_VAR,
+    TOOL_ARGS,
+    VARIABLE_NODE_ID,
+    enum_value,
+    find_output,
+    input_value,
+    is_ref,
+    looks_like_fastgpt,
+)
 from .mcp import fastgpt_mcp_kind, fastgpt_source
 from .refs import IDENT, Unconvertible, identifier, var_type
 from .report import ImportFailed, ImportIssue
@@ -44,7 +53,7 @@ UNSUPPORTED = {
     "tool": "a FastGPT system/marketplace tool; Flowloom has no equivalent",
     "toolSet": "a FastGPT marketplace tool set; Flowloom has no equivalent",
     "toolParams": "custom tool parameters (toolParams) are not supported; give the tool's own inputs a tool "
-                  "description instead",
+    "description instead",
     "readFiles": "file parsing: Flowloom does not handle uploaded files",
     "customFeedback": "chat feedback markers are a FastGPT chat feature",
     "lafModule": "calls a Laf cloud function",
@@ -60,7 +69,9 @@ class FastGPTImporter(FastGPTNodes):
 
     def plan(self) -> None:
         if not self.raw_nodes:
-            raise ImportFailed([ImportIssue("invalid_source", "the FastGPT workflow has no nodes")], self.source_format)
+            raise ImportFailed(
+                [ImportIssue("invalid_source", "the FastGPT workflow has no nodes")], self.source_format
+            )
         self._plan_globals()
         self._scan_references()
         self._plan_tools()
@@ -69,10 +80,13 @@ class FastGPTImporter(FastGPTNodes):
             nid, kind = str(node["nodeId"]), self.kind[str(node["nodeId"])]
             if kind in DROPPED:
                 if kind == "userGuide":
-                    self.warn("dropped", "the app's system configuration (welcome text, question guide, voice, "
-                              "variables panel) is chat-UI configuration, not part of the Flowloom workflow; its "
-                              "global variables became workflow inputs",
-                              Planned(nid, nid, kind, node))
+                    self.warn(
+                        "dropped",
+                        "the app's system configuration (welcome text, question guide, voice, "
+                        "variables panel) is chat-UI configuration, not part of the Flowloom workflow; its "
+                        "global variables became workflow inputs",
+                        Planned(nid, nid, kind, node),
+                    )
                 continue
             if kind == "loopStart":
                 self.loop_of_start[nid] = str(node.get("parentNodeId") or "")
@@ -84,22 +98,33 @@ class FastGPTImporter(FastGPTNodes):
                 continue  # an MCP server of its tool call's config, not a node
             if kind == "stopTool":
                 if nid not in self.tool_owner:
-                    self.warn("dropped", "a stopTool node outside a tool call does nothing",
-                              Planned(nid, nid, kind, node))
+                    self.warn(
+                        "dropped",
+                        "a stopTool node outside a tool call does nothing",
+                        Planned(nid, nid, kind, node),
+                    )
                 continue
             keep.append(node)
         self.place_nodes([(str(n["nodeId"]), n) for n in keep], self._planned)
         self._plan_parents()
         starts = [p for p in self.planned if p.src_type in ("workflowStart", "pluginInput")]
         if not starts:
-            raise ImportFailed([ImportIssue("invalid_source", "the FastGPT workflow has no workflowStart node")],
-                               self.source_format)
+            raise ImportFailed(
+                [ImportIssue("invalid_source", "the FastGPT workflow has no workflowStart node")],
+                self.source_format,
+            )
 
     def _planned(self, nid: str, fid: str, node: dict[str, Any]) -> Planned:
         kind = self.kind[nid]
-        return Planned(nid, fid, kind, node, name=str(node.get("name") or ""),
-                       description=str(node.get("intro") or "") if kind in ("httpRequest468", "code") else "",
-                       position=xy(node.get("position")))
+        return Planned(
+            nid,
+            fid,
+            kind,
+            node,
+            name=str(node.get("name") or ""),
+            description=str(node.get("intro") or "") if kind in ("httpRequest468", "code") else "",
+            position=xy(node.get("position")),
+        )
 
     def _plan_parents(self) -> None:
         """Nodes of a tool call's body belong to the tool call; ``parentNodeId`` names a batch loop."""
@@ -114,13 +139,19 @@ class FastGPTImporter(FastGPTNodes):
                 if owner is not None and owner.src_type == "loop":
                     p.parent = owner.fid
                 else:
-                    self.warn("dropped", f"parentNodeId {parent!r} is not a batch loop node; the node is placed at "
-                              "the top level", p)
+                    self.warn(
+                        "dropped",
+                        f"parentNodeId {parent!r} is not a batch loop node; the node is placed at "
+                        "the top level",
+                        p,
+                    )
 
     def _plan_globals(self) -> None:
         variables = self.chat_config.get("variables")
         if not isinstance(variables, list):
-            guide = next((n for n in self.raw_nodes if enum_value(n.get("flowNodeType")) == "userGuide"), None)
+            guide = next(
+                (n for n in self.raw_nodes if enum_value(n.get("flowNodeType")) == "userGuide"), None
+            )
             variables = input_value(guide, "variables", []) if guide else []
         for node in self.raw_nodes:
             if enum_value(node.get("flowNodeType")) == "variableUpdate":
@@ -136,24 +167,38 @@ class FastGPTImporter(FastGPTNodes):
             name = key if IDENT.match(key) and key not in taken else identifier(key, taken, "var")
             taken.add(name)
             kind = str(var.get("type") or "")
-            vtype = var_type(var.get("valueType")) or {"numberInput": VarType.number, "switch": VarType.boolean,
-                                                       "JSONEditor": VarType.object}.get(kind, VarType.string)
+            vtype = var_type(var.get("valueType")) or {
+                "numberInput": VarType.number,
+                "switch": VarType.boolean,
+                "JSONEditor": VarType.object,
+            }.get(kind, VarType.string)
             if vtype is VarType.any:
                 vtype = VarType.string
             self.globals[key] = (name, vtype)
-            options = [str(e.get("value")) for e in var.get("enums") or var.get("list") or []
-                       if isinstance(e, dict) and e.get("value") not in (None, "")]
+            options = [
+                str(e.get("value"))
+                for e in var.get("enums") or var.get("list") or []
+                if isinstance(e, dict) and e.get("value") not in (None, "")
+            ]
             label = str(var.get("label") or var.get("description") or "")
             desc = label + (f" (one of: {', '.join(options)})" if options else "")
             default = first(var, "defaultValue", "value")
             if default == "":
                 default = None
-            self.declare_input(name, vtype, required=bool(var.get("required")) and default is None,
-                               default=default, description=desc)
+            self.declare_input(
+                name,
+                vtype,
+                required=bool(var.get("required")) and default is None,
+                default=default,
+                description=desc,
+            )
             self.renamed("global variable", key, name)
             if key in self.updated_globals:
-                self.declare_variable(name, vtype, description=f"global variable {key!r} (set from the input, "
-                                      "then by variable updates)")
+                self.declare_variable(
+                    name,
+                    vtype,
+                    description=f"global variable {key!r} (set from the input, then by variable updates)",
+                )
 
     def _plan_tools(self) -> None:
         """Tools attached with ``selectedTools`` edges become the body of their tool call:
@@ -215,13 +260,19 @@ class FastGPTImporter(FastGPTNodes):
         if m:
             return f"ELSE_IF_{m.group(1)}"
         return re.sub(r"[^A-Za-z0-9_\-]+", "_", suffix) or "IF"
+
     def _handle(self, source_id: str, raw: str) -> str:
         kind = self.kind.get(source_id, "")
-        text = raw[len(source_id) + 1:] if raw.startswith(source_id + "-") else raw
+        text = raw[len(source_id) + 1 :] if raw.startswith(source_id + "-") else raw
         if text.startswith("source_catch"):
             return "error"
-        suffix = text[len("source-"):] if text.startswith("source-") else text[len("source"):] if \
-            text.startswith("source") else text
+        suffix = (
+            text[len("source-") :]
+            if text.startswith("source-")
+            else text[len("source") :]
+            if text.startswith("source")
+            else text
+        )
         if kind == "ifElseNode":
             return self.case_id(suffix)
         if kind in ("classifyQuestion", "userSelect"):
@@ -239,8 +290,12 @@ class FastGPTImporter(FastGPTNodes):
                 continue  # canvas-only or loop start/end pseudo-nodes
             mapped = self._handle(s, handle)
             if mapped == "error" and not self.src[s].get("catchError"):
-                self.warn("dropped", f"the error edge to {t!r} is dropped: error capture is off on this node, so "
-                          "FastGPT never takes it", self.by_src[s])
+                self.warn(
+                    "dropped",
+                    f"the error edge to {t!r} is dropped: error capture is off on this node, so "
+                    "FastGPT never takes it",
+                    self.by_src[s],
+                )
                 continue
             self.add_edge(self.by_src[s].fid, mapped, self.by_src[t].fid)
 
@@ -257,21 +312,35 @@ class FastGPTImporter(FastGPTNodes):
         """Why a FastGPT MCP node that is not an attached server with its URL stays behind."""
         what = "MCP tool set" if p.src_type == "toolSet" else "MCP tool"
         if fastgpt_source(p.raw) is None:
-            tool_id = ((p.raw.get("toolConfig") or {}).get("mcpTool") or {}).get("toolId") or p.raw.get("pluginId")
+            tool_id = ((p.raw.get("toolConfig") or {}).get("mcpTool") or {}).get("toolId") or p.raw.get(
+                "pluginId"
+            )
             where = f" (FastGPT MCP app {tool_id})" if tool_id else ""
-            return (f"{what} {p.name or p.src_id!r}: the server's URL is not in the file{where}; give a tool_call "
-                    "node an mcp_servers entry with it")
-        return (f"{what} {p.name or p.src_id!r} is not attached to a tool call; Flowloom calls MCP tools from "
-                "tool_call and agent nodes (mcp_servers)")
+            return (
+                f"{what} {p.name or p.src_id!r}: the server's URL is not in the file{where}; give a tool_call "
+                "node an mcp_servers entry with it"
+            )
+        return (
+            f"{what} {p.name or p.src_id!r} is not attached to a tool call; Flowloom calls MCP tools from "
+            "tool_call and agent nodes (mcp_servers)"
+        )
 
     def convert(self, p: Planned) -> dict[str, Any]:
         self._current = p.raw
         if self._is_tool_root(p):
             # the model fills the inputs that have a tool description: read them from the call's args
-            self._current = {**p.raw, "inputs": [
-                {**i, "value": [TOOL_ARGS, enum_value(i["key"])]} if isinstance(i, dict) and i.get("toolDescription")
-                else i for i in p.raw.get("inputs") or []]}
-            p = Planned(p.src_id, p.fid, p.src_type, self._current, p.name, p.description, p.position, p.parent)
+            self._current = {
+                **p.raw,
+                "inputs": [
+                    {**i, "value": [TOOL_ARGS, enum_value(i["key"])]}
+                    if isinstance(i, dict) and i.get("toolDescription")
+                    else i
+                    for i in p.raw.get("inputs") or []
+                ],
+            }
+            p = Planned(
+                p.src_id, p.fid, p.src_type, self._current, p.name, p.description, p.position, p.parent
+            )
         kind = p.src_type
         if kind in ("tool", "toolSet") and fastgpt_mcp_kind(p.raw):
             raise Unconvertible(self._mcp_reason(p))
@@ -283,4 +352,3 @@ class FastGPTImporter(FastGPTNodes):
         node = handler(p)
         node.update(self.policy(p))
         return node
-

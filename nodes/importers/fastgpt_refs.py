@@ -17,8 +17,17 @@ from schemas.nodes import OUTPUT_NAME, jsonpath_expression
 from schemas.types import VarType
 
 from .base import BaseImporter, first
-from .refs import (IDENT, Target, Unconvertible, identifier, interpolation, join_template, json_string_state,
-                   literal, var_type)
+from .refs import (
+    IDENT,
+    Target,
+    Unconvertible,
+    identifier,
+    interpolation,
+    join_template,
+    json_string_state,
+    literal,
+    var_type,
+)
 
 __all__ = ["FastGPTRefs", "is_ref_list", "looks_like_fastgpt"]
 
@@ -26,8 +35,14 @@ VARIABLE_NODE_ID = "VARIABLE_NODE_ID"
 #: stands for "the tool call's arguments" in the inputs of a node used as a tool
 TOOL_ARGS = "\x00tool-args"
 #: FastGPT system variables -> Flowloom ``sys`` names
-SYSTEM_VARS = {"userId": "user_id", "appId": "workflow_id", "chatId": "chat_id", "cTime": "now",
-               "histories": "history", "responseChatItemId": "run_id"}
+SYSTEM_VARS = {
+    "userId": "user_id",
+    "appId": "workflow_id",
+    "chatId": "chat_id",
+    "cTime": "now",
+    "histories": "history",
+    "responseChatItemId": "run_id",
+}
 _ENUM_PREFIX = re.compile(r"^[A-Za-z]+Enum\.")
 NODE_VAR = r"\{\{\$([^{}$]+?\.[^{}$]+?)\$\}\}"
 _ANY_VAR = re.compile(NODE_VAR + r"|\{\{([^{}\s]+?)\}\}")
@@ -48,7 +63,9 @@ def looks_like_fastgpt(doc: Any) -> bool:
 
 
 def node_inputs(node: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {enum_value(i.get("key")): i for i in node.get("inputs") or [] if isinstance(i, dict) and i.get("key")}
+    return {
+        enum_value(i.get("key")): i for i in node.get("inputs") or [] if isinstance(i, dict) and i.get("key")
+    }
 
 
 def input_value(node: dict[str, Any], key: str, default: Any = None) -> Any:
@@ -59,8 +76,16 @@ def input_value(node: dict[str, Any], key: str, default: Any = None) -> Any:
 
 
 def node_outputs(node: dict[str, Any]) -> list[dict[str, Any]]:
-    return [{**o, "id": enum_value(o.get("id")), "key": enum_value(o.get("key")), "type": enum_value(o.get("type"))}
-            for o in node.get("outputs") or [] if isinstance(o, dict)]
+    return [
+        {
+            **o,
+            "id": enum_value(o.get("id")),
+            "key": enum_value(o.get("key")),
+            "type": enum_value(o.get("type")),
+        }
+        for o in node.get("outputs") or []
+        if isinstance(o, dict)
+    ]
 
 
 def find_output(node: dict[str, Any], oid: str) -> dict[str, Any] | None:
@@ -69,8 +94,13 @@ def find_output(node: dict[str, Any], oid: str) -> dict[str, Any] | None:
 
 
 def is_ref(value: Any) -> bool:
-    return (isinstance(value, list) and len(value) == 2 and all(isinstance(v, str) for v in value)
-            and bool(value[0]) and bool(value[1]))
+    return (
+        isinstance(value, list)
+        and len(value) == 2
+        and all(isinstance(v, str) for v in value)
+        and bool(value[0])
+        and bool(value[1])
+    )
 
 
 def is_ref_list(value: Any) -> bool:
@@ -105,7 +135,9 @@ class FastGPTRefs(BaseImporter):
         self.src: dict[str, dict[str, Any]] = {str(n["nodeId"]): n for n in self.raw_nodes}
         for node in self.raw_nodes:
             self._unnest(node.get("inputs"))
-        self.kind: dict[str, str] = {nid: str(enum_value(n.get("flowNodeType") or "")) for nid, n in self.src.items()}
+        self.kind: dict[str, str] = {
+            nid: str(enum_value(n.get("flowNodeType") or "")) for nid, n in self.src.items()
+        }
         #: global variable key -> (Flowloom name, type)
         self.globals: dict[str, tuple[str, VarType]] = {}
         self.updated_globals: set[str] = set()
@@ -125,8 +157,12 @@ class FastGPTRefs(BaseImporter):
         reads it as that one value."""
         if isinstance(obj, dict):
             for key, item in obj.items():
-                if isinstance(item, list) and len(item) == 1 and is_ref(item[0]) and \
-                        (item[0][0] in self.src or item[0][0] == VARIABLE_NODE_ID):
+                if (
+                    isinstance(item, list)
+                    and len(item) == 1
+                    and is_ref(item[0])
+                    and (item[0][0] in self.src or item[0][0] == VARIABLE_NODE_ID)
+                ):
                     obj[key] = list(item[0])
                 else:
                     self._unnest(item)
@@ -136,8 +172,10 @@ class FastGPTRefs(BaseImporter):
 
     def meta(self) -> dict[str, Any]:
         src = self.source
-        return {"name": str(first(src, "name", "appName", default="") or ""),
-                "description": str(first(src, "intro", "description", default="") or "")}
+        return {
+            "name": str(first(src, "name", "appName", default="") or ""),
+            "description": str(first(src, "intro", "description", default="") or ""),
+        }
 
     @staticmethod
     def key_id(key: str) -> str:
@@ -152,7 +190,7 @@ class FastGPTRefs(BaseImporter):
         is a node of the file (ids may contain dots), else the first dot."""
         for i, ch in enumerate(text):
             if ch == "." and (text[:i] in self.src or text[:i] == VARIABLE_NODE_ID):
-                return text[:i], text[i + 1:]
+                return text[:i], text[i + 1 :]
         head, _, tail = text.partition(".")
         return head, tail
 
@@ -161,9 +199,12 @@ class FastGPTRefs(BaseImporter):
             name, vtype = self.globals[key]
             return Target("vars" if key in self.updated_globals else "inputs", name, type=vtype)
         if key in SYSTEM_VARS:
-            return Target("sys", SYSTEM_VARS[key], type=VarType.array if key == "histories" else VarType.string)
-        raise Unconvertible(f"it reads global variable {key!r}, which the file does not declare",
-                            "unsupported_reference")
+            return Target(
+                "sys", SYSTEM_VARS[key], type=VarType.array if key == "histories" else VarType.string
+            )
+        raise Unconvertible(
+            f"it reads global variable {key!r}, which the file does not declare", "unsupported_reference"
+        )
 
     def ref(self, value: list[str]) -> Target:
         """The target of a ``[nodeId, outputId]`` reference."""
@@ -172,12 +213,17 @@ class FastGPTRefs(BaseImporter):
             return self.global_target(oid)
         if nid == TOOL_ARGS:
             owner = self.by_src[self.tool_owner[str(self._current.get("nodeId"))]]
-            param = next((i for i in self._current.get("inputs") or [] if enum_value(i.get("key")) == oid), {})
-            return self.node_target(owner.fid, "args", (oid,), type_=var_type(param.get("valueType")),
-                                    what=f"tool argument {oid}")
+            param = next(
+                (i for i in self._current.get("inputs") or [] if enum_value(i.get("key")) == oid), {}
+            )
+            return self.node_target(
+                owner.fid, "args", (oid,), type_=var_type(param.get("valueType")), what=f"tool argument {oid}"
+            )
         node = self.src.get(nid)
         if node is None:
-            raise Unconvertible(f"it reads {oid!r} of node {nid!r}, which is not in the file", "unsupported_reference")
+            raise Unconvertible(
+                f"it reads {oid!r} of node {nid!r}, which is not in the file", "unsupported_reference"
+            )
         kind = self.kind[nid]
         if kind in ("workflowStart", "pluginInput"):
             if oid == "userChatInput" and kind == "workflowStart":
@@ -189,8 +235,11 @@ class FastGPTRefs(BaseImporter):
                 return self.global_target(key)
             if key in self.globals:
                 return self.global_target(key)
-            raise Unconvertible(f"it reads {oid!r} of the start node; only the user question (userChatInput) and "
-                                "global variables are supported (files are not)", "unsupported_reference")
+            raise Unconvertible(
+                f"it reads {oid!r} of the start node; only the user question (userChatInput) and "
+                "global variables are supported (files are not)",
+                "unsupported_reference",
+            )
         if kind == "loopStart":
             loop = self.by_src.get(self.loop_of_start.get(nid, ""))
             if loop is None:
@@ -199,8 +248,10 @@ class FastGPTRefs(BaseImporter):
                 return self.node_target(loop.fid, "index", type_=VarType.number, what="loopStartIndex")
             return self.node_target(loop.fid, "item", what="loopStartInput")
         if nid not in self.by_src:
-            raise Unconvertible(f"it reads {oid!r} of node {nid!r} ({kind}), which is not part of the workflow",
-                                "unsupported_reference")
+            raise Unconvertible(
+                f"it reads {oid!r} of node {nid!r} ({kind}), which is not part of the workflow",
+                "unsupported_reference",
+            )
         field, path, vtype = self.output_of(node, oid)
         return self.node_target(self.by_src[nid].fid, field, path, vtype, what=oid)
 
@@ -212,11 +263,18 @@ class FastGPTRefs(BaseImporter):
         if "userFiles" not in self.globals:
             name = identifier("userFiles", taken, "files")
             self.globals["userFiles"] = (name, VarType.array)
-            self.declare_input(name, VarType.array, default=[],
-                               description="files sent with the message (FastGPT userFiles); empty unless given")
-            self.warn("behaviour_difference", f"the start node's userFiles is input {name!r}, an empty list unless "
-                      "the run is given one: Flowloom runs take no uploads, so conditions on files take their "
-                      "no-files branch")
+            self.declare_input(
+                name,
+                VarType.array,
+                default=[],
+                description="files sent with the message (FastGPT userFiles); empty unless given",
+            )
+            self.warn(
+                "behaviour_difference",
+                f"the start node's userFiles is input {name!r}, an empty list unless "
+                "the run is given one: Flowloom runs take no uploads, so conditions on files take their "
+                "no-files branch",
+            )
         return self.globals["userFiles"][0]
 
     def output_of(self, node: dict[str, Any], oid: str) -> tuple[str, tuple[str | int, ...], VarType | None]:
@@ -231,12 +289,17 @@ class FastGPTRefs(BaseImporter):
         vtype = var_type(out.get("valueType"))
         if key in ("system_error_text", "error") or out.get("type") == "error":
             if not node.get("catchError"):
-                raise Unconvertible(f"it reads the error output of node {nid!r}, whose error capture is off",
-                                    "unsupported_reference")
+                raise Unconvertible(
+                    f"it reads the error output of node {nid!r}, whose error capture is off",
+                    "unsupported_reference",
+                )
             return "error", ("message",), VarType.string
         static = {
-            "chatNode": {"answerText": ("answer", VarType.string), "history": ("history", VarType.array),
-                         "reasoningText": ("reasoning", VarType.string)},
+            "chatNode": {
+                "answerText": ("answer", VarType.string),
+                "history": ("history", VarType.array),
+                "reasoningText": ("reasoning", VarType.string),
+            },
             "classifyQuestion": {"cqResult": ("category_name", VarType.string)},
             "contentExtract": {"success": ("success", VarType.boolean), "fields": ("fields", VarType.object)},
             "cfr": {"system_text": ("queries", VarType.array)},
@@ -265,14 +328,33 @@ class FastGPTRefs(BaseImporter):
             return self.http_output_name(node, key), (), None
         if kind == "code":
             if key == "system_rawResponse":
-                raise Unconvertible(f"it reads the whole result (system_rawResponse) of code node {nid!r}; read the "
-                                    "declared outputs instead", "unsupported_reference")
+                raise Unconvertible(
+                    f"it reads the whole result (system_rawResponse) of code node {nid!r}; read the "
+                    "declared outputs instead",
+                    "unsupported_reference",
+                )
             return key, (), None  # FastGPT does not check code outputs: any value may arrive
-        if kind in ("chatNode", "classifyQuestion", "contentExtract", "cfr", "queryExtension", "textEditor",
-                    "ifElseNode", "userSelect", "formInput", "loop", "httpRequest468", "tools", "answerNode",
-                    "variableUpdate", "stopTool"):
-            raise Unconvertible(f"it reads output {key!r} of node {nid!r} ({kind}), which has no Flowloom "
-                                "equivalent", "unsupported_reference")
+        if kind in (
+            "chatNode",
+            "classifyQuestion",
+            "contentExtract",
+            "cfr",
+            "queryExtension",
+            "textEditor",
+            "ifElseNode",
+            "userSelect",
+            "formInput",
+            "loop",
+            "httpRequest468",
+            "tools",
+            "answerNode",
+            "variableUpdate",
+            "stopTool",
+        ):
+            raise Unconvertible(
+                f"it reads output {key!r} of node {nid!r} ({kind}), which has no Flowloom equivalent",
+                "unsupported_reference",
+            )
         # unsupported kinds keep their output names (the placeholder declares them)
         return re.sub(r"[.\[\]]+", "_", key) or "output", (), None
 
@@ -286,7 +368,11 @@ class FastGPTRefs(BaseImporter):
             key = str(out.get("key") or "")
             if out.get("type") != "dynamic" or not key or key == "system_addOutputParam":
                 continue
-            name = key if re.fullmatch(OUTPUT_NAME, key) and key not in taken else identifier(key, taken, "output")
+            name = (
+                key
+                if re.fullmatch(OUTPUT_NAME, key) and key not in taken
+                else identifier(key, taken, "output")
+            )
             names[key] = name
             taken.add(name)
         return names
@@ -325,13 +411,17 @@ class FastGPTRefs(BaseImporter):
         if is_ref_list(value) and all(v[0] in self.src or v[0] == VARIABLE_NODE_ID for v in value):
             targets = [self.ref(v) for v in value]
             if any(t.type in (None, VarType.any, VarType.array) or t.scope == "local" for t in targets):
-                raise Unconvertible("it joins several references into one list; FastGPT concatenates them when "
-                                    "they are lists, which Flowloom cannot express (read one list instead)",
-                                    "unsupported_reference")
+                raise Unconvertible(
+                    "it joins several references into one list; FastGPT concatenates them when "
+                    "they are lists, which Flowloom cannot express (read one list instead)",
+                    "unsupported_reference",
+                )
             return [t.as_ref() for t in targets]  # FastGPT's one-level flattening of single values
         return value
 
-    def template(self, text: Any, local: dict[str, Target | str] | None = None, *, json_body: bool = False) -> str:
+    def template(
+        self, text: Any, local: dict[str, Target | str] | None = None, *, json_body: bool = False
+    ) -> str:
         """FastGPT text -> a Flowloom template (``{{$id.out$}}``, ``{{key}}``; other text literal)."""
         if text is None:
             return ""
@@ -346,7 +436,7 @@ class FastGPTRefs(BaseImporter):
         pos = 0
         current = str(self._current.get("nodeId", ""))
         for m in _ANY_VAR.finditer(text):
-            pieces.append(literal(text[pos:m.start()]))
+            pieces.append(literal(text[pos : m.start()]))
             pos = m.end()
             inside = bool(in_string and in_string(m.start()))
             target: Target | str | None
@@ -377,14 +467,23 @@ class FastGPTRefs(BaseImporter):
             return default
         if is_ref(value):
             target = self.ref(value)
-            if target.scope != "local" and target.type in (None, VarType.any, VarType.string) and not target.path:
+            if (
+                target.scope != "local"
+                and target.type in (None, VarType.any, VarType.string)
+                and not target.path
+            ):
                 return target.as_ref()
             return interpolation(target)
         return self.template(value)
 
     def dynamic_inputs(self, node: dict[str, Any], skip: tuple[str, ...] = ()) -> list[dict[str, Any]]:
         """Inputs the user added (``system_*`` and the kind's own keys excluded)."""
-        return [i for i in node.get("inputs") or [] if isinstance(i, dict) and i.get("key")
-                and not str(i["key"]).startswith("system_") and enum_value(i["key"]) not in skip
-                and "addInputParam" not in [enum_value(r) for r in i.get("renderTypeList") or []]]
-
+        return [
+            i
+            for i in node.get("inputs") or []
+            if isinstance(i, dict)
+            and i.get("key")
+            and not str(i["key"]).startswith("system_")
+            and enum_value(i["key"]) not in skip
+            and "addInputParam" not in [enum_value(r) for r in i.get("renderTypeList") or []]
+        ]

@@ -41,11 +41,18 @@ def fastgpt_source(node: dict[str, Any]) -> dict[str, Any] | None:
     config = node.get("toolConfig") if isinstance(node.get("toolConfig"), dict) else {}
     toolset = config.get("mcpToolSet")
     if isinstance(toolset, dict) and isinstance(toolset.get("url"), str) and toolset["url"].strip():
-        tools = [str(t["name"]) for t in toolset.get("toolList") or [] if isinstance(t, dict) and t.get("name")]
+        tools = [
+            str(t["name"]) for t in toolset.get("toolList") or [] if isinstance(t, dict) and t.get("name")
+        ]
         return {"url": toolset["url"].strip(), "tools": tools, "headers": _header_names(toolset)}
     for key in _TOOL_DATA_KEYS:
         data = input_value(node, key)
-        if isinstance(data, dict) and isinstance(data.get("url"), str) and data["url"].strip() and data.get("name"):
+        if (
+            isinstance(data, dict)
+            and isinstance(data.get("url"), str)
+            and data["url"].strip()
+            and data.get("name")
+        ):
             return {"url": data["url"].strip(), "tools": [str(data["name"])], "headers": _header_names(data)}
     return None
 
@@ -99,6 +106,8 @@ def dify_reason(data: dict[str, Any]) -> str | None:
         return None
     server = str(data.get("provider_id") or data.get("provider_name") or "?")
     tool = str(data.get("tool_name") or data.get("tool_label") or "?")
-    return (f"tool {tool} of MCP server {server}: the Dify file names the server but not its URL (Dify keeps it "
-            "in its database); give a tool_call or agent node an mcp_servers entry with the server's URL and "
-            f"tools [{tool}]")
+    return (
+        f"tool {tool} of MCP server {server}: the Dify file names the server but not its URL (Dify keeps it "
+        "in its database); give a tool_call or agent node an mcp_servers entry with the server's URL and "
+        f"tools [{tool}]"
+    )

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Callable, Iterable
 
 from schemas.nodes import OUTPUT_NAME
 from schemas.types import RESERVED_SCOPES, VarType
@@ -37,12 +37,50 @@ IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 #: A code output name (:class:`schemas.nodes_code.CodeOutput`): any key without both quote kinds.
 CODE_OUTPUT = re.compile(OUTPUT_NAME)
 #: Names a bare ``{{ name }}`` cannot use: Jinja2 keywords, constants and globals.
-_JINJA_WORDS = frozenset({
-    "and", "or", "not", "in", "is", "if", "else", "elif", "for", "endfor", "true", "false", "none", "True",
-    "False", "None", "block", "with", "recursive", "import", "from", "as", "set", "macro", "call", "filter",
-    "raw", "include", "extends", "loop", "self", "varargs", "kwargs", "caller", "range", "dict", "lipsum",
-    "cycler", "joiner", "namespace",
-})
+_JINJA_WORDS = frozenset(
+    {
+        "and",
+        "or",
+        "not",
+        "in",
+        "is",
+        "if",
+        "else",
+        "elif",
+        "for",
+        "endfor",
+        "true",
+        "false",
+        "none",
+        "True",
+        "False",
+        "None",
+        "block",
+        "with",
+        "recursive",
+        "import",
+        "from",
+        "as",
+        "set",
+        "macro",
+        "call",
+        "filter",
+        "raw",
+        "include",
+        "extends",
+        "loop",
+        "self",
+        "varargs",
+        "kwargs",
+        "caller",
+        "range",
+        "dict",
+        "lipsum",
+        "cycler",
+        "joiner",
+        "namespace",
+    }
+)
 #: Keys that ``x.key`` would read as a method instead of the value: of a dict (node
 #: outputs, ``inputs``/``sys``/``vars``), and deeper in a path also of a list or string.
 _DICT_SHADOWED = frozenset(dir(dict))
@@ -98,8 +136,10 @@ def _ref_key(key: str) -> str:
         return f'["{key}"]'
     if "'" not in key:
         return f"['{key}']"
-    raise Unconvertible(f"the name {key!r} holds both quote kinds and cannot be written in a reference",
-                        "unsupported_reference")
+    raise Unconvertible(
+        f"the name {key!r} holds both quote kinds and cannot be written in a reference",
+        "unsupported_reference",
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +157,7 @@ class Target:
     path: tuple[str | int, ...] = ()
     type: VarType | None = None
 
-    def with_path(self, *more: str | int, type: VarType | None = None) -> "Target":
+    def with_path(self, *more: str | int, type: VarType | None = None) -> Target:
         """This target, deeper: the type becomes ``type`` (unknown by default)."""
         return Target(self.scope, self.name, self.field, self.path + tuple(more), type)
 
@@ -142,7 +182,11 @@ class Target:
     def expr(self, local_names: frozenset[str] | set[str] = frozenset()) -> str:
         """The Jinja2 expression reading this target (``nodes['17a'].answer``, ``inputs.q``, ...)."""
         if self.scope == "node":
-            head = self.name if is_simple_name(self.name) and self.name not in local_names else f"nodes['{self.name}']"
+            head = (
+                self.name
+                if is_simple_name(self.name) and self.name not in local_names
+                else f"nodes['{self.name}']"
+            )
             text = head + _accessor(self.field or "", _DICT_SHADOWED)
         elif self.scope == "local":
             text = self.name
@@ -153,8 +197,9 @@ class Target:
         return text
 
 
-def interpolation(target: Target, local_names: frozenset[str] | set[str] = frozenset(), *,
-                  in_json_string: bool = False) -> str:
+def interpolation(
+    target: Target, local_names: frozenset[str] | set[str] = frozenset(), *, in_json_string: bool = False
+) -> str:
     """``{{ ... }}`` writing ``target`` into text the way FastGPT and Dify do.
 
     Strings are inserted as they are; other values as JSON (a number as ``5``, a list
@@ -218,14 +263,30 @@ def json_string_state(text: str) -> Callable[[int], bool]:
 
 _TYPES = {
     # FastGPT valueType
-    "string": VarType.string, "number": VarType.number, "boolean": VarType.boolean, "object": VarType.object,
-    "arraystring": VarType.array, "arraynumber": VarType.array, "arrayboolean": VarType.array,
-    "arrayobject": VarType.array, "arrayany": VarType.array, "chathistory": VarType.array,
-    "datasetquote": VarType.array, "any": VarType.any, "dynamic": VarType.any,
+    "string": VarType.string,
+    "number": VarType.number,
+    "boolean": VarType.boolean,
+    "object": VarType.object,
+    "arraystring": VarType.array,
+    "arraynumber": VarType.array,
+    "arrayboolean": VarType.array,
+    "arrayobject": VarType.array,
+    "arrayany": VarType.array,
+    "chathistory": VarType.array,
+    "datasetquote": VarType.array,
+    "any": VarType.any,
+    "dynamic": VarType.any,
     # Dify value types
-    "secret": VarType.string, "integer": VarType.number, "float": VarType.number, "bool": VarType.boolean,
-    "file": VarType.file, "array": VarType.array, "text-input": VarType.string, "paragraph": VarType.string,
-    "select": VarType.string, "json_object": VarType.object,
+    "secret": VarType.string,
+    "integer": VarType.number,
+    "float": VarType.number,
+    "bool": VarType.boolean,
+    "file": VarType.file,
+    "array": VarType.array,
+    "text-input": VarType.string,
+    "paragraph": VarType.string,
+    "select": VarType.string,
+    "json_object": VarType.object,
 }
 
 

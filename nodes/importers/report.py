@@ -42,7 +42,9 @@ class ImportIssue:
         where = ""
         if self.node_id is not None:
             kind = f" ({self.source_type})" if self.source_type else ""
-            renamed = f" -> {self.flowloom_id}" if self.flowloom_id and self.flowloom_id != self.node_id else ""
+            renamed = (
+                f" -> {self.flowloom_id}" if self.flowloom_id and self.flowloom_id != self.node_id else ""
+            )
             where = f"node {self.node_id!r}{kind}{renamed}: "
         return f"[{self.code}] {where}{self.message}"
 
@@ -110,5 +112,7 @@ class ImportFailed(DefinitionError):
         self.report = report
         self.source_format = source_format
         errors = [i for i in report if i.severity == "error"]
-        super().__init__(f"{len(errors)} problem(s) importing the {source_format or 'file'}:\n"
-                         + "\n".join(f"  - {i}" for i in errors))
+        super().__init__(
+            f"{len(errors)} problem(s) importing the {source_format or 'file'}:\n"
+            + "\n".join(f"  - {i}" for i in errors)
+        )

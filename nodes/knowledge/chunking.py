@@ -133,9 +133,16 @@ class TextChunker:
     def split(self, document: ParsedDocument, settings: ChunkingSettings) -> list[ChunkDraft]:
         """The chunks in position order (see the module docstring)."""
         if document.qa_pairs is not None:
-            return [ChunkDraft(position=i, kind=ChunkKind.qa, text=qa_text(q, a), search_text=q,
-                               tokens=_tokens(qa_text(q, a)))
-                    for i, (q, a) in enumerate(document.qa_pairs)]
+            return [
+                ChunkDraft(
+                    position=i,
+                    kind=ChunkKind.qa,
+                    text=qa_text(q, a),
+                    search_text=q,
+                    tokens=_tokens(qa_text(q, a)),
+                )
+                for i, (q, a) in enumerate(document.qa_pairs)
+            ]
         markdown = document.content_type in _MARKDOWN_TYPES
         headed = settings.split_headings and document.content_type in _HEADED_TYPES
         parts = sections(document.text) if headed else [Section([], document.text.strip())]
@@ -149,23 +156,56 @@ class TextChunker:
                         self._add(drafts, text, prefix, section.heading_path, markdown, settings)
         return drafts
 
-    def _add(self, drafts: list[ChunkDraft], text: str, prefix: str, path: list[str], markdown: bool,
-             settings: ChunkingSettings) -> None:
+    def _add(
+        self,
+        drafts: list[ChunkDraft],
+        text: str,
+        prefix: str,
+        path: list[str],
+        markdown: bool,
+        settings: ChunkingSettings,
+    ) -> None:
         """Append the chunk ``text`` (a parent and its children under ``parent_child``)."""
+
         def search(t: str) -> str:
             return f"{prefix}\n{t}" if prefix else t
 
         pc = settings.parent_child
         if pc is None:
-            drafts.append(ChunkDraft(position=len(drafts), text=text, search_text=search(text),
-                                     heading_path=list(path), tokens=_tokens(text)))
+            drafts.append(
+                ChunkDraft(
+                    position=len(drafts),
+                    text=text,
+                    search_text=search(text),
+                    heading_path=list(path),
+                    tokens=_tokens(text),
+                )
+            )
             return
         parent = len(drafts)
-        drafts.append(ChunkDraft(position=parent, kind=ChunkKind.parent, text=text, search_text=search(text),
-                                 heading_path=list(path), tokens=_tokens(text)))
-        child_splitter = _splitter(markdown, pc.child_tokens, min(pc.child_overlap_tokens, pc.child_tokens // 2))
+        drafts.append(
+            ChunkDraft(
+                position=parent,
+                kind=ChunkKind.parent,
+                text=text,
+                search_text=search(text),
+                heading_path=list(path),
+                tokens=_tokens(text),
+            )
+        )
+        child_splitter = _splitter(
+            markdown, pc.child_tokens, min(pc.child_overlap_tokens, pc.child_tokens // 2)
+        )
         for child in child_splitter.chunks(text):
             if child.strip():
-                drafts.append(ChunkDraft(position=len(drafts), kind=ChunkKind.child, text=child,
-                                         search_text=search(child), heading_path=list(path), parent=parent,
-                                         tokens=_tokens(child)))
+                drafts.append(
+                    ChunkDraft(
+                        position=len(drafts),
+                        kind=ChunkKind.child,
+                        text=child,
+                        search_text=search(child),
+                        heading_path=list(path),
+                        parent=parent,
+                        tokens=_tokens(child),
+                    )
+                )

@@ -29,7 +29,9 @@ NOTHING_FOUND = "No passages of the knowledge base match this query."
 
 _PARAMETERS = {
     "type": "object",
-    "properties": {"query": {"type": "string", "description": "what to look up, as a full question or keywords"}},
+    "properties": {
+        "query": {"type": "string", "description": "what to look up, as a full question or keywords"}
+    },
     "required": ["query"],
     "additionalProperties": False,
 }
@@ -43,7 +45,9 @@ def _options(tool: DatasetTool) -> DatasetTool:
     return tool.model_copy(update={"rerank": rerank})
 
 
-def dataset_tool_spec(ctx: NodeContext, tool: DatasetTool, index: int, default_timeout: float | None) -> ToolSpec:
+def dataset_tool_spec(
+    ctx: NodeContext, tool: DatasetTool, index: int, default_timeout: float | None
+) -> ToolSpec:
     """The :class:`ToolSpec` of ``tool`` (module docstring), risk ``read``."""
     options = _options(tool)
     field = f"config.dataset_tools[{index}]"
@@ -58,12 +62,31 @@ def dataset_tool_spec(ctx: NodeContext, tool: DatasetTool, index: int, default_t
         except NodeFailed as exc:  # reported to the model like any failed tool (and kept in the trace)
             return ToolOutcome(f"{tool.name}: {exc}", is_error=True, data={"reason": exc.reason})
         cost = (ctx.node_run.usage.cost if ctx.node_run.usage is not None else 0.0) - before
-        data = {"query": query.strip(), "notes": result.notes,
-                "hits": [{"citation_id": h.citation_id, "chunk_id": h.chunk_id, "score": h.score,
-                          "source_name": h.source_name} for h in result.hits]}
+        data = {
+            "query": query.strip(),
+            "notes": result.notes,
+            "hits": [
+                {
+                    "citation_id": h.citation_id,
+                    "chunk_id": h.chunk_id,
+                    "score": h.score,
+                    "source_name": h.source_name,
+                }
+                for h in result.hits
+            ],
+        }
         return ToolOutcome(result.quote or NOTHING_FOUND, cost=cost, data=data)
 
-    description = tool.description or (f"Search the knowledge base ({', '.join(tool.datasets)}) for passages "
-                                       "relevant to a query; returns numbered passages with their sources.")
-    return ToolSpec(tool.name, description, _PARAMETERS, run, risk="read", timeout=tool.timeout or default_timeout,
-                    meta={"kind": "dataset", "datasets": list(tool.datasets)})
+    description = tool.description or (
+        f"Search the knowledge base ({', '.join(tool.datasets)}) for passages "
+        "relevant to a query; returns numbered passages with their sources."
+    )
+    return ToolSpec(
+        tool.name,
+        description,
+        _PARAMETERS,
+        run,
+        risk="read",
+        timeout=tool.timeout or default_timeout,
+        meta={"kind": "dataset", "datasets": list(tool.datasets)},
+    )

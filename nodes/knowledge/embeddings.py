@@ -27,7 +27,8 @@ import base64
 import binascii
 import logging
 import random
-from typing import Any, Awaitable, Callable, Sequence, TypeVar
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
 
 from engine.knowledge.ports import DimensionMismatch, EmbeddingBatch, EmbeddingError
 from engine.knowledge.scope import TENANT_MODELS
@@ -36,8 +37,14 @@ from schemas.run import Usage
 
 from ..model_registry import ModelRegistry, ModelSpec, UnknownModel, WrongModelType, price
 
-__all__ = ["BACKOFF_S", "BATCH_TOKEN_BUDGET", "REQUEST_TIMEOUT_S", "RETRIES", "RegistryEmbedder",
-           "RegistryReranker"]
+__all__ = [
+    "BACKOFF_S",
+    "BATCH_TOKEN_BUDGET",
+    "REQUEST_TIMEOUT_S",
+    "RETRIES",
+    "RegistryEmbedder",
+    "RegistryReranker",
+]
 
 logger = logging.getLogger("flowloom.knowledge")
 
@@ -64,8 +71,9 @@ def _transient(exc: BaseException) -> bool:
     import httpx
     import openai
 
-    if isinstance(exc, (openai.APIConnectionError, openai.APITimeoutError, asyncio.TimeoutError,
-                        httpx.TransportError)):
+    if isinstance(
+        exc, (openai.APIConnectionError, openai.APITimeoutError, asyncio.TimeoutError, httpx.TransportError)
+    ):
         return True
     status = getattr(exc, "status_code", None)
     if status is None and isinstance(exc, httpx.HTTPStatusError):
@@ -94,8 +102,9 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {str(exc)[:300]}"
 
 
-async def _with_retries(what: str, model: str, call: Callable[[], Awaitable[T]], *, retries: int,
-                        backoff_s: float) -> T:
+async def _with_retries(
+    what: str, model: str, call: Callable[[], Awaitable[T]], *, retries: int, backoff_s: float
+) -> T:
     """``call()`` retried on transient failures (module docstring). Raises EmbeddingError."""
     attempt = 0
     while True:
@@ -103,13 +112,13 @@ async def _with_retries(what: str, model: str, call: Callable[[], Awaitable[T]],
             return await asyncio.wait_for(call(), REQUEST_TIMEOUT_S)
         except EmbeddingError:
             raise
-        except Exception as exc:  # noqa: BLE001 - classified below; never leaks a traceback
+        except Exception as exc:
             if not _transient(exc) or attempt >= retries:
                 tried = f" after {attempt + 1} attempts" if attempt else ""
                 raise EmbeddingError(f"{what} model {model!r} failed{tried}: {_describe(exc)}") from None
             wait = _retry_after(exc)
             if wait is None:
-                wait = min(backoff_s * (2 ** attempt), 20.0) * (0.75 + random.random() / 2)
+                wait = min(backoff_s * (2**attempt), 20.0) * (0.75 + random.random() / 2)
             logger.info("%s model %s: %s; retrying in %.2f s", what, model, _describe(exc), wait)
             await asyncio.sleep(wait)
             attempt += 1
@@ -139,8 +148,7 @@ def model_problem(registry: ModelRegistry, model: str, kind: str) -> str | None:
     except WrongModelType as exc:
         return str(exc)
     except UnknownModel:
-        return (f"unknown model {model!r}; known {kind} models: "
-                f"{', '.join(registry.names(kind)) or '(none)'}")
+        return f"unknown model {model!r}; known {kind} models: {', '.join(registry.names(kind)) or '(none)'}"
     return None
 
 
@@ -150,9 +158,20 @@ class RegistryEmbedder:
     ``retries`` / ``backoff_s``: see :data:`RETRIES`, :data:`BACKOFF_S` (tests lower them).
     """
 
-    def __init__(self, registry: ModelRegistry, *, retries: int = RETRIES, backoff_s: float = BACKOFF_S,
-                 token_budget: int = BATCH_TOKEN_BUDGET) -> None:
-        self._registry, self.retries, self.backoff_s, self.token_budget = registry, retries, backoff_s, token_budget
+    def __init__(
+        self,
+        registry: ModelRegistry,
+        *,
+        retries: int = RETRIES,
+        backoff_s: float = BACKOFF_S,
+        token_budget: int = BATCH_TOKEN_BUDGET,
+    ) -> None:
+        self._registry, self.retries, self.backoff_s, self.token_budget = (
+            registry,
+            retries,
+            backoff_s,
+            token_budget,
+        )
 
     @property
     def registry(self) -> Any:
@@ -191,14 +210,16 @@ class RegistryEmbedder:
         dims = {len(v) for v in out.vectors}
         expected = spec.dimension
         if len(dims) > 1 or (expected is not None and dims and dims != {expected}):
-            raise DimensionMismatch(f"embedding model {model!r} answered vectors of {sorted(dims)} dimensions; "
-                                    f"expected {expected if expected is not None else 'one length'}")
+            raise DimensionMismatch(
+                f"embedding model {model!r} answered vectors of {sorted(dims)} dimensions; "
+                f"expected {expected if expected is not None else 'one length'}"
+            )
         return out
 
     async def _request(self, spec: ModelSpec, texts: list[str]) -> tuple[list[list[float]], int]:
         try:
             client = self.registry.client_for(spec)
-        except Exception as exc:  # noqa: BLE001 - MissingAPIKey and config errors, by message
+        except Exception as exc:
             raise EmbeddingError(f"embedding model {spec.name!r}: {exc}") from None
 
         async def call() -> Any:
@@ -206,28 +227,48 @@ class RegistryEmbedder:
 
         with telemetry().model_span("embeddings", spec.name) as span:
             try:
-                response = await _with_retries("embedding", spec.name, call, retries=self.retries,
-                                               backoff_s=self.backoff_s)
+                response = await _with_retries(
+                    "embedding", spec.name, call, retries=self.retries, backoff_s=self.backoff_s
+                )
             except EmbeddingError:
-                telemetry().model_call(model=spec.name, provider=spec.provider, outcome="embedding_error", usage=None)
+                telemetry().model_call(
+                    model=spec.name, provider=spec.provider, outcome="embedding_error", usage=None
+                )
                 span.fail("embedding_error")
                 raise
             return self._vectors(spec, texts, response, span)
 
-    def _vectors(self, spec: ModelSpec, texts: list[str], response: Any, span: Span) -> tuple[list[list[float]], int]:
+    def _vectors(
+        self, spec: ModelSpec, texts: list[str], response: Any, span: Span
+    ) -> tuple[list[list[float]], int]:
         """The vectors and tokens of an embeddings ``response`` to ``texts`` (counted in telemetry)."""
         data = sorted(getattr(response, "data", None) or [], key=lambda d: d.index)
         if len(data) != len(texts):
-            raise EmbeddingError(f"embedding model {spec.name!r} answered {len(data)} vectors for {len(texts)} texts")
+            raise EmbeddingError(
+                f"embedding model {spec.name!r} answered {len(data)} vectors for {len(texts)} texts"
+            )
         vectors = [_vector(spec.name, item.embedding) for item in data]
         usage = getattr(response, "usage", None)
         tokens = int(getattr(usage, "prompt_tokens", 0) or getattr(usage, "total_tokens", 0) or 0)
         counted = tokens or sum(_estimate(t) for t in texts)
-        telemetry().model_call(model=spec.name, provider=spec.provider, outcome="ok", usage=Usage(
-            model=spec.name, tokens_in=counted, token_source="provider" if tokens else "estimated",
-            cost=price(spec, counted, 0), calls=1))
-        span.model_result(provider=spec.provider, usage=Usage(model=spec.name, tokens_in=counted,
-                                                              token_source="provider" if tokens else "estimated"))
+        telemetry().model_call(
+            model=spec.name,
+            provider=spec.provider,
+            outcome="ok",
+            usage=Usage(
+                model=spec.name,
+                tokens_in=counted,
+                token_source="provider" if tokens else "estimated",
+                cost=price(spec, counted, 0),
+                calls=1,
+            ),
+        )
+        span.model_result(
+            provider=spec.provider,
+            usage=Usage(
+                model=spec.name, tokens_in=counted, token_source="provider" if tokens else "estimated"
+            ),
+        )
         return vectors, counted
 
 
@@ -254,7 +295,9 @@ def _vector(model: str, embedding: Any) -> list[float]:
 class RegistryReranker:
     """Rerank with the registry's ``rerank`` models (module docstring)."""
 
-    def __init__(self, registry: ModelRegistry, *, retries: int = RETRIES, backoff_s: float = BACKOFF_S) -> None:
+    def __init__(
+        self, registry: ModelRegistry, *, retries: int = RETRIES, backoff_s: float = BACKOFF_S
+    ) -> None:
         self._registry, self.retries, self.backoff_s = registry, retries, backoff_s
 
     @property
@@ -272,8 +315,9 @@ class RegistryReranker:
         or its actual type (an embedding or chat model), with the known rerank models."""
         return model_problem(self.registry, model, "rerank")
 
-    async def rerank(self, model: str, query: str, documents: Sequence[str],
-                     top_n: int | None = None) -> tuple[list[tuple[int, float]], int]:
+    async def rerank(
+        self, model: str, query: str, documents: Sequence[str], top_n: int | None = None
+    ) -> tuple[list[tuple[int, float]], int]:
         """``([(input index, relevance in [0, 1])...] best first, tokens)``. Raises
         EmbeddingError (unknown model, failed endpoint, an answer naming no document)."""
         import httpx
@@ -281,7 +325,7 @@ class RegistryReranker:
         try:
             spec = self.registry.get(model, "rerank")
             key = self.registry.api_key(spec)
-        except Exception as exc:  # noqa: BLE001 - UnknownModel, MissingAPIKey: by message
+        except Exception as exc:
             raise EmbeddingError(str(exc)) from None
         if not documents:
             return [], 0
@@ -297,7 +341,9 @@ class RegistryReranker:
                 response.raise_for_status()
                 return response.json()
 
-        payload = await _with_retries("rerank", spec.name, call, retries=self.retries, backoff_s=self.backoff_s)
+        payload = await _with_retries(
+            "rerank", spec.name, call, retries=self.retries, backoff_s=self.backoff_s
+        )
         return _rerank_results(spec.name, payload, len(documents)), _rerank_tokens(payload, query, documents)
 
 
@@ -311,8 +357,9 @@ def _rerank_results(model: str, payload: Any, count: int) -> list[tuple[int, flo
             index = int(item["index"])
             score = float(item.get("relevance_score", item.get("score")))
         except (KeyError, TypeError, ValueError):
-            raise EmbeddingError(f"rerank model {model!r} answered a result without index and "
-                                 f"relevance_score") from None
+            raise EmbeddingError(
+                f"rerank model {model!r} answered a result without index and relevance_score"
+            ) from None
         if not 0 <= index < count:
             raise EmbeddingError(f"rerank model {model!r} answered index {index} for {count} documents")
         found.append((index, min(1.0, max(0.0, score))))
@@ -324,6 +371,10 @@ def _rerank_tokens(payload: dict[str, Any], query: str, documents: Sequence[str]
     usage = payload.get("usage") or payload.get("meta", {}).get("billed_units") or {}
     tokens = usage.get("total_tokens") or usage.get("prompt_tokens") or usage.get("search_units")
     try:
-        return int(tokens) if tokens else _estimate(query) * len(documents) + sum(_estimate(d) for d in documents)
+        return (
+            int(tokens)
+            if tokens
+            else _estimate(query) * len(documents) + sum(_estimate(d) for d in documents)
+        )
     except (TypeError, ValueError):
         return 0

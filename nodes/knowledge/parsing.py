@@ -54,14 +54,44 @@ from engine.knowledge.ports import DocumentRejected, ParsedDocument
 __all__ = ["DocumentParser", "TEXT_EXTENSIONS", "content_type_for"]
 
 #: extension -> the type its content must have
-TEXT_EXTENSIONS = {".txt": "txt", ".text": "txt", ".md": "markdown", ".markdown": "markdown", ".html": "html",
-                   ".htm": "html", ".csv": "csv_qa", ".jsonl": "jsonl_qa", "": "text"}
+TEXT_EXTENSIONS = {
+    ".txt": "txt",
+    ".text": "txt",
+    ".md": "markdown",
+    ".markdown": "markdown",
+    ".html": "html",
+    ".htm": "html",
+    ".csv": "csv_qa",
+    ".jsonl": "jsonl_qa",
+    "": "text",
+}
 BINARY_EXTENSIONS = {".pdf": "pdf", ".docx": "docx"}
 _QUESTION_KEYS = ("q", "question", "问题")
 _ANSWER_KEYS = ("a", "answer", "答案")
 _DROPPED_TAGS = ("script", "style", "noscript", "template", "svg", "head")
-_BLOCK_TAGS = ("p", "div", "section", "article", "li", "tr", "br", "pre", "blockquote", "table", "ul", "ol",
-               "dd", "dt", "header", "footer", "main", "nav", "aside", "figure", "figcaption")
+_BLOCK_TAGS = (
+    "p",
+    "div",
+    "section",
+    "article",
+    "li",
+    "tr",
+    "br",
+    "pre",
+    "blockquote",
+    "table",
+    "ul",
+    "ol",
+    "dd",
+    "dt",
+    "header",
+    "footer",
+    "main",
+    "nav",
+    "aside",
+    "figure",
+    "figcaption",
+)
 
 
 def content_type_for(filename: str) -> str | None:
@@ -84,25 +114,36 @@ class DocumentParser:
         ext = PurePosixPath(filename.replace("\\", "/")).suffix.lower()
         claimed = TEXT_EXTENSIONS.get(ext) or BINARY_EXTENSIONS.get(ext)
         if claimed is None:
-            raise _reject(filename, f"unsupported file type {ext!r} (supported: .txt, .md, .html, .pdf, .docx, "
-                                    f".csv and .jsonl question-answer files)", "unsupported")
+            raise _reject(
+                filename,
+                f"unsupported file type {ext!r} (supported: .txt, .md, .html, .pdf, .docx, "
+                f".csv and .jsonl question-answer files)",
+                "unsupported",
+            )
         detected = _detect(data)
         if detected in ("pdf", "docx"):
             if claimed != detected:
-                raise _reject(filename, f"the name says {claimed} but the content is a {detected.upper()} file",
-                              "type_mismatch")
+                raise _reject(
+                    filename,
+                    f"the name says {claimed} but the content is a {detected.upper()} file",
+                    "type_mismatch",
+                )
             parsed = _parse_pdf(data, filename) if detected == "pdf" else _parse_docx(data, filename)
         elif detected is not None:
             if claimed in BINARY_EXTENSIONS.values():
-                raise _reject(filename, f"the name says {claimed} but the content is a {detected} file",
-                              "type_mismatch")
+                raise _reject(
+                    filename, f"the name says {claimed} but the content is a {detected} file", "type_mismatch"
+                )
             raise _reject(filename, f"a {detected} file cannot be read as text", "unsupported")
         else:
             text = _decode(data)
             if text is None:
                 if claimed in BINARY_EXTENSIONS.values():
-                    raise _reject(filename, f"the name says {claimed} but the content is not a "
-                                            f"{claimed.upper()} file", "type_mismatch" if data else "empty")
+                    raise _reject(
+                        filename,
+                        f"the name says {claimed} but the content is not a {claimed.upper()} file",
+                        "type_mismatch" if data else "empty",
+                    )
                 raise _reject(filename, "the content is binary, not text", "unsupported")
             if claimed in BINARY_EXTENSIONS.values():
                 if not text.strip():
@@ -210,17 +251,21 @@ def _read_pdf(data: bytes, filename: str) -> ParsedDocument:
     try:
         reader = PdfReader(io.BytesIO(data))
         if reader.is_encrypted and not reader.decrypt(""):
-            raise _reject(filename, "the PDF is encrypted with a password; upload an unprotected copy", "encrypted")
+            raise _reject(
+                filename, "the PDF is encrypted with a password; upload an unprotected copy", "encrypted"
+            )
         pages = [page.extract_text() or "" for page in reader.pages]
     except DocumentRejected:
         raise
     except FileNotDecryptedError:
-        raise _reject(filename, "the PDF is encrypted with a password; upload an unprotected copy",
-                      "encrypted") from None
+        raise _reject(
+            filename, "the PDF is encrypted with a password; upload an unprotected copy", "encrypted"
+        ) from None
     except (PdfReadError, ValueError, KeyError, TypeError, AttributeError, IndexError, OSError) as exc:
-        raise _reject(filename, f"the PDF cannot be read ({type(exc).__name__}: {str(exc)[:200]})",
-                      "corrupt") from None
-    except Exception as exc:  # noqa: BLE001 - pypdf raises many kinds on damaged files
+        raise _reject(
+            filename, f"the PDF cannot be read ({type(exc).__name__}: {str(exc)[:200]})", "corrupt"
+        ) from None
+    except Exception as exc:
         raise _reject(filename, f"the PDF cannot be read ({type(exc).__name__})", "corrupt") from None
     text = "\n\n".join(p.strip() for p in pages if p.strip())
     return ParsedDocument("pdf", text)
@@ -243,7 +288,7 @@ def _parse_docx(data: bytes, filename: str) -> ParsedDocument:
                 continue
             level = _heading_level(item.style.name if item.style is not None else "")
             blocks.append(f"{'#' * level} {text}" if level else text)
-    except Exception as exc:  # noqa: BLE001 - a damaged zip or XML raises many kinds
+    except Exception as exc:
         raise _reject(filename, f"the DOCX file cannot be read ({type(exc).__name__})", "corrupt") from None
     return ParsedDocument("docx", "\n\n".join(b for b in blocks if b))
 
@@ -268,8 +313,12 @@ def _csv_pairs(text: str, filename: str) -> list[tuple[str, str]]:
     keys = {h.strip().lower(): i for i, h in enumerate(header)}
     q_col, a_col = _pick(keys, _QUESTION_KEYS), _pick(keys, _ANSWER_KEYS)  # type: ignore[arg-type]
     if q_col is None or a_col is None:
-        raise _reject(filename, f"a CSV file needs the columns q and a, or question and answer; it has "
-                                f"{', '.join(repr(h) for h in header[:10])}", "unsupported")
+        raise _reject(
+            filename,
+            f"a CSV file needs the columns q and a, or question and answer; it has "
+            f"{', '.join(repr(h) for h in header[:10])}",
+            "unsupported",
+        )
     pairs = []
     # rows numbered as a spreadsheet shows them: the header is row 1
     for number, row in enumerate(reader, start=2):
@@ -278,7 +327,9 @@ def _csv_pairs(text: str, filename: str) -> list[tuple[str, str]]:
         if q:
             pairs.append((q, a))
         elif a:  # an answer nobody could find: refused, not dropped without a word
-            raise _reject(filename, f"row {number}: empty question (its answer would never be found)", "corrupt")
+            raise _reject(
+                filename, f"row {number}: empty question (its answer would never be found)", "corrupt"
+            )
     return pairs
 
 
@@ -296,10 +347,14 @@ def _jsonl_pairs(text: str, filename: str) -> list[tuple[str, str]]:
         keys = {str(k).lower(): k for k in item}
         q_key, a_key = _pick(keys, _QUESTION_KEYS), _pick(keys, _ANSWER_KEYS)
         if q_key is None or a_key is None:
-            raise _reject(filename, f"line {number} needs the keys q and a (or question and answer)", "unsupported")
+            raise _reject(
+                filename, f"line {number} needs the keys q and a (or question and answer)", "unsupported"
+            )
         q, a = str(item[q_key] or "").strip(), str(item[a_key] or "").strip()
         if q:
             pairs.append((q, a))
         elif a:
-            raise _reject(filename, f"line {number}: empty question (its answer would never be found)", "corrupt")
+            raise _reject(
+                filename, f"line {number}: empty question (its answer would never be found)", "corrupt"
+            )
     return pairs

@@ -20,7 +20,15 @@ from typing import Any
 
 from schemas.knowledge import QuotePiece
 
-__all__ = ["PREVIEW_CHARS", "QuoteItem", "answer_citations", "cited_ids", "quote_items", "quote_role", "render_items"]
+__all__ = [
+    "PREVIEW_CHARS",
+    "QuoteItem",
+    "answer_citations",
+    "cited_ids",
+    "quote_items",
+    "quote_role",
+    "render_items",
+]
 
 #: Characters of a quote kept in a citation (records and events carry a preview).
 PREVIEW_CHARS = 500
@@ -39,12 +47,16 @@ class QuoteItem:
     def piece(self) -> QuotePiece:
         c = self.chunk or {}
         score = c.get("score")
-        return QuotePiece(citation_id=self.citation_id, chunk_id=str(c.get("chunk_id") or ""),
-                          dataset_id=str(c.get("dataset_id") or ""), document_id=str(c.get("document_id") or ""),
-                          source_name=str(c.get("source_name") or ""),
-                          position=int(c.get("position") or 0) if isinstance(c.get("position"), (int, float)) else 0,
-                          score=float(score) if isinstance(score, (int, float)) and not isinstance(score, bool) else 0.0,
-                          text=self.text[:PREVIEW_CHARS])
+        return QuotePiece(
+            citation_id=self.citation_id,
+            chunk_id=str(c.get("chunk_id") or ""),
+            dataset_id=str(c.get("dataset_id") or ""),
+            document_id=str(c.get("document_id") or ""),
+            source_name=str(c.get("source_name") or ""),
+            position=int(c.get("position") or 0) if isinstance(c.get("position"), (int, float)) else 0,
+            score=float(score) if isinstance(score, (int, float)) and not isinstance(score, bool) else 0.0,
+            text=self.text[:PREVIEW_CHARS],
+        )
 
 
 def quote_role(configured: str, template: str, template_names: set[str]) -> str:

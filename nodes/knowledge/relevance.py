@@ -12,7 +12,8 @@ the same verdict.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from engine.knowledge.scope import TENANT_MODELS
 
@@ -54,7 +55,9 @@ class LLMRelevanceJudge:
 
         return model_problem(self.registry, model, "chat")
 
-    async def select(self, model: str, question: str, texts: Sequence[str]) -> tuple[list[int], dict[str, Any]]:
+    async def select(
+        self, model: str, question: str, texts: Sequence[str]
+    ) -> tuple[list[int], dict[str, Any]]:
         """``(indexes of the relevant texts, usage {"tokens_in", "tokens_out", "cost"})``.
 
         Raises:
@@ -64,15 +67,25 @@ class LLMRelevanceJudge:
 
         if not texts:
             return [], {"tokens_in": 0, "tokens_out": 0, "cost": 0.0}
-        passages = "\n\n".join(f"<passage {i}>\n{text[:PASSAGE_CHARS]}\n</passage {i}>"
-                               for i, text in enumerate(texts, start=1))
+        passages = "\n\n".join(
+            f"<passage {i}>\n{text[:PASSAGE_CHARS]}\n</passage {i}>" for i, text in enumerate(texts, start=1)
+        )
         spec = self.registry.get(model)
-        request = LLMRequest(model, [{"role": "system", "content": RELEVANCE_PROMPT},
-                                     {"role": "user", "content": f"{passages}\n\nQuestion: {question}"}],
-                             temperature=0.0, max_tokens=min(256, spec.max_output_tokens))
+        request = LLMRequest(
+            model,
+            [
+                {"role": "system", "content": RELEVANCE_PROMPT},
+                {"role": "user", "content": f"{passages}\n\nQuestion: {question}"},
+            ],
+            temperature=0.0,
+            max_tokens=min(256, spec.max_output_tokens),
+        )
         response = await call_llm(request, registry=self.registry, cancel=self.cancel, node_id=self.node_id)
-        usage = {"tokens_in": response.usage.tokens_in, "tokens_out": response.usage.tokens_out,
-                 "cost": response.usage.cost}
+        usage = {
+            "tokens_in": response.usage.tokens_in,
+            "tokens_out": response.usage.tokens_out,
+            "cost": response.usage.cost,
+        }
         try:
             numbers = find_json(response.text, expect="array", accept=_numbers).value
         except JsonNotFound:

@@ -38,9 +38,18 @@ __all__ = ["KnowledgeRetrievalNode", "chunk_output", "search_datasets", "search_
 
 def chunk_output(hit: SearchHit) -> dict[str, Any]:
     """One item of the ``chunks`` output (:data:`~schemas.nodes_knowledge.CHUNK_FIELDS`)."""
-    return {"citation_id": hit.citation_id, "text": hit.text, "score": hit.score, "dataset_id": hit.dataset_id,
-            "document_id": hit.document_id, "chunk_id": hit.chunk_id, "source_name": hit.source_name,
-            "position": hit.position, "heading_path": list(hit.heading_path), "metadata": dict(hit.metadata)}
+    return {
+        "citation_id": hit.citation_id,
+        "text": hit.text,
+        "score": hit.score,
+        "dataset_id": hit.dataset_id,
+        "document_id": hit.document_id,
+        "chunk_id": hit.chunk_id,
+        "source_name": hit.source_name,
+        "position": hit.position,
+        "heading_path": list(hit.heading_path),
+        "metadata": dict(hit.metadata),
+    }
 
 
 def search_usage(result: SearchResult) -> Usage | None:
@@ -49,13 +58,24 @@ def search_usage(result: SearchResult) -> Usage | None:
     tokens_in = result.embedding_tokens + result.rerank_tokens + result.llm_tokens_in
     if not tokens_in and not result.llm_tokens_out and not result.cost:
         return None
-    calls = (1 if result.embedding_tokens else 0) + (1 if result.rerank_tokens else 0) + \
-        (1 if result.llm_tokens_in else 0)
-    return Usage(model=None, tokens_in=tokens_in, tokens_out=result.llm_tokens_out, cost=result.cost, calls=calls)
+    calls = (
+        (1 if result.embedding_tokens else 0)
+        + (1 if result.rerank_tokens else 0)
+        + (1 if result.llm_tokens_in else 0)
+    )
+    return Usage(
+        model=None, tokens_in=tokens_in, tokens_out=result.llm_tokens_out, cost=result.cost, calls=calls
+    )
 
 
-async def search_datasets(ctx: NodeContext, options: DatasetSearchOptions, query: str,
-                          queries: list[str] | None = None, *, field: str = "config.datasets") -> SearchResult:
+async def search_datasets(
+    ctx: NodeContext,
+    options: DatasetSearchOptions,
+    query: str,
+    queries: list[str] | None = None,
+    *,
+    field: str = "config.datasets",
+) -> SearchResult:
     """Search with ``options`` for this run's tenant; the usage is added to the node run.
 
     ``field``: the path of the datasets (``config.datasets``) or of the options
@@ -68,9 +88,12 @@ async def search_datasets(ctx: NodeContext, options: DatasetSearchOptions, query
     """
     knowledge = ctx.deps.knowledge
     if knowledge is None:
-        raise NodeFailed(f"{field}: knowledge bases are not available in this deployment (no knowledge service is "
-                         "configured), so datasets cannot be searched", node_id=ctx.node_id,
-                         reason="knowledge_unavailable")
+        raise NodeFailed(
+            f"{field}: knowledge bases are not available in this deployment (no knowledge service is "
+            "configured), so datasets cannot be searched",
+            node_id=ctx.node_id,
+            reason="knowledge_unavailable",
+        )
     prefix = field[: -len("datasets")] if field.endswith(".datasets") else f"{field}."
     request = options.search_request(query, queries)
     relevance_model = request.rerank.llm if request.rerank is not None else None
@@ -81,13 +104,19 @@ async def search_datasets(ctx: NodeContext, options: DatasetSearchOptions, query
     try:
         result = await knowledge.search(ctx.state.tenant_id, request)
     except DatasetNotFound as exc:
-        raise NodeFailed(f"{field}: {exc} (datasets searched: {', '.join(request.dataset_ids)})",
-                         node_id=ctx.node_id, reason="unknown_dataset") from None
+        raise NodeFailed(
+            f"{field}: {exc} (datasets searched: {', '.join(request.dataset_ids)})",
+            node_id=ctx.node_id,
+            reason="unknown_dataset",
+        ) from None
     except InvalidRerank as exc:  # its message starts with the field under the options
         raise NodeFailed(f"{prefix}{exc}", node_id=ctx.node_id, reason="unknown_model") from None
     except EmbeddingError as exc:
-        raise NodeFailed(f"{field}: the search could not embed or rerank the query: {exc}", node_id=ctx.node_id,
-                         reason="embedding_failed") from None
+        raise NodeFailed(
+            f"{field}: the search could not embed or rerank the query: {exc}",
+            node_id=ctx.node_id,
+            reason="embedding_failed",
+        ) from None
     usage = search_usage(result)
     if usage is not None:
         add_usage(ctx, usage)
@@ -118,10 +147,20 @@ async def _relevance_pass(ctx: NodeContext, model: str, question: str, result: S
     judge = LLMRelevanceJudge(registry_of(ctx), cancel=ctx.cancel, node_id=ctx.node_id)
     candidates = result.hits[:MAX_JUDGE_CANDIDATES]
     keep, usage = await judge.select(model, question, [h.text for h in candidates])
-    add_usage(ctx, Usage(model=model, tokens_in=int(usage["tokens_in"]), tokens_out=int(usage["tokens_out"]),
-                         cost=float(usage["cost"]), calls=1))
+    add_usage(
+        ctx,
+        Usage(
+            model=model,
+            tokens_in=int(usage["tokens_in"]),
+            tokens_out=int(usage["tokens_out"]),
+            cost=float(usage["cost"]),
+            calls=1,
+        ),
+    )
     kept = [h for i, h in enumerate(candidates) if i in set(keep)]
-    ctx.node_run.data.setdefault("relevance", []).append({"model": model, "kept": len(kept), "of": len(result.hits)})
+    ctx.node_run.data.setdefault("relevance", []).append(
+        {"model": model, "kept": len(kept), "of": len(result.hits)}
+    )
     for n, hit in enumerate(kept, start=1):
         hit.citation_id = str(n)
     result.hits, result.quote = kept, format_quote(kept)
@@ -136,8 +175,10 @@ def _queries(ctx: NodeContext, cfg: KnowledgeRetrievalConfig) -> list[str]:
     if isinstance(value, str):
         return [value]
     if not isinstance(value, list) or not all(isinstance(q, str) for q in value):
-        raise NodeFailed(f"config.queries: {cfg.queries.ref} must be an array of strings, got "
-                         f"{type(value).__name__}", node_id=ctx.node_id)
+        raise NodeFailed(
+            f"config.queries: {cfg.queries.ref} must be an array of strings, got {type(value).__name__}",
+            node_id=ctx.node_id,
+        )
     return value
 
 
@@ -149,10 +190,20 @@ class KnowledgeRetrievalNode(NodeExecutor[KnowledgeRetrievalConfig], kind="knowl
         query = render_text(ctx, cfg.question, "question").strip()
         queries = _queries(ctx, cfg)
         result = await search_datasets(ctx, cfg, query, queries)
-        ctx.node_run.data["retrieval"] = {"passes": result.passes, "notes": result.notes, "hits": len(result.hits),
-                                          "mode": result.mode.value}
+        ctx.node_run.data["retrieval"] = {
+            "passes": result.passes,
+            "notes": result.notes,
+            "hits": len(result.hits),
+            "mode": result.mode.value,
+        }
         for note in result.notes:
             warn(ctx, "retrieval_degraded", note)
         usage = ctx.node_run.usage
-        return NodeResult({"chunks": [chunk_output(h) for h in result.hits], "quote": result.quote,
-                           "queries": result.queries, "usage": usage.model_dump() if usage is not None else None})
+        return NodeResult(
+            {
+                "chunks": [chunk_output(h) for h in result.hits],
+                "quote": result.quote,
+                "queries": result.queries,
+                "usage": usage.model_dump() if usage is not None else None,
+            }
+        )

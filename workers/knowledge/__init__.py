@@ -33,7 +33,9 @@ async def open_knowledge_store(database_url: str, home: Path) -> KnowledgeStore:
         database = url.database or ""
         if not database or database == ":memory:" or database.startswith("file:"):
             raise StoreError("the knowledge store needs a SQLite file (not an in-memory database)")
-        return await SqliteKnowledgeStore.open(Path(database).expanduser(), index_directory=Path(home) / "indexes")
+        return await SqliteKnowledgeStore.open(
+            Path(database).expanduser(), index_directory=Path(home) / "indexes"
+        )
     from .postgres import PostgresKnowledgeStore
 
     return await PostgresKnowledgeStore.open(url)
@@ -44,6 +46,8 @@ def vector_support_warning(store: KnowledgeStore) -> str | None:
     what is missing (the ``vector`` extension) and what needs it."""
     if store.vector_support:
         return None
-    return ("warning: the PostgreSQL server has no 'vector' extension (pgvector): datasets with an "
-            "embedding model and semantic or hybrid search are unavailable; full-text datasets and "
-            "full-text search work. Install pgvector on the server to enable them.")
+    return (
+        "warning: the PostgreSQL server has no 'vector' extension (pgvector): datasets with an "
+        "embedding model and semantic or hybrid search are unavailable; full-text datasets and "
+        "full-text search work. Install pgvector on the server to enable them."
+    )

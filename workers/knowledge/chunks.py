@@ -4,8 +4,9 @@ what changed), which are new and which are dropped. Pure: the stores run the SQL
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 from schemas.knowledge import ChunkDraft, ChunkKind
 
@@ -29,8 +30,15 @@ class ChunkPlan:
     inserts: list[tuple[Any, ...]] = field(default_factory=list)
 
 
-def plan_chunks(stored: Iterable[Any], drafts: Sequence[ChunkDraft], *, tenant_id: str, dataset_id: str,
-                document_id: str, search_terms: Callable[[str], Any]) -> ChunkPlan:
+def plan_chunks(
+    stored: Iterable[Any],
+    drafts: Sequence[ChunkDraft],
+    *,
+    tenant_id: str,
+    dataset_id: str,
+    document_id: str,
+    search_terms: Callable[[str], Any],
+) -> ChunkPlan:
     """Match ``drafts`` against the document's ``stored`` chunks (rows with ``id``,
     ``text_hash`` and ``kind``, in position order): a draft takes the first unclaimed
     stored chunk of its text hash and kind, else gets a new id. A draft's ``parent``
@@ -57,6 +65,17 @@ def plan_chunks(stored: Iterable[Any], drafts: Sequence[ChunkDraft], *, tenant_i
             plan.updates.append((*common, chunk_id))
             continue
         terms = None if draft.kind == ChunkKind.parent else search_terms(draft.search_text)
-        plan.inserts.append((chunk_id, tenant_id, dataset_id, document_id, str(draft.kind), draft.search_text,
-                             draft.text_hash, terms, *common))
+        plan.inserts.append(
+            (
+                chunk_id,
+                tenant_id,
+                dataset_id,
+                document_id,
+                str(draft.kind),
+                draft.search_text,
+                draft.text_hash,
+                terms,
+                *common,
+            )
+        )
     return plan

@@ -18,7 +18,8 @@ document alias ``d`` and ``params`` its bound values, in order.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from pydantic_core import to_json
 
@@ -33,8 +34,9 @@ def _check(flt: MetadataFilter) -> None:
         raise StoreError(f"metadata filter field {flt.field!r}: quotes and backslashes are not allowed")
     if flt.op == "in" and not isinstance(flt.value, (list, tuple)):
         raise StoreError(f"metadata filter on {flt.field!r}: 'in' needs a list value")
-    if flt.op in ("gt", "gte", "lt", "lte") and (isinstance(flt.value, bool)
-                                                   or not isinstance(flt.value, (int, float, str))):
+    if flt.op in ("gt", "gte", "lt", "lte") and (
+        isinstance(flt.value, bool) or not isinstance(flt.value, (int, float, str))
+    ):
         raise StoreError(f"metadata filter on {flt.field!r}: {flt.op!r} needs a number or a string")
 
 
@@ -71,9 +73,11 @@ def _sqlite_one(flt: MetadataFilter) -> tuple[str, list[Any]]:
             return "0", []
         return f"{value} IN ({', '.join('?' * len(values))})", values
     if op == "contains":
-        return (f"(CASE {kind} WHEN 'array' THEN EXISTS (SELECT 1 FROM json_each(d.metadata, '{path}') "
-                f"WHERE json_each.value = ?) WHEN 'text' THEN instr({value}, ?) > 0 ELSE 0 END)",
-                [_sqlite_value(flt.value), str(flt.value)])
+        return (
+            f"(CASE {kind} WHEN 'array' THEN EXISTS (SELECT 1 FROM json_each(d.metadata, '{path}') "
+            f"WHERE json_each.value = ?) WHEN 'text' THEN instr({value}, ?) > 0 ELSE 0 END)",
+            [_sqlite_value(flt.value), str(flt.value)],
+        )
     types = "('text')" if isinstance(flt.value, str) else "('integer', 'real')"
     return f"({kind} IN {types} AND {value} {_COMPARE[op]} ?)", [flt.value]
 
@@ -103,13 +107,19 @@ def _postgres_one(flt: MetadataFilter, param: Callable[[Any], str]) -> str:
         return f"({value} = ANY({param([to_json(v).decode() for v in flt.value])}::jsonb[]))"
     if op == "contains":
         element = param(to_json([flt.value]).decode())
-        return (f"(CASE jsonb_typeof({value}) WHEN 'array' THEN {value} @> {element}::jsonb "
-                f"WHEN 'string' THEN strpos({value} #>> '{{}}', {param(str(flt.value))}) > 0 ELSE false END)")
+        return (
+            f"(CASE jsonb_typeof({value}) WHEN 'array' THEN {value} @> {element}::jsonb "
+            f"WHEN 'string' THEN strpos({value} #>> '{{}}', {param(str(flt.value))}) > 0 ELSE false END)"
+        )
     if isinstance(flt.value, str):
-        return (f"(jsonb_typeof({value}) = 'string' AND ({value} #>> '{{}}') COLLATE \"C\" "
-                f"{_COMPARE[op]} {param(flt.value)}::text COLLATE \"C\")")
-    return (f"(jsonb_typeof({value}) = 'number' AND ({value} #>> '{{}}')::float8 "
-            f"{_COMPARE[op]} {param(float(flt.value))}::float8)")
+        return (
+            f"(jsonb_typeof({value}) = 'string' AND ({value} #>> '{{}}') COLLATE \"C\" "
+            f'{_COMPARE[op]} {param(flt.value)}::text COLLATE "C")'
+        )
+    return (
+        f"(jsonb_typeof({value}) = 'number' AND ({value} #>> '{{}}')::float8 "
+        f"{_COMPARE[op]} {param(float(flt.value))}::float8)"
+    )
 
 
 def postgres_filters(filters: Sequence[MetadataFilter], first_param: int) -> tuple[str, list[Any]]:
@@ -128,8 +138,9 @@ def postgres_filters(filters: Sequence[MetadataFilter], first_param: int) -> tup
     return (" AND ".join(parts) if parts else "true"), params
 
 
-def _join(filters: Sequence[MetadataFilter], one: Callable[[MetadataFilter], tuple[str, list[Any]]],
-          empty: str) -> tuple[str, list[Any]]:
+def _join(
+    filters: Sequence[MetadataFilter], one: Callable[[MetadataFilter], tuple[str, list[Any]]], empty: str
+) -> tuple[str, list[Any]]:
     parts, params = [], []
     for flt in filters:
         _check(flt)

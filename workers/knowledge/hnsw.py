@@ -111,7 +111,9 @@ class VectorIndexes:
     def clear(self) -> None:
         """Save the graphs grown since their last save, then forget everything (on close)."""
         for index_id, memory in self._memory.items():
-            if memory.graph is not None and (memory.saved == 0 or len(memory.graph) - memory.saved >= SAVE_ON_CLOSE):
+            if memory.graph is not None and (
+                memory.saved == 0 or len(memory.graph) - memory.saved >= SAVE_ON_CLOSE
+            ):
                 self._save(index_id, memory)
         self._memory.clear()
 
@@ -125,11 +127,14 @@ class VectorIndexes:
         transaction; the counters and the rows are read in one read transaction)."""
         conn.execute("BEGIN")
         try:
-            generation = conn.execute("SELECT generation FROM kb_indexes WHERE id = ?", (index_id,)).fetchone()[0]
+            generation = conn.execute(
+                "SELECT generation FROM kb_indexes WHERE id = ?", (index_id,)
+            ).fetchone()[0]
             memory = self._memory.get(index_id)
             if memory is None or memory.generation != generation or memory.dimension != dimension:
-                memory = self._memory[index_id] = (self._restore(conn, index_id, dimension, generation)
-                                                   or _Memory(dimension, generation))
+                memory = self._memory[index_id] = self._restore(
+                    conn, index_id, dimension, generation
+                ) or _Memory(dimension, generation)
             self._load(conn, index_id, memory)
         finally:
             conn.execute("COMMIT")
@@ -164,9 +169,14 @@ class VectorIndexes:
                     graph.load(str(path))
                 except (RuntimeError, OSError, ValueError):
                     graph = None
-                if graph is not None and graph.ndim == dimension and len(graph) == conn.execute(
-                        "SELECT count(*) FROM kb_vectors WHERE index_id = ? AND seq <= ?",
-                        (index_id, seq)).fetchone()[0]:
+                if (
+                    graph is not None
+                    and graph.ndim == dimension
+                    and len(graph)
+                    == conn.execute(
+                        "SELECT count(*) FROM kb_vectors WHERE index_id = ? AND seq <= ?", (index_id, seq)
+                    ).fetchone()[0]
+                ):
                     restored = _Memory(dimension, generation, max_seq=seq, graph=graph, saved=len(graph))
                     continue
             with contextlib.suppress(OSError):  # another process may have removed it first
@@ -203,21 +213,24 @@ class VectorIndexes:
             return []
         count = min(count, len(memory))
         if memory.graph is not None:
-            memory.graph.expansion_search = min(EXPANSION_MAX, max(EXPANSION_SEARCH, count + 32,
-                                                                   len(memory.graph) // EXPANSION_PER_VECTORS))
+            memory.graph.expansion_search = min(
+                EXPANSION_MAX, max(EXPANSION_SEARCH, count + 32, len(memory.graph) // EXPANSION_PER_VECTORS)
+            )
             found = memory.graph.search(vector, count)
             return [(int(k), float(d)) for k, d in zip(found.keys, found.distances)]
         norm = float(np.linalg.norm(vector))
         # one thread: a BLAS or usearch thread pool costs more than it saves at this size
-        found = exact_search(memory.matrix, vector / norm if norm else vector, count, MetricKind.IP,
-                             exact=True, threads=1)
+        found = exact_search(
+            memory.matrix, vector / norm if norm else vector, count, MetricKind.IP, exact=True, threads=1
+        )
         return [(int(memory.keys[i]), float(d)) for i, d in zip(found.keys, found.distances)]
 
     def _load(self, conn: Any, index_id: str, memory: _Memory) -> None:
         while True:
             rows = conn.execute(
                 "SELECT seq, embedding FROM kb_vectors WHERE index_id = ? AND seq > ? ORDER BY seq LIMIT ?",
-                (index_id, memory.max_seq, _BATCH)).fetchall()
+                (index_id, memory.max_seq, _BATCH),
+            ).fetchall()
             if not rows:
                 return
             keys = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
@@ -241,6 +254,11 @@ class VectorIndexes:
 
 
 def _new_graph(dimension: int) -> Index:
-    return Index(ndim=dimension, metric="cos", dtype="f32", connectivity=CONNECTIVITY,
-                 expansion_add=EXPANSION_ADD, expansion_search=EXPANSION_SEARCH)
-
+    return Index(
+        ndim=dimension,
+        metric="cos",
+        dtype="f32",
+        connectivity=CONNECTIVITY,
+        expansion_add=EXPANSION_ADD,
+        expansion_search=EXPANSION_SEARCH,
+    )

@@ -12,11 +12,24 @@ from pydantic_core import from_json, to_json
 from engine.knowledge.ports import ParsedDocument
 from schemas.knowledge import Chunk, ChunkingSettings, Dataset, Document, IndexInfo, MetadataField
 
-__all__ = ["UPDATABLE_DATASET_FIELDS", "UPDATABLE_DOCUMENT_FIELDS", "check_index_id", "chunk_from_row",
-           "dataset_from_row", "document_from_row", "dumps", "index_from_row", "loads", "new_id",
-           "parsed_from_row", "qa_json"]
+__all__ = [
+    "UPDATABLE_DATASET_FIELDS",
+    "UPDATABLE_DOCUMENT_FIELDS",
+    "check_index_id",
+    "chunk_from_row",
+    "dataset_from_row",
+    "document_from_row",
+    "dumps",
+    "index_from_row",
+    "loads",
+    "new_id",
+    "parsed_from_row",
+    "qa_json",
+]
 
-UPDATABLE_DATASET_FIELDS = frozenset({"name", "description", "embedding_model", "chunking", "metadata_fields"})
+UPDATABLE_DATASET_FIELDS = frozenset(
+    {"name", "description", "embedding_model", "chunking", "metadata_fields"}
+)
 UPDATABLE_DOCUMENT_FIELDS = frozenset({"status", "error", "chunk_count", "chunks_done", "metadata"})
 
 _INDEX_ID = re.compile(r"^[0-9a-f]{32}$")
@@ -45,43 +58,81 @@ def loads(value: Any) -> Any:
 
 
 def index_from_row(row: Any) -> IndexInfo:
-    return IndexInfo(id=row["id"], embedding_model=row["embedding_model"], dimension=row["dimension"],
-                     state=row["state"], created_at=row["created_at"])
+    return IndexInfo(
+        id=row["id"],
+        embedding_model=row["embedding_model"],
+        dimension=row["dimension"],
+        state=row["state"],
+        created_at=row["created_at"],
+    )
 
 
 def dataset_from_row(row: Any, indexes: list[IndexInfo]) -> Dataset:
     """A dataset with its active and building index (of ``indexes``, the dataset's own)."""
     by_state = {index.state: index for index in indexes}
     return Dataset(
-        id=row["id"], tenant_id=row["tenant_id"], name=row["name"], description=row["description"],
-        embedding_model=row["embedding_model"], chunking=ChunkingSettings.model_validate(loads(row["chunking"])),
+        id=row["id"],
+        tenant_id=row["tenant_id"],
+        name=row["name"],
+        description=row["description"],
+        embedding_model=row["embedding_model"],
+        chunking=ChunkingSettings.model_validate(loads(row["chunking"])),
         metadata_fields=[MetadataField.model_validate(f) for f in loads(row["metadata_fields"]) or []],
-        active_index=by_state.get("active"), building_index=by_state.get("building"),
-        document_count=row["document_count"] or 0, chunk_count=row["chunk_count"] or 0,
-        created_at=row["created_at"], updated_at=row["updated_at"])
+        active_index=by_state.get("active"),
+        building_index=by_state.get("building"),
+        document_count=row["document_count"] or 0,
+        chunk_count=row["chunk_count"] or 0,
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+    )
 
 
 def document_from_row(row: Any) -> Document:
     return Document(
-        id=row["id"], tenant_id=row["tenant_id"], dataset_id=row["dataset_id"], source_name=row["source_name"],
-        content_type=row["content_type"], content_hash=row["content_hash"], size_bytes=row["size_bytes"],
-        status=row["status"], error=row["error"], chunk_count=row["chunk_count"], chunks_done=row["chunks_done"],
-        metadata=loads(row["metadata"]) or {}, created_at=row["created_at"], updated_at=row["updated_at"])
+        id=row["id"],
+        tenant_id=row["tenant_id"],
+        dataset_id=row["dataset_id"],
+        source_name=row["source_name"],
+        content_type=row["content_type"],
+        content_hash=row["content_hash"],
+        size_bytes=row["size_bytes"],
+        status=row["status"],
+        error=row["error"],
+        chunk_count=row["chunk_count"],
+        chunks_done=row["chunks_done"],
+        metadata=loads(row["metadata"]) or {},
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+    )
 
 
 def chunk_from_row(row: Any) -> Chunk:
     """A chunk read with its document's ``source_name`` and metadata (as ``doc_metadata``)."""
     return Chunk(
-        id=row["id"], tenant_id=row["tenant_id"], dataset_id=row["dataset_id"], document_id=row["document_id"],
-        position=row["position"], kind=row["kind"], text=row["text"], search_text=row["search_text"],
-        text_hash=row["text_hash"], heading_path=loads(row["heading_path"]) or [], parent_id=row["parent_id"],
-        tokens=row["tokens"], metadata=loads(row["doc_metadata"]) or {}, source_name=row["source_name"])
+        id=row["id"],
+        tenant_id=row["tenant_id"],
+        dataset_id=row["dataset_id"],
+        document_id=row["document_id"],
+        position=row["position"],
+        kind=row["kind"],
+        text=row["text"],
+        search_text=row["search_text"],
+        text_hash=row["text_hash"],
+        heading_path=loads(row["heading_path"]) or [],
+        parent_id=row["parent_id"],
+        tokens=row["tokens"],
+        metadata=loads(row["doc_metadata"]) or {},
+        source_name=row["source_name"],
+    )
 
 
 def parsed_from_row(row: Any) -> ParsedDocument:
     qa = loads(row["parsed_qa"])
-    return ParsedDocument(content_type=row["parsed_type"] or "", text=row["parsed_text"] or "",
-                          qa_pairs=[(q, a) for q, a in qa] if qa is not None else None)
+    return ParsedDocument(
+        content_type=row["parsed_type"] or "",
+        text=row["parsed_text"] or "",
+        qa_pairs=[(q, a) for q, a in qa] if qa is not None else None,
+    )
 
 
 def qa_json(parsed: ParsedDocument) -> str | None:

@@ -28,9 +28,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence, TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 import sqlean
@@ -88,8 +89,10 @@ _SCHEMA = (
     "INSERT INTO kb_chunks_fts(kb_chunks_fts, rowid, search_terms) VALUES ('delete', old.seq, old.search_terms); END",
 )
 
-_CHUNK_COLUMNS = ("c.id, c.tenant_id, c.dataset_id, c.document_id, c.position, c.kind, c.text, c.search_text, "
-                  "c.text_hash, c.heading_path, c.parent_id, c.tokens, d.source_name, d.metadata AS doc_metadata")
+_CHUNK_COLUMNS = (
+    "c.id, c.tenant_id, c.dataset_id, c.document_id, c.position, c.kind, c.text, c.search_text, "
+    "c.text_hash, c.heading_path, c.parent_id, c.tokens, d.source_name, d.metadata AS doc_metadata"
+)
 _CHUNKS_FROM = "kb_chunks c JOIN kb_documents d ON d.id = c.document_id"
 #: what a search may return: not the chunks of a document whose ingestion failed (they may
 #: be a part of it, or vectors of an older version); a document being ingested again stays
@@ -99,7 +102,8 @@ _SEARCHABLE = "d.status != 'failed'"
 _DATASET_SELECT = (
     "SELECT s.*, (SELECT count(*) FROM kb_documents WHERE tenant_id = s.tenant_id AND dataset_id = s.id) "
     "AS document_count, (SELECT count(*) FROM kb_chunks WHERE tenant_id = s.tenant_id AND dataset_id = s.id) "
-    "AS chunk_count FROM kb_datasets s")
+    "AS chunk_count FROM kb_datasets s"
+)
 _DATASET_SELECT_UNCOUNTED = "SELECT s.*, 0 AS document_count, 0 AS chunk_count FROM kb_datasets s"
 
 
@@ -113,7 +117,9 @@ class SqliteKnowledgeStore:
 
     vector_support = True
 
-    def __init__(self, path: Path, *, exact_max_cells: int = EXACT_MAX_CELLS, index_directory: Path | None = None):
+    def __init__(
+        self, path: Path, *, exact_max_cells: int = EXACT_MAX_CELLS, index_directory: Path | None = None
+    ):
         """``index_directory``: where HNSW graphs are saved for the next process to load
         (``FLOWLOOM_HOME/indexes``; None: every process builds its own)."""
         self.path = Path(path)
@@ -121,14 +127,16 @@ class SqliteKnowledgeStore:
         self._conn: Any = None
         # full-text searches: a read-only connection on a thread of its own, so a hybrid
         # search's full-text pass runs beside its vector pass (WAL: readers do not block)
-        self._reader_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="flowloom-knowledge-read")
+        self._reader_executor = ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="flowloom-knowledge-read"
+        )
         self._reader: Any = None
         self._memory = VectorIndexes(exact_max_cells, index_directory)
         self._term_counts: dict[str, int] = {}  # term -> chunks holding it (see _full_text_terms)
         self._term_counts_at = 0.0
 
     @classmethod
-    async def open(cls, path: Path, **options: Any) -> "SqliteKnowledgeStore":
+    async def open(cls, path: Path, **options: Any) -> SqliteKnowledgeStore:
         """A store on the (migrated) SQLite file ``path``; creates the full-text table. Raises StoreError."""
         store = cls(path, **options)
         try:
@@ -142,18 +150,25 @@ class SqliteKnowledgeStore:
     # -------------------------------------------------------------------- plumbing
 
     def _connect(self) -> None:
-        conn = sqlean.connect(str(self.path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
-                              check_same_thread=False)
+        conn = sqlean.connect(
+            str(self.path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
+        )
         conn.row_factory = sqlean.Row
         conn.enable_load_extension(True)
         sqlite_vec.load(conn)
         conn.enable_load_extension(False)
-        for pragma in ("journal_mode=WAL", "synchronous=NORMAL", f"busy_timeout={BUSY_TIMEOUT_MS}",
-                       "foreign_keys=ON"):
+        for pragma in (
+            "journal_mode=WAL",
+            "synchronous=NORMAL",
+            f"busy_timeout={BUSY_TIMEOUT_MS}",
+            "foreign_keys=ON",
+        ):
             conn.execute(f"PRAGMA {pragma}")
         self._conn = conn
         if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'kb_chunks'").fetchone() is None:
-            raise StoreError(f"knowledge store {self.path}: the database is not migrated (no kb_chunks table)")
+            raise StoreError(
+                f"knowledge store {self.path}: the database is not migrated (no kb_chunks table)"
+            )
         with self._write() as c:
             for statement in _SCHEMA:
                 c.execute(statement)
@@ -161,13 +176,16 @@ class SqliteKnowledgeStore:
     def _reader_conn(self) -> Any:
         """The full-text reader's connection (made on its thread at its first search)."""
         if self._reader is None:
-            conn = sqlean.connect(str(self.path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
-                                  check_same_thread=False)
+            conn = sqlean.connect(
+                str(self.path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
+            )
             conn.row_factory = sqlean.Row
             conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
             # each term's chunk count, for choosing a query's terms (this connection only)
-            conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.kb_chunks_terms USING "
-                         "fts5vocab(main, kb_chunks_fts, row)")
+            conn.execute(
+                "CREATE VIRTUAL TABLE IF NOT EXISTS temp.kb_chunks_terms USING "
+                "fts5vocab(main, kb_chunks_fts, row)"
+            )
             conn.execute("PRAGMA query_only=ON")  # it only reads from now on
             self._reader = conn
         return self._reader
@@ -200,6 +218,7 @@ class SqliteKnowledgeStore:
     async def close(self) -> None:
         """Save the graphs grown since their last save, close the connection, forget the
         in-memory graphs and stop the thread."""
+
         def _close() -> None:
             self._memory.clear()
             if self._conn is not None:
@@ -228,10 +247,21 @@ class SqliteKnowledgeStore:
         now = time.time()
         try:
             with self._write() as c:
-                c.execute("INSERT INTO kb_datasets (tenant_id, id, name, description, embedding_model, chunking, "
-                          "metadata_fields, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                          (ds.tenant_id, ds.id, ds.name, ds.description, ds.embedding_model, dumps(ds.chunking),
-                           dumps(ds.metadata_fields), ds.created_at or now, ds.updated_at or now))
+                c.execute(
+                    "INSERT INTO kb_datasets (tenant_id, id, name, description, embedding_model, chunking, "
+                    "metadata_fields, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        ds.tenant_id,
+                        ds.id,
+                        ds.name,
+                        ds.description,
+                        ds.embedding_model,
+                        dumps(ds.chunking),
+                        dumps(ds.metadata_fields),
+                        ds.created_at or now,
+                        ds.updated_at or now,
+                    ),
+                )
         except sqlean.IntegrityError:
             raise DatasetExists(f"dataset {ds.id!r} already exists") from None
         return self._get_dataset(ds.tenant_id, ds.id)
@@ -240,7 +270,9 @@ class SqliteKnowledgeStore:
         """The tenant's datasets by name, with counts and indexes."""
         return await self._call(self._list_datasets, tenant_id)
 
-    def _list_datasets(self, tenant_id: str, dataset_id: str | None = None, counts: bool = True) -> list[Dataset]:
+    def _list_datasets(
+        self, tenant_id: str, dataset_id: str | None = None, counts: bool = True
+    ) -> list[Dataset]:
         where, params = "s.tenant_id = ?", [tenant_id]
         index_where, index_params = "tenant_id = ?", [tenant_id]
         if dataset_id is not None:
@@ -249,8 +281,9 @@ class SqliteKnowledgeStore:
         select = _DATASET_SELECT if counts else _DATASET_SELECT_UNCOUNTED
         rows = self._conn.execute(f"{select} WHERE {where} ORDER BY s.name, s.id", params).fetchall()
         indexes: dict[str, list[IndexInfo]] = {}
-        for row in self._conn.execute(f"SELECT * FROM kb_indexes WHERE {index_where} AND state != 'retired'",
-                                      index_params):
+        for row in self._conn.execute(
+            f"SELECT * FROM kb_indexes WHERE {index_where} AND state != 'retired'", index_params
+        ):
             indexes.setdefault(row["dataset_id"], []).append(index_from_row(row))
         return [dataset_from_row(row, indexes.get(row["id"], [])) for row in rows]
 
@@ -275,8 +308,10 @@ class SqliteKnowledgeStore:
         values = {k: dumps(v) if k in ("chunking", "metadata_fields") else v for k, v in changes.items()}
         sets = "".join(f", {name} = ?" for name in values)
         with self._write() as c:
-            cur = c.execute(f"UPDATE kb_datasets SET updated_at = ?{sets} WHERE tenant_id = ? AND id = ?",
-                            (time.time(), *values.values(), tenant_id, dataset_id))
+            cur = c.execute(
+                f"UPDATE kb_datasets SET updated_at = ?{sets} WHERE tenant_id = ? AND id = ?",
+                (time.time(), *values.values(), tenant_id, dataset_id),
+            )
             if cur.rowcount == 0:
                 raise DatasetNotFound(f"dataset {dataset_id!r} not found")
         return self._get_dataset(tenant_id, dataset_id)
@@ -287,12 +322,21 @@ class SqliteKnowledgeStore:
 
     def _delete_dataset(self, tenant_id: str, dataset_id: str) -> None:
         with self._write() as c:
-            index_ids = [r[0] for r in c.execute(
-                "SELECT id FROM kb_indexes WHERE tenant_id = ? AND dataset_id = ?", (tenant_id, dataset_id))]
+            index_ids = [
+                r[0]
+                for r in c.execute(
+                    "SELECT id FROM kb_indexes WHERE tenant_id = ? AND dataset_id = ?",
+                    (tenant_id, dataset_id),
+                )
+            ]
             # vectors first, by index: their cascade from chunks would bump counters row by row
             c.executemany("DELETE FROM kb_vectors WHERE index_id = ?", [(i,) for i in index_ids])
-            if c.execute("DELETE FROM kb_datasets WHERE tenant_id = ? AND id = ?",
-                         (tenant_id, dataset_id)).rowcount == 0:
+            if (
+                c.execute(
+                    "DELETE FROM kb_datasets WHERE tenant_id = ? AND id = ?", (tenant_id, dataset_id)
+                ).rowcount
+                == 0
+            ):
                 raise DatasetNotFound(f"dataset {dataset_id!r} not found")
         for index_id in index_ids:
             self._memory.drop(index_id, files=True)
@@ -300,8 +344,9 @@ class SqliteKnowledgeStore:
     # --------------------------------------------------------------------- indexes
 
     def _index_row(self, tenant_id: str, index_id: str) -> Any:
-        row = self._conn.execute("SELECT * FROM kb_indexes WHERE tenant_id = ? AND id = ?",
-                                 (tenant_id, index_id)).fetchone()
+        row = self._conn.execute(
+            "SELECT * FROM kb_indexes WHERE tenant_id = ? AND id = ?", (tenant_id, index_id)
+        ).fetchone()
         if row is None:
             raise DatasetNotFound(f"index {index_id!r} not found")
         return row
@@ -311,20 +356,33 @@ class SqliteKnowledgeStore:
         return await self._call(self._create_index, tenant_id, dataset_id, embedding_model)
 
     def _create_index(self, tenant_id: str, dataset_id: str, embedding_model: str) -> IndexInfo:
-        index = IndexInfo(id=new_id(), embedding_model=embedding_model, state="building", created_at=time.time())
+        index = IndexInfo(
+            id=new_id(), embedding_model=embedding_model, state="building", created_at=time.time()
+        )
         with self._write() as c:
-            if c.execute("SELECT 1 FROM kb_datasets WHERE tenant_id = ? AND id = ?",
-                         (tenant_id, dataset_id)).fetchone() is None:
+            if (
+                c.execute(
+                    "SELECT 1 FROM kb_datasets WHERE tenant_id = ? AND id = ?", (tenant_id, dataset_id)
+                ).fetchone()
+                is None
+            ):
                 raise DatasetNotFound(f"dataset {dataset_id!r} not found")
             self._retire(c, tenant_id, dataset_id, "building")
-            c.execute("INSERT INTO kb_indexes (id, tenant_id, dataset_id, embedding_model, dimension, state, "
-                      "generation, created_at) VALUES (?, ?, ?, ?, NULL, 'building', 0, ?)",
-                      (index.id, tenant_id, dataset_id, embedding_model, index.created_at))
+            c.execute(
+                "INSERT INTO kb_indexes (id, tenant_id, dataset_id, embedding_model, dimension, state, "
+                "generation, created_at) VALUES (?, ?, ?, ?, NULL, 'building', 0, ?)",
+                (index.id, tenant_id, dataset_id, embedding_model, index.created_at),
+            )
         return index
 
     def _retire(self, c: Any, tenant_id: str, dataset_id: str, state: str, keep: str = "") -> None:
-        old = [r[0] for r in c.execute("SELECT id FROM kb_indexes WHERE tenant_id = ? AND dataset_id = ? "
-                                       "AND state = ? AND id != ?", (tenant_id, dataset_id, state, keep))]
+        old = [
+            r[0]
+            for r in c.execute(
+                "SELECT id FROM kb_indexes WHERE tenant_id = ? AND dataset_id = ? AND state = ? AND id != ?",
+                (tenant_id, dataset_id, state, keep),
+            )
+        ]
         for index_id in old:
             c.execute("DELETE FROM kb_vectors WHERE index_id = ?", (index_id,))
             c.execute("UPDATE kb_indexes SET state = 'retired' WHERE id = ?", (index_id,))
@@ -343,8 +401,9 @@ class SqliteKnowledgeStore:
             if row["dimension"] is None:
                 c.execute("UPDATE kb_indexes SET dimension = ? WHERE id = ?", (dimension, index_id))
             elif row["dimension"] != dimension:
-                raise DimensionMismatch(f"index {index_id!r} holds {row['dimension']}-dimensional vectors, "
-                                        f"not {dimension}")
+                raise DimensionMismatch(
+                    f"index {index_id!r} holds {row['dimension']}-dimensional vectors, not {dimension}"
+                )
 
     async def activate_index(self, tenant_id: str, dataset_id: str, index_id: str) -> None:
         """Make the index active; the previous active one retires with its vectors."""
@@ -361,38 +420,65 @@ class SqliteKnowledgeStore:
     # ------------------------------------------------------------------- documents
 
     def _document_row(self, tenant_id: str, document_id: str) -> Any:
-        row = self._conn.execute("SELECT * FROM kb_documents WHERE tenant_id = ? AND id = ?",
-                                 (tenant_id, document_id)).fetchone()
+        row = self._conn.execute(
+            "SELECT * FROM kb_documents WHERE tenant_id = ? AND id = ?", (tenant_id, document_id)
+        ).fetchone()
         if row is None:
             raise DocumentNotFound(f"document {document_id!r} not found")
         return row
 
-    async def put_document(self, document: Document, content: ParsedDocument | None = None) -> tuple[Document, bool]:
+    async def put_document(
+        self, document: Document, content: ParsedDocument | None = None
+    ) -> tuple[Document, bool]:
         """Add the document, or keep/update the one with its source name (see the port)."""
         return await self._call(self._put_document, document, content)
 
     def _put_document(self, doc: Document, content: ParsedDocument | None = None) -> tuple[Document, bool]:
         now = time.time()
         with self._write() as c:
-            if c.execute("SELECT 1 FROM kb_datasets WHERE tenant_id = ? AND id = ?",
-                         (doc.tenant_id, doc.dataset_id)).fetchone() is None:
+            if (
+                c.execute(
+                    "SELECT 1 FROM kb_datasets WHERE tenant_id = ? AND id = ?",
+                    (doc.tenant_id, doc.dataset_id),
+                ).fetchone()
+                is None
+            ):
                 raise DatasetNotFound(f"dataset {doc.dataset_id!r} not found")
-            old = c.execute("SELECT * FROM kb_documents WHERE tenant_id = ? AND dataset_id = ? AND source_name = ?",
-                            (doc.tenant_id, doc.dataset_id, doc.source_name)).fetchone()
+            old = c.execute(
+                "SELECT * FROM kb_documents WHERE tenant_id = ? AND dataset_id = ? AND source_name = ?",
+                (doc.tenant_id, doc.dataset_id, doc.source_name),
+            ).fetchone()
             if old is not None and old["content_hash"] == doc.content_hash:
                 return document_from_row(old), False
             if old is not None:
-                c.execute("UPDATE kb_documents SET content_hash = ?, size_bytes = ?, content_type = ?, metadata = ?, "
-                          "status = 'queued', error = NULL, chunks_done = 0, updated_at = ? WHERE id = ?",
-                          (doc.content_hash, doc.size_bytes, doc.content_type, dumps(doc.metadata), now, old["id"]))
+                c.execute(
+                    "UPDATE kb_documents SET content_hash = ?, size_bytes = ?, content_type = ?, metadata = ?, "
+                    "status = 'queued', error = NULL, chunks_done = 0, updated_at = ? WHERE id = ?",
+                    (doc.content_hash, doc.size_bytes, doc.content_type, dumps(doc.metadata), now, old["id"]),
+                )
                 document_id = old["id"]
             else:
-                c.execute("INSERT INTO kb_documents (id, tenant_id, dataset_id, source_name, content_type, "
-                          "content_hash, size_bytes, status, error, chunk_count, chunks_done, metadata, created_at, "
-                          "updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                          (doc.id, doc.tenant_id, doc.dataset_id, doc.source_name, doc.content_type,
-                           doc.content_hash, doc.size_bytes, str(doc.status), doc.error, doc.chunk_count,
-                           doc.chunks_done, dumps(doc.metadata), doc.created_at or now, now))
+                c.execute(
+                    "INSERT INTO kb_documents (id, tenant_id, dataset_id, source_name, content_type, "
+                    "content_hash, size_bytes, status, error, chunk_count, chunks_done, metadata, created_at, "
+                    "updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        doc.id,
+                        doc.tenant_id,
+                        doc.dataset_id,
+                        doc.source_name,
+                        doc.content_type,
+                        doc.content_hash,
+                        doc.size_bytes,
+                        str(doc.status),
+                        doc.error,
+                        doc.chunk_count,
+                        doc.chunks_done,
+                        dumps(doc.metadata),
+                        doc.created_at or now,
+                        now,
+                    ),
+                )
                 document_id = doc.id
             if content is not None:
                 self._save_content(doc.tenant_id, document_id, content, c)
@@ -402,12 +488,19 @@ class SqliteKnowledgeStore:
         """Keep the parsed text. Raises DocumentNotFound."""
         await self._call(self._save_content, tenant_id, document_id, parsed)
 
-    def _save_content(self, tenant_id: str, document_id: str, parsed: ParsedDocument, within: Any = None) -> None:
+    def _save_content(
+        self, tenant_id: str, document_id: str, parsed: ParsedDocument, within: Any = None
+    ) -> None:
         """Keep the parsed text, in the transaction of ``within`` (a connection) or its own."""
         with contextlib.nullcontext(within) if within is not None else self._write() as c:
-            if c.execute("UPDATE kb_documents SET parsed_type = ?, parsed_text = ?, parsed_qa = ? "
-                         "WHERE tenant_id = ? AND id = ?", (parsed.content_type, parsed.text, qa_json(parsed),
-                                                             tenant_id, document_id)).rowcount == 0:
+            if (
+                c.execute(
+                    "UPDATE kb_documents SET parsed_type = ?, parsed_text = ?, parsed_qa = ? "
+                    "WHERE tenant_id = ? AND id = ?",
+                    (parsed.content_type, parsed.text, qa_json(parsed), tenant_id, document_id),
+                ).rowcount
+                == 0
+            ):
                 raise DocumentNotFound(f"document {document_id!r} not found")
 
     async def load_content(self, tenant_id: str, document_id: str) -> ParsedDocument:
@@ -420,37 +513,48 @@ class SqliteKnowledgeStore:
 
     async def start_pass(self, tenant_id: str, document_id: str) -> tuple[Document, Dataset, ParsedDocument]:
         """The document, its dataset and parsed text; the document set to ``parsing`` (see the port)."""
+
         def run() -> tuple[Document, Dataset, ParsedDocument]:
             with self._write() as c:
                 row = self._document_row(tenant_id, document_id)
                 dataset = self._get_dataset(tenant_id, row["dataset_id"], False)
-                c.execute("UPDATE kb_documents SET status = 'parsing', error = NULL, updated_at = ? WHERE id = ?",
-                          (time.time(), document_id))
+                c.execute(
+                    "UPDATE kb_documents SET status = 'parsing', error = NULL, updated_at = ? WHERE id = ?",
+                    (time.time(), document_id),
+                )
             return document_from_row(row), dataset, parsed_from_row(row)
 
         return await self._call(run)
 
-    async def finish_document(self, tenant_id: str, document_id: str, *, content_hash: str, chunk_count: int,
-                              owner_id: str) -> Document | None:
+    async def finish_document(
+        self, tenant_id: str, document_id: str, *, content_hash: str, chunk_count: int, owner_id: str
+    ) -> Document | None:
         """``ready`` and the lease released when the content hash is still ``content_hash`` (see the port)."""
+
         def run() -> Document | None:
             with self._write() as c:
                 if self._document_row(tenant_id, document_id)["content_hash"] != content_hash:
                     return None
-                c.execute("UPDATE kb_documents SET status = 'ready', error = NULL, chunk_count = ?, chunks_done = ?, "
-                          "updated_at = ?, lease_owner = CASE WHEN lease_owner = ? THEN NULL ELSE lease_owner END, "
-                          "lease_until = CASE WHEN lease_owner = ? THEN NULL ELSE lease_until END WHERE id = ?",
-                          (chunk_count, chunk_count, time.time(), owner_id, owner_id, document_id))
+                c.execute(
+                    "UPDATE kb_documents SET status = 'ready', error = NULL, chunk_count = ?, chunks_done = ?, "
+                    "updated_at = ?, lease_owner = CASE WHEN lease_owner = ? THEN NULL ELSE lease_owner END, "
+                    "lease_until = CASE WHEN lease_owner = ? THEN NULL ELSE lease_until END WHERE id = ?",
+                    (chunk_count, chunk_count, time.time(), owner_id, owner_id, document_id),
+                )
                 return document_from_row(self._document_row(tenant_id, document_id))
 
         return await self._call(run)
 
     async def list_documents(self, tenant_id: str, dataset_id: str, *, limit: int = 1000) -> list[Document]:
         """The dataset's documents, oldest first. Raises DatasetNotFound."""
+
         def run() -> list[Document]:
             self._get_dataset(tenant_id, dataset_id)
-            rows = self._conn.execute("SELECT * FROM kb_documents WHERE tenant_id = ? AND dataset_id = ? "
-                                      "ORDER BY created_at, id LIMIT ?", (tenant_id, dataset_id, limit))
+            rows = self._conn.execute(
+                "SELECT * FROM kb_documents WHERE tenant_id = ? AND dataset_id = ? "
+                "ORDER BY created_at, id LIMIT ?",
+                (tenant_id, dataset_id, limit),
+            )
             return [document_from_row(r) for r in rows]
 
         return await self._call(run)
@@ -463,31 +567,48 @@ class SqliteKnowledgeStore:
         unknown = set(fields) - UPDATABLE_DOCUMENT_FIELDS
         if unknown:
             raise StoreError(f"document fields that can not be updated: {', '.join(sorted(unknown))}")
-        values = {k: dumps(v) if k == "metadata" else (str(v) if k == "status" else v) for k, v in fields.items()}
+        values = {
+            k: dumps(v) if k == "metadata" else (str(v) if k == "status" else v) for k, v in fields.items()
+        }
         sets = "".join(f", {name} = ?" for name in values)
         with self._write() as c:
-            if c.execute(f"UPDATE kb_documents SET updated_at = ?{sets} WHERE tenant_id = ? AND id = ?",
-                         (time.time(), *values.values(), tenant_id, document_id)).rowcount == 0:
+            if (
+                c.execute(
+                    f"UPDATE kb_documents SET updated_at = ?{sets} WHERE tenant_id = ? AND id = ?",
+                    (time.time(), *values.values(), tenant_id, document_id),
+                ).rowcount
+                == 0
+            ):
                 raise DocumentNotFound(f"document {document_id!r} not found")
         return document_from_row(self._document_row(tenant_id, document_id))
 
     async def delete_document(self, tenant_id: str, document_id: str) -> None:
         """Delete the document with its chunks and vectors. Raises DocumentNotFound."""
+
         def run() -> None:
             with self._write() as c:
-                if c.execute("DELETE FROM kb_documents WHERE tenant_id = ? AND id = ?",
-                             (tenant_id, document_id)).rowcount == 0:
+                if (
+                    c.execute(
+                        "DELETE FROM kb_documents WHERE tenant_id = ? AND id = ?", (tenant_id, document_id)
+                    ).rowcount
+                    == 0
+                ):
                     raise DocumentNotFound(f"document {document_id!r} not found")
 
         await self._call(run)
 
-    async def claim_document(self, tenant_id: str, document_id: str, owner_id: str, lease_until: float) -> bool:
+    async def claim_document(
+        self, tenant_id: str, document_id: str, owner_id: str, lease_until: float
+    ) -> bool:
         """Take the document's lease when free, expired or already ours. Raises DocumentNotFound."""
+
         def run() -> bool:
             with self._write() as c:
-                cur = c.execute("UPDATE kb_documents SET lease_owner = ?, lease_until = ? WHERE tenant_id = ? "
-                                "AND id = ? AND (lease_owner IS NULL OR lease_until < ? OR lease_owner = ?)",
-                                (owner_id, lease_until, tenant_id, document_id, time.time(), owner_id))
+                cur = c.execute(
+                    "UPDATE kb_documents SET lease_owner = ?, lease_until = ? WHERE tenant_id = ? "
+                    "AND id = ? AND (lease_owner IS NULL OR lease_until < ? OR lease_owner = ?)",
+                    (owner_id, lease_until, tenant_id, document_id, time.time(), owner_id),
+                )
                 if cur.rowcount == 0:
                     self._document_row(tenant_id, document_id)
                 return cur.rowcount == 1
@@ -496,47 +617,73 @@ class SqliteKnowledgeStore:
 
     async def release_document(self, tenant_id: str, document_id: str, owner_id: str) -> None:
         """Give the lease up (nothing when ``owner_id`` does not hold it)."""
+
         def run() -> None:
             with self._write() as c:
-                c.execute("UPDATE kb_documents SET lease_owner = NULL, lease_until = NULL WHERE tenant_id = ? "
-                          "AND id = ? AND lease_owner = ?", (tenant_id, document_id, owner_id))
+                c.execute(
+                    "UPDATE kb_documents SET lease_owner = NULL, lease_until = NULL WHERE tenant_id = ? "
+                    "AND id = ? AND lease_owner = ?",
+                    (tenant_id, document_id, owner_id),
+                )
 
         await self._call(run)
 
     async def unfinished_documents(self, *, limit: int = 100) -> list[Document]:
         """Documents of any tenant not ready or failed, whose lease expired or was never taken."""
+
         def run() -> list[Document]:
             rows = self._conn.execute(
                 "SELECT * FROM kb_documents WHERE status NOT IN ('ready', 'failed') AND "
-                "(lease_owner IS NULL OR lease_until < ?) ORDER BY updated_at, id LIMIT ?", (time.time(), limit))
+                "(lease_owner IS NULL OR lease_until < ?) ORDER BY updated_at, id LIMIT ?",
+                (time.time(), limit),
+            )
             return [document_from_row(r) for r in rows]
 
         return await self._call(run)
 
     # ---------------------------------------------------------------------- chunks
 
-    async def replace_chunks(self, tenant_id: str, document_id: str, drafts: Sequence[ChunkDraft]) -> list[Chunk]:
+    async def replace_chunks(
+        self, tenant_id: str, document_id: str, drafts: Sequence[ChunkDraft]
+    ) -> list[Chunk]:
         """Make ``drafts`` the document's chunks, keeping unchanged ones (see the port)."""
         return await self._call(self._replace_chunks, tenant_id, document_id, list(drafts))
 
     def _replace_chunks(self, tenant_id: str, document_id: str, drafts: list[ChunkDraft]) -> list[Chunk]:
         with self._write() as c:
             doc = self._document_row(tenant_id, document_id)
-            stored = c.execute("SELECT id, text_hash, kind FROM kb_chunks WHERE document_id = ? ORDER BY position",
-                               (document_id,)).fetchall()
-            plan = plan_chunks(stored, drafts, tenant_id=tenant_id, dataset_id=doc["dataset_id"],
-                               document_id=document_id, search_terms=terms_text)
+            stored = c.execute(
+                "SELECT id, text_hash, kind FROM kb_chunks WHERE document_id = ? ORDER BY position",
+                (document_id,),
+            ).fetchall()
+            plan = plan_chunks(
+                stored,
+                drafts,
+                tenant_id=tenant_id,
+                dataset_id=doc["dataset_id"],
+                document_id=document_id,
+                search_terms=terms_text,
+            )
             c.executemany("DELETE FROM kb_chunks WHERE id = ?", [(i,) for i in plan.dropped])
-            c.executemany("UPDATE kb_chunks SET position = ?, text = ?, heading_path = ?, parent_id = ?, "
-                          "tokens = ? WHERE id = ?", plan.updates)
-            c.executemany("INSERT INTO kb_chunks (id, tenant_id, dataset_id, document_id, kind, search_text, "
-                          "text_hash, search_terms, position, text, heading_path, parent_id, tokens) "
-                          "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", plan.inserts)
+            c.executemany(
+                "UPDATE kb_chunks SET position = ?, text = ?, heading_path = ?, parent_id = ?, "
+                "tokens = ? WHERE id = ?",
+                plan.updates,
+            )
+            c.executemany(
+                "INSERT INTO kb_chunks (id, tenant_id, dataset_id, document_id, kind, search_text, "
+                "text_hash, search_terms, position, text, heading_path, parent_id, tokens) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                plan.inserts,
+            )
         return self._document_chunks(tenant_id, document_id)
 
     def _document_chunks(self, tenant_id: str, document_id: str) -> list[Chunk]:
-        rows = self._conn.execute(f"SELECT {_CHUNK_COLUMNS} FROM {_CHUNKS_FROM} WHERE c.tenant_id = ? AND "
-                                  "c.document_id = ? ORDER BY c.position", (tenant_id, document_id))
+        rows = self._conn.execute(
+            f"SELECT {_CHUNK_COLUMNS} FROM {_CHUNKS_FROM} WHERE c.tenant_id = ? AND "
+            "c.document_id = ? ORDER BY c.position",
+            (tenant_id, document_id),
+        )
         return [chunk_from_row(r) for r in rows]
 
     async def get_chunks(self, tenant_id: str, chunk_ids: Sequence[str]) -> list[Chunk]:
@@ -546,28 +693,39 @@ class SqliteKnowledgeStore:
     def _get_chunks(self, tenant_id: str, chunk_ids: list[str]) -> list[Chunk]:
         found: dict[str, Chunk] = {}
         for start in range(0, len(chunk_ids), _IN_BATCH):
-            part = chunk_ids[start:start + _IN_BATCH]
-            for row in self._conn.execute(f"SELECT {_CHUNK_COLUMNS} FROM {_CHUNKS_FROM} WHERE c.tenant_id = ? "
-                                          f"AND c.id IN ({', '.join('?' * len(part))})", (tenant_id, *part)):
+            part = chunk_ids[start : start + _IN_BATCH]
+            for row in self._conn.execute(
+                f"SELECT {_CHUNK_COLUMNS} FROM {_CHUNKS_FROM} WHERE c.tenant_id = ? "
+                f"AND c.id IN ({', '.join('?' * len(part))})",
+                (tenant_id, *part),
+            ):
                 found[row["id"]] = chunk_from_row(row)
         return [found[i] for i in dict.fromkeys(chunk_ids) if i in found]
 
-    async def document_chunks(self, tenant_id: str, document_id: str, *, offset: int = 0,
-                              limit: int = 50) -> tuple[list[Chunk], int]:
+    async def document_chunks(
+        self, tenant_id: str, document_id: str, *, offset: int = 0, limit: int = 50
+    ) -> tuple[list[Chunk], int]:
         """A page of the document's chunks in position order, and their total."""
+
         def run() -> tuple[list[Chunk], int]:
-            rows = self._conn.execute(f"SELECT {_CHUNK_COLUMNS} FROM {_CHUNKS_FROM} WHERE c.tenant_id = ? AND "
-                                      "c.document_id = ? ORDER BY c.position LIMIT ? OFFSET ?",
-                                      (tenant_id, document_id, limit, offset)).fetchall()
-            total = self._conn.execute("SELECT count(*) FROM kb_chunks WHERE tenant_id = ? AND document_id = ?",
-                                       (tenant_id, document_id)).fetchone()[0]
+            rows = self._conn.execute(
+                f"SELECT {_CHUNK_COLUMNS} FROM {_CHUNKS_FROM} WHERE c.tenant_id = ? AND "
+                "c.document_id = ? ORDER BY c.position LIMIT ? OFFSET ?",
+                (tenant_id, document_id, limit, offset),
+            ).fetchall()
+            total = self._conn.execute(
+                "SELECT count(*) FROM kb_chunks WHERE tenant_id = ? AND document_id = ?",
+                (tenant_id, document_id),
+            ).fetchone()[0]
             return [chunk_from_row(r) for r in rows], int(total)
 
         return await self._call(run)
 
-    async def chunks_without_vector(self, tenant_id: str, index_id: str, document_id: str | None = None, *,
-                                    limit: int = 1000) -> list[Chunk]:
+    async def chunks_without_vector(
+        self, tenant_id: str, index_id: str, document_id: str | None = None, *, limit: int = 1000
+    ) -> list[Chunk]:
         """Searchable chunks of the index's dataset (or one document) with no vector in it yet."""
+
         def run() -> list[Chunk]:
             index = self._index_row(tenant_id, index_id)
             where, params = "", [index_id, tenant_id, index["dataset_id"]]
@@ -576,14 +734,18 @@ class SqliteKnowledgeStore:
             rows = self._conn.execute(
                 f"SELECT {_CHUNK_COLUMNS} FROM {_CHUNKS_FROM} LEFT JOIN kb_vectors v ON v.chunk_id = c.id AND "
                 f"v.index_id = ? WHERE c.tenant_id = ? AND c.dataset_id = ? AND c.kind != 'parent' AND "
-                f"v.seq IS NULL{where} ORDER BY c.document_id, c.position LIMIT ?", (*params, limit))
+                f"v.seq IS NULL{where} ORDER BY c.document_id, c.position LIMIT ?",
+                (*params, limit),
+            )
             return [chunk_from_row(r) for r in rows]
 
         return await self._call(run)
 
     # --------------------------------------------------------------------- vectors
 
-    async def put_vectors(self, tenant_id: str, index_id: str, vectors: Sequence[tuple[str, Sequence[float]]]) -> int:
+    async def put_vectors(
+        self, tenant_id: str, index_id: str, vectors: Sequence[tuple[str, Sequence[float]]]
+    ) -> int:
         """Store ``(chunk id, vector)`` pairs (chunks of the index's dataset only; a chunk's
         earlier vector is replaced); the number stored. Raises DatasetNotFound; DimensionMismatch."""
         return await self._call(self._put_vectors, tenant_id, index_id, list(vectors))
@@ -601,32 +763,49 @@ class SqliteKnowledgeStore:
             if index["dimension"] is None:
                 c.execute("UPDATE kb_indexes SET dimension = ? WHERE id = ?", (matrix.shape[1], index_id))
             elif index["dimension"] != matrix.shape[1]:
-                raise DimensionMismatch(f"index {index_id!r} holds {index['dimension']}-dimensional vectors, "
-                                        f"not {matrix.shape[1]}")
+                raise DimensionMismatch(
+                    f"index {index_id!r} holds {index['dimension']}-dimensional vectors, "
+                    f"not {matrix.shape[1]}"
+                )
             ids = [chunk_id for chunk_id, _ in vectors]
-            c.executemany("DELETE FROM kb_vectors WHERE index_id = ? AND chunk_id = ?", [(index_id, i) for i in ids])
+            c.executemany(
+                "DELETE FROM kb_vectors WHERE index_id = ? AND chunk_id = ?", [(index_id, i) for i in ids]
+            )
             # INSERT ... SELECT: a chunk of another tenant or dataset is silently not stored
             latest = dict(zip(ids, matrix))  # a chunk given twice: its last vector
-            cur = c.executemany("INSERT INTO kb_vectors (tenant_id, index_id, chunk_id, embedding) SELECT ?, ?, id, ? "
-                                "FROM kb_chunks WHERE id = ? AND tenant_id = ? AND dataset_id = ?",
-                                [(tenant_id, index_id, row.tobytes(), chunk_id, tenant_id, index["dataset_id"])
-                                 for chunk_id, row in latest.items()])
+            cur = c.executemany(
+                "INSERT INTO kb_vectors (tenant_id, index_id, chunk_id, embedding) SELECT ?, ?, id, ? "
+                "FROM kb_chunks WHERE id = ? AND tenant_id = ? AND dataset_id = ?",
+                [
+                    (tenant_id, index_id, row.tobytes(), chunk_id, tenant_id, index["dataset_id"])
+                    for chunk_id, row in latest.items()
+                ],
+            )
             return max(0, cur.rowcount)
 
-    async def search_vectors(self, tenant_id: str, index_id: str, vector: Sequence[float], k: int,
-                             filters: Sequence[MetadataFilter] = ()) -> list[ScoredChunk]:
+    async def search_vectors(
+        self,
+        tenant_id: str,
+        index_id: str,
+        vector: Sequence[float],
+        k: int,
+        filters: Sequence[MetadataFilter] = (),
+    ) -> list[ScoredChunk]:
         """The ``k`` nearest chunks by cosine similarity (best first) passing ``filters``:
         in-memory indexes (:mod:`workers.knowledge.hnsw`), and exact search in SQL when a
         selective filter leaves fewer than ``k`` of their nearest.
         Raises DatasetNotFound; DimensionMismatch."""
         return await self._call(self._search_vectors, tenant_id, index_id, vector, k, list(filters))
 
-    def _search_vectors(self, tenant_id: str, index_id: str, vector: Sequence[float], k: int,
-                        filters: list[MetadataFilter]) -> list[ScoredChunk]:
+    def _search_vectors(
+        self, tenant_id: str, index_id: str, vector: Sequence[float], k: int, filters: list[MetadataFilter]
+    ) -> list[ScoredChunk]:
         # the index and its newest vector in one statement: one snapshot, one round trip
-        index = self._conn.execute("SELECT i.*, (SELECT max(seq) FROM kb_vectors WHERE index_id = i.id) AS max_seq "
-                                   "FROM kb_indexes i WHERE i.tenant_id = ? AND i.id = ?",
-                                   (tenant_id, index_id)).fetchone()
+        index = self._conn.execute(
+            "SELECT i.*, (SELECT max(seq) FROM kb_vectors WHERE index_id = i.id) AS max_seq "
+            "FROM kb_indexes i WHERE i.tenant_id = ? AND i.id = ?",
+            (tenant_id, index_id),
+        ).fetchone()
         if index is None:
             self._memory.drop(index_id, files=True)  # deleted, maybe by another process
             raise DatasetNotFound(f"index {index_id!r} not found")
@@ -637,8 +816,9 @@ class SqliteKnowledgeStore:
         if k < 1 or index["dimension"] is None:
             return []
         if query.shape != (index["dimension"],):
-            raise DimensionMismatch(f"index {index_id!r} holds {index['dimension']}-dimensional vectors, "
-                                    f"not {query.size}")
+            raise DimensionMismatch(
+                f"index {index_id!r} holds {index['dimension']}-dimensional vectors, not {query.size}"
+            )
         where, params = sqlite_filters(filters)
         if not self._memory.is_current(index_id, index["generation"], index["max_seq"]):
             self._memory.sync(self._conn, index_id, index["dimension"])
@@ -649,8 +829,9 @@ class SqliteKnowledgeStore:
             return hits[:k]
         return self.exact_search(tenant_id, index_id, query, k, where, params)
 
-    def _chunks_by_vector(self, tenant_id: str, found: list[tuple[int, float]], where: str,
-                          params: list[Any]) -> list[ScoredChunk]:
+    def _chunks_by_vector(
+        self, tenant_id: str, found: list[tuple[int, float]], where: str, params: list[Any]
+    ) -> list[ScoredChunk]:
         if not found:
             return []
         distance = dict(found)
@@ -659,47 +840,69 @@ class SqliteKnowledgeStore:
             f"SELECT v.seq AS vector_seq, {_CHUNK_COLUMNS} FROM kb_vectors v JOIN kb_chunks c ON c.id = v.chunk_id "
             "JOIN kb_documents d ON d.id = c.document_id "
             f"WHERE v.seq IN ({', '.join('?' * len(keys))}) AND v.tenant_id = ? AND {_SEARCHABLE} AND {where}",
-            (*keys, tenant_id, *params)).fetchall()
+            (*keys, tenant_id, *params),
+        ).fetchall()
         hits = [ScoredChunk(chunk_from_row(r), 1.0 - distance[r["vector_seq"]]) for r in rows]
         hits.sort(key=lambda h: -h.score)
         return hits
 
-    def exact_search(self, tenant_id: str, index_id: str, query: np.ndarray, k: int, where: str = "1",
-                     params: Sequence[Any] = ()) -> list[ScoredChunk]:
+    def exact_search(
+        self,
+        tenant_id: str,
+        index_id: str,
+        query: np.ndarray,
+        k: int,
+        where: str = "1",
+        params: Sequence[Any] = (),
+    ) -> list[ScoredChunk]:
         """Exact cosine search with sqlite-vec over the index's stored vectors (on the
         store's thread: call through the store's own methods)."""
         rows = self._conn.execute(
             f"SELECT vec_distance_cosine(v.embedding, ?) AS distance, {_CHUNK_COLUMNS} FROM kb_vectors v "
             "JOIN kb_chunks c ON c.id = v.chunk_id JOIN kb_documents d ON d.id = c.document_id "
             f"WHERE v.index_id = ? AND v.tenant_id = ? AND {_SEARCHABLE} AND {where} "
-            "ORDER BY distance LIMIT ?", (query.tobytes(), index_id, tenant_id, *params, k))
+            "ORDER BY distance LIMIT ?",
+            (query.tobytes(), index_id, tenant_id, *params, k),
+        )
         return [ScoredChunk(chunk_from_row(r), 1.0 - r["distance"]) for r in rows]
 
-    async def exact_search_vectors(self, tenant_id: str, index_id: str, vector: Sequence[float],
-                                   k: int) -> list[ScoredChunk]:
+    async def exact_search_vectors(
+        self, tenant_id: str, index_id: str, vector: Sequence[float], k: int
+    ) -> list[ScoredChunk]:
         """Exact search without the graph (what the graph's answers are checked against)."""
         query = np.asarray(vector, dtype=np.float32)
         return await self._call(lambda: self.exact_search(tenant_id, index_id, query, k))
 
     # ------------------------------------------------------------------- full text
 
-    async def search_full_text(self, tenant_id: str, dataset_ids: Sequence[str], query: str, k: int,
-                               filters: Sequence[MetadataFilter] = ()) -> list[ScoredChunk]:
+    async def search_full_text(
+        self,
+        tenant_id: str,
+        dataset_ids: Sequence[str],
+        query: str,
+        k: int,
+        filters: Sequence[MetadataFilter] = (),
+    ) -> list[ScoredChunk]:
         """The ``k`` best chunks of the tenant's datasets by BM25 over the query's terms
         (:mod:`workers.knowledge.text`), scored ``b / (1 + b)`` for BM25 ``b`` (in [0, 1),
         higher is better)."""
-        return await self._read_call(self._search_full_text, tenant_id, list(dataset_ids), query, k, list(filters))
+        return await self._read_call(
+            self._search_full_text, tenant_id, list(dataset_ids), query, k, list(filters)
+        )
 
-    def _search_full_text(self, tenant_id: str, dataset_ids: list[str], query: str, k: int,
-                          filters: list[MetadataFilter]) -> list[ScoredChunk]:
+    def _search_full_text(
+        self, tenant_id: str, dataset_ids: list[str], query: str, k: int, filters: list[MetadataFilter]
+    ) -> list[ScoredChunk]:
         conn = self._reader_conn()
         match = fts5_query(self._full_text_terms(conn, query))
         if match is None or not dataset_ids or k < 1:
             return []
         where, params = sqlite_filters(filters)
-        scope = (f"c.tenant_id = ? AND c.dataset_id IN ({', '.join('?' * len(dataset_ids))}) AND {_SEARCHABLE} "
-                 f"AND {where}",
-                 (tenant_id, *dataset_ids, *params))
+        scope = (
+            f"c.tenant_id = ? AND c.dataset_id IN ({', '.join('?' * len(dataset_ids))}) AND {_SEARCHABLE} "
+            f"AND {where}",
+            (tenant_id, *dataset_ids, *params),
+        )
         # BM25 first, over the full-text table alone; the scope is checked on the best
         # ``pool`` rows (most searches: one tenant's dataset is most of the file). Fewer
         # than ``k`` in scope out of a full pool: rank every match in scope instead.
@@ -708,14 +911,22 @@ class SqliteKnowledgeStore:
             f"SELECT f.rank, {_CHUNK_COLUMNS} FROM (SELECT rowid, rank FROM kb_chunks_fts WHERE kb_chunks_fts "
             f"MATCH ? ORDER BY rank LIMIT ?) f JOIN kb_chunks c ON c.seq = f.rowid JOIN kb_documents d "
             f"ON d.id = c.document_id WHERE {scope[0]} ORDER BY f.rank LIMIT ?",
-            (match, pool, *scope[1], k)).fetchall()
-        if len(rows) < k and conn.execute(
+            (match, pool, *scope[1], k),
+        ).fetchall()
+        if (
+            len(rows) < k
+            and conn.execute(
                 "SELECT count(*) FROM (SELECT 1 FROM kb_chunks_fts WHERE kb_chunks_fts MATCH ? LIMIT ?)",
-                (match, pool)).fetchone()[0] >= pool:
+                (match, pool),
+            ).fetchone()[0]
+            >= pool
+        ):
             rows = conn.execute(
                 f"SELECT bm25(kb_chunks_fts) AS rank, {_CHUNK_COLUMNS} FROM kb_chunks_fts JOIN kb_chunks c "
                 "ON c.seq = kb_chunks_fts.rowid JOIN kb_documents d ON d.id = c.document_id "
-                f"WHERE kb_chunks_fts MATCH ? AND {scope[0]} ORDER BY rank LIMIT ?", (match, *scope[1], k)).fetchall()
+                f"WHERE kb_chunks_fts MATCH ? AND {scope[0]} ORDER BY rank LIMIT ?",
+                (match, *scope[1], k),
+            ).fetchall()
         hits = []
         for row in rows:
             strength = max(0.0, -row["rank"])

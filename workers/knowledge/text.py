@@ -15,8 +15,18 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["FULL_TEXT_POSTINGS", "MAX_QUERY_TERMS", "rarest_terms", "STOP_WORDS", "fts5_query", "query_terms", "search_terms", "terms_text",
-           "tsquery_literal", "tsvector_literal"]
+__all__ = [
+    "FULL_TEXT_POSTINGS",
+    "MAX_QUERY_TERMS",
+    "rarest_terms",
+    "STOP_WORDS",
+    "fts5_query",
+    "query_terms",
+    "search_terms",
+    "terms_text",
+    "tsquery_literal",
+    "tsvector_literal",
+]
 
 #: A query's distinct terms beyond this many are dropped (a pasted page is not a query).
 MAX_QUERY_TERMS = 256
@@ -44,7 +54,7 @@ def search_terms(text: str) -> list[str]:
         for j, char in enumerate(token):
             terms.append(char)
             if j + 1 < len(token):
-                terms.append(token[j:j + 2])
+                terms.append(token[j : j + 2])
     return terms
 
 
@@ -55,13 +65,15 @@ def terms_text(text: str) -> str:
 
 #: English words too common to tell chunks apart: left out of queries (not of the index),
 #: since a query's OR would match nearly every chunk through them and rank them all.
-STOP_WORDS = frozenset("""
+STOP_WORDS = frozenset(
+    """
 a about after all also am an and any are as at be been being but by can could did do does doing for from
 had has have having he her here hers him his how i if in into is it its itself just me more most my no nor
 not of off on once only or other our ours out over own same she should so some such than that the their
 theirs them then there these they this those through to too under until up very was we were what when
 where which while who whom why will with would you your yours
-""".split())
+""".split()
+)
 
 
 def query_terms(query: str) -> list[str]:

@@ -49,11 +49,14 @@ def execute_run(tenant_id: str, run_id: str) -> str:
     job = get_current_job()
     queue = job.origin if job is not None else "flowloom-default"
     timeout = float(job.timeout) if job is not None and job.timeout else 3600.0
-    ended = current_runtime().run_job(tenant_id, run_id, queue=queue, job_timeout=timeout,
-                                      job_id=job.id if job is not None else "")
+    ended = current_runtime().run_job(
+        tenant_id, run_id, queue=queue, job_timeout=timeout, job_id=job.id if job is not None else ""
+    )
     # RQ logs every job that returned as "Job OK"; the run's own outcome is this line.
     level = logging.WARNING if ended in ("failed", "cancelled") else logging.INFO
-    logging.getLogger("flowloom.worker").log(level, "run %s (tenant %s, %s): %s", run_id, tenant_id, queue, ended)
+    logging.getLogger("flowloom.worker").log(
+        level, "run %s (tenant %s, %s): %s", run_id, tenant_id, queue, ended
+    )
     if ended == "failed":
         raise RunFailed(tenant_id, run_id, current_runtime().run_error(tenant_id, run_id))
     return ended
@@ -72,6 +75,7 @@ def ingest_document(tenant_id: str, dataset_id: str, document_id: str) -> str:
 
     status = current_runtime().ingest_job(tenant_id, document_id)
     level = logging.WARNING if status == "failed" else logging.INFO
-    logging.getLogger("flowloom.worker").log(level, "document %s of dataset %s (tenant %s): %s", document_id,
-                                             dataset_id, tenant_id, status)
+    logging.getLogger("flowloom.worker").log(
+        level, "document %s of dataset %s (tenant %s): %s", document_id, dataset_id, tenant_id, status
+    )
     return status

@@ -23,7 +23,8 @@ import asyncio
 import logging
 import time
 import uuid
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from .queues import FAILURE_TTL_S, RESULT_TTL_S, queue_name
 
@@ -38,17 +39,25 @@ INGEST_TIMEOUT_S = 3600
 SWEEP_LIMIT = 100
 
 
-def enqueue_ingestion(connection: Any, tenant_id: str, dataset_id: str, document_id: str, *,
-                      queue: str = "flowloom-default") -> str:
+def enqueue_ingestion(
+    connection: Any, tenant_id: str, dataset_id: str, document_id: str, *, queue: str = "flowloom-default"
+) -> str:
     """Enqueue the ingestion job of one document on ``queue``; returns the job's id.
 
     ``connection``: a sync ``redis.Redis``."""
     from rq import Queue
 
     job = Queue(queue, connection=connection).enqueue(
-        INGEST_FUNCTION, tenant_id, dataset_id, document_id, job_id=f"ingest-{document_id}-{uuid.uuid4().hex[:8]}",
-        job_timeout=INGEST_TIMEOUT_S, result_ttl=RESULT_TTL_S, failure_ttl=FAILURE_TTL_S,
-        description=f"flowloom ingestion of document {document_id} ({tenant_id})")
+        INGEST_FUNCTION,
+        tenant_id,
+        dataset_id,
+        document_id,
+        job_id=f"ingest-{document_id}-{uuid.uuid4().hex[:8]}",
+        job_timeout=INGEST_TIMEOUT_S,
+        result_ttl=RESULT_TTL_S,
+        failure_ttl=FAILURE_TTL_S,
+        description=f"flowloom ingestion of document {document_id} ({tenant_id})",
+    )
     return job.id
 
 
@@ -70,6 +79,7 @@ class RQIngestionQueue:
     async def submit(self, tenant_id: str, dataset_id: str, document_ids: Sequence[str]) -> None:
         """Enqueue one job per document. Raises redis errors when Redis is unreachable
         (the documents stay ``queued``; the sweepers give them to the queue later)."""
+
         def enqueue() -> None:
             for document_id in document_ids:
                 enqueue_ingestion(self._redis(), tenant_id, dataset_id, document_id, queue=self.queue)
@@ -83,8 +93,9 @@ class RQIngestionQueue:
             self._connection = None
 
 
-async def sweep_unfinished(knowledge: Any, redis: Any, *, lease_s: float, namespace: str = "flowloom",
-                           limit: int = SWEEP_LIMIT) -> list[str]:
+async def sweep_unfinished(
+    knowledge: Any, redis: Any, *, lease_s: float, namespace: str = "flowloom", limit: int = SWEEP_LIMIT
+) -> list[str]:
     """One look for documents whose ingestion stopped (module docstring): the ids given
     to ``knowledge.queue`` again. ``knowledge``: a KnowledgeService; ``redis``: an
     asyncio Redis client; ``lease_s``: the documents' lease (what "stopped" waits for)."""
@@ -96,11 +107,16 @@ async def sweep_unfinished(knowledge: Any, redis: Any, *, lease_s: float, namesp
     for document in found:
         if document.updated_at > now - lease_s:
             continue  # just queued, or its worker is only slow to renew: not stopped yet
-        if not await redis.set(f"{namespace}:knowledge-resubmitted:{document.id}", "1", nx=True,
-                               ex=max(1, int(lease_s * 2))):
+        if not await redis.set(
+            f"{namespace}:knowledge-resubmitted:{document.id}", "1", nx=True, ex=max(1, int(lease_s * 2))
+        ):
             continue
         await knowledge.queue.submit(document.tenant_id, document.dataset_id, [document.id])
         given.append(document.id)
-        logger.warning("document %s (tenant %s): its ingestion stopped (%s); enqueued again to continue",
-                       document.id, document.tenant_id, document.status.value)
+        logger.warning(
+            "document %s (tenant %s): its ingestion stopped (%s); enqueued again to continue",
+            document.id,
+            document.tenant_id,
+            document.status.value,
+        )
     return given

@@ -39,11 +39,19 @@ class QueueLauncher:
         queue = queue_name(launch.priority)
         wall = launch.max_wall_time if launch.max_wall_time is not None else 3600.0
         try:
-            await asyncio.to_thread(enqueue_run, self.redis, launch.tenant_id, launch.run_id, queue=queue,
-                                    max_wall_time=wall, first=launch.first)
+            await asyncio.to_thread(
+                enqueue_run,
+                self.redis,
+                launch.tenant_id,
+                launch.run_id,
+                queue=queue,
+                max_wall_time=wall,
+                first=launch.first,
+            )
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
-            raise QueueUnavailable(f"the run queue (Redis) is unreachable ({type(exc).__name__}); "
-                                   f"retry later") from None
+            raise QueueUnavailable(
+                f"the run queue (Redis) is unreachable ({type(exc).__name__}); retry later"
+            ) from None
 
     def close(self) -> None:
         """Release the connection pool."""

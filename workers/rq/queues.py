@@ -17,8 +17,17 @@ import math
 import uuid
 from typing import Any
 
-__all__ = ["JOB_FUNCTION", "JOB_GRACE_S", "JOB_RETRIES", "PRIORITIES", "enqueue_run", "job_timeout", "later_job_id",
-           "queue_name", "queue_names"]
+__all__ = [
+    "JOB_FUNCTION",
+    "JOB_GRACE_S",
+    "JOB_RETRIES",
+    "PRIORITIES",
+    "enqueue_run",
+    "job_timeout",
+    "later_job_id",
+    "queue_name",
+    "queue_names",
+]
 
 #: priorities, most urgent first (the order a worker serves its queues in)
 PRIORITIES = ("high", "default", "low")
@@ -60,8 +69,17 @@ def later_job_id(run_id: str) -> str:
     return f"run-{run_id}-{uuid.uuid4().hex[:8]}"
 
 
-def enqueue_run(connection: Any, tenant_id: str, run_id: str, *, queue: str, max_wall_time: float,
-                first: bool = True, job_id: str | None = None, at_front: bool = False) -> str:
+def enqueue_run(
+    connection: Any,
+    tenant_id: str,
+    run_id: str,
+    *,
+    queue: str,
+    max_wall_time: float,
+    first: bool = True,
+    job_id: str | None = None,
+    at_front: bool = False,
+) -> str:
     """Enqueue the job that executes (or continues) the run on ``queue``; returns its id.
 
     ``connection``: a sync ``redis.Redis``; ``first``: the run's first job gets the id
@@ -74,7 +92,15 @@ def enqueue_run(connection: Any, tenant_id: str, run_id: str, *, queue: str, max
 
     job_id = job_id or (f"run-{run_id}" if first else later_job_id(run_id))
     job = Queue(queue, connection=connection).enqueue(
-        JOB_FUNCTION, tenant_id, run_id, job_id=job_id, job_timeout=job_timeout(max_wall_time),
-        result_ttl=RESULT_TTL_S, failure_ttl=FAILURE_TTL_S, description=f"flowloom run {run_id} ({tenant_id})",
-        retry=Retry(max=JOB_RETRIES), at_front=at_front)
+        JOB_FUNCTION,
+        tenant_id,
+        run_id,
+        job_id=job_id,
+        job_timeout=job_timeout(max_wall_time),
+        result_ttl=RESULT_TTL_S,
+        failure_ttl=FAILURE_TTL_S,
+        description=f"flowloom run {run_id} ({tenant_id})",
+        retry=Retry(max=JOB_RETRIES),
+        at_front=at_front,
+    )
     return job.id

@@ -94,15 +94,25 @@ def _jobs_of(connection: Any, summary: RunSummary) -> _Jobs:
                 job = Job.fetch(job_id, connection=connection)
             except NoSuchJobError:
                 continue
-            worker = Worker.find_by_key(Worker.redis_worker_namespace_prefix + (job.worker_name or "?"),
-                                        connection=connection) if job.worker_name else None
+            worker = (
+                Worker.find_by_key(
+                    Worker.redis_worker_namespace_prefix + (job.worker_name or "?"), connection=connection
+                )
+                if job.worker_name
+                else None
+            )
             found.origin = found.origin or job.origin
             if _worker_dead(worker, owner):
                 found.ghosts.append((job, worker, queue))
             else:
                 found.in_hand = True
-    waiting_id = (owner.id[len(HANDOFF_PREFIX):] if owner is not None and owner.id.startswith(HANDOFF_PREFIX)
-                  else prefix if owner is None and summary.status is RunStatus.pending else None)
+    waiting_id = (
+        owner.id[len(HANDOFF_PREFIX) :]
+        if owner is not None and owner.id.startswith(HANDOFF_PREFIX)
+        else prefix
+        if owner is None and summary.status is RunStatus.pending
+        else None
+    )
     if waiting_id is not None:
         try:
             job = Job.fetch(waiting_id, connection=connection)
@@ -125,8 +135,12 @@ def _clean(connection: Any, ghosts: list[tuple[Any, Any, str]], successor: str) 
             record_job_failure(job, f"abandoned: its worker died; the run continues in job {successor}", pipe)
             pipe.execute()
         if worker is not None and worker.death_date is None and worker.get_current_job_id() in (job.id, None):
-            logger.warning("Worker %s (%s pid %s) is gone; cleaning its registration", worker.name, worker.hostname,
-                           worker.pid)
+            logger.warning(
+                "Worker %s (%s pid %s) is gone; cleaning its registration",
+                worker.name,
+                worker.hostname,
+                worker.pid,
+            )
             worker.register_death()
 
 
@@ -139,8 +153,11 @@ def _waiting_first_jobs(connection: Any, run_ids: list[str]) -> set[str]:
         for run_id in run_ids:
             pipe.hget(Job.key_for(f"run-{run_id}"), "status")
         statuses = pipe.execute()
-    return {run_id for run_id, status in zip(run_ids, statuses)
-            if status is not None and status.decode() in _WAITING}
+    return {
+        run_id
+        for run_id, status in zip(run_ids, statuses)
+        if status is not None and status.decode() in _WAITING
+    }
 
 
 async def still_queued(connection: Any, summaries: list[RunSummary]) -> set[str]:
@@ -162,8 +179,14 @@ async def _max_wall_time(service: RunService, summary: RunSummary) -> float:
     return service.compile(doc).workflow.limits.max_wall_time
 
 
-async def requeue_orphan(service: RunService, connection: Any, summary: RunSummary, *,
-                         queue: str | None = None, max_wall_time: float | None = None) -> str | None:
+async def requeue_orphan(
+    service: RunService,
+    connection: Any,
+    summary: RunSummary,
+    *,
+    queue: str | None = None,
+    max_wall_time: float | None = None,
+) -> str | None:
     """Queue orphaned run ``summary`` again at the front of its queue (module docstring);
     the new job's id, or None when the run is in hand already (a job waits for it, or a
     live worker just started one).
@@ -192,15 +215,29 @@ async def requeue_orphan(service: RunService, connection: Any, summary: RunSumma
         queue = queue or jobs.origin or queue_name("default")
         wall = max_wall_time if max_wall_time is not None else await _max_wall_time(service, summary)
         await asyncio.to_thread(_clean, connection, jobs.ghosts, job_id)
-        await asyncio.to_thread(enqueue_run, connection, summary.tenant_id, summary.run_id, queue=queue,
-                                max_wall_time=wall, job_id=job_id, at_front=True)
+        await asyncio.to_thread(
+            enqueue_run,
+            connection,
+            summary.tenant_id,
+            summary.run_id,
+            queue=queue,
+            max_wall_time=wall,
+            job_id=job_id,
+            at_front=True,
+        )
     except BaseException:
         await runs.release(summary.run_id, placeholder.id)  # the next look tries again
         raise
     who = "worker" if jobs.ghosts else "owner"
-    logger.warning("run %s: its %s is gone (%s pid %s); enqueued again at the front of %s to continue from its "
-                   "last checkpoint", summary.run_id, who, owner.host if owner else "-", owner.pid if owner else "-",
-                   queue)
+    logger.warning(
+        "run %s: its %s is gone (%s pid %s); enqueued again at the front of %s to continue from its "
+        "last checkpoint",
+        summary.run_id,
+        who,
+        owner.host if owner else "-",
+        owner.pid if owner else "-",
+        queue,
+    )
     return job_id
 
 

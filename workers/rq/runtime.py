@@ -47,7 +47,8 @@ import os
 import socket
 import threading
 import time
-from typing import Any, AsyncContextManager, Callable
+from collections.abc import Callable
+from typing import Any, AsyncContextManager
 
 from engine.ports import RunNotFound, RunOwned
 from engine.recovery import OrphanRecovery
@@ -57,7 +58,14 @@ from schemas.launch import ContinueRun, Placement
 from schemas.records import OwnerInfo, RunSummary
 from schemas.types import RunStatus
 
-from ..redis_bus import DEFAULT_NAMESPACE, EventPublisher, RedisCommandChannel, RedisEventBus, redis_client, shielded
+from ..redis_bus import (
+    DEFAULT_NAMESPACE,
+    EventPublisher,
+    RedisCommandChannel,
+    RedisEventBus,
+    redis_client,
+    shielded,
+)
 from .recovery import handoff_id, job_wall_time, requeue_orphan, still_queued
 
 __all__ = ["WorkerRuntime", "current_runtime", "install_runtime"]
@@ -65,22 +73,26 @@ __all__ = ["WorkerRuntime", "current_runtime", "install_runtime"]
 logger = logging.getLogger("flowloom.worker")
 
 #: the run's status once an event of this type was published
-_STATUS_AFTER = {"run_finished": "succeeded", "run_failed": "failed", "run_cancelled": "cancelled",
-                 "run_paused": "paused"}
-_RUNTIME: "WorkerRuntime | None" = None
+_STATUS_AFTER = {
+    "run_finished": "succeeded",
+    "run_failed": "failed",
+    "run_cancelled": "cancelled",
+    "run_paused": "paused",
+}
+_RUNTIME: WorkerRuntime | None = None
 #: seconds a starting worker waits for its first recovery look to queue the orphans it found
 SETTLE_S = 20.0
 
 ServiceFactory = Callable[[Settings], AsyncContextManager[RunService]]
 
 
-def install_runtime(runtime: "WorkerRuntime | None") -> None:
+def install_runtime(runtime: WorkerRuntime | None) -> None:
     """Make ``runtime`` the one :func:`current_runtime` returns (the worker does this at start)."""
     global _RUNTIME
     _RUNTIME = runtime
 
 
-def current_runtime() -> "WorkerRuntime":
+def current_runtime() -> WorkerRuntime:
     """The worker runtime of this process. Raises RuntimeError outside ``flowloom worker``."""
     if _RUNTIME is None:
         raise RuntimeError("flowloom jobs run only in a `flowloom worker` process")
@@ -111,8 +123,15 @@ class WorkerRuntime:
     database...), RuntimeError when it does not open within 60 s.
     """
 
-    def __init__(self, settings: Settings, open_service: ServiceFactory, *, sweep_s: float = 1.0,
-                 namespace: str = DEFAULT_NAMESPACE, name: str = "") -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        open_service: ServiceFactory,
+        *,
+        sweep_s: float = 1.0,
+        namespace: str = DEFAULT_NAMESPACE,
+        name: str = "",
+    ) -> None:
         if not settings.redis_url:
             raise ValueError("a worker needs FLOWLOOM_REDIS_URL")
         self.settings, self.sweep_s, self.namespace = settings, sweep_s, namespace
@@ -133,8 +152,9 @@ class WorkerRuntime:
 
     def start(self) -> None:
         """Open the run service in the runtime thread; returns when it is ready."""
-        self._thread = threading.Thread(target=lambda: asyncio.run(self._main()), name="flowloom-runtime",
-                                        daemon=True)
+        self._thread = threading.Thread(
+            target=lambda: asyncio.run(self._main()), name="flowloom-runtime", daemon=True
+        )
         self._thread.start()
         if not self._ready.wait(60):
             raise RuntimeError("the worker runtime did not start within 60 s")
@@ -145,13 +165,19 @@ class WorkerRuntime:
         try:
             async with self._open_service(self.settings) as service:
                 self.service, self.loop, self._stop = service, asyncio.get_running_loop(), asyncio.Event()
-                helpers = [asyncio.create_task(self._sweep_forever()), asyncio.create_task(self._renew_forever())]
+                helpers = [
+                    asyncio.create_task(self._sweep_forever()),
+                    asyncio.create_task(self._renew_forever()),
+                ]
                 with contextlib.suppress(Exception):  # the database or Redis away: the next round
                     await self.sweep_documents()
                 if self.settings.recovery_concurrency > 0:
                     # before taking jobs: the runs it queues again go ahead of those waiting
-                    self.recovery = OrphanRecovery(service, self._recover_one,
-                                                   still_queued=lambda found: still_queued(self._sync(), found))
+                    self.recovery = OrphanRecovery(
+                        service,
+                        self._recover_one,
+                        still_queued=lambda found: still_queued(self._sync(), found),
+                    )
                     await self.recovery.start(settle_s=SETTLE_S)
                 self._ready.set()
                 await self._stop.wait()
@@ -160,7 +186,7 @@ class WorkerRuntime:
                 for task in helpers:
                     task.cancel()
                 await asyncio.gather(*helpers, return_exceptions=True)
-        except BaseException as exc:  # noqa: BLE001 - reported to start()
+        except BaseException as exc:
             self._error = exc
         finally:
             self._ready.set()
@@ -179,7 +205,9 @@ class WorkerRuntime:
 
     # ------------------------------------------------------------------ jobs
 
-    def run_job(self, tenant_id: str, run_id: str, *, queue: str, job_timeout: float, job_id: str = "") -> str:
+    def run_job(
+        self, tenant_id: str, run_id: str, *, queue: str, job_timeout: float, job_id: str = ""
+    ) -> str:
         """Execute the run on the runtime's loop and wait for it (called by the job, in
         RQ's thread). When RQ's timeout fires (its exception arrives here), the run is
         stopped (ends ``cancelled``) before the exception goes on to RQ. A cold shutdown
@@ -188,7 +216,8 @@ class WorkerRuntime:
         assert self.loop is not None, "start() first"
         done = threading.Event()
         future = asyncio.run_coroutine_threadsafe(
-            self._execute(tenant_id, run_id, queue, job_timeout, done, job_id), self.loop)
+            self._execute(tenant_id, run_id, queue, job_timeout, done, job_id), self.loop
+        )
         try:
             return future.result()
         except SystemExit:
@@ -209,16 +238,30 @@ class WorkerRuntime:
         except RunNotFound:
             return None
 
-    async def _execute(self, tenant_id: str, run_id: str, queue: str, job_timeout: float,
-                       done: threading.Event, job_id: str = "") -> str:
+    async def _execute(
+        self,
+        tenant_id: str,
+        run_id: str,
+        queue: str,
+        job_timeout: float,
+        done: threading.Event,
+        job_id: str = "",
+    ) -> str:
         """Execute the run; how it ended. No read precedes the run service's own (claim,
         then load), and the run enters the executing set with its first events, in the
         same Redis pipeline: a job costs what the run costs plus two Redis round trips
         (its first events, its last ones with the exit from the set) for a short run."""
         service = self.service
         assert service is not None
-        self._executing[run_id] = {"tenant": tenant_id, "queue": queue, "host": socket.gethostname(),
-                                   "pid": os.getpid(), "worker": self.name, "timeout": job_timeout, "job": job_id}
+        self._executing[run_id] = {
+            "tenant": tenant_id,
+            "queue": queue,
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "worker": self.name,
+            "timeout": job_timeout,
+            "job": job_id,
+        }
         try:
             try:
                 status, stream_key, publisher, held = await self._drive(service, tenant_id, run_id, job_id)
@@ -242,8 +285,9 @@ class WorkerRuntime:
         finally:
             done.set()
 
-    async def _finish(self, run_id: str, publisher: EventPublisher | None, held: list[Any],
-                      stream_key: str | None) -> None:
+    async def _finish(
+        self, run_id: str, publisher: EventPublisher | None, held: list[Any], stream_key: str | None
+    ) -> None:
         """After the run service is done with the run: the events held back (its end) and
         leaving the executing set (with the stream's expiry when the run ended: the stream
         lives on for the bus's ttl) in one Redis round trip."""
@@ -263,8 +307,13 @@ class WorkerRuntime:
             publisher.add(event)
         await publisher.close(ended=False, also=leave)
 
-    async def _drive(self, service: RunService, tenant_id: str, run_id: str, job_id: str = "",
-                     ) -> tuple[str, str | None, EventPublisher | None, list[Any]]:
+    async def _drive(
+        self,
+        service: RunService,
+        tenant_id: str,
+        run_id: str,
+        job_id: str = "",
+    ) -> tuple[str, str | None, EventPublisher | None, list[Any]]:
         """Run it: ``(status, the stream's key when the run ended else None, the open
         publisher, the events held back)`` (:meth:`_publish`). The job is a door like any
         other: it launches the continuation of the run here - a new, answered or crashed
@@ -272,10 +321,13 @@ class WorkerRuntime:
         ``job_id`` - and follows it onto the run's stream. A job stopped while it follows
         (RQ's timeout) stops the run: it ends ``cancelled``."""
         take_over = handoff_id(job_id) if job_id else None
-        ticket = await service.launch(tenant_id, ContinueRun(run_id, take_over=take_over), Placement("inline"))
+        ticket = await service.launch(
+            tenant_id, ContinueRun(run_id, take_over=take_over), Placement("inline")
+        )
         try:
-            status, publisher, held = await self._publish(service.follow(tenant_id, run_id, ticket.after_seq),
-                                                          tenant_id, run_id)
+            status, publisher, held = await self._publish(
+                service.follow(tenant_id, run_id, ticket.after_seq), tenant_id, run_id
+            )
         except asyncio.CancelledError:
             await asyncio.shield(self._stop_run(service, tenant_id, run_id))
             raise
@@ -294,8 +346,9 @@ class WorkerRuntime:
             async for _event in service.follow(tenant_id, run_id):
                 pass
 
-    async def _publish(self, events: Any, tenant_id: str,
-                       run_id: str) -> tuple[str, EventPublisher | None, list[Any]]:
+    async def _publish(
+        self, events: Any, tenant_id: str, run_id: str
+    ) -> tuple[str, EventPublisher | None, list[Any]]:
         """Drive the run service's ``events`` to the run's stream: ``(the status they end
         with, the publisher - still open - or None when there was no event, the events
         held back)``. The event that ends or pauses the run (and anything after it) is held
@@ -357,8 +410,9 @@ class WorkerRuntime:
             pipe.hset(f"{self._set_key}:info", run_id, json.dumps(info))
             await shielded(pipe.execute())
 
-    async def _untrack(self, run_id: str, keep_until: OwnerInfo | None = None,
-                       expire_stream: str | None = None) -> None:
+    async def _untrack(
+        self, run_id: str, keep_until: OwnerInfo | None = None, expire_stream: str | None = None
+    ) -> None:
         info = self._executing.pop(run_id, None)
         client = redis_client(self.bus.url)
         with contextlib.suppress(Exception):
@@ -387,7 +441,7 @@ class WorkerRuntime:
             try:
                 await self.sweep()
                 await self.sweep_documents()
-            except Exception as exc:  # noqa: BLE001 - Redis or the database away: next round
+            except Exception as exc:
                 logger.debug("sweep skipped: %s", exc)
 
     # ------------------------------------------------------------------ knowledge bases
@@ -404,7 +458,9 @@ class WorkerRuntime:
         knowledge service."""
         assert self.loop is not None, "start() first"
         if self.knowledge is None:
-            raise RuntimeError("this worker has no knowledge service: ingestion jobs need the knowledge store")
+            raise RuntimeError(
+                "this worker has no knowledge service: ingestion jobs need the knowledge store"
+            )
         future = asyncio.run_coroutine_threadsafe(self._ingest(tenant_id, document_id), self.loop)
         try:
             return future.result()
@@ -432,8 +488,9 @@ class WorkerRuntime:
         if knowledge is None:
             return []
         lease_s = float(getattr(getattr(knowledge, "ingestor", None), "lease_s", self.settings.lease_ttl))
-        return await sweep_unfinished(knowledge, redis_client(self.bus.url), lease_s=lease_s,
-                                      namespace=self.namespace)
+        return await sweep_unfinished(
+            knowledge, redis_client(self.bus.url), lease_s=lease_s, namespace=self.namespace
+        )
 
     async def sweep(self) -> list[str]:
         """One look at the executing set (module docstring): entries of runs that ended are
@@ -472,9 +529,16 @@ class WorkerRuntime:
         assert self.service is not None
         client = redis_client(self.bus.url)
         info = json.loads(await shielded(client.hget(f"{self._set_key}:info", summary.run_id)) or "{}")
-        await requeue_orphan(self.service, self._sync(), summary, queue=info.get("queue"),
-                             max_wall_time=job_wall_time(info.get("timeout")))
-        if summary.run_id not in self._executing:  # queued again, or a job has it: whoever executes it tracks it
+        await requeue_orphan(
+            self.service,
+            self._sync(),
+            summary,
+            queue=info.get("queue"),
+            max_wall_time=job_wall_time(info.get("timeout")),
+        )
+        if (
+            summary.run_id not in self._executing
+        ):  # queued again, or a job has it: whoever executes it tracks it
             await self._forget(client, summary.run_id)
 
     def _sync(self) -> Any:

@@ -42,8 +42,9 @@ import functools
 import os
 import socket
 import time
-from datetime import datetime, timezone
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, TypeVar
 
 from rq.worker import SimpleWorker, Worker
 
@@ -67,7 +68,7 @@ def _surviving_redis(method: F) -> F:
     """Wrap a worker method so a Redis outage waits (with backoff) instead of ending the worker."""
 
     @functools.wraps(method)
-    def wrapper(self: "FlowloomWorker", *args: Any, **kwargs: Any) -> Any:
+    def wrapper(self: FlowloomWorker, *args: Any, **kwargs: Any) -> Any:
         try:
             return method(self, *args, **kwargs)
         except _redis_errors() as exc:
@@ -81,8 +82,10 @@ class WorkerNameTaken(Exception):
     """A live worker holds the name this one was given (``host``, ``pid``: that worker's)."""
 
     def __init__(self, name: str, host: str | None, pid: int | None) -> None:
-        super().__init__(f"a worker named {name} is already running ({host or 'unknown host'}, "
-                         f"pid {pid if pid else '?'}); pick another --name")
+        super().__init__(
+            f"a worker named {name} is already running ({host or 'unknown host'}, "
+            f"pid {pid if pid else '?'}); pick another --name"
+        )
         self.name, self.host, self.pid = name, host, pid
 
 
@@ -117,8 +120,10 @@ def namesake_dead(old: Worker, ttl_s: float | None, *, stale_after_s: float) -> 
         return False
     if old.last_heartbeat is None:
         return True
-    beat = old.last_heartbeat if old.last_heartbeat.tzinfo else old.last_heartbeat.replace(tzinfo=timezone.utc)
-    return (datetime.now(timezone.utc) - beat).total_seconds() > stale_after_s
+    beat = (
+        old.last_heartbeat if old.last_heartbeat.tzinfo else old.last_heartbeat.replace(tzinfo=UTC)
+    )
+    return (datetime.now(UTC) - beat).total_seconds() > stale_after_s
 
 
 class FlowloomWorker(SimpleWorker):
@@ -145,16 +150,23 @@ class FlowloomWorker(SimpleWorker):
             return
         super().handle_exception(job, *exc_info)
 
-    def handle_job_failure(self, job: Any, queue: Any, started_job_registry: Any = None, exc_string: str = "",
-                           execution: Any = None) -> None:
+    def handle_job_failure(
+        self,
+        job: Any,
+        queue: Any,
+        started_job_registry: Any = None,
+        exc_string: str = "",
+        execution: Any = None,
+    ) -> None:
         """RQ's bookkeeping of a failed job; a failed run's job is never retried and
         carries the run's reason as its failure text."""
         reason = self._run_failures.pop(job.id, None)
         if reason is not None:
             job.retries_left = 0
             exc_string = reason
-        super().handle_job_failure(job, queue, started_job_registry=started_job_registry, exc_string=exc_string,
-                                   execution=execution)
+        super().handle_job_failure(
+            job, queue, started_job_registry=started_job_registry, exc_string=exc_string, execution=execution
+        )
 
     def wait_until_reachable(self) -> None:
         """Return once Redis answers a PING, waiting with backoff (a worker may start before Redis)."""
@@ -189,8 +201,13 @@ class FlowloomWorker(SimpleWorker):
                 ttl = self.connection.ttl(key)
                 if not namesake_dead(old, ttl if ttl >= 0 else None, stale_after_s=self.worker_ttl + 60):
                     raise WorkerNameTaken(self.name, old.hostname, old.pid)
-                self.log.warning("Worker %s: the worker of that name before (%s pid %s) is gone; cleaning its "
-                                 "registration", self.name, old.hostname, old.pid)
+                self.log.warning(
+                    "Worker %s: the worker of that name before (%s pid %s) is gone; cleaning its "
+                    "registration",
+                    self.name,
+                    old.hostname,
+                    old.pid,
+                )
                 old.register_death()
         try:
             super().register_birth()
@@ -216,13 +233,13 @@ class FlowloomWorker(SimpleWorker):
             self.wait_for_redis(f"job {job.id}: {exc}")
 
     @_surviving_redis
-    def heartbeat(self, *args: Any, **kwargs: Any) -> None:  # noqa: D102 - RQ's
+    def heartbeat(self, *args: Any, **kwargs: Any) -> None:
         super().heartbeat(*args, **kwargs)
 
     @_surviving_redis
-    def check_for_suspension(self, *args: Any, **kwargs: Any) -> None:  # noqa: D102 - RQ's
+    def check_for_suspension(self, *args: Any, **kwargs: Any) -> None:
         super().check_for_suspension(*args, **kwargs)
 
     @_surviving_redis
-    def run_maintenance_tasks(self) -> None:  # noqa: D102 - RQ's
+    def run_maintenance_tasks(self) -> None:
         super().run_maintenance_tasks()

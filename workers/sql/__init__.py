@@ -12,5 +12,13 @@ from .connect import default_database_url, mask_url, normalize_url
 from .migrate import current_revision, downgrade, head_revision, upgrade
 from .store import SqlStore
 
-__all__ = ["SqlStore", "current_revision", "default_database_url", "downgrade", "head_revision", "mask_url",
-           "normalize_url", "upgrade"]
+__all__ = [
+    "SqlStore",
+    "current_revision",
+    "default_database_url",
+    "downgrade",
+    "head_revision",
+    "mask_url",
+    "normalize_url",
+    "upgrade",
+]

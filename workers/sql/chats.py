@@ -18,7 +18,8 @@ query per chat.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -80,7 +81,9 @@ class SqlChatStore:
         """The chat's conversation variables. See :meth:`SqlStore.chat_variables`."""
         return await self.store.chat_variables(tenant_id, chat_id)
 
-    async def set_chat_variables(self, tenant_id: str, chat_id: str, values: Mapping[str, Any]) -> dict[str, Any]:
+    async def set_chat_variables(
+        self, tenant_id: str, chat_id: str, values: Mapping[str, Any]
+    ) -> dict[str, Any]:
         """Merge into the chat's conversation variables. See :meth:`SqlStore.set_chat_variables`."""
         return await self.store.set_chat_variables(tenant_id, chat_id, values)
 
@@ -109,7 +112,9 @@ class SqlChatStore:
             if row is None:
                 raise ChatNotFound(f"no chat {chat_id}")
             newest = await self._edge_messages(conn, tenant_id, [chat_id], newest=True)
-            first = {} if row["title"] else await self._edge_messages(conn, tenant_id, [chat_id], newest=False)
+            first = (
+                {} if row["title"] else await self._edge_messages(conn, tenant_id, [chat_id], newest=False)
+            )
         return _chat_of(row, first.get(chat_id), newest.get(chat_id))
 
     async def rename_chat(self, tenant_id: str, chat_id: str, title: str | None) -> Chat:
@@ -117,8 +122,11 @@ class SqlChatStore:
         as it is now. Does not change ``updated_at`` (the list order follows messages).
         Raises ChatNotFound."""
         value = title.strip() if title and title.strip() else None
-        stmt = (sa.update(chats).where(chats.c.tenant_id == tenant_id, chats.c.chat_id == chat_id)
-                .values(title=value))
+        stmt = (
+            sa.update(chats)
+            .where(chats.c.tenant_id == tenant_id, chats.c.chat_id == chat_id)
+            .values(title=value)
+        )
         async with self.store._tx() as conn:
             if (await conn.execute(stmt)).rowcount == 0:
                 raise ChatNotFound(f"no chat {chat_id}")
@@ -128,38 +136,58 @@ class SqlChatStore:
         """Delete the chat and its messages in one transaction (runs of the chat stay:
         they have their own retention). Raises ChatNotFound."""
         async with self.store._tx() as conn:
-            await conn.execute(sa.delete(messages).where(messages.c.tenant_id == tenant_id,
-                                                         messages.c.chat_id == chat_id))
-            deleted = await conn.execute(sa.delete(chats).where(chats.c.tenant_id == tenant_id,
-                                                                chats.c.chat_id == chat_id))
+            await conn.execute(
+                sa.delete(messages).where(messages.c.tenant_id == tenant_id, messages.c.chat_id == chat_id)
+            )
+            deleted = await conn.execute(
+                sa.delete(chats).where(chats.c.tenant_id == tenant_id, chats.c.chat_id == chat_id)
+            )
             if deleted.rowcount == 0:
                 raise ChatNotFound(f"no chat {chat_id}")
 
     @staticmethod
-    async def _edge_messages(conn: Any, tenant_id: str, chat_ids: list[str],
-                             *, newest: bool) -> dict[str, Mapping[str, Any]]:
+    async def _edge_messages(
+        conn: Any, tenant_id: str, chat_ids: list[str], *, newest: bool
+    ) -> dict[str, Mapping[str, Any]]:
         """Per chat of ``chat_ids``: its newest message (``newest``) or its first user
         message, as ``{chat_id: {"role", "parts"}}`` (one query, a window function)."""
-        order = (messages.c.created_at.desc(), messages.c.id.desc()) if newest else (
-            messages.c.created_at.asc(), messages.c.id.asc())
-        ranked = sa.select(messages.c.chat_id, messages.c.role, messages.c.parts,
-                           sa.func.row_number().over(partition_by=messages.c.chat_id, order_by=order).label("rn")
-                           ).where(messages.c.tenant_id == tenant_id, messages.c.chat_id.in_(chat_ids))
+        order = (
+            (messages.c.created_at.desc(), messages.c.id.desc())
+            if newest
+            else (messages.c.created_at.asc(), messages.c.id.asc())
+        )
+        ranked = sa.select(
+            messages.c.chat_id,
+            messages.c.role,
+            messages.c.parts,
+            sa.func.row_number().over(partition_by=messages.c.chat_id, order_by=order).label("rn"),
+        ).where(messages.c.tenant_id == tenant_id, messages.c.chat_id.in_(chat_ids))
         if not newest:
             ranked = ranked.where(messages.c.role == "user")
         sub = ranked.subquery()
-        rows = (await conn.execute(sa.select(sub.c.chat_id, sub.c.role, sub.c.parts).where(sub.c.rn == 1))
-                ).mappings().all()
+        rows = (
+            (await conn.execute(sa.select(sub.c.chat_id, sub.c.role, sub.c.parts).where(sub.c.rn == 1)))
+            .mappings()
+            .all()
+        )
         return {row["chat_id"]: row for row in rows}
 
 
-def _chat_of(row: Mapping[str, Any], first_user: Mapping[str, Any] | None,
-             newest: Mapping[str, Any] | None) -> Chat:
+def _chat_of(
+    row: Mapping[str, Any], first_user: Mapping[str, Any] | None, newest: Mapping[str, Any] | None
+) -> Chat:
     """The :class:`Chat` of a ``chats`` row, its first user message and its newest message."""
     title = row["title"] or None
     if title is None and first_user is not None:
         title = clip(message_preview(first_user["parts"]), CHAT_TITLE_CHARS) or None
     preview = clip(message_preview(newest["parts"]), CHAT_PREVIEW_CHARS) if newest is not None else ""
-    return Chat(id=row["chat_id"], tenant_id=row["tenant_id"], title=title, title_set=bool(row["title"]),
-                created_at=row["created_at"], updated_at=row["updated_at"], preview=preview,
-                preview_role=newest["role"] if newest is not None else None)
+    return Chat(
+        id=row["chat_id"],
+        tenant_id=row["tenant_id"],
+        title=title,
+        title_set=bool(row["title"]),
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        preview=preview,
+        preview_role=newest["role"] if newest is not None else None,
+    )

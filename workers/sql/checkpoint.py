@@ -30,8 +30,9 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence, TypeVar
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from pydantic_core import to_json
@@ -43,7 +44,13 @@ from .tables import NodeRunRow, RunEventRow, RunRow
 
 _T = TypeVar("_T")
 
-__all__ = ["CheckpointWrite", "PostgresCheckpointWriter", "SqliteCheckpointWriter", "event_rows", "pg_statement"]
+__all__ = [
+    "CheckpointWrite",
+    "PostgresCheckpointWriter",
+    "SqliteCheckpointWriter",
+    "event_rows",
+    "pg_statement",
+]
 
 _runs = RunRow.__table__
 _node_runs = NodeRunRow.__table__
@@ -53,7 +60,9 @@ _run_events = RunEventRow.__table__
 NODE_COLUMNS = tuple(c.name for c in _node_runs.c)
 #: ``run_events`` columns written by a checkpoint (and by ``append``).
 EVENT_COLUMNS = ("run_id", "seq", "tenant_id", "type", "node_id", "payload", "ts")
-_JSON = frozenset(c.name for t in (_runs, _node_runs, _run_events) for c in t.c if isinstance(c.type, sa.JSON))
+_JSON = frozenset(
+    c.name for t in (_runs, _node_runs, _run_events) for c in t.c if isinstance(c.type, sa.JSON)
+)
 _NODE_JSON = tuple(name in _JSON for name in NODE_COLUMNS)
 _RUN_KEY = ("run_id", "node_run_id")
 
@@ -76,8 +85,17 @@ def event_rows(tenant_id: str, run_id: str, events: Sequence[Any]) -> list[dict[
             kind, seq, node_id, ts = event.type, event.seq, getattr(event, "node_id", None), event.ts
         if kind == "node_delta":
             continue
-        rows.append({"run_id": run_id, "seq": seq, "tenant_id": tenant_id, "type": kind, "node_id": node_id,
-                     "payload": event, "ts": ts or time.time()})
+        rows.append(
+            {
+                "run_id": run_id,
+                "seq": seq,
+                "tenant_id": tenant_id,
+                "type": kind,
+                "node_id": node_id,
+                "payload": event,
+                "ts": ts or time.time(),
+            }
+        )
     return rows
 
 
@@ -126,12 +144,14 @@ def _rows(cursor: sqlite3.Cursor) -> list[dict[str, Any]]:
     return [dict(zip(names, row)) for row in cursor.fetchall()]
 
 
-def _sqlite_transaction(db: sqlite3.Connection,
-                        writes: list[tuple[tuple[str, tuple[Any, ...]], list[tuple[str, list[tuple[Any, ...]]]]]],
-                        ) -> list[bool]:
+def _sqlite_transaction(
+    db: sqlite3.Connection,
+    writes: list[tuple[tuple[str, tuple[Any, ...]], list[tuple[str, list[tuple[Any, ...]]]]]],
+) -> list[bool]:
     """Runs in aiosqlite's worker thread: the checkpoints ``writes`` (each its run UPDATE and
     its other statements) in one transaction. A write whose run UPDATE matched no row
     writes nothing more (False in the result); the others are committed together."""
+
     def body() -> tuple[bool, list[bool]]:
         matched = []
         for update, batches in writes:
@@ -156,35 +176,51 @@ class SqliteCheckpointWriter:
         names = ", ".join(NODE_COLUMNS)
         marks = ", ".join("?" * len(NODE_COLUMNS))
         updates = ", ".join(f"{c} = excluded.{c}" for c in NODE_COLUMNS if c not in _RUN_KEY)
-        self._upsert = (f"INSERT INTO node_runs ({names}) VALUES ({marks}) "
-                        f"ON CONFLICT (run_id, node_run_id) DO UPDATE SET {updates}")
-        self._flip = ("UPDATE node_runs SET current = 0 WHERE run_id = ? AND tenant_id = ? AND node_id = ? "
-                      "AND current = 1 AND node_run_id != ?")
-        self._events = (f"INSERT INTO run_events ({', '.join(EVENT_COLUMNS)}) VALUES "
-                        f"({', '.join('?' * len(EVENT_COLUMNS))}) ON CONFLICT (run_id, seq) DO NOTHING")
+        self._upsert = (
+            f"INSERT INTO node_runs ({names}) VALUES ({marks}) "
+            f"ON CONFLICT (run_id, node_run_id) DO UPDATE SET {updates}"
+        )
+        self._flip = (
+            "UPDATE node_runs SET current = 0 WHERE run_id = ? AND tenant_id = ? AND node_id = ? "
+            "AND current = 1 AND node_run_id != ?"
+        )
+        self._events = (
+            f"INSERT INTO run_events ({', '.join(EVENT_COLUMNS)}) VALUES "
+            f"({', '.join('?' * len(EVENT_COLUMNS))}) ON CONFLICT (run_id, seq) DO NOTHING"
+        )
         self._updates: dict[tuple[tuple[str, ...], bool], str] = {}
 
     def _update_sql(self, keys: tuple[str, ...], owned: bool) -> str:
         sql = self._updates.get((keys, owned))
         if sql is None:
             sets = ", ".join(f"{name} = ?" for name in keys)
-            sql = f"UPDATE runs SET {sets} WHERE run_id = ? AND tenant_id = ?" + (" AND owner_id = ?" if owned else "")
+            sql = f"UPDATE runs SET {sets} WHERE run_id = ? AND tenant_id = ?" + (
+                " AND owner_id = ?" if owned else ""
+            )
             self._updates[(keys, owned)] = sql
         return sql
 
-    def _statements(self, write: CheckpointWrite) -> tuple[tuple[str, tuple[Any, ...]],
-                                                           list[tuple[str, list[tuple[Any, ...]]]]]:
+    def _statements(
+        self, write: CheckpointWrite
+    ) -> tuple[tuple[str, tuple[Any, ...]], list[tuple[str, list[tuple[Any, ...]]]]]:
         values = write.run_values
         keys = tuple(values)
         params = [_dumps(v) if k in _JSON else v for k, v in values.items()]
-        params += (write.run_id, write.tenant_id) if write.owner_id is None else (
-            write.run_id, write.tenant_id, write.owner_id)
+        params += (
+            (write.run_id, write.tenant_id)
+            if write.owner_id is None
+            else (write.run_id, write.tenant_id, write.owner_id)
+        )
         update = (self._update_sql(keys, write.owner_id is not None), tuple(params))
         flips = [(write.run_id, write.tenant_id, node_id, keep) for node_id, keep in write.flips]
-        rows = [tuple(_dumps(row[c]) if is_json else row[c] for c, is_json in zip(NODE_COLUMNS, _NODE_JSON))
-                for row in write.node_rows]
-        events = [(e["run_id"], e["seq"], e["tenant_id"], e["type"], e["node_id"], _dumps(e["payload"]), e["ts"])
-                  for e in write.events]
+        rows = [
+            tuple(_dumps(row[c]) if is_json else row[c] for c, is_json in zip(NODE_COLUMNS, _NODE_JSON))
+            for row in write.node_rows
+        ]
+        events = [
+            (e["run_id"], e["seq"], e["tenant_id"], e["type"], e["node_id"], _dumps(e["payload"]), e["ts"])
+            for e in write.events
+        ]
         return update, [(self._flip, flips), (self._upsert, rows), (self._events, events)]
 
     async def write(self, conn: AsyncConnection, write: CheckpointWrite) -> bool:
@@ -230,7 +266,9 @@ class PostgresCheckpointWriter:
             return sql
         sets = ", ".join(f"{name} = r.{name}" for name in keys)
         node_cols = ", ".join(NODE_COLUMNS)
-        picked = ", ".join("$2" if c == "run_id" else "$3" if c == "tenant_id" else f"n.{c}" for c in NODE_COLUMNS)
+        picked = ", ".join(
+            "$2" if c == "run_id" else "$3" if c == "tenant_id" else f"n.{c}" for c in NODE_COLUMNS
+        )
         node_updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in NODE_COLUMNS if c not in _RUN_KEY)
         sql = f"""
 WITH u AS (
@@ -249,7 +287,7 @@ n AS (
   ON CONFLICT (run_id, node_run_id) DO UPDATE SET {node_updates}
   RETURNING 1),
 e AS (
-  INSERT INTO run_events ({', '.join(EVENT_COLUMNS)})
+  INSERT INTO run_events ({", ".join(EVENT_COLUMNS)})
   SELECT $2, v.seq, $3, v.type, v.node_id, v.payload, v.ts
   FROM json_populate_recordset(NULL::run_events, $7::json) AS v WHERE EXISTS (SELECT 1 FROM u)
   ON CONFLICT (run_id, seq) DO NOTHING
@@ -271,9 +309,15 @@ SELECT (SELECT count(*) FROM u)"""
         rows = write.node_rows
         if len(rows) > 1:  # one row per node run (the statement may not upsert a row twice)
             rows = list({row["node_run_id"]: row for row in rows}.values())
-        return (to_json(write.run_values).decode(), write.run_id, write.tenant_id, write.owner_id,
-                to_json(rows).decode(), to_json([{"node_id": n, "keep": k} for n, k in write.flips]).decode(),
-                to_json(write.events).decode())
+        return (
+            to_json(write.run_values).decode(),
+            write.run_id,
+            write.tenant_id,
+            write.owner_id,
+            to_json(rows).decode(),
+            to_json([{"node_id": n, "keep": k} for n, k in write.flips]).decode(),
+            to_json(write.events).decode(),
+        )
 
     async def write(self, conn: AsyncConnection, write: CheckpointWrite) -> bool:
         """Commit ``write`` with one statement; False when the run row did not match."""
@@ -309,7 +353,9 @@ async def pg_statement(conn: AsyncConnection, sql: str, *args: Any) -> str:
 # ------------------------------------------------- SQLite calls of the store (worker thread)
 
 
-def _sqlite_reads(db: sqlite3.Connection, queries: list[tuple[str, tuple[Any, ...]]]) -> list[list[dict[str, Any]]]:
+def _sqlite_reads(
+    db: sqlite3.Connection, queries: list[tuple[str, tuple[Any, ...]]]
+) -> list[list[dict[str, Any]]]:
     """Runs in aiosqlite's worker thread: the SELECTs in one read transaction, rows as dicts."""
     db.execute("BEGIN")
     try:
@@ -321,22 +367,29 @@ def _sqlite_reads(db: sqlite3.Connection, queries: list[tuple[str, tuple[Any, ..
 
 def _sqlite_writes(db: sqlite3.Connection, statements: list[tuple[str, tuple[Any, ...]]]) -> list[int]:
     """Runs in aiosqlite's worker thread: the statements in one write transaction; their row counts."""
+
     def body() -> tuple[bool, list[int]]:
         counts = []
         for sql, params in statements:
             cursor = db.execute(sql, params)
-            counts.append(cursor.lastrowid if sql.startswith("INSERT") and cursor.rowcount == 1 else cursor.rowcount)
+            counts.append(
+                cursor.lastrowid if sql.startswith("INSERT") and cursor.rowcount == 1 else cursor.rowcount
+            )
         return True, counts
 
     return _immediate(db, body)
 
 
-def _sqlite_claim(db: sqlite3.Connection, update: tuple[str, tuple[Any, ...]],
-                  reads: list[tuple[str, tuple[Any, ...]]], owner_read: tuple[str, tuple[Any, ...]],
-                  ) -> tuple[bool, list[list[dict[str, Any]]]]:
+def _sqlite_claim(
+    db: sqlite3.Connection,
+    update: tuple[str, tuple[Any, ...]],
+    reads: list[tuple[str, tuple[Any, ...]]],
+    owner_read: tuple[str, tuple[Any, ...]],
+) -> tuple[bool, list[list[dict[str, Any]]]]:
     """Runs in aiosqlite's worker thread: the claim's conditional UPDATE and, when it
     matched, the ``reads`` in the same write transaction (committed); when it did not,
     the ``owner_read`` alone (nothing written). ``(matched, rows of each read)``."""
+
     def body() -> tuple[bool, tuple[bool, list[list[dict[str, Any]]]]]:
         matched = db.execute(*update).rowcount == 1
         results = [_rows(db.execute(sql, params)) for sql, params in (reads if matched else [owner_read])]

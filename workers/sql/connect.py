@@ -14,8 +14,9 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from pydantic_core import from_json, to_json
 from sqlalchemy import event, exc
@@ -25,8 +26,15 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from engine.ports import StoreError, StoreUnavailable
 from engine.settings import private_file
 
-__all__ = ["BUSY_TIMEOUT_MS", "default_database_url", "make_engine", "mask_url", "normalize_url", "store_errors",
-           "transient"]
+__all__ = [
+    "BUSY_TIMEOUT_MS",
+    "default_database_url",
+    "make_engine",
+    "mask_url",
+    "normalize_url",
+    "store_errors",
+    "transient",
+]
 
 #: How long a SQLite writer waits for another process's write transaction (milliseconds).
 BUSY_TIMEOUT_MS = 30_000
@@ -118,8 +126,13 @@ def _transient_errors() -> tuple[type[BaseException], ...]:
     asyncpg = sys.modules.get("asyncpg")
     if asyncpg is not None:
         errors = asyncpg.exceptions
-        found += (errors.PostgresConnectionError, errors.CannotConnectNowError, errors.OperatorInterventionError,
-                  errors.InsufficientResourcesError, errors.ConnectionDoesNotExistError)
+        found += (
+            errors.PostgresConnectionError,
+            errors.CannotConnectNowError,
+            errors.OperatorInterventionError,
+            errors.InsufficientResourcesError,
+            errors.ConnectionDoesNotExistError,
+        )
     return found
 
 

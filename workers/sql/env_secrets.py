@@ -14,7 +14,8 @@ from __future__ import annotations
 import json
 import logging
 import time
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -55,15 +56,20 @@ class SqlSecretStore:
     def _open(self, tenant_id: str, workflow_id: str, name: str, token: str) -> str:
         sealed = json.loads(self.box.decrypt(token))
         if (sealed.get("t"), sealed.get("w"), sealed.get("n")) != (tenant_id, workflow_id, name):
-            raise SecretUnreadable(f"secret {name!r} of workflow {workflow_id!r} was stored for another tenant, "
-                                   "workflow or name: set it again")
+            raise SecretUnreadable(
+                f"secret {name!r} of workflow {workflow_id!r} was stored for another tenant, "
+                "workflow or name: set it again"
+            )
         return str(sealed["v"])
 
     async def secret_values(self, tenant_id: str, workflow_id: str) -> dict[str, str]:
         """``{name: plaintext}`` of the workflow's secrets that decrypt (module docstring)."""
         async with self.store._tx() as conn:
-            rows = (await conn.execute(sa.select(table.c.name, table.c.token)
-                                       .where(self._mine(tenant_id, workflow_id)))).all()
+            rows = (
+                await conn.execute(
+                    sa.select(table.c.name, table.c.token).where(self._mine(tenant_id, workflow_id))
+                )
+            ).all()
         values: dict[str, str] = {}
         for name, token in rows:
             try:
@@ -75,8 +81,11 @@ class SqlSecretStore:
     async def secret_status(self, tenant_id: str, workflow_id: str) -> dict[str, float]:
         """``{name: updated_at}`` of the secrets set (no value is read)."""
         async with self.store._tx() as conn:
-            rows = (await conn.execute(sa.select(table.c.name, table.c.updated_at)
-                                       .where(self._mine(tenant_id, workflow_id)))).all()
+            rows = (
+                await conn.execute(
+                    sa.select(table.c.name, table.c.updated_at).where(self._mine(tenant_id, workflow_id))
+                )
+            ).all()
         return {name: at for name, at in rows}
 
     async def set_secrets(self, tenant_id: str, workflow_id: str, values: Mapping[str, str | None]) -> None:
@@ -86,13 +95,21 @@ class SqlSecretStore:
         async with self.store._tx() as conn:
             for name, value in values.items():
                 if value is None:
-                    await conn.execute(sa.delete(table).where(self._mine(tenant_id, workflow_id), table.c.name == name))
+                    await conn.execute(
+                        sa.delete(table).where(self._mine(tenant_id, workflow_id), table.c.name == name)
+                    )
                     continue
-                stmt = self._insert(table).values(tenant_id=tenant_id, workflow_id=workflow_id, name=name,
-                                                  token=sealed[name], updated_at=now)
-                stmt = stmt.on_conflict_do_update(index_elements=[table.c.tenant_id, table.c.workflow_id, table.c.name],
-                                                  set_={"token": stmt.excluded.token,
-                                                        "updated_at": stmt.excluded.updated_at})
+                stmt = self._insert(table).values(
+                    tenant_id=tenant_id,
+                    workflow_id=workflow_id,
+                    name=name,
+                    token=sealed[name],
+                    updated_at=now,
+                )
+                stmt = stmt.on_conflict_do_update(
+                    index_elements=[table.c.tenant_id, table.c.workflow_id, table.c.name],
+                    set_={"token": stmt.excluded.token, "updated_at": stmt.excluded.updated_at},
+                )
                 await conn.execute(stmt)
 
     async def delete_secrets(self, tenant_id: str, workflow_id: str) -> None:

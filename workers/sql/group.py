@@ -17,8 +17,9 @@ is written whatever the caller does, as a checkpoint already sent to the databas
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Sequence
+from typing import Any
 
 from engine.ports import CheckpointDelta
 from schemas.run import RunState
@@ -36,7 +37,7 @@ class CheckpointJob:
     owner_id: str | None
     events: Sequence[Any]
     release: bool
-    future: "asyncio.Future[None]" = field(default=None)  # type: ignore[assignment]
+    future: asyncio.Future[None] = field(default=None)  # type: ignore[assignment]
 
     def settle(self, error: BaseException | None = None) -> None:
         """Report the job's outcome to its caller (unless the caller has gone)."""
@@ -94,9 +95,11 @@ class GroupCommit:
             self._jobs = later
             try:
                 await self._flush(batch)
-            except BaseException as error:  # noqa: BLE001 - handed to the callers, who raise it
+            except BaseException as error:
                 for job in batch:
-                    job.settle(error if isinstance(error, Exception) else RuntimeError("checkpoint writer stopped"))
+                    job.settle(
+                        error if isinstance(error, Exception) else RuntimeError("checkpoint writer stopped")
+                    )
                 if not isinstance(error, Exception):
                     for job in self._jobs:
                         job.settle(RuntimeError("checkpoint writer stopped"))

@@ -30,7 +30,8 @@ import string
 import time
 import uuid
 from collections import OrderedDict
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import exc
@@ -75,13 +76,33 @@ def parse_key(plaintext: str) -> tuple[str, str] | None:
 
 
 def _key_of(row: Mapping[str, Any]) -> ApiKey:
-    return ApiKey(id=row["id"], tenant_id=row["tenant_id"], name=row["name"], prefix=row["prefix"],
-                  app_id=row["app_id"], admin=bool(row["admin"]), created_at=row["created_at"],
-                  last_used_at=row["last_used_at"], revoked_at=row["revoked_at"])
+    return ApiKey(
+        id=row["id"],
+        tenant_id=row["tenant_id"],
+        name=row["name"],
+        prefix=row["prefix"],
+        app_id=row["app_id"],
+        admin=bool(row["admin"]),
+        created_at=row["created_at"],
+        last_used_at=row["last_used_at"],
+        revoked_at=row["revoked_at"],
+    )
 
 
-_KEY_COLUMNS = [api_keys.c[name] for name in ("id", "tenant_id", "name", "prefix", "app_id", "admin", "created_at",
-                                               "last_used_at", "revoked_at")]
+_KEY_COLUMNS = [
+    api_keys.c[name]
+    for name in (
+        "id",
+        "tenant_id",
+        "name",
+        "prefix",
+        "app_id",
+        "admin",
+        "created_at",
+        "last_used_at",
+        "revoked_at",
+    )
+]
 
 
 class SqlKeyStore:
@@ -102,31 +123,53 @@ class SqlKeyStore:
         insert = dialect_insert(self.store.backend)
         stmt = insert(tenants).on_conflict_do_nothing(index_elements=[tenants.c.tenant_id])
         async with self.store._tx() as conn:
-            created = (await conn.execute(stmt, {"tenant_id": tenant_id, "name": name or tenant_id,
-                                                 "created_at": time.time()})).rowcount == 1
-            row = (await conn.execute(sa.select(tenants).where(tenants.c.tenant_id == tenant_id))).mappings().one()
+            created = (
+                await conn.execute(
+                    stmt, {"tenant_id": tenant_id, "name": name or tenant_id, "created_at": time.time()}
+                )
+            ).rowcount == 1
+            row = (
+                (await conn.execute(sa.select(tenants).where(tenants.c.tenant_id == tenant_id)))
+                .mappings()
+                .one()
+            )
         return Tenant(id=row["tenant_id"], name=row["name"], created_at=row["created_at"]), created
 
     async def get_tenant(self, tenant_id: str) -> Tenant:
         """The tenant. Raises TenantNotFound."""
         async with self.store._tx() as conn:
-            row = (await conn.execute(sa.select(tenants).where(tenants.c.tenant_id == tenant_id))).mappings().first()
+            row = (
+                (await conn.execute(sa.select(tenants).where(tenants.c.tenant_id == tenant_id)))
+                .mappings()
+                .first()
+            )
         if row is None:
             raise TenantNotFound(f"no tenant {tenant_id!r}")
         return Tenant(id=row["tenant_id"], name=row["name"], created_at=row["created_at"])
 
     # --------------------------------------------------------------------- keys
 
-    async def create_key(self, tenant_id: str, *, name: str = "", admin: bool = False,
-                         app_id: str | None = None) -> tuple[ApiKey, str]:
+    async def create_key(
+        self, tenant_id: str, *, name: str = "", admin: bool = False, app_id: str | None = None
+    ) -> tuple[ApiKey, str]:
         """A new key of the tenant and its plaintext (shown once). Raises TenantNotFound."""
         await self.get_tenant(tenant_id)
         for _ in range(_PREFIX_TRIES):  # a prefix collision (1 in 36**8) gets a new prefix
             prefix = "".join(secrets.choice(_PREFIX_ALPHABET) for _ in range(8))
             secret = secrets.token_urlsafe(32)
-            key = ApiKey(id=f"key_{uuid.uuid4().hex[:16]}", tenant_id=tenant_id, name=name, prefix=prefix,
-                         app_id=app_id, admin=admin, created_at=time.time())
-            row = {**key.model_dump(exclude={"last_used_at", "revoked_at"}), "secret_hash": hash_secret(secret)}
+            key = ApiKey(
+                id=f"key_{uuid.uuid4().hex[:16]}",
+                tenant_id=tenant_id,
+                name=name,
+                prefix=prefix,
+                app_id=app_id,
+                admin=admin,
+                created_at=time.time(),
+            )
+            row = {
+                **key.model_dump(exclude={"last_used_at", "revoked_at"}),
+                "secret_hash": hash_secret(secret),
+            }
             try:
                 async with self.store._tx() as conn:
                     await conn.execute(sa.insert(api_keys), row)
@@ -152,16 +195,27 @@ class SqlKeyStore:
                 return cached[1].model_copy()
             del _active[cache_key]
         async with self.store._tx() as conn:
-            row = (await conn.execute(sa.select(*_KEY_COLUMNS, api_keys.c.secret_hash)
-                                      .where(api_keys.c.prefix == prefix))).mappings().first()
+            row = (
+                (
+                    await conn.execute(
+                        sa.select(*_KEY_COLUMNS, api_keys.c.secret_hash).where(api_keys.c.prefix == prefix)
+                    )
+                )
+                .mappings()
+                .first()
+            )
             if row is None or row["revoked_at"] is not None:
-                hmac.compare_digest(hash_secret(secret), "0" * 64)  # same work whether the prefix exists or not
+                hmac.compare_digest(
+                    hash_secret(secret), "0" * 64
+                )  # same work whether the prefix exists or not
                 return None
             if not hmac.compare_digest(hash_secret(secret), row["secret_hash"]):
                 return None
             last = row["last_used_at"]
             if last is None or now - last >= LAST_USED_RESOLUTION_S:
-                await conn.execute(sa.update(api_keys).where(api_keys.c.id == row["id"]).values(last_used_at=now))
+                await conn.execute(
+                    sa.update(api_keys).where(api_keys.c.id == row["id"]).values(last_used_at=now)
+                )
                 last = now
         key = _key_of(row)
         key.last_used_at = last
@@ -172,8 +226,11 @@ class SqlKeyStore:
 
     async def list_keys(self, tenant_id: str) -> list[ApiKey]:
         """The tenant's keys, revoked ones included, oldest first."""
-        stmt = sa.select(*_KEY_COLUMNS).where(api_keys.c.tenant_id == tenant_id).order_by(
-            api_keys.c.created_at, api_keys.c.id)
+        stmt = (
+            sa.select(*_KEY_COLUMNS)
+            .where(api_keys.c.tenant_id == tenant_id)
+            .order_by(api_keys.c.created_at, api_keys.c.id)
+        )
         async with self.store._tx() as conn:
             rows = (await conn.execute(stmt)).mappings().all()
         return [_key_of(row) for row in rows]
@@ -184,8 +241,11 @@ class SqlKeyStore:
         mine = sa.and_(api_keys.c.id == key_id, api_keys.c.tenant_id == tenant_id)
         self._forget(key_id)
         async with self.store._tx() as conn:
-            await conn.execute(sa.update(api_keys).where(mine, api_keys.c.revoked_at.is_(None))
-                               .values(revoked_at=time.time()))
+            await conn.execute(
+                sa.update(api_keys)
+                .where(mine, api_keys.c.revoked_at.is_(None))
+                .values(revoked_at=time.time())
+            )
             row = (await conn.execute(sa.select(*_KEY_COLUMNS).where(mine))).mappings().first()
         self._forget(key_id)  # also a lookup that raced the UPDATE and remembered the key
         if row is None:

@@ -40,8 +40,16 @@ from schemas.records import WorkflowVersion
 from .checkpoint import _immediate
 from .tables import QuotaAdmissionRow, RunRow, WorkflowDocRow, WorkflowRow, WorkflowVersionRow
 
-__all__ = ["AdmissionRow", "LaunchWrite", "forget", "launch_in", "pg_launch", "remember", "remembered",
-           "sqlite_launch"]
+__all__ = [
+    "AdmissionRow",
+    "LaunchWrite",
+    "forget",
+    "launch_in",
+    "pg_launch",
+    "remember",
+    "remembered",
+    "sqlite_launch",
+]
 
 _runs = RunRow.__table__
 _docs = WorkflowDocRow.__table__
@@ -113,8 +121,10 @@ class LaunchWrite:
         """The error of a write whose published version no longer holds (and forget it)."""
         assert self.published is not None
         forget(url, self.run["tenant_id"], self.published.workflow_id)
-        return StalePublished(f"version {self.published.version} of workflow {self.published.workflow_id!r} is no "
-                              f"longer the published one")
+        return StalePublished(
+            f"version {self.published.version} of workflow {self.published.workflow_id!r} is no "
+            f"longer the published one"
+        )
 
 
 # -------------------------------------------------------------------------- PostgreSQL
@@ -150,13 +160,26 @@ SELECT (SELECT ok FROM ok) AS ok, (SELECT id FROM a) AS admission,
 
 def _pg_args(write: LaunchWrite) -> tuple[Any, ...]:
     published, admission = write.published, write.admission
-    return (to_json(write.run).decode(), None if write.doc is None else to_json(write.doc).decode(),
-            write.run["tenant_id"], published.workflow_id if published else None,
-            published.version if published else None, published.doc_hash if published else None,
-            None if admission is None else to_json({"tenant_id": admission.tenant_id, "app_id": admission.app_id,
-                                                    "run_id": admission.run_id,
-                                                    "admitted_at": admission.admitted_at}).decode(),
-            admission.prune_before if admission is not None else None, not write.durable)
+    return (
+        to_json(write.run).decode(),
+        None if write.doc is None else to_json(write.doc).decode(),
+        write.run["tenant_id"],
+        published.workflow_id if published else None,
+        published.version if published else None,
+        published.doc_hash if published else None,
+        None
+        if admission is None
+        else to_json(
+            {
+                "tenant_id": admission.tenant_id,
+                "app_id": admission.app_id,
+                "run_id": admission.run_id,
+                "admitted_at": admission.admitted_at,
+            }
+        ).decode(),
+        admission.prune_before if admission is not None else None,
+        not write.durable,
+    )
 
 
 async def pg_launch(driver: Any, write: LaunchWrite) -> tuple[bool, int | None]:
@@ -172,41 +195,65 @@ async def pg_launch(driver: Any, write: LaunchWrite) -> tuple[bool, int | None]:
 _SQLITE_PUBLISHED = (
     "SELECT 1 FROM workflows AS w JOIN workflow_versions AS v ON v.tenant_id = w.tenant_id "
     "AND v.workflow_id = w.workflow_id AND v.version = w.published_version "
-    "WHERE w.tenant_id = ? AND w.workflow_id = ? AND w.published_version = ? AND v.doc_hash = ?")
-_SQLITE_DOC = "INSERT INTO workflow_docs (tenant_id, content_hash, doc, created_at) VALUES (?, ?, ?, ?) " \
-              "ON CONFLICT (tenant_id, content_hash) DO NOTHING"
+    "WHERE w.tenant_id = ? AND w.workflow_id = ? AND w.published_version = ? AND v.doc_hash = ?"
+)
+_SQLITE_DOC = (
+    "INSERT INTO workflow_docs (tenant_id, content_hash, doc, created_at) VALUES (?, ?, ?, ?) "
+    "ON CONFLICT (tenant_id, content_hash) DO NOTHING"
+)
 _SQLITE_PRUNE = "DELETE FROM quota_admissions WHERE tenant_id = ? AND admitted_at < ?"
 _SQLITE_ADMIT = "INSERT INTO quota_admissions (tenant_id, app_id, run_id, admitted_at) VALUES (?, ?, ?, ?)"
 
 
-def sqlite_statements(write: LaunchWrite, run_json: tuple[str, ...]) -> tuple[Any, list[tuple[str, tuple[Any, ...]]]]:
+def sqlite_statements(
+    write: LaunchWrite, run_json: tuple[str, ...]
+) -> tuple[Any, list[tuple[str, tuple[Any, ...]]]]:
     """``(the published check or None, the statements)`` of ``write`` for
     :func:`sqlite_launch`; ``run_json``: the ``runs`` columns to encode as JSON text."""
     run, published, admission = write.run, write.published, write.admission
-    check = None if published is None else (
-        _SQLITE_PUBLISHED, (run["tenant_id"], published.workflow_id, published.version, published.doc_hash))
+    check = (
+        None
+        if published is None
+        else (
+            _SQLITE_PUBLISHED,
+            (run["tenant_id"], published.workflow_id, published.version, published.doc_hash),
+        )
+    )
     statements = []
     if write.doc is not None:
         doc = write.doc
-        statements.append((_SQLITE_DOC, (doc["tenant_id"], doc["content_hash"], to_json(doc["doc"]).decode(),
-                                         doc["created_at"])))
+        statements.append(
+            (
+                _SQLITE_DOC,
+                (doc["tenant_id"], doc["content_hash"], to_json(doc["doc"]).decode(), doc["created_at"]),
+            )
+        )
     if admission is not None:
         if admission.prune_before is not None:
             statements.append((_SQLITE_PRUNE, (admission.tenant_id, admission.prune_before)))
-        statements.append((_SQLITE_ADMIT, (admission.tenant_id, admission.app_id, admission.run_id,
-                                           admission.admitted_at)))
+        statements.append(
+            (_SQLITE_ADMIT, (admission.tenant_id, admission.app_id, admission.run_id, admission.admitted_at))
+        )
     names = tuple(run)
-    params = tuple(None if run[n] is None else to_json(run[n]).decode() if n in run_json else run[n] for n in names)
-    statements.append((f"INSERT INTO runs ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})", params))
+    params = tuple(
+        None if run[n] is None else to_json(run[n]).decode() if n in run_json else run[n] for n in names
+    )
+    statements.append(
+        (f"INSERT INTO runs ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})", params)
+    )
     return check, statements
 
 
-def sqlite_launch(db: sqlite3.Connection, check: tuple[str, tuple[Any, ...]] | None,
-                  statements: list[tuple[str, tuple[Any, ...]]]) -> tuple[bool, int | None]:
+def sqlite_launch(
+    db: sqlite3.Connection,
+    check: tuple[str, tuple[Any, ...]] | None,
+    statements: list[tuple[str, tuple[Any, ...]]],
+) -> tuple[bool, int | None]:
     """Runs in aiosqlite's worker thread: ``check`` (a SELECT that must find a row; None:
     none) then ``statements`` in one write transaction; ``(whether the check held, the
     rowid of the admission INSERT or None)``. Nothing is written when the check fails or
     a statement raises (an IntegrityError: the run exists)."""
+
     def body() -> tuple[bool, tuple[bool, int | None]]:
         if check is not None and db.execute(*check).fetchone() is None:
             return False, (False, None)
@@ -230,13 +277,26 @@ async def launch_in(conn: AsyncConnection, write: LaunchWrite, url: str) -> int 
     transaction rolls back with it (``url``: the store's, the key of the remembered versions)."""
     published = write.published
     if published is not None:
-        held = (await conn.execute(
-            sa.select(sa.literal(1)).select_from(_workflows).join(_versions, sa.and_(
-                _versions.c.tenant_id == _workflows.c.tenant_id, _versions.c.workflow_id == _workflows.c.workflow_id,
-                _versions.c.version == _workflows.c.published_version))
-            .where(_workflows.c.tenant_id == write.run["tenant_id"], _workflows.c.workflow_id == published.workflow_id,
-                   _workflows.c.published_version == published.version,
-                   _versions.c.doc_hash == published.doc_hash))).first()
+        held = (
+            await conn.execute(
+                sa.select(sa.literal(1))
+                .select_from(_workflows)
+                .join(
+                    _versions,
+                    sa.and_(
+                        _versions.c.tenant_id == _workflows.c.tenant_id,
+                        _versions.c.workflow_id == _workflows.c.workflow_id,
+                        _versions.c.version == _workflows.c.published_version,
+                    ),
+                )
+                .where(
+                    _workflows.c.tenant_id == write.run["tenant_id"],
+                    _workflows.c.workflow_id == published.workflow_id,
+                    _workflows.c.published_version == published.version,
+                    _versions.c.doc_hash == published.doc_hash,
+                )
+            )
+        ).first()
         if held is None:
             raise write.stale(url)
     if write.doc is not None:
@@ -246,16 +306,33 @@ async def launch_in(conn: AsyncConnection, write: LaunchWrite, url: str) -> int 
             from sqlalchemy.dialects.postgresql import insert
         else:
             from sqlalchemy.dialects.sqlite import insert
-        await conn.execute(insert(_docs).on_conflict_do_nothing(index_elements=[_docs.c.tenant_id,
-                                                                                _docs.c.content_hash]), doc)
+        await conn.execute(
+            insert(_docs).on_conflict_do_nothing(index_elements=[_docs.c.tenant_id, _docs.c.content_hash]),
+            doc,
+        )
     admission_id = None
     admission = write.admission
     if admission is not None:
         if admission.prune_before is not None:
-            await conn.execute(sa.delete(_admissions).where(_admissions.c.tenant_id == admission.tenant_id,
-                                                            _admissions.c.admitted_at < admission.prune_before))
-        admission_id = int((await conn.execute(sa.insert(_admissions).values(
-            tenant_id=admission.tenant_id, app_id=admission.app_id, run_id=admission.run_id,
-            admitted_at=admission.admitted_at).returning(_admissions.c.id))).scalar_one())
+            await conn.execute(
+                sa.delete(_admissions).where(
+                    _admissions.c.tenant_id == admission.tenant_id,
+                    _admissions.c.admitted_at < admission.prune_before,
+                )
+            )
+        admission_id = int(
+            (
+                await conn.execute(
+                    sa.insert(_admissions)
+                    .values(
+                        tenant_id=admission.tenant_id,
+                        app_id=admission.app_id,
+                        run_id=admission.run_id,
+                        admitted_at=admission.admitted_at,
+                    )
+                    .returning(_admissions.c.id)
+                )
+            ).scalar_one()
+        )
     await conn.execute(sa.insert(_runs), write.run)
     return admission_id

@@ -7,7 +7,8 @@ statements (``_sql``)."""
 from __future__ import annotations
 
 import time
-from typing import Any, AsyncContextManager, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any, AsyncContextManager
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -37,23 +38,35 @@ class CommandsAndMessages:
     async def send(self, tenant_id: str, command: RunCommand) -> None:
         """Deliver ``command`` to its run (one INSERT ... SELECT from the tenant's run).
         Raises RunNotFound when the tenant has no such run."""
-        source = sa.select(runs.c.run_id, runs.c.tenant_id, sa.literal(str(command.kind), sa.Text()),
-                           sa.literal(command.reason, sa.Text()),
-                           sa.literal(command.created_at or time.time(), sa.Double())).where(
-            runs.c.run_id == command.run_id, runs.c.tenant_id == tenant_id)
-        stmt = sa.insert(run_commands).from_select(["run_id", "tenant_id", "kind", "reason", "created_at"], source)
+        source = sa.select(
+            runs.c.run_id,
+            runs.c.tenant_id,
+            sa.literal(str(command.kind), sa.Text()),
+            sa.literal(command.reason, sa.Text()),
+            sa.literal(command.created_at or time.time(), sa.Double()),
+        ).where(runs.c.run_id == command.run_id, runs.c.tenant_id == tenant_id)
+        stmt = sa.insert(run_commands).from_select(
+            ["run_id", "tenant_id", "kind", "reason", "created_at"], source
+        )
         async with self._tx() as conn:
             if (await conn.execute(stmt)).rowcount == 0:
                 raise RunNotFound(f"no run {command.run_id} for tenant {tenant_id!r}")
 
     async def poll(self, run_id: str, after_id: int = 0) -> list[RunCommand]:
         """Commands for ``run_id`` with ``id > after_id``, oldest first."""
-        stmt = (sa.select(run_commands).where(run_commands.c.run_id == run_id, run_commands.c.id > after_id)
-                .order_by(run_commands.c.id))
+        stmt = (
+            sa.select(run_commands)
+            .where(run_commands.c.run_id == run_id, run_commands.c.id > after_id)
+            .order_by(run_commands.c.id)
+        )
         async with self._tx() as conn:
             rows = (await conn.execute(stmt)).mappings().all()
-        return [RunCommand(id=r["id"], run_id=r["run_id"], kind=r["kind"], reason=r["reason"],
-                           created_at=r["created_at"]) for r in rows]
+        return [
+            RunCommand(
+                id=r["id"], run_id=r["run_id"], kind=r["kind"], reason=r["reason"], created_at=r["created_at"]
+            )
+            for r in rows
+        ]
 
     # ---------------------------------------------------------------------------- chats
 
@@ -65,10 +78,15 @@ class CommandsAndMessages:
         row = message_row(message)
         row["created_at"] = row["created_at"] or now
         row["updated_at"] = row["updated_at"] or row["created_at"]
-        chat = self._sql.insert(chats).values(tenant_id=message.tenant_id, chat_id=message.chat_id,
-                                              created_at=row["created_at"], updated_at=row["updated_at"])
-        chat = chat.on_conflict_do_update(index_elements=[chats.c.tenant_id, chats.c.chat_id],
-                                          set_={"updated_at": chat.excluded.updated_at})
+        chat = self._sql.insert(chats).values(
+            tenant_id=message.tenant_id,
+            chat_id=message.chat_id,
+            created_at=row["created_at"],
+            updated_at=row["updated_at"],
+        )
+        chat = chat.on_conflict_do_update(
+            index_elements=[chats.c.tenant_id, chats.c.chat_id], set_={"updated_at": chat.excluded.updated_at}
+        )
         async with self._tx() as conn:
             await conn.execute(chat)
             await conn.execute(sa.insert(messages_table), row)
@@ -77,10 +95,13 @@ class CommandsAndMessages:
         """Replace a message's status and parts (``updated_at``: the message's, or now);
         with ``variables``, also merge them into the chat's conversation variables, in the
         same transaction. Raises StoreError when the tenant has no such message."""
-        stmt = (sa.update(messages_table)
-                .where(messages_table.c.tenant_id == message.tenant_id, messages_table.c.id == message.id)
-                .values(status=str(message.status), parts=message.parts,
-                        updated_at=message.updated_at or time.time()))
+        stmt = (
+            sa.update(messages_table)
+            .where(messages_table.c.tenant_id == message.tenant_id, messages_table.c.id == message.id)
+            .values(
+                status=str(message.status), parts=message.parts, updated_at=message.updated_at or time.time()
+            )
+        )
         async with self._tx() as conn:
             if (await conn.execute(stmt)).rowcount == 0:
                 raise StoreError(f"no message {message.id} for tenant {message.tenant_id!r}")
@@ -94,7 +115,9 @@ class CommandsAndMessages:
             row = (await conn.execute(stmt)).one_or_none()
         return dict(row[0] or {}) if row is not None else {}
 
-    async def set_chat_variables(self, tenant_id: str, chat_id: str, values: Mapping[str, Any]) -> dict[str, Any]:
+    async def set_chat_variables(
+        self, tenant_id: str, chat_id: str, values: Mapping[str, Any]
+    ) -> dict[str, Any]:
         """Merge ``values`` into the chat's conversation variables; all it holds now.
         Raises ChatNotFound (also for another tenant's chat)."""
         async with self._tx() as conn:
@@ -105,15 +128,20 @@ class CommandsAndMessages:
 
     async def messages(self, tenant_id: str, chat_id: str, limit: int = 100) -> list[ChatMessage]:
         """The chat's last ``limit`` messages, oldest first (by ``created_at``)."""
-        stmt = (sa.select(messages_table)
-                .where(messages_table.c.tenant_id == tenant_id, messages_table.c.chat_id == chat_id)
-                .order_by(messages_table.c.created_at.desc(), messages_table.c.id.desc()).limit(limit))
+        stmt = (
+            sa.select(messages_table)
+            .where(messages_table.c.tenant_id == tenant_id, messages_table.c.chat_id == chat_id)
+            .order_by(messages_table.c.created_at.desc(), messages_table.c.id.desc())
+            .limit(limit)
+        )
         async with self._tx() as conn:
             rows = (await conn.execute(stmt)).mappings().all()
         return [message_from_row(row) for row in reversed(rows)]
 
 
-async def merge_chat_variables(conn: Any, tenant_id: str, chat_id: str, values: Mapping[str, Any]) -> dict[str, Any] | None:
+async def merge_chat_variables(
+    conn: Any, tenant_id: str, chat_id: str, values: Mapping[str, Any]
+) -> dict[str, Any] | None:
     """Merge ``values`` into the chat's ``variables`` inside the caller's transaction (the
     row is locked first on PostgreSQL, so two turns ending at once do not lose one's
     values); the chat's variables now, or None when the tenant has no such chat."""

@@ -18,7 +18,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sqlalchemy.engine import Connection, URL
+from sqlalchemy.engine import URL, Connection
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from .connect import make_engine, store_errors
@@ -26,8 +26,15 @@ from .connect import make_engine, store_errors
 if TYPE_CHECKING:
     from alembic.config import Config
 
-__all__ = ["MIGRATIONS_DIR", "alembic_config", "current_revision", "downgrade", "head_revision",
-           "migrate_connection", "upgrade"]
+__all__ = [
+    "MIGRATIONS_DIR",
+    "alembic_config",
+    "current_revision",
+    "downgrade",
+    "head_revision",
+    "migrate_connection",
+    "upgrade",
+]
 
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
 
@@ -76,7 +83,11 @@ def declared_head() -> str | None:
             except (ValueError, SyntaxError):
                 return None
         revision, down = found.get("revision"), found.get("down_revision")
-        if not isinstance(revision, str) or not (down is None or isinstance(down, str)) or revision in revisions:
+        if (
+            not isinstance(revision, str)
+            or not (down is None or isinstance(down, str))
+            or revision in revisions
+        ):
             return None
         revisions.add(revision)
         if down is not None:
@@ -117,7 +128,9 @@ def _apply(connection: Connection, rev: str, direction: str) -> None:
         command.downgrade(config, rev)
 
 
-async def migrate_connection(connection: AsyncConnection, rev: str = "head", *, direction: str = "upgrade") -> None:
+async def migrate_connection(
+    connection: AsyncConnection, rev: str = "head", *, direction: str = "upgrade"
+) -> None:
     """Upgrade (or downgrade) the database behind an open connection to ``rev``, committed."""
     async with connection.begin():
         await connection.run_sync(_apply, rev, direction)

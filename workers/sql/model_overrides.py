@@ -10,7 +10,8 @@ models. Rows go with their tenant (``ON DELETE CASCADE``).
 from __future__ import annotations
 
 import time
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -34,24 +35,39 @@ class SqlModelOverrideStore:
     async def overrides(self, tenant_id: str) -> dict[str, dict[str, Any]]:
         """Model name -> its override table, for the tenant."""
         async with self.store._tx() as conn:
-            rows = (await conn.execute(sa.select(overrides_t.c.model, overrides_t.c.override).where(
-                overrides_t.c.tenant_id == tenant_id).order_by(overrides_t.c.model))).all()
+            rows = (
+                await conn.execute(
+                    sa.select(overrides_t.c.model, overrides_t.c.override)
+                    .where(overrides_t.c.tenant_id == tenant_id)
+                    .order_by(overrides_t.c.model)
+                )
+            ).all()
         return {model: dict(table or {}) for model, table in rows}
 
     async def set_override(self, tenant_id: str, model: str, table: Mapping[str, Any]) -> None:
         """Store ``table`` as the tenant's override of ``model`` (replacing any)."""
         now = time.time()
         async with self.store._tx() as conn:
-            await conn.execute(self._insert(tenants_t).on_conflict_do_nothing(index_elements=[tenants_t.c.tenant_id]),
-                               {"tenant_id": tenant_id, "name": tenant_id, "created_at": now})
-            await conn.execute(sa.delete(overrides_t).where(overrides_t.c.tenant_id == tenant_id,
-                                                            overrides_t.c.model == model))
-            await conn.execute(sa.insert(overrides_t), {"tenant_id": tenant_id, "model": model,
-                                                        "override": dict(table), "updated_at": now})
+            await conn.execute(
+                self._insert(tenants_t).on_conflict_do_nothing(index_elements=[tenants_t.c.tenant_id]),
+                {"tenant_id": tenant_id, "name": tenant_id, "created_at": now},
+            )
+            await conn.execute(
+                sa.delete(overrides_t).where(
+                    overrides_t.c.tenant_id == tenant_id, overrides_t.c.model == model
+                )
+            )
+            await conn.execute(
+                sa.insert(overrides_t),
+                {"tenant_id": tenant_id, "model": model, "override": dict(table), "updated_at": now},
+            )
 
     async def delete_override(self, tenant_id: str, model: str) -> bool:
         """Drop the tenant's override of ``model``; False when it had none."""
         async with self.store._tx() as conn:
-            result = await conn.execute(sa.delete(overrides_t).where(overrides_t.c.tenant_id == tenant_id,
-                                                                     overrides_t.c.model == model))
+            result = await conn.execute(
+                sa.delete(overrides_t).where(
+                    overrides_t.c.tenant_id == tenant_id, overrides_t.c.model == model
+                )
+            )
         return bool(result.rowcount)

@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -31,8 +32,15 @@ from ..secret_box import SecretBox, SecretUnreadable, mask
 from .store import SqlStore, dialect_insert
 from .tables import ModelProviderRow, ProviderModelRow, TenantModelDefaultRow, TenantRow
 
-__all__ = ["KEEP", "ModelRecord", "ProviderConflict", "ProviderNotFound", "ProviderRecord", "SqlProviderStore",
-           "TenantModelsSnapshot"]
+__all__ = [
+    "KEEP",
+    "ModelRecord",
+    "ProviderConflict",
+    "ProviderNotFound",
+    "ProviderRecord",
+    "SqlProviderStore",
+    "TenantModelsSnapshot",
+]
 
 providers_t = ModelProviderRow.__table__
 models_t = ProviderModelRow.__table__
@@ -93,9 +101,17 @@ class TenantModelsSnapshot:
 
 
 def _provider(row: Mapping[str, Any], models: list[ModelRecord]) -> ProviderRecord:
-    return ProviderRecord(id=row["provider_id"], name=row["name"], preset=row["preset"], base_url=row["base_url"],
-                          api_key_set=row["api_key_token"] is not None, api_key_masked=row["api_key_mask"],
-                          created_at=row["created_at"], updated_at=row["updated_at"], models=models)
+    return ProviderRecord(
+        id=row["provider_id"],
+        name=row["name"],
+        preset=row["preset"],
+        base_url=row["base_url"],
+        api_key_set=row["api_key_token"] is not None,
+        api_key_masked=row["api_key_mask"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        models=models,
+    )
 
 
 class SqlProviderStore:
@@ -126,13 +142,31 @@ class SqlProviderStore:
     async def list_providers(self, tenant_id: str) -> list[ProviderRecord]:
         """The tenant's providers by id, each with its models by name."""
         async with self.store._tx() as conn:
-            rows = (await conn.execute(sa.select(providers_t).where(providers_t.c.tenant_id == tenant_id)
-                                       .order_by(providers_t.c.provider_id))).mappings().all()
-            model_rows = (await conn.execute(sa.select(models_t).where(models_t.c.tenant_id == tenant_id)
-                                             .order_by(models_t.c.name))).mappings().all()
+            rows = (
+                (
+                    await conn.execute(
+                        sa.select(providers_t)
+                        .where(providers_t.c.tenant_id == tenant_id)
+                        .order_by(providers_t.c.provider_id)
+                    )
+                )
+                .mappings()
+                .all()
+            )
+            model_rows = (
+                (
+                    await conn.execute(
+                        sa.select(models_t).where(models_t.c.tenant_id == tenant_id).order_by(models_t.c.name)
+                    )
+                )
+                .mappings()
+                .all()
+            )
         by_provider: dict[str, list[ModelRecord]] = {}
         for m in model_rows:
-            by_provider.setdefault(m["provider_id"], []).append(ModelRecord(m["name"], m["provider_id"], dict(m["spec"])))
+            by_provider.setdefault(m["provider_id"], []).append(
+                ModelRecord(m["name"], m["provider_id"], dict(m["spec"]))
+            )
         return [_provider(row, by_provider.get(row["provider_id"], [])) for row in rows]
 
     async def get_provider(self, tenant_id: str, provider_id: str) -> ProviderRecord:
@@ -142,20 +176,34 @@ class SqlProviderStore:
                 return record
         raise ProviderNotFound(f"no model provider {provider_id!r}")
 
-    async def create_provider(self, tenant_id: str, provider_id: str, *, name: str, preset: str, base_url: str,
-                              api_key: str | None) -> ProviderRecord:
+    async def create_provider(
+        self, tenant_id: str, provider_id: str, *, name: str, preset: str, base_url: str, api_key: str | None
+    ) -> ProviderRecord:
         """A new provider of the tenant (the tenant row is made when missing).
         Raises ProviderConflict: the id is taken in the tenant."""
         now = time.time()
-        row = {"tenant_id": tenant_id, "provider_id": provider_id, "name": name or provider_id, "preset": preset,
-               "base_url": base_url, **self._key_columns(tenant_id, provider_id, api_key), "settings": None,
-               "created_at": now, "updated_at": now}
+        row = {
+            "tenant_id": tenant_id,
+            "provider_id": provider_id,
+            "name": name or provider_id,
+            "preset": preset,
+            "base_url": base_url,
+            **self._key_columns(tenant_id, provider_id, api_key),
+            "settings": None,
+            "created_at": now,
+            "updated_at": now,
+        }
         async with self.store._tx() as conn:
-            await conn.execute(self._insert(tenants_t).on_conflict_do_nothing(index_elements=[tenants_t.c.tenant_id]),
-                               {"tenant_id": tenant_id, "name": tenant_id, "created_at": now})
+            await conn.execute(
+                self._insert(tenants_t).on_conflict_do_nothing(index_elements=[tenants_t.c.tenant_id]),
+                {"tenant_id": tenant_id, "name": tenant_id, "created_at": now},
+            )
             inserted = await conn.execute(
                 self._insert(providers_t).on_conflict_do_nothing(
-                    index_elements=[providers_t.c.tenant_id, providers_t.c.provider_id]), row)
+                    index_elements=[providers_t.c.tenant_id, providers_t.c.provider_id]
+                ),
+                row,
+            )
         if inserted.rowcount != 1:
             raise ProviderConflict(f"a model provider {provider_id!r} exists already")
         return await self.get_provider(tenant_id, provider_id)
@@ -183,15 +231,24 @@ class SqlProviderStore:
         try:
             owner_tenant, owner_provider, key = json.loads(self.box.decrypt(token))
         except (ValueError, TypeError):
-            raise SecretUnreadable(f"the key of model provider {provider_id!r} is not in the stored form; "
-                                   "set it again") from None
+            raise SecretUnreadable(
+                f"the key of model provider {provider_id!r} is not in the stored form; set it again"
+            ) from None
         if (owner_tenant, owner_provider) != (tenant_id, provider_id):
-            raise SecretUnreadable(f"the stored key of model provider {provider_id!r} belongs to another "
-                                   "provider; set it again")
+            raise SecretUnreadable(
+                f"the stored key of model provider {provider_id!r} belongs to another provider; set it again"
+            )
         return str(key)
 
-    async def update_provider(self, tenant_id: str, provider_id: str, *, name: str | None = None,
-                              base_url: str | None = None, api_key: Any = KEEP) -> ProviderRecord:
+    async def update_provider(
+        self,
+        tenant_id: str,
+        provider_id: str,
+        *,
+        name: str | None = None,
+        base_url: str | None = None,
+        api_key: Any = KEEP,
+    ) -> ProviderRecord:
         """Change a provider; None (``KEEP`` for the key) leaves a field; ``api_key`` ``""``
         or None removes the key. Raises ProviderNotFound."""
         values: dict[str, Any] = {"updated_at": time.time()}
@@ -202,7 +259,9 @@ class SqlProviderStore:
         if api_key is not KEEP:
             values.update(self._key_columns(tenant_id, provider_id, api_key))
         async with self.store._tx() as conn:
-            done = await conn.execute(sa.update(providers_t).where(self._mine(tenant_id, provider_id)).values(**values))
+            done = await conn.execute(
+                sa.update(providers_t).where(self._mine(tenant_id, provider_id)).values(**values)
+            )
         if done.rowcount != 1:
             raise ProviderNotFound(f"no model provider {provider_id!r}")
         return await self.get_provider(tenant_id, provider_id)
@@ -210,13 +269,28 @@ class SqlProviderStore:
     async def delete_provider(self, tenant_id: str, provider_id: str) -> None:
         """Delete the provider, its models and the defaults naming them. Raises ProviderNotFound."""
         async with self.store._tx() as conn:
-            names = (await conn.execute(sa.select(models_t.c.name).where(
-                models_t.c.tenant_id == tenant_id, models_t.c.provider_id == provider_id))).scalars().all()
+            names = (
+                (
+                    await conn.execute(
+                        sa.select(models_t.c.name).where(
+                            models_t.c.tenant_id == tenant_id, models_t.c.provider_id == provider_id
+                        )
+                    )
+                )
+                .scalars()
+                .all()
+            )
             if names:
-                await conn.execute(sa.delete(defaults_t).where(defaults_t.c.tenant_id == tenant_id,
-                                                               defaults_t.c.model.in_(names)))
-            await conn.execute(sa.delete(models_t).where(models_t.c.tenant_id == tenant_id,
-                                                         models_t.c.provider_id == provider_id))
+                await conn.execute(
+                    sa.delete(defaults_t).where(
+                        defaults_t.c.tenant_id == tenant_id, defaults_t.c.model.in_(names)
+                    )
+                )
+            await conn.execute(
+                sa.delete(models_t).where(
+                    models_t.c.tenant_id == tenant_id, models_t.c.provider_id == provider_id
+                )
+            )
             done = await conn.execute(sa.delete(providers_t).where(self._mine(tenant_id, provider_id)))
         if done.rowcount != 1:
             raise ProviderNotFound(f"no model provider {provider_id!r}")
@@ -225,27 +299,44 @@ class SqlProviderStore:
         """The provider's key in plaintext (to call its endpoint), None when it has none.
         Raises ProviderNotFound; SecretUnreadable when the encryption key changed."""
         async with self.store._tx() as conn:
-            token = (await conn.execute(sa.select(providers_t.c.api_key_token).where(
-                self._mine(tenant_id, provider_id)))).first()
+            token = (
+                await conn.execute(
+                    sa.select(providers_t.c.api_key_token).where(self._mine(tenant_id, provider_id))
+                )
+            ).first()
         if token is None:
             raise ProviderNotFound(f"no model provider {provider_id!r}")
         return self._open(tenant_id, provider_id, token[0]) if token[0] is not None else None
 
     # ------------------------------------------------------------------- models
 
-    async def add_model(self, tenant_id: str, provider_id: str, name: str, spec: dict[str, Any]) -> ModelRecord:
+    async def add_model(
+        self, tenant_id: str, provider_id: str, name: str, spec: dict[str, Any]
+    ) -> ModelRecord:
         """A new model of the provider. Raises ProviderNotFound (no such provider),
         ProviderConflict (the tenant has a model of this name, on any provider)."""
         now = time.time()
         async with self.store._tx() as conn:
-            found = (await conn.execute(sa.select(providers_t.c.provider_id).where(
-                self._mine(tenant_id, provider_id)))).first()
+            found = (
+                await conn.execute(
+                    sa.select(providers_t.c.provider_id).where(self._mine(tenant_id, provider_id))
+                )
+            ).first()
             if found is None:
                 raise ProviderNotFound(f"no model provider {provider_id!r}")
             inserted = await conn.execute(
-                self._insert(models_t).on_conflict_do_nothing(index_elements=[models_t.c.tenant_id, models_t.c.name]),
-                {"tenant_id": tenant_id, "name": name, "provider_id": provider_id, "spec": spec,
-                 "created_at": now, "updated_at": now})
+                self._insert(models_t).on_conflict_do_nothing(
+                    index_elements=[models_t.c.tenant_id, models_t.c.name]
+                ),
+                {
+                    "tenant_id": tenant_id,
+                    "name": name,
+                    "provider_id": provider_id,
+                    "spec": spec,
+                    "created_at": now,
+                    "updated_at": now,
+                },
+            )
         if inserted.rowcount != 1:
             raise ProviderConflict(f"a model named {name!r} exists already in this tenant; pick another name")
         return ModelRecord(name, provider_id, spec)
@@ -253,19 +344,37 @@ class SqlProviderStore:
     async def get_model(self, tenant_id: str, provider_id: str, name: str) -> ModelRecord:
         """The provider's model ``name``. Raises ProviderNotFound."""
         async with self.store._tx() as conn:
-            row = (await conn.execute(sa.select(models_t).where(
-                models_t.c.tenant_id == tenant_id, models_t.c.provider_id == provider_id,
-                models_t.c.name == name))).mappings().first()
+            row = (
+                (
+                    await conn.execute(
+                        sa.select(models_t).where(
+                            models_t.c.tenant_id == tenant_id,
+                            models_t.c.provider_id == provider_id,
+                            models_t.c.name == name,
+                        )
+                    )
+                )
+                .mappings()
+                .first()
+            )
         if row is None:
             raise ProviderNotFound(f"no model {name!r} on model provider {provider_id!r}")
         return ModelRecord(row["name"], row["provider_id"], dict(row["spec"]))
 
-    async def replace_model(self, tenant_id: str, provider_id: str, name: str, spec: dict[str, Any]) -> ModelRecord:
+    async def replace_model(
+        self, tenant_id: str, provider_id: str, name: str, spec: dict[str, Any]
+    ) -> ModelRecord:
         """Store ``spec`` as the model's fields. Raises ProviderNotFound."""
         async with self.store._tx() as conn:
-            done = await conn.execute(sa.update(models_t).where(
-                models_t.c.tenant_id == tenant_id, models_t.c.provider_id == provider_id, models_t.c.name == name)
-                .values(spec=spec, updated_at=time.time()))
+            done = await conn.execute(
+                sa.update(models_t)
+                .where(
+                    models_t.c.tenant_id == tenant_id,
+                    models_t.c.provider_id == provider_id,
+                    models_t.c.name == name,
+                )
+                .values(spec=spec, updated_at=time.time())
+            )
         if done.rowcount != 1:
             raise ProviderNotFound(f"no model {name!r} on model provider {provider_id!r}")
         return ModelRecord(name, provider_id, spec)
@@ -273,11 +382,19 @@ class SqlProviderStore:
     async def delete_model(self, tenant_id: str, provider_id: str, name: str) -> None:
         """Delete the model and the defaults naming it. Raises ProviderNotFound."""
         async with self.store._tx() as conn:
-            done = await conn.execute(sa.delete(models_t).where(
-                models_t.c.tenant_id == tenant_id, models_t.c.provider_id == provider_id, models_t.c.name == name))
+            done = await conn.execute(
+                sa.delete(models_t).where(
+                    models_t.c.tenant_id == tenant_id,
+                    models_t.c.provider_id == provider_id,
+                    models_t.c.name == name,
+                )
+            )
             if done.rowcount == 1:
-                await conn.execute(sa.delete(defaults_t).where(defaults_t.c.tenant_id == tenant_id,
-                                                               defaults_t.c.model == name))
+                await conn.execute(
+                    sa.delete(defaults_t).where(
+                        defaults_t.c.tenant_id == tenant_id, defaults_t.c.model == name
+                    )
+                )
         if done.rowcount != 1:
             raise ProviderNotFound(f"no model {name!r} on model provider {provider_id!r}")
 
@@ -286,8 +403,13 @@ class SqlProviderStore:
     async def defaults(self, tenant_id: str) -> dict[str, str]:
         """The tenant's default model per type (``chat``, ``embedding``, ``rerank``) it chose."""
         async with self.store._tx() as conn:
-            rows = (await conn.execute(sa.select(defaults_t.c.type, defaults_t.c.model).where(
-                defaults_t.c.tenant_id == tenant_id))).all()
+            rows = (
+                await conn.execute(
+                    sa.select(defaults_t.c.type, defaults_t.c.model).where(
+                        defaults_t.c.tenant_id == tenant_id
+                    )
+                )
+            ).all()
         return {kind: model for kind, model in rows}
 
     async def set_defaults(self, tenant_id: str, chosen: Mapping[str, str | None]) -> dict[str, str]:
@@ -295,14 +417,21 @@ class SqlProviderStore:
         The caller checks that each name is a model of that type."""
         now = time.time()
         async with self.store._tx() as conn:
-            await conn.execute(self._insert(tenants_t).on_conflict_do_nothing(index_elements=[tenants_t.c.tenant_id]),
-                               {"tenant_id": tenant_id, "name": tenant_id, "created_at": now})
+            await conn.execute(
+                self._insert(tenants_t).on_conflict_do_nothing(index_elements=[tenants_t.c.tenant_id]),
+                {"tenant_id": tenant_id, "name": tenant_id, "created_at": now},
+            )
             for kind, model in chosen.items():
-                await conn.execute(sa.delete(defaults_t).where(defaults_t.c.tenant_id == tenant_id,
-                                                               defaults_t.c.type == kind))
+                await conn.execute(
+                    sa.delete(defaults_t).where(
+                        defaults_t.c.tenant_id == tenant_id, defaults_t.c.type == kind
+                    )
+                )
                 if model:
-                    await conn.execute(sa.insert(defaults_t), {"tenant_id": tenant_id, "type": kind, "model": model,
-                                                               "updated_at": now})
+                    await conn.execute(
+                        sa.insert(defaults_t),
+                        {"tenant_id": tenant_id, "type": kind, "model": model, "updated_at": now},
+                    )
         return await self.defaults(tenant_id)
 
     # ----------------------------------------------------------------- snapshot
@@ -313,15 +442,40 @@ class SqlProviderStore:
         out (its calls then fail as unauthorised, naming the provider) rather than
         failing every run of the tenant."""
         async with self.store._tx() as conn:
-            rows = (await conn.execute(sa.select(providers_t).where(providers_t.c.tenant_id == tenant_id)
-                                       .order_by(providers_t.c.provider_id))).mappings().all()
-            model_rows = (await conn.execute(sa.select(models_t).where(models_t.c.tenant_id == tenant_id)
-                                             .order_by(models_t.c.name))).mappings().all() if rows else []
-            chosen = (await conn.execute(sa.select(defaults_t.c.type, defaults_t.c.model).where(
-                defaults_t.c.tenant_id == tenant_id))).all()
+            rows = (
+                (
+                    await conn.execute(
+                        sa.select(providers_t)
+                        .where(providers_t.c.tenant_id == tenant_id)
+                        .order_by(providers_t.c.provider_id)
+                    )
+                )
+                .mappings()
+                .all()
+            )
+            model_rows = (
+                (
+                    await conn.execute(
+                        sa.select(models_t).where(models_t.c.tenant_id == tenant_id).order_by(models_t.c.name)
+                    )
+                )
+                .mappings()
+                .all()
+                if rows
+                else []
+            )
+            chosen = (
+                await conn.execute(
+                    sa.select(defaults_t.c.type, defaults_t.c.model).where(
+                        defaults_t.c.tenant_id == tenant_id
+                    )
+                )
+            ).all()
         by_provider: dict[str, list[ModelRecord]] = {}
         for m in model_rows:
-            by_provider.setdefault(m["provider_id"], []).append(ModelRecord(m["name"], m["provider_id"], dict(m["spec"])))
+            by_provider.setdefault(m["provider_id"], []).append(
+                ModelRecord(m["name"], m["provider_id"], dict(m["spec"]))
+            )
         keys: dict[str, str] = {}
         for row in rows:
             if row["api_key_token"] is not None:

@@ -34,8 +34,9 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -63,8 +64,9 @@ _LIMITS_CACHE_MAX = 4096
 #: (database URL, tenant) -> when :meth:`SqlQuotaStore.record` last deleted the tenant's old admissions
 _pruned: dict[tuple[str, str], float] = {}
 #: (database URL, tenant, app) -> (time remembered until, tenant's own limits, app's own limits)
-_remembered: OrderedDict[tuple[str, str, str], tuple[float, "QuotaLimits | None", "QuotaLimits | None"]] = (
-    OrderedDict())
+_remembered: OrderedDict[tuple[str, str, str], tuple[float, QuotaLimits | None, QuotaLimits | None]] = (
+    OrderedDict()
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,9 +111,13 @@ class QuotaUsage:
 
 
 def _limits(row: Mapping[str, Any]) -> QuotaLimits:
-    return QuotaLimits(tenant_id=row["tenant_id"], app_id=row["app_id"] or None,
-                       runs_per_minute=row["runs_per_minute"], tokens_per_day=row["tokens_per_day"],
-                       updated_at=row["updated_at"])
+    return QuotaLimits(
+        tenant_id=row["tenant_id"],
+        app_id=row["app_id"] or None,
+        runs_per_minute=row["runs_per_minute"],
+        tokens_per_day=row["tokens_per_day"],
+        updated_at=row["updated_at"],
+    )
 
 
 def _scope(tenant_id: str, app_id: str | None) -> Any:
@@ -138,8 +144,9 @@ class SqlQuotaStore:
         cached = _remembered.get(key)
         if cached is not None and cached[0] > time.monotonic():
             return cached[1], cached[2]
-        stmt = sa.select(limits_table).where(limits_table.c.tenant_id == tenant_id,
-                                             limits_table.c.app_id.in_(("", app_id)))
+        stmt = sa.select(limits_table).where(
+            limits_table.c.tenant_id == tenant_id, limits_table.c.app_id.in_(("", app_id))
+        )
         async with self.store._tx() as conn:
             rows = (await conn.execute(stmt)).mappings().all()
         found = {row["app_id"]: _limits(row) for row in rows}
@@ -158,34 +165,54 @@ class SqlQuotaStore:
 
     async def get(self, tenant_id: str, app_id: str | None = None) -> QuotaLimits | None:
         """The tenant's (``app_id`` None) or the app's own limits; None when none were set."""
-        stmt = sa.select(limits_table).where(limits_table.c.tenant_id == tenant_id,
-                                             limits_table.c.app_id == (app_id or ""))
+        stmt = sa.select(limits_table).where(
+            limits_table.c.tenant_id == tenant_id, limits_table.c.app_id == (app_id or "")
+        )
         async with self.store._tx() as conn:
             row = (await conn.execute(stmt)).mappings().first()
         return _limits(row) if row is not None else None
 
     async def list(self, tenant_id: str) -> list[QuotaLimits]:
         """Every limit the tenant set: its own first, then its apps' by id."""
-        stmt = sa.select(limits_table).where(limits_table.c.tenant_id == tenant_id).order_by(limits_table.c.app_id)
+        stmt = (
+            sa.select(limits_table)
+            .where(limits_table.c.tenant_id == tenant_id)
+            .order_by(limits_table.c.app_id)
+        )
         async with self.store._tx() as conn:
             rows = (await conn.execute(stmt)).mappings().all()
         return [_limits(row) for row in rows]
 
-    async def put(self, tenant_id: str, app_id: str | None, *, runs_per_minute: int | None,
-                  tokens_per_day: int | None) -> QuotaLimits:
+    async def put(
+        self, tenant_id: str, app_id: str | None, *, runs_per_minute: int | None, tokens_per_day: int | None
+    ) -> QuotaLimits:
         """Set (replace) the tenant's or the app's limits; returns them.
         Raises StoreError when the tenant does not exist (foreign key)."""
         now = time.time()
-        values = {"tenant_id": tenant_id, "app_id": app_id or "", "runs_per_minute": runs_per_minute,
-                  "tokens_per_day": tokens_per_day, "updated_at": now}
+        values = {
+            "tenant_id": tenant_id,
+            "app_id": app_id or "",
+            "runs_per_minute": runs_per_minute,
+            "tokens_per_day": tokens_per_day,
+            "updated_at": now,
+        }
         # The dialect is imported for its backend only (PostgreSQL's costs a run's start-up ~50 ms).
         if self.store.backend == "postgresql":
             from sqlalchemy.dialects.postgresql import insert
         else:
             from sqlalchemy.dialects.sqlite import insert
-        stmt = insert(limits_table).values(values).on_conflict_do_update(
-            index_elements=[limits_table.c.tenant_id, limits_table.c.app_id],
-            set_={"runs_per_minute": runs_per_minute, "tokens_per_day": tokens_per_day, "updated_at": now})
+        stmt = (
+            insert(limits_table)
+            .values(values)
+            .on_conflict_do_update(
+                index_elements=[limits_table.c.tenant_id, limits_table.c.app_id],
+                set_={
+                    "runs_per_minute": runs_per_minute,
+                    "tokens_per_day": tokens_per_day,
+                    "updated_at": now,
+                },
+            )
+        )
         self._forget(tenant_id)
         async with self.store._tx() as conn:
             await conn.execute(stmt)
@@ -194,8 +221,9 @@ class SqlQuotaStore:
 
     async def delete(self, tenant_id: str, app_id: str | None) -> bool:
         """Remove the tenant's or the app's own limits (back to the defaults); True when some were set."""
-        stmt = sa.delete(limits_table).where(limits_table.c.tenant_id == tenant_id,
-                                             limits_table.c.app_id == (app_id or ""))
+        stmt = sa.delete(limits_table).where(
+            limits_table.c.tenant_id == tenant_id, limits_table.c.app_id == (app_id or "")
+        )
         self._forget(tenant_id)
         async with self.store._tx() as conn:
             removed = (await conn.execute(stmt)).rowcount > 0
@@ -207,11 +235,23 @@ class SqlQuotaStore:
     async def usage(self, tenant_id: str, app_id: str | None, *, now: float, day_start: float) -> QuotaUsage:
         """What the tenant (``app_id`` None) or the app used (module docstring)."""
         async with self.store._tx() as conn:
-            return QuotaUsage(await self._runs_in_window(conn, tenant_id, app_id, now),
-                              await self._tokens_since(conn, tenant_id, app_id, day_start))
+            return QuotaUsage(
+                await self._runs_in_window(conn, tenant_id, app_id, now),
+                await self._tokens_since(conn, tenant_id, app_id, day_start),
+            )
 
-    async def admit(self, tenant_id: str, app_id: str, run_id: str, checks: Sequence[QuotaCheck], *,
-                    now: float, day_start: float, day_end: float, run: NewRun | None = None) -> int | QuotaRefusal:
+    async def admit(
+        self,
+        tenant_id: str,
+        app_id: str,
+        run_id: str,
+        checks: Sequence[QuotaCheck],
+        *,
+        now: float,
+        day_start: float,
+        day_end: float,
+        run: NewRun | None = None,
+    ) -> int | QuotaRefusal:
         """Admit a start or continuation of ``run_id`` (a run of app ``app_id``) when every
         check holds; returns the admission's id, or the first refusal (nothing stored).
         ``run``: the new run, created in the same transaction (``SqlStore.create_run``'s
@@ -225,19 +265,30 @@ class SqlQuotaStore:
         """
         async with self.store._tx() as conn:
             # Write first: the lock that serialises admissions of this tenant (module docstring).
-            await conn.execute(sa.update(tenants).where(tenants.c.tenant_id == tenant_id)
-                               .values(name=tenants.c.name))
+            await conn.execute(
+                sa.update(tenants).where(tenants.c.tenant_id == tenant_id).values(name=tenants.c.name)
+            )
             for check in checks:
-                refusal = await self._check(conn, tenant_id, check, now=now, day_start=day_start, day_end=day_end)
+                refusal = await self._check(
+                    conn, tenant_id, check, now=now, day_start=day_start, day_end=day_end
+                )
                 if refusal is not None:
                     return refusal
             if run is None:
-                await conn.execute(sa.delete(admissions).where(admissions.c.tenant_id == tenant_id,
-                                                               admissions.c.admitted_at < now - _KEEP_S))
-                result = await conn.execute(sa.insert(admissions).values(
-                    tenant_id=tenant_id, app_id=app_id, run_id=run_id, admitted_at=now).returning(admissions.c.id))
+                await conn.execute(
+                    sa.delete(admissions).where(
+                        admissions.c.tenant_id == tenant_id, admissions.c.admitted_at < now - _KEEP_S
+                    )
+                )
+                result = await conn.execute(
+                    sa.insert(admissions)
+                    .values(tenant_id=tenant_id, app_id=app_id, run_id=run_id, admitted_at=now)
+                    .returning(admissions.c.id)
+                )
                 return int(result.scalar_one())
-            created = await self._create_in(conn, run, AdmissionRow(tenant_id, app_id, run_id, now, now - _KEEP_S))
+            created = await self._create_in(
+                conn, run, AdmissionRow(tenant_id, app_id, run_id, now, now - _KEEP_S)
+            )
         self.store._created(*created[1:])
         return created[0]
 
@@ -254,7 +305,9 @@ class SqlQuotaStore:
         assert admission_id is not None
         return admission_id, write, index
 
-    async def record(self, tenant_id: str, app_id: str, run_id: str, *, now: float, run: NewRun | None = None) -> int:
+    async def record(
+        self, tenant_id: str, app_id: str, run_id: str, *, now: float, run: NewRun | None = None
+    ) -> int:
         """Record an admission that no limit can refuse (no check holds a limit): the INSERT
         alone, without the tenant's lock or any counting, so it is counted should a limit
         be set later; returns its id. Old admissions are deleted at most once a minute per
@@ -265,27 +318,52 @@ class SqlQuotaStore:
             _pruned[(self._url, tenant_id)] = now
         if run is not None:
             admission = AdmissionRow(tenant_id, app_id, run_id, now, now - _KEEP_S if prune else None)
-            admission_id = await self.store.create_run(run.state, owner=run.owner, doc=run.doc,
-                                                       published=run.published, admission=admission,
-                                                       durable=run.durable)
+            admission_id = await self.store.create_run(
+                run.state,
+                owner=run.owner,
+                doc=run.doc,
+                published=run.published,
+                admission=admission,
+                durable=run.durable,
+            )
             assert admission_id is not None
             return admission_id
         if self.store.backend == "sqlite":  # one call in the driver's thread (SqlStore._sqlite_write)
-            statements = [("DELETE FROM quota_admissions WHERE tenant_id = ? AND admitted_at < ?",
-                           (tenant_id, now - _KEEP_S))] if prune else []
-            statements.append(("INSERT INTO quota_admissions (tenant_id, app_id, run_id, admitted_at) "
-                               "VALUES (?, ?, ?, ?)", (tenant_id, app_id, run_id, now)))
+            statements = (
+                [
+                    (
+                        "DELETE FROM quota_admissions WHERE tenant_id = ? AND admitted_at < ?",
+                        (tenant_id, now - _KEEP_S),
+                    )
+                ]
+                if prune
+                else []
+            )
+            statements.append(
+                (
+                    "INSERT INTO quota_admissions (tenant_id, app_id, run_id, admitted_at) "
+                    "VALUES (?, ?, ?, ?)",
+                    (tenant_id, app_id, run_id, now),
+                )
+            )
             return (await self.store._sqlite_write(statements))[-1]
         async with self.store._tx() as conn:
             if prune:
-                await conn.execute(sa.delete(admissions).where(admissions.c.tenant_id == tenant_id,
-                                                               admissions.c.admitted_at < now - _KEEP_S))
-            result = await conn.execute(sa.insert(admissions).values(
-                tenant_id=tenant_id, app_id=app_id, run_id=run_id, admitted_at=now).returning(admissions.c.id))
+                await conn.execute(
+                    sa.delete(admissions).where(
+                        admissions.c.tenant_id == tenant_id, admissions.c.admitted_at < now - _KEEP_S
+                    )
+                )
+            result = await conn.execute(
+                sa.insert(admissions)
+                .values(tenant_id=tenant_id, app_id=app_id, run_id=run_id, admitted_at=now)
+                .returning(admissions.c.id)
+            )
             return int(result.scalar_one())
 
-    async def check_tokens(self, tenant_id: str, checks: Sequence[QuotaCheck], *, now: float, day_start: float,
-                           day_end: float) -> QuotaRefusal | None:
+    async def check_tokens(
+        self, tenant_id: str, checks: Sequence[QuotaCheck], *, now: float, day_start: float, day_end: float
+    ) -> QuotaRefusal | None:
         """The first check whose ``tokens_per_day`` is used up, else None (nothing stored):
         for work that spends tokens without a run (embeddings), refused before it starts."""
         async with self.store._tx() as conn:
@@ -293,22 +371,35 @@ class SqlQuotaStore:
                 if check.tokens_per_day > 0:
                     used = await self._tokens_since(conn, tenant_id, check.app_id, day_start)
                     if used >= check.tokens_per_day:
-                        return QuotaRefusal(check.app_id, "tokens_per_day", check.tokens_per_day, used,
-                                            day_end - now)
+                        return QuotaRefusal(
+                            check.app_id, "tokens_per_day", check.tokens_per_day, used, day_end - now
+                        )
         return None
 
-    async def record_usage(self, tenant_id: str, app_id: str | None, source: str, tokens: int, cost: float, *,
-                           now: float) -> None:
+    async def record_usage(
+        self, tenant_id: str, app_id: str | None, source: str, tokens: int, cost: float, *, now: float
+    ) -> None:
         """Count ``tokens`` spent outside a run (``source``: ``embedding``) in the day of
         the tenant (``app_id`` None) or of the app whose key spent them. Rows older than
         two days are deleted as new ones come in (they no longer count)."""
         if tokens <= 0 and cost <= 0:
             return
         async with self.store._tx() as conn:
-            await conn.execute(sa.delete(usage_rows).where(usage_rows.c.tenant_id == tenant_id,
-                                                           usage_rows.c.used_at < now - _KEEP_S))
-            await conn.execute(sa.insert(usage_rows).values(tenant_id=tenant_id, app_id=app_id or "", source=source,
-                                                            tokens=int(tokens), cost=float(cost), used_at=now))
+            await conn.execute(
+                sa.delete(usage_rows).where(
+                    usage_rows.c.tenant_id == tenant_id, usage_rows.c.used_at < now - _KEEP_S
+                )
+            )
+            await conn.execute(
+                sa.insert(usage_rows).values(
+                    tenant_id=tenant_id,
+                    app_id=app_id or "",
+                    source=source,
+                    tokens=int(tokens),
+                    cost=float(cost),
+                    used_at=now,
+                )
+            )
 
     async def release(self, admission_id: int) -> None:
         """Forget an admission whose run never started (its request was refused after
@@ -316,16 +407,22 @@ class SqlQuotaStore:
         async with self.store._tx() as conn:
             await conn.execute(sa.delete(admissions).where(admissions.c.id == admission_id))
 
-    async def _check(self, conn: Any, tenant_id: str, check: QuotaCheck, *, now: float, day_start: float,
-                     day_end: float) -> QuotaRefusal | None:
+    async def _check(
+        self, conn: Any, tenant_id: str, check: QuotaCheck, *, now: float, day_start: float, day_end: float
+    ) -> QuotaRefusal | None:
         if check.runs_per_minute > 0:
             used = await self._runs_in_window(conn, tenant_id, check.app_id, now)
             if used >= check.runs_per_minute:
                 # The slot frees when the admission at position used - limit (oldest first) leaves the window.
-                oldest = (await conn.execute(
-                    sa.select(admissions.c.admitted_at).where(_scope(tenant_id, check.app_id),
-                                                              admissions.c.admitted_at > now - WINDOW_S)
-                    .order_by(admissions.c.admitted_at).offset(used - check.runs_per_minute).limit(1))).scalar()
+                oldest = (
+                    await conn.execute(
+                        sa.select(admissions.c.admitted_at)
+                        .where(_scope(tenant_id, check.app_id), admissions.c.admitted_at > now - WINDOW_S)
+                        .order_by(admissions.c.admitted_at)
+                        .offset(used - check.runs_per_minute)
+                        .limit(1)
+                    )
+                ).scalar()
                 frees = (oldest if oldest is not None else now) + WINDOW_S
                 return QuotaRefusal(check.app_id, "runs_per_minute", check.runs_per_minute, used, frees - now)
         if check.tokens_per_day > 0:
@@ -335,19 +432,25 @@ class SqlQuotaStore:
         return None
 
     async def _runs_in_window(self, conn: Any, tenant_id: str, app_id: str | None, now: float) -> int:
-        stmt = sa.select(sa.func.count()).select_from(admissions).where(
-            _scope(tenant_id, app_id), admissions.c.admitted_at > now - WINDOW_S)
+        stmt = (
+            sa.select(sa.func.count())
+            .select_from(admissions)
+            .where(_scope(tenant_id, app_id), admissions.c.admitted_at > now - WINDOW_S)
+        )
         return int((await conn.execute(stmt)).scalar_one())
 
     async def _tokens_since(self, conn: Any, tenant_id: str, app_id: str | None, day_start: float) -> int:
-        admitted = sa.select(admissions.c.run_id).where(_scope(tenant_id, app_id),
-                                                        admissions.c.admitted_at >= day_start)
+        admitted = sa.select(admissions.c.run_id).where(
+            _scope(tenant_id, app_id), admissions.c.admitted_at >= day_start
+        )
         stmt = sa.select(sa.func.coalesce(sa.func.sum(runs.c.tokens_in + runs.c.tokens_out), 0)).where(
-            runs.c.tenant_id == tenant_id, runs.c.run_id.in_(admitted))
+            runs.c.tenant_id == tenant_id, runs.c.run_id.in_(admitted)
+        )
         in_runs = int((await conn.execute(stmt)).scalar_one())
         outside = usage_rows.c.tenant_id == tenant_id
         if app_id is not None:
             outside = sa.and_(outside, usage_rows.c.app_id == app_id)
         spent = sa.select(sa.func.coalesce(sa.func.sum(usage_rows.c.tokens), 0)).where(
-            outside, usage_rows.c.used_at >= day_start)
+            outside, usage_rows.c.used_at >= day_start
+        )
         return in_runs + int((await conn.execute(spent)).scalar_one())

@@ -23,7 +23,8 @@ import contextlib
 import sqlite3
 import time
 from collections import OrderedDict
-from typing import Any, AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any
 
 import sqlalchemy as sa
 from pydantic_core import from_json
@@ -37,15 +38,32 @@ from schemas.records import OwnerInfo, RunSummary
 from schemas.run import NodeRun, RunState
 from schemas.types import RunStatus
 
-from .checkpoint import (CheckpointWrite, PostgresCheckpointWriter, SqliteCheckpointWriter, _dumps, _raw_connection,
-                         _sqlite_claim, _sqlite_reads, _sqlite_writes, event_rows, pg_statement)
+from .checkpoint import (
+    CheckpointWrite,
+    PostgresCheckpointWriter,
+    SqliteCheckpointWriter,
+    _dumps,
+    _raw_connection,
+    _sqlite_claim,
+    _sqlite_reads,
+    _sqlite_writes,
+    event_rows,
+    pg_statement,
+)
 from .connect import make_engine, mask_url, normalize_url, store_errors
 from .group import CheckpointJob, GroupCommit
 from .launch import AdmissionRow, LaunchWrite, launch_in, pg_launch, sqlite_launch, sqlite_statements
 from .messages import CommandsAndMessages
 from .migrate import migrate_connection
-from .rows import (ENDED, node_run_from_row, node_run_row, owner_from_row,
-                   run_columns, state_from_row, summary_from_row)
+from .rows import (
+    ENDED,
+    node_run_from_row,
+    node_run_row,
+    owner_from_row,
+    run_columns,
+    state_from_row,
+    summary_from_row,
+)
 from .tables import NodeRunRow, RunEventRow, RunRow, WorkflowDocRow
 
 __all__ = ["SqlStore", "dialect_insert"]
@@ -58,16 +76,42 @@ workflow_docs = WorkflowDocRow.__table__
 #: Runs whose latest-node-run index a store keeps in memory (oldest dropped first).
 _INDEX_LIMIT = 1024
 
-_SUMMARY_COLUMNS = [runs.c[name] for name in (
-    "run_id", "tenant_id", "workflow_id", "workflow_version", "workflow_hash", "status", "chat_id", "user_id",
-    "created_at", "started_at", "finished_at", "waited_s", "tokens_in", "tokens_out", "cost", "usage_estimated",
-    "error",
-    "owner_id", "owner_host", "owner_pid", "lease_until", "interrupts")]
+_SUMMARY_COLUMNS = [
+    runs.c[name]
+    for name in (
+        "run_id",
+        "tenant_id",
+        "workflow_id",
+        "workflow_version",
+        "workflow_hash",
+        "status",
+        "chat_id",
+        "user_id",
+        "created_at",
+        "started_at",
+        "finished_at",
+        "waited_s",
+        "tokens_in",
+        "tokens_out",
+        "cost",
+        "usage_estimated",
+        "error",
+        "owner_id",
+        "owner_host",
+        "owner_pid",
+        "lease_until",
+        "interrupts",
+    )
+]
 #: what a list of runs shows besides: the kind of run (a single node), the user's message
 #: and the inputs (the row's preview, :func:`~workers.sql.rows.summary_from_row`)
-_LIST_COLUMNS = [*_SUMMARY_COLUMNS, runs.c.inputs, runs.c.sys["run_kind"].as_string().label("sys_run_kind"),
-                 runs.c.sys["single_node"].as_string().label("sys_single_node"),
-                 runs.c.sys["query"].as_string().label("sys_query")]
+_LIST_COLUMNS = [
+    *_SUMMARY_COLUMNS,
+    runs.c.inputs,
+    runs.c.sys["run_kind"].as_string().label("sys_run_kind"),
+    runs.c.sys["single_node"].as_string().label("sys_single_node"),
+    runs.c.sys["query"].as_string().label("sys_query"),
+]
 
 
 #: ``runs`` columns a checkpoint writes that are also in an index: left out of the UPDATE
@@ -81,8 +125,22 @@ _DOCS_LIMIT = 4096
 #: ended runs whose rows a store remembers for their first detail read (oldest dropped first)
 _ENDED_LIMIT = 256
 #: the ``runs`` columns only :meth:`SqlStore.create_run` writes
-_CREATED = ("run_id", "tenant_id", "workflow_id", "workflow_version", "workflow_hash", "created_at", "tokens_in",
-            "tokens_out", "cost", "usage_estimated", "owner_id", "owner_host", "owner_pid", "lease_until")
+_CREATED = (
+    "run_id",
+    "tenant_id",
+    "workflow_id",
+    "workflow_version",
+    "workflow_hash",
+    "created_at",
+    "tokens_in",
+    "tokens_out",
+    "cost",
+    "usage_estimated",
+    "owner_id",
+    "owner_host",
+    "owner_pid",
+    "lease_until",
+)
 
 
 class _NodeIndex:
@@ -140,11 +198,18 @@ class _Statements:
         upsert = self.insert(node_runs)
         self.upsert_node_runs = upsert.on_conflict_do_update(
             index_elements=[node_runs.c.run_id, node_runs.c.node_run_id],
-            set_={c.name: upsert.excluded[c.name] for c in node_runs.c if c.name not in ("run_id", "node_run_id")})
+            set_={
+                c.name: upsert.excluded[c.name]
+                for c in node_runs.c
+                if c.name not in ("run_id", "node_run_id")
+            },
+        )
         self.current_index = sa.select(node_runs.c.node_id, node_runs.c.node_run_id, node_runs.c.seq).where(
-            node_runs.c.run_id == sa.bindparam("b_run_id"), node_runs.c.current.is_(sa.true()))
+            node_runs.c.run_id == sa.bindparam("b_run_id"), node_runs.c.current.is_(sa.true())
+        )
         self.append_events = self.insert(run_events).on_conflict_do_nothing(
-            index_elements=[run_events.c.run_id, run_events.c.seq])
+            index_elements=[run_events.c.run_id, run_events.c.seq]
+        )
 
 
 #: JSON columns of ``runs`` and ``node_runs`` (decoded after a raw read)
@@ -161,8 +226,16 @@ def _decoded(row: dict[str, Any], json_columns: Sequence[str]) -> dict[str, Any]
 
 def _ordered_node_runs(rows: Sequence[Any]) -> list[NodeRun]:
     """Node runs of ``rows`` in start order (runs not started yet last)."""
-    ordered = sorted(rows, key=lambda r: (r["started_at"] is None, r["started_at"] or 0.0, r["current"],
-                                          r["seq"], r["node_run_id"]))
+    ordered = sorted(
+        rows,
+        key=lambda r: (
+            r["started_at"] is None,
+            r["started_at"] or 0.0,
+            r["current"],
+            r["seq"],
+            r["node_run_id"],
+        ),
+    )
     return [node_run_from_row(row) for row in ordered]
 
 
@@ -194,13 +267,13 @@ class SqlStore(CommandsAndMessages):
         return f"SqlStore({mask_url(self.url)!r})"
 
     @classmethod
-    def from_url(cls, url: str | URL) -> "SqlStore":
+    def from_url(cls, url: str | URL) -> SqlStore:
         """A store for ``url`` (``sqlite+aiosqlite:///path``, ``postgresql+asyncpg://...``;
         plain ``sqlite://``/``postgresql://`` map to those drivers). Does not connect."""
         return cls(url)
 
     @classmethod
-    async def open(cls, url: str | URL) -> "SqlStore":
+    async def open(cls, url: str | URL) -> SqlStore:
         """A store for ``url`` whose database is created/upgraded to the newest schema."""
         store = cls(url)
         try:
@@ -257,17 +330,20 @@ class SqlStore(CommandsAndMessages):
         if (tenant_id, digest) in self._docs:  # documents are never deleted: stored once is stored
             return digest
         stmt = self._sql.insert(workflow_docs).on_conflict_do_nothing(
-            index_elements=[workflow_docs.c.tenant_id, workflow_docs.c.content_hash])
+            index_elements=[workflow_docs.c.tenant_id, workflow_docs.c.content_hash]
+        )
         async with self._tx() as conn:
-            await conn.execute(stmt, {"tenant_id": tenant_id, "content_hash": digest, "doc": doc,
-                                      "created_at": time.time()})
+            await conn.execute(
+                stmt, {"tenant_id": tenant_id, "content_hash": digest, "doc": doc, "created_at": time.time()}
+            )
         self._keep_doc(tenant_id, digest)
         return digest
 
     async def get_workflow(self, tenant_id: str, content_hash: str) -> dict[str, Any]:
         """The document kept under ``content_hash``. Raises RunNotFound."""
-        stmt = sa.select(workflow_docs.c.doc).where(workflow_docs.c.tenant_id == tenant_id,
-                                                    workflow_docs.c.content_hash == content_hash)
+        stmt = sa.select(workflow_docs.c.doc).where(
+            workflow_docs.c.tenant_id == tenant_id, workflow_docs.c.content_hash == content_hash
+        )
         async with self._tx() as conn:
             doc = (await conn.execute(stmt)).scalar_one_or_none()
         if doc is None:
@@ -276,9 +352,16 @@ class SqlStore(CommandsAndMessages):
 
     # ----------------------------------------------------------------------------- runs
 
-    async def create_run(self, state: RunState, *, owner: OwnerInfo | None = None,
-                         doc: Mapping[str, Any] | None = None, published: Published | None = None,
-                         admission: AdmissionRow | None = None, durable: bool = True) -> int | None:
+    async def create_run(
+        self,
+        state: RunState,
+        *,
+        owner: OwnerInfo | None = None,
+        doc: Mapping[str, Any] | None = None,
+        published: Published | None = None,
+        admission: AdmissionRow | None = None,
+        durable: bool = True,
+    ) -> int | None:
         """Insert a new run (with any node runs it already has) owned by ``owner``, with
         ``doc`` kept under its hash and, in this store only, the quota ``admission`` row,
         in one transaction (:mod:`workers.sql.launch`): one statement on PostgreSQL, one
@@ -298,8 +381,9 @@ class SqlStore(CommandsAndMessages):
                     with store_errors(self.url):
                         driver = (await _raw_connection(await self._connection())).driver_connection
                         if self.backend == "sqlite":
-                            held, admission_id = await driver._execute(sqlite_launch, driver._conn,
-                                                                       *sqlite_statements(write, _RUN_JSON))
+                            held, admission_id = await driver._execute(
+                                sqlite_launch, driver._conn, *sqlite_statements(write, _RUN_JSON)
+                            )
                         elif driver.is_in_transaction():  # the statement would not commit on its own
                             raise StoreError("the connection is inside a transaction")
                         else:
@@ -309,23 +393,39 @@ class SqlStore(CommandsAndMessages):
         except StoreError as error:
             cause = error.__cause__
             if isinstance(cause, (sqlite3.IntegrityError, exc.IntegrityError)) or (
-                    type(cause).__name__ == "UniqueViolationError"):
+                type(cause).__name__ == "UniqueViolationError"
+            ):
                 raise RunExists(f"run {state.run_id} already exists") from None
             raise
         self._created(write, index)
         return admission_id
 
-    def _new_run(self, state: RunState, owner: OwnerInfo | None, doc: Mapping[str, Any] | None,
-                 published: Published | None, admission: AdmissionRow | None,
-                 ) -> tuple[LaunchWrite, _NodeIndex, list[dict[str, Any]]]:
+    def _new_run(
+        self,
+        state: RunState,
+        owner: OwnerInfo | None,
+        doc: Mapping[str, Any] | None,
+        published: Published | None,
+        admission: AdmissionRow | None,
+    ) -> tuple[LaunchWrite, _NodeIndex, list[dict[str, Any]]]:
         """The write of a new run (:meth:`create_run`), its node index and its node-run rows."""
-        row = {"run_id": state.run_id, "tenant_id": state.tenant_id, "workflow_id": state.workflow_id,
-               "workflow_version": state.workflow_version, "workflow_hash": state.workflow_hash,
-               "created_at": time.time(), **run_columns(state)}
+        row = {
+            "run_id": state.run_id,
+            "tenant_id": state.tenant_id,
+            "workflow_id": state.workflow_id,
+            "workflow_version": state.workflow_version,
+            "workflow_hash": state.workflow_hash,
+            "created_at": time.time(),
+            **run_columns(state),
+        }
         row.setdefault("tokens_in", 0), row.setdefault("tokens_out", 0), row.setdefault("cost", 0.0)
         row.setdefault("usage_estimated", False)
-        row.update(owner_id=owner.id if owner else None, owner_host=owner.host if owner else None,
-                   owner_pid=owner.pid if owner else None, lease_until=owner.lease_until if owner else None)
+        row.update(
+            owner_id=owner.id if owner else None,
+            owner_host=owner.host if owner else None,
+            owner_pid=owner.pid if owner else None,
+            lease_until=owner.lease_until if owner else None,
+        )
         index = _NodeIndex()
         index.indexed = tuple(row[name] for name in _INDEXED)
         index.created = {name: row[name] for name in _CREATED}
@@ -333,8 +433,12 @@ class SqlStore(CommandsAndMessages):
         index.apply(current, added)
         doc_row = None
         if doc is not None and (state.tenant_id, state.workflow_hash) not in self._docs:
-            doc_row = {"tenant_id": state.tenant_id, "content_hash": state.workflow_hash, "doc": dict(doc),
-                       "created_at": row["created_at"]}
+            doc_row = {
+                "tenant_id": state.tenant_id,
+                "content_hash": state.workflow_hash,
+                "doc": dict(doc),
+                "created_at": row["created_at"],
+            }
         return LaunchWrite(row, doc_row, published, admission), index, node_rows
 
     def _created(self, write: LaunchWrite, index: _NodeIndex) -> None:
@@ -366,8 +470,15 @@ class SqlStore(CommandsAndMessages):
                 driver = (await _raw_connection(await self._connection())).driver_connection
                 return await driver._execute(_sqlite_reads, driver._conn, queries)
 
-    async def checkpoint(self, state: RunState, delta: CheckpointDelta, *, owner_id: str | None,
-                         events: Sequence[Any] = (), release: bool = False) -> None:
+    async def checkpoint(
+        self,
+        state: RunState,
+        delta: CheckpointDelta,
+        *,
+        owner_id: str | None,
+        events: Sequence[Any] = (),
+        release: bool = False,
+    ) -> None:
         """Commit the run row, the node runs named by ``delta`` and ``events`` (the step's
         durable events; ``node_delta`` ones skipped, seqs already stored ignored) in one
         transaction; with ``release`` the same UPDATE gives the run up (as :meth:`release`).
@@ -396,9 +507,12 @@ class SqlStore(CommandsAndMessages):
         if job.release:
             values.update(_RELEASED)
         write = CheckpointWrite(state.run_id, state.tenant_id, job.owner_id, values)
-        write.node_rows, current, added = self._node_rows(state, index, job.delta.node_ids, job.delta.history_from)
-        write.flips = [(node_id, keep) for node_id, keep in current.items()
-                       if index.current.get(node_id, keep) != keep]
+        write.node_rows, current, added = self._node_rows(
+            state, index, job.delta.node_ids, job.delta.history_from
+        )
+        write.flips = [
+            (node_id, keep) for node_id, keep in current.items() if index.current.get(node_id, keep) != keep
+        ]
         write.events = event_rows(state.tenant_id, state.run_id, job.events)
         return job, write, index, current, added, indexed
 
@@ -406,8 +520,11 @@ class SqlStore(CommandsAndMessages):
         job, write, index, current, added, indexed = built
         state = job.state
         if not matched:
-            job.settle(LeaseLost(f"run {state.run_id} is no longer owned by {job.owner_id}") if job.owner_id is not None
-                       else RunNotFound(f"no run {state.run_id} for tenant {state.tenant_id!r}"))
+            job.settle(
+                LeaseLost(f"run {state.run_id} is no longer owned by {job.owner_id}")
+                if job.owner_id is not None
+                else RunNotFound(f"no run {state.run_id} for tenant {state.tenant_id!r}")
+            )
             return
         index.apply(current, added)
         index.indexed = indexed
@@ -432,16 +549,23 @@ class SqlStore(CommandsAndMessages):
         that failed before it reached the store): the rows are then not the state, and a
         read tells what is stored."""
         if index.history != len(state.history) or any(
-                index.committed.get(node_id) != (run.id, str(run.status), run.finished_at)
-                for node_id, run in state.node_runs.items()):
+            index.committed.get(node_id) != (run.id, str(run.status), run.finished_at)
+            for node_id, run in state.node_runs.items()
+        ):
             return
         row = {**index.created, **run_columns(state), **(_RELEASED if released else {})}
-        rows = [node_run_row(state.run_id, state.tenant_id, run, current=True, position=index.positions[node_id])
-                for node_id, run in state.node_runs.items()]
-        rows += [node_run_row(state.run_id, state.tenant_id, run, current=False, position=position)
-                 for position, run in enumerate(state.history)]
+        rows = [
+            node_run_row(state.run_id, state.tenant_id, run, current=True, position=index.positions[node_id])
+            for node_id, run in state.node_runs.items()
+        ]
+        rows += [
+            node_run_row(state.run_id, state.tenant_id, run, current=False, position=position)
+            for position, run in enumerate(state.history)
+        ]
         for values, names in ((row, _RUN_JSON), *((node_row, _NODE_RUN_JSON) for node_row in rows)):
-            values.update({name: from_json(_dumps(values[name])) for name in names if values[name] is not None})
+            values.update(
+                {name: from_json(_dumps(values[name])) for name in names if values[name] is not None}
+            )
         self._ended[(state.tenant_id, state.run_id)] = (row, rows)
         while len(self._ended) > _ENDED_LIMIT:
             self._ended.popitem(last=False)
@@ -454,7 +578,7 @@ class SqlStore(CommandsAndMessages):
             try:
                 with store_errors(self.url):
                     conn = await self._connection()
-            except Exception as error:  # noqa: BLE001 - every job gets it
+            except Exception as error:
                 for job in batch:
                     job.settle(error)
                 return
@@ -465,14 +589,14 @@ class SqlStore(CommandsAndMessages):
                 try:
                     with store_errors(self.url):
                         built.append(await self._build_write(conn, job))
-                except Exception as error:  # noqa: BLE001 - this job's caller raises it
+                except Exception as error:
                     job.settle(error)
             if not built:
                 return
             try:
                 with store_errors(self.url):
                     matched = await self._writer.write_many(conn, [item[1] for item in built])
-            except Exception as error:  # noqa: BLE001 - retried alone below, or given to the caller
+            except Exception as error:
                 for item in built:  # committed or not: learn the latest runs from the rows next time
                     self._index.pop(item[0].state.run_id, None)
                 if len(built) == 1:
@@ -482,7 +606,7 @@ class SqlStore(CommandsAndMessages):
                     try:
                         with store_errors(self.url):
                             alone = await self._writer.write(conn, item[1])
-                    except Exception as single:  # noqa: BLE001 - this job's caller raises it
+                    except Exception as single:
                         self._index.pop(item[0].state.run_id, None)
                         item[0].settle(single)
                     else:
@@ -491,8 +615,9 @@ class SqlStore(CommandsAndMessages):
             for item, ok in zip(built, matched):
                 self._settle(item, ok)
 
-    def _node_rows(self, state: RunState, index: _NodeIndex, node_ids: Sequence[str],
-                   history_from: int) -> tuple[list[dict[str, Any]], dict[str, str], dict[str, int]]:
+    def _node_rows(
+        self, state: RunState, index: _NodeIndex, node_ids: Sequence[str], history_from: int
+    ) -> tuple[list[dict[str, Any]], dict[str, str], dict[str, int]]:
         """Rows of the current node runs ``node_ids`` and of the history from ``history_from``
         on; with the node run id of each node written and the positions of nodes new to
         ``index`` (left unchanged: :meth:`_NodeIndex.apply` records both once committed)."""
@@ -508,8 +633,11 @@ class SqlStore(CommandsAndMessages):
             current[node_id] = run.id
             rows.append(node_run_row(state.run_id, state.tenant_id, run, current=True, position=position))
         for offset, run in enumerate(state.history[history_from:]):
-            rows.append(node_run_row(state.run_id, state.tenant_id, run, current=False,
-                                     position=history_from + offset))
+            rows.append(
+                node_run_row(
+                    state.run_id, state.tenant_id, run, current=False, position=history_from + offset
+                )
+            )
         return rows, current, added
 
     async def _load_index(self, conn: AsyncConnection, run_id: str) -> _NodeIndex:
@@ -539,21 +667,40 @@ class SqlStore(CommandsAndMessages):
         if self.backend != "sqlite":
             async with self._tx() as conn:
                 return await self._run_rows(conn, tenant_id, run_id)
-        run_rows, node_rows = await self._sqlite_read([
-            ("SELECT * FROM runs WHERE run_id = ? AND tenant_id = ?", (run_id, tenant_id)),
-            ("SELECT * FROM node_runs WHERE run_id = ? AND tenant_id = ?", (run_id, tenant_id))])
+        run_rows, node_rows = await self._sqlite_read(
+            [
+                ("SELECT * FROM runs WHERE run_id = ? AND tenant_id = ?", (run_id, tenant_id)),
+                ("SELECT * FROM node_runs WHERE run_id = ? AND tenant_id = ?", (run_id, tenant_id)),
+            ]
+        )
         if not run_rows:
             raise RunNotFound(f"no run {run_id} for tenant {tenant_id!r}")
         return _decoded(run_rows[0], _RUN_JSON), [_decoded(row, _NODE_RUN_JSON) for row in node_rows]
 
     @staticmethod
     async def _run_rows(conn: AsyncConnection, tenant_id: str, run_id: str) -> tuple[Any, list[Any]]:
-        row = (await conn.execute(sa.select(runs).where(runs.c.run_id == run_id, runs.c.tenant_id == tenant_id))
-               ).mappings().one_or_none()
+        row = (
+            (
+                await conn.execute(
+                    sa.select(runs).where(runs.c.run_id == run_id, runs.c.tenant_id == tenant_id)
+                )
+            )
+            .mappings()
+            .one_or_none()
+        )
         if row is None:
             raise RunNotFound(f"no run {run_id} for tenant {tenant_id!r}")
-        node_rows = (await conn.execute(sa.select(node_runs).where(
-            node_runs.c.run_id == run_id, node_runs.c.tenant_id == tenant_id))).mappings().all()
+        node_rows = (
+            (
+                await conn.execute(
+                    sa.select(node_runs).where(
+                        node_runs.c.run_id == run_id, node_runs.c.tenant_id == tenant_id
+                    )
+                )
+            )
+            .mappings()
+            .all()
+        )
         return row, list(node_rows)
 
     async def load_detail(self, tenant_id: str, run_id: str) -> tuple[RunSummary, RunState, list[NodeRun]]:
@@ -590,8 +737,15 @@ class SqlStore(CommandsAndMessages):
             raise RunNotFound(f"no run {run_id} for tenant {tenant_id!r}")
         return summary_from_row(row)
 
-    async def list_runs(self, tenant_id: str, *, status: RunStatus | None = None, workflow_id: str | None = None,
-                        chat_id: str | None = None, limit: int = 50) -> list[RunSummary]:
+    async def list_runs(
+        self,
+        tenant_id: str,
+        *,
+        status: RunStatus | None = None,
+        workflow_id: str | None = None,
+        chat_id: str | None = None,
+        limit: int = 50,
+    ) -> list[RunSummary]:
         """The tenant's runs, newest first, optionally filtered by status, workflow or chat."""
         stmt = sa.select(*_LIST_COLUMNS).where(runs.c.tenant_id == tenant_id)
         if status is not None:
@@ -608,8 +762,11 @@ class SqlStore(CommandsAndMessages):
     async def count_unended(self) -> dict[str, int]:
         """Runs of every tenant ``pending``/``running``/``paused``, by status (status -> count)."""
         unended = (RunStatus.pending.value, RunStatus.running.value, RunStatus.paused.value)
-        stmt = (sa.select(runs.c.status, sa.func.count()).where(runs.c.status.in_(unended))
-                .group_by(runs.c.status))
+        stmt = (
+            sa.select(runs.c.status, sa.func.count())
+            .where(runs.c.status.in_(unended))
+            .group_by(runs.c.status)
+        )
         async with self._tx() as conn:
             rows = (await conn.execute(stmt)).all()
         return {str(status): int(count) for status, count in rows}
@@ -618,9 +775,12 @@ class SqlStore(CommandsAndMessages):
         """Runs of every tenant that are ``pending``/``running`` and unheld, with an expired
         lease, or held by a process of ``host``; oldest first (``ix_runs_status_lease``)."""
         unheld = runs.c.owner_id.is_(None) | (runs.c.lease_until < now) | (runs.c.owner_host == host)
-        stmt = (sa.select(*_SUMMARY_COLUMNS)
-                .where(runs.c.status.in_((RunStatus.pending.value, RunStatus.running.value)), unheld)
-                .order_by(runs.c.created_at, runs.c.run_id).limit(limit))
+        stmt = (
+            sa.select(*_SUMMARY_COLUMNS)
+            .where(runs.c.status.in_((RunStatus.pending.value, RunStatus.running.value)), unheld)
+            .order_by(runs.c.created_at, runs.c.run_id)
+            .limit(limit)
+        )
         async with self._tx() as conn:
             rows = (await conn.execute(stmt)).mappings().all()
         return [summary_from_row(row) for row in rows]
@@ -635,14 +795,17 @@ class SqlStore(CommandsAndMessages):
 
     # --------------------------------------------------------------------------- leases
 
-    async def claim(self, tenant_id: str, run_id: str, owner: OwnerInfo, *, take_from: str | None = None) -> None:
+    async def claim(
+        self, tenant_id: str, run_id: str, owner: OwnerInfo, *, take_from: str | None = None
+    ) -> None:
         """Become the run's owner until ``owner.lease_until`` with one conditional UPDATE:
         allowed when nobody owns it, the lease expired, ``owner.id`` owns it already, or the
         owner is ``take_from``. Raises RunOwned (``.owner``: the current owner), RunNotFound."""
         await self._claim(tenant_id, run_id, owner, take_from, load=False)
 
-    async def claim_and_load(self, tenant_id: str, run_id: str, owner: OwnerInfo, *,
-                             take_from: str | None = None) -> RunState:
+    async def claim_and_load(
+        self, tenant_id: str, run_id: str, owner: OwnerInfo, *, take_from: str | None = None
+    ) -> RunState:
         """:meth:`claim`, then the run's state as :meth:`load_run` reads it, in the same
         transaction (so the state is the one the new owner continues). Same errors as :meth:`claim`."""
         loaded = await self._claim(tenant_id, run_id, owner, take_from, load=True)
@@ -654,14 +817,34 @@ class SqlStore(CommandsAndMessages):
         when it is not (nothing changed). A pending run has never been checkpointed (the
         first checkpoint records it running), so its stored state is still the one created."""
         if self.backend == "sqlite":
-            (count,) = await self._sqlite_write([(
-                "UPDATE runs SET owner_id = ?, owner_host = ?, owner_pid = ?, lease_until = ? "
-                "WHERE run_id = ? AND tenant_id = ? AND status = ? AND owner_id IS NULL",
-                (owner.id, owner.host, owner.pid, owner.lease_until, run_id, tenant_id, RunStatus.pending.value))])
+            (count,) = await self._sqlite_write(
+                [
+                    (
+                        "UPDATE runs SET owner_id = ?, owner_host = ?, owner_pid = ?, lease_until = ? "
+                        "WHERE run_id = ? AND tenant_id = ? AND status = ? AND owner_id IS NULL",
+                        (
+                            owner.id,
+                            owner.host,
+                            owner.pid,
+                            owner.lease_until,
+                            run_id,
+                            tenant_id,
+                            RunStatus.pending.value,
+                        ),
+                    )
+                ]
+            )
             return count == 1
-        status = await self._pg("UPDATE runs SET owner_id = $1, owner_host = $2, owner_pid = $3, lease_until = $4 "
-                                "WHERE run_id = $5 AND tenant_id = $6 AND status = 'pending' AND owner_id IS NULL",
-                                owner.id, owner.host, owner.pid, owner.lease_until, run_id, tenant_id)
+        status = await self._pg(
+            "UPDATE runs SET owner_id = $1, owner_host = $2, owner_pid = $3, lease_until = $4 "
+            "WHERE run_id = $5 AND tenant_id = $6 AND status = 'pending' AND owner_id IS NULL",
+            owner.id,
+            owner.host,
+            owner.pid,
+            owner.lease_until,
+            run_id,
+            tenant_id,
+        )
         return status == "UPDATE 1"
 
     async def _pg(self, sql: str, *args: Any) -> str:
@@ -670,39 +853,79 @@ class SqlStore(CommandsAndMessages):
             with store_errors(self.url):
                 return await pg_statement(await self._connection(), sql, *args)
 
-    async def _claim(self, tenant_id: str, run_id: str, owner: OwnerInfo, take_from: str | None, *,
-                     load: bool) -> tuple[Any, list[Any]] | None:
+    async def _claim(
+        self, tenant_id: str, run_id: str, owner: OwnerInfo, take_from: str | None, *, load: bool
+    ) -> tuple[Any, list[Any]] | None:
         if self.backend == "sqlite":
             return await self._sqlite_claim(tenant_id, run_id, owner, take_from, load=load)
-        allowed = runs.c.owner_id.is_(None) | (runs.c.lease_until < time.time()) | (runs.c.owner_id == owner.id)
+        allowed = (
+            runs.c.owner_id.is_(None) | (runs.c.lease_until < time.time()) | (runs.c.owner_id == owner.id)
+        )
         if take_from is not None:
             allowed = allowed | (runs.c.owner_id == take_from)
-        stmt = (sa.update(runs).where(runs.c.run_id == run_id, runs.c.tenant_id == tenant_id, allowed)
-                .values(owner_id=owner.id, owner_host=owner.host, owner_pid=owner.pid, lease_until=owner.lease_until))
+        stmt = (
+            sa.update(runs)
+            .where(runs.c.run_id == run_id, runs.c.tenant_id == tenant_id, allowed)
+            .values(
+                owner_id=owner.id, owner_host=owner.host, owner_pid=owner.pid, lease_until=owner.lease_until
+            )
+        )
         async with self._tx() as conn:
             if (await conn.execute(stmt)).rowcount == 1:
                 self._index.pop(run_id, None)  # another owner may have written since this store did
                 return await self._run_rows(conn, tenant_id, run_id) if load else None
-            row = (await conn.execute(sa.select(runs.c.owner_id, runs.c.owner_host, runs.c.owner_pid,
-                                                runs.c.lease_until).where(
-                runs.c.run_id == run_id, runs.c.tenant_id == tenant_id))).mappings().one_or_none()
+            row = (
+                (
+                    await conn.execute(
+                        sa.select(
+                            runs.c.owner_id, runs.c.owner_host, runs.c.owner_pid, runs.c.lease_until
+                        ).where(runs.c.run_id == run_id, runs.c.tenant_id == tenant_id)
+                    )
+                )
+                .mappings()
+                .one_or_none()
+            )
         raise self._owned_error(tenant_id, run_id, row)
 
-    async def _sqlite_claim(self, tenant_id: str, run_id: str, owner: OwnerInfo, take_from: str | None, *,
-                            load: bool) -> tuple[Any, list[Any]] | None:
+    async def _sqlite_claim(
+        self, tenant_id: str, run_id: str, owner: OwnerInfo, take_from: str | None, *, load: bool
+    ) -> tuple[Any, list[Any]] | None:
         """:meth:`_claim` on SQLite: the UPDATE and the reads of the run's rows in one
         transaction in one call in aiosqlite's worker thread (a queued run's claim is one
         hand-off, not one per statement and cursor step)."""
-        allowed = "owner_id IS NULL OR lease_until < ? OR owner_id = ?" + (" OR owner_id = ?" if take_from else "")
-        params = (owner.id, owner.host, owner.pid, owner.lease_until, run_id, tenant_id, time.time(), owner.id,
-                  *((take_from,) if take_from else ()))
-        update = ("UPDATE runs SET owner_id = ?, owner_host = ?, owner_pid = ?, lease_until = ? "
-                  f"WHERE run_id = ? AND tenant_id = ? AND ({allowed})", params)
+        allowed = "owner_id IS NULL OR lease_until < ? OR owner_id = ?" + (
+            " OR owner_id = ?" if take_from else ""
+        )
+        params = (
+            owner.id,
+            owner.host,
+            owner.pid,
+            owner.lease_until,
+            run_id,
+            tenant_id,
+            time.time(),
+            owner.id,
+            *((take_from,) if take_from else ()),
+        )
+        update = (
+            "UPDATE runs SET owner_id = ?, owner_host = ?, owner_pid = ?, lease_until = ? "
+            f"WHERE run_id = ? AND tenant_id = ? AND ({allowed})",
+            params,
+        )
         key = (run_id, tenant_id)
-        reads = [("SELECT * FROM runs WHERE run_id = ? AND tenant_id = ?", key),
-                 ("SELECT * FROM node_runs WHERE run_id = ? AND tenant_id = ?", key)] if load else []
-        owner_read = ("SELECT owner_id, owner_host, owner_pid, lease_until FROM runs "
-                      "WHERE run_id = ? AND tenant_id = ?", key)
+        reads = (
+            [
+                ("SELECT * FROM runs WHERE run_id = ? AND tenant_id = ?", key),
+                ("SELECT * FROM node_runs WHERE run_id = ? AND tenant_id = ?", key),
+            ]
+            if load
+            else []
+        )
+        owner_read = (
+            "SELECT owner_id, owner_host, owner_pid, lease_until FROM runs "
+            "WHERE run_id = ? AND tenant_id = ?",
+            key,
+        )
         async with self._lock:
             with store_errors(self.url):
                 driver = (await _raw_connection(await self._connection())).driver_connection
@@ -722,13 +945,19 @@ class SqlStore(CommandsAndMessages):
         current = owner_from_row(row)
         assert current is not None
         until = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(current.lease_until))
-        return RunOwned(f"run {run_id} is owned by {current.id} (host {current.host or '?'}, pid {current.pid}) "
-                        f"until {until} ({current.lease_until - time.time():.0f}s from now)", current)
+        return RunOwned(
+            f"run {run_id} is owned by {current.id} (host {current.host or '?'}, pid {current.pid}) "
+            f"until {until} ({current.lease_until - time.time():.0f}s from now)",
+            current,
+        )
 
     async def renew(self, run_id: str, owner_id: str, lease_until: float) -> None:
         """Extend the lease to ``lease_until``. Raises LeaseLost when ``owner_id`` no longer owns the run."""
-        stmt = sa.update(runs).where(runs.c.run_id == run_id, runs.c.owner_id == owner_id).values(
-            lease_until=lease_until)
+        stmt = (
+            sa.update(runs)
+            .where(runs.c.run_id == run_id, runs.c.owner_id == owner_id)
+            .values(lease_until=lease_until)
+        )
         async with self._tx() as conn:
             if (await conn.execute(stmt)).rowcount == 0:
                 raise LeaseLost(f"run {run_id} is no longer owned by {owner_id}")
@@ -746,8 +975,9 @@ class SqlStore(CommandsAndMessages):
         how many runs were deleted."""
         for key in [key for key in self._ended if key[0] == tenant_id]:
             del self._ended[key]
-        stmt = sa.delete(runs).where(runs.c.tenant_id == tenant_id, runs.c.status.in_(ENDED),
-                                     runs.c.finished_at < finished_before)
+        stmt = sa.delete(runs).where(
+            runs.c.tenant_id == tenant_id, runs.c.status.in_(ENDED), runs.c.finished_at < finished_before
+        )
         async with self._tx() as conn:
             return (await conn.execute(stmt)).rowcount
 
@@ -762,11 +992,19 @@ class SqlStore(CommandsAndMessages):
         async with self._tx() as conn:
             await conn.execute(self._sql.append_events, rows)
 
-    async def read(self, tenant_id: str, run_id: str, after_seq: int = 0, limit: int = 1000) -> list[dict[str, Any]]:
+    async def read(
+        self, tenant_id: str, run_id: str, after_seq: int = 0, limit: int = 1000
+    ) -> list[dict[str, Any]]:
         """Events with ``seq > after_seq`` as JSON objects, oldest first (at most ``limit``)."""
-        stmt = (sa.select(run_events.c.payload)
-                .where(run_events.c.run_id == run_id, run_events.c.tenant_id == tenant_id,
-                       run_events.c.seq > after_seq)
-                .order_by(run_events.c.seq).limit(limit))
+        stmt = (
+            sa.select(run_events.c.payload)
+            .where(
+                run_events.c.run_id == run_id,
+                run_events.c.tenant_id == tenant_id,
+                run_events.c.seq > after_seq,
+            )
+            .order_by(run_events.c.seq)
+            .limit(limit)
+        )
         async with self._tx() as conn:
             return list((await conn.execute(stmt)).scalars().all())

@@ -195,7 +195,9 @@ class MessageRow(_Table, table=True):
 
     __tablename__ = "messages"
     __table_args__ = (
-        sa.ForeignKeyConstraint(["tenant_id", "chat_id"], ["chats.tenant_id", "chats.chat_id"], ondelete="CASCADE"),
+        sa.ForeignKeyConstraint(
+            ["tenant_id", "chat_id"], ["chats.tenant_id", "chats.chat_id"], ondelete="CASCADE"
+        ),
         sa.Index("ix_messages_tenant_chat_created", "tenant_id", "chat_id", "created_at"),
     )
 
@@ -265,8 +267,9 @@ class WorkflowVersionRow(_Table, table=True):
 
     __tablename__ = "workflow_versions"
     __table_args__ = (
-        sa.ForeignKeyConstraint(["tenant_id", "workflow_id"], ["workflows.tenant_id", "workflows.workflow_id"],
-                                ondelete="CASCADE"),
+        sa.ForeignKeyConstraint(
+            ["tenant_id", "workflow_id"], ["workflows.tenant_id", "workflows.workflow_id"], ondelete="CASCADE"
+        ),
     )
 
     tenant_id: str = Field(sa_type=Text, primary_key=True)
@@ -370,8 +373,11 @@ class ProviderModelRow(_Table, table=True):
 
     __tablename__ = "provider_models"
     __table_args__ = (
-        sa.ForeignKeyConstraint(["tenant_id", "provider_id"],
-                                ["model_providers.tenant_id", "model_providers.provider_id"], ondelete="CASCADE"),
+        sa.ForeignKeyConstraint(
+            ["tenant_id", "provider_id"],
+            ["model_providers.tenant_id", "model_providers.provider_id"],
+            ondelete="CASCADE",
+        ),
         sa.Index("ix_provider_models_tenant_provider", "tenant_id", "provider_id"),
     )
 

@@ -22,7 +22,8 @@ or delete through this process forgets it at once.
 from __future__ import annotations
 
 import time
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import sqlalchemy as sa
 from pydantic_core import from_json
@@ -41,25 +42,42 @@ workflows = WorkflowRow.__table__
 versions = WorkflowVersionRow.__table__
 docs = WorkflowDocRow.__table__
 
-_VERSION_COLUMNS = [versions.c[n] for n in ("tenant_id", "workflow_id", "version", "doc_hash", "note", "created_at")]
+_VERSION_COLUMNS = [
+    versions.c[n] for n in ("tenant_id", "workflow_id", "version", "doc_hash", "note", "created_at")
+]
 #: :meth:`SqlWorkflowStore.published` on SQLite, as plain SQL (parameters: tenant, workflow)
 _PUBLISHED_SQL = (
     "SELECT w.published_version, v.tenant_id, v.workflow_id, v.version, v.doc_hash, v.note, v.created_at, d.doc "
     "FROM workflows AS w LEFT OUTER JOIN workflow_versions AS v ON v.tenant_id = w.tenant_id "
     "AND v.workflow_id = w.workflow_id AND v.version = w.published_version "
     "LEFT OUTER JOIN workflow_docs AS d ON d.tenant_id = v.tenant_id AND d.content_hash = v.doc_hash "
-    "WHERE w.tenant_id = ? AND w.workflow_id = ?")
+    "WHERE w.tenant_id = ? AND w.workflow_id = ?"
+)
 
 
 def _record(row: Mapping[str, Any]) -> WorkflowRecord:
-    return WorkflowRecord(tenant_id=row["tenant_id"], id=row["workflow_id"], name=row["name"], draft=row["draft"],
-                          draft_version=row["draft_version"], published_version=row["published_version"],
-                          created_at=row["created_at"], updated_at=row["updated_at"])
+    return WorkflowRecord(
+        tenant_id=row["tenant_id"],
+        id=row["workflow_id"],
+        name=row["name"],
+        draft=row["draft"],
+        draft_version=row["draft_version"],
+        published_version=row["published_version"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+    )
 
 
 def _version(row: Mapping[str, Any], doc: dict[str, Any] | None = None) -> WorkflowVersion:
-    return WorkflowVersion(tenant_id=row["tenant_id"], workflow_id=row["workflow_id"], version=row["version"],
-                           doc_hash=row["doc_hash"], note=row["note"], created_at=row["created_at"], doc=doc)
+    return WorkflowVersion(
+        tenant_id=row["tenant_id"],
+        workflow_id=row["workflow_id"],
+        version=row["version"],
+        doc_hash=row["doc_hash"],
+        note=row["note"],
+        created_at=row["created_at"],
+        doc=doc,
+    )
 
 
 def _name(doc: Mapping[str, Any]) -> str:
@@ -82,10 +100,19 @@ class SqlWorkflowStore:
     async def create(self, tenant_id: str, doc: Mapping[str, Any]) -> WorkflowRecord:
         """Save ``doc`` as the draft (version 1) of workflow ``doc["id"]``. Raises WorkflowExists."""
         now = time.time()
-        row = {"tenant_id": tenant_id, "workflow_id": str(doc["id"]), "name": _name(doc), "draft": dict(doc),
-               "draft_version": 1, "published_version": None, "created_at": now, "updated_at": now}
-        stmt = self._insert(workflows).on_conflict_do_nothing(index_elements=[workflows.c.tenant_id,
-                                                                              workflows.c.workflow_id])
+        row = {
+            "tenant_id": tenant_id,
+            "workflow_id": str(doc["id"]),
+            "name": _name(doc),
+            "draft": dict(doc),
+            "draft_version": 1,
+            "published_version": None,
+            "created_at": now,
+            "updated_at": now,
+        }
+        stmt = self._insert(workflows).on_conflict_do_nothing(
+            index_elements=[workflows.c.tenant_id, workflows.c.workflow_id]
+        )
         async with self.store._tx() as conn:
             if (await conn.execute(stmt, row)).rowcount != 1:
                 raise WorkflowExists(f"workflow {row['workflow_id']!r} already exists")
@@ -93,7 +120,9 @@ class SqlWorkflowStore:
 
     async def list(self, tenant_id: str, workflow_id: str | None = None) -> list[WorkflowRecord]:
         """The tenant's workflows (only ``workflow_id`` when given), by id."""
-        stmt = sa.select(workflows).where(workflows.c.tenant_id == tenant_id).order_by(workflows.c.workflow_id)
+        stmt = (
+            sa.select(workflows).where(workflows.c.tenant_id == tenant_id).order_by(workflows.c.workflow_id)
+        )
         if workflow_id is not None:
             stmt = stmt.where(workflows.c.workflow_id == workflow_id)
         async with self.store._tx() as conn:
@@ -103,72 +132,117 @@ class SqlWorkflowStore:
     async def get(self, tenant_id: str, workflow_id: str) -> WorkflowRecord:
         """The workflow with its draft. Raises WorkflowNotFound."""
         async with self.store._tx() as conn:
-            row = (await conn.execute(sa.select(workflows).where(self._mine(tenant_id, workflow_id)))).mappings().first()
+            row = (
+                (await conn.execute(sa.select(workflows).where(self._mine(tenant_id, workflow_id))))
+                .mappings()
+                .first()
+            )
         if row is None:
             raise WorkflowNotFound(f"no workflow {workflow_id!r}")
         return _record(row)
 
-    async def update_draft(self, tenant_id: str, workflow_id: str, doc: Mapping[str, Any],
-                           draft_version: int) -> WorkflowRecord:
+    async def update_draft(
+        self, tenant_id: str, workflow_id: str, doc: Mapping[str, Any], draft_version: int
+    ) -> WorkflowRecord:
         """Replace the draft when its version is still ``draft_version`` (then one more).
         Raises WorkflowNotFound, StaleVersion."""
         mine = self._mine(tenant_id, workflow_id)
         async with self.store._tx() as conn:
-            changed = (await conn.execute(
-                sa.update(workflows).where(mine, workflows.c.draft_version == draft_version)
-                .values(draft=dict(doc), name=_name(doc), draft_version=draft_version + 1,
-                        updated_at=time.time()))).rowcount
+            changed = (
+                await conn.execute(
+                    sa.update(workflows)
+                    .where(mine, workflows.c.draft_version == draft_version)
+                    .values(
+                        draft=dict(doc),
+                        name=_name(doc),
+                        draft_version=draft_version + 1,
+                        updated_at=time.time(),
+                    )
+                )
+            ).rowcount
             row = (await conn.execute(sa.select(workflows).where(mine))).mappings().first()
         if row is None:
             raise WorkflowNotFound(f"no workflow {workflow_id!r}")
         if changed != 1:
-            raise StaleVersion(f"the draft of {workflow_id!r} is at version {row['draft_version']}, not "
-                               f"{draft_version}: reload it and apply the change again", row["draft_version"])
+            raise StaleVersion(
+                f"the draft of {workflow_id!r} is at version {row['draft_version']}, not "
+                f"{draft_version}: reload it and apply the change again",
+                row["draft_version"],
+            )
         return _record(row)
 
     async def delete(self, tenant_id: str, workflow_id: str) -> None:
         """Delete the workflow and its versions (runs stay). Raises WorkflowNotFound."""
         launch.forget(self.store._url, tenant_id, workflow_id)
         async with self.store._tx() as conn:
-            await conn.execute(sa.delete(versions).where(versions.c.tenant_id == tenant_id,
-                                                         versions.c.workflow_id == workflow_id))
-            gone = (await conn.execute(sa.delete(workflows).where(self._mine(tenant_id, workflow_id)))).rowcount
+            await conn.execute(
+                sa.delete(versions).where(
+                    versions.c.tenant_id == tenant_id, versions.c.workflow_id == workflow_id
+                )
+            )
+            gone = (
+                await conn.execute(sa.delete(workflows).where(self._mine(tenant_id, workflow_id)))
+            ).rowcount
         if gone != 1:
             raise WorkflowNotFound(f"no workflow {workflow_id!r}")
 
-    async def publish(self, tenant_id: str, workflow_id: str, doc: Mapping[str, Any], note: str = "") -> WorkflowVersion:
+    async def publish(
+        self, tenant_id: str, workflow_id: str, doc: Mapping[str, Any], note: str = ""
+    ) -> WorkflowVersion:
         """Keep ``doc`` as the next version and make it the published one. Raises WorkflowNotFound."""
         digest, now = content_hash(doc), time.time()
         launch.forget(self.store._url, tenant_id, workflow_id)
-        keep_doc = self._insert(docs).on_conflict_do_nothing(index_elements=[docs.c.tenant_id, docs.c.content_hash])
-        last = sa.select(sa.func.max(versions.c.version)).where(versions.c.tenant_id == tenant_id,
-                                                                versions.c.workflow_id == workflow_id)
+        keep_doc = self._insert(docs).on_conflict_do_nothing(
+            index_elements=[docs.c.tenant_id, docs.c.content_hash]
+        )
+        last = sa.select(sa.func.max(versions.c.version)).where(
+            versions.c.tenant_id == tenant_id, versions.c.workflow_id == workflow_id
+        )
         async with self.store._tx() as conn:
-            exists = (await conn.execute(sa.select(workflows.c.workflow_id)
-                                         .where(self._mine(tenant_id, workflow_id)))).first()
+            exists = (
+                await conn.execute(
+                    sa.select(workflows.c.workflow_id).where(self._mine(tenant_id, workflow_id))
+                )
+            ).first()
             if exists is None:
                 raise WorkflowNotFound(f"no workflow {workflow_id!r}")
             number = ((await conn.execute(last)).scalar_one_or_none() or 0) + 1
-            await conn.execute(keep_doc, {"tenant_id": tenant_id, "content_hash": digest, "doc": dict(doc),
-                                          "created_at": now})
-            row = {"tenant_id": tenant_id, "workflow_id": workflow_id, "version": number, "doc_hash": digest,
-                   "note": note, "created_at": now}
+            await conn.execute(
+                keep_doc,
+                {"tenant_id": tenant_id, "content_hash": digest, "doc": dict(doc), "created_at": now},
+            )
+            row = {
+                "tenant_id": tenant_id,
+                "workflow_id": workflow_id,
+                "version": number,
+                "doc_hash": digest,
+                "note": note,
+                "created_at": now,
+            }
             await conn.execute(sa.insert(versions), row)
-            await conn.execute(sa.update(workflows).where(self._mine(tenant_id, workflow_id))
-                               .values(published_version=number, updated_at=now))
+            await conn.execute(
+                sa.update(workflows)
+                .where(self._mine(tenant_id, workflow_id))
+                .values(published_version=number, updated_at=now)
+            )
         launch.forget(self.store._url, tenant_id, workflow_id)  # also what a start that raced it remembered
         return _version(row, dict(doc))
 
     async def versions(self, tenant_id: str, workflow_id: str) -> list[WorkflowVersion]:
         """Every published version, oldest first, without documents. Raises WorkflowNotFound."""
         await self.get(tenant_id, workflow_id)
-        stmt = sa.select(*_VERSION_COLUMNS).where(versions.c.tenant_id == tenant_id,
-                                                  versions.c.workflow_id == workflow_id).order_by(versions.c.version)
+        stmt = (
+            sa.select(*_VERSION_COLUMNS)
+            .where(versions.c.tenant_id == tenant_id, versions.c.workflow_id == workflow_id)
+            .order_by(versions.c.version)
+        )
         async with self.store._tx() as conn:
             rows = (await conn.execute(stmt)).mappings().all()
         return [_version(row) for row in rows]
 
-    async def published(self, tenant_id: str, workflow_id: str, *, cached: bool = False) -> WorkflowVersion | None:
+    async def published(
+        self, tenant_id: str, workflow_id: str, *, cached: bool = False
+    ) -> WorkflowVersion | None:
         """The published version with its document (one query); None when none is
         published. Raises WorkflowNotFound. ``cached``: for a run start, the version
         remembered from the last such read when there is one (no read; the run's creation
@@ -182,14 +256,25 @@ class SqlWorkflowStore:
             if row is not None and row["doc"] is not None:
                 row["doc"] = from_json(row["doc"])
         else:
-            stmt = (sa.select(workflows.c.published_version, *_VERSION_COLUMNS, docs.c.doc)
-                    .select_from(workflows)
-                    .outerjoin(versions, sa.and_(versions.c.tenant_id == workflows.c.tenant_id,
-                                                 versions.c.workflow_id == workflows.c.workflow_id,
-                                                 versions.c.version == workflows.c.published_version))
-                    .outerjoin(docs, sa.and_(docs.c.tenant_id == versions.c.tenant_id,
-                                             docs.c.content_hash == versions.c.doc_hash))
-                    .where(self._mine(tenant_id, workflow_id)))
+            stmt = (
+                sa.select(workflows.c.published_version, *_VERSION_COLUMNS, docs.c.doc)
+                .select_from(workflows)
+                .outerjoin(
+                    versions,
+                    sa.and_(
+                        versions.c.tenant_id == workflows.c.tenant_id,
+                        versions.c.workflow_id == workflows.c.workflow_id,
+                        versions.c.version == workflows.c.published_version,
+                    ),
+                )
+                .outerjoin(
+                    docs,
+                    sa.and_(
+                        docs.c.tenant_id == versions.c.tenant_id, docs.c.content_hash == versions.c.doc_hash
+                    ),
+                )
+                .where(self._mine(tenant_id, workflow_id))
+            )
             async with self.store._tx() as conn:
                 row = (await conn.execute(stmt)).mappings().first()
         if row is None:
@@ -205,11 +290,18 @@ class SqlWorkflowStore:
 
     async def get_version(self, tenant_id: str, workflow_id: str, version: int) -> WorkflowVersion:
         """One version with its document. Raises WorkflowNotFound (also for a missing version)."""
-        stmt = (sa.select(*_VERSION_COLUMNS, docs.c.doc)
-                .join(docs, sa.and_(docs.c.tenant_id == versions.c.tenant_id,
-                                    docs.c.content_hash == versions.c.doc_hash))
-                .where(versions.c.tenant_id == tenant_id, versions.c.workflow_id == workflow_id,
-                       versions.c.version == version))
+        stmt = (
+            sa.select(*_VERSION_COLUMNS, docs.c.doc)
+            .join(
+                docs,
+                sa.and_(docs.c.tenant_id == versions.c.tenant_id, docs.c.content_hash == versions.c.doc_hash),
+            )
+            .where(
+                versions.c.tenant_id == tenant_id,
+                versions.c.workflow_id == workflow_id,
+                versions.c.version == version,
+            )
+        )
         async with self.store._tx() as conn:
             row = (await conn.execute(stmt)).mappings().first()
         if row is None:

@@ -22,8 +22,12 @@ MIGRATION_LOCK_KEY = 0x666C6F776C6F6F6D
 
 
 def _run(connection) -> None:
-    context.configure(connection=connection, target_metadata=metadata, compare_type=True,
-                      render_as_batch=connection.dialect.name == "sqlite")
+    context.configure(
+        connection=connection,
+        target_metadata=metadata,
+        compare_type=True,
+        render_as_batch=connection.dialect.name == "sqlite",
+    )
     with context.begin_transaction():
         if connection.dialect.name == "postgresql":
             connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_KEY})
@@ -41,8 +45,9 @@ async def _run_from_url(url: str) -> None:
 
 
 def run_migrations_offline() -> None:
-    context.configure(url=context.config.get_main_option("sqlalchemy.url"), target_metadata=metadata,
-                      literal_binds=True)
+    context.configure(
+        url=context.config.get_main_option("sqlalchemy.url"), target_metadata=metadata, literal_binds=True
+    )
     with context.begin_transaction():
         context.run_migrations()
 

@@ -38,8 +38,9 @@ def upgrade() -> None:
         sa.Column("doc_hash", sa.Text(), nullable=False),
         sa.Column("note", sa.Text(), nullable=False),
         sa.Column("created_at", sa.Double(), nullable=False),
-        sa.ForeignKeyConstraint(["tenant_id", "workflow_id"], ["workflows.tenant_id", "workflows.workflow_id"],
-                                ondelete="CASCADE"),
+        sa.ForeignKeyConstraint(
+            ["tenant_id", "workflow_id"], ["workflows.tenant_id", "workflows.workflow_id"], ondelete="CASCADE"
+        ),
         sa.PrimaryKeyConstraint("tenant_id", "workflow_id", "version"),
     )
 

@@ -38,7 +38,9 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("id"),
     )
     op.create_index("ix_quota_admissions_tenant_at", "quota_admissions", ["tenant_id", "admitted_at"])
-    op.create_index("ix_quota_admissions_tenant_app_at", "quota_admissions", ["tenant_id", "app_id", "admitted_at"])
+    op.create_index(
+        "ix_quota_admissions_tenant_app_at", "quota_admissions", ["tenant_id", "app_id", "admitted_at"]
+    )
 
 
 def downgrade() -> None:

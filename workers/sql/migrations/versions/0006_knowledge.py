@@ -68,8 +68,9 @@ def upgrade() -> None:
         # bumped when vectors of the index are deleted: in-memory indexes rebuild
         sa.Column("generation", sa.BigInteger(), nullable=False, server_default="0"),
         sa.Column("created_at", sa.Double(), nullable=False),
-        sa.ForeignKeyConstraint(["tenant_id", "dataset_id"], ["kb_datasets.tenant_id", "kb_datasets.id"],
-                                ondelete="CASCADE"),
+        sa.ForeignKeyConstraint(
+            ["tenant_id", "dataset_id"], ["kb_datasets.tenant_id", "kb_datasets.id"], ondelete="CASCADE"
+        ),
         sa.PrimaryKeyConstraint("id"),
     )
     op.create_index("ix_kb_indexes_dataset", "kb_indexes", ["tenant_id", "dataset_id"])
@@ -94,12 +95,14 @@ def upgrade() -> None:
         sa.Column("parsed_type", sa.Text(), nullable=True),
         sa.Column("parsed_text", sa.Text(), nullable=True),
         sa.Column("parsed_qa", _json(), nullable=True),
-        sa.ForeignKeyConstraint(["tenant_id", "dataset_id"], ["kb_datasets.tenant_id", "kb_datasets.id"],
-                                ondelete="CASCADE"),
+        sa.ForeignKeyConstraint(
+            ["tenant_id", "dataset_id"], ["kb_datasets.tenant_id", "kb_datasets.id"], ondelete="CASCADE"
+        ),
         sa.PrimaryKeyConstraint("id"),
     )
-    op.create_index("ux_kb_documents_source", "kb_documents", ["tenant_id", "dataset_id", "source_name"],
-                    unique=True)
+    op.create_index(
+        "ux_kb_documents_source", "kb_documents", ["tenant_id", "dataset_id", "source_name"], unique=True
+    )
     op.create_index("ix_kb_documents_status", "kb_documents", ["status", "lease_until"])
     op.create_table(
         "kb_chunks",
@@ -145,15 +148,18 @@ def upgrade() -> None:
     # the newest vector of an index, read before each in-memory search, is one index probe
     op.create_index("ix_kb_vectors_index_seq", "kb_vectors", ["index_id", "seq"])
     if pg:
-        available = bind.execute(sa.text(
-            "SELECT count(*) FROM pg_available_extensions WHERE name = 'vector'")).scalar()
+        available = bind.execute(
+            sa.text("SELECT count(*) FROM pg_available_extensions WHERE name = 'vector'")
+        ).scalar()
         if available:
             op.execute("CREATE EXTENSION IF NOT EXISTS vector")
             op.execute("ALTER TABLE kb_vectors ADD COLUMN embedding vector NOT NULL")
     else:
         # deleting vectors (a chunk, a document, a retired index) makes in-memory HNSW indexes stale
-        op.execute("CREATE TRIGGER kb_vectors_deleted AFTER DELETE ON kb_vectors BEGIN "
-                   "UPDATE kb_indexes SET generation = generation + 1 WHERE id = old.index_id; END")
+        op.execute(
+            "CREATE TRIGGER kb_vectors_deleted AFTER DELETE ON kb_vectors BEGIN "
+            "UPDATE kb_indexes SET generation = generation + 1 WHERE id = old.index_id; END"
+        )
 
 
 def downgrade() -> None:

@@ -20,7 +20,9 @@ depends_on = None
 def upgrade() -> None:
     """Add ``runs.usage_estimated`` (false for every run before it: their totals stay as counted)."""
     with op.batch_alter_table("runs") as batch:
-        batch.add_column(sa.Column("usage_estimated", sa.Boolean(), nullable=False, server_default=sa.false()))
+        batch.add_column(
+            sa.Column("usage_estimated", sa.Boolean(), nullable=False, server_default=sa.false())
+        )
 
 
 def downgrade() -> None:

@@ -42,8 +42,11 @@ def upgrade() -> None:
         sa.Column("spec", sa.JSON(none_as_null=True), nullable=False),
         sa.Column("created_at", sa.Double(), nullable=False),
         sa.Column("updated_at", sa.Double(), nullable=False),
-        sa.ForeignKeyConstraint(["tenant_id", "provider_id"],
-                                ["model_providers.tenant_id", "model_providers.provider_id"], ondelete="CASCADE"),
+        sa.ForeignKeyConstraint(
+            ["tenant_id", "provider_id"],
+            ["model_providers.tenant_id", "model_providers.provider_id"],
+            ondelete="CASCADE",
+        ),
         sa.PrimaryKeyConstraint("tenant_id", "name"),
     )
     op.create_index("ix_provider_models_tenant_provider", "provider_models", ["tenant_id", "provider_id"])
