@@ -4,8 +4,8 @@ Rules (README "The answer stream"):
 
 1. The stream is made of *units*, in a fixed order per scope: the nodes of kinds that
    collect the run's answer (their template), the nodes whose outputs are the run's
-   outputs when the workflow has no answer nodes (Dify-style workflows: their bindings
-   to streamed outputs), and the containers (loops, iterations, loop regions) whose body
+   outputs when the workflow has no answer nodes (Dify-style workflows: their bindings,
+   rule 6), and the containers (loops, iterations, loop regions) whose body
    holds units (their items / rounds, in index order), and, in a workflow without End
    nodes, the nodes with a streamed output that nothing above reads (an LLM answering
    directly, as in FastGPT: its live deltas only). Units are ordered upstream
@@ -28,6 +28,12 @@ Rules (README "The answer stream"):
    value beyond what it streamed is sent (nothing when the two differ - a retried or
    failed call - because text cannot be taken back). The run's answer is exactly the
    concatenation of what was sent (``RunState.answer``), kept across pauses.
+6. A unit of output bindings (an End node) is a template of its bindings in order, a
+   line break between two (as Dify streams End outputs): a binding reading a node
+   output is sent when that node finishes (a streamed output live, token by token), one
+   reading ``inputs`` / ``sys`` at once, any other (a literal, ``vars``, a binding whose
+   default replaces a skipped node's value) when the End node has its outputs - always
+   printed as a template prints the value (strings as they are, objects as JSON).
 
 Compile side: :func:`stream_plan` (per scope, stored on the plan). Run side:
 :class:`AnswerStream`, one per scope run, fed by the scheduler with node resolutions
@@ -43,10 +49,11 @@ from typing import TYPE_CHECKING, Any
 import jinja2
 from jinja2 import nodes as jnodes
 
-from schemas.types import RESERVED_SCOPES, NodeRunStatus
-from schemas.values import walk_refs
+from schemas.types import RESERVED_SCOPES, NodeRunStatus, Ref, Selector
+from schemas.values import InputBinding
 
-from .references import node_view, template_env, to_text
+from .errors import ReferenceFailed
+from .references import node_view, resolve_selector, template_env, to_text
 
 if TYPE_CHECKING:  # run records are built only when a run streams (not to check a workflow)
     from schemas.run import NodeRun, RunState
@@ -64,13 +71,20 @@ class Segment:
     """One piece of a unit: ``text`` (literal) or a reference to ``node``'s ``steps``
     (``("attr"|"item", key)`` from the node's outputs). ``live``: the referenced output is
     the node's streamed one, so its deltas are sent while it is the next segment;
-    ``only_live``: send only the deltas (an output binding: no final value either)."""
+    ``only_live``: send only the deltas (a node answering on its own: no final value).
+
+    Output bindings (rule 6) also name their ``output``; ``scoped`` is an ``inputs`` /
+    ``sys`` reference (fixed for the run: known when the unit is built); ``fallback``: the
+    binding has a default, so a skipped node's value is the unit node's to give."""
 
     text: str | None = None
     node: str | None = None
     steps: tuple[tuple[str, Any], ...] = ()
     live: bool = False
     only_live: bool = False
+    output: str | None = None
+    scoped: Selector | None = None
+    fallback: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,6 +170,39 @@ def split_template(
     return tuple(out)
 
 
+def output_bindings(node: NodeBase) -> list[InputBinding]:
+    """The bindings of a node whose outputs are the run's outputs (its first config field
+    holding a list of bindings), in the order the node declares them."""
+    for name in type(node.config).model_fields:
+        value = getattr(node.config, name)
+        if isinstance(value, list) and value and all(isinstance(b, InputBinding) for b in value):
+            return value
+    return []
+
+
+def output_segments(
+    node: NodeBase, is_node: Callable[[str], bool], streamed: Callable[[str], str | None]
+) -> tuple[Segment, ...]:
+    """Segments of an output unit (module rule 6): each binding in order, a line break
+    between two of them (Dify prints End outputs so)."""
+    out: list[Segment] = []
+    for index, binding in enumerate(output_bindings(node)):
+        if index:
+            out.append(Segment(text="\n"))
+        value, name = binding.value, binding.name
+        fallback = binding.default is not None
+        sel = value.selector if isinstance(value, Ref) else None
+        if sel is not None and sel.scope == "node" and is_node(sel.node or ""):
+            steps = (("attr", sel.field), *(("item", key) for key in sel.path))
+            live = not sel.path and streamed(sel.node or "") == sel.field
+            out.append(Segment(node=sel.node, steps=steps, live=live, output=name, fallback=fallback))
+        elif sel is not None and sel.scope in ("inputs", "sys"):
+            out.append(Segment(output=name, scoped=sel))
+        else:  # a literal, or a value that may change during the run: the node's own output
+            out.append(Segment(output=name))
+    return tuple(out)
+
+
 def stream_plan(
     units: Iterable[tuple[str, NodeBase | None, Any]],
     *,
@@ -205,18 +252,7 @@ def stream_plan(
             )
             planned.append(UnitPlan(unit_id, "answer", segments, gates_of(unit_id)))
         elif spec is not None and spec.collects == "outputs" and not answers:
-            segments = tuple(
-                Segment(
-                    node=f.ref.selector.node,
-                    steps=(("attr", f.ref.selector.field),),
-                    live=True,
-                    only_live=True,
-                )
-                for f in walk_refs(node.config, "config")  # type: ignore[union-attr]
-                if f.ref.selector.scope == "node"
-                and not f.ref.selector.path
-                and streamed(f.ref.selector.node or "") == f.ref.selector.field
-            )
+            segments = output_segments(node, lambda n: kind_of(n) is not None, streamed)  # type: ignore[arg-type]
             if segments:
                 planned.append(UnitPlan(unit_id, "outputs", segments, gates_of(unit_id)))
     if not planned:
@@ -253,13 +289,14 @@ class _Leaf(_Part):
     def __init__(
         self,
         send: Callable[[_Leaf, str], None],
-        attribution: tuple[str, str, str | None, int | None],
+        attribution: tuple[str, str, str | None, int | None, str | None],
         text: str = "",
         closed: bool = False,
     ) -> None:
         super().__init__()
         self.send = send
-        self.attribution = attribution  # (node id, node run id, loop id, iteration) of the delta events
+        # (node id, node run id, loop id, iteration, output name) of the delta events
+        self.attribution = attribution
         self.buf: list[str] = [text] if text else []
         self.written = text
         self.closed = closed
@@ -345,7 +382,7 @@ class _Seq(_Part):
 class _Unit(_Seq):
     """A unit: a sequence that may go live only once its gates are open (rule 4)."""
 
-    __slots__ = ("plan", "gates", "opened", "wanted", "leaves", "done")
+    __slots__ = ("plan", "gates", "opened", "wanted", "leaves", "bound", "done")
 
     def __init__(self, plan: UnitPlan, gates: int) -> None:
         super().__init__()
@@ -355,6 +392,7 @@ class _Unit(_Seq):
         self.wanted = False
         self.done = False  # its node resolved: nothing more will be written into it
         self.leaves: list[_Leaf] = []
+        self.bound: list[tuple[_Leaf, str]] = []  # an output unit's leaves of each binding
 
     def activate(self) -> None:
         if not self.opened:
@@ -401,7 +439,7 @@ class _Root:
             return
         self.pieces.append(text)
         self.changed = True
-        node_id, run_id, loop_id, iteration = leaf.attribution
+        node_id, run_id, loop_id, iteration, output = leaf.attribution
         self.emit(
             self._delta,
             node_id=node_id,
@@ -410,6 +448,7 @@ class _Root:
             text=text,
             loop_id=loop_id,
             iteration=iteration,
+            output=output,
         )
 
 
@@ -535,19 +574,28 @@ class AnswerStream:
             self.seq.add(unit)
             return
         loop_id, iteration = self.where
-        own = (unit_plan.node, self.run_id_of(unit_plan.node), loop_id, iteration)
+        own = (unit_plan.node, self.run_id_of(unit_plan.node), loop_id, iteration, None)
         send = self.root.send
         for segment in unit_plan.segments:
             if segment.text is not None:
                 leaf = _Leaf(send, own, segment.text, closed=True)
             else:
-                node = segment.node or ""
-                source = (node, self.run_id_of(node), loop_id, iteration) if segment.live else own
+                node, output = segment.node or "", segment.output
+                source = (
+                    (node, self.run_id_of(node), loop_id, iteration, output)
+                    if segment.live
+                    else own[:4] + (output,)
+                )
                 leaf = _Leaf(send, source)
-                if node in self.plan.watch:
+                if segment.node is None:  # an output binding's value that is not a node's
+                    if segment.scoped is not None:
+                        self._fill_scoped(leaf, segment.scoped)
+                elif node in self.plan.watch:
                     self.leaves_of.setdefault(node, []).append((leaf, segment))
                 else:  # a node outside this scope: resolved before the scope started
                     self._fill(leaf, segment, self.state.find_node_run(node))
+                if output is not None:
+                    unit.bound.append((leaf, output))
             unit.leaves.append(leaf)
             unit.add(leaf)
         if unit_plan.mode == "answer":
@@ -587,6 +635,10 @@ class AnswerStream:
             unit.seal()
         elif unit.plan.mode == "answer" and run.status is NodeRunStatus.succeeded and run.outputs is not None:
             self._finish_answer(unit, str(to_text(run.outputs.get("answer", ""))))
+        elif (
+            unit.plan.mode == "outputs" and run.status is NodeRunStatus.succeeded and run.outputs is not None
+        ):
+            self._finish_outputs(unit, run.outputs)
         else:
             self._abort(unit, keep=run.status is NodeRunStatus.succeeded)
 
@@ -617,6 +669,8 @@ class AnswerStream:
         if segment.only_live:
             leaf.close()
             return
+        if segment.fallback and run is not None and run.status is NodeRunStatus.skipped:
+            return  # the binding's default: the unit's node gives it
         value = _segment_text(segment, run)
         if value is _BLOCKED:
             return  # left open: the unit's tail decides (the render will fail or differ)
@@ -624,6 +678,29 @@ class AnswerStream:
         if text.startswith(leaf.written):
             leaf.write(text[len(leaf.written) :])
         leaf.close()
+
+    def _fill_scoped(self, leaf: _Leaf, sel: Selector) -> None:
+        """An ``inputs`` / ``sys`` value: known from the run's start."""
+        try:
+            value = to_text(resolve_selector(self.state, sel))
+        except (ReferenceFailed, jinja2.TemplateRuntimeError):
+            return  # left open: the unit's node decides (it fails or prints its default)
+        leaf.write(str(value))
+        leaf.close()
+
+    def _finish_outputs(self, unit: _Unit, outputs: dict[str, Any]) -> None:
+        """The unit's node produced ``outputs``: each binding still open gets its value,
+        beyond what it already sent (rule 5); then the unit is complete."""
+        for leaf, name in unit.bound:
+            if leaf.closed:
+                continue
+            try:
+                text = str(to_text(outputs.get(name)))
+            except jinja2.TemplateRuntimeError:
+                text = ""
+            if text.startswith(leaf.written):
+                leaf.write(text[len(leaf.written) :])
+        self._abort(unit, keep=True)
 
     def _finish_answer(self, unit: _Unit, rendered: str) -> None:
         """The unit's node rendered ``rendered``: send what the segments did not (rule 5)."""

@@ -59,7 +59,10 @@ class NodeStarted(EventBase):
 
 
 class NodeDelta(EventBase):
-    """Streamed text from a node: ``channel`` is ``answer`` or ``reasoning``."""
+    """Streamed text from a node: ``channel`` is ``answer`` or ``reasoning``.
+
+    ``output``: in a workflow that ends in End nodes, the End output this text is part of
+    (its name); null for the line break between two outputs and for answer-node text."""
 
     type: Literal["node_delta"] = "node_delta"
     node_id: str
@@ -68,6 +71,7 @@ class NodeDelta(EventBase):
     text: str
     loop_id: str | None = None
     iteration: int | None = None
+    output: str | None = None
 
 
 class NodeFinished(EventBase):
@@ -160,7 +164,17 @@ class RunCancelled(EventBase):
 
 
 Event = Annotated[
-    RunStarted | NodeStarted | NodeDelta | NodeFinished | InterruptEvent | RunPaused | RunResumed | RunFinished | RunFailed | RunCancelled | NodeWarning,
+    RunStarted
+    | NodeStarted
+    | NodeDelta
+    | NodeFinished
+    | InterruptEvent
+    | RunPaused
+    | RunResumed
+    | RunFinished
+    | RunFailed
+    | RunCancelled
+    | NodeWarning,
     Field(discriminator="type"),
 ]
 

@@ -1,7 +1,8 @@
-"""The SSE stream of a workflow that ends in End nodes, on SQLite and PostgreSQL: the text
-of LLM calls inside an iteration never streams into the answer (items run together);
-the End outputs arrive in ``run_finished``, and only an LLM an End output binds directly
-streams, as in Dify."""
+"""The SSE stream of a workflow that ends in End nodes, on SQLite and PostgreSQL: its End
+outputs stream as Dify streams them, in order with a line break between two, each part as
+soon as its value is ready (an LLM's text token by token, an iteration's results when it
+finishes: the text of the LLM calls inside it never streams), each delta naming its
+output; ``run_finished`` has the outputs and the same text as its answer."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ def summarize_each() -> dict[str, Any]:
                       {"id": "e3", "source": "title", "target": "end"}]}
 
 
-async def test_an_end_workflow_streams_only_what_an_end_output_binds(api, models_file, openai_server):
+async def test_an_end_workflow_streams_its_outputs_in_order(api, models_file, openai_server):
     openai_server.responder = lambda body: text_reply(f"<{body['messages'][-1]['content']}>", chunk_size=2)
 
     response = await api.client.post("/v1/runs", json={"workflow": summarize_each(), "inputs": {"items": ["a", "b"]},
@@ -38,10 +39,13 @@ async def test_an_end_workflow_streams_only_what_an_end_output_binds(api, models
     assert response.status_code == 200, response.text
     messages = [m for m in parse_sse(response.text) if "comment" not in m]
     deltas = [m["data"] for m in messages if m["event"] == "node_delta" and m["data"]["channel"] == "answer"]
-    assert {d["node_id"] for d in deltas} == {"title"}, deltas
+    assert [(d["node_id"], d["output"], d["text"]) for d in deltas[:2]] == [
+        ("end", "lines", '["<a>", "<b>"]'), ("end", None, "\n")]
+    title = deltas[2:]
+    assert len(title) == 4 and {(d["node_id"], d["output"]) for d in title} == {("title", "title")}, title
     finished = next(m["data"] for m in messages if m["event"] == "run_finished")
     assert finished["outputs"] == {"lines": ["<a>", "<b>"], "title": "<title>"}
-    assert finished["answer"] == "<title>" == "".join(d["text"] for d in deltas)
+    assert finished["answer"] == '["<a>", "<b>"]\n<title>' == "".join(d["text"] for d in deltas)
     assert messages[-1]["event"] == "done" and messages[-1]["data"]["status"] == "succeeded"
     run = (await api.client.get(f"/v1/runs/{finished['run_id']}", headers=api.auth())).json()
-    assert run["outputs"] == finished["outputs"] and run["answer"] == "<title>"
+    assert run["outputs"] == finished["outputs"] and run["answer"] == finished["answer"]

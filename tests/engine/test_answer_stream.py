@@ -185,9 +185,9 @@ async def test_end_outputs_of_a_workflow_without_answers_are_streamed(openai_ser
                 [edge("start", "a"), edge("start", "b"), edge("a", "end"), edge("b", "end")])
     state, events = await run(doc, scripted_registry)
     assert state.outputs == {"x": "from a", "y": "from b", "z": 7}
-    assert state.answer == "from afrom b"
+    assert state.answer == "from a\nfrom b\n7", "every output, in order, a line break between two"
     check_invariant(state, events)
-    assert [e.node_id for e in answer_deltas(events)][-1] == "b"
+    assert [(e.node_id, e.output) for e in answer_deltas(events)][-3:] == [("b", "y"), ("end", None), ("end", "z")]
 
 
 async def test_an_answer_on_a_branch_not_taken_sends_nothing(openai_server, scripted_registry):

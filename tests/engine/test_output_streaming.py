@@ -1,9 +1,10 @@
 """What a workflow that ends in End nodes streams, through the run service over the real
-SQL stores (SQLite file and PostgreSQL): as in Dify, only an LLM an End output binds
-directly streams its text; an LLM inside an iteration, or one whose text reaches the End
-through another node, arrives with the outputs at the end - never run together in the
-answer stream. A workflow with answer nodes and no End keeps FastGPT's rule (an LLM
-nothing reads answers directly)."""
+SQL stores (SQLite file and PostgreSQL): as in Dify, its End outputs in order, a line
+break between two, each as soon as its value is ready - the text of an LLM an End output
+binds directly token by token; the text of LLM calls inside an iteration never streams
+(items would run together): the iteration's results are sent when it finishes. A
+workflow with answer nodes and no End keeps FastGPT's rule (an LLM nothing reads answers
+directly)."""
 
 from __future__ import annotations
 
@@ -44,16 +45,19 @@ def ends_in_end() -> dict[str, Any]:
                  inputs=[{"name": "items", "type": "array"}])
 
 
-async def test_only_an_llm_an_end_output_binds_streams_the_rest_arrive_with_the_end(service):
+async def test_end_outputs_stream_in_order_and_an_iterations_llm_text_only_with_its_results(service):
     events = [e async for e in service.start(ends_in_end(), {"items": ["a", "b", "c"]})]
 
     finished = events[-1]
     assert finished.type == "run_finished", finished
     assert finished.outputs == {"lines": ["<a>", "<b>", "<c>"], "aside": "[<aside>]", "title": "<title>"}
-    assert {node_id for node_id, _t in deltas(events)} == {"title"}, deltas(events)
-    assert "".join(text for _n, text in deltas(events)) == "<title>" == finished.answer
+    sent = deltas(events)
+    assert sent[:4] == [("end", '["<a>", "<b>", "<c>"]'), ("end", "\n"), ("end", "[<aside>]"), ("end", "\n")]
+    assert {node_id for node_id, _t in sent[4:]} == {"title"} and len(sent) > 5, "the title token by token"
+    answer = '["<a>", "<b>", "<c>"]\n[<aside>]\n<title>'
+    assert "".join(text for _n, text in sent) == answer == finished.answer
     state = await service.state("default", events[0].run_id)
-    assert state.outputs == finished.outputs and state.answer == "<title>"
+    assert state.outputs == finished.outputs and state.answer == answer
 
 
 async def test_answer_nodes_stream_the_answer_and_an_unread_llm_answers_directly_without_an_end(service):
