@@ -176,8 +176,25 @@ class DifyNodes(DifyRefs, DatasetImport):
                 cfg["quote_template"] = ""  # the prompt places the context itself
         if isinstance(data.get("vision"), dict) and data["vision"].get("enabled"):
             self.warn("behaviour_difference", "vision is on in Dify; Flowloom chats send text only", p)
-        cfg["stream"] = False  # Dify shows an LLM's text through answer nodes
+        if not self._shown_text(p.src_id):
+            # Dify shows an LLM's text only through the answer and End nodes that read it;
+            # streaming it would make it answer the person directly (README "The answer stream").
+            cfg["stream"] = False
         return {"type": "chat", "config": cfg}
+
+    def _shown_text(self, src_id: str) -> bool:
+        """True when an answer node's text or an End output reads ``src_id``'s ``text``
+        directly: its tokens then stream there, as Dify streams them."""
+        mark = f"{{{{#{src_id}.text#}}}}"
+        for other in self.planned:
+            data = self.data(other.raw)
+            if other.src_type == "answer" and mark in str(data.get("answer") or ""):
+                return True
+            if other.src_type == "end":
+                for item in data.get("outputs") or []:
+                    if isinstance(item, dict) and list(item.get("value_selector") or []) == [src_id, "text"]:
+                        return True
+        return False
 
     def _prompt_messages(
         self,

@@ -101,7 +101,7 @@ def test_support_chat_converts(scripted_registry):
     assert llm["config"] == {
         "model": "plain-model", "temperature": 0.5, "max_tokens": 300, "history": 50,
         "system_prompt": "Answer in {{ quote }}. Orders asked: {{ conversation.asked | json }}",
-        "quote": {"ref": "inputs.lang"}, "quote_template": "", "stream": False}  # user prompt: {{ sys.query }}
+        "quote": {"ref": "inputs.lang"}, "quote_template": ""}  # user prompt: {{ sys.query }}; streams: 'say' reads it
     edges = {(e["source"], e["sourceHandle"], e["target"]) for e in wf["edges"]}
     assert {("cls", "1", "ext"), ("cls", "2", "llm"), ("api", "out", "ok"), ("api", "error", "bad")} <= edges
 
