@@ -40,7 +40,9 @@ streams the reply:
 
 Errors are :class:`LLMError` s (``NodeFailed``): each names the node and the model,
 has a stable ``reason``, and never contains the API key. openai exceptions are
-translated in one table, :data:`OPENAI_ERRORS`.
+translated in one table, :data:`OPENAI_ERRORS` (both in :mod:`nodes.llm_errors`). Token
+estimates and fitting messages into the context are :mod:`nodes.prompts`; this module
+re-exports them, so callers import every name of a model call from here.
 """
 
 from __future__ import annotations
@@ -49,7 +51,6 @@ import asyncio
 import inspect
 import json
 import random
-import re
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -58,11 +59,24 @@ from typing import Any
 import openai
 
 from engine.context import CancelToken
-from engine.errors import NodeFailed, RunCancelled
+from engine.errors import RunCancelled
 from engine.telemetry import Span, telemetry
 from schemas.run import Usage
 
+from .llm_errors import (
+    OPENAI_ERRORS,
+    LLMAuthError,
+    LLMBadRequest,
+    LLMConnectionError,
+    LLMError,
+    LLMProviderError,
+    LLMRateLimited,
+    LLMStalled,
+    translate_error,
+)
+from .llm_errors import call_subject as _subject
 from .model_registry import MissingAPIKey, ModelRegistry, ModelSpec, UnknownModel, price
+from .prompts import estimate_tokens, fit_messages
 
 __all__ = [
     "LLMAuthError",
@@ -90,169 +104,6 @@ DeltaCallback = Callable[[str], Awaitable[None] | None]
 
 #: Longest wait a ``Retry-After`` header may impose (seconds).
 MAX_RETRY_AFTER = 30.0
-
-# ============================================================================ errors
-
-
-class LLMError(NodeFailed):
-    """A model call failed. ``model`` is the registry name; ``status_code`` the HTTP status
-    (None when there was none); ``attempts`` how many requests were sent; ``usage`` the
-    usage of output already streamed (None when nothing was); ``partial_text`` /
-    ``partial_reasoning`` what was streamed before the failure ("" when nothing was), so
-    a node can keep what it produced."""
-
-    reason = "llm_error"
-    #: Retried by ``call_llm`` when nothing was streamed yet.
-    retryable = False
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        node_id: str | None = None,
-        reason: str | None = None,
-        model: str | None = None,
-        status_code: int | None = None,
-    ) -> None:
-        super().__init__(message, node_id=node_id, reason=reason)
-        self.model = model
-        self.status_code = status_code
-        self.attempts = 1
-        self.usage: Usage | None = None
-        self.partial_text = ""
-        self.partial_reasoning = ""
-
-
-class LLMRateLimited(LLMError):
-    """HTTP 429."""
-
-    reason = "rate_limited"
-    retryable = True
-
-
-class LLMProviderError(LLMError):
-    """The provider failed: 5xx, an error event inside the stream, a malformed frame."""
-
-    reason = "provider_error"
-    retryable = True
-
-
-class LLMConnectionError(LLMError):
-    """Could not connect, or the connection dropped mid-stream."""
-
-    reason = "connection_error"
-    retryable = True
-
-
-class LLMStalled(LLMError):
-    """No chunk arrived for ``idle_timeout`` seconds."""
-
-    reason = "stalled"
-
-
-class LLMBadRequest(LLMError):
-    """The request cannot succeed as is: other 4xx (context too long, unknown model id),
-    an unknown registry model, a capability the model lacks, messages that do not fit."""
-
-    reason = "bad_request"
-
-
-class LLMAuthError(LLMError):
-    """401/403, or the provider's API-key environment variable is not set."""
-
-    reason = "auth_failed"
-
-
-#: openai exception type -> (our type, reason, what it means). Looked up along the
-#: exception's MRO, so the most specific entry wins; every public openai exception type
-#: is listed (a test checks this against the installed SDK).
-OPENAI_ERRORS: dict[type[BaseException], tuple[type[LLMError], str, str]] = {
-    openai.AuthenticationError: (LLMAuthError, "auth_failed", "the provider rejected the API key"),
-    openai.OAuthError: (LLMAuthError, "auth_failed", "the provider rejected the credentials"),
-    openai.PermissionDeniedError: (LLMAuthError, "permission_denied", "the API key may not use this model"),
-    openai.RateLimitError: (LLMRateLimited, "rate_limited", "rate limited by the provider"),
-    openai.InternalServerError: (LLMProviderError, "provider_error", "the provider failed"),
-    openai.BadRequestError: (LLMBadRequest, "bad_request", "the provider refused the request"),
-    openai.NotFoundError: (
-        LLMBadRequest,
-        "not_found",
-        "not found (check the provider base_url and the model id)",
-    ),
-    openai.ConflictError: (LLMBadRequest, "bad_request", "the provider refused the request (conflict)"),
-    openai.UnprocessableEntityError: (
-        LLMBadRequest,
-        "bad_request",
-        "the provider could not process the request",
-    ),
-    openai.APIStatusError: (LLMBadRequest, "bad_request", "the provider refused the request"),
-    openai.APITimeoutError: (LLMConnectionError, "connection_timeout", "timed out reaching the provider"),
-    openai.APIConnectionError: (
-        LLMConnectionError,
-        "connection_error",
-        "could not reach the provider or the connection dropped",
-    ),
-    openai.APIResponseValidationError: (
-        LLMProviderError,
-        "malformed_response",
-        "the provider sent a malformed response",
-    ),
-    openai.APIError: (LLMProviderError, "provider_error", "the provider reported an error in the stream"),
-    openai.LengthFinishReasonError: (LLMBadRequest, "output_truncated", "the output hit max_tokens"),
-    openai.ContentFilterFinishReasonError: (
-        LLMBadRequest,
-        "content_filtered",
-        "the provider's content filter stopped the reply",
-    ),
-    openai.WebSocketConnectionClosedError: (LLMConnectionError, "connection_error", "the connection closed"),
-    openai.WebSocketQueueFullError: (
-        LLMConnectionError,
-        "connection_error",
-        "the connection's send queue is full",
-    ),
-    openai.OpenAIError: (LLMError, "llm_error", "the OpenAI SDK failed"),
-}
-
-_CONTEXT_CODES = {"context_length_exceeded", "string_above_max_length"}
-_SECRET_LIKE = re.compile(r"\b(?:sk|pk|rk|key|api[_-]?key)[-_][A-Za-z0-9*._\-]{6,}", re.IGNORECASE)
-
-
-def _redact(text: str, secret: str | None) -> str:
-    if secret:
-        text = text.replace(secret, "[redacted]")
-    return _SECRET_LIKE.sub("[redacted]", text)
-
-
-def _subject(node_id: str | None, model: str) -> str:
-    return f"LLM call of node {node_id!r} to model {model!r}" if node_id else f"LLM call to model {model!r}"
-
-
-def translate_error(
-    exc: BaseException, *, model: str, node_id: str | None, secret: str | None = None
-) -> LLMError | None:
-    """The :class:`LLMError` for an openai exception (None when ``exc`` is not one)."""
-    entry = next((OPENAI_ERRORS[cls] for cls in type(exc).__mro__ if cls in OPENAI_ERRORS), None)
-    if entry is None:
-        return None
-    cls, reason, meaning = entry
-    status = getattr(exc, "status_code", None)
-    if type(exc) is openai.APIStatusError and status is not None and status >= 500:
-        cls, reason, meaning = LLMProviderError, "provider_error", "the provider failed"
-    code = getattr(exc, "code", None)
-    body = getattr(exc, "body", None)
-    if isinstance(body, Mapping) and code is None:
-        code = body.get("code")
-    if cls is LLMBadRequest and (code in _CONTEXT_CODES or status == 413):
-        reason, meaning = "context_length_exceeded", "the request is longer than the model's context window"
-    detail = getattr(exc, "message", None) or str(exc) or type(exc).__name__
-    cause = exc.__cause__
-    if isinstance(exc, openai.APIConnectionError) and cause is not None:
-        detail = (
-            f"{detail} ({type(cause).__name__}: {cause})"  # the SDK's own text is only "Connection error."
-        )
-    where = f"HTTP {status}" if status else type(exc).__name__
-    message = f"{_subject(node_id, model)} failed: {meaning} ({where}): {_redact(str(detail), secret)[:500]}"
-    return cls(message, node_id=node_id, reason=reason, model=model, status_code=status)
-
 
 # ============================================================================ request / response
 
@@ -840,115 +691,3 @@ def sum_usage(usages: Iterable[Usage | None]) -> Usage:
     ``token_source`` is ``"estimated"`` when any call was; ``model`` joins the distinct names.
     """
     return Usage.total(usages)
-
-
-# ============================================================================ token budget
-
-
-#: Tokens added per message for role and separators, per request for reply priming, per image.
-MESSAGE_OVERHEAD = 4
-REPLY_PRIMING = 3
-IMAGE_TOKENS = 85
-
-
-def _text_tokens(text: str) -> int:
-    ascii_chars = len(text.encode("ascii", "ignore"))
-    return (ascii_chars + 3) // 4 + (len(text) - ascii_chars)
-
-
-def _message_tokens(message: Mapping[str, Any]) -> int:
-    tokens = MESSAGE_OVERHEAD
-    content = message.get("content")
-    if isinstance(content, str):
-        tokens += _text_tokens(content)
-    elif isinstance(content, list):
-        for part in content:
-            if isinstance(part, Mapping):
-                if part.get("type") == "text":
-                    tokens += _text_tokens(str(part.get("text", "")))
-                elif part.get("type") == "image_url":
-                    tokens += IMAGE_TOKENS
-            else:
-                tokens += _text_tokens(str(part))
-    if message.get("name"):
-        tokens += 1 + _text_tokens(str(message["name"]))
-    for call in message.get("tool_calls") or ():
-        fn = call.get("function") or {}
-        tokens += 3 + _text_tokens(str(fn.get("name", ""))) + _text_tokens(str(fn.get("arguments", "")))
-    if message.get("tool_call_id"):
-        tokens += 2
-    return tokens
-
-
-def estimate_tokens(value: str | Mapping[str, Any] | Sequence[Mapping[str, Any]] | None) -> int:
-    """Rough token count without a tokenizer (tiktoken is not a dependency).
-
-    Text: ASCII characters count 1/4 token each (rounded up), every other character 1
-    token (CJK runs ~1 token per character in OpenAI's tokenizers; accented Latin is
-    over-counted, which errs on the safe side). A message adds 4 tokens (role,
-    separators), its tool calls' names and arguments, 85 per image part; a message list
-    adds 3 for the reply priming. Good for budgeting a window with margin, not billing.
-    """
-    if value is None:
-        return 0
-    if isinstance(value, str):
-        return _text_tokens(value)
-    if isinstance(value, Mapping):
-        return _message_tokens(value)
-    return sum(_message_tokens(m) for m in value) + REPLY_PRIMING
-
-
-def fit_messages(
-    messages: Sequence[dict[str, Any]], *, max_input_tokens: int, node_id: str | None = None
-) -> list[dict[str, Any]]:
-    """Drop the oldest whole turns until ``messages`` fit in ``max_input_tokens``.
-
-    ``max_input_tokens`` is ``max_context - max_output_tokens`` (``ModelSpec.max_input_tokens``).
-    System (and developer) messages are always kept where they are. A turn is a user
-    message and everything after it up to the next user message, so a tool result never
-    loses the assistant message that called it; messages before the first user message
-    form a turn of their own. The newest turn is always kept; older turns are kept
-    newest first while they fit (the kept history is contiguous).
-
-    Raises:
-        LLMBadRequest: (``context_length_exceeded``) the system messages plus the newest turn
-            alone exceed the budget - shorten the prompt or pick a larger model.
-    """
-    system_roles = ("system", "developer")
-    fixed = [i for i, m in enumerate(messages) if m.get("role") in system_roles]
-    turns: list[list[int]] = []
-    for i, message in enumerate(messages):
-        if message.get("role") in system_roles:
-            continue
-        if message.get("role") == "user" or not turns:
-            turns.append([])
-        turns[-1].append(i)
-    sizes = [_message_tokens(m) for m in messages]
-    budget = max_input_tokens - REPLY_PRIMING - sum(sizes[i] for i in fixed)
-    if not turns:
-        if budget < 0:
-            raise _too_long(node_id, -budget + max_input_tokens, max_input_tokens)
-        return list(messages)
-    last = sum(sizes[i] for i in turns[-1])
-    if last > budget:
-        raise _too_long(node_id, max_input_tokens - budget + last, max_input_tokens)
-    remaining = budget - last
-    kept = list(fixed) + turns[-1]
-    for turn in reversed(turns[:-1]):
-        cost = sum(sizes[i] for i in turn)
-        if cost > remaining:
-            break
-        remaining -= cost
-        kept += turn
-    return [messages[i] for i in sorted(kept)]
-
-
-def _too_long(node_id: str | None, needed: int, budget: int) -> LLMBadRequest:
-    where = f"node {node_id!r}: " if node_id else ""
-    return LLMBadRequest(
-        f"{where}the system prompt and the latest turn alone need ~{needed} tokens but the model's input budget "
-        f"is {budget} (max_context - max_output_tokens); shorten the prompt or inputs, lower max_tokens, or use a "
-        "model with a larger context",
-        node_id=node_id,
-        reason="context_length_exceeded",
-    )
