@@ -12,10 +12,14 @@ Request assembly, in order:
    anywhere; ``system_prompt`` and ``user_prompt`` may place the quote themselves with
    ``{{ quote }}``. In the user message the rendered template replaces the question when
    it contains it, else it is put before the question.
-3. **History**: the last ``history`` turns of ``history_source`` (a turn is a user
-   message and the messages after it up to the next user message; older turns are
-   dropped), then :func:`nodes.llm.fit_messages` drops the oldest messages that do not
-   fit ``max_context - max_tokens`` of the model.
+3. **Examples, history, user message**: the ``examples`` (fixed user/assistant turns,
+   rendered like the system prompt), then the last ``history`` turns of
+   ``history_source`` (a turn is a user message and the messages after it up to the
+   next user message; older turns are dropped), then the user message - the examples
+   stay in place and the history comes after them, as Dify places memory after a
+   prompt's messages. :func:`nodes.prompts.fit_messages` then drops the oldest history
+   turns that do not fit ``max_context - max_tokens`` of the model (the examples are
+   pinned: part of the prompt, never dropped).
 4. **Sampling** is explicit on every request, never left to the provider's defaults:
    ``temperature`` is the node's, else the model's ``default_temperature``; ``max_tokens``
    is the node's capped by the model's ``max_output_tokens``, else that maximum.
@@ -411,10 +415,25 @@ class ChatNode(NodeExecutor[ChatConfig], kind="chat"):
             user_content = question
         history = recent_turns(resolve_history(ctx, cfg), cfg.history)
         messages: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
-        messages += history + [{"role": "user", "content": user_content}]
+        examples = self._examples(ctx, quote_text, question)
+        pinned = range(len(messages), len(messages) + len(examples))
+        messages += examples + history + [{"role": "user", "content": user_content}]
         return fit_messages(
-            messages, max_input_tokens=spec.max_context - max_tokens, node_id=ctx.node_id
+            messages, max_input_tokens=spec.max_context - max_tokens, node_id=ctx.node_id, pinned=pinned
         ), quote_role
+
+    def _examples(self, ctx: NodeContext, quote_text: str, question: str) -> list[dict[str, Any]]:
+        """The prompt's fixed turns, rendered (``quote`` and ``question`` as in the system prompt)."""
+        extra = {"quote": quote_text, "question": question}
+        return [
+            {
+                "role": turn.role,
+                "content": ctx.render(turn.text, field=f"config.examples[{i}].text", extra=extra)
+                if turn.text
+                else "",
+            }
+            for i, turn in enumerate(self.config.examples)
+        ]
 
     async def answer(
         self,
@@ -562,7 +581,8 @@ class ChatNode(NodeExecutor[ChatConfig], kind="chat"):
         ctx.node_run.data["chat"] = {
             "quote_role": turn.quote_role,
             "messages": len(turn.messages),
-            "history_messages": sum(1 for m in turn.messages[:-1] if m["role"] != "system"),
+            "history_messages": sum(1 for m in turn.messages[:-1] if m["role"] != "system")
+            - len(cfg.examples),
             "finish_reason": turn.finish_reason,
             "cited": cited,
         }

@@ -42,6 +42,7 @@ __all__ = [
     "ExtractField",
     "ExtractFieldsConfig",
     "LLMNodeConfig",
+    "PromptTurn",
     "QueryExtensionConfig",
     "TextValue",
     "normalise_label",
@@ -116,6 +117,17 @@ class LLMNodeConfig(NodeConfig):
 # --------------------------------------------------------------------------- chat
 
 
+class PromptTurn(BaseModel):
+    """A fixed message of the prompt (a few-shot example): ``role`` and ``text`` (Jinja2,
+    rendered like the system prompt). Part of the prompt, not of the conversation: never
+    dropped to fit the context, never added to the ``history`` output."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    role: Literal["user", "assistant"]
+    text: str = Field(description="Jinja2 template")
+
+
 @node_kind("chat", "LLM chat")
 class ChatConfig(LLMNodeConfig):
     """One model call: system prompt, history, an optional knowledge quote and the user's message.
@@ -127,6 +139,10 @@ class ChatConfig(LLMNodeConfig):
 
     Templates may use ``quote`` (the formatted knowledge text) and ``question`` (the
     rendered user prompt; in ``user_prompt`` itself, ``sys.query``).
+
+    The request is: the system prompt, the ``examples`` (fixed user/assistant turns, e.g.
+    few-shot examples), the last ``history`` turns of ``history_source``, the user
+    message - Dify's order for a prompt with examples and memory.
 
     ``quote`` may reference a knowledge retrieval node's ``chunks`` or ``quote``: its items
     are numbered ``[n]`` and the default templates ask the model to cite them.
@@ -140,6 +156,9 @@ class ChatConfig(LLMNodeConfig):
         default=6, ge=0, le=100, description="past turns of history_source put in the prompt"
     )
     system_prompt: str = Field(default="", description="Jinja2 template")
+    examples: list[PromptTurn] = Field(
+        default_factory=list, description="fixed turns after the system prompt, before the history"
+    )
     user_prompt: TextValue = Field(
         default="{{ sys.query }}", description="the user's message: template or reference"
     )
@@ -166,6 +185,9 @@ class ChatConfig(LLMNodeConfig):
 
     def templates(self) -> Iterator[tuple[str, str]]:
         yield from self._text_templates("system_prompt", "user_prompt", "quote_template")
+        for index, turn in enumerate(self.examples):
+            if turn.text:
+                yield f"examples[{index}].text", turn.text
 
     def template_locals(self) -> set[str]:
         return {"quote", "question"}

@@ -158,6 +158,48 @@ async def test_history_is_fitted_to_the_context_window_oldest_dropped(openai_ser
     assert sent[0]["role"] == "system" and sent[-1] == {"role": "user", "content": Q}
 
 
+EXAMPLES = [{"role": "user", "text": "Capital of {{ inputs.country }}?"}, {"role": "assistant", "text": "Paris"},
+            {"role": "user", "text": "Answer as in the quote: {{ quote }}"}]
+
+
+async def test_examples_stay_after_the_system_prompt_and_the_history_follows_them(openai_server, llm_run):
+    openai_server.script(text_reply("Berlin"))
+    past = history_of(3)
+    doc = chat_doc({"system_prompt": "One word.", "examples": EXAMPLES, "history": 2, "quote": "Q!",
+                    "quote_template": ""},
+                   inputs=[{"name": "query", "type": "string"}, {"name": "country", "type": "string"}])
+    state, _ = await llm_run(doc, {"query": "Capital of Germany?", "country": "France"}, history=past)
+    assert state.status is RunStatus.succeeded, state.error
+    sent = openai_server.bodies[0]["messages"]
+    assert sent == [{"role": "system", "content": "You are a terse assistant.\n\n===---===---===\n\nOne word."},
+                    {"role": "user", "content": "Capital of France?"}, {"role": "assistant", "content": "Paris"},
+                    {"role": "user", "content": "Answer as in the quote: Q!"},
+                    *past[2:], {"role": "user", "content": "Capital of Germany?"}]
+    chat = state.node_runs["chat"]
+    assert chat.outputs["history"] == past + [{"role": "user", "content": "Capital of Germany?"},
+                                              {"role": "assistant", "content": "Berlin"}], "examples are not history"
+    assert chat.data["chat"]["history_messages"] == 4
+
+
+async def test_examples_are_never_dropped_to_fit_the_window_the_oldest_history_is(openai_server, llm_run):
+    past = []
+    for i in range(1, 4):
+        past += [{"role": "user", "content": f"u{i} " + "x" * 3000}, {"role": "assistant", "content": f"a{i} " + "y" * 3000}]
+    examples = [{"role": "user", "text": "e1 " + "z" * 3000}, {"role": "assistant", "text": "e2"}]
+    openai_server.script(text_reply("fits"))
+    state, _ = await llm_run(chat_doc({"history": 10, "examples": examples}), {"query": Q}, history=past)
+    assert state.status is RunStatus.succeeded, state.error
+    heads = [m["content"][:2] for m in openai_server.bodies[0]["messages"][1:]]
+    assert heads == ["e1", "e2", "u3", "a3", Q[:2]]
+
+
+def test_example_templates_are_checked_at_compile_time(scripted_registry):
+    doc = chat_doc({"examples": [{"role": "user", "text": "{{ nowhere.x }}"}]})
+    with pytest.raises(CompileError) as failed:
+        compile_workflow(doc, models=scripted_registry)
+    assert any(p.path == "config.examples[0].text" for p in failed.value.problems), failed.value.problems
+
+
 async def test_a_question_too_long_for_the_window_fails_naming_the_node(openai_server, llm_run):
     state, _ = await llm_run(chat_doc({}), {"query": "z" * 20_000})
     assert state.status is RunStatus.failed
@@ -217,9 +259,11 @@ async def test_streaming_channels_can_be_switched_off(openai_server, llm_run, fl
     openai_server.script(reasoning_reply("hmm", "done"))
     state, events = await llm_run(chat_doc(flags), {"query": Q})
     assert state.status is RunStatus.succeeded
-    assert bool(deltas(events, "answer")) is answer_deltas
-    assert bool(deltas(events, "reasoning")) is reasoning_deltas
-    assert state.node_runs["chat"].outputs["answer"] == "done"
+    # while the node runs (the End output that reads its answer sends the value once it has it)
+    running = events[:next(i for i, e in enumerate(events) if e.type == "node_finished" and e.node_id == "chat")]
+    assert bool(deltas(running, "answer")) is answer_deltas
+    assert bool(deltas(running, "reasoning")) is reasoning_deltas
+    assert state.node_runs["chat"].outputs["answer"] == "done" == "".join(deltas(events, "answer"))
 
 
 # --------------------------------------------------------------------------- usage
