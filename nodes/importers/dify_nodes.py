@@ -18,7 +18,7 @@ from .code_scan import check_code
 from .datasets import DatasetImport
 from .dify_refs import TEMPLATE_REF, DifyRefs, handle_key
 from .mcp import dify_reason
-from .refs import CODE_OUTPUT, IDENT, Unconvertible, identifier, var_type
+from .refs import CODE_OUTPUT, IDENT, Unconvertible, var_type
 
 __all__ = ["DifyNodes"]
 
@@ -172,7 +172,7 @@ class DifyNodes(DifyRefs, DatasetImport):
             cfg["system_prompt"] = "\n\n".join(s for s in system if s)
         cfg["user_prompt"] = "\n\n".join(u for u in user if u) if user else ""
         if "context" in local:
-            if any("quote" in s for s in system + user):
+            if any("quote" in s for s in system + user + [e["text"] for e in cfg.get("examples", [])]):
                 cfg["quote_template"] = ""  # the prompt places the context itself
         if isinstance(data.get("vision"), dict) and data["vision"].get("enabled"):
             self.warn("behaviour_difference", "vision is on in Dify; Flowloom chats send text only", p)
@@ -204,61 +204,44 @@ class DifyNodes(DifyRefs, DatasetImport):
         cfg: dict[str, Any],
         memory: bool,
     ) -> tuple[list[str], list[str]]:
-        """(system texts, user texts) of the prompt; few-shot turns (the user/assistant
-        messages before the last assistant message and the user messages after it) become
-        the chat's history: a run variable holding them, read through ``history_source``.
+        """(system texts, user texts) of the prompt; its turns become the chat's ``examples``.
 
-        Few-shot turns are literal examples, so they may not read other nodes; together
-        with Dify's memory they would need two history sources (both unsupported)."""
+        Dify sends the prompt's messages in order, then (with memory) the history, then
+        the memory's query. So with memory every user/assistant message is an example
+        turn, sent before the history, and the query is the user prompt; without it the
+        turns up to the last assistant message are examples and the user messages after
+        it the user prompt. System messages all go to the system prompt."""
         roles = [str(m.get("role") or "user") for m in messages]
-        last_assistant = max((i for i, r in enumerate(roles) if r == "assistant"), default=-1)
-        system, user, shots = [], [], []
-        for i, (msg, role) in enumerate(zip(messages, roles)):
-            text = msg.get("text") or ""
+        last_turn = (
+            len(messages) - 1
+            if memory
+            else max((i for i, r in enumerate(roles) if r == "assistant"), default=-1)
+        )
+        system: list[str] = []
+        user: list[str] = []
+        examples: list[dict[str, str]] = []
+        for i, (msg, role) in enumerate(zip(messages, roles, strict=True)):
+            text = self.template(msg.get("text") or "", local=local)
             if role == "system":
-                system.append(self.template(text, local=local))
-            elif i <= last_assistant and role in ("user", "assistant"):
-                shots.append({"role": role, "content": str(text)})
+                if examples or user:
+                    self.warn(
+                        "behaviour_difference",
+                        "a system message after other prompt messages is sent in the system prompt",
+                        p,
+                    )
+                system.append(text)
+            elif role in ("user", "assistant") and i <= last_turn:
+                examples.append({"role": role, "text": text})
             elif role == "user":
-                user.append(self.template(text, local=local))
+                user.append(text)
             else:
                 self.defer(
                     Unconvertible(
                         f"prompt messages with role {role!r} are not supported", "unsupported_feature"
                     )
                 )
-        if not shots:
-            return system, user
-        if any(TEMPLATE_REF.search(m["content"]) or "{{" in m["content"] for m in shots):
-            self.defer(
-                Unconvertible(
-                    "few-shot prompt turns that read variables are not supported (literal examples are)",
-                    "unsupported_feature",
-                )
-            )
-        elif memory:
-            self.defer(
-                Unconvertible(
-                    "few-shot prompt turns together with memory are not supported", "unsupported_feature"
-                )
-            )
-        else:
-            taken = {v["name"] for v in self.variables} | {v["name"] for v in self.inputs}
-            name = identifier(f"fewshot_{p.fid}", taken, "fewshot")
-            self.declare_variable(
-                name,
-                VarType.array,
-                default=shots,
-                description=f"the few-shot turns of the prompt of node {p.src_id!r}",
-            )
-            cfg["history_source"] = {"ref": f"vars.{name}"}
-            cfg["history"] = max(1, min(100, sum(1 for m in shots if m["role"] == "user")))
-            self.warn(
-                "behaviour_difference",
-                f"the prompt's few-shot turns are sent as chat history (run variable "
-                f"{name!r}), between the system prompt and the user message",
-                p,
-            )
+        if examples:
+            cfg["examples"] = examples
         return system, user
 
     def _question_classifier(self, p: Planned) -> dict[str, Any]:

@@ -70,7 +70,8 @@ async def test_dify_chat_shapes_run(tmp_path, openai_server, scripted_registry):
     assert not result.errors
     nodes = by_id(result)
     assert nodes["say"]["config"]["text"].count("sys.query") == 1  # [start, "sys.query"] is sys.query
-    assert nodes["llm"]["config"]["history_source"] == {"ref": "vars.fewshot_llm"}
+    assert nodes["llm"]["config"]["examples"] == [{"role": "user", "text": "Capital of France?"},
+                                                  {"role": "assistant", "text": "Paris"}]
     assert {"name": "sys_files", "type": "array", "default": []}.items() <= \
         next(i for i in result.workflow["inputs"] if i["name"] == "sys_files").items()
     openai_server.script(text_reply("Berlin"))
@@ -114,13 +115,34 @@ def test_strict_import_lists_every_problem_of_a_node(tmp_path, scripted_registry
     assert "no-such-model" in text and "structured output" in text and "Jinja2" in text
 
 
-def test_few_shot_turns_reading_variables_are_reported(tmp_path, scripted_registry):
+async def test_few_shot_turns_with_memory_keep_their_place_and_the_history_follows(tmp_path, openai_server,
+                                                                                     scripted_registry):
+    """Dify's order: the prompt's messages (examples reading variables too), the memory
+    window's turns, then the memory's query."""
     doc = dify_chat()
     llm = next(n for n in doc["workflow"]["graph"]["nodes"] if n["id"] == "llm")
-    llm["data"]["prompt_template"][2]["text"] = "{{#sys.query#}}"
-    with pytest.raises(ImportFailed) as failed:
-        load(save(tmp_path, doc), models=scripted_registry, model_map=MAP)
-    assert "few-shot prompt turns that read variables" in str(failed.value)
+    llm["data"]["prompt_template"][1]["text"] = "Capital of {{#sys.user_id#}}land?"
+    llm["data"]["memory"] = {"window": {"enabled": True, "size": 1}, "role_prefix": {"user": "", "assistant": ""},
+                             "query_prompt_template": "Now: {{#sys.query#}}"}
+    result = load(save(tmp_path, doc), models=scripted_registry, model_map=MAP)
+    assert not result.errors
+    config = by_id(result)["llm"]["config"]
+    assert config["examples"] == [{"role": "user", "text": "Capital of {{ sys.user_id }}land?"},
+                                  {"role": "assistant", "text": "Paris"},
+                                  {"role": "user", "text": "{{ sys.query }}"}]
+    assert (config["user_prompt"], config["history"]) == ("Now: {{ sys.query }}", 1)
+    openai_server.script(text_reply("Berlin"))
+    past = [{"role": "user", "content": "old q"}, {"role": "assistant", "content": "old a"},
+            {"role": "user", "content": "last q"}, {"role": "assistant", "content": "last a"}]
+    state, _ = await run(result, registry=scripted_registry, tmp_path=tmp_path, settings=SETTINGS,
+                         query="Capital of Germany?", user_id="France", history=past)
+    succeeded(state)
+    assert openai_server.bodies[0]["messages"] == [
+        {"role": "system", "content": "Answer in one word."},
+        {"role": "user", "content": "Capital of Franceland?"}, {"role": "assistant", "content": "Paris"},
+        {"role": "user", "content": "Capital of Germany?"},
+        {"role": "user", "content": "last q"}, {"role": "assistant", "content": "last a"},
+        {"role": "user", "content": "Now: Capital of Germany?"}]
 
 
 def test_renamed_keys_are_reported(tmp_path, scripted_registry):
