@@ -204,6 +204,12 @@ class DifyTools:
         )
         if servers:
             cfg["mcp_servers"] = merge_servers(servers)
+            self.warn(  # type: ignore[attr-defined]
+                "behaviour_difference",
+                "a call of an MCP tool not annotated read-only asks a person first (Dify does not ask; "
+                "allow_write_tools opts out)",
+                p,
+            )
         cfg["mode"] = STRATEGIES[strategy]
         cfg["stream"] = False
         self.warn(  # type: ignore[attr-defined]
@@ -286,6 +292,13 @@ class DifyTools:
             f"in this file: import that app too and save it as workflow {wid!r} (flowloom import APP.yml "
             f"--id {wid} -o {wid}.json, in a directory of FLOWLOOM_WORKFLOW_PATH, or through the API) before "
             "running",
+            p,
+        )
+        self.warn(  # type: ignore[attr-defined]
+            "behaviour_difference",
+            f"workflow tool {entry.get('name', wid)}: the agent asks a person before each call, since what the "
+            "other app does is not known here (Dify does not ask); set its risk to read in workflow_tools, or "
+            "list it in allow_write_tools, to call it without asking",
             p,
         )
         return entry
