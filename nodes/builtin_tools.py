@@ -3,7 +3,7 @@
 A ``tool_call`` or ``agent`` node lists them in ``builtin_tools``
 (:class:`~schemas.nodes_agent.BuiltinToolRef`); a ``code`` node with ``tool`` runs one
 directly (imported Dify tool nodes). They are the account-free tools of Dify's builtin
-providers, with Dify's parameter names and result texts, so imported flows behave alike:
+providers, with Dify's provider, tool and parameter names, so imported flows behave alike:
 
 - ``time``: ``current_time`` (``format``, ``timezone``), ``weekday`` (``year``, ``month``,
   ``day``), ``timezone_conversion`` (``current_time``, ``current_timezone``,
@@ -12,15 +12,21 @@ providers, with Dify's parameter names and result texts, so imported flows behav
 - ``json_process``: ``json_parse``, ``json_replace``, ``json_insert``, ``json_delete``
   (``content``: JSON text, ``query`` / ``json_filter``: a JSONPath evaluated with
   jsonpath-ng, as Dify does).
-- ``maths``: ``eval_expression`` - arithmetic read with :mod:`ast` and computed node by
-  node (numbers, ``+ - * / // % **``, parentheses and a few :mod:`math` functions); never
-  ``eval``.
+- ``maths``: ``eval_expression`` - arithmetic evaluated by simpleeval (numbers,
+  ``+ - * / // % **``, comparisons, parentheses, ``pi``, ``e`` and a few :mod:`math`
+  functions, exponents up to 1000); never Python's ``eval``. Dify uses numexpr, which
+  reads the same arithmetic.
+- ``regex``: ``regex_extract`` (``content``, ``expression``) - every match, as
+  ``re.findall`` gives them (the groups when the pattern has groups), with the ``regex``
+  module and a 2 s timeout so that a pattern that backtracks for ever stops.
 
 Every tool only reads (risk ``read``) and runs in-process: it is Flowloom's own code,
 not user code. Network tools (web scrapers, search) and tools needing an API key are not
-builtin; the importer reports them. A tool returns text (what Dify's text output holds);
-bad arguments raise :class:`ToolArgumentError`, which the tool loop gives back to the
-model and a code node reports as a node error.
+builtin; the importer reports them. A tool gives a :class:`ToolResult`: its text (what
+Dify's text output holds, what a model reads; JSON for a JSON document or a list of
+matches, where Dify prints a Python list) and its value as data (the parsed object of
+``json_parse``, not text). Bad arguments raise :class:`ToolArgumentError`, which the tool
+loop gives back to the model and a code node reports as a node error.
 """
 
 from __future__ import annotations
@@ -38,7 +44,15 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from schemas.nodes_agent import BUILTIN_TOOL_NAMES
 
-__all__ = ["BUILTIN_TOOLS", "BuiltinTool", "ToolArgumentError", "builtin_tool", "dify_builtin", "run_builtin"]
+__all__ = [
+    "BUILTIN_TOOLS",
+    "BuiltinTool",
+    "ToolArgumentError",
+    "ToolResult",
+    "builtin_tool",
+    "dify_builtin",
+    "run_builtin",
+]
 
 
 class ToolArgumentError(ValueError):
@@ -46,16 +60,37 @@ class ToolArgumentError(ValueError):
 
 
 @dataclass(frozen=True, slots=True)
+class ToolResult:
+    """What a builtin tool gives: ``text`` (Dify's text output, what a model reads) and
+    ``value``, the result as data: the parsed object of ``json_parse``, the document
+    of the other JSON tools, the list of matches of ``regex_extract``, the number of
+    ``eval_expression``; the text itself for the tools that answer with text."""
+
+    text: str
+    value: Any
+
+
+@dataclass(frozen=True, slots=True)
 class BuiltinTool:
     """One builtin tool: ``provider`` is Dify's provider name, ``parameters`` the JSON Schema
-    of the arguments, ``run(args) -> text`` the implementation."""
+    of the arguments, ``run(args) -> text or ToolResult`` the implementation (use
+    :meth:`call`, which always gives a :class:`ToolResult`)."""
 
     name: str
     provider: str
     description: str
     parameters: dict[str, Any]
-    run: Callable[[dict[str, Any]], str]
+    run: Callable[[dict[str, Any]], str | ToolResult]
     risk: str = "read"
+
+    def call(self, args: dict[str, Any]) -> ToolResult:
+        """Run the tool on ``args``.
+
+        Raises:
+            ToolArgumentError: the arguments do not fit the tool.
+        """
+        out = self.run(dict(args))
+        return out if isinstance(out, ToolResult) else ToolResult(out, out)
 
 
 def _schema(required: list[str] | None = None, **props: tuple[str, str]) -> dict[str, Any]:
@@ -135,9 +170,10 @@ def _timestamp_to_localtime(args: dict[str, Any]) -> str:
     return datetime.fromtimestamp(_int(args, "timestamp"), zone).strftime(_STAMP)
 
 
-def _localtime_to_timestamp(args: dict[str, Any]) -> str:
+def _localtime_to_timestamp(args: dict[str, Any]) -> ToolResult:
     zone = _zone(_text(args, "timezone", "UTC"))
-    return str(int(_parse_local(_text(args, "localtime"), zone).timestamp()))
+    stamp = int(_parse_local(_text(args, "localtime"), zone).timestamp())
+    return ToolResult(str(stamp), stamp)
 
 
 # ------------------------------------------------------------------ JSON
@@ -168,6 +204,10 @@ def _dump(value: Any, args: dict[str, Any]) -> str:
     return json.dumps(value, ensure_ascii=bool(args.get("ensure_ascii", True)))
 
 
+def _document(value: Any, args: dict[str, Any]) -> ToolResult:
+    return ToolResult(_dump(value, args), value)
+
+
 def _decoded(value: Any) -> Any:
     if isinstance(value, str):
         try:
@@ -177,16 +217,16 @@ def _decoded(value: Any) -> Any:
     return value
 
 
-def _json_parse(args: dict[str, Any]) -> str:
+def _json_parse(args: dict[str, Any]) -> ToolResult:
     data = _load(args)
     found = [m.value for m in _matches(data, _text(args, "json_filter"))]
     result: Any = found[0] if len(found) == 1 else found
     if isinstance(result, (dict, list)):
-        return _dump(result, args)
-    return str(result)
+        return ToolResult(_dump(result, args), result)
+    return ToolResult(str(result), result)
 
 
-def _json_replace(args: dict[str, Any]) -> str:
+def _json_replace(args: dict[str, Any]) -> ToolResult:
     data = _load(args)
     model = _text(args, "replace_model", "pattern")
     value: Any = args.get("replace_value", "")
@@ -209,10 +249,10 @@ def _json_replace(args: dict[str, Any]) -> str:
             data = match.full_path.update(data, new)
     else:
         raise ToolArgumentError(f"replace_model must be pattern, key or value, got {model!r}")
-    return _dump(data, args)
+    return _document(data, args)
 
 
-def _json_insert(args: dict[str, Any]) -> str:
+def _json_insert(args: dict[str, Any]) -> ToolResult:
     data = _load(args)
     query, new = _text(args, "query"), _decoded(args.get("new_value"))
     index = args.get("index")
@@ -226,7 +266,7 @@ def _json_insert(args: dict[str, Any]) -> str:
             if i == len(parts) - 1:
                 current[part] = new
             current = current.setdefault(part, {})
-        return _dump(data, args)
+        return _document(data, args)
     for match in matches:
         if isinstance(match.value, dict):
             if not isinstance(new, dict):
@@ -236,10 +276,10 @@ def _json_insert(args: dict[str, Any]) -> str:
             match.value.append(new) if index in (None, "") else match.value.insert(_int(args, "index"), new)
         else:
             data = match.full_path.update(data, [match.value, new])
-    return _dump(data, args)
+    return _document(data, args)
 
 
-def _json_delete(args: dict[str, Any]) -> str:
+def _json_delete(args: dict[str, Any]) -> ToolResult:
     data = _load(args)
     for match in reversed(_matches(data, _text(args, "query"))):
         parent = match.context.value if match.context is not None else None
@@ -247,21 +287,19 @@ def _json_delete(args: dict[str, Any]) -> str:
             parent.pop(getattr(match.path, "fields", [None])[0], None)
         elif isinstance(parent, list) and match.value in parent:
             parent.remove(match.value)
-    return _dump(data, args)
+    return _document(data, args)
 
 
 # ------------------------------------------------------------------ maths
 
-_BINARY: dict[type, Callable[[Any, Any], Any]] = {
-    ast.Add: operator.add,
-    ast.Sub: operator.sub,
-    ast.Mult: operator.mul,
-    ast.Div: operator.truediv,
-    ast.FloorDiv: operator.floordiv,
-    ast.Mod: operator.mod,
-    ast.Pow: operator.pow,
-}
-_UNARY: dict[type, Callable[[Any], Any]] = {ast.UAdd: operator.pos, ast.USub: operator.neg}
+
+def _power(base: Any, exponent: Any) -> Any:
+    # simpleeval caps exponents at millions; numbers that large take seconds to print
+    if abs(exponent) > 1000 or abs(base) > 1e6:
+        raise ToolArgumentError("the power is too large")
+    return operator.pow(base, exponent)
+
+
 _FUNCTIONS: dict[str, Callable[..., Any]] = {
     "abs": abs,
     "round": round,
@@ -277,48 +315,63 @@ _FUNCTIONS: dict[str, Callable[..., Any]] = {
     "floor": math.floor,
     "ceil": math.ceil,
 }
-_CONSTANTS = {"pi": math.pi, "e": math.e}
 
 
-def _compute(node: ast.AST) -> Any:
-    """The value of one node of an arithmetic expression; anything else is refused."""
-    if isinstance(node, ast.Expression):
-        return _compute(node.body)
-    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
-        return node.value
-    if isinstance(node, ast.Name) and node.id in _CONSTANTS:
-        return _CONSTANTS[node.id]
-    if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
-        return _UNARY[type(node.op)](_compute(node.operand))
-    if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
-        left, right = _compute(node.left), _compute(node.right)
-        if isinstance(node.op, ast.Pow) and (abs(right) > 1000 or abs(left) > 1e6):
-            raise ToolArgumentError("the power is too large")
-        return _BINARY[type(node.op)](left, right)
-    if (
-        isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Name)
-        and node.func.id in _FUNCTIONS
-        and not node.keywords
-    ):
-        return _FUNCTIONS[node.func.id](*(_compute(a) for a in node.args))
-    raise ToolArgumentError(
-        f"{ast.unparse(node) if isinstance(node, ast.expr) else 'this'} is not arithmetic "
-        f"(numbers, + - * / // % **, parentheses, {', '.join(sorted(_FUNCTIONS))})"
-    )
+def _evaluator() -> Any:
+    """A simpleeval evaluator reading arithmetic only: numbers, ``+ - * / // % **``,
+    comparisons, :data:`_FUNCTIONS`, ``pi`` and ``e``; no attributes, no other names."""
+    from simpleeval import DEFAULT_OPERATORS, SimpleEval
+
+    operators = {op: fn for op, fn in DEFAULT_OPERATORS.items() if op is not ast.Pow}
+    operators[ast.Pow] = _power
+    return SimpleEval(operators=operators, functions=_FUNCTIONS, names={"pi": math.pi, "e": math.e})
 
 
-def _eval_expression(args: dict[str, Any]) -> str:
+def _eval_expression(args: dict[str, Any]) -> ToolResult:
+    from simpleeval import InvalidExpression
+
     text = _text(args, "expression")
     if len(text) > 1000:
         raise ToolArgumentError("the expression is longer than 1000 characters")
     try:
-        result = _compute(ast.parse(text.strip(), mode="eval"))
+        result = _evaluator().eval(text.strip())
     except SyntaxError as exc:
         raise ToolArgumentError(f"the expression does not parse: {exc.msg}") from None
+    except InvalidExpression as exc:
+        raise ToolArgumentError(
+            f"{exc} (arithmetic only: numbers, + - * / // % **, parentheses, pi, e, "
+            f"{', '.join(sorted(_FUNCTIONS))})"
+        ) from None
     except (ArithmeticError, ValueError, TypeError) as exc:
         raise ToolArgumentError(f"the expression cannot be computed: {exc}") from None
-    return str(result)
+    if not isinstance(result, (int, float)):
+        raise ToolArgumentError(f"the expression gives {type(result).__name__}, not a number")
+    return ToolResult(str(result), result)
+
+
+# ------------------------------------------------------------------ regex
+
+
+def _regex_extract(args: dict[str, Any]) -> ToolResult:
+    import regex
+
+    content, expression = _text(args, "content"), _text(args, "expression")
+    try:
+        # the regex module, for its timeout: a pattern that backtracks for ever stops
+        found = regex.findall(expression, content, timeout=_REGEX_TIMEOUT_S)
+    except regex.error as exc:
+        raise ToolArgumentError(
+            f"the expression {expression!r} is not a valid regular expression: {exc}"
+        ) from None
+    except TimeoutError:
+        raise ToolArgumentError(
+            f"the expression {expression!r} took longer than {_REGEX_TIMEOUT_S:g} s on this content"
+        ) from None
+    matches = [list(m) if isinstance(m, tuple) else m for m in found]
+    return ToolResult(json.dumps(matches, ensure_ascii=False), matches)
+
+
+_REGEX_TIMEOUT_S = 2.0
 
 
 _S, _N, _B = "string", "integer", "boolean"
@@ -433,6 +486,17 @@ BUILTIN_TOOLS: dict[str, BuiltinTool] = {
             _schema(["expression"], expression=(_S, "e.g. (3 + 4) * 2 ** 3")),
             _eval_expression,
         ),
+        BuiltinTool(
+            "regex_extract",
+            "regex",
+            "Every match of a regular expression in a text (the groups when it has groups).",
+            _schema(
+                ["content", "expression"],
+                content=(_S, "the text to search"),
+                expression=(_S, "a regular expression, e.g. \\d+"),
+            ),
+            _regex_extract,
+        ),
     )
 }
 assert set(BUILTIN_TOOLS) == BUILTIN_TOOL_NAMES, (
@@ -452,14 +516,14 @@ def builtin_tool(name: str) -> BuiltinTool:
     return tool
 
 
-def run_builtin(name: str, args: dict[str, Any]) -> str:
-    """Run builtin tool ``name`` with ``args``; returns its text.
+def run_builtin(name: str, args: dict[str, Any]) -> ToolResult:
+    """Run builtin tool ``name`` with ``args``; returns its text and value.
 
     Raises:
         KeyError: no such tool.
         ToolArgumentError: the arguments do not fit the tool.
     """
-    return builtin_tool(name).run(dict(args))
+    return builtin_tool(name).call(args)
 
 
 def dify_builtin(provider: str, tool: str) -> BuiltinTool | None:

@@ -7,7 +7,7 @@ unless ``semantics`` is ``fastgpt`` (imported FastGPT nodes: inputs converted to
 ``input_types``, outputs unchecked and null when missing, FastGPT's JavaScript globals;
 :mod:`nodes.sandbox_compat`).
 With ``tool`` set, the node runs that builtin tool (:mod:`nodes.builtin_tools`) on its
-inputs in the engine process instead: outputs ``text``, ``json``, ``files``; bad
+inputs in the engine process instead: outputs ``text``, ``json``, ``files``, ``result``; bad
 arguments fail it [``tool_error``].
 Numbers stay numbers (JSON in and out). Python code gets the standard library only
 (``python -I -S``); JavaScript code runs as a script in Node with ``require`` for
@@ -114,11 +114,12 @@ class CodeNode(NodeExecutor[CodeConfig], kind="code"):
 
         ctx.node_run.data["tool"] = name
         try:
-            text = run_builtin(name, {k: v for k, v in values.items() if v is not None})
+            out = run_builtin(name, {k: v for k, v in values.items() if v is not None})
         except ToolArgumentError as exc:
             raise self._fail(ctx, f"builtin tool {name}: {exc}", "tool_error") from None
-        # Dify's builtin tools answer with text messages only: its json and files outputs stay empty
-        return NodeResult({"text": text, "json": [], "files": []})
+        # Dify lists JSON messages (objects) in json; these tools make no files
+        listed = [out.value] if isinstance(out.value, dict) else []
+        return NodeResult({"text": out.text, "json": listed, "files": [], "result": out.value})
 
     @staticmethod
     def _record(data: dict[str, Any], outcome: Outcome) -> None:

@@ -58,7 +58,7 @@ import json
 import time
 import urllib.parse
 from types import SimpleNamespace
-from typing import Any, AsyncContextManager
+from typing import Any
 
 import httpx
 
@@ -263,7 +263,7 @@ def http_tool_spec(ctx: NodeContext, op: HttpTool, default_timeout: float | None
     header_params = [p for p in op.parameters if p.in_ == "header"]
     headers = dict(op.headers)
     for i, p in enumerate(header_params):
-        headers[p.name] = "{{ tool_h%d }}" % i
+        headers[p.name] = f"{{{{ tool_h{i} }}}}"
     has_body = op.body_schema() is not None
     config = HttpRequestConfig(
         method=op.method,
@@ -290,7 +290,7 @@ def http_tool_spec(ctx: NodeContext, op: HttpTool, default_timeout: float | None
             value = args[p.name]
             if p.in_ == "path":
                 text = value if isinstance(value, str) else _json(value)
-                path = path.replace("{%s}" % p.name, urllib.parse.quote(text, safe=""))
+                path = path.replace(f"{{{p.name}}}", urllib.parse.quote(text, safe=""))
             elif p.in_ == "query":
                 query[p.name] = _query_value(value)
         for i, p in enumerate(header_params):
@@ -449,7 +449,7 @@ def builtin_tool_spec(ref: BuiltinToolRef, default_timeout: float | None) -> Too
 
     async def run(args: dict[str, Any], call: ToolCallContext) -> ToolOutcome:
         try:
-            return ToolOutcome(tool.run({**args, **ref.arguments}))
+            return ToolOutcome(tool.call({**args, **ref.arguments}).text)
         except ToolArgumentError as exc:
             return ToolOutcome(f"{ref.tool_name}: {exc}", is_error=True)
 
@@ -505,7 +505,9 @@ def loop_tool_specs(ctx: NodeContext, cfg: ToolLoopConfig) -> list[ToolSpec]:
     return specs + [workflow_tool_spec(ctx, t, cfg.tool_timeout) for t in cfg.workflow_tools]
 
 
-def mcp_tools(ctx: NodeContext, cfg: ToolLoopConfig) -> AsyncContextManager[list[ToolSpec]]:
+def mcp_tools(
+    ctx: NodeContext, cfg: ToolLoopConfig
+) -> contextlib.AbstractAsyncContextManager[list[ToolSpec]]:
     """The tools of the node's MCP servers, connected while the returned context is open
     (:func:`nodes.mcp_tools.open_mcp_tools`; the SDK is imported only by nodes that use it).
 

@@ -336,13 +336,14 @@ BUILTIN_TOOL_NAMES = frozenset(
         "json_insert",
         "json_delete",
         "eval_expression",
+        "regex_extract",
     }
 )
 
 
 class BuiltinToolRef(BaseModel):
     """A builtin tool offered to the model (:mod:`nodes.builtin_tools`): account-free
-    utilities (time, JSON processing, arithmetic) run in-process, risk ``read``.
+    utilities (time, JSON processing, arithmetic, regular expressions) run in-process, risk ``read``.
 
     ``name`` is the builtin tool; ``alias`` the name the model sees (default: ``name``);
     ``description`` replaces the tool's own; ``arguments`` are fixed values (templates are

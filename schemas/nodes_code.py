@@ -62,8 +62,11 @@ class CodeConfig(NodeConfig):
 
     ``tool`` runs a builtin tool (:mod:`nodes.builtin_tools`, Flowloom's own code, in the
     engine process) instead of code: the inputs are its arguments and its outputs are
-    ``text`` (the tool's text), ``json`` and ``files`` (``[]``: these tools answer with
-    text only), as a Dify tool node gives; ``language`` and ``code`` stay unset.
+    ``text`` (the tool's text), ``json`` (``[value]`` when the tool's value is an object,
+    as Dify lists JSON messages, else ``[]``) and ``files`` (``[]``), as a Dify tool node
+    gives, and ``result``: the value as data (the parsed object of ``json_parse``, the
+    matches of ``regex_extract``, the number of ``eval_expression``, else the text);
+    ``language`` and ``code`` stay unset.
 
     ``semantics`` (set by the FastGPT importer; native nodes keep ``strict``) makes an
     imported node behave as it did at home:
@@ -131,7 +134,12 @@ class CodeConfig(NodeConfig):
 
     def outputs(self, workflow: Workflow) -> dict[str, VarType]:
         if self.tool is not None:
-            return {"text": VarType.string, "json": VarType.array, "files": VarType.array}
+            return {
+                "text": VarType.string,
+                "json": VarType.array,
+                "files": VarType.array,
+                "result": VarType.any,
+            }
         if self.semantics == "fastgpt":
             return {o.name: VarType.any for o in self.outputs_}
         return {o.name: o.type for o in self.outputs_}

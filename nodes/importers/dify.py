@@ -25,7 +25,6 @@ from schemas.types import VarType
 from .base import Planned, first, number, xy
 from .dify_nodes import DifyNodes
 from .dify_refs import CONVERTERS, handle_key, looks_like_dify
-from .mcp import dify_reason
 from .refs import IDENT, Unconvertible, identifier, var_type
 from .report import ImportFailed, ImportIssue
 
@@ -245,7 +244,7 @@ class DifyImporter(DifyNodes):
     def convert(self, p: Planned) -> dict[str, Any]:
         kind = p.src_type
         if kind == "tool":
-            node = self._tool(p, self._tool_reason(self.data(p.raw)))
+            node = self._tool(p)
             node.update(self.policy(p, node))
             return node
         if kind == "agent":
@@ -260,27 +259,6 @@ class DifyImporter(DifyNodes):
         node = getattr(self, handler)(p)
         node.update(self.policy(p, node))
         return node
-
-    @staticmethod
-    def _tool_reason(data: dict[str, Any]) -> str:
-        """Why a Dify tool node is a placeholder, naming the tool and where it comes from:
-        a builtin tool of Dify itself, a marketplace plugin, a custom API tool, a
-        workflow published as a tool, or an MCP server's tool (:func:`.mcp.dify_reason`)."""
-        mcp = dify_reason(data)
-        if mcp is not None:
-            return mcp
-        provider = str(data.get("provider_id") or data.get("provider_name") or "?")
-        tool = str(data.get("tool_name") or data.get("tool_label") or "?")
-        kind = str(data.get("provider_type") or "")
-        if kind in ("builtin", "") and provider.count("/") < 2:
-            return f"builtin tool {provider}/{tool} is not provided by Flowloom"
-        if kind in ("builtin", "plugin") or provider.count("/") >= 2:
-            return f"tool {tool} of marketplace plugin {provider} is not available in Flowloom"
-        if kind == "api":
-            return f"custom API tool {provider}/{tool} is not part of the file (its OpenAPI schema is not exported)"
-        if kind == "workflow":
-            return f"workflow tool {provider}/{tool} calls another Dify app, which is not part of the file"
-        return f"tool {provider}/{tool} ({kind or 'unknown provider type'}) has no Flowloom equivalent"
 
     def policy(self, p: Planned, node: dict[str, Any]) -> dict[str, Any]:
         data = self.data(p.raw)

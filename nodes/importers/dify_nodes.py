@@ -17,7 +17,7 @@ from .base import Planned, coerce_literal, first, number
 from .code_scan import check_code
 from .datasets import DatasetImport
 from .dify_refs import TEMPLATE_REF, DifyRefs, handle_key
-from .mcp import dify_reason
+from .dify_tools import DifyTools
 from .refs import CODE_OUTPUT, IDENT, Unconvertible, var_type
 
 __all__ = ["DifyNodes"]
@@ -31,7 +31,7 @@ _FLATTEN_CODE = (
 )
 
 
-class DifyNodes(DifyRefs, DatasetImport):
+class DifyNodes(DifyTools, DifyRefs, DatasetImport):
     """The per-kind converters; :meth:`DifyImporter.convert` picks one from ``CONVERTERS``."""
 
     def _start(self, p: Planned) -> dict[str, Any]:
@@ -711,115 +711,3 @@ class DifyNodes(DifyRefs, DatasetImport):
         if btype == "binary":
             raise Unconvertible("the request sends a binary file", "unsupported_feature")
         return None
-
-    # ------------------------------------------------------------------ tools
-
-    @staticmethod
-    def builtin_of(provider: str, tool: str) -> Any:
-        """The Flowloom builtin tool for Dify's ``provider``/``tool`` (a builtin provider such
-        as ``time``, or Dify's own plugin ``langgenius/time/time``), or None."""
-        from nodes.builtin_tools import dify_builtin
-
-        if provider.count("/") and not provider.startswith("langgenius/"):
-            return None  # another author's plugin, whatever its tool is called
-        return dify_builtin(provider, tool)
-
-    def _tool_value(self, name: str, spec: Any) -> Any:
-        """A tool parameter (``{type: variable|constant|mixed, value}`` or a plain value) as a
-        binding value: a selector -> a reference, ``{{#x.y#}}`` alone -> a reference."""
-        kind, value = (
-            (spec.get("type"), spec.get("value"))
-            if isinstance(spec, dict) and "value" in spec
-            else ("constant", spec)
-        )
-        if kind == "variable":
-            return self.value(value)
-        if kind == "mixed" and isinstance(value, str) and TEMPLATE_REF.search(value):
-            whole = TEMPLATE_REF.fullmatch(value.strip())
-            if whole is None:
-                raise Unconvertible(
-                    f"tool parameter {name!r} mixes text and references ({value!r}); pass the "
-                    "value from one reference",
-                    "unsupported_feature",
-                )
-            return self.selector(whole.group(1).split(".")).as_ref()
-        return value
-
-    def _tool(self, p: Planned, reason: str) -> dict[str, Any]:
-        """A Dify tool node of a provided builtin tool -> a ``code`` node running it (``tool``).
-
-        Raises:
-            Unconvertible: ``reason``, when Flowloom does not provide the tool.
-        """
-        data = self.data(p.raw)
-        tool = self.builtin_of(
-            str(data.get("provider_id") or data.get("provider_name") or ""), str(data.get("tool_name") or "")
-        )
-        if tool is None or str(data.get("provider_type") or "builtin") not in ("builtin", "plugin"):
-            raise Unconvertible(reason)
-        params: dict[str, Any] = {}
-        for source in ("tool_configurations", "tool_parameters"):
-            for name, spec in (data.get(source) or {}).items():
-                if spec not in (None, "") and not (
-                    isinstance(spec, dict) and spec.get("value") in (None, "")
-                ):
-                    params[str(name)] = self._tool_value(str(name), spec)
-        inputs = [{"name": name, "value": value} for name, value in params.items()]
-        self.warn(
-            "behaviour_difference",
-            f"builtin tool {tool.provider}/{tool.name} runs as Flowloom's own "
-            "implementation (a code node with tool), with Dify's parameters and text result",
-            p,
-        )
-        return {"type": "code", "config": {"tool": tool.name, "inputs": inputs}}
-
-    def _agent(self, p: Planned) -> dict[str, Any]:
-        """A Dify agent node whose tools are all provided builtin tools -> a ``tool_call`` node
-        (model, instruction -> system prompt, query -> user prompt, maximum iterations ->
-        ``max_rounds``, tools -> ``builtin_tools`` with their preset parameters)."""
-        params = self.data(p.raw).get("agent_parameters") or {}
-
-        def value(key: str) -> Any:
-            item = params.get(key)
-            return item.get("value") if isinstance(item, dict) else item
-
-        cfg: dict[str, Any] = {}
-        model = value("model") if isinstance(value("model"), dict) else {}
-        self._model({"model": {**model, "name": model.get("model") or model.get("name")}}, cfg)
-        tools, missing = [], []
-        for item in value("tools") or []:
-            if not isinstance(item, dict) or item.get("enabled") is False:
-                continue
-            mcp = dify_reason(item)
-            if mcp is not None:
-                raise Unconvertible(f"the agent uses {mcp}")
-            provider, name = str(item.get("provider_name") or ""), str(item.get("tool_name") or "")
-            found = self.builtin_of(provider, name)
-            if found is None:
-                missing.append(f"{provider}/{name}")
-                continue
-            preset = {}
-            for key, spec in (item.get("settings") or {}).items():
-                spec = spec.get("value") if isinstance(spec, dict) and "value" in spec else spec
-                if spec not in (None, "") and not isinstance(spec, dict):
-                    preset[str(key)] = spec
-            tools.append({"name": found.name, **({"arguments": preset} if preset else {})})
-        if missing:
-            raise Unconvertible(
-                f"the agent uses tools Flowloom does not provide: {', '.join(missing)} (builtin "
-                "tools it provides: time, json_process, maths)"
-            )
-        if value("instruction"):
-            cfg["system_prompt"] = self.template(value("instruction"))
-        cfg["user_prompt"] = self.template(value("query") or "{{#sys.query#}}")
-        rounds = number(value("maximum_iterations"))
-        if rounds:
-            cfg["max_rounds"] = max(1, min(500, int(rounds) + 1))
-        cfg["builtin_tools"] = tools
-        cfg["stream"] = False
-        self.warn(
-            "behaviour_difference",
-            "the Dify agent runs as a tool_call node (Flowloom's tool loop, not the agent strategy plugin)",
-            p,
-        )
-        return {"type": "tool_call", "config": cfg}

@@ -25,9 +25,11 @@ class ImportIssue:
       fails instead of stopping silently).
 
     ``code`` is stable (tests and the canvas key on it): ``unsupported_node``,
-    ``unsupported_reference``, ``unsupported_feature``, ``missing_package``, ``unknown_model``,
-    ``invalid_source``, ``compile_<compiler problem code>``, ``renamed_id``, ``renamed_key``,
-    ``behaviour_difference``, ``dropped``.
+    ``unsupported_reference``, ``unsupported_feature``, ``unsupported_tool`` (a tool of an
+    agent that cannot come over; the agent converts without it), ``missing_package``,
+    ``unknown_model``, ``invalid_source``, ``compile_<compiler problem code>``, ``renamed_id``,
+    ``renamed_key``, ``behaviour_difference``, ``missing_setting`` (a value the file leaves out
+    or masks - an MCP URL, a credential, another app - that the user must fill in), ``dropped``.
     """
 
     code: str

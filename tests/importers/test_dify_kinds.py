@@ -183,7 +183,11 @@ def test_loops_convert(scripted_registry):
                                        "concurrency": 2, "item_error": "continue"}
     assert "each-flatten" not in nodes  # the items' results are strings: nothing to flatten
     assert nodes["tool"]["config"] == {"original_type": "tool", "reason": "builtin tool google/google_search is not "
-                                       "provided by Flowloom", "outputs": {"text": "any"}}
+                                       "provided by Flowloom (it needs the internet or an account); "
+                                       "to bring it back, call the service with an http_request node (or "
+                                       "http_tools/openapi of a tool_call node), or give a tool_call node an "
+                                       "mcp_servers entry for an MCP server that offers it",
+                                       "outputs": {"text": "any"}}
     assert nodes["end"]["config"]["outputs"][2] == {"name": "said", "value": {"ref": "each.results"}}
 
 

@@ -217,4 +217,5 @@ def test_dify_agent_with_a_plugin_tool_names_it(tmp_path):
     tools = [{"provider_name": "langgenius/tavily/tavily", "tool_name": "tavily_search", "enabled": True}]
     with pytest.raises(ImportFailed) as err:
         load(save(tmp_path, dify_agent(tools)), model_map={"*": "default"})
-    assert any("langgenius/tavily/tavily/tavily_search" in i.message for i in err.value.report)
+    assert any("tool tavily_search of marketplace plugin langgenius/tavily/tavily" in i.message
+               and "http_request" in i.message and "MCP server" in i.message for i in err.value.report)
