@@ -130,7 +130,12 @@ HELP_ZH_CN: dict[str, str] = {
     "endpoint), or llm: a chat model that keeps only the chunks relevant to the question.": "对合并后的结果重新排序：使用模型列表中的重排模型（OpenAI、Jina 或 Cohere 风格的 /v1/rerank 接口），"
     "或 llm：由对话模型只保留与问题相关的分段",
     "A builtin tool offered to the model (:mod:`nodes.builtin_tools`): account-free utilities (time, JSON "
-    "processing, arithmetic) run in-process, risk read.": "提供给模型的内置工具：无需账号的实用工具（时间、JSON 处理、计算），在进程内运行，视为读操作",
+    "processing, arithmetic, regular expressions) run in-process, risk read.": "提供给模型的内置工具：无需账号的实用工具（时间、JSON 处理、计算、正则表达式），在进程内运行，视为读操作",
+    "A fixed message of the prompt (a few-shot example): role and text (Jinja2, rendered like the system "
+    "prompt). Part of the prompt, not of the conversation: never dropped to fit the context, never added to "
+    "the history output.": "提示词中的固定消息（少样本示例）：角色和文本（Jinja2，与系统提示词一样渲染）。"
+    "属于提示词而非对话：不会为适应上下文窗口而被丢弃，也不会加入 history 输出",
+    "fixed turns after the system prompt, before the history": "系统提示词之后、聊天记录之前的固定对话轮次",
     "The tenant's datasets as a search tool: the model writes query, the tool answers the chunks found as a "
     "numbered quote with their sources (the knowledge retrieval node's search options). relevance_model: a chat "
     "model that keeps only the chunks relevant to the query (an LLM pass before the model sees them). Risk read.": "把本租户的知识库作为检索工具：模型给出查询，工具返回带编号和来源的分段（检索选项同知识库搜索节点）。"

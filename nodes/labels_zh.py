@@ -65,6 +65,8 @@ FIELD_ZH_CN: dict[str, str] = {
     "quote": "知识库引用",
     "quote_role": "引用放置角色",
     "quote_template": "引用模板",
+    "examples": "少样本示例",
+    "role": "角色",
     "question": "用户问题",
     "instructions": "补充说明",
     "mode": "调用模式",
@@ -243,6 +245,7 @@ VALUE_ZH_CN: dict[str, str] = {
     # Roles, risks, errors
     "system": "系统",
     "user": "用户",
+    "assistant": "助手",
     "read": "只读",
     "write": "写入",
     "fail": "报错并停止",

@@ -113,8 +113,10 @@ scenario('model calls inside an iteration count in the run tokens and cost', asy
 
 scenario('an End workflow with an LLM in an iteration shows its outputs, not items run together', async (page) => {
   await runWithItems(page, ['one', 'two']);
-  // nothing an End output binds directly is an LLM: the answer box stays empty
-  assert.equal((await byTestId(page, 'run-answer').innerText()).trim(), '');
+  // the End streams its output once it has its value (a list, not an LLM's text): the
+  // answer box shows the whole list, never the items run together
+  const answer = (await byTestId(page, 'run-answer').innerText()).trim();
+  assert.deepEqual(JSON.parse(answer), ['Scripted answer to: one', 'Scripted answer to: two']);
   const outputs = byTestId(page, 'run-outputs');
   await outputs.waitFor();
   const lines = await byTestId(page, 'run-output-lines').innerText();
