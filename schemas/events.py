@@ -77,10 +77,6 @@ class InterruptKind(StrEnum):
     confirm = "confirm"
 
 
-#: a payload keeps fields its model does not list (a hook's own, a newer version's)
-_PAYLOAD_CONFIG = ConfigDict(extra="allow")
-
-
 class ChoiceOption(BaseModel):
     """One answer a person may pick: ``id`` is what to answer with, ``label`` what to show."""
 
@@ -92,8 +88,6 @@ class UserSelectPayload(BaseModel):
     """``user_select``: ``description`` (the rendered question) and the ``options``;
     ``error`` says why the last answer was refused."""
 
-    model_config = _PAYLOAD_CONFIG
-
     description: str = ""
     options: list[ChoiceOption]
     error: str | None = None
@@ -103,8 +97,6 @@ class FormInputPayload(BaseModel):
     """``form_input``: ``description`` above the form and its ``fields``; ``errors`` lists
     what was wrong with the last answer."""
 
-    model_config = _PAYLOAD_CONFIG
-
     description: str = ""
     fields: list[FormField]
     errors: list[str] | None = None
@@ -113,8 +105,6 @@ class FormInputPayload(BaseModel):
 class AskPayload(BaseModel):
     """``ask``: an agent's ``question``, the ``options`` it offers (ids ``1``..) and the
     ``reason`` it cannot go on alone; ``pending_id`` ties the answer to the paused call."""
-
-    model_config = _PAYLOAD_CONFIG
 
     question: str
     options: list[ChoiceOption] = Field(default_factory=list)
@@ -126,8 +116,6 @@ class ConfirmPayload(BaseModel):
     """``confirm``: an agent wants to run the write-level ``tool`` with ``arguments``
     (as text); ``options`` are approve / reject, ``risk`` the tool's level, ``error``
     why the last answer was refused and ``pending_id`` ties the answer to the call."""
-
-    model_config = _PAYLOAD_CONFIG
 
     question: str
     options: list[ChoiceOption] = Field(default_factory=list)

@@ -42,6 +42,7 @@ from typing_extensions import TypedDict
 
 __all__ = [
     "KIND_RECORDS",
+    "AgentCallError",
     "AgentCheckpoint",
     "AgentNote",
     "AgentRecord",
@@ -71,6 +72,7 @@ __all__ = [
     "SentRecord",
     "SentToolCall",
     "ToolRunRecord",
+    "UsageRecord",
     "WorkflowRunRecord",
     "agent_record",
     "agent_trace",
@@ -138,7 +140,16 @@ class NodeDataKey(StrEnum):
 
 _K = NodeDataKey
 _AGENT = (_K.agent, _K.agent_state, _K.tools, _K.mcp_servers, _K.warnings)
-_CODE = (_K.language, _K.sandbox, _K.sandbox_warning, _K.pid, _K.exit_code, _K.elapsed_ms, _K.stdout, _K.stderr)
+_CODE = (
+    _K.language,
+    _K.sandbox,
+    _K.sandbox_warning,
+    _K.pid,
+    _K.exit_code,
+    _K.elapsed_ms,
+    _K.stdout,
+    _K.stderr,
+)
 #: kind -> the keys its node runs may have besides :data:`ANY_KIND` (a kind missing here records nothing more)
 KIND_RECORDS: Mapping[str, tuple[NodeDataKey, ...]] = {
     "chat": (_K.sent, _K.chat, _K.warnings),
@@ -170,6 +181,21 @@ ANY_KIND: tuple[NodeDataKey, ...] = (_K.given, _K.reused_from, _K.warnings)
 
 
 @with_config(_OPEN)
+class UsageRecord(TypedDict, total=False):
+    """A :class:`~schemas.run.Usage` as a record keeps it (``Usage.model_dump()``):
+    tokens, cost, latency (ms), calls, and whether a count was ``estimated``."""
+
+    model: str | None
+    tokens_in: int
+    tokens_out: int
+    token_source: str
+    cost: float
+    latency_ms: float
+    calls: int
+    estimated: bool
+
+
+@with_config(_OPEN)
 class NodeWarningRecord(TypedDict):
     """A degraded result the node went on with (also sent as a ``node_warning`` event):
     ``code`` is stable, ``message`` for people, ``details`` machine-readable."""
@@ -189,7 +215,7 @@ class ReusedFrom(TypedDict):
     started_at: float | None
     finished_at: float | None
     attempts: int
-    usage: dict[str, Any] | None
+    usage: UsageRecord | None
 
 
 # ---------------------------------------------------------------------------- LLM nodes
@@ -334,6 +360,15 @@ class AgentReply(TypedDict):
 
 
 @with_config(_OPEN)
+class AgentCallError(TypedDict, total=False):
+    """A model call of an agent that failed: its reason, message and the text it had sent."""
+
+    reason: str
+    message: str
+    partial_text: str | None
+
+
+@with_config(_OPEN)
 class AgentToolRun(TypedDict, total=False):
     """One tool call of a round: its id, tool name and arguments, how it went
     (``status``: ok / error / timeout / ...), the start of its result (``preview``) and
@@ -366,11 +401,11 @@ class AgentRound(TypedDict, total=False):
     mode: str
     request: AgentRequestSummary
     parse_retry: int
-    usage: dict[str, Any]
+    usage: UsageRecord
     cost: float
     elapsed_ms: float
     response: AgentReply
-    error: dict[str, Any]
+    error: AgentCallError
     tools: list[AgentToolRun]
     tool_cost: float
     paused_on: str | None
@@ -583,7 +618,9 @@ def agent_record(
     """The ``agent`` record an agent loop publishes when it starts: the lists given are
     the loop's own, so the record follows the loop as it runs (and is kept as far as it
     got when the node fails)."""
-    return AgentRecord(mode=mode, trace=trace, tool_results=tool_results, notes=notes, checkpoints=checkpoints)
+    return AgentRecord(
+        mode=mode, trace=trace, tool_results=tool_results, notes=notes, checkpoints=checkpoints
+    )
 
 
 def body_run(index: int, node_runs: list[dict[str, Any]], error: BaseException | None) -> BodyRun:

@@ -1131,6 +1131,20 @@ export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
         /**
+         * AgentCallError
+         * @description A model call of an agent that failed: its reason, message and the text it had sent.
+         */
+        AgentCallError: {
+            /** Message */
+            message?: string;
+            /** Partial Text */
+            partial_text?: string | null;
+            /** Reason */
+            reason?: string;
+        } & {
+            [key: string]: unknown;
+        };
+        /**
          * AgentCheckpoint
          * @description Context fitting dropped old rounds: tokens before and after, how many dropped.
          */
@@ -1252,10 +1266,7 @@ export interface components {
             cost?: number;
             /** Elapsed Ms */
             elapsed_ms?: number;
-            /** Error */
-            error?: {
-                [key: string]: unknown;
-            };
+            error?: components["schemas"]["AgentCallError"];
             /** Loop Detected */
             loop_detected?: string;
             /** Mode */
@@ -1280,10 +1291,7 @@ export interface components {
             tool_cost?: number;
             /** Tools */
             tools?: components["schemas"]["AgentToolRun"][];
-            /** Usage */
-            usage?: {
-                [key: string]: unknown;
-            };
+            usage?: components["schemas"]["UsageRecord"];
         } & {
             [key: string]: unknown;
         };
@@ -1347,8 +1355,6 @@ export interface components {
              * @default
              */
             reason: string;
-        } & {
-            [key: string]: unknown;
         };
         /** BodyError */
         BodyError: {
@@ -1730,8 +1736,6 @@ export interface components {
              * @default
              */
             tool: string;
-        } & {
-            [key: string]: unknown;
         };
         /**
          * ConfirmationRecord
@@ -2143,8 +2147,6 @@ export interface components {
             errors: string[] | null;
             /** Fields */
             fields: components["schemas"]["FormField"][];
-        } & {
-            [key: string]: unknown;
         };
         /**
          * FusionMode
@@ -3794,10 +3796,7 @@ export interface components {
             run_id: string;
             /** Started At */
             started_at: number | null;
-            /** Usage */
-            usage: {
-                [key: string]: unknown;
-            } | null;
+            usage: components["schemas"]["UsageRecord"] | null;
         } & {
             [key: string]: unknown;
         };
@@ -4515,6 +4514,31 @@ export interface components {
             tokens_out: number;
         };
         /**
+         * UsageRecord
+         * @description A :class:`~schemas.run.Usage` as a record keeps it (``Usage.model_dump()``):
+         *     tokens, cost, latency (ms), calls, and whether a count was ``estimated``.
+         */
+        UsageRecord: {
+            /** Calls */
+            calls?: number;
+            /** Cost */
+            cost?: number;
+            /** Estimated */
+            estimated?: boolean;
+            /** Latency Ms */
+            latency_ms?: number;
+            /** Model */
+            model?: string | null;
+            /** Token Source */
+            token_source?: string;
+            /** Tokens In */
+            tokens_in?: number;
+            /** Tokens Out */
+            tokens_out?: number;
+        } & {
+            [key: string]: unknown;
+        };
+        /**
          * UserSelectPayload
          * @description ``user_select``: ``description`` (the rendered question) and the ``options``;
          *     ``error`` says why the last answer was refused.
@@ -4532,8 +4556,6 @@ export interface components {
             error: string | null;
             /** Options */
             options: components["schemas"]["ChoiceOption"][];
-        } & {
-            [key: string]: unknown;
         };
         /** ValidationError */
         ValidationError: {
