@@ -5,8 +5,9 @@ values are the records below; :data:`KIND_RECORDS` tells which keys each kind wr
 a reader learns from this module what an agent, an iteration or an LLM node records.
 The records are ``TypedDict`` s (plain dicts at run time): writers fill them in place
 while a node runs (an agent's trace grows round by round and is kept when the node
-fails), and a checkpoint stores them as they are. Each record allows keys it does not
-list, so a record written by a newer version still loads.
+fails), and a checkpoint stores them as they are. Every key of a record is optional
+(a node that failed half-way wrote only some) and a record keeps keys it does not list,
+so a record written by an older or newer version still loads.
 
 The shapes, by kind:
 
@@ -35,7 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from enum import StrEnum
-from typing import Any, Literal, NotRequired
+from typing import Any, Literal
 
 from pydantic import ConfigDict, with_config
 from typing_extensions import TypedDict
@@ -196,7 +197,7 @@ class UsageRecord(TypedDict, total=False):
 
 
 @with_config(_OPEN)
-class NodeWarningRecord(TypedDict):
+class NodeWarningRecord(TypedDict, total=False):
     """A degraded result the node went on with (also sent as a ``node_warning`` event):
     ``code`` is stable, ``message`` for people, ``details`` machine-readable."""
 
@@ -206,7 +207,7 @@ class NodeWarningRecord(TypedDict):
 
 
 @with_config(_OPEN)
-class ReusedFrom(TypedDict):
+class ReusedFrom(TypedDict, total=False):
     """A rerun copied this node run from a past run: which one, and what it had spent
     (its usage, timings and attempts, not counted again in the new run)."""
 
@@ -222,23 +223,23 @@ class ReusedFrom(TypedDict):
 
 
 @with_config(_OPEN)
-class SentToolCall(TypedDict):
+class SentToolCall(TypedDict, total=False):
     name: str
     arguments: str
 
 
 @with_config(_OPEN)
-class SentMessage(TypedDict):
+class SentMessage(TypedDict, total=False):
     """One message as sent to the model; ``truncated``: the length before it was cut."""
 
     role: str
     content: str
-    truncated: NotRequired[int]
-    tool_calls: NotRequired[list[SentToolCall]]
+    truncated: int
+    tool_calls: list[SentToolCall]
 
 
 @with_config(_OPEN)
-class SentRecord(TypedDict):
+class SentRecord(TypedDict, total=False):
     """The messages an LLM node sent (newest kept; ``omitted``: older ones left out)."""
 
     messages: list[SentMessage]
@@ -246,7 +247,7 @@ class SentRecord(TypedDict):
 
 
 @with_config(_OPEN)
-class PartialReply(TypedDict):
+class PartialReply(TypedDict, total=False):
     """What had arrived when a streamed reply ended early, and why (``ended_by``)."""
 
     answer_chars: int
@@ -314,18 +315,18 @@ class QueryExtensionRecord(TypedDict, total=False):
 
 
 @with_config(_OPEN)
-class RetrievalRecord(TypedDict):
+class RetrievalRecord(TypedDict, total=False):
     """A knowledge search: the recall passes run, what it could not do as asked
     (``notes``), the hits kept and the search mode."""
 
-    passes: list[Any]
+    passes: dict[str, int]
     notes: list[str]
     hits: int
     mode: str
 
 
 @with_config(_OPEN)
-class RelevancePass(TypedDict):
+class RelevancePass(TypedDict, total=False):
     """A relevance check by a model: ``kept`` hits ``of`` the ones found."""
 
     model: str
@@ -337,7 +338,7 @@ class RelevancePass(TypedDict):
 
 
 @with_config(_OPEN)
-class AgentRequestSummary(TypedDict):
+class AgentRequestSummary(TypedDict, total=False):
     """What one model call of an agent sent: message count, estimated tokens, the tools
     offered, the tool choice and why the round was forced to answer (None: it was not)."""
 
@@ -350,7 +351,7 @@ class AgentRequestSummary(TypedDict):
 
 
 @with_config(_OPEN)
-class AgentReply(TypedDict):
+class AgentReply(TypedDict, total=False):
     """The model's reply in a round: its text, finish reason, reasoning length, calls."""
 
     text: str
@@ -480,7 +481,7 @@ class PlanningRecord(TypedDict, total=False):
 
 
 @with_config(_OPEN)
-class McpServerRecord(TypedDict):
+class McpServerRecord(TypedDict, total=False):
     """An MCP server an agent used: name, transport and the tools it listed."""
 
     name: str
@@ -489,17 +490,17 @@ class McpServerRecord(TypedDict):
 
 
 @with_config(_OPEN)
-class ToolRunRecord(TypedDict):
+class ToolRunRecord(TypedDict, total=False):
     """A graph tool's run in a ``tool_call`` node: its number, tool, body node runs, error."""
 
     index: int
     tool: str
     node_runs: list[dict[str, Any]]
-    error: NotRequired[str]
+    error: str
 
 
 @with_config(_OPEN)
-class WorkflowRunRecord(TypedDict):
+class WorkflowRunRecord(TypedDict, total=False):
     """A workflow tool's run: the workflow, the child run's id and how it ended."""
 
     workflow: str
@@ -508,7 +509,7 @@ class WorkflowRunRecord(TypedDict):
 
 
 @with_config(_OPEN)
-class ConfirmationRecord(TypedDict):
+class ConfirmationRecord(TypedDict, total=False):
     """A person's answer to a ``confirm`` question about a tool call."""
 
     tool: str | None
@@ -520,28 +521,28 @@ class ConfirmationRecord(TypedDict):
 
 
 @with_config(_OPEN)
-class BodyError(TypedDict):
+class BodyError(TypedDict, total=False):
     type: str
     message: str
     node_id: str | None
 
 
 @with_config(_OPEN)
-class BodyRun(TypedDict):
+class BodyRun(TypedDict, total=False):
     """One item of an iteration or one round of a loop: its index (from 0), how it ended
     and the node runs of its body (as JSON)."""
 
     index: int
     status: Literal["succeeded", "failed"]
     node_runs: list[dict[str, Any]]
-    error: NotRequired[BodyError]
+    error: BodyError
 
 
 # ---------------------------------------------------------------------------- http
 
 
 @with_config(_OPEN)
-class HttpConnection(TypedDict):
+class HttpConnection(TypedDict, total=False):
     """A connection an HTTP request opened: the host asked for, the address connected to."""
 
     host: str

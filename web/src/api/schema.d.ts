@@ -1221,13 +1221,13 @@ export interface components {
          */
         AgentReply: {
             /** Finish Reason */
-            finish_reason: string | null;
+            finish_reason?: string | null;
             /** Reasoning Chars */
-            reasoning_chars: number;
+            reasoning_chars?: number;
             /** Text */
-            text: string;
+            text?: string;
             /** Tool Calls */
-            tool_calls: {
+            tool_calls?: {
                 [key: string]: unknown;
             }[];
         } & {
@@ -1240,17 +1240,17 @@ export interface components {
          */
         AgentRequestSummary: {
             /** Forced */
-            forced: unknown;
+            forced?: unknown;
             /** Hint */
-            hint: string | null;
+            hint?: string | null;
             /** Messages */
-            messages: number;
+            messages?: number;
             /** Tokens Est */
-            tokens_est: number;
+            tokens_est?: number;
             /** Tool Choice */
-            tool_choice: unknown;
+            tool_choice?: unknown;
             /** Tools */
-            tools: string[];
+            tools?: string[];
         } & {
             [key: string]: unknown;
         };
@@ -1359,11 +1359,11 @@ export interface components {
         /** BodyError */
         BodyError: {
             /** Message */
-            message: string;
+            message?: string;
             /** Node Id */
-            node_id: string | null;
+            node_id?: string | null;
             /** Type */
-            type: string;
+            type?: string;
         } & {
             [key: string]: unknown;
         };
@@ -1375,16 +1375,16 @@ export interface components {
         BodyRun: {
             error?: components["schemas"]["BodyError"];
             /** Index */
-            index: number;
+            index?: number;
             /** Node Runs */
-            node_runs: {
+            node_runs?: {
                 [key: string]: unknown;
             }[];
             /**
              * Status
              * @enum {string}
              */
-            status: "succeeded" | "failed";
+            status?: "succeeded" | "failed";
         } & {
             [key: string]: unknown;
         };
@@ -1743,11 +1743,11 @@ export interface components {
          */
         ConfirmationRecord: {
             /** Approved */
-            approved: boolean;
+            approved?: boolean;
             /** Call Id */
-            call_id: string | null;
+            call_id?: string | null;
             /** Tool */
-            tool: string | null;
+            tool?: string | null;
         } & {
             [key: string]: unknown;
         };
@@ -2180,11 +2180,11 @@ export interface components {
          */
         HttpConnection: {
             /** Address */
-            address: string;
+            address?: string;
             /** Host */
-            host: string;
+            host?: string;
             /** Port */
-            port: number;
+            port?: number;
         } & {
             [key: string]: unknown;
         };
@@ -2405,11 +2405,11 @@ export interface components {
          */
         McpServerRecord: {
             /** Name */
-            name: string;
+            name?: string;
             /** Tools */
-            tools: string[];
+            tools?: string[];
             /** Transport */
-            transport: string;
+            transport?: string;
         } & {
             [key: string]: unknown;
         };
@@ -3187,13 +3187,13 @@ export interface components {
          */
         NodeWarningRecord: {
             /** Code */
-            code: string;
+            code?: string;
             /** Details */
-            details: {
+            details?: {
                 [key: string]: unknown;
             };
             /** Message */
-            message: string;
+            message?: string;
         } & {
             [key: string]: unknown;
         };
@@ -3261,15 +3261,15 @@ export interface components {
          */
         PartialReply: {
             /** Answer */
-            answer: string;
+            answer?: string;
             /** Answer Chars */
-            answer_chars: number;
+            answer_chars?: number;
             /** Ended By */
-            ended_by: string;
+            ended_by?: string;
             /** Reasoning */
-            reasoning: string;
+            reasoning?: string;
             /** Reasoning Chars */
-            reasoning_chars: number;
+            reasoning_chars?: number;
         } & {
             [key: string]: unknown;
         };
@@ -3693,11 +3693,11 @@ export interface components {
          */
         RelevancePass: {
             /** Kept */
-            kept: number;
+            kept?: number;
             /** Model */
-            model: string;
+            model?: string;
             /** Of */
-            of: number;
+            of?: number;
         } & {
             [key: string]: unknown;
         };
@@ -3770,13 +3770,15 @@ export interface components {
          */
         RetrievalRecord: {
             /** Hits */
-            hits: number;
+            hits?: number;
             /** Mode */
-            mode: string;
+            mode?: string;
             /** Notes */
-            notes: string[];
+            notes?: string[];
             /** Passes */
-            passes: unknown[];
+            passes?: {
+                [key: string]: number;
+            };
         } & {
             [key: string]: unknown;
         };
@@ -3787,16 +3789,16 @@ export interface components {
          */
         ReusedFrom: {
             /** Attempts */
-            attempts: number;
+            attempts?: number;
             /** Finished At */
-            finished_at: number | null;
+            finished_at?: number | null;
             /** Node Run Id */
-            node_run_id: string;
+            node_run_id?: string;
             /** Run Id */
-            run_id: string;
+            run_id?: string;
             /** Started At */
-            started_at: number | null;
-            usage: components["schemas"]["UsageRecord"] | null;
+            started_at?: number | null;
+            usage?: components["schemas"]["UsageRecord"] | null;
         } & {
             [key: string]: unknown;
         };
@@ -4356,9 +4358,9 @@ export interface components {
          */
         SentMessage: {
             /** Content */
-            content: string;
+            content?: string;
             /** Role */
-            role: string;
+            role?: string;
             /** Tool Calls */
             tool_calls?: components["schemas"]["SentToolCall"][];
             /** Truncated */
@@ -4372,18 +4374,18 @@ export interface components {
          */
         SentRecord: {
             /** Messages */
-            messages: components["schemas"]["SentMessage"][];
+            messages?: components["schemas"]["SentMessage"][];
             /** Omitted */
-            omitted: number;
+            omitted?: number;
         } & {
             [key: string]: unknown;
         };
         /** SentToolCall */
         SentToolCall: {
             /** Arguments */
-            arguments: string;
+            arguments?: string;
             /** Name */
-            name: string;
+            name?: string;
         } & {
             [key: string]: unknown;
         };
@@ -4429,13 +4431,13 @@ export interface components {
             /** Error */
             error?: string;
             /** Index */
-            index: number;
+            index?: number;
             /** Node Runs */
-            node_runs: {
+            node_runs?: {
                 [key: string]: unknown;
             }[];
             /** Tool */
-            tool: string;
+            tool?: string;
         } & {
             [key: string]: unknown;
         };
@@ -4814,11 +4816,11 @@ export interface components {
          */
         WorkflowRunRecord: {
             /** Run Id */
-            run_id: string;
+            run_id?: string;
             /** Status */
-            status: string;
+            status?: string;
             /** Workflow */
-            workflow: string;
+            workflow?: string;
         } & {
             [key: string]: unknown;
         };

@@ -53,7 +53,7 @@ function bodyRow(r: NodeRunOut | Record<string, unknown>): BodyRow {
 }
 
 function recordOf(rec: BodyRun): ItemRecord {
-  return { index: rec.index, status: rec.status, runs: rec.node_runs.map(bodyRow), error: rec.error?.message };
+  return { index: rec.index ?? 0, status: rec.status, runs: (rec.node_runs ?? []).map(bodyRow), error: rec.error?.message };
 }
 
 /** The items (rounds) of `container`: from the records its node run keeps (`data.items`
@@ -188,7 +188,7 @@ export function AgentTimeline({ nodeRun }: { nodeRun: NodeRunOut }) {
 export function SentMessages({ nodeRun }: { nodeRun: NodeRunOut }) {
   const t = useT();
   const sent = nodeRun.data?.sent;
-  if (!sent?.messages.length) return null;
+  if (!sent?.messages?.length) return null;
   const answer = nodeRun.outputs?.answer;
   return (
     <div className="sent-messages" data-testid={`trace-sent-${nodeRun.node_id}`}>
