@@ -37,6 +37,7 @@ from .errors import install_error_handlers
 from .limits import BodyLimit, JsonBodyCheck
 from .metrics import router as metrics_router
 from .metrics import start_metrics
+from .openapi import install_openapi
 from .recovery import start_recovery
 from .routes import chats as chat_routes
 from .routes import routers
@@ -165,6 +166,7 @@ def create_app(
     )
     app.state.heartbeat_s = heartbeat_s
     app.state.settings = chosen
+    install_openapi(app)  # the run event stream's schemas too, for the canvas's generated types
     install_error_handlers(app)
     instrument_traces(app)  # OTEL_* variables: a span per request, the caller's traceparent its parent
     app.add_middleware(JsonBodyCheck)  # a body too deep or with a lone surrogate: 422 naming the field

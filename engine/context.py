@@ -293,7 +293,14 @@ class NodeContext:
             if stream is not None:
                 stream.delta(self.node.id, text)
             return
-        self._emit(NodeDelta, node_id=self.node.id, node_run_id=self.node_run.id, channel=channel, text=text)
+        self._emit(
+            NodeDelta,
+            node_id=self.node.id,
+            node_run_id=self.node_run.id,
+            attempt=self.node_run.attempts,
+            channel=channel,
+            text=text,
+        )
 
     def child_scope(self, values: dict[str, Any]) -> RunState:
         """A child state for a nested run of this node's body (a loop round, an iteration

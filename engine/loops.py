@@ -336,7 +336,7 @@ class RegionExecutor(NodeExecutor[_RegionConfig]):
             again = any(
                 took(round_state.node_runs.get(self.edges[e][0]), self.edges[e][1]) for e in region.back_edges
             )
-            ctx.node_run.data["rounds"] = index + 1
+            ctx.node_run.data["round_count"] = index + 1
             if not again:
                 taken = tuple(
                     e

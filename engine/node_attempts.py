@@ -57,6 +57,7 @@ class NodeAttempts:
     _output_bytes: int
     _pure: frozenset[str]
     _announced: dict[str, NodeRun]
+    _started: dict[str, NodeRun]
 
     if TYPE_CHECKING:  # the scheduler's own parts
 
@@ -103,7 +104,8 @@ class NodeAttempts:
             base, record = run.attempts - 1 if run.attempts else 0, False
         else:
             run, base, record = self._open_node_run(nid, node.type, started)
-        self._emit(NodeStarted, node_id=nid, node_run_id=run.id, kind=node.type)
+        self.root._started[run.id] = run
+        self._emit(NodeStarted, node_id=nid, node_run_id=run.id, kind=node.type, attempt=base + 1)
         if record:  # rule 9: the store knows the node started before its effects begin
             self._dirty[nid] = None
             await self._checkpoint()
@@ -347,6 +349,7 @@ class NodeAttempts:
             interrupt_id=interrupt.id,
             node_id=run.node_id,
             node_run_id=run.id,
+            attempt=run.attempts,
             kind=interrupt.kind,
             payload=interrupt.payload,
         )

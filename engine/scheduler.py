@@ -149,6 +149,9 @@ class Scheduler(NodeAttempts):
         self._pure = plan.catalog.pure if plan.catalog is not None else frozenset()
         # nodes with effects whose start the last checkpoint recorded (rule 9), not started yet
         self._announced: dict[str, NodeRun] = {}
+        #: node run id -> node run, of every node run started in this run (kept by the root
+        #: scheduler): a node event's ``attempt`` is its node run's, at any depth
+        self._started: dict[str, NodeRun] = {}
         #: the answer stream of this scope (engine/answers.py); None when nothing here is streamed
         self.answer_stream: AnswerStream | None = None
         self._parent_stream: AnswerStream | None = None  # the enclosing scope's, for a nested run
@@ -159,8 +162,12 @@ class Scheduler(NodeAttempts):
         """Number and publish an event; without a sink only the sequence advances (hot path).
 
         Nested scopes number events in the root run's sequence and tag node events
-        with their loop id and iteration.
+        with their loop id and iteration; a node event not given its ``attempt`` gets
+        its node run's attempt count.
         """
+        if "node_run_id" in fields and "attempt" not in fields:
+            run = self.root._started.get(fields["node_run_id"]) or self.state.find_node_run(fields["node_id"])
+            fields["attempt"] = run.attempts if run is not None and run.id == fields["node_run_id"] else 1
         if self.scope is not None:
             if "node_id" in fields:
                 fields["loop_id"], fields["iteration"] = self.scope.loop_id, self.scope.iteration
@@ -415,7 +422,9 @@ class Scheduler(NodeAttempts):
         self.state.node_runs[nid] = run
         if self.scope is None:
             self._dirty[nid] = None
-        self._emit(NodeFinished, node_id=nid, node_run_id=run.id, kind=run.kind, status=NodeRunStatus.skipped)
+        self._emit(
+            NodeFinished, node_id=nid, node_run_id=run.id, kind=run.kind, status=NodeRunStatus.skipped, attempt=0
+        )
         if self.answer_stream is not None and plan is None:
             self.answer_stream.resolved(run)
 
@@ -467,7 +476,7 @@ class Scheduler(NodeAttempts):
                 status=status,
                 handles=run.handles,
                 outputs=run.outputs,
-                error=run.error.model_dump() if run.error is not None else None,
+                error=run.error,
                 elapsed_ms=max(0.0, now - (run.started_at or now) - run.waited_s) * 1000.0,
             )
         if self.answer_stream is not None:
@@ -576,7 +585,7 @@ class Scheduler(NodeAttempts):
             state.wall_time_left = max(0.0, (state.deadline or 0.0) - time.time())
             self._emit(
                 RunPaused,
-                interrupts=[i.model_dump(exclude={"answer", "answered"}) for i in state.interrupts.values()],
+                interrupts=list(state.interrupts.values()),
                 elapsed_ms=elapsed,
             )
             await self._checkpoint()
@@ -603,7 +612,7 @@ class Scheduler(NodeAttempts):
         elif ending is not None:
             state.status = RunStatus.failed
             state.error = error_record(ending, ending.node_id)
-            self._emit(RunFailed, reason=ending.reason, error=state.error.model_dump(), elapsed_ms=elapsed)
+            self._emit(RunFailed, reason=ending.reason, error=state.error, elapsed_ms=elapsed)
         else:
             state.status = RunStatus.succeeded
             self._collect_outputs()

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from schemas.knowledge import run_citations
+from schemas.node_records import AgentToolRun, agent_trace
 from schemas.records import ChatMessage, MessagePart, MessageStatus
 from schemas.run import RunState
 from schemas.types import RunStatus
@@ -134,11 +135,8 @@ def _parts_of(state: RunState, streamed: str) -> list[MessagePart]:
         reasoning = (run.outputs or {}).get("reasoning")
         if isinstance(reasoning, str) and reasoning:
             parts.append(MessagePart(type="reasoning", text=reasoning))
-        for step in (run.outputs or {}).get("trace") or []:
-            if isinstance(step, dict) and step.get("tool"):
-                parts.append(MessagePart(type="tool_call", data=step))
-            elif isinstance(step, dict):
-                parts += _tool_parts(step.get("tools") or [])
+        for step in agent_trace(run.data):
+            parts += _tool_parts(step.get("tools") or [])
     if text:
         parts.append(MessagePart(type="text", text=text))
     if state.status is RunStatus.succeeded:  # the sources of the answer, so a reloaded chat still shows them
@@ -155,14 +153,12 @@ def _parts_of(state: RunState, streamed: str) -> list[MessagePart]:
     return parts
 
 
-def _tool_parts(records: list[Any]) -> list[MessagePart]:
+def _tool_parts(records: list[AgentToolRun]) -> list[MessagePart]:
     """A ``tool_call`` and a ``tool_result`` part per call an agent round made (its trace
     entry's ``tools``): the call's id, tool name and arguments, then the result's preview
     (the first characters the model saw) with ``is_error``."""
     parts: list[MessagePart] = []
     for record in records:
-        if not isinstance(record, dict):
-            continue
         ids = {"id": record.get("id"), "name": record.get("name")}
         parts.append(MessagePart(type="tool_call", data={**ids, "arguments": record.get("arguments")}))
         if "preview" in record or "is_error" in record:

@@ -616,7 +616,7 @@ class AgentNode(NodeExecutor[AgentConfig], kind="agent"):
         """
         assert ctx.resume is not None
         pending = ctx.node_run.pending
-        wanted = ctx.resume.payload.get("pending_id")
+        wanted = getattr(ctx.resume.payload, "pending_id", None)  # ask / confirm payloads carry it
         if (
             pending is None
             or pending.node_run_id != ctx.node_run.id

@@ -93,6 +93,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from engine.context import InterruptRequested, NodeContext
 from engine.errors import NodeFailed
+from schemas.node_records import agent_record
 
 from .agent_calls import echo_arguments, finish_round, prepare_call, restore_calls, run_calls
 from .agent_protocol import (
@@ -323,13 +324,7 @@ def _open_loop(
     )
     state.__dict__["budget"] = spec.max_context - max_tokens - tool_tokens
     data = ctx.node_run.data
-    data["agent"] = {
-        "mode": state.mode,
-        "trace": state.trace,
-        "tool_results": state.results,
-        "notes": state.notes,
-        "checkpoints": state.checkpoints,
-    }
+    data["agent"] = agent_record(state.mode, state.trace, state.results, state.notes, state.checkpoints)
     on_answer = (lambda t: ctx.delta(t, "answer")) if settings.stream and state.mode == "native" else None
     return _LoopDeps(ctx, settings, hooks, tools, by_name, caps, max_tokens, on_answer, data, {}), state
 

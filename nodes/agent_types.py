@@ -26,6 +26,7 @@ from typing import Any, Literal
 
 from engine.context import NodeContext
 from engine.errors import NodeFailed
+from schemas.node_records import AgentCheckpoint, AgentNote, AgentRound
 from schemas.run import Usage
 
 from .chat import registry_of
@@ -281,14 +282,14 @@ class LoopState:
     nonce: str = field(default_factory=lambda: secrets.token_hex(6))
     round: int = 0
     counters: dict[str, int] = field(default_factory=_new_counters)
-    trace: list[dict[str, Any]] = field(default_factory=list)
+    trace: list[AgentRound] = field(default_factory=list)
     usage: list[Usage] = field(default_factory=list)
     results: dict[str, str] = field(default_factory=dict)
     tool_cost: float = 0.0
     force: str | None = None
     recent_calls: list[str] = field(default_factory=list)
-    notes: list[dict[str, Any]] = field(default_factory=list)
-    checkpoints: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[AgentNote] = field(default_factory=list)
+    checkpoints: list[AgentCheckpoint] = field(default_factory=list)
     pending: dict[str, Any] | None = None
     head: int = 0
     dropped: int = 0
@@ -362,7 +363,7 @@ class LoopResult:
     answer: str
     messages: list[dict[str, Any]]
     trail: list[dict[str, Any]]
-    trace: list[dict[str, Any]]
+    trace: list[AgentRound]
     usage: Usage
     cost: float
     model_cost: float

@@ -62,6 +62,7 @@ from engine.catalog import NodeExecutor
 from engine.context import NodeContext, NodeResult
 from engine.errors import NodeFailed
 from engine.references import template_names
+from schemas.node_records import ChatRecord, PartialReply, warning_entry
 from schemas.nodes_llm import ChatConfig, LLMNodeConfig, TextValue
 from schemas.run import Usage
 from schemas.types import Ref
@@ -268,12 +269,12 @@ def warn(ctx: NodeContext, code: str, message: str, **details: Any) -> None:
     is visible where the run is watched, not only in the stored record."""
     from schemas.events import NodeWarning
 
-    entry = {"code": code, "message": message, "details": details}
-    ctx.node_run.data.setdefault("warnings", []).append(entry)
+    ctx.node_run.data.setdefault("warnings", []).append(warning_entry(code, message, details))
     ctx._emit(
         NodeWarning,
         node_id=ctx.node_id,
         node_run_id=ctx.node_run.id,
+        attempt=ctx.node_run.attempts,
         kind=ctx.node.type,
         code=code,
         message=message,
@@ -536,13 +537,13 @@ class ChatNode(NodeExecutor[ChatConfig], kind="chat"):
         reason = getattr(error, "reason", None) or (
             "cancelled" if isinstance(error, asyncio.CancelledError) else type(error).__name__
         )
-        ctx.node_run.data.setdefault("chat", {})["partial"] = {
-            "answer_chars": len(answer),
-            "reasoning_chars": len(reasoning),
-            "ended_by": reason,
-            "answer": answer,
-            "reasoning": reasoning,
-        }
+        ctx.node_run.data.setdefault("chat", {})["partial"] = PartialReply(
+            answer_chars=len(answer),
+            reasoning_chars=len(reasoning),
+            ended_by=reason,
+            answer=answer,
+            reasoning=reasoning,
+        )
 
     def as_tool(self, ctx: NodeContext) -> Callable[[str], Awaitable[str]]:
         """``async (question) -> answer text`` for an agent loop running in ``ctx`` (no streaming)."""
@@ -578,14 +579,13 @@ class ChatNode(NodeExecutor[ChatConfig], kind="chat"):
             {"role": "assistant", "content": turn.answer},
         ]
         citations, cited = self._citations(ctx, turn.answer)
-        ctx.node_run.data["chat"] = {
-            "quote_role": turn.quote_role,
-            "messages": len(turn.messages),
-            "history_messages": sum(1 for m in turn.messages[:-1] if m["role"] != "system")
-            - len(cfg.examples),
-            "finish_reason": turn.finish_reason,
-            "cited": cited,
-        }
+        ctx.node_run.data["chat"] = ChatRecord(
+            quote_role=turn.quote_role,
+            messages=len(turn.messages),
+            history_messages=sum(1 for m in turn.messages[:-1] if m["role"] != "system") - len(cfg.examples),
+            finish_reason=turn.finish_reason,
+            cited=cited,
+        )
         usage = ctx.node_run.usage or turn.usage
         return NodeResult(
             {

@@ -64,6 +64,7 @@ from engine.catalog import NodeExecutor
 from engine.context import NodeContext, NodeResult
 from engine.errors import NodeFailed
 from engine.ports import MemoryStore, node_memory_key
+from schemas.node_records import ClassifyRecord
 from schemas.nodes_llm import Category, ClassifyQuestionConfig, normalise_label
 
 from .chat import (
@@ -314,7 +315,7 @@ class ClassifyQuestionNode(NodeExecutor[ClassifyQuestionConfig], kind="classify_
             )
         return "\n".join(lines)
 
-    async def _recall(self, store: MemoryStore, key: str, record: dict[str, Any]) -> dict[str, Any] | None:
+    async def _recall(self, store: MemoryStore, key: str, record: ClassifyRecord) -> dict[str, Any] | None:
         try:
             previous = await store.get(key)
         except Exception as exc:
@@ -326,7 +327,7 @@ class ClassifyQuestionNode(NodeExecutor[ClassifyQuestionConfig], kind="classify_
         return None  # absent, expired, or left by an older version of the categories
 
     async def _remember(
-        self, store: MemoryStore, key: str, value: dict[str, Any], record: dict[str, Any]
+        self, store: MemoryStore, key: str, value: dict[str, Any], record: ClassifyRecord
     ) -> None:
         try:
             await store.set(key, value, ttl=self.config.memory_ttl)
@@ -352,7 +353,7 @@ class ClassifyQuestionNode(NodeExecutor[ClassifyQuestionConfig], kind="classify_
         question = render_text(ctx, cfg.question, "question")
         instructions = ctx.render(cfg.instructions, field="config.instructions") if cfg.instructions else ""
         history = history_as_text(recent_turns(resolve_history(ctx, cfg), cfg.history))
-        record: dict[str, Any] = {"protocol": protocol, "tool_choice_forced": forced}
+        record: ClassifyRecord = {"protocol": protocol, "tool_choice_forced": forced}
         state = ctx.state
         key = node_memory_key(
             state.tenant_id,

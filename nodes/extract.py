@@ -47,6 +47,7 @@ from typing import Any
 from engine.catalog import NodeExecutor
 from engine.context import NodeContext, NodeResult
 from engine.errors import NodeFailed
+from schemas.node_records import ExtractRecord
 from schemas.nodes_llm import ExtractField, ExtractFieldsConfig
 from schemas.types import VarType
 
@@ -235,7 +236,7 @@ class ExtractFieldsNode(NodeExecutor[ExtractFieldsConfig], kind="extract_fields"
 
         calls = [c for c in response.tool_calls if c.name == TOOL_NAME]
         raw = calls[0].arguments if (protocol == "tool" and calls) else response.text
-        record: dict[str, Any] = {"protocol": protocol, "raw": raw}
+        record: ExtractRecord = {"protocol": protocol, "raw": raw}
         parsed: dict[str, Any] | None = None
         if protocol == "tool" and not calls and forced:
             record.update(

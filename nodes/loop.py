@@ -16,6 +16,7 @@ from engine.context import NodeContext, NodeResult
 from engine.errors import NodeFailed, ReferenceFailed, RunCancelled, RunError, RunLimitExceeded
 from engine.loops import LoopLimitExceeded, loop_limit
 from engine.references import resolve_value
+from schemas.node_records import BodyRun, body_run
 from schemas.nodes import IterationConfig, LoopBreakConfig, LoopConfig
 from schemas.run import RunState
 from schemas.types import NodeRunStatus, value_matches
@@ -25,12 +26,9 @@ from .if_else import check_condition
 __all__ = ["IterationNode", "LoopBreakNode", "LoopNode"]
 
 
-def _body_record(state: RunState, container: str, index: int, error: RunError | None) -> dict[str, Any]:
+def _body_record(state: RunState, container: str, index: int, error: RunError | None) -> BodyRun:
     runs = [r.model_dump(mode="json") for nid, r in state.node_runs.items() if nid != container]
-    record: dict[str, Any] = {"index": index, "status": "failed" if error else "succeeded", "node_runs": runs}
-    if error is not None:
-        record["error"] = {"type": type(error).__name__, "message": str(error), "node_id": error.node_id}
-    return record
+    return body_run(index, runs, error)
 
 
 def _fatal(error: RunError) -> bool:
@@ -66,7 +64,7 @@ class IterationNode(NodeExecutor[IterationConfig], kind="iteration"):
         assert body is not None
         results: list[Any] = [None] * len(items)
         statuses: list[dict[str, Any]] = [{"index": i, "status": "pending"} for i in range(len(items))]
-        records: list[dict[str, Any] | None] = [None] * len(items)
+        records: list[BodyRun | None] = [None] * len(items)
         gate = asyncio.Semaphore(cfg.concurrency)
 
         async def one(index: int, item: Any) -> None:
@@ -130,7 +128,7 @@ class LoopNode(NodeExecutor[LoopConfig], kind="loop"):
         limit = loop_limit(cfg.max_iterations, ctx.plan.workflow)
         body = ctx.plan.nodes[node_id].body
         assert body is not None
-        rounds: list[dict[str, Any]] = []
+        rounds: list[BodyRun] = []
         ctx.node_run.data["rounds"] = rounds
         index = 0
         while True:

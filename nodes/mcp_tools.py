@@ -61,6 +61,7 @@ from engine.context import InterruptRequested, NodeContext
 from engine.errors import BlockedAddress, FlowloomError, NodeFailed
 from engine.settings import SECRET_ENV_PREFIX, Settings
 from engine.telemetry import telemetry
+from schemas.node_records import McpServerRecord
 from schemas.nodes_agent import SECRET_REF, McpServer
 
 from .agent_loop import ToolCallContext, ToolOutcome, ToolSourceFailed, ToolSpec
@@ -590,11 +591,11 @@ async def open_mcp_tools(
                 ) from None
             specs += _unique(conn.specs(default_timeout), specs, taken, ctx.node_id)
         ctx.node_run.data["mcp_servers"] = [
-            {
-                "name": s.name,
-                "transport": s.transport,
-                "tools": [t.meta["tool"] for t in specs if t.meta.get("server") == s.name],
-            }
+            McpServerRecord(
+                name=s.name,
+                transport=s.transport,
+                tools=[t.meta["tool"] for t in specs if t.meta.get("server") == s.name],
+            )
             for s in servers
         ]
         yield specs

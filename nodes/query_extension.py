@@ -25,6 +25,7 @@ from typing import Any
 
 from engine.catalog import NodeExecutor
 from engine.context import NodeContext, NodeResult
+from schemas.node_records import QueryExtensionRecord
 from schemas.nodes_llm import QueryExtensionConfig, normalise_label
 
 from .chat import (
@@ -116,7 +117,7 @@ class QueryExtensionNode(NodeExecutor[QueryExtensionConfig], kind="query_extensi
         cfg = self.config
         spec = model_spec(ctx, cfg.model)
         question = render_text(ctx, cfg.question, "question").strip()
-        record: dict[str, Any] = {}
+        record: QueryExtensionRecord = {}
         if cfg.count == 1 or not question:
             # Nothing to ask the model: one query is the question itself (or nothing to extend).
             record["skipped"] = "count is 1" if question else "empty question"

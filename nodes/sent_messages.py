@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from engine.settings import SECRET_ENV_PREFIX
+from schemas.node_records import SentMessage, SentRecord, SentToolCall
 
 __all__ = ["MAX_MESSAGE_CHARS", "MAX_TOTAL_CHARS", "deployment_secrets", "mask_secrets", "sent_record"]
 
@@ -69,28 +70,28 @@ def _text_of(content: Any) -> str:
     return "" if content is None else str(content)
 
 
-def sent_record(messages: Sequence[Mapping[str, Any]], secrets: Iterable[str]) -> dict[str, Any]:
+def sent_record(messages: Sequence[Mapping[str, Any]], secrets: Iterable[str]) -> SentRecord:
     """``{"messages": [{"role", "content", "truncated"?, "tool_calls"?}], "omitted": N}``
     of ``messages`` under the rules of the module docstring; ``omitted``: older messages
     left out to keep the total under the cap."""
     masked = list(secrets)
-    kept: list[dict[str, Any]] = []
+    kept: list[SentMessage] = []
     total = 0
     omitted = 0
     for message in reversed(messages):
         text = mask_secrets(_text_of(message.get("content")), masked)
-        entry: dict[str, Any] = {"role": str(message.get("role") or "")}
+        entry = SentMessage(role=str(message.get("role") or ""), content="")
         if len(text) > MAX_MESSAGE_CHARS:
             text, entry["truncated"] = text[:MAX_MESSAGE_CHARS], len(text)
         calls = message.get("tool_calls")
         if isinstance(calls, list) and calls:
             entry["tool_calls"] = [
-                {
-                    "name": str((c.get("function") or {}).get("name") or ""),
-                    "arguments": mask_secrets(
+                SentToolCall(
+                    name=str((c.get("function") or {}).get("name") or ""),
+                    arguments=mask_secrets(
                         str((c.get("function") or {}).get("arguments") or "")[:MAX_MESSAGE_CHARS], masked
                     ),
-                }
+                )
                 for c in calls
                 if isinstance(c, Mapping)
             ]
@@ -101,4 +102,4 @@ def sent_record(messages: Sequence[Mapping[str, Any]], secrets: Iterable[str]) -
         total += len(text)
         kept.append(entry)
     kept.reverse()
-    return {"messages": kept, "omitted": omitted}
+    return SentRecord(messages=kept, omitted=omitted)

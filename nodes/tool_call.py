@@ -67,6 +67,7 @@ from engine.context import NodeContext, NodeResult
 from engine.errors import NodeFailed, ReferenceFailed, RunCancelled, RunError, RunLimitExceeded
 from engine.references import render_template, resolve_value
 from engine.workflow_store import WorkflowNotFound, WorkflowRecursion, WorkflowStore, run_child
+from schemas.node_records import ConfirmationRecord, ToolRunRecord, WorkflowRunRecord
 from schemas.nodes import HttpBody, HttpRequestConfig
 from schemas.nodes_agent import (
     BuiltinToolRef,
@@ -188,7 +189,7 @@ def graph_tool_spec(ctx: NodeContext, tool: GraphTool, default_timeout: float | 
         state = ctx.child_scope({"args": args, "call_id": call.id, "tool": tool.name, "round": call.round})
         nested = await ctx.scheduler.run_nested(sub, state, node_id, index)
         runs = {nid: r for nid, r in state.node_runs.items() if nid != node_id}
-        record = {
+        record: ToolRunRecord = {
             "index": index,
             "tool": tool.name,
             "node_runs": [r.model_dump(mode="json") for r in runs.values()],
@@ -405,7 +406,7 @@ def workflow_tool_spec(ctx: NodeContext, tool: WorkflowTool, default_timeout: fl
         if spent is not None:  # the child run is not stored: its model calls count in this node run
             add_usage(ctx, spent)
         cost = _cost_of(child)
-        record = {"workflow": tool.workflow, "run_id": child.run_id, "status": child.status.value}
+        record: WorkflowRunRecord = {"workflow": tool.workflow, "run_id": child.run_id, "status": child.status.value}
         ctx.node_run.data.setdefault("workflow_runs", {})[call.id] = record
         if child.status is RunStatus.cancelled:
             raise RunCancelled(f"workflow tool {tool.tool_name!r} was cancelled", node_id=ctx.node_id)
@@ -584,9 +585,9 @@ class ToolCallNode(NodeExecutor[ToolCallConfig], kind="tool_call"):
         pending = state.pending or {}
         assert ctx.resume is not None
         ctx.node_run.inputs.setdefault("answers", []).append(ctx.resume.answer)
-        approved = gate.decide(ctx, dict(ctx.resume.payload))
+        approved = gate.decide(ctx, ctx.resume.payload.model_dump(exclude_none=True))
         ctx.node_run.data.setdefault("confirmations", []).append(
-            {"tool": pending.get("tool"), "call_id": pending.get("call_id"), "approved": approved}
+            ConfirmationRecord(tool=pending.get("tool"), call_id=pending.get("call_id"), approved=approved)
         )
         if not approved:
             return state, ToolOutcome(rejection_message(str(pending.get("tool"))), is_error=True)

@@ -16,8 +16,10 @@ _EXPORTS: dict[str, str] = {
     **dict.fromkeys(
         (
             "Event",
+            "Interrupt",
             "InterruptEvent",
             "NodeDelta",
+            "NodeError",
             "NodeFinished",
             "NodeStarted",
             "RunCancelled",
@@ -42,7 +44,7 @@ _EXPORTS: dict[str, str] = {
         ),
         "records",
     ),
-    **dict.fromkeys(("EdgeStatus", "Interrupt", "NodeError", "NodeRun", "RunState", "Usage"), "run"),
+    **dict.fromkeys(("EdgeStatus", "NodeRun", "RunState", "Usage"), "run"),
     **dict.fromkeys(("NodeRunStatus", "Ref", "RunStatus", "Selector", "VarType", "parse_selector"), "types"),
     "InputBinding": "values",
     **dict.fromkeys(
@@ -69,8 +71,10 @@ __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
 if TYPE_CHECKING:  # what type checkers and IDEs see
     from .events import (
         Event,
+        Interrupt,
         InterruptEvent,
         NodeDelta,
+        NodeError,
         NodeFinished,
         NodeStarted,
         RunCancelled,
@@ -90,7 +94,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see
         RunCommand,
         RunSummary,
     )
-    from .run import EdgeStatus, Interrupt, NodeError, NodeRun, RunState, Usage
+    from .run import EdgeStatus, NodeRun, RunState, Usage
     from .types import NodeRunStatus, Ref, RunStatus, Selector, VarType, parse_selector
     from .values import InputBinding
     from .workflow import (

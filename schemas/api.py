@@ -19,6 +19,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .knowledge import QuotePiece, run_citations
+from .node_records import NodeData
 from .records import ApiKey, Chat, ChatMessage, MessagePart, MessageStatus, RunSummary
 from .run import NodeError, NodeRun, RunState, Usage
 from .types import NodeRunStatus, RunStatus
@@ -252,7 +253,10 @@ class NodeRunOut(BaseModel):
     started_at: float | None = None
     finished_at: float | None = None
     usage: Usage | None = None
-    data: dict[str, Any] = Field(default_factory=dict)
+    data: NodeData = Field(
+        default_factory=lambda: NodeData(),
+        description="what the node's kind records (schemas/node_records.py)",
+    )
     loop_id: str | None = None
     iteration: int | None = None
     waited_s: float = 0.0

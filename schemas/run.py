@@ -14,8 +14,11 @@ from typing import Any
 
 from pydantic import BaseModel, Field, PrivateAttr, computed_field
 
+from .events import Interrupt, NodeError
+from .node_records import NodeData
 from .types import NodeRunStatus, RunStatus
 
+# NodeError and Interrupt are the events' (schemas/events.py), named here too for the run state's readers
 __all__ = ["EdgeStatus", "Interrupt", "NodeError", "NodeRun", "PendingContext", "RunState", "Usage"]
 
 
@@ -77,34 +80,6 @@ class Usage(BaseModel):
         return self.token_source != "provider"
 
 
-class NodeError(BaseModel):
-    """An error attached to a node run or a failed run: ``type`` is the exception class name."""
-
-    type: str
-    message: str
-    node_id: str | None = None
-    reason: str | None = None
-    details: dict[str, Any] | None = None
-
-
-class Interrupt(BaseModel):
-    """A pause requested by a node: a question for a person.
-
-    ``kind`` is ``user_select`` / ``form_input`` / ``ask`` / ``confirm``; ``payload`` is
-    what the person sees (question, options, form fields). The answer is bound to this
-    ``id`` and used once: the node runs again with it and the interrupt is removed.
-    """
-
-    id: str
-    node_id: str
-    node_run_id: str
-    kind: str
-    payload: dict[str, Any] = Field(default_factory=dict)
-    created_at: float = 0.0
-    answered: bool = False
-    answer: Any = None
-
-
 class PendingContext(BaseModel):
     """What a node paused mid-way (a planning agent asking or asking to confirm) needs to
     go on with the same message chain. It lives on the waiting node run, inside the run
@@ -150,8 +125,10 @@ class NodeRun(BaseModel):
     started_at: float | None = None
     finished_at: float | None = None
     usage: Usage | None = None
-    data: dict[str, Any] = Field(
-        default_factory=dict, description="kind-specific record (raw replies, traces)"
+    data: NodeData = Field(
+        default_factory=lambda: NodeData(),
+        description="what the node's kind records beyond its outputs (an agent's trace, an iteration's items, "
+        "the messages an LLM node sent...): schemas/node_records.py",
     )
     loop_id: str | None = Field(default=None, description="loop node or loop region this run belongs to")
     iteration: int | None = Field(default=None, description="round / item index inside loop_id (from 0)")

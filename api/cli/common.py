@@ -374,7 +374,7 @@ class TerminalView:
     def _on_node_finished(self, event: Any) -> None:
         status = str(event.status)
         mark, style = self._STATUS_MARK.get(status, ("?", ""))
-        detail = f"  {event.error.get('message', '')}" if event.error else ""
+        detail = f"  {event.error.message}" if event.error else ""
         timing = "" if status == "skipped" else f" in {event.elapsed_ms:.1f} ms"
         self._line(
             (f"  {mark} ", style),
@@ -409,10 +409,10 @@ class TerminalView:
 
     def _on_run_failed(self, event: Any) -> None:
         if self.endings:
-            node_id = event.error.get("node_id")
+            node_id = event.error.node_id
             where = f" at node {named(node_id, self.titles, quote=True)}" if node_id else ""
             self._line(
-                (f"run failed{where}", "bold red"), f" ({event.reason}): {event.error.get('message', '')}"
+                (f"run failed{where}", "bold red"), f" ({event.reason}): {event.error.message}"
             )
 
     def _on_run_cancelled(self, event: Any) -> None:

@@ -7,13 +7,16 @@ Durations never include time spent waiting for a person; that time is shown apar
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.text import Text
 
 from .common import EXIT_OK, JsonFlag, abort, app, named, node_titles, out, print_columns, write_json
 from .running import execute
+
+if TYPE_CHECKING:
+    from schemas.node_records import AgentRound
 
 __all__ = ["prune", "runs", "show", "watch"]
 
@@ -207,6 +210,8 @@ def _print_summary(summary: Any, estimated: bool = False) -> None:
 
 
 def _print_node_run(record: Any, titles: dict[str, str]) -> None:
+    from schemas.node_records import agent_trace
+
     console = out()
     where = f"#{record.iteration}" if record.iteration is not None else ""
     took = (
@@ -237,12 +242,25 @@ def _print_node_run(record: Any, titles: dict[str, str]) -> None:
         console.print(Text(f"    outputs: {_short(record.outputs)}"))
     if record.error is not None:
         console.print(Text(f"    error: {record.error.message}", style="red"))
-    for round_ in (
-        (record.data.get("agent_state") or {}).get("rounds", []) if isinstance(record.data, dict) else []
-    ):
-        console.print(Text(f"    round: {_short(round_)}", style="dim"))
-    for step in (record.outputs or {}).get("trace") or []:
-        console.print(Text(f"    tool call: {_short(step)}", style="dim"))
+    for step in agent_trace(record.data):
+        console.print(Text(f"    {_round_line(step)}", style="dim"))
+        for call in step.get("tools") or []:
+            console.print(Text(f"      tool call: {_short(call)}", style="dim"))
+
+
+def _round_line(step: AgentRound) -> str:
+    """One agent round: its number, the reply's finish reason, tokens and what went wrong."""
+    reply = step.get("response")
+    usage = step.get("usage") or {}
+    line = f"round {step.get('round', 0)}: {reply['finish_reason'] if reply else 'no reply'}"
+    if usage:
+        line += f"  tokens {usage.get('tokens_in', 0)}+{usage.get('tokens_out', 0)}"
+    if reply and reply["text"]:
+        line += f"  text: {_short(reply['text'], 120)}"
+    error = step.get("error") or step.get("parse_error")
+    if error:
+        line += f"  error: {_short(error, 200)}"
+    return line
 
 
 def _short(value: Any, limit: int = 300) -> str:

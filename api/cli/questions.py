@@ -11,7 +11,7 @@ from rich.text import Text
 from .common import abort, err
 
 if TYPE_CHECKING:  # annotations only: importing schemas builds every pydantic model (not needed by --help)
-    from schemas.run import Interrupt
+    from schemas.events import Interrupt
 
 __all__ = ["answer_hint", "ask", "refuse_without_answer", "show_question"]
 
@@ -23,34 +23,42 @@ def _read_line(prompt: str) -> str | None:
     return None if line == "" else line.rstrip("\n")
 
 
+def _question(interrupt: Interrupt) -> tuple[str, list[str], list[Any], list[Any]]:
+    """The text shown, the lines saying why the last answer was refused, the options
+    (``id``/``label``) and the form fields of ``interrupt``, by its payload's kind."""
+    payload = interrupt.payload
+    options = list(getattr(payload, "options", []))
+    fields = list(getattr(payload, "fields", []))
+    text = str(getattr(payload, "description", "") or getattr(payload, "question", ""))
+    errors = getattr(payload, "errors", None) or []
+    error = getattr(payload, "error", None)
+    return text, [*errors, *([error] if error else [])], options, fields
+
+
 def show_question(interrupt: Interrupt, with_choices: bool = True) -> None:
     """Print an interrupt's question on stderr: text, why the last answer was refused, choices."""
-    payload = interrupt.payload
+    text, refused, options, fields = _question(interrupt)
     console = err()
-    if payload.get("description"):
-        console.print(Text(str(payload["description"]), style="bold"))
-    if payload.get("question"):  # agent interrupts (ask, confirm) carry a question
-        console.print(Text(str(payload["question"]), style="bold"))
-    for key in ("error", "errors"):
-        found = payload.get(key)
-        for line in found if isinstance(found, list) else [found] if found else []:
-            console.print(Text(f"  {line}", style="red"))
+    if text:
+        console.print(Text(text, style="bold"))
+    for line in refused:
+        console.print(Text(f"  {line}", style="red"))
     if with_choices:
-        for option in payload.get("options", []):
-            console.print(Text(f"  [{option['id']}] {option['label']}"))
-        for field in payload.get("fields", []):
-            hint = f" one of {field['enum']}" if field.get("enum") else ""
-            console.print(Text(f"  {field['name']} ({field['type']}){hint}"))
+        for option in options:
+            console.print(Text(f"  [{option.id}] {option.label}"))
+        for field in fields:
+            hint = f" one of {field.enum}" if field.enum else ""
+            console.print(Text(f"  {field.name} ({field.type.value}){hint}"))
 
 
 def answer_hint(interrupt: Interrupt) -> str:
     """How to write the answer to ``interrupt`` on the command line."""
-    fields = [f["name"] for f in interrupt.payload.get("fields", [])]
+    _text, _refused, options, fields = _question(interrupt)
     if interrupt.kind == "form_input" and fields:
-        return "--answer '{" + ", ".join(f'"{name}": ...' for name in fields) + "}'"
-    options = [o["id"] for o in interrupt.payload.get("options", [])]
+        return "--answer '{" + ", ".join(f'"{field.name}": ...' for field in fields) + "}'"
     if options:
-        return f"--answer {options[0]}  (one of: {', '.join(options)}, or a label)"
+        ids = [option.id for option in options]
+        return f"--answer {ids[0]}  (one of: {', '.join(ids)}, or a label)"
     if interrupt.kind == "confirm":
         return "--answer approve  (or reject)"
     return "--answer TEXT"
@@ -58,20 +66,20 @@ def answer_hint(interrupt: Interrupt) -> str:
 
 def ask(interrupt: Interrupt) -> Any | None:
     """Prompt for one interrupt's answer; None when stdin has ended (the run stays paused)."""
-    payload = interrupt.payload
+    _text, _refused, options, fields = _question(interrupt)
     console = err()
     show_question(interrupt, with_choices=False)
     if interrupt.kind == "form_input":
         answer: dict[str, Any] = {}
-        for field in payload.get("fields", []):
-            hint = f" {field['enum']}" if field.get("enum") else ""
-            line = _read_line(f"  {field.get('label') or field['name']} ({field['type']}){hint}: ")
+        for field in fields:
+            hint = f" {field.enum}" if field.enum else ""
+            line = _read_line(f"  {field.label or field.name} ({field.type.value}){hint}: ")
             if line is None:
                 return None
-            answer[field["name"]] = line
+            answer[field.name] = line
         return answer
-    for option in payload.get("options", []):
-        console.print(Text(f"  [{option['id']}] {option['label']}"))
+    for option in options:
+        console.print(Text(f"  [{option.id}] {option.label}"))
     return _read_line("answer: ")
 
 

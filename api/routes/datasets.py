@@ -64,9 +64,9 @@ from schemas.knowledge import DatasetCreate, DatasetUpdate, DocumentStatus
 from ..auth import Caller, Knowledge, Principal
 from ..deployment import Heartbeat
 from ..errors import ApiError, parse_body
+from ..openapi import SSE_CONTENT
 from ..sse import EventStreamResponse, Frame, event_stream
 from .quotas import Policy as QuotaPolicy
-from .runs import SSE_CONTENT
 
 __all__ = ["MAX_UPLOAD_FILES", "router"]
 

@@ -329,9 +329,9 @@ def _finish_reason(state: Any) -> str:
         answer = (run.outputs or {}).get("answer") if isinstance(run.outputs, dict) else None
         if not isinstance(answer, str) or not answer or answer not in state.answer:
             continue
-        for section in (run.data or {}).values():
-            if isinstance(section, dict) and section.get("finish_reason") in _PASSED_ON:
-                seen.add(section["finish_reason"])
+        reason = (run.data.get("chat") or {}).get("finish_reason")
+        if reason in _PASSED_ON:
+            seen.add(reason)
     return next((reason for reason in _PASSED_ON if reason in seen), "stop")
 
 

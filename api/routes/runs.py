@@ -53,10 +53,11 @@ from ..auth import Caller, Principal, Service
 from ..deployment import AppSettings, Heartbeat, RunPlacement, Workflows
 from ..errors import ApiError, error_body
 from ..limits import check_document
+from ..openapi import RUN_SSE_CONTENT
 from ..responses import JsonBody, run_detail_body
 from ..sse import EventStreamResponse, Frame, event_stream
 
-__all__ = ["RUN_LINKS", "SSE_CONTENT", "RunStart", "link", "router", "run_document"]
+__all__ = ["RUN_LINKS", "RunStart", "link", "router", "run_document"]
 
 #: the body fields of a run start (``RunCreate`` and ``WorkflowRunCreate`` both have them)
 RunStart = RunCreate | WorkflowRunCreate
@@ -64,23 +65,7 @@ RunStart = RunCreate | WorkflowRunCreate
 #: how long ``stop`` waits for the run to end before answering with its current state
 STOP_WAIT_S = 2.0
 _ENDED = {RunStatus.succeeded, RunStatus.failed, RunStatus.cancelled}
-#: a stream of server-sent events: ``schema`` is the whole body, ``itemSchema`` one event
-#: (``event``: the type; ``id``: the run event's ``seq``; ``data``: one JSON object)
-SSE_CONTENT = {
-    "text/event-stream": {
-        "schema": {"type": "string"},
-        "itemSchema": {
-            "type": "object",
-            "required": ["data"],
-            "properties": {
-                "event": {"type": "string"},
-                "id": {"type": "string"},
-                "data": {"type": "string", "contentMediaType": "application/json"},
-            },
-        },
-    }
-}
-_SSE = {"description": "server-sent events", "content": SSE_CONTENT}
+_SSE = {"description": "server-sent events: the run's events (RunEvent)", "content": RUN_SSE_CONTENT}
 
 router = APIRouter(prefix="/v1/runs", tags=["runs"], responses={401: {"model": ErrorBody}})
 NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"model": ErrorBody}}
@@ -194,7 +179,7 @@ async def respond(
     responses={
         200: {
             "description": "blocking: the run; streaming: its events (SSE)",
-            "content": SSE_CONTENT,
+            "content": RUN_SSE_CONTENT,
             "links": RUN_LINKS,
         },
         202: {"model": RunAccepted, "description": "async: the run executes", "links": RUN_LINKS},
@@ -346,7 +331,10 @@ async def resume_run(
     response_model=RunDetail,
     summary="Run again from a node of a past run",
     responses={
-        200: {"description": "blocking: the new run; streaming: its events (SSE)", "content": SSE_CONTENT},
+        200: {
+            "description": "blocking: the new run; streaming: its events (SSE)",
+            "content": RUN_SSE_CONTENT,
+        },
         202: {"model": RunAccepted, "description": "async: the new run executes"},
         **NOT_FOUND,
         403: {"model": ErrorBody},

@@ -67,8 +67,9 @@ from ..auth import Caller, Principal, Service
 from ..deployment import AppSettings, Heartbeat, RunPlacement, Workflows
 from ..errors import ApiError, parse_body
 from ..limits import check_document
+from ..openapi import RUN_SSE_CONTENT
 from .env_secrets import keep_secrets, unset_secret_warnings
-from .runs import RUN_LINKS, SSE_CONTENT, link, run_document
+from .runs import RUN_LINKS, link, run_document
 
 __all__ = ["router"]
 
@@ -634,7 +635,7 @@ async def import_file(
     responses={
         200: {
             "description": "blocking: the run; streaming: its events (SSE)",
-            "content": SSE_CONTENT,
+            "content": RUN_SSE_CONTENT,
             "links": RUN_LINKS,
         },
         202: {"model": RunAccepted, "description": "async: the run executes", "links": RUN_LINKS},

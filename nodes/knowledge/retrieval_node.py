@@ -28,6 +28,7 @@ from engine.errors import NodeFailed
 from engine.knowledge.ports import DatasetNotFound, EmbeddingError
 from engine.knowledge.retrieval import InvalidRerank
 from schemas.knowledge import SearchHit, SearchResult
+from schemas.node_records import RelevancePass, RetrievalRecord
 from schemas.nodes_knowledge import DatasetSearchOptions, KnowledgeRetrievalConfig
 from schemas.run import Usage
 
@@ -159,7 +160,7 @@ async def _relevance_pass(ctx: NodeContext, model: str, question: str, result: S
     )
     kept = [h for i, h in enumerate(candidates) if i in set(keep)]
     ctx.node_run.data.setdefault("relevance", []).append(
-        {"model": model, "kept": len(kept), "of": len(result.hits)}
+        RelevancePass(model=model, kept=len(kept), of=len(result.hits))
     )
     for n, hit in enumerate(kept, start=1):
         hit.citation_id = str(n)
@@ -190,12 +191,9 @@ class KnowledgeRetrievalNode(NodeExecutor[KnowledgeRetrievalConfig], kind="knowl
         query = render_text(ctx, cfg.question, "question").strip()
         queries = _queries(ctx, cfg)
         result = await search_datasets(ctx, cfg, query, queries)
-        ctx.node_run.data["retrieval"] = {
-            "passes": result.passes,
-            "notes": result.notes,
-            "hits": len(result.hits),
-            "mode": result.mode.value,
-        }
+        ctx.node_run.data["retrieval"] = RetrievalRecord(
+            passes=result.passes, notes=result.notes, hits=len(result.hits), mode=result.mode.value
+        )
         for note in result.notes:
             warn(ctx, "retrieval_degraded", note)
         usage = ctx.node_run.usage

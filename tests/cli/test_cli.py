@@ -281,7 +281,7 @@ def test_run_failure_json_keeps_stdout_events_only(tmp_path: Path) -> None:
     assert result.exit_code == 1
     events = parse_events(result.stdout)
     assert_event_stream(events, "run_failed")
-    assert events[-1].reason == "template_error" and events[-1].error["node_id"] == "boom"
+    assert events[-1].reason == "template_error" and events[-1].error.node_id == "boom"
     assert "run failed at node 'boom' (template_error)" in result.stderr
 
 
@@ -351,7 +351,7 @@ def test_run_max_wall_time_failure_names_the_running_node(tmp_path: Path, stub_u
                                                           allow_loopback: None) -> None:
     result = invoke("run", write(tmp_path, slow_workflow(10)), "-i", f"base_url={stub_url}",
                     "--max-wall-time", "0.5", "--json")
-    assert parse_events(result.stdout)[-1].error["node_id"] == "wait"
+    assert parse_events(result.stdout)[-1].error.node_id == "wait"
     assert "run failed at node 'wait' (max_wall_time)" in result.stderr
 
 

@@ -43,7 +43,7 @@ def test_user_select_pauses_then_resumes_from_a_restored_state():
     assert state.status == "paused"
     assert state.node_runs["side"].status == "succeeded", "other branches keep running"
     (interrupt,) = state.interrupts.values()
-    assert interrupt.kind == "user_select" and interrupt.payload["description"] == "Ship to Lyon?"
+    assert interrupt.kind == "user_select" and interrupt.payload.description == "Ship to Lyon?"
     assert [e.type for e in events][-2:] == ["node_finished", "run_paused"] or events[-1].type == "run_paused"
     assert any(e.type == "interrupt" and e.interrupt_id == interrupt.id for e in events)
     assert state.node_runs["ask"].status == "waiting"
@@ -70,7 +70,7 @@ def test_invalid_choice_asks_again_with_the_reason():
     assert state.status == "paused"
     (second,) = state.interrupts.values()
     assert second.id != first
-    assert "'maybe' is not one of: yes (Yes, ship it), no (No)" == second.payload["error"]
+    assert "'maybe' is not one of: yes (Yes, ship it), no (No)" == second.payload.error
 
 
 def test_answer_is_used_once_and_unknown_ids_are_refused():
@@ -112,10 +112,10 @@ def test_form_input_validates_types_required_and_enum():
     plan = compile_workflow(doc)
     state, _ = run(plan, {"who": "Ada"})
     (iid, interrupt), = state.interrupts.items()
-    assert interrupt.payload["description"] == "Details for Ada"
+    assert interrupt.payload.description == "Details for Ada"
     state, _ = run(plan, state, {iid: {"age": "old", "plan": "gold", "extra": 1}})
     (interrupt,) = state.interrupts.values()
-    assert interrupt.payload["errors"] == ["age: 'old' is not a number", "plan: 'gold' is not one of ['free', 'pro']",
+    assert interrupt.payload.errors == ["age: 'old' is not a number", "plan: 'gold' is not one of ['free', 'pro']",
                                            "unknown field(s): ['extra']"]
     state, _ = run(plan, state, {interrupt.id: '{"age": "36", "plan": "pro"}'})
     assert state.status == "succeeded"

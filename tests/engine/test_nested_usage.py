@@ -84,7 +84,7 @@ async def test_model_calls_of_a_failed_iteration_still_count(service, openai_ser
                  node("broken", "probe", {"fail_times": 9}, parent="each")],
                 [edge("start", "each"), edge("ask", "broken")], inputs=[{"name": "items", "type": "array"}])
     events = [e async for e in service.start(doc, {"items": ["x", "y"]})]
-    assert events[-1].type == "run_failed" and events[-1].error["node_id"] == "each"
+    assert events[-1].type == "run_failed" and events[-1].error.node_id == "each"
     summary = await service.get("default", events[0].run_id)
     assert summary.status is RunStatus.failed
     assert (summary.tokens_in, summary.tokens_out) == (CALL_IN, CALL_OUT), "the call before the failure was spent"

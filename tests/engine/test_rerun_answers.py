@@ -48,7 +48,7 @@ def said(events: list[Any]) -> list[tuple[str, str]]:
 
 async def test_a_rerun_after_a_router_never_speaks_for_the_branch_it_skipped(service):
     first = [e async for e in service.start(router(fail_times=5), {"city": "Paris"})]
-    assert first[-1].type == "run_failed" and first[-1].error["node_id"] == "fetch"
+    assert first[-1].type == "run_failed" and first[-1].error.node_id == "fetch"
     old = await service.state("default", first[0].run_id)
     assert old.node_runs["hello"].status is NodeRunStatus.skipped
     assert old.answer == "Weather in the city: ", "the literal part before the failed node was sent"

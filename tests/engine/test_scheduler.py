@@ -164,7 +164,7 @@ def test_retries_exhausted_runs_one_plus_max_retries_times_and_fails_run():
     assert state.node_runs["f"].status == "failed"
     assert state.error.node_id == "f" and "probe failure (attempt 3)" in state.error.message
     assert "after" not in state.node_runs
-    assert events[-1].type == "run_failed" and events[-1].error["node_id"] == "f"
+    assert events[-1].type == "run_failed" and events[-1].error.node_id == "f"
 
 
 def test_retry_wait_does_not_block_other_nodes():
@@ -382,7 +382,7 @@ def test_max_wall_time_failure_names_the_running_node():
     state, events = run_sync(build([probe("slow", sleep=30)], [edge("start", "slow")], limits={"max_wall_time": 0.2}))
     assert state.error.node_id == "slow" and "'slow'" in state.error.message
     assert state.node_runs["slow"].status == "failed"
-    assert events[-1].error["node_id"] == "slow"
+    assert events[-1].error.node_id == "slow"
 
 
 def test_cancel_token_callbacks_do_not_pile_up():

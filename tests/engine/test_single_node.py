@@ -102,7 +102,7 @@ async def test_a_failing_node_ends_the_run_failed_with_its_error(service, openai
                 [edge("start", "shout"), edge("shout", "boom")])
     state, events = await service.run_node("default", doc, "boom", {"shout.output": "plain"})
     events = [e async for e in events]
-    assert events[-1].type == "run_failed" and events[-1].error["node_id"] == "boom"
+    assert events[-1].type == "run_failed" and events[-1].error.node_id == "boom"
     done = await service.state("default", state.run_id)
     assert done.node_runs["boom"].status is NodeRunStatus.failed
 

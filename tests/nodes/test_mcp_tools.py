@@ -148,8 +148,8 @@ async def test_a_destructive_tool_asks_first_and_runs_only_after_approval(openai
     plan, deps, state = await run(scripted_registry, flow(kind, mcp_servers=[stdio_server(tmp_path)]), STDIO_OK)
     assert state.status is RunStatus.paused, state.error
     (interrupt,) = state.interrupts.values()
-    assert interrupt.kind == "confirm" and interrupt.payload["tool"] == "delete_item"
-    assert "42" in interrupt.payload["arguments"] and not log.exists()
+    assert interrupt.kind == "confirm" and interrupt.payload.tool == "delete_item"
+    assert "42" in interrupt.payload.arguments and not log.exists()
     openai_server.script(answer_reply("Deleted item 42."))
     state = await resume_run(plan, state, answers={interrupt.id: "approve"}, deps=deps)
     assert state.status is RunStatus.succeeded, state.error

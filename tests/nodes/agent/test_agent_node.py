@@ -173,12 +173,12 @@ async def test_ask_pauses_and_resumes_the_same_chain_from_another_process_with_n
     assert state.status is RunStatus.paused
     (interrupt,) = state.interrupts.values()
     assert interrupt.kind == "ask"
-    assert interrupt.payload["question"] == "Which city?" and interrupt.payload["reason"] == "missing_input"
-    assert [o["label"] for o in interrupt.payload["options"]] == ["Paris", "Oslo", "Tokyo"]
+    assert interrupt.payload.question == "Which city?" and interrupt.payload.reason == "missing_input"
+    assert [o.label for o in interrupt.payload.options] == ["Paris", "Oslo", "Tokyo"]
     assert state.node_runs["agent"].status is NodeRunStatus.waiting
     pending = state.node_runs["agent"].pending
     assert pending is not None and pending.call_id == "call_ask" and pending.kind == "ask"
-    assert pending.pending_id == interrupt.payload["pending_id"]
+    assert pending.pending_id == interrupt.payload.pending_id
     assert pending.messages[-1]["tool_calls"][0]["id"] == "call_ask"
     assert not list((tmp_path / "first").glob("*")), "node memory is not used to pause"
     await first_store.close()
@@ -356,12 +356,12 @@ async def test_write_tool_waits_for_confirmation_then_runs(openai_server, script
     h = Harness(scripted_registry, memory, agent_flow(http_tools=http_tools(api.url)))
     state = await h.start("save a note")
     (interrupt,) = state.interrupts.values()
-    assert interrupt.kind == "confirm" and interrupt.payload["tool"] == "save_note"
-    assert [o["id"] for o in interrupt.payload["options"]] == ["approve", "reject"]
+    assert interrupt.kind == "confirm" and interrupt.payload.tool == "save_note"
+    assert [o.id for o in interrupt.payload.options] == ["approve", "reject"]
     assert api.notes == [], "nothing written before the person says yes"
     state = await h.answer(state, "maybe")
     (again,) = state.interrupts.values()
-    assert again.kind == "confirm" and "neither approve nor reject" in again.payload["error"]
+    assert again.kind == "confirm" and "neither approve nor reject" in again.payload.error
     final = await h.answer(state, "approve")
     assert final.status is RunStatus.succeeded, final.error
     assert api.notes == [{"text": "hi"}]
@@ -396,7 +396,7 @@ async def test_tool_of_unknown_risk_counts_as_write(openai_server, scripted_regi
     h = Harness(scripted_registry, memory, agent_flow(workflow_tools=[{"workflow": "greet"}]))
     state = await h.start("greet Ada")
     (interrupt,) = state.interrupts.values()
-    assert interrupt.kind == "confirm" and interrupt.payload["tool"] == "greet"
+    assert interrupt.kind == "confirm" and interrupt.payload.tool == "greet"
     final = await h.answer(state, "yes")
     assert final.status is RunStatus.succeeded
     assert "Hello Ada!" in tool_messages(openai_server.bodies[1])["g"]
@@ -447,10 +447,10 @@ async def test_two_write_calls_in_one_round_are_confirmed_one_by_one(openai_serv
                          answer("Both saved."))
     h = Harness(scripted_registry, memory, agent_flow(http_tools=http_tools(api.url)))
     state = await h.start("save two notes")
-    assert next(iter(state.interrupts.values())).payload["arguments"] == '{"body": {"n": 1}}'
+    assert next(iter(state.interrupts.values())).payload.arguments == '{"body": {"n": 1}}'
     restored = RunState.model_validate_json((await h.answer(state, "approve")).model_dump_json())
     (second,) = restored.interrupts.values()
-    assert second.kind == "confirm" and second.payload["arguments"] == '{"body": {"n": 2}}'
+    assert second.kind == "confirm" and second.payload.arguments == '{"body": {"n": 2}}'
     assert api.notes == [{"n": 1}]
     final = await h.answer(restored, "approve")
     assert final.status is RunStatus.succeeded, final.error

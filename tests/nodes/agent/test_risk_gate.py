@@ -72,8 +72,8 @@ async def test_a_write_tool_the_model_was_talked_into_is_not_sent_before_a_yes(o
     assert state.status is RunStatus.paused, state.error
     assert methods(http_server) == ["GET"]  # the read ran, the DELETE did not
     (interrupt,) = state.interrupts.values()
-    assert interrupt.kind == "confirm" and interrupt.payload["tool"] == "delete_item"
-    assert "42" in interrupt.payload["arguments"] and state.node_runs["agent"].status is NodeRunStatus.waiting
+    assert interrupt.kind == "confirm" and interrupt.payload.tool == "delete_item"
+    assert "42" in interrupt.payload.arguments and state.node_runs["agent"].status is NodeRunStatus.waiting
     # refused: never sent; the model is told and answers from what it has
     openai_server.script(answer_reply("I read the page; I did not delete anything."))
     state = await resume_run(plan, state, answers={interrupt.id: "reject"}, deps=deps)
@@ -103,7 +103,7 @@ async def test_an_unclear_answer_asks_again(openai_server, scripted_registry, ht
     state = await resume_run(plan, state, answers={first.id: "hmm?"}, deps=deps)
     assert state.status is RunStatus.paused and methods(http_server) == ["GET"]
     (again,) = state.interrupts.values()
-    assert again.kind == "confirm" and "neither approve nor reject" in again.payload["error"]
+    assert again.kind == "confirm" and "neither approve nor reject" in again.payload.error
     openai_server.script(answer_reply("Not deleted."))
     state = await resume_run(plan, state, answers={again.id: "no"}, deps=deps)
     assert state.status is RunStatus.succeeded and methods(http_server) == ["GET"]

@@ -51,7 +51,7 @@ async def _ended_run(store) -> str:
                                      usage=Usage(model="m", tokens_in=3, tokens_out=4, cost=0.5),
                                      data={"raw": [{"a": 1}]})
     state.interrupts["i1"] = Interrupt(id="i1", node_id="llm", node_run_id=f"{rid}:llm", kind="user_select",
-                                       payload={"options": ["a"]}, created_at=4.5, answered=True, answer="a")
+                                       payload={"options": [{"id": "a", "label": "A"}]}, created_at=4.5, answered=True, answer="a")
     state.status, state.finished_at, state.seq, state.node_executions = "failed", time.time(), 9, 4
     state.error = NodeError(type="X", message="boom", reason="http_error", node_id="llm")
     state.outputs, state.answer = {"partial": [1, 2]}, "so far"

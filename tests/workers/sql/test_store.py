@@ -85,15 +85,19 @@ async def test_interrupts_errors_and_summary(store):
     await store.create_run(state)
     state.status, state.paused_at = "paused", time.time()
     state.interrupts = {
-        "i1": Interrupt(id="i1", node_id="ask", node_run_id="ask-r1", kind="user_select", payload={"q": "?"}),
-        "i2": Interrupt(id="i2", node_id="ask", node_run_id="ask-r1", kind="form_input", answered=True, answer=1),
+        "i1": Interrupt(id="i1", node_id="ask", node_run_id="ask-r1", kind="user_select",
+                        payload={"description": "?", "options": [{"id": "y", "label": "Yes"}]}),
+        "i2": Interrupt(id="i2", node_id="ask", node_run_id="ask-r1", kind="form_input",
+                        payload={"fields": []}, answered=True, answer=1),
     }
     state.node_runs["ask"] = node("ask", status="waiting")
     await store.checkpoint(state, CheckpointDelta(["ask"]), owner_id=None)
     loaded = await store.load_run("default", state.run_id)
     assert loaded.interrupts == state.interrupts and loaded.paused_at == pytest.approx(state.paused_at)
     summary = await store.get_run("default", state.run_id)
-    assert summary.pending_interrupts == [{"id": "i1", "node_id": "ask", "kind": "user_select", "payload": {"q": "?"}}]
+    assert summary.pending_interrupts == [{"id": "i1", "node_id": "ask", "kind": "user_select",
+                                           "payload": {"description": "?", "options": [{"id": "y", "label": "Yes"}],
+                                                       "error": None}}]
     state.status, state.error = "failed", NodeError(type="NodeFailed", message="boom", node_id="ask")
     await store.checkpoint(state, CheckpointDelta([]), owner_id=None)
     assert (await store.get_run("default", state.run_id)).error["message"] == "boom"

@@ -1131,6 +1131,264 @@ export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
         /**
+         * AgentCallError
+         * @description A model call of an agent that failed: its reason, message and the text it had sent.
+         */
+        AgentCallError: {
+            /** Message */
+            message?: string;
+            /** Partial Text */
+            partial_text?: string | null;
+            /** Reason */
+            reason?: string;
+        } & {
+            [key: string]: unknown;
+        };
+        /**
+         * AgentCheckpoint
+         * @description Context fitting dropped old rounds: tokens before and after, how many dropped.
+         */
+        AgentCheckpoint: {
+            /** Dropped */
+            dropped?: number;
+            /** Dropped Total */
+            dropped_total?: number;
+            /** Round */
+            round?: number;
+            /** Tokens After */
+            tokens_after?: number;
+            /** Tokens Before */
+            tokens_before?: number;
+        } & {
+            [key: string]: unknown;
+        };
+        /**
+         * AgentNote
+         * @description Something the loop noticed (a repeated call, tool-only rounds) and the next round's
+         *     answer-only force it caused.
+         */
+        AgentNote: {
+            /** Message */
+            message?: string;
+            /** Reason */
+            reason?: string;
+            /** Round */
+            round?: number;
+            /** Tool */
+            tool?: string;
+        } & {
+            [key: string]: unknown;
+        };
+        /**
+         * AgentRecord
+         * @description An agent loop's record (``agent``, ``tool_call``): ``mode`` (``native`` tool calls
+         *     or the ``json`` protocol), ``trace`` (one :class:`AgentRound` per model call, filled
+         *     while it runs), ``tool_results`` (full results by call id), ``notes``,
+         *     ``checkpoints``; once it ends, ``stop_reason``, ``rounds``, ``model_cost``,
+         *     ``tool_cost`` and ``counters``.
+         */
+        AgentRecord: {
+            /** Checkpoints */
+            checkpoints?: components["schemas"]["AgentCheckpoint"][];
+            /** Counters */
+            counters?: {
+                [key: string]: number;
+            };
+            /** Mode */
+            mode?: string;
+            /** Model Cost */
+            model_cost?: number;
+            /** Notes */
+            notes?: components["schemas"]["AgentNote"][];
+            /** Rounds */
+            rounds?: number;
+            /** Stop Reason */
+            stop_reason?: string;
+            /** Tool Cost */
+            tool_cost?: number;
+            /** Tool Results */
+            tool_results?: {
+                [key: string]: string;
+            };
+            /** Trace */
+            trace?: components["schemas"]["AgentRound"][];
+        } & {
+            [key: string]: unknown;
+        };
+        /**
+         * AgentReply
+         * @description The model's reply in a round: its text, finish reason, reasoning length, calls.
+         */
+        AgentReply: {
+            /** Finish Reason */
+            finish_reason?: string | null;
+            /** Reasoning Chars */
+            reasoning_chars?: number;
+            /** Text */
+            text?: string;
+            /** Tool Calls */
+            tool_calls?: {
+                [key: string]: unknown;
+            }[];
+        } & {
+            [key: string]: unknown;
+        };
+        /**
+         * AgentRequestSummary
+         * @description What one model call of an agent sent: message count, estimated tokens, the tools
+         *     offered, the tool choice and why the round was forced to answer (None: it was not).
+         */
+        AgentRequestSummary: {
+            /** Forced */
+            forced?: unknown;
+            /** Hint */
+            hint?: string | null;
+            /** Messages */
+            messages?: number;
+            /** Tokens Est */
+            tokens_est?: number;
+            /** Tool Choice */
+            tool_choice?: unknown;
+            /** Tools */
+            tools?: string[];
+        } & {
+            [key: string]: unknown;
+        };
+        /**
+         * AgentRound
+         * @description One model call of an agent loop (the agent's trace entry): the round, the request
+         *     summary, the reply with its usage, cost and time, the tool calls it made, and what
+         *     went wrong (``error``: the call failed; ``parse_error``: an unreadable reply;
+         *     ``paused_on``: the call waiting for a person).
+         */
+        AgentRound: {
+            /** Cost */
+            cost?: number;
+            /** Elapsed Ms */
+            elapsed_ms?: number;
+            error?: components["schemas"]["AgentCallError"];
+            /** Loop Detected */
+            loop_detected?: string;
+            /** Mode */
+            mode?: string;
+            /** Parse Error */
+            parse_error?: {
+                [key: string]: unknown;
+            };
+            /** Parse Retry */
+            parse_retry?: number;
+            /** Paused On */
+            paused_on?: string | null;
+            /** Repairs */
+            repairs?: unknown[];
+            request?: components["schemas"]["AgentRequestSummary"];
+            response?: components["schemas"]["AgentReply"];
+            /** Round */
+            round?: number;
+            /** Stop Rejected */
+            stop_rejected?: unknown;
+            /** Tool Cost */
+            tool_cost?: number;
+            /** Tools */
+            tools?: components["schemas"]["AgentToolRun"][];
+            usage?: components["schemas"]["UsageRecord"];
+        } & {
+            [key: string]: unknown;
+        };
+        /**
+         * AgentToolRun
+         * @description One tool call of a round: its id, tool name and arguments, how it went
+         *     (``status``: ok / error / timeout / ...), the start of its result (``preview``) and
+         *     its size, time and cost; ``data`` is what the tool adds.
+         */
+        AgentToolRun: {
+            /** Args */
+            args?: unknown;
+            /** Arguments */
+            arguments?: unknown;
+            /** Chars */
+            chars?: number;
+            /** Cost */
+            cost?: number;
+            /** Data */
+            data?: {
+                [key: string]: unknown;
+            };
+            /** Elapsed Ms */
+            elapsed_ms?: number;
+            /** Id */
+            id?: string;
+            /** Is Error */
+            is_error?: boolean;
+            /** Name */
+            name?: string;
+            /** Preview */
+            preview?: string;
+            /** Started At */
+            started_at?: number;
+            /** Status */
+            status?: string;
+            /** Stop */
+            stop?: boolean;
+            /** Truncated */
+            truncated?: boolean;
+        } & {
+            [key: string]: unknown;
+        };
+        /**
+         * AskPayload
+         * @description ``ask``: an agent's ``question``, the ``options`` it offers (ids ``1``..) and the
+         *     ``reason`` it cannot go on alone; ``pending_id`` ties the answer to the paused call.
+         */
+        AskPayload: {
+            /** Options */
+            options?: components["schemas"]["ChoiceOption"][];
+            /**
+             * Pending Id
+             * @default null
+             */
+            pending_id: string | null;
+            /** Question */
+            question: string;
+            /**
+             * Reason
+             * @default
+             */
+            reason: string;
+        };
+        /** BodyError */
+        BodyError: {
+            /** Message */
+            message?: string;
+            /** Node Id */
+            node_id?: string | null;
+            /** Type */
+            type?: string;
+        } & {
+            [key: string]: unknown;
+        };
+        /**
+         * BodyRun
+         * @description One item of an iteration or one round of a loop: its index (from 0), how it ended
+         *     and the node runs of its body (as JSON).
+         */
+        BodyRun: {
+            error?: components["schemas"]["BodyError"];
+            /** Index */
+            index?: number;
+            /** Node Runs */
+            node_runs?: {
+                [key: string]: unknown;
+            }[];
+            /**
+             * Status
+             * @enum {string}
+             */
+            status?: "succeeded" | "failed";
+        } & {
+            [key: string]: unknown;
+        };
+        /**
          * Capabilities
          * @description What the model does, as the endpoint really serves it; ``call_llm`` refuses requests
          *     that need more, and nodes pick their protocol from it.
@@ -1285,6 +1543,27 @@ export interface components {
             updated_at: number;
         };
         /**
+         * ChatRecord
+         * @description How a chat node's reply was built: where the quote went, how many messages (of
+         *     history) were sent, the finish reason, the citation ids the answer used; ``partial``
+         *     when the reply failed after text had arrived.
+         */
+        ChatRecord: {
+            /** Cited */
+            cited?: string[];
+            /** Finish Reason */
+            finish_reason?: string | null;
+            /** History Messages */
+            history_messages?: number;
+            /** Messages */
+            messages?: number;
+            partial?: components["schemas"]["PartialReply"];
+            /** Quote Role */
+            quote_role?: string | null;
+        } & {
+            [key: string]: unknown;
+        };
+        /**
          * ChatRename
          * @description ``PATCH /v1/chats/{id}``: the chat's new title (null or blank: back to the first
          *     user message).
@@ -1305,6 +1584,16 @@ export interface components {
             variables?: {
                 [key: string]: unknown;
             };
+        };
+        /**
+         * ChoiceOption
+         * @description One answer a person may pick: ``id`` is what to answer with, ``label`` what to show.
+         */
+        ChoiceOption: {
+            /** Id */
+            id: string;
+            /** Label */
+            label: string;
         };
         /**
          * ChunkKind
@@ -1385,6 +1674,82 @@ export interface components {
              * @default true
              */
             split_headings: boolean;
+        };
+        /**
+         * ClassifyRecord
+         * @description A classification: the ``protocol`` (``tool`` / ``prompt``), the model's ``raw``
+         *     reply, the ``category`` taken and, when the fallback was, why.
+         */
+        ClassifyRecord: {
+            /** Category */
+            category?: string;
+            /** Detail */
+            detail?: string | null;
+            /** Fallback Reason */
+            fallback_reason?: string | null;
+            /** Memory Error */
+            memory_error?: string;
+            /** Previous */
+            previous?: string | null;
+            /** Protocol */
+            protocol?: string;
+            /** Raw */
+            raw?: string;
+            /** Tool Choice Forced */
+            tool_choice_forced?: boolean;
+        } & {
+            [key: string]: unknown;
+        };
+        /**
+         * ConfirmPayload
+         * @description ``confirm``: an agent wants to run the write-level ``tool`` with ``arguments``
+         *     (as text); ``options`` are approve / reject, ``risk`` the tool's level, ``error``
+         *     why the last answer was refused and ``pending_id`` ties the answer to the call.
+         */
+        ConfirmPayload: {
+            /**
+             * Arguments
+             * @default
+             */
+            arguments: string;
+            /**
+             * Error
+             * @default null
+             */
+            error: string | null;
+            /** Options */
+            options?: components["schemas"]["ChoiceOption"][];
+            /**
+             * Pending Id
+             * @default null
+             */
+            pending_id: string | null;
+            /** Question */
+            question: string;
+            /**
+             * Risk
+             * @default write
+             */
+            risk: string;
+            /**
+             * Tool
+             * @default
+             */
+            tool: string;
+        };
+        /**
+         * ConfirmationRecord
+         * @description A person's answer to a ``confirm`` question about a tool call.
+         */
+        ConfirmationRecord: {
+            /** Approved */
+            approved?: boolean;
+            /** Call Id */
+            call_id?: string | null;
+            /** Tool */
+            tool?: string | null;
+        } & {
+            [key: string]: unknown;
         };
         /**
          * DatasetCreate
@@ -1705,6 +2070,85 @@ export interface components {
             type: string;
         };
         /**
+         * ExtractRecord
+         * @description A field extraction: the model's ``raw`` reply, fields it gave that were not
+         *     declared (``ignored``), invalid or missing ones, and whether it ``success``-ed.
+         */
+        ExtractRecord: {
+            /** Detail */
+            detail?: string;
+            /** Ignored */
+            ignored?: string[];
+            /** Invalid */
+            invalid?: string[];
+            /** Missing */
+            missing?: string[];
+            /** Protocol */
+            protocol?: string;
+            /** Raw */
+            raw?: string;
+            /** Reason */
+            reason?: string;
+            /** Success */
+            success?: boolean;
+        } & {
+            [key: string]: unknown;
+        };
+        /**
+         * FormField
+         * @description A typed form field; ``enum`` restricts the accepted values.
+         */
+        FormField: {
+            /**
+             * Default
+             * @default null
+             */
+            default: unknown;
+            /**
+             * Description
+             * @default
+             */
+            description: string;
+            /**
+             * Enum
+             * @default null
+             */
+            enum: unknown[] | null;
+            /**
+             * Label
+             * @default
+             */
+            label: string;
+            /** Name */
+            name: string;
+            /**
+             * Required
+             * @default true
+             */
+            required: boolean;
+            /** @default string */
+            type: components["schemas"]["VarType"];
+        };
+        /**
+         * FormInputPayload
+         * @description ``form_input``: ``description`` above the form and its ``fields``; ``errors`` lists
+         *     what was wrong with the last answer.
+         */
+        FormInputPayload: {
+            /**
+             * Description
+             * @default
+             */
+            description: string;
+            /**
+             * Errors
+             * @default null
+             */
+            errors: string[] | null;
+            /** Fields */
+            fields: components["schemas"]["FormField"][];
+        };
+        /**
          * FusionMode
          * @description How hybrid search merges its recall lists: reciprocal rank fusion (FastGPT) or a
          *     weighted sum of normalised scores (Dify).
@@ -1731,6 +2175,20 @@ export interface components {
             version: string;
         };
         /**
+         * HttpConnection
+         * @description A connection an HTTP request opened: the host asked for, the address connected to.
+         */
+        HttpConnection: {
+            /** Address */
+            address?: string;
+            /** Host */
+            host?: string;
+            /** Port */
+            port?: number;
+        } & {
+            [key: string]: unknown;
+        };
+        /**
          * IndexInfo
          * @description One vector index of a dataset: the embedding model that built it, its dimension
          *     (known after the first embedding), and its state.
@@ -1754,6 +2212,90 @@ export interface components {
              */
             state: "building" | "active" | "retired";
         };
+        /**
+         * Interrupt
+         * @description A pause requested by a node: a question for a person.
+         *
+         *     ``kind`` says what is asked and ``payload`` is what the person sees, one shape per
+         *     kind (:data:`InterruptPayload`). The answer is bound to this ``id`` and used once:
+         *     the node runs again with it and the interrupt is removed. ``created_at`` is Unix
+         *     seconds; ``answered``/``answer`` are set while a resume binds the answer.
+         */
+        Interrupt: {
+            /**
+             * Answer
+             * @default null
+             */
+            answer: unknown;
+            /**
+             * Answered
+             * @default false
+             */
+            answered: boolean;
+            /**
+             * Created At
+             * @default 0
+             */
+            created_at: number;
+            /** Id */
+            id: string;
+            kind: components["schemas"]["InterruptKind"];
+            /** Node Id */
+            node_id: string;
+            /** Node Run Id */
+            node_run_id: string;
+            /** Payload */
+            payload: components["schemas"]["UserSelectPayload"] | components["schemas"]["FormInputPayload"] | components["schemas"]["AskPayload"] | components["schemas"]["ConfirmPayload"];
+        };
+        /**
+         * InterruptEvent
+         * @description A node asks a person something; the run pauses once nothing else can run.
+         *     ``payload`` has the shape of ``kind`` (:data:`InterruptPayload`).
+         */
+        InterruptEvent: {
+            /**
+             * Attempt
+             * @default 1
+             */
+            attempt: number;
+            /** Interrupt Id */
+            interrupt_id: string;
+            /**
+             * Iteration
+             * @default null
+             */
+            iteration: number | null;
+            kind: components["schemas"]["InterruptKind"];
+            /**
+             * Loop Id
+             * @default null
+             */
+            loop_id: string | null;
+            /** Node Id */
+            node_id: string;
+            /** Node Run Id */
+            node_run_id: string;
+            /** Payload */
+            payload: components["schemas"]["UserSelectPayload"] | components["schemas"]["FormInputPayload"] | components["schemas"]["AskPayload"] | components["schemas"]["ConfirmPayload"];
+            /** Run Id */
+            run_id: string;
+            /** Seq */
+            seq: number;
+            /** Ts */
+            ts: number;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "interrupt";
+        };
+        /**
+         * InterruptKind
+         * @description What a node asks a person: pick an option, fill a form, answer an agent's question,
+         *     or allow an agent's tool call.
+         * @enum {string}
+         */
+        InterruptKind: "user_select" | "form_input" | "ask" | "confirm";
         /**
          * KeyCreate
          * @description ``POST /v1/keys``: a new key of the caller's tenant.
@@ -1856,6 +2398,20 @@ export interface components {
             values?: {
                 [key: string]: string;
             };
+        };
+        /**
+         * McpServerRecord
+         * @description An MCP server an agent used: name, transport and the tools it listed.
+         */
+        McpServerRecord: {
+            /** Name */
+            name?: string;
+            /** Tools */
+            tools?: string[];
+            /** Transport */
+            transport?: string;
+        } & {
+            [key: string]: unknown;
         };
         /**
          * MessageList
@@ -2015,8 +2571,153 @@ export interface components {
             max_output_tokens?: number | null;
         };
         /**
+         * NodeData
+         * @description ``NodeRun.data``: one key per :class:`NodeDataKey` (every key optional: a node run
+         *     has the keys of its kind, :data:`KIND_RECORDS`).
+         */
+        NodeData: {
+            agent?: components["schemas"]["AgentRecord"];
+            /** Agent State */
+            agent_state?: {
+                [key: string]: unknown;
+            };
+            chat?: components["schemas"]["ChatRecord"];
+            classify?: components["schemas"]["ClassifyRecord"];
+            /** Confirmations */
+            confirmations?: components["schemas"]["ConfirmationRecord"][];
+            /** Connections */
+            connections?: components["schemas"]["HttpConnection"][];
+            /** Elapsed Ms */
+            elapsed_ms?: number;
+            /** Error */
+            error?: {
+                [key: string]: unknown;
+            };
+            /** Exit Code */
+            exit_code?: number | null;
+            extract?: components["schemas"]["ExtractRecord"];
+            /** Given */
+            given?: boolean;
+            /** Ignored Outputs */
+            ignored_outputs?: string[];
+            /** Items */
+            items?: components["schemas"]["BodyRun"][];
+            /** Json Error */
+            json_error?: string;
+            /** Language */
+            language?: string;
+            /** Logs Truncated */
+            logs_truncated?: boolean;
+            /** Mcp Servers */
+            mcp_servers?: components["schemas"]["McpServerRecord"][];
+            /** Method */
+            method?: string;
+            /** Pid */
+            pid?: number;
+            planning?: components["schemas"]["PlanningRecord"];
+            query_extension?: components["schemas"]["QueryExtensionRecord"];
+            /** Redirects */
+            redirects?: string[];
+            /** Relevance */
+            relevance?: components["schemas"]["RelevancePass"][];
+            /** Response Bytes */
+            response_bytes?: number;
+            retrieval?: components["schemas"]["RetrievalRecord"];
+            reused_from?: components["schemas"]["ReusedFrom"];
+            /** Round Count */
+            round_count?: number;
+            /** Rounds */
+            rounds?: components["schemas"]["BodyRun"][];
+            /** Sandbox */
+            sandbox?: string;
+            /** Sandbox Warning */
+            sandbox_warning?: string;
+            sent?: components["schemas"]["SentRecord"];
+            /** Status Code */
+            status_code?: number;
+            /** Stderr */
+            stderr?: string;
+            /** Stdout */
+            stdout?: string;
+            /** Tool */
+            tool?: string;
+            /** Tool Run Count */
+            tool_run_count?: number;
+            /** Tool Runs */
+            tool_runs?: {
+                [key: string]: components["schemas"]["ToolRunRecord"];
+            };
+            /** Tools */
+            tools?: components["schemas"]["OfferedTool"][];
+            /** Url */
+            url?: string;
+            /** Warnings */
+            warnings?: components["schemas"]["NodeWarningRecord"][];
+            /** Workflow Runs */
+            workflow_runs?: {
+                [key: string]: components["schemas"]["WorkflowRunRecord"];
+            };
+        } & {
+            [key: string]: unknown;
+        };
+        /**
+         * NodeDelta
+         * @description Streamed text from a node: ``channel`` is ``answer`` or ``reasoning``.
+         *
+         *     ``output``: in a workflow that ends in End nodes, the End output this text is part of
+         *     (its name); null for the line break between two outputs and for answer-node text.
+         */
+        NodeDelta: {
+            /**
+             * Attempt
+             * @default 1
+             */
+            attempt: number;
+            /**
+             * Channel
+             * @default answer
+             * @enum {string}
+             */
+            channel: "answer" | "reasoning";
+            /**
+             * Iteration
+             * @default null
+             */
+            iteration: number | null;
+            /**
+             * Loop Id
+             * @default null
+             */
+            loop_id: string | null;
+            /** Node Id */
+            node_id: string;
+            /** Node Run Id */
+            node_run_id: string;
+            /**
+             * Output
+             * @default null
+             */
+            output: string | null;
+            /** Run Id */
+            run_id: string;
+            /** Seq */
+            seq: number;
+            /** Text */
+            text: string;
+            /** Ts */
+            ts: number;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "node_delta";
+        };
+        /**
          * NodeError
-         * @description An error attached to a node run or a failed run: ``type`` is the exception class name.
+         * @description An error attached to a node run or a failed run: ``type`` is the exception class
+         *     name, ``reason`` a stable machine-readable code (``http_timeout``, ``cancelled``...),
+         *     ``node_id`` the node to blame (None: the run as a whole) and ``details`` what the
+         *     error knows beyond its message (the idle interval of an idle timeout, ...).
          */
         NodeError: {
             /** Details */
@@ -2031,6 +2732,61 @@ export interface components {
             reason?: string | null;
             /** Type */
             type: string;
+        };
+        /**
+         * NodeFinished
+         * @description A node run ended: succeeded, failed, skipped or cancelled; ``attempt`` is its last.
+         */
+        NodeFinished: {
+            /**
+             * Attempt
+             * @default 1
+             */
+            attempt: number;
+            /**
+             * Elapsed Ms
+             * @default 0
+             */
+            elapsed_ms: number;
+            /** @default null */
+            error: components["schemas"]["NodeError"] | null;
+            /** Handles */
+            handles: string[];
+            /**
+             * Iteration
+             * @default null
+             */
+            iteration: number | null;
+            /** Kind */
+            kind: string;
+            /**
+             * Loop Id
+             * @default null
+             */
+            loop_id: string | null;
+            /** Node Id */
+            node_id: string;
+            /** Node Run Id */
+            node_run_id: string;
+            /**
+             * Outputs
+             * @default null
+             */
+            outputs: {
+                [key: string]: unknown;
+            } | null;
+            /** Run Id */
+            run_id: string;
+            /** Seq */
+            seq: number;
+            status: components["schemas"]["NodeRunStatus"];
+            /** Ts */
+            ts: number;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "node_finished";
         };
         /**
          * NodeKindList
@@ -2234,10 +2990,8 @@ export interface components {
              * @default 0
              */
             attempts: number;
-            /** Data */
-            data?: {
-                [key: string]: unknown;
-            };
+            /** @description what the node's kind records (schemas/node_records.py) */
+            data?: components["schemas"]["NodeData"];
             /**
              * Duration S
              * @description seconds from start to end minus the time waiting for a person (None until it ends)
@@ -2337,6 +3091,128 @@ export interface components {
             } | null;
         };
         /**
+         * NodeStarted
+         * @description A node run starts (or, resumed with an answer, continues).
+         */
+        NodeStarted: {
+            /**
+             * Attempt
+             * @default 1
+             */
+            attempt: number;
+            /**
+             * Iteration
+             * @default null
+             */
+            iteration: number | null;
+            /** Kind */
+            kind: string;
+            /**
+             * Loop Id
+             * @default null
+             */
+            loop_id: string | null;
+            /** Node Id */
+            node_id: string;
+            /** Node Run Id */
+            node_run_id: string;
+            /** Run Id */
+            run_id: string;
+            /** Seq */
+            seq: number;
+            /** Ts */
+            ts: number;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "node_started";
+        };
+        /**
+         * NodeWarning
+         * @description A node went on with a degraded result and says so (it does not fail the node).
+         *
+         *     ``code`` is stable (``classify_fallback``: the classifier's reply named no single
+         *     category and the fallback branch was taken); ``message`` is for people (it names the
+         *     node and the reason); ``details`` holds the machine-readable parts (for
+         *     ``classify_fallback``: ``reason``, ``category``, ``detail``, ``raw``). The same entry
+         *     is kept in the node run's ``data.warnings``.
+         */
+        NodeWarning: {
+            /**
+             * Attempt
+             * @default 1
+             */
+            attempt: number;
+            /** Code */
+            code: string;
+            /** Details */
+            details: {
+                [key: string]: unknown;
+            };
+            /**
+             * Iteration
+             * @default null
+             */
+            iteration: number | null;
+            /** Kind */
+            kind: string;
+            /**
+             * Loop Id
+             * @default null
+             */
+            loop_id: string | null;
+            /** Message */
+            message: string;
+            /** Node Id */
+            node_id: string;
+            /** Node Run Id */
+            node_run_id: string;
+            /** Run Id */
+            run_id: string;
+            /** Seq */
+            seq: number;
+            /** Ts */
+            ts: number;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "node_warning";
+        };
+        /**
+         * NodeWarningRecord
+         * @description A degraded result the node went on with (also sent as a ``node_warning`` event):
+         *     ``code`` is stable, ``message`` for people, ``details`` machine-readable.
+         */
+        NodeWarningRecord: {
+            /** Code */
+            code?: string;
+            /** Details */
+            details?: {
+                [key: string]: unknown;
+            };
+            /** Message */
+            message?: string;
+        } & {
+            [key: string]: unknown;
+        };
+        /**
+         * OfferedTool
+         * @description A tool an agent was given: its name, risk level, whether it may run beside others,
+         *     and where it comes from (``source``, ``server``...: the tool's own description).
+         */
+        OfferedTool: {
+            /** Name */
+            name?: string;
+            /** Parallel Safe */
+            parallel_safe?: boolean;
+            /** Risk */
+            risk?: string;
+        } & {
+            [key: string]: unknown;
+        };
+        /**
          * OpenAIErrorBody
          * @description The body of an error of the OpenAI-compatible routes (the ``openai`` SDK reads it).
          */
@@ -2378,6 +3254,51 @@ export interface components {
              * @default 128
              */
             child_tokens: number;
+        };
+        /**
+         * PartialReply
+         * @description What had arrived when a streamed reply ended early, and why (``ended_by``).
+         */
+        PartialReply: {
+            /** Answer */
+            answer?: string;
+            /** Answer Chars */
+            answer_chars?: number;
+            /** Ended By */
+            ended_by?: string;
+            /** Reasoning */
+            reasoning?: string;
+            /** Reasoning Chars */
+            reasoning_chars?: number;
+        } & {
+            [key: string]: unknown;
+        };
+        /**
+         * PlanningRecord
+         * @description The planning agent's plan, the gate's decisions, its questions and confirmations,
+         *     and the tools it dropped (and why).
+         */
+        PlanningRecord: {
+            /** Asks */
+            asks?: {
+                [key: string]: unknown;
+            }[];
+            /** Confirmations */
+            confirmations?: {
+                [key: string]: unknown;
+            }[];
+            /** Dropped Tools */
+            dropped_tools?: string[];
+            /** Gate */
+            gate?: {
+                [key: string]: unknown;
+            }[];
+            /** Plan */
+            plan?: {
+                [key: string]: unknown;
+            } | null;
+        } & {
+            [key: string]: unknown;
         };
         /**
          * PresetInfo
@@ -2613,6 +3534,27 @@ export interface components {
             name?: string | null;
         };
         /**
+         * QueryExtensionRecord
+         * @description A query extension: why it was ``skipped``, else the model's ``raw`` reply and how
+         *     many queries it gave (``from_model``).
+         */
+        QueryExtensionRecord: {
+            /** Detail */
+            detail?: string;
+            /** Dropped Items */
+            dropped_items?: number;
+            /** From Model */
+            from_model?: number;
+            /** Raw */
+            raw?: string;
+            /** Reason */
+            reason?: string;
+            /** Skipped */
+            skipped?: string;
+        } & {
+            [key: string]: unknown;
+        };
+        /**
          * QuotaEffective
          * @description The limits that hold (``null``: unlimited) and where each comes from: ``own``
          *     (set for this scope), ``default`` (the operator's ``FLOWLOOM_QUOTA_*`` settings) or
@@ -2746,6 +3688,20 @@ export interface components {
             ok: boolean;
         };
         /**
+         * RelevancePass
+         * @description A relevance check by a model: ``kept`` hits ``of`` the ones found.
+         */
+        RelevancePass: {
+            /** Kept */
+            kept?: number;
+            /** Model */
+            model?: string;
+            /** Of */
+            of?: number;
+        } & {
+            [key: string]: unknown;
+        };
+        /**
          * RerankSettings
          * @description Reorder the merged hits: with a rerank ``model`` of the registry (an OpenAI-,
          *     Jina- or Cohere-style ``/v1/rerank`` endpoint), or ``llm``: a chat model that keeps
@@ -2808,6 +3764,45 @@ export interface components {
             message?: string | null;
         };
         /**
+         * RetrievalRecord
+         * @description A knowledge search: the recall passes run, what it could not do as asked
+         *     (``notes``), the hits kept and the search mode.
+         */
+        RetrievalRecord: {
+            /** Hits */
+            hits?: number;
+            /** Mode */
+            mode?: string;
+            /** Notes */
+            notes?: string[];
+            /** Passes */
+            passes?: {
+                [key: string]: number;
+            };
+        } & {
+            [key: string]: unknown;
+        };
+        /**
+         * ReusedFrom
+         * @description A rerun copied this node run from a past run: which one, and what it had spent
+         *     (its usage, timings and attempts, not counted again in the new run).
+         */
+        ReusedFrom: {
+            /** Attempts */
+            attempts?: number;
+            /** Finished At */
+            finished_at?: number | null;
+            /** Node Run Id */
+            node_run_id?: string;
+            /** Run Id */
+            run_id?: string;
+            /** Started At */
+            started_at?: number | null;
+            usage?: components["schemas"]["UsageRecord"] | null;
+        } & {
+            [key: string]: unknown;
+        };
+        /**
          * RunAccepted
          * @description 202: the run executes in the server; follow it at ``events_url``.
          */
@@ -2819,6 +3814,36 @@ export interface components {
             /** Run Id */
             run_id: string;
             status: components["schemas"]["RunStatus"];
+        };
+        /** RunCancelled */
+        RunCancelled: {
+            /**
+             * Elapsed Ms
+             * @default 0
+             */
+            elapsed_ms: number;
+            /**
+             * Reason
+             * @default cancelled
+             */
+            reason: string;
+            /** Run Id */
+            run_id: string;
+            /** Seq */
+            seq: number;
+            /**
+             * Status
+             * @default cancelled
+             * @constant
+             */
+            status: "cancelled";
+            /** Ts */
+            ts: number;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "run_cancelled";
         };
         /**
          * RunCreate
@@ -2964,6 +3989,72 @@ export interface components {
             /** Workflow Version */
             workflow_version?: string | null;
         };
+        RunEvent: components["schemas"]["RunStarted"] | components["schemas"]["NodeStarted"] | components["schemas"]["NodeDelta"] | components["schemas"]["NodeFinished"] | components["schemas"]["InterruptEvent"] | components["schemas"]["RunPaused"] | components["schemas"]["RunResumed"] | components["schemas"]["RunFinished"] | components["schemas"]["RunFailed"] | components["schemas"]["RunCancelled"] | components["schemas"]["NodeWarning"];
+        /**
+         * RunFailed
+         * @description The run failed; ``reason`` is machine-readable, ``error`` names the node where one is to blame.
+         */
+        RunFailed: {
+            /**
+             * Elapsed Ms
+             * @default 0
+             */
+            elapsed_ms: number;
+            error: components["schemas"]["NodeError"];
+            /** Reason */
+            reason: string;
+            /** Run Id */
+            run_id: string;
+            /** Seq */
+            seq: number;
+            /**
+             * Status
+             * @default failed
+             * @constant
+             */
+            status: "failed";
+            /** Ts */
+            ts: number;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "run_failed";
+        };
+        /** RunFinished */
+        RunFinished: {
+            /**
+             * Answer
+             * @default
+             */
+            answer: string;
+            /**
+             * Elapsed Ms
+             * @default 0
+             */
+            elapsed_ms: number;
+            /** Outputs */
+            outputs: {
+                [key: string]: unknown;
+            };
+            /** Run Id */
+            run_id: string;
+            /** Seq */
+            seq: number;
+            /**
+             * Status
+             * @default succeeded
+             * @constant
+             */
+            status: "succeeded";
+            /** Ts */
+            ts: number;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "run_finished";
+        };
         /**
          * RunList
          * @description ``GET /v1/runs``: newest first.
@@ -3056,11 +4147,103 @@ export interface components {
             workflow_version?: string | null;
         };
         /**
+         * RunPaused
+         * @description The run waits for answers to ``interrupts``; resume it with ``flowloom resume``.
+         */
+        RunPaused: {
+            /**
+             * Elapsed Ms
+             * @default 0
+             */
+            elapsed_ms: number;
+            /** Interrupts */
+            interrupts: components["schemas"]["Interrupt"][];
+            /** Run Id */
+            run_id: string;
+            /** Seq */
+            seq: number;
+            /**
+             * Status
+             * @default paused
+             * @constant
+             */
+            status: "paused";
+            /** Ts */
+            ts: number;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "run_paused";
+        };
+        /**
+         * RunResumed
+         * @description A paused run continues; ``answered`` lists the interrupt ids answered.
+         */
+        RunResumed: {
+            /** Answered */
+            answered: string[];
+            /** Run Id */
+            run_id: string;
+            /** Seq */
+            seq: number;
+            /** Ts */
+            ts: number;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "run_resumed";
+        };
+        /** RunStarted */
+        RunStarted: {
+            /** Inputs */
+            inputs: {
+                [key: string]: unknown;
+            };
+            /** Run Id */
+            run_id: string;
+            /** Seq */
+            seq: number;
+            /** Ts */
+            ts: number;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "run_started";
+            /** Workflow Id */
+            workflow_id: string;
+        };
+        /**
          * RunStatus
          * @description Lifecycle of a run; shared by the engine, CLI, API and storage.
          * @enum {string}
          */
         RunStatus: "pending" | "running" | "paused" | "succeeded" | "failed" | "cancelled";
+        /**
+         * RunStreamDone
+         * @description The last frame of a run's event stream (SSE ``event: done``): how the run stands
+         *     now (``paused`` when it waits for a person).
+         */
+        RunStreamDone: {
+            /** Run Id */
+            run_id: string;
+            status: components["schemas"]["RunStatus"];
+        };
+        /**
+         * RunStreamMeta
+         * @description The first frame of a run's event stream (SSE ``event: meta``): the run and its chat.
+         */
+        RunStreamMeta: {
+            /**
+             * Chat Id
+             * @default null
+             */
+            chat_id: string | null;
+            /** Run Id */
+            run_id: string;
+        };
         /**
          * ScopeEntryOut
          * @description One reference the node may use: ``path`` is the text to store (``{"ref": path}`` or
@@ -3170,6 +4353,43 @@ export interface components {
             };
         };
         /**
+         * SentMessage
+         * @description One message as sent to the model; ``truncated``: the length before it was cut.
+         */
+        SentMessage: {
+            /** Content */
+            content?: string;
+            /** Role */
+            role?: string;
+            /** Tool Calls */
+            tool_calls?: components["schemas"]["SentToolCall"][];
+            /** Truncated */
+            truncated?: number;
+        } & {
+            [key: string]: unknown;
+        };
+        /**
+         * SentRecord
+         * @description The messages an LLM node sent (newest kept; ``omitted``: older ones left out).
+         */
+        SentRecord: {
+            /** Messages */
+            messages?: components["schemas"]["SentMessage"][];
+            /** Omitted */
+            omitted?: number;
+        } & {
+            [key: string]: unknown;
+        };
+        /** SentToolCall */
+        SentToolCall: {
+            /** Arguments */
+            arguments?: string;
+            /** Name */
+            name?: string;
+        } & {
+            [key: string]: unknown;
+        };
+        /**
          * SingleNodeRunOut
          * @description The run of one node alone, once it ended: the run (kind ``single_node``, in the
          *     history as any run), and the node's run - status, outputs or error, duration, usage.
@@ -3202,6 +4422,24 @@ export interface components {
              * @default 0
              */
             tokens_out: number;
+        };
+        /**
+         * ToolRunRecord
+         * @description A graph tool's run in a ``tool_call`` node: its number, tool, body node runs, error.
+         */
+        ToolRunRecord: {
+            /** Error */
+            error?: string;
+            /** Index */
+            index?: number;
+            /** Node Runs */
+            node_runs?: {
+                [key: string]: unknown;
+            }[];
+            /** Tool */
+            tool?: string;
+        } & {
+            [key: string]: unknown;
         };
         /**
          * UpstreamModel
@@ -3277,6 +4515,50 @@ export interface components {
              */
             tokens_out: number;
         };
+        /**
+         * UsageRecord
+         * @description A :class:`~schemas.run.Usage` as a record keeps it (``Usage.model_dump()``):
+         *     tokens, cost, latency (ms), calls, and whether a count was ``estimated``.
+         */
+        UsageRecord: {
+            /** Calls */
+            calls?: number;
+            /** Cost */
+            cost?: number;
+            /** Estimated */
+            estimated?: boolean;
+            /** Latency Ms */
+            latency_ms?: number;
+            /** Model */
+            model?: string | null;
+            /** Token Source */
+            token_source?: string;
+            /** Tokens In */
+            tokens_in?: number;
+            /** Tokens Out */
+            tokens_out?: number;
+        } & {
+            [key: string]: unknown;
+        };
+        /**
+         * UserSelectPayload
+         * @description ``user_select``: ``description`` (the rendered question) and the ``options``;
+         *     ``error`` says why the last answer was refused.
+         */
+        UserSelectPayload: {
+            /**
+             * Description
+             * @default
+             */
+            description: string;
+            /**
+             * Error
+             * @default null
+             */
+            error: string | null;
+            /** Options */
+            options: components["schemas"]["ChoiceOption"][];
+        };
         /** ValidationError */
         ValidationError: {
             /** Context */
@@ -3290,6 +4572,16 @@ export interface components {
             /** Error Type */
             type: string;
         };
+        /**
+         * VarType
+         * @description Declared type of a global input, node output or node input.
+         *
+         *     ``any`` is only used for outputs whose shape is not known statically (e.g. the
+         *     parsed body of an HTTP response); a reference to an ``any`` output type-checks
+         *     against every declared input type and is checked again at run time.
+         * @enum {string}
+         */
+        VarType: "string" | "number" | "boolean" | "object" | "array" | "file" | "any";
         /**
          * WorkflowCreated
          * @description 201: the saved workflow (draft version 1).
@@ -3517,6 +4809,20 @@ export interface components {
              * @enum {string}
              */
             response_mode: "blocking" | "streaming" | "async";
+        };
+        /**
+         * WorkflowRunRecord
+         * @description A workflow tool's run: the workflow, the child run's id and how it ended.
+         */
+        WorkflowRunRecord: {
+            /** Run Id */
+            run_id?: string;
+            /** Status */
+            status?: string;
+            /** Workflow */
+            workflow?: string;
+        } & {
+            [key: string]: unknown;
         };
         /**
          * WorkflowUpdate
@@ -6820,7 +8126,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description server-sent events */
+            /** @description server-sent events: the run's events (RunEvent) */
             200: {
                 headers: {
                     [name: string]: unknown;

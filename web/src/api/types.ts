@@ -22,6 +22,23 @@ export type NodeScope = S['NodeScope'];
 export type ChatVariablesBody = S['ChatVariables'];
 export type ScopeEntryOut = S['ScopeEntryOut'];
 export type SecretsOut = S['SecretsOut'];
+export type WorkflowInput = S['WorkflowInputOut'];
+
+/** A node run of `GET /v1/runs/{id}`, and what its kind records (`data`). */
+export type NodeRunOut = S['NodeRunOut'];
+export type NodeData = S['NodeData'];
+export type AgentRound = S['AgentRound'];
+export type BodyRun = S['BodyRun'];
+export type SentRecord = S['SentRecord'];
+
+/** The run event stream: every run event (told apart by `type`), and the first and last frames. */
+export type RunEvent = S['RunEvent'];
+export type RunStreamMeta = S['RunStreamMeta'];
+export type RunStreamDone = S['RunStreamDone'];
+export type NodeError = S['NodeError'];
+/** A question a paused run waits for; `payload` has the shape of its `kind`. */
+export type Interrupt = S['Interrupt'];
+export type InterruptPayload = Interrupt['payload'];
 
 /** One compile problem, as `flowloom validate --json` prints it. */
 export interface Problem {

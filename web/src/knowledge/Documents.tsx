@@ -13,7 +13,7 @@ import { kbApi, type DocumentOut } from './api';
 import { ChunkPreview } from './ChunkPreview';
 import {
   afterUpload, applyProgress, documentRows, finished, formatSize, mergeDocuments, uploadOutcomes,
-  type DocumentProgress, type DocumentRow, type LocalFile,
+  isProgress, type DocumentRow, type LocalFile,
 } from './documents';
 
 const ACCEPT = '.txt,.md,.markdown,.html,.htm,.pdf,.docx,.csv,.jsonl';
@@ -39,7 +39,8 @@ function useProgress(datasetId: string, documents: DocumentOut[] | null,
       try {
         for await (const frame of streamFrames('GET', `/v1/datasets/${encodeURIComponent(datasetId)}/events?${query}`,
           undefined, controller.signal)) {
-          if (frame.event === 'progress') setDocuments((d) => applyProgress(d, frame.data as unknown as DocumentProgress));
+          const progress = frame.data;
+          if (frame.event === 'progress' && isProgress(progress)) setDocuments((d) => applyProgress(d, progress));
           if (frame.event === 'error') failed = true;
         }
       } catch {

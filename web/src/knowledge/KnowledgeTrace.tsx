@@ -2,16 +2,20 @@
  * and the sources a chat node run's answer cites (its `citations` output), readable
  * (source, score, heading path, quoted text) above the raw outputs. */
 import { useT } from '../i18n';
-import type { NodeRunTrace } from '../run/types';
+import type { NodeRunOut } from '../api/types';
 import { Citations } from './Citations';
 import { messageCitations, retrievedChunks } from './citations';
 
-export function KnowledgeTrace({ nodeRun }: { nodeRun: NodeRunTrace }) {
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null;
+}
+
+export function KnowledgeTrace({ nodeRun }: { nodeRun: NodeRunOut }) {
   const t = useT();
   const chunks = retrievedChunks(nodeRun.outputs);
   const cited = nodeRun.outputs?.citations;
   const citations = Array.isArray(cited)
-    ? messageCitations(cited.map((c) => ({ type: 'citation', data: c as Record<string, unknown> }))) : [];
+    ? messageCitations(cited.filter(isRecord).map((c) => ({ type: 'citation', data: c }))) : [];
   return (
     <>
       {nodeRun.kind === 'knowledge_retrieval' && nodeRun.status === 'succeeded' && !chunks.length && (

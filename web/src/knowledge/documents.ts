@@ -41,6 +41,12 @@ export interface DocumentProgress {
   error?: string | null;
 }
 
+/** Whether `data` (a frame of `GET /v1/datasets/{id}/events`) is a `progress` event. */
+export function isProgress(data: unknown): data is DocumentProgress {
+  return typeof data === 'object' && data !== null && 'document_id' in data && typeof data.document_id === 'string'
+    && 'status' in data && typeof data.status === 'string';
+}
+
 /** What one upload did: the documents it kept, the files it refused with the reason. */
 export interface UploadOutcome {
   kept: DocumentOut[];

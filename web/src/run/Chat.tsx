@@ -8,6 +8,7 @@
  */
 import { useEffect, useRef, useState } from 'react';
 import { useT } from '../i18n';
+import type { Interrupt } from '../api/types';
 import type { PendingInterrupt } from './events';
 import { Citations } from '../knowledge/Citations';
 import { messageCitations } from '../knowledge/citations';
@@ -15,12 +16,23 @@ import { ChatVariables } from './ChatVariables';
 import { InterruptCard } from './Interrupt';
 import { runErrorText, useRunPanel, type ChatMessage } from './store';
 
+const KINDS: readonly string[] = ['user_select', 'form_input', 'ask', 'confirm'] satisfies Interrupt['kind'][];
+
+/** Whether a stored message part's data is an interrupt (the run state's `Interrupt`). */
+function isInterrupt(data: Record<string, unknown> | undefined): data is Interrupt & Record<string, unknown> {
+  return !!data && typeof data.id === 'string' && typeof data.node_id === 'string' && typeof data.kind === 'string'
+    && KINDS.includes(data.kind) && typeof data.payload === 'object' && data.payload !== null;
+}
+
+/** The text a question shows: a select's or form's description, an agent's question. */
+export function questionOf(p: PendingInterrupt['payload']): string {
+  return 'description' in p ? p.description : p.question;
+}
+
 function interruptsOf(message: ChatMessage): PendingInterrupt[] {
   if (message.status !== 'paused') return [];
-  return message.parts.filter((p) => p.type === 'interrupt' && p.data).map((p) => {
-    const d = p.data as { id?: string; node_id?: string; kind?: string; payload?: Record<string, unknown> };
-    return { id: String(d.id), nodeId: String(d.node_id), kind: String(d.kind), payload: d.payload ?? {} };
-  });
+  return message.parts.map((p) => (p.type === 'interrupt' ? p.data : undefined)).filter(isInterrupt)
+    .map((d) => ({ id: d.id, nodeId: d.node_id, kind: d.kind, payload: d.payload }));
 }
 
 /** The error a failed turn's stored message carries (a part's `data.error`), or ''. */
@@ -59,7 +71,7 @@ function Message({ message, last }: { message: ChatMessage; last: boolean }) {
       {message.text && <div className="chat-text">{message.text}</div>}
       <Citations items={messageCitations(message.parts)} testId="chat-citations" />
       {!last && interruptsOf(message).map((i) => (
-        <div key={i.id} className="muted chat-question">❓ {String(i.payload.description ?? i.payload.question ?? '')}</div>
+        <div key={i.id} className="muted chat-question">❓ {questionOf(i.payload)}</div>
       ))}
       {failed && <div className="chat-error" data-testid="chat-error">{reason
         ? t('run.chat.failedBecause', { message: reason }) : t('run.chat.failed')}</div>}

@@ -8,7 +8,6 @@ import { useEffect, useState } from 'react';
 import { api } from '../api/client';
 import { useT } from '../i18n';
 import type { WorkflowDoc } from '../lib/workflow';
-import type { ValidateAnswer } from './types';
 
 export interface DeclaredInput {
   name: string;
@@ -26,7 +25,7 @@ export function useDeclaredInputs(getDocument: () => WorkflowDoc, revision: unkn
   const [inputs, setInputs] = useState<DeclaredInput[]>([]);
   useEffect(() => {
     const abort = new AbortController();
-    api.validate(getDocument(), abort.signal).then((r) => setInputs(((r as ValidateAnswer).inputs ?? []) as DeclaredInput[]), () => undefined);
+    api.validate(getDocument(), abort.signal).then((r) => setInputs((r.inputs ?? []) as DeclaredInput[]), () => undefined);
     return () => abort.abort();
   }, [getDocument, revision]);
   return inputs;

@@ -8,10 +8,11 @@
  */
 import { useEffect, useRef, useState } from 'react';
 import { useT } from '../i18n';
+import type { InterruptPayload } from '../api/types';
+import { questionOf } from './Chat';
 import type { PendingInterrupt } from './events';
 
-interface Option { id: string; label?: string }
-interface Field { name: string; label?: string; type?: string; required?: boolean; default?: unknown; enum?: unknown[] | null }
+type Field = Extract<InterruptPayload, { fields: unknown }>['fields'][number];
 
 type OnAnswer = (answer: unknown, text: string) => void;
 
@@ -59,10 +60,11 @@ export function InterruptCard({ interrupt, onAnswer, disabled = false }: {
   const t = useT();
   const [text, setText] = useState('');
   const p = interrupt.payload;
-  const question = String(p.description ?? p.question ?? '');
-  const options = (Array.isArray(p.options) ? p.options : []) as Option[];
-  const fields = (Array.isArray(p.fields) ? p.fields : []) as Field[];
-  const errors = [p.error, ...(Array.isArray(p.errors) ? p.errors : [])].filter(Boolean).map(String);
+  const question = questionOf(p);
+  const options = 'options' in p ? p.options ?? [] : [];
+  const fields = 'fields' in p ? p.fields : [];
+  const errors = [('error' in p ? p.error : null), ...('errors' in p ? p.errors ?? [] : [])]
+    .filter((e): e is string => Boolean(e));
   // a question that appears below the fold of the run panel is brought into view
   const card = useRef<HTMLDivElement>(null);
   useEffect(() => { card.current?.scrollIntoView?.({ block: 'nearest' }); }, [interrupt.id]);
@@ -72,7 +74,7 @@ export function InterruptCard({ interrupt, onAnswer, disabled = false }: {
         <span className="badge run-waiting">{t('run.node.waiting')}</span> <strong>{interrupt.nodeId}</strong>
       </div>
       {question && <p className="interrupt-question" data-testid="interrupt-question">{question}</p>}
-      {interrupt.kind === 'confirm' && typeof p.arguments === 'string' && <pre className="json">{p.arguments}</pre>}
+      {'arguments' in p && p.arguments && <pre className="json">{p.arguments}</pre>}
       {errors.map((e) => <div key={e} className="banner error">{e}</div>)}
       {fields.length > 0 ? <FormAnswer fields={fields} onAnswer={onAnswer} disabled={disabled} /> : (
         <div className="interrupt-options">

@@ -20,13 +20,13 @@ import { useRunStatus } from '../store/runStatus';
 import { statusLabel, useRunPanel } from './store';
 import { Json, seconds } from './TraceParts';
 import { titleOf, titledError, useNodeTitles } from './titles';
-import type { NodeRunTrace } from './types';
+import type { NodeRunOut } from '../api/types';
 
 interface ReadRef { key: string; scope: string; node?: string | null; field?: string | null; type?: string | null;
   optional: boolean }
-interface NodeInfo { node_id: string; reads: ReadRef[]; last: { run_id: string; node_run: NodeRunTrace;
+interface NodeInfo { node_id: string; reads: ReadRef[]; last: { run_id: string; node_run: NodeRunOut;
   values: Record<string, unknown> } | null }
-interface RunResult { run_id: string; status: string; node_run: NodeRunTrace | null;
+interface RunResult { run_id: string; status: string; node_run: NodeRunOut | null;
   error?: { message?: string; node_id?: string | null } | null; duration_s?: number | null }
 
 function asText(value: unknown): string {

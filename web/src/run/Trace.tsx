@@ -16,7 +16,7 @@ import { KnowledgeTrace } from '../knowledge/KnowledgeTrace';
 import { statusLabel } from './store';
 import { titleOf, useNodeTitles, withTitle, NodeName } from './titles';
 import { AgentTimeline, ItemsView, Json, SentMessages, seconds } from './TraceParts';
-import type { NodeRunTrace, RunTrace } from './types';
+import type { NodeRunOut, RunDetail } from '../api/types';
 import { tokensLabel, tokensShort } from './usage';
 
 /** A node run's or round's tokens, marked `~` with a hint when they were estimated. */
@@ -26,7 +26,7 @@ function Tokens({ tokensIn, tokensOut, estimated }: { tokensIn: number; tokensOu
   return <span title={title} className={estimated ? 'estimated' : undefined}>{text}</span>;
 }
 
-export function Trace({ run, onRerun, busy }: { run: RunTrace; onRerun: (nodeId: string) => void; busy: boolean }) {
+export function Trace({ run, onRerun, busy }: { run: RunDetail; onRerun: (nodeId: string) => void; busy: boolean }) {
   const t = useT();
   const lang = useLanguage((s) => s.lang);
   const select = useEditor((s) => s.select);
@@ -34,9 +34,9 @@ export function Trace({ run, onRerun, busy }: { run: RunTrace; onRerun: (nodeId:
   const titles = useNodeTitles();
   const onCanvas = useMemo(() => new Set(nodes.map((n) => n.id)), [nodes]);
   const { top, body } = useMemo(() => {
-    const inside = new Map<string, NodeRunTrace[]>();
-    const outer: NodeRunTrace[] = [];
-    for (const nr of run.node_runs) {
+    const inside = new Map<string, NodeRunOut[]>();
+    const outer: NodeRunOut[] = [];
+    for (const nr of run.node_runs ?? []) {
       if (nr.loop_id) inside.set(nr.loop_id, [...(inside.get(nr.loop_id) ?? []), nr]);
       else outer.push(nr);
     }
@@ -55,7 +55,7 @@ export function Trace({ run, onRerun, busy }: { run: RunTrace; onRerun: (nodeId:
       </div>
       <ul className="trace-list">
         {top.map((nr) => {
-          const given = Boolean((nr.data as { given?: boolean } | undefined)?.given);
+          const given = Boolean(nr.data?.given);
           return (
             <li key={nr.id} data-testid={`trace-node-${nr.node_id}`} data-given={given || undefined}>
               <details>

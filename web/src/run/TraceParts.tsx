@@ -11,7 +11,7 @@
 import { translate, useLanguage, useT } from '../i18n';
 import { statusLabel } from './store';
 import { NodeName, type Titles } from './titles';
-import type { NodeRunTrace } from './types';
+import type { AgentRound, BodyRun, NodeRunOut } from '../api/types';
 import { tokensLabel } from './usage';
 
 export function Json({ value, testId }: { value: unknown; testId?: string }) {
@@ -29,42 +29,58 @@ function short(value: unknown): string {
   return text && text.length > 80 ? `${text.slice(0, 79)}…` : text ?? '';
 }
 
-interface ItemGroup { index: number; runs: NodeRunTrace[]; status: string; duration: number | null;
-  error?: string }
-interface ItemRecord { index: number; status?: string; node_runs?: NodeRunTrace[]; error?: { message?: string } }
+/** One body node run as the items view shows it. */
+export interface BodyRow {
+  id: string; node_id: string; status: string; inputs: unknown; outputs: unknown;
+  error: { message: string } | null; started_at: number | null; finished_at: number | null;
+  duration_s: number | null; iteration: number | null;
+}
+interface ItemGroup { index: number; runs: BodyRow[]; status: string; duration: number | null; error?: string }
+interface ItemRecord { index: number; status?: string; runs: BodyRow[]; error?: string }
 
-/** A node run's duration (the engine's records inside an item carry only its times). */
-function durationOf(r: NodeRunTrace): number | null {
-  if (r.duration_s != null) return r.duration_s;
-  return r.started_at != null && r.finished_at != null ? Math.max(0, r.finished_at - r.started_at) : null;
+const num = (v: unknown): number | null => (typeof v === 'number' ? v : null);
+
+/** A body node run: from `GET /v1/runs/{id}` (a loop drawn with back-edges), or as a
+ * container's record keeps it (`BodyRun.node_runs`: stored node runs, read field by field). */
+function bodyRow(r: NodeRunOut | Record<string, unknown>): BodyRow {
+  const error = r.error && typeof r.error === 'object' && 'message' in r.error ? { message: String(r.error.message) } : null;
+  const started = num(r.started_at);
+  const finished = num(r.finished_at);
+  const given = num(r.duration_s);
+  return { id: String(r.id), node_id: String(r.node_id), status: String(r.status), inputs: r.inputs, outputs: r.outputs,
+    error, started_at: started, finished_at: finished, iteration: num(r.iteration),
+    duration_s: given ?? (started != null && finished != null ? Math.max(0, finished - started) : null) };
+}
+
+function recordOf(rec: BodyRun): ItemRecord {
+  return { index: rec.index ?? 0, status: rec.status, runs: (rec.node_runs ?? []).map(bodyRow), error: rec.error?.message };
 }
 
 /** The items (rounds) of `container`: from the records its node run keeps (`data.items`
  * of an iteration, `data.rounds` of a loop: each item's node runs), else from the body
  * node runs listed apart (a loop drawn with back-edges), grouped by item. */
-export function itemGroups(container: NodeRunTrace, bodyRuns: NodeRunTrace[]): ItemGroup[] {
-  const data = container.data as { items?: unknown; rounds?: unknown } | undefined;
-  const kept = Array.isArray(data?.items) ? data.items : Array.isArray(data?.rounds) ? data.rounds : null;
-  const records: ItemRecord[] = kept ? (kept as ItemRecord[])
+export function itemGroups(container: NodeRunOut, bodyRuns: NodeRunOut[]): ItemGroup[] {
+  const kept = container.data?.items ?? container.data?.rounds;
+  const records: ItemRecord[] = kept ? kept.map(recordOf)
     : [...new Set(bodyRuns.map((r) => r.iteration ?? 0))].map((index) => ({
-      index, node_runs: bodyRuns.filter((r) => (r.iteration ?? 0) === index) }));
+      index, runs: bodyRuns.filter((r) => (r.iteration ?? 0) === index).map(bodyRow) }));
   return records.map((rec) => {
-    const runs = (rec.node_runs ?? []).map((r) => ({ ...r, duration_s: durationOf(r) }));
+    const runs = rec.runs;
     const starts = runs.map((r) => r.started_at).filter((v): v is number => v != null);
     const ends = runs.map((r) => r.finished_at).filter((v): v is number => v != null);
     const status = rec.status ?? (runs.some((r) => r.status === 'failed') ? 'failed'
       : runs.length && runs.every((r) => r.status === 'skipped') ? 'skipped' : 'succeeded');
     const duration = starts.length && ends.length ? Math.max(0, Math.max(...ends) - Math.min(...starts)) : null;
-    return { index: rec.index, runs, status, duration, error: rec.error?.message };
+    return { index: rec.index, runs, status, duration, error: rec.error };
   }).sort((a, b) => a.index - b.index);
 }
 
-export function ItemsView({ container, bodyRuns, titles }: { container: NodeRunTrace; bodyRuns: NodeRunTrace[];
+export function ItemsView({ container, bodyRuns, titles }: { container: NodeRunOut; bodyRuns: NodeRunOut[];
   titles: Titles }) {
   const t = useT();
   const groups = itemGroups(container, bodyRuns);
   if (!groups.length) return null;
-  const items = (container.inputs as { items?: unknown } | undefined)?.items;
+  const items = container.inputs?.items;
   const isIteration = Array.isArray(items);
   return (
     <div className="trace-items" data-testid={`trace-items-${container.node_id}`}>
@@ -76,7 +92,7 @@ export function ItemsView({ container, bodyRuns, titles }: { container: NodeRunT
               <summary>
                 <span className={`badge run-${g.status}`}>{statusLabel(g.status)}</span>{' '}
                 <strong>{t(isIteration ? 'run.trace.item' : 'run.trace.round', { index: g.index })}</strong>{' '}
-                {isIteration && <code className="item-value">{short((items as unknown[])[g.index])}</code>}{' '}
+                {isIteration && <code className="item-value">{short(items[g.index])}</code>}{' '}
                 <span className="muted">{seconds(g.duration)}</span>
               </summary>
               {g.error && <div className="banner error">{g.error}</div>}
@@ -111,15 +127,10 @@ function RoundTokens({ usage }: { usage?: AgentRound['usage'] }) {
     {tokensLabel(lang, usage?.tokens_in ?? 0, usage?.tokens_out ?? 0, estimated)}</span>;
 }
 
-interface AgentRound {
-  usage?: { tokens_in?: number; tokens_out?: number; estimated?: boolean };
-  elapsed_ms?: number;
-  error?: { message?: string };
-  response?: { text?: string; tool_calls?: { id?: string; name?: string; arguments?: string }[] };
-}
 
 /** Arguments as pretty JSON when they parse, else as sent. */
-function pretty(args: string | undefined): string {
+function pretty(args: unknown): string {
+  if (typeof args !== 'string') return args == null ? '' : JSON.stringify(args, null, 2);
   if (!args) return '';
   try {
     return JSON.stringify(JSON.parse(args), null, 2);
@@ -128,28 +139,20 @@ function pretty(args: string | undefined): string {
   }
 }
 
-function resultText(value: unknown): string {
-  if (typeof value === 'string') return value;
-  if (value && typeof value === 'object' && typeof (value as { content?: unknown }).content === 'string') {
-    return (value as { content: string }).content;
-  }
-  return JSON.stringify(value, null, 2);
-}
-
-export function AgentTimeline({ nodeRun }: { nodeRun: NodeRunTrace }) {
+export function AgentTimeline({ nodeRun }: { nodeRun: NodeRunOut }) {
   const t = useT();
-  const agent = (nodeRun.data as { agent?: { trace?: AgentRound[]; tool_results?: Record<string, unknown> } }
-    | undefined)?.agent;
-  const rounds = agent?.trace ?? [];
+  const agent = nodeRun.data?.agent;
+  const rounds: AgentRound[] = agent?.trace ?? [];
   const results = agent?.tool_results ?? {};
-  const plan = (nodeRun.outputs as { plan?: unknown } | null | undefined)?.plan;
+  const plan = nodeRun.outputs?.plan;
   if (!rounds.length && plan == null) return null;
   return (
     <div className="agent-trace" data-testid={`trace-timeline-${nodeRun.node_id}`}>
       {rounds.length > 0 && <h5>{t('run.trace.timeline', { count: rounds.length })}</h5>}
       <ol className="timeline">
         {rounds.map((r, i) => {
-          const calls = r.response?.tool_calls ?? [];
+          const calls = (r.response?.tool_calls ?? []).map((c) => ({ id: String(c.id ?? ''), name: String(c.name ?? ''),
+            arguments: c.arguments }));
           const text = r.response?.text ?? '';
           return (
             <li key={i} data-testid={`trace-round-${nodeRun.node_id}-${i}`}>
@@ -162,14 +165,14 @@ export function AgentTimeline({ nodeRun }: { nodeRun: NodeRunTrace }) {
                   <div className="round-text">{text}</div>
                 </div>
               )}
-              {r.error?.message && <div className="banner error">{r.error.message}</div>}
+              {typeof r.error?.message === 'string' && <div className="banner error">{r.error.message}</div>}
               {calls.map((c, j) => (
-                <div key={c.id ?? j} className="step tool-call" data-testid={`trace-call-${nodeRun.node_id}-${i}-${j}`}>
-                  <span className="step-label">🔧 {t('run.trace.callsTool', { tool: c.name ?? '' })}</span>
+                <div key={c.id || j} className="step tool-call" data-testid={`trace-call-${nodeRun.node_id}-${i}-${j}`}>
+                  <span className="step-label">🔧 {t('run.trace.callsTool', { tool: c.name })}</span>
                   <div className="call-part"><span className="muted">{t('run.trace.arguments')}</span>
                     <pre className="json">{pretty(c.arguments)}</pre></div>
                   <div className="call-part"><span className="muted">{t('run.trace.result')}</span>
-                    {c.id && c.id in results ? <pre className="json tool-result">{resultText(results[c.id])}</pre>
+                    {c.id && c.id in results ? <pre className="json tool-result">{results[c.id]}</pre>
                       : <span className="muted"> {t('run.trace.noResult')}</span>}</div>
                 </div>
               ))}
@@ -182,14 +185,11 @@ export function AgentTimeline({ nodeRun }: { nodeRun: NodeRunTrace }) {
   );
 }
 
-interface SentRecord { messages?: { role: string; content: string; truncated?: number;
-  tool_calls?: { name: string; arguments: string }[] }[]; omitted?: number }
-
-export function SentMessages({ nodeRun }: { nodeRun: NodeRunTrace }) {
+export function SentMessages({ nodeRun }: { nodeRun: NodeRunOut }) {
   const t = useT();
-  const sent = (nodeRun.data as { sent?: SentRecord } | undefined)?.sent;
+  const sent = nodeRun.data?.sent;
   if (!sent?.messages?.length) return null;
-  const answer = (nodeRun.outputs as { answer?: unknown } | null | undefined)?.answer;
+  const answer = nodeRun.outputs?.answer;
   return (
     <div className="sent-messages" data-testid={`trace-sent-${nodeRun.node_id}`}>
       <h5>{t('run.trace.sent')}</h5>

@@ -1,9 +1,15 @@
 import { describe, expect, it } from 'vitest';
 import { emptyRun, reduceFrame, statusesFromDetail } from './events';
-import { SseParser, type SseFrame } from './sse';
+import { isRunFrame, SseParser, type RunFrame, type SseFrame } from './sse';
 
-const ev = (type: string, seq: number, extra: Record<string, unknown> = {}): SseFrame =>
-  ({ event: type, id: seq, data: { type, seq, run_id: 'r1', ts: 0, ...extra } });
+/** A frame of the run stream, as the stream's reader takes it (through {@link isRunFrame}). */
+function frame(raw: SseFrame): RunFrame {
+  if (!isRunFrame(raw)) throw new Error(`not a run frame: ${JSON.stringify(raw)}`);
+  return raw;
+}
+
+const ev = (type: string, seq: number, extra: Record<string, unknown> = {}): RunFrame =>
+  frame({ event: type, id: seq, data: { type, seq, run_id: 'r1', ts: 0, attempt: 1, ...extra } });
 
 describe('SseParser', () => {
   it('test_frames_split_across_chunks_are_joined', () => {
@@ -37,14 +43,14 @@ describe('reduceFrame citations', () => {
 
 describe('reduceFrame', () => {
   it('test_node_statuses_follow_the_events', () => {
-    let run = reduceFrame(emptyRun(), { event: 'meta', id: null, data: { run_id: 'r1', chat_id: null } });
+    let run = reduceFrame(emptyRun(), frame({ event: 'meta', id: null, data: { run_id: 'r1', chat_id: null } }));
     run = reduceFrame(run, ev('node_started', 1, { node_id: 'a' }));
     expect(run.nodes.a.status).toBe('running');
     run = reduceFrame(run, ev('node_delta', 2, { node_id: 'a', text: 'Hel', channel: 'answer' }));
     run = reduceFrame(run, ev('node_delta', 3, { node_id: 'a', text: 'lo', channel: 'answer' }));
     run = reduceFrame(run, ev('node_delta', 4, { node_id: 'a', text: 'hmm', channel: 'reasoning' }));
     run = reduceFrame(run, ev('node_finished', 5, { node_id: 'a', status: 'succeeded', elapsed_ms: 12 }));
-    run = reduceFrame(run, ev('node_finished', 6, { node_id: 'b', status: 'skipped' }));
+    run = reduceFrame(run, ev('node_finished', 6, { node_id: 'b', status: 'skipped', elapsed_ms: 0 }));
     expect(run.answer).toBe('Hello');
     expect(run.reasoning).toBe('hmm');
     expect(run.nodes).toEqual({ a: { status: 'succeeded', detail: '12 ms' }, b: { status: 'skipped', detail: '0 ms' } });

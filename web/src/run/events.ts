@@ -7,18 +7,20 @@
  * Node statuses are the badge vocabulary of the canvas: `running`, `succeeded`,
  * `failed`, `skipped`, `waiting` (an interrupt waits for a person), `cancelled`.
  */
+import type { Interrupt, NodeError } from '../api/types';
 import { withProblems } from '../lib/errors';
-import type { SseFrame } from './sse';
+import type { RunFrame } from './sse';
 
 export type NodeStatus = 'running' | 'succeeded' | 'failed' | 'skipped' | 'waiting' | 'cancelled';
 export type RunState = 'starting' | 'running' | 'paused' | 'succeeded' | 'failed' | 'cancelled';
 
-/** A question the run waits for: its id, the node that asks, its kind and payload. */
+/** A question the run waits for: its id, the node that asks, its kind and payload (the
+ * payload's shape is its kind's: options, a form's fields, a tool call to allow). */
 export interface PendingInterrupt {
   id: string;
   nodeId: string;
-  kind: string;
-  payload: Record<string, unknown>;
+  kind: Interrupt['kind'];
+  payload: Interrupt['payload'];
 }
 
 /** A source the answer cites: a chat node's `citations` output item (`QuotePiece`). */
@@ -66,92 +68,96 @@ const NODE_END: Record<string, NodeStatus> = {
   running: 'running',
 };
 
-function errorText(error: unknown): string {
-  if (error && typeof error === 'object') {
-    const e = error as { message?: unknown; node_id?: unknown };
-    const msg = typeof e.message === 'string' ? e.message : JSON.stringify(error);
-    return e.node_id ? `${String(e.node_id)}: ${msg}` : msg;
-  }
-  return String(error ?? '');
+const RUN_END: Record<string, RunState> = { succeeded: 'succeeded', failed: 'failed', cancelled: 'cancelled',
+  paused: 'paused' };
+
+function errorText(error: NodeError | null | undefined): string {
+  if (!error) return '';
+  return error.node_id ? `${error.node_id}: ${error.message}` : error.message;
 }
 
-/** `known` plus the citation objects of `items` not there yet (same id and chunk). */
+function text(value: unknown): string | undefined {
+  return typeof value === 'string' ? value : undefined;
+}
+
+/** `known` plus the citation objects of `items` not there yet (same id and chunk); an
+ * item is read field by field, as the output of a node it is not typed by the document. */
 function withCitations(known: Citation[], items: unknown[]): Citation[] {
   const out = [...known];
   for (const item of items) {
     if (!item || typeof item !== 'object') continue;
-    const c = item as Citation;
-    if (!out.some((k) => k.citation_id === c.citation_id && k.chunk_id === c.chunk_id)) {
-      out.push({ citation_id: String(c.citation_id), source_name: String(c.source_name ?? ''), chunk_id: c.chunk_id,
-        dataset_id: c.dataset_id, text: typeof c.text === 'string' ? c.text : undefined });
+    const c: Record<string, unknown> = { ...item };
+    const id = String(c.citation_id);
+    const chunk = text(c.chunk_id);
+    if (!out.some((k) => k.citation_id === id && k.chunk_id === chunk)) {
+      out.push({ citation_id: id, source_name: String(c.source_name ?? ''), chunk_id: chunk,
+        dataset_id: text(c.dataset_id), text: text(c.text) });
     }
   }
   return out;
 }
 
 /** The run after `frame`. Frames of another run than the one followed are ignored. */
-export function reduceFrame(run: LiveRun, frame: SseFrame): LiveRun {
-  const d = frame.data;
+export function reduceFrame(run: LiveRun, frame: RunFrame): LiveRun {
   if (frame.event === 'meta') {
-    return { ...run, runId: String(d.run_id ?? ''), chatId: (d.chat_id as string | null) ?? run.chatId, status: 'running' };
+    return { ...run, runId: frame.data.run_id, chatId: frame.data.chat_id ?? run.chatId, status: 'running' };
   }
   if (frame.event === 'error') {
-    const err = (d.error ?? d) as { message?: string; problems?: unknown };
+    const err = frame.data.error;
     return { ...run, status: run.status === 'running' || run.status === 'starting' ? 'failed' : run.status,
-      error: err.message != null ? withProblems(err.message, err.problems) : JSON.stringify(d) };
+      error: withProblems(err.message, err.problems) };
   }
   if (frame.event === 'done') {
-    const status = String(d.status ?? '');
-    return status in { succeeded: 1, failed: 1, cancelled: 1, paused: 1 } ? { ...run, status: status as RunState } : run;
+    const status = RUN_END[frame.data.status];
+    return status ? { ...run, status } : run;
   }
-  const next: LiveRun = { ...run, lastSeq: Math.max(run.lastSeq, frame.id ?? Number(d.seq ?? 0)) };
-  const nodeId = d.node_id as string | undefined;
-  const setNode = (state: NodeState) => { if (nodeId) next.nodes = { ...run.nodes, [nodeId]: state }; };
-  switch (d.type ?? frame.event) {
+  const d = frame.data;
+  const next: LiveRun = { ...run, lastSeq: Math.max(run.lastSeq, frame.id ?? d.seq) };
+  const setNode = (nodeId: string, state: NodeState) => { next.nodes = { ...run.nodes, [nodeId]: state }; };
+  switch (d.type) {
     case 'run_started':
-    case 'run_resumed':
       next.status = 'running';
-      if (d.type === 'run_resumed') {
-        const answered = new Set((d.answered as string[] | undefined) ?? []);
-        next.interrupts = run.interrupts.filter((i) => !answered.has(i.id));
-      }
       break;
+    case 'run_resumed': {
+      next.status = 'running';
+      const answered = new Set(d.answered);
+      next.interrupts = run.interrupts.filter((i) => !answered.has(i.id));
+      break;
+    }
     case 'node_started':
-      setNode({ status: 'running' });
+      setNode(d.node_id, { status: 'running' });
       break;
     case 'node_delta':
-      if (d.channel === 'reasoning') next.reasoning = run.reasoning + String(d.text ?? '');
-      else next.answer = run.answer + String(d.text ?? '');
+      if (d.channel === 'reasoning') next.reasoning = run.reasoning + d.text;
+      else next.answer = run.answer + d.text;
       break;
     case 'node_finished': {
-      const status = NODE_END[String(d.status)] ?? 'succeeded';
-      const ms = Number(d.elapsed_ms ?? 0);
-      setNode({ status, detail: d.error ? errorText(d.error) : `${Math.round(ms)} ms` });
-      const cited = (d.outputs as { citations?: unknown } | null | undefined)?.citations;
+      const status = NODE_END[d.status] ?? 'succeeded';
+      setNode(d.node_id, { status, detail: d.error ? errorText(d.error) : `${Math.round(d.elapsed_ms)} ms` });
+      const cited = d.outputs?.citations;
       if (status === 'succeeded' && Array.isArray(cited)) next.citations = withCitations(run.citations, cited);
       break;
     }
     case 'node_warning':
-      next.warnings = [...run.warnings, String(d.message ?? d.code ?? '')];
+      next.warnings = [...run.warnings, d.message || d.code];
       break;
     case 'interrupt':
-      setNode({ status: 'waiting' });
-      next.interrupts = [...run.interrupts.filter((i) => i.id !== d.interrupt_id), {
-        id: String(d.interrupt_id), nodeId: String(d.node_id), kind: String(d.kind),
-        payload: (d.payload as Record<string, unknown>) ?? {} }];
+      setNode(d.node_id, { status: 'waiting' });
+      next.interrupts = [...run.interrupts.filter((i) => i.id !== d.interrupt_id),
+        { id: d.interrupt_id, nodeId: d.node_id, kind: d.kind, payload: d.payload }];
       break;
     case 'run_paused':
       next.status = 'paused';
       break;
     case 'run_finished':
       next.status = 'succeeded';
-      if (typeof d.answer === 'string' && d.answer.length >= run.answer.length) next.answer = d.answer;
-      if (d.outputs && typeof d.outputs === 'object') next.outputs = d.outputs as Record<string, unknown>;
+      if (d.answer.length >= run.answer.length) next.answer = d.answer;
+      next.outputs = d.outputs;
       next.interrupts = [];
       break;
     case 'run_failed':
       next.status = 'failed';
-      next.error = errorText(d.error) || String(d.reason ?? '');
+      next.error = errorText(d.error) || d.reason;
       next.interrupts = [];
       break;
     case 'run_cancelled':

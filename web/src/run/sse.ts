@@ -7,14 +7,41 @@
  * `meta` / `error` / `done`), `id` the run event's `seq` (null for the others) and
  * `data` the parsed JSON of its `data:` lines. Comment lines (`: keep-alive`) are
  * dropped. {@link SseParser} is pure (fed text, returns frames) so it is unit-tested;
- * {@link streamFrames} wires it to a fetch.
+ * {@link streamFrames} wires it to a fetch, and {@link streamRunFrames} gives the frames
+ * of a run's stream with the types of the server's OpenAPI document ({@link RunFrame}).
  */
 import { errorFrom, getApiKey } from '../api/client';
+import type { ErrorBody, RunEvent, RunStreamDone, RunStreamMeta } from '../api/types';
 
 export interface SseFrame {
   event: string;
   id: number | null;
-  data: Record<string, unknown>;
+  data: unknown;
+}
+
+/** A frame of a run's event stream, told apart by `event`: `meta` first, then the run's
+ * events (a {@link RunEvent}, itself told apart by `data.type`), then `done`, or `error`. */
+export type RunFrame =
+  | { event: 'meta'; id: number | null; data: RunStreamMeta }
+  | { event: 'done'; id: number | null; data: RunStreamDone }
+  | { event: 'error'; id: number | null; data: ErrorBody }
+  | { event: RunEvent['type']; id: number | null; data: RunEvent };
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null;
+}
+
+/**
+ * Whether `frame` is a frame of a run's stream: `meta`, `done` or `error` with an object,
+ * or a run event whose `type` is its `event`. The data's fields are the ones the server's
+ * document gives its schema (RunStreamMeta, RunEvent, RunStreamDone, ErrorBody): the
+ * stream is the server's, so a frame that names itself is taken as that type here, once.
+ */
+export function isRunFrame(frame: SseFrame): frame is RunFrame {
+  if (!isObject(frame.data)) return false;
+  if (frame.event === 'meta' || frame.event === 'done') return typeof frame.data.run_id === 'string';
+  if (frame.event === 'error') return isObject(frame.data.error);
+  return frame.data.type === frame.event && typeof frame.data.seq === 'number';
 }
 
 /** Incremental SSE parser: `push(text)` returns the frames completed by it. */
@@ -49,9 +76,9 @@ function parseBlock(block: string): SseFrame | null {
     else if (name === 'data') data.push(value);
   }
   if (!data.length) return null;
-  let parsed: Record<string, unknown>;
+  let parsed: unknown;
   try {
-    parsed = JSON.parse(data.join('\n')) as Record<string, unknown>;
+    parsed = JSON.parse(data.join('\n'));
   } catch {
     parsed = { text: data.join('\n') };
   }
@@ -84,5 +111,14 @@ export async function* streamFrames(method: string, path: string, body: unknown,
     for (const frame of parser.push(decoder.decode() + '\n\n')) yield frame;
   } finally {
     reader.releaseLock();
+  }
+}
+
+/** {@link streamFrames} of a run's event stream, each frame typed ({@link isRunFrame});
+ * a frame that is not one of the stream's is skipped. */
+export async function* streamRunFrames(method: string, path: string, body: unknown,
+  signal?: AbortSignal): AsyncGenerator<RunFrame> {
+  for await (const frame of streamFrames(method, path, body, signal)) {
+    if (isRunFrame(frame)) yield frame;
   }
 }

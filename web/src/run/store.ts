@@ -13,12 +13,11 @@
  */
 import { create } from 'zustand';
 import { api, request } from '../api/client';
-import type { RunOut } from '../api/types';
+import type { RunDetail, RunOut } from '../api/types';
 import { t } from '../i18n';
 import { useRunStatus, type NodeRunBadge } from '../store/runStatus';
 import { emptyRun, reduceFrame, statusesFromDetail, type LiveRun, type NodeState } from './events';
-import { streamFrames, type SseFrame } from './sse';
-import type { RunTrace } from './types';
+import { streamRunFrames, type RunFrame } from './sse';
 
 export interface ChatPart { type: string; text?: string; data?: Record<string, unknown> }
 export interface ChatMessage {
@@ -35,7 +34,7 @@ export interface RunPanelState {
   live: LiveRun;
   busy: boolean;
   /** The run whose trace is shown (live run once it ended, or a past one). */
-  trace: RunTrace | null;
+  trace: RunDetail | null;
   /** A past run selected in the history (replay), or null for the live one. */
   replayId: string | null;
   history: RunOut[];
@@ -111,7 +110,7 @@ function begin(): AbortController {
 }
 
 /** Follows `frames` into `live` (and the badges) until the stream ends. */
-async function follow(frames: AsyncGenerator<SseFrame>, controller: AbortController): Promise<void> {
+async function follow(frames: AsyncGenerator<RunFrame>, controller: AbortController): Promise<void> {
   try {
     for await (const frame of frames) {
       if (controller.signal.aborted) return;
@@ -137,7 +136,7 @@ async function afterStream(): Promise<void> {
   if (live.runId && live.status === 'failed' && live.error) set((s) => ({ runErrors: { ...s.runErrors, [live.runId!]: live.error! } }));
   if (live.runId && live.status !== 'running') {
     try {
-      const detail = await api.getRun(live.runId) as unknown as RunTrace;
+      const detail = await api.getRun(live.runId);
       if (get().live.runId === live.runId && !get().replayId) set({ trace: detail });
     } catch { /* the trace stays empty; the error shows on the next action */ }
   }
@@ -186,7 +185,7 @@ export const useRunPanel = create<RunPanelState>(() => ({
     const controller = begin();
     useRunStatus.getState().clear();
     set({ live: emptyRun(), busy: true, trace: null, replayId: null, error: null, chatTurn: false });
-    const frames = streamFrames('POST', `/v1/workflows/${encodeURIComponent(workflowId)}/runs?draft=true`,
+    const frames = streamRunFrames('POST', `/v1/workflows/${encodeURIComponent(workflowId)}/runs?draft=true`,
       { inputs, message, response_mode: 'streaming' }, controller.signal);
     await follow(frames, controller);
   },
@@ -219,7 +218,7 @@ export const useRunPanel = create<RunPanelState>(() => ({
       { id: `local-${Date.now()}`, role: 'user', status: 'done', text, parts: [{ type: 'text', text }] }] : get().messages;
     set({ busy: true, error: null, trace: null, messages: shown, live: { ...get().live, status: 'running', answer: '',
       reasoning: '', interrupts: get().live.interrupts.filter((i) => i.id !== interruptId) } });
-    const frames = streamFrames('GET', `/v1/runs/${encodeURIComponent(runId)}/events?after=${get().live.lastSeq}`,
+    const frames = streamRunFrames('GET', `/v1/runs/${encodeURIComponent(runId)}/events?after=${get().live.lastSeq}`,
       undefined, controller.signal);
     await follow(frames, controller);
   },
@@ -242,9 +241,9 @@ export const useRunPanel = create<RunPanelState>(() => ({
       return;
     }
     try {
-      const detail = await api.getRun(runId) as unknown as RunTrace;
+      const detail = await api.getRun(runId);
       set({ replayId: runId, trace: detail, error: null });
-      showStatuses(statusesFromDetail(detail.node_runs));
+      showStatuses(statusesFromDetail(detail.node_runs ?? []));
     } catch (e) {
       set({ error: message(e) });
     }
@@ -254,7 +253,7 @@ export const useRunPanel = create<RunPanelState>(() => ({
     const controller = begin();
     useRunStatus.getState().clear();
     set({ live: emptyRun(), busy: true, trace: null, replayId: null, error: null, chatTurn: false });
-    const frames = streamFrames('POST', `/v1/runs/${encodeURIComponent(runId)}/rerun`,
+    const frames = streamRunFrames('POST', `/v1/runs/${encodeURIComponent(runId)}/rerun`,
       { node_id: nodeId, response_mode: 'streaming' }, controller.signal);
     await follow(frames, controller);
   },
@@ -269,7 +268,7 @@ export const useRunPanel = create<RunPanelState>(() => ({
     const pending: ChatMessage = { id: `local-${Date.now()}`, role: 'user', status: 'done', text, parts: [{ type: 'text', text }] };
     set({ chatId, chatTurn: true, busy: true, error: null, trace: null, replayId: null,
       live: { ...emptyRun(), chatId }, messages: [...get().messages, pending] });
-    const frames = streamFrames('POST', `/v1/workflows/${encodeURIComponent(workflowId)}/runs?draft=true`,
+    const frames = streamRunFrames('POST', `/v1/workflows/${encodeURIComponent(workflowId)}/runs?draft=true`,
       { inputs, chat_id: chatId, message: text, response_mode: 'streaming' }, controller.signal);
     await follow(frames, controller);
     if (get().live.runId || !get().error || get().chatId !== chatId) return true;
@@ -280,7 +279,7 @@ export const useRunPanel = create<RunPanelState>(() => ({
   loadRunError: async (runId) => {
     if (get().runErrors[runId]) return;
     try {
-      const detail = await api.getRun(runId) as unknown as { error?: unknown };
+      const detail = await api.getRun(runId);
       const text = runErrorText(detail.error);
       if (text) set((s) => ({ runErrors: { ...s.runErrors, [runId]: text } }));
     } catch { /* the bubble keeps its generic text */ }
