@@ -42,7 +42,7 @@ from sqlalchemy.engine import make_url
 from engine.ports import ChatStore, KeyStore, WorkflowRepo
 from engine.service import RunService, Stores
 from engine.settings import Settings
-from engine.workflow_store import WorkflowStore
+from engine.workflow_files import WorkflowFiles
 from nodes import builtin_catalog
 from nodes.model_registry import ModelRegistry, registry_for
 from workers.memory import memory_store_for
@@ -287,7 +287,7 @@ async def open_deployment(
                 settings=settings,
                 models=registry,
                 memory=memory,
-                workflows=WorkflowStore.from_settings(settings),
+                workflows=WorkflowFiles.from_settings(settings),
                 knowledge=knowledge,
                 launcher=launcher,
                 queue=queue,

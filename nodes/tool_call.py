@@ -19,7 +19,7 @@ this module only gathers the tools (config: :class:`~schemas.nodes_agent.ToolCal
   query parameters merged into the URL, header parameters sent as headers, ``body`` as
   JSON. Model-provided values are passed to the request as data, never rendered as
   templates. The result is ``{"status_code", "json"|"body"}``; a 4xx/5xx is an error result.
-- **Workflow tools**: :mod:`engine.workflow_store` finds the workflow, its declared
+- **Workflow tools**: :mod:`engine.workflow_files` finds the workflow, its declared
   inputs are the parameters, and it runs as a child run sharing this run's settings,
   models, memory and cancel token; its answer (else its outputs as JSON) is the result,
   and its LLM costs the tool's cost. A failed or paused child is an error result.
@@ -63,10 +63,12 @@ from typing import Any
 import httpx
 
 from engine.catalog import NodeExecutor
+from engine.child_runs import WorkflowRecursion, run_child
 from engine.context import NodeContext, NodeResult
 from engine.errors import NodeFailed, ReferenceFailed, RunCancelled, RunError, RunLimitExceeded
+from engine.ports import WorkflowNotFound
 from engine.references import render_template, resolve_value
-from engine.workflow_store import WorkflowNotFound, WorkflowRecursion, WorkflowStore, run_child
+from engine.workflow_files import WorkflowFiles
 from schemas.nodes import HttpBody, HttpRequestConfig
 from schemas.nodes_agent import (
     BuiltinToolRef,
@@ -380,7 +382,7 @@ def workflow_tool_spec(ctx: NodeContext, tool: WorkflowTool, default_timeout: fl
     from engine.compiler import compile_workflow
     from engine.errors import CompileError, DefinitionError
 
-    source = ctx.deps.workflows or WorkflowStore.from_settings(ctx.deps.settings)
+    source = ctx.deps.workflows or WorkflowFiles.from_settings(ctx.deps.settings)
     try:
         assert ctx.plan.catalog is not None, "plans are compiled with a catalog"
         plan = compile_workflow(source.load(tool.workflow), catalog=ctx.plan.catalog, models=ctx.deps.models)

@@ -21,7 +21,7 @@ Tools are, in one namespace of unique names:
   never in what the model fills). ``openapi`` takes a whole document (``servers`` and
   ``paths``) and adds one tool per operation.
 - **workflow tools** (``workflow_tools``): another workflow by id from the workflow store
-  (:mod:`engine.workflow_store`), run as a child run; its declared inputs are the
+  (:mod:`engine.workflow_files`), run as a child run; its declared inputs are the
   parameters; its answer (else its outputs as JSON) is the result.
 - **builtin tools** (``builtin_tools``): account-free utilities of :mod:`nodes.builtin_tools`
   (current time, weekday, JSON parse/replace/insert/delete, arithmetic), run in-process,
