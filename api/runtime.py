@@ -45,7 +45,7 @@ from engine.settings import Settings
 from engine.workflow_files import WorkflowFiles
 from nodes import builtin_catalog
 from nodes.model_registry import ModelRegistry, registry_for
-from workers.memory import memory_store_for
+from workers.memory import node_memory_for
 from workers.redis_bus import RedisCommandChannel, RedisEventBus
 from workers.secret_box import secret_box_for
 from workers.sql import SqlStore, default_database_url
@@ -251,7 +251,7 @@ async def open_deployment(
     install_log_redaction()  # the HTTP clients' request logs name URLs, which may hold keys
     registry = registry_for(settings)
     store = await SqlStore.open(database_url(settings))
-    memory = memory_store_for(settings)
+    memory = node_memory_for(settings)
     redis_url = settings.redis_url
     commands = RedisCommandChannel(redis_url) if redis_url else None
     queue = feed = None

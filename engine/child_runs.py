@@ -1,7 +1,7 @@
 """Child runs: a workflow run by a node of another run (a workflow tool), to its end.
 
 The child gets a fresh run state (own run id ``<parent run id>.<suffix>``, own limits and
-deadline from its document), the parent's settings, model registry and memory store, and
+deadline from its document), the parent's settings, model registry and node memory, and
 the parent's cancel token (cancelling the parent cancels the child). Its events are not
 mixed into the parent's stream. Calls nest: a workflow already running in the chain of
 parents, or a chain deeper than :data:`MAX_DEPTH`, is refused (:class:`WorkflowRecursion`),

@@ -22,7 +22,7 @@ from schemas.types import NodeRunStatus, value_matches
 from schemas.values import InputBinding
 
 from .errors import ReferenceFailed, RunCancelled
-from .ports import CheckpointDelta, MemoryStore, ModelCatalog
+from .ports import CheckpointDelta, ModelCatalog, NodeMemory
 from .references import render_template, resolve_value
 from .settings import Settings, get_settings
 
@@ -150,7 +150,7 @@ class RunDeps:
     on_event: EventSink | None = None
     checkpoint: Checkpoint | None = None
     models: ModelCatalog | None = None
-    memory: MemoryStore | None = None
+    memory: NodeMemory | None = None
     workflows: WorkflowSource | None = None
     knowledge: KnowledgeSearch | None = None
     secrets: SecretStore | None = None

@@ -12,7 +12,7 @@ tenant, so one store serves many tenants without leaking rows between them.
 - :class:`CommandChannel`: commands (cancel) sent to a run from any process.
 - :class:`ChatStore`: chats and their messages; the messages of a chat become the
   ``sys.history`` of its next run.
-- :class:`MemoryStore`: node memory, small JSON values kept across runs (hints such as
+- :class:`NodeMemory`: node memory, small JSON values kept across runs (hints such as
   a classifier's last category); never what a paused run needs to continue.
 - :class:`ModelCatalog`: the model names the compiler checks references against, and
   the key variable each model's provider needs (validation warns when it is unset).
@@ -60,7 +60,7 @@ __all__ = [
     "EventLog",
     "KeyNotFound",
     "KeyStore",
-    "MemoryStore",
+    "NodeMemory",
     "ModelCatalog",
     "RunExists",
     "RunNotFound",
@@ -378,7 +378,7 @@ class ChatNotFound(StoreError, KeyError):
 
 
 @runtime_checkable
-class MemoryStore(Protocol):
+class NodeMemory(Protocol):
     """Node memory: JSON values under string keys, with an optional time to live (seconds)."""
 
     async def get(self, key: str, default: Any = None) -> Any:
