@@ -21,7 +21,7 @@ from schemas.run import Interrupt, NodeRun, RunState
 from schemas.types import NodeRunStatus, value_matches
 from schemas.values import InputBinding
 
-from .errors import ReferenceFailed, RunCancelled
+from .errors import ReferenceFailed, RunCancelledError
 from .ports import CheckpointDelta, ModelCatalog, NodeMemory
 from .references import render_template, resolve_value
 from .settings import Settings, get_settings
@@ -112,9 +112,9 @@ class CancelToken:
         return unsubscribe
 
     def raise_if_cancelled(self, node_id: str | None = None) -> None:
-        """Raise :class:`RunCancelled` when fired."""
+        """Raise :class:`RunCancelledError` when fired."""
         if self._reason is not None:
-            raise RunCancelled(f"run cancelled: {self._reason}", node_id=node_id)
+            raise RunCancelledError(f"run cancelled: {self._reason}", node_id=node_id)
 
     async def wait(self) -> str:
         """Wait until the token fires; returns the reason."""

@@ -408,7 +408,7 @@ class RunService(Executing, ChatTurns, NodeRuns):
             state.status = RunStatus.cancelled
             now = state.finished_at = time.time()
             state.error = NodeError(
-                type="RunCancelled", message=f"run cancelled: {reason}", reason="cancelled"
+                type="RunCancelledError", message=f"run cancelled: {reason}", reason="cancelled"
             )
             # The time a paused run waited for a person until this stop is waiting time, as
             # it is when the person answers: reported apart, never as run time.

@@ -65,7 +65,7 @@ import httpx
 from engine.catalog import NodeExecutor
 from engine.child_runs import WorkflowRecursion, run_child
 from engine.context import NodeContext, NodeResult
-from engine.errors import NodeFailed, ReferenceFailed, RunCancelled, RunError, RunLimitExceeded
+from engine.errors import NodeFailed, ReferenceFailed, RunCancelledError, RunError, RunLimitExceeded
 from engine.ports import WorkflowNotFound
 from engine.references import render_template, resolve_value
 from engine.workflow_files import WorkflowFiles
@@ -199,7 +199,7 @@ def graph_tool_spec(ctx: NodeContext, tool: GraphTool, default_timeout: float | 
         cost = _cost_of(state)
         error = nested.ending
         if error is not None:
-            if isinstance(error, (RunCancelled, RunLimitExceeded)):
+            if isinstance(error, (RunCancelledError, RunLimitExceeded)):
                 raise error
             where = f" at node {error.node_id!r}" if error.node_id else ""
             record["error"] = str(error)
@@ -410,7 +410,7 @@ def workflow_tool_spec(ctx: NodeContext, tool: WorkflowTool, default_timeout: fl
         record = {"workflow": tool.workflow, "run_id": child.run_id, "status": child.status.value}
         ctx.node_run.data.setdefault("workflow_runs", {})[call.id] = record
         if child.status is RunStatus.cancelled:
-            raise RunCancelled(f"workflow tool {tool.tool_name!r} was cancelled", node_id=ctx.node_id)
+            raise RunCancelledError(f"workflow tool {tool.tool_name!r} was cancelled", node_id=ctx.node_id)
         if child.status is not RunStatus.succeeded:
             why = child.error.message if child.error is not None else f"it ended {child.status.value}"
             if child.status is RunStatus.paused:
