@@ -69,7 +69,7 @@ class NodeAttempts:
         def _resolve_edges(self, node_plan: NodePlan, handles: Any, out: list[str]) -> None: ...
         def _node_run_id(self, nid: str) -> str: ...
 
-    async def _execute(self, nid: str) -> list[str]:
+    async def _run_node_attempts(self, nid: str) -> list[str]:
         """Run one node (all attempts, error strategy); returns nodes made ready."""
         node_plan = self.plan.nodes[nid]
         self._ready.pop(nid, None)

@@ -586,14 +586,14 @@ class QueueUnavailable(FlowloomError):
 
 @dataclass(frozen=True, slots=True)
 class Launch:
-    """One execution to start. ``execute()`` returns the run service's events of it (what
+    """One execution to start. ``events()`` opens the run service's events of it (what
     a launcher in this process drives); a queue launcher sends only the ids: the job
     continues the run from the store. ``first``: a new run (else a continuation);
     ``max_wall_time``: the workflow's limit in seconds (a job's timeout follows it)."""
 
     tenant_id: str
     run_id: str
-    execute: Callable[[], AsyncIterator[Any]]
+    events: Callable[[], AsyncIterator[Any]]
     priority: str = "default"
     max_wall_time: float | None = None
     first: bool = True

@@ -333,7 +333,7 @@ class Scheduler(NodeAttempts):
     async def _task(self, nid: str | None) -> None:
         try:
             while nid is not None and self._ending is None:
-                newly = await self._execute(nid)
+                newly = await self._run_node_attempts(nid)
                 if self._queue and self._limits.max_concurrency is not None:
                     newly = self._queue + newly
                     self._queue = []

@@ -13,7 +13,7 @@ import typer
 from rich.text import Text
 
 from .common import EXIT_OK, JsonFlag, abort, app, named, node_titles, out, print_columns, write_json
-from .running import execute
+from .running import with_service
 
 __all__ = ["prune", "runs", "show", "watch"]
 
@@ -99,7 +99,7 @@ def runs(
             )
         return EXIT_OK
 
-    raise typer.Exit(execute(body))
+    raise typer.Exit(with_service(body))
 
 
 @runs_app.command("prune")
@@ -116,7 +116,7 @@ def prune(
         out().print(f"deleted {count} run(s) that ended more than {older_than:g} day(s) ago")
         return EXIT_OK
 
-    raise typer.Exit(execute(body))
+    raise typer.Exit(with_service(body))
 
 
 @app.command()
@@ -164,7 +164,7 @@ def show(
             _print_node_run(record, titles)
         return EXIT_OK
 
-    raise typer.Exit(execute(body))
+    raise typer.Exit(with_service(body))
 
 
 def _tokens(summary: Any) -> str:
@@ -282,4 +282,4 @@ def watch(
             view.close()
         return EXIT_OK
 
-    raise typer.Exit(execute(body))
+    raise typer.Exit(with_service(body))

@@ -344,7 +344,7 @@ def log_to_home(home: Path) -> Path:
     return path
 
 
-def execute(body: Callable[[Any], Any], *, knowledge: bool = False) -> Any:
+def with_service(body: Callable[[Any], Any], *, knowledge: bool = False) -> Any:
     """Open the run service from the settings, run ``body(service)`` (a coroutine), close it.
 
     ``knowledge``: ``service.knowledge`` is the knowledge service itself (the dataset
@@ -471,7 +471,7 @@ def run(
         view.close()
         return report_end(summary, no_input, titles)
 
-    raise typer.Exit(execute(body))
+    raise typer.Exit(with_service(body))
 
 
 async def _answer_once(service: Any, summary: Any, answers: dict[str, Any]) -> Any:
@@ -542,7 +542,7 @@ def resume(
         view.close()
         return report_end(final, no_input, titles)
 
-    raise typer.Exit(execute(body))
+    raise typer.Exit(with_service(body))
 
 
 @app.command()
@@ -575,7 +575,7 @@ def recover(
             )
         return EXIT_OK
 
-    raise typer.Exit(execute(body))
+    raise typer.Exit(with_service(body))
 
 
 @app.command()
@@ -601,4 +601,4 @@ def cancel(
         out().print(Text.assemble((f"run {run_id} {summary.status.value}", style)))
         return EXIT_OK
 
-    raise typer.Exit(execute(body))
+    raise typer.Exit(with_service(body))

@@ -42,7 +42,7 @@ import typer
 from rich.text import Text
 
 from .common import EXIT_INVALID, app, err, settings
-from .running import execute
+from .running import with_service
 
 __all__ = ["CANVAS_KEY_FILE", "CANVAS_KEY_NAME", "serve"]
 
@@ -291,7 +291,7 @@ def serve(
         start.vector_warning = vector_support_warning(service.knowledge.store)
         return start
 
-    start = execute(body, knowledge=True)
+    start = with_service(body, knowledge=True)
     base = f"http://{_url_host(host)}:{port}"
     err().print(
         Text.assemble(
