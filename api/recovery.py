@@ -19,7 +19,7 @@ from engine.recovery import OrphanRecovery
 from schemas.launch import ContinueRun, Placement
 from schemas.records import RunSummary
 
-from .runtime import Deployment
+from .composition import Deployment
 
 __all__ = ["start_recovery"]
 

@@ -353,7 +353,7 @@ def with_service(body: Callable[[Any], Any], *, knowledge: bool = False) -> Any:
     Store and settings problems end the command with exit 2 and a message, never a
     traceback; Ctrl-C while waiting ends it with 130.
     """
-    from api.runtime import open_service
+    from api.composition import open_service
     from engine.errors import InvalidInputs, UnknownInterrupt
     from engine.ports import RunNotFound, RunOwned, StoreError
     from engine.service import RunNotResumable
