@@ -31,8 +31,9 @@ round; this node keeps a :class:`~schemas.run.PendingContext` - the full message
 list, the loop state, the pending call id, plan and counters - on its waiting node
 run (so in the run state, checkpointed with the run; node memory is not involved) and
 adds its ``pending_id`` to the interrupt payload. **Resuming** (possibly in another
-process, after a crash): the node runs again with ``ctx.resume``; it loads the context for that ``pending_id`` (missing
-or expired: the node fails, naming the key), turns the answer into the pending call's
+process, after a crash): the node runs again with ``ctx.resume``; it takes the context for
+that ``pending_id`` from its node run (none there - a state edited by hand or saved by an
+older version: the node fails with ``pending_context_missing``), turns the answer into the pending call's
 result - for ``ask`` the chosen option's label or the free text; for ``confirm`` the
 tool's own result when approved, :func:`~nodes.agent_policy.rejection_message` when
 refused, the same question again (with an ``error``) when not understood - and the
