@@ -1,8 +1,11 @@
 """Child runs: a workflow run by a node of another run (a workflow tool), to its end.
 
 The child gets a fresh run state (own run id ``<parent run id>.<suffix>``, own limits and
-deadline from its document), the parent's settings, model registry and node memory, and
-the parent's cancel token (cancelling the parent cancels the child). Its events are not
+deadline from its document) of the parent's tenant, the parent's settings, model registry,
+node memory, workflow source, knowledge search and secret store, and the parent's cancel
+token (cancelling the parent cancels the child). The tenant is the parent's so that what
+the child reads by tenant - the workflows it calls in turn, its secrets, its datasets -
+is the caller's, never another tenant's. Its events are not
 mixed into the parent's stream. Calls nest: a workflow already running in the chain of
 parents, or a chain deeper than :data:`MAX_DEPTH`, is refused (:class:`WorkflowRecursion`),
 so a workflow that lists itself as a tool cannot recurse forever.
@@ -42,12 +45,14 @@ async def run_child(
     cancel: CancelToken | None = None,
     run_id: str | None = None,
     caller: str | None = None,
+    tenant_id: str | None = None,
     **sys: Any,
 ) -> Any:
     """Run ``plan`` as a child run (module docstring); returns its final :class:`RunState`.
 
     ``caller`` is the id of the workflow making the call (it joins the chain, so a child
-    calling its caller back is refused too).
+    calling its caller back is refused too). ``tenant_id``: the parent run's tenant (None:
+    the default tenant, as for a run started without one).
 
     Raises:
         WorkflowRecursion: the workflow is already running in this chain, or the chain is too deep.
@@ -66,16 +71,21 @@ async def run_child(
         raise WorkflowRecursion(
             f"child runs nest deeper than {MAX_DEPTH} ({' -> '.join(chain + (workflow_id,))})"
         )
-    from .runner import run_workflow
+    from .runner import new_run_state, run_workflow
 
+    state = new_run_state(plan, dict(inputs), run_id=run_id, **sys)
+    if tenant_id is not None:
+        state.tenant_id = tenant_id
     deps = RunDeps(
         settings=parent_deps.settings,
         models=parent_deps.models,
         memory=parent_deps.memory,
         workflows=parent_deps.workflows,
+        knowledge=parent_deps.knowledge,
+        secrets=parent_deps.secrets,
     )
     token = _CHAIN.set(chain + (workflow_id,))
     try:
-        return await run_workflow(plan, dict(inputs), deps=deps, cancel=cancel, run_id=run_id, **sys)
+        return await run_workflow(plan, state, deps=deps, cancel=cancel)
     finally:
         _CHAIN.reset(token)

@@ -14,7 +14,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from schemas.events import NodeDelta
 from schemas.run import Interrupt, NodeRun, RunState
@@ -22,7 +22,7 @@ from schemas.types import NodeRunStatus, value_matches
 from schemas.values import InputBinding
 
 from .errors import ReferenceFailed, RunCancelledError
-from .ports import CheckpointDelta, ModelCatalog, NodeMemory
+from .ports import CheckpointDelta, ModelCatalog, NodeMemory, WorkflowSource
 from .references import render_template, resolve_value
 from .settings import Settings, get_settings
 
@@ -41,20 +41,11 @@ __all__ = [
     "NodeContext",
     "NodeResult",
     "RunDeps",
-    "WorkflowSource",
 ]
 
 T = TypeVar("T")
 EventSink = Callable[[Any], None]
 Checkpoint = Callable[[RunState, CheckpointDelta], Awaitable[None] | None]
-
-
-class WorkflowSource(Protocol):
-    """Where nodes that run other workflows (workflow tools) find them by id."""
-
-    def load(self, workflow_id: str) -> dict[str, Any]:
-        """The workflow document. Raises a DefinitionError subclass when there is none."""
-        ...
 
 
 class CancelToken:
@@ -136,8 +127,9 @@ class RunDeps:
     - ``models``: the model registry LLM nodes call (None: the nodes' own default,
       built from ``settings``).
     - ``memory``: node memory for cross-run hints (None: nodes keep no memory).
-    - ``workflows``: where workflow tools are found (None: nodes that need one fail
-      with a clear error).
+    - ``workflows``: where workflow tools are found, by the run's tenant
+      (:class:`~engine.ports.WorkflowSource`; None: the workflow files of
+      ``settings.workflow_path``).
     - ``knowledge``: the tenant's knowledge bases, searched by retrieval nodes and
       dataset tools (None: those nodes fail naming the missing knowledge service).
     - ``secrets``: where the values of the workflow's secret environment variables are

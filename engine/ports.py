@@ -17,6 +17,9 @@ tenant, so one store serves many tenants without leaking rows between them.
 - :class:`ModelCatalog`: the model names the compiler checks references against, and
   the key variable each model's provider needs (validation warns when it is unset).
 - :class:`KeyStore`: tenants and their API keys (stored hashed, shown once).
+- :class:`WorkflowRepo`: a tenant's saved workflows, drafts and published versions;
+  :class:`WorkflowSource`: where a workflow used as a tool is found (the tenant's
+  published workflows in the server, workflow files for the command line).
 - :class:`Launcher`: starts an execution of an accepted run - a task of this process,
   or a job on a queue for a worker (:class:`Launch` says which run).
 - :class:`EventFeed`: a run's events from another process (a worker's, another API
@@ -78,6 +81,7 @@ __all__ = [
     "WorkflowExists",
     "WorkflowNotFound",
     "WorkflowRepo",
+    "WorkflowSource",
     "node_memory_key",
 ]
 
@@ -573,6 +577,31 @@ class WorkflowRepo(Protocol):
         ``cached``: the version may come from memory without a read - for a run start
         only, whose creation checks it is still the published one (:class:`Published`;
         on :class:`StalePublished` the memory is forgotten and the next call reads)."""
+        ...
+
+
+@runtime_checkable
+class WorkflowSource(Protocol):
+    """Where a node that runs another workflow (a tool call's or agent's ``workflow_tools``)
+    finds its document: by the calling run's tenant and the workflow id.
+
+    Why a port of its own rather than :class:`WorkflowRepo`: a tool runs what the
+    builder published, never a draft someone is editing, and the command line has no
+    saved workflows at all (its source reads workflow files). The server's source
+    (``workers.sql.workflows.SqlWorkflowSource``) reads the tenant's saved workflows;
+    the command line's (:class:`engine.workflow_files.WorkflowFiles`) the workflow
+    directories.
+    """
+
+    async def load(self, tenant_id: str, workflow_id: str, version: int | None = None) -> dict[str, Any]:
+        """The document to run: version ``version`` of the tenant's workflow when given,
+        else its published version.
+
+        Raises:
+            WorkflowNotFound: the tenant has no such workflow (a workflow of another
+                tenant included), it has no published version, or no version
+                ``version``; the message says which and how to fix it.
+        """
         ...
 
 

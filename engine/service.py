@@ -52,7 +52,6 @@ from schemas.types import NodeRunStatus, RunStatus
 
 from .catalog import NodeCatalog
 from .compiler import CompiledPlan, compile_workflow
-from .context import WorkflowSource
 from .environment import SecretStore
 from .errors import UnknownInterrupt
 from .execution import Executing, RunNotResumable, _Live
@@ -72,6 +71,7 @@ from .ports import (
     Published,
     RunStore,
     TenantModels,
+    WorkflowSource,
 )
 from .rerun import durable, seed_rerun
 from .runner import new_run_state

@@ -1,7 +1,9 @@
 """Workflow files: find a workflow document by id in a list of directories, compile it.
 
-What the CLI's workflow tools run (the tool-call node's and the agent's ``workflow_tools``);
-the server resolves them from the tenant's saved workflows instead. Lookup rules:
+The command line's :class:`~engine.ports.WorkflowSource`: where ``flowloom run`` finds a
+workflow used as a tool (a tool call's or agent's ``workflow_tools``). The server finds
+them in the tenant's saved workflows instead, so a file on its disk is never what a
+tenant's tool runs. Lookup rules:
 
 - A workflow id is ``[A-Za-z0-9_-]+`` (the same rule as node ids); anything else - path
   separators, ``..``, an empty id - is refused before touching the file system.
@@ -13,6 +15,9 @@ the server resolves them from the tenant's saved workflows instead. Lookup rules
 - A missing, unreadable or mismatched file is :class:`~engine.ports.WorkflowNotFound`
   (the message says where it looked), the same error a saved workflow that is not
   there raises.
+- Files have no versions and no tenants: every tenant reads the same files (the command
+  line has one, ``default``), and a tool that pins a ``version`` is refused, since
+  which file content was that version cannot be known.
 """
 
 from __future__ import annotations
@@ -66,7 +71,21 @@ class WorkflowFiles:
             "(set FLOWLOOM_WORKFLOW_PATH to add directories)"
         )
 
-    def load(self, workflow_id: str) -> dict[str, Any]:
+    async def load(self, tenant_id: str, workflow_id: str, version: int | None = None) -> dict[str, Any]:
+        """The document of ``workflow_id`` (the :class:`~engine.ports.WorkflowSource` port;
+        ``tenant_id`` is not used: files are shared by every tenant).
+
+        Raises:
+            WorkflowNotFound: see :meth:`read`; also for a pinned ``version``.
+        """
+        if version is not None:
+            raise WorkflowNotFound(
+                f"workflow {workflow_id!r}: version {version} is pinned, but workflow files have no "
+                "versions (remove the version, or run it in the server, where published versions are kept)"
+            )
+        return self.read(workflow_id)
+
+    def read(self, workflow_id: str) -> dict[str, Any]:
         """The document of ``workflow_id`` as a dict.
 
         Raises:
@@ -89,12 +108,12 @@ class WorkflowFiles:
         """Load and compile ``workflow_id`` (compiled plans are cached by content).
 
         Raises:
-            WorkflowNotFound: see :meth:`load`.
+            WorkflowNotFound: see :meth:`read`.
             CompileError: the document has problems.
         """
         from .compiler import compile_workflow
 
-        return compile_workflow(self.load(workflow_id), catalog=catalog, models=models)
+        return compile_workflow(self.read(workflow_id), catalog=catalog, models=models)
 
     def ids(self) -> list[str]:
         """Ids of every workflow file in the store (first directory wins), sorted."""

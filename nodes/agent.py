@@ -468,7 +468,9 @@ class PlanningHooks(AgentHooks):
 class AgentNode(NodeExecutor[AgentConfig], kind="agent"):
     """Runs the planning agent (module docstring)."""
 
-    def build_tools(self, ctx: NodeContext, mcp: Sequence[ToolSpec] = ()) -> tuple[list[ToolSpec], list[str]]:
+    async def build_tools(
+        self, ctx: NodeContext, mcp: Sequence[ToolSpec] = ()
+    ) -> tuple[list[ToolSpec], list[str]]:
         """(business tools, names dropped because they collide with internal tools);
         ``mcp``: the tools of the node's open MCP servers.
 
@@ -478,7 +480,7 @@ class AgentNode(NodeExecutor[AgentConfig], kind="agent"):
             NodeFailed: a graph tool's node is not a body root; a workflow tool cannot be found.
         """
         cfg = self.config
-        specs = loop_tool_specs(ctx, cfg) + list(mcp)
+        specs = await loop_tool_specs(ctx, cfg) + list(mcp)
         specs += [model_agent_spec(ctx, a, cfg.model) for a in cfg.model_agents]
         if cfg.file_reader is not None:
             specs.append(file_reader_spec(ctx, cfg.file_reader))
@@ -537,7 +539,7 @@ class AgentNode(NodeExecutor[AgentConfig], kind="agent"):
         """The planning loop with the config's tools plus ``mcp`` (open while this runs)."""
         cfg = self.config
         settings, spec, max_tokens = self.settings(ctx)
-        business, dropped = self.build_tools(ctx, mcp)
+        business, dropped = await self.build_tools(ctx, mcp)
         tools = business + internal_specs(cfg.ask)
         ctx.node_run.data.setdefault("planning", {})["dropped_tools"] = dropped
         messages: list[dict[str, Any]] | None = None

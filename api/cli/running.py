@@ -359,7 +359,10 @@ def with_service(body: Callable[[Any], Any], *, knowledge: bool = False) -> Any:
     from engine.service import RunNotResumable
 
     async def main() -> Any:
-        async with open_service(settings(), knowledge_on_demand=not knowledge) as service:
+        # the command line's workflow tools read workflow files, not the server's saved workflows
+        async with open_service(
+            settings(), knowledge_on_demand=not knowledge, workflow_files=True
+        ) as service:
             return await body(service)
 
     log_to_home(settings().home)
