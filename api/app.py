@@ -1,6 +1,6 @@
 """The HTTP API as a FastAPI app: ``create_app(settings)``.
 
-The app's lifespan opens the deployment of :func:`api.runtime.open_deployment` (the same
+The app's lifespan opens the deployment of :func:`api.composition.open_deployment` (the same
 stores and wiring as the CLI: SQLite under ``FLOWLOOM_HOME`` by default, or
 ``FLOWLOOM_DATABASE_URL``; the key store on the same database; the launcher whose tasks
 run the runs; the queue with Redis) and installs it (:mod:`api.deployment`); it creates
@@ -32,6 +32,7 @@ from fastapi import FastAPI
 from engine.settings import Settings, get_settings
 from schemas.records import DEFAULT_TENANT
 
+from .composition import key_store_of, open_deployment
 from .deployment import install
 from .errors import install_error_handlers
 from .limits import BodyLimit, JsonBodyCheck
@@ -41,7 +42,6 @@ from .openapi import install_openapi
 from .recovery import start_recovery
 from .routes import chats as chat_routes
 from .routes import routers
-from .runtime import key_store_of, open_deployment
 from .static import dist_of, install_canvas
 from .traces import instrument as instrument_traces
 from .traces import start_traces, stop_traces
@@ -117,7 +117,7 @@ def create_app(
     ``shutdown_grace_s``: how long a shutdown waits for executing runs before
     cancelling them; ``server``: the app is the process's one long-lived app
     (``flowloom serve``): the garbage collector is tuned once it started (:func:`tune_gc`). ``app.state`` holds ``settings``, and while the app runs ``deployment``
-    (:class:`api.runtime.Deployment`), its ``service``, ``keys``, ``workflows``, ``quotas``
+    (:class:`api.composition.Deployment`), its ``service``, ``keys``, ``workflows``, ``quotas``
     (:class:`api.quotas.Quotas`),
     ``knowledge`` (the knowledge service: ``/v1/datasets``), ``recovery`` (the loop
     continuing runs whose owner died, :mod:`api.recovery`; None when

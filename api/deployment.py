@@ -1,4 +1,4 @@
-"""The app's side of the composition root: the :class:`~api.runtime.Deployment` the app's
+"""The app's side of the composition root: the :class:`~api.composition.Deployment` the app's
 lifespan opened, installed on the app (:func:`install`), and the typed FastAPI
 dependencies routes get from it. This module is the only one that reads ``app.state``
 for the deployment: a route names what it needs (``Service``, ``Keys``, ``Workflows``,
@@ -19,9 +19,9 @@ from engine.service import RunService
 from engine.settings import Settings
 from schemas.launch import Placement
 
+from .composition import Deployment
 from .errors import ApiError
 from .quotas import Quotas
-from .runtime import Deployment
 
 __all__ = [
     "AppSettings",

@@ -53,7 +53,7 @@ class InlineLauncher:
         return self._executions.get(run_id)
 
     async def launch(self, launch: Launch) -> None:
-        """Drive ``launch.execute()`` in a task; return once it produced its first event.
+        """Drive ``launch.events()`` in a task; return once it produced its first event.
 
         Raises:
             whatever the execution raises before its first event (RunNotFound,
@@ -71,7 +71,7 @@ class InlineLauncher:
 
     async def _drive(self, execution: Execution, launch: Launch) -> None:
         try:
-            async with contextlib.aclosing(launch.execute()) as stream:  # type: ignore[type-var]
+            async with contextlib.aclosing(launch.events()) as stream:  # type: ignore[type-var]
                 async for _event in stream:
                     if not execution.started.done():
                         execution.started.set_result(None)

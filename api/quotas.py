@@ -18,7 +18,7 @@ Which limits hold for a run of app ``A`` by tenant ``T`` (0 or none: unlimited):
 
 Tokens spent without a run count too: the embeddings of knowledge-base ingestion and
 searches (:meth:`Quotas.record_tokens`, called by the knowledge service's usage hook,
-wired in :mod:`api.runtime`). Work that spends them - an upload, a re-index, a change of
+wired in :mod:`api.composition`). Work that spends them - an upload, a re-index, a change of
 embedding model, a search of ``/v1/datasets`` - asks :meth:`Quotas.check_tokens` first
 and is refused (429) while the day's tokens are used up; a document already accepted
 finishes its ingestion (its tokens count, so the next request is refused).

@@ -19,7 +19,7 @@ from engine.recovery import OrphanRecovery
 from schemas.launch import ContinueRun, Placement
 from schemas.records import RunSummary
 
-from .runtime import Deployment
+from .composition import Deployment
 
 __all__ = ["start_recovery"]
 
@@ -31,7 +31,7 @@ async def start_recovery(deployment: Deployment) -> OrphanRecovery | None:
     if service.settings.recovery_concurrency <= 0:
         return None
 
-    async def execute_here(summary: RunSummary) -> None:
+    async def continue_here(summary: RunSummary) -> None:
         await service.launch(summary.tenant_id, ContinueRun(summary.run_id), Placement(execution="inline"))
         execution = deployment.launcher.get(summary.run_id)
         if execution is not None:
@@ -51,7 +51,7 @@ async def start_recovery(deployment: Deployment) -> OrphanRecovery | None:
 
     recovery = OrphanRecovery(
         service,
-        execute_here if queue is None else queue_again,
+        continue_here if queue is None else queue_again,
         still_queued=None if queue is None else queued,
     )
     await recovery.start()

@@ -11,7 +11,7 @@ credential (``api_key``, ``key``, ``token``, ``access_token``, ``secret``, ``pas
 ``signature``, ...) keeps its name and loses its value, and so does the password of a
 ``user:password@`` part.
 
-:func:`install` is idempotent; :func:`api.runtime.open_service` calls it, so the CLI,
+:func:`install` is idempotent; :func:`api.composition.open_service` calls it, so the CLI,
 the API server and the queue workers all get it.
 """
 

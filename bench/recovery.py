@@ -86,7 +86,7 @@ def _serve(env: dict[str, str], log: Any) -> tuple[subprocess.Popen[bytes], str,
 
 
 def _statuses(env: dict[str, str], run_ids: list[str]) -> list[str]:
-    from api.runtime import database_url
+    from api.composition import database_url
     from engine.settings import Settings
     from workers.sql import SqlStore
 

@@ -245,7 +245,7 @@ class Bench:
 
 
 async def _measure(bench: Bench, quick: bool) -> dict[str, Any]:
-    from api.runtime import open_service
+    from api.composition import open_service
     from engine.settings import Settings
 
     settings = Settings(home=bench.tmp / "home", database_url=bench.db_url, redis_url=bench.redis_url)

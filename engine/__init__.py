@@ -32,7 +32,7 @@ _EXPORTS: dict[str, str] = {
             "NodeFailed",
             "NodeTimeout",
             "Problem",
-            "RunCancelled",
+            "RunCancelledError",
             "RunError",
             "RunLimitExceeded",
         ),
@@ -70,7 +70,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see
         NodeFailed,
         NodeTimeout,
         Problem,
-        RunCancelled,
+        RunCancelledError,
         RunError,
         RunLimitExceeded,
     )

@@ -14,15 +14,15 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from schemas.events import NodeDelta
 from schemas.run import Interrupt, NodeRun, RunState
 from schemas.types import NodeRunStatus, value_matches
 from schemas.values import InputBinding
 
-from .errors import ReferenceFailed, RunCancelled
-from .ports import CheckpointDelta, MemoryStore, ModelCatalog
+from .errors import ReferenceFailed, RunCancelledError
+from .ports import CheckpointDelta, ModelCatalog, NodeMemory, WorkflowSource
 from .references import render_template, resolve_value
 from .settings import Settings, get_settings
 
@@ -41,20 +41,11 @@ __all__ = [
     "NodeContext",
     "NodeResult",
     "RunDeps",
-    "WorkflowSource",
 ]
 
 T = TypeVar("T")
 EventSink = Callable[[Any], None]
 Checkpoint = Callable[[RunState, CheckpointDelta], Awaitable[None] | None]
-
-
-class WorkflowSource(Protocol):
-    """Where nodes that run other workflows (workflow tools) find them by id."""
-
-    def load(self, workflow_id: str) -> dict[str, Any]:
-        """The workflow document. Raises a DefinitionError subclass when there is none."""
-        ...
 
 
 class CancelToken:
@@ -112,9 +103,9 @@ class CancelToken:
         return unsubscribe
 
     def raise_if_cancelled(self, node_id: str | None = None) -> None:
-        """Raise :class:`RunCancelled` when fired."""
+        """Raise :class:`RunCancelledError` when fired."""
         if self._reason is not None:
-            raise RunCancelled(f"run cancelled: {self._reason}", node_id=node_id)
+            raise RunCancelledError(f"run cancelled: {self._reason}", node_id=node_id)
 
     async def wait(self) -> str:
         """Wait until the token fires; returns the reason."""
@@ -136,8 +127,9 @@ class RunDeps:
     - ``models``: the model registry LLM nodes call (None: the nodes' own default,
       built from ``settings``).
     - ``memory``: node memory for cross-run hints (None: nodes keep no memory).
-    - ``workflows``: where workflow tools are found (None: nodes that need one fail
-      with a clear error).
+    - ``workflows``: where workflow tools are found, by the run's tenant
+      (:class:`~engine.ports.WorkflowSource`; None: the workflow files of
+      ``settings.workflow_path``).
     - ``knowledge``: the tenant's knowledge bases, searched by retrieval nodes and
       dataset tools (None: those nodes fail naming the missing knowledge service).
     - ``secrets``: where the values of the workflow's secret environment variables are
@@ -150,7 +142,7 @@ class RunDeps:
     on_event: EventSink | None = None
     checkpoint: Checkpoint | None = None
     models: ModelCatalog | None = None
-    memory: MemoryStore | None = None
+    memory: NodeMemory | None = None
     workflows: WorkflowSource | None = None
     knowledge: KnowledgeSearch | None = None
     secrets: SecretStore | None = None

@@ -12,7 +12,7 @@
         │   └── BlockedAddress     HTTP target refused by the address policy
         ├── NodeTimeout            a node attempt exceeded its timeout
         ├── RunLimitExceeded       max node executions / max wall time reached
-        └── RunCancelled           the cancellation token fired
+        └── RunCancelledError      the cancellation token fired
 
 Every ``RunError`` has ``node_id`` (None when no node is to blame) and ``reason``, a
 short machine-readable code shown in ``run_failed`` events.
@@ -34,7 +34,7 @@ __all__ = [
     "NodeTimeout",
     "Problem",
     "ReferenceFailed",
-    "RunCancelled",
+    "RunCancelledError",
     "RunError",
     "RunLimitExceeded",
     "TemplateFailed",
@@ -149,7 +149,7 @@ class RunLimitExceeded(RunError):
     """A per-run limit was hit: ``reason`` is ``max_node_executions`` or ``max_wall_time``."""
 
 
-class RunCancelled(RunError):
+class RunCancelledError(RunError):
     """The run's cancellation token fired."""
 
     reason = "cancelled"

@@ -408,13 +408,13 @@ async def _continue(service: RunService, tenant_id: str, request: ContinueRun) -
 
 
 async def _here(
-    service: RunService, tenant_id: str, run_id: str, execute: Callable[[], AsyncIterator[Any]]
+    service: RunService, tenant_id: str, run_id: str, events: Callable[[], AsyncIterator[Any]]
 ) -> _Live | None:
     """Start the execution in this process; the run's place in the live hub (None when it
     already left it)."""
     if service.launcher is None:
         raise RuntimeError("this run service has no launcher: RunService(launcher=...) starts executions")
-    await service.launcher.launch(Launch(tenant_id, run_id, execute))
+    await service.launcher.launch(Launch(tenant_id, run_id, events))
     return service._live.get(run_id) or service._ended.get(run_id)
 
 

@@ -19,7 +19,7 @@ from schemas.types import NodeRunStatus
 from schemas.workflow import ErrorStrategy
 
 from .context import CancelToken, InterruptRequested, NodeContext, NodeResult, RunDeps
-from .errors import NodeFailed, NodeTimeout, RunCancelled, RunError, RunLimitExceeded
+from .errors import NodeFailed, NodeTimeout, RunCancelledError, RunError, RunLimitExceeded
 from .run_records import error_record, size_over, wrap_error
 from .telemetry import run_scope, telemetry
 
@@ -70,7 +70,7 @@ class NodeAttempts:
         def _resolve_edges(self, node_plan: NodePlan, handles: Any, out: list[str]) -> None: ...
         def _node_run_id(self, nid: str) -> str: ...
 
-    async def _execute(self, nid: str) -> list[str]:
+    async def _run_node_attempts(self, nid: str) -> list[str]:
         """Run one node (all attempts, error strategy); returns nodes made ready."""
         node_plan = self.plan.nodes[nid]
         self._ready.pop(nid, None)
@@ -173,7 +173,7 @@ class NodeAttempts:
                 return None
             except Exception as exc:
                 error = exc
-                if isinstance(exc, RunCancelled):
+                if isinstance(exc, RunCancelledError):
                     break
             if attempt + 1 < attempts and node.retry_interval > 0:
                 try:
@@ -208,7 +208,7 @@ class NodeAttempts:
             assert error is not None
             handles = self._apply_strategy(node_plan, run, error)
             if handles is None:
-                cancelled = isinstance(error, RunCancelled)
+                cancelled = isinstance(error, RunCancelledError)
                 self._close(run, NodeRunStatus.cancelled if cancelled else NodeRunStatus.failed, error)
                 self._end(error if isinstance(error, RunError) else wrap_error(error, nid))
                 raise _Stop
@@ -358,7 +358,7 @@ class NodeAttempts:
         """Rule 5: returns the handles taken, or None when the run must fail."""
         node = node_plan.node
         run.error = error_record(error, node.id)
-        if isinstance(error, RunCancelled):
+        if isinstance(error, RunCancelledError):
             return None
         if node.error_strategy is ErrorStrategy.error_branch:
             run.outputs = {"error": {"type": run.error.type, "message": run.error.message}}

@@ -12,11 +12,14 @@ tenant, so one store serves many tenants without leaking rows between them.
 - :class:`CommandChannel`: commands (cancel) sent to a run from any process.
 - :class:`ChatStore`: chats and their messages; the messages of a chat become the
   ``sys.history`` of its next run.
-- :class:`MemoryStore`: node memory, small JSON values kept across runs (hints such as
+- :class:`NodeMemory`: node memory, small JSON values kept across runs (hints such as
   a classifier's last category); never what a paused run needs to continue.
 - :class:`ModelCatalog`: the model names the compiler checks references against, and
   the key variable each model's provider needs (validation warns when it is unset).
 - :class:`KeyStore`: tenants and their API keys (stored hashed, shown once).
+- :class:`WorkflowRepo`: a tenant's saved workflows, drafts and published versions;
+  :class:`WorkflowSource`: where a workflow used as a tool is found (the tenant's
+  published workflows in the server, workflow files for the command line).
 - :class:`Launcher`: starts an execution of an accepted run - a task of this process,
   or a job on a queue for a worker (:class:`Launch` says which run).
 - :class:`EventFeed`: a run's events from another process (a worker's, another API
@@ -60,7 +63,7 @@ __all__ = [
     "EventLog",
     "KeyNotFound",
     "KeyStore",
-    "MemoryStore",
+    "NodeMemory",
     "ModelCatalog",
     "RunExists",
     "RunNotFound",
@@ -78,6 +81,7 @@ __all__ = [
     "WorkflowExists",
     "WorkflowNotFound",
     "WorkflowRepo",
+    "WorkflowSource",
     "node_memory_key",
 ]
 
@@ -378,7 +382,7 @@ class ChatNotFound(StoreError, KeyError):
 
 
 @runtime_checkable
-class MemoryStore(Protocol):
+class NodeMemory(Protocol):
     """Node memory: JSON values under string keys, with an optional time to live (seconds)."""
 
     async def get(self, key: str, default: Any = None) -> Any:
@@ -576,6 +580,31 @@ class WorkflowRepo(Protocol):
         ...
 
 
+@runtime_checkable
+class WorkflowSource(Protocol):
+    """Where a node that runs another workflow (a tool call's or agent's ``workflow_tools``)
+    finds its document: by the calling run's tenant and the workflow id.
+
+    Why a port of its own rather than :class:`WorkflowRepo`: a tool runs what the
+    builder published, never a draft someone is editing, and the command line has no
+    saved workflows at all (its source reads workflow files). The server's source
+    (``workers.sql.workflows.SqlWorkflowSource``) reads the tenant's saved workflows;
+    the command line's (:class:`engine.workflow_files.WorkflowFiles`) the workflow
+    directories.
+    """
+
+    async def load(self, tenant_id: str, workflow_id: str, version: int | None = None) -> dict[str, Any]:
+        """The document to run: version ``version`` of the tenant's workflow when given,
+        else its published version.
+
+        Raises:
+            WorkflowNotFound: the tenant has no such workflow (a workflow of another
+                tenant included), it has no published version, or no version
+                ``version``; the message says which and how to fix it.
+        """
+        ...
+
+
 # ------------------------------------------------------------------ front door
 
 
@@ -586,14 +615,14 @@ class QueueUnavailable(FlowloomError):
 
 @dataclass(frozen=True, slots=True)
 class Launch:
-    """One execution to start. ``execute()`` returns the run service's events of it (what
+    """One execution to start. ``events()`` opens the run service's events of it (what
     a launcher in this process drives); a queue launcher sends only the ids: the job
     continues the run from the store. ``first``: a new run (else a continuation);
     ``max_wall_time``: the workflow's limit in seconds (a job's timeout follows it)."""
 
     tenant_id: str
     run_id: str
-    execute: Callable[[], AsyncIterator[Any]]
+    events: Callable[[], AsyncIterator[Any]]
     priority: str = "default"
     max_wall_time: float | None = None
     first: bool = True

@@ -166,10 +166,10 @@ async def run_workflow(
         InvalidInputs: from :func:`new_run_state`.
     """
     state = inputs if isinstance(inputs, RunState) else new_run_state(plan, inputs, **sys)
-    return await _traced(_execute(plan, state, deps or RunDeps(), cancel), plan.workflow.id, state)
+    return await _traced(_run_scheduler(plan, state, deps or RunDeps(), cancel), plan.workflow.id, state)
 
 
-async def _execute(
+async def _run_scheduler(
     plan: CompiledPlan, state: RunState, deps: RunDeps, cancel: CancelToken | None
 ) -> RunState:
     """Run the scheduler with the run's environment variables read for this execution
@@ -226,7 +226,7 @@ async def resume_run(
         )
     if answers:
         answer_interrupts(state, answers)
-    return await _traced(_execute(plan, state, deps or RunDeps(), cancel), plan.workflow.id, state)
+    return await _traced(_run_scheduler(plan, state, deps or RunDeps(), cancel), plan.workflow.id, state)
 
 
 async def stream_workflow(

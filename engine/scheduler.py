@@ -80,7 +80,7 @@ from schemas.types import NodeRunStatus, RunStatus
 from .answers import AnswerStream
 from .compiler import CompiledPlan, NodePlan
 from .context import CancelToken, RunDeps
-from .errors import RunCancelled, RunError, RunLimitExceeded
+from .errors import RunCancelledError, RunError, RunLimitExceeded
 from .node_attempts import NodeAttempts, _Stop
 from .ports import CheckpointDelta, StoreError
 from .run_records import derive_edges, error_record, id_part, size_over
@@ -249,7 +249,9 @@ class Scheduler(NodeAttempts):
             # The task running this run was cancelled (a server shutting down, or the
             # loop node around a nested run): stop the nodes in progress too, record
             # the run as cancelled, then re-raise.
-            self._end(RunCancelled("run cancelled: the task running it was cancelled", reason="cancelled"))
+            self._end(
+                RunCancelledError("run cancelled: the task running it was cancelled", reason="cancelled")
+            )
             await self._finish()
             raise
         finally:
@@ -338,7 +340,7 @@ class Scheduler(NodeAttempts):
     async def _task(self, nid: str | None) -> None:
         try:
             while nid is not None and self._ending is None:
-                newly = await self._execute(nid)
+                newly = await self._run_node_attempts(nid)
                 if self._queue and self._limits.max_concurrency is not None:
                     newly = self._queue + newly
                     self._queue = []
@@ -515,7 +517,7 @@ class Scheduler(NodeAttempts):
                 task.cancel()
 
     def _on_cancel(self, reason: str) -> None:
-        self._end(RunCancelled(f"run cancelled: {reason}", reason="cancelled"))
+        self._end(RunCancelledError(f"run cancelled: {reason}", reason="cancelled"))
         if not self._tasks and self._done is not None and not self._done.done():
             self._done.set_result(None)
 
@@ -599,13 +601,13 @@ class Scheduler(NodeAttempts):
                 RunStatus.succeeded
                 if ending is None
                 else RunStatus.cancelled
-                if isinstance(ending, RunCancelled)
+                if isinstance(ending, RunCancelledError)
                 else RunStatus.failed
             )
             state.error = error_record(ending, ending.node_id) if ending is not None else None
             self.ending = ending
             return state
-        if isinstance(ending, RunCancelled):
+        if isinstance(ending, RunCancelledError):
             state.status = RunStatus.cancelled
             state.error = error_record(ending, ending.node_id)
             self._emit(RunCancelledEvent, reason=str(ending), elapsed_ms=elapsed)

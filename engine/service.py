@@ -52,7 +52,6 @@ from schemas.types import NodeRunStatus, RunStatus
 
 from .catalog import NodeCatalog
 from .compiler import CompiledPlan, compile_workflow
-from .context import WorkflowSource
 from .environment import SecretStore
 from .errors import UnknownInterrupt
 from .execution import Executing, RunNotResumable, _Live
@@ -66,12 +65,13 @@ from .ports import (
     EventFeed,
     EventLog,
     Launcher,
-    MemoryStore,
     ModelCatalog,
     NewRun,
+    NodeMemory,
     Published,
     RunStore,
     TenantModels,
+    WorkflowSource,
 )
 from .rerun import durable, seed_rerun
 from .runner import new_run_state
@@ -115,7 +115,7 @@ class RunService(Executing, ChatTurns, NodeRuns):
         stores: Stores,
         settings: Settings,
         models: ModelCatalog | None = None,
-        memory: MemoryStore | None = None,
+        memory: NodeMemory | None = None,
         workflows: WorkflowSource | None = None,
         knowledge: Any = None,
         launcher: Launcher | None = None,
@@ -408,7 +408,7 @@ class RunService(Executing, ChatTurns, NodeRuns):
             state.status = RunStatus.cancelled
             now = state.finished_at = time.time()
             state.error = NodeError(
-                type="RunCancelled", message=f"run cancelled: {reason}", reason="cancelled"
+                type="RunCancelledError", message=f"run cancelled: {reason}", reason="cancelled"
             )
             # The time a paused run waited for a person until this stop is waiting time, as
             # it is when the person answers: reported apart, never as run time.

@@ -31,8 +31,9 @@ round; this node keeps a :class:`~schemas.run.PendingContext` - the full message
 list, the loop state, the pending call id, plan and counters - on its waiting node
 run (so in the run state, checkpointed with the run; node memory is not involved) and
 adds its ``pending_id`` to the interrupt payload. **Resuming** (possibly in another
-process, after a crash): the node runs again with ``ctx.resume``; it loads the context for that ``pending_id`` (missing
-or expired: the node fails, naming the key), turns the answer into the pending call's
+process, after a crash): the node runs again with ``ctx.resume``; it takes the context for
+that ``pending_id`` from its node run (none there - a state edited by hand or saved by an
+older version: the node fails with ``pending_context_missing``), turns the answer into the pending call's
 result - for ``ask`` the chosen option's label or the free text; for ``confirm`` the
 tool's own result when approved, :func:`~nodes.agent_policy.rejection_message` when
 refused, the same question again (with an ``error``) when not understood - and the
@@ -467,7 +468,9 @@ class PlanningHooks(AgentHooks):
 class AgentNode(NodeExecutor[AgentConfig], kind="agent"):
     """Runs the planning agent (module docstring)."""
 
-    def build_tools(self, ctx: NodeContext, mcp: Sequence[ToolSpec] = ()) -> tuple[list[ToolSpec], list[str]]:
+    async def build_tools(
+        self, ctx: NodeContext, mcp: Sequence[ToolSpec] = ()
+    ) -> tuple[list[ToolSpec], list[str]]:
         """(business tools, names dropped because they collide with internal tools);
         ``mcp``: the tools of the node's open MCP servers.
 
@@ -477,7 +480,7 @@ class AgentNode(NodeExecutor[AgentConfig], kind="agent"):
             NodeFailed: a graph tool's node is not a body root; a workflow tool cannot be found.
         """
         cfg = self.config
-        specs = loop_tool_specs(ctx, cfg) + list(mcp)
+        specs = await loop_tool_specs(ctx, cfg) + list(mcp)
         specs += [model_agent_spec(ctx, a, cfg.model) for a in cfg.model_agents]
         if cfg.file_reader is not None:
             specs.append(file_reader_spec(ctx, cfg.file_reader))
@@ -536,7 +539,7 @@ class AgentNode(NodeExecutor[AgentConfig], kind="agent"):
         """The planning loop with the config's tools plus ``mcp`` (open while this runs)."""
         cfg = self.config
         settings, spec, max_tokens = self.settings(ctx)
-        business, dropped = self.build_tools(ctx, mcp)
+        business, dropped = await self.build_tools(ctx, mcp)
         tools = business + internal_specs(cfg.ask)
         ctx.node_run.data.setdefault("planning", {})["dropped_tools"] = dropped
         messages: list[dict[str, Any]] | None = None

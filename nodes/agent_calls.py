@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from engine.context import InterruptRequested, NodeContext
-from engine.errors import RunCancelled, RunLimitExceeded
+from engine.errors import RunCancelledError, RunLimitExceeded
 from engine.telemetry import telemetry
 
 from .agent_protocol import fence_observation, observations_message, safe_name, truncate_result, validate_args
@@ -167,7 +167,7 @@ async def _run_hook(
         if not isinstance(outcome, ToolOutcome):
             outcome = ToolOutcome(str(outcome))
         record["status"] = "error" if outcome.is_error else "ok"
-    except (InterruptRequested, RunCancelled, RunLimitExceeded, ToolSourceFailed):
+    except (InterruptRequested, RunCancelledError, RunLimitExceeded, ToolSourceFailed):
         raise
     except TimeoutError:
         outcome = ToolOutcome(f"tool {call.name} timed out after {timeout:g}s", is_error=True)
@@ -348,7 +348,7 @@ async def run_approved(call: ToolCallContext, spec: ToolSpec, settings: LoopSett
         else:
             async with asyncio.timeout(timeout):
                 outcome = await spec.run(call.args, call)
-    except (InterruptRequested, RunCancelled, RunLimitExceeded, ToolSourceFailed):
+    except (InterruptRequested, RunCancelledError, RunLimitExceeded, ToolSourceFailed):
         raise
     except TimeoutError:
         return ToolOutcome(f"tool {call.name} timed out after {timeout:g}s", is_error=True)

@@ -34,7 +34,7 @@ Written once for both nodes, which differ only by the :class:`AgentHooks` they i
    a user message and the loop continues (the planning agent's stop gate), else the loop ends
    with the answer. A tool returning ``ToolOutcome(stop=True)`` ends it after its round (the
    stop tool). A tool or hook calling ``ctx.interrupt`` pauses it (see *Pausing*). A fired
-   cancel token raises ``RunCancelled``.
+   cancel token raises ``RunCancelledError``.
 
 **Models without free native function calls** (``capabilities.tools`` ``forced`` - they
 call a tool only when ``tool_choice`` forces it, which a loop where the model chooses cannot
@@ -256,7 +256,7 @@ async def run_agent_loop(
     Raises:
         AgentNotConverged: no real answer could be had (see module docstring).
         InterruptRequested: a tool paused the loop (state saved in ``node_run.data["agent_state"]``).
-        RunCancelled: the run was cancelled.
+        RunCancelledError: the run was cancelled.
         LLMError: the model call failed (after ``call_llm``'s retries).
     """
     deps, state = _open_loop(ctx, settings, messages, tools, hooks or AgentHooks(), state)
@@ -411,7 +411,7 @@ def _idle_timeout(ctx: NodeContext, spec: Any, settings: LoopSettings) -> float:
 
 
 def _check_can_start(deps: _LoopDeps, state: LoopState) -> None:
-    """Before a round: a fired cancel token raises ``RunCancelled``; ``max_rounds`` rounds done
+    """Before a round: a fired cancel token raises ``RunCancelledError``; ``max_rounds`` rounds done
     without an answer raise :class:`AgentNotConverged`."""
     ctx, settings = deps.ctx, deps.settings
     ctx.cancel.raise_if_cancelled(ctx.node_id)

@@ -5,8 +5,8 @@ Pure functions and values only (no I/O, no model calls), used by ``nodes/agent.p
 **Plan.** A :class:`Plan` is a goal and ordered :class:`PlanStep` s; a step is
 ``pending`` / ``in_progress`` / ``done`` / ``skipped`` / ``blocked`` (with a
 ``blocker`` text) and may be flagged ``needs_replan``. Plans round-trip through
-:meth:`Plan.to_dict` / :meth:`Plan.from_dict` (they live in node memory while a run
-is paused).
+:meth:`Plan.to_dict` / :meth:`Plan.from_dict`: while a run is paused the plan is part of
+the agent's :class:`~schemas.run.PendingContext` on its node run, in the run state.
 
 **update_plan** (:func:`apply_plan_updates`) takes a batch ``{"updates": [...]}`` of
 operations, applied in order to a copy and returned only when every one succeeded -

@@ -36,7 +36,7 @@ Reading the reply (never by substring - "billing" must not match "billing-disput
 
 Memory (``memory: true``): the result is stored under
 :func:`engine.ports.node_memory_key` (tenant, workflow, node id, ``sys.chat_id``, slot
-``classification``) in the run's memory store (``RunDeps.memory``; without one the
+``classification``) in the run's node memory (``RunDeps.memory``; without one the
 node keeps no memory), for ``memory_ttl`` seconds, and the
 next turn's prompt shows it as context ("the previous question was classified as
 ..."). A store failure is recorded in ``data.classify.memory_error`` and does not
@@ -63,7 +63,7 @@ from typing import Any
 from engine.catalog import NodeExecutor
 from engine.context import NodeContext, NodeResult
 from engine.errors import NodeFailed
-from engine.ports import MemoryStore, node_memory_key
+from engine.ports import NodeMemory, node_memory_key
 from schemas.node_records import ClassifyRecord
 from schemas.nodes_llm import Category, ClassifyQuestionConfig, normalise_label
 
@@ -315,7 +315,7 @@ class ClassifyQuestionNode(NodeExecutor[ClassifyQuestionConfig], kind="classify_
             )
         return "\n".join(lines)
 
-    async def _recall(self, store: MemoryStore, key: str, record: ClassifyRecord) -> dict[str, Any] | None:
+    async def _recall(self, store: NodeMemory, key: str, record: ClassifyRecord) -> dict[str, Any] | None:
         try:
             previous = await store.get(key)
         except Exception as exc:
@@ -327,7 +327,7 @@ class ClassifyQuestionNode(NodeExecutor[ClassifyQuestionConfig], kind="classify_
         return None  # absent, expired, or left by an older version of the categories
 
     async def _remember(
-        self, store: MemoryStore, key: str, value: dict[str, Any], record: ClassifyRecord
+        self, store: NodeMemory, key: str, value: dict[str, Any], record: ClassifyRecord
     ) -> None:
         try:
             await store.set(key, value, ttl=self.config.memory_ttl)

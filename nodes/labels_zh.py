@@ -124,6 +124,7 @@ FIELD_ZH_CN: dict[str, str] = {
     "node": "入口节点",
     "result": "返回结果",
     "workflow": "工作流",
+    "version": "版本",
     "prefix": "工具名前缀",
     "command": "启动命令",
     "args": "命令参数",

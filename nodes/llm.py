@@ -32,7 +32,7 @@ streams the reply:
    would stream the answer twice. Stalls are not retried (the node's own retry policy
    decides). The SDK's retries are off (``max_retries=0`` on the client).
 6. **Cancellation**: the :class:`~engine.context.CancelToken` (or cancelling the task)
-   closes the HTTP stream at once; a fired token raises ``RunCancelled``.
+   closes the HTTP stream at once; a fired token raises ``RunCancelledError``.
 7. **Usage**: the provider's usage, else an estimate (:func:`estimate_tokens`,
    ``token_source="estimated"``; completion tokens clamped to ``max_tokens``, exactly the
    cap when the reply ended with ``length``: :func:`clamp_estimate`). Cost is priced for this call alone with the model's
@@ -59,7 +59,7 @@ from typing import Any
 import openai
 
 from engine.context import CancelToken
-from engine.errors import RunCancelled
+from engine.errors import RunCancelledError
 from engine.telemetry import Span, telemetry
 from schemas.run import Usage
 
@@ -474,7 +474,7 @@ async def call_llm(
 
     Raises:
         LLMError: a subclass naming the node and model (never the key).
-        RunCancelled: ``cancel`` fired during the call.
+        RunCancelledError: ``cancel`` fired during the call.
     """
     # the call's span (GenAI conventions), current while it runs: the SDK's HTTP request nests under it
     with telemetry().model_span("chat", request.model, node_id) as span:
@@ -586,7 +586,7 @@ async def _call_llm(
             task.uncancel()
             if task.cancelling() == 0:
                 reason = cancel.reason if cancel is not None else "cancelled"
-                raise RunCancelled(
+                raise RunCancelledError(
                     f"{_subject(node_id, spec.name)} cancelled: {reason}", node_id=node_id
                 ) from None
         raise

@@ -13,7 +13,7 @@ from typing import Any
 
 from engine.catalog import NodeExecutor
 from engine.context import NodeContext, NodeResult
-from engine.errors import NodeFailed, ReferenceFailed, RunCancelled, RunError, RunLimitExceeded
+from engine.errors import NodeFailed, ReferenceFailed, RunCancelledError, RunError, RunLimitExceeded
 from engine.loops import LoopLimitExceeded, loop_limit
 from engine.references import resolve_value
 from schemas.node_records import BodyRun, body_run
@@ -33,7 +33,7 @@ def _body_record(state: RunState, container: str, index: int, error: RunError | 
 
 def _fatal(error: RunError) -> bool:
     """Errors that end the whole run, whatever the loop's own error handling says."""
-    return isinstance(error, (RunCancelled, RunLimitExceeded))
+    return isinstance(error, (RunCancelledError, RunLimitExceeded))
 
 
 class IterationNode(NodeExecutor[IterationConfig], kind="iteration"):

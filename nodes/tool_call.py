@@ -19,10 +19,15 @@ this module only gathers the tools (config: :class:`~schemas.nodes_agent.ToolCal
   query parameters merged into the URL, header parameters sent as headers, ``body`` as
   JSON. Model-provided values are passed to the request as data, never rendered as
   templates. The result is ``{"status_code", "json"|"body"}``; a 4xx/5xx is an error result.
-- **Workflow tools**: :mod:`engine.workflow_store` finds the workflow, its declared
-  inputs are the parameters, and it runs as a child run sharing this run's settings,
-  models, memory and cancel token; its answer (else its outputs as JSON) is the result,
-  and its LLM costs the tool's cost. A failed or paused child is an error result.
+- **Workflow tools**: the run's workflow source (``RunDeps.workflows``: in the server the
+  tenant's published workflow, or the pinned ``version``; on the command line the
+  workflow files of :mod:`engine.workflow_files`) gives the document when the node
+  starts; its declared inputs are the parameters, and it runs as a child run of this
+  run's tenant sharing its settings, models, memory and cancel token
+  (:mod:`engine.child_runs`); its answer (else its outputs as JSON) is the result, and
+  its LLM costs the tool's cost. A failed or paused child is an error result. A workflow
+  that cannot be found (another tenant's included) or compiled fails the node, naming
+  the tool (``reason: workflow_tool_unavailable``).
 - **Builtin tools** (:mod:`nodes.builtin_tools`): run in-process with the call's
   arguments plus the fixed ``arguments`` of the config; bad arguments are an error result.
 - **MCP tools** (:mod:`nodes.mcp_tools`): the servers of ``mcp_servers`` are connected
@@ -63,10 +68,12 @@ from typing import Any
 import httpx
 
 from engine.catalog import NodeExecutor
+from engine.child_runs import WorkflowRecursion, run_child
 from engine.context import NodeContext, NodeResult
-from engine.errors import NodeFailed, ReferenceFailed, RunCancelled, RunError, RunLimitExceeded
+from engine.errors import NodeFailed, ReferenceFailed, RunCancelledError, RunError, RunLimitExceeded
+from engine.ports import WorkflowNotFound
 from engine.references import render_template, resolve_value
-from engine.workflow_store import WorkflowNotFound, WorkflowRecursion, WorkflowStore, run_child
+from engine.workflow_files import WorkflowFiles
 from schemas.node_records import ConfirmationRecord, ToolRunRecord, WorkflowRunRecord
 from schemas.nodes import HttpBody, HttpRequestConfig
 from schemas.nodes_agent import (
@@ -198,7 +205,7 @@ def graph_tool_spec(ctx: NodeContext, tool: GraphTool, default_timeout: float | 
         cost = _cost_of(state)
         error = nested.ending
         if error is not None:
-            if isinstance(error, (RunCancelled, RunLimitExceeded)):
+            if isinstance(error, (RunCancelledError, RunLimitExceeded)):
                 raise error
             where = f" at node {error.node_id!r}" if error.node_id else ""
             record["error"] = str(error)
@@ -372,21 +379,29 @@ def _inputs_schema(plan: Any) -> dict[str, Any]:
     return {"type": "object", "properties": props, "required": required, "additionalProperties": False}
 
 
-def workflow_tool_spec(ctx: NodeContext, tool: WorkflowTool, default_timeout: float | None) -> ToolSpec:
-    """The :class:`ToolSpec` running workflow ``tool.workflow`` from the store as a child run.
+async def workflow_tool_spec(ctx: NodeContext, tool: WorkflowTool, default_timeout: float | None) -> ToolSpec:
+    """The :class:`ToolSpec` running workflow ``tool.workflow`` of the run's tenant (its
+    published version, or ``tool.version``) from the run's workflow source as a child run.
 
     Raises:
-        NodeFailed: the workflow is not in the store or does not compile.
+        NodeFailed: (``workflow_tool_unavailable``) the source has no such workflow for
+            this tenant, none published, no such version, or it does not compile; the
+            message names the tool and the workflow.
     """
     from engine.compiler import compile_workflow
-    from engine.errors import CompileError, DefinitionError
+    from engine.errors import DefinitionError
 
-    source = ctx.deps.workflows or WorkflowStore.from_settings(ctx.deps.settings)
+    source = ctx.deps.workflows or WorkflowFiles.from_settings(ctx.deps.settings)
     try:
         assert ctx.plan.catalog is not None, "plans are compiled with a catalog"
-        plan = compile_workflow(source.load(tool.workflow), catalog=ctx.plan.catalog, models=ctx.deps.models)
-    except (WorkflowNotFound, DefinitionError, CompileError) as exc:
-        raise NodeFailed(f"config.workflow_tools: {exc}", node_id=ctx.node_id) from None
+        doc = await source.load(ctx.state.tenant_id, tool.workflow, tool.version)
+        plan = compile_workflow(doc, catalog=ctx.plan.catalog, models=ctx.deps.models)
+    except (WorkflowNotFound, DefinitionError) as exc:  # CompileError is a DefinitionError
+        raise NodeFailed(
+            f"config.workflow_tools: tool {tool.tool_name!r}: {exc}",
+            node_id=ctx.node_id,
+            reason="workflow_tool_unavailable",
+        ) from None
 
     async def run(args: dict[str, Any], call: ToolCallContext) -> ToolOutcome:
         try:
@@ -396,6 +411,7 @@ def workflow_tool_spec(ctx: NodeContext, tool: WorkflowTool, default_timeout: fl
                 parent_deps=ctx.deps,
                 cancel=ctx.cancel,
                 caller=ctx.state.workflow_id,
+                tenant_id=ctx.state.tenant_id,
                 run_id=f"{ctx.state.run_id}.{ctx.node_id}.{call.id}",
                 chat_id=ctx.state.sys.get("chat_id"),
                 user_id=ctx.state.sys.get("user_id"),
@@ -407,9 +423,11 @@ def workflow_tool_spec(ctx: NodeContext, tool: WorkflowTool, default_timeout: fl
             add_usage(ctx, spent)
         cost = _cost_of(child)
         record: WorkflowRunRecord = {"workflow": tool.workflow, "run_id": child.run_id, "status": child.status.value}
+        if tool.version is not None:
+            record["version"] = tool.version
         ctx.node_run.data.setdefault("workflow_runs", {})[call.id] = record
         if child.status is RunStatus.cancelled:
-            raise RunCancelled(f"workflow tool {tool.tool_name!r} was cancelled", node_id=ctx.node_id)
+            raise RunCancelledError(f"workflow tool {tool.tool_name!r} was cancelled", node_id=ctx.node_id)
         if child.status is not RunStatus.succeeded:
             why = child.error.message if child.error is not None else f"it ended {child.status.value}"
             if child.status is RunStatus.paused:
@@ -488,7 +506,7 @@ def stop_tool_spec(name: str, description: str) -> ToolSpec:
 # ----------------------------------------------------------------- the node
 
 
-def loop_tool_specs(ctx: NodeContext, cfg: ToolLoopConfig) -> list[ToolSpec]:
+async def loop_tool_specs(ctx: NodeContext, cfg: ToolLoopConfig) -> list[ToolSpec]:
     """Specs of the business tools both tool-loop kinds have: graph tools (body roots),
     HTTP/OpenAPI operations, builtin tools, dataset searches and workflows, each with the
     node's ``tool_timeout``.
@@ -503,7 +521,7 @@ def loop_tool_specs(ctx: NodeContext, cfg: ToolLoopConfig) -> list[ToolSpec]:
         from .knowledge.dataset_tool import dataset_tool_spec
 
         specs += [dataset_tool_spec(ctx, t, i, cfg.tool_timeout) for i, t in enumerate(cfg.dataset_tools)]
-    return specs + [workflow_tool_spec(ctx, t, cfg.tool_timeout) for t in cfg.workflow_tools]
+    return specs + [await workflow_tool_spec(ctx, t, cfg.tool_timeout) for t in cfg.workflow_tools]
 
 
 def mcp_tools(
@@ -538,14 +556,14 @@ class GatedHooks(AgentHooks):
 class ToolCallNode(NodeExecutor[ToolCallConfig], kind="tool_call"):
     """Runs the tool loop (module docstring)."""
 
-    def build_tools(self, ctx: NodeContext) -> list[ToolSpec]:
+    async def build_tools(self, ctx: NodeContext) -> list[ToolSpec]:
         """Every tool of this node for this run.
 
         Raises:
             NodeFailed: a graph tool's node is not a body root; a workflow tool cannot be found.
         """
         cfg = self.config
-        tools = loop_tool_specs(ctx, cfg)
+        tools = await loop_tool_specs(ctx, cfg)
         if cfg.stop_tool is not None:
             tools.append(stop_tool_spec(cfg.stop_tool.name, cfg.stop_tool.description))
         return tools
@@ -612,7 +630,7 @@ class ToolCallNode(NodeExecutor[ToolCallConfig], kind="tool_call"):
         cfg = self.config
         spec = model_spec(ctx, cfg.model)
         temperature, max_tokens = sampling(cfg, spec, None)
-        tools = self.build_tools(ctx) + mcp
+        tools = await self.build_tools(ctx) + mcp
         ctx.node_run.data["tools"] = [{"name": t.name, **t.meta, "risk": t.risk} for t in tools]
         settings = LoopSettings(
             model=cfg.model,

@@ -501,9 +501,11 @@ class ToolRunRecord(TypedDict, total=False):
 
 @with_config(_OPEN)
 class WorkflowRunRecord(TypedDict, total=False):
-    """A workflow tool's run: the workflow, the child run's id and how it ended."""
+    """A workflow tool's run: the workflow, its pinned published version (absent: the
+    published one), the child run's id and how it ended."""
 
     workflow: str
+    version: int
     run_id: str
     status: str
 

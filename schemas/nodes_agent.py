@@ -20,8 +20,9 @@ Tools are, in one namespace of unique names:
   ``headers`` are templates rendered with the run's values (credentials belong there,
   never in what the model fills). ``openapi`` takes a whole document (``servers`` and
   ``paths``) and adds one tool per operation.
-- **workflow tools** (``workflow_tools``): another workflow by id from the workflow store
-  (:mod:`engine.workflow_store`), run as a child run; its declared inputs are the
+- **workflow tools** (``workflow_tools``): another workflow of the tenant by id - in the
+  server its published version (or the pinned ``version``), on the command line its
+  file (:mod:`engine.workflow_files`) - run as a child run; its declared inputs are the
   parameters; its answer (else its outputs as JSON) is the result.
 - **builtin tools** (``builtin_tools``): account-free utilities of :mod:`nodes.builtin_tools`
   (current time, weekday, JSON parse/replace/insert/delete, arithmetic), run in-process,
@@ -307,11 +308,18 @@ def openapi_operations(doc: dict[str, Any]) -> list[HttpTool]:
 
 
 class WorkflowTool(BaseModel):
-    """Another workflow, by id from the workflow store, as a tool (run as a child run)."""
+    """Another workflow of the same tenant, by id, as a tool (run as a child run): its
+    published version, or ``version`` when pinned.
+
+    Pinning keeps the tool's behaviour fixed while the other workflow is edited and
+    published again. On the command line the workflow is a file, which has no versions."""
 
     model_config = ConfigDict(extra="forbid")
 
     workflow: str = Field(pattern=r"^[A-Za-z0-9_\-]+$")
+    version: int | None = Field(
+        default=None, ge=1, description="published version to run (default: the published one)"
+    )
     name: str | None = Field(default=None, pattern=TOOL_NAME, description="default: the workflow id")
     description: str = Field(default="", description="default: the workflow's description or name")
     timeout: float | None = Field(default=None, gt=0, le=3600)

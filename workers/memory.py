@@ -4,7 +4,7 @@ The question classifier keeps its last result in node memory, so that the next t
 show it to the model: the classification is stored under a key made of the chat id and
 the node id and read back on the next turn. This module is the store behind that.
 
-Interface (:class:`MemoryStore`), every method async:
+Interface (:class:`NodeMemoryBase`), every method async:
 
 - ``get(key, default=None)``: the stored value (a fresh copy), or ``default`` when
   the key is missing or expired.
@@ -20,17 +20,17 @@ directory. :func:`engine.ports.node_memory_key` builds the key a node uses.
 
 Implementations:
 
-- :class:`LocalMemoryStore` (the embedded default): one JSON file per key under a
+- :class:`FileNodeMemory` (the embedded default): one JSON file per key under a
   directory - ``<Settings.home>/memory`` by default. Files are written to a
   temporary name and renamed, so a crash never leaves a torn value, and values
   survive restarts. Safe for one process; several processes writing the same key
   race (last writer wins) - use Redis for more than one process.
-- :class:`RedisMemoryStore`: ``redis.asyncio`` against a Redis URL; expiry
+- :class:`RedisNodeMemory`: ``redis.asyncio`` against a Redis URL; expiry
   is Redis' own (``PX``), so it is shared by every process. A command runs to its end
   even when the node that called it is cancelled (a stopped run), since a command
   cancelled half-way can leave a pooled connection unusable.
 
-:func:`memory_store_for` picks Redis when ``Settings.redis_url`` is set, else the local
+:func:`node_memory_for` picks Redis when ``Settings.redis_url`` is set, else the local
 store; the driver (CLI, API, worker) passes it to runs as ``RunDeps.memory``.
 """
 
@@ -53,10 +53,10 @@ from .redis_bus import shielded
 
 __all__ = [
     "DEFAULT_NAMESPACE",
-    "LocalMemoryStore",
-    "MemoryStore",
-    "RedisMemoryStore",
-    "memory_store_for",
+    "FileNodeMemory",
+    "NodeMemoryBase",
+    "RedisNodeMemory",
+    "node_memory_for",
 ]
 
 DEFAULT_NAMESPACE = "flowloom"
@@ -75,9 +75,9 @@ def _check_ttl(ttl: float | None) -> float | None:
     return float(ttl)
 
 
-class MemoryStore(ABC):
+class NodeMemoryBase(ABC):
     """Async key -> JSON value store with optional per-key TTL (seconds); implements the
-    engine's :class:`~engine.ports.MemoryStore` port."""
+    engine's :class:`~engine.ports.NodeMemory` port."""
 
     def __init__(self, namespace: str = DEFAULT_NAMESPACE) -> None:
         if not namespace:
@@ -114,7 +114,7 @@ class MemoryStore(ABC):
         """Release connections (no-op for stores without any)."""
 
 
-class LocalMemoryStore(MemoryStore):
+class FileNodeMemory(NodeMemoryBase):
     """JSON files under ``directory`` (created on first write), one per key.
 
     The file name is the SHA-256 of the namespaced key, so any key is a safe file
@@ -201,7 +201,7 @@ class LocalMemoryStore(MemoryStore):
         return await asyncio.to_thread(self._purge)
 
 
-class RedisMemoryStore(MemoryStore):
+class RedisNodeMemory(NodeMemoryBase):
     """Values as JSON strings in Redis; TTL via ``PX`` (millisecond precision).
 
     A ``redis.asyncio`` client is bound to
@@ -219,7 +219,7 @@ class RedisMemoryStore(MemoryStore):
         super().__init__(namespace)
         self.url = url or None
         if self.url is None and client is None:
-            raise ValueError("RedisMemoryStore needs a URL (FLOWLOOM_REDIS_URL) or a client")
+            raise ValueError("RedisNodeMemory needs a URL (FLOWLOOM_REDIS_URL) or a client")
         self._client = client
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
 
@@ -269,9 +269,9 @@ class RedisMemoryStore(MemoryStore):
             await client.aclose()
 
 
-def memory_store_for(settings: Settings) -> MemoryStore:
+def node_memory_for(settings: Settings) -> NodeMemoryBase:
     """The node memory store ``settings`` ask for: Redis at ``settings.redis_url`` when set,
     else local files under ``<settings.home>/memory``."""
     if settings.redis_url:
-        return RedisMemoryStore(settings.redis_url)
-    return LocalMemoryStore(settings.home / "memory")
+        return RedisNodeMemory(settings.redis_url)
+    return FileNodeMemory(settings.home / "memory")

@@ -44,7 +44,7 @@ from opentelemetry import propagate, trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from engine.context import InterruptRequested
-from engine.errors import RunCancelled
+from engine.errors import RunCancelledError
 from engine.telemetry import TRACE_KEY, Span, Telemetry, run_scope
 from schemas.run import Usage
 from schemas.types import NodeRunStatus, RunStatus
@@ -270,7 +270,7 @@ class _Traced(Span):
             if self._state is not None:
                 _end_run(self, self._state)
             if error is not None and not self._failed:
-                if isinstance(error, (asyncio.CancelledError, RunCancelled)):
+                if isinstance(error, (asyncio.CancelledError, RunCancelledError)):
                     span.set_attribute("flowloom.cancelled", True)
                 elif isinstance(error, InterruptRequested):
                     span.event(

@@ -89,7 +89,7 @@ def _root(
 
 
 #: Commands whose start-up runs with the cyclic GC paused (:func:`start_up`): short ones,
-#: and those whose real work goes through ``execute`` (which ends the pause first). Not
+#: and those whose real work goes through ``with_service`` (which ends the pause first). Not
 #: ``serve``, ``worker`` or ``mcp``: they start their own long-lived work.
 START_UP_PAUSED = frozenset(
     {
@@ -119,7 +119,7 @@ def start_up(command: str | None) -> Iterator[None]:
     Importing pydantic, networkx, SQLAlchemy and the schemas creates hundreds of
     thousands of long-lived objects; with the GC on, each 25 % of heap growth costs a
     full collection over all of them (about 15 % of ``validate``'s and ``run``'s CPU).
-    The pause ends with :func:`end_start_up` (``execute`` calls it before a run starts)
+    The pause ends with :func:`end_start_up` (``with_service`` calls it before a run starts)
     or when the command returns; nothing else changes.
     """
     active = command in START_UP_PAUSED and gc.isenabled() and not _paused

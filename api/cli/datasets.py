@@ -26,7 +26,7 @@ import typer
 from rich.text import Text
 
 from .common import EXIT_OK, JsonFlag, abort, app, err, out, print_columns, write_json
-from .running import execute
+from .running import with_service
 
 __all__ = ["add", "create", "list_datasets", "reindex", "remove", "search", "show"]
 
@@ -74,7 +74,7 @@ def _run(body: Any) -> None:
     async def main(service: Any) -> int:
         return await _knowledge_errors(body(service.knowledge, service))
 
-    raise typer.Exit(execute(main, knowledge=True))
+    raise typer.Exit(with_service(main, knowledge=True))
 
 
 def _dataset_row(d: Any) -> tuple[str, ...]:

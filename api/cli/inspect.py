@@ -13,7 +13,7 @@ import typer
 from rich.text import Text
 
 from .common import EXIT_OK, JsonFlag, abort, app, named, node_titles, out, print_columns, write_json
-from .running import execute
+from .running import with_service
 
 if TYPE_CHECKING:
     from schemas.node_records import AgentRound
@@ -102,7 +102,7 @@ def runs(
             )
         return EXIT_OK
 
-    raise typer.Exit(execute(body))
+    raise typer.Exit(with_service(body))
 
 
 @runs_app.command("prune")
@@ -119,7 +119,7 @@ def prune(
         out().print(f"deleted {count} run(s) that ended more than {older_than:g} day(s) ago")
         return EXIT_OK
 
-    raise typer.Exit(execute(body))
+    raise typer.Exit(with_service(body))
 
 
 @app.command()
@@ -167,7 +167,7 @@ def show(
             _print_node_run(record, titles)
         return EXIT_OK
 
-    raise typer.Exit(execute(body))
+    raise typer.Exit(with_service(body))
 
 
 def _tokens(summary: Any) -> str:
@@ -300,4 +300,4 @@ def watch(
             view.close()
         return EXIT_OK
 
-    raise typer.Exit(execute(body))
+    raise typer.Exit(with_service(body))

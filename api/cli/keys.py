@@ -16,7 +16,7 @@ import typer
 from rich.text import Text
 
 from .common import EXIT_INVALID, EXIT_OK, JsonFlag, app, err, out, print_columns, write_json
-from .running import execute
+from .running import with_service
 
 __all__ = ["create", "list_keys", "revoke"]
 
@@ -76,7 +76,7 @@ def create(
         err().print(Text(f"use it as: curl -H 'Authorization: Bearer {plaintext[:12]}...' ...", style="dim"))
         return EXIT_OK
 
-    raise typer.Exit(execute(body))
+    raise typer.Exit(with_service(body))
 
 
 @keys_app.command("list")
@@ -107,7 +107,7 @@ def list_keys(tenant: TenantOption = "default", as_json: JsonFlag = False) -> No
         print_columns(("ID", "KEY", "NAME", "SCOPE", "ADMIN", "CREATED", "LAST USED", "REVOKED"), rows)
         return EXIT_OK
 
-    raise typer.Exit(execute(body))
+    raise typer.Exit(with_service(body))
 
 
 @keys_app.command()
@@ -130,4 +130,4 @@ def revoke(
         )
         return EXIT_OK
 
-    raise typer.Exit(execute(body))
+    raise typer.Exit(with_service(body))

@@ -88,7 +88,7 @@ def run_one_node(
     from engine.single_node import MissingNodeInputs, NodeRunRefused, read_references
     from schemas.launch import RunNode
 
-    from .running import _drive, execute, inline, report_end
+    from .running import _drive, inline, report_end, with_service
 
     try:
         refs = read_references(plan, node_id)
@@ -114,4 +114,4 @@ def run_one_node(
         view.close()
         return report_end(summary, no_input, titles)
 
-    return execute(body)
+    return with_service(body)

@@ -18,7 +18,7 @@ import typer
 from rich.text import Text
 
 from .common import EXIT_INVALID, EXIT_OK, JsonFlag, app, err, out, print_columns, write_json
-from .running import execute
+from .running import with_service
 
 __all__ = ["reset", "set_limits", "show"]
 
@@ -134,7 +134,7 @@ def show(tenant: TenantOption = "default", app_id: AppOption = None, as_json: Js
             _print(rows, rows[0] if app_id is None else await _describe(policy, tenant, None))
         return EXIT_OK
 
-    raise typer.Exit(execute(body))
+    raise typer.Exit(with_service(body))
 
 
 @quotas_app.command("set")
@@ -179,7 +179,7 @@ def set_limits(
             _print([row], row if app_id is None else await _describe(policy, tenant, None))
         return EXIT_OK
 
-    raise typer.Exit(execute(body))
+    raise typer.Exit(with_service(body))
 
 
 @quotas_app.command()
@@ -194,4 +194,4 @@ def reset(tenant: TenantOption = "default", app_id: AppOption = None) -> None:
         )
         return EXIT_OK
 
-    raise typer.Exit(execute(body))
+    raise typer.Exit(with_service(body))

@@ -16,7 +16,7 @@ import typer
 from rich.text import Text
 
 from .common import JsonFlag, JsonView, View, abort, app, err, node_titles, terminal_view
-from .running import NoInputFlag, _drive, compile_or_exit, execute, inline, load_workflow, report_end
+from .running import NoInputFlag, _drive, compile_or_exit, inline, load_workflow, report_end, with_service
 
 __all__ = ["rerun"]
 
@@ -74,4 +74,4 @@ def rerun(
         view.close()
         return report_end(summary, no_input, titles)
 
-    raise typer.Exit(execute(body))
+    raise typer.Exit(with_service(body))

@@ -344,7 +344,7 @@ def log_to_home(home: Path) -> Path:
     return path
 
 
-def execute(body: Callable[[Any], Any], *, knowledge: bool = False) -> Any:
+def with_service(body: Callable[[Any], Any], *, knowledge: bool = False) -> Any:
     """Open the run service from the settings, run ``body(service)`` (a coroutine), close it.
 
     ``knowledge``: ``service.knowledge`` is the knowledge service itself (the dataset
@@ -353,13 +353,16 @@ def execute(body: Callable[[Any], Any], *, knowledge: bool = False) -> Any:
     Store and settings problems end the command with exit 2 and a message, never a
     traceback; Ctrl-C while waiting ends it with 130.
     """
-    from api.runtime import open_service
+    from api.composition import open_service
     from engine.errors import InvalidInputs, UnknownInterrupt
     from engine.ports import RunNotFound, RunOwned, StoreError
     from engine.service import RunNotResumable
 
     async def main() -> Any:
-        async with open_service(settings(), knowledge_on_demand=not knowledge) as service:
+        # the command line's workflow tools read workflow files, not the server's saved workflows
+        async with open_service(
+            settings(), knowledge_on_demand=not knowledge, workflow_files=True
+        ) as service:
             return await body(service)
 
     log_to_home(settings().home)
@@ -471,7 +474,7 @@ def run(
         view.close()
         return report_end(summary, no_input, titles)
 
-    raise typer.Exit(execute(body))
+    raise typer.Exit(with_service(body))
 
 
 async def _answer_once(service: Any, summary: Any, answers: dict[str, Any]) -> Any:
@@ -542,7 +545,7 @@ def resume(
         view.close()
         return report_end(final, no_input, titles)
 
-    raise typer.Exit(execute(body))
+    raise typer.Exit(with_service(body))
 
 
 @app.command()
@@ -575,7 +578,7 @@ def recover(
             )
         return EXIT_OK
 
-    raise typer.Exit(execute(body))
+    raise typer.Exit(with_service(body))
 
 
 @app.command()
@@ -601,4 +604,4 @@ def cancel(
         out().print(Text.assemble((f"run {run_id} {summary.status.value}", style)))
         return EXIT_OK
 
-    raise typer.Exit(execute(body))
+    raise typer.Exit(with_service(body))

@@ -20,7 +20,7 @@ import typer
 from rich.text import Text
 
 from .common import EXIT_INVALID, EXIT_OK, JsonFlag, app, err, out, print_columns, write_json
-from .running import execute
+from .running import with_service
 
 __all__ = ["list_secrets", "remove", "set_secret"]
 
@@ -70,7 +70,7 @@ def list_secrets(
             )
         return EXIT_OK
 
-    raise typer.Exit(execute(body))
+    raise typer.Exit(with_service(body))
 
 
 @secrets_app.command("set")
@@ -97,7 +97,7 @@ def set_secret(workflow_id: WorkflowArg, name: NameArg, tenant: TenantOption = "
         )
         return EXIT_OK
 
-    raise typer.Exit(execute(body))
+    raise typer.Exit(with_service(body))
 
 
 @secrets_app.command("rm")
@@ -111,4 +111,4 @@ def remove(workflow_id: WorkflowArg, name: NameArg, tenant: TenantOption = "defa
         err().print(f"secret {name} of workflow {workflow_id} removed")
         return EXIT_OK
 
-    raise typer.Exit(execute(body))
+    raise typer.Exit(with_service(body))

@@ -42,7 +42,7 @@ import typer
 from rich.text import Text
 
 from .common import EXIT_INVALID, app, err, settings
-from .running import execute
+from .running import with_service
 
 __all__ = ["CANVAS_KEY_FILE", "CANVAS_KEY_NAME", "serve"]
 
@@ -266,7 +266,7 @@ def serve(
     from api.app import create_app, key_store_of
     from api.examples import import_examples
     from api.logs import uvicorn_log_config
-    from api.runtime import database_url
+    from api.composition import database_url
     from api.static import dist_of
     from workers.knowledge import vector_support_warning
     from workers.sql.workflows import SqlWorkflowStore
@@ -291,7 +291,7 @@ def serve(
         start.vector_warning = vector_support_warning(service.knowledge.store)
         return start
 
-    start = execute(body, knowledge=True)
+    start = with_service(body, knowledge=True)
     base = f"http://{_url_host(host)}:{port}"
     err().print(
         Text.assemble(

@@ -70,7 +70,7 @@ def worker(
     from redis.exceptions import TimeoutError as RedisTimeoutError
     from rq.logutils import setup_loghandlers
 
-    from api.runtime import open_service
+    from api.composition import open_service
     from workers.rq.queues import queue_names
     from workers.rq.runtime import WorkerRuntime, install_runtime
     from workers.rq.worker import LOG_DATE_FORMAT, LOG_FORMAT, FlowloomWorker, WorkerNameTaken

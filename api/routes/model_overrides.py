@@ -28,10 +28,10 @@ from nodes.model_registry import Capabilities, ModelConfigError, ModelRegistry, 
 from schemas.api import ErrorBody
 
 from ..auth import Admin, Caller, Principal
+from ..composition import Deployment
 from ..deployment import deployment
 from ..errors import ApiError
 from ..model_overrides import OverriddenModelSource
-from ..runtime import Deployment
 
 __all__ = ["ModelCapabilities", "ModelLimits", "router"]
 

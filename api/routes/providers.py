@@ -60,9 +60,9 @@ from workers.sql.providers import (
 )
 
 from ..auth import Caller, Principal
+from ..composition import Deployment
 from ..deployment import deployment
 from ..errors import ApiError
-from ..runtime import Deployment
 from ..tenant_models import TenantModelSource
 
 __all__ = ["router"]

@@ -289,8 +289,8 @@ class DifyTools:
         self.warn(  # type: ignore[attr-defined]
             "missing_setting",
             f"workflow tool {name or provider} calls another Dify app (tool provider {provider}), which is not "
-            f"in this file: import that app too and save it as workflow {wid!r} (flowloom import APP.yml "
-            f"--id {wid} -o {wid}.json, in a directory of FLOWLOOM_WORKFLOW_PATH, or through the API) before "
+            f"in this file: import that app too as workflow {wid!r} and publish it (for flowloom run: "
+            f"flowloom import APP.yml --id {wid} -o {wid}.json, in a directory of FLOWLOOM_WORKFLOW_PATH) before "
             "running",
             p,
         )

@@ -50,7 +50,7 @@ from schemathesis.specs.openapi.checks import (content_type_conformance, respons
                                                status_code_conformance)
 
 from api.app import create_app, key_store_of
-from api.runtime import open_service
+from api.composition import open_service
 from engine.settings import Settings
 
 load_all_checks()

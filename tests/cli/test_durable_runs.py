@@ -148,7 +148,7 @@ def test_cancel_from_another_process_ends_the_run_within_a_second(env, counter, 
         """Send the command from this process, then poll the store until the run has ended;
         returns the seconds between the two (what a person waiting on the run sees)."""
         from engine.settings import Settings
-        from api.runtime import database_url
+        from api.composition import database_url
         from schemas.records import CommandKind, RunCommand
         from workers.sql import SqlStore
 
@@ -229,7 +229,7 @@ def test_chat_history_across_turns_reaches_the_model_and_a_failed_turn_keeps_one
 
     async def chat() -> list[Any]:
         from engine.settings import Settings
-        from api.runtime import database_url
+        from api.composition import database_url
         from workers.sql import SqlStore
 
         store = await SqlStore.open(database_url(Settings(home=Path(env["FLOWLOOM_HOME"]),

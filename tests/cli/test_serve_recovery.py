@@ -132,7 +132,7 @@ def server(env: dict[str, str], tmp_path: Path):
 
 def stored(env: dict[str, str], run_ids: list[str]) -> dict[str, tuple[Any, list[dict[str, Any]], list[Any]]]:
     """``run id -> (summary, durable events, node runs)`` read from the run store directly."""
-    from api.runtime import database_url
+    from api.composition import database_url
     from engine.settings import Settings
     from workers.sql import SqlStore
 

@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from api.runtime import database_url
+from api.composition import database_url
 from engine.settings import Settings
 from tests.support.counting_server import Counter, counter  # noqa: F401  (fixture)
 from workers.sql import SqlStore

@@ -35,7 +35,7 @@ from schemas.run import Interrupt
 from tests.support.openai_server import Finish, Reply, Text, ToolDelta, Usage, openai_server  # noqa: F401
 from tests.support.cli import FLOWLOOM
 from tests.support.stub_api import stub_api
-from workers.memory import LocalMemoryStore, RedisMemoryStore
+from workers.memory import FileNodeMemory, RedisNodeMemory
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "research_agent.json"

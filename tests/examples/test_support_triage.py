@@ -26,7 +26,7 @@ from nodes.extract import TOOL_NAME as EXTRACT_TOOL
 from nodes.model_registry import load_registry
 from schemas.types import NodeRunStatus, RunStatus
 from tests.support.openai_server import openai_server, text_reply, tool_args_split_reply  # noqa: F401
-from workers.memory import LocalMemoryStore
+from workers.memory import FileNodeMemory
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "support_triage.json"
 BRANCH_NODES = {"order_issue": ["ticket", "order_reply"], "product_question": ["product_answer"],
@@ -46,7 +46,7 @@ def registry(openai_server, monkeypatch):
 async def run_example(registry: Any, query: str, tmp_path: Path) -> tuple[Any, list[Any]]:
     events: list[Any] = []
     plan = compile_workflow(EXAMPLE.read_text(), models=registry, use_cache=False)
-    deps = RunDeps(on_event=events.append, models=registry, memory=LocalMemoryStore(tmp_path / "memory"))
+    deps = RunDeps(on_event=events.append, models=registry, memory=FileNodeMemory(tmp_path / "memory"))
     state = await run_workflow(plan, {"query": query}, deps=deps)
     return state, events
 

@@ -20,7 +20,7 @@ from tests.support.catalog import compile_workflow
 from nodes.importers import ImportResult
 from tests.support.catalog import import_workflow
 from schemas.run import RunState
-from workers.memory import LocalMemoryStore
+from workers.memory import FileNodeMemory
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = Path(os.environ.get("FLOWLOOM_IMPORT_CORPUS") or ROOT.parent / "shared" / "corpus")
@@ -72,7 +72,7 @@ async def run(result: ImportResult | dict[str, Any], inputs: dict[str, Any] | No
     plan = compile_workflow(doc, models=registry, use_cache=False)
     deps: dict[str, Any] = {"on_event": events.append, "models": registry}
     if tmp_path is not None:
-        deps["memory"] = LocalMemoryStore(tmp_path / "memory")
+        deps["memory"] = FileNodeMemory(tmp_path / "memory")
     if settings is not None:
         deps["settings"] = settings
     if knowledge is not None:

@@ -337,7 +337,8 @@ async def test_workflow_tool_runs_the_app_imported_under_the_named_id(
         {"workflow": "greeter", "description": "Greets someone by name."}
     ]
     (warning,) = [i for i in result.report if i.code == "missing_setting"]
-    assert "save it as workflow 'greeter'" in warning.message and "--id greeter" in warning.message
+    assert "import that app too as workflow 'greeter' and publish it" in warning.message
+    assert "--id greeter" in warning.message
     assert any("asks a person before each call" in i.message for i in result.report)
     tool_call = node_of(result, "ag")
     tool_call["config"]["workflow_tools"][0]["risk"] = "read"  # what the report says to do, to run unattended

@@ -21,7 +21,7 @@ import signal
 import sys
 from typing import Any
 
-from api.runtime import database_url
+from api.composition import database_url
 from engine.catalog import NodeCatalog, NodeExecutor
 from engine.service import RunService, Stores
 from engine.settings import Settings

@@ -2,7 +2,7 @@
 
 ``flowloom_redis_proc`` (session) runs ``redis-server`` from ``PATH`` in a temporary
 directory; ``flowloom_redis`` is a sync client that flushes every database after
-each test; ``redis_url`` is the URL to give :class:`workers.memory.RedisMemoryStore`
+each test; ``redis_url`` is the URL to give :class:`workers.memory.RedisNodeMemory`
 or ``FLOWLOOM_REDIS_URL``. There is no skip: without ``redis-server`` installed
 the fixture errors, so a missing server shows up as a failure, not as green.
 """

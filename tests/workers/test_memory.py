@@ -10,26 +10,26 @@ from typing import Any, Callable
 import pytest
 
 from engine import Settings
-from engine.ports import MemoryStore as MemoryPort
+from engine.ports import NodeMemory as MemoryPort
 from engine.ports import node_memory_key
-from workers.memory import LocalMemoryStore, MemoryStore, RedisMemoryStore, memory_store_for
+from workers.memory import FileNodeMemory, NodeMemoryBase, RedisNodeMemory, node_memory_for
 
 
 @pytest.fixture(params=["local", "redis"])
-def make_store(request: pytest.FixtureRequest, tmp_path) -> Callable[..., MemoryStore]:
+def make_store(request: pytest.FixtureRequest, tmp_path) -> Callable[..., NodeMemoryBase]:
     """A factory of stores on ONE backend (same directory / same server): a new
     instance stands for a restarted process."""
     namespace = f"t{uuid.uuid4().hex[:8]}"
     if request.param == "local":
         directory = tmp_path / "memory"
 
-        def make(ns: str = namespace) -> MemoryStore:
-            return LocalMemoryStore(directory, namespace=ns)
+        def make(ns: str = namespace) -> NodeMemoryBase:
+            return FileNodeMemory(directory, namespace=ns)
     else:
         url = request.getfixturevalue("redis_url")
 
-        def make(ns: str = namespace) -> MemoryStore:
-            return RedisMemoryStore(url, namespace=ns)
+        def make(ns: str = namespace) -> NodeMemoryBase:
+            return RedisNodeMemory(url, namespace=ns)
 
     make.backend = request.param  # type: ignore[attr-defined]
     return make
@@ -54,26 +54,26 @@ VALUES: list[Any] = [
 ]
 
 
-async def test_missing_key_gives_default(store: MemoryStore):
+async def test_missing_key_gives_default(store: NodeMemoryBase):
     assert await store.get("nope") is None
     assert await store.get("nope", {"d": 1}) == {"d": 1}
 
 
 @pytest.mark.parametrize("value", VALUES, ids=lambda v: type(v).__name__)
-async def test_json_values_round_trip_with_their_types(store: MemoryStore, value: Any):
+async def test_json_values_round_trip_with_their_types(store: NodeMemoryBase, value: Any):
     await store.set("k", value)
     got = await store.get("k")
     assert got == value and type(got) is type(value)
 
 
-async def test_get_returns_a_copy(store: MemoryStore):
+async def test_get_returns_a_copy(store: NodeMemoryBase):
     await store.set("k", {"items": [1]})
     first = await store.get("k")
     first["items"].append(2)
     assert await store.get("k") == {"items": [1]}
 
 
-async def test_overwrite_and_delete(store: MemoryStore):
+async def test_overwrite_and_delete(store: NodeMemoryBase):
     await store.set("k", 1)
     await store.set("k", {"v": 2})
     assert await store.get("k") == {"v": 2}
@@ -82,7 +82,7 @@ async def test_overwrite_and_delete(store: MemoryStore):
     assert await store.delete("k") is False
 
 
-async def test_ttl_expires_value(store: MemoryStore):
+async def test_ttl_expires_value(store: NodeMemoryBase):
     await store.set("short", "x", ttl=0.3)
     await store.set("long", "y", ttl=60)
     await store.set("forever", "z")
@@ -94,7 +94,7 @@ async def test_ttl_expires_value(store: MemoryStore):
     assert await store.get("forever") == "z"
 
 
-async def test_set_without_ttl_clears_an_earlier_ttl(store: MemoryStore):
+async def test_set_without_ttl_clears_an_earlier_ttl(store: NodeMemoryBase):
     await store.set("k", 1, ttl=0.2)
     await store.set("k", 2)
     await asyncio.sleep(0.3)
@@ -102,14 +102,14 @@ async def test_set_without_ttl_clears_an_earlier_ttl(store: MemoryStore):
 
 
 @pytest.mark.parametrize("ttl", [0, -1, "10", True])
-async def test_invalid_ttl_is_refused(store: MemoryStore, ttl: Any):
+async def test_invalid_ttl_is_refused(store: NodeMemoryBase, ttl: Any):
     with pytest.raises(ValueError, match="ttl"):
         await store.set("k", 1, ttl=ttl)
     assert await store.get("k") is None
 
 
 @pytest.mark.parametrize("value", [float("nan"), {1, 2}, object(), {"a": float("inf")}])
-async def test_non_json_values_are_refused_and_old_value_kept(store: MemoryStore, value: Any):
+async def test_non_json_values_are_refused_and_old_value_kept(store: NodeMemoryBase, value: Any):
     await store.set("k", "old")
     with pytest.raises((TypeError, ValueError)):
         await store.set("k", value)
@@ -117,14 +117,14 @@ async def test_non_json_values_are_refused_and_old_value_kept(store: MemoryStore
 
 
 @pytest.mark.parametrize("key", ["", None, 5])
-async def test_invalid_keys_are_refused(store: MemoryStore, key: Any):
+async def test_invalid_keys_are_refused(store: NodeMemoryBase, key: Any):
     with pytest.raises(ValueError, match="key"):
         await store.get(key)
     with pytest.raises(ValueError, match="key"):
         await store.set(key, 1)
 
 
-async def test_any_string_is_a_key(store: MemoryStore):
+async def test_any_string_is_a_key(store: NodeMemoryBase):
     odd = ["a/b/../c", "with space", "colon:separated:key", "中文", "x" * 500]
     for i, key in enumerate(odd):
         await store.set(key, i)
@@ -156,13 +156,13 @@ async def test_values_survive_a_new_store_instance(make_store):
         await second.close()
 
 
-async def test_concurrent_writes_all_land(store: MemoryStore):
+async def test_concurrent_writes_all_land(store: NodeMemoryBase):
     await asyncio.gather(*(store.set(f"k{i}", {"i": i}) for i in range(25)))
     got = await asyncio.gather(*(store.get(f"k{i}") for i in range(25)))
     assert got == [{"i": i} for i in range(25)]
 
 
-async def test_concurrent_writes_to_one_key_leave_one_whole_value(store: MemoryStore):
+async def test_concurrent_writes_to_one_key_leave_one_whole_value(store: NodeMemoryBase):
     await asyncio.gather(*(store.set("same", {"writer": i, "pad": "x" * 2000}) for i in range(20)))
     value = await store.get("same")
     assert value["pad"] == "x" * 2000 and 0 <= value["writer"] < 20
@@ -178,7 +178,7 @@ def test_node_memory_key_names_tenant_workflow_node_and_chat():
 
 
 async def test_local_store_files_are_json_and_corrupt_files_count_as_missing(tmp_path):
-    store = LocalMemoryStore(tmp_path / "m", namespace="ns")
+    store = FileNodeMemory(tmp_path / "m", namespace="ns")
     await store.set("k", {"a": 1}, ttl=30)
     files = list((tmp_path / "m").glob("*.json"))
     assert len(files) == 1
@@ -190,17 +190,17 @@ async def test_local_store_files_are_json_and_corrupt_files_count_as_missing(tmp
 
 
 async def test_local_store_purges_expired_files(tmp_path):
-    store = LocalMemoryStore(tmp_path / "m")
+    store = FileNodeMemory(tmp_path / "m")
     await store.set("a", 1, ttl=0.1)
     await store.set("b", 2)
     await asyncio.sleep(0.2)
     assert await store.purge_expired() == 1
     assert len(list((tmp_path / "m").glob("*.json"))) == 1
-    assert await LocalMemoryStore(tmp_path / "absent").purge_expired() == 0
+    assert await FileNodeMemory(tmp_path / "absent").purge_expired() == 0
 
 
 async def test_redis_store_uses_native_expiry_and_namespaced_keys(redis_url, flowloom_redis):
-    store = RedisMemoryStore(redis_url, namespace="ns")
+    store = RedisNodeMemory(redis_url, namespace="ns")
     try:
         await store.set("k", {"a": 1}, ttl=30)
         await store.set("plain", "v")
@@ -214,25 +214,25 @@ async def test_redis_store_uses_native_expiry_and_namespaced_keys(redis_url, flo
 
 
 def test_redis_store_works_across_event_loops(redis_url):
-    store = RedisMemoryStore(redis_url, namespace="loops")
+    store = RedisNodeMemory(redis_url, namespace="loops")
     asyncio.run(store.set("k", 1))
     assert asyncio.run(store.get("k")) == 1  # a second loop gets its own client
 
 
 def test_redis_store_needs_a_url():
     with pytest.raises(ValueError, match="FLOWLOOM_REDIS_URL"):
-        RedisMemoryStore()
+        RedisNodeMemory()
 
 
 def test_settings_pick_local_files_under_home_or_redis(tmp_path, redis_url):
-    local = memory_store_for(Settings(home=tmp_path / "home"))
-    assert isinstance(local, LocalMemoryStore) and local.directory == tmp_path / "home" / "memory"
-    remote = memory_store_for(Settings(home=tmp_path, redis_url=redis_url))
-    assert isinstance(remote, RedisMemoryStore) and remote.url == redis_url
+    local = node_memory_for(Settings(home=tmp_path / "home"))
+    assert isinstance(local, FileNodeMemory) and local.directory == tmp_path / "home" / "memory"
+    remote = node_memory_for(Settings(home=tmp_path, redis_url=redis_url))
+    assert isinstance(remote, RedisNodeMemory) and remote.url == redis_url
     asyncio.run(remote.set("via-settings", 7))
-    assert asyncio.run(RedisMemoryStore(redis_url).get("via-settings")) == 7
+    assert asyncio.run(RedisNodeMemory(redis_url).get("via-settings")) == 7
 
 
 def test_both_stores_implement_the_engine_port(tmp_path, redis_url):
-    assert isinstance(LocalMemoryStore(tmp_path), MemoryPort)
-    assert isinstance(RedisMemoryStore(redis_url), MemoryPort)
+    assert isinstance(FileNodeMemory(tmp_path), MemoryPort)
+    assert isinstance(RedisNodeMemory(redis_url), MemoryPort)

@@ -8,7 +8,7 @@ import os
 import stat
 import uuid
 
-from api.runtime import database_url, knowledge_database_url
+from api.composition import database_url, knowledge_database_url
 from engine.settings import Settings
 from schemas.run import RunState
 from workers.knowledge import open_knowledge_store

@@ -2,7 +2,7 @@
 
 Which file: the store works on any migrated SQLite file. In a process that also runs the
 run store (the interpreter's ``sqlite3``), give it a file of its own
-(``api.runtime.knowledge_database_url``): two copies of the SQLite library in one process
+(``api.composition.knowledge_database_url``): two copies of the SQLite library in one process
 do not see each other's POSIX locks, so sharing a file between them can lose writes.
 
 The interpreter's ``sqlite3`` cannot load extensions, so this store opens its own

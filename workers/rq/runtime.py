@@ -216,7 +216,7 @@ class WorkerRuntime:
         assert self.loop is not None, "start() first"
         done = threading.Event()
         future = asyncio.run_coroutine_threadsafe(
-            self._execute(tenant_id, run_id, queue, job_timeout, done, job_id), self.loop
+            self._run_job_on_loop(tenant_id, run_id, queue, job_timeout, done, job_id), self.loop
         )
         try:
             return future.result()
@@ -238,7 +238,7 @@ class WorkerRuntime:
         except RunNotFound:
             return None
 
-    async def _execute(
+    async def _run_job_on_loop(
         self,
         tenant_id: str,
         run_id: str,

@@ -1,4 +1,5 @@
-"""Saved workflows in the SQL store (the engine's ``WorkflowRepo`` port).
+"""Saved workflows in the SQL store (the engine's ``WorkflowRepo`` port), and the server's
+source of workflow tools over them (the engine's ``WorkflowSource`` port).
 
 A workflow row holds the editable draft and its version (raised by one on every
 update; an update that names an older version is refused with
@@ -17,6 +18,10 @@ The published version read for a run start may be remembered (``published(cached
 :mod:`workers.sql.launch`): the run's creation checks, in its own transaction, that it is
 still the published one, so a publish from another process is never missed; a publish
 or delete through this process forgets it at once.
+
+:class:`SqlWorkflowSource` is what a workflow tool runs in the server: the tenant's
+published version of the workflow, or the version the tool pins; a draft never (it may be
+half edited), and a workflow of another tenant is not found, as one that does not exist.
 """
 
 from __future__ import annotations
@@ -29,14 +34,14 @@ import sqlalchemy as sa
 from pydantic_core import from_json
 
 from engine.compiler import content_hash
-from engine.ports import StaleVersion, WorkflowExists, WorkflowNotFound
+from engine.ports import StaleVersion, WorkflowExists, WorkflowNotFound, WorkflowRepo
 from schemas.records import WorkflowRecord, WorkflowVersion
 
 from . import launch
 from .store import SqlStore, dialect_insert
 from .tables import WorkflowDocRow, WorkflowRow, WorkflowVersionRow
 
-__all__ = ["SqlWorkflowStore"]
+__all__ = ["SqlWorkflowSource", "SqlWorkflowStore"]
 
 workflows = WorkflowRow.__table__
 versions = WorkflowVersionRow.__table__
@@ -307,3 +312,38 @@ class SqlWorkflowStore:
         if row is None:
             raise WorkflowNotFound(f"workflow {workflow_id!r} has no version {version}")
         return _version(row, row["doc"])
+
+
+class SqlWorkflowSource:
+    """The workflows a tenant's workflow tools run: saved and published ones (module
+    docstring). Reads through ``workflows`` (a :class:`SqlWorkflowStore`, or any
+    ``WorkflowRepo``) on every call, so a tool started after a publish runs the new
+    version; one query for the published version, one for a pinned one."""
+
+    def __init__(self, workflows: WorkflowRepo) -> None:
+        self.workflows = workflows
+
+    async def load(self, tenant_id: str, workflow_id: str, version: int | None = None) -> dict[str, Any]:
+        """The document of the published version of the tenant's ``workflow_id``, or of
+        ``version`` when given.
+
+        Raises:
+            WorkflowNotFound: no such workflow for this tenant (another tenant's included),
+                none published, or no such version; the message says which and what to do.
+        """
+        try:
+            found = (
+                await self.workflows.published(tenant_id, workflow_id)
+                if version is None
+                else await self.workflows.get_version(tenant_id, workflow_id, version)
+            )
+        except WorkflowNotFound as exc:
+            fix = "save and publish it in this tenant" if version is None else "pin a version it has, or none"
+            raise WorkflowNotFound(f"{exc} ({fix})") from None
+        if found is None:
+            raise WorkflowNotFound(
+                f"workflow {workflow_id!r} has no published version: publish it to use it as a tool"
+            )
+        if found.doc is None:  # pragma: no cover - both reads return the document
+            raise WorkflowNotFound(f"workflow {workflow_id!r}: version {found.version} has no document")
+        return dict(found.doc)

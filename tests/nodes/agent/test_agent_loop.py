@@ -19,7 +19,7 @@ import pytest
 
 import engine  # noqa: F401  - import order: engine before nodes
 from engine.context import CancelToken, InterruptRequested
-from engine.errors import RunCancelled
+from engine.errors import RunCancelledError
 from nodes.agent_loop import (
     AgentHooks,
     AgentNotConverged,
@@ -362,7 +362,7 @@ async def test_cancelling_during_a_tool_stops_the_loop(openai_server, scripted_r
         return "partial"
 
     openai_server.script(calls_reply(("c1", "t", {}), ("c2", "t", {})), answer_reply("never"))
-    with pytest.raises(RunCancelled):
+    with pytest.raises(RunCancelledError):
         await run(scripted_registry, [spec("t", cancel_me)], cancel=token)
     assert len(openai_server.bodies) == 1
 

@@ -24,7 +24,7 @@ from schemas.types import NodeRunStatus, RunStatus
 from tests.support.openai_server import Finish, Reply, Text, ToolDelta, Usage
 from tests.support.openai_server import openai_server, scripted_registry  # noqa: F401  (fixtures)
 from tests.support.workflows import build, edge, node
-from workers.memory import LocalMemoryStore, RedisMemoryStore
+from workers.memory import FileNodeMemory, RedisNodeMemory
 
 # ----------------------------------------------------------------------------- helpers
 
@@ -151,7 +151,7 @@ class Harness:
 
 @pytest.fixture
 def memory(tmp_path):
-    return LocalMemoryStore(tmp_path / "memory")
+    return FileNodeMemory(tmp_path / "memory")
 
 
 def tool_messages(body: dict[str, Any]) -> dict[str, str]:
@@ -166,7 +166,7 @@ async def test_ask_pauses_and_resumes_the_same_chain_from_another_process_with_n
     """Everything the paused agent needs is in the run state: the second process has an
     empty node memory store, and the first one's was never written."""
     openai_server.script(calls(("call_ask", ASK_TOOL, ASK_ARGS)), answer("Oslo: 4 C and snow."))
-    first_store = LocalMemoryStore(tmp_path / "first")
+    first_store = FileNodeMemory(tmp_path / "first")
     h = Harness(scripted_registry, first_store, agent_flow())
     state = await h.start("What's the weather like?")
 
@@ -185,7 +185,7 @@ async def test_ask_pauses_and_resumes_the_same_chain_from_another_process_with_n
 
     # another process: the run state from JSON, a fresh plan, an empty node memory store
     restored = RunState.model_validate_json(state.model_dump_json())
-    second_store = LocalMemoryStore(tmp_path / "second")
+    second_store = FileNodeMemory(tmp_path / "second")
     h2 = Harness(scripted_registry, second_store, agent_flow())
     final = await h2.answer(restored, "2")
     try:
@@ -213,7 +213,7 @@ async def test_ask_pauses_and_resumes_the_same_chain_from_another_process_with_n
 
 async def test_resume_without_the_pending_context_fails_clearly(openai_server, scripted_registry, tmp_path):
     openai_server.script(calls(("call_ask", ASK_TOOL, ASK_ARGS)))
-    h = Harness(scripted_registry, LocalMemoryStore(tmp_path / "a"), agent_flow())
+    h = Harness(scripted_registry, FileNodeMemory(tmp_path / "a"), agent_flow())
     state = await h.start("weather?")
     state.node_runs["agent"].pending = None  # a state edited by hand, or written by an older version
     final = await h.answer(state, "Paris")

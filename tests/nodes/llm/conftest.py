@@ -17,19 +17,19 @@ from engine import RunDeps, run_workflow
 from tests.support.catalog import compile_workflow
 from schemas.run import RunState
 from tests.support.openai_server import openai_server, scripted_registry  # noqa: F401  (fixtures)
-from workers.memory import LocalMemoryStore
+from workers.memory import FileNodeMemory
 
 LLMRun = Callable[..., Awaitable[tuple[RunState, list[Any]]]]
 
 
 @pytest.fixture
-def memory_store(tmp_path) -> LocalMemoryStore:
+def node_memory(tmp_path) -> FileNodeMemory:
     """An embedded store in the test's temporary directory."""
-    return LocalMemoryStore(tmp_path / "memory")
+    return FileNodeMemory(tmp_path / "memory")
 
 
 @pytest.fixture
-def llm_run(scripted_registry, memory_store) -> LLMRun:
+def llm_run(scripted_registry, node_memory) -> LLMRun:
     """``await llm_run(doc, inputs, memory=..., **sys)`` -> (final state, events)."""
 
     async def run(doc: dict[str, Any], inputs: dict[str, Any] | None = None, *, memory: Any = None,
@@ -37,7 +37,7 @@ def llm_run(scripted_registry, memory_store) -> LLMRun:
         events: list[Any] = []
         plan = compile_workflow(doc, models=scripted_registry, catalog=catalog)
         deps = RunDeps(on_event=events.append, models=scripted_registry,
-                       memory=memory if memory is not None else memory_store)
+                       memory=memory if memory is not None else node_memory)
         state = await run_workflow(plan, inputs or {}, deps=deps, **sys)
         return state, events
 

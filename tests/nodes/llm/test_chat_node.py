@@ -360,7 +360,7 @@ async def test_prompts_can_place_the_quote_themselves(openai_server, llm_run):
     assert state.node_runs["chat"].data["chat"]["quote_role"] is None
 
 
-async def test_cancelling_the_run_stops_a_streaming_chat(openai_server, scripted_registry, memory_store):
+async def test_cancelling_the_run_stops_a_streaming_chat(openai_server, scripted_registry, node_memory):
     from engine import CancelToken, RunDeps, run_workflow
     from tests.support.openai_server import stalled_reply
 
@@ -373,6 +373,6 @@ async def test_cancelling_the_run_stops_a_streaming_chat(openai_server, scripted
 
     plan = compile_workflow(chat_doc({}), models=scripted_registry)
     state = await run_workflow(plan, {"query": Q}, cancel=token,
-                               deps=RunDeps(on_event=on_event, models=scripted_registry, memory=memory_store))
+                               deps=RunDeps(on_event=on_event, models=scripted_registry, memory=node_memory))
     assert state.status is RunStatus.cancelled
     assert state.node_runs["chat"].status is NodeRunStatus.cancelled

@@ -21,7 +21,7 @@ from tests.support.openai_server import (
     tool_args_split_reply,
 )
 from tests.support.workflows import build, edge, node
-from workers.memory import RedisMemoryStore
+from workers.memory import RedisNodeMemory
 
 CATEGORIES = [
     {"id": "billing", "name": "Billing", "description": "invoices, charges, payment methods"},
@@ -162,7 +162,7 @@ async def test_bad_tool_arguments_take_the_fallback(openai_server, llm_run, argu
     assert record(state)["fallback_reason"] == reason and record(state)["raw"] == arguments
 
 
-async def test_tools_without_tool_choice_read_a_text_reply(openai_server, scripted_registry, memory_store):
+async def test_tools_without_tool_choice_read_a_text_reply(openai_server, scripted_registry, node_memory):
     from engine import RunDeps, run_workflow
 
     base = scripted_registry
@@ -171,7 +171,7 @@ async def test_tools_without_tool_choice_read_a_text_reply(openai_server, script
     registry = ModelRegistry(base.providers, [base.get("tools-model"), base.get("plain-model"), loose])
     openai_server.script(fenced_json_reply({"category": "refund"}))
     plan = compile_workflow(classify_doc("loose-tools"), models=registry)
-    state = await run_workflow(plan, {"query": "q"}, deps=RunDeps(models=registry, memory=memory_store))
+    state = await run_workflow(plan, {"query": "q"}, deps=RunDeps(models=registry, memory=node_memory))
     body = openai_server.bodies[0]
     assert body["tools"] and "tool_choice" not in body
     assert taken(state) == ["refund"] and record(state)["tool_choice_forced"] is False
@@ -207,7 +207,7 @@ async def test_history_is_shown_as_context(openai_server, llm_run):
 
 
 async def test_last_classification_is_remembered_per_chat_in_redis(openai_server, llm_run, redis_url, flowloom_redis):
-    store = RedisMemoryStore(redis_url)
+    store = RedisNodeMemory(redis_url)
     try:
         openai_server.script(text_reply('{"category": "billing"}'), text_reply('{"category": "refund"}'),
                              text_reply('{"category": "other"}'))
@@ -231,13 +231,13 @@ async def test_last_classification_is_remembered_per_chat_in_redis(openai_server
         await store.close()
 
 
-async def test_memory_can_be_disabled(openai_server, llm_run, memory_store):
+async def test_memory_can_be_disabled(openai_server, llm_run, node_memory):
     openai_server.script(text_reply('{"category": "billing"}'))
     await llm_run(classify_doc(memory=False), {"query": "q"}, chat_id="c")
-    assert await memory_store.get("node:c:cl:classification") is None
+    assert await node_memory.get("node:c:cl:classification") is None
 
 
-async def test_memory_expires_after_its_ttl(openai_server, llm_run, memory_store):
+async def test_memory_expires_after_its_ttl(openai_server, llm_run, node_memory):
     openai_server.script(text_reply('{"category": "billing"}'), text_reply('{"category": "billing"}'))
     await llm_run(classify_doc(memory_ttl=0.2), {"query": "q"}, chat_id="c")
     await asyncio.sleep(0.3)
@@ -245,7 +245,7 @@ async def test_memory_expires_after_its_ttl(openai_server, llm_run, memory_store
     assert record(state)["previous"] is None
 
 
-async def test_a_failing_memory_store_does_not_fail_routing(openai_server, llm_run):
+async def test_a_failing_node_memory_does_not_fail_routing(openai_server, llm_run):
     class Broken:
         async def get(self, key: str, default: Any = None) -> Any:
             raise ConnectionError("store down")
@@ -259,8 +259,8 @@ async def test_a_failing_memory_store_does_not_fail_routing(openai_server, llm_r
     assert "store down" in record(state)["memory_error"]
 
 
-async def test_remembered_category_that_no_longer_exists_is_ignored(openai_server, llm_run, memory_store):
-    await memory_store.set("node:c:cl:classification", {"category": "retired", "name": "Old"})
+async def test_remembered_category_that_no_longer_exists_is_ignored(openai_server, llm_run, node_memory):
+    await node_memory.set("node:c:cl:classification", {"category": "retired", "name": "Old"})
     openai_server.script(text_reply('{"category": "other"}'))
     state, _ = await llm_run(classify_doc(), {"query": "q"}, chat_id="c")
     assert record(state)["previous"] is None

@@ -15,7 +15,7 @@ import gc
 import threading
 from typing import Any
 
-from api.runtime import open_service
+from api.composition import open_service
 from engine.settings import Settings
 from tests.support.openai_server import TEST_API_KEY, TEST_KEY_ENV, registry_for, text_reply
 

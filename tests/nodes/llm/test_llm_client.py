@@ -16,7 +16,7 @@ import openai
 import pytest
 
 from engine.context import CancelToken
-from engine.errors import NodeFailed, RunCancelled
+from engine.errors import NodeFailed, RunCancelledError
 from nodes.llm import (
     OPENAI_ERRORS,
     LLMAuthError,
@@ -466,7 +466,7 @@ async def test_cancel_token_closes_the_http_stream(openai_server: ScriptedOpenAI
     await _wait_for(lambda: deltas)
 
     token.cancel("user pressed stop")
-    with pytest.raises(RunCancelled) as info:
+    with pytest.raises(RunCancelledError) as info:
         await asyncio.wait_for(task, 2)
 
     assert info.value.node_id == "chat1" and "user pressed stop" in str(info.value)
@@ -491,7 +491,7 @@ async def test_fired_token_sends_nothing(openai_server: ScriptedOpenAIServer, sc
     token = CancelToken()
     token.cancel("stop")
 
-    with pytest.raises(RunCancelled):
+    with pytest.raises(RunCancelledError):
         await ask(scripted_registry, cancel=token, node_id="n")
 
     assert openai_server.requests == []

@@ -63,7 +63,7 @@ async def test_a_worker_killed_mid_ingestion_is_continued_by_another_without_emb
     deployment.start_worker("k2")
     deployment.wait_for_workers("k1", "k2")
 
-    from api.runtime import knowledge_database_url
+    from api.composition import knowledge_database_url
 
     store = await open_knowledge_store(knowledge_database_url(deployment.settings()), deployment.tmp / "home")
     queue = RQIngestionQueue(deployment.redis_url)

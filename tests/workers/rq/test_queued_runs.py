@@ -167,7 +167,7 @@ async def test_a_streaming_request_for_a_queued_run_relays_its_events_from_the_b
 async def test_a_run_end_reaches_the_stream_only_once_the_database_has_it(deployment):
     import contextlib
 
-    from api.runtime import open_service
+    from api.composition import open_service
     from workers.redis_bus import redis_client
     from workers.rq.runtime import WorkerRuntime
 

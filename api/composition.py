@@ -6,8 +6,11 @@ The one place that picks implementations for the engine's ports: the SQL run sto
 (``Settings.database_url``, else SQLite at ``<home>/flowloom.db``), node memory (Redis
 with ``Settings.redis_url``, else files under ``<home>/memory``), the model registry
 (``Settings.models``, else the bundled one, with the settings' environment and
-base-URL override), the built-in node catalog and the
-workflow directories for workflow tools. Each tenant's runs use its own model registry
+base-URL override), the built-in node catalog and the source of workflow tools: the
+tenant's saved and published workflows (:class:`~workers.sql.workflows.SqlWorkflowSource`,
+the server's and the workers', so a tool never runs a file of the server's disk nor
+another tenant's workflow), or for the command line's own runs the workflow files of
+``Settings.workflow_path`` (:class:`~engine.workflow_files.WorkflowFiles`). Each tenant's runs use its own model registry
 (:class:`~api.tenant_models.TenantModelSource`: the tenant's providers over the operator's). With ``Settings.redis_url`` the command
 channel is Redis (:class:`~workers.redis_bus.RedisCommandChannel`: a stop reaches a
 queued run's worker on any machine); without it, the SQL store. Executions in the
@@ -42,10 +45,10 @@ from sqlalchemy.engine import make_url
 from engine.ports import ChatStore, KeyStore, WorkflowRepo
 from engine.service import RunService, Stores
 from engine.settings import Settings
-from engine.workflow_store import WorkflowStore
+from engine.workflow_files import WorkflowFiles
 from nodes import builtin_catalog
 from nodes.model_registry import ModelRegistry, registry_for
-from workers.memory import memory_store_for
+from workers.memory import node_memory_for
 from workers.redis_bus import RedisCommandChannel, RedisEventBus
 from workers.secret_box import secret_box_for
 from workers.sql import SqlStore, default_database_url
@@ -55,7 +58,7 @@ from workers.sql.keys import SqlKeyStore
 from workers.sql.model_overrides import SqlModelOverrideStore
 from workers.sql.providers import SqlProviderStore
 from workers.sql.quotas import SqlQuotaStore
-from workers.sql.workflows import SqlWorkflowStore
+from workers.sql.workflows import SqlWorkflowSource, SqlWorkflowStore
 
 if TYPE_CHECKING:
     from engine.knowledge.service import KnowledgeService
@@ -229,6 +232,7 @@ async def open_deployment(
     knowledge_on_demand: bool = False,
     admission: bool = False,
     shutdown_grace_s: float | None = 5.0,
+    workflow_files: bool = False,
 ) -> AsyncIterator[Deployment]:
     """The deployment ``settings`` name (module docstring); closes everything on exit.
 
@@ -242,7 +246,9 @@ async def open_deployment(
     ``knowledge_on_demand``: the run service's ``knowledge`` is a :class:`KnowledgeOnDemand`
     (search only, opened by the first search) instead of the knowledge service itself,
     for commands that only run workflows. ``admission``: runs are admitted under the
-    quotas (:mod:`api.quotas`; the HTTP API's).
+    quotas (:mod:`api.quotas`; the HTTP API's). ``workflow_files``: workflow tools read
+    the workflow files of ``settings.workflow_path`` (the command line's runs) instead of
+    the tenant's published workflows (the server's and the workers').
 
     Raises:
         StoreError: the database cannot be reached or migrated (names the URL, password masked).
@@ -251,7 +257,7 @@ async def open_deployment(
     install_log_redaction()  # the HTTP clients' request logs name URLs, which may hold keys
     registry = registry_for(settings)
     store = await SqlStore.open(database_url(settings))
-    memory = memory_store_for(settings)
+    memory = node_memory_for(settings)
     redis_url = settings.redis_url
     commands = RedisCommandChannel(redis_url) if redis_url else None
     queue = feed = None
@@ -262,6 +268,7 @@ async def open_deployment(
 
             queue, feed = QueueLauncher(redis_url), RedisEventBus(redis_url)
         chats = SqlChatStore(store)
+        saved = SqlWorkflowStore(store)
         stores = Stores(runs=store, events=store, commands=commands or store, chats=chats)
         quotas = None
         if admission:  # the API's: imported here, so a CLI run loads no FastAPI
@@ -287,7 +294,9 @@ async def open_deployment(
                 settings=settings,
                 models=registry,
                 memory=memory,
-                workflows=WorkflowStore.from_settings(settings),
+                workflows=WorkflowFiles.from_settings(settings)
+                if workflow_files
+                else SqlWorkflowSource(saved),
                 knowledge=knowledge,
                 launcher=launcher,
                 queue=queue,
@@ -301,7 +310,7 @@ async def open_deployment(
                     settings,
                     service,
                     SqlKeyStore(store),
-                    SqlWorkflowStore(store),
+                    saved,
                     chats,
                     quotas,
                     knowledge,
@@ -343,7 +352,11 @@ def key_store_of(service: RunService) -> KeyStore:
 
 @contextlib.asynccontextmanager
 async def open_service(
-    settings: Settings, *, knowledge_on_demand: bool = False, shutdown_grace_s: float | None = 5.0
+    settings: Settings,
+    *,
+    knowledge_on_demand: bool = False,
+    shutdown_grace_s: float | None = 5.0,
+    workflow_files: bool = False,
 ) -> AsyncIterator[RunService]:
     """The run service of :func:`open_deployment` (the CLI's and the workers'; options as
     there); closes it on exit.
@@ -353,6 +366,9 @@ async def open_service(
         ModelConfigError: the model registry file is invalid.
     """
     async with open_deployment(
-        settings, knowledge_on_demand=knowledge_on_demand, shutdown_grace_s=shutdown_grace_s
+        settings,
+        knowledge_on_demand=knowledge_on_demand,
+        shutdown_grace_s=shutdown_grace_s,
+        workflow_files=workflow_files,
     ) as deployment:
         yield deployment.service

@@ -1,4 +1,4 @@
-"""engine/workflow_store.py: lookup by id over Settings.workflow_path, compile, child runs."""
+"""engine/workflow_files.py (lookup by id over Settings.workflow_path, compile) and engine/child_runs.py."""
 
 from __future__ import annotations
 
@@ -8,10 +8,12 @@ import os
 import pytest
 
 from engine import RunDeps, Settings
+from engine.child_runs import MAX_DEPTH, WorkflowRecursion, run_child
 from engine.errors import CompileError
-from engine.workflow_store import MAX_DEPTH, WorkflowNotFound, WorkflowRecursion, WorkflowStore, run_child
-from tests.support.catalog import TEST_CATALOG
+from engine.ports import WorkflowNotFound, WorkflowSource
+from engine.workflow_files import WorkflowFiles
 from schemas.types import RunStatus
+from tests.support.catalog import TEST_CATALOG
 
 HELLO = {"id": "hello2", "name": "Hello", "inputs": [{"name": "name", "type": "string", "required": True}],
          "nodes": [{"id": "start", "type": "start"}, {"id": "say", "type": "answer",
@@ -31,8 +33,8 @@ def test_lookup_order_and_env(tmp_path, monkeypatch):
     write(second, {**HELLO, "name": "second"})
     write(second, {**HELLO, "id": "other"})
     monkeypatch.setenv("FLOWLOOM_WORKFLOW_PATH", os.pathsep.join([str(tmp_path / "missing"), str(first), str(second)]))
-    store = WorkflowStore.from_settings(Settings())
-    assert store.load("hello2")["name"] == "first"
+    store = WorkflowFiles.from_settings(Settings())
+    assert store.read("hello2")["name"] == "first"
     assert store.ids() == ["hello2", "other"]
     assert store.compile("hello2", catalog=TEST_CATALOG).workflow.id == "hello2"
 
@@ -41,38 +43,51 @@ def test_default_directories_are_workflows_then_examples(tmp_path, monkeypatch):
     monkeypatch.delenv("FLOWLOOM_WORKFLOW_PATH", raising=False)
     monkeypatch.chdir(tmp_path)
     write(tmp_path / "examples", HELLO)
-    assert WorkflowStore.from_settings(Settings()).paths == [tmp_path / "workflows", tmp_path / "examples"]
-    assert WorkflowStore.from_settings(Settings()).find("hello2") == tmp_path / "examples" / "hello2.json"
+    assert WorkflowFiles.from_settings(Settings()).paths == [tmp_path / "workflows", tmp_path / "examples"]
+    assert WorkflowFiles.from_settings(Settings()).find("hello2") == tmp_path / "examples" / "hello2.json"
 
 
 @pytest.mark.parametrize("bad", ["../hello2", "a/b", "", "x.json", "..", "a b"])
 def test_ids_that_could_escape_are_refused(tmp_path, bad):
     with pytest.raises(WorkflowNotFound, match="invalid workflow id"):
-        WorkflowStore([tmp_path]).find(bad)
+        WorkflowFiles([tmp_path]).find(bad)
 
 
 def test_not_found_mismatch_and_bad_files(tmp_path):
-    store = WorkflowStore([tmp_path])
+    store = WorkflowFiles([tmp_path])
     with pytest.raises(WorkflowNotFound, match="not found: no nothing.json in"):
-        store.load("nothing")
+        store.read("nothing")
     write(tmp_path, HELLO, name="renamed")
     with pytest.raises(WorkflowNotFound, match="holds workflow id 'hello2'"):
-        store.load("renamed")
+        store.read("renamed")
     (tmp_path / "broken.json").write_text("{not json")
     with pytest.raises(WorkflowNotFound, match="cannot read"):
-        store.load("broken")
+        store.read("broken")
     write(tmp_path, {**HELLO, "id": "invalid", "nodes": HELLO["nodes"] + [{"id": "x", "type": "answer", "config": {}}]})
     with pytest.raises(CompileError):
         store.compile("invalid", catalog=TEST_CATALOG)
 
 
 async def test_child_run_and_recursion_guard(tmp_path):
-    store = WorkflowStore([tmp_path])
+    store = WorkflowFiles([tmp_path])
     write(tmp_path, HELLO)
     plan = store.compile("hello2", catalog=TEST_CATALOG)
     state = await run_child(plan, {"name": "Ada"}, parent_deps=RunDeps(), run_id="parent.c1")
     assert state.status is RunStatus.succeeded and state.answer == "Hi Ada" and state.outputs == {"n": "Ada"}
-    assert state.run_id == "parent.c1"
+    assert state.run_id == "parent.c1" and state.tenant_id == "default"
+    of_tenant = await run_child(plan, {"name": "Bo"}, parent_deps=RunDeps(), tenant_id="tenant-b")
+    assert of_tenant.status is RunStatus.succeeded and of_tenant.tenant_id == "tenant-b"
     with pytest.raises(WorkflowRecursion, match="cannot call itself"):
         await run_child(plan, {"name": "x"}, parent_deps=RunDeps(), caller="hello2")
     assert MAX_DEPTH >= 2
+
+
+async def test_the_workflow_source_port_reads_the_same_file_for_every_tenant_and_refuses_a_pinned_version(tmp_path):
+    store = WorkflowFiles([tmp_path])
+    write(tmp_path, HELLO)
+    assert isinstance(store, WorkflowSource)
+    assert await store.load("default", "hello2") == await store.load("tenant-b", "hello2") == HELLO
+    with pytest.raises(WorkflowNotFound, match="version 2 is pinned, but workflow files have no versions"):
+        await store.load("default", "hello2", 2)
+    with pytest.raises(WorkflowNotFound, match="not found: no missing.json"):
+        await store.load("default", "missing")
