@@ -4812,13 +4812,16 @@ export interface components {
         };
         /**
          * WorkflowRunRecord
-         * @description A workflow tool's run: the workflow, the child run's id and how it ended.
+         * @description A workflow tool's run: the workflow, its pinned published version (absent: the
+         *     published one), the child run's id and how it ended.
          */
         WorkflowRunRecord: {
             /** Run Id */
             run_id?: string;
             /** Status */
             status?: string;
+            /** Version */
+            version?: number;
             /** Workflow */
             workflow?: string;
         } & {
