@@ -55,6 +55,7 @@ from engine.settings import Settings
 __all__ = [
     "Declared",
     "InstallFailed",
+    "absolute",
     "declared",
     "install",
     "inventory",
@@ -122,10 +123,20 @@ def _npm_key(spec: str) -> str:
     return spec if "/" in spec else spec.partition("@")[0]
 
 
-def requirement_lines(text: str, source: str) -> list[str]:
+def absolute(spec: str, base: str | os.PathLike[str] | None = None) -> str:
+    """``spec`` with a relative local path (``./pkg.whl``, ``../lib.tgz``, ``~/x``) made
+    absolute from ``base`` (default: the working directory): the declarations are
+    installed again later, from another directory."""
+    if spec.startswith(("./", "../", "~")):
+        return os.path.abspath(os.path.join(base or os.getcwd(), os.path.expanduser(spec)))
+    return spec
+
+
+def requirement_lines(text: str, source: str, base: str | os.PathLike[str] | None = None) -> list[str]:
     """The requirement lines of a requirements file's ``text`` (comments and blanks left
-    out). Raises ValueError naming ``source`` and the line for an option that cannot be
-    copied (nested files, editable installs)."""
+    out; relative paths made absolute from ``base``, the file's directory). Raises
+    ValueError naming ``source`` and the line for an option that cannot be copied
+    (nested files, editable installs)."""
     lines = []
     for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.split(" #", 1)[0].strip()
@@ -134,7 +145,7 @@ def requirement_lines(text: str, source: str) -> list[str]:
         option = line.split()[0].split("=")[0]
         if option in _REFUSED_OPTIONS:
             raise ValueError(f"{source}, line {number}: {line!r} is {_REFUSED_OPTIONS[option]}")
-        lines.append(line)
+        lines.append(absolute(line, base))
     return lines
 
 
@@ -163,8 +174,9 @@ def _locked(home: Path) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def _run_tool(step: str, argv: list[str], on_line: Callable[[str], None], cwd: Path) -> None:
-    """Run one install step, each output line to ``on_line``.
+def _run_tool(step: str, argv: list[str], on_line: Callable[[str], None]) -> None:
+    """Run one install step in the working directory (relative ``find_links`` are the
+    caller's), each output line to ``on_line``.
 
     Raises:
         InstallFailed: it exited non-zero (message: ``step``, the exit code, its last lines).
@@ -174,7 +186,6 @@ def _run_tool(step: str, argv: list[str], on_line: Callable[[str], None], cwd: P
     env = {**os.environ, "PIP_ROOT_USER_ACTION": "ignore"}
     with subprocess.Popen(
         argv,
-        cwd=cwd,
         env=env,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
@@ -286,7 +297,6 @@ def _install_into(
             "pip install",
             _pip_argv(env_dir / "python", requirements, find_links, no_index),
             on_line,
-            env_dir,
         )
     if wanted.npm:
         npm = shutil.which("npm")
@@ -295,7 +305,7 @@ def _install_into(
         (env_dir / "package.json").write_text(
             json.dumps({"name": "flowloom-sandbox-packages", "private": True}) + "\n", encoding="utf-8"
         )
-        _run_tool("npm install", _npm_argv(npm, env_dir, wanted.npm, no_index), on_line, env_dir)
+        _run_tool("npm install", _npm_argv(npm, env_dir, wanted.npm, no_index), on_line)
     manifest = {
         "python": python_version(),
         "requirements": wanted.python,

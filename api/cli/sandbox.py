@@ -62,13 +62,13 @@ def install(
     as_json: JsonFlag = False,
 ) -> None:
     """Declare packages for code nodes and install everything declared into the sandbox's environment."""
-    from nodes.sandbox_packages import InstallFailed, requirement_lines
+    from nodes.sandbox_packages import InstallFailed, absolute, requirement_lines
     from nodes.sandbox_packages import install as install_packages
 
-    python = list(requirements or [])
+    python = [absolute(r) for r in requirements or []]
     for path in requirement_file or []:
         try:
-            python += requirement_lines(path.read_text(encoding="utf-8"), str(path))
+            python += requirement_lines(path.read_text(encoding="utf-8"), str(path), path.parent.resolve())
         except (OSError, UnicodeDecodeError) as exc:
             abort("cannot read the requirements file:", [f"{path}: {getattr(exc, 'strerror', None) or exc}"])
         except ValueError as exc:
@@ -78,7 +78,7 @@ def install(
         env = install_packages(
             settings(),
             python=python,
-            npm=list(npm or []),
+            npm=[absolute(spec) for spec in npm or []],
             find_links=list(find_links or []),
             no_index=no_index,
             on_line=lambda line: console.print(Text(line, style="dim")),
