@@ -19,12 +19,13 @@ from typing import TYPE_CHECKING, Any
 import jinja2
 from pydantic import ValidationError
 
-from schemas.nodes import NodeConfig
+from schemas.nodes import NodeConfig, Requirement
 from schemas.types import SYS_VARIABLES
 from schemas.values import walk_refs
 from schemas.workflow import Workflow
 
 from .catalog import NodeCatalog
+from .code_packages import PackageEnv, PackageNeed, missing_message, package_env, requirement_name
 from .errors import Problem
 from .references import template_names, template_selectors
 from .settings import SECRET_ENV_PREFIX, Settings
@@ -113,21 +114,30 @@ def deployment_problems(
     - ``missing_secret`` (error): a secret a node reads is not set;
     - ``missing_api_key`` (warning): a node calls a model (``models``; None: not checked)
       whose provider needs an API key in a variable that is not set in ``settings.environ()``
-      (the process environment over ``.env``, where the registry reads keys).
+      (the process environment over ``.env``, where the registry reads keys);
+    - ``missing_package`` (warning): a code node imports a module that is not installed
+      in the code sandbox's package environment (:mod:`engine.code_packages`), with the
+      ``flowloom sandbox install`` command that installs it.
 
     Validation reports these so a builder learns before publishing what would make a run
     fail here; a workflow is still portable (another deployment may have them). A missing
     key only warns: the operator may set it before anyone runs the workflow, and Run and
-    Publish must not wait for that. Never a secret's or a key's value.
+    Publish must not wait for that; the same holds for a package. Never a secret's or a
+    key's value.
 
     Raises nothing for bad input: nodes whose fields are invalid are the compiler's to report.
     """
     problems: list[Problem] = []
     environ = settings.environ()  # the .env file is read once per Settings, the environment live
+    packages: list[PackageEnv] = []  # read when a node first needs a package
     for node in valid_nodes(doc, catalog) if nodes is None else nodes:
         config: NodeConfig = node.config
         for need in config.requirements():
-            if need.kind == "setting":
+            if need.kind == "package":
+                if not packages:
+                    packages.append(package_env(settings))
+                problems.extend(_missing_package(node.id, need, packages[0]))
+            elif need.kind == "setting":
                 if getattr(settings, need.name, False):
                     continue
                 variable = f"FLOWLOOM_{need.name.upper()}"
@@ -156,6 +166,24 @@ def deployment_problems(
         if models is not None:
             problems.extend(_missing_keys(node, models, environ))
     return problems
+
+
+def _missing_package(node_id: str, need: Requirement, env: PackageEnv) -> list[Problem]:
+    """A ``missing_package`` warning when the module ``need`` names is not installed in
+    the code sandbox's environment, with the command that installs it."""
+    language = need.language or "python"
+    if env.has(language, need.name):
+        return []
+    missing = PackageNeed(language, need.name, requirement_name(language, need.name), False)
+    return [
+        Problem(
+            "missing_package",
+            missing_message([missing]),
+            node_id=node_id,
+            path=need.path,
+            severity="warning",
+        )
+    ]
 
 
 def _missing_keys(node: Any, models: ModelCatalog, environ: Mapping[str, str]) -> list[Problem]:

@@ -9,9 +9,11 @@ unless ``semantics`` is ``fastgpt`` (imported FastGPT nodes: inputs converted to
 With ``tool`` set, the node runs that builtin tool (:mod:`nodes.builtin_tools`) on its
 inputs in the engine process instead: outputs ``text``, ``json``, ``files``, ``result``; bad
 arguments fail it [``tool_error``].
-Numbers stay numbers (JSON in and out). Python code gets the standard library only
+Numbers stay numbers (JSON in and out). Python code gets the standard library
 (``python -I -S``); JavaScript code runs as a script in Node with ``require`` for
-Node's built-in modules. What the code prints is recorded, never part of the result.
+Node's built-in modules; both also get the packages the operator installed with
+``flowloom sandbox install`` (:mod:`engine.code_packages`, mounted read-only). What the
+code prints is recorded, never part of the result.
 
 The code never runs in the engine process: the sandbox is bubblewrap by default
 and a node is refused, not run unprotected, when it does not work - unless the
@@ -26,7 +28,9 @@ bwrap's pid in the sandbox, set once it starts), ``exit_code``, ``elapsed_ms``,
 (``{kind, type, message, traceback}``) when the code failed.
 
 Errors (all :class:`~engine.errors.NodeFailed`, ``reason`` in brackets):
-no usable sandbox and no opt-in, or no interpreter [``sandbox_unavailable``];
+no usable sandbox and no opt-in, or no interpreter [``sandbox_unavailable``]; the code
+imports a package that is not installed, named with the command that installs it,
+before anything starts [``missing_package``];
 syntax error, with the line [``code_syntax_error``]; exception while defining or
 running ``main``, with the user's traceback only [``code_error``]; a missing or
 mistyped output, a return value that is not an object or not JSON, an unreadable
@@ -43,6 +47,7 @@ import json
 from typing import Any
 
 from engine.catalog import NodeExecutor
+from engine.code_packages import missing_message, package_env, package_needs
 from engine.context import NodeContext, NodeResult
 from engine.errors import NodeFailed
 from schemas.nodes_code import CodeConfig
@@ -71,6 +76,11 @@ class CodeNode(NodeExecutor[CodeConfig], kind="code"):
             values = fastgpt_inputs(values, cfg.input_types)
         data = ctx.node_run.data
         data["language"] = cfg.language
+        assert cfg.language is not None  # the config requires it with code
+        missing = missing_message(package_needs(package_env(ctx.deps.settings), cfg.language, cfg.code))
+        if missing:
+            # The import would fail inside the sandbox anyway; this way the message says what to install.
+            raise self._fail(ctx, missing, "missing_package")
         try:
             # Inputs go to the child as JSON; refuse what would not survive the trip.
             json.dumps(values, allow_nan=False)

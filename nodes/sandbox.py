@@ -6,8 +6,10 @@ inputs, and reads back one result.
 
 Protocol (parent <-> runner):
 
-- stdin: one JSON document ``{"code": str, "inputs": {...}, "prelude": str}``, then EOF
-  (``prelude``: JavaScript run before the code, in the same global scope; may be empty).
+- stdin: one JSON document ``{"code": str, "inputs": {...}, "prelude": str,
+  "max_output_bytes": int, "site_dirs": [str]}``, then EOF (``prelude``: JavaScript run
+  before the code, in the same global scope; may be empty; ``site_dirs``: where the
+  operator's Python packages are, appended to ``sys.path``).
 - a dedicated pipe (its fd number is the runner's last argument): the result, one
   message: ``R`` + the JSON of the object ``main`` returned, or ``E`` + the JSON
   ``{"kind", "type", "message", "traceback"}`` of an error (``kind``: ``syntax``,
@@ -20,42 +22,13 @@ The runners are small scripts kept as text in :mod:`nodes.sandbox_runners`
 frames of that file, so a traceback shows the user's line numbers and none of the
 runner's or the engine's internals.
 
-Isolation (``mode="bwrap"``, :func:`bwrap_argv`), with bubblewrap:
-
-- new network namespace (and a seccomp filter that refuses every socket family but
-  ``AF_UNIX``, so not even the sandbox's own loopback can be used), new PID, IPC,
-  UTS and (where possible) cgroup namespaces; ``--die-with-parent``, ``--new-session``.
-- filesystem: a read-only root made of read-only binds of ``/usr`` (plus the
-  ``/bin``, ``/lib*``, ``/sbin`` links or dirs), the dynamic loader cache and the
-  time zone from ``/etc``, the Python prefix (``sys.base_prefix``, e.g. a pyenv
-  install) and Node's prefix when they live outside ``/usr``; a fresh ``/proc`` and
-  minimal ``/dev``; a size-capped tmpfs at :data:`WORKDIR` (the working directory)
-  and at ``/tmp`` - the only writable paths, gone when the sandbox ends.
-- ``--clearenv`` and only ``PATH``, ``HOME`` (the working dir) and ``LANG``: no
-  inherited variable (secret) reaches the code.
-- the code runs as an unprivileged user with no capabilities and ``no_new_privs``.
-  When the engine runs as root, bwrap sets the sandbox up as root without a user
-  namespace (run as root, bwrap would leave the code every capability, and in a user
-  namespace the code would still be uid 0 on the host, which ``RLIMIT_NPROC`` never
-  limits), then ``setpriv`` drops to a throw-away uid from :data:`SANDBOX_UIDS` (one
-  per sandbox, so ``RLIMIT_NPROC`` counts that sandbox alone) with every capability
-  and the bounding set cleared. Otherwise bwrap uses a user namespace, where
-  ``RLIMIT_NPROC`` counts the namespace's processes.
-- the seccomp filter (:func:`seccomp_filter`, built in :mod:`nodes.sandbox_seccomp`,
-  re-exported here) also refuses new namespaces (``unshare``, ``setns``, ``clone`` with
-  namespace flags; ``clone3`` reports ``ENOSYS`` so libc falls back to ``clone``),
-  io_uring, ``bpf``, ``perf_event_open``, ``userfaultfd``, the kernel keyring and, on
-  x86-64, the x32 and i386 syscall ABIs.
-
-Resource limits (``prlimit`` inside the sandbox, right before the interpreter):
-``RLIMIT_CPU`` (``ceil(timeout) + 1`` s soft, one more hard), memory (Python:
-``RLIMIT_AS`` = ``memory_mb``; Node: ``--max-old-space-size=memory_mb`` for the V8 heap
-and ``RLIMIT_DATA`` = ``memory_mb`` + :data:`NODE_RUNTIME_MB` for everything else -
-V8 reserves far more address space than it uses, so ``RLIMIT_AS`` would stop Node
-from starting), ``RLIMIT_NPROC`` (:data:`MAX_TASKS`, threads included),
-``RLIMIT_NOFILE``, ``RLIMIT_FSIZE`` and no core dumps. The wall time is enforced here:
-the parent SIGKILLs bwrap's whole process group, and the kernel then kills
-everything in the sandbox's PID namespace, so user code can neither catch nor
+Isolation and resource limits (``mode="bwrap"``): bubblewrap with new namespaces, a
+seccomp filter, a read-only root with the operator's package environment mounted
+read-only, writable tmpfs only at :data:`WORKDIR` and ``/tmp``, an unprivileged user,
+and ``prlimit`` rlimits - the command lines and their reasons are in
+:mod:`nodes.sandbox_argv` (:func:`bwrap_argv` is re-exported here). The wall time is
+enforced here: the parent SIGKILLs bwrap's whole process group, and the kernel then
+kills everything in the sandbox's PID namespace, so user code can neither catch nor
 outlive it. The same kill runs when the caller is cancelled. Output sizes are
 checked while reading: a result, or stdout + stderr, larger than
 ``max_output_bytes`` kills the process (an error report has its own cap,
@@ -83,7 +56,6 @@ import os
 import random
 import shutil
 import signal
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -92,6 +64,20 @@ from typing import Any, Literal
 
 from engine.settings import Settings
 
+from .sandbox_argv import (
+    MAX_TASKS,
+    SANDBOX_UIDS,
+    WORKDIR,
+    Limits,
+    Tools,
+    bwrap_argv,
+    interpreter_argv,
+    prlimit_argv,
+    sandbox_env,
+    site_dirs,
+    tools_for,
+    which,
+)
 from .sandbox_runners import JS_RUNNER, PYTHON_RUNNER
 from .sandbox_seccomp import seccomp_filter
 
@@ -116,20 +102,8 @@ log = logging.getLogger(__name__)
 Language = Literal["python", "javascript"]
 Mode = Literal["bwrap", "none"]
 
-#: The working directory inside the sandbox (a tmpfs; also ``HOME``).
-WORKDIR = "/sandbox"
-#: Size of each writable tmpfs (the working directory and ``/tmp``), and ``RLIMIT_FSIZE``.
-SCRATCH_BYTES = 64 * 1024 * 1024
-#: ``RLIMIT_NPROC``: processes *and threads* of the sandbox user (Node starts ~7 threads).
-MAX_TASKS = 32
-#: ``RLIMIT_NOFILE``.
-MAX_OPEN_FILES = 256
-#: Node: ``RLIMIT_DATA`` headroom over ``memory_mb`` for thread stacks, code and buffers.
-NODE_RUNTIME_MB = 64
 #: stdout and stderr are each kept up to this many bytes in the record.
 LOG_KEEP_BYTES = 64 * 1024
-#: Uids used when the engine is root (one drawn per sandbox; no passwd entry needed).
-SANDBOX_UIDS = range(900_000, 965_536)
 #: Cap on an error report (message + traceback) when max_output_bytes is smaller.
 ERROR_MAX_BYTES = 256 * 1024
 #: After the child ends, how long its pipes may take to drain.
@@ -137,22 +111,11 @@ DRAIN_GRACE_S = 2.0
 #: How long the one-off check of the sandbox may take.
 PROBE_TIMEOUT_S = 20.0
 
-_MIB = 1024 * 1024
-
 # ------------------------------------------------------------------- configuration
 
 
 class SandboxUnavailable(Exception):
     """Code cannot run: no working sandbox and no opt-in to run without one (message says how to fix)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Limits:
-    """Per-run limits: wall ``timeout`` (s), ``memory_mb`` (MiB), ``max_output_bytes``."""
-
-    timeout: float = 10.0
-    memory_mb: int = 256
-    max_output_bytes: int = 1024 * 1024
 
 
 @dataclass(slots=True)
@@ -179,173 +142,6 @@ class Outcome:
     pid: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class _Tools:
-    """Host binaries a run needs (absolute paths)."""
-
-    python: str
-    python_prefix: str
-    node: str | None
-    prlimit: str | None
-    setpriv: str | None
-
-
-def _which(name: str) -> str | None:
-    if os.sep in name:
-        return name if os.path.isfile(name) and os.access(name, os.X_OK) else None
-    found = shutil.which(name)
-    return os.path.realpath(found) if found else None
-
-
-def _tools(settings: Settings) -> _Tools:
-    # The base interpreter (a venv's python is a link to it), run with -I -S: stdlib only.
-    python = os.path.realpath(getattr(sys, "_base_executable", None) or sys.executable)
-    return _Tools(
-        python=python,
-        python_prefix=os.path.realpath(sys.base_prefix),
-        node=_which(settings.code_node),
-        prlimit=_which("prlimit"),
-        setpriv=_which("setpriv"),
-    )
-
-
-def _prefix_of(binary: str) -> str:
-    """``/opt/node/bin/node`` -> ``/opt/node`` (the install prefix to bind)."""
-    return os.path.dirname(os.path.dirname(binary))
-
-
-def _under_usr(path: str) -> bool:
-    return path == "/usr" or path.startswith("/usr/")
-
-
-def interpreter_argv(language: Language, tools: _Tools, limits: Limits, result_fd: int) -> list[str]:
-    """The interpreter command line running the runner (no limits, no sandbox)."""
-    if language == "python":
-        return [tools.python, "-I", "-S", "-B", "-c", PYTHON_RUNNER, str(result_fd)]
-    assert tools.node is not None
-    return [tools.node, f"--max-old-space-size={limits.memory_mb}", "-e", JS_RUNNER, str(result_fd)]
-
-
-def prlimit_argv(language: Language, tools: _Tools, limits: Limits, *, nproc: bool) -> list[str]:
-    """``prlimit --cpu=... --as|--data=... ... --`` for ``limits`` (see the module doc)."""
-    assert tools.prlimit is not None
-    cpu = math.ceil(limits.timeout) + 1
-    memory = (
-        f"--as={limits.memory_mb * _MIB}"
-        if language == "python"
-        else f"--data={(limits.memory_mb + NODE_RUNTIME_MB) * _MIB}"
-    )
-    argv = [
-        tools.prlimit,
-        f"--cpu={cpu}:{cpu + 1}",
-        memory,
-        f"--nofile={MAX_OPEN_FILES}",
-        f"--fsize={SCRATCH_BYTES}",
-        "--core=0",
-    ]
-    if nproc:
-        argv.append(f"--nproc={MAX_TASKS}")
-    return argv + ["--"]
-
-
-def bwrap_argv(
-    bwrap: str, tools: _Tools, inner: list[str], *, seccomp_fd: int | None, as_root: bool, uid: int
-) -> list[str]:
-    """The bubblewrap command line around ``inner`` (see the module doc for the design)."""
-    argv = [
-        bwrap,
-        "--unshare-net",
-        "--unshare-pid",
-        "--unshare-ipc",
-        "--unshare-uts",
-        "--unshare-cgroup-try",
-        "--hostname",
-        "sandbox",
-        "--die-with-parent",
-        "--new-session",
-        "--clearenv",
-        "--setenv",
-        "PATH",
-        "/usr/bin:/bin",
-        "--setenv",
-        "HOME",
-        WORKDIR,
-        "--setenv",
-        "LANG",
-        "C.UTF-8",
-    ]
-    if not as_root:
-        # Unprivileged: bwrap needs a user namespace (it drops every capability in it).
-        argv.append("--unshare-user")
-    argv += ["--ro-bind", "/usr", "/usr"]
-    for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
-        if os.path.islink(top):
-            argv += ["--symlink", os.readlink(top), top]
-        elif os.path.isdir(top):
-            argv += ["--ro-bind", top, top]
-    # bwrap creates missing parents of a mount point as 0700 root: make them traversable.
-    made: set[str] = set()
-
-    def parents(path: str) -> list[str]:
-        out: list[str] = []
-        parent = os.path.dirname(path)
-        while parent not in ("/", "") and parent not in made:
-            made.add(parent)
-            out = ["--perms", "0755", "--dir", parent] + out
-            parent = os.path.dirname(parent)
-        return out
-
-    for etc in ("/etc/ld.so.cache", "/etc/localtime"):
-        argv += parents(etc) + ["--ro-bind-try", etc, etc]
-    extra = {tools.python_prefix}
-    if tools.node:
-        extra.add(_prefix_of(tools.node))
-    for prefix in sorted(extra):
-        if not _under_usr(prefix) and prefix != "/":
-            argv += parents(prefix) + ["--ro-bind", prefix, prefix]
-    argv += [
-        "--proc",
-        "/proc",
-        "--dev",
-        "/dev",
-        "--perms",
-        "1777",
-        "--size",
-        str(SCRATCH_BYTES),
-        "--tmpfs",
-        "/tmp",
-        "--perms",
-        "0777",
-        "--size",
-        str(SCRATCH_BYTES),
-        "--tmpfs",
-        WORKDIR,
-        "--remount-ro",
-        "/",
-        "--chdir",
-        WORKDIR,
-    ]
-    if seccomp_fd is not None:
-        argv += ["--seccomp", str(seccomp_fd)]
-    argv.append("--")
-    if as_root:
-        # Root only sets the sandbox up: the code runs as a throw-away uid with no capabilities.
-        assert tools.setpriv is not None
-        argv += [
-            tools.setpriv,
-            "--reuid",
-            str(uid),
-            "--regid",
-            str(uid),
-            "--clear-groups",
-            "--inh-caps=-all",
-            "--bounding-set=-all",
-            "--no-new-privs",
-            "--",
-        ]
-    return argv + inner
-
-
 # -------------------------------------------------------------------- probe / mode
 
 _PROBES: dict[tuple[str, ...], str | None] = {}
@@ -358,8 +154,8 @@ async def probe_bwrap(settings: Settings) -> str | None:
     uid drop, rlimits), so a kernel without user namespaces, a missing helper or an
     old bwrap all show up here, once.
     """
-    tools = _tools(settings)
-    bwrap = _which(settings.code_bwrap)
+    tools = tools_for(settings)
+    bwrap = which(settings.code_bwrap)
     key = (
         settings.code_bwrap,
         str(bwrap),
@@ -457,7 +253,7 @@ async def run_code(
         SandboxUnavailable: the interpreter or a helper binary is missing.
         ValueError: ``inputs`` are not JSON-serialisable.
     """
-    tools = _tools(settings)
+    tools = tools_for(settings)
     if language == "javascript" and tools.node is None:
         raise SandboxUnavailable(
             f"JavaScript code needs Node.js: {settings.code_node!r} was not found "
@@ -465,7 +261,7 @@ async def run_code(
         )
     if tools.prlimit is None:
         raise SandboxUnavailable("prlimit (util-linux) was not found; it sets the code's resource limits")
-    bwrap = _which(settings.code_bwrap) if mode == "bwrap" else None
+    bwrap = which(settings.code_bwrap) if mode == "bwrap" else None
     if mode == "bwrap" and bwrap is None:  # pragma: no cover - choose_mode checked it
         raise SandboxUnavailable(f"bubblewrap ({settings.code_bwrap!r}) was not found")
     return await _run(language, code, inputs, limits, mode, bwrap, tools, on_start, prelude)
@@ -542,10 +338,6 @@ class _Protocol(asyncio.subprocess.SubprocessStreamProtocol):
             self.exited.set_result(None)
 
 
-def _env() -> dict[str, str]:
-    return {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
-
-
 async def _run(
     language: Language,
     code: str,
@@ -553,7 +345,7 @@ async def _run(
     limits: Limits,
     mode: Mode,
     bwrap: str | None,
-    tools: _Tools,
+    tools: Tools,
     on_start: Callable[[int], None] | None = None,
     prelude: str = "",
 ) -> Outcome:
@@ -566,7 +358,13 @@ async def _run(
     """
     # ASCII JSON: a lone surrogate in the code or an input still travels (as an escape).
     request = json.dumps(
-        {"code": code, "inputs": inputs, "prelude": prelude, "max_output_bytes": limits.max_output_bytes},
+        {
+            "code": code,
+            "inputs": inputs,
+            "prelude": prelude,
+            "max_output_bytes": limits.max_output_bytes,
+            "site_dirs": site_dirs(tools, sandboxed=mode == "bwrap"),
+        },
         allow_nan=False,
     ).encode("ascii")
     child = await _spawn(language, limits, mode, bwrap, tools)
@@ -604,7 +402,7 @@ class _Streams:
     timed_out: bool
 
 
-async def _spawn(language: Language, limits: Limits, mode: Mode, bwrap: str | None, tools: _Tools) -> _Child:
+async def _spawn(language: Language, limits: Limits, mode: Mode, bwrap: str | None, tools: Tools) -> _Child:
     """Start the runner: inside bwrap (seccomp program passed through a pipe, prlimit, uid
     drop when root) or, in mode ``none``, under prlimit alone in a temporary working
     directory. The result pipe's write end goes to the child; our copies of the child's fds
@@ -635,12 +433,12 @@ async def _spawn(language: Language, limits: Limits, mode: Mode, bwrap: str | No
                 uid=random.choice(SANDBOX_UIDS),
             )
             cwd = "/"
-            env = _env()  # bwrap clears it again inside
+            env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}  # bwrap's own; it sets the code's inside
         else:
             workdir = tempfile.mkdtemp(prefix="flowloom-code-")
             argv = prlimit_argv(language, tools, limits, nproc=False) + inner
             cwd = workdir
-            env = {**_env(), "HOME": workdir}
+            env = {**sandbox_env(tools, sandboxed=False), "HOME": workdir}
         started = time.monotonic()
         transport_, protocol = await loop.subprocess_exec(
             lambda: _Protocol(loop),

@@ -2,7 +2,9 @@
 
 Each runner is a small script kept as text and passed to the interpreter with ``-c``
 (Python) / ``-e`` (Node), the result pipe's fd number as its last argument. It reads
-``{"code", "inputs", "prelude", "max_output_bytes"}`` (JSON) from stdin, compiles the user
+``{"code", "inputs", "prelude", "max_output_bytes", "site_dirs"}`` (JSON) from stdin
+(``site_dirs``: the package environment's directories the Python runner appends to
+``sys.path``; Node finds its packages through ``NODE_PATH``), compiles the user
 code under the file name ``<code>``, calls ``main`` and writes one message to the result
 pipe: ``R`` + the JSON of the returned object, or ``E`` + ``{"kind", "type", "message",
 "traceback"}`` (``kind``: ``syntax``, ``definition``, ``runtime``, ``output``, or
@@ -51,6 +53,10 @@ def _runner():
 
     request = json.loads(sys.stdin.buffer.read())
     sys.stdin.close()
+    if request.get("site_dirs"):
+        import site  # under -S importing it adds nothing by itself
+        for directory in request["site_dirs"]:
+            site.addsitedir(directory)  # appended after the standard library, .pth files read
     code = request["code"]
     # Let tracebacks show the user's source lines for "<code>".
     linecache.cache["<code>"] = (len(code), None, code.splitlines(True), "<code>")

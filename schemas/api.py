@@ -31,6 +31,7 @@ MAX_NUMBER = 2**31 - 1
 __all__ = [
     "MAX_NUMBER",
     "ChatDetail",
+    "CodePackageOut",
     "ChatList",
     "ChatVariables",
     "ChatOut",
@@ -681,6 +682,19 @@ class WorkflowImport(BaseModel):
     )
 
 
+class CodePackageOut(BaseModel):
+    """A package code nodes of an imported flow import: ``module`` as the code imports it
+    (``json_repair``, ``lodash``), ``requirement`` what installs it (``json-repair``; null
+    for a JavaScript file path, which nothing installs), ``installed`` in the code sandbox's
+    package environment, and the source ``nodes`` that import it."""
+
+    language: Literal["python", "javascript"]
+    module: str
+    requirement: str | None
+    installed: bool
+    nodes: list[str]
+
+
 class WorkflowImported(BaseModel):
     """The converted workflow and the import report (``ImportIssue`` per node,
     reference or setting not carried over as it was); ``saved`` with ``?save=true``."""
@@ -698,6 +712,15 @@ class WorkflowImported(BaseModel):
         default_factory=list,
         description="secret environment variables the workflow "
         "declares: their values are not in any file; give them as `secrets`",
+    )
+    packages: list[CodePackageOut] = Field(
+        default_factory=list,
+        description="every package the code nodes import, and whether the code sandbox has it installed",
+    )
+    install_commands: list[str] = Field(
+        default_factory=list,
+        description="the operator's commands that install the packages not installed "
+        "(`flowloom sandbox install ...`); until then those code nodes do not convert",
     )
 
 

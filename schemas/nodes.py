@@ -58,13 +58,16 @@ __all__ = [
 
 class Requirement(BaseModel):
     """A need of a node from its deployment: ``kind`` ``setting`` (the boolean operator
-    setting ``name`` must be on) or ``secret`` (the secret ``name`` must be set);
-    ``path``: the config field that needs it; ``why``: the reason, for the message."""
+    setting ``name`` must be on), ``secret`` (the secret ``name`` must be set) or
+    ``package`` (the module ``name`` of ``language`` must be installed in the code
+    sandbox's package environment); ``path``: the config field that needs it; ``why``:
+    the reason, for the message."""
 
-    kind: Literal["setting", "secret"]
+    kind: Literal["setting", "secret", "package"]
     name: str
     path: str
     why: str
+    language: Literal["python", "javascript"] | None = None
 
 
 class NodeConfig(BaseModel):
@@ -91,7 +94,8 @@ class NodeConfig(BaseModel):
 
     def requirements(self) -> Iterator[Requirement]:
         """What this node needs from the deployment it runs on (an operator setting turned
-        on, a secret set), so validation can say so before a run fails on it."""
+        on, a secret set, a package installed), so validation can say so before a run
+        fails on it."""
         return iter(())
 
     def ref_type(self, field: str) -> VarType | None:

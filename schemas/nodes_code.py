@@ -8,11 +8,13 @@ line.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from .nodes import OUTPUT_NAME, NodeConfig, node_kind
+from .code_imports import third_party_imports
+from .nodes import OUTPUT_NAME, NodeConfig, Requirement, node_kind
 from .nodes_agent import BUILTIN_TOOL_NAMES
 from .types import VarType
 from .values import InputBinding
@@ -131,6 +133,21 @@ class CodeConfig(NodeConfig):
         if unknown:
             raise ValueError(f"input_types names inputs that are not bound: {unknown}")
         return self
+
+    def requirements(self) -> Iterator[Requirement]:
+        """Each third-party module the code imports (``import numpy``, ``require('lodash')``)
+        must be installed in the sandbox's package environment: the sandbox never
+        installs anything while code runs."""
+        if self.tool is not None or self.language is None:
+            return
+        for module in third_party_imports(self.language, self.code):
+            yield Requirement(
+                kind="package",
+                name=module,
+                language=self.language,
+                path="config.code",
+                why=f"the code imports {module}",
+            )
 
     def outputs(self, workflow: Workflow) -> dict[str, VarType]:
         if self.tool is not None:

@@ -21,7 +21,8 @@ pytest_plugins = [
 # Subprocesses started at collection time inherit this too.
 # The suite's own switches stay (the real-model tier's: tests/real_model/conftest.py).
 _KEPT = ("FLOWLOOM_TEST_POSTGRES_URL", "FLOWLOOM_IMPORT_CORPUS", "FLOWLOOM_TEST_SEED", "FLOWLOOM_TEST_REAL_MODEL",
-         "FLOWLOOM_TEST_REAL_MODEL_CHAT_FORMAT", "FLOWLOOM_TEST_REAL_MODEL_NO_REPACK", "FLOWLOOM_TEST_REAL_MODEL_REPORT")
+         "FLOWLOOM_TEST_REAL_MODEL_CHAT_FORMAT", "FLOWLOOM_TEST_REAL_MODEL_NO_REPACK", "FLOWLOOM_TEST_REAL_MODEL_REPORT",
+         "FLOWLOOM_TEST_WHEELHOUSE")
 for _name in [n for n in os.environ if n.startswith("FLOWLOOM_") and n not in _KEPT]:
     del os.environ[_name]
 

@@ -10,6 +10,7 @@
 - ``mcp tools SERVER`` (:mod:`api.cli.mcp`): the tools an MCP server offers to tool nodes.
 - ``datasets create | list | show | rm | add | search`` (:mod:`api.cli.datasets`): knowledge bases.
 - ``secrets list | set | rm WORKFLOW_ID`` (:mod:`api.cli.secrets`): values of secret environment variables.
+- ``sandbox install | list`` (:mod:`api.cli.sandbox`): the packages code nodes may import.
 - ``models list | show NAME | probe NAME [--write]`` (:mod:`api.cli.models`): models'
   limits and capabilities, and what an endpoint really does.
 
@@ -28,7 +29,21 @@ from typing import Any, NoReturn
 import typer
 from rich.text import Text
 
-from . import datasets, files, inspect, keys, mcp, models, quotas, rerun, running, secrets, serve, worker  # noqa: F401  (each module adds its commands to the app)
+from . import (  # noqa: F401  (each module adds its commands to the app)
+    datasets,
+    files,
+    inspect,
+    keys,
+    mcp,
+    models,
+    quotas,
+    rerun,
+    running,
+    sandbox,
+    secrets,
+    serve,
+    worker,
+)
 from .common import EXIT_INVALID, app, err
 
 __all__ = ["app", "main"]

@@ -22,10 +22,11 @@ __all__ = ["refuse_what_is_missing"]
 
 
 def refuse_what_is_missing(doc: dict[str, Any], titles: dict[str, str]) -> None:
-    """Exit 2 when running ``doc`` here needs a model API key, a secret or an operator
-    setting that is not set (``missing_api_key``, ``missing_secret``,
-    ``disabled_by_operator``: :func:`engine.shapes.deployment_problems`), every one of
-    them printed on stderr as an error; return when nothing is missing.
+    """Exit 2 when running ``doc`` here needs a model API key, a secret, an operator
+    setting or a code package that is not set or installed (``missing_api_key``,
+    ``missing_secret``, ``disabled_by_operator``, ``missing_package``:
+    :func:`engine.shapes.deployment_problems`), every one of them printed on stderr as
+    an error; return when nothing is missing.
 
     Raises:
         typer.Exit: with code 2, after printing the problems.

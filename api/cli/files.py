@@ -171,6 +171,7 @@ def import_(
     Exit 2 listing every problem when something cannot be converted (unless
     --allow-partial) or the result would not compile. Nothing in FILE is executed.
     """
+    from engine.code_packages import package_env
     from nodes import builtin_catalog
     from nodes.importers import ImportFailed, import_workflow
     from nodes.model_registry import registry_for
@@ -191,12 +192,15 @@ def import_(
             model_map=mapping,
             workflow_id=workflow_id or _default_id(file, data),
             dataset_map=datasets,
+            packages=package_env(settings()),
         )
     except ImportFailed as exc:
         console = err()
         fmt = f" ({exc.source_format})" if exc.source_format else ""
         console.print(Text(f"cannot import {source_label(file)}{fmt}:", style="bold red"))
         _print_issues(exc.report, console)
+        for line in package_lines(exc.packages):
+            console.print(line)
         if (
             any(i.severity == "error" and i.code != "invalid_source" for i in exc.report)
             and not allow_partial
@@ -231,7 +235,7 @@ def import_(
     if placeholders:
         summary.append(f"; {placeholders} unsupported placeholder(s) fail when run", style="yellow")
     console.print(summary)
-    for line in [*model_lines(result, registry), *dataset_lines(result)]:
+    for line in [*model_lines(result, registry), *dataset_lines(result), *package_lines(result.packages)]:
         console.print(line)
     from schemas.env_vars import secret_names
 
@@ -303,6 +307,25 @@ def dataset_lines(result: Any) -> list[Text]:
             style="dim",
         )
     )
+    return lines
+
+
+def package_lines(packages: list[dict[str, Any]]) -> list[Text]:
+    """The packages the flow's code imports (:attr:`ImportResult.packages`), installed or
+    not, and the command that installs the missing ones: the sandbox installs nothing
+    by itself, so the operator must run it before the flow can run."""
+    if not packages:
+        return []
+    from nodes.importers import package_commands
+
+    lines = [Text("packages the code imports:", style="bold")]
+    for p in packages:
+        state = "installed" if p["installed"] else "NOT installed"
+        what = f" ({p['requirement']})" if p["requirement"] and p["requirement"] != p["module"] else ""
+        nodes = ("node " if len(p["nodes"]) == 1 else "nodes ") + ", ".join(repr(n) for n in p["nodes"])
+        lines.append(Text(f"  {p['language']} {p['module']}{what}: {state} ({nodes})"))
+    for command in package_commands(packages):
+        lines.append(Text.assemble(("install with: ", "bold"), command))
     return lines
 
 

@@ -578,7 +578,11 @@ async def import_file(
 ) -> WorkflowImported:
     """The converted workflow and its import report; 422 with the report as ``problems``
     when it cannot be converted (see ``allow_partial``). Nothing in the file is run.
-    ``?save=true`` saves the result as a new draft (409 when its id is taken)."""
+    ``?save=true`` saves the result as a new draft (409 when its id is taken).
+    ``packages`` lists what the code nodes import, installed in the code sandbox or not,
+    and ``install_commands`` the operator's commands for the rest (a code node needing a
+    package not installed does not convert: ``missing_package``)."""
+    from engine.code_packages import package_env
     from nodes.importers import API_MODEL_HINTS, ImportFailed, import_workflow
 
     if save:
@@ -594,12 +598,15 @@ async def import_file(
             workflow_id=params.workflow_id or _default_id(data, filename),
             hints=API_MODEL_HINTS,
             dataset_map=params.dataset_map,
+            packages=package_env(service.settings),
         )
     except ImportFailed as exc:
+        install = "; ".join(exc.install_commands)
         raise ApiError(
             422,
             "invalid_import",
-            f"the file cannot be imported ({exc.source_format or 'unknown format'})",
+            f"the file cannot be imported ({exc.source_format or 'unknown format'})"
+            + (f"; its code needs packages the operator must install first: {install}" if install else ""),
             problems=[i.to_dict() for i in exc.report],
         ) from None
     workflow, _values = strip_secret_values(result.workflow)
@@ -622,6 +629,8 @@ async def import_file(
         datasets=result.datasets,
         saved=saved,
         secrets_needed=secret_names(workflow),
+        packages=result.packages,  # type: ignore[arg-type]
+        install_commands=result.install_commands,
     )
 
 

@@ -25,10 +25,19 @@ from collections.abc import Mapping
 from typing import Any
 
 from engine.catalog import NodeCatalog
+from engine.code_packages import PackageEnv
 from engine.compiler import check_workflow
 
 from .base import normalise_workflow
-from .report import API_MODEL_HINTS, CLI_MODEL_HINTS, ImportFailed, ImportIssue, ImportResult, ModelHints
+from .report import (
+    API_MODEL_HINTS,
+    CLI_MODEL_HINTS,
+    ImportFailed,
+    ImportIssue,
+    ImportResult,
+    ModelHints,
+    package_commands,
+)
 
 __all__ = [
     "API_MODEL_HINTS",
@@ -40,6 +49,7 @@ __all__ = [
     "ModelHints",
     "detect_format",
     "import_workflow",
+    "package_commands",
     "parse_source",
     "unwrap_download",
 ]
@@ -185,6 +195,7 @@ def import_workflow(
     workflow_id: str | None = None,
     hints: ModelHints = CLI_MODEL_HINTS,
     dataset_map: Mapping[str, str] | None = None,
+    packages: PackageEnv | None = None,
 ) -> ImportResult:
     """Convert a FastGPT / Dify / Flowloom document into a Flowloom workflow that compiles.
 
@@ -195,7 +206,10 @@ def import_workflow(
     name, else a hash of the source). ``hints``: how the report advises mapping a model
     (:data:`CLI_MODEL_HINTS`, ``--model``; the API passes :data:`API_MODEL_HINTS`, ``model_map``).
     ``dataset_map``: source dataset id -> Flowloom dataset id, ``"*"`` for every unmapped
-    one (:mod:`nodes.importers.datasets`).
+    one (:mod:`nodes.importers.datasets`). ``packages``: the code sandbox's package
+    environment (:func:`engine.code_packages.package_env`) that code nodes' imports are
+    checked against; None: none installed, the standard library and Node's built-ins only.
+    ``ImportResult.packages`` lists every package the code imports, installed or not.
 
     Raises:
         ImportFailed: with every problem, when something cannot be converted and
@@ -219,6 +233,7 @@ def import_workflow(
         workflow_id=workflow_id,
         hints=hints,
         dataset_map=dataset_map,
+        packages=packages,
     )
     return importer.run()
 

@@ -34,12 +34,15 @@ from typing import Any
 import networkx as nx
 
 from engine.catalog import NodeCatalog
+from engine.code_packages import PackageEnv, PackageNeed
 from engine.compiler import check_workflow
 from schemas.types import RESERVED_SCOPES, VarType, value_matches
 from schemas.workflow import Workflow
 
+from .code_scan import package_summary
 from .refs import Target, Unconvertible, identifier
 from .report import CLI_MODEL_HINTS, ImportFailed, ImportIssue, ImportResult, ModelHints
+from .values import coerce_literal, first, number, xy  # re-exported: the importers read them here
 
 __all__ = [
     "BaseImporter",
@@ -178,8 +181,13 @@ class BaseImporter:
         workflow_id: str | None = None,
         hints: ModelHints = CLI_MODEL_HINTS,
         dataset_map: Mapping[str, str] | None = None,
+        packages: PackageEnv | None = None,
     ):
         self.source = source
+        #: the code sandbox's package environment code nodes are checked against (None: none)
+        self.package_env = packages or PackageEnv()
+        #: (source node id, need) of every package a code node imports (:mod:`.code_scan`)
+        self.package_needs: list[tuple[str, PackageNeed]] = []
         #: how messages advise mapping a model (the CLI's flag or the API's field)
         self.hints = hints
         self.allow_partial = allow_partial
@@ -746,7 +754,7 @@ class BaseImporter:
                 if p is not None and p.fid not in self.failed:
                     fixable.setdefault(p.fid, []).append(f"{problem.code}: {problem.message}")
             if not fixable:
-                raise ImportFailed(self.issues, self.source_format)
+                raise ImportFailed(self.issues, self.source_format, package_summary(self.package_needs))
             for fid, messages in fixable.items():
                 self.failed[fid] = (
                     "compile_error",
@@ -754,56 +762,14 @@ class BaseImporter:
                 )
                 self.nodes.pop(fid, None)
         else:  # pragma: no cover - each round replaces at least one node
-            raise ImportFailed(self.issues, self.source_format)
+            raise ImportFailed(self.issues, self.source_format, package_summary(self.package_needs))
         if any(i.severity == "error" for i in self.issues) and not self.allow_partial:
-            raise ImportFailed(self.issues, self.source_format)
+            raise ImportFailed(self.issues, self.source_format, package_summary(self.package_needs))
         return ImportResult(
             doc,
             list(self.issues),
             self.source_format,
             dict(self.models),
             dict(getattr(self, "_datasets_mapped", {})),
+            package_summary(self.package_needs),
         )
-
-
-def first(mapping: Mapping[str, Any], *keys: str, default: Any = None) -> Any:
-    """The first of ``keys`` present (and not None) in ``mapping``."""
-    for key in keys:
-        value = mapping.get(key)
-        if value is not None:
-            return value
-    return default
-
-
-def number(value: Any) -> float | int | None:
-    """``value`` as a number (numeric strings included), else None."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, (int, float)):
-        return value
-    if isinstance(value, str):
-        text = value.strip()
-        try:
-            return int(text)
-        except ValueError:
-            try:
-                return float(text)
-            except ValueError:
-                return None
-    return None
-
-
-def xy(pos: Any) -> dict[str, float]:
-    """A canvas position ``{"x", "y"}`` as floats (missing or invalid: 0)."""
-    pos = pos if isinstance(pos, dict) else {}
-    return {"x": float(number(pos.get("x")) or 0.0), "y": float(number(pos.get("y")) or 0.0)}
-
-
-def coerce_literal(value: Any, type_: VarType) -> Any:
-    """A literal typed in a source editor, as a value of ``type_``: numeric text for a
-    number, ``true``/``1``/``yes`` (any case) for a boolean; anything else unchanged."""
-    if type_ is VarType.number and number(value) is not None:
-        return number(value)
-    if type_ is VarType.boolean and isinstance(value, str):
-        return value.strip().lower() in ("true", "1", "yes")
-    return value

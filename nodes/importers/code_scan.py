@@ -1,75 +1,30 @@
-"""Import-time checks of code nodes' source text (never run): packages the sandbox lacks,
-and JavaScript globals nothing defines.
+"""Import-time checks of code nodes' source text (never run): packages the sandbox's
+environment lacks, and JavaScript globals nothing defines.
 
-The sandbox gives Python code the standard library only and JavaScript code Node's
-built-in modules; a flow that imports ``jieba`` or ``pandas`` can only fail when it
-runs, so the importer reports it at import time, with the package names. FastGPT's
-JavaScript sandbox defines a few helper globals (:data:`nodes.sandbox_compat.FASTGPT_JS_GLOBALS`);
-a call of any other name the code neither defines nor gets from JavaScript would be a
-``ReferenceError`` at run time, so it is reported too.
+The sandbox gives Python code the standard library and JavaScript code Node's built-in
+modules, plus the packages the operator installed (``flowloom sandbox install``,
+:mod:`engine.code_packages`). A flow that imports ``jieba`` or ``json_repair`` when
+they are not installed can only fail when it runs, so the importer reports it at
+import time, naming the packages and the command that installs them; every package a
+code node imports is listed in the import's result (:func:`package_summary`), installed
+or not. FastGPT's JavaScript sandbox defines a few helper globals
+(:data:`nodes.sandbox_compat.FASTGPT_JS_GLOBALS`); a call of any other name the code
+neither defines nor gets from JavaScript would be a ``ReferenceError`` at run time, so
+it is reported too.
 
-Both checks read the text: Python with :mod:`ast`, JavaScript with patterns over the
-source with comments and string literals blanked out (a heuristic: it may miss a name,
-never invents a package).
+Both checks read the text (:mod:`schemas.code_imports` for the imports; JavaScript
+globals with patterns over the source with comments and string literals blanked out,
+a heuristic: it may miss a name, never invents a package).
 """
 
 from __future__ import annotations
 
-import ast
 import re
-import sys
 from typing import Any
 
-__all__ = ["check_code", "missing_packages", "undefined_js_calls"]
+from engine.code_packages import PackageNeed, missing_message, package_needs
 
-#: Node's built-in modules (``require('fs')``, ``require('node:fs')``).
-NODE_BUILTINS = frozenset(
-    {
-        "assert",
-        "async_hooks",
-        "buffer",
-        "child_process",
-        "cluster",
-        "console",
-        "constants",
-        "crypto",
-        "dgram",
-        "diagnostics_channel",
-        "dns",
-        "domain",
-        "events",
-        "fs",
-        "http",
-        "http2",
-        "https",
-        "inspector",
-        "module",
-        "net",
-        "os",
-        "path",
-        "perf_hooks",
-        "process",
-        "punycode",
-        "querystring",
-        "readline",
-        "repl",
-        "stream",
-        "string_decoder",
-        "sys",
-        "timers",
-        "tls",
-        "trace_events",
-        "tty",
-        "url",
-        "util",
-        "v8",
-        "vm",
-        "wasi",
-        "worker_threads",
-        "zlib",
-        "test",
-    }
-)
+__all__ = ["check_code", "package_summary", "undefined_js_calls"]
 
 #: Names JavaScript (and Node) define globally, and words a call pattern also matches.
 _JS_KNOWN = frozenset(
@@ -194,46 +149,6 @@ _JS_DECL = re.compile(
 )
 _JS_DESTRUCTURED = re.compile(r"(?:const|let|var)\s*[{\[]([^}\]]*)[}\]]|\(\s*\{([^}]*)\}")
 _JS_PARAMS = re.compile(r"(?:function\s*[\w$]*\s*|\b)\(([^()]*)\)\s*(?:=>|\{)")
-_REQUIRE = re.compile(
-    r"""\brequire\s*\(\s*(['"])([^'"]+)\1\s*\)|\bimport\s+(?:[^'"]*?\sfrom\s+)?(['"])([^'"]+)\3"""
-)
-
-
-def _python_imports(code: str) -> list[str]:
-    try:
-        tree = ast.parse(code)
-    except (SyntaxError, ValueError):
-        return []
-    names: list[str] = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names += [alias.name.split(".")[0] for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            names.append(node.module.split(".")[0])
-    return names
-
-
-def missing_packages(language: str, code: str) -> list[str]:
-    """Top-level packages ``code`` imports that the sandbox does not have, sorted.
-
-    Python: ``import x`` / ``from x import y`` of a module outside the standard library
-    (:data:`sys.stdlib_module_names`). JavaScript: ``require('x')`` / ``import ... from 'x'``
-    of a module that is not one of Node's built-ins (relative paths included: the
-    sandbox has no files to load).
-    """
-    if language == "python":
-        return sorted(
-            {n for n in _python_imports(code) if n not in sys.stdlib_module_names and n != "__future__"}
-        )
-    found = set()
-    for m in _REQUIRE.finditer(code):
-        name = m.group(2) or m.group(4) or ""
-        base = name[5:] if name.startswith("node:") else name
-        if base.split("/")[0] not in NODE_BUILTINS:
-            found.add(name)
-    return sorted(found)
-
-
 def undefined_js_calls(code: str, provided: frozenset[str] = frozenset()) -> list[str]:
     """Names ``code`` calls as functions that it does not define and that are neither
     JavaScript/Node globals nor in ``provided``, sorted: each would raise
@@ -253,22 +168,18 @@ def undefined_js_calls(code: str, provided: frozenset[str] = frozenset()) -> lis
 def check_code(
     importer: Any, p: Any, language: str, code: str, provided: frozenset[str] = frozenset()
 ) -> None:
-    """Report what will fail when the code node ``p`` runs: packages the sandbox lacks
-    (an error, deferred so the node's other problems are listed too) and, for
-    JavaScript, calls of names nothing defines (a warning: the call may sit on a path
-    that never runs)."""
+    """Record the packages the code node ``p`` imports (``importer.package_needs``) and
+    report what will fail when it runs: packages the sandbox's environment
+    (``importer.package_env``) lacks, an error naming the install command (deferred so
+    the node's other problems are listed too), and, for JavaScript, calls of names
+    nothing defines (a warning: the call may sit on a path that never runs)."""
     from .refs import Unconvertible
 
-    packages = missing_packages(language, code)
-    if packages:
-        where = "the Python standard library" if language == "python" else "Node's built-in modules"
-        importer.defer(
-            Unconvertible(
-                f"the code imports {', '.join(packages)}, which the sandbox does not have (it "
-                f"offers {where} only)",
-                "missing_package",
-            )
-        )
+    needs = package_needs(importer.package_env, language, code)  # type: ignore[arg-type]
+    importer.package_needs.extend((p.src_id, need) for need in needs)
+    missing = missing_message(needs)
+    if missing:
+        importer.defer(Unconvertible(missing, "missing_package"))
     if language == "javascript":
         unknown = undefined_js_calls(code, provided)
         if unknown:
@@ -278,3 +189,16 @@ def check_code(
                 "sandbox defines: each call fails with ReferenceError when it runs",
                 p,
             )
+
+
+def package_summary(needs: list[tuple[str, PackageNeed]]) -> list[dict[str, Any]]:
+    """Each package the flow's code imports, once: ``{"language", "module",
+    "requirement", "installed", "nodes"}`` (``requirement``: what to install, None for a
+    JavaScript path; ``nodes``: the source ids of the nodes importing it), sorted by
+    language and module."""
+    merged: dict[tuple[str, str], dict[str, Any]] = {}
+    for node_id, need in needs:
+        entry = merged.setdefault((need.language, need.module), {**need.to_dict(), "nodes": []})
+        if node_id not in entry["nodes"]:
+            entry["nodes"].append(node_id)
+    return [merged[key] for key in sorted(merged)]

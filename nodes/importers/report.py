@@ -6,9 +6,30 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from engine.code_packages import PackageNeed, install_commands
 from engine.errors import DefinitionError
 
-__all__ = ["API_MODEL_HINTS", "CLI_MODEL_HINTS", "ImportFailed", "ImportIssue", "ImportResult", "ModelHints"]
+__all__ = [
+    "API_MODEL_HINTS",
+    "CLI_MODEL_HINTS",
+    "ImportFailed",
+    "ImportIssue",
+    "ImportResult",
+    "ModelHints",
+    "package_commands",
+]
+
+
+def package_commands(packages: list[dict[str, Any]]) -> list[str]:
+    """One ``flowloom sandbox install`` command per language for the packages of
+    ``packages`` (:attr:`ImportResult.packages`) that are not installed."""
+    return install_commands(
+        [
+            PackageNeed(p["language"], p["module"], p["requirement"], p["installed"])
+            for p in packages
+            if not p["installed"]
+        ]
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +116,13 @@ class ImportResult:
     models: dict[str, str] = field(default_factory=dict)
     #: source dataset id (``"*"``: a search with none selected) -> the dataset id it became
     datasets: dict[str, str] = field(default_factory=dict)
+    #: the packages code nodes import (:func:`nodes.importers.code_scan.package_summary`)
+    packages: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def install_commands(self) -> list[str]:
+        """The commands that install the packages the code nodes need and lack."""
+        return package_commands(self.packages)
 
     @property
     def errors(self) -> list[ImportIssue]:
@@ -110,9 +138,18 @@ class ImportResult:
 class ImportFailed(DefinitionError):
     """The file cannot be imported as it is; ``report`` lists every problem at once."""
 
-    def __init__(self, report: list[ImportIssue], source_format: str = ""):
+    @property
+    def install_commands(self) -> list[str]:
+        """The commands that install the packages the code nodes need and lack."""
+        return package_commands(self.packages)
+
+    def __init__(
+        self, report: list[ImportIssue], source_format: str = "", packages: list[dict[str, Any]] | None = None
+    ):
         self.report = report
         self.source_format = source_format
+        #: as :attr:`ImportResult.packages`: what the code nodes import, installed or not
+        self.packages = packages or []
         errors = [i for i in report if i.severity == "error"]
         super().__init__(
             f"{len(errors)} problem(s) importing the {source_format or 'file'}:\n"

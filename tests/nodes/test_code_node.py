@@ -26,12 +26,14 @@ from engine import CancelToken, RunDeps, new_run_state, run_workflow
 from tests.support.catalog import compile_workflow
 from engine.errors import CompileError
 from engine.settings import Settings
-from nodes import sandbox
+from nodes import sandbox, sandbox_argv
 from tests.support.workflows import build, chain_edges, node
 
 #: Explicit settings: independent of FLOWLOOM_* variables in the environment.
 SANDBOXED = Settings(code_sandbox="bwrap", allow_unsandboxed_code=False, code_bwrap="bwrap", code_node="node")
 MISSING_BWRAP = "/nonexistent/flowloom-test/bwrap"
+#: The whole environment code may see: fixed values, never the engine's.
+CODE_ENV = {"PATH", "HOME", "LANG", "PWD", "NODE_PATH", *sandbox_argv.THREAD_CAPS}
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -449,7 +451,7 @@ async def test_code_cannot_see_the_engine_environment(monkeypatch, language, cod
     out = succeeded(state, run)
     assert "FLOWLOOM_TEST_SECRET" not in out["env"]
     assert secret not in json.dumps(out)
-    assert set(out["env"]) <= {"PATH", "HOME", "LANG", "PWD"}, out["env"]
+    assert set(out["env"]) <= CODE_ENV, out["env"]
 
 
 async def test_code_runs_in_its_own_namespaces_without_privileges():
@@ -699,7 +701,7 @@ async def test_explicit_opt_in_runs_without_sandbox_but_with_a_clean_env(monkeyp
     assert run.data["sandbox"] == "none"
     assert "WITHOUT a sandbox" in run.data["sandbox_warning"] and MISSING_BWRAP in run.data["sandbox_warning"]
     assert "FLOWLOOM_TEST_SECRET" not in run.outputs["env"]
-    assert set(run.outputs["env"]) <= {"PATH", "HOME", "LANG", "PWD"}
+    assert set(run.outputs["env"]) <= CODE_ENV
 
 
 async def test_opt_in_still_enforces_the_timeout():

@@ -871,6 +871,9 @@ export interface paths {
          * @description The converted workflow and its import report; 422 with the report as ``problems``
          *     when it cannot be converted (see ``allow_partial``). Nothing in the file is run.
          *     ``?save=true`` saves the result as a new draft (409 when its id is taken).
+         *     ``packages`` lists what the code nodes import, installed in the code sandbox or not,
+         *     and ``install_commands`` the operator's commands for the rest (a code node needing a
+         *     package not installed does not convert: ``missing_package``).
          */
         post: operations["import_file_v1_workflows_import_post"];
         delete?: never;
@@ -1699,6 +1702,28 @@ export interface components {
             tool_choice_forced?: boolean;
         } & {
             [key: string]: unknown;
+        };
+        /**
+         * CodePackageOut
+         * @description A package code nodes of an imported flow import: ``module`` as the code imports it
+         *     (``json_repair``, ``lodash``), ``requirement`` what installs it (``json-repair``; null
+         *     for a JavaScript file path, which nothing installs), ``installed`` in the code sandbox's
+         *     package environment, and the source ``nodes`` that import it.
+         */
+        CodePackageOut: {
+            /** Installed */
+            installed: boolean;
+            /**
+             * Language
+             * @enum {string}
+             */
+            language: "python" | "javascript";
+            /** Module */
+            module: string;
+            /** Nodes */
+            nodes: string[];
+            /** Requirement */
+            requirement: string | null;
         };
         /**
          * ConfirmPayload
@@ -4652,12 +4677,22 @@ export interface components {
                 [key: string]: string;
             };
             /**
+             * Install Commands
+             * @description the operator's commands that install the packages not installed (`flowloom sandbox install ...`); until then those code nodes do not convert
+             */
+            install_commands?: string[];
+            /**
              * Models
              * @description source model -> registry model used
              */
             models?: {
                 [key: string]: string;
             };
+            /**
+             * Packages
+             * @description every package the code nodes import, and whether the code sandbox has it installed
+             */
+            packages?: components["schemas"]["CodePackageOut"][];
             /**
              * Partial
              * @description some nodes became failing `unsupported` placeholders

@@ -173,6 +173,7 @@ export const en = {
   'import.replace': 'Replace this draft with it (Ctrl+Z undoes it)',
   'import.open': 'Open the imported workflow',
   'import.models': 'Models: {models}',
+  'import.packages': 'Packages the code needs that the code sandbox lacks; the operator installs them with: {commands}',
   'shortcuts.copied': 'Copied {count} node(s)',
   'shortcuts.pasted': 'Pasted {count} node(s)',
   'node.addTool': 'tool',

@@ -175,6 +175,7 @@ export const zhCN: Record<MessageKey, string> = {
   'import.replace': '用它替换当前草稿（Ctrl+Z 可撤销）',
   'import.open': '打开导入的工作流',
   'import.models': '模型：{models}',
+  'import.packages': '代码需要的包尚未安装在代码沙箱中，请管理员执行：{commands}',
   'shortcuts.copied': '已复制 {count} 个节点',
   'shortcuts.pasted': '已粘贴 {count} 个节点',
   'node.addTool': '工具',

@@ -1,7 +1,7 @@
 /**
  * Importing a dropped or chosen file (FastGPT JSON, Dify YAML, Flowloom JSON) through
  * POST /v1/workflows/import: the report is shown (what was not converted, where the
- * models went), models and datasets the file names that do not exist here are mapped to
+ * models went, the commands that install the packages its code needs), models and datasets the file names that do not exist here are mapped to
  * local ones ({@link ImportMapping}), and the result is saved as a new workflow and
  * opened on request.
  */
@@ -128,6 +128,9 @@ export function ImportDropZone({ children, onOpen, onReplace, className, chooser
           <p>{state.result.partial ? t('import.partial') : t('import.clean')}</p>
           {Object.keys(state.result.models ?? {}).length > 0 && (
             <p>{t('import.models', { models: Object.entries(state.result.models ?? {}).map(([a, b]) => `${a} → ${b}`).join(', ') })}</p>
+          )}
+          {(state.result.install_commands ?? []).length > 0 && (
+            <p data-testid="import-packages">{t('import.packages', { commands: (state.result.install_commands ?? []).join('; ') })}</p>
           )}
           <Report items={state.result.report as unknown as ReportItem[]} />
           {needsMapping(state.result.report as unknown as ReportItem[]) && (
