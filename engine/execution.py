@@ -677,7 +677,7 @@ class _IdleWatch:
                 run_id=event.run_id,
                 ts=event.ts,
                 reason="idle_timeout",
-                error=self.error.model_dump(),
+                error=self.error,
                 elapsed_ms=event.elapsed_ms,
             )
         elif (
@@ -687,7 +687,7 @@ class _IdleWatch:
             and event.node_id in self.nodes
         ):
             changed = event.model_copy(
-                update={"status": NodeRunStatus.failed, "error": self.error.model_dump()}
+                update={"status": NodeRunStatus.failed, "error": self.error}
             )
         if changed is not event:
             self._changed[event.seq] = changed

@@ -191,5 +191,5 @@ async def test_the_command_line_reads_workflow_files_and_the_server_never_does(
 
     async with open_service(settings) as service:  # the server's and the workers'
         refused = [e async for e in service.start(asker({"workflow": "greeter", "risk": "read"}), {})]
-    assert refused[-1].type == "run_failed" and refused[-1].error["reason"] == "workflow_tool_unavailable"
+    assert refused[-1].type == "run_failed" and refused[-1].error.reason == "workflow_tool_unavailable"
     assert len(openai_server.bodies) == 2, "the server's run never called the model"
