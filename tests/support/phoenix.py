@@ -223,8 +223,8 @@ def phoenix_server(venv: Path, work: Path, timeout: float = START_TIMEOUT_S) -> 
     finally:
         if process.poll() is None:
             process.send_signal(signal.SIGINT)
-            try:
-                process.wait(15)
+            try:  # its database is the test's to throw away: a slow graceful stop is not waited for
+                process.wait(5)
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait(5)
