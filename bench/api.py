@@ -5,6 +5,7 @@ Prints exactly one JSON line on stdout (progress, with ``-v``, goes to stderr)::
     python bench/api.py                 # full run (~4-5 min on 2 cores)
     python bench/api.py --quick         # smoke run with a tiny load (~40 s with LangGraph)
     python bench/api.py --quick --skip-peer   # without LangGraph (~10 s; what the smoke test runs)
+    python bench/api.py --skip-peer --tracing # + Flowloom with OTLP traces on (bench/_tracing.py)
 
 Servers, each its own process on 127.0.0.1, started and stopped by this script:
 
@@ -65,6 +66,7 @@ from typing import Any, Awaitable, Callable
 from _checkout import HERE, ROOT, machine, print_report, provenance, sibling  # noqa: E402  (first: this checkout)
 
 pgstat: Any = sibling("_pgstat")
+tracing: Any = sibling("_tracing")
 COUNTERS, counters, create_database, drop_database = (pgstat.COUNTERS, pgstat.counters, pgstat.create_database,
                                                       pgstat.drop_database)
 
@@ -220,9 +222,10 @@ class Server:
 
 
 def _env(**extra: str) -> dict[str, str]:
-    """Our environment without ``FLOWLOOM_*`` settings, plus ``extra``; the checkout first on
-    ``PYTHONPATH`` (the scripted server is ``tests.support.openai_server``)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FLOWLOOM_")}
+    """Our environment without ``FLOWLOOM_*`` settings nor ``OTEL_*`` ones (tracing is on only
+    where ``--tracing`` asks), plus ``extra``; the checkout first on ``PYTHONPATH`` (the
+    scripted server is ``tests.support.openai_server``)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FLOWLOOM_", "OTEL_"))}
     env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
     env.update(extra)
     return env
@@ -424,16 +427,19 @@ def _post(url: str, key: str, body: dict[str, Any]) -> dict[str, Any]:
         return json.loads(resp.read())
 
 
-def flowloom_home(tmp: str, model_url: str, database_url: str | None = None) -> tuple[dict[str, str], str]:
+def flowloom_home(tmp: str, model_url: str, database_url: str | None = None,
+                  otel_endpoint: str | None = None) -> tuple[dict[str, str], str]:
     """A fresh ``FLOWLOOM_HOME`` (its run store: SQLite in it, or ``database_url``) with an
-    admin key: ``(the server's environment, admin key)``."""
-    suffix = "" if database_url is None else "-postgresql"
+    admin key: ``(the server's environment, admin key)``; traced to ``otel_endpoint`` when given."""
+    suffix = ("" if database_url is None else "-postgresql") + ("" if otel_endpoint is None else "-traced")
     home, models = os.path.join(tmp, "flowloom-home" + suffix), os.path.join(tmp, "models.toml")
     with open(models, "w", encoding="utf-8") as fh:
         fh.write(f'[providers.bench]\nbase_url = "{model_url}/v1"\napi_key_env = "BENCH_LLM_KEY"\n\n'
                  '[models.bench]\nprovider = "bench"\nmodel = "bench-upstream"\nmax_context = 8192\n'
                  'max_output_tokens = 64\n')
     extra = {} if database_url is None else {"FLOWLOOM_DATABASE_URL": database_url}
+    if otel_endpoint is not None:
+        extra.update(OTEL_EXPORTER_OTLP_ENDPOINT=otel_endpoint, OTEL_SERVICE_NAME="flowloom-bench")
     env = _env(FLOWLOOM_HOME=home, FLOWLOOM_MODELS=models, BENCH_LLM_KEY="sk-bench", **extra)
     made = subprocess.run([sys.executable, "-m", "api.cli", "keys", "create", "--admin", "--name", "bench"],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
@@ -451,11 +457,13 @@ def serve_flowloom(tmp: str, env: dict[str, str], log: str = "flowloom.log") -> 
                   port, "/health", env, ROOT, os.path.join(tmp, log)).start(90)
 
 
-def start_flowloom(tmp: str, model_url: str, database_url: str | None = None) -> tuple[Server, str, dict[str, str]]:
+def start_flowloom(tmp: str, model_url: str, database_url: str | None = None,
+                   otel_endpoint: str | None = None) -> tuple[Server, str, dict[str, str]]:
     """``flowloom serve`` on a fresh home with the two bench workflows saved and published:
     ``(server, admin key, its environment)``."""
-    env, key = flowloom_home(tmp, model_url, database_url)
-    server = serve_flowloom(tmp, env, "flowloom.log" if database_url is None else "flowloom-postgresql.log")
+    env, key = flowloom_home(tmp, model_url, database_url, otel_endpoint)
+    log = "flowloom" + ("" if database_url is None else "-postgresql") + ("" if otel_endpoint is None else "-traced")
+    server = serve_flowloom(tmp, env, log + ".log")
     for doc in (plumbing_doc(), model_doc()):
         _post(f"{server.url}/v1/workflows", key, doc)
         _post(f"{server.url}/v1/workflows/{doc['id']}/publish", key, {"note": "bench"})
@@ -666,9 +674,10 @@ def targets_of(results: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-async def measure(tmp: str, args: argparse.Namespace, size: str) -> dict[str, Any]:
+async def measure(tmp: str, args: argparse.Namespace, size: str, notes: dict[str, Any]) -> dict[str, Any]:
     """Start, measure and stop each server in turn (one at a time: none competes for the
-    CPU with the one measured, except the scripted model server during the model phases)."""
+    CPU with the one measured, except the scripted model server during the model phases,
+    and the OTLP sink during the traced ones); ``notes["otlp"]``: what the sink received."""
     load, idle_s, results = LOADS[size], IDLE_S[size], {}
     floor = start_floor(tmp)
     try:
@@ -690,6 +699,10 @@ async def measure(tmp: str, args: argparse.Namespace, size: str) -> dict[str, An
                 (tree_cpu_s(model_proc.pid) - model_cpu0) / runs * 1000, 3)
         finally:
             flowloom.stop()
+        if args.tracing:
+            traced, notes["otlp"] = await tracing.measure(sys.modules[__name__], tmp, model_url, load, idle_s,
+                                                          args.verbose)
+            results.update(traced)
         if args.database == "postgresql":
             results["flowloom_plumbing_postgresql"] = await measure_postgresql(tmp, args, model_url, load)
     finally:
@@ -718,8 +731,9 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     started = time.perf_counter()
     info = _versions()
     found = provenance(("api", "engine", "nodes", "schemas", "workers"))
+    notes: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="flowloom-bench-api-") as tmp:
-        results = await measure(tmp, args, size)
+        results = await measure(tmp, args, size, notes)
     targets = targets_of(results)
     return {
         "schema": SCHEMA,
@@ -756,6 +770,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                                   "assistant_id plumbing",
         },
         "results": results,
+        "tracing": tracing.summary(results, notes["otlp"]) if args.tracing else None,
         "targets": targets,
         "all_targets_met": all(t["met"] for t in targets.values()),
         "elapsed_s": round(time.perf_counter() - started, 1),
@@ -773,6 +788,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--postgres-url", default=os.environ.get("FLOWLOOM_BENCH_POSTGRES_URL", DEFAULT_POSTGRES),
                         help="maintenance URL of the PostgreSQL server (a database is created and dropped there; "
                              f"default {DEFAULT_POSTGRES} or FLOWLOOM_BENCH_POSTGRES_URL)")
+    parser.add_argument("--tracing", action="store_true",
+                        help="also measure Flowloom with OpenTelemetry traces exported to a local OTLP sink "
+                             "(results.*_traced; the report's tracing section: off and on side by side)")
     parser.add_argument("-v", "--verbose", action="store_true", help="progress on stderr")
     args = parser.parse_args(argv)
     try:

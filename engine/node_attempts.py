@@ -21,7 +21,7 @@ from schemas.workflow import ErrorStrategy
 from .context import CancelToken, InterruptRequested, NodeContext, NodeResult, RunDeps
 from .errors import NodeFailed, NodeTimeout, RunCancelledError, RunError, RunLimitExceeded
 from .run_records import error_record, size_over, wrap_error
-from .telemetry import run_scope, telemetry
+from .telemetry import NOOP_SPAN, Span, run_scope, telemetry
 
 if TYPE_CHECKING:
     from schemas.workflow import RunLimits
@@ -81,7 +81,7 @@ class NodeAttempts:
             with telemetry().node_span(self.state, nid, node_plan.node.type) as span:
                 run, base, ctx = await self._begin(node_plan)
                 span.node_run(run)
-                outcome = await self._attempts(node_plan, run, base, ctx)
+                outcome = await self._attempts(node_plan, run, base, ctx, span)
                 if outcome is None:
                     return []  # waiting for a person's answer
                 return await self._conclude(node_plan, run, *outcome)
@@ -116,10 +116,12 @@ class NodeAttempts:
         )
 
     async def _attempts(
-        self, node_plan: NodePlan, run: NodeRun, base: int, ctx: NodeContext
+        self, node_plan: NodePlan, run: NodeRun, base: int, ctx: NodeContext, span: Span = NOOP_SPAN
     ) -> tuple[NodeResult | None, BaseException | None] | None:
         """Rule 5: attempt the node until it succeeds or its retries are spent; returns
         ``(result, None)`` or ``(None, last error)``, None when it asks a person (it waits).
+        Each failed attempt that another follows is a ``flowloom.retry`` event of ``span``
+        (the node's), with the attempt's number and its error's reason code.
 
         Raises:
             _Stop: the run is ending (a limit, a cancel, a failure elsewhere).
@@ -175,6 +177,11 @@ class NodeAttempts:
                 error = exc
                 if isinstance(exc, RunCancelledError):
                     break
+            if attempt + 1 < attempts:
+                reason = getattr(error, "reason", None) or "node_error"
+                span.event(
+                    "flowloom.retry", {"flowloom.attempt": run.attempts, "flowloom.error.reason": str(reason)}
+                )
             if attempt + 1 < attempts and node.retry_interval > 0:
                 try:
                     await asyncio.sleep(node.retry_interval)

@@ -50,10 +50,11 @@ from engine.catalog import NodeExecutor
 from engine.code_packages import missing_message, package_env, package_needs
 from engine.context import NodeContext, NodeResult
 from engine.errors import NodeFailed
+from engine.telemetry import telemetry
 from schemas.nodes_code import CodeConfig
 from schemas.types import type_of_value, value_matches
 
-from .sandbox import Limits, Outcome, SandboxUnavailable, choose_mode, run_code
+from .sandbox import Limits, Mode, Outcome, SandboxUnavailable, choose_mode, run_code
 from .sandbox_compat import FASTGPT_JS_PRELUDE, fastgpt_inputs
 
 __all__ = ["CodeNode"]
@@ -94,11 +95,37 @@ class CodeNode(NodeExecutor[CodeConfig], kind="code"):
         if warning is not None:
             data["sandbox_warning"] = f"ran WITHOUT a sandbox (operator opt-in): {warning}"
         ctx.cancel.raise_if_cancelled(ctx.node_id)
-        limits = Limits(timeout=cfg.timeout, memory_mb=cfg.memory_mb, max_output_bytes=cfg.max_output_bytes)
-        try:
-            prelude = (
-                FASTGPT_JS_PRELUDE if cfg.semantics == "fastgpt" and cfg.language == "javascript" else ""
+        # the execution's span, within the node's: a failure below (a timeout, an error of
+        # the code, a bad output) ends it failed with the node's reason code
+        with telemetry().span(
+            f"execute_code {cfg.language}",
+            {
+                "flowloom.code.language": cfg.language,
+                "flowloom.code.sandbox": mode,
+                "flowloom.node.id": ctx.node_id,
+                "openinference.span.kind": "TOOL",
+            },
+        ) as span:
+            outcome = await self._execute(ctx, values, mode)
+            span.set(
+                {
+                    "flowloom.code.status": outcome.status,
+                    "flowloom.code.exit_code": outcome.exit_code,
+                    "flowloom.code.elapsed_ms": round(outcome.elapsed_s * 1000.0, 1),
+                }
             )
+            return NodeResult(self._outputs(ctx, outcome))
+
+    async def _execute(self, ctx: NodeContext, values: dict[str, Any], mode: Mode) -> Outcome:
+        """Run the code in the sandbox ``mode`` and record how it went in the node run.
+
+        Raises:
+            NodeFailed: the sandbox could not start (reason ``sandbox_unavailable``).
+        """
+        cfg, data = self.config, ctx.node_run.data
+        limits = Limits(timeout=cfg.timeout, memory_mb=cfg.memory_mb, max_output_bytes=cfg.max_output_bytes)
+        prelude = FASTGPT_JS_PRELUDE if cfg.semantics == "fastgpt" and cfg.language == "javascript" else ""
+        try:
             outcome = await run_code(
                 cfg.language,
                 cfg.code,
@@ -112,7 +139,7 @@ class CodeNode(NodeExecutor[CodeConfig], kind="code"):
         except SandboxUnavailable as exc:
             raise self._fail(ctx, str(exc), "sandbox_unavailable") from None
         self._record(data, outcome)
-        return NodeResult(self._outputs(ctx, outcome))
+        return outcome
 
     def _builtin(self, ctx: NodeContext, name: str, values: dict[str, Any]) -> NodeResult:
         """Run builtin tool ``name`` with the bound inputs (Dify's tool node outputs).

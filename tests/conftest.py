@@ -19,10 +19,12 @@ pytest_plugins = [
 ]
 
 # Subprocesses started at collection time inherit this too.
-# The suite's own switches stay (the real-model tier's: tests/real_model/conftest.py).
+# The suite's own switches stay (the real-model tier's: tests/real_model/conftest.py; the
+# Phoenix environment of .ci/phoenix-env and the README screenshots a test may write:
+# tests/workers/rq/test_phoenix_traces.py).
 _KEPT = ("FLOWLOOM_TEST_POSTGRES_URL", "FLOWLOOM_IMPORT_CORPUS", "FLOWLOOM_TEST_SEED", "FLOWLOOM_TEST_REAL_MODEL",
          "FLOWLOOM_TEST_REAL_MODEL_CHAT_FORMAT", "FLOWLOOM_TEST_REAL_MODEL_NO_REPACK", "FLOWLOOM_TEST_REAL_MODEL_REPORT",
-         "FLOWLOOM_TEST_WHEELHOUSE")
+         "FLOWLOOM_TEST_WHEELHOUSE", "FLOWLOOM_TEST_PHOENIX_VENV", "FLOWLOOM_TEST_README_SHOTS")
 for _name in [n for n in os.environ if n.startswith("FLOWLOOM_") and n not in _KEPT]:
     del os.environ[_name]
 

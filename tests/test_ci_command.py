@@ -1,6 +1,9 @@
-"""The README's test command and ``.ci/run`` run the same steps, and the step that fills
-the wheelhouse gives the package tests (tests/support/packages.py) what they install:
-the same projects, in the directory they look in, before pytest starts."""
+"""The README's test command and ``.ci/run`` run the same steps, so a reader who runs
+the README's command runs what CI runs. ``.ci/run`` may only add flags that quieten
+output (``-q`` of pip, npm's ``--no-audit``/``--no-fund``, pytest's ``-p no:cacheprovider``).
+The step that fills the wheelhouse gives the package tests (tests/support/packages.py)
+what they install: the same projects, in the directory they look in, before pytest starts.
+Reads only."""
 
 from __future__ import annotations
 
@@ -11,49 +14,60 @@ from pathlib import Path
 from tests.support import packages
 
 ROOT = Path(__file__).resolve().parents[1]
-#: options only one of the two spells (quieter CI output, no pytest cache in CI)
-_STYLE = {"-q", "--no-audit", "--no-fund"}
+
+#: flags ``.ci/run`` adds that change what is printed, never what runs
+QUIET = {"-q", "--no-audit", "--no-fund", "-p", "no:cacheprovider"}
 
 
-def _steps(line: str) -> list[list[str]]:
+def _steps(command: str) -> list[list[str]]:
+    """The ``&&``-joined steps of ``command``, each as words without :data:`QUIET` flags
+    (pytest's and pip download's own ``-q`` are kept apart: the README names them too)."""
     steps = []
-    for step in line.split(" && "):
-        words = [w for w in shlex.split(step, posix=False) if w not in _STYLE]
-        while "-p" in words:  # pytest -p no:cacheprovider
-            index = words.index("-p")
-            del words[index : index + 2]
-        steps.append(words)
+    for step in command.split("&&"):
+        words = shlex.split(step)
+        keep_q = "pytest" in words or "download" in words
+        steps.append([w for w in words if w not in QUIET or (w == "-q" and keep_q)])
     return steps
 
 
-def _readme_command() -> str:
+def readme_command() -> str:
     text = (ROOT / "README.md").read_text(encoding="utf-8")
-    block = re.search(r"Set up and run the tests[^\n]*\n\n```bash\n(.+?)\n```", text, re.S)
-    assert block is not None, "the README's 'Set up and run the tests' command block is missing"
-    return block.group(1).strip()
+    found = re.search(r"Set up and run the tests[^\n]*\n\n```bash\n(.+?)\n```", text)
+    assert found, "README.md has no test command under 'Set up and run the tests'"
+    return found.group(1)
 
 
-def _ci_command() -> str:
-    lines = [
-        line
-        for line in (ROOT / ".ci" / "run").read_text().splitlines()
-        if line.startswith("bash .ci/setup-system")
-    ]
-    assert len(lines) == 1, lines
-    return lines[0].strip()
+def ci_command() -> str:
+    lines = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    marker = next(i for i, line in enumerate(lines) if "keep the two in sync" in line)
+    command = next(line for line in lines[marker + 1 :] if "&&" in line)
+    return command.strip()
 
 
-def test_the_readme_and_ci_run_the_same_steps():
-    assert _steps(_readme_command()) == _steps(_ci_command())
+def test_the_readme_test_command_is_what_ci_runs():
+    assert _steps(readme_command()) == _steps(ci_command())
+
+
+def test_ci_starts_the_phoenix_install_first_in_the_background():
+    """The Phoenix install overlaps the set-up: started before anything else, never waited for there."""
+    first = _steps(ci_command())[0]
+    assert first == ["bash", ".ci/phoenix-env", "--background"], first
+
+
+def test_ci_runs_every_test_once_the_fast_tier_then_the_slow_tier():
+    """Both tiers, and nothing else: their marker expressions are complements."""
+    runs = [s for s in _steps(ci_command()) if s[:3] == ["python3", "-m", "pytest"]]
+    marks = [s[s.index("-m", 3) + 1] for s in runs]
+    assert marks == ["not slow", "slow"], runs
 
 
 def test_the_wheelhouse_is_filled_with_what_the_package_tests_install_before_pytest(monkeypatch, tmp_path):
-    steps = _steps(_ci_command())
+    steps = _steps(ci_command())
     download = next(i for i, s in enumerate(steps) if s[:4] == ["python3", "-m", "pip", "download"])
     pytest_step = next(i for i, s in enumerate(steps) if s[:3] == ["python3", "-m", "pytest"])
     assert download < pytest_step
     words = steps[download]
-    assert words[words.index("-d") + 1] == '"${FLOWLOOM_TEST_WHEELHOUSE:-$HOME/.cache/flowloom/wheelhouse}"'
+    assert words[words.index("-d") + 1] == "${FLOWLOOM_TEST_WHEELHOUSE:-$HOME/.cache/flowloom/wheelhouse}"
     assert sorted(words[words.index("-d") + 2 :]) == sorted(packages.WHEELS)
     monkeypatch.delenv("FLOWLOOM_TEST_WHEELHOUSE", raising=False)
     assert packages.wheelhouse_dir() == Path.home() / ".cache" / "flowloom" / "wheelhouse"

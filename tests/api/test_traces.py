@@ -9,14 +9,16 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import socket
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -42,10 +44,10 @@ class Callee:
 
 
 class _Handler(BaseHTTPRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet
+    def log_message(self, format: str, *args: Any) -> None:
         pass
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         self.server.seen.append({"path": self.path, "traceparent": self.headers.get("traceparent", "")})  # type: ignore[attr-defined]
         body = b'{"ok": true}'
         self.send_response(200)
@@ -245,6 +247,56 @@ async def test_a_model_call_that_fails_after_retries_has_its_reason_and_retries_
     assert retries and chat.attributes["flowloom.model.attempts"] == len(retries) + 1
     assert {attrs["flowloom.error.reason"] for attrs in retries} == {reason}
     assert len(openai_server.bodies) == len(retries) + 1
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _code(node_id: str, code: str) -> dict[str, Any]:
+    return {"id": node_id, "type": "code",
+            "config": {"language": "python", "code": code, "outputs": [{"name": "n", "type": "number"}]}}
+
+
+async def test_a_code_execution_is_a_span_of_its_node_and_a_nodes_retries_are_events_of_its_span(
+        tmp_path, monkeypatch, receiver):
+    for name, value in tracing_env(receiver).items():
+        monkeypatch.setenv(name, value)
+    call = {"id": "call", "type": "http_request", "max_retries": 2, "retry_interval": 0,
+            "config": {"url": f"http://127.0.0.1:{_closed_port()}/gone", "timeout": 5}}
+    retried = {"id": "retried", "name": "Retried", "nodes": [
+        {"id": "start", "type": "start"}, _code("calc", "def main():\n    return {'n': 6 * 7}\n"), call,
+        {"id": "end", "type": "end", "config": {"outputs": []}}],
+        "edges": [{"id": "e1", "source": "start", "target": "calc"}, {"id": "e2", "source": "calc", "target": "call"},
+                  {"id": "e3", "source": "call", "target": "end"}]}
+    broken = {"id": "broken", "name": "Broken", "nodes": [
+        {"id": "start", "type": "start"}, _code("boom", "def main():\n    raise ValueError('no')\n"),
+        {"id": "end", "type": "end", "config": {"outputs": []}}],
+        "edges": [{"id": "e1", "source": "start", "target": "boom"}, {"id": "e2", "source": "boom", "target": "end"}]}
+    settings = Settings(home=tmp_path / "home", database_url=f"sqlite:///{tmp_path / 'runs.db'}",
+                        http_allow=["127.0.0.1"])
+    async with open_api(settings) as api:
+        for doc in (retried, broken):
+            answer = await api.client.post("/v1/runs", json={"workflow": doc}, headers=api.auth())
+            assert answer.json()["status"] == "failed", answer.text
+        spans = receiver.wait_for(lambda found: {"workflow retried", "workflow broken"} <= {s.name for s in found})
+    # the sandboxed execution nests under its node, with how it went
+    calc, code = one(spans, "node calc"), next(s for s in spans if s.attributes.get("flowloom.node.id") == "calc"
+                                             and s.name == "execute_code python")
+    assert code.parent_id == calc.span_id and code.status_code == 0
+    assert code.attributes["flowloom.code.language"] == "python" and code.attributes["flowloom.code.status"] == "ok"
+    assert code.attributes["flowloom.code.exit_code"] == 0 and code.attributes["flowloom.code.sandbox"] in {"bwrap", "none"}
+    failed = next(s for s in spans if s.attributes.get("flowloom.node.id") == "boom" and s.name.startswith("execute_code"))
+    assert failed.status_code == 2 and failed.attributes["flowloom.error.reason"] == "code_error"
+    assert failed.attributes["flowloom.code.status"] == "error" and failed.parent_id == one(spans, "node boom").span_id
+    # three attempts: two retries, each an event of the node's span with the reason of the attempt that failed
+    node = one(spans, "node call")
+    retries = [attrs for name, attrs in node.events if name == "flowloom.retry"]
+    assert [r["flowloom.attempt"] for r in retries] == [1, 2]
+    assert {r["flowloom.error.reason"] for r in retries} == {node.attributes["flowloom.error.reason"]} == {"http_error"}
+    assert node.attributes["flowloom.node.attempts"] == 3 and node.attributes["flowloom.node.retries"] == 2
 
 
 async def test_a_paused_run_resumed_later_stays_in_the_trace_it_was_created_in(tmp_path, monkeypatch, receiver):

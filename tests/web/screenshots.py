@@ -10,6 +10,11 @@ to the screenshot a scenario takes (``shot(page, '<name>')`` in its ``web/e2e`` 
 ``tests/web/test_readme_screenshots.py`` checks that every image the README references
 is in this table and is taken by a scenario, so a renamed scenario or screenshot fails a
 test instead of leaving a stale image.
+
+:data:`TEST_SHOTS` lists the images a test of another part takes against a server this
+command does not start (Arize Phoenix's UI showing a Flowloom trace): that test writes them
+into ``web/screenshots/`` when ``FLOWLOOM_TEST_README_SHOTS=1``
+(``FLOWLOOM_TEST_README_SHOTS=1 python3 -m pytest <the test file>``).
 """
 
 from __future__ import annotations
@@ -22,11 +27,17 @@ from pathlib import Path
 
 from tests.web.canvas_env import ROOT, WEB, canvas_server, run_browser_files, web_prerequisites
 
-__all__ = ["README_SHOTS", "SCENARIO_FILES", "TARGET", "main", "regenerate"]
+__all__ = ["README_SHOTS", "SCENARIO_FILES", "TARGET", "TEST_SHOTS", "main", "regenerate"]
 
 #: README image (in web/screenshots/) -> (the e2e file whose scenario takes it, the shot's name)
 README_SHOTS: dict[str, tuple[str, str]] = {
     "canvas-run.png": ("readme.test.mjs", "readme-canvas-run"),
+}
+
+#: README image -> (the web/e2e script that takes it, the shot's name, the test that runs
+#: the script and copies the image when FLOWLOOM_TEST_README_SHOTS=1)
+TEST_SHOTS: dict[str, tuple[str, str, str]] = {
+    "phoenix-trace.png": ("phoenix-trace.mjs", "phoenix-trace", "tests/workers/rq/test_phoenix_traces.py"),
 }
 
 #: the browser files run to take them
