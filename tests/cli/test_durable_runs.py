@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import time
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +53,7 @@ def gated_flow(counter: Counter) -> dict[str, Any]:
                  {"name": "a", "value": {"ref": "a.json.node"}}, {"name": "g", "value": {"ref": "gate.json.node"}},
                  {"name": "c", "value": {"ref": "c.json.node"}}]}}]
     ids = [n["id"] for n in nodes]
-    edges = [{"id": f"e{i}", "source": s, "target": t} for i, (s, t) in enumerate(zip(ids, ids[1:]))]
+    edges = [{"id": f"e{i}", "source": s, "target": t} for i, (s, t) in enumerate(pairwise(ids))]
     return {"id": "durable", "name": "Durable", "nodes": nodes, "edges": edges}
 
 
@@ -147,8 +148,8 @@ def test_cancel_from_another_process_ends_the_run_within_a_second(env, counter, 
     async def cancel_and_wait() -> float:
         """Send the command from this process, then poll the store until the run has ended;
         returns the seconds between the two (what a person waiting on the run sees)."""
-        from engine.settings import Settings
         from api.runtime import database_url
+        from engine.settings import Settings
         from schemas.records import CommandKind, RunCommand
         from workers.sql import SqlStore
 
@@ -228,8 +229,8 @@ def test_chat_history_across_turns_reaches_the_model_and_a_failed_turn_keeps_one
     assert [m["role"] for m in openai_server.bodies[-1]["messages"] if m["role"] != "system"] == ["user"]
 
     async def chat() -> list[Any]:
-        from engine.settings import Settings
         from api.runtime import database_url
+        from engine.settings import Settings
         from workers.sql import SqlStore
 
         store = await SqlStore.open(database_url(Settings(home=Path(env["FLOWLOOM_HOME"]),

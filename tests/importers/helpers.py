@@ -13,13 +13,11 @@ from typing import Any
 
 import pytest
 
-import engine  # noqa: F401  - import order: engine before nodes
 from engine import RunDeps, run_workflow
 from engine.environment import MemorySecrets
-from tests.support.catalog import compile_workflow
 from nodes.importers import ImportResult
-from tests.support.catalog import import_workflow
 from schemas.run import RunState
+from tests.support.catalog import compile_workflow, import_workflow
 from workers.memory import LocalMemoryStore
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,8 +10,8 @@ import pytest
 from engine import RunDeps, Settings
 from engine.errors import CompileError
 from engine.workflow_store import MAX_DEPTH, WorkflowNotFound, WorkflowRecursion, WorkflowStore, run_child
-from tests.support.catalog import TEST_CATALOG
 from schemas.types import RunStatus
+from tests.support.catalog import TEST_CATALOG
 
 HELLO = {"id": "hello2", "name": "Hello", "inputs": [{"name": "name", "type": "string", "required": True}],
          "nodes": [{"id": "start", "type": "start"}, {"id": "say", "type": "answer",
