@@ -280,10 +280,11 @@ async def open_deployment(
         tenant_models = OverriddenModelSource(providers, SqlModelOverrideStore(store), registry, settings)
         async with contextlib.AsyncExitStack() as stack:
             if knowledge_on_demand:
-                knowledge: object = KnowledgeOnDemand(
+                on_demand = KnowledgeOnDemand(
                     lambda: open_knowledge(settings, registry, store, tenant_models)
                 )
-                stack.push_async_callback(knowledge.aclose)  # type: ignore[attr-defined]
+                stack.push_async_callback(on_demand.aclose)
+                knowledge: object = on_demand
             else:
                 knowledge = await stack.enter_async_context(
                     open_knowledge(settings, registry, store, tenant_models)

@@ -9,7 +9,7 @@ gets it typed; a door that is no FastAPI route (the MCP endpoint) asks
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import Depends, Request
 
@@ -42,6 +42,12 @@ __all__ = [
 ]
 
 EXECUTION_HEADER = "X-Flowloom-Execution"
+#: the header's values (none: the deployment chooses)
+_EXECUTIONS: dict[str, Literal["inline", "queued"] | None] = {
+    "": None,
+    "inline": "inline",
+    "queued": "queued",
+}
 PRIORITY_HEADER = "X-Flowloom-Priority"
 
 
@@ -113,7 +119,7 @@ async def placement_of(request: Request, found: Running) -> Placement:
         ApiError 422: another value of either header.
     """
     requested = (request.headers.get(EXECUTION_HEADER) or "").strip().lower()
-    if requested not in ("", "inline", "queued"):
+    if requested not in _EXECUTIONS:
         raise ApiError(
             422, "invalid_request", f"{EXECUTION_HEADER} must be inline or queued, not {requested!r}"
         )
@@ -125,7 +131,7 @@ async def placement_of(request: Request, found: Running) -> Placement:
             queue_name(priority)
         except ValueError as exc:
             raise ApiError(422, "invalid_request", f"{PRIORITY_HEADER}: {exc}") from None
-    return Placement(execution=requested or None, priority=priority)  # type: ignore[arg-type]
+    return Placement(execution=_EXECUTIONS[requested], priority=priority)
 
 
 Service = Annotated[RunService, Depends(_service)]

@@ -535,8 +535,9 @@ def install_error_handlers(app: FastAPI) -> None:
     async def on_error(request: Request, exc: Exception) -> JSONResponse:
         return _respond(request, *describe(exc))
 
-    app.add_exception_handler(RequestValidationError, on_validation)  # type: ignore[arg-type]
-    app.add_exception_handler(StarletteHTTPException, on_http)  # type: ignore[arg-type]
+    # Starlette types a handler's error as Exception; each of these is given its own class
+    app.add_exception_handler(RequestValidationError, on_validation)  # type: ignore[arg-type]  # see above
+    app.add_exception_handler(StarletteHTTPException, on_http)  # type: ignore[arg-type]  # see above
     for kind in (ApiError, FlowloomError):
         app.add_exception_handler(kind, on_error)
     app.add_middleware(_CatchAll)

@@ -41,7 +41,8 @@ def needs_model(doc: dict[str, Any], catalog: NodeCatalog) -> bool:
     """True when a node of ``doc`` (nested ones included) is of a kind that calls a model
     (its config has a ``model`` field in ``catalog``)."""
     for node in doc.get("nodes") or []:
-        spec = catalog.specs.get(node.get("type")) if isinstance(node, dict) else None
+        kind = node.get("type") if isinstance(node, dict) else None
+        spec = catalog.specs.get(kind) if isinstance(kind, str) else None
         if spec is not None and "model" in spec.config.model_fields:
             return True
     return False

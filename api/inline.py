@@ -71,7 +71,7 @@ class InlineLauncher:
 
     async def _drive(self, execution: Execution, launch: Launch) -> None:
         try:
-            async with contextlib.aclosing(launch.events()) as stream:  # type: ignore[type-var]
+            async with contextlib.aclosing(launch.events()) as stream:  # type: ignore[type-var]  # an async generator
                 async for _event in stream:
                     if not execution.started.done():
                         execution.started.set_result(None)

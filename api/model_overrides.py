@@ -21,6 +21,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from engine.settings import Settings
 from nodes.model_overrides import ModelOverride
 from nodes.model_registry import ModelConfigError, ModelRegistry, ModelSpec
 from workers.sql.model_overrides import SqlModelOverrideStore
@@ -56,7 +57,7 @@ class OverriddenModelSource(TenantModelSource):
         providers: SqlProviderStore,
         overrides: SqlModelOverrideStore,
         base: ModelRegistry,
-        settings: object,
+        settings: Settings,
     ) -> None:
         super().__init__(providers, base, settings)
         self.overrides = overrides

@@ -25,9 +25,9 @@ from schemas.run import NodeRun, RunState
 __all__ = ["JsonBody", "node_run_body", "run_body", "run_detail_body"]
 
 #: the fields of a node run an answer shows (the model's, less what is computed here)
-_NODE_FIELDS = frozenset(NodeRunOut.model_fields) - {"duration_s", "reused_from"}
+_NODE_FIELDS = set(NodeRunOut.model_fields) - {"duration_s", "reused_from"}
 #: the fields of a run summary an answer shows
-_RUN_FIELDS = frozenset(RunOut.model_fields) - {"duration_s"}
+_RUN_FIELDS = set(RunOut.model_fields) - {"duration_s"}
 
 
 class JsonBody(Response):

@@ -99,7 +99,7 @@ async def event_stream(frames: AsyncIterator[Frame], heartbeat_s: float) -> Asyn
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await pump
         with contextlib.suppress(Exception):
-            await frames.aclose()  # type: ignore[attr-defined]
+            await frames.aclose()  # type: ignore[attr-defined]  # the frames are an async generator
 
 
 class EventStreamResponse(StreamingResponse):
@@ -122,4 +122,4 @@ class EventStreamResponse(StreamingResponse):
         finally:
             telemetry().subscribers(-1)
             with contextlib.suppress(Exception):
-                await self.body_iterator.aclose()  # type: ignore[attr-defined]
+                await self.body_iterator.aclose()  # type: ignore[attr-defined]  # an async generator

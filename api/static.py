@@ -20,6 +20,7 @@ looked up on every request, so building the app while the server runs needs no r
 from __future__ import annotations
 
 import html
+import inspect
 from pathlib import Path
 from typing import Any
 
@@ -98,6 +99,7 @@ def install_canvas(app: FastAPI, dist: Path) -> None:
                 return answer
         if previous is None:  # pragma: no cover - the app always installs one first
             raise exc
-        return await previous(request, exc)
+        handled = previous(request, exc)  # Starlette's handlers may be plain functions
+        return await handled if inspect.isawaitable(handled) else handled
 
     app.add_exception_handler(StarletteHTTPException, on_http)

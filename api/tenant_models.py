@@ -17,6 +17,7 @@ from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the address guard loads httpx: only when a tenant's registry is built
+    from engine.settings import Settings
     from nodes.model_registry import ModelRegistry
     from workers.sql.providers import SqlProviderStore
 
@@ -31,7 +32,7 @@ _CACHE_MAX = 512
 class TenantModelSource:
     """The ``TenantModels`` port over :class:`SqlProviderStore` (module docstring)."""
 
-    def __init__(self, providers: SqlProviderStore, base: ModelRegistry, settings: object) -> None:
+    def __init__(self, providers: SqlProviderStore, base: ModelRegistry, settings: Settings) -> None:
         """``base``: the operator's registry; ``settings``: an :class:`~engine.settings.Settings`
         (its ``http_allow`` is the address guard of tenant endpoints)."""
         self.providers, self.base, self.settings = providers, base, settings
@@ -44,7 +45,7 @@ class TenantModelSource:
         if self._guard is None:
             from nodes.http_request import AddressPolicy
 
-            self._guard = AddressPolicy.from_settings(self.settings)  # type: ignore[arg-type]
+            self._guard = AddressPolicy.from_settings(self.settings)
         return self._guard
 
     async def models_for(self, tenant_id: str) -> ModelRegistry:

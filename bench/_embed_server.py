@@ -28,8 +28,8 @@ import json
 import re
 import sys
 import zlib
+from collections.abc import Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Sequence
 
 import numpy as np
 
@@ -78,7 +78,7 @@ class _Handler(BaseHTTPRequestHandler):
     # which taxes small requests (a short document's one batch) and not 64-text ones
     disable_nagle_algorithm = True
 
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the base class's name
+    def log_message(self, format: str, *args: object) -> None:
         pass
 
     def _send(self, status: int, body: bytes) -> None:
@@ -91,10 +91,10 @@ class _Handler(BaseHTTPRequestHandler):
     def _error(self, status: int, message: str) -> None:
         self._send(status, json.dumps({"error": {"message": message, "type": "invalid_request_error"}}).encode())
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+    def do_GET(self) -> None:
         self._error(404, f"no route {self.path}")
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length)
         if self.path.rstrip("/") != "/v1/embeddings":

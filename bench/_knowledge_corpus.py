@@ -18,7 +18,7 @@ from __future__ import annotations
 import ast
 import os
 import sysconfig
-from typing import Iterator
+from collections.abc import Iterator
 
 __all__ = ["QUESTIONS", "docstring_documents", "search_texts", "topic_documents"]
 

@@ -5,6 +5,7 @@ Import after ``_checkout`` (which makes ``engine``, ``nodes`` and ``schemas`` th
 
 from __future__ import annotations
 
+from itertools import pairwise
 from typing import Any
 
 from engine import KindSpec, NodeCatalog, NodeExecutor, NodeResult
@@ -40,5 +41,5 @@ def flowloom_chain(n: int) -> dict[str, Any]:
     """The n-node chain ``start -> n1 -> ... -> n{n-1}`` as a Flowloom workflow document."""
     ids = chain_ids(n)
     nodes = [{"id": "start", "type": "start"}] + [{"id": nid, "type": "noop"} for nid in ids[1:]]
-    edges = [{"id": f"e{i}", "source": a, "target": b} for i, (a, b) in enumerate(zip(ids, ids[1:]))]
+    edges = [{"id": f"e{i}", "source": a, "target": b} for i, (a, b) in enumerate(pairwise(ids))]
     return {"id": f"chain{n}", "name": "bench chain", "nodes": nodes, "edges": edges}

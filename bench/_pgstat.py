@@ -47,7 +47,7 @@ async def create_database(admin_url: str) -> str:
     name = f"flowloom_bench_{uuid.uuid4().hex[:10]}"
     try:
         await _run(url, f'CREATE DATABASE "{name}"')
-    except Exception as exc:  # noqa: BLE001 - any failure means the server is not usable
+    except Exception as exc:
         raise RuntimeError(f"PostgreSQL at {url.render_as_string(hide_password=True)} cannot create a "
                            f"database for the bench: {exc!r}") from exc
     return url.set(drivername="postgresql", database=name).render_as_string(hide_password=False)

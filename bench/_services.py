@@ -17,7 +17,7 @@ def wait_for_redis(url: str, timeout_s: float = 10.0) -> None:
         try:
             if Redis.from_url(url, socket_connect_timeout=0.2).ping():
                 return
-        except Exception:  # noqa: BLE001 - not up yet
+        except Exception:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.05)

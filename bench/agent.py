@@ -41,17 +41,17 @@ import subprocess
 import sys
 import time
 import warnings
+from collections.abc import Awaitable, Callable
 from types import SimpleNamespace
-from typing import Any, Awaitable, Callable
+from typing import Any
 
-from _checkout import ROOT as _ROOT  # noqa: E402  (first: import this checkout, not bench/engine.py)
+from _checkout import ROOT as _ROOT
 
-import engine  # noqa: E402,F401  (before nodes)
-from engine.context import CancelToken, NodeContext, RunDeps  # noqa: E402
-from nodes.agent_loop import AgentHooks, LoopSettings, ToolSpec, run_agent_loop  # noqa: E402
-from nodes.llm import LLMResponse, ToolCall  # noqa: E402
-from nodes.model_registry import ModelRegistry, ModelSpec, Pricing, ProviderSpec  # noqa: E402
-from schemas.run import NodeRun, RunState, Usage  # noqa: E402
+from engine.context import CancelToken, NodeContext, RunDeps
+from nodes.agent_loop import AgentHooks, LoopSettings, ToolSpec, run_agent_loop
+from nodes.llm import LLMResponse, ToolCall
+from nodes.model_registry import ModelRegistry, ModelSpec, Pricing, ProviderSpec
+from schemas.run import NodeRun, RunState, Usage
 
 SCHEMA = "flowloom-bench-agent/1"
 ROUNDS = 100
@@ -99,7 +99,7 @@ class _FakeModel(AgentHooks):
         usage = Usage(model="bench", tokens_in=100, tokens_out=10, cost=0.0002, calls=1)
         if i >= self.rounds - 1:
             return LLMResponse("The total is 4950.", "", [], "stop", usage, {})
-        return LLMResponse("", "", [ToolCall(f"call_{i}", "add", '{"i": %d}' % i)], "tool_calls", usage, {})
+        return LLMResponse("", "", [ToolCall(f"call_{i}", "add", json.dumps({"i": i}))], "tool_calls", usage, {})
 
 
 async def _kernel_once(rounds: int) -> str:
@@ -133,7 +133,7 @@ def _langgraph_agent(rounds: int) -> Callable[[], Awaitable[str]]:
         def _llm_type(self) -> str:
             return "bench-fake"
 
-        def bind_tools(self, tools: Any, **kwargs: Any) -> "FakeChat":
+        def bind_tools(self, tools: Any, **kwargs: Any) -> FakeChat:
             return self
 
         def _reply(self, messages: list[Any]) -> ChatResult:
@@ -171,12 +171,13 @@ def _langgraph_agent(rounds: int) -> Callable[[], Awaitable[str]]:
 
 def agent_responder(body: dict[str, Any]) -> Any:
     """Scripted-server responder: a tool call until the chat holds ROUNDS-1 tool results, then the answer."""
-    from tests.support.openai_server import Finish, Reply, Text, ToolDelta, Usage as U
+    from tests.support.openai_server import Finish, Reply, Text, ToolDelta
+    from tests.support.openai_server import Usage as U
 
     done = sum(1 for m in body.get("messages", []) if m.get("role") == "tool")
     if done >= ROUNDS - 1:
         return Reply([Text("The total is 4950."), Finish("stop"), U(100, 10)])
-    return Reply([ToolDelta(0, f"call_{done}", "add", '{"i": %d}' % done), Finish("tool_calls"), U(100, 10)])
+    return Reply([ToolDelta(0, f"call_{done}", "add", json.dumps({"i": done})), Finish("tool_calls"), U(100, 10)])
 
 
 def _serve() -> None:  # pragma: no cover - child process
@@ -307,7 +308,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "schema": SCHEMA,
         "quick": bool(args.quick),
-        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "machine": {"python": platform.python_version(), "platform": platform.platform(), "cpu_count": os.cpu_count()},
         "rounds": ROUNDS,
         "runs": {"in_process": runs, "http": http_runs},

@@ -60,10 +60,11 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable
+from typing import Any
 
-from _checkout import HERE, ROOT, machine, print_report, provenance, sibling  # noqa: E402  (first: this checkout)
+from _checkout import HERE, ROOT, machine, print_report, provenance, sibling
 
 pgstat: Any = sibling("_pgstat")
 tracing: Any = sibling("_tracing")
@@ -177,9 +178,9 @@ class Server:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, timeout_s: float) -> "Server":
+    def start(self, timeout_s: float) -> Server:
         """Start and wait for the health URL. Raises RuntimeError with the log's tail."""
-        log = open(self.log_path, "wb")  # noqa: SIM115 - the child writes it until stop()
+        log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(self.argv, cwd=self.cwd, env=self.env, stdout=log, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, start_new_session=True)
         deadline = time.monotonic() + timeout_s
@@ -652,7 +653,10 @@ def targets_of(results: dict[str, Any]) -> dict[str, Any]:
     lg_cpu = lg["cpu_ms_per_run"] if lg else None
     floor_cpu = results["fastapi_floor"]["cpu_ms_per_run"]
     lg_max, floor_max = TARGETS["cpu_ratio_vs_langgraph_max"], TARGETS["cpu_ratio_vs_floor_max"]
-    below = (lambda v, t: v <= t)
+
+    def below(v: float, t: float) -> bool:
+        return v <= t
+
     out = {
         "cpu_ratio_vs_langgraph": _target(round(fl_cpu / lg_cpu, 3) if lg_cpu else None, lg_max, below,
                                           "<= 1/3", skipped=lg is None),
@@ -738,7 +742,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "schema": SCHEMA,
         "quick": bool(args.quick),
-        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "machine": info,
         "flowloom": {"root": ROOT, "commit": found["commit"], "dirty": found["dirty"]},
         "peer": {"name": "langgraph dev (langgraph-cli[inmem])", "skipped": bool(args.skip_peer)},

@@ -30,9 +30,10 @@ import sys
 import tempfile
 import time
 import urllib.request
+from itertools import pairwise
 from typing import Any
 
-from _checkout import machine, print_report, provenance, sibling  # noqa: E402  (first: this checkout)
+from _checkout import machine, print_report, provenance, sibling
 
 api_bench: Any = sibling("api")
 
@@ -45,10 +46,10 @@ def template_chain(n: int) -> dict[str, Any]:
     nodes: list[dict[str, Any]] = [{"id": "start", "type": "start"}]
     previous = "inputs.name"
     for i in range(1, n - 1):
-        nodes.append({"id": f"t{i}", "type": "template", "config": {"template": "{{ %s }}" % previous}})
+        nodes.append({"id": f"t{i}", "type": "template", "config": {"template": "{{ " + previous + " }}"}})
         previous = f"t{i}.output"
-    nodes.append({"id": "say", "type": "answer", "config": {"text": "{{ %s }}!" % previous}})
-    edges = [{"id": f"e{i}", "source": a["id"], "target": b["id"]} for i, (a, b) in enumerate(zip(nodes, nodes[1:]))]
+    nodes.append({"id": "say", "type": "answer", "config": {"text": "{{ " + previous + " }}!"}})
+    edges = [{"id": f"e{i}", "source": a["id"], "target": b["id"]} for i, (a, b) in enumerate(pairwise(nodes))]
     return {"id": f"chain{n}", "name": "bench chain",
             "inputs": [{"name": "name", "type": "string", "required": False, "default": "Ada"}],
             "nodes": nodes, "edges": edges}

@@ -31,11 +31,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _checkout import ROOT, machine, provenance  # noqa: E402  (first: import this checkout)
+import httpx
+from _checkout import ROOT, machine, provenance
 
-import httpx  # noqa: E402
-
-from tests.web.canvas_env import canvas_server, web_prerequisites  # noqa: E402
+from tests.web.canvas_env import canvas_server, web_prerequisites
 
 SCHEMA = "flowloom-bench-canvas/1"
 ROWS, PER_ROW = 9, 22

@@ -44,10 +44,11 @@ import sys
 import tempfile
 import time
 import uuid
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
-from _checkout import ROOT, machine, print_report, provenance, sibling  # noqa: E402  (first: this checkout)
+from _checkout import ROOT, machine, print_report, provenance, sibling
 
 wait_for_redis: Any = sibling("_services").wait_for_redis
 
@@ -87,7 +88,7 @@ def workflow(counter_url: str) -> dict[str, Any]:
     ids = [n["id"] for n in nodes]
     return {"id": "bench-capacity", "name": "bench-capacity", "inputs": [{"name": "n", "type": "number"}],
             "nodes": nodes,
-            "edges": [{"id": f"e{i}", "source": s, "target": t} for i, (s, t) in enumerate(zip(ids, ids[1:]))]}
+            "edges": [{"id": f"e{i}", "source": s, "target": t} for i, (s, t) in enumerate(pairwise(ids))]}
 
 
 def _cpu_s(pid: int) -> float:
@@ -144,7 +145,7 @@ class Deployment:
 
     def _spawn(self, name: str, argv: list[str], **kwargs: Any) -> subprocess.Popen[Any]:
         if "stdout" not in kwargs:
-            kwargs["stdout"] = open(self.tmp / f"{name}.log", "wb")  # noqa: SIM115 - closed with the tmp dir
+            kwargs["stdout"] = open(self.tmp / f"{name}.log", "wb")
             kwargs["stderr"] = subprocess.STDOUT
         proc = subprocess.Popen(argv, cwd=ROOT, **kwargs)
         self.procs[name] = proc

@@ -38,6 +38,7 @@ import argparse
 import asyncio
 import contextlib
 import datetime as _dt
+import functools
 import gc
 import os
 import statistics
@@ -45,12 +46,14 @@ import sys
 import tempfile
 import time
 import uuid
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
-from _checkout import ROOT as _ROOT, machine, print_report, provenance, sibling  # noqa: E402  (first: this checkout, not bench/engine.py)
+from _checkout import ROOT as _ROOT
+from _checkout import machine, print_report, provenance, sibling
 
-import engine  # noqa: E402
-from engine import RunDeps, compile_workflow, new_run_state, run_workflow  # noqa: E402
+import engine
+from engine import RunDeps, compile_workflow, new_run_state, run_workflow
 
 _noop = sibling("_noop")  # the bench-only noop kind, shared with the other bench
 BENCH_CATALOG = _noop.BENCH_CATALOG  # type: ignore[attr-defined]
@@ -342,7 +345,7 @@ async def measure(backends: list[Backend], n: int, iterations: int, warmup: int,
             r["create"].append(created)
             floors = [("sa", b.floor_sqlalchemy), ("driver", b.floor_driver)]
             for key, floor in (floors if rnd % 2 == 0 else floors[::-1]):
-                wall, cpu = await _timed(lambda: floor(iterations))
+                wall, cpu = await _timed(functools.partial(floor, iterations))
                 r[key].append(wall)
                 r[key + "_cpu"].append(cpu)
             line.append(f"{b.name}: {r['wall'][-1] / n * 1e6:.1f} us/node, floor sqlalchemy "
@@ -459,7 +462,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "schema": SCHEMA,
         "quick": bool(args.quick),
-        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "machine": machine,
         "flowloom": _checkout(),
         "method": {

@@ -31,18 +31,22 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime as _dt
+import functools
 import gc
 import os
 import statistics
 import sys
 import time
 import tracemalloc
-from typing import Any, Awaitable, Callable, TypedDict
+from collections.abc import Awaitable, Callable
+from itertools import pairwise
+from typing import Any, TypedDict
 
-from _checkout import ROOT as _ROOT, machine, print_report, provenance, sibling  # noqa: E402  (first: this checkout, not bench/engine.py)
+from _checkout import ROOT as _ROOT
+from _checkout import machine, print_report, provenance, sibling
 
-import engine  # noqa: E402  (first: older checkouts had a nodes -> engine -> nodes import cycle)
-from engine import RunDeps, compile_workflow, run_workflow  # noqa: E402
+import engine
+from engine import RunDeps, compile_workflow, run_workflow
 
 _noop = sibling("_noop")  # the bench-only noop kind, shared with the other bench
 BENCH_CATALOG = _noop.BENCH_CATALOG  # type: ignore[attr-defined]
@@ -101,7 +105,7 @@ def langgraph_chain(n: int) -> Any:
     for nid in ids:
         graph.add_node(nid, lg_noop)
     graph.add_edge(START, ids[0])
-    for a, b in zip(ids, ids[1:]):
+    for a, b in pairwise(ids):
         graph.add_edge(a, b)
     graph.add_edge(ids[-1], END)
     return graph.compile()
@@ -251,8 +255,8 @@ def bench_compile(sizes: list[int], warmup: int, repeat: int, verbose: bool) -> 
         fl_t: list[float] = []
         lg_t: list[float] = []
         for _ in range(repeat):
-            fl_t.append(_timed_sync(lambda: compile_bench(doc)) * 1e3)
-            lg_t.append(_timed_sync(lambda: langgraph_chain(n)) * 1e3)
+            fl_t.append(_timed_sync(functools.partial(compile_bench, doc)) * 1e3)
+            lg_t.append(_timed_sync(functools.partial(langgraph_chain, n)) * 1e3)
         fl[str(n)] = {"median": _r(statistics.median(fl_t)), "best": _r(min(fl_t))}
         lg[str(n)] = {"median": _r(statistics.median(lg_t)), "best": _r(min(lg_t))}
         _log(verbose, f"[compile {n}] flowloom {fl[str(n)]['median']} ms, langgraph {lg[str(n)]['median']} ms")
@@ -357,7 +361,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "schema": SCHEMA,
         "quick": bool(args.quick),
-        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "machine": machine,
         "flowloom": _checkout(),
         "method": {

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import gc
 import os
 import shutil
@@ -46,14 +47,12 @@ import sys
 import tempfile
 import time
 import warnings
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Sequence
+from typing import Any
 
-from _checkout import ROOT, machine, print_report, provenance, sibling  # noqa: E402  (first: this checkout)
-
-import numpy as np  # noqa: E402
-
-import engine  # noqa: E402,F401  (before nodes)
+import numpy as np
+from _checkout import ROOT, machine, print_report, provenance, sibling
 
 server_mod: Any = sibling("_embed_server")
 corpus_mod: Any = sibling("_knowledge_corpus")
@@ -521,15 +520,15 @@ async def measure_search(data: SearchSet, chroma: ChromaSide, sides: dict[str, F
     gc.collect()
     for q, text in enumerate(data.queries):
         qvec = data.query_vectors[q]
-        found = timed("chroma.semantic", lambda: chroma.query_text(text))
+        found = timed("chroma.semantic", functools.partial(chroma.query_text, text))
         recalls.setdefault("chroma", []).append(data.recall(q, found))
-        timed("chroma.vector", lambda: chroma.query_vector(qvec))
+        timed("chroma.vector", functools.partial(chroma.query_vector, qvec))
         for name, side in sides.items():
-            found = await atimed(f"{name}.semantic", lambda: side.search(text, "semantic"))
+            found = await atimed(f"{name}.semantic", functools.partial(side.search, text, "semantic"))
             recalls.setdefault(name, []).append(data.recall(q, found))
-            await atimed(f"{name}.hybrid", lambda: side.search(text, "hybrid"))
-            await atimed(f"{name}.vector", lambda: side.search_vector(qvec))
-            await atimed(f"{name}.full_text", lambda: side.search_full_text(text))
+            await atimed(f"{name}.hybrid", functools.partial(side.search, text, "hybrid"))
+            await atimed(f"{name}.vector", functools.partial(side.search_vector, qvec))
+            await atimed(f"{name}.full_text", functools.partial(side.search_full_text, text))
     for key, values in samples.items():
         who, what = key.split(".", 1)
         row = out.setdefault(who, {})
@@ -609,7 +608,7 @@ async def _search_size(size: int, corpus: Corpus, queries: int, stores: dict[str
         side = FlowloomSide(store)
         try:
             inserted[f"flowloom_{kind}"] = await side.insert(data)
-        except Exception as error:  # noqa: BLE001 - reported in the JSON line, the run goes on
+        except Exception as error:
             report["errors"].append(f"flowloom {kind} search set {size}: {type(error).__name__}: {error}")
             continue
         sides[f"flowloom_{kind}"] = side
@@ -664,18 +663,18 @@ async def run(mode: str, databases: list[str]) -> dict[str, Any]:
                 else:
                     where = os.path.join(folder, "flowloom.db")
                 stores[kind] = await _flowloom_ingest(kind, corpus, url, where, folder, report)
-            except Exception as error:  # noqa: BLE001 - reported in the JSON line, the run goes on
+            except Exception as error:
                 report["errors"].append(f"flowloom {kind} ingestion: {type(error).__name__}: {error}")
         for size in cfg["sizes"]:
             try:
                 await _search_size(size, corpus, cfg["queries"], stores, folder, report)
-            except Exception as error:  # noqa: BLE001 - reported in the JSON line
+            except Exception as error:
                 report["errors"].append(f"search set {size}: {type(error).__name__}: {error}")
     finally:
         for store in stores.values():
             try:
                 await store.close()
-            except Exception as error:  # noqa: BLE001
+            except Exception as error:
                 report["errors"].append(f"closing a store: {error}")
         if pg is not None:
             pg.stop()

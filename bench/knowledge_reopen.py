@@ -23,9 +23,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from schemas.knowledge import ChunkDraft, ChunkKind, Dataset, Document  # noqa: E402
-from workers.knowledge import SqliteKnowledgeStore, open_knowledge_store  # noqa: E402
-from workers.sql.connect import default_database_url  # noqa: E402
+from schemas.knowledge import ChunkDraft, ChunkKind, Dataset, Document
+from workers.knowledge import SqliteKnowledgeStore, open_knowledge_store
+from workers.sql.connect import default_database_url
 
 TENANT = "bench"
 PER_DOCUMENT = 1000
@@ -47,7 +47,7 @@ async def _insert(store, index_id: str, vectors: np.ndarray) -> None:
         drafts = [ChunkDraft(position=i, kind=ChunkKind.text, text=f"c{start + i}", search_text=f"c{start + i}",
                              tokens=1) for i in range(len(part))]
         chunks = await store.replace_chunks(TENANT, doc.id, drafts)
-        await store.put_vectors(TENANT, index_id, [(c.id, v.tolist()) for c, v in zip(chunks, part)])
+        await store.put_vectors(TENANT, index_id, [(c.id, v.tolist()) for c, v in zip(chunks, part, strict=True)])
 
 
 async def _first_search(path: Path, directory: Path, index_id: str, query: np.ndarray) -> tuple[float, int]:

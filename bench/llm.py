@@ -39,13 +39,13 @@ import statistics
 import subprocess
 import sys
 import time
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
-from _checkout import ROOT as _ROOT  # noqa: E402  (first: import this checkout, not bench/engine.py)
+from _checkout import ROOT as _ROOT
 
-import engine  # noqa: E402,F401  (before nodes)
-from nodes.llm import LLMRequest, call_llm  # noqa: E402
-from nodes.model_registry import ModelRegistry, ModelSpec, Pricing, ProviderSpec  # noqa: E402
+from nodes.llm import LLMRequest, call_llm
+from nodes.model_registry import ModelRegistry, ModelSpec, Pricing, ProviderSpec
 
 SCHEMA = "flowloom-bench-llm/1"
 MESSAGES = [{"role": "system", "content": "You are a benchmark."}, {"role": "user", "content": "Say tok many times."}]
@@ -145,7 +145,7 @@ class _FakeStream:
     def __init__(self, chunks: list[Any]) -> None:
         self._it = iter(chunks)
 
-    def __aiter__(self) -> "_FakeStream":
+    def __aiter__(self) -> _FakeStream:
         return self
 
     async def __anext__(self) -> Any:
@@ -251,7 +251,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "schema": SCHEMA,
         "quick": bool(args.quick),
-        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "machine": {"python": platform.python_version(), "platform": platform.platform(), "cpus": os.cpu_count(),
                     "loadavg_1m": round(os.getloadavg()[0], 2)},
         "method": {

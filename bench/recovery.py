@@ -36,12 +36,13 @@ import subprocess
 import sys
 import tempfile
 import time
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
-from _checkout import ROOT, machine, print_report, provenance  # noqa: E402  (first: import this checkout)
+from _checkout import ROOT, machine, print_report, provenance
 
-from tests.support.counting_server import Counter  # noqa: E402
+from tests.support.counting_server import Counter
 
 SCHEMA = "flowloom-bench-recovery/1"
 FLOWLOOM = [sys.executable, "-m", "api.cli"]
@@ -61,7 +62,7 @@ def _flow(url: str) -> dict[str, Any]:
              {"id": "end", "type": "end"}]
     ids = [n["id"] for n in nodes]
     return {"id": "bench_recovery", "name": "bench_recovery", "nodes": nodes,
-            "edges": [{"id": f"e{i}", "source": s, "target": t} for i, (s, t) in enumerate(zip(ids, ids[1:]))]}
+            "edges": [{"id": f"e{i}", "source": s, "target": t} for i, (s, t) in enumerate(pairwise(ids))]}
 
 
 def _serve(env: dict[str, str], log: Any) -> tuple[subprocess.Popen[bytes], str, float]:
@@ -166,7 +167,7 @@ def main() -> int:
     runs = 3 if args.quick else args.runs
 
     def make() -> dict[str, Any]:
-        report: dict[str, Any] = {"schema": SCHEMA, "date": _dt.datetime.now(_dt.timezone.utc).isoformat(),
+        report: dict[str, Any] = {"schema": SCHEMA, "date": _dt.datetime.now(_dt.UTC).isoformat(),
                                   "provenance": provenance(("engine", "api", "workers")),
                                   "machine": machine(("rq", "sqlalchemy")), "recovery_concurrency": args.concurrency}
         report["automatic"] = _path("automatic", runs, args.verbose, args.concurrency)

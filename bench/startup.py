@@ -39,7 +39,7 @@ import tempfile
 import time
 from typing import Any
 
-from _checkout import ROOT, machine, print_report, provenance  # noqa: E402  (first: import this checkout, not bench/engine.py)
+from _checkout import ROOT, machine, print_report, provenance
 
 SCHEMA = "flowloom-bench-startup/2"
 COMMANDS: dict[str, list[str]] = {
@@ -223,7 +223,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "schema": SCHEMA,
         "quick": bool(args.quick),
-        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "machine": machine,
         "flowloom": _checkout(),
         "method": {

@@ -46,7 +46,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _checkout import ROOT, machine, print_report, provenance, sibling  # noqa: E402  (first: this checkout)
+from _checkout import ROOT, machine, print_report, provenance, sibling
 
 wait_for_redis: Any = sibling("_services").wait_for_redis
 
@@ -147,8 +147,8 @@ class Bench:
     def start_workers(self, count: int) -> None:
         from rq import Worker
 
-        for i in range(count):
-            log_file = open(self.tmp / f"worker{len(self.workers)}.log", "wb")  # noqa: SIM115
+        for _ in range(count):
+            log_file = open(self.tmp / f"worker{len(self.workers)}.log", "wb")
             self.workers.append(subprocess.Popen([sys.executable, "-m", "api.cli", "worker", "--name",
                                                   f"bench{len(self.workers)}", "--queues", "default"],
                                                  env=self.env, cwd=ROOT, stdout=log_file, stderr=subprocess.STDOUT))

@@ -243,16 +243,16 @@ def stream_plan(
                     gates_of(unit_id),
                 )
             )
-        elif spec is not None and spec.collects == "answer":
-            templates = list(node.config.templates())  # type: ignore[union-attr]
+        elif node is not None and spec is not None and spec.collects == "answer":
+            templates = list(node.config.templates())
             segments = (
                 split_template(templates[0][1], lambda n: kind_of(n) is not None, streamed)
                 if len(templates) == 1
                 else ()
             )
             planned.append(UnitPlan(unit_id, "answer", segments, gates_of(unit_id)))
-        elif spec is not None and spec.collects == "outputs" and not answers:
-            segments = output_segments(node, lambda n: kind_of(n) is not None, streamed)  # type: ignore[arg-type]
+        elif node is not None and spec is not None and spec.collects == "outputs" and not answers:
+            segments = output_segments(node, lambda n: kind_of(n) is not None, streamed)
             if segments:
                 planned.append(UnitPlan(unit_id, "outputs", segments, gates_of(unit_id)))
     if not planned:
@@ -621,9 +621,9 @@ class AnswerStream:
             return
         for leaf, segment in self.leaves_of.get(nid, ()):
             self._fill(leaf, segment, run)
-        for unit in self.gated.get(nid, ()):
-            if unit.open_gate():
-                self.opening.append(unit)
+        for gated in self.gated.get(nid, ()):
+            if gated.open_gate():
+                self.opening.append(gated)
         unit = self.by_node.get(nid)
         if unit is None or unit.done:
             return

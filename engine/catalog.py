@@ -51,7 +51,7 @@ class NodeExecutor(Generic[C]):
 
     def __init__(self, node: NodeBase) -> None:
         self.node = node
-        self.config: C = node.config  # type: ignore[assignment]
+        self.config: C = node.config  # type: ignore[assignment]  # the catalog pairs each executor with its kind's config
 
     async def run(self, ctx: NodeContext) -> NodeResult:
         """Execute the node once (one attempt). Raise to fail; return outputs + handles."""

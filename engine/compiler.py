@@ -178,7 +178,8 @@ def analyse(doc: dict[str, Any], catalog: NodeCatalog) -> Analysis:
         # Top level invalid: still check node configs (done above); nothing else is safe.
         return Analysis(None, problems, invalid)
     check_ids(wf, problems)
-    raw_nodes = doc.get("nodes") if isinstance(doc.get("nodes"), list) else []
+    listed = doc.get("nodes")
+    raw_nodes = listed if isinstance(listed, list) else []
     entry_kinds = frozenset(k for k in catalog if catalog[k].entry)
     invalid_start = bool(invalid) and any(
         isinstance(n, dict) and n.get("type") in entry_kinds and n.get("id") in invalid for n in raw_nodes

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
@@ -219,7 +219,7 @@ class NodeContext:
             self.node_run.inputs[record_as] = resolved
         return resolved
 
-    def bind(self, bindings: list[InputBinding]) -> dict[str, Any]:
+    def bind(self, bindings: Sequence[InputBinding]) -> dict[str, Any]:
         """Resolve :class:`InputBinding` s into ``{name: value}`` applying default/required/type.
 
         Raises:

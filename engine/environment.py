@@ -127,7 +127,7 @@ class Redactor:
             return value if all(out[k] is value[k] for k in value) else out
         if isinstance(value, (list, tuple)):
             items = [self.value(v) for v in value]
-            if all(a is b for a, b in zip(items, value)):
+            if all(a is b for a, b in zip(items, value, strict=True)):
                 return value
             return type(value)(items) if isinstance(value, tuple) else items
         if isinstance(value, BaseModel):
@@ -223,13 +223,11 @@ class _LogMasking:
                 masked = redactor.text(message)
                 if masked != message:
                     record.msg, record.args = masked, ()
-                if record.exc_info and record.exc_info[1] is not None:
-                    text = redactor.text(str(record.exc_info[1]))
-                    if text != str(record.exc_info[1]):
-                        record.exc_info, record.exc_text = (
-                            None,
-                            f"{type(record.exc_info[1]).__name__}: {text}",
-                        )
+                error = record.exc_info[1] if record.exc_info else None
+                if error is not None:
+                    text = redactor.text(str(error))
+                    if text != str(error):
+                        record.exc_info, record.exc_text = None, f"{type(error).__name__}: {text}"
             return record
 
         logging.setLogRecordFactory(factory)

@@ -45,7 +45,10 @@ from .telemetry import telemetry
 from .turns import answer_text
 
 if TYPE_CHECKING:
+    from .compiler import CompiledPlan
+    from .context import WorkflowSource
     from .environment import SecretStore
+    from .ports import MemoryStore, ModelCatalog
     from .service import Stores
     from .settings import Settings
 
@@ -132,10 +135,21 @@ class Executing:
     settings: Settings
     #: the secret values of environment variables (:mod:`engine.environment`)
     secrets: SecretStore | None
+    memory: MemoryStore | None
+    workflows: WorkflowSource | None
+    knowledge: Any
     _live: dict[str, _Live]
     _ended: OrderedDict[str, _Live]
     #: runs whose interrupted execution's end this process stores once the store is back
     _settling: dict[str, asyncio.Task[None]]
+    _prepared: OrderedDict[str, tuple[RunState, CompiledPlan, OwnerInfo | None]]
+
+    if TYPE_CHECKING:  # the service's own parts (engine/service.py, engine/turns.py)
+
+        async def models_of(self, tenant_id: str) -> ModelCatalog | None: ...
+        async def _plan_of(self, state: RunState) -> CompiledPlan: ...
+        async def _open_turn(self, state: RunState, text: str | None) -> None: ...
+        async def _close_turn(self, state: RunState, streamed: str, *, reclose: bool = False) -> None: ...
 
     async def execute(
         self,
@@ -191,7 +205,7 @@ class Executing:
                 answer_interrupts(state, answers)
             if state is not prepared or plan is None:
                 plan = await self._plan_of(state)
-            models = await self.models_of(tenant_id)  # type: ignore[attr-defined]  # RunService's
+            models = await self.models_of(tenant_id)
         except BaseException:
             await runs.release(run_id, owner.id)
             raise

@@ -181,14 +181,14 @@ async def _admitted(
 ) -> Any:
     """``await store()`` under an admission of the run: its slot is given back when nothing
     was stored (``store`` raised)."""
-    admission = None
-    if service.admission is not None:
-        admission = await service.admission.admit(tenant_id, workflow_id, run_id)
+    port, admission = service.admission, None
+    if port is not None:
+        admission = await port.admit(tenant_id, workflow_id, run_id)
     try:
         return await store()
     except BaseException:
-        if admission is not None:
-            await service.admission.release(admission)  # type: ignore[union-attr]
+        if port is not None and admission is not None:
+            await port.release(admission)
         raise
 
 
@@ -485,7 +485,7 @@ async def follow(service: RunService, tenant_id: str, run_id: str, after_seq: in
         async for data in source:
             yield adapter.validate_python(data)
     finally:
-        await source.aclose()  # type: ignore[attr-defined]
+        await source.aclose()  # type: ignore[attr-defined]  # the feed's and the log's are async generators
 
 
 async def _follow_here(

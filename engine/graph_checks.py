@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import operator
 from collections.abc import Iterable
+from types import GenericAlias
 from typing import TYPE_CHECKING, Annotated, Any, Union
 
 import networkx as nx
@@ -45,12 +46,16 @@ def _nodes_adapter(catalog: NodeCatalog, kinds: tuple[str, ...]) -> TypeAdapter[
     models = tuple(catalog.node_model(kind) for kind in kinds)
     if not models:  # every node was of an unknown kind (already reported)
         return TypeAdapter(list[NodeBase])
+    # types built at run time (Any: a type checker would read list[...] as a type)
+    item: Any
     if len(models) == 1:
-        return TypeAdapter(list[Annotated[models[0], Tag(kinds[0])]])  # type: ignore[valid-type]
-    # a union built at run time: only typing.Union takes a tuple of members
-    members = tuple(Annotated[m, Tag(k)] for m, k in zip(models, kinds, strict=True))
-    union = Annotated[Union[members], Discriminator("type")]  # type: ignore[misc]  # noqa: UP007
-    return TypeAdapter(list[union])  # type: ignore[valid-type]
+        item = Annotated[models[0], Tag(kinds[0])]
+    else:
+        # a union built at run time: only typing.Union takes a tuple of members
+        members = tuple(Annotated[m, Tag(k)] for m, k in zip(models, kinds, strict=True))
+        item = Annotated[Union[members], Discriminator("type")]  # noqa: UP007 - only Union takes a tuple
+    nodes: Any = GenericAlias(list, (item,))
+    return TypeAdapter(nodes)
 
 
 def parse_document(
@@ -115,13 +120,13 @@ def parse_document(
     except ValidationError as exc:
         bad: set[int] = set()
         for err in exc.errors():
-            index, path = err["loc"][0], err["loc"][skip:]
-            node_id = known[index][0]  # type: ignore[index]
-            bad.add(index)  # type: ignore[arg-type]
+            index, path = int(err["loc"][0]), err["loc"][skip:]  # a list's errors start at the item's index
+            node_id = known[index][0]
+            bad.add(index)
             invalid.add(node_id)
             code = "missing_config" if err["type"] == "missing" else "invalid_config"
             fields = (
-                fields_at(catalog.node_model(known[index][1]["type"]), path)  # type: ignore[index]
+                fields_at(catalog.node_model(known[index][1]["type"]), path)
                 if err["type"] == "extra_forbidden"
                 else ()
             )
@@ -221,7 +226,7 @@ def build_graph(
     every reference across that edge would be reported again (the plan is not built
     when there are errors, so such edges never run).
     """
-    graph = nx.DiGraph()
+    graph: nx.DiGraph[str] = nx.DiGraph()
     by_id = {n.id: n for n in wf.nodes}
     graph.add_nodes_from(by_id)
     graph.add_nodes_from(invalid)

@@ -220,8 +220,8 @@ def find_cycle_regions(graph: nx.DiGraph, wf: Workflow, problems: list[Problem])
         dag = nx.DiGraph((u, v) for u, v, e, _h in inner if e not in back)
         dag.add_nodes_from(members)
         if not nx.is_directed_acyclic_graph(dag):
-            inner = [u for u, _v in nx.find_cycle(dag)]
-            path, closing = _cycle_path(graph.edge_subgraph(dag.edges), inner, inner[0])
+            cycle = [u for u, _v in nx.find_cycle(dag)]
+            path, closing = _cycle_path(graph.edge_subgraph(dag.edges), cycle, cycle[0])
             problems.append(
                 Problem(
                     "cycle",

@@ -48,7 +48,7 @@ class NodeRuns:
     if TYPE_CHECKING:  # the service's own parts
 
         def compile(self, doc: Mapping[str, Any]) -> CompiledPlan: ...
-        def execute(self, tenant_id: str, run_id: str, **kw: Any) -> AsyncIterator[Any]: ...
+        def execute(self, tenant_id: str, run_id: str) -> AsyncIterator[Any]: ...
 
     async def last_node_run(
         self, tenant_id: str, workflow_id: str, node_id: str, doc: Mapping[str, Any]
@@ -101,7 +101,11 @@ class NodeRuns:
             if last is not None:
                 given = {**last.values, **given}
         refs = read_references(plan, node_id)
-        inputs = {ref.field: given[ref.key] for ref in refs if ref.scope == "inputs" and ref.key in given}
+        inputs = {
+            ref.field: given[ref.key]
+            for ref in refs
+            if ref.scope == "inputs" and ref.field is not None and ref.key in given
+        }
         query = next(
             (given[r.key] for r in refs if r.key == "sys.query" and isinstance(given.get(r.key), str)), None
         )

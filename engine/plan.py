@@ -212,22 +212,26 @@ class PlanBuilder:
         """The answer stream of one scope (engine/answers.py), units in stream order."""
         streaming = self.streaming
         shown = self._shown()
+
+        def stream_of(nid: str) -> StreamPlan | None:
+            body = plans[nid].body
+            return body.stream if body is not None else None
+
         units = [
             nid
             for nid in order
-            if (plans[nid].body is not None and plans[nid].body.stream is not None)
-            or (plans[nid].node.type in streaming)
-            or nid in shown
+            if stream_of(nid) is not None or (plans[nid].node.type in streaming) or nid in shown
         ]
         if not units:
             return None
         rank = self._rank()
         entry = {r.id: r.entry for r in self.regions}
-        units.sort(key=lambda nid: rank[entry.get(nid, nid)])
-        candidates = [
-            (nid, self.by_id.get(nid), plans[nid].body.stream if plans[nid].body is not None else None)
-            for nid in units
-        ]
+
+        def stream_rank(nid: str) -> int:  # a node of a loop region takes its entry's rank
+            return rank[entry.get(nid, nid)]
+
+        units.sort(key=stream_rank)
+        candidates = [(nid, self.by_id.get(nid), stream_of(nid)) for nid in units]
 
         def kind_of(nid: str) -> str | None:
             node = self.by_id.get(nid)

@@ -29,6 +29,7 @@ tenant, so one store serves many tenants without leaking rows between them.
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -179,12 +180,13 @@ class RunStore(Protocol):
         doc: Mapping[str, Any] | None = None,
         published: Published | None = None,
         durable: bool = True,
-    ) -> None:
+    ) -> object:
         """Insert a new run (inputs, system variables, status) owned by ``owner``, with
         ``doc`` kept under the state's ``workflow_hash`` (as :meth:`put_workflow`) when
         given, in one transaction: nothing of it is stored when any part fails. With
         ``published``, only while that version is still the published one. ``durable``:
-        as :attr:`NewRun.durable`. Raises RunExists, StalePublished."""
+        as :attr:`NewRun.durable`. What it returns is the store's own (callers of the port
+        ignore it). Raises RunExists, StalePublished."""
         ...
 
     async def checkpoint(
@@ -560,7 +562,7 @@ class WorkflowRepo(Protocol):
         one. Raises WorkflowNotFound."""
         ...
 
-    async def versions(self, tenant_id: str, workflow_id: str) -> list[WorkflowVersion]:
+    async def versions(self, tenant_id: str, workflow_id: str) -> builtins.list[WorkflowVersion]:
         """Every published version, oldest first, without documents. Raises WorkflowNotFound."""
         ...
 
@@ -664,9 +666,7 @@ class EventFeed(Protocol):
 class Admission(Protocol):
     """Quotas: a run start or continuation is admitted before anything is stored."""
 
-    async def admit(
-        self, tenant_id: str, workflow_id: str | None, run_id: str, *, run: NewRun | None = None
-    ) -> Any:
+    async def admit(self, tenant_id: str, workflow_id: str, run_id: str, *, run: NewRun | None = None) -> Any:
         """Admit the run (counts it); returns a token for :meth:`release`. Raises the
         deployment's refusal (an error naming the quota, its limit and when to retry).
 

@@ -43,7 +43,7 @@ def _types_compatible(actual: VarType | None, expected: VarType | None) -> bool:
     return actual is expected
 
 
-class _LazyOutputs(dict):  # type: ignore[type-arg]
+class _LazyOutputs(dict[str, dict[str, VarType]]):
     """node id -> declared outputs, computed for the nodes that are actually referenced."""
 
     def __init__(self, wf: Workflow) -> None:

@@ -60,7 +60,8 @@ class _LooseNode:
 
     def __init__(self, raw: Mapping[str, Any], catalog: NodeCatalog, wf: Workflow):
         config_cls = catalog[raw["type"]].config
-        config = raw.get("config") if isinstance(raw.get("config"), dict) else {}
+        given = raw.get("config")
+        config = given if isinstance(given, dict) else {}
         self.config = config_cls.model_construct(
             **{k: v for k, v in config.items() if k in config_cls.model_fields}
         )

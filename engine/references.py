@@ -359,7 +359,7 @@ def _render_plain(pieces: _Plain, context: Mapping[str, Any], budget: RenderBudg
     parts: list[str] = []
     size, cap = 0, budget.cap
     for piece in pieces:
-        if type(piece) is str:
+        if isinstance(piece, str):
             text = piece
         else:
             head, keys = piece
@@ -383,7 +383,7 @@ def _plain_selectors(pieces: _Plain) -> Iterator[tuple[str, str | None]]:
     ``(name, first key)`` for a lookup with a key (``nodes.ID.key``: ``("nodes.ID",
     "key")``); a whole name, or ``nodes.ID`` alone, yields nothing."""
     for piece in pieces:
-        if type(piece) is str:
+        if isinstance(piece, str):
             continue
         head, keys = piece
         if head == "nodes":
@@ -433,7 +433,7 @@ def template_selectors(source: str) -> Iterator[tuple[str, str | None]]:
         return None
 
     for node in ast.find_all((jnodes.Getattr, jnodes.Getitem)):
-        if id(node) in seen_inner:
+        if id(node) in seen_inner or not isinstance(node, (jnodes.Getattr, jnodes.Getitem)):
             continue
         inner = node.node
         if isinstance(inner, jnodes.Name) and inner.ctx == "load":
@@ -626,7 +626,11 @@ def _chain(node: jnodes.Node) -> tuple[str, list[tuple[str, Any]]] | None:
             steps.append(("attr", node.attr))
         elif isinstance(node.arg, jnodes.Const) and isinstance(node.arg.value, (str, int)):
             steps.append(("item", node.arg.value))
-        elif isinstance(node.arg, jnodes.Neg) and isinstance(getattr(node.arg.node, "value", None), int):
+        elif (
+            isinstance(node.arg, jnodes.Neg)
+            and isinstance(node.arg.node, jnodes.Const)
+            and isinstance(node.arg.node.value, int)
+        ):
             steps.append(("item", -node.arg.node.value))  # x[-1] parses as a negated constant
         else:
             steps.clear()  # a dynamic key: only the part before it can be checked
@@ -691,9 +695,9 @@ def _diagnose(source: str, context: Mapping[str, Any], names: frozenset[str]) ->
     by ``default`` or an ``is defined`` test are left out. None when no lookup explains the error."""
     ast = template_env().parse(source)
     parents: dict[int, jnodes.Node] = {}
-    for parent in ast.find_all(jnodes.Node):
-        for child in parent.iter_child_nodes():
-            parents[id(child)] = parent
+    for owner in ast.find_all(jnodes.Node):
+        for child in owner.iter_child_nodes():
+            parents[id(child)] = owner
     for name in ast.find_all(jnodes.Name):
         if name.ctx == "load" and name.name in names and name.name not in context:
             return name.name, "no such name (not a node that has run, nor inputs, sys, vars or nodes)"
@@ -721,5 +725,6 @@ def _guarded(node: jnodes.Node, parents: dict[int, jnodes.Node]) -> bool:
             return True
         if not isinstance(parent, (jnodes.Getattr, jnodes.Getitem)):
             return False
-        node, parent = parent, parents.get(id(parent))
+        node = parent
+        parent = parents.get(id(node))
     return False

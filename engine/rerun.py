@@ -19,7 +19,6 @@ branch makes it run again). Reused node runs are marked in ``data["reused_from"]
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from typing import Any
 
 from schemas.events import NodeDelta, NodeFinished, RunStarted
@@ -253,7 +252,10 @@ def _first_events(plan: CompiledPlan, state: RunState, resolved: list[NodeRun], 
         # All resolutions at once, as the scheduler marks a node's skips before any unit
         # opens: fed one by one, the answer of a branch the router did not take would open
         # (its gate resolved) before its own skip arrives, and speak.
-        run_id_of: Callable[[str], str] = lambda nid: f"{state.run_id}:{id_part(nid)}"  # noqa: E731
+
+        def run_id_of(nid: str) -> str:
+            return f"{state.run_id}:{id_part(nid)}"
+
         stream = AnswerStream.top(plan.stream, state, emit, run_id_of)
         for run in resolved:
             _replay_body(plan, state, stream, run)
@@ -269,7 +271,7 @@ def _replay_body(plan: CompiledPlan, state: RunState, stream: AnswerStream, run:
     them is left to each answer's recorded text (the unit's tail)."""
     node_plan = plan.nodes.get(run.node_id)
     body = node_plan.body if node_plan is not None else None
-    if body is None or body.stream is None or node_plan.members:  # type: ignore[union-attr]
+    if node_plan is None or body is None or body.stream is None or node_plan.members:
         return
     container = run.node_id
     for record in run.data.get("items") or run.data.get("rounds") or []:
@@ -282,7 +284,11 @@ def _replay_body(plan: CompiledPlan, state: RunState, stream: AnswerStream, run:
             past = NodeRun.model_validate(raw)
             child.node_runs[past.node_id] = past
         prefix = f"{state.run_id}:{id_part(container)}#{index}:"
-        nested = stream.nested(body.stream, child, container, index, lambda nid, p=prefix: p + id_part(nid))
+
+        def nested_id(nid: str, p: str = prefix) -> str:
+            return p + id_part(nid)
+
+        nested = stream.nested(body.stream, child, container, index, nested_id)
         if nested is not None:
             nested.start(
                 [

@@ -9,7 +9,7 @@ import asyncio
 import dataclasses
 import json
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -237,7 +237,7 @@ async def stream_workflow(
     deps: RunDeps | None = None,
     cancel: CancelToken | None = None,
     **sys: Any,
-) -> AsyncIterator[Any]:
+) -> AsyncGenerator[Any, None]:
     """Run ``plan`` - or continue a saved/paused :class:`RunState` with ``answers`` - and
     yield its events in order (the one stream the CLI, API and workers consume).
 

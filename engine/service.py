@@ -38,6 +38,7 @@ What it guarantees, whatever process calls it:
 from __future__ import annotations
 
 import asyncio
+import builtins
 import contextlib
 import time
 from collections import OrderedDict
@@ -456,7 +457,7 @@ class RunService(Executing, ChatTurns, NodeRuns):
         """Runs, newest first (filters: status, workflow_id, chat_id, limit)."""
         return await self.stores.runs.list_runs(tenant_id, **filters)
 
-    async def node_runs(self, tenant_id: str, run_id: str) -> list[NodeRun]:
+    async def node_runs(self, tenant_id: str, run_id: str) -> builtins.list[NodeRun]:
         """Every node run of the run, in start order. Raises RunNotFound."""
         await self.stores.runs.get_run(tenant_id, run_id)
         return await self.stores.runs.list_node_runs(tenant_id, run_id)

@@ -243,7 +243,7 @@ class Settings(BaseSettings):
         """
         if self._dotenv is None:
             self._dotenv = _read_env_file(self.model_config.get("env_file"))
-        return collections.ChainMap(os.environ, self._dotenv)  # type: ignore[arg-type]
+        return collections.ChainMap(os.environ, self._dotenv)
 
     @property
     def models_override_path(self) -> Path:

@@ -274,6 +274,14 @@ def _values(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> list[Any]:
     return out
 
 
+def _occurrences(text: str | bytes | bytearray, sub: str | bytes | bytearray) -> int:
+    """``text.count(sub)``; 0 when one is str and the other bytes (the call itself then
+    fails with the method's own TypeError)."""
+    if isinstance(text, str):
+        return text.count(sub) if isinstance(sub, str) else 0
+    return 0 if isinstance(sub, str) else text.count(sub)
+
+
 def predict_call(
     name: str, target: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any], budget: RenderBudget
 ) -> None:
@@ -289,7 +297,8 @@ def predict_call(
     elif name == "expandtabs" and isinstance(target, _TEXT):
         tab = numbers[0] if numbers else 8
         budget.check(
-            f"expandtabs({tab})", size + target.count("\t" if isinstance(target, str) else b"\t") * tab
+            f"expandtabs({tab})",
+            size + _occurrences(target, "\t" if isinstance(target, str) else b"\t") * tab,
         )
     elif name == "indent" and isinstance(target, str):
         width = values[0] if values else 4
@@ -307,7 +316,7 @@ def predict_call(
         old, new = values[0], values[1]
         if isinstance(old, _TEXT) and isinstance(new, _TEXT):
             count = values[2] if len(values) > 2 and isinstance(values[2], int) and values[2] >= 0 else None
-            hits = target.count(old) if old else size + 1
+            hits = _occurrences(target, old) if old else size + 1
             budget.check(
                 "replace(...)", size + min(hits, count if count is not None else hits) * (len(new) - len(old))
             )
@@ -391,7 +400,7 @@ class _Namespace(Namespace):
     charged. A list or an object may be a literal, made without a charge."""
 
     def __setitem__(self, name: str, value: Any) -> None:
-        attrs = self._Namespace__attrs  # type: ignore[attr-defined]
+        attrs = self._Namespace__attrs
         old = attrs.get(name)
         attrs[name] = value
         # references: the name ``old`` and the argument of getrefcount; nothing else holds it
@@ -577,8 +586,8 @@ class BudgetedEnvironment(SandboxedEnvironment):
             if name == "join" and args and not isinstance(args[0], (list, tuple)):
                 args = (list(args[0]), *args[1:])  # an iterator: its items are needed to predict
             predict_call(name, owner, args, kwargs, budget)
-        grows = isinstance(owner, (list, dict, set)) and not isinstance(owner, Namespace)
-        before = len(owner) if grows else 0
+        grows = owner if isinstance(owner, (list, dict, set)) and not isinstance(owner, Namespace) else None
+        before = len(grows) if grows is not None else 0
         if name == "generate_lorem_ipsum":
             count, longest = (
                 kwargs.get("n", args[0] if args else 5),
@@ -587,10 +596,10 @@ class BudgetedEnvironment(SandboxedEnvironment):
             if isinstance(count, int) and isinstance(longest, int):
                 budget.check("lipsum(...)", count * longest * 12)
         result = super().call(__context, __obj, *args, **kwargs)
-        if grows and len(owner) > before:
+        if grows is not None and len(grows) > before:
             # the new entries, and what they hold as if it were new (it is kept alive now)
-            budget.check(f"the {type(owner).__name__} grown by {name}", size_of(owner))
-            budget.grow(_ENTRY * (len(owner) - before) + sum(_held(v) for v in (*args, *kwargs.values())))
+            budget.check(f"the {type(grows).__name__} grown by {name}", size_of(grows))
+            budget.grow(_ENTRY * (len(grows) - before) + sum(_held(v) for v in (*args, *kwargs.values())))
         if result is None or result is owner:
             return result
         return budget.charge(f"the result of {name or 'a call'}", result)

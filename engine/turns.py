@@ -35,9 +35,7 @@ class ChatTurns:
         messages = await self.stores.chats.messages(tenant_id, chat_id, limit=200)
         return [{"role": m.role, "content": m.text} for m in messages if m.text]
 
-    async def _conversation(
-        self, tenant_id: str, chat_id: str, plan: CompiledPlan
-    ) -> dict[str, Any] | None:
+    async def _conversation(self, tenant_id: str, chat_id: str, plan: CompiledPlan) -> dict[str, Any] | None:
         """The conversation variables the chat holds (None when the workflow declares none:
         nothing to read)."""
         if not plan.workflow.conversation_variables:

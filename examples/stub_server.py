@@ -132,13 +132,13 @@ class Handler(BaseHTTPRequestHandler):
     """Routes GET requests to :data:`ROUTES` and POST requests to :data:`POST_ROUTES`;
     everything else is a JSON 404."""
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server naming
+    def do_GET(self) -> None:
         url = urlsplit(self.path)
         route = ROUTES.get(url.path)
         status, body = route(parse_qs(url.query)) if route else (404, {"error": f"no route {url.path}"})
         self._reply(status, body)
 
-    def do_POST(self) -> None:  # noqa: N802 - http.server naming
+    def do_POST(self) -> None:
         url = urlsplit(self.path)
         route = POST_ROUTES.get(url.path)
         length = int(self.headers.get("Content-Length") or 0)
@@ -165,7 +165,7 @@ class Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up (e.g. a cancelled run)
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - signature of the base class
+    def log_message(self, format: str, *args: Any) -> None:
         sys.stderr.write("stub: " + (format % args) + "\n")
 
 

@@ -589,8 +589,10 @@ class AgentNode(NodeExecutor[AgentConfig], kind="agent"):
     ) -> None:
         """Keep the pending context (``raw``: the loop state as a dict) on the waiting node run
         and tag the interrupt with its id."""
-        paused = raw.get("pending") or {}
-        call = next((c for c in paused.get("calls", []) if c.get("id") == paused.get("call_id")), {})
+        paused: dict[str, Any] = raw.get("pending") or {}
+        call: dict[str, Any] = next(
+            (c for c in paused.get("calls", []) if c.get("id") == paused.get("call_id")), {}
+        )
         pending = PendingContext(
             kind=request.kind,
             pending_id=uuid.uuid4().hex,

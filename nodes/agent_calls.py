@@ -211,7 +211,7 @@ async def run_calls(
         )
         paused: ToolCallContext | None = None
         failure: BaseException | None = None
-        for call, result in zip(group, results):
+        for call, result in zip(group, results, strict=True):
             if isinstance(result, InterruptRequested):
                 paused = paused or call
                 failure = failure or result
@@ -295,15 +295,15 @@ def finish_round(
         del state.recent_calls[:-limit]
         if len(state.recent_calls) == limit and len(set(state.recent_calls)) == 1:
             name = state.recent_calls[-1].split("\x00", 1)[0]
-            note = {
+            repeated = {
                 "round": state.round,
                 "reason": "repeated_call",
                 "tool": name,
                 "message": f"tool {name} was called {limit} times in a row with the same arguments; "
                 "the next round may only answer",
             }
-            state.notes.append(note)
-            entry["loop_detected"] = note["message"]
+            state.notes.append(repeated)
+            entry["loop_detected"] = repeated["message"]
             state.force = "repeated_call"
             state.recent_calls.clear()
     entry["tool_cost"] = sum(r.get("cost", 0.0) for r in records)

@@ -344,6 +344,8 @@ async def _resume_pending(
         InterruptRequested: another call of the round pauses (the new pending call is saved).
     """
     ctx, pending = deps.ctx, state.pending
+    if pending is None:
+        raise NodeFailed("the agent loop has no paused tool call to resume", node_id=ctx.node_id)
     calls = restore_calls(ctx, state, deps.by_name)
     done: dict[int, tuple[ToolOutcome, dict[str, Any]]] = {}
     for key, item in (pending.get("done") or {}).items():

@@ -388,9 +388,9 @@ def apply_plan_updates(plan: Plan | None, arguments: str | Mapping[str, Any] | N
         if not isinstance(op, dict):
             raise PlanUpdateError(f"{what} must be an object with an operation")
         name = op.get("operation")
-        handler = _OPERATIONS.get(name) if isinstance(name, str) else None
-        if handler is None:
+        if not isinstance(name, str) or name not in _OPERATIONS:
             raise PlanUpdateError(f"{what}.operation must be one of {', '.join(_OPERATIONS)}, got {name!r}")
+        handler = _OPERATIONS[name]
         unknown = sorted(set(op) - _OP_FIELDS[name] - {"operation"})
         if unknown:
             raise PlanUpdateError(

@@ -575,6 +575,9 @@ _JSON_TYPES: dict[str, Any] = {
 }
 
 
+_JSON_KINDS: dict[type, str] = {str: "string", dict: "object", list: "array"}
+
+
 def _kind(value: Any) -> str:
     if value is None:
         return "null"
@@ -582,7 +585,7 @@ def _kind(value: Any) -> str:
         return "boolean"
     if isinstance(value, (int, float)):
         return "number"
-    return {str: "string", dict: "object", list: "array"}.get(type(value), type(value).__name__)
+    return _JSON_KINDS.get(type(value), type(value).__name__)
 
 
 def validate_args(schema: Mapping[str, Any] | None, value: Any, path: str = "$") -> list[str]:

@@ -500,7 +500,7 @@ def fit_rounds(messages: list[dict[str, Any]], loop: LoopState) -> list[dict[str
             f"the opening messages alone need ~{before} tokens but the input budget is {budget}",
             reason="context_length_exceeded",
         )
-    groups = [rest[s:e] for s, e in zip(starts, starts[1:] + [len(rest)])]
+    groups = [rest[s:e] for s, e in zip(starts, starts[1:] + [len(rest)], strict=True)]
     prefix = rest[: starts[0]]
     dropped: list[dict[str, Any]] = []
     while len(groups) > 1:

@@ -44,7 +44,7 @@ message names the memory limit.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Literal
 
 from engine.catalog import NodeExecutor
 from engine.code_packages import missing_message, package_env, package_needs
@@ -64,6 +64,11 @@ _LANG = {"python": "Python", "javascript": "JavaScript"}
 
 class CodeNode(NodeExecutor[CodeConfig], kind="code"):
     """Binds ``inputs``, runs ``main`` in the sandbox, returns the declared outputs."""
+
+    def _language(self) -> Literal["python", "javascript"]:
+        language = self.config.language
+        assert language is not None  # the config requires a language with code (a tool has none)
+        return language
 
     def _fail(self, ctx: NodeContext, message: str, reason: str) -> NodeFailed:
         return NodeFailed(message, node_id=ctx.node_id, reason=reason)
@@ -127,7 +132,7 @@ class CodeNode(NodeExecutor[CodeConfig], kind="code"):
         prelude = FASTGPT_JS_PRELUDE if cfg.semantics == "fastgpt" and cfg.language == "javascript" else ""
         try:
             outcome = await run_code(
-                cfg.language,
+                self._language(),
                 cfg.code,
                 values,
                 limits,
@@ -172,7 +177,7 @@ class CodeNode(NodeExecutor[CodeConfig], kind="code"):
 
     def _outputs(self, ctx: NodeContext, outcome: Outcome) -> dict[str, Any]:
         """Turn the outcome into the declared outputs, or raise the matching node error."""
-        cfg, lang = self.config, _LANG[self.config.language]
+        cfg, lang = self.config, _LANG[self._language()]
         if outcome.status == "timeout":
             raise self._fail(ctx, f"{lang} code stopped: {outcome.detail}", "code_timeout")
         if outcome.status == "output_too_large":
@@ -215,7 +220,7 @@ class CodeNode(NodeExecutor[CodeConfig], kind="code"):
         return outputs
 
     def _error(self, ctx: NodeContext, error: dict[str, Any]) -> NodeFailed:
-        lang, kind = _LANG[self.config.language], error.get("kind")
+        lang, kind = _LANG[self._language()], error.get("kind")
         trace = (error.get("traceback") or "").rstrip()
         if kind == "syntax":
             return self._fail(

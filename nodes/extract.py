@@ -248,6 +248,8 @@ class ExtractFieldsNode(NodeExecutor[ExtractFieldsConfig], kind="extract_fields"
             except JsonNotFound as exc:
                 record.update(reason=exc.reason, detail=exc.hint(raw))
 
+        valid: dict[str, Any]
+        invalid: dict[str, str]
         if parsed is None:
             valid, invalid, missing = {}, {}, [f.name for f in cfg.fields if f.required]
         else:

@@ -72,7 +72,7 @@ def coerce(value: Any, to: VarType) -> Any:
                 except ValueError:
                     raise ValueError(f"{value!r} is not a number") from None
                 if number != number or number in (float("inf"), float("-inf")):
-                    raise ValueError(f"{value!r} is not a finite number")
+                    raise ValueError(f"{value!r} is not a finite number") from None
                 return number
         raise ValueError(
             f"{actual.value if actual else 'null'} {value!r:.60} cannot be converted to a number"

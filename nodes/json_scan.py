@@ -61,7 +61,7 @@ _OPEN = {"{": "}", "[": "]"}
 _CLOSE = {"}", "]"}
 _SPECIAL = re.compile(r"[\"'/{}\[\]]")
 #: Closing quote of a string: an unescaped quote of the same kind (escapes are pairs).
-_STRING_END = {q: re.compile(r"(?:[^%s\\]|\\.)*%s" % (q, q), re.S) for q in "\"'"}
+_STRING_END = {q: re.compile(rf"(?:[^{q}\\]|\\.)*{q}", re.S) for q in "\"'"}
 _JSON5_POS = re.compile(r"<string>:(\d+) .* at column (\d+)")
 
 Expect = Literal["any", "object", "array"]
@@ -105,6 +105,8 @@ class JsonNotFound(ValueError):
     def __init__(self, reason: str, message: str, *, text: str, position: int | None = None):
         self.reason = reason
         self.position = position
+        self.line: int | None
+        self.column: int | None
         if position is not None:
             self.line, self.column = line_col(text, position)
             message = f"{message} (line {self.line}, column {self.column})"

@@ -150,10 +150,11 @@ class LoopNode(NodeExecutor[LoopConfig], kind="loop"):
                 raise NodeFailed(f"round {index} failed{where}: {nested.ending}", node_id=node_id)
             for i, update in enumerate(cfg.update):
                 new = resolve_value(state, update.value, node_id=node_id)
-                if not value_matches(new, declared[update.variable]):
+                expected = declared[update.variable]
+                if not value_matches(new, expected):
                     raise NodeFailed(
                         f"config.update[{i}]: loop variable {update.variable!r} is "
-                        f"{declared[update.variable].value}, got {type(new).__name__}",
+                        f"{expected}, got {type(new).__name__}",
                         node_id=node_id,
                     )
                 values[update.variable] = new

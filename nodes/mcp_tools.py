@@ -65,6 +65,7 @@ from schemas.node_records import McpServerRecord
 from schemas.nodes_agent import SECRET_REF, McpServer
 
 from .agent_loop import ToolCallContext, ToolOutcome, ToolSourceFailed, ToolSpec
+from .agent_types import Risk
 from .http_request import AddressPolicy, GuardedBackend
 
 __all__ = [
@@ -137,7 +138,7 @@ def resolve_secrets(
     return SECRET_REF.sub(value, text)
 
 
-def mcp_risk(annotations: Any) -> str | None:
+def mcp_risk(annotations: Any) -> Risk | None:
     """The risk level of a listed tool from its annotations: ``read`` when ``readOnlyHint``
     (and not ``destructiveHint``), ``write`` when ``destructiveHint``, else None (unknown:
     the gate treats it as write, as the MCP spec's defaults assume a tool may destroy)."""
@@ -261,9 +262,9 @@ def _guarded_http_client(
     if not hasattr(transport, "_pool"):
         # Fail closed: a client without the guard would reach any address.
         raise NodeFailed("unsupported httpx2 version: cannot install the address guard", node_id=node_id)
-    transport._pool = httpcore2.AsyncConnectionPool(  # type: ignore[attr-defined]
-        network_backend=GuardedBackend(policy, node_id=node_id, inner=_Inner())
-    )  # type: ignore[arg-type]
+    # httpcore's backend protocol, duck-typed onto httpcore2's (same methods, other classes)
+    backend: Any = GuardedBackend(policy, node_id=node_id, inner=_Inner())  # type: ignore[arg-type]  # httpcore2's backend
+    transport._pool = httpcore2.AsyncConnectionPool(network_backend=backend)
     hooks: dict[str, list[Any]] = {"request": [_send_trace_context]}
     if on_response:
         hooks["response"] = [on_response]
@@ -436,7 +437,7 @@ class McpConnection:
             tool.description or tool.title or tool.name,
             schema,
             run,
-            risk=mcp_risk(tool.annotations),  # type: ignore[arg-type]
+            risk=mcp_risk(tool.annotations),
             timeout=self.server.timeout or default_timeout,
             meta={
                 "kind": "mcp",

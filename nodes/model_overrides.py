@@ -40,7 +40,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from .model_registry import TOOL_SUPPORT, Capabilities, ModelConfigError, ModelSpec, ToolSupport
+from .model_registry import (
+    TOOL_SUPPORT,
+    ModelConfigError,
+    ModelSpec,
+    ToolSupport,
+    migrate_tool_calling,
+)
 
 __all__ = [
     "DEFAULT_MODEL_ENV",
@@ -93,7 +99,7 @@ class CapabilityOverride(_Override):
     @classmethod
     def _legacy_keys(cls, data: Any) -> Any:
         if isinstance(data, Mapping) and "tool_calling" in data:
-            return Capabilities._legacy_keys(data)  # one migration rule for both
+            return migrate_tool_calling(data)
         return data
 
 

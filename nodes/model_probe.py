@@ -41,7 +41,7 @@ from pydantic import BaseModel, ConfigDict
 from engine.errors import FlowloomError
 
 from .model_overrides import CapabilityOverride, ModelOverride
-from .model_registry import Capabilities, ModelRegistry
+from .model_registry import Capabilities, ModelRegistry, ToolSupport
 
 __all__ = ["Check", "ProbeFailed", "ProbeReport", "ProbeTarget", "probe_model"]
 
@@ -135,7 +135,7 @@ class ProbeReport(BaseModel):
     context_source: str | None = None
 
     @property
-    def tools(self) -> str | None:
+    def tools(self) -> ToolSupport | None:
         """``native``, ``forced`` or ``none`` as the calls showed (None: inconclusive)."""
         if self.free_tool_call.ok:
             return "native"
@@ -149,7 +149,7 @@ class ProbeReport(BaseModel):
         """The capabilities and context this report established (inconclusive checks are
         left out, so the registry keeps its value for them)."""
         caps = CapabilityOverride(
-            tools=self.tools,  # type: ignore[arg-type]
+            tools=self.tools,
             tool_choice=self.forced_tool_call.ok,
             structured_output=self.json_schema.ok,
             json_mode=self.json_mode.ok,

@@ -113,6 +113,7 @@ __all__ = [
     "WrongModelType",
     "get_registry",
     "load_registry",
+    "migrate_tool_calling",
     "price",
 ]
 
@@ -226,6 +227,26 @@ ToolSupport = Literal["native", "forced", "none"]
 TOOL_SUPPORT: tuple[str, ...] = ("native", "forced", "none")
 
 
+def migrate_tool_calling(data: Any) -> Any:
+    """Capabilities written with the old ``tool_calling`` flag, as ``tools`` (the registry's
+    and the overrides' one migration rule); anything else unchanged.
+
+    Raises:
+        ValueError: ``tool_calling`` is not a bool.
+    """
+    if not isinstance(data, Mapping) or "tool_calling" not in data:
+        return data
+    fields = dict(data)
+    legacy = fields.pop("tool_calling")
+    if not isinstance(legacy, bool):
+        raise ValueError(
+            f"capabilities.tool_calling must be true or false, got {legacy!r} "
+            f"(or write tools = {' | '.join(repr(t) for t in TOOL_SUPPORT)})"
+        )
+    fields.setdefault("tools", "native" if legacy else "none")
+    return fields
+
+
 class Capabilities(_Spec):
     """What the model does, as the endpoint really serves it; ``call_llm`` refuses requests
     that need more, and nodes pick their protocol from it.
@@ -258,17 +279,7 @@ class Capabilities(_Spec):
     @model_validator(mode="before")
     @classmethod
     def _legacy_keys(cls, data: Any) -> Any:
-        if not isinstance(data, Mapping) or "tool_calling" not in data:
-            return data
-        fields = dict(data)
-        legacy = fields.pop("tool_calling")
-        if not isinstance(legacy, bool):
-            raise ValueError(
-                f"capabilities.tool_calling must be true or false, got {legacy!r} "
-                f"(or write tools = {' | '.join(repr(t) for t in TOOL_SUPPORT)})"
-            )
-        fields.setdefault("tools", "native" if legacy else "none")
-        return fields
+        return migrate_tool_calling(data)
 
     @model_validator(mode="after")
     def _forced_needs_choice(self) -> Capabilities:
@@ -673,7 +684,7 @@ def _own_loop_http_client() -> Any:
     if not _OWN_LOOP_CLIENT:
         import openai
 
-        class OwnLoopClient(openai.DefaultAsyncHttpxClient):  # type: ignore[misc, valid-type]
+        class OwnLoopClient(openai.DefaultAsyncHttpxClient):
             def __init__(self, **kwargs: Any) -> None:
                 try:
                     self._owner: weakref.ref[Any] | None = weakref.ref(asyncio.get_running_loop())
@@ -838,4 +849,4 @@ def _cached_registry(
     return registry
 
 
-get_registry.cache_clear = _REGISTRIES.clear  # type: ignore[attr-defined]
+get_registry.cache_clear = _REGISTRIES.clear  # type: ignore[attr-defined]  # as functools.cache would give

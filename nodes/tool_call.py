@@ -62,7 +62,6 @@ import dataclasses
 import json
 import time
 import urllib.parse
-from types import SimpleNamespace
 from typing import Any
 
 import httpx
@@ -86,6 +85,7 @@ from schemas.nodes_agent import (
 )
 from schemas.run import NodeRun, RunState
 from schemas.types import NodeRunStatus, RunStatus, VarType
+from schemas.workflow import NodeBase
 
 from .agent_calls import restore_calls, run_approved
 from .agent_loop import (
@@ -98,6 +98,7 @@ from .agent_loop import (
     run_agent_loop,
 )
 from .agent_policy import RiskGate, RiskPolicy, rejection_message
+from .agent_types import Risk
 from .chat import (
     SYSTEM_SEPARATOR,
     add_usage,
@@ -146,7 +147,7 @@ def _cost_of(state: RunState) -> float:
 # ----------------------------------------------------------------- graph tools
 
 
-def graph_tool_risk(body: Any, root: str) -> tuple[str, str]:
+def graph_tool_risk(body: Any, root: str) -> tuple[Risk, str]:
     """``(level, why)`` of the graph tool starting at ``root`` of ``body`` (a compiled body
     plan): ``read`` when every node reachable from ``root`` is of a kind the catalog marks
     ``reads_only`` and its config writes nothing (an HTTP request with a read method),
@@ -249,6 +250,7 @@ class _HttpToolContext(NodeContext):
     call's values as variables (never as template source)."""
 
     __slots__ = ("tool_vars",)
+    tool_vars: dict[str, Any]
 
     def render(self, source: str, *, field: str = "template", extra: Any = None) -> str:
         return render_template(
@@ -285,7 +287,8 @@ def http_tool_spec(ctx: NodeContext, op: HttpTool, default_timeout: float | None
         follow_redirects=True,
         raise_for_status=False,
     )
-    executor = HttpRequestNode(SimpleNamespace(id=ctx.node_id, type="http_request", config=config))  # type: ignore[arg-type]
+    # a node of the agent's id (its record and errors name the agent), built, not validated
+    executor = HttpRequestNode(NodeBase.model_construct(id=ctx.node_id, type="http_request", config=config))
 
     async def run(args: dict[str, Any], call: ToolCallContext) -> ToolOutcome:
         base = ctx.render(op.base_url, field=f"config.http_tools.{op.operationId}.base_url").rstrip("/")
@@ -327,7 +330,7 @@ def http_tool_spec(ctx: NodeContext, op: HttpTool, default_timeout: float | None
             ctx.state,
             ctx.deps,
             ctx.cancel,
-            run_record,  # type: ignore[arg-type]
+            run_record,
             ctx._emit,
             None,
             ctx.scheduler,
@@ -355,7 +358,7 @@ def http_tool_spec(ctx: NodeContext, op: HttpTool, default_timeout: float | None
         description,
         op.json_schema(),
         run,
-        risk=op.tool_risk,  # type: ignore[arg-type]
+        risk=op.tool_risk,
         timeout=op.timeout + 5 if default_timeout is None else max(default_timeout, op.timeout + 5),
         meta={"kind": "http", "method": op.method, "path": op.path},
     )

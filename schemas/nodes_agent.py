@@ -225,7 +225,7 @@ class HttpTool(BaseModel):
         return self
 
     @property
-    def tool_risk(self) -> str:
+    def tool_risk(self) -> Literal["read", "write"]:
         return self.risk or ("read" if self.method in ("GET", "HEAD", "OPTIONS") else "write")
 
     def body_schema(self) -> dict[str, Any] | None:

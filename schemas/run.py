@@ -73,7 +73,7 @@ class Usage(BaseModel):
         total.model = ", ".join(models) or None
         return total
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # pydantic's decorator over a property
     @property
     def estimated(self) -> bool:
         """True when some token count here was estimated, not reported by the server."""

@@ -74,12 +74,14 @@ def walk_refs(obj: Any, path: str = "", expected: VarType | None = None) -> Iter
         yield RefFound(path or "value", obj, expected)
     elif isinstance(obj, BaseModel):
         hook = getattr(obj, "ref_type", None)
-        binding = isinstance(obj, InputBinding)
+        binding = obj if isinstance(obj, InputBinding) else None
         for name, info in type(obj).model_fields.items():
             value = getattr(obj, name)
             if isinstance(value, _SCALARS):
                 continue
-            sub_expected = hook(name) if hook else (obj.type if binding and name == "value" else None)
+            sub_expected = (
+                hook(name) if hook else (binding.type if binding is not None and name == "value" else None)
+            )
             label = info.alias or name  # paths use the JSON names builders see
             yield from walk_refs(value, f"{path}.{label}" if path else label, sub_expected)
     elif isinstance(obj, dict):

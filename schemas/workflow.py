@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 from enum import StrEnum
+from types import GenericAlias
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import (
@@ -191,11 +192,12 @@ def node_model(config_cls: type[NodeConfig], kind: str | None = None) -> type[No
         config_field: Any = (config_cls, Field(default_factory=dict, validate_default=True))
     except Exception:
         config_field = (config_cls, ...)
+    kind_type: Any = Literal[kind]  # a type made at run time, from the value of kind
     return create_model(
         f"{config_cls.__name__.removesuffix('Config')}Node",
         __base__=NodeBase,
         __doc__=config_cls.__doc__,
-        type=(Literal[kind], ...),  # type: ignore[valid-type]
+        type=(kind_type, ...),
         config=config_field,
     )
 
@@ -205,7 +207,7 @@ def _node_union(configs: Mapping[str, type[NodeConfig]]) -> Any:
     if len(models) == 1:
         return models[0]
     # a union built at run time: only typing.Union takes a tuple of members
-    return Annotated[Union[models], Field(discriminator="type")]  # type: ignore[valid-type]  # noqa: UP007
+    return Annotated[Union[models], Field(discriminator="type")]  # noqa: UP007 - only Union takes a tuple
 
 
 class Note(BaseModel):
@@ -271,10 +273,7 @@ class Workflow(BaseModel):
 def workflow_json_schema(configs: Mapping[str, type[NodeConfig]]) -> dict[str, Any]:
     """JSON Schema (draft 2020-12) of workflows whose nodes are of the kinds in ``configs``
     (kind -> config class), for the canvas and importers."""
-    current = create_model(
-        "Workflow",
-        __base__=Workflow,
-        __doc__=Workflow.__doc__,
-        nodes=(list[_node_union(configs)], Field(default_factory=list)),
-    )  # type: ignore[valid-type]
+    # list[...] of a union built at run time (a type checker would read list[...] as a type)
+    nodes_field: Any = (GenericAlias(list, (_node_union(configs),)), Field(default_factory=list))
+    current = create_model("Workflow", __base__=Workflow, __doc__=Workflow.__doc__, nodes=nodes_field)
     return TypeAdapter(current).json_schema(by_alias=True)

@@ -3,7 +3,8 @@ the README's command runs what CI runs. ``.ci/run`` may only add flags that quie
 output (``-q`` of pip, npm's ``--no-audit``/``--no-fund``, pytest's ``-p no:cacheprovider``).
 The step that fills the wheelhouse gives the package tests (tests/support/packages.py)
 what they install: the same projects, in the directory they look in, before pytest starts.
-Reads only."""
+The static checks run after the installs and before any build or test, so a lint, format
+or type finding fails CI in minutes, not after the suite. Reads only."""
 
 from __future__ import annotations
 
@@ -14,6 +15,15 @@ from pathlib import Path
 from tests.support import packages
 
 ROOT = Path(__file__).resolve().parents[1]
+
+#: the static checks, each of which must find nothing
+STATIC_CHECKS = (
+    "python3 -m ruff check .",
+    "python3 -m ruff format --check .",
+    "python3 -m mypy",
+    "npm --prefix web run typecheck",
+    "npm --prefix web run lint",
+)
 
 #: flags ``.ci/run`` adds that change what is printed, never what runs
 QUIET = {"-q", "--no-audit", "--no-fund", "-p", "no:cacheprovider"}
@@ -73,3 +83,23 @@ def test_the_wheelhouse_is_filled_with_what_the_package_tests_install_before_pyt
     assert packages.wheelhouse_dir() == Path.home() / ".cache" / "flowloom" / "wheelhouse"
     monkeypatch.setenv("FLOWLOOM_TEST_WHEELHOUSE", str(tmp_path))
     assert packages.wheelhouse_dir() == tmp_path
+
+
+def test_the_static_checks_run_after_the_installs_and_before_any_build_or_test():
+    order = [step.strip() for step in ci_command().split("&&")]
+    assert all(check in order for check in STATIC_CHECKS), order
+    first_check = min(order.index(check) for check in STATIC_CHECKS)
+    last_check = max(order.index(check) for check in STATIC_CHECKS)
+    installs = [i for i, step in enumerate(order) if " install " in f" {step} " or " ci " in f" {step} "]
+    runs = [i for i, step in enumerate(order)
+            if "pytest" in step or step.startswith("npm --prefix web run build") or step == "npm --prefix web test"]
+    assert installs and max(installs) < first_check, order
+    assert runs and last_check < min(runs), order
+
+
+def test_the_web_scripts_the_checks_call_exist():
+    import json
+
+    scripts = json.loads((ROOT / "web" / "package.json").read_text(encoding="utf-8"))["scripts"]
+    assert scripts["typecheck"].startswith("tsc --noEmit")
+    assert scripts["lint"].startswith("eslint --max-warnings 0")

@@ -110,7 +110,7 @@ class NodeMemoryBase(ABC):
     async def delete(self, key: str) -> bool:
         """Remove ``key``; True when a live value was there."""
 
-    async def close(self) -> None:
+    async def close(self) -> None:  # noqa: B027 - a no-op default that stores with connections override
         """Release connections (no-op for stores without any)."""
 
 
@@ -170,11 +170,8 @@ class FileNodeMemory(NodeMemoryBase):
         full = self.full_key(key)
         ttl = _check_ttl(ttl)
         encoded = _encode(value)  # refuse non-JSON before touching the disk
-        record = '{"key":%s,"value":%s,"expires_at":%s}' % (
-            json.dumps(full),
-            encoded,
-            "null" if ttl is None else repr(time.time() + ttl),
-        )
+        expires_at = "null" if ttl is None else repr(time.time() + ttl)
+        record = f'{{"key":{json.dumps(full)},"value":{encoded},"expires_at":{expires_at}}}'
         await asyncio.to_thread(self._write, full, record)
 
     async def delete(self, key: str) -> bool:
@@ -232,6 +229,7 @@ class RedisNodeMemory(NodeMemoryBase):
         if client is None:
             from redis.asyncio import Redis
 
+            assert self.url is not None  # __init__ refuses a store with neither URL nor client
             client = Redis.from_url(self.url, decode_responses=True)
             self._clients[loop] = client
         return client

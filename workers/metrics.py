@@ -33,7 +33,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC
-from typing import Any
+from typing import Any, TypedDict
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
@@ -52,7 +52,14 @@ NODE_BUCKETS = (0.001, 0.005, 0.025, 0.1, 0.5, 1.0, 2.5, 5.0, 15.0, 60.0, 300.0)
 #: checkpoint durations in seconds: a local SQLite commit to a PostgreSQL across a network, or a store waited out
 CHECKPOINT_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 2.5, 10.0)
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-_ENDS = {RunFinished: "succeeded", RunFailed: "failed", RunCancelled: "cancelled"}
+_ENDS: dict[type, str] = {RunFinished: "succeeded", RunFailed: "failed", RunCancelled: "cancelled"}
+
+
+class _Common(TypedDict):
+    """The arguments every metric of one telemetry shares."""
+
+    registry: CollectorRegistry
+    namespace: str
 
 
 class PrometheusTelemetry(Telemetry):
@@ -64,7 +71,7 @@ class PrometheusTelemetry(Telemetry):
         self, registry: CollectorRegistry | None = None, *, executing: Callable[[], int] | None = None
     ) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
-        on = {"registry": self.registry, "namespace": "flowloom"}
+        on = _Common(registry=self.registry, namespace="flowloom")
         self.runs_started = Counter("runs_started", "Runs started by this process", ["workflow"], **on)
         self.runs_finished = Counter(
             "runs_finished", "Runs this process executed to an end", ["workflow", "status"], **on

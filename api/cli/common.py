@@ -11,7 +11,7 @@ import contextlib
 import gc
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Annotated, Any, NoReturn, Protocol
 
@@ -221,12 +221,12 @@ def node_titles(doc: dict[str, Any] | None) -> dict[str, str]:
     }
 
 
-def print_columns(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
+def print_columns(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> None:
     """Rows as plain aligned columns on stdout, never cut: ids must stay copyable at any
     terminal width and in a pipe (a long last column simply runs on)."""
-    widths = [max(len(cell) for cell in column) for column in zip(header, *rows)]
+    widths = [max(len(cell) for cell in column) for column in zip(header, *rows, strict=True)]
     for index, row in enumerate((header, *rows)):
-        line = "  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip()
+        line = "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
         sys.stdout.write(
             ("\033[1m" + line + "\033[0m" if index == 0 and sys.stdout.isatty() else line) + "\n"
         )

@@ -364,7 +364,7 @@ def search(
     from schemas.knowledge import SearchRequest
 
     try:
-        request = SearchRequest(dataset_ids=[dataset_id], query=query, mode=mode, top_k=top_k)  # type: ignore[arg-type]
+        request = SearchRequest(dataset_ids=[dataset_id], query=query, mode=mode, top_k=top_k)
     except ValidationError as exc:
         abort("invalid search:", [_problem(e) for e in exc.errors()])
 

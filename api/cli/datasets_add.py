@@ -327,12 +327,10 @@ async def reindex_documents(
                 Text("no document to ingest again" + (" (none failed)" if failed_only else ""), style="dim")
             )
         return EXIT_OK
-    outcomes = [
-        DocumentOutcome(d.source_name, await knowledge.reindex_document(tenant, dataset_id, d.id), True)
-        for d in chosen
-    ]
+    documents = [await knowledge.reindex_document(tenant, dataset_id, d.id) for d in chosen]
+    outcomes = [DocumentOutcome(d.source_name, doc, True) for d, doc in zip(chosen, documents, strict=True)]
     queued = bool(service.settings.redis_url)
-    ids = [o.document.id for o in outcomes]
+    ids = [doc.id for doc in documents]
     final: dict[str, Any] = {}
     followed = wait or not queued
     if followed:
@@ -348,8 +346,7 @@ async def reindex_documents(
         write_json(
             {
                 "documents": [
-                    final.get(i, o.document).model_dump(mode="json", exclude={"tenant_id"})
-                    for i, o in zip(ids, outcomes)
+                    final.get(doc.id, doc).model_dump(mode="json", exclude={"tenant_id"}) for doc in documents
                 ]
             }
         )

@@ -119,7 +119,6 @@ def tools(
     as_json: JsonFlag = False,
 ) -> None:
     """List the tools an MCP server offers (name, risk, description)."""
-    import engine  # noqa: F401  - import order: engine before nodes
     from engine.errors import NodeFailed
     from nodes.mcp_tools import list_server_tools, mcp_risk
 

@@ -29,7 +29,6 @@ app.add_typer(models_app, name="models")
 
 
 def _registry() -> Any:
-    import engine  # noqa: F401  - import order: engine before nodes
     from nodes.model_registry import registry_for
 
     return registry_for(settings())

@@ -74,7 +74,9 @@ __all__ = ["MAX_UPLOAD_FILES", "router"]
 MAX_UPLOAD_FILES = 100
 
 _E: dict[int | str, dict[str, Any]] = {code: {"model": ErrorBody} for code in (401, 403, 404, 422)}
-_QUOTA = {429: {"model": ErrorBody, "description": "the tenant's tokens per day are used up (`Retry-After`)"}}
+_QUOTA: dict[int | str, dict[str, Any]] = {
+    429: {"model": ErrorBody, "description": "the tenant's tokens per day are used up (`Retry-After`)"}
+}
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"], responses=_E)
 
 #: what a stored id can look like; anything else is 404 without a query (ids are made of these)

@@ -89,7 +89,7 @@ def _inline_defs(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 #: the key is read by hand (errors in OpenAI's shape), so the scheme is declared here
-_SECURITY = {"security": [{"ApiKey": []}]}
+_SECURITY: dict[str, Any] = {"security": [{"ApiKey": []}]}
 _BODY = {
     **_SECURITY,
     "requestBody": {
@@ -452,7 +452,7 @@ async def _with_heartbeats(chunks: AsyncIterator[str], heartbeat_s: float) -> As
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await task
         with contextlib.suppress(Exception):
-            await chunks.aclose()  # type: ignore[attr-defined]
+            await chunks.aclose()  # type: ignore[attr-defined]  # an async generator
 
 
 async def _stream(

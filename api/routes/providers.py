@@ -150,7 +150,7 @@ def _out(record: ProviderRecord, base: ModelRegistry) -> ProviderOut:
     return ProviderOut(
         id=record.id,
         name=record.name,
-        preset=record.preset,  # type: ignore[arg-type]
+        preset=record.preset,
         base_url=record.base_url,
         api_key_set=record.api_key_set,
         api_key_masked=record.api_key_masked,
@@ -221,7 +221,7 @@ async def set_defaults(body: ModelDefaults, caller: Caller, found: Found) -> Mod
         if name == "default":
             raise _spec_problem(kind, "choose a model by its own name (default is the name the choice gives)")
         try:
-            models.get(name, kind)  # type: ignore[attr-defined]
+            models.get(name, kind)
         except UnknownModel as exc:
             raise _spec_problem(kind, str(exc)) from None
     saved = await found.store.set_defaults(caller.tenant_id, chosen)

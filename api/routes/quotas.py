@@ -75,9 +75,9 @@ async def _out(quotas: Quotas, tenant_id: str, app_id: str | None, own: QuotaLim
         effective=QuotaEffective(
             runs_per_minute=effective.runs_per_minute or None,
             tokens_per_day=effective.tokens_per_day or None,
-            runs_per_minute_source=effective.runs_per_minute_source,  # type: ignore[arg-type]
+            runs_per_minute_source=effective.runs_per_minute_source,
             tokens_per_day_source=effective.tokens_per_day_source,
-        ),  # type: ignore[arg-type]
+        ),
         usage=QuotaUsageOut(runs_last_minute=usage.runs_last_minute, tokens_today=usage.tokens_today),
     )
 

@@ -361,6 +361,7 @@ async def rerun_run(
     if caller.app_id is not None:
         raise ApiError(403, "forbidden", "rerunning with a draft needs a key of the whole tenant")
     summary = await _summary(service, caller, run_id)
+    version: str | None
     doc, version = body.workflow, "draft"
     if doc is None:
         try:

@@ -543,7 +543,7 @@ async def _import_request(request: Request) -> tuple[WorkflowImport, bytes | str
                 secrets=secrets,
                 allow_partial=str(form.get("allow_partial", "")).lower() in ("1", "true", "on"),
                 workflow_id=form.get("workflow_id") or None,
-            )  # type: ignore[arg-type]
+            )
         except ValueError as exc:
             raise ApiError(422, "invalid_request", f"invalid import options: {exc}") from None
         return params, await upload.read(), upload.filename

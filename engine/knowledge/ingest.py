@@ -277,7 +277,7 @@ class Ingestor:
                 f"model to rebuild it"
             )
         stored = await self.store.put_vectors(
-            tenant_id, index.id, [(c.id, v) for c, v in zip(batch, result.vectors)]
+            tenant_id, index.id, [(c.id, v) for c, v in zip(batch, result.vectors, strict=True)]
         )
         if self.on_usage is not None:
             with contextlib.suppress(Exception):  # accounting must not fail an ingestion

@@ -186,9 +186,7 @@ class KnowledgeStore(Protocol):
         """Raises DocumentNotFound."""
         ...
 
-    async def start_pass(
-        self, tenant_id: str, document_id: str
-    ) -> tuple[Document, Dataset, ParsedDocument]:
+    async def start_pass(self, tenant_id: str, document_id: str) -> tuple[Document, Dataset, ParsedDocument]:
         """What an ingestion pass starts from, in one transaction: the document as it was,
         its dataset and its parsed text, and the document set to ``parsing`` with its
         error cleared. Raises DocumentNotFound, DatasetNotFound."""

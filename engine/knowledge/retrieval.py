@@ -217,7 +217,7 @@ class Retriever:
                 why = "is in a store without vector search"
             elif self.embedder is None or not self.embedder.has_model(index.embedding_model):
                 why = f"needs embedding model {index.embedding_model!r}, which is not configured"
-            if why is None:
+            if why is None and index is not None:
                 by_model.setdefault(index.embedding_model, []).append(ds)
             else:
                 full_text.append(ds)
@@ -299,7 +299,7 @@ class Retriever:
         )
         jobs = [
             (ds, index.id, qi, vector)
-            for model, vectors in zip(models, embedded)
+            for model, vectors in zip(models, embedded, strict=True)
             if vectors is not None
             for ds in by_model[model]
             if (index := ds.active_index) is not None
@@ -313,7 +313,7 @@ class Retriever:
             return_exceptions=True,
         )
         unavailable: set[str] = set()
-        for (ds, _, qi, _), found in zip(jobs, found_all):
+        for (ds, _, qi, _), found in zip(jobs, found_all, strict=True):
             if isinstance(found, VectorSearchUnavailable):
                 if ds.id not in unavailable:
                     unavailable.add(ds.id)

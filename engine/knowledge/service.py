@@ -36,7 +36,7 @@ from schemas.knowledge import (
 )
 
 from ..errors import FlowloomError
-from .ingest import DEFAULT_LEASE_S, Ingestor, UsageSink
+from .ingest import DEFAULT_BATCH_SIZE, DEFAULT_LEASE_S, Ingestor, UsageSink
 from .ports import (
     Chunker,
     DocumentNotFound,
@@ -191,9 +191,13 @@ class KnowledgeService:
         self.tenant_models = tenant_models
         self.embedder, self.reranker, self.judge = embedder, reranker, judge
         self.max_document_bytes, self.on_usage = max_document_bytes, on_usage
-        extra = {"batch_size": batch_size} if batch_size else {}
         self.ingestor = Ingestor(
-            store=store, chunker=chunker, embedder=embedder, on_usage=on_usage, lease_s=lease_s, **extra
+            store=store,
+            chunker=chunker,
+            embedder=embedder,
+            on_usage=on_usage,
+            lease_s=lease_s,
+            batch_size=batch_size or DEFAULT_BATCH_SIZE,
         )
         self.queue: IngestionQueue = queue if queue is not None else LocalIngestionQueue(self.ingest)
         self._retriever: Any = None
@@ -317,7 +321,7 @@ class KnowledgeService:
         await self.store.get_dataset(tenant_id, dataset_id, counts=False)
         outcomes: list[DocumentOutcome] = []
         # every upload parsed in one trip to a thread (not one per file)
-        for upload, parsed in zip(uploads, await asyncio.to_thread(self._parse_all, uploads)):
+        for upload, parsed in zip(uploads, await asyncio.to_thread(self._parse_all, uploads), strict=True):
             if isinstance(parsed, DocumentRejected):
                 outcomes.append(DocumentOutcome(upload.name, None, False, parsed))
                 continue

@@ -28,7 +28,7 @@ from engine.catalog import NodeCatalog
 from engine.code_packages import PackageEnv
 from engine.compiler import check_workflow
 
-from .base import normalise_workflow
+from .base import BaseImporter, normalise_workflow
 from .report import (
     API_MODEL_HINTS,
     CLI_MODEL_HINTS,
@@ -220,11 +220,16 @@ def import_workflow(
     registry = models
     if fmt == "flowloom":
         return _import_flowloom(doc, catalog, registry, workflow_id)
+    importer_cls: type[BaseImporter]
     if fmt == "dify":
-        from .dify import DifyImporter as Importer
+        from .dify import DifyImporter
+
+        importer_cls = DifyImporter
     else:
-        from .fastgpt import FastGPTImporter as Importer  # type: ignore[assignment]
-    importer = Importer(
+        from .fastgpt import FastGPTImporter
+
+        importer_cls = FastGPTImporter
+    importer = importer_cls(
         doc,
         catalog=catalog,
         allow_partial=allow_partial,

@@ -29,7 +29,7 @@ import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import networkx as nx
 
@@ -48,6 +48,7 @@ __all__ = [
     "BaseImporter",
     "Planned",
     "coerce_literal",
+    "dict_at",
     "first",
     "flowloom_ids",
     "normalise_workflow",
@@ -119,7 +120,7 @@ def normalise_workflow(doc: dict[str, Any], catalog: NodeCatalog) -> dict[str, A
             )
         except Exception:
             nodes.append(copy.deepcopy(raw))
-    ordered = {
+    ordered: dict[str, Any] = {
         k: out[k]
         for k in ("id", "name", "version", "description", "inputs", "variables", "conversation_variables")
         if k in out
@@ -224,7 +225,7 @@ class BaseImporter:
         self.body_scope: str | None = None
         self._ancestors: dict[str, set[str]] = {}
         self._scc: dict[str, int] = {}
-        self._graph = nx.DiGraph()
+        self._graph: nx.DiGraph[str] = nx.DiGraph()
 
     # ----------------------------------------------------------------- to implement
 
@@ -258,13 +259,15 @@ class BaseImporter:
                 "renamed_key", f"{what} {old!r} is {new!r} (Flowloom names here are ASCII identifiers)", p
             )
 
-    def _issue(self, code: str, message: str, p: Planned | None, severity: str) -> None:
+    def _issue(
+        self, code: str, message: str, p: Planned | None, severity: Literal["error", "warning"]
+    ) -> None:
         issue = ImportIssue(
             code,
             message,
             p.src_id if p else None,
             p.src_type if p else None,
-            severity,  # type: ignore[arg-type]
+            severity,
             p.fid if p and p.fid != p.src_id else None,
         )
         if issue not in self.issues:
@@ -491,10 +494,12 @@ class BaseImporter:
         return self._ancestors[fid]
 
     def _analyse(self) -> None:
-        graph = nx.DiGraph()
+        graph: nx.DiGraph[str] = nx.DiGraph()
         graph.add_nodes_from(p.fid for p in self.planned)
         graph.add_edges_from((s, t) for s, _h, t, _e in self.edges if s in graph and t in graph)
-        graph.add_edges_from((p.parent, p.fid) for p in self.planned if p.parent in graph)
+        graph.add_edges_from(
+            (p.parent, p.fid) for p in self.planned if p.parent is not None and p.parent in graph
+        )
         for index, component in enumerate(nx.strongly_connected_components(graph)):
             if len(component) == 1:
                 (only,) = component
@@ -718,8 +723,9 @@ class BaseImporter:
         doc["variables"] = self.variables
         if self.conversation_vars:
             doc["conversation_variables"] = self.conversation_vars
-        if getattr(self, "environment", None):
-            doc["environment"] = self.environment
+        environment = getattr(self, "environment", None)  # the importers that read one set it
+        if environment:
+            doc["environment"] = environment
         doc["nodes"] = nodes
         doc["edges"] = [
             e for e in self._edge_dicts() if e["source"] not in skipped and e["target"] not in skipped
@@ -773,3 +779,10 @@ class BaseImporter:
             dict(getattr(self, "_datasets_mapped", {})),
             package_summary(self.package_needs),
         )
+
+
+def dict_at(mapping: Mapping[str, Any], key: str) -> dict[str, Any]:
+    """``mapping[key]`` when it is an object, else ``{}`` (a source's missing or malformed
+    section reads as empty)."""
+    value = mapping.get(key)
+    return value if isinstance(value, dict) else {}

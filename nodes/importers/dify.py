@@ -22,7 +22,7 @@ from typing import Any
 
 from schemas.types import VarType
 
-from .base import Planned, first, number, xy
+from .base import Planned, dict_at, first, number, xy
 from .dify_nodes import DifyNodes
 from .dify_refs import CONVERTERS, handle_key, looks_like_dify
 from .refs import IDENT, Unconvertible, identifier, var_type
@@ -102,7 +102,7 @@ class DifyImporter(DifyNodes):
     def _position(self, node: dict[str, Any]) -> dict[str, float]:
         pos = node.get("positionAbsolute") if isinstance(node.get("positionAbsolute"), dict) else None
         if pos is None:
-            pos = node.get("position") if isinstance(node.get("position"), dict) else {}
+            pos = dict_at(node, "position")
             parent = self.src.get(str(node.get("parentId") or ""))
             if parent is not None:
                 base, offset = self._position(parent), xy(pos)
@@ -263,7 +263,7 @@ class DifyImporter(DifyNodes):
     def policy(self, p: Planned, node: dict[str, Any]) -> dict[str, Any]:
         data = self.data(p.raw)
         out: dict[str, Any] = {}
-        retry = data.get("retry_config") if isinstance(data.get("retry_config"), dict) else {}
+        retry = dict_at(data, "retry_config")
         if retry.get("retry_enabled"):
             out["max_retries"] = max(0, min(10, int(number(retry.get("max_retries")) or 0)))
             interval = number(retry.get("retry_interval"))

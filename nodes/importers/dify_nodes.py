@@ -13,7 +13,7 @@ from typing import Any
 from schemas.nodes import OUTPUT_NAME
 from schemas.types import VarType
 
-from .base import Planned, coerce_literal, first, number
+from .base import Planned, coerce_literal, dict_at, first, number
 from .code_scan import check_code
 from .datasets import DatasetImport
 from .dify_refs import TEMPLATE_REF, DifyRefs, handle_key
@@ -61,9 +61,9 @@ class DifyNodes(DifyTools, DifyRefs, DatasetImport):
         return {"type": "answer", "config": {"text": self.template(self.data(p.raw).get("answer") or "")}}
 
     def _model(self, data: dict[str, Any], cfg: dict[str, Any]) -> None:
-        model = data.get("model") if isinstance(data.get("model"), dict) else {}
+        model = dict_at(data, "model")
         cfg["model"] = self.model_name(model.get("name"))
-        params = model.get("completion_params") if isinstance(model.get("completion_params"), dict) else {}
+        params = dict_at(model, "completion_params")
         temperature = number(params.get("temperature"))
         if temperature is not None:
             cfg["temperature"] = max(0.0, min(2.0, float(temperature)))
@@ -76,7 +76,7 @@ class DifyNodes(DifyTools, DifyRefs, DatasetImport):
         if memory is None:
             cfg["history"] = 0
             return None
-        window = memory.get("window") if isinstance(memory.get("window"), dict) else {}
+        window = dict_at(memory, "window")
         size = number(window.get("size")) if window.get("enabled") else None
         cfg["history"] = max(0, min(100, int(size))) if size is not None else default
         return memory
@@ -97,11 +97,7 @@ class DifyNodes(DifyTools, DifyRefs, DatasetImport):
                 "every dataset is searched and the results merged",
                 p,
             )
-        multi = (
-            data.get("multiple_retrieval_config")
-            if isinstance(data.get("multiple_retrieval_config"), dict)
-            else {}
-        )
+        multi = dict_at(data, "multiple_retrieval_config")
         top_k = number(multi.get("top_k"))
         if top_k is not None and 1 <= top_k <= 200:
             cfg["top_k"] = int(top_k)
@@ -116,7 +112,7 @@ class DifyNodes(DifyTools, DifyRefs, DatasetImport):
             multi.get("reranking_enable")
             and multi.get("reranking_mode", "reranking_model") == "reranking_model"
         ):
-            model = multi.get("reranking_model") if isinstance(multi.get("reranking_model"), dict) else {}
+            model = dict_at(multi, "reranking_model")
             rerank = self.rerank_settings(model.get("model"), p)
             if rerank is not None:
                 cfg["rerank"] = rerank
@@ -143,7 +139,7 @@ class DifyNodes(DifyTools, DifyRefs, DatasetImport):
                     "unsupported_feature",
                 )
             )
-        context = data.get("context") if isinstance(data.get("context"), dict) else {}
+        context = dict_at(data, "context")
         local: dict[str, str] = {}
         if context.get("enabled") and context.get("variable_selector"):
             cfg["quote"] = self.value(context["variable_selector"])
@@ -339,8 +335,9 @@ class DifyNodes(DifyTools, DifyRefs, DatasetImport):
         cond: dict[str, Any] = {"left": self.value(item.get("variable_selector")), "operator": operator}
         if operator not in ("empty", "not_empty"):
             right = item.get("value")
-            refs = TEMPLATE_REF.findall(right) if isinstance(right, str) else []
-            if refs and TEMPLATE_REF.fullmatch(right.strip()):
+            text = right if isinstance(right, str) else ""
+            refs = TEMPLATE_REF.findall(text)
+            if refs and TEMPLATE_REF.fullmatch(text.strip()):
                 parts = refs[0].split(".")
                 cond["right"] = self.selector(parts).as_ref()
             elif refs:
@@ -507,8 +504,9 @@ class DifyNodes(DifyTools, DifyRefs, DatasetImport):
                 value = item.get("value")
                 if item.get("input_type") == "variable" and op != "clear":
                     value = self.value(value)
-                if op == "-=" and number(value) is not None:
-                    op, value = "+=", -number(value)  # type: ignore[operator]
+                amount = number(value) if op == "-=" else None
+                if amount is not None:
+                    op, value = "+=", -amount
                 if op not in self._ASSIGN_OPS:
                     raise Unconvertible(
                         f"assignment operation {op!r} has no Flowloom equivalent", "unsupported_feature"
@@ -638,13 +636,13 @@ class DifyNodes(DifyTools, DifyRefs, DatasetImport):
         body = self._http_body(p, data)
         if body is not None:
             cfg["body"] = body
-        timeout = data.get("timeout") if isinstance(data.get("timeout"), dict) else {}
+        timeout = dict_at(data, "timeout")
         values = [
             number(v) for k, v in timeout.items() if k.startswith("max_") or k in ("connect", "read", "write")
         ]
-        values = [v for v in values if v]
-        if values:
-            cfg["timeout"] = float(min(600, max(values)))
+        given = [v for v in values if v is not None and v]
+        if given:
+            cfg["timeout"] = float(min(600, max(given)))
         if data.get("ssl_verify") is False:
             self.warn(
                 "behaviour_difference",
@@ -666,9 +664,9 @@ class DifyNodes(DifyTools, DifyRefs, DatasetImport):
     def _http_headers(self, p: Planned, data: dict[str, Any]) -> dict[str, str]:
         """The request headers, with the API key of ``authorization`` written into them."""
         headers = self._http_pairs(data.get("headers"))
-        auth = data.get("authorization") if isinstance(data.get("authorization"), dict) else {}
+        auth = dict_at(data, "authorization")
         if auth.get("type") == "api-key":
-            conf = auth.get("config") if isinstance(auth.get("config"), dict) else {}
+            conf = dict_at(auth, "config")
             key = str(conf.get("api_key") or "")
             kind = str(conf.get("type") or "bearer")
             if kind == "custom":
@@ -685,7 +683,7 @@ class DifyNodes(DifyTools, DifyRefs, DatasetImport):
 
     def _http_body(self, p: Planned, data: dict[str, Any]) -> dict[str, Any] | None:
         """The request body (None: no body). Files are not supported."""
-        body = data.get("body") if isinstance(data.get("body"), dict) else {}
+        body = dict_at(data, "body")
         btype = str(body.get("type") or "none")
         raw_data = body.get("data")
         items = [i for i in raw_data if isinstance(i, dict)] if isinstance(raw_data, list) else []

@@ -14,7 +14,7 @@ from typing import Any
 
 from schemas.types import VarType
 
-from .base import BaseImporter, Planned, _Insert
+from .base import BaseImporter, Planned, _Insert, dict_at
 from .refs import Target, Unconvertible, interpolation, join_template, json_string_state, literal, var_type
 
 __all__ = ["CONVERTERS", "DifyRefs", "handle_key", "looks_like_dify"]
@@ -75,11 +75,10 @@ class DifyRefs(BaseImporter):
 
     def __init__(self, source: dict[str, Any], **kw: Any):
         super().__init__(source, **kw)
-        self.app: dict[str, Any] = source.get("app") if isinstance(source.get("app"), dict) else {}
-        self.wf: dict[str, Any] = (
-            source.get("workflow") if isinstance(source.get("workflow"), dict) else source
-        )
-        graph = self.wf.get("graph") if isinstance(self.wf.get("graph"), dict) else {}
+        self.app: dict[str, Any] = dict_at(source, "app")
+        nested = source.get("workflow")
+        self.wf: dict[str, Any] = nested if isinstance(nested, dict) else source
+        graph = dict_at(self.wf, "graph")
         self.raw_nodes = [
             n for n in graph.get("nodes") or [] if isinstance(n, dict) and n.get("id") is not None
         ]
@@ -98,7 +97,7 @@ class DifyRefs(BaseImporter):
 
     @staticmethod
     def data(node: dict[str, Any]) -> dict[str, Any]:
-        return node.get("data") if isinstance(node.get("data"), dict) else {}
+        return dict_at(node, "data")
 
     def kind_of(self, nid: str) -> str:
         return str(self.data(self.src[nid]).get("type") or "") if nid in self.src else ""
@@ -328,7 +327,7 @@ class DifyRefs(BaseImporter):
 
     def _groups(self, data: dict[str, Any]) -> dict[str, str]:
         """Group name -> Flowloom node id for a grouped variable aggregator (first group: the node itself)."""
-        adv = data.get("advanced_settings") if isinstance(data.get("advanced_settings"), dict) else {}
+        adv = dict_at(data, "advanced_settings")
         if not adv.get("group_enabled"):
             return {}
         out: dict[str, str] = {}
@@ -370,7 +369,7 @@ class DifyRefs(BaseImporter):
             pos = m.end()
             parts = m.group(1).split(".")
             if len(parts) == 1 and parts[0] in local:
-                pieces.append(("expr", "{{ %s }}" % local[parts[0]]))
+                pieces.append(("expr", "{{ " + local[parts[0]] + " }}"))
                 continue
             if tuple(parts[:2]) in FILE_SELECTORS:
                 current = self.by_fid.get(self.reader or "")

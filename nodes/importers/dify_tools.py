@@ -28,13 +28,13 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .base import Planned, number
+from .base import Planned, dict_at, number
 from .dify_refs import TEMPLATE_REF
 from .fastgpt_refs import enum_value
 from .mcp import fastgpt_server, merge_servers
-from .refs import Unconvertible, identifier
+from .refs import Target, Unconvertible, identifier
 
 __all__ = ["DifyTools", "tool_reason"]
 
@@ -99,6 +99,22 @@ class DifyTools:
     """Tool and agent node converters (see the module docstring). Uses the reading helpers
     of :class:`~.dify_refs.DifyRefs` and the reporting of the base importer."""
 
+    if TYPE_CHECKING:  # the importer's own parts (DifyRefs, DifyNodes, the base importer)
+
+        @staticmethod
+        def data(node: dict[str, Any]) -> dict[str, Any]: ...
+        def selector(self, sel: Any, *, what: str = "") -> Target: ...
+        def template(
+            self, text: Any, *, local: dict[str, str] | None = None, json_body: bool = False
+        ) -> str: ...
+        def value(self, sel: Any) -> dict[str, str]: ...
+        def warn(self, code: str, message: str, p: Planned | None = None) -> None: ...
+        def error(self, code: str, message: str, p: Planned | None = None) -> None: ...
+        def _model(self, data: dict[str, Any], cfg: dict[str, Any]) -> None: ...
+        def _memory(
+            self, data: dict[str, Any], cfg: dict[str, Any], default: int
+        ) -> dict[str, Any] | None: ...
+
     # ------------------------------------------------------------------ tool nodes
 
     @staticmethod
@@ -120,7 +136,7 @@ class DifyTools:
             else ("constant", spec)
         )
         if kind == "variable":
-            return self.value(value)  # type: ignore[attr-defined]
+            return self.value(value)
         if kind == "mixed" and isinstance(value, str) and TEMPLATE_REF.search(value):
             whole = TEMPLATE_REF.fullmatch(value.strip())
             if whole is None:
@@ -129,7 +145,7 @@ class DifyTools:
                     "value from one reference",
                     "unsupported_feature",
                 )
-            return self.selector(whole.group(1).split(".")).as_ref()  # type: ignore[attr-defined]
+            return self.selector(whole.group(1).split(".")).as_ref()
         return value
 
     def _tool(self, p: Planned) -> dict[str, Any]:
@@ -138,7 +154,7 @@ class DifyTools:
         Raises:
             Unconvertible: Flowloom does not provide the tool (:func:`tool_reason`).
         """
-        data = self.data(p.raw)  # type: ignore[attr-defined]
+        data = self.data(p.raw)
         tool = self.builtin_of(
             str(data.get("provider_id") or data.get("provider_name") or ""), str(data.get("tool_name") or "")
         )
@@ -152,7 +168,7 @@ class DifyTools:
                 ):
                     params[str(name)] = self._tool_value(str(name), spec)
         inputs = [{"name": name, "value": value} for name, value in params.items()]
-        self.warn(  # type: ignore[attr-defined]
+        self.warn(
             "behaviour_difference",
             f"builtin tool {tool.provider}/{tool.name} runs as Flowloom's own implementation (a code node "
             "with tool), with Dify's parameters; text holds its text (JSON where Dify prints a Python "
@@ -169,8 +185,8 @@ class DifyTools:
         Raises:
             Unconvertible: a strategy other than function calling or ReAct.
         """
-        data = self.data(p.raw)  # type: ignore[attr-defined]
-        params = data.get("agent_parameters") if isinstance(data.get("agent_parameters"), dict) else {}
+        data = self.data(p.raw)
+        params = dict_at(data, "agent_parameters")
 
         def value(key: str) -> Any:
             item = params.get(key)
@@ -185,8 +201,8 @@ class DifyTools:
             )
         cfg: dict[str, Any] = {}
         model = value("model") if isinstance(value("model"), dict) else {}
-        self._model({"model": {**model, "name": model.get("model") or model.get("name")}}, cfg)  # type: ignore[attr-defined]
-        self._memory(data, cfg, 0)  # type: ignore[attr-defined]
+        self._model({"model": {**model, "name": model.get("model") or model.get("name")}}, cfg)
+        self._memory(data, cfg, 0)
         builtin, workflows = self._agent_tools(p, value("tools") or [])
         taken: set[str] = set()  # server names, unique within the node
         servers = self._agent_mcp_tools(p, value("tools") or [], taken)
@@ -194,8 +210,8 @@ class DifyTools:
             if key in params:
                 servers += self._mcp_parameter(p, key, params[key], taken)
         if value("instruction"):
-            cfg["system_prompt"] = self.template(value("instruction"))  # type: ignore[attr-defined]
-        cfg["user_prompt"] = self.template(value("query") or "{{#sys.query#}}")  # type: ignore[attr-defined]
+            cfg["system_prompt"] = self.template(value("instruction"))
+        cfg["user_prompt"] = self.template(value("query") or "{{#sys.query#}}")
         rounds = number(value("maximum_iterations"))
         if rounds:
             cfg["max_rounds"] = max(1, min(500, int(rounds) + 1))
@@ -204,7 +220,7 @@ class DifyTools:
         )
         if servers:
             cfg["mcp_servers"] = merge_servers(servers)
-            self.warn(  # type: ignore[attr-defined]
+            self.warn(
                 "behaviour_difference",
                 "a call of an MCP tool not annotated read-only asks a person first (Dify does not ask; "
                 "allow_write_tools opts out)",
@@ -212,7 +228,7 @@ class DifyTools:
             )
         cfg["mode"] = STRATEGIES[strategy]
         cfg["stream"] = False
-        self.warn(  # type: ignore[attr-defined]
+        self.warn(
             "behaviour_difference",
             f"the Dify agent ({strategy}) runs as a tool_call node: Flowloom's tool loop"
             + (" with its prompted JSON tool protocol" if strategy == "ReAct" else "")
@@ -242,7 +258,7 @@ class DifyTools:
                 continue
             found = self.builtin_of(provider, name) if kind in ("builtin", "plugin") else None
             if found is None:
-                self.error("unsupported_tool", f"the agent uses {tool_reason(item, kind)}", p)  # type: ignore[attr-defined]
+                self.error("unsupported_tool", f"the agent uses {tool_reason(item, kind)}", p)
                 continue
             preset = self._preset(p, found.name, item)
             ref: dict[str, Any] = {"name": found.name, **({"arguments": preset} if preset else {})}
@@ -263,10 +279,10 @@ class DifyTools:
         for key, spec in (item.get("parameters") or {}).items():
             if not isinstance(spec, dict) or spec.get("auto", 1) != 0:
                 continue
-            inner = spec.get("value") if isinstance(spec.get("value"), dict) else {}
+            inner = dict_at(spec, "value")
             plain = inner.get("value")
             if inner.get("type") == "variable" or (isinstance(plain, str) and TEMPLATE_REF.search(plain)):
-                self.warn(  # type: ignore[attr-defined]
+                self.warn(
                     "behaviour_difference",
                     f"parameter {key!r} of tool {tool} reads a variable in Dify; here the model fills it "
                     "(builtin tool arguments are fixed values)",
@@ -286,7 +302,7 @@ class DifyTools:
         description = str((item.get("extra") or {}).get("description") or item.get("tool_description") or "")
         if description:
             entry["description"] = description
-        self.warn(  # type: ignore[attr-defined]
+        self.warn(
             "missing_setting",
             f"workflow tool {name or provider} calls another Dify app (tool provider {provider}), which is not "
             f"in this file: import that app too as workflow {wid!r} and publish it (for flowloom run: "
@@ -294,7 +310,7 @@ class DifyTools:
             "running",
             p,
         )
-        self.warn(  # type: ignore[attr-defined]
+        self.warn(
             "behaviour_difference",
             f"workflow tool {entry.get('name', wid)}: the agent asks a person before each call, since what the "
             "other app does is not known here (Dify does not ask); set its risk to read in workflow_tools, or "
@@ -317,7 +333,7 @@ class DifyTools:
             tool = str(item.get("tool_name") or "")
             url = str(item.get("server_url") or (item.get("extra") or {}).get("server_url") or "")
             if not url:
-                self.error("unsupported_tool", f"the agent uses {tool_reason(item, 'mcp')}", p)  # type: ignore[attr-defined]
+                self.error("unsupported_tool", f"the agent uses {tool_reason(item, 'mcp')}", p)
                 continue
             entry = self._mcp_entry(p, server, {"url": url, "headers": item.get("headers") or {}}, taken)
             if entry is not None:
@@ -331,7 +347,7 @@ class DifyTools:
         kind = spec.get("type") if isinstance(spec, dict) else "constant"
         raw = _plain(spec)
         if kind == "variable" or (isinstance(raw, str) and TEMPLATE_REF.search(raw)):
-            self.warn(  # type: ignore[attr-defined]
+            self.warn(
                 "missing_setting",
                 f"the agent's {key} reads a variable, known only when Dify runs: give the tool_call node its "
                 "mcp_servers (name and url) by hand",
@@ -347,7 +363,7 @@ class DifyTools:
                 try:
                     parsed = json.loads(text)
                 except ValueError as exc:
-                    self.error("invalid_source", f"the agent's {key} is not valid JSON: {exc}", p)  # type: ignore[attr-defined]
+                    self.error("invalid_source", f"the agent's {key} is not valid JSON: {exc}", p)
                     return []
             else:
                 parsed = [{"url": text}]
@@ -373,24 +389,24 @@ class DifyTools:
         url = str(server.get("url") or server.get("server_url") or "").strip()
         if not url or _masked(url):
             shown = f" ({url!r})" if url else ""
-            self.warn(  # type: ignore[attr-defined]
+            self.warn(
                 "missing_setting",
                 f"MCP server {name}: its URL is masked or missing in the export{shown}; fill it in: add "
                 f'{{"name": "{name}", "url": "<the server\'s URL>"}} to the mcp_servers of node {p.fid}',
                 p,
             )
             return None
-        headers = server.get("headers") if isinstance(server.get("headers"), dict) else {}
+        headers = dict_at(server, "headers")
         entry, secrets = fastgpt_server(name, {"url": url, "tools": [], "headers": list(headers)}, taken)
         for header, variable in zip(headers, secrets, strict=True):
-            self.warn(  # type: ignore[attr-defined]
+            self.warn(
                 "missing_setting",
                 f"MCP server {entry['name']}: header {header} is a credential kept out of the workflow; set "
                 f"{variable} to its value",
                 p,
             )
         if url.rstrip("/").endswith("/sse"):
-            self.warn(  # type: ignore[attr-defined]
+            self.warn(
                 "behaviour_difference",
                 f"MCP server {entry['name']}: {url} is an SSE endpoint; Flowloom speaks Streamable HTTP, so "
                 "point the url at the server's Streamable HTTP endpoint (often /mcp)",

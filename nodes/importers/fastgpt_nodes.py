@@ -71,12 +71,14 @@ def signature_defaults(language: str, code: str) -> dict[str, Any]:
                 args = stmt.args
                 out: dict[str, Any] = {}
                 positional = args.posonlyargs + args.args
-                for arg, default in zip(positional[len(positional) - len(args.defaults) :], args.defaults):
+                for arg, default in zip(
+                    positional[len(positional) - len(args.defaults) :], args.defaults, strict=True
+                ):
                     try:
                         out[arg.arg] = ast.literal_eval(default)
                     except ValueError:
                         pass
-                for arg, kw_default in zip(args.kwonlyargs, args.kw_defaults):
+                for arg, kw_default in zip(args.kwonlyargs, args.kw_defaults, strict=True):
                     if kw_default is not None:
                         try:
                             out[arg.arg] = ast.literal_eval(kw_default)
@@ -91,10 +93,10 @@ def signature_defaults(language: str, code: str) -> dict[str, Any]:
         return {}
     out = {}
     for part in match.group(1).split(","):
-        name, sep, default = part.partition("=")
+        name, sep, literal = part.partition("=")
         name = name.strip()
         if sep and IDENT.match(name):
-            ok, value = _json_literal(default)
+            ok, value = _json_literal(literal)
             if ok:
                 out[name] = value
     return out
@@ -819,7 +821,8 @@ class FastGPTNodes(FastGPTRefs, DatasetImport):
     def _mcp_servers(self, p: Planned) -> list[dict[str, Any]]:
         """The ``mcp_servers`` of tool call ``p`` from its attached MCP nodes (:mod:`.mcp`),
         with the secrets and differences reported."""
-        entries, taken = [], set()
+        entries: list[dict[str, Any]] = []
+        taken: set[str] = set()
         for root in self.mcp_roots.get(p.src_id, []):
             raw = self.src[root]
             source = fastgpt_source(raw)

@@ -11,7 +11,7 @@ are documented in :mod:`nodes.importers.fastgpt`.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, TypeGuard
 
 from schemas.nodes import OUTPUT_NAME, jsonpath_expression
 from schemas.types import VarType
@@ -57,7 +57,8 @@ def looks_like_fastgpt(doc: Any) -> bool:
     """A FastGPT export or template: nodes carrying ``flowNodeType``."""
     if not isinstance(doc, dict):
         return False
-    wf = doc.get("workflow") if isinstance(doc.get("workflow"), dict) else doc
+    nested = doc.get("workflow")
+    wf = nested if isinstance(nested, dict) else doc
     nodes = wf.get("nodes")
     return isinstance(nodes, list) and any(isinstance(n, dict) and "flowNodeType" in n for n in nodes)
 
@@ -93,7 +94,8 @@ def find_output(node: dict[str, Any], oid: str) -> dict[str, Any] | None:
     return next((o for o in outs if o["id"] == oid), None) or next((o for o in outs if o["key"] == oid), None)
 
 
-def is_ref(value: Any) -> bool:
+def is_ref(value: Any) -> TypeGuard[list[str]]:
+    """A reference: ``[nodeId, outputId]``, two non-empty strings."""
     return (
         isinstance(value, list)
         and len(value) == 2
@@ -213,7 +215,7 @@ class FastGPTRefs(BaseImporter):
             return self.global_target(oid)
         if nid == TOOL_ARGS:
             owner = self.by_src[self.tool_owner[str(self._current.get("nodeId"))]]
-            param = next(
+            param: dict[str, Any] = next(
                 (i for i in self._current.get("inputs") or [] if enum_value(i.get("key")) == oid), {}
             )
             return self.node_target(

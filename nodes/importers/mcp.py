@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from .base import dict_at
 from .fastgpt_refs import enum_value, input_value
 
 __all__ = ["dify_reason", "fastgpt_mcp_kind", "fastgpt_server", "fastgpt_source", "merge_servers"]
@@ -29,7 +30,7 @@ _TOOL_DATA_KEYS = ("system_toolData", "toolData")
 
 def fastgpt_mcp_kind(node: dict[str, Any]) -> bool:
     """True for a FastGPT node that is an MCP tool set or an MCP tool (with or without its URL)."""
-    config = node.get("toolConfig") if isinstance(node.get("toolConfig"), dict) else {}
+    config = dict_at(node, "toolConfig")
     if config.get("mcpToolSet") or config.get("mcpTool"):
         return True
     return fastgpt_source(node) is not None
@@ -38,7 +39,7 @@ def fastgpt_mcp_kind(node: dict[str, Any]) -> bool:
 def fastgpt_source(node: dict[str, Any]) -> dict[str, Any] | None:
     """``{url, tools, headers}`` of a FastGPT MCP node whose file holds the server's URL;
     None when it does not (``tools``: names, empty for "all"; ``headers``: header names)."""
-    config = node.get("toolConfig") if isinstance(node.get("toolConfig"), dict) else {}
+    config = dict_at(node, "toolConfig")
     toolset = config.get("mcpToolSet")
     if isinstance(toolset, dict) and isinstance(toolset.get("url"), str) and toolset["url"].strip():
         tools = [
@@ -75,7 +76,7 @@ def fastgpt_server(name: str, source: dict[str, Any], taken: set[str]) -> tuple[
     secrets: list[str] = []
     for header in source["headers"]:
         secret = _SECRET_UNSAFE.sub("_", f"{server}_{header}").strip("_").upper()
-        headers[header] = "{{secret:%s}}" % secret
+        headers[header] = "{{secret:" + secret + "}}"
         secrets.append(f"FLOWLOOM_SECRET_{secret}")
     entry: dict[str, Any] = {"name": server, "url": source["url"]}
     if headers:

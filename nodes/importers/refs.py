@@ -214,8 +214,8 @@ def interpolation(
     else:
         text = f"{e} | json"
     if in_json_string:
-        return "{{ ((%s) | json)[1:-1] }}" % text
-    return "{{ %s }}" % text
+        return "{{ ((" + text + ") | json)[1:-1] }}"
+    return "{{ " + text + " }}"
 
 
 def literal(text: str) -> tuple[str, str]:

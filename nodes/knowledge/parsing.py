@@ -301,7 +301,7 @@ def _heading_level(style: str) -> int:
     return min(int(match.group(1)), 6) if match else 0
 
 
-def _pick(keys: dict[str, str], names: tuple[str, ...]) -> str | None:
+def _pick(keys: dict[str, int], names: tuple[str, ...]) -> int | None:
     return next((keys[n] for n in names if n in keys), None)
 
 
@@ -311,7 +311,7 @@ def _csv_pairs(text: str, filename: str) -> list[tuple[str, str]]:
     if not header:
         return []
     keys = {h.strip().lower(): i for i, h in enumerate(header)}
-    q_col, a_col = _pick(keys, _QUESTION_KEYS), _pick(keys, _ANSWER_KEYS)  # type: ignore[arg-type]
+    q_col, a_col = _pick(keys, _QUESTION_KEYS), _pick(keys, _ANSWER_KEYS)
     if q_col is None or a_col is None:
         raise _reject(
             filename,

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from schemas.knowledge import QuotePiece
@@ -59,7 +60,7 @@ class QuoteItem:
         )
 
 
-def quote_role(configured: str, template: str, template_names: set[str]) -> str:
+def quote_role(configured: str, template: str, template_names: AbstractSet[str]) -> str:
     """Where the quote prompt goes, FastGPT's rule: the *user* message when the node asks
     for ``user`` or the quote template uses ``question`` (a template that restates the
     question replaces the user message, so it must be that message); else *system*."""

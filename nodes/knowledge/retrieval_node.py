@@ -97,11 +97,14 @@ async def search_datasets(
         )
     prefix = field[: -len("datasets")] if field.endswith(".datasets") else f"{field}."
     request = options.search_request(query, queries)
-    relevance_model = request.rerank.llm if request.rerank is not None else None
+    rerank = request.rerank
+    relevance_model = rerank.llm if rerank is not None else None
     if relevance_model:
         _check_relevance_model(ctx, relevance_model, f"{prefix}rerank.llm")
-    if relevance_model:  # run here, with the run's registry, cancel token and usage record
-        request.rerank = request.rerank.model_copy(update={"llm": None}) if request.rerank.model else None
+    if (
+        rerank is not None and relevance_model
+    ):  # run here, with the run's registry, cancel token and usage record
+        request.rerank = rerank.model_copy(update={"llm": None}) if rerank.model else None
     try:
         result = await knowledge.search(ctx.state.tenant_id, request)
     except DatasetNotFound as exc:

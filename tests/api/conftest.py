@@ -12,10 +12,12 @@ import contextlib
 import socket
 import threading
 import time
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from itertools import pairwise
 from pathlib import Path
-from typing import Any, AsyncIterator, Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -30,11 +32,11 @@ SCRIPTED_KEY_ENV = "FLOWLOOM_API_TEST_LLM_KEY"
 
 
 class _Handler(BaseHTTPRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet
+    def log_message(self, format: str, *args: Any) -> None:
         pass
 
-    def do_GET(self) -> None:  # noqa: N802
-        server: "_Server" = self.server  # type: ignore[assignment]
+    def do_GET(self) -> None:
+        server: _Server = self.server  # type: ignore[assignment]
         if self.path.startswith("/slow"):
             server.slow_started.set()
             server.stopping.wait(20)
@@ -89,7 +91,7 @@ class LiveServer:
         self.task: asyncio.Task[Any] | None = None
         self.url = ""
 
-    async def start(self) -> "LiveServer":
+    async def start(self) -> LiveServer:
         import uvicorn
 
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -255,5 +257,5 @@ def http_chain(url: str, steps: int, *, path: str = "/delay", headers: dict[str,
                       "config": {"url": url + path, "headers": headers or {}, "timeout": 30}})
     nodes.append({"id": "say", "type": "answer", "config": {"text": "done {{ h0.status_code }}"}})
     ids = [n["id"] for n in nodes]
-    edges = [{"id": f"e{i}", "source": a, "target": b} for i, (a, b) in enumerate(zip(ids, ids[1:]))]
+    edges = [{"id": f"e{i}", "source": a, "target": b} for i, (a, b) in enumerate(pairwise(ids))]
     return {"id": "http_chain", "name": "HTTP chain", "nodes": nodes, "edges": edges}

@@ -9,8 +9,9 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -25,10 +26,10 @@ OTHER = "sk-tenant-b-0c55e1d9b3"
 
 
 class _Echo(BaseHTTPRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet
+    def log_message(self, format: str, *args: Any) -> None:
         pass
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         length = int(self.headers.get("content-length") or 0)
         self.server.seen.append({"path": self.path, "headers": dict(self.headers),  # type: ignore[attr-defined]
                                  "body": self.rfile.read(length).decode()})

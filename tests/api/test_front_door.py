@@ -3,7 +3,7 @@ and a resume whose answer does not fit its question is refused before it launche
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Body
 
@@ -19,7 +19,7 @@ def _webhook_router() -> APIRouter:
     router = APIRouter()
 
     @router.post("/test-hooks/{workflow_name}")
-    async def hook(workflow_name: str, payload: dict[str, Any] = Body(...), *, caller: Caller,
+    async def hook(workflow_name: str, payload: Annotated[dict[str, Any], Body()], *, caller: Caller,
                    service: Service) -> dict[str, Any]:
         ticket = await service.launch(caller.tenant_id, StartRun(hello_workflow(), payload))
         events = [event.type async for event in service.follow(caller.tenant_id, ticket.run_id)]

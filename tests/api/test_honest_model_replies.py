@@ -14,7 +14,7 @@ import openai
 import pytest
 
 from nodes.agent_protocol import EXAMPLE_ANSWER
-from tests.support.openai_server import Finish, Reply, Text, Usage, text_reply
+from tests.support.openai_server import Reply, text_reply
 
 from .conftest import SCRIPTED_KEY_ENV
 

@@ -15,7 +15,9 @@ import pytest
 from schemas.knowledge import DatasetCreate
 from tests.support.knowledge_files import EMBEDDING_MODEL, knowledge_models
 from tests.support.openai_server import text_reply
-from tests.support.policy_kb import POLICY, POLICY_FLOW as KB_FLOW, POLICY_QUESTION as QUESTION, wait_ready
+from tests.support.policy_kb import POLICY, wait_ready
+from tests.support.policy_kb import POLICY_FLOW as KB_FLOW
+from tests.support.policy_kb import POLICY_QUESTION as QUESTION
 
 from .conftest import SCRIPTED_KEY_ENV, read_messages
 

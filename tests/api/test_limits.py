@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from itertools import pairwise
+from typing import Any
 
 import httpx
 
@@ -23,7 +25,7 @@ def _chain(count: int, *, name: str | None = None) -> dict[str, Any]:
     if name is not None:
         nodes[1]["name"] = name
     ids = [n["id"] for n in nodes]
-    edges = [{"id": f"e{i}", "source": a, "target": b} for i, (a, b) in enumerate(zip(ids, ids[1:]))]
+    edges = [{"id": f"e{i}", "source": a, "target": b} for i, (a, b) in enumerate(pairwise(ids))]
     return {"id": "big", "name": "Big", "nodes": nodes, "edges": edges}
 
 

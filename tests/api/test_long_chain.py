@@ -5,6 +5,7 @@ answered blocking with the finished run and every node run. Not timed (the speed
 
 from __future__ import annotations
 
+from itertools import pairwise
 from typing import Any
 
 import pytest
@@ -19,10 +20,10 @@ def template_chain(n: int) -> dict[str, Any]:
     nodes: list[dict[str, Any]] = [{"id": "start", "type": "start"}]
     previous = "inputs.name"
     for i in range(1, n - 1):
-        nodes.append({"id": f"t{i}", "type": "template", "config": {"template": "{{ %s }}" % previous}})
+        nodes.append({"id": f"t{i}", "type": "template", "config": {"template": "{{ " + previous + " }}"}})
         previous = f"t{i}.output"
-    nodes.append({"id": "say", "type": "answer", "config": {"text": "<{{ %s }}>" % previous}})
-    edges = [{"id": f"e{i}", "source": a["id"], "target": b["id"]} for i, (a, b) in enumerate(zip(nodes, nodes[1:]))]
+    nodes.append({"id": "say", "type": "answer", "config": {"text": "<{{ " + previous + " }}>"}})
+    edges = [{"id": f"e{i}", "source": a["id"], "target": b["id"]} for i, (a, b) in enumerate(pairwise(nodes))]
     return {"id": "chain", "name": "chain", "inputs": [{"name": "name", "type": "string", "required": True}],
             "nodes": nodes, "edges": edges}
 

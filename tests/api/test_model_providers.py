@@ -14,7 +14,6 @@ from typing import Any
 import sqlalchemy as sa
 
 from engine.settings import Settings
-
 from tests.support.openai_server import Finish, Reply, Text, http_error, text_reply, tool_args_split_reply
 
 from .conftest import open_api

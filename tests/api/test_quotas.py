@@ -33,7 +33,7 @@ CHAT_FLOW: dict[str, Any] = {
 
 
 def _seconds_to_midnight() -> float:
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     tomorrow = (now + dt.timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
     return (tomorrow - now).total_seconds()
 

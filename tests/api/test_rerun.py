@@ -10,9 +10,10 @@ import subprocess
 import sys
 import threading
 from collections import Counter
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -37,10 +38,10 @@ class _Counting(ThreadingHTTPServer):
 
 
 class _Handler(BaseHTTPRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet
+    def log_message(self, format: str, *args: Any) -> None:
         pass
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         server: _Counting = self.server  # type: ignore[assignment]
         server.hits[self.path] += 1
         if self.path.startswith("/slow"):

@@ -3,8 +3,9 @@ the single-page fallback, the build hint when it is not built, and the API never
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any
 
 import httpx
 import pytest

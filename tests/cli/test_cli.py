@@ -8,23 +8,24 @@ HTTP goes only to the local stub API (``examples/stub_server.py``) on 127.0.0.1.
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
 
 from api.cli import app
 from engine.settings import get_settings
-from schemas.events import event_adapter
 from nodes import builtin_catalog
-from tests.support.stub_api import stub_api
+from schemas.events import event_adapter
 from tests.support.cli import FLOWLOOM
+from tests.support.stub_api import stub_api
 from tests.support.workflows import build, chain_edges, edge, node
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import time
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +53,7 @@ def gated_flow(counter: Counter) -> dict[str, Any]:
                  {"name": "a", "value": {"ref": "a.json.node"}}, {"name": "g", "value": {"ref": "gate.json.node"}},
                  {"name": "c", "value": {"ref": "c.json.node"}}]}}]
     ids = [n["id"] for n in nodes]
-    edges = [{"id": f"e{i}", "source": s, "target": t} for i, (s, t) in enumerate(zip(ids, ids[1:]))]
+    edges = [{"id": f"e{i}", "source": s, "target": t} for i, (s, t) in enumerate(pairwise(ids))]
     return {"id": "durable", "name": "Durable", "nodes": nodes, "edges": edges}
 
 

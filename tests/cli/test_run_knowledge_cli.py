@@ -16,7 +16,8 @@ from api.cli import app
 from engine.settings import get_settings
 from tests.support.knowledge_files import EMBEDDING_MODEL, knowledge_models
 from tests.support.openai_server import text_reply
-from tests.support.policy_kb import POLICY, POLICY_FLOW, POLICY_QUESTION as QUESTION
+from tests.support.policy_kb import POLICY, POLICY_FLOW
+from tests.support.policy_kb import POLICY_QUESTION as QUESTION
 
 runner = CliRunner()
 KEY_ENV = "FLOWLOOM_CLI_TEST_KB_KEY"

@@ -21,10 +21,10 @@ SECRET = "sk-cli-secret-2b7d90e4c1"
 
 
 class _Hook(BaseHTTPRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet
+    def log_message(self, format: str, *args: Any) -> None:
         pass
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         self.server.seen.append(self.headers.get("Authorization"))  # type: ignore[attr-defined]
         reply_json(self, b'{"ok": true}')
 

@@ -20,6 +20,7 @@ import sys
 import threading
 import time
 from collections import Counter as Tally
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +45,7 @@ def chain(workflow_id: str, nodes: list[dict[str, Any]]) -> dict[str, Any]:
         {"name": "last", "value": {"ref": f"{nodes[-1]['id']}.json.node"}}]}}]
     ids = [n["id"] for n in every]
     return {"id": workflow_id, "name": workflow_id, "nodes": every,
-            "edges": [{"id": f"e{i}", "source": s, "target": t} for i, (s, t) in enumerate(zip(ids, ids[1:]))]}
+            "edges": [{"id": f"e{i}", "source": s, "target": t} for i, (s, t) in enumerate(pairwise(ids))]}
 
 
 def gated(counter: Counter) -> dict[str, Any]:
@@ -67,7 +68,7 @@ class Server:
             sock.bind(("127.0.0.1", 0))
             port = sock.getsockname()[1]
         self.starts += 1
-        log = open(self.tmp / f"serve-{self.starts}.log", "wb")  # noqa: SIM115 - closed with the process
+        log = open(self.tmp / f"serve-{self.starts}.log", "wb")
         self.proc = subprocess.Popen([*FLOWLOOM, "serve", "--port", str(port), "--no-examples", "--heartbeat", "0.2"],
                                      cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT)
         self.base = f"http://127.0.0.1:{port}"

@@ -3,7 +3,8 @@
 ``model_service``, a run service over it whose models are the scripted OpenAI server
 (a test module sets the server's ``responder``)."""
 
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 

@@ -12,7 +12,16 @@ from engine import RunDeps, run_workflow
 from schemas.types import RunStatus
 from tests.support.catalog import compile_workflow
 from tests.support.openai_server import (  # noqa: F401  (fixtures)
-    delay, finish, http_error, openai_server, reply, scripted_registry, text, text_reply, usage)
+    delay,
+    finish,
+    http_error,
+    openai_server,
+    reply,
+    scripted_registry,
+    text,
+    text_reply,
+    usage,
+)
 from tests.support.workflows import build, chain_edges, edge, node
 
 pytestmark = pytest.mark.asyncio

@@ -5,9 +5,8 @@ from __future__ import annotations
 import pytest
 
 from engine import CompileError
-
-from tests.support.catalog import check_workflow, compile_workflow
 from tests.support import fake_nodes  # noqa: F401  (registers the probe kind)
+from tests.support.catalog import check_workflow, compile_workflow
 from tests.support.workflows import build, chain_edges, edge, node
 
 

@@ -11,11 +11,10 @@ from pathlib import Path
 import pytest
 
 from engine import CompileError
-from engine.shapes import deployment_problems
 from engine.settings import Settings
+from engine.shapes import deployment_problems
 from nodes import builtin_catalog
 from nodes.model_registry import load_registry
-
 from tests.support.catalog import check_workflow, compile_workflow
 from tests.support.workflows import build, chain_edges, node
 

@@ -7,11 +7,10 @@ import asyncio
 import pytest
 
 from engine import RunDeps, resume_run, run_workflow
-
-from tests.support.catalog import compile_workflow
 from schemas.run import RunState
 from tests.support import fake_nodes
-from tests.support.workflows import build, chain_edges, edge, node
+from tests.support.catalog import compile_workflow
+from tests.support.workflows import build, edge, node
 
 
 def select_flow():

@@ -6,7 +6,14 @@ import pytest
 from engine.knowledge.ports import EmbeddingError
 from engine.knowledge.retrieval import InvalidRerank, Retriever
 from schemas.knowledge import ChunkKind, MetadataFilter, RerankSettings, SearchRequest
-from tests.support.fake_knowledge import FakeStore, KeywordJudge, ScriptedReranker, WordEmbedder, chunk, dataset
+from tests.support.fake_knowledge import (
+    FakeStore,
+    KeywordJudge,
+    ScriptedReranker,
+    WordEmbedder,
+    chunk,
+    dataset,
+)
 
 TEXTS = {
     "c1": "Refunds are paid within 14 days of a return.",

@@ -15,7 +15,6 @@ from engine.settings import Settings
 from tests.support.catalog import check_workflow, compile_workflow
 from tests.support.workflows import build, chain_edges, edge, node, run_sync
 
-
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -31,7 +30,7 @@ def codes(doc) -> list[str]:
 @pytest.mark.parametrize("node_id", ["Résumé client", "étape 2", "提问", "a.b[0]", "say \"hi\"", "L#0:x", "50%"])
 def test_printable_ids_run_and_are_reached_with_the_nodes_form(node_id):
     doc = build([node(node_id, "template", {"template": "v={{ inputs.q }}"}),
-                 node("out", "answer", {"text": "{{ nodes[%s].output }}" % json.dumps(node_id, ensure_ascii=False)}),
+                 node("out", "answer", {"text": "{{ nodes[" + json.dumps(node_id, ensure_ascii=False) + "].output }}"}),
                  node("end", "end", {"outputs": [{"name": "o", "value": {"ref": ref_to(node_id)}}]})],
                 chain_edges("start", node_id, "out", "end"), inputs=[{"name": "q"}])
     state, _ = run_sync(doc, {"q": "1"})
@@ -186,7 +185,7 @@ def test_huge_template_output_fails_the_node_naming_the_cap(template):
 
 @pytest.mark.parametrize("size", [2_000, 50_000])
 def test_node_outputs_over_the_cap_fail_the_node(size):
-    doc = build([node("t", "template", {"template": "{{ 'a' * %d }}" % size})], [edge("start", "t")])
+    doc = build([node("t", "template", {"template": f"{{{{ 'a' * {size} }}}}"})], [edge("start", "t")])
     plan = compile_workflow(doc)
     state = asyncio.run(run_workflow(plan, {}, deps=RunDeps(settings=Settings(max_node_output_bytes=1_000))))
     assert state.status == "failed" and state.error.reason == "output_too_large"

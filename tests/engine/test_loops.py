@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.catalog import check_workflow
 from tests.support import fake_nodes  # noqa: F401  (probe kind)
+from tests.support.catalog import check_workflow
 from tests.support.workflows import build, edge, node, run_sync
 
 COUNT = [{"name": "count", "type": "number", "default": 0}]

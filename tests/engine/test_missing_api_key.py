@@ -15,7 +15,6 @@ from engine.settings import Settings
 from engine.shapes import deployment_problems
 from nodes import builtin_catalog
 from nodes.model_registry import ModelRegistry, load_registry
-
 from tests.support.workflows import build, chain_edges, node
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -12,9 +12,9 @@ import sys
 import time
 from typing import Any
 
+from engine.leases import orphaned
 from engine.ports import CheckpointDelta
 from engine.recovery import OrphanRecovery
-from engine.leases import orphaned
 from schemas.records import OwnerInfo, RunSummary
 from schemas.types import RunStatus
 from tests.engine.test_service import drain, probe, service_of, store  # noqa: F401  (fixtures)
@@ -47,7 +47,7 @@ async def test_the_look_reads_unfinished_unheld_runs_of_every_tenant_oldest_firs
     here, now = socket.gethostname(), time.time()
     dead = await running_run(service, store, "t1", OwnerInfo(id="d", host=here, pid=dead_pid(), lease_until=now + 600))
     expired = await running_run(service, store, "t2", OwnerInfo(id="e", host="far", pid=7, lease_until=now - 1))
-    held = await running_run(service, store, "t2", OwnerInfo(id="h", host="far", pid=7, lease_until=now + 600))
+    await running_run(service, store, "t2", OwnerInfo(id="h", host="far", pid=7, lease_until=now + 600))  # held
     unheld = await running_run(service, store, "t1", None)
     fresh = (await service.prepare(QUICK, {}, tenant_id="t2")).run_id  # pending, just prepared
     paused = await running_run(service, store, "t1", None)
@@ -100,7 +100,7 @@ async def test_two_loops_racing_on_the_same_orphans_continue_each_exactly_once_w
 
         assert sorted(executed) == sorted(orphans), "each orphan continued exactly once, by one of the two"
         assert max(peak) <= 2
-        for run_id, tenant in zip(orphans, [f"t{i % 2}" for i in range(6)]):
+        for run_id, tenant in zip(orphans, [f"t{i % 2}" for i in range(6)], strict=True):
             summary = await store.get_run(tenant, run_id)
             assert summary.status is RunStatus.succeeded and summary.owner is None
             assert [n.attempts for n in await store.list_node_runs(tenant, run_id)] == [1, 1, 1, 1]

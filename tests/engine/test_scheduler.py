@@ -9,10 +9,9 @@ import time
 import pytest
 
 from engine import CancelToken, RunDeps, resume_run, run_workflow
-
-from tests.support.catalog import compile_workflow
 from schemas.run import RunState
 from tests.support import fake_nodes
+from tests.support.catalog import compile_workflow
 from tests.support.workflows import build, chain_edges, edge, node, run_sync
 
 S, F, K, C = "succeeded", "failed", "skipped", "cancelled"

@@ -5,6 +5,7 @@ the user's message only when the workflow reads it."""
 from __future__ import annotations
 
 import json
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,7 @@ def doc(*nodes: dict) -> dict:
     body = [{"id": "start", "type": "start"}, *nodes]
     ids = [n["id"] for n in body]
     return {"id": "wf", "inputs": [{"name": "topic", "type": "string"}], "nodes": body,
-            "edges": [{"id": f"e{i}", "source": a, "target": b} for i, (a, b) in enumerate(zip(ids, ids[1:]))]}
+            "edges": [{"id": f"e{i}", "source": a, "target": b} for i, (a, b) in enumerate(pairwise(ids))]}
 
 
 def reads(document: dict) -> list[str]:

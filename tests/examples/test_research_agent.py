@@ -14,7 +14,6 @@ The bundled ``default`` model points at the scripted OpenAI-compatible server
 
 from __future__ import annotations
 
-import asyncio
 import io
 import json
 import os
@@ -22,18 +21,19 @@ import re
 import subprocess
 import sys
 import urllib.request
+from collections.abc import Iterator
+from itertools import pairwise
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
-import engine  # noqa: F401  - import order: engine before nodes
-from tests.support.catalog import compile_workflow
 from nodes.agent_plan import ASK_TOOL, PLAN_TOOL
 from nodes.model_registry import load_registry
 from schemas.run import Interrupt
-from tests.support.openai_server import Finish, Reply, Text, ToolDelta, Usage, openai_server  # noqa: F401
+from tests.support.catalog import compile_workflow
 from tests.support.cli import FLOWLOOM
+from tests.support.openai_server import Finish, Reply, Text, ToolDelta, Usage, openai_server  # noqa: F401
 from tests.support.stub_api import stub_api
 from workers.memory import FileNodeMemory, RedisNodeMemory
 
@@ -102,7 +102,7 @@ def events_of(proc: subprocess.CompletedProcess[str]) -> list[dict[str, Any]]:
 
 
 def notes(stub: str) -> list[dict[str, Any]]:
-    with urllib.request.urlopen(f"{stub}/notes", timeout=5) as response:  # noqa: S310 - the local stub
+    with urllib.request.urlopen(f"{stub}/notes", timeout=5) as response:
         return json.loads(response.read())["notes"]
 
 
@@ -114,7 +114,7 @@ def check_conversation(server: Any) -> None:
     """Five model calls, one message chain: each request extends the previous one."""
     bodies = server.bodies
     assert len(bodies) == 5 and all(b["model"] == "scripted-upstream" for b in bodies)
-    for before, after in zip(bodies, bodies[1:]):
+    for before, after in pairwise(bodies):
         assert after["messages"][:len(before["messages"])] == before["messages"]
     second = tool_results(bodies[1])
     assert "The user answered: Paris" in second["c_ask"]

@@ -11,9 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import engine  # noqa: F401  - import order: engine before nodes
-from tests.support.catalog import compile_workflow
 from nodes.model_registry import load_registry
+from tests.support.catalog import compile_workflow
 from tests.support.cli import FLOWLOOM
 from tests.support.openai_server import Finish, Reply, Text, ToolDelta, Usage, openai_server  # noqa: F401
 

@@ -13,12 +13,9 @@ from typing import Any
 
 import pytest
 
-import engine  # noqa: F401  - import order: engine before nodes
 from engine import RunDeps, run_workflow
 from engine.environment import MemorySecrets
-from tests.support.catalog import compile_workflow
 from nodes.importers import ImportResult
-from tests.support.catalog import import_workflow
 from schemas.run import RunState
 from workers.memory import FileNodeMemory
 

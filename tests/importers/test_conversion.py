@@ -10,15 +10,14 @@ from typing import Any
 import jinja2
 import pytest
 
-from nodes.importers import ImportFailed, detect_format, parse_source
-
-from tests.support.catalog import import_workflow
-from nodes.importers.base import flowloom_ids, normalise_workflow
+from engine.references import template_env
 from nodes import builtin_catalog
+from nodes.importers import ImportFailed, detect_format, parse_source
+from nodes.importers.base import flowloom_ids, normalise_workflow
 from nodes.importers.fastgpt import FastGPTImporter, signature_defaults
 from nodes.importers.refs import Target, Unconvertible, interpolation, join_template, literal
-from engine.references import template_env
 from schemas.types import VarType
+from tests.support.catalog import import_workflow
 
 from . import dify_docs as dd
 from . import fastgpt_docs as fg
@@ -109,9 +108,9 @@ def test_fastgpt_templates():
     importer = FastGPTImporter(doc, catalog=builtin_catalog())
     importer.plan()
     importer.map_edges()
-    importer._analyse()  # noqa: SLF001
+    importer._analyse()
     importer.reader = "te"
-    importer._current = doc["workflow"]["nodes"][2]  # noqa: SLF001 - the text editor
+    importer._current = doc["workflow"]["nodes"][2]
     local = {"who": Target("local", "who", type=VarType.string)}
     assert importer.template("{{who}}/{{city}}/{{cTime}}/{{ who }}/{{nope}}", local) == \
         "{{ who }}/{{ vars.city }}/{{ sys.now }}/{{ '{' }}{ who }}/{{ '{' }}{nope}}"
@@ -133,7 +132,7 @@ def test_fastgpt_templates():
 ])
 def test_fastgpt_handles(kind, raw, handle):
     importer = FastGPTImporter(fg.wrap([fg.start(), fg.node("n", kind)], []), catalog=builtin_catalog())
-    assert importer._handle("n", raw) == handle  # noqa: SLF001
+    assert importer._handle("n", raw) == handle
 
 
 def test_dify_handles():

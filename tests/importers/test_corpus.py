@@ -12,10 +12,9 @@ import json
 
 import pytest
 
-from tests.support.catalog import compile_workflow
 from nodes.importers import ImportFailed
-from tests.support.catalog import import_workflow
 from nodes.model_registry import load_registry
+from tests.support.catalog import compile_workflow, import_workflow
 
 from .helpers import CORPUS, corpus_files, load, needs_corpus
 

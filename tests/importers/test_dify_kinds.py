@@ -8,16 +8,16 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
-from tests.support.catalog import compile_workflow
-from nodes.importers import ImportFailed
-from tests.support.catalog import import_workflow
 from engine.settings import Settings
 from nodes.classify import TOOL_NAME as CLASSIFY_TOOL
+from nodes.importers import ImportFailed
+from tests.support.catalog import compile_workflow, import_workflow
 from tests.support.openai_server import Finish, Reply, ToolDelta, Usage, http_error, text_reply
 
 from . import dify_docs as dd
@@ -43,10 +43,10 @@ def succeeded(state) -> None:
 class _Orders(BaseHTTPRequestHandler):
     seen: list[dict[str, Any]] = []
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+    def log_message(self, format: str, *args: Any) -> None:
         pass
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         type(self).seen.append({"path": self.path, "headers": dict(self.headers)})
         data = b'{"status": "shipped"}'
         self.send_response(200)

@@ -7,15 +7,15 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
-from tests.support.catalog import compile_workflow
-from tests.support.catalog import import_workflow
 from engine.settings import Settings
 from nodes.classify import TOOL_NAME as CLASSIFY_TOOL
+from tests.support.catalog import compile_workflow, import_workflow
 from tests.support.openai_server import Finish, Reply, ToolDelta, Usage, text_reply
 
 from . import fastgpt_docs as fg
@@ -150,10 +150,10 @@ class _Api(BaseHTTPRequestHandler):
     seen: list[dict[str, Any]] = []
     fail = False
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+    def log_message(self, format: str, *args: Any) -> None:
         pass
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         length = int(self.headers.get("content-length") or 0)
         body = self.rfile.read(length).decode()
         type(self).seen.append({"path": self.path, "headers": dict(self.headers), "body": body})

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from nodes.importers import ImportFailed
 from engine.settings import Settings
+from nodes.importers import ImportFailed
 from nodes.sandbox_compat import fastgpt_input
 from schemas.types import VarType
 

@@ -27,10 +27,10 @@ DOC = {"images": [{"url": "a.png"}, {"url": "b.png"}], "items": [{"price": 5, "n
 
 
 class _Handler(BaseHTTPRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+    def log_message(self, format: str, *args: Any) -> None:
         pass
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         body = json.dumps(DOC).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
@@ -65,7 +65,7 @@ PATHS = {"o1": "$.images[*].url", "o2": "$.items[?(@.price > 10)].name", "o3": "
 
 
 def fastgpt_http(url: str, paths: dict[str, str]) -> dict[str, Any]:
-    text = " | ".join("{{$http.%s$}}" % oid for oid in paths)
+    text = " | ".join("{{$http." + oid + "$}}" for oid in paths)
     return fd.wrap([
         fd.start(),
         fd.node("http", "httpRequest468", [fd.inp("system_httpMethod", "GET"), fd.inp("system_httpReqUrl", url)],

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 import yaml
 
-from nodes.importers import ImportFailed
 from engine.settings import Settings
+from nodes.importers import ImportFailed
 from tests.support.openai_server import text_reply
 
 from . import dify_docs as dd

@@ -10,8 +10,9 @@ from __future__ import annotations
 import json
 import threading
 import urllib.parse
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -161,10 +162,10 @@ async def test_subtitle_template_same_language_short_circuits(openai_server, scr
 class _SearchStub(BaseHTTPRequestHandler):
     requests: list[dict[str, list[str]]] = []
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+    def log_message(self, format: str, *args: Any) -> None:
         pass
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         query = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query)
         type(self).requests.append(query)
         items = [{"title": f"Result {i} for {query.get('q', [''])[0]}", "link": f"https://example.test/{i}",

@@ -16,9 +16,10 @@ import socket
 import threading
 import time
 import urllib.parse
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 import httpcore
 import pytest
@@ -42,9 +43,9 @@ class _Handler(BaseHTTPRequestHandler):
     """Routes: /echo, /status/N, /text, /json, /problem, /badjson, /headers, /bytes?n=, /stream?n=,
     /gzip?n=, /drip?s=, /slow?s=, /loop, /redirect?to=&code=. HTTP/1.0: one request per connection."""
 
-    server: "_Server"
+    server: _Server
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - keep test output quiet
+    def log_message(self, format: str, *args: Any) -> None:
         pass
 
     def _send(self, status: int, body: bytes, content_type: str | None = "text/plain; charset=utf-8",
@@ -167,7 +168,7 @@ class LocalServer:
     _server: _Server | None = None
     _thread: threading.Thread | None = None
 
-    def start(self) -> "LocalServer":
+    def start(self) -> LocalServer:
         server = _Server((self.host, 0), _Handler)
         server.seen, server.events, server.stopping = [], [], threading.Event()
         self._server = server
@@ -219,7 +220,7 @@ class ConnectSpy:
     handler: Callable[[str, int], Awaitable[Any]] | None = None
     _original: Any = None
 
-    def install(self, monkeypatch: pytest.MonkeyPatch) -> "ConnectSpy":
+    def install(self, monkeypatch: pytest.MonkeyPatch) -> ConnectSpy:
         self._original = httpcore.AnyIOBackend.connect_tcp
         spy = self
 
@@ -256,7 +257,7 @@ class FakeResolver:
     answers: dict[str, list[list[str]]]
     lookups: list[str] = field(default_factory=list)
 
-    def install(self, monkeypatch: pytest.MonkeyPatch) -> "FakeResolver":
+    def install(self, monkeypatch: pytest.MonkeyPatch) -> FakeResolver:
         from nodes.http_request import GuardedBackend
 
         real = GuardedBackend.resolve

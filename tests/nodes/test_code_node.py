@@ -22,8 +22,6 @@ from typing import Any
 import pytest
 
 from engine import CancelToken, RunDeps, new_run_state, run_workflow
-
-from tests.support.catalog import compile_workflow
 from engine.errors import CompileError
 from engine.settings import Settings
 from nodes import sandbox, sandbox_argv

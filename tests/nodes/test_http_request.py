@@ -22,8 +22,6 @@ import httpcore
 import pytest
 
 from engine import CancelToken, RunDeps, run_workflow
-
-from tests.support.catalog import compile_workflow
 from engine.context import NodeContext
 from engine.errors import BlockedAddress
 from engine.runner import new_run_state
@@ -31,6 +29,7 @@ from engine.settings import Settings
 from nodes.http_request import AddressPolicy, GuardedBackend, blocked_category
 from schemas.run import NodeRun
 from tests.nodes.http_test_server import ConnectSpy, FakeResolver, LocalServer, install_socket_tripwire
+from tests.support.catalog import compile_workflow
 from tests.support.workflows import build, chain_edges, edge, node
 
 ALLOW_LOCAL = Settings(http_allow=["127.0.0.1"])

@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-import engine  # noqa: F401  - import order: engine before nodes
 import nodes  # noqa: F401  - registers the executors
 from engine import RunDeps, Settings, resume_run, run_workflow
 from engine.context import CancelToken

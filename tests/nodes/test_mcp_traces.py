@@ -6,7 +6,7 @@ to the server is in no span."""
 from __future__ import annotations
 
 import json
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 
@@ -14,7 +14,7 @@ from engine import Settings
 from engine.telemetry import Telemetry, install_telemetry
 from schemas.types import RunStatus
 from tests.nodes.agent.conftest import answer_reply, calls_reply
-from tests.nodes.test_mcp_tools import flow, http_server, run, tool_results  # noqa: F401,F811  (fixture)
+from tests.nodes.test_mcp_tools import flow, http_server, run, tool_results  # noqa: F401  (fixture)
 from tests.support.openai_server import openai_server, scripted_registry  # noqa: F401  (fixtures)
 from tests.support.otlp_receiver import OtlpReceiver, otlp_receiver
 
@@ -25,7 +25,7 @@ def receiver() -> Iterator[OtlpReceiver]:
 
 
 async def test_an_mcp_call_over_http_is_a_span_and_sends_the_runs_traceparent(
-        openai_server, scripted_registry, http_server, receiver, monkeypatch):  # noqa: F811
+        openai_server, scripted_registry, http_server, receiver, monkeypatch):
     from workers.tracing import TracedTelemetry, Tracing
 
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.url)

@@ -16,8 +16,9 @@ import json
 import socket
 import threading
 import time
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Iterator
+from typing import Any
 
 import httpx
 

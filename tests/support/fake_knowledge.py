@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from engine.knowledge.ports import EmbeddingBatch, EmbeddingError, ScoredChunk, VectorSearchUnavailable
 from schemas.knowledge import Chunk, ChunkKind, Dataset, IndexInfo, MetadataFilter
@@ -96,7 +97,7 @@ class FakeStore:
         for chunk_id, vec in self.vectors.get(index_id, {}).items():
             c = self.chunks[chunk_id]
             if self._passes(c, tenant_id, filters):
-                found.append(ScoredChunk(c, sum(a * b for a, b in zip(vec, vector))))
+                found.append(ScoredChunk(c, sum(a * b for a, b in zip(vec, vector, strict=True))))
         found.sort(key=lambda sc: -sc.score)
         return found[:k]
 

@@ -53,7 +53,7 @@ class ProbeNode(NodeExecutor[ProbeConfig], kind="probe"):
             if cfg.swallow_cancel:
                 try:
                     await asyncio.sleep(cfg.sleep)
-                except Exception:  # noqa: BLE001 - CancelledError is not an Exception: it still ends
+                except Exception:
                     pass
             else:
                 await asyncio.sleep(cfg.sleep)

@@ -52,8 +52,8 @@ def corpus() -> dict[str, bytes]:
     return {
         "rockets.txt": b"Rocket engines burn liquid oxygen and kerosene. The rocket nozzle expands the hot exhaust "
                        b"gas to produce thrust for the launch.",
-        "tea.md": "# Green tea\n\nGreen tea leaves are steamed soon after picking.\n\n## Brewing\n\nBrew green tea "
-                  "with water below boiling for two minutes.\n".encode(),
+        "tea.md": b"# Green tea\n\nGreen tea leaves are steamed soon after picking.\n\n## Brewing\n\nBrew green tea "
+                  b"with water below boiling for two minutes.\n",
         "volcano.html": b"<html><head><title>x</title><style>p{}</style></head><body><h1>Volcanoes</h1><p>Volcano "
                         b"magma rises through the crust and erupts as lava and ash.</p></body></html>",
         "bridges.pdf": pdf_bytes("Suspension bridges hang the bridge deck from steel cables.",

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .openai_server import RecordedRequest, Reply
+    from .openai_server import RecordedRequest, Reply, ScriptedOpenAIServer
 
 __all__ = ["EmbeddingControls", "EmbeddingRoutes", "embed_text", "rerank_score"]
 
@@ -215,7 +215,7 @@ class EmbeddingControls:
         with self._lock:
             return sum(1 for r in self.requests if r.path.rstrip("/") == "/v1/embeddings")
 
-    def script_embeddings(self, *replies: Reply) -> "ScriptedOpenAIServer":
+    def script_embeddings(self, *replies: Reply) -> ScriptedOpenAIServer:
         """Queue replies (``http_error(...)``, ``rate_limited()``) for the next embeddings
         or rerank requests; a 200 ``reply()`` answers normally."""
         with self._lock:

@@ -57,14 +57,14 @@ import select
 import socket
 import threading
 import time
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, AsyncIterator, Callable, Iterator, Sequence
+from typing import Any
 
 import pytest
 import pytest_asyncio
 
-import engine  # noqa: F401  - import order: engine before nodes (nodes/__init__ imports engine)
 from nodes.model_registry import Capabilities, ModelRegistry, ModelSpec, PriceTier, Pricing, ProviderSpec
 from tests.support.openai_embeddings import EmbeddingControls, EmbeddingRoutes, embed_text, rerank_score
 
@@ -399,9 +399,9 @@ def _chunk_json(cid: str, model: str, delta: dict[str, Any], finish_reason: str 
 
 class _Handler(EmbeddingRoutes, BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    server: "_HTTPServer"
+    server: _HTTPServer
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet
+    def log_message(self, format: str, *args: Any) -> None:
         pass
 
     def setup(self) -> None:
@@ -420,7 +420,7 @@ class _Handler(EmbeddingRoutes, BaseHTTPRequestHandler):
 
     # ------------------------------------------------------------------ routing
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         self._record(b"")
         route = self.server.owner.json_routes.get(self.path.rstrip("/"))
         if route is not None:
@@ -428,7 +428,7 @@ class _Handler(EmbeddingRoutes, BaseHTTPRequestHandler):
             return
         self._send_json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         length = int(self.headers.get("content-length") or 0)
         raw_body = self.rfile.read(length) if length else b""
         recorded = self._record(raw_body)
@@ -640,7 +640,7 @@ class _Handler(EmbeddingRoutes, BaseHTTPRequestHandler):
 class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
-    owner: "ScriptedOpenAIServer"
+    owner: ScriptedOpenAIServer
 
 
 class ScriptedOpenAIServer(EmbeddingControls):
@@ -664,7 +664,7 @@ class ScriptedOpenAIServer(EmbeddingControls):
 
     # ------------------------------------------------------------------ lifecycle
 
-    def start(self) -> "ScriptedOpenAIServer":
+    def start(self) -> ScriptedOpenAIServer:
         httpd = _HTTPServer(("127.0.0.1", 0), _Handler)
         httpd.owner = self
         self._httpd = httpd
@@ -688,7 +688,7 @@ class ScriptedOpenAIServer(EmbeddingControls):
         if self._thread is not None:
             self._thread.join(timeout=5)
 
-    def __enter__(self) -> "ScriptedOpenAIServer":
+    def __enter__(self) -> ScriptedOpenAIServer:
         return self.start()
 
     def __exit__(self, *exc: Any) -> None:
@@ -707,7 +707,7 @@ class ScriptedOpenAIServer(EmbeddingControls):
         """The OpenAI base URL (``url + "/v1"``)."""
         return self.url + "/v1"
 
-    def script(self, *replies: Reply) -> "ScriptedOpenAIServer":
+    def script(self, *replies: Reply) -> ScriptedOpenAIServer:
         """Queue replies for the next requests, in order."""
         with self._lock:
             self._queue.extend(replies)

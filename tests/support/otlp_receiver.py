@@ -9,12 +9,15 @@ from __future__ import annotations
 import gzip
 import threading
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Iterator
+from typing import Any
 
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (ExportTraceServiceRequest,
-                                                                       ExportTraceServiceResponse)
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
 __all__ = ["OtlpReceiver", "ReceivedSpan", "otlp_receiver"]
@@ -47,11 +50,11 @@ class ReceivedSpan:
 
 
 class _Handler(BaseHTTPRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet
+    def log_message(self, format: str, *args: Any) -> None:
         pass
 
-    def do_POST(self) -> None:  # noqa: N802
-        server: "_Server" = self.server  # type: ignore[assignment]
+    def do_POST(self) -> None:
+        server: _Server = self.server  # type: ignore[assignment]
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         if self.headers.get("Content-Encoding") == "gzip":
             body = gzip.decompress(body)

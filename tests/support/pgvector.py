@@ -19,8 +19,8 @@ import shutil
 import tempfile
 import uuid
 import warnings
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 import pytest
 

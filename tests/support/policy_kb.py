@@ -7,8 +7,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any
 
 from engine.knowledge.service import KnowledgeService
 from nodes.knowledge.chunking import TextChunker

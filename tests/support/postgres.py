@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import os
 import uuid
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 from sqlalchemy.engine import URL, make_url
@@ -45,7 +45,7 @@ def postgres_server_url() -> URL:
     url = make_url(os.environ.get("FLOWLOOM_TEST_POSTGRES_URL", DEFAULT_SERVER_URL))
     try:
         asyncio.run(_admin(url, "SELECT 1"))
-    except Exception as error:  # noqa: BLE001 - any failure means the same thing here
+    except Exception as error:
         raise RuntimeError(
             f"PostgreSQL is not reachable at {url.render_as_string(hide_password=True)} ({error!r}); "
             "start it (bash .ci/setup-system) or set FLOWLOOM_TEST_POSTGRES_URL") from error

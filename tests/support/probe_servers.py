@@ -5,9 +5,18 @@ that refuses tools or ``response_format``, one that sends no usage in streams.""
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
-from tests.support.openai_server import Finish, Reply, Text, Usage, http_error, text_reply, tool_args_split_reply
+from tests.support.openai_server import (
+    Finish,
+    Reply,
+    Text,
+    Usage,
+    http_error,
+    text_reply,
+    tool_args_split_reply,
+)
 
 __all__ = ["Responder", "server_like"]
 

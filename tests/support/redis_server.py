@@ -22,6 +22,6 @@ flowloom_redis = factories.redisdb("flowloom_redis_proc", decode=True)
 
 
 @pytest.fixture
-def redis_url(flowloom_redis_proc, flowloom_redis) -> str:  # noqa: ARG001 - the client flushes after the test
+def redis_url(flowloom_redis_proc, flowloom_redis) -> str:
     """``redis://host:port/0`` of the test server (flushed after the test)."""
     return f"redis://{flowloom_redis_proc.host}:{flowloom_redis_proc.port}/0"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import contextlib
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 __all__ = ["stub_api"]
 

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import inspect
 import types
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 __all__ = ["SLOW_DIRECTORIES", "SLOW_FIXTURES", "mark_slow_tests", "slow_reason", "starts_processes"]
 

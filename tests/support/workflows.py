@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+from itertools import pairwise
 from typing import Any
 
 from engine import RunDeps, run_workflow
-
-from tests.support.catalog import compile_workflow
 from schemas.run import RunState
+from tests.support.catalog import compile_workflow
 
 __all__ = ["build", "chain_edges", "edge", "node", "run_sync"]
 
@@ -28,7 +28,7 @@ def edge(source: str, target: str, handle: str = "out", edge_id: str | None = No
 
 def chain_edges(*ids: str) -> list[dict[str, Any]]:
     """Edges linking ``ids`` in a chain through their ``out`` handles."""
-    return [edge(a, b) for a, b in zip(ids, ids[1:])]
+    return [edge(a, b) for a, b in pairwise(ids)]
 
 
 def build(nodes: list[dict[str, Any]], edges: list[dict[str, Any]], **top: Any) -> dict[str, Any]:

@@ -57,8 +57,8 @@ def plan_chunks(
             ids.append(new_id())
             fresh.add(ids[-1])
     plan = ChunkPlan(dropped=[i for group in kept.values() for i in group])
-    by_position = {draft.position: chunk_id for draft, chunk_id in zip(drafts, ids)}
-    for draft, chunk_id in zip(drafts, ids):
+    by_position = {draft.position: chunk_id for draft, chunk_id in zip(drafts, ids, strict=True)}
+    for draft, chunk_id in zip(drafts, ids, strict=True):
         parent_id = by_position.get(draft.parent) if draft.parent is not None else None
         common = (draft.position, draft.text, dumps(draft.heading_path), parent_id, draft.tokens)
         if chunk_id not in fresh:

@@ -167,10 +167,11 @@ class VectorIndexes:
                 graph = _new_graph(dimension)
                 try:
                     graph.load(str(path))
+                    loaded = True
                 except (RuntimeError, OSError, ValueError):
-                    graph = None
+                    loaded = False
                 if (
-                    graph is not None
+                    loaded
                     and graph.ndim == dimension
                     and len(graph)
                     == conn.execute(
@@ -213,17 +214,19 @@ class VectorIndexes:
             return []
         count = min(count, len(memory))
         if memory.graph is not None:
-            memory.graph.expansion_search = min(
+            memory.graph.expansion_search = min(  # type: ignore[misc]  # usearch's setter stands apart from its getter
                 EXPANSION_MAX, max(EXPANSION_SEARCH, count + 32, len(memory.graph) // EXPANSION_PER_VECTORS)
             )
             found = memory.graph.search(vector, count)
-            return [(int(k), float(d)) for k, d in zip(found.keys, found.distances)]
+            return [(int(k), float(d)) for k, d in zip(found.keys, found.distances, strict=True)]
+        matrix = memory.matrix
+        assert matrix is not None  # exact mode: no graph, the rows in a matrix
         norm = float(np.linalg.norm(vector))
         # one thread: a BLAS or usearch thread pool costs more than it saves at this size
         found = exact_search(
-            memory.matrix, vector / norm if norm else vector, count, MetricKind.IP, exact=True, threads=1
+            matrix, vector / norm if norm else vector, count, MetricKind.IP, exact=True, threads=1
         )
-        return [(int(memory.keys[i]), float(d)) for i, d in zip(found.keys, found.distances)]
+        return [(int(memory.keys[i]), float(d)) for i, d in zip(found.keys, found.distances, strict=True)]
 
     def _load(self, conn: Any, index_id: str, memory: _Memory) -> None:
         while True:

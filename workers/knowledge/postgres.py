@@ -62,6 +62,9 @@ from .text import query_terms, rarest_terms, tsquery_literal, tsvector_literal
 
 __all__ = ["PostgresKnowledgeStore", "nearest_query", "nearest_settings"]
 
+#: a connection as the pool lends it (a proxy with the connection's methods)
+_Conn = asyncpg.pool.PoolConnectionProxy
+
 _CHUNK_COLUMNS = (
     "c.id, c.tenant_id, c.dataset_id, c.document_id, c.position, c.kind, c.text, c.search_text, "
     "c.text_hash, c.heading_path, c.parent_id, c.tokens, d.source_name, d.metadata AS doc_metadata"
@@ -150,13 +153,13 @@ class PostgresKnowledgeStore:
     # -------------------------------------------------------------------- plumbing
 
     @contextlib.asynccontextmanager
-    async def _tx(self) -> AsyncIterator[asyncpg.Connection]:
+    async def _tx(self) -> AsyncIterator[_Conn]:
         with _errors(self._url):
             async with self._pool.acquire() as conn, conn.transaction():
                 yield conn
 
     @contextlib.asynccontextmanager
-    async def _read(self) -> AsyncIterator[asyncpg.Connection]:
+    async def _read(self) -> AsyncIterator[_Conn]:
         """A connection for reads whose statements need no common snapshot (each one its
         own): no BEGIN and COMMIT round trips."""
         with _errors(self._url):
@@ -164,7 +167,7 @@ class PostgresKnowledgeStore:
                 yield conn
 
     @contextlib.asynccontextmanager
-    async def _local(self, settings: str) -> AsyncIterator[asyncpg.Connection]:
+    async def _local(self, settings: str) -> AsyncIterator[_Conn]:
         """A transaction opened together with its ``SET LOCAL`` statements (``settings``:
         SQL without parameters) in one round trip; committed after, rolled back on error."""
         with _errors(self._url):
@@ -222,7 +225,7 @@ class PostgresKnowledgeStore:
             return await self._datasets(c, tenant_id)
 
     async def _datasets(
-        self, c: asyncpg.Connection, tenant_id: str, dataset_id: str | None = None, counts: bool = True
+        self, c: _Conn, tenant_id: str, dataset_id: str | None = None, counts: bool = True
     ) -> list[Dataset]:
         where, params = "s.tenant_id = $1", [tenant_id]
         if dataset_id is not None:
@@ -287,7 +290,7 @@ class PostgresKnowledgeStore:
     # --------------------------------------------------------------------- indexes
 
     async def _index_row(
-        self, c: asyncpg.Connection, tenant_id: str, index_id: str, *, lock: bool = False, share: bool = False
+        self, c: _Conn, tenant_id: str, index_id: str, *, lock: bool = False, share: bool = False
     ) -> Any:
         """The index's row; ``lock``: locked for update; ``share``: locked against updates
         (a state change waits) but not against other sharers."""
@@ -336,7 +339,7 @@ class PostgresKnowledgeStore:
             await self._set_dimension(c, await self._index_row(c, tenant_id, index_id, lock=True), dimension)
 
     @staticmethod
-    async def _set_dimension(c: asyncpg.Connection, index: Any, dimension: int) -> None:
+    async def _set_dimension(c: _Conn, index: Any, dimension: int) -> None:
         if dimension < 1 or dimension > 16000:
             raise StoreError(f"index {index['id']!r}: dimension must be in 1..16000, got {dimension}")
         if index["dimension"] is None:
@@ -359,9 +362,7 @@ class PostgresKnowledgeStore:
     # ------------------------------------------------------------------- documents
 
     @staticmethod
-    async def _document_row(
-        c: asyncpg.Connection, tenant_id: str, document_id: str, *, lock: bool = False
-    ) -> Any:
+    async def _document_row(c: _Conn, tenant_id: str, document_id: str, *, lock: bool = False) -> Any:
         row = await c.fetchrow(
             "SELECT * FROM kb_documents WHERE tenant_id = $1 AND id = $2" + (" FOR UPDATE" if lock else ""),
             tenant_id,
@@ -380,11 +381,15 @@ class PostgresKnowledgeStore:
             return await self._put_document(c, doc, now, content)
 
     async def _put_document(
-        self, c: asyncpg.Connection, doc: Document, now: float, content: ParsedDocument | None
+        self, c: _Conn, doc: Document, now: float, content: ParsedDocument | None
     ) -> tuple[Document, bool]:
         # the parsed text goes in with the row (inserted or changed): one statement, no second write
         keep = content is not None
-        text = content.content_type if keep else None
+        parsed_type, parsed_text, parsed_qa = (
+            (content.content_type, content.text, qa_json(content))
+            if content is not None
+            else (None, None, None)
+        )
         if (
             await c.fetchrow(
                 "SELECT 1 FROM kb_datasets WHERE tenant_id = $1 AND id = $2", doc.tenant_id, doc.dataset_id
@@ -411,9 +416,9 @@ class PostgresKnowledgeStore:
             dumps(doc.metadata),
             doc.created_at or now,
             now,
-            text,
-            content.text if keep else None,
-            qa_json(content) if keep else None,
+            parsed_type,
+            parsed_text,
+            parsed_qa,
         )
         if row is not None:
             return document_from_row(row), True
@@ -424,6 +429,8 @@ class PostgresKnowledgeStore:
             doc.dataset_id,
             doc.source_name,
         )
+        if old is None:  # removed between the two statements
+            raise DocumentNotFound(f"document {doc.source_name!r} was deleted while it was being replaced")
         if old["content_hash"] == doc.content_hash:
             return document_from_row(old), False
         row = await c.fetchrow(
@@ -439,9 +446,9 @@ class PostgresKnowledgeStore:
             now,
             old["id"],
             keep,
-            text,
-            content.text if keep else None,
-            qa_json(content) if keep else None,
+            parsed_type,
+            parsed_text,
+            parsed_qa,
         )
         return document_from_row(row), True
 
@@ -728,7 +735,7 @@ class PostgresKnowledgeStore:
                 await self._set_dimension(c, index, matrix.shape[1])  # checks it
                 # COPY into a per-connection scratch table, then one INSERT ... SELECT (a chunk of
                 # another tenant or dataset is silently not stored; the last vector of a chunk wins)
-                latest = dict(zip((chunk_id for chunk_id, _ in vectors), matrix))
+                latest = dict(zip((chunk_id for chunk_id, _ in vectors), matrix, strict=True))
                 await c.copy_records_to_table(
                     "kb_vectors_in", records=list(latest.items()), columns=["chunk_id", "embedding"]
                 )
@@ -873,7 +880,7 @@ class PostgresKnowledgeStore:
             )
         return [ScoredChunk(chunk_from_row(r), float(r["rank"])) for r in rows]
 
-    async def _full_text_terms(self, c: asyncpg.Connection, query: str) -> list[str]:
+    async def _full_text_terms(self, c: _Conn, query: str) -> list[str]:
         """The query's terms, rarest first, within the postings budget
         (:func:`workers.knowledge.text.rarest_terms`), by chunk counts estimated from the
         planner's lexeme statistics of ``search_vector`` (a lexeme not among the most
@@ -887,7 +894,7 @@ class PostgresKnowledgeStore:
         rows, freqs, floor = stats
         return rarest_terms({t: max(freqs.get(t, floor) * rows, 1.0) for t in terms})
 
-    async def _lexeme_stats(self, c: asyncpg.Connection) -> tuple[float, dict[str, float], float] | None:
+    async def _lexeme_stats(self, c: _Conn) -> tuple[float, dict[str, float], float] | None:
         now = time.monotonic()
         if self._lexemes is not None and now - self._lexemes[0] < _STATS_TTL_S:
             return self._lexemes[1:]
@@ -911,7 +918,7 @@ class PostgresKnowledgeStore:
             self._lexemes = (now, 0.0, {}, 0.0)
             return None
         freqs = list(row["freqs"])  # one per lexeme, then the minimum, maximum and null frequencies
-        self._lexemes = (now, float(live), dict(zip(row["elems"], freqs)), float(freqs[-3]))
+        self._lexemes = (now, float(live), dict(zip(row["elems"], freqs, strict=False)), float(freqs[-3]))
         return self._lexemes[1:]
 
 
@@ -990,12 +997,12 @@ async def _ensure_vector_column(conn: asyncpg.Connection) -> bool:
     return True
 
 
-async def _drop_hnsw(c: asyncpg.Connection, index_id: str) -> None:
+async def _drop_hnsw(c: _Conn, index_id: str) -> None:
     if check_index_id(index_id):
         await c.execute(f"DROP INDEX IF EXISTS {_hnsw_name(index_id)}")
 
 
-async def _retire(c: asyncpg.Connection, tenant_id: str, dataset_id: str, state: str, keep: str = "") -> None:
+async def _retire(c: _Conn, tenant_id: str, dataset_id: str, state: str, keep: str = "") -> None:
     """Retire the dataset's indexes in ``state`` (but ``keep``): their vectors and HNSW indexes go."""
     for row in await c.fetch(
         "SELECT id FROM kb_indexes WHERE tenant_id = $1 AND dataset_id = $2 AND state = $3 AND id != $4",

@@ -772,7 +772,7 @@ class SqliteKnowledgeStore:
                 "DELETE FROM kb_vectors WHERE index_id = ? AND chunk_id = ?", [(index_id, i) for i in ids]
             )
             # INSERT ... SELECT: a chunk of another tenant or dataset is silently not stored
-            latest = dict(zip(ids, matrix))  # a chunk given twice: its last vector
+            latest = dict(zip(ids, matrix, strict=True))  # a chunk given twice: its last vector
             cur = c.executemany(
                 "INSERT INTO kb_vectors (tenant_id, index_id, chunk_id, embedding) SELECT ?, ?, id, ? "
                 "FROM kb_chunks WHERE id = ? AND tenant_id = ? AND dataset_id = ?",

@@ -155,7 +155,7 @@ def _waiting_first_jobs(connection: Any, run_ids: list[str]) -> set[str]:
         statuses = pipe.execute()
     return {
         run_id
-        for run_id, status in zip(run_ids, statuses)
+        for run_id, status in zip(run_ids, statuses, strict=True)
         if status is not None and status.decode() in _WAITING
     }
 

@@ -48,7 +48,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, AsyncContextManager
+from typing import Any
 
 from engine.ports import RunNotFound, RunOwned
 from engine.recovery import OrphanRecovery
@@ -83,7 +83,7 @@ _RUNTIME: WorkerRuntime | None = None
 #: seconds a starting worker waits for its first recovery look to queue the orphans it found
 SETTLE_S = 20.0
 
-ServiceFactory = Callable[[Settings], AsyncContextManager[RunService]]
+ServiceFactory = Callable[[Settings], contextlib.AbstractAsyncContextManager[RunService]]
 
 
 def install_runtime(runtime: WorkerRuntime | None) -> None:

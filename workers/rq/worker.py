@@ -46,7 +46,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from rq.worker import SimpleWorker, Worker
+from rq.worker import BaseWorker, SimpleWorker, Worker
 
 __all__ = ["FlowloomWorker", "LOG_DATE_FORMAT", "LOG_FORMAT", "WorkerNameTaken", "namesake_dead"]
 
@@ -75,7 +75,7 @@ def _surviving_redis(method: F) -> F:
             self.wait_for_redis(f"{method.__name__}: {exc}")
             return None
 
-    return wrapper  # type: ignore[return-value]
+    return wrapper  # type: ignore[return-value]  # the method's signature; None after an outage
 
 
 class WorkerNameTaken(Exception):
@@ -105,7 +105,7 @@ def _pid_alive(pid: int | None) -> bool:
     return True
 
 
-def namesake_dead(old: Worker, ttl_s: float | None, *, stale_after_s: float) -> bool:
+def namesake_dead(old: BaseWorker, ttl_s: float | None, *, stale_after_s: float) -> bool:
     """Whether the registered worker ``old`` (of the name a new worker wants) is gone.
 
     ``ttl_s``: the seconds its key has left (Redis ``TTL``; None when it has no expiry).
@@ -120,9 +120,7 @@ def namesake_dead(old: Worker, ttl_s: float | None, *, stale_after_s: float) -> 
         return False
     if old.last_heartbeat is None:
         return True
-    beat = (
-        old.last_heartbeat if old.last_heartbeat.tzinfo else old.last_heartbeat.replace(tzinfo=UTC)
-    )
+    beat = old.last_heartbeat if old.last_heartbeat.tzinfo else old.last_heartbeat.replace(tzinfo=UTC)
     return (datetime.now(UTC) - beat).total_seconds() > stale_after_s
 
 
@@ -213,7 +211,9 @@ class FlowloomWorker(SimpleWorker):
             super().register_birth()
         except ValueError as exc:  # another worker of this name registered meanwhile
             old = Worker.find_by_key(key, connection=self.connection)
-            raise WorkerNameTaken(self.name, old and old.hostname, old and old.pid) from exc
+            raise WorkerNameTaken(
+                self.name, old.hostname if old is not None else None, old.pid if old is not None else None
+            ) from exc
 
     def _register_again(self) -> None:
         try:

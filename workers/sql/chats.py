@@ -26,6 +26,7 @@ import sqlalchemy as sa
 from engine.ports import ChatNotFound
 from schemas.records import CHAT_PREVIEW_CHARS, CHAT_TITLE_CHARS, Chat, ChatMessage, MessagePart, clip
 
+from .rows import RowData
 from .store import SqlStore
 from .tables import ChatRow, MessageRow
 
@@ -173,9 +174,7 @@ class SqlChatStore:
         return {row["chat_id"]: row for row in rows}
 
 
-def _chat_of(
-    row: Mapping[str, Any], first_user: Mapping[str, Any] | None, newest: Mapping[str, Any] | None
-) -> Chat:
+def _chat_of(row: RowData, first_user: RowData | None, newest: RowData | None) -> Chat:
     """The :class:`Chat` of a ``chats`` row, its first user message and its newest message."""
     title = row["title"] or None
     if title is None and first_user is not None:

@@ -141,7 +141,7 @@ def _immediate(db: sqlite3.Connection, body: Callable[[], tuple[bool, _T]]) -> _
 def _rows(cursor: sqlite3.Cursor) -> list[dict[str, Any]]:
     """The rows of an executed SELECT as dicts by column name."""
     names = [d[0] for d in cursor.description]
-    return [dict(zip(names, row)) for row in cursor.fetchall()]
+    return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 
 
 def _sqlite_transaction(
@@ -214,7 +214,10 @@ class SqliteCheckpointWriter:
         update = (self._update_sql(keys, write.owner_id is not None), tuple(params))
         flips = [(write.run_id, write.tenant_id, node_id, keep) for node_id, keep in write.flips]
         rows = [
-            tuple(_dumps(row[c]) if is_json else row[c] for c, is_json in zip(NODE_COLUMNS, _NODE_JSON))
+            tuple(
+                _dumps(row[c]) if is_json else row[c]
+                for c, is_json in zip(NODE_COLUMNS, _NODE_JSON, strict=True)
+            )
             for row in write.node_rows
         ]
         events = [
@@ -369,12 +372,11 @@ def _sqlite_writes(db: sqlite3.Connection, statements: list[tuple[str, tuple[Any
     """Runs in aiosqlite's worker thread: the statements in one write transaction; their row counts."""
 
     def body() -> tuple[bool, list[int]]:
-        counts = []
+        counts: list[int] = []
         for sql, params in statements:
             cursor = db.execute(sql, params)
-            counts.append(
-                cursor.lastrowid if sql.startswith("INSERT") and cursor.rowcount == 1 else cursor.rowcount
-            )
+            row_id = cursor.lastrowid if sql.startswith("INSERT") and cursor.rowcount == 1 else None
+            counts.append(row_id if row_id is not None else cursor.rowcount)
         return True, counts
 
     return _immediate(db, body)

@@ -29,6 +29,7 @@ from engine.settings import private_file
 __all__ = [
     "BUSY_TIMEOUT_MS",
     "default_database_url",
+    "dialect_insert",
     "make_engine",
     "mask_url",
     "normalize_url",
@@ -172,3 +173,16 @@ def store_errors(url: str | URL) -> Iterator[None]:
         raise kind(f"database {mask_url(url)}: {type(detail).__name__}: {detail}") from error
     except OSError as error:
         raise StoreUnavailable(f"cannot reach database {mask_url(url)}: {error}") from error
+
+
+def dialect_insert(backend: str) -> Any:
+    """The ``insert`` construct of ``backend`` (``postgresql`` or ``sqlite``), which has
+    ``on_conflict_do_*``. The dialect's module is imported for its backend only:
+    PostgreSQL's costs ~50 ms of start-up that a SQLite ``flowloom run`` would pay for nothing."""
+    if backend == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+
+        return postgresql_insert
+    from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+    return sqlite_insert

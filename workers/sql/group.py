@@ -37,7 +37,7 @@ class CheckpointJob:
     owner_id: str | None
     events: Sequence[Any]
     release: bool
-    future: asyncio.Future[None] = field(default=None)  # type: ignore[assignment]
+    future: asyncio.Future[None] = field(init=False)  # made by GroupCommit.submit, on its loop
 
     def settle(self, error: BaseException | None = None) -> None:
         """Report the job's outcome to its caller (unless the caller has gone)."""

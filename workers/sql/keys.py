@@ -30,8 +30,6 @@ import string
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Mapping
-from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import exc
@@ -39,6 +37,7 @@ from sqlalchemy import exc
 from engine.ports import KeyNotFound, StoreError, TenantNotFound
 from schemas.records import ApiKey, Tenant
 
+from .rows import RowData
 from .store import SqlStore, dialect_insert
 from .tables import ApiKeyRow, TenantRow
 
@@ -75,7 +74,7 @@ def parse_key(plaintext: str) -> tuple[str, str] | None:
     return (match.group(1), match.group(2)) if match else None
 
 
-def _key_of(row: Mapping[str, Any]) -> ApiKey:
+def _key_of(row: RowData) -> ApiKey:
     return ApiKey(
         id=row["id"],
         tenant_id=row["tenant_id"],

@@ -38,6 +38,7 @@ from engine.ports import Published, StalePublished
 from schemas.records import WorkflowVersion
 
 from .checkpoint import _immediate
+from .connect import dialect_insert
 from .tables import QuotaAdmissionRow, RunRow, WorkflowDocRow, WorkflowRow, WorkflowVersionRow
 
 __all__ = [
@@ -219,7 +220,7 @@ def sqlite_statements(
             (run["tenant_id"], published.workflow_id, published.version, published.doc_hash),
         )
     )
-    statements = []
+    statements: list[tuple[str, tuple[Any, ...]]] = []
     if write.doc is not None:
         doc = write.doc
         statements.append(
@@ -301,11 +302,7 @@ async def launch_in(conn: AsyncConnection, write: LaunchWrite, url: str) -> int 
             raise write.stale(url)
     if write.doc is not None:
         doc = write.doc
-        backend = conn.engine.url.get_backend_name()
-        if backend == "postgresql":
-            from sqlalchemy.dialects.postgresql import insert
-        else:
-            from sqlalchemy.dialects.sqlite import insert
+        insert = dialect_insert(conn.engine.url.get_backend_name())
         await conn.execute(
             insert(_docs).on_conflict_do_nothing(index_elements=[_docs.c.tenant_id, _docs.c.content_hash]),
             doc,

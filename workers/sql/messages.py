@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, AsyncContextManager
+from contextlib import AbstractAsyncContextManager
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -31,7 +32,7 @@ class CommandsAndMessages:
     """``send``/``poll`` of the run store port and the message methods of the chat store port."""
 
     _sql: Any
-    _tx: Callable[[], AsyncContextManager[AsyncConnection]]
+    _tx: Callable[[], AbstractAsyncContextManager[AsyncConnection]]
 
     # ------------------------------------------------------------------------- commands
 

@@ -29,6 +29,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from ..secret_box import SecretBox, SecretUnreadable, mask
+from .rows import RowData
 from .store import SqlStore, dialect_insert
 from .tables import ModelProviderRow, ProviderModelRow, TenantModelDefaultRow, TenantRow
 
@@ -100,7 +101,7 @@ class TenantModelsSnapshot:
         return f"TenantModelsSnapshot(providers={[p.id for p in self.providers]}, defaults={self.defaults})"
 
 
-def _provider(row: Mapping[str, Any], models: list[ModelRecord]) -> ProviderRecord:
+def _provider(row: RowData, models: list[ModelRecord]) -> ProviderRecord:
     return ProviderRecord(
         id=row["provider_id"],
         name=row["name"],

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,7 +43,8 @@ import sqlalchemy as sa
 from engine.ports import NewRun, RunExists
 
 from .launch import AdmissionRow, launch_in
-from .store import SqlStore
+from .rows import RowData
+from .store import SqlStore, dialect_insert
 from .tables import QuotaAdmissionRow, QuotaLimitRow, RunRow, TenantRow, TokenUsageRow
 
 __all__ = ["QuotaCheck", "QuotaLimits", "QuotaRefusal", "QuotaUsage", "SqlQuotaStore", "WINDOW_S"]
@@ -110,7 +111,7 @@ class QuotaUsage:
     tokens_today: int
 
 
-def _limits(row: Mapping[str, Any]) -> QuotaLimits:
+def _limits(row: RowData) -> QuotaLimits:
     return QuotaLimits(
         tenant_id=row["tenant_id"],
         app_id=row["app_id"] or None,
@@ -196,13 +197,8 @@ class SqlQuotaStore:
             "tokens_per_day": tokens_per_day,
             "updated_at": now,
         }
-        # The dialect is imported for its backend only (PostgreSQL's costs a run's start-up ~50 ms).
-        if self.store.backend == "postgresql":
-            from sqlalchemy.dialects.postgresql import insert
-        else:
-            from sqlalchemy.dialects.sqlite import insert
         stmt = (
-            insert(limits_table)
+            dialect_insert(self.store.backend)(limits_table)
             .values(values)
             .on_conflict_do_update(
                 index_elements=[limits_table.c.tenant_id, limits_table.c.app_id],
@@ -329,7 +325,7 @@ class SqlQuotaStore:
             assert admission_id is not None
             return admission_id
         if self.store.backend == "sqlite":  # one call in the driver's thread (SqlStore._sqlite_write)
-            statements = (
+            statements: list[tuple[str, tuple[Any, ...]]] = (
                 [
                     (
                         "DELETE FROM quota_admissions WHERE tenant_id = ? AND admitted_at < ?",

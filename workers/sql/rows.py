@@ -9,7 +9,7 @@ each once.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from schemas.records import ChatMessage, OwnerInfo, RunSummary
@@ -18,6 +18,7 @@ from schemas.types import RunStatus
 
 __all__ = [
     "ENDED",
+    "RowData",
     "node_run_from_row",
     "node_run_row",
     "owner_from_row",
@@ -28,6 +29,10 @@ __all__ = [
     "message_row",
     "message_from_row",
 ]
+
+#: A stored row as read (SQLAlchemy's RowMapping, keyed by column names or columns) or as
+#: built by hand (a dict keyed by column names).
+RowData = Mapping[Any, Any]
 
 #: Statuses of runs that ended (what ``prune`` may delete).
 ENDED = (RunStatus.succeeded.value, RunStatus.failed.value, RunStatus.cancelled.value)
@@ -140,7 +145,7 @@ def node_run_row(
     }
 
 
-def node_run_from_row(row: Mapping[str, Any]) -> NodeRun:
+def node_run_from_row(row: RowData) -> NodeRun:
     """The ``NodeRun`` of a ``node_runs`` row."""
     fields = {name: row[name] for name in _NODE_COLUMNS}
     fields["id"] = row["node_run_id"]
@@ -150,7 +155,7 @@ def node_run_from_row(row: Mapping[str, Any]) -> NodeRun:
     return NodeRun.model_validate(fields)
 
 
-def state_from_row(row: Mapping[str, Any], node_rows: list[Mapping[str, Any]]) -> RunState:
+def state_from_row(row: RowData, node_rows: Sequence[RowData]) -> RunState:
     """A ``RunState`` from its ``runs`` row and node-run rows: current rows become
     ``node_runs`` (by node id), the others ``history`` (by position). Edges and the ready
     list stay empty: the scheduler rebuilds them from the plan."""
@@ -165,7 +170,7 @@ def state_from_row(row: Mapping[str, Any], node_rows: list[Mapping[str, Any]]) -
     return state
 
 
-def owner_from_row(row: Mapping[str, Any]) -> OwnerInfo | None:
+def owner_from_row(row: RowData) -> OwnerInfo | None:
     """The run's owner, or None when nobody holds it."""
     if row["owner_id"] is None:
         return None
@@ -191,7 +196,7 @@ def pending_interrupts(interrupts: Mapping[str, Any] | None) -> list[dict[str, A
     ]
 
 
-def summary_from_row(row: Mapping[str, Any]) -> RunSummary:
+def summary_from_row(row: RowData) -> RunSummary:
     """The ``RunSummary`` of a ``runs`` row. A run without a chat has ``chat_id`` None: inside
     the run ``sys.chat_id`` is the run id (so templates always have one), and the column
     keeps that, but what a record shows is whether the run belongs to a chat."""
@@ -224,7 +229,7 @@ def summary_from_row(row: Mapping[str, Any]) -> RunSummary:
 _PREVIEW_CHARS = 120
 
 
-def _listed(row: Mapping[str, Any]) -> dict[str, Any]:
+def _listed(row: RowData) -> dict[str, Any]:
     """``kind``, ``node_id`` and ``preview`` of a run row: from its ``sys`` value when the
     row has it (a whole row), else from the ``sys_*`` columns a list selects. The
     preview is the user's message, else the first input, as text, cut to 120 characters."""
@@ -260,7 +265,7 @@ def message_row(message: ChatMessage) -> dict[str, Any]:
     }
 
 
-def message_from_row(row: Mapping[str, Any]) -> ChatMessage:
+def message_from_row(row: RowData) -> ChatMessage:
     """The ``ChatMessage`` of a ``messages`` row."""
     return ChatMessage.model_validate(
         {

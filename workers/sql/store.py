@@ -27,7 +27,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 import sqlalchemy as sa
-from pydantic_core import from_json
+from pydantic_core import from_json, to_json
 from sqlalchemy import exc
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -42,7 +42,6 @@ from .checkpoint import (
     CheckpointWrite,
     PostgresCheckpointWriter,
     SqliteCheckpointWriter,
-    _dumps,
     _raw_connection,
     _sqlite_claim,
     _sqlite_reads,
@@ -50,7 +49,7 @@ from .checkpoint import (
     event_rows,
     pg_statement,
 )
-from .connect import make_engine, mask_url, normalize_url, store_errors
+from .connect import dialect_insert, make_engine, mask_url, normalize_url, store_errors
 from .group import CheckpointJob, GroupCommit
 from .launch import AdmissionRow, LaunchWrite, launch_in, pg_launch, sqlite_launch, sqlite_statements
 from .messages import CommandsAndMessages
@@ -176,17 +175,6 @@ def _broken(conn: AsyncConnection) -> bool:
         return True
     is_closed = getattr(sync.connection.driver_connection, "is_closed", None)
     return bool(is_closed is not None and is_closed())
-
-
-def dialect_insert(backend: str) -> Any:
-    """The ``insert`` construct of ``backend`` (``postgresql`` or ``sqlite``), which has
-    ``on_conflict_do_*``. The dialect's module is imported for its backend only:
-    PostgreSQL's costs ~50 ms of start-up that a SQLite ``flowloom run`` would pay for nothing."""
-    if backend == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert
-    else:
-        from sqlalchemy.dialects.sqlite import insert
-    return insert
 
 
 class _Statements:
@@ -324,7 +312,7 @@ class SqlStore(CommandsAndMessages):
 
     # ----------------------------------------------------------------- workflow documents
 
-    async def put_workflow(self, tenant_id: str, doc: dict[str, Any]) -> str:
+    async def put_workflow(self, tenant_id: str, doc: Mapping[str, Any]) -> str:
         """Keep ``doc`` under its content hash (idempotent); returns the hash."""
         digest = content_hash(doc)
         if (tenant_id, digest) in self._docs:  # documents are never deleted: stored once is stored
@@ -548,12 +536,17 @@ class SqlStore(CommandsAndMessages):
         Not when a node run or history row of the state was never committed (a checkpoint
         that failed before it reached the store): the rows are then not the state, and a
         read tells what is stored."""
-        if index.history != len(state.history) or any(
-            index.committed.get(node_id) != (run.id, str(run.status), run.finished_at)
-            for node_id, run in state.node_runs.items()
+        created = index.created
+        if (
+            created is None
+            or index.history != len(state.history)
+            or any(
+                index.committed.get(node_id) != (run.id, str(run.status), run.finished_at)
+                for node_id, run in state.node_runs.items()
+            )
         ):
             return
-        row = {**index.created, **run_columns(state), **(_RELEASED if released else {})}
+        row = {**created, **run_columns(state), **(_RELEASED if released else {})}
         rows = [
             node_run_row(state.run_id, state.tenant_id, run, current=True, position=index.positions[node_id])
             for node_id, run in state.node_runs.items()
@@ -564,7 +557,7 @@ class SqlStore(CommandsAndMessages):
         ]
         for values, names in ((row, _RUN_JSON), *((node_row, _NODE_RUN_JSON) for node_row in rows)):
             values.update(
-                {name: from_json(_dumps(values[name])) for name in names if values[name] is not None}
+                {name: from_json(to_json(values[name])) for name in names if values[name] is not None}
             )
         self._ended[(state.tenant_id, state.run_id)] = (row, rows)
         while len(self._ended) > _ENDED_LIMIT:
@@ -612,7 +605,7 @@ class SqlStore(CommandsAndMessages):
                     else:
                         self._settle(item, alone)
                 return
-            for item, ok in zip(built, matched):
+            for item, ok in zip(built, matched, strict=True):
                 self._settle(item, ok)
 
     def _node_rows(

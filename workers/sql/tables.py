@@ -11,7 +11,7 @@ SQL NULL. Rows that belong to a run (node runs, events, commands) are deleted wi
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import sqlalchemy as sa
 from sqlalchemy.orm import registry
@@ -42,13 +42,16 @@ __all__ = [
 
 #: JSON value, NULL for None (both backends).
 JsonValue = sa.JSON(none_as_null=True)
-Seconds = sa.Double()
+Seconds: sa.Double[float] = sa.Double()
 Text = sa.Text()
 
 
 class _Table(SQLModel, registry=registry()):
     """Base of the store's tables: a registry (and metadata) of their own, so other
     SQLModel tables in the process never leak into these migrations."""
+
+    if TYPE_CHECKING:  # the Core table SQLAlchemy sets on every table model (SQLModel does not declare it)
+        __table__: ClassVar[sa.Table]
 
 
 metadata = _Table.metadata

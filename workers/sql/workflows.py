@@ -26,6 +26,7 @@ half edited), and a workflow of another tenant is not found, as one that does no
 
 from __future__ import annotations
 
+import builtins
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -38,6 +39,7 @@ from engine.ports import StaleVersion, WorkflowExists, WorkflowNotFound, Workflo
 from schemas.records import WorkflowRecord, WorkflowVersion
 
 from . import launch
+from .rows import RowData
 from .store import SqlStore, dialect_insert
 from .tables import WorkflowDocRow, WorkflowRow, WorkflowVersionRow
 
@@ -60,7 +62,7 @@ _PUBLISHED_SQL = (
 )
 
 
-def _record(row: Mapping[str, Any]) -> WorkflowRecord:
+def _record(row: RowData) -> WorkflowRecord:
     return WorkflowRecord(
         tenant_id=row["tenant_id"],
         id=row["workflow_id"],
@@ -73,7 +75,7 @@ def _record(row: Mapping[str, Any]) -> WorkflowRecord:
     )
 
 
-def _version(row: Mapping[str, Any], doc: dict[str, Any] | None = None) -> WorkflowVersion:
+def _version(row: RowData, doc: dict[str, Any] | None = None) -> WorkflowVersion:
     return WorkflowVersion(
         tenant_id=row["tenant_id"],
         workflow_id=row["workflow_id"],
@@ -233,7 +235,7 @@ class SqlWorkflowStore:
         launch.forget(self.store._url, tenant_id, workflow_id)  # also what a start that raced it remembered
         return _version(row, dict(doc))
 
-    async def versions(self, tenant_id: str, workflow_id: str) -> list[WorkflowVersion]:
+    async def versions(self, tenant_id: str, workflow_id: str) -> builtins.list[WorkflowVersion]:
         """Every published version, oldest first, without documents. Raises WorkflowNotFound."""
         await self.get(tenant_id, workflow_id)
         stmt = (

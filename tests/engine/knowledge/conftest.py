@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any, AsyncIterator, Callable
+from typing import Any
 
 import pytest
 
@@ -15,7 +16,6 @@ from engine.knowledge.service import KnowledgeService
 from nodes.knowledge.chunking import TextChunker
 from nodes.knowledge.embeddings import RegistryEmbedder, RegistryReranker
 from nodes.knowledge.parsing import DocumentParser
-
 
 #: run a test on both stores: ``@BOTH_STORES`` (the others run on SQLite)
 BOTH_STORES = pytest.mark.parametrize("knowledge_url", ["sqlite", "postgres"], indirect=True)

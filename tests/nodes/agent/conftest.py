@@ -4,15 +4,23 @@ registry (the kernel needs no workflow), and helpers to script tool calls."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from types import SimpleNamespace
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
-import engine  # noqa: F401  - import order: engine before nodes
 from engine.context import CancelToken, NodeContext, RunDeps
 from schemas.run import NodeRun, RunState
-from tests.support.openai_server import Finish, Reply, Text, ToolDelta, Usage, openai_server, scripted_registry  # noqa: F401
+from tests.support.openai_server import (  # noqa: F401
+    Finish,
+    Reply,
+    Text,
+    ToolDelta,
+    Usage,
+    openai_server,
+    scripted_registry,
+)
 
 
 def make_ctx(registry: Any, *, node_id: str = "agent", events: list[Any] | None = None,

@@ -10,11 +10,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 # The benchmark compares against LangGraph (pip install -e '.[bench]'): without it this
 # test fails at import - a missing extra is a setup failure, never a skip.
-import langgraph  # noqa: E402,F401
+import langgraph  # noqa: F401
+import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
 

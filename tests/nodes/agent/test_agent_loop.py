@@ -17,7 +17,6 @@ from typing import Any
 
 import pytest
 
-import engine  # noqa: F401  - import order: engine before nodes
 from engine.context import CancelToken, InterruptRequested
 from engine.errors import RunCancelledError
 from nodes.agent_loop import (

@@ -14,15 +14,21 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-import engine  # noqa: F401  - import order: engine before nodes
 import nodes  # noqa: F401  - registers the executors
 from engine import RunDeps, Settings, resume_run, run_workflow
-from tests.support.catalog import compile_workflow
 from nodes.agent_plan import ASK_TOOL, PLAN_TOOL
 from schemas.run import RunState
 from schemas.types import NodeRunStatus, RunStatus
-from tests.support.openai_server import Finish, Reply, Text, ToolDelta, Usage
-from tests.support.openai_server import openai_server, scripted_registry  # noqa: F401  (fixtures)
+from tests.support.catalog import compile_workflow
+from tests.support.openai_server import (  # noqa: F401  (fixtures)
+    Finish,
+    Reply,
+    Text,
+    ToolDelta,
+    Usage,
+    openai_server,
+    scripted_registry,
+)
 from tests.support.workflows import build, edge, node
 from workers.memory import FileNodeMemory, RedisNodeMemory
 
@@ -74,7 +80,7 @@ class Api:
                 self.end_headers()
                 self.wfile.write(data)
 
-            def do_GET(self) -> None:  # noqa: N802
+            def do_GET(self) -> None:
                 url = urlsplit(self.path)
                 query = {k: v[0] for k, v in parse_qs(url.query).items()}
                 if url.path == "/weather":
@@ -90,7 +96,7 @@ class Api:
                 else:
                     self._send(404, {"error": "no route"})
 
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 length = int(self.headers.get("content-length") or 0)
                 api.notes.append(json.loads(self.rfile.read(length) or b"null"))
                 self._send(201, {"saved": len(api.notes)})

@@ -4,12 +4,10 @@ patterns (CN/EN), ask_agent validation, and the pending context kept in the run 
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 import pytest
 
-from schemas.run import PendingContext
 from nodes.agent_plan import (
     AskError,
     Plan,
@@ -22,6 +20,7 @@ from nodes.agent_plan import (
     resolve_answer,
     stop_gate,
 )
+from schemas.run import PendingContext
 
 
 def make_plan(*titles: str, goal: str = "trip") -> Plan:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 
-import engine  # noqa: F401  - import order: engine before nodes
 from nodes.agent_protocol import (
     LAST_ROUND_HINT,
     diagnose,

@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 
-import engine  # noqa: F401  - import order: engine before nodes
 from engine import RunDeps, resume_run, run_workflow
 from engine.settings import Settings
 from schemas.nodes_agent import ToolCallConfig

@@ -12,16 +12,14 @@ from typing import Any
 
 import pytest
 
-import engine  # noqa: F401  - import order: engine before nodes
 from engine import RunDeps, run_workflow
-from tests.support.catalog import check_workflow, compile_workflow
 from engine.errors import CompileError
-from engine.settings import Settings
-from engine.settings import get_settings
+from engine.settings import Settings, get_settings
 from nodes.agent_loop import get_tool_result
 from schemas.types import NodeRunStatus, RunStatus
 from tests.nodes.agent.conftest import answer_reply, calls_reply
 from tests.nodes.http_test_server import LocalServer
+from tests.support.catalog import check_workflow, compile_workflow
 from tests.support.openai_server import Finish, Reply, Text, Usage
 from tests.support.workflows import build, edge, node
 

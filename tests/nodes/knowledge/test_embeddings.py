@@ -15,7 +15,7 @@ from tests.support.openai_server import embed_text, http_error, rate_limited
 
 
 def cosine(a, b):
-    return sum(x * y for x, y in zip(a, b))
+    return sum(x * y for x, y in zip(a, b, strict=True))
 
 
 async def test_batches_return_vectors_in_order_with_usage_and_cost(openai_server, scripted_registry):

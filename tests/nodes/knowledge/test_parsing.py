@@ -57,7 +57,7 @@ def test_plain_text_and_markdown_are_read_as_they_are():
     md = parser.parse(b"# Title\n\nSome *text*.\n", "notes.md")
     assert (md.content_type, md.text) == ("markdown", "# Title\n\nSome *text*.")
     assert parser.parse("中文文本".encode("gb18030"), "zh.txt").text == "中文文本"
-    assert parser.parse("raw".encode(), "README").content_type == "text"
+    assert parser.parse(b"raw", "README").content_type == "text"
 
 
 def test_html_drops_scripts_and_styles_and_keeps_headings_as_markdown():
@@ -105,7 +105,7 @@ def test_csv_and_jsonl_question_answer_pairs():
 def test_a_pair_without_its_question_is_refused_naming_its_row_not_dropped():
     # an answer whose question is empty could never be found: the file is refused, so the
     # user sees which row to fix instead of a dataset silently missing it
-    csv_data = 'question,answer\nWhat do pandas eat?,Bamboo.\n,"Ten hours, a day."\n'.encode()
+    csv_data = b'question,answer\nWhat do pandas eat?,Bamboo.\n,"Ten hours, a day."\n'
     error = rejected(csv_data, "qa.csv")
     assert error.reason == "corrupt" and "row 3: empty question" in str(error)
     lines = json.dumps({"q": "Q1?", "a": "A1"}) + "\n" + json.dumps({"q": " ", "a": "A2"})

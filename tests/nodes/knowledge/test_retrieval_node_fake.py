@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-import engine  # noqa: F401  - import order: engine before nodes
 from engine import RunDeps, run_workflow
 from engine.runner import new_run_state
 from nodes.knowledge.quotes import answer_citations, cited_ids, quote_items, quote_role

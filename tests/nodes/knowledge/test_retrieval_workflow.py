@@ -6,22 +6,31 @@ agent and the tool-call node answering from a dataset tool (with the LLM relevan
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any
 
 import pytest
 
-import engine  # noqa: F401  - import order: engine before nodes
 import nodes  # noqa: F401  - registers the executors
 from engine import RunDeps, run_workflow
 from engine.knowledge.service import KnowledgeService
 from engine.runner import new_run_state
 from schemas.types import RunStatus
 from tests.support.catalog import compile_workflow
-from tests.support.openai_server import Finish, Reply, Text, ToolDelta, Usage, text_reply
-from tests.support.openai_server import openai_server, scripted_registry  # noqa: F401  (fixtures)
+from tests.support.openai_server import (  # noqa: F401  (fixtures)
+    Finish,
+    Reply,
+    Text,
+    ToolDelta,
+    Usage,
+    openai_server,
+    scripted_registry,
+    text_reply,
+)
 from tests.support.policy_kb import open_policy_kb
 from tests.support.workflows import build, chain_edges, edge, node
+
 
 @pytest.fixture
 async def knowledge(tmp_path: Path, scripted_registry: Any) -> AsyncIterator[KnowledgeService]:

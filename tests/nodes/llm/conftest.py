@@ -4,18 +4,18 @@ the real engine."""
 
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import pytest
 
-import engine  # noqa: F401  - import order: engine before nodes
-import nodes.chat  # noqa: F401  - registers the LLM executors (see the report: nodes/__init__ should import them)
-import nodes.classify  # noqa: F401
-import nodes.extract  # noqa: F401
+import nodes.chat
+import nodes.classify
+import nodes.extract
 import nodes.query_extension  # noqa: F401
 from engine import RunDeps, run_workflow
-from tests.support.catalog import compile_workflow
 from schemas.run import RunState
+from tests.support.catalog import compile_workflow
 from tests.support.openai_server import openai_server, scripted_registry  # noqa: F401  (fixtures)
 from workers.memory import FileNodeMemory
 

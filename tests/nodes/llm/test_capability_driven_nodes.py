@@ -15,10 +15,11 @@ from typing import Any
 
 import pytest
 
-import engine  # noqa: F401  - import order: engine before nodes
 from engine import RunDeps, run_workflow
-from nodes.classify import CLASSIFY_MAX_TOKENS, TOOL_NAME as CLASSIFY_TOOL
-from nodes.extract import TOOL_NAME as EXTRACT_TOOL, extract_max_tokens
+from nodes.classify import CLASSIFY_MAX_TOKENS
+from nodes.classify import TOOL_NAME as CLASSIFY_TOOL
+from nodes.extract import TOOL_NAME as EXTRACT_TOOL
+from nodes.extract import extract_max_tokens
 from nodes.llm import estimate_tokens
 from nodes.model_registry import Capabilities, ModelRegistry, ModelSpec, ProviderSpec, load_registry
 from schemas.nodes_llm import ExtractField

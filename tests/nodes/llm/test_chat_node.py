@@ -7,14 +7,13 @@ from typing import Any
 import pytest
 
 from engine import CompileError, NodeContext, NodeResult
-
-from tests.support.catalog import compile_workflow, with_kinds
-from engine.errors import NodeFailed
 from engine.catalog import KindSpec, NodeExecutor
+from engine.errors import NodeFailed
 from nodes.chat import DEFAULT_QUOTE_TEMPLATES, SYSTEM_SEPARATOR, ChatNode, format_quote, recent_turns
 from nodes.model_registry import price
 from schemas.nodes import NodeConfig, node_kind
 from schemas.types import NodeRunStatus, RunStatus, VarType
+from tests.support.catalog import compile_workflow, with_kinds
 from tests.support.openai_server import http_error, reasoning_reply, text_reply
 from tests.support.workflows import build, chain_edges, node
 

@@ -9,11 +9,10 @@ from typing import Any
 import pytest
 
 from engine import CompileError
-
-from tests.support.catalog import compile_workflow
 from nodes.classify import TOOL_NAME
 from nodes.model_registry import Capabilities, ModelRegistry, ModelSpec
 from schemas.types import NodeRunStatus, RunStatus
+from tests.support.catalog import compile_workflow
 from tests.support.openai_server import (
     fenced_json_reply,
     http_error,

@@ -8,11 +8,10 @@ from typing import Any
 import pytest
 
 from engine import CompileError
-
-from tests.support.catalog import compile_workflow
 from nodes.extract import TOOL_NAME, coerce_field
 from schemas.nodes_llm import ExtractField
 from schemas.types import RunStatus
+from tests.support.catalog import compile_workflow
 from tests.support.openai_server import (
     fenced_json_reply,
     http_error,

@@ -16,6 +16,7 @@ from nodes.model_registry import Capabilities
 from tests.support.openai_server import TEST_API_KEY, Reply, ScriptedOpenAIServer, http_error
 from tests.support.probe_servers import server_like
 
+
 async def probe(server: ScriptedOpenAIServer, **target: Any) -> Any:
     return await probe_model(ProbeTarget(base_url=server.base_url, model="probe-me", name="local", **target),
                              timeout=30)

@@ -61,7 +61,7 @@ async def test_pgvector_hnsw_index_answers_like_exact_search(pgvector_database_u
         doc, _ = await store.put_document(document(tenant, "ds", "a.txt"))
         vectors = rng.normal(size=(2000, 24)).astype(np.float32)
         chunks = await store.replace_chunks(tenant, doc.id, drafts(*[f"chunk {i}" for i in range(len(vectors))]))
-        await store.put_vectors(tenant, index.id, [(c.id, v) for c, v in zip(chunks, vectors)])
+        await store.put_vectors(tenant, index.id, [(c.id, v) for c, v in zip(chunks, vectors, strict=True)])
         await store.search_vectors(tenant, index.id, vectors[0].tolist(), 10)  # builds the HNSW index
         conn = await asyncpg.connect(pgvector_database_url)
         try:

@@ -47,7 +47,7 @@ async def stores(tenant):
 async def _fill(store, tenant: str, source: str, index_id: str, vectors: np.ndarray) -> list[str]:
     doc, _ = await store.put_document(document(tenant, "ds", source))
     chunks = await store.replace_chunks(tenant, doc.id, drafts(*[f"{source} {i}" for i in range(len(vectors))]))
-    await store.put_vectors(tenant, index_id, [(c.id, v.tolist()) for c, v in zip(chunks, vectors)])
+    await store.put_vectors(tenant, index_id, [(c.id, v.tolist()) for c, v in zip(chunks, vectors, strict=True)])
     return [c.id for c in chunks]
 
 

@@ -16,7 +16,7 @@ from engine.knowledge.ports import (
     KnowledgeStore,
     ParsedDocument,
 )
-from schemas.knowledge import ChunkDraft, ChunkKind, ChunkingSettings, DocumentStatus, MetadataFilter
+from schemas.knowledge import ChunkDraft, ChunkingSettings, ChunkKind, DocumentStatus, MetadataFilter
 
 from .conftest import dataset, document, drafts
 
@@ -144,7 +144,7 @@ async def test_vectors_ordered_by_cosine(kstore, tenant):
     doc, _ = await kstore.put_document(document(tenant, "ds", "a.txt"))
     chunks = await kstore.replace_chunks(tenant, doc.id, drafts("a", "b", "c", "d"))
     vectors = [[1, 0, 0], [10, 1, 0], [0, 1, 0], [-1, 0, 0]]
-    await kstore.put_vectors(tenant, index.id, [(c.id, v) for c, v in zip(chunks, vectors)])
+    await kstore.put_vectors(tenant, index.id, [(c.id, v) for c, v in zip(chunks, vectors, strict=True)])
     hits = await kstore.search_vectors(tenant, index.id, [1, 0, 0], 3)
     assert [h.chunk.id for h in hits] == [chunks[0].id, chunks[1].id, chunks[2].id]
     assert hits[0].score == pytest.approx(1.0, abs=1e-5) and hits[2].score == pytest.approx(0.0, abs=1e-5)
@@ -310,7 +310,7 @@ async def test_selective_filter_falls_back_to_exact_search(kstore, tenant):
     await kstore.put_vectors(tenant, index.id, [(c.id, (query + rng.normal(scale=0.1, size=8)).tolist())
                                                 for c in near_chunks])
     far_vectors = [(-query + rng.normal(scale=0.5, size=8)) for _ in far_chunks]
-    await kstore.put_vectors(tenant, index.id, [(c.id, v.tolist()) for c, v in zip(far_chunks, far_vectors)])
+    await kstore.put_vectors(tenant, index.id, [(c.id, v.tolist()) for c, v in zip(far_chunks, far_vectors, strict=True)])
     hits = await kstore.search_vectors(tenant, index.id, query.tolist(), 3, [MetadataFilter(field="lang", value="zh")])
     cosine = [float(v @ query / np.linalg.norm(v) / np.linalg.norm(query)) for v in far_vectors]
     best = sorted(range(4), key=lambda i: -cosine[i])[:3]

@@ -15,9 +15,11 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
-from typing import Any, AsyncIterator, Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -43,7 +45,7 @@ def chain(workflow_id: str, nodes: list[dict[str, Any]], outputs: dict[str, str]
         {"name": k, "value": {"ref": v}} for k, v in (outputs or {}).items()]}}
     every = [{"id": "start", "type": "start"}, *nodes, end]
     ids = [n["id"] for n in every]
-    edges = [{"id": f"e{i}", "source": s, "target": t} for i, (s, t) in enumerate(zip(ids, ids[1:]))]
+    edges = [{"id": f"e{i}", "source": s, "target": t} for i, (s, t) in enumerate(pairwise(ids))]
     return {"id": workflow_id, "name": workflow_id, "nodes": every, "edges": edges}
 
 
@@ -76,7 +78,7 @@ class Deployment:
 
     def start_worker(self, name: str, *args: str) -> subprocess.Popen[bytes]:
         """``flowloom worker --name NAME ARGS`` logging to ``<tmp>/NAME.log``."""
-        log = open(self.tmp / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process
+        log = open(self.tmp / f"{name}.log", "wb")
         proc = subprocess.Popen([*FLOWLOOM, "worker", "--name", name, *args], env=self.env, cwd=ROOT,
                                 stdout=log, stderr=subprocess.STDOUT)
         self.workers[name] = proc
@@ -107,7 +109,7 @@ class Deployment:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
         sock.close()
-        log = open(self.tmp / f"serve-{port}.log", "wb")  # noqa: SIM115
+        log = open(self.tmp / f"serve-{port}.log", "wb")
         proc = subprocess.Popen([*FLOWLOOM, "serve", "--port", str(port), "--heartbeat", "0.2"], env=self.env,
                                 cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
         self.servers.append(proc)

@@ -24,7 +24,7 @@ async def test_runs_waiting_in_the_queue_are_not_handed_to_recovery_but_a_run_ne
 
         handed: list[str] = []
 
-        async def recover_one(summary) -> None:
+        async def recover_one(summary, handed: list[str] = handed) -> None:
             handed.append(summary.run_id)
 
         calls = redis.info("commandstats").get("cmdstat_hget", {}).get("calls", 0)

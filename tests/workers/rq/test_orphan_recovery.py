@@ -10,6 +10,7 @@ import json
 import signal
 import subprocess
 
+import pytest
 from redis import Redis
 from rq import Queue, Worker
 from rq.job import Job
@@ -17,8 +18,6 @@ from rq.registry import StartedJobRegistry
 
 from tests.workers.rq.conftest import FLOWLOOM, ROOT, chain, open_api, post
 from workers.rq.queues import queue_names
-
-import pytest
 
 
 def gated(counter) -> dict:

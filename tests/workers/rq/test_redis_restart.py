@@ -43,7 +43,7 @@ class RestartableRedis:
             try:
                 if Redis.from_url(self.url, socket_connect_timeout=0.2).ping():
                     return
-            except Exception:  # noqa: BLE001 - not up yet
+            except Exception:
                 assert time.monotonic() < deadline, "redis-server did not start"
                 time.sleep(0.05)
 

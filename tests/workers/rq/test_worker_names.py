@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import subprocess
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from redis import Redis
 from rq import Worker
@@ -31,7 +31,7 @@ def fake_registration(redis_url: str, name: str, host: str, *, ttl: int | None, 
     """A worker hash as RQ writes it, for a worker of ``host`` (pid 4242) on queue ``default``."""
     connection = Redis.from_url(redis_url)
     key = f"rq:worker:{name}"
-    beat = utcformat(datetime.now(timezone.utc) - timedelta(seconds=heartbeat_age_s))
+    beat = utcformat(datetime.now(UTC) - timedelta(seconds=heartbeat_age_s))
     connection.hset(key, mapping={"birth": beat, "last_heartbeat": beat, "queues": "default", "pid": 4242,
                                   "hostname": host, "state": "busy"})
     connection.sadd("rq:workers", key)

@@ -9,12 +9,23 @@ import asyncio
 import json
 import socket
 import time
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 
-from tests.api.test_traces import (CALLER_SPAN, CALLER_TRACE, HEADER_SECRET, QUERY_SECRET, TRACEPARENT,
-                                   callee, check_run_tree, one, run_tree_done, traced_workflow, tracing_env)
+from tests.api.test_traces import (
+    CALLER_SPAN,
+    CALLER_TRACE,
+    HEADER_SECRET,
+    QUERY_SECRET,
+    TRACEPARENT,
+    callee,
+    check_run_tree,
+    one,
+    run_tree_done,
+    traced_workflow,
+    tracing_env,
+)
 from tests.support.knowledge_files import knowledge_models
 from tests.support.openai_server import TEST_API_KEY, TEST_KEY_ENV, text_reply
 from tests.support.otlp_receiver import OtlpReceiver, otlp_receiver

@@ -66,7 +66,7 @@ async def test_a_lost_lease_in_a_batch_fails_only_its_own_run(store):
         state.node_runs["call"] = done("call", state.run_id)
     owners = ["owner-1", "someone-else", "owner-1"]
     results = await asyncio.gather(*(store.checkpoint(s, CheckpointDelta(["call"]), owner_id=o)
-                                     for s, o in zip(states, owners)), return_exceptions=True)
+                                     for s, o in zip(states, owners, strict=True)), return_exceptions=True)
     assert results[0] is None and results[2] is None
     assert isinstance(results[1], LeaseLost)
     stored = [await store.load_run("default", s.run_id) for s in states]

@@ -99,7 +99,7 @@ function FlowNodeViewImpl({ id, data, selected, parentId }: NodeProps<FlowNode>)
   useEffect(() => { if (hasDatasets && datasetStatus === 'idle') void loadDatasets(); },
     [hasDatasets, datasetStatus, loadDatasets]);
   const summary = useMemo(() => nodeSummary(node.config, kind, lang, t,
-    (dsId) => datasets.find((d) => d.id === dsId)?.name), [node.config, kind, lang, datasets]); // t follows lang
+    (dsId) => datasets.find((d) => d.id === dsId)?.name), [node.config, kind, lang, t, datasets]);
   const container = !!kind?.traits?.container;
   const entry = !!kind?.traits?.entry;
   const branching = handles.length > 1;

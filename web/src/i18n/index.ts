@@ -3,6 +3,7 @@
  * (`{name}` placeholders filled from params). The language is kept in localStorage and
  * switched with {@link setLanguage}; components re-render through {@link useT}.
  */
+import { useCallback } from 'react';
 import { create } from 'zustand';
 import { en, type MessageKey } from './en';
 import { zhCN } from './zh-CN';
@@ -58,7 +59,8 @@ export function t(key: MessageKey, params?: Params): string {
 /** `t` bound to the current language; components using it re-render on a switch. */
 export function useT(): (key: MessageKey, params?: Params) => string {
   const lang = useLanguage((s) => s.lang);
-  return (key, params) => translate(lang, key, params);
+  // one function per language, so hooks may list it as a dependency
+  return useCallback((key, params) => translate(lang, key, params), [lang]);
 }
 
 /** React Flow's own labels (the zoom buttons' tooltips, the minimap...) in `lang`, for

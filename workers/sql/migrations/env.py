@@ -57,7 +57,10 @@ def run_migrations_online() -> None:
     if connection is not None:
         _run(connection)
     else:
-        asyncio.run(_run_from_url(context.config.get_main_option("sqlalchemy.url")))
+        url = context.config.get_main_option("sqlalchemy.url")
+        if url is None:
+            raise RuntimeError("the migrations need a connection or sqlalchemy.url")
+        asyncio.run(_run_from_url(url))
 
 
 if context.is_offline_mode():
