@@ -149,6 +149,6 @@ def install_openapi(app: Any) -> None:
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
             app.openapi_schema = complete_document(base())
-        return app.openapi_schema  # type: ignore[no-any-return]  # FastAPI types the cache loosely
+        return app.openapi_schema
 
     app.openapi = openapi

@@ -221,7 +221,7 @@ def install_commands(needs: list[PackageNeed]) -> list[str]:
             n.requirement for n in needs if n.language == language and not n.installed and n.requirement
         ]
         if wanted:
-            commands.append(install_command(language, list(dict.fromkeys(wanted))))  # type: ignore[arg-type]
+            commands.append(install_command(language, list(dict.fromkeys(wanted))))
     return commands
 
 

@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from .compiler import CompiledPlan
     from .context import WorkflowSource
     from .environment import SecretStore
-    from .ports import MemoryStore, ModelCatalog
+    from .ports import ModelCatalog, NodeMemory
     from .service import Stores
     from .settings import Settings
 
@@ -135,7 +135,7 @@ class Executing:
     settings: Settings
     #: the secret values of environment variables (:mod:`engine.environment`)
     secrets: SecretStore | None
-    memory: MemoryStore | None
+    memory: NodeMemory | None
     workflows: WorkflowSource | None
     knowledge: Any
     _live: dict[str, _Live]
@@ -700,9 +700,7 @@ class _IdleWatch:
             and event.loop_id is None
             and event.node_id in self.nodes
         ):
-            changed = event.model_copy(
-                update={"status": NodeRunStatus.failed, "error": self.error}
-            )
+            changed = event.model_copy(update={"status": NodeRunStatus.failed, "error": self.error})
         if changed is not event:
             self._changed[event.seq] = changed
         return changed

@@ -22,6 +22,7 @@ import time
 from typing import Any
 
 from schemas.events import NodeDelta, NodeFinished, RunStarted
+from schemas.node_records import ReusedFrom
 from schemas.run import NodeRun, RunState
 from schemas.types import NodeRunStatus, RunStatus
 
@@ -108,13 +109,13 @@ def _in_edges(
 
 def _reused(old_run: NodeRun, old_run_id: str, new_id: str, now: float) -> NodeRun:
     """A copy of ``old_run`` in the new run, marked as reused (its usage kept only in the mark)."""
-    mark = {
+    mark: ReusedFrom = {
         "run_id": old_run_id,
         "node_run_id": old_run.id,
         "started_at": old_run.started_at,
         "finished_at": old_run.finished_at,
         "attempts": old_run.attempts,
-        "usage": old_run.usage.model_dump() if old_run.usage is not None else None,
+        "usage": old_run.usage.record() if old_run.usage is not None else None,
     }
     copied = old_run.model_copy(
         deep=True,

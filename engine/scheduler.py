@@ -425,7 +425,12 @@ class Scheduler(NodeAttempts):
         if self.scope is None:
             self._dirty[nid] = None
         self._emit(
-            NodeFinished, node_id=nid, node_run_id=run.id, kind=run.kind, status=NodeRunStatus.skipped, attempt=0
+            NodeFinished,
+            node_id=nid,
+            node_run_id=run.id,
+            kind=run.kind,
+            status=NodeRunStatus.skipped,
+            attempt=0,
         )
         if self.answer_stream is not None and plan is None:
             self.answer_stream.resolved(run)

@@ -395,11 +395,13 @@ class PlanningHooks(AgentHooks):
         """Copy the node's status into the loop state (saved with it) and the node run."""
         loop.extra["planning"] = self.status.to_dict()
         self.ctx.node_run.data.setdefault("planning", {}).update(
-            plan=loop.extra["planning"]["plan"],
-            gate=self.status.gate,
-            asks=self.status.asks,
-            confirmations=self.status.confirmations,
-            plan_required=self.status.plan_required,
+            {
+                "plan": loop.extra["planning"]["plan"],
+                "gate": self.status.gate,
+                "asks": self.status.asks,
+                "confirmations": self.status.confirmations,
+                "plan_required": self.status.plan_required,
+            }
         )
 
     def problems(self) -> list[Any]:

@@ -30,6 +30,7 @@ from typing import Any
 from engine.context import InterruptRequested, NodeContext
 from engine.errors import RunCancelledError, RunLimitExceeded
 from engine.telemetry import telemetry
+from schemas.node_records import AgentNote, AgentRound, AgentToolRun
 
 from .agent_protocol import fence_observation, observations_message, safe_name, truncate_result, validate_args
 from .agent_types import (
@@ -120,10 +121,10 @@ def prepare_call(
 
 async def _run_one(
     ctx: NodeContext, hooks: AgentHooks, call: ToolCallContext, settings: LoopSettings, state: LoopState
-) -> tuple[ToolOutcome, dict[str, Any]]:
+) -> tuple[ToolOutcome, AgentToolRun]:
     """Run one call; every failure except cancel/limits/interrupts becomes an error outcome."""
     started = time.perf_counter()
-    record: dict[str, Any] = {
+    record: AgentToolRun = {
         "id": call.id,
         "name": call.name,
         "arguments": call.arguments,
@@ -153,7 +154,7 @@ async def _run_one(
 
 
 async def _run_hook(
-    hooks: AgentHooks, call: ToolCallContext, settings: LoopSettings, state: LoopState, record: dict[str, Any]
+    hooks: AgentHooks, call: ToolCallContext, settings: LoopSettings, state: LoopState, record: AgentToolRun
 ) -> ToolOutcome:
     """``hooks.run_tool`` within the tool's timeout; ``record["status"]`` says how it went."""
     assert call.spec is not None
@@ -184,7 +185,7 @@ async def run_calls(
     calls: list[ToolCallContext],
     settings: LoopSettings,
     state: LoopState,
-    done: dict[int, tuple[ToolOutcome, dict[str, Any]]],
+    done: dict[int, tuple[ToolOutcome, AgentToolRun]],
 ) -> None:
     """Run every call not in ``done`` (by index) group by group; fills ``done``.
 
@@ -235,7 +236,7 @@ async def run_calls(
 def _set_pending(
     state: LoopState,
     calls: list[ToolCallContext],
-    done: dict[int, tuple[ToolOutcome, dict[str, Any]]],
+    done: dict[int, tuple[ToolOutcome, AgentToolRun]],
     paused: ToolCallContext,
 ) -> None:
     state.pending = {
@@ -252,8 +253,8 @@ def finish_round(
     state: LoopState,
     settings: LoopSettings,
     calls: list[ToolCallContext],
-    done: dict[int, tuple[ToolOutcome, dict[str, Any]]],
-    entry: dict[str, Any],
+    done: dict[int, tuple[ToolOutcome, AgentToolRun]],
+    entry: AgentRound,
 ) -> bool:
     """Append the round's results in call order, record them, detect loops; True when a tool said stop."""
     blocks: list[str] = []
@@ -272,12 +273,14 @@ def finish_round(
         else:
             blocks.append(f"- call {safe_name(call.id)} ({safe_name(call.name)}):\n{block}")
         record.update(
-            is_error=outcome.is_error,
-            stop=outcome.stop,
-            cost=outcome.cost,
-            chars=len(content),
-            truncated=bool(note),
-            preview=preview[:500],
+            {
+                "is_error": outcome.is_error,
+                "stop": outcome.stop,
+                "cost": outcome.cost,
+                "chars": len(content),
+                "truncated": bool(note),
+                "preview": preview[:500],
+            }
         )
         if outcome.data is not None:
             record["data"] = outcome.data
@@ -295,7 +298,7 @@ def finish_round(
         del state.recent_calls[:-limit]
         if len(state.recent_calls) == limit and len(set(state.recent_calls)) == 1:
             name = state.recent_calls[-1].split("\x00", 1)[0]
-            repeated = {
+            repeated: AgentNote = {
                 "round": state.round,
                 "reason": "repeated_call",
                 "tool": name,

@@ -93,7 +93,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from engine.context import InterruptRequested, NodeContext
 from engine.errors import NodeFailed
-from schemas.node_records import agent_record
+from schemas.node_records import AgentRound, AgentToolRun, NodeData, agent_record
 
 from .agent_calls import echo_arguments, finish_round, prepare_call, restore_calls, run_calls
 from .agent_protocol import (
@@ -206,7 +206,7 @@ class _LoopDeps:
     caps: Capabilities
     max_tokens: int
     on_answer: Callable[[str], Any] | None
-    data: dict[str, Any]
+    data: NodeData
     openai_tools: dict[tuple[str, ...], list[dict[str, Any]]]
 
 
@@ -220,7 +220,7 @@ class _Round:
     index: int
     forced: str | None
     offered: list[ToolSpec]
-    entry: dict[str, Any]
+    entry: AgentRound
 
 
 @dataclass(slots=True)
@@ -347,9 +347,9 @@ async def _resume_pending(
     if pending is None:
         raise NodeFailed("the agent loop has no paused tool call to resume", node_id=ctx.node_id)
     calls = restore_calls(ctx, state, deps.by_name)
-    done: dict[int, tuple[ToolOutcome, dict[str, Any]]] = {}
+    done: dict[int, tuple[ToolOutcome, AgentToolRun]] = {}
     for key, item in (pending.get("done") or {}).items():
-        done[int(key)] = (ToolOutcome.from_dict(item["outcome"]), dict(item["record"]))
+        done[int(key)] = (ToolOutcome.from_dict(item["outcome"]), AgentToolRun(**item["record"]))
     if tool_result is None:
         raise NodeFailed(
             f"the agent loop is paused on tool call {pending['call_id']!r}: resume it with its result",
@@ -358,9 +358,11 @@ async def _resume_pending(
     outcome = tool_result if isinstance(tool_result, ToolOutcome) else ToolOutcome(str(tool_result))
     paused = next(c for c in calls if c.id == pending["call_id"])
     done[paused.index] = (outcome, {**paused.to_dict(), "status": "resumed", "elapsed_ms": 0.0})
-    entry = next((e for e in reversed(state.trace) if e.get("round") == pending["round"]), None)
+    entry: AgentRound | None = next(
+        (e for e in reversed(state.trace) if e.get("round") == pending["round"]), None
+    )
     if entry is None:
-        entry = {"round": pending["round"]}
+        entry = AgentRound(round=pending["round"])
         state.trace.append(entry)
     entry.pop("paused_on", None)
     if await _run_tools(deps, state, calls, done, entry):
@@ -454,7 +456,7 @@ async def _prepare_request(deps: _LoopDeps, state: LoopState) -> tuple[_Round, L
         temperature=settings.temperature,
         max_tokens=deps.max_tokens,
     )
-    entry: dict[str, Any] = {
+    entry: AgentRound = {
         "round": round_index,
         "mode": state.mode,
         "request": {
@@ -514,7 +516,7 @@ def _json_hint(control: RequestControl, forced: str | None) -> str | None:
 
 
 async def _call_model(
-    deps: _LoopDeps, state: LoopState, request: LLMRequest, entry: dict[str, Any]
+    deps: _LoopDeps, state: LoopState, request: LLMRequest, entry: AgentRound
 ) -> LLMResponse:
     """Send ``request`` through ``hooks.call_model`` and record the call: usage priced per call
     (tiered prices make one price for summed tokens wrong), and in ``entry`` the reply
@@ -527,14 +529,14 @@ async def _call_model(
         if exc.usage is not None:  # tokens streamed before the failure were spent: the node run keeps them
             state.usage.append(exc.usage)
             add_usage(deps.ctx, exc.usage)
-            entry["usage"], entry["cost"] = exc.usage.model_dump(), exc.usage.cost
+            entry["usage"], entry["cost"] = exc.usage.record(), exc.usage.cost
         entry["error"] = {"reason": exc.reason, "message": str(exc), "partial_text": exc.partial_text}
         state.trace.append(entry)
         raise
     state.counters["model_calls"] += 1
     state.usage.append(response.usage)
     add_usage(deps.ctx, response.usage)
-    entry["usage"] = response.usage.model_dump()
+    entry["usage"] = response.usage.record()
     entry["cost"] = response.usage.cost
     entry["elapsed_ms"] = (time.perf_counter() - started) * 1000.0
     entry["response"] = {
@@ -574,7 +576,7 @@ def _read_reply(deps: _LoopDeps, state: LoopState, response: LLMResponse, rnd: _
 
 
 def _parse_failed(
-    deps: _LoopDeps, state: LoopState, text: str, parsed: ProtocolReply, entry: dict[str, Any]
+    deps: _LoopDeps, state: LoopState, text: str, parsed: ProtocolReply, entry: AgentRound
 ) -> None:
     """An unreadable JSON-protocol reply: counted apart from rounds, recorded as
     ``entry["parse_error"] = {diagnosis, error, retry}``, and the reply plus the parser's hint
@@ -720,8 +722,8 @@ async def _run_tools(
     deps: _LoopDeps,
     state: LoopState,
     calls: list[ToolCallContext],
-    done: dict[int, tuple[ToolOutcome, dict[str, Any]]],
-    entry: dict[str, Any],
+    done: dict[int, tuple[ToolOutcome, AgentToolRun]],
+    entry: AgentRound,
 ) -> bool:
     """Step 3 and the stop signal: run the calls not in ``done`` (index ->
     ``(outcome, trace record)``) in ``hooks.can_batch`` groups (default serial), then append every
@@ -759,11 +761,13 @@ def _result(ctx: NodeContext, state: LoopState, reason: str, answer: str) -> Loo
     trail = state.messages[state.head :]
     agent = ctx.node_run.data.setdefault("agent", {})
     agent.update(
-        stop_reason=reason,
-        rounds=state.round,
-        model_cost=usage.cost,
-        tool_cost=state.tool_cost,
-        counters=dict(state.counters),
+        {
+            "stop_reason": reason,
+            "rounds": state.round,
+            "model_cost": usage.cost,
+            "tool_cost": state.tool_cost,
+            "counters": dict(state.counters),
+        }
     )
     ctx.node_run.data.pop("agent_state", None)
     return LoopResult(

@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 from engine.context import NodeContext
 from engine.errors import NodeFailed
-from schemas.node_records import AgentCheckpoint, AgentNote, AgentRound
+from schemas.node_records import AgentCheckpoint, AgentNote, AgentRound, AgentToolRun, ToolSource
 from schemas.run import Usage
 
 from .chat import registry_of
@@ -89,7 +89,7 @@ class ToolOutcome:
     is_error: bool = False
     stop: bool = False
     cost: float = 0.0
-    data: dict[str, Any] | None = None
+    data: Mapping[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -122,7 +122,8 @@ class ToolSpec:
     call)`` executes it. ``parallel_safe``: may run concurrently with other such calls
     when the hooks batch (:func:`batch_parallel_safe`). ``risk``: ``read`` / ``write`` /
     None (unknown - policies treat it as ``write``). ``timeout``: seconds per call (None:
-    ``LoopSettings.tool_timeout``). ``meta``: anything the caller wants to keep with it.
+    ``LoopSettings.tool_timeout``). ``meta``: where the tool comes from, kept in the node
+    run's ``tools`` record.
     """
 
     name: str
@@ -132,7 +133,7 @@ class ToolSpec:
     parallel_safe: bool = False
     risk: Risk | None = None
     timeout: float | None = None
-    meta: dict[str, Any] = field(default_factory=dict)
+    meta: ToolSource = field(default_factory=ToolSource)
 
     def openai_tool(self) -> dict[str, Any]:
         """The chat-completions ``tools`` entry."""
@@ -168,7 +169,7 @@ class ToolCallContext:
     error: str | None = None
     status: str = "ok"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> AgentToolRun:
         return {
             "id": self.id,
             "name": self.name,

@@ -406,7 +406,9 @@ class ClassifyQuestionNode(NodeExecutor[ClassifyQuestionConfig], kind="classify_
             verdict = read_answer(cfg.categories, response.text)
 
         chosen = verdict.category or cfg.fallback_category
-        record.update(category=chosen.id, fallback_reason=verdict.reason, detail=verdict.detail or None)
+        record.update(
+            {"category": chosen.id, "fallback_reason": verdict.reason, "detail": verdict.detail or None}
+        )
         ctx.node_run.data["classify"] = record
         if verdict.category is None:
             warn(

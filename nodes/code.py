@@ -51,6 +51,7 @@ from engine.code_packages import missing_message, package_env, package_needs
 from engine.context import NodeContext, NodeResult
 from engine.errors import NodeFailed
 from engine.telemetry import telemetry
+from schemas.node_records import NodeData
 from schemas.nodes_code import CodeConfig
 from schemas.types import type_of_value, value_matches
 
@@ -81,8 +82,8 @@ class CodeNode(NodeExecutor[CodeConfig], kind="code"):
         if cfg.semantics == "fastgpt":
             values = fastgpt_inputs(values, cfg.input_types)
         data = ctx.node_run.data
-        data["language"] = cfg.language
         assert cfg.language is not None  # the config requires it with code
+        data["language"] = cfg.language
         missing = missing_message(package_needs(package_env(ctx.deps.settings), cfg.language, cfg.code))
         if missing:
             # The import would fail inside the sandbox anyway; this way the message says what to install.
@@ -164,13 +165,15 @@ class CodeNode(NodeExecutor[CodeConfig], kind="code"):
         return NodeResult({"text": out.text, "json": listed, "files": [], "result": out.value})
 
     @staticmethod
-    def _record(data: dict[str, Any], outcome: Outcome) -> None:
+    def _record(data: NodeData, outcome: Outcome) -> None:
         data.update(
-            exit_code=outcome.exit_code,
-            elapsed_ms=round(outcome.elapsed_s * 1000.0, 1),
-            stdout=outcome.stdout,
-            stderr=outcome.stderr,
-            logs_truncated=outcome.logs_truncated,
+            {
+                "exit_code": outcome.exit_code,
+                "elapsed_ms": round(outcome.elapsed_s * 1000.0, 1),
+                "stdout": outcome.stdout,
+                "stderr": outcome.stderr,
+                "logs_truncated": outcome.logs_truncated,
+            }
         )
         if outcome.error is not None:
             data["error"] = outcome.error

@@ -240,13 +240,16 @@ class ExtractFieldsNode(NodeExecutor[ExtractFieldsConfig], kind="extract_fields"
         parsed: dict[str, Any] | None = None
         if protocol == "tool" and not calls and forced:
             record.update(
-                reason="no_tool_call", detail=f"tool_choice required {TOOL_NAME}; the model replied in text"
+                {
+                    "reason": "no_tool_call",
+                    "detail": f"tool_choice required {TOOL_NAME}; the model replied in text",
+                }
             )
         else:
             try:
                 parsed = find_json(raw, expect="object").value
             except JsonNotFound as exc:
-                record.update(reason=exc.reason, detail=exc.hint(raw))
+                record.update({"reason": exc.reason, "detail": exc.hint(raw)})
 
         valid: dict[str, Any]
         invalid: dict[str, str]
@@ -261,7 +264,7 @@ class ExtractFieldsNode(NodeExecutor[ExtractFieldsConfig], kind="extract_fields"
             and not missing
             and not any(f.required and f.name in invalid for f in cfg.fields)
         )
-        record.update(invalid=invalid, missing=missing, success=success)
+        record.update({"invalid": invalid, "missing": missing, "success": success})
         ctx.node_run.data["extract"] = record
         outputs: dict[str, Any] = {f.name: valid.get(f.name) for f in cfg.fields}
         outputs.update(fields=valid, success=success, usage=usage.model_dump())

@@ -91,6 +91,7 @@ from engine.catalog import NodeExecutor
 from engine.context import NodeContext, NodeResult
 from engine.errors import BlockedAddress, NodeFailed
 from engine.settings import Settings
+from schemas.node_records import HttpConnection, NodeData
 from schemas.nodes import HttpRequestConfig, jsonpath_expression, jsonpath_many
 
 __all__ = [
@@ -309,7 +310,7 @@ class GuardedBackend(httpcore.AsyncNetworkBackend):
         self.policy = policy
         self.node_id = node_id
         self.inner = inner if inner is not None else httpcore.AnyIOBackend()
-        self.connections: list[dict[str, Any]] = []
+        self.connections: list[HttpConnection] = []
 
     async def resolve(self, host: str, port: int) -> list[str]:
         """All addresses of ``host`` (IP text, resolver order, no duplicates).
@@ -345,7 +346,7 @@ class GuardedBackend(httpcore.AsyncNetworkBackend):
             except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
                 last = exc
                 continue
-            self.connections.append({"host": host, "address": address, "port": port})
+            self.connections.append(HttpConnection(host=host, address=address, port=port))
             return stream
         assert last is not None
         raise last
@@ -489,7 +490,7 @@ class HttpRequestNode(NodeExecutor[HttpRequestConfig], kind="http_request"):
             url=safe_url(url), method=cfg.method, query=sorted(params), headers=sorted(cfg.headers)
         )
         data = ctx.node_run.data
-        data.update(method=cfg.method, url=safe_url(url))
+        data.update({"method": cfg.method, "url": safe_url(url)})
         ctx.cancel.raise_if_cancelled(node_id)
 
         backend = GuardedBackend(policy, node_id=node_id)
@@ -670,7 +671,7 @@ class HttpRequestNode(NodeExecutor[HttpRequestConfig], kind="http_request"):
         return NodeResult(outputs)
 
 
-def path_outputs(paths: dict[str, str], parsed: Any, text: str, data: dict[str, Any]) -> dict[str, Any]:
+def path_outputs(paths: dict[str, str], parsed: Any, text: str, data: NodeData) -> dict[str, Any]:
     """The ``outputs`` of an HTTP node: name -> value of its JSONPath over the response.
 
     The document is ``parsed`` (the ``json`` output), else ``text`` parsed as JSON (a JSON

@@ -154,7 +154,7 @@ class QueryExtensionNode(NodeExecutor[QueryExtensionConfig], kind="query_extensi
             if len(candidates) != len(items):
                 record["dropped_items"] = len(items) - len(candidates)
         except JsonNotFound as exc:
-            record.update(reason=exc.reason, detail=exc.hint(raw))
+            record.update({"reason": exc.reason, "detail": exc.hint(raw)})
         queries = dedupe_queries(question, candidates, cfg.count)
         record["from_model"] = len(queries) - 1
         ctx.node_run.data["query_extension"] = record

@@ -425,7 +425,11 @@ async def workflow_tool_spec(ctx: NodeContext, tool: WorkflowTool, default_timeo
         if spent is not None:  # the child run is not stored: its model calls count in this node run
             add_usage(ctx, spent)
         cost = _cost_of(child)
-        record: WorkflowRunRecord = {"workflow": tool.workflow, "run_id": child.run_id, "status": child.status.value}
+        record: WorkflowRunRecord = {
+            "workflow": tool.workflow,
+            "run_id": child.run_id,
+            "status": child.status.value,
+        }
         if tool.version is not None:
             record["version"] = tool.version
         ctx.node_run.data.setdefault("workflow_runs", {})[call.id] = record

@@ -100,9 +100,7 @@ def _python_imports(node: ast.AST, out: list[str]) -> None:
         if node.module and not node.level:
             out.append(node.module.split(".")[0])
         return
-    if isinstance(node, ast.Try | ast.TryStar) and any(
-        _catches_import_error(h) for h in node.handlers
-    ):
+    if isinstance(node, ast.Try | ast.TryStar) and any(_catches_import_error(h) for h in node.handlers):
         children: list[ast.AST] = [*node.handlers, *node.orelse, *node.finalbody]
     else:
         children = list(ast.iter_child_nodes(node))

@@ -27,7 +27,8 @@ The shapes, by kind:
   :class:`BodyRun` each: index, status, the body's node runs); a loop drawn with
   back-edges (``loop_region``) keeps ``round_count``.
 - ``code``: the language, the sandbox, the child's exit code, logs and time.
-- ``http_request``: the request made, where it went and how much came back.
+- ``http_request``: the request made, where it went, how much came back and which
+  ``outputs`` paths could not be evaluated (``output_errors``).
 - Any kind: ``warnings`` (:func:`warning_entry`), ``given`` (a single-node run's
   upstream node whose outputs were given), ``reused_from`` (a rerun copied this result).
 """
@@ -36,7 +37,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from pydantic import ConfigDict, with_config
 from typing_extensions import TypedDict
@@ -73,6 +74,7 @@ __all__ = [
     "SentRecord",
     "SentToolCall",
     "ToolRunRecord",
+    "ToolSource",
     "UsageRecord",
     "WorkflowRunRecord",
     "agent_record",
@@ -137,6 +139,7 @@ class NodeDataKey(StrEnum):
     redirects = "redirects"
     response_bytes = "response_bytes"
     json_error = "json_error"
+    output_errors = "output_errors"
 
 
 _K = NodeDataKey
@@ -172,6 +175,7 @@ KIND_RECORDS: Mapping[str, tuple[NodeDataKey, ...]] = {
         _K.redirects,
         _K.response_bytes,
         _K.json_error,
+        _K.output_errors,
     ),
 }
 #: keys any kind's node run may have
@@ -289,14 +293,15 @@ class ClassifyRecord(TypedDict, total=False):
 @with_config(_OPEN)
 class ExtractRecord(TypedDict, total=False):
     """A field extraction: the model's ``raw`` reply, fields it gave that were not
-    declared (``ignored``), invalid or missing ones, and whether it ``success``-ed."""
+    declared (``ignored``), invalid ones (field -> why) or missing ones, and whether it
+    ``success``-ed."""
 
     protocol: str
     raw: str
     reason: str
     detail: str
     ignored: list[str]
-    invalid: list[str]
+    invalid: dict[str, str]
     missing: list[str]
     success: bool
 
@@ -373,12 +378,17 @@ class AgentCallError(TypedDict, total=False):
 class AgentToolRun(TypedDict, total=False):
     """One tool call of a round: its id, tool name and arguments, how it went
     (``status``: ok / error / timeout / ...), the start of its result (``preview``) and
-    its size, time and cost; ``data`` is what the tool adds."""
+    its size, time and cost; ``data`` is what the tool adds. A call refused before it
+    ran (unknown tool, bad arguments) also has its ``round``, its ``index`` in the
+    round (from 0) and the ``error`` the model was told."""
 
     id: str
     name: str
     arguments: Any
     args: Any
+    round: int
+    index: int
+    error: str | None
     status: str
     started_at: float
     elapsed_ms: float
@@ -388,7 +398,7 @@ class AgentToolRun(TypedDict, total=False):
     chars: int
     truncated: bool
     preview: str
-    data: dict[str, Any]
+    data: Mapping[str, Any]
 
 
 @with_config(_OPEN)
@@ -429,12 +439,13 @@ class AgentNote(TypedDict, total=False):
 
 @with_config(_OPEN)
 class AgentCheckpoint(TypedDict, total=False):
-    """Context fitting dropped old rounds: tokens before and after, how many dropped."""
+    """Context fitting dropped old rounds: tokens before and after, the messages it
+    dropped this time (``dropped``, as sent) and how many it has dropped in all."""
 
     round: int
     tokens_before: int
     tokens_after: int
-    dropped: int
+    dropped: list[dict[str, Any]]
     dropped_total: int
 
 
@@ -459,21 +470,48 @@ class AgentRecord(TypedDict, total=False):
 
 
 @with_config(_OPEN)
-class OfferedTool(TypedDict, total=False):
-    """A tool an agent was given: its name, risk level, whether it may run beside others,
-    and where it comes from (``source``, ``server``...: the tool's own description)."""
+class ToolSource(TypedDict, total=False):
+    """Where a tool an agent is given comes from: ``kind`` (``graph``, ``http``,
+    ``workflow``, ``builtin``, ``mcp``, ``dataset``, ``model_agent``, ``file_reader``,
+    ``stop``, ``internal``) and what names it there - the graph tool's ``node`` and why
+    it has its risk (``risk_why``), the HTTP operation (``method``, ``path``), the
+    ``workflow``, the builtin or MCP ``tool`` with its ``provider`` or ``server`` and
+    ``transport``, the ``datasets``, the ``model`` or the ``files``."""
+
+    kind: str
+    node: str
+    risk_why: str
+    method: str
+    path: str
+    workflow: str
+    tool: str
+    provider: str
+    server: str
+    transport: str
+    datasets: list[str]
+    model: str
+    files: list[str]
+
+
+@with_config(_OPEN)
+class OfferedTool(ToolSource, total=False):
+    """A tool an agent was given: its name, risk level (``read`` / ``write``; None:
+    unknown, treated as ``write``), whether it may run beside others, and where it comes
+    from (:class:`ToolSource`)."""
 
     name: str
-    risk: str
+    risk: str | None
     parallel_safe: bool
 
 
 @with_config(_OPEN)
 class PlanningRecord(TypedDict, total=False):
-    """The planning agent's plan, the gate's decisions, its questions and confirmations,
-    and the tools it dropped (and why)."""
+    """The planning agent's plan, whether a plan is required before it may answer
+    (``plan_required``), the gate's decisions, its questions and confirmations, and the
+    tools it dropped (and why)."""
 
     plan: dict[str, Any] | None
+    plan_required: bool
     gate: list[dict[str, Any]]
     asks: list[dict[str, Any]]
     confirmations: list[dict[str, Any]]
@@ -502,12 +540,14 @@ class ToolRunRecord(TypedDict, total=False):
 @with_config(_OPEN)
 class WorkflowRunRecord(TypedDict, total=False):
     """A workflow tool's run: the workflow, its pinned published version (absent: the
-    published one), the child run's id and how it ended."""
+    published one), the child run's id and how it ended (``error``: why it did not
+    succeed, as the model was told)."""
 
     workflow: str
     version: int
     run_id: str
     status: str
+    error: str
 
 
 @with_config(_OPEN)
@@ -601,6 +641,8 @@ class NodeData(TypedDict, total=False):
     redirects: list[str]
     response_bytes: int
     json_error: str
+    #: output name -> why its JSONPath could not be evaluated (the output is null)
+    output_errors: dict[str, str]
 
 
 # ---------------------------------------------------------------------------- helpers
@@ -643,7 +685,10 @@ def agent_trace(data: Mapping[str, Any]) -> list[AgentRound]:
     messages, ``flowloom inspect``, the canvas) take an agent's trace from."""
     agent = data.get(NodeDataKey.agent)
     trace = agent.get("trace") if isinstance(agent, Mapping) else None
-    return [entry for entry in trace if isinstance(entry, dict)] if isinstance(trace, list) else []
+    if not isinstance(trace, list):
+        return []
+    # every key of a round is optional: any object read from a record is one
+    return [cast(AgentRound, entry) for entry in trace if isinstance(entry, dict)]
 
 
 def body_runs(data: Mapping[str, Any]) -> list[BodyRun]:
@@ -651,5 +696,6 @@ def body_runs(data: Mapping[str, Any]) -> list[BodyRun]:
     for key in (NodeDataKey.items, NodeDataKey.rounds):
         kept = data.get(key)
         if isinstance(kept, list):
-            return [entry for entry in kept if isinstance(entry, dict)]
+            # every key of a body run is optional: any object read from a record is one
+            return [cast(BodyRun, entry) for entry in kept if isinstance(entry, dict)]
     return []

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from enum import StrEnum
-from typing import Any
+from typing import Any, cast
 
 from pydantic import BaseModel, Field, PrivateAttr, computed_field
 
 from .events import Interrupt, NodeError
-from .node_records import NodeData
+from .node_records import NodeData, UsageRecord
 from .types import NodeRunStatus, RunStatus
 
 # NodeError and Interrupt are the events' (schemas/events.py), named here too for the run state's readers
@@ -48,6 +48,12 @@ class Usage(BaseModel):
     cost: float = 0.0
     latency_ms: float = 0.0
     calls: int = 0
+
+    def record(self) -> UsageRecord:
+        """This usage as a node record keeps it (``model_dump()``, the computed
+        ``estimated`` included: :class:`~schemas.node_records.UsageRecord` lists the same
+        fields)."""
+        return cast(UsageRecord, self.model_dump())
 
     @classmethod
     def total(cls, usages: Iterable[Usage | None]) -> Usage:

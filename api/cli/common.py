@@ -411,9 +411,7 @@ class TerminalView:
         if self.endings:
             node_id = event.error.node_id
             where = f" at node {named(node_id, self.titles, quote=True)}" if node_id else ""
-            self._line(
-                (f"run failed{where}", "bold red"), f" ({event.reason}): {event.error.message}"
-            )
+            self._line((f"run failed{where}", "bold red"), f" ({event.reason}): {event.error.message}")
 
     def _on_run_cancelled(self, event: Any) -> None:
         if self.endings:

@@ -264,9 +264,9 @@ def serve(
     import uvicorn
 
     from api.app import create_app, key_store_of
+    from api.composition import database_url
     from api.examples import import_examples
     from api.logs import uvicorn_log_config
-    from api.composition import database_url
     from api.static import dist_of
     from workers.knowledge import vector_support_warning
     from workers.sql.workflows import SqlWorkflowStore

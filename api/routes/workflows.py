@@ -629,7 +629,7 @@ async def import_file(
         datasets=result.datasets,
         saved=saved,
         secrets_needed=secret_names(workflow),
-        packages=result.packages,  # type: ignore[arg-type]
+        packages=result.packages,
         install_commands=result.install_commands,
     )
 

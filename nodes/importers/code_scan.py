@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from engine.code_packages import PackageNeed, missing_message, package_needs
+from engine.code_packages import Language, PackageNeed, missing_message, package_needs
 
 __all__ = ["check_code", "package_summary", "undefined_js_calls"]
 
@@ -149,6 +149,8 @@ _JS_DECL = re.compile(
 )
 _JS_DESTRUCTURED = re.compile(r"(?:const|let|var)\s*[{\[]([^}\]]*)[}\]]|\(\s*\{([^}]*)\}")
 _JS_PARAMS = re.compile(r"(?:function\s*[\w$]*\s*|\b)\(([^()]*)\)\s*(?:=>|\{)")
+
+
 def undefined_js_calls(code: str, provided: frozenset[str] = frozenset()) -> list[str]:
     """Names ``code`` calls as functions that it does not define and that are neither
     JavaScript/Node globals nor in ``provided``, sorted: each would raise
@@ -166,7 +168,7 @@ def undefined_js_calls(code: str, provided: frozenset[str] = frozenset()) -> lis
 
 
 def check_code(
-    importer: Any, p: Any, language: str, code: str, provided: frozenset[str] = frozenset()
+    importer: Any, p: Any, language: Language, code: str, provided: frozenset[str] = frozenset()
 ) -> None:
     """Record the packages the code node ``p`` imports (``importer.package_needs``) and
     report what will fail when it runs: packages the sandbox's environment
@@ -175,7 +177,7 @@ def check_code(
     nothing defines (a warning: the call may sit on a path that never runs)."""
     from .refs import Unconvertible
 
-    needs = package_needs(importer.package_env, language, code)  # type: ignore[arg-type]
+    needs = package_needs(importer.package_env, language, code)
     importer.package_needs.extend((p.src_id, need) for need in needs)
     missing = missing_message(needs)
     if missing:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from engine.code_packages import Language
 from schemas.nodes import OUTPUT_NAME
 from schemas.types import VarType
 
@@ -388,9 +389,8 @@ class DifyNodes(DifyTools, DifyRefs, DatasetImport):
 
     def _code(self, p: Planned) -> dict[str, Any]:
         data = self.data(p.raw)
-        language = {"python3": "python", "python": "python", "javascript": "javascript"}.get(
-            str(data.get("code_language") or "")
-        )
+        languages: dict[str, Language] = {"python3": "python", "python": "python", "javascript": "javascript"}
+        language = languages.get(str(data.get("code_language") or ""))
         if language is None:
             raise Unconvertible(f"code language {data.get('code_language')!r} is not supported")
         inputs = self._named_values(data.get("variables"), "input", names=r".+")

@@ -11,6 +11,7 @@ import re
 from typing import Any
 from urllib.parse import urlsplit
 
+from engine.code_packages import Language
 from nodes.sandbox_compat import FASTGPT_JS_GLOBALS
 from schemas.nodes import OUTPUT_NAME
 from schemas.types import VarType
@@ -581,13 +582,14 @@ class FastGPTNodes(FastGPTRefs, DatasetImport):
         """A code node with FastGPT's semantics (``semantics: fastgpt``): inputs converted
         to their ``valueType``, outputs unchecked, FastGPT's JavaScript globals."""
         raw = p.raw
-        language = {
+        languages: dict[str, Language] = {
             "js": "javascript",
             "javascript": "javascript",
             "py": "python",
             "python": "python",
             "python3": "python",
-        }.get(str(input_value(raw, "codeType", "js") or "js").lower())
+        }
+        language = languages.get(str(input_value(raw, "codeType", "js") or "js").lower())
         if language is None:
             raise Unconvertible(
                 f"code type {input_value(raw, 'codeType')!r} is not supported (JavaScript and Python are)"

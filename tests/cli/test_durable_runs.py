@@ -148,8 +148,8 @@ def test_cancel_from_another_process_ends_the_run_within_a_second(env, counter, 
     async def cancel_and_wait() -> float:
         """Send the command from this process, then poll the store until the run has ended;
         returns the seconds between the two (what a person waiting on the run sees)."""
-        from engine.settings import Settings
         from api.composition import database_url
+        from engine.settings import Settings
         from schemas.records import CommandKind, RunCommand
         from workers.sql import SqlStore
 
@@ -229,8 +229,8 @@ def test_chat_history_across_turns_reaches_the_model_and_a_failed_turn_keeps_one
     assert [m["role"] for m in openai_server.bodies[-1]["messages"] if m["role"] != "system"] == ["user"]
 
     async def chat() -> list[Any]:
-        from engine.settings import Settings
         from api.composition import database_url
+        from engine.settings import Settings
         from workers.sql import SqlStore
 
         store = await SqlStore.open(database_url(Settings(home=Path(env["FLOWLOOM_HOME"]),

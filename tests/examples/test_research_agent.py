@@ -35,7 +35,6 @@ from tests.support.catalog import compile_workflow
 from tests.support.cli import FLOWLOOM
 from tests.support.openai_server import Finish, Reply, Text, ToolDelta, Usage, openai_server  # noqa: F401
 from tests.support.stub_api import stub_api
-from workers.memory import FileNodeMemory, RedisNodeMemory
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "research_agent.json"

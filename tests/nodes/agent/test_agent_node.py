@@ -30,7 +30,7 @@ from tests.support.openai_server import (  # noqa: F401  (fixtures)
     scripted_registry,
 )
 from tests.support.workflows import build, edge, node
-from workers.memory import FileNodeMemory, RedisNodeMemory
+from workers.memory import FileNodeMemory
 
 # ----------------------------------------------------------------------------- helpers
 

@@ -1149,11 +1149,14 @@ export interface components {
         };
         /**
          * AgentCheckpoint
-         * @description Context fitting dropped old rounds: tokens before and after, how many dropped.
+         * @description Context fitting dropped old rounds: tokens before and after, the messages it
+         *     dropped this time (``dropped``, as sent) and how many it has dropped in all.
          */
         AgentCheckpoint: {
             /** Dropped */
-            dropped?: number;
+            dropped?: {
+                [key: string]: unknown;
+            }[];
             /** Dropped Total */
             dropped_total?: number;
             /** Round */
@@ -1302,7 +1305,9 @@ export interface components {
          * AgentToolRun
          * @description One tool call of a round: its id, tool name and arguments, how it went
          *     (``status``: ok / error / timeout / ...), the start of its result (``preview``) and
-         *     its size, time and cost; ``data`` is what the tool adds.
+         *     its size, time and cost; ``data`` is what the tool adds. A call refused before it
+         *     ran (unknown tool, bad arguments) also has its ``round``, its ``index`` in the
+         *     round (from 0) and the ``error`` the model was told.
          */
         AgentToolRun: {
             /** Args */
@@ -1319,14 +1324,20 @@ export interface components {
             };
             /** Elapsed Ms */
             elapsed_ms?: number;
+            /** Error */
+            error?: string | null;
             /** Id */
             id?: string;
+            /** Index */
+            index?: number;
             /** Is Error */
             is_error?: boolean;
             /** Name */
             name?: string;
             /** Preview */
             preview?: string;
+            /** Round */
+            round?: number;
             /** Started At */
             started_at?: number;
             /** Status */
@@ -2097,7 +2108,8 @@ export interface components {
         /**
          * ExtractRecord
          * @description A field extraction: the model's ``raw`` reply, fields it gave that were not
-         *     declared (``ignored``), invalid or missing ones, and whether it ``success``-ed.
+         *     declared (``ignored``), invalid ones (field -> why) or missing ones, and whether it
+         *     ``success``-ed.
          */
         ExtractRecord: {
             /** Detail */
@@ -2105,7 +2117,9 @@ export interface components {
             /** Ignored */
             ignored?: string[];
             /** Invalid */
-            invalid?: string[];
+            invalid?: {
+                [key: string]: string;
+            };
             /** Missing */
             missing?: string[];
             /** Protocol */
@@ -2637,6 +2651,10 @@ export interface components {
             mcp_servers?: components["schemas"]["McpServerRecord"][];
             /** Method */
             method?: string;
+            /** Output Errors */
+            output_errors?: {
+                [key: string]: string;
+            };
             /** Pid */
             pid?: number;
             planning?: components["schemas"]["PlanningRecord"];
@@ -3224,16 +3242,43 @@ export interface components {
         };
         /**
          * OfferedTool
-         * @description A tool an agent was given: its name, risk level, whether it may run beside others,
-         *     and where it comes from (``source``, ``server``...: the tool's own description).
+         * @description A tool an agent was given: its name, risk level (``read`` / ``write``; None:
+         *     unknown, treated as ``write``), whether it may run beside others, and where it comes
+         *     from (:class:`ToolSource`).
          */
         OfferedTool: {
+            /** Datasets */
+            datasets?: string[];
+            /** Files */
+            files?: string[];
+            /** Kind */
+            kind?: string;
+            /** Method */
+            method?: string;
+            /** Model */
+            model?: string;
             /** Name */
             name?: string;
+            /** Node */
+            node?: string;
             /** Parallel Safe */
             parallel_safe?: boolean;
+            /** Path */
+            path?: string;
+            /** Provider */
+            provider?: string;
             /** Risk */
-            risk?: string;
+            risk?: string | null;
+            /** Risk Why */
+            risk_why?: string;
+            /** Server */
+            server?: string;
+            /** Tool */
+            tool?: string;
+            /** Transport */
+            transport?: string;
+            /** Workflow */
+            workflow?: string;
         } & {
             [key: string]: unknown;
         };
@@ -3300,8 +3345,9 @@ export interface components {
         };
         /**
          * PlanningRecord
-         * @description The planning agent's plan, the gate's decisions, its questions and confirmations,
-         *     and the tools it dropped (and why).
+         * @description The planning agent's plan, whether a plan is required before it may answer
+         *     (``plan_required``), the gate's decisions, its questions and confirmations, and the
+         *     tools it dropped (and why).
          */
         PlanningRecord: {
             /** Asks */
@@ -3322,6 +3368,8 @@ export interface components {
             plan?: {
                 [key: string]: unknown;
             } | null;
+            /** Plan Required */
+            plan_required?: boolean;
         } & {
             [key: string]: unknown;
         };
@@ -4848,9 +4896,12 @@ export interface components {
         /**
          * WorkflowRunRecord
          * @description A workflow tool's run: the workflow, its pinned published version (absent: the
-         *     published one), the child run's id and how it ended.
+         *     published one), the child run's id and how it ended (``error``: why it did not
+         *     succeed, as the model was told).
          */
         WorkflowRunRecord: {
+            /** Error */
+            error?: string;
             /** Run Id */
             run_id?: string;
             /** Status */
