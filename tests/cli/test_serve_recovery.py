@@ -254,4 +254,5 @@ def test_an_event_stream_of_a_run_whose_process_died_continues_with_the_recovere
     assert len(gate_keys) == 2 and gate_keys[0] == gate_keys[1]
     summary, stored_events, _ = stored(server.env, [run_id])[run_id]
     assert summary.status.value == "succeeded"
-    assert stored_events == events
+    # the stream told the End's deltas too (live only: never stored)
+    assert stored_events == [e for e in events if e["type"] != "node_delta"]
