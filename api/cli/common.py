@@ -301,7 +301,7 @@ class TerminalView:
         endings: bool = False,
     ) -> None:
         """``console``: where progress goes. ``results``: a text stream that gets only the
-        final answer and the outputs (JSON), for ``flowloom run ... > out.txt``; None:
+        final answer (unless it is just the End outputs' streamed text) and the outputs (JSON), for ``flowloom run ... > out.txt``; None:
         everything goes to ``console``, answer text streamed as it arrives. ``endings``:
         also print the line of a failed or cancelled run (``flowloom watch``; the commands
         that drive a run say how it ended from its summary instead, with what to do next)."""
@@ -313,6 +313,10 @@ class TerminalView:
         self._mid_line = False  # streamed text left the cursor mid-line
         self._streaming: str | None = None  # the node run whose text left it there
         self._held: list[Text] = []  # progress lines of other node runs, shown when that line ends
+        # End nodes stream their outputs as answer text too; ``results`` gets the outputs
+        # as JSON, so it writes the answer only when another node said something
+        self._end_nodes: set[str] = set()
+        self._spoken = False
 
     def show(self, event: Any) -> None:
         handler = getattr(self, f"_on_{event.type}", None)
@@ -361,6 +365,11 @@ class TerminalView:
         self._line(("  ▶ ", "cyan"), (self._name(event), "bold"), f" [{event.kind}] started{attempt}")
 
     def _on_node_delta(self, event: Any) -> None:
+        if event.channel == "answer":
+            if event.output is not None:
+                self._end_nodes.add(event.node_id)
+            elif event.node_id not in self._end_nodes:  # not the line break between two End outputs
+                self._spoken = True
         style = "dim italic" if event.channel == "reasoning" else ""
         whole, newline, rest = event.text.rpartition("\n")
         if newline:  # the open line ends here: what was held follows it, then the rest
@@ -424,7 +433,7 @@ class TerminalView:
     def _on_run_finished(self, event: Any) -> None:
         self._line(("run succeeded", "bold green"), f" in {event.elapsed_ms:.1f} ms")
         if self.results is not None:
-            if event.answer:
+            if event.answer and (self._spoken or not event.outputs):
                 self.results.write(event.answer + ("" if event.answer.endswith("\n") else "\n"))
             if event.outputs:
                 self.results.write(

@@ -450,7 +450,7 @@ def test_weather_example_refuses_loopback_without_allow(stub_url: str, monkeypat
     assert result.exit_code == 0, result.output
     events = parse_events(result.stdout)
     fetch = [e for e in events if e.type == "node_finished" and e.node_id == "fetch"][-1]
-    assert fetch.error["reason"] == "blocked_address"
+    assert fetch.error.reason == "blocked_address"
     assert events[-1].outputs["outcome"] == "unreachable"
 
 

@@ -116,8 +116,11 @@ def test_sigkill_at_a_node_then_recover_redoes_no_finished_effect(env, counter, 
     assert {nid: run.attempts for nid, run in state.node_runs.items() if nid in EFFECTS} == {
         name: 2 if name == killed_effect else 1 for name in EFFECTS}, "a node run again counts both runs"
 
+    # Numbered from 1, none twice or out of order. Not gap-free: the End's deltas take
+    # numbers that are never stored (its final outputs are); the tallies below find a lost
+    # or repeated durable event.
     seqs = [event["seq"] for event in events]
-    assert seqs == list(range(1, len(seqs) + 1)), f"stored seqs with a gap or twice: {seqs}"
+    assert seqs[:1] == [1] and seqs == sorted(set(seqs)), f"stored seqs out of order or twice: {seqs}"
     assert state.seq == seqs[-1] and events[-1]["type"] == "run_finished"
     kinds = Tally(event["type"] for event in events)
     assert kinds["run_started"] == 1 and kinds["run_finished"] == 1
