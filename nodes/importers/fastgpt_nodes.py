@@ -11,7 +11,7 @@ import re
 from typing import Any
 from urllib.parse import urlsplit
 
-from nodes.sandbox_compat import FASTGPT_JS_GLOBALS
+from nodes.sandbox.compat import FASTGPT_JS_GLOBALS
 from schemas.nodes import OUTPUT_NAME
 from schemas.types import VarType
 
