@@ -41,9 +41,9 @@ class TenantModelSource:
 
     @property
     def guard(self) -> Any:
-        """The :class:`~nodes.http.request.AddressPolicy` tenant endpoints are reached under."""
+        """The :class:`~nodes.http.guard.AddressPolicy` tenant endpoints are reached under."""
         if self._guard is None:
-            from nodes.http.request import AddressPolicy
+            from nodes.http.guard import AddressPolicy
 
             self._guard = AddressPolicy.from_settings(self.settings)
         return self._guard

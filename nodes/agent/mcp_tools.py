@@ -7,7 +7,7 @@ its loop; leaving it - answer, failure, pause, cancellation - closes every sessi
 stdio server process ends with the node):
 
 - **Connect.** HTTP servers (Streamable HTTP) go through the HTTP node's address
-  policy (:class:`~nodes.http.request.AddressPolicy`, on every connection, after DNS
+  policy (:class:`~nodes.http.guard.AddressPolicy`, on every connection, after DNS
   resolution): loopback and private targets are refused unless ``FLOWLOOM_HTTP_ALLOW``
   allows them. Stdio servers start only when the operator set
   ``FLOWLOOM_MCP_ALLOW_STDIO``; they get the SDK's small default environment plus the
@@ -64,7 +64,7 @@ from engine.telemetry import telemetry
 from schemas.node_records import McpServerRecord
 from schemas.nodes_agent import SECRET_REF, McpServer
 
-from ..http.request import AddressPolicy, GuardedBackend
+from ..http.guard import AddressPolicy, GuardedBackend
 from .loop import ToolCallContext, ToolOutcome, ToolSourceFailed, ToolSpec
 from .loop_types import Risk
 
