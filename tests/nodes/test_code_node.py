@@ -25,6 +25,7 @@ from engine import CancelToken, RunDeps, new_run_state, run_workflow
 from engine.errors import CompileError
 from engine.settings import Settings
 from nodes.sandbox import argv, process
+from tests.support.catalog import compile_workflow
 from tests.support.workflows import build, chain_edges, node
 
 #: Explicit settings: independent of FLOWLOOM_* variables in the environment.
