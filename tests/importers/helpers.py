@@ -17,6 +17,7 @@ from engine import RunDeps, run_workflow
 from engine.environment import MemorySecrets
 from nodes.importers import ImportResult
 from schemas.run import RunState
+from tests.support.catalog import compile_workflow, import_workflow
 from workers.memory import FileNodeMemory
 
 ROOT = Path(__file__).resolve().parents[2]
