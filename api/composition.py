@@ -47,7 +47,7 @@ from engine.service import RunService, Stores
 from engine.settings import Settings
 from engine.workflow_files import WorkflowFiles
 from nodes import builtin_catalog
-from nodes.model_registry import ModelRegistry, registry_for
+from nodes.llm.model_registry import ModelRegistry, registry_for
 from workers.memory import node_memory_for
 from workers.redis_bus import RedisCommandChannel, RedisEventBus
 from workers.secret_box import secret_box_for

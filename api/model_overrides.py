@@ -4,7 +4,7 @@
 registry as :class:`~api.tenant_models.TenantModelSource` builds it (its providers over
 the operator's), then the tenant's overrides (``/v1/model-capabilities/{name}``,
 :mod:`workers.sql.model_overrides`) applied with
-:meth:`~nodes.model_overrides.ModelOverride.apply`. A tenant admin whose ``default`` is
+:meth:`~nodes.llm.model_overrides.ModelOverride.apply`. A tenant admin whose ``default`` is
 really a 4096-token llama.cpp says so once; other tenants keep the operator's values.
 
 An override that no longer applies (the operator lowered the context below the cap it
@@ -22,8 +22,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from engine.settings import Settings
-from nodes.model_overrides import ModelOverride
-from nodes.model_registry import ModelConfigError, ModelRegistry, ModelSpec
+from nodes.llm.model_overrides import ModelOverride
+from nodes.llm.model_registry import ModelConfigError, ModelRegistry, ModelSpec
 from workers.sql.model_overrides import SqlModelOverrideStore
 from workers.sql.providers import SqlProviderStore
 

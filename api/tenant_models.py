@@ -1,5 +1,5 @@
 """Each tenant's model registry, for the run service and the routes: the operator's
-registry with the tenant's own providers and models over it (:mod:`nodes.tenant_registry`).
+registry with the tenant's own providers and models over it (:mod:`nodes.llm.tenant_registry`).
 
 :class:`TenantModelSource` is the engine's ``TenantModels`` port. It reads the tenant's
 providers from the SQL store (:mod:`workers.sql.providers`) at most once per
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the address guard loads httpx: only when a tenant's registry is built
     from engine.settings import Settings
-    from nodes.model_registry import ModelRegistry
+    from nodes.llm.model_registry import ModelRegistry
     from workers.sql.providers import SqlProviderStore
 
 __all__ = ["CACHE_TTL_S", "TenantModelSource"]
@@ -41,9 +41,9 @@ class TenantModelSource:
 
     @property
     def guard(self) -> Any:
-        """The :class:`~nodes.http_request.AddressPolicy` tenant endpoints are reached under."""
+        """The :class:`~nodes.http.guard.AddressPolicy` tenant endpoints are reached under."""
         if self._guard is None:
-            from nodes.http_request import AddressPolicy
+            from nodes.http.guard import AddressPolicy
 
             self._guard = AddressPolicy.from_settings(self.settings)
         return self._guard
@@ -56,7 +56,7 @@ class TenantModelSource:
         if cached is not None and cached[0] > now:
             self._cache.move_to_end(tenant_id)
             return cached[2]
-        from nodes.tenant_registry import snapshot_digest, tenant_registry
+        from nodes.llm.tenant_registry import snapshot_digest, tenant_registry
 
         snapshot = await self.providers.snapshot(tenant_id)
         digest = snapshot_digest(snapshot.providers, snapshot.keys, snapshot.defaults)

@@ -7,8 +7,8 @@ Prints exactly one JSON line on stdout (progress, with ``-v``, goes to stderr)::
 
 Three views of the same 100-round loop (99 rounds of one tool call, then an answer):
 
-- ``kernel``: :func:`nodes.agent_loop.run_agent_loop` with an in-process, zero-delay
-  fake model (``AgentHooks.call_model`` returns a prebuilt :class:`~nodes.llm.LLMResponse`
+- ``kernel``: :func:`nodes.agent.loop.run_agent_loop` with an in-process, zero-delay
+  fake model (``AgentHooks.call_model`` returns a prebuilt :class:`~nodes.llm.call.LLMResponse`
   per round - no HTTP, no SDK) and a tool returning a short string. Everything else is
   the real kernel: context fitting check, request building, argument parsing and schema
   validation, truncation, fences, repeat detection, trace, usage summing.
@@ -48,9 +48,9 @@ from typing import Any
 from _checkout import ROOT as _ROOT
 
 from engine.context import CancelToken, NodeContext, RunDeps
-from nodes.agent_loop import AgentHooks, LoopSettings, ToolSpec, run_agent_loop
-from nodes.llm import LLMResponse, ToolCall
-from nodes.model_registry import ModelRegistry, ModelSpec, Pricing, ProviderSpec
+from nodes.agent.loop import AgentHooks, LoopSettings, ToolSpec, run_agent_loop
+from nodes.llm.call import LLMResponse, ToolCall
+from nodes.llm.model_registry import ModelRegistry, ModelSpec, Pricing, ProviderSpec
 from schemas.run import NodeRun, RunState, Usage
 
 SCHEMA = "flowloom-bench-agent/1"

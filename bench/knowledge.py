@@ -154,7 +154,7 @@ async def _pg_execute(url: str, statement: str) -> None:
 
 def registry(url: str) -> Any:
     """A model registry with one embedding model served by the bench's server."""
-    from nodes.model_registry import ModelRegistry, ModelSpec, ProviderSpec
+    from nodes.llm.model_registry import ModelRegistry, ModelSpec, ProviderSpec
 
     provider = ProviderSpec(name="bench", base_url=url + "/v1", api_key_env=None, api_key_optional=True)
     spec = ModelSpec(name=MODEL, provider="bench", type="embedding", max_context=8192, dimension=DIM,

@@ -44,8 +44,8 @@ from typing import Any
 
 from _checkout import ROOT as _ROOT
 
-from nodes.llm import LLMRequest, call_llm
-from nodes.model_registry import ModelRegistry, ModelSpec, Pricing, ProviderSpec
+from nodes.llm.call import LLMRequest, call_llm
+from nodes.llm.model_registry import ModelRegistry, ModelSpec, Pricing, ProviderSpec
 
 SCHEMA = "flowloom-bench-llm/1"
 MESSAGES = [{"role": "system", "content": "You are a benchmark."}, {"role": "user", "content": "Say tok many times."}]
@@ -259,7 +259,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                           "ChatCompletionChunk objects (no HTTP, no SSE parsing): the layer's own cost",
             "server": "tests/support/openai_server.py in a child process, zero delay, chunked SSE over 127.0.0.1",
             "raw": "AsyncOpenAI.chat.completions.create(stream=True) + async for, append delta.content",
-            "llm": "nodes.llm.call_llm(..., on_answer=list.append)",
+            "llm": "nodes.llm.call.call_llm(..., on_answer=list.append)",
             "stat": "median per call over all timed calls; batches of the two paths alternate",
             "cpu": "time.process_time of this process (the server runs elsewhere)",
             "wall": "time.perf_counter; includes the server and the machine's other load",

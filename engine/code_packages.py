@@ -3,8 +3,8 @@ code needs from it and the command that installs what is missing.
 
 Code nodes get Python's standard library and Node's built-in modules. The operator may
 declare more: Python requirements and npm packages, installed by ``flowloom sandbox
-install`` (:mod:`nodes.sandbox_packages`) into an environment under ``FLOWLOOM_HOME``,
-which the sandbox mounts read-only (:mod:`nodes.sandbox`). Nothing is ever installed
+install`` (:mod:`nodes.sandbox.packages`) into an environment under ``FLOWLOOM_HOME``,
+which the sandbox mounts read-only (:mod:`nodes.sandbox.process`). Nothing is ever installed
 while code runs: a run has no network, and what code may load is the operator's choice.
 
 Layout (``<home>`` is ``Settings.home``)::

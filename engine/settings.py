@@ -34,7 +34,7 @@ class Settings(BaseSettings):
     e.g. ``127.0.0.1,10.0.0.0/8,intranet.example``). A host entry matches the URL's
     host name; an IP/CIDR entry matches the resolved address.
 
-    Code node (:mod:`nodes.sandbox`): ``code_sandbox`` is ``bwrap`` (default: user code
+    Code node (:mod:`nodes.sandbox.process`): ``code_sandbox`` is ``bwrap`` (default: user code
     runs in a bubblewrap sandbox) or ``none``. Without a working sandbox code nodes are
     refused unless ``allow_unsandboxed_code`` (``FLOWLOOM_ALLOW_UNSANDBOXED_CODE=1``)
     opts in to running code with only resource limits and a clean environment.
@@ -51,7 +51,7 @@ class Settings(BaseSettings):
     directories searched for workflows used as tools. ``models``: the model registry
     file (default: the bundled one); ``models_override`` (``FLOWLOOM_MODELS_OVERRIDE``): a
     file of changes merged key by key over it (default ``<home>/models.override.toml``,
-    read when it exists; :mod:`nodes.model_overrides`). ``upload_dir``: the only directory the agent's file
+    read when it exists; :mod:`nodes.llm.model_overrides`). ``upload_dir``: the only directory the agent's file
     reader may read (default ``<home>/uploads``).
 
     Models: ``llm_base_url_override`` (``FLOWLOOM_LLM_BASE_URL_OVERRIDE``) sends every
@@ -62,7 +62,7 @@ class Settings(BaseSettings):
     model's upstream id, since a local server rarely serves the cloud model names
     (embedding and rerank models keep theirs).
 
-    MCP tool sources (:mod:`nodes.mcp_tools`): ``mcp_allow_stdio``
+    MCP tool sources (:mod:`nodes.agent.mcp_tools`): ``mcp_allow_stdio``
     (``FLOWLOOM_MCP_ALLOW_STDIO=1``) lets tool nodes start stdio MCP servers (a command the
     workflow names runs on this machine, so it is off by default); HTTP MCP servers follow
     ``http_allow``. A workflow's ``{{secret:NAME}}`` reads the variable

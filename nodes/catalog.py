@@ -57,7 +57,7 @@ _KINDS: tuple[KindSpec, ...] = (
     KindSpec(
         "chat",
         ChatConfig,
-        "nodes.chat:ChatNode",
+        "nodes.llm.chat:ChatNode",
         streams="answer",
         reads_only=True,
         icon="sparkles",
@@ -66,7 +66,7 @@ _KINDS: tuple[KindSpec, ...] = (
     KindSpec(
         "classify_question",
         ClassifyQuestionConfig,
-        "nodes.classify:ClassifyQuestionNode",
+        "nodes.llm.classify:ClassifyQuestionNode",
         reads_only=True,
         icon="split",
         category="llm",
@@ -74,7 +74,7 @@ _KINDS: tuple[KindSpec, ...] = (
     KindSpec(
         "extract_fields",
         ExtractFieldsConfig,
-        "nodes.extract:ExtractFieldsNode",
+        "nodes.llm.extract:ExtractFieldsNode",
         reads_only=True,
         icon="list",
         category="llm",
@@ -82,7 +82,7 @@ _KINDS: tuple[KindSpec, ...] = (
     KindSpec(
         "query_extension",
         QueryExtensionConfig,
-        "nodes.query_extension:QueryExtensionNode",
+        "nodes.llm.query_extension:QueryExtensionNode",
         reads_only=True,
         icon="search",
         category="llm",
@@ -98,7 +98,7 @@ _KINDS: tuple[KindSpec, ...] = (
     KindSpec(
         "tool_call",
         ToolCallConfig,
-        "nodes.tool_call:ToolCallNode",
+        "nodes.agent.tool_call:ToolCallNode",
         container=True,
         streams="answer",
         icon="wrench",
@@ -107,7 +107,7 @@ _KINDS: tuple[KindSpec, ...] = (
     KindSpec(
         "agent",
         AgentConfig,
-        "nodes.agent:AgentNode",
+        "nodes.agent.node:AgentNode",
         container=True,
         streams="answer",
         interactive=True,
@@ -153,7 +153,9 @@ _KINDS: tuple[KindSpec, ...] = (
         icon="braces",
         category="transform",
     ),
-    KindSpec("code", CodeConfig, "nodes.code:CodeNode", reads_only=True, icon="code", category="transform"),
+    KindSpec(
+        "code", CodeConfig, "nodes.sandbox.code:CodeNode", reads_only=True, icon="code", category="transform"
+    ),
     KindSpec(
         "variable_update",
         plumbing.VariableUpdateConfig,
@@ -174,7 +176,7 @@ _KINDS: tuple[KindSpec, ...] = (
     KindSpec(
         "http_request",
         plumbing.HttpRequestConfig,
-        "nodes.http_request:HttpRequestNode",
+        "nodes.http.request:HttpRequestNode",
         reads_only=True,
         icon="globe",
         category="integration",

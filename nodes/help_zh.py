@@ -130,7 +130,7 @@ HELP_ZH_CN: dict[str, str] = {
     "Reorder the merged hits: with a rerank model of the registry (an OpenAI-, Jina- or Cohere-style /v1/rerank "
     "endpoint), or llm: a chat model that keeps only the chunks relevant to the question.": "对合并后的结果重新排序：使用模型列表中的重排模型（OpenAI、Jina 或 Cohere 风格的 /v1/rerank 接口），"
     "或 llm：由对话模型只保留与问题相关的分段",
-    "A builtin tool offered to the model (:mod:`nodes.builtin_tools`): account-free utilities (time, JSON "
+    "A builtin tool offered to the model (:mod:`nodes.agent.builtin_tools`): account-free utilities (time, JSON "
     "processing, arithmetic, regular expressions) run in-process, risk read.": "提供给模型的内置工具：无需账号的实用工具（时间、JSON 处理、计算、正则表达式），在进程内运行，视为读操作",
     "A fixed message of the prompt (a few-shot example): role and text (Jinja2, rendered like the system "
     "prompt). Part of the prompt, not of the conversation: never dropped to fit the context, never added to "

@@ -484,7 +484,7 @@ class HttpRequestConfig(NodeConfig):
     """Makes an HTTP request; the URL, headers, query values, form and raw body are templates.
 
     Targets resolving to loopback/private/link-local/metadata addresses are refused
-    unless allowed by the ``FLOWLOOM_HTTP_ALLOW`` setting (see :mod:`nodes.http_request`).
+    unless allowed by the ``FLOWLOOM_HTTP_ALLOW`` setting (see :mod:`nodes.http.guard`).
 
     ``outputs`` adds outputs read from the parsed response by JSONPath (name -> path,
     e.g. ``{"urls": "$.images[*].url", "first": "$.data.items[0].title"}``), evaluated

@@ -1,6 +1,6 @@
 """Config models of the agent node kinds (the tool-call node; the planning agent is added below).
 
-Behaviour lives in ``nodes/tool_call.py`` on the shared loop kernel ``nodes/agent_loop.py``.
+Behaviour lives in ``nodes/agent/tool_call.py`` on the shared loop kernel ``nodes/agent/loop.py``.
 
 Tool-call node: a model loops over the tools it is given until it answers.
 Tools are, in one namespace of unique names:
@@ -24,7 +24,7 @@ Tools are, in one namespace of unique names:
   server its published version (or the pinned ``version``), on the command line its
   file (:mod:`engine.workflow_files`) - run as a child run; its declared inputs are the
   parameters; its answer (else its outputs as JSON) is the result.
-- **builtin tools** (``builtin_tools``): account-free utilities of :mod:`nodes.builtin_tools`
+- **builtin tools** (``builtin_tools``): account-free utilities of :mod:`nodes.agent.builtin_tools`
   (current time, weekday, JSON parse/replace/insert/delete, arithmetic), run in-process,
   risk ``read``.
 - **MCP tools** (``mcp_servers``): the tools of Model Context Protocol servers, over
@@ -40,7 +40,7 @@ Tools are, in one namespace of unique names:
 **Risk gate** (both kinds, on by default): a write-level tool - declared ``risk:
 write``, an HTTP operation other than GET/HEAD/OPTIONS without ``risk``, a workflow
 tool without ``risk``, a graph tool whose sub-graph writes (see
-:func:`nodes.tool_call.graph_tool_risk`), an MCP tool not annotated ``readOnlyHint`` - runs only after a person confirms the call
+:func:`nodes.agent.tool_call.graph_tool_risk`), an MCP tool not annotated ``readOnlyHint`` - runs only after a person confirms the call
 (a ``confirm`` interrupt). ``allow_write_tools: true`` opts the node out, a list of
 names allows those tools only. A model can be talked into calling a destructive tool by
 text it reads (a tool result, a web page), so the node that runs tools asks first.
@@ -330,7 +330,7 @@ class WorkflowTool(BaseModel):
         return self.name or self.workflow
 
 
-#: The builtin tools (``nodes/builtin_tools.py``, which checks it lists the same names):
+#: The builtin tools (``nodes/agent/builtin_tools.py``, which checks it lists the same names):
 #: checked here so that ``validate`` names an unknown tool before any run.
 BUILTIN_TOOL_NAMES = frozenset(
     {
@@ -350,7 +350,7 @@ BUILTIN_TOOL_NAMES = frozenset(
 
 
 class BuiltinToolRef(BaseModel):
-    """A builtin tool offered to the model (:mod:`nodes.builtin_tools`): account-free
+    """A builtin tool offered to the model (:mod:`nodes.agent.builtin_tools`): account-free
     utilities (time, JSON processing, arithmetic, regular expressions) run in-process, risk ``read``.
 
     ``name`` is the builtin tool; ``alias`` the name the model sees (default: ``name``);
@@ -396,7 +396,7 @@ class DatasetTool(DatasetSearchOptions):
 
 
 #: ``{{secret:NAME}}`` in an MCP server's header or environment value: replaced at run time
-#: by the operator's secret ``NAME`` (``FLOWLOOM_SECRET_NAME``, :mod:`nodes.mcp_tools`).
+#: by the operator's secret ``NAME`` (``FLOWLOOM_SECRET_NAME``, :mod:`nodes.agent.mcp_tools`).
 SECRET_REF = re.compile(r"\{\{\s*secret:([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 _ANY_SECRET_REF = re.compile(r"\{\{\s*secret:(.*?)\}\}")
 _HEADER_NAME = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,128}$")
@@ -785,7 +785,7 @@ class FileReaderTool(BaseModel):
 class AgentConfig(ToolLoopConfig):
     """A tool loop with a plan, questions to the user and a stop gate.
 
-    Behaviour: ``nodes/agent.py``. Business tools are those of the tool-call node
+    Behaviour: ``nodes/agent/node.py``. Business tools are those of the tool-call node
     (``tools`` - body graph tools -, ``http_tools``, ``openapi``, ``workflow_tools``) plus
     single-call model sub-agents (``model_agents``) and the uploaded-file reader
     (``file_reader``); the agent adds ``update_plan`` and ``ask_agent`` (business tools

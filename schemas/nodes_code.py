@@ -1,6 +1,6 @@
 """Config model of the ``code`` node kind: user Python or JavaScript run in a sandbox.
 
-Behaviour lives in ``nodes/code.py`` (and the sandbox in ``nodes/sandbox.py``). The
+Behaviour lives in ``nodes/sandbox/code.py`` (and the sandbox in ``nodes/sandbox/process.py``). The
 code is only ever text here: the compiler and validation never execute, import or
 compile it - a syntax error shows up when the node runs, as a node error naming the
 line.
@@ -62,7 +62,7 @@ class CodeConfig(NodeConfig):
     ``timeout`` is the wall time in seconds, ``memory_mb`` the memory limit in MiB,
     ``max_output_bytes`` caps the returned JSON and, separately, what the code prints.
 
-    ``tool`` runs a builtin tool (:mod:`nodes.builtin_tools`, Flowloom's own code, in the
+    ``tool`` runs a builtin tool (:mod:`nodes.agent.builtin_tools`, Flowloom's own code, in the
     engine process) instead of code: the inputs are its arguments and its outputs are
     ``text`` (the tool's text), ``json`` (``[value]`` when the tool's value is an object,
     as Dify lists JSON messages, else ``[]``) and ``files`` (``[]``), as a Dify tool node

@@ -1,7 +1,7 @@
 """Config models of the LLM node kinds: chat, classify_question, extract_fields, query_extension.
 
-Behaviour lives in ``nodes/chat.py``, ``nodes/classify.py``, ``nodes/extract.py`` and
-``nodes/query_extension.py``; this module declares what the compiler checks:
+Behaviour lives in ``nodes/llm/chat.py``, ``nodes/llm/classify.py``, ``nodes/llm/extract.py`` and
+``nodes/llm/query_extension.py``; this module declares what the compiler checks:
 
 - ``model``: a model name of the registry (:meth:`NodeConfig.model_refs`), so an
   unknown model is a compile error (``unknown_model``), not a run-time surprise.

@@ -8,7 +8,7 @@ beside them.
 
 A key is write-only: it goes in as ``api_key`` and comes out only as ``api_key_set``
 and ``api_key_masked`` (``sk-…a1b2``), in every answer. A model's ``capabilities`` and
-``pricing`` are the registry's fields (``nodes.model_registry``), validated by the
+``pricing`` are the registry's fields (``nodes.llm.model_registry``), validated by the
 route that stores them; they are free-form here so these bodies do not depend on the
 registry module.
 """

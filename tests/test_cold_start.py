@@ -89,7 +89,7 @@ def test_validate_loads_the_compiler_but_no_server_sdk_store_or_run_time_model()
     assert "valid workflow 'hello'" in output
     assert {"engine.compiler", "nodes.catalog", "networkx"} <= modules  # it did compile
     assert _present(modules, NEVER + MIGRATIONS + STORAGE + RUN_TIME) == []
-    assert "nodes.model_probe" not in modules  # probing an endpoint is a command of its own
+    assert "nodes.llm.model_probe" not in modules  # probing an endpoint is a command of its own
 
 
 def test_validate_builds_the_config_validators_of_the_kinds_the_workflow_uses_only():

@@ -7,7 +7,7 @@ import importlib
 import pytest
 
 MODULES = ["engine", "schemas", "nodes", "workers.memory", "workers.sql", "nodes.importers", "engine.service", "engine.ports", "engine.catalog",
-           "nodes.llm", "nodes.model_registry", "nodes.agent_loop", "nodes.sandbox", "engine.loops", "api.cli", "api.composition"]
+           "nodes.llm.call", "nodes.llm.model_registry", "nodes.agent.loop", "nodes.sandbox.process", "engine.loops", "api.cli", "api.composition"]
 
 
 @pytest.mark.parametrize("name", MODULES)

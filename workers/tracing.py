@@ -20,7 +20,7 @@ What is traced (:class:`TracedTelemetry`, over the metrics of the process):
   ``embeddings <model>``); prompts and completions as events only with
   ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``;
 - one span per tool call (``execute_tool <name>``), and per MCP call (``tools/call
-  <tool>``, whose HTTP requests carry ``traceparent``: :mod:`nodes.mcp_tools`);
+  <tool>``, whose HTTP requests carry ``traceparent``: :mod:`nodes.agent.mcp_tools`);
 - HTTP requests made with httpx (the HTTP node, HTTP tools, model SDKs) by the httpx
   instrumentation, which sends ``traceparent``; their URL attributes keep no query,
   fragment or user info (:func:`safe_url`).

@@ -33,7 +33,7 @@ def refuse_what_is_missing(doc: dict[str, Any], titles: dict[str, str]) -> None:
     """
     from engine.shapes import deployment_problems
     from nodes import builtin_catalog
-    from nodes.model_registry import registry_for
+    from nodes.llm.model_registry import registry_for
 
     current = settings()
     missing = [

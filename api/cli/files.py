@@ -48,7 +48,7 @@ def validate(file: WorkflowFile, as_json: JsonFlag = False) -> None:
     from engine.compiler import check_workflow
     from engine.shapes import deployment_problems
     from nodes import builtin_catalog
-    from nodes.model_registry import registry_for
+    from nodes.llm.model_registry import registry_for
 
     doc, problems = load_workflow(file)
     if doc is not None:
@@ -174,7 +174,7 @@ def import_(
     from engine.code_packages import package_env
     from nodes import builtin_catalog
     from nodes.importers import ImportFailed, import_workflow
-    from nodes.model_registry import registry_for
+    from nodes.llm.model_registry import registry_for
 
     mapping = _pairs(model, "--model", "SOURCE=NAME")
     datasets = _pairs(dataset, "--dataset", "SOURCE=ID")

@@ -72,7 +72,7 @@ def _as_secret(value: str, index: int) -> str:
     uses ``{{secret:NAME}}`` is left as it is."""
     import os
 
-    from nodes.mcp_tools import SECRET_ENV_PREFIX
+    from nodes.agent.mcp_tools import SECRET_ENV_PREFIX
     from schemas.nodes_agent import SECRET_REF
 
     if not value or SECRET_REF.search(value) or "{{" in value:
@@ -94,7 +94,7 @@ def _typed_server_allowed(current: Any, target: list[str], stdio: bool) -> Any:
 
 
 def _row(tool: Any) -> tuple[str, str, str]:
-    from nodes.mcp_tools import mcp_risk
+    from nodes.agent.mcp_tools import mcp_risk
 
     description = (tool.description or tool.title or "").strip().splitlines()
     return tool.name, mcp_risk(tool.annotations) or "unknown", description[0] if description else "-"
@@ -120,7 +120,7 @@ def tools(
 ) -> None:
     """List the tools an MCP server offers (name, risk, description)."""
     from engine.errors import NodeFailed
-    from nodes.mcp_tools import list_server_tools, mcp_risk
+    from nodes.agent.mcp_tools import list_server_tools, mcp_risk
 
     server = _server(target, header or [], stdio).model_copy(update={"connect_timeout": timeout})
     chosen = _typed_server_allowed(settings(), target, stdio)

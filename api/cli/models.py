@@ -3,7 +3,7 @@ limits and capabilities as runs see them (the override file and the ``default`` 
 variables applied), and what an endpoint really does.
 
 ``probe NAME`` sends a few small requests to the model's endpoint
-(:mod:`nodes.model_probe`): a free tool call, a forced one, JSON mode, json_schema,
+(:mod:`nodes.llm.model_probe`): a free tool call, a forced one, JSON mode, json_schema,
 usage in streams, and reads the context length where the server tells it. It prints
 each finding beside the registry's value; ``--write`` merges the findings into the
 override file (``FLOWLOOM_MODELS_OVERRIDE``, else ``<home>/models.override.toml``), so
@@ -29,13 +29,13 @@ app.add_typer(models_app, name="models")
 
 
 def _registry() -> Any:
-    from nodes.model_registry import registry_for
+    from nodes.llm.model_registry import registry_for
 
     return registry_for(settings())
 
 
 def _spec(registry: Any, name: str) -> Any:
-    from nodes.model_registry import UnknownModel
+    from nodes.llm.model_registry import UnknownModel
 
     try:
         return registry.get(name)
@@ -120,8 +120,8 @@ def probe(
 ) -> None:
     """Ask the model's endpoint what works: tool calls (free and forced), JSON mode,
     json_schema, usage in streams, and its context length."""
-    from nodes.model_probe import ProbeFailed, ProbeTarget, probe_model
-    from nodes.model_registry import MissingAPIKey
+    from nodes.llm.model_probe import ProbeFailed, ProbeTarget, probe_model
+    from nodes.llm.model_registry import MissingAPIKey
 
     registry = _registry()
     spec = _spec(registry, name)
@@ -171,8 +171,8 @@ def probe(
 
 
 def _write(path: Any, name: str, override: Any) -> None:
-    from nodes.model_overrides import write_override
-    from nodes.model_registry import ModelConfigError
+    from nodes.llm.model_overrides import write_override
+    from nodes.llm.model_registry import ModelConfigError
 
     try:
         write_override(path, name, override)

@@ -144,7 +144,7 @@ def compile_or_exit(doc: dict[str, Any] | None, problems: list[Any]) -> Any:
     from engine.compiler import compile_workflow
     from engine.errors import CompileError
     from nodes import builtin_catalog
-    from nodes.model_registry import registry_for
+    from nodes.llm.model_registry import registry_for
 
     try:
         plan = (

@@ -3,7 +3,7 @@
 Code nodes run in a sandbox with no network, so nothing can be installed while a flow
 runs. The operator declares Python requirements and npm packages here; ``install``
 installs everything declared into an environment under ``FLOWLOOM_HOME`` with pip and
-npm (:mod:`nodes.sandbox_packages`), which the sandbox mounts read-only. ``flowloom
+npm (:mod:`nodes.sandbox.packages`), which the sandbox mounts read-only. ``flowloom
 import`` and validation name what a flow needs with the exact ``install`` command.
 
 - ``install [REQUIREMENT...] [-r FILE] [--npm SPEC] [--find-links DIR] [--no-index]``:
@@ -62,8 +62,8 @@ def install(
     as_json: JsonFlag = False,
 ) -> None:
     """Declare packages for code nodes and install everything declared into the sandbox's environment."""
-    from nodes.sandbox_packages import InstallFailed, absolute, requirement_lines
-    from nodes.sandbox_packages import install as install_packages
+    from nodes.sandbox.packages import InstallFailed, absolute, requirement_lines
+    from nodes.sandbox.packages import install as install_packages
 
     python = [absolute(r) for r in requirements or []]
     for path in requirement_file or []:
@@ -114,7 +114,7 @@ def list_(as_json: JsonFlag = False) -> None:
 
 
 def _inventory() -> dict[str, Any]:
-    from nodes.sandbox_packages import inventory
+    from nodes.sandbox.packages import inventory
 
     return inventory(settings())
 

@@ -42,7 +42,7 @@ from fastapi.responses import Response
 
 from engine.knowledge.ports import DatasetNotFound, DocumentNotFound, DocumentRejected
 from engine.knowledge.service import DocumentOutcome, Upload
-from nodes.llm import LLMError
+from nodes.llm.call import LLMError
 from schemas.api import ErrorBody
 from schemas.api_knowledge import (
     ChunkOut,

@@ -5,7 +5,7 @@ tenant's runs see them, and the tenant's overrides of them.
   (the operator's registry, the tenant's providers, then the tenant's override), the
   override itself (``{}`` when none) and the values it applies to (``registry``). Any
   key of the tenant.
-- ``PUT``: set the tenant's override (a :class:`~nodes.model_overrides.ModelOverride`:
+- ``PUT``: set the tenant's override (a :class:`~nodes.llm.model_overrides.ModelOverride`:
   only the keys given change; it replaces the tenant's previous override of that model).
   An override that makes the model invalid (an output cap not below the context) is 422.
 - ``DELETE``: drop it (204; 404 when there was none).
@@ -23,8 +23,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Path, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from nodes.model_overrides import ModelOverride
-from nodes.model_registry import Capabilities, ModelConfigError, ModelRegistry, ModelSpec, UnknownModel
+from nodes.llm.model_overrides import ModelOverride
+from nodes.llm.model_registry import Capabilities, ModelConfigError, ModelRegistry, ModelSpec, UnknownModel
 from schemas.api import ErrorBody
 
 from ..auth import Admin, Caller, Principal

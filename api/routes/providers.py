@@ -1,6 +1,6 @@
 """``/v1/model-providers``: the caller's tenant's own model providers, their models and
 its default models (Dify's "Model providers" page; the operator's ``models.toml`` stays
-beside them, see :mod:`nodes.tenant_registry` for which name wins).
+beside them, see :mod:`nodes.llm.tenant_registry` for which name wins).
 
 - ``GET /presets``: the kinds of server with their usual base URLs.
 - ``GET ""`` (the providers and the defaults), ``POST ""`` (201), ``GET/PATCH/DELETE /{id}``.
@@ -24,15 +24,15 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Path, Response
 from pydantic import ValidationError
 
-from nodes.model_registry import ModelRegistry, UnknownModel
-from nodes.provider_endpoints import (
+from nodes.llm.model_registry import ModelRegistry, UnknownModel
+from nodes.llm.provider_endpoints import (
     EndpointError,
     check_base_url,
     guarded_transport,
     list_endpoint_models,
     redact,
 )
-from nodes.tenant_registry import RESERVED_NAMES, model_spec_of
+from nodes.llm.tenant_registry import RESERVED_NAMES, model_spec_of
 from schemas.api import ErrorBody
 from schemas.providers import (
     PRESETS,
@@ -379,7 +379,7 @@ async def probe(provider_id: ProviderId, name: ModelName, caller: Caller, found:
     usage in streams and its context length (a few short requests), then store what
     works as the model's capabilities (a check that could not tell keeps the stored
     value) and the context the server told. 422 for an embedding or rerank model."""
-    from nodes.model_probe import ProbeFailed, ProbeTarget, probe_model
+    from nodes.llm.model_probe import ProbeFailed, ProbeTarget, probe_model
 
     _writer(caller)
     store = found.store

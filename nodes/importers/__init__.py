@@ -1,7 +1,8 @@
-"""Importers: FastGPT workflow JSON and Dify DSL YAML -> Flowloom workflows.
+"""Importers: document translators from FastGPT workflow JSON and Dify DSL YAML to Flowloom workflows.
 
-One entry point, :func:`import_workflow`, used by ``flowloom import`` and (later) the
-API and the canvas::
+They translate documents and run nothing: the result is a workflow the compiler checks
+like any other. One entry point, :func:`import_workflow`, used by ``flowloom import`` and
+the API's import route (which the canvas calls)::
 
     result = import_workflow(path.read_bytes(), catalog=catalog, models=registry, allow_partial=True)
     result.workflow      # a Flowloom workflow document that compiles

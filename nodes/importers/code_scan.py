@@ -8,7 +8,7 @@ they are not installed can only fail when it runs, so the importer reports it at
 import time, naming the packages and the command that installs them; every package a
 code node imports is listed in the import's result (:func:`package_summary`), installed
 or not. FastGPT's JavaScript sandbox defines a few helper globals
-(:data:`nodes.sandbox_compat.FASTGPT_JS_GLOBALS`); a call of any other name the code
+(:data:`nodes.sandbox.compat.FASTGPT_JS_GLOBALS`); a call of any other name the code
 neither defines nor gets from JavaScript would be a ``ReferenceError`` at run time, so
 it is reported too.
 

@@ -1,6 +1,6 @@
 """Dify tool and agent nodes -> Flowloom (mixed into :class:`~.dify_nodes.DifyNodes`).
 
-- **Tool nodes** (``type: tool``) of a builtin Flowloom provides (:mod:`nodes.builtin_tools`:
+- **Tool nodes** (``type: tool``) of a builtin Flowloom provides (:mod:`nodes.agent.builtin_tools`:
   ``time``, ``json_process``, ``maths``, ``regex``, also as Dify's own plugins
   ``langgenius/<provider>/<provider>``) become ``code`` nodes running that tool.
   Parameters (constant, variable, a lone ``{{#x.y#}}``) become the node's inputs.
@@ -121,7 +121,7 @@ class DifyTools:
     def builtin_of(provider: str, tool: str) -> Any:
         """The Flowloom builtin tool for Dify's ``provider``/``tool`` (a builtin provider such
         as ``time``, or Dify's own plugin ``langgenius/time/time``), or None."""
-        from nodes.builtin_tools import dify_builtin
+        from nodes.agent.builtin_tools import dify_builtin
 
         if provider.count("/") and not provider.startswith("langgenius/"):
             return None  # another author's plugin, whatever its tool is called

@@ -12,7 +12,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from engine.code_packages import Language
-from nodes.sandbox_compat import FASTGPT_JS_GLOBALS
+from nodes.sandbox.compat import FASTGPT_JS_GLOBALS
 from schemas.nodes import OUTPUT_NAME
 from schemas.types import VarType
 

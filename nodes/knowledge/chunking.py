@@ -83,7 +83,7 @@ def _markdown() -> Any:
 
 
 def _tokens(text: str) -> int:
-    from nodes.llm import estimate_tokens
+    from nodes.llm.call import estimate_tokens
 
     return estimate_tokens(text)
 

@@ -20,7 +20,7 @@ from engine.errors import NodeFailed
 from schemas.knowledge import RerankSettings
 from schemas.nodes_agent import DatasetTool
 
-from ..agent_types import ToolCallContext, ToolOutcome, ToolSpec
+from ..agent.loop_types import ToolCallContext, ToolOutcome, ToolSpec
 from .retrieval_node import search_datasets
 
 __all__ = ["NOTHING_FOUND", "dataset_tool_spec"]

@@ -35,7 +35,7 @@ from engine.knowledge.scope import TENANT_MODELS
 from engine.telemetry import Span, telemetry
 from schemas.run import Usage
 
-from ..model_registry import ModelRegistry, ModelSpec, UnknownModel, WrongModelType, price
+from ..llm.model_registry import ModelRegistry, ModelSpec, UnknownModel, WrongModelType, price
 
 __all__ = [
     "BACKOFF_S",
@@ -61,7 +61,7 @@ T = TypeVar("T")
 
 
 def _estimate(text: str) -> int:
-    from ..llm import estimate_tokens
+    from ..llm.call import estimate_tokens
 
     return estimate_tokens(text)
 

@@ -4,7 +4,7 @@
 :class:`LLMRelevanceJudge` implements the engine's
 :class:`~engine.knowledge.ports.RelevanceJudge`: the chunks are shown numbered from 1,
 the model answers a JSON array of the relevant numbers (read with
-:mod:`nodes.json_scan`, so prose or fences around it do not matter). A reply without
+:mod:`nodes.llm.json_scan`, so prose or fences around it do not matter). A reply without
 such an array keeps every chunk (the pass narrows, it must not empty a search because
 a model rambled); numbers out of range are ignored. Temperature 0: the same chunks get
 the same verdict.
@@ -17,7 +17,7 @@ from typing import Any
 
 from engine.knowledge.scope import TENANT_MODELS
 
-from ..json_scan import JsonNotFound, find_json
+from ..llm.json_scan import JsonNotFound, find_json
 
 __all__ = ["LLMRelevanceJudge", "RELEVANCE_PROMPT"]
 
@@ -63,7 +63,7 @@ class LLMRelevanceJudge:
         Raises:
             LLMError: the model call failed (a subclass naming the model and node).
         """
-        from ..llm import LLMRequest, call_llm
+        from ..llm.call import LLMRequest, call_llm
 
         if not texts:
             return [], {"tokens_in": 0, "tokens_out": 0, "cost": 0.0}

@@ -32,7 +32,7 @@ from schemas.node_records import RelevancePass, RetrievalRecord
 from schemas.nodes_knowledge import DatasetSearchOptions, KnowledgeRetrievalConfig
 from schemas.run import Usage
 
-from ..chat import add_usage, render_text, warn
+from ..llm.chat import add_usage, render_text, warn
 
 __all__ = ["KnowledgeRetrievalNode", "chunk_output", "search_datasets", "search_usage"]
 
@@ -132,7 +132,7 @@ async def search_datasets(
 def _check_relevance_model(ctx: NodeContext, model: str, path: str) -> None:
     """NodeFailed (``unknown_model`` at ``path``) unless ``model`` is a chat model of the
     run's registry: checked before the search spends an embedding call."""
-    from ..chat import registry_of
+    from ..llm.chat import registry_of
     from .relevance import LLMRelevanceJudge
 
     problem = LLMRelevanceJudge(registry_of(ctx)).model_problem(model)
@@ -145,7 +145,7 @@ async def _relevance_pass(ctx: NodeContext, model: str, question: str, result: S
     in their order; citation ids and the quote are made again for those kept."""
     from engine.knowledge.retrieval import MAX_JUDGE_CANDIDATES, format_quote
 
-    from ..chat import registry_of
+    from ..llm.chat import registry_of
     from .relevance import LLMRelevanceJudge
 
     judge = LLMRelevanceJudge(registry_of(ctx), cancel=ctx.cancel, node_id=ctx.node_id)

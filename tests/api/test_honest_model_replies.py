@@ -13,7 +13,7 @@ from typing import Any
 import openai
 import pytest
 
-from nodes.agent_protocol import EXAMPLE_ANSWER
+from nodes.agent.protocol import EXAMPLE_ANSWER
 from tests.support.openai_server import Reply, text_reply
 
 from .conftest import SCRIPTED_KEY_ENV

@@ -88,7 +88,7 @@ async def test_refusals(api, models_file):
 
 def test_an_override_that_no_longer_applies_is_left_out_with_a_warning(caplog):
     from api.model_overrides import apply_overrides
-    from nodes.model_registry import load_registry
+    from nodes.llm.model_registry import load_registry
 
     base = load_registry(env={})
     with caplog.at_level("WARNING", logger="flowloom.models"):

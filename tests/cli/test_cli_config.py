@@ -89,7 +89,7 @@ def test_the_real_environment_wins_over_dot_env(env, tmp_path):
 
 def test_provider_keys_in_dot_env_reach_the_model_registry(tmp_path, monkeypatch):
     from engine.settings import Settings
-    from nodes.model_registry import registry_for
+    from nodes.llm.model_registry import registry_for
 
     monkeypatch.delenv("DEEPSEEK_API_KEY", raising=False)
     monkeypatch.delenv("FLOWLOOM_LLM_BASE_URL_OVERRIDE", raising=False)

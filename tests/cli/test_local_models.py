@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from engine.settings import Settings
-from nodes.model_registry import MissingAPIKey, load_registry, registry_for
+from nodes.llm.model_registry import MissingAPIKey, load_registry, registry_for
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -72,7 +72,7 @@ def test_registry_for_applies_the_settings_override():
 
 
 def test_the_registry_never_reads_os_environ_itself():
-    text = (ROOT / "nodes" / "model_registry.py").read_text(encoding="utf-8")
+    text = (ROOT / "nodes" / "llm" / "model_registry.py").read_text(encoding="utf-8")
     code = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith(("#", "``")))
     assert "os.environ." not in code and "os.getenv" not in code and "environ.get" not in code
 
@@ -84,7 +84,7 @@ def _closed_port() -> int:
 
 
 def test_connection_error_names_the_url_tried_and_the_retries():
-    from nodes.llm import LLMConnectionError, LLMRequest, call_llm
+    from nodes.llm.call import LLMConnectionError, LLMRequest, call_llm
 
     url = f"http://127.0.0.1:{_closed_port()}/v1"
     registry = load_registry(env={}, base_url_override=url)

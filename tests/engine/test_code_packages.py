@@ -1,7 +1,7 @@
 """Packages for code nodes, the read side (engine/code_packages.py, schemas/code_imports.py):
 which modules code imports, whether the active environment has them, the install
 command, ``missing_package`` in validation and in a run, the declarations' rules
-(nodes/sandbox_packages.py), and the mount of the environment in the real sandbox -
+(nodes/sandbox/packages.py), and the mount of the environment in the real sandbox -
 with environments the tests lay out themselves (the pip and npm installs are in
 tests/nodes/test_sandbox_packages.py)."""
 
@@ -14,7 +14,7 @@ from engine.code_packages import install_command, package_env, package_needs, re
 from engine.settings import Settings
 from engine.shapes import deployment_problems
 from nodes import builtin_catalog
-from nodes.sandbox_packages import Declared, merge_declarations, requirement_lines
+from nodes.sandbox.packages import Declared, merge_declarations, requirement_lines
 from schemas.code_imports import third_party_imports
 from tests.support.catalog import compile_workflow
 from tests.support.packages import environment

@@ -14,7 +14,7 @@ from engine.errors import InvalidInputs
 from engine.ports import ChatNotFound
 from engine.service import RunService, Stores
 from engine.settings import Settings
-from nodes.model_registry import get_registry
+from nodes.llm.model_registry import get_registry
 from schemas.types import RunStatus
 from tests.support.catalog import TEST_CATALOG, check_workflow
 from tests.support.workflows import build, chain_edges, node

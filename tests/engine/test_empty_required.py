@@ -14,7 +14,7 @@ from engine import CompileError
 from engine.settings import Settings
 from engine.shapes import deployment_problems
 from nodes import builtin_catalog
-from nodes.model_registry import load_registry
+from nodes.llm.model_registry import load_registry
 from tests.support.catalog import check_workflow, compile_workflow
 from tests.support.workflows import build, chain_edges, node
 

@@ -17,7 +17,7 @@ from engine.ports import Launch
 from engine.service import RunService, Stores
 from engine.settings import Settings
 from nodes import builtin_catalog
-from nodes.model_registry import get_registry
+from nodes.llm.model_registry import get_registry
 from schemas.launch import ContinueRun, Placement, ResumeRun, StartRun
 from schemas.types import RunStatus
 from tests.engine.test_service import store  # noqa: F401  (fixtures)

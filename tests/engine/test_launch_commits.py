@@ -21,7 +21,7 @@ from api.quotas import Quotas
 from engine.service import RunService, Stores
 from engine.settings import Settings
 from nodes import builtin_catalog
-from nodes.model_registry import get_registry
+from nodes.llm.model_registry import get_registry
 from schemas.launch import Placement, Published, StartRun
 from schemas.records import OwnerInfo
 from schemas.types import RunStatus

@@ -14,7 +14,7 @@ import pytest
 from engine.settings import Settings
 from engine.shapes import deployment_problems
 from nodes import builtin_catalog
-from nodes.model_registry import ModelRegistry, load_registry
+from nodes.llm.model_registry import ModelRegistry, load_registry
 from tests.support.workflows import build, chain_edges, node
 
 ROOT = Path(__file__).resolve().parents[2]

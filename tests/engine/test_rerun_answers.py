@@ -12,7 +12,7 @@ import pytest
 
 from engine.service import RunService, Stores
 from engine.settings import Settings
-from nodes.model_registry import get_registry
+from nodes.llm.model_registry import get_registry
 from schemas.types import NodeRunStatus, RunStatus
 from tests.support.catalog import TEST_CATALOG
 from tests.support.workflows import build, edge, node, run_sync

@@ -14,7 +14,7 @@ import pytest
 from engine.ports import RunOwned
 from engine.service import RunNotResumable, RunService, Stores
 from engine.settings import Settings
-from nodes.model_registry import get_registry
+from nodes.llm.model_registry import get_registry
 from schemas.records import OwnerInfo
 from schemas.types import RunStatus
 from tests.support.catalog import TEST_CATALOG

@@ -26,7 +26,7 @@ from engine.execution import RunInterrupted
 from engine.recovery import OrphanRecovery
 from engine.service import RunService, Stores
 from engine.settings import Settings
-from nodes.model_registry import get_registry
+from nodes.llm.model_registry import get_registry
 from schemas.launch import Placement, StartRun
 from schemas.types import RunStatus
 from tests.support import fake_nodes

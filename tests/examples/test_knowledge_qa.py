@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from api.cli import app
 from engine.settings import get_settings
-from nodes.model_registry import get_registry
+from nodes.llm.model_registry import get_registry
 from tests.support.openai_server import text_reply
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -28,8 +28,8 @@ from typing import Any
 
 import pytest
 
-from nodes.agent_plan import ASK_TOOL, PLAN_TOOL
-from nodes.model_registry import load_registry
+from nodes.agent.plan import ASK_TOOL, PLAN_TOOL
+from nodes.llm.model_registry import load_registry
 from schemas.run import Interrupt
 from tests.support.catalog import compile_workflow
 from tests.support.cli import FLOWLOOM

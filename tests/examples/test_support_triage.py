@@ -14,14 +14,14 @@ from typing import Any
 
 import pytest
 
-import nodes.chat
-import nodes.classify
-import nodes.extract
-import nodes.query_extension  # noqa: F401
+import nodes.llm.chat
+import nodes.llm.classify
+import nodes.llm.extract
+import nodes.llm.query_extension  # noqa: F401
 from engine import RunDeps, run_workflow
-from nodes.classify import TOOL_NAME as CLASSIFY_TOOL
-from nodes.extract import TOOL_NAME as EXTRACT_TOOL
-from nodes.model_registry import load_registry
+from nodes.llm.classify import TOOL_NAME as CLASSIFY_TOOL
+from nodes.llm.extract import TOOL_NAME as EXTRACT_TOOL
+from nodes.llm.model_registry import load_registry
 from schemas.types import NodeRunStatus, RunStatus
 from tests.support.catalog import compile_workflow
 from tests.support.openai_server import openai_server, text_reply, tool_args_split_reply  # noqa: F401

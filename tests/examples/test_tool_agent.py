@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from nodes.model_registry import load_registry
+from nodes.llm.model_registry import load_registry
 from tests.support.catalog import compile_workflow
 from tests.support.cli import FLOWLOOM
 from tests.support.openai_server import Finish, Reply, Text, ToolDelta, Usage, openai_server  # noqa: F401

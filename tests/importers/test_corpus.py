@@ -13,7 +13,7 @@ import json
 import pytest
 
 from nodes.importers import ImportFailed
-from nodes.model_registry import load_registry
+from nodes.llm.model_registry import load_registry
 from tests.support.catalog import compile_workflow, import_workflow
 
 from .helpers import CORPUS, corpus_files, load, needs_corpus

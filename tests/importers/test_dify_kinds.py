@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from engine.settings import Settings
-from nodes.classify import TOOL_NAME as CLASSIFY_TOOL
 from nodes.importers import ImportFailed
+from nodes.llm.classify import TOOL_NAME as CLASSIFY_TOOL
 from tests.support.catalog import compile_workflow, import_workflow
 from tests.support.openai_server import Finish, Reply, ToolDelta, Usage, http_error, text_reply
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from engine.settings import Settings
-from nodes.classify import TOOL_NAME as CLASSIFY_TOOL
+from nodes.llm.classify import TOOL_NAME as CLASSIFY_TOOL
 from tests.support.catalog import compile_workflow, import_workflow
 from tests.support.openai_server import Finish, Reply, ToolDelta, Usage, text_reply
 

@@ -16,7 +16,7 @@ import pytest
 
 from engine.settings import Settings
 from nodes.importers import ImportFailed
-from nodes.sandbox_compat import fastgpt_input
+from nodes.sandbox.compat import fastgpt_input
 from schemas.types import VarType
 
 from . import dify_docs as dd

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from engine.settings import Settings
-from nodes.classify import TOOL_NAME as CLASSIFY_TOOL
+from nodes.llm.classify import TOOL_NAME as CLASSIFY_TOOL
 from tests.support.openai_server import Finish, Reply, Text, ToolDelta, Usage, text_reply
 
 from .helpers import FASTGPT, answers, load, load_json, needs_corpus, run, statuses

@@ -258,7 +258,7 @@ class FakeResolver:
     lookups: list[str] = field(default_factory=list)
 
     def install(self, monkeypatch: pytest.MonkeyPatch) -> FakeResolver:
-        from nodes.http_request import GuardedBackend
+        from nodes.http.guard import GuardedBackend
 
         real = GuardedBackend.resolve
         fake = self

@@ -18,7 +18,7 @@ import pytest
 
 from engine import RunDeps, run_workflow
 from engine.settings import Settings
-from nodes.builtin_tools import BUILTIN_TOOLS, ToolArgumentError, run_builtin
+from nodes.agent.builtin_tools import BUILTIN_TOOLS, ToolArgumentError, run_builtin
 from schemas.nodes_agent import BUILTIN_TOOL_NAMES
 from schemas.types import parse_selector
 from tests.support.catalog import check_workflow, compile_workflow

@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from nodes import builtin_tools
-from nodes.builtin_tools import BUILTIN_TOOLS, ToolArgumentError, ToolResult, dify_builtin, run_builtin
+from nodes.agent import builtin_tools
+from nodes.agent.builtin_tools import BUILTIN_TOOLS, ToolArgumentError, ToolResult, dify_builtin, run_builtin
 
 
 def test_every_tool_gives_text_and_a_value():

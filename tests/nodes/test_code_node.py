@@ -1,4 +1,4 @@
-"""Code node (nodes/code.py, nodes/sandbox.py): Python and JavaScript in the bubblewrap sandbox.
+"""Code node (nodes/sandbox/code.py, nodes/sandbox/process.py): Python and JavaScript in the bubblewrap sandbox.
 
 Every test runs workflows through the real engine, and the code through the real
 sandbox (bwrap, seccomp, setpriv/prlimit): nothing is mocked. They need bubblewrap
@@ -24,7 +24,7 @@ import pytest
 from engine import CancelToken, RunDeps, new_run_state, run_workflow
 from engine.errors import CompileError
 from engine.settings import Settings
-from nodes import sandbox, sandbox_argv
+from nodes.sandbox import argv, process
 from tests.support.catalog import compile_workflow
 from tests.support.workflows import build, chain_edges, node
 
@@ -32,7 +32,7 @@ from tests.support.workflows import build, chain_edges, node
 SANDBOXED = Settings(code_sandbox="bwrap", allow_unsandboxed_code=False, code_bwrap="bwrap", code_node="node")
 MISSING_BWRAP = "/nonexistent/flowloom-test/bwrap"
 #: The whole environment code may see: fixed values, never the engine's.
-CODE_ENV = {"PATH", "HOME", "LANG", "PWD", "NODE_PATH", *sandbox_argv.THREAD_CAPS}
+CODE_ENV = {"PATH", "HOME", "LANG", "PWD", "NODE_PATH", *argv.THREAD_CAPS}
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -324,7 +324,7 @@ async def test_fork_bomb_is_capped():
     )
     state, run = await run_code_node("python", code, outputs={"n": "number", "error": "string"})
     out = succeeded(state, run)
-    assert out["n"] < sandbox.MAX_TASKS and out["error"], out
+    assert out["n"] < process.MAX_TASKS and out["error"], out
 
 
 async def test_large_outputs_are_capped():
@@ -339,7 +339,7 @@ async def test_large_outputs_are_capped():
     state, run = await run_code_node("javascript", chatty, max_output_bytes=100_000, timeout=30)
     assert "printed more than max_output_bytes=100000" in failed(state, run, "output_too_large")
     assert time.monotonic() - started < 10  # killed at the cap, not at the timeout
-    assert len(run.data["stdout"]) <= sandbox.LOG_KEEP_BYTES and run.data["logs_truncated"]
+    assert len(run.data["stdout"]) <= process.LOG_KEEP_BYTES and run.data["logs_truncated"]
 
 
 @pytest.mark.slow
@@ -583,7 +583,7 @@ async def test_code_can_write_only_its_own_directory(tmp_path):
                                                              "uid": "number", "repo_visible": "boolean"},
                                      inputs=[{"name": "targets", "value": targets}])
     out = succeeded(state, run)
-    assert out["cwd"] == sandbox.WORKDIR and out["note"] == "mine"
+    assert out["cwd"] == process.WORKDIR and out["note"] == "mine"
     assert all(result != "WROTE" for result in out["results"].values()), out["results"]
     assert out["uid"] != 0 and not out["repo_visible"]
     for path in targets:
@@ -763,7 +763,7 @@ def test_config_validation():
 
 
 def test_seccomp_program_shape():
-    program = sandbox.seccomp_filter("x86_64")
+    program = process.seccomp_filter("x86_64")
     assert program is not None and len(program) % 8 == 0 and len(program) // 8 < 64
-    assert sandbox.seccomp_filter("aarch64") is not None
-    assert sandbox.seccomp_filter("riscv64") is None
+    assert process.seccomp_filter("aarch64") is not None
+    assert process.seccomp_filter("riscv64") is None

@@ -1,4 +1,4 @@
-"""HTTP request node (nodes/http_request.py): requests, responses, limits and the SSRF guard.
+"""HTTP request node (nodes/http/request.py, nodes/http/guard.py): requests, responses, limits and the SSRF guard.
 
 Every test runs the node through the real engine against a local server on
 127.0.0.1, except the unit tests of the address policy and the backend. Network
@@ -26,7 +26,7 @@ from engine.context import NodeContext
 from engine.errors import BlockedAddress
 from engine.runner import new_run_state
 from engine.settings import Settings
-from nodes.http_request import AddressPolicy, GuardedBackend, blocked_category
+from nodes.http.guard import AddressPolicy, GuardedBackend, blocked_category
 from schemas.run import NodeRun
 from tests.nodes.http_test_server import ConnectSpy, FakeResolver, LocalServer, install_socket_tripwire
 from tests.support.catalog import compile_workflow

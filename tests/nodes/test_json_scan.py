@@ -1,4 +1,4 @@
-"""nodes.json_scan: the first complete JSON value in a model reply."""
+"""nodes.llm.json_scan: the first complete JSON value in a model reply."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from nodes.json_scan import JsonNotFound, candidate_spans, find_json, line_col, scan_json
+from nodes.llm.json_scan import JsonNotFound, candidate_spans, find_json, line_col, scan_json
 
 
 @pytest.mark.parametrize(

@@ -12,9 +12,9 @@ import pytest
 
 from engine.errors import BlockedAddress
 from engine.settings import Settings
-from nodes.http_request import AddressPolicy
-from nodes.model_registry import load_registry
-from nodes.tenant_registry import TenantRegistry, snapshot_digest, tenant_registry
+from nodes.http.guard import AddressPolicy
+from nodes.llm.model_registry import load_registry
+from nodes.llm.tenant_registry import TenantRegistry, snapshot_digest, tenant_registry
 
 
 @dataclass

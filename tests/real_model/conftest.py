@@ -180,7 +180,7 @@ def probe_model(env: dict[str, str], folder: Path) -> dict[str, Any] | None:
     tier's checks do not depend on them). Raises AssertionError when the command fails."""
     import importlib.util
 
-    if importlib.util.find_spec("nodes.model_probe") is None:
+    if importlib.util.find_spec("nodes.llm.model_probe") is None:
         return None
     done = subprocess.run([*FLOWLOOM, "models", "probe", "default", "--write", "--json", "--timeout", "300"],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)

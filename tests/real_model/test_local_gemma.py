@@ -21,7 +21,7 @@ from typing import Any
 import openai
 import pytest
 
-from nodes.agent_protocol import EXAMPLE_ANSWER, EXAMPLE_CALL
+from nodes.agent.protocol import EXAMPLE_ANSWER, EXAMPLE_CALL
 from tests.real_model.conftest import LocalStack
 from tests.real_model.recorder import Call
 

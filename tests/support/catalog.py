@@ -9,7 +9,7 @@ from typing import Any
 from engine import compiler
 from engine.catalog import KindSpec, NodeCatalog
 from nodes import builtin_catalog
-from nodes.model_registry import get_registry
+from nodes.llm.model_registry import get_registry
 
 from .fake_nodes import ProbeConfig, ProbeNode
 

@@ -44,7 +44,7 @@ bag-of-words vectors) and ``POST /v1/rerank``, with a counter of the texts embed
 held requests, are the routes of :mod:`tests.support.openai_embeddings`.
 
 Fixtures: ``openai_server`` (a started server, stopped after the test) and
-``scripted_registry`` (a :class:`~nodes.model_registry.ModelRegistry` pointing at it
+``scripted_registry`` (a :class:`~nodes.llm.model_registry.ModelRegistry` pointing at it
 with the key :data:`TEST_API_KEY` set in the environment). :func:`registry_for`
 builds such a registry for any server.
 """
@@ -65,7 +65,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from nodes.model_registry import Capabilities, ModelRegistry, ModelSpec, PriceTier, Pricing, ProviderSpec
+from nodes.llm.model_registry import Capabilities, ModelRegistry, ModelSpec, PriceTier, Pricing, ProviderSpec
 from tests.support.openai_embeddings import EmbeddingControls, EmbeddingRoutes, embed_text, rerank_score
 
 __all__ = [

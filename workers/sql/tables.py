@@ -407,7 +407,7 @@ class TenantModelDefaultRow(_Table, table=True):
 
 class TenantModelOverrideRow(_Table, table=True):
     """A tenant's changes to one model's limits and capabilities (``override``: the
-    :class:`~nodes.model_overrides.ModelOverride` table, only the keys set), applied over
+    :class:`~nodes.llm.model_overrides.ModelOverride` table, only the keys set), applied over
     the model as the tenant's registry has it."""
 
     __tablename__ = "tenant_model_overrides"

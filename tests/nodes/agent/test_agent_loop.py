@@ -1,4 +1,4 @@
-"""The agent loop kernel (nodes/agent_loop.py) against the scripted OpenAI-compatible server.
+"""The agent loop kernel (nodes/agent/loop.py) against the scripted OpenAI-compatible server.
 
 Every rule of the kernel has a test here: rounds and the forced final answer, the
 tool-only cap, repeated calls, batching with ordered results, tool errors fed back,
@@ -19,7 +19,7 @@ import pytest
 
 from engine.context import CancelToken, InterruptRequested
 from engine.errors import RunCancelledError
-from nodes.agent_loop import (
+from nodes.agent.loop import (
     AgentHooks,
     AgentNotConverged,
     LoopSettings,
@@ -31,8 +31,8 @@ from nodes.agent_loop import (
     get_tool_result,
     run_agent_loop,
 )
-from nodes.llm import sum_usage
-from nodes.model_registry import Capabilities, ModelRegistry, ModelSpec, Pricing, ProviderSpec
+from nodes.llm.call import sum_usage
+from nodes.llm.model_registry import Capabilities, ModelRegistry, ModelSpec, Pricing, ProviderSpec
 from tests.nodes.agent.conftest import answer_reply, calls_reply, make_ctx
 from tests.support.openai_server import TEST_KEY_ENV, Finish, Reply, Text, Usage
 

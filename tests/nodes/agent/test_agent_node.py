@@ -1,4 +1,4 @@
-"""The planning agent node (nodes/agent.py) through the real engine, against the scripted
+"""The planning agent node (nodes/agent/node.py) through the real engine, against the scripted
 OpenAI-compatible server: ask -> interrupt -> resume (embedded store and Redis, state and
 store restored as another process would), every stop-gate refusal reason, the risk gate,
 plan update atomicity, internal-name collisions, parallel-safe batching, sub-agents."""
@@ -16,7 +16,7 @@ import pytest
 
 import nodes  # noqa: F401  - registers the executors
 from engine import RunDeps, Settings, resume_run, run_workflow
-from nodes.agent_plan import ASK_TOOL, PLAN_TOOL
+from nodes.agent.plan import ASK_TOOL, PLAN_TOOL
 from schemas.run import RunState
 from schemas.types import NodeRunStatus, RunStatus
 from tests.support.catalog import compile_workflow
@@ -519,7 +519,7 @@ def _protocol(value: dict[str, Any]) -> Reply:
 
 
 async def test_an_echoed_format_hint_is_a_parse_failure_not_a_stop_attempt(openai_server, scripted_registry, memory):
-    from nodes.agent_protocol import EXAMPLE_ANSWER
+    from nodes.agent.protocol import EXAMPLE_ANSWER
 
     plan = {"tool": PLAN_TOOL, "params": {"updates": [{"operation": "set_plan", "goal": "help", "steps": ["a"]}]}}
     done = {"tool": PLAN_TOOL, "params": {"updates": [{"operation": "update_step", "step_id": "1", "status": "done"}]}}

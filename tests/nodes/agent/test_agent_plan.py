@@ -1,4 +1,4 @@
-"""nodes/agent_plan.py: the plan model, atomic update batches, stop-gate rules, plan-request
+"""nodes/agent/plan.py: the plan model, atomic update batches, stop-gate rules, plan-request
 patterns (CN/EN), ask_agent validation, and the pending context kept in the run state
 """
 
@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from nodes.agent_plan import (
+from nodes.agent.plan import (
     AskError,
     Plan,
     PlanUpdateError,

@@ -1,11 +1,11 @@
-"""nodes/agent_policy.py: declared risk (unknown counts as write), the workflow's allow
+"""nodes/agent/policy.py: declared risk (unknown counts as write), the workflow's allow
 list, and the confirm interrupt's payload and answers."""
 
 from __future__ import annotations
 
 import pytest
 
-from nodes.agent_policy import (
+from nodes.agent.policy import (
     Risk,
     RiskPolicy,
     confirm_payload,

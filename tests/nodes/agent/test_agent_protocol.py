@@ -1,10 +1,10 @@
-"""nodes/agent_protocol.py: fences, the JSON protocol parser and hints, argument schemas."""
+"""nodes/agent/protocol.py: fences, the JSON protocol parser and hints, argument schemas."""
 
 from __future__ import annotations
 
 import json
 
-from nodes.agent_protocol import (
+from nodes.agent.protocol import (
     LAST_ROUND_HINT,
     diagnose,
     fence,
@@ -17,7 +17,7 @@ from nodes.agent_protocol import (
     truncate_result,
     validate_args,
 )
-from nodes.json_scan import JsonNotFound
+from nodes.llm.json_scan import JsonNotFound
 
 NONCE = "0123456789ab"
 
@@ -182,7 +182,7 @@ def test_validate_args_lists_every_problem_with_paths():
 
 
 def test_the_format_hint_has_no_placeholders_and_a_reply_quoting_it_is_refused():
-    from nodes.agent_protocol import EXAMPLE_ANSWER, FORMAT_SPEC, parse_reply
+    from nodes.agent.protocol import EXAMPLE_ANSWER, FORMAT_SPEC, parse_reply
 
     assert "<" not in FORMAT_SPEC and ">" not in FORMAT_SPEC
     for echo in (FORMAT_SPEC, f'{{"type": "answer", "text": "{EXAMPLE_ANSWER}"}}',

@@ -15,7 +15,7 @@ import pytest
 from engine import RunDeps, run_workflow
 from engine.errors import CompileError
 from engine.settings import Settings, get_settings
-from nodes.agent_loop import get_tool_result
+from nodes.agent.loop import get_tool_result
 from schemas.types import NodeRunStatus, RunStatus
 from tests.nodes.agent.conftest import answer_reply, calls_reply
 from tests.nodes.http_test_server import LocalServer

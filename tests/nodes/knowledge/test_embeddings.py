@@ -10,7 +10,7 @@ import pytest
 
 from engine.knowledge.ports import DimensionMismatch, EmbeddingError
 from nodes.knowledge.embeddings import RegistryEmbedder, RegistryReranker, _vector
-from nodes.model_registry import ModelRegistry, ModelSpec, UnknownModel, WrongModelType
+from nodes.llm.model_registry import ModelRegistry, ModelSpec, UnknownModel, WrongModelType
 from tests.support.openai_server import embed_text, http_error, rate_limited
 
 
@@ -100,7 +100,7 @@ async def test_chat_models_are_not_embedding_models_and_back(scripted_registry):
 
 
 def test_bundled_registry_has_embedding_and_rerank_models_with_prices():
-    from nodes.model_registry import load_registry
+    from nodes.llm.model_registry import load_registry
 
     registry: ModelRegistry = load_registry(env={})
     assert {"text-embedding-3-small", "bge-m3"} <= set(registry.names("embedding"))

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-import nodes.chat
-import nodes.classify
-import nodes.extract
-import nodes.query_extension  # noqa: F401
+import nodes.llm.chat
+import nodes.llm.classify
+import nodes.llm.extract
+import nodes.llm.query_extension  # noqa: F401
 from engine import RunDeps, run_workflow
 from schemas.run import RunState
 from tests.support.catalog import compile_workflow

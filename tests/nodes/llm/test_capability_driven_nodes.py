@@ -16,12 +16,12 @@ from typing import Any
 import pytest
 
 from engine import RunDeps, run_workflow
-from nodes.classify import CLASSIFY_MAX_TOKENS
-from nodes.classify import TOOL_NAME as CLASSIFY_TOOL
-from nodes.extract import TOOL_NAME as EXTRACT_TOOL
-from nodes.extract import extract_max_tokens
-from nodes.llm import estimate_tokens
-from nodes.model_registry import Capabilities, ModelRegistry, ModelSpec, ProviderSpec, load_registry
+from nodes.llm.call import estimate_tokens
+from nodes.llm.classify import CLASSIFY_MAX_TOKENS
+from nodes.llm.classify import TOOL_NAME as CLASSIFY_TOOL
+from nodes.llm.extract import TOOL_NAME as EXTRACT_TOOL
+from nodes.llm.extract import extract_max_tokens
+from nodes.llm.model_registry import Capabilities, ModelRegistry, ModelSpec, ProviderSpec, load_registry
 from schemas.nodes_llm import ExtractField
 from schemas.types import RunStatus
 from tests.support.catalog import compile_workflow
@@ -215,7 +215,7 @@ async def test_history_is_trimmed_to_the_default_models_real_context(server):
 
 
 async def test_a_model_without_stream_usage_is_not_asked_for_it_and_is_estimated(server):
-    from nodes.llm import LLMRequest, call_llm
+    from nodes.llm.call import LLMRequest, call_llm
 
     models = ModelRegistry([ProviderSpec(name="local", base_url=server.base_url)], [
         ModelSpec(name="quiet", provider="local", max_context=4096, max_output_tokens=256,

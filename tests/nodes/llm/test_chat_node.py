@@ -9,8 +9,8 @@ import pytest
 from engine import CompileError, NodeContext, NodeResult
 from engine.catalog import KindSpec, NodeExecutor
 from engine.errors import NodeFailed
-from nodes.chat import DEFAULT_QUOTE_TEMPLATES, SYSTEM_SEPARATOR, ChatNode, format_quote, recent_turns
-from nodes.model_registry import price
+from nodes.llm.chat import DEFAULT_QUOTE_TEMPLATES, SYSTEM_SEPARATOR, ChatNode, format_quote, recent_turns
+from nodes.llm.model_registry import price
 from schemas.nodes import NodeConfig, node_kind
 from schemas.types import NodeRunStatus, RunStatus, VarType
 from tests.support.catalog import compile_workflow, with_kinds

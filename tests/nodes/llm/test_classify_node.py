@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from engine import CompileError
-from nodes.classify import TOOL_NAME
-from nodes.model_registry import Capabilities, ModelRegistry, ModelSpec
+from nodes.llm.classify import TOOL_NAME
+from nodes.llm.model_registry import Capabilities, ModelRegistry, ModelSpec
 from schemas.types import NodeRunStatus, RunStatus
 from tests.support.catalog import compile_workflow
 from tests.support.openai_server import (

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from nodes.classify import MAX_PHRASE_WORDS, TOOL_NAME, read_answer
+from nodes.llm.classify import MAX_PHRASE_WORDS, TOOL_NAME, read_answer
 from schemas.events import event_adapter
 from schemas.nodes_llm import Category
 from schemas.types import NodeRunStatus, RunStatus

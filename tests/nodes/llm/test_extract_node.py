@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from engine import CompileError
-from nodes.extract import TOOL_NAME, coerce_field
+from nodes.llm.extract import TOOL_NAME, coerce_field
 from schemas.nodes_llm import ExtractField
 from schemas.types import RunStatus
 from tests.support.catalog import compile_workflow

@@ -17,7 +17,7 @@ import pytest
 
 from engine.context import CancelToken
 from engine.errors import NodeFailed, RunCancelledError
-from nodes.llm import (
+from nodes.llm.call import (
     OPENAI_ERRORS,
     LLMAuthError,
     LLMBadRequest,
@@ -34,7 +34,7 @@ from nodes.llm import (
     sum_usage,
     translate_error,
 )
-from nodes.model_registry import ModelRegistry, price
+from nodes.llm.model_registry import ModelRegistry, price
 from tests.support.openai_server import (
     TEST_API_KEY,
     TEST_KEY_ENV,
@@ -646,7 +646,7 @@ def _public_openai_errors() -> list[type[BaseException]]:
 
 def test_error_table_lists_every_public_openai_exception():
     missing = [cls.__name__ for cls in _public_openai_errors() if cls not in OPENAI_ERRORS]
-    assert missing == [], f"add these openai exceptions to nodes.llm.OPENAI_ERRORS: {missing}"
+    assert missing == [], f"add these openai exceptions to nodes.llm.call.OPENAI_ERRORS: {missing}"
 
 
 @pytest.mark.parametrize("openai_type", _public_openai_errors(), ids=lambda c: c.__name__)

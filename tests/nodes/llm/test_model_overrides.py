@@ -8,8 +8,8 @@ import tomllib
 import pytest
 
 from engine.settings import Settings
-from nodes.model_overrides import ModelOverride, dump_toml, write_override
-from nodes.model_registry import Capabilities, ModelConfigError, ModelSpec, load_registry, registry_for
+from nodes.llm.model_overrides import ModelOverride, dump_toml, write_override
+from nodes.llm.model_registry import Capabilities, ModelConfigError, ModelSpec, load_registry, registry_for
 
 
 def test_older_tool_calling_key_still_reads():

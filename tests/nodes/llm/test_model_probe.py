@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from nodes.model_overrides import ModelOverride
-from nodes.model_probe import ProbeFailed, ProbeTarget, probe_model
-from nodes.model_registry import Capabilities
+from nodes.llm.model_overrides import ModelOverride
+from nodes.llm.model_probe import ProbeFailed, ProbeTarget, probe_model
+from nodes.llm.model_registry import Capabilities
 from tests.support.openai_server import TEST_API_KEY, Reply, ScriptedOpenAIServer, http_error
 from tests.support.probe_servers import server_like
 
@@ -116,7 +116,7 @@ async def test_probe_unreachable_endpoint_fails_with_a_message():
 def test_probe_report_is_json_for_the_api():
     report_fields = {"model", "base_url", "free_tool_call", "forced_tool_call", "json_mode", "json_schema",
                      "stream_usage", "context_length", "context_source"}
-    from nodes.model_probe import ProbeReport
+    from nodes.llm.model_probe import ProbeReport
 
     assert set(ProbeReport.model_json_schema()["properties"]) == report_fields
     assert json.loads(ModelOverride().model_dump_json()) == {"max_context": None, "max_output_tokens": None,

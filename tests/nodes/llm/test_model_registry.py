@@ -8,7 +8,7 @@ from pathlib import Path
 import openai
 import pytest
 
-from nodes.model_registry import (
+from nodes.llm.model_registry import (
     Capabilities,
     MissingAPIKey,
     ModelConfigError,
@@ -108,14 +108,14 @@ def load_registry_without_env(monkeypatch: pytest.MonkeyPatch) -> ModelRegistry:
 def test_bundled_file_ships_as_package_data():
     from importlib import resources
 
-    assert resources.files("nodes").joinpath("models.toml").is_file()
+    assert resources.files("nodes.llm").joinpath("models.toml").is_file()
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    assert "*.toml" in pyproject["tool"]["setuptools"]["package-data"]["nodes"]
+    assert "*.toml" in pyproject["tool"]["setuptools"]["package-data"]["nodes.llm"]
 
 
 async def test_default_model_runs_against_an_endpoint_given_by_env(openai_server: ScriptedOpenAIServer,
                                                                    monkeypatch: pytest.MonkeyPatch):
-    from nodes.llm import LLMRequest, call_llm
+    from nodes.llm.call import LLMRequest, call_llm
 
     monkeypatch.setenv("FLOWLOOM_LLM_BASE_URL", openai_server.base_url)
     monkeypatch.setenv("FLOWLOOM_LLM_API_KEY", TEST_API_KEY)

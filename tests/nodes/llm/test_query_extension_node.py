@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from nodes.query_extension import dedupe_queries
+from nodes.llm.query_extension import dedupe_queries
 from schemas.types import RunStatus
 from tests.support.openai_server import fenced_json_reply, http_error, malformed_frame_reply, text_reply
 from tests.support.workflows import build, chain_edges, node

@@ -4,7 +4,7 @@ a failed call shows them too. Through the real engine against the scripted OpenA
 
 from __future__ import annotations
 
-from nodes.sent_messages import MAX_MESSAGE_CHARS, MAX_TOTAL_CHARS, deployment_secrets, sent_record
+from nodes.llm.sent_messages import MAX_MESSAGE_CHARS, MAX_TOTAL_CHARS, deployment_secrets, sent_record
 from schemas.types import RunStatus
 from tests.support.openai_server import http_error, text_reply
 from tests.support.workflows import build, chain_edges, node

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from nodes.chat import stream_idle_timeout
-from nodes.llm import LLMRequest, LLMStalled, call_llm
-from nodes.model_registry import (
+from nodes.llm.call import LLMRequest, LLMStalled, call_llm
+from nodes.llm.chat import stream_idle_timeout
+from nodes.llm.model_registry import (
     DEFAULT_STREAM_IDLE_TIMEOUT,
     Capabilities,
     ModelRegistry,

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from nodes.llm import LLMBadRequest, estimate_tokens, fit_messages, sum_usage
-from nodes.model_registry import ModelRegistry
+from nodes.llm.call import LLMBadRequest, estimate_tokens, fit_messages, sum_usage
+from nodes.llm.model_registry import ModelRegistry
 from schemas.run import Usage
 
 

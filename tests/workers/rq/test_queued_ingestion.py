@@ -15,7 +15,7 @@ from engine.knowledge.service import KnowledgeService, Upload
 from nodes.knowledge.chunking import TextChunker
 from nodes.knowledge.embeddings import RegistryEmbedder
 from nodes.knowledge.parsing import DocumentParser
-from nodes.model_registry import load_registry
+from nodes.llm.model_registry import load_registry
 from schemas.knowledge import DatasetCreate, DocumentStatus
 from tests.support.knowledge_files import EMBEDDING_MODEL, knowledge_models
 from tests.support.openai_server import TEST_API_KEY, TEST_KEY_ENV

@@ -1464,7 +1464,7 @@ export interface components {
         /**
          * CapabilityOverride
          * @description The capabilities to change; None keeps the model's. Fields: see
-         *     :class:`~nodes.model_registry.Capabilities` (``tool_calling``, the older bool, is
+         *     :class:`~nodes.llm.model_registry.Capabilities` (``tool_calling``, the older bool, is
          *     read as ``tools``).
          */
         CapabilityOverride: {

@@ -5,7 +5,7 @@ turn about the Pro plan becomes "Pro plan price") and is asked for a JSON array 
 ``count - 1`` alternative queries. Reading the reply:
 
 - the first JSON array of strings in the text (or an object with a ``queries``
-  array) - :mod:`nodes.json_scan`, so fences and prose, even prose with its own
+  array) - :mod:`nodes.llm.json_scan`, so fences and prose, even prose with its own
   brackets, do not matter; non-string items are dropped and counted;
 - ``queries`` = the original question first, then the model's queries, skipping
   blanks and duplicates (compared by :func:`~schemas.nodes_llm.normalise_label`:
@@ -111,8 +111,8 @@ class QueryExtensionNode(NodeExecutor[QueryExtensionConfig], kind="query_extensi
         return "\n".join(lines)
 
     async def run(self, ctx: NodeContext) -> NodeResult:
+        from .call import LLMRequest, call_llm
         from .chat import stream_idle_timeout
-        from .llm import LLMRequest, call_llm
 
         cfg = self.config
         spec = model_spec(ctx, cfg.model)

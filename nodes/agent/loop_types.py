@@ -1,4 +1,4 @@
-"""The data types and hooks of the agent loop kernel (:mod:`nodes.agent_loop`).
+"""The data types and hooks of the agent loop kernel (:mod:`nodes.agent.loop`).
 
 What a node hands the kernel and gets back, kept apart from the loop itself:
 
@@ -13,7 +13,7 @@ What a node hands the kernel and gets back, kept apart from the loop itself:
 - :class:`AgentHooks`, what a node injects (the nodes differ only by their hooks), with the
   default context fitting :func:`fit_rounds`.
 
-Every public name here is re-exported by :mod:`nodes.agent_loop`; import them from there.
+Every public name here is re-exported by :mod:`nodes.agent.loop`; import them from there.
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ from engine.errors import NodeFailed
 from schemas.node_records import AgentCheckpoint, AgentNote, AgentRound, AgentToolRun, ToolSource
 from schemas.run import Usage
 
-from .chat import registry_of
-from .llm import LLMBadRequest, LLMRequest, LLMResponse, call_llm, estimate_tokens
+from ..llm.call import LLMBadRequest, LLMRequest, LLMResponse, call_llm, estimate_tokens
+from ..llm.chat import registry_of
 
 __all__ = [
     "AgentHooks",
@@ -229,9 +229,9 @@ class LoopSettings:
     unreadable JSON-protocol replies tolerated (default 2). ``protocol``: ``auto``
     (native when the model has tool calling), ``native`` or ``json``. ``stream``: answer
     deltas of native rounds go to ``ctx.delta``. ``temperature``/``max_tokens``: None means
-    the model's defaults (both are always sent, see :mod:`nodes.llm`). ``idle_timeout``:
+    the model's defaults (both are always sent, see :mod:`nodes.llm.call`). ``idle_timeout``:
     seconds a streamed reply may stay silent; None: the node's ``stream_idle_timeout``, else
-    the model registry's (:func:`nodes.chat.stream_idle_timeout`), bounded by the node's timeout.
+    the model registry's (:func:`nodes.llm.chat.stream_idle_timeout`), bounded by the node's timeout.
     """
 
     model: str
@@ -404,7 +404,7 @@ class AgentHooks:
     The defaults are the tool-call node's behaviour: run the tool's own ``run``, stop as
     soon as the model answers, offer every tool with ``auto`` choice, run calls one at a
     time, drop the oldest rounds when the context is too long, call the model with
-    :func:`~nodes.llm.call_llm`.
+    :func:`~nodes.llm.call.call_llm`.
     """
 
     async def run_tool(self, call: ToolCallContext, spec: ToolSpec, loop: LoopState) -> ToolOutcome:

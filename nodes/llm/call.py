@@ -23,9 +23,9 @@ streams the reply:
 4. **Idle timeout**: at most ``idle_timeout`` seconds between two chunks (and before
    the first) - not a total: a slow model that keeps streaming never times out, a
    stalled one fails with :class:`LLMStalled` instead of hanging. ``None`` means the
-   registry's value for the model (:meth:`~nodes.model_registry.ModelRegistry.stream_idle_timeout`:
+   registry's value for the model (:meth:`~nodes.llm.model_registry.ModelRegistry.stream_idle_timeout`:
    the model's, else its provider's, else 60 s); nodes pass their own bounded value
-   (:func:`nodes.chat.stream_idle_timeout`).
+   (:func:`nodes.llm.chat.stream_idle_timeout`).
 5. **Retries**: 429, 5xx, malformed frames and connection errors are retried with
    exponential backoff (full jitter; ``Retry-After`` honoured) ONLY while nothing was
    streamed. Once a token reached a callback, a failure is raised - a silent retry
@@ -40,8 +40,8 @@ streams the reply:
 
 Errors are :class:`LLMError` s (``NodeFailed``): each names the node and the model,
 has a stable ``reason``, and never contains the API key. openai exceptions are
-translated in one table, :data:`OPENAI_ERRORS` (both in :mod:`nodes.llm_errors`). Token
-estimates and fitting messages into the context are :mod:`nodes.prompts`; this module
+translated in one table, :data:`OPENAI_ERRORS` (both in :mod:`nodes.llm.errors`). Token
+estimates and fitting messages into the context are :mod:`nodes.llm.prompts`; this module
 re-exports them, so callers import every name of a model call from here.
 """
 
@@ -63,7 +63,7 @@ from engine.errors import RunCancelledError
 from engine.telemetry import Span, telemetry
 from schemas.run import Usage
 
-from .llm_errors import (
+from .errors import (
     OPENAI_ERRORS,
     LLMAuthError,
     LLMBadRequest,
@@ -74,7 +74,7 @@ from .llm_errors import (
     LLMStalled,
     translate_error,
 )
-from .llm_errors import call_subject as _subject
+from .errors import call_subject as _subject
 from .model_registry import MissingAPIKey, ModelRegistry, ModelSpec, UnknownModel, price
 from .prompts import estimate_tokens, fit_messages
 

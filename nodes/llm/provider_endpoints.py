@@ -3,7 +3,7 @@ listing its models (``GET {base_url}/models``) and the guarded transport the mod
 probe uses.
 
 Every request goes through the HTTP node's address guard
-(:class:`~nodes.http_request.GuardedBackend`): a tenant's endpoint on a loopback,
+(:class:`~nodes.http.guard.GuardedBackend`): a tenant's endpoint on a loopback,
 private or link-local address is refused unless ``FLOWLOOM_HTTP_ALLOW`` allows it.
 Errors carry what the endpoint said with the key cut out (an endpoint may echo the
 key it refused), never a traceback.
@@ -20,7 +20,7 @@ import httpx
 
 from engine.errors import BlockedAddress, FlowloomError
 
-from .http_request import AddressPolicy, GuardedBackend, _GuardedTransport
+from ..http.guard import AddressPolicy, GuardedBackend, GuardedTransport
 
 __all__ = ["EndpointError", "check_base_url", "guarded_transport", "list_endpoint_models", "redact"]
 
@@ -41,7 +41,7 @@ def redact(text: str, key: str | None) -> str:
 
 def guarded_transport(guard: AddressPolicy) -> httpx.AsyncBaseTransport:
     """An httpx transport whose every connection passes ``guard``."""
-    return _GuardedTransport(GuardedBackend(guard))
+    return GuardedTransport(GuardedBackend(guard))
 
 
 async def check_base_url(url: str, guard: AddressPolicy) -> str | None:

@@ -17,7 +17,7 @@ Request assembly, in order:
    ``history_source`` (a turn is a user message and the messages after it up to the
    next user message; older turns are dropped), then the user message - the examples
    stay in place and the history comes after them, as Dify places memory after a
-   prompt's messages. :func:`nodes.prompts.fit_messages` then drops the oldest history
+   prompt's messages. :func:`nodes.llm.prompts.fit_messages` then drops the oldest history
    turns that do not fit ``max_context - max_tokens`` of the model (the examples are
    pinned: part of the prompt, never dropped).
 4. **Sampling** is explicit on every request, never left to the provider's defaults:
@@ -130,7 +130,7 @@ def registry_of(ctx: NodeContext) -> Any:
 
 
 def model_spec(ctx: NodeContext, name: str) -> Any:
-    """The :class:`~nodes.model_registry.ModelSpec` called ``name``.
+    """The :class:`~nodes.llm.model_registry.ModelSpec` called ``name``.
 
     Raises:
         NodeFailed: the run's registry does not have it (the compiler checked another
@@ -284,7 +284,7 @@ def warn(ctx: NodeContext, code: str, message: str, **details: Any) -> None:
 
 def add_usage(ctx: NodeContext, usage: Usage) -> Usage:
     """Add one call's usage to ``ctx.node_run.usage`` (calls priced one by one, then summed)."""
-    from .llm import sum_usage
+    from .call import sum_usage
 
     current = ctx.node_run.usage
     ctx.node_run.usage = usage if current is None else sum_usage([current, usage])
@@ -303,7 +303,7 @@ def format_quote(value: Any) -> str:
       order of preference), else its JSON.
     - anything else: its JSON.
     """
-    from .knowledge.quotes import quote_items, render_items
+    from ..knowledge.quotes import quote_items, render_items
 
     if value is None:
         return ""
@@ -347,7 +347,7 @@ class ChatNode(NodeExecutor[ChatConfig], kind="chat"):
     def _quote(self, ctx: NodeContext) -> tuple[str, list[Any]]:
         """(quote text, its numbered items for citations). A reference to a retrieval
         node's ``quote`` text is read with that node's ``chunks`` (same numbering)."""
-        from .knowledge.quotes import quote_items
+        from ..knowledge.quotes import quote_items
 
         value = ctx.resolve(self.config.quote, record_as="quote")
         items = quote_items(value)
@@ -367,7 +367,7 @@ class ChatNode(NodeExecutor[ChatConfig], kind="chat"):
 
         ``("", None, False)`` when there is no quote text.
         """
-        from .knowledge.quotes import quote_role
+        from ..knowledge.quotes import quote_role
 
         cfg = self.config
         if not quote_text.strip():
@@ -394,7 +394,7 @@ class ChatNode(NodeExecutor[ChatConfig], kind="chat"):
         max_tokens: int,
     ) -> tuple[list[dict[str, Any]], str | None]:
         """The request messages for ``question`` (system, fitted history, user) and the quote role."""
-        from .llm import fit_messages
+        from .call import fit_messages
 
         cfg = self.config
         quote_text = self._quote_text(ctx)
@@ -458,14 +458,14 @@ class ChatNode(NodeExecutor[ChatConfig], kind="chat"):
             NodeFailed: unknown model, bad history; ``LLMError`` subclasses for provider
                 failures (they name the node).
         """
-        from .llm import LLMError, LLMRequest, call_llm, estimate_usage
+        from .call import LLMError, LLMRequest, call_llm, estimate_usage
 
         cfg = self.config
         spec = model_spec(ctx, cfg.model)
         temperature, max_tokens = sampling(cfg, spec, None)
         messages, quote_role = self.build_messages(ctx, question, spec, max_tokens)
         # what the model gets, for the trace, kept before the call so a failed call shows it
-        # too (capped, secrets masked: nodes/sent_messages.py)
+        # too (capped, secrets masked: nodes/llm/sent_messages.py)
         ctx.node_run.data["sent"] = sent_record(messages, deployment_secrets(ctx.deps.settings.environ()))
         request = LLMRequest(cfg.model, messages, temperature=temperature, max_tokens=max_tokens)
         got = received if received is not None else Received()
@@ -601,7 +601,7 @@ class ChatNode(NodeExecutor[ChatConfig], kind="chat"):
         """(the ``citations`` output, the ids the answer cited): see
         :func:`nodes.knowledge.quotes.answer_citations` - the cited quote items, or all of
         them when the answer cites none (``cited`` is then empty)."""
-        from .knowledge.quotes import answer_citations
+        from ..knowledge.quotes import answer_citations
 
         items = self._quote(ctx)[1]
         pieces, was_cited = answer_citations(answer, items)

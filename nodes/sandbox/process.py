@@ -1,6 +1,6 @@
 """Runs user code (Python or JavaScript) in a separate, isolated, resource-limited process.
 
-Used by the code node (:mod:`nodes.code`). User code never runs in the engine process:
+Used by the code node (:mod:`nodes.sandbox.code`). User code never runs in the engine process:
 :func:`run_code` starts an interpreter in a child process, hands it the code and the
 inputs, and reads back one result.
 
@@ -16,7 +16,7 @@ Protocol (parent <-> runner):
   ``definition``, ``runtime``, ``output``). Nothing the user prints can reach it.
 - stdout / stderr: whatever the user code prints (kept for the record, capped).
 
-The runners are small scripts kept as text in :mod:`nodes.sandbox_runners`
+The runners are small scripts kept as text in :mod:`nodes.sandbox.runners`
 (:data:`PYTHON_RUNNER`, :data:`JS_RUNNER`, re-exported here) and passed with ``-c`` /
 ``-e``; they compile the user code under the file name ``<code>`` and report only the
 frames of that file, so a traceback shows the user's line numbers and none of the
@@ -26,7 +26,7 @@ Isolation and resource limits (``mode="bwrap"``): bubblewrap with new namespaces
 seccomp filter, a read-only root with the operator's package environment mounted
 read-only, writable tmpfs only at :data:`WORKDIR` and ``/tmp``, an unprivileged user,
 and ``prlimit`` rlimits - the command lines and their reasons are in
-:mod:`nodes.sandbox_argv` (:func:`bwrap_argv` is re-exported here). The wall time is
+:mod:`nodes.sandbox.argv` (:func:`bwrap_argv` is re-exported here). The wall time is
 enforced here: the parent SIGKILLs bwrap's whole process group, and the kernel then
 kills everything in the sandbox's PID namespace, so user code can neither catch nor
 outlive it. The same kill runs when the caller is cancelled. Output sizes are
@@ -64,7 +64,7 @@ from typing import Any, Literal
 
 from engine.settings import Settings
 
-from .sandbox_argv import (
+from .argv import (
     MAX_TASKS,
     SANDBOX_UIDS,
     WORKDIR,
@@ -78,8 +78,8 @@ from .sandbox_argv import (
     tools_for,
     which,
 )
-from .sandbox_runners import JS_RUNNER, PYTHON_RUNNER
-from .sandbox_seccomp import seccomp_filter
+from .runners import JS_RUNNER, PYTHON_RUNNER
+from .seccomp import seccomp_filter
 
 __all__ = [
     "JS_RUNNER",
@@ -245,7 +245,7 @@ async def run_code(
 
     ``on_start(pid)`` is called with the child's pid (bwrap's, in bwrap mode) once it runs.
     ``prelude`` (JavaScript only): a trusted script run first in the same global scope,
-    e.g. the helper globals of imported FastGPT code (:mod:`nodes.sandbox_compat`); it
+    e.g. the helper globals of imported FastGPT code (:mod:`nodes.sandbox.compat`); it
     runs inside the sandbox like the user's code.
     Cancelling the caller SIGKILLs the child's process group before re-raising.
 

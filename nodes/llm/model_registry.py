@@ -5,11 +5,11 @@ workflow). Resolution order of :func:`load_registry`:
 
 1. an explicit ``path``;
 2. the file named by ``FLOWLOOM_MODELS``;
-3. the bundled ``nodes/models.toml``, whose ``default`` provider/model follow
+3. the bundled ``nodes/llm/models.toml``, whose ``default`` provider/model follow
    ``FLOWLOOM_LLM_BASE_URL`` / ``FLOWLOOM_LLM_API_KEY`` / ``FLOWLOOM_LLM_MODEL``, so
    ``flowloom run`` works against any OpenAI-compatible endpoint given by env.
 
-Over the file, :mod:`nodes.model_overrides` merges, key by key, the override file
+Over the file, :mod:`nodes.llm.model_overrides` merges, key by key, the override file
 (``FLOWLOOM_MODELS_OVERRIDE``, else ``<home>/models.override.toml``) and, for the
 ``default`` model, ``FLOWLOOM_LLM_CONTEXT`` / ``FLOWLOOM_LLM_MAX_OUTPUT`` /
 ``FLOWLOOM_LLM_TOOLS`` / ...: a model's capabilities and limits change without a copy
@@ -743,7 +743,7 @@ def load_registry(
 ) -> ModelRegistry:
     """Read a registry: ``path`` (``Settings.models``, from ``FLOWLOOM_MODELS``), else the
     bundled ``models.toml``; then ``override_file`` (when it exists) and the ``default``
-    model's environment variables merged over it (:mod:`nodes.model_overrides`).
+    model's environment variables merged over it (:mod:`nodes.llm.model_overrides`).
     ``env`` and the URL/model overrides: see :meth:`ModelRegistry.from_dict`.
 
     Raises:
@@ -752,8 +752,8 @@ def load_registry(
     from .model_overrides import apply_env_overrides, merge_registry_data, read_override_file
 
     if path is None:
-        source = "bundled nodes/models.toml"
-        text = resources.files("nodes").joinpath("models.toml").read_text(encoding="utf-8")
+        source = "bundled nodes/llm/models.toml"
+        text = resources.files("nodes.llm").joinpath("models.toml").read_text(encoding="utf-8")
     else:
         source = str(path)
         try:

@@ -1,9 +1,9 @@
-"""The seccomp filter of the bubblewrap sandbox (:mod:`nodes.sandbox`), a classic-BPF program.
+"""The seccomp filter of the bubblewrap sandbox (:mod:`nodes.sandbox.process`), a classic-BPF program.
 
 :func:`seccomp_filter` assembles it for x86-64 or aarch64; bwrap loads it from a pipe
 (``--seccomp FD``). It refuses sockets of any family but ``AF_UNIX``, new namespaces,
 io_uring, ``bpf``, ``perf_event_open``, ``userfaultfd`` and the kernel keyring, and kills a
-process making a syscall of another ABI. Re-exported by :mod:`nodes.sandbox`.
+process making a syscall of another ABI. Re-exported by :mod:`nodes.sandbox.process`.
 """
 
 from __future__ import annotations

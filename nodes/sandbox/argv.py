@@ -1,4 +1,4 @@
-"""The command lines of a sandboxed run (:mod:`nodes.sandbox` starts them): the host
+"""The command lines of a sandboxed run (:mod:`nodes.sandbox.process` starts them): the host
 binaries it uses, the interpreter, ``prlimit`` and bubblewrap around it, and the
 environment the code sees.
 
@@ -24,7 +24,7 @@ Isolation (``mode="bwrap"``, :func:`bwrap_argv`), with bubblewrap:
   per sandbox, so ``RLIMIT_NPROC`` counts that sandbox alone) with every capability
   and the bounding set cleared. Otherwise bwrap uses a user namespace, where
   ``RLIMIT_NPROC`` counts the namespace's processes.
-- the seccomp filter (:func:`seccomp_filter`, built in :mod:`nodes.sandbox_seccomp`,
+- the seccomp filter (:func:`seccomp_filter`, built in :mod:`nodes.sandbox.seccomp`,
   re-exported here) also refuses new namespaces (``unshare``, ``setns``, ``clone`` with
   namespace flags; ``clone3`` reports ``ENOSYS`` so libc falls back to ``clone``),
   io_uring, ``bpf``, ``perf_event_open``, ``userfaultfd``, the kernel keyring and, on
@@ -62,7 +62,7 @@ from typing import Literal
 from engine.code_packages import SANDBOX_NODE_MODULES, SANDBOX_PYTHON, package_env
 from engine.settings import Settings
 
-from .sandbox_runners import JS_RUNNER, PYTHON_RUNNER
+from .runners import JS_RUNNER, PYTHON_RUNNER
 
 __all__ = [
     "MAX_TASKS",

@@ -8,13 +8,13 @@ Written once for both nodes, which differ only by the :class:`AgentHooks` they i
    opening messages stay); what was dropped is kept as a checkpoint in
    ``LoopState.checkpoints`` (and the node run).
 2. **Ask the model** (``hooks.request_control`` picks the tools offered and ``tool_choice``;
-   ``hooks.call_model`` sends it, by default :func:`nodes.llm.call_llm`). A round may be
+   ``hooks.call_model`` sends it, by default :func:`nodes.llm.call.call_llm`). A round may be
    *answer-only*: the last allowed round (``max_rounds``), after more than ``tool_only_cap``
    consecutive rounds of tool calls without answer text (answer text resets the count), after
    ``repeat_limit`` identical calls in a row (a loop; the reason is recorded in
    ``LoopState.notes``), or when the hook says ``tool_choice="none"``. Native models get
    ``tool_choice: "none"`` (or no tools when the model does not take ``tool_choice``) plus a
-   one-round hint; JSON-protocol models get :data:`~nodes.agent_protocol.LAST_ROUND_HINT` /
+   one-round hint; JSON-protocol models get :data:`~nodes.agent.protocol.LAST_ROUND_HINT` /
    ``FORCED_ANSWER_HINT``. A tool call on an answer-only round, or raw tool-call markup as a
    forced final answer, ends the node with :class:`AgentNotConverged` (reason
    ``not_converged``) - never a tool observation or markup returned as the answer
@@ -38,7 +38,7 @@ Written once for both nodes, which differ only by the :class:`AgentHooks` they i
 
 **Models without free native function calls** (``capabilities.tools`` ``forced`` - they
 call a tool only when ``tool_choice`` forces it, which a loop where the model chooses cannot
-do - or ``none``; or ``LoopSettings.protocol="json"``) speak the JSON protocol of :mod:`nodes.agent_protocol` with
+do - or ``none``; or ``LoopSettings.protocol="json"``) speak the JSON protocol of :mod:`nodes.agent.protocol` with
 the same rounds: the reply is parsed by bracket balancing, a parse failure sends a hint quoting
 the text around the error (or, for output cut by ``max_tokens``, asks for a shorter reply) and
 is *not* a step: ``LoopState.counters["parse_retries"]`` counts consecutive failures apart from
@@ -66,15 +66,15 @@ call's tool result, the round's remaining calls run, and the loop goes on.
 
 Errors: :class:`AgentNotConverged` (``NodeFailed``, reason ``not_converged``, ``detail``
 one of ``parse_failed``, ``tool_call_on_last_round``, ``tool_call_on_forced_round``,
-``tool_markup_answer``, ``max_rounds``); LLM errors from :mod:`nodes.llm` propagate.
+``tool_markup_answer``, ``max_rounds``); LLM errors from :mod:`nodes.llm.call` propagate.
 
 **Where things are.** The data types and hooks (:class:`AgentHooks`, :class:`LoopSettings`,
 :class:`LoopState`, :class:`LoopResult`, :class:`ToolSpec`, :class:`ToolCallContext`,
 :class:`ToolOutcome`, :class:`RequestControl`, :class:`AgentNotConverged`,
 :func:`batch_parallel_safe`, :func:`get_tool_result`) and the default context fitting
-:func:`fit_rounds` live in :mod:`nodes.agent_types` and are re-exported here; checking,
+:func:`fit_rounds` live in :mod:`nodes.agent.loop_types` and are re-exported here; checking,
 running and recording a round's tool calls (step 3, and the pending call of a pause) live in
-:mod:`nodes.agent_calls`. This module is the loop, one named step per function:
+:mod:`nodes.agent.calls`. This module is the loop, one named step per function:
 :func:`run_agent_loop` opens the loop (``_open_loop``), finishes a paused round
 (``_resume_pending``), then runs ``_one_round`` until a round ends it: ``_check_can_start``
 -> ``_prepare_request`` (control, fit, request) -> ``_call_model`` -> ``_read_reply`` ->
@@ -95,17 +95,10 @@ from engine.context import InterruptRequested, NodeContext
 from engine.errors import NodeFailed
 from schemas.node_records import AgentRound, AgentToolRun, NodeData, agent_record
 
-from .agent_calls import echo_arguments, finish_round, prepare_call, restore_calls, run_calls
-from .agent_protocol import (
-    FORCED_ANSWER_HINT,
-    LAST_ROUND_HINT,
-    ProtocolReply,
-    fence_contract,
-    looks_like_tool_markup,
-    parse_reply,
-    protocol_prompt,
-)
-from .agent_types import (  # every public name of agent_types stays importable from here
+from ..llm.call import LLMError, LLMRequest, LLMResponse, estimate_tokens, sum_usage
+from ..llm.chat import add_usage, registry_of, stream_idle_timeout
+from .calls import echo_arguments, finish_round, prepare_call, restore_calls, run_calls
+from .loop_types import (  # every public name of loop_types stays importable from here
     AgentHooks,
     AgentNotConverged,
     LoopResult,
@@ -122,11 +115,18 @@ from .agent_types import (  # every public name of agent_types stays importable 
     maybe_await,
     messages_tokens,
 )
-from .chat import add_usage, registry_of, stream_idle_timeout
-from .llm import LLMError, LLMRequest, LLMResponse, estimate_tokens, sum_usage
+from .protocol import (
+    FORCED_ANSWER_HINT,
+    LAST_ROUND_HINT,
+    ProtocolReply,
+    fence_contract,
+    looks_like_tool_markup,
+    parse_reply,
+    protocol_prompt,
+)
 
 if TYPE_CHECKING:
-    from .model_registry import Capabilities
+    from ..llm.model_registry import Capabilities
 
 __all__ = [
     "AgentHooks",
@@ -335,7 +335,7 @@ async def _resume_pending(
     """Finish the paused round, ``tool_result`` answering its pending call.
 
     ``state.pending`` is ``{"round", "call_id", "tool", "calls": [call dicts], "done":
-    {"<index>": {"outcome", "record"}}}`` (see :mod:`nodes.agent_calls`). The round's calls not done
+    {"<index>": {"outcome", "record"}}}`` (see :mod:`nodes.agent.calls`). The round's calls not done
     yet run, all results are appended in call order and the round's trace entry loses its
     ``paused_on``. Returns the result when a tool said stop, else None.
 
@@ -406,7 +406,7 @@ async def _one_round(deps: _LoopDeps, state: LoopState) -> LoopResult | None:
 
 def _idle_timeout(ctx: NodeContext, spec: Any, settings: LoopSettings) -> float:
     """The loop's stream idle timeout: ``settings.idle_timeout`` when the caller set one, else
-    the node's / the model's (:func:`nodes.chat.stream_idle_timeout`); never more than the
+    the node's / the model's (:func:`nodes.llm.chat.stream_idle_timeout`); never more than the
     node's ``timeout``."""
     if settings.idle_timeout is None:
         return stream_idle_timeout(ctx, spec)
@@ -552,7 +552,7 @@ async def _call_model(
 def _read_reply(deps: _LoopDeps, state: LoopState, response: LLMResponse, rnd: _Round) -> _Reply | None:
     """The requested calls, or the answer candidate, of ``response``.
 
-    Native: the provider's tool calls and text. JSON protocol (:mod:`nodes.agent_protocol`):
+    Native: the provider's tool calls and text. JSON protocol (:mod:`nodes.agent.protocol`):
     the reply parsed by bracket balancing, its calls numbered ``call_<round>_<i>``; None when
     it cannot be read (:func:`_parse_failed`: a hint goes back, not a step).
     """

@@ -12,7 +12,7 @@ Protocol (``mode: auto`` picks the first the model supports):
    is all this node makes.
 3. ``prompt``: the schema is in the system prompt, which asks for the JSON object only.
 
-Reading the JSON: the first JSON object of the reply (:mod:`nodes.json_scan`: code
+Reading the JSON: the first JSON object of the reply (:mod:`nodes.llm.json_scan`: code
 fences, prose before/after, trailing commas, single quotes are fine). A reply with
 no readable object gives ``fields = {}`` and ``success = false`` - never an
 exception; ``data.extract`` keeps the
@@ -51,6 +51,7 @@ from schemas.node_records import ExtractRecord
 from schemas.nodes_llm import ExtractField, ExtractFieldsConfig
 from schemas.types import VarType
 
+from ..if_else import coerce
 from .chat import (
     add_usage,
     history_as_text,
@@ -61,7 +62,6 @@ from .chat import (
     resolve_history,
     sampling,
 )
-from .if_else import coerce
 from .json_scan import JsonNotFound, find_json
 
 __all__ = [
@@ -185,8 +185,8 @@ class ExtractFieldsNode(NodeExecutor[ExtractFieldsConfig], kind="extract_fields"
         return "\n".join(lines)
 
     async def run(self, ctx: NodeContext) -> NodeResult:
+        from .call import LLMRequest, call_llm
         from .chat import stream_idle_timeout
-        from .llm import LLMRequest, call_llm
 
         cfg = self.config
         spec = model_spec(ctx, cfg.model)

@@ -22,7 +22,7 @@ Three sources, applied in this order over the registry file (later wins, key by 
    ``FLOWLOOM_LLM_STRUCTURED_OUTPUT``, ``_JSON_MODE``, ``_STREAM_USAGE``, ``_VISION``,
    ``_TOOL_CHOICE``. A bad value is a :class:`ModelConfigError` naming the variable.
 3. **Typed overrides** (:class:`ModelOverride`): what the API and per-tenant providers
-   hold, applied to one :class:`~nodes.model_registry.ModelSpec` with
+   hold, applied to one :class:`~nodes.llm.model_registry.ModelSpec` with
    :meth:`ModelOverride.apply`.
 
 Only ``FLOWLOOM_LLM_CONTEXT`` lowering the context keeps the output cap consistent: when
@@ -84,7 +84,7 @@ class _Override(BaseModel):
 
 class CapabilityOverride(_Override):
     """The capabilities to change; None keeps the model's. Fields: see
-    :class:`~nodes.model_registry.Capabilities` (``tool_calling``, the older bool, is
+    :class:`~nodes.llm.model_registry.Capabilities` (``tool_calling``, the older bool, is
     read as ``tools``)."""
 
     tools: ToolSupport | None = None

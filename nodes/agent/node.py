@@ -1,10 +1,10 @@
 """agent: the planning agent - a tool loop with a plan, questions and a stop gate.
 
-The loop is the shared kernel :func:`nodes.agent_loop.run_agent_loop`; this node is the
+The loop is the shared kernel :func:`nodes.agent.loop.run_agent_loop`; this node is the
 :class:`PlanningHooks` it injects plus the tools it offers (config:
 :class:`~schemas.nodes_agent.AgentConfig`). The pure rules live in
-:mod:`nodes.agent_plan` (plan, stop gate, plan requests, ask payloads, pending context)
-and :mod:`nodes.agent_policy` (risk gate).
+:mod:`nodes.agent.plan` (plan, stop gate, plan requests, ask payloads, pending context)
+and :mod:`nodes.agent.policy` (risk gate).
 
 **Tools**: the business tools - the tool-call node's graph,
 HTTP/OpenAPI, workflow and MCP tools (open while the node runs), single-call model sub-agents (:func:`model_agent_spec`)
@@ -18,9 +18,9 @@ every other tool run alone.
 (a refused batch is an error result, nothing changed) and clears "a tool ran since the
 last plan update"; ``ask_agent`` validates the question and pauses with an ``ask``
 interrupt ``{question, options, reason}``; a business tool whose declared risk needs
-confirmation (:class:`~nodes.agent_policy.RiskPolicy`) pauses with a ``confirm``
+confirmation (:class:`~nodes.agent.policy.RiskPolicy`) pauses with a ``confirm``
 interrupt; any other business tool runs and sets "a tool ran since the last plan
-update". ``may_stop`` is the stop gate: while :func:`~nodes.agent_plan.stop_gate`
+update". ``may_stop`` is the stop gate: while :func:`~nodes.agent.plan.stop_gate`
 finds problems the reply is refused with ``<stop_gate_feedback>`` (the kernel keeps the
 refused reply as context, not as the result); a third refusal fails the node with
 :class:`PlanNotComplete` (``plan not complete``). ``request_control``: once a plan
@@ -35,12 +35,12 @@ process, after a crash): the node runs again with ``ctx.resume``; it takes the c
 that ``pending_id`` from its node run (none there - a state edited by hand or saved by an
 older version: the node fails with ``pending_context_missing``), turns the answer into the pending call's
 result - for ``ask`` the chosen option's label or the free text; for ``confirm`` the
-tool's own result when approved, :func:`~nodes.agent_policy.rejection_message` when
+tool's own result when approved, :func:`~nodes.agent.policy.rejection_message` when
 refused, the same question again (with an ``error``) when not understood - and the
 kernel continues the SAME message chain. The node run (id, usage so far) is the one
 that paused.
 
-Outputs: ``answer``; ``plan`` (:meth:`~nodes.agent_plan.Plan.to_dict`, null when none
+Outputs: ``answer``; ``plan`` (:meth:`~nodes.agent.plan.Plan.to_dict`, null when none
 was made); ``history`` (``history_source`` plus this turn: the user's message, each
 question asked and its answer once, the answer); ``asks`` (``{question, options,
 answer}``); ``messages`` (the assistant/tool trail); ``usage``; ``cost`` (model +
@@ -64,8 +64,19 @@ from engine.settings import Settings
 from schemas.nodes_agent import AgentConfig, FileReaderTool, ModelAgentTool
 from schemas.run import PendingContext
 
-from .agent_calls import run_approved
-from .agent_loop import (
+from ..llm.call import LLMRequest, call_llm, fit_messages
+from ..llm.chat import (
+    SYSTEM_SEPARATOR,
+    add_usage,
+    model_spec,
+    recent_turns,
+    registry_of,
+    render_text,
+    resolve_history,
+    sampling,
+)
+from .calls import run_approved
+from .loop import (
     AgentHooks,
     LoopSettings,
     LoopState,
@@ -76,7 +87,7 @@ from .agent_loop import (
     batch_parallel_safe,
     run_agent_loop,
 )
-from .agent_plan import (
+from .plan import (
     ASK_TOOL,
     ASK_TOOL_SCHEMA,
     INTERNAL_TOOLS,
@@ -92,7 +103,7 @@ from .agent_plan import (
     resolve_answer,
     stop_gate,
 )
-from .agent_policy import (
+from .policy import (
     CONFIRM_KIND,
     Risk,
     RiskPolicy,
@@ -101,17 +112,6 @@ from .agent_policy import (
     parse_confirmation,
     rejection_message,
 )
-from .chat import (
-    SYSTEM_SEPARATOR,
-    add_usage,
-    model_spec,
-    recent_turns,
-    registry_of,
-    render_text,
-    resolve_history,
-    sampling,
-)
-from .llm import LLMRequest, call_llm, fit_messages
 from .tool_call import loop_tool_specs, mcp_tools
 
 __all__ = [

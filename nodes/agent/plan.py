@@ -1,6 +1,6 @@
 """The planning agent's whiteboard: plan model, atomic updates, stop gate, ask payloads.
 
-Pure functions and values only (no I/O, no model calls), used by ``nodes/agent.py``.
+Pure functions and values only (no I/O, no model calls), used by ``nodes/agent/node.py``.
 
 **Plan.** A :class:`Plan` is a goal and ordered :class:`PlanStep` s; a step is
 ``pending`` / ``in_progress`` / ``done`` / ``skipped`` / ``blocked`` (with a

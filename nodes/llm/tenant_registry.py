@@ -1,6 +1,6 @@
 """A tenant's model registry: its own providers and models layered over the operator's.
 
-The operator's registry (``models.toml``, :mod:`nodes.model_registry`) serves every
+The operator's registry (``models.toml``, :mod:`nodes.llm.model_registry`) serves every
 tenant. A tenant may add OpenAI-compatible endpoints of its own, with their keys and
 models, and choose default models (``/v1/model-providers``). :func:`tenant_registry`
 builds, from what the store holds for the tenant, the registry its runs, validations
@@ -28,7 +28,7 @@ one type, and ``default`` is a chat model): the API and the canvas offer them fi
 when a dataset is created or a rerank model is chosen.
 
 Tenant endpoints are reached only through the HTTP node's address guard
-(:class:`~nodes.http_request.GuardedBackend`): an address that is loopback, private or
+(:class:`~nodes.http.guard.GuardedBackend`): an address that is loopback, private or
 link-local is refused unless ``FLOWLOOM_HTTP_ALLOW`` allows it, checked at every
 connection, so a tenant cannot make the server call its own internal services. The
 operator's providers are the operator's choice and are not guarded. Keys of tenant
@@ -87,7 +87,7 @@ class TenantRegistry(ModelRegistry):
         guard: Any,
     ) -> None:
         """``providers``/``models``: every one of the combined registry; ``keys``: tenant
-        provider name -> its key; ``guard``: the :class:`~nodes.http_request.AddressPolicy`
+        provider name -> its key; ``guard``: the :class:`~nodes.http.guard.AddressPolicy`
         tenant endpoints are reached under."""
         super().__init__(providers, models, env=base._env, url_vars=base._url_vars)
         self._tenant = {p.name for p in providers if p.name.startswith(TENANT_PROVIDER_PREFIX)}
@@ -125,9 +125,9 @@ class TenantRegistry(ModelRegistry):
             return super()._http_client(provider)
         import httpx
 
-        from .http_request import GuardedBackend, _GuardedTransport
+        from ..http.guard import GuardedBackend, GuardedTransport
 
-        return httpx.AsyncClient(transport=_GuardedTransport(GuardedBackend(self._guard)))
+        return httpx.AsyncClient(transport=GuardedTransport(GuardedBackend(self._guard)))
 
     def __repr__(self) -> str:
         return f"TenantRegistry(models={self.names(None)}, fingerprint={self.fingerprint!r})"

@@ -1,12 +1,12 @@
-"""code: runs user Python / JavaScript in a sandboxed child process (:mod:`nodes.sandbox`).
+"""code: runs user Python / JavaScript in a sandboxed child process (:mod:`nodes.sandbox.process`).
 
 Config: :class:`~schemas.nodes_code.CodeConfig`. The bound ``inputs`` go to
 ``main(**inputs)`` (Python) or ``main(inputs)`` (JavaScript, one object); the object
 ``main`` returns must hold every declared output with a value of its declared type -
 unless ``semantics`` is ``fastgpt`` (imported FastGPT nodes: inputs converted to their
 ``input_types``, outputs unchecked and null when missing, FastGPT's JavaScript globals;
-:mod:`nodes.sandbox_compat`).
-With ``tool`` set, the node runs that builtin tool (:mod:`nodes.builtin_tools`) on its
+:mod:`nodes.sandbox.compat`).
+With ``tool`` set, the node runs that builtin tool (:mod:`nodes.agent.builtin_tools`) on its
 inputs in the engine process instead: outputs ``text``, ``json``, ``files``, ``result``; bad
 arguments fail it [``tool_error``].
 Numbers stay numbers (JSON in and out). Python code gets the standard library
@@ -18,7 +18,7 @@ code prints is recorded, never part of the result.
 The code never runs in the engine process: the sandbox is bubblewrap by default
 and a node is refused, not run unprotected, when it does not work - unless the
 operator opted in (``Settings.allow_unsandboxed_code``); see
-:func:`nodes.sandbox.choose_mode`.
+:func:`nodes.sandbox.process.choose_mode`.
 
 Record (``node_run.data``): ``language``, ``sandbox`` (``bwrap`` / ``none``),
 ``sandbox_warning`` (why it ran without the sandbox), ``pid`` (the child process:
@@ -55,8 +55,8 @@ from schemas.node_records import NodeData
 from schemas.nodes_code import CodeConfig
 from schemas.types import type_of_value, value_matches
 
-from .sandbox import Limits, Mode, Outcome, SandboxUnavailable, choose_mode, run_code
-from .sandbox_compat import FASTGPT_JS_PRELUDE, fastgpt_inputs
+from .compat import FASTGPT_JS_PRELUDE, fastgpt_inputs
+from .process import Limits, Mode, Outcome, SandboxUnavailable, choose_mode, run_code
 
 __all__ = ["CodeNode"]
 
@@ -153,7 +153,7 @@ class CodeNode(NodeExecutor[CodeConfig], kind="code"):
         Raises:
             NodeFailed: the arguments do not fit the tool (reason ``tool_error``).
         """
-        from .builtin_tools import ToolArgumentError, run_builtin
+        from ..agent.builtin_tools import ToolArgumentError, run_builtin
 
         ctx.node_run.data["tool"] = name
         try:

@@ -1,6 +1,6 @@
 """What the agent loop says to a model and how it reads the model's replies.
 
-Pure functions and constants, no I/O; :mod:`nodes.agent_loop` (the kernel) and the
+Pure functions and constants, no I/O; :mod:`nodes.agent.loop` (the kernel) and the
 nodes built on it use them. Three groups:
 
 **Data fences.** Every tool observation and every
@@ -33,7 +33,7 @@ The system prompt (:func:`protocol_prompt`) asks for exactly one JSON object::
 written in the prompt with concrete example values (:data:`EXAMPLE_CALL`,
 :data:`EXAMPLE_ANSWER`); a reply that repeats them, or answers with a bare
 ``<placeholder>``, is refused like an unreadable one (diagnosis ``echo``).
-:func:`parse_reply` extracts it from prose by bracket balancing (:mod:`nodes.json_scan`:
+:func:`parse_reply` extracts it from prose by bracket balancing (:mod:`nodes.llm.json_scan`:
 first complete value, JSON5 tolerance), repairs trivial issues (:func:`repair_json_text`:
 typographic quotes, Python ``True/False/None``, bare ``<placeholder>`` values;
 missing ``type`` inferred from ``calls``/``tool``/``text``; ``name``/``arguments``
@@ -59,7 +59,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .json_scan import JsonNotFound, find_json, line_col
+from ..llm.json_scan import JsonNotFound, find_json, line_col
 
 __all__ = [
     "FENCE_CONTRACT",
@@ -166,7 +166,7 @@ def truncate_result(text: str, limit: int, call_id: str) -> tuple[str, str]:
     """(head preview, note) of a tool result: ``text`` itself and ``""`` when it fits in ``limit``.
 
     The note tells the model how much it sees and that the full text is kept in the
-    node run under ``call_id`` (fetchable, see :func:`nodes.agent_loop.get_tool_result`).
+    node run under ``call_id`` (fetchable, see :func:`nodes.agent.loop.get_tool_result`).
     """
     if limit <= 0 or len(text) <= limit:
         return text, ""
@@ -244,7 +244,7 @@ def quotes_format_example(
 def protocol_prompt(tools: Iterable[Any], max_steps: int) -> str:
     """System-prompt section of the JSON protocol: the format, the rules and every tool.
 
-    ``tools`` are :class:`~nodes.agent_loop.ToolSpec` s (``name``, ``description``,
+    ``tools`` are :class:`~nodes.agent.loop.ToolSpec` s (``name``, ``description``,
     ``parameters``).
     """
     lines = [

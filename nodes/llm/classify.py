@@ -13,7 +13,7 @@ Protocols:
 
 Reading the reply (never by substring - "billing" must not match "billing-dispute"):
 
-1. From tool arguments or the first JSON object of the text (:mod:`nodes.json_scan`),
+1. From tool arguments or the first JSON object of the text (:mod:`nodes.llm.json_scan`),
    the string under ``category`` (also ``category_id`` / ``id``); with no JSON at
    all the whole reply is the answer (models often reply with the bare id).
 2. It matches a category when its :func:`~schemas.nodes_llm.normalise_label` form
@@ -44,7 +44,7 @@ fail the classification: memory is a hint, not an input.
 
 Sampling: temperature 0 unless configured (intent classification should be
 deterministic); ``max_tokens`` the node's, else :data:`CLASSIFY_MAX_TOKENS` (about 50: the
-answer is one id; see :func:`nodes.chat.sampling`).
+answer is one id; see :func:`nodes.llm.chat.sampling`).
 
 Protocol (``mode: auto``): one forced call is all this node needs, so a model whose
 tool calls work only when forced (``capabilities.tools = "forced"``) uses native tools
@@ -335,7 +335,7 @@ class ClassifyQuestionNode(NodeExecutor[ClassifyQuestionConfig], kind="classify_
             record["memory_error"] = f"write: {type(exc).__name__}: {exc}"
 
     async def run(self, ctx: NodeContext) -> NodeResult:
-        from .llm import LLMRequest, call_llm
+        from .call import LLMRequest, call_llm
 
         cfg = self.config
         spec = model_spec(ctx, cfg.model)

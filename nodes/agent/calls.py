@@ -1,6 +1,6 @@
-"""A round's tool calls for the agent loop kernel (:mod:`nodes.agent_loop`): check, run, record.
+"""A round's tool calls for the agent loop kernel (:mod:`nodes.agent.loop`): check, run, record.
 
-Step 3 of the loop (see :mod:`nodes.agent_loop`) and its pause bookkeeping:
+Step 3 of the loop (see :mod:`nodes.agent.loop`) and its pause bookkeeping:
 
 - :func:`prepare_call` parses and checks one requested call; an unknown or not-offered
   tool, arguments that are not JSON or do not match the tool's schema become the call's
@@ -8,7 +8,7 @@ Step 3 of the loop (see :mod:`nodes.agent_loop`) and its pause bookkeeping:
 - :func:`run_calls` runs the calls in the groups of ``hooks.can_batch`` (a group
   concurrently, groups in order; the default is one call per group, i.e. serial) with the
   per-call timeout; every tool error becomes an error outcome, only cancellation, run limits,
-  interrupts and :class:`~nodes.agent_types.ToolSourceFailed` (the tool's server is gone)
+  interrupts and :class:`~nodes.agent.loop_types.ToolSourceFailed` (the tool's server is gone)
   propagate. A call that pauses (``ctx.interrupt``) leaves
   ``LoopState.pending``, which :func:`restore_calls` turns back into calls on resume.
 - :func:`finish_round` appends the results in call order, each truncated then fenced on its
@@ -32,8 +32,7 @@ from engine.errors import RunCancelledError, RunLimitExceeded
 from engine.telemetry import telemetry
 from schemas.node_records import AgentNote, AgentRound, AgentToolRun
 
-from .agent_protocol import fence_observation, observations_message, safe_name, truncate_result, validate_args
-from .agent_types import (
+from .loop_types import (
     AgentHooks,
     LoopSettings,
     LoopState,
@@ -43,6 +42,7 @@ from .agent_types import (
     ToolSpec,
     maybe_await,
 )
+from .protocol import fence_observation, observations_message, safe_name, truncate_result, validate_args
 
 __all__ = [
     "echo_arguments",

@@ -7,7 +7,7 @@ its loop; leaving it - answer, failure, pause, cancellation - closes every sessi
 stdio server process ends with the node):
 
 - **Connect.** HTTP servers (Streamable HTTP) go through the HTTP node's address
-  policy (:class:`~nodes.http_request.AddressPolicy`, on every connection, after DNS
+  policy (:class:`~nodes.http.guard.AddressPolicy`, on every connection, after DNS
   resolution): loopback and private targets are refused unless ``FLOWLOOM_HTTP_ALLOW``
   allows them. Stdio servers start only when the operator set
   ``FLOWLOOM_MCP_ALLOW_STDIO``; they get the SDK's small default environment plus the
@@ -19,7 +19,7 @@ stdio server process ends with the node):
   and values are never recorded or put in messages.
 - **List.** Every tool the server lists, or those ``tools`` names (a name the server
   no longer has fails the node, naming the server and the tool), becomes a
-  :class:`~nodes.agent_loop.ToolSpec`: the name (``prefix`` + the tool's name, other
+  :class:`~nodes.agent.loop.ToolSpec`: the name (``prefix`` + the tool's name, other
   characters than letters, digits, ``_`` and ``-`` replaced by ``_``), description and
   input schema as listed, risk ``read`` for a tool annotated ``readOnlyHint`` and not
   ``destructiveHint``, else ``write`` for ``destructiveHint``, else unknown (the risk gate
@@ -31,7 +31,7 @@ stdio server process ends with the node):
   when there is no text); ``isError`` results and JSON-RPC errors are error results the
   model may correct. A server that goes away (process exited, connection lost) is not
   something the model can correct: the node fails with reason ``mcp_server_failed``
-  naming the server and the tool that was called (:class:`~nodes.agent_loop.ToolSourceFailed`).
+  naming the server and the tool that was called (:class:`~nodes.agent.loop.ToolSourceFailed`).
 - **Refusals.** An HTTP server that answers a request with an error status (a 401 for a
   wrong key, a 403, a 5xx) reaches the SDK, which replaces it with a generic JSON-RPC
   error ("Server returned an error response"). The HTTP client records the last such
@@ -64,9 +64,9 @@ from engine.telemetry import telemetry
 from schemas.node_records import McpServerRecord
 from schemas.nodes_agent import SECRET_REF, McpServer
 
-from .agent_loop import ToolCallContext, ToolOutcome, ToolSourceFailed, ToolSpec
-from .agent_types import Risk
-from .http_request import AddressPolicy, GuardedBackend
+from ..http.guard import AddressPolicy, GuardedBackend
+from .loop import ToolCallContext, ToolOutcome, ToolSourceFailed, ToolSpec
+from .loop_types import Risk
 
 __all__ = [
     "SECRET_ENV_PREFIX",

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-from .llm_errors import LLMBadRequest
+from .errors import LLMBadRequest
 
 __all__ = ["IMAGE_TOKENS", "MESSAGE_OVERHEAD", "REPLY_PRIMING", "estimate_tokens", "fit_messages"]
 

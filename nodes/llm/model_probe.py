@@ -25,7 +25,7 @@ that cannot be reached at all, or refuses the key, raises :class:`ProbeFailed` b
 any check is reported. Nothing here logs or returns the key.
 
 :meth:`ProbeReport.override` turns a report into the
-:class:`~nodes.model_overrides.ModelOverride` ``--write`` stores.
+:class:`~nodes.llm.model_overrides.ModelOverride` ``--write`` stores.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """tool_call: a model calling tools in rounds until it answers.
 
-The loop itself is the shared kernel :func:`nodes.agent_loop.run_agent_loop` with the
-default :class:`~nodes.agent_loop.AgentHooks` (serial tools, stop when the model answers);
+The loop itself is the shared kernel :func:`nodes.agent.loop.run_agent_loop` with the
+default :class:`~nodes.agent.loop.AgentHooks` (serial tools, stop when the model answers);
 this module only gathers the tools (config: :class:`~schemas.nodes_agent.ToolCallConfig`):
 
 - **Graph tools**: a nested run of the node's body with ``roots=(tool root,)`` (the
@@ -28,17 +28,17 @@ this module only gathers the tools (config: :class:`~schemas.nodes_agent.ToolCal
   its LLM costs the tool's cost. A failed or paused child is an error result. A workflow
   that cannot be found (another tenant's included) or compiled fails the node, naming
   the tool (``reason: workflow_tool_unavailable``).
-- **Builtin tools** (:mod:`nodes.builtin_tools`): run in-process with the call's
+- **Builtin tools** (:mod:`nodes.agent.builtin_tools`): run in-process with the call's
   arguments plus the fixed ``arguments`` of the config; bad arguments are an error result.
-- **MCP tools** (:mod:`nodes.mcp_tools`): the servers of ``mcp_servers`` are connected
+- **MCP tools** (:mod:`nodes.agent.mcp_tools`): the servers of ``mcp_servers`` are connected
   and listed when the node starts (:func:`mcp_tools`) and closed when it ends, pauses or
   is cancelled; their tools join the others.
 - **The stop tool**: returns ``ToolOutcome(stop=True)``.
 
-**Risk gate** (:class:`~nodes.agent_policy.RiskGate`, the planning agent's gate, on by
+**Risk gate** (:class:`~nodes.agent.policy.RiskGate`, the planning agent's gate, on by
 default): before a write-level call runs, the node pauses with a ``confirm`` interrupt;
 on resume an approved call runs and its result goes back to the model, a refused one
-gets :func:`~nodes.agent_policy.rejection_message`, and the SAME message chain continues
+gets :func:`~nodes.agent.policy.rejection_message`, and the SAME message chain continues
 (the loop state is kept in ``node_run.data["agent_state"]``, part of the run state).
 ``allow_write_tools: true`` opts out; a list allows the named tools. Levels: the
 declared ``risk``; an HTTP operation without one is read for GET/HEAD/OPTIONS; a graph
@@ -52,7 +52,7 @@ kernel appends the data-fence contract), the last ``history`` turns, then the ta
 Outputs: ``answer``, ``messages`` (the assistant/tool trail), ``usage`` (summed model
 usage), ``cost`` (model + tools), ``trace``, ``stop_reason`` (``answer`` / ``stop_tool``
 / ``max_rounds``), ``rounds``. ``node_run.data["agent"]`` keeps the trace, the full tool
-results by call id (:func:`nodes.agent_loop.get_tool_result`), notes and checkpoints.
+results by call id (:func:`nodes.agent.loop.get_tool_result`), notes and checkpoints.
 """
 
 from __future__ import annotations
@@ -87,19 +87,9 @@ from schemas.run import NodeRun, RunState
 from schemas.types import NodeRunStatus, RunStatus, VarType
 from schemas.workflow import NodeBase
 
-from .agent_calls import restore_calls, run_approved
-from .agent_loop import (
-    AgentHooks,
-    LoopSettings,
-    LoopState,
-    ToolCallContext,
-    ToolOutcome,
-    ToolSpec,
-    run_agent_loop,
-)
-from .agent_policy import RiskGate, RiskPolicy, rejection_message
-from .agent_types import Risk
-from .chat import (
+from ..http.request import HttpRequestNode
+from ..llm.call import fit_messages
+from ..llm.chat import (
     SYSTEM_SEPARATOR,
     add_usage,
     model_spec,
@@ -108,8 +98,18 @@ from .chat import (
     resolve_history,
     sampling,
 )
-from .http_request import HttpRequestNode
-from .llm import fit_messages
+from .calls import restore_calls, run_approved
+from .loop import (
+    AgentHooks,
+    LoopSettings,
+    LoopState,
+    ToolCallContext,
+    ToolOutcome,
+    ToolSpec,
+    run_agent_loop,
+)
+from .loop_types import Risk
+from .policy import RiskGate, RiskPolicy, rejection_message
 
 __all__ = [
     "GatedHooks",
@@ -464,7 +464,7 @@ async def workflow_tool_spec(ctx: NodeContext, tool: WorkflowTool, default_timeo
 
 
 def builtin_tool_spec(ref: BuiltinToolRef, default_timeout: float | None) -> ToolSpec:
-    """The :class:`ToolSpec` of a builtin tool (:mod:`nodes.builtin_tools`): its parameters
+    """The :class:`ToolSpec` of a builtin tool (:mod:`nodes.agent.builtin_tools`): its parameters
     without the fixed ``arguments``, which are merged into every call; risk ``read``."""
     from .builtin_tools import ToolArgumentError, builtin_tool
 
@@ -525,7 +525,7 @@ async def loop_tool_specs(ctx: NodeContext, cfg: ToolLoopConfig) -> list[ToolSpe
     specs += [http_tool_spec(ctx, op, cfg.tool_timeout) for op in cfg.http_operations()]
     specs += [builtin_tool_spec(t, cfg.tool_timeout) for t in cfg.builtin_tools]
     if cfg.dataset_tools:
-        from .knowledge.dataset_tool import dataset_tool_spec
+        from ..knowledge.dataset_tool import dataset_tool_spec
 
         specs += [dataset_tool_spec(ctx, t, i, cfg.tool_timeout) for i, t in enumerate(cfg.dataset_tools)]
     return specs + [await workflow_tool_spec(ctx, t, cfg.tool_timeout) for t in cfg.workflow_tools]
@@ -535,7 +535,7 @@ def mcp_tools(
     ctx: NodeContext, cfg: ToolLoopConfig
 ) -> contextlib.AbstractAsyncContextManager[list[ToolSpec]]:
     """The tools of the node's MCP servers, connected while the returned context is open
-    (:func:`nodes.mcp_tools.open_mcp_tools`; the SDK is imported only by nodes that use it).
+    (:func:`nodes.agent.mcp_tools.open_mcp_tools`; the SDK is imported only by nodes that use it).
 
     Raises (on entering):
         NodeFailed: a server is refused, unreachable, or lacks a tool the config names.
@@ -592,7 +592,7 @@ class ToolCallNode(NodeExecutor[ToolCallConfig], kind="tool_call"):
         self, ctx: NodeContext, gate: RiskGate, tools: list[ToolSpec], settings: LoopSettings
     ) -> tuple[LoopState, ToolOutcome]:
         """The paused loop and the result of its pending call, from the person's answer: the
-        tool's own result when approved, :func:`~nodes.agent_policy.rejection_message` when
+        tool's own result when approved, :func:`~nodes.agent.policy.rejection_message` when
         refused. The loop state is the one the kernel saved in ``node_run.data["agent_state"]``.
 
         Raises:

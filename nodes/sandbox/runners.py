@@ -1,4 +1,4 @@
-"""The runner programs the sandbox starts (:mod:`nodes.sandbox`): the child side of the protocol.
+"""The runner programs the sandbox starts (:mod:`nodes.sandbox.process`): the child side of the protocol.
 
 Each runner is a small script kept as text and passed to the interpreter with ``-c``
 (Python) / ``-e`` (Node), the result pipe's fd number as its last argument. It reads
@@ -13,7 +13,7 @@ pipe: ``R`` + the JSON of the returned object, or ``E`` + ``{"kind", "type", "me
 near the memory limit would kill the process and leave no result), reporting only the
 frames of ``<code>`` so a traceback shows the user's line numbers and none of the runner's.
 
-Both names are re-exported by :mod:`nodes.sandbox`; import them from there.
+Both names are re-exported by :mod:`nodes.sandbox.process`; import them from there.
 """
 
 __all__ = ["JS_RUNNER", "PYTHON_RUNNER"]
