@@ -39,7 +39,6 @@ import socket
 import ssl
 import typing
 from dataclasses import dataclass
-from typing import Any
 
 import httpcore
 import httpx

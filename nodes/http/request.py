@@ -65,7 +65,7 @@ from engine.catalog import NodeExecutor
 from engine.context import NodeContext, NodeResult
 from engine.errors import BlockedAddress, NodeFailed
 from engine.settings import Settings
-from schemas.node_records import HttpConnection, NodeData
+from schemas.node_records import NodeData
 from schemas.nodes import HttpRequestConfig, jsonpath_expression, jsonpath_many
 
 from .guard import AddressPolicy, GuardedBackend, GuardedTransport, literal_ip
