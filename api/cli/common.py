@@ -433,7 +433,7 @@ class TerminalView:
     def _on_run_finished(self, event: Any) -> None:
         self._line(("run succeeded", "bold green"), f" in {event.elapsed_ms:.1f} ms")
         if self.results is not None:
-            if event.answer and (self._spoken or not event.outputs):
+            if event.answer and (self._spoken or not self._end_nodes or not event.outputs):
                 self.results.write(event.answer + ("" if event.answer.endswith("\n") else "\n"))
             if event.outputs:
                 self.results.write(
