@@ -97,11 +97,11 @@ async def test_a_quiet_node_longer_than_the_interval_is_not_idle(idle_one_second
     assert run["answer"] == "true"
 
 
-def test_the_cli_run_gets_the_same_watchdog(openai_server, models_file, tmp_path, api_database_url):
+def test_the_cli_run_gets_the_same_watchdog(openai_server, models_file, tmp_path, database_url):
     openai_server.script(reply(stall(), done=False))
     flow = tmp_path / "chat.json"
     flow.write_text(json.dumps(CHAT_FLOW), encoding="utf-8")
-    env = {**os.environ, "FLOWLOOM_HOME": str(tmp_path / "cli"), "FLOWLOOM_DATABASE_URL": api_database_url,
+    env = {**os.environ, "FLOWLOOM_HOME": str(tmp_path / "cli"), "FLOWLOOM_DATABASE_URL": database_url,
            "FLOWLOOM_MODELS": str(models_file), "FLOWLOOM_RUN_IDLE_TIMEOUT_S": "1",
            SCRIPTED_KEY_ENV: "sk-scripted-test"}
     started = time.monotonic()

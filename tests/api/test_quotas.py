@@ -152,7 +152,7 @@ async def test_the_operator_default_holds_until_a_tenant_has_its_own_limit(defau
     assert (await _run(api)).status_code == 200
 
 
-async def test_concurrent_starts_on_two_app_instances_never_exceed_the_limit(api, api_database_url):
+async def test_concurrent_starts_on_two_app_instances_never_exceed_the_limit(api, database_url):
     await api.client.put("/v1/quotas", json={"runs_per_minute": 3}, headers=api.auth())
     second = create_app(api.settings, heartbeat_s=0.2, shutdown_grace_s=2)
     async with second.router.lifespan_context(second):
@@ -168,8 +168,8 @@ async def test_concurrent_starts_on_two_app_instances_never_exceed_the_limit(api
     assert len((await api.client.get("/v1/runs", headers=api.auth())).json()["runs"]) == 3
 
 
-def test_flowloom_quotas_sets_and_shows_the_limits(api_database_url, tmp_path):
-    env = {**os.environ, "FLOWLOOM_HOME": str(tmp_path / "cli-home"), "FLOWLOOM_DATABASE_URL": api_database_url}
+def test_flowloom_quotas_sets_and_shows_the_limits(database_url, tmp_path):
+    env = {**os.environ, "FLOWLOOM_HOME": str(tmp_path / "cli-home"), "FLOWLOOM_DATABASE_URL": database_url}
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "api.cli", "quotas", *args], capture_output=True, text=True,
@@ -180,7 +180,7 @@ def test_flowloom_quotas_sets_and_shows_the_limits(api_database_url, tmp_path):
     assert json.loads(done.stdout)["effective"]["runs_per_minute"] == 5
     unknown = cli("set", "--tenant", "acme", "--app", "chatbot", "--tokens-per-day", "0")
     assert unknown.returncode == 2 and "has no workflow 'chatbot'" in unknown.stderr, unknown.stderr
-    asyncio.run(_save_workflow(api_database_url, "acme", {**hello_workflow(), "id": "chatbot"}))
+    asyncio.run(_save_workflow(database_url, "acme", {**hello_workflow(), "id": "chatbot"}))
     assert cli("set", "--tenant", "acme", "--app", "chatbot", "--tokens-per-day", "0").returncode == 0
     shown = cli("show", "--tenant", "acme", "--json")
     rows = json.loads(shown.stdout)

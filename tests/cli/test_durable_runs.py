@@ -28,13 +28,12 @@ ROOT = Path(__file__).resolve().parents[2]
 FLOWLOOM = [sys.executable, "-m", "api.cli"]
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def env(request, tmp_path) -> dict[str, str]:
-    """Environment of the CLI processes: a fresh FLOWLOOM_HOME, and for PostgreSQL a fresh database."""
+@pytest.fixture
+def env(database_url, tmp_path) -> dict[str, str]:
+    """Environment of the CLI processes: a fresh FLOWLOOM_HOME and the test's database (each backend)."""
     values = {k: v for k, v in os.environ.items() if not k.startswith("FLOWLOOM_")}
-    values.update(FLOWLOOM_HOME=str(tmp_path / "home"), FLOWLOOM_HTTP_ALLOW="127.0.0.1")
-    if request.param == "postgres":
-        values["FLOWLOOM_DATABASE_URL"] = request.getfixturevalue("make_postgres_database")()
+    values.update(FLOWLOOM_HOME=str(tmp_path / "home"), FLOWLOOM_HTTP_ALLOW="127.0.0.1",
+                  FLOWLOOM_DATABASE_URL=database_url)
     return values
 
 
@@ -147,13 +146,10 @@ def test_cancel_from_another_process_ends_the_run_within_a_second(env, counter, 
     async def cancel_and_wait() -> float:
         """Send the command from this process, then poll the store until the run has ended;
         returns the seconds between the two (what a person waiting on the run sees)."""
-        from engine.settings import Settings
-        from api.composition import database_url
         from schemas.records import CommandKind, RunCommand
         from workers.sql import SqlStore
 
-        store = await SqlStore.open(database_url(Settings(home=Path(env["FLOWLOOM_HOME"]),
-                                                          database_url=env.get("FLOWLOOM_DATABASE_URL"))))
+        store = await SqlStore.open(env["FLOWLOOM_DATABASE_URL"])
         try:
             sent = time.monotonic()
             await store.send("default", RunCommand(run_id=run_id, kind=CommandKind.cancel, reason="test stop",
@@ -228,12 +224,9 @@ def test_chat_history_across_turns_reaches_the_model_and_a_failed_turn_keeps_one
     assert [m["role"] for m in openai_server.bodies[-1]["messages"] if m["role"] != "system"] == ["user"]
 
     async def chat() -> list[Any]:
-        from engine.settings import Settings
-        from api.composition import database_url
         from workers.sql import SqlStore
 
-        store = await SqlStore.open(database_url(Settings(home=Path(env["FLOWLOOM_HOME"]),
-                                                          database_url=env.get("FLOWLOOM_DATABASE_URL"))))
+        store = await SqlStore.open(env["FLOWLOOM_DATABASE_URL"])
         try:
             return await store.messages("default", "c1")
         finally:

@@ -2,11 +2,11 @@
 ``FLOWLOOM_TEST_POSTGRES_URL`` (default ``postgresql://postgres@127.0.0.1:5432/postgres``,
 a maintenance database the tests only use to create and drop their own).
 
-``postgres_server_url`` (session) checks the server answers; ``postgres_database_url``
-(session) is one fresh database shared by a session's tests (they use unique run ids
-and tenants); ``make_postgres_database`` creates more (each dropped at the end), for
-tests that need an empty database (migrations). There is no skip: an unreachable server
-is a fixture error with a message saying what to start, so it never shows up as green.
+``postgres_server_url`` (session) checks the server answers; ``make_postgres_database``
+creates empty databases (each dropped at the end of the session): one per test through
+``database_url`` (:mod:`tests.support.databases`), or more where a test needs its own.
+There is no skip: an unreachable server is a fixture error with a message saying what
+to start, so it never shows up as green.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Callable, Iterator
 import pytest
 from sqlalchemy.engine import URL, make_url
 
-__all__ = ["make_postgres_database", "postgres_database_url", "postgres_server_url"]
+__all__ = ["make_postgres_database", "postgres_server_url"]
 
 DEFAULT_SERVER_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 
@@ -67,9 +67,3 @@ def make_postgres_database(postgres_server_url: URL) -> Iterator[Callable[[], st
     yield make
     for name in made:
         asyncio.run(_admin(postgres_server_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-
-
-@pytest.fixture(scope="session")
-def postgres_database_url(make_postgres_database: Callable[[], str]) -> str:
-    """URL of one fresh database shared by the session's tests."""
-    return make_postgres_database()
