@@ -19,17 +19,10 @@ import openai
 import pytest
 
 from api.app import create_app
+from tests.support.chat_flow import chat_flow
 from tests.support.openai_server import text_reply
 
 from .conftest import hello_workflow, order_workflow
-
-CHAT_FLOW: dict[str, Any] = {
-    "id": "chatbot", "name": "Chatbot", "inputs": [{"name": "query", "type": "string"}],
-    "nodes": [{"id": "start", "type": "start"},
-              {"id": "reply", "type": "chat", "config": {"model": "default"}},
-              {"id": "say", "type": "answer", "config": {"text": "{{ reply.answer }}"}}],
-    "edges": [{"id": "e1", "source": "start", "target": "reply"}, {"id": "e2", "source": "reply", "target": "say"}],
-}
 
 
 def _seconds_to_midnight() -> float:
@@ -73,7 +66,7 @@ async def test_runs_per_minute_over_the_limit_is_429_with_retry_after_in_every_m
 
 async def test_an_app_quota_of_tokens_per_day_refuses_the_next_turn_before_the_model_is_called(
         api, models_file, openai_server):
-    await _publish(api, CHAT_FLOW)
+    await _publish(api, chat_flow())
     await _publish(api, {**hello_workflow(), "id": "hello"})
     put = await api.client.put("/v1/quotas/apps/chatbot", json={"tokens_per_day": 10}, headers=api.auth())
     assert put.status_code == 200 and put.json()["app_id"] == "chatbot"

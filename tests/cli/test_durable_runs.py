@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.chat_flow import chat_flow
 from tests.support.counting_server import Counter, counter  # noqa: F401  (fixture)
 from tests.support.openai_server import error_after_tokens, text_reply
 
@@ -191,21 +192,12 @@ def test_flowloom_cancel_stops_a_running_run_and_a_paused_one(env, counter, tmp_
     assert {r["run_id"]: r["status"] for r in listed} == {run_id: "cancelled", paused_id: "cancelled"}
 
 
-CHAT_FLOW = {
-    "id": "chatbot", "name": "Chatbot", "inputs": [{"name": "query", "type": "string"}],
-    "nodes": [{"id": "start", "type": "start"},
-              {"id": "reply", "type": "chat", "name": "Reply", "config": {"model": "default", "history": 10}},
-              {"id": "say", "type": "answer", "config": {"text": "{{ reply.answer }}"}}],
-    "edges": [{"id": "e1", "source": "start", "target": "reply"}, {"id": "e2", "source": "reply", "target": "say"}],
-}
-
-
 def test_chat_history_across_turns_reaches_the_model_and_a_failed_turn_keeps_one_message(
         env, openai_server, tmp_path):
     env = {**env, "FLOWLOOM_LLM_BASE_URL": openai_server.base_url, "FLOWLOOM_LLM_API_KEY": "test",
            "FLOWLOOM_LLM_MODEL": "scripted-upstream"}
     path = tmp_path / "chat.json"
-    path.write_text(json.dumps(CHAT_FLOW))
+    path.write_text(json.dumps(chat_flow(history=10)))
     openai_server.script(text_reply("Hello Ada!"), text_reply("Your name is Ada."),
                          error_after_tokens("Ada likes", message="upstream model crashed"))
     first = cli(env, "run", str(path), "--chat-id", "c1", "--message", "My name is Ada")
