@@ -7,7 +7,7 @@ count commits, list every run or migrate down without seeing another test's rows
 
 - ``sqlite``: a file ``<tmp_path>/db/flowloom.db`` (the store makes its folder);
 - ``postgres``: a new database on the test server (:mod:`tests.support.postgres`),
-  dropped at the end of the session.
+  dropped after the test.
 
 The URLs are the plain ones a user writes (``sqlite:///...``, ``postgresql://...``);
 Flowloom maps them to its async drivers. A test module that must stay on one backend
@@ -16,6 +16,7 @@ overrides ``database_url`` with a fixture of the same name.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -32,10 +33,16 @@ def sqlite_url(folder: Path) -> str:
 
 
 @pytest.fixture(params=BACKENDS)
-def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A fresh, empty database of the backend of the test's parameter. A sync fixture
-    on purpose: the PostgreSQL database is created with its own event loop, before the
-    test's loop starts."""
+    on purpose: the PostgreSQL database is made and dropped with an event loop of its
+    own, outside the test's. It is dropped right after the test (after the fixtures that
+    use it have closed their connections), so a session never holds hundreds of them
+    and their cost is not all paid at its end."""
     if request.param == "sqlite":
-        return sqlite_url(tmp_path)
-    return request.getfixturevalue("make_postgres_database")()
+        yield sqlite_url(tmp_path)
+        return
+    databases = request.getfixturevalue("make_postgres_database")
+    url = databases()
+    yield url
+    databases.drop(url)
