@@ -54,17 +54,20 @@ def postgres_server_url() -> URL:
 
 
 class PostgresDatabases:
-    """Empty databases ``flowloom_test_<random>`` on the test server: calling it makes one
-    and returns its URL (``postgresql://...``); :meth:`drop` removes one, :meth:`drop_all`
-    the rest."""
+    """Databases ``flowloom_test_<random>`` on the test server: calling it makes one and
+    returns its URL (``postgresql://...``); :meth:`drop` removes one, :meth:`drop_all` the
+    rest."""
 
     def __init__(self, server_url: URL) -> None:
         self.server_url = server_url
         self.made: list[str] = []
 
-    def __call__(self) -> str:
+    def __call__(self, template: str | None = None) -> str:
+        """A new database: empty, or a copy of the database named ``template`` (which
+        must have no open connection)."""
         name = f"flowloom_test_{uuid.uuid4().hex[:12]}"
-        asyncio.run(_admin(self.server_url, f'CREATE DATABASE "{name}"'))
+        copied = f' TEMPLATE "{template}"' if template else ""
+        asyncio.run(_admin(self.server_url, f'CREATE DATABASE "{name}"{copied}'))
         self.made.append(name)
         return self.server_url.set(database=name).render_as_string(hide_password=False)
 

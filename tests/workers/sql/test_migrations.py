@@ -1,15 +1,18 @@
-"""Alembic migrations of the SQL store: upgrade from empty (``database_url`` is an empty
-database of each backend), downgrade to base, and the migrated schema equals the
+"""Alembic migrations of the SQL store: upgrade from empty (``database_url`` of each
+backend, marked to have no schema), downgrade to base, and the migrated schema equals the
 SQLModel tables (autogenerate finds no difference)."""
 
 from __future__ import annotations
 
+import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
 from workers.sql import SqlStore, current_revision, downgrade, head_revision, upgrade
 from workers.sql.connect import make_engine
 from workers.sql.tables import metadata
+
+pytestmark = pytest.mark.empty_database  # upgrade from nothing, on both backends
 
 
 def _store_table(name, type_, parent_names) -> bool:
