@@ -15,6 +15,7 @@ pytest_plugins = [
     "tests.support.openai_server",
     "tests.support.redis_server",
     "tests.support.postgres",
+    "tests.support.databases",
     "tests.support.pgvector",
 ]
 

@@ -49,7 +49,7 @@ def test_a_test_giving_flowloom_a_python_command_to_start_is_slow():
 @pytest.mark.parametrize(("fixtures", "params", "reason"), [
     (["make_postgres_database"], {}, "uses the fixture make_postgres_database"),
     (["redis_url", "tmp_path"], {}, "uses the fixture redis_url"),
-    (["api_database_url"], {"api_database_url": "postgres"}, "runs with api_database_url=postgres"),
+    (["database_url"], {"database_url": "postgres"}, "runs with database_url=postgres"),
     (["store_env"], {"store_env": "postgres+redis"}, "runs with store_env=postgres+redis"),
     (["knowledge_url"], {"knowledge_url": "pgvector"}, "runs with knowledge_url=pgvector"),
 ])
@@ -65,7 +65,7 @@ def test_browser_benchmark_and_worker_directories_are_slow(directory):
 def test_an_in_process_command_test_on_sqlite_is_fast():
     test = refusals.test_resume_of_a_paused_run_without_an_answer_says_so_once
     assert not starts_processes(test)
-    assert slow_reason(Path(refusals.__file__), ["tmp_path"], {"api_database_url": "sqlite"}, test) is None
+    assert slow_reason(Path(refusals.__file__), ["tmp_path"], {"database_url": "sqlite"}, test) is None
 
 
 def test_the_fast_tier_collects_none_of_them():

@@ -149,14 +149,6 @@ class Api:
         return client
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def api_database_url(request, tmp_path) -> str:
-    """A fresh database of each backend (a sync fixture: the PostgreSQL one is made here)."""
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'api' / 'flowloom.db'}"
-    return request.getfixturevalue("make_postgres_database")()
-
-
 @pytest.fixture
 def models_file(tmp_path, openai_server, monkeypatch) -> Path:
     """A model registry whose model ``default`` is the scripted OpenAI server."""
@@ -188,10 +180,11 @@ async def open_api(settings: Settings, **app_options: Any) -> AsyncIterator[Api]
 
 
 @pytest.fixture
-async def api(api_database_url, tmp_path, request) -> AsyncIterator[Api]:
-    """The app over the test's database, started (lifespan) and stopped after the test."""
+async def api(database_url, tmp_path, request) -> AsyncIterator[Api]:
+    """The app over the test's database (``database_url``: each backend, a fresh database),
+    started (lifespan) and stopped after the test."""
     models = request.getfixturevalue("models_file") if "models_file" in request.fixturenames else None
-    settings = Settings(home=tmp_path / "home", database_url=api_database_url, http_allow=["127.0.0.1"],
+    settings = Settings(home=tmp_path / "home", database_url=database_url, http_allow=["127.0.0.1"],
                         models=models)
     async with open_api(settings) as handle:
         yield handle

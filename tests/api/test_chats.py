@@ -11,24 +11,17 @@ import asyncio
 import time
 from typing import Any
 
+from tests.support.chat_flow import chat_flow
 from tests.support.openai_server import Finish, Reply, Text, ToolDelta, Usage, error_after_tokens, text_reply
 
 from .conftest import hello_workflow, http_chain, order_workflow
 
-CHAT_FLOW: dict[str, Any] = {
-    "id": "chatbot", "name": "Chatbot", "inputs": [{"name": "query", "type": "string"}],
-    "nodes": [{"id": "start", "type": "start"},
-              {"id": "reply", "type": "chat", "name": "Reply", "config": {"model": "default", "history": 10}},
-              {"id": "say", "type": "answer", "config": {"text": "{{ reply.answer }}"}}],
-    "edges": [{"id": "e1", "source": "start", "target": "reply"}, {"id": "e2", "source": "reply", "target": "say"}],
-}
-
 
 async def _turn(api, chat_id: str, message: str, workflow: dict[str, Any] | None = None,
                 inputs: dict[str, Any] | None = None, key: str | None = None) -> dict[str, Any]:
-    response = await api.client.post("/v1/runs", json={"workflow": workflow or CHAT_FLOW, "inputs": inputs or {},
-                                                       "chat_id": chat_id, "message": message},
-                                     headers=api.auth(key))
+    body = {"workflow": workflow or chat_flow(history=10), "inputs": inputs or {}, "chat_id": chat_id,
+            "message": message}
+    response = await api.client.post("/v1/runs", json=body, headers=api.auth(key))
     assert response.status_code == 200, response.text
     return response.json()
 

@@ -61,14 +61,6 @@ async def _open(database_url: str, tmp_path, models, llm, sweep_s: float = 30.0,
 # the database URLs come from sync fixtures: the PostgreSQL ones are made with asyncio.run
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def fts_url(request, tmp_path) -> str:
-    """SQLite, or a fresh database of Debian's PostgreSQL (no pgvector)."""
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'kb.db'}"
-    return request.getfixturevalue("make_postgres_database")()
-
-
 @pytest.fixture(params=["sqlite", "pgvector"])
 def vector_url(request, tmp_path) -> str:
     """SQLite, or a fresh database of a PostgreSQL with pgvector (pgserver)."""
@@ -83,9 +75,9 @@ def plain_postgres_url(make_postgres_database) -> str:
 
 
 @pytest.fixture
-async def fts(fts_url, tmp_path, models_file, openai_server) -> AsyncIterator[Kb]:
-    """The app for full-text datasets."""
-    async for kb in _open(fts_url, tmp_path, models_file, openai_server):
+async def fts(database_url, tmp_path, models_file, openai_server) -> AsyncIterator[Kb]:
+    """The app for full-text datasets: SQLite, or Debian's PostgreSQL (no pgvector)."""
+    async for kb in _open(database_url, tmp_path, models_file, openai_server):
         yield kb
 
 
@@ -305,12 +297,12 @@ async def test_a_documents_chunks_are_previewed_page_by_page_in_position_order(f
     assert (await fts.client.get(misplaced, headers=fts.auth())).status_code == 404
 
 
-async def test_a_document_left_queued_is_ingested_by_the_servers_sweeper(fts_url, tmp_path, models_file,
+async def test_a_document_left_queued_is_ingested_by_the_servers_sweeper(database_url, tmp_path, models_file,
                                                                         openai_server):
     from engine.knowledge.ports import ParsedDocument
     from schemas.knowledge import Document
 
-    async for kb in _open(fts_url, tmp_path, models_file, openai_server, sweep_s=0.2):
+    async for kb in _open(database_url, tmp_path, models_file, openai_server, sweep_s=0.2):
         dataset = await _dataset(kb)
         store = kb.api.app.state.knowledge.store  # as a process that stopped before queueing it left it
         left = Document(id="left-behind", tenant_id="default", dataset_id=dataset["id"], source_name="left.txt",

@@ -14,6 +14,7 @@ import openai
 import pytest
 
 from nodes.agent.protocol import EXAMPLE_ANSWER
+from tests.support.chat_flow import chat_flow
 from tests.support.openai_server import Reply, text_reply
 
 from .conftest import SCRIPTED_KEY_ENV
@@ -24,14 +25,6 @@ AGENT_FLOW: dict[str, Any] = {
               {"id": "agent", "type": "agent", "config": {"model": "default"}},
               {"id": "say", "type": "answer", "config": {"text": "{{ agent.answer }}"}}],
     "edges": [{"id": "e1", "source": "start", "target": "agent"}, {"id": "e2", "source": "agent", "target": "say"}],
-}
-
-CHAT_FLOW: dict[str, Any] = {
-    "id": "chatbot", "name": "Chatbot", "inputs": [{"name": "query", "type": "string"}],
-    "nodes": [{"id": "start", "type": "start"},
-              {"id": "reply", "type": "chat", "config": {"model": "default", "max_tokens": 40}},
-              {"id": "say", "type": "answer", "config": {"text": "{{ reply.answer }}"}}],
-    "edges": [{"id": "e1", "source": "start", "target": "reply"}, {"id": "e2", "source": "reply", "target": "say"}],
 }
 
 
@@ -92,7 +85,7 @@ async def test_an_echoed_format_hint_is_refused_and_corrected_blocking_and_strea
 
 async def test_a_reply_cut_at_its_cap_says_length_with_usage_clamped_and_marked_estimated(api, models_file,
                                                                                          openai_server):
-    await _publish(api, CHAT_FLOW)
+    await _publish(api, chat_flow(max_tokens=40))
     client = await _sdk(api)
     long_text = "word " * 150  # about 190 estimated tokens, far over the node's cap of 40
     openai_server.script(text_reply(long_text, usage=None, finish_reason="length"),
@@ -122,7 +115,7 @@ async def test_a_reply_cut_at_its_cap_says_length_with_usage_clamped_and_marked_
 
 
 async def test_a_list_of_runs_marks_the_runs_whose_usage_was_estimated(api, models_file, openai_server):
-    await _publish(api, CHAT_FLOW)
+    await _publish(api, chat_flow(max_tokens=40))
     client = await _sdk(api)
     openai_server.script(text_reply("counted by the server", usage=(12, 3)), text_reply("never counted", usage=None))
     counted = await client.chat.completions.create(model="chatbot", messages=[{"role": "user", "content": "A"}])

@@ -15,17 +15,10 @@ import time
 
 import pytest
 
+from tests.support.chat_flow import chat_flow
 from tests.support.openai_server import delay, finish, reply, stall, text, usage
 
 from .conftest import SCRIPTED_KEY_ENV, read_messages
-
-CHAT_FLOW = {
-    "id": "chatbot", "name": "Chatbot", "inputs": [{"name": "query", "type": "string"}],
-    "nodes": [{"id": "start", "type": "start"},
-              {"id": "reply", "type": "chat", "config": {"model": "default"}},
-              {"id": "say", "type": "answer", "config": {"text": "{{ reply.answer }}"}}],
-    "edges": [{"id": "e1", "source": "start", "target": "reply"}, {"id": "e2", "source": "reply", "target": "say"}],
-}
 
 
 @pytest.fixture
@@ -39,7 +32,7 @@ async def test_a_provider_that_hangs_after_its_headers_fails_the_run_and_ends_th
     assert api.settings.run_idle_timeout_s == 1
     openai_server.script(reply(text("Hel"), stall(), done=False))
     http = await api.http()
-    body = {"workflow": CHAT_FLOW, "message": "Hi", "chat_id": "idle-1", "response_mode": "streaming"}
+    body = {"workflow": chat_flow(), "message": "Hi", "chat_id": "idle-1", "response_mode": "streaming"}
     started = time.monotonic()
     async with http.stream("POST", "/v1/runs", json=body, headers=api.auth()) as response:
         messages = await asyncio.wait_for(read_messages(response), 15)
@@ -72,7 +65,8 @@ async def test_a_provider_that_hangs_after_its_headers_fails_the_run_and_ends_th
 async def test_a_slow_stream_that_keeps_producing_is_not_idle(idle_one_second, api, models_file, openai_server):
     steps = [step for word in ("one ", "two ", "three ", "four ") for step in (text(word), delay(0.6))]
     openai_server.script(reply(*steps, finish("stop"), usage(5, 4)))
-    ran = await api.client.post("/v1/runs", json={"workflow": CHAT_FLOW, "message": "count"}, headers=api.auth())
+    ran = await api.client.post("/v1/runs", json={"workflow": chat_flow(), "message": "count"},
+                                headers=api.auth())
     run = ran.json()
     assert run["status"] == "succeeded" and run["answer"] == "one two three four ", run.get("error")
 
@@ -97,11 +91,11 @@ async def test_a_quiet_node_longer_than_the_interval_is_not_idle(idle_one_second
     assert run["answer"] == "true"
 
 
-def test_the_cli_run_gets_the_same_watchdog(openai_server, models_file, tmp_path, api_database_url):
+def test_the_cli_run_gets_the_same_watchdog(openai_server, models_file, tmp_path, database_url):
     openai_server.script(reply(stall(), done=False))
     flow = tmp_path / "chat.json"
-    flow.write_text(json.dumps(CHAT_FLOW), encoding="utf-8")
-    env = {**os.environ, "FLOWLOOM_HOME": str(tmp_path / "cli"), "FLOWLOOM_DATABASE_URL": api_database_url,
+    flow.write_text(json.dumps(chat_flow()), encoding="utf-8")
+    env = {**os.environ, "FLOWLOOM_HOME": str(tmp_path / "cli"), "FLOWLOOM_DATABASE_URL": database_url,
            "FLOWLOOM_MODELS": str(models_file), "FLOWLOOM_RUN_IDLE_TIMEOUT_S": "1",
            SCRIPTED_KEY_ENV: "sk-scripted-test"}
     started = time.monotonic()

@@ -13,6 +13,7 @@ import openai
 import pytest
 
 from schemas.knowledge import DatasetCreate
+from tests.support.databases import sqlite_url
 from tests.support.knowledge_files import EMBEDDING_MODEL, knowledge_models
 from tests.support.openai_server import text_reply
 from tests.support.policy_kb import POLICY, wait_ready
@@ -25,9 +26,9 @@ ANSWER = "Refunds reach the original card within 14 days [1]."
 
 
 @pytest.fixture
-def api_database_url(tmp_path) -> str:
-    """SQLite (sqlite-vec holds the vectors; the PostgreSQL paths are the dataset tests')."""
-    return f"sqlite:///{tmp_path / 'api' / 'flowloom.db'}"
+def database_url(tmp_path) -> str:
+    """SQLite only (sqlite-vec holds the vectors; the PostgreSQL paths are the dataset tests')."""
+    return sqlite_url(tmp_path)
 
 
 @pytest.fixture

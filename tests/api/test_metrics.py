@@ -142,14 +142,14 @@ async def test_a_running_run_and_the_followers_of_its_events_are_counted_while_t
     assert value(scraped, "flowloom_runs_finished_total", workflow="http_chain", status="cancelled") == 1
 
 
-async def test_metrics_can_be_turned_off_or_served_on_their_own_port(tmp_path, api_database_url):
-    off = Settings(home=tmp_path / "off", database_url=api_database_url, metrics=False)
+async def test_metrics_can_be_turned_off_or_served_on_their_own_port(tmp_path, database_url):
+    off = Settings(home=tmp_path / "off", database_url=database_url, metrics=False)
     async with open_api(off) as api:
         answer = await api.client.get("/metrics")
         assert answer.status_code == 404 and "FLOWLOOM_METRICS" in answer.text
 
     port = _closed_port()
-    apart = Settings(home=tmp_path / "apart", database_url=api_database_url, metrics_port=port)
+    apart = Settings(home=tmp_path / "apart", database_url=database_url, metrics_port=port)
     async with open_api(apart) as api:
         assert (await api.client.get("/metrics")).status_code == 404
         ran = await api.client.post("/v1/runs", json={"workflow": hello_workflow(), "inputs": {"name": "Ada"}},

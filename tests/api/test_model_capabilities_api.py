@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tests.support.chat_flow import chat_flow
 from tests.support.openai_server import text_reply
 
 PREFIX = "/v1/model-capabilities"
@@ -18,13 +19,6 @@ def _classify_flow() -> dict[str, Any]:
             "model": "default", "memory": False,
             "categories": [{"id": "billing", "name": "Billing"}, {"id": "other", "name": "Something else"}]}}],
         "edges": [{"id": "e1", "source": "start", "target": "cl"}]}
-
-
-def _chat_flow() -> dict[str, Any]:
-    return {"id": "chatty", "name": "Chatty", "nodes": [
-        {"id": "start", "type": "start"},
-        {"id": "reply", "type": "chat", "config": {"model": "default", "user_prompt": "{{ sys.query }}"}}],
-        "edges": [{"id": "e1", "source": "start", "target": "reply"}]}
 
 
 async def test_tenant_override_reaches_its_runs_only(api, models_file, openai_server):
@@ -47,7 +41,8 @@ async def test_tenant_override_reaches_its_runs_only(api, models_file, openai_se
     # the tenant's runs: the chat node's cap is the overridden one, no stream_options sent;
     # the classifier takes the JSON prompt protocol (no tools) with its own small cap
     openai_server.script(text_reply("hello", usage=None), text_reply('{"category": "billing"}', usage=None))
-    run = await api.client.post("/v1/runs", headers=api.auth(), json={"workflow": _chat_flow(), "message": "hi"})
+    run = await api.client.post("/v1/runs", headers=api.auth(),
+                                json={"workflow": chat_flow("chatty"), "message": "hi"})
     assert run.status_code == 200 and run.json()["status"] == "succeeded", run.text
     run = await api.client.post("/v1/runs", headers=api.auth(), json={"workflow": _classify_flow(), "message": "bill"})
     assert run.status_code == 200 and run.json()["status"] == "succeeded", run.text
@@ -60,7 +55,7 @@ async def test_tenant_override_reaches_its_runs_only(api, models_file, openai_se
     assert other.json()["max_context"] == 8192 and other.json()["override"] == {}
     openai_server.script(text_reply("hi b"))
     run = await api.client.post("/v1/runs", headers=api.auth(api.other_key),
-                                json={"workflow": _chat_flow(), "message": "hi"})
+                                json={"workflow": chat_flow("chatty"), "message": "hi"})
     assert run.status_code == 200 and run.json()["status"] == "succeeded", run.text
     assert openai_server.bodies[-1]["max_tokens"] == 512 and "stream_options" in openai_server.bodies[-1]
 

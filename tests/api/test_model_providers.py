@@ -14,6 +14,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from engine.settings import Settings
+from tests.support.chat_flow import chat_flow
 from tests.support.openai_server import Finish, Reply, Text, http_error, text_reply, tool_args_split_reply
 
 from .conftest import open_api
@@ -21,6 +22,8 @@ from .conftest import open_api
 PROVIDER_KEY = "sk-tenant-own-7d3f9a2c5e1b8h4k"
 OTHER_KEY = "sk-tenant-rotated-0a9b8c7d6e5f4g3h"
 PREFIX = "/v1/model-providers"
+#: a chat workflow whose model is the tenant's own ``team-chat`` (a model of its provider)
+OWN_MODEL_FLOW = chat_flow("own_model", model="team-chat")
 
 
 class Recorder:
@@ -33,14 +36,6 @@ class Recorder:
         response = await self.api.client.request(method, path, headers=self.api.auth(key), **kwargs)
         self.bodies.append(response.text)
         return response
-
-
-def _chat_flow(model: str, flow_id: str = "own_model") -> dict[str, Any]:
-    return {"id": flow_id, "name": "Own model", "nodes": [
-        {"id": "start", "type": "start"},
-        {"id": "reply", "type": "chat", "config": {"model": model, "user_prompt": "{{ sys.query }}"}},
-        {"id": "say", "type": "answer", "config": {"text": "{{ reply.answer }}"}}],
-        "edges": [{"id": "e1", "source": "start", "target": "reply"}, {"id": "e2", "source": "reply", "target": "say"}]}
 
 
 async def _provider(rec: Recorder, base_url: str, **extra: Any) -> dict[str, Any]:
@@ -150,7 +145,7 @@ async def test_runs_call_the_tenant_model_by_name_and_as_default(api, openai_ser
                                                             "max_context": 8192})
     openai_server.script(text_reply("from the team model", usage=(7, 3)),
                          text_reply("as the default", usage=(7, 3)))
-    run = await rec.call("POST", "/v1/runs", json={"workflow": _chat_flow("team-chat"), "message": "hi"})
+    run = await rec.call("POST", "/v1/runs", json={"workflow": OWN_MODEL_FLOW, "message": "hi"})
     assert run.status_code == 200 and run.json()["status"] == "succeeded", run.text
     assert run.json()["answer"] == "from the team model"
     sent = openai_server.requests[-1]
@@ -158,7 +153,7 @@ async def test_runs_call_the_tenant_model_by_name_and_as_default(api, openai_ser
 
     chosen = await rec.call("PUT", f"{PREFIX}/defaults", json={"chat": "team-chat"})
     assert chosen.status_code == 200 and chosen.json()["chat"] == "team-chat", chosen.text
-    run = await rec.call("POST", "/v1/runs", json={"workflow": _chat_flow("default", "by_default"), "message": "hi"})
+    run = await rec.call("POST", "/v1/runs", json={"workflow": chat_flow("by_default"), "message": "hi"})
     assert run.json()["status"] == "succeeded" and run.json()["answer"] == "as the default", run.text
     assert openai_server.requests[-1].body["model"] == "upstream-chat-id"
 
@@ -184,7 +179,7 @@ async def test_another_tenant_cannot_see_or_use_the_provider(api, openai_server)
         assert answer.status_code == 404, (method, path, answer.status_code, answer.text)
     refused = await rec.call("PUT", f"{PREFIX}/defaults", other, json={"chat": "team-chat"})
     assert refused.status_code == 422, refused.text
-    run = await rec.call("POST", "/v1/runs", other, json={"workflow": _chat_flow("team-chat"), "message": "hi"})
+    run = await rec.call("POST", "/v1/runs", other, json={"workflow": OWN_MODEL_FLOW, "message": "hi"})
     assert run.status_code == 422 and "team-chat" in run.text, run.text
     assert openai_server.requests == [], "tenant B's run never reached tenant A's endpoint"
     # the same id is free for tenant B, and its provider is its own
@@ -196,7 +191,7 @@ async def test_another_tenant_cannot_see_or_use_the_provider(api, openai_server)
 async def test_an_app_scoped_key_reads_but_does_not_change(api, openai_server):
     rec = Recorder(api)
     await _provider(rec, openai_server.base_url)
-    made = await api.client.post("/v1/workflows", json=_chat_flow("default", "app1"), headers=api.auth())
+    made = await api.client.post("/v1/workflows", json=chat_flow("app1"), headers=api.auth())
     assert made.status_code == 201, made.text
     _record, scoped = await api.keys.create_key("default", name="app", app_id="app1")
     assert (await rec.call("GET", PREFIX, scoped)).status_code == 200
@@ -210,12 +205,12 @@ async def test_the_key_is_in_no_answer_log_export_or_stored_row(api, openai_serv
     await _provider(rec, openai_server.base_url)
     await rec.call("PATCH", f"{PREFIX}/my-vllm", json={"api_key": OTHER_KEY})
     await rec.call("POST", f"{PREFIX}/my-vllm/models", json={"name": "team-chat"})
-    saved = await rec.call("POST", "/v1/workflows", json=_chat_flow("team-chat"))
+    saved = await rec.call("POST", "/v1/workflows", json=OWN_MODEL_FLOW)
     assert saved.status_code == 201, saved.text
     await rec.call("GET", "/v1/workflows/own_model/export")
     await rec.call("GET", "/v1/workflows/own_model")
     openai_server.script(text_reply("ok", usage=(3, 1)))
-    run = await rec.call("POST", "/v1/runs", json={"workflow": _chat_flow("team-chat"), "message": "hi"})
+    run = await rec.call("POST", "/v1/runs", json={"workflow": OWN_MODEL_FLOW, "message": "hi"})
     assert run.json()["status"] == "succeeded", run.text
     assert openai_server.requests[-1].headers["authorization"] == f"Bearer {OTHER_KEY}", "the new key is used"
     run_id = run.json()["run_id"]

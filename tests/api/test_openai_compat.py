@@ -13,17 +13,10 @@ from typing import Any
 import openai
 import pytest
 
+from tests.support.chat_flow import chat_flow
 from tests.support.openai_server import text_reply
 
 from .conftest import order_workflow
-
-CHAT_FLOW: dict[str, Any] = {
-    "id": "chatbot", "name": "Chatbot", "inputs": [{"name": "query", "type": "string"}],
-    "nodes": [{"id": "start", "type": "start"},
-              {"id": "reply", "type": "chat", "config": {"model": "default", "history": 10}},
-              {"id": "say", "type": "answer", "config": {"text": "{{ reply.answer }}"}}],
-    "edges": [{"id": "e1", "source": "start", "target": "reply"}, {"id": "e2", "source": "reply", "target": "say"}],
-}
 
 
 async def _publish(api, doc: dict[str, Any]) -> None:
@@ -43,7 +36,7 @@ def _turns(body: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 async def test_a_completion_and_a_stream_of_a_published_app(api, models_file, openai_server):
-    await _publish(api, CHAT_FLOW)
+    await _publish(api, chat_flow(history=10))
     client = await _sdk(api)
     openai_server.script(text_reply("Hello Ada!", usage=(12, 3)), text_reply("Streamed hello to you", usage=(20, 5)))
     done = await client.chat.completions.create(model="chatbot", messages=[{"role": "user", "content": "Hi"}])
@@ -67,7 +60,7 @@ async def test_a_completion_and_a_stream_of_a_published_app(api, models_file, op
 
 
 async def test_a_conversation_by_chat_id_and_the_history_of_a_request_without_one(api, models_file, openai_server):
-    await _publish(api, CHAT_FLOW)
+    await _publish(api, chat_flow(history=10))
     client = await _sdk(api)
     openai_server.script(text_reply("Hello Ada!"), text_reply("Your name is Ada."), text_reply("You said Bo."))
     await client.chat.completions.create(model="chatbot", messages=[{"role": "user", "content": "My name is Ada"}],
@@ -153,7 +146,7 @@ async def test_a_failed_run_is_an_error_not_retried_and_after_the_stream_started
         api, models_file, openai_server):
     from tests.support.openai_server import error_after_tokens
 
-    await _publish(api, CHAT_FLOW)
+    await _publish(api, chat_flow(history=10))
     await api.http()
     client = openai.AsyncOpenAI(base_url=api.live.url + "/v1", api_key=api.key, max_retries=2, timeout=20)
     openai_server.script(error_after_tokens("Ada likes", message="upstream model crashed"),

@@ -62,8 +62,8 @@ async def test_the_openapi_document_lists_404_on_the_app_quota_routes(api):
 
 
 @pytest.mark.slow
-def test_flowloom_keys_create_refuses_an_app_the_tenant_does_not_have(api_database_url, tmp_path):
-    env = {**os.environ, "FLOWLOOM_HOME": str(tmp_path / "cli-home"), "FLOWLOOM_DATABASE_URL": api_database_url}
+def test_flowloom_keys_create_refuses_an_app_the_tenant_does_not_have(database_url, tmp_path):
+    env = {**os.environ, "FLOWLOOM_HOME": str(tmp_path / "cli-home"), "FLOWLOOM_DATABASE_URL": database_url}
 
     def keys(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "api.cli", "keys", *args], capture_output=True, text=True,
@@ -73,6 +73,6 @@ def test_flowloom_keys_create_refuses_an_app_the_tenant_does_not_have(api_databa
     assert refused.returncode == 2, refused.stderr
     assert NO_APP in " ".join(refused.stderr.split()) and "no key was made" in refused.stderr, refused.stderr
     assert "fl_" not in refused.stdout
-    asyncio.run(_save_workflow(api_database_url, "default", {**hello_workflow(), "id": "chatbot"}))
+    asyncio.run(_save_workflow(database_url, "default", {**hello_workflow(), "id": "chatbot"}))
     made = keys("create", "--app", "chatbot")
     assert made.returncode == 0 and made.stdout.strip().startswith("fl_"), made.stderr

@@ -19,17 +19,10 @@ import openai
 import pytest
 
 from api.app import create_app
+from tests.support.chat_flow import chat_flow
 from tests.support.openai_server import text_reply
 
 from .conftest import hello_workflow, order_workflow
-
-CHAT_FLOW: dict[str, Any] = {
-    "id": "chatbot", "name": "Chatbot", "inputs": [{"name": "query", "type": "string"}],
-    "nodes": [{"id": "start", "type": "start"},
-              {"id": "reply", "type": "chat", "config": {"model": "default"}},
-              {"id": "say", "type": "answer", "config": {"text": "{{ reply.answer }}"}}],
-    "edges": [{"id": "e1", "source": "start", "target": "reply"}, {"id": "e2", "source": "reply", "target": "say"}],
-}
 
 
 def _seconds_to_midnight() -> float:
@@ -73,7 +66,7 @@ async def test_runs_per_minute_over_the_limit_is_429_with_retry_after_in_every_m
 
 async def test_an_app_quota_of_tokens_per_day_refuses_the_next_turn_before_the_model_is_called(
         api, models_file, openai_server):
-    await _publish(api, CHAT_FLOW)
+    await _publish(api, chat_flow())
     await _publish(api, {**hello_workflow(), "id": "hello"})
     put = await api.client.put("/v1/quotas/apps/chatbot", json={"tokens_per_day": 10}, headers=api.auth())
     assert put.status_code == 200 and put.json()["app_id"] == "chatbot"
@@ -152,7 +145,7 @@ async def test_the_operator_default_holds_until_a_tenant_has_its_own_limit(defau
     assert (await _run(api)).status_code == 200
 
 
-async def test_concurrent_starts_on_two_app_instances_never_exceed_the_limit(api, api_database_url):
+async def test_concurrent_starts_on_two_app_instances_never_exceed_the_limit(api, database_url):
     await api.client.put("/v1/quotas", json={"runs_per_minute": 3}, headers=api.auth())
     second = create_app(api.settings, heartbeat_s=0.2, shutdown_grace_s=2)
     async with second.router.lifespan_context(second):
@@ -168,8 +161,8 @@ async def test_concurrent_starts_on_two_app_instances_never_exceed_the_limit(api
     assert len((await api.client.get("/v1/runs", headers=api.auth())).json()["runs"]) == 3
 
 
-def test_flowloom_quotas_sets_and_shows_the_limits(api_database_url, tmp_path):
-    env = {**os.environ, "FLOWLOOM_HOME": str(tmp_path / "cli-home"), "FLOWLOOM_DATABASE_URL": api_database_url}
+def test_flowloom_quotas_sets_and_shows_the_limits(database_url, tmp_path):
+    env = {**os.environ, "FLOWLOOM_HOME": str(tmp_path / "cli-home"), "FLOWLOOM_DATABASE_URL": database_url}
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "api.cli", "quotas", *args], capture_output=True, text=True,
@@ -180,7 +173,7 @@ def test_flowloom_quotas_sets_and_shows_the_limits(api_database_url, tmp_path):
     assert json.loads(done.stdout)["effective"]["runs_per_minute"] == 5
     unknown = cli("set", "--tenant", "acme", "--app", "chatbot", "--tokens-per-day", "0")
     assert unknown.returncode == 2 and "has no workflow 'chatbot'" in unknown.stderr, unknown.stderr
-    asyncio.run(_save_workflow(api_database_url, "acme", {**hello_workflow(), "id": "chatbot"}))
+    asyncio.run(_save_workflow(database_url, "acme", {**hello_workflow(), "id": "chatbot"}))
     assert cli("set", "--tenant", "acme", "--app", "chatbot", "--tokens-per-day", "0").returncode == 0
     shown = cli("show", "--tenant", "acme", "--json")
     rows = json.loads(shown.stdout)

@@ -8,17 +8,11 @@ from __future__ import annotations
 import asyncio
 import time
 
+from tests.support.chat_flow import chat_flow
 from tests.support.openai_server import delay, finish, reply, text, usage
 
 from .conftest import parse_sse
 
-CHAT_FLOW = {
-    "id": "chatbot", "name": "Chatbot", "inputs": [{"name": "query", "type": "string"}],
-    "nodes": [{"id": "start", "type": "start"},
-              {"id": "reply", "type": "chat", "config": {"model": "default"}},
-              {"id": "say", "type": "answer", "config": {"text": "{{ reply.answer }}"}}],
-    "edges": [{"id": "e1", "source": "start", "target": "reply"}, {"id": "e2", "source": "reply", "target": "say"}],
-}
 WORDS = [f"word{i} " for i in range(40)]
 
 
@@ -27,7 +21,7 @@ async def test_stop_during_a_streaming_model_call_cancels_within_a_second_and_ke
     steps = [step for word in WORDS for step in (text(word), delay(0.1))]
     openai_server.script(reply(*steps, finish("stop"), usage(10, 40)))
     http = await api.http()
-    body = {"workflow": CHAT_FLOW, "message": "Tell me a long story", "chat_id": "stop-1",
+    body = {"workflow": chat_flow(), "message": "Tell me a long story", "chat_id": "stop-1",
             "response_mode": "streaming"}
     async with http.stream("POST", "/v1/runs", json=body, headers=api.auth()) as response:
         messages: list[dict] = []

@@ -8,17 +8,10 @@ from __future__ import annotations
 import asyncio
 import time
 
+from tests.support.chat_flow import chat_flow
 from tests.support.openai_server import delay, finish, reply, text, usage
 
 from .conftest import http_chain, read_messages
-
-CHAT_FLOW = {
-    "id": "chatbot", "name": "Chatbot", "inputs": [{"name": "query", "type": "string"}],
-    "nodes": [{"id": "start", "type": "start"},
-              {"id": "reply", "type": "chat", "config": {"model": "default"}},
-              {"id": "say", "type": "answer", "config": {"text": "{{ reply.answer }}"}}],
-    "edges": [{"id": "e1", "source": "start", "target": "reply"}, {"id": "e2", "source": "reply", "target": "say"}],
-}
 
 
 async def _final(api, run_id: str, timeout: float = 15.0) -> dict:
@@ -34,7 +27,8 @@ async def test_a_streaming_run_sends_meta_then_live_events_with_deltas_then_done
     openai_server.script(reply(text("Hello"), delay(0.05), text(" there,"), delay(0.05), text(" Ada"),
                                finish("stop"), usage(12, 3)))
     http = await api.http()
-    body = {"workflow": CHAT_FLOW, "message": "Hi, I am Ada", "chat_id": "c-1", "response_mode": "streaming"}
+    body = {"workflow": chat_flow(), "message": "Hi, I am Ada", "chat_id": "c-1",
+            "response_mode": "streaming"}
     async with http.stream("POST", "/v1/runs", json=body, headers=api.auth()) as response:
         assert response.status_code == 200
         assert response.headers["content-type"].startswith("text/event-stream")

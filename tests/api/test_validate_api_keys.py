@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.chat_flow import chat_flow
+
 CLOUD_KEY_ENV = "FLOWLOOM_TEST_CLOUD_KEY"
 
 
@@ -39,22 +41,15 @@ max_output_tokens = 512
     return path
 
 
-def chat_flow(model: str) -> dict:
-    return {"id": "chatty", "name": "Chatty", "nodes": [
-        {"id": "start", "type": "start"},
-        {"id": "chat", "type": "chat", "config": {"model": model}},
-        {"id": "say", "type": "answer", "config": {"text": "{{ chat.answer }}"}}],
-        "edges": [{"id": "e1", "source": "start", "target": "chat"}, {"id": "e2", "source": "chat", "target": "say"}]}
-
-
 async def test_a_model_whose_key_is_not_set_warns_without_blocking(api, models_file, monkeypatch):
-    checked = (await api.client.post("/v1/workflows/validate", json=chat_flow("cloud-model"), headers=api.auth())).json()
+    flow = chat_flow("chatty", model="cloud-model")
+    checked = (await api.client.post("/v1/workflows/validate", json=flow, headers=api.auth())).json()
     assert checked["valid"] is True
     [warning] = checked["problems"]
     assert (warning["code"], warning["severity"], warning["node_id"], warning["path"]) == (
-        "missing_api_key", "warning", "chat", "config.model")
+        "missing_api_key", "warning", "reply", "config.model")
     assert "'cloud-model'" in warning["message"] and CLOUD_KEY_ENV in warning["message"]
-    assert (await api.client.post("/v1/workflows", json=chat_flow("cloud-model"), headers=api.auth())).status_code == 201
+    assert (await api.client.post("/v1/workflows", json=flow, headers=api.auth())).status_code == 201
     published = await api.client.post("/v1/workflows/chatty/publish", json={}, headers=api.auth())
     assert published.status_code == 201, published.text
     monkeypatch.setenv(CLOUD_KEY_ENV, "sk-value-never-shown")
@@ -63,5 +58,6 @@ async def test_a_model_whose_key_is_not_set_warns_without_blocking(api, models_f
 
 
 async def test_a_local_model_without_a_key_does_not_warn(api, models_file):
-    checked = (await api.client.post("/v1/workflows/validate", json=chat_flow("local-model"), headers=api.auth())).json()
+    flow = chat_flow("chatty", model="local-model")
+    checked = (await api.client.post("/v1/workflows/validate", json=flow, headers=api.auth())).json()
     assert (checked["valid"], checked["problems"]) == (True, [])

@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.chat_flow import chat_flow
 from tests.support.counting_server import Counter, counter  # noqa: F401  (fixture)
 from tests.support.openai_server import error_after_tokens, text_reply
 
@@ -29,13 +30,12 @@ ROOT = Path(__file__).resolve().parents[2]
 FLOWLOOM = [sys.executable, "-m", "api.cli"]
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def env(request, tmp_path) -> dict[str, str]:
-    """Environment of the CLI processes: a fresh FLOWLOOM_HOME, and for PostgreSQL a fresh database."""
+@pytest.fixture
+def env(database_url, tmp_path) -> dict[str, str]:
+    """Environment of the CLI processes: a fresh FLOWLOOM_HOME and the test's database (each backend)."""
     values = {k: v for k, v in os.environ.items() if not k.startswith("FLOWLOOM_")}
-    values.update(FLOWLOOM_HOME=str(tmp_path / "home"), FLOWLOOM_HTTP_ALLOW="127.0.0.1")
-    if request.param == "postgres":
-        values["FLOWLOOM_DATABASE_URL"] = request.getfixturevalue("make_postgres_database")()
+    values.update(FLOWLOOM_HOME=str(tmp_path / "home"), FLOWLOOM_HTTP_ALLOW="127.0.0.1",
+                  FLOWLOOM_DATABASE_URL=database_url)
     return values
 
 
@@ -148,13 +148,10 @@ def test_cancel_from_another_process_ends_the_run_within_a_second(env, counter, 
     async def cancel_and_wait() -> float:
         """Send the command from this process, then poll the store until the run has ended;
         returns the seconds between the two (what a person waiting on the run sees)."""
-        from api.composition import database_url
-        from engine.settings import Settings
         from schemas.records import CommandKind, RunCommand
         from workers.sql import SqlStore
 
-        store = await SqlStore.open(database_url(Settings(home=Path(env["FLOWLOOM_HOME"]),
-                                                          database_url=env.get("FLOWLOOM_DATABASE_URL"))))
+        store = await SqlStore.open(env["FLOWLOOM_DATABASE_URL"])
         try:
             sent = time.monotonic()
             await store.send("default", RunCommand(run_id=run_id, kind=CommandKind.cancel, reason="test stop",
@@ -196,21 +193,12 @@ def test_flowloom_cancel_stops_a_running_run_and_a_paused_one(env, counter, tmp_
     assert {r["run_id"]: r["status"] for r in listed} == {run_id: "cancelled", paused_id: "cancelled"}
 
 
-CHAT_FLOW = {
-    "id": "chatbot", "name": "Chatbot", "inputs": [{"name": "query", "type": "string"}],
-    "nodes": [{"id": "start", "type": "start"},
-              {"id": "reply", "type": "chat", "name": "Reply", "config": {"model": "default", "history": 10}},
-              {"id": "say", "type": "answer", "config": {"text": "{{ reply.answer }}"}}],
-    "edges": [{"id": "e1", "source": "start", "target": "reply"}, {"id": "e2", "source": "reply", "target": "say"}],
-}
-
-
 def test_chat_history_across_turns_reaches_the_model_and_a_failed_turn_keeps_one_message(
         env, openai_server, tmp_path):
     env = {**env, "FLOWLOOM_LLM_BASE_URL": openai_server.base_url, "FLOWLOOM_LLM_API_KEY": "test",
            "FLOWLOOM_LLM_MODEL": "scripted-upstream"}
     path = tmp_path / "chat.json"
-    path.write_text(json.dumps(CHAT_FLOW))
+    path.write_text(json.dumps(chat_flow(history=10)))
     openai_server.script(text_reply("Hello Ada!"), text_reply("Your name is Ada."),
                          error_after_tokens("Ada likes", message="upstream model crashed"))
     first = cli(env, "run", str(path), "--chat-id", "c1", "--message", "My name is Ada")
@@ -229,12 +217,9 @@ def test_chat_history_across_turns_reaches_the_model_and_a_failed_turn_keeps_one
     assert [m["role"] for m in openai_server.bodies[-1]["messages"] if m["role"] != "system"] == ["user"]
 
     async def chat() -> list[Any]:
-        from api.composition import database_url
-        from engine.settings import Settings
         from workers.sql import SqlStore
 
-        store = await SqlStore.open(database_url(Settings(home=Path(env["FLOWLOOM_HOME"]),
-                                                          database_url=env.get("FLOWLOOM_DATABASE_URL"))))
+        store = await SqlStore.open(env["FLOWLOOM_DATABASE_URL"])
         try:
             return await store.messages("default", "c1")
         finally:

@@ -12,9 +12,9 @@ from typer.testing import CliRunner
 
 from api.cli import app
 from engine.settings import get_settings
+from tests.support.chat_flow import chat_flow
 from tests.support.knowledge_files import knowledge_models
 from tests.support.openai_server import text_reply
-from tests.support.workflows import build, edge, node
 
 runner = CliRunner()
 KEY_ENV = "FLOWLOOM_CLI_TEST_CHAT_KEY"
@@ -30,9 +30,7 @@ def scripted_models(tmp_path, openai_server, monkeypatch) -> Any:
 
 
 def test_show_marks_estimated_usage_clamped_to_the_cap(scripted_models, tmp_path):
-    doc = build([node("reply", "chat", {"model": "default", "max_tokens": 30}),
-                 node("say", "answer", {"text": "{{ reply.answer }}"})],
-                [edge("start", "reply"), edge("reply", "say")], inputs=[{"name": "query", "type": "string"}])
+    doc = chat_flow(max_tokens=30)
     path = tmp_path / "wf.json"
     path.write_text(json.dumps(doc), encoding="utf-8")
     scripted_models.script(text_reply("many words here " * 40, usage=None))
@@ -48,9 +46,7 @@ def test_show_marks_estimated_usage_clamped_to_the_cap(scripted_models, tmp_path
 
 
 def test_runs_list_marks_estimated_tokens_and_says_what_the_mark_means(scripted_models, tmp_path):
-    doc = build([node("reply", "chat", {"model": "default", "max_tokens": 30}),
-                 node("say", "answer", {"text": "{{ reply.answer }}"})],
-                [edge("start", "reply"), edge("reply", "say")], inputs=[{"name": "query", "type": "string"}])
+    doc = chat_flow(max_tokens=30)
     path = tmp_path / "wf.json"
     path.write_text(json.dumps(doc), encoding="utf-8")
     scripted_models.script(text_reply("counted", usage=(10, 2)), text_reply("never counted " * 20, usage=None))

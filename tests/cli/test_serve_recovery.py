@@ -112,13 +112,12 @@ class Server:
                 self.proc.wait(5)
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def env(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, str]:
-    """The servers' environment: a fresh FLOWLOOM_HOME, and for PostgreSQL a fresh database."""
+@pytest.fixture
+def env(database_url: str, tmp_path: Path) -> dict[str, str]:
+    """The servers' environment: a fresh FLOWLOOM_HOME and the test's database (each backend)."""
     values = {k: v for k, v in os.environ.items() if not k.startswith("FLOWLOOM_")}
-    values.update(FLOWLOOM_HOME=str(tmp_path / "home"), FLOWLOOM_HTTP_ALLOW="127.0.0.1", PYTHONUNBUFFERED="1")
-    if request.param == "postgres":
-        values["FLOWLOOM_DATABASE_URL"] = request.getfixturevalue("make_postgres_database")()
+    values.update(FLOWLOOM_HOME=str(tmp_path / "home"), FLOWLOOM_HTTP_ALLOW="127.0.0.1", PYTHONUNBUFFERED="1",
+                  FLOWLOOM_DATABASE_URL=database_url)
     return values
 
 
@@ -133,13 +132,10 @@ def server(env: dict[str, str], tmp_path: Path):
 
 def stored(env: dict[str, str], run_ids: list[str]) -> dict[str, tuple[Any, list[dict[str, Any]], list[Any]]]:
     """``run id -> (summary, durable events, node runs)`` read from the run store directly."""
-    from api.composition import database_url
-    from engine.settings import Settings
     from workers.sql import SqlStore
 
     async def read() -> dict[str, Any]:
-        store = await SqlStore.open(database_url(Settings(home=Path(env["FLOWLOOM_HOME"]),
-                                                          database_url=env.get("FLOWLOOM_DATABASE_URL"))))
+        store = await SqlStore.open(env["FLOWLOOM_DATABASE_URL"])
         try:
             return {run_id: (await store.get_run("default", run_id), await store.read("default", run_id, 0, 10_000),
                              await store.list_node_runs("default", run_id)) for run_id in run_ids}

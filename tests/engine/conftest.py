@@ -1,7 +1,6 @@
-"""Fixtures of the engine tests: ``database_url``, a fresh run store of each backend
-(SQLite in the test's folder; a PostgreSQL database made for the test), and
-``model_service``, a run service over it whose models are the scripted OpenAI server
-(a test module sets the server's ``responder``)."""
+"""Fixtures of the engine tests: ``model_service``, a run service over a fresh run store
+of each backend (``database_url`` of :mod:`tests.support.databases`) whose models are the
+scripted OpenAI server (a test module sets the server's ``responder``)."""
 
 from collections.abc import AsyncIterator
 from typing import Any
@@ -12,13 +11,6 @@ from engine.service import RunService, Stores
 from engine.settings import Settings
 from tests.support.catalog import TEST_CATALOG
 from workers.sql import SqlStore
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def database_url(request, tmp_path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite+aiosqlite:///{tmp_path / 'runs.db'}"
-    return request.getfixturevalue("make_postgres_database")()
 
 
 @pytest.fixture

@@ -26,8 +26,6 @@ from typing import Any
 
 import pytest
 
-from api.composition import database_url
-from engine.settings import Settings
 from tests.support.counting_server import Counter, counter  # noqa: F401  (fixture)
 from workers.sql import SqlStore
 
@@ -72,19 +70,18 @@ def mixed_flow(url: str) -> dict[str, Any]:
     return {"id": "mixed", "name": "Mixed", "nodes": nodes, "edges": edges}
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def env(request, tmp_path) -> dict[str, str]:
+@pytest.fixture
+def env(database_url, tmp_path) -> dict[str, str]:
+    """Environment of the crashing and recovering processes: a fresh FLOWLOOM_HOME and the
+    test's database (each backend)."""
     values = {k: v for k, v in os.environ.items() if not k.startswith("FLOWLOOM_")}
     values.update(FLOWLOOM_HOME=str(tmp_path / "home"), FLOWLOOM_HTTP_ALLOW="127.0.0.1",
-                  PYTHONPATH=str(ROOT) + os.pathsep + values.get("PYTHONPATH", ""))
-    if request.param == "postgresql":
-        values["FLOWLOOM_DATABASE_URL"] = request.getfixturevalue("make_postgres_database")()
+                  FLOWLOOM_DATABASE_URL=database_url, PYTHONPATH=str(ROOT) + os.pathsep + values.get("PYTHONPATH", ""))
     return values
 
 
 async def _stored(env: dict[str, str], run_id: str) -> tuple[Any, list[dict[str, Any]]]:
-    settings = Settings(home=Path(env["FLOWLOOM_HOME"]), database_url=env.get("FLOWLOOM_DATABASE_URL"))
-    store = await SqlStore.open(database_url(settings))
+    store = await SqlStore.open(env["FLOWLOOM_DATABASE_URL"])
     try:
         return await store.load_run("default", run_id), await store.read("default", run_id, limit=10_000)
     finally:

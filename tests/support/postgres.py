@@ -2,11 +2,12 @@
 ``FLOWLOOM_TEST_POSTGRES_URL`` (default ``postgresql://postgres@127.0.0.1:5432/postgres``,
 a maintenance database the tests only use to create and drop their own).
 
-``postgres_server_url`` (session) checks the server answers; ``postgres_database_url``
-(session) is one fresh database shared by a session's tests (they use unique run ids
-and tenants); ``make_postgres_database`` creates more (each dropped at the end), for
-tests that need an empty database (migrations). There is no skip: an unreachable server
-is a fixture error with a message saying what to start, so it never shows up as green.
+``postgres_server_url`` (session) checks the server answers; ``make_postgres_database``
+creates empty databases: one per test through ``database_url``
+(:mod:`tests.support.databases`, dropped after its test), or more where a test needs its
+own (dropped at the end of the session).
+There is no skip: an unreachable server is a fixture error with a message saying what
+to start, so it never shows up as green.
 """
 
 from __future__ import annotations
@@ -14,12 +15,12 @@ from __future__ import annotations
 import asyncio
 import os
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 from sqlalchemy.engine import URL, make_url
 
-__all__ = ["make_postgres_database", "postgres_database_url", "postgres_server_url"]
+__all__ = ["PostgresDatabases", "make_postgres_database", "postgres_server_url"]
 
 DEFAULT_SERVER_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 
@@ -52,24 +53,42 @@ def postgres_server_url() -> URL:
     return url
 
 
-@pytest.fixture(scope="session")
-def make_postgres_database(postgres_server_url: URL) -> Iterator[Callable[[], str]]:
-    """A factory: each call creates an empty database ``flowloom_test_<random>`` and returns
-    its URL (``postgresql://...``); every database made is dropped at the end of the session."""
-    made: list[str] = []
+class PostgresDatabases:
+    """Databases ``flowloom_test_<random>`` on the test server: calling it makes one and
+    returns its URL (``postgresql://...``); :meth:`drop` removes one, :meth:`drop_all` the
+    rest."""
 
-    def make() -> str:
+    def __init__(self, server_url: URL) -> None:
+        self.server_url = server_url
+        self.made: list[str] = []
+
+    def __call__(self, template: str | None = None) -> str:
+        """A new database: empty, or a copy of the database named ``template`` (which
+        must have no open connection)."""
         name = f"flowloom_test_{uuid.uuid4().hex[:12]}"
-        asyncio.run(_admin(postgres_server_url, f'CREATE DATABASE "{name}"'))
-        made.append(name)
-        return postgres_server_url.set(database=name).render_as_string(hide_password=False)
+        copied = f' TEMPLATE "{template}"' if template else ""
+        asyncio.run(_admin(self.server_url, f'CREATE DATABASE "{name}"{copied}'))
+        self.made.append(name)
+        return self.server_url.set(database=name).render_as_string(hide_password=False)
 
-    yield make
-    for name in made:
-        asyncio.run(_admin(postgres_server_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    def drop(self, url: str) -> None:
+        """Drop the database of ``url`` (one this made), closing its connections first."""
+        self._drop(make_url(url).database or "")
+
+    def drop_all(self) -> None:
+        for name in list(self.made):
+            self._drop(name)
+
+    def _drop(self, name: str) -> None:
+        if name in self.made:
+            self.made.remove(name)
+            asyncio.run(_admin(self.server_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
 
 
 @pytest.fixture(scope="session")
-def postgres_database_url(make_postgres_database: Callable[[], str]) -> str:
-    """URL of one fresh database shared by the session's tests."""
-    return make_postgres_database()
+def make_postgres_database(postgres_server_url: URL) -> Iterator[PostgresDatabases]:
+    """The session's :class:`PostgresDatabases`: ``make_postgres_database()`` is the URL of a
+    new empty database. What a test does not drop itself is dropped at the end of the session."""
+    databases = PostgresDatabases(postgres_server_url)
+    yield databases
+    databases.drop_all()

@@ -33,11 +33,11 @@ TESTS = Path(__file__).resolve().parents[1]
 SLOW_DIRECTORIES = ("web", "bench", "workers/rq")
 #: fixtures that start a server process or create a database
 SLOW_FIXTURES = frozenset({
-    "postgres_server_url", "make_postgres_database", "postgres_database_url",
+    "postgres_server_url", "make_postgres_database",
     "pgvector_server_url", "make_pgvector_database", "pgvector_database_url",
     "redis_url", "flowloom_redis_proc", "flowloom_redis",
 })
-#: a parameter value naming one of these backends makes the test use it (``api_database_url[postgres]``)
+#: a parameter value naming one of these backends makes the test use it (``database_url[postgres]``)
 SLOW_BACKENDS = ("postgres", "pgvector", "redis")
 #: names whose use starts a process
 PROCESS_NAMES = frozenset({"subprocess", "Popen", "create_subprocess_exec", "create_subprocess_shell",

@@ -14,6 +14,7 @@ import sys
 from redis import Redis
 from rq import Queue, Worker
 
+from tests.support.chat_flow import chat_flow
 from tests.workers.rq.conftest import ROOT, chain, open_api, post
 
 RUNS = 50
@@ -145,14 +146,14 @@ async def test_agent_and_tool_call_workflows_are_queued_whatever_the_response_mo
 
 async def test_a_streaming_request_for_a_queued_run_relays_its_events_from_the_bus(deployment, api, openai_server):
     from tests.support.openai_server import text_reply
-    from tests.workers.rq.test_stop import CHAT
 
     deployment.env.update(FLOWLOOM_LLM_BASE_URL=openai_server.base_url, FLOWLOOM_LLM_API_KEY="test",
                           FLOWLOOM_LLM_MODEL="scripted-upstream")
     openai_server.script(text_reply("Streamed from a worker.", chunk_size=3))
     deployment.start_worker("w1")
-    answer = await api.client.post("/v1/runs", headers={**api.auth, "X-Flowloom-Execution": "queued"},
-                                   json={"workflow": CHAT, "message": "hi", "response_mode": "streaming"})
+    body = {"workflow": chat_flow(), "message": "hi", "response_mode": "streaming"}
+    queued = {**api.auth, "X-Flowloom-Execution": "queued"}
+    answer = await api.client.post("/v1/runs", headers=queued, json=body)
     assert answer.status_code == 200 and answer.headers["content-type"].startswith("text/event-stream")
     frames = [block for block in answer.text.split("\n\n") if block.startswith("event: ")]
     kinds = [block.split("\n")[0][len("event: "):] for block in frames]
@@ -161,7 +162,6 @@ async def test_a_streaming_request_for_a_queued_run_relays_its_events_from_the_b
     assert ids == list(range(1, len(ids) + 1)), ids
     deltas = [json.loads(block.split("data: ", 1)[1])["text"] for block in frames if block.startswith("event: node_delta")]
     assert "".join(deltas) == "Streamed from a worker."
-
 
 
 async def test_a_run_end_reaches_the_stream_only_once_the_database_has_it(deployment):

@@ -10,9 +10,9 @@ from typing import Any
 
 import httpx
 
+from tests.support.chat_flow import chat_flow
 from tests.support.openai_server import delay, finish, reply, text, usage
 from tests.workers.rq.conftest import FLOWLOOM, ROOT
-from tests.workers.rq.test_stop import CHAT
 
 TOKENS = [f"t{i} " for i in range(24)]
 
@@ -62,7 +62,7 @@ async def test_client_reattaches_to_a_second_api_process_with_no_gap_and_no_dupl
 
     async with httpx.AsyncClient(timeout=30) as client:
         started = await client.post(f"{first_api}/v1/runs", headers=auth,
-                                    json={"workflow": CHAT, "message": "hi", "response_mode": "async"})
+                                    json={"workflow": chat_flow(), "message": "hi", "response_mode": "async"})
         assert started.status_code == 202, started.text
         run_id = started.json()["run_id"]
         before = await read_sse(client, f"{first_api}/v1/runs/{run_id}/events", auth, stop_after=8)

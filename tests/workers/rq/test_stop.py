@@ -10,16 +10,9 @@ import time
 
 from redis import Redis
 
+from tests.support.chat_flow import chat_flow
 from tests.support.openai_server import reply, stall, text, text_reply
 from tests.workers.rq.conftest import chain
-
-CHAT = {
-    "id": "chatbot", "name": "Chatbot", "inputs": [{"name": "query", "type": "string"}],
-    "nodes": [{"id": "start", "type": "start"},
-              {"id": "reply", "type": "chat", "name": "Reply", "config": {"model": "default"}},
-              {"id": "say", "type": "answer", "config": {"text": "{{ reply.answer }}"}}],
-    "edges": [{"id": "e1", "source": "start", "target": "reply"}, {"id": "e2", "source": "reply", "target": "say"}],
-}
 
 
 def stream_entries(redis_url: str, run_id: str) -> list[dict]:
@@ -58,7 +51,7 @@ async def test_stop_while_a_worker_streams_from_the_model_closes_the_stream_and_
     openai_server.script(reply(text("Hel"), text("lo"), stall()), text_reply("Second run."))
     deployment.start_worker("w1")
     first = (await api.client.post("/v1/runs", headers=api.auth, json={
-        "workflow": CHAT, "message": "hi", "response_mode": "async"})).json()["run_id"]
+        "workflow": chat_flow(), "message": "hi", "response_mode": "async"})).json()["run_id"]
     entries = await wait_for_entry(deployment.redis_url, first, "node_delta")
     assert "".join(e["text"] for e in entries if e["type"] == "node_delta").startswith("Hel")
 
@@ -75,7 +68,7 @@ async def test_stop_while_a_worker_streams_from_the_model_closes_the_stream_and_
     assert node_runs["reply"] == "cancelled"
 
     second = (await api.client.post("/v1/runs", headers=api.auth, json={
-        "workflow": CHAT, "message": "again", "response_mode": "async"})).json()["run_id"]
+        "workflow": chat_flow(), "message": "again", "response_mode": "async"})).json()["run_id"]
     assert await api.wait_status(second, {"succeeded", "failed", "cancelled"}, timeout=15) == "succeeded"
     assert (await api.service.state("default", second)).answer == "Second run."
 

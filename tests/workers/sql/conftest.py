@@ -1,5 +1,5 @@
-"""Fixtures of the SQL store tests: every store test runs on SQLite (a file in the test's
-tmp folder) and on the real PostgreSQL of ``tests.support.postgres``."""
+"""Fixtures of the SQL store tests: every store test runs on SQLite and on PostgreSQL, on
+a database of its own (``database_url`` of :mod:`tests.support.databases`)."""
 
 from __future__ import annotations
 
@@ -11,14 +11,6 @@ import pytest
 from schemas.records import OwnerInfo
 from schemas.run import RunState
 from workers.sql import SqlStore
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def database_url(request, tmp_path) -> str:
-    """A migrated-on-open database URL of each backend."""
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'db' / 'flowloom.db'}"
-    return request.getfixturevalue("postgres_database_url")
 
 
 @pytest.fixture

@@ -1,5 +1,6 @@
-"""Alembic migrations of the SQL store: upgrade from empty, downgrade to base, and the
-migrated schema equals the SQLModel tables (autogenerate finds no difference)."""
+"""Alembic migrations of the SQL store: upgrade from empty (``database_url`` of each
+backend, marked to have no schema), downgrade to base, and the migrated schema equals the
+SQLModel tables (autogenerate finds no difference)."""
 
 from __future__ import annotations
 
@@ -11,12 +12,7 @@ from workers.sql import SqlStore, current_revision, downgrade, head_revision, up
 from workers.sql.connect import make_engine
 from workers.sql.tables import metadata
 
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def empty_database_url(request, tmp_path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'migrations.db'}"
-    return request.getfixturevalue("make_postgres_database")()
+pytestmark = pytest.mark.empty_database  # upgrade from nothing, on both backends
 
 
 def _store_table(name, type_, parent_names) -> bool:
@@ -46,8 +42,8 @@ async def _tables(url: str) -> set[str]:
         await engine.dispose()
 
 
-async def test_upgrade_from_empty_matches_models_and_downgrades_to_base(empty_database_url):
-    url = empty_database_url
+async def test_upgrade_from_empty_matches_models_and_downgrades_to_base(database_url):
+    url = database_url
     assert await current_revision(url) is None
     await upgrade(url)
     assert await current_revision(url) == head_revision()
@@ -61,10 +57,10 @@ async def test_upgrade_from_empty_matches_models_and_downgrades_to_base(empty_da
     assert await _differences(url) == []
 
 
-async def test_open_migrates_on_first_use(empty_database_url):
-    store = await SqlStore.open(empty_database_url)
+async def test_open_migrates_on_first_use(database_url):
+    store = await SqlStore.open(database_url)
     try:
         assert await store.list_runs("default") == []
     finally:
         await store.close()
-    assert await current_revision(empty_database_url) == head_revision()
+    assert await current_revision(database_url) == head_revision()
