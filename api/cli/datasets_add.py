@@ -287,7 +287,12 @@ async def add_files(
     if as_json:
         _json(outcomes, unread, final)
     code = _report(outcomes, unread, final, queued and not wait, followed=followed, quiet=as_json)
-    kept = [o for o in outcomes if o.error is None]
+    # a document that failed in ingestion is not in the dataset to search
+    kept = [
+        o
+        for o in outcomes
+        if o.error is None and str(final.get(o.document.id, o.document).status) != "failed"
+    ]
     if kept and code != EXIT_INVALID and not as_json:
         out().print(
             f"{len(kept)} document(s) in dataset {dataset_id}; search with: "

@@ -309,7 +309,7 @@ async def resume_run(
     """The run continues with the answers (follow it at ``events_url``). 409 when the run
     is not paused or an interrupt is not pending; 422 when an answer does not fit its
     question (not one of the options, a form field of the wrong type), naming what fits."""
-    await _summary(service, caller, run_id)
+    summary = await _summary(service, caller, run_id)
     ticket = await service.launch(
         caller.tenant_id,
         ResumeRun(
@@ -321,8 +321,10 @@ async def resume_run(
         ),
         dataclasses.replace(placement, detached=True),
     )
+    # the stored run says whether it is in a chat (the run state's sys.chat_id falls back
+    # to the run id for templates, which is no chat)
     return RunAccepted(
-        run_id=run_id, chat_id=ticket.chat_id, status=ticket.status, events_url=_events_url(run_id)
+        run_id=run_id, chat_id=summary.chat_id, status=ticket.status, events_url=_events_url(run_id)
     )
 
 

@@ -97,6 +97,7 @@ async def test_a_paused_run_is_resumed_through_the_api_until_it_succeeds(api):
     assert both.status_code == 422
     accepted = await api.client.post(f"/v1/runs/{run_id}/resume", json={"answer": "change"}, headers=api.auth())
     assert accepted.status_code == 202, accepted.text
+    assert accepted.json()["chat_id"] is None, "a run started without a chat is in none"
     form = await _wait_status(api, run_id, {"paused", "succeeded", "failed"})
     assert form["status"] == "paused" and form["pending_interrupts"][0]["node_id"] == "details"
     interrupt = form["pending_interrupts"][0]["id"]

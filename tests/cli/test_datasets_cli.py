@@ -118,6 +118,7 @@ def test_a_failed_ingestion_exits_1_with_its_reason(scripted_models, tmp_path):
     result = invoke("datasets", "add", dataset, *files(tmp_path, {"rockets.txt": corpus()["rockets.txt"]}))
     assert result.exit_code == 1, result.output + result.stderr
     assert "rockets.txt" in result.stderr and "ingestion failed" in result.stderr
+    assert "search with" not in result.stdout, "a document that failed is not there to search"
     shown = json.loads(invoke("datasets", "show", dataset, "--json").stdout)
     assert shown["documents"][0]["status"] == "failed" and shown["documents"][0]["error"]
 
