@@ -59,8 +59,10 @@ RUN_SSE_CONTENT: dict[str, Any] = {
                 "data": {
                     "type": "string",
                     "contentMediaType": "application/json",
+                    # anyOf, not oneOf: the frame's ``event`` tells the four apart; their
+                    # payloads may fit more than one (a run event has a ``run_id`` as meta does)
                     "contentSchema": {
-                        "oneOf": [
+                        "anyOf": [
                             {"$ref": "#/components/schemas/RunStreamMeta"},
                             {"$ref": "#/components/schemas/RunEvent"},
                             {"$ref": "#/components/schemas/RunStreamDone"},
