@@ -312,7 +312,8 @@ class TerminalView:
         self._event: Any = None  # the event being shown
         self._mid_line = False  # streamed text left the cursor mid-line
         self._streaming: str | None = None  # the node run whose text left it there
-        self._held: list[Text] = []  # progress lines of other node runs, shown when that line ends
+        self._streaming_done = False  # that node run has finished (its tail may still come)
+        self._held: list[Text] = []  # progress lines held while that line is open
         # End nodes stream their outputs as answer text too; ``results`` gets the outputs
         # as JSON, so it writes the answer only when another node said something
         self._end_nodes: set[str] = set()
@@ -332,21 +333,27 @@ class TerminalView:
         if self._mid_line:
             self.console.print()
             self._mid_line = False
-        self._streaming = None
+        self._streaming, self._streaming_done = None, False
         held, self._held = self._held, []
         for text in held:
             self.console.print(text)
 
     def _line(self, *parts: str | tuple[str, str]) -> None:
-        """A progress line. While a node's streamed answer line is open, a line about
-        another node run (a parallel branch) is held until that line ends: printed there
-        it would cut a sentence in two (``... (case: `` / four progress lines /
-        ``invalid)``). The streaming node's own lines and the run's lines end it."""
+        """A progress line. While a node's streamed answer line is open, node lines are
+        held until that line ends: printed there they would cut a sentence in two
+        (``... (case: `` / four progress lines / ``invalid)``). That holds for the
+        streaming node's own lines too, since an answer's tail (the part after a
+        ``{{ inputs.x }}``) follows its ``node_finished``; once it has finished, the next
+        line about another node run ends the open line, as do the run's lines."""
         text = Text.assemble(*parts)
         node_run = getattr(self._event, "node_run_id", None)
-        if self._mid_line and node_run is not None and node_run != self._streaming:
-            self._held.append(text)
-            return
+        if self._mid_line and node_run is not None:
+            own = node_run == self._streaming
+            if own or not self._streaming_done:
+                if own and getattr(self._event, "type", None) == "node_finished":
+                    self._streaming_done = True
+                self._held.append(text)
+                return
         self._newline()
         self.console.print(text)
 
@@ -378,7 +385,9 @@ class TerminalView:
             self._newline()
         if rest:
             self.console.print(Text(rest, style=style), end="")
-            self._mid_line, self._streaming = True, event.node_run_id
+            if event.node_run_id != self._streaming:
+                self._streaming, self._streaming_done = event.node_run_id, False
+            self._mid_line = True
 
     def _on_node_finished(self, event: Any) -> None:
         status = str(event.status)

@@ -69,3 +69,21 @@ def test_the_run_ending_ends_the_open_line_and_shows_what_was_held():
     assert [line.strip() for line in sink.getvalue().splitlines()] == [
         "▶ say [template] started", "no newline at the end", "▶ other [template] started",
         "run succeeded in 2.0 ms"]
+
+
+def test_an_answer_tail_after_its_own_node_finished_stays_on_its_line():
+    """An answer node streams its text up to ``{{ inputs.item }}`` as its references resolve,
+    and the rest (the tail) after its own ``node_finished``: its own lines wait too."""
+    events, (terminal, sink) = Events(), view()
+    for event in (events.delta("placed", "Order placed: "), events.started("final"), events.finished("final"),
+                  events.delta("placed", "2"), events.delta("placed", " x "), events.started("placed"),
+                  events.finished("placed"), events.delta("placed", "tea."), events.started("finish"),
+                  events.finished("finish"), RunFinished(**events._base(), outputs={}, elapsed_ms=2.0)):
+        terminal.show(event)
+    terminal.close()
+    assert [line.strip() for line in sink.getvalue().splitlines()] == [
+        "Order placed: 2 x tea.",
+        "▶ final [template] started", "✓ final [template] succeeded in 1.0 ms",
+        "▶ placed [template] started", "✓ placed [template] succeeded in 1.0 ms",
+        "▶ finish [template] started", "✓ finish [template] succeeded in 1.0 ms",
+        "run succeeded in 2.0 ms"]
