@@ -25,7 +25,7 @@ from typing import Annotated, Any
 import typer
 from rich.text import Text
 
-from .common import EXIT_OK, JsonFlag, abort, app, err, out, print_columns, write_json
+from .common import EXIT_OK, JsonFlag, abort, app, err, out, print_columns, settings, write_json
 from .running import with_service
 
 __all__ = ["add", "create", "list_datasets", "reindex", "remove", "search", "show"]
@@ -75,6 +75,27 @@ def _run(body: Any) -> None:
         return await _knowledge_errors(body(service.knowledge, service))
 
     raise typer.Exit(with_service(main, knowledge=True))
+
+
+async def _warn_missing_key(service: Any, tenant: str, dataset: Any) -> None:
+    """Say on stderr when the embedding model of ``dataset`` (a ``Dataset``) has a provider
+    that needs a key this environment lacks: the dataset is made, but every document added
+    to it would fail at embedding, long after the command that could have said so."""
+    model = dataset.embedding_model
+    if model is None:
+        return
+    models = await service.models_of(tenant)
+    variable = models.required_key_env(model) if models is not None else None
+    if variable is None or str(settings().environ().get(variable, "") or "").strip():
+        return
+    err().print(
+        Text.assemble(
+            ("warning", "bold yellow"),
+            f": embedding model {model!r} needs an API key in {variable}, which is not set here; "
+            f"documents added before it is set fail at embedding (then, once it is set: "
+            f"flowloom datasets reindex {dataset.id} --failed)",
+        )
+    )
 
 
 def _dataset_row(d: Any) -> tuple[str, ...]:
@@ -155,6 +176,7 @@ def create(
                 f": {dataset.name} ({what}); add documents with: flowloom datasets add {dataset.id} FILE...",
             )
         )
+        await _warn_missing_key(service, tenant, dataset)
         return EXIT_OK
 
     _run(body)

@@ -74,6 +74,18 @@ def test_create_list_show_and_remove(scripted_models):
     assert json.loads(invoke("datasets", "list", "--json").stdout) == []
 
 
+def test_create_warns_when_the_embedding_models_key_is_not_set(scripted_models, monkeypatch):
+    made = invoke("datasets", "create", "Keyed", "--id", "keyed", "--embedding-model", EMBEDDING_MODEL)
+    assert made.exit_code == 0 and "warning" not in made.stderr, made.stderr
+    monkeypatch.delenv(KEY_ENV)
+    get_settings.cache_clear()
+    made = invoke("datasets", "create", "Unkeyed", "--id", "unkeyed", "--embedding-model", EMBEDDING_MODEL)
+    assert made.exit_code == 0 and made.stdout.strip() == "unkeyed", made.output
+    warning = " ".join(made.stderr.split())
+    assert f"needs an API key in {KEY_ENV}" in warning and "flowloom datasets reindex unkeyed --failed" in warning
+    assert "warning" not in invoke("datasets", "create", "Plain", "--id", "plain").stderr
+
+
 def test_bad_settings_and_unknown_models_exit_2_naming_the_field(scripted_models):
     overlap = invoke("datasets", "create", "x", "--chunk-tokens", "64", "--overlap", "64")
     assert overlap.exit_code == 2 and "overlap_tokens" in overlap.stderr
