@@ -50,6 +50,12 @@ scenario('import with the file chooser mapping the model and dataset, then renam
   await page.keyboard.press('Enter');
   await page.locator(`[data-testid="workflow-${id}"]`, { hasText: 'Manual bot' }).waitFor();
   assert.equal((await apiCall('GET', `/v1/workflows/${id}`)).draft.name, 'Manual bot');
+  // the row's actions are readable (the knowledge pages' styles are loaded by now: the
+  // mapping's dataset picker uses them)
+  for (const action of [`workflow-rename-${id}`, `workflow-delete-${id}`]) {
+    const ratio = await contrastOf(byTestId(page, action));
+    assert.ok(ratio >= 4.5, `${action}: text contrast ${ratio.toFixed(2)} against its background (at least 4.5)`);
+  }
   // delete asks first; cancelling keeps it
   await byTestId(page, `workflow-delete-${id}`).click();
   const dialog = byTestId(page, 'workflow-delete-dialog');
@@ -63,6 +69,28 @@ scenario('import with the file chooser mapping the model and dataset, then renam
   await byTestId(page, `workflow-row-${id}`).waitFor({ state: 'detached' });
   assert.equal(await statusOf(id), 404);
 });
+
+/** WCAG contrast ratio of an element's text colour against the first opaque background
+ * behind it (its own, else its ancestors', else white). */
+async function contrastOf(locator) {
+  return locator.evaluate((el) => {
+    const rgb = (value) => (value.match(/[\d.]+/g) ?? []).map(Number);
+    const luminance = ([r, g, b]) => {
+      const [R, G, B] = [r, g, b].map((c) => {
+        const s = c / 255;
+        return s <= 0.03928 ? s / 12.92 : ((s + 0.055) / 1.055) ** 2.4;
+      });
+      return 0.2126 * R + 0.7152 * G + 0.0722 * B;
+    };
+    let background = [255, 255, 255];
+    for (let node = el; node; node = node.parentElement) {
+      const parts = rgb(getComputedStyle(node).backgroundColor);
+      if (parts.length >= 3 && (parts.length === 3 || parts[3] > 0)) { background = parts.slice(0, 3); break; }
+    }
+    const [a, b] = [luminance(rgb(getComputedStyle(el).color)), luminance(background)];
+    return (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
+  });
+}
 
 function overlap(a, b) {
   return a.x < b.x + b.width && b.x < a.x + a.width && a.y < b.y + b.height && b.y < a.y + a.height;
