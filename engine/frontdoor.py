@@ -157,7 +157,7 @@ async def launch(
                 tenant_id, status=RunStatus.paused, chat_id=request.chat_id, limit=1
             )
             if paused and len(paused[0].pending_interrupts) == 1:  # the message answers its question
-                answers = {paused[0].pending_interrupts[0]["id"]: request.message}
+                answers = {paused[0].pending_interrupts[0].id: request.message}
                 # no check: in a chat an answer that does not fit is asked again, as a reply
                 return await _resume(
                     service,

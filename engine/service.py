@@ -505,7 +505,7 @@ def bind_single_answer(state_or_summary: Any, answer: Any, interrupt_id: str | N
         UnknownInterrupt: none pending, several pending and none named, or an unknown id.
     """
     pending = (
-        [i["id"] for i in state_or_summary.pending_interrupts]
+        [i.id for i in state_or_summary.pending_interrupts]
         if isinstance(state_or_summary, RunSummary)
         else list(state_or_summary.interrupts)
     )

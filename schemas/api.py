@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from .events import PendingInterrupt
 from .knowledge import QuotePiece, run_citations
 from .node_records import NodeData
 from .records import ApiKey, Chat, ChatMessage, MessagePart, MessageStatus, RunSummary
@@ -220,8 +221,10 @@ class RunOut(BaseModel):
         "estimated because the model server did not report it (tokens_in / tokens_out "
         "are then partly estimates; each node run's usage.estimated says which)",
     )
-    error: dict[str, Any] | None = None
-    pending_interrupts: list[dict[str, Any]] = Field(default_factory=list)
+    error: NodeError | None = Field(default=None, description="why a failed or cancelled run ended")
+    pending_interrupts: list[PendingInterrupt] = Field(
+        default_factory=list, description="the questions a paused run waits for"
+    )
     kind: str = Field(
         default="workflow",
         description="`workflow`, or `single_node`: one node run on its own "
@@ -958,7 +961,7 @@ class SingleNodeRunOut(BaseModel):
     node_id: str
     status: RunStatus
     node_run: NodeRunOut | None = None
-    error: dict[str, Any] | None = None
+    error: NodeError | None = None
     duration_s: float | None = None
     tokens_in: int = 0
     tokens_out: int = 0

@@ -41,6 +41,7 @@ __all__ = [
     "NodeFinished",
     "NodeStarted",
     "NodeWarning",
+    "PendingInterrupt",
     "RunCancelled",
     "RunFailed",
     "RunFinished",
@@ -164,6 +165,22 @@ class Interrupt(BaseModel):
     created_at: float = 0.0
     answered: bool = False
     answer: Any = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def payload_of_kind(cls, data: Any) -> Any:
+        return _typed_payload(data)
+
+
+class PendingInterrupt(BaseModel):
+    """An unanswered question of a paused run, as a run list or summary shows it:
+    ``payload`` has the shape of ``kind`` (:data:`InterruptPayload`); ``id`` is what an
+    answer names."""
+
+    id: str
+    node_id: str
+    kind: InterruptKind
+    payload: InterruptPayload
 
     @model_validator(mode="before")
     @classmethod

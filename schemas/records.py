@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from .events import NodeError, PendingInterrupt
 from .types import RunStatus
 
 __all__ = [
@@ -77,9 +78,11 @@ class RunSummary(BaseModel):
         description="some token count was estimated (the model "
         "server did not report it); known once the run no longer runs",
     )
-    error: dict[str, Any] | None = None
+    error: NodeError | None = Field(default=None, description="why a failed or cancelled run ended")
     owner: OwnerInfo | None = None
-    pending_interrupts: list[dict[str, Any]] = Field(default_factory=list)
+    pending_interrupts: list[PendingInterrupt] = Field(
+        default_factory=list, description="the questions a paused run waits for"
+    )
     kind: str = Field(
         default="workflow", description="``workflow``, or ``single_node``: one node run on its own"
     )

@@ -40,7 +40,7 @@ def _seconds(value: float | None) -> str:
 
 def _questions(summary: Any) -> str:
     texts = [
-        str(i.get("payload", {}).get("description") or i.get("payload", {}).get("question") or i.get("kind"))
+        str(getattr(i.payload, "description", None) or getattr(i.payload, "question", None) or i.kind)
         for i in summary.pending_interrupts
     ]
     return "; ".join(texts)
@@ -197,13 +197,13 @@ def _print_summary(summary: Any, estimated: bool = False) -> None:
         + f"  cost {summary.cost:.4f}"
     )
     if summary.error:
-        console.print(Text(f"  error: {summary.error.get('message')}", style="red"))
+        console.print(Text(f"  error: {summary.error.message}", style="red"))
     for interrupt in summary.pending_interrupts:
-        payload = interrupt.get("payload", {})
+        payload = interrupt.payload
+        asked = getattr(payload, "description", None) or getattr(payload, "question", None)
         console.print(
             Text(
-                f"  waiting: {payload.get('description') or payload.get('question') or interrupt['kind']}"
-                f" (interrupt {interrupt['id']})",
+                f"  waiting: {asked or interrupt.kind} (interrupt {interrupt.id})",
                 style="magenta",
             )
         )

@@ -204,13 +204,7 @@ def _interrupts(summary: Any) -> list[Any]:
     from schemas.run import Interrupt
 
     return [
-        Interrupt(
-            id=i["id"],
-            node_id=i.get("node_id", ""),
-            node_run_id=i.get("node_run_id", ""),
-            kind=i.get("kind", ""),
-            payload=i.get("payload") or {},
-        )
+        Interrupt(id=i.id, node_id=i.node_id, node_run_id="", kind=i.kind, payload=i.payload)
         for i in summary.pending_interrupts
     ]
 
@@ -298,12 +292,8 @@ def report_end(summary: Any, show_questions: bool, titles: dict[str, str]) -> in
     pending questions and how to answer them. Returns the exit code."""
     status, error = summary.status.value, summary.error
     if status == "failed" and error is not None:
-        where = f" at node {named(error.get('node_id'), titles, quote=True)}" if error.get("node_id") else ""
-        err().print(
-            Text.assemble(
-                (f"run failed{where}", "bold red"), f" ({error.get('reason')}): {error.get('message')}"
-            )
-        )
+        where = f" at node {named(error.node_id, titles, quote=True)}" if error.node_id else ""
+        err().print(Text.assemble((f"run failed{where}", "bold red"), f" ({error.reason}): {error.message}"))
     elif status == "cancelled":
         err().print(Text("run cancelled", style="bold yellow"))
     elif status == "paused":

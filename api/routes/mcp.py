@@ -49,7 +49,7 @@ from starlette.types import Receive, Scope, Send
 from engine.errors import FlowloomError
 from engine.ports import WorkflowNotFound
 from engine.shapes import system_reads, workflow_writes
-from schemas.events import NodeDelta
+from schemas.events import NodeDelta, PendingInterrupt
 from schemas.launch import StartRun
 from schemas.types import RunStatus, VarType
 from schemas.workflow import InputVar
@@ -267,15 +267,15 @@ async def _start(app: FastAPI, caller: Principal, name: str, arguments: dict[str
     return ticket.run_id
 
 
-def _question(interrupts: list[dict[str, Any]]) -> str:
+def _question(interrupts: list[PendingInterrupt]) -> str:
     """The pending questions of a paused run, one per line."""
     lines = []
     for interrupt in interrupts:
-        payload = interrupt.get("payload") or {}
+        payload = interrupt.payload.model_dump()
         lines.append(
             next(
                 (str(payload[k]) for k in _QUESTION_KEYS if isinstance(payload.get(k), str) and payload[k]),
-                f"({interrupt.get('kind', 'question')})",
+                f"({interrupt.kind})",
             )
         )
     return "\n".join(lines)

@@ -52,7 +52,7 @@ from fastapi.security import HTTPAuthorizationCredentials
 from engine.ports import KeyStore, WorkflowNotFound, WorkflowRepo
 from engine.service import RunService
 from schemas.api import OpenAIErrorBody
-from schemas.events import NodeDelta
+from schemas.events import NodeDelta, PendingInterrupt
 from schemas.knowledge import run_citations
 from schemas.launch import RunTicket, StartRun
 from schemas.openai_compat import ChatCompletionRequest, message_text
@@ -266,15 +266,15 @@ async def _start(
 # ------------------------------------------------------------------ results
 
 
-def _question(interrupts: list[dict[str, Any]]) -> str:
+def _question(interrupts: list[PendingInterrupt]) -> str:
     """The pending questions as text: each payload's question (or description), with
     its options' labels when it has some."""
     lines = []
     for interrupt in interrupts:
-        payload = interrupt.get("payload") or {}
+        payload = interrupt.payload.model_dump()
         text = next(
             (str(payload[k]) for k in _QUESTION_KEYS if isinstance(payload.get(k), str) and payload[k]),
-            f"({interrupt.get('kind', 'question')})",
+            f"({interrupt.kind})",
         )
         options = [
             str(o.get("label") or o.get("id")) for o in payload.get("options") or [] if isinstance(o, dict)
@@ -310,7 +310,7 @@ async def _outcome(
             "run_id": run_id,
             "chat_id": summary.chat_id,
             "status": summary.status.value,
-            "interrupts": interrupts,
+            "interrupts": [i.model_dump(mode="json") for i in interrupts],
         },
     }
 

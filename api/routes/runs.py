@@ -229,13 +229,9 @@ def _end_frame(summary: RunSummary) -> Frame:
     """The last frame of a run's stream: ``done`` with its status; for a run the idle
     watchdog ended, an ``error`` frame naming the idle interval and the node, so the
     client learns the stream ended because nothing came (and the connection is not held)."""
-    error = summary.error or {}
-    if summary.status is RunStatus.failed and error.get("reason") == "idle_timeout":
-        return (
-            "error",
-            None,
-            error_body("run_idle_timeout", str(error.get("message", "the run was idle too long"))),
-        )
+    error = summary.error
+    if summary.status is RunStatus.failed and error is not None and error.reason == "idle_timeout":
+        return "error", None, error_body("run_idle_timeout", error.message or "the run was idle too long")
     return "done", None, {"run_id": summary.run_id, "status": summary.status.value}
 
 

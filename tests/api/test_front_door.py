@@ -55,13 +55,13 @@ async def test_a_resume_with_an_answer_that_fits_no_option_is_422_naming_the_opt
     assert "confirm" in error["message"] and "change" in error["message"] and "cancel" in error["message"]
     assert error["problems"] and "node 'confirm'" in error["problems"][0]
     summary = await api.service.get("default", run_id)
-    assert summary.status.value == "paused" and summary.pending_interrupts == paused["pending_interrupts"]
+    assert summary.status.value == "paused" and [i.model_dump(mode="json") for i in summary.pending_interrupts] == paused["pending_interrupts"]
     assert await api.service.stores.events.read("default", run_id) == events_before, "nothing ran, nothing logged"
 
     accepted = await api.client.post(f"/v1/runs/{run_id}/resume", json={"answer": "change"}, headers=api.auth())
     assert accepted.status_code == 202, accepted.text
     await _wait_paused_at(api, run_id, "details")
-    interrupt = (await api.service.get("default", run_id)).pending_interrupts[0]["id"]
+    interrupt = (await api.service.get("default", run_id)).pending_interrupts[0].id
     wrong_form = await api.client.post(f"/v1/runs/{run_id}/resume", headers=api.auth(),
                                        json={"answers": {interrupt: {"quantity": "lots"}}})
     assert wrong_form.status_code == 422 and "quantity" in wrong_form.json()["error"]["message"], wrong_form.text
@@ -72,7 +72,7 @@ async def _wait_paused_at(api, run_id: str, node_id: str) -> None:
 
     for _ in range(200):
         summary = await api.service.get("default", run_id)
-        if summary.status.value == "paused" and summary.pending_interrupts[0]["node_id"] == node_id:
+        if summary.status.value == "paused" and summary.pending_interrupts[0].node_id == node_id:
             return
         await asyncio.sleep(0.05)
     raise AssertionError(f"run {run_id} did not pause at {node_id}")

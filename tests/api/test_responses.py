@@ -21,7 +21,8 @@ def records() -> tuple[RunSummary, RunState, list[NodeRun]]:
                          status=RunStatus.failed, created_at=1.0, started_at=2.0, finished_at=5.5, waited_s=1.0,
                          tokens_in=7, error={"type": "X", "message": "boom"},
                          owner=OwnerInfo(id="o", host="h", pid=1, lease_until=9.0),
-                         pending_interrupts=[{"id": "i1", "kind": "ask"}])
+                         pending_interrupts=[{"id": "i1", "node_id": "agent", "kind": "ask",
+                                                          "payload": {"question": "which city?"}}])
     runs = [NodeRun(id="n1", node_id="llm", kind="chat", status=NodeRunStatus.succeeded, inputs={"q": "é ✓"},
                     outputs={"answer": "a", "citations": [CITATION, {"not": "a citation"}], "big": 10**20},
                     handles=["out"], attempts=2, retries=1, started_at=2.0, finished_at=3.0,

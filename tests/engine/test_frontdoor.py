@@ -59,7 +59,7 @@ async def test_a_queued_resume_stores_its_answers_in_the_run_and_any_process_con
         await service.launch("default", ResumeRun(started.run_id, answer="maybe"), QUEUED)
     assert "'maybe' is not one of: confirm (Confirm), change (Change quantity), cancel (Cancel)" in str(refused.value)
     assert queue.launched == [] and (await service.state("default", started.run_id)).interrupts[
-        (await service.get("default", started.run_id)).pending_interrupts[0]["id"]].answered is False
+        (await service.get("default", started.run_id)).pending_interrupts[0].id].answered is False
 
     ticket = await service.launch("default", ResumeRun(started.run_id, answer="cancel"), QUEUED)
     assert ticket.queued and ticket.continued and ticket.status is RunStatus.paused

@@ -103,7 +103,7 @@ async def test_cancel_ends_a_pending_run_and_refuses_an_ended_one(store, tmp_pat
     service = service_of(store, tmp_path)
     state = await service.prepare(SLOW, {})
     summary = await service.cancel("default", state.run_id)
-    assert summary.status is RunStatus.cancelled and summary.error["reason"] == "cancelled"
+    assert summary.status is RunStatus.cancelled and summary.error.reason == "cancelled"
     events = [e async for e in service.watch("default", state.run_id)]
     assert [e["type"] for e in events] == ["run_cancelled"], "the log ends with the run's end"
     with pytest.raises(RunNotResumable, match="already ended"):

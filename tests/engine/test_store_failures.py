@@ -176,7 +176,7 @@ async def test_a_disk_that_stays_full_interrupts_the_run_without_telling_an_end_
         await asyncio.sleep(0.6)  # the recovery loop looks again: an ended run stays as it is
         summary = await sqlite_store.get_run("default", run_id)
         assert summary.status is RunStatus.failed and summary.owner is None
-        assert summary.error["reason"] == "store_error" and "database or disk is full" in summary.error["message"]
+        assert summary.error.reason == "store_error" and "database or disk is full" in summary.error.message
         assert recovery.recovered == [] and fake_nodes.CALLS == {"a": 1, "slow": 1}
         stored = await _check_log(sqlite_store, run_id, told)
         assert stored[-1]["type"] == "run_failed"
@@ -279,7 +279,7 @@ async def test_postgresql_down_longer_than_the_wait_interrupts_the_run_and_it_en
     await _wait_until(ended, 15, "the interrupted run is stored as it ended")
     summary = await pg_store.get_run("default", run_id)
     assert summary.status is RunStatus.failed and summary.owner is None
-    assert summary.error["reason"] == "store_error"
+    assert summary.error.reason == "store_error"
     stored = await _check_log(pg_store, run_id, told)
     assert stored[-1]["type"] == "run_failed"
     with pytest.raises(Exception) as refused:  # ended: recovery has nothing to continue

@@ -14,7 +14,10 @@ it ended. A cancelled run (stopped by a person) is not a failure: its job succee
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from schemas.events import NodeError
 
 __all__ = ["RunFailed", "execute_run", "ingest_document"]
 
@@ -25,12 +28,11 @@ class RunFailed(Exception):
     code being the run error's ``reason`` (``max_wall_time``, ``node_failed``...) or, when
     it has none, its type."""
 
-    def __init__(self, tenant_id: str, run_id: str, error: dict[str, Any] | None) -> None:
-        error = error or {}
+    def __init__(self, tenant_id: str, run_id: str, error: NodeError | None) -> None:
         self.tenant_id, self.run_id = tenant_id, run_id
-        self.code = str(error.get("reason") or error.get("type") or "failed")
-        self.message = str(error.get("message") or "the run failed without a message")
-        node = f" at node {error['node_id']}" if error.get("node_id") else ""
+        self.code = (error.reason or error.type) if error is not None else "failed"
+        self.message = (error.message if error is not None else "") or "the run failed without a message"
+        node = f" at node {error.node_id}" if error is not None and error.node_id else ""
         super().__init__(f"run {run_id} (tenant {tenant_id}) failed{node}: {self.code}: {self.message}")
 
 

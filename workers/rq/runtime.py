@@ -54,6 +54,7 @@ from engine.ports import RunNotFound, RunOwned
 from engine.recovery import OrphanRecovery
 from engine.service import RunNotResumable, RunService
 from engine.settings import Settings
+from schemas.events import NodeError
 from schemas.launch import ContinueRun, Placement
 from schemas.records import OwnerInfo, RunSummary
 from schemas.types import RunStatus
@@ -228,8 +229,8 @@ class WorkerRuntime:
                 done.wait(10)
             raise
 
-    def run_error(self, tenant_id: str, run_id: str) -> dict[str, Any] | None:
-        """The stored error of run ``run_id`` (``{type, message, reason, node_id...}``), None
+    def run_error(self, tenant_id: str, run_id: str) -> NodeError | None:
+        """The stored error of run ``run_id``, None
         when it has none or is gone (called by the job, in RQ's thread, after the run ended)."""
         assert self.loop is not None and self.service is not None, "start() first"
         future = asyncio.run_coroutine_threadsafe(self.service.get(tenant_id, run_id), self.loop)

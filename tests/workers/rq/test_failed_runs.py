@@ -58,7 +58,7 @@ async def test_a_failed_run_is_a_failed_rq_job_with_its_reason_and_is_not_retrie
         connection.close()
 
     summary = await api.service.get("default", run_id)
-    assert summary.status.value == "failed" and summary.error["node_id"] == "boom"
+    assert summary.status.value == "failed" and summary.error.node_id == "boom"
     log = deployment.log("w1")
     assert f"run {run_id} (tenant default, flowloom-default): failed" in log, log
     assert "rq/jobs.py" not in log and "already failed" not in log, log

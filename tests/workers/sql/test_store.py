@@ -95,12 +95,12 @@ async def test_interrupts_errors_and_summary(store):
     loaded = await store.load_run("default", state.run_id)
     assert loaded.interrupts == state.interrupts and loaded.paused_at == pytest.approx(state.paused_at)
     summary = await store.get_run("default", state.run_id)
-    assert summary.pending_interrupts == [{"id": "i1", "node_id": "ask", "kind": "user_select",
+    assert [i.model_dump(mode="json") for i in summary.pending_interrupts] == [{"id": "i1", "node_id": "ask", "kind": "user_select",
                                            "payload": {"description": "?", "options": [{"id": "y", "label": "Yes"}],
                                                        "error": None}}]
     state.status, state.error = "failed", NodeError(type="NodeFailed", message="boom", node_id="ask")
     await store.checkpoint(state, CheckpointDelta([]), owner_id=None)
-    assert (await store.get_run("default", state.run_id)).error["message"] == "boom"
+    assert (await store.get_run("default", state.run_id)).error.message == "boom"
     assert (await store.load_run("default", state.run_id)).error == state.error
     assert [s.run_id for s in await store.list_runs("default", chat_id="chat-9")] == [state.run_id]
     assert [s.run_id for s in await store.list_runs("default", status="failed", chat_id="chat-9")] == [state.run_id]

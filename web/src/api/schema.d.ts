@@ -1357,11 +1357,8 @@ export interface components {
         AskPayload: {
             /** Options */
             options?: components["schemas"]["ChoiceOption"][];
-            /**
-             * Pending Id
-             * @default null
-             */
-            pending_id: string | null;
+            /** Pending Id */
+            pending_id?: string | null;
             /** Question */
             question: string;
             /**
@@ -1748,18 +1745,12 @@ export interface components {
              * @default
              */
             arguments: string;
-            /**
-             * Error
-             * @default null
-             */
-            error: string | null;
+            /** Error */
+            error?: string | null;
             /** Options */
             options?: components["schemas"]["ChoiceOption"][];
-            /**
-             * Pending Id
-             * @default null
-             */
-            pending_id: string | null;
+            /** Pending Id */
+            pending_id?: string | null;
             /** Question */
             question: string;
             /**
@@ -2138,21 +2129,15 @@ export interface components {
          * @description A typed form field; ``enum`` restricts the accepted values.
          */
         FormField: {
-            /**
-             * Default
-             * @default null
-             */
-            default: unknown;
+            /** Default */
+            default?: unknown;
             /**
              * Description
              * @default
              */
             description: string;
-            /**
-             * Enum
-             * @default null
-             */
-            enum: unknown[] | null;
+            /** Enum */
+            enum?: unknown[] | null;
             /**
              * Label
              * @default
@@ -2179,11 +2164,8 @@ export interface components {
              * @default
              */
             description: string;
-            /**
-             * Errors
-             * @default null
-             */
-            errors: string[] | null;
+            /** Errors */
+            errors?: string[] | null;
             /** Fields */
             fields: components["schemas"]["FormField"][];
         };
@@ -3344,6 +3326,21 @@ export interface components {
             [key: string]: unknown;
         };
         /**
+         * PendingInterrupt
+         * @description An unanswered question of a paused run, as a run list or summary shows it:
+         *     ``payload`` has the shape of ``kind`` (:data:`InterruptPayload`); ``id`` is what an
+         *     answer names.
+         */
+        PendingInterrupt: {
+            /** Id */
+            id: string;
+            kind: components["schemas"]["InterruptKind"];
+            /** Node Id */
+            node_id: string;
+            /** Payload */
+            payload: components["schemas"]["UserSelectPayload"] | components["schemas"]["FormInputPayload"] | components["schemas"]["AskPayload"] | components["schemas"]["ConfirmPayload"];
+        };
+        /**
          * PlanningRecord
          * @description The planning agent's plan, whether a plan is required before it may answer
          *     (``plan_required``), the gate's decisions, its questions and confirmations, and the
@@ -3987,10 +3984,8 @@ export interface components {
              * @description wall time minus time waiting for a person
              */
             duration_s?: number | null;
-            /** Error */
-            error?: {
-                [key: string]: unknown;
-            } | null;
+            /** @description why a failed or cancelled run ended */
+            error?: components["schemas"]["NodeError"] | null;
             /** Finished At */
             finished_at?: number | null;
             /** Inputs */
@@ -4014,10 +4009,11 @@ export interface components {
             outputs?: {
                 [key: string]: unknown;
             };
-            /** Pending Interrupts */
-            pending_interrupts?: {
-                [key: string]: unknown;
-            }[];
+            /**
+             * Pending Interrupts
+             * @description the questions a paused run waits for
+             */
+            pending_interrupts?: components["schemas"]["PendingInterrupt"][];
             /**
              * Preview
              * @description the user's message, else the first input, as text (at most 120 characters)
@@ -4158,10 +4154,8 @@ export interface components {
              * @description wall time minus time waiting for a person
              */
             duration_s?: number | null;
-            /** Error */
-            error?: {
-                [key: string]: unknown;
-            } | null;
+            /** @description why a failed or cancelled run ended */
+            error?: components["schemas"]["NodeError"] | null;
             /** Finished At */
             finished_at?: number | null;
             /**
@@ -4175,10 +4169,11 @@ export interface components {
              * @description the node a `single_node` run ran
              */
             node_id?: string | null;
-            /** Pending Interrupts */
-            pending_interrupts?: {
-                [key: string]: unknown;
-            }[];
+            /**
+             * Pending Interrupts
+             * @description the questions a paused run waits for
+             */
+            pending_interrupts?: components["schemas"]["PendingInterrupt"][];
             /**
              * Preview
              * @description the user's message, else the first input, as text (at most 120 characters)
@@ -4475,10 +4470,7 @@ export interface components {
             cost: number;
             /** Duration S */
             duration_s?: number | null;
-            /** Error */
-            error?: {
-                [key: string]: unknown;
-            } | null;
+            error?: components["schemas"]["NodeError"] | null;
             /** Node Id */
             node_id: string;
             node_run?: components["schemas"]["NodeRunOut"] | null;
@@ -4624,11 +4616,8 @@ export interface components {
              * @default
              */
             description: string;
-            /**
-             * Error
-             * @default null
-             */
-            error: string | null;
+            /** Error */
+            error?: string | null;
             /** Options */
             options: components["schemas"]["ChoiceOption"][];
         };
