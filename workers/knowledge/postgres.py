@@ -20,6 +20,7 @@ Without the ``vector`` extension the store still serves full-text datasets;
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -121,6 +122,8 @@ class PostgresKnowledgeStore:
             None  # (read at, rows, freqs, floor)
         )
         self._analyzed_at = 0.0
+        self._analyzing: asyncio.Task[None] | None = None  # the ANALYZE running off the search path
+        self._chunks_written = 0  # chunks this store inserted since it last read the statistics
 
     @classmethod
     async def open(cls, url: URL) -> PostgresKnowledgeStore:
@@ -147,7 +150,10 @@ class PostgresKnowledgeStore:
         return cls(pool, url, support)
 
     async def close(self) -> None:
-        """Close the connection pool."""
+        """Stop a statistics refresh still running, close the connection pool."""
+        if self._analyzing is not None:
+            self._analyzing.cancel()
+            await asyncio.gather(self._analyzing, return_exceptions=True)
         await self._pool.close()
 
     # -------------------------------------------------------------------- plumbing
@@ -654,6 +660,7 @@ class PostgresKnowledgeStore:
                 tenant_id,
                 document_id,
             )
+        self._chunks_written += len(plan.inserts)  # full-text statistics may be stale from now on
         return [chunk_from_row(r) for r in rows]
 
     async def get_chunks(self, tenant_id: str, chunk_ids: Sequence[str]) -> list[Chunk]:
@@ -895,9 +902,21 @@ class PostgresKnowledgeStore:
         return rarest_terms({t: max(freqs.get(t, floor) * rows, 1.0) for t in terms})
 
     async def _lexeme_stats(self, c: _Conn) -> tuple[float, dict[str, float], float] | None:
+        """(rows, lexeme -> frequency, floor) from the planner's statistics, read at most
+        every :data:`_STATS_TTL_S` (sooner once this store inserted more chunks than half
+        the rows they describe). Statistics missing or stale start an ``ANALYZE`` in the
+        background (:meth:`_analyze_soon`) and this search uses what there is: an
+        ``ANALYZE`` inline made the search that found them stale wait for it (0.5-3 s at
+        10k chunks), since it only chooses which terms are ranked."""
         now = time.monotonic()
-        if self._lexemes is not None and now - self._lexemes[0] < _STATS_TTL_S:
-            return self._lexemes[1:]
+        cached = self._lexemes
+        if (
+            cached is not None
+            and now - cached[0] < _STATS_TTL_S
+            and self._chunks_written <= max(cached[1], _ANALYZE_MIN_ROWS) / 2
+        ):
+            return cached[1:]
+        self._chunks_written = 0
         row = await c.fetchrow(
             "SELECT s.most_common_elems::text::text[] AS elems, s.most_common_elem_freqs AS freqs, t.n_live_tup, "
             "t.n_mod_since_analyze FROM pg_stat_user_tables t LEFT JOIN pg_stats s ON s.schemaname = t.schemaname "
@@ -911,15 +930,28 @@ class PostgresKnowledgeStore:
         if stale and live >= _ANALYZE_MIN_ROWS and now - self._analyzed_at > _ANALYZE_EVERY_S:
             # autovacuum analyzes too, but maybe not before the searches right after a big ingestion
             self._analyzed_at = now
-            await c.execute("ANALYZE kb_chunks")
-            self._lexemes = None
-            return await self._lexeme_stats(c)
+            self._analyze_soon()
         if row["elems"] is None:
             self._lexemes = (now, 0.0, {}, 0.0)
             return None
         freqs = list(row["freqs"])  # one per lexeme, then the minimum, maximum and null frequencies
         self._lexemes = (now, float(live), dict(zip(row["elems"], freqs, strict=False)), float(freqs[-3]))
         return self._lexemes[1:]
+
+    def _analyze_soon(self) -> None:
+        """``ANALYZE kb_chunks`` in a task of its own, on a connection of its own; once it
+        is done the next search reads the new statistics. A failure is left to the next
+        stale read (the statistics only choose a query's terms)."""
+        if self._analyzing is not None and not self._analyzing.done():
+            return
+
+        async def analyze() -> None:
+            with contextlib.suppress(StoreError):
+                async with self._read() as c:
+                    await c.execute("ANALYZE kb_chunks")
+                self._lexemes = None
+
+        self._analyzing = asyncio.get_running_loop().create_task(analyze())
 
 
 # ------------------------------------------------------------------------- helpers
