@@ -118,6 +118,7 @@ class PostgresKnowledgeStore:
     def __init__(self, pool: asyncpg.Pool, url: URL, vector_support: bool):
         self._pool, self._url, self.vector_support = pool, url, vector_support
         self._hnsw_ready: set[str] = set()  # index ids whose HNSW index exists
+        self._dimensions: dict[str, int] = {}  # index id -> its dimension (set once, never changed)
         self._lexemes: tuple[float, float, dict[str, float], float] | None = (
             None  # (read at, rows, freqs, floor)
         )
@@ -816,13 +817,24 @@ class PostgresKnowledgeStore:
 
     async def _nearest(self, tenant_id: str, index_id: str, query: np.ndarray, k: int) -> list[ScoredChunk]:
         """Nearest chunks through the index's HNSW index (it exists): the transaction and
-        its settings in one round trip, the index row, the graph's nearest, the commit."""
+        its settings in one round trip, the graph's nearest, the commit. The index row is
+        read only on the index's first search here (its dimension never changes once set)
+        or when fewer than ``k`` rows come back: the nearest query itself returns nothing
+        for a retired or deleted index, and the row then says which (``[]`` or
+        DatasetNotFound), as it does for a query of another dimension."""
+        dim = self._dimensions.get(index_id)
+        checked = dim is None or k < 1 or query.shape != (dim,)
         async with self._local("; ".join(nearest_settings(k, index_id))) as c:
-            dim = await self._searchable_dimension(c, tenant_id, index_id, query, k)
-            if dim is None:
-                return []
+            if checked:
+                dim = await self._searchable_dimension(c, tenant_id, index_id, query, k)
+                if dim is None:
+                    return []
+                self._dimensions[index_id] = dim
+            assert dim is not None
             rows = await c.fetch(nearest_query(index_id, dim), query, tenant_id, k)
             if len(rows) < k:  # fewer: a failed document's chunks were among the nearest, or a small index
+                if not checked and await self._searchable_dimension(c, tenant_id, index_id, query, k) is None:
+                    return []
                 rows = await c.fetch(_EXACT_NEAREST, query, index_id, tenant_id, k)
         return [ScoredChunk(chunk_from_row(r), 1.0 - float(r["distance"])) for r in rows]
 
@@ -984,7 +996,8 @@ def nearest_settings(k: int, index_id: str | None = None) -> list[str]:
 def nearest_query(index_id: str, dimension: int) -> str:
     """The nearest-neighbour query of an index (``$1`` vector, ``$2`` tenant, ``$3`` k):
     the ``ORDER BY`` expression and the literal index id match the index's partial HNSW
-    index. The id must be one :func:`check_index_id` accepts."""
+    index; no row when the index is retired or not the tenant's (checked once, not per
+    row). The id must be one :func:`check_index_id` accepts."""
     if not check_index_id(index_id):
         raise StoreError(f"invalid index id {index_id!r}")
     near = f"v.embedding::vector({int(dimension)}) <=> $1::vector({int(dimension)})"
@@ -992,7 +1005,8 @@ def nearest_query(index_id: str, dimension: int) -> str:
         f"WITH nn AS (SELECT v.chunk_id, {near} AS distance FROM kb_vectors v WHERE v.index_id = '{index_id}' "
         f"AND v.tenant_id = $2 ORDER BY {near} LIMIT $3) SELECT nn.distance, {_CHUNK_COLUMNS} FROM nn "
         "JOIN kb_chunks c ON c.id = nn.chunk_id JOIN kb_documents d ON d.id = c.document_id "
-        f"WHERE {_SEARCHABLE} ORDER BY nn.distance"
+        f"WHERE {_SEARCHABLE} AND EXISTS (SELECT 1 FROM kb_indexes i WHERE i.id = '{index_id}' "
+        "AND i.tenant_id = $2 AND i.state <> 'retired') ORDER BY nn.distance"
     )
 
 
