@@ -119,5 +119,13 @@ async def test_pgvector_hnsw_index_answers_like_exact_search(pgvector_database_u
             hits = await store.search_vectors(tenant, index.id, query.tolist(), 10)
             found += len({h.chunk.id for h in hits} & truth)
         assert found / 200 >= 0.95
+        # searches after the first skip reading the index row: a retired index must still
+        # answer nothing, even while its vectors are there
+        conn = await asyncpg.connect(pgvector_database_url)
+        try:
+            await conn.execute("UPDATE kb_indexes SET state = 'retired' WHERE id = $1", index.id)
+        finally:
+            await conn.close()
+        assert await store.search_vectors(tenant, index.id, vectors[0].tolist(), 10) == []
     finally:
         await store.close()
