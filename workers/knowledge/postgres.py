@@ -20,6 +20,7 @@ Without the ``vector`` extension the store still serves full-text datasets;
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -117,10 +118,13 @@ class PostgresKnowledgeStore:
     def __init__(self, pool: asyncpg.Pool, url: URL, vector_support: bool):
         self._pool, self._url, self.vector_support = pool, url, vector_support
         self._hnsw_ready: set[str] = set()  # index ids whose HNSW index exists
+        self._dimensions: dict[str, int] = {}  # index id -> its dimension (set once, never changed)
         self._lexemes: tuple[float, float, dict[str, float], float] | None = (
             None  # (read at, rows, freqs, floor)
         )
         self._analyzed_at = 0.0
+        self._analyzing: asyncio.Task[None] | None = None  # the ANALYZE running off the search path
+        self._chunks_written = 0  # chunks this store inserted since it last read the statistics
 
     @classmethod
     async def open(cls, url: URL) -> PostgresKnowledgeStore:
@@ -147,7 +151,10 @@ class PostgresKnowledgeStore:
         return cls(pool, url, support)
 
     async def close(self) -> None:
-        """Close the connection pool."""
+        """Stop a statistics refresh still running, close the connection pool."""
+        if self._analyzing is not None:
+            self._analyzing.cancel()
+            await asyncio.gather(self._analyzing, return_exceptions=True)
         await self._pool.close()
 
     # -------------------------------------------------------------------- plumbing
@@ -654,6 +661,7 @@ class PostgresKnowledgeStore:
                 tenant_id,
                 document_id,
             )
+        self._chunks_written += len(plan.inserts)  # full-text statistics may be stale from now on
         return [chunk_from_row(r) for r in rows]
 
     async def get_chunks(self, tenant_id: str, chunk_ids: Sequence[str]) -> list[Chunk]:
@@ -809,13 +817,24 @@ class PostgresKnowledgeStore:
 
     async def _nearest(self, tenant_id: str, index_id: str, query: np.ndarray, k: int) -> list[ScoredChunk]:
         """Nearest chunks through the index's HNSW index (it exists): the transaction and
-        its settings in one round trip, the index row, the graph's nearest, the commit."""
+        its settings in one round trip, the graph's nearest, the commit. The index row is
+        read only on the index's first search here (its dimension never changes once set)
+        or when fewer than ``k`` rows come back: the nearest query itself returns nothing
+        for a retired or deleted index, and the row then says which (``[]`` or
+        DatasetNotFound), as it does for a query of another dimension."""
+        dim = self._dimensions.get(index_id)
+        checked = dim is None or k < 1 or query.shape != (dim,)
         async with self._local("; ".join(nearest_settings(k, index_id))) as c:
-            dim = await self._searchable_dimension(c, tenant_id, index_id, query, k)
-            if dim is None:
-                return []
+            if checked:
+                dim = await self._searchable_dimension(c, tenant_id, index_id, query, k)
+                if dim is None:
+                    return []
+                self._dimensions[index_id] = dim
+            assert dim is not None
             rows = await c.fetch(nearest_query(index_id, dim), query, tenant_id, k)
             if len(rows) < k:  # fewer: a failed document's chunks were among the nearest, or a small index
+                if not checked and await self._searchable_dimension(c, tenant_id, index_id, query, k) is None:
+                    return []
                 rows = await c.fetch(_EXACT_NEAREST, query, index_id, tenant_id, k)
         return [ScoredChunk(chunk_from_row(r), 1.0 - float(r["distance"])) for r in rows]
 
@@ -895,9 +914,21 @@ class PostgresKnowledgeStore:
         return rarest_terms({t: max(freqs.get(t, floor) * rows, 1.0) for t in terms})
 
     async def _lexeme_stats(self, c: _Conn) -> tuple[float, dict[str, float], float] | None:
+        """(rows, lexeme -> frequency, floor) from the planner's statistics, read at most
+        every :data:`_STATS_TTL_S` (sooner once this store inserted more chunks than half
+        the rows they describe). Statistics missing or stale start an ``ANALYZE`` in the
+        background (:meth:`_analyze_soon`) and this search uses what there is: an
+        ``ANALYZE`` inline made the search that found them stale wait for it (0.5-3 s at
+        10k chunks), since it only chooses which terms are ranked."""
         now = time.monotonic()
-        if self._lexemes is not None and now - self._lexemes[0] < _STATS_TTL_S:
-            return self._lexemes[1:]
+        cached = self._lexemes
+        if (
+            cached is not None
+            and now - cached[0] < _STATS_TTL_S
+            and self._chunks_written <= max(cached[1], _ANALYZE_MIN_ROWS) / 2
+        ):
+            return cached[1:]
+        self._chunks_written = 0
         row = await c.fetchrow(
             "SELECT s.most_common_elems::text::text[] AS elems, s.most_common_elem_freqs AS freqs, t.n_live_tup, "
             "t.n_mod_since_analyze FROM pg_stat_user_tables t LEFT JOIN pg_stats s ON s.schemaname = t.schemaname "
@@ -911,15 +942,28 @@ class PostgresKnowledgeStore:
         if stale and live >= _ANALYZE_MIN_ROWS and now - self._analyzed_at > _ANALYZE_EVERY_S:
             # autovacuum analyzes too, but maybe not before the searches right after a big ingestion
             self._analyzed_at = now
-            await c.execute("ANALYZE kb_chunks")
-            self._lexemes = None
-            return await self._lexeme_stats(c)
+            self._analyze_soon()
         if row["elems"] is None:
             self._lexemes = (now, 0.0, {}, 0.0)
             return None
         freqs = list(row["freqs"])  # one per lexeme, then the minimum, maximum and null frequencies
         self._lexemes = (now, float(live), dict(zip(row["elems"], freqs, strict=False)), float(freqs[-3]))
         return self._lexemes[1:]
+
+    def _analyze_soon(self) -> None:
+        """``ANALYZE kb_chunks`` in a task of its own, on a connection of its own; once it
+        is done the next search reads the new statistics. A failure is left to the next
+        stale read (the statistics only choose a query's terms)."""
+        if self._analyzing is not None and not self._analyzing.done():
+            return
+
+        async def analyze() -> None:
+            with contextlib.suppress(StoreError):
+                async with self._read() as c:
+                    await c.execute("ANALYZE kb_chunks")
+                self._lexemes = None
+
+        self._analyzing = asyncio.get_running_loop().create_task(analyze())
 
 
 # ------------------------------------------------------------------------- helpers
@@ -952,7 +996,8 @@ def nearest_settings(k: int, index_id: str | None = None) -> list[str]:
 def nearest_query(index_id: str, dimension: int) -> str:
     """The nearest-neighbour query of an index (``$1`` vector, ``$2`` tenant, ``$3`` k):
     the ``ORDER BY`` expression and the literal index id match the index's partial HNSW
-    index. The id must be one :func:`check_index_id` accepts."""
+    index; no row when the index is retired or not the tenant's (checked once, not per
+    row). The id must be one :func:`check_index_id` accepts."""
     if not check_index_id(index_id):
         raise StoreError(f"invalid index id {index_id!r}")
     near = f"v.embedding::vector({int(dimension)}) <=> $1::vector({int(dimension)})"
@@ -960,7 +1005,8 @@ def nearest_query(index_id: str, dimension: int) -> str:
         f"WITH nn AS (SELECT v.chunk_id, {near} AS distance FROM kb_vectors v WHERE v.index_id = '{index_id}' "
         f"AND v.tenant_id = $2 ORDER BY {near} LIMIT $3) SELECT nn.distance, {_CHUNK_COLUMNS} FROM nn "
         "JOIN kb_chunks c ON c.id = nn.chunk_id JOIN kb_documents d ON d.id = c.document_id "
-        f"WHERE {_SEARCHABLE} ORDER BY nn.distance"
+        f"WHERE {_SEARCHABLE} AND EXISTS (SELECT 1 FROM kb_indexes i WHERE i.id = '{index_id}' "
+        "AND i.tenant_id = $2 AND i.state <> 'retired') ORDER BY nn.distance"
     )
 
 

@@ -906,11 +906,13 @@ class SqliteKnowledgeStore:
         # BM25 first, over the full-text table alone; the scope is checked on the best
         # ``pool`` rows (most searches: one tenant's dataset is most of the file). Fewer
         # than ``k`` in scope out of a full pool: rank every match in scope instead.
+        # (``bm25()`` ordered by SQLite's sorter, not FTS5's ``ORDER BY rank``: the same
+        # scores, a third less time, since FTS5 sorts by rank through a nested statement)
         pool = max(4 * k, 100)
         rows = conn.execute(
-            f"SELECT f.rank, {_CHUNK_COLUMNS} FROM (SELECT rowid, rank FROM kb_chunks_fts WHERE kb_chunks_fts "
-            f"MATCH ? ORDER BY rank LIMIT ?) f JOIN kb_chunks c ON c.seq = f.rowid JOIN kb_documents d "
-            f"ON d.id = c.document_id WHERE {scope[0]} ORDER BY f.rank LIMIT ?",
+            f"SELECT f.score AS rank, {_CHUNK_COLUMNS} FROM (SELECT rowid, bm25(kb_chunks_fts) AS score FROM "
+            f"kb_chunks_fts WHERE kb_chunks_fts MATCH ? ORDER BY score LIMIT ?) f JOIN kb_chunks c ON c.seq = "
+            f"f.rowid JOIN kb_documents d ON d.id = c.document_id WHERE {scope[0]} ORDER BY f.score LIMIT ?",
             (match, pool, *scope[1], k),
         ).fetchall()
         if (

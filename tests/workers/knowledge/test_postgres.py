@@ -4,6 +4,7 @@ answers, with the results of exact search."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 
@@ -51,6 +52,44 @@ async def test_without_pgvector_full_text_works_and_vectors_say_what_is_missing(
         await store.close()
 
 
+async def test_stale_full_text_statistics_are_refreshed_beside_the_search_not_in_it(plain_postgres_url, tenant):
+    """A search that finds the statistics missing answers at once and leaves ANALYZE to a
+    task: here a transaction holding the lock ANALYZE needs keeps it waiting, and the
+    search must not wait with it."""
+    store = await open_knowledge_store(plain_postgres_url, Path(os.environ["FLOWLOOM_HOME"]))
+    blocker = await asyncpg.connect(plain_postgres_url)
+    try:
+        await store.create_dataset(dataset(tenant))
+        doc, _ = await store.put_document(document(tenant, "ds", "a.txt"))
+        texts = [f"common word{i % 50} rare{i}" for i in range(2500)]
+        await store.replace_chunks(tenant, doc.id, drafts(*texts))
+        for _ in range(100):  # the server publishes row counts a moment after the commit
+            live = await blocker.fetchval(
+                "SELECT n_live_tup FROM pg_stat_user_tables WHERE relname = 'kb_chunks' "
+                "AND schemaname = current_schema()"
+            )
+            if live >= len(texts):
+                break
+            await asyncio.sleep(0.1)
+        await blocker.execute("BEGIN; LOCK TABLE kb_chunks IN SHARE UPDATE EXCLUSIVE MODE")
+        hits = await asyncio.wait_for(store.search_full_text(tenant, ["ds"], "common rare7 word7", 5), 10)
+        assert hits and hits[0].chunk.text == "common word7 rare7"
+        assert store._analyzing is not None and not store._analyzing.done()  # waiting for the lock
+        await blocker.execute("COMMIT")
+        await asyncio.wait_for(store._analyzing, 30)
+        analyzed = await blocker.fetchval(
+            "SELECT most_common_elems IS NOT NULL FROM pg_stats WHERE tablename = 'kb_chunks' "
+            "AND attname = 'search_vector' AND schemaname = current_schema()"
+        )
+        assert analyzed is True
+        again = await store.search_full_text(tenant, ["ds"], "common rare7 word7", 1)
+        assert [h.chunk.id for h in again] == [hits[0].chunk.id]  # ranked by the chosen terms now
+        assert store._lexemes is not None and store._lexemes[1] >= 2500  # the new statistics were read
+    finally:
+        await blocker.close()
+        await store.close()
+
+
 async def test_pgvector_hnsw_index_answers_like_exact_search(pgvector_database_url, tenant):
     store = await open_knowledge_store(pgvector_database_url, Path(os.environ["FLOWLOOM_HOME"]))
     try:
@@ -80,5 +119,13 @@ async def test_pgvector_hnsw_index_answers_like_exact_search(pgvector_database_u
             hits = await store.search_vectors(tenant, index.id, query.tolist(), 10)
             found += len({h.chunk.id for h in hits} & truth)
         assert found / 200 >= 0.95
+        # searches after the first skip reading the index row: a retired index must still
+        # answer nothing, even while its vectors are there
+        conn = await asyncpg.connect(pgvector_database_url)
+        try:
+            await conn.execute("UPDATE kb_indexes SET state = 'retired' WHERE id = $1", index.id)
+        finally:
+            await conn.close()
+        assert await store.search_vectors(tenant, index.id, vectors[0].tolist(), 10) == []
     finally:
         await store.close()
