@@ -80,7 +80,7 @@ class PlanBuilder:
         self.catalog = catalog
         self.containers = catalog.containers
         # One executor class lookup per kind, not per node (5000-node plans).
-        kinds = {n.type for n in wf.nodes}
+        kinds = self.kinds = {n.type for n in wf.nodes}
         self.executors = {k: catalog[k].executor_class() for k in kinds}
         self.scope = scope
         self.by_id = {n.id: n for n in wf.nodes}
@@ -217,10 +217,13 @@ class PlanBuilder:
             body = plans[nid].body
             return body.stream if body is not None else None
 
+        # A unit: a node with a streamed body, of a streaming kind, or shown on its own.
         units = [
             nid
-            for nid in order
-            if stream_of(nid) is not None or (plans[nid].node.type in streaming) or nid in shown
+            for nid, plan in zip(order, map(plans.__getitem__, order), strict=True)
+            if (plan.body is not None and plan.body.stream is not None)
+            or plan.node.type in streaming
+            or nid in shown
         ]
         if not units:
             return None
@@ -271,8 +274,9 @@ class PlanBuilder:
         LLM node answers directly in FastGPT. Their live deltas only (none when the node's
         streaming is off) form a unit of their own. None in a workflow with End nodes: its
         result is what they output (only their bindings stream, as in Dify)."""
+        # Kind traits are read once per kind of the workflow, not per node (5000-node plans).
         if self.own is None and any(
-            self.catalog[n.type].collects == "outputs" for n in self.wf.nodes if n.type in self.catalog
+            self.catalog[kind].collects == "outputs" for kind in self.kinds if kind in self.catalog
         ):
             self.own = frozenset()
         if self.own is None:
@@ -291,7 +295,11 @@ class PlanBuilder:
                     except jinja2.TemplateSyntaxError:
                         continue
                 read.update(f.ref.selector.node or "" for f in walk_refs(node.config, "config"))
-            self.own = frozenset(n.id for n in self.wf.nodes if n.type in streams and n.id not in read)
+            self.own = (
+                frozenset(n.id for n in self.wf.nodes if n.type in streams and n.id not in read)
+                if not self.kinds.isdisjoint(streams)
+                else frozenset()
+            )
         return self.own
 
     def _rank(self) -> dict[str, int]:
