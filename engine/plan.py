@@ -169,6 +169,20 @@ class PlanBuilder:
         by_id, scope, region_of = self.by_id, self.scope, self.region_of
         in_edges, out_edges, empty = self.in_edges, self.out_edges, ()
         containers, executors = self.containers, self.executors
+        if not region_of and self.kinds.isdisjoint(containers):
+            # Every node of the scope is an ordinary node (5000-node chains): one comprehension.
+            order = [nid for nid in self.order if nid in by_id and scope[nid] == scope_id]
+            nodes = list(map(by_id.__getitem__, order))
+            plans = {
+                nid: NodePlan(
+                    node,
+                    executors[node.type](node),
+                    tuple(in_edges.get(nid, empty)),
+                    tuple(out_edges.get(nid, empty)),
+                )
+                for nid, node in zip(order, nodes, strict=True)
+            }
+            return self._scope(scope_id, roots, plans, order)
         for nid in self.order:
             node = by_id.get(nid)
             if node is None or scope[nid] != scope_id:
@@ -192,6 +206,12 @@ class PlanBuilder:
                 self.by_id[nid], self.in_edges.get(nid, []), self.out_edges.get(nid, [])
             )
             order.append(nid)
+        return self._scope(scope_id, roots, plans, order)
+
+    def _scope(
+        self, scope_id: str | None, roots: tuple[str, ...], plans: dict[str, NodePlan], order: list[str]
+    ) -> CompiledPlan:
+        """The plan of one scope from its node plans (``order``: topological)."""
         if scope_id is not None:
             roots = tuple(nid for nid in order if not plans[nid].in_edges)
         start = roots[0] if scope_id is None else ""
