@@ -40,10 +40,9 @@ from __future__ import annotations
 
 import gc
 import hashlib
-from collections import Counter, OrderedDict
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from itertools import chain
 from typing import TYPE_CHECKING, Any
 
 import networkx as nx
@@ -55,6 +54,7 @@ from .documents import canonical_document, canonical_json
 from .errors import CompileError, Problem
 from .graph_checks import build_graph, check_error_policy, check_ids, check_models, parse_document
 from .loops import CycleRegion, check_scopes, find_cycle_regions
+from .orders import topological_order
 from .plan import CompiledPlan, NodePlan, PlanBuilder
 from .ref_checks import RefChecker
 
@@ -206,33 +206,6 @@ def analyse(doc: dict[str, Any], catalog: NodeCatalog) -> Analysis:
         except nx.NetworkXUnfeasible:  # a cycle that is not a loop region: reported by find_cycle_regions
             order = None
     return Analysis(wf, problems, invalid, scope, graph, order, regions, start_id)
-
-
-def topological_order(graph: nx.DiGraph) -> list[str]:
-    """The nodes of ``graph`` in the order ``list(nx.topological_sort(graph))`` gives: its
-    generations (Kahn's algorithm), each in the order networkx keeps nodes and successors.
-
-    The same order, from networkx's own adjacency dicts without a generator per
-    generation (a 5000-node chain has 5000 one-node generations). Plans, streams and
-    node-run order follow it, so it must not differ from networkx's.
-
-    Raises:
-        networkx.NetworkXUnfeasible: the graph has a cycle.
-    """
-    succ = dict(graph.adjacency())
-    indegree = dict(Counter(chain.from_iterable(succ.values())))
-    order = [node for node in graph if node not in indegree]
-    for node in order:  # grows while it is read: each generation follows the one before
-        for child in succ[node]:
-            left = indegree[child] - 1
-            if left:
-                indegree[child] = left
-            else:
-                del indegree[child]
-                order.append(child)
-    if indegree:
-        raise nx.NetworkXUnfeasible("Graph contains a cycle or graph changed during iteration")
-    return order
 
 
 def _compile_passes(

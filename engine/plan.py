@@ -19,6 +19,7 @@ from .answers import StreamPlan, stream_plan
 from .catalog import NodeCatalog, NodeExecutor
 from .errors import Problem
 from .loops import CycleRegion, RegionExecutor, region_node
+from .orders import lexicographical_order
 from .references import template_selectors
 
 __all__ = ["CompiledPlan", "NodePlan", "PlanBuilder"]
@@ -328,8 +329,6 @@ class PlanBuilder:
             index = {n.id: i for i, n in enumerate(self.wf.nodes)}
             self.rank = {
                 nid: i
-                for i, nid in enumerate(
-                    nx.lexicographical_topological_sort(self.graph, key=lambda n: index.get(n, -1))
-                )
+                for i, nid in enumerate(lexicographical_order(self.graph, key=lambda n: index.get(n, -1)))
             }
         return self.rank

@@ -1,4 +1,4 @@
-"""The compiler's topological order is networkx's, node for node, and fails on a cycle as it does."""
+"""The compiler's topological orders are networkx's, node for node, and fail on a cycle as its sorts do."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.compiler import topological_order
+from engine.orders import lexicographical_order, topological_order
 
 
 @st.composite
@@ -46,3 +46,18 @@ def test_a_cycle_raises_what_networkx_raises() -> None:
     graph: nx.DiGraph = nx.DiGraph([("s", "a"), ("a", "b"), ("b", "a")])
     with pytest.raises(nx.NetworkXUnfeasible, match="contains a cycle"):
         topological_order(graph)
+
+
+@settings(max_examples=300, deadline=None)
+@given(graphs(), st.data())
+def test_the_lexicographical_order_is_networkx_order_or_both_find_a_cycle(
+    graph: nx.DiGraph, data: st.DataObject
+) -> None:
+    ranks = {node: data.draw(st.integers(-1, 3)) for node in graph}  # ties: the graph's order decides
+    try:
+        expected = list(nx.lexicographical_topological_sort(graph, key=ranks.__getitem__))
+    except nx.NetworkXUnfeasible:
+        with pytest.raises(nx.NetworkXUnfeasible):
+            lexicographical_order(graph, ranks.__getitem__)
+    else:
+        assert lexicographical_order(graph, ranks.__getitem__) == expected
