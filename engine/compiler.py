@@ -54,6 +54,7 @@ from .documents import canonical_document, canonical_json
 from .errors import CompileError, Problem
 from .graph_checks import build_graph, check_error_policy, check_ids, check_models, parse_document
 from .loops import CycleRegion, check_scopes, find_cycle_regions
+from .orders import topological_order
 from .plan import CompiledPlan, NodePlan, PlanBuilder
 from .ref_checks import RefChecker
 
@@ -189,7 +190,7 @@ def analyse(doc: dict[str, Any], catalog: NodeCatalog) -> Analysis:
     # A body runs after its container starts: for ancestry, the container precedes its body.
     graph.add_edges_from((parent, nid, {"edges": []}) for nid, parent in scope.items() if parent is not None)
     try:
-        order: list[str] | None = list(nx.topological_sort(graph))
+        order: list[str] | None = topological_order(graph)
         regions: list[CycleRegion] = []
     except nx.NetworkXUnfeasible:  # cycles: loop regions, or problems (engine/loops.py)
         regions = find_cycle_regions(graph, wf, problems)
@@ -201,7 +202,7 @@ def analyse(doc: dict[str, Any], catalog: NodeCatalog) -> Analysis:
                 else:
                     graph.remove_edge(source, region.entry)
         try:
-            order = list(nx.topological_sort(graph))
+            order = topological_order(graph)
         except nx.NetworkXUnfeasible:  # a cycle that is not a loop region: reported by find_cycle_regions
             order = None
     return Analysis(wf, problems, invalid, scope, graph, order, regions, start_id)

@@ -19,6 +19,7 @@ from .answers import StreamPlan, stream_plan
 from .catalog import NodeCatalog, NodeExecutor
 from .errors import Problem
 from .loops import CycleRegion, RegionExecutor, region_node
+from .orders import lexicographical_order
 from .references import template_selectors
 
 __all__ = ["CompiledPlan", "NodePlan", "PlanBuilder"]
@@ -80,7 +81,7 @@ class PlanBuilder:
         self.catalog = catalog
         self.containers = catalog.containers
         # One executor class lookup per kind, not per node (5000-node plans).
-        kinds = {n.type for n in wf.nodes}
+        kinds = self.kinds = {n.type for n in wf.nodes}
         self.executors = {k: catalog[k].executor_class() for k in kinds}
         self.scope = scope
         self.by_id = {n.id: n for n in wf.nodes}
@@ -169,6 +170,20 @@ class PlanBuilder:
         by_id, scope, region_of = self.by_id, self.scope, self.region_of
         in_edges, out_edges, empty = self.in_edges, self.out_edges, ()
         containers, executors = self.containers, self.executors
+        if not region_of and self.kinds.isdisjoint(containers):
+            # Every node of the scope is an ordinary node (5000-node chains): one comprehension.
+            order = [nid for nid in self.order if nid in by_id and scope[nid] == scope_id]
+            nodes = list(map(by_id.__getitem__, order))
+            plans = {
+                nid: NodePlan(
+                    node,
+                    executors[node.type](node),
+                    tuple(in_edges.get(nid, empty)),
+                    tuple(out_edges.get(nid, empty)),
+                )
+                for nid, node in zip(order, nodes, strict=True)
+            }
+            return self._scope(scope_id, roots, plans, order)
         for nid in self.order:
             node = by_id.get(nid)
             if node is None or scope[nid] != scope_id:
@@ -192,6 +207,12 @@ class PlanBuilder:
                 self.by_id[nid], self.in_edges.get(nid, []), self.out_edges.get(nid, [])
             )
             order.append(nid)
+        return self._scope(scope_id, roots, plans, order)
+
+    def _scope(
+        self, scope_id: str | None, roots: tuple[str, ...], plans: dict[str, NodePlan], order: list[str]
+    ) -> CompiledPlan:
+        """The plan of one scope from its node plans (``order``: topological)."""
         if scope_id is not None:
             roots = tuple(nid for nid in order if not plans[nid].in_edges)
         start = roots[0] if scope_id is None else ""
@@ -217,10 +238,13 @@ class PlanBuilder:
             body = plans[nid].body
             return body.stream if body is not None else None
 
+        # A unit: a node with a streamed body, of a streaming kind, or shown on its own.
         units = [
             nid
-            for nid in order
-            if stream_of(nid) is not None or (plans[nid].node.type in streaming) or nid in shown
+            for nid, plan in zip(order, map(plans.__getitem__, order), strict=True)
+            if (plan.body is not None and plan.body.stream is not None)
+            or plan.node.type in streaming
+            or nid in shown
         ]
         if not units:
             return None
@@ -271,8 +295,9 @@ class PlanBuilder:
         LLM node answers directly in FastGPT. Their live deltas only (none when the node's
         streaming is off) form a unit of their own. None in a workflow with End nodes: its
         result is what they output (only their bindings stream, as in Dify)."""
+        # Kind traits are read once per kind of the workflow, not per node (5000-node plans).
         if self.own is None and any(
-            self.catalog[n.type].collects == "outputs" for n in self.wf.nodes if n.type in self.catalog
+            self.catalog[kind].collects == "outputs" for kind in self.kinds if kind in self.catalog
         ):
             self.own = frozenset()
         if self.own is None:
@@ -291,7 +316,11 @@ class PlanBuilder:
                     except jinja2.TemplateSyntaxError:
                         continue
                 read.update(f.ref.selector.node or "" for f in walk_refs(node.config, "config"))
-            self.own = frozenset(n.id for n in self.wf.nodes if n.type in streams and n.id not in read)
+            self.own = (
+                frozenset(n.id for n in self.wf.nodes if n.type in streams and n.id not in read)
+                if not self.kinds.isdisjoint(streams)
+                else frozenset()
+            )
         return self.own
 
     def _rank(self) -> dict[str, int]:
@@ -300,8 +329,6 @@ class PlanBuilder:
             index = {n.id: i for i, n in enumerate(self.wf.nodes)}
             self.rank = {
                 nid: i
-                for i, nid in enumerate(
-                    nx.lexicographical_topological_sort(self.graph, key=lambda n: index.get(n, -1))
-                )
+                for i, nid in enumerate(lexicographical_order(self.graph, key=lambda n: index.get(n, -1)))
             }
         return self.rank
