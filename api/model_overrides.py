@@ -11,7 +11,7 @@ An override that no longer applies (the operator lowered the context below the c
 sets, or removed the model) is left out with a warning naming the model, rather than
 failing every run of the tenant. Overrides are read at most once per
 :data:`~api.tenant_models.CACHE_TTL_S` seconds per tenant, as the providers are, and callers
-of an expired entry share the read in flight (:meth:`~api.tenant_models.TenantModelSource.shared`).
+of an expired entry share the read in flight (:class:`~engine.shared_reads.SharedReads`).
 """
 
 from __future__ import annotations
@@ -70,12 +70,12 @@ class OverriddenModelSource(TenantModelSource):
         cached = self._applied.get(tenant_id)
         if cached is not None and cached[0] > time.monotonic() and cached[1] is registry:
             return cached[3]
-        return await self.shared("overrides", tenant_id, lambda: self._apply(tenant_id, registry))
+        return await self.reads.read(("overrides", tenant_id), lambda: self._apply(tenant_id, registry))
 
     async def _apply(self, tenant_id: str, registry: ModelRegistry) -> ModelRegistry:
         """Read the tenant's overrides and remember ``registry`` with them (applied again
         only when they or the registry changed)."""
-        epoch, now = self._epochs.get(tenant_id, 0), time.monotonic()
+        epoch, now = self.reads.epoch, time.monotonic()
         found = await self.overrides.overrides(tenant_id)
         cached = self._applied.get(tenant_id)
         digest = json.dumps(found, sort_keys=True)
@@ -83,7 +83,7 @@ class OverriddenModelSource(TenantModelSource):
             applied = cached[3]
         else:
             applied = apply_overrides(registry, found)
-        if self._epochs.get(tenant_id, 0) == epoch:  # not forgotten meanwhile
+        if self.reads.epoch == epoch:  # nothing forgotten meanwhile
             self._applied[tenant_id] = (now + CACHE_TTL_S, registry, digest, applied)
             if len(self._applied) > 512:  # bounded like the providers' cache
                 self._applied.pop(next(iter(self._applied)))

@@ -10,18 +10,18 @@ routes is seen at once (:meth:`TenantModelSource.forget`); one made by another p
 (another server, ``flowloom worker``) within :data:`CACHE_TTL_S` seconds.
 
 Callers that find a tenant's entry expired while a read of it is in flight wait for that
-read (:meth:`TenantModelSource.shared`) instead of each reading: at sixteen runs in flight
+read (:class:`~engine.shared_reads.SharedReads`) instead of each reading: at sixteen runs in flight
 every expiry used to start up to sixteen reads of the same rows. A read in flight when
 the tenant is forgotten serves the callers that joined it but is not remembered.
 """
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
+
+from engine.shared_reads import SharedReads
 
 if TYPE_CHECKING:  # the address guard loads httpx: only when a tenant's registry is built
     from engine.settings import Settings
@@ -29,8 +29,6 @@ if TYPE_CHECKING:  # the address guard loads httpx: only when a tenant's registr
     from workers.sql.providers import SqlProviderStore
 
 __all__ = ["CACHE_TTL_S", "TenantModelSource"]
-
-T = TypeVar("T")
 
 #: seconds a tenant's registry is used before its providers are read again
 CACHE_TTL_S = 1.0
@@ -48,9 +46,7 @@ class TenantModelSource:
         self._guard: Any = None
         self._cache: OrderedDict[str, tuple[float, str, ModelRegistry]] = OrderedDict()
         #: reads in flight, by (what, tenant): callers of an expired entry join them
-        self._reading: dict[tuple[str, str], asyncio.Future[Any]] = {}
-        #: tenant -> times forgotten: a read that started before the last time is not remembered
-        self._epochs: dict[str, int] = {}
+        self.reads: SharedReads[tuple[str, str]] = SharedReads()
 
     @property
     def guard(self) -> Any:
@@ -68,13 +64,13 @@ class TenantModelSource:
         if cached is not None and cached[0] > time.monotonic():
             self._cache.move_to_end(tenant_id)
             return cached[2]
-        return await self.shared("providers", tenant_id, lambda: self._read(tenant_id))
+        return await self.reads.read(("providers", tenant_id), lambda: self._read(tenant_id))
 
     async def _read(self, tenant_id: str) -> ModelRegistry:
         """Read the tenant's providers and remember its registry (rebuilt only when they changed)."""
         from nodes.llm.tenant_registry import snapshot_digest, tenant_registry
 
-        epoch, now = self._epochs.get(tenant_id, 0), time.monotonic()
+        epoch, now = self.reads.epoch, time.monotonic()
         snapshot = await self.providers.snapshot(tenant_id)
         cached = self._cache.get(tenant_id)
         digest = snapshot_digest(snapshot.providers, snapshot.keys, snapshot.defaults)
@@ -86,34 +82,14 @@ class TenantModelSource:
             registry = tenant_registry(
                 self.base, snapshot.providers, snapshot.keys, snapshot.defaults, guard=self.guard
             )
-        if self._epochs.get(tenant_id, 0) == epoch:  # not forgotten meanwhile
+        if self.reads.epoch == epoch:  # nothing forgotten meanwhile
             self._cache[tenant_id] = (now + CACHE_TTL_S, digest, registry)
             self._cache.move_to_end(tenant_id)
             while len(self._cache) > _CACHE_MAX:
                 self._cache.popitem(last=False)
         return registry
 
-    async def shared(self, what: str, tenant_id: str, read: Callable[[], Awaitable[T]]) -> T:
-        """``await read()``, or the same read already in flight for ``(what, tenant_id)``.
-        The read runs as a task of its own, so a caller that is cancelled (its client went
-        away) does not cancel it for the others; its error reaches every caller."""
-        key = (what, tenant_id)
-        reading = self._reading.get(key)
-        if reading is None:
-            reading = self._reading[key] = asyncio.ensure_future(read())
-            reading.add_done_callback(lambda done: self._done(key, done))
-        result: T = await asyncio.shield(reading)
-        return result
-
-    def _done(self, key: tuple[str, str], done: asyncio.Future[Any]) -> None:
-        if self._reading.get(key) is done:
-            del self._reading[key]
-        if not done.cancelled():
-            done.exception()  # retrieved: a read nobody awaits any more is not reported as lost
-
     def forget(self, tenant_id: str) -> None:
         """Read the tenant's providers again on the next :meth:`models_for` (after a change)."""
         self._cache.pop(tenant_id, None)
-        self._epochs[tenant_id] = self._epochs.get(tenant_id, 0) + 1
-        for key in [key for key in self._reading if key[1] == tenant_id]:
-            del self._reading[key]  # in flight from before the change: later callers read again
+        self.reads.forget(lambda key: key[1] == tenant_id)  # in flight from before the change
