@@ -10,7 +10,8 @@ really a 4096-token llama.cpp says so once; other tenants keep the operator's va
 An override that no longer applies (the operator lowered the context below the cap it
 sets, or removed the model) is left out with a warning naming the model, rather than
 failing every run of the tenant. Overrides are read at most once per
-:data:`~api.tenant_models.CACHE_TTL_S` seconds per tenant, as the providers are.
+:data:`~api.tenant_models.CACHE_TTL_S` seconds per tenant, as the providers are, and callers
+of an expired entry share the read in flight (:class:`~engine.shared_reads.SharedReads`).
 """
 
 from __future__ import annotations
@@ -66,25 +67,32 @@ class OverriddenModelSource(TenantModelSource):
     async def models_for(self, tenant_id: str) -> ModelRegistry:
         """The tenant's registry with its overrides. Raises StoreError when they cannot be read."""
         registry = await super().models_for(tenant_id)
-        now = time.monotonic()
         cached = self._applied.get(tenant_id)
-        if cached is not None and cached[0] > now and cached[1] is registry:
+        if cached is not None and cached[0] > time.monotonic() and cached[1] is registry:
             return cached[3]
+        return await self.reads.read(("overrides", tenant_id), lambda: self._apply(tenant_id, registry))
+
+    async def _apply(self, tenant_id: str, registry: ModelRegistry) -> ModelRegistry:
+        """Read the tenant's overrides and remember ``registry`` with them (applied again
+        only when they or the registry changed)."""
+        epoch, now = self.reads.epoch, time.monotonic()
         found = await self.overrides.overrides(tenant_id)
+        cached = self._applied.get(tenant_id)
         digest = json.dumps(found, sort_keys=True)
         if cached is not None and cached[1] is registry and cached[2] == digest:
             applied = cached[3]
         else:
             applied = apply_overrides(registry, found)
-        self._applied[tenant_id] = (now + CACHE_TTL_S, registry, digest, applied)
-        if len(self._applied) > 512:  # bounded like the providers' cache
-            self._applied.pop(next(iter(self._applied)))
+        if self.reads.epoch == epoch:  # nothing forgotten meanwhile
+            self._applied[tenant_id] = (now + CACHE_TTL_S, registry, digest, applied)
+            if len(self._applied) > 512:  # bounded like the providers' cache
+                self._applied.pop(next(iter(self._applied)))
         return applied
 
     def forget(self, tenant_id: str) -> None:
         """Read the tenant's providers and overrides again on the next :meth:`models_for`."""
-        super().forget(tenant_id)
         self._applied.pop(tenant_id, None)
+        super().forget(tenant_id)
 
     async def unoverridden(self, tenant_id: str) -> ModelRegistry:
         """The tenant's registry without its overrides (what an override applies to)."""

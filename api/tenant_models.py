@@ -8,6 +8,11 @@ built from changed (a digest of the providers, models, defaults and keys), so ru
 tenant share its SDK clients and connection pools. A change through this process's
 routes is seen at once (:meth:`TenantModelSource.forget`); one made by another process
 (another server, ``flowloom worker``) within :data:`CACHE_TTL_S` seconds.
+
+Callers that find a tenant's entry expired while a read of it is in flight wait for that
+read (:class:`~engine.shared_reads.SharedReads`) instead of each reading: at sixteen runs in flight
+every expiry used to start up to sixteen reads of the same rows. A read in flight when
+the tenant is forgotten serves the callers that joined it but is not remembered.
 """
 
 from __future__ import annotations
@@ -15,6 +20,8 @@ from __future__ import annotations
 import time
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
+
+from engine.shared_reads import SharedReads
 
 if TYPE_CHECKING:  # the address guard loads httpx: only when a tenant's registry is built
     from engine.settings import Settings
@@ -38,6 +45,8 @@ class TenantModelSource:
         self.providers, self.base, self.settings = providers, base, settings
         self._guard: Any = None
         self._cache: OrderedDict[str, tuple[float, str, ModelRegistry]] = OrderedDict()
+        #: reads in flight, by (what, tenant): callers of an expired entry join them
+        self.reads: SharedReads[tuple[str, str]] = SharedReads()
 
     @property
     def guard(self) -> Any:
@@ -51,14 +60,19 @@ class TenantModelSource:
     async def models_for(self, tenant_id: str) -> ModelRegistry:
         """The tenant's registry (the operator's when it has no provider and no default).
         Raises StoreError when its providers cannot be read."""
-        now = time.monotonic()
         cached = self._cache.get(tenant_id)
-        if cached is not None and cached[0] > now:
+        if cached is not None and cached[0] > time.monotonic():
             self._cache.move_to_end(tenant_id)
             return cached[2]
+        return await self.reads.read(("providers", tenant_id), lambda: self._read(tenant_id))
+
+    async def _read(self, tenant_id: str) -> ModelRegistry:
+        """Read the tenant's providers and remember its registry (rebuilt only when they changed)."""
         from nodes.llm.tenant_registry import snapshot_digest, tenant_registry
 
+        epoch, now = self.reads.epoch, time.monotonic()
         snapshot = await self.providers.snapshot(tenant_id)
+        cached = self._cache.get(tenant_id)
         digest = snapshot_digest(snapshot.providers, snapshot.keys, snapshot.defaults)
         if cached is not None and cached[1] == digest:
             registry = cached[2]
@@ -68,12 +82,14 @@ class TenantModelSource:
             registry = tenant_registry(
                 self.base, snapshot.providers, snapshot.keys, snapshot.defaults, guard=self.guard
             )
-        self._cache[tenant_id] = (now + CACHE_TTL_S, digest, registry)
-        self._cache.move_to_end(tenant_id)
-        while len(self._cache) > _CACHE_MAX:
-            self._cache.popitem(last=False)
+        if self.reads.epoch == epoch:  # nothing forgotten meanwhile
+            self._cache[tenant_id] = (now + CACHE_TTL_S, digest, registry)
+            self._cache.move_to_end(tenant_id)
+            while len(self._cache) > _CACHE_MAX:
+                self._cache.popitem(last=False)
         return registry
 
     def forget(self, tenant_id: str) -> None:
         """Read the tenant's providers again on the next :meth:`models_for` (after a change)."""
         self._cache.pop(tenant_id, None)
+        self.reads.forget(lambda key: key[1] == tenant_id)  # in flight from before the change

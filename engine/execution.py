@@ -2,7 +2,8 @@
 
 :class:`Executing` (a base of :class:`~engine.service.RunService`) claims the run (a
 lease renewed every third of ``Settings.lease_ttl`` while it runs; losing it cancels
-the execution here), polls the command channel for a stop, drives the scheduler, and
+the execution here), watches the command channel for a stop (one poll for every run
+executing here, :mod:`engine.command_watch`), drives the scheduler, and
 puts its side jobs on the one event stream: every event passes the idle watch
 (:class:`_IdleWatch`), goes to the process's live hub (:class:`_Live`: watchers and
 followers in this process, text deltas included) and, but for text deltas, to the
@@ -31,11 +32,12 @@ from typing import TYPE_CHECKING, Any
 from schemas.events import NodeDelta, NodeFinished, RunFinished, RunPaused
 from schemas.events import RunCancelled as RunCancelledEvent
 from schemas.events import RunFailed as RunFailedEvent
-from schemas.records import CommandKind, OwnerInfo
+from schemas.records import OwnerInfo
 from schemas.run import NodeError, RunState
 from schemas.types import NodeRunStatus, RunStatus
 
 from .catalog import NodeCatalog
+from .command_watch import COMMAND_POLL_S, CommandWatch
 from .context import CancelToken, RunDeps
 from .errors import FlowloomError
 from .leases import owner_gone
@@ -56,8 +58,6 @@ __all__ = ["COMMAND_POLL_S", "Executing", "RunInterrupted", "RunNotResumable"]
 
 logger = logging.getLogger("flowloom.engine")
 
-#: seconds between two polls for commands (cancel is seen within this plus one node step)
-COMMAND_POLL_S = 0.1
 _ENDED = frozenset({RunStatus.succeeded, RunStatus.failed, RunStatus.cancelled})
 #: executions that ended here kept for followers that come late (oldest dropped first)
 _ENDED_KEPT = 256
@@ -143,6 +143,8 @@ class Executing:
     #: runs whose interrupted execution's end this process stores once the store is back
     _settling: dict[str, asyncio.Task[None]]
     _prepared: OrderedDict[str, tuple[RunState, CompiledPlan, OwnerInfo | None]]
+    #: the command channel watched for every run executing here, in one poll (:mod:`engine.command_watch`)
+    _commands: CommandWatch
 
     if TYPE_CHECKING:  # the service's own parts (engine/service.py, engine/turns.py)
 
@@ -237,9 +239,9 @@ class Executing:
         )
         helpers = [
             asyncio.create_task(self._heartbeat(run_id, owner, token)),
-            asyncio.create_task(self._watch_commands(run_id, token)),
             asyncio.create_task(idle.watch()),
         ]
+        self._commands.watch(run_id, token)
         ending: Any = None
         live.recent.extend(prelude)
         try:
@@ -277,6 +279,7 @@ class Executing:
         closed, the lease given up (unless the last checkpoint did), then its followers ended."""
         state = live.state
         assert state is not None
+        self._commands.unwatch(state.run_id)
         for task in helpers:
             task.cancel()
         await asyncio.gather(*helpers, return_exceptions=True)
@@ -578,21 +581,6 @@ class Executing:
                 continue
             pause = ttl / 3
 
-    async def _watch_commands(self, run_id: str, token: CancelToken) -> None:
-        """Poll the command channel; a cancel command fires the run's token."""
-        after = 0
-        while not token.cancelled:
-            # Wait first: a command is seen within a poll interval either way, and a run that
-            # ends within one (most runs without a model) never reads the channel.
-            await asyncio.sleep(COMMAND_POLL_S)
-            try:
-                commands = await self.stores.commands.poll(run_id, after)
-            except StoreError:  # the store is away: a command sent meanwhile is read once it is back
-                continue
-            for command in commands:
-                after = max(after, command.id)
-                if command.kind is CommandKind.cancel:
-                    token.cancel(command.reason or "cancelled by request")
 
 
 def _salvage_delta(state: RunState, exc: BaseException) -> CheckpointDelta:

@@ -313,7 +313,12 @@ class EventLog(Protocol):
 
 @runtime_checkable
 class CommandChannel(Protocol):
-    """Commands to runs from any process; kept until the run ends (a late listener sees them)."""
+    """Commands to runs from any process; kept until the run ends (a late listener sees them).
+
+    A channel that reads from a database may also offer ``async poll_many(runs: Mapping[str,
+    int]) -> dict[str, list[RunCommand]]`` (run id -> the last command id it saw; the
+    answer: run id -> its newer commands, oldest first): the process's executions are then
+    polled in one read (:mod:`engine.command_watch`) instead of one read per run."""
 
     async def send(self, tenant_id: str, command: RunCommand) -> None:
         """Deliver ``command`` to its run. Raises RunNotFound."""

@@ -52,6 +52,7 @@ from schemas.run import NodeError, NodeRun, RunState
 from schemas.types import NodeRunStatus, RunStatus
 
 from .catalog import NodeCatalog
+from .command_watch import CommandWatch
 from .compiler import CompiledPlan, compile_workflow
 from .environment import SecretStore
 from .errors import UnknownInterrupt
@@ -146,6 +147,7 @@ class RunService(Executing, ChatTurns, NodeRuns):
         self._live: dict[str, _Live] = {}
         self._ended: OrderedDict[str, _Live] = OrderedDict()
         self._settling: dict[str, asyncio.Task[None]] = {}
+        self._commands = CommandWatch(stores.commands)
         self._docs: OrderedDict[tuple[str, str], Mapping[str, Any]] = OrderedDict()
         #: states and plans of runs prepared here and not executed yet (executing one needs no read of them)
         self._prepared: OrderedDict[str, tuple[RunState, CompiledPlan, OwnerInfo | None]] = OrderedDict()

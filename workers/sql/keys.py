@@ -12,7 +12,8 @@ for :data:`KEY_CACHE_TTL_S` seconds, under the SHA-256 of the whole plaintext (n
 plaintext itself). Revoking a key through any :class:`SqlKeyStore` of this process forgets
 it at once; a key revoked by another process (``flowloom keys revoke``) stops working here
 within :data:`KEY_CACHE_TTL_S` seconds. Unknown, malformed and revoked keys are never
-remembered, so a key created elsewhere works at once.
+remembered, so a key created elsewhere works at once. Requests that find their key's
+entry expired share the look-up in flight (:class:`~engine.shared_reads.SharedReads`).
 
 :class:`SqlKeyStore` shares the connection (and its lock) of a :class:`SqlStore`::
 
@@ -35,6 +36,7 @@ import sqlalchemy as sa
 from sqlalchemy import exc
 
 from engine.ports import KeyNotFound, StoreError, TenantNotFound
+from engine.shared_reads import SharedReads
 from schemas.records import ApiKey, Tenant
 
 from .rows import RowData
@@ -61,6 +63,8 @@ _KEY_CACHE_MAX = 1024
 #: (database URL, SHA-256 of the plaintext) -> (time remembered until, the key); shared by
 #: every store of the process, so a revocation through one is seen by all
 _active: OrderedDict[tuple[str, str], tuple[float, ApiKey]] = OrderedDict()
+#: look-ups in flight, by the same key as ``_active``
+_reads: SharedReads[tuple[str, str]] = SharedReads()
 
 
 def hash_secret(secret: str) -> str:
@@ -193,6 +197,15 @@ class SqlKeyStore:
             if cached[0] > time.monotonic():
                 return cached[1].model_copy()
             del _active[cache_key]
+        key = await _reads.read(cache_key, lambda: self._look_up(prefix, secret, cache_key, now))
+        return None if key is None else key.model_copy()  # every caller its own copy
+
+    async def _look_up(
+        self, prefix: str, secret: str, cache_key: tuple[str, str], now: float
+    ) -> ApiKey | None:
+        """Read the key of ``prefix`` and check ``secret``: the active key (remembered unless
+        a key was revoked meanwhile), or None."""
+        epoch = _reads.epoch
         async with self.store._tx() as conn:
             row = (
                 (
@@ -218,9 +231,10 @@ class SqlKeyStore:
                 last = now
         key = _key_of(row)
         key.last_used_at = last
-        _active[cache_key] = (time.monotonic() + KEY_CACHE_TTL_S, key.model_copy())
-        while len(_active) > _KEY_CACHE_MAX:
-            _active.popitem(last=False)
+        if _reads.epoch == epoch:  # no key revoked meanwhile
+            _active[cache_key] = (time.monotonic() + KEY_CACHE_TTL_S, key.model_copy())
+            while len(_active) > _KEY_CACHE_MAX:
+                _active.popitem(last=False)
         return key
 
     async def list_keys(self, tenant_id: str) -> list[ApiKey]:
@@ -253,6 +267,8 @@ class SqlKeyStore:
 
     @staticmethod
     def _forget(key_id: str) -> None:
-        """Drop ``key_id`` from the process's remembered keys (whatever database)."""
+        """Drop ``key_id`` from the process's remembered keys (whatever database); a look-up
+        in flight serves who asked before but is neither joined nor remembered."""
+        _reads.forget()
         for cache_key in [k for k, (_until, key) in _active.items() if key.id == key_id]:
             _active.pop(cache_key, None)

@@ -7,7 +7,7 @@ statements (``_sql``)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
@@ -26,6 +26,8 @@ runs = RunRow.__table__
 run_commands = RunCommandRow.__table__
 chats = ChatRow.__table__
 messages_table = MessageRow.__table__
+#: runs polled in one read at most (SQLite's bound parameters per statement stay far below its limit)
+_POLL_CHUNK = 500
 
 
 class CommandsAndMessages:
@@ -33,6 +35,8 @@ class CommandsAndMessages:
 
     _sql: Any
     _tx: Callable[[], AbstractAsyncContextManager[AsyncConnection]]
+    backend: str
+    _sqlite_read: Callable[[list[tuple[str, tuple[Any, ...]]]], Awaitable[list[list[dict[str, Any]]]]]
 
     # ------------------------------------------------------------------------- commands
 
@@ -68,6 +72,47 @@ class CommandsAndMessages:
             )
             for r in rows
         ]
+
+    async def poll_many(self, runs: Mapping[str, int]) -> dict[str, list[RunCommand]]:
+        """Commands for several runs at once (``runs``: run id -> the last command id it saw):
+        run id -> its commands with a greater id, oldest first (runs with none left out).
+        One read per :data:`_POLL_CHUNK` runs; on SQLite in one call in the driver's thread
+        (``SqlStore._sqlite_read``): the process's executions poll together
+        (:mod:`engine.command_watch`)."""
+        found: dict[str, list[RunCommand]] = {}
+        ids = list(runs)
+        for start in range(0, len(ids), _POLL_CHUNK):
+            chunk = ids[start : start + _POLL_CHUNK]
+            after = min(runs[run_id] for run_id in chunk)
+            for r in await self._poll_rows(chunk, after):
+                if r["id"] > runs[r["run_id"]]:
+                    found.setdefault(r["run_id"], []).append(
+                        RunCommand(
+                            id=r["id"],
+                            run_id=r["run_id"],
+                            kind=r["kind"],
+                            reason=r["reason"],
+                            created_at=r["created_at"],
+                        )
+                    )
+        return found
+
+    async def _poll_rows(self, run_ids: list[str], after_id: int) -> list[Any]:
+        """``run_commands`` rows of ``run_ids`` with ``id > after_id``, by id."""
+        if self.backend == "sqlite":
+            marks = ", ".join("?" * len(run_ids))
+            sql = (
+                "SELECT id, run_id, kind, reason, created_at FROM run_commands "
+                f"WHERE run_id IN ({marks}) AND id > ? ORDER BY id"
+            )
+            return (await self._sqlite_read([(sql, (*run_ids, after_id))]))[0]
+        stmt = (
+            sa.select(run_commands)
+            .where(run_commands.c.run_id.in_(run_ids), run_commands.c.id > after_id)
+            .order_by(run_commands.c.id)
+        )
+        async with self._tx() as conn:
+            return list((await conn.execute(stmt)).mappings().all())
 
     # ---------------------------------------------------------------------------- chats
 

@@ -27,7 +27,8 @@ Admitting asks for a scope's limits on every run start, so :meth:`SqlQuotaStore.
 reads the tenant's and the app's in one query and remembers them in the process for
 :data:`LIMITS_CACHE_TTL_S` seconds. Setting or removing limits through any quota store of
 the process forgets them at once; limits changed by another process (``flowloom quotas
-set``) hold here within that bound. The counting itself is never cached.
+set``) hold here within that bound. Run starts that find the entry expired share the
+read in flight (:class:`~engine.shared_reads.SharedReads`). The counting itself is never cached.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from engine.ports import NewRun, RunExists
+from engine.shared_reads import SharedReads
 
 from .launch import AdmissionRow, launch_in
 from .rows import RowData
@@ -68,6 +70,8 @@ _pruned: dict[tuple[str, str], float] = {}
 _remembered: OrderedDict[tuple[str, str, str], tuple[float, QuotaLimits | None, QuotaLimits | None]] = (
     OrderedDict()
 )
+#: reads of limits in flight, by the same key as ``_remembered``
+_reads: SharedReads[tuple[str, str, str]] = SharedReads()
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,6 +149,13 @@ class SqlQuotaStore:
         cached = _remembered.get(key)
         if cached is not None and cached[0] > time.monotonic():
             return cached[1], cached[2]
+        return await _reads.read(key, lambda: self._read_limits(key))
+
+    async def _read_limits(self, key: tuple[str, str, str]) -> tuple[QuotaLimits | None, QuotaLimits | None]:
+        """Read the limits of ``key`` (database URL, tenant, app) and remember them (unless
+        limits were changed meanwhile)."""
+        _url, tenant_id, app_id = key
+        epoch = _reads.epoch
         stmt = sa.select(limits_table).where(
             limits_table.c.tenant_id == tenant_id, limits_table.c.app_id.in_(("", app_id))
         )
@@ -152,15 +163,18 @@ class SqlQuotaStore:
             rows = (await conn.execute(stmt)).mappings().all()
         found = {row["app_id"]: _limits(row) for row in rows}
         tenant, app = found.get(""), found.get(app_id) if app_id else None
-        _remembered[key] = (time.monotonic() + LIMITS_CACHE_TTL_S, tenant, app)
-        _remembered.move_to_end(key)
-        while len(_remembered) > _LIMITS_CACHE_MAX:
-            _remembered.popitem(last=False)
+        if _reads.epoch == epoch:  # no limits changed meanwhile
+            _remembered[key] = (time.monotonic() + LIMITS_CACHE_TTL_S, tenant, app)
+            _remembered.move_to_end(key)
+            while len(_remembered) > _LIMITS_CACHE_MAX:
+                _remembered.popitem(last=False)
         return tenant, app
 
     @staticmethod
     def _forget(tenant_id: str) -> None:
-        """Drop the tenant's remembered limits (they changed)."""
+        """Drop the tenant's remembered limits (they changed); a read of them in flight
+        serves who asked before but is neither joined nor remembered."""
+        _reads.forget(lambda key: key[1] == tenant_id)
         for key in [k for k in _remembered if k[1] == tenant_id]:
             _remembered.pop(key, None)
 

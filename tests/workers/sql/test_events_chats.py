@@ -42,6 +42,25 @@ async def test_commands_send_and_poll(store):
     assert await store.poll("no-such-run") == []
 
 
+async def test_commands_polled_for_many_runs_at_once(store, monkeypatch):
+    states = [new_state() for _ in range(3)]
+    for state in states:
+        await store.create_run(state)
+    first, second, quiet = (s.run_id for s in states)
+    await store.send("default", RunCommand(run_id=first, kind="cancel", reason="one"))
+    await store.send("default", RunCommand(run_id=second, kind="cancel", reason="two"))
+    await store.send("default", RunCommand(run_id=first, kind="cancel", reason="three"))
+    seen = await store.poll_many({first: 0, second: 0, quiet: 0, "no-such-run": 0})
+    assert {run: [c.reason for c in found] for run, found in seen.items()} == {
+        first: ["one", "three"], second: ["two"]}
+    assert seen[first] == await store.poll(first) and seen[second] == await store.poll(second)
+    # each run from its own last seen id, whatever the others saw
+    later = await store.poll_many({first: seen[first][0].id, second: seen[second][0].id})
+    assert {run: [c.reason for c in found] for run, found in later.items()} == {first: ["three"]}
+    monkeypatch.setattr("workers.sql.messages._POLL_CHUNK", 2)  # more runs than one read holds
+    assert await store.poll_many({quiet: 0, second: 0, first: 0}) == seen
+
+
 async def test_chats_add_update_messages(store):
     chat = f"chat-{time.time_ns()}"
     for i in range(4):
