@@ -8,8 +8,11 @@ import asyncio
 import json
 import time
 
+import pytest
+from redis.exceptions import ResponseError
+
 from schemas.events import RunStarted
-from workers.redis_bus import RedisEventBus, redis_client
+from workers.redis_bus import RedisEventBus, _pack, _round_trip, redis_client
 
 
 def event(seq: int) -> RunStarted:
@@ -43,6 +46,39 @@ async def test_publisher_sends_at_once_after_a_quiet_spell_then_at_most_once_per
     assert asyncio.get_running_loop().time() - started < 0.3, "a close does not wait out the gap"
     assert await seqs() == [1, 2, 3, 4]
     assert await client.get(f"{key}:also") == "1", "the close's own commands went with the last events"
+
+
+async def test_one_round_trip_sends_what_redis_py_would_and_reads_every_reply(redis_url):
+    """The publisher's raw request: byte for byte what redis-py packs (str, int, float,
+    bytes, non-ASCII text, a command name with a space), replies in order; an error
+    reply is raised only once every reply was read, so the pooled connection stays in
+    step and the next request on it gets its own replies."""
+    from redis.asyncio.connection import Connection
+
+    client = redis_client(redis_url)
+    pipe = client.pipeline(transaction=False)
+    pipe.xadd("rt:s", {"seq": 7, "type": "node_delta", "data": "héllo ✓"}, maxlen=100, approximate=True)
+    pipe.zadd("rt:z", {"r1": 1.5})
+    pipe.set("rt:b", b"\x00\xff")
+    pipe.execute_command("CONFIG GET", "maxmemory")
+    stack = pipe.command_stack
+    connection = Connection()
+    assert _pack(connection.encoder, stack) == b"".join(connection.pack_commands([args for args, _ in stack]))
+    replies = await _round_trip(client, pipe)
+    assert replies[1:3] == [1, "OK"] and "maxmemory" in replies[3]
+    assert (await client.xrange("rt:s"))[0][1] == {"seq": "7", "type": "node_delta", "data": "héllo ✓"}
+
+    failing = client.pipeline(transaction=False)
+    failing.set("rt:k", "v")
+    failing.incr("rt:k")  # not an integer: an error reply in the middle
+    failing.get("rt:k")
+    with pytest.raises(ResponseError):
+        await _round_trip(client, failing)
+    assert await client.get("rt:k") == "v", "the commands around the error ran"
+    again = client.pipeline(transaction=False)
+    again.get("rt:k")
+    again.exists("rt:s")
+    assert await _round_trip(client, again) == ["v", 1], "no reply of the failed request was left behind"
 
 
 # ------------------------------------------------------------------ following a run
