@@ -582,7 +582,6 @@ class Executing:
             pause = ttl / 3
 
 
-
 def _salvage_delta(state: RunState, exc: BaseException) -> CheckpointDelta:
     """What a salvage writes besides the run row: every node run when the store was
     unavailable (they are sound, only their checkpoint failed), else none (the fault may
