@@ -171,3 +171,20 @@ def test_no_code_or_schema_text_cites_a_design_document():
     assert not offenders, "\n".join(offenders)
     schema = json.dumps(builtin_catalog().json_schema(), ensure_ascii=False)
     assert [m.group(0) for m in DESIGN_CITATION.finditer(schema)] == []
+
+
+#: the longest a module may grow: past it, a module holds more than one concern and is
+#: split by concern (the style the project keeps)
+MAX_MODULE_LINES = 800
+
+
+def test_no_module_is_over_the_line_cap():
+    roots = [ROOT / name for name in (*PACKAGES, "tests", "bench")]
+    long = sorted(
+        f"{path.relative_to(ROOT)}: {lines} lines"
+        for root in roots
+        for path in root.rglob("*.py")
+        if "migrations" not in path.parts
+        and (lines := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
+    )
+    assert not long, f"split these by concern (at most {MAX_MODULE_LINES} lines a module):\n" + "\n".join(long)
