@@ -100,12 +100,11 @@ def test_the_cli_run_gets_the_same_watchdog(openai_server, models_file, tmp_path
            SCRIPTED_KEY_ENV: "sk-scripted-test"}
     done = subprocess.run([sys.executable, "-m", "api.cli", "run", str(flow), "--message", "Hi", "--json"],
                           capture_output=True, text=True, env=env, timeout=60)
-    exited = time.monotonic()
     assert done.returncode == 1, done.stderr
-    # timed from the model call, not from the process start: on a loaded machine the
-    # command's imports alone may take most of a minute
-    call = openai_server.requests[-1]
-    assert exited - call.received_at < 15, "the watchdog ended the hung call about a second after it stalled"
     events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     assert events[-1]["type"] == "run_failed" and events[-1]["reason"] == "idle_timeout"
+    # timed from the model node's start, not from the process start: on a loaded machine
+    # the command's imports alone may take most of a minute
+    started = next(e["ts"] for e in events if e["type"] == "node_started" and e["node_id"] == "reply")
+    assert events[-1]["ts"] - started < 30
     assert "run_idle_timeout_s=1" in events[-1]["error"]["message"] and "Traceback" not in done.stderr
