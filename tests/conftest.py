@@ -36,24 +36,54 @@ FAST_TIER = "not slow"
 #: (timeouts, sleeps, socket round trips) and its CPU overlap well; more than 4 start-ups
 #: cost more than they save
 FAST_TIER_PROCESSES = 4
+#: the marker expression of the slow tier (README, ``.ci/run``): it runs on several processes too
+SLOW_TIER = "slow"
+#: processes for the slow tier: in one process it mostly waits on the servers, browsers,
+#: workers and databases its tests start (a load of about 1 on 2 cores); two fill the
+#: machine. Its heavy tests still run one after another (:data:`SLOW_TIER_DIST`), and the
+#: tests that start several processes each are sized for a core each, so no more than two
+SLOW_TIER_PROCESSES = 2
+#: how xdist spreads the slow tier: by group, so that the tests of one ``xdist_group``
+#: (:func:`tests.support.tiers.serial_group`: browsers, benchmarks, Phoenix) run on one
+#: process, never at the same time as each other
+SLOW_TIER_DIST = "loadgroup"
+#: the key of the master's ``--dist`` in an xdist worker's ``workerinput``
+DIST_INPUT = "flowloom_dist"
+#: processes and distribution mode per tier (the exact ``-m`` expression)
+TIER_PROCESSES = {FAST_TIER: (FAST_TIER_PROCESSES, "load"), SLOW_TIER: (SLOW_TIER_PROCESSES, SLOW_TIER_DIST)}
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config) -> None:
-    """Run the fast tier (``-m "not slow"``) on up to :data:`FAST_TIER_PROCESSES`
-    processes with pytest-xdist when it is installed and ``-n`` was not given (``-n 0``
-    keeps one process). The full suite stays in one process: its browser, server and
-    worker tests measure their own deadlines and are sized for a core each."""
+    """Run the fast tier (``-m "not slow"``) on up to :data:`FAST_TIER_PROCESSES` and the
+    slow tier (``-m slow``) on up to :data:`SLOW_TIER_PROCESSES` processes with
+    pytest-xdist (the slow tier by group, :data:`SLOW_TIER_DIST`) when it is installed and
+    ``-n`` was not given (``-n 0`` keeps one process), never more than the machine's cores.
+    The full suite (no ``-m``) stays in one process."""
     option = config.option
-    if hasattr(config, "workerinput"):  # an xdist worker: its master decided
+    if hasattr(config, "workerinput"):  # an xdist worker: its master decided (pytest_configure_node)
+        if config.workerinput.get(DIST_INPUT) == "loadgroup":
+            option.loadgroup = True  # xdist's worker reads --dist from its own command line only
         return
     if getattr(option, "numprocesses", 0) is not None or not config.pluginmanager.has_plugin("xdist"):
         return
-    if (option.markexpr or "").strip() != FAST_TIER or option.collectonly or option.usepdb:
+    tier = TIER_PROCESSES.get((option.markexpr or "").strip())
+    if tier is None or option.collectonly or option.usepdb:
         return
-    processes = min(os.cpu_count() or 1, FAST_TIER_PROCESSES)
+    most, dist = tier
+    processes = min(os.cpu_count() or 1, most)
     if processes > 1:
         option.numprocesses = processes
+        if option.dist == "no":  # a --dist given on the command line stays
+            option.dist = dist
+
+
+@pytest.hookimpl(optionalhook=True)  # an xdist hook: unknown without xdist
+def pytest_configure_node(node) -> None:
+    """Tell each xdist worker how its master spreads the tests (:data:`DIST_INPUT`): a
+    worker takes ``--dist`` from the command line, not from :func:`pytest_cmdline_main`,
+    and it names the tests of an ``xdist_group`` for ``loadgroup`` itself."""
+    node.workerinput[DIST_INPUT] = node.config.option.dist
 
 
 #: the marker of the real-model tier (tests/real_model): off unless asked for
@@ -70,14 +100,17 @@ def real_model_wanted(config: pytest.Config) -> bool:
     return REAL_MODEL in (config.option.markexpr or "") or os.environ.get(REAL_MODEL_ENV) == "1"
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's worker reads the groups (--dist loadgroup) and -m deselects
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark slow every test that uses a browser, starts a process, a Redis or PostgreSQL
     server, or is a benchmark (:mod:`tests.support.tiers`): ``pytest -m "not slow"`` is
-    the fast tier, whoever wrote the test. The real-model tier is deselected unless
-    asked for (:func:`real_model_wanted`)."""
-    from tests.support.tiers import mark_slow_tests
+    the fast tier, whoever wrote the test. The heavy slow tests get their ``xdist_group``
+    (:func:`tests.support.tiers.group_serial_tests`). The real-model tier is deselected
+    unless asked for (:func:`real_model_wanted`)."""
+    from tests.support.tiers import group_serial_tests, mark_slow_tests
 
     mark_slow_tests(items)
+    group_serial_tests(items)
     if not real_model_wanted(config):
         off = [item for item in items if item.get_closest_marker(REAL_MODEL) is not None]
         if off:

@@ -103,3 +103,16 @@ def test_the_web_scripts_the_checks_call_exist():
     scripts = json.loads((ROOT / "web" / "package.json").read_text(encoding="utf-8"))["scripts"]
     assert scripts["typecheck"].startswith("tsc --noEmit")
     assert scripts["lint"].startswith("eslint --max-warnings 0")
+
+
+def test_ci_runs_each_tier_with_the_marker_expression_the_suite_spreads_over_processes():
+    """``tests/conftest.py`` picks the processes (and the slow tier's grouping) from the
+    exact ``-m`` expression: a CI step spelling it otherwise would run in one process."""
+    from tests import conftest
+
+    runs = [s for s in _steps(ci_command()) if s[:3] == ["python3", "-m", "pytest"]]
+    marks = [s[s.index("-m", 3) + 1] for s in runs]
+    assert marks == [conftest.FAST_TIER, conftest.SLOW_TIER]
+    assert set(marks) == set(conftest.TIER_PROCESSES)
+    assert conftest.TIER_PROCESSES[conftest.SLOW_TIER] == (2, "loadgroup")
+    assert not [s for s in runs if "-n" in s or "--dist" in s], "the process counts are the suite's, not the command's"

@@ -19,6 +19,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.timeout(360)  # the first test waits for the benchmark's run (its own timeout: 300 s)
 SCRIPT = ROOT / "bench" / "api.py"
 
 PHASE_KEYS = {"requests", "concurrency", "elapsed_s", "per_s", "server_cpu_ms_per_req", "client_cpu_ms_per_req",

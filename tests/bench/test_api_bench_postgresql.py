@@ -18,7 +18,7 @@ from sqlalchemy.engine import URL
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "bench" / "api.py"
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(460)]  # the first test waits for the benchmark's run (its own timeout: 400 s)
 
 
 async def _bench_databases(url: URL) -> set[str]:

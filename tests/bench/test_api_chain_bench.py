@@ -9,7 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.timeout(360)  # the test waits for the benchmark's run (its own timeout: 300 s)
 SCRIPT = ROOT / "bench" / "api_chain.py"
 
 

@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "bench" / "capacity.py"
 RUNS = 200
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(660)]  # the first test waits for the benchmark's run (its own timeout: 600 s)
 
 
 @pytest.fixture(scope="module")

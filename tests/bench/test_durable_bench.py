@@ -16,6 +16,8 @@ import pytest
 from sqlalchemy.engine import URL
 
 ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.timeout(360)  # the first test waits for the benchmark's run (its own timeout: 300 s)
 SCRIPT = ROOT / "bench" / "durable.py"
 
 RUN_KEYS = {"nodes", "ms_per_run_median", "ms_per_run_best", "us_per_node_median", "us_per_node_best",

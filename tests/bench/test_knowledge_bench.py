@@ -18,7 +18,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "bench" / "knowledge.py"
 
-pytestmark = pytest.mark.slow  # ~30 s: a pgserver start, Chroma, two Flowloom stores
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(360)]  # ~30 s: a pgserver start, Chroma, two Flowloom stores
 
 
 @pytest.fixture(scope="module")

@@ -13,6 +13,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
+pytestmark = pytest.mark.timeout(360)  # the test waits for the benchmark's run (its own timeout: 300 s)
+
 
 @pytest.mark.slow
 def test_the_recovery_bench_prints_one_json_line_with_every_orphan_succeeded():

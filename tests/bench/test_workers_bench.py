@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.timeout(360)  # the first test waits for the benchmark's run (its own timeout: 300 s)
 SCRIPT = ROOT / "bench" / "workers.py"
 
 

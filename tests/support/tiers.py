@@ -15,6 +15,12 @@ under ``tests``) name ``subprocess``, ``Popen``, asyncio's subprocess functions,
 ``sys.executable`` (a Python command handed to Flowloom to start: a stdio MCP server).
 Code that Flowloom itself runs (the code node's sandbox) is not followed: that cost is
 the feature under test and stays in the fast tier when it is quick.
+
+The slow tier runs on two processes (``tests/conftest.py``, ``--dist loadgroup``). Its
+heavy tests (:data:`SERIAL_PATHS`: the browsers, the benchmarks, Phoenix) share one
+``xdist_group``, :data:`SERIAL_GROUP`, so they run one after another on one process: each
+of them keeps a core busy by itself (a browser with its server; a benchmark's own load),
+and a benchmark measures CPU and rates that another heavy test beside it would skew.
 """
 
 from __future__ import annotations
@@ -25,7 +31,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["SLOW_DIRECTORIES", "SLOW_FIXTURES", "mark_slow_tests", "slow_reason", "starts_processes"]
+__all__ = ["SERIAL_GROUP", "SERIAL_PATHS", "SLOW_DIRECTORIES", "SLOW_FIXTURES", "group_serial_tests",
+           "mark_slow_tests", "serial_group", "slow_reason", "starts_processes"]
 
 TESTS = Path(__file__).resolve().parents[1]
 
@@ -43,6 +50,10 @@ SLOW_BACKENDS = ("postgres", "pgvector", "redis")
 PROCESS_NAMES = frozenset({"subprocess", "Popen", "create_subprocess_exec", "create_subprocess_shell",
                            "executable"})  # sys.executable: a Python command for Flowloom to start (stdio MCP)
 DEPTH = 4
+#: the xdist group of the slow tier's heavy tests (they run on one process, in turn)
+SERIAL_GROUP = "serial"
+#: what is in :data:`SERIAL_GROUP`: paths under ``tests``, a directory ending in ``/``
+SERIAL_PATHS = ("web/", "bench/", "workers/rq/test_phoenix_traces.py")
 
 
 def _code_objects(code: types.CodeType) -> Iterable[types.CodeType]:
@@ -136,3 +147,25 @@ def mark_slow_tests(items: list[Any]) -> None:
                              fixture_functions)
         if reason is not None:
             item.add_marker(pytest.mark.slow)
+
+
+def serial_group(path: Path) -> str | None:
+    """:data:`SERIAL_GROUP` for a test file under one of :data:`SERIAL_PATHS`, else None
+    (the test may run beside any other)."""
+    relative = Path(path).resolve().relative_to(TESTS).as_posix()
+    if any(relative == serial or (serial.endswith("/") and relative.startswith(serial)) for serial in SERIAL_PATHS):
+        return SERIAL_GROUP
+    return None
+
+
+def group_serial_tests(items: list[Any]) -> None:
+    """Add ``xdist_group(SERIAL_GROUP)`` to every collected slow test :func:`serial_group`
+    names (for ``pytest_collection_modifyitems``, after :func:`mark_slow_tests`); a test
+    with a group of its own keeps it. Without ``--dist loadgroup`` the mark does nothing."""
+    import pytest
+
+    for item in items:
+        if item.get_closest_marker("slow") is None or item.get_closest_marker("xdist_group") is not None:
+            continue
+        if serial_group(Path(str(item.path))) is not None:
+            item.add_marker(pytest.mark.xdist_group(SERIAL_GROUP))

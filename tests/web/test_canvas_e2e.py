@@ -39,6 +39,7 @@ def _require_web() -> None:
 
 
 
+@pytest.mark.timeout(420)  # the browser suite's own limit (300 s) and the server's start, on a loaded machine
 def test_canvas_scenarios_pass_in_a_real_browser(tmp_path, capsys):
     _require_web()
     shots = tmp_path / "screenshots"

@@ -30,6 +30,7 @@ class _Hook(BaseHTTPRequestHandler):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(420)  # the browser suite's own limit (300 s) and the server's start, on a loaded machine
 def test_a_secret_is_sent_by_the_http_node_and_never_shown(tmp_path, capsys):
     missing = web_prerequisites()
     if missing:

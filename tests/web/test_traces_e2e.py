@@ -45,6 +45,7 @@ def responder(body: dict[str, Any]) -> Reply:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(420)  # the browser suite's own limit (300 s) and the server's start, on a loaded machine
 def test_run_one_node_and_readable_traces_in_a_real_browser(tmp_path, capsys):
     missing = web_prerequisites()
     if missing:

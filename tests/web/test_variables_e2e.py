@@ -15,6 +15,7 @@ SCENARIOS = 2
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(420)  # the browser suite's own limit (300 s) and the server's start, on a loaded machine
 def test_variable_scenarios_pass_in_a_real_browser(tmp_path, capsys):
     missing = web_prerequisites()
     if missing:
