@@ -217,9 +217,10 @@ def test_generated_requests_get_documented_answers(api_schema: Any) -> None:
                 raise
             except BaseException as exc:
                 failures[f"{operation.label} ({mode.value})"] = _described(exc)
+    # what failed first (a count alone would hide which operation and why)
+    assert not failures, "\n\n".join(f"== {label}\n{text}" for label, text in failures.items())
     assert len(labels) >= 30, labels  # every route of the document was exercised
     assert ran[GenerationMode.POSITIVE] == len(labels) and ran[GenerationMode.NEGATIVE] >= 10, ran
-    assert not failures, "\n\n".join(f"== {label}\n{text}" for label, text in failures.items())
 
 
 def _digest(value: object) -> int:
