@@ -318,15 +318,26 @@ def openai_error(
     retry 409 and 5xx, running a turn again."""
     error = body.get("error", {})
     code = error.get("code") or _OPENAI_CODES.get(error.get("type", ""), error.get("type"))
+    problems = error.get("problems")
     detail: dict[str, Any] = {
-        "message": error.get("message", "error"),
+        "message": _with_problems(error.get("message", "error"), problems),
         "type": _OPENAI_TYPES.get(status, "server_error" if status >= 500 else "api_error"),
         "code": code,
-        "param": _param(error.get("problems")),
+        "param": "inputs" if error.get("type") == "invalid_inputs" else _param(problems),
     }
     if error.get("problems") is not None:
         detail["problems"] = error["problems"]
     return status, {"error": detail}, {**headers, "x-should-retry": "false"}
+
+
+def _with_problems(message: str, problems: Any) -> str:
+    """``message`` followed by the problems given as text (the SDKs show only the message;
+    ``problems`` stays in the body for clients that read it), at most five of them."""
+    texts = [p for p in problems if isinstance(p, str)] if isinstance(problems, list) else []
+    if not texts:
+        return message
+    more = f" (and {len(texts) - 5} more)" if len(texts) > 5 else ""
+    return f"{message}: {'; '.join(texts[:5])}{more}"
 
 
 def _param(problems: Any) -> str | None:

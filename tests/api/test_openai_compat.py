@@ -113,6 +113,10 @@ async def test_models_unknown_model_bad_key_and_another_tenant(api):
     with pytest.raises(openai.UnprocessableEntityError) as bad_inputs:
         await client.chat.completions.create(model="order_confirm", messages=[{"role": "user", "content": "x"}])
     assert bad_inputs.value.code == "invalid_inputs" and "Traceback" not in str(bad_inputs.value.body)
+    # the SDK shows the message only: it names the input at fault; param is the request's field
+    problems = bad_inputs.value.body["problems"]
+    assert problems and bad_inputs.value.body["message"].endswith(": " + "; ".join(problems))
+    assert bad_inputs.value.param == "inputs"
 
     bad = await _sdk(api, "fl_nope_wrong")
     with pytest.raises(openai.AuthenticationError) as refused:
