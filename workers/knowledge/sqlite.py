@@ -21,6 +21,11 @@ IMMEDIATE``), so a transaction never fails half-way on a lock upgrade. Full-text
 are the exception: they read through a second, read-only connection on a thread of its
 own, so a hybrid search's full-text pass runs beside its vector pass (it sees what the
 first connection committed).
+
+The store's parts: datasets, documents and chunks here; indexes and vectors in
+:mod:`workers.knowledge.sqlite_vectors`; full text in
+:mod:`workers.knowledge.sqlite_full_text`; connections and the FTS5 schema in
+:mod:`workers.knowledge.sqlite_base`.
 """
 
 from __future__ import annotations
@@ -28,30 +33,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-import numpy as np
 import sqlean
-import sqlite_vec
 
 from engine.knowledge.ports import (
     DatasetExists,
     DatasetNotFound,
-    DimensionMismatch,
     DocumentNotFound,
     ParsedDocument,
-    ScoredChunk,
 )
 from engine.ports import StoreError
-from schemas.knowledge import Chunk, ChunkDraft, Dataset, Document, IndexInfo, MetadataFilter
-from workers.sql.connect import BUSY_TIMEOUT_MS
+from schemas.knowledge import Chunk, ChunkDraft, Dataset, Document, IndexInfo
 
 from .chunks import plan_chunks
-from .filters import sqlite_filters
-from .hnsw import EXACT_MAX_CELLS, VectorIndexes
 from .rows import (
     UPDATABLE_DATASET_FIELDS,
     UPDATABLE_DOCUMENT_FIELDS,
@@ -60,44 +57,18 @@ from .rows import (
     document_from_row,
     dumps,
     index_from_row,
-    new_id,
     parsed_from_row,
     qa_json,
 )
-from .text import fts5_query, query_terms, rarest_terms, terms_text
+from .sqlite_base import _CHUNK_COLUMNS, _CHUNKS_FROM
+from .sqlite_full_text import SqliteFullText
+from .sqlite_vectors import SqliteVectors
+from .text import terms_text
 
 __all__ = ["SqliteKnowledgeStore"]
 
-T = TypeVar("T")
-
-#: With metadata filters, memory is asked for this many times ``k`` before filtering;
-#: fewer than ``k`` passing means the filter is selective: exact search instead.
-FILTER_OVERSAMPLE = 8
-#: How long the chunk counts of query terms are reused (seconds).
-TERM_COUNTS_TTL_S = 10.0
 #: Host parameters per statement (SQLite's default limit is 32766; stay well below).
 _IN_BATCH = 900
-
-_SCHEMA = (
-    "CREATE VIRTUAL TABLE IF NOT EXISTS kb_chunks_fts USING fts5("
-    "search_terms, content='kb_chunks', content_rowid='seq', tokenize='unicode61 remove_diacritics 0')",
-    "CREATE TRIGGER IF NOT EXISTS kb_chunks_fts_insert AFTER INSERT ON kb_chunks "
-    "WHEN new.kind != 'parent' AND new.search_terms IS NOT NULL BEGIN "
-    "INSERT INTO kb_chunks_fts(rowid, search_terms) VALUES (new.seq, new.search_terms); END",
-    "CREATE TRIGGER IF NOT EXISTS kb_chunks_fts_delete AFTER DELETE ON kb_chunks "
-    "WHEN old.kind != 'parent' AND old.search_terms IS NOT NULL BEGIN "
-    "INSERT INTO kb_chunks_fts(kb_chunks_fts, rowid, search_terms) VALUES ('delete', old.seq, old.search_terms); END",
-)
-
-_CHUNK_COLUMNS = (
-    "c.id, c.tenant_id, c.dataset_id, c.document_id, c.position, c.kind, c.text, c.search_text, "
-    "c.text_hash, c.heading_path, c.parent_id, c.tokens, d.source_name, d.metadata AS doc_metadata"
-)
-_CHUNKS_FROM = "kb_chunks c JOIN kb_documents d ON d.id = c.document_id"
-#: what a search may return: not the chunks of a document whose ingestion failed (they may
-#: be a part of it, or vectors of an older version); a document being ingested again stays
-#: searchable, so a change of embedding model answers from the old index until the new is built
-_SEARCHABLE = "d.status != 'failed'"
 
 _DATASET_SELECT = (
     "SELECT s.*, (SELECT count(*) FROM kb_documents WHERE tenant_id = s.tenant_id AND dataset_id = s.id) "
@@ -107,33 +78,11 @@ _DATASET_SELECT = (
 _DATASET_SELECT_UNCOUNTED = "SELECT s.*, 0 AS document_count, 0 AS chunk_count FROM kb_datasets s"
 
 
-def _blob(vector: Sequence[float]) -> bytes:
-    return np.asarray(vector, dtype=np.float32).tobytes()
-
-
-class SqliteKnowledgeStore:
+class SqliteKnowledgeStore(SqliteVectors, SqliteFullText):
     """Knowledge bases in the SQLite file at ``path`` (module docstring). Create with
     :meth:`open`, after the schema is migrated."""
 
     vector_support = True
-
-    def __init__(
-        self, path: Path, *, exact_max_cells: int = EXACT_MAX_CELLS, index_directory: Path | None = None
-    ):
-        """``index_directory``: where HNSW graphs are saved for the next process to load
-        (``FLOWLOOM_HOME/indexes``; None: every process builds its own)."""
-        self.path = Path(path)
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="flowloom-knowledge")
-        self._conn: Any = None
-        # full-text searches: a read-only connection on a thread of its own, so a hybrid
-        # search's full-text pass runs beside its vector pass (WAL: readers do not block)
-        self._reader_executor = ThreadPoolExecutor(
-            max_workers=1, thread_name_prefix="flowloom-knowledge-read"
-        )
-        self._reader: Any = None
-        self._memory = VectorIndexes(exact_max_cells, index_directory)
-        self._term_counts: dict[str, int] = {}  # term -> chunks holding it (see _full_text_terms)
-        self._term_counts_at = 0.0
 
     @classmethod
     async def open(cls, path: Path, **options: Any) -> SqliteKnowledgeStore:
@@ -146,74 +95,6 @@ class SqliteKnowledgeStore:
             store._reader_executor.shutdown(wait=False)
             raise
         return store
-
-    # -------------------------------------------------------------------- plumbing
-
-    def _connect(self) -> None:
-        conn = sqlean.connect(
-            str(self.path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
-        )
-        conn.row_factory = sqlean.Row
-        conn.enable_load_extension(True)
-        sqlite_vec.load(conn)
-        conn.enable_load_extension(False)
-        for pragma in (
-            "journal_mode=WAL",
-            "synchronous=NORMAL",
-            f"busy_timeout={BUSY_TIMEOUT_MS}",
-            "foreign_keys=ON",
-        ):
-            conn.execute(f"PRAGMA {pragma}")
-        self._conn = conn
-        if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'kb_chunks'").fetchone() is None:
-            raise StoreError(
-                f"knowledge store {self.path}: the database is not migrated (no kb_chunks table)"
-            )
-        with self._write() as c:
-            for statement in _SCHEMA:
-                c.execute(statement)
-
-    def _reader_conn(self) -> Any:
-        """The full-text reader's connection (made on its thread at its first search)."""
-        if self._reader is None:
-            conn = sqlean.connect(
-                str(self.path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
-            )
-            conn.row_factory = sqlean.Row
-            conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-            # each term's chunk count, for choosing a query's terms (this connection only)
-            conn.execute(
-                "CREATE VIRTUAL TABLE IF NOT EXISTS temp.kb_chunks_terms USING "
-                "fts5vocab(main, kb_chunks_fts, row)"
-            )
-            conn.execute("PRAGMA query_only=ON")  # it only reads from now on
-            self._reader = conn
-        return self._reader
-
-    async def _read_call(self, fn: Callable[..., T], *args: Any) -> T:
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._reader_executor, lambda: self._guard(fn, *args))
-
-    async def _call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, lambda: self._guard(fn, *args, **kwargs))
-
-    def _guard(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        try:
-            return fn(*args, **kwargs)
-        except sqlean.Error as error:
-            raise StoreError(f"knowledge store {self.path}: {type(error).__name__}: {error}") from error
-
-    @contextlib.contextmanager
-    def _write(self) -> Iterator[Any]:
-        conn = self._conn
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield conn
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        conn.execute("COMMIT")
 
     async def close(self) -> None:
         """Save the graphs grown since their last save, close the connection, forget the
@@ -340,82 +221,6 @@ class SqliteKnowledgeStore:
                 raise DatasetNotFound(f"dataset {dataset_id!r} not found")
         for index_id in index_ids:
             self._memory.drop(index_id, files=True)
-
-    # --------------------------------------------------------------------- indexes
-
-    def _index_row(self, tenant_id: str, index_id: str) -> Any:
-        row = self._conn.execute(
-            "SELECT * FROM kb_indexes WHERE tenant_id = ? AND id = ?", (tenant_id, index_id)
-        ).fetchone()
-        if row is None:
-            raise DatasetNotFound(f"index {index_id!r} not found")
-        return row
-
-    async def create_index(self, tenant_id: str, dataset_id: str, embedding_model: str) -> IndexInfo:
-        """A new building index (the building one before it retired). Raises DatasetNotFound."""
-        return await self._call(self._create_index, tenant_id, dataset_id, embedding_model)
-
-    def _create_index(self, tenant_id: str, dataset_id: str, embedding_model: str) -> IndexInfo:
-        index = IndexInfo(
-            id=new_id(), embedding_model=embedding_model, state="building", created_at=time.time()
-        )
-        with self._write() as c:
-            if (
-                c.execute(
-                    "SELECT 1 FROM kb_datasets WHERE tenant_id = ? AND id = ?", (tenant_id, dataset_id)
-                ).fetchone()
-                is None
-            ):
-                raise DatasetNotFound(f"dataset {dataset_id!r} not found")
-            self._retire(c, tenant_id, dataset_id, "building")
-            c.execute(
-                "INSERT INTO kb_indexes (id, tenant_id, dataset_id, embedding_model, dimension, state, "
-                "generation, created_at) VALUES (?, ?, ?, ?, NULL, 'building', 0, ?)",
-                (index.id, tenant_id, dataset_id, embedding_model, index.created_at),
-            )
-        return index
-
-    def _retire(self, c: Any, tenant_id: str, dataset_id: str, state: str, keep: str = "") -> None:
-        old = [
-            r[0]
-            for r in c.execute(
-                "SELECT id FROM kb_indexes WHERE tenant_id = ? AND dataset_id = ? AND state = ? AND id != ?",
-                (tenant_id, dataset_id, state, keep),
-            )
-        ]
-        for index_id in old:
-            c.execute("DELETE FROM kb_vectors WHERE index_id = ?", (index_id,))
-            c.execute("UPDATE kb_indexes SET state = 'retired' WHERE id = ?", (index_id,))
-            self._memory.drop(index_id, files=True)
-
-    async def set_index_dimension(self, tenant_id: str, index_id: str, dimension: int) -> None:
-        """Record the index's dimension (once). Raises DatasetNotFound; DimensionMismatch
-        when another dimension is recorded."""
-        await self._call(self._set_dimension, tenant_id, index_id, dimension)
-
-    def _set_dimension(self, tenant_id: str, index_id: str, dimension: int) -> None:
-        if dimension < 1:
-            raise StoreError(f"index {index_id!r}: dimension must be positive, got {dimension}")
-        with self._write() as c:
-            row = self._index_row(tenant_id, index_id)
-            if row["dimension"] is None:
-                c.execute("UPDATE kb_indexes SET dimension = ? WHERE id = ?", (dimension, index_id))
-            elif row["dimension"] != dimension:
-                raise DimensionMismatch(
-                    f"index {index_id!r} holds {row['dimension']}-dimensional vectors, not {dimension}"
-                )
-
-    async def activate_index(self, tenant_id: str, dataset_id: str, index_id: str) -> None:
-        """Make the index active; the previous active one retires with its vectors."""
-        await self._call(self._activate, tenant_id, dataset_id, index_id)
-
-    def _activate(self, tenant_id: str, dataset_id: str, index_id: str) -> None:
-        with self._write() as c:
-            row = self._index_row(tenant_id, index_id)
-            if row["dataset_id"] != dataset_id or row["state"] == "retired":
-                raise DatasetNotFound(f"index {index_id!r} of dataset {dataset_id!r} not found")
-            self._retire(c, tenant_id, dataset_id, "active", keep=index_id)
-            c.execute("UPDATE kb_indexes SET state = 'active' WHERE id = ?", (index_id,))
 
     # ------------------------------------------------------------------- documents
 
@@ -740,216 +545,3 @@ class SqliteKnowledgeStore:
             return [chunk_from_row(r) for r in rows]
 
         return await self._call(run)
-
-    # --------------------------------------------------------------------- vectors
-
-    async def put_vectors(
-        self, tenant_id: str, index_id: str, vectors: Sequence[tuple[str, Sequence[float]]]
-    ) -> int:
-        """Store ``(chunk id, vector)`` pairs (chunks of the index's dataset only; a chunk's
-        earlier vector is replaced); the number stored. Raises DatasetNotFound; DimensionMismatch."""
-        return await self._call(self._put_vectors, tenant_id, index_id, list(vectors))
-
-    def _put_vectors(self, tenant_id: str, index_id: str, vectors: list[tuple[str, Sequence[float]]]) -> int:
-        if not vectors:
-            return 0
-        matrix = np.asarray([v for _, v in vectors], dtype=np.float32)
-        if matrix.ndim != 2:
-            raise DimensionMismatch(f"index {index_id!r}: vectors of different lengths in one batch")
-        with self._write() as c:
-            index = self._index_row(tenant_id, index_id)
-            if index["state"] == "retired":
-                raise DatasetNotFound(f"index {index_id!r} is retired")
-            if index["dimension"] is None:
-                c.execute("UPDATE kb_indexes SET dimension = ? WHERE id = ?", (matrix.shape[1], index_id))
-            elif index["dimension"] != matrix.shape[1]:
-                raise DimensionMismatch(
-                    f"index {index_id!r} holds {index['dimension']}-dimensional vectors, "
-                    f"not {matrix.shape[1]}"
-                )
-            ids = [chunk_id for chunk_id, _ in vectors]
-            c.executemany(
-                "DELETE FROM kb_vectors WHERE index_id = ? AND chunk_id = ?", [(index_id, i) for i in ids]
-            )
-            # INSERT ... SELECT: a chunk of another tenant or dataset is silently not stored
-            latest = dict(zip(ids, matrix, strict=True))  # a chunk given twice: its last vector
-            cur = c.executemany(
-                "INSERT INTO kb_vectors (tenant_id, index_id, chunk_id, embedding) SELECT ?, ?, id, ? "
-                "FROM kb_chunks WHERE id = ? AND tenant_id = ? AND dataset_id = ?",
-                [
-                    (tenant_id, index_id, row.tobytes(), chunk_id, tenant_id, index["dataset_id"])
-                    for chunk_id, row in latest.items()
-                ],
-            )
-            return max(0, cur.rowcount)
-
-    async def search_vectors(
-        self,
-        tenant_id: str,
-        index_id: str,
-        vector: Sequence[float],
-        k: int,
-        filters: Sequence[MetadataFilter] = (),
-    ) -> list[ScoredChunk]:
-        """The ``k`` nearest chunks by cosine similarity (best first) passing ``filters``:
-        in-memory indexes (:mod:`workers.knowledge.hnsw`), and exact search in SQL when a
-        selective filter leaves fewer than ``k`` of their nearest.
-        Raises DatasetNotFound; DimensionMismatch."""
-        return await self._call(self._search_vectors, tenant_id, index_id, vector, k, list(filters))
-
-    def _search_vectors(
-        self, tenant_id: str, index_id: str, vector: Sequence[float], k: int, filters: list[MetadataFilter]
-    ) -> list[ScoredChunk]:
-        # the index and its newest vector in one statement: one snapshot, one round trip
-        index = self._conn.execute(
-            "SELECT i.*, (SELECT max(seq) FROM kb_vectors WHERE index_id = i.id) AS max_seq "
-            "FROM kb_indexes i WHERE i.tenant_id = ? AND i.id = ?",
-            (tenant_id, index_id),
-        ).fetchone()
-        if index is None:
-            self._memory.drop(index_id, files=True)  # deleted, maybe by another process
-            raise DatasetNotFound(f"index {index_id!r} not found")
-        query = np.asarray(vector, dtype=np.float32)
-        if index["state"] == "retired":
-            self._memory.drop(index_id, files=True)  # retired, maybe by another process
-            return []
-        if k < 1 or index["dimension"] is None:
-            return []
-        if query.shape != (index["dimension"],):
-            raise DimensionMismatch(
-                f"index {index_id!r} holds {index['dimension']}-dimensional vectors, not {query.size}"
-            )
-        where, params = sqlite_filters(filters)
-        if not self._memory.is_current(index_id, index["generation"], index["max_seq"]):
-            self._memory.sync(self._conn, index_id, index["dimension"])
-        wanted = k * FILTER_OVERSAMPLE if filters else k
-        found = self._memory.search(index_id, query, wanted)
-        hits = self._chunks_by_vector(tenant_id, found, where, params)
-        if len(hits) >= k or len(found) < wanted:
-            return hits[:k]
-        return self.exact_search(tenant_id, index_id, query, k, where, params)
-
-    def _chunks_by_vector(
-        self, tenant_id: str, found: list[tuple[int, float]], where: str, params: list[Any]
-    ) -> list[ScoredChunk]:
-        if not found:
-            return []
-        distance = dict(found)
-        keys = list(distance)
-        rows = self._conn.execute(
-            f"SELECT v.seq AS vector_seq, {_CHUNK_COLUMNS} FROM kb_vectors v JOIN kb_chunks c ON c.id = v.chunk_id "
-            "JOIN kb_documents d ON d.id = c.document_id "
-            f"WHERE v.seq IN ({', '.join('?' * len(keys))}) AND v.tenant_id = ? AND {_SEARCHABLE} AND {where}",
-            (*keys, tenant_id, *params),
-        ).fetchall()
-        hits = [ScoredChunk(chunk_from_row(r), 1.0 - distance[r["vector_seq"]]) for r in rows]
-        hits.sort(key=lambda h: -h.score)
-        return hits
-
-    def exact_search(
-        self,
-        tenant_id: str,
-        index_id: str,
-        query: np.ndarray,
-        k: int,
-        where: str = "1",
-        params: Sequence[Any] = (),
-    ) -> list[ScoredChunk]:
-        """Exact cosine search with sqlite-vec over the index's stored vectors (on the
-        store's thread: call through the store's own methods)."""
-        rows = self._conn.execute(
-            f"SELECT vec_distance_cosine(v.embedding, ?) AS distance, {_CHUNK_COLUMNS} FROM kb_vectors v "
-            "JOIN kb_chunks c ON c.id = v.chunk_id JOIN kb_documents d ON d.id = c.document_id "
-            f"WHERE v.index_id = ? AND v.tenant_id = ? AND {_SEARCHABLE} AND {where} "
-            "ORDER BY distance LIMIT ?",
-            (query.tobytes(), index_id, tenant_id, *params, k),
-        )
-        return [ScoredChunk(chunk_from_row(r), 1.0 - r["distance"]) for r in rows]
-
-    async def exact_search_vectors(
-        self, tenant_id: str, index_id: str, vector: Sequence[float], k: int
-    ) -> list[ScoredChunk]:
-        """Exact search without the graph (what the graph's answers are checked against)."""
-        query = np.asarray(vector, dtype=np.float32)
-        return await self._call(lambda: self.exact_search(tenant_id, index_id, query, k))
-
-    # ------------------------------------------------------------------- full text
-
-    async def search_full_text(
-        self,
-        tenant_id: str,
-        dataset_ids: Sequence[str],
-        query: str,
-        k: int,
-        filters: Sequence[MetadataFilter] = (),
-    ) -> list[ScoredChunk]:
-        """The ``k`` best chunks of the tenant's datasets by BM25 over the query's terms
-        (:mod:`workers.knowledge.text`), scored ``b / (1 + b)`` for BM25 ``b`` (in [0, 1),
-        higher is better)."""
-        return await self._read_call(
-            self._search_full_text, tenant_id, list(dataset_ids), query, k, list(filters)
-        )
-
-    def _search_full_text(
-        self, tenant_id: str, dataset_ids: list[str], query: str, k: int, filters: list[MetadataFilter]
-    ) -> list[ScoredChunk]:
-        conn = self._reader_conn()
-        match = fts5_query(self._full_text_terms(conn, query))
-        if match is None or not dataset_ids or k < 1:
-            return []
-        where, params = sqlite_filters(filters)
-        scope = (
-            f"c.tenant_id = ? AND c.dataset_id IN ({', '.join('?' * len(dataset_ids))}) AND {_SEARCHABLE} "
-            f"AND {where}",
-            (tenant_id, *dataset_ids, *params),
-        )
-        # BM25 first, over the full-text table alone; the scope is checked on the best
-        # ``pool`` rows (most searches: one tenant's dataset is most of the file). Fewer
-        # than ``k`` in scope out of a full pool: rank every match in scope instead.
-        # (``bm25()`` ordered by SQLite's sorter, not FTS5's ``ORDER BY rank``: the same
-        # scores, a third less time, since FTS5 sorts by rank through a nested statement)
-        pool = max(4 * k, 100)
-        rows = conn.execute(
-            f"SELECT f.score AS rank, {_CHUNK_COLUMNS} FROM (SELECT rowid, bm25(kb_chunks_fts) AS score FROM "
-            f"kb_chunks_fts WHERE kb_chunks_fts MATCH ? ORDER BY score LIMIT ?) f JOIN kb_chunks c ON c.seq = "
-            f"f.rowid JOIN kb_documents d ON d.id = c.document_id WHERE {scope[0]} ORDER BY f.score LIMIT ?",
-            (match, pool, *scope[1], k),
-        ).fetchall()
-        if (
-            len(rows) < k
-            and conn.execute(
-                "SELECT count(*) FROM (SELECT 1 FROM kb_chunks_fts WHERE kb_chunks_fts MATCH ? LIMIT ?)",
-                (match, pool),
-            ).fetchone()[0]
-            >= pool
-        ):
-            rows = conn.execute(
-                f"SELECT bm25(kb_chunks_fts) AS rank, {_CHUNK_COLUMNS} FROM kb_chunks_fts JOIN kb_chunks c "
-                "ON c.seq = kb_chunks_fts.rowid JOIN kb_documents d ON d.id = c.document_id "
-                f"WHERE kb_chunks_fts MATCH ? AND {scope[0]} ORDER BY rank LIMIT ?",
-                (match, *scope[1], k),
-            ).fetchall()
-        hits = []
-        for row in rows:
-            strength = max(0.0, -row["rank"])
-            hits.append(ScoredChunk(chunk_from_row(row), strength / (1.0 + strength)))
-        return hits
-
-    def _full_text_terms(self, conn: Any, query: str) -> list[str]:
-        """The query's terms found in the index, rarest first, within the postings budget
-        (:func:`workers.knowledge.text.rarest_terms`), by chunk counts from FTS5's
-        vocabulary, kept for :data:`TERM_COUNTS_TTL_S` (a term's count changes slowly, and
-        only chooses which terms are ranked)."""
-        now = time.monotonic()
-        if now - self._term_counts_at > TERM_COUNTS_TTL_S or len(self._term_counts) > 100_000:
-            self._term_counts, self._term_counts_at = {}, now
-        counts: dict[str, float] = {}
-        for term in query_terms(query):
-            count = self._term_counts.get(term)
-            if count is None:
-                row = conn.execute("SELECT doc FROM temp.kb_chunks_terms WHERE term = ?", (term,)).fetchone()
-                count = row[0] if row is not None else 0
-                if count:  # a term no chunk holds yet is asked again: it may be added any time
-                    self._term_counts[term] = count
-            counts[term] = count
-        return rarest_terms(counts)

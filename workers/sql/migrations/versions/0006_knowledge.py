@@ -8,7 +8,7 @@ Create Date: 2026-12-02
 What Alembic does not create, and why:
 
 * SQLite: the FTS5 table ``kb_chunks_fts`` (external content over ``kb_chunks``) and its
-  triggers are created by the knowledge store when it opens (``workers.knowledge.sqlite``):
+  triggers are created by the knowledge store when it opens (``workers.knowledge.sqlite_base``):
   the store runs SQLite through ``sqlean`` (which can load extensions and has a recent
   FTS5), while Alembic runs on the interpreter's ``sqlite3``. Vectors are plain float32
   BLOBs in ``kb_vectors``: sqlite-vec's distance functions read them as they are, so no

@@ -1,0 +1,97 @@
+"""The plumbing under :class:`~workers.knowledge.postgres.PostgresKnowledgeStore` (see that
+module): the store's state, its pooled connections and transactions, driver errors as
+StoreError, and the SQL fragments every part of the store selects chunks with.
+:class:`PostgresStoreBase` is the base of the store's parts."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+
+import asyncpg
+from sqlalchemy.engine import URL
+
+from engine.knowledge.ports import VectorSearchUnavailable
+from engine.ports import StoreError
+from workers.sql.connect import mask_url
+
+__all__ = ["PostgresStoreBase"]
+
+#: a connection as the pool lends it (a proxy with the connection's methods)
+_Conn = asyncpg.pool.PoolConnectionProxy
+
+_CHUNK_COLUMNS = (
+    "c.id, c.tenant_id, c.dataset_id, c.document_id, c.position, c.kind, c.text, c.search_text, "
+    "c.text_hash, c.heading_path, c.parent_id, c.tokens, d.source_name, d.metadata AS doc_metadata"
+)
+#: what a search may return: not the chunks of a document whose ingestion failed (they may
+#: be a part of it, or vectors of an older version); a document being ingested again stays
+#: searchable, so a change of embedding model answers from the old index until the new is built
+_SEARCHABLE = "d.status <> 'failed'"
+
+
+class PostgresStoreBase:
+    """The state and connection plumbing of the PostgreSQL knowledge store."""
+
+    def __init__(self, pool: asyncpg.Pool, url: URL, vector_support: bool):
+        self._pool, self._url, self.vector_support = pool, url, vector_support
+        self._hnsw_ready: set[str] = set()  # index ids whose HNSW index exists
+        self._dimensions: dict[str, int] = {}  # index id -> its dimension (set once, never changed)
+        self._lexemes: tuple[float, float, dict[str, float], float] | None = (
+            None  # (read at, rows, freqs, floor)
+        )
+        self._analyzed_at = 0.0
+        self._analyzing: asyncio.Task[None] | None = None  # the ANALYZE running off the search path
+        self._chunks_written = 0  # chunks this store inserted since it last read the statistics
+
+    # -------------------------------------------------------------------- plumbing
+
+    @contextlib.asynccontextmanager
+    async def _tx(self) -> AsyncIterator[_Conn]:
+        with _errors(self._url):
+            async with self._pool.acquire() as conn, conn.transaction():
+                yield conn
+
+    @contextlib.asynccontextmanager
+    async def _read(self) -> AsyncIterator[_Conn]:
+        """A connection for reads whose statements need no common snapshot (each one its
+        own): no BEGIN and COMMIT round trips."""
+        with _errors(self._url):
+            async with self._pool.acquire() as conn:
+                yield conn
+
+    @contextlib.asynccontextmanager
+    async def _local(self, settings: str) -> AsyncIterator[_Conn]:
+        """A transaction opened together with its ``SET LOCAL`` statements (``settings``:
+        SQL without parameters) in one round trip; committed after, rolled back on error."""
+        with _errors(self._url):
+            async with self._pool.acquire() as conn:
+                await conn.execute(f"BEGIN; {settings}")
+                try:
+                    yield conn
+                except BaseException:
+                    if not conn.is_closed():
+                        with contextlib.suppress(Exception):
+                            await conn.execute("ROLLBACK")
+                    raise
+                await conn.execute("COMMIT")
+
+    def _need_vectors(self) -> None:
+        if not self.vector_support:
+            raise VectorSearchUnavailable(
+                f"PostgreSQL at {mask_url(self._url)} has no 'vector' extension (pgvector): datasets with an "
+                "embedding model, semantic search and hybrid search need it; full-text datasets and full-text "
+                "search work without it"
+            )
+
+
+@contextlib.contextmanager
+def _errors(url: URL):
+    """Driver and connection failures as StoreError naming the masked URL."""
+    try:
+        yield
+    except (asyncpg.PostgresError, asyncpg.InterfaceError) as error:
+        raise StoreError(f"database {mask_url(url)}: {type(error).__name__}: {error}") from error
+    except OSError as error:
+        raise StoreError(f"cannot reach database {mask_url(url)}: {error}") from error

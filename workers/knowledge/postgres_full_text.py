@@ -1,0 +1,135 @@
+"""The full-text part of the PostgreSQL knowledge store (see :mod:`workers.knowledge.postgres`):
+``tsvector`` search ranked by ``ts_rank_cd``, and the planner's lexeme statistics that
+choose a query's terms. :class:`PostgresFullText` is a base of
+:class:`~workers.knowledge.postgres.PostgresKnowledgeStore`."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Sequence
+
+from engine.knowledge.ports import ScoredChunk
+from engine.ports import StoreError
+from schemas.knowledge import MetadataFilter
+
+from .filters import postgres_filters
+from .postgres_base import _CHUNK_COLUMNS, _SEARCHABLE, PostgresStoreBase, _Conn
+from .rows import chunk_from_row
+from .text import query_terms, rarest_terms, tsquery_literal
+
+__all__ = ["PostgresFullText"]
+
+#: How long lexeme statistics are reused, and when (and how often) the store analyzes
+#: the chunks itself (statistics missing or older than half the rows).
+_STATS_TTL_S = 60.0
+_ANALYZE_MIN_ROWS = 2000
+_ANALYZE_EVERY_S = 300.0
+
+
+class PostgresFullText(PostgresStoreBase):
+    """The full-text search of the knowledge store port on PostgreSQL."""
+
+    # ------------------------------------------------------------------- full text
+
+    async def search_full_text(
+        self,
+        tenant_id: str,
+        dataset_ids: Sequence[str],
+        query: str,
+        k: int,
+        filters: Sequence[MetadataFilter] = (),
+    ) -> list[ScoredChunk]:
+        """The ``k`` best chunks of the tenant's datasets for the query's terms, ranked by
+        ``ts_rank_cd`` normalised to ``r / (1 + r)`` (in [0, 1), higher is better)."""
+        if not dataset_ids or k < 1:
+            return []
+        where, params = postgres_filters(filters, 5)
+        async with self._read() as c:
+            tsquery = tsquery_literal(await self._full_text_terms(c, query))
+        if tsquery is None:
+            return []
+        # the matches come from the GIN index alone (a materialized step, no sequential
+        # scan): the planner, unsure of an OR of lexemes, would otherwise read every
+        # chunk of the tenant's datasets and test each
+        async with self._local("SET LOCAL enable_seqscan = off") as c:
+            rows = await c.fetch(
+                "WITH m AS MATERIALIZED (SELECT seq FROM kb_chunks WHERE search_vector @@ $1::tsquery) "
+                f"SELECT ts_rank_cd(c.search_vector, $1::tsquery, 32) AS rank, {_CHUNK_COLUMNS} FROM m "
+                "JOIN kb_chunks c ON c.seq = m.seq JOIN kb_documents d ON d.id = c.document_id "
+                "WHERE c.tenant_id = $2 AND c.dataset_id = ANY($3::text[]) "
+                f"AND {_SEARCHABLE} AND {where} ORDER BY rank DESC, c.id LIMIT $4",
+                tsquery,
+                tenant_id,
+                list(dataset_ids),
+                k,
+                *params,
+            )
+        return [ScoredChunk(chunk_from_row(r), float(r["rank"])) for r in rows]
+
+    async def _full_text_terms(self, c: _Conn, query: str) -> list[str]:
+        """The query's terms, rarest first, within the postings budget
+        (:func:`workers.knowledge.text.rarest_terms`), by chunk counts estimated from the
+        planner's lexeme statistics of ``search_vector`` (a lexeme not among the most
+        common ones counts as the least common of them). No statistics: every term."""
+        terms = query_terms(query)
+        if len(terms) <= 1:
+            return terms
+        stats = await self._lexeme_stats(c)
+        if stats is None:
+            return terms
+        rows, freqs, floor = stats
+        return rarest_terms({t: max(freqs.get(t, floor) * rows, 1.0) for t in terms})
+
+    async def _lexeme_stats(self, c: _Conn) -> tuple[float, dict[str, float], float] | None:
+        """(rows, lexeme -> frequency, floor) from the planner's statistics, read at most
+        every :data:`_STATS_TTL_S` (sooner once this store inserted more chunks than half
+        the rows they describe). Statistics missing or stale start an ``ANALYZE`` in the
+        background (:meth:`_analyze_soon`) and this search uses what there is: an
+        ``ANALYZE`` inline made the search that found them stale wait for it (0.5-3 s at
+        10k chunks), since it only chooses which terms are ranked."""
+        now = time.monotonic()
+        cached = self._lexemes
+        if (
+            cached is not None
+            and now - cached[0] < _STATS_TTL_S
+            and self._chunks_written <= max(cached[1], _ANALYZE_MIN_ROWS) / 2
+        ):
+            return cached[1:]
+        self._chunks_written = 0
+        row = await c.fetchrow(
+            "SELECT s.most_common_elems::text::text[] AS elems, s.most_common_elem_freqs AS freqs, t.n_live_tup, "
+            "t.n_mod_since_analyze FROM pg_stat_user_tables t LEFT JOIN pg_stats s ON s.schemaname = t.schemaname "
+            "AND s.tablename = t.relname AND s.attname = 'search_vector' WHERE t.relname = 'kb_chunks' "
+            "AND t.schemaname = current_schema()"
+        )
+        if row is None:
+            return None
+        live = row["n_live_tup"] or 0
+        stale = row["elems"] is None or (row["n_mod_since_analyze"] or 0) > live / 2
+        if stale and live >= _ANALYZE_MIN_ROWS and now - self._analyzed_at > _ANALYZE_EVERY_S:
+            # autovacuum analyzes too, but maybe not before the searches right after a big ingestion
+            self._analyzed_at = now
+            self._analyze_soon()
+        if row["elems"] is None:
+            self._lexemes = (now, 0.0, {}, 0.0)
+            return None
+        freqs = list(row["freqs"])  # one per lexeme, then the minimum, maximum and null frequencies
+        self._lexemes = (now, float(live), dict(zip(row["elems"], freqs, strict=False)), float(freqs[-3]))
+        return self._lexemes[1:]
+
+    def _analyze_soon(self) -> None:
+        """``ANALYZE kb_chunks`` in a task of its own, on a connection of its own; once it
+        is done the next search reads the new statistics. A failure is left to the next
+        stale read (the statistics only choose a query's terms)."""
+        if self._analyzing is not None and not self._analyzing.done():
+            return
+
+        async def analyze() -> None:
+            with contextlib.suppress(StoreError):
+                async with self._read() as c:
+                    await c.execute("ANALYZE kb_chunks")
+                self._lexemes = None
+
+        self._analyzing = asyncio.get_running_loop().create_task(analyze())
