@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import os
 import re
 import sys
 from typing import Any
@@ -167,6 +168,12 @@ class FallbackFileHandler(logging.FileHandler):
     def __init__(self, filename: str, encoding: str = "utf-8") -> None:
         super().__init__(filename, delay=True, encoding=encoding)
         self._failing = False
+
+    def _open(self) -> Any:
+        """The file opened for appending, created mode 0600 like the run store beside it:
+        an internal error's record may quote a run's inputs."""
+        fd = os.open(self.baseFilename, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        return open(fd, "a", encoding=self.encoding, errors=self.errors)
 
     def emit(self, record: logging.LogRecord) -> None:
         try:

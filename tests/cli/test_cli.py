@@ -518,6 +518,7 @@ def test_internal_error_details_go_to_the_home_log_not_the_terminal(tmp_path, ca
             handler.flush()
         text = path.read_text(encoding="utf-8")
         assert "internal error after node 'b'" in text and "Traceback" in text and "KeyError: 'b'" in text
+        assert path.stat().st_mode & 0o777 == 0o600, "private like the run store beside it"
         captured = capfd.readouterr()
         assert "Traceback" not in captured.err and "internal error" not in captured.err
     finally:
