@@ -300,7 +300,7 @@ async def test_a_dataset_embeds_with_the_tenant_embedding_model(tmp_path, openai
         text = "Rocket nozzles shape the exhaust. Tea is brewed with hot water."
         sent = await rec.call("POST", f"/v1/datasets/{dataset}/documents", json={"name": "notes.txt", "text": text})
         assert sent.status_code == 202, sent.text
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 90  # only an upper bound: a loaded machine is slow
         while True:
             documents = (await rec.call("GET", f"/v1/datasets/{dataset}/documents")).json()["documents"]
             if all(d["status"] in ("ready", "failed") for d in documents):

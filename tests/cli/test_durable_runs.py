@@ -124,7 +124,7 @@ def test_two_processes_racing_to_resume_one_run_exactly_one_runs_it(env, counter
 
     racers = [subprocess.Popen([*FLOWLOOM, "resume", run_id, "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True, env=env, cwd=ROOT) for _ in range(2)]
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 90  # only an upper bound: a loaded machine is slow
     while len(counter.keys("g")) == gate_requests:  # the winner is inside the gate
         assert time.monotonic() < deadline, [r.poll() for r in racers]
         time.sleep(0.02)

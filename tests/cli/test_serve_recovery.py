@@ -72,7 +72,7 @@ class Server:
         self.proc = subprocess.Popen([*FLOWLOOM, "serve", "--port", str(port), "--no-examples", "--heartbeat", "0.2"],
                                      cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT)
         self.base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 90  # only an upper bound: a loaded machine is slow
         while True:
             assert self.proc.poll() is None, self.log()
             try:

@@ -647,7 +647,7 @@ async def test_cancellation_kills_the_child(how):
     state = new_run_state(plan, {})
     cancel = CancelToken()
     task = asyncio.ensure_future(run_workflow(plan, state, deps=RunDeps(settings=SANDBOXED), cancel=cancel))
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 90  # only an upper bound: a loaded machine is slow
     pids: set[int] = set()
     while time.monotonic() < deadline:
         run = state.node_runs.get("code")

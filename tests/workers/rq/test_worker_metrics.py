@@ -87,7 +87,7 @@ async def test_a_worker_with_json_logs_names_the_run_and_node_of_a_record(deploy
     assert answer.status_code == 202, answer.text
     run_id = answer.json()["run_id"]
     assert await api.wait_status(run_id, {"succeeded", "failed", "cancelled"}, timeout=60) == "failed"
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 90  # only an upper bound: a loaded machine is slow
     while True:
         records = [json.loads(line) for line in deployment.log("wj").splitlines() if line.startswith("{")]
         mine = [r for r in records if r.get("run_id") == run_id and r.get("node_id") == "call"]

@@ -93,7 +93,7 @@ async def test_a_failed_queued_run_has_its_reason_on_its_spans_and_its_log_recor
     assert run.attributes["flowloom.error.reason"] == node.attributes["flowloom.error.reason"] == "http_error"
     assert node.parent_id == run.span_id
     # the worker's JSON log records written for the run name its trace and the node's span
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 90  # only an upper bound: a loaded machine is slow
     while True:
         records = [json.loads(line) for line in deployment.log("wf").splitlines() if line.startswith("{")]
         mine = [r for r in records if r.get("run_id") == run_id and r.get("node_id") == "call"]
