@@ -76,11 +76,12 @@ def _modules() -> list[str]:
 
 
 #: Run in one interpreter: load the third-party libraries the project imports (so each
-#: module's own import is what is timed and checked), then import each project module
-#: named on stdin first, in a forked child with none of the project loaded; print one
-#: JSON line per module: ``[module, exit code, the end of its traceback]``.
+#: child's work is the project's own imports), then import each project module named on
+#: stdin first, in a forked child with none of the project loaded, two children at a
+#: time; print one JSON line per module: ``[module, exit code, the end of its traceback]``
+#: (exit code -9 and "timed out" for a child that took over two minutes: a hang is a fault).
 IMPORT_EACH_FIRST = r"""
-import ast, importlib, json, os, pathlib, sys, traceback
+import ast, importlib, json, os, pathlib, signal, sys, tempfile, time, traceback
 root, packages = pathlib.Path.cwd(), set(sys.argv[1:])
 third_party = set()
 for package in packages:
@@ -95,23 +96,34 @@ for name in sorted(third_party):
     except Exception:
         pass  # an optional library: the child meets it as the module does
 assert not [m for m in sys.modules if m.split(".")[0] in packages], "a library imported the project"
-for module in sys.stdin.read().split():
-    read, write = os.pipe()
+todo, running, out = sys.stdin.read().split(), {}, pathlib.Path(tempfile.mkdtemp())
+def start(module):
     pid = os.fork()
     if pid == 0:
-        os.close(read)
-        code, text = 0, ""
+        code = 0
         try:
             importlib.import_module(module)
         except BaseException:
-            code, text = 1, traceback.format_exc()[-2000:]
-        os.write(write, text.encode())
+            code = 1
+            (out / module).write_text(traceback.format_exc()[-2000:])
         os._exit(code)
-    os.close(write)
-    with os.fdopen(read, "rb") as pipe:
-        text = pipe.read().decode(errors="replace")
-    _, status = os.waitpid(pid, 0)
-    print(json.dumps([module, os.waitstatus_to_exitcode(status), text]), flush=True)
+    running[pid] = (module, time.monotonic() + 120)
+while todo or running:
+    while todo and len(running) < 2:
+        start(todo.pop(0))
+    pid, status = os.waitpid(-1, os.WNOHANG)
+    if pid == 0:
+        for late, (module, deadline) in list(running.items()):
+            if time.monotonic() > deadline:
+                os.kill(late, signal.SIGKILL)
+                os.waitpid(late, 0)
+                del running[late]
+                print(json.dumps([module, -9, "timed out"]), flush=True)
+        time.sleep(0.01)
+        continue
+    module, _ = running.pop(pid)
+    err = out / module
+    print(json.dumps([module, os.waitstatus_to_exitcode(status), err.read_text() if err.exists() else ""]), flush=True)
 """
 
 
@@ -125,7 +137,7 @@ def test_every_module_imports_first_in_a_fresh_interpreter():
                             capture_output=True, text=True, cwd=ROOT, timeout=420)
     assert result.returncode == 0, result.stderr[-4000:]
     outcomes = [json.loads(line) for line in result.stdout.splitlines()]
-    assert [m for m, _code, _err in outcomes] == modules, "every module was tried"
+    assert sorted(m for m, _code, _err in outcomes) == sorted(modules), "every module was tried"
     failures = [(m, err) for m, code, err in outcomes if code != 0]
     assert not failures, "\n\n".join(f"{m}:\n{err}" for m, err in failures)
 
