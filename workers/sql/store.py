@@ -14,6 +14,10 @@ concurrent runs that are ready together share that transaction (group commit,
 :mod:`workers.sql.group`). Which node run is the latest of each node is remembered per run after the first
 checkpoint (the store that writes a run owns it, so nobody else changes those rows
 meanwhile).
+
+Reading runs back is :class:`workers.sql.run_reads.RunReads`, their leases
+:class:`workers.sql.leases.RunLeases`, commands and chat messages
+:class:`workers.sql.messages.CommandsAndMessages`: bases of :class:`SqlStore`.
 """
 
 from __future__ import annotations
@@ -33,36 +37,27 @@ from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from engine.compiler import content_hash
-from engine.ports import CheckpointDelta, LeaseLost, Published, RunExists, RunNotFound, RunOwned, StoreError
-from schemas.records import OwnerInfo, RunSummary
-from schemas.run import NodeRun, RunState
-from schemas.types import RunStatus
+from engine.ports import CheckpointDelta, LeaseLost, Published, RunExists, RunNotFound, StoreError
+from schemas.records import OwnerInfo
+from schemas.run import RunState
 
 from .checkpoint import (
     CheckpointWrite,
     PostgresCheckpointWriter,
     SqliteCheckpointWriter,
     _raw_connection,
-    _sqlite_claim,
     _sqlite_reads,
     _sqlite_writes,
     event_rows,
-    pg_statement,
 )
 from .connect import dialect_insert, make_engine, mask_url, normalize_url, store_errors
 from .group import CheckpointJob, GroupCommit
 from .launch import AdmissionRow, LaunchWrite, launch_in, pg_launch, sqlite_launch, sqlite_statements
+from .leases import _RELEASED, RunLeases
 from .messages import CommandsAndMessages
 from .migrate import migrate_connection
-from .rows import (
-    ENDED,
-    node_run_from_row,
-    node_run_row,
-    owner_from_row,
-    run_columns,
-    state_from_row,
-    summary_from_row,
-)
+from .rows import ENDED, node_run_row, run_columns
+from .run_reads import _INDEXED, _NODE_RUN_JSON, _RUN_JSON, _NodeIndex
 from .tables import NodeRunRow, RunEventRow, RunRow, WorkflowDocRow
 
 __all__ = ["SqlStore", "dialect_insert"]
@@ -72,53 +67,6 @@ node_runs = NodeRunRow.__table__
 run_events = RunEventRow.__table__
 workflow_docs = WorkflowDocRow.__table__
 
-#: Runs whose latest-node-run index a store keeps in memory (oldest dropped first).
-_INDEX_LIMIT = 1024
-
-_SUMMARY_COLUMNS = [
-    runs.c[name]
-    for name in (
-        "run_id",
-        "tenant_id",
-        "workflow_id",
-        "workflow_version",
-        "workflow_hash",
-        "status",
-        "chat_id",
-        "user_id",
-        "created_at",
-        "started_at",
-        "finished_at",
-        "waited_s",
-        "tokens_in",
-        "tokens_out",
-        "cost",
-        "usage_estimated",
-        "error",
-        "owner_id",
-        "owner_host",
-        "owner_pid",
-        "lease_until",
-        "interrupts",
-    )
-]
-#: what a list of runs shows besides: the kind of run (a single node), the user's message
-#: and the inputs (the row's preview, :func:`~workers.sql.rows.summary_from_row`)
-_LIST_COLUMNS = [
-    *_SUMMARY_COLUMNS,
-    runs.c.inputs,
-    runs.c.sys["run_kind"].as_string().label("sys_run_kind"),
-    runs.c.sys["single_node"].as_string().label("sys_single_node"),
-    runs.c.sys["query"].as_string().label("sys_query"),
-]
-
-
-#: ``runs`` columns a checkpoint writes that are also in an index: left out of the UPDATE
-#: while they hold what this store last committed (rewriting an index entry with the
-#: same key still dirties its page, i.e. one more page per commit on SQLite).
-_INDEXED = ("status", "chat_id")
-#: the owner columns of a run nobody holds
-_RELEASED = {"owner_id": None, "owner_host": None, "owner_pid": None, "lease_until": None}
 #: workflow documents a store remembers having stored (oldest dropped first)
 _DOCS_LIMIT = 4096
 #: ended runs whose rows a store remembers for their first detail read (oldest dropped first)
@@ -140,29 +88,6 @@ _CREATED = (
     "owner_pid",
     "lease_until",
 )
-
-
-class _NodeIndex:
-    """The committed current node run of each node of one run, each node's position
-    (insertion order of ``RunState.node_runs``) and the committed values of the indexed
-    run columns (``_INDEXED``; None: not known)."""
-
-    __slots__ = ("current", "positions", "indexed", "created", "committed", "history")
-
-    def __init__(self) -> None:
-        self.current: dict[str, str] = {}
-        self.positions: dict[str, int] = {}
-        self.indexed: tuple[Any, ...] | None = None
-        #: the ``runs`` columns :meth:`SqlStore.create_run` wrote (None: another store created the run)
-        self.created: dict[str, Any] | None = None
-        #: per node (node run id, status, finished_at) and history rows committed (SqlStore._keep_ended)
-        self.committed: dict[str, tuple[str, str, float | None]] = {}
-        self.history = 0
-
-    def apply(self, current: dict[str, str], added: dict[str, int]) -> None:
-        """Record committed node runs (``current``) and the positions of nodes new to the run."""
-        self.current.update(current)
-        self.positions.update(added)
 
 
 def _broken(conn: AsyncConnection) -> bool:
@@ -200,34 +125,7 @@ class _Statements:
         )
 
 
-#: JSON columns of ``runs`` and ``node_runs`` (decoded after a raw read)
-_RUN_JSON = tuple(c.name for c in runs.c if isinstance(c.type, sa.JSON))
-_NODE_RUN_JSON = tuple(c.name for c in node_runs.c if isinstance(c.type, sa.JSON))
-
-
-def _decoded(row: dict[str, Any], json_columns: Sequence[str]) -> dict[str, Any]:
-    for name in json_columns:
-        if row[name] is not None:
-            row[name] = from_json(row[name])
-    return row
-
-
-def _ordered_node_runs(rows: Sequence[Any]) -> list[NodeRun]:
-    """Node runs of ``rows`` in start order (runs not started yet last)."""
-    ordered = sorted(
-        rows,
-        key=lambda r: (
-            r["started_at"] is None,
-            r["started_at"] or 0.0,
-            r["current"],
-            r["seq"],
-            r["node_run_id"],
-        ),
-    )
-    return [node_run_from_row(row) for row in ordered]
-
-
-class SqlStore(CommandsAndMessages):
+class SqlStore(RunLeases, CommandsAndMessages):
     """Runs, node runs, events, commands and chats in SQLite or PostgreSQL.
 
     Create with :meth:`open` (connects lazily, upgrades the schema to the newest
@@ -641,338 +539,6 @@ class SqlStore(CommandsAndMessages):
             index.current[node_id] = node_run_id
             index.positions[node_id] = len(index.positions)
         return index
-
-    def _remember(self, run_id: str, index: _NodeIndex, *, ended: bool = False) -> None:
-        """Keep ``index`` as the committed state of the run's node runs (dropped once it ended)."""
-        self._index.pop(run_id, None)
-        if ended:
-            return
-        self._index[run_id] = index
-        while len(self._index) > _INDEX_LIMIT:
-            self._index.popitem(last=False)
-
-    async def _read_run(self, tenant_id: str, run_id: str) -> tuple[Any, list[Any]]:
-        """The run's row and all its node-run rows, in one transaction. Raises RunNotFound.
-
-        On SQLite both SELECTs run in one call in aiosqlite's worker thread (one hand-off
-        instead of one per cursor step, as the checkpoint does); the JSON columns are
-        decoded as SQLAlchemy's JSON type would."""
-        if self.backend != "sqlite":
-            async with self._tx() as conn:
-                return await self._run_rows(conn, tenant_id, run_id)
-        run_rows, node_rows = await self._sqlite_read(
-            [
-                ("SELECT * FROM runs WHERE run_id = ? AND tenant_id = ?", (run_id, tenant_id)),
-                ("SELECT * FROM node_runs WHERE run_id = ? AND tenant_id = ?", (run_id, tenant_id)),
-            ]
-        )
-        if not run_rows:
-            raise RunNotFound(f"no run {run_id} for tenant {tenant_id!r}")
-        return _decoded(run_rows[0], _RUN_JSON), [_decoded(row, _NODE_RUN_JSON) for row in node_rows]
-
-    @staticmethod
-    async def _run_rows(conn: AsyncConnection, tenant_id: str, run_id: str) -> tuple[Any, list[Any]]:
-        row = (
-            (
-                await conn.execute(
-                    sa.select(runs).where(runs.c.run_id == run_id, runs.c.tenant_id == tenant_id)
-                )
-            )
-            .mappings()
-            .one_or_none()
-        )
-        if row is None:
-            raise RunNotFound(f"no run {run_id} for tenant {tenant_id!r}")
-        node_rows = (
-            (
-                await conn.execute(
-                    sa.select(node_runs).where(
-                        node_runs.c.run_id == run_id, node_runs.c.tenant_id == tenant_id
-                    )
-                )
-            )
-            .mappings()
-            .all()
-        )
-        return row, list(node_rows)
-
-    async def load_detail(self, tenant_id: str, run_id: str) -> tuple[RunSummary, RunState, list[NodeRun]]:
-        """The run's summary, its state and every node run (as :meth:`list_node_runs`
-        orders them), read in one transaction. Raises RunNotFound. The first call after a
-        run this store created and executed has ended is answered from what its last
-        checkpoint committed, without a read (:meth:`_keep_ended`)."""
-        kept = self._ended.pop((tenant_id, run_id), None)
-        row, node_rows = kept if kept is not None else await self._read_run(tenant_id, run_id)
-        return summary_from_row(row), state_from_row(row, node_rows), _ordered_node_runs(node_rows)
-
-    async def load_run(self, tenant_id: str, run_id: str) -> RunState:
-        """The run as last checkpointed (node runs and history). Raises RunNotFound."""
-        return self._loaded(*await self._read_run(tenant_id, run_id))
-
-    def _loaded(self, row: Any, node_rows: list[Any]) -> RunState:
-        """The state of a run's rows, its node index remembered for the next checkpoint."""
-        run_id = row["run_id"]
-        state = state_from_row(row, node_rows)
-        index = _NodeIndex()
-        index.indexed = tuple(row[name] for name in _INDEXED)
-        for node_id, run in state.node_runs.items():
-            index.current[node_id] = run.id
-            index.positions[node_id] = len(index.positions)
-        self._remember(run_id, index, ended=str(state.status) in ENDED)
-        return state
-
-    async def get_run(self, tenant_id: str, run_id: str) -> RunSummary:
-        """The run's summary. Raises RunNotFound."""
-        stmt = sa.select(*_LIST_COLUMNS).where(runs.c.run_id == run_id, runs.c.tenant_id == tenant_id)
-        async with self._tx() as conn:
-            row = (await conn.execute(stmt)).mappings().one_or_none()
-        if row is None:
-            raise RunNotFound(f"no run {run_id} for tenant {tenant_id!r}")
-        return summary_from_row(row)
-
-    async def list_runs(
-        self,
-        tenant_id: str,
-        *,
-        status: RunStatus | None = None,
-        workflow_id: str | None = None,
-        chat_id: str | None = None,
-        limit: int = 50,
-    ) -> list[RunSummary]:
-        """The tenant's runs, newest first, optionally filtered by status, workflow or chat."""
-        stmt = sa.select(*_LIST_COLUMNS).where(runs.c.tenant_id == tenant_id)
-        if status is not None:
-            stmt = stmt.where(runs.c.status == RunStatus(status).value)
-        if workflow_id is not None:
-            stmt = stmt.where(runs.c.workflow_id == workflow_id)
-        if chat_id is not None:
-            stmt = stmt.where(runs.c.chat_id == chat_id)
-        stmt = stmt.order_by(runs.c.created_at.desc(), runs.c.run_id.desc()).limit(limit)
-        async with self._tx() as conn:
-            rows = (await conn.execute(stmt)).mappings().all()
-        return [summary_from_row(row) for row in rows]
-
-    async def count_unended(self) -> dict[str, int]:
-        """Runs of every tenant ``pending``/``running``/``paused``, by status (status -> count)."""
-        unended = (RunStatus.pending.value, RunStatus.running.value, RunStatus.paused.value)
-        stmt = (
-            sa.select(runs.c.status, sa.func.count())
-            .where(runs.c.status.in_(unended))
-            .group_by(runs.c.status)
-        )
-        async with self._tx() as conn:
-            rows = (await conn.execute(stmt)).all()
-        return {str(status): int(count) for status, count in rows}
-
-    async def list_unfinished(self, *, now: float, host: str, limit: int = 500) -> list[RunSummary]:
-        """Runs of every tenant that are ``pending``/``running`` and unheld, with an expired
-        lease, or held by a process of ``host``; oldest first (``ix_runs_status_lease``)."""
-        unheld = runs.c.owner_id.is_(None) | (runs.c.lease_until < now) | (runs.c.owner_host == host)
-        stmt = (
-            sa.select(*_SUMMARY_COLUMNS)
-            .where(runs.c.status.in_((RunStatus.pending.value, RunStatus.running.value)), unheld)
-            .order_by(runs.c.created_at, runs.c.run_id)
-            .limit(limit)
-        )
-        async with self._tx() as conn:
-            rows = (await conn.execute(stmt)).mappings().all()
-        return [summary_from_row(row) for row in rows]
-
-    async def list_node_runs(self, tenant_id: str, run_id: str) -> list[NodeRun]:
-        """Every saved node run of the run (earlier loop rounds included), in start order
-        (runs not started yet last). Empty for an unknown run or another tenant's run."""
-        stmt = sa.select(node_runs).where(node_runs.c.run_id == run_id, node_runs.c.tenant_id == tenant_id)
-        async with self._tx() as conn:
-            rows = (await conn.execute(stmt)).mappings().all()
-        return _ordered_node_runs(rows)
-
-    # --------------------------------------------------------------------------- leases
-
-    async def claim(
-        self, tenant_id: str, run_id: str, owner: OwnerInfo, *, take_from: str | None = None
-    ) -> None:
-        """Become the run's owner until ``owner.lease_until`` with one conditional UPDATE:
-        allowed when nobody owns it, the lease expired, ``owner.id`` owns it already, or the
-        owner is ``take_from``. Raises RunOwned (``.owner``: the current owner), RunNotFound."""
-        await self._claim(tenant_id, run_id, owner, take_from, load=False)
-
-    async def claim_and_load(
-        self, tenant_id: str, run_id: str, owner: OwnerInfo, *, take_from: str | None = None
-    ) -> RunState:
-        """:meth:`claim`, then the run's state as :meth:`load_run` reads it, in the same
-        transaction (so the state is the one the new owner continues). Same errors as :meth:`claim`."""
-        loaded = await self._claim(tenant_id, run_id, owner, take_from, load=True)
-        assert loaded is not None
-        return self._loaded(*loaded)
-
-    async def claim_if_pending(self, tenant_id: str, run_id: str, owner: OwnerInfo) -> bool:
-        """Claim the run only while it is ``pending`` and nobody holds it (one UPDATE); False
-        when it is not (nothing changed). A pending run has never been checkpointed (the
-        first checkpoint records it running), so its stored state is still the one created."""
-        if self.backend == "sqlite":
-            (count,) = await self._sqlite_write(
-                [
-                    (
-                        "UPDATE runs SET owner_id = ?, owner_host = ?, owner_pid = ?, lease_until = ? "
-                        "WHERE run_id = ? AND tenant_id = ? AND status = ? AND owner_id IS NULL",
-                        (
-                            owner.id,
-                            owner.host,
-                            owner.pid,
-                            owner.lease_until,
-                            run_id,
-                            tenant_id,
-                            RunStatus.pending.value,
-                        ),
-                    )
-                ]
-            )
-            return count == 1
-        status = await self._pg(
-            "UPDATE runs SET owner_id = $1, owner_host = $2, owner_pid = $3, lease_until = $4 "
-            "WHERE run_id = $5 AND tenant_id = $6 AND status = 'pending' AND owner_id IS NULL",
-            owner.id,
-            owner.host,
-            owner.pid,
-            owner.lease_until,
-            run_id,
-            tenant_id,
-        )
-        return status == "UPDATE 1"
-
-    async def _pg(self, sql: str, *args: Any) -> str:
-        """PostgreSQL: ``sql`` alone in autocommit on the store's connection (:func:`pg_statement`)."""
-        async with self._lock:
-            with store_errors(self.url):
-                return await pg_statement(await self._connection(), sql, *args)
-
-    async def _claim(
-        self, tenant_id: str, run_id: str, owner: OwnerInfo, take_from: str | None, *, load: bool
-    ) -> tuple[Any, list[Any]] | None:
-        if self.backend == "sqlite":
-            return await self._sqlite_claim(tenant_id, run_id, owner, take_from, load=load)
-        allowed = (
-            runs.c.owner_id.is_(None) | (runs.c.lease_until < time.time()) | (runs.c.owner_id == owner.id)
-        )
-        if take_from is not None:
-            allowed = allowed | (runs.c.owner_id == take_from)
-        stmt = (
-            sa.update(runs)
-            .where(runs.c.run_id == run_id, runs.c.tenant_id == tenant_id, allowed)
-            .values(
-                owner_id=owner.id, owner_host=owner.host, owner_pid=owner.pid, lease_until=owner.lease_until
-            )
-        )
-        async with self._tx() as conn:
-            if (await conn.execute(stmt)).rowcount == 1:
-                self._index.pop(run_id, None)  # another owner may have written since this store did
-                return await self._run_rows(conn, tenant_id, run_id) if load else None
-            row = (
-                (
-                    await conn.execute(
-                        sa.select(
-                            runs.c.owner_id, runs.c.owner_host, runs.c.owner_pid, runs.c.lease_until
-                        ).where(runs.c.run_id == run_id, runs.c.tenant_id == tenant_id)
-                    )
-                )
-                .mappings()
-                .one_or_none()
-            )
-        raise self._owned_error(tenant_id, run_id, row)
-
-    async def _sqlite_claim(
-        self, tenant_id: str, run_id: str, owner: OwnerInfo, take_from: str | None, *, load: bool
-    ) -> tuple[Any, list[Any]] | None:
-        """:meth:`_claim` on SQLite: the UPDATE and the reads of the run's rows in one
-        transaction in one call in aiosqlite's worker thread (a queued run's claim is one
-        hand-off, not one per statement and cursor step)."""
-        allowed = "owner_id IS NULL OR lease_until < ? OR owner_id = ?" + (
-            " OR owner_id = ?" if take_from else ""
-        )
-        params = (
-            owner.id,
-            owner.host,
-            owner.pid,
-            owner.lease_until,
-            run_id,
-            tenant_id,
-            time.time(),
-            owner.id,
-            *((take_from,) if take_from else ()),
-        )
-        update = (
-            "UPDATE runs SET owner_id = ?, owner_host = ?, owner_pid = ?, lease_until = ? "
-            f"WHERE run_id = ? AND tenant_id = ? AND ({allowed})",
-            params,
-        )
-        key = (run_id, tenant_id)
-        reads = (
-            [
-                ("SELECT * FROM runs WHERE run_id = ? AND tenant_id = ?", key),
-                ("SELECT * FROM node_runs WHERE run_id = ? AND tenant_id = ?", key),
-            ]
-            if load
-            else []
-        )
-        owner_read = (
-            "SELECT owner_id, owner_host, owner_pid, lease_until FROM runs "
-            "WHERE run_id = ? AND tenant_id = ?",
-            key,
-        )
-        async with self._lock:
-            with store_errors(self.url):
-                driver = (await _raw_connection(await self._connection())).driver_connection
-                matched, rows = await driver._execute(_sqlite_claim, driver._conn, update, reads, owner_read)
-        if not matched:
-            raise self._owned_error(tenant_id, run_id, rows[0][0] if rows[0] else None)
-        self._index.pop(run_id, None)  # another owner may have written since this store did
-        if not load:
-            return None
-        return _decoded(rows[0][0], _RUN_JSON), [_decoded(row, _NODE_RUN_JSON) for row in rows[1]]
-
-    @staticmethod
-    def _owned_error(tenant_id: str, run_id: str, row: Any) -> Exception:
-        """RunOwned naming the owner of the run's ``row`` (None: RunNotFound)."""
-        if row is None:
-            return RunNotFound(f"no run {run_id} for tenant {tenant_id!r}")
-        current = owner_from_row(row)
-        assert current is not None
-        until = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(current.lease_until))
-        return RunOwned(
-            f"run {run_id} is owned by {current.id} (host {current.host or '?'}, pid {current.pid}) "
-            f"until {until} ({current.lease_until - time.time():.0f}s from now)",
-            current,
-        )
-
-    async def renew(self, run_id: str, owner_id: str, lease_until: float) -> None:
-        """Extend the lease to ``lease_until``. Raises LeaseLost when ``owner_id`` no longer owns the run."""
-        stmt = (
-            sa.update(runs)
-            .where(runs.c.run_id == run_id, runs.c.owner_id == owner_id)
-            .values(lease_until=lease_until)
-        )
-        async with self._tx() as conn:
-            if (await conn.execute(stmt)).rowcount == 0:
-                raise LeaseLost(f"run {run_id} is no longer owned by {owner_id}")
-
-    async def release(self, run_id: str, owner_id: str) -> None:
-        """Give the run up (no-op when ``owner_id`` does not own it)."""
-        stmt = sa.update(runs).where(runs.c.run_id == run_id, runs.c.owner_id == owner_id).values(_RELEASED)
-        async with self._tx() as conn:
-            await conn.execute(stmt)
-        self._index.pop(run_id, None)
-
-    async def prune(self, tenant_id: str, finished_before: float) -> int:
-        """Delete the tenant's runs that ended (succeeded, failed, cancelled) before
-        ``finished_before``, with their node runs, events and commands (cascade); returns
-        how many runs were deleted."""
-        for key in [key for key in self._ended if key[0] == tenant_id]:
-            del self._ended[key]
-        stmt = sa.delete(runs).where(
-            runs.c.tenant_id == tenant_id, runs.c.status.in_(ENDED), runs.c.finished_at < finished_before
-        )
-        async with self._tx() as conn:
-            return (await conn.execute(stmt)).rowcount
 
     # --------------------------------------------------------------------------- events
 
