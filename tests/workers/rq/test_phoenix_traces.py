@@ -200,6 +200,10 @@ def check_tree(spans: list[PhoenixSpan], run_id: str, callee: Callee, secrets: l
     return request
 
 
+#: the runs' lease here: long enough that no stall of a loaded machine reads as a dead worker
+LEASE_TTL_S = 60
+
+
 def _models(deployment: Deployment, openai_server: Any) -> Path:
     openai_server.responder = lambda body: text_reply("ok", usage=USAGE)
     return knowledge_models(
@@ -231,8 +235,12 @@ async def test_phoenix_holds_a_queued_run_in_the_trace_of_the_request_that_queue
     phoenix, deployment, callee, openai_server, monkeypatch, tmp_path
 ):
     models = _models(deployment, openai_server)
+    # the tree is checked span for span: a lease of the suite's 3 s could run out while a
+    # loaded machine stalls the worker (its first code run loads the sandbox), and a run
+    # taken over from its checkpoint re-runs the node in flight, adding its spans
     deployment.env.update(
         FLOWLOOM_MODELS=str(models),
+        FLOWLOOM_LEASE_TTL=str(LEASE_TTL_S),
         **{TEST_KEY_ENV: TEST_API_KEY},
         **otel_env(phoenix, "flowloom-worker-test"),
     )
@@ -240,7 +248,7 @@ async def test_phoenix_holds_a_queued_run_in_the_trace_of_the_request_that_queue
         monkeypatch.setenv(name, value)
     deployment.start_worker("wp")
     deployment.wait_for_workers("wp")
-    async for api in open_api(deployment, models=models):
+    async for api in open_api(deployment, models=models, lease_ttl=LEASE_TTL_S):
         answer = await api.start(
             observed_workflow(callee.url), {"items": ["a", "b"]}, **{"X-Flowloom-Execution": "queued"}
         )
