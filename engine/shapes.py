@@ -36,6 +36,7 @@ if TYPE_CHECKING:  # a protocol, for annotations only
 __all__ = [
     "NodeShape",
     "deployment_problems",
+    "missing_key_env",
     "node_shapes",
     "system_reads",
     "valid_nodes",
@@ -186,13 +187,22 @@ def _missing_package(node_id: str, need: Requirement, env: PackageEnv) -> list[P
     ]
 
 
+def missing_key_env(models: ModelCatalog, name: str, environ: Mapping[str, str]) -> str | None:
+    """The variable model ``name``'s provider needs for its key when it is unset or blank in
+    ``environ`` (the registry strips it the same way before sending it); else None."""
+    variable = models.required_key_env(name)
+    if variable is None or str(environ.get(variable, "") or "").strip():
+        return None
+    return variable
+
+
 def _missing_keys(node: Any, models: ModelCatalog, environ: Mapping[str, str]) -> list[Problem]:
     """``missing_api_key`` warnings of ``node``: one per model field whose provider's key
-    variable is unset or blank (the registry strips it the same way before sending it)."""
+    variable is unset or blank."""
     found = []
     for path, name in node.config.model_refs():
-        variable = models.required_key_env(name)
-        if variable is None or str(environ.get(variable, "") or "").strip():
+        variable = missing_key_env(models, name, environ)
+        if variable is None:
             continue
         found.append(
             Problem(

@@ -84,9 +84,11 @@ async def _warn_missing_key(service: Any, tenant: str, dataset: Any) -> None:
     model = dataset.embedding_model
     if model is None:
         return
+    from engine.shapes import missing_key_env
+
     models = await service.models_of(tenant)
-    variable = models.required_key_env(model) if models is not None else None
-    if variable is None or str(settings().environ().get(variable, "") or "").strip():
+    variable = missing_key_env(models, model, settings().environ()) if models is not None else None
+    if variable is None:
         return
     err().print(
         Text.assemble(
