@@ -514,6 +514,10 @@ class Executing:
         """How many runs this process executes now (the live hub's runs)."""
         return len(self._live)
 
+    def executes(self, run_id: str) -> bool:
+        """True while this process executes run ``run_id`` (its heartbeat keeps the lease)."""
+        return run_id in self._live
+
     def new_owner(self) -> OwnerInfo:
         """An owner for an execution in this process: a fresh id, this host and pid, a lease
         of ``Settings.lease_ttl`` seconds from now."""

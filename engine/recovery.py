@@ -152,6 +152,9 @@ class OrphanRecovery:
             summary
             for summary in found
             if summary.run_id not in self._busy
+            # A lease this process let lapse (its loop stalled past the heartbeat) is
+            # not an orphan: the heartbeat renews it, or learns another process took it.
+            and not self.service.executes(summary.run_id)
             and orphaned(summary, now=now, pending_grace_s=self.pending_grace_s)
         ]
         if found and self.still_queued is not None:

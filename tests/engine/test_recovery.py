@@ -123,3 +123,25 @@ async def test_a_watcher_reports_the_orphan_it_watches_and_follows_its_recovered
     assert seen[-1]["type"] == "run_finished"
     assert [e["seq"] for e in seen] == list(range(1, len(seen) + 1))
     assert loop.recovered == [run_id]
+
+
+async def test_a_run_this_process_executes_is_not_its_own_orphan_when_its_lease_lapses(store, tmp_path):
+    """A loop stalled past the heartbeat lets the lease lapse; the run is still executing
+    here, so this process's own look must leave it (taking it over would run its node in
+    flight a second time)."""
+    service = service_of(store, tmp_path, lease_ttl=60)
+    slow = build([probe("slow", sleep=1.0), probe("b", value=2)], chain_edges("start", "slow", "b"))
+    state = await service.prepare(slow, {}, tenant_id="default")
+    running = asyncio.ensure_future(drain(service.execute("default", state.run_id)))
+    deadline = time.monotonic() + 30
+    while (summary := await store.get_run("default", state.run_id)).owner is None:
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.02)
+    await store.renew(state.run_id, summary.owner.id, time.time() - 1)  # the lapse a stalled loop leaves
+    lapsed = await store.list_unfinished(now=time.time(), host=socket.gethostname())
+    assert state.run_id in [s.run_id for s in lapsed], "the store alone would call it orphaned"
+    loop = OrphanRecovery(service, lambda s: drain(service.recover(s.tenant_id, s.run_id)), interval_s=3600)
+    assert await loop.scan() == []
+    events = await running
+    assert events[-1].type == "run_finished"
+    assert [n.attempts for n in await store.list_node_runs("default", state.run_id)] == [1, 1, 1]
