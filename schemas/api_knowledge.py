@@ -68,6 +68,24 @@ class DatasetOut(BaseModel):
         return cls(**dataset.model_dump(exclude={"tenant_id"}))
 
 
+class DatasetWarning(BaseModel):
+    """Something that lets a dataset be made but will fail its documents later.
+    ``missing_api_key``: the embedding model's provider needs a key in ``variable``,
+    which this deployment does not set; every document added before it is set fails
+    at embedding."""
+
+    code: Literal["missing_api_key"]
+    message: str
+    field: str
+    variable: str
+
+
+class DatasetCreated(DatasetOut):
+    """``POST /v1/datasets``: the new dataset, with what would make its documents fail."""
+
+    warnings: list[DatasetWarning] = Field(default_factory=list)
+
+
 class DatasetList(BaseModel):
     """``GET /v1/datasets``: the tenant's datasets by name."""
 

@@ -42,15 +42,18 @@ from fastapi.responses import Response
 
 from engine.knowledge.ports import DatasetNotFound, DocumentNotFound, DocumentRejected
 from engine.knowledge.service import DocumentOutcome, Upload
+from engine.shapes import missing_key_env
 from nodes.llm.call import LLMError
 from schemas.api import ErrorBody
 from schemas.api_knowledge import (
     ChunkOut,
     ChunkPage,
+    DatasetCreated,
     DatasetList,
     DatasetOut,
     DatasetSearch,
     DatasetSearchResult,
+    DatasetWarning,
     DocumentList,
     DocumentOut,
     DocumentProgress,
@@ -62,7 +65,7 @@ from schemas.api_knowledge import (
 from schemas.knowledge import DatasetCreate, DatasetUpdate, DocumentStatus
 
 from ..auth import Caller, Knowledge, Principal
-from ..deployment import Heartbeat
+from ..deployment import Heartbeat, Service
 from ..errors import ApiError, parse_body
 from ..openapi import SSE_CONTENT
 from ..sse import EventStreamResponse, Frame, event_stream
@@ -119,15 +122,35 @@ async def _tokens_left(quotas: QuotaPolicy, caller: Principal) -> None:
 @router.post(
     "",
     status_code=201,
-    response_model=DatasetOut,
+    response_model=DatasetCreated,
     summary="Create a dataset",
     responses={409: {"model": ErrorBody}},
 )
-async def create_dataset(body: DatasetCreate, caller: Caller, knowledge: Knowledge) -> DatasetOut:
+async def create_dataset(
+    body: DatasetCreate, caller: Caller, knowledge: Knowledge, service: Service
+) -> DatasetCreated:
     """A new, empty dataset. ``embedding_model`` must be a registry model with an
-    embeddings endpoint (422 otherwise; none: full-text search only). 409 when ``id`` is taken."""
+    embeddings endpoint (422 otherwise; none: full-text search only). 409 when ``id`` is
+    taken. ``warnings`` names an embedding model whose provider key this deployment
+    lacks: the dataset is made, but its documents would fail at embedding until it is set."""
     _writable(caller)
-    return DatasetOut.of(await knowledge.create_dataset(caller.tenant_id, body))
+    dataset = await knowledge.create_dataset(caller.tenant_id, body)
+    created = DatasetCreated(**dataset.model_dump(exclude={"tenant_id"}))
+    model = dataset.embedding_model
+    models = await service.models_of(caller.tenant_id) if model is not None else None
+    variable = missing_key_env(models, model, service.settings.environ()) if models and model else None
+    if variable is not None:
+        created.warnings.append(
+            DatasetWarning(
+                code="missing_api_key",
+                message=f"embedding model {model!r} needs an API key in {variable}, which is not set "
+                f"in this deployment; documents added before it is set fail at embedding (then, once "
+                f"it is set: POST /v1/datasets/{dataset.id}/documents/{{document_id}}/reindex)",
+                field="embedding_model",
+                variable=variable,
+            )
+        )
+    return created
 
 
 @router.get("", response_model=DatasetList, summary="List the tenant's datasets")

@@ -570,3 +570,21 @@ async def test_the_catalog_names_the_registrys_embedding_models_apart_from_chat_
     catalog = (await fts.client.get("/v1/node-kinds", headers=fts.auth())).json()
     assert catalog["embedding_models"] == [EMBEDDING_MODEL]
     assert EMBEDDING_MODEL not in catalog["models"] and "default" in catalog["models"]
+
+
+async def test_a_dataset_whose_embedding_key_is_not_set_is_made_with_a_warning(kb, monkeypatch):
+    monkeypatch.delenv(SCRIPTED_KEY_ENV)
+    made = await kb.client.post("/v1/datasets", json={"name": "kb", "embedding_model": EMBEDDING_MODEL},
+                                headers=kb.auth())
+    assert made.status_code == 201, made.text
+    [warning] = made.json()["warnings"]
+    assert (warning["code"], warning["field"], warning["variable"]) == (
+        "missing_api_key", "embedding_model", SCRIPTED_KEY_ENV)
+    assert repr(EMBEDDING_MODEL) in warning["message"] and "/reindex" in warning["message"]
+    text_only = await kb.client.post("/v1/datasets", json={"name": "fts"}, headers=kb.auth())
+    assert (text_only.status_code, text_only.json()["warnings"]) == (201, [])
+    monkeypatch.setenv(SCRIPTED_KEY_ENV, "sk-value-never-shown")
+    keyed = await kb.client.post("/v1/datasets", json={"name": "kb3", "embedding_model": EMBEDDING_MODEL},
+                                 headers=kb.auth())
+    assert (keyed.status_code, keyed.json()["warnings"]) == (201, [])
+    assert "sk-value-never-shown" not in keyed.text

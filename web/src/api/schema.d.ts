@@ -177,7 +177,9 @@ export interface paths {
         /**
          * Create a dataset
          * @description A new, empty dataset. ``embedding_model`` must be a registry model with an
-         *     embeddings endpoint (422 otherwise; none: full-text search only). 409 when ``id`` is taken.
+         *     embeddings endpoint (422 otherwise; none: full-text search only). 409 when ``id`` is
+         *     taken. ``warnings`` names an embedding model whose provider key this deployment
+         *     lacks: the dataset is made, but its documents would fail at embedding until it is set.
          */
         post: operations["create_dataset_v1_datasets_post"];
         delete?: never;
@@ -1803,6 +1805,50 @@ export interface components {
             name: string;
         };
         /**
+         * DatasetCreated
+         * @description ``POST /v1/datasets``: the new dataset, with what would make its documents fail.
+         */
+        DatasetCreated: {
+            active_index?: components["schemas"]["IndexInfo"] | null;
+            building_index?: components["schemas"]["IndexInfo"] | null;
+            /**
+             * Chunk Count
+             * @default 0
+             */
+            chunk_count: number;
+            chunking: components["schemas"]["ChunkingSettings"];
+            /**
+             * Created At
+             * @default 0
+             */
+            created_at: number;
+            /**
+             * Description
+             * @default
+             */
+            description: string;
+            /**
+             * Document Count
+             * @default 0
+             */
+            document_count: number;
+            /** Embedding Model */
+            embedding_model?: string | null;
+            /** Id */
+            id: string;
+            /** Metadata Fields */
+            metadata_fields?: components["schemas"]["MetadataField"][];
+            /** Name */
+            name: string;
+            /**
+             * Updated At
+             * @default 0
+             */
+            updated_at: number;
+            /** Warnings */
+            warnings?: components["schemas"]["DatasetWarning"][];
+        };
+        /**
          * DatasetList
          * @description ``GET /v1/datasets``: the tenant's datasets by name.
          */
@@ -1965,6 +2011,26 @@ export interface components {
             metadata_fields?: components["schemas"]["MetadataField"][] | null;
             /** Name */
             name?: string | null;
+        };
+        /**
+         * DatasetWarning
+         * @description Something that lets a dataset be made but will fail its documents later.
+         *     ``missing_api_key``: the embedding model's provider needs a key in ``variable``,
+         *     which this deployment does not set; every document added before it is set fails
+         *     at embedding.
+         */
+        DatasetWarning: {
+            /**
+             * Code
+             * @constant
+             */
+            code: "missing_api_key";
+            /** Field */
+            field: string;
+            /** Message */
+            message: string;
+            /** Variable */
+            variable: string;
         };
         /**
          * DocumentList
@@ -5639,7 +5705,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["DatasetOut"];
+                    "application/json": components["schemas"]["DatasetCreated"];
                 };
             };
             /** @description Unauthorized */

@@ -296,6 +296,8 @@ export const en = {
   'knowledge.form.modelHelp': 'Documents are embedded with this model, so searches can find passages by meaning (semantic and hybrid search).',
   'knowledge.form.noModelHelp': 'Without an embedding model the dataset is searched by its words only (full text); no model key is needed.',
   'knowledge.form.reindex': 'Saving with another embedding model re-indexes every document; searches keep using the current index until the new one is ready.',
+  'knowledge.form.createdWithWarnings': 'The dataset was created, but its documents will fail until this is fixed:',
+  'knowledge.form.openDataset': 'Open the dataset',
   'knowledge.form.chunking': 'Chunking',
   'knowledge.form.chunkTokens': 'Chunk size (tokens)',
   'knowledge.form.overlapTokens': 'Overlap (tokens)',

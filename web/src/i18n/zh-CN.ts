@@ -298,6 +298,8 @@ export const zhCN: Record<MessageKey, string> = {
   'knowledge.form.modelHelp': '文档用该模型向量化，检索可以按语义找到段落（语义检索和混合检索）。',
   'knowledge.form.noModelHelp': '没有嵌入模型时只按文字检索（全文检索），不需要模型密钥。',
   'knowledge.form.reindex': '换用其他嵌入模型保存后会为所有文档重建索引；新索引就绪前，检索继续使用当前索引。',
+  'knowledge.form.createdWithWarnings': '知识库已创建，但在解决以下问题之前，添加的文档都会失败：',
+  'knowledge.form.openDataset': '打开知识库',
   'knowledge.form.chunking': '分段设置',
   'knowledge.form.chunkTokens': '分段长度（词元）',
   'knowledge.form.overlapTokens': '重叠长度（词元）',

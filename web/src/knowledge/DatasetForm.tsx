@@ -8,7 +8,7 @@ import { useState, type FormEvent } from 'react';
 import { useT } from '../i18n';
 import { useCatalog } from '../store/catalog';
 import { Dialog } from '../panels/Dialog';
-import { kbApi, type Dataset, type DatasetCreate, type DatasetUpdate } from './api';
+import { kbApi, type Dataset, type DatasetCreate, type DatasetCreated, type DatasetUpdate } from './api';
 
 export interface Draft {
   name: string;
@@ -57,6 +57,9 @@ export function DatasetForm({ dataset, onClose, onSaved }: { dataset: Dataset | 
   const [draft, setDraft] = useState<Draft>(() => draftOf(dataset));
   const [error, setError] = useState<string | null>(null);
   const [busy, setBusy] = useState(false);
+  // A dataset made with warnings (a provider key this deployment lacks): the dialog says
+  // so before the dataset page opens, since every document added would fail at embedding.
+  const [created, setCreated] = useState<DatasetCreated | null>(null);
   const change = (patch: Partial<Draft>) => setDraft((d) => ({ ...d, ...patch }));
   const choices = dataset?.embedding_model && !models.includes(dataset.embedding_model)
     ? [dataset.embedding_model, ...models] : models;
@@ -67,9 +70,13 @@ export function DatasetForm({ dataset, onClose, onSaved }: { dataset: Dataset | 
     setBusy(true);
     setError(null);
     try {
-      const saved = dataset ? await kbApi.update(dataset.id, datasetPatch(dataset, draft))
-        : await kbApi.create(datasetBody(draft));
-      onSaved(saved);
+      if (dataset) {
+        onSaved(await kbApi.update(dataset.id, datasetPatch(dataset, draft)));
+        return;
+      }
+      const made = await kbApi.create(datasetBody(draft));
+      if (made.warnings?.length) setCreated(made);
+      else onSaved(made);
     } catch (err) {
       setError((err as Error).message);
     } finally {
@@ -77,6 +84,20 @@ export function DatasetForm({ dataset, onClose, onSaved }: { dataset: Dataset | 
     }
   };
   const title = dataset ? t('knowledge.form.editTitle', { name: dataset.name }) : t('knowledge.form.createTitle');
+  if (created) {
+    return (
+      <Dialog title={title} onClose={() => onSaved(created)} testId="dataset-form">
+        <div className="warning" role="alert" data-testid="dataset-created-warning">
+          <p>{t('knowledge.form.createdWithWarnings')}</p>
+          <ul>{(created.warnings ?? []).map((w) => <li key={w.code + w.field}>{w.message}</li>)}</ul>
+        </div>
+        <div className="row end">
+          <button type="button" className="primary" data-testid="dataset-created-open" onClick={() => onSaved(created)}>
+            {t('knowledge.form.openDataset')}</button>
+        </div>
+      </Dialog>
+    );
+  }
   return (
     <Dialog title={title} onClose={onClose} testId="dataset-form">
       <form className="dataset-form" onSubmit={submit}>

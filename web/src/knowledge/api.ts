@@ -9,6 +9,7 @@ import type { components } from '../api/schema';
 
 type S = components['schemas'];
 export type Dataset = S['DatasetOut'];
+export type DatasetCreated = S['DatasetCreated'];
 export type DatasetCreate = S['DatasetCreate'];
 export type DatasetUpdate = S['DatasetUpdate'];
 export type ChunkingSettings = S['ChunkingSettings'];
@@ -28,7 +29,7 @@ const doc = (id: string, documentId: string) => `${ds(id)}/documents/${encodeURI
 export const kbApi = {
   list: () => request<S['DatasetList']>('GET', '/v1/datasets'),
   get: (id: string) => request<Dataset>('GET', ds(id)),
-  create: (body: DatasetCreate) => request<Dataset>('POST', '/v1/datasets', { body }),
+  create: (body: DatasetCreate) => request<DatasetCreated>('POST', '/v1/datasets', { body }),
   /** Only the fields given change. */
   update: (id: string, body: Partial<DatasetUpdate>) => request<Dataset>('PATCH', ds(id), { body }),
   remove: (id: string) => request<void>('DELETE', ds(id)),
