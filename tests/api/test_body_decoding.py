@@ -42,11 +42,8 @@ async def test_a_lone_surrogate_is_a_422_naming_its_field_on_every_route(api):
     assert saved.status_code == 201, saved.text
     cases = [
         ("/v1/runs", {"workflow": workflow, "inputs": {"name": LONE}}, "inputs.name"),
-        (
-            "/v1/runs",
-            {"workflow": workflow, "inputs": {"name": "Ada"}, "chat_id": "c1", "message": f"hi {LONE}"},
-            "message",
-        ),
+        ("/v1/runs", {"workflow": workflow, "inputs": {"name": "Ada"}, "chat_id": "c1", "message": f"hi {LONE}"},
+         "message"),
         ("/v1/workflows/hello/runs", {"inputs": {"tags": ["ok", LONE]}}, "inputs.tags[1]"),
         ("/v1/workflows", {**workflow, "id": "other", "name": LONE}, "name"),
         ("/v1/workflows/import", {"source": LONE}, "source"),
@@ -60,11 +57,9 @@ async def test_a_lone_surrogate_is_a_422_naming_its_field_on_every_route(api):
         assert error["type"] == "invalid_request", (url, error)
         assert error["message"].startswith(f"{field}: text holds a lone UTF-16 surrogate"), (url, error)
         assert error["problems"][0]["code"] == "lone_surrogate"
-    replaced = await api.client.put(
-        "/v1/workflows/hello",
-        content=_raw({"workflow": {**workflow, "name": LONE}, "draft_version": 1}),
-        headers={**api.auth(), "Content-Type": "application/json"},
-    )
+    replaced = await api.client.put("/v1/workflows/hello", content=_raw({"workflow": {**workflow, "name": LONE},
+                                                                         "draft_version": 1}),
+                                    headers={**api.auth(), "Content-Type": "application/json"})
     assert replaced.status_code == 422 and "workflow.name: text holds" in replaced.json()["error"]["message"]
     assert (await api.client.get("/v1/runs", headers=api.auth())).json()["runs"] == []  # nothing started
 
@@ -74,18 +69,15 @@ async def test_a_lone_surrogate_on_chat_completions_is_an_openai_error_naming_th
     refused = await _post(api, "/v1/chat/completions", _raw(body))
     assert refused.status_code == 422, refused.text
     error = refused.json()["error"]
-    assert (error["type"], error["code"], error["param"]) == (
-        "invalid_request_error",
-        "invalid_request",
-        "messages[0].content",
-    ), error
+    assert (error["type"], error["code"], error["param"]) == ("invalid_request_error", "invalid_request",
+                                                             "messages[0].content"), error
 
 
 async def test_a_surrogate_pair_is_a_character_and_runs(api):
-    body = {"workflow": hello_workflow(), "inputs": {"name": "Ada \U0001f600"}}
+    body = {"workflow": hello_workflow(), "inputs": {"name": "Ada \U0001F600"}}
     ran = await _post(api, "/v1/runs", json.dumps(body, ensure_ascii=True).encode())  # sent as \ud83d\ude00
     assert ran.status_code == 200, ran.text
-    assert ran.json()["answer"] == "Hello, Ada \U0001f600! Welcome to Flowloom."
+    assert ran.json()["answer"] == "Hello, Ada \U0001F600! Welcome to Flowloom."
 
 
 async def test_deep_nesting_names_the_depth_limit_on_every_kind_of_route(api):
@@ -96,14 +88,8 @@ async def test_deep_nesting_names_the_depth_limit_on_every_kind_of_route(api):
         message = refused.json()["error"]["message"]
         assert f"nests arrays and objects more than {MAX_JSON_DEPTH} levels deep" in message, (url, message)
         assert "UTF-8" not in message
-    within = {
-        "workflow": hello_workflow(),
-        "inputs": {"name": "Ada"},
-        "extra": json.loads("[" * 400 + "]" * 400),
-    }
-    read = await _post(
-        api, "/v1/runs", _raw(within)
-    )  # parsed, then validated: the unknown field is the problem
+    within = {"workflow": hello_workflow(), "inputs": {"name": "Ada"}, "extra": json.loads("[" * 400 + "]" * 400)}
+    read = await _post(api, "/v1/runs", _raw(within))  # parsed, then validated: the unknown field is the problem
     assert read.status_code == 422 and read.json()["error"]["message"].startswith("extra: "), read.text
 
 
@@ -126,7 +112,7 @@ def test_the_depth_check_counts_brackets_outside_strings_only():
     assert json_depth_over(b'"a" "' + b"[" * 600) and not json_depth_over(b'"a" "' + b"[" * 600 + b'"')
 
 
-#: bodies of the bytes that decide what a string is, a backslash left out half the time
+#: bodies of the bytes that decide what a string is (quotes, backslashes, brackets)
 _BODY = st.lists(st.sampled_from([b"[", b"]", b"{", b"}", b'"', b"a", b" ", b"\\", b"\n"]), max_size=60).map(
     b"".join
 )
@@ -136,17 +122,14 @@ _BODY = st.lists(st.sampled_from([b"[", b"]", b"{", b"}", b'"', b"a", b" ", b"\\
 def test_the_strings_found_without_the_regex_are_the_regex_s(body):
     """The C-level split of a body without a backslash leaves the brackets the regex leaves,
     whatever the quotes (unpaired ones included); a body with one takes the regex."""
-    expected = _STRING.sub(b"", body).translate(None, _NOT_BRACKET)
-    assert _outside_strings(body).translate(None, _NOT_BRACKET) == expected
-    assert _outside_strings(body.replace(b"\\", b"")).translate(None, _NOT_BRACKET) == _STRING.sub(
-        b"", body.replace(b"\\", b"")
-    ).translate(None, _NOT_BRACKET)
+    for text in (body, body.replace(b"\\", b"")):
+        expected = _STRING.sub(b"", text).translate(None, _NOT_BRACKET)
+        assert _outside_strings(text).translate(None, _NOT_BRACKET) == expected
 
 
-@given(
-    st.lists(
-        st.sampled_from([b"\\ud800", b"\\udc00", b"\\u0041", b"\\", b"u", b"d8", b"a"]), max_size=12
-    ).map(b"".join)
-)
+_ESCAPES = st.sampled_from([b"\\ud800", b"\\udc00", b"\\u0041", b"\\", b"u", b"d8", b"a"])
+
+
+@given(st.lists(_ESCAPES, max_size=12).map(b"".join))
 def test_the_surrogate_screen_answers_as_the_regex(data):
     assert may_hold_surrogate(data) == (SURROGATE_ESCAPE.search(data) is not None)
