@@ -90,7 +90,7 @@ from engine.ports import (
 )
 from engine.service import RunNotResumable
 
-from .json_body import MAX_JSON_DEPTH, SURROGATE_ESCAPE, json_depth_over, lone_surrogate_path
+from .json_body import MAX_JSON_DEPTH, json_depth_over, lone_surrogate_path, may_hold_surrogate
 
 __all__ = [
     "OPENAI_PATHS",
@@ -170,7 +170,7 @@ def body_problem(raw: bytes, suspect: bool | None = None) -> BodyRefused | None:
         )
         return BodyRefused(message, [{"loc": ["body"], "message": message, "code": "too_deep"}])
     if suspect is None:
-        suspect = SURROGATE_ESCAPE.search(raw) is not None
+        suspect = may_hold_surrogate(raw)
     if not suspect:
         return None
     try:

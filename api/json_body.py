@@ -20,7 +20,14 @@ from __future__ import annotations
 import re
 from typing import Any
 
-__all__ = ["MAX_JSON_DEPTH", "SURROGATE_ESCAPE", "json_depth_over", "lone_surrogate_path", "printable"]
+__all__ = [
+    "MAX_JSON_DEPTH",
+    "SURROGATE_ESCAPE",
+    "json_depth_over",
+    "lone_surrogate_path",
+    "may_hold_surrogate",
+    "printable",
+]
 
 #: the deepest nesting of arrays and objects a request body may have (below the parser's own limit)
 MAX_JSON_DEPTH = 512
@@ -33,8 +40,17 @@ SURROGATE_ESCAPE = re.compile(
     rb"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}"
 )
 
+
+def may_hold_surrogate(data: bytes) -> bool:
+    """Whether ``data`` holds a :data:`SURROGATE_ESCAPE`. Every one starts with ``\\u``,
+    which a C-level search rules out in a few ms over a 1.4 MB body, where the regex
+    alone took about 20 times as long."""
+    return b"\\u" in data and SURROGATE_ESCAPE.search(data) is not None
+
+
 _STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
 _NOT_BRACKET = bytes(b for b in range(256) if b not in b"[]{}")
+_NOT_BRACKET_OR_QUOTE = bytes(b for b in range(256) if b not in b'[]{}"')
 #: objects count as arrays: only the nesting matters
 _AS_ARRAYS = bytes.maketrans(b"{}", b"[]")
 _LONE = re.compile("[\ud800-\udfff]")
@@ -49,7 +65,7 @@ def json_depth_over(body: bytes, limit: int = MAX_JSON_DEPTH) -> bool:
     of many shallow values costs those passes, not one Python step per byte."""
     if body.count(b"[") + body.count(b"{") <= limit:
         return False
-    brackets = _STRING.sub(b"", body).translate(_AS_ARRAYS, _NOT_BRACKET)
+    brackets = _outside_strings(body).translate(_AS_ARRAYS, _NOT_BRACKET)
     removed = 0
     for _ in range(16):
         shorter = brackets.replace(b"[]", b"")
@@ -62,6 +78,23 @@ def json_depth_over(body: bytes, limit: int = MAX_JSON_DEPTH) -> bool:
         if depth > limit:
             return True
     return False
+
+
+def _outside_strings(body: bytes) -> bytes:
+    """``body`` without the strings :data:`_STRING` finds in it, as far as its brackets go.
+
+    Without a backslash in ``body`` a string is a quote, anything but a quote, a quote:
+    the regex pairs the quotes in order (the first with the second...), and a last quote
+    left without a partner opens nothing. So the pieces between quotes alternate outside
+    and inside, the piece after an unpaired last quote outside too - found by C-level
+    ``translate`` and ``split``, 4-5 times faster than the regex over a 1.4 MB workflow
+    (only brackets and quotes are kept first). A body with a backslash, whose escapes
+    the regex reads, goes through the regex."""
+    if b"\\" in body:
+        return _STRING.sub(b"", body)
+    pieces = body.translate(None, _NOT_BRACKET_OR_QUOTE).split(b'"')
+    outside = pieces[0::2] if len(pieces) % 2 else [*pieces[0::2], pieces[-1]]
+    return b"".join(outside)
 
 
 def lone_surrogate_path(data: Any) -> list[str | int] | None:

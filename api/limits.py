@@ -36,7 +36,7 @@ from engine.errors import CompileError
 from engine.settings import Settings
 
 from .errors import body_problem, error_body, is_json_type, shaped_error
-from .json_body import MAX_JSON_DEPTH, SURROGATE_ESCAPE
+from .json_body import MAX_JSON_DEPTH, may_hold_surrogate
 
 __all__ = ["BodyLimit", "BodyTooLarge", "JsonBodyCheck", "check_document"]
 
@@ -134,8 +134,9 @@ class JsonBodyCheck:
             if chunk:
                 chunks.append(chunk)
                 openers += chunk.count(b"[") + chunk.count(b"{")
-                suspect = suspect or SURROGATE_ESCAPE.search(tail + chunk) is not None
-                tail = (tail + chunk)[-12:]  # an escape pair split between two chunks
+                joined = tail + chunk
+                suspect = suspect or may_hold_surrogate(joined)
+                tail = joined[-12:]  # an escape pair split between two chunks
             if not message.get("more_body", False) and (suspect or openers > MAX_JSON_DEPTH):
                 refused = body_problem(b"".join(chunks), suspect)
                 if refused is not None:

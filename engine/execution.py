@@ -24,7 +24,7 @@ import os
 import socket
 import time
 import uuid
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -115,7 +115,9 @@ class _Live:
     tenant_id: str = ""
     state: RunState | None = None
     watchers: list[asyncio.Queue[Any]] = field(default_factory=list)
-    recent: list[Any] = field(default_factory=list)
+    #: a deque bounded by :data:`_RECENT_MAX`: a list trimmed at its front moved all of
+    #: its 10,000 items per event once full (20,000 events for a 10,000-node run)
+    recent: deque[Any] = field(default_factory=lambda: deque(maxlen=_RECENT_MAX))
     #: terminal events (:data:`_TERMINAL`) waiting for the checkpoint that stores them
     held: list[Any] = field(default_factory=list)
     #: the store failure the execution stopped waiting out (its next checkpoints get one try)
@@ -425,9 +427,7 @@ class Executing:
 
     @staticmethod
     def _tell(live: _Live, event: Any) -> None:
-        live.recent.append(event)
-        if len(live.recent) > _RECENT_MAX:
-            del live.recent[: len(live.recent) - _RECENT_MAX]
+        live.recent.append(event)  # the oldest one drops out past _RECENT_MAX
         for queue in live.watchers:
             queue.put_nowait(event)
 

@@ -9,7 +9,18 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from api.json_body import MAX_JSON_DEPTH, json_depth_over
+from hypothesis import given
+from hypothesis import strategies as st
+
+from api.json_body import (
+    _NOT_BRACKET,
+    _STRING,
+    MAX_JSON_DEPTH,
+    SURROGATE_ESCAPE,
+    _outside_strings,
+    json_depth_over,
+    may_hold_surrogate,
+)
 
 from .conftest import hello_workflow
 
@@ -97,3 +108,28 @@ def test_the_depth_check_counts_brackets_outside_strings_only():
     assert not json_depth_over(b'["' + b"[" * 5000 + b'"]')  # brackets inside a string
     assert not json_depth_over(b'["\\"' + b"{" * 600 + b'"]')  # ... after an escaped quote
     assert not json_depth_over(b"[" + b"[], {}, " * 5000 + b"1]")  # many shallow values
+    assert json_depth_over(b'"' + b"[" * 600)  # an unpaired quote opens no string
+    assert json_depth_over(b'"a" "' + b"[" * 600) and not json_depth_over(b'"a" "' + b"[" * 600 + b'"')
+
+
+#: bodies of the bytes that decide what a string is (quotes, backslashes, brackets)
+_BODY = st.lists(st.sampled_from([b"[", b"]", b"{", b"}", b'"', b"a", b" ", b"\\", b"\n"]), max_size=60).map(
+    b"".join
+)
+
+
+@given(_BODY)
+def test_the_strings_found_without_the_regex_are_the_regex_s(body):
+    """The C-level split of a body without a backslash leaves the brackets the regex leaves,
+    whatever the quotes (unpaired ones included); a body with one takes the regex."""
+    for text in (body, body.replace(b"\\", b"")):
+        expected = _STRING.sub(b"", text).translate(None, _NOT_BRACKET)
+        assert _outside_strings(text).translate(None, _NOT_BRACKET) == expected
+
+
+_ESCAPES = st.sampled_from([b"\\ud800", b"\\udc00", b"\\u0041", b"\\", b"u", b"d8", b"a"])
+
+
+@given(st.lists(_ESCAPES, max_size=12).map(b"".join))
+def test_the_surrogate_screen_answers_as_the_regex(data):
+    assert may_hold_surrogate(data) == (SURROGATE_ESCAPE.search(data) is not None)

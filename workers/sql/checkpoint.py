@@ -32,6 +32,7 @@ import sqlite3
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
@@ -63,13 +64,26 @@ EVENT_COLUMNS = ("run_id", "seq", "tenant_id", "type", "node_id", "payload", "ts
 _JSON = frozenset(
     c.name for t in (_runs, _node_runs, _run_events) for c in t.c if isinstance(c.type, sa.JSON)
 )
-_NODE_JSON = tuple(name in _JSON for name in NODE_COLUMNS)
+#: the ``node_runs`` columns of a row in table order, fetched in one call
+_NODE_VALUES = itemgetter(*NODE_COLUMNS)
+#: positions of the JSON columns in :data:`NODE_COLUMNS`
+_NODE_JSON_AT = tuple(i for i, name in enumerate(NODE_COLUMNS) if name in _JSON)
 _RUN_KEY = ("run_id", "node_run_id")
 
 
 def _dumps(value: Any) -> str | None:
     """JSON text of a column value (pydantic's serializer, as the engine's); None stays NULL."""
     return None if value is None else to_json(value).decode()
+
+
+def _node_params(row: dict[str, Any]) -> tuple[Any, ...]:
+    """The parameters of a ``node_runs`` row in table order, JSON columns encoded (:func:`_dumps`)."""
+    values = list(_NODE_VALUES(row))
+    for at in _NODE_JSON_AT:
+        value = values[at]
+        if value is not None:
+            values[at] = to_json(value).decode()
+    return tuple(values)
 
 
 def event_rows(tenant_id: str, run_id: str, events: Sequence[Any]) -> list[dict[str, Any]]:
@@ -213,13 +227,7 @@ class SqliteCheckpointWriter:
         )
         update = (self._update_sql(keys, write.owner_id is not None), tuple(params))
         flips = [(write.run_id, write.tenant_id, node_id, keep) for node_id, keep in write.flips]
-        rows = [
-            tuple(
-                _dumps(row[c]) if is_json else row[c]
-                for c, is_json in zip(NODE_COLUMNS, _NODE_JSON, strict=True)
-            )
-            for row in write.node_rows
-        ]
+        rows = [_node_params(row) for row in write.node_rows]
         events = [
             (e["run_id"], e["seq"], e["tenant_id"], e["type"], e["node_id"], _dumps(e["payload"]), e["ts"])
             for e in write.events

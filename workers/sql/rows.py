@@ -155,18 +155,26 @@ def node_run_from_row(row: RowData) -> NodeRun:
     return NodeRun.model_validate(fields)
 
 
-def state_from_row(row: RowData, node_rows: Sequence[RowData]) -> RunState:
+def state_from_row(
+    row: RowData, node_rows: Sequence[RowData], built: Mapping[str, NodeRun] | None = None
+) -> RunState:
     """A ``RunState`` from its ``runs`` row and node-run rows: current rows become
     ``node_runs`` (by node id), the others ``history`` (by position). Edges and the ready
-    list stay empty: the scheduler rebuilds them from the plan."""
+    list stay empty: the scheduler rebuilds them from the plan. ``built``: the node runs
+    of ``node_rows`` already made, by node run id (a caller that also lists them shares
+    one object per row instead of validating each row twice)."""
     fields = {name: row[name] for name in _STATE_COLUMNS}
     for name in ("inputs", "sys", "variables", "conversation", "outputs", "interrupts"):
         fields[name] = fields[name] or {}
     state = RunState.model_validate({"run_id": row["run_id"], "tenant_id": row["tenant_id"], **fields})
     current = sorted((r for r in node_rows if r["current"]), key=lambda r: (r["seq"], r["node_run_id"]))
     earlier = sorted((r for r in node_rows if not r["current"]), key=lambda r: (r["seq"], r["node_run_id"]))
-    state.node_runs = {r["node_id"]: node_run_from_row(r) for r in current}
-    state.history = [node_run_from_row(r) for r in earlier]
+    if built is None:
+        state.node_runs = {r["node_id"]: node_run_from_row(r) for r in current}
+        state.history = [node_run_from_row(r) for r in earlier]
+    else:
+        state.node_runs = {r["node_id"]: built[r["node_run_id"]] for r in current}
+        state.history = [built[r["node_run_id"]] for r in earlier]
     return state
 
 

@@ -39,7 +39,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from engine.compiler import content_hash
 from engine.ports import CheckpointDelta, LeaseLost, Published, RunExists, RunNotFound, StoreError
 from schemas.records import OwnerInfo
-from schemas.run import RunState
+from schemas.run import NodeRun, RunState
 
 from .checkpoint import (
     CheckpointWrite,
@@ -100,6 +100,32 @@ def _broken(conn: AsyncConnection) -> bool:
         return True
     is_closed = getattr(sync.connection.driver_connection, "is_closed", None)
     return bool(is_closed is not None and is_closed())
+
+
+def _same_run(row: dict[str, Any] | None, run: NodeRun) -> dict[str, Any] | None:
+    """``row`` when it is the row of ``run`` (same node run id), else None."""
+    return row if row is not None and row["node_run_id"] == run.id else None
+
+
+def _through_json(row: dict[str, Any], names: Sequence[str]) -> dict[str, Any]:
+    """A copy of ``row`` whose JSON columns ``names`` went through JSON, as a read returns them."""
+    return _rows_through_json([row], names)[0]
+
+
+def _rows_through_json(
+    rows: Sequence[dict[str, Any]], names: Sequence[str] = _NODE_RUN_JSON
+) -> list[dict[str, Any]]:
+    """Copies of ``rows`` whose JSON columns ``names`` went through JSON (tuples become
+    lists, models dicts, keys strings...), as a read returns them; None stays None. All
+    rows are encoded and decoded as one JSON array: the values are the same as column by
+    column, without two calls per column of each row (60,000 for a 10,000-node run)."""
+    decoded = from_json(to_json([[row[name] for name in names] for row in rows]))
+    copies = []
+    for row, values in zip(rows, decoded, strict=True):
+        copy = dict(row)
+        copy.update(zip(names, values, strict=True))
+        copies.append(copy)
+    return copies
 
 
 class _Statements:
@@ -422,18 +448,24 @@ class SqlStore(RunLeases, CommandsAndMessages):
                 else:
                     index.history = max(index.history, row["seq"] + 1)
             if ended and str(state.status) in ENDED:
-                self._keep_ended(state, index, job.release)
+                self._keep_ended(state, index, job.release, write.node_rows)
         self._remember(state.run_id, index, ended=ended)
         job.settle()
 
-    def _keep_ended(self, state: RunState, index: _NodeIndex, released: bool) -> None:
+    def _keep_ended(
+        self, state: RunState, index: _NodeIndex, released: bool, written: Sequence[dict[str, Any]]
+    ) -> None:
         """Remember the rows of a run that just ended as this store committed them (it
         created the run and wrote every checkpoint of it), so the first
         :meth:`load_detail` - the answer of a blocking request - needs no read: an ended
         run's rows no longer change. JSON columns go through JSON, as a read returns them.
         Not when a node run or history row of the state was never committed (a checkpoint
         that failed before it reached the store): the rows are then not the state, and a
-        read tells what is stored."""
+        read tells what is stored.
+
+        ``written``: the node-run rows the last checkpoint just committed; those are
+        copied rather than made again from the state (the pure nodes of a run ride on its
+        last checkpoint, so for most runs that is every row)."""
         created = index.created
         if (
             created is None
@@ -445,19 +477,24 @@ class SqlStore(RunLeases, CommandsAndMessages):
         ):
             return
         row = {**created, **run_columns(state), **(_RELEASED if released else {})}
+        current = {r["node_run_id"]: r for r in written if r["current"]}
+        earlier = {r["seq"]: r for r in written if not r["current"]}
         rows = [
-            node_run_row(state.run_id, state.tenant_id, run, current=True, position=index.positions[node_id])
+            _same_run(current.get(run.id), run)
+            or node_run_row(
+                state.run_id, state.tenant_id, run, current=True, position=index.positions[node_id]
+            )
             for node_id, run in state.node_runs.items()
         ]
         rows += [
-            node_run_row(state.run_id, state.tenant_id, run, current=False, position=position)
+            _same_run(earlier.get(position), run)
+            or node_run_row(state.run_id, state.tenant_id, run, current=False, position=position)
             for position, run in enumerate(state.history)
         ]
-        for values, names in ((row, _RUN_JSON), *((node_row, _NODE_RUN_JSON) for node_row in rows)):
-            values.update(
-                {name: from_json(to_json(values[name])) for name in names if values[name] is not None}
-            )
-        self._ended[(state.tenant_id, state.run_id)] = (row, rows)
+        self._ended[(state.tenant_id, state.run_id)] = (
+            _through_json(row, _RUN_JSON),
+            _rows_through_json(rows),
+        )
         while len(self._ended) > _ENDED_LIMIT:
             self._ended.popitem(last=False)
 
