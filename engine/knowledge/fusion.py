@@ -73,37 +73,31 @@ class Fused:
     scores: dict[str, float] = field(default_factory=dict)
 
 
-def _best_per_kind(
-    passes: Sequence[RecallPass],
-) -> tuple[list[str], dict[str, dict[str, int]], dict[str, dict[str, float]]]:
-    """(keys in first-seen order, kind -> key -> best rank, kind -> key -> best normalised score)."""
-    order: list[str] = []
-    seen: set[str] = set()
-    ranks: dict[str, dict[str, int]] = {}
+def _best_per_kind(passes: Sequence[RecallPass]) -> tuple[list[str], dict[str, dict[str, float]]]:
+    """(keys in first-seen order, kind -> key -> best normalised score). One loop per
+    item with the normalisation inlined: a hybrid search fuses 80 candidates, and
+    function calls per item made fusion a visible part of its time."""
+    order: dict[str, None] = {}  # insertion-ordered set
     scores: dict[str, dict[str, float]] = {}
     for p in passes:
         top = max((s for _, s in p.items), default=0.0)
-        kind_ranks = ranks.setdefault(p.kind, {})
         kind_scores = scores.setdefault(p.kind, {})
-        for rank, (key, raw) in enumerate(p.items, start=1):
-            if key not in seen:
-                seen.add(key)
-                order.append(key)
-            norm = _normalise(p.kind, raw, top)
-            kind_ranks[key] = min(rank, kind_ranks.get(key, rank))
-            kind_scores[key] = max(norm, kind_scores.get(key, norm))
-    return order, ranks, scores
-
-
-def _normalise(kind: str, raw: float, top: float) -> float:
-    if kind == "semantic":
-        return min(1.0, max(0.0, float(raw)))
-    return min(1.0, max(0.0, float(raw) / top)) if top > 0 else 0.0
+        semantic = p.kind == "semantic"
+        for key, raw in p.items:
+            if key not in order:
+                order[key] = None
+            if semantic:
+                norm = min(1.0, max(0.0, float(raw)))
+            else:
+                norm = min(1.0, max(0.0, float(raw) / top)) if top > 0 else 0.0
+            best = kind_scores.get(key)
+            kind_scores[key] = norm if best is None else max(norm, best)
+    return list(order), scores
 
 
 def fuse_rrf(passes: Sequence[RecallPass], k: int = RRF_K) -> list[Fused]:
     """Reciprocal rank fusion of ``passes`` (module docstring), best first."""
-    order, _, scores = _best_per_kind(passes)
+    order, scores = _best_per_kind(passes)
     counted = [p for p in passes if p.items]
     if not counted:
         return []
@@ -112,9 +106,9 @@ def fuse_rrf(passes: Sequence[RecallPass], k: int = RRF_K) -> list[Fused]:
         for rank, (key, _) in enumerate(p.items, start=1):
             totals[key] = totals.get(key, 0.0) + 1.0 / (k + rank)
     best = len(counted) / (k + 1)
+    kinds = list(scores.items())
     fused = [
-        Fused(key, totals[key] / best, {kind: own[key] for kind, own in scores.items() if key in own})
-        for key in order
+        Fused(key, totals[key] / best, {kind: own[key] for kind, own in kinds if key in own}) for key in order
     ]
     fused.sort(key=lambda f: -f.score)
     return fused
@@ -123,7 +117,7 @@ def fuse_rrf(passes: Sequence[RecallPass], k: int = RRF_K) -> list[Fused]:
 def fuse_weighted(passes: Sequence[RecallPass], semantic_weight: float) -> list[Fused]:
     """Weighted sum of normalised scores (module docstring), best first. With one kind
     only, its normalised score alone (the weight of an absent kind is not a penalty)."""
-    order, _, scores = _best_per_kind(passes)
+    order, scores = _best_per_kind(passes)
     kinds = [kind for kind in scores if scores[kind]]
     weights = (
         {"semantic": semantic_weight, "full_text": 1.0 - semantic_weight}

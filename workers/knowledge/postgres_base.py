@@ -16,15 +16,14 @@ from engine.knowledge.ports import VectorSearchUnavailable
 from engine.ports import StoreError
 from workers.sql.connect import mask_url
 
+from .rows import CHUNK_COLUMNS
+
 __all__ = ["PostgresStoreBase"]
 
 #: a connection as the pool lends it (a proxy with the connection's methods)
 _Conn = asyncpg.pool.PoolConnectionProxy
 
-_CHUNK_COLUMNS = (
-    "c.id, c.tenant_id, c.dataset_id, c.document_id, c.position, c.kind, c.text, c.search_text, "
-    "c.text_hash, c.heading_path, c.parent_id, c.tokens, d.source_name, d.metadata AS doc_metadata"
-)
+_CHUNK_COLUMNS = CHUNK_COLUMNS  # what every chunk query selects last (rows.chunk_from_row)
 #: what a search may return: not the chunks of a document whose ingestion failed (they may
 #: be a part of it, or vectors of an older version); a document being ingested again stays
 #: searchable, so a change of embedding model answers from the old index until the new is built

@@ -19,13 +19,32 @@ from .postgres_base import _CHUNK_COLUMNS, _SEARCHABLE, PostgresStoreBase, _Conn
 from .rows import chunk_from_row
 from .text import query_terms, rarest_terms, tsquery_literal
 
-__all__ = ["PostgresFullText"]
+__all__ = ["PostgresFullText", "full_text_query"]
 
 #: How long lexeme statistics are reused, and when (and how often) the store analyzes
 #: the chunks itself (statistics missing or older than half the rows).
 _STATS_TTL_S = 60.0
 _ANALYZE_MIN_ROWS = 2000
 _ANALYZE_EVERY_S = 300.0
+
+
+def full_text_query(where: str) -> str:
+    """The ranked full-text query (``$1`` tsquery, ``$2`` tenant, ``$3`` dataset ids, ``$4``
+    k; ``where``: the metadata filters over ``d``, parameters from ``$5``): the ``k`` best
+    chunks in scope by ``ts_rank_cd`` (ties by id). The matches come from the GIN index
+    alone (a materialized step, run with sequential scans off: the planner, unsure of an
+    OR of lexemes, would otherwise read every chunk of the tenant's datasets and test
+    each), ranked on the rows that scan reads; only the ``k`` best are read again with
+    their text (joining every match back to its row by key cost more than ranking it)."""
+    return (
+        "WITH m AS MATERIALIZED (SELECT seq, id, document_id, CASE WHEN tenant_id = $2 AND dataset_id = "
+        "ANY($3::text[]) THEN ts_rank_cd(search_vector, $1::tsquery, 32) END AS rank FROM kb_chunks "
+        "WHERE search_vector @@ $1::tsquery), "
+        "top AS (SELECT m.seq, m.id, m.rank FROM m JOIN kb_documents d ON d.id = m.document_id "
+        f"WHERE m.rank IS NOT NULL AND {_SEARCHABLE} AND {where} ORDER BY m.rank DESC, m.id LIMIT $4) "
+        f"SELECT top.rank, {_CHUNK_COLUMNS} FROM top JOIN kb_chunks c ON c.seq = top.seq "
+        "JOIN kb_documents d ON d.id = c.document_id ORDER BY top.rank DESC, top.id"
+    )
 
 
 class PostgresFullText(PostgresStoreBase):
@@ -50,22 +69,8 @@ class PostgresFullText(PostgresStoreBase):
             tsquery = tsquery_literal(await self._full_text_terms(c, query))
         if tsquery is None:
             return []
-        # the matches come from the GIN index alone (a materialized step, no sequential
-        # scan): the planner, unsure of an OR of lexemes, would otherwise read every
-        # chunk of the tenant's datasets and test each
         async with self._local("SET LOCAL enable_seqscan = off") as c:
-            rows = await c.fetch(
-                "WITH m AS MATERIALIZED (SELECT seq FROM kb_chunks WHERE search_vector @@ $1::tsquery) "
-                f"SELECT ts_rank_cd(c.search_vector, $1::tsquery, 32) AS rank, {_CHUNK_COLUMNS} FROM m "
-                "JOIN kb_chunks c ON c.seq = m.seq JOIN kb_documents d ON d.id = c.document_id "
-                "WHERE c.tenant_id = $2 AND c.dataset_id = ANY($3::text[]) "
-                f"AND {_SEARCHABLE} AND {where} ORDER BY rank DESC, c.id LIMIT $4",
-                tsquery,
-                tenant_id,
-                list(dataset_ids),
-                k,
-                *params,
-            )
+            rows = await c.fetch(full_text_query(where), tsquery, tenant_id, list(dataset_ids), k, *params)
         return [ScoredChunk(chunk_from_row(r), float(r["rank"])) for r in rows]
 
     async def _full_text_terms(self, c: _Conn, query: str) -> list[str]:

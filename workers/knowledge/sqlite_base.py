@@ -20,6 +20,7 @@ from engine.ports import StoreError
 from workers.sql.connect import BUSY_TIMEOUT_MS
 
 from .hnsw import EXACT_MAX_CELLS, VectorIndexes
+from .rows import CHUNK_COLUMNS
 
 __all__ = ["SqliteStoreBase"]
 
@@ -36,10 +37,7 @@ _SCHEMA = (
     "INSERT INTO kb_chunks_fts(kb_chunks_fts, rowid, search_terms) VALUES ('delete', old.seq, old.search_terms); END",
 )
 
-_CHUNK_COLUMNS = (
-    "c.id, c.tenant_id, c.dataset_id, c.document_id, c.position, c.kind, c.text, c.search_text, "
-    "c.text_hash, c.heading_path, c.parent_id, c.tokens, d.source_name, d.metadata AS doc_metadata"
-)
+_CHUNK_COLUMNS = CHUNK_COLUMNS  # what every chunk query selects last (rows.chunk_from_row)
 _CHUNKS_FROM = "kb_chunks c JOIN kb_documents d ON d.id = c.document_id"
 #: what a search may return: not the chunks of a document whose ingestion failed (they may
 #: be a part of it, or vectors of an older version); a document being ingested again stays

@@ -27,6 +27,15 @@ __all__ = ["SqliteVectors"]
 FILTER_OVERSAMPLE = 8
 
 
+def cosine_similarities(vectors: np.ndarray, query: np.ndarray) -> list[float]:
+    """Cosine similarity of each row of ``vectors`` ``(n, d)`` to ``query`` ``(d,)``, in
+    float64 (0.0 for a zero vector), as Python floats."""
+    rows = vectors.astype(np.float64)
+    norms = np.linalg.norm(rows, axis=1) * float(np.linalg.norm(query))
+    dots = rows @ query.astype(np.float64)
+    return np.divide(dots, norms, out=np.zeros_like(dots), where=norms > 0).tolist()
+
+
 def _blob(vector: Sequence[float]) -> bytes:
     return np.asarray(vector, dtype=np.float32).tobytes()
 
@@ -193,25 +202,34 @@ class SqliteVectors(SqliteStoreBase):
             self._memory.sync(self._conn, index_id, index["dimension"])
         wanted = k * FILTER_OVERSAMPLE if filters else k
         found = self._memory.search(index_id, query, wanted)
-        hits = self._chunks_by_vector(tenant_id, found, where, params)
+        hits = self._chunks_by_vector(tenant_id, query, found, where, params)
         if len(hits) >= k or len(found) < wanted:
             return hits[:k]
         return self.exact_search(tenant_id, index_id, query, k, where, params)
 
     def _chunks_by_vector(
-        self, tenant_id: str, found: list[tuple[int, float]], where: str, params: list[Any]
+        self, tenant_id: str, query: np.ndarray, found: list[tuple[int, float]], where: str, params: list[Any]
     ) -> list[ScoredChunk]:
+        """The searchable chunks of the vector rows ``found`` (row ids, nearest first),
+        scored by their exact cosine similarity to ``query`` from the stored float32
+        vectors (the graph holds float16 copies, which only choose the candidates), best
+        first."""
         if not found:
             return []
-        distance = dict(found)
-        keys = list(distance)
+        keys = [key for key, _ in found]
         rows = self._conn.execute(
-            f"SELECT v.seq AS vector_seq, {_CHUNK_COLUMNS} FROM kb_vectors v JOIN kb_chunks c ON c.id = v.chunk_id "
+            f"SELECT v.embedding, {_CHUNK_COLUMNS} FROM kb_vectors v JOIN kb_chunks c ON c.id = v.chunk_id "
             "JOIN kb_documents d ON d.id = c.document_id "
             f"WHERE v.seq IN ({', '.join('?' * len(keys))}) AND v.tenant_id = ? AND {_SEARCHABLE} AND {where}",
             (*keys, tenant_id, *params),
         ).fetchall()
-        hits = [ScoredChunk(chunk_from_row(r), 1.0 - distance[r["vector_seq"]]) for r in rows]
+        if not rows:
+            return []
+        vectors = np.frombuffer(b"".join(r[0] for r in rows), dtype=np.float32).reshape(len(rows), -1)
+        hits = [
+            ScoredChunk(chunk_from_row(r), score)
+            for r, score in zip(rows, cosine_similarities(vectors, query), strict=True)
+        ]
         hits.sort(key=lambda h: -h.score)
         return hits
 
