@@ -64,10 +64,11 @@ from schemas.launch import Published
 from schemas.records import WorkflowRecord
 
 from ..auth import Caller, Principal, Service
-from ..deployment import AppSettings, Heartbeat, RunPlacement, Workflows
+from ..deployment import AppSettings, Workflows
 from ..errors import ApiError, parse_body
 from ..limits import check_document
 from ..openapi import RUN_SSE_CONTENT
+from ..run_context import RunStartContext
 from .env_secrets import keep_secrets, unset_secret_warnings
 from .runs import RUN_LINKS, link, run_document
 
@@ -654,17 +655,14 @@ async def import_file(
 async def run_workflow(
     workflow_id: str,
     body: WorkflowRunCreate,
-    caller: Caller,
-    repo: Repo,
-    service: Service,
-    settings: AppSettings,
-    placement: RunPlacement,
-    heartbeat_s: Heartbeat,
+    context: RunStartContext,
     draft: Annotated[bool, Query(description="run the draft (keys of the whole tenant)")] = False,
 ) -> Response | RunDetail:
     """As ``POST /v1/runs`` with the saved document: the published version (409 when
     none is), or with ``?draft=true`` the draft. The run records ``workflow_version``
     (the version number, or ``draft``)."""
+    caller, repo, service, settings = context.caller, context.workflows, context.service, context.settings
+    placement, heartbeat_s = context.placement, context.heartbeat_s
     _readable(caller, workflow_id)
     if draft:
         record = await repo.get(caller.tenant_id, workflow_id)
