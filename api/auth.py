@@ -17,12 +17,25 @@ from typing import Annotated
 from fastapi import Depends
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from engine.ports import KeyStore
+
 from .deployment import Keys, Knowledge, Service
 from .errors import ApiError
 
-__all__ = ["Admin", "Caller", "Keys", "Knowledge", "Principal", "Service", "admin", "principal"]
+__all__ = [
+    "Admin",
+    "Caller",
+    "Keys",
+    "Knowledge",
+    "Principal",
+    "Service",
+    "admin",
+    "authenticate",
+    "bearer",
+    "principal",
+]
 
-_bearer = HTTPBearer(
+bearer = HTTPBearer(
     auto_error=False,
     scheme_name="ApiKey",
     description="an API key (`fl_<prefix>_<secret>`; `flowloom keys create`)",
@@ -46,9 +59,17 @@ def _unauthorized(message: str, error: str | None = None) -> ApiError:
 
 
 async def principal(
-    keys: Keys, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+    keys: Keys, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
 ) -> Principal:
     """The caller of a request. Raises ApiError 401 without a valid, active key."""
+    return await authenticate(keys, credentials)
+
+
+async def authenticate(keys: KeyStore, credentials: HTTPAuthorizationCredentials | None) -> Principal:
+    """The caller holding ``credentials`` (the bearer token of a request, None when it sent
+    none), checked against ``keys``: :func:`principal` without FastAPI's dependency solving,
+    for a dependency that gives a route several parts at once. Raises ApiError 401 without a
+    valid, active key."""
     if credentials is None:
         raise _unauthorized(
             "missing API key: send `Authorization: Bearer <key>` (create one with `flowloom keys create`)"

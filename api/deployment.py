@@ -38,6 +38,7 @@ __all__ = [
     "deployment",
     "deployment_of",
     "install",
+    "placement_for",
     "placement_of",
 ]
 
@@ -111,6 +112,15 @@ async def _heartbeat(request: Request) -> float:
 
 
 async def placement_of(request: Request, found: Running) -> Placement:
+    """Where the request's run executes (:func:`placement_for`).
+
+    Raises:
+        ApiError 422: another value of either header.
+    """
+    return placement_for(request, found)
+
+
+def placement_for(request: Request, found: Deployment) -> Placement:
     """Where the request's run executes (:class:`~schemas.launch.Placement`): the header
     ``X-Flowloom-Execution: inline|queued`` (default: the deployment chooses) and, when
     the deployment has a queue, ``X-Flowloom-Priority: high|default|low``.

@@ -39,6 +39,7 @@ from schemas.types import NodeRunStatus, RunStatus
 from .catalog import NodeCatalog
 from .command_watch import COMMAND_POLL_S, CommandWatch
 from .context import CancelToken, RunDeps
+from .deferred import Deferred, stop_all
 from .errors import FlowloomError
 from .leases import owner_gone
 from .ports import CheckpointDelta, LeaseLost, RunOwned, StoreError, StoreUnavailable
@@ -239,10 +240,12 @@ class Executing:
             on_event=lambda event: self._publish(live, durable, text, idle.seen(event)),
             checkpoint=self._checkpointer(owner, live, durable, text, idle, released),
         )
-        helpers = [
-            asyncio.create_task(self._heartbeat(run_id, owner, token)),
-            asyncio.create_task(idle.watch()),
-        ]
+        # Both helpers begin with a wait (a third of the lease, the idle interval): as timers
+        # until then, so a run that ends first creates no task for them (engine.deferred).
+        pause = self.settings.lease_ttl / 3
+        helpers = [Deferred(pause, lambda: self._heartbeat(run_id, owner, token, waited=pause))]
+        if idle.seconds > 0:
+            helpers.append(Deferred(idle.last + idle.seconds - time.monotonic(), idle.watch))
         self._commands.watch(run_id, token)
         ending: Any = None
         live.recent.extend(prelude)
@@ -275,16 +278,14 @@ class Executing:
             await self._wind_up(live, owner, helpers, "".join(text), bool(released))
 
     async def _wind_up(
-        self, live: _Live, owner: OwnerInfo, helpers: list[asyncio.Task[None]], text: str, released: bool
+        self, live: _Live, owner: OwnerInfo, helpers: list[Deferred], text: str, released: bool
     ) -> None:
         """The end of an execution, however it ended: its helpers stopped, the chat turn
         closed, the lease given up (unless the last checkpoint did), then its followers ended."""
         state = live.state
         assert state is not None
         self._commands.unwatch(state.run_id)
-        for task in helpers:
-            task.cancel()
-        await asyncio.gather(*helpers, return_exceptions=True)
+        await stop_all(helpers)
         try:
             # An interrupted run keeps its owner: the settling writes its end and lets it go.
             interrupted = isinstance(live.error, RunInterrupted)
@@ -568,13 +569,17 @@ class Executing:
                 tenant_id, run_id, owner, take_from=exc.owner.id
             )
 
-    async def _heartbeat(self, run_id: str, owner: OwnerInfo, token: CancelToken) -> None:
+    async def _heartbeat(
+        self, run_id: str, owner: OwnerInfo, token: CancelToken, *, waited: float = 0.0
+    ) -> None:
         """Renew the lease every third of its length; losing it cancels the run here, since
-        another process now owns it and two executions must never interleave."""
+        another process now owns it and two executions must never interleave. ``waited``:
+        seconds of the first pause already waited (by the :class:`Deferred` that started it)."""
         ttl = self.settings.lease_ttl
-        pause = ttl / 3
+        pause = ttl / 3 - waited
         while True:
-            await asyncio.sleep(pause)
+            if pause > 0:
+                await asyncio.sleep(pause)
             try:
                 await self.stores.runs.renew(run_id, owner.id, time.time() + ttl)
             except LeaseLost:

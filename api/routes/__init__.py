@@ -64,6 +64,7 @@ routers = [
     runs.router,
     keys.router,
     workflows.router,
+    workflows.run_router,
     env_secrets.router,
     node_runs.router,
     catalog.router,

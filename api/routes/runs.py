@@ -55,6 +55,7 @@ from ..errors import ApiError, error_body
 from ..limits import check_document
 from ..openapi import RUN_SSE_CONTENT
 from ..responses import JsonBody, run_detail_body
+from ..run_context import RunStartContext
 from ..sse import EventStreamResponse, Frame, event_stream
 
 __all__ = ["RUN_LINKS", "RunStart", "link", "router", "run_document"]
@@ -189,16 +190,10 @@ async def respond(
         429: {"model": ErrorBody, "description": "a quota is used up (`Retry-After`)"},
     },
 )
-async def start_run(
-    body: RunCreate,
-    caller: Caller,
-    service: Service,
-    settings: AppSettings,
-    placement: RunPlacement,
-    heartbeat_s: Heartbeat,
-) -> Response | RunDetail:
+async def start_run(body: RunCreate, context: RunStartContext) -> Response | RunDetail:
     """Compile, store and execute the document (422 with every problem when it does not
     compile or the inputs do not fit). The answer depends on ``response_mode``."""
+    caller = context.caller
     if caller.app_id is not None:
         raise ApiError(
             403,
@@ -210,10 +205,10 @@ async def start_run(
         body.workflow,
         body,
         caller=caller,
-        service=service,
-        settings=settings,
-        placement=placement,
-        heartbeat_s=heartbeat_s,
+        service=context.service,
+        settings=context.settings,
+        placement=context.placement,
+        heartbeat_s=context.heartbeat_s,
     )
 
 
