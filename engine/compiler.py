@@ -193,7 +193,10 @@ def analyse(doc: dict[str, Any], catalog: NodeCatalog) -> Analysis:
     scope = check_scopes(wf, problems, invalid, catalog, by_id)
     graph, start_id = build_graph(wf, problems, invalid, invalid_start, scope, entry_kinds, by_id)
     # A body runs after its container starts: for ancestry, the container precedes its body.
-    graph.add_edges_from((parent, nid, {"edges": []}) for nid, parent in scope.items() if parent is not None)
+    if not set(scope.values()) <= {None}:  # some node is in a body (a C-level screen)
+        graph.add_edges_from(
+            (parent, nid, {"edges": []}) for nid, parent in scope.items() if parent is not None
+        )
     try:
         order: list[str] | None = topological_order(graph)
         regions: list[CycleRegion] = []

@@ -92,7 +92,7 @@ def parse_document(
     known, at = _known_kinds(raw_nodes, problems, invalid, catalog)
     # One validation call for all nodes (the per-node Python overhead dominates otherwise);
     # error locations are (index, kind tag, *field path).
-    kinds = tuple(sorted({raw["type"] for raw in known}))
+    kinds = tuple(sorted(set(map(operator.itemgetter("type"), known))))
     adapter, skip = _nodes_adapter(catalog, kinds), (2 if len(kinds) > 1 else 1)
     try:
         nodes: list[NodeBase] = adapter.validate_python(known)

@@ -174,7 +174,13 @@ class PlanBuilder:
         containers, executors = self.containers, self.executors
         if not region_of and self.kinds.isdisjoint(containers):
             # Every node of the scope is an ordinary node (5000-node chains): one comprehension.
-            order = [nid for nid in self.order if nid in by_id and scope[nid] == scope_id]
+            # Plans are built only for workflows without errors, where a parent is always a
+            # container: without containers every node is at the top level, and the order
+            # holds only nodes of the workflow when it is as long as the node map.
+            if scope_id is None and len(self.order) == len(by_id):
+                order = list(self.order)
+            else:
+                order = [nid for nid in self.order if nid in by_id and scope[nid] == scope_id]
             nodes = list(map(by_id.__getitem__, order))
             plans = {
                 nid: NodePlan(
