@@ -374,8 +374,8 @@ def _digraph(nodes: Iterable[str], pairs: dict[tuple[str, str], list[tuple[str, 
     for (source, target), ids in pairs.items():
         succ[source][target] = pred[target][source] = {"edges": ids}
     graph._node = attrs  # type: ignore[attr-defined]  # networkx's storage, not in its stubs
-    graph._succ = succ  # type: ignore[attr-defined]
-    graph._pred = pred  # type: ignore[attr-defined]
+    graph._succ = succ  # type: ignore[attr-defined]  # networkx's storage (also _adj), not in its stubs
+    graph._pred = pred  # type: ignore[attr-defined]  # networkx's storage, not in its stubs
     return graph
 
 
