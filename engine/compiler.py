@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any
 
 import networkx as nx
 
-from schemas.workflow import Workflow
+from schemas.workflow import NodeBase, Workflow
 
 from .catalog import NodeCatalog
 from .documents import canonical_document, canonical_json
@@ -163,11 +163,15 @@ class Analysis:
     order: list[str] | None = None
     regions: list[CycleRegion] = field(default_factory=list)
     start_id: str | None = None
+    #: node id -> validated node (the last of a repeated id), made once for every pass
+    by_id: dict[str, NodeBase] = field(default_factory=dict)
 
     def ref_checker(self) -> RefChecker:
         """The reference pass (rule 9) over this analysis; it appends to ``problems``."""
         assert self.wf is not None
-        return RefChecker(self.wf, self.graph, self.order, self.problems, self.invalid, self.scope)
+        return RefChecker(
+            self.wf, self.graph, self.order, self.problems, self.invalid, self.scope, self.by_id
+        )
 
 
 def analyse(doc: dict[str, Any], catalog: NodeCatalog) -> Analysis:
@@ -178,17 +182,21 @@ def analyse(doc: dict[str, Any], catalog: NodeCatalog) -> Analysis:
     if wf is None:
         # Top level invalid: still check node configs (done above); nothing else is safe.
         return Analysis(None, problems, invalid)
-    check_ids(wf, problems)
+    by_id = {n.id: n for n in wf.nodes}
+    check_ids(wf, problems, by_id)
     listed = doc.get("nodes")
     raw_nodes = listed if isinstance(listed, list) else []
     entry_kinds = frozenset(k for k in catalog if catalog[k].entry)
     invalid_start = bool(invalid) and any(
         isinstance(n, dict) and n.get("type") in entry_kinds and n.get("id") in invalid for n in raw_nodes
     )
-    scope = check_scopes(wf, problems, invalid, catalog)
-    graph, start_id = build_graph(wf, problems, invalid, invalid_start, scope, entry_kinds)
+    scope = check_scopes(wf, problems, invalid, catalog, by_id)
+    graph, start_id = build_graph(wf, problems, invalid, invalid_start, scope, entry_kinds, by_id)
     # A body runs after its container starts: for ancestry, the container precedes its body.
-    graph.add_edges_from((parent, nid, {"edges": []}) for nid, parent in scope.items() if parent is not None)
+    if not set(scope.values()) <= {None}:  # some node is in a body (a C-level screen)
+        graph.add_edges_from(
+            (parent, nid, {"edges": []}) for nid, parent in scope.items() if parent is not None
+        )
     try:
         order: list[str] | None = topological_order(graph)
         regions: list[CycleRegion] = []
@@ -205,7 +213,7 @@ def analyse(doc: dict[str, Any], catalog: NodeCatalog) -> Analysis:
             order = topological_order(graph)
         except nx.NetworkXUnfeasible:  # a cycle that is not a loop region: reported by find_cycle_regions
             order = None
-    return Analysis(wf, problems, invalid, scope, graph, order, regions, start_id)
+    return Analysis(wf, problems, invalid, scope, graph, order, regions, start_id, by_id)
 
 
 def _compile_passes(
@@ -223,18 +231,20 @@ def _compile_passes(
     check_models(wf, problems, models)
     if start_id is not None and acyclic:
         reachable = checker.reachable_from(start_id)
-        for node in wf.nodes:
-            if node.id not in reachable:
-                problems.append(
-                    Problem(
-                        "unreachable",
-                        "no path from the start node; this node will be skipped",
-                        node_id=node.id,
-                        severity="warning",
+        if not reachable.issuperset(found.by_id):  # a C-level screen; the loop names each node
+            for node in wf.nodes:
+                if node.id not in reachable:
+                    problems.append(
+                        Problem(
+                            "unreachable",
+                            "no path from the start node; this node will be skipped",
+                            node_id=node.id,
+                            severity="warning",
+                        )
                     )
-                )
     if any(p.severity == "error" for p in problems) or start_id is None or order is None or not build:
         return None, problems
     warnings = tuple(p for p in problems if p.severity == "warning")
-    plan = PlanBuilder(wf, key, graph, order, regions, scope, warnings, catalog).scope_plan(None, (start_id,))
+    builder = PlanBuilder(wf, key, graph, order, regions, scope, warnings, catalog, found.by_id)
+    plan = builder.scope_plan(None, (start_id,))
     return plan, problems

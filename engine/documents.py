@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from itertools import chain, repeat
+from itertools import chain, compress, repeat
+from operator import not_
 from typing import Any
 
 from schemas.workflow import Workflow
@@ -85,21 +86,30 @@ def _path_of(link: tuple[Any, Any] | None) -> str:
     return "".join(f"[{key}]" if isinstance(key, int) else f".{key}" for key in reversed(keys)).lstrip(".")
 
 
+_CONTAINERS = (dict, list)  # what nests; a tuple or another value does not (as json.loads gives)
+
+
 def _too_deep_at(doc: Mapping[str, Any], cap: int) -> Problem | None:
     """Nesting deeper than ``cap``, with the path of the first container found too deep.
 
-    One level at a time, each level's non-empty containers gathered by a comprehension:
-    the common case (within the cap) touches every value once and builds no path. Only a
-    document over the cap is walked again, depth first with paths, to name where.
+    One level at a time, in C-level loops (``map``/``compress``/``filter``): the common
+    case (within the cap) touches every value once and builds no path, and a level with no
+    container among its values' types (the strings of 10000 nodes and edges) ends the walk
+    without testing each value. Only a document over the cap is walked again, depth first
+    with paths, to name where.
     """
     level: list[Any] = [doc]
     depth = 1
     while level and depth <= cap:
-        values = chain(
-            chain.from_iterable(map(dict.values, [v for v in level if isinstance(v, dict)])),
-            chain.from_iterable(v for v in level if not isinstance(v, dict)),
-        )
-        level, depth = [item for item in values if isinstance(item, (dict, list)) and item], depth + 1
+        dicts = list(map(isinstance, level, repeat(dict)))
+        values = [
+            *chain.from_iterable(map(dict.values, compress(level, dicts))),
+            *chain.from_iterable(compress(level, map(not_, dicts))),
+        ]
+        if not any(issubclass(kind, _CONTAINERS) for kind in set(map(type, values))):
+            return None
+        level = list(filter(None, compress(values, map(isinstance, values, repeat(_CONTAINERS)))))
+        depth += 1
     if not level:
         return None
     stack: list[tuple[Any, int, tuple[Any, Any] | None]] = [(doc, 1, None)]
@@ -169,7 +179,7 @@ def _may_exceed(items: list[Any], caps: tuple[tuple[str, int, str], ...]) -> boo
     """False when no ``key`` of ``caps`` of any dict in ``items`` holds text over its cap: a
     screen in C-level loops (10000 items in a 5000-node chain); True sends the items to
     the exact loop, which also names them."""
-    dicts = [item for item in items if isinstance(item, dict)]
+    dicts = list(compress(items, map(isinstance, items, repeat(dict))))
     for key, cap, _name in caps:
         try:
             if max(map(len, filter(None, map(dict.get, dicts, repeat(key)))), default=0) > cap:

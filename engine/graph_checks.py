@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import functools
 import operator
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from itertools import chain, repeat
 from types import GenericAlias
 from typing import TYPE_CHECKING, Annotated, Any, Union
 
@@ -88,18 +89,63 @@ def parse_document(
                 Problem("invalid_document", plain_message(err, fields), edge_id=edge_id, path=loc)
             )
         shell = None
-    known: list[tuple[str, dict[str, Any]]] = []  # (node id for messages, raw node) of known kinds
+    known, at = _known_kinds(raw_nodes, problems, invalid, catalog)
+    # One validation call for all nodes (the per-node Python overhead dominates otherwise);
+    # error locations are (index, kind tag, *field path).
+    kinds = tuple(sorted(set(map(operator.itemgetter("type"), known))))
+    adapter, skip = _nodes_adapter(catalog, kinds), (2 if len(kinds) > 1 else 1)
+    try:
+        nodes: list[NodeBase] = adapter.validate_python(known)
+    except ValidationError as exc:
+        bad: set[int] = set()
+        for err in exc.errors():
+            index, path = int(err["loc"][0]), err["loc"][skip:]  # a list's errors start at the item's index
+            node_id = _label(known[index], at[index])
+            bad.add(index)
+            invalid.add(node_id)
+            code = "missing_config" if err["type"] == "missing" else "invalid_config"
+            fields = (
+                fields_at(catalog.node_model(known[index]["type"]), path)
+                if err["type"] == "extra_forbidden"
+                else ()
+            )
+            msg = "required field is missing" if code == "missing_config" else plain_message(err, fields)
+            problems.append(Problem(code, msg, node_id=node_id, path=_loc(path)))
+        good = [raw for i, raw in enumerate(known) if i not in bad]
+        nodes = adapter.validate_python(good)
+    _check_empty_required(nodes, problems)
+    if shell is None:
+        return None
+    return shell.model_copy(update={"nodes": nodes})
+
+
+def _label(raw: dict[str, Any], index: int) -> str:
+    """The node id messages name: its ``id``, or ``nodes[index]`` when that is not text."""
+    node_id = raw.get("id")
+    return node_id if isinstance(node_id, str) else f"nodes[{index}]"
+
+
+def _known_kinds(
+    raw_nodes: list[Any], problems: list[Problem], invalid: set[str], catalog: NodeCatalog
+) -> tuple[list[dict[str, Any]], Sequence[int]]:
+    """The raw nodes of the catalog's kinds and their indices in ``raw_nodes``; a node that
+    is no object is reported (``invalid_document``), one of an unknown kind too
+    (``unknown_kind``, its id then ``invalid``)."""
     specs = catalog.specs  # the dict itself: a membership test per node, without a method call
+    if all(map(isinstance, raw_nodes, repeat(dict))) and specs.keys() >= set(
+        map(dict.get, raw_nodes, repeat("type"))
+    ):
+        return raw_nodes, range(len(raw_nodes))  # the common case, screened in C-level loops
+    known: list[dict[str, Any]] = []
+    at: list[int] = []
     for index, raw in enumerate(raw_nodes):
         if not isinstance(raw, dict):
             problems.append(Problem("invalid_document", "a node must be an object", path=f"nodes[{index}]"))
             continue
-        node_id = raw.get("id")
-        if not isinstance(node_id, str):
-            node_id = f"nodes[{index}]"
         kind = raw.get("type")
         if kind not in specs:
             names = ", ".join(catalog.kinds())
+            node_id = _label(raw, index)
             problems.append(
                 Problem(
                     "unknown_kind",
@@ -110,34 +156,9 @@ def parse_document(
             )
             invalid.add(node_id)
             continue
-        known.append((node_id, raw))
-    # One validation call for all nodes (the per-node Python overhead dominates otherwise);
-    # error locations are (index, kind tag, *field path).
-    kinds = tuple(sorted({raw["type"] for _, raw in known}))
-    adapter, skip = _nodes_adapter(catalog, kinds), (2 if len(kinds) > 1 else 1)
-    try:
-        nodes: list[NodeBase] = adapter.validate_python([raw for _, raw in known])
-    except ValidationError as exc:
-        bad: set[int] = set()
-        for err in exc.errors():
-            index, path = int(err["loc"][0]), err["loc"][skip:]  # a list's errors start at the item's index
-            node_id = known[index][0]
-            bad.add(index)
-            invalid.add(node_id)
-            code = "missing_config" if err["type"] == "missing" else "invalid_config"
-            fields = (
-                fields_at(catalog.node_model(known[index][1]["type"]), path)
-                if err["type"] == "extra_forbidden"
-                else ()
-            )
-            msg = "required field is missing" if code == "missing_config" else plain_message(err, fields)
-            problems.append(Problem(code, msg, node_id=node_id, path=_loc(path)))
-        good = [raw for i, (_, raw) in enumerate(known) if i not in bad]
-        nodes = adapter.validate_python(good)
-    _check_empty_required(nodes, problems)
-    if shell is None:
-        return None
-    return shell.model_copy(update={"nodes": nodes})
+        known.append(raw)
+        at.append(index)
+    return known, at
 
 
 @functools.cache
@@ -152,6 +173,8 @@ def _check_empty_required(nodes: list[NodeBase], problems: list[Problem]) -> Non
     """Rule 3 (``empty_required``): a field without a default is one the node cannot do
     without, yet its schema takes any string, so an answer with no text would pass and
     mislead only at run time. The node stays (its outputs and references are checked)."""
+    if not any(map(_required_fields, set(map(type, map(_config_of, nodes))))):
+        return  # no config class of these nodes has a required field (decided per class)
     for node in nodes:
         config = node.config
         for attr, name in _required_fields(type(config)):
@@ -167,12 +190,12 @@ def _check_empty_required(nodes: list[NodeBase], problems: list[Problem]) -> Non
                 )
 
 
-def check_ids(wf: Workflow, problems: list[Problem]) -> None:
-    """Rule 4."""
-    node_ids, edge_ids = [n.id for n in wf.nodes], [e.id for e in wf.edges]
+def check_ids(wf: Workflow, problems: list[Problem], by_id: dict[str, NodeBase] | None = None) -> None:
+    """Rule 4. ``by_id``: ``{n.id: n for n in wf.nodes}`` when the caller has it already."""
+    node_ids = by_id if by_id is not None else {n.id: n for n in wf.nodes}
     if (
-        len(set(node_ids)) == len(node_ids)
-        and len(set(edge_ids)) == len(edge_ids)
+        len(node_ids) == len(wf.nodes)
+        and len(set(map(_id_of, wf.edges))) == len(wf.edges)
         and RESERVED_SCOPES.isdisjoint(node_ids)
         and not any(map(_region_like, node_ids))
     ):
@@ -208,6 +231,11 @@ def check_ids(wf: Workflow, problems: list[Problem]) -> None:
 
 
 _region_like = operator.methodcaller("endswith", REGION_SUFFIX)
+_id_of, _config_of = operator.attrgetter("id"), operator.attrgetter("config")
+
+
+#: NodeConfig's own ``handles`` (``["out"]``): every node whose config keeps it has ``out``
+_OUT_ONLY = NodeConfig.handles
 
 
 def build_graph(
@@ -217,19 +245,19 @@ def build_graph(
     invalid_start: bool,
     scope: dict[str, str | None],
     entry_kinds: frozenset[str],
+    by_id: dict[str, NodeBase] | None = None,
 ) -> tuple[nx.DiGraph, str | None]:
     """Rules 5-7: the graph. One networkx edge per connected node pair; its ``edges``
     attribute lists the workflow edges between them as ``(edge id, source handle)``.
+    ``by_id``: ``{n.id: n for n in wf.nodes}`` when the caller has it already.
 
     Edges of nodes that failed validation, and edges from an unknown handle, stay in
     the graph: ancestry and reachability must not change because of one bad field, or
     every reference across that edge would be reported again (the plan is not built
     when there are errors, so such edges never run).
     """
-    graph: nx.DiGraph[str] = nx.DiGraph()
-    by_id = {n.id: n for n in wf.nodes}
-    graph.add_nodes_from(by_id)
-    graph.add_nodes_from(invalid)
+    if by_id is None:
+        by_id = {n.id: n for n in wf.nodes}
     handles_of: dict[str, list[str]] = {}
     pairs: dict[tuple[str, str], list[tuple[str, str]]] = {}
     starts = [n.id for n in wf.nodes if n.type in entry_kinds]
@@ -256,10 +284,15 @@ def build_graph(
                 and scope[source] == scope[target]
                 and target_node.type not in entry_kinds
             ):
-                handles = handles_of.get(source)
-                if handles is None:
-                    handles = handles_of[source] = source_node.handles()
-                if edge.sourceHandle in handles:
+                # A config that keeps NodeConfig's handles has "out" (and maybe "error"):
+                # decided per class, not by a handles() list per source node.
+                known = edge.sourceHandle == "out" and type(source_node.config).handles is _OUT_ONLY
+                if not known:
+                    handles = handles_of.get(source)
+                    if handles is None:
+                        handles = handles_of[source] = source_node.handles()
+                    known = edge.sourceHandle in handles
+                if known:
                     pair = pairs.get((source, target))
                     if pair is None:
                         pairs[(source, target)] = [(edge.id, edge.sourceHandle)]
@@ -319,12 +352,37 @@ def build_graph(
             )
             continue
         keep(source, target, edge.id, edge.sourceHandle)
-    graph.add_edges_from((u, v, {"edges": ids}) for (u, v), ids in pairs.items())
-    return graph, (starts[0] if len(starts) == 1 else None)
+    return _digraph(chain(by_id, invalid), pairs), (starts[0] if len(starts) == 1 else None)
+
+
+def _digraph(nodes: Iterable[str], pairs: dict[tuple[str, str], list[tuple[str, str]]]) -> nx.DiGraph:
+    """The networkx DiGraph of ``nodes`` (in that order, first occurrence kept) and one edge
+    per key of ``pairs``, whose ``edges`` attribute is the pair's list (the list itself).
+
+    The same graph ``add_nodes_from(nodes)`` then ``add_edges_from((u, v, {"edges": ids})
+    ...)`` builds - node order, successor and predecessor order, one attribute dict per
+    node and per edge shared by both directions - written in one pass into the adjacency
+    dicts networkx documents for its subclasses (``_node``, ``_succ``, ``_pred``; setting
+    them resets the graph's cached views). networkx's own calls check and copy each node
+    and edge through several dict updates: at 5000 nodes they were half the graph build.
+    Every endpoint of ``pairs`` must be in ``nodes``.
+    """
+    graph: nx.DiGraph[str] = nx.DiGraph()
+    attrs: dict[str, dict[str, Any]] = {node: {} for node in nodes}
+    succ: dict[str, dict[str, dict[str, Any]]] = {node: {} for node in attrs}
+    pred: dict[str, dict[str, dict[str, Any]]] = {node: {} for node in attrs}
+    for (source, target), ids in pairs.items():
+        succ[source][target] = pred[target][source] = {"edges": ids}
+    graph._node = attrs  # type: ignore[attr-defined]  # networkx's storage, not in its stubs
+    graph._succ = succ  # type: ignore[attr-defined]  # networkx's storage (also _adj), not in its stubs
+    graph._pred = pred  # type: ignore[attr-defined]  # networkx's storage, not in its stubs
+    return graph
 
 
 def check_error_policy(wf: Workflow, problems: list[Problem]) -> None:
     """Rule 10."""
+    if ErrorStrategy.default_output not in set(map(_strategy_of, wf.nodes)):
+        return  # no node uses the default-output strategy (a C-level screen)
     for node in wf.nodes:
         if node.error_strategy is not ErrorStrategy.default_output:
             continue
@@ -359,6 +417,9 @@ def check_error_policy(wf: Workflow, problems: list[Problem]) -> None:
                     path="default_handle",
                 )
             )
+
+
+_strategy_of = operator.attrgetter("error_strategy")
 
 
 def check_models(wf: Workflow, problems: list[Problem], models: ModelCatalog | None) -> None:

@@ -27,6 +27,7 @@ Reaching it fails with reason ``max_iterations`` - never a silent stop.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import TYPE_CHECKING
 
 import networkx as nx
@@ -75,15 +76,29 @@ def loop_limit(node_limit: int | None, workflow: Workflow) -> int:
 
 
 def check_scopes(
-    wf: Workflow, problems: list[Problem], invalid: set[str], catalog: NodeCatalog
+    wf: Workflow,
+    problems: list[Problem],
+    invalid: set[str],
+    catalog: NodeCatalog,
+    by_id: dict[str, NodeBase] | None = None,
 ) -> dict[str, str | None]:
     """Validate ``parent`` fields; returns node id -> scope (container id, or None at top level).
 
+    ``by_id``: ``{n.id: n for n in wf.nodes}`` when the caller has it already.
     Problems: ``unknown_parent`` (no such node / not a container kind of ``catalog``),
     ``loop_break_outside_loop`` (a kind with ``inside`` kinds placed elsewhere),
     ``interrupt_in_loop`` (questions to a person cannot pause inside a loop body).
     """
-    by_id = {n.id: n for n in wf.nodes}
+    parents = set(map(_parent_of, wf.nodes))
+    placed = {
+        k for k in catalog if catalog[k].inside or catalog[k].interactive
+    }  # kinds with a placement rule
+    if parents <= {None} and placed.isdisjoint(map(_type_of, wf.nodes)):
+        # No node has a parent nor a placement rule (most workflows): every node is at the
+        # top level, screened in C-level loops; the loops below name each problem.
+        return dict.fromkeys(map(_id_of, wf.nodes))
+    if by_id is None:
+        by_id = {n.id: n for n in wf.nodes}
     containers = catalog.containers
     scope: dict[str, str | None] = {}
     for node in wf.nodes:
@@ -101,9 +116,6 @@ def check_scopes(
                 )
                 parent = None
         scope[node.id] = parent
-    placed = {
-        k for k in catalog if catalog[k].inside or catalog[k].interactive
-    }  # kinds with a placement rule
     for node in wf.nodes:
         if node.type not in placed:
             continue
@@ -128,6 +140,9 @@ def check_scopes(
                 )
             )
     return scope
+
+
+_parent_of, _type_of, _id_of = attrgetter("parent"), attrgetter("type"), attrgetter("id")
 
 
 def _inside(

@@ -76,7 +76,9 @@ class PlanBuilder:
         scope: dict[str, str | None],
         warnings: tuple[Problem, ...],
         catalog: NodeCatalog,
+        by_id: dict[str, NodeBase] | None = None,
     ):
+        """``by_id``: ``{n.id: n for n in wf.nodes}`` when the caller has it already."""
         self.wf, self.key, self.graph, self.order, self.warnings = wf, key, graph, order, warnings
         self.catalog = catalog
         self.containers = catalog.containers
@@ -84,7 +86,7 @@ class PlanBuilder:
         kinds = self.kinds = {n.type for n in wf.nodes}
         self.executors = {k: catalog[k].executor_class() for k in kinds}
         self.scope = scope
-        self.by_id = {n.id: n for n in wf.nodes}
+        self.by_id = by_id if by_id is not None else {n.id: n for n in wf.nodes}
         # Kinds that make a unit of the answer stream (engine/answers.py), and whether any
         # node collects the answer (then output bindings are not streamed).
         self.streaming = frozenset(k for k in catalog if catalog[k].collects is not None)
@@ -172,7 +174,13 @@ class PlanBuilder:
         containers, executors = self.containers, self.executors
         if not region_of and self.kinds.isdisjoint(containers):
             # Every node of the scope is an ordinary node (5000-node chains): one comprehension.
-            order = [nid for nid in self.order if nid in by_id and scope[nid] == scope_id]
+            # Plans are built only for workflows without errors, where a parent is always a
+            # container: without containers every node is at the top level, and the order
+            # holds only nodes of the workflow when it is as long as the node map.
+            if scope_id is None and len(self.order) == len(by_id):
+                order = list(self.order)
+            else:
+                order = [nid for nid in self.order if nid in by_id and scope[nid] == scope_id]
             nodes = list(map(by_id.__getitem__, order))
             plans = {
                 nid: NodePlan(
@@ -233,6 +241,12 @@ class PlanBuilder:
         """The answer stream of one scope (engine/answers.py), units in stream order."""
         streaming = self.streaming
         shown = self._shown()
+        if (
+            not (shown or self.regions)
+            and self.kinds.isdisjoint(streaming)
+            and self.kinds.isdisjoint(self.containers)
+        ):
+            return None  # no unit can exist: no streamed body, no streaming kind, nothing shown (decided per kind)
 
         def stream_of(nid: str) -> StreamPlan | None:
             body = plans[nid].body

@@ -7,6 +7,7 @@ reader, so it has run before the reader is ready.
 from __future__ import annotations
 
 import functools
+import operator
 
 import jinja2
 import networkx as nx
@@ -35,6 +36,9 @@ def _ancestor_sets(graph: nx.DiGraph, order: list[str]) -> dict[str, int]:
     return anc
 
 
+_config_of = operator.attrgetter("config")
+
+
 def _types_compatible(actual: VarType | None, expected: VarType | None) -> bool:
     if actual is None or expected is None or VarType.any in (actual, expected):
         return True
@@ -46,10 +50,10 @@ def _types_compatible(actual: VarType | None, expected: VarType | None) -> bool:
 class _LazyOutputs(dict[str, dict[str, VarType]]):
     """node id -> declared outputs, computed for the nodes that are actually referenced."""
 
-    def __init__(self, wf: Workflow) -> None:
+    def __init__(self, wf: Workflow, by_id: dict[str, NodeBase] | None = None) -> None:
         super().__init__()
         self._wf = wf
-        self._nodes = {n.id: n for n in wf.nodes}
+        self._nodes = by_id if by_id is not None else {n.id: n for n in wf.nodes}
 
     def __contains__(self, node_id: object) -> bool:
         return node_id in self._nodes
@@ -78,12 +82,13 @@ class RefChecker:
         problems: list[Problem],
         invalid: set[str],
         scope: dict[str, str | None],
+        by_id: dict[str, NodeBase] | None = None,
     ):
         self.wf = wf
         self.invalid = invalid
         self.scope = scope
         self.problems = problems
-        self.outputs = _LazyOutputs(wf)
+        self.outputs = _LazyOutputs(wf, by_id)  # by_id: {n.id: n for n in wf.nodes}, when made already
         self.inputs = {v.name: v.type for v in wf.inputs}
         self.variables = {v.name: v.type for v in wf.variables}
         self.conversation = {v.name: v.type for v in wf.conversation_variables}
@@ -104,14 +109,14 @@ class RefChecker:
         self.order = order
         self.graph = graph
         self._anc: dict[str, int] | None = None
-        if order is not None:
-            self.index = {nid: i for i, nid in enumerate(order)}
+        self.index: dict[str, int] = {}  # node id -> position in ``order``, made with ``anc``
 
     @property
     def anc(self) -> dict[str, int]:
         """Ancestor bitsets, built on first use (many workflows have no node references)."""
         if self._anc is None:
             assert self.order is not None
+            self.index = {nid: i for i, nid in enumerate(self.order)}
             self._anc = _ancestor_sets(self.graph, self.order)
         return self._anc
 
@@ -158,7 +163,7 @@ class RefChecker:
             return "outputs"
         if node_ref == reader:
             return ("not_ancestor", "a node cannot reference its own outputs")
-        if self.order is not None and not (self.anc[reader] >> self.index[node_ref]) & 1:
+        if self.order is not None and not (self.anc[reader] >> self.index[node_ref]) & 1:  # anc makes index
             return (
                 "not_ancestor",
                 f"reference to node {node_ref!r}, which is not upstream of {reader!r}: it may "
@@ -240,7 +245,9 @@ class RefChecker:
     def check_nodes(self, nodes: list[NodeBase]) -> None:
         """:meth:`check_node` for each of ``nodes`` whose config has something to check
         (decided once per config class, not per node)."""
-        plain = {cls: _plain_config(cls) for cls in {type(node.config) for node in nodes}}
+        plain = {cls: _plain_config(cls) for cls in set(map(type, map(_config_of, nodes)))}
+        if all(plain.values()):
+            return
         for node in nodes:
             if not plain[type(node.config)]:
                 self.check_node(node)
