@@ -12,7 +12,8 @@ interpreter, the heavy packages it does not use are absent from ``sys.modules``.
   dialect, not the HTTP server, and no SDK for a workflow without LLM nodes.
 - ``flowloom --help``: the command-line framework only.
 
-``main`` also hands Typer only the invoked command, and pauses the cyclic GC while a
+``main`` imports only the module of the invoked command (all of them for ``--help`` or
+an unknown name), hands Typer only that command, and pauses the cyclic GC while a
 command starts (ended before a run): what the user sees must not change.
 
 Also here: the head revision the store reads without Alembic matches Alembic's, so an
@@ -213,3 +214,29 @@ def test_main_answers_like_the_full_app(argv, capsys, monkeypatch):
     assert outcome(api.cli.main) == outcome(api.cli.app)
     assert (api.cli.app.registered_commands, api.cli.app.registered_groups) == (commands, groups)
     assert gc.isenabled() and gc.get_freeze_count() == frozen  # the GC pause of start-up ended, nothing frozen
+
+
+def test_the_command_table_names_the_module_of_every_command():
+    """``main`` imports only the module :data:`api.cli.COMMAND_MODULE` names for the first
+    argument: every command and group the modules register is in it, with its module."""
+    probe = r"""
+import json
+import api.cli
+app = api.cli.app
+registered = {api.cli._command_name(c): c.callback.__module__ for c in app.registered_commands}
+registered.update({api.cli._group_name(g): g.typer_instance.registered_commands[0].callback.__module__
+                   for g in app.registered_groups})
+print(json.dumps([registered, api.cli.COMMAND_MODULE, list(api.cli.COMMAND_MODULES)]))
+"""
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert result.returncode == 0, result.stderr
+    registered, table, modules = json.loads(result.stdout)
+    assert {name: f"api.cli.{module}" for name, module in table.items()} == registered
+    assert set(table.values()) == set(modules)
+
+
+def test_validate_imports_no_other_command_module():
+    code, modules, output = _loaded_after("validate", "examples/hello.json")
+    assert code == 0, output
+    assert sorted(m for m in modules if m.startswith("api.cli.")) == ["api.cli.common", "api.cli.files",
+                                                                       "api.cli.loading"]
