@@ -135,6 +135,8 @@ def test_run_on_an_up_to_date_database_skips_alembic():
     assert "Hello, Ada!" in output
     assert {"workers.sql.store", "engine.scheduler"} <= modules  # it did run, durably
     assert _present(modules, NEVER + MIGRATIONS + ("sqlalchemy.dialects.postgresql", "asyncpg", "psycopg")) == []
+    # the store's tables are Core tables: no pydantic model nor ORM mapper is built for them
+    assert "sqlmodel" not in modules
     # a workflow without a knowledge search opens no knowledge store (its SQLite library,
     # numpy and the HNSW index load on a run's first search)
     assert _present(modules, KNOWLEDGE) == []
