@@ -137,6 +137,7 @@ def test_run_on_an_up_to_date_database_skips_alembic():
     assert _present(modules, NEVER + MIGRATIONS + ("sqlalchemy.dialects.postgresql", "asyncpg", "psycopg")) == []
     # the store's tables are Core tables: no pydantic model nor ORM mapper is built for them
     assert "sqlmodel" not in modules
+    assert "workers.sql.quotas" not in modules  # the HTTP API's admission and knowledge's usage only
     # a workflow without a knowledge search opens no knowledge store (its SQLite library,
     # numpy and the HNSW index load on a run's first search)
     assert _present(modules, KNOWLEDGE) == []
@@ -242,3 +243,4 @@ def test_validate_imports_no_other_command_module():
     assert code == 0, output
     assert sorted(m for m in modules if m.startswith("api.cli.")) == ["api.cli.common", "api.cli.files",
                                                                        "api.cli.loading"]
+
