@@ -21,6 +21,7 @@ are messages, never tracebacks.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import importlib
 import sys
@@ -78,6 +79,9 @@ COMMAND_MODULE: dict[str, str] = {
 
 __all__ = ["app", "main"]
 
+#: What :func:`main` registered with :mod:`atexit` (once per process).
+_AT_EXIT: list[Any] = []
+
 
 def _load_commands(names: tuple[str, ...]) -> Any:
     """Import the command modules ``names`` (each adds its commands to the app); the app."""
@@ -99,8 +103,11 @@ def main() -> None:
     """Console entry point: :data:`app`, with configuration problems (a bad ``FLOWLOOM_*``
     setting, an unreadable model registry, an unreachable store) reported as messages
     with exit code 2 instead of tracebacks."""
-    from .common import start_up
+    from .common import spare_the_exit_collections, start_up
 
+    if spare_the_exit_collections not in _AT_EXIT:  # once, whatever calls main in-process
+        _AT_EXIT.append(spare_the_exit_collections)
+        atexit.register(spare_the_exit_collections)
     first = sys.argv[1] if len(sys.argv) > 1 else None
     # --help, --version, a typo: every command (the listing and the suggestion need them)
     module = COMMAND_MODULE.get(first or "")
