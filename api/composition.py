@@ -57,7 +57,6 @@ from workers.sql.env_secrets import SqlSecretStore
 from workers.sql.keys import SqlKeyStore
 from workers.sql.model_overrides import SqlModelOverrideStore
 from workers.sql.providers import SqlProviderStore
-from workers.sql.quotas import SqlQuotaStore
 from workers.sql.workflows import SqlWorkflowSource, SqlWorkflowStore
 
 if TYPE_CHECKING:
@@ -114,6 +113,9 @@ def knowledge_database_url(settings: Settings) -> str:
 def _usage_recorder(store: SqlStore) -> Callable[[str, int, float], Awaitable[None]]:
     """``on_usage(tenant_id, tokens, cost)`` of the knowledge service: the tokens count in
     the tenant's tokens per day (:mod:`api.quotas`)."""
+    # on use: a run that never opens the knowledge service loads no quota store
+    from workers.sql.quotas import SqlQuotaStore
+
     quotas = SqlQuotaStore(store)
 
     async def record(tenant_id: str, tokens: int, cost: float) -> None:
@@ -271,7 +273,9 @@ async def open_deployment(
         saved = SqlWorkflowStore(store)
         stores = Stores(runs=store, events=store, commands=commands or store, chats=chats)
         quotas = None
-        if admission:  # the API's: imported here, so a CLI run loads no FastAPI
+        if admission:  # the API's: imported here, so a CLI run loads no FastAPI nor quota store
+            from workers.sql.quotas import SqlQuotaStore
+
             from .quotas import Quotas
 
             quotas = Quotas(SqlQuotaStore(store), settings)

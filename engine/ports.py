@@ -1,7 +1,7 @@
 """The ports through which storage and control enter the engine.
 
 The engine owns the run lifecycle but stores nothing itself: it talks to these
-protocols, and implementations live outside it (``workers/``: SQL through SQLModel,
+protocols, and implementations live outside it (``workers/``: SQL through SQLAlchemy Core,
 node memory in local files or Redis). Every method is async; every query names its
 tenant, so one store serves many tenants without leaking rows between them.
 

@@ -156,7 +156,9 @@ class McpServer(BaseModel):
     ``allow_write_tools`` (by the name the model sees).
     """
 
-    model_config = ConfigDict(extra="forbid")
+    # defer_build (here and on the other tool models of this module): the validator is
+    # built on first use, so checking a workflow that has none of these pays nothing
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     name: str = Field(
         pattern=r"^[A-Za-z0-9_\-]{1,64}$", description="the server's label in messages and records"
@@ -256,7 +258,7 @@ class McpServer(BaseModel):
 class StopTool(BaseModel):
     """The stop tool: calling it ends the loop after the round (the tool itself does nothing)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     name: str = Field(default="stop", pattern=TOOL_NAME)
     description: str = (
@@ -460,7 +462,7 @@ class ToolCallConfig(ToolLoopConfig):
 class ModelAgentTool(BaseModel):
     """A sub-agent that is one model call (no loop, no tools): the task in, the text out."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     name: str = Field(pattern=TOOL_NAME)
     description: str = ""
@@ -478,7 +480,7 @@ class FileReaderTool(BaseModel):
     from there); text only, ``max_chars`` per call from ``offset``.
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     name: str = Field(default="read_file", pattern=TOOL_NAME)
     description: str = "Read the text of a file the user uploaded."

@@ -32,7 +32,9 @@ _PATH_PARAM = re.compile(r"\{([A-Za-z_][A-Za-z0-9_\-]*)\}")
 class ToolParam(BaseModel):
     """One parameter of a graph tool; ``items`` is the JSON Schema of an array's items."""
 
-    model_config = ConfigDict(extra="forbid")
+    # defer_build (here and on the other tool models of this module): the validator is
+    # built on first use, so checking a workflow that has none of these pays nothing
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     type: Literal["string", "number", "integer", "boolean", "object", "array"] = "string"
@@ -66,7 +68,7 @@ def params_schema(params: list[ToolParam]) -> dict[str, Any]:
 class GraphTool(BaseModel):
     """A tool that runs a body root node and its descendants (module docstring)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     node: str = Field(description="id of a body root node (parent = this node, no incoming edge)")
     name: str = Field(pattern=TOOL_NAME)
@@ -97,7 +99,7 @@ class GraphTool(BaseModel):
 class HttpToolParam(BaseModel):
     """An OpenAPI parameter object (``in``: path / query / header)."""
 
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
+    model_config = ConfigDict(extra="allow", populate_by_name=True, defer_build=True)
 
     name: str = Field(min_length=1, max_length=128)
     in_: Literal["path", "query", "header"] = Field(alias="in")
@@ -109,7 +111,7 @@ class HttpToolParam(BaseModel):
 class HttpTool(BaseModel):
     """An OpenAPI-style operation called through the guarded HTTP client."""
 
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
+    model_config = ConfigDict(extra="allow", populate_by_name=True, defer_build=True)
 
     operationId: str = Field(pattern=TOOL_NAME)
     summary: str = ""
@@ -250,7 +252,7 @@ class WorkflowTool(BaseModel):
     Pinning keeps the tool's behaviour fixed while the other workflow is edited and
     published again. On the command line the workflow is a file, which has no versions."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     workflow: str = Field(pattern=r"^[A-Za-z0-9_\-]+$")
     version: int | None = Field(
@@ -295,7 +297,7 @@ class BuiltinToolRef(BaseModel):
     Dify agent's preset ``timezone``.
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     name: str = Field(description="the builtin tool, e.g. current_time")
     alias: str | None = Field(default=None, pattern=TOOL_NAME)

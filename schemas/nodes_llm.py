@@ -122,7 +122,8 @@ class PromptTurn(BaseModel):
     rendered like the system prompt). Part of the prompt, not of the conversation: never
     dropped to fit the context, never added to the ``history`` output."""
 
-    model_config = ConfigDict(extra="forbid")
+    # defer_build: built on first use (a workflow without these nodes pays nothing)
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     role: Literal["user", "assistant"]
     text: str = Field(description="Jinja2 template")
@@ -204,7 +205,7 @@ class ChatConfig(LLMNodeConfig):
 class Category(BaseModel):
     """A class of question. ``id`` is stable (the output handle and what the model answers)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     id: str = Field(pattern=r"^[A-Za-z0-9_\-]+$")
     name: str = Field(min_length=1, description="label shown to the model")

@@ -12,8 +12,10 @@ interpreter, the heavy packages it does not use are absent from ``sys.modules``.
   dialect, not the HTTP server, and no SDK for a workflow without LLM nodes.
 - ``flowloom --help``: the command-line framework only.
 
-``main`` also hands Typer only the invoked command, and pauses the cyclic GC while a
-command starts (ended before a run): what the user sees must not change.
+``main`` imports only the module of the invoked command (all of them for ``--help`` or
+an unknown name), hands Typer only that command, pauses the cyclic GC while a command
+starts (ended before a run), and freezes what is alive as the process exits (the
+interpreter's shutdown collections then skip it): what the user sees must not change.
 
 Also here: the head revision the store reads without Alembic matches Alembic's, so an
 up-to-date database is recognized and an older one is still upgraded.
@@ -134,6 +136,9 @@ def test_run_on_an_up_to_date_database_skips_alembic():
     assert "Hello, Ada!" in output
     assert {"workers.sql.store", "engine.scheduler"} <= modules  # it did run, durably
     assert _present(modules, NEVER + MIGRATIONS + ("sqlalchemy.dialects.postgresql", "asyncpg", "psycopg")) == []
+    # the store's tables are Core tables: no pydantic model nor ORM mapper is built for them
+    assert "sqlmodel" not in modules
+    assert "workers.sql.quotas" not in modules  # the HTTP API's admission and knowledge's usage only
     # a workflow without a knowledge search opens no knowledge store (its SQLite library,
     # numpy and the HNSW index load on a run's first search)
     assert _present(modules, KNOWLEDGE) == []
@@ -213,3 +218,52 @@ def test_main_answers_like_the_full_app(argv, capsys, monkeypatch):
     assert outcome(api.cli.main) == outcome(api.cli.app)
     assert (api.cli.app.registered_commands, api.cli.app.registered_groups) == (commands, groups)
     assert gc.isenabled() and gc.get_freeze_count() == frozen  # the GC pause of start-up ended, nothing frozen
+
+
+def test_the_command_table_names_the_module_of_every_command():
+    """``main`` imports only the module :data:`api.cli.COMMAND_MODULE` names for the first
+    argument: every command and group the modules register is in it, with its module."""
+    probe = r"""
+import json
+import api.cli
+app = api.cli.app
+registered = {api.cli._command_name(c): c.callback.__module__ for c in app.registered_commands}
+registered.update({api.cli._group_name(g): g.typer_instance.registered_commands[0].callback.__module__
+                   for g in app.registered_groups})
+print(json.dumps([registered, api.cli.COMMAND_MODULE, list(api.cli.COMMAND_MODULES)]))
+"""
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert result.returncode == 0, result.stderr
+    registered, table, modules = json.loads(result.stdout)
+    assert {name: f"api.cli.{module}" for name, module in table.items()} == registered
+    assert set(table.values()) == set(modules)
+
+
+def test_validate_imports_no_other_command_module():
+    code, modules, output = _loaded_after("validate", "examples/hello.json")
+    assert code == 0, output
+    assert sorted(m for m in modules if m.startswith("api.cli.")) == ["api.cli.common", "api.cli.files",
+                                                                       "api.cli.loading"]
+
+
+def test_a_command_process_freezes_what_is_alive_before_the_interpreter_shuts_down():
+    """``main`` registers ``gc.freeze`` with atexit: the interpreter's shutdown collections
+    then examine nothing of what the imports made. In the process only: nothing is frozen
+    when ``main`` returns (a caller in-process keeps its GC as it was)."""
+    probe = r"""
+import atexit, gc, sys
+atexit.register(lambda: print("at exit, frozen:", gc.get_freeze_count()))  # runs after main's (LIFO)
+import api.cli
+sys.argv = ["flowloom", "validate", "examples/hello.json"]
+try:
+    api.cli.main()
+except SystemExit:
+    pass
+print("after main, frozen:", gc.get_freeze_count(), "enabled:", gc.isenabled())
+"""
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert "after main, frozen: 0 enabled: True" in lines
+    frozen_at_exit = int(lines[-1].removeprefix("at exit, frozen: "))
+    assert frozen_at_exit > 10_000  # the modules' objects (about 100 000 for validate); without it, 0

@@ -21,43 +21,101 @@ are messages, never tracebacks.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import importlib
 import sys
 from collections.abc import Iterator
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 from rich.text import Text
 
-from . import (  # noqa: F401  (each module adds its commands to the app)
-    datasets,
-    files,
-    inspect,
-    keys,
-    mcp,
-    models,
-    quotas,
-    rerun,
-    running,
-    sandbox,
-    secrets,
-    serve,
-    worker,
+from .common import EXIT_INVALID, err
+
+if TYPE_CHECKING:
+    from .common import app
+
+#: The modules that add commands to the app, in the order of ``flowloom --help``'s listing.
+COMMAND_MODULES = (
+    "datasets",
+    "files",
+    "inspect",
+    "keys",
+    "mcp",
+    "models",
+    "quotas",
+    "rerun",
+    "running",
+    "sandbox",
+    "secrets",
+    "serve",
+    "worker",
 )
-from .common import EXIT_INVALID, app, err
+#: The module of each command and command group (``flowloom NAME ...``): :func:`main`
+#: imports only that one, so a command does not pay for the imports of the others
+#: (``validate`` loads no asyncio nor run-store driver). A test checks it against what
+#: the modules register.
+COMMAND_MODULE: dict[str, str] = {
+    **dict.fromkeys(("run", "resume", "recover", "cancel"), "running"),
+    **dict.fromkeys(("validate", "import", "schema"), "files"),
+    **dict.fromkeys(("runs", "show", "watch"), "inspect"),
+    **{
+        name: name
+        for name in (
+            "datasets",
+            "keys",
+            "mcp",
+            "models",
+            "quotas",
+            "rerun",
+            "sandbox",
+            "secrets",
+            "serve",
+            "worker",
+        )
+    },
+}
 
 __all__ = ["app", "main"]
+
+#: What :func:`main` registered with :mod:`atexit` (once per process).
+_AT_EXIT: list[Any] = []
+
+
+def _load_commands(names: tuple[str, ...]) -> Any:
+    """Import the command modules ``names`` (each adds its commands to the app); the app."""
+    for name in names:
+        importlib.import_module(f"{__name__}.{name}")
+    from .common import app
+
+    return app
+
+
+def __getattr__(name: str) -> Any:
+    """``app``: the app with every command (``from api.cli import app``, tests' runners)."""
+    if name == "app":
+        return _load_commands(COMMAND_MODULES)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def main() -> None:
     """Console entry point: :data:`app`, with configuration problems (a bad ``FLOWLOOM_*``
     setting, an unreadable model registry, an unreachable store) reported as messages
     with exit code 2 instead of tracebacks."""
-    from .common import start_up
+    from .common import spare_the_exit_collections, start_up
 
+    if spare_the_exit_collections not in _AT_EXIT:  # once, whatever calls main in-process
+        _AT_EXIT.append(spare_the_exit_collections)
+        atexit.register(spare_the_exit_collections)
+    first = sys.argv[1] if len(sys.argv) > 1 else None
+    # --help, --version, a typo: every command (the listing and the suggestion need them)
+    module = COMMAND_MODULE.get(first or "")
     try:
-        with _only_the_invoked_command(sys.argv[1:2]), start_up(sys.argv[1] if len(sys.argv) > 1 else None):
-            app()
+        with start_up(first):
+            app = _load_commands((module,) if module else COMMAND_MODULES)
+            with _only_the_invoked_command(app, sys.argv[1:2]):
+                app()
     except Exception as exc:
         # Imported only on this path: engine.errors loads the whole engine package
         # (networkx, jinja2, every schema), which --help does not need.
@@ -90,7 +148,7 @@ def main() -> None:
 
 
 @contextlib.contextmanager
-def _only_the_invoked_command(first: list[str]) -> Iterator[None]:
+def _only_the_invoked_command(app: typer.Typer, first: list[str]) -> Iterator[None]:
     """While in the block, the app lists only the command (or command group) ``first``
     names, when it names exactly one.
 

@@ -28,7 +28,7 @@ from .common import (
     source_label,
     write_json,
 )
-from .running import load_workflow
+from .loading import load_workflow
 
 __all__ = ["import_", "schema", "validate"]
 

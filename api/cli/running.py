@@ -13,7 +13,6 @@ import asyncio
 import copy
 import json
 import logging
-import shlex
 import signal
 from collections.abc import Callable
 from contextlib import aclosing
@@ -42,12 +41,11 @@ from .common import (
     node_titles,
     out,
     print_problems,
-    read_source,
     settings,
-    source_label,
     terminal_view,
 )
 from .deployment import refuse_what_is_missing
+from .loading import load_workflow
 from .questions import answer_hint, ask, refuse_without_answer, show_question
 
 __all__ = ["cancel", "load_workflow", "recover", "resume", "run"]
@@ -56,70 +54,6 @@ NoInputFlag = Annotated[
     bool, typer.Option("--no-input", help="never prompt: leave the run paused on a question")
 ]
 _EXIT_FOR_STATUS = {"succeeded": EXIT_OK, "cancelled": EXIT_INTERRUPTED, "paused": EXIT_PAUSED}
-
-
-def load_workflow(path: Path) -> tuple[dict[str, Any] | None, list[Any]]:
-    """The workflow document in ``path`` (``-``: stdin), or the problem that prevents reading it.
-
-    A Dify DSL or a FastGPT export is not a workflow: it is reported as
-    ``foreign_format``, naming what it is and the ``flowloom import`` command that
-    converts it (people try ``run`` on their export first).
-    """
-    from engine.errors import Problem
-
-    label = source_label(path)
-    try:
-        data = read_source(path)
-    except OSError as exc:
-        return None, [Problem("invalid_document", f"cannot read {label}: {exc.strerror or exc}")]
-    try:
-        doc = json.loads(data.decode("utf-8-sig"))
-    except RecursionError:  # the parser recurses per level; far past any cap it runs out of stack
-        return None, [
-            Problem(
-                "document_too_deep",
-                f"{label} nests objects or arrays too deeply to be read "
-                "(the cap is FLOWLOOM_MAX_DOCUMENT_DEPTH levels)",
-            )
-        ]
-    except ValueError as exc:  # JSON or UTF-8 decoding; a Dify DSL is YAML
-        foreign = _foreign_format(path, data)
-        return None, [foreign or Problem("invalid_document", f"cannot read {label} as JSON: {exc}")]
-    if not isinstance(doc, dict):
-        return None, [Problem("invalid_document", "a workflow must be a JSON object")]
-    if not _looks_native(doc):
-        foreign = _foreign_format(path, data)
-        if foreign is not None:
-            return None, [foreign]
-    return doc, []
-
-
-def _looks_native(doc: dict[str, Any]) -> bool:
-    """Cheap test that spares ordinary workflows the importer's import time."""
-    nodes = doc.get("nodes")
-    return "id" in doc and isinstance(nodes, list) and all(isinstance(n, dict) and "id" in n for n in nodes)
-
-
-def _foreign_format(path: Path, data: bytes) -> Any:
-    """A ``foreign_format`` problem when ``data`` is a Dify DSL or a FastGPT workflow, else None."""
-    from engine.errors import Problem
-    from nodes.importers import ImportFailed, detect_format, parse_source, unwrap_download
-
-    try:
-        fmt = detect_format(unwrap_download(parse_source(data)))
-    except ImportFailed:
-        return None
-    if fmt not in ("dify", "fastgpt"):
-        return None
-    what = {"dify": "a Dify DSL (app export)", "fastgpt": "a FastGPT workflow export"}[fmt]
-    if is_stdin(path):
-        command = "flowloom import - -o flow.json"
-    else:
-        command = f"flowloom import {shlex.quote(str(path))} -o {shlex.quote(path.stem + '.json')}"
-    return Problem(
-        "foreign_format",
-        f"{source_label(path)} is {what}, not a Flowloom workflow; convert it first with: {command}",
-    )
 
 
 def _with_limits(

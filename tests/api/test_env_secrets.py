@@ -17,7 +17,7 @@ import pytest
 import sqlalchemy as sa
 
 from tests.support.http_reply import reply_json
-from workers.sql.tables import WorkflowSecretRow
+from workers.sql.tables import workflow_secrets
 
 from .conftest import read_messages
 
@@ -127,14 +127,14 @@ async def test_secret_values_are_stored_encrypted_and_updated_without_publishing
     assert published.status_code == 201, published.text
     store = api.service.secrets
     async with store.store._tx() as conn:
-        stored = (await conn.execute(sa.select(WorkflowSecretRow.__table__))).mappings().all()
+        stored = (await conn.execute(sa.select(workflow_secrets))).mappings().all()
     assert [r["name"] for r in stored] == ["API_TOKEN"]
     assert SECRET not in stored[0]["token"], "encrypted at rest"
     # a token copied to another tenant's row (same workflow id and name) does not open there
     await store.set_secrets("tenant-b", "vault", {"API_TOKEN": "placeholder"})
     async with store.store._tx() as conn:
-        await conn.execute(sa.update(WorkflowSecretRow.__table__)
-                           .where(WorkflowSecretRow.__table__.c.tenant_id == "tenant-b")
+        await conn.execute(sa.update(workflow_secrets)
+                           .where(workflow_secrets.c.tenant_id == "tenant-b")
                            .values(token=stored[0]["token"]))
     assert await store.secret_values("tenant-b", "vault") == {}
     assert await store.secret_values("default", "vault") == {"API_TOKEN": SECRET}

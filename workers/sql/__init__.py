@@ -1,7 +1,7 @@
 """The SQL storage of runs, events, commands and chats (SQLite by default, or PostgreSQL).
 
 :class:`SqlStore` implements the engine's ``RunStore``, ``EventLog``, ``CommandChannel``
-and ``ChatStore`` ports on SQLModel tables whose schema only Alembic migrations create
+and ``ChatStore`` ports on SQLAlchemy Core tables whose schema only Alembic migrations create
 (:func:`upgrade`, :func:`downgrade`; :meth:`SqlStore.open` upgrades on first use)::
 
     store = await SqlStore.open(default_database_url(home))   # sqlite+aiosqlite:///<home>/flowloom.db

@@ -28,12 +28,9 @@ from schemas.records import CHAT_PREVIEW_CHARS, CHAT_TITLE_CHARS, Chat, ChatMess
 
 from .rows import RowData
 from .store import SqlStore
-from .tables import ChatRow, MessageRow
+from .tables import chats, messages
 
 __all__ = ["SqlChatStore", "message_preview"]
-
-chats = ChatRow.__table__
-messages = MessageRow.__table__
 
 
 def message_preview(parts: Sequence[Any]) -> str:

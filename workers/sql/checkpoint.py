@@ -41,7 +41,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from engine.ports import StoreError
 
-from .tables import NodeRunRow, RunEventRow, RunRow
+from .tables import node_runs as _node_runs
+from .tables import run_events as _run_events
+from .tables import runs as _runs
 
 _T = TypeVar("_T")
 
@@ -53,9 +55,6 @@ __all__ = [
     "pg_statement",
 ]
 
-_runs = RunRow.__table__
-_node_runs = NodeRunRow.__table__
-_run_events = RunEventRow.__table__
 
 #: ``node_runs`` columns in table order; the JSON ones are encoded before binding.
 NODE_COLUMNS = tuple(c.name for c in _node_runs.c)

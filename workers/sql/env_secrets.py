@@ -21,12 +21,11 @@ import sqlalchemy as sa
 
 from ..secret_box import SecretBox, SecretUnreadable
 from .store import SqlStore, dialect_insert
-from .tables import WorkflowSecretRow
+from .tables import workflow_secrets as table
 
 __all__ = ["SqlSecretStore"]
 
 logger = logging.getLogger(__name__)
-table = WorkflowSecretRow.__table__
 
 
 class SqlSecretStore:

@@ -41,12 +41,10 @@ from schemas.records import ApiKey, Tenant
 
 from .rows import RowData
 from .store import SqlStore, dialect_insert
-from .tables import ApiKeyRow, TenantRow
+from .tables import api_keys, tenants
 
 __all__ = ["KEY_PATTERN", "SqlKeyStore", "hash_secret", "parse_key"]
 
-tenants = TenantRow.__table__
-api_keys = ApiKeyRow.__table__
 
 #: The shape of a key's plaintext: ``fl_`` + 8-character prefix + ``_`` + the secret.
 KEY_PATTERN = re.compile(r"^fl_([a-z0-9]{8})_([A-Za-z0-9_-]{32,128})$")

@@ -39,7 +39,11 @@ from schemas.records import WorkflowVersion
 
 from .checkpoint import _immediate
 from .connect import dialect_insert
-from .tables import QuotaAdmissionRow, RunRow, WorkflowDocRow, WorkflowRow, WorkflowVersionRow
+from .tables import quota_admissions as _admissions
+from .tables import runs as _runs
+from .tables import workflow_docs as _docs
+from .tables import workflow_versions as _versions
+from .tables import workflows as _workflows
 
 __all__ = [
     "AdmissionRow",
@@ -52,11 +56,6 @@ __all__ = [
     "sqlite_launch",
 ]
 
-_runs = RunRow.__table__
-_docs = WorkflowDocRow.__table__
-_admissions = QuotaAdmissionRow.__table__
-_workflows = WorkflowRow.__table__
-_versions = WorkflowVersionRow.__table__
 
 #: published versions remembered for run starts (oldest dropped first)
 _REMEMBERED_MAX = 4096

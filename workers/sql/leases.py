@@ -22,11 +22,10 @@ from .checkpoint import _raw_connection, _sqlite_claim, pg_statement
 from .connect import store_errors
 from .rows import ENDED, owner_from_row
 from .run_reads import _NODE_RUN_JSON, _RUN_JSON, RunReads, _decoded
-from .tables import RunRow
+from .tables import runs
 
 __all__ = ["RunLeases"]
 
-runs = RunRow.__table__
 
 #: the owner columns of a run nobody holds
 _RELEASED = {"owner_id": None, "owner_host": None, "owner_pid": None, "lease_until": None}

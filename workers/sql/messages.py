@@ -18,14 +18,11 @@ from engine.ports import ChatNotFound, RunNotFound, StoreError
 from schemas.records import ChatMessage, RunCommand
 
 from .rows import message_from_row, message_row
-from .tables import ChatRow, MessageRow, RunCommandRow, RunRow
+from .tables import chats, run_commands, runs
+from .tables import messages as messages_table
 
 __all__ = ["CommandsAndMessages", "merge_chat_variables"]
 
-runs = RunRow.__table__
-run_commands = RunCommandRow.__table__
-chats = ChatRow.__table__
-messages_table = MessageRow.__table__
 #: runs polled in one read at most (SQLite's bound parameters per statement stay far below its limit)
 _POLL_CHUNK = 500
 

@@ -16,12 +16,10 @@ from typing import Any
 import sqlalchemy as sa
 
 from .store import SqlStore, dialect_insert
-from .tables import TenantModelOverrideRow, TenantRow
+from .tables import tenant_model_overrides as overrides_t
+from .tables import tenants as tenants_t
 
 __all__ = ["SqlModelOverrideStore"]
-
-overrides_t = TenantModelOverrideRow.__table__
-tenants_t = TenantRow.__table__
 
 
 class SqlModelOverrideStore:

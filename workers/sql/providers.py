@@ -31,7 +31,10 @@ import sqlalchemy as sa
 from ..secret_box import SecretBox, SecretUnreadable, mask
 from .rows import RowData
 from .store import SqlStore, dialect_insert
-from .tables import ModelProviderRow, ProviderModelRow, TenantModelDefaultRow, TenantRow
+from .tables import model_providers as providers_t
+from .tables import provider_models as models_t
+from .tables import tenant_model_defaults as defaults_t
+from .tables import tenants as tenants_t
 
 __all__ = [
     "KEEP",
@@ -43,10 +46,6 @@ __all__ = [
     "TenantModelsSnapshot",
 ]
 
-providers_t = ModelProviderRow.__table__
-models_t = ProviderModelRow.__table__
-defaults_t = TenantModelDefaultRow.__table__
-tenants_t = TenantRow.__table__
 
 #: "leave the stored key as it is" (:meth:`SqlProviderStore.update_provider`)
 KEEP: Any = object()

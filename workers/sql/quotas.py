@@ -47,15 +47,13 @@ from engine.shared_reads import SharedReads
 from .launch import AdmissionRow, launch_in
 from .rows import RowData
 from .store import SqlStore, dialect_insert
-from .tables import QuotaAdmissionRow, QuotaLimitRow, RunRow, TenantRow, TokenUsageRow
+from .tables import quota_admissions as admissions
+from .tables import quota_limits as limits_table
+from .tables import runs, tenants
+from .tables import token_usage as usage_rows
 
 __all__ = ["QuotaCheck", "QuotaLimits", "QuotaRefusal", "QuotaUsage", "SqlQuotaStore", "WINDOW_S"]
 
-limits_table = QuotaLimitRow.__table__
-admissions = QuotaAdmissionRow.__table__
-runs = RunRow.__table__
-tenants = TenantRow.__table__
-usage_rows = TokenUsageRow.__table__
 
 #: the runs-per-minute window, in seconds
 WINDOW_S = 60.0

@@ -20,12 +20,10 @@ from schemas.run import NodeRun, RunState
 from schemas.types import RunStatus
 
 from .rows import ENDED, node_run_from_row, state_from_row, summary_from_row
-from .tables import NodeRunRow, RunRow
+from .tables import node_runs, runs
 
 __all__ = ["RunReads"]
 
-runs = RunRow.__table__
-node_runs = NodeRunRow.__table__
 
 #: Runs whose latest-node-run index a store keeps in memory (oldest dropped first).
 _INDEX_LIMIT = 1024

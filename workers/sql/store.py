@@ -58,14 +58,10 @@ from .messages import CommandsAndMessages
 from .migrate import migrate_connection
 from .rows import ENDED, node_run_row, run_columns
 from .run_reads import _INDEXED, _NODE_RUN_JSON, _RUN_JSON, _NodeIndex
-from .tables import NodeRunRow, RunEventRow, RunRow, WorkflowDocRow
+from .tables import node_runs, run_events, workflow_docs
 
 __all__ = ["SqlStore", "dialect_insert"]
 
-runs = RunRow.__table__
-node_runs = NodeRunRow.__table__
-run_events = RunEventRow.__table__
-workflow_docs = WorkflowDocRow.__table__
 
 #: workflow documents a store remembers having stored (oldest dropped first)
 _DOCS_LIMIT = 4096

@@ -41,13 +41,12 @@ from schemas.records import WorkflowRecord, WorkflowVersion
 from . import launch
 from .rows import RowData
 from .store import SqlStore, dialect_insert
-from .tables import WorkflowDocRow, WorkflowRow, WorkflowVersionRow
+from .tables import workflow_docs as docs
+from .tables import workflow_versions as versions
+from .tables import workflows
 
 __all__ = ["SqlWorkflowSource", "SqlWorkflowStore"]
 
-workflows = WorkflowRow.__table__
-versions = WorkflowVersionRow.__table__
-docs = WorkflowDocRow.__table__
 
 _VERSION_COLUMNS = [
     versions.c[n] for n in ("tenant_id", "workflow_id", "version", "doc_hash", "note", "created_at")

@@ -1,6 +1,6 @@
 """Alembic migrations of the SQL store: upgrade from empty (``database_url`` of each
 backend, marked to have no schema), downgrade to base, and the migrated schema equals the
-SQLModel tables (autogenerate finds no difference)."""
+store's tables (``workers.sql.tables``: autogenerate finds no difference)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.empty_database  # upgrade from nothing, on both backend
 
 def _store_table(name, type_, parent_names) -> bool:
     """Compare the run store's tables only: the knowledge tables (``kb_*``, migration 0006)
-    have no SQLModel model (the knowledge store writes them with SQL of its own) and a
+    are not in ``workers.sql.tables`` (the knowledge store writes them with SQL of its own) and a
     column that depends on the server (pgvector); tests/workers/knowledge checks them."""
     table = name if type_ == "table" else parent_names.get("table_name")
     return not (table or "").startswith("kb_")
