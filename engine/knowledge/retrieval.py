@@ -42,6 +42,7 @@ from schemas.knowledge import (
     Chunk,
     ChunkKind,
     Dataset,
+    DocumentStatus,
     FusionMode,
     SearchHit,
     SearchMode,
@@ -66,6 +67,8 @@ __all__ = ["InvalidRerank", "Retriever", "format_quote", "hit_text", "quote_bloc
 #: Most candidates a rerank model or the LLM pass sees (bounds their cost).
 MAX_RERANK_CANDIDATES = 100
 MAX_JUDGE_CANDIDATES = 40
+#: documents of a dataset read to tell why a search found nothing (more: not told)
+_READY_SCAN = 1000
 
 
 class InvalidRerank(FlowloomError):
@@ -189,10 +192,31 @@ class Retriever:
             else hits
         )
         hits = self._budget(hits[: request.top_k], request.max_quote_tokens, result.notes)
+        if not hits:  # say why when it is not the query: a dataset with nothing searchable yet
+            result.notes += await self._nothing_ready(tenant_id, datasets)
         for n, hit in enumerate(hits, start=1):
             hit.citation_id = str(n)
         result.hits, result.quote = hits, format_quote(hits)
         return result
+
+    async def _nothing_ready(self, tenant_id: str, datasets: Sequence[Dataset]) -> list[str]:
+        """Notes for the datasets none of whose documents is ``ready`` (an empty answer
+        there says nothing about the query): how many failed and how many are still being
+        ingested. Read only after a search found no hit, so hits cost no extra query."""
+        notes = []
+        for ds in datasets:
+            listed = await self.store.list_documents(tenant_id, ds.id, limit=_READY_SCAN)
+            statuses = [d.status for d in listed]
+            if not statuses or len(statuses) >= _READY_SCAN or DocumentStatus.ready in statuses:
+                continue  # nothing to say, or too many documents to say it of all of them
+            failed = statuses.count(DocumentStatus.failed)
+            pending = len(statuses) - failed
+            notes.append(
+                f"dataset {_label(ds)} has nothing to search yet: none of its {len(statuses)} "
+                f"document(s) is ready ({failed} failed, {pending} still being ingested; its "
+                f"document list gives each one's status and error)"
+            )
+        return notes
 
     # ------------------------------------------------------------------ recall
 

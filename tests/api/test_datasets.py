@@ -253,6 +253,8 @@ async def test_the_same_file_again_retries_a_failed_document_and_a_failed_one_is
         search = {"query": "rocket kerosene", "mode": mode}
         found = await kb.client.post(f"/v1/datasets/{dataset['id']}/search", json=search, headers=kb.auth())
         assert found.status_code == 200 and found.json()["hits"] == [], found.text
+        assert any("none of its 1 document(s) is ready (1 failed, 0 still being ingested" in note
+                   for note in found.json()["notes"]), found.json()["notes"]
     (again,) = (await _upload(kb, dataset["id"], files)).json()["documents"]
     assert again["outcome"] == "created" and again["document"]["id"] == first["document"]["id"]
     assert again["document"]["status"] == "queued" and again["document"]["error"] is None
