@@ -10,6 +10,7 @@ exception                                              status  ``type``
 :class:`ApiError`                                      its     its
 ``CompileError``                                       422     ``invalid_workflow``
 ``InvalidInputs``                                      422     ``invalid_inputs``
+``MissingModelKey`` (a model key the deployment lacks) 503     ``missing_api_key``
 ``InvalidAnswer`` (an answer that fits no option/field) 422    ``invalid_answer``
 request validation, a body that cannot be parsed       422     ``invalid_request``
 :class:`BodyRefused` (too deep, a lone surrogate)      422     ``invalid_request``
@@ -63,7 +64,7 @@ from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from engine.errors import CompileError, FlowloomError, InvalidInputs, UnknownInterrupt
+from engine.errors import CompileError, FlowloomError, InvalidInputs, MissingModelKey, UnknownInterrupt
 from engine.execution import RunInterrupted
 from engine.frontdoor import InvalidAnswer
 from engine.knowledge.ports import (
@@ -224,6 +225,8 @@ def describe(exc: BaseException) -> tuple[int, dict[str, Any], dict[str, str]]:
         return 422, error_body("invalid_inputs", "the inputs do not fit the workflow", list(exc.problems)), {}
     if isinstance(exc, InvalidAnswer):
         return 422, error_body("invalid_answer", str(exc), list(exc.problems)), {}
+    if isinstance(exc, MissingModelKey):  # the deployment's to fix, not the caller's: nothing ran
+        return 503, error_body("missing_api_key", str(exc), [p.to_dict() for p in exc.problems]), {}
     if isinstance(exc, QueueUnavailable):
         return 503, error_body("queue_unavailable", str(exc)), {"Retry-After": "5"}
     if isinstance(exc, (RunNotFound, KeyNotFound, TenantNotFound, ChatNotFound)):

@@ -38,6 +38,7 @@ __all__ = [
     "RunError",
     "RunLimitExceeded",
     "TemplateFailed",
+    "MissingModelKey",
 ]
 
 
@@ -168,3 +169,17 @@ class InvalidInputs(FlowloomError):
     def __init__(self, problems: list[str]):
         self.problems = problems
         super().__init__("invalid workflow inputs:\n" + "\n".join(f"  - {p}" for p in problems))
+
+
+class MissingModelKey(FlowloomError):
+    """A run that would call a model whose provider key this deployment does not set:
+    refused before anything runs, since it would fail at the first such node after the
+    nodes before it ran (and were paid for). ``problems`` has one ``missing_api_key``
+    error per node and model field, naming the variable to set."""
+
+    def __init__(self, problems: list[Problem]):
+        self.problems = problems
+        super().__init__(
+            "this deployment lacks what the workflow needs (nothing was run): "
+            + "; ".join(f"{p.node_id}: {p.message}" for p in problems)
+        )

@@ -40,10 +40,11 @@ from schemas.types import RunStatus
 
 from .catalog import NodeCatalog
 from .compiler import CompiledPlan
-from .errors import FlowloomError, UnknownInterrupt
+from .errors import FlowloomError, MissingModelKey, UnknownInterrupt
 from .execution import RunNotResumable, _Live
 from .leases import orphaned
 from .ports import CheckpointDelta, Launch, QueueUnavailable, RunOwned
+from .shapes import plan_missing_keys
 
 if TYPE_CHECKING:
     from schemas.launch import LaunchRequest
@@ -203,9 +204,12 @@ async def _start(service: RunService, tenant_id: str, request: StartRun, placeme
     for the disk and makes the start durable with it (a streaming caller sees the run's
     first events before that commit, as it sees a pure node's before the checkpoint that
     carries it). A queued or detached start is answered at once (202, a job), so it waits."""
-    plan = service.compile(
-        request.doc, await service.models_of(tenant_id)
-    )  # a document that does not compile takes no quota slot
+    models = await service.models_of(tenant_id)
+    plan = service.compile(request.doc, models)  # a document that does not compile takes no quota slot
+    catalog = models if models is not None else service.models
+    missing = plan_missing_keys(plan, catalog, service.settings.environ()) if catalog is not None else []
+    if missing:  # it would fail at the first of them, after the nodes before it ran
+        raise MissingModelKey(missing)
     run_id = request.run_id or uuid.uuid4().hex
     queued = placed_on_queue(service, plan, placement)
     await service.prepare(

@@ -37,6 +37,7 @@ __all__ = [
     "NodeShape",
     "deployment_problems",
     "missing_key_env",
+    "plan_missing_keys",
     "node_shapes",
     "system_reads",
     "valid_nodes",
@@ -194,6 +195,22 @@ def missing_key_env(models: ModelCatalog, name: str, environ: Mapping[str, str])
     if variable is None or str(environ.get(variable, "") or "").strip():
         return None
     return variable
+
+
+def plan_missing_keys(plan: Any, models: ModelCatalog, environ: Mapping[str, str]) -> list[Problem]:
+    """``missing_api_key`` errors of every node of ``plan`` (a ``CompiledPlan``; loop
+    bodies included) whose model's provider key is unset or blank in ``environ``: what a
+    launch refuses (:class:`~engine.errors.MissingModelKey`). A model field costs one
+    lookup, so a run checks its keys when it starts: a key set or removed later counts."""
+    found: dict[tuple[str | None, str | None], Problem] = {}
+    for node_plan in plan.nodes.values():
+        for p in _missing_keys(node_plan.node, models, environ):
+            found[p.node_id, p.path] = Problem(
+                p.code, p.message, node_id=p.node_id, path=p.path, severity="error"
+            )
+        if node_plan.body is not None:
+            found.update(((p.node_id, p.path), p) for p in plan_missing_keys(node_plan.body, models, environ))
+    return list(found.values())
 
 
 def _missing_keys(node: Any, models: ModelCatalog, environ: Mapping[str, str]) -> list[Problem]:

@@ -29,7 +29,8 @@ status (every error of these paths, a 413 of the body-size middleware too:
 :func:`api.errors.openai_error`): 400 no model named by a tenant-wide key
 (``model_required``), 401 bad key, 404 unknown app (``model_not_found``), 413 a body
 over ``FLOWLOOM_MAX_REQUEST_BYTES``, 422 bad inputs or request (``param`` the field),
-409 a ``chat_id`` used by another app, 500 a failed run (``run_failed``, with the
+409 a ``chat_id`` used by another app, 503 a model key the deployment lacks
+(``missing_api_key``: nothing ran), 500 a failed run (``run_failed``, with the
 run's own message, never a traceback). Errors carry ``x-should-retry: false`` (the SDK
 would otherwise retry 409 and 5xx, running the turn again). An error after the stream
 started is a ``data: {"error": ...}`` line then ``data: [DONE]``. Runs execute in app
@@ -107,7 +108,10 @@ _OPENAI_ERRORS: dict[int | str, dict[str, Any]] = {
         (422, "an invalid request or inputs"),
         (429, "a quota is used up (`Retry-After`)"),
         (500, "`run_failed`: the run failed or was cancelled"),
-        (503, "the run store is not available"),
+        (
+            503,
+            "the run store is not available, or a model key this deployment lacks (`missing_api_key`: nothing ran)",
+        ),
     )
 }
 

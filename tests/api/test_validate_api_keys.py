@@ -61,3 +61,28 @@ async def test_a_local_model_without_a_key_does_not_warn(api, models_file):
     flow = chat_flow("chatty", model="local-model")
     checked = (await api.client.post("/v1/workflows/validate", json=flow, headers=api.auth())).json()
     assert (checked["valid"], checked["problems"]) == (True, [])
+
+
+async def test_a_run_needing_a_key_this_deployment_lacks_is_refused_before_anything_runs(api, models_file):
+    """Validation only warns (the key may be set before anyone runs it); a run started
+    without it would fail at the chat node after the nodes before it ran, so every door
+    refuses it up front, naming the node, field and variable, and stores no run."""
+    flow = chat_flow("chatty", model="cloud-model")
+    refused = await api.client.post("/v1/runs", json={"workflow": flow, "inputs": {"query": "hi"}},
+                                    headers=api.auth())
+    assert refused.status_code == 503, refused.text
+    error = refused.json()["error"]
+    assert error["type"] == "missing_api_key" and CLOUD_KEY_ENV in error["message"]
+    [problem] = error["problems"]
+    assert (problem["code"], problem["severity"], problem["node_id"], problem["path"]) == (
+        "missing_api_key", "error", "reply", "config.model")
+    assert (await api.client.get("/v1/runs", headers=api.auth())).json()["runs"] == []
+
+    assert (await api.client.post("/v1/workflows", json=flow, headers=api.auth())).status_code == 201
+    assert (await api.client.post("/v1/workflows/chatty/publish", json={}, headers=api.auth())).status_code == 201
+    completion = await api.client.post("/v1/chat/completions", headers=api.auth(), json={
+        "model": "chatty", "messages": [{"role": "user", "content": "hi"}]})
+    assert completion.status_code == 503, completion.text
+    assert CLOUD_KEY_ENV in completion.json()["error"]["message"]
+    assert completion.headers.get("x-should-retry") == "false"
+    assert (await api.client.get("/v1/runs", headers=api.auth())).json()["runs"] == []

@@ -5199,7 +5199,7 @@ export interface operations {
                     "application/json": components["schemas"]["OpenAIErrorBody"];
                 };
             };
-            /** @description the run store is not available */
+            /** @description the run store is not available, or a model key this deployment lacks (`missing_api_key`: nothing ran) */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -7766,7 +7766,7 @@ export interface operations {
                     "application/json": components["schemas"]["OpenAIErrorBody"];
                 };
             };
-            /** @description the run store is not available */
+            /** @description the run store is not available, or a model key this deployment lacks (`missing_api_key`: nothing ran) */
             503: {
                 headers: {
                     [name: string]: unknown;
