@@ -206,12 +206,15 @@ async def _start(service: RunService, tenant_id: str, request: StartRun, placeme
     carries it). A queued or detached start is answered at once (202, a job), so it waits."""
     models = await service.models_of(tenant_id)
     plan = service.compile(request.doc, models)  # a document that does not compile takes no quota slot
-    catalog = models if models is not None else service.models
-    missing = plan_missing_keys(plan, catalog, service.settings.environ()) if catalog is not None else []
-    if missing:  # it would fail at the first of them, after the nodes before it ran
-        raise MissingModelKey(missing)
     run_id = request.run_id or uuid.uuid4().hex
     queued = placed_on_queue(service, plan, placement)
+    catalog = models if models is not None else service.models
+    # Keys are checked where the run executes: a queued run's worker has its own
+    # environment (an API process often holds no provider key at all).
+    if not queued and catalog is not None:
+        missing = plan_missing_keys(plan, catalog, service.settings.environ())
+        if missing:  # it would fail at the first of them, after the nodes before it ran
+            raise MissingModelKey(missing)
     await service.prepare(
         request.doc,
         request.inputs,
