@@ -208,11 +208,10 @@ async def _start(service: RunService, tenant_id: str, request: StartRun, placeme
     plan = service.compile(request.doc, models)  # a document that does not compile takes no quota slot
     run_id = request.run_id or uuid.uuid4().hex
     queued = placed_on_queue(service, plan, placement)
-    catalog = models if models is not None else service.models
     # Keys are checked where the run executes: a queued run's worker has its own
     # environment (an API process often holds no provider key at all).
-    if not queued and catalog is not None:
-        missing = plan_missing_keys(plan, catalog, service.settings.environ())
+    if not queued and models is not None:
+        missing = plan_missing_keys(plan, models, service.settings.environ())
         if missing:  # it would fail at the first of them, after the nodes before it ran
             raise MissingModelKey(missing)
     await service.prepare(

@@ -138,7 +138,9 @@ async def create_dataset(
     created = DatasetCreated(**dataset.model_dump(exclude={"tenant_id"}))
     model = dataset.embedding_model
     models = await service.models_of(caller.tenant_id) if model is not None else None
-    variable = missing_key_env(models, model, service.settings.environ()) if models and model else None
+    variable = (
+        missing_key_env(models, model, service.settings.environ()) if models is not None and model else None
+    )
     if variable is not None:
         created.warnings.append(
             DatasetWarning(
