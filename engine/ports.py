@@ -443,6 +443,12 @@ class ModelCatalog(Protocol):
         or one whose key is optional, such as a local endpoint). Never the key itself."""
         ...
 
+    def base_url_env(self, name: str) -> str | None:
+        """The environment variable that sets the URL model ``name`` is served from, or None
+        (an unknown name, or a URL fixed in the registry): a missing key can then be solved
+        by pointing that variable at an endpoint of one's own, which needs no key."""
+        ...
+
 
 class TenantModels(Protocol):
     """The models a tenant's runs may name: the operator's registry plus the tenant's own

@@ -36,6 +36,7 @@ if TYPE_CHECKING:  # a protocol, for annotations only
 __all__ = [
     "NodeShape",
     "deployment_problems",
+    "key_remedy",
     "missing_key_env",
     "plan_missing_keys",
     "node_shapes",
@@ -197,6 +198,18 @@ def missing_key_env(models: ModelCatalog, name: str, environ: Mapping[str, str])
     return variable
 
 
+def key_remedy(models: ModelCatalog, name: str, variable: str) -> str:
+    """How to give model ``name`` what it lacks: set ``variable``, or, when the registry
+    takes the provider's URL from a variable, point that at an endpoint of one's own
+    (Ollama, vLLM, llama.cpp, TEI), which needs no key. The second is what a local model
+    such as an embedding model served next to Flowloom is for."""
+    url_var = models.base_url_env(name)
+    remedy = f"set {variable} in the environment or .env"
+    if url_var is not None:
+        remedy += f", or point {url_var} at your own OpenAI-compatible server (no key needed there)"
+    return remedy
+
+
 def plan_missing_keys(plan: Any, models: ModelCatalog, environ: Mapping[str, str]) -> list[Problem]:
     """``missing_api_key`` errors of every node of ``plan`` (a ``CompiledPlan``; loop
     bodies included) whose model's provider key is unset or blank in ``environ``: what a
@@ -225,7 +238,7 @@ def _missing_keys(node: Any, models: ModelCatalog, environ: Mapping[str, str]) -
             Problem(
                 "missing_api_key",
                 f"model {name!r} needs an API key in {variable}, which is not set "
-                f"in this deployment: set {variable} in the environment or .env before running",
+                f"in this deployment: {key_remedy(models, name, variable)} before running",
                 node_id=node.id,
                 path=f"config.{path}",
                 severity="warning",

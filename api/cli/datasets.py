@@ -84,7 +84,7 @@ async def _warn_missing_key(service: Any, tenant: str, dataset: Any) -> None:
     model = dataset.embedding_model
     if model is None:
         return
-    from engine.shapes import missing_key_env
+    from engine.shapes import key_remedy, missing_key_env
 
     models = await service.models_of(tenant)
     variable = missing_key_env(models, model, settings().environ()) if models is not None else None
@@ -93,9 +93,9 @@ async def _warn_missing_key(service: Any, tenant: str, dataset: Any) -> None:
     err().print(
         Text.assemble(
             ("warning", "bold yellow"),
-            f": embedding model {model!r} needs an API key in {variable}, which is not set here; "
-            f"documents added before it is set fail at embedding (then, once it is set: "
-            f"flowloom datasets reindex {dataset.id} --failed)",
+            f": embedding model {model!r} needs an API key in {variable}, which is not set here "
+            f"({key_remedy(models, model, variable)}); documents added before then fail at "
+            f"embedding (afterwards: flowloom datasets reindex {dataset.id} --failed)",
         )
     )
 

@@ -42,7 +42,7 @@ from fastapi.responses import Response
 
 from engine.knowledge.ports import DatasetNotFound, DocumentNotFound, DocumentRejected
 from engine.knowledge.service import DocumentOutcome, Upload
-from engine.shapes import missing_key_env
+from engine.shapes import key_remedy, missing_key_env
 from nodes.llm.call import LLMError
 from schemas.api import ErrorBody
 from schemas.api_knowledge import (
@@ -138,16 +138,17 @@ async def create_dataset(
     created = DatasetCreated(**dataset.model_dump(exclude={"tenant_id"}))
     model = dataset.embedding_model
     models = await service.models_of(caller.tenant_id) if model is not None else None
-    variable = (
-        missing_key_env(models, model, service.settings.environ()) if models is not None and model else None
-    )
+    if models is None or model is None:
+        return created
+    variable = missing_key_env(models, model, service.settings.environ())
     if variable is not None:
         created.warnings.append(
             DatasetWarning(
                 code="missing_api_key",
                 message=f"embedding model {model!r} needs an API key in {variable}, which is not set "
-                f"in this deployment; documents added before it is set fail at embedding (then, once "
-                f"it is set: POST /v1/datasets/{dataset.id}/documents/{{document_id}}/reindex)",
+                f"in this deployment ({key_remedy(models, model, variable)}); documents added before "
+                f"then fail at embedding (afterwards: POST /v1/datasets/{dataset.id}/documents/"
+                f"{{document_id}}/reindex)",
                 field="embedding_model",
                 variable=variable,
             )

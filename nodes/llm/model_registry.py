@@ -369,6 +369,12 @@ class ModelRegistry:
         provider = self.provider(spec)
         return None if provider.api_key_optional else provider.api_key_env
 
+    def base_url_env(self, name: str) -> str | None:
+        """The variable ``name``'s provider URL comes from (``${VAR}`` in the registry file),
+        or None for an unknown name or a fixed URL."""
+        spec = self._models.get(name)
+        return None if spec is None else self._url_vars.get(spec.provider)
+
     def base_url(self, spec: ModelSpec) -> str:
         """The URL calls for ``spec`` are sent to (named in connection errors)."""
         return self.provider(spec).base_url

@@ -110,6 +110,12 @@ class TenantRegistry(ModelRegistry):
             return None
         return super().required_key_env(name)
 
+    def base_url_env(self, name: str) -> str | None:
+        """None for a tenant model (its URL is stored), else as the operator's."""
+        if self.has(name, None) and self.get(name, None).provider in self._tenant:
+            return None
+        return super().base_url_env(name)
+
     def describe(self, name: str) -> dict[str, str | None]:
         """As :meth:`ModelRegistry.describe`; a tenant model's ``key`` is ``stored`` or ``none``."""
         described = super().describe(name)

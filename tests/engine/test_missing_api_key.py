@@ -47,6 +47,7 @@ def test_a_model_whose_key_is_unset_warns_naming_node_field_model_and_variable(r
     assert (problem.code, problem.severity, problem.node_id, problem.path) == (
         "missing_api_key", "warning", "chat", "config.model")
     assert "'cloud-model'" in problem.message and KEY_ENV in problem.message
+    assert "point" not in problem.message, "a URL fixed in the registry has no local alternative to offer"
     monkeypatch.setenv(KEY_ENV, "   ")  # blank is not a key: the registry would refuse it too
     assert found(chat("cloud-model"), registry) == [("missing_api_key", "warning", "chat", "config.model")]
     monkeypatch.setenv(KEY_ENV, "sk-secret-value")
@@ -71,6 +72,12 @@ def test_the_bundled_default_model_warns_until_its_key_or_a_local_url_is_set(mon
     cloud = load_registry(env={})
     [problem] = deployment_problems(chat("default"), catalog=builtin_catalog(), settings=Settings(), models=cloud)
     assert problem.code == "missing_api_key" and "FLOWLOOM_LLM_API_KEY" in problem.message
+    assert "point FLOWLOOM_LLM_BASE_URL at your own OpenAI-compatible server" in problem.message, (
+        "a model served from a URL variable can be given a local endpoint instead of a key")
+    [reranker] = deployment_problems(
+        build([node("kr", "knowledge_retrieval", {"datasets": ["handbook"], "rerank": {"model": "bge-reranker"}})],
+              chain_edges("start", "kr")), catalog=builtin_catalog(), settings=Settings(), models=cloud)
+    assert "FLOWLOOM_LLM_BASE_URL" in reranker.message
     local = load_registry(env={"FLOWLOOM_LLM_BASE_URL": "http://127.0.0.1:11434/v1"})
     assert found(chat("default"), local) == []
     overridden = load_registry(env={}, base_url_override="http://127.0.0.1:8000/v1")
@@ -82,6 +89,8 @@ def test_the_registry_names_the_variable_never_the_key(registry, monkeypatch):
     assert registry.required_key_env("cloud-model") == KEY_ENV
     assert registry.required_key_env("local-model") is None
     assert registry.required_key_env("no-such-model") is None
+    assert registry.base_url_env("cloud-model") is None and registry.base_url_env("no-such-model") is None
+    assert load_registry(env={}).base_url_env("bge-m3") == "FLOWLOOM_LLM_BASE_URL"
 
 
 def test_the_examples_only_warn_about_keys(monkeypatch):

@@ -163,6 +163,9 @@ class _AnyModel:
     def required_key_env(self, name: str) -> str | None:
         return None
 
+    def base_url_env(self, name: str) -> str | None:
+        return None
+
 
 @pytest.mark.parametrize("rerank, path, says", [
     ({"model": "tools-model"}, "config.rerank.model", "model 'tools-model' is a chat model, not a rerank model"),
