@@ -61,3 +61,7 @@ def test_the_example_answers_from_the_handbook_with_a_citation(handbook):
     # degraded, so the run warns of nothing (a hybrid search of it would)
     assert [e for e in events if e["type"] == "node_warning"] == []
     assert events[-1]["answer"] == "Within 14 days of an approved claim [1]."
+    # the end node hands API callers the answer with its sources
+    outputs = events[-1]["outputs"]
+    assert outputs["answer"] == "Within 14 days of an approved claim [1]."
+    assert outputs["citations"][0]["source_name"] == "handbook.md"
