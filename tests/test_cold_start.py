@@ -59,6 +59,10 @@ MIGRATIONS = ("alembic", "mako", "pygments")
 #: The run-time side of the engine and its records: a run needs them, a check does not.
 RUN_TIME = ("engine.runner", "engine.scheduler", "engine.context", "engine.service", "engine.ports",
             "schemas.events", "schemas.run", "schemas.records")
+#: The config models of the kinds that call models, tools or code, and the knowledge
+#: models behind them: built only when a workflow has such a node.
+MODEL_KINDS = ("schemas.nodes_llm", "schemas.nodes_agent", "schemas.nodes_agent_tools", "schemas.nodes_knowledge",
+               "schemas.nodes_code", "schemas.knowledge")
 #: The stores.
 KNOWLEDGE = ("workers.knowledge", "sqlean", "sqlite_vec", "usearch", "numpy", "engine.knowledge.service")
 STORAGE = ("sqlalchemy", "sqlmodel", "aiosqlite", "asyncpg", "workers")
@@ -90,7 +94,7 @@ def test_validate_loads_the_compiler_but_no_server_sdk_store_or_run_time_model()
     assert report["gc_enabled"] is True and report["frozen"] == 0  # the pause ended with the command
     assert "valid workflow 'hello'" in output
     assert {"engine.compiler", "nodes.catalog", "networkx"} <= modules  # it did compile
-    assert _present(modules, NEVER + MIGRATIONS + STORAGE + RUN_TIME) == []
+    assert _present(modules, NEVER + MIGRATIONS + STORAGE + RUN_TIME + MODEL_KINDS) == []
     assert "nodes.llm.model_probe" not in modules  # probing an endpoint is a command of its own
 
 
@@ -142,6 +146,7 @@ def test_run_on_an_up_to_date_database_skips_alembic():
     # a workflow without a knowledge search opens no knowledge store (its SQLite library,
     # numpy and the HNSW index load on a run's first search)
     assert _present(modules, KNOWLEDGE) == []
+    assert _present(modules, MODEL_KINDS) == []  # a workflow of plumbing nodes builds no LLM or agent model
 
 
 def test_the_head_read_without_alembic_is_alembics_head():
