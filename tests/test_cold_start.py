@@ -6,7 +6,9 @@ is too noisy). What is asserted here is the cause: after a command ran in a fres
 interpreter, the heavy packages it does not use are absent from ``sys.modules``.
 
 - ``flowloom validate``: compiles (pydantic, networkx, jinja2, the settings) but needs
-  no HTTP stack, no SDK, no database, no queue and no run-time models.
+  no HTTP stack, no SDK, no database, no queue and no run-time models; for a workflow
+  without LLM, agent, code or knowledge nodes, none of those kinds' config models either
+  (the catalog names them by import path).
 - ``flowloom run`` on a database already at the newest migration: the SQLite store and
   the engine, but not Alembic (nor Mako and Pygments behind it), not PostgreSQL's
   dialect, not the HTTP server, and no SDK for a workflow without LLM nodes.
