@@ -65,7 +65,10 @@ Collects = Literal["outputs", "answer"]
 class KindSpec:
     """One node kind as the engine sees it.
 
-    - ``config``: the pydantic config model (its ``handles``/``outputs``/``templates``).
+    - ``config_source``: the pydantic config model (its ``handles``/``outputs``/``templates``),
+      or its import path ``"package.module:Class"``, imported the first time :attr:`config`
+      is read (a command checking a workflow of plumbing nodes then never builds the
+      agent, LLM or knowledge models); :attr:`config` is the class either way.
     - ``executor``: the behaviour class, built per node with ``executor(node)``, or its
       import path ``"package.module:Class"``, imported the first time a plan needs it
       (checking a workflow then never imports the model SDKs behind the LLM nodes).
@@ -100,7 +103,7 @@ class KindSpec:
     """
 
     kind: str
-    config: type[NodeConfig]
+    config_source: type[NodeConfig] | str
     executor: type[NodeExecutor[Any]] | str
     entry: bool = False
     container: bool = False
@@ -113,6 +116,25 @@ class KindSpec:
     icon: str = ""
     category: str = ""
     labels: tuple[tuple[str, str, str], ...] = ()
+
+    @property
+    def config(self) -> type[NodeConfig]:
+        """The config model (imported on first use when given as a path).
+
+        Raises:
+            ImportError: the path names no importable config class.
+            ValueError: the class declares another kind.
+        """
+        if isinstance(self.config_source, str):
+            return _load_config(self.config_source, self.kind)
+        return self.config_source
+
+    @property
+    def config_path(self) -> str:
+        """``module:Class`` of the config model (read without importing it)."""
+        if isinstance(self.config_source, str):
+            return self.config_source
+        return f"{self.config_source.__module__}:{self.config_source.__qualname__}"
 
     def executor_class(self) -> type[NodeExecutor[Any]]:
         """The executor class (imported on first use when given as a path).
@@ -150,7 +172,7 @@ class NodeCatalog:
 
     Raises:
         ValueError: on construction, when two specs share a kind or a spec's config
-            class declares another kind.
+            class declares another kind (a config named by path: when it is imported).
     """
 
     specs: Mapping[str, KindSpec]
@@ -163,10 +185,8 @@ class NodeCatalog:
         for kind, spec in self.specs.items():
             if spec.kind != kind:
                 raise ValueError(f"catalog entry {kind!r} holds the spec of kind {spec.kind!r}")
-            if spec.config.kind and spec.config.kind != kind:
-                raise ValueError(
-                    f"kind {kind!r}: config class {spec.config.__name__} declares kind {spec.config.kind!r}"
-                )
+            if not isinstance(spec.config_source, str):  # a path is checked when it is imported
+                _check_kind(spec.config_source, kind)
         object.__setattr__(self, "specs", dict(self.specs))
         object.__setattr__(self, "containers", frozenset(k for k, s in self.specs.items() if s.container))
         object.__setattr__(
@@ -174,8 +194,7 @@ class NodeCatalog:
         )
         # The plan cache keys on this: two catalogs with the same classes compile alike.
         text = "|".join(
-            f"{k}={s.config.__module__}.{s.config.__qualname__}/{s.executor_path}"
-            for k, s in sorted(self.specs.items())
+            f"{k}={s.config_path.replace(':', '.')}/{s.executor_path}" for k, s in sorted(self.specs.items())
         )
         object.__setattr__(self, "fingerprint", hashlib.sha256(text.encode()).hexdigest()[:16])
 
@@ -240,6 +259,22 @@ def _load(path: str) -> type[NodeExecutor[Any]]:
     cls = getattr(importlib.import_module(module), name, None)
     if not (isinstance(cls, type) and issubclass(cls, NodeExecutor)):
         raise ImportError(f"{path!r} is not a node executor class")
+    return cls
+
+
+def _check_kind(config: type[NodeConfig], kind: str) -> None:
+    """Raise ValueError when ``config`` declares a kind other than ``kind``."""
+    if config.kind and config.kind != kind:
+        raise ValueError(f"kind {kind!r}: config class {config.__name__} declares kind {config.kind!r}")
+
+
+@functools.cache
+def _load_config(path: str, kind: str) -> type[NodeConfig]:
+    module, _, name = path.partition(":")
+    cls = getattr(importlib.import_module(module), name, None)
+    if not (isinstance(cls, type) and issubclass(cls, NodeConfig)):
+        raise ImportError(f"{path!r} is not a node config class")
+    _check_kind(cls, kind)
     return cls
 
 

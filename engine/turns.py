@@ -12,7 +12,6 @@ import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from schemas.knowledge import run_citations
 from schemas.node_records import AgentToolRun, agent_trace
 from schemas.records import ChatMessage, MessagePart, MessageStatus
 from schemas.run import RunState
@@ -138,6 +137,9 @@ def _parts_of(state: RunState, streamed: str) -> list[MessagePart]:
     if text:
         parts.append(MessagePart(type="text", text=text))
     if state.status is RunStatus.succeeded:  # the sources of the answer, so a reloaded chat still shows them
+        # here, not at the top: the knowledge models are for chats, not for every run's service
+        from schemas.knowledge import run_citations
+
         parts += [
             MessagePart(type="citation", data=piece.model_dump(mode="json"))
             for piece in run_citations(state.node_runs.values())

@@ -2,7 +2,10 @@
 
 Each entry pairs a kind's config model (``schemas/``) with its executor (here, in
 ``nodes/``, named by import path so checking a workflow does not import the model
-SDKs) and the traits the engine acts on. The compiler, the JSON Schema, the CLI and
+SDKs) and the traits the engine acts on. The plumbing kinds' config models are classes
+(``schemas.nodes``, which the workflow model imports anyway); the others are named by
+import path too, so a command that checks or runs a workflow without LLM, agent, code
+or knowledge nodes does not build their models. The compiler, the JSON Schema, the CLI and
 the API all read this catalog; nothing else lists kinds.
 """
 
@@ -15,10 +18,6 @@ from engine.catalog import KindSpec, NodeCatalog
 from nodes.help_zh import HELP_ZH_CN
 from nodes.labels_zh import FIELD_ZH_CN, KIND_ZH_CN, VALUE_ZH_CN
 from schemas import nodes as plumbing
-from schemas.nodes_agent import AgentConfig, ToolCallConfig
-from schemas.nodes_code import CodeConfig
-from schemas.nodes_knowledge import KnowledgeRetrievalConfig
-from schemas.nodes_llm import ChatConfig, ClassifyQuestionConfig, ExtractFieldsConfig, QueryExtensionConfig
 
 __all__ = ["BUILTIN_KINDS", "FIELD_HELP", "FIELD_LABELS", "VALUE_LABELS", "builtin_catalog"]
 
@@ -56,7 +55,7 @@ _KINDS: tuple[KindSpec, ...] = (
     ),
     KindSpec(
         "chat",
-        ChatConfig,
+        "schemas.nodes_llm:ChatConfig",
         "nodes.llm.chat:ChatNode",
         streams="answer",
         reads_only=True,
@@ -65,7 +64,7 @@ _KINDS: tuple[KindSpec, ...] = (
     ),
     KindSpec(
         "classify_question",
-        ClassifyQuestionConfig,
+        "schemas.nodes_llm:ClassifyQuestionConfig",
         "nodes.llm.classify:ClassifyQuestionNode",
         reads_only=True,
         icon="split",
@@ -73,7 +72,7 @@ _KINDS: tuple[KindSpec, ...] = (
     ),
     KindSpec(
         "extract_fields",
-        ExtractFieldsConfig,
+        "schemas.nodes_llm:ExtractFieldsConfig",
         "nodes.llm.extract:ExtractFieldsNode",
         reads_only=True,
         icon="list",
@@ -81,7 +80,7 @@ _KINDS: tuple[KindSpec, ...] = (
     ),
     KindSpec(
         "query_extension",
-        QueryExtensionConfig,
+        "schemas.nodes_llm:QueryExtensionConfig",
         "nodes.llm.query_extension:QueryExtensionNode",
         reads_only=True,
         icon="search",
@@ -89,7 +88,7 @@ _KINDS: tuple[KindSpec, ...] = (
     ),
     KindSpec(
         "knowledge_retrieval",
-        KnowledgeRetrievalConfig,
+        "schemas.nodes_knowledge:KnowledgeRetrievalConfig",
         "nodes.knowledge.retrieval_node:KnowledgeRetrievalNode",
         reads_only=True,
         icon="search",
@@ -97,7 +96,7 @@ _KINDS: tuple[KindSpec, ...] = (
     ),
     KindSpec(
         "tool_call",
-        ToolCallConfig,
+        "schemas.nodes_agent:ToolCallConfig",
         "nodes.agent.tool_call:ToolCallNode",
         container=True,
         streams="answer",
@@ -106,7 +105,7 @@ _KINDS: tuple[KindSpec, ...] = (
     ),
     KindSpec(
         "agent",
-        AgentConfig,
+        "schemas.nodes_agent:AgentConfig",
         "nodes.agent.node:AgentNode",
         container=True,
         streams="answer",
@@ -154,7 +153,12 @@ _KINDS: tuple[KindSpec, ...] = (
         category="transform",
     ),
     KindSpec(
-        "code", CodeConfig, "nodes.sandbox.code:CodeNode", reads_only=True, icon="code", category="transform"
+        "code",
+        "schemas.nodes_code:CodeConfig",
+        "nodes.sandbox.code:CodeNode",
+        reads_only=True,
+        icon="code",
+        category="transform",
     ),
     KindSpec(
         "variable_update",

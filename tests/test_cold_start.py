@@ -6,7 +6,9 @@ is too noisy). What is asserted here is the cause: after a command ran in a fres
 interpreter, the heavy packages it does not use are absent from ``sys.modules``.
 
 - ``flowloom validate``: compiles (pydantic, networkx, jinja2, the settings) but needs
-  no HTTP stack, no SDK, no database, no queue and no run-time models.
+  no HTTP stack, no SDK, no database, no queue and no run-time models; for a workflow
+  without LLM, agent, code or knowledge nodes, none of those kinds' config models either
+  (the catalog names them by import path).
 - ``flowloom run`` on a database already at the newest migration: the SQLite store and
   the engine, but not Alembic (nor Mako and Pygments behind it), not PostgreSQL's
   dialect, not the HTTP server, and no SDK for a workflow without LLM nodes.
@@ -59,6 +61,10 @@ MIGRATIONS = ("alembic", "mako", "pygments")
 #: The run-time side of the engine and its records: a run needs them, a check does not.
 RUN_TIME = ("engine.runner", "engine.scheduler", "engine.context", "engine.service", "engine.ports",
             "schemas.events", "schemas.run", "schemas.records")
+#: The config models of the kinds that call models, tools or code, and the knowledge
+#: models behind them: built only when a workflow has such a node.
+MODEL_KINDS = ("schemas.nodes_llm", "schemas.nodes_agent", "schemas.nodes_agent_tools", "schemas.nodes_knowledge",
+               "schemas.nodes_code", "schemas.knowledge")
 #: The stores.
 KNOWLEDGE = ("workers.knowledge", "sqlean", "sqlite_vec", "usearch", "numpy", "engine.knowledge.service")
 STORAGE = ("sqlalchemy", "sqlmodel", "aiosqlite", "asyncpg", "workers")
@@ -90,7 +96,7 @@ def test_validate_loads_the_compiler_but_no_server_sdk_store_or_run_time_model()
     assert report["gc_enabled"] is True and report["frozen"] == 0  # the pause ended with the command
     assert "valid workflow 'hello'" in output
     assert {"engine.compiler", "nodes.catalog", "networkx"} <= modules  # it did compile
-    assert _present(modules, NEVER + MIGRATIONS + STORAGE + RUN_TIME) == []
+    assert _present(modules, NEVER + MIGRATIONS + STORAGE + RUN_TIME + MODEL_KINDS) == []
     assert "nodes.llm.model_probe" not in modules  # probing an endpoint is a command of its own
 
 
@@ -142,6 +148,7 @@ def test_run_on_an_up_to_date_database_skips_alembic():
     # a workflow without a knowledge search opens no knowledge store (its SQLite library,
     # numpy and the HNSW index load on a run's first search)
     assert _present(modules, KNOWLEDGE) == []
+    assert _present(modules, MODEL_KINDS) == []  # a workflow of plumbing nodes builds no LLM or agent model
 
 
 def test_the_head_read_without_alembic_is_alembics_head():

@@ -180,6 +180,31 @@ def test_every_catalog_kind_has_an_importable_executor_and_its_own_config():
         assert spec.config.kind == kind, kind
 
 
+def test_a_config_named_by_path_is_imported_on_first_read_and_fingerprinted_like_its_class():
+    """A kind's config may be named ``module:Class`` (the built-in catalog does so for its
+    LLM, agent, code and knowledge kinds): the catalog is built without importing it, the
+    class is what ``config`` gives, and the plan cache's key is the same either way."""
+    from engine.catalog import KindSpec, NodeCatalog
+    from schemas.nodes import TemplateConfig
+
+    by_path = NodeCatalog.of(KindSpec("template", "schemas.nodes:TemplateConfig", "nodes.template:TemplateNode"))
+    by_class = NodeCatalog.of(KindSpec("template", TemplateConfig, "nodes.template:TemplateNode"))
+    assert by_path.fingerprint == by_class.fingerprint
+    assert by_path["template"].config is TemplateConfig
+    assert by_path["template"].config_path == by_class["template"].config_path == "schemas.nodes:TemplateConfig"
+
+
+def test_a_config_path_naming_another_kind_or_no_config_fails_when_it_is_read():
+    from engine.catalog import KindSpec, NodeCatalog
+
+    catalog = NodeCatalog.of(KindSpec("answer", "schemas.nodes:TemplateConfig", "nodes.template:TemplateNode"),
+                             KindSpec("end", "schemas.nodes:FormField", "nodes.start:EndNode"))
+    with pytest.raises(ValueError, match="kind 'answer': config class TemplateConfig declares kind 'template'"):
+        _ = catalog["answer"].config
+    with pytest.raises(ImportError, match="is not a node config class"):
+        _ = catalog["end"].config
+
+
 def test_only_unknown_kinds_are_reported_not_crashed_on():
     doc = {"id": "wf", "nodes": [{"id": "a", "type": "ghost"}], "edges": []}
     assert [p.code for p in check_workflow(doc)] == ["unknown_kind", "no_start"]
