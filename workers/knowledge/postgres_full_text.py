@@ -32,9 +32,9 @@ def full_text_query(where: str) -> str:
     """The ranked full-text query (``$1`` tsquery, ``$2`` tenant, ``$3`` dataset ids, ``$4``
     k; ``where``: the metadata filters over ``d``, parameters from ``$5``): the ``k`` best
     chunks in scope by ``ts_rank_cd`` (ties by id). The matches come from the GIN index
-    alone (a materialized step, run with sequential scans off: the planner, unsure of an
-    OR of lexemes, would otherwise read every chunk of the tenant's datasets and test
-    each), ranked on the rows that scan reads; only the ``k`` best are read again with
+    alone (a materialized step, run with sequential scans off on the search pool's
+    connections: the planner, unsure of an OR of lexemes, would otherwise read every chunk
+    of the tenant's datasets and test each), ranked on the rows that scan reads; only the ``k`` best are read again with
     their text (joining every match back to its row by key cost more than ranking it)."""
     return (
         "WITH m AS MATERIALIZED (SELECT seq, id, document_id, CASE WHEN tenant_id = $2 AND dataset_id = "
@@ -69,7 +69,7 @@ class PostgresFullText(PostgresStoreBase):
             tsquery = tsquery_literal(await self._full_text_terms(c, query))
         if tsquery is None:
             return []
-        async with self._local("SET LOCAL enable_seqscan = off") as c:
+        async with self._search() as c:  # sequential scans off: the search pool's setting
             rows = await c.fetch(full_text_query(where), tsquery, tenant_id, list(dataset_ids), k, *params)
         return [ScoredChunk(chunk_from_row(r), float(r["rank"])) for r in rows]
 
