@@ -35,8 +35,9 @@ called) when ``rerank.model`` is not a rerank model or ``rerank.llm`` not a chat
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from schemas.knowledge import (
     Chunk,
@@ -63,6 +64,8 @@ from .ports import (
 )
 
 __all__ = ["InvalidRerank", "Retriever", "format_quote", "hit_text", "quote_block", "recall_size"]
+
+T = TypeVar("T")
 
 #: Most candidates a rerank model or the LLM pass sees (bounds their cost).
 MAX_RERANK_CANDIDATES = 100
@@ -136,6 +139,24 @@ def _label(dataset: Dataset) -> str:
         if dataset.name and dataset.name != dataset.id
         else repr(dataset.id)
     )
+
+
+async def _side_by_side(calls: list[Coroutine[Any, Any, T]], *, return_exceptions: bool = False) -> list[Any]:
+    """The results of ``calls`` in order, run side by side (:func:`asyncio.gather`); an
+    ``Exception`` raised is returned in its place when ``return_exceptions``. A single
+    call is awaited as it is, without a task around it: its store call is then sent in
+    this step of the event loop, not in a later one. That keeps a search's vector pass
+    from waiting behind its full-text pass: with the query embedded in-process, a task
+    started the vector pass only after the loop ran again, while the full-text pass,
+    started first, already held a thread and (in its Python parts) the interpreter."""
+    if len(calls) != 1:
+        return list(await asyncio.gather(*calls, return_exceptions=return_exceptions))
+    if not return_exceptions:
+        return [await calls[0]]
+    try:
+        return [await calls[0]]
+    except Exception as error:
+        return [error]
 
 
 class Retriever:
@@ -274,6 +295,11 @@ class Retriever:
             else None
         )
         try:
+            if early is not None and by_model:
+                # one step of the loop: the full-text task sends its store call now, and this
+                # task resumes in the same step, so an in-process embedding and the vector
+                # pass's call follow before any other step (the two passes start together)
+                await asyncio.sleep(0)
             await self._vector_passes(tenant_id, request, queries, by_model, full_text, k, recall)
         except BaseException:
             if early is not None:
@@ -299,10 +325,8 @@ class Retriever:
         self, tenant_id: str, dataset_ids: list[str], queries: list[str], k: int, request: SearchRequest
     ) -> list[Sequence[ScoredChunk]]:
         """One full-text search per query over ``dataset_ids`` (side by side)."""
-        return list(
-            await asyncio.gather(
-                *(self.store.search_full_text(tenant_id, dataset_ids, q, k, request.filters) for q in queries)
-            )
+        return await _side_by_side(
+            [self.store.search_full_text(tenant_id, dataset_ids, q, k, request.filters) for q in queries]
         )
 
     async def _vector_passes(
@@ -318,8 +342,8 @@ class Retriever:
         """Embed the queries once per model and search each semantic dataset's index; a
         dataset whose store cannot search vectors joins ``full_text`` (with a note)."""
         models = list(by_model)
-        embedded = await asyncio.gather(
-            *(self._embed(m, queries, by_model[m], request, recall, full_text) for m in models)
+        embedded = await _side_by_side(
+            [self._embed(m, queries, by_model[m], request, recall, full_text) for m in models]
         )
         jobs = [
             (ds, index.id, qi, vector)
@@ -329,11 +353,11 @@ class Retriever:
             if (index := ds.active_index) is not None
             for qi, vector in enumerate(vectors)
         ]
-        found_all = await asyncio.gather(
-            *(
+        found_all = await _side_by_side(
+            [
                 self.store.search_vectors(tenant_id, index_id, vector, k, request.filters)
                 for _, index_id, _, vector in jobs
-            ),
+            ],
             return_exceptions=True,
         )
         unavailable: set[str] = set()

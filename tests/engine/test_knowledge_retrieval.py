@@ -3,8 +3,9 @@ threshold, top_k, budget, citations and notes."""
 
 import pytest
 
-from engine.knowledge.ports import EmbeddingError
+from engine.knowledge.ports import EmbeddingError, VectorSearchUnavailable
 from engine.knowledge.retrieval import InvalidRerank, Retriever
+from engine.ports import StoreError
 from schemas.knowledge import ChunkKind, MetadataFilter, RerankSettings, SearchRequest
 from tests.support.fake_knowledge import (
     FakeStore,
@@ -68,6 +69,28 @@ async def test_dataset_without_index_is_searched_by_full_text_and_named():
     pending = await Retriever(store=store, embedder=embedder).search(
         "t1", SearchRequest(dataset_ids=["ds1"], query="refund", mode="semantic"), [dataset("ds1", active=False)])
     assert "has no ready index yet" in pending.notes[0]
+
+
+async def test_a_vector_pass_the_store_refuses_falls_back_to_full_text_and_other_errors_propagate():
+    store, embedder = build()
+
+    async def unavailable(*args, **kwargs):
+        raise VectorSearchUnavailable("no vector extension here")
+
+    store.search_vectors = unavailable  # the store said it had vectors, its one vector pass says not
+    result = await Retriever(store=store, embedder=embedder).search(
+        "t1", SearchRequest(dataset_ids=["ds1"], query="refund receipt", mode="semantic"), [dataset("ds1")])
+    assert [h.chunk_id for h in result.hits] == ["c3"]
+    assert result.notes == ["dataset 'ds1' (ds1 docs): no vector extension here; searched by full text instead"]
+
+    async def broken(*args, **kwargs):
+        raise StoreError("the disk is gone")
+
+    store.search_vectors = broken
+    for mode in ("semantic", "hybrid"):  # hybrid: its full-text pass, already running, is let go
+        with pytest.raises(StoreError, match="the disk is gone"):
+            await Retriever(store=store, embedder=embedder).search(
+                "t1", SearchRequest(dataset_ids=["ds1"], query="refund receipt", mode=mode), [dataset("ds1")])
 
 
 async def test_store_without_vectors_and_unknown_model_fall_back_with_notes():

@@ -43,9 +43,9 @@ from engine.ports import StoreError
 from schemas.knowledge import Chunk, ChunkDraft, Dataset, Document
 
 from .chunks import plan_chunks
-from .postgres_base import _CHUNK_COLUMNS, _Conn, _errors
+from .postgres_base import _CHUNK_COLUMNS, SEARCH_SETTINGS, SearchConnection, _Conn, _errors
 from .postgres_full_text import PostgresFullText
-from .postgres_vectors import PostgresVectors, _drop_hnsw, nearest_query, nearest_settings
+from .postgres_vectors import PostgresVectors, _drop_hnsw, hnsw_breadth, nearest_query
 from .rows import (
     UPDATABLE_DATASET_FIELDS,
     UPDATABLE_DOCUMENT_FIELDS,
@@ -60,8 +60,8 @@ from .rows import (
 )
 from .text import tsvector_literal
 
-# nearest_query and nearest_settings live in postgres_vectors and are exported from here too
-__all__ = ["PostgresKnowledgeStore", "nearest_query", "nearest_settings"]
+# hnsw_breadth and nearest_query live in postgres_vectors and are exported from here too
+__all__ = ["PostgresKnowledgeStore", "hnsw_breadth", "nearest_query"]
 
 #: a dataset with its live indexes (as JSON) in one statement: one snapshot, one round trip
 _DATASET_INDEXES = (
@@ -112,16 +112,38 @@ class PostgresKnowledgeStore(PostgresVectors, PostgresFullText):
                     await register_vector(connection)
                 await connection.execute(_CHUNKS_IN + (f"; {_VECTORS_IN}" if support else ""))
 
+            async def init_search(connection: asyncpg.Connection) -> None:
+                if support:
+                    from pgvector.asyncpg import register_vector
+
+                    await register_vector(connection)
+
             pool = await asyncpg.create_pool(
                 dsn, min_size=1, max_size=8, init=init, reset=_keep_session, timeout=30
             )
-        return cls(pool, url, support)
+            try:
+                # the search queries' planner settings, sent with the connection's start-up
+                search_pool = await asyncpg.create_pool(
+                    dsn,
+                    min_size=1,
+                    max_size=8,
+                    init=init_search,
+                    reset=_keep_session,
+                    timeout=30,
+                    connection_class=SearchConnection,
+                    server_settings=SEARCH_SETTINGS,
+                )
+            except BaseException:
+                await pool.close()
+                raise
+        return cls(pool, url, support, search_pool)
 
     async def close(self) -> None:
-        """Stop a statistics refresh still running, close the connection pool."""
+        """Stop a statistics refresh still running, close the connection pools."""
         if self._analyzing is not None:
             self._analyzing.cancel()
             await asyncio.gather(self._analyzing, return_exceptions=True)
+        await self._search_pool.close()
         await self._pool.close()
 
     # -------------------------------------------------------------------- datasets
@@ -578,10 +600,11 @@ class PostgresKnowledgeStore(PostgresVectors, PostgresFullText):
 
 
 async def _keep_session(connection: asyncpg.Connection) -> None:
-    """The pool's reset: nothing beyond asyncpg's own rollback of an open transaction.
-    Every setting this store makes is transaction-local (``SET LOCAL``) and it takes no
-    session locks or listeners, so the default reset (``RESET ALL`` and more) would only
-    cost a round trip per store call."""
+    """The pools' reset: nothing beyond asyncpg's own rollback of an open transaction.
+    Every setting this store makes on its own pool is transaction-local (``SET LOCAL``),
+    the search pool's session settings are meant to stay, and it takes no session locks
+    or listeners, so the default reset (``RESET ALL`` and more) would only cost a round
+    trip per store call (and undo the search pool's settings)."""
 
 
 async def _ensure_vector_column(conn: asyncpg.Connection) -> bool:

@@ -1,7 +1,16 @@
 """The plumbing under :class:`~workers.knowledge.postgres.PostgresKnowledgeStore` (see that
 module): the store's state, its pooled connections and transactions, driver errors as
 StoreError, and the SQL fragments every part of the store selects chunks with.
-:class:`PostgresStoreBase` is the base of the store's parts."""
+:class:`PostgresStoreBase` is the base of the store's parts.
+
+Two pools: the store's own, whose connections keep PostgreSQL's default planner settings
+(every setting made on them is transaction-local), and the *search* pool, whose
+connections are opened with the planner settings the nearest-neighbour and full-text
+queries need (:data:`SEARCH_SETTINGS`) as session settings. A search's query then runs
+alone, in one round trip, instead of between a ``BEGIN`` with its ``SET LOCAL``
+statements and a ``COMMIT`` (three): on a busy host every round trip waits for the
+server process to be scheduled, and the search's own statement is short. Only the
+search queries run there."""
 
 from __future__ import annotations
 
@@ -28,13 +37,36 @@ _CHUNK_COLUMNS = CHUNK_COLUMNS  # what every chunk query selects last (rows.chun
 #: be a part of it, or vectors of an older version); a document being ingested again stays
 #: searchable, so a change of embedding model answers from the old index until the new is built
 _SEARCHABLE = "d.status <> 'failed'"
+#: The session settings of the search pool's connections: the planner must walk the HNSW
+#: and GIN indexes, not rank every vector of an index (a sort plan) or read every chunk
+#: of the tenant's datasets (a sequential scan), which it would choose with few rows or
+#: stale statistics, or unsure of an OR of lexemes.
+SEARCH_SETTINGS = {"enable_seqscan": "off", "enable_sort": "off"}
+
+
+class SearchConnection(asyncpg.Connection):
+    """A connection of the search pool: it remembers the HNSW search breadth
+    (``hnsw.ef_search``) last set on its session, so a search sets it only when it needs
+    another (a round trip), not every time."""
+
+    __slots__ = ("_hnsw_breadth",)
+
+    def hnsw_breadth(self) -> int | None:
+        """The breadth set on this session (None: not set yet, pgvector's default)."""
+        return getattr(self, "_hnsw_breadth", None)
+
+    def set_hnsw_breadth(self, breadth: int) -> None:
+        """Record the breadth just set on this session."""
+        self._hnsw_breadth = breadth
 
 
 class PostgresStoreBase:
     """The state and connection plumbing of the PostgreSQL knowledge store."""
 
-    def __init__(self, pool: asyncpg.Pool, url: URL, vector_support: bool):
+    def __init__(self, pool: asyncpg.Pool, url: URL, vector_support: bool, search_pool: asyncpg.Pool):
         self._pool, self._url, self.vector_support = pool, url, vector_support
+        self._search_pool = search_pool  # connections with SEARCH_SETTINGS (module docstring)
+        self._index_rows: dict[str, tuple[float, float]] = {}  # HNSW index -> (read at, reltuples)
         self._hnsw_ready: set[str] = set()  # index ids whose HNSW index exists
         self._dimensions: dict[str, int] = {}  # index id -> its dimension (set once, never changed)
         self._lexemes: tuple[float, float, dict[str, float], float] | None = (
@@ -61,20 +93,12 @@ class PostgresStoreBase:
                 yield conn
 
     @contextlib.asynccontextmanager
-    async def _local(self, settings: str) -> AsyncIterator[_Conn]:
-        """A transaction opened together with its ``SET LOCAL`` statements (``settings``:
-        SQL without parameters) in one round trip; committed after, rolled back on error."""
+    async def _search(self) -> AsyncIterator[_Conn]:
+        """A connection of the search pool (:data:`SEARCH_SETTINGS` in effect), for reads
+        whose statements need no common snapshot; its session settings are left as set."""
         with _errors(self._url):
-            async with self._pool.acquire() as conn:
-                await conn.execute(f"BEGIN; {settings}")
-                try:
-                    yield conn
-                except BaseException:
-                    if not conn.is_closed():
-                        with contextlib.suppress(Exception):
-                            await conn.execute("ROLLBACK")
-                    raise
-                await conn.execute("COMMIT")
+            async with self._search_pool.acquire() as conn:
+                yield conn
 
     def _need_vectors(self) -> None:
         if not self.vector_support:

@@ -15,7 +15,7 @@ from engine.ports import StoreError
 from schemas.knowledge import MetadataFilter
 
 from .filters import postgres_filters
-from .postgres_base import _CHUNK_COLUMNS, _SEARCHABLE, PostgresStoreBase, _Conn
+from .postgres_base import _CHUNK_COLUMNS, _SEARCHABLE, PostgresStoreBase
 from .rows import chunk_from_row
 from .text import query_terms, rarest_terms, tsquery_literal
 
@@ -32,9 +32,9 @@ def full_text_query(where: str) -> str:
     """The ranked full-text query (``$1`` tsquery, ``$2`` tenant, ``$3`` dataset ids, ``$4``
     k; ``where``: the metadata filters over ``d``, parameters from ``$5``): the ``k`` best
     chunks in scope by ``ts_rank_cd`` (ties by id). The matches come from the GIN index
-    alone (a materialized step, run with sequential scans off: the planner, unsure of an
-    OR of lexemes, would otherwise read every chunk of the tenant's datasets and test
-    each), ranked on the rows that scan reads; only the ``k`` best are read again with
+    alone (a materialized step, run with sequential scans off on the search pool's
+    connections: the planner, unsure of an OR of lexemes, would otherwise read every chunk
+    of the tenant's datasets and test each), ranked on the rows that scan reads; only the ``k`` best are read again with
     their text (joining every match back to its row by key cost more than ranking it)."""
     return (
         "WITH m AS MATERIALIZED (SELECT seq, id, document_id, CASE WHEN tenant_id = $2 AND dataset_id = "
@@ -65,15 +65,14 @@ class PostgresFullText(PostgresStoreBase):
         if not dataset_ids or k < 1:
             return []
         where, params = postgres_filters(filters, 5)
-        async with self._read() as c:
-            tsquery = tsquery_literal(await self._full_text_terms(c, query))
+        tsquery = tsquery_literal(await self._full_text_terms(query))
         if tsquery is None:
             return []
-        async with self._local("SET LOCAL enable_seqscan = off") as c:
+        async with self._search() as c:  # sequential scans off: the search pool's setting
             rows = await c.fetch(full_text_query(where), tsquery, tenant_id, list(dataset_ids), k, *params)
         return [ScoredChunk(chunk_from_row(r), float(r["rank"])) for r in rows]
 
-    async def _full_text_terms(self, c: _Conn, query: str) -> list[str]:
+    async def _full_text_terms(self, query: str) -> list[str]:
         """The query's terms, rarest first, within the postings budget
         (:func:`workers.knowledge.text.rarest_terms`), by chunk counts estimated from the
         planner's lexeme statistics of ``search_vector`` (a lexeme not among the most
@@ -81,13 +80,13 @@ class PostgresFullText(PostgresStoreBase):
         terms = query_terms(query)
         if len(terms) <= 1:
             return terms
-        stats = await self._lexeme_stats(c)
+        stats = await self._lexeme_stats()
         if stats is None:
             return terms
         rows, freqs, floor = stats
         return rarest_terms({t: max(freqs.get(t, floor) * rows, 1.0) for t in terms})
 
-    async def _lexeme_stats(self, c: _Conn) -> tuple[float, dict[str, float], float] | None:
+    async def _lexeme_stats(self) -> tuple[float, dict[str, float], float] | None:
         """(rows, lexeme -> frequency, floor) from the planner's statistics, read at most
         every :data:`_STATS_TTL_S` (sooner once this store inserted more chunks than half
         the rows they describe). Statistics missing or stale start an ``ANALYZE`` in the
@@ -103,12 +102,13 @@ class PostgresFullText(PostgresStoreBase):
         ):
             return cached[1:]
         self._chunks_written = 0
-        row = await c.fetchrow(
-            "SELECT s.most_common_elems::text::text[] AS elems, s.most_common_elem_freqs AS freqs, t.n_live_tup, "
-            "t.n_mod_since_analyze FROM pg_stat_user_tables t LEFT JOIN pg_stats s ON s.schemaname = t.schemaname "
-            "AND s.tablename = t.relname AND s.attname = 'search_vector' WHERE t.relname = 'kb_chunks' "
-            "AND t.schemaname = current_schema()"
-        )
+        async with self._read() as c:  # a connection only when the statistics are read
+            row = await c.fetchrow(
+                "SELECT s.most_common_elems::text::text[] AS elems, s.most_common_elem_freqs AS freqs, t.n_live_tup, "
+                "t.n_mod_since_analyze FROM pg_stat_user_tables t LEFT JOIN pg_stats s ON s.schemaname = t.schemaname "
+                "AND s.tablename = t.relname AND s.attname = 'search_vector' WHERE t.relname = 'kb_chunks' "
+                "AND t.schemaname = current_schema()"
+            )
         if row is None:
             return None
         live = row["n_live_tup"] or 0

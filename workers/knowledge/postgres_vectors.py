@@ -20,7 +20,7 @@ from .filters import postgres_filters
 from .postgres_base import _CHUNK_COLUMNS, _SEARCHABLE, PostgresStoreBase, _Conn
 from .rows import check_index_id, chunk_from_row, new_id
 
-__all__ = ["PostgresVectors", "nearest_query", "nearest_settings"]
+__all__ = ["PostgresVectors", "hnsw_breadth", "nearest_query"]
 
 #: exact nearest chunks ($1 vector, $2 index, $3 tenant, $4 k): when the graph's nearest
 #: held fewer than k searchable chunks
@@ -29,6 +29,10 @@ _EXACT_NEAREST = (
     "ON c.id = v.chunk_id JOIN kb_documents d ON d.id = c.document_id WHERE v.index_id = $2 AND "
     f"v.tenant_id = $3 AND {_SEARCHABLE} ORDER BY distance LIMIT $4"
 )
+
+
+#: How long an HNSW index's row count (which sets the search breadth) is reused, seconds.
+_INDEX_ROWS_TTL_S = 60.0
 
 
 def _hnsw_name(index_id: str) -> str:
@@ -208,27 +212,48 @@ class PostgresVectors(PostgresStoreBase):
         return dim
 
     async def _nearest(self, tenant_id: str, index_id: str, query: np.ndarray, k: int) -> list[ScoredChunk]:
-        """Nearest chunks through the index's HNSW index (it exists): the transaction and
-        its settings in one round trip, the graph's nearest, the commit. The index row is
-        read only on the index's first search here (its dimension never changes once set)
-        or when fewer than ``k`` rows come back: the nearest query itself returns nothing
-        for a retired or deleted index, and the row then says which (``[]`` or
+        """Nearest chunks through the index's HNSW index (it exists), on a search-pool
+        connection (its planner settings are the session's): the graph's nearest in one
+        round trip once the session's breadth is the one wanted. The index row is read
+        only on the index's first search here (its dimension never changes once set) or
+        when fewer than ``k`` rows come back: the nearest query itself returns nothing for
+        a retired or deleted index, and the row then says which (``[]`` or
         DatasetNotFound), as it does for a query of another dimension."""
         dim = self._dimensions.get(index_id)
         checked = dim is None or k < 1 or query.shape != (dim,)
-        async with self._local("; ".join(nearest_settings(k, index_id))) as c:
+        async with self._search() as c:
             if checked:
                 dim = await self._searchable_dimension(c, tenant_id, index_id, query, k)
                 if dim is None:
                     return []
                 self._dimensions[index_id] = dim
             assert dim is not None
+            await self._set_breadth(c, index_id, k)
             rows = await c.fetch(nearest_query(index_id, dim), query, tenant_id, k)
             if len(rows) < k:  # fewer: a failed document's chunks were among the nearest, or a small index
                 if not checked and await self._searchable_dimension(c, tenant_id, index_id, query, k) is None:
                     return []
                 rows = await c.fetch(_EXACT_NEAREST, query, index_id, tenant_id, k)
         return [ScoredChunk(chunk_from_row(r), 1.0 - float(r["distance"])) for r in rows]
+
+    async def _set_breadth(self, c: Any, index_id: str, k: int) -> None:
+        """Give the search connection ``c`` the HNSW breadth for ``k`` results of the
+        index (:func:`hnsw_breadth`) when its session holds another. The index's row count
+        comes from the catalog (``reltuples``, which PostgreSQL itself only updates when
+        it builds, vacuums or analyzes the index), read at most every
+        :data:`_INDEX_ROWS_TTL_S`: the breadth follows a growing index a little later."""
+        now = time.monotonic()
+        cached = self._index_rows.get(index_id)
+        if cached is None or now - cached[0] > _INDEX_ROWS_TTL_S:
+            rows = await c.fetchval(
+                "SELECT coalesce(max(reltuples), 0)::float8 FROM pg_class WHERE relname = $1",
+                _hnsw_name(index_id),
+            )
+            cached = self._index_rows[index_id] = (now, float(rows))
+        breadth = hnsw_breadth(k, cached[1])
+        if c.hnsw_breadth() != breadth:
+            await c.execute(f"SET hnsw.ef_search = {int(breadth)}")
+            c.set_hnsw_breadth(breadth)
 
     async def _ensure_hnsw(self, index_id: str, dimension: int) -> None:
         """Create the index's HNSW index if it does not exist yet. Built on the first search
@@ -255,22 +280,13 @@ class PostgresVectors(PostgresStoreBase):
         self._hnsw_ready.add(index_id)
 
 
-def nearest_settings(k: int, index_id: str | None = None) -> list[str]:
-    """Statements run in a nearest-neighbour search's transaction: a search breadth for
-    ``k`` results that grows with the index (one per 250 vectors, from the HNSW index's
-    row count in the catalog: near-duplicate passages need more of the graph visited as
-    they multiply), and no sort plan (the planner, with few rows or stale statistics,
-    would otherwise rank every vector of the index instead of walking the graph)."""
+def hnsw_breadth(k: int, index_rows: float = 0.0) -> int:
+    """The HNSW search breadth (``hnsw.ef_search``) for ``k`` results in an index of
+    ``index_rows`` vectors: at least 100 and ``2 k``, one per 250 vectors, at most 1000
+    (pgvector's limit). It grows with the index: near-duplicate passages need more of the
+    graph visited as they multiply."""
     floor = max(100, min(1000, 2 * int(k)))
-    breadth = str(floor)
-    if index_id is not None and check_index_id(index_id):
-        breadth = (
-            f"(SELECT least(1000, greatest({floor}, (max(reltuples) / 250)::int))::text FROM pg_class "
-            f"WHERE relname = '{_hnsw_name(index_id)}')"
-        )
-    else:
-        breadth = f"'{breadth}'"
-    return [f"SELECT set_config('hnsw.ef_search', {breadth}, true)", "SET LOCAL enable_sort = off"]
+    return min(1000, max(floor, round(index_rows / 250)))
 
 
 def nearest_query(index_id: str, dimension: int) -> str:

@@ -43,6 +43,12 @@ _CHUNKS_FROM = "kb_chunks c JOIN kb_documents d ON d.id = c.document_id"
 #: be a part of it, or vectors of an older version); a document being ingested again stays
 #: searchable, so a change of embedding model answers from the old index until the new is built
 _SEARCHABLE = "d.status != 'failed'"
+#: Bytes of the file each connection reads through a memory map (SQLite's ``mmap_size``):
+#: a search reads rows scattered over the file (the chunks and vectors its graph or
+#: full-text ranking chose), more than SQLite's 2 MB page cache holds, so each page was
+#: copied in by a ``pread`` system call; mapped, the pages are read where the operating
+#: system caches them. A limit, not an allocation (a larger file is read past it as before).
+MMAP_BYTES = 1 << 30
 
 
 class SqliteStoreBase:
@@ -81,6 +87,7 @@ class SqliteStoreBase:
             "synchronous=NORMAL",
             f"busy_timeout={BUSY_TIMEOUT_MS}",
             "foreign_keys=ON",
+            f"mmap_size={MMAP_BYTES}",
         ):
             conn.execute(f"PRAGMA {pragma}")
         self._conn = conn
@@ -100,6 +107,7 @@ class SqliteStoreBase:
             )
             conn.row_factory = sqlean.Row
             conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+            conn.execute(f"PRAGMA mmap_size={MMAP_BYTES}")
             # each term's chunk count, for choosing a query's terms (this connection only)
             conn.execute(
                 "CREATE VIRTUAL TABLE IF NOT EXISTS temp.kb_chunks_terms USING "

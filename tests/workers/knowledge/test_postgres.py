@@ -14,7 +14,8 @@ import pytest
 
 from engine.knowledge.ports import VectorSearchUnavailable
 from workers.knowledge import open_knowledge_store, vector_support_warning
-from workers.knowledge.postgres import nearest_query, nearest_settings
+from workers.knowledge.postgres import hnsw_breadth, nearest_query
+from workers.knowledge.postgres_base import SEARCH_SETTINGS
 
 from .conftest import dataset, document, drafts
 
@@ -102,13 +103,12 @@ async def test_pgvector_hnsw_index_answers_like_exact_search(pgvector_database_u
         chunks = await store.replace_chunks(tenant, doc.id, drafts(*[f"chunk {i}" for i in range(len(vectors))]))
         await store.put_vectors(tenant, index.id, [(c.id, v) for c, v in zip(chunks, vectors, strict=True)])
         await store.search_vectors(tenant, index.id, vectors[0].tolist(), 10)  # builds the HNSW index
-        conn = await asyncpg.connect(pgvector_database_url)
-        try:
-            async with conn.transaction():  # the store's own query and settings
-                await conn.execute("; ".join(nearest_settings(10, index.id)))
-                assert await conn.fetchval("SHOW hnsw.ef_search") == "100"
-                plan = "\n".join(r[0] for r in await conn.fetch(
-                    f"EXPLAIN {nearest_query(index.id, 24)}", str(vectors[0].tolist()), tenant, 10))
+        conn = await asyncpg.connect(pgvector_database_url, server_settings=SEARCH_SETTINGS)
+        try:  # the store's own query, session settings and breadth (2000 vectors: the floor)
+            await conn.execute(f"SET hnsw.ef_search = {hnsw_breadth(10, 2000)}")
+            assert await conn.fetchval("SHOW hnsw.ef_search") == "100"
+            plan = "\n".join(r[0] for r in await conn.fetch(
+                f"EXPLAIN {nearest_query(index.id, 24)}", str(vectors[0].tolist()), tenant, 10))
         finally:
             await conn.close()
         assert f"kb_vectors_hnsw_{index.id}" in plan
@@ -119,6 +119,17 @@ async def test_pgvector_hnsw_index_answers_like_exact_search(pgvector_database_u
             hits = await store.search_vectors(tenant, index.id, query.tolist(), 10)
             found += len({h.chunk.id for h in hits} & truth)
         assert found / 200 >= 0.95
+        # the breadth lives on the search connection's session, set when a search needs
+        # another; the store's own connections keep the planner's defaults
+        wide = await store.search_vectors(tenant, index.id, vectors[0].tolist(), 150)
+        assert len(wide) == 150 and wide[0].chunk.id == chunks[0].id
+        async with store._search_pool.acquire() as c:
+            assert (await c.fetchval("SHOW hnsw.ef_search"), await c.fetchval("SHOW enable_sort")) == ("300", "off")
+        async with store._pool.acquire() as c:
+            assert (await c.fetchval("SHOW enable_sort"), await c.fetchval("SHOW enable_seqscan")) == ("on", "on")
+        await store.search_vectors(tenant, index.id, vectors[0].tolist(), 10)
+        async with store._search_pool.acquire() as c:
+            assert await c.fetchval("SHOW hnsw.ef_search") == "100"
         # searches after the first skip reading the index row: a retired index must still
         # answer nothing, even while its vectors are there
         conn = await asyncpg.connect(pgvector_database_url)
@@ -129,3 +140,10 @@ async def test_pgvector_hnsw_index_answers_like_exact_search(pgvector_database_u
         assert await store.search_vectors(tenant, index.id, vectors[0].tolist(), 10) == []
     finally:
         await store.close()
+
+
+def test_hnsw_breadth_grows_with_k_and_the_index():
+    assert hnsw_breadth(10) == hnsw_breadth(10, 2000) == 100  # the floor
+    assert hnsw_breadth(150, 2000) == 300  # twice k
+    assert hnsw_breadth(10, 100_000) == 400  # one per 250 vectors
+    assert hnsw_breadth(10, 10_000_000) == hnsw_breadth(900) == 1000  # pgvector's limit
