@@ -49,8 +49,9 @@ def plan_chunks(
         kept.setdefault((row["text_hash"], row["kind"]), []).append(row["id"])
     ids: list[str] = []
     fresh: set[str] = set()
-    for draft in drafts:
-        same = kept.get((draft.text_hash, str(draft.kind)))
+    hashes = [draft.text_hash for draft in drafts]  # a property: SHA-256 at each read
+    for draft, text_hash in zip(drafts, hashes, strict=True):
+        same = kept.get((text_hash, str(draft.kind)))
         if same:
             ids.append(same.pop(0))
         else:
@@ -58,7 +59,7 @@ def plan_chunks(
             fresh.add(ids[-1])
     plan = ChunkPlan(dropped=[i for group in kept.values() for i in group])
     by_position = {draft.position: chunk_id for draft, chunk_id in zip(drafts, ids, strict=True)}
-    for draft, chunk_id in zip(drafts, ids, strict=True):
+    for draft, chunk_id, text_hash in zip(drafts, ids, hashes, strict=True):
         parent_id = by_position.get(draft.parent) if draft.parent is not None else None
         common = (draft.position, draft.text, dumps(draft.heading_path), parent_id, draft.tokens)
         if chunk_id not in fresh:
@@ -73,7 +74,7 @@ def plan_chunks(
                 document_id,
                 str(draft.kind),
                 draft.search_text,
-                draft.text_hash,
+                text_hash,
                 terms,
                 *common,
             )
