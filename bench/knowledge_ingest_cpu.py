@@ -1,0 +1,97 @@
+"""CPU time per chunk of Flowloom's ingestion alone: the ingestion of ``bench/knowledge.py``
+(the ``--quick`` corpus through ``KnowledgeService`` and the registry's embeddings client
+against the bench's embeddings server), repeated into fresh datasets of one store.
+
+On a loaded machine wall-clock chunks/s moves by 2× between runs of the same code; the CPU
+this process spends per chunk (``getrusage``: every thread, user + system; the embeddings
+server is another process, and so is PostgreSQL) moves far less, so versions are compared
+by it, alternating runs of each. Prints **one JSON line**: per run the CPU ms per chunk,
+the wall chunks/s and the embedding requests sent; ``min`` / ``median`` over the runs after
+the first (which warms the process: imports, the tokenizer, the store's statements).
+
+    python bench/knowledge_ingest_cpu.py                         # SQLite, 5 runs
+    python bench/knowledge_ingest_cpu.py --database postgresql --runs 4
+    python bench/knowledge_ingest_cpu.py --concurrency 2         # the in-process queue's width
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import resource
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from typing import Any
+
+from _checkout import machine, print_report, provenance, sibling
+
+knowledge: Any = sibling("knowledge")
+
+
+def _cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+async def run(database: str, runs: int, concurrency: int | None) -> dict[str, Any]:
+    from engine.knowledge.service import LocalIngestionQueue
+    from nodes.knowledge.embeddings import RegistryEmbedder
+
+    proc, url = knowledge.start_embed_server()
+    corpus = knowledge.load_corpus("topics")
+    folder = tempfile.mkdtemp(prefix="flowloom-bench-ingest-cpu-")
+    pg = knowledge.PgServer() if database == "postgresql" else None
+    rows: list[dict[str, Any]] = []
+    try:
+        embedder = RegistryEmbedder(knowledge.registry(url))
+        for i in range(runs):
+            where = os.path.join(folder, f"kb{i}.db") if pg is None else await pg.new_database(f"run{i}")
+            store = await knowledge.open_store(database, where, folder)
+            svc = knowledge.service(store, embedder)
+            if concurrency is not None:
+                svc.queue = LocalIngestionQueue(svc.ingest, concurrency=concurrency)
+            cpu = _cpu_s()
+            rate, _ = await knowledge.ingest_flowloom(corpus, svc)
+            cpu = _cpu_s() - cpu
+            lanes = getattr(svc.ingestor, "lanes", None)
+            rows.append({"cpu_ms_per_chunk": round(cpu * 1000 / rate["chunks"], 3),
+                         "chunks_per_s": rate["chunks_per_s"], "chunks": rate["chunks"],
+                         "embedding_requests": getattr(lanes, "requests", None)})
+            await svc.aclose()
+            await store.close()
+    finally:
+        knowledge.stop_process(proc)
+        if pg is not None:
+            pg.stop()
+        shutil.rmtree(folder, ignore_errors=True)
+    measured = [r["cpu_ms_per_chunk"] for r in (rows[1:] or rows)]
+    return {"database": database, "concurrency": concurrency, "runs": rows,
+            "cpu_ms_per_chunk": {"min": min(measured), "median": round(statistics.median(measured), 3)},
+            "load_average": [round(x, 2) for x in os.getloadavg()]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--database", choices=["sqlite", "postgresql"], default="sqlite")
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--concurrency", type=int, default=None,
+                        help="documents ingested at a time (default: the service's)")
+    args = parser.parse_args(argv)
+
+    def make() -> dict[str, Any]:
+        started = time.time()
+        report = asyncio.run(run(args.database, max(1, args.runs), args.concurrency))
+        return {"schema": "flowloom-bench-knowledge-ingest-cpu/1",
+                "flowloom": provenance(("engine", "nodes", "workers", "schemas", "bench")),
+                "machine": machine(("semantic-text-splitter", "openai")), **report,
+                "seconds": round(time.time() - started, 1)}
+
+    return print_report(make)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
