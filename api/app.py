@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import logging
 from collections.abc import AsyncIterator
 from importlib import metadata
@@ -35,6 +34,7 @@ from schemas.records import DEFAULT_TENANT
 from .composition import key_store_of, open_deployment
 from .deployment import install
 from .errors import install_error_handlers
+from .gc_tuning import GC_YOUNG_THRESHOLD, tune_gc
 from .limits import BodyLimit, JsonBodyCheck
 from .metrics import router as metrics_router
 from .metrics import start_metrics
@@ -60,8 +60,6 @@ __all__ = [
 HEARTBEAT_S = 15.0
 #: seconds between two sweeps for unfinished ingestions (an ingestion lease's length)
 SWEEP_S = 30.0
-#: allocations between two young collections of the cyclic GC in a server (Python's default: 700)
-GC_YOUNG_THRESHOLD = 10_000
 logger = logging.getLogger("flowloom.api")
 
 
@@ -84,22 +82,6 @@ async def sweep_ingestion(knowledge: Any, every_s: float) -> None:
         except Exception as exc:
             logger.warning("ingestion sweep failed: %s", exc)
         await asyncio.sleep(every_s)
-
-
-def tune_gc() -> None:
-    """Tune the cyclic garbage collector for a long-running server, once it started.
-
-    Everything alive then (modules, FastAPI's routes, pydantic's schemas, the stores:
-    about a million objects) is moved out of the collector's sight (``gc.freeze``), and
-    young collections run every :data:`GC_YOUNG_THRESHOLD` allocations instead of 700.
-    A run allocates many short-lived objects (events, node runs, rows); with the defaults
-    the collector ran several times per plumbing run and, for a 10,000-node run, spent
-    about as long scanning the heap as the run itself took. Objects are still freed as
-    their last reference goes; only cycles wait a little longer."""
-    gc.collect()
-    gc.freeze()
-    _young, middle, old = gc.get_threshold()
-    gc.set_threshold(GC_YOUNG_THRESHOLD, middle, old)
 
 
 def create_app(

@@ -71,6 +71,7 @@ def worker(
     from rq.logutils import setup_loghandlers
 
     from api.composition import open_service
+    from api.gc_tuning import tune_gc
     from workers.rq.queues import queue_names
     from workers.rq.runtime import WorkerRuntime, install_runtime
     from workers.rq.worker import LOG_DATE_FORMAT, LOG_FORMAT, FlowloomWorker, WorkerNameTaken
@@ -121,6 +122,8 @@ def worker(
             )
             raise typer.Exit(EXIT_INVALID) from None
     tracing = _start_traces()
+    # the service is open and every module a run needs is loaded: out of the collector's sight
+    tune_gc()
     try:
         _work(rq_worker, runtime, burst, log, handler)
     except WorkerNameTaken as exc:
