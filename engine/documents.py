@@ -17,7 +17,19 @@ from schemas.workflow import Workflow
 from .errors import CompileError, Problem
 from .settings import Settings, get_settings
 
-__all__ = ["as_document", "canonical_document", "canonical_json", "check_document_limits"]
+__all__ = [
+    "DocumentCaps",
+    "as_document",
+    "canonical_document",
+    "canonical_json",
+    "check_document_limits",
+    "checked_document_text",
+    "document_caps",
+]
+
+#: The document caps of a :class:`Settings`, in one comparable value:
+#: ``(max_document_depth, max_document_bytes, max_nodes, max_id_length, max_name_length)``.
+DocumentCaps = tuple[int, ...]
 
 
 def as_document(source: Workflow | Mapping[str, Any] | str | bytes) -> dict[str, Any]:
@@ -25,14 +37,24 @@ def as_document(source: Workflow | Mapping[str, Any] | str | bytes) -> dict[str,
     return canonical_document(source)[0]
 
 
-def canonical_document(source: Workflow | Mapping[str, Any] | str | bytes) -> tuple[dict[str, Any], str]:
+def canonical_document(
+    source: Workflow | Mapping[str, Any] | str | bytes, checked: tuple[str, DocumentCaps] | None = None
+) -> tuple[dict[str, Any], str]:
     """The document as a dict, within the document caps, and its canonical JSON text
     (:func:`canonical_json`: the compiler hashes it, so it is made once).
+
+    ``checked``: ``(text, caps)`` from :func:`checked_document_text` of this very
+    ``source`` (a mapping) by a caller that checked it first (a route, with the app's
+    settings). When ``caps`` are the process's own, the document was found within them
+    and ``text`` is its canonical text, so neither is made again: a run start checks and
+    encodes its document once, not twice. With other caps the check is done here.
 
     Raises:
         CompileError: not JSON, not an object, or over a cap.
     """
     settings = get_settings()
+    if checked is not None and isinstance(source, Mapping) and checked[1] == document_caps(settings):
+        return dict(source), checked[0]
     if isinstance(source, Workflow):
         doc = source.model_dump(mode="json", by_alias=True, exclude_none=True)
         return doc, canonical_json(doc)
@@ -131,6 +153,32 @@ def check_document_limits(doc: Mapping[str, Any], settings: Settings) -> list[Pr
     one pass and is never echoed back whole.
     """
     return _limits(doc, settings)[0]
+
+
+def document_caps(settings: Settings) -> DocumentCaps:
+    """The document caps of ``settings`` (:data:`DocumentCaps`)."""
+    return (
+        settings.max_document_depth,
+        settings.max_document_bytes,
+        settings.max_nodes,
+        settings.max_id_length,
+        settings.max_name_length,
+    )
+
+
+def checked_document_text(doc: Mapping[str, Any], settings: Settings) -> tuple[str, DocumentCaps]:
+    """``doc``'s canonical JSON text and the caps of ``settings`` it is within, for
+    :func:`canonical_document`'s ``checked``.
+
+    Raises:
+        CompileError: ``doc`` is over a cap of ``settings`` (as :func:`check_document_limits`
+        words it).
+    """
+    problems, text = _limits(doc, settings)
+    if problems:
+        raise CompileError(problems)
+    assert text is not None  # within the caps: the text was made
+    return text, document_caps(settings)
 
 
 def _limits(doc: Mapping[str, Any], settings: Settings) -> tuple[list[Problem], str | None]:

@@ -205,7 +205,8 @@ async def _start(service: RunService, tenant_id: str, request: StartRun, placeme
     first events before that commit, as it sees a pure node's before the checkpoint that
     carries it). A queued or detached start is answered at once (202, a job), so it waits."""
     models = await service.models_of(tenant_id)
-    plan = service.compile(request.doc, models)  # a document that does not compile takes no quota slot
+    # a document that does not compile takes no quota slot
+    plan = service.compile(request.doc, models, request.checked)
     run_id = request.run_id or uuid.uuid4().hex
     queued = placed_on_queue(service, plan, placement)
     # Keys are checked where the run executes: a queued run's worker has its own

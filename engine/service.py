@@ -158,11 +158,17 @@ class RunService(Executing, ChatTurns, NodeRuns):
 
     # ------------------------------------------------------------------ plans
 
-    def compile(self, doc: Mapping[str, Any], models: ModelCatalog | None = None) -> CompiledPlan:
+    def compile(
+        self,
+        doc: Mapping[str, Any],
+        models: ModelCatalog | None = None,
+        checked: tuple[str, tuple[int, ...]] | None = None,
+    ) -> CompiledPlan:
         """Compile ``doc`` with this service's catalog and ``models`` (a tenant's,
-        :meth:`models_of`; default: this service's). Raises CompileError."""
+        :meth:`models_of`; default: this service's); ``checked``: the caller's caps check
+        of ``doc`` (``StartRun.checked``). Raises CompileError."""
         return compile_workflow(
-            doc, catalog=self.catalog, models=models if models is not None else self.models
+            doc, catalog=self.catalog, models=models if models is not None else self.models, checked=checked
         )
 
     async def models_of(self, tenant_id: str) -> ModelCatalog | None:

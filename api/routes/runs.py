@@ -134,7 +134,7 @@ async def run_document(
         does not compile, or the inputs do not fit (422).
         QuotaExceeded: a quota of the tenant or of the app is used up (429, ``Retry-After``).
     """
-    check_document(doc, settings)
+    checked = check_document(doc, settings)
     ticket = await service.launch(
         caller.tenant_id,
         StartRun(
@@ -144,6 +144,7 @@ async def run_document(
             message=body.message,
             workflow_version=workflow_version,
             published=published,
+            checked=checked,
         ),
         dataclasses.replace(placement, detached=body.response_mode == "async"),
     )
