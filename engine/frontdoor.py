@@ -51,7 +51,15 @@ if TYPE_CHECKING:
 
     from .service import RunService
 
-__all__ = ["InvalidAnswer", "check_answers", "drives_agents", "follow", "launch", "placed_on_queue"]
+__all__ = [
+    "InvalidAnswer",
+    "check_answers",
+    "drives_agents",
+    "follow",
+    "follow_to_end",
+    "launch",
+    "placed_on_queue",
+]
 
 #: seconds a queued resume waits for the process that paused the run to let it go
 PAUSE_RELEASE_WAIT_S = 2.0
@@ -493,6 +501,42 @@ async def follow(service: RunService, tenant_id: str, run_id: str, after_seq: in
             yield adapter.validate_python(data)
     finally:
         await source.aclose()  # type: ignore[attr-defined]  # the feed's and the log's are async generators
+
+
+async def follow_to_end(service: RunService, tenant_id: str, run_id: str) -> None:
+    """Return once the run ends or pauses, as reading :func:`follow` to its end does (the
+    same errors), without its events: a blocking start answers with the run, not them.
+
+    A run executing here is waited for by a watcher of the live hub that takes only the
+    execution's end (None), not a queue woken per event; any other run is followed.
+    """
+    live = service._live.get(run_id)
+    if live is None or live.tenant_id != tenant_id or live.over:
+        async for _event in follow(service, tenant_id, run_id):
+            pass
+        return
+    watcher = _EndWatch(asyncio.get_running_loop().create_future())
+    live.watchers.append(watcher)  # the execution tells its watchers its end with None
+    try:
+        await watcher.ended
+    finally:
+        if watcher in live.watchers:
+            live.watchers.remove(watcher)
+    if live.error is not None:
+        raise live.error
+
+
+class _EndWatch:
+    """A live-hub watcher (``put_nowait`` as a queue's) that only marks the execution's end."""
+
+    __slots__ = ("ended",)
+
+    def __init__(self, ended: asyncio.Future[None]) -> None:
+        self.ended = ended
+
+    def put_nowait(self, event: Any) -> None:
+        if event is None and not self.ended.done():
+            self.ended.set_result(None)
 
 
 async def _follow_here(

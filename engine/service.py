@@ -495,6 +495,13 @@ class RunService(Executing, ChatTurns, NodeRuns):
 
         return follow(self, tenant_id, run_id, after_seq)
 
+    async def follow_to_end(self, tenant_id: str, run_id: str) -> None:
+        """Return once the run ends or pauses, as reading :meth:`follow` to its end does,
+        without its events (:func:`engine.frontdoor.follow_to_end`). Raises as it."""
+        from .frontdoor import follow_to_end
+
+        await follow_to_end(self, tenant_id, run_id)
+
     async def watch(self, tenant_id: str, run_id: str, after_seq: int = 0) -> AsyncIterator[dict[str, Any]]:
         """:meth:`follow` as JSON objects."""
         async for event in self.follow(tenant_id, run_id, after_seq):

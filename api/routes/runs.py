@@ -170,8 +170,7 @@ async def respond(
     if mode == "streaming":
         frames = _relay(service, caller.tenant_id, ticket)
         return EventStreamResponse(event_stream(frames, heartbeat_s))
-    async for _event in service.follow(caller.tenant_id, ticket.run_id):
-        pass
+    await service.follow_to_end(caller.tenant_id, ticket.run_id)
     return await _detail(service, caller.tenant_id, ticket.run_id)
 
 
