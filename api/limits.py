@@ -31,8 +31,7 @@ from typing import Any
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from engine.documents import check_document_limits
-from engine.errors import CompileError
+from engine.documents import DocumentCaps, checked_document_text
 from engine.settings import Settings
 
 from .errors import body_problem, error_body, is_json_type, shaped_error
@@ -163,13 +162,13 @@ def _content_length(scope: Scope) -> int | None:
     return None
 
 
-def check_document(doc: Mapping[str, Any], settings: Settings) -> None:
-    """Refuse a document over the caps of ``settings``.
+def check_document(doc: Mapping[str, Any], settings: Settings) -> tuple[str, DocumentCaps]:
+    """Refuse a document over the caps of ``settings``; else its canonical JSON text and
+    those caps, which the compile of a run start takes instead of checking and encoding
+    the document again (``StartRun.checked``, :func:`engine.documents.canonical_document`).
 
     Raises:
         CompileError: with one problem per cap exceeded (``too_many_nodes`` at ``nodes``,
         ``too_long`` at ``nodes[i].name``..., ``document_too_deep``); answered 422.
     """
-    problems = check_document_limits(doc, settings)
-    if problems:
-        raise CompileError(problems)
+    return checked_document_text(doc, settings)

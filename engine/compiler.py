@@ -50,7 +50,7 @@ import networkx as nx
 from schemas.workflow import NodeBase, Workflow
 
 from .catalog import NodeCatalog
-from .documents import canonical_document, canonical_json
+from .documents import DocumentCaps, canonical_document, canonical_json
 from .errors import CompileError, Problem
 from .graph_checks import build_graph, check_error_policy, check_ids, check_models, parse_document
 from .loops import CycleRegion, check_scopes, find_cycle_regions
@@ -91,17 +91,19 @@ def compile_workflow(
     catalog: NodeCatalog,
     models: ModelCatalog | None = None,
     use_cache: bool = True,
+    checked: tuple[str, DocumentCaps] | None = None,
 ) -> CompiledPlan:
     """Compile a workflow (model, dict or JSON text) against ``catalog``'s node kinds.
 
     ``models``: the model names ``model`` fields are checked against (None: not
     checked - the caller then owns that check). The plan cache is keyed by the
-    document hash, the catalog and the model registry's fingerprint.
+    document hash, the catalog and the model registry's fingerprint. ``checked``: the
+    caller's caps check of ``source`` (:func:`~engine.documents.canonical_document`).
 
     Raises:
         CompileError: with every problem found (warnings included in ``problems``).
     """
-    doc, text = canonical_document(source)
+    doc, text = canonical_document(source, checked)
     key = _text_hash(text)
     cache_key = f"{key}:{catalog.fingerprint}:{models.fingerprint if models is not None else '-'}"
     if use_cache and cache_key in _CACHE:

@@ -17,7 +17,19 @@ from schemas.workflow import Workflow
 from .errors import CompileError, Problem
 from .settings import Settings, get_settings
 
-__all__ = ["as_document", "canonical_document", "canonical_json", "check_document_limits"]
+__all__ = [
+    "DocumentCaps",
+    "as_document",
+    "canonical_document",
+    "canonical_json",
+    "check_document_limits",
+    "checked_document_text",
+    "document_caps",
+]
+
+#: The document caps of a :class:`Settings`, in one comparable value:
+#: ``(max_document_depth, max_document_bytes, max_nodes, max_id_length, max_name_length)``.
+DocumentCaps = tuple[int, ...]
 
 
 def as_document(source: Workflow | Mapping[str, Any] | str | bytes) -> dict[str, Any]:
@@ -25,14 +37,24 @@ def as_document(source: Workflow | Mapping[str, Any] | str | bytes) -> dict[str,
     return canonical_document(source)[0]
 
 
-def canonical_document(source: Workflow | Mapping[str, Any] | str | bytes) -> tuple[dict[str, Any], str]:
+def canonical_document(
+    source: Workflow | Mapping[str, Any] | str | bytes, checked: tuple[str, DocumentCaps] | None = None
+) -> tuple[dict[str, Any], str]:
     """The document as a dict, within the document caps, and its canonical JSON text
     (:func:`canonical_json`: the compiler hashes it, so it is made once).
+
+    ``checked``: ``(text, caps)`` from :func:`checked_document_text` of this very
+    ``source`` (a mapping) by a caller that checked it first (a route, with the app's
+    settings). When ``caps`` are the process's own, the document was found within them
+    and ``text`` is its canonical text, so neither is made again: a run start checks and
+    encodes its document once, not twice. With other caps the check is done here.
 
     Raises:
         CompileError: not JSON, not an object, or over a cap.
     """
     settings = get_settings()
+    if checked is not None and isinstance(source, Mapping) and checked[1] == document_caps(settings):
+        return dict(source), checked[0]
     if isinstance(source, Workflow):
         doc = source.model_dump(mode="json", by_alias=True, exclude_none=True)
         return doc, canonical_json(doc)
@@ -89,8 +111,30 @@ def _path_of(link: tuple[Any, Any] | None) -> str:
 _CONTAINERS = (dict, list)  # what nests; a tuple or another value does not (as json.loads gives)
 
 
-def _too_deep_at(doc: Mapping[str, Any], cap: int) -> Problem | None:
+#: containers a document may hold for :func:`_within` to answer alone (a run start's few
+#: dozen); past them the level walk, which is quicker on large documents, decides
+_SMALL_DOCUMENT = 256
+
+
+def _within(value: Any, left: int, budget: list[int]) -> bool:
+    """True when no non-empty container under ``value`` nests more than ``left`` levels
+    below it and fewer than ``budget[0]`` containers were met; False when one does, or
+    the budget ran out (the caller then decides another way)."""
+    for item in value.values() if isinstance(value, dict) else value:
+        if isinstance(item, _CONTAINERS) and item:
+            budget[0] -= 1
+            if left <= 0 or budget[0] < 0 or not _within(item, left - 1, budget):
+                return False
+    return True
+
+
+def _too_deep_at(doc: Mapping[str, Any], cap: int, small: int = _SMALL_DOCUMENT) -> Problem | None:
     """Nesting deeper than ``cap``, with the path of the first container found too deep.
+
+    A document of at most ``small`` containers found within the cap by a plain recursive
+    walk (:func:`_within`: a few microseconds for a run start's document, where the
+    level walk below costs about four times as much in its setup) is within it; any
+    other is walked as follows.
 
     One level at a time, in C-level loops (``map``/``compress``/``filter``): the common
     case (within the cap) touches every value once and builds no path, and a level with no
@@ -98,6 +142,8 @@ def _too_deep_at(doc: Mapping[str, Any], cap: int) -> Problem | None:
     without testing each value. Only a document over the cap is walked again, depth first
     with paths, to name where.
     """
+    if cap >= 1 and small > 0 and _within(doc, cap - 1, [small]):
+        return None
     level: list[Any] = [doc]
     depth = 1
     while level and depth <= cap:
@@ -131,6 +177,32 @@ def check_document_limits(doc: Mapping[str, Any], settings: Settings) -> list[Pr
     one pass and is never echoed back whole.
     """
     return _limits(doc, settings)[0]
+
+
+def document_caps(settings: Settings) -> DocumentCaps:
+    """The document caps of ``settings`` (:data:`DocumentCaps`)."""
+    return (
+        settings.max_document_depth,
+        settings.max_document_bytes,
+        settings.max_nodes,
+        settings.max_id_length,
+        settings.max_name_length,
+    )
+
+
+def checked_document_text(doc: Mapping[str, Any], settings: Settings) -> tuple[str, DocumentCaps]:
+    """``doc``'s canonical JSON text and the caps of ``settings`` it is within, for
+    :func:`canonical_document`'s ``checked``.
+
+    Raises:
+        CompileError: ``doc`` is over a cap of ``settings`` (as :func:`check_document_limits`
+        words it).
+    """
+    problems, text = _limits(doc, settings)
+    if problems:
+        raise CompileError(problems)
+    assert text is not None  # within the caps: the text was made
+    return text, document_caps(settings)
 
 
 def _limits(doc: Mapping[str, Any], settings: Settings) -> tuple[list[Problem], str | None]:

@@ -115,7 +115,9 @@ class _Live:
     token: CancelToken
     tenant_id: str = ""
     state: RunState | None = None
-    watchers: list[asyncio.Queue[Any]] = field(default_factory=list)
+    #: queues of followers (and :func:`engine.frontdoor.follow_to_end`'s end watchers):
+    #: each event, then None at the execution's end, through ``put_nowait``
+    watchers: list[Any] = field(default_factory=list)
     #: a deque bounded by :data:`_RECENT_MAX`: a list trimmed at its front moved all of
     #: its 10,000 items per event once full (20,000 events for a 10,000-node run)
     recent: deque[Any] = field(default_factory=lambda: deque(maxlen=_RECENT_MAX))

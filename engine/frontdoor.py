@@ -51,7 +51,15 @@ if TYPE_CHECKING:
 
     from .service import RunService
 
-__all__ = ["InvalidAnswer", "check_answers", "drives_agents", "follow", "launch", "placed_on_queue"]
+__all__ = [
+    "InvalidAnswer",
+    "check_answers",
+    "drives_agents",
+    "follow",
+    "follow_to_end",
+    "launch",
+    "placed_on_queue",
+]
 
 #: seconds a queued resume waits for the process that paused the run to let it go
 PAUSE_RELEASE_WAIT_S = 2.0
@@ -205,7 +213,8 @@ async def _start(service: RunService, tenant_id: str, request: StartRun, placeme
     first events before that commit, as it sees a pure node's before the checkpoint that
     carries it). A queued or detached start is answered at once (202, a job), so it waits."""
     models = await service.models_of(tenant_id)
-    plan = service.compile(request.doc, models)  # a document that does not compile takes no quota slot
+    # a document that does not compile takes no quota slot
+    plan = service.compile(request.doc, models, request.checked)
     run_id = request.run_id or uuid.uuid4().hex
     queued = placed_on_queue(service, plan, placement)
     # Keys are checked where the run executes: a queued run's worker has its own
@@ -492,6 +501,42 @@ async def follow(service: RunService, tenant_id: str, run_id: str, after_seq: in
             yield adapter.validate_python(data)
     finally:
         await source.aclose()  # type: ignore[attr-defined]  # the feed's and the log's are async generators
+
+
+async def follow_to_end(service: RunService, tenant_id: str, run_id: str) -> None:
+    """Return once the run ends or pauses, as reading :func:`follow` to its end does (the
+    same errors), without its events: a blocking start answers with the run, not them.
+
+    A run executing here is waited for by a watcher of the live hub that takes only the
+    execution's end (None), not a queue woken per event; any other run is followed.
+    """
+    live = service._live.get(run_id)
+    if live is None or live.tenant_id != tenant_id or live.over:
+        async for _event in follow(service, tenant_id, run_id):
+            pass
+        return
+    watcher = _EndWatch(asyncio.get_running_loop().create_future())
+    live.watchers.append(watcher)  # the execution tells its watchers its end with None
+    try:
+        await watcher.ended
+    finally:
+        if watcher in live.watchers:
+            live.watchers.remove(watcher)
+    if live.error is not None:
+        raise live.error
+
+
+class _EndWatch:
+    """A live-hub watcher (``put_nowait`` as a queue's) that only marks the execution's end."""
+
+    __slots__ = ("ended",)
+
+    def __init__(self, ended: asyncio.Future[None]) -> None:
+        self.ended = ended
+
+    def put_nowait(self, event: Any) -> None:
+        if event is None and not self.ended.done():
+            self.ended.set_result(None)
 
 
 async def _follow_here(

@@ -158,11 +158,17 @@ class RunService(Executing, ChatTurns, NodeRuns):
 
     # ------------------------------------------------------------------ plans
 
-    def compile(self, doc: Mapping[str, Any], models: ModelCatalog | None = None) -> CompiledPlan:
+    def compile(
+        self,
+        doc: Mapping[str, Any],
+        models: ModelCatalog | None = None,
+        checked: tuple[str, tuple[int, ...]] | None = None,
+    ) -> CompiledPlan:
         """Compile ``doc`` with this service's catalog and ``models`` (a tenant's,
-        :meth:`models_of`; default: this service's). Raises CompileError."""
+        :meth:`models_of`; default: this service's); ``checked``: the caller's caps check
+        of ``doc`` (``StartRun.checked``). Raises CompileError."""
         return compile_workflow(
-            doc, catalog=self.catalog, models=models if models is not None else self.models
+            doc, catalog=self.catalog, models=models if models is not None else self.models, checked=checked
         )
 
     async def models_of(self, tenant_id: str) -> ModelCatalog | None:
@@ -488,6 +494,13 @@ class RunService(Executing, ChatTurns, NodeRuns):
         from .frontdoor import follow
 
         return follow(self, tenant_id, run_id, after_seq)
+
+    async def follow_to_end(self, tenant_id: str, run_id: str) -> None:
+        """Return once the run ends or pauses, as reading :meth:`follow` to its end does,
+        without its events (:func:`engine.frontdoor.follow_to_end`). Raises as it."""
+        from .frontdoor import follow_to_end
+
+        await follow_to_end(self, tenant_id, run_id)
 
     async def watch(self, tenant_id: str, run_id: str, after_seq: int = 0) -> AsyncIterator[dict[str, Any]]:
         """:meth:`follow` as JSON objects."""

@@ -49,6 +49,9 @@ class StartRun:
     (``[{"role", "content"}]``, oldest first) is ``sys.history`` of a run without a chat.
     ``run_id``: the new run's id (default: a fresh one). ``published``: ``doc`` is that
     published version (the run is created only while it still is: ``StalePublished``).
+    ``checked``: ``(canonical JSON text of doc, the document caps it was found within)``
+    from a door that checked ``doc`` before asking (``engine.documents.checked_document_text``):
+    the compile uses the text instead of making it again when those caps are its own.
     """
 
     doc: Mapping[str, Any]
@@ -60,6 +63,7 @@ class StartRun:
     workflow_version: str | None = None
     run_id: str | None = None
     published: Published | None = None
+    checked: tuple[str, tuple[int, ...]] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,13 +19,14 @@ import os
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import Request
 from fastapi.responses import JSONResponse
 
 from schemas.api import Health, Readiness, ReadinessCheck
 from schemas.records import DEFAULT_TENANT
 
 from ..deployment import Running
+from ..screened_router import ScreenedRouter
 
 __all__ = ["CHECK_TIMEOUT_S", "MIN_FREE_BYTES", "router"]
 
@@ -35,7 +36,7 @@ CHECK_TIMEOUT_S = 5.0
 #: kilobytes; well below this, writes soon fail with "database or disk is full")
 MIN_FREE_BYTES = 16 * 1024 * 1024
 
-router = APIRouter(tags=["health"])
+router = ScreenedRouter(tags=["health"])
 logger = logging.getLogger("flowloom.api")
 
 

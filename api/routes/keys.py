@@ -11,19 +11,18 @@ ever get 404.
 
 from __future__ import annotations
 
-from fastapi import APIRouter
-
 from engine.ports import KeyNotFound
 from schemas.api import ErrorBody, KeyCreate, KeyCreated, KeyList, KeyOut
 
 from ..auth import Admin, Keys, Service
 from ..errors import ApiError
 from ..quotas import no_app_message, tenant_has_app
+from ..screened_router import ScreenedRouter
 from .runs import link
 
 __all__ = ["router"]
 
-router = APIRouter(
+router = ScreenedRouter(
     prefix="/v1/keys", tags=["keys"], responses={401: {"model": ErrorBody}, 403: {"model": ErrorBody}}
 )
 

@@ -27,7 +27,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Query
+from fastapi import Header, Query
 from fastapi.responses import Response
 
 from engine.ports import RunNotFound, WorkflowNotFound
@@ -56,6 +56,7 @@ from ..limits import check_document
 from ..openapi import RUN_SSE_CONTENT
 from ..responses import JsonBody, run_detail_body
 from ..run_context import RunStartContext
+from ..screened_router import ScreenedRouter
 from ..sse import EventStreamResponse, Frame, event_stream
 
 __all__ = ["RUN_LINKS", "RunStart", "link", "router", "run_document"]
@@ -68,7 +69,7 @@ STOP_WAIT_S = 2.0
 _ENDED = {RunStatus.succeeded, RunStatus.failed, RunStatus.cancelled}
 _SSE = {"description": "server-sent events: the run's events (RunEvent)", "content": RUN_SSE_CONTENT}
 
-router = APIRouter(prefix="/v1/runs", tags=["runs"], responses={401: {"model": ErrorBody}})
+router = ScreenedRouter(prefix="/v1/runs", tags=["runs"], responses={401: {"model": ErrorBody}})
 NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"model": ErrorBody}}
 
 
@@ -133,7 +134,7 @@ async def run_document(
         does not compile, or the inputs do not fit (422).
         QuotaExceeded: a quota of the tenant or of the app is used up (429, ``Retry-After``).
     """
-    check_document(doc, settings)
+    checked = check_document(doc, settings)
     ticket = await service.launch(
         caller.tenant_id,
         StartRun(
@@ -143,6 +144,7 @@ async def run_document(
             message=body.message,
             workflow_version=workflow_version,
             published=published,
+            checked=checked,
         ),
         dataclasses.replace(placement, detached=body.response_mode == "async"),
     )
@@ -168,8 +170,7 @@ async def respond(
     if mode == "streaming":
         frames = _relay(service, caller.tenant_id, ticket)
         return EventStreamResponse(event_stream(frames, heartbeat_s))
-    async for _event in service.follow(caller.tenant_id, ticket.run_id):
-        pass
+    await service.follow_to_end(caller.tenant_id, ticket.run_id)
     return await _detail(service, caller.tenant_id, ticket.run_id)
 
 

@@ -27,7 +27,7 @@ import json
 from pathlib import PurePath
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import Query, Request
 from fastapi.responses import JSONResponse, Response
 
 from engine.compiler import check_workflow
@@ -69,6 +69,7 @@ from ..errors import ApiError, parse_body
 from ..limits import check_document
 from ..openapi import RUN_SSE_CONTENT
 from ..run_context import RunStartContext
+from ..screened_router import ScreenedRouter
 from .env_secrets import keep_secrets, unset_secret_warnings
 from .runs import RUN_LINKS, link, run_document
 
@@ -79,12 +80,12 @@ Repo = Workflows
 #: run starts tried when the published version changes under them (each one a publish that raced it)
 _PUBLISH_RACES = 3
 _E: dict[int | str, dict[str, Any]] = {code: {"model": ErrorBody} for code in (401, 403, 404, 409, 422)}
-router = APIRouter(prefix="/v1/workflows", tags=["workflows"], responses=_E)
+router = ScreenedRouter(prefix="/v1/workflows", tags=["workflows"], responses=_E)
 #: The run route alone, included right after :data:`router` (so the OpenAPI document lists
 #: it where it stood, last of the workflow routes): a run start is matched against one
 #: route once the workflow routes are passed over, not against every one of them a second
 #: time inside their router - route matching was a few per cent of a short run's CPU.
-run_router = APIRouter(prefix="/v1/workflows", tags=["workflows"], responses=_E)
+run_router = ScreenedRouter(prefix="/v1/workflows", tags=["workflows"], responses=_E)
 
 #: the body of a new draft: any document with a usable ``id`` (it need not compile yet)
 _DOCUMENT_BODY = {

@@ -44,6 +44,10 @@ def _at(doc: dict[str, Any], path: str) -> Any:
 def test_a_document_is_too_deep_exactly_when_nested_beyond_the_cap(doc: dict[str, Any], cap: int) -> None:
     found = _too_deep_at(doc, cap)
     assert (found is not None) == (_depth(doc) > cap)
+    # the level walk alone (a large document's way) and the small-document walk with a
+    # budget that runs out part way agree with it
+    for small in (0, 1, 3):
+        assert (_too_deep_at(doc, cap, small) is None) == (found is None)
     if found is not None and found.path is not None:
         # the named container sits at level cap + 1
         assert isinstance(_at(doc, found.path), (dict, list))

@@ -13,7 +13,7 @@ import pytest
 
 from api.inline import InlineLauncher
 from engine.frontdoor import InvalidAnswer
-from engine.ports import Launch
+from engine.ports import Launch, RunNotFound
 from engine.service import RunService, Stores
 from engine.settings import Settings
 from nodes import builtin_catalog
@@ -90,3 +90,33 @@ async def test_a_follower_of_a_run_launched_here_gets_its_text_deltas_then_its_e
     replay = await _follow(service, ticket.run_id)
     assert [e.seq for e in replay] == [e.seq for e in events if e.type != "node_delta"], \
         "a replay after the end is the durable log's, wherever it is asked"
+
+
+async def test_following_to_the_end_returns_when_the_run_ends_or_pauses_as_following_its_events_does(store, tmp_path):
+    service = _service(store, tmp_path, _Queue())
+    hello = json.loads((ROOT / "examples" / "hello.json").read_text())
+    ticket = await service.launch("default", StartRun(hello, {"name": "Ada"}))
+    live = service._live[ticket.run_id]
+    assert not live.over, "followed while it executes here: waited for by the hub's end watcher"
+    await service.follow_to_end("default", ticket.run_id)
+    assert live.over and live.watchers == []
+    assert (await service.get("default", ticket.run_id)).status is RunStatus.succeeded
+    await service.follow_to_end("default", ticket.run_id)  # over: followed as before, at once
+
+    paused = await service.launch("default", StartRun(_order(), {"item": "tea"}), Placement(execution="inline"))
+    await service.follow_to_end("default", paused.run_id)
+    assert (await service.get("default", paused.run_id)).status is RunStatus.paused
+
+
+async def test_following_to_the_end_raises_what_following_raises(store, tmp_path):
+    service = _service(store, tmp_path, _Queue())
+    hello = json.loads((ROOT / "examples" / "hello.json").read_text())
+    ticket = await service.launch("default", StartRun(hello, {"name": "Ada"}))
+    with pytest.raises(RunNotFound):  # another tenant's run, executing here
+        await service.follow_to_end("tenant-b", ticket.run_id)
+    live = service._live[ticket.run_id]
+    live.error = RuntimeError("the execution stopped on this")
+    with pytest.raises(RuntimeError, match="the execution stopped on this"):
+        await service.follow_to_end("default", ticket.run_id)
+    with pytest.raises(RunNotFound):
+        await service.follow_to_end("default", "no-such-run")
