@@ -458,8 +458,11 @@ class TerminalView:
             (status, style),
             timing + detail,
         )
-        citations = (event.outputs or {}).get("citations") if status == "succeeded" else None
-        if isinstance(citations, list) and citations:  # a chat answer's sources (QuotePiece dicts)
+        # a chat answer's sources (QuotePiece dicts), once: not again where an end node
+        # hands them on as the run's outputs
+        answered = status == "succeeded" and str(event.kind) != "end"
+        citations = (event.outputs or {}).get("citations") if answered else None
+        if isinstance(citations, list) and citations:
             sources = "; ".join(
                 f"[{c.get('citation_id')}] {c.get('source_name') or c.get('document_id') or '?'}"
                 for c in citations

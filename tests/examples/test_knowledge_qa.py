@@ -65,3 +65,10 @@ def test_the_example_answers_from_the_handbook_with_a_citation(handbook):
     outputs = events[-1]["outputs"]
     assert outputs["answer"] == "Within 14 days of an approved claim [1]."
     assert outputs["citations"][0]["source_name"] == "handbook.md"
+
+
+def test_the_terminal_view_lists_the_sources_once(handbook):
+    handbook.script(text_reply('["expense claim refund days"]'), text_reply("Within 14 days [1]."))
+    result = runner.invoke(app, ["run", str(EXAMPLE), "-i", "query=How fast are travel expenses paid back?"])
+    assert result.exit_code == 0, result.output
+    assert result.stderr.count("sources: [1] handbook.md") == 1, result.stderr
