@@ -107,9 +107,11 @@ def _describe(exc: BaseException) -> str:
 
 
 async def _with_retries(
-    what: str, model: str, call: Callable[[], Awaitable[T]], *, retries: int, backoff_s: float
+    what: str, model: str, call: Callable[[], Awaitable[T]], *, retries: int, backoff_s: float, url: str
 ) -> T:
-    """``call()`` retried on transient failures (module docstring). Raises EmbeddingError."""
+    """``call()`` retried on transient failures (module docstring). Raises EmbeddingError,
+    naming ``url`` (the endpoint tried): with local endpoints the usual causes are a server
+    that is not running, a base URL missing its ``/v1``, or one that serves no such route."""
     attempt = 0
     while True:
         try:
@@ -119,7 +121,9 @@ async def _with_retries(
         except Exception as exc:
             if not _transient(exc) or attempt >= retries:
                 tried = f" after {attempt + 1} attempts" if attempt else ""
-                raise EmbeddingError(f"{what} model {model!r} failed{tried}: {_describe(exc)}") from None
+                raise EmbeddingError(
+                    f"{what} model {model!r} failed{tried}: {_describe(exc)} (URL tried: {url})"
+                ) from None
             wait = _retry_after(exc)
             if wait is None:
                 wait = min(backoff_s * (2**attempt), 20.0) * (0.75 + random.random() / 2)
@@ -240,7 +244,12 @@ class RegistryEmbedder:
         with telemetry().model_span("embeddings", spec.name) as span:
             try:
                 response = await _with_retries(
-                    "embedding", spec.name, call, retries=self.retries, backoff_s=self.backoff_s
+                    "embedding",
+                    spec.name,
+                    call,
+                    retries=self.retries,
+                    backoff_s=self.backoff_s,
+                    url=f"{self.registry.base_url(spec).rstrip('/')}/embeddings",
                 )
             except EmbeddingError:
                 telemetry().model_call(
@@ -365,7 +374,6 @@ class RegistryReranker:
     ) -> tuple[list[tuple[int, float]], int]:
         """``([(input index, relevance in [0, 1])...] best first, tokens)``. Raises
         EmbeddingError (unknown model, failed endpoint, an answer naming no document)."""
-
         try:
             spec = self.registry.get(model, "rerank")
             key = self.registry.api_key(spec)
@@ -386,7 +394,7 @@ class RegistryReranker:
                 return response.json()
 
         payload = await _with_retries(
-            "rerank", spec.name, call, retries=self.retries, backoff_s=self.backoff_s
+            "rerank", spec.name, call, retries=self.retries, backoff_s=self.backoff_s, url=f"{base}/rerank"
         )
         return _rerank_results(spec.name, payload, len(documents)), _rerank_tokens(payload, query, documents)
 

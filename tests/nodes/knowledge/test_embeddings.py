@@ -74,8 +74,10 @@ async def test_transient_failures_are_retried_and_the_last_one_names_the_model(o
 async def test_connection_refused_is_an_embedding_error(openai_server, scripted_registry):
     openai_server.stop()
     embedder = RegistryEmbedder(scripted_registry, retries=1, backoff_s=0.01)
-    with pytest.raises(EmbeddingError, match="embedding model 'embed-model' failed after 2 attempts"):
+    with pytest.raises(EmbeddingError, match="embedding model 'embed-model' failed after 2 attempts") as caught:
         await embedder.embed("embed-model", ["x"])
+    # the endpoint tried, as chat errors name it: a local server not running, or a base URL without /v1
+    assert f"(URL tried: {openai_server.base_url.rstrip('/')}/embeddings)" in str(caught.value)
 
 
 async def test_a_model_answering_another_dimension_is_a_dimension_mismatch(openai_server, scripted_registry):
