@@ -283,7 +283,8 @@ def _all_rejected(items: list[DocumentUploadItem]) -> ApiError:
     return ApiError(
         status,
         "payload_too_large" if status == 413 else "invalid_document",
-        f"no document was kept ({len(items)} rejected); first: {items[0].source_name}: {first}",
+        # each rejection's message starts with its file's name already
+        f"no document was kept ({len(items)} rejected); first: {first}",
         problems=[item.model_dump(mode="json", exclude={"document"}) for item in items],
     )
 

@@ -203,6 +203,7 @@ async def test_an_upload_whose_every_file_is_rejected_is_the_error_itself(fts):
     assert too_big.status_code == 413, too_big.text
     error = too_big.json()["error"]
     assert error["type"] == "payload_too_large" and [p["source_name"] for p in error["problems"]] == ["a.txt", "b.txt"]
+    assert "first: a.txt: " in error["message"] and error["message"].count("a.txt") == 1, error["message"]
     mixed = await _upload(fts, dataset["id"], {"a.txt": b"a " * DOCUMENT_CAP, "fake.docx": b"plain text"})
     assert mixed.status_code == 422 and mixed.json()["error"]["type"] == "invalid_document"
     assert [p["error"]["reason"] for p in mixed.json()["error"]["problems"]] == ["too_large", "type_mismatch"]
