@@ -24,6 +24,10 @@ Endpoints (POST, JSON body):
 - ``/notes`` with ``{"title", "text"}``: saves a note (kept in memory for the server's
   lifetime), 201 ``{"id", "title"}``; 400 when the body is not such an object. The
   research agent example's write tool.
+
+A stand-in model under ``/v1`` (``/v1/chat/completions``, ``/v1/embeddings``,
+``GET /v1/models``): see ``examples/stub_model.py``. It reasons about nothing; it lets the
+model examples run with no provider (``FLOWLOOM_LLM_BASE_URL_OVERRIDE=<this URL>/v1``).
 """
 
 from __future__ import annotations
@@ -38,6 +42,8 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+import stub_model  # beside this file: python puts the script's folder on the path
 
 WEATHER = {
     "paris": {"city": "Paris", "temp_c": 18, "conditions": "partly cloudy", "humidity": 62},
@@ -123,9 +129,11 @@ def save_note(body: Any) -> tuple[int, dict[str, Any]]:
 
 
 ROUTES = {"/weather": weather, "/slow": slow, "/job": job, "/health": lambda _q: (200, {"ok": True}),
-          "/places": places, "/notes": list_notes}
-POST_ROUTES = {"/notes": save_note}
+          "/places": places, "/notes": list_notes, "/v1/models": lambda _q: (200, stub_model.models())}
+POST_ROUTES = {"/notes": save_note, "/v1/embeddings": stub_model.embeddings}
 MAX_BODY = 64 * 1024
+#: The stand-in model's requests carry prompts with quotes and batches of chunks.
+MAX_MODEL_BODY = 8 * 1024 * 1024
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -142,8 +150,9 @@ class Handler(BaseHTTPRequestHandler):
         url = urlsplit(self.path)
         route = POST_ROUTES.get(url.path)
         length = int(self.headers.get("Content-Length") or 0)
-        if length > MAX_BODY:
-            self._reply(413, {"error": f"body larger than {MAX_BODY} bytes"})
+        cap = MAX_MODEL_BODY if url.path.startswith("/v1/") else MAX_BODY
+        if length > cap:
+            self._reply(413, {"error": f"body larger than {cap} bytes"})
             return
         raw = self.rfile.read(length) if length else b""
         try:
@@ -151,8 +160,29 @@ class Handler(BaseHTTPRequestHandler):
         except ValueError:
             self._reply(400, {"error": "the body is not JSON"})
             return
+        if url.path == "/v1/chat/completions" and isinstance(data, dict):
+            self._chat(data)
+            return
         status, body = route(data) if route else (404, {"error": f"no route {url.path}"})
         self._reply(status, body)
+
+    def _chat(self, data: dict[str, Any]) -> None:
+        """The stand-in model's answer: one JSON object, or server-sent events when streamed."""
+        if not data.get("stream"):
+            self._reply(200, stub_model.completion(data))
+            return
+        try:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Cache-Control", "no-cache")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            for chunk in stub_model.completion_chunks(data):
+                self.wfile.write(chunk)
+                self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        self.close_connection = True
 
     def _reply(self, status: int, body: Any) -> None:
         payload = json.dumps(body).encode()
