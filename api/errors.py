@@ -226,7 +226,11 @@ def describe(exc: BaseException) -> tuple[int, dict[str, Any], dict[str, str]]:
     if isinstance(exc, InvalidAnswer):
         return 422, error_body("invalid_answer", str(exc), list(exc.problems)), {}
     if isinstance(exc, MissingModelKey):  # the deployment's to fix, not the caller's: nothing ran
-        return 503, error_body("missing_api_key", str(exc), [p.to_dict() for p in exc.problems]), {}
+        # the environment meant is the server's (and its workers'), read when they start
+        message = (
+            f"{exc} (the environment or .env of the server and its workers: restart them after setting it)"
+        )
+        return 503, error_body("missing_api_key", message, [p.to_dict() for p in exc.problems]), {}
     if isinstance(exc, QueueUnavailable):
         return 503, error_body("queue_unavailable", str(exc)), {"Retry-After": "5"}
     if isinstance(exc, (RunNotFound, KeyNotFound, TenantNotFound, ChatNotFound)):

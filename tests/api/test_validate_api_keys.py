@@ -73,6 +73,7 @@ async def test_a_run_needing_a_key_this_deployment_lacks_is_refused_before_anyth
     assert refused.status_code == 503, refused.text
     error = refused.json()["error"]
     assert error["type"] == "missing_api_key" and CLOUD_KEY_ENV in error["message"]
+    assert "of the server and its workers: restart them" in error["message"], "whose environment, and when it is read"
     [problem] = error["problems"]
     assert (problem["code"], problem["severity"], problem["node_id"], problem["path"]) == (
         "missing_api_key", "error", "reply", "config.model")
