@@ -12,7 +12,7 @@ say why.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +37,7 @@ __all__ = [
     "NodeShape",
     "deployment_problems",
     "key_remedy",
+    "searched_datasets",
     "missing_key_env",
     "plan_missing_keys",
     "node_shapes",
@@ -109,6 +110,7 @@ def deployment_problems(
     settings: Settings,
     models: ModelCatalog | None = None,
     nodes: list[Any] | None = None,
+    datasets: Collection[str] | None = None,
 ) -> list[Problem]:
     """What the nodes of ``doc`` need that this deployment lacks, naming the node, the field
     and the variable to set:
@@ -120,7 +122,9 @@ def deployment_problems(
       (the process environment over ``.env``, where the registry reads keys);
     - ``missing_package`` (warning): a code node imports a module that is not installed
       in the code sandbox's package environment (:mod:`engine.code_packages`), with the
-      ``flowloom sandbox install`` command that installs it.
+      ``flowloom sandbox install`` command that installs it;
+    - ``unknown_dataset`` (warning): a node searches a dataset id not among ``datasets``
+      (the tenant's dataset ids; None: not checked), with the commands that make it.
 
     Validation reports these so a builder learns before publishing what would make a run
     fail here; a workflow is still portable (another deployment may have them). A missing
@@ -168,7 +172,33 @@ def deployment_problems(
                 )
         if models is not None:
             problems.extend(_missing_keys(node, models, environ))
+        if datasets is not None:
+            problems.extend(_unknown_datasets(node, datasets))
     return problems
+
+
+def searched_datasets(nodes: Iterable[Any]) -> set[str]:
+    """The dataset ids the (valid) ``nodes`` search: what a validation lists the tenant's
+    datasets for (none: it need not open the knowledge store)."""
+    return {dataset_id for node in nodes for _, dataset_id in node.config.dataset_refs()}
+
+
+def _unknown_datasets(node: Any, datasets: Collection[str]) -> list[Problem]:
+    """``unknown_dataset`` warnings of ``node``: one per searched id the tenant lacks. Only
+    a warning: the dataset may be made before anyone runs the workflow."""
+    return [
+        Problem(
+            "unknown_dataset",
+            f"dataset {dataset_id!r} does not exist (yet) for this tenant: a run would fail at this "
+            f"search; make it with `flowloom datasets create NAME --id {dataset_id}` and fill it with "
+            f"`flowloom datasets add {dataset_id} FILES --wait` (or POST /v1/datasets), or pick another",
+            node_id=node.id,
+            path=f"config.{path}",
+            severity="warning",
+        )
+        for path, dataset_id in node.config.dataset_refs()
+        if dataset_id not in datasets
+    ]
 
 
 def _missing_package(node_id: str, need: Requirement, env: PackageEnv) -> list[Problem]:

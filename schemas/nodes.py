@@ -135,6 +135,12 @@ class NodeConfig(BaseModel):
         """(field path, model name) of every model this node calls; unknown names are compile errors."""
         return iter(())
 
+    def dataset_refs(self) -> Iterator[tuple[str, str]]:
+        """(field path, dataset id) of every dataset this node searches. Validation warns
+        about an id the tenant has no dataset of (it may be made before a run; a run then
+        fails at the search naming it)."""
+        return iter(())
+
     def model_kind(self, path: str) -> str:
         """The registry type (``chat``, ``rerank``...) the model at ``path`` (a path of
         :meth:`model_refs`) must have: a model of another type is a compile error too.

@@ -391,6 +391,10 @@ class ToolLoopConfig(LLMNodeConfig):
         names += [t.name for t in self.dataset_tools]
         return names + [t.tool_name for t in self.workflow_tools] + [t.tool_name for t in self.builtin_tools]
 
+    def dataset_refs(self) -> Iterator[tuple[str, str]]:
+        for i, tool in enumerate(self.dataset_tools):
+            yield from tool.search_dataset_refs(f"dataset_tools[{i}].")
+
     def dataset_model_refs(self) -> Iterator[tuple[str, str]]:
         """The rerank and relevance models of the dataset tools."""
         for i, tool in enumerate(self.dataset_tools):

@@ -88,6 +88,10 @@ class DatasetSearchOptions(BaseModel):
             filters=self.filters,
         )
 
+    def search_dataset_refs(self, prefix: str = "") -> Iterator[tuple[str, str]]:
+        for i, dataset_id in enumerate(self.datasets):
+            yield f"{prefix}datasets[{i}]", dataset_id
+
     def search_model_refs(self, prefix: str = "") -> Iterator[tuple[str, str]]:
         if self.rerank is not None and self.rerank.model:
             yield f"{prefix}rerank.model", self.rerank.model
@@ -132,3 +136,6 @@ class KnowledgeRetrievalConfig(NodeConfig, DatasetSearchOptions):
 
     def model_refs(self) -> Iterator[tuple[str, str]]:
         yield from self.search_model_refs()
+
+    def dataset_refs(self) -> Iterator[tuple[str, str]]:
+        yield from self.search_dataset_refs()

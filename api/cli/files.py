@@ -46,16 +46,24 @@ def _summary(file: Path, doc: dict[str, Any], warnings: int) -> Text:
 def validate(file: WorkflowFile, as_json: JsonFlag = False) -> None:
     """Compile FILE and list every problem; exit 2 when there are errors (warnings do not fail)."""
     from engine.compiler import check_workflow
-    from engine.shapes import deployment_problems
+    from engine.shapes import deployment_problems, valid_nodes
     from nodes import builtin_catalog
     from nodes.llm.model_registry import registry_for
 
     doc, problems = load_workflow(file)
     if doc is not None:
         catalog, models = builtin_catalog(), registry_for(settings())
+        nodes = valid_nodes(doc, catalog)
         problems = [
             *check_workflow(doc, catalog=catalog, models=models),
-            *deployment_problems(doc, catalog=catalog, settings=settings(), models=models),
+            *deployment_problems(
+                doc,
+                catalog=catalog,
+                settings=settings(),
+                models=models,
+                nodes=nodes,
+                datasets=_known_datasets(nodes),
+            ),
         ]
     errors = [p for p in problems if p.severity == "error"]
     if as_json:
@@ -66,6 +74,29 @@ def validate(file: WorkflowFile, as_json: JsonFlag = False) -> None:
             out().print(_summary(file, doc, len(problems)))
     if errors:
         raise typer.Exit(EXIT_INVALID)
+
+
+def _known_datasets(nodes: list[Any]) -> set[str] | None:
+    """The ids of the default tenant's datasets (the tenant ``flowloom run`` uses) when
+    ``nodes`` search any, read from the configured knowledge store; None (not checked)
+    when they search none or the store cannot be read: validation never fails on it."""
+    import asyncio
+
+    from engine.shapes import searched_datasets
+
+    if not searched_datasets(nodes):
+        return None
+
+    async def read() -> set[str]:
+        from api.composition import open_service
+
+        async with open_service(settings(), workflow_files=True) as service:
+            return {d.id for d in await service.knowledge.list_datasets("default")}
+
+    try:
+        return asyncio.run(read())
+    except Exception:  # an unreachable or unmigrated store: the run would say so
+        return None
 
 
 def _issue_text(issue: Any, titles: dict[str, str] | None = None) -> Text:

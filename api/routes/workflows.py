@@ -34,7 +34,7 @@ from engine.compiler import check_workflow
 from engine.errors import CompileError
 from engine.ports import StalePublished, WorkflowNotFound, WorkflowRepo
 from engine.ref_scope import reference_scope
-from engine.shapes import deployment_problems, node_shapes, system_reads, valid_nodes
+from engine.shapes import deployment_problems, node_shapes, searched_datasets, system_reads, valid_nodes
 from schemas.api import (
     MAX_NUMBER,
     ErrorBody,
@@ -64,7 +64,7 @@ from schemas.launch import Published
 from schemas.records import WorkflowRecord
 
 from ..auth import Caller, Principal, Service
-from ..deployment import AppSettings, Workflows
+from ..deployment import AppSettings, Knowledge, Workflows
 from ..errors import ApiError, parse_body
 from ..limits import check_document
 from ..openapi import RUN_SSE_CONTENT
@@ -214,29 +214,48 @@ def _document_id(doc: dict[str, Any]) -> str:
 
 
 def _problems(
-    service: Any, doc: dict[str, Any], nodes: list[Any] | None = None, models: Any = None
+    service: Any,
+    doc: dict[str, Any],
+    nodes: list[Any] | None = None,
+    models: Any = None,
+    datasets: set[str] | None = None,
 ) -> list[dict[str, Any]]:
     """The compiler's problems of ``doc`` and what this deployment lacks for it, with
-    ``models`` (the caller's tenant's, ``RunService.models_of``; default: the service's)."""
+    ``models`` (the caller's tenant's, ``RunService.models_of``; default: the service's)
+    and ``datasets`` (the tenant's dataset ids; None: not checked)."""
     models = models if models is not None else service.models
     problems = [
         *check_workflow(doc, catalog=service.catalog, models=models),
         *deployment_problems(
-            doc, catalog=service.catalog, settings=service.settings, models=models, nodes=nodes
+            doc,
+            catalog=service.catalog,
+            settings=service.settings,
+            models=models,
+            nodes=nodes,
+            datasets=datasets,
         ),
     ]
     return [p.to_dict() for p in problems]
+
+
+async def _tenant_datasets(knowledge: Any, tenant_id: str, nodes: list[Any]) -> set[str] | None:
+    """The tenant's dataset ids when ``nodes`` search any (None: nothing to check)."""
+    if not searched_datasets(nodes):
+        return None
+    return {d.id for d in await knowledge.list_datasets(tenant_id)}
 
 
 def _valid(problems: list[dict[str, Any]]) -> bool:
     return not any(p["severity"] == "error" for p in problems)
 
 
-def _validate(service: Any, doc: dict[str, Any], models: Any = None) -> WorkflowProblems:
-    """The validate answer for ``doc``: its problems, declared inputs, node shapes and the
-    ``sys`` variables it reads (its nodes validated once for all of them)."""
+async def _validate(service: Any, knowledge: Any, doc: dict[str, Any], tenant_id: str) -> WorkflowProblems:
+    """The validate answer for ``doc`` in tenant ``tenant_id`` (its models and datasets):
+    its problems, declared inputs, node shapes and the ``sys`` variables it reads (its
+    nodes validated once for all of them)."""
     nodes = valid_nodes(doc, service.catalog)
-    problems = _problems(service, doc, nodes, models)
+    models = await service.models_of(tenant_id)
+    problems = _problems(service, doc, nodes, models, await _tenant_datasets(knowledge, tenant_id, nodes))
     shapes = node_shapes(doc, catalog=service.catalog, nodes=nodes)
     return WorkflowProblems(
         valid=_valid(problems),
@@ -282,11 +301,13 @@ async def list_workflows(caller: Caller, repo: Repo) -> WorkflowList:
 
 
 @router.post("/validate", response_model=WorkflowProblems, summary="Validate an unsaved document")
-async def validate_document(doc: dict[str, Any], caller: Caller, service: Service) -> WorkflowProblems:
+async def validate_document(
+    doc: dict[str, Any], caller: Caller, service: Service, knowledge: Knowledge
+) -> WorkflowProblems:
     """Every compile problem of the document (errors and warnings), and a warning for
     each secret it declares that has no value for its workflow id."""
     return await _with_secrets(
-        _validate(service, doc, await service.models_of(caller.tenant_id)), service, caller, doc
+        await _validate(service, knowledge, doc, caller.tenant_id), service, caller, doc
     )
 
 
@@ -390,13 +411,13 @@ async def delete_workflow(workflow_id: str, caller: Caller, repo: Repo, service:
 
 @router.post("/{workflow_id}/validate", response_model=WorkflowProblems, summary="Validate the draft")
 async def validate_workflow(
-    workflow_id: str, caller: Caller, repo: Repo, service: Service
+    workflow_id: str, caller: Caller, repo: Repo, service: Service, knowledge: Knowledge
 ) -> WorkflowProblems:
     """Every compile problem of the draft, as ``flowloom validate --json`` prints them."""
     _readable(caller, workflow_id)
     draft = (await repo.get(caller.tenant_id, workflow_id)).draft
     return await _with_secrets(
-        _validate(service, draft, await service.models_of(caller.tenant_id)), service, caller, draft
+        await _validate(service, knowledge, draft, caller.tenant_id), service, caller, draft
     )
 
 

@@ -132,3 +132,15 @@ async def test_a_chat_turns_answer_keeps_its_citations_in_the_chats_messages(api
     _cited_returns(cited)
     assert cited == response.json()["citations"]
     assert not [p for p in messages[0]["parts"] if p["type"] == "citation"]  # the question cites nothing
+
+
+async def test_validation_warns_about_a_searched_dataset_the_tenant_lacks(api, kb):
+    flow = {**KB_FLOW, "nodes": [dict(n, config={**n["config"], "datasets": ["policies", "ghost"]})
+                                 if n.get("type") == "knowledge_retrieval" else n for n in KB_FLOW["nodes"]]}
+    answer = await api.client.post("/v1/workflows/validate", json=flow, headers=api.auth())
+    assert answer.status_code == 200, answer.text
+    unknown = [p for p in answer.json()["problems"] if p["code"] == "unknown_dataset"]
+    assert [(p["path"], p["severity"]) for p in unknown] == [("config.datasets[1]", "warning")]
+    assert "'ghost'" in unknown[0]["message"] and answer.json()["valid"] is True
+    known = await api.client.post("/v1/workflows/validate", json=KB_FLOW, headers=api.auth())
+    assert [p for p in known.json()["problems"] if p["code"] == "unknown_dataset"] == []

@@ -209,3 +209,15 @@ def test_serve_warns_when_postgresql_has_no_pgvector(make_postgres_database, tmp
     env = {**os.environ, "FLOWLOOM_HOME": str(tmp_path / "home"), "FLOWLOOM_DATABASE_URL": make_postgres_database()}
     banner = serve_banner(env, "pgvector", "--no-login-url", "--no-examples")
     assert "no 'vector' extension" in banner and "full-text" in banner
+
+
+def test_validate_warns_about_a_searched_dataset_that_does_not_exist_yet(scripted_models):
+    flow = Path(__file__).resolve().parents[2] / "examples" / "knowledge_qa.json"
+    before = invoke("validate", flow, "--json")
+    assert before.exit_code == 0, before.output
+    [problem] = [p for p in json.loads(before.stdout) if p["code"] == "unknown_dataset"]
+    assert (problem["node_id"], problem["path"], problem["severity"]) == ("search", "config.datasets[0]", "warning")
+    assert "flowloom datasets create NAME --id handbook" in problem["message"]
+    assert invoke("datasets", "create", "Handbook", "--id", "handbook").exit_code == 0
+    after = invoke("validate", flow, "--json")
+    assert after.exit_code == 0 and [p for p in json.loads(after.stdout) if p["code"] == "unknown_dataset"] == []
