@@ -42,6 +42,7 @@ export const ZH_CN_PROBLEMS: Readonly<Record<string, string>> = {
   missing_secret: '密钥 {q0} 未设置',
   missing_api_key: '模型 {q0} 需要 API 密钥，但此部署未设置',
   missing_package: '代码导入的 {quoted} 未安装在代码沙箱中，需要管理员先安装',
+  unknown_dataset: '知识库 {q0} 尚不存在，运行会在检索时失败；请先在「知识库」中创建并上传文档，或选择其他知识库',
   unreachable: '没有从开始节点到达此节点的路径，运行时会被跳过',
   unknown_node: '引用了不存在的节点 {q0}',
   not_ancestor: '引用的节点 {q0} 不在此节点的上游，可能尚未运行；请把它连接到上游',
