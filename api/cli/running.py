@@ -298,7 +298,10 @@ def with_service(body: Callable[[Any], Any], *, knowledge: bool = False) -> Any:
         err().print(Text("interrupted", style="bold yellow"))
         raise typer.Exit(EXIT_INTERRUPTED) from None
     except InvalidInputs as exc:
-        abort("invalid inputs:", exc.problems)
+        hint = ["give inputs with --input NAME=VALUE (repeatable) or --inputs-file FILE.json"]
+        abort(
+            "invalid inputs:", exc.problems + (hint if any("is required" in p for p in exc.problems) else [])
+        )
     except RunOwned as exc:
         abort("run is owned by another process:", [str(exc)])
     except RunNotFound as exc:

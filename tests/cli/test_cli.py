@@ -300,6 +300,7 @@ def test_run_lists_every_unknown_and_missing_input() -> None:
     assert "'nmae' is not an input" in result.stderr
     assert "'age' is not an input" in result.stderr
     assert "'name' is required" in result.stderr
+    assert "give inputs with --input NAME=VALUE" in " ".join(result.stderr.split()), "how to give a missing one"
 
 
 def test_run_rejects_input_without_equals() -> None:
