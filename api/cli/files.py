@@ -76,6 +76,20 @@ def validate(file: WorkflowFile, as_json: JsonFlag = False) -> None:
         raise typer.Exit(EXIT_INVALID)
 
 
+def _refuse_overwriting_the_source(file: Path, output: Path | None) -> None:
+    """Exit 2 when ``--output`` names FILE itself: the export would be lost to the import."""
+    if output is None or is_stdin(file):
+        return
+    if output.resolve() == file.resolve():
+        target = file.stem + ".flowloom.json"
+        abort(
+            "cannot import:",
+            [
+                f"{output} is the file being imported: writing there would overwrite it; use another name, e.g. -o {target}"
+            ],
+        )
+
+
 def _known_datasets(nodes: list[Any]) -> set[str] | None:
     """The ids of the default tenant's datasets (the tenant ``flowloom run`` uses) when
     ``nodes`` search any, read from the configured knowledge store; None (not checked)
@@ -209,6 +223,7 @@ def import_(
 
     mapping = _pairs(model, "--model", "SOURCE=NAME")
     datasets = _pairs(dataset, "--dataset", "SOURCE=ID")
+    _refuse_overwriting_the_source(file, output)
     try:
         data = read_source(file)
     except OSError as exc:

@@ -74,7 +74,10 @@ def _foreign_format(path: Path, data: bytes) -> Any:
     if is_stdin(path):
         command = "flowloom import - -o flow.json"
     else:
-        command = f"flowloom import {shlex.quote(str(path))} -o {shlex.quote(path.stem + '.json')}"
+        # never the source's own name (a FastGPT export is .json too): importing onto it would
+        # overwrite the export
+        target = path.stem + (".flowloom.json" if path.suffix.lower() == ".json" else ".json")
+        command = f"flowloom import {shlex.quote(str(path))} -o {shlex.quote(target)}"
     return Problem(
         "foreign_format",
         f"{source_label(path)} is {what}, not a Flowloom workflow; convert it first with: {command}",

@@ -122,7 +122,17 @@ def test_validate_json_reports_a_fastgpt_file_as_foreign_format(env, tmp_path):
     (problem,) = json.loads(proc.stdout)
     assert problem["code"] == "foreign_format"
     assert "is a FastGPT workflow export" in problem["message"]
-    assert f"flowloom import {path} -o export.json" in problem["message"]
+    assert f"flowloom import {path} -o export.flowloom.json" in problem["message"], "never the export's own name"
+
+
+def test_import_refuses_to_write_over_the_file_it_imports(env, tmp_path):
+    path = tmp_path / "export.json"
+    source = json.dumps(fastgpt_docs.llm_kinds())
+    path.write_text(source, encoding="utf-8")
+    proc = cli(env, "import", str(path), "-o", str(tmp_path / "." / "export.json"), "--allow-partial")
+    assert proc.returncode == 2 and "is the file being imported" in proc.stderr and "-o export.flowloom.json" in proc.stderr
+    assert path.read_text(encoding="utf-8") == source, "the export is kept as it was"
+    assert_clean(proc)
 
 
 def test_a_dify_file_on_stdin_names_stdin(env):
