@@ -176,13 +176,29 @@ class Server:
     cwd: str
     log_path: str
     proc: subprocess.Popen[bytes] | None = None
+    #: the argv for another port: a free port can be taken by another process between
+    #: :func:`free_port` and the server's bind, and the start is then tried on a new one
+    argv_for: Callable[[int], list[str]] | None = None
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self, timeout_s: float) -> Server:
-        """Start and wait for the health URL. Raises RuntimeError with the log's tail."""
+        """Start and wait for the health URL; a port taken before the server bound it is
+        replaced (up to three times) when ``argv_for`` is set. Raises RuntimeError with
+        the log's tail."""
+        for _ in range(3):
+            try:
+                return self._start(timeout_s)
+            except RuntimeError:
+                if self.argv_for is None or "already in use" not in self.log_tail():
+                    raise
+                self.port = free_port()
+                self.argv = self.argv_for(self.port)
+        return self._start(timeout_s)
+
+    def _start(self, timeout_s: float) -> Server:
         log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(self.argv, cwd=self.cwd, env=self.env, stdout=log, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, start_new_session=True)
@@ -282,10 +298,13 @@ def flowloom_home(tmp: str, model_url: str, database_url: str | None = None,
 
 def serve_flowloom(tmp: str, env: dict[str, str], log: str = "flowloom.log") -> Server:
     """``flowloom serve`` on the home of ``env`` (:func:`flowloom_home`), started."""
+    def argv(port: int) -> list[str]:
+        return [sys.executable, "-m", "api.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
+                "--no-examples", "--no-login-url"]
+
     port = free_port()
-    return Server("flowloom serve", [sys.executable, "-m", "api.cli", "serve", "--host", "127.0.0.1", "--port",
-                                     str(port), "--no-examples", "--no-login-url"],
-                  port, "/health", env, ROOT, os.path.join(tmp, log)).start(90)
+    return Server("flowloom serve", argv(port), port, "/health", env, ROOT, os.path.join(tmp, log),
+                  argv_for=argv).start(90)
 
 
 def start_flowloom(tmp: str, model_url: str, database_url: str | None = None,
@@ -320,10 +339,13 @@ def start_floor(tmp: str) -> Server:
     os.makedirs(folder, exist_ok=True)
     with open(os.path.join(folder, "floor_app.py"), "w", encoding="utf-8") as fh:
         fh.write(_FLOOR_APP)
+    def argv(port: int) -> list[str]:
+        return [sys.executable, "-c",
+                f"import uvicorn; uvicorn.run('floor_app:app', host='127.0.0.1', port={port}, {_UVICORN})"]
+
     port = free_port()
-    code = f"import uvicorn; uvicorn.run('floor_app:app', host='127.0.0.1', port={port}, {_UVICORN})"
-    return Server("fastapi floor", [sys.executable, "-c", code], port, "/hello", _env(), folder,
-                  os.path.join(tmp, "floor.log")).start(60)
+    return Server("fastapi floor", argv(port), port, "/hello", _env(), folder, os.path.join(tmp, "floor.log"),
+                  argv_for=argv).start(60)
 
 
 def start_langgraph(tmp: str) -> Server:
