@@ -132,9 +132,7 @@ class KindSpec:
     @property
     def config_path(self) -> str:
         """``module:Class`` of the config model (read without importing it)."""
-        if isinstance(self.config_source, str):
-            return self.config_source
-        return f"{self.config_source.__module__}:{self.config_source.__qualname__}"
+        return _path_of(self.config_source)
 
     def executor_class(self) -> type[NodeExecutor[Any]]:
         """The executor class (imported on first use when given as a path).
@@ -149,9 +147,7 @@ class KindSpec:
     @property
     def executor_path(self) -> str:
         """``module:Class`` of the executor."""
-        if isinstance(self.executor, str):
-            return self.executor
-        return f"{self.executor.__module__}:{self.executor.__qualname__}"
+        return _path_of(self.executor)
 
     @property
     def title(self) -> str:
@@ -260,6 +256,11 @@ def _load(path: str) -> type[NodeExecutor[Any]]:
     if not (isinstance(cls, type) and issubclass(cls, NodeExecutor)):
         raise ImportError(f"{path!r} is not a node executor class")
     return cls
+
+
+def _path_of(source: type | str) -> str:
+    """``module:Class`` of a class, or the import path it was given as."""
+    return source if isinstance(source, str) else f"{source.__module__}:{source.__qualname__}"
 
 
 def _check_kind(config: type[NodeConfig], kind: str) -> None:
