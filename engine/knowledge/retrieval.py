@@ -256,7 +256,9 @@ class Retriever:
                 why = (
                     "has no embedding model"
                     if not ds.embedding_model
-                    else "has no ready index yet (its documents are still being embedded)"
+                    else "has no ready index yet (its documents are still being embedded, or "
+                    f"their embedding failed: `flowloom datasets show {ds.id}` lists them, "
+                    f"`flowloom datasets reindex {ds.id} --failed` embeds them again)"
                 )
             elif not getattr(self.store, "vector_support", True):
                 why = "is in a store without vector search"
@@ -266,7 +268,10 @@ class Retriever:
                 by_model.setdefault(index.embedding_model, []).append(ds)
             else:
                 full_text.append(ds)
-                notes.append(f"dataset {_label(ds)} {why}: searched by full text instead of semantically")
+                if request.mode == SearchMode.semantic or ds.embedding_model:
+                    # a dataset made without a model is full-text by design: a hybrid search
+                    # (the default) of it is not degraded, so it says nothing
+                    notes.append(f"dataset {_label(ds)} {why}: searched by full text instead of semantically")
         if request.mode == SearchMode.hybrid:
             full_text = datasets
         return by_model, full_text

@@ -69,6 +69,15 @@ async def test_dataset_without_index_is_searched_by_full_text_and_named():
     pending = await Retriever(store=store, embedder=embedder).search(
         "t1", SearchRequest(dataset_ids=["ds1"], query="refund", mode="semantic"), [dataset("ds1", active=False)])
     assert "has no ready index yet" in pending.notes[0]
+    assert "flowloom datasets reindex ds1 --failed" in pending.notes[0]
+    # A dataset made without a model is full-text by design: the default hybrid search of
+    # it is not degraded and says nothing; one whose index is missing still says so.
+    hybrid = await Retriever(store=store, embedder=embedder).search(
+        "t1", SearchRequest(dataset_ids=["ds1"], query="refund receipt"), [dataset("ds1", model=None)])
+    assert [h.chunk_id for h in hybrid.hits] == ["c3"] and hybrid.notes == []
+    waiting = await Retriever(store=store, embedder=embedder).search(
+        "t1", SearchRequest(dataset_ids=["ds1"], query="refund"), [dataset("ds1", active=False)])
+    assert "has no ready index yet" in waiting.notes[0]
 
 
 async def test_a_vector_pass_the_store_refuses_falls_back_to_full_text_and_other_errors_propagate():
