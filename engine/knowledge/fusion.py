@@ -26,6 +26,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 __all__ = [
+    "FULL_TEXT_NOISE",
     "RRF_K",
     "Fused",
     "RecallPass",
@@ -40,6 +41,11 @@ __all__ = [
 #: rank 2 of one list differ little, so agreement between lists decides.
 RRF_K = 60
 
+#: the share of a full-text pass's best score under which a match is noise (see
+#: :meth:`RecallPass.dedupe`): a real term match scores thousands of times a match of
+#: words found in most chunks
+FULL_TEXT_NOISE = 1e-3
+
 
 @dataclass(slots=True)
 class RecallPass:
@@ -53,12 +59,23 @@ class RecallPass:
     items: list[tuple[str, float]] = field(default_factory=list)
 
     def dedupe(self) -> RecallPass:
+        """Each key once, at its best rank; in a full-text pass, without the matches that
+        scored under :data:`FULL_TEXT_NOISE` of the pass's best (returns ``self``).
+
+        Why the second rule: such a match shares only words that are in most chunks, which
+        BM25 weighs as nothing (SQLite's FTS5 gives them an IDF of 1e-6), yet by rank alone
+        it would count in a fusion like a real match - RRF would put a chunk that semantic
+        search ranked low and full text "found" by "of" and "days" next to the answer."""
         seen: set[str] = set()
         kept: list[tuple[str, float]] = []
         for key, score in self.items:
             if key not in seen:
                 seen.add(key)
                 kept.append((key, score))
+        if self.kind == "full_text" and kept:
+            floor = max(score for _, score in kept) * FULL_TEXT_NOISE
+            if floor > 0:
+                kept = [(key, score) for key, score in kept if score >= floor]
         self.items = kept
         return self
 

@@ -3,6 +3,7 @@
 import pytest
 
 from engine.knowledge.fusion import (
+    FULL_TEXT_NOISE,
     RRF_K,
     RecallPass,
     estimate_tokens,
@@ -24,6 +25,19 @@ def test_rrf_agreement_between_kinds_beats_a_single_first_place():
     assert fused[0].score == pytest.approx((1 / (RRF_K + 3) + 1 / (RRF_K + 1)) / best)
     assert fused[2].score == pytest.approx((1 / (RRF_K + 1)) / best)
     assert fused[0].scores == {"semantic": 0.7, "full_text": 1.0}
+
+
+def test_full_text_matches_of_common_words_only_are_not_ranked_as_matches():
+    # BM25 gives a word found in most chunks almost no weight: such a match is noise, and
+    # by rank alone RRF would count it like a real one.
+    full_text = RecallPass("full_text", "f", [("a", 4.2), ("b", 4.2e-6), ("a", 1.0), ("c", 4.2 * FULL_TEXT_NOISE)])
+    assert full_text.dedupe().items == [("a", 4.2), ("c", 4.2 * FULL_TEXT_NOISE)]
+    semantic = RecallPass("semantic", "s", [("a", 0.3), ("b", 2e-6)]).dedupe()
+    assert semantic.items == [("a", 0.3), ("b", 2e-6)]  # cosines are kept whatever they are
+    fused = fuse_rrf([semantic, RecallPass("full_text", "f", [("a", 5.0), ("b", 1e-6)]).dedupe()])
+    assert [f.key for f in fused] == ["a", "b"] and fused[1].score == pytest.approx(0.5 * (RRF_K + 1) / (RRF_K + 2))
+    # Only common words matched anywhere: nothing stands out, every match is kept.
+    assert len(RecallPass("full_text", "f", [("a", 1e-6), ("b", 1e-6)]).dedupe().items) == 2
 
 
 def test_rrf_counts_agreement_across_queries_and_first_everywhere_scores_one():
