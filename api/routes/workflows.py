@@ -193,9 +193,25 @@ def _writable(caller: Principal, workflow_id: str | None = None) -> None:
 RESERVED_IDS = frozenset({"validate", "import", "scope"})
 
 
+#: what a body that wraps the document (``{"workflow": {...}}``) is told by the routes
+#: that take the document itself: the run and draft routes wrap it, so it is an easy slip
+WRAPPED_HINT = (
+    "this route takes the workflow document itself, not wrapped in `workflow` as "
+    "POST /v1/runs and PUT /v1/workflows/{id} take it: send the value of `workflow`"
+)
+
+
+def _wrapped(doc: dict[str, Any]) -> bool:
+    """Whether ``doc`` is a run or draft body rather than a document."""
+    return "nodes" not in doc and isinstance(doc.get("workflow"), dict)
+
+
 def _document_id(doc: dict[str, Any]) -> str:
     """The document's id. Raises ApiError 422 when it has none usable (missing, empty,
-    with ``/``, over 200 characters, or one of :data:`RESERVED_IDS`)."""
+    with ``/``, over 200 characters, or one of :data:`RESERVED_IDS`), or when the body
+    wraps the document (:data:`WRAPPED_HINT`)."""
+    if _wrapped(doc):
+        raise ApiError(422, "invalid_workflow", WRAPPED_HINT)
     value = doc.get("id")
     if not isinstance(value, str) or not value.strip() or len(value) > 200 or "/" in value:
         raise ApiError(
@@ -305,10 +321,14 @@ async def validate_document(
     doc: dict[str, Any], caller: Caller, service: Service, knowledge: Knowledge
 ) -> WorkflowProblems:
     """Every compile problem of the document (errors and warnings), and a warning for
-    each secret it declares that has no value for its workflow id."""
-    return await _with_secrets(
-        await _validate(service, knowledge, doc, caller.tenant_id), service, caller, doc
-    )
+    each secret it declares that has no value for its workflow id. A body that wraps the
+    document in ``workflow`` gets that said in the problem of its ``workflow`` field."""
+    answer = await _validate(service, knowledge, doc, caller.tenant_id)
+    if _wrapped(doc):
+        for problem in answer.problems:
+            if problem["path"] == "workflow":
+                problem["message"] = f"{problem['message']}; {WRAPPED_HINT}"
+    return await _with_secrets(answer, service, caller, doc)
 
 
 async def _with_secrets(

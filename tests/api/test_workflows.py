@@ -65,6 +65,19 @@ async def test_validate_and_an_invalid_draft_cannot_be_published(api):
     assert refused.status_code == 422 and refused.json()["error"]["problems"] == checked["problems"]
 
 
+async def test_a_body_that_wraps_the_document_is_told_to_send_the_document_itself(api):
+    # POST /v1/runs and PUT /v1/workflows/{id} wrap the document in `workflow`; the routes
+    # that take the document itself say so instead of only "unknown field".
+    wrapped = {"workflow": hello_workflow(), "inputs": {"name": "Ada"}}
+    checked = (await api.client.post("/v1/workflows/validate", json=wrapped, headers=api.auth())).json()
+    assert checked["valid"] is False
+    (problem,) = [p for p in checked["problems"] if p["path"] == "workflow"]
+    assert problem["message"].startswith("unknown field 'workflow'") and "send the value of `workflow`" in problem["message"]
+    refused = await api.client.post("/v1/workflows", json=wrapped, headers=api.auth())
+    assert refused.status_code == 422 and "send the value of `workflow`" in refused.json()["error"]["message"]
+    assert (await api.client.get("/v1/workflows/hello", headers=api.auth())).status_code == 404  # nothing saved
+
+
 async def test_runs_of_the_draft_and_of_the_published_version(api):
     await _create(api)
     url = "/v1/workflows/hello/runs"

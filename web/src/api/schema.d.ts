@@ -919,7 +919,8 @@ export interface paths {
         /**
          * Validate an unsaved document
          * @description Every compile problem of the document (errors and warnings), and a warning for
-         *     each secret it declares that has no value for its workflow id.
+         *     each secret it declares that has no value for its workflow id. A body that wraps the
+         *     document in ``workflow`` gets that said in the problem of its ``workflow`` field.
          */
         post: operations["validate_document_v1_workflows_validate_post"];
         delete?: never;
