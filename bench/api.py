@@ -358,13 +358,17 @@ def start_langgraph(tmp: str) -> Server:
                            "or run with --skip-peer")
     folder = os.path.join(tmp, "langgraph")
     shutil.copytree(os.path.join(HERE, "_langgraph"), folder, ignore=shutil.ignore_patterns("__pycache__"))
-    port = free_port()
     # no tracing or analytics calls (the machine may be offline), no log line per run
     env = _env(LANGSMITH_TRACING="false", LANGCHAIN_TRACING_V2="false", LANGGRAPH_CLI_NO_ANALYTICS="1")
-    argv = [sys.executable, "-m", "langgraph_cli", "dev", "--no-browser", "--no-reload", "--host", "127.0.0.1",
-            "--port", str(port), "--config", "langgraph.json", "--server-log-level", "WARNING",
-            "--n-jobs-per-worker", str(CONCURRENCY)]
-    return Server("langgraph dev", argv, port, "/ok", env, folder, os.path.join(tmp, "langgraph.log")).start(120)
+
+    def argv(port: int) -> list[str]:
+        return [sys.executable, "-m", "langgraph_cli", "dev", "--no-browser", "--no-reload", "--host", "127.0.0.1",
+                "--port", str(port), "--config", "langgraph.json", "--server-log-level", "WARNING",
+                "--n-jobs-per-worker", str(CONCURRENCY)]
+
+    port = free_port()
+    return Server("langgraph dev", argv(port), port, "/ok", env, folder, os.path.join(tmp, "langgraph.log"),
+                  argv_for=argv).start(120)
 
 
 # ------------------------------------------------------------------ measures
