@@ -335,24 +335,10 @@ class ClassifyQuestionNode(NodeExecutor[ClassifyQuestionConfig], kind="classify_
             record["memory_error"] = f"write: {type(exc).__name__}: {exc}"
 
     async def run(self, ctx: NodeContext) -> NodeResult:
-        from .call import LLMRequest, call_llm
-
         cfg = self.config
         spec = model_spec(ctx, cfg.model)
-        caps = spec.capabilities
-        # One forced call is all this node needs: a model that only calls tools when
-        # forced counts as native here, one that calls them freely too.
-        native = caps.forced_tool_calls or caps.free_tool_calls
-        if cfg.mode == "tool" and not native:
-            raise NodeFailed(
-                f"config.mode: model {cfg.model!r} has no native tool calling; use mode 'auto' or 'prompt'",
-                node_id=ctx.node_id,
-            )
-        protocol = "tool" if cfg.mode == "tool" or (cfg.mode == "auto" and native) else "prompt"
-        forced = protocol == "tool" and caps.forced_tool_calls
+        protocol, forced = self._protocol(ctx, spec.capabilities)
         question = render_text(ctx, cfg.question, "question")
-        instructions = ctx.render(cfg.instructions, field="config.instructions") if cfg.instructions else ""
-        history = history_as_text(recent_turns(resolve_history(ctx, cfg), cfg.history))
         record: ClassifyRecord = {"protocol": protocol, "tool_choice_forced": forced}
         state = ctx.state
         key = node_memory_key(
@@ -366,45 +352,9 @@ class ClassifyQuestionNode(NodeExecutor[ClassifyQuestionConfig], kind="classify_
         previous = await self._recall(store, key, record) if store is not None else None
         record["previous"] = previous["category"] if previous else None
 
-        temperature, max_tokens = sampling(cfg, spec, CLASSIFY_TEMPERATURE, CLASSIFY_MAX_TOKENS)
-        messages = [
-            {"role": "system", "content": self._system_prompt(instructions, history, previous, protocol)},
-            {"role": "user", "content": question},
-        ]
-        request = LLMRequest(
-            cfg.model,
-            messages,
-            temperature=temperature,
-            max_tokens=max_tokens,
-            tools=[self._tool()] if protocol == "tool" else None,
-            tool_choice={"type": "function", "function": {"name": TOOL_NAME}} if forced else None,
-        )
-        response = await call_llm(
-            request,
-            registry=registry_of(ctx),
-            cancel=ctx.cancel,
-            node_id=ctx.node_id,
-            idle_timeout=stream_idle_timeout(ctx, spec),
-        )
+        response = await self._ask(ctx, spec, question, previous, protocol, forced)
         usage = add_usage(ctx, response.usage)
-
-        calls = [c for c in response.tool_calls if c.name == TOOL_NAME]
-        if protocol == "tool" and calls:
-            record["raw"] = calls[0].arguments
-            verdict = _read_arguments(cfg.categories, calls[0].arguments)
-        elif forced:
-            record["raw"] = response.text
-            other = [c.name for c in response.tool_calls]
-            verdict = Verdict(
-                None,
-                "no_tool_call",
-                f"tool_choice required {TOOL_NAME}; got "
-                + (f"calls to {other}" if other else "no tool call"),
-            )
-        else:
-            record["raw"] = response.text
-            verdict = read_answer(cfg.categories, response.text)
-
+        verdict = self._verdict(response, protocol, forced, record)
         chosen = verdict.category or cfg.fallback_category
         record.update(
             {"category": chosen.id, "fallback_reason": verdict.reason, "detail": verdict.detail or None}
@@ -422,19 +372,79 @@ class ClassifyQuestionNode(NodeExecutor[ClassifyQuestionConfig], kind="classify_
                 raw=str(record.get("raw", ""))[:500],
             )
         if store is not None:
-            await self._remember(
-                store,
-                key,
-                {
-                    "category": chosen.id,
-                    "name": chosen.name,
-                    "question": question,
-                    "fallback": verdict.category is None,
-                    "at": time.time(),
-                },
-                record,
-            )
+            remembered: dict[str, Any] = {"category": chosen.id, "name": chosen.name, "question": question}
+            remembered |= {"fallback": verdict.category is None, "at": time.time()}
+            await self._remember(store, key, remembered, record)
         return NodeResult(
             {"category": chosen.id, "category_name": chosen.name, "usage": usage.model_dump()},
             handles=(chosen.id,),
         )
+
+    def _protocol(self, ctx: NodeContext, caps: Any) -> tuple[str, bool]:
+        """(``tool`` or ``prompt``, whether the tool call is forced) for the model's
+        capabilities. Raises NodeFailed naming ``config.mode`` when mode ``tool`` asks a
+        model without native tool calls."""
+        mode = self.config.mode
+        # One forced call is all this node needs: a model that only calls tools when
+        # forced counts as native here, one that calls them freely too.
+        native = caps.forced_tool_calls or caps.free_tool_calls
+        if mode == "tool" and not native:
+            raise NodeFailed(
+                f"config.mode: model {self.config.model!r} has no native tool calling; use mode 'auto' or 'prompt'",
+                node_id=ctx.node_id,
+            )
+        protocol = "tool" if mode == "tool" or (mode == "auto" and native) else "prompt"
+        return protocol, protocol == "tool" and caps.forced_tool_calls
+
+    async def _ask(
+        self,
+        ctx: NodeContext,
+        spec: Any,
+        question: str,
+        previous: dict[str, Any] | None,
+        protocol: str,
+        forced: bool,
+    ) -> Any:
+        """The model's reply to the classification prompt (an ``LLMResponse``)."""
+        from .call import LLMRequest, call_llm
+
+        cfg = self.config
+        instructions = ctx.render(cfg.instructions, field="config.instructions") if cfg.instructions else ""
+        history = history_as_text(recent_turns(resolve_history(ctx, cfg), cfg.history))
+        temperature, max_tokens = sampling(cfg, spec, CLASSIFY_TEMPERATURE, CLASSIFY_MAX_TOKENS)
+        messages = [
+            {"role": "system", "content": self._system_prompt(instructions, history, previous, protocol)},
+            {"role": "user", "content": question},
+        ]
+        request = LLMRequest(
+            cfg.model,
+            messages,
+            temperature=temperature,
+            max_tokens=max_tokens,
+            tools=[self._tool()] if protocol == "tool" else None,
+            tool_choice={"type": "function", "function": {"name": TOOL_NAME}} if forced else None,
+        )
+        return await call_llm(
+            request,
+            registry=registry_of(ctx),
+            cancel=ctx.cancel,
+            node_id=ctx.node_id,
+            idle_timeout=stream_idle_timeout(ctx, spec),
+        )
+
+    def _verdict(self, response: Any, protocol: str, forced: bool, record: ClassifyRecord) -> Verdict:
+        """The category the reply names (or why none), its raw text kept in ``record``."""
+        calls = [c for c in response.tool_calls if c.name == TOOL_NAME]
+        if protocol == "tool" and calls:
+            record["raw"] = calls[0].arguments
+            return _read_arguments(self.config.categories, calls[0].arguments)
+        record["raw"] = response.text
+        if forced:
+            other = [c.name for c in response.tool_calls]
+            return Verdict(
+                None,
+                "no_tool_call",
+                f"tool_choice required {TOOL_NAME}; got "
+                + (f"calls to {other}" if other else "no tool call"),
+            )
+        return read_answer(self.config.categories, response.text)
