@@ -185,55 +185,21 @@ class ExtractFieldsNode(NodeExecutor[ExtractFieldsConfig], kind="extract_fields"
         return "\n".join(lines)
 
     async def run(self, ctx: NodeContext) -> NodeResult:
-        from .call import LLMRequest, call_llm
+        from .call import call_llm
         from .chat import stream_idle_timeout
 
         cfg = self.config
         spec = model_spec(ctx, cfg.model)
-        caps = spec.capabilities
-        protocol = self._protocol(ctx, caps)
-        forced = protocol == "tool" and caps.forced_tool_calls
-        text = render_text(ctx, cfg.text, "text")
-        instructions = ctx.render(cfg.instructions, field="config.instructions") if cfg.instructions else ""
-        history = history_as_text(recent_turns(resolve_history(ctx, cfg), cfg.history))
-        temperature, max_tokens = sampling(cfg, spec, EXTRACT_TEMPERATURE, extract_max_tokens(cfg.fields))
-        schema = cfg.json_schema()
-        request = LLMRequest(
-            cfg.model,
-            [
-                {"role": "system", "content": self._system_prompt(instructions, history, protocol)},
-                {"role": "user", "content": text},
-            ],
-            temperature=temperature,
-            max_tokens=max_tokens,
-            tools=[
-                {
-                    "type": "function",
-                    "function": {
-                        "name": TOOL_NAME,
-                        "description": "Return the extracted fields.",
-                        "parameters": schema,
-                    },
-                }
-            ]
-            if protocol == "tool"
-            else None,
-            tool_choice={"type": "function", "function": {"name": TOOL_NAME}} if forced else None,
-            response_format=(
-                {"type": "json_schema", "json_schema": {"name": TOOL_NAME, "schema": schema}}
-                if protocol == "structured"
-                else None
-            ),
-        )
+        protocol = self._protocol(ctx, spec.capabilities)
+        forced = protocol == "tool" and spec.capabilities.forced_tool_calls
         response = await call_llm(
-            request,
+            self._request(ctx, spec, protocol, forced),
             registry=registry_of(ctx),
             cancel=ctx.cancel,
             node_id=ctx.node_id,
             idle_timeout=stream_idle_timeout(ctx, spec),
         )
         usage = add_usage(ctx, response.usage)
-
         calls = [c for c in response.tool_calls if c.name == TOOL_NAME]
         raw = calls[0].arguments if (protocol == "tool" and calls) else response.text
         record: ExtractRecord = {"protocol": protocol, "raw": raw}
@@ -250,22 +216,58 @@ class ExtractFieldsNode(NodeExecutor[ExtractFieldsConfig], kind="extract_fields"
                 parsed = find_json(raw, expect="object").value
             except JsonNotFound as exc:
                 record.update({"reason": exc.reason, "detail": exc.hint(raw)})
+        outputs = self._outputs(parsed, record)
+        ctx.node_run.data["extract"] = record
+        outputs.update(usage=usage.model_dump())
+        return NodeResult(outputs)
 
+    def _request(self, ctx: NodeContext, spec: Any, protocol: str, forced: bool) -> Any:
+        """The ``LLMRequest`` asking for the fields by ``protocol`` (``tool``: a function
+        whose parameters are the fields' JSON schema; ``structured``: that schema as the
+        response format; ``prompt``: the schema in the system prompt)."""
+        from .call import LLMRequest
+
+        cfg = self.config
+        text = render_text(ctx, cfg.text, "text")
+        instructions = ctx.render(cfg.instructions, field="config.instructions") if cfg.instructions else ""
+        history = history_as_text(recent_turns(resolve_history(ctx, cfg), cfg.history))
+        temperature, max_tokens = sampling(cfg, spec, EXTRACT_TEMPERATURE, extract_max_tokens(cfg.fields))
+        schema = cfg.json_schema()
+        function = {"name": TOOL_NAME, "description": "Return the extracted fields.", "parameters": schema}
+        return LLMRequest(
+            cfg.model,
+            [
+                {"role": "system", "content": self._system_prompt(instructions, history, protocol)},
+                {"role": "user", "content": text},
+            ],
+            temperature=temperature,
+            max_tokens=max_tokens,
+            tools=[{"type": "function", "function": function}] if protocol == "tool" else None,
+            tool_choice={"type": "function", "function": {"name": TOOL_NAME}} if forced else None,
+            response_format=(
+                {"type": "json_schema", "json_schema": {"name": TOOL_NAME, "schema": schema}}
+                if protocol == "structured"
+                else None
+            ),
+        )
+
+    def _outputs(self, parsed: dict[str, Any] | None, record: ExtractRecord) -> dict[str, Any]:
+        """The node's outputs for the ``parsed`` reply (None: no JSON object found): each
+        field's valid value or None, ``fields`` and ``success``; ``record`` gets what was
+        invalid, missing or ignored."""
+        fields = self.config.fields
         valid: dict[str, Any]
         invalid: dict[str, str]
         if parsed is None:
-            valid, invalid, missing = {}, {}, [f.name for f in cfg.fields if f.required]
+            valid, invalid, missing = {}, {}, [f.name for f in fields if f.required]
         else:
-            valid, invalid, missing = validate_fields(cfg.fields, parsed)
-            declared = {f.name for f in cfg.fields}
+            valid, invalid, missing = validate_fields(fields, parsed)
+            declared = {f.name for f in fields}
             record["ignored"] = sorted(k for k in parsed if k not in declared)
         success = (
-            parsed is not None
-            and not missing
-            and not any(f.required and f.name in invalid for f in cfg.fields)
+            parsed is not None and not missing and not any(f.required and f.name in invalid for f in fields)
         )
         record.update({"invalid": invalid, "missing": missing, "success": success})
-        ctx.node_run.data["extract"] = record
-        outputs: dict[str, Any] = {f.name: valid.get(f.name) for f in cfg.fields}
-        outputs.update(fields=valid, success=success, usage=usage.model_dump())
-        return NodeResult(outputs)
+        outputs: dict[str, Any] = {f.name: valid.get(f.name) for f in fields}
+        outputs.update(fields=valid, success=success)
+        return outputs
