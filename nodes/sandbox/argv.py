@@ -210,28 +210,36 @@ def bwrap_argv(
     bwrap: str, tools: Tools, inner: list[str], *, seccomp_fd: int | None, as_root: bool, uid: int
 ) -> list[str]:
     """The bubblewrap command line around ``inner`` (see the module doc for the design)."""
-    argv = [
-        bwrap,
-        "--unshare-net",
-        "--unshare-pid",
-        "--unshare-ipc",
-        "--unshare-uts",
-        "--unshare-cgroup-try",
-        "--hostname",
-        "sandbox",
-        "--die-with-parent",
-        "--new-session",
-        "--clearenv",
-        "--setenv",
-        "HOME",
-        WORKDIR,
-    ]
+    argv = [bwrap, *_namespaces(tools, as_root), *_mounts(tools), *_scratch()]
+    if seccomp_fd is not None:
+        argv += ["--seccomp", str(seccomp_fd)]
+    argv.append("--")
+    if as_root:
+        # Root only sets the sandbox up: the code runs as a throw-away uid with no capabilities.
+        assert tools.setpriv is not None
+        argv += [tools.setpriv, "--reuid", str(uid), "--regid", str(uid), "--clear-groups"]
+        argv += ["--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
+    return argv + inner
+
+
+def _namespaces(tools: Tools, as_root: bool) -> list[str]:
+    """New network, pid, ipc, uts and cgroup namespaces, a fresh session dying with its
+    parent, and only the sandbox's environment."""
+    argv = ["--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+    argv += ["--hostname", "sandbox", "--die-with-parent", "--new-session", "--clearenv"]
+    argv += ["--setenv", "HOME", WORKDIR]
     for name, value in sandbox_env(tools, sandboxed=True).items():
         argv += ["--setenv", name, value]
     if not as_root:
         # Unprivileged: bwrap needs a user namespace (it drops every capability in it).
         argv.append("--unshare-user")
-    argv += ["--ro-bind", "/usr", "/usr"]
+    return argv
+
+
+def _mounts(tools: Tools) -> list[str]:
+    """Read-only binds of /usr, the top-level library folders, the few /etc files the
+    loader reads, the interpreters' prefixes and the packages the code may import."""
+    argv = ["--ro-bind", "/usr", "/usr"]
     for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
         if os.path.islink(top):
             argv += ["--symlink", os.readlink(top), top]
@@ -260,44 +268,13 @@ def bwrap_argv(
     for host, inside in ((tools.python_packages, SANDBOX_PYTHON), (tools.node_modules, SANDBOX_NODE_MODULES)):
         if host:
             argv += parents(inside) + ["--ro-bind", host, inside]
-    argv += [
-        "--proc",
-        "/proc",
-        "--dev",
-        "/dev",
-        "--perms",
-        "1777",
-        "--size",
-        str(SCRATCH_BYTES),
-        "--tmpfs",
-        "/tmp",
-        "--perms",
-        "0777",
-        "--size",
-        str(SCRATCH_BYTES),
-        "--tmpfs",
-        WORKDIR,
-        "--remount-ro",
-        "/",
-        "--chdir",
-        WORKDIR,
-    ]
-    if seccomp_fd is not None:
-        argv += ["--seccomp", str(seccomp_fd)]
-    argv.append("--")
-    if as_root:
-        # Root only sets the sandbox up: the code runs as a throw-away uid with no capabilities.
-        assert tools.setpriv is not None
-        argv += [
-            tools.setpriv,
-            "--reuid",
-            str(uid),
-            "--regid",
-            str(uid),
-            "--clear-groups",
-            "--inh-caps=-all",
-            "--bounding-set=-all",
-            "--no-new-privs",
-            "--",
-        ]
-    return argv + inner
+    return argv
+
+
+def _scratch() -> list[str]:
+    """/proc, /dev, size-capped writable /tmp and working folder, the rest read-only."""
+    size = str(SCRATCH_BYTES)
+    argv = ["--proc", "/proc", "--dev", "/dev"]
+    argv += ["--perms", "1777", "--size", size, "--tmpfs", "/tmp"]
+    argv += ["--perms", "0777", "--size", size, "--tmpfs", WORKDIR]
+    return argv + ["--remount-ro", "/", "--chdir", WORKDIR]
