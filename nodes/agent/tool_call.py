@@ -292,31 +292,9 @@ def http_tool_spec(ctx: NodeContext, op: HttpTool, default_timeout: float | None
 
     async def run(args: dict[str, Any], call: ToolCallContext) -> ToolOutcome:
         base = ctx.render(op.base_url, field=f"config.http_tools.{op.operationId}.base_url").rstrip("/")
-        path = op.path
-        query: dict[str, Any] = {}
-        values: dict[str, Any] = {}
-        for p in op.parameters:
-            if p.name not in args:
-                continue
-            value = args[p.name]
-            if p.in_ == "path":
-                text = value if isinstance(value, str) else _json(value)
-                path = path.replace(f"{{{p.name}}}", urllib.parse.quote(text, safe=""))
-            elif p.in_ == "query":
-                query[p.name] = _query_value(value)
-        for i, p in enumerate(header_params):
-            value = args.get(p.name, "")
-            values[f"tool_h{i}"] = value if isinstance(value, str) else _json(value)
-        try:
-            url = httpx.URL(base + path)
-        except httpx.InvalidURL as exc:
-            return ToolOutcome(f"invalid URL for {op.operationId}: {exc}", is_error=True)
-        if query:
-            url = url.copy_merge_params({k: v for k, v in query.items() if v is not None})
-        values["tool_url"] = str(url)
-        values["tool_body"] = (
-            _json(args.get("body")) if has_body and "body" in args else ("{}" if has_body else "")
-        )
+        values = _http_values(op, base, args, header_params, has_body)
+        if isinstance(values, ToolOutcome):
+            return values
         run_record = NodeRun(
             id=f"{ctx.node_run.id}:{call.id}",
             node_id=ctx.node_id,
@@ -337,20 +315,7 @@ def http_tool_spec(ctx: NodeContext, op: HttpTool, default_timeout: float | None
         )
         sub.tool_vars = values
         result = await executor.run(sub)
-        out = result.outputs
-        status = out["status_code"]
-        content: dict[str, Any] = {"status_code": status}
-        if out.get("json") is not None:
-            content["json"] = out["json"]
-        else:
-            content["body"] = out.get("body", "")
-        record = {
-            "method": op.method,
-            "url": run_record.data.get("url"),
-            "status_code": status,
-            "response_bytes": run_record.data.get("response_bytes"),
-        }
-        return ToolOutcome(_json(content), is_error=status >= 400, data=record)
+        return _http_outcome(op, result.outputs, run_record)
 
     description = op.description or op.summary
     return ToolSpec(
@@ -362,6 +327,58 @@ def http_tool_spec(ctx: NodeContext, op: HttpTool, default_timeout: float | None
         timeout=op.timeout + 5 if default_timeout is None else max(default_timeout, op.timeout + 5),
         meta={"kind": "http", "method": op.method, "path": op.path},
     )
+
+
+def _http_values(
+    op: HttpTool, base: str, args: dict[str, Any], header_params: list[Any], has_body: bool
+) -> dict[str, Any] | ToolOutcome:
+    """The template variables of one call of ``op`` with the model's ``args``: the URL
+    (path parameters quoted, query parameters merged), each header parameter
+    (``tool_h<i>``) and the JSON body; an error outcome when the URL is invalid."""
+    path = op.path
+    query: dict[str, Any] = {}
+    values: dict[str, Any] = {}
+    for p in op.parameters:
+        if p.name not in args:
+            continue
+        value = args[p.name]
+        if p.in_ == "path":
+            text = value if isinstance(value, str) else _json(value)
+            path = path.replace(f"{{{p.name}}}", urllib.parse.quote(text, safe=""))
+        elif p.in_ == "query":
+            query[p.name] = _query_value(value)
+    for i, p in enumerate(header_params):
+        value = args.get(p.name, "")
+        values[f"tool_h{i}"] = value if isinstance(value, str) else _json(value)
+    try:
+        url = httpx.URL(base + path)
+    except httpx.InvalidURL as exc:
+        return ToolOutcome(f"invalid URL for {op.operationId}: {exc}", is_error=True)
+    if query:
+        url = url.copy_merge_params({k: v for k, v in query.items() if v is not None})
+    values["tool_url"] = str(url)
+    values["tool_body"] = (
+        _json(args.get("body")) if has_body and "body" in args else ("{}" if has_body else "")
+    )
+    return values
+
+
+def _http_outcome(op: HttpTool, out: dict[str, Any], run_record: NodeRun) -> ToolOutcome:
+    """What the model is told of a response (status and JSON or body; an error from
+    400 up) and what the call's record keeps."""
+    status = out["status_code"]
+    content: dict[str, Any] = {"status_code": status}
+    if out.get("json") is not None:
+        content["json"] = out["json"]
+    else:
+        content["body"] = out.get("body", "")
+    record = {
+        "method": op.method,
+        "url": run_record.data.get("url"),
+        "status_code": status,
+        "response_bytes": run_record.data.get("response_bytes"),
+    }
+    return ToolOutcome(_json(content), is_error=status >= 400, data=record)
 
 
 # ----------------------------------------------------------------- workflow tools
