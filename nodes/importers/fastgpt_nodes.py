@@ -232,6 +232,42 @@ class FastGPTNodes(FastGPTLLMNodes):
 
     def _node_httpRequest468(self, p: Planned) -> dict[str, Any]:
         raw = p.raw
+        local = self._http_locals(raw)
+        if input_value(raw, "system_header_secret"):
+            raise Unconvertible(
+                "secret headers are stored encrypted by FastGPT and are not in the export",
+                "unsupported_feature",
+            )
+        method = str(input_value(raw, "system_httpMethod", "GET") or "GET").upper()
+        cfg: dict[str, Any] = {
+            "method": method,
+            "url": self.template(input_value(raw, "system_httpReqUrl", ""), local),
+            "raise_for_status": True,
+        }
+        if headers := self._http_pairs(raw, "system_httpHeader", local):
+            cfg["headers"] = headers
+        if query := self._http_pairs(raw, "system_httpParams", local):
+            cfg["query"] = query
+        if body := self._http_body(p, local):
+            cfg["body"] = body
+        timeout = number(input_value(raw, "system_httpTimeout"))
+        if timeout and timeout > 0:
+            cfg["timeout"] = float(min(timeout, 600))
+        if outputs := self._http_output_map(p):
+            cfg["outputs"] = outputs
+        if "httpRawResponse" in self.referenced.get(p.src_id, set()):
+            self.warn(
+                "behaviour_difference",
+                "httpRawResponse reads the parsed JSON response (`json`); a response "
+                "that is not JSON reads null there (its text is `body`)",
+                p,
+            )
+        return {"type": "http_request", "config": cfg}
+
+    def _http_locals(self, raw: dict[str, Any]) -> dict[str, Target | str]:
+        """The request node's own inputs (``{{key}}`` in its URL, headers and body): a
+        reference or a literal. Raises Unconvertible for a tool parameter, which only a
+        tool call fills."""
         local: dict[str, Target | str] = {}
         for inp in self.dynamic_inputs(raw):
             key, value = str(enum_value(inp["key"])), inp.get("value")
@@ -246,77 +282,58 @@ class FastGPTNodes(FastGPTLLMNodes):
                 )
             else:
                 local[key] = ""
-        if input_value(raw, "system_header_secret"):
-            raise Unconvertible(
-                "secret headers are stored encrypted by FastGPT and are not in the export",
-                "unsupported_feature",
-            )
-        method = str(input_value(raw, "system_httpMethod", "GET") or "GET").upper()
-        cfg: dict[str, Any] = {
-            "method": method,
-            "url": self.template(input_value(raw, "system_httpReqUrl", ""), local),
-            "raise_for_status": True,
-        }
+        return local
 
-        def pairs(key: str) -> dict[str, str]:
-            out: dict[str, str] = {}
-            for item in input_value(raw, key, []) or []:
-                if isinstance(item, dict) and item.get("key"):
-                    out[str(item["key"])] = self.template(item.get("value") or "", local)
-            return out
+    def _http_pairs(self, raw: dict[str, Any], key: str, local: dict[str, Target | str]) -> dict[str, str]:
+        """A key/value list input (headers, query, form) as templates."""
+        out: dict[str, str] = {}
+        for item in input_value(raw, key, []) or []:
+            if isinstance(item, dict) and item.get("key"):
+                out[str(item["key"])] = self.template(item.get("value") or "", local)
+        return out
 
-        if pairs("system_httpHeader"):
-            cfg["headers"] = pairs("system_httpHeader")
-        if pairs("system_httpParams"):
-            cfg["query"] = pairs("system_httpParams")
+    def _http_body(self, p: Planned, local: dict[str, Target | str]) -> dict[str, Any] | None:
+        """The body config by FastGPT's content type (None: no body)."""
+        raw = p.raw
         content_type = str(input_value(raw, "system_httpContentType", "") or "")
         body_text = input_value(raw, "system_httpJsonBody", "")
         if content_type in ("form-data", "x-www-form-urlencoded"):
-            cfg["body"] = {"type": "form", "form": pairs("system_httpFormBody")}
+            form = self._http_pairs(raw, "system_httpFormBody", local)
             if content_type == "form-data":
                 self.warn(
                     "behaviour_difference",
                     "the form-data body is sent URL-encoded (application/x-www-form-urlencoded)",
                     p,
                 )
-        elif content_type in ("raw-text", "xml"):
-            cfg["body"] = {
+            return {"type": "form", "form": form}
+        if content_type in ("raw-text", "xml"):
+            return {
                 "type": "raw",
                 "raw": self.template(body_text, local),
                 "content_type": "application/xml" if content_type == "xml" else "text/plain",
             }
-        elif content_type == "none" or not (isinstance(body_text, str) and body_text.strip()):
-            pass
-        else:
-            cfg["body"] = {
-                "type": "raw",
-                "raw": self.template(body_text, local, json_body=True),
-                "content_type": "application/json",
-            }
-        timeout = number(input_value(raw, "system_httpTimeout"))
-        if timeout and timeout > 0:
-            cfg["timeout"] = float(min(timeout, 600))
-        paths = self.http_outputs(raw)
-        outputs = {}
-        for key, name in paths.items():
+        if content_type == "none" or not (isinstance(body_text, str) and body_text.strip()):
+            return None
+        return {
+            "type": "raw",
+            "raw": self.template(body_text, local, json_body=True),
+            "content_type": "application/json",
+        }
+
+    def _http_output_map(self, p: Planned) -> dict[str, str]:
+        """Output name -> response path for the request's own outputs (names that are not
+        identifiers renamed and said; an unconvertible one deferred)."""
+        outputs: dict[str, str] = {}
+        for key, name in self.http_outputs(p.raw).items():
             try:
-                self.http_output_name(raw, key)
+                self.http_output_name(p.raw, key)
             except Unconvertible as exc:
                 self.defer(exc)
                 continue
             outputs[name] = key
             if name != key:
                 self.renamed("HTTP output", key, name, p)
-        if outputs:
-            cfg["outputs"] = outputs
-        if "httpRawResponse" in self.referenced.get(p.src_id, set()):
-            self.warn(
-                "behaviour_difference",
-                "httpRawResponse reads the parsed JSON response (`json`); a response "
-                "that is not JSON reads null there (its text is `body`)",
-                p,
-            )
-        return {"type": "http_request", "config": cfg}
+        return outputs
 
     def _node_code(self, p: Planned) -> dict[str, Any]:
         """A code node with FastGPT's semantics (``semantics: fastgpt``): inputs converted
