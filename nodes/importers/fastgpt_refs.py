@@ -122,6 +122,51 @@ def _field_names(items: Any, taken: set[str]) -> dict[str, str]:
     return names
 
 
+#: FastGPT output key -> (Flowloom output, type), per node kind, for the outputs that
+#: have a fixed equivalent
+STATIC_OUTPUTS: dict[str, dict[str, tuple[str, VarType]]] = {
+    "chatNode": {
+        "answerText": ("answer", VarType.string),
+        "history": ("history", VarType.array),
+        "reasoningText": ("reasoning", VarType.string),
+    },
+    "classifyQuestion": {"cqResult": ("category_name", VarType.string)},
+    "contentExtract": {"success": ("success", VarType.boolean), "fields": ("fields", VarType.object)},
+    "cfr": {"system_text": ("queries", VarType.array)},
+    "queryExtension": {"system_text": ("queries", VarType.array)},
+    "textEditor": {"system_text": ("output", VarType.string)},
+    "ifElseNode": {"ifElseResult": ("case", VarType.string)},
+    "userSelect": {"selectResult": ("label", VarType.string)},
+    "formInput": {"formInputResult": ("form", VarType.object)},
+    "loop": {"loopArray": ("results", VarType.array)},
+    "httpRequest468": {"httpRawResponse": ("json", VarType.any)},
+    "tools": {"answerText": ("answer", VarType.string)},
+    "datasetSearchNode": {"quoteQA": ("chunks", VarType.array)},
+    "datasetConcatNode": {"quoteQA": ("chunks", VarType.array)},
+}
+
+#: kinds whose outputs are all known: any other output of theirs has no equivalent
+KNOWN_OUTPUT_KINDS = frozenset(
+    {
+        "chatNode",
+        "classifyQuestion",
+        "contentExtract",
+        "cfr",
+        "queryExtension",
+        "textEditor",
+        "ifElseNode",
+        "userSelect",
+        "formInput",
+        "loop",
+        "httpRequest468",
+        "tools",
+        "answerNode",
+        "variableUpdate",
+        "stopTool",
+    }
+)
+
+
 class FastGPTRefs(BaseImporter):
     """The document and its references; subclassed by the node converters and the importer."""
 
@@ -296,26 +341,7 @@ class FastGPTRefs(BaseImporter):
                     "unsupported_reference",
                 )
             return "error", ("message",), VarType.string
-        static = {
-            "chatNode": {
-                "answerText": ("answer", VarType.string),
-                "history": ("history", VarType.array),
-                "reasoningText": ("reasoning", VarType.string),
-            },
-            "classifyQuestion": {"cqResult": ("category_name", VarType.string)},
-            "contentExtract": {"success": ("success", VarType.boolean), "fields": ("fields", VarType.object)},
-            "cfr": {"system_text": ("queries", VarType.array)},
-            "queryExtension": {"system_text": ("queries", VarType.array)},
-            "textEditor": {"system_text": ("output", VarType.string)},
-            "ifElseNode": {"ifElseResult": ("case", VarType.string)},
-            "userSelect": {"selectResult": ("label", VarType.string)},
-            "formInput": {"formInputResult": ("form", VarType.object)},
-            "loop": {"loopArray": ("results", VarType.array)},
-            "httpRequest468": {"httpRawResponse": ("json", VarType.any)},
-            "tools": {"answerText": ("answer", VarType.string)},
-            "datasetSearchNode": {"quoteQA": ("chunks", VarType.array)},
-            "datasetConcatNode": {"quoteQA": ("chunks", VarType.array)},
-        }.get(kind, {})
+        static = STATIC_OUTPUTS.get(kind, {})
         if key in static:
             return static[key][0], (), static[key][1]
         if kind == "contentExtract":
@@ -336,23 +362,7 @@ class FastGPTRefs(BaseImporter):
                     "unsupported_reference",
                 )
             return key, (), None  # FastGPT does not check code outputs: any value may arrive
-        if kind in (
-            "chatNode",
-            "classifyQuestion",
-            "contentExtract",
-            "cfr",
-            "queryExtension",
-            "textEditor",
-            "ifElseNode",
-            "userSelect",
-            "formInput",
-            "loop",
-            "httpRequest468",
-            "tools",
-            "answerNode",
-            "variableUpdate",
-            "stopTool",
-        ):
+        if kind in KNOWN_OUTPUT_KINDS:
             raise Unconvertible(
                 f"it reads output {key!r} of node {nid!r} ({kind}), which has no Flowloom equivalent",
                 "unsupported_reference",
