@@ -123,6 +123,18 @@ class DifyRefs(BaseImporter):
                 head, var, path = "sys", path[0], path[1:]
         if head == "sys":
             return self.system_target(var, path)
+        if head in ("env", "conversation") or head == self.start_id:
+            return self._variable_target(head, var, path)
+        if self.src.get(head) is None or head not in self.by_src:
+            raise Unconvertible(
+                f"it reads {'.'.join(map(str, sel))}: node {head!r} is not in the workflow",
+                "unsupported_reference",
+            )
+        return self._node_output_target(head, var, path)
+
+    def _variable_target(self, head: str, var: str, path: tuple[str | int, ...]) -> Target:
+        """An environment, conversation or start variable. Raises Unconvertible when the
+        workflow does not declare it."""
         if head == "env":
             if var in self.env:
                 return Target(
@@ -139,18 +151,15 @@ class DifyRefs(BaseImporter):
                     None if path else self._declared(self.conversation_vars, self.conversation[var]),
                 )
             raise Unconvertible(f"conversation variable {var!r} is not declared", "unsupported_reference")
-        if head == self.start_id:
-            if var in self.start_vars:
-                return Target("inputs", var, None, path, self.start_vars[var] if not path else None)
-            raise Unconvertible(f"the start node has no variable {var!r}", "unsupported_reference")
-        node = self.src.get(head)
-        if node is None or head not in self.by_src:
-            raise Unconvertible(
-                f"it reads {'.'.join(map(str, sel))}: node {head!r} is not in the workflow",
-                "unsupported_reference",
-            )
+        if var in self.start_vars:
+            return Target("inputs", var, None, path, self.start_vars[var] if not path else None)
+        raise Unconvertible(f"the start node has no variable {var!r}", "unsupported_reference")
+
+    def _node_output_target(self, head: str, var: str, path: tuple[str | int, ...]) -> Target:
+        """Output ``var`` of node ``head`` (a loop variable, an aggregator group, an
+        iteration's output, an error output, or an ordinary output)."""
         kind, p = self.kind_of(head), self.by_src[head]
-        data = self.data(node)
+        data = self.data(self.src[head])
         if kind == "loop" and var in self.loop_vars.get(head, {}):
             reader = self.reader
             if reader is not None and reader != p.fid and self.inside(reader, p.fid):
