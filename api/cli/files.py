@@ -241,23 +241,7 @@ def import_(
             packages=package_env(settings()),
         )
     except ImportFailed as exc:
-        console = err()
-        fmt = f" ({exc.source_format})" if exc.source_format else ""
-        console.print(Text(f"cannot import {source_label(file)}{fmt}:", style="bold red"))
-        _print_issues(exc.report, console)
-        for line in package_lines(exc.packages):
-            console.print(line)
-        if (
-            any(i.severity == "error" and i.code != "invalid_source" for i in exc.report)
-            and not allow_partial
-        ):
-            console.print(
-                Text(
-                    "use --allow-partial to import anyway with failing placeholders, --model "
-                    "SOURCE=NAME for unknown models and --dataset SOURCE=ID for datasets",
-                    style="dim",
-                )
-            )
+        _print_failure(exc, file, allow_partial)
         raise typer.Exit(EXIT_INVALID) from None
     text = json.dumps(result.workflow, indent=2, ensure_ascii=False) + "\n"
     if output is None:
@@ -268,6 +252,32 @@ def import_(
             output.write_text(text, encoding="utf-8")
         except OSError as exc:
             abort("cannot write the workflow:", [f"{output}: {exc}"])
+    _print_imported(result, registry, file, output)
+
+
+def _print_failure(exc: Any, file: Path, allow_partial: bool) -> None:
+    """Why an import failed (every problem) and, when options would help, which ones."""
+    console = err()
+    fmt = f" ({exc.source_format})" if exc.source_format else ""
+    console.print(Text(f"cannot import {source_label(file)}{fmt}:", style="bold red"))
+    _print_issues(exc.report, console)
+    for line in package_lines(exc.packages):
+        console.print(line)
+    if any(i.severity == "error" and i.code != "invalid_source" for i in exc.report) and not allow_partial:
+        console.print(
+            Text(
+                "use --allow-partial to import anyway with failing placeholders, --model "
+                "SOURCE=NAME for unknown models and --dataset SOURCE=ID for datasets",
+                style="dim",
+            )
+        )
+
+
+def _print_imported(result: Any, registry: Any, file: Path, output: Path | None) -> None:
+    """The import's report on stderr: its issues, a summary, where models and datasets
+    went, the secrets to set and the command that runs the workflow."""
+    from schemas.env_vars import secret_names
+
     console = err()
     _print_issues(result.report, console, imported=True, titles=node_titles(result.workflow))
     wf = result.workflow
@@ -283,8 +293,6 @@ def import_(
     console.print(summary)
     for line in [*model_lines(result, registry), *dataset_lines(result), *package_lines(result.packages)]:
         console.print(line)
-    from schemas.env_vars import secret_names
-
     for name in secret_names(wf):  # no file carries a secret's value: say how to give it
         console.print(
             Text.assemble(("secret to set: ", "bold"), f"{name} (flowloom secrets set {wf['id']} {name})")
