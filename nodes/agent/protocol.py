@@ -477,38 +477,9 @@ def parse_reply(
                 except JsonNotFound:
                     repairs = []
     if match is None:
-        diagnosis = diagnose(
-            error,
-            finish_reason=finish_reason,
-            completion_tokens=completion_tokens,
-            max_tokens=max_tokens,
-            text=text,
-        )
-        message = (
-            re.sub(r"\s*\(line \d+, column \d+\)$", "", str(error))
-            if error is not None
-            else "the reply is empty"
-        )
-        position = error.position if error is not None else None
-        return ProtocolReply(
-            "invalid",
-            diagnosis=diagnosis,
-            error=message,
-            hint=parse_failure_hint(text, diagnosis, error=message, position=position, max_tokens=max_tokens),
-        )
+        return _unreadable(text, error, finish_reason, completion_tokens, max_tokens)
     value = match.value
-    kind = value.get("type")
-    if isinstance(kind, str):
-        kind = kind.strip().lower()
-    if kind is None:
-        if "calls" in value or "tool" in value or "name" in value:
-            kind = "tool_calls"
-        elif "text" in value or "answer" in value:
-            kind = "answer"
-        repairs.append("missing type")
-    if kind in ("tool_call", "tools", "call"):
-        kind = "tool_calls"
-        repairs.append("type spelling")
+    kind = _reply_type(value, repairs)
     if kind == "answer":
         answer = value.get("text", value.get("answer"))
         if answer is None:
@@ -533,6 +504,52 @@ def parse_reply(
         max_tokens,
         value,
     )
+
+
+def _unreadable(
+    text: str,
+    error: JsonNotFound | None,
+    finish_reason: str | None,
+    completion_tokens: int | None,
+    max_tokens: int | None,
+) -> ProtocolReply:
+    """The ``invalid`` reply for a text with no protocol object: why (the diagnosis) and
+    what the model should do (the hint)."""
+    diagnosis = diagnose(
+        error,
+        finish_reason=finish_reason,
+        completion_tokens=completion_tokens,
+        max_tokens=max_tokens,
+        text=text,
+    )
+    message = (
+        re.sub(r"\s*\(line \d+, column \d+\)$", "", str(error)) if error is not None else "the reply is empty"
+    )
+    position = error.position if error is not None else None
+    return ProtocolReply(
+        "invalid",
+        diagnosis=diagnosis,
+        error=message,
+        hint=parse_failure_hint(text, diagnosis, error=message, position=position, max_tokens=max_tokens),
+    )
+
+
+def _reply_type(value: dict[str, Any], repairs: list[str]) -> Any:
+    """The reply's ``type``, normalised: guessed from its keys when missing, common
+    misspellings of ``tool_calls`` accepted (each repair named in ``repairs``)."""
+    kind = value.get("type")
+    if isinstance(kind, str):
+        kind = kind.strip().lower()
+    if kind is None:
+        if "calls" in value or "tool" in value or "name" in value:
+            kind = "tool_calls"
+        elif "text" in value or "answer" in value:
+            kind = "answer"
+        repairs.append("missing type")
+    if kind in ("tool_call", "tools", "call"):
+        kind = "tool_calls"
+        repairs.append("type spelling")
+    return kind
 
 
 def _echo(value: Any) -> ProtocolReply:
