@@ -626,40 +626,11 @@ def validate_args(schema: Mapping[str, Any] | None, value: Any, path: str = "$")
     ):
         problems.append(f"{path}: must be one of {json.dumps(enum, ensure_ascii=False)}")
     if isinstance(value, dict):
-        props = schema.get("properties") or {}
-        for name in schema.get("required") or ():
-            if name not in value:
-                problems.append(f"{path}: missing required property {json.dumps(name)}")
-        extra = schema.get("additionalProperties", True)
-        for key, item in value.items():
-            if key in props:
-                problems += validate_args(props[key], item, f"{path}.{key}")
-            elif extra is False:
-                problems.append(
-                    f"{path}: unknown property {json.dumps(safe_name(key))} "
-                    f"(allowed: {', '.join(props) or 'none'})"
-                )
-            elif isinstance(extra, dict):
-                problems += validate_args(extra, item, f"{path}.{key}")
+        problems += _object_problems(schema, value, path)
     elif isinstance(value, list):
-        items = schema.get("items")
-        if isinstance(items, dict):
-            for i, item in enumerate(value):
-                problems += validate_args(items, item, f"{path}[{i}]")
-        if "minItems" in schema and len(value) < schema["minItems"]:
-            problems.append(f"{path}: needs at least {schema['minItems']} item(s)")
-        if "maxItems" in schema and len(value) > schema["maxItems"]:
-            problems.append(f"{path}: allows at most {schema['maxItems']} item(s)")
-    elif isinstance(value, str):
-        if "minLength" in schema and len(value) < schema["minLength"]:
-            problems.append(f"{path}: needs at least {schema['minLength']} character(s)")
-        if "maxLength" in schema and len(value) > schema["maxLength"]:
-            problems.append(f"{path}: allows at most {schema['maxLength']} character(s)")
-    elif _kind(value) == "number":
-        if "minimum" in schema and value < schema["minimum"]:
-            problems.append(f"{path}: must be >= {schema['minimum']}")
-        if "maximum" in schema and value > schema["maximum"]:
-            problems.append(f"{path}: must be <= {schema['maximum']}")
+        problems += _array_problems(schema, value, path)
+    else:
+        problems += _scalar_problems(schema, value, path)
     for key in ("anyOf", "oneOf"):
         options = schema.get(key)
         if options:
@@ -669,4 +640,54 @@ def validate_args(schema: Mapping[str, Any] | None, value: Any, path: str = "$")
                     f"{path}: must match {'exactly one' if key == 'oneOf' else 'at least one'} of "
                     f"{len(options)} allowed shapes"
                 )
+    return problems
+
+
+def _object_problems(schema: Mapping[str, Any], value: dict[str, Any], path: str) -> list[str]:
+    """Required, known and additional properties of an object."""
+    problems: list[str] = []
+    props = schema.get("properties") or {}
+    for name in schema.get("required") or ():
+        if name not in value:
+            problems.append(f"{path}: missing required property {json.dumps(name)}")
+    extra = schema.get("additionalProperties", True)
+    for key, item in value.items():
+        if key in props:
+            problems += validate_args(props[key], item, f"{path}.{key}")
+        elif extra is False:
+            problems.append(
+                f"{path}: unknown property {json.dumps(safe_name(key))} (allowed: {', '.join(props) or 'none'})"
+            )
+        elif isinstance(extra, dict):
+            problems += validate_args(extra, item, f"{path}.{key}")
+    return problems
+
+
+def _array_problems(schema: Mapping[str, Any], value: list[Any], path: str) -> list[str]:
+    """Each item against ``items``, and the item count bounds."""
+    problems: list[str] = []
+    items = schema.get("items")
+    if isinstance(items, dict):
+        for i, item in enumerate(value):
+            problems += validate_args(items, item, f"{path}[{i}]")
+    if "minItems" in schema and len(value) < schema["minItems"]:
+        problems.append(f"{path}: needs at least {schema['minItems']} item(s)")
+    if "maxItems" in schema and len(value) > schema["maxItems"]:
+        problems.append(f"{path}: allows at most {schema['maxItems']} item(s)")
+    return problems
+
+
+def _scalar_problems(schema: Mapping[str, Any], value: Any, path: str) -> list[str]:
+    """A string's length bounds, a number's range."""
+    problems: list[str] = []
+    if isinstance(value, str):
+        if "minLength" in schema and len(value) < schema["minLength"]:
+            problems.append(f"{path}: needs at least {schema['minLength']} character(s)")
+        if "maxLength" in schema and len(value) > schema["maxLength"]:
+            problems.append(f"{path}: allows at most {schema['maxLength']} character(s)")
+    elif _kind(value) == "number":
+        if "minimum" in schema and value < schema["minimum"]:
+            problems.append(f"{path}: must be >= {schema['minimum']}")
+        if "maximum" in schema and value > schema["maximum"]:
+            problems.append(f"{path}: must be <= {schema['maximum']}")
     return problems
