@@ -125,51 +125,10 @@ def _report(
     failed = unfinished = 0
     dataset_id = next((o.document.dataset_id for o in outcomes if o.document is not None), "ID")
     for outcome in outcomes:
-        if outcome.error is not None:
-            console.print(
-                Text.assemble(
-                    ("  ✗ ", "red"),
-                    (outcome.source_name, "bold"),
-                    f": {without_name(str(outcome.error), outcome.source_name)} ({outcome.error.reason})",
-                )
-            )
-            continue
-        document = final.get(outcome.document.id, outcome.document)
-        status = str(document.status)
-        if followed and status not in _FINAL:
-            unfinished += 1
-            console.print(
-                Text.assemble(
-                    ("  … ", "yellow"),
-                    (outcome.source_name, "bold"),
-                    f": left {status} (ingestion stopped); continue it with `flowloom datasets "
-                    f"reindex {document.dataset_id} {document.id} --wait` or `flowloom serve`",
-                )
-            )
-        elif status == "failed":
-            failed += 1
-            console.print(
-                Text.assemble(
-                    ("  ✗ ", "red"),
-                    (outcome.source_name, "bold"),
-                    f": ingestion failed: {document.error or 'no reason given'}",
-                )
-            )
-        else:
-            note = (
-                "unchanged"
-                if not outcome.created
-                else chunks(document.chunk_count)
-                if status == "ready"
-                else f"{status} (for `flowloom worker`)"
-                if queued
-                else status
-            )
-            if getattr(outcome, "retried", False):
-                note = f"retried (its ingestion had failed): {note}"
-            console.print(
-                Text.assemble(("  ✓ ", "green"), (outcome.source_name, "bold"), f"  {document.id}  {note}")
-            )
+        line, state = _outcome_line(outcome, final, queued, followed)
+        console.print(line)
+        failed += state == "failed"
+        unfinished += state == "unfinished"
     if failed:
         console.print(
             Text(
@@ -180,6 +139,38 @@ def _report(
         )
     refused = len(unread) + sum(1 for o in outcomes if o.error is not None)
     return EXIT_INVALID if refused else EXIT_RUN_FAILED if failed or unfinished else EXIT_OK
+
+
+def _outcome_line(outcome: Any, final: dict[str, Any], queued: bool, followed: bool) -> tuple[Text, str]:
+    """The line of one uploaded file and its state: ``refused`` (not ingested), ``unfinished``
+    (followed, not done), ``failed`` (in ingestion) or ``ok``."""
+    if outcome.error is not None:
+        reason = f": {without_name(str(outcome.error), outcome.source_name)} ({outcome.error.reason})"
+        return Text.assemble(("  ✗ ", "red"), (outcome.source_name, "bold"), reason), "refused"
+    document = final.get(outcome.document.id, outcome.document)
+    status = str(document.status)
+    if followed and status not in _FINAL:
+        return Text.assemble(
+            ("  … ", "yellow"),
+            (outcome.source_name, "bold"),
+            f": left {status} (ingestion stopped); continue it with `flowloom datasets "
+            f"reindex {document.dataset_id} {document.id} --wait` or `flowloom serve`",
+        ), "unfinished"
+    if status == "failed":
+        return Text.assemble(
+            ("  ✗ ", "red"),
+            (outcome.source_name, "bold"),
+            f": ingestion failed: {document.error or 'no reason given'}",
+        ), "failed"
+    if not outcome.created:
+        note = "unchanged"
+    elif status == "ready":
+        note = chunks(document.chunk_count)
+    else:
+        note = f"{status} (for `flowloom worker`)" if queued else status
+    if getattr(outcome, "retried", False):
+        note = f"retried (its ingestion had failed): {note}"
+    return Text.assemble(("  ✓ ", "green"), (outcome.source_name, "bold"), f"  {document.id}  {note}"), "ok"
 
 
 def chunks(count: int) -> str:
