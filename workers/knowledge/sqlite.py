@@ -469,6 +469,8 @@ class SqliteKnowledgeStore(SqliteVectors, SqliteFullText):
                 document_id=document_id,
                 search_terms=terms_text,
             )
+            if plan.inserts:
+                self._ensure_full_text(c, tenant_id)  # its triggers index the new chunks
             c.executemany("DELETE FROM kb_chunks WHERE id = ?", [(i,) for i in plan.dropped])
             c.executemany(
                 "UPDATE kb_chunks SET position = ?, text = ?, heading_path = ?, parent_id = ?, "

@@ -1,13 +1,14 @@
 """The plumbing under :class:`~workers.knowledge.sqlite.SqliteKnowledgeStore` (see that
 module): the store's state, its connection on a thread of its own (WAL, ``BEGIN
-IMMEDIATE`` writes), the full-text reader's read-only connection, the FTS5 table and
-triggers made when the store opens, and the SQL fragments every part of the store selects
+IMMEDIATE`` writes), the full-text reader's read-only connection, each tenant's FTS5
+table and triggers (made before its first chunk is written), and the SQL fragments every part of the store selects
 chunks with. :class:`SqliteStoreBase` is the base of the store's parts."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -22,20 +23,39 @@ from workers.sql.connect import BUSY_TIMEOUT_MS
 from .hnsw import EXACT_MAX_CELLS, VectorIndexes
 from .rows import CHUNK_COLUMNS
 
-__all__ = ["SqliteStoreBase"]
+__all__ = ["SqliteStoreBase", "full_text_table"]
 
 T = TypeVar("T")
 
-_SCHEMA = (
-    "CREATE VIRTUAL TABLE IF NOT EXISTS kb_chunks_fts USING fts5("
+#: The full-text table and triggers of one tenant (``{name}``: :func:`full_text_table`;
+#: ``{tenant}``: its id as an SQL string literal). A table per tenant, because FTS5's BM25
+#: weighs a term by how many rows of *its table* hold it: in a shared table one tenant's
+#: documents would change another's ranking, and a tenant could learn from its scores
+#: which words other tenants' documents hold. External content over ``kb_chunks`` (the
+#: text is stored once); the triggers keep it in step with every write and cascade.
+_TENANT_SCHEMA = (
+    "CREATE VIRTUAL TABLE IF NOT EXISTS {name} USING fts5("
     "search_terms, content='kb_chunks', content_rowid='seq', tokenize='unicode61 remove_diacritics 0')",
-    "CREATE TRIGGER IF NOT EXISTS kb_chunks_fts_insert AFTER INSERT ON kb_chunks "
-    "WHEN new.kind != 'parent' AND new.search_terms IS NOT NULL BEGIN "
-    "INSERT INTO kb_chunks_fts(rowid, search_terms) VALUES (new.seq, new.search_terms); END",
-    "CREATE TRIGGER IF NOT EXISTS kb_chunks_fts_delete AFTER DELETE ON kb_chunks "
-    "WHEN old.kind != 'parent' AND old.search_terms IS NOT NULL BEGIN "
-    "INSERT INTO kb_chunks_fts(kb_chunks_fts, rowid, search_terms) VALUES ('delete', old.seq, old.search_terms); END",
+    "CREATE TRIGGER IF NOT EXISTS {name}_insert AFTER INSERT ON kb_chunks "
+    "WHEN new.tenant_id = {tenant} AND new.kind != 'parent' AND new.search_terms IS NOT NULL BEGIN "
+    "INSERT INTO {name}(rowid, search_terms) VALUES (new.seq, new.search_terms); END",
+    "CREATE TRIGGER IF NOT EXISTS {name}_delete AFTER DELETE ON kb_chunks "
+    "WHEN old.tenant_id = {tenant} AND old.kind != 'parent' AND old.search_terms IS NOT NULL BEGIN "
+    "INSERT INTO {name}({name}, rowid, search_terms) VALUES ('delete', old.seq, old.search_terms); END",
 )
+#: the one full-text table all tenants shared before (converted when a store opens)
+_SHARED_FTS = "kb_chunks_fts"
+
+
+def full_text_table(tenant_id: str) -> str:
+    """The name of ``tenant_id``'s FTS5 table: ``kb_fts_`` and 20 hex digits of the id's
+    SHA-256 (a name SQL can carry whatever characters the id has)."""
+    return "kb_fts_" + hashlib.sha256(tenant_id.encode("utf-8")).hexdigest()[:20]
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
 
 _CHUNK_COLUMNS = CHUNK_COLUMNS  # what every chunk query selects last (rows.chunk_from_row)
 _CHUNKS_FROM = "kb_chunks c JOIN kb_documents d ON d.id = c.document_id"
@@ -69,8 +89,11 @@ class SqliteStoreBase:
         )
         self._reader: Any = None
         self._memory = VectorIndexes(exact_max_cells, index_directory)
-        self._term_counts: dict[str, int] = {}  # term -> chunks holding it (see _full_text_terms)
+        # (tenant, term) -> chunks holding it (see _full_text_terms)
+        self._term_counts: dict[tuple[str, str], int] = {}
         self._term_counts_at = 0.0
+        self._full_text_tenants: set[str] = set()  # tenants whose full-text table this process made or saw
+        self._vocabularies: dict[str, str] = {}  # tenant -> the reader's vocabulary table
 
     # -------------------------------------------------------------------- plumbing
 
@@ -95,9 +118,34 @@ class SqliteStoreBase:
             raise StoreError(
                 f"knowledge store {self.path}: the database is not migrated (no kb_chunks table)"
             )
+        if conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (_SHARED_FTS,)).fetchone() is not None:
+            self._split_shared_full_text()
+
+    def _ensure_full_text(self, conn: Any, tenant_id: str) -> None:
+        """Create ``tenant_id``'s full-text table and triggers unless they exist (in the
+        caller's write transaction, before the tenant's first chunk is written)."""
+        if tenant_id in self._full_text_tenants:
+            return
+        name, tenant = full_text_table(tenant_id), _literal(tenant_id)
+        for statement in _TENANT_SCHEMA:
+            conn.execute(statement.format(name=name, tenant=tenant))
+        self._full_text_tenants.add(tenant_id)
+
+    def _split_shared_full_text(self) -> None:
+        """Move a store made before full-text tables were per tenant onto them: each
+        tenant's table filled from its chunks, the shared table and its triggers dropped
+        (one transaction: a crash leaves the old layout, converted at the next open)."""
         with self._write() as c:
-            for statement in _SCHEMA:
-                c.execute(statement)
+            for (tenant_id,) in c.execute("SELECT DISTINCT tenant_id FROM kb_chunks").fetchall():
+                self._ensure_full_text(c, tenant_id)
+                c.execute(
+                    f"INSERT INTO {full_text_table(tenant_id)}(rowid, search_terms) SELECT seq, search_terms "
+                    "FROM kb_chunks WHERE tenant_id = ? AND kind != 'parent' AND search_terms IS NOT NULL",
+                    (tenant_id,),
+                )
+            for trigger in ("kb_chunks_fts_insert", "kb_chunks_fts_delete"):
+                c.execute(f"DROP TRIGGER IF EXISTS {trigger}")
+            c.execute(f"DROP TABLE IF EXISTS {_SHARED_FTS}")
 
     def _reader_conn(self) -> Any:
         """The full-text reader's connection (made on its thread at its first search)."""
@@ -108,14 +156,29 @@ class SqliteStoreBase:
             conn.row_factory = sqlean.Row
             conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
             conn.execute(f"PRAGMA mmap_size={MMAP_BYTES}")
-            # each term's chunk count, for choosing a query's terms (this connection only)
-            conn.execute(
-                "CREATE VIRTUAL TABLE IF NOT EXISTS temp.kb_chunks_terms USING "
-                "fts5vocab(main, kb_chunks_fts, row)"
-            )
-            conn.execute("PRAGMA query_only=ON")  # it only reads from now on
+            conn.execute("PRAGMA query_only=ON")  # it reads, but for its own temp vocabulary tables
             self._reader = conn
         return self._reader
+
+    def _tenant_terms(self, conn: Any, tenant_id: str) -> str | None:
+        """The name of the reader's vocabulary table over ``tenant_id``'s full-text table
+        (each term's chunk count, for choosing a query's terms), made at its first use;
+        None while the tenant has no full-text table (no chunk written yet)."""
+        vocab = self._vocabularies.get(tenant_id)
+        if vocab is None:
+            name = full_text_table(tenant_id)
+            if conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (name,)).fetchone() is None:
+                return None
+            vocab = f"{name}_terms"
+            conn.execute("PRAGMA query_only=OFF")  # a temp table: the database file is not written
+            try:
+                conn.execute(
+                    f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{vocab} USING fts5vocab(main, {name}, row)"
+                )
+            finally:
+                conn.execute("PRAGMA query_only=ON")
+            self._vocabularies[tenant_id] = vocab
+        return vocab
 
     async def _read_call(self, fn: Callable[..., T], *args: Any) -> T:
         loop = asyncio.get_running_loop()

@@ -1,5 +1,5 @@
 """The full-text part of the SQLite knowledge store (see :mod:`workers.knowledge.sqlite`):
-BM25 search over the FTS5 table, on the read-only reader connection, and the chunk counts
+BM25 search over the tenant's FTS5 table, on the read-only reader connection, and the chunk counts
 of terms that choose a query's terms. :class:`SqliteFullText` is a base of
 :class:`~workers.knowledge.sqlite.SqliteKnowledgeStore`."""
 
@@ -14,7 +14,7 @@ from schemas.knowledge import MetadataFilter
 
 from .filters import sqlite_filters
 from .rows import chunk_from_row
-from .sqlite_base import _CHUNK_COLUMNS, _SEARCHABLE, SqliteStoreBase
+from .sqlite_base import _CHUNK_COLUMNS, _SEARCHABLE, SqliteStoreBase, full_text_table
 from .text import fts5_query, query_terms, rarest_terms
 
 __all__ = ["SqliteFullText"]
@@ -47,39 +47,43 @@ class SqliteFullText(SqliteStoreBase):
         self, tenant_id: str, dataset_ids: list[str], query: str, k: int, filters: list[MetadataFilter]
     ) -> list[ScoredChunk]:
         conn = self._reader_conn()
-        match = fts5_query(self._full_text_terms(conn, query))
-        if match is None or not dataset_ids or k < 1:
+        vocab = self._tenant_terms(conn, tenant_id)
+        if vocab is None or not dataset_ids or k < 1:
+            return []  # the tenant has no chunk yet
+        match = fts5_query(self._full_text_terms(conn, tenant_id, vocab, query))
+        if match is None:
             return []
+        fts = full_text_table(tenant_id)
         where, params = sqlite_filters(filters)
         scope = (
             f"c.tenant_id = ? AND c.dataset_id IN ({', '.join('?' * len(dataset_ids))}) AND {_SEARCHABLE} "
             f"AND {where}",
             (tenant_id, *dataset_ids, *params),
         )
-        # BM25 first, over the full-text table alone; the scope is checked on the best
-        # ``pool`` rows (most searches: one tenant's dataset is most of the file). Fewer
-        # than ``k`` in scope out of a full pool: rank every match in scope instead.
+        # BM25 first, over the tenant's full-text table alone; the scope is checked on the
+        # best ``pool`` rows (most searches: the dataset is most of the tenant's chunks).
+        # Fewer than ``k`` in scope out of a full pool: rank every match in scope instead.
         # (``bm25()`` ordered by SQLite's sorter, not FTS5's ``ORDER BY rank``: the same
         # scores, a third less time, since FTS5 sorts by rank through a nested statement)
         pool = max(4 * k, 100)
         rows = conn.execute(
-            f"SELECT f.score AS rank, {_CHUNK_COLUMNS} FROM (SELECT rowid, bm25(kb_chunks_fts) AS score FROM "
-            f"kb_chunks_fts WHERE kb_chunks_fts MATCH ? ORDER BY score LIMIT ?) f JOIN kb_chunks c ON c.seq = "
+            f"SELECT f.score AS rank, {_CHUNK_COLUMNS} FROM (SELECT rowid, bm25({fts}) AS score FROM "
+            f"{fts} WHERE {fts} MATCH ? ORDER BY score LIMIT ?) f JOIN kb_chunks c ON c.seq = "
             f"f.rowid JOIN kb_documents d ON d.id = c.document_id WHERE {scope[0]} ORDER BY f.score LIMIT ?",
             (match, pool, *scope[1], k),
         ).fetchall()
         if (
             len(rows) < k
             and conn.execute(
-                "SELECT count(*) FROM (SELECT 1 FROM kb_chunks_fts WHERE kb_chunks_fts MATCH ? LIMIT ?)",
+                f"SELECT count(*) FROM (SELECT 1 FROM {fts} WHERE {fts} MATCH ? LIMIT ?)",
                 (match, pool),
             ).fetchone()[0]
             >= pool
         ):
             rows = conn.execute(
-                f"SELECT bm25(kb_chunks_fts) AS rank, {_CHUNK_COLUMNS} FROM kb_chunks_fts JOIN kb_chunks c "
-                "ON c.seq = kb_chunks_fts.rowid JOIN kb_documents d ON d.id = c.document_id "
-                f"WHERE kb_chunks_fts MATCH ? AND {scope[0]} ORDER BY rank LIMIT ?",
+                f"SELECT bm25({fts}) AS rank, {_CHUNK_COLUMNS} FROM {fts} JOIN kb_chunks c "
+                f"ON c.seq = {fts}.rowid JOIN kb_documents d ON d.id = c.document_id "
+                f"WHERE {fts} MATCH ? AND {scope[0]} ORDER BY rank LIMIT ?",
                 (match, *scope[1], k),
             ).fetchall()
         hits = []
@@ -88,21 +92,21 @@ class SqliteFullText(SqliteStoreBase):
             hits.append(ScoredChunk(chunk_from_row(row), strength / (1.0 + strength)))
         return hits
 
-    def _full_text_terms(self, conn: Any, query: str) -> list[str]:
-        """The query's terms found in the index, rarest first, within the postings budget
-        (:func:`workers.knowledge.text.rarest_terms`), by chunk counts from FTS5's
-        vocabulary, kept for :data:`TERM_COUNTS_TTL_S` (a term's count changes slowly, and
-        only chooses which terms are ranked)."""
+    def _full_text_terms(self, conn: Any, tenant_id: str, vocab: str, query: str) -> list[str]:
+        """The query's terms found in the tenant's index, rarest first, within the postings
+        budget (:func:`workers.knowledge.text.rarest_terms`), by chunk counts from the
+        tenant's FTS5 vocabulary ``vocab``, kept for :data:`TERM_COUNTS_TTL_S` (a term's
+        count changes slowly, and only chooses which terms are ranked)."""
         now = time.monotonic()
         if now - self._term_counts_at > TERM_COUNTS_TTL_S or len(self._term_counts) > 100_000:
             self._term_counts, self._term_counts_at = {}, now
         counts: dict[str, float] = {}
         for term in query_terms(query):
-            count = self._term_counts.get(term)
+            count = self._term_counts.get((tenant_id, term))
             if count is None:
-                row = conn.execute("SELECT doc FROM temp.kb_chunks_terms WHERE term = ?", (term,)).fetchone()
+                row = conn.execute(f"SELECT doc FROM temp.{vocab} WHERE term = ?", (term,)).fetchone()
                 count = row[0] if row is not None else 0
                 if count:  # a term no chunk holds yet is asked again: it may be added any time
-                    self._term_counts[term] = count
+                    self._term_counts[tenant_id, term] = count
             counts[term] = count
         return rarest_terms(counts)

@@ -288,6 +288,22 @@ async def test_full_text_finds_a_tenants_chunk_among_many_of_another(kstore, ten
     assert len(await kstore.search_full_text(crowd, ["ds"], "marker", 50)) == 50
 
 
+async def test_another_tenants_documents_change_neither_full_text_hits_nor_scores(kstore, tenant):
+    # BM25 weighs a term by how many chunks hold it: counted over every tenant, another
+    # tenant's uploads would reorder this one's results and tell it which words they hold.
+    await kstore.create_dataset(dataset(tenant))
+    doc, _ = await kstore.put_document(document(tenant, "ds", "a.txt"))
+    await kstore.replace_chunks(tenant, doc.id, drafts("paid holiday days a year", "expenses paid within days",
+                                                      "remote work days", "laptop replaced"))
+    before = [(h.chunk.id, h.score) for h in await kstore.search_full_text(tenant, ["ds"], "paid holiday days", 10)]
+    other = tenant + "-other"
+    await kstore.create_dataset(dataset(other))
+    doc, _ = await kstore.put_document(document(other, "ds", "b.txt"))
+    await kstore.replace_chunks(other, doc.id, drafts(*[f"holiday rota {i}" for i in range(40)], "no match here"))
+    after = [(h.chunk.id, h.score) for h in await kstore.search_full_text(tenant, ["ds"], "paid holiday days", 10)]
+    assert after == before and before
+
+
 async def test_full_text_finds_chunks_added_after_a_search(kstore, tenant):
     await kstore.create_dataset(dataset(tenant))
     doc, _ = await kstore.put_document(document(tenant, "ds", "a.txt"))

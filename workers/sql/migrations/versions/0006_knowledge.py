@@ -7,8 +7,8 @@ Create Date: 2026-12-02
 
 What Alembic does not create, and why:
 
-* SQLite: the FTS5 table ``kb_chunks_fts`` (external content over ``kb_chunks``) and its
-  triggers are created by the knowledge store when it opens (``workers.knowledge.sqlite_base``):
+* SQLite: each tenant's FTS5 table ``kb_fts_<hash>`` (external content over ``kb_chunks``)
+  and its triggers are created by the knowledge store before the tenant's first chunk (``workers.knowledge.sqlite_base``):
   the store runs SQLite through ``sqlean`` (which can load extensions and has a recent
   FTS5), while Alembic runs on the interpreter's ``sqlite3``. Vectors are plain float32
   BLOBs in ``kb_vectors``: sqlite-vec's distance functions read them as they are, so no
@@ -164,9 +164,21 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     """Drop the ``kb_*`` tables (and on SQLite the store's full-text table and triggers)."""
-    if op.get_bind().dialect.name == "sqlite":
+    bind = op.get_bind()
+    if bind.dialect.name == "sqlite":
         for trigger in ("kb_vectors_deleted", "kb_chunks_fts_insert", "kb_chunks_fts_delete"):
             op.execute(f"DROP TRIGGER IF EXISTS {trigger}")
         op.execute("DROP TABLE IF EXISTS kb_chunks_fts")
+        # the tenants' full-text tables and their triggers (kb_fts_<hash>, made by the store)
+        found = bind.execute(
+            sa.text(
+                "SELECT type, name FROM sqlite_master WHERE name GLOB 'kb_fts_*' AND type IN ('trigger', 'table')"
+            )
+        ).fetchall()
+        for kind, name in sorted(found, key=lambda row: row[0] != "trigger"):  # triggers first
+            if kind == "trigger":
+                op.execute(f"DROP TRIGGER IF EXISTS {name}")
+            elif not name.endswith(("_data", "_idx", "_docsize", "_config", "_content")):
+                op.execute(f"DROP TABLE IF EXISTS {name}")  # a virtual table drops its shadow tables
     for table in ("kb_vectors", "kb_chunks", "kb_documents", "kb_indexes", "kb_datasets"):
         op.drop_table(table)
