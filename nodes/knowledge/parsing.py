@@ -149,10 +149,23 @@ class DocumentParser:
                 if not text.strip():
                     raise _reject(filename, "the file is empty", "empty")
                 raise _reject(filename, f"the name says {claimed} but the content is text", "type_mismatch")
+            if claimed in ("txt", "markdown") and _HTML_DOCUMENT.match(text):
+                # indexed as text, its tags and scripts would be searched and quoted
+                raise _reject(
+                    filename,
+                    f"the name says {claimed} but the content is an HTML document (name it .html: "
+                    "its text is then read without the markup)",
+                    "type_mismatch",
+                )
             parsed = _parse_text(text, claimed, filename)
         if not parsed.qa_pairs and not parsed.text.strip():
             raise _reject(filename, "no text found in the document", "empty")
         return parsed
+
+
+#: a whole HTML document (what a browser's "save page" or an export writes), not a
+#: Markdown file with some inline HTML
+_HTML_DOCUMENT = re.compile(r"\s*(?:<!--.*?-->\s*)*<(?:!doctype\s+html|html[\s>])", re.IGNORECASE | re.DOTALL)
 
 
 def _detect(data: bytes) -> str | None:

@@ -133,6 +133,15 @@ def test_an_extension_that_does_not_match_the_content_is_a_type_mismatch():
     assert rejected(pdf_bytes("a pdf"), "x.docx").reason == "type_mismatch"
     assert rejected(pdf_bytes("a pdf"), "x.txt").reason == "type_mismatch"
     assert rejected(docx_bytes(), "x.md").reason == "type_mismatch"
+    # A saved web page named .txt or .md would be indexed with its tags and scripts.
+    page = b"<!-- saved -->\n<!DOCTYPE html><html><body><script>var s = 1;</script><p>Hi</p></body></html>"
+    for name in ("page.txt", "page.md"):
+        refused = rejected(page, name)
+        assert refused.reason == "type_mismatch" and "name it .html" in str(refused)
+    assert rejected(b"  <html lang='en'><p>x</p></html>", "p.txt").reason == "type_mismatch"
+    assert DocumentParser().parse(page, "page.html").text.strip() == "Hi"
+    # Markdown with some inline HTML is Markdown.
+    assert "<b>bold</b>" in DocumentParser().parse(b"# Title\n\nSome <b>bold</b> text", "notes.md").text
 
 
 def test_empty_and_unsupported_files():
