@@ -199,6 +199,21 @@ def store_label(url: str) -> str:
     return mask_url(parsed.set(drivername=parsed.get_backend_name()))
 
 
+def _print_model_override(base_url: str | None, model: str | None) -> None:
+    """Where every model call goes when ``FLOWLOOM_LLM_BASE_URL_OVERRIDE`` is set: the
+    server keeps the environment it started with, so the banner says which one it has
+    (the URL without any credentials in it)."""
+    if not base_url:
+        return
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(base_url)
+    host = parts.hostname or ""
+    where = f"{parts.scheme}://{host}{f':{parts.port}' if parts.port else ''}{parts.path}"
+    also = f", chat models as {model!r} (FLOWLOOM_LLM_MODEL_OVERRIDE)" if model else ""
+    err().print(Text(f"models: every model call goes to {where} (FLOWLOOM_LLM_BASE_URL_OVERRIDE){also}"))
+
+
 def _print_execution(redis_url: str | None) -> None:
     """Where runs execute: in this process, or (with Redis) queued for ``flowloom worker``
     processes - with a warning when that Redis does not answer now, since queued runs then
@@ -301,6 +316,7 @@ def serve(
         )
     )
     _print_execution(current.redis_url)
+    _print_model_override(current.llm_base_url_override, current.llm_model_override)
     if start.vector_warning:
         err().print(Text(start.vector_warning, style="yellow"))
     _print_start(start, base, dist_of(current), login_url, loopback)

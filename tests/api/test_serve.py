@@ -93,3 +93,14 @@ def test_the_banner_shows_the_run_store_url_as_a_user_writes_it_default_or_set(t
     from api.cli.serve import store_label  # a PostgreSQL URL: no server needed to see the masking
 
     assert store_label("postgresql+asyncpg://flow:s3cret@db:5432/flowloom") == "postgresql://flow:***@db:5432/flowloom"
+
+
+def test_the_banner_says_where_every_model_call_goes_with_the_override_and_hides_its_credentials(tmp_path):
+    # A server keeps the environment it started with: the banner shows which override it has.
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FLOWLOOM_DATABASE_URL", "FLOWLOOM_REDIS_URL",
+                                                                     "FLOWLOOM_LLM_"))}
+    env |= {"FLOWLOOM_HOME": str(tmp_path / "home"),
+            "FLOWLOOM_LLM_BASE_URL_OVERRIDE": "http://me:s3cret@127.0.0.1:8791/v1"}
+    banner = serve_banner(env, "models:", "--no-login-url", "--no-examples")
+    line = next(x for x in banner.splitlines() if x.startswith("models:"))
+    assert "http://127.0.0.1:8791/v1" in line and "s3cret" not in banner and "me:" not in line
