@@ -396,13 +396,23 @@ def _validation_problems(
         if error.get("type") == "json_invalid"
         else {
             "loc": [*prefix, *(str(part) for part in error.get("loc", ()))],
-            "message": "Input should be a JSON object"
-            if error.get("type") in _NOT_AN_OBJECT
-            else error.get("msg", ""),
+            "message": _not_an_object(error) if error.get("type") in _NOT_AN_OBJECT else error.get("msg", ""),
             "code": error.get("type", ""),
         }
         for error in exc.errors()
     ]
+
+
+def _not_an_object(error: Any) -> str:
+    """The message of a value that should be an object; a ``workflow`` given as a string
+    is most likely a saved workflow's id (only its type is looked at: values stay out)."""
+    loc = error.get("loc") or ()
+    if loc and loc[-1] == "workflow" and isinstance(error.get("input"), str):
+        return (
+            "Input should be a JSON object (the workflow document; a saved workflow runs by its "
+            "id at POST /v1/workflows/{id}/runs)"
+        )
+    return "Input should be a JSON object"
 
 
 def _json_invalid(error: Any) -> dict[str, Any]:
@@ -438,6 +448,27 @@ def field_path(loc: Sequence[Any]) -> str:
 _WHOLE_BODY = frozenset({"json_invalid", "too_deep"})
 
 
+#: what a field another API names (Dify's, a search's) is here: said after "extra inputs
+#: are not permitted", since a client ported from Dify sends its own names
+_FIELD_HINTS = {
+    "workflow_id": "a saved workflow runs at POST /v1/workflows/{workflow_id}/runs",
+    "query": "the user's message is `message`",
+    "question": "the user's message is `message` (a dataset search's text is `query`)",
+    "conversation_id": "a conversation is `chat_id`",
+    "user": "the run's user is its API key's; a conversation is `chat_id`",
+    "datasets_map": "it is `dataset_map`",
+    "models_map": "it is `model_map`",
+}
+
+
+def _hinted(problem: dict[str, Any], text: str) -> str:
+    """``text`` with the hint for a field this route does not take, when there is one."""
+    loc = problem.get("loc") or []
+    if problem.get("code") == "extra_forbidden" and loc and str(loc[-1]) in _FIELD_HINTS:
+        return f"{text} ({_FIELD_HINTS[str(loc[-1])]})"
+    return text
+
+
 def validation_message(problems: list[dict[str, Any]], limit: int = 3) -> str:
     """``field: what is wrong`` for the first ``limit`` problems (``_validation_problems``
     items), ``; ``-separated, then ``(+N more)``: the message alone says which field and
@@ -449,7 +480,7 @@ def validation_message(problems: list[dict[str, Any]], limit: int = 3) -> str:
             parts.append(str(problem.get("message")))
             continue
         text = str(problem.get("message") or problem.get("code") or "invalid")
-        text = text[:1].lower() + text[1:]
+        text = _hinted(problem, text[:1].lower() + text[1:])
         where = field_path(problem.get("loc") or [])
         parts.append(f"{where}: {text}" if where else text)
     more = f" (+{len(problems) - limit} more)" if len(problems) > limit else ""
@@ -528,6 +559,27 @@ def _unparsable(request: Request, exc: StarletteHTTPException) -> str:
     return f"the request body cannot be read: {exc.detail}"
 
 
+#: Dify's routes a ported client calls, and what does their work here
+_DIFY_ROUTES = {
+    "/v1/chat-messages": "a chat turn is POST /v1/workflows/{id}/runs with `message` (and `chat_id` "
+    "to continue), or POST /v1/chat/completions with the workflow id as `model`",
+    "/v1/completion-messages": "a completion is POST /v1/workflows/{id}/runs with `message`, or POST "
+    "/v1/chat/completions with the workflow id as `model`",
+    "/v1/workflows/run": "a saved workflow runs at POST /v1/workflows/{id}/runs, a document at POST /v1/runs",
+}
+
+
+def _missing_route(path: str, method: str | None = None) -> str:
+    """The message of a path no route serves (404: ``no route {path}``) or serves for
+    other methods (405: ``{method} is not served at {path}``), and where the work is done
+    when the path is another platform's or a near miss (``.../run``)."""
+    hint = _DIFY_ROUTES.get(path.rstrip("/"))
+    if hint is None and path.rstrip("/").endswith("/run") and len(path) <= 200:
+        hint = f"did you mean {path.rstrip('/')}s?"
+    text = f"no route {path[:200]}" if method is None else f"{method} is not served at {path[:200]}"
+    return f"{text}: {hint}" if hint else f"{text} (the routes are listed at /openapi.json)"
+
+
 def install_error_handlers(app: FastAPI) -> None:
     """Answer every exception of ``app`` with the JSON error shape."""
 
@@ -543,10 +595,15 @@ def install_error_handlers(app: FastAPI) -> None:
             # multipart): an invalid request, answered as every other one
             return _respond(request, 422, error_body("invalid_request", _unparsable(request, exc)))
         kind = _STATUS_TYPES.get(exc.status_code, "http_error")
+        message = str(exc.detail)
+        if exc.status_code == 404 and message == "Not Found":  # no route: the router's own 404
+            message = _missing_route(request.url.path)
+        elif exc.status_code == 405 and message == "Method Not Allowed":
+            message = _missing_route(request.url.path, request.method)
         return _respond(
             request,
             exc.status_code,
-            error_body(kind, str(exc.detail), getattr(exc, "problems", None)),
+            error_body(kind, message, getattr(exc, "problems", None)),
             getattr(exc, "headers", None),
         )
 
