@@ -23,29 +23,57 @@ __all__ = ["refuse_what_is_missing"]
 
 def refuse_what_is_missing(doc: dict[str, Any], titles: dict[str, str]) -> None:
     """Exit 2 when running ``doc`` here needs a model API key, a secret, an operator
-    setting or a code package that is not set or installed (``missing_api_key``,
-    ``missing_secret``, ``disabled_by_operator``, ``missing_package``:
-    :func:`engine.shapes.deployment_problems`), every one of them printed on stderr as
-    an error; return when nothing is missing.
+    setting, a code package or a dataset that is not set, installed or made
+    (``missing_api_key``, ``missing_secret``, ``disabled_by_operator``, ``missing_package``,
+    ``unknown_dataset``: :func:`engine.shapes.deployment_problems`), every one of them
+    printed on stderr as an error; return when nothing is missing (after a warning per
+    searched dataset that has no document yet).
 
     Raises:
         typer.Exit: with code 2, after printing the problems.
     """
-    from engine.shapes import deployment_problems
+    from engine.shapes import deployment_problems, valid_nodes
     from nodes import builtin_catalog
     from nodes.llm.model_registry import registry_for
 
-    current = settings()
+    from .loading import tenant_datasets
+
+    current, catalog = settings(), builtin_catalog()
+    nodes = valid_nodes(doc, catalog)
+    datasets = tenant_datasets(nodes)
     missing = [
         dataclasses.replace(problem, severity="error")  # here none of them is only a warning
         for problem in deployment_problems(
-            doc, catalog=builtin_catalog(), settings=current, models=registry_for(current)
+            doc,
+            catalog=catalog,
+            settings=current,
+            models=registry_for(current),
+            nodes=nodes,
+            datasets=datasets,
         )
     ]
     if not missing:
+        _warn_empty_datasets(nodes, datasets or {})
         return
     err().print(
         Text("cannot run: this deployment lacks what the workflow needs (nothing was run):", style="bold red")
     )
     print_problems(missing, err(), titles)
     raise typer.Exit(EXIT_INVALID)
+
+
+def _warn_empty_datasets(nodes: list[Any], datasets: dict[str, Any]) -> None:
+    """A warning on stderr per searched dataset with no document yet: its searches find
+    nothing, so the answer would be made without sources (the run still starts)."""
+    from engine.shapes import searched_datasets
+
+    for dataset_id in sorted(searched_datasets(nodes)):
+        dataset = datasets.get(dataset_id)
+        if dataset is not None and dataset.document_count == 0:
+            err().print(
+                Text(
+                    f"warning: dataset {dataset_id!r} has no documents yet, so its searches find nothing; "
+                    f"add some with `flowloom datasets add {dataset_id} FILES --wait`",
+                    style="yellow",
+                )
+            )

@@ -50,6 +50,8 @@ def validate(file: WorkflowFile, as_json: JsonFlag = False) -> None:
     from nodes import builtin_catalog
     from nodes.llm.model_registry import registry_for
 
+    from .loading import tenant_datasets
+
     doc, problems = load_workflow(file)
     if doc is not None:
         catalog, models = builtin_catalog(), registry_for(settings())
@@ -62,7 +64,7 @@ def validate(file: WorkflowFile, as_json: JsonFlag = False) -> None:
                 settings=settings(),
                 models=models,
                 nodes=nodes,
-                datasets=_known_datasets(nodes),
+                datasets=tenant_datasets(nodes),
             ),
         ]
     errors = [p for p in problems if p.severity == "error"]
@@ -88,29 +90,6 @@ def _refuse_overwriting_the_source(file: Path, output: Path | None) -> None:
                 f"{output} is the file being imported: writing there would overwrite it; use another name, e.g. -o {target}"
             ],
         )
-
-
-def _known_datasets(nodes: list[Any]) -> set[str] | None:
-    """The ids of the default tenant's datasets (the tenant ``flowloom run`` uses) when
-    ``nodes`` search any, read from the configured knowledge store; None (not checked)
-    when they search none or the store cannot be read: validation never fails on it."""
-    import asyncio
-
-    from engine.shapes import searched_datasets
-
-    if not searched_datasets(nodes):
-        return None
-
-    async def read() -> set[str]:
-        from api.composition import open_service
-
-        async with open_service(settings(), workflow_files=True) as service:
-            return {d.id for d in await service.knowledge.list_datasets("default")}
-
-    try:
-        return asyncio.run(read())
-    except Exception:  # an unreachable or unmigrated store: the run would say so
-        return None
 
 
 def _issue_text(issue: Any, titles: dict[str, str] | None = None) -> Text:

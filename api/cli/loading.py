@@ -1,5 +1,5 @@
 """Reading a workflow file for ``validate``, ``run`` and ``rerun``: its JSON document, or
-the problem that prevents reading it.
+the problem that prevents reading it; and the datasets of this deployment it searches.
 
 A module of its own so that ``flowloom validate`` reads a workflow without importing
 the run commands (:mod:`api.cli.running`: asyncio, the run service's drivers).
@@ -12,9 +12,9 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from .common import is_stdin, read_source, source_label
+from .common import is_stdin, read_source, settings, source_label
 
-__all__ = ["load_workflow"]
+__all__ = ["load_workflow", "tenant_datasets"]
 
 
 def load_workflow(path: Path) -> tuple[dict[str, Any] | None, list[Any]]:
@@ -82,3 +82,26 @@ def _foreign_format(path: Path, data: bytes) -> Any:
         "foreign_format",
         f"{source_label(path)} is {what}, not a Flowloom workflow; convert it first with: {command}",
     )
+
+
+def tenant_datasets(nodes: list[Any]) -> dict[str, Any] | None:
+    """The default tenant's datasets by id (the tenant ``flowloom run`` uses) when ``nodes``
+    search any, read from the configured knowledge store; None (not checked) when they
+    search none or the store cannot be read: a check never fails on it."""
+    import asyncio
+
+    from engine.shapes import searched_datasets
+
+    if not searched_datasets(nodes):
+        return None
+
+    async def read() -> dict[str, Any]:
+        from api.composition import open_service
+
+        async with open_service(settings(), workflow_files=True) as service:
+            return {d.id: d for d in await service.knowledge.list_datasets("default")}
+
+    try:
+        return asyncio.run(read())
+    except Exception:  # an unreachable or unmigrated store: the run would say so
+        return None

@@ -66,3 +66,24 @@ def test_run_terminal_view_lists_the_answers_sources(filled):
     assert result.exit_code == 0, result.output
     assert "sources: [1] returns.md" in result.stderr
     assert ANSWER in result.stdout
+
+
+def test_run_refuses_a_dataset_that_does_not_exist_before_any_model_is_called(tmp_path, openai_server,
+                                                                               monkeypatch):
+    monkeypatch.setenv(KEY_ENV, "sk-scripted")
+    monkeypatch.setenv("FLOWLOOM_MODELS", str(knowledge_models(tmp_path / "models.toml", openai_server.base_url,
+                                                               KEY_ENV)))
+    get_settings.cache_clear()
+    flow = tmp_path / "kbqa.json"
+    flow.write_text(json.dumps(POLICY_FLOW), encoding="utf-8")
+    result = runner.invoke(app, ["run", str(flow), "-i", f"query={QUESTION}"])
+    assert result.exit_code == 2, result.output
+    assert "unknown_dataset" in result.stderr and "flowloom datasets create NAME --id policies" in result.stderr
+    assert openai_server.requests == []  # refused before the query extension's model call
+    # Made but empty: the run starts, and is told its searches find nothing.
+    made = runner.invoke(app, ["datasets", "create", "Policies", "--id", "policies"])
+    assert made.exit_code == 0, made.output
+    openai_server.script(text_reply('["refund"]'), text_reply("No sources."))
+    empty = runner.invoke(app, ["run", str(flow), "-i", f"query={QUESTION}"])
+    assert empty.exit_code == 0, empty.output
+    assert "dataset 'policies' has no documents yet" in empty.stderr
