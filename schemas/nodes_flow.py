@@ -6,7 +6,7 @@ node kinds (``if_else``, ``iteration``, ``loop``, ``loop_break``, ``variable_upd
 Apart from :mod:`schemas.nodes` (the base class, ``start``, ``end``, ``answer`` and
 ``template``; it re-exports every name here on first use) and named by import path in
 the node catalog, so checking or running a workflow without these kinds does not create
-their twenty classes. Behaviour lives in ``nodes/<kind>.py``.
+their seventeen classes. Behaviour lives in ``nodes/<kind>.py``.
 """
 
 from __future__ import annotations
