@@ -2,11 +2,13 @@
 
 Each entry pairs a kind's config model (``schemas/``) with its executor (here, in
 ``nodes/``, named by import path so checking a workflow does not import the model
-SDKs) and the traits the engine acts on. The plumbing kinds' config models are classes
-(``schemas.nodes``, which the workflow model imports anyway); the others are named by
-import path too, so a command that checks or runs a workflow without LLM, agent, code
-or knowledge nodes does not build their models. The compiler, the JSON Schema, the CLI and
-the API all read this catalog; nothing else lists kinds.
+SDKs) and the traits the engine acts on. The config models of ``start``, ``answer``,
+``end`` and ``template`` are classes (``schemas.nodes``, which the workflow model imports
+anyway); the others are named by import path too, so a command that checks or runs a
+workflow does not create the models of the kinds it does not use (``schemas.nodes_flow``
+for the other plumbing kinds, and the LLM, agent, code and knowledge modules). The
+compiler, the JSON Schema, the CLI and the API all read this catalog; nothing else lists
+kinds.
 """
 
 from __future__ import annotations
@@ -115,7 +117,7 @@ _KINDS: tuple[KindSpec, ...] = (
     ),
     KindSpec(
         "if_else",
-        plumbing.IfElseConfig,
+        "schemas.nodes_flow:IfElseConfig",
         "nodes.if_else:IfElseNode",
         reads_only=True,
         pure=True,
@@ -124,18 +126,23 @@ _KINDS: tuple[KindSpec, ...] = (
     ),
     KindSpec(
         "iteration",
-        plumbing.IterationConfig,
+        "schemas.nodes_flow:IterationConfig",
         "nodes.loop:IterationNode",
         container=True,
         icon="repeat",
         category="logic",
     ),
     KindSpec(
-        "loop", plumbing.LoopConfig, "nodes.loop:LoopNode", container=True, icon="rotate", category="logic"
+        "loop",
+        "schemas.nodes_flow:LoopConfig",
+        "nodes.loop:LoopNode",
+        container=True,
+        icon="rotate",
+        category="logic",
     ),
     KindSpec(
         "loop_break",
-        plumbing.LoopBreakConfig,
+        "schemas.nodes_flow:LoopBreakConfig",
         "nodes.loop:LoopBreakNode",
         inside=frozenset({"loop"}),
         reads_only=True,
@@ -162,7 +169,7 @@ _KINDS: tuple[KindSpec, ...] = (
     ),
     KindSpec(
         "variable_update",
-        plumbing.VariableUpdateConfig,
+        "schemas.nodes_flow:VariableUpdateConfig",
         "nodes.variables:VariableUpdateNode",
         pure=True,
         icon="pencil",
@@ -170,7 +177,7 @@ _KINDS: tuple[KindSpec, ...] = (
     ),
     KindSpec(
         "variable_aggregator",
-        plumbing.VariableAggregatorConfig,
+        "schemas.nodes_flow:VariableAggregatorConfig",
         "nodes.variables:VariableAggregatorNode",
         reads_only=True,
         pure=True,
@@ -179,7 +186,7 @@ _KINDS: tuple[KindSpec, ...] = (
     ),
     KindSpec(
         "http_request",
-        plumbing.HttpRequestConfig,
+        "schemas.nodes_flow:HttpRequestConfig",
         "nodes.http.request:HttpRequestNode",
         reads_only=True,
         icon="globe",
@@ -187,7 +194,7 @@ _KINDS: tuple[KindSpec, ...] = (
     ),
     KindSpec(
         "user_select",
-        plumbing.UserSelectConfig,
+        "schemas.nodes_flow:UserSelectConfig",
         "nodes.interactive:UserSelectNode",
         interactive=True,
         icon="pointer",
@@ -195,7 +202,7 @@ _KINDS: tuple[KindSpec, ...] = (
     ),
     KindSpec(
         "form_input",
-        plumbing.FormInputConfig,
+        "schemas.nodes_flow:FormInputConfig",
         "nodes.interactive:FormInputNode",
         interactive=True,
         icon="form",
@@ -203,7 +210,7 @@ _KINDS: tuple[KindSpec, ...] = (
     ),
     KindSpec(
         "unsupported",
-        plumbing.UnsupportedConfig,
+        "schemas.nodes_flow:UnsupportedConfig",
         "nodes.unsupported:UnsupportedNode",
         reads_only=True,
         pure=True,

@@ -26,7 +26,7 @@ from engine.catalog import NodeExecutor
 from engine.context import NodeContext, NodeResult
 from engine.errors import NodeFailed
 from engine.references import resolve_value
-from schemas.nodes import ORDER_OPS, Condition, ConditionOp, IfElseConfig
+from schemas.nodes_flow import ORDER_OPS, Condition, ConditionOp, IfElseConfig
 from schemas.run import RunState
 from schemas.types import VarType, type_of_value
 

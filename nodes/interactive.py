@@ -13,7 +13,7 @@ from typing import Any
 
 from engine.catalog import NodeExecutor
 from engine.context import NodeContext, NodeResult
-from schemas.nodes import FormInputConfig, UserSelectConfig
+from schemas.nodes_flow import FormInputConfig, UserSelectConfig
 
 from .if_else import coerce
 from .variables import is_empty

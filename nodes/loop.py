@@ -17,7 +17,7 @@ from engine.errors import NodeFailed, ReferenceFailed, RunCancelledError, RunErr
 from engine.loops import LoopLimitExceeded, loop_limit
 from engine.references import resolve_value
 from schemas.node_records import BodyRun, body_run
-from schemas.nodes import IterationConfig, LoopBreakConfig, LoopConfig
+from schemas.nodes_flow import IterationConfig, LoopBreakConfig, LoopConfig
 from schemas.run import RunState
 from schemas.types import NodeRunStatus, value_matches
 
@@ -37,7 +37,7 @@ def _fatal(error: RunError) -> bool:
 
 
 class IterationNode(NodeExecutor[IterationConfig], kind="iteration"):
-    """Runs the body once per item (``concurrency`` at a time); see :class:`~schemas.nodes.IterationConfig`.
+    """Runs the body once per item (``concurrency`` at a time); see :class:`~schemas.nodes_flow.IterationConfig`.
 
     Outputs ``results`` (per item, in item order), ``statuses`` (``{index, status,
     error?}`` per item) and ``count``; ``node_run.data["items"]`` keeps every item's
@@ -103,7 +103,7 @@ class IterationNode(NodeExecutor[IterationConfig], kind="iteration"):
 
 
 class LoopNode(NodeExecutor[LoopConfig], kind="loop"):
-    """Repeats the body; see :class:`~schemas.nodes.LoopConfig` for the round rules.
+    """Repeats the body; see :class:`~schemas.nodes_flow.LoopConfig` for the round rules.
 
     ``node_run.data["rounds"]`` keeps every round's node runs.
 

@@ -1,6 +1,6 @@
 """unsupported: the placeholder an importer leaves for a node it could not convert.
 
-Config: :class:`~schemas.nodes.UnsupportedConfig`. It always fails - a partial import
+Config: :class:`~schemas.nodes_flow.UnsupportedConfig`. It always fails - a partial import
 (``flowloom import --allow-partial``) never pretends to do the original node's work.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 from engine.catalog import NodeExecutor
 from engine.context import NodeContext, NodeResult
 from engine.errors import NodeFailed
-from schemas.nodes import UnsupportedConfig
+from schemas.nodes_flow import UnsupportedConfig
 
 __all__ = ["UnsupportedNode"]
 

@@ -7,7 +7,7 @@ from typing import Any
 from engine.catalog import NodeExecutor
 from engine.context import NodeContext, NodeResult
 from engine.errors import NodeFailed
-from schemas.nodes import VariableAggregatorConfig, VariableUpdateConfig
+from schemas.nodes_flow import VariableAggregatorConfig, VariableUpdateConfig
 from schemas.types import VarType, value_matches
 
 __all__ = ["VariableAggregatorNode", "VariableUpdateNode", "is_empty"]

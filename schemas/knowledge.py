@@ -5,7 +5,8 @@ splits it into *chunks* and embeds them into the dataset's active *index* (one p
 embedding model: changing the model builds a new index while searches keep answering
 from the old one). A search returns *hits*: chunks with their scores and a citation id
 that an answer can cite. Times are Unix seconds (float); sizes are bytes; chunk sizes
-are tokens.
+are tokens. The search request's models live in :mod:`schemas.knowledge_search` and are
+re-exported here.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from .knowledge_search import FusionMode, MetadataFilter, RerankSettings, SearchMode, SearchRequest
 
 __all__ = [
     "Chunk",
@@ -59,20 +62,6 @@ class ChunkKind(StrEnum):
     parent = "parent"
     child = "child"
     qa = "qa"
-
-
-class SearchMode(StrEnum):
-    semantic = "semantic"
-    full_text = "full_text"
-    hybrid = "hybrid"
-
-
-class FusionMode(StrEnum):
-    """How hybrid search merges its recall lists: reciprocal rank fusion (FastGPT) or a
-    weighted sum of normalised scores (Dify)."""
-
-    rrf = "rrf"
-    weighted = "weighted"
 
 
 class _Model(BaseModel):
@@ -241,57 +230,6 @@ class Chunk(_Model):
     tokens: int = 0
     metadata: dict[str, Any] = Field(default_factory=dict, description="the document's metadata")
     source_name: str = Field(default="", description="the document's source name (filled on read)")
-
-
-class MetadataFilter(_Model):
-    """One condition on a document's metadata; a search's filters all hold (AND)."""
-
-    field: str = Field(min_length=1, max_length=64)
-    op: Literal["eq", "ne", "in", "contains", "gt", "gte", "lt", "lte", "exists"] = "eq"
-    value: Any = None
-
-
-class RerankSettings(_Model):
-    """Reorder the merged hits: with a rerank ``model`` of the registry (an OpenAI-,
-    Jina- or Cohere-style ``/v1/rerank`` endpoint), or ``llm``: a chat model that keeps
-    only the chunks relevant to the question."""
-
-    model: str | None = Field(default=None, max_length=200)
-    llm: str | None = Field(default=None, max_length=200, description="chat model of the relevance pass")
-    top_n: int | None = Field(default=None, ge=1, le=200)
-
-
-class SearchRequest(_Model):
-    """A search over one or more datasets of a tenant. ``queries``: several phrasings
-    (the query extension node's output) searched together, merged, duplicates removed."""
-
-    dataset_ids: list[str] = Field(min_length=1, max_length=32)
-    query: str = Field(default="", max_length=20_000)
-    queries: list[str] = Field(default_factory=list, max_length=32)
-    mode: SearchMode = SearchMode.hybrid
-    fusion: FusionMode = FusionMode.rrf
-    semantic_weight: float = Field(
-        default=0.5,
-        ge=0.0,
-        le=1.0,
-        description="weighted fusion: the semantic share (full text gets the rest)",
-    )
-    top_k: int = Field(default=5, ge=1, le=200)
-    score_threshold: float = Field(default=0.0, ge=0.0, le=1.0)
-    max_quote_tokens: int = Field(
-        default=3000, ge=0, le=200_000, description="the quotes' token budget; 0: none"
-    )
-    rerank: RerankSettings | None = None
-    filters: list[MetadataFilter] = Field(default_factory=list, max_length=32)
-
-    def all_queries(self) -> list[str]:
-        """The distinct non-empty queries, the main one first."""
-        seen: list[str] = []
-        for q in [self.query, *self.queries]:
-            q = (q or "").strip()
-            if q and q not in seen:
-                seen.append(q)
-        return seen
 
 
 class SearchHit(_Model):

@@ -74,7 +74,7 @@ from .nodes_agent_tools import (
     WorkflowTool,
     openapi_operations,
 )
-from .nodes_llm import LLMNodeConfig, TextValue
+from .nodes_llm_base import LLMNodeConfig, TextValue
 from .types import VarType
 from .values import Value
 

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .knowledge import FusionMode, MetadataFilter, RerankSettings, SearchMode, SearchRequest
+from .knowledge_search import FusionMode, MetadataFilter, RerankSettings, SearchMode, SearchRequest
 from .nodes import NodeConfig, node_kind
-from .nodes_llm import TextValue
+from .nodes_llm_base import TextValue
 from .types import Ref, VarType
 
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ _DATASET_ID = r"^[A-Za-z0-9_.-]+$"
 
 
 class DatasetSearchOptions(BaseModel):
-    """Which datasets to search and how (see :class:`~schemas.knowledge.SearchRequest`
+    """Which datasets to search and how (see :class:`~schemas.knowledge_search.SearchRequest`
     for each option's meaning). Shared by the retrieval node and the dataset tool."""
 
     model_config = ConfigDict(extra="forbid")

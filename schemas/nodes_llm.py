@@ -24,12 +24,13 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from .nodes import NodeConfig, node_kind
-from .types import Ref, VarType
+from .nodes import node_kind
+from .nodes_llm_base import LLMNodeConfig, TextValue
+from .types import VarType
 from .values import Value
 
 if TYPE_CHECKING:
@@ -49,15 +50,6 @@ __all__ = [
 ]
 
 
-def _text_or_ref(value: Any) -> Any:
-    if isinstance(value, dict) and set(value) == {"ref"} and isinstance(value["ref"], str):
-        return Ref(ref=value["ref"])
-    return value
-
-
-#: A Jinja2 template string, or ``{"ref": "..."}`` to a string value.
-TextValue = Annotated[str | Ref, BeforeValidator(_text_or_ref)]
-
 _QUOTES = "`'\"‘’“”「」『』«»"
 
 
@@ -72,46 +64,6 @@ def normalise_label(text: str) -> str:
     text = unicodedata.normalize("NFKC", text).casefold()
     chars = [" " if (ch in _QUOTES or unicodedata.category(ch).startswith("P")) else ch for ch in text]
     return re.sub(r"\s+", " ", "".join(chars)).strip()
-
-
-class LLMNodeConfig(NodeConfig):
-    """Fields shared by every node that calls a model."""
-
-    model: str = Field(min_length=1, description="model name in the model registry")
-    temperature: float | None = Field(default=None, ge=0, le=2, description="None: the kind's default")
-    max_tokens: int | None = Field(
-        default=None, gt=0, description="output token cap; None: the model's max_output_tokens"
-    )
-    history: int = Field(
-        default=0, ge=0, le=100, description="past turns of history_source put in the prompt"
-    )
-    history_source: Ref = Field(
-        default_factory=lambda: Ref(ref="sys.history"),
-        description="array of {role, content} messages, oldest first",
-    )
-    stream_idle_timeout: float | None = Field(
-        default=None,
-        gt=0,
-        le=3600,
-        description="seconds a streamed reply may stay silent; None: the "
-        "model's (registry); bounded by the node's timeout",
-    )
-
-    def model_refs(self) -> Iterator[tuple[str, str]]:
-        yield "model", self.model
-
-    def ref_type(self, field: str) -> VarType | None:
-        if field == "history_source":
-            return VarType.array
-        if field in ("question", "user_prompt", "text"):
-            return VarType.string
-        return None
-
-    def _text_templates(self, *names: str) -> Iterator[tuple[str, str]]:
-        for name in names:
-            value = getattr(self, name)
-            if isinstance(value, str) and value:
-                yield name, value
 
 
 # --------------------------------------------------------------------------- chat

@@ -64,7 +64,9 @@ RUN_TIME = ("engine.runner", "engine.scheduler", "engine.context", "engine.servi
 #: The config models of the kinds that call models, tools or code, and the knowledge
 #: models behind them: built only when a workflow has such a node.
 MODEL_KINDS = ("schemas.nodes_llm", "schemas.nodes_agent", "schemas.nodes_agent_tools", "schemas.nodes_knowledge",
-               "schemas.nodes_code", "schemas.knowledge")
+               "schemas.nodes_code", "schemas.knowledge", "schemas.knowledge_search", "schemas.nodes_llm_base")
+#: The config models of the plumbing kinds other than start, end, answer and template.
+FLOW_KINDS = ("schemas.nodes_flow",)
 #: The stores.
 KNOWLEDGE = ("workers.knowledge", "sqlean", "sqlite_vec", "usearch", "numpy", "engine.knowledge.service")
 STORAGE = ("sqlalchemy", "sqlmodel", "aiosqlite", "asyncpg", "workers")
@@ -96,8 +98,16 @@ def test_validate_loads_the_compiler_but_no_server_sdk_store_or_run_time_model()
     assert report["gc_enabled"] is True and report["frozen"] == 0  # the pause ended with the command
     assert "valid workflow 'hello'" in output
     assert {"engine.compiler", "nodes.catalog", "networkx"} <= modules  # it did compile
-    assert _present(modules, NEVER + MIGRATIONS + STORAGE + RUN_TIME + MODEL_KINDS) == []
+    assert _present(modules, NEVER + MIGRATIONS + STORAGE + RUN_TIME + MODEL_KINDS + FLOW_KINDS) == []
     assert "nodes.llm.model_probe" not in modules  # probing an endpoint is a command of its own
+
+
+def test_validating_an_agent_loads_its_config_models_but_not_the_other_kinds_or_the_dataset_models():
+    code, modules, output = _loaded_after("validate", "examples/research_agent.json")
+    assert code == 0, output
+    assert {"schemas.nodes_agent", "schemas.nodes_llm_base", "schemas.knowledge_search"} <= modules
+    # the chat/classify/extract configs, the dataset/document/chunk models, the other plumbing kinds
+    assert _present(modules, ("schemas.nodes_llm", "schemas.knowledge", "schemas.nodes_code") + FLOW_KINDS) == []
 
 
 def test_validate_builds_the_config_validators_of_the_kinds_the_workflow_uses_only():
@@ -149,6 +159,7 @@ def test_run_on_an_up_to_date_database_skips_alembic():
     # numpy and the HNSW index load on a run's first search)
     assert _present(modules, KNOWLEDGE) == []
     assert _present(modules, MODEL_KINDS) == []  # a workflow of plumbing nodes builds no LLM or agent model
+    assert _present(modules, FLOW_KINDS) == []  # nor the models of the plumbing kinds it does not use
 
 
 def test_the_head_read_without_alembic_is_alembics_head():

@@ -192,7 +192,7 @@ def _load(args: dict[str, Any]) -> Any:
 def _matches(data: Any, path: str) -> list[Any]:
     from jsonpath_ng.ext import parse
 
-    from schemas.nodes import jsonpath_expression
+    from schemas.nodes_flow import jsonpath_expression
 
     try:
         return parse(jsonpath_expression(path)).find(data)

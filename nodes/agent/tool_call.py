@@ -74,7 +74,6 @@ from engine.ports import WorkflowNotFound
 from engine.references import render_template, resolve_value
 from engine.workflow_files import WorkflowFiles
 from schemas.node_records import ConfirmationRecord, ToolRunRecord, WorkflowRunRecord
-from schemas.nodes import HttpBody, HttpRequestConfig
 from schemas.nodes_agent import (
     BuiltinToolRef,
     GraphTool,
@@ -83,6 +82,7 @@ from schemas.nodes_agent import (
     ToolLoopConfig,
     WorkflowTool,
 )
+from schemas.nodes_flow import HttpBody, HttpRequestConfig
 from schemas.run import NodeRun, RunState
 from schemas.types import NodeRunStatus, RunStatus, VarType
 from schemas.workflow import NodeBase

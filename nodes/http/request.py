@@ -1,6 +1,6 @@
 """http_request: one HTTP call with httpx, behind an SSRF guard.
 
-Request (:class:`~schemas.nodes.HttpRequestConfig`):
+Request (:class:`~schemas.nodes_flow.HttpRequestConfig`):
 
 - ``url``, header values, query values, form values and the raw body are Jinja
   templates (rendered with field paths ``config.url``, ``config.headers.NAME``,
@@ -66,7 +66,7 @@ from engine.context import NodeContext, NodeResult
 from engine.errors import BlockedAddress, NodeFailed
 from engine.settings import Settings
 from schemas.node_records import NodeData
-from schemas.nodes import HttpRequestConfig, jsonpath_expression, jsonpath_many
+from schemas.nodes_flow import HttpRequestConfig, jsonpath_expression, jsonpath_many
 
 from .guard import AddressPolicy, GuardedBackend, GuardedTransport, literal_ip
 
@@ -372,7 +372,7 @@ def path_outputs(paths: dict[str, str], parsed: Any, text: str, data: NodeData) 
     body sent with another content type, which FastGPT parses too), else there is none
     and every output is null. A path that may select several values gives the list of
     matches, another path its first match, and no match gives null
-    (:func:`schemas.nodes.jsonpath_many`). Evaluation errors (a filter comparing a string
+    (:func:`schemas.nodes_flow.jsonpath_many`). Evaluation errors (a filter comparing a string
     with a number) give null, noted in ``data["output_errors"]``: FastGPT's library yields
     nothing there either.
     """

@@ -13,7 +13,8 @@ from __future__ import annotations
 import re
 from typing import Any, TypeGuard
 
-from schemas.nodes import OUTPUT_NAME, jsonpath_expression
+from schemas.nodes import OUTPUT_NAME
+from schemas.nodes_flow import jsonpath_expression
 from schemas.types import VarType
 
 from .base import BaseImporter, first

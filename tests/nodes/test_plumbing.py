@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from nodes.if_else import coerce, evaluate
-from schemas.nodes import ConditionOp as Op
+from schemas.nodes_flow import ConditionOp as Op
 from schemas.types import VarType
 from tests.support import fake_nodes  # noqa: F401
 from tests.support.catalog import check_workflow
