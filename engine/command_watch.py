@@ -9,7 +9,10 @@ of those that are due in one read (the channel's ``poll_many`` when it has one; 
 ``poll`` per run, as a channel served from memory does not need more).
 
 When a run is polled: first :data:`COMMAND_POLL_S` after it started (a run that ends
-sooner never reads the channel), then every :data:`COMMAND_POLL_S`. A read serves every
+sooner never reads the channel), then every :data:`COMMAND_POLL_S`. Until the first
+watched run is due the poll is a timer of the loop, not a task (:mod:`engine.deferred`):
+runs that all end within the interval - most queued runs of instant nodes, one after
+another - create, step and cancel no task. A read serves every
 run due within the next half interval too, so runs started at different moments share
 reads (at most about two a second per interval, however many runs execute) and none
 waits longer than the interval. A store that is away (StoreError) is read again at the
@@ -27,6 +30,7 @@ from typing import Any
 from schemas.records import CommandKind, RunCommand
 
 from .context import CancelToken
+from .deferred import Deferred
 from .ports import StoreError
 
 __all__ = ["COMMAND_POLL_S", "CommandWatch"]
@@ -47,29 +51,34 @@ class _Watched:
 
 class CommandWatch:
     """The runs executing in this process and the one task that polls ``channel`` for
-    them (module docstring). The task runs while some run is watched."""
+    them (module docstring). The task runs while some run is watched, from the first due
+    poll on."""
 
     def __init__(self, channel: Any, interval_s: float = COMMAND_POLL_S) -> None:
         """``channel``: the engine's ``CommandChannel`` port (``poll``; ``poll_many`` when it
         can read many runs at once); ``interval_s``: seconds between two polls of a run."""
         self.channel, self.interval_s = channel, interval_s
         self._runs: dict[str, _Watched] = {}
-        self._task: asyncio.Task[None] | None = None
+        #: the poll: a timer until the first watched run is due, then its task
+        self._poller: Deferred | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None  # the loop ``_poller`` belongs to
 
     def watch(self, run_id: str, token: CancelToken) -> None:
         """Watch ``run_id`` until :meth:`unwatch`: a cancel command for it fires ``token``."""
         self._runs[run_id] = _Watched(token, 0, time.monotonic() + self.interval_s)
         loop = asyncio.get_running_loop()
-        if self._task is None or self._task.done() or self._task.get_loop() is not loop:
-            self._task = loop.create_task(self._forever())
+        poller = self._poller
+        if poller is None or self._loop is not loop or (poller.task is not None and poller.task.done()):
+            # nothing is due before this run's first poll, an interval from now
+            self._poller, self._loop = Deferred(self.interval_s, self._forever), loop
 
     def unwatch(self, run_id: str) -> None:
-        """Stop watching ``run_id`` (its execution ended); the task stops with the last run,
+        """Stop watching ``run_id`` (its execution ended); the poll stops with the last run,
         even in the middle of a read (as a run's own poll stopped when the run ended)."""
         self._runs.pop(run_id, None)
-        if not self._runs and self._task is not None:
-            self._task.cancel()
-            self._task = None
+        if not self._runs and self._poller is not None:
+            self._poller.cancel()
+            self._poller = None
 
     async def _forever(self) -> None:
         while self._runs:

@@ -36,6 +36,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import math
 import time
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -154,6 +155,7 @@ async def _round_trip(client: Any, pipe: Any) -> list[Any]:
     connection's retry policy, as ``pipe.execute()`` does; past it, redis-py's
     ConnectionError / TimeoutError is raised (the callers back off and send again)."""
     from redis.exceptions import ResponseError
+    from redis.exceptions import TimeoutError as RedisTimeoutError
 
     stack = pipe.command_stack
     if not stack:
@@ -164,11 +166,20 @@ async def _round_trip(client: Any, pipe: Any) -> list[Any]:
     async def attempt() -> list[Any]:
         await connection.send_packed_command(_pack(connection.encoder, stack), check_health=True)
         replies: list[Any] = []
-        for _command in stack:
-            try:
-                replies.append(await connection.read_response())
-            except ResponseError as exc:
-                replies.append(exc)
+        try:
+            # The replies of one request under one deadline (the connection's socket
+            # timeout), not one each: redis-py arms and cancels a timer per read otherwise,
+            # about a quarter of the CPU of a run's last round trip (ten replies). A read
+            # stopped by the deadline drops the connection, as a read that timed out does.
+            async with asyncio.timeout(connection.socket_timeout):
+                for _command in stack:
+                    try:
+                        replies.append(await connection.read_response(timeout=math.inf))
+                    except ResponseError as exc:
+                        replies.append(exc)
+        except TimeoutError:
+            await connection.disconnect(nowait=True)
+            raise RedisTimeoutError(f"Timeout reading from {connection.host}:{connection.port}") from None
         return replies
 
     async def dropped(_error: BaseException) -> None:

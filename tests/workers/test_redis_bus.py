@@ -81,6 +81,34 @@ async def test_one_round_trip_sends_what_redis_py_would_and_reads_every_reply(re
     assert await _round_trip(client, again) == ["v", 1], "no reply of the failed request was left behind"
 
 
+async def test_a_round_trip_whose_replies_do_not_come_in_time_drops_its_connection(redis_url):
+    """The replies of one request share one deadline, the connection's socket timeout: a
+    reply that does not come within it ends the request with redis-py's TimeoutError (the
+    callers back off and send again), and the connection, which still owes that reply, is
+    dropped instead of going back to the pool out of step."""
+    from redis.asyncio import Redis
+    from redis.asyncio.retry import Retry
+    from redis.backoff import NoBackoff
+    from redis.exceptions import TimeoutError as RedisTimeoutError
+
+    client = Redis.from_url(redis_url, decode_responses=True, socket_timeout=0.3, retry=Retry(NoBackoff(), 0))
+    try:
+        slow = client.pipeline(transaction=False)
+        slow.set("rt:t", "1")
+        slow.blpop(["rt:empty"], timeout=2)  # Redis answers after 2 s
+        started = time.monotonic()
+        with pytest.raises(RedisTimeoutError):
+            await _round_trip(client, slow)
+        assert time.monotonic() - started < 1.5, "the deadline, not the slow reply, ended the request"
+        assert not any(c.is_connected for c in client.connection_pool._available_connections)
+        again = client.pipeline(transaction=False)
+        again.get("rt:t")
+        again.exists("rt:empty")
+        assert await _round_trip(client, again) == ["1", 0], "the next request gets its own replies"
+    finally:
+        await client.aclose()
+
+
 # ------------------------------------------------------------------ following a run
 #
 # The stream is written here as a worker's publisher writes it (one entry per event, in seq
