@@ -383,6 +383,8 @@ def run(
     values = _gather_inputs(plan, inputs or [], inputs_file)
     titles = node_titles(doc)
     refuse_what_is_missing(doc, titles)
+    if message is None and chat_id is None:
+        _warn_without_message(doc, values)
     view: View = JsonView() if as_json else terminal_view(titles)
     # Workflows used as tools are looked up next to FILE too, wherever the command runs from.
     current = settings()
@@ -402,6 +404,24 @@ def run(
         return report_end(summary, no_input, titles)
 
     raise typer.Exit(with_service(body))
+
+
+def _warn_without_message(doc: dict[str, Any], values: dict[str, Any]) -> None:
+    """A warning on stderr when ``doc`` is a chat flow (it reads the user's message,
+    ``sys.query``) and the run was given no message: its model nodes would be asked an
+    empty question, and be paid for it."""
+    from engine.shapes import system_reads
+    from nodes import builtin_catalog
+
+    if "query" in values or "query" not in system_reads(doc, catalog=builtin_catalog()):
+        return
+    err().print(
+        Text(
+            "warning: this workflow reads the user's message (sys.query) and none was given, so it "
+            'runs with an empty one: pass --message "..."',
+            style="yellow",
+        )
+    )
 
 
 async def _answer_once(service: Any, summary: Any, answers: dict[str, Any]) -> Any:

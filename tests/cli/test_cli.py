@@ -501,6 +501,18 @@ def test_message_fills_a_declared_query_input(tmp_path: Path) -> None:
     assert "you said hello there / hello there" in result.stdout
 
 
+def test_a_chat_flow_run_without_a_message_is_warned_that_its_message_is_empty(tmp_path: Path) -> None:
+    chat = write(tmp_path, build([node("say", "answer", {"text": "you said {{ sys.query }}!"})], [edge("start", "say")]))
+    result = invoke("run", str(chat))
+    assert result.exit_code == 0, result.output
+    assert "reads the user's message (sys.query) and none was given" in result.stderr and "--message" in result.stderr
+    assert "you said !" in result.stdout
+    given = invoke("run", str(chat), "--message", "hi")
+    assert given.exit_code == 0 and "none was given" not in given.stderr
+    plain = write(tmp_path, build([node("say", "answer", {"text": "hello"})], [edge("start", "say")]), "plain.json")
+    assert "none was given" not in invoke("run", str(plain)).stderr
+
+
 def test_internal_error_details_go_to_the_home_log_not_the_terminal(tmp_path, capfd):
     import logging
 
