@@ -62,4 +62,4 @@ async def test_validate_answers_the_readme_shape_whose_problems_are_what_the_cli
 
 def test_the_readme_says_the_import_source_is_the_file_text():
     row = _row("POST /v1/workflows/import")
-    assert "`{source, model_map?, allow_partial?, workflow_id?}` where `source` is the file's text" in row
+    assert "`{source, model_map?, dataset_map?, allow_partial?, workflow_id?}` where `source` is the file's text" in row
