@@ -16,7 +16,7 @@ from schemas.knowledge import MetadataFilter
 
 from .filters import postgres_filters
 from .postgres_base import _CHUNK_COLUMNS, _SEARCHABLE, PostgresStoreBase
-from .rows import chunk_from_row
+from .rows import scored_from_row
 from .text import query_terms, rarest_terms, tsquery_literal
 
 __all__ = ["PostgresFullText", "full_text_query"]
@@ -70,7 +70,7 @@ class PostgresFullText(PostgresStoreBase):
             return []
         async with self._search() as c:  # sequential scans off: the search pool's setting
             rows = await c.fetch(full_text_query(where), tsquery, tenant_id, list(dataset_ids), k, *params)
-        return [ScoredChunk(chunk_from_row(r), float(r["rank"])) for r in rows]
+        return [scored_from_row(r, float(r["rank"])) for r in rows]
 
     async def _full_text_terms(self, query: str) -> list[str]:
         """The query's terms, rarest first, within the postings budget
