@@ -165,7 +165,9 @@ def scored_from_row(row: Any, score: float) -> ScoredChunk:
     """A search candidate from a row whose last columns are :data:`CHUNK_COLUMNS`: its
     id, kind and parent read now, its chunk built by :func:`chunk_from_row` only if the
     search returns it (:meth:`ScoredChunk.deferred`)."""
-    return ScoredChunk.deferred(row[_ID_AT], row[_KIND_AT], row[_PARENT_AT], score, lambda: chunk_from_row(row))
+    return ScoredChunk.deferred(
+        row[_ID_AT], row[_KIND_AT], row[_PARENT_AT], score, lambda: chunk_from_row(row)
+    )
 
 
 def parsed_from_row(row: Any) -> ParsedDocument:
