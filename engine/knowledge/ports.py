@@ -114,6 +114,10 @@ class ScoredChunk:
     on the thread that holds the interpreter)."""
 
     __slots__ = ("_build", "_chunk", "id", "kind", "parent_id", "score")
+    id: str
+    kind: str  # a ChunkKind value (ChunkKind is a str enum)
+    parent_id: str | None
+    score: float
 
     def __init__(self, chunk: Chunk, score: float):
         self._chunk: Chunk | None = chunk
