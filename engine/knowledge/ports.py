@@ -13,7 +13,7 @@ Every store method names its tenant: a dataset, document or chunk of another ten
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -102,13 +102,49 @@ class DimensionMismatch(EmbeddingError):
 # ----------------------------------------------------------------------------- store
 
 
-@dataclass(slots=True)
 class ScoredChunk:
     """A chunk found by one recall pass, with that pass's score (higher is better:
-    cosine similarity in [-1, 1] for vectors, a BM25-based score for full text)."""
+    cosine similarity in [-1, 1] for vectors, a BM25-based score for full text).
 
-    chunk: Chunk
+    ``ScoredChunk(chunk, score)`` holds a built chunk. A store may instead give what
+    ranking reads - the chunk's ``id``, ``kind`` and ``parent_id`` - and a function
+    that builds the chunk from its row (:meth:`deferred`): :attr:`chunk` builds it on
+    first access, once. A hybrid search fuses two passes of 40 and returns 10, so most
+    candidates are never built (validating a chunk costs microseconds, per candidate,
+    on the thread that holds the interpreter)."""
+
+    __slots__ = ("_build", "_chunk", "id", "kind", "parent_id", "score")
+    id: str
+    kind: str  # a ChunkKind value (ChunkKind is a str enum)
+    parent_id: str | None
     score: float
+
+    def __init__(self, chunk: Chunk, score: float):
+        self._chunk: Chunk | None = chunk
+        self._build: Callable[[], Chunk] | None = None
+        self.id, self.kind, self.parent_id, self.score = chunk.id, chunk.kind, chunk.parent_id, score
+
+    @classmethod
+    def deferred(
+        cls, chunk_id: str, kind: str, parent_id: str | None, score: float, build: Callable[[], Chunk]
+    ) -> ScoredChunk:
+        """A scored chunk built by ``build()`` when :attr:`chunk` is first read; ``kind``
+        and ``parent_id`` must be the built chunk's."""
+        scored = cls.__new__(cls)
+        scored._chunk, scored._build = None, build
+        scored.id, scored.kind, scored.parent_id, scored.score = chunk_id, kind, parent_id, score
+        return scored
+
+    @property
+    def chunk(self) -> Chunk:
+        """The chunk (built now when it was deferred)."""
+        if self._chunk is None:
+            assert self._build is not None
+            self._chunk, self._build = self._build(), None
+        return self._chunk
+
+    def __repr__(self) -> str:
+        return f"ScoredChunk(id={self.id!r}, score={self.score!r})"
 
 
 @runtime_checkable

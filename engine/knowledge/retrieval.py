@@ -124,10 +124,11 @@ def format_quote(hits: Sequence[SearchHit]) -> str:
 
 @dataclass(slots=True)
 class _Recall:
-    """What recall gathered: passes, the chunks their keys name, notes, usage."""
+    """What recall gathered: passes, the chunks their keys name (built only when a hit
+    is made of one: see :class:`ScoredChunk`), notes, usage."""
 
     passes: list[RecallPass] = field(default_factory=list)
-    chunks: dict[str, Chunk] = field(default_factory=dict)
+    chunks: dict[str, ScoredChunk] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     embedding_tokens: int = 0
     cost: float = 0.0
@@ -205,7 +206,7 @@ class Retriever:
             wanted = max(wanted, MAX_RERANK_CANDIDATES)
         elif request.rerank is not None and request.rerank.llm:
             wanted = max(wanted, 2 * max(request.top_k, 1))
-        hits = [self._hit(recall.chunks[f.key], f.score, f.scores) for f in fused[:wanted]]
+        hits = [self._hit(recall.chunks[f.key].chunk, f.score, f.scores) for f in fused[:wanted]]
         hits = await self._rerank(request, queries[0], hits, result)
         hits = (
             await self._judge(request, queries[0], hits[: max(request.top_k, 1) * 2], result)
@@ -414,25 +415,25 @@ class Retriever:
     async def _pass(
         self, kind: str, name: str, found: Sequence[ScoredChunk], tenant_id: str, recall: _Recall
     ) -> RecallPass:
-        """A recall pass of ``found``: children replaced by their parents (fetched once)."""
+        """A recall pass of ``found``: children replaced by their parents (fetched once).
+        Reads each candidate's id, kind and parent only: its chunk is built if it
+        becomes a hit."""
         missing = {
-            sc.chunk.parent_id
+            sc.parent_id
             for sc in found
-            if sc.chunk.kind == ChunkKind.child
-            and sc.chunk.parent_id
-            and sc.chunk.parent_id not in recall.chunks
+            if sc.kind == ChunkKind.child and sc.parent_id and sc.parent_id not in recall.chunks
         }
         if missing:
             for parent in await self.store.get_chunks(tenant_id, sorted(missing)):
-                recall.chunks[parent.id] = parent
+                recall.chunks[parent.id] = ScoredChunk(parent, 0.0)
         items: list[tuple[str, float]] = []
+        chunks = recall.chunks
         for sc in found:
-            chunk = sc.chunk
-            key = chunk.id
-            if chunk.kind == ChunkKind.child and chunk.parent_id and chunk.parent_id in recall.chunks:
-                key = chunk.parent_id  # a child whose parent is gone is returned itself
-            else:
-                recall.chunks.setdefault(key, chunk)
+            key = sc.id
+            if sc.kind == ChunkKind.child and sc.parent_id and sc.parent_id in chunks:
+                key = sc.parent_id  # a child whose parent is gone is returned itself
+            elif key not in chunks:
+                chunks[key] = sc
             items.append((key, sc.score))
         return RecallPass(kind, name, items).dedupe()
 

@@ -1,9 +1,11 @@
 """Retriever over fakes of the ports: passes, fusion, parents, QA, rerank, judge,
 threshold, top_k, budget, citations and notes."""
 
+from dataclasses import dataclass, field
+
 import pytest
 
-from engine.knowledge.ports import EmbeddingError, VectorSearchUnavailable
+from engine.knowledge.ports import EmbeddingError, ScoredChunk, VectorSearchUnavailable
 from engine.knowledge.retrieval import InvalidRerank, Retriever
 from engine.ports import StoreError
 from schemas.knowledge import ChunkKind, MetadataFilter, RerankSettings, SearchRequest
@@ -134,6 +136,47 @@ async def test_children_resolve_to_their_parent_once():
         "t1", SearchRequest(dataset_ids=["ds1"], query="refund receipt"), [dataset("ds1")])
     assert [h.chunk_id for h in result.hits] == ["p1"]
     assert result.hits[0].text.startswith("PARENT")
+
+
+@dataclass
+class DeferringStore(FakeStore):
+    """The fake store answering as the real stores do: each candidate's chunk is built
+    only when read (``ScoredChunk.deferred``); ``built`` lists the chunks built."""
+
+    built: list[str] = field(default_factory=list)
+
+    def _defer(self, found):
+        def build(c):
+            self.built.append(c.id)
+            return c
+
+        return [ScoredChunk.deferred(sc.id, sc.kind, sc.parent_id, sc.score, lambda c=sc.chunk: build(c))
+                for sc in found]
+
+    async def search_vectors(self, *args, **kwargs):
+        return self._defer(await super().search_vectors(*args, **kwargs))
+
+    async def search_full_text(self, *args, **kwargs):
+        return self._defer(await super().search_full_text(*args, **kwargs))
+
+
+async def test_only_the_hits_chunks_are_built_and_children_still_resolve_to_parents():
+    words = [f"refund receipt return days w{i}" for i in range(12)]
+    embedder = WordEmbedder([*words, "PARENT: refund", "refund receipt child"])
+    store = DeferringStore()
+    for i, text in enumerate(words):
+        store.add(chunk(f"c{i}", text, position=i), embedder)
+    store.add(chunk("p1", "PARENT: refund", kind=ChunkKind.parent, position=20))
+    store.add(chunk("k1", "refund receipt child", kind=ChunkKind.child, parent="p1", position=21), embedder)
+    request = SearchRequest(dataset_ids=["ds1"], query="refund receipt child", top_k=3)
+    result = await Retriever(store=store, embedder=embedder).search("t1", request, [dataset("ds1")])
+    eager = await Retriever(store=FakeStore(chunks=store.chunks, vectors=store.vectors), embedder=embedder).search("t1", request, [dataset("ds1")])
+    assert [h.chunk_id for h in result.hits] == [h.chunk_id for h in eager.hits]
+    assert [h.score for h in result.hits] == [h.score for h in eager.hits]
+    assert result.hits[0].chunk_id == "p1" and result.hits[0].text == "PARENT: refund"
+    assert result.passes == eager.passes and result.passes["full_text[q1]"] == 13
+    # the parent came from get_chunks; of the 26 candidates only the other two hits were built, once each
+    assert sorted(store.built) == sorted(h.chunk_id for h in result.hits[1:])
 
 
 async def test_qa_chunks_quote_question_and_answer():

@@ -18,7 +18,7 @@ from schemas.knowledge import IndexInfo, MetadataFilter
 
 from .filters import postgres_filters
 from .postgres_base import _CHUNK_COLUMNS, _SEARCHABLE, PostgresStoreBase, _Conn
-from .rows import check_index_id, chunk_from_row, new_id
+from .rows import check_index_id, new_id, scored_from_row
 
 __all__ = ["PostgresVectors", "hnsw_breadth", "nearest_query"]
 
@@ -195,7 +195,7 @@ class PostgresVectors(PostgresStoreBase):
         if rows is None:  # the index's first search here: its HNSW index first
             await self._ensure_hnsw(index_id, dim)
             return await self._nearest(tenant_id, index_id, query, k)
-        return [ScoredChunk(chunk_from_row(r), 1.0 - float(r["distance"])) for r in rows]
+        return [scored_from_row(r, 1.0 - float(r["distance"])) for r in rows]
 
     async def _searchable_dimension(
         self, c: Any, tenant_id: str, index_id: str, query: np.ndarray, k: int
@@ -234,7 +234,7 @@ class PostgresVectors(PostgresStoreBase):
                 if not checked and await self._searchable_dimension(c, tenant_id, index_id, query, k) is None:
                     return []
                 rows = await c.fetch(_EXACT_NEAREST, query, index_id, tenant_id, k)
-        return [ScoredChunk(chunk_from_row(r), 1.0 - float(r["distance"])) for r in rows]
+        return [scored_from_row(r, 1.0 - float(r["distance"])) for r in rows]
 
     async def _set_breadth(self, c: Any, index_id: str, k: int) -> None:
         """Give the search connection ``c`` the HNSW breadth for ``k`` results of the

@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic_core import from_json, to_json
 
-from engine.knowledge.ports import ParsedDocument
+from engine.knowledge.ports import ParsedDocument, ScoredChunk
 from schemas.knowledge import Chunk, ChunkingSettings, Dataset, Document, IndexInfo, MetadataField
 
 __all__ = [
@@ -26,6 +26,7 @@ __all__ = [
     "new_id",
     "parsed_from_row",
     "qa_json",
+    "scored_from_row",
 ]
 
 UPDATABLE_DATASET_FIELDS = frozenset(
@@ -43,6 +44,8 @@ CHUNK_COLUMNS = (
     "c.text_hash, c.heading_path, c.parent_id, c.tokens, d.source_name, d.metadata AS doc_metadata"
 )
 _CHUNK_WIDTH = CHUNK_COLUMNS.count(",") + 1
+#: where ``c.id``, ``c.kind`` and ``c.parent_id`` are, counted from the end of a row
+_ID_AT, _KIND_AT, _PARENT_AT = -_CHUNK_WIDTH, -_CHUNK_WIDTH + 5, -_CHUNK_WIDTH + 10
 
 
 def new_id() -> str:
@@ -155,6 +158,15 @@ def chunk_from_row(row: Any) -> Chunk:
             "metadata": loads(doc_metadata) or {},
             "source_name": source_name,
         }
+    )
+
+
+def scored_from_row(row: Any, score: float) -> ScoredChunk:
+    """A search candidate from a row whose last columns are :data:`CHUNK_COLUMNS`: its
+    id, kind and parent read now, its chunk built by :func:`chunk_from_row` only if the
+    search returns it (:meth:`ScoredChunk.deferred`)."""
+    return ScoredChunk.deferred(
+        row[_ID_AT], row[_KIND_AT], row[_PARENT_AT], score, lambda: chunk_from_row(row)
     )
 
 

@@ -13,7 +13,7 @@ from engine.knowledge.ports import ScoredChunk
 from schemas.knowledge import MetadataFilter
 
 from .filters import sqlite_filters
-from .rows import chunk_from_row
+from .rows import scored_from_row
 from .sqlite_base import _CHUNK_COLUMNS, _SEARCHABLE, SqliteStoreBase, full_text_table
 from .text import fts5_query, query_terms, rarest_terms
 
@@ -89,7 +89,7 @@ class SqliteFullText(SqliteStoreBase):
         hits = []
         for row in rows:
             strength = max(0.0, -row["rank"])
-            hits.append(ScoredChunk(chunk_from_row(row), strength / (1.0 + strength)))
+            hits.append(scored_from_row(row, strength / (1.0 + strength)))
         return hits
 
     def _full_text_terms(self, conn: Any, tenant_id: str, vocab: str, query: str) -> list[str]:

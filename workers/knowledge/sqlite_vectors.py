@@ -17,7 +17,7 @@ from engine.ports import StoreError
 from schemas.knowledge import IndexInfo, MetadataFilter
 
 from .filters import sqlite_filters
-from .rows import chunk_from_row, new_id
+from .rows import new_id, scored_from_row
 from .sqlite_base import _CHUNK_COLUMNS, _SEARCHABLE, SqliteStoreBase
 
 __all__ = ["SqliteVectors"]
@@ -227,7 +227,7 @@ class SqliteVectors(SqliteStoreBase):
             return []
         vectors = np.frombuffer(b"".join(r[0] for r in rows), dtype=np.float32).reshape(len(rows), -1)
         hits = [
-            ScoredChunk(chunk_from_row(r), score)
+            scored_from_row(r, score)
             for r, score in zip(rows, cosine_similarities(vectors, query), strict=True)
         ]
         hits.sort(key=lambda h: -h.score)
@@ -251,7 +251,7 @@ class SqliteVectors(SqliteStoreBase):
             "ORDER BY distance LIMIT ?",
             (query.tobytes(), index_id, tenant_id, *params, k),
         )
-        return [ScoredChunk(chunk_from_row(r), 1.0 - r["distance"]) for r in rows]
+        return [scored_from_row(r, 1.0 - r["distance"]) for r in rows]
 
     async def exact_search_vectors(
         self, tenant_id: str, index_id: str, vector: Sequence[float], k: int

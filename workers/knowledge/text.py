@@ -8,7 +8,7 @@ pair of neighbouring characters (overlapping bigrams), which matches a CJK query
 without a dictionary and ranks adjacent pairs above scattered characters. The databases
 then index the terms as they are (space-separated for FTS5, a ``tsvector`` literal with
 positions for PostgreSQL) and a query is the OR of its terms, ranked by BM25 (SQLite) or
-cover density (PostgreSQL).
+``ts_rank`` (PostgreSQL).
 """
 
 from __future__ import annotations
@@ -127,7 +127,8 @@ _MAX_POSITIONS_PER_TERM = 255
 
 def tsvector_literal(text: str) -> str:
     """A ``tsvector`` literal (cast with ``::tsvector``) of the terms of ``text`` with their
-    positions, so ``ts_rank_cd`` can weigh how close the matched terms are."""
+    positions: ``ts_rank`` counts a term's occurrences by them (and ``ts_rank_cd``, or a
+    phrase query, could weigh how close the matched terms are)."""
     positions: dict[str, list[str]] = {}
     for index, term in enumerate(search_terms(text)[:_MAX_POSITION], start=1):
         where = positions.get(term)

@@ -137,6 +137,29 @@ async def test_parent_child_chunks(kstore, tenant):
     assert [h.chunk.id for h in await kstore.search_full_text(tenant, ["ds"], "child", 5)] == [chunks[1].id]
 
 
+async def test_search_candidates_name_their_chunk_before_it_is_built(kstore, tenant):
+    """Retrieval ranks by a candidate's id, kind and parent, and builds its chunk only for
+    a hit: what a search pass says of each must be what the built chunk holds."""
+    await kstore.create_dataset(dataset(tenant))
+    index = await kstore.create_index(tenant, "ds", "emb")
+    doc, _ = await kstore.put_document(document(tenant, "ds", "a.txt", metadata={"lang": "en"}))
+    chunks = await kstore.replace_chunks(tenant, doc.id, [
+        ChunkDraft(position=0, kind=ChunkKind.parent, text="big parent text", search_text="big parent text"),
+        ChunkDraft(position=1, kind=ChunkKind.child, text="small child", search_text="small child", parent=0),
+        ChunkDraft(position=2, text="a child of none", search_text="a child of none", heading_path=["H"])])
+    await kstore.put_vectors(tenant, index.id, [(chunks[1].id, [1, 0]), (chunks[2].id, [1, 1])])
+    found = [*await kstore.search_full_text(tenant, ["ds"], "child", 5),
+             *await kstore.search_vectors(tenant, index.id, [1, 0], 5)]
+    assert len(found) == 4
+    for candidate in found:
+        assert (candidate.id, candidate.kind, candidate.parent_id) == (
+            candidate.chunk.id, candidate.chunk.kind, candidate.chunk.parent_id)
+    assert {(c.id, c.kind, c.parent_id) for c in found} == {
+        (chunks[1].id, "child", chunks[0].id), (chunks[2].id, "text", None)}
+    built = {c.id: c.chunk for c in found}
+    assert built[chunks[2].id].heading_path == ["H"] and built[chunks[2].id].metadata == {"lang": "en"}
+
+
 async def test_vectors_ordered_by_cosine(kstore, tenant):
     await kstore.create_dataset(dataset(tenant))
     index = await kstore.create_index(tenant, "ds", "emb")
