@@ -6,7 +6,8 @@ vectors. Fusion merges the passes into one ranking:
 
 - **RRF** (reciprocal rank fusion, as FastGPT merges its recalls): every pass where a
   chunk has rank ``r`` (from 1) adds ``1 / (k + r)``, ``k = 60``; the fused score is that
-  sum divided by the most a chunk can get (``passes / (k + 1)``), so it lies in (0, 1]:
+  sum divided by the most a chunk can get (``passes / (k + 1)``, the passes that could
+  have found it), so it lies in (0, 1]:
   ``1.0`` is first in every pass. Agreement counts: a chunk that several phrasings of
   the question and both kinds of search find beats one that a single pass put first.
 - **weighted** (as Dify's hybrid search): per kind the chunk's best score, normalised
@@ -16,13 +17,18 @@ vectors. Fusion merges the passes into one ranking:
   not find the chunk counts 0. One kind alone (semantic or full-text search): its
   normalised score.
 
+Both count only the passes that could have found a chunk (a pass names the datasets it
+searched; a semantic pass one dataset's index): a chunk of a dataset without an embedding
+model, in a hybrid search, is judged by full text alone, and the best chunk of each of
+two datasets searched semantically reaches 1.0.
+
 Ties keep the order the chunks were first seen in (stable sorts), so results are
 deterministic for a deterministic store.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 __all__ = [
@@ -57,6 +63,13 @@ class RecallPass:
     kind: str
     name: str
     items: list[tuple[str, float]] = field(default_factory=list)
+    #: the datasets the pass searched (a semantic pass: one index's dataset); None: every
+    #: chunk could have been found by it
+    datasets: frozenset[str] | None = None
+
+    def covers(self, dataset_id: str | None) -> bool:
+        """Whether a chunk of ``dataset_id`` (None: unknown) could have been found here."""
+        return self.datasets is None or dataset_id is None or dataset_id in self.datasets
 
     def dedupe(self) -> RecallPass:
         """Each key once, at its best rank; in a full-text pass, without the matches that
@@ -112,8 +125,36 @@ def _best_per_kind(passes: Sequence[RecallPass]) -> tuple[list[str], dict[str, d
     return list(order), scores
 
 
-def fuse_rrf(passes: Sequence[RecallPass], k: int = RRF_K) -> list[Fused]:
-    """Reciprocal rank fusion of ``passes`` (module docstring), best first."""
+def _coverage(
+    passes: Sequence[RecallPass], dataset_of: Mapping[str, str | None] | None
+) -> Callable[[str], tuple[int, frozenset[str]]]:
+    """key -> (how many passes with hits could have found it, the kinds of those passes),
+    by its dataset (``dataset_of``; None or a key missing from it: every pass). A chunk
+    of a dataset that no vector pass searched (no embedding model) is judged by the
+    passes that could see it only, so it is not held below one that two kinds found."""
+    counted = [p for p in passes if p.items]
+    everything = (len(counted), frozenset(p.kind for p in counted))
+    if not dataset_of or all(p.datasets is None for p in counted):
+        return lambda key: everything
+    cache: dict[str | None, tuple[int, frozenset[str]]] = {}
+
+    def of(key: str) -> tuple[int, frozenset[str]]:
+        dataset_id = dataset_of.get(key)
+        found = cache.get(dataset_id)
+        if found is None:
+            covering = [p for p in counted if p.covers(dataset_id)]
+            found = cache[dataset_id] = (len(covering), frozenset(p.kind for p in covering))
+        return found
+
+    return of
+
+
+def fuse_rrf(
+    passes: Sequence[RecallPass], k: int = RRF_K, dataset_of: Mapping[str, str | None] | None = None
+) -> list[Fused]:
+    """Reciprocal rank fusion of ``passes`` (module docstring), best first. A chunk's sum
+    is scaled by the most the passes that could have found it give (``dataset_of``:
+    key -> dataset, see :func:`_coverage`)."""
     order, scores = _best_per_kind(passes)
     counted = [p for p in passes if p.items]
     if not counted:
@@ -122,31 +163,39 @@ def fuse_rrf(passes: Sequence[RecallPass], k: int = RRF_K) -> list[Fused]:
     for p in counted:
         for rank, (key, _) in enumerate(p.items, start=1):
             totals[key] = totals.get(key, 0.0) + 1.0 / (k + rank)
-    best = len(counted) / (k + 1)
+    coverage = _coverage(passes, dataset_of)
     kinds = list(scores.items())
     fused = [
-        Fused(key, totals[key] / best, {kind: own[key] for kind, own in kinds if key in own}) for key in order
+        Fused(
+            key,
+            min(1.0, totals[key] * (k + 1) / max(coverage(key)[0], 1)),
+            {kind: own[key] for kind, own in kinds if key in own},
+        )
+        for key in order
     ]
     fused.sort(key=lambda f: -f.score)
     return fused
 
 
-def fuse_weighted(passes: Sequence[RecallPass], semantic_weight: float) -> list[Fused]:
-    """Weighted sum of normalised scores (module docstring), best first. With one kind
-    only, its normalised score alone (the weight of an absent kind is not a penalty)."""
+def fuse_weighted(
+    passes: Sequence[RecallPass], semantic_weight: float, dataset_of: Mapping[str, str | None] | None = None
+) -> list[Fused]:
+    """Weighted sum of normalised scores (module docstring), best first. A chunk that
+    only one kind could have found (the only kind searched, or a dataset without an
+    embedding model in a hybrid search: ``dataset_of``, see :func:`_coverage`) has that
+    kind's normalised score alone: the weight of a kind that could not see it is no
+    penalty."""
     order, scores = _best_per_kind(passes)
-    kinds = [kind for kind in scores if scores[kind]]
-    weights = (
-        {"semantic": semantic_weight, "full_text": 1.0 - semantic_weight}
-        if len(kinds) > 1
-        else {kinds[0]: 1.0}
-        if kinds
-        else {}
-    )
+    coverage = _coverage(passes, dataset_of)
+    both = {"semantic": semantic_weight, "full_text": 1.0 - semantic_weight}
     fused = []
     for key in order:
-        own = {kind: scores[kind][key] for kind in kinds if key in scores[kind]}
-        total = sum(weights.get(kind, 0.0) * value for kind, value in own.items())
+        own = {kind: found[key] for kind, found in scores.items() if key in found}
+        kinds = coverage(key)[1]
+        if len(kinds) > 1:
+            total = sum(both.get(kind, 0.0) * value for kind, value in own.items())
+        else:
+            total = max(own.values(), default=0.0)
         fused.append(Fused(key, min(1.0, total), own))
     fused.sort(key=lambda f: -f.score)
     return fused

@@ -113,26 +113,36 @@ class ScoredChunk:
     candidates are never built (validating a chunk costs microseconds, per candidate,
     on the thread that holds the interpreter)."""
 
-    __slots__ = ("_build", "_chunk", "id", "kind", "parent_id", "score")
+    __slots__ = ("_build", "_chunk", "dataset_id", "id", "kind", "parent_id", "score")
     id: str
     kind: str  # a ChunkKind value (ChunkKind is a str enum)
     parent_id: str | None
     score: float
+    #: the chunk's dataset (fusion asks which passes could have found it); None: not given
+    dataset_id: str | None
 
     def __init__(self, chunk: Chunk, score: float):
         self._chunk: Chunk | None = chunk
         self._build: Callable[[], Chunk] | None = None
         self.id, self.kind, self.parent_id, self.score = chunk.id, chunk.kind, chunk.parent_id, score
+        self.dataset_id = chunk.dataset_id
 
     @classmethod
     def deferred(
-        cls, chunk_id: str, kind: str, parent_id: str | None, score: float, build: Callable[[], Chunk]
+        cls,
+        chunk_id: str,
+        kind: str,
+        parent_id: str | None,
+        score: float,
+        build: Callable[[], Chunk],
+        dataset_id: str | None = None,
     ) -> ScoredChunk:
-        """A scored chunk built by ``build()`` when :attr:`chunk` is first read; ``kind``
-        and ``parent_id`` must be the built chunk's."""
+        """A scored chunk built by ``build()`` when :attr:`chunk` is first read; ``kind``,
+        ``parent_id`` and ``dataset_id`` must be the built chunk's."""
         scored = cls.__new__(cls)
         scored._chunk, scored._build = None, build
         scored.id, scored.kind, scored.parent_id, scored.score = chunk_id, kind, parent_id, score
+        scored.dataset_id = dataset_id
         return scored
 
     @property

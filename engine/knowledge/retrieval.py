@@ -194,12 +194,17 @@ class Retriever:
         )
         if not reranking:
             self._threshold_recall(request, recall.passes, result.notes)
+        dataset_of = {key: found.dataset_id for key, found in recall.chunks.items()}
         if request.fusion == FusionMode.weighted:
-            fused = fuse_weighted(recall.passes, request.semantic_weight)
+            fused = fuse_weighted(recall.passes, request.semantic_weight, dataset_of)
             if not reranking and request.score_threshold > 0:
                 fused = [f for f in fused if f.score >= request.score_threshold]
+        elif len(queries) == 1 and len({p.kind for p in recall.passes if p.items}) <= 1:
+            # one query, one kind: nothing to fuse across, so each hit keeps its own pass's
+            # score (the cosine; full text: over its pass's best), not a score of its rank
+            fused = fuse_weighted(recall.passes, request.semantic_weight, dataset_of)
         else:
-            fused = fuse_rrf(recall.passes)
+            fused = fuse_rrf(recall.passes, dataset_of=dataset_of)
         # hits are built only for the candidates a later step can look at
         wanted = request.top_k
         if reranking:
@@ -323,7 +328,7 @@ class Retriever:
                 texts = await self._full_text(tenant_id, ids, queries, k, request)
             for qi, found in enumerate(texts):
                 recall.passes.append(
-                    await self._pass("full_text", f"full_text[q{qi + 1}]", found, tenant_id, recall)
+                    await self._pass("full_text", f"full_text[q{qi + 1}]", found, tenant_id, recall, set(ids))
                 )
         return recall
 
@@ -378,9 +383,8 @@ class Retriever:
             if isinstance(found, BaseException):
                 raise found
             if ds.id not in unavailable:
-                recall.passes.append(
-                    await self._pass("semantic", f"semantic[{ds.id}, q{qi + 1}]", found, tenant_id, recall)
-                )
+                name = f"semantic[{ds.id}, q{qi + 1}]"
+                recall.passes.append(await self._pass("semantic", name, found, tenant_id, recall, {ds.id}))
 
     async def _embed(
         self,
@@ -413,7 +417,13 @@ class Retriever:
         return batch.vectors
 
     async def _pass(
-        self, kind: str, name: str, found: Sequence[ScoredChunk], tenant_id: str, recall: _Recall
+        self,
+        kind: str,
+        name: str,
+        found: Sequence[ScoredChunk],
+        tenant_id: str,
+        recall: _Recall,
+        datasets: set[str],
     ) -> RecallPass:
         """A recall pass of ``found``: children replaced by their parents (fetched once).
         Reads each candidate's id, kind and parent only: its chunk is built if it
@@ -435,7 +445,7 @@ class Retriever:
             elif key not in chunks:
                 chunks[key] = sc
             items.append((key, sc.score))
-        return RecallPass(kind, name, items).dedupe()
+        return RecallPass(kind, name, items, frozenset(datasets)).dedupe()
 
     @staticmethod
     def _threshold_recall(request: SearchRequest, passes: list[RecallPass], notes: list[str]) -> None:

@@ -98,3 +98,28 @@ def test_token_estimate_and_truncation():
     cut = truncate_to_tokens(text, 10)
     assert estimate_tokens(cut) <= 10 and text.startswith(cut) and len(cut) > 30
     assert truncate_to_tokens("short", 10) == "short"
+
+
+def test_a_chunk_is_scored_against_the_passes_that_could_have_found_it():
+    # Two datasets: "kb" has vectors, "hb" is full text only. Its exact match "h1" was
+    # first in the only pass that could see it.
+    semantic = RecallPass("semantic", "semantic[kb, q1]", [("k1", 0.62), ("k2", 0.41)], frozenset({"kb"}))
+    full_text = RecallPass("full_text", "full_text[q1]", [("h1", 8.0), ("k1", 2.0)], frozenset({"kb", "hb"}))
+    dataset_of = {"k1": "kb", "k2": "kb", "h1": "hb"}
+    weighted = {f.key: f.score for f in fuse_weighted([semantic, full_text], 0.7, dataset_of)}
+    assert weighted["h1"] == pytest.approx(1.0)  # not capped at 1 - semantic_weight = 0.3
+    assert weighted["k1"] == pytest.approx(0.7 * 0.62 + 0.3 * 2.0 / 8.0)
+    assert weighted["k2"] == pytest.approx(0.7 * 0.41)  # a kind that could see it and did not counts 0
+    rrf = {f.key: f.score for f in fuse_rrf([semantic, full_text], dataset_of=dataset_of)}
+    assert rrf["h1"] == pytest.approx(1.0)  # first in every pass that could see it
+    assert rrf["k1"] == pytest.approx((1 / (RRF_K + 1) + 1 / (RRF_K + 2)) * (RRF_K + 1) / 2)
+    # Without datasets, every pass counts for every chunk, as before.
+    blind = {f.key: f.score for f in fuse_weighted([semantic, full_text], 0.7)}
+    assert blind["h1"] == pytest.approx(0.3)
+
+
+def test_two_datasets_searched_semantically_each_reach_one_for_their_best():
+    a = RecallPass("semantic", "semantic[a, q1]", [("a1", 0.9)], frozenset({"a"}))
+    b = RecallPass("semantic", "semantic[b, q1]", [("b1", 0.8)], frozenset({"b"}))
+    fused = fuse_rrf([a, b], dataset_of={"a1": "a", "b1": "b"})
+    assert [f.score for f in fused] == [pytest.approx(1.0), pytest.approx(1.0)]

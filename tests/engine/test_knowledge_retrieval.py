@@ -275,3 +275,20 @@ async def test_empty_query_searches_nothing():
     result = await Retriever(store=store, embedder=embedder).search(
         "t1", SearchRequest(dataset_ids=["ds1"], query="  "), [dataset("ds1")])
     assert result.hits == [] and store.calls == [] and result.notes
+
+
+async def test_one_query_of_one_kind_keeps_its_own_scores_and_a_full_text_dataset_is_not_capped():
+    store, embedder = build()
+    store.add(chunk("h1", "Holiday: 28 paid days a year", ds="hb"))  # a dataset without vectors
+    retriever = Retriever(store=store, embedder=embedder)
+    semantic = await retriever.search("t1", SearchRequest(dataset_ids=["ds1"], query="refund receipt",
+                                                          mode="semantic"), [dataset("ds1")])
+    cosines = [h.scores["semantic"] for h in semantic.hits]
+    assert [h.score for h in semantic.hits] == cosines and cosines == sorted(cosines, reverse=True)
+    assert cosines[-1] < 0.5  # a weak hit looks weak, not near 1 as a rank-based score made it
+    # Weighted hybrid over both datasets with a threshold: the full-text-only dataset's
+    # exact match is judged by full text alone, so the threshold keeps it.
+    mixed = await retriever.search("t1", SearchRequest(
+        dataset_ids=["ds1", "hb"], query="holiday paid days", fusion="weighted", semantic_weight=0.7,
+        score_threshold=0.5), [dataset("ds1"), dataset("hb", model=None)])
+    assert mixed.hits and mixed.hits[0].chunk_id == "h1" and mixed.hits[0].score == pytest.approx(1.0)

@@ -3,7 +3,7 @@ server has it.
 
 Full text: each chunk's ``search_vector`` is a ``tsvector`` built from the terms of
 :mod:`workers.knowledge.text` (with positions, no stemming), searched with a GIN index
-and ranked by ``ts_rank`` (normalised to ``r / (1 + r)``), so matches are the same as
+and ranked by ``ts_rank``, so matches are the same as
 on SQLite, CJK included.
 
 Vectors: ``kb_vectors.embedding`` is a ``vector`` column without a fixed dimension (each

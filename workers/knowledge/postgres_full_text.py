@@ -38,7 +38,7 @@ def full_text_query(where: str) -> str:
     their text (joining every match back to its row by key cost more than ranking it)."""
     return (
         "WITH m AS MATERIALIZED (SELECT seq, id, document_id, CASE WHEN tenant_id = $2 AND dataset_id = "
-        "ANY($3::text[]) THEN ts_rank(search_vector, $1::tsquery, 32) END AS rank FROM kb_chunks "
+        "ANY($3::text[]) THEN ts_rank(search_vector, $1::tsquery) END AS rank FROM kb_chunks "
         "WHERE search_vector @@ $1::tsquery), "
         "top AS (SELECT m.seq, m.id, m.rank FROM m JOIN kb_documents d ON d.id = m.document_id "
         f"WHERE m.rank IS NOT NULL AND {_SEARCHABLE} AND {where} ORDER BY m.rank DESC, m.id LIMIT $4) "
@@ -61,7 +61,8 @@ class PostgresFullText(PostgresStoreBase):
         filters: Sequence[MetadataFilter] = (),
     ) -> list[ScoredChunk]:
         """The ``k`` best chunks of the tenant's datasets for the query's terms, ranked by
-        ``ts_rank`` normalised to ``r / (1 + r)`` (in [0, 1), higher is better): how often
+        ``ts_rank`` (>= 0, higher is better; no fixed scale: fusion divides it by its pass's
+        best, so it is not squashed into [0, 1)): how often
         the query's terms occur in the chunk (a term's further occurrences count less). Not
         ``ts_rank_cd`` (cover density: how close the matched terms stand), which costs
         about twice the database CPU per matching chunk (a search ranks several hundred)

@@ -44,8 +44,9 @@ CHUNK_COLUMNS = (
     "c.text_hash, c.heading_path, c.parent_id, c.tokens, d.source_name, d.metadata AS doc_metadata"
 )
 _CHUNK_WIDTH = CHUNK_COLUMNS.count(",") + 1
-#: where ``c.id``, ``c.kind`` and ``c.parent_id`` are, counted from the end of a row
-_ID_AT, _KIND_AT, _PARENT_AT = -_CHUNK_WIDTH, -_CHUNK_WIDTH + 5, -_CHUNK_WIDTH + 10
+#: where ``c.id``, ``c.dataset_id``, ``c.kind`` and ``c.parent_id`` are, counted from the end of a row
+_ID_AT, _DATASET_AT = -_CHUNK_WIDTH, -_CHUNK_WIDTH + 2
+_KIND_AT, _PARENT_AT = -_CHUNK_WIDTH + 5, -_CHUNK_WIDTH + 10
 
 
 def new_id() -> str:
@@ -163,10 +164,10 @@ def chunk_from_row(row: Any) -> Chunk:
 
 def scored_from_row(row: Any, score: float) -> ScoredChunk:
     """A search candidate from a row whose last columns are :data:`CHUNK_COLUMNS`: its
-    id, kind and parent read now, its chunk built by :func:`chunk_from_row` only if the
+    id, dataset, kind and parent read now, its chunk built by :func:`chunk_from_row` only if the
     search returns it (:meth:`ScoredChunk.deferred`)."""
     return ScoredChunk.deferred(
-        row[_ID_AT], row[_KIND_AT], row[_PARENT_AT], score, lambda: chunk_from_row(row)
+        row[_ID_AT], row[_KIND_AT], row[_PARENT_AT], score, lambda: chunk_from_row(row), row[_DATASET_AT]
     )
 
 

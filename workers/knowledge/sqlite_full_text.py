@@ -37,8 +37,8 @@ class SqliteFullText(SqliteStoreBase):
         filters: Sequence[MetadataFilter] = (),
     ) -> list[ScoredChunk]:
         """The ``k`` best chunks of the tenant's datasets by BM25 over the query's terms
-        (:mod:`workers.knowledge.text`), scored ``b / (1 + b)`` for BM25 ``b`` (in [0, 1),
-        higher is better)."""
+        (:mod:`workers.knowledge.text`), scored by their BM25 (>= 0, higher is better; no
+        fixed scale: fusion divides it by its pass's best, so it is left unsquashed)."""
         return await self._read_call(
             self._search_full_text, tenant_id, list(dataset_ids), query, k, list(filters)
         )
@@ -89,7 +89,7 @@ class SqliteFullText(SqliteStoreBase):
         hits = []
         for row in rows:
             strength = max(0.0, -row["rank"])
-            hits.append(scored_from_row(row, strength / (1.0 + strength)))
+            hits.append(scored_from_row(row, strength))
         return hits
 
     def _full_text_terms(self, conn: Any, tenant_id: str, vocab: str, query: str) -> list[str]:
