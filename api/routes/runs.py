@@ -30,6 +30,7 @@ from typing import Annotated, Any
 from fastapi import Header, Query
 from fastapi.responses import Response
 
+from engine.documents import DocumentCaps
 from engine.ports import RunNotFound, WorkflowNotFound
 from engine.rerun import RerunRefused
 from engine.service import RunService
@@ -123,19 +124,21 @@ async def run_document(
     heartbeat_s: float,
     workflow_version: str | None = None,
     published: Published | None = None,
+    checked: tuple[str, DocumentCaps] | None = None,
 ) -> Response:
     """Start a run of ``doc`` (``body``: inputs, ``response_mode``, chat; in a chat whose
     run waits for one answer, the message answers it) and answer as ``response_mode``
     says: the finished or paused run, SSE of its events, or 202. The one start path of
     ``POST /v1/runs`` and ``POST /v1/workflows/{id}/runs`` (``published``: the version
-    ``doc`` is, which must still be the published one: else StalePublished, nothing stored).
+    ``doc`` is, which must still be the published one: else StalePublished, nothing stored;
+    ``checked``: the caller's caps check of ``doc``, :func:`api.limits.check_published`).
 
     Raises:
         CompileError, InvalidInputs: the document is over a size cap (:mod:`api.limits`),
         does not compile, or the inputs do not fit (422).
         QuotaExceeded: a quota of the tenant or of the app is used up (429, ``Retry-After``).
     """
-    checked = check_document(doc, settings)
+    checked = checked if checked is not None else check_document(doc, settings)
     ticket = await service.launch(
         caller.tenant_id,
         StartRun(

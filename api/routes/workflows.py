@@ -66,7 +66,7 @@ from schemas.records import WorkflowRecord
 from ..auth import Caller, Principal, Service
 from ..deployment import AppSettings, Knowledge, Workflows
 from ..errors import ApiError, parse_body
-from ..limits import check_document
+from ..limits import check_document, check_published
 from ..openapi import RUN_SSE_CONTENT
 from ..run_context import RunStartContext
 from ..run_route import RunStartRoute
@@ -734,6 +734,7 @@ async def run_workflow(
                 heartbeat_s=heartbeat_s,
                 workflow_version=str(found.version),
                 published=Published(workflow_id, found.version, found.doc_hash),
+                checked=check_published(found.doc or {}, found.doc_hash, settings),
             )
         except StalePublished:
             continue
