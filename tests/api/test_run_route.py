@@ -72,6 +72,15 @@ def test_both_run_routes_have_the_short_way() -> None:
     assert all(short_way_for(r) is not None for r in starts)
 
 
+def test_none_when_fastapi_does_not_say_how_it_builds_a_handler(monkeypatch) -> None:
+    import fastapi.routing
+
+    route = next(r for r in run_router.routes if isinstance(r, RunStartRoute))
+    assert run_route._effective(route) is route
+    monkeypatch.delattr(fastapi.routing, "_effective_route_context_var")
+    assert run_route._effective(route) is None
+
+
 def test_a_route_of_another_shape_has_none() -> None:
     from fastapi import APIRouter, Header
 
