@@ -12,7 +12,9 @@ more than the cap of a body, and the server goes on serving the next requests.
 ``max_id_length``, ``max_name_length``, ``max_document_depth``) of the *app's*
 settings to a workflow document before anything else looks at it: 422 with one
 problem per field over a cap, each naming its path (``nodes[3].name``), never echoing
-the whole value back.
+the whole value back. :func:`check_published` does the same for a published version,
+remembering the outcome by the version's content hash: a published version's run starts
+check one document over and over.
 
 :class:`JsonBodyCheck` is an ASGI middleware that looks at a JSON body as the app reads
 it and refuses with 422 (:class:`api.errors.BodyRefused`) what the JSON parser accepts
@@ -25,19 +27,26 @@ own body, before a value reaches a store or a model.
 from __future__ import annotations
 
 import json
+from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from engine.documents import DocumentCaps, checked_document_text
+from engine.documents import DocumentCaps, checked_document_text, document_caps
 from engine.settings import Settings
 
 from .errors import body_problem, error_body, is_json_type, shaped_error
 from .json_body import MAX_JSON_DEPTH, may_hold_surrogate
 
-__all__ = ["BodyLimit", "BodyTooLarge", "JsonBodyCheck", "check_document"]
+__all__ = ["BodyLimit", "BodyTooLarge", "JsonBodyCheck", "check_document", "check_published"]
+
+#: canonical texts of published documents found within the caps, by (content hash, caps)
+_PUBLISHED: OrderedDict[tuple[str, DocumentCaps], str] = OrderedDict()
+#: how many :data:`_PUBLISHED` keeps, and the longest text it keeps (characters): at most
+#: 16 MiB; a longer document is checked at each start, a small cost next to its run's
+_PUBLISHED_MAX, _PUBLISHED_CHARS = 256, 65536
 
 
 class BodyTooLarge(HTTPException):
@@ -172,3 +181,30 @@ def check_document(doc: Mapping[str, Any], settings: Settings) -> tuple[str, Doc
         ``too_long`` at ``nodes[i].name``..., ``document_too_deep``); answered 422.
     """
     return checked_document_text(doc, settings)
+
+
+def check_published(doc: Mapping[str, Any], doc_hash: str, settings: Settings) -> tuple[str, DocumentCaps]:
+    """:func:`check_document` of a published version's document ``doc``, whose content
+    hash (SHA-256 of its canonical text, ``engine.compiler.content_hash``) is ``doc_hash``.
+
+    The hash names the text, so a document found within the caps of ``settings`` is not
+    walked and encoded again while those caps hold: the text is remembered by
+    ``(doc_hash, caps)`` (at most :data:`_PUBLISHED_MAX` texts of up to
+    :data:`_PUBLISHED_CHARS` characters). Caps changed since are another key, checked
+    afresh; a document over them is never remembered and raises each time.
+
+    Raises:
+        CompileError: as :func:`check_document`.
+    """
+    caps = document_caps(settings)
+    key = (doc_hash, caps)
+    text = _PUBLISHED.get(key)
+    if text is not None:
+        _PUBLISHED.move_to_end(key)
+        return text, caps
+    text, caps = checked_document_text(doc, settings)
+    if len(text) <= _PUBLISHED_CHARS:
+        _PUBLISHED[(doc_hash, caps)] = text
+        while len(_PUBLISHED) > _PUBLISHED_MAX:
+            _PUBLISHED.popitem(last=False)
+    return text, caps
