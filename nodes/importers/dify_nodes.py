@@ -168,6 +168,15 @@ class DifyNodes(DifyTools, DifyRefs, DatasetImport):
         if system and any(s for s in system):
             cfg["system_prompt"] = "\n\n".join(s for s in system if s)
         cfg["user_prompt"] = "\n\n".join(u for u in user if u) if user else ""
+        if not cfg["user_prompt"] and "sys.query" not in cfg.get("system_prompt", ""):
+            # faithful (Dify adds the question only with memory on), but rarely what was meant
+            self.warn(
+                "behaviour_difference",
+                "the model is sent no user message and its prompt never reads the question "
+                "(sys.query): as in Dify without memory, the user's question does not reach it; "
+                "add {{ sys.query }} to the node's user_prompt",
+                p,
+            )
         if "context" in local:
             if any("quote" in s for s in system + user + [e["text"] for e in cfg.get("examples", [])]):
                 cfg["quote_template"] = ""  # the prompt places the context itself

@@ -143,6 +143,9 @@ def test_dify_knowledge_retrieval_keeps_its_dataset_id_and_says_how_to_create_it
     assert f"--dataset '{source_id}=ID'" in issue.message
     llm = next(n for n in result.workflow["nodes"] if n["type"] == "chat")
     assert llm["config"]["quote"] == {"ref": "1743994832383.chunks"} and "{{ quote }}" in llm["config"]["system_prompt"]
+    # Its LLM has no memory and only a system prompt: Dify sends it no question, and so do we, but say so.
+    assert any(i.code == "behaviour_difference" and "user's question does not reach it" in i.message
+               for i in result.report)
     mapped = load(CORPUS / "dify/knowledge_chat_retrieval.yml", models=registry, model_map=MODEL_MAP,
                   dataset_map={source_id: "handbook"})
     assert not any(i.code == "unmapped_dataset" for i in mapped.report)
