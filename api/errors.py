@@ -27,6 +27,7 @@ a quota exceeded (:mod:`api.quotas`, ``Retry-After``)   429     ``quota_exceeded
 ``VectorSearchUnavailable`` (no pgvector)              422    ``vector_search_unavailable``
 ``InvalidRerank`` (a rerank / relevance model wrong)    422    ``invalid_request``
 ``EmbeddingError`` (an embeddings endpoint failed)     502    ``embedding_error``
+``RerankError`` (a rerank endpoint failed)             502    ``rerank_error``
 ``QueueUnavailable`` (Redis away, ``Retry-After: 5``)  503    ``queue_unavailable``
 ``RunInterrupted`` (the store failed mid-run, ``Retry-After: 5``) 503 ``run_interrupted``
 other ``StoreError``                                   503     ``store_error``
@@ -73,6 +74,7 @@ from engine.knowledge.ports import (
     DocumentNotFound,
     DocumentRejected,
     EmbeddingError,
+    RerankError,
     VectorSearchUnavailable,
 )
 from engine.knowledge.retrieval import InvalidRerank
@@ -287,6 +289,9 @@ def _knowledge_error(exc: BaseException) -> tuple[int, dict[str, Any], dict[str,
             ),
             {},
         )
+    if isinstance(exc, RerankError):
+        logger.warning("rerank endpoint problem: %s", exc)
+        return 502, error_body("rerank_error", str(exc)), {}
     if isinstance(exc, EmbeddingError):
         logger.warning("embeddings endpoint problem: %s", exc)
         return 502, error_body("embedding_error", str(exc)), {}

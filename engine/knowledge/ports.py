@@ -94,6 +94,12 @@ class EmbeddingError(FlowloomError):
     something that is not a vector per input; the message names the model."""
 
 
+class RerankError(EmbeddingError):
+    """A rerank endpoint failed after its retries, or answered no ranking of the
+    documents sent; the message names the model. An :class:`EmbeddingError` too (both are
+    a model endpoint of a search failing), told apart so an answer can name which."""
+
+
 class DimensionMismatch(EmbeddingError):
     """The model answered vectors of another dimension than the index holds (the model
     behind the name changed): the index must be rebuilt (update the dataset's model)."""

@@ -35,7 +35,7 @@ from typing import Any, TypeVar
 
 import httpx
 
-from engine.knowledge.ports import DimensionMismatch, EmbeddingBatch, EmbeddingError
+from engine.knowledge.ports import DimensionMismatch, EmbeddingBatch, EmbeddingError, RerankError
 from engine.knowledge.scope import TENANT_MODELS
 from engine.telemetry import Span, telemetry
 from schemas.run import Usage
@@ -373,7 +373,17 @@ class RegistryReranker:
         self, model: str, query: str, documents: Sequence[str], top_n: int | None = None
     ) -> tuple[list[tuple[int, float]], int]:
         """``([(input index, relevance in [0, 1])...] best first, tokens)``. Raises
-        EmbeddingError (unknown model, failed endpoint, an answer naming no document)."""
+        RerankError (unknown model, failed endpoint, an answer naming no document)."""
+        try:
+            return await self._rerank(model, query, documents, top_n)
+        except RerankError:
+            raise
+        except EmbeddingError as exc:  # the shared endpoint helpers raise the general kind
+            raise RerankError(str(exc)) from None
+
+    async def _rerank(
+        self, model: str, query: str, documents: Sequence[str], top_n: int | None
+    ) -> tuple[list[tuple[int, float]], int]:
         try:
             spec = self.registry.get(model, "rerank")
             key = self.registry.api_key(spec)

@@ -415,6 +415,20 @@ async def test_a_rerank_or_relevance_model_of_the_wrong_type_is_422_naming_the_f
     assert len(fts.llm.requests) == sent and fts.llm.rerank_calls == 0
 
 
+async def test_a_rerank_endpoint_that_fails_is_a_502_rerank_error_naming_the_model(fts):
+    from tests.support.openai_script import http_error
+
+    dataset = await _dataset(fts)
+    assert (await _upload(fts, dataset["id"], {"tea.md": corpus()["tea.md"]})).status_code == 202
+    await _until_ingested(fts, dataset["id"])
+    fts.llm.script_embeddings(http_error(400, "documents must not be empty"))
+    response = await fts.client.post(f"/v1/datasets/{dataset['id']}/search", headers=fts.auth(),
+                                     json={"query": "green tea", "mode": "full_text", "rerank": {"model": RERANK_MODEL}})
+    assert response.status_code == 502, response.text
+    error = response.json()["error"]
+    assert error["type"] == "rerank_error" and RERANK_MODEL in error["message"], error
+
+
 # ------------------------------------------------------------- tenants and keys
 
 

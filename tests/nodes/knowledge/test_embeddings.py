@@ -8,7 +8,7 @@ import struct
 
 import pytest
 
-from engine.knowledge.ports import DimensionMismatch, EmbeddingError
+from engine.knowledge.ports import DimensionMismatch, EmbeddingError, RerankError
 from nodes.knowledge.embeddings import RegistryEmbedder, RegistryReranker, _vector
 from nodes.llm.model_registry import ModelRegistry, ModelSpec, UnknownModel, WrongModelType
 from tests.support.openai_server import embed_text, http_error, rate_limited
@@ -123,8 +123,11 @@ async def test_rerank_scores_best_first_and_honours_top_n(openai_server, scripte
     assert openai_server.requests[-1].headers["authorization"].startswith("Bearer sk-test")
     openai_server.script_embeddings(rate_limited())
     assert (await reranker.rerank("rerank-model", "a", ["a"]))[0] == [(0, 1.0)]
-    with pytest.raises(EmbeddingError, match="'embed-model' is an embedding model, not a rerank model"):
+    with pytest.raises(RerankError, match="'embed-model' is an embedding model, not a rerank model"):
         await reranker.rerank("embed-model", "q", ["d"])
+    openai_server.script_embeddings(http_error(400, "no documents"))
+    with pytest.raises(RerankError, match="rerank"):
+        await reranker.rerank("rerank-model", "a", ["a"])
 
 
 def test_a_chat_node_naming_an_embedding_model_does_not_compile(scripted_registry):
