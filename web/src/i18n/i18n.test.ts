@@ -19,6 +19,12 @@ describe('dictionaries', () => {
     for (const key of Object.keys(en) as (keyof typeof en)[]) expect(names(zhCN[key]), key).toEqual(names(en[key]));
   });
 
+  it('test_translate_chooses_the_word_for_a_count', () => {
+    expect(translate('en', 'knowledge.counts', { documents: 1, chunks: 4 })).toBe('1 document, 4 chunks');
+    expect(translate('en', 'knowledge.counts', { documents: 0, chunks: 1 })).toBe('0 documents, 1 chunk');
+    expect(translate('zh-CN', 'knowledge.counts', { documents: 1, chunks: 4 })).toBe('1 个文档，4 个分段');
+  });
+
   it('test_translate_fills_placeholders', () => {
     expect(translate('en', 'toolbar.saved', { version: 3 })).toBe('Saved (draft v3)');
     expect(translate('zh-CN', 'toolbar.saved', { version: 3 })).toBe('已保存（草稿 v3）');

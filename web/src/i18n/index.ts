@@ -45,10 +45,16 @@ export function setLanguage(lang: Language): void {
 
 export type Params = Record<string, string | number>;
 
-/** The text of `key` in `lang`, placeholders filled; the English text when missing. */
+/** The text of `key` in `lang`, placeholders filled; the English text when missing.
+ * `{name|one|other}` is the word for `params.name`'s count: `one` when it is 1, else
+ * `other` (`{documents} {documents|document|documents}`), so no count reads "1 documents". */
 export function translate(lang: Language, key: MessageKey, params?: Params): string {
   const text: string = dictionaries[lang][key] ?? en[key] ?? key;
-  return params ? text.replace(/\{(\w+)\}/g, (m, name: string) => (name in params ? String(params[name]) : m)) : text;
+  if (!params) return text;
+  return text
+    .replace(/\{(\w+)\|([^|{}]*)\|([^|{}]*)\}/g, (m, name: string, one: string, other: string) =>
+      name in params ? (Number(params[name]) === 1 ? one : other) : m)
+    .replace(/\{(\w+)\}/g, (m, name: string) => (name in params ? String(params[name]) : m));
 }
 
 /** `t` for the current language, outside React (event handlers, stores). */
