@@ -46,8 +46,11 @@ def _when(seconds: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(seconds)) if seconds else "-"
 
 
-async def _knowledge_errors(body: Any) -> int:
-    """``await body`` with the knowledge bases' errors as one line each and exit 2."""
+async def _knowledge_errors(
+    body: Any, service: Any = None, tenant: str = "default", dataset_id: str | None = None
+) -> int:
+    """``await body`` with the knowledge bases' errors as one line each and exit 2; an
+    unknown ``dataset_id`` is told the tenant's closest dataset id, when one is close."""
     from engine.knowledge.ports import (
         DatasetExists,
         DatasetNotFound,
@@ -61,18 +64,25 @@ async def _knowledge_errors(body: Any) -> int:
     try:
         return await body
     except (DatasetNotFound, DocumentNotFound) as exc:
-        abort("not found:", [str(exc), "list datasets with: flowloom datasets list"])
+        line = str(exc)
+        if isinstance(exc, DatasetNotFound) and service is not None and dataset_id:
+            from engine.plain_errors import did_you_mean
+
+            line += did_you_mean(dataset_id, [d.id for d in await service.knowledge.list_datasets(tenant)])
+        scope = f" --tenant {tenant}" if tenant != "default" else ""
+        abort("not found:", [line, f"list datasets with: flowloom datasets list{scope}"])
     except (DatasetExists, InvalidDataset) as exc:
         abort("invalid dataset:", [str(exc)])
     except (DocumentRejected, VectorSearchUnavailable, EmbeddingError) as exc:
         abort("cannot do that:", [str(exc)])
 
 
-def _run(body: Any) -> None:
-    """Run ``body(knowledge, service)`` on the configured stores; exit with its code."""
+def _run(body: Any, tenant: str = "default", dataset_id: str | None = None) -> None:
+    """Run ``body(knowledge, service)`` on the configured stores for ``tenant`` (and
+    ``dataset_id``, named when it is not found); exit with its code."""
 
     async def main(service: Any) -> int:
-        return await _knowledge_errors(body(service.knowledge, service))
+        return await _knowledge_errors(body(service.knowledge, service), service, tenant, dataset_id)
 
     raise typer.Exit(with_service(main, knowledge=True))
 
@@ -267,7 +277,7 @@ def show(dataset_id: DatasetArg, tenant: TenantOption = "default", as_json: Json
             )
         return EXIT_OK
 
-    _run(body)
+    _run(body, tenant, dataset_id)
 
 
 def _index(index: Any) -> str:
@@ -286,7 +296,7 @@ def remove(dataset_id: DatasetArg, tenant: TenantOption = "default") -> None:
         err().print(Text.assemble((f"dataset {dataset_id} deleted", "bold yellow")))
         return EXIT_OK
 
-    _run(body)
+    _run(body, tenant, dataset_id)
 
 
 @datasets_app.command()
@@ -319,7 +329,9 @@ def add(
     _run(
         lambda knowledge, service: add_files(
             knowledge, service, tenant, dataset_id, files, wait=wait, as_json=as_json
-        )
+        ),
+        tenant,
+        dataset_id,
     )
 
 
@@ -364,7 +376,9 @@ def reindex(
             failed_only=failed,
             wait=wait,
             as_json=as_json,
-        )
+        ),
+        tenant,
+        dataset_id,
     )
 
 
@@ -419,4 +433,4 @@ def search(
             err().print(Text(f"{result.embedding_tokens} embedding tokens", style="dim"))
         return EXIT_OK
 
-    _run(body)
+    _run(body, tenant, dataset_id)

@@ -37,7 +37,8 @@ def _read(paths: Sequence[Path], cap: int | None) -> tuple[list[Any], list[tuple
         try:
             size = path.stat().st_size
             if not path.is_file():
-                problems.append((str(path), "not a file"))
+                why = f"a folder: give its files (e.g. {path}/*)" if path.is_dir() else "not a file"
+                problems.append((str(path), why))
                 continue
             if cap is not None and size > cap:
                 problems.append(

@@ -74,6 +74,18 @@ def test_create_list_show_and_remove(scripted_models):
     assert json.loads(invoke("datasets", "list", "--json").stdout) == []
 
 
+def test_a_mistyped_dataset_or_a_folder_is_answered_with_what_to_type(scripted_models, tmp_path):
+    create("--id", "handbook")
+    typo = invoke("datasets", "search", "handbok", "holiday")
+    assert typo.exit_code == 2 and "did you mean 'handbook'?" in typo.stderr
+    elsewhere = invoke("datasets", "show", "handbook", "--tenant", "acme")
+    assert elsewhere.exit_code == 2 and "flowloom datasets list --tenant acme" in elsewhere.stderr
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    given = invoke("datasets", "add", "handbook", str(folder))
+    assert given.exit_code == 2 and f"a folder: give its files (e.g. {folder}/*)" in given.stderr
+
+
 def test_create_warns_when_the_embedding_models_key_is_not_set(scripted_models, monkeypatch):
     made = invoke("datasets", "create", "Keyed", "--id", "keyed", "--embedding-model", EMBEDDING_MODEL)
     assert made.exit_code == 0 and "warning" not in made.stderr, made.stderr
