@@ -59,10 +59,13 @@ async def _knowledge_errors(
         EmbeddingError,
         VectorSearchUnavailable,
     )
+    from engine.knowledge.retrieval import InvalidRerank
     from engine.knowledge.service import InvalidDataset
 
     try:
         return await body
+    except InvalidRerank as exc:  # the field is --rerank-model's
+        abort("invalid search:", [str(exc).replace("rerank.model", "--rerank-model", 1)])
     except (DatasetNotFound, DocumentNotFound) as exc:
         line = str(exc)
         if isinstance(exc, DatasetNotFound) and service is not None and dataset_id:
@@ -393,6 +396,20 @@ def search(
         ),
     ] = "hybrid",
     top_k: Annotated[int, typer.Option("--top-k", min=1, max=200, help="hits to return")] = 5,
+    fusion: Annotated[
+        str, typer.Option("--fusion", help="how a hybrid search merges its passes: rrf or weighted")
+    ] = "rrf",
+    semantic_weight: Annotated[
+        float | None,
+        typer.Option("--semantic-weight", help="weighted fusion: the semantic score's weight (0-1)"),
+    ] = None,
+    score_threshold: Annotated[
+        float | None,
+        typer.Option("--score-threshold", help="the least cosine (weighted fusion: fused score) a hit needs"),
+    ] = None,
+    rerank_model: Annotated[
+        str | None, typer.Option("--rerank-model", help="rerank the hits with this registry rerank model")
+    ] = None,
     tenant: TenantOption = "default",
     as_json: JsonFlag = False,
 ) -> None:
@@ -401,8 +418,15 @@ def search(
 
     from schemas.knowledge import SearchRequest
 
+    options: dict[str, Any] = {"fusion": fusion}
+    if semantic_weight is not None:
+        options["semantic_weight"] = semantic_weight
+    if score_threshold is not None:
+        options["score_threshold"] = score_threshold
+    if rerank_model is not None:
+        options["rerank"] = {"model": rerank_model}
     try:
-        request = SearchRequest(dataset_ids=[dataset_id], query=query, mode=mode, top_k=top_k)
+        request = SearchRequest(dataset_ids=[dataset_id], query=query, mode=mode, top_k=top_k, **options)
     except ValidationError as exc:
         abort("invalid search:", [_problem(e) for e in exc.errors()])
 

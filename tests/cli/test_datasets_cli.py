@@ -74,6 +74,20 @@ def test_create_list_show_and_remove(scripted_models):
     assert json.loads(invoke("datasets", "list", "--json").stdout) == []
 
 
+def test_search_takes_the_api_s_ranking_options(scripted_models, tmp_path):
+    create("--id", "handbook")
+    [doc] = files(tmp_path, {"rules.md": b"Every employee has 28 days of paid holiday a year.\n\nLaptops are replaced."})
+    assert invoke("datasets", "add", "handbook", str(doc), "--wait").exit_code == 0
+    found = invoke("datasets", "search", "handbook", "paid holiday", "--mode", "full_text", "--fusion", "weighted",
+                   "--json")
+    assert found.exit_code == 0, found.stderr
+    assert json.loads(found.stdout)["hits"][0]["text"].startswith("Every employee")
+    wrong = invoke("datasets", "search", "handbook", "x", "--fusion", "nope")
+    assert wrong.exit_code == 2 and "fusion: must be 'rrf' or 'weighted'" in wrong.stderr
+    unknown = invoke("datasets", "search", "handbook", "x", "--mode", "full_text", "--rerank-model", "nosuch")
+    assert unknown.exit_code == 2 and "--rerank-model: unknown model 'nosuch'" in unknown.stderr
+
+
 def test_a_mistyped_dataset_or_a_folder_is_answered_with_what_to_type(scripted_models, tmp_path):
     create("--id", "handbook")
     typo = invoke("datasets", "search", "handbok", "holiday")
