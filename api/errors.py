@@ -11,6 +11,7 @@ exception                                              status  ``type``
 ``CompileError``                                       422     ``invalid_workflow``
 ``InvalidInputs``                                      422     ``invalid_inputs``
 ``MissingModelKey`` (a model key the deployment lacks) 503     ``missing_api_key``
+``UnknownDatasets`` (a searched dataset is missing)    422     ``unknown_dataset``
 ``InvalidAnswer`` (an answer that fits no option/field) 422    ``invalid_answer``
 request validation, a body that cannot be parsed       422     ``invalid_request``
 :class:`BodyRefused` (too deep, a lone surrogate)      422     ``invalid_request``
@@ -65,7 +66,14 @@ from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from engine.errors import CompileError, FlowloomError, InvalidInputs, MissingModelKey, UnknownInterrupt
+from engine.errors import (
+    CompileError,
+    FlowloomError,
+    InvalidInputs,
+    MissingModelKey,
+    UnknownDatasets,
+    UnknownInterrupt,
+)
 from engine.execution import RunInterrupted
 from engine.frontdoor import InvalidAnswer
 from engine.knowledge.ports import (
@@ -233,6 +241,8 @@ def describe(exc: BaseException) -> tuple[int, dict[str, Any], dict[str, str]]:
             f"{exc} (the environment or .env of the server and its workers: restart them after setting it)"
         )
         return 503, error_body("missing_api_key", message, [p.to_dict() for p in exc.problems]), {}
+    if isinstance(exc, UnknownDatasets):  # the tenant's to fix (make the dataset): nothing ran
+        return 422, error_body("unknown_dataset", str(exc), [p.to_dict() for p in exc.problems]), {}
     if isinstance(exc, QueueUnavailable):
         return 503, error_body("queue_unavailable", str(exc)), {"Retry-After": "5"}
     if isinstance(exc, (RunNotFound, KeyNotFound, TenantNotFound, ChatNotFound)):

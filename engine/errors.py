@@ -171,6 +171,20 @@ class InvalidInputs(FlowloomError):
         super().__init__("invalid workflow inputs:\n" + "\n".join(f"  - {p}" for p in problems))
 
 
+class UnknownDatasets(FlowloomError):
+    """A run that would search a dataset its tenant does not have: refused before
+    anything runs, since it would fail at that search after the nodes before it ran (and
+    were paid for). ``problems`` has one ``unknown_dataset`` error per node and field,
+    with the commands that make the dataset."""
+
+    def __init__(self, problems: list[Problem]):
+        self.problems = problems
+        super().__init__(
+            "the workflow searches a dataset this tenant does not have (nothing was run): "
+            + "; ".join(f"{p.node_id}: {p.message}" for p in problems)
+        )
+
+
 class MissingModelKey(FlowloomError):
     """A run that would call a model whose provider key this deployment does not set:
     refused before anything runs, since it would fail at the first such node after the

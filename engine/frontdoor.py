@@ -40,11 +40,11 @@ from schemas.types import RunStatus
 
 from .catalog import NodeCatalog
 from .compiler import CompiledPlan
-from .errors import FlowloomError, MissingModelKey, UnknownInterrupt
+from .errors import FlowloomError, MissingModelKey, UnknownDatasets, UnknownInterrupt
 from .execution import RunNotResumable, _Live
 from .leases import orphaned
 from .ports import CheckpointDelta, Launch, QueueUnavailable, RunOwned
-from .shapes import plan_missing_keys
+from .shapes import plan_missing_keys, plan_searched_datasets, plan_unknown_datasets
 
 if TYPE_CHECKING:
     from schemas.launch import LaunchRequest
@@ -201,6 +201,19 @@ async def _admitted(
         raise
 
 
+async def _refuse_unknown_datasets(service: RunService, tenant_id: str, plan: Any) -> None:
+    """Raise UnknownDatasets when ``plan`` searches a dataset ``tenant_id`` lacks. One
+    read of the tenant's datasets, for plans that search any (the workers read the same
+    store, so a queued run is checked here too); no knowledge bases here: not checked."""
+    wanted = plan_searched_datasets(plan)
+    knowledge = service.knowledge
+    if not wanted or knowledge is None or not hasattr(knowledge, "list_datasets"):
+        return  # (a search-only stand-in, in tests of the engine alone)
+    known = {d.id for d in await knowledge.list_datasets(tenant_id)}
+    if not wanted <= known:
+        raise UnknownDatasets(plan_unknown_datasets(plan, known))
+
+
 async def _start(service: RunService, tenant_id: str, request: StartRun, placement: Placement) -> RunTicket:
     """A new run: admitted, created (already claimed by this process when it executes
     here) and, for a published version, checked to still be the published one - all in
@@ -223,6 +236,7 @@ async def _start(service: RunService, tenant_id: str, request: StartRun, placeme
         missing = plan_missing_keys(plan, models, service.settings.environ())
         if missing:  # it would fail at the first of them, after the nodes before it ran
             raise MissingModelKey(missing)
+    await _refuse_unknown_datasets(service, tenant_id, plan)
     await service.prepare(
         request.doc,
         request.inputs,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import jinja2
 from pydantic import ValidationError
@@ -27,6 +27,7 @@ from schemas.workflow import Workflow
 from .catalog import NodeCatalog
 from .code_packages import PackageEnv, PackageNeed, missing_message, package_env, requirement_name
 from .errors import Problem
+from .plain_errors import did_you_mean
 from .references import template_names, template_selectors
 from .settings import SECRET_ENV_PREFIX, Settings
 
@@ -40,6 +41,8 @@ __all__ = [
     "searched_datasets",
     "missing_key_env",
     "plan_missing_keys",
+    "plan_searched_datasets",
+    "plan_unknown_datasets",
     "node_shapes",
     "system_reads",
     "valid_nodes",
@@ -183,22 +186,49 @@ def searched_datasets(nodes: Iterable[Any]) -> set[str]:
     return {dataset_id for node in nodes for _, dataset_id in node.config.dataset_refs()}
 
 
-def _unknown_datasets(node: Any, datasets: Collection[str]) -> list[Problem]:
-    """``unknown_dataset`` warnings of ``node``: one per searched id the tenant lacks. Only
-    a warning: the dataset may be made before anyone runs the workflow."""
+def _unknown_datasets(
+    node: Any, datasets: Collection[str], severity: Literal["error", "warning"] = "warning"
+) -> list[Problem]:
+    """``unknown_dataset`` problems of ``node``: one per searched id the tenant lacks (the
+    closest id it has, when one is close). A warning when a workflow is validated: the
+    dataset may be made before anyone runs it."""
     return [
         Problem(
             "unknown_dataset",
-            f"dataset {dataset_id!r} does not exist (yet) for this tenant: a run would fail at this "
-            f"search; make it with `flowloom datasets create NAME --id {dataset_id}` and fill it with "
-            f"`flowloom datasets add {dataset_id} FILES --wait` (or POST /v1/datasets), or pick another",
+            f"dataset {dataset_id!r} does not exist (yet) for this tenant{did_you_mean(dataset_id, datasets)}: "
+            f"a run would fail at this search; make it with `flowloom datasets create NAME --id {dataset_id}` "
+            f"and fill it with `flowloom datasets add {dataset_id} FILES --wait` (or POST /v1/datasets), or "
+            "pick another",
             node_id=node.id,
             path=f"config.{path}",
-            severity="warning",
+            severity=severity,
         )
         for path, dataset_id in node.config.dataset_refs()
         if dataset_id not in datasets
     ]
+
+
+def plan_searched_datasets(plan: Any) -> set[str]:
+    """The dataset ids the nodes of ``plan`` (a ``CompiledPlan``, loop bodies included) search."""
+    found: set[str] = set()
+    for node_plan in plan.nodes.values():
+        found.update(dataset_id for _, dataset_id in node_plan.node.config.dataset_refs())
+        if node_plan.body is not None:
+            found |= plan_searched_datasets(node_plan.body)
+    return found
+
+
+def plan_unknown_datasets(plan: Any, datasets: Collection[str]) -> list[Problem]:
+    """``unknown_dataset`` errors of every node of ``plan`` (loop bodies included) that
+    searches a dataset id not among ``datasets`` (the tenant's): what a launch refuses
+    (:class:`~engine.errors.UnknownDatasets`), since the run would fail at that search
+    after the nodes before it ran (and were paid for)."""
+    found: list[Problem] = []
+    for node_plan in plan.nodes.values():
+        found += _unknown_datasets(node_plan.node, datasets, "error")
+        if node_plan.body is not None:
+            found += plan_unknown_datasets(node_plan.body, datasets)
+    return found
 
 
 def _missing_package(node_id: str, need: Requirement, env: PackageEnv) -> list[Problem]:

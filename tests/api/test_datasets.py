@@ -537,7 +537,9 @@ async def test_a_run_of_the_api_searches_the_tenants_dataset_and_its_tokens_coun
     assert run["tokens_in"] > 0  # the query's embedding, as the node's usage
     other = await kb.client.post("/v1/runs", json={"workflow": workflow, "message": "bridges"},
                                  headers=kb.auth(kb.api.other_key))
-    assert other.json()["status"] == "failed" and dataset["id"] in json.dumps(other.json())
+    # another tenant's dataset is as missing as one that does not exist: refused before anything runs
+    assert other.status_code == 422 and other.json()["error"]["type"] == "unknown_dataset", other.text
+    assert other.json()["error"]["problems"][0]["node_id"] and dataset["id"] in other.json()["error"]["message"]
 
 
 async def test_a_new_embedding_model_reindexes_the_dataset_and_semantic_search_follows(kb):

@@ -144,3 +144,25 @@ async def test_validation_warns_about_a_searched_dataset_the_tenant_lacks(api, k
     assert "'ghost'" in unknown[0]["message"] and answer.json()["valid"] is True
     known = await api.client.post("/v1/workflows/validate", json=KB_FLOW, headers=api.auth())
     assert [p for p in known.json()["problems"] if p["code"] == "unknown_dataset"] == []
+
+
+async def test_a_run_searching_a_dataset_the_tenant_lacks_is_refused_before_any_model_call(api, openai_server, kb):
+    # It would fail at its search, after the query extension's model call was paid for.
+    flow = {**KB_FLOW, "id": "ghostly", "nodes": [dict(n, config={**n["config"], "datasets": ["polices"]})
+                                                  if n.get("type") == "knowledge_retrieval" else n
+                                                  for n in KB_FLOW["nodes"]]}
+    refused = await api.client.post("/v1/runs", json={"workflow": flow, "inputs": {"query": QUESTION}},
+                                    headers=api.auth())
+    assert refused.status_code == 422, refused.text
+    error = refused.json()["error"]
+    assert error["type"] == "unknown_dataset" and "did you mean 'policies'?" in error["message"]
+    assert error["problems"][0]["path"] == "config.datasets[0]" and "flowloom datasets create" in error["message"]
+    assert (await api.client.post("/v1/workflows", json=flow, headers=api.auth())).status_code == 201
+    assert (await api.client.post("/v1/workflows/ghostly/publish", json={"note": "v1"},
+                                  headers=api.auth())).status_code == 201
+    await api.http()
+    client = openai.AsyncOpenAI(base_url=api.live.url + "/v1", api_key=api.key, max_retries=0, timeout=20)
+    with pytest.raises(openai.UnprocessableEntityError) as info:
+        await client.chat.completions.create(model="ghostly", messages=[{"role": "user", "content": QUESTION}])
+    assert "polices" in str(info.value)
+    assert openai_server.requests == [r for r in openai_server.requests if r.path.endswith("/embeddings")]  # no chat call
