@@ -341,8 +341,13 @@ def openai_error(
     error = body.get("error", {})
     code = error.get("code") or _OPENAI_CODES.get(error.get("type", ""), error.get("type"))
     problems = error.get("problems")
+    message = _with_problems(error.get("message", "error"), problems)
+    if error.get("type") == "invalid_inputs":  # the SDKs have no parameter for them: say where they go
+        message += (
+            ' (inputs go in the request body as "inputs"; with the openai SDK: extra_body={"inputs": {...}})'
+        )
     detail: dict[str, Any] = {
-        "message": _with_problems(error.get("message", "error"), problems),
+        "message": message,
         "type": _OPENAI_TYPES.get(status, "server_error" if status >= 500 else "api_error"),
         "code": code,
         "param": "inputs" if error.get("type") == "invalid_inputs" else _param(problems),

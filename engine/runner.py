@@ -33,6 +33,9 @@ __all__ = [
     "stream_workflow",
 ]
 
+#: input names that mean the user's chat message (Dify's ``query``, FastGPT's ``userChatInput``)
+_MESSAGE_NAMES = frozenset({"query", "question", "message", "userChatInput"})
+
 
 def coerce_input(var: InputVar, text: str) -> Any:
     """Convert a command-line string to ``var``'s declared type (explicit, documented rules).
@@ -105,8 +108,11 @@ def new_run_state(
         declared = {}
     for name in inputs:
         if name not in declared and not partial:
+            # a chat message sent as an input is the most common case: say where it goes
+            hint = "; the user's message is the run's `message` (--message)" if name in _MESSAGE_NAMES else ""
             problems.append(
                 f"{name!r} is not an input of workflow {wf.id!r} (inputs: {', '.join(sorted(declared)) or 'none'})"
+                + hint
             )
     for var in wf.inputs if not partial else ():
         value = inputs.get(var.name, var.default)

@@ -115,7 +115,8 @@ async def test_models_unknown_model_bad_key_and_another_tenant(api):
     assert bad_inputs.value.code == "invalid_inputs" and "Traceback" not in str(bad_inputs.value.body)
     # the SDK shows the message only: it names the input at fault; param is the request's field
     problems = bad_inputs.value.body["problems"]
-    assert problems and bad_inputs.value.body["message"].endswith(": " + "; ".join(problems))
+    assert problems and ": " + "; ".join(problems) in bad_inputs.value.body["message"]
+    assert bad_inputs.value.body["message"].endswith('with the openai SDK: extra_body={"inputs": {...}})')
     assert bad_inputs.value.param == "inputs"
 
     bad = await _sdk(api, "fl_nope_wrong")

@@ -269,3 +269,13 @@ def test_start_rejects_bad_inputs_listing_all():
         new_run_state(plan, {"b": "yes", "c": 1})
     assert info.value.problems == ["'c' is not an input of workflow 'wf' (inputs: a, b)",
                                    "'a' is required (number)", "'b' must be boolean, got str"]
+
+
+def test_a_chat_message_sent_as_an_input_is_told_where_it_goes():
+    from engine import InvalidInputs, new_run_state
+    from tests.support.catalog import compile_workflow
+    plan = compile_workflow(build([], []))
+    with pytest.raises(InvalidInputs) as info:
+        new_run_state(plan, {"query": "hi"})
+    assert info.value.problems == ["'query' is not an input of workflow 'wf' (inputs: none); the user's message "
+                                   "is the run's `message` (--message)"]
