@@ -11,7 +11,6 @@ where they store and search vectors; on a PostgreSQL without pgvector they are r
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
