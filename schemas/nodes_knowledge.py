@@ -29,6 +29,7 @@ CHUNK_FIELDS = (
     "citation_id",
     "text",
     "score",
+    "scores",
     "dataset_id",
     "document_id",
     "chunk_id",

@@ -43,6 +43,7 @@ def chunk_output(hit: SearchHit) -> dict[str, Any]:
         "citation_id": hit.citation_id,
         "text": hit.text,
         "score": hit.score,
+        "scores": dict(hit.scores),
         "dataset_id": hit.dataset_id,
         "document_id": hit.document_id,
         "chunk_id": hit.chunk_id,
