@@ -448,6 +448,7 @@ def search(
                     (f"{rank}. ", "bold"),
                     (f"{hit.score:.3f}", "bold cyan"),
                     f"  {hit.source_name} #{hit.position}",
+                    f"  {' > '.join(hit.heading_path)}" if hit.heading_path else "",
                     (f"  ({passes})" if passes else "", "dim"),
                 )
             )
