@@ -313,6 +313,8 @@ def model_lines(result: Any, registry: Any) -> list[Text]:
                 f"{where['base_url']}{url_var}; {key})"
             )
         )
+    if settings().llm_base_url_override:  # already pointed at one endpoint: nothing to suggest
+        return lines
     lines.append(
         Text(
             "  a local OpenAI-compatible server (Ollama, llama.cpp, vLLM) for every model: set "
