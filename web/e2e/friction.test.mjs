@@ -138,7 +138,12 @@ scenario('a new node goes beside its source on no other node; tools on the card;
   await byTestId(page, 'config-text-insert').click();
   await byTestId(page, 'var-sys.query').click();
   await page.waitForFunction(() => document.querySelector('[data-testid="config-text"]')?.value === 'Hello {{ sys.query }}world');
-  // the caret is back after the variable: typing goes on there
+  // the caret is back after the variable (the field takes the focus back on the next
+  // frame, after the text changed): typing goes on there
+  await page.waitForFunction(() => {
+    const field = document.querySelector('[data-testid="config-text"]');
+    return document.activeElement === field && field.selectionStart === 'Hello {{ sys.query }}'.length;
+  });
   await page.keyboard.type(', ');
   await waitDraft('e2e_place', (d) => d.nodes.some((n) => n.config?.text === 'Hello {{ sys.query }}, world'));
 });

@@ -62,7 +62,9 @@ async def test_a_stopped_queued_run_never_runs_even_when_a_worker_takes_its_job(
     stopped = await api.client.post(f"/v1/runs/{run_id}/stop", headers=api.auth)
     assert stopped.status_code == 200 and stopped.json()["status"] == "cancelled", stopped.text
     deployment.start_worker("w1", "--burst")
-    code = await asyncio.to_thread(deployment.workers["w1"].wait, 30)
+    # a starting worker first settles the orphans it finds (up to SETTLE_S, 20 s), then
+    # takes the job: on a loaded 2-core machine start-up plus settling passed 30 s
+    code = await asyncio.to_thread(deployment.workers["w1"].wait, 90)
     assert code == 0, deployment.log("w1")
     job = Job.fetch(f"run-{run_id}", connection=Redis.from_url(deployment.redis_url))
     assert job.return_value() == "already cancelled"

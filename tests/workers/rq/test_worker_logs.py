@@ -27,7 +27,9 @@ async def test_worker_logs_the_run_status_and_stops_quietly_on_sigint(deployment
         await asyncio.sleep(0.05)
 
     worker.send_signal(signal.SIGINT)
-    assert worker.wait(30) == 0
+    # the quiet stop closes the run service (its stores' threads) first: seconds, but on a
+    # loaded 2-core machine it passed 30 s; the test is about what is logged, not speed
+    assert worker.wait(90) == 0
     log = deployment.log("w1")
     assert re.search(rf"WARNING run {run_id} \(tenant default, flowloom-default\): cancelled", log), log
     assert "Traceback" not in log and "asyncio.run() shutdown" not in log, log
