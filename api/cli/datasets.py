@@ -387,7 +387,13 @@ def reindex(
 
 @datasets_app.command()
 def search(
-    dataset_id: DatasetArg,
+    dataset_id: Annotated[
+        str,
+        typer.Argument(
+            metavar="ID[,ID...]",
+            help="the dataset's id (`flowloom datasets list`); several, comma-separated, are searched together",
+        ),
+    ],
     query: Annotated[str, typer.Argument(metavar="QUERY", help="what to look for")],
     mode: Annotated[
         str,
@@ -413,7 +419,8 @@ def search(
     tenant: TenantOption = "default",
     as_json: JsonFlag = False,
 ) -> None:
-    """Search a dataset (hit testing): the hits with their scores, best first."""
+    """Search a dataset, or several together (hit testing): the hits with their scores, best
+    first, merged as a knowledge_retrieval node over those datasets merges them."""
     from pydantic import ValidationError
 
     from schemas.knowledge import SearchRequest
@@ -426,7 +433,8 @@ def search(
     if rerank_model is not None:
         options["rerank"] = {"model": rerank_model}
     try:
-        request = SearchRequest(dataset_ids=[dataset_id], query=query, mode=mode, top_k=top_k, **options)
+        ids = [part.strip() for part in dataset_id.split(",") if part.strip()]  # ids hold no comma
+        request = SearchRequest(dataset_ids=ids, query=query, mode=mode, top_k=top_k, **options)
     except ValidationError as exc:
         abort("invalid search:", [_problem(e) for e in exc.errors()])
 
@@ -447,7 +455,8 @@ def search(
                 Text.assemble(
                     (f"{rank}. ", "bold"),
                     (f"{hit.score:.3f}", "bold cyan"),
-                    f"  {hit.source_name} #{hit.position}",
+                    f"  {hit.dataset_id}: " if len(request.dataset_ids) > 1 else "  ",
+                    f"{hit.source_name} #{hit.position}",
                     f"  {' > '.join(hit.heading_path)}" if hit.heading_path else "",
                     (f"  ({passes})" if passes else "", "dim"),
                 )

@@ -88,6 +88,19 @@ def test_search_takes_the_api_s_ranking_options(scripted_models, tmp_path):
     assert unknown.exit_code == 2 and "--rerank-model: unknown model 'nosuch'" in unknown.stderr
 
 
+def test_search_of_several_datasets_merges_their_hits_and_names_each_hit_s_dataset(scripted_models, tmp_path):
+    create("--id", "faq")
+    create("--id", "rules")
+    faq, rules = files(tmp_path, {"faq.md": b"The warranty lasts two years.", "rules.md": b"Holiday: 28 paid days."})
+    assert invoke("datasets", "add", "faq", str(faq), "--wait").exit_code == 0
+    assert invoke("datasets", "add", "rules", str(rules), "--wait").exit_code == 0
+    both = invoke("datasets", "search", "faq,rules", "warranty holiday", "--mode", "full_text")
+    assert both.exit_code == 0, both.stderr
+    assert "faq: faq.md #0" in both.stdout and "rules: rules.md #0" in both.stdout
+    missing = invoke("datasets", "search", "faq,nope", "x")
+    assert missing.exit_code == 2 and "dataset 'nope' not found" in missing.stderr
+
+
 def test_a_mistyped_dataset_or_a_folder_is_answered_with_what_to_type(scripted_models, tmp_path):
     create("--id", "handbook")
     typo = invoke("datasets", "search", "handbok", "holiday")
