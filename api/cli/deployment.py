@@ -21,13 +21,14 @@ from .common import EXIT_INVALID, err, print_problems, settings
 __all__ = ["refuse_what_is_missing"]
 
 
-def refuse_what_is_missing(doc: dict[str, Any], titles: dict[str, str]) -> None:
+def refuse_what_is_missing(doc: dict[str, Any], titles: dict[str, str]) -> list[Any]:
     """Exit 2 when running ``doc`` here needs a model API key, a secret, an operator
     setting, a code package or a dataset that is not set, installed or made
     (``missing_api_key``, ``missing_secret``, ``disabled_by_operator``, ``missing_package``,
     ``unknown_dataset``: :func:`engine.shapes.deployment_problems`), every one of them
-    printed on stderr as an error; return when nothing is missing (after a warning per
-    searched dataset that has no document yet).
+    printed on stderr as an error; when nothing is missing, return the document's valid
+    nodes (for the caller's other checks), after a warning per searched dataset that has
+    no document yet.
 
     Raises:
         typer.Exit: with code 2, after printing the problems.
@@ -54,7 +55,7 @@ def refuse_what_is_missing(doc: dict[str, Any], titles: dict[str, str]) -> None:
     ]
     if not missing:
         _warn_empty_datasets(nodes, datasets or {})
-        return
+        return nodes
     err().print(
         Text("cannot run: this deployment lacks what the workflow needs (nothing was run):", style="bold red")
     )

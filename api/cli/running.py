@@ -382,9 +382,9 @@ def run(
         raise typer.Exit(run_one_node(doc, plan, node, inputs or [], inputs_file, as_json, no_input))
     values = _gather_inputs(plan, inputs or [], inputs_file)
     titles = node_titles(doc)
-    refuse_what_is_missing(doc, titles)
+    nodes = refuse_what_is_missing(doc, titles)
     if message is None and chat_id is None:
-        _warn_without_message(doc, values)
+        _warn_without_message(doc, nodes, values)
     view: View = JsonView() if as_json else terminal_view(titles)
     # Workflows used as tools are looked up next to FILE too, wherever the command runs from.
     current = settings()
@@ -406,14 +406,14 @@ def run(
     raise typer.Exit(with_service(body))
 
 
-def _warn_without_message(doc: dict[str, Any], values: dict[str, Any]) -> None:
+def _warn_without_message(doc: dict[str, Any], nodes: list[Any], values: dict[str, Any]) -> None:
     """A warning on stderr when ``doc`` is a chat flow (it reads the user's message,
     ``sys.query``) and the run was given no message: its model nodes would be asked an
-    empty question, and be paid for it."""
+    empty question, and be paid for it. ``nodes``: the document's valid nodes."""
     from engine.shapes import system_reads
     from nodes import builtin_catalog
 
-    if "query" in values or "query" not in system_reads(doc, catalog=builtin_catalog()):
+    if "query" in values or "query" not in system_reads(doc, catalog=builtin_catalog(), nodes=nodes):
         return
     err().print(
         Text(

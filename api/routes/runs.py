@@ -200,6 +200,20 @@ async def start_run(body: RunCreate, context: RunStartContext) -> Response:
     )
 
 
+#: the answers of a run start (both run routes): the run or its events, or the accepted run
+RUN_START_ANSWERS: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "blocking: the run; streaming: its events (SSE)",
+        "content": RUN_SSE_CONTENT,
+        "links": RUN_LINKS,
+    },
+    202: {"model": RunAccepted, "description": "async: the run executes", "links": RUN_LINKS},
+}
+RUN_QUOTA_ANSWER: dict[int | str, dict[str, Any]] = {
+    429: {"model": ErrorBody, "description": "a quota is used up (`Retry-After`)"}
+}
+
+
 # Registered here, where a decorator would stand (the OpenAPI document keeps its order), to
 # take the short way of a plain run start (api.run_route).
 router.add_api_route(
@@ -210,16 +224,11 @@ router.add_api_route(
     response_model=RunDetail,
     summary="Run a workflow document",
     responses={
-        200: {
-            "description": "blocking: the run; streaming: its events (SSE)",
-            "content": RUN_SSE_CONTENT,
-            "links": RUN_LINKS,
-        },
-        202: {"model": RunAccepted, "description": "async: the run executes", "links": RUN_LINKS},
+        **RUN_START_ANSWERS,
         403: {"model": ErrorBody},
         409: {"model": ErrorBody},
         422: {"model": ErrorBody},
-        429: {"model": ErrorBody, "description": "a quota is used up (`Retry-After`)"},
+        **RUN_QUOTA_ANSWER,
     },
 )
 

@@ -41,7 +41,6 @@ from schemas.api import (
     NodeScope,
     NodeScopeRequest,
     NodeShapeOut,
-    RunAccepted,
     RunDetail,
     ScopeEntryOut,
     WorkflowCreated,
@@ -67,12 +66,11 @@ from ..auth import Caller, Principal, Service
 from ..deployment import AppSettings, Knowledge, Workflows
 from ..errors import ApiError, parse_body
 from ..limits import check_document, check_published
-from ..openapi import RUN_SSE_CONTENT
 from ..run_context import RunStartContext
 from ..run_route import RunStartRoute
 from ..screened_router import ScreenedRouter
 from .env_secrets import keep_secrets, unset_secret_warnings
-from .runs import RUN_LINKS, link, run_document
+from .runs import RUN_QUOTA_ANSWER, RUN_START_ANSWERS, link, run_document
 
 __all__ = ["router", "run_router"]
 
@@ -693,15 +691,7 @@ async def import_file(
     "/{workflow_id}/runs",
     response_model=RunDetail,
     summary="Run the published version (or the draft)",
-    responses={
-        200: {
-            "description": "blocking: the run; streaming: its events (SSE)",
-            "content": RUN_SSE_CONTENT,
-            "links": RUN_LINKS,
-        },
-        202: {"model": RunAccepted, "description": "async: the run executes", "links": RUN_LINKS},
-        429: {"model": ErrorBody, "description": "a quota is used up (`Retry-After`)"},
-    },
+    responses={**RUN_START_ANSWERS, **RUN_QUOTA_ANSWER},
 )
 async def run_workflow(
     workflow_id: str,
