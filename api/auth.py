@@ -11,10 +11,11 @@ scoped to an app, by its ``app_id``); :func:`admin` also requires an admin key (
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Annotated
 
-from fastapi import Depends
+from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from engine.ports import KeyStore
@@ -32,10 +33,56 @@ __all__ = [
     "admin",
     "authenticate",
     "bearer",
+    "bearer_credentials",
+    "missing_key",
     "principal",
 ]
 
-bearer = HTTPBearer(
+_HOW = "send `Authorization: Bearer <key>` (create one with `flowloom keys create`)"
+# Scheme names that may be repeated in a message: anything else in the scheme's place
+# may be the key itself (a header holding the bare key), and a key is never repeated.
+_KNOWN_SCHEMES = frozenset({"basic", "digest", "token", "apikey", "api-key", "key", "jwt", "hmac"})
+
+
+def missing_key(headers: Mapping[str, str]) -> ApiError:
+    """The 401 of a request with no usable bearer key, naming what it sent instead (another
+    ``Authorization`` scheme, a bare key, an ``X-API-Key`` header) so the caller knows what
+    to change; never repeating what was sent."""
+    scheme, _, value = headers.get("authorization", "").strip().partition(" ")
+    if scheme.lower() == "bearer":
+        message = f"the Authorization header has no key after `Bearer`: {_HOW}"
+    elif scheme.lower() in _KNOWN_SCHEMES:
+        message = f"the Authorization header uses the `{scheme}` scheme; Flowloom takes bearer keys: {_HOW}"
+    elif scheme:
+        kind = "a key" if scheme.startswith("fl_") and not value else "a value"
+        message = f"the Authorization header holds {kind} without the `Bearer ` prefix: {_HOW}"
+    elif "x-api-key" in headers or "api-key" in headers:
+        message = f"the key was sent in an API-key header, which Flowloom does not read: {_HOW}"
+    else:
+        message = f"missing API key: {_HOW}"
+    return _unauthorized(message)
+
+
+def bearer_credentials(headers: Mapping[str, str]) -> HTTPAuthorizationCredentials:
+    """The bearer key of a request's ``headers``. Raises ApiError 401 (:func:`missing_key`)."""
+    scheme, _, value = headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not value.strip():
+        raise missing_key(headers)
+    return HTTPAuthorizationCredentials(scheme=scheme, credentials=value.strip())
+
+
+class _Bearer(HTTPBearer):
+    """FastAPI's bearer scheme (its OpenAPI security entry), raising :func:`missing_key`'s
+    401 where FastAPI's would give None, so the message says what the request sent."""
+
+    async def __call__(self, request: Request) -> HTTPAuthorizationCredentials | None:
+        credentials = await super().__call__(request)
+        if credentials is None:
+            raise missing_key(request.headers)
+        return credentials
+
+
+bearer = _Bearer(
     auto_error=False,
     scheme_name="ApiKey",
     description="an API key (`fl_<prefix>_<secret>`; `flowloom keys create`)",
@@ -71,9 +118,7 @@ async def authenticate(keys: KeyStore, credentials: HTTPAuthorizationCredentials
     for a dependency that gives a route several parts at once. Raises ApiError 401 without a
     valid, active key."""
     if credentials is None:
-        raise _unauthorized(
-            "missing API key: send `Authorization: Bearer <key>` (create one with `flowloom keys create`)"
-        )
+        raise _unauthorized(f"missing API key: {_HOW}")
     key = await keys.authenticate(credentials.credentials)
     if key is None:
         raise _unauthorized("invalid or revoked API key", "invalid_token")

@@ -34,12 +34,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import anyio
 from fastapi import APIRouter, FastAPI
-from fastapi.security import HTTPAuthorizationCredentials
 from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -54,7 +53,7 @@ from schemas.launch import StartRun
 from schemas.types import RunStatus, VarType
 from schemas.workflow import InputVar
 
-from ..auth import Principal, principal
+from ..auth import Principal, bearer_credentials, principal
 from ..deployment import deployment_of
 from ..errors import ApiError, describe
 
@@ -79,15 +78,9 @@ _QUESTION_KEYS = ("question", "description", "prompt", "message", "title", "text
 # --------------------------------------------------------------------- callers
 
 
-async def _authenticate(app: FastAPI, authorization: str) -> Principal:
-    """The key behind an ``Authorization`` header value. Raises ApiError 401."""
-    scheme, _, value = authorization.partition(" ")
-    credentials = (
-        HTTPAuthorizationCredentials(scheme=scheme, credentials=value.strip())
-        if scheme.lower() == "bearer" and value.strip()
-        else None
-    )
-    return await principal(deployment_of(app).keys, credentials)
+async def _authenticate(app: FastAPI, headers: Mapping[str, str]) -> Principal:
+    """The key behind a request's ``Authorization`` header. Raises ApiError 401."""
+    return await principal(deployment_of(app).keys, bearer_credentials(headers))
 
 
 async def _caller_of(ctx: Any) -> tuple[FastAPI, Principal]:
@@ -102,7 +95,7 @@ async def _caller_of(ctx: Any) -> tuple[FastAPI, Principal]:
     app: FastAPI = request.scope["app"]
     caller = request.scope.get("state", {}).get(_CALLER)
     if caller is None:  # a request framed without our wrapper's state: authenticate again
-        caller = await _authenticate(app, request.headers.get("authorization", ""))
+        caller = await _authenticate(app, request.headers)
     return app, caller
 
 
@@ -429,7 +422,7 @@ class _Endpoint:
         app: FastAPI = scope["app"]
         request = Request(scope, receive)
         try:
-            caller = await _authenticate(app, request.headers.get("authorization", ""))
+            caller = await _authenticate(app, request.headers)
         except ApiError as exc:
             status, body, headers = describe(exc)
             await JSONResponse(body, status_code=status, headers=headers)(scope, receive, send)

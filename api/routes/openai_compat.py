@@ -48,7 +48,6 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
-from fastapi.security import HTTPAuthorizationCredentials
 
 from engine.ports import KeyStore, WorkflowNotFound, WorkflowRepo
 from engine.service import RunService
@@ -59,7 +58,7 @@ from schemas.launch import RunTicket, StartRun
 from schemas.openai_compat import ChatCompletionRequest, message_text
 from schemas.types import RunStatus
 
-from ..auth import Principal, principal
+from ..auth import Principal, bearer_credentials, principal
 from ..deployment import Heartbeat, Keys, Service, Workflows
 from ..errors import ApiError, describe, openai_error, parse_body
 from ..sse import EventStreamResponse, with_heartbeats
@@ -139,13 +138,7 @@ class _RunFailed(ApiError):
 
 async def _caller(request: Request, keys: KeyStore) -> Principal:
     """The caller of the request (its Bearer key). Raises ApiError 401."""
-    scheme, _, value = request.headers.get("authorization", "").partition(" ")
-    credentials = (
-        HTTPAuthorizationCredentials(scheme=scheme, credentials=value.strip())
-        if scheme.lower() == "bearer" and value.strip()
-        else None
-    )
-    return await principal(keys, credentials)
+    return await principal(keys, bearer_credentials(request.headers))
 
 
 # --------------------------------------------------------------------- apps

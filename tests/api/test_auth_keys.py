@@ -33,6 +33,26 @@ async def test_health_and_the_openapi_document_are_open_everything_else_needs_a_
             assert "x" * 43 not in response.text and "not-a-key" not in response.text
 
 
+async def test_a_401_says_what_the_request_sent_instead_of_a_bearer_key_without_repeating_it(api):
+    secret = "fl_abcdefgh_" + "y" * 43
+    cases = [
+        ({}, "missing API key"),
+        ({"Authorization": "Basic dXNlcjpwYXNz"}, "uses the `Basic` scheme"),
+        ({"Authorization": secret}, "holds a key without the `Bearer ` prefix"),
+        ({"Authorization": "Bearer "}, "no key after `Bearer`"),
+        ({"X-API-Key": secret}, "API-key header"),
+        ({"Authorization": "Sesame " + secret}, "holds a value without the `Bearer ` prefix"),
+    ]
+    doors = [("GET", "/v1/runs"), ("POST", "/v1/runs"), ("POST", "/v1/chat/completions"), ("POST", "/v1/mcp")]
+    for method, path in doors:
+        for headers, said in cases:
+            response = await api.client.request(method, path, headers=headers, json={})
+            assert response.status_code == 401, (path, headers, response.text)
+            message = response.json()["error"]["message"]
+            assert said in message and "Authorization: Bearer <key>" in message, (path, headers, message)
+            assert "y" * 43 not in response.text and "dXNlcjpwYXNz" not in response.text
+
+
 async def test_a_key_is_shown_once_stored_hashed_its_last_use_recorded_and_a_revoked_key_refused(api):
     created = await api.client.post("/v1/keys", json={"name": "ci"}, headers=api.auth())
     assert created.status_code == 201, created.text
