@@ -446,6 +446,10 @@ def _json_invalid(error: Any) -> dict[str, Any]:
 
 
 def _not_json(where: str, reason: str) -> str:
+    """``body is not valid JSON (at character 13): expecting value``; a reason that names a
+    place (``Unterminated string starting at``) gets it back, so it does not read cut off."""
+    if reason.endswith(" at") and where:
+        return f"body is not valid JSON: {reason[:1].lower()}{reason[1:]} {where.strip(' ()').removeprefix('at ')}"
     return f"body is not valid JSON{where}" + (f": {reason[:1].lower()}{reason[1:]}" if reason else "")
 
 

@@ -101,6 +101,8 @@ async def test_a_malformed_body_says_it_is_not_json_and_where(api):
         message = refused.json()["error"]["message"]
         assert "body is not valid JSON (at character 14)" in message, (url, message)
         assert "jSON decode error" not in message and "[14]" not in message
+    cut = await _post(api, "/v1/runs", b'{"workflow": "abc')  # a reason naming a place gets the place back
+    assert cut.json()["error"]["message"] == "body is not valid JSON: unterminated string starting at character 13"
 
 
 def test_the_depth_check_counts_brackets_outside_strings_only():
