@@ -493,11 +493,29 @@ def _hinted(problem: dict[str, Any], text: str) -> str:
     return text
 
 
+def _bare_workflow(problems: list[dict[str, Any]]) -> bool:
+    """Whether the problems are those of a workflow document sent as the body itself, where a
+    run start wants it under ``workflow``: ``workflow`` missing, ``nodes``/``edges`` unknown."""
+    missing = any(
+        p.get("code") == "missing" and list(p.get("loc") or [])[-1:] == ["workflow"] for p in problems
+    )
+    return missing and any(
+        p.get("code") == "extra_forbidden" and list(p.get("loc") or [])[-1:] in (["nodes"], ["edges"])
+        for p in problems
+    )
+
+
 def validation_message(problems: list[dict[str, Any]], limit: int = 3) -> str:
     """``field: what is wrong`` for the first ``limit`` problems (``_validation_problems``
     items), ``; ``-separated, then ``(+N more)``: the message alone says which field and
     why, instead of pydantic's ``1 validation error for <model>`` (a class the client
     never sees)."""
+    if _bare_workflow(problems):
+        return (
+            "this body is a workflow document: send it wrapped as "
+            '`{"workflow": <the document>, "inputs": {...}}` (a saved workflow runs at '
+            "POST /v1/workflows/{id}/runs)"
+        )
     parts = []
     for problem in problems[:limit]:
         if problem.get("code") in _WHOLE_BODY:  # its message names the body already

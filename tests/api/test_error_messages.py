@@ -36,6 +36,19 @@ async def test_a_body_fastapi_validates_names_the_field_too(api):
     assert refused.status_code == 422 and error["message"].startswith("version: input should be a valid integer"), error
 
 
+async def test_a_workflow_document_posted_as_the_run_body_is_told_to_wrap_it(api):
+    from .conftest import hello_workflow
+
+    refused = await api.client.post("/v1/runs", json=hello_workflow(), headers=api.auth())
+    error = refused.json()["error"]
+    assert refused.status_code == 422 and error["type"] == "invalid_request", error
+    assert error["message"].startswith("this body is a workflow document: send it wrapped as"), error
+    assert '{"workflow": <the document>, "inputs": {...}}' in error["message"]
+    assert any(p["loc"] == ["body", "workflow"] for p in error["problems"])  # every problem still listed
+    other = await api.client.post("/v1/runs", json={"inputs": {}}, headers=api.auth())  # no document at all
+    assert other.json()["error"]["message"] == "workflow: field required", other.text
+
+
 async def test_a_json_body_sent_as_text_plain_is_told_to_send_the_json_content_type(api):
     for url, body in (("/v1/workflows", b'{"id": "a", "nodes": [], "edges": []}'),
                       ("/v1/workflows/hello/rollback", b'{"version": 1}')):
