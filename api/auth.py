@@ -15,8 +15,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Annotated
 
-from fastapi import Depends, Request
+from fastapi import Depends
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.requests import HTTPConnection
 
 from engine.ports import KeyStore
 
@@ -75,7 +76,7 @@ class _Bearer(HTTPBearer):
     """FastAPI's bearer scheme (its OpenAPI security entry), raising :func:`missing_key`'s
     401 where FastAPI's would give None, so the message says what the request sent."""
 
-    async def __call__(self, request: Request) -> HTTPAuthorizationCredentials | None:
+    async def __call__(self, request: HTTPConnection) -> HTTPAuthorizationCredentials | None:
         credentials = await super().__call__(request)
         if credentials is None:
             raise missing_key(request.headers)

@@ -35,7 +35,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import AsyncIterator
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import Response
@@ -63,6 +63,7 @@ from schemas.api_knowledge import (
     DocumentUploadResult,
 )
 from schemas.knowledge import DatasetCreate, DatasetUpdate, DocumentStatus
+from schemas.knowledge_search import SearchMode
 
 from ..auth import Caller, Knowledge, Principal
 from ..deployment import Heartbeat, Service
@@ -70,6 +71,9 @@ from ..errors import ApiError, parse_body
 from ..openapi import SSE_CONTENT
 from ..sse import EventStreamResponse, Frame, event_stream
 from .quotas import Policy as QuotaPolicy
+
+if TYPE_CHECKING:
+    from engine.service import RunService
 
 __all__ = ["MAX_UPLOAD_FILES", "router"]
 
@@ -409,10 +413,19 @@ async def reindex_document(
     responses={
         **_QUOTA,
         502: {"model": ErrorBody, "description": "an embeddings, rerank or relevance model failed"},
+        503: {
+            "model": ErrorBody,
+            "description": "a model the search needs lacks its key (`missing_api_key`)",
+        },
     },
 )
 async def search_dataset(
-    dataset_id: DatasetId, body: DatasetSearch, caller: Caller, knowledge: Knowledge, quotas: QuotaPolicy
+    dataset_id: DatasetId,
+    body: DatasetSearch,
+    caller: Caller,
+    knowledge: Knowledge,
+    quotas: QuotaPolicy,
+    service: Service,
 ) -> DatasetSearchResult:
     """The hits a ``knowledge_retrieval`` node would get for this query: best first,
     ``score`` in [0, 1] with each recall pass's own in ``scores``. Semantic and hybrid
@@ -420,7 +433,8 @@ async def search_dataset(
     naming ``rerank.model`` / ``rerank.llm`` when it is not a rerank / chat model of the
     registry (checked before any model call)."""
     dataset_id = _dataset_id(dataset_id)
-    await knowledge.get_dataset(caller.tenant_id, dataset_id)  # 404 before 429
+    dataset = await knowledge.get_dataset(caller.tenant_id, dataset_id)  # 404 before 429
+    await _keys_present(service, caller, dataset.embedding_model, body)
     await _tokens_left(quotas, caller)
     try:
         result = await knowledge.search(caller.tenant_id, body.of_dataset(dataset_id))
@@ -429,6 +443,36 @@ async def search_dataset(
     spent = result.embedding_tokens + result.rerank_tokens + result.llm_tokens_in + result.llm_tokens_out
     await quotas.record_tokens(caller.tenant_id, spent, result.cost, app_id=caller.app_id, source="search")
     return DatasetSearchResult.of(result)
+
+
+async def _keys_present(
+    service: RunService, caller: Principal, embedding: str | None, body: DatasetSearch
+) -> None:
+    """Raise 503 ``missing_api_key`` (as a run start does) when a model the search must call
+    lacks its provider key in this deployment: the dataset's embedding model for a semantic
+    search (a hybrid one falls back to full text, saying so), the rerank and relevance models.
+    Checked before any model call, so nothing is spent on a search that cannot finish."""
+    named: list[tuple[str, str | None]] = (
+        [("embedding_model", embedding)] if body.mode == SearchMode.semantic else []
+    )
+    if body.rerank is not None:
+        named += [("rerank.model", body.rerank.model), ("rerank.llm", body.rerank.llm)]
+    wanted = [(field, model) for field, model in named if model]
+    if not wanted:
+        return
+    models = await service.models_of(caller.tenant_id)
+    if models is None:  # no registry: the search itself says which model is unknown
+        return
+    for field, model in wanted:
+        variable = missing_key_env(models, model, service.settings.environ())
+        if variable is not None:
+            raise ApiError(
+                503,
+                "missing_api_key",
+                f"{field}: model {model!r} needs an API key in {variable}, which this deployment does not "
+                f"set ({key_remedy(models, model, variable)}; the environment of the server: restart it "
+                "after setting it); nothing was searched",
+            )
 
 
 # ---------------------------------------------------------------------- events

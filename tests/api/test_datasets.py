@@ -606,3 +606,21 @@ async def test_a_dataset_whose_embedding_key_is_not_set_is_made_with_a_warning(k
                                  headers=kb.auth())
     assert (keyed.status_code, keyed.json()["warnings"]) == (201, [])
     assert "sk-value-never-shown" not in keyed.text
+
+
+async def test_a_semantic_search_whose_embedding_key_is_not_set_is_503_missing_api_key_before_any_call(kb, monkeypatch):
+    made = await kb.client.post("/v1/datasets", json={"name": "kb", "embedding_model": EMBEDDING_MODEL},
+                                headers=kb.auth())
+    dataset = made.json()["id"]
+    monkeypatch.delenv(SCRIPTED_KEY_ENV)
+    calls = kb.llm.embedding_calls
+    refused = await kb.client.post(f"/v1/datasets/{dataset}/search", json={"query": "rocket", "mode": "semantic"},
+                                   headers=kb.auth())
+    assert refused.status_code == 503, refused.text
+    error = refused.json()["error"]
+    assert error["type"] == "missing_api_key" and SCRIPTED_KEY_ENV in error["message"], error
+    assert error["message"].startswith("embedding_model: ") and "nothing was searched" in error["message"]
+    assert kb.llm.embedding_calls == calls
+    hybrid = await kb.client.post(f"/v1/datasets/{dataset}/search", json={"query": "rocket", "mode": "hybrid"},
+                                  headers=kb.auth())  # falls back to full text, saying so
+    assert hybrid.status_code == 200, hybrid.text
