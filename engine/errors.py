@@ -193,7 +193,15 @@ class MissingModelKey(FlowloomError):
 
     def __init__(self, problems: list[Problem]):
         self.problems = problems
+        # one line per distinct message (nodes sharing a model share its remedy), so a flow
+        # of ten chat nodes on one model reads as one sentence, not ten
+        nodes_of: dict[str, list[str]] = {}
+        for p in problems:
+            nodes_of.setdefault(p.message, []).append(str(p.node_id))
         super().__init__(
             "this deployment lacks what the workflow needs (nothing was run): "
-            + "; ".join(f"{p.node_id}: {p.message}" for p in problems)
+            + "; ".join(
+                f"{'nodes ' + ', '.join(ids) if len(ids) > 1 else ids[0]}: {message}"
+                for message, ids in nodes_of.items()
+            )
         )

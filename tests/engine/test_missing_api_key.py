@@ -103,3 +103,17 @@ def test_the_examples_only_warn_about_keys(monkeypatch):
         assert [str(p) for p in problems if p.severity == "error"] == [], path.name
         warned |= {path.name for p in problems if p.code == "missing_api_key"}
     assert {"research_agent.json", "support_triage.json", "tool_agent.json"} <= warned, "the default model needs its key"
+
+
+def test_a_refused_launch_says_a_shared_models_remedy_once_naming_every_node():
+    from engine.errors import MissingModelKey, Problem
+
+    same = "model 'default' needs an API key in FLOWLOOM_LLM_API_KEY"
+    other = "model 'cloud' needs an API key in CLOUD_KEY"
+    refused = MissingModelKey([Problem("missing_api_key", same, node_id=n, path="config.model", severity="error")
+                               for n in ("draft", "polish", "review")]
+                              + [Problem("missing_api_key", other, node_id="judge", path="config.model",
+                                         severity="error")])
+    assert str(refused) == ("this deployment lacks what the workflow needs (nothing was run): "
+                            f"nodes draft, polish, review: {same}; judge: {other}")
+    assert len(refused.problems) == 4  # each node still named in the problems
