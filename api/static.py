@@ -57,7 +57,9 @@ def _not_built(dist: Path) -> HTMLResponse:
         "<h1>Flowloom</h1><p>The API is running, but the canvas (the web app) is not built: "
         f"<code>{html.escape(str(dist / 'index.html'))}</code> does not exist.</p>"
         f"<p>Build it from the repository's root with:</p><pre>{html.escape(BUILD_COMMAND)}</pre>"
-        "<p>then reload this page (no restart needed). The API itself is at <a href='/docs'>/docs</a>.</p>"
+        "<p>then reload this page (no restart needed). The API's description is at "
+        "<a href='/openapi.json'>/openapi.json</a> (and <a href='/docs'>/docs</a>, whose viewer loads "
+        "from the internet).</p>"
         "</body></html>"
     )
     return HTMLResponse(page, headers={"Cache-Control": "no-store"})
