@@ -302,9 +302,10 @@ def build_graph(
         if source in invalid or target in invalid:
             if (source in by_id or source in invalid) and (target in by_id or target in invalid):
                 keep(source, target, edge.id, edge.sourceHandle)  # the node's own problem is reported already
-            continue
+                continue
+            # else an end is unknown: reported below, as next to a valid node
         if source not in by_id or target not in by_id:
-            bad = [end for end in (source, target) if end not in by_id]
+            bad = [end for end in (source, target) if end not in by_id and end not in invalid]
             named = ", ".join(f"{end!r}{did_you_mean(end, by_id)}" for end in bad)
             problems.append(
                 Problem(

@@ -52,6 +52,12 @@ CASES = {
         build([tpl("a", "x")], [edge("start", "a"), edge("a", "ghost", edge_id="e2"), edge("nobody", "a", edge_id="e3")]),
         [("dangling_edge", None, "e2", "target"), ("dangling_edge", None, "e3", "source")],
     ),
+    "dangling_edge_of_an_invalid_node": (  # a node's own problem does not hide its edge's
+        build([node("t", "template", {"template": "x", "bogus": 1})],
+              [edge("start", "t"), edge("t", "ghost", edge_id="e2"), edge("nobody", "t", edge_id="e3")]),
+        [("invalid_config", "t", None, "config.bogus"), ("dangling_edge", None, "e2", "target"),
+         ("dangling_edge", None, "e3", "source")],
+    ),
     "unknown_handle": (
         build([node("c", "if_else", {"cases": [{"id": "yes", "conditions": [{"left": 1, "operator": "equals", "right": 1}]}]}),
                tpl("a", "x"), tpl("b", "y")],
