@@ -68,7 +68,12 @@ async def _knowledge_errors(
         abort("invalid search:", [str(exc).replace("rerank.model", "--rerank-model", 1)])
     except (DatasetNotFound, DocumentNotFound) as exc:
         line = str(exc)
-        if isinstance(exc, DatasetNotFound) and service is not None and dataset_id:
+        if (
+            isinstance(exc, DatasetNotFound)
+            and service is not None
+            and dataset_id
+            and "did you mean" not in line
+        ):
             from engine.plain_errors import did_you_mean
 
             line += did_you_mean(dataset_id, [d.id for d in await service.knowledge.list_datasets(tenant)])

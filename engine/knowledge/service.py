@@ -39,6 +39,7 @@ from ..errors import FlowloomError
 from .ingest import DEFAULT_BATCH_SIZE, DEFAULT_LEASE_S, Ingestor, UsageSink
 from .ports import (
     Chunker,
+    DatasetNotFound,
     DocumentNotFound,
     DocumentRejected,
     Embedder,
@@ -259,8 +260,15 @@ class KnowledgeService:
         return await self.store.list_datasets(tenant_id)
 
     async def get_dataset(self, tenant_id: str, dataset_id: str) -> Dataset:
-        """Raises DatasetNotFound."""
-        return await self.store.get_dataset(tenant_id, dataset_id)
+        """Raises DatasetNotFound, naming the tenant's closest dataset id when the id looks
+        like a typo of one (read only then: a lookup that finds costs nothing more)."""
+        try:
+            return await self.store.get_dataset(tenant_id, dataset_id)
+        except DatasetNotFound as exc:
+            from ..plain_errors import did_you_mean
+
+            known = [d.id for d in await self.store.list_datasets(tenant_id)]
+            raise DatasetNotFound(f"{exc}{did_you_mean(dataset_id, known)}") from None
 
     async def update_dataset(self, tenant_id: str, dataset_id: str, update: DatasetUpdate) -> Dataset:
         """Change the fields given. A new ``embedding_model`` builds a new index from every

@@ -126,6 +126,12 @@ async def test_datasets_are_created_listed_read_changed_and_deleted(fts):
     assert changed.status_code == 200 and changed.json()["name"] == "Handbook 2"
     assert changed.json()["description"] == "the staff handbook"
     assert (await fts.client.get("/v1/datasets/handbook", headers=fts.auth())).json()["name"] == "Handbook 2"
+    typo = await fts.client.post("/v1/datasets/handbok/search", json={"query": "x"}, headers=fts.auth())
+    assert typo.status_code == 404 and typo.json()["error"]["message"] == "dataset 'handbok' not found; did you mean 'handbook'?"
+    far = await fts.client.get("/v1/datasets/zzz", headers=fts.auth())
+    assert far.status_code == 404 and "did you mean" not in far.json()["error"]["message"]
+    other = await fts.client.get("/v1/datasets/handbok", headers=fts.auth(fts.api.other_key))
+    assert other.status_code == 404 and "handbook" not in other.text  # another tenant's ids are never named
     assert (await fts.client.delete("/v1/datasets/handbook", headers=fts.auth())).status_code == 204
     gone = await fts.client.get("/v1/datasets/handbook", headers=fts.auth())
     assert gone.status_code == 404 and gone.json()["error"]["type"] == "not_found"
