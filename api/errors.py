@@ -251,8 +251,9 @@ def describe(exc: BaseException) -> tuple[int, dict[str, Any], dict[str, str]]:
         return 404, error_body("not_found", str(exc)), {}
     if isinstance(exc, StaleVersion):
         return 409, {**error_body("conflict", str(exc)), "current_version": exc.current_version}, {}
-    if isinstance(exc, WorkflowExists):
-        return 409, error_body("conflict", str(exc)), {}
+    if isinstance(exc, WorkflowExists):  # the two ways on: change that one, or take another id
+        message = f"{exc}: change it with PUT /v1/workflows/{{id}}, or give the document another id"
+        return 409, error_body("conflict", message), {}
     if isinstance(exc, (RunNotResumable, UnknownInterrupt, RunOwned)):
         return 409, error_body("conflict", str(exc)), {}
     knowledge = _knowledge_error(exc)

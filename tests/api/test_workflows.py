@@ -24,7 +24,9 @@ async def _create(api, doc=None, key=None):
 async def test_lifecycle_with_a_stale_draft_publish_rollback_and_delete(api):
     created = await _create(api)
     assert (created["id"], created["draft_version"], created["published_version"]) == ("hello", 1, None)
-    assert (await api.client.post("/v1/workflows", json=hello_workflow(), headers=api.auth())).status_code == 409
+    taken = await api.client.post("/v1/workflows", json=hello_workflow(), headers=api.auth())
+    assert taken.status_code == 409 and taken.json()["error"]["message"] == (
+        "workflow 'hello' already exists: change it with PUT /v1/workflows/{id}, or give the document another id")
     listed = (await api.client.get("/v1/workflows", headers=api.auth())).json()["workflows"]
     assert [w["id"] for w in listed] == ["hello"] and "draft" not in listed[0]
     renamed = {**hello_workflow(), "name": "Hello v2"}
