@@ -44,11 +44,45 @@ __all__ = [
     "source_label",
     "spare_the_exit_collections",
     "start_up",
+    "SynonymGroup",
     "terminal_view",
     "write_json",
 ]
 
 EXIT_OK, EXIT_RUN_FAILED, EXIT_INVALID, EXIT_PAUSED, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+#: words other tools use for a command, and this CLI's command (where a group has it)
+_SYNONYMS = {
+    "delete": ("rm", "revoke", "reset"),
+    "remove": ("rm", "revoke", "reset"),
+    "del": ("rm", "revoke"),
+    "ls": ("list",),
+    "get": ("show",),
+    "add": ("create", "set"),
+    "new": ("create",),
+    "query": ("search",),
+}
+
+
+class SynonymGroup(typer.core.TyperGroup):
+    """A command group that answers an unknown command which is another tool's word for one
+    of its own (``delete`` for ``rm``) with that command, as Click does for a typo: Click's
+    own suggestion only finds spellings close to the word."""
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        try:
+            return super().resolve_command(ctx, args)
+        except Exception as exc:  # Typer's own (vendored) Click UsageError: its message is rewritten
+            word = args[0] if args and isinstance(args[0], str) else ""
+            own = next((c for c in _SYNONYMS.get(word.lower(), ()) if c in self.commands), None)
+            if (
+                own is not None
+                and word not in self.commands
+                and isinstance(getattr(exc, "message", None), str)
+            ):
+                exc.message = f"No such command {word!r}. Did you mean {own!r}?"  # type: ignore[attr-defined]  # Click's UsageError, vendored untyped here
+            raise
+
 
 app = typer.Typer(
     name="flowloom",

@@ -25,12 +25,13 @@ from typing import Annotated, Any
 import typer
 from rich.text import Text
 
-from .common import EXIT_OK, JsonFlag, abort, app, err, out, print_columns, settings, write_json
+from .common import EXIT_OK, JsonFlag, SynonymGroup, abort, app, err, out, print_columns, settings, write_json
 from .running import with_service
 
 __all__ = ["add", "create", "list_datasets", "reindex", "remove", "search", "show"]
 
 datasets_app = typer.Typer(
+    cls=SynonymGroup,
     help="Knowledge bases: datasets, their documents (ingested into chunks and vectors), and searches.",
     no_args_is_help=True,
 )

@@ -12,7 +12,18 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.text import Text
 
-from .common import EXIT_OK, JsonFlag, abort, app, named, node_titles, out, print_columns, write_json
+from .common import (
+    EXIT_OK,
+    JsonFlag,
+    SynonymGroup,
+    abort,
+    app,
+    named,
+    node_titles,
+    out,
+    print_columns,
+    write_json,
+)
 from .running import with_service
 
 if TYPE_CHECKING:
@@ -21,6 +32,7 @@ if TYPE_CHECKING:
 __all__ = ["prune", "runs", "show", "watch"]
 
 runs_app = typer.Typer(
+    cls=SynonymGroup,
     help="List runs (newest first); `flowloom runs prune` deletes old ones.",
     invoke_without_command=True,
     no_args_is_help=False,

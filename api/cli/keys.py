@@ -15,12 +15,13 @@ from typing import Annotated, Any
 import typer
 from rich.text import Text
 
-from .common import EXIT_INVALID, EXIT_OK, JsonFlag, app, err, out, print_columns, write_json
+from .common import EXIT_INVALID, EXIT_OK, JsonFlag, SynonymGroup, app, err, out, print_columns, write_json
 from .running import with_service
 
 __all__ = ["create", "list_keys", "revoke"]
 
 keys_app = typer.Typer(
+    cls=SynonymGroup,
     help="API keys of the HTTP API (`flowloom serve`): create (shown once), list, revoke.",
     no_args_is_help=True,
 )

@@ -24,12 +24,14 @@ from typing import Annotated, Any
 
 import typer
 
-from .common import EXIT_OK, JsonFlag, abort, app, out, print_columns, settings, write_json
+from .common import EXIT_OK, JsonFlag, SynonymGroup, abort, app, out, print_columns, settings, write_json
 
 __all__ = ["tools"]
 
 mcp_app = typer.Typer(
-    help="MCP servers: list the tools a server offers to tool and agent nodes.", no_args_is_help=True
+    cls=SynonymGroup,
+    help="MCP servers: list the tools a server offers to tool and agent nodes.",
+    no_args_is_help=True,
 )
 app.add_typer(mcp_app, name="mcp")
 

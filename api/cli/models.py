@@ -18,12 +18,14 @@ from typing import Annotated, Any
 
 import typer
 
-from .common import EXIT_OK, JsonFlag, abort, app, out, print_columns, settings, write_json
+from .common import EXIT_OK, JsonFlag, SynonymGroup, abort, app, out, print_columns, settings, write_json
 
 __all__ = ["list_models", "probe", "show"]
 
 models_app = typer.Typer(
-    help="Models of the registry: limits, capabilities, and probing an endpoint.", no_args_is_help=True
+    cls=SynonymGroup,
+    help="Models of the registry: limits, capabilities, and probing an endpoint.",
+    no_args_is_help=True,
 )
 app.add_typer(models_app, name="models")
 

@@ -17,12 +17,13 @@ from typing import Annotated, Any
 import typer
 from rich.text import Text
 
-from .common import EXIT_INVALID, EXIT_OK, JsonFlag, app, err, out, print_columns, write_json
+from .common import EXIT_INVALID, EXIT_OK, JsonFlag, SynonymGroup, app, err, out, print_columns, write_json
 from .running import with_service
 
 __all__ = ["reset", "set_limits", "show"]
 
 quotas_app = typer.Typer(
+    cls=SynonymGroup,
     help="Quotas of the HTTP API per tenant and per app: runs per minute, tokens per day.",
     no_args_is_help=True,
 )

@@ -29,12 +29,14 @@ from typing import Annotated, Any
 import typer
 from rich.text import Text
 
-from .common import EXIT_OK, JsonFlag, abort, app, err, out, settings, write_json
+from .common import EXIT_OK, JsonFlag, SynonymGroup, abort, app, err, out, settings, write_json
 
 __all__ = ["install", "list_"]
 
 sandbox_app = typer.Typer(
-    help="The code sandbox: install and list the packages code nodes may import.", no_args_is_help=True
+    cls=SynonymGroup,
+    help="The code sandbox: install and list the packages code nodes may import.",
+    no_args_is_help=True,
 )
 app.add_typer(sandbox_app, name="sandbox")
 

@@ -19,12 +19,13 @@ from typing import Annotated, Any
 import typer
 from rich.text import Text
 
-from .common import EXIT_INVALID, EXIT_OK, JsonFlag, app, err, out, print_columns, write_json
+from .common import EXIT_INVALID, EXIT_OK, JsonFlag, SynonymGroup, app, err, out, print_columns, write_json
 from .running import with_service
 
 __all__ = ["list_secrets", "remove", "set_secret"]
 
 secrets_app = typer.Typer(
+    cls=SynonymGroup,
     help="Secret values of a workflow's environment variables (stored encrypted; never shown).",
     no_args_is_help=True,
 )

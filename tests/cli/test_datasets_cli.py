@@ -260,3 +260,14 @@ def test_validate_warns_about_a_searched_dataset_that_does_not_exist_yet(scripte
     assert invoke("datasets", "create", "Handbook", "--id", "handbook").exit_code == 0
     after = invoke("validate", flow, "--json")
     assert after.exit_code == 0 and [p for p in json.loads(after.stdout) if p["code"] == "unknown_dataset"] == []
+
+
+def test_another_tools_word_for_a_command_is_answered_with_this_clis_word(scripted_models):
+    for argv, said in ((("datasets", "delete", "x"), "Did you mean 'rm'?"),
+                       (("datasets", "ls"), "Did you mean 'list'?"),
+                       (("keys", "delete", "k1"), "Did you mean 'revoke'?"),
+                       (("secrets", "remove", "S"), "Did you mean 'rm'?")):
+        refused = invoke(*argv)
+        assert refused.exit_code == 2 and f"No such command {argv[1]!r}. {said}" in refused.stderr, refused.stderr
+    unknown = invoke("datasets", "frobnicate")
+    assert unknown.exit_code == 2 and "Did you mean" not in unknown.stderr
