@@ -8,6 +8,8 @@ asserted here.
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -23,14 +25,19 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(360)]  # ~30 s: a pgserver s
 
 @pytest.fixture(scope="module")
 def report() -> dict:
-    before = {p.name for p in Path(tempfile.gettempdir()).glob("flowloom-bench-knowledge-*")}
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--smoke", "--database", "both"], cwd=ROOT / "tests",
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    lines = proc.stdout.splitlines()
-    assert len(lines) == 1, f"expected exactly one line on stdout, got {len(lines)}: {proc.stdout[:500]!r}"
-    after = {p.name for p in Path(tempfile.gettempdir()).glob("flowloom-bench-knowledge-*")}
-    assert after <= before, f"temporary folders left behind: {sorted(after - before)}"
+    # a temporary folder of its own (short: pgserver's socket lives under it), so another
+    # bench running beside this one cannot look like something this one left behind
+    tmp = Path(tempfile.mkdtemp(prefix="fl-kb-"))
+    try:
+        proc = subprocess.run([sys.executable, str(SCRIPT), "--smoke", "--database", "both"], cwd=ROOT / "tests",
+                              capture_output=True, text=True, timeout=300, env={**os.environ, "TMPDIR": str(tmp)})
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        lines = proc.stdout.splitlines()
+        assert len(lines) == 1, f"expected exactly one line on stdout, got {len(lines)}: {proc.stdout[:500]!r}"
+        left = sorted(p.name for p in tmp.glob("flowloom-bench-knowledge-*"))
+        assert not left, f"temporary folders left behind: {left}"
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     return json.loads(lines[0])
 
 

@@ -5,6 +5,8 @@ requests; nothing left behind. Speed is never asserted."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -19,9 +21,14 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]  # ~20 s: two ingestio
 
 
 def test_two_runs_report_cpu_per_chunk_and_leave_nothing_behind() -> None:
-    before = set(Path(tempfile.gettempdir()).glob("flowloom-bench-ingest-cpu-*"))
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--runs", "2", "--concurrency", "3"], cwd=ROOT / "tests",
-                          capture_output=True, text=True, timeout=280)
+    tmp = Path(tempfile.mkdtemp(prefix="fl-ic-"))  # its own: a bench beside it leaves no doubt
+    try:
+        proc = subprocess.run([sys.executable, str(SCRIPT), "--runs", "2", "--concurrency", "3"], cwd=ROOT / "tests",
+                              capture_output=True, text=True, timeout=280, env={**os.environ, "TMPDIR": str(tmp)})
+        left = sorted(p.name for p in tmp.glob("flowloom-bench-ingest-cpu-*"))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    assert not left, f"temporary folders left behind: {left}"
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = proc.stdout.splitlines()
     assert len(lines) == 1, proc.stdout[:500]
@@ -34,4 +41,3 @@ def test_two_runs_report_cpu_per_chunk_and_leave_nothing_behind() -> None:
         assert run["cpu_ms_per_chunk"] > 0 and run["chunks_per_s"] > 0
         assert 0 < run["embedding_requests"] < run["chunks"]
     assert report["cpu_ms_per_chunk"]["min"] == report["runs"][1]["cpu_ms_per_chunk"]
-    assert set(Path(tempfile.gettempdir()).glob("flowloom-bench-ingest-cpu-*")) <= before
