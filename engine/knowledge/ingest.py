@@ -12,8 +12,10 @@ again at any point after a crash:
    this one must run after it, never instead of it. A worker that dies stops renewing;
    its lease runs out and the waiting (or the sweeper's) ingestion takes over.
 2. **Split** (status ``parsing``): the text saved at upload is split by the dataset's
-   chunking settings and :meth:`~KnowledgeStore.replace_chunks` makes the drafts the
-   document's chunks - a chunk whose text did not change keeps its id and its vectors.
+   chunking settings and :meth:`~KnowledgeStore.replace_chunks_for_pass` makes the drafts
+   the document's chunks - a chunk whose text did not change keeps its id and its vectors -
+   and lists, per index, the chunks without a vector there (one store call, which also
+   sets the document ``embedding`` with its progress).
 3. **Embed** (status ``embedding``): for each index of the dataset (the active one, and
    the one being built after a change of embedding model, each with its own model),
    the chunks without a vector there are embedded in batches of :attr:`batch_size`, and
@@ -42,10 +44,11 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from schemas.knowledge import Chunk, ChunkKind, Dataset, Document, DocumentStatus, IndexInfo
+from schemas.knowledge import ChunkKind, Dataset, Document, DocumentStatus, IndexInfo
 
 from .ports import (
     Chunker,
+    ChunkToEmbed,
     DatasetNotFound,
     DimensionMismatch,
     DocumentNotFound,
@@ -191,12 +194,16 @@ class Ingestor:
             drafts = await asyncio.to_thread(self.chunker.split, parsed, dataset.chunking)
             if not drafts:
                 raise DocumentRejected(f"{document.source_name}: no text to index", reason="empty")
-            chunks = await store.replace_chunks(tenant_id, document_id, drafts)
-            searchable = sum(1 for c in chunks if c.kind != ChunkKind.parent)
+            searchable = sum(1 for d in drafts if d.kind != ChunkKind.parent)
             indexes = self._indexes(dataset)
+            # the chunks written, each index's chunks without a vector listed and the
+            # progress set, in one store call
+            pending = await store.replace_chunks_for_pass(
+                tenant_id, document_id, drafts, [index.id for index in indexes]
+            )
             for i, index in enumerate(indexes):
                 tracked = i == len(indexes) - 1  # progress follows the index being filled
-                await self._embed_index(tenant_id, document_id, index, searchable, tracked)
+                await self._embed_index(tenant_id, document_id, index, pending[index.id], searchable, tracked)
         except (DocumentNotFound, DatasetNotFound):
             raise DocumentNotFound(f"document {document_id!r} was deleted during its ingestion") from None
         except (EmbeddingError, DocumentRejected) as exc:
@@ -215,20 +222,22 @@ class Ingestor:
         return [i for i in (dataset.active_index, dataset.building_index) if i is not None]
 
     async def _embed_index(
-        self, tenant_id: str, document_id: str, index: IndexInfo, total: int, tracked: bool
+        self,
+        tenant_id: str,
+        document_id: str,
+        index: IndexInfo,
+        missing: list[ChunkToEmbed],
+        total: int,
+        tracked: bool,
     ) -> None:
-        """Embed the document's chunks that have no vector in ``index``, batch by batch.
-        They are listed once (not once per batch), then again after their batches: any
-        still there means the store kept none of them, which stops instead of paying again."""
+        """Embed ``missing`` (the document's chunks without a vector in ``index``, listed
+        as the pass wrote them) batch by batch. When the store says it kept fewer vectors
+        than asked they are listed again after their batches: any still there means the
+        store kept none of them, which stops instead of paying again."""
         if self.embedder is None:
             raise EmbeddingError(f"no embedder is configured for embedding model {index.embedding_model!r}")
         store = self.store
-        missing = await store.chunks_without_vector(tenant_id, index.id, document_id, limit=total + 1)
         done = total - len(missing)
-        if tracked:
-            await store.update_document(
-                tenant_id, document_id, status=DocumentStatus.embedding, chunk_count=total, chunks_done=done
-            )
         dimension = index.dimension
         size = self.batch_size
         while missing:
@@ -242,7 +251,8 @@ class Ingestor:
                     await store.update_document(tenant_id, document_id, chunks_done=min(done, total))
             if stored_all:  # the store kept every vector asked: nothing is left to list
                 return
-            left = await store.chunks_without_vector(tenant_id, index.id, document_id, limit=total + 1)
+            listed = await store.chunks_without_vector(tenant_id, index.id, document_id, limit=total + 1)
+            left = [ChunkToEmbed(c.id, c.search_text) for c in listed]
             if {c.id for c in left} & {c.id for c in missing}:
                 raise EmbeddingError(
                     f"the vectors of embedding model {index.embedding_model!r} were not stored"
@@ -250,7 +260,7 @@ class Ingestor:
             missing = left
 
     async def _embed_batch(
-        self, tenant_id: str, index: IndexInfo, batch: Sequence[Chunk], dimension: int | None
+        self, tenant_id: str, index: IndexInfo, batch: Sequence[ChunkToEmbed], dimension: int | None
     ) -> tuple[int, int | None]:
         """Embed and store one batch; ``(the index's dimension, vectors the store kept)``
         (None: the store does not say). Raises DimensionMismatch."""

@@ -33,6 +33,7 @@ from ..errors import FlowloomError
 from ..ports import StoreError
 
 __all__ = [
+    "ChunkToEmbed",
     "Chunker",
     "DatasetExists",
     "DatasetNotFound",
@@ -292,6 +293,22 @@ class KnowledgeStore(Protocol):
         position order."""
         ...
 
+    async def replace_chunks_for_pass(
+        self, tenant_id: str, document_id: str, drafts: Sequence[ChunkDraft], index_ids: Sequence[str]
+    ) -> dict[str, list[ChunkToEmbed]]:
+        """An ingestion pass's :meth:`replace_chunks` and what follows it, in one
+        transaction: ``drafts`` made the document's chunks as there (a stored chunk of the
+        same ``text_hash`` and kind keeps its id and vectors), then per index of
+        ``index_ids`` the searchable chunks (not parents) with no vector in it, in position
+        order - every new chunk, and a kept one whose vector an interrupted pass did not
+        store. With ``index_ids`` the document is set ``embedding``, ``chunk_count`` its
+        searchable chunks and ``chunks_done`` those with a vector in the *last* index (the
+        one progress follows). The chunks are not read back: a pass needs their ids and
+        search texts only, and building every chunk again cost more than the writes.
+        ``{index id: chunks to embed}``, every index of ``index_ids`` a key. Raises
+        DocumentNotFound."""
+        ...
+
     async def get_chunks(self, tenant_id: str, chunk_ids: Sequence[str]) -> list[Chunk]:
         """The chunks with those ids (missing ones left out), with their document's
         source name and metadata."""
@@ -350,6 +367,15 @@ class KnowledgeStore(Protocol):
 
 
 # ------------------------------------------------------------------------- processing
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkToEmbed:
+    """A searchable chunk that has no vector in an index yet: its id and the text the
+    embedding model is given (its ``search_text``)."""
+
+    id: str
+    search_text: str
 
 
 @dataclass(slots=True)

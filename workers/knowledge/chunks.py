@@ -8,11 +8,12 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.knowledge.ports import ChunkToEmbed
 from schemas.knowledge import ChunkDraft, ChunkKind
 
 from .rows import dumps, new_id
 
-__all__ = ["ChunkPlan", "plan_chunks"]
+__all__ = ["ChunkPlan", "chunks_to_embed", "plan_chunks"]
 
 
 @dataclass
@@ -23,11 +24,13 @@ class ChunkPlan:
     chunk ``(position, text, heading_path JSON, parent_id, tokens, id)``; ``inserts``: per
     new chunk ``(id, tenant_id, dataset_id, document_id, kind, search_text, text_hash,
     search terms, position, text, heading_path JSON, parent_id, tokens)``, the search
-    terms None for parent chunks (only their children are searched)."""
+    terms None for parent chunks (only their children are searched); ``ids``: each
+    draft's chunk id, in the drafts' order."""
 
     dropped: list[str] = field(default_factory=list)
     updates: list[tuple[Any, ...]] = field(default_factory=list)
     inserts: list[tuple[Any, ...]] = field(default_factory=list)
+    ids: list[str] = field(default_factory=list)
 
 
 def plan_chunks(
@@ -57,7 +60,7 @@ def plan_chunks(
         else:
             ids.append(new_id())
             fresh.add(ids[-1])
-    plan = ChunkPlan(dropped=[i for group in kept.values() for i in group])
+    plan = ChunkPlan(dropped=[i for group in kept.values() for i in group], ids=ids)
     by_position = {draft.position: chunk_id for draft, chunk_id in zip(drafts, ids, strict=True)}
     for draft, chunk_id, text_hash in zip(drafts, ids, hashes, strict=True):
         parent_id = by_position.get(draft.parent) if draft.parent is not None else None
@@ -80,3 +83,24 @@ def plan_chunks(
             )
         )
     return plan
+
+
+def chunks_to_embed(
+    drafts: Sequence[ChunkDraft],
+    plan: ChunkPlan,
+    index_ids: Sequence[str],
+    vectors: Iterable[tuple[str, str]],
+) -> dict[str, list[ChunkToEmbed]]:
+    """Per index of ``index_ids``, the drafts' searchable chunks (not parents) that have no
+    vector there, in the drafts' order; ``vectors``: ``(index id, chunk id)`` of the
+    vectors the document's kept chunks have (a new chunk has none: its id is new)."""
+    held: dict[str, set[str]] = {index_id: set() for index_id in index_ids}
+    for index_id, chunk_id in vectors:
+        if index_id in held:
+            held[index_id].add(chunk_id)
+    searchable = [
+        ChunkToEmbed(chunk_id, draft.search_text)
+        for draft, chunk_id in zip(drafts, plan.ids, strict=True)
+        if draft.kind != ChunkKind.parent
+    ]
+    return {index_id: [c for c in searchable if c.id not in have] for index_id, have in held.items()}

@@ -34,15 +34,16 @@ import asyncpg
 from sqlalchemy.engine import URL
 
 from engine.knowledge.ports import (
+    ChunkToEmbed,
     DatasetExists,
     DatasetNotFound,
     DocumentNotFound,
     ParsedDocument,
 )
 from engine.ports import StoreError
-from schemas.knowledge import Chunk, ChunkDraft, Dataset, Document
+from schemas.knowledge import Chunk, ChunkDraft, ChunkKind, Dataset, Document
 
-from .chunks import plan_chunks
+from .chunks import ChunkPlan, chunks_to_embed, plan_chunks
 from .postgres_base import _CHUNK_COLUMNS, SEARCH_SETTINGS, SearchConnection, _Conn, _errors
 from .postgres_full_text import PostgresFullText
 from .postgres_vectors import PostgresVectors, _drop_hnsw, hnsw_breadth, nearest_query
@@ -501,45 +502,82 @@ class PostgresKnowledgeStore(PostgresVectors, PostgresFullText):
         self, tenant_id: str, document_id: str, drafts: Sequence[ChunkDraft]
     ) -> list[Chunk]:
         """Make ``drafts`` the document's chunks, keeping unchanged ones (see the port)."""
-        drafts = list(drafts)
         async with self._tx() as c:
-            doc = await self._document_row(c, tenant_id, document_id, lock=True)
-            stored = await c.fetch(
-                "SELECT id, text_hash, kind FROM kb_chunks WHERE document_id = $1 ORDER BY position",
-                document_id,
-            )
-            plan = plan_chunks(
-                stored,
-                drafts,
-                tenant_id=tenant_id,
-                dataset_id=doc["dataset_id"],
-                document_id=document_id,
-                search_terms=tsvector_literal,
-            )
-            if plan.dropped:
-                await c.execute("DELETE FROM kb_chunks WHERE id = ANY($1::text[])", plan.dropped)
-            if plan.updates:
-                await c.executemany(
-                    "UPDATE kb_chunks SET position = $1, text = $2, heading_path = $3::jsonb, "
-                    "parent_id = $4, tokens = $5 WHERE id = $6",
-                    plan.updates,
-                )
-            if plan.inserts:  # COPY into the connection's scratch table, then one INSERT ... SELECT
-                await c.copy_records_to_table("kb_chunks_in", records=plan.inserts)
-                await c.execute(
-                    "INSERT INTO kb_chunks (id, tenant_id, dataset_id, document_id, kind, search_text, text_hash, "
-                    "search_vector, position, text, heading_path, parent_id, tokens) SELECT id, tenant_id, "
-                    "dataset_id, document_id, kind, search_text, text_hash, search_vector::tsvector, position, text, "
-                    "heading_path::jsonb, parent_id, tokens FROM kb_chunks_in"
-                )
+            await self._write_chunks(c, tenant_id, document_id, list(drafts))
             rows = await c.fetch(
                 f"SELECT {_CHUNK_COLUMNS} FROM kb_chunks c JOIN kb_documents d ON d.id = "
                 "c.document_id WHERE c.tenant_id = $1 AND c.document_id = $2 ORDER BY c.position",
                 tenant_id,
                 document_id,
             )
-        self._chunks_written += len(plan.inserts)  # full-text statistics may be stale from now on
         return [chunk_from_row(r) for r in rows]
+
+    async def replace_chunks_for_pass(
+        self, tenant_id: str, document_id: str, drafts: Sequence[ChunkDraft], index_ids: Sequence[str]
+    ) -> dict[str, list[ChunkToEmbed]]:
+        """The chunks written and, per index, those to embed; progress set (see the port)."""
+        drafts, index_ids = list(drafts), list(index_ids)
+        async with self._tx() as c:
+            plan = await self._write_chunks(c, tenant_id, document_id, drafts)
+            vectors: list[Any] = []
+            if plan.updates and index_ids:  # only kept chunks can have vectors: new ones have new ids
+                vectors = await c.fetch(
+                    "SELECT v.index_id, v.chunk_id FROM kb_chunks c JOIN kb_vectors v ON v.chunk_id = c.id "
+                    "WHERE c.tenant_id = $1 AND c.document_id = $2 AND v.index_id = ANY($3::text[])",
+                    tenant_id,
+                    document_id,
+                    index_ids,
+                )
+            pending = chunks_to_embed(drafts, plan, index_ids, ((r[0], r[1]) for r in vectors))
+            if index_ids:
+                searchable = sum(1 for d in drafts if d.kind != ChunkKind.parent)
+                await c.execute(
+                    "UPDATE kb_documents SET status = 'embedding', chunk_count = $3, chunks_done = $4, "
+                    "updated_at = $5 WHERE tenant_id = $1 AND id = $2",
+                    tenant_id,
+                    document_id,
+                    searchable,
+                    searchable - len(pending[index_ids[-1]]),
+                    time.time(),
+                )
+        return pending
+
+    async def _write_chunks(
+        self, c: _Conn, tenant_id: str, document_id: str, drafts: list[ChunkDraft]
+    ) -> ChunkPlan:
+        """Make ``drafts`` the document's chunks in the caller's transaction (the document
+        row locked); the plan it wrote. Raises DocumentNotFound."""
+        doc = await self._document_row(c, tenant_id, document_id, lock=True)
+        stored = await c.fetch(
+            "SELECT id, text_hash, kind FROM kb_chunks WHERE document_id = $1 ORDER BY position",
+            document_id,
+        )
+        plan = plan_chunks(
+            stored,
+            drafts,
+            tenant_id=tenant_id,
+            dataset_id=doc["dataset_id"],
+            document_id=document_id,
+            search_terms=tsvector_literal,
+        )
+        if plan.dropped:
+            await c.execute("DELETE FROM kb_chunks WHERE id = ANY($1::text[])", plan.dropped)
+        if plan.updates:
+            await c.executemany(
+                "UPDATE kb_chunks SET position = $1, text = $2, heading_path = $3::jsonb, "
+                "parent_id = $4, tokens = $5 WHERE id = $6",
+                plan.updates,
+            )
+        if plan.inserts:  # COPY into the connection's scratch table, then one INSERT ... SELECT
+            await c.copy_records_to_table("kb_chunks_in", records=plan.inserts)
+            await c.execute(
+                "INSERT INTO kb_chunks (id, tenant_id, dataset_id, document_id, kind, search_text, text_hash, "
+                "search_vector, position, text, heading_path, parent_id, tokens) SELECT id, tenant_id, "
+                "dataset_id, document_id, kind, search_text, text_hash, search_vector::tsvector, position, text, "
+                "heading_path::jsonb, parent_id, tokens FROM kb_chunks_in"
+            )
+        self._chunks_written += len(plan.inserts)  # full-text statistics may be stale from now on
+        return plan
 
     async def get_chunks(self, tenant_id: str, chunk_ids: Sequence[str]) -> list[Chunk]:
         """The tenant's chunks with those ids, in the order asked (missing ones left out)."""

@@ -40,15 +40,16 @@ from typing import Any
 import sqlean
 
 from engine.knowledge.ports import (
+    ChunkToEmbed,
     DatasetExists,
     DatasetNotFound,
     DocumentNotFound,
     ParsedDocument,
 )
 from engine.ports import StoreError
-from schemas.knowledge import Chunk, ChunkDraft, Dataset, Document, IndexInfo
+from schemas.knowledge import Chunk, ChunkDraft, ChunkKind, Dataset, Document, IndexInfo
 
-from .chunks import plan_chunks
+from .chunks import ChunkPlan, chunks_to_embed, plan_chunks
 from .rows import (
     UPDATABLE_DATASET_FIELDS,
     UPDATABLE_DOCUMENT_FIELDS,
@@ -456,34 +457,77 @@ class SqliteKnowledgeStore(SqliteVectors, SqliteFullText):
 
     def _replace_chunks(self, tenant_id: str, document_id: str, drafts: list[ChunkDraft]) -> list[Chunk]:
         with self._write() as c:
-            doc = self._document_row(tenant_id, document_id)
-            stored = c.execute(
-                "SELECT id, text_hash, kind FROM kb_chunks WHERE document_id = ? ORDER BY position",
-                (document_id,),
-            ).fetchall()
-            plan = plan_chunks(
-                stored,
-                drafts,
-                tenant_id=tenant_id,
-                dataset_id=doc["dataset_id"],
-                document_id=document_id,
-                search_terms=terms_text,
-            )
-            if plan.inserts:
-                self._ensure_full_text(c, tenant_id)  # its triggers index the new chunks
-            c.executemany("DELETE FROM kb_chunks WHERE id = ?", [(i,) for i in plan.dropped])
-            c.executemany(
-                "UPDATE kb_chunks SET position = ?, text = ?, heading_path = ?, parent_id = ?, "
-                "tokens = ? WHERE id = ?",
-                plan.updates,
-            )
-            c.executemany(
-                "INSERT INTO kb_chunks (id, tenant_id, dataset_id, document_id, kind, search_text, "
-                "text_hash, search_terms, position, text, heading_path, parent_id, tokens) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                plan.inserts,
-            )
+            self._write_chunks(c, tenant_id, document_id, drafts)
         return self._document_chunks(tenant_id, document_id)
+
+    def _write_chunks(self, c: Any, tenant_id: str, document_id: str, drafts: list[ChunkDraft]) -> ChunkPlan:
+        """Make ``drafts`` the document's chunks in the caller's write transaction; the plan
+        it wrote. Raises DocumentNotFound."""
+        doc = self._document_row(tenant_id, document_id)
+        stored = c.execute(
+            "SELECT id, text_hash, kind FROM kb_chunks WHERE document_id = ? ORDER BY position",
+            (document_id,),
+        ).fetchall()
+        plan = plan_chunks(
+            stored,
+            drafts,
+            tenant_id=tenant_id,
+            dataset_id=doc["dataset_id"],
+            document_id=document_id,
+            search_terms=terms_text,
+        )
+        if plan.inserts:
+            self._ensure_full_text(c, tenant_id)  # its triggers index the new chunks
+        c.executemany("DELETE FROM kb_chunks WHERE id = ?", [(i,) for i in plan.dropped])
+        c.executemany(
+            "UPDATE kb_chunks SET position = ?, text = ?, heading_path = ?, parent_id = ?, "
+            "tokens = ? WHERE id = ?",
+            plan.updates,
+        )
+        c.executemany(
+            "INSERT INTO kb_chunks (id, tenant_id, dataset_id, document_id, kind, search_text, "
+            "text_hash, search_terms, position, text, heading_path, parent_id, tokens) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            plan.inserts,
+        )
+        return plan
+
+    async def replace_chunks_for_pass(
+        self, tenant_id: str, document_id: str, drafts: Sequence[ChunkDraft], index_ids: Sequence[str]
+    ) -> dict[str, list[ChunkToEmbed]]:
+        """The chunks written and, per index, those to embed; progress set (see the port)."""
+        return await self._call(
+            self._replace_chunks_for_pass, tenant_id, document_id, list(drafts), list(index_ids)
+        )
+
+    def _replace_chunks_for_pass(
+        self, tenant_id: str, document_id: str, drafts: list[ChunkDraft], index_ids: list[str]
+    ) -> dict[str, list[ChunkToEmbed]]:
+        with self._write() as c:
+            plan = self._write_chunks(c, tenant_id, document_id, drafts)
+            vectors: list[tuple[str, str]] = []
+            if plan.updates:  # only kept chunks can have vectors: new ones have new ids
+                for index_id in index_ids:
+                    vectors += c.execute(
+                        "SELECT v.index_id, v.chunk_id FROM kb_chunks c JOIN kb_vectors v ON "
+                        "v.chunk_id = c.id AND v.index_id = ? WHERE c.tenant_id = ? AND c.document_id = ?",
+                        (index_id, tenant_id, document_id),
+                    ).fetchall()
+            pending = chunks_to_embed(drafts, plan, index_ids, ((r[0], r[1]) for r in vectors))
+            if index_ids:
+                searchable = sum(1 for d in drafts if d.kind != ChunkKind.parent)
+                c.execute(
+                    "UPDATE kb_documents SET status = 'embedding', chunk_count = ?, chunks_done = ?, "
+                    "updated_at = ? WHERE tenant_id = ? AND id = ?",
+                    (
+                        searchable,
+                        searchable - len(pending[index_ids[-1]]),
+                        time.time(),
+                        tenant_id,
+                        document_id,
+                    ),
+                )
+        return pending
 
     def _document_chunks(self, tenant_id: str, document_id: str) -> list[Chunk]:
         rows = self._conn.execute(

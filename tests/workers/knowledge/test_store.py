@@ -122,6 +122,35 @@ async def test_replace_chunks_keeps_unchanged_chunks_and_their_vectors(kstore, t
     assert await kstore.get_chunks(tenant + "-x", [after[0].id]) == []
 
 
+async def test_replace_chunks_for_pass_lists_what_each_index_lacks_and_sets_progress(kstore, tenant):
+    await kstore.create_dataset(dataset(tenant))
+    active = await kstore.create_index(tenant, "ds", "emb")
+    await kstore.activate_index(tenant, "ds", active.id)
+    building = await kstore.create_index(tenant, "ds", "emb2")
+    doc, _ = await kstore.put_document(document(tenant, "ds", "a.txt"))
+    first = await kstore.replace_chunks_for_pass(tenant, doc.id, drafts("one", "two", "three"), [])
+    assert first == {}
+    assert (await kstore.get_document(tenant, doc.id)).status == DocumentStatus.queued  # no index: no progress
+    stored = await kstore.replace_chunks(tenant, doc.id, drafts("one", "two", "three"))
+    await kstore.put_vectors(tenant, active.id, [(c.id, [1.0, float(i)]) for i, c in enumerate(stored)])
+    await kstore.put_vectors(tenant, building.id, [(stored[2].id, [1.0, 2.0, 3.0])])
+    pending = await kstore.replace_chunks_for_pass(tenant, doc.id, [
+        ChunkDraft(position=0, kind=ChunkKind.parent, text="zero", search_text="zero"),
+        ChunkDraft(position=1, kind=ChunkKind.child, text="new", search_text="new", parent=0),
+        ChunkDraft(position=2, text="one", search_text="one"),
+        ChunkDraft(position=3, text="three", search_text="three")], [active.id, building.id])
+    new_id = next(c.id for c in await kstore.chunks_without_vector(tenant, active.id, doc.id))
+    assert [(c.id, c.search_text) for c in pending[active.id]] == [(new_id, "new")]
+    assert [(c.id, c.search_text) for c in pending[building.id]] == [(new_id, "new"), (stored[0].id, "one")]
+    assert [c.id for c in await kstore.chunks_without_vector(tenant, building.id, doc.id)] == [
+        c.id for c in pending[building.id]]
+    now = await kstore.get_document(tenant, doc.id)  # progress follows the last index
+    assert (now.status, now.chunk_count, now.chunks_done) == (DocumentStatus.embedding, 3, 1)
+    with pytest.raises(DocumentNotFound):
+        await kstore.replace_chunks_for_pass(tenant + "-x", doc.id, drafts("x"), [active.id])
+    assert [c.text for c in (await kstore.document_chunks(tenant, doc.id))[0]] == ["zero", "new", "one", "three"]
+
+
 async def test_parent_child_chunks(kstore, tenant):
     await kstore.create_dataset(dataset(tenant))
     index = await kstore.create_index(tenant, "ds", "emb")
