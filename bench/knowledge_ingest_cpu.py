@@ -7,7 +7,9 @@ this process spends per chunk (``getrusage``: every thread, user + system; the e
 server is another process, and so is PostgreSQL) moves far less, so versions are compared
 by it, alternating runs of each. Prints **one JSON line**: per run the CPU ms per chunk,
 the wall chunks/s and the embedding requests sent; ``min`` / ``median`` over the runs after
-the first (which warms the process: imports, the tokenizer, the store's statements).
+the first (which warms the process: imports, the tokenizer, the store's statements),
+from after a full garbage collection (which the CPU figure counted before 2026-12-04's
+``ingest3`` work: ~0.1 ms a chunk in this process's heap, the same for every version).
 The process's CPU includes its live child processes' but the embeddings server's (the
 chunker's splitting process; ``children_cpu_ms_per_chunk`` of it). Beside it, the CPU
 the embeddings server (``server_cpu_ms_per_chunk``) and, on PostgreSQL, the database's
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import os
 import resource
 import shutil
@@ -122,8 +125,9 @@ async def run(database: str, runs: int, concurrency: int | None) -> dict[str, An
                 svc.queue = LocalIngestionQueue(svc.ingest, concurrency=concurrency)
             postmaster = _postmaster_pid(pg) if pg is not None else None
             server_cpu, pg_cpu = _tree_cpu_s(proc.pid), _tree_cpu_s(postmaster)
+            gc.collect()  # before the clock: a full collection of this process's heap is not ingestion's
             helpers, cpu, embedder.requests = _helpers_cpu_s(proc.pid), _cpu_s(), 0
-            rate, _ = await knowledge.ingest_flowloom(corpus, svc)
+            rate, _ = await knowledge.ingest_flowloom(corpus, svc, collect=False)
             helpers = _helpers_cpu_s(proc.pid) - helpers
             cpu = _cpu_s() - cpu + helpers
             server_cpu, pg_cpu = _tree_cpu_s(proc.pid) - server_cpu, _tree_cpu_s(postmaster) - pg_cpu
