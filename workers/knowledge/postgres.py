@@ -93,6 +93,9 @@ _VECTORS_IN = (
 class PostgresKnowledgeStore(PostgresVectors, PostgresFullText):
     """Knowledge bases in a (migrated) PostgreSQL database (module docstring). Create with :meth:`open`."""
 
+    #: reads run on pooled connections, side by side (the knowledge store port)
+    reads_side_by_side = True
+
     @classmethod
     async def open(cls, url: URL) -> PostgresKnowledgeStore:
         """A store on the database at ``url``: adds the ``vector`` column when the server
