@@ -512,7 +512,9 @@ class KnowledgeService:
             self._datasets_seen[tenant_id, ds.id] = ds
         return datasets
 
-    async def _search_ahead(self, tenant_id: str, request: SearchRequest, guess: list[Dataset]) -> SearchResult:
+    async def _search_ahead(
+        self, tenant_id: str, request: SearchRequest, guess: list[Dataset]
+    ) -> SearchResult:
         """The search of ``guess`` (the datasets as this process last read them), run
         while they are read again; its result when they are unchanged (equal in every
         field), else the search of the datasets as read. The answer is the one a search
