@@ -142,10 +142,12 @@ class PostgresKnowledgeStore(PostgresVectors, PostgresFullText):
         return cls(pool, url, support, search_pool)
 
     async def close(self) -> None:
-        """Stop a statistics refresh still running, close the connection pools."""
-        if self._analyzing is not None:
-            self._analyzing.cancel()
-            await asyncio.gather(self._analyzing, return_exceptions=True)
+        """Stop a statistics refresh or a full-text index merge still running, close the
+        connection pools."""
+        for task in (self._analyzing, self._merging):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
         await self._search_pool.close()
         await self._pool.close()
 
@@ -541,7 +543,7 @@ class PostgresKnowledgeStore(PostgresVectors, PostgresFullText):
                 tenant_id,
                 document_id,
             )
-        self._chunks_written += len(plan.inserts)  # full-text statistics may be stale from now on
+        self._inserted(len(plan.inserts))  # full-text statistics may be stale from now on
         return [chunk_from_row(r) for r in rows]
 
     async def get_chunks(self, tenant_id: str, chunk_ids: Sequence[str]) -> list[Chunk]:
