@@ -13,9 +13,8 @@ import numpy as np
 import pytest
 
 from engine.knowledge.ports import VectorSearchUnavailable
-from workers.knowledge import open_knowledge_store, vector_support_warning
+from workers.knowledge import open_knowledge_store, postgres_full_text, vector_support_warning
 from workers.knowledge.postgres import hnsw_breadth, nearest_query
-from workers.knowledge import postgres_full_text
 from workers.knowledge.postgres_base import SEARCH_SETTINGS
 
 from .conftest import dataset, document, drafts
