@@ -144,6 +144,8 @@ class PostgresKnowledgeStore(PostgresVectors, PostgresFullText):
     async def close(self) -> None:
         """Stop a statistics refresh or a full-text index merge still running, close the
         connection pools."""
+        if self._merge_later is not None:
+            self._merge_later.cancel()
         for task in (self._analyzing, self._merging):
             if task is not None:
                 task.cancel()

@@ -77,6 +77,7 @@ class PostgresStoreBase:
         self._chunks_written = 0  # chunks this store inserted since it last read the statistics
         self._pending_rows = 0  # chunks inserted since the full-text index's pending entries were merged
         self._merging: asyncio.Task[None] | None = None  # that merge, off the ingestion's path
+        self._merge_later: asyncio.TimerHandle | None = None  # the merge once inserts pause
 
     # -------------------------------------------------------------------- plumbing
 
