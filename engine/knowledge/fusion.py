@@ -150,11 +150,16 @@ def _coverage(
 
 
 def fuse_rrf(
-    passes: Sequence[RecallPass], k: int = RRF_K, dataset_of: Mapping[str, str | None] | None = None
+    passes: Sequence[RecallPass],
+    k: int = RRF_K,
+    dataset_of: Mapping[str, str | None] | None = None,
+    limit: int | None = None,
 ) -> list[Fused]:
     """Reciprocal rank fusion of ``passes`` (module docstring), best first. A chunk's sum
     is scaled by the most the passes that could have found it give (``dataset_of``:
-    key -> dataset, see :func:`_coverage`)."""
+    key -> dataset, see :func:`_coverage`). ``limit``: only the first ``limit`` of the
+    ranking (the same as slicing it): a search fuses 80 candidates of two passes and
+    keeps ``top_k``, so only those are built into :class:`Fused`."""
     order, scores = _best_per_kind(passes)
     counted = [p for p in passes if p.items]
     if not counted:
@@ -164,17 +169,12 @@ def fuse_rrf(
         for rank, (key, _) in enumerate(p.items, start=1):
             totals[key] = totals.get(key, 0.0) + 1.0 / (k + rank)
     coverage = _coverage(passes, dataset_of)
+    score = {key: min(1.0, totals[key] * (k + 1) / max(coverage(key)[0], 1)) for key in order}
+    ranked = sorted(order, key=lambda key: -score[key])  # stable: ties keep first-seen order
+    if limit is not None:
+        ranked = ranked[: max(limit, 0)]
     kinds = list(scores.items())
-    fused = [
-        Fused(
-            key,
-            min(1.0, totals[key] * (k + 1) / max(coverage(key)[0], 1)),
-            {kind: own[key] for kind, own in kinds if key in own},
-        )
-        for key in order
-    ]
-    fused.sort(key=lambda f: -f.score)
-    return fused
+    return [Fused(key, score[key], {kind: own[key] for kind, own in kinds if key in own}) for key in ranked]
 
 
 def fuse_weighted(

@@ -170,6 +170,10 @@ class KnowledgeStore(Protocol):
 
     Raises VectorSearchUnavailable from the vector methods when the store has no vector
     support; StoreError subclasses otherwise.
+
+    A store may also say ``reads_side_by_side = True`` (PostgreSQL's pooled connections):
+    reads sent together are answered together, so a search may run while its datasets are
+    read (``KnowledgeService.search``). Absent: False.
     """
 
     vector_support: bool

@@ -195,6 +195,12 @@ class Retriever:
         if not reranking:
             self._threshold_recall(request, recall.passes, result.notes)
         dataset_of = {key: found.dataset_id for key, found in recall.chunks.items()}
+        # hits are built only for the candidates a later step can look at
+        wanted = request.top_k
+        if reranking:
+            wanted = max(wanted, MAX_RERANK_CANDIDATES)
+        elif request.rerank is not None and request.rerank.llm:
+            wanted = max(wanted, 2 * max(request.top_k, 1))
         if request.fusion == FusionMode.weighted:
             fused = fuse_weighted(recall.passes, request.semantic_weight, dataset_of)
             if not reranking and request.score_threshold > 0:
@@ -204,13 +210,7 @@ class Retriever:
             # score (the cosine; full text: over its pass's best), not a score of its rank
             fused = fuse_weighted(recall.passes, request.semantic_weight, dataset_of)
         else:
-            fused = fuse_rrf(recall.passes, dataset_of=dataset_of)
-        # hits are built only for the candidates a later step can look at
-        wanted = request.top_k
-        if reranking:
-            wanted = max(wanted, MAX_RERANK_CANDIDATES)
-        elif request.rerank is not None and request.rerank.llm:
-            wanted = max(wanted, 2 * max(request.top_k, 1))
+            fused = fuse_rrf(recall.passes, dataset_of=dataset_of, limit=wanted)
         hits = [self._hit(recall.chunks[f.key].chunk, f.score, f.scores) for f in fused[:wanted]]
         hits = await self._rerank(request, queries[0], hits, result)
         hits = (

@@ -66,6 +66,8 @@ logger = logging.getLogger("flowloom.knowledge")
 #: the largest upload accepted by default (bytes)
 DEFAULT_MAX_DOCUMENT_BYTES = 20 * 1024 * 1024
 _ENDED = (DocumentStatus.ready, DocumentStatus.failed)
+#: datasets a service remembers for searching ahead of their read (:meth:`KnowledgeService.search`)
+_DATASETS_SEEN = 1024
 
 
 class InvalidDataset(FlowloomError, ValueError):
@@ -202,6 +204,8 @@ class KnowledgeService:
         )
         self.queue: IngestionQueue = queue if queue is not None else LocalIngestionQueue(self.ingest)
         self._retriever: Any = None
+        #: (tenant, dataset id) -> the dataset as a search last read it (:meth:`search`)
+        self._datasets_seen: dict[tuple[str, str], Dataset] = {}
 
     async def aclose(self) -> None:
         """Stop in-process ingestion tasks (the store is the caller's to close)."""
@@ -480,13 +484,64 @@ class KnowledgeService:
 
     async def search(self, tenant_id: str, request: SearchRequest) -> SearchResult:
         """Search the tenant's datasets (:class:`engine.knowledge.retrieval.Retriever`).
-        Raises DatasetNotFound, EmbeddingError."""
+        Raises DatasetNotFound, EmbeddingError.
+
+        The datasets are read first, since what a search does follows from them (which
+        index, which embedding model, parent-child or not). On a store that answers
+        reads side by side (``reads_side_by_side``: PostgreSQL's pooled connections),
+        when this process read the same datasets before, the search runs *ahead* with
+        those while they are read again (:meth:`_search_ahead`): the read is a query to
+        the server that otherwise stands before every search's own. (The SQLite store
+        reads on one thread, the search's own reads behind the dataset's: nothing to
+        gain there.)"""
         from .retrieval import Retriever  # the retrieval module is its own concern
 
-        datasets = [await self.store.get_dataset(tenant_id, d, counts=False) for d in request.dataset_ids]
         if self._retriever is None:
             self._retriever = Retriever(
                 store=self.store, embedder=self.embedder, reranker=self.reranker, judge=self.judge
             )
+        seen = self._datasets_seen
+        guess = [seen.get((tenant_id, d)) for d in request.dataset_ids]
+        ahead = getattr(self.store, "reads_side_by_side", False) and request.rerank is None
+        if not ahead or any(ds is None for ds in guess):
+            datasets = await self._read_datasets(tenant_id, request.dataset_ids)
+            async with tenant_models_scope(self.tenant_models, tenant_id):
+                return await self._retriever.search(tenant_id, request, datasets)
         async with tenant_models_scope(self.tenant_models, tenant_id):
-            return await self._retriever.search(tenant_id, request, datasets)
+            return await self._search_ahead(tenant_id, request, [ds for ds in guess if ds is not None])
+
+    async def _read_datasets(self, tenant_id: str, dataset_ids: Sequence[str]) -> list[Dataset]:
+        """The datasets (without counts), remembered for the next search of them (at most
+        :data:`_DATASETS_SEEN` in all: past that the memory starts again)."""
+        datasets = [await self.store.get_dataset(tenant_id, d, counts=False) for d in dataset_ids]
+        if len(self._datasets_seen) > _DATASETS_SEEN:
+            self._datasets_seen.clear()
+        for ds in datasets:
+            self._datasets_seen[tenant_id, ds.id] = ds
+        return datasets
+
+    async def _search_ahead(
+        self, tenant_id: str, request: SearchRequest, guess: list[Dataset]
+    ) -> SearchResult:
+        """The search of ``guess`` (the datasets as this process last read them), run
+        while they are read again; its result when they are unchanged (equal in every
+        field), else the search of the datasets as read. The answer is the one a search
+        after the read gives, since a search depends on the store's rows and on the
+        datasets only. Not for rerank requests (``search`` keeps those in order): a
+        search ahead of a changed dataset is thrown away, and a rerank or relevance
+        model would be paid for nothing; a query embedding may be (only when a dataset
+        changed since this process last searched it)."""
+        assert self._retriever is not None
+        # the search's task starts at the next step of the loop, after this task sent its read
+        ahead = asyncio.ensure_future(self._retriever.search(tenant_id, request, guess))
+        try:
+            datasets = await self._read_datasets(tenant_id, request.dataset_ids)
+        except BaseException:
+            ahead.cancel()
+            await asyncio.gather(ahead, return_exceptions=True)
+            raise
+        if datasets == guess:
+            return await ahead
+        ahead.cancel()
+        await asyncio.gather(ahead, return_exceptions=True)
+        return await self._retriever.search(tenant_id, request, datasets)

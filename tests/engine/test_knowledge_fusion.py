@@ -1,5 +1,7 @@
 """Pure ranking functions of retrieval: RRF, weighted fusion, the token budget."""
 
+import random
+
 import pytest
 
 from engine.knowledge.fusion import (
@@ -123,3 +125,18 @@ def test_two_datasets_searched_semantically_each_reach_one_for_their_best():
     b = RecallPass("semantic", "semantic[b, q1]", [("b1", 0.8)], frozenset({"b"}))
     fused = fuse_rrf([a, b], dataset_of={"a1": "a", "b1": "b"})
     assert [f.score for f in fused] == [pytest.approx(1.0), pytest.approx(1.0)]
+
+
+def test_rrf_with_a_limit_is_the_head_of_the_full_ranking():
+    rng = random.Random(5)
+    for _ in range(300):
+        keys = [f"k{i}" for i in range(rng.randint(1, 30))]
+        passes = [
+            RecallPass(kind, f"{kind}{n}", [(key, rng.choice([0.5, rng.random()])) for key in rng.sample(keys, rng.randint(0, len(keys)))],
+                       frozenset(rng.sample(["a", "b"], rng.randint(1, 2))))
+            for n, kind in enumerate(rng.choices(["semantic", "full_text"], k=rng.randint(1, 4)))
+        ]
+        dataset_of = {key: rng.choice(["a", "b", None]) for key in keys}
+        full = fuse_rrf(passes, dataset_of=dataset_of)
+        for limit in (0, 1, 3, len(keys), len(keys) + 5):
+            assert fuse_rrf(passes, dataset_of=dataset_of, limit=limit) == full[:limit]

@@ -94,6 +94,9 @@ _VECTORS_IN = (
 class PostgresKnowledgeStore(PostgresVectors, PostgresFullText):
     """Knowledge bases in a (migrated) PostgreSQL database (module docstring). Create with :meth:`open`."""
 
+    #: reads run on pooled connections, side by side (the knowledge store port)
+    reads_side_by_side = True
+
     @classmethod
     async def open(cls, url: URL) -> PostgresKnowledgeStore:
         """A store on the database at ``url``: adds the ``vector`` column when the server
@@ -140,10 +143,14 @@ class PostgresKnowledgeStore(PostgresVectors, PostgresFullText):
         return cls(pool, url, support, search_pool)
 
     async def close(self) -> None:
-        """Stop a statistics refresh still running, close the connection pools."""
-        if self._analyzing is not None:
-            self._analyzing.cancel()
-            await asyncio.gather(self._analyzing, return_exceptions=True)
+        """Stop a statistics refresh or a full-text index merge still running, close the
+        connection pools."""
+        if self._merge_later is not None:
+            self._merge_later.cancel()
+        for task in (self._analyzing, self._merging):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
         await self._search_pool.close()
         await self._pool.close()
 
@@ -576,7 +583,7 @@ class PostgresKnowledgeStore(PostgresVectors, PostgresFullText):
                 "dataset_id, document_id, kind, search_text, text_hash, search_vector::tsvector, position, text, "
                 "heading_path::jsonb, parent_id, tokens FROM kb_chunks_in"
             )
-        self._chunks_written += len(plan.inserts)  # full-text statistics may be stale from now on
+        self._inserted(len(plan.inserts))  # full-text statistics may be stale from now on
         return plan
 
     async def get_chunks(self, tenant_id: str, chunk_ids: Sequence[str]) -> list[Chunk]:

@@ -75,6 +75,9 @@ class PostgresStoreBase:
         self._analyzed_at = 0.0
         self._analyzing: asyncio.Task[None] | None = None  # the ANALYZE running off the search path
         self._chunks_written = 0  # chunks this store inserted since it last read the statistics
+        self._pending_rows = 0  # chunks inserted since the full-text index's pending entries were merged
+        self._merging: asyncio.Task[None] | None = None  # that merge, off the ingestion's path
+        self._merge_later: asyncio.TimerHandle | None = None  # the merge once inserts pause
 
     # -------------------------------------------------------------------- plumbing
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from engine.knowledge.ports import VectorSearchUnavailable
-from workers.knowledge import open_knowledge_store, vector_support_warning
+from workers.knowledge import open_knowledge_store, postgres_full_text, vector_support_warning
 from workers.knowledge.postgres import hnsw_breadth, nearest_query
 from workers.knowledge.postgres_base import SEARCH_SETTINGS
 
@@ -88,6 +88,52 @@ async def test_stale_full_text_statistics_are_refreshed_beside_the_search_not_in
         assert store._lexemes is not None and store._lexemes[1] >= 2500  # the new statistics were read
     finally:
         await blocker.close()
+        await store.close()
+
+
+async def test_inserted_chunks_pending_in_the_full_text_index_are_merged(plain_postgres_url, tenant, monkeypatch):
+    """New rows' lexemes wait in the GIN index's pending list, which every full-text
+    search reads whole; the store merges them once it inserted enough chunks."""
+    monkeypatch.setattr(postgres_full_text, "PENDING_MERGE_ROWS", 3)
+    monkeypatch.setattr(postgres_full_text, "PENDING_MERGE_QUIET_S", 60.0)
+    url = plain_postgres_url
+    store = await open_knowledge_store(url, Path(os.environ["FLOWLOOM_HOME"]))
+    conn = await asyncpg.connect(url)
+    merge = "SELECT gin_clean_pending_list('ix_kb_chunks_search'::regclass)"
+    try:
+        await store.create_dataset(dataset(tenant))
+        first, _ = await store.put_document(document(tenant, "ds", "a.txt"))
+        await store.replace_chunks(tenant, first.id, drafts("steel cables", "green tea"))
+        assert store._merging is None  # two chunks: below the count
+        assert await conn.fetchval(merge) > 0  # they were pending (merged here)
+        second, _ = await store.put_document(document(tenant, "ds", "b.txt"))
+        await store.replace_chunks(tenant, second.id, drafts("rocket fuel", "black tea", "river bridges"))
+        assert store._merging is not None
+        await store._merging
+        assert await conn.fetchval(merge) == 0  # the store merged them
+        hits = await store.search_full_text(tenant, ["ds"], "tea", 5)
+        assert sorted(h.chunk.text for h in hits) == ["black tea", "green tea"]
+    finally:
+        await conn.close()
+        await store.close()
+
+
+async def test_a_few_inserted_chunks_are_merged_once_inserts_pause(plain_postgres_url, tenant, monkeypatch):
+    monkeypatch.setattr(postgres_full_text, "PENDING_MERGE_QUIET_S", 0.2)
+    url = plain_postgres_url
+    store = await open_knowledge_store(url, Path(os.environ["FLOWLOOM_HOME"]))
+    conn = await asyncpg.connect(url)
+    try:
+        await store.create_dataset(dataset(tenant))
+        doc, _ = await store.put_document(document(tenant, "ds", "a.txt"))
+        await store.replace_chunks(tenant, doc.id, drafts("steel cables", "green tea"))
+        assert store._merging is None  # not while inserts may follow
+        await asyncio.sleep(0.5)
+        assert store._merging is not None
+        await store._merging
+        assert await conn.fetchval("SELECT gin_clean_pending_list('ix_kb_chunks_search'::regclass)") == 0
+    finally:
+        await conn.close()
         await store.close()
 
 
