@@ -42,6 +42,7 @@ and by :meth:`~engine.context.NodeContext.delta` with live text.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -420,16 +421,23 @@ class _Unit(_Seq):
 # ------------------------------------------------------------------ run side: the stream
 
 
+@functools.cache
+def _delta_event() -> type[Any]:
+    """``schemas.events.NodeDelta``, imported on first use (compiling needs no event
+    model) and then found here rather than by an import statement per run."""
+    from schemas.events import NodeDelta
+
+    return NodeDelta
+
+
 class _Root:
     """What every stream of a run shares: the sink of sent text and the text so far."""
 
     __slots__ = ("emit", "pieces", "muted", "changed", "_delta")
 
     def __init__(self, emit: Callable[..., None], answer: str) -> None:
-        from schemas.events import NodeDelta  # here, not at the top: compiling needs no event model
-
         self.emit = emit
-        self._delta = NodeDelta
+        self._delta = _delta_event()
         self.pieces: list[str] = [answer] if answer else []
         self.muted = False
         self.changed = False

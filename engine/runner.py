@@ -6,6 +6,7 @@ The CLI, the API and the workers all go through these functions.
 from __future__ import annotations
 
 import asyncio
+import collections
 import dataclasses
 import json
 import uuid
@@ -249,14 +250,14 @@ async def stream_workflow(
 
     Closing the iterator early cancels the run.
     """
-    queue: asyncio.Queue[Any] = asyncio.Queue()
+    queue = _Handoff()
     base = deps or RunDeps()
     outer = base.on_event
 
     def sink(event: Any) -> None:
         if outer is not None:
             outer(event)
-        queue.put_nowait(event)
+        queue.put(event)
 
     token = cancel or CancelToken()
     run_deps = dataclasses.replace(base, on_event=sink)
@@ -273,7 +274,7 @@ async def stream_workflow(
         if scope is not None:
             run_scope.reset(scope)
     done = object()
-    task.add_done_callback(lambda _t: queue.put_nowait(done))
+    task.add_done_callback(lambda _t: queue.put(done))
     try:
         while True:
             event = await queue.get()
@@ -285,6 +286,39 @@ async def stream_workflow(
         if not task.done():
             token.cancel("stream closed by consumer")
             await asyncio.gather(task, return_exceptions=True)
+
+
+class _Handoff:
+    """The run's events from its task to the one consumer of :func:`stream_workflow`, in
+    order: a FIFO and at most one waiting consumer. An unbounded ``asyncio.Queue`` with a
+    single getter does the same, paying per event for the bookkeeping of many getters and
+    putters and of ``join`` (a run emits about three events per node)."""
+
+    __slots__ = ("_items", "_waiter")
+
+    def __init__(self) -> None:
+        self._items: collections.deque[Any] = collections.deque()
+        self._waiter: asyncio.Future[None] | None = None
+
+    def put(self, item: Any) -> None:
+        """Append ``item``; wake the consumer if it waits (never blocks)."""
+        self._items.append(item)
+        waiter = self._waiter
+        if waiter is not None:
+            self._waiter = None
+            if not waiter.done():
+                waiter.set_result(None)
+
+    async def get(self) -> Any:
+        """The oldest item, waiting for one if there is none. Cancelling the wait takes nothing."""
+        while not self._items:
+            waiter = self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await waiter
+            finally:
+                if self._waiter is waiter:
+                    self._waiter = None
+        return self._items.popleft()
 
 
 async def _traced(coro: Any, workflow_id: str, state: RunState) -> RunState:

@@ -40,7 +40,9 @@ from __future__ import annotations
 import asyncio
 import builtins
 import contextlib
+import functools
 import time
+import types
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
@@ -100,6 +102,16 @@ class Stores:
     events: EventLog
     commands: CommandChannel
     chats: ChatStore
+
+
+@functools.cache
+def _frontdoor() -> types.ModuleType:
+    """:mod:`engine.frontdoor`, imported on first use as before, then found here: an import
+    statement run per call costs the import system's lookup and a failed ``__path__`` read
+    whose AttributeError message is built each time (two per blocking run start)."""
+    from . import frontdoor
+
+    return frontdoor
 
 
 class RunService(Executing, ChatTurns, NodeRuns):
@@ -483,24 +495,18 @@ class RunService(Executing, ChatTurns, NodeRuns):
         """Start, resume (a chat turn among them), rerun or continue a run: admission,
         the stored change, then placement in this process or on the queue - the one way
         every door starts work (:func:`engine.frontdoor.launch`, which lists the errors)."""
-        from .frontdoor import launch
-
-        return await launch(self, tenant_id, request, placement)
+        return await _frontdoor().launch(self, tenant_id, request, placement)
 
     def follow(self, tenant_id: str, run_id: str, after_seq: int = 0) -> AsyncIterator[Any]:
         """The run's events (event models) after ``after_seq``, live or replayed, until it
         ends or pauses, wherever it executes (:func:`engine.frontdoor.follow`).
         Raises RunNotFound (when iterated)."""
-        from .frontdoor import follow
-
-        return follow(self, tenant_id, run_id, after_seq)
+        return _frontdoor().follow(self, tenant_id, run_id, after_seq)
 
     async def follow_to_end(self, tenant_id: str, run_id: str) -> None:
         """Return once the run ends or pauses, as reading :meth:`follow` to its end does,
         without its events (:func:`engine.frontdoor.follow_to_end`). Raises as it."""
-        from .frontdoor import follow_to_end
-
-        await follow_to_end(self, tenant_id, run_id)
+        await _frontdoor().follow_to_end(self, tenant_id, run_id)
 
     async def watch(self, tenant_id: str, run_id: str, after_seq: int = 0) -> AsyncIterator[dict[str, Any]]:
         """:meth:`follow` as JSON objects."""

@@ -241,9 +241,12 @@ class Settings(BaseSettings):
         the file once per :class:`Settings`. This is the one place besides the settings
         fields that reads the environment: the model registry receives this mapping.
         """
-        if self._dotenv is None:
-            self._dotenv = _read_env_file(self.model_config.get("env_file"))
-        return collections.ChainMap(os.environ, self._dotenv)
+        # the file's values from pydantic's private store: ``self._dotenv`` goes through
+        # BaseModel.__getattr__ (about 25x a field read), and every run start asks
+        dotenv = self.__pydantic_private__["_dotenv"]  # type: ignore[index]
+        if dotenv is None:
+            dotenv = self._dotenv = _read_env_file(self.model_config.get("env_file"))
+        return collections.ChainMap(os.environ, dotenv)
 
     @property
     def models_override_path(self) -> Path:

@@ -236,7 +236,9 @@ class RunState(BaseModel):
             run = state.node_runs.get(node_id)
             if run is not None:
                 return run
-            state = state._parent
+            # ``_parent`` read from pydantic's private store: the attribute goes through
+            # BaseModel.__getattr__, about 25x the cost of a field read, on every node event
+            state = state.__pydantic_private__["_parent"]  # type: ignore[index]
         return None
 
     def __repr__(self) -> str:

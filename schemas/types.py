@@ -232,7 +232,9 @@ class Ref(BaseModel):
     @property
     def selector(self) -> Selector:
         """The parsed selector."""
-        return self._selector
+        # from pydantic's private store: ``self._selector`` goes through
+        # BaseModel.__getattr__, about 25x the cost of a field read, once per reference rendered
+        return self.__pydantic_private__["_selector"]  # type: ignore[index]
 
 
 def is_ref(value: Any) -> bool:

@@ -99,6 +99,10 @@ class PrometheusTelemetry(Telemetry):
         #: looks the labels up under a lock, once per node run otherwise (a 10,000-node run
         #: made 10,000 such calls); bounded as the labels are
         self._durations: dict[tuple[str, str], Any] = {}
+        #: the run counters' children per workflow (and end), found once for the same reason;
+        #: the metric holds every one of them anyway, so this bounds nothing new
+        self._started: dict[str, Any] = {}
+        self._finished: dict[tuple[str, str], Any] = {}
         if executing is not None:
             self.executing.set_function(lambda: float(executing()))
 
@@ -111,9 +115,16 @@ class PrometheusTelemetry(Telemetry):
                 child = self._durations[labels] = self.node_duration.labels(*labels)
             child.observe(event.elapsed_ms / 1000.0)
         elif kind is RunStarted:
-            self.runs_started.labels(workflow_id).inc()
+            started = self._started.get(workflow_id)
+            if started is None:
+                started = self._started[workflow_id] = self.runs_started.labels(workflow_id)
+            started.inc()
         elif kind in _ENDS:
-            self.runs_finished.labels(workflow_id, _ENDS[kind]).inc()
+            ended = (workflow_id, _ENDS[kind])
+            finished = self._finished.get(ended)
+            if finished is None:
+                finished = self._finished[ended] = self.runs_finished.labels(*ended)
+            finished.inc()
         elif kind is RunPaused:
             self.runs_paused.labels(workflow_id).inc()
 

@@ -235,13 +235,31 @@ def sqlite_statements(
             (_SQLITE_ADMIT, (admission.tenant_id, admission.app_id, admission.run_id, admission.admitted_at))
         )
     names = tuple(run)
-    params = tuple(
-        None if run[n] is None else to_json(run[n]).decode() if n in run_json else run[n] for n in names
-    )
-    statements.append(
-        (f"INSERT INTO runs ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})", params)
-    )
+    sql, json_at = _run_insert(names, run_json)
+    values = list(run.values())
+    for at in json_at:
+        value = values[at]
+        if value is not None:
+            values[at] = to_json(value).decode()
+    statements.append((sql, tuple(values)))
     return check, statements
+
+
+#: (the ``runs`` columns of an insert, the JSON ones) -> its SQL and the JSON columns' positions;
+#: a run's columns are the same names in the same order from one run to the next
+_RUN_INSERTS: dict[tuple[tuple[str, ...], tuple[str, ...]], tuple[str, tuple[int, ...]]] = {}
+
+
+def _run_insert(names: tuple[str, ...], run_json: tuple[str, ...]) -> tuple[str, tuple[int, ...]]:
+    """The ``INSERT INTO runs`` of the columns ``names`` and the positions of those among
+    them to encode as JSON text (``run_json``), made once per set of columns."""
+    made = _RUN_INSERTS.get((names, run_json))
+    if made is None:
+        sql = f"INSERT INTO runs ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})"
+        made = sql, tuple(at for at, name in enumerate(names) if name in run_json)
+        if len(_RUN_INSERTS) < 64:  # a handful of column sets exist; bounded all the same
+            _RUN_INSERTS[(names, run_json)] = made
+    return made
 
 
 def sqlite_launch(
