@@ -243,7 +243,7 @@ class Settings(BaseSettings):
         """
         # the file's values from pydantic's private store: ``self._dotenv`` goes through
         # BaseModel.__getattr__ (about 25x a field read), and every run start asks
-        dotenv = self.__pydantic_private__["_dotenv"]  # type: ignore[index]
+        dotenv = self.__pydantic_private__["_dotenv"]  # type: ignore[index]  # pydantic types it Optional; set for every model with private attributes
         if dotenv is None:
             dotenv = self._dotenv = _read_env_file(self.model_config.get("env_file"))
         return collections.ChainMap(os.environ, dotenv)

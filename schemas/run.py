@@ -238,7 +238,7 @@ class RunState(BaseModel):
                 return run
             # ``_parent`` read from pydantic's private store: the attribute goes through
             # BaseModel.__getattr__, about 25x the cost of a field read, on every node event
-            state = state.__pydantic_private__["_parent"]  # type: ignore[index]
+            state = state.__pydantic_private__["_parent"]  # type: ignore[index]  # pydantic types it Optional; set for every model with private attributes
         return None
 
     def __repr__(self) -> str:

@@ -234,7 +234,7 @@ class Ref(BaseModel):
         """The parsed selector."""
         # from pydantic's private store: ``self._selector`` goes through
         # BaseModel.__getattr__, about 25x the cost of a field read, once per reference rendered
-        return self.__pydantic_private__["_selector"]  # type: ignore[index]
+        return self.__pydantic_private__["_selector"]  # type: ignore[index]  # pydantic types it Optional; set for every model with private attributes
 
 
 def is_ref(value: Any) -> bool:
