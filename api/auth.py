@@ -34,7 +34,6 @@ __all__ = [
     "admin",
     "authenticate",
     "bearer",
-    "bearer_credentials",
     "missing_key",
     "principal",
 ]
@@ -62,14 +61,6 @@ def missing_key(headers: Mapping[str, str]) -> ApiError:
     else:
         message = f"missing API key: {_HOW}"
     return _unauthorized(message)
-
-
-def bearer_credentials(headers: Mapping[str, str]) -> HTTPAuthorizationCredentials:
-    """The bearer key of a request's ``headers``. Raises ApiError 401 (:func:`missing_key`)."""
-    scheme, _, value = headers.get("authorization", "").partition(" ")
-    if scheme.lower() != "bearer" or not value.strip():
-        raise missing_key(headers)
-    return HTTPAuthorizationCredentials(scheme=scheme, credentials=value.strip())
 
 
 class _Bearer(HTTPBearer):
@@ -119,7 +110,7 @@ async def authenticate(keys: KeyStore, credentials: HTTPAuthorizationCredentials
     for a dependency that gives a route several parts at once. Raises ApiError 401 without a
     valid, active key."""
     if credentials is None:
-        raise _unauthorized(f"missing API key: {_HOW}")
+        raise missing_key({})
     key = await keys.authenticate(credentials.credentials)
     if key is None:
         raise _unauthorized("invalid or revoked API key", "invalid_token")

@@ -34,7 +34,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -53,7 +53,7 @@ from schemas.launch import StartRun
 from schemas.types import RunStatus, VarType
 from schemas.workflow import InputVar
 
-from ..auth import Principal, bearer_credentials, principal
+from ..auth import Principal, bearer, principal
 from ..deployment import deployment_of
 from ..errors import ApiError, describe
 
@@ -78,9 +78,9 @@ _QUESTION_KEYS = ("question", "description", "prompt", "message", "title", "text
 # --------------------------------------------------------------------- callers
 
 
-async def _authenticate(app: FastAPI, headers: Mapping[str, str]) -> Principal:
+async def _authenticate(app: FastAPI, request: Request) -> Principal:
     """The key behind a request's ``Authorization`` header. Raises ApiError 401."""
-    return await principal(deployment_of(app).keys, bearer_credentials(headers))
+    return await principal(deployment_of(app).keys, await bearer(request))
 
 
 async def _caller_of(ctx: Any) -> tuple[FastAPI, Principal]:
@@ -95,7 +95,7 @@ async def _caller_of(ctx: Any) -> tuple[FastAPI, Principal]:
     app: FastAPI = request.scope["app"]
     caller = request.scope.get("state", {}).get(_CALLER)
     if caller is None:  # a request framed without our wrapper's state: authenticate again
-        caller = await _authenticate(app, request.headers)
+        caller = await _authenticate(app, request)
     return app, caller
 
 
@@ -422,7 +422,7 @@ class _Endpoint:
         app: FastAPI = scope["app"]
         request = Request(scope, receive)
         try:
-            caller = await _authenticate(app, request.headers)
+            caller = await _authenticate(app, request)
         except ApiError as exc:
             status, body, headers = describe(exc)
             await JSONResponse(body, status_code=status, headers=headers)(scope, receive, send)

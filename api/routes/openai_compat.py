@@ -58,7 +58,7 @@ from schemas.launch import RunTicket, StartRun
 from schemas.openai_compat import ChatCompletionRequest, message_text
 from schemas.types import RunStatus
 
-from ..auth import Principal, bearer_credentials, principal
+from ..auth import Principal, bearer, principal
 from ..deployment import Heartbeat, Keys, Service, Workflows
 from ..errors import ApiError, describe, openai_error, parse_body
 from ..sse import EventStreamResponse, with_heartbeats
@@ -138,7 +138,7 @@ class _RunFailed(ApiError):
 
 async def _caller(request: Request, keys: KeyStore) -> Principal:
     """The caller of the request (its Bearer key). Raises ApiError 401."""
-    return await principal(keys, bearer_credentials(request.headers))
+    return await principal(keys, await bearer(request))
 
 
 # --------------------------------------------------------------------- apps
