@@ -13,7 +13,7 @@ from schemas.knowledge import ChunkDraft, ChunkKind
 
 from .rows import dumps, new_id
 
-__all__ = ["ChunkPlan", "chunks_to_embed", "plan_chunks"]
+__all__ = ["ChunkPlan", "chunks_to_embed", "pass_progress", "plan_chunks"]
 
 
 @dataclass
@@ -104,3 +104,13 @@ def chunks_to_embed(
         if draft.kind != ChunkKind.parent
     ]
     return {index_id: [c for c in searchable if c.id not in have] for index_id, have in held.items()}
+
+
+def pass_progress(
+    drafts: Sequence[ChunkDraft], pending: dict[str, list[ChunkToEmbed]], index_ids: Sequence[str]
+) -> tuple[int, int]:
+    """``(chunk_count, chunks_done)`` a pass sets on its document: the searchable chunks
+    (not parents), and those already with a vector in the last index of ``index_ids``
+    (the one progress follows)."""
+    searchable = sum(1 for d in drafts if d.kind != ChunkKind.parent)
+    return searchable, searchable - len(pending[index_ids[-1]])

@@ -41,9 +41,9 @@ from engine.knowledge.ports import (
     ParsedDocument,
 )
 from engine.ports import StoreError
-from schemas.knowledge import Chunk, ChunkDraft, ChunkKind, Dataset, Document
+from schemas.knowledge import Chunk, ChunkDraft, Dataset, Document
 
-from .chunks import ChunkPlan, chunks_to_embed, plan_chunks
+from .chunks import ChunkPlan, chunks_to_embed, pass_progress, plan_chunks
 from .postgres_base import _CHUNK_COLUMNS, SEARCH_SETTINGS, SearchConnection, _Conn, _errors
 from .postgres_full_text import PostgresFullText
 from .postgres_vectors import PostgresVectors, _drop_hnsw, hnsw_breadth, nearest_query
@@ -537,14 +537,14 @@ class PostgresKnowledgeStore(PostgresVectors, PostgresFullText):
                 )
             pending = chunks_to_embed(drafts, plan, index_ids, ((r[0], r[1]) for r in vectors))
             if index_ids:
-                searchable = sum(1 for d in drafts if d.kind != ChunkKind.parent)
+                count, done = pass_progress(drafts, pending, index_ids)
                 await c.execute(
                     "UPDATE kb_documents SET status = 'embedding', chunk_count = $3, chunks_done = $4, "
                     "updated_at = $5 WHERE tenant_id = $1 AND id = $2",
                     tenant_id,
                     document_id,
-                    searchable,
-                    searchable - len(pending[index_ids[-1]]),
+                    count,
+                    done,
                     time.time(),
                 )
         return pending

@@ -47,9 +47,9 @@ from engine.knowledge.ports import (
     ParsedDocument,
 )
 from engine.ports import StoreError
-from schemas.knowledge import Chunk, ChunkDraft, ChunkKind, Dataset, Document, IndexInfo
+from schemas.knowledge import Chunk, ChunkDraft, Dataset, Document, IndexInfo
 
-from .chunks import ChunkPlan, chunks_to_embed, plan_chunks
+from .chunks import ChunkPlan, chunks_to_embed, pass_progress, plan_chunks
 from .rows import (
     UPDATABLE_DATASET_FIELDS,
     UPDATABLE_DOCUMENT_FIELDS,
@@ -515,17 +515,11 @@ class SqliteKnowledgeStore(SqliteVectors, SqliteFullText):
                     ).fetchall()
             pending = chunks_to_embed(drafts, plan, index_ids, ((r[0], r[1]) for r in vectors))
             if index_ids:
-                searchable = sum(1 for d in drafts if d.kind != ChunkKind.parent)
+                count, done = pass_progress(drafts, pending, index_ids)
                 c.execute(
                     "UPDATE kb_documents SET status = 'embedding', chunk_count = ?, chunks_done = ?, "
                     "updated_at = ? WHERE tenant_id = ? AND id = ?",
-                    (
-                        searchable,
-                        searchable - len(pending[index_ids[-1]]),
-                        time.time(),
-                        tenant_id,
-                        document_id,
-                    ),
+                    (count, done, time.time(), tenant_id, document_id),
                 )
         return pending
 
