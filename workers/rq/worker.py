@@ -140,11 +140,20 @@ class FlowloomWorker(SimpleWorker):
     def handle_exception(self, job: Any, *exc_info: Any) -> None:
         """RQ's handling of a job that raised, except for a failed run (module docstring):
         its reason is kept for :meth:`handle_job_failure`, no traceback is logged (the job
-        logged the run's outcome)."""
+        logged the run's outcome); and except for a cold shut down, logged in one line."""
         from .jobs import RunFailed
 
         if isinstance(exc_info[1], RunFailed):
             self._run_failures[job.id] = str(exc_info[1])
+            return
+        if isinstance(exc_info[1], SystemExit):
+            # RQ's cold shutdown (a second Ctrl+C) raises SystemExit inside the job: an
+            # operator's stop, not a fault, so one line instead of a traceback; RQ still
+            # records the failure and enqueues the job again for another worker.
+            from rq.job_lifecycle import call_exception_handlers
+
+            self.log.warning("Worker %s: job %s stopped by a cold shut down", self.name, job.id)
+            call_exception_handlers(self._exc_handlers, job, *exc_info)
             return
         super().handle_exception(job, *exc_info)
 
