@@ -56,6 +56,7 @@ from schemas.types import NodeRunStatus, RunStatus
 from .catalog import NodeCatalog
 from .command_watch import CommandWatch
 from .compiler import CompiledPlan, compile_workflow
+from .documents import DocumentCaps, document_caps
 from .environment import SecretStore
 from .errors import UnknownInterrupt
 from .execution import Executing, RunNotResumable, _Live
@@ -79,7 +80,7 @@ from .ports import (
 )
 from .rerun import durable, seed_rerun
 from .runner import new_run_state
-from .settings import Settings
+from .settings import Settings, get_settings
 from .single_node import single_node_plan
 from .telemetry import TRACE_KEY, telemetry
 from .turns import ChatTurns
@@ -161,6 +162,8 @@ class RunService(Executing, ChatTurns, NodeRuns):
         self._settling: dict[str, asyncio.Task[None]] = {}
         self._commands = CommandWatch(stores.commands)
         self._docs: OrderedDict[tuple[str, str], Mapping[str, Any]] = OrderedDict()
+        #: the plan of each remembered document, with what it was compiled under (:meth:`_plan_of`)
+        self._plans: dict[tuple[str, str], tuple[tuple[str, str, DocumentCaps], CompiledPlan]] = {}
         #: states and plans of runs prepared here and not executed yet (executing one needs no read of them)
         self._prepared: OrderedDict[str, tuple[RunState, CompiledPlan, OwnerInfo | None]] = OrderedDict()
         #: ``(tenant_id, run_id)`` of a run a watcher found orphaned (:func:`~engine.leases.orphaned`): the
@@ -191,12 +194,29 @@ class RunService(Executing, ChatTurns, NodeRuns):
         return await self.tenant_models.models_for(tenant_id)
 
     async def _plan_of(self, state: RunState) -> CompiledPlan:
+        """The plan of the run's stored document. A hash names one document for good, so
+        its plan is remembered beside it: a run of a known document is not hashed, checked
+        against the caps and looked up in the compile cache again - unless the catalog,
+        the tenant's models or the process's document caps changed since."""
         key = (state.tenant_id, state.workflow_hash)
         doc = self._docs.get(key)
         if doc is None:
             doc = await self.stores.runs.get_workflow(state.tenant_id, state.workflow_hash)
             self._keep_doc(key, doc)
-        plan = self.compile(doc, await self.models_of(state.tenant_id))
+        models = await self.models_of(state.tenant_id)
+        used = models if models is not None else self.models
+        stamp = (
+            self.catalog.fingerprint,
+            used.fingerprint if used is not None else "-",
+            document_caps(get_settings()),
+        )
+        known = self._plans.get(key)
+        if known is not None and known[0] == stamp:
+            plan = known[1]
+        else:
+            plan = self.compile(doc, models)
+            if key in self._docs:  # remembered as long as its document is
+                self._plans[key] = (stamp, plan)
         node_id = state.sys.get("single_node")  # a run of one node (engine/single_node.py) runs only it
         return single_node_plan(plan, node_id) if isinstance(node_id, str) else plan
 
@@ -206,7 +226,7 @@ class RunService(Executing, ChatTurns, NodeRuns):
         self._docs[key] = doc
         self._docs.move_to_end(key)
         while len(self._docs) > _DOCS_MAX:
-            self._docs.popitem(last=False)
+            self._plans.pop(self._docs.popitem(last=False)[0], None)
 
     # ------------------------------------------------------------------ start
 
