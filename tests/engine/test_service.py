@@ -236,3 +236,27 @@ async def test_a_run_whose_last_checkpoint_keeps_failing_is_stored_failed_not_le
         await drain(service.execute("default", state.run_id))
     _stored, node_runs, _events = await _stored_failure(store, state.run_id)
     assert [r.node_id for r in node_runs if r.status.value == "succeeded"] == ["start", "a"], "kept as checkpointed"
+
+
+async def test_runs_of_a_known_document_share_its_plan_until_its_models_change(store, tmp_path):
+    """Another process (a worker) executing runs of one stored document compiles it for
+    its first run only; once the models it compiles under change, the next run's plan is
+    compiled again under them."""
+    doc = build([probe("a", value=1)], chain_edges("start", "a"))
+    states = [await service_of(store, tmp_path).prepare(doc, {}) for _ in range(3)]
+    worker = service_of(store, tmp_path)
+    compiled: list[Any] = []
+    compile_ = worker.compile
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        compiled.append(worker.models.fingerprint)
+        return compile_(*args, **kwargs)
+
+    worker.compile = counted  # type: ignore[method-assign]  # counts the compiles of this test
+    for state in states[:2]:
+        assert (await drain(worker.recover("default", state.run_id)))[-1].type == "run_finished"
+    assert compiled == [worker.models.fingerprint], "the second run took the first one's plan"
+    default = worker.models.get("default")
+    worker.models = worker.models.with_specs({"default": default.model_copy(update={"max_output_tokens": 7})})
+    assert (await drain(worker.recover("default", states[2].run_id)))[-1].type == "run_finished"
+    assert len(compiled) == 2 and compiled[1] == worker.models.fingerprint != compiled[0]
