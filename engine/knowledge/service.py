@@ -493,7 +493,9 @@ class KnowledgeService:
         those while they are read again (:meth:`_search_ahead`): the read is a query to
         the server that otherwise stands before every search's own. (The SQLite store
         reads on one thread, the search's own reads behind the dataset's: nothing to
-        gain there.)"""
+        gain there.) Otherwise a hybrid or full-text search's full-text pass, which does
+        not depend on the datasets, still starts before they are read
+        (:meth:`_search_after_read`)."""
         from .retrieval import Retriever  # the retrieval module is its own concern
 
         if self._retriever is None:
