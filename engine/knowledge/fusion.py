@@ -132,11 +132,12 @@ def _coverage(
     by its dataset (``dataset_of``; None or a key missing from it: every pass). A chunk
     of a dataset that no vector pass searched (no embedding model) is judged by the
     passes that could see it only, so it is not held below one that two kinds found."""
-    counted = [p for p in passes if p.items]
-    everything = (len(counted), frozenset(p.kind for p in counted))
-    if not dataset_of or all(p.datasets is None for p in counted):
+    everything = _uniform_coverage(passes, dataset_of)
+    if everything is not None:
         return lambda key: everything
+    counted = [p for p in passes if p.items]
     cache: dict[str | None, tuple[int, frozenset[str]]] = {}
+    assert dataset_of is not None
 
     def of(key: str) -> tuple[int, frozenset[str]]:
         dataset_id = dataset_of.get(key)
@@ -145,6 +146,56 @@ def _coverage(
             covering = [p for p in counted if p.covers(dataset_id)]
             found = cache[dataset_id] = (len(covering), frozenset(p.kind for p in covering))
         return found
+
+    return of
+
+
+def _uniform_coverage(
+    passes: Sequence[RecallPass], dataset_of: Mapping[str, str | None] | None
+) -> tuple[int, frozenset[str]] | None:
+    """The coverage (:func:`_coverage`) every key has when it is the same for all: every
+    pass with hits could have found every candidate (no ``dataset_of``, passes over every
+    dataset, or every candidate's dataset searched by every pass: one dataset searched
+    both ways, the common case). None when it depends on the key."""
+    counted = [p for p in passes if p.items]
+    everything = (len(counted), frozenset(p.kind for p in counted))
+    if not dataset_of or all(p.datasets is None for p in counted):
+        return everything
+    present = set(dataset_of.values())
+    if all(p.covers(dataset_id) for p in counted for dataset_id in present):
+        return everything
+    return None
+
+
+def _kind_scores(passes: Sequence[RecallPass]) -> Callable[[str], dict[str, float]]:
+    """key -> each kind's best normalised score of the key (the kinds in the order the
+    passes first name them; a kind that did not find the key left out): what
+    :func:`_best_per_kind` gives for one key, for the few keys fusion keeps."""
+    kinds = list(dict.fromkeys(p.kind for p in passes))
+    prepared: list[tuple[str, bool, float, dict[str, float]]] = []
+    for p in passes:
+        if not p.items:
+            continue
+        lookup = dict(p.items)
+        if len(lookup) != len(p.items):  # a key twice: its best score
+            lookup = {}
+            for key, raw in p.items:
+                lookup[key] = raw if key not in lookup else max(lookup[key], raw)
+        prepared.append((p.kind, p.kind == "semantic", max(s for _, s in p.items), lookup))
+
+    def of(key: str) -> dict[str, float]:
+        best: dict[str, float] = {}
+        for kind, semantic, top, lookup in prepared:
+            raw = lookup.get(key)
+            if raw is None:
+                continue
+            if semantic:
+                norm = min(1.0, max(0.0, float(raw)))
+            else:
+                norm = min(1.0, max(0.0, float(raw) / top)) if top > 0 else 0.0
+            old = best.get(kind)
+            best[kind] = norm if old is None else max(norm, old)
+        return {kind: best[kind] for kind in kinds if kind in best}
 
     return of
 
@@ -159,22 +210,31 @@ def fuse_rrf(
     is scaled by the most the passes that could have found it give (``dataset_of``:
     key -> dataset, see :func:`_coverage`). ``limit``: only the first ``limit`` of the
     ranking (the same as slicing it): a search fuses 80 candidates of two passes and
-    keeps ``top_k``, so only those are built into :class:`Fused`."""
-    order, scores = _best_per_kind(passes)
+    keeps ``top_k``, so only those are built into :class:`Fused`, and each kind's
+    score is looked up for those only."""
     counted = [p for p in passes if p.items]
     if not counted:
         return []
-    totals: dict[str, float] = {}
+    totals: dict[str, float] = {}  # insertion order: keys first-seen, which ties keep
+    get = totals.get
     for p in counted:
-        for rank, (key, _) in enumerate(p.items, start=1):
-            totals[key] = totals.get(key, 0.0) + 1.0 / (k + rank)
-    coverage = _coverage(passes, dataset_of)
-    score = {key: min(1.0, totals[key] * (k + 1) / max(coverage(key)[0], 1)) for key in order}
-    ranked = sorted(order, key=lambda key: -score[key])  # stable: ties keep first-seen order
+        rank = k
+        for key, _ in p.items:
+            rank += 1
+            totals[key] = get(key, 0.0) + 1.0 / rank
+    uniform = _uniform_coverage(passes, dataset_of)
+    if uniform is not None:
+        top, most = k + 1, max(uniform[0], 1)
+        # ``v if v < 1.0 else 1.0`` is min(1.0, v) without a call per candidate
+        score = {key: v if (v := total * top / most) < 1.0 else 1.0 for key, total in totals.items()}
+    else:
+        coverage = _coverage(passes, dataset_of)
+        score = {key: min(1.0, total * (k + 1) / max(coverage(key)[0], 1)) for key, total in totals.items()}
+    ranked = sorted(score, key=score.__getitem__, reverse=True)  # stable: ties keep first-seen order
     if limit is not None:
         ranked = ranked[: max(limit, 0)]
-    kinds = list(scores.items())
-    return [Fused(key, score[key], {kind: own[key] for kind, own in kinds if key in own}) for key in ranked]
+    own = _kind_scores(passes)
+    return [Fused(key, score[key], own(key)) for key in ranked]
 
 
 def fuse_weighted(

@@ -63,7 +63,15 @@ from .ports import (
     VectorSearchUnavailable,
 )
 
-__all__ = ["InvalidRerank", "Retriever", "format_quote", "hit_text", "quote_block", "recall_size"]
+__all__ = [
+    "FullTextAhead",
+    "InvalidRerank",
+    "Retriever",
+    "format_quote",
+    "hit_text",
+    "quote_block",
+    "recall_size",
+]
 
 T = TypeVar("T")
 
@@ -134,6 +142,19 @@ class _Recall:
     cost: float = 0.0
 
 
+@dataclass(slots=True)
+class FullTextAhead:
+    """A full-text pass started before its datasets were read
+    (:meth:`Retriever.full_text_ahead`): the dataset ids and ``k`` it searched with, and
+    the task (one result list per query). :meth:`Retriever.search` takes its result when
+    its plan asks for that same pass, else leaves it (the caller cancels it)."""
+
+    dataset_ids: list[str]
+    k: int
+    task: asyncio.Future[list[Sequence[ScoredChunk]]]
+    used: bool = False
+
+
 def _label(dataset: Dataset) -> str:
     return (
         f"{dataset.id!r} ({dataset.name})"
@@ -174,10 +195,34 @@ class Retriever:
     ):
         self.store, self.embedder, self.reranker, self.judge = store, embedder, reranker, judge
 
+    def full_text_ahead(self, tenant_id: str, request: SearchRequest) -> FullTextAhead | None:
+        """Start the full-text pass a search of ``request`` will make, before its datasets
+        are read, when that pass does not depend on them: in ``hybrid`` and ``full_text``
+        mode every dataset of the request is searched by full text, with ``k``
+        :func:`recall_size` (the pass is never the single one). None in ``semantic`` mode
+        (which datasets fall back to full text follows from their indexes) or without a
+        query. The pass is scoped by tenant and dataset ids like every store call, so a
+        dataset that turns out not to exist (or another tenant's) finds nothing; the
+        caller cancels the task when :meth:`search` did not use it (``used``)."""
+        queries = request.all_queries()
+        if request.mode == SearchMode.semantic or not queries or not request.dataset_ids:
+            return None
+        ids, k = list(request.dataset_ids), recall_size(request)
+        return FullTextAhead(
+            ids, k, asyncio.ensure_future(self._full_text(tenant_id, ids, queries, k, request))
+        )
+
     async def search(
-        self, tenant_id: str, request: SearchRequest, datasets: Sequence[Dataset]
+        self,
+        tenant_id: str,
+        request: SearchRequest,
+        datasets: Sequence[Dataset],
+        *,
+        ahead: FullTextAhead | None = None,
     ) -> SearchResult:
-        """Search ``datasets`` (the request's, already loaded for ``tenant_id``).
+        """Search ``datasets`` (the request's, already loaded for ``tenant_id``);
+        ``ahead``: its full-text pass, started before the datasets were read
+        (:meth:`full_text_ahead`), used when the plan makes that pass.
         Raises InvalidRerank (before any model call), EmbeddingError, store errors."""
         self._check_rerank(request)
         queries = request.all_queries()
@@ -185,7 +230,7 @@ class Retriever:
         if not queries:
             result.notes.append("no query: nothing was searched")
             return result
-        recall = await self._recall(tenant_id, request, list(datasets), queries)
+        recall = await self._recall(tenant_id, request, list(datasets), queries, ahead)
         result.notes += recall.notes
         result.embedding_tokens, result.cost = recall.embedding_tokens, recall.cost
         result.passes = {p.name: len(p.items) for p in recall.passes}
@@ -283,7 +328,12 @@ class Retriever:
         return by_model, full_text
 
     async def _recall(
-        self, tenant_id: str, request: SearchRequest, datasets: list[Dataset], queries: list[str]
+        self,
+        tenant_id: str,
+        request: SearchRequest,
+        datasets: list[Dataset],
+        queries: list[str],
+        ahead: FullTextAhead | None = None,
     ) -> _Recall:
         """Every recall pass, in a fixed order (per model, dataset and query the vector
         passes, then per query the full-text pass). The store calls of one stage run
@@ -300,13 +350,13 @@ class Retriever:
         k = recall_size(request, single_pass=single)
         # the full-text pass starts now: it runs while the query is embedded and searched by vector
         early_ids = [ds.id for ds in full_text]
-        early = (
-            asyncio.ensure_future(self._full_text(tenant_id, early_ids, queries, k, request))
-            if early_ids
-            else None
-        )
+        early = None
+        if ahead is not None and early_ids and ahead.dataset_ids == early_ids and ahead.k == k:
+            early, ahead.used = ahead.task, True  # started before the datasets were read
+        elif early_ids:
+            early = asyncio.ensure_future(self._full_text(tenant_id, early_ids, queries, k, request))
         try:
-            if early is not None and by_model:
+            if early is not None and by_model and not (ahead is not None and ahead.used):
                 # one step of the loop: the full-text task sends its store call now, and this
                 # task resumes in the same step, so an in-process embedding and the vector
                 # pass's call follow before any other step (the two passes start together)

@@ -493,7 +493,9 @@ class KnowledgeService:
         those while they are read again (:meth:`_search_ahead`): the read is a query to
         the server that otherwise stands before every search's own. (The SQLite store
         reads on one thread, the search's own reads behind the dataset's: nothing to
-        gain there.)"""
+        gain there.) Otherwise a hybrid or full-text search's full-text pass, which does
+        not depend on the datasets, still starts before they are read
+        (:meth:`_search_after_read`)."""
         from .retrieval import Retriever  # the retrieval module is its own concern
 
         if self._retriever is None:
@@ -504,11 +506,26 @@ class KnowledgeService:
         guess = [seen.get((tenant_id, d)) for d in request.dataset_ids]
         ahead = getattr(self.store, "reads_side_by_side", False) and request.rerank is None
         if not ahead or any(ds is None for ds in guess):
-            datasets = await self._read_datasets(tenant_id, request.dataset_ids)
-            async with tenant_models_scope(self.tenant_models, tenant_id):
-                return await self._retriever.search(tenant_id, request, datasets)
+            return await self._search_after_read(tenant_id, request)
         async with tenant_models_scope(self.tenant_models, tenant_id):
             return await self._search_ahead(tenant_id, request, [ds for ds in guess if ds is not None])
+
+    async def _search_after_read(self, tenant_id: str, request: SearchRequest) -> SearchResult:
+        """The search of the datasets as read now. Its full-text pass, when it does not
+        depend on them (hybrid and full-text mode: :meth:`Retriever.full_text_ahead`),
+        starts first and runs while they are read: on SQLite, the read and the vector
+        pass queue on the store's thread while full text reads on a thread of its own,
+        and the full-text pass is the longer one. Not used: cancelled."""
+        assert self._retriever is not None
+        early = self._retriever.full_text_ahead(tenant_id, request)
+        try:
+            datasets = await self._read_datasets(tenant_id, request.dataset_ids)
+            async with tenant_models_scope(self.tenant_models, tenant_id):
+                return await self._retriever.search(tenant_id, request, datasets, ahead=early)
+        finally:
+            if early is not None and not early.used:
+                early.task.cancel()
+                await asyncio.gather(early.task, return_exceptions=True)
 
     async def _read_datasets(self, tenant_id: str, dataset_ids: Sequence[str]) -> list[Dataset]:
         """The datasets (without counts), remembered for the next search of them (at most

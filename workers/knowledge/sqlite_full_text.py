@@ -100,13 +100,16 @@ class SqliteFullText(SqliteStoreBase):
         now = time.monotonic()
         if now - self._term_counts_at > TERM_COUNTS_TTL_S or len(self._term_counts) > 100_000:
             self._term_counts, self._term_counts_at = {}, now
-        counts: dict[str, float] = {}
-        for term in query_terms(query):
-            count = self._term_counts.get((tenant_id, term))
-            if count is None:
-                row = conn.execute(f"SELECT doc FROM temp.{vocab} WHERE term = ?", (term,)).fetchone()
-                count = row[0] if row is not None else 0
+        terms = query_terms(query)
+        known = self._term_counts
+        counts: dict[str, float] = {t: known.get((tenant_id, t), 0) for t in terms}
+        asked = [t for t in terms if (tenant_id, t) not in known]
+        if asked:  # one statement for the terms not counted yet (a query has at most 256)
+            rows = conn.execute(
+                f"SELECT term, doc FROM temp.{vocab} WHERE term IN ({', '.join('?' * len(asked))})", asked
+            ).fetchall()
+            for term, count in rows:
+                counts[term] = count
                 if count:  # a term no chunk holds yet is asked again: it may be added any time
-                    self._term_counts[tenant_id, term] = count
-            counts[term] = count
+                    known[tenant_id, term] = count
         return rarest_terms(counts)

@@ -1,6 +1,7 @@
 """On PostgreSQL a search of datasets this process read before runs ahead of their read:
 the answer must be the one a search after the read gives, whatever changed in between
-(on SQLite the same tests check the plain order)."""
+(on SQLite the same tests check the plain order). On both stores a hybrid or full-text
+search's full-text pass starts before its datasets are read."""
 
 from __future__ import annotations
 
@@ -99,3 +100,49 @@ async def test_a_deleted_dataset_or_another_tenant_is_not_found_after_a_search(s
     await service.delete_dataset(T, dataset.id)
     with pytest.raises(DatasetNotFound):
         await service.search(T, request)
+
+
+@BOTH_STORES
+@pytest.mark.parametrize("mode", ["hybrid", "full_text"])
+async def test_the_full_text_pass_starts_before_the_datasets_are_read(make_service, openai_server, monkeypatch, mode):
+    dataset = await ingested(make_service(), embedding_model="embed-model")
+    request = SearchRequest(dataset_ids=[dataset.id], query="How do I brew green tea?", mode=mode, top_k=3)
+    expected = await make_service().search(T, request)
+    service = make_service()  # a fresh one: it has not read the dataset (no search ahead on PostgreSQL)
+    searching = asyncio.Event()
+    read, full_text = service.store.get_dataset, service.store.search_full_text
+
+    async def read_after_the_full_text_pass_started(*args, **options):
+        await asyncio.wait_for(searching.wait(), 10)
+        return await read(*args, **options)
+
+    async def searched(*args, **options):
+        searching.set()
+        return await full_text(*args, **options)
+
+    monkeypatch.setattr(service.store, "get_dataset", read_after_the_full_text_pass_started)
+    monkeypatch.setattr(service.store, "search_full_text", searched)
+    found = await service.search(T, request)
+    assert found.hits and found.model_dump() == expected.model_dump()
+
+
+@BOTH_STORES
+async def test_a_full_text_pass_ahead_of_a_missing_dataset_is_cancelled(make_service, openai_server, monkeypatch):
+    dataset = await ingested(make_service(), embedding_model="embed-model")
+    service = make_service()
+    started, ended = [], []
+    full_text = service.store.search_full_text
+
+    async def slow_full_text(*args, **options):
+        started.append(args[1])
+        try:
+            await asyncio.sleep(5)
+            return await full_text(*args, **options)
+        finally:
+            ended.append(args[1])
+
+    monkeypatch.setattr(service.store, "search_full_text", slow_full_text)
+    for tenant, ids in (("tenant-b", [dataset.id]), (T, [dataset.id, "no-such-dataset"])):
+        with pytest.raises(DatasetNotFound):
+            await asyncio.wait_for(service.search(tenant, SearchRequest(dataset_ids=ids, query="tea")), 3)
+    assert started == ended == [[dataset.id], [dataset.id, "no-such-dataset"]]  # started ahead, and ended
