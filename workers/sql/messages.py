@@ -6,6 +6,7 @@ statements (``_sql``)."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
@@ -22,6 +23,14 @@ from .tables import chats, run_commands, runs
 from .tables import messages as messages_table
 
 __all__ = ["CommandsAndMessages", "merge_chat_variables"]
+
+
+def _retrieved(task: asyncio.Future[Any]) -> None:
+    """Take a finished read's error (if any) off the task, so that a read whose caller was
+    cancelled does not report it as never retrieved (the next read meets the same store)."""
+    if not task.cancelled():
+        task.exception()
+
 
 #: runs polled in one read at most (SQLite's bound parameters per statement stay far below its limit)
 _POLL_CHUNK = 500
@@ -75,7 +84,18 @@ class CommandsAndMessages:
         run id -> its commands with a greater id, oldest first (runs with none left out).
         One read per :data:`_POLL_CHUNK` runs; on SQLite in one call in the driver's thread
         (``SqlStore._sqlite_read``): the process's executions poll together
-        (:mod:`engine.command_watch`)."""
+        (:mod:`engine.command_watch`).
+
+        A caller cancelled during the read is cancelled at once, but the read itself runs
+        to its end: the command watch stops its poll when the last run ends, often in the
+        middle of this read, and a statement cut short on PostgreSQL leaves the store's one
+        connection unusable - it was closed and connected anew each time (a stall of every
+        run in flight, and every statement prepared again)."""
+        read = asyncio.ensure_future(self._poll_many(runs))
+        read.add_done_callback(_retrieved)
+        return await asyncio.shield(read)
+
+    async def _poll_many(self, runs: Mapping[str, int]) -> dict[str, list[RunCommand]]:
         found: dict[str, list[RunCommand]] = {}
         ids = list(runs)
         for start in range(0, len(ids), _POLL_CHUNK):

@@ -95,3 +95,24 @@ async def test_a_run_is_first_read_an_interval_after_it_started(store):
     watch.unwatch(run_id)  # ended within its first interval: never read
     await asyncio.sleep(INTERVAL_S * 2)
     assert channel.reads == 0
+
+
+async def test_a_poll_cancelled_during_its_read_keeps_the_store_connection(store):
+    """The watch stops its poll when the last run ends, often during the read: the caller is
+    cancelled at once, the read runs to its end, and the store keeps its connection (on
+    PostgreSQL a statement cut short used to cost a new connection every time)."""
+    state = new_state()
+    await store.create_run(state)
+    conn = await store._connection()
+    for delay in (0.0, 0.0002, 0.0005, 0.001, 0.002) * 4:
+        read = asyncio.ensure_future(store.poll_many({state.run_id: 0}))
+        await asyncio.sleep(delay)
+        read.cancel()
+        try:
+            await read
+        except asyncio.CancelledError:
+            pass
+        assert await store._connection() is conn
+    await store.send(state.tenant_id, RunCommand(run_id=state.run_id, kind="cancel", reason="stop"))
+    found = await store.poll_many({state.run_id: 0})
+    assert [c.reason for c in found[state.run_id]] == ["stop"] and await store._connection() is conn
