@@ -142,7 +142,8 @@ class Bench:
                         FLOWLOOM_DATABASE_URL=self.db_url, FLOWLOOM_LLM_BASE_URL=llm_url + "/v1",
                         FLOWLOOM_LLM_API_KEY="bench", FLOWLOOM_LLM_MODEL="bench")
         wait_for_redis(self.redis_url)
-        self.redis = Redis.from_url(self.redis_url)
+        # its reads block for up to 30 s: above redis-py's default 5-s socket timeout
+        self.redis = Redis.from_url(self.redis_url, socket_timeout=60)
 
     def start_workers(self, count: int) -> None:
         from rq import Worker
