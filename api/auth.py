@@ -113,7 +113,12 @@ async def authenticate(keys: KeyStore, credentials: HTTPAuthorizationCredentials
         raise missing_key({})
     key = await keys.authenticate(credentials.credentials)
     if key is None:
-        raise _unauthorized("invalid or revoked API key", "invalid_token")
+        # the likeliest first-day cause: a key created against another store than the server's
+        raise _unauthorized(
+            "invalid or revoked API key (a key works on the server whose store it was created in: run "
+            "`flowloom keys create` with the server's FLOWLOOM_HOME / FLOWLOOM_DATABASE_URL)",
+            "invalid_token",
+        )
     return Principal(tenant_id=key.tenant_id, key_id=key.id, app_id=key.app_id, admin=key.admin)
 
 

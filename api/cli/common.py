@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import json
+import os
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -290,9 +291,16 @@ def redis_unreachable(url: str, exc: BaseException) -> NoReturn:
 
 
 def write_json(value: Any, indent: int | None = None) -> None:
-    """One JSON document on stdout."""
-    sys.stdout.write(json.dumps(value, indent=indent, ensure_ascii=False, default=str) + "\n")
-    sys.stdout.flush()
+    """One JSON document on stdout. A reader that went away (``| head -1``) is not an
+    error of the command: what is left is not written (stdout goes to the null device),
+    and the command ends as it would have (a run still finishes, with its own exit code)."""
+    try:
+        sys.stdout.write(json.dumps(value, indent=indent, ensure_ascii=False, default=str) + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # the interpreter's last flush finds no pipe either
+        os.close(devnull)
 
 
 def settings() -> Any:

@@ -430,9 +430,16 @@ async def search_dataset(
     """The hits a ``knowledge_retrieval`` node would get for this query: best first,
     ``score`` in [0, 1] with each recall pass's own in ``scores``. Semantic and hybrid
     searches embed the query (tokens counted in the tenant's quota). 422 ``invalid_request``
-    naming ``rerank.model`` / ``rerank.llm`` when it is not a rerank / chat model of the
+    naming ``query`` when neither ``query`` nor ``queries`` has text, and naming
+    ``rerank.model`` / ``rerank.llm`` when it is not a rerank / chat model of the
     registry (checked before any model call)."""
     dataset_id = _dataset_id(dataset_id)
+    if not any(q.strip() for q in [body.query, *body.queries]):
+        # a node's query may resolve to nothing at run time (it notes so); a hit test with
+        # nothing to search is a mistake of the request
+        raise ApiError(
+            422, "invalid_request", "query: required (the text to search for; or `queries`: a list)"
+        )
     dataset = await knowledge.get_dataset(caller.tenant_id, dataset_id)  # 404 before 429
     await _keys_present(service, caller, dataset.embedding_model, body)
     await _tokens_left(quotas, caller)

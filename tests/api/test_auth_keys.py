@@ -74,7 +74,7 @@ async def test_a_key_is_shown_once_stored_hashed_its_last_use_recorded_and_a_rev
     revoked = await api.client.delete(f"/v1/keys/{record['id']}", headers=api.auth())
     assert revoked.status_code == 200 and revoked.json()["revoked_at"] is not None
     refused = await api.client.get("/v1/runs", headers=api.auth(secret))
-    assert refused.status_code == 401 and refused.json()["error"]["message"] == "invalid or revoked API key"
+    assert refused.status_code == 401 and refused.json()["error"]["message"].startswith("invalid or revoked API key")
 
 
 async def test_only_admin_keys_manage_keys(api):

@@ -459,6 +459,17 @@ async def test_another_tenants_key_gets_404_on_every_dataset_route(fts):
     assert (await fts.client.get(base, headers=fts.auth())).json()["name"] == "Notes"
 
 
+async def test_a_search_with_nothing_to_search_is_422_naming_query(fts):
+    dataset = await _dataset(fts)
+    for body in ({"mode": "full_text"}, {"query": "  ", "queries": ["", " "]}):
+        response = await fts.client.post(f"/v1/datasets/{dataset['id']}/search", json=body, headers=fts.auth())
+        assert response.status_code == 422, response.text
+        assert response.json()["error"]["message"].startswith("query: required"), response.text
+    only_queries = await fts.client.post(f"/v1/datasets/{dataset['id']}/search", json={"queries": ["tea"]},
+                                         headers=fts.auth())
+    assert only_queries.status_code == 200, only_queries.text
+
+
 async def test_an_app_key_reads_and_searches_but_changes_nothing(fts):
     dataset = await _dataset(fts)
     (item,) = (await _upload(fts, dataset["id"], {"tea.md": corpus()["tea.md"]})).json()["documents"]

@@ -458,6 +458,20 @@ def test_weather_example_refuses_loopback_without_allow(stub_url: str, monkeypat
 # ------------------------------------------------------------------ Ctrl-C
 
 
+def test_a_reader_gone_from_the_json_pipe_leaves_the_runs_own_exit_code(tmp_path: Path) -> None:
+    """``flowloom run --json | head -1``: the reader closes the pipe early; the run still ends
+    ``succeeded`` and says so with exit code 0 (1 would read as a failed run)."""
+    read, write_end = os.pipe()
+    os.close(read)  # a reader that is already gone: every write meets a broken pipe
+    try:
+        proc = subprocess.run([FLOWLOOM, "run", str(ROOT / "examples" / "hello.json"), "--json", "-i", "name=Ada"],
+                              stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=60, env=subprocess_env())
+    finally:
+        os.close(write_end)
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr, proc.stderr
+
+
 def test_sigint_cancels_the_run_and_exits_130(tmp_path: Path, stub_url: str) -> None:
     path = write(tmp_path, slow_workflow(60))
     # its own process group, signalled as a whole: what Ctrl-C on a terminal does

@@ -346,7 +346,8 @@ export interface paths {
          * @description The hits a ``knowledge_retrieval`` node would get for this query: best first,
          *     ``score`` in [0, 1] with each recall pass's own in ``scores``. Semantic and hybrid
          *     searches embed the query (tokens counted in the tenant's quota). 422 ``invalid_request``
-         *     naming ``rerank.model`` / ``rerank.llm`` when it is not a rerank / chat model of the
+         *     naming ``query`` when neither ``query`` nor ``queries`` has text, and naming
+         *     ``rerank.model`` / ``rerank.llm`` when it is not a rerank / chat model of the
          *     registry (checked before any model call).
          */
         post: operations["search_dataset_v1_datasets__dataset_id__search_post"];
