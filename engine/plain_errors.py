@@ -6,13 +6,14 @@ operator setting an environment variable reads them instead: :func:`plain_messag
 rewords one pydantic error (a dict of ``ValidationError.errors()``) by its ``type``,
 naming what was expected and, for unknown fields, the fields that exist.
 
-Kept free of heavy imports (only ``difflib``) so the command line can use it on its
+Kept free of heavy imports (only ``difflib`` and ``re``) so the command line can use it on its
 error paths without loading the engine.
 """
 
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -106,7 +107,10 @@ def plain_message(error: Mapping[str, Any], fields: Iterable[str] = ()) -> str:
         key, words = _BOUNDS[kind]
         return f"must be {words} {ctx.get(key)} (got {_shown(value)})"
     if kind in ("literal_error", "enum"):
-        return f"must be {_expected(ctx)} (got {_shown(value)})"
+        # the options are quoted in pydantic's text ("'user' or 'assistant'"): a misspelt
+        # one (a role 'usr', a method 'GTE') is told the closest
+        hint = did_you_mean(value, re.findall(r"'([^']*)'", _expected(ctx)))
+        return f"must be {_expected(ctx)} (got {_shown(value)}){hint}"
     if kind in ("too_short", "string_too_short"):
         unit = "character(s)" if kind.startswith("string") else "item(s)"
         return f"must have at least {ctx.get('min_length')} {unit}"

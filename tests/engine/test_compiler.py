@@ -279,6 +279,14 @@ def test_unknown_template_name_suggests_a_node_id():
     assert "did you mean 'greet'?" in message
 
 
+def test_a_misspelt_chat_message_role_suggests_the_role_meant():
+    doc = build([node("c", "chat", {"model": "default", "examples": [{"role": "usr", "text": "hi"}]})],
+                [edge("start", "c")])
+    (problem,) = [p for p in check_workflow(doc) if p.code == "invalid_config"]
+    assert problem.path == "config.examples[0].role"
+    assert problem.message == "must be 'user' or 'assistant' (got 'usr'); did you mean 'user'?"
+
+
 def test_unknown_config_field_suggests_and_lists_the_valid_fields():
     doc = build([node("t", "template", {"template": "x", "varibles": []})], [edge("start", "t")])
     (problem,) = [p for p in check_workflow(doc) if p.code == "invalid_config"]
