@@ -17,7 +17,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["did_you_mean", "fields_at", "plain_message"]
+__all__ = ["a_or_an", "did_you_mean", "fields_at", "plain_message"]
 
 _KIND_WORDS = {
     "int": "a whole number",
@@ -54,6 +54,18 @@ _BOUNDS = {
     "less_than_equal": ("le", "at most"),
     "multiple_of": ("multiple_of", "a multiple of"),
 }
+
+
+def a_or_an(word: str) -> str:
+    """``word`` after its indefinite article: ``"an if_else"``, ``"an elf"``, ``"a chat"``.
+
+    Node kinds, value types and file types are put into sentences ("node 'x' is an
+    iteration node"); a fixed "a" misspeaks before a vowel. "an" goes before a, e, i, o
+    and "un" (``unsupported``), "a" before any other letter, ``u`` included (``a
+    user_select``): by spelling, since the words are identifiers, not spoken acronyms.
+    """
+    lowered = word.lower()
+    return f"an {word}" if lowered[:1] in ("a", "e", "i", "o") or lowered.startswith("un") else f"a {word}"
 
 
 def did_you_mean(name: object, candidates: Iterable[str]) -> str:
