@@ -97,8 +97,9 @@ def test_serve_prints_a_stable_login_url_and_saves_the_examples_once(tmp_path):
         assert url == first.base + "/"
         assert httpx.get(url).text == INDEX
         assert "examples: saved" in first.stderr and "runnable without a model key: " in first.stderr
-        [runnable] = [line for line in first.stderr.splitlines() if "runnable without a model key: " in line]
+        runnable = first.stderr.split("runnable without a model key: ", 1)[1].splitlines()[0].split(", ")
         assert "hello" in runnable and "poll_job" not in runnable and "weather_lookup" not in runnable
+        assert "  - poll_job, weather_lookup: no model key, but an HTTP server to call" in first.stderr
         listed = httpx.get(f"{first.base}/v1/workflows", headers=auth).json()["workflows"]
         ids = {w["id"] for w in listed}
         assert {"hello", "grade_router", "order_confirm", "word_stats", "support_triage"} <= ids
