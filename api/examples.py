@@ -10,6 +10,7 @@ again creates nothing and a changed example file does not replace anyone's work.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,8 +19,9 @@ from engine.catalog import NodeCatalog
 from engine.errors import CompileError
 from engine.ports import WorkflowExists, WorkflowRepo
 from engine.service import RunService
+from engine.settings import Settings
 
-__all__ = ["EXAMPLES_DIR", "ExamplesImported", "import_examples", "needs_model"]
+__all__ = ["EXAMPLES_DIR", "ExamplesImported", "http_needs", "import_examples", "needs_model"]
 
 #: the examples of the source tree holding this package
 EXAMPLES_DIR = Path(__file__).resolve().parents[1] / "examples"
@@ -28,13 +30,17 @@ EXAMPLES_DIR = Path(__file__).resolve().parents[1] / "examples"
 @dataclass
 class ExamplesImported:
     """What :func:`import_examples` did: ids ``created`` (``published``: those that also
-    got version 1), ids ``kept`` (already there, untouched), files ``skipped`` with why."""
+    got version 1), ids ``kept`` (already there, untouched), files ``skipped`` with why.
+    Of the created ids, ``no_model_key``: those that run here as they are, with no model
+    key; ``http_needs``: what the others without a model need to reach the HTTP APIs
+    they call (:func:`http_needs`) -> their ids."""
 
     created: list[str] = field(default_factory=list)
     published: list[str] = field(default_factory=list)
     kept: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     no_model_key: list[str] = field(default_factory=list)
+    http_needs: dict[str, list[str]] = field(default_factory=dict)
 
 
 def needs_model(doc: dict[str, Any], catalog: NodeCatalog) -> bool:
@@ -46,6 +52,53 @@ def needs_model(doc: dict[str, Any], catalog: NodeCatalog) -> bool:
         if spec is not None and "model" in spec.config.model_fields:
             return True
     return False
+
+
+def http_needs(doc: dict[str, Any], settings: Settings) -> str | None:
+    """What the ``http_request`` nodes of ``doc`` need before a run here reaches their
+    targets, in words for a person, or None when they need nothing (or there are none):
+
+    - a URL whose host is a template is aimed by the run: the inputs that host part reads
+      must be set to a server's URL, and a local or private server must be allowed in
+      ``FLOWLOOM_HTTP_ALLOW`` (the address guard refuses it otherwise);
+    - a literal host the address guard refuses (a loopback or private IP, ``localhost``)
+      that ``settings.http_allow`` does not allow must be added to it.
+
+    A public host name needs nothing; it is not resolved here (that is the run's guard's).
+    """
+    from nodes.http.guard import AddressPolicy, blocked_category, literal_ip
+
+    policy = AddressPolicy.from_settings(settings)
+    inputs: set[str] = set()
+    aimed, refused = False, set[str]()
+    for node in doc.get("nodes") or []:
+        config = node.get("config") if isinstance(node, dict) and node.get("type") == "http_request" else None
+        url = config.get("url") if isinstance(config, dict) else None
+        if not isinstance(url, str):
+            continue
+        origin = url.split("://", 1)[-1].split("/", 1)[0]  # "{{ inputs.base_url }}" of ".../job"
+        if "{{" in origin:
+            aimed = True
+            inputs |= set(re.findall(r"\binputs\.(\w+)", origin))
+            continue
+        host = origin.rsplit("@", 1)[-1].rsplit(":", 1)[0].strip("[]")
+        ip = literal_ip(host)
+        blocked = host.lower() == "localhost" or (ip is not None and blocked_category(ip) is not None)
+        if blocked and not policy.allows_host(host) and not (ip is not None and policy.allows_address(ip)):
+            refused.add(host)
+    needs = []
+    if aimed:
+        target = f"input {', '.join(sorted(inputs))}" if inputs else "its inputs"
+        allowed = f" (now {','.join(settings.http_allow)})" if settings.http_allow else ""
+        needs.append(
+            f"an HTTP server to call: set {target} to its URL (a local or private one must also "
+            f"be in FLOWLOOM_HTTP_ALLOW{allowed}, read when the server and its workers start)"
+        )
+    if refused:
+        needs.append(
+            f"FLOWLOOM_HTTP_ALLOW={','.join(sorted(refused))} (a local address the HTTP node refuses otherwise)"
+        )
+    return "; ".join(needs) or None
 
 
 def _read(path: Path) -> dict[str, Any] | str:
@@ -81,7 +134,11 @@ async def import_examples(
             continue
         report.created.append(doc["id"])
         if not needs_model(doc, service.catalog):
-            report.no_model_key.append(doc["id"])
+            need = http_needs(doc, service.settings)
+            if need is None:
+                report.no_model_key.append(doc["id"])
+            else:
+                report.http_needs.setdefault(need, []).append(doc["id"])
         try:
             service.compile(doc)
         except CompileError:

@@ -189,7 +189,9 @@ class MissingModelKey(FlowloomError):
     """A run that would call a model whose provider key this deployment does not set:
     refused before anything runs, since it would fail at the first such node after the
     nodes before it ran (and were paid for). ``problems`` has one ``missing_api_key``
-    error per node and model field, naming the variable to set."""
+    error per node and model field, naming the variable to set, then the launch's
+    ``unknown_dataset`` errors (as :class:`UnknownDatasets` has them), so one refusal names
+    all there is to fix, as ``flowloom run`` does."""
 
     def __init__(self, problems: list[Problem]):
         self.problems = problems

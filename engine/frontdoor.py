@@ -201,17 +201,17 @@ async def _admitted(
         raise
 
 
-async def _refuse_unknown_datasets(service: RunService, tenant_id: str, plan: Any) -> None:
-    """Raise UnknownDatasets when ``plan`` searches a dataset ``tenant_id`` lacks. One
-    read of the tenant's datasets, for plans that search any (the workers read the same
-    store, so a queued run is checked here too); no knowledge bases here: not checked."""
+async def _unknown_datasets(service: RunService, tenant_id: str, plan: Any) -> list[Any]:
+    """The ``unknown_dataset`` errors of ``plan`` (problems) for the datasets ``tenant_id``
+    lacks. One read of the tenant's datasets, for plans that search any (the workers read
+    the same store, so a queued run is checked here too); no knowledge bases here: not
+    checked."""
     wanted = plan_searched_datasets(plan)
     knowledge = service.knowledge
     if not wanted or knowledge is None or not hasattr(knowledge, "list_datasets"):
-        return  # (a search-only stand-in, in tests of the engine alone)
+        return []  # (a search-only stand-in, in tests of the engine alone)
     known = {d.id for d in await knowledge.list_datasets(tenant_id)}
-    if not wanted <= known:
-        raise UnknownDatasets(plan_unknown_datasets(plan, known))
+    return [] if wanted <= known else plan_unknown_datasets(plan, known)
 
 
 async def _start(service: RunService, tenant_id: str, request: StartRun, placement: Placement) -> RunTicket:
@@ -232,11 +232,16 @@ async def _start(service: RunService, tenant_id: str, request: StartRun, placeme
     queued = placed_on_queue(service, plan, placement)
     # Keys are checked where the run executes: a queued run's worker has its own
     # environment (an API process often holds no provider key at all).
+    missing = []
     if not queued and models is not None:
         missing = plan_missing_keys(plan, models, service.settings.environ())
-        if missing:  # it would fail at the first of them, after the nodes before it ran
-            raise MissingModelKey(missing)
-    await _refuse_unknown_datasets(service, tenant_id, plan)
+    # It would fail at the first of them, after the nodes before it ran. One refusal names
+    # them all, as `flowloom run` does: fixing the key must not lead to a second refusal.
+    unknown = await _unknown_datasets(service, tenant_id, plan)
+    if missing:
+        raise MissingModelKey(missing + unknown)
+    if unknown:
+        raise UnknownDatasets(unknown)
     await service.prepare(
         request.doc,
         request.inputs,

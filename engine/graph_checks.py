@@ -23,7 +23,7 @@ from schemas.workflow import ErrorStrategy, NodeBase, Workflow
 from .catalog import NodeCatalog
 from .errors import Problem
 from .loops import REGION_SUFFIX
-from .plain_errors import did_you_mean, fields_at, plain_message
+from .plain_errors import a_or_an, did_you_mean, fields_at, plain_message
 
 if TYPE_CHECKING:  # a protocol, for annotations: the storage ports and run records are not needed to compile
     from .ports import ModelCatalog
@@ -438,7 +438,7 @@ def check_models(wf: Workflow, problems: list[Problem], models: ModelCatalog | N
         known = sorted(models.names(kind))
         actual = next((t for t in _MODEL_TYPES if t != kind and models.has(name, t)), None)
         what = (
-            f"model {name!r} is {_a(actual)} model, not {_a(kind)} model"
+            f"model {name!r} is {a_or_an(actual)} model, not {a_or_an(kind)} model"
             if actual is not None
             else f"model {name!r} is not in the model registry{did_you_mean(name, known)}"
         )
@@ -454,7 +454,3 @@ def check_models(wf: Workflow, problems: list[Problem], models: ModelCatalog | N
 
 #: the model registry's types (a model named where another type is needed says which it is)
 _MODEL_TYPES = ("chat", "embedding", "rerank")
-
-
-def _a(kind: str) -> str:
-    return f"an {kind}" if kind[0] in "aeiou" else f"a {kind}"

@@ -38,6 +38,7 @@ from schemas.workflow import ErrorStrategy, NodeBase, Workflow
 
 from .catalog import NodeCatalog, NodeExecutor
 from .errors import Problem, RunError
+from .plain_errors import a_or_an
 
 if TYPE_CHECKING:  # run-time types: compiling (flowloom validate) loads no run context
     from schemas.run import NodeRun, RunState
@@ -125,7 +126,7 @@ def check_scopes(
             problems.append(
                 Problem(
                     "loop_break_outside_loop",
-                    f"a {node.type} node must be inside a {where} node's body",
+                    f"{a_or_an(node.type)} node must be inside {a_or_an(where)} node's body",
                     node_id=node.id,
                     path="parent",
                 )

@@ -6,17 +6,18 @@ operator setting an environment variable reads them instead: :func:`plain_messag
 rewords one pydantic error (a dict of ``ValidationError.errors()``) by its ``type``,
 naming what was expected and, for unknown fields, the fields that exist.
 
-Kept free of heavy imports (only ``difflib``) so the command line can use it on its
+Kept free of heavy imports (only ``difflib`` and ``re``) so the command line can use it on its
 error paths without loading the engine.
 """
 
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["did_you_mean", "fields_at", "plain_message"]
+__all__ = ["a_or_an", "did_you_mean", "fields_at", "plain_message"]
 
 _KIND_WORDS = {
     "int": "a whole number",
@@ -53,6 +54,18 @@ _BOUNDS = {
     "less_than_equal": ("le", "at most"),
     "multiple_of": ("multiple_of", "a multiple of"),
 }
+
+
+def a_or_an(word: str) -> str:
+    """``word`` after its indefinite article: ``"an if_else"``, ``"an elf"``, ``"a chat"``.
+
+    Node kinds, value types and file types are put into sentences ("node 'x' is an
+    iteration node"); a fixed "a" misspeaks before a vowel. "an" goes before a, e, i, o
+    and "un" (``unsupported``), "a" before any other letter, ``u`` included (``a
+    user_select``): by spelling, since the words are identifiers, not spoken acronyms.
+    """
+    lowered = word.lower()
+    return f"an {word}" if lowered[:1] in ("a", "e", "i", "o") or lowered.startswith("un") else f"a {word}"
 
 
 def did_you_mean(name: object, candidates: Iterable[str]) -> str:
@@ -106,7 +119,10 @@ def plain_message(error: Mapping[str, Any], fields: Iterable[str] = ()) -> str:
         key, words = _BOUNDS[kind]
         return f"must be {words} {ctx.get(key)} (got {_shown(value)})"
     if kind in ("literal_error", "enum"):
-        return f"must be {_expected(ctx)} (got {_shown(value)})"
+        # the options are quoted in pydantic's text ("'user' or 'assistant'"): a misspelt
+        # one (a role 'usr', a method 'GTE') is told the closest
+        hint = did_you_mean(value, re.findall(r"'([^']*)'", _expected(ctx)))
+        return f"must be {_expected(ctx)} (got {_shown(value)}){hint}"
     if kind in ("too_short", "string_too_short"):
         unit = "character(s)" if kind.startswith("string") else "item(s)"
         return f"must have at least {ctx.get('min_length')} {unit}"

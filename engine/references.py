@@ -37,7 +37,7 @@ from __future__ import annotations
 import functools
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import jinja2
@@ -47,6 +47,7 @@ from jinja2 import nodes as jnodes
 from schemas.types import NodeRunStatus, Ref, Selector
 
 from .errors import ReferenceFailed, TemplateFailed
+from .plain_errors import did_you_mean
 from .settings import get_settings
 from .template_limits import (
     BudgetedCodeGenerator,
@@ -584,7 +585,7 @@ def render_template(
             f"{field}: template{of} stopped: {exc.message}", node_id=node_id, reason="template_timeout"
         ) from None
     except (jinja2.UndefinedError, _NotData) as exc:
-        found = _diagnose(source, context, names)
+        found = _diagnose(source, context, names, state.node_runs)
         where = f"{of}, reference {found[0]!r}: {found[1]}" if found else f"{of}: {exc.message}"
         raise TemplateFailed(f"{field}: undefined value in template{where}", node_id=node_id) from None
     except jinja2.exceptions.SecurityError as exc:
@@ -690,9 +691,13 @@ def _walk_chain(
     return None
 
 
-def _diagnose(source: str, context: Mapping[str, Any], names: frozenset[str]) -> tuple[str, str] | None:
+def _diagnose(
+    source: str, context: Mapping[str, Any], names: frozenset[str], ran: Collection[str] = ()
+) -> tuple[str, str] | None:
     """The first reference of ``source`` that cannot be read, as ``(path, why)``; lookups guarded
-    by ``default`` or an ``is defined`` test are left out. None when no lookup explains the error."""
+    by ``default`` or an ``is defined`` test are left out. None when no lookup explains the error.
+    An unknown name gets the closest of ``ran`` (the ids of the nodes that ran), since a
+    misspelt node id is its usual cause."""
     ast = template_env().parse(source)
     parents: dict[int, jnodes.Node] = {}
     for owner in ast.find_all(jnodes.Node):
@@ -700,7 +705,8 @@ def _diagnose(source: str, context: Mapping[str, Any], names: frozenset[str]) ->
             parents[id(child)] = owner
     for name in ast.find_all(jnodes.Name):
         if name.ctx == "load" and name.name in names and name.name not in context:
-            return name.name, "no such name (not a node that has run, nor inputs, sys, vars or nodes)"
+            hint = did_you_mean(name.name, ran)
+            return name.name, f"no such name (not a node that has run, nor inputs, sys, vars or nodes){hint}"
     for node in ast.find_all((jnodes.Getattr, jnodes.Getitem)):
         parent = parents.get(id(node))
         if isinstance(parent, (jnodes.Getattr, jnodes.Getitem)) and parent.node is node:

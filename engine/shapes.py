@@ -27,7 +27,7 @@ from schemas.workflow import Workflow
 from .catalog import NodeCatalog
 from .code_packages import PackageEnv, PackageNeed, missing_message, package_env, requirement_name
 from .errors import Problem
-from .plain_errors import did_you_mean
+from .plain_errors import a_or_an, did_you_mean
 from .references import template_names, template_selectors
 from .settings import SECRET_ENV_PREFIX, Settings
 
@@ -320,7 +320,7 @@ def workflow_writes(doc: Mapping[str, Any], *, catalog: NodeCatalog) -> str | No
     for node in nodes:
         spec = catalog.get(node.type)
         if spec is None or not spec.reads_only:
-            return f"node {node.id!r} is a {node.type} node"
+            return f"node {node.id!r} is {a_or_an(node.type)} node"
         reason = node.config.writes()
         if reason is not None:
             return f"node {node.id!r} {reason}"

@@ -52,7 +52,7 @@ def validate(file: WorkflowFile, as_json: JsonFlag = False) -> None:
 
     from .loading import tenant_datasets
 
-    doc, problems = load_workflow(file)
+    doc, problems = load_workflow(file, "validate")
     if doc is not None:
         catalog, models = builtin_catalog(), registry_for(settings())
         nodes = valid_nodes(doc, catalog)

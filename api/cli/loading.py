@@ -17,18 +17,22 @@ from .common import is_stdin, read_source, settings, source_label
 __all__ = ["load_workflow", "tenant_datasets"]
 
 
-def load_workflow(path: Path) -> tuple[dict[str, Any] | None, list[Any]]:
+def load_workflow(path: Path, command: str | None = None) -> tuple[dict[str, Any] | None, list[Any]]:
     """The workflow document in ``path`` (``-``: stdin), or the problem that prevents reading it.
 
     A Dify DSL or a FastGPT export is not a workflow: it is reported as
     ``foreign_format``, naming what it is and the ``flowloom import`` command that
-    converts it (people try ``run`` on their export first).
+    converts it (people try ``run`` on their export first). A file that does not exist
+    is told the file or saved workflow meant (:func:`_no_such_file`; ``command``: the
+    ``flowloom`` command to suggest with a file found, e.g. ``run``).
     """
     from engine.errors import Problem
 
     label = source_label(path)
     try:
         data = read_source(path)
+    except FileNotFoundError:
+        return None, [Problem("invalid_document", _no_such_file(path, command))]
     except OSError as exc:
         return None, [Problem("invalid_document", f"cannot read {label}: {exc.strerror or exc}")]
     try:
@@ -51,6 +55,79 @@ def load_workflow(path: Path) -> tuple[dict[str, Any] | None, list[Any]]:
         if foreign is not None:
             return None, [foreign]
     return doc, []
+
+
+def _no_such_file(path: Path, command: str | None) -> str:
+    """``cannot read hello: no such file`` and what was likely meant: a bare name is often a workflow's id
+    (``flowloom run hello``), so the file of that id - ``hello.json`` here, ``<id>.json`` in
+    the workflow directories (``FLOWLOOM_WORKFLOW_PATH``, else ``workflows/`` and
+    ``examples/``: where a run finds workflow tools), the bundled examples - or, failing
+    those, a workflow of that id saved in this deployment's store (where a server runs it)."""
+    name = path.name.removesuffix(".json")
+    found = _workflow_file(path, name)
+    if found is not None:
+        shown = shlex.quote(_shown_path(found))
+        meant = f"`flowloom {command} {shown}`" if command else shown
+        return f"cannot read {path}: no such file; did you mean {meant}?"
+    if path.parent == Path(".") and _saved_workflow(name):
+        return (
+            f"cannot read {path}: no such file; {name!r} is a workflow saved in the store (tenant default), which "
+            f"runs in the server: the canvas of `flowloom serve`, or POST /v1/workflows/{name}/runs"
+        )
+    return f"cannot read {path}: no such file (give the path of a workflow JSON file)"
+
+
+def _workflow_file(path: Path, name: str) -> Path | None:
+    """The existing file ``path`` likely meant (see :func:`_no_such_file`), or None."""
+    from api.examples import EXAMPLES_DIR
+    from engine.ports import WorkflowNotFound
+    from engine.workflow_files import WorkflowFiles
+
+    candidates = [path.with_name(path.name + ".json")] if not path.suffix else []
+    if path.parent == Path("."):
+        try:
+            candidates.append(WorkflowFiles.from_settings(settings()).find(name))
+        except WorkflowNotFound:
+            pass
+        candidates.append(EXAMPLES_DIR / f"{name}.json")
+    return next((c for c in candidates if c.is_file()), None)
+
+
+def _shown_path(found: Path) -> str:
+    """``found`` relative to the working directory when it is below it, else absolute."""
+    try:
+        return str(found.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(found.resolve())
+
+
+def _saved_workflow(workflow_id: str) -> bool:
+    """True when the default tenant of this deployment's store has workflow ``workflow_id``
+    (saved by the canvas or by ``flowloom serve``'s examples). Never creates the embedded
+    database that does not exist yet, and never fails: a store that cannot be read says no."""
+    import asyncio
+
+    current = settings()
+    if current.database_url is None and not (current.home / "flowloom.db").is_file():
+        return False
+
+    async def read() -> bool:
+        from api.composition import open_service
+        from engine.ports import WorkflowNotFound
+        from workers.sql.workflows import SqlWorkflowStore
+
+        async with open_service(current) as service:
+            runs: Any = service.stores.runs  # a SqlStore: every deployment keeps its runs in SQL
+            try:
+                await SqlWorkflowStore(runs).get("default", workflow_id)
+            except WorkflowNotFound:
+                return False
+            return True
+
+    try:
+        return asyncio.run(read())
+    except Exception:  # an unreachable or unmigrated store: only a hint is lost
+        return False
 
 
 def _looks_native(doc: dict[str, Any]) -> bool:

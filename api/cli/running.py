@@ -371,7 +371,7 @@ def run(
     The run is saved in the run store as it goes: `flowloom runs`, `show`, `cancel`.
     With --node ID only that node runs (a run of kind single_node), with the values given
     by reference or, for those left out, the ones its last run of this workflow read."""
-    doc, problems = load_workflow(file)
+    doc, problems = load_workflow(file, "run")
     if doc is not None:
         doc = _with_limits(doc, max_wall_time, max_node_executions)
     plan = compile_or_exit(doc, problems)

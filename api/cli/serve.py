@@ -148,6 +148,16 @@ def _print_start(start: _Start, base: str, dist: Path, login_asked: bool | None,
                 f"({', '.join(report.created) or 'none'}){free}"
             )
         )
+        for need, ids in report.http_needs.items():
+            console.print(Text(f"  - {', '.join(ids)}: no model key, but {need}"))
+        if report.http_needs:
+            console.print(
+                Text(
+                    "    (the bundled stub serves them: `python examples/stub_server.py --port 8765`, then "
+                    "base_url http://127.0.0.1:8765 and FLOWLOOM_HTTP_ALLOW=127.0.0.1 for flowloom serve)",
+                    style="dim",
+                )
+            )
         for problem in report.skipped:
             console.print(Text(f"  - skipped {problem}", style="yellow"))
     elif report is not None and report.kept:

@@ -49,6 +49,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
+from engine.plain_errors import did_you_mean
 from engine.ports import KeyStore, WorkflowNotFound, WorkflowRepo
 from engine.service import RunService
 from schemas.api import OpenAIErrorBody
@@ -60,7 +61,7 @@ from schemas.types import RunStatus
 
 from ..auth import Principal, bearer, principal
 from ..deployment import Heartbeat, Keys, Service, Workflows
-from ..errors import ApiError, describe, openai_error, parse_body
+from ..errors import ApiError, describe, field_path, openai_error, parse_body
 from ..sse import EventStreamResponse, with_heartbeats
 
 __all__ = ["router"]
@@ -204,9 +205,21 @@ async def list_models(request: Request, keys: Keys, workflows: Workflows) -> Res
 # -------------------------------------------------------------------- start
 
 
+#: the roles of OpenAI's chat messages; another is refused (422) with the closest, since
+#: a misspelt one ('usr') would otherwise drop its message from the turn unsaid
+_ROLES = ("system", "developer", "user", "assistant", "tool", "function")
+
+
 def _turn(body: ChatCompletionRequest) -> tuple[str, list[dict[str, Any]]]:
     """The turn's message (the last ``user`` message) and the history before it (its
-    ``user`` and ``assistant`` messages with text). Raises ApiError 422 without one."""
+    ``user`` and ``assistant`` messages with text). Raises ApiError 422 without one, or
+    for a message whose role is none of OpenAI's."""
+    for i, m in enumerate(body.messages):
+        if m.role not in _ROLES:
+            what = f"unknown role {m.role!r}{did_you_mean(m.role, _ROLES)} (roles: {', '.join(_ROLES)})"
+            loc: list[Any] = ["body", "messages", i, "role"]
+            problem = {"loc": loc, "message": what, "code": "unknown_role"}
+            raise ApiError(422, "invalid_request", f"{field_path(loc)}: {what}", problems=[problem])
     last = max((i for i, m in enumerate(body.messages) if m.role == "user"), default=None)
     if last is None:
         raise ApiError(422, "invalid_request", "`messages` needs a message with role `user`")

@@ -70,6 +70,7 @@ from engine.catalog import NodeExecutor
 from engine.child_runs import WorkflowRecursion, run_child
 from engine.context import NodeContext, NodeResult
 from engine.errors import NodeFailed, ReferenceFailed, RunCancelledError, RunError, RunLimitExceeded
+from engine.plain_errors import a_or_an
 from engine.ports import WorkflowNotFound
 from engine.references import render_template, resolve_value
 from engine.workflow_files import WorkflowFiles
@@ -164,7 +165,7 @@ def graph_tool_risk(body: Any, root: str) -> tuple[Risk, str]:
         kind = plan.node.type
         spec = catalog.get(kind) if catalog is not None else None
         if spec is None or not spec.reads_only:
-            return "write", f"node {nid!r} is a {kind} node"
+            return "write", f"node {nid!r} is {a_or_an(kind)} node"
         reason = plan.node.config.writes()
         if reason is not None:
             return "write", f"node {nid!r} {reason}"

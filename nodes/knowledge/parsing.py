@@ -50,6 +50,7 @@ from contextlib import contextmanager
 from pathlib import PurePosixPath
 
 from engine.knowledge.ports import DocumentRejected, ParsedDocument
+from engine.plain_errors import a_or_an
 
 __all__ = ["DocumentParser", "TEXT_EXTENSIONS", "content_type_for"]
 
@@ -132,9 +133,11 @@ class DocumentParser:
         elif detected is not None:
             if claimed in BINARY_EXTENSIONS.values():
                 raise _reject(
-                    filename, f"the name says {claimed} but the content is a {detected} file", "type_mismatch"
+                    filename,
+                    f"the name says {claimed} but the content is {a_or_an(detected)} file",
+                    "type_mismatch",
                 )
-            raise _reject(filename, f"a {detected} file cannot be read as text", "unsupported")
+            raise _reject(filename, f"{a_or_an(detected)} file cannot be read as text", "unsupported")
         else:
             text = _decode(data)
             if text is None:

@@ -61,6 +61,7 @@ from typing import Any
 from engine.catalog import NodeExecutor
 from engine.context import NodeContext, NodeResult
 from engine.errors import NodeFailed
+from engine.plain_errors import did_you_mean
 from engine.references import template_names
 from schemas.node_records import ChatRecord, PartialReply, warning_entry
 from schemas.nodes_llm import ChatConfig, LLMNodeConfig, TextValue
@@ -218,7 +219,7 @@ def resolve_history(ctx: NodeContext, config: LLMNodeConfig) -> list[dict[str, s
         if role not in _ROLES or not isinstance(content, str):
             raise NodeFailed(
                 f"config.history_source: item [{i}] must be {{role: user|assistant|system, "
-                f"content: string}}, got {json.dumps(item, default=str)[:80]}",
+                f"content: string}}, got {json.dumps(item, default=str)[:80]}{did_you_mean(role, sorted(_ROLES))}",
                 node_id=ctx.node_id,
             )
         out.append({"role": role, "content": content})

@@ -134,6 +134,24 @@ async def test_models_unknown_model_bad_key_and_another_tenant(api):
     assert (await api.client.get("/v1/runs", headers=api.auth())).json()["runs"] == []
 
 
+async def test_a_misspelt_message_role_is_refused_with_the_role_meant(api):
+    """OpenAI refuses a role it does not know; silently dropping the message would run the
+    turn without it (or refuse it for lacking a user message without saying why)."""
+    await _publish(api, chat_flow("chatbot"))
+    body = {"model": "chatbot", "messages": [{"role": "system", "content": "be brief"},
+                                             {"role": "usr", "content": "hi"}]}
+    refused = await api.client.post("/v1/chat/completions", json=body, headers=api.auth())
+    assert refused.status_code == 422, refused.text
+    error = refused.json()["error"]
+    assert error["message"] == ("messages[1].role: unknown role 'usr'; did you mean 'user'? "
+                                "(roles: system, developer, user, assistant, tool, function)")
+    assert error["param"] == "messages[1].role"
+    unknown = await api.client.post("/v1/chat/completions", headers=api.auth(), json={
+        "model": "chatbt", "messages": [{"role": "user", "content": "hi"}]})
+    assert unknown.status_code == 404 and "did you mean" not in unknown.text, "an app key must not learn ids"
+    assert (await api.client.get("/v1/runs", headers=api.auth())).json()["runs"] == []
+
+
 async def test_an_app_key_runs_its_own_app_without_naming_it(api):
     await _publish(api, order_workflow())
     scoped = (await api.client.post("/v1/keys", json={"name": "app", "app_id": "order_confirm"},

@@ -87,3 +87,23 @@ async def test_a_run_needing_a_key_this_deployment_lacks_is_refused_before_anyth
     assert CLOUD_KEY_ENV in completion.json()["error"]["message"]
     assert completion.headers.get("x-should-retry") == "false"
     assert (await api.client.get("/v1/runs", headers=api.auth())).json()["runs"] == []
+
+
+async def test_a_refused_run_names_an_unknown_dataset_beside_the_missing_key(api, models_file):
+    """The launch refuses with every problem the deployment and the tenant must fix, as
+    ``flowloom run`` lists them: a missing key answers 503 and also names a searched
+    dataset the tenant lacks, so fixing the key does not lead to a second refusal."""
+    flow = chat_flow("chatty", model="cloud-model")
+    flow["nodes"].insert(1, {"id": "search", "type": "knowledge_retrieval", "config": {"datasets": ["ghost"]}})
+    flow["edges"] = [{"id": "e0", "source": "start", "target": "search"},
+                     {"id": "e1", "source": "search", "target": "reply"},
+                     {"id": "e2", "source": "reply", "target": "say"}]
+    refused = await api.client.post("/v1/runs", json={"workflow": flow, "inputs": {"query": "hi"}},
+                                    headers=api.auth())
+    assert refused.status_code == 503, refused.text
+    error = refused.json()["error"]
+    assert error["type"] == "missing_api_key"
+    assert CLOUD_KEY_ENV in error["message"] and "'ghost'" in error["message"]
+    assert [(p["code"], p["node_id"]) for p in error["problems"]] == [
+        ("missing_api_key", "reply"), ("unknown_dataset", "search")]
+    assert (await api.client.get("/v1/runs", headers=api.auth())).json()["runs"] == []

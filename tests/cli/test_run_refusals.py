@@ -117,3 +117,35 @@ def test_rerun_from_a_misspelt_node_suggests_the_close_one():
     assert result.exit_code == 2, result.output
     assert "no node 'gret' in the workflow; did you mean 'greet'?" in result.stderr
     assert len(stored_runs()) == 1, "no new run"
+
+
+def test_run_of_a_name_that_is_no_file_suggests_the_file_or_the_saved_workflow(tmp_path, monkeypatch):
+    """`flowloom run hello` (a workflow's id, not a path) is told the file meant: an
+    example, a `<name>.json` here; a workflow saved in the store is told where it runs."""
+    import asyncio
+
+    from api.composition import open_service
+    from api.examples import EXAMPLES_DIR
+    from workers.sql.workflows import SqlWorkflowStore
+
+    monkeypatch.chdir(tmp_path)
+    result = invoke("run", "hello")
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert f"cannot read hello: no such file; did you mean `flowloom run {EXAMPLES_DIR / 'hello.json'}`?" in result.stderr
+    (tmp_path / "mine.json").write_text("{}", encoding="utf-8")
+    assert "cannot read mine: no such file; did you mean `flowloom validate mine.json`?" in invoke("validate", "mine").output
+
+    nowhere = invoke("run", "saved_flow")
+    assert "cannot read saved_flow: no such file (give the path of a workflow JSON file)" in nowhere.stderr
+    assert not (Path(get_settings().home) / "flowloom.db").exists(), "a hint creates no database"
+
+    async def save() -> None:
+        async with open_service(get_settings()) as service:
+            doc = {"id": "saved_flow", "name": "Saved", "nodes": [{"id": "start", "type": "start"}], "edges": []}
+            await SqlWorkflowStore(service.stores.runs).create("default", doc)
+
+    asyncio.run(save())
+    saved = invoke("run", "saved_flow")
+    assert saved.exit_code == 2
+    assert ("'saved_flow' is a workflow saved in the store (tenant default), which runs in the server: "
+            "the canvas of `flowloom serve`, or POST /v1/workflows/saved_flow/runs") in saved.stderr

@@ -97,6 +97,9 @@ def test_serve_prints_a_stable_login_url_and_saves_the_examples_once(tmp_path):
         assert url == first.base + "/"
         assert httpx.get(url).text == INDEX
         assert "examples: saved" in first.stderr and "runnable without a model key: " in first.stderr
+        runnable = first.stderr.split("runnable without a model key: ", 1)[1].splitlines()[0].split(", ")
+        assert "hello" in runnable and "poll_job" not in runnable and "weather_lookup" not in runnable
+        assert "  - poll_job, weather_lookup: no model key, but an HTTP server to call" in first.stderr
         listed = httpx.get(f"{first.base}/v1/workflows", headers=auth).json()["workflows"]
         ids = {w["id"] for w in listed}
         assert {"hello", "grade_router", "order_confirm", "word_stats", "support_triage"} <= ids
@@ -136,3 +139,58 @@ def test_serve_on_a_non_loopback_address_prints_no_key_unless_asked(tmp_path):
         assert "examples:" not in server.stderr
         assert httpx.get(server.base + "/").text == INDEX
     assert not (tmp_path / "home" / "canvas-key").exists()
+
+
+def _example(name: str) -> dict:
+    return json.loads((ROOT / "examples" / f"{name}.json").read_text(encoding="utf-8"))
+
+
+def test_http_examples_are_not_runnable_as_they_are_and_the_banner_says_what_they_need(capsys):
+    """poll_job and weather_lookup need no model key, but their HTTP node's host is the
+    ``base_url`` input, and the stub they call is on loopback, which the address guard
+    refuses unless FLOWLOOM_HTTP_ALLOW names it: not "runnable without a model key"."""
+    from api.cli.serve import _print_start, _Start
+    from api.examples import ExamplesImported, http_needs
+    from engine.settings import Settings
+
+    for name in ("poll_job", "weather_lookup"):
+        need = http_needs(_example(name), Settings())
+        assert need is not None and "input base_url" in need and "FLOWLOOM_HTTP_ALLOW" in need, need
+    assert "(now 127.0.0.1)" in str(http_needs(_example("poll_job"), Settings(http_allow=["127.0.0.1"])))
+    assert http_needs(_example("hello"), Settings()) is None
+    literal = {"nodes": [{"id": "get", "type": "http_request", "config": {"url": "http://127.0.0.1:8000/x"}},
+                         {"id": "pub", "type": "http_request", "config": {"url": "https://api.example.com/x"}}]}
+    assert "FLOWLOOM_HTTP_ALLOW=127.0.0.1 " in str(http_needs(literal, Settings()))
+    assert http_needs(literal, Settings(http_allow=["127.0.0.0/8"])) is None
+
+    report = ExamplesImported(created=["hello", "poll_job", "weather_lookup"], no_model_key=["hello"],
+                              http_needs={"an HTTP server to call: set input base_url": ["poll_job", "weather_lookup"]})
+    _print_start(_Start(needs_admin_key=False, login_key=None, examples=report), "http://127.0.0.1:8000",
+                 ROOT / "no-dist", None, True)
+    lines = capsys.readouterr().err.splitlines()
+    [saved] = [line for line in lines if line.startswith("examples: saved")]
+    assert saved.endswith("runnable without a model key: hello")
+    assert "  - poll_job, weather_lookup: no model key, but an HTTP server to call: set input base_url" in lines
+    assert any("examples/stub_server.py" in line and "FLOWLOOM_HTTP_ALLOW=127.0.0.1" in line for line in lines)
+
+
+async def test_importing_the_examples_sorts_out_those_that_call_an_http_api(tmp_path):
+    from types import SimpleNamespace
+
+    from api.examples import import_examples
+    from engine.settings import Settings
+    from nodes import builtin_catalog
+
+    class Repo:
+        async def create(self, tenant_id, doc):
+            pass
+
+        async def publish(self, tenant_id, workflow_id, doc, note):
+            pass
+
+    service = SimpleNamespace(catalog=builtin_catalog(), settings=Settings(), compile=lambda doc: None)
+    report = await import_examples(Repo(), service, "default")
+    assert {"hello", "echo_chat", "word_stats"} <= set(report.no_model_key)
+    assert not {"poll_job", "weather_lookup", "support_triage"} & set(report.no_model_key)
+    [(need, ids)] = report.http_needs.items()
+    assert ids == ["poll_job", "weather_lookup"] and "input base_url" in need

@@ -5,6 +5,9 @@ from __future__ import annotations
 import pytest
 
 from engine import CompileError
+from engine.plain_errors import a_or_an
+from engine.shapes import workflow_writes
+from nodes import builtin_catalog
 from tests.support import fake_nodes  # noqa: F401  (registers the probe kind)
 from tests.support.catalog import check_workflow, compile_workflow
 from tests.support.workflows import build, chain_edges, edge, node
@@ -277,6 +280,27 @@ def test_unknown_template_name_suggests_a_node_id():
     doc = build([tpl("greet", "hi"), tpl("t", "{{ gret.output }}")], chain_edges("start", "greet", "t"))
     (message,) = messages(doc, "unknown_template_name")
     assert "did you mean 'greet'?" in message
+
+
+def test_a_misspelt_chat_message_role_suggests_the_role_meant():
+    doc = build([node("c", "chat", {"model": "default", "examples": [{"role": "usr", "text": "hi"}]})],
+                [edge("start", "c")])
+    (problem,) = [p for p in check_workflow(doc) if p.code == "invalid_config"]
+    assert problem.path == "config.examples[0].role"
+    assert problem.message == "must be 'user' or 'assistant' (got 'usr'); did you mean 'user'?"
+
+
+@pytest.mark.parametrize("word, phrase", [("agent", "an agent"), ("if_else", "an if_else"), ("elf", "an elf"),
+                                          ("iteration or loop", "an iteration or loop"), ("chat", "a chat"),
+                                          ("user_select", "a user_select"), ("unsupported", "an unsupported"),
+                                          ("ELF", "an ELF"), ("embedding", "an embedding")])
+def test_kinds_and_types_in_sentences_take_their_article(word, phrase):
+    assert a_or_an(word) == phrase
+
+
+def test_a_workflow_that_may_write_names_its_node_kind_with_its_article():
+    doc = build([node("helper", "agent", {"model": "default"})], [edge("start", "helper")])
+    assert workflow_writes(doc, catalog=builtin_catalog()) == "node 'helper' is an agent node"
 
 
 def test_unknown_config_field_suggests_and_lists_the_valid_fields():

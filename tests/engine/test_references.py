@@ -61,6 +61,16 @@ def test_template_is_sandboxed():
         render_template(state, "{{ ''.__class__.__mro__[1].__subclasses__() }}", node_id="t")
 
 
+def test_a_template_naming_a_node_that_did_not_run_suggests_the_close_one_that_did():
+    # what the compiler reports before a run (unknown_template_name), a template rendered
+    # without that check (a graph tool's result) reports when it runs
+    state = state_with(greet={"output": "hi"})
+    with pytest.raises(TemplateFailed) as info:
+        render_template(state, "{{ gret.output }}", node_id="t", field="config.template")
+    assert str(info.value).endswith("reference 'gret': no such name (not a node that has run, nor inputs, "
+                                    "sys, vars or nodes); did you mean 'greet'?")
+
+
 def test_template_undefined_attribute_is_an_error_not_empty():
     state = state_with(p={"value": {"a": 1}})
     with pytest.raises(TemplateFailed, match=r"undefined value in template of node 't', reference 'p.value.b': "

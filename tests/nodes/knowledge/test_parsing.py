@@ -152,3 +152,9 @@ def test_empty_and_unsupported_files():
     assert rejected(b"\x89PNG\r\n\x1a\n" + b"\x00" * 100, "image.txt").reason in ("unsupported", "type_mismatch")
     assert rejected(b"data", "sheet.xlsx").reason == "unsupported"
     assert rejected(b"\x00\x01\x02binary", "blob.txt").reason == "unsupported"
+
+
+def test_a_binary_type_is_named_with_its_article():
+    elf = b"\x7fELF\x02\x01\x01" + b"\x00" * 100  # an executable, as filetype knows it
+    assert str(rejected(elf, "prog")).endswith("an elf file cannot be read as text")
+    assert "the content is an elf file" in str(rejected(elf, "prog.pdf"))

@@ -213,6 +213,12 @@ async def test_invalid_history_source_fails_with_a_clear_message(openai_server, 
     assert "history_source: item [0]" in state.error.message
 
 
+async def test_a_misspelt_history_role_suggests_the_role_meant(openai_server, llm_run):
+    state, _ = await llm_run(chat_doc({"history": 2}), {"query": Q}, history=[{"role": "usr", "content": "hi"}])
+    assert state.status is RunStatus.failed and state.error.message.endswith("; did you mean 'user'?")
+    assert openai_server.bodies == []
+
+
 def test_recent_turns_keeps_replies_with_their_question():
     msgs = [{"role": "assistant", "content": "hi"}, *history_of(2), {"role": "system", "content": "s"}]
     assert recent_turns(msgs, 5) == [m for m in msgs if m["role"] != "system"]

@@ -365,7 +365,7 @@ export const en = {
   'vars.conversation': 'Conversation variables',
   'vars.loading': 'Loading what this field may read…',
   'convVars.default': 'default',
-  'convVars.notType': 'not a {type}',
+  'convVars.notType': 'not a valid {type}',  // 'a valid': the type may start with a vowel (array, object)
   'convVars.help': 'Kept per chat across its turns; read as conversation.NAME, changed by a variable update node.',
   'convVars.save': 'Save',
   'convVars.afterFirstTurn': 'Editable once the chat has its first turn',
