@@ -109,6 +109,7 @@ __all__ = [
     "BodyRefused",
     "body_message",
     "body_problem",
+    "compile_message",
     "describe",
     "error_body",
     "field_path",
@@ -228,7 +229,7 @@ def describe(exc: BaseException) -> tuple[int, dict[str, Any], dict[str, str]]:
         errors = [p for p in exc.problems if p.severity == "error"]
         return (
             422,
-            error_body("invalid_workflow", _compile_message(errors), [p.to_dict() for p in exc.problems]),
+            error_body("invalid_workflow", compile_message(errors), [p.to_dict() for p in exc.problems]),
             {},
         )
     if isinstance(exc, InvalidInputs):
@@ -393,9 +394,11 @@ def _respond(
     return JSONResponse(body, status_code=status, headers=headers or None)
 
 
-def _compile_message(errors: list[Any]) -> str:
+def compile_message(errors: list[Any]) -> str:
     """``the workflow has N problem(s)``, then the first one with its path (so a client
-    that shows only the message still learns where: ``nodes[3].name: ...``)."""
+    that shows only the message still learns where: ``nodes[3].name: ...``). ``errors``:
+    the error-severity problems (:class:`engine.errors.Problem`, or anything whose ``str``
+    names its place)."""
     if not errors:
         return "the workflow has 0 problem(s)"
     first = str(errors[0])

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import socket
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
@@ -168,19 +169,25 @@ def _print_start(start: _Start, base: str, dist: Path, login_asked: bool | None,
         console.print(Text(f"examples: none found in {EXAMPLES_DIR}", style="yellow"))
 
 
-def _check_port_free(host: str, port: int) -> None:
-    """Exit 2 with one line naming ``host:port`` when it cannot be listened on (in use,
-    not an address of this machine). Binds and releases it the way uvicorn will bind it
-    (``SO_REUSEADDR``), so a port in TIME_WAIT is not refused."""
-    import socket
+#: the exit status of a server that never started serving (its lifespan failed): uvicorn's own
+EXIT_STARTUP_FAILED = 3
 
-    if port == 0:
-        return  # any free port
+
+def _listen_socket(host: str, port: int) -> socket.socket:
+    """The socket the server will serve on, bound to ``host:port`` here (a ``port`` of 0:
+    a free one, so the banner prints the real address). Exit 2 with one line naming
+    ``host:port`` when it cannot be bound (in use, not an address of this machine), before
+    anything is printed: a banner for a server that never starts misleads. Bound with
+    ``SO_REUSEADDR`` as uvicorn binds, so a port in TIME_WAIT is not refused."""
     try:
         family, kind, proto, _name, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
-        with socket.socket(family, kind, proto) as probe:
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            probe.bind(address)
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(address)
+        except OSError:
+            sock.close()
+            raise
     except OSError as exc:
         import errno
 
@@ -191,6 +198,7 @@ def _check_port_free(host: str, port: int) -> None:
         )
         err().print(Text(f"cannot listen on {host}:{port}: {exc.strerror or exc}{hint}", style="bold red"))
         raise typer.Exit(EXIT_INVALID) from None
+    return sock
 
 
 def store_label(url: str) -> str:
@@ -297,9 +305,8 @@ def serve(
     from workers.sql.workflows import SqlWorkflowStore
 
     current = settings()
-    _check_port_free(
-        host, port
-    )  # before anything is printed: a banner for a server that never starts misleads
+    listening = _listen_socket(host, port)
+    port = listening.getsockname()[1]
     loopback = _loopback(host)
     want_login = login_url if login_url is not None else loopback
 
@@ -330,7 +337,7 @@ def serve(
     if start.vector_warning:
         err().print(Text(start.vector_warning, style="yellow"))
     _print_start(start, base, dist_of(current), login_url, loopback)
-    uvicorn.run(
+    config = uvicorn.Config(
         create_app(current, heartbeat_s=heartbeat, server=True),
         host=host,
         port=port,
@@ -340,3 +347,11 @@ def serve(
         timeout_graceful_shutdown=10,
         log_config=uvicorn_log_config(json_format=current.log_format == "json"),
     )
+    server = uvicorn.Server(config)
+    with listening:  # the socket bound above: the port the banner printed, 0 included
+        try:
+            server.run(sockets=[listening])
+        except KeyboardInterrupt:  # a second Ctrl-C while shutting down: quiet, as uvicorn.run is
+            pass
+    if not server.started:
+        raise typer.Exit(EXIT_STARTUP_FAILED)

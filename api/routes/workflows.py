@@ -31,7 +31,7 @@ from fastapi import Query, Request
 from fastapi.responses import JSONResponse, Response
 
 from engine.compiler import check_workflow
-from engine.errors import CompileError
+from engine.errors import CompileError, Problem
 from engine.ports import StalePublished, WorkflowNotFound, WorkflowRepo
 from engine.ref_scope import reference_scope
 from engine.shapes import deployment_problems, node_shapes, searched_datasets, system_reads, valid_nodes
@@ -64,7 +64,7 @@ from schemas.records import WorkflowRecord
 
 from ..auth import Caller, Principal, Service
 from ..deployment import AppSettings, Knowledge, Workflows
-from ..errors import ApiError, parse_body
+from ..errors import ApiError, compile_message, parse_body
 from ..limits import check_document, check_published
 from ..run_context import RunStartContext
 from ..run_route import RunStartRoute
@@ -462,8 +462,8 @@ async def _publish(
     """Compile ``doc`` (422 with every problem when it has errors), then publish it."""
     problems = _problems(service, doc, models=await service.models_of(caller.tenant_id))
     if not _valid(problems):
-        errors = sum(1 for p in problems if p["severity"] == "error")
-        raise ApiError(422, "invalid_workflow", f"the workflow has {errors} problem(s)", problems=problems)
+        errors = [Problem(**p) for p in problems if p["severity"] == "error"]
+        raise ApiError(422, "invalid_workflow", compile_message(errors), problems=problems)
     version = await repo.publish(caller.tenant_id, workflow_id, doc, note)
     return _version_out(version, version.version)
 

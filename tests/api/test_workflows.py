@@ -65,6 +65,11 @@ async def test_validate_and_an_invalid_draft_cannot_be_published(api):
         {"name": "name", "type": "string", "required": True, "default": None, "description": "who to greet"}]
     refused = await api.client.post("/v1/workflows/hello/publish", json={"note": "x"}, headers=api.auth())
     assert refused.status_code == 422 and refused.json()["error"]["problems"] == checked["problems"]
+    first = next(p for p in checked["problems"] if p["severity"] == "error")
+    # a client that shows only the message still learns what to fix first, as a refused run start says
+    assert refused.json()["error"]["message"].startswith("the workflow has ")
+    assert f"; first: [{first['code']}]" in refused.json()["error"]["message"]
+    assert first["message"] in refused.json()["error"]["message"]
 
 
 async def test_a_body_that_wraps_the_document_is_told_to_send_the_document_itself(api):

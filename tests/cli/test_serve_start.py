@@ -5,9 +5,11 @@ key of their own (the canvas key is the browser's)."""
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 from tests.support.cli import serve_banner
@@ -37,3 +39,29 @@ def test_serve_first_start_says_where_runs_execute_and_how_scripts_get_a_key(tmp
     assert "runs: executed in this process" in text
     assert "the canvas key is for the browser; scripts should use a key of their own" in text
     assert "no admin API key yet" not in text
+
+
+def test_serve_on_port_0_prints_the_port_it_picked_and_serves_there(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "FLOWLOOM_REDIS_URL"}
+    env["FLOWLOOM_HOME"] = str(tmp_path / "home")
+    server = subprocess.Popen([sys.executable, "-m", "api.cli", "serve", "--port", "0", "--no-examples"],
+                              cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    assert server.stderr is not None
+    try:
+        first = server.stderr.readline()
+        found = re.search(r"Flowloom API on (http://127\.0\.0\.1:(\d+)) ", first)
+        assert found and found.group(2) != "0", first
+        seen = [first]
+        while "Application startup complete" not in seen[-1]:
+            line = server.stderr.readline()
+            assert line, "".join(seen)  # the server ended before it served
+            seen.append(line)
+        with urllib.request.urlopen(found.group(1) + "/healthz", timeout=30) as answer:
+            assert answer.status == 200
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
