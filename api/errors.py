@@ -105,6 +105,7 @@ from .json_body import MAX_JSON_DEPTH, json_depth_over, lone_surrogate_path, may
 
 __all__ = [
     "OPENAI_PATHS",
+    "OPENAI_ROOT_PARTS",
     "ApiError",
     "BodyRefused",
     "body_message",
@@ -313,6 +314,10 @@ def _knowledge_error(exc: BaseException) -> tuple[int, dict[str, Any], dict[str,
 #: the OpenAI-compatible paths: every error of theirs is in OpenAI's shape (the
 #: ``openai`` SDK and the tools built on it read ``error.code`` and ``error.param``)
 OPENAI_PATHS = frozenset({"/v1/chat/completions", "/v1/models"})
+#: first parts of the paths of OpenAI's API a client calls below its base URL: at the
+#: root, they come from a client whose base URL lacks ``/v1`` (``OpenAI(base_url=
+#: "http://127.0.0.1:8400")``), answered by a 404 saying so rather than by the canvas
+OPENAI_ROOT_PARTS = frozenset({"models", "chat", "completions", "embeddings", "responses"})
 _OPENAI_TYPES = {
     400: "invalid_request_error",
     401: "authentication_error",
@@ -330,6 +335,11 @@ _OPENAI_CODES = {"unauthorized": "invalid_api_key", "not_found": "model_not_foun
 def is_openai_path(path: str) -> bool:
     """True for a path whose errors are OpenAI-shaped (:data:`OPENAI_PATHS`)."""
     return (path.rstrip("/") or "/") in OPENAI_PATHS
+
+
+def _openai_root(path: str) -> bool:
+    """True for a path of OpenAI's API without the ``/v1`` (``/models``, ``/chat/completions``)."""
+    return path.lstrip("/").split("/", 1)[0] in OPENAI_ROOT_PARTS
 
 
 def openai_error(
@@ -615,11 +625,17 @@ _DIFY_ROUTES = {
 }
 
 
-def _missing_route(path: str, method: str | None = None) -> str:
+def _missing_route(path: str, method: str | None = None, base: str = "http://HOST:PORT/") -> str:
     """The message of a path no route serves (404: ``no route {path}``) or serves for
     other methods (405: ``{method} is not served at {path}``), and where the work is done
-    when the path is another platform's or a near miss (``.../run``)."""
+    when the path is another platform's, one of OpenAI's without ``/v1`` (``base``: the
+    server's URL, ending in ``/``) or a near miss (``.../run``)."""
     hint = _DIFY_ROUTES.get(path.rstrip("/"))
+    if hint is None and _openai_root(path):
+        hint = (
+            f"the OpenAI-compatible API is under /v1 (/v1/models, /v1/chat/completions): use the base "
+            f'URL ending in /v1, {base}v1 (openai SDK: OpenAI(base_url="{base}v1"))'
+        )
     if hint is None and path.rstrip("/").endswith("/run") and len(path) <= 200:
         hint = f"did you mean {path.rstrip('/')}s?"
     text = f"no route {path[:200]}" if method is None else f"{method} is not served at {path[:200]}"
@@ -643,7 +659,7 @@ def install_error_handlers(app: FastAPI) -> None:
         kind = _STATUS_TYPES.get(exc.status_code, "http_error")
         message = str(exc.detail)
         if exc.status_code == 404 and message == "Not Found":  # no route: the router's own 404
-            message = _missing_route(request.url.path)
+            message = _missing_route(request.url.path, base=str(request.base_url))
         elif exc.status_code == 405 and message == "Method Not Allowed":
             message = _missing_route(request.url.path, request.method)
         return _respond(

@@ -21,7 +21,7 @@ from engine.ports import WorkflowExists, WorkflowRepo
 from engine.service import RunService
 from engine.settings import Settings
 
-__all__ = ["EXAMPLES_DIR", "ExamplesImported", "http_needs", "import_examples", "needs_model"]
+__all__ = ["EXAMPLES_DIR", "ExamplesImported", "example_ids", "http_needs", "import_examples", "needs_model"]
 
 #: the examples of the source tree holding this package
 EXAMPLES_DIR = Path(__file__).resolve().parents[1] / "examples"
@@ -110,6 +110,11 @@ def _read(path: Path) -> dict[str, Any] | str:
     if not isinstance(doc, dict) or not isinstance(doc.get("id"), str) or not doc["id"].strip():
         return f"{path.name}: not a workflow with an id"
     return doc
+
+
+def example_ids(folder: Path = EXAMPLES_DIR) -> list[str]:
+    """The workflow ids of the examples in ``folder`` that can be imported, sorted."""
+    return sorted(doc["id"] for path in folder.glob("*.json") if isinstance(doc := _read(path), dict))
 
 
 async def import_examples(

@@ -4,8 +4,12 @@ app at ``/``, next to the API it calls.
 - A file of the built app (``index.html``, ``assets/...``) is served as it is; hashed
   assets are cached for a year, ``index.html`` never (a new build shows at once).
 - Any other ``GET`` path that is not the API's (``/v1/...``, ``/health``,
-  ``/openapi.json``, ``/docs``) and does not name a file (no ``.`` in its last part) is
-  the app's own route: it gets ``index.html`` (single-page fallback).
+  ``/openapi.json``, ``/docs``, and OpenAI's paths without ``/v1``: ``/models``,
+  ``/chat/completions``..., whose 404 says to use ``/v1``) and does not name a file (no
+  ``.`` in its last part) is the app's own route: it gets ``index.html`` (single-page
+  fallback) when the request accepts HTML (a browser's navigation, ``*/*``). A client
+  that accepts only other types (``Accept: application/json``: an API client at a wrong
+  path) gets the API's JSON 404: a page it cannot read would pass for an answer.
 - Nothing here shadows the API: the canvas answers only requests no route of the app
   matched (it hooks the app's 404), so a route added later always wins, and the API's
   own 404s (an unknown ``/v1`` path) stay JSON.
@@ -30,12 +34,16 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from engine.settings import Settings
 
+from .errors import OPENAI_ROOT_PARTS
+
 __all__ = ["BUILD_COMMAND", "canvas_response", "default_dist", "dist_of", "install_canvas"]
 
 #: how to build the canvas (said by the page served while it is not built)
 BUILD_COMMAND = "npm --prefix web ci && npm --prefix web run build"
 #: first path parts that belong to the API, never to the canvas
-_API_PARTS = frozenset({"v1", "health", "metrics", "openapi.json", "docs", "redoc"})
+_API_PARTS = frozenset({"v1", "health", "metrics", "openapi.json", "docs", "redoc"}) | OPENAI_ROOT_PARTS
+#: media types of an ``Accept`` header that take the canvas's page
+_HTML_TYPES = frozenset({"text/html", "text/*", "*/*"})
 _YEAR = "public, max-age=31536000, immutable"
 
 
@@ -65,17 +73,26 @@ def _not_built(dist: Path) -> HTMLResponse:
     return HTMLResponse(page, headers={"Cache-Control": "no-store"})
 
 
-def canvas_response(dist: Path, path: str) -> Response | None:
-    """What the canvas answers for ``path`` (URL path without the leading ``/``): a file of
-    ``dist``, ``index.html`` for an app route, the build hint when ``dist`` has no
-    ``index.html``; None when the path is the API's or names a file that does not exist."""
+def _accepts_html(accept: str | None) -> bool:
+    """True when an ``Accept`` header (None or empty: no header) takes an HTML page."""
+    if not accept:
+        return True
+    return any(part.split(";", 1)[0].strip().lower() in _HTML_TYPES for part in accept.split(","))
+
+
+def canvas_response(dist: Path, path: str, accept: str | None = None) -> Response | None:
+    """What the canvas answers for ``path`` (URL path without the leading ``/``) asked with
+    the ``Accept`` header ``accept``: a file of ``dist``, ``index.html`` for an app route,
+    the build hint when ``dist`` has no ``index.html``; None when the path is the API's,
+    names a file that does not exist, or is a page for a client that accepts no HTML."""
     parts = [p for p in path.split("/") if p]
     if parts and parts[0] in _API_PARTS:
         return None
+    page = _accepts_html(accept)
     root = dist.resolve()
     index = root / "index.html"
     if not index.is_file():
-        return _not_built(dist)
+        return _not_built(dist) if page else None
     if parts:
         target = (root / "/".join(parts)).resolve()
         # A path that leaves the folder (``..``, a symlink out) is not the canvas's.
@@ -84,7 +101,7 @@ def canvas_response(dist: Path, path: str) -> Response | None:
             return FileResponse(target, headers={"Cache-Control": cache})
         if "." in parts[-1]:
             return None
-    return FileResponse(index, headers={"Cache-Control": "no-cache"})
+    return FileResponse(index, headers={"Cache-Control": "no-cache"}) if page else None
 
 
 def install_canvas(app: FastAPI, dist: Path) -> None:
@@ -96,7 +113,7 @@ def install_canvas(app: FastAPI, dist: Path) -> None:
 
     async def on_http(request: Request, exc: Any) -> Response:
         if exc.status_code == 404 and request.method in ("GET", "HEAD"):
-            answer = canvas_response(dist, request.url.path.lstrip("/"))
+            answer = canvas_response(dist, request.url.path.lstrip("/"), request.headers.get("accept"))
             if answer is not None:
                 return answer
         if previous is None:  # pragma: no cover - the app always installs one first

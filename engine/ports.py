@@ -492,6 +492,16 @@ class KeyStore(Protocol):
         """The tenant. Raises TenantNotFound."""
         ...
 
+    async def examples_offered(self, tenant_id: str) -> bool:
+        """True once the tenant was offered the bundled examples (``flowloom serve``
+        saves them on its first start for the tenant, not after: a user may have
+        deleted them)."""
+        ...
+
+    async def mark_examples_offered(self, tenant_id: str) -> None:
+        """Mark the tenant offered the bundled examples."""
+        ...
+
     async def create_key(
         self, tenant_id: str, *, name: str = "", admin: bool = False, app_id: str | None = None
     ) -> tuple[ApiKey, str]:

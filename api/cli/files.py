@@ -276,10 +276,13 @@ def _print_imported(result: Any, registry: Any, file: Path, output: Path | None)
         console.print(
             Text.assemble(("secret to set: ", "bold"), f"{name} (flowloom secrets set {wf['id']} {name})")
         )
+    # Only a regular file can be run later: a device (``-o /dev/null``, ``/dev/stdout``) kept
+    # nothing to run, so the line pipes the import into ``flowloom run -`` as without -o.
+    kept = output if output is not None and output.is_file() else None
     console.print(
         Text.assemble(
             ("run it with: ", "bold"),
-            run_command(wf, output, f"flowloom import {shlex.quote(source_label(file))}"),
+            run_command(wf, kept, f"flowloom import {shlex.quote(source_label(file))}"),
         )
     )
 

@@ -111,9 +111,27 @@ def list_keys(tenant: TenantOption = "default", as_json: JsonFlag = False) -> No
     raise typer.Exit(with_service(body))
 
 
+async def _key_id(keys: Any, tenant: str, given: str) -> str:
+    """The id of the key ``given`` names: its id (``key_...``), or the KEY column of
+    ``flowloom keys list`` (``fl_<prefix>_...``, ``fl_<prefix>``, the bare prefix, or the
+    whole key), since that is the part of a key a person recognises. A prefix is unique
+    in the store, so it names at most one key; ``given`` as it is when nothing matches
+    (the store then says there is no such key)."""
+    if given.startswith("key_"):
+        return given
+    parts = given.split("_")
+    prefix = parts[1] if parts[0] == "fl" and len(parts) > 1 else parts[0]
+    return next((k.id for k in await keys.list_keys(tenant) if k.prefix == prefix), given)
+
+
 @keys_app.command()
 def revoke(
-    key_id: Annotated[str, typer.Argument(help="the key's id (`flowloom keys list`)")],
+    key_id: Annotated[
+        str,
+        typer.Argument(
+            help="the key: its ID or its KEY (`fl_<prefix>_...`) as `flowloom keys list` shows them"
+        ),
+    ],
     tenant: TenantOption = "default",
 ) -> None:
     """Revoke a key: it no longer authenticates."""
@@ -122,10 +140,11 @@ def revoke(
     from .common import abort
 
     async def body(service: Any) -> int:
+        keys = _store(service)
         try:
-            record = await _store(service).revoke_key(tenant, key_id)
+            record = await keys.revoke_key(tenant, await _key_id(keys, tenant, key_id))
         except KeyNotFound as exc:
-            abort("cannot revoke:", [str(exc)])
+            abort("cannot revoke:", [f"{exc} (give its ID or KEY as `flowloom keys list` shows them)"])
         out().print(
             Text.assemble((f"API key {record.id} revoked", "bold yellow"), f" ({_when(record.revoked_at)})")
         )

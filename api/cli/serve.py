@@ -15,8 +15,11 @@ anything else is printed. It prints:
   to the server (it stays out of access logs); the canvas moves it to its local storage.
   Revoking it (``flowloom keys revoke``) makes the next start create a new one;
 - on a first start (no admin key of your own yet) how to create one for API clients;
-- with ``--examples`` (by default on the start that creates the database's default
-  tenant) the bundled examples saved as workflows (:mod:`api.examples`);
+- with ``--examples`` (by default on the first start of ``serve`` on the database, even
+  when the command line created tenant ``default`` before) the bundled examples saved as
+  workflows (:mod:`api.examples`); a later start without the flag saves none (examples
+  a user deleted stay deleted) and, when the tenant has none of them, says so and how
+  to save them;
 - a warning when the PostgreSQL server has no pgvector (datasets with an embedding
   model and semantic search are then unavailable; full-text ones work).
 
@@ -60,6 +63,9 @@ class _Start:
     needs_admin_key: bool
     login_key: str | None
     examples: Any = None
+    #: how many bundled examples there are when this start saved none and tenant default
+    #: has none of them (0: it has some, or the start saved them or was told not to)
+    examples_unsaved: int = 0
     vector_warning: str | None = None
 
 
@@ -138,6 +144,14 @@ def _print_start(start: _Start, base: str, dist: Path, login_asked: bool | None,
                 style="yellow",
             )
         )
+    if start.examples_unsaved:
+        console.print(
+            Text(
+                f"examples: not saved (tenant default has none of the {start.examples_unsaved} bundled "
+                "examples); `flowloom serve --examples` saves them",
+                style="yellow",
+            )
+        )
     report = start.examples
     if report is not None and (report.created or report.skipped):
         free = (
@@ -167,6 +181,28 @@ def _print_start(start: _Start, base: str, dist: Path, login_asked: bool | None,
         from api.examples import EXAMPLES_DIR
 
         console.print(Text(f"examples: none found in {EXAMPLES_DIR}", style="yellow"))
+
+
+async def _offer_examples(start: _Start, keys: Any, service: Any, asked: bool | None) -> None:
+    """Save the bundled examples to tenant ``default`` (``start.examples``: the report)
+    when ``asked`` (``--examples``) or, with neither flag, on the first start of ``serve``
+    on the database, whoever created the tenant: a user following the README runs
+    ``flowloom datasets create`` before ``serve``, and expects the examples all the same.
+    Later starts save none unasked (examples a user deleted stay deleted) and set
+    ``start.examples_unsaved`` when the tenant has none of them, so the banner says how."""
+    from api.examples import example_ids, import_examples
+    from workers.sql.workflows import SqlWorkflowStore
+
+    repo = SqlWorkflowStore(service.stores.runs)
+    offered = await keys.examples_offered("default")
+    if asked if asked is not None else not offered:
+        start.examples = await import_examples(repo, service, "default")
+    elif asked is None:
+        bundled = example_ids()
+        if not {w.id for w in await repo.list("default")} & set(bundled):
+            start.examples_unsaved = len(bundled)
+    if not offered:  # --no-examples too: the user declined them, later starts do not insist
+        await keys.mark_examples_offered("default")
 
 
 #: the exit status of a server that never started serving (its lifespan failed): uvicorn's own
@@ -288,7 +324,7 @@ def serve(
         typer.Option(
             "--examples/--no-examples",
             help="save the bundled examples as workflows of tenant default, those not "
-            "saved yet (default: on the first start of a database)",
+            "saved yet (default: on the first start of serve on a database)",
         ),
     ] = None,
 ) -> None:
@@ -298,11 +334,9 @@ def serve(
 
     from api.app import create_app, key_store_of
     from api.composition import database_url
-    from api.examples import import_examples
     from api.logs import uvicorn_log_config
     from api.static import dist_of
     from workers.knowledge import vector_support_warning
-    from workers.sql.workflows import SqlWorkflowStore
 
     current = settings()
     listening = _listen_socket(host, port)
@@ -312,14 +346,13 @@ def serve(
 
     async def body(service: Any) -> _Start:
         keys = key_store_of(service)
-        _tenant, created = await keys.ensure_tenant("default", "Default tenant")
+        await keys.ensure_tenant("default", "Default tenant")
         own = [k for k in await keys.list_keys("default") if k.name != CANVAS_KEY_NAME]
         start = _Start(
             needs_admin_key=not any(k.admin and k.active for k in own),
             login_key=await _canvas_key(keys, current.home) if want_login else None,
         )
-        if examples if examples is not None else created:
-            start.examples = await import_examples(SqlWorkflowStore(service.stores.runs), service, "default")
+        await _offer_examples(start, keys, service, examples)
         start.vector_warning = vector_support_warning(service.knowledge.store)
         return start
 

@@ -22,7 +22,8 @@ docx       .docx                 python-docx: heading and title styles become ``
                                  lines, tables rows of ``a | b`` cells
 csv_qa     .csv                  ``csv``: columns ``q``/``a`` or ``question``/``answer``
                                  (FastGPT's QA datasets), one pair per row; a row with
-                                 an answer but no question is refused, naming the row
+                                 an answer but no question is refused, naming the row;
+                                 separated by ``,`` ``;`` tab or ``|`` (the header's)
 jsonl_qa   .jsonl                one JSON object per line with ``q``/``a`` or
                                  ``question``/``answer``
 text       (no extension)        raw text
@@ -321,8 +322,25 @@ def _pick(keys: dict[str, int], names: tuple[str, ...]) -> int | None:
     return next((keys[n] for n in names if n in keys), None)
 
 
+#: the delimiters a CSV file may use, as people name them: ``,`` and spreadsheets' other
+#: exports (``;`` where the comma is the decimal mark, tab, ``|``)
+_CSV_DELIMITERS = {",": "commas", ";": "semicolons", "\t": "tabs", "|": "bars (|)"}
+
+
+def _csv_delimiter(text: str) -> str:
+    """The delimiter of a CSV file's header line (one of :data:`_CSV_DELIMITERS`, ``,``
+    when the line has none of them): sniffed from that line only, since the answers
+    below it are free text full of commas and semicolons."""
+    line = text.lstrip("\ufeff").split("\n", 1)[0]
+    try:
+        return csv.Sniffer().sniff(line, delimiters="".join(_CSV_DELIMITERS)).delimiter
+    except csv.Error:  # a single column: nothing to sniff
+        return ","
+
+
 def _csv_pairs(text: str, filename: str) -> list[tuple[str, str]]:
-    reader = csv.reader(io.StringIO(text))
+    delimiter = _csv_delimiter(text)
+    reader = csv.reader(io.StringIO(text), delimiter=delimiter)
     header = next(reader, None)
     if not header:
         return []
@@ -331,7 +349,8 @@ def _csv_pairs(text: str, filename: str) -> list[tuple[str, str]]:
     if q_col is None or a_col is None:
         raise _reject(
             filename,
-            f"a CSV file needs the columns q and a, or question and answer; it has "
+            f"a CSV file needs the columns q and a, or question and answer (separated by commas, "
+            f"semicolons, tabs or bars); its header, split at {_CSV_DELIMITERS[delimiter]}, has "
             f"{', '.join(repr(h) for h in header[:10])}",
             "unsupported",
         )

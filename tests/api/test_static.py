@@ -101,3 +101,34 @@ def test_paths_leaving_the_folder_are_refused(tmp_path):
     assert canvas_response(dist, "link.txt") is None
     fallback: Any = canvas_response(dist, "../../etc")
     assert Path(fallback.path) == (dist / "index.html").resolve()
+
+
+async def test_openai_paths_without_v1_are_json_404s_saying_to_use_v1(built):
+    # OpenAI(base_url="http://host:port") calls /models and /chat/completions: a page
+    # there would pass for an answer (the SDK then fails reading it), a 404 says why
+    for method, path in (("GET", "/models"), ("GET", "/models/knowledge_qa"), ("POST", "/chat/completions"),
+                         ("POST", "/completions"), ("POST", "/embeddings"), ("POST", "/responses")):
+        for accept in ("application/json", "text/html,application/xhtml+xml,*/*;q=0.8"):
+            response = await built.request(method, path, json={} if method == "POST" else None,
+                                           headers={"Accept": accept})
+            assert response.status_code == 404, (method, path, accept)
+            message = response.json()["error"]["message"]
+            assert message.startswith(f"no route {path}: the OpenAI-compatible API is under /v1"), message
+            assert 'OpenAI(base_url="http://flowloom.test/v1")' in message, message
+
+
+async def test_the_page_fallback_answers_only_requests_that_accept_html(built):
+    for accept in ("text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8", "*/*", "text/*"):
+        response = await built.get("/settings", headers={"Accept": accept})
+        assert response.status_code == 200 and response.text == INDEX, accept
+    for path in ("/", "/settings"):
+        response = await built.get(path, headers={"Accept": "application/json"})
+        assert response.status_code == 404 and response.json()["error"]["type"] == "not_found", path
+    # the built app's own files are served whatever the client accepts
+    script = await built.get("/assets/app-1a2b.js", headers={"Accept": "application/json"})
+    assert script.status_code == 200 and script.text == "console.log('canvas')"
+
+
+async def test_the_build_hint_is_a_page_for_browsers_only(unbuilt):
+    assert (await unbuilt.get("/", headers={"Accept": "application/json"})).status_code == 404
+    assert BUILD_COMMAND in (await unbuilt.get("/", headers={"Accept": "text/html"})).text.replace("&amp;", "&")

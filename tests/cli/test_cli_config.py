@@ -263,3 +263,14 @@ def test_terminal_view_on_a_terminal_keeps_everything_on_one_console():
     view = TerminalView(Console(file=StringIO()), {}, results=results)
     view.show(RunFinished(run_id="r", seq=1, ts=0.0, outputs={"a": 1}, answer="hi"))
     assert results.getvalue() == 'hi\n{\n  "a": 1\n}\n'
+
+
+def test_import_to_a_device_suggests_piping_into_run_dash_not_running_the_device():
+    from typer.testing import CliRunner
+
+    from api.cli import app
+
+    result = CliRunner().invoke(app, ["import", str(DIFY_EXAMPLE), "-o", os.devnull])
+    assert result.exit_code == 0, result.stderr
+    line = result.stderr.split("run it with: ")[1].splitlines()[0]
+    assert line == f"flowloom import {DIFY_EXAMPLE} | flowloom run - --input switch1=... --input switch2=...", line

@@ -17,6 +17,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -194,3 +195,64 @@ async def test_importing_the_examples_sorts_out_those_that_call_an_http_api(tmp_
     assert not {"poll_job", "weather_lookup", "support_triage"} & set(report.no_model_key)
     [(need, ids)] = report.http_needs.items()
     assert ids == ["poll_job", "weather_lookup"] and "input base_url" in need
+
+
+def _start(examples: bool | None = None) -> Any:
+    """What ``flowloom serve``'s start does with the examples (in this process, on the
+    FLOWLOOM_HOME store), and the banner's lines about them."""
+    from api.app import key_store_of
+    from api.cli.running import with_service
+    from api.cli.serve import _offer_examples, _print_start, _Start
+
+    async def body(service: Any) -> _Start:
+        keys = key_store_of(service)
+        await keys.ensure_tenant("default", "Default tenant")
+        start = _Start(needs_admin_key=False, login_key=None)
+        await _offer_examples(start, keys, service, examples)
+        return start
+
+    start = with_service(body)
+    _print_start(start, "http://127.0.0.1:8400", ROOT / "no-dist", None, True)
+    return start
+
+
+def _workflows(delete: bool = False) -> list[str]:
+    from api.cli.running import with_service
+    from workers.sql.workflows import SqlWorkflowStore
+
+    async def body(service: Any) -> list[str]:
+        repo = SqlWorkflowStore(service.stores.runs)
+        ids = [w.id for w in await repo.list("default")]
+        for workflow_id in ids if delete else []:
+            await repo.delete("default", workflow_id)
+        return ids
+
+    return with_service(body)
+
+
+def test_the_first_serve_saves_the_examples_though_the_command_line_made_the_tenant_and_later_ones_do_not(capsys):
+    # the README's order: datasets first (it creates tenant default), then serve
+    from typer.testing import CliRunner
+
+    from api.cli import app
+    from api.examples import example_ids
+
+    made = CliRunner().invoke(app, ["datasets", "create", "Handbook", "--id", "handbook"])
+    assert made.exit_code == 0, made.stderr
+    first = _start()
+    assert "hello" in first.examples.created and "knowledge_qa" in first.examples.published
+    assert "examples: saved" in capsys.readouterr().err
+    assert _start().examples is None and "examples:" not in capsys.readouterr().err  # they are there
+    assert sorted(_workflows(delete=True)) == example_ids()
+    gone = _start()  # deleted by the user: not saved again, but the banner says how
+    assert gone.examples is None and _workflows() == []
+    assert (f"examples: not saved (tenant default has none of the {len(example_ids())} bundled examples); "
+            "`flowloom serve --examples` saves them") in capsys.readouterr().err
+    assert _start(False).examples is None and "examples:" not in capsys.readouterr().err
+    assert "hello" in _start(True).examples.created and sorted(_workflows()) == example_ids()
+
+
+def test_a_first_start_told_no_examples_saves_none_later_either(capsys):
+    assert _start(False).examples is None
+    assert _start().examples is None and _workflows() == []
+    assert "`flowloom serve --examples` saves them" in capsys.readouterr().err

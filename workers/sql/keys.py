@@ -136,6 +136,23 @@ class SqlKeyStore:
             )
         return Tenant(id=row["tenant_id"], name=row["name"], created_at=row["created_at"]), created
 
+    async def examples_offered(self, tenant_id: str) -> bool:
+        """True once :meth:`mark_examples_offered` marked the tenant (False: no such tenant)."""
+        stmt = sa.select(tenants.c.examples_offered_at).where(tenants.c.tenant_id == tenant_id)
+        async with self.store._tx() as conn:
+            return (await conn.execute(stmt)).scalar() is not None
+
+    async def mark_examples_offered(self, tenant_id: str) -> None:
+        """Mark the tenant offered the bundled examples (the first time only: the time kept
+        is the first offer's)."""
+        stmt = (
+            sa.update(tenants)
+            .where(tenants.c.tenant_id == tenant_id, tenants.c.examples_offered_at.is_(None))
+            .values(examples_offered_at=time.time())
+        )
+        async with self.store._tx() as conn:
+            await conn.execute(stmt)
+
     async def get_tenant(self, tenant_id: str) -> Tenant:
         """The tenant. Raises TenantNotFound."""
         async with self.store._tx() as conn:

@@ -215,6 +215,8 @@ tenants = sa.Table(
     sa.Column("tenant_id", Text, primary_key=True),
     sa.Column("name", Text, nullable=False, default=""),
     sa.Column("created_at", Seconds, nullable=False),
+    # when ``flowloom serve`` first offered it the bundled examples (null: not yet)
+    sa.Column("examples_offered_at", Seconds),
 )
 
 

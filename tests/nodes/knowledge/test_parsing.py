@@ -102,6 +102,22 @@ def test_csv_and_jsonl_question_answer_pairs():
     assert rejected(b'{"q": "x", "a": "y"}\nnot json\n', "bad.jsonl").reason == "corrupt"
 
 
+def test_csv_pairs_separated_by_semicolons_tabs_or_bars_are_read_as_by_commas():
+    # A spreadsheet exported where the comma is the decimal mark separates by ";"; the
+    # answers' own commas and semicolons do not change the delimiter read from the header.
+    semicolons = "\ufeffquestion;answer\r\nWhere is IT?;Basement, room 2.\r\nWho?;Ada\r\n"
+    assert parser.parse(semicolons.encode(), "semi.csv").qa_pairs == [
+        ("Where is IT?", "Basement, room 2."), ("Who?", "Ada")]
+    quoted = 'q;a\nWhere is IT?;"Basement; room 2."\n'
+    assert parser.parse(quoted.encode(), "q.csv").qa_pairs == [("Where is IT?", "Basement; room 2.")]
+    for delimiter in ("\t", "|"):
+        data = f"Question{delimiter}Answer\nWhat do pandas eat?{delimiter}Bamboo, mostly.\n"
+        assert parser.parse(data.encode(), "qa.csv").qa_pairs == [("What do pandas eat?", "Bamboo, mostly.")]
+    wrong = str(rejected(b"name;value\nx;1\n", "table.csv"))
+    assert "its header, split at semicolons, has 'name', 'value'" in wrong, wrong
+    assert "split at commas, has 'question answer'" in str(rejected(b"question answer\nx\n", "one.csv"))
+
+
 def test_a_pair_without_its_question_is_refused_naming_its_row_not_dropped():
     # an answer whose question is empty could never be found: the file is refused, so the
     # user sees which row to fix instead of a dataset silently missing it

@@ -64,3 +64,21 @@ async def test_open_migrates_on_first_use(database_url):
     finally:
         await store.close()
     assert await current_revision(database_url) == head_revision()
+
+
+async def test_tenants_of_an_older_database_count_as_offered_the_examples(database_url):
+    # whether a server offered them the examples before cannot be told: examples their
+    # users deleted must not come back on the next start
+    import sqlalchemy as sa
+
+    await upgrade(database_url, "0013")
+    engine = make_engine(database_url)
+    try:
+        async with engine.begin() as conn:
+            await conn.execute(sa.text("INSERT INTO tenants (tenant_id, name, created_at) VALUES ('default', 'd', 5)"))
+        await upgrade(database_url)
+        async with engine.connect() as conn:
+            offered = (await conn.execute(sa.text("SELECT examples_offered_at FROM tenants"))).scalar()
+    finally:
+        await engine.dispose()
+    assert offered == 5
