@@ -92,13 +92,15 @@ class Upload:
 class DocumentOutcome:
     """What became of one upload: the document (None when rejected), whether it will be
     ingested (``created``: new, changed, or the same bytes as a document whose ingestion
-    failed, which is retried: ``retried`` True), or why it was rejected."""
+    failed, which is retried: ``retried`` True), or why it was rejected. ``changed``: the
+    document already there under this name got other bytes (it keeps its id)."""
 
     source_name: str
     document: Document | None
     created: bool
     error: DocumentRejected | None = None
     retried: bool = False
+    changed: bool = False
 
 
 class LocalIngestionQueue:
@@ -388,7 +390,8 @@ class KnowledgeService:
                 tenant_id, document.id, status=DocumentStatus.queued, error=None
             )
             await self.store.save_content(tenant_id, document.id, parsed)
-        return DocumentOutcome(name, document, created or retried, retried=retried)
+        changed = created and document.id != draft.id  # the store kept the id of the one replaced
+        return DocumentOutcome(name, document, created or retried, retried=retried, changed=changed)
 
     async def add_text(
         self, tenant_id: str, dataset_id: str, name: str, text: str, metadata: dict[str, Any] | None = None

@@ -163,6 +163,17 @@ def test_add_without_wait_on_the_embedded_default_ingests_before_it_returns(scri
     assert json.loads(again.stdout)["documents"][0]["outcome"] == "unchanged"
 
 
+def test_add_says_what_it_did_and_how_many_documents_the_dataset_now_holds(scripted_models, tmp_path):
+    dataset = create()
+    first = invoke("datasets", "add", dataset, *files(tmp_path, {"a.txt": b"alpha", "b.txt": b"beta"}))
+    assert f"2 added: dataset {dataset} now holds 2 document(s)" in first.stdout, first.output
+    paths = files(tmp_path, {"a.txt": b"alpha", "b.txt": b"beta, edited", "c.txt": b"gamma"})
+    again = invoke("datasets", "add", dataset, *paths)
+    assert again.exit_code == 0, again.output
+    assert f"1 added, 1 changed, 1 unchanged: dataset {dataset} now holds 3 document(s)" in again.stdout
+    assert "b.txt" in again.stderr and "changed: 1 chunk" in again.stderr
+
+
 def test_a_failed_ingestion_exits_1_with_its_reason(scripted_models, tmp_path):
     dataset = create("--embedding-model", EMBEDDING_MODEL)
     scripted_models.script_embeddings(http_error(400, "input too long for this model"))
