@@ -51,7 +51,8 @@ async def _knowledge_errors(
     body: Any, service: Any = None, tenant: str = "default", dataset_id: str | None = None
 ) -> int:
     """``await body`` with the knowledge bases' errors as one line each and exit 2; an
-    unknown ``dataset_id`` is told the tenant's closest dataset id, when one is close."""
+    unknown ``dataset_id`` (one of several, comma-separated: the one the error names) is
+    told the tenant's closest dataset id, when one is close."""
     from engine.knowledge.ports import (
         DatasetExists,
         DatasetNotFound,
@@ -69,15 +70,12 @@ async def _knowledge_errors(
         abort("invalid search:", [str(exc).replace("rerank.model", "--rerank-model", 1)])
     except (DatasetNotFound, DocumentNotFound) as exc:
         line = str(exc)
-        if (
-            isinstance(exc, DatasetNotFound)
-            and service is not None
-            and dataset_id
-            and "did you mean" not in line
-        ):
+        # the id the error names: the whole comma-separated list is close to none of them
+        named = [i for i in (dataset_id or "").split(",") if i and repr(i.strip()) in line]
+        if isinstance(exc, DatasetNotFound) and service is not None and named and "did you mean" not in line:
             from engine.plain_errors import did_you_mean
 
-            line += did_you_mean(dataset_id, [d.id for d in await service.knowledge.list_datasets(tenant)])
+            line += did_you_mean(named[0].strip(), [d.id for d in await service.knowledge.list_datasets(tenant)])
         scope = f" --tenant {tenant}" if tenant != "default" else ""
         abort("not found:", [line, f"list datasets with: flowloom datasets list{scope}"])
     except (DatasetExists, InvalidDataset) as exc:

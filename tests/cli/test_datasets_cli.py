@@ -97,8 +97,11 @@ def test_search_of_several_datasets_merges_their_hits_and_names_each_hit_s_datas
     both = invoke("datasets", "search", "faq,rules", "warranty holiday", "--mode", "full_text")
     assert both.exit_code == 0, both.stderr
     assert "faq: faq.md #0" in both.stdout and "rules: rules.md #0" in both.stdout
-    missing = invoke("datasets", "search", "faq,nope", "x")
+    missing = invoke("datasets", "search", "rules,nope", "x")
     assert missing.exit_code == 2 and "dataset 'nope' not found" in missing.stderr
+    assert "did you mean" not in missing.stderr, "'nope' is close to no dataset id (the list 'rules,nope' is)"
+    typo = invoke("datasets", "search", "faq, rulez", "x")
+    assert typo.exit_code == 2 and "dataset 'rulez' not found; did you mean 'rules'?" in typo.stderr
 
 
 def test_a_mistyped_dataset_or_a_folder_is_answered_with_what_to_type(scripted_models, tmp_path):
