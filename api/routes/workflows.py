@@ -605,6 +605,11 @@ async def _import_request(request: Request) -> tuple[WorkflowImport, bytes | str
     return params, params.source, None
 
 
+async def _mapped_datasets(knowledge: Any, tenant_id: str, dataset_map: dict[str, str]) -> set[str] | None:
+    """The tenant's dataset ids when the import maps datasets (None: nothing to check)."""
+    return {d.id for d in await knowledge.list_datasets(tenant_id)} if dataset_map else None
+
+
 def _default_id(data: bytes | str, filename: str | None) -> str | None:
     """A Flowloom document keeps its id; another format takes the uploaded file's name."""
     from nodes.importers import ImportFailed, detect_format, parse_source, unwrap_download
@@ -624,10 +629,12 @@ def _default_id(data: bytes | str, filename: str | None) -> str | None:
     summary="Convert a FastGPT / Dify / Flowloom file (optionally save it)",
 )
 async def import_file(
-    request: Request, caller: Caller, repo: Repo, service: Service, save: bool = False
+    request: Request, caller: Caller, repo: Repo, service: Service, knowledge: Knowledge, save: bool = False
 ) -> WorkflowImported:
     """The converted workflow and its import report; 422 with the report as ``problems``
     when it cannot be converted (see ``allow_partial``). Nothing in the file is run.
+    A ``dataset_map`` target the caller's tenant has no dataset of is reported
+    (``unknown_dataset`` warning, naming the closest id it has).
     ``?save=true`` saves the result as a new draft (409 when its id is taken).
     ``packages`` lists what the code nodes import, installed in the code sandbox or not,
     and ``install_commands`` the operator's commands for the rest (a code node needing a
@@ -649,6 +656,7 @@ async def import_file(
             hints=API_MODEL_HINTS,
             dataset_map=params.dataset_map,
             packages=package_env(service.settings),
+            datasets=await _mapped_datasets(knowledge, caller.tenant_id, params.dataset_map),
         )
     except ImportFailed as exc:
         install = "; ".join(exc.install_commands)

@@ -138,6 +138,28 @@ async def test_datasets_are_created_listed_read_changed_and_deleted(fts):
     assert (await fts.client.get("/v1/datasets", headers=fts.auth())).json()["datasets"] == []
 
 
+async def test_an_import_mapping_to_a_dataset_the_tenant_lacks_is_warned_with_its_closest_id(fts):
+    from tests.importers.helpers import FASTGPT, require_corpus_or_fail
+
+    require_corpus_or_fail()
+    await _dataset(fts, id="office-sem")
+    source = (FASTGPT / "CQ_template.json").read_text(encoding="utf-8")
+
+    async def unknown(dataset_map: dict[str, str], key: str | None = None) -> list[dict[str, Any]]:
+        body = {"source": source, "dataset_map": dataset_map, "model_map": {"*": "default"}}
+        answer = await fts.client.post("/v1/workflows/import", json=body, headers=fts.auth(key))
+        assert answer.status_code == 200, answer.text
+        return [i for i in answer.json()["report"] if i["code"] == "unknown_dataset"]
+
+    (typo,) = await unknown({"*": "ofice-sem"})
+    assert typo["severity"] == "warning" and "did you mean 'office-sem'?" in typo["message"]
+    assert '"dataset_map": {"*": "office-sem"}' in typo["message"]
+    assert 'POST /v1/datasets {"name": "NAME", "id": "ofice-sem"}' in typo["message"]
+    assert await unknown({"*": "office-sem"}) == []
+    (elsewhere,) = await unknown({"*": "ofice-sem"}, fts.api.other_key)
+    assert "office-sem'" not in elsewhere["message"].replace("'ofice-sem'", "")  # another tenant's ids never named
+
+
 async def test_invalid_datasets_are_refused_naming_the_field(fts):
     overlap = await fts.client.post("/v1/datasets", json={"name": "x", "chunking": {"chunk_tokens": 64,
                                                                                     "overlap_tokens": 64}},
