@@ -583,14 +583,11 @@ async def _import_request(request: Request) -> tuple[WorkflowImport, bytes | str
         if upload is None or isinstance(upload, str):
             raise ApiError(422, "invalid_request", "send the file in the form field `file`")
         try:
-            mapping = json.loads(str(form.get("model_map") or "{}"))
-            datasets = json.loads(str(form.get("dataset_map") or "{}"))
-            secrets = json.loads(str(form.get("secrets") or "{}"))
             params = WorkflowImport(
                 source="-",
-                model_map=mapping,
-                dataset_map=datasets,
-                secrets=secrets,
+                model_map=_form_object(form, "model_map", {"gpt-4o": "default"}),
+                dataset_map=_form_object(form, "dataset_map", {"*": "my-dataset"}),
+                secrets=_form_object(form, "secrets", {"API_KEY": "..."}),
                 allow_partial=str(form.get("allow_partial", "")).lower() in ("1", "true", "on"),
                 workflow_id=form.get("workflow_id") or None,
             )
@@ -608,6 +605,28 @@ async def _import_request(request: Request) -> tuple[WorkflowImport, bytes | str
 async def _mapped_datasets(knowledge: Any, tenant_id: str, dataset_map: dict[str, str]) -> set[str] | None:
     """The tenant's dataset ids when the import maps datasets (None: nothing to check)."""
     return {d.id for d in await knowledge.list_datasets(tenant_id)} if dataset_map else None
+
+
+def _form_object(form: Any, field: str, example: dict[str, str]) -> dict[str, Any]:
+    """The JSON object in form field ``field`` (absent or empty: ``{}``).
+
+    Raises:
+        ValueError: naming the field, the form it takes (``example``) and what was sent:
+            the CLI's ``SOURCE=ID`` form is what people send first, and a JSON decoder's
+            "Expecting value: line 1 column 1" names neither."""
+    text = str(form.get(field) or "").strip()
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = None
+    if not isinstance(value, dict):
+        shown = text if len(text) <= 60 else text[:60] + "..."
+        raise ValueError(
+            f"{field}: must be a JSON object such as {json.dumps(example)} (got {shown!r})"
+        ) from None
+    return value
 
 
 def _default_id(data: bytes | str, filename: str | None) -> str | None:
