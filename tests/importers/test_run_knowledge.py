@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.support.openai_server import openai_server, scripted_registry, text_reply  # noqa: F401  (fixtures)
 from nodes.importers import API_MODEL_HINTS
+from tests.support.openai_server import openai_server, scripted_registry, text_reply  # noqa: F401  (fixtures)
 from tests.support.policy_kb import open_policy_kb
 
 from .helpers import DIFY, FASTGPT, load, needs_corpus, run
