@@ -75,7 +75,9 @@ async def _knowledge_errors(
         if isinstance(exc, DatasetNotFound) and service is not None and named and "did you mean" not in line:
             from engine.plain_errors import did_you_mean
 
-            line += did_you_mean(named[0].strip(), [d.id for d in await service.knowledge.list_datasets(tenant)])
+            line += did_you_mean(
+                named[0].strip(), [d.id for d in await service.knowledge.list_datasets(tenant)]
+            )
         scope = f" --tenant {tenant}" if tenant != "default" else ""
         abort("not found:", [line, f"list datasets with: flowloom datasets list{scope}"])
     except (DatasetExists, InvalidDataset) as exc:

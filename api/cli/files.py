@@ -254,7 +254,9 @@ def _print_failure(exc: Any, file: Path, allow_partial: bool) -> None:
         )
 
 
-def _print_imported(result: Any, registry: Any, file: Path, output: Path | None, *, checked: bool = False) -> None:
+def _print_imported(
+    result: Any, registry: Any, file: Path, output: Path | None, *, checked: bool = False
+) -> None:
     """The import's report on stderr: its issues, a summary, where models and datasets
     went, the secrets to set and the command that runs the workflow. ``checked``: the
     mapped datasets were checked against the tenant's (each missing one is an issue)."""
@@ -273,7 +275,11 @@ def _print_imported(result: Any, registry: Any, file: Path, output: Path | None,
     if placeholders:
         summary.append(f"; {placeholders} unsupported placeholder(s) fail when run", style="yellow")
     console.print(summary)
-    for line in [*model_lines(result, registry), *dataset_lines(result, checked), *package_lines(result.packages)]:
+    for line in [
+        *model_lines(result, registry),
+        *dataset_lines(result, checked),
+        *package_lines(result.packages),
+    ]:
         console.print(line)
     for name in secret_names(wf):  # no file carries a secret's value: say how to give it
         console.print(
