@@ -438,6 +438,8 @@ def search(
         options["score_threshold"] = score_threshold
     if rerank_model is not None:
         options["rerank"] = {"model": rerank_model}
+    if not query.strip():  # as the API's hit testing: a search of nothing is a mistake of the command
+        abort("invalid search:", ["query: required (the text to search for)"])
     try:
         ids = [part.strip() for part in dataset_id.split(",") if part.strip()]  # ids hold no comma
         request = SearchRequest(dataset_ids=ids, query=query, mode=mode, top_k=top_k, **options)

@@ -135,6 +135,9 @@ def test_bad_settings_and_unknown_models_exit_2_naming_the_field(scripted_models
     assert chat.exit_code == 2 and "embedding_model" in chat.stderr and "Traceback" not in chat.output
     mode = invoke("datasets", "search", "any", "q", "--mode", "fuzzy")
     assert mode.exit_code == 2 and "mode" in mode.stderr
+    for nothing in ("", "  "):  # as the API's 422
+        empty = invoke("datasets", "search", "any", nothing)
+        assert empty.exit_code == 2 and "query: required" in empty.stderr, empty.output
 
 
 def test_add_with_wait_ingests_the_good_files_and_reports_each_bad_one(scripted_models, tmp_path, monkeypatch):
