@@ -236,11 +236,11 @@ def _problems(
     doc: dict[str, Any],
     nodes: list[Any] | None = None,
     models: Any = None,
-    datasets: set[str] | None = None,
+    datasets: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """The compiler's problems of ``doc`` and what this deployment lacks for it, with
     ``models`` (the caller's tenant's, ``RunService.models_of``; default: the service's)
-    and ``datasets`` (the tenant's dataset ids; None: not checked)."""
+    and ``datasets`` (the tenant's datasets by id; None: not checked)."""
     models = models if models is not None else service.models
     problems = [
         *check_workflow(doc, catalog=service.catalog, models=models),
@@ -256,11 +256,12 @@ def _problems(
     return [p.to_dict() for p in problems]
 
 
-async def _tenant_datasets(knowledge: Any, tenant_id: str, nodes: list[Any]) -> set[str] | None:
-    """The tenant's dataset ids when ``nodes`` search any (None: nothing to check)."""
+async def _tenant_datasets(knowledge: Any, tenant_id: str, nodes: list[Any]) -> dict[str, Any] | None:
+    """The tenant's datasets by id when ``nodes`` search any (None: nothing to check); the
+    datasets themselves, since validation also reads their embedding model."""
     if not searched_datasets(nodes):
         return None
-    return {d.id for d in await knowledge.list_datasets(tenant_id)}
+    return {d.id: d for d in await knowledge.list_datasets(tenant_id)}
 
 
 def _valid(problems: list[dict[str, Any]]) -> bool:

@@ -160,6 +160,26 @@ async def test_an_import_mapping_to_a_dataset_the_tenant_lacks_is_warned_with_it
     assert "office-sem'" not in elsewhere["message"].replace("'ofice-sem'", "")  # another tenant's ids never named
 
 
+async def test_validate_warns_about_a_semantic_search_of_a_dataset_without_an_embedding_model(fts):
+    import json
+    from pathlib import Path
+
+    await _dataset(fts, id="handbook")  # full text only
+    flow = json.loads((Path(__file__).resolve().parents[2] / "examples" / "knowledge_qa.json").read_text())
+    search = next(n for n in flow["nodes"] if n["type"] == "knowledge_retrieval")
+
+    async def degraded(mode: str) -> list[dict[str, Any]]:
+        search["config"]["mode"] = mode
+        answer = await fts.client.post("/v1/workflows/validate", json=flow, headers=fts.auth())
+        assert answer.status_code == 200 and answer.json()["valid"], answer.text
+        return [p for p in answer.json()["problems"] if p["code"] == "retrieval_degraded"]
+
+    (warning,) = await degraded("semantic")
+    assert (warning["node_id"], warning["path"], warning["severity"]) == (search["id"], "config.mode", "warning")
+    assert "dataset 'handbook' has no embedding model" in warning["message"]
+    assert await degraded("full_text") == []
+
+
 async def test_invalid_datasets_are_refused_naming_the_field(fts):
     overlap = await fts.client.post("/v1/datasets", json={"name": "x", "chunking": {"chunk_tokens": 64,
                                                                                     "overlap_tokens": 64}},

@@ -279,6 +279,24 @@ def test_validate_warns_about_a_searched_dataset_that_does_not_exist_yet(scripte
     assert after.exit_code == 0 and [p for p in json.loads(after.stdout) if p["code"] == "unknown_dataset"] == []
 
 
+def test_validate_warns_about_a_semantic_search_of_a_dataset_without_an_embedding_model(scripted_models, tmp_path):
+    flow = json.loads((Path(__file__).resolve().parents[2] / "examples" / "knowledge_qa.json").read_text())
+    search = next(n for n in flow["nodes"] if n["type"] == "knowledge_retrieval")
+    search["config"]["mode"] = "semantic"
+    path = tmp_path / "semantic.json"
+    path.write_text(json.dumps(flow))
+    assert invoke("datasets", "create", "Handbook", "--id", "handbook").exit_code == 0  # full text only
+    checked = invoke("validate", path, "--json")
+    assert checked.exit_code == 0, checked.output
+    [problem] = [p for p in json.loads(checked.stdout) if p["code"] == "retrieval_degraded"]
+    assert (problem["node_id"], problem["path"], problem["severity"]) == (search["id"], "config.mode", "warning")
+    assert "dataset 'handbook' has no embedding model" in problem["message"] and "'full_text'" in problem["message"]
+    assert invoke("datasets", "rm", "handbook").exit_code == 0
+    create("--id", "handbook", "--embedding-model", EMBEDDING_MODEL)
+    after = json.loads(invoke("validate", path, "--json").stdout)
+    assert [p for p in after if p["code"] == "retrieval_degraded"] == []
+
+
 def test_another_tools_word_for_a_command_is_answered_with_this_clis_word(scripted_models):
     for argv, said in ((("datasets", "delete", "x"), "Did you mean 'rm'?"),
                        (("datasets", "ls"), "Did you mean 'list'?"),
