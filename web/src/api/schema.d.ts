@@ -873,6 +873,8 @@ export interface paths {
          * Convert a FastGPT / Dify / Flowloom file (optionally save it)
          * @description The converted workflow and its import report; 422 with the report as ``problems``
          *     when it cannot be converted (see ``allow_partial``). Nothing in the file is run.
+         *     A ``dataset_map`` target the caller's tenant has no dataset of is reported
+         *     (``unknown_dataset`` warning, naming the closest id it has).
          *     ``?save=true`` saves the result as a new draft (409 when its id is taken).
          *     ``packages`` lists what the code nodes import, installed in the code sandbox or not,
          *     and ``install_commands`` the operator's commands for the rest (a code node needing a
