@@ -507,6 +507,10 @@ async def test_a_search_with_nothing_to_search_is_422_naming_query(fts):
         response = await fts.client.post(f"/v1/datasets/{dataset['id']}/search", json=body, headers=fts.auth())
         assert response.status_code == 422, response.text
         assert response.json()["error"]["message"].startswith("query: required"), response.text
+    typo = await fts.client.post(f"/v1/datasets/{dataset['id']}/search", json={"query": "x", "mode": "fulltext"},
+                                 headers=fts.auth())
+    assert typo.status_code == 422 and typo.json()["error"]["message"] == (
+        "mode: input should be 'semantic', 'full_text' or 'hybrid'; did you mean 'full_text'?")
     only_queries = await fts.client.post(f"/v1/datasets/{dataset['id']}/search", json={"queries": ["tea"]},
                                          headers=fts.auth())
     assert only_queries.status_code == 200, only_queries.text
