@@ -198,9 +198,20 @@ def create(
             )
         )
         await _warn_missing_key(service, tenant, dataset)
+        await _warn_namesakes(knowledge, tenant, dataset)
         return EXIT_OK
 
     _run(body)
+
+
+async def _warn_namesakes(knowledge: Any, tenant: str, dataset: Any) -> None:
+    """Say on stderr when another dataset of ``tenant`` has the name of ``dataset``: made all
+    the same (ids tell them apart), but the canvas picks datasets by name."""
+    from engine.knowledge.service import duplicate_name
+
+    others = await knowledge.namesakes(tenant, dataset)
+    if others:
+        err().print(Text.assemble(("warning", "bold yellow"), f": {duplicate_name(dataset.name, others)}"))
 
 
 def _problem(error: Any) -> str:

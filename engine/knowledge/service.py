@@ -59,6 +59,7 @@ __all__ = [
     "KnowledgeService",
     "LocalIngestionQueue",
     "Upload",
+    "duplicate_name",
 ]
 
 logger = logging.getLogger("flowloom.knowledge")
@@ -86,6 +87,15 @@ class Upload:
     name: str
     data: bytes
     metadata: dict[str, Any] = field(default_factory=dict)
+
+
+def duplicate_name(name: str, others: list[str]) -> str:
+    """The warning for a dataset named as ``others`` (their ids) are: ids tell datasets apart
+    in workflows and commands, but the canvas lists and picks them by name."""
+    return (
+        f"another dataset of this tenant is named {name!r} too ({', '.join(others)}): the canvas "
+        "lists datasets by name, where they look alike (workflows name them by id)"
+    )
 
 
 @dataclass
@@ -260,6 +270,16 @@ class KnowledgeService:
             await self.store.activate_index(tenant_id, dataset.id, index.id)  # empty: complete already
             dataset = await self.store.get_dataset(tenant_id, dataset.id)
         return dataset
+
+    async def namesakes(self, tenant_id: str, dataset: Dataset) -> list[str]:
+        """The ids of the tenant's other datasets named as ``dataset`` is (case and outer
+        spaces aside): allowed, but the canvas picks datasets by name, so the caller warns."""
+        name = dataset.name.strip().casefold()
+        return [
+            d.id
+            for d in await self.store.list_datasets(tenant_id)
+            if d.id != dataset.id and d.name.strip().casefold() == name
+        ]
 
     async def list_datasets(self, tenant_id: str) -> list[Dataset]:
         """The tenant's datasets by name."""

@@ -180,6 +180,17 @@ async def test_validate_warns_about_a_semantic_search_of_a_dataset_without_an_em
     assert await degraded("full_text") == []
 
 
+async def test_an_id_that_is_a_name_is_told_the_form_and_a_name_taken_is_a_warning(fts):
+    named = await fts.client.post("/v1/datasets", json={"name": "My KB", "id": "My KB"}, headers=fts.auth())
+    assert named.status_code == 422 and named.json()["error"]["message"] == (
+        "id: 'My KB' is not a dataset id: use only letters, digits, '_', '.' and '-' (no spaces); e.g. 'my-kb'")
+    assert (await _dataset(fts, name="Office", id="office"))["warnings"] == []
+    twin = await _dataset(fts, name="Office", id="office-2")
+    [warning] = twin["warnings"]
+    assert (warning["code"], warning["field"], warning["variable"]) == ("duplicate_name", "name", None)
+    assert "named 'Office' too (office)" in warning["message"] and "PATCH /v1/datasets/{id}" in warning["message"]
+
+
 async def test_invalid_datasets_are_refused_naming_the_field(fts):
     overlap = await fts.client.post("/v1/datasets", json={"name": "x", "chunking": {"chunk_tokens": 64,
                                                                                     "overlap_tokens": 64}},

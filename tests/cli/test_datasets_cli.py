@@ -128,6 +128,17 @@ def test_create_warns_when_the_embedding_models_key_is_not_set(scripted_models, 
     assert "warning" not in invoke("datasets", "create", "Plain", "--id", "plain").stderr
 
 
+def test_an_id_that_is_a_name_is_told_the_form_in_words_and_a_name_taken_is_warned(scripted_models):
+    named = invoke("datasets", "create", "My KB", "--id", "My KB")
+    assert named.exit_code == 2 and "pattern" not in named.stderr, named.stderr
+    assert "use only letters, digits, '_', '.' and '-' (no spaces); e.g. 'my-kb'" in " ".join(named.stderr.split())
+    first = invoke("datasets", "create", "Office", "--id", "office")
+    assert first.exit_code == 0 and "warning" not in first.stderr
+    second = invoke("datasets", "create", "office ", "--id", "office-2")
+    assert second.exit_code == 0 and second.stdout.strip() == "office-2"
+    assert "warning: another dataset of this tenant is named 'office ' too (office)" in " ".join(second.stderr.split())
+
+
 def test_bad_settings_and_unknown_models_exit_2_naming_the_field(scripted_models):
     overlap = invoke("datasets", "create", "x", "--chunk-tokens", "64", "--overlap", "64")
     assert overlap.exit_code == 2 and "overlap_tokens" in overlap.stderr

@@ -179,7 +179,9 @@ export interface paths {
          * @description A new, empty dataset. ``embedding_model`` must be a registry model with an
          *     embeddings endpoint (422 otherwise; none: full-text search only). 409 when ``id`` is
          *     taken. ``warnings`` names an embedding model whose provider key this deployment
-         *     lacks: the dataset is made, but its documents would fail at embedding until it is set.
+         *     lacks: the dataset is made, but its documents would fail at embedding until it is set;
+         *     and another dataset of the tenant with the same name (``duplicate_name``: made all the
+         *     same, as ids tell datasets apart, but the canvas lists them by name).
          */
         post: operations["create_dataset_v1_datasets_post"];
         delete?: never;
@@ -2018,23 +2020,24 @@ export interface components {
         };
         /**
          * DatasetWarning
-         * @description Something that lets a dataset be made but will fail its documents later.
+         * @description Something that lets a dataset be made but will trouble it later.
          *     ``missing_api_key``: the embedding model's provider needs a key in ``variable``,
          *     which this deployment does not set; every document added before it is set fails
-         *     at embedding.
+         *     at embedding. ``duplicate_name``: another dataset of the tenant has this name (the
+         *     canvas picks datasets by name; ``variable`` is null).
          */
         DatasetWarning: {
             /**
              * Code
-             * @constant
+             * @enum {string}
              */
-            code: "missing_api_key";
+            code: "missing_api_key" | "duplicate_name";
             /** Field */
             field: string;
             /** Message */
             message: string;
             /** Variable */
-            variable: string;
+            variable?: string | null;
         };
         /**
          * DocumentList
