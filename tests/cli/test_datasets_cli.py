@@ -74,6 +74,36 @@ def test_create_list_show_and_remove(scripted_models):
     assert json.loads(invoke("datasets", "list", "--json").stdout) == []
 
 
+def test_rm_deletes_documents_by_id_or_file_name_and_asks_before_deleting_a_full_dataset(scripted_models, tmp_path,
+                                                                                        monkeypatch):
+    import api.cli.datasets as datasets_cli
+
+    create("--id", "handbook")
+    paths = files(tmp_path, {"a.txt": b"alpha", "b.txt": b"beta", "c.txt": b"gamma"})
+    assert invoke("datasets", "add", "handbook", *paths).exit_code == 0
+    shown = json.loads(invoke("datasets", "show", "handbook", "--json").stdout)
+    b_id = next(d["id"] for d in shown["documents"] if d["source_name"] == "b.txt")
+    typo = invoke("datasets", "rm", "handbook", "--document", "a.txt", "--document", "c.tx")
+    assert typo.exit_code == 2 and "document 'c.tx' not found in dataset 'handbook'; did you mean 'c.txt'?" in typo.stderr
+    assert "flowloom datasets list" not in typo.stderr
+    assert json.loads(invoke("datasets", "show", "handbook", "--json").stdout)["document_count"] == 3, "none deleted"
+    removed = invoke("datasets", "rm", "handbook", "-d", "a.txt", "-d", b_id)
+    assert removed.exit_code == 0, removed.output
+    assert "deleted a.txt" in removed.stderr and "deleted b.txt" in removed.stderr
+    assert "dataset handbook now holds 1 document(s)" in removed.stdout
+    monkeypatch.setattr(datasets_cli, "_stdin_is_terminal", lambda: True)
+    declined = runner.invoke(app, ["datasets", "rm", "handbook"], input="n\n")
+    assert declined.exit_code == 2 and "with its 1 document(s)?" in declined.stderr
+    assert "nothing was deleted" in declined.stderr and invoke("datasets", "show", "handbook").exit_code == 0
+    confirmed = runner.invoke(app, ["datasets", "rm", "handbook"], input="y\n")
+    assert confirmed.exit_code == 0 and invoke("datasets", "show", "handbook").exit_code == 2
+    create("--id", "empty")
+    assert invoke("datasets", "rm", "empty").exit_code == 0, "an empty dataset is not asked about"
+    create("--id", "again")
+    assert invoke("datasets", "add", "again", *paths[:1]).exit_code == 0
+    assert invoke("datasets", "rm", "again", "--yes").exit_code == 0
+
+
 def test_search_takes_the_api_s_ranking_options(scripted_models, tmp_path):
     create("--id", "handbook")
     [doc] = files(tmp_path, {"rules.md": b"Every employee has 28 days of paid holiday a year.\n\nLaptops are replaced."})
