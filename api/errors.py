@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
@@ -87,6 +88,7 @@ from engine.knowledge.ports import (
 )
 from engine.knowledge.retrieval import InvalidRerank
 from engine.knowledge.service import InvalidDataset
+from engine.plain_errors import did_you_mean
 from engine.ports import (
     ChatNotFound,
     KeyNotFound,
@@ -430,11 +432,26 @@ def _validation_problems(
         if error.get("type") == "json_invalid"
         else {
             "loc": [*prefix, *(str(part) for part in error.get("loc", ()))],
-            "message": _not_an_object(error) if error.get("type") in _NOT_AN_OBJECT else error.get("msg", ""),
+            "message": _not_an_object(error) if error.get("type") in _NOT_AN_OBJECT else _in_words(error),
             "code": error.get("type", ""),
         }
         for error in exc.errors()
     ]
+
+
+def _in_words(error: Any) -> str:
+    """pydantic's message; a validator's own (``value_error``) without pydantic's "Value
+    error, " before it; and for a value that must be one of a few (``literal_error``,
+    ``enum``) the closest of them: ``Input should be 'semantic', 'full_text' or 'hybrid';
+    did you mean 'full_text'?`` for ``fulltext``, as node configs and the CLI answer. The
+    value sent is compared, never echoed (a body may hold secrets)."""
+    message = str(error.get("msg", ""))
+    if error.get("type") == "value_error":
+        return message.removeprefix("Value error, ")
+    if error.get("type") not in ("literal_error", "enum"):
+        return message
+    options = re.findall(r"'([^']*)'", str((error.get("ctx") or {}).get("expected", "")))
+    return message + did_you_mean(error.get("input"), options)
 
 
 def _not_an_object(error: Any) -> str:

@@ -17,7 +17,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["a_or_an", "did_you_mean", "fields_at", "plain_message"]
+__all__ = ["a_or_an", "closest", "did_you_mean", "fields_at", "plain_message"]
 
 _KIND_WORDS = {
     "int": "a whole number",
@@ -75,12 +75,20 @@ def did_you_mean(name: object, candidates: Iterable[str]) -> str:
     the reader from scanning the whole list. Uses ``difflib.get_close_matches``
     (cutoff 0.6), case-insensitively, and suggests at most one name.
     """
+    match = closest(name, candidates)
+    return f"; did you mean {match!r}?" if match is not None else ""
+
+
+def closest(name: object, candidates: Iterable[str]) -> str | None:
+    """The one of ``candidates`` :func:`did_you_mean` would suggest for ``name`` (None: none
+    is close, or ``name`` is one of them): for a message that puts it elsewhere, such as
+    into the command to type."""
     if not isinstance(name, str) or not name:
-        return ""
+        return None
     options = [c for c in candidates if isinstance(c, str)]
     folded = {c.casefold(): c for c in options}
     match = difflib.get_close_matches(name.casefold(), list(folded), n=1, cutoff=0.6)
-    return f"; did you mean {folded[match[0]]!r}?" if match and folded[match[0]] != name else ""
+    return folded[match[0]] if match and folded[match[0]] != name else None
 
 
 def _shown(value: Any) -> str:

@@ -22,6 +22,7 @@ from .compiler import CompiledPlan
 from .context import CancelToken, RunDeps
 from .environment import release_environment, run_environment
 from .errors import InvalidInputs, UnknownInterrupt
+from .plain_errors import did_you_mean
 from .scheduler import Scheduler
 from .telemetry import run_scope, telemetry
 
@@ -112,13 +113,16 @@ def new_run_state(
             # a chat message sent as an input is the most common case: say where it goes
             hint = "; the user's message is the run's `message` (--message)" if name in _MESSAGE_NAMES else ""
             problems.append(
-                f"{name!r} is not an input of workflow {wf.id!r} (inputs: {', '.join(sorted(declared)) or 'none'})"
-                + hint
+                f"{name!r} is not an input of workflow {wf.id!r}{did_you_mean(name, declared)} "
+                f"(inputs: {', '.join(sorted(declared)) or 'none'})" + hint
             )
     for var in wf.inputs if not partial else ():
         value = inputs.get(var.name, var.default)
-        if value is None and var.required:
-            problems.append(f"{var.name!r} is required ({var.type.value})")
+        if var.required and (value is None or value == ""):
+            # an empty text answers no required question: Dify refuses it as missing, and so
+            # does every door here (CLI, API, chat). Blank text is taken, as Dify takes it.
+            given = ", but it was given empty" if value is not None else ""
+            problems.append(f"{var.name!r} is required ({var.type.value}){given}")
         elif not value_matches(value, var.type):
             problems.append(f"{var.name!r} must be {var.type.value}, got {type(value).__name__}")
         values[var.name] = value

@@ -127,7 +127,10 @@ def deployment_problems(
       in the code sandbox's package environment (:mod:`engine.code_packages`), with the
       ``flowloom sandbox install`` command that installs it;
     - ``unknown_dataset`` (warning): a node searches a dataset id not among ``datasets``
-      (the tenant's dataset ids; None: not checked), with the commands that make it.
+      (the tenant's dataset ids; None: not checked), with the commands that make it;
+    - ``retrieval_degraded`` (warning): a search in ``semantic`` mode names a dataset
+      without an embedding model (``datasets`` a mapping id -> ``Dataset``: checked), which
+      a run searches by full text instead, as it then warns.
 
     Validation reports these so a builder learns before publishing what would make a run
     fail here; a workflow is still portable (another deployment may have them). A missing
@@ -177,7 +180,45 @@ def deployment_problems(
             problems.extend(_missing_keys(node, models, environ))
         if datasets is not None:
             problems.extend(_unknown_datasets(node, datasets))
+        if isinstance(datasets, Mapping):
+            problems.extend(_semantic_without_vectors(node, datasets))
     return problems
+
+
+def _semantic_without_vectors(node: Any, datasets: Mapping[str, Any]) -> list[Problem]:
+    """A ``retrieval_degraded`` warning per dataset a ``semantic`` search of ``node`` names
+    that has no embedding model: the run searches it by full text and only then says so,
+    while the builder could pick ``full_text`` (or give the dataset a model) now."""
+    problems = []
+    for path, dataset_id in node.config.dataset_refs():
+        options = _options_at(node.config, path.rpartition("datasets[")[0])
+        dataset = datasets.get(dataset_id)
+        if str(getattr(options, "mode", "")) != "semantic" or dataset is None or dataset.embedding_model:
+            continue
+        problems.append(
+            Problem(
+                "retrieval_degraded",
+                f"mode 'semantic' needs vectors, but dataset {dataset_id!r} has no embedding model: a run "
+                "searches it by full text instead; set the mode to 'full_text', or give the "
+                f"dataset an embedding model (PATCH /v1/datasets/{dataset_id}, or its page under Knowledge)",
+                node_id=node.id,
+                path=f"config.{path.rpartition('datasets[')[0]}mode",
+                severity="warning",
+            )
+        )
+    return problems
+
+
+def _options_at(config: Any, prefix: str) -> Any:
+    """The object whose fields sit at ``prefix`` of ``config`` (``""``: the config itself,
+    ``dataset_tools[1].``: an agent's second dataset tool): where a search's ``mode`` is."""
+    target = config
+    for part in filter(None, prefix.rstrip(".").split(".")):
+        name, _, index = part.partition("[")
+        target = getattr(target, name, None)
+        if index and isinstance(target, list):
+            target = target[int(index.rstrip("]"))]
+    return target
 
 
 def searched_datasets(nodes: Iterable[Any]) -> set[str]:

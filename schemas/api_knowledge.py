@@ -69,15 +69,16 @@ class DatasetOut(BaseModel):
 
 
 class DatasetWarning(BaseModel):
-    """Something that lets a dataset be made but will fail its documents later.
+    """Something that lets a dataset be made but will trouble it later.
     ``missing_api_key``: the embedding model's provider needs a key in ``variable``,
     which this deployment does not set; every document added before it is set fails
-    at embedding."""
+    at embedding. ``duplicate_name``: another dataset of the tenant has this name (the
+    canvas picks datasets by name; ``variable`` is null)."""
 
-    code: Literal["missing_api_key"]
+    code: Literal["missing_api_key", "duplicate_name"]
     message: str
     field: str
-    variable: str
+    variable: str | None = None
 
 
 class DatasetCreated(DatasetOut):

@@ -11,12 +11,17 @@ re-exported here.
 
 from __future__ import annotations
 
+import re
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from .knowledge_search import FusionMode, MetadataFilter, RerankSettings, SearchMode, SearchRequest
+
+#: what a dataset id may hold (a word: workflows, URLs and commands name it unquoted)
+_DATASET_ID = re.compile(r"[A-Za-z0-9_.-]+")
+_NOT_IN_ID = re.compile(r"[^A-Za-z0-9_.-]+")
 
 __all__ = [
     "Chunk",
@@ -130,9 +135,22 @@ class DatasetCreate(_Model):
     id: str | None = Field(
         default=None,
         max_length=64,
-        pattern=r"^[A-Za-z0-9_.-]+$",
+        pattern=r"^[A-Za-z0-9_.-]+$",  # for clients: _id_form checks it first, in words
         description="the dataset id (default: generated)",
     )
+
+    @field_validator("id", mode="before")
+    @classmethod
+    def _id_form(cls, value: Any) -> Any:
+        """An id is a word of letters, digits, ``_``, ``.`` and ``-``: workflows, URLs and
+        commands name it unquoted. A name given as the id (``My KB``) is told the slug."""
+        if not isinstance(value, str) or _DATASET_ID.fullmatch(value):
+            return value
+        slug = _NOT_IN_ID.sub("-", value.strip().lower()).strip("-.")[:64]
+        hint = f"; e.g. {slug!r}" if slug else ""
+        raise ValueError(
+            f"{value!r} is not a dataset id: use only letters, digits, '_', '.' and '-' (no spaces){hint}"
+        )
 
 
 class DatasetUpdate(_Model):

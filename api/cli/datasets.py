@@ -1,5 +1,6 @@
 """``flowloom datasets create | list | show | rm | add | reindex | search``: knowledge bases from the
-command line, on the same stores and knowledge service as the HTTP API.
+command line, on the same stores and knowledge service as the HTTP API (``rm --document``
+deletes documents, as ``DELETE /v1/datasets/{id}/documents/{doc_id}`` does).
 
 ``--tenant`` names the tenant (default ``default``). Ingestion: with
 ``FLOWLOOM_REDIS_URL`` set, ``add`` queues the documents for ``flowloom worker``
@@ -14,7 +15,7 @@ missing at the time) is ingested again when the same file is added again, or by
 
 Exit codes: 0 done; 1 a document failed during ingestion (``add``, ``reindex``); 2 bad input, an
 unknown dataset or document, a file rejected (unreadable, over the size cap), a
-configuration problem.
+configuration problem, a deletion not confirmed (``rm``: nothing deleted).
 """
 
 from __future__ import annotations
@@ -25,7 +26,19 @@ from typing import Annotated, Any
 import typer
 from rich.text import Text
 
-from .common import EXIT_OK, JsonFlag, SynonymGroup, abort, app, err, out, print_columns, settings, write_json
+from .common import (
+    EXIT_INVALID,
+    EXIT_OK,
+    JsonFlag,
+    SynonymGroup,
+    abort,
+    app,
+    err,
+    out,
+    print_columns,
+    settings,
+    write_json,
+)
 from .running import with_service
 
 __all__ = ["add", "create", "list_datasets", "reindex", "remove", "search", "show"]
@@ -51,7 +64,8 @@ async def _knowledge_errors(
     body: Any, service: Any = None, tenant: str = "default", dataset_id: str | None = None
 ) -> int:
     """``await body`` with the knowledge bases' errors as one line each and exit 2; an
-    unknown ``dataset_id`` is told the tenant's closest dataset id, when one is close."""
+    unknown ``dataset_id`` (one of several, comma-separated: the one the error names) is
+    told the tenant's closest dataset id, when one is close."""
     from engine.knowledge.ports import (
         DatasetExists,
         DatasetNotFound,
@@ -69,17 +83,19 @@ async def _knowledge_errors(
         abort("invalid search:", [str(exc).replace("rerank.model", "--rerank-model", 1)])
     except (DatasetNotFound, DocumentNotFound) as exc:
         line = str(exc)
-        if (
-            isinstance(exc, DatasetNotFound)
-            and service is not None
-            and dataset_id
-            and "did you mean" not in line
-        ):
+        # the id the error names: the whole comma-separated list is close to none of them
+        named = [i for i in (dataset_id or "").split(",") if i and repr(i.strip()) in line]
+        if isinstance(exc, DatasetNotFound) and service is not None and named and "did you mean" not in line:
             from engine.plain_errors import did_you_mean
 
-            line += did_you_mean(dataset_id, [d.id for d in await service.knowledge.list_datasets(tenant)])
+            line += did_you_mean(
+                named[0].strip(), [d.id for d in await service.knowledge.list_datasets(tenant)]
+            )
         scope = f" --tenant {tenant}" if tenant != "default" else ""
-        abort("not found:", [line, f"list datasets with: flowloom datasets list{scope}"])
+        listing = (
+            [f"list datasets with: flowloom datasets list{scope}"] if isinstance(exc, DatasetNotFound) else []
+        )
+        abort("not found:", [line, *listing])
     except (DatasetExists, InvalidDataset) as exc:
         abort("invalid dataset:", [str(exc)])
     except (DocumentRejected, VectorSearchUnavailable, EmbeddingError) as exc:
@@ -198,9 +214,20 @@ def create(
             )
         )
         await _warn_missing_key(service, tenant, dataset)
+        await _warn_namesakes(knowledge, tenant, dataset)
         return EXIT_OK
 
     _run(body)
+
+
+async def _warn_namesakes(knowledge: Any, tenant: str, dataset: Any) -> None:
+    """Say on stderr when another dataset of ``tenant`` has the name of ``dataset``: made all
+    the same (ids tell them apart), but the canvas picks datasets by name."""
+    from engine.knowledge.service import duplicate_name
+
+    others = await knowledge.namesakes(tenant, dataset)
+    if others:
+        err().print(Text.assemble(("warning", "bold yellow"), f": {duplicate_name(dataset.name, others)}"))
 
 
 def _problem(error: Any) -> str:
@@ -297,15 +324,77 @@ def _index(index: Any) -> str:
 
 
 @datasets_app.command("rm")
-def remove(dataset_id: DatasetArg, tenant: TenantOption = "default") -> None:
-    """Delete a dataset with its documents, chunks and vectors."""
+def remove(
+    dataset_id: DatasetArg,
+    documents: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--document",
+            "-d",
+            metavar="DOC",
+            help="delete only this document (its id or file name, `flowloom datasets show ID`); repeatable",
+        ),
+    ] = None,
+    yes: Annotated[
+        bool, typer.Option("--yes", "-y", help="delete a dataset that holds documents without asking")
+    ] = False,
+    tenant: TenantOption = "default",
+) -> None:
+    """Delete a dataset with its documents, chunks and vectors; or, with --document, only
+    those documents. On a terminal, a dataset that holds documents is deleted only once
+    confirmed (or with --yes)."""
 
     async def body(knowledge: Any, service: Any) -> int:
+        if documents:
+            return await _remove_documents(knowledge, tenant, dataset_id, documents)
+        dataset = await knowledge.get_dataset(tenant, dataset_id)
+        if dataset.document_count and not yes and _stdin_is_terminal():
+            import asyncio
+
+            question = (
+                f"delete dataset {dataset_id} ({dataset.name}) with its {dataset.document_count} document(s)?"
+            )
+            if not await asyncio.to_thread(typer.confirm, question, default=False, err=True):
+                err().print(Text("nothing was deleted", style="dim"))
+                return EXIT_INVALID
         await knowledge.delete_dataset(tenant, dataset_id)
         err().print(Text.assemble((f"dataset {dataset_id} deleted", "bold yellow")))
         return EXIT_OK
 
     _run(body, tenant, dataset_id)
+
+
+def _stdin_is_terminal() -> bool:
+    """Whether a person can answer a question here (scripts and pipes are not asked)."""
+    import sys
+
+    return sys.stdin.isatty()
+
+
+async def _remove_documents(knowledge: Any, tenant: str, dataset_id: str, wanted: list[str]) -> int:
+    """Delete the documents ``wanted`` names (ids or file names) from the dataset; every name
+    is resolved before any is deleted, so a typo deletes nothing (DocumentNotFound, with the
+    closest name)."""
+    from engine.knowledge.ports import DocumentNotFound
+    from engine.plain_errors import did_you_mean
+
+    held = await knowledge.list_documents(tenant, dataset_id)
+    by_key = {d.id: d for d in held} | {d.source_name: d for d in held}
+    missing = [w for w in dict.fromkeys(wanted) if w not in by_key]
+    if missing:
+        names = [d.source_name for d in held]
+        raise DocumentNotFound(
+            f"document {missing[0]!r} not found in dataset {dataset_id!r}{did_you_mean(missing[0], names)}"
+            f" (its documents: `flowloom datasets show {dataset_id}`)"
+        )
+    for document in {by_key[w].id: by_key[w] for w in wanted}.values():
+        await knowledge.delete_document(tenant, dataset_id, document.id)
+        err().print(
+            Text.assemble(("  deleted ", "yellow"), (document.source_name, "bold"), f"  {document.id}")
+        )
+    left = (await knowledge.get_dataset(tenant, dataset_id)).document_count
+    out().print(f"dataset {dataset_id} now holds {left} document(s)")
+    return EXIT_OK
 
 
 @datasets_app.command()
@@ -438,6 +527,8 @@ def search(
         options["score_threshold"] = score_threshold
     if rerank_model is not None:
         options["rerank"] = {"model": rerank_model}
+    if not query.strip():  # as the API's hit testing: a search of nothing is a mistake of the command
+        abort("invalid search:", ["query: required (the text to search for)"])
     try:
         ids = [part.strip() for part in dataset_id.split(",") if part.strip()]  # ids hold no comma
         request = SearchRequest(dataset_ids=ids, query=query, mode=mode, top_k=top_k, **options)

@@ -171,7 +171,20 @@ def _outcome_line(outcome: Any, final: dict[str, Any], queued: bool, followed: b
         note = f"{status} (for `flowloom worker`)" if queued else status
     if getattr(outcome, "retried", False):
         note = f"retried (its ingestion had failed): {note}"
+    elif getattr(outcome, "changed", False):
+        note = f"changed: {note}"
     return Text.assemble(("  ✓ ", "green"), (outcome.source_name, "bold"), f"  {document.id}  {note}"), "ok"
+
+
+def _tally(outcomes: list[Any]) -> str:
+    """``1 added, 2 unchanged``: what this command did to the dataset, by kind of outcome
+    (the dataset's own count says the rest: a file of this call is one of many)."""
+    kinds = {"added": 0, "changed": 0, "retried": 0, "unchanged": 0}
+    for outcome in outcomes:
+        retried, changed = getattr(outcome, "retried", False), getattr(outcome, "changed", False)
+        kind = "retried" if retried else "changed" if changed else "added" if outcome.created else "unchanged"
+        kinds[kind] += 1
+    return ", ".join(f"{count} {kind}" for kind, count in kinds.items() if count)
 
 
 def chunks(count: int) -> str:
@@ -286,8 +299,9 @@ async def add_files(
         if o.error is None and str(final.get(o.document.id, o.document).status) != "failed"
     ]
     if kept and code != EXIT_INVALID and not as_json:
+        held = (await knowledge.get_dataset(tenant, dataset_id)).document_count
         out().print(
-            f"{len(kept)} document(s) in dataset {dataset_id}; search with: "
+            f"{_tally(kept)}: dataset {dataset_id} now holds {held} document(s); search with: "
             f'flowloom datasets search {dataset_id} "..."'
         )
     return code

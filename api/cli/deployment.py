@@ -52,6 +52,7 @@ def refuse_what_is_missing(doc: dict[str, Any], titles: dict[str, str]) -> list[
             nodes=nodes,
             datasets=datasets,
         )
+        if problem.code != "retrieval_degraded"  # lacks nothing: the run searches by full text, and says so
     ]
     if not missing:
         _warn_empty_datasets(nodes, datasets or {})

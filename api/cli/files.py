@@ -28,7 +28,7 @@ from .common import (
     source_label,
     write_json,
 )
-from .loading import load_workflow
+from .loading import load_workflow, stored_datasets
 
 __all__ = ["import_", "schema", "validate"]
 
@@ -208,6 +208,7 @@ def import_(
     except OSError as exc:
         abort("cannot import:", [f"{file}: {exc.strerror or exc}"])
     registry = registry_for(settings())
+    known = stored_datasets() if datasets else None  # the tenant `flowloom run` searches
     try:
         result = import_workflow(
             data,
@@ -218,6 +219,7 @@ def import_(
             workflow_id=workflow_id or _default_id(file, data),
             dataset_map=datasets,
             packages=package_env(settings()),
+            datasets=known,
         )
     except ImportFailed as exc:
         _print_failure(exc, file, allow_partial)
@@ -231,7 +233,7 @@ def import_(
             output.write_text(text, encoding="utf-8")
         except OSError as exc:
             abort("cannot write the workflow:", [f"{output}: {exc}"])
-    _print_imported(result, registry, file, output)
+    _print_imported(result, registry, file, output, checked=known is not None)
 
 
 def _print_failure(exc: Any, file: Path, allow_partial: bool) -> None:
@@ -252,9 +254,12 @@ def _print_failure(exc: Any, file: Path, allow_partial: bool) -> None:
         )
 
 
-def _print_imported(result: Any, registry: Any, file: Path, output: Path | None) -> None:
+def _print_imported(
+    result: Any, registry: Any, file: Path, output: Path | None, *, checked: bool = False
+) -> None:
     """The import's report on stderr: its issues, a summary, where models and datasets
-    went, the secrets to set and the command that runs the workflow."""
+    went, the secrets to set and the command that runs the workflow. ``checked``: the
+    mapped datasets were checked against the tenant's (each missing one is an issue)."""
     from schemas.env_vars import secret_names
 
     console = err()
@@ -270,7 +275,11 @@ def _print_imported(result: Any, registry: Any, file: Path, output: Path | None)
     if placeholders:
         summary.append(f"; {placeholders} unsupported placeholder(s) fail when run", style="yellow")
     console.print(summary)
-    for line in [*model_lines(result, registry), *dataset_lines(result), *package_lines(result.packages)]:
+    for line in [
+        *model_lines(result, registry),
+        *dataset_lines(result, checked),
+        *package_lines(result.packages),
+    ]:
         console.print(line)
     for name in secret_names(wf):  # no file carries a secret's value: say how to give it
         console.print(
@@ -328,9 +337,11 @@ def model_lines(result: Any, registry: Any) -> list[Text]:
     return lines
 
 
-def dataset_lines(result: Any) -> list[Text]:
-    """Where each source dataset went: the dataset id its searches use (datasets are the
-    deployment's data: whether that dataset exists is known when the workflow runs)."""
+def dataset_lines(result: Any, checked: bool = False) -> list[Text]:
+    """Where each source dataset went: the dataset id its searches use. Datasets are the
+    deployment's data: unless ``checked`` (the mapped ones against this deployment's, each
+    missing one an ``unknown_dataset`` issue), whether one exists is known when the
+    workflow runs, which the last line says."""
     datasets = getattr(result, "datasets", None) or {}
     if not datasets:
         return []
@@ -338,6 +349,8 @@ def dataset_lines(result: Any) -> list[Text]:
     for source, target in sorted(datasets.items()):
         shown = "(no dataset selected)" if source == "*" else repr(source)
         lines.append(Text(f"  {shown} -> {target}"))
+    if checked:
+        return lines
     lines.append(
         Text(
             "  each must exist when the workflow runs: flowloom datasets list; create and fill one with "

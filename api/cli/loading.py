@@ -14,7 +14,7 @@ from typing import Any
 
 from .common import is_stdin, read_source, settings, source_label
 
-__all__ = ["load_workflow", "tenant_datasets"]
+__all__ = ["load_workflow", "stored_datasets", "tenant_datasets"]
 
 
 def load_workflow(path: Path, command: str | None = None) -> tuple[dict[str, Any] | None, list[Any]]:
@@ -165,18 +165,39 @@ def tenant_datasets(nodes: list[Any]) -> dict[str, Any] | None:
     """The default tenant's datasets by id (the tenant ``flowloom run`` uses) when ``nodes``
     search any, read from the configured knowledge store; None (not checked) when they
     search none or the store cannot be read: a check never fails on it."""
-    import asyncio
-
     from engine.shapes import searched_datasets
 
     if not searched_datasets(nodes):
         return None
+    return _read_datasets("default")
+
+
+def stored_datasets(tenant: str = "default") -> dict[str, Any] | None:
+    """``tenant``'s datasets by id when the configured stores exist; None (not checked) when
+    one is an embedded SQLite file not made yet, or they cannot be read. What ``flowloom
+    import`` checks its dataset mapping against: a conversion must not create a database
+    under FLOWLOOM_HOME only to find it empty."""
+    from sqlalchemy.engine import make_url
+
+    from api.composition import database_url, knowledge_database_url
+
+    current = settings()
+    for url in (database_url(current), knowledge_database_url(current)):
+        parsed = make_url(url)
+        if parsed.get_backend_name() == "sqlite" and not Path(parsed.database or ":memory:").is_file():
+            return None
+    return _read_datasets(tenant)
+
+
+def _read_datasets(tenant: str) -> dict[str, Any] | None:
+    """``tenant``'s datasets by id from the configured knowledge store (None: unreadable)."""
+    import asyncio
 
     async def read() -> dict[str, Any]:
         from api.composition import open_service
 
         async with open_service(settings(), workflow_files=True) as service:
-            return {d.id: d for d in await service.knowledge.list_datasets("default")}
+            return {d.id: d for d in await service.knowledge.list_datasets(tenant)}
 
     try:
         return asyncio.run(read())

@@ -41,7 +41,7 @@ from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import Response
 
 from engine.knowledge.ports import DatasetNotFound, DocumentNotFound, DocumentRejected
-from engine.knowledge.service import DocumentOutcome, Upload
+from engine.knowledge.service import DocumentOutcome, Upload, duplicate_name
 from engine.shapes import key_remedy, missing_key_env
 from nodes.llm.call import LLMError
 from schemas.api import ErrorBody
@@ -136,10 +136,22 @@ async def create_dataset(
     """A new, empty dataset. ``embedding_model`` must be a registry model with an
     embeddings endpoint (422 otherwise; none: full-text search only). 409 when ``id`` is
     taken. ``warnings`` names an embedding model whose provider key this deployment
-    lacks: the dataset is made, but its documents would fail at embedding until it is set."""
+    lacks: the dataset is made, but its documents would fail at embedding until it is set;
+    and another dataset of the tenant with the same name (``duplicate_name``: made all the
+    same, as ids tell datasets apart, but the canvas lists them by name)."""
     _writable(caller)
     dataset = await knowledge.create_dataset(caller.tenant_id, body)
     created = DatasetCreated(**dataset.model_dump(exclude={"tenant_id"}))
+    namesakes = await knowledge.namesakes(caller.tenant_id, dataset)
+    if namesakes:
+        created.warnings.append(
+            DatasetWarning(
+                code="duplicate_name",
+                message=f"{duplicate_name(dataset.name, namesakes)}; rename one with "
+                f'PATCH /v1/datasets/{{id}} {{"name": ...}}',
+                field="name",
+            )
+        )
     model = dataset.embedding_model
     models = await service.models_of(caller.tenant_id) if model is not None else None
     if models is None or model is None:

@@ -236,11 +236,11 @@ def _problems(
     doc: dict[str, Any],
     nodes: list[Any] | None = None,
     models: Any = None,
-    datasets: set[str] | None = None,
+    datasets: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """The compiler's problems of ``doc`` and what this deployment lacks for it, with
     ``models`` (the caller's tenant's, ``RunService.models_of``; default: the service's)
-    and ``datasets`` (the tenant's dataset ids; None: not checked)."""
+    and ``datasets`` (the tenant's datasets by id; None: not checked)."""
     models = models if models is not None else service.models
     problems = [
         *check_workflow(doc, catalog=service.catalog, models=models),
@@ -256,11 +256,12 @@ def _problems(
     return [p.to_dict() for p in problems]
 
 
-async def _tenant_datasets(knowledge: Any, tenant_id: str, nodes: list[Any]) -> set[str] | None:
-    """The tenant's dataset ids when ``nodes`` search any (None: nothing to check)."""
+async def _tenant_datasets(knowledge: Any, tenant_id: str, nodes: list[Any]) -> dict[str, Any] | None:
+    """The tenant's datasets by id when ``nodes`` search any (None: nothing to check); the
+    datasets themselves, since validation also reads their embedding model."""
     if not searched_datasets(nodes):
         return None
-    return {d.id for d in await knowledge.list_datasets(tenant_id)}
+    return {d.id: d for d in await knowledge.list_datasets(tenant_id)}
 
 
 def _valid(problems: list[dict[str, Any]]) -> bool:
@@ -583,14 +584,11 @@ async def _import_request(request: Request) -> tuple[WorkflowImport, bytes | str
         if upload is None or isinstance(upload, str):
             raise ApiError(422, "invalid_request", "send the file in the form field `file`")
         try:
-            mapping = json.loads(str(form.get("model_map") or "{}"))
-            datasets = json.loads(str(form.get("dataset_map") or "{}"))
-            secrets = json.loads(str(form.get("secrets") or "{}"))
             params = WorkflowImport(
                 source="-",
-                model_map=mapping,
-                dataset_map=datasets,
-                secrets=secrets,
+                model_map=_form_object(form, "model_map", {"gpt-4o": "default"}),
+                dataset_map=_form_object(form, "dataset_map", {"*": "my-dataset"}),
+                secrets=_form_object(form, "secrets", {"API_KEY": "..."}),
                 allow_partial=str(form.get("allow_partial", "")).lower() in ("1", "true", "on"),
                 workflow_id=form.get("workflow_id") or None,
             )
@@ -603,6 +601,33 @@ async def _import_request(request: Request) -> tuple[WorkflowImport, bytes | str
         'send `{"source": "<the file\'s text>"}` as JSON or the file as multipart `file`: ',
     )
     return params, params.source, None
+
+
+async def _mapped_datasets(knowledge: Any, tenant_id: str, dataset_map: dict[str, str]) -> set[str] | None:
+    """The tenant's dataset ids when the import maps datasets (None: nothing to check)."""
+    return {d.id for d in await knowledge.list_datasets(tenant_id)} if dataset_map else None
+
+
+def _form_object(form: Any, field: str, example: dict[str, str]) -> dict[str, Any]:
+    """The JSON object in form field ``field`` (absent or empty: ``{}``).
+
+    Raises:
+        ValueError: naming the field, the form it takes (``example``) and what was sent:
+            the CLI's ``SOURCE=ID`` form is what people send first, and a JSON decoder's
+            "Expecting value: line 1 column 1" names neither."""
+    text = str(form.get(field) or "").strip()
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = None
+    if not isinstance(value, dict):
+        shown = text if len(text) <= 60 else text[:60] + "..."
+        raise ValueError(
+            f"{field}: must be a JSON object such as {json.dumps(example)} (got {shown!r})"
+        ) from None
+    return value
 
 
 def _default_id(data: bytes | str, filename: str | None) -> str | None:
@@ -624,10 +649,12 @@ def _default_id(data: bytes | str, filename: str | None) -> str | None:
     summary="Convert a FastGPT / Dify / Flowloom file (optionally save it)",
 )
 async def import_file(
-    request: Request, caller: Caller, repo: Repo, service: Service, save: bool = False
+    request: Request, caller: Caller, repo: Repo, service: Service, knowledge: Knowledge, save: bool = False
 ) -> WorkflowImported:
     """The converted workflow and its import report; 422 with the report as ``problems``
     when it cannot be converted (see ``allow_partial``). Nothing in the file is run.
+    A ``dataset_map`` target the caller's tenant has no dataset of is reported
+    (``unknown_dataset`` warning, naming the closest id it has).
     ``?save=true`` saves the result as a new draft (409 when its id is taken).
     ``packages`` lists what the code nodes import, installed in the code sandbox or not,
     and ``install_commands`` the operator's commands for the rest (a code node needing a
@@ -649,6 +676,7 @@ async def import_file(
             hints=API_MODEL_HINTS,
             dataset_map=params.dataset_map,
             packages=package_env(service.settings),
+            datasets=await _mapped_datasets(knowledge, caller.tenant_id, params.dataset_map),
         )
     except ImportFailed as exc:
         install = "; ".join(exc.install_commands)

@@ -59,6 +59,7 @@ __all__ = [
     "KnowledgeService",
     "LocalIngestionQueue",
     "Upload",
+    "duplicate_name",
 ]
 
 logger = logging.getLogger("flowloom.knowledge")
@@ -88,17 +89,28 @@ class Upload:
     metadata: dict[str, Any] = field(default_factory=dict)
 
 
+def duplicate_name(name: str, others: list[str]) -> str:
+    """The warning for a dataset named as ``others`` (their ids) are: ids tell datasets apart
+    in workflows and commands, but the canvas lists and picks them by name."""
+    return (
+        f"another dataset of this tenant is named {name!r} too ({', '.join(others)}): the canvas "
+        "lists datasets by name, where they look alike (workflows name them by id)"
+    )
+
+
 @dataclass
 class DocumentOutcome:
     """What became of one upload: the document (None when rejected), whether it will be
     ingested (``created``: new, changed, or the same bytes as a document whose ingestion
-    failed, which is retried: ``retried`` True), or why it was rejected."""
+    failed, which is retried: ``retried`` True), or why it was rejected. ``changed``: the
+    document already there under this name got other bytes (it keeps its id)."""
 
     source_name: str
     document: Document | None
     created: bool
     error: DocumentRejected | None = None
     retried: bool = False
+    changed: bool = False
 
 
 class LocalIngestionQueue:
@@ -259,6 +271,16 @@ class KnowledgeService:
             dataset = await self.store.get_dataset(tenant_id, dataset.id)
         return dataset
 
+    async def namesakes(self, tenant_id: str, dataset: Dataset) -> list[str]:
+        """The ids of the tenant's other datasets named as ``dataset`` is (case and outer
+        spaces aside): allowed, but the canvas picks datasets by name, so the caller warns."""
+        name = dataset.name.strip().casefold()
+        return [
+            d.id
+            for d in await self.store.list_datasets(tenant_id)
+            if d.id != dataset.id and d.name.strip().casefold() == name
+        ]
+
     async def list_datasets(self, tenant_id: str) -> list[Dataset]:
         """The tenant's datasets by name."""
         return await self.store.list_datasets(tenant_id)
@@ -388,7 +410,8 @@ class KnowledgeService:
                 tenant_id, document.id, status=DocumentStatus.queued, error=None
             )
             await self.store.save_content(tenant_id, document.id, parsed)
-        return DocumentOutcome(name, document, created or retried, retried=retried)
+        changed = created and document.id != draft.id  # the store kept the id of the one replaced
+        return DocumentOutcome(name, document, created or retried, retried=retried, changed=changed)
 
     async def add_text(
         self, tenant_id: str, dataset_id: str, name: str, text: str, metadata: dict[str, Any] | None = None

@@ -22,7 +22,7 @@ imported workflow and importing it again gives the same workflow.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from engine.catalog import NodeCatalog
@@ -197,6 +197,7 @@ def import_workflow(
     hints: ModelHints = CLI_MODEL_HINTS,
     dataset_map: Mapping[str, str] | None = None,
     packages: PackageEnv | None = None,
+    datasets: Collection[str] | None = None,
 ) -> ImportResult:
     """Convert a FastGPT / Dify / Flowloom document into a Flowloom workflow that compiles.
 
@@ -211,6 +212,9 @@ def import_workflow(
     environment (:func:`engine.code_packages.package_env`) that code nodes' imports are
     checked against; None: none installed, the standard library and Node's built-ins only.
     ``ImportResult.packages`` lists every package the code imports, installed or not.
+    ``datasets``: the ids of the tenant's datasets (None: not known, not checked); a
+    ``dataset_map`` target not among them is reported (``unknown_dataset`` warning, with
+    the closest id: :func:`nodes.importers.datasets.unknown_targets`).
 
     Raises:
         ImportFailed: with every problem, when something cannot be converted and
@@ -241,7 +245,12 @@ def import_workflow(
         dataset_map=dataset_map,
         packages=packages,
     )
-    return importer.run()
+    result = importer.run()
+    if datasets is not None:
+        from .datasets import unknown_targets
+
+        result.report.extend(unknown_targets(result.datasets, dataset_map or {}, datasets, hints))
+    return result
 
 
 def _import_flowloom(

@@ -22,12 +22,14 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from .base import BaseImporter, Planned, number
 from .refs import Unconvertible
+from .report import ImportIssue, ModelHints
 
-__all__ = ["CONCAT_CODE", "DatasetImport", "FASTGPT_MODES"]
+__all__ = ["CONCAT_CODE", "DatasetImport", "FASTGPT_MODES", "dataset_mapping", "unknown_targets"]
 
 #: FastGPT ``searchMode`` -> Flowloom ``mode``
 FASTGPT_MODES = {"embedding": "semantic", "fullTextRecall": "full_text", "mixedRecall": "hybrid"}
@@ -59,15 +61,67 @@ CONCAT_CODE = (
 )
 
 
+def dataset_mapping(hints: ModelHints, source: str, target: str = "ID") -> str:
+    """How to map dataset ``source`` to ``target`` in the caller's terms: ``--dataset 'a=ID'``
+    (``flowloom import``) or ``"dataset_map": {"a": "ID"}`` (the HTTP API)."""
+    if hints.style == "cli":
+        return f"--dataset '{source}={target}'"
+    return f'"dataset_map": {{{json.dumps(source, ensure_ascii=False)}: {json.dumps(target, ensure_ascii=False)}}}'
+
+
+def unknown_targets(
+    datasets: Mapping[str, str], dataset_map: Mapping[str, str], known: Collection[str], hints: ModelHints
+) -> list[ImportIssue]:
+    """An ``unknown_dataset`` warning per dataset a mapping of ``dataset_map`` chose
+    (``datasets``: source id -> the id it became, :attr:`ImportResult.datasets`) that is not
+    among ``known`` (the tenant's dataset ids), with the closest id it has and the commands
+    that create it or map to another.
+
+    A mistyped target (``ofice`` for ``office``) imports cleanly, and its searches would
+    fail only when the workflow runs; when the caller knows the tenant's datasets, the
+    import says so at once. Unmapped sources are left out: their ``unmapped_dataset``
+    warning already says the id must exist."""
+    from engine.plain_errors import closest, did_you_mean
+
+    issues: list[ImportIssue] = []
+    for target, sources in _by_target(datasets, dataset_map).items():
+        if target in known:
+            continue
+        hint = did_you_mean(target, known)
+        if hints.style == "cli":
+            create = f"flowloom datasets create NAME --id {target}, then flowloom datasets add {target} FILES --wait"
+        else:
+            create = f'POST /v1/datasets {{"name": "NAME", "id": {json.dumps(target, ensure_ascii=False)}}}'
+        issues.append(
+            ImportIssue(
+                "unknown_dataset",
+                f"dataset {target!r} (mapped from {', '.join(map(repr, sources))}) does not exist for this "
+                f"tenant{hint}: its searches would fail when the workflow runs; map to a dataset you have "
+                f"with {dataset_mapping(hints, sources[0], closest(target, known) or 'ID')}, or create it with {create}",
+                severity="warning",
+            )
+        )
+    return issues
+
+
+def _by_target(datasets: Mapping[str, str], dataset_map: Mapping[str, str]) -> dict[str, list[str]]:
+    """The ids the caller's mappings chose -> the mapping sources that chose them (``"*"``
+    for the sources only the catch-all mapped)."""
+    chosen: dict[str, list[str]] = {}
+    for source, target in datasets.items():
+        given = source if source in dataset_map else "*" if "*" in dataset_map else None
+        if given is not None and given not in chosen.setdefault(target, []):
+            chosen[target].append(given)
+    return {target: sources for target, sources in chosen.items() if sources}
+
+
 class DatasetImport(BaseImporter):
     """The dataset mapping every importer shares (module docstring); mixed into the
     importers before their node converters."""
 
     def dataset_hint(self, source: str, target: str = "ID") -> str:
         """How to map dataset ``source`` in the caller's terms (CLI flag or API field)."""
-        if self.hints.style == "cli":
-            return f"--dataset '{source}={target}'"
-        return f'"dataset_map": {{{json.dumps(source, ensure_ascii=False)}: {json.dumps(target, ensure_ascii=False)}}}'
+        return dataset_mapping(self.hints, source, target)
 
     def dataset_ids(self, sources: list[str], p: Planned, names: dict[str, str] | None = None) -> list[str]:
         """The Flowloom dataset ids of ``sources`` (module docstring); ``names``: source id ->

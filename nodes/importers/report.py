@@ -50,7 +50,8 @@ class ImportIssue:
     agent that cannot come over; the agent converts without it), ``missing_package``,
     ``unknown_model``, ``invalid_source``, ``compile_<compiler problem code>``, ``renamed_id``,
     ``renamed_key``, ``behaviour_difference``, ``missing_setting`` (a value the file leaves out
-    or masks - an MCP URL, a credential, another app - that the user must fill in), ``dropped``.
+    or masks - an MCP URL, a credential, another app - that the user must fill in), ``dropped``,
+    ``unknown_dataset`` (a dataset mapping names a dataset the tenant lacks).
     """
 
     code: str

@@ -138,6 +138,59 @@ async def test_datasets_are_created_listed_read_changed_and_deleted(fts):
     assert (await fts.client.get("/v1/datasets", headers=fts.auth())).json()["datasets"] == []
 
 
+async def test_an_import_mapping_to_a_dataset_the_tenant_lacks_is_warned_with_its_closest_id(fts):
+    from tests.importers.helpers import FASTGPT, require_corpus_or_fail
+
+    require_corpus_or_fail()
+    await _dataset(fts, id="office-sem")
+    source = (FASTGPT / "CQ_template.json").read_text(encoding="utf-8")
+
+    async def unknown(dataset_map: dict[str, str], key: str | None = None) -> list[dict[str, Any]]:
+        body = {"source": source, "dataset_map": dataset_map, "model_map": {"*": "default"}}
+        answer = await fts.client.post("/v1/workflows/import", json=body, headers=fts.auth(key))
+        assert answer.status_code == 200, answer.text
+        return [i for i in answer.json()["report"] if i["code"] == "unknown_dataset"]
+
+    (typo,) = await unknown({"*": "ofice-sem"})
+    assert typo["severity"] == "warning" and "did you mean 'office-sem'?" in typo["message"]
+    assert '"dataset_map": {"*": "office-sem"}' in typo["message"]
+    assert 'POST /v1/datasets {"name": "NAME", "id": "ofice-sem"}' in typo["message"]
+    assert await unknown({"*": "office-sem"}) == []
+    (elsewhere,) = await unknown({"*": "ofice-sem"}, fts.api.other_key)
+    assert "office-sem'" not in elsewhere["message"].replace("'ofice-sem'", "")  # another tenant's ids never named
+
+
+async def test_validate_warns_about_a_semantic_search_of_a_dataset_without_an_embedding_model(fts):
+    import json
+    from pathlib import Path
+
+    await _dataset(fts, id="handbook")  # full text only
+    flow = json.loads((Path(__file__).resolve().parents[2] / "examples" / "knowledge_qa.json").read_text())
+    search = next(n for n in flow["nodes"] if n["type"] == "knowledge_retrieval")
+
+    async def degraded(mode: str) -> list[dict[str, Any]]:
+        search["config"]["mode"] = mode
+        answer = await fts.client.post("/v1/workflows/validate", json=flow, headers=fts.auth())
+        assert answer.status_code == 200 and answer.json()["valid"], answer.text
+        return [p for p in answer.json()["problems"] if p["code"] == "retrieval_degraded"]
+
+    (warning,) = await degraded("semantic")
+    assert (warning["node_id"], warning["path"], warning["severity"]) == (search["id"], "config.mode", "warning")
+    assert "dataset 'handbook' has no embedding model" in warning["message"]
+    assert await degraded("full_text") == []
+
+
+async def test_an_id_that_is_a_name_is_told_the_form_and_a_name_taken_is_a_warning(fts):
+    named = await fts.client.post("/v1/datasets", json={"name": "My KB", "id": "My KB"}, headers=fts.auth())
+    assert named.status_code == 422 and named.json()["error"]["message"] == (
+        "id: 'My KB' is not a dataset id: use only letters, digits, '_', '.' and '-' (no spaces); e.g. 'my-kb'")
+    assert (await _dataset(fts, name="Office", id="office"))["warnings"] == []
+    twin = await _dataset(fts, name="Office", id="office-2")
+    [warning] = twin["warnings"]
+    assert (warning["code"], warning["field"], warning["variable"]) == ("duplicate_name", "name", None)
+    assert "named 'Office' too (office)" in warning["message"] and "PATCH /v1/datasets/{id}" in warning["message"]
+
+
 async def test_invalid_datasets_are_refused_naming_the_field(fts):
     overlap = await fts.client.post("/v1/datasets", json={"name": "x", "chunking": {"chunk_tokens": 64,
                                                                                     "overlap_tokens": 64}},
@@ -465,6 +518,10 @@ async def test_a_search_with_nothing_to_search_is_422_naming_query(fts):
         response = await fts.client.post(f"/v1/datasets/{dataset['id']}/search", json=body, headers=fts.auth())
         assert response.status_code == 422, response.text
         assert response.json()["error"]["message"].startswith("query: required"), response.text
+    typo = await fts.client.post(f"/v1/datasets/{dataset['id']}/search", json={"query": "x", "mode": "fulltext"},
+                                 headers=fts.auth())
+    assert typo.status_code == 422 and typo.json()["error"]["message"] == (
+        "mode: input should be 'semantic', 'full_text' or 'hybrid'; did you mean 'full_text'?")
     only_queries = await fts.client.post(f"/v1/datasets/{dataset['id']}/search", json={"queries": ["tea"]},
                                          headers=fts.auth())
     assert only_queries.status_code == 200, only_queries.text

@@ -75,6 +75,10 @@ async def test_an_invalid_workflow_inputs_or_request_is_422_with_every_problem(a
     missing = await api.client.post("/v1/runs", json={"workflow": hello_workflow(), "inputs": {}}, headers=api.auth())
     assert missing.status_code == 422 and missing.json()["error"]["type"] == "invalid_inputs"
     assert "name" in missing.json()["error"]["problems"][0]
+    empty = await api.client.post("/v1/runs", json={"workflow": hello_workflow(), "inputs": {"name": ""}},
+                                  headers=api.auth())  # as `flowloom run --input name=`: refused as missing
+    assert empty.status_code == 422 and empty.json()["error"]["problems"] == [
+        "'name' is required (string), but it was given empty"]
     bad = await api.client.post("/v1/runs", json={"workflow": hello_workflow(), "response_mode": "later"},
                                 headers=api.auth())
     assert bad.status_code == 422 and bad.json()["error"]["type"] == "invalid_request"

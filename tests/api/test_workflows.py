@@ -122,6 +122,20 @@ async def test_import_with_the_report_save_and_export_round_trip(api):
     assert bad.status_code == 422 and bad.json()["error"]["problems"][0]["code"] == "invalid_source"
 
 
+async def test_a_multipart_import_option_that_is_no_json_object_is_named_with_its_form(api):
+    file = {"file": (DUAL_SWITCH.name, DUAL_SWITCH.read_bytes(), "application/x-yaml")}
+    for field, sent, example in (("dataset_map", "*=office-sem", '{"*": "my-dataset"}'),
+                                 ("model_map", "gpt-4o=default", '{"gpt-4o": "default"}'),
+                                 ("dataset_map", '["office"]', '{"*": "my-dataset"}')):
+        refused = await api.client.post("/v1/workflows/import", files=file, data={field: sent}, headers=api.auth())
+        assert refused.status_code == 422, refused.text
+        message = refused.json()["error"]["message"]
+        assert message == f"invalid import options: {field}: must be a JSON object such as {example} (got {sent!r})"
+    mapped = await api.client.post("/v1/workflows/import", files=file, data={"dataset_map": '{"*": "kb"}'},
+                                   headers=api.auth())
+    assert mapped.status_code == 200, mapped.text
+
+
 async def test_node_kinds_lists_every_kind_of_the_catalog_with_a_schema(api):
     kinds = (await api.client.get("/v1/node-kinds", headers=api.auth())).json()["kinds"]
     assert [k["kind"] for k in kinds] == list(builtin_catalog())

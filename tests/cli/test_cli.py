@@ -240,6 +240,13 @@ def test_run_json_prints_one_event_per_line() -> None:
     assert events[-1].outputs == {"greeting": "Hello, Ada! Welcome to Flowloom."}
 
 
+def test_run_refuses_an_empty_required_input_and_names_the_input_a_typo_meant() -> None:
+    empty = invoke("run", EXAMPLES / "hello.json", "--input", "name=")
+    assert empty.exit_code == 2 and "'name' is required (string), but it was given empty" in empty.stderr
+    typo = invoke("run", EXAMPLES / "hello.json", "--input", "nmae=Ada")
+    assert typo.exit_code == 2 and "'nmae' is not an input of workflow 'hello'; did you mean 'name'?" in typo.stderr
+
+
 def test_run_inputs_file_and_input_override(tmp_path: Path) -> None:
     values = tmp_path / "in.json"
     values.write_text(json.dumps({"score": 40, "student": "Bo"}), encoding="utf-8")
@@ -413,7 +420,7 @@ def test_weather_example_script_passes_options() -> None:
     [
         ("tokyo", "found", "Weather in Tokyo: 23 C, sunny, humidity 55%."),
         ("Atlantis", "missing", "No weather data for Atlantis (HTTP 404)."),
-        ("", "else", "The weather service answered HTTP 400: "),
+        (" ", "else", "The weather service answered HTTP 400: "),  # blank: the stub's 400 ("" is refused)
     ],
 )
 def test_weather_example_branches_on_status(stub_url: str, allow_loopback: None, city: str, outcome: str,

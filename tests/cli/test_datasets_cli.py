@@ -74,6 +74,36 @@ def test_create_list_show_and_remove(scripted_models):
     assert json.loads(invoke("datasets", "list", "--json").stdout) == []
 
 
+def test_rm_deletes_documents_by_id_or_file_name_and_asks_before_deleting_a_full_dataset(scripted_models, tmp_path,
+                                                                                        monkeypatch):
+    import api.cli.datasets as datasets_cli
+
+    create("--id", "handbook")
+    paths = files(tmp_path, {"a.txt": b"alpha", "b.txt": b"beta", "c.txt": b"gamma"})
+    assert invoke("datasets", "add", "handbook", *paths).exit_code == 0
+    shown = json.loads(invoke("datasets", "show", "handbook", "--json").stdout)
+    b_id = next(d["id"] for d in shown["documents"] if d["source_name"] == "b.txt")
+    typo = invoke("datasets", "rm", "handbook", "--document", "a.txt", "--document", "c.tx")
+    assert typo.exit_code == 2 and "document 'c.tx' not found in dataset 'handbook'; did you mean 'c.txt'?" in typo.stderr
+    assert "flowloom datasets list" not in typo.stderr
+    assert json.loads(invoke("datasets", "show", "handbook", "--json").stdout)["document_count"] == 3, "none deleted"
+    removed = invoke("datasets", "rm", "handbook", "-d", "a.txt", "-d", b_id)
+    assert removed.exit_code == 0, removed.output
+    assert "deleted a.txt" in removed.stderr and "deleted b.txt" in removed.stderr
+    assert "dataset handbook now holds 1 document(s)" in removed.stdout
+    monkeypatch.setattr(datasets_cli, "_stdin_is_terminal", lambda: True)
+    declined = runner.invoke(app, ["datasets", "rm", "handbook"], input="n\n")
+    assert declined.exit_code == 2 and "with its 1 document(s)?" in declined.stderr
+    assert "nothing was deleted" in declined.stderr and invoke("datasets", "show", "handbook").exit_code == 0
+    confirmed = runner.invoke(app, ["datasets", "rm", "handbook"], input="y\n")
+    assert confirmed.exit_code == 0 and invoke("datasets", "show", "handbook").exit_code == 2
+    create("--id", "empty")
+    assert invoke("datasets", "rm", "empty").exit_code == 0, "an empty dataset is not asked about"
+    create("--id", "again")
+    assert invoke("datasets", "add", "again", *paths[:1]).exit_code == 0
+    assert invoke("datasets", "rm", "again", "--yes").exit_code == 0
+
+
 def test_search_takes_the_api_s_ranking_options(scripted_models, tmp_path):
     create("--id", "handbook")
     [doc] = files(tmp_path, {"rules.md": b"Every employee has 28 days of paid holiday a year.\n\nLaptops are replaced."})
@@ -97,8 +127,11 @@ def test_search_of_several_datasets_merges_their_hits_and_names_each_hit_s_datas
     both = invoke("datasets", "search", "faq,rules", "warranty holiday", "--mode", "full_text")
     assert both.exit_code == 0, both.stderr
     assert "faq: faq.md #0" in both.stdout and "rules: rules.md #0" in both.stdout
-    missing = invoke("datasets", "search", "faq,nope", "x")
+    missing = invoke("datasets", "search", "rules,nope", "x")
     assert missing.exit_code == 2 and "dataset 'nope' not found" in missing.stderr
+    assert "did you mean" not in missing.stderr, "'nope' is close to no dataset id (the list 'rules,nope' is)"
+    typo = invoke("datasets", "search", "faq, rulez", "x")
+    assert typo.exit_code == 2 and "dataset 'rulez' not found; did you mean 'rules'?" in typo.stderr
 
 
 def test_a_mistyped_dataset_or_a_folder_is_answered_with_what_to_type(scripted_models, tmp_path):
@@ -125,6 +158,17 @@ def test_create_warns_when_the_embedding_models_key_is_not_set(scripted_models, 
     assert "warning" not in invoke("datasets", "create", "Plain", "--id", "plain").stderr
 
 
+def test_an_id_that_is_a_name_is_told_the_form_in_words_and_a_name_taken_is_warned(scripted_models):
+    named = invoke("datasets", "create", "My KB", "--id", "My KB")
+    assert named.exit_code == 2 and "pattern" not in named.stderr, named.stderr
+    assert "use only letters, digits, '_', '.' and '-' (no spaces); e.g. 'my-kb'" in " ".join(named.stderr.split())
+    first = invoke("datasets", "create", "Office", "--id", "office")
+    assert first.exit_code == 0 and "warning" not in first.stderr
+    second = invoke("datasets", "create", "office ", "--id", "office-2")
+    assert second.exit_code == 0 and second.stdout.strip() == "office-2"
+    assert "warning: another dataset of this tenant is named 'office ' too (office)" in " ".join(second.stderr.split())
+
+
 def test_bad_settings_and_unknown_models_exit_2_naming_the_field(scripted_models):
     overlap = invoke("datasets", "create", "x", "--chunk-tokens", "64", "--overlap", "64")
     assert overlap.exit_code == 2 and "overlap_tokens" in overlap.stderr
@@ -132,6 +176,9 @@ def test_bad_settings_and_unknown_models_exit_2_naming_the_field(scripted_models
     assert chat.exit_code == 2 and "embedding_model" in chat.stderr and "Traceback" not in chat.output
     mode = invoke("datasets", "search", "any", "q", "--mode", "fuzzy")
     assert mode.exit_code == 2 and "mode" in mode.stderr
+    for nothing in ("", "  "):  # as the API's 422
+        empty = invoke("datasets", "search", "any", nothing)
+        assert empty.exit_code == 2 and "query: required" in empty.stderr, empty.output
 
 
 def test_add_with_wait_ingests_the_good_files_and_reports_each_bad_one(scripted_models, tmp_path, monkeypatch):
@@ -161,6 +208,17 @@ def test_add_without_wait_on_the_embedded_default_ingests_before_it_returns(scri
     assert item["outcome"] == "created" and item["document"]["status"] == "ready"
     again = invoke("datasets", "add", dataset, *files(tmp_path, {"tea.md": corpus()["tea.md"]}), "--json")
     assert json.loads(again.stdout)["documents"][0]["outcome"] == "unchanged"
+
+
+def test_add_says_what_it_did_and_how_many_documents_the_dataset_now_holds(scripted_models, tmp_path):
+    dataset = create()
+    first = invoke("datasets", "add", dataset, *files(tmp_path, {"a.txt": b"alpha", "b.txt": b"beta"}))
+    assert f"2 added: dataset {dataset} now holds 2 document(s)" in first.stdout, first.output
+    paths = files(tmp_path, {"a.txt": b"alpha", "b.txt": b"beta, edited", "c.txt": b"gamma"})
+    again = invoke("datasets", "add", dataset, *paths)
+    assert again.exit_code == 0, again.output
+    assert f"1 added, 1 changed, 1 unchanged: dataset {dataset} now holds 3 document(s)" in again.stdout
+    assert "b.txt" in again.stderr and "changed: 1 chunk" in again.stderr
 
 
 def test_a_failed_ingestion_exits_1_with_its_reason(scripted_models, tmp_path):
@@ -260,6 +318,24 @@ def test_validate_warns_about_a_searched_dataset_that_does_not_exist_yet(scripte
     assert invoke("datasets", "create", "Handbook", "--id", "handbook").exit_code == 0
     after = invoke("validate", flow, "--json")
     assert after.exit_code == 0 and [p for p in json.loads(after.stdout) if p["code"] == "unknown_dataset"] == []
+
+
+def test_validate_warns_about_a_semantic_search_of_a_dataset_without_an_embedding_model(scripted_models, tmp_path):
+    flow = json.loads((Path(__file__).resolve().parents[2] / "examples" / "knowledge_qa.json").read_text())
+    search = next(n for n in flow["nodes"] if n["type"] == "knowledge_retrieval")
+    search["config"]["mode"] = "semantic"
+    path = tmp_path / "semantic.json"
+    path.write_text(json.dumps(flow))
+    assert invoke("datasets", "create", "Handbook", "--id", "handbook").exit_code == 0  # full text only
+    checked = invoke("validate", path, "--json")
+    assert checked.exit_code == 0, checked.output
+    [problem] = [p for p in json.loads(checked.stdout) if p["code"] == "retrieval_degraded"]
+    assert (problem["node_id"], problem["path"], problem["severity"]) == (search["id"], "config.mode", "warning")
+    assert "dataset 'handbook' has no embedding model" in problem["message"] and "'full_text'" in problem["message"]
+    assert invoke("datasets", "rm", "handbook").exit_code == 0
+    create("--id", "handbook", "--embedding-model", EMBEDDING_MODEL)
+    after = json.loads(invoke("validate", path, "--json").stdout)
+    assert [p for p in after if p["code"] == "retrieval_degraded"] == []
 
 
 def test_another_tools_word_for_a_command_is_answered_with_this_clis_word(scripted_models):

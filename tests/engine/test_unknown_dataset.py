@@ -35,3 +35,20 @@ def test_searched_datasets_lists_every_id_of_valid_nodes():
     assert searched_datasets(valid_nodes(FLOW, builtin_catalog())) == {"handbook", "faq", "ghost"}
     hello = build([node("t", "template", {"template": "hi"})], chain_edges("start", "t"))
     assert searched_datasets(valid_nodes(hello, builtin_catalog())) == set()
+
+
+def test_a_semantic_search_of_a_dataset_without_an_embedding_model_is_a_warning_at_its_mode():
+    from types import SimpleNamespace
+
+    flow = build([node("kr", "knowledge_retrieval", {"datasets": ["plain", "vec"], "mode": "semantic"}),
+                  node("agent", "tool_call", {"model": "default", "dataset_tools": [
+                      {"datasets": ["vec"], "mode": "semantic", "name": "a"},
+                      {"datasets": ["plain"], "mode": "semantic", "name": "b"},
+                      {"datasets": ["plain"], "mode": "full_text", "name": "c"}]})],
+                 chain_edges("start", "kr", "agent"))
+    datasets = {"plain": SimpleNamespace(embedding_model=None), "vec": SimpleNamespace(embedding_model="emb")}
+    problems = deployment_problems(flow, catalog=builtin_catalog(), settings=Settings(), datasets=datasets)
+    assert [(p.severity, p.node_id, p.path) for p in problems if p.code == "retrieval_degraded"] == [
+        ("warning", "kr", "config.mode"), ("warning", "agent", "config.dataset_tools[1].mode")]
+    ids_only = deployment_problems(flow, catalog=builtin_catalog(), settings=Settings(), datasets={"plain", "vec"})
+    assert not [p for p in ids_only if p.code == "retrieval_degraded"], "ids alone: the models are not known"

@@ -136,3 +136,23 @@ def test_the_import_report_says_where_each_dataset_went_and_warns_of_a_mapping_t
     assert "datasets:\n  (no dataset selected) -> doesnotexist\n" in result.stderr
     (warning,) = [line for line in result.stderr.splitlines() if "unmatched_dataset" in line]
     assert "'foo'" in warning and "emb2" not in json.loads(out.read_text()).__repr__()
+
+
+@needs_corpus
+def test_a_mapped_dataset_the_store_lacks_is_warned_with_the_closest_id_and_no_store_is_made_to_check(tmp_path):
+    import os
+    from pathlib import Path
+
+    home = Path(os.environ["FLOWLOOM_HOME"])
+    args = ("import", FASTGPT / "CQ_template.json", "-o", tmp_path / "cq.json", "--dataset", "*=ofice-sem")
+    fresh = invoke(*args)
+    assert fresh.exit_code == 0 and "unknown_dataset" not in fresh.stderr, fresh.stderr
+    assert "each must exist when the workflow runs" in fresh.stderr and not list(home.glob("*.db"))
+    assert invoke("datasets", "create", "Office", "--id", "office-sem").exit_code == 0
+    typo = invoke(*args)
+    assert typo.exit_code == 0, typo.stderr
+    (warning,) = [line for line in typo.stderr.splitlines() if "unknown_dataset" in line]
+    assert "'ofice-sem'" in warning and "did you mean 'office-sem'?" in warning and "--dataset '*=office-sem'" in warning
+    assert "flowloom datasets create NAME --id ofice-sem" in warning
+    right = invoke(*args[:-1], "*=office-sem")
+    assert right.exit_code == 0 and "unknown_dataset" not in right.stderr, right.stderr

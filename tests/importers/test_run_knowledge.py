@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from nodes.importers import API_MODEL_HINTS
 from tests.support.openai_server import openai_server, scripted_registry, text_reply  # noqa: F401  (fixtures)
 from tests.support.policy_kb import open_policy_kb
 
@@ -120,6 +121,23 @@ def test_a_dataset_map_source_no_search_names_is_a_warning_naming_it(scripted_re
     mapped = load(DIFY / "knowledge_chat_retrieval.yml", models=scripted_registry,
                   model_map={"deepseek-v3-241226": "tools-model"}, dataset_map={source_id: "policies"})
     assert not [i for i in mapped.report if i.code == "unmatched_dataset"]
+
+
+def test_a_mapping_to_a_dataset_the_tenant_lacks_is_a_warning_naming_the_closest_one(scripted_registry):
+    def imported(target: str, datasets: set[str] | None, **kw: Any) -> list[Any]:
+        result = load(DIFY / "knowledge_chat_retrieval.yml", models=scripted_registry, dataset_map={"*": target},
+                      model_map={"deepseek-v3-241226": "tools-model"}, datasets=datasets, **kw)
+        assert not result.errors
+        return [i for i in result.report if i.code == "unknown_dataset"]
+
+    (typo,) = imported("ofice-sem", {"office", "office-sem"})
+    assert typo.severity == "warning" and "dataset 'ofice-sem' (mapped from '*') does not exist" in typo.message
+    assert "did you mean 'office-sem'?" in typo.message and "--dataset '*=office-sem'" in typo.message
+    assert "flowloom datasets create NAME --id ofice-sem" in typo.message
+    (far,) = imported("zzz", {"office"}, hints=API_MODEL_HINTS)
+    assert "did you mean" not in far.message and '"dataset_map": {"*": "ID"}' in far.message
+    assert 'POST /v1/datasets {"name": "NAME", "id": "zzz"}' in far.message
+    assert imported("office", {"office"}) == [] and imported("ofice", None) == []  # None: the tenant is not known
 
 
 def test_a_source_rerank_model_maps_to_a_rerank_model_of_the_registry_only(scripted_registry):

@@ -271,6 +271,19 @@ def test_start_rejects_bad_inputs_listing_all():
                                    "'a' is required (number)", "'b' must be boolean, got str"]
 
 
+def test_an_empty_text_for_a_required_input_is_missing_and_a_misspelt_input_is_told_the_close_one():
+    from engine import InvalidInputs, new_run_state
+    from tests.support.catalog import compile_workflow
+    plan = compile_workflow(build([], [], inputs=[{"name": "query", "type": "string", "required": True},
+                                                  {"name": "note", "type": "string"}]))
+    with pytest.raises(InvalidInputs) as info:
+        new_run_state(plan, {"query": "", "nots": "x"})
+    assert info.value.problems == ["'nots' is not an input of workflow 'wf'; did you mean 'note'? (inputs: note, query)",
+                                   "'query' is required (string), but it was given empty"]
+    # as in Dify: only the empty text is missing; blank text, and an empty optional input, are taken
+    assert new_run_state(plan, {"query": " ", "note": ""}).inputs == {"query": " ", "note": ""}
+
+
 def test_a_chat_message_sent_as_an_input_is_told_where_it_goes():
     from engine import InvalidInputs, new_run_state
     from tests.support.catalog import compile_workflow

@@ -179,7 +179,9 @@ export interface paths {
          * @description A new, empty dataset. ``embedding_model`` must be a registry model with an
          *     embeddings endpoint (422 otherwise; none: full-text search only). 409 when ``id`` is
          *     taken. ``warnings`` names an embedding model whose provider key this deployment
-         *     lacks: the dataset is made, but its documents would fail at embedding until it is set.
+         *     lacks: the dataset is made, but its documents would fail at embedding until it is set;
+         *     and another dataset of the tenant with the same name (``duplicate_name``: made all the
+         *     same, as ids tell datasets apart, but the canvas lists them by name).
          */
         post: operations["create_dataset_v1_datasets_post"];
         delete?: never;
@@ -873,6 +875,8 @@ export interface paths {
          * Convert a FastGPT / Dify / Flowloom file (optionally save it)
          * @description The converted workflow and its import report; 422 with the report as ``problems``
          *     when it cannot be converted (see ``allow_partial``). Nothing in the file is run.
+         *     A ``dataset_map`` target the caller's tenant has no dataset of is reported
+         *     (``unknown_dataset`` warning, naming the closest id it has).
          *     ``?save=true`` saves the result as a new draft (409 when its id is taken).
          *     ``packages`` lists what the code nodes import, installed in the code sandbox or not,
          *     and ``install_commands`` the operator's commands for the rest (a code node needing a
@@ -2016,23 +2020,24 @@ export interface components {
         };
         /**
          * DatasetWarning
-         * @description Something that lets a dataset be made but will fail its documents later.
+         * @description Something that lets a dataset be made but will trouble it later.
          *     ``missing_api_key``: the embedding model's provider needs a key in ``variable``,
          *     which this deployment does not set; every document added before it is set fails
-         *     at embedding.
+         *     at embedding. ``duplicate_name``: another dataset of the tenant has this name (the
+         *     canvas picks datasets by name; ``variable`` is null).
          */
         DatasetWarning: {
             /**
              * Code
-             * @constant
+             * @enum {string}
              */
-            code: "missing_api_key";
+            code: "missing_api_key" | "duplicate_name";
             /** Field */
             field: string;
             /** Message */
             message: string;
             /** Variable */
-            variable: string;
+            variable?: string | null;
         };
         /**
          * DocumentList
