@@ -34,21 +34,13 @@ __all__ = ["detail_body_of_rows"]
 
 _RUN_STATUSES = frozenset(status.value for status in RunStatus)
 _NODE_STATUSES = frozenset(status.value for status in NodeRunStatus)
-#: ``runs`` columns each model reads as a ``float`` or None (``RunState``, ``RunSummary``)
-_RUN_OPTIONAL_FLOATS = ("started_at", "finished_at", "deadline", "wall_time_left", "paused_at")
-#: ``runs`` JSON columns the state reads as ``dict[str, Any]`` (None or empty: ``{}``)
-_RUN_DICTS = ("inputs", "sys", "variables", "conversation", "outputs")
-#: ``node_runs`` columns a node run shown from its row must hold as None (else its model)
-_NODE_NONE = ("error", "usage", "pending")
-
-
-def _optional(value: Any, kind: type) -> bool:
-    """``value`` is None or exactly of ``kind`` (a bool is no ``int``, an ``int`` no ``float``)."""
-    return value is None or type(value) is kind
-
-
-def _dict_or_none(value: Any) -> bool:
-    return value is None or type(value) is dict
+_NONE = type(None)
+# the exact types a column may hold to be taken as it is (``type(value) in ...``: a bool is
+# no ``int``, an ``int`` no ``float``)
+_STR_OR_NONE = (str, _NONE)
+_INT_OR_NONE = (int, _NONE)
+_FLOAT_OR_NONE = (float, _NONE)
+_DICT_OR_NONE = (dict, _NONE)
 
 
 def _run_row_plain(row: Mapping[str, Any]) -> bool:
@@ -59,13 +51,17 @@ def _run_row_plain(row: Mapping[str, Any]) -> bool:
         and type(row["tenant_id"]) is str
         and type(row["workflow_id"]) is str
         and type(row["workflow_hash"]) is str
-        and _optional(row["workflow_version"], str)
+        and type(row["workflow_version"]) in _STR_OR_NONE
         and type(row["status"]) is str
         and row["status"] in _RUN_STATUSES
-        and _optional(row["chat_id"], str)
-        and _optional(row["user_id"], str)
+        and type(row["chat_id"]) in _STR_OR_NONE
+        and type(row["user_id"]) in _STR_OR_NONE
         and type(row["created_at"]) is float
-        and all(_optional(row[name], float) for name in _RUN_OPTIONAL_FLOATS)
+        and type(row["started_at"]) in _FLOAT_OR_NONE
+        and type(row["finished_at"]) in _FLOAT_OR_NONE
+        and type(row["deadline"]) in _FLOAT_OR_NONE
+        and type(row["wall_time_left"]) in _FLOAT_OR_NONE
+        and type(row["paused_at"]) in _FLOAT_OR_NONE
         and type(row["waited_s"]) is float
         and type(row["tokens_in"]) is int
         and type(row["tokens_out"]) is int
@@ -75,22 +71,23 @@ def _run_row_plain(row: Mapping[str, Any]) -> bool:
         and type(row["answer"]) is str
         and row["error"] is None
         and not row["interrupts"]
-        and _dict_or_none(row["interrupts"])
-        and all(_dict_or_none(row[name]) for name in _RUN_DICTS)
-        and _owner_plain(row)
+        and type(row["interrupts"]) in _DICT_OR_NONE
+        and type(row["inputs"]) in _DICT_OR_NONE
+        and type(row["sys"]) in _DICT_OR_NONE
+        and type(row["variables"]) in _DICT_OR_NONE
+        and type(row["conversation"]) in _DICT_OR_NONE
+        and type(row["outputs"]) in _DICT_OR_NONE
+        and (row["owner_id"] is None or _owner_valid(row))
     )
 
 
-def _owner_plain(row: Mapping[str, Any]) -> bool:
-    """No owner, or one whose ``OwnerInfo`` validates (it is not shown)."""
-    if row["owner_id"] is None:
-        return True
-    lease = row["lease_until"]
+def _owner_valid(row: Mapping[str, Any]) -> bool:
+    """The run's owner is one whose ``OwnerInfo`` validates (it is not shown)."""
     return (
         type(row["owner_id"]) is str
-        and _optional(row["owner_host"], str)
-        and _optional(row["owner_pid"], int)
-        and (lease is None or type(lease) in (int, float))
+        and type(row["owner_host"]) in _STR_OR_NONE
+        and type(row["owner_pid"]) in _INT_OR_NONE
+        and type(row["lease_until"]) in (float, int, _NONE)
     )
 
 
@@ -100,7 +97,7 @@ def _run_part(row: Mapping[str, Any]) -> dict[str, Any] | None:
     if not _run_row_plain(row):
         return None
     listed = listed_fields(row)
-    if type(listed["kind"]) is not str or not _optional(listed["node_id"], str):
+    if type(listed["kind"]) is not str or type(listed["node_id"]) not in _STR_OR_NONE:
         return None
     started, finished, waited = row["started_at"], row["finished_at"], row["waited_s"]
     if started is None:
@@ -142,18 +139,20 @@ def _node_part(row: Mapping[str, Any]) -> dict[str, Any] | None:
         and type(row["kind"]) is str
         and type(row["status"]) is str
         and row["status"] in _NODE_STATUSES
-        and _dict_or_none(row["inputs"])
-        and _dict_or_none(row["outputs"])
+        and type(row["inputs"]) in _DICT_OR_NONE
+        and type(row["outputs"]) in _DICT_OR_NONE
         and (handles is None or (type(handles) is list and all(type(h) is str for h in handles)))
-        and all(row[name] is None for name in _NODE_NONE)
+        and row["error"] is None
+        and row["usage"] is None
+        and row["pending"] is None
         and (data is None or (type(data) is dict and not data))
         and type(row["attempts"]) is int
         and type(row["retries"]) is int
-        and _optional(row["started_at"], float)
-        and _optional(row["finished_at"], float)
+        and type(row["started_at"]) in _FLOAT_OR_NONE
+        and type(row["finished_at"]) in _FLOAT_OR_NONE
         and type(row["waited_s"]) is float
-        and _optional(row["loop_id"], str)
-        and _optional(row["iteration"], int)
+        and type(row["loop_id"]) in _STR_OR_NONE
+        and type(row["iteration"]) in _INT_OR_NONE
     ):
         return None
     started, finished, waited = row["started_at"], row["finished_at"], row["waited_s"]

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 from unittest import mock
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
@@ -25,7 +26,7 @@ RUN_VALUES: dict[str, list[Any]] = {
     "status": ["succeeded", "running", "paused", "bogus", 1],
     "chat_id": ["r1", None, "c1", 5], "user_id": ["", None, "u", 7],
     "created_at": [1.0, 1, None, True], "started_at": [2.0, None, 2], "finished_at": [5.5, None, 5],
-    "deadline": [None, 9.0, 9], "wall_time_left": [None, 3.0, 3], "paused_at": [None, 4.0, False],
+    "deadline": [None, 9.0, 9, "x"], "wall_time_left": [None, 3.0, 3, "x"], "paused_at": [None, 4.0, False, "x"],
     "waited_s": [0.0, 0, 0.5, None], "tokens_in": [0, 3, 3.0, True, None], "tokens_out": [0, 4, None],
     "cost": [0.0, 0.25, 0, None], "usage_estimated": [False, True, 0, None],
     "node_executions": [3, 3.0, True], "seq": [9, None, False], "answer": ["Hello, Ada!", "", None, 3],
@@ -37,7 +38,7 @@ RUN_VALUES: dict[str, list[Any]] = {
                            "answer": "Paris"}}],
     "inputs": [{"name": "Ada"}, None, {}, {"n": 10**19 + 1, "q": [1, {"a": None}]}, [], [1]],
     "sys": [{"chat_id": "r1", "user_id": ""}, None, {}, {"rerun_of": "r0", "rerun_from": "body", "query": "hi " * 60},
-            {"run_kind": "single_node", "single_node": "n"}, {"run_kind": 5}, {"single_node": 7}, {"query": 3}],
+            {"run_kind": "single_node", "single_node": "n"}, {"run_kind": 5}, {"single_node": 7}, {"query": 3}, "x"],
     "variables": [{}, None, {"k": 1}, "x"], "conversation": [{}, None, {"k": [1]}, 2],
     "outputs": [{}, None, {"x": [1.5, True, None]}, ["a"]],
     "owner_id": [None, "o", 4], "owner_host": [None, "h", 3], "owner_pid": [None, 12, "p"],
@@ -69,20 +70,25 @@ def node_row(number: int, **values: Any) -> dict[str, Any]:
     return row
 
 
-def models_answer(row: dict[str, Any], nodes: list[dict[str, Any]]) -> bytes | None:
-    """The answer made from the models; None when they refuse the rows."""
+def models_answer(row: dict[str, Any], nodes: list[dict[str, Any]]) -> bytes | ValidationError:
+    """The answer made from the models, or what they raise for the rows."""
     try:
         return JsonBody(run_detail_body(*RunReads.detail_of_rows(row, nodes))).body
-    except ValidationError:
-        return None
+    except ValidationError as error:
+        return error
 
 
 def check(row: dict[str, Any], nodes: list[dict[str, Any]]) -> bool:
-    """The rows' answer is the models' when built; None when the models refuse. True: built."""
+    """The rows' answer is the models' when built; where the models refuse the rows, the
+    rows' way leaves them to the models (None) or raises what they raise. True: built."""
     with mock.patch("time.time", return_value=100.0):  # a run not finished lasts until now
         expected = models_answer(row, nodes)
-        got = detail_body_of_rows(row, nodes)
-    if expected is None:
+        try:
+            got = detail_body_of_rows(row, nodes)
+        except ValidationError as error:  # a node run not plain, made from its model
+            assert isinstance(expected, ValidationError) and error.errors() == expected.errors()
+            return False
+    if isinstance(expected, ValidationError):
         assert got is None
         return False
     if got is not None:
@@ -108,6 +114,21 @@ def test_a_run_citing_or_not_plain_goes_through_the_models():
     assert not check(plain(RUN_VALUES), [node_row(0, outputs={"citations": [CITATION]})])
     for name, value in (("cost", 0), ("error", RUN_VALUES["error"][1]), ("interrupts", RUN_VALUES["interrupts"][3])):
         assert not check({**plain(RUN_VALUES), name: value}, [node_row(0)])
+
+
+@pytest.mark.parametrize("name", sorted(RUN_VALUES))
+def test_each_value_of_the_run_row_alone(name):
+    """A plain run with one value of its row changed, for every value of the table."""
+    nodes = [node_row(0), node_row(1, kind="answer")]
+    for value in RUN_VALUES[name]:
+        check({**plain(RUN_VALUES), name: value}, nodes)
+
+
+@pytest.mark.parametrize("name", sorted(NODE_VALUES))
+def test_each_value_of_a_node_row_alone(name):
+    """A plain run with one value of a node run's row changed, for every value of the table."""
+    for value in NODE_VALUES[name]:
+        check(plain(RUN_VALUES), [node_row(0), node_row(1, **{name: value})])
 
 
 def _pick(values: dict[str, list[Any]]) -> st.SearchStrategy[dict[str, Any]]:
