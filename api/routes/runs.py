@@ -49,9 +49,11 @@ from schemas.api import (
 from schemas.launch import Placement, Published, RerunRun, ResumeRun, RunTicket, StartRun
 from schemas.records import RunSummary
 from schemas.types import RunStatus
+from workers.sql.run_reads import RunReads
 
 from ..auth import Caller, Principal, Service
 from ..deployment import AppSettings, Heartbeat, RunPlacement, Workflows
+from ..detail_rows import detail_body_of_rows
 from ..errors import ApiError, error_body
 from ..limits import check_document
 from ..openapi import RUN_SSE_CONTENT
@@ -106,8 +108,15 @@ async def _summary(service: RunService, caller: Principal, run_id: str) -> RunSu
 
 
 async def _detail(service: RunService, tenant_id: str, run_id: str) -> Response:
-    """The run as ``RunDetail`` shows it, dumped once and encoded by orjson (:mod:`api.responses`)."""
-    return JsonBody(run_detail_body(*await service.detail(tenant_id, run_id)))
+    """The run as ``RunDetail`` shows it, dumped once and encoded by orjson (:mod:`api.responses`):
+    straight from its rows when they hold only values its models keep as they are
+    (:mod:`api.detail_rows`), else from the models."""
+    store = service.stores.runs
+    if not isinstance(store, RunReads):  # a store of the engine's port only
+        return JsonBody(run_detail_body(*await service.detail(tenant_id, run_id)))
+    row, node_rows = await store.load_detail_rows(tenant_id, run_id)
+    body = detail_body_of_rows(row, node_rows)
+    return JsonBody(body if body is not None else run_detail_body(*store.detail_of_rows(row, node_rows)))
 
 
 # --------------------------------------------------------------------------- start

@@ -19,6 +19,7 @@ from schemas.types import RunStatus
 __all__ = [
     "ENDED",
     "RowData",
+    "listed_fields",
     "node_run_from_row",
     "node_run_row",
     "owner_from_row",
@@ -229,7 +230,7 @@ def summary_from_row(row: RowData) -> RunSummary:
         usage_estimated=bool(row["usage_estimated"]),
         owner=owner_from_row(row),
         pending_interrupts=pending_interrupts(row["interrupts"]),
-        **_listed(row),
+        **listed_fields(row),
     )
 
 
@@ -237,7 +238,7 @@ def summary_from_row(row: RowData) -> RunSummary:
 _PREVIEW_CHARS = 120
 
 
-def _listed(row: RowData) -> dict[str, Any]:
+def listed_fields(row: RowData) -> dict[str, Any]:
     """``kind``, ``node_id`` and ``preview`` of a run row: from its ``sys`` value when the
     row has it (a whole row), else from the ``sys_*`` columns a list selects. The
     preview is the user's message, else the first input, as text, cut to 120 characters."""

@@ -194,14 +194,28 @@ class RunReads:
         """The run's summary, its state and every node run (as :meth:`list_node_runs`
         orders them), read in one transaction. Raises RunNotFound. The first call after a
         run this store created and executed has ended is answered from what its last
-        checkpoint committed, without a read (:meth:`_keep_ended`).
+        checkpoint committed, without a read (:meth:`_keep_ended`)."""
+        return self.detail_of_rows(*await self.load_detail_rows(tenant_id, run_id))
+
+    async def load_detail_rows(self, tenant_id: str, run_id: str) -> tuple[Any, list[Any]]:
+        """What :meth:`load_detail` makes its models of: the run's row and its node-run
+        rows in start order, JSON columns decoded (``(row, node_rows)``, mappings by
+        column name). A caller that needs only a dump of those models (the API's answer,
+        :mod:`api.detail_rows`) can skip them. Raises RunNotFound. Taken from what the
+        last checkpoint committed the first time after a run this store executed ended."""
+        kept = self._ended.pop((tenant_id, run_id), None)
+        row, node_rows = kept if kept is not None else await self._read_run(tenant_id, run_id)
+        return row, _start_order(node_rows)
+
+    @staticmethod
+    def detail_of_rows(row: Any, node_rows: Sequence[Any]) -> tuple[RunSummary, RunState, list[NodeRun]]:
+        """The models of :meth:`load_detail_rows`' rows: ``(summary, state, node runs in
+        the rows' order)``.
 
         Each row is validated once: the state's node runs and history are the list's
         objects (a 10,000-node run's answer made 20,000 ``NodeRun`` models, half of them
         for a state whose node runs the answer does not show)."""
-        kept = self._ended.pop((tenant_id, run_id), None)
-        row, node_rows = kept if kept is not None else await self._read_run(tenant_id, run_id)
-        ordered = [node_run_from_row(node_row) for node_row in _start_order(node_rows)]
+        ordered = [node_run_from_row(node_row) for node_row in node_rows]
         built = {run.id: run for run in ordered}
         return summary_from_row(row), state_from_row(row, node_rows, built), ordered
 
