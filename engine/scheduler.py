@@ -321,13 +321,14 @@ class Scheduler(NodeAttempts):
 
     def _start(self, node_ids: list[str]) -> None:
         limit = self._limits.max_concurrency
+        loop = asyncio.get_running_loop()
         for nid in node_ids:
             if self._ending is not None:
                 return
             if limit is not None and len(self._tasks) >= limit:
                 self._queue.append(nid)
                 continue
-            task = asyncio.ensure_future(self._task(nid))
+            task = loop.create_task(self._task(nid))  # what ensure_future does, minus its checks
             self._tasks.add(task)
             # A done callback, not a finally: a task cancelled before its first step never runs its body.
             task.add_done_callback(self._task_done)
@@ -405,15 +406,7 @@ class Scheduler(NodeAttempts):
 
     def _mark_skipped(self, nid: str, plan: CompiledPlan | None = None) -> None:
         node_plan = (plan or self.plan).nodes[nid]
-        now = time.time()
-        run = NodeRun(
-            id=self._node_run_id(nid),
-            node_id=nid,
-            kind=node_plan.node.type,
-            status=NodeRunStatus.skipped,
-            started_at=now,
-            finished_at=now,
-        )
+        run = NodeRun.skipped(self._node_run_id(nid), nid, node_plan.node.type, time.time())
         if self.scope is not None:
             run.loop_id, run.iteration = self.scope.loop_id, self.scope.iteration
         if (
