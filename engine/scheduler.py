@@ -330,10 +330,13 @@ class Scheduler(NodeAttempts):
                 continue
             task = loop.create_task(self._task(nid))  # what ensure_future does, minus its checks
             self._tasks.add(task)
-            # A done callback, not a finally: a task cancelled before its first step never runs its body.
-            task.add_done_callback(self._task_done)
+            if limit is not None:  # under a bound a task holds its slot until it is done, as it always has
+                task.add_done_callback(self._task_done)
 
-    def _task_done(self, task: asyncio.Task[None]) -> None:
+    def _task_done(self, task: asyncio.Task[Any] | None) -> None:
+        """``task`` left the run: when it was the last, the run's wait ends. Called as the
+        task's body ends (:meth:`_task`) or, for a task cancelled by :meth:`_end` or under
+        a concurrency bound, as a done callback; a second call for a task is a no-op."""
         self._tasks.discard(task)
         if not self._tasks and self._done is not None and not self._done.done():
             self._done.set_result(None)
@@ -377,6 +380,14 @@ class Scheduler(NodeAttempts):
                     reason="engine_error",
                 )
             )
+        finally:
+            # The task leaves the run as its body ends, not by a done callback: a callback
+            # is a handle and a loop round per task (half the young collections of the
+            # fan-out's run). A task cancelled before its first step never runs this, so
+            # _end gives each task it cancels a callback; under max_concurrency the
+            # callback from _start frees the slot, as it always has.
+            if self._limits.max_concurrency is None:
+                self._task_done(asyncio.current_task())
 
     # ---------------------------------------------------------------- resolving
 
@@ -513,6 +524,8 @@ class Scheduler(NodeAttempts):
         for task in list(self._tasks):
             if task is not current:
                 task.cancel()
+                # one cancelled before its first step never runs its body, where tasks leave the run
+                task.add_done_callback(self._task_done)
 
     def _on_cancel(self, reason: str) -> None:
         self._end(RunCancelledError(f"run cancelled: {reason}", reason="cancelled"))

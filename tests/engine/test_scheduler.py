@@ -205,6 +205,18 @@ def test_error_strategy_fail_keeps_partial_outputs():
     assert state.inputs == {} and state.node_runs["start"].status == "succeeded"
 
 
+def test_a_failure_before_its_siblings_first_step_ends_the_run():
+    # start's task runs f0 itself and spawns tasks for the rest: f0 fails before any of them has
+    # taken a step, so they are cancelled without running their bodies (where a task leaves the run)
+    nodes = [probe("f0", fail_times=1)] + [probe(f"w{i}") for i in range(50)]
+    edges = [edge("start", "f0")] + [edge("start", f"w{i}") for i in range(50)]
+    fake_nodes.CALLS.clear()
+    state, events = run_sync(build(nodes, edges))
+    assert state.status == "failed" and state.error.node_id == "f0"
+    assert not any(nid.startswith("w") for nid in fake_nodes.CALLS), "no sibling ran"
+    assert events[-1].type == "run_failed"
+
+
 def test_error_strategy_error_branch_takes_error_handle():
     nodes = [probe("bad", fail_times=1, error_strategy="error_branch"), probe("normal"),
              node("handler", "template", {"template": "caught: {{ bad.error.message }}"})]
