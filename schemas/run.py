@@ -145,6 +145,19 @@ class NodeRun(BaseModel):
         default=None, description="what the node needs to continue after a pause"
     )
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        """A field assignment stores the value and counts the field as set - what pydantic
+        does for a model that neither validates assignments nor is frozen - in one call
+        instead of pydantic's two (its ``__setattr__`` and a memoised handler): ≈0.16 µs
+        against ≈0.21 µs, and the engine assigns about nine fields per node run (this
+        and :class:`RunState`). Other names (private attributes, properties, unknown
+        names and their errors) go through pydantic."""
+        if name in _NODE_RUN_FIELDS:
+            self.__dict__[name] = value
+            self.__pydantic_fields_set__.add(name)
+        else:
+            super().__setattr__(name, value)
+
     @classmethod
     def started(cls, id: str, node_id: str, kind: str, started_at: float, attempts: int) -> NodeRun:
         """The node run the scheduler opens for a node it starts: equal to
@@ -263,6 +276,14 @@ class RunState(BaseModel):
     #: run from the workflow and the secret store, never part of a checkpoint
     _env: dict[str, Any] = PrivateAttr(default_factory=dict)
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        """As :meth:`NodeRun.__setattr__` (the run's counters change per node)."""
+        if name in _RUN_STATE_FIELDS:
+            self.__dict__[name] = value
+            self.__pydantic_fields_set__.add(name)
+        else:
+            super().__setattr__(name, value)
+
     @property
     def env(self) -> dict[str, Any]:
         """The run's environment variables (``env.NAME``; not stored with the state)."""
@@ -319,3 +340,8 @@ class RunState(BaseModel):
             f"RunState(run_id={self.run_id!r}, workflow_id={self.workflow_id!r}, status={self.status.value!r}, "
             f"node_runs={len(self.node_runs)}, seq={self.seq})"
         )
+
+
+#: the field names whose assignment :meth:`NodeRun.__setattr__` / :meth:`RunState.__setattr__` stores directly
+_NODE_RUN_FIELDS = frozenset(NodeRun.model_fields)
+_RUN_STATE_FIELDS = frozenset(RunState.model_fields)

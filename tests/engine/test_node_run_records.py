@@ -58,3 +58,34 @@ def test_each_fast_node_run_owns_its_containers() -> None:
     assert two.inputs == {} and two.handles == [] and two.data == {}
     one.status = NodeRunStatus.succeeded  # assignment still goes through pydantic
     assert "status" in one.model_fields_set and one.status is NodeRunStatus.succeeded
+
+
+def test_field_assignment_does_what_pydantics_does() -> None:
+    from pydantic import BaseModel
+
+    from schemas.run import RunState
+
+    for model in (
+        NodeRun.started("r:a", "a", "x", 1.0, 0),
+        RunState(run_id="r", workflow_id="w", workflow_hash="h"),
+    ):
+        plain = model.model_copy()
+        for name, value in (
+            ("status", model.status),
+            ("finished_at" if isinstance(model, NodeRun) else "seq", 3),
+        ):
+            setattr(model, name, value)
+            BaseModel.__setattr__(plain, name, value)  # pydantic's own assignment
+        assert model.__dict__ == plain.__dict__ and model.model_fields_set == plain.model_fields_set
+        for target in (model, plain):  # unknown names: pydantic's error, from pydantic
+            try:
+                target.not_a_field = 1
+            except ValueError as exc:
+                assert "object has no field" in str(exc)
+            else:  # pragma: no cover
+                raise AssertionError("an unknown field was assigned")
+    state = RunState(run_id="r", workflow_id="w", workflow_hash="h")
+    state.env = {"K": "v"}  # a property, through pydantic
+    assert state.env == {"K": "v"} and "env" not in state.__dict__
+    child = state.child()
+    assert child.__pydantic_private__["_parent"] is state  # type: ignore[index]  # set by child()
