@@ -498,3 +498,18 @@ def test_a_node_run_again_after_crashes_counts_every_attempt_across_them():
     assert final.status == "succeeded" and fake_nodes.CALLS == {"b": 1, "c": 1}
     assert {nid: run.attempts for nid, run in final.node_runs.items()} == {"start": 1, "a": 1, "b": 3, "c": 1}
     assert final.node_runs["b"].retries == 0, "no retry of the node's own: re-executions after crashes"
+
+
+def test_spawning_a_batch_leaves_the_gc_as_it_found_it():
+    import gc
+
+    doc = build([probe(f"w{i}") for i in range(20)], [edge("start", f"w{i}") for i in range(20)])
+    assert gc.isenabled()
+    state, _ = run_sync(doc)
+    assert state.status == "succeeded" and gc.isenabled()
+    gc.disable()
+    try:
+        state, _ = run_sync(doc)
+        assert state.status == "succeeded" and not gc.isenabled(), "a paused GC stays paused"
+    finally:
+        gc.enable()
