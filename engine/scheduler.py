@@ -182,11 +182,19 @@ class Scheduler(NodeAttempts):
 
     # ------------------------------------------------------------------- start
 
-    def _rebuild_counts(self) -> list[str]:
+    def _rebuild_counts(self, fresh: bool) -> list[str]:
         """Recompute derived counters from ``state.edges``; returns the nodes to (re)start:
         every node whose upstream resolved with a taken edge but that has not finished
         (ready, or running when the checkpoint was taken)."""
         edges, runs = self.state.edges, self.state.node_runs
+        if fresh and not runs:
+            # A new run: every edge pending (just made by _prepare), no node run - the counts
+            # follow from the plan, without a look at each edge (the walk below costs the
+            # fan-out's join one step per incoming edge). The same counts, the same order.
+            order, nodes, roots = self.plan.order, self.plan.nodes, self.plan.roots
+            self._remaining = {nid: len(nodes[nid].in_edges) for nid in order}
+            self._taken = dict.fromkeys(order, 0)
+            return [nid for nid in order if nid in roots and not nodes[nid].in_edges]
         restart: list[str] = []
         for nid in self.plan.order:
             pending = taken = 0
@@ -229,7 +237,7 @@ class Scheduler(NodeAttempts):
             self._emit(RunResumed, answered=[i.id for i in self._answers.values()])
         if self.plan.stream is not None:
             self._open_stream()
-        to_start = self._rebuild_counts()
+        to_start = self._rebuild_counts(fresh)
         if fresh:
             # Rule 3: nodes with no incoming edges, other than the roots, can never run.
             for nid, node_plan in self.plan.nodes.items():
