@@ -79,7 +79,9 @@ class NodeAttempts:
             # the node's span, current while it runs: its model calls, requests and (in a
             # loop) its body's nodes nest under it; it reads the node run's end when it closes
             with telemetry().node_span(self.state, nid, node_plan.node.type) as span:
-                run, base, ctx = await self._begin(node_plan)
+                run, base, ctx, record = self._begin(node_plan)
+                if record:  # rule 9: the store knows the node started before its effects begin
+                    await self._checkpoint()
                 span.node_run(run)
                 outcome = await self._attempts(node_plan, run, base, ctx, span)
                 if outcome is None:
@@ -88,9 +90,13 @@ class NodeAttempts:
         finally:
             run_scope.reset(scope)
 
-    async def _begin(self, node_plan: NodePlan) -> tuple[NodeRun, int, NodeContext]:
+    def _begin(self, node_plan: NodePlan) -> tuple[NodeRun, int, NodeContext, bool]:
         """The node run a node starts (or, resumed, continues) with, its attempts before
-        this start, and its context; ``node_started`` is emitted."""
+        this start, its context, and whether a checkpoint must store the start before the
+        node runs (rule 9: the caller takes it); ``node_started`` is emitted.
+
+        Not a coroutine: most starts take no checkpoint, and a coroutine per node start
+        is a frame and an await the fan-out's thousand parallel nodes each pay."""
         state, node = self.state, node_plan.node
         nid = node.id
         started = time.time()
@@ -104,15 +110,19 @@ class NodeAttempts:
             base, record = run.attempts - 1 if run.attempts else 0, False
         else:
             run, base, record = self._open_node_run(nid, node.type, started)
-        self.root._started[run.id] = run
-        self._emit(NodeStarted, node_id=nid, node_run_id=run.id, kind=node.type, attempt=base + 1)
-        if record:  # rule 9: the store knows the node started before its effects begin
+        root = self.root
+        root._started[run.id] = run
+        if root._emit_fn is None:  # no sink: the event is never built, its number is still taken
+            root.state.seq += 1
+        else:
+            self._emit(NodeStarted, node_id=nid, node_run_id=run.id, kind=node.type, attempt=base + 1)
+        if record:
             self._dirty[nid] = None
-            await self._checkpoint()
         return (
             run,
             base,
             NodeContext(node, self.plan, state, self.deps, self.cancel, run, self._emit, answered, self),
+            record,
         )
 
     async def _attempts(
@@ -223,11 +233,13 @@ class NodeAttempts:
         if ready:
             self._ready.update(dict.fromkeys(ready))
         if node.type not in self._pure or node_plan.members:  # rule 7; a loop region holds other nodes
-            if self.scope is None and self._ending is None and self.deps.checkpoint is not None:
-                for target in ready:  # rule 9: their start rides on this checkpoint
-                    if self.plan.nodes[target].node.type not in self._pure:
-                        self._announce(target)
-            await self._checkpoint()
+            # nested or without a hook _checkpoint does nothing: not even its coroutine is made
+            if self.scope is None and self.deps.checkpoint is not None:
+                if self._ending is None:
+                    for target in ready:  # rule 9: their start rides on this checkpoint
+                        if self.plan.nodes[target].node.type not in self._pure:
+                            self._announce(target)
+                await self._checkpoint()
         return ready
 
     def _open_node_run(self, nid: str, kind: str, started: float) -> tuple[NodeRun, int, bool]:
@@ -245,14 +257,7 @@ class NodeAttempts:
             return announced, announced.attempts - 1, False
         before = state.node_runs.get(nid)
         base = before.attempts if before is not None and before.status in UNFINISHED else 0
-        run = NodeRun(
-            id=self._node_run_id(nid),
-            node_id=nid,
-            kind=kind,
-            status=NodeRunStatus.running,
-            started_at=started,
-            attempts=base,
-        )
+        run = NodeRun.started(self._node_run_id(nid), nid, kind, started, base)
         if self.scope is not None:
             run.loop_id, run.iteration = self.scope.loop_id, self.scope.iteration
         state.node_runs[nid] = run
@@ -266,13 +271,8 @@ class NodeAttempts:
         checkpoint about to be taken, so it needs no checkpoint of its own before it runs."""
         before = self.state.node_runs.get(nid)
         base = before.attempts if before is not None and before.status in UNFINISHED else 0
-        run = NodeRun(
-            id=self._node_run_id(nid),
-            node_id=nid,
-            kind=self.plan.nodes[nid].node.type,
-            status=NodeRunStatus.running,
-            started_at=time.time(),
-            attempts=base + 1,
+        run = NodeRun.started(
+            self._node_run_id(nid), nid, self.plan.nodes[nid].node.type, time.time(), base + 1
         )
         self.state.node_runs[nid] = run
         self._dirty[nid] = None

@@ -57,6 +57,7 @@ Running one node (its attempts, retries, error strategy, questions: rules 5, 8, 
 from __future__ import annotations
 
 import asyncio
+import gc
 import inspect
 import logging
 import time
@@ -181,11 +182,19 @@ class Scheduler(NodeAttempts):
 
     # ------------------------------------------------------------------- start
 
-    def _rebuild_counts(self) -> list[str]:
+    def _rebuild_counts(self, fresh: bool) -> list[str]:
         """Recompute derived counters from ``state.edges``; returns the nodes to (re)start:
         every node whose upstream resolved with a taken edge but that has not finished
         (ready, or running when the checkpoint was taken)."""
         edges, runs = self.state.edges, self.state.node_runs
+        if fresh and not runs:
+            # A new run: every edge pending (just made by _prepare), no node run - the counts
+            # follow from the plan, without a look at each edge (the walk below costs the
+            # fan-out's join one step per incoming edge). The same counts, the same order.
+            order, nodes, roots = self.plan.order, self.plan.nodes, self.plan.roots
+            self._remaining = {nid: len(nodes[nid].in_edges) for nid in order}
+            self._taken = dict.fromkeys(order, 0)
+            return [nid for nid in order if nid in roots and not nodes[nid].in_edges]
         restart: list[str] = []
         for nid in self.plan.order:
             pending = taken = 0
@@ -228,7 +237,7 @@ class Scheduler(NodeAttempts):
             self._emit(RunResumed, answered=[i.id for i in self._answers.values()])
         if self.plan.stream is not None:
             self._open_stream()
-        to_start = self._rebuild_counts()
+        to_start = self._rebuild_counts(fresh)
         if fresh:
             # Rule 3: nodes with no incoming edges, other than the roots, can never run.
             for nid, node_plan in self.plan.nodes.items():
@@ -320,19 +329,40 @@ class Scheduler(NodeAttempts):
     # ---------------------------------------------------------------- spawning
 
     def _start(self, node_ids: list[str]) -> None:
+        """Start a task per node of ``node_ids`` (queued instead past ``max_concurrency``).
+
+        The cyclic GC is paused while they are spawned (no await in between): each task
+        brings about five containers (task, coroutine, context, handle, weak reference)
+        that all live until it runs, so the young collections a batch would trigger - seven
+        for the fan-out's 997 tasks, and the older collections they lead to - could free
+        nothing. The collection is deferred to the batch's end, not skipped, and the pause
+        lasts microseconds per task, never across an await (as the compiler's pause)."""
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            self._spawn(node_ids)
+        finally:
+            if enabled:
+                gc.enable()
+
+    def _spawn(self, node_ids: list[str]) -> None:
         limit = self._limits.max_concurrency
+        loop = asyncio.get_running_loop()
         for nid in node_ids:
             if self._ending is not None:
                 return
             if limit is not None and len(self._tasks) >= limit:
                 self._queue.append(nid)
                 continue
-            task = asyncio.ensure_future(self._task(nid))
+            task = loop.create_task(self._task(nid))  # what ensure_future does, minus its checks
             self._tasks.add(task)
-            # A done callback, not a finally: a task cancelled before its first step never runs its body.
-            task.add_done_callback(self._task_done)
+            if limit is not None:  # under a bound a task holds its slot until it is done, as it always has
+                task.add_done_callback(self._task_done)
 
-    def _task_done(self, task: asyncio.Task[None]) -> None:
+    def _task_done(self, task: asyncio.Task[Any] | None) -> None:
+        """``task`` left the run: when it was the last, the run's wait ends. Called as the
+        task's body ends (:meth:`_task`) or, for a task cancelled by :meth:`_end` or under
+        a concurrency bound, as a done callback; a second call for a task is a no-op."""
         self._tasks.discard(task)
         if not self._tasks and self._done is not None and not self._done.done():
             self._done.set_result(None)
@@ -376,6 +406,14 @@ class Scheduler(NodeAttempts):
                     reason="engine_error",
                 )
             )
+        finally:
+            # The task leaves the run as its body ends, not by a done callback: a callback
+            # is a handle and a loop round per task (half the young collections of the
+            # fan-out's run). A task cancelled before its first step never runs this, so
+            # _end gives each task it cancels a callback; under max_concurrency the
+            # callback from _start frees the slot, as it always has.
+            if self._limits.max_concurrency is None:
+                self._task_done(asyncio.current_task())
 
     # ---------------------------------------------------------------- resolving
 
@@ -405,15 +443,7 @@ class Scheduler(NodeAttempts):
 
     def _mark_skipped(self, nid: str, plan: CompiledPlan | None = None) -> None:
         node_plan = (plan or self.plan).nodes[nid]
-        now = time.time()
-        run = NodeRun(
-            id=self._node_run_id(nid),
-            node_id=nid,
-            kind=node_plan.node.type,
-            status=NodeRunStatus.skipped,
-            started_at=now,
-            finished_at=now,
-        )
+        run = NodeRun.skipped(self._node_run_id(nid), nid, node_plan.node.type, time.time())
         if self.scope is not None:
             run.loop_id, run.iteration = self.scope.loop_id, self.scope.iteration
         if (
@@ -520,6 +550,8 @@ class Scheduler(NodeAttempts):
         for task in list(self._tasks):
             if task is not current:
                 task.cancel()
+                # one cancelled before its first step never runs its body, where tasks leave the run
+                task.add_done_callback(self._task_done)
 
     def _on_cancel(self, reason: str) -> None:
         self._end(RunCancelledError(f"run cancelled: {reason}", reason="cancelled"))

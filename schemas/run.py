@@ -145,6 +145,90 @@ class NodeRun(BaseModel):
         default=None, description="what the node needs to continue after a pause"
     )
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        """A field assignment stores the value and counts the field as set - what pydantic
+        does for a model that neither validates assignments nor is frozen - in one call
+        instead of pydantic's two (its ``__setattr__`` and a memoised handler): ≈0.16 µs
+        against ≈0.21 µs, and the engine assigns about nine fields per node run (this
+        and :class:`RunState`). Other names (private attributes, properties, unknown
+        names and their errors) go through pydantic."""
+        if name in _NODE_RUN_FIELDS:
+            self.__dict__[name] = value
+            self.__pydantic_fields_set__.add(name)
+        else:
+            super().__setattr__(name, value)
+
+    @classmethod
+    def started(cls, id: str, node_id: str, kind: str, started_at: float, attempts: int) -> NodeRun:
+        """The node run the scheduler opens for a node it starts: equal to
+        ``NodeRun(id=id, node_id=node_id, kind=kind, status=NodeRunStatus.running,
+        started_at=started_at, attempts=attempts)``, ``model_fields_set`` included.
+
+        Built without pydantic's validation (≈1 µs against ≈2.4 µs): the engine opens one
+        per node of every run, and every value is already of its field's type - ids of the
+        compiled plan, a ``time.time()`` float, an int count. tests/engine/test_node_run_records.py
+        holds it equal to the validated construction, field by field."""
+        return cls._trusted(id, node_id, kind, NodeRunStatus.running, started_at, None, attempts, _STARTED)
+
+    @classmethod
+    def skipped(cls, id: str, node_id: str, kind: str, at: float) -> NodeRun:
+        """A skipped node's run, started and finished at ``at``: equal to ``NodeRun(id=id,
+        node_id=node_id, kind=kind, status=NodeRunStatus.skipped, started_at=at,
+        finished_at=at)``, built without validation for the reason :meth:`started` gives."""
+        return cls._trusted(id, node_id, kind, NodeRunStatus.skipped, at, at, 0, _SKIPPED)
+
+    @classmethod
+    def _trusted(
+        cls,
+        id: str,
+        node_id: str,
+        kind: str,
+        status: NodeRunStatus,
+        started_at: float,
+        finished_at: float | None,
+        attempts: int,
+        given: frozenset[str],
+    ) -> NodeRun:
+        """An instance holding every field (``given``: the names its ``model_fields_set``
+        says were passed), laid out as pydantic's own ``__init__`` lays it out: the field
+        values in ``__dict__`` in declaration order, no extra, no private values."""
+        run = _new_object(cls)
+        _set_slot(
+            run,
+            "__dict__",
+            {
+                "id": id,
+                "node_id": node_id,
+                "kind": kind,
+                "status": status,
+                "inputs": {},
+                "outputs": None,
+                "handles": [],
+                "error": None,
+                "attempts": attempts,
+                "retries": 0,
+                "started_at": started_at,
+                "finished_at": finished_at,
+                "usage": None,
+                "data": {},
+                "loop_id": None,
+                "iteration": None,
+                "waited_s": 0.0,
+                "pending": None,
+            },
+        )
+        _set_slot(run, "__pydantic_fields_set__", set(given))
+        _set_slot(run, "__pydantic_extra__", None)
+        _set_slot(run, "__pydantic_private__", None)
+        return run
+
+
+_new_object = object.__new__
+_set_slot = object.__setattr__  # BaseModel's __setattr__ takes field names only
+#: the fields :meth:`NodeRun.started` / :meth:`NodeRun.skipped` count as given
+_STARTED = frozenset({"id", "node_id", "kind", "status", "started_at", "attempts"})
+_SKIPPED = frozenset({"id", "node_id", "kind", "status", "started_at", "finished_at"})
+
 
 class RunState(BaseModel):
     """The whole mutable state of a run; ``model_dump_json`` checkpoints it."""
@@ -191,6 +275,14 @@ class RunState(BaseModel):
     #: environment variables (``env.NAME``), secrets decrypted: set by whoever executes the
     #: run from the workflow and the secret store, never part of a checkpoint
     _env: dict[str, Any] = PrivateAttr(default_factory=dict)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        """As :meth:`NodeRun.__setattr__` (the run's counters change per node)."""
+        if name in _RUN_STATE_FIELDS:
+            self.__dict__[name] = value
+            self.__pydantic_fields_set__.add(name)
+        else:
+            super().__setattr__(name, value)
 
     @property
     def env(self) -> dict[str, Any]:
@@ -248,3 +340,8 @@ class RunState(BaseModel):
             f"RunState(run_id={self.run_id!r}, workflow_id={self.workflow_id!r}, status={self.status.value!r}, "
             f"node_runs={len(self.node_runs)}, seq={self.seq})"
         )
+
+
+#: the field names whose assignment :meth:`NodeRun.__setattr__` / :meth:`RunState.__setattr__` stores directly
+_NODE_RUN_FIELDS = frozenset(NodeRun.model_fields)
+_RUN_STATE_FIELDS = frozenset(RunState.model_fields)

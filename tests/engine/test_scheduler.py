@@ -205,6 +205,18 @@ def test_error_strategy_fail_keeps_partial_outputs():
     assert state.inputs == {} and state.node_runs["start"].status == "succeeded"
 
 
+def test_a_failure_before_its_siblings_first_step_ends_the_run():
+    # start's task runs f0 itself and spawns tasks for the rest: f0 fails before any of them has
+    # taken a step, so they are cancelled without running their bodies (where a task leaves the run)
+    nodes = [probe("f0", fail_times=1)] + [probe(f"w{i}") for i in range(50)]
+    edges = [edge("start", "f0")] + [edge("start", f"w{i}") for i in range(50)]
+    fake_nodes.CALLS.clear()
+    state, events = run_sync(build(nodes, edges))
+    assert state.status == "failed" and state.error.node_id == "f0"
+    assert not any(nid.startswith("w") for nid in fake_nodes.CALLS), "no sibling ran"
+    assert events[-1].type == "run_failed"
+
+
 def test_error_strategy_error_branch_takes_error_handle():
     nodes = [probe("bad", fail_times=1, error_strategy="error_branch"), probe("normal"),
              node("handler", "template", {"template": "caught: {{ bad.error.message }}"})]
@@ -486,3 +498,18 @@ def test_a_node_run_again_after_crashes_counts_every_attempt_across_them():
     assert final.status == "succeeded" and fake_nodes.CALLS == {"b": 1, "c": 1}
     assert {nid: run.attempts for nid, run in final.node_runs.items()} == {"start": 1, "a": 1, "b": 3, "c": 1}
     assert final.node_runs["b"].retries == 0, "no retry of the node's own: re-executions after crashes"
+
+
+def test_spawning_a_batch_leaves_the_gc_as_it_found_it():
+    import gc
+
+    doc = build([probe(f"w{i}") for i in range(20)], [edge("start", f"w{i}") for i in range(20)])
+    assert gc.isenabled()
+    state, _ = run_sync(doc)
+    assert state.status == "succeeded" and gc.isenabled()
+    gc.disable()
+    try:
+        state, _ = run_sync(doc)
+        assert state.status == "succeeded" and not gc.isenabled(), "a paused GC stays paused"
+    finally:
+        gc.enable()
