@@ -502,9 +502,9 @@ class Scheduler(NodeAttempts):
                 run.error.reason or run.error.type,
                 run.error.message,
             )
-        if self._emit_fn is None:
+        if self._emit_fn is None and self.scope is None:  # the hot path of _emit without a sink
             self.state.seq += 1
-        else:
+        else:  # (a nested scope numbers in the root's sequence, sink or not)
             self._emit(
                 NodeFinished,
                 node_id=run.node_id,

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
+from engine import RunDeps, run_workflow
 from tests.support import fake_nodes  # noqa: F401  (probe kind)
-from tests.support.catalog import check_workflow
+from tests.support.catalog import check_workflow, compile_workflow
 from tests.support.workflows import build, edge, node, run_sync
 
 COUNT = [{"name": "count", "type": "number", "default": 0}]
@@ -196,3 +199,13 @@ def test_loop_compile_errors(nodes, edges, expected):
     problems = [p for p in check_workflow(build(nodes, edges)) if p.severity == "error"]
     assert [(p.code, p.node_id) for p in problems] == [expected[:2]], problems
     assert expected[2] in problems[0].message
+
+
+def test_a_run_without_an_event_sink_numbers_its_nested_events_as_one_with_a_sink():
+    # A later execution of the run (a resume with a sink) numbers its events from the
+    # stored sequence: every event a nested scope would have sent counts in the root's.
+    doc, items = iteration_flow("continue")
+    _state, events = run_sync(doc, {"items": items})
+    plan = compile_workflow(doc)
+    quiet = asyncio.run(run_workflow(plan, {"items": items}, deps=RunDeps()))
+    assert quiet.seq == events[-1].seq == len(events)
