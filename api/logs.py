@@ -7,7 +7,7 @@ JSON records joined to their run on request.
   included. The filter replaces such values, and anything shaped like a Flowloom key
   anywhere in the path, with ``***`` before the line is formatted.
   :func:`uvicorn_log_config` is uvicorn's default logging configuration with it, and
-  with :class:`AccessLineFormatter` writing its plain lines.
+  with :class:`api.access_log.AccessLineFormatter` writing its plain lines.
 - :class:`FallbackFileHandler` writes log records to a file and, when the file cannot be
   written (a full disk: ``ENOSPC``, a read-only or removed directory), to stderr instead,
   saying once why: the traceback of a store failure on a full disk is exactly the record
@@ -26,12 +26,9 @@ import sys
 from typing import Any
 from urllib.parse import unquote_plus
 
-from uvicorn.logging import AccessFormatter
-
 from engine.telemetry import run_scope
 
 __all__ = [
-    "AccessLineFormatter",
     "JSON_FIELDS",
     "SECRET_PARAMETERS",
     "FallbackFileHandler",
@@ -103,34 +100,6 @@ class SecretMask(logging.Filter):
         return True
 
 
-#: the line of uvicorn's access log (``uvicorn.config.LOGGING_CONFIG``)
-ACCESS_FORMAT = '%(levelprefix)s %(client_addr)s - "%(request_line)s" %(status_code)s'
-
-
-class AccessLineFormatter(AccessFormatter):
-    """uvicorn's access-log formatter writing the same plain line without copying the
-    record: uvicorn's ``formatMessage`` and its base's each take a ``copy.copy`` of the
-    record to add three fields to it, and look the status phrase up in ``HTTPStatus`` -
-    about half of what a request's access-log line cost the server. With colours, another
-    format, or arguments that are not uvicorn's five, uvicorn's own way."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._statuses: dict[int, str] = {}  # status code -> "200 OK", as get_status_code writes it
-
-    def formatMessage(self, record: logging.LogRecord) -> str:
-        args = record.args
-        if self.use_colors or self._fmt != ACCESS_FORMAT or not (isinstance(args, tuple) and len(args) == 5):
-            return super().formatMessage(record)
-        client_addr, method, full_path, http_version, code = args
-        code = int(code)  # type: ignore[call-overload]  # uvicorn's status code, as its formatter reads it
-        status = self._statuses.get(code)
-        if status is None:
-            status = self._statuses[code] = self.get_status_code(code)
-        prefix = record.levelname + ":" + " " * (8 - len(record.levelname))
-        return f'{prefix!s} {client_addr!s} - "{method} {full_path} HTTP/{http_version}" {status!s}'
-
-
 class RunFields(logging.Filter):
     """Puts the run scope of the task that writes a record on it: ``tenant_id``, ``run_id``
     and ``node_id`` (:data:`engine.telemetry.run_scope`; null outside a run, ``node_id``
@@ -178,6 +147,8 @@ def uvicorn_log_config(*, json_format: bool = False) -> dict[str, Any]:
     INFO) is one JSON object on its stream, with the run scope (:class:`RunFields`);
     otherwise uvicorn's plain text, Flowloom's warnings on stderr as they were."""
     from uvicorn.config import LOGGING_CONFIG
+
+    from .access_log import ACCESS_FORMAT, AccessLineFormatter  # uvicorn's: only a server imports it
 
     config = copy.deepcopy(LOGGING_CONFIG)
     if config["formatters"]["access"].get("fmt") == ACCESS_FORMAT:

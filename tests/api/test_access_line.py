@@ -1,4 +1,4 @@
-"""The access-log formatter of ``flowloom serve`` (:class:`api.logs.AccessLineFormatter`)
+"""The access-log formatter of ``flowloom serve`` (:class:`api.access_log.AccessLineFormatter`)
 writes uvicorn's own line for every record uvicorn's formatter would be given."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ import logging.config
 import pytest
 from uvicorn.logging import AccessFormatter
 
-from api.logs import ACCESS_FORMAT, AccessLineFormatter, uvicorn_log_config
+from api.access_log import ACCESS_FORMAT, AccessLineFormatter
+from api.logs import uvicorn_log_config
 
 ARGS = [
     ("127.0.0.1:5555", "POST", "/v1/workflows/plumbing/runs", "1.1", 200),
