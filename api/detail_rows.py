@@ -35,48 +35,50 @@ __all__ = ["detail_body_of_rows"]
 _RUN_STATUSES = frozenset(status.value for status in RunStatus)
 _NODE_STATUSES = frozenset(status.value for status in NodeRunStatus)
 _NONE = type(None)
-# the exact types a column may hold to be taken as it is (``type(value) in ...``: a bool is
-# no ``int``, an ``int`` no ``float``)
+_STR = (str,)
 _STR_OR_NONE = (str, _NONE)
+_INT = (int,)
 _INT_OR_NONE = (int, _NONE)
+_FLOAT = (float,)
 _FLOAT_OR_NONE = (float, _NONE)
 _DICT_OR_NONE = (dict, _NONE)
+
+#: the run row's columns that ``RunSummary`` and ``RunState`` validate -> the exact types
+#: they keep as they are
+_RUN_COLUMNS: tuple[tuple[str, tuple[type, ...]], ...] = (
+    *((c, _STR) for c in ("run_id", "tenant_id", "workflow_id", "workflow_hash", "status", "answer")),
+    *((c, _STR_OR_NONE) for c in ("workflow_version", "chat_id", "user_id")),
+    *((c, _FLOAT) for c in ("created_at", "waited_s", "cost")),
+    *((c, _FLOAT_OR_NONE) for c in ("started_at", "finished_at", "deadline", "wall_time_left", "paused_at")),
+    *((c, _INT) for c in ("tokens_in", "tokens_out", "node_executions", "seq")),
+    *((c, _DICT_OR_NONE) for c in ("interrupts", "inputs", "sys", "variables", "conversation", "outputs")),
+)
+#: the same for a node run's row and ``NodeRun``
+_NODE_COLUMNS: tuple[tuple[str, tuple[type, ...]], ...] = (
+    *((c, _STR) for c in ("node_run_id", "node_id", "kind", "status")),
+    *((c, _DICT_OR_NONE) for c in ("inputs", "outputs")),
+    *((c, _INT) for c in ("attempts", "retries")),
+    *((c, _FLOAT_OR_NONE) for c in ("started_at", "finished_at")),
+    ("waited_s", _FLOAT),
+    ("loop_id", _STR_OR_NONE),
+    ("iteration", _INT_OR_NONE),
+)
+
+
+def _typed(row: Mapping[str, Any], columns: tuple[tuple[str, tuple[type, ...]], ...]) -> bool:
+    """Every column of ``columns`` holds a value of exactly one of its types
+    (``type(value) in ...``: a bool is no ``int``, an ``int`` no ``float``)."""
+    return all(type(row[column]) in kinds for column, kinds in columns)
 
 
 def _run_row_plain(row: Mapping[str, Any]) -> bool:
     """Every value of the run's row that ``RunSummary`` and ``RunState`` validate is one
     they keep as it is; no error, no unanswered question; an owner that validates."""
     return (
-        type(row["run_id"]) is str
-        and type(row["tenant_id"]) is str
-        and type(row["workflow_id"]) is str
-        and type(row["workflow_hash"]) is str
-        and type(row["workflow_version"]) in _STR_OR_NONE
-        and type(row["status"]) is str
+        _typed(row, _RUN_COLUMNS)
         and row["status"] in _RUN_STATUSES
-        and type(row["chat_id"]) in _STR_OR_NONE
-        and type(row["user_id"]) in _STR_OR_NONE
-        and type(row["created_at"]) is float
-        and type(row["started_at"]) in _FLOAT_OR_NONE
-        and type(row["finished_at"]) in _FLOAT_OR_NONE
-        and type(row["deadline"]) in _FLOAT_OR_NONE
-        and type(row["wall_time_left"]) in _FLOAT_OR_NONE
-        and type(row["paused_at"]) in _FLOAT_OR_NONE
-        and type(row["waited_s"]) is float
-        and type(row["tokens_in"]) is int
-        and type(row["tokens_out"]) is int
-        and type(row["cost"]) is float
-        and type(row["node_executions"]) is int
-        and type(row["seq"]) is int
-        and type(row["answer"]) is str
         and row["error"] is None
         and not row["interrupts"]
-        and type(row["interrupts"]) in _DICT_OR_NONE
-        and type(row["inputs"]) in _DICT_OR_NONE
-        and type(row["sys"]) in _DICT_OR_NONE
-        and type(row["variables"]) in _DICT_OR_NONE
-        and type(row["conversation"]) in _DICT_OR_NONE
-        and type(row["outputs"]) in _DICT_OR_NONE
         and (row["owner_id"] is None or _owner_valid(row))
     )
 
@@ -134,25 +136,13 @@ def _node_part(row: Mapping[str, Any]) -> dict[str, Any] | None:
     records or continuation whose values are plain; None otherwise."""
     handles, data = row["handles"], row["data"]
     if not (
-        type(row["node_run_id"]) is str
-        and type(row["node_id"]) is str
-        and type(row["kind"]) is str
-        and type(row["status"]) is str
+        _typed(row, _NODE_COLUMNS)
         and row["status"] in _NODE_STATUSES
-        and type(row["inputs"]) in _DICT_OR_NONE
-        and type(row["outputs"]) in _DICT_OR_NONE
         and (handles is None or (type(handles) is list and all(type(h) is str for h in handles)))
         and row["error"] is None
         and row["usage"] is None
         and row["pending"] is None
         and (data is None or (type(data) is dict and not data))
-        and type(row["attempts"]) is int
-        and type(row["retries"]) is int
-        and type(row["started_at"]) in _FLOAT_OR_NONE
-        and type(row["finished_at"]) in _FLOAT_OR_NONE
-        and type(row["waited_s"]) is float
-        and type(row["loop_id"]) in _STR_OR_NONE
-        and type(row["iteration"]) in _INT_OR_NONE
     ):
         return None
     started, finished, waited = row["started_at"], row["finished_at"], row["waited_s"]

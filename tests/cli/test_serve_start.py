@@ -12,7 +12,7 @@ import sys
 import urllib.request
 from pathlib import Path
 
-from tests.support.cli import serve_banner
+from tests.support.cli import serve_banner, stop_server
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -59,9 +59,4 @@ def test_serve_on_port_0_prints_the_port_it_picked_and_serves_there(tmp_path):
         with urllib.request.urlopen(found.group(1) + "/healthz", timeout=30) as answer:
             assert answer.status == 200
     finally:
-        server.terminate()
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+        stop_server(server)

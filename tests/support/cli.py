@@ -40,10 +40,15 @@ def serve_banner(env: dict[str, str], until: str, *args: str, timeout: float = 3
             assert time.monotonic() < deadline and server.poll() is None, "".join(seen)
             seen.append(server.stderr.readline())
     finally:
-        server.terminate()
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+        stop_server(server)
     return "".join(seen)
+
+
+def stop_server(server: subprocess.Popen[str]) -> None:
+    """Stop ``server`` as Ctrl-C would (SIGTERM), killing it after 30 s without an exit."""
+    server.terminate()
+    try:
+        server.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        server.wait()
