@@ -208,19 +208,25 @@ async def _offer_examples(start: _Start, keys: Any, service: Any, asked: bool | 
 #: the exit status of a server that never started serving (its lifespan failed): uvicorn's own
 EXIT_STARTUP_FAILED = 3
 
+#: uvicorn's default backlog: connections queued while the app starts.
+_BACKLOG = 2048
+
 
 def _listen_socket(host: str, port: int) -> socket.socket:
     """The socket the server will serve on, bound to ``host:port`` here (a ``port`` of 0:
     a free one, so the banner prints the real address). Exit 2 with one line naming
     ``host:port`` when it cannot be bound (in use, not an address of this machine), before
     anything is printed: a banner for a server that never starts misleads. Bound with
-    ``SO_REUSEADDR`` as uvicorn binds, so a port in TIME_WAIT is not refused."""
+    ``SO_REUSEADDR`` as uvicorn binds, so a port in TIME_WAIT is not refused. Listening
+    from here on: uvicorn logs "Application startup complete" before it serves the socket,
+    and a client that connects on that line is queued, not refused."""
     try:
         family, kind, proto, _name, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
         sock = socket.socket(family, kind, proto)
         try:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             sock.bind(address)
+            sock.listen(_BACKLOG)
         except OSError:
             sock.close()
             raise
