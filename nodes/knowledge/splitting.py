@@ -188,7 +188,8 @@ _shared_lock = threading.Lock()
 
 def shared() -> SplitterProcess:
     """The process's one :class:`SplitterProcess` (made at the first split; its child is
-    ended at the interpreter's exit)."""
+    ended at the interpreter's exit). A process forked from this one makes its own: the
+    pipes of the parent's child are the parent's (two writers would mix their requests)."""
     global _shared
     with _shared_lock:
         if _shared is None:
@@ -197,6 +198,15 @@ def shared() -> SplitterProcess:
             _shared = SplitterProcess()
             atexit.register(_shared.close)
         return _shared
+
+
+def _forget_after_fork() -> None:
+    global _shared, _shared_lock
+    _shared, _shared_lock = None, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_after_fork)
 
 
 def main() -> None:

@@ -117,3 +117,16 @@ def test_close_ends_the_child(process):
     child = process._proc
     process.close()
     assert child.poll() is not None and process.pid is None
+
+
+def test_a_forked_process_does_not_use_its_parent_child():
+    parent = splitting.shared()
+    ready(parent)
+    pid = os.fork()
+    if pid == 0:  # the forked process: its own splitter, no child yet; the parent's untouched
+        own = splitting.shared()
+        os._exit(0 if own is not parent and own.pid is None else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert splitting.shared() is parent and parent.pid is not None
+    assert parent.chunks(False, 128, 16, [LONG]) == split_here(False, 128, 16, [LONG])
