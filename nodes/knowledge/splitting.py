@@ -32,6 +32,7 @@ import os
 import struct
 import sys
 import threading
+import time
 from typing import Any
 
 __all__ = ["CHILD_MIN_CHARS", "MAX_STARTS", "SplitterProcess", "TOKENIZER_MODEL", "shared", "splitter"]
@@ -43,6 +44,8 @@ TOKENIZER_MODEL = "gpt-3.5-turbo"
 CHILD_MIN_CHARS = 2000
 #: child processes started at most per process (each death after the first costs a start)
 MAX_STARTS = 3
+#: seconds a child may take to say it is ready; past that it is ended (and counts as a start)
+READY_TIMEOUT_S = 30.0
 _READY = b"ready\n"
 _LENGTH = struct.Struct("<I")
 
@@ -61,6 +64,11 @@ def split_here(markdown: bool, capacity: int, overlap: int, pieces: list[str]) -
     """Each piece's chunks, split in this process."""
     cut = splitter(markdown, capacity, overlap)
     return [cut.chunks(piece) for piece in pieces]
+
+
+def child_command() -> list[str]:
+    """The command that runs the child: this interpreter on this file."""
+    return [sys.executable, os.path.abspath(__file__)]
 
 
 def _read_frame(stream: Any) -> bytes | None:
@@ -88,6 +96,7 @@ class SplitterProcess:
         self._proc: Any = None
         self._ready = False
         self._starts = 0
+        self._started_at = 0.0
 
     def chunks(self, markdown: bool, capacity: int, overlap: int, pieces: list[str]) -> list[list[str]]:
         """Each piece's chunks: by the child when it is ready and the pieces are not small,
@@ -137,6 +146,8 @@ class SplitterProcess:
             import select
 
             if not select.select([proc.stdout], [], [], 0)[0]:
+                if time.monotonic() - self._started_at > READY_TIMEOUT_S:
+                    self._drop()  # it will not be ready (an interpreter that cannot run this module)
                 return False  # still loading its tokenizer: split here meanwhile
             if proc.stdout.readline() != _READY:
                 self._drop()
@@ -148,9 +159,10 @@ class SplitterProcess:
         import subprocess
 
         self._starts += 1
+        self._started_at = time.monotonic()
         try:
             self._proc = subprocess.Popen(
-                [sys.executable, os.path.abspath(__file__)],
+                child_command(),
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
@@ -161,8 +173,9 @@ class SplitterProcess:
         self._ready = False
 
     def _drop(self) -> None:
-        """Forget the child (ending it when it still runs)."""
-        proc, self._proc, self._ready = self._proc, None, False
+        """Forget the child, ending it: a ready one by closing its stdin (it exits), one
+        that never said it is ready by a kill (it may not read its stdin at all)."""
+        proc, ready, self._proc, self._ready = self._proc, self._ready, None, False
         if proc is None:
             return
         for stream in (proc.stdin, proc.stdout):
@@ -170,6 +183,8 @@ class SplitterProcess:
                 stream.close()
             except OSError:
                 pass
+        if not ready:
+            proc.kill()
         try:
             proc.wait(timeout=2)
         except Exception:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import time
 
 import pytest
@@ -110,6 +111,21 @@ def test_the_chunker_splits_through_the_process_child():
     alone = time.thread_time() - start
     assert [d.text for d in drafts] == [t for t in here[0] if t.strip()]
     assert waited < alone / 2, (waited, alone)
+
+
+def test_a_child_that_never_gets_ready_is_ended_and_counted(process, monkeypatch):
+    monkeypatch.setattr(splitting, "READY_TIMEOUT_S", 0.3)
+    monkeypatch.setattr(splitting, "MAX_STARTS", 1)
+    monkeypatch.setattr(
+        splitting, "child_command", lambda: [sys.executable, "-c", "import time; time.sleep(60)"]
+    )
+    assert process.chunks(False, 128, 16, [LONG]) == split_here(False, 128, 16, [LONG])
+    stuck = process._proc
+    assert stuck is not None and process.pid is not None
+    time.sleep(0.4)
+    assert process.chunks(False, 128, 16, [LONG]) == split_here(False, 128, 16, [LONG])
+    assert stuck.poll() is not None and process.pid is None  # killed; no second start
+    assert not process._usable()
 
 
 def test_close_ends_the_child(process):
