@@ -433,17 +433,17 @@ def _plumbing_request(server: Server, key: str) -> bytes:
                   body={"inputs": {}, "response_mode": "blocking"})
 
 
-async def _served_window(tmp: str, env: dict[str, str], key: str, runs: int) -> float:
+async def _served_window(tmp: str, env: dict[str, str], key: str, runs: int) -> tuple[float, float]:
     """A server that starts, serves one warm-up run then ``runs`` blocking plumbing runs at
-    concurrency 1, and stops; the seconds from its start to its stop."""
+    concurrency 1, and stops: ``(seconds from its start to its stop, seconds of the runs)``."""
     started = time.perf_counter()
     server = serve_flowloom(tmp, env, "flowloom-commits.log")
     try:
-        await phase(server, blocking_sample(_plumbing_request(server, key), "flowloom plumbing (postgresql)"),
-                    total=runs, concurrency=1, warmup=1)
+        served = await phase(server, blocking_sample(_plumbing_request(server, key), "flowloom plumbing (postgresql)"),
+                             total=runs, concurrency=1, warmup=1)
     finally:
         server.stop()
-    return time.perf_counter() - started
+    return time.perf_counter() - started, served["elapsed_s"]
 
 
 async def _baseline_window(tmp: str, env: dict[str, str], key: str, seconds: float) -> None:
@@ -459,14 +459,15 @@ async def _baseline_window(tmp: str, env: dict[str, str], key: str, seconds: flo
 
 
 async def _commit_windows(tmp: str, env: dict[str, str], key: str, admin_url: str, database_url: str, runs: int,
-                          verbose: bool) -> tuple[dict[str, int], dict[str, int], dict[str, int]]:
-    """The counters' deltas of the served window and of the baseline one, and the times
-    autovacuum vacuumed or analysed a table of the database in each. Each window holds
-    exactly one read of those times (a constant of commits: they cancel out)."""
+                          verbose: bool) -> tuple[dict[str, int], dict[str, int], dict[str, int], float]:
+    """The counters' deltas of the served window and of the baseline one, the times
+    autovacuum vacuumed or analysed a table of the database in each, and the seconds the
+    runs took. Each window holds exactly one read of those times (a constant of commits:
+    they cancel out)."""
     before = await counters(admin_url, database_url)
     actions0 = await pgstat.autovacuum_actions(admin_url, database_url)
     _log(verbose, f"flowloom postgresql: 1 + {runs} blocking plumbing runs for the commit count")
-    served_s = await _served_window(tmp, env, key, runs)
+    served_s, runs_s = await _served_window(tmp, env, key, runs)
     served = await counters(admin_url, database_url)
     actions1 = await pgstat.autovacuum_actions(admin_url, database_url)
     _log(verbose, f"flowloom postgresql: baseline (up {served_s:.1f} s, 1 run)")
@@ -474,7 +475,7 @@ async def _commit_windows(tmp: str, env: dict[str, str], key: str, admin_url: st
     idle = await counters(admin_url, database_url)
     actions2 = await pgstat.autovacuum_actions(admin_url, database_url)
     return ({k: served[k] - before[k] for k in COUNTERS}, {k: idle[k] - served[k] for k in COUNTERS},
-            {"measured": actions1 - actions0, "baseline": actions2 - actions1})
+            {"measured": actions1 - actions0, "baseline": actions2 - actions1}, runs_s)
 
 
 async def count_commits(tmp: str, env: dict[str, str], key: str, admin_url: str, database_url: str, runs: int,
@@ -487,7 +488,8 @@ async def count_commits(tmp: str, env: dict[str, str], key: str, admin_url: str,
     version, the tenant's models and limits - and remembers); both on the database the
     PostgreSQL phases used. What remains beside the runs' own commits is the reads that
     a server serving runs makes again once a second (the key's, the tenant's models', the
-    limits', each remembered 1 s: bench/README.md).
+    limits', each remembered 1 s: bench/README.md), 3 per second of ``runs_elapsed_s``
+    after the first.
 
     PostgreSQL's autovacuum commits in the database too (``bench/_pgstat.py``): the database
     is vacuumed and analysed first, and both windows are measured again (up to
@@ -497,13 +499,13 @@ async def count_commits(tmp: str, env: dict[str, str], key: str, admin_url: str,
     minute) is not seen: it can move the figure by 2 / ``runs`` either way."""
     await pgstat.vacuum(admin_url, database_url)
     for attempt in range(1, COMMIT_ATTEMPTS + 1):
-        measured, baseline, actions = await _commit_windows(tmp, env, key, admin_url, database_url, runs, verbose)
+        measured, baseline, actions, runs_s = await _commit_windows(tmp, env, key, admin_url, database_url, runs, verbose)
         if not any(actions.values()):
             break
         _log(verbose, f"flowloom postgresql: autovacuum acted during count {attempt} ({actions}): measuring again")
         await pgstat.vacuum(admin_url, database_url)
     per_run = {k: round((measured[k] - baseline[k]) / runs, 2) for k in COUNTERS}
-    return {"runs": runs, "warmup_runs": 1, "baseline": baseline, "measured": measured, "per_run": per_run,
+    return {"runs": runs, "warmup_runs": 1, "runs_elapsed_s": runs_s, "baseline": baseline, "measured": measured, "per_run": per_run,
             "autovacuum": {**actions, "attempts": attempt}, "commits_per_run": per_run["xact_commit"],
             "rows_fetched_per_run": per_run["tup_fetched"], "rows_returned_per_run": per_run["tup_returned"]}
 
