@@ -67,8 +67,10 @@ def split_here(markdown: bool, capacity: int, overlap: int, pieces: list[str]) -
 
 
 def child_command() -> list[str]:
-    """The command that runs the child: this interpreter on this file."""
-    return [sys.executable, os.path.abspath(__file__)]
+    """The command that runs the child: this interpreter on this file, with ``-P`` so the
+    file's folder is not put first on the child's import path (a module there named like
+    one of the standard library's would otherwise shadow it)."""
+    return [sys.executable, "-P", os.path.abspath(__file__)]
 
 
 def _read_frame(stream: Any) -> bytes | None:
