@@ -115,6 +115,7 @@ class SqliteKnowledgeStore(SqliteVectors, SqliteFullText):
         if self._conn is not None:
             await self._call(_close)
         self._executor.shutdown(wait=True)
+        await asyncio.get_running_loop().run_in_executor(None, self._full_text.close)
         if self._reader is not None:  # closed once (close may be called again)
             await asyncio.get_running_loop().run_in_executor(self._reader_executor, _close_reader)
         self._reader_executor.shutdown(wait=True)

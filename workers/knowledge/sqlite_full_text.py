@@ -6,7 +6,7 @@ of terms that choose a query's terms. :class:`SqliteFullText` is a base of
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from engine.knowledge.ports import ScoredChunk
@@ -50,6 +50,73 @@ class SqliteFullText(SqliteStoreBase):
         vocab = self._tenant_terms(conn, tenant_id)
         if vocab is None or not dataset_ids or k < 1:
             return []  # the tenant has no chunk yet
+        hits = self._search_in_memory(conn, tenant_id, vocab, dataset_ids, query, k, filters)
+        if hits is not None:
+            return hits
+        return self._search_fts5(conn, tenant_id, vocab, dataset_ids, query, k, filters)
+
+    def _search_in_memory(
+        self,
+        conn: Any,
+        tenant_id: str,
+        vocab: str,
+        dataset_ids: list[str],
+        query: str,
+        k: int,
+        filters: list[MetadataFilter],
+    ) -> list[ScoredChunk] | None:
+        """What :meth:`_search_fts5` answers, ranked by the tenant's in-memory index
+        (:mod:`workers.knowledge.bm25`); None when that index is missing or not built from
+        the state this read transaction sees (a build is asked for, not waited on)."""
+        conn.execute("BEGIN")  # the state checked and the rows read: one snapshot
+        try:
+            state = conn.execute(
+                "SELECT generation, max_seq FROM kb_fts_state WHERE tenant_id = ?", (tenant_id,)
+            ).fetchone()
+            index = None if state is None else self._full_text.current(tenant_id, state[0], state[1])
+            if index is None:
+                return None
+            terms = self._full_text_terms(conn, tenant_id, vocab, query, index.doc_count)
+            if not terms:
+                return []
+            seqs, scores = index.rank(terms)
+            where, params = sqlite_filters(filters)
+            scope = (
+                f"c.tenant_id = ? AND c.dataset_id IN ({', '.join('?' * len(dataset_ids))}) "
+                f"AND {_SEARCHABLE} AND {where}"
+            )
+            batch = max(4 * k, 100)
+            hits: list[ScoredChunk] = []
+            for start in range(0, len(seqs), batch):  # best first until k are in scope
+                ranked = {
+                    int(s): float(v)
+                    for s, v in zip(seqs[start : start + batch], scores[start : start + batch], strict=True)
+                }
+                rows = conn.execute(
+                    f"SELECT c.seq AS full_text_seq, {_CHUNK_COLUMNS} FROM kb_chunks c JOIN kb_documents d "
+                    f"ON d.id = c.document_id WHERE c.seq IN ({', '.join('?' * len(ranked))}) AND {scope}",
+                    (*ranked, tenant_id, *dataset_ids, *params),
+                ).fetchall()
+                order = {seq: i for i, seq in enumerate(ranked)}
+                rows.sort(key=lambda r: order[r["full_text_seq"]])
+                hits.extend(scored_from_row(r, max(0.0, ranked[r["full_text_seq"]])) for r in rows)
+                if len(hits) >= k:
+                    break
+            return hits[:k]
+        finally:
+            conn.execute("COMMIT")
+
+    def _search_fts5(
+        self,
+        conn: Any,
+        tenant_id: str,
+        vocab: str,
+        dataset_ids: list[str],
+        query: str,
+        k: int,
+        filters: list[MetadataFilter],
+    ) -> list[ScoredChunk]:
+        """The ``k`` best in scope by FTS5's ``bm25()``, ties in ascending ``seq``."""
         match = fts5_query(self._full_text_terms(conn, tenant_id, vocab, query))
         if match is None:
             return []
@@ -92,11 +159,20 @@ class SqliteFullText(SqliteStoreBase):
             hits.append(scored_from_row(row, strength))
         return hits
 
-    def _full_text_terms(self, conn: Any, tenant_id: str, vocab: str, query: str) -> list[str]:
+    def _full_text_terms(
+        self,
+        conn: Any,
+        tenant_id: str,
+        vocab: str,
+        query: str,
+        doc_count: Callable[[str], int] | None = None,
+    ) -> list[str]:
         """The query's terms found in the tenant's index, rarest first, within the postings
         budget (:func:`workers.knowledge.text.rarest_terms`), by chunk counts from the
         tenant's FTS5 vocabulary ``vocab``, kept for :data:`TERM_COUNTS_TTL_S` (a term's
-        count changes slowly, and only chooses which terms are ranked)."""
+        count changes slowly, and only chooses which terms are ranked). ``doc_count``: the
+        counts of an in-memory index current with ``conn``'s snapshot (the vocabulary's
+        own, checked when it was built), read instead of the vocabulary."""
         now = time.monotonic()
         if now - self._term_counts_at > TERM_COUNTS_TTL_S or len(self._term_counts) > 100_000:
             self._term_counts, self._term_counts_at = {}, now
@@ -104,12 +180,14 @@ class SqliteFullText(SqliteStoreBase):
         known = self._term_counts
         counts: dict[str, float] = {t: known.get((tenant_id, t), 0) for t in terms}
         asked = [t for t in terms if (tenant_id, t) not in known]
-        if asked:  # one statement for the terms not counted yet (a query has at most 256)
+        if asked and doc_count is not None:
+            rows = [(t, doc_count(t)) for t in asked]
+        elif asked:  # one statement for the terms not counted yet (a query has at most 256)
             rows = conn.execute(
                 f"SELECT term, doc FROM temp.{vocab} WHERE term IN ({', '.join('?' * len(asked))})", asked
             ).fetchall()
-            for term, count in rows:
-                counts[term] = count
-                if count:  # a term no chunk holds yet is asked again: it may be added any time
-                    known[tenant_id, term] = count
+        for term, count in rows if asked else ():
+            counts[term] = count
+            if count:  # a term no chunk holds yet is asked again: it may be added any time
+                known[tenant_id, term] = count
         return rarest_terms(counts)
