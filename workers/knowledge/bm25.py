@@ -205,8 +205,13 @@ class FullTextIndexes:
             self._indexes.pop(tenant_id, None)
 
     def close(self) -> None:
-        """Wait for a running build, close the build connection, forget every index."""
-        self._executor.submit(self._close_conn)
+        """Wait for a running build, close the build connection, forget every index (once;
+        no build is asked for after)."""
+        with self._lock:
+            if self.memory_bytes < 0:
+                return
+            self.memory_bytes = -1  # closed: current() asks for no build
+            self._executor.submit(self._close_conn)
         self._executor.shutdown(wait=True)
         with self._lock:
             self._indexes.clear()
