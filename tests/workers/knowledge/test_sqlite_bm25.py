@@ -233,3 +233,34 @@ async def test_off_and_varints():
     assert fts5_varint(bytes([0x05])) == (5, 1)
     assert fts5_varint(bytes([0x81, 0x00])) == (128, 2)
     assert fts5_varint(bytes([0xFF] * 8 + [0x01])) == ((2**56 - 1) << 8 | 1, 9)
+
+
+async def test_a_file_from_before_the_state_table_gets_it_on_open():
+    import sqlean
+
+    store = await _open()
+    tenant = "t-old"
+    await store.create_dataset(dataset(tenant, "ds"))
+    doc, _ = await store.put_document(document(tenant, "ds", "a.txt"))
+    await store.replace_chunks(tenant, doc.id, drafts("alpha beta", "alpha"))
+    await store.close()
+    conn = sqlean.connect(str(store.path), isolation_level=None)
+    for (name,) in conn.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'trigger' AND name GLOB 'kb_fts_*_?eleted' OR name GLOB 'kb_fts_*_inserted'"
+    ).fetchall():
+        conn.execute(f"DROP TRIGGER {name}")
+    conn.execute("DROP TABLE kb_fts_state")
+    conn.close()
+    store = await SqliteKnowledgeStore.open(store.path)
+    try:
+        fts5, memory = await _current(store, tenant, ["ds"], "alpha", 5)
+        assert memory == fts5 and len(fts5) == 2
+        other, _ = await store.put_document(document(tenant, "ds", "b.txt"))
+        await store.replace_chunks(tenant, other.id, drafts("alpha alpha"))
+        await store.delete_document(tenant, doc.id)
+        fts5, memory = await _both(store, tenant, ["ds"], "alpha", 5)
+        assert memory is None and len(fts5) == 1  # the triggers are back: the change is seen
+        fts5, memory = await _current(store, tenant, ["ds"], "alpha", 5)
+        assert memory == fts5
+    finally:
+        await store.close()
