@@ -5,6 +5,7 @@ of terms that choose a query's terms. :class:`SqliteFullText` is a base of
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -85,26 +86,32 @@ class SqliteFullText(SqliteStoreBase):
                 f"c.tenant_id = ? AND c.dataset_id IN ({', '.join('?' * len(dataset_ids))}) "
                 f"AND {_SEARCHABLE} AND {where}"
             )
-            batch = max(4 * k, 100)
-            hits: list[ScoredChunk] = []
-            for start in range(0, len(seqs), batch):  # best first until k are in scope
-                ranked = {
-                    int(s): float(v)
-                    for s, v in zip(seqs[start : start + batch], scores[start : start + batch], strict=True)
-                }
-                rows = conn.execute(
-                    f"SELECT c.seq AS full_text_seq, {_CHUNK_COLUMNS} FROM kb_chunks c JOIN kb_documents d "
-                    f"ON d.id = c.document_id WHERE c.seq IN ({', '.join('?' * len(ranked))}) AND {scope}",
-                    (*ranked, tenant_id, *dataset_ids, *params),
-                ).fetchall()
-                order = {seq: i for i, seq in enumerate(ranked)}
-                rows.sort(key=lambda r: order[r["full_text_seq"]])
-                hits.extend(scored_from_row(r, max(0.0, ranked[r["full_text_seq"]])) for r in rows)
-                if len(hits) >= k:
-                    break
-            return hits[:k]
+            return self._best_in_scope(conn, seqs, scores, k, scope, [tenant_id, *dataset_ids, *params])
         finally:
             conn.execute("COMMIT")
+
+    def _best_in_scope(
+        self, conn: Any, seqs: Any, scores: Any, k: int, scope: str, params: list[Any]
+    ) -> list[ScoredChunk]:
+        """The first ``k`` rows of the ranking ``seqs`` (row ids, best first; ``scores``
+        beside them) whose chunks pass ``scope`` (SQL over ``c`` and ``d``), which is what
+        FTS5's two statements answer. The ranking is walked a slice at a time: the first
+        ``k`` (most searches: the dataset is most of the tenant's chunks), then
+        ``max(4 k, 100)`` at a time; SQLite checks a slice's scope on narrow rows and
+        reads the whole rows only of those kept."""
+        hits: list[ScoredChunk] = []
+        start, size = 0, k
+        while start < len(seqs) and len(hits) < k:
+            rows = conn.execute(
+                f"SELECT r.key AS full_text_rank, {_CHUNK_COLUMNS} FROM (SELECT r.key, c.seq FROM "
+                "json_each(?) r CROSS JOIN kb_chunks c ON c.seq = r.value JOIN kb_documents d ON "
+                f"d.id = c.document_id WHERE {scope} ORDER BY r.key LIMIT ?) r CROSS JOIN kb_chunks c "
+                "ON c.seq = r.seq JOIN kb_documents d ON d.id = c.document_id ORDER BY r.key",
+                (json.dumps(seqs[start : start + size].tolist()), *params, k - len(hits)),
+            ).fetchall()
+            hits.extend(scored_from_row(r, max(0.0, float(scores[start + r[0]]))) for r in rows)
+            start, size = start + size, max(4 * k, 100)
+        return hits
 
     def _search_fts5(
         self,
