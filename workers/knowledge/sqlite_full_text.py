@@ -1,6 +1,8 @@
 """The full-text part of the SQLite knowledge store (see :mod:`workers.knowledge.sqlite`):
 BM25 search over the tenant's FTS5 table, on the read-only reader connection, and the chunk counts
-of terms that choose a query's terms. :class:`SqliteFullText` is a base of
+of terms that choose a query's terms. A search is answered from the tenant's in-memory index
+(:mod:`workers.knowledge.bm25`: the same rows, order and scores) when it is current with the
+search's snapshot, by FTS5 otherwise. :class:`SqliteFullText` is a base of
 :class:`~workers.knowledge.sqlite.SqliteKnowledgeStore`."""
 
 from __future__ import annotations
