@@ -264,3 +264,34 @@ async def test_a_file_from_before_the_state_table_gets_it_on_open():
         assert memory == fts5
     finally:
         await store.close()
+
+
+async def test_terms_fts5_splits_otherwise_leave_the_tenant_on_fts5():
+    """A row whose stored terms FTS5's tokenizer splits differently from the index's split
+    (written by hand here) fails the vocabulary check: no index, FTS5 answers, and the
+    build is not repeated while nothing changes."""
+    import sqlean
+
+    store = await _open()
+    try:
+        tenant = "t-split"
+        await store.create_dataset(dataset(tenant, "ds"))
+        doc, _ = await store.put_document(document(tenant, "ds", "a.txt"))
+        chunks = await store.replace_chunks(tenant, doc.id, drafts("alpha beta", "beta"))
+        conn = sqlean.connect(str(store.path), isolation_level=None)
+        conn.execute(
+            "INSERT INTO kb_chunks (id, tenant_id, dataset_id, document_id, position, kind, text, "
+            "search_text, text_hash, heading_path, parent_id, tokens, search_terms) SELECT 'odd', tenant_id, "
+            "dataset_id, document_id, 9, kind, text, search_text, text_hash, heading_path, parent_id, tokens, "
+            "'alpha-beta' FROM kb_chunks WHERE id = ?",
+            (chunks[0].id,),
+        )
+        conn.close()
+        fts5, memory = await _both(store, tenant, ["ds"], "alpha", 5)
+        await _settled(store)
+        fts5, memory = await _both(store, tenant, ["ds"], "alpha", 5)
+        await _settled(store)
+        assert memory is None and [h[0] for h in fts5] == [chunks[0].id, "odd"]
+        assert store._full_text.builds == 1
+    finally:
+        await store.close()
