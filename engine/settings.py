@@ -119,8 +119,8 @@ class Settings(BaseSettings):
     (a larger upload is rejected with 413, the other files of its batch kept).
     ``knowledge_full_text_memory_mb`` (``FLOWLOOM_KNOWLEDGE_FULL_TEXT_MEMORY_MB``, default
     256, 0: off): the memory the SQLite knowledge store may keep its in-memory full-text
-    indexes in (about 0.6 MB per thousand chunks of 400 characters; the least recently searched tenants are
-    dropped first, and their searches are ranked by FTS5 until rebuilt).
+    indexes in (about 0.6 MB per thousand chunks of 400 characters; the least recently
+    searched tenants are dropped first, and their searches are ranked by FTS5 until rebuilt).
     """
 
     model_config = SettingsConfigDict(
