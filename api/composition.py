@@ -145,7 +145,11 @@ async def open_knowledge(
     from nodes.knowledge.relevance import LLMRelevanceJudge
     from workers.knowledge import open_knowledge_store
 
-    knowledge_store = await open_knowledge_store(knowledge_database_url(settings), settings.home)
+    knowledge_store = await open_knowledge_store(
+        knowledge_database_url(settings),
+        settings.home,
+        full_text_memory_bytes=settings.knowledge_full_text_memory_mb * 1024 * 1024,
+    )
     queue = None
     if settings.redis_url:
         from workers.rq.knowledge import RQIngestionQueue

@@ -117,6 +117,10 @@ class Settings(BaseSettings):
     Knowledge bases: ``knowledge_max_document_bytes``
     (``FLOWLOOM_KNOWLEDGE_MAX_DOCUMENT_BYTES``): the largest document a dataset accepts
     (a larger upload is rejected with 413, the other files of its batch kept).
+    ``knowledge_full_text_memory_mb`` (``FLOWLOOM_KNOWLEDGE_FULL_TEXT_MEMORY_MB``, default
+    256, 0: off): the memory the SQLite knowledge store may keep its in-memory full-text
+    indexes in (about 0.6 MB per thousand chunks of 400 characters; the least recently
+    searched tenants are dropped first, and their searches are ranked by FTS5 until rebuilt).
     """
 
     model_config = SettingsConfigDict(
@@ -167,6 +171,7 @@ class Settings(BaseSettings):
     quota_runs_per_minute: int = Field(default=0, ge=0)
     quota_tokens_per_day: int = Field(default=0, ge=0)
     knowledge_max_document_bytes: int = Field(default=20 * 1024 * 1024, gt=0)
+    knowledge_full_text_memory_mb: int = Field(default=256, ge=0)
     metrics: bool = True
     metrics_port: int | None = Field(default=None, gt=0, le=65535)
     metrics_host: str = "127.0.0.1"

@@ -17,15 +17,20 @@ from engine.ports import StoreError
 from workers.sql.connect import normalize_url
 from workers.sql.migrate import upgrade
 
+from .bm25 import FULL_TEXT_MEMORY_BYTES
 from .sqlite import SqliteKnowledgeStore
 
 __all__ = ["SqliteKnowledgeStore", "open_knowledge_store", "vector_support_warning"]
 
 
-async def open_knowledge_store(database_url: str, home: Path) -> KnowledgeStore:
+async def open_knowledge_store(
+    database_url: str, home: Path, *, full_text_memory_bytes: int = FULL_TEXT_MEMORY_BYTES
+) -> KnowledgeStore:
     """The knowledge store of the database at ``database_url`` (migrated to the newest
     schema first). ``home``: ``FLOWLOOM_HOME`` (the SQLite store saves its HNSW graphs in
-    ``home/indexes`` for the next process to load instead of rebuilding). Raises StoreError when the database
+    ``home/indexes`` for the next process to load instead of rebuilding);
+    ``full_text_memory_bytes``: the SQLite store's bound on its in-memory full-text
+    indexes (:mod:`workers.knowledge.bm25`; 0: none). Raises StoreError when the database
     cannot be reached or the URL names another database."""
     url = normalize_url(database_url)
     await upgrade(url)
@@ -34,7 +39,9 @@ async def open_knowledge_store(database_url: str, home: Path) -> KnowledgeStore:
         if not database or database == ":memory:" or database.startswith("file:"):
             raise StoreError("the knowledge store needs a SQLite file (not an in-memory database)")
         return await SqliteKnowledgeStore.open(
-            Path(database).expanduser(), index_directory=Path(home) / "indexes"
+            Path(database).expanduser(),
+            index_directory=Path(home) / "indexes",
+            full_text_memory_bytes=full_text_memory_bytes,
         )
     from .postgres import PostgresKnowledgeStore
 

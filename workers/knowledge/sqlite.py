@@ -10,7 +10,9 @@ connection with ``sqlean`` and loads ``sqlite-vec``, whose distance functions co
 exact cosine distances over the float32 BLOBs of ``kb_vectors`` (exact search, used for
 small indexes and selective metadata filters); larger searches go through an in-memory
 HNSW graph (:mod:`workers.knowledge.hnsw`). Full text is an FTS5 table over the chunks'
-tokenised search text (:mod:`workers.knowledge.text`), ranked by BM25.
+tokenised search text (:mod:`workers.knowledge.text`), ranked by BM25; the same ranking,
+to the bit, is answered from an in-memory inverted index once one is built and current
+(:mod:`workers.knowledge.bm25`).
 
 The tables come from the Alembic migration; what Alembic's ``sqlite3`` can not be relied
 on to make (the FTS5 table, external content over ``kb_chunks``, and the triggers that
@@ -115,6 +117,7 @@ class SqliteKnowledgeStore(SqliteVectors, SqliteFullText):
         if self._conn is not None:
             await self._call(_close)
         self._executor.shutdown(wait=True)
+        await asyncio.get_running_loop().run_in_executor(None, self._full_text.close)
         if self._reader is not None:  # closed once (close may be called again)
             await asyncio.get_running_loop().run_in_executor(self._reader_executor, _close_reader)
         self._reader_executor.shutdown(wait=True)

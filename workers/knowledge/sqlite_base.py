@@ -20,6 +20,7 @@ import sqlite_vec
 from engine.ports import StoreError
 from workers.sql.connect import BUSY_TIMEOUT_MS
 
+from .bm25 import FULL_TEXT_MEMORY_BYTES, FullTextIndexes
 from .hnsw import EXACT_MAX_CELLS, VectorIndexes
 from .rows import CHUNK_COLUMNS
 
@@ -42,6 +43,23 @@ _TENANT_SCHEMA = (
     "CREATE TRIGGER IF NOT EXISTS {name}_delete AFTER DELETE ON kb_chunks "
     "WHEN old.tenant_id = {tenant} AND old.kind != 'parent' AND old.search_terms IS NOT NULL BEGIN "
     "INSERT INTO {name}({name}, rowid, search_terms) VALUES ('delete', old.seq, old.search_terms); END",
+    # what the in-memory full-text index checks before answering (workers.knowledge.bm25):
+    # the newest full-text row and a generation bumped by each deleted one, kept by every
+    # writer of the file
+    "INSERT OR IGNORE INTO kb_fts_state (tenant_id, generation, max_seq) SELECT {tenant}, 0, "
+    "coalesce(max(seq), 0) FROM kb_chunks WHERE tenant_id = {tenant} AND kind != 'parent' "
+    "AND search_terms IS NOT NULL",
+    "CREATE TRIGGER IF NOT EXISTS {name}_inserted AFTER INSERT ON kb_chunks "
+    "WHEN new.tenant_id = {tenant} AND new.kind != 'parent' AND new.search_terms IS NOT NULL BEGIN "
+    "UPDATE kb_fts_state SET max_seq = new.seq WHERE tenant_id = {tenant}; END",
+    "CREATE TRIGGER IF NOT EXISTS {name}_deleted AFTER DELETE ON kb_chunks "
+    "WHEN old.tenant_id = {tenant} AND old.kind != 'parent' AND old.search_terms IS NOT NULL BEGIN "
+    "UPDATE kb_fts_state SET generation = generation + 1 WHERE tenant_id = {tenant}; END",
+)
+#: one row per tenant with a full-text table made by a store that keeps it (see above)
+_FTS_STATE = (
+    "CREATE TABLE IF NOT EXISTS kb_fts_state (tenant_id TEXT PRIMARY KEY, "
+    "generation INTEGER NOT NULL, max_seq INTEGER NOT NULL)"
 )
 #: the one full-text table all tenants shared before (converted when a store opens)
 _SHARED_FTS = "kb_chunks_fts"
@@ -75,10 +93,17 @@ class SqliteStoreBase:
     """The state and connection plumbing of the SQLite knowledge store."""
 
     def __init__(
-        self, path: Path, *, exact_max_cells: int = EXACT_MAX_CELLS, index_directory: Path | None = None
+        self,
+        path: Path,
+        *,
+        exact_max_cells: int = EXACT_MAX_CELLS,
+        index_directory: Path | None = None,
+        full_text_memory_bytes: int = FULL_TEXT_MEMORY_BYTES,
     ):
         """``index_directory``: where HNSW graphs are saved for the next process to load
-        (``FLOWLOOM_HOME/indexes``; None: every process builds its own)."""
+        (``FLOWLOOM_HOME/indexes``; None: every process builds its own);
+        ``full_text_memory_bytes``: the bound on the in-memory full-text indexes
+        (:mod:`workers.knowledge.bm25`; 0: full text is always ranked by FTS5)."""
         self.path = Path(path)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="flowloom-knowledge")
         self._conn: Any = None
@@ -94,6 +119,7 @@ class SqliteStoreBase:
         self._term_counts_at = 0.0
         self._full_text_tenants: set[str] = set()  # tenants whose full-text table this process made or saw
         self._vocabularies: dict[str, str] = {}  # tenant -> the reader's vocabulary table
+        self._full_text = FullTextIndexes(self._build_conn, full_text_table, full_text_memory_bytes)
 
     # -------------------------------------------------------------------- plumbing
 
@@ -120,6 +146,17 @@ class SqliteStoreBase:
             )
         if conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (_SHARED_FTS,)).fetchone() is not None:
             self._split_shared_full_text()
+        if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'kb_fts_state'").fetchone() is None:
+            self._add_full_text_state()
+
+    def _add_full_text_state(self) -> None:
+        """Make ``kb_fts_state`` and every tenant's state row and triggers (once per file,
+        for tenants whose full-text table an earlier version made)."""
+        with self._write() as c:
+            c.execute(_FTS_STATE)
+            self._full_text_tenants.clear()
+            for (tenant_id,) in c.execute("SELECT DISTINCT tenant_id FROM kb_chunks").fetchall():
+                self._ensure_full_text(c, tenant_id)
 
     def _ensure_full_text(self, conn: Any, tenant_id: str) -> None:
         """Create ``tenant_id``'s full-text table and triggers unless they exist (in the
@@ -136,6 +173,7 @@ class SqliteStoreBase:
         tenant's table filled from its chunks, the shared table and its triggers dropped
         (one transaction: a crash leaves the old layout, converted at the next open)."""
         with self._write() as c:
+            c.execute(_FTS_STATE)
             for (tenant_id,) in c.execute("SELECT DISTINCT tenant_id FROM kb_chunks").fetchall():
                 self._ensure_full_text(c, tenant_id)
                 c.execute(
@@ -159,6 +197,14 @@ class SqliteStoreBase:
             conn.execute("PRAGMA query_only=ON")  # it reads, but for its own temp vocabulary tables
             self._reader = conn
         return self._reader
+
+    def _build_conn(self) -> Any:
+        """A connection for the full-text index builds (on their thread; it writes only
+        its temp vocabulary tables)."""
+        conn = sqlean.connect(str(self.path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+        conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        conn.execute(f"PRAGMA mmap_size={MMAP_BYTES}")
+        return conn
 
     def _tenant_terms(self, conn: Any, tenant_id: str) -> str | None:
         """The name of the reader's vocabulary table over ``tenant_id``'s full-text table

@@ -1,12 +1,15 @@
 """The full-text part of the SQLite knowledge store (see :mod:`workers.knowledge.sqlite`):
 BM25 search over the tenant's FTS5 table, on the read-only reader connection, and the chunk counts
-of terms that choose a query's terms. :class:`SqliteFullText` is a base of
+of terms that choose a query's terms. A search is answered from the tenant's in-memory index
+(:mod:`workers.knowledge.bm25`: the same rows, order and scores) when it is current with the
+search's snapshot, by FTS5 otherwise. :class:`SqliteFullText` is a base of
 :class:`~workers.knowledge.sqlite.SqliteKnowledgeStore`."""
 
 from __future__ import annotations
 
+import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from engine.knowledge.ports import ScoredChunk
@@ -50,6 +53,79 @@ class SqliteFullText(SqliteStoreBase):
         vocab = self._tenant_terms(conn, tenant_id)
         if vocab is None or not dataset_ids or k < 1:
             return []  # the tenant has no chunk yet
+        hits = self._search_in_memory(conn, tenant_id, vocab, dataset_ids, query, k, filters)
+        if hits is not None:
+            return hits
+        return self._search_fts5(conn, tenant_id, vocab, dataset_ids, query, k, filters)
+
+    def _search_in_memory(
+        self,
+        conn: Any,
+        tenant_id: str,
+        vocab: str,
+        dataset_ids: list[str],
+        query: str,
+        k: int,
+        filters: list[MetadataFilter],
+    ) -> list[ScoredChunk] | None:
+        """What :meth:`_search_fts5` answers, ranked by the tenant's in-memory index
+        (:mod:`workers.knowledge.bm25`); None when that index is missing or not built from
+        the state this read transaction sees (a build is asked for, not waited on)."""
+        conn.execute("BEGIN")  # the state checked and the rows read: one snapshot
+        try:
+            state = conn.execute(
+                "SELECT generation, max_seq FROM kb_fts_state WHERE tenant_id = ?", (tenant_id,)
+            ).fetchone()
+            index = None if state is None else self._full_text.current(tenant_id, state[0], state[1])
+            if index is None:
+                return None
+            terms = self._full_text_terms(conn, tenant_id, vocab, query, index.doc_count)
+            if not terms:
+                return []
+            seqs, scores = index.rank(terms)
+            where, params = sqlite_filters(filters)
+            scope = (
+                f"c.tenant_id = ? AND c.dataset_id IN ({', '.join('?' * len(dataset_ids))}) "
+                f"AND {_SEARCHABLE} AND {where}"
+            )
+            return self._best_in_scope(conn, seqs, scores, k, scope, [tenant_id, *dataset_ids, *params])
+        finally:
+            conn.execute("COMMIT")
+
+    def _best_in_scope(
+        self, conn: Any, seqs: Any, scores: Any, k: int, scope: str, params: list[Any]
+    ) -> list[ScoredChunk]:
+        """The first ``k`` rows of the ranking ``seqs`` (row ids, best first; ``scores``
+        beside them) whose chunks pass ``scope`` (SQL over ``c`` and ``d``), which is what
+        FTS5's two statements answer. The ranking is walked a slice at a time: the first
+        ``k`` (most searches: the dataset is most of the tenant's chunks), then
+        ``max(4 k, 100)`` at a time; SQLite checks a slice's scope on narrow rows and
+        reads the whole rows only of those kept."""
+        hits: list[ScoredChunk] = []
+        start, size = 0, k
+        while start < len(seqs) and len(hits) < k:
+            rows = conn.execute(
+                f"SELECT r.key AS full_text_rank, {_CHUNK_COLUMNS} FROM (SELECT r.key, c.seq FROM "
+                "json_each(?) r CROSS JOIN kb_chunks c ON c.seq = r.value JOIN kb_documents d ON "
+                f"d.id = c.document_id WHERE {scope} ORDER BY r.key LIMIT ?) r CROSS JOIN kb_chunks c "
+                "ON c.seq = r.seq JOIN kb_documents d ON d.id = c.document_id ORDER BY r.key",
+                (json.dumps(seqs[start : start + size].tolist()), *params, k - len(hits)),
+            ).fetchall()
+            hits.extend(scored_from_row(r, max(0.0, float(scores[start + r[0]]))) for r in rows)
+            start, size = start + size, max(4 * k, 100)
+        return hits
+
+    def _search_fts5(
+        self,
+        conn: Any,
+        tenant_id: str,
+        vocab: str,
+        dataset_ids: list[str],
+        query: str,
+        k: int,
+        filters: list[MetadataFilter],
+    ) -> list[ScoredChunk]:
+        """The ``k`` best in scope by FTS5's ``bm25()``, ties in ascending ``seq``."""
         match = fts5_query(self._full_text_terms(conn, tenant_id, vocab, query))
         if match is None:
             return []
@@ -92,11 +168,20 @@ class SqliteFullText(SqliteStoreBase):
             hits.append(scored_from_row(row, strength))
         return hits
 
-    def _full_text_terms(self, conn: Any, tenant_id: str, vocab: str, query: str) -> list[str]:
+    def _full_text_terms(
+        self,
+        conn: Any,
+        tenant_id: str,
+        vocab: str,
+        query: str,
+        doc_count: Callable[[str], int] | None = None,
+    ) -> list[str]:
         """The query's terms found in the tenant's index, rarest first, within the postings
         budget (:func:`workers.knowledge.text.rarest_terms`), by chunk counts from the
         tenant's FTS5 vocabulary ``vocab``, kept for :data:`TERM_COUNTS_TTL_S` (a term's
-        count changes slowly, and only chooses which terms are ranked)."""
+        count changes slowly, and only chooses which terms are ranked). ``doc_count``: the
+        counts of an in-memory index current with ``conn``'s snapshot (the vocabulary's
+        own, checked when it was built), read instead of the vocabulary."""
         now = time.monotonic()
         if now - self._term_counts_at > TERM_COUNTS_TTL_S or len(self._term_counts) > 100_000:
             self._term_counts, self._term_counts_at = {}, now
@@ -104,12 +189,14 @@ class SqliteFullText(SqliteStoreBase):
         known = self._term_counts
         counts: dict[str, float] = {t: known.get((tenant_id, t), 0) for t in terms}
         asked = [t for t in terms if (tenant_id, t) not in known]
-        if asked:  # one statement for the terms not counted yet (a query has at most 256)
+        if asked and doc_count is not None:
+            rows = [(t, doc_count(t)) for t in asked]
+        elif asked:  # one statement for the terms not counted yet (a query has at most 256)
             rows = conn.execute(
                 f"SELECT term, doc FROM temp.{vocab} WHERE term IN ({', '.join('?' * len(asked))})", asked
             ).fetchall()
-            for term, count in rows:
-                counts[term] = count
-                if count:  # a term no chunk holds yet is asked again: it may be added any time
-                    known[tenant_id, term] = count
+        for term, count in rows if asked else ():
+            counts[term] = count
+            if count:  # a term no chunk holds yet is asked again: it may be added any time
+                known[tenant_id, term] = count
         return rarest_terms(counts)
