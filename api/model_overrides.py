@@ -9,9 +9,11 @@ really a 4096-token llama.cpp says so once; other tenants keep the operator's va
 
 An override that no longer applies (the operator lowered the context below the cap it
 sets, or removed the model) is left out with a warning naming the model, rather than
-failing every run of the tenant. Overrides are read at most once per
-:data:`~api.tenant_models.CACHE_TTL_S` seconds per tenant, as the providers are, and callers
-of an expired entry share the read in flight (:class:`~engine.shared_reads.SharedReads`).
+failing every run of the tenant. Overrides are read with the providers, in the same
+transaction (:meth:`~workers.sql.providers.SqlProviderStore.snapshot`): at most once per
+:data:`~api.tenant_models.CACHE_TTL_S` seconds per tenant, one commit of the database for
+both, and callers of an expired entry share the read in flight
+(:class:`~engine.shared_reads.SharedReads`).
 """
 
 from __future__ import annotations
@@ -66,23 +68,31 @@ class OverriddenModelSource(TenantModelSource):
 
     async def models_for(self, tenant_id: str) -> ModelRegistry:
         """The tenant's registry with its overrides. Raises StoreError when they cannot be read."""
-        registry = await super().models_for(tenant_id)
-        cached = self._applied.get(tenant_id)
-        if cached is not None and cached[0] > time.monotonic() and cached[1] is registry:
+        registry, cached = self._cache.get(tenant_id), self._applied.get(tenant_id)
+        now = time.monotonic()
+        if (
+            registry is not None
+            and cached is not None
+            and min(registry[0], cached[0]) > now
+            and cached[1] is registry[2]
+        ):
+            self._cache.move_to_end(tenant_id)
             return cached[3]
-        return await self.reads.read(("overrides", tenant_id), lambda: self._apply(tenant_id, registry))
+        return await self.reads.read(("overridden", tenant_id), lambda: self._read_overridden(tenant_id))
 
-    async def _apply(self, tenant_id: str, registry: ModelRegistry) -> ModelRegistry:
-        """Read the tenant's overrides and remember ``registry`` with them (applied again
-        only when they or the registry changed)."""
+    async def _read_overridden(self, tenant_id: str) -> ModelRegistry:
+        """Read the tenant's providers and overrides (one snapshot, one transaction) and
+        remember its registry with and without them; who joined a read that the tenant's
+        change forgot in flight is served by it, unremembered."""
         epoch, now = self.reads.epoch, time.monotonic()
-        found = await self.overrides.overrides(tenant_id)
+        snapshot = await self.providers.snapshot(tenant_id)
+        registry = self._remember(tenant_id, snapshot, epoch, now)
         cached = self._applied.get(tenant_id)
-        digest = json.dumps(found, sort_keys=True)
+        digest = json.dumps(snapshot.overrides, sort_keys=True)
         if cached is not None and cached[1] is registry and cached[2] == digest:
             applied = cached[3]
         else:
-            applied = apply_overrides(registry, found)
+            applied = apply_overrides(registry, snapshot.overrides)
         if self.reads.epoch == epoch:  # nothing forgotten meanwhile
             self._applied[tenant_id] = (now + CACHE_TTL_S, registry, digest, applied)
             if len(self._applied) > 512:  # bounded like the providers' cache

@@ -26,7 +26,7 @@ from engine.shared_reads import SharedReads
 if TYPE_CHECKING:  # the address guard loads httpx: only when a tenant's registry is built
     from engine.settings import Settings
     from nodes.llm.model_registry import ModelRegistry
-    from workers.sql.providers import SqlProviderStore
+    from workers.sql.providers import SqlProviderStore, TenantModelsSnapshot
 
 __all__ = ["CACHE_TTL_S", "TenantModelSource"]
 
@@ -68,10 +68,18 @@ class TenantModelSource:
 
     async def _read(self, tenant_id: str) -> ModelRegistry:
         """Read the tenant's providers and remember its registry (rebuilt only when they changed)."""
-        from nodes.llm.tenant_registry import snapshot_digest, tenant_registry
-
         epoch, now = self.reads.epoch, time.monotonic()
         snapshot = await self.providers.snapshot(tenant_id)
+        return self._remember(tenant_id, snapshot, epoch, now)
+
+    def _remember(
+        self, tenant_id: str, snapshot: TenantModelsSnapshot, epoch: int, now: float
+    ) -> ModelRegistry:
+        """The registry of ``snapshot`` (the one remembered when its digest is unchanged),
+        remembered until ``now`` + :data:`CACHE_TTL_S` unless the tenant was forgotten
+        since ``epoch`` (the reads' epoch when the snapshot's read started)."""
+        from nodes.llm.tenant_registry import snapshot_digest, tenant_registry
+
         cached = self._cache.get(tenant_id)
         digest = snapshot_digest(snapshot.providers, snapshot.keys, snapshot.defaults)
         if cached is not None and cached[1] == digest:

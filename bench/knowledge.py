@@ -307,7 +307,7 @@ def _rate(chunks: int, chars: int, seconds: float) -> dict[str, Any]:
 
 async def ingest_flowloom(corpus: Corpus, svc: Any, *, collect: bool = True) -> tuple[dict[str, Any], str]:
     """``add_documents`` then wait until every document is ``ready`` (timed from the
-    upload; the dataset is created before): the service's own in-process queue (two
+    upload; the dataset is created before): the service's own in-process queue (four
     documents at a time, its default) is joined. ``collect``: a full garbage collection
     first, before the clock (a caller timing CPU collects before its own clock). Returns
     the figures and the dataset id."""

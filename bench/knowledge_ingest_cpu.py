@@ -78,7 +78,7 @@ def _tree_cpu_s(pid: int | None) -> float:
 
 def _helpers_cpu_s(skip: int) -> float:
     """CPU seconds of this process's live child processes but ``skip`` (the embeddings
-    server): the chunker's splitting process (``nodes/knowledge/chunking.py``)."""
+    server): the chunker's splitting process (``nodes/knowledge/splitting.py``)."""
     own, ticks = str(os.getpid()), 0
     for entry in os.listdir("/proc"):
         if entry.isdigit() and int(entry) != skip:

@@ -140,10 +140,26 @@ def _user_home_state() -> list[tuple[str, int, float]]:
 _USER_HOME_AT_START = _user_home_state()
 
 
+#: the node ids of the tests that skipped in this session (on xdist's controller: its
+#: workers' reports come to it)
+_SKIPPED: list[str] = []
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Remember a skipped test (:func:`pytest_sessionfinish` fails the run for it)."""
+    if report.skipped and not hasattr(report, "wasxfail"):
+        _SKIPPED.append(report.nodeid)
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Fail the run when any test (or a process it started) wrote into ``~/.flowloom``:
     tests use their own ``FLOWLOOM_HOME``, and a subprocess whose environment dropped it
-    would otherwise write into the user's real run store unnoticed."""
+    would otherwise write into the user's real run store unnoticed. Fail it too when a
+    test skipped: every test runs on this project's machines (its services are started
+    or present), so a skip hides a test that silently stopped testing."""
     if _user_home_state() != _USER_HOME_AT_START:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
         print(f"\nerror: the tests wrote into {Path.home() / '.flowloom'} (a subprocess lost FLOWLOOM_HOME)")
+    if _SKIPPED and not hasattr(session.config, "workerinput"):
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        print(f"\nerror: {len(_SKIPPED)} test(s) skipped; tests run, never skip: {', '.join(_SKIPPED[:5])}")

@@ -1,7 +1,9 @@
 """Splitting parsed documents into chunks: the engine's :class:`~engine.knowledge.ports.Chunker`.
 
 Sizes are tokens of OpenAI's cl100k tokenizer, counted by ``semantic-text-splitter``
-(its tokenizer is compiled in: nothing is downloaded). The splitter fills each chunk
+(its tokenizer is compiled in: nothing is downloaded), in a child process of the
+ingesting process when it can (:mod:`nodes.knowledge.splitting`: the splitter holds the
+interpreter lock while it works; the chunks are the same either way). The splitter fills each chunk
 with the largest semantic units that fit - sections, paragraphs, lines, sentences,
 words - so a chunk breaks a sentence only when one sentence alone is too large.
 
@@ -34,12 +36,12 @@ from typing import Any
 from engine.knowledge.ports import ParsedDocument
 from schemas.knowledge import ChunkDraft, ChunkingSettings, ChunkKind
 
+from .splitting import shared
+
 __all__ = ["HEADING_SEPARATOR", "TextChunker", "qa_text", "sections"]
 
 #: what joins a heading path in ``search_text``
 HEADING_SEPARATOR = " > "
-#: the tokenizer model named to semantic-text-splitter (cl100k)
-TOKENIZER_MODEL = "gpt-3.5-turbo"
 _MARKDOWN_TYPES = frozenset({"markdown", "html", "docx"})
 #: types whose ``#`` lines are headings (HTML and DOCX headings were made Markdown; raw
 #: text is often Markdown); a .txt or a PDF's "# 3" is just text
@@ -61,15 +63,6 @@ class Section:
 def qa_text(question: str, answer: str) -> str:
     """How a QA chunk reads when returned: ``Q: ...`` then ``A: ...`` on the next line."""
     return f"Q: {question}\nA: {answer}" if answer else f"Q: {question}"
-
-
-@functools.lru_cache(maxsize=32)
-def _splitter(markdown: bool, capacity: int, overlap: int) -> Any:
-    """A splitter of ``capacity`` tokens (cached: building one loads the tokenizer)."""
-    from semantic_text_splitter import MarkdownSplitter, TextSplitter
-
-    cls = MarkdownSplitter if markdown else TextSplitter
-    return cls.from_tiktoken_model(TOKENIZER_MODEL, capacity, overlap=min(overlap, capacity - 1))
 
 
 @functools.lru_cache(maxsize=1)
@@ -146,32 +139,39 @@ class TextChunker:
         markdown = document.content_type in _MARKDOWN_TYPES
         headed = settings.split_headings and document.content_type in _HEADED_TYPES
         parts = sections(document.text) if headed else [Section([], document.text.strip())]
+        # every piece of the document split in one request (to the splitting child, when
+        # there is one), then each chunk's children in one more
+        where = [(section, piece) for section in parts for piece in _cut(section.text, settings.separators)]
+        splitting = shared()
+        cut = splitting.chunks(
+            markdown, settings.chunk_tokens, settings.overlap_tokens, [piece for _, piece in where]
+        )
+        texts = [
+            (section, text)
+            for (section, _), chunks in zip(where, cut, strict=True)
+            for text in chunks
+            if text.strip()
+        ]
+        pc = settings.parent_child
+        children: list[list[str]] | None = None
+        if pc is not None:
+            overlap = min(pc.child_overlap_tokens, pc.child_tokens // 2)
+            children = splitting.chunks(markdown, pc.child_tokens, overlap, [text for _, text in texts])
         drafts: list[ChunkDraft] = []
-        splitter = _splitter(markdown, settings.chunk_tokens, settings.overlap_tokens)
-        for section in parts:
-            prefix = HEADING_SEPARATOR.join(section.heading_path)
-            for piece in _cut(section.text, settings.separators):
-                for text in splitter.chunks(piece):
-                    if text.strip():
-                        self._add(drafts, text, prefix, section.heading_path, markdown, settings)
+        for i, (section, text) in enumerate(texts):
+            self._add(drafts, text, section.heading_path, None if children is None else children[i])
         return drafts
 
-    def _add(
-        self,
-        drafts: list[ChunkDraft],
-        text: str,
-        prefix: str,
-        path: list[str],
-        markdown: bool,
-        settings: ChunkingSettings,
-    ) -> None:
-        """Append the chunk ``text`` (a parent and its children under ``parent_child``)."""
+    @staticmethod
+    def _add(drafts: list[ChunkDraft], text: str, path: list[str], children: list[str] | None) -> None:
+        """Append the chunk ``text`` of the section under ``path``; with ``children`` (its
+        pieces under ``parent_child``) as a parent followed by them."""
+        prefix = HEADING_SEPARATOR.join(path)
 
         def search(t: str) -> str:
             return f"{prefix}\n{t}" if prefix else t
 
-        pc = settings.parent_child
-        if pc is None:
+        if children is None:
             drafts.append(
                 ChunkDraft(
                     position=len(drafts),
@@ -193,10 +193,7 @@ class TextChunker:
                 tokens=_tokens(text),
             )
         )
-        child_splitter = _splitter(
-            markdown, pc.child_tokens, min(pc.child_overlap_tokens, pc.child_tokens // 2)
-        )
-        for child in child_splitter.chunks(text):
+        for child in children:
             if child.strip():
                 drafts.append(
                     ChunkDraft(

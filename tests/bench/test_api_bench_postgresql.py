@@ -67,6 +67,10 @@ def test_commits_and_rows_per_run_come_from_pg_stat_database(report_and_leftover
     # every blocking run stores at least its run row and its end
     assert commits["commits_per_run"] >= 1 and commits["per_run"]["tup_inserted"] >= 1
     assert commits["rows_fetched_per_run"] == commits["per_run"]["tup_fetched"]
+    # both servers serve one warm-up run (the first run's reads cancel out), and the count
+    # says whether PostgreSQL's autovacuum acted in the windows it kept
+    assert commits["warmup_runs"] == 1 and commits["baseline"]["tup_inserted"] >= 1
+    assert set(commits["autovacuum"]) == {"measured", "baseline", "attempts"}
 
 
 def test_postgresql_targets_are_reported_and_the_database_dropped(report_and_leftovers) -> None:

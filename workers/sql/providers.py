@@ -34,6 +34,7 @@ from .store import SqlStore, dialect_insert
 from .tables import model_providers as providers_t
 from .tables import provider_models as models_t
 from .tables import tenant_model_defaults as defaults_t
+from .tables import tenant_model_overrides as overrides_t
 from .tables import tenants as tenants_t
 
 __all__ = [
@@ -90,11 +91,14 @@ class ProviderRecord:
 @dataclass(slots=True)
 class TenantModelsSnapshot:
     """What a tenant's model registry is built from: its providers, their keys in
-    plaintext (``keys``: provider id -> key, absent when none), models and defaults."""
+    plaintext (``keys``: provider id -> key, absent when none), models and defaults, and
+    the overrides applied over them (``overrides``: model name -> override table, as
+    :meth:`workers.sql.model_overrides.SqlModelOverrideStore.overrides` returns them)."""
 
     providers: list[ProviderRecord]
     keys: dict[str, str]
     defaults: dict[str, str]
+    overrides: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def __repr__(self) -> str:  # the keys never reach a log line through a repr
         return f"TenantModelsSnapshot(providers={[p.id for p in self.providers]}, defaults={self.defaults})"
@@ -438,9 +442,10 @@ class SqlProviderStore:
 
     async def snapshot(self, tenant_id: str) -> TenantModelsSnapshot:
         """Everything the tenant's model registry needs, keys decrypted (module docstring),
-        read in one transaction (runs ask for it). A key that no longer decrypts is left
-        out (its calls then fail as unauthorised, naming the provider) rather than
-        failing every run of the tenant."""
+        read in one transaction (runs ask for it, once a second while they come: one commit
+        of the database, not one for the providers and one for the overrides). A key that
+        no longer decrypts is left out (its calls then fail as unauthorised, naming the
+        provider) rather than failing every run of the tenant."""
         async with self.store._tx() as conn:
             rows = (
                 (
@@ -471,6 +476,13 @@ class SqlProviderStore:
                     )
                 )
             ).all()
+            overridden = (
+                await conn.execute(
+                    sa.select(overrides_t.c.model, overrides_t.c.override)
+                    .where(overrides_t.c.tenant_id == tenant_id)
+                    .order_by(overrides_t.c.model)
+                )
+            ).all()
         by_provider: dict[str, list[ModelRecord]] = {}
         for m in model_rows:
             by_provider.setdefault(m["provider_id"], []).append(
@@ -484,4 +496,9 @@ class SqlProviderStore:
                 except SecretUnreadable:
                     continue
         providers = [_provider(row, by_provider.get(row["provider_id"], [])) for row in rows]
-        return TenantModelsSnapshot(providers, keys, {kind: model for kind, model in chosen})
+        return TenantModelsSnapshot(
+            providers,
+            keys,
+            {kind: model for kind, model in chosen},
+            {model: dict(table or {}) for model, table in overridden},
+        )

@@ -378,3 +378,26 @@ async def test_a_worker_that_loses_its_lease_stops_and_leaves_the_document_to_th
     assert document.status == DocumentStatus.embedding and document.chunks_done == 0
     openai_server.release_embeddings()
     assert sum(openai_server.embedded.values()) == 0
+
+
+async def test_the_in_process_queue_ingests_four_documents_at_a_time_by_default():
+    from engine.knowledge.service import LocalIngestionQueue
+
+    running, most = 0, 0
+    release = asyncio.Event()
+
+    async def ingest(tenant_id: str, document_id: str) -> None:
+        nonlocal running, most
+        running += 1
+        most = max(most, running)
+        await release.wait()
+        running -= 1
+
+    queue = LocalIngestionQueue(ingest)
+    await queue.submit(T, "ds", [f"doc-{i}" for i in range(6)])
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert (running, most, queue.pending) == (4, 4, 6)  # four run, two wait for a slot
+    release.set()
+    await queue.join()
+    assert (running, most, queue.pending) == (0, 4, 0)

@@ -152,7 +152,7 @@ async def test_pgvector_hnsw_index_answers_like_exact_search(pgvector_database_u
         conn = await asyncpg.connect(pgvector_database_url, server_settings=SEARCH_SETTINGS)
         try:  # the store's own query, session settings and breadth (2000 vectors: the floor)
             await conn.execute(f"SET hnsw.ef_search = {hnsw_breadth(10, 2000)}")
-            assert await conn.fetchval("SHOW hnsw.ef_search") == "100"
+            assert await conn.fetchval("SHOW hnsw.ef_search") == "80"
             plan = "\n".join(r[0] for r in await conn.fetch(
                 f"EXPLAIN {nearest_query(index.id, 24)}", str(vectors[0].tolist()), tenant, 10))
         finally:
@@ -175,7 +175,7 @@ async def test_pgvector_hnsw_index_answers_like_exact_search(pgvector_database_u
             assert (await c.fetchval("SHOW enable_sort"), await c.fetchval("SHOW enable_seqscan")) == ("on", "on")
         await store.search_vectors(tenant, index.id, vectors[0].tolist(), 10)
         async with store._search_pool.acquire() as c:
-            assert await c.fetchval("SHOW hnsw.ef_search") == "100"
+            assert await c.fetchval("SHOW hnsw.ef_search") == "80"
         # searches after the first skip reading the index row: a retired index must still
         # answer nothing, even while its vectors are there
         conn = await asyncpg.connect(pgvector_database_url)
@@ -189,7 +189,8 @@ async def test_pgvector_hnsw_index_answers_like_exact_search(pgvector_database_u
 
 
 def test_hnsw_breadth_grows_with_k_and_the_index():
-    assert hnsw_breadth(10) == hnsw_breadth(10, 2000) == 100  # the floor
-    assert hnsw_breadth(150, 2000) == 300  # twice k
+    assert hnsw_breadth(10) == hnsw_breadth(10, 2000) == hnsw_breadth(40, 2000) == 80  # the floor
+    assert hnsw_breadth(50, 2000) == 100 and hnsw_breadth(150, 2000) == 300  # twice k
+    assert hnsw_breadth(10, 20_000) == 80 and hnsw_breadth(10, 25_000) == 100
     assert hnsw_breadth(10, 100_000) == 400  # one per 250 vectors
     assert hnsw_breadth(10, 10_000_000) == hnsw_breadth(900) == 1000  # pgvector's limit
