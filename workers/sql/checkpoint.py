@@ -266,6 +266,15 @@ class PostgresCheckpointWriter:
     (``[{node_id, keep}]``), ``$7`` event rows - JSON arrays. Node runs named in ``$5``
     are left out of the flips (the upsert sets their ``current``), so no row is modified
     twice by the statement.
+
+    The run row is found by its primary key: the tenant is compared with ``IS NOT
+    DISTINCT FROM``, which no index serves (the same test as ``=`` here: ``tenant_id`` is
+    NOT NULL and ``$3`` a tenant id). With ``=`` the planner took ``ix_runs_tenant_workflow``
+    (tenant, workflow) and filtered every run of the tenant by id whenever ``runs`` had no
+    statistics yet - a new database until autovacuum analyzes it: both indexes are
+    estimated at one row, and the (tenant, workflow) one, its keys deduplicated, is the
+    smaller. The checkpoint then read one index entry per run of the tenant (0.45 ms of
+    the statement's 0.6 ms with 600 runs, growing with every run).
     """
 
     def __init__(self) -> None:
@@ -286,7 +295,8 @@ class PostgresCheckpointWriter:
         sql = f"""
 WITH u AS (
   UPDATE runs SET {sets} FROM json_populate_record(NULL::runs, $1::json) AS r
-  WHERE runs.run_id = $2 AND runs.tenant_id = $3 AND ($4::text IS NULL OR runs.owner_id = $4::text)
+  WHERE runs.run_id = $2 AND runs.tenant_id IS NOT DISTINCT FROM $3::text
+    AND ($4::text IS NULL OR runs.owner_id = $4::text)
   RETURNING 1),
 nr AS (SELECT * FROM json_populate_recordset(NULL::node_runs, $5::json)),
 f AS (
