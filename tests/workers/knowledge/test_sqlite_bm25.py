@@ -295,3 +295,13 @@ async def test_terms_fts5_splits_otherwise_leave_the_tenant_on_fts5():
         assert store._full_text.builds == 1
     finally:
         await store.close()
+
+
+@pytest.mark.parametrize(("megabytes", "expected"), [(0, 0), (3, 3 * 1024 * 1024)])
+async def test_the_memory_setting_reaches_the_store_the_deployment_opens(tmp_path, monkeypatch, megabytes, expected):
+    from api.composition import open_service
+    from engine.settings import Settings
+
+    monkeypatch.setenv("FLOWLOOM_KNOWLEDGE_FULL_TEXT_MEMORY_MB", str(megabytes))
+    async with open_service(Settings(home=tmp_path / "home")) as service:
+        assert service.knowledge.store._full_text.memory_bytes == expected
