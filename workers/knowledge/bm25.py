@@ -26,7 +26,8 @@ when both equal what it was built from, read in the search's own read transactio
 
 Builds never run on a search's path: a search that finds the index missing or stale asks
 for a build and is answered by FTS5; one thread builds (so at most one build per tenant
-at a time), on a read-only connection of its own, in one read transaction. Indexes are
+at a time), on a read-only connection of its own, in one read transaction; a tenant
+whose build was slow is built again only after a pause (:data:`REBUILD_PACE`). Indexes are
 kept within ``memory_bytes`` (least recently searched tenants dropped first); a tenant
 whose index alone is larger stays on FTS5.
 """
@@ -38,6 +39,7 @@ import contextlib
 import dataclasses
 import math
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -53,6 +55,14 @@ FULL_TEXT_MEMORY_BYTES = 256 * 1024 * 1024
 #: FTS5's bm25() parameters (its defaults; the store never passes others).
 K1 = 1.2
 B = 0.75
+#: A tenant whose build took longer than this (seconds) is not built again until
+#: :data:`REBUILD_PACE` times that long has passed since the build ended: while its rows keep
+#: changing (an ingestion beside searches), every search would otherwise ask for a rebuild,
+#: and at 100k chunks each one costs about 2 s of CPU; so rebuilds take at most about a
+#: quarter of a core, and FTS5 answers meanwhile (the same results). Smaller tenants, whose
+#: builds cost little, are rebuilt as soon as asked.
+PACED_BUILD_S = 0.1
+REBUILD_PACE = 3.0
 #: Bytes counted per term beyond its arrays (the dict entry, the key, two array headers).
 _TERM_OVERHEAD = 300
 
@@ -181,6 +191,7 @@ class FullTextIndexes:
         self._indexes: collections.OrderedDict[str, TenantIndex] = collections.OrderedDict()
         self._pending: set[str] = set()
         self._refused: dict[str, tuple[int, int]] = {}  # tenant -> state not to build again
+        self._not_before: dict[str, float] = {}  # tenant -> monotonic time of its next build (PACED_BUILD_S)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="flowloom-full-text-build")
         self._conn: Any = None
 
@@ -196,6 +207,7 @@ class FullTextIndexes:
                 self.memory_bytes > 0
                 and tenant_id not in self._pending
                 and self._refused.get(tenant_id) != (generation, max_seq)
+                and time.monotonic() >= self._not_before.get(tenant_id, 0.0)
             ):
                 self._pending.add(tenant_id)
                 self._executor.submit(self._build, tenant_id)
@@ -228,13 +240,19 @@ class FullTextIndexes:
             self._conn = None
 
     def _build(self, tenant_id: str) -> None:
+        started = time.monotonic()
         try:
             state, index = self._read(tenant_id)
         except Exception:  # a failed build leaves the tenant on FTS5 (retried at the next change)
             state, index = None, None
+        ended = time.monotonic()
         with self._lock:
             self._pending.discard(tenant_id)
             self.builds += 1
+            if ended - started > PACED_BUILD_S:
+                self._not_before[tenant_id] = ended + REBUILD_PACE * (ended - started)
+            else:
+                self._not_before.pop(tenant_id, None)
             if index is None or index.nbytes > self.memory_bytes:
                 # unusable or too large as of this state: FTS5 answers until the state moves
                 self._indexes.pop(tenant_id, None)

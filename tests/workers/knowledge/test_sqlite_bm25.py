@@ -13,13 +13,20 @@ from pathlib import Path
 import pytest
 
 from schemas.knowledge import ChunkKind, DocumentStatus, MetadataFilter
-from workers.knowledge import SqliteKnowledgeStore, open_knowledge_store
+from workers.knowledge import SqliteKnowledgeStore, bm25, open_knowledge_store
 from workers.knowledge.bm25 import fts5_varint
 from workers.sql.connect import default_database_url
 
 from .conftest import dataset, document, drafts
 
 _WORDS = [f"w{i}" for i in range(24)] + ["知识", "库", "alpha", "beta"]
+
+
+@pytest.fixture(autouse=True)
+def _unpaced(monkeypatch):
+    """Builds asked for are started whatever they cost (a build slowed by a loaded machine
+    would otherwise pause the next one, and the tests wait for builds they asked for)."""
+    monkeypatch.setattr(bm25, "PACED_BUILD_S", float("inf"))
 
 
 async def _open(**options) -> SqliteKnowledgeStore:
@@ -305,3 +312,26 @@ async def test_the_memory_setting_reaches_the_store_the_deployment_opens(tmp_pat
     monkeypatch.setenv("FLOWLOOM_KNOWLEDGE_FULL_TEXT_MEMORY_MB", str(megabytes))
     async with open_service(Settings(home=tmp_path / "home")) as service:
         assert service.knowledge.store._full_text.memory_bytes == expected
+
+
+async def test_a_slow_build_is_not_asked_for_again_before_its_pause(monkeypatch):
+    monkeypatch.setattr(bm25, "PACED_BUILD_S", -1.0)  # every build counts as slow
+    monkeypatch.setattr(bm25, "REBUILD_PACE", 3600.0)
+    store = await _open()
+    try:
+        tenant = "t-paced"
+        await store.create_dataset(dataset(tenant, "ds"))
+        doc, _ = await store.put_document(document(tenant, "ds", "a.txt"))
+        await store.replace_chunks(tenant, doc.id, drafts("alpha one", "beta two"))
+        await _current(store, tenant, ["ds"], "alpha", 5)
+        assert store._full_text.builds == 1
+        other, _ = await store.put_document(document(tenant, "ds", "b.txt"))
+        added = await store.replace_chunks(tenant, other.id, drafts("alpha alpha"))
+        hits = await store.search_full_text(tenant, ["ds"], "alpha", 5)
+        await _settled(store)
+        assert hits[0].id == added[0].id and store._full_text.builds == 1  # FTS5 answered; no build
+        store._full_text._not_before[tenant] = 0.0  # the pause is over
+        fts5, memory = await _current(store, tenant, ["ds"], "alpha", 5)
+        assert memory == fts5 and store._full_text.builds == 2
+    finally:
+        await store.close()
