@@ -511,6 +511,14 @@ def search(
     rerank_model: Annotated[
         str | None, typer.Option("--rerank-model", help="rerank the hits with this registry rerank model")
     ] = None,
+    max_quote_tokens: Annotated[
+        int | None,
+        typer.Option(
+            "--max-quote-tokens",
+            help="the hits' token budget, as a node's quote limit: hits past it are left out "
+            "(default 3000; 0: no budget, every one of --top-k)",
+        ),
+    ] = None,
     tenant: TenantOption = "default",
     as_json: JsonFlag = False,
 ) -> None:
@@ -527,6 +535,8 @@ def search(
         options["score_threshold"] = score_threshold
     if rerank_model is not None:
         options["rerank"] = {"model": rerank_model}
+    if max_quote_tokens is not None:
+        options["max_quote_tokens"] = max_quote_tokens
     if not query.strip():  # as the API's hit testing: a search of nothing is a mistake of the command
         abort("invalid search:", ["query: required (the text to search for)"])
     try:

@@ -163,7 +163,9 @@ def _outcome_line(outcome: Any, final: dict[str, Any], queued: bool, followed: b
             (outcome.source_name, "bold"),
             f": ingestion failed: {document.error or 'no reason given'}",
         ), "failed"
-    if not outcome.created:
+    if _kind(outcome) == "continued":
+        note = f"continued (its ingestion had not finished): {chunks(document.chunk_count) if status == 'ready' else status}"
+    elif not outcome.created:
         note = "unchanged"
     elif status == "ready":
         note = chunks(document.chunk_count)
@@ -179,12 +181,25 @@ def _outcome_line(outcome: Any, final: dict[str, Any], queued: bool, followed: b
 def _tally(outcomes: list[Any]) -> str:
     """``1 added, 2 unchanged``: what this command did to the dataset, by kind of outcome
     (the dataset's own count says the rest: a file of this call is one of many)."""
-    kinds = {"added": 0, "changed": 0, "retried": 0, "unchanged": 0}
+    kinds = {"added": 0, "changed": 0, "retried": 0, "continued": 0, "unchanged": 0, "refused": 0}
     for outcome in outcomes:
-        retried, changed = getattr(outcome, "retried", False), getattr(outcome, "changed", False)
-        kind = "retried" if retried else "changed" if changed else "added" if outcome.created else "unchanged"
-        kinds[kind] += 1
+        kinds[_kind(outcome)] += 1
     return ", ".join(f"{count} {kind}" for kind, count in kinds.items() if count)
+
+
+def _kind(outcome: Any) -> str:
+    """What the upload of one file did: ``refused``, ``retried`` (its ingestion had
+    failed), ``changed``, ``added``, ``continued`` (the same content, whose ingestion an
+    earlier command or process left unfinished: it goes on now) or ``unchanged``."""
+    if outcome.error is not None:
+        return "refused"
+    if getattr(outcome, "retried", False):
+        return "retried"
+    if getattr(outcome, "changed", False):
+        return "changed"
+    if outcome.created:
+        return "added"
+    return "unchanged" if str(outcome.document.status) in _FINAL else "continued"
 
 
 def chunks(count: int) -> str:
@@ -296,12 +311,13 @@ async def add_files(
     kept = [
         o
         for o in outcomes
-        if o.error is None and str(final.get(o.document.id, o.document).status) != "failed"
+        if o.error is not None or str(final.get(o.document.id, o.document).status) != "failed"
     ]
-    if kept and code != EXIT_INVALID and not as_json:
+    if kept and not as_json:  # refused files too: the rest of the batch was kept, and says so
         held = (await knowledge.get_dataset(tenant, dataset_id)).document_count
+        refused = f", {len(unread)} not read" if unread else ""
         out().print(
-            f"{_tally(kept)}: dataset {dataset_id} now holds {held} document(s); search with: "
+            f"{_tally(kept)}{refused}: dataset {dataset_id} now holds {held} document(s); search with: "
             f'flowloom datasets search {dataset_id} "..."'
         )
     return code

@@ -118,6 +118,49 @@ def test_search_takes_the_api_s_ranking_options(scripted_models, tmp_path):
     assert unknown.exit_code == 2 and "--rerank-model: unknown model 'nosuch'" in unknown.stderr
 
 
+def test_add_with_a_refused_file_still_says_what_the_dataset_now_holds(scripted_models, tmp_path):
+    dataset = create()
+    result = invoke("datasets", "add", dataset, *files(tmp_path, {"a.txt": b"alpha", "empty.txt": b""}))
+    assert result.exit_code == 2, result.output
+    assert "empty.txt" in result.stderr
+    assert f"1 added, 1 refused: dataset {dataset} now holds 1 document(s)" in result.stdout, result.output
+
+
+def test_a_re_added_file_whose_ingestion_was_left_unfinished_is_said_to_continue():
+    from types import SimpleNamespace
+
+    from api.cli.datasets_add import _outcome_line, _tally
+
+    def outcome(status: str) -> Any:
+        document = SimpleNamespace(id="d1", dataset_id="ds", status=status, chunk_count=3, error=None)
+        return SimpleNamespace(error=None, created=False, source_name="big.md", document=document)
+
+    left, done = outcome("embedding"), outcome("ready")
+    ready = SimpleNamespace(id="d1", dataset_id="ds", status="ready", chunk_count=3, error=None)
+    line, state = _outcome_line(left, {"d1": ready}, queued=False, followed=True)
+    assert state == "ok" and "continued (its ingestion had not finished): 3 chunks" in line.plain
+    assert "unchanged" in _outcome_line(done, {}, queued=False, followed=True)[0].plain
+    assert _tally([left, done]) == "1 continued, 1 unchanged"
+
+
+def test_search_takes_the_quote_budget_that_cuts_its_hits(scripted_models, tmp_path):
+    create("--id", "handbook", "--chunk-tokens", "64", "--overlap", "0")
+    text = "\n\n".join(f"Holiday rule {i}: " + "paid holiday days are counted per year. " * 8 for i in range(6))
+    [doc] = files(tmp_path, {"rules.md": text.encode()})
+    assert invoke("datasets", "add", "handbook", str(doc), "--wait").exit_code == 0
+
+    def hits(*budget: str) -> tuple[int, str]:
+        found = invoke("datasets", "search", "handbook", "paid holiday", "--mode", "full_text", "--top-k", "6",
+                       *budget, "--json")
+        assert found.exit_code == 0, found.stderr
+        answer = json.loads(found.stdout)
+        return len(answer["hits"]), " ".join(answer["notes"])
+
+    few, note = hits("--max-quote-tokens", "100")
+    assert few < 6 and "left out by max_quote_tokens (100)" in note
+    assert hits("--max-quote-tokens", "0") == (6, "")  # no budget: every one of --top-k
+
+
 def test_search_of_several_datasets_merges_their_hits_and_names_each_hit_s_dataset(scripted_models, tmp_path):
     create("--id", "faq")
     create("--id", "rules")
