@@ -188,12 +188,8 @@ class SqliteStoreBase:
     def _reader_conn(self) -> Any:
         """The full-text reader's connection (made on its thread at its first search)."""
         if self._reader is None:
-            conn = sqlean.connect(
-                str(self.path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
-            )
+            conn = self._reading_conn(check_same_thread=False)
             conn.row_factory = sqlean.Row
-            conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-            conn.execute(f"PRAGMA mmap_size={MMAP_BYTES}")
             conn.execute("PRAGMA query_only=ON")  # it reads, but for its own temp vocabulary tables
             self._reader = conn
         return self._reader
@@ -201,7 +197,17 @@ class SqliteStoreBase:
     def _build_conn(self) -> Any:
         """A connection for the full-text index builds (on their thread; it writes only
         its temp vocabulary tables)."""
-        conn = sqlean.connect(str(self.path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+        return self._reading_conn()
+
+    def _reading_conn(self, *, check_same_thread: bool = True) -> Any:
+        """A new autocommit connection to the file for reads: the busy timeout and memory
+        map every reading connection of the store has."""
+        conn = sqlean.connect(
+            str(self.path),
+            timeout=BUSY_TIMEOUT_MS / 1000,
+            isolation_level=None,
+            check_same_thread=check_same_thread,
+        )
         conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         conn.execute(f"PRAGMA mmap_size={MMAP_BYTES}")
         return conn

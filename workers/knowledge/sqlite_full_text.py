@@ -83,12 +83,8 @@ class SqliteFullText(SqliteStoreBase):
             if not terms:
                 return []
             seqs, scores = index.rank(terms)
-            where, params = sqlite_filters(filters)
-            scope = (
-                f"c.tenant_id = ? AND c.dataset_id IN ({', '.join('?' * len(dataset_ids))}) "
-                f"AND {_SEARCHABLE} AND {where}"
-            )
-            return self._best_in_scope(conn, seqs, scores, k, scope, [tenant_id, *dataset_ids, *params])
+            scope, params = _scope(tenant_id, dataset_ids, filters)
+            return self._best_in_scope(conn, seqs, scores, k, scope, params)
         finally:
             conn.execute("COMMIT")
 
@@ -130,12 +126,7 @@ class SqliteFullText(SqliteStoreBase):
         if match is None:
             return []
         fts = full_text_table(tenant_id)
-        where, params = sqlite_filters(filters)
-        scope = (
-            f"c.tenant_id = ? AND c.dataset_id IN ({', '.join('?' * len(dataset_ids))}) AND {_SEARCHABLE} "
-            f"AND {where}",
-            (tenant_id, *dataset_ids, *params),
-        )
+        scope, params = _scope(tenant_id, dataset_ids, filters)
         # BM25 first, over the tenant's full-text table alone; the scope is checked on the
         # best ``pool`` rows (most searches: the dataset is most of the tenant's chunks).
         # Fewer than ``k`` in scope out of a full pool: rank every match in scope instead.
@@ -145,8 +136,8 @@ class SqliteFullText(SqliteStoreBase):
         rows = conn.execute(
             f"SELECT f.score AS rank, {_CHUNK_COLUMNS} FROM (SELECT rowid, bm25({fts}) AS score FROM "
             f"{fts} WHERE {fts} MATCH ? ORDER BY score LIMIT ?) f JOIN kb_chunks c ON c.seq = "
-            f"f.rowid JOIN kb_documents d ON d.id = c.document_id WHERE {scope[0]} ORDER BY f.score LIMIT ?",
-            (match, pool, *scope[1], k),
+            f"f.rowid JOIN kb_documents d ON d.id = c.document_id WHERE {scope} ORDER BY f.score LIMIT ?",
+            (match, pool, *params, k),
         ).fetchall()
         if (
             len(rows) < k
@@ -159,8 +150,8 @@ class SqliteFullText(SqliteStoreBase):
             rows = conn.execute(
                 f"SELECT bm25({fts}) AS rank, {_CHUNK_COLUMNS} FROM {fts} JOIN kb_chunks c "
                 f"ON c.seq = {fts}.rowid JOIN kb_documents d ON d.id = c.document_id "
-                f"WHERE {fts} MATCH ? AND {scope[0]} ORDER BY rank LIMIT ?",
-                (match, *scope[1], k),
+                f"WHERE {fts} MATCH ? AND {scope} ORDER BY rank LIMIT ?",
+                (match, *params, k),
             ).fetchall()
         hits = []
         for row in rows:
@@ -200,3 +191,12 @@ class SqliteFullText(SqliteStoreBase):
             if count:  # a term no chunk holds yet is asked again: it may be added any time
                 known[tenant_id, term] = count
         return rarest_terms(counts)
+
+
+def _scope(tenant_id: str, dataset_ids: list[str], filters: list[MetadataFilter]) -> tuple[str, list[Any]]:
+    """``(SQL over c and d, its parameters)``: the chunks a full-text search may return -
+    the tenant's, of ``dataset_ids``, searchable, passing ``filters``. One condition for
+    both rankings (FTS5's and the in-memory index's), so they answer the same rows."""
+    where, params = sqlite_filters(filters)
+    sql = f"c.tenant_id = ? AND c.dataset_id IN ({', '.join('?' * len(dataset_ids))}) AND {_SEARCHABLE} AND {where}"
+    return sql, [tenant_id, *dataset_ids, *params]

@@ -19,7 +19,20 @@ from .store import SqlStore, dialect_insert
 from .tables import tenant_model_overrides as overrides_t
 from .tables import tenants as tenants_t
 
-__all__ = ["SqlModelOverrideStore"]
+__all__ = ["SqlModelOverrideStore", "read_overrides"]
+
+
+async def read_overrides(conn: Any, tenant_id: str) -> dict[str, dict[str, Any]]:
+    """Model name -> its override table, for the tenant, read on ``conn`` (in the caller's
+    transaction: the providers' snapshot reads them with the providers)."""
+    rows = (
+        await conn.execute(
+            sa.select(overrides_t.c.model, overrides_t.c.override)
+            .where(overrides_t.c.tenant_id == tenant_id)
+            .order_by(overrides_t.c.model)
+        )
+    ).all()
+    return {model: dict(table or {}) for model, table in rows}
 
 
 class SqlModelOverrideStore:
@@ -33,14 +46,7 @@ class SqlModelOverrideStore:
     async def overrides(self, tenant_id: str) -> dict[str, dict[str, Any]]:
         """Model name -> its override table, for the tenant."""
         async with self.store._tx() as conn:
-            rows = (
-                await conn.execute(
-                    sa.select(overrides_t.c.model, overrides_t.c.override)
-                    .where(overrides_t.c.tenant_id == tenant_id)
-                    .order_by(overrides_t.c.model)
-                )
-            ).all()
-        return {model: dict(table or {}) for model, table in rows}
+            return await read_overrides(conn, tenant_id)
 
     async def set_override(self, tenant_id: str, model: str, table: Mapping[str, Any]) -> None:
         """Store ``table`` as the tenant's override of ``model`` (replacing any)."""

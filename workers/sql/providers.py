@@ -29,12 +29,12 @@ from typing import Any
 import sqlalchemy as sa
 
 from ..secret_box import SecretBox, SecretUnreadable, mask
+from .model_overrides import read_overrides
 from .rows import RowData
 from .store import SqlStore, dialect_insert
 from .tables import model_providers as providers_t
 from .tables import provider_models as models_t
 from .tables import tenant_model_defaults as defaults_t
-from .tables import tenant_model_overrides as overrides_t
 from .tables import tenants as tenants_t
 
 __all__ = [
@@ -476,13 +476,7 @@ class SqlProviderStore:
                     )
                 )
             ).all()
-            overridden = (
-                await conn.execute(
-                    sa.select(overrides_t.c.model, overrides_t.c.override)
-                    .where(overrides_t.c.tenant_id == tenant_id)
-                    .order_by(overrides_t.c.model)
-                )
-            ).all()
+            overridden = await read_overrides(conn, tenant_id)
         by_provider: dict[str, list[ModelRecord]] = {}
         for m in model_rows:
             by_provider.setdefault(m["provider_id"], []).append(
@@ -500,5 +494,5 @@ class SqlProviderStore:
             providers,
             keys,
             {kind: model for kind, model in chosen},
-            {model: dict(table or {}) for model, table in overridden},
+            overridden,
         )
